@@ -457,14 +457,376 @@ static void dequant_ref_q8_1(const tn_block_q8_1 *x, float *y, int64_t n) {
 
 /* ---------------------------------------------------------- K-quants */
 
-void tn_dequant_ref_q4_K(const tn_block_q4_K *x, float *y, int64_t n) { (void)x; (void)y; (void)n; }
-void tn_dequant_ref_q5_K(const tn_block_q5_K *x, float *y, int64_t n) { (void)x; (void)y; (void)n; }
-void tn_dequant_ref_q6_K(const tn_block_q6_K *x, float *y, int64_t n) { (void)x; (void)y; (void)n; }
-void tn_quant_ref_q4_K(const float *x, tn_block_q4_K *y, int64_t n) { (void)x; (void)y; (void)n; }
-void tn_quant_ref_q5_K(const float *x, tn_block_q5_K *y, int64_t n) { (void)x; (void)y; (void)n; }
-void tn_quant_ref_q6_K(const float *x, tn_block_q6_K *y, int64_t n) { (void)x; (void)y; (void)n; }
-void tn_quant_ref_q8_K(const float *x, tn_block_q8_K *y, int64_t n) { (void)x; (void)y; (void)n; }
-static void dequant_ref_q8_K(const tn_block_q8_K *x, float *y, int64_t n) { (void)x; (void)y; (void)n; }
+#define GROUP_MAX_EPS 1e-15f
+
+/* Sub-block j's 6-bit scale and min out of the 12 packed bytes: sub-blocks
+ * 0-3 keep them in the low 6 bits of bytes j and j+4; sub-blocks 4-7 keep
+ * their low 4 bits in byte j+4 (scale low nibble, min high nibble) and their
+ * top 2 bits in the spare top bits of bytes j-4 (scale) and j (min). */
+static inline void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+static void pack_scale_min_k4(const int *ls, const int *lm, uint8_t *q) {
+    memset(q, 0, TN_K_SCALE_SIZE);
+    for (int j = 0; j < 8; j++) {
+        if (j < 4) {
+            q[j] |= (uint8_t)ls[j];
+            q[j + 4] |= (uint8_t)lm[j];
+        } else {
+            q[j + 4] = (uint8_t)((ls[j] & 0x0f) | ((lm[j] & 0x0f) << 4));
+            q[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
+            q[j] |= (uint8_t)((lm[j] >> 4) << 6);
+        }
+    }
+}
+
+/* Fits x ~ scale * L + min with L in [0, nmax] and min <= 0, minimising the
+ * weighted squared error: start from the min/max grid, then try nstep+1
+ * slightly different grids and solve the 2x2 least-squares problem for
+ * (scale, min) on each, keeping the best. Returns scale; *neg_min = -min.
+ * (ggml's make_qkx2_quants, so files quantize like theirs.) */
+static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L,
+                           float *neg_min, float rmin, float rdelta, int nstep) {
+    uint8_t Laux[32];
+    float min = x[0], max = x[0];
+    float sum_w = w[0], sum_x = w[0] * x[0];
+    for (int i = 1; i < n; i++) {
+        if (x[i] < min)
+            min = x[i];
+        if (x[i] > max)
+            max = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (min > 0)
+        min = 0;
+    if (max == min) {
+        memset(L, 0, (size_t)n);
+        *neg_min = -min;
+        return 0.f;
+    }
+    float iscale = (float)nmax / (max - min);
+    float scale = 1.f / iscale;
+    float best_error = 0.f;
+    for (int i = 0; i < n; i++) {
+        L[i] = (uint8_t)round_clamp(iscale * (x[i] - min), 0, nmax);
+        float diff = scale * L[i] + min - x[i];
+        best_error += w[i] * (diff * diff);
+    }
+    for (int is = 0; is <= nstep; is++) {
+        iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; i++) {
+            int l = round_clamp(iscale * (x[i] - min), 0, nmax);
+            Laux[i] = (uint8_t)l;
+            sum_l += w[i] * (float)l;
+            sum_l2 += w[i] * (float)l * (float)l;
+            sum_xl += w[i] * (float)l * x[i];
+        }
+        float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (!(D > 0))
+            continue;
+        float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+        float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+        if (this_min > 0) {
+            this_min = 0;
+            this_scale = sum_xl / sum_l2;
+        }
+        float cur_error = 0.f;
+        for (int i = 0; i < n; i++) {
+            float diff = this_scale * Laux[i] + this_min - x[i];
+            cur_error += w[i] * (diff * diff);
+        }
+        if (cur_error < best_error) {
+            memcpy(L, Laux, (size_t)n);
+            best_error = cur_error;
+            scale = this_scale;
+            min = this_min;
+        }
+    }
+    *neg_min = -min;
+    return scale;
+}
+
+/* Symmetric fit x ~ scale * L, L in [-nmax, nmax-1], weights x^2: tries 19
+ * grids around nmax/max and keeps the one with the best weighted
+ * correlation. (ggml's make_qx_quants with rmse_type 1.) L gets l + nmax. */
+static float fit_scale_sym(int n, int nmax, const float *x, uint8_t *L) {
+    float max = 0.f, amax = 0.f;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    if (amax < GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = -(float)nmax / max;
+    float sumlx = 0.f, suml2 = 0.f;
+    for (int i = 0; i < n; i++) {
+        int l = round_clamp(iscale * x[i], -nmax, nmax - 1);
+        L[i] = (uint8_t)(l + nmax);
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    float scale = suml2 > 0 ? sumlx / suml2 : 0.f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0)
+            continue;
+        iscale = -((float)nmax + 0.1f * (float)is) / max;
+        sumlx = suml2 = 0.f;
+        for (int i = 0; i < n; i++) {
+            int l = round_clamp(iscale * x[i], -nmax, nmax - 1);
+            float w = x[i] * x[i];
+            sumlx += w * x[i] * (float)l;
+            suml2 += w * (float)l * (float)l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; i++)
+                L[i] = (uint8_t)(round_clamp(iscale * x[i], -nmax, nmax - 1) + nmax);
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* Q4_K and Q5_K share everything but the quant width (nmax 15 or 31) and
+ * the search grid: per sub-block of 32 a (scale, min) fit weighted towards
+ * large values, then both sets quantized to 6 bits against the super-block
+ * maxima, then the values re-quantized with the scales as stored. */
+static void quant_k_scales_mins(const float *x, int nmax, float rmin, float rdelta, int nstep,
+                                tn_half *d_out, tn_half *dmin_out, uint8_t *packed,
+                                uint8_t *L) {
+    float scales[8], mins[8], weights[32];
+    float max_scale = 0.f, max_min = 0.f;
+    for (int j = 0; j < 8; j++) {
+        const float *xb = x + 32 * j;
+        float sum_x2 = 0.f;
+        for (int l = 0; l < 32; l++)
+            sum_x2 += xb[l] * xb[l];
+        const float av_x = sqrtf(sum_x2 / 32.f);
+        for (int l = 0; l < 32; l++)
+            weights[l] = av_x + fabsf(xb[l]);
+        scales[j] = fit_scale_min(32, nmax, xb, weights, L + 32 * j, &mins[j], rmin, rdelta,
+                                  nstep);
+        if (scales[j] > max_scale)
+            max_scale = scales[j];
+        if (mins[j] > max_min)
+            max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    int ls[8], lm[8];
+    for (int j = 0; j < 8; j++) {
+        ls[j] = round_clamp(inv_scale * scales[j], 0, 63);
+        lm[j] = round_clamp(inv_min * mins[j], 0, 63);
+    }
+    pack_scale_min_k4(ls, lm, packed);
+    *d_out = TO_FP16(max_scale / 63.f);
+    *dmin_out = TO_FP16(max_min / 63.f);
+    const float d_all = FP16(*d_out), dmin_all = FP16(*dmin_out);
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        scale_min_k4(j, packed, &sc, &m);
+        const float d = d_all * (float)sc;
+        if (d == 0.f) {
+            memset(L + 32 * j, 0, 32);
+            continue;
+        }
+        const float dm = dmin_all * (float)m;
+        for (int ii = 0; ii < 32; ii++)
+            L[32 * j + ii] = (uint8_t)round_clamp((x[32 * j + ii] + dm) / d, 0, nmax);
+    }
+}
+
+/* Q4_K: 64 values per 32 bytes of qs; value j of a 64-group is the low
+ * nibble of qs[j] (sub-block 2k), value 32+j its high nibble (2k+1). */
+void tn_dequant_ref_q4_K(const tn_block_q4_K *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n / TN_QK_K; i++) {
+        const float d = FP16(x[i].d), dmin = FP16(x[i].dmin);
+        const uint8_t *q = x[i].qs;
+        for (int g = 0; g < 4; g++, q += 32, y += 64) {
+            int sc1, m1, sc2, m2;
+            scale_min_k4(2 * g, x[i].scales, &sc1, &m1);
+            scale_min_k4(2 * g + 1, x[i].scales, &sc2, &m2);
+            const float d1 = d * (float)sc1, min1 = dmin * (float)m1;
+            const float d2 = d * (float)sc2, min2 = dmin * (float)m2;
+            for (int l = 0; l < 32; l++) {
+                y[l] = d1 * (float)(q[l] & 0x0f) - min1;
+                y[l + 32] = d2 * (float)(q[l] >> 4) - min2;
+            }
+        }
+    }
+}
+
+void tn_quant_ref_q4_K(const float *x, tn_block_q4_K *y, int64_t n) {
+    float tmp[TN_QK_K];
+    uint8_t L[TN_QK_K];
+    for (int64_t i = 0; i < n / TN_QK_K; i++, x += TN_QK_K) {
+        const float *v = finite_block(x, tmp, TN_QK_K);
+        quant_k_scales_mins(v, 15, -1.f, 0.1f, 20, &y[i].d, &y[i].dmin, y[i].scales, L);
+        for (int g = 0; g < 4; g++)
+            for (int l = 0; l < 32; l++)
+                y[i].qs[32 * g + l] = (uint8_t)(L[64 * g + l] | (L[64 * g + l + 32] << 4));
+    }
+}
+
+/* Q5_K: like Q4_K plus qh: bit 2g of qh[l] is the 5th bit of value l of
+ * 64-group g, bit 2g+1 that of value 32+l. */
+void tn_dequant_ref_q5_K(const tn_block_q5_K *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n / TN_QK_K; i++) {
+        const float d = FP16(x[i].d), dmin = FP16(x[i].dmin);
+        const uint8_t *ql = x[i].qs, *qh = x[i].qh;
+        for (int g = 0; g < 4; g++, ql += 32, y += 64) {
+            int sc1, m1, sc2, m2;
+            scale_min_k4(2 * g, x[i].scales, &sc1, &m1);
+            scale_min_k4(2 * g + 1, x[i].scales, &sc2, &m2);
+            const float d1 = d * (float)sc1, min1 = dmin * (float)m1;
+            const float d2 = d * (float)sc2, min2 = dmin * (float)m2;
+            for (int l = 0; l < 32; l++) {
+                int lo = (ql[l] & 0x0f) | (((qh[l] >> (2 * g)) & 1) << 4);
+                int hi = (ql[l] >> 4) | (((qh[l] >> (2 * g + 1)) & 1) << 4);
+                y[l] = d1 * (float)lo - min1;
+                y[l + 32] = d2 * (float)hi - min2;
+            }
+        }
+    }
+}
+
+void tn_quant_ref_q5_K(const float *x, tn_block_q5_K *y, int64_t n) {
+    float tmp[TN_QK_K];
+    uint8_t L[TN_QK_K];
+    for (int64_t i = 0; i < n / TN_QK_K; i++, x += TN_QK_K) {
+        const float *v = finite_block(x, tmp, TN_QK_K);
+        quant_k_scales_mins(v, 31, -0.5f, 0.1f, 15, &y[i].d, &y[i].dmin, y[i].scales, L);
+        memset(y[i].qh, 0, sizeof y[i].qh);
+        for (int g = 0; g < 4; g++)
+            for (int l = 0; l < 32; l++) {
+                int lo = L[64 * g + l], hi = L[64 * g + l + 32];
+                y[i].qs[32 * g + l] = (uint8_t)((lo & 0x0f) | ((hi & 0x0f) << 4));
+                y[i].qh[l] |= (uint8_t)(((lo >> 4) << (2 * g)) | ((hi >> 4) << (2 * g + 1)));
+            }
+    }
+}
+
+/* Q6_K: two halves of 128 values, each with 64 bytes of ql, 32 of qh and 8
+ * scales (one per 16 values). For l < 32 in half h: value l = low nibble of
+ * ql[l] + bits 0-1 of qh[l]; value 32+l = low nibble of ql[32+l] + bits 2-3;
+ * value 64+l = high nibble of ql[l] + bits 4-5; value 96+l = high nibble of
+ * ql[32+l] + bits 6-7. Quants are stored +32. */
+void tn_dequant_ref_q6_K(const tn_block_q6_K *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n / TN_QK_K; i++) {
+        const float d = FP16(x[i].d);
+        const uint8_t *ql = x[i].ql, *qh = x[i].qh;
+        const int8_t *sc = x[i].scales;
+        for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8, y += 128) {
+            for (int l = 0; l < 32; l++) {
+                const int is = l / 16;
+                int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l] = d * (float)sc[is] * (float)q1;
+                y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+                y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+                y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+            }
+        }
+    }
+}
+
+void tn_quant_ref_q6_K(const float *x, tn_block_q6_K *y, int64_t n) {
+    float tmp[TN_QK_K], scales[16];
+    uint8_t L[TN_QK_K];
+    for (int64_t i = 0; i < n / TN_QK_K; i++, x += TN_QK_K) {
+        const float *v = finite_block(x, tmp, TN_QK_K);
+        float max_scale = 0.f, max_abs_scale = 0.f;
+        for (int ib = 0; ib < 16; ib++) {
+            scales[ib] = fit_scale_sym(16, 32, v + 16 * ib, L + 16 * ib);
+            if (fabsf(scales[ib]) > max_abs_scale) {
+                max_abs_scale = fabsf(scales[ib]);
+                max_scale = scales[ib];
+            }
+        }
+        if (max_abs_scale < GROUP_MAX_EPS) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        /* The largest scale (by magnitude) maps to -128: like Q4_0, the
+         * signed extreme gets the one extra level. */
+        const float iscale = -128.f / max_scale;
+        y[i].d = TO_FP16(1.f / iscale);
+        for (int ib = 0; ib < 16; ib++)
+            y[i].scales[ib] = (int8_t)round_clamp(iscale * scales[ib], -128, 127);
+        const float d_all = FP16(y[i].d);
+        for (int j = 0; j < 16; j++) {
+            const float d = d_all * (float)y[i].scales[j];
+            if (d == 0.f) {
+                memset(L + 16 * j, 32, 16);
+                continue;
+            }
+            for (int ii = 0; ii < 16; ii++)
+                L[16 * j + ii] = (uint8_t)(round_clamp(v[16 * j + ii] / d, -32, 31) + 32);
+        }
+        for (int h = 0; h < 2; h++) {
+            uint8_t *ql = y[i].ql + 64 * h, *qh = y[i].qh + 32 * h;
+            const uint8_t *Lh = L + 128 * h;
+            for (int l = 0; l < 32; l++) {
+                ql[l] = (uint8_t)((Lh[l] & 0x0f) | ((Lh[l + 64] & 0x0f) << 4));
+                ql[l + 32] = (uint8_t)((Lh[l + 32] & 0x0f) | ((Lh[l + 96] & 0x0f) << 4));
+                qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) |
+                                  ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
+            }
+        }
+    }
+}
+
+/* Q8_K: the activation side of K-quant dot products; d is a plain float
+ * and bsums[k] = sum of qs[16k .. 16k+15] so the mins term of Q4_K/Q5_K
+ * costs one multiply per 16 values. */
+void tn_quant_ref_q8_K(const float *x, tn_block_q8_K *y, int64_t n) {
+    float tmp[TN_QK_K];
+    for (int64_t i = 0; i < n / TN_QK_K; i++, x += TN_QK_K) {
+        const float *v = finite_block(x, tmp, TN_QK_K);
+        float max = 0.f, amax = 0.f;
+        for (int j = 0; j < TN_QK_K; j++)
+            if (fabsf(v[j]) > amax) {
+                amax = fabsf(v[j]);
+                max = v[j];
+            }
+        if (amax == 0.f) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        const float iscale = -127.f / max;
+        for (int j = 0; j < TN_QK_K; j++)
+            y[i].qs[j] = (int8_t)round_clamp(iscale * v[j], -127, 127);
+        for (int k = 0; k < TN_QK_K / 16; k++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++)
+                sum += y[i].qs[16 * k + j];
+            y[i].bsums[k] = (int16_t)sum;
+        }
+        y[i].d = 1.f / iscale;
+    }
+}
+
+static void dequant_ref_q8_K(const tn_block_q8_K *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n / TN_QK_K; i++, y += TN_QK_K)
+        for (int j = 0; j < TN_QK_K; j++)
+            y[j] = x[i].d * (float)x[i].qs[j];
+}
 
 /* ---------------------------------------------------------- dispatch */
 
