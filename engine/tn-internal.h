@@ -1,0 +1,40 @@
+/* Shared internals of libtern: error reporting and small helpers. */
+#ifndef TN_INTERNAL_H
+#define TN_INTERNAL_H
+
+#include "tern.h"
+
+#include <stdarg.h>
+
+#if defined(__GNUC__)
+#define TN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define TN_PRINTF(a, b)
+#endif
+
+/* Fills err (when non-NULL) and returns code, so callers can write
+ * `return tn_fail(err, TN_ERR_FORMAT, "%s: ...", path);` */
+int tn_fail(tn_error *err, int code, const char *fmt, ...) TN_PRINTF(3, 4);
+int tn_vfail(tn_error *err, int code, const char *fmt, va_list ap);
+void tn_error_clear(tn_error *err);
+
+/* Overflow-checked arithmetic: return false on overflow. */
+static inline bool tn_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+static inline bool tn_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+/* Unaligned little-endian loads (GGUF is little-endian; Tern targets
+ * little-endian hosts, checked at build time). */
+#include <string.h>
+static inline uint16_t tn_rd_u16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline uint32_t tn_rd_u32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t tn_rd_u64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "libtern reads GGUF in place and needs a little-endian host"
+#endif
+
+#endif

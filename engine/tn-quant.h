@@ -1,0 +1,97 @@
+/* Block layouts of the GGUF tensor types, byte for byte as ggml stores them
+ * (ggml-common.h). A weight row is a sequence of these blocks. */
+#ifndef TN_QUANT_H
+#define TN_QUANT_H
+
+#include "tern.h"
+
+#include <assert.h>
+
+#define TN_QK4_0 32
+#define TN_QK4_1 32
+#define TN_QK5_0 32
+#define TN_QK5_1 32
+#define TN_QK8_0 32
+#define TN_QK8_1 32
+#define TN_QK_K 256
+#define TN_K_SCALE_SIZE 12
+
+typedef uint16_t tn_half; /* IEEE binary16 bits */
+
+typedef struct { tn_half d; uint8_t qs[TN_QK4_0 / 2]; } tn_block_q4_0;
+_Static_assert(sizeof(tn_block_q4_0) == 18, "q4_0 block is 18 bytes");
+
+typedef struct { tn_half d; tn_half m; uint8_t qs[TN_QK4_1 / 2]; } tn_block_q4_1;
+_Static_assert(sizeof(tn_block_q4_1) == 20, "q4_1 block is 20 bytes");
+
+typedef struct { tn_half d; uint8_t qh[4]; uint8_t qs[TN_QK5_0 / 2]; } tn_block_q5_0;
+_Static_assert(sizeof(tn_block_q5_0) == 22, "q5_0 block is 22 bytes");
+
+typedef struct { tn_half d; tn_half m; uint8_t qh[4]; uint8_t qs[TN_QK5_1 / 2]; } tn_block_q5_1;
+_Static_assert(sizeof(tn_block_q5_1) == 24, "q5_1 block is 24 bytes");
+
+typedef struct { tn_half d; int8_t qs[TN_QK8_0]; } tn_block_q8_0;
+_Static_assert(sizeof(tn_block_q8_0) == 34, "q8_0 block is 34 bytes");
+
+typedef struct { tn_half d; tn_half s; int8_t qs[TN_QK8_1]; } tn_block_q8_1;
+_Static_assert(sizeof(tn_block_q8_1) == 36, "q8_1 block is 36 bytes");
+
+/* 256 values in 8 sub-blocks of 32; 6-bit scales and mins packed in 12 bytes. */
+typedef struct {
+    tn_half d;    /* super-block scale for the quantized scales */
+    tn_half dmin; /* super-block scale for the quantized mins */
+    uint8_t scales[TN_K_SCALE_SIZE];
+    uint8_t qs[TN_QK_K / 2];
+} tn_block_q4_K;
+_Static_assert(sizeof(tn_block_q4_K) == 144, "q4_K block is 144 bytes");
+
+typedef struct {
+    tn_half d;
+    tn_half dmin;
+    uint8_t scales[TN_K_SCALE_SIZE];
+    uint8_t qh[TN_QK_K / 8]; /* high bit of each quant */
+    uint8_t qs[TN_QK_K / 2]; /* low 4 bits */
+} tn_block_q5_K;
+_Static_assert(sizeof(tn_block_q5_K) == 176, "q5_K block is 176 bytes");
+
+/* 256 values in 16 sub-blocks of 16; 8-bit signed scales. */
+typedef struct {
+    uint8_t ql[TN_QK_K / 2];     /* low 4 bits */
+    uint8_t qh[TN_QK_K / 4];     /* high 2 bits */
+    int8_t scales[TN_QK_K / 16];
+    tn_half d;
+} tn_block_q6_K;
+_Static_assert(sizeof(tn_block_q6_K) == 210, "q6_K block is 210 bytes");
+
+/* The activation format of K-quant dot products (not stored in files). */
+typedef struct {
+    float d;
+    int8_t qs[TN_QK_K];
+    int16_t bsums[TN_QK_K / 16];
+} tn_block_q8_K;
+_Static_assert(sizeof(tn_block_q8_K) == 292, "q8_K block is 292 bytes");
+
+/* Scalar reference dequantizers, one per type: n is a multiple of the block. */
+void tn_dequant_ref_q4_0(const tn_block_q4_0 *x, float *y, int64_t n);
+void tn_dequant_ref_q4_1(const tn_block_q4_1 *x, float *y, int64_t n);
+void tn_dequant_ref_q5_0(const tn_block_q5_0 *x, float *y, int64_t n);
+void tn_dequant_ref_q5_1(const tn_block_q5_1 *x, float *y, int64_t n);
+void tn_dequant_ref_q8_0(const tn_block_q8_0 *x, float *y, int64_t n);
+void tn_dequant_ref_q4_K(const tn_block_q4_K *x, float *y, int64_t n);
+void tn_dequant_ref_q5_K(const tn_block_q5_K *x, float *y, int64_t n);
+void tn_dequant_ref_q6_K(const tn_block_q6_K *x, float *y, int64_t n);
+
+/* Scalar reference quantizers (round-to-nearest with ggml's scale search
+ * for the K types), same byte layout as ggml's reference quantizers. */
+void tn_quant_ref_q4_0(const float *x, tn_block_q4_0 *y, int64_t n);
+void tn_quant_ref_q4_1(const float *x, tn_block_q4_1 *y, int64_t n);
+void tn_quant_ref_q5_0(const float *x, tn_block_q5_0 *y, int64_t n);
+void tn_quant_ref_q5_1(const float *x, tn_block_q5_1 *y, int64_t n);
+void tn_quant_ref_q8_0(const float *x, tn_block_q8_0 *y, int64_t n);
+void tn_quant_ref_q8_1(const float *x, tn_block_q8_1 *y, int64_t n);
+void tn_quant_ref_q8_K(const float *x, tn_block_q8_K *y, int64_t n);
+void tn_quant_ref_q4_K(const float *x, tn_block_q4_K *y, int64_t n);
+void tn_quant_ref_q5_K(const float *x, tn_block_q5_K *y, int64_t n);
+void tn_quant_ref_q6_K(const float *x, tn_block_q6_K *y, int64_t n);
+
+#endif

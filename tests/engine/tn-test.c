@@ -1,0 +1,59 @@
+#include "tn-test.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int tn_test_failures;
+int tn_test_checks;
+
+int tn_test_finish(const char *name) {
+    fprintf(stderr, "%s: %d checks, %d failed\n", name, tn_test_checks, tn_test_failures);
+    if (tn_test_checks == 0) {
+        fprintf(stderr, "%s: no check ran\n", name);
+        return 1;
+    }
+    return tn_test_failures ? 1 : 0;
+}
+
+void tn_test_skip(const char *why) {
+    fprintf(stderr, "skipped: %s\n", why);
+    exit(77);
+}
+
+const char *tn_test_tmpdir(void) {
+    static char dir[4096];
+    if (dir[0])
+        return dir;
+    const char *base = getenv("TERN_TEST_TMP");
+    if (!base || !*base)
+        base = "/tmp";
+    mkdir(base, 0755);
+    snprintf(dir, sizeof dir, "%s/t%ld", base, (long)getpid());
+    mkdir(dir, 0755);
+    return dir;
+}
+
+const char *tn_test_vocab(const char *name) {
+    static char path[4096];
+    const char *base = getenv("TERN_VOCAB_DIR");
+    if (!base || !*base)
+        return NULL;
+    snprintf(path, sizeof path, "%s/%s", base, name);
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return NULL;
+    return path;
+}
+
+uint64_t tn_test_rand(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+float tn_test_randf(uint64_t *state) {
+    return (float)((tn_test_rand(state) >> 40) * (1.0 / (1ULL << 24))) * 2.0f - 1.0f;
+}

@@ -1,0 +1,49 @@
+/* A tiny test harness: CHECK records a failure and goes on; a test binary
+ * exits non-zero when any check failed, 77 (meson's "skip") when it skips. */
+#ifndef TN_TEST_H
+#define TN_TEST_H
+
+#include "tern.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+extern int tn_test_failures;
+extern int tn_test_checks;
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        tn_test_checks++;                                                            \
+        if (!(cond)) {                                                               \
+            tn_test_failures++;                                                      \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                            \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                    \
+    do {                                                                     \
+        tn_test_checks++;                                                    \
+        if (!(cond)) {                                                       \
+            tn_test_failures++;                                              \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, \
+                    #cond);                                                  \
+            fprintf(stderr, __VA_ARGS__);                                    \
+            fputc('\n', stderr);                                             \
+        }                                                                    \
+    } while (0)
+
+/* Prints a summary and returns the exit status for main(). */
+int tn_test_finish(const char *name);
+/* Exit 77 with a reason: the test cannot run here (missing vocabulary...). */
+_Noreturn void tn_test_skip(const char *why);
+
+/* A scratch directory for this test binary (created, unique per process). */
+const char *tn_test_tmpdir(void);
+/* Path of the fetched vocabulary dir for one tokenizer ("qwen3"), or NULL. */
+const char *tn_test_vocab(const char *name);
+
+/* Deterministic random numbers for tests (splitmix64). */
+uint64_t tn_test_rand(uint64_t *state);
+float tn_test_randf(uint64_t *state); /* uniform in [-1, 1) */
+
+#endif

