@@ -1,0 +1,3 @@
+#!/bin/sh
+# tern-cli on bad input (being written).
+exit 0
