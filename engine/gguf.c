@@ -964,7 +964,8 @@ int tn_gguf_writer_add_tensor(tn_gguf_writer *w, const char *name, uint32_t type
     if (!fill)
         return TN_ERR_INVALID;
     int rc = add_tensor(w, name, type, n_dims, ne, fill, user, NULL);
-    if (rc && w && !w->status)
+    /* a refused tensor is the caller's to handle; only lost memory poisons the file */
+    if (rc == TN_ERR_NOMEM && w && !w->status)
         w->status = rc;
     return rc;
 }
@@ -980,7 +981,7 @@ int tn_gguf_writer_add_tensor_data(tn_gguf_writer *w, const char *name, uint32_t
     int rc = add_tensor(w, name, type, n_dims, ne, NULL, NULL, copy);
     if (rc) {
         free(copy);
-        if (w && !w->status)
+        if (rc == TN_ERR_NOMEM && w && !w->status)
             w->status = rc;
         return rc;
     }

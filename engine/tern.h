@@ -366,6 +366,41 @@ void tn_sampler_probs(tn_sampler *s, const float *logits, float *probs);
 /* A uniform number in [0, 1) from the sampler's generator. */
 double tn_sampler_uniform(tn_sampler *s);
 
+/* ----------------------------------------------------------------- mkmodel */
+
+/* Random-weight test models with real shapes and a real tokenizer. */
+typedef struct tn_mkmodel_params {
+    const char *arch;      /* "llama", "qwen3" or "gemma3" */
+    const char *type;      /* a tensor type name ("q4_0", "q8_0", "f16", ...) or a
+                              mix: "q4_k_m", "q5_k_m" */
+    int64_t n_embd;
+    int64_t n_layer;
+    int64_t n_head;
+    int64_t n_head_kv;
+    int64_t head_dim;
+    int64_t n_ff;
+    int64_t n_ctx;          /* context length (default 4096) */
+    int64_t sliding_window; /* gemma3 only (default 512) */
+    const char *tokenizer;  /* HF tokenizer.json, or a GPT-2 encoder.json/vocab.bpe dir;
+                               NULL: a tiny synthetic byte-level vocabulary */
+    uint64_t seed;
+    bool tied_output;       /* no output.weight: the LM head is the embedding
+                               (always true for gemma3) */
+    const char *name;       /* general.name; default names it a random-weight model */
+    float logit_scale;      /* target std of the logits (default 10: peaked, so
+                               greedy decoding is well defined) */
+    int n_threads;          /* for generating weights; <= 0: all cores */
+} tn_mkmodel_params;
+
+tn_mkmodel_params tn_mkmodel_default_params(void);
+/* Writes the model atomically to out_path. */
+int tn_mkmodel(const tn_mkmodel_params *p, const char *out_path, tn_error *err);
+
+/* Adds the tokenizer.* metadata (and tokenizer.chat_template) converted from
+ * a Hugging Face tokenizer.json (tokenizer_config.json is read from beside
+ * it), or from a GPT-2 encoder.json + vocab.bpe directory. */
+int tn_vocab_convert_hf(const char *path, tn_gguf_writer *w, int64_t *n_vocab, tn_error *err);
+
 #ifdef __cplusplus
 }
 #endif

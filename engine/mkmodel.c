@@ -1,0 +1,510 @@
+/* Random-weight GGUF models with real shapes and real tokenizers.
+ *
+ * No model can be downloaded where Tern is tested, so the tests, the
+ * benchmarks and the demo run on models written here. They must behave like
+ * real ones where it matters to the engine: real tensor names, shapes, types
+ * and metadata, a real vocabulary, and next-token distributions peaked
+ * enough that greedy decoding is well defined rather than a coin toss
+ * between near-equal logits.
+ *
+ * Initialisation (documented in docs/MKMODEL.md):
+ * - every matrix W [in -> out] is uniform with std 1/sqrt(in), so each
+ *   projection keeps the scale of its input;
+ * - the projections that write into the residual stream (attn_output,
+ *   ffn_down) are further scaled by 1/sqrt(2 * n_layer), so the residual
+ *   grows gently over depth (as in GPT-2's initialisation);
+ * - norm weights are 1 (gemma3 stores 1 + w, so also 1), QK-norm weights 1;
+ * - the LM head (output.weight, or the tied embedding) has std
+ *   logit_scale / sqrt(n_embd): after the final RMSNorm the hidden state has
+ *   unit RMS, so the logits have std ~logit_scale (10 by default). The gap
+ *   between the two largest of V Gaussian logits is then about
+ *   logit_scale / sqrt(2 ln V) (~2 for V = 32k), far above quantization
+ *   noise, so argmax is stable across weight types and kernels.
+ * Weights are drawn per row from a generator seeded by (seed, tensor name,
+ * row), so a model is the same whatever the thread count. */
+#include "tn-internal.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+/* TODO(lead): temporary until engine/vocab-convert.c lands; remove. */
+extern int tn_vocab_convert_hf(const char *path, tn_gguf_writer *w, int64_t *n_vocab,
+                               tn_error *err) __attribute__((weak));
+
+tn_mkmodel_params tn_mkmodel_default_params(void) {
+    tn_mkmodel_params p;
+    memset(&p, 0, sizeof p);
+    p.arch = "llama";
+    p.type = "q8_0";
+    p.n_embd = 256;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = 64;
+    p.n_ff = 768;
+    p.n_ctx = 4096;
+    p.sliding_window = 512;
+    p.seed = 1;
+    p.logit_scale = 10.0f;
+    return p;
+}
+
+/* ------------------------------------------------------------- randomness */
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) {
+        h ^= (uint8_t)*s;
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+/* ------------------------------------------------------------ tensor plan */
+
+typedef enum { FILL_RANDOM, FILL_ONES } fill_kind;
+
+typedef struct tensor_plan {
+    char name[64];
+    uint32_t type;
+    uint32_t n_dims;
+    uint64_t ne[2];
+    fill_kind kind;
+    float std;
+} tensor_plan;
+
+typedef struct model_plan {
+    const tn_mkmodel_params *p;
+    tensor_plan *t;
+    size_t n, cap;
+    int n_threads;
+} model_plan;
+
+static int plan_add(model_plan *m, const char *name, uint32_t type, uint32_t n_dims, uint64_t ne0,
+                    uint64_t ne1, fill_kind kind, float std) {
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        tensor_plan *t = realloc(m->t, cap * sizeof *t);
+        if (!t)
+            return TN_ERR_NOMEM;
+        m->t = t;
+        m->cap = cap;
+    }
+    tensor_plan *t = &m->t[m->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->type = type;
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->kind = kind;
+    t->std = std;
+    return TN_OK;
+}
+
+/* A K-quant needs rows that are whole 256-value super-blocks; like ggml's
+ * quantizer, fall back to the nearest 32-block type otherwise. */
+static uint32_t fit_type(uint32_t type, uint64_t ne0) {
+    if (ne0 % tn_type_block_size(type) == 0)
+        return type;
+    switch (type) {
+    case TN_TYPE_Q4_K: return TN_TYPE_Q5_0;
+    case TN_TYPE_Q5_K: return TN_TYPE_Q5_1;
+    case TN_TYPE_Q6_K: return TN_TYPE_Q8_0;
+    default: return ne0 % 32 == 0 ? TN_TYPE_Q8_0 : TN_TYPE_F16;
+    }
+}
+
+/* llama.cpp's "use more bits" rule of the _M mixes: the first and last
+ * eighth of the layers, and every third layer in between. */
+static bool use_more_bits(int64_t il, int64_t n) {
+    return il < n / 8 || il >= 7 * n / 8 || (il - n / 8) % 3 == 2;
+}
+
+typedef struct type_choice {
+    uint32_t base;
+    bool mix;      /* _M mix of K types */
+    uint32_t more; /* the larger type of the mix */
+} type_choice;
+
+static int parse_type(const char *name, type_choice *tc) {
+    memset(tc, 0, sizeof *tc);
+    if (!strcasecmp(name, "q4_k_m")) {
+        tc->base = TN_TYPE_Q4_K;
+        tc->more = TN_TYPE_Q6_K;
+        tc->mix = true;
+        return TN_OK;
+    }
+    if (!strcasecmp(name, "q5_k_m")) {
+        tc->base = TN_TYPE_Q5_K;
+        tc->more = TN_TYPE_Q6_K;
+        tc->mix = true;
+        return TN_OK;
+    }
+    int t = tn_type_from_name(name);
+    if (t < 0 || !tn_type_supported((uint32_t)t) || t == TN_TYPE_Q8_1 || t == TN_TYPE_Q8_K)
+        return TN_ERR_INVALID;
+    tc->base = (uint32_t)t;
+    return TN_OK;
+}
+
+static int build_plan(model_plan *m, int64_t n_vocab, tn_error *err) {
+    const tn_mkmodel_params *p = m->p;
+    type_choice tc;
+    if (parse_type(p->type, &tc))
+        return tn_fail(err, TN_ERR_INVALID,
+                       "unknown weight type '%s' (use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+                       "q5_1, q4_K, q5_K, q6_K, q4_k_m or q5_k_m)",
+                       p->type);
+    bool gemma = !strcmp(p->arch, "gemma3");
+    bool qk_norm = gemma || !strcmp(p->arch, "qwen3");
+    bool tied = p->tied_output || gemma;
+    uint64_t E = (uint64_t)p->n_embd, F = (uint64_t)p->n_ff, V = (uint64_t)n_vocab;
+    uint64_t Q = (uint64_t)(p->n_head * p->head_dim), KV = (uint64_t)(p->n_head_kv * p->head_dim);
+    float head_std = p->logit_scale / sqrtf((float)E);
+    float in_std = 1.0f / sqrtf((float)E);
+    float resid = 1.0f / sqrtf(2.0f * (float)p->n_layer);
+    int rc;
+    char name[64];
+    /* the embedding doubles as the LM head when tied; untied, it only needs
+     * unit-scale rows (the first norm rescales them anyway) */
+    uint32_t embd_type = fit_type(tc.mix ? tc.base : tc.base, E);
+    if ((rc = plan_add(m, "token_embd.weight", embd_type, 2, E, V, FILL_RANDOM,
+                       tied ? head_std : 1.0f)))
+        return rc;
+    for (int64_t il = 0; il < p->n_layer; il++) {
+        uint32_t big = tc.mix && use_more_bits(il, p->n_layer) ? tc.more : tc.base;
+#define T(suffix, type, ne0, ne1, kind, std)                                        \
+    do {                                                                            \
+        snprintf(name, sizeof name, "blk.%lld." suffix, (long long)il);             \
+        if ((rc = plan_add(m, name, (ne1) ? fit_type(type, ne0) : TN_TYPE_F32,      \
+                           (ne1) ? 2 : 1, ne0, (ne1) ? (ne1) : 1, kind, std)))      \
+            return rc;                                                              \
+    } while (0)
+        T("attn_norm.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
+        T("attn_q.weight", tc.base, E, Q, FILL_RANDOM, in_std);
+        T("attn_k.weight", tc.base, E, KV, FILL_RANDOM, in_std);
+        T("attn_v.weight", big, E, KV, FILL_RANDOM, in_std);
+        T("attn_output.weight", tc.base, Q, E, FILL_RANDOM, resid / sqrtf((float)Q));
+        if (qk_norm) {
+            T("attn_q_norm.weight", TN_TYPE_F32, (uint64_t)p->head_dim, 0, FILL_ONES, 0);
+            T("attn_k_norm.weight", TN_TYPE_F32, (uint64_t)p->head_dim, 0, FILL_ONES, 0);
+        }
+        if (gemma)
+            T("post_attention_norm.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
+        T("ffn_norm.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
+        T("ffn_gate.weight", tc.base, E, F, FILL_RANDOM, in_std);
+        T("ffn_up.weight", tc.base, E, F, FILL_RANDOM, in_std);
+        T("ffn_down.weight", big, F, E, FILL_RANDOM, resid / sqrtf((float)F));
+        if (gemma)
+            T("post_ffw_norm.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
+#undef T
+    }
+    if ((rc = plan_add(m, "output_norm.weight", TN_TYPE_F32, 1, E, 1, FILL_ONES, 0)))
+        return rc;
+    if (!tied &&
+        (rc = plan_add(m, "output.weight", fit_type(tc.mix ? TN_TYPE_Q6_K : tc.base, E), 2, E, V,
+                       FILL_RANDOM, head_std)))
+        return rc;
+    return TN_OK;
+}
+
+/* --------------------------------------------------------- weight filling */
+
+typedef struct fill_job {
+    const tensor_plan *t;
+    uint64_t seed;
+    uint8_t *dst;
+    size_t row_bytes;
+    int status;
+} fill_job;
+
+typedef struct fill_thread {
+    fill_job *job;
+    int ith, nth;
+} fill_thread;
+
+static void fill_rows(fill_job *job, uint64_t r0, uint64_t r1, float *row) {
+    const tensor_plan *t = job->t;
+    /* uniform on [-a, a] has std a / sqrt(3) */
+    float a = t->std * sqrtf(3.0f);
+    uint64_t base = job->seed ^ name_hash(t->name);
+    for (uint64_t r = r0; r < r1; r++) {
+        uint64_t s = base + r * 0x9e3779b97f4a7c15ULL;
+        for (uint64_t i = 0; i < t->ne[0]; i++) {
+            if (t->kind == FILL_ONES) {
+                row[i] = 1.0f;
+            } else {
+                double u = (double)(splitmix(&s) >> 11) * (1.0 / 9007199254740992.0);
+                row[i] = (float)((2.0 * u - 1.0) * a);
+            }
+        }
+        if (tn_quantize_row(t->type, row, job->dst + r * job->row_bytes, (int64_t)t->ne[0]) !=
+            TN_OK)
+            job->status = TN_ERR_UNSUPPORTED;
+    }
+}
+
+static void *fill_thread_main(void *arg) {
+    fill_thread *ft = arg;
+    fill_job *job = ft->job;
+    uint64_t rows = job->t->ne[1];
+    uint64_t r0 = rows * (uint64_t)ft->ith / (uint64_t)ft->nth;
+    uint64_t r1 = rows * (uint64_t)(ft->ith + 1) / (uint64_t)ft->nth;
+    float *row = malloc(job->t->ne[0] * sizeof *row);
+    if (!row) {
+        job->status = TN_ERR_NOMEM;
+        return NULL;
+    }
+    fill_rows(job, r0, r1, row);
+    free(row);
+    return NULL;
+}
+
+typedef struct fill_ctx {
+    model_plan *m;
+    size_t index;
+} fill_ctx;
+
+static int fill_tensor(void *user, const char *name, void *dst, uint64_t nbytes, tn_error *err) {
+    fill_ctx *fc = user;
+    const tensor_plan *t = &fc->m->t[fc->index];
+    fill_job job = {.t = t, .seed = fc->m->p->seed, .dst = dst,
+                    .row_bytes = tn_type_row_bytes(t->type, t->ne[0])};
+    if (job.row_bytes * t->ne[1] != nbytes)
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel: size mismatch for %s", name);
+    int nth = fc->m->n_threads;
+    if ((uint64_t)nth > t->ne[1])
+        nth = (int)t->ne[1];
+    if (nth < 1)
+        nth = 1;
+    pthread_t th[64];
+    fill_thread ft[64];
+    int started = 0;
+    for (int i = 0; i < nth; i++) {
+        ft[i] = (fill_thread){&job, i, nth};
+        if (i > 0 && pthread_create(&th[i], NULL, fill_thread_main, &ft[i]) == 0)
+            started = i;
+        else if (i > 0)
+            break;
+    }
+    /* threads that could not start are done by the caller */
+    for (int i = started + 1; i < nth; i++)
+        fill_thread_main(&ft[i]);
+    fill_thread_main(&ft[0]);
+    for (int i = 1; i <= started; i++)
+        pthread_join(th[i], NULL);
+    if (job.status)
+        return tn_fail(err, job.status, "mkmodel: cannot produce %s as %s", name,
+                       tn_type_name(t->type));
+    return TN_OK;
+}
+
+/* ------------------------------------------------------ synthetic vocabulary */
+
+/* A tiny SentencePiece-style vocabulary: control tokens, the 256 byte
+ * tokens, printable ASCII, and a few hundred frequent English bigrams so
+ * that merging is exercised. Enough for tests that want a small vocabulary
+ * (sampling statistics) and for models without a tokenizer file. */
+static int synthetic_vocab(tn_gguf_writer *w, int64_t *n_vocab) {
+    static const char *control[] = {"<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"};
+    static const char *bigrams =
+        "thheinerantheonndhaesstenatitoisedorarteasngeentoouhisiaseofitalsrhas";
+    enum { MAXTOK = 600 };
+    char *tokens[MAXTOK];
+    float scores[MAXTOK];
+    int32_t types[MAXTOK];
+    int n = 0, rc = TN_OK;
+    for (size_t i = 0; i < sizeof control / sizeof control[0]; i++) {
+        tokens[n] = strdup(control[i]);
+        scores[n] = 0.0f;
+        types[n] = i == 0 ? 2 : 3; /* unknown, control */
+        n++;
+    }
+    for (int b = 0; b < 256; b++) {
+        char buf[8];
+        snprintf(buf, sizeof buf, "<0x%02X>", b);
+        tokens[n] = strdup(buf);
+        scores[n] = 0.0f;
+        types[n] = 6; /* byte */
+        n++;
+    }
+    /* "▁" and printable ASCII: single characters */
+    tokens[n] = strdup("\xe2\x96\x81");
+    scores[n] = -1.0f;
+    types[n++] = 1;
+    for (int c = 0x21; c < 0x7f; c++) {
+        char buf[2] = {(char)c, 0};
+        tokens[n] = strdup(buf);
+        scores[n] = -2.0f - (float)(c - 0x21) * 0.001f;
+        types[n++] = 1;
+    }
+    /* "▁x" for each lowercase letter and a list of bigrams, most frequent first */
+    for (int c = 'a'; c <= 'z'; c++) {
+        char buf[8] = "\xe2\x96\x81";
+        buf[3] = (char)c;
+        buf[4] = 0;
+        tokens[n] = strdup(buf);
+        scores[n] = -10.0f - (float)(c - 'a') * 0.01f;
+        types[n++] = 1;
+    }
+    for (size_t i = 0; bigrams[i] && bigrams[i + 1] && n < MAXTOK; i += 2) {
+        char buf[3] = {bigrams[i], bigrams[i + 1], 0};
+        bool dup = false;
+        for (int j = 0; j < n && !dup; j++)
+            dup = !strcmp(tokens[j], buf);
+        if (dup)
+            continue;
+        tokens[n] = strdup(buf);
+        scores[n] = -20.0f - (float)i * 0.01f;
+        types[n++] = 1;
+    }
+    for (int i = 0; i < n; i++)
+        if (!tokens[i])
+            rc = TN_ERR_NOMEM;
+    if (!rc) rc = tn_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    if (!rc) rc = tn_gguf_writer_set_str(w, "tokenizer.ggml.pre", "default");
+    if (!rc) rc = tn_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, (uint64_t)n);
+    if (!rc) rc = tn_gguf_writer_set_arr(w, "tokenizer.ggml.scores", TN_GGUF_F32, scores, (uint64_t)n);
+    if (!rc) rc = tn_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", TN_GGUF_I32, types, (uint64_t)n);
+    if (!rc) rc = tn_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    if (!rc) rc = tn_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    if (!rc) rc = tn_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 4);
+    if (!rc) rc = tn_gguf_writer_set_u32(w, "tokenizer.ggml.eot_token_id", 4);
+    if (!rc) rc = tn_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
+    if (!rc) rc = tn_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false);
+    if (!rc) rc = tn_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", true);
+    if (!rc)
+        rc = tn_gguf_writer_set_str(
+            w, "tokenizer.chat_template",
+            "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+            "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt "
+            "%}{{ '<|im_start|>assistant\\n' }}{% endif %}");
+    for (int i = 0; i < n; i++)
+        free(tokens[i]);
+    *n_vocab = n;
+    return rc;
+}
+
+/* --------------------------------------------------------------- metadata */
+
+static int write_hparams(tn_gguf_writer *w, const tn_mkmodel_params *p, int64_t n_vocab) {
+    const char *a = p->arch;
+    char key[128];
+    int rc = TN_OK;
+    bool gemma = !strcmp(a, "gemma3"), qwen = !strcmp(a, "qwen3");
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    if (!rc) rc = tn_gguf_writer_set_str(w, "general.architecture", a);
+    if (!rc) rc = tn_gguf_writer_set_str(w, "general.type", "model");
+    if (!rc) rc = tn_gguf_writer_set_str(w, "general.name", p->name ? p->name : "Tern demo model (random weights)");
+    if (!rc) rc = tn_gguf_writer_set_str(w, "general.description",
+                                         "Random weights written by tern-cli mkmodel: real shapes and "
+                                         "vocabulary, meaningless output.");
+    if (!rc) rc = tn_gguf_writer_set_u32(w, "general.alignment", TN_GGUF_DEFAULT_ALIGNMENT);
+    if (!rc) rc = tn_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)p->n_ctx);
+    if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)p->n_embd);
+    if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)p->n_layer);
+    if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)p->n_ff);
+    if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)p->n_head);
+    if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)p->n_head_kv);
+    if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)p->head_dim);
+    if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)p->head_dim);
+    if (!rc) rc = tn_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), gemma || qwen ? 1e-6f : 1e-5f);
+    if (!rc) rc = tn_gguf_writer_set_f32(w, KEY("rope.freq_base"), gemma || qwen ? 1000000.0f : 500000.0f);
+    if (!rc && !strcmp(a, "llama")) {
+        rc = tn_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)p->head_dim);
+        if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
+    }
+    if (!rc && gemma)
+        rc = tn_gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->sliding_window);
+#undef KEY
+    return rc;
+}
+
+static int check_params(const tn_mkmodel_params *p, tn_error *err) {
+    if (!p->arch || (strcmp(p->arch, "llama") && strcmp(p->arch, "qwen3") && strcmp(p->arch, "gemma3")))
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel: unknown architecture '%s' (use llama, qwen3 or gemma3)",
+                       p->arch ? p->arch : "");
+    if (p->n_embd <= 0 || p->n_layer <= 0 || p->n_head <= 0 || p->n_head_kv <= 0 ||
+        p->head_dim <= 0 || p->n_ff <= 0 || p->n_ctx <= 0)
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel: every dimension must be positive");
+    if (p->n_embd > (1 << 16) || p->n_layer > 256 || p->n_head > 256 || p->head_dim > 1024 ||
+        p->n_ff > (1 << 18) || p->n_ctx > (1 << 24))
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel: a dimension is unreasonably large");
+    if (p->n_head % p->n_head_kv)
+        return tn_fail(err, TN_ERR_INVALID,
+                       "mkmodel: heads (%lld) must be a multiple of kv heads (%lld)",
+                       (long long)p->n_head, (long long)p->n_head_kv);
+    if (p->head_dim % 2)
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel: head dim must be even (rotary pairs)");
+    if (p->n_embd % 32 || p->n_ff % 32 || (p->n_head * p->head_dim) % 32)
+        return tn_fail(err, TN_ERR_INVALID,
+                       "mkmodel: embedding, feed-forward and heads x head dim must be multiples "
+                       "of 32 (the quantization block)");
+    if (!(p->logit_scale > 0.0f && p->logit_scale < 1000.0f))
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel: logit scale must be in (0, 1000)");
+    return TN_OK;
+}
+
+int tn_mkmodel(const tn_mkmodel_params *p, const char *out_path, tn_error *err) {
+    tn_error_clear(err);
+    if (!p || !out_path)
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel: no parameters or output path");
+    int rc = check_params(p, err);
+    if (rc)
+        return rc;
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    if (!w)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    model_plan m = {.p = p};
+    fill_ctx *fcs = NULL;
+    int64_t n_vocab = 0;
+    if (p->tokenizer && !tn_vocab_convert_hf) {
+        rc = tn_fail(err, TN_ERR_UNSUPPORTED, "mkmodel: tokenizer conversion is not built yet");
+    } else if (p->tokenizer) {
+        rc = tn_vocab_convert_hf(p->tokenizer, w, &n_vocab, err);
+    } else {
+        rc = synthetic_vocab(w, &n_vocab);
+        if (rc)
+            tn_fail(err, rc, "mkmodel: cannot build the synthetic vocabulary");
+    }
+    if (!rc && (rc = write_hparams(w, p, n_vocab)))
+        tn_fail(err, rc, "mkmodel: cannot write metadata");
+    if (!rc)
+        rc = build_plan(&m, n_vocab, err);
+    if (!rc) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        m.n_threads = p->n_threads > 0 ? p->n_threads : (ncpu > 0 ? (int)ncpu : 1);
+        if (m.n_threads > 64)
+            m.n_threads = 64;
+        fcs = calloc(m.n, sizeof *fcs);
+        if (!fcs)
+            rc = tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; !rc && i < m.n; i++) {
+        fcs[i] = (fill_ctx){&m, i};
+        rc = tn_gguf_writer_add_tensor(w, m.t[i].name, m.t[i].type, m.t[i].n_dims, m.t[i].ne,
+                                       fill_tensor, &fcs[i]);
+        if (rc)
+            tn_fail(err, rc, "mkmodel: cannot add tensor %s", m.t[i].name);
+    }
+    if (!rc)
+        rc = tn_gguf_writer_write(w, out_path, err);
+    tn_gguf_writer_free(w);
+    free(fcs);
+    free(m.t);
+    return rc;
+}
