@@ -30,8 +30,10 @@ build: deps $(BUILD)/build.ninja
 demo: build vocab
 	@tools/make-demo.sh $(BUILD)/cli/tern-cli $(VOCAB) $(DEMO)
 
+# MODEL=/path/to/model.gguf runs a real model instead of the demo.
+MODEL ?=
 run: demo
-	$(BUILD)/cli/tern-cli run -m $(DEMO)
+	$(BUILD)/cli/tern-cli run -m $(if $(MODEL),$(MODEL),$(DEMO))
 
 $(TEST_BUILD)/build.ninja:
 	meson setup $(TEST_BUILD) -Dbuildtype=debugoptimized \
@@ -42,8 +44,8 @@ $(FUZZ_BUILD)/build.ninja:
 	    -Db_lundef=false -Dvocab_dir=$(VOCAB)
 
 test: deps vocab $(TEST_BUILD)/build.ninja $(FUZZ_BUILD)/build.ninja
-	meson compile -C $(TEST_BUILD)
-	meson compile -C $(FUZZ_BUILD)
+	@meson compile -C $(TEST_BUILD) && meson compile -C $(FUZZ_BUILD) \
+	    || { echo "the build failed"; echo "0 passed, 1 failed"; exit 1; }
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	    tools/run-tests.sh $(TEST_BUILD) $(FUZZ_BUILD)
