@@ -1,0 +1,554 @@
+/* The forward pass of llama, qwen3 and gemma3 models, and the KV cache.
+ *
+ * Batch invariance (shared/DESIGN.md) is the rule every line here keeps: a
+ * row's result depends only on its token, its position and the KV rows before
+ * it. Weight products go through tn_matmul (batch-invariant by contract);
+ * everything else is a per-row operation with one fixed order of arithmetic,
+ * and work is split over rows and heads, never over a reduction. So a
+ * 1-token decode, any row of an N-token prefill or verification, and any
+ * thread count give bit-identical logits.
+ */
+#include "tn-internal.h"
+#include "tn-model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------- row ops */
+
+/* Eight independent partial sums in a fixed order: vectorizable, and the
+ * same arithmetic wherever the row comes from. */
+float tn_dot_f32(const float *a, const float *b, int32_t n) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += a[i + j] * b[i + j];
+    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* y = x / rms(x) * w; y may alias x. The mean of squares is accumulated in
+ * double, as ggml does, so long rows lose nothing. */
+void tn_rmsnorm(float *y, const float *x, const float *w, int32_t n, float eps) {
+    double ss = 0;
+    for (int32_t i = 0; i < n; i++)
+        ss += (double)(x[i] * x[i]);
+    const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (int32_t i = 0; i < n; i++)
+        y[i] = x[i] * scale * w[i];
+}
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+
+static inline float gelu_tanh(float x) {
+    const float k = 0.79788456080286535588f; /* sqrt(2 / pi) */
+    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
+}
+
+/* Rotates the first n_rot values of one head by the angles of cs
+ * ([n_rot / 2][2] cos, sin). */
+static void rope_apply(float *v, const float *cs, int32_t n_rot, tn_rope_kind kind) {
+    const int32_t half = n_rot / 2;
+    for (int32_t i = 0; i < half; i++) {
+        const int32_t i0 = kind == TN_ROPE_ADJACENT ? 2 * i : i;
+        const int32_t i1 = kind == TN_ROPE_ADJACENT ? 2 * i + 1 : i + half;
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const float x0 = v[i0], x1 = v[i1];
+        v[i0] = x0 * c - x1 * s;
+        v[i1] = x0 * s + x1 * c;
+    }
+}
+
+/* cos and sin of pos * scale * base^(-2i / n_rot) / freq[i], in double so
+ * that large positions keep their precision. */
+static void rope_angles(float *cs, int64_t pos, int32_t n_rot, float base, float scale,
+                        const float *freqs) {
+    for (int32_t i = 0; i < n_rot / 2; i++) {
+        double inv = pow((double)base, -2.0 * i / n_rot) * (double)scale;
+        if (freqs)
+            inv /= (double)freqs[i];
+        const double theta = (double)pos * inv;
+        cs[2 * i] = (float)cos(theta);
+        cs[2 * i + 1] = (float)sin(theta);
+    }
+}
+
+/* -------------------------------------------------------------- context */
+
+static void *xcalloc(size_t n, size_t size, bool *ok) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p)
+        *ok = false;
+    return p;
+}
+
+void tn_ctx_free(tn_ctx *ctx) {
+    if (!ctx)
+        return;
+    tn_cpu_free(ctx->cpu);
+    free(ctx->k_cache);
+    free(ctx->v_cache);
+    free(ctx->x);
+    free(ctx->xn);
+    free(ctx->q);
+    free(ctx->k);
+    free(ctx->v);
+    free(ctx->att);
+    free(ctx->o);
+    free(ctx->gate);
+    free(ctx->up);
+    free(ctx->rope_cs);
+    free(ctx->scores);
+    free(ctx->cap_ids);
+    free(ctx->cap);
+    free(ctx);
+}
+
+int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx **out,
+               tn_error *err) {
+    if (!out)
+        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_new: out is NULL");
+    *out = NULL;
+    if (!model)
+        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_new: model is NULL");
+    const tn_hparams *hp = &model->hp;
+    if (n_ctx <= 0)
+        n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    const uint64_t row = (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
+    uint64_t kv_elems;
+    if (!tn_mul_u64(row * (uint64_t)hp->n_layer, (uint64_t)n_ctx, &kv_elems) ||
+        kv_elems > SIZE_MAX / sizeof(float) / 2)
+        return tn_fail(err, TN_ERR_OVERFLOW, "%s: a context of %d tokens does not fit in memory",
+                       model->path, n_ctx);
+    tn_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    ctx->model = model;
+    ctx->n_ctx = n_ctx;
+    atomic_init(&ctx->cancel, false);
+    ctx->cpu = tn_cpu_new(n_threads);
+    if (!ctx->cpu) {
+        tn_ctx_free(ctx);
+        return tn_fail(err, TN_ERR_NOMEM, "cannot start the CPU thread pool");
+    }
+    ctx->n_threads = tn_cpu_threads(ctx->cpu);
+    bool ok = true;
+    ctx->k_cache = xcalloc(kv_elems, sizeof(float), &ok);
+    ctx->v_cache = xcalloc(kv_elems, sizeof(float), &ok);
+    if (!ok) {
+        tn_ctx_free(ctx);
+        return tn_fail(err, TN_ERR_NOMEM,
+                       "cannot allocate the KV cache: %d tokens need %.1f MiB (try a smaller "
+                       "context)",
+                       n_ctx, 2.0 * (double)kv_elems * sizeof(float) / (1 << 20));
+    }
+    const size_t U = TN_UBATCH, E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
+    const size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
+    ctx->x = xcalloc(U * E, sizeof(float), &ok);
+    ctx->xn = xcalloc(U * E, sizeof(float), &ok);
+    ctx->q = xcalloc(U * QD, sizeof(float), &ok);
+    ctx->k = xcalloc(U * row, sizeof(float), &ok);
+    ctx->v = xcalloc(U * row, sizeof(float), &ok);
+    ctx->att = xcalloc(U * QD, sizeof(float), &ok);
+    ctx->o = xcalloc(U * E, sizeof(float), &ok);
+    ctx->gate = xcalloc(U * F, sizeof(float), &ok);
+    ctx->up = xcalloc(U * F, sizeof(float), &ok);
+    ctx->rope_cs = xcalloc(2 * U * (size_t)hp->n_rot, sizeof(float), &ok);
+    ctx->scores = xcalloc((size_t)ctx->n_threads * (size_t)n_ctx, sizeof(float), &ok);
+    if (!ok) {
+        tn_ctx_free(ctx);
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory for the inference scratch");
+    }
+    *out = ctx;
+    return TN_OK;
+}
+
+const tn_model *tn_ctx_model(const tn_ctx *ctx) { return ctx->model; }
+int32_t tn_ctx_n_ctx(const tn_ctx *ctx) { return ctx->n_ctx; }
+int32_t tn_ctx_n_threads(const tn_ctx *ctx) { return ctx->n_threads; }
+int32_t tn_ctx_kv_len(const tn_ctx *ctx) { return ctx->kv_len; }
+
+int tn_ctx_kv_truncate(tn_ctx *ctx, int32_t n) {
+    if (!ctx || n < 0 || n > ctx->kv_len)
+        return TN_ERR_INVALID;
+    /* Rows from n on are dead: the next decode overwrites them before any
+     * query can read them (attention only reads rows < its position + 1). */
+    ctx->kv_len = n;
+    return TN_OK;
+}
+
+void tn_ctx_cancel(tn_ctx *ctx) {
+    if (ctx)
+        atomic_store(&ctx->cancel, true);
+}
+void tn_ctx_cancel_reset(tn_ctx *ctx) {
+    if (ctx)
+        atomic_store(&ctx->cancel, false);
+}
+bool tn_ctx_cancelled(const tn_ctx *ctx) {
+    return ctx && atomic_load(&((tn_ctx *)ctx)->cancel);
+}
+
+int tn_ctx_capture_hidden(tn_ctx *ctx, const int32_t *ids, int32_t n_ids, tn_error *err) {
+    if (!ctx || n_ids < 0 || (n_ids > 0 && !ids))
+        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_capture_hidden: bad arguments");
+    for (int32_t i = 0; i < n_ids; i++)
+        if (ids[i] < 0 || ids[i] > ctx->model->hp.n_layer)
+            return tn_fail(err, TN_ERR_INVALID,
+                           "hidden-state layer %d is outside 0..%d (0 = embeddings)", ids[i],
+                           ctx->model->hp.n_layer);
+    int32_t *copy = NULL;
+    if (n_ids > 0) {
+        copy = malloc((size_t)n_ids * sizeof *copy);
+        if (!copy)
+            return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+        memcpy(copy, ids, (size_t)n_ids * sizeof *copy);
+    }
+    free(ctx->cap_ids);
+    free(ctx->cap);
+    ctx->cap_ids = copy;
+    ctx->n_cap = n_ids;
+    ctx->cap = NULL;
+    ctx->cap_rows = 0;
+    ctx->cap_alloc = 0;
+    return TN_OK;
+}
+
+const float *tn_ctx_hidden(const tn_ctx *ctx, int32_t *n_rows) {
+    if (n_rows)
+        *n_rows = ctx && ctx->n_cap > 0 ? ctx->cap_rows : 0;
+    return ctx && ctx->n_cap > 0 ? ctx->cap : NULL;
+}
+
+/* ------------------------------------------------------ KV state bytes */
+
+uint64_t tn_ctx_kv_state_bytes(const tn_ctx *ctx, int32_t n) {
+    if (!ctx || n < 0 || n > ctx->n_ctx)
+        return 0;
+    const tn_hparams *hp = &ctx->model->hp;
+    return 2ULL * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)n *
+           (uint64_t)hp->head_dim * sizeof(float);
+}
+
+/* Calls fn on each (layer, kv head) block of rows [0, n) of K then V. */
+static void kv_blocks(const tn_ctx *ctx, int32_t n, void *buf, bool save) {
+    const tn_hparams *hp = &ctx->model->hp;
+    const size_t block = (size_t)n * (size_t)hp->head_dim * sizeof(float);
+    const size_t stride = (size_t)ctx->n_ctx * (size_t)hp->head_dim;
+    uint8_t *p = buf;
+    for (int which = 0; which < 2; which++) {
+        float *cache = which == 0 ? ctx->k_cache : ctx->v_cache;
+        for (int64_t b = 0; b < (int64_t)hp->n_layer * hp->n_head_kv; b++) {
+            float *rows = cache + (size_t)b * stride;
+            if (save)
+                memcpy(p, rows, block);
+            else
+                memcpy(rows, p, block);
+            p += block;
+        }
+    }
+}
+
+int tn_ctx_kv_state_save(const tn_ctx *ctx, int32_t n, void *dst, uint64_t size, tn_error *err) {
+    if (!ctx || !dst || n < 0 || n > ctx->kv_len)
+        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_kv_state_save: bad arguments");
+    if (size != tn_ctx_kv_state_bytes(ctx, n))
+        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_kv_state_save: buffer of %llu bytes, need %llu",
+                       (unsigned long long)size,
+                       (unsigned long long)tn_ctx_kv_state_bytes(ctx, n));
+    kv_blocks(ctx, n, dst, true);
+    return TN_OK;
+}
+
+int tn_ctx_kv_state_load(tn_ctx *ctx, int32_t n, const void *src, uint64_t size, tn_error *err) {
+    if (!ctx || !src || n < 0 || n > ctx->n_ctx)
+        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_kv_state_load: bad arguments");
+    if (size != tn_ctx_kv_state_bytes(ctx, n))
+        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_kv_state_load: %llu bytes, expected %llu",
+                       (unsigned long long)size,
+                       (unsigned long long)tn_ctx_kv_state_bytes(ctx, n));
+    kv_blocks(ctx, n, (void *)src, false);
+    ctx->kv_len = n;
+    return TN_OK;
+}
+
+/* --------------------------------------------------------- the forward */
+
+typedef struct ubatch {
+    tn_ctx *ctx;
+    const tn_layer *layer;
+    int32_t il;
+    int32_t n;     /* rows */
+    int64_t pos0;  /* position of row 0 */
+} ubatch;
+
+static float *kv_head_rows(const tn_ctx *ctx, float *cache, int32_t il, int32_t kvh) {
+    const tn_hparams *hp = &ctx->model->hp;
+    return cache + ((size_t)il * (size_t)hp->n_head_kv + (size_t)kvh) * (size_t)ctx->n_ctx *
+                       (size_t)hp->head_dim;
+}
+
+/* QK-norm and rope of every head of every row, then the keys and values go
+ * into the cache. One item = one (row, head). */
+static void task_qk(void *p, int ith, int nth) {
+    const ubatch *ub = p;
+    tn_ctx *ctx = ub->ctx;
+    const tn_hparams *hp = &ctx->model->hp;
+    const tn_layer *L = ub->layer;
+    const int32_t D = hp->head_dim, H = hp->n_head, KV = hp->n_head_kv;
+    const int64_t items = (int64_t)ub->n * (H + KV);
+    const float *cs_all = ctx->rope_cs + (L->swa ? (size_t)TN_UBATCH * (size_t)hp->n_rot : 0);
+    for (int64_t it = ith; it < items; it += nth) {
+        const int32_t i = (int32_t)(it / (H + KV)), h = (int32_t)(it % (H + KV));
+        const float *cs = cs_all + (size_t)i * (size_t)hp->n_rot;
+        if (h < H) {
+            float *q = ctx->q + ((size_t)i * H + (size_t)h) * D;
+            if (hp->qk_norm)
+                tn_rmsnorm(q, q, L->q_norm, D, hp->norm_eps);
+            rope_apply(q, cs, hp->n_rot, hp->rope_kind);
+        } else {
+            const int32_t kvh = h - H;
+            float *k = ctx->k + ((size_t)i * KV + (size_t)kvh) * D;
+            const float *v = ctx->v + ((size_t)i * KV + (size_t)kvh) * D;
+            if (hp->qk_norm)
+                tn_rmsnorm(k, k, L->k_norm, D, hp->norm_eps);
+            rope_apply(k, cs, hp->n_rot, hp->rope_kind);
+            const size_t at = (size_t)(ub->pos0 + i) * (size_t)D;
+            memcpy(kv_head_rows(ctx, ctx->k_cache, ub->il, kvh) + at, k, (size_t)D * sizeof(float));
+            memcpy(kv_head_rows(ctx, ctx->v_cache, ub->il, kvh) + at, v, (size_t)D * sizeof(float));
+        }
+    }
+}
+
+/* Causal attention, one (row, head) per item: scores over the visible keys in
+ * position order, an exact softmax (max, then exp and sum in that order),
+ * then the weighted sum of values in position order. */
+static void task_attention(void *p, int ith, int nth) {
+    const ubatch *ub = p;
+    tn_ctx *ctx = ub->ctx;
+    const tn_hparams *hp = &ctx->model->hp;
+    const int32_t D = hp->head_dim, H = hp->n_head, group = hp->n_head / hp->n_head_kv;
+    const int32_t window = ub->layer->swa ? hp->sliding_window : 0;
+    float *scores = ctx->scores + (size_t)ith * (size_t)ctx->n_ctx;
+    const int64_t items = (int64_t)ub->n * H;
+    for (int64_t it = ith; it < items; it += nth) {
+        const int32_t i = (int32_t)(it / H), h = (int32_t)(it % H);
+        const int64_t qpos = ub->pos0 + i;
+        const int64_t first = window > 0 && qpos - window + 1 > 0 ? qpos - window + 1 : 0;
+        const float *q = ctx->q + ((size_t)i * H + (size_t)h) * D;
+        const float *keys = kv_head_rows(ctx, ctx->k_cache, ub->il, h / group);
+        const float *vals = kv_head_rows(ctx, ctx->v_cache, ub->il, h / group);
+        float max = -INFINITY;
+        for (int64_t j = first; j <= qpos; j++) {
+            const float s = tn_dot_f32(q, keys + (size_t)j * D, D) * hp->attn_scale;
+            scores[j] = s;
+            if (s > max)
+                max = s;
+        }
+        float sum = 0;
+        for (int64_t j = first; j <= qpos; j++) {
+            const float e = expf(scores[j] - max);
+            scores[j] = e;
+            sum += e;
+        }
+        float *out = ctx->att + ((size_t)i * H + (size_t)h) * D;
+        memset(out, 0, (size_t)D * sizeof(float));
+        for (int64_t j = first; j <= qpos; j++) {
+            const float w = scores[j];
+            const float *v = vals + (size_t)j * D;
+            for (int32_t d = 0; d < D; d++)
+                out[d] += w * v[d];
+        }
+        const float inv = 1.0f / sum;
+        for (int32_t d = 0; d < D; d++)
+            out[d] *= inv;
+    }
+}
+
+/* gate = act(gate) * up, element-wise: contiguous chunks per thread. */
+static void task_glu(void *p, int ith, int nth) {
+    const ubatch *ub = p;
+    tn_ctx *ctx = ub->ctx;
+    const tn_hparams *hp = &ctx->model->hp;
+    const int64_t total = (int64_t)ub->n * hp->n_ff;
+    const int64_t chunk = (total + nth - 1) / nth;
+    const int64_t lo = chunk * ith, hi = lo + chunk < total ? lo + chunk : total;
+    float *g = ctx->gate;
+    const float *u = ctx->up;
+    if (hp->gelu)
+        for (int64_t e = lo; e < hi; e++)
+            g[e] = gelu_tanh(g[e]) * u[e];
+    else
+        for (int64_t e = lo; e < hi; e++)
+            g[e] = silu(g[e]) * u[e];
+}
+
+static void capture(tn_ctx *ctx, int32_t id, int32_t row0, int32_t n) {
+    const int32_t E = ctx->model->hp.n_embd;
+    for (int32_t c = 0; c < ctx->n_cap; c++) {
+        if (ctx->cap_ids[c] != id)
+            continue;
+        for (int32_t i = 0; i < n; i++)
+            memcpy(ctx->cap + ((size_t)(row0 + i) * ctx->n_cap + (size_t)c) * E,
+                   ctx->x + (size_t)i * E, (size_t)E * sizeof(float));
+    }
+}
+
+static int matmul(tn_ctx *ctx, const tn_weight *w, const float *x, int32_t n, float *y,
+                  tn_error *err) {
+    int rc = tn_matmul(ctx->cpu, w, x, n, y);
+    if (rc != TN_OK) {
+        const char *t = tn_type_name(w->type);
+        return tn_fail(err, rc, "%s: matrix product of %s weights failed (%s)",
+                       ctx->model->path, t ? t : "?", tn_status_name(rc));
+    }
+    return TN_OK;
+}
+
+/* Runs rows [row0, row0 + n) of a decode (n <= TN_UBATCH) through every
+ * layer; leaves the final residual stream in ctx->x. */
+static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, int32_t n, int64_t pos0,
+                          int32_t row0, tn_error *err) {
+    const tn_model *m = ctx->model;
+    const tn_hparams *hp = &m->hp;
+    const int32_t E = hp->n_embd;
+    int rc;
+
+    for (int32_t i = 0; i < n; i++) {
+        float *x = ctx->x + (size_t)i * E;
+        rc = tn_weight_row_f32(&m->tok_embd, tokens[i], x);
+        if (rc != TN_OK)
+            return tn_fail(err, rc, "%s: cannot read embedding row %d", m->path, tokens[i]);
+        if (hp->embd_scale != 1.0f)
+            for (int32_t e = 0; e < E; e++)
+                x[e] *= hp->embd_scale;
+    }
+    capture(ctx, 0, row0, n);
+
+    const size_t half_table = (size_t)TN_UBATCH * (size_t)hp->n_rot;
+    for (int32_t i = 0; i < n; i++) {
+        rope_angles(ctx->rope_cs + (size_t)i * hp->n_rot, pos0 + i, hp->n_rot, hp->rope_base,
+                    hp->rope_scale, m->rope_freqs);
+        if (hp->sliding_window > 0)
+            rope_angles(ctx->rope_cs + half_table + (size_t)i * hp->n_rot, pos0 + i, hp->n_rot,
+                        hp->rope_base_swa, hp->rope_scale_swa, m->rope_freqs);
+    }
+
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        if (atomic_load(&ctx->cancel))
+            return tn_fail(err, TN_ERR_CANCELLED, "cancelled");
+        const tn_layer *L = &m->layers[il];
+        ubatch ub = {.ctx = ctx, .layer = L, .il = il, .n = n, .pos0 = pos0};
+
+        for (int32_t i = 0; i < n; i++)
+            tn_rmsnorm(ctx->xn + (size_t)i * E, ctx->x + (size_t)i * E, L->attn_norm, E,
+                       hp->norm_eps);
+        if ((rc = matmul(ctx, &L->wq, ctx->xn, n, ctx->q, err)) ||
+            (rc = matmul(ctx, &L->wk, ctx->xn, n, ctx->k, err)) ||
+            (rc = matmul(ctx, &L->wv, ctx->xn, n, ctx->v, err)))
+            return rc;
+        tn_cpu_parallel(ctx->cpu, task_qk, &ub);
+        tn_cpu_parallel(ctx->cpu, task_attention, &ub);
+        if ((rc = matmul(ctx, &L->wo, ctx->att, n, ctx->o, err)))
+            return rc;
+        for (int32_t i = 0; i < n; i++) {
+            float *o = ctx->o + (size_t)i * E, *x = ctx->x + (size_t)i * E;
+            if (hp->post_norms)
+                tn_rmsnorm(o, o, L->post_attn_norm, E, hp->norm_eps);
+            for (int32_t e = 0; e < E; e++)
+                x[e] += o[e];
+            tn_rmsnorm(ctx->xn + (size_t)i * E, x, L->ffn_norm, E, hp->norm_eps);
+        }
+        if ((rc = matmul(ctx, &L->ffn_gate, ctx->xn, n, ctx->gate, err)) ||
+            (rc = matmul(ctx, &L->ffn_up, ctx->xn, n, ctx->up, err)))
+            return rc;
+        tn_cpu_parallel(ctx->cpu, task_glu, &ub);
+        if ((rc = matmul(ctx, &L->ffn_down, ctx->gate, n, ctx->o, err)))
+            return rc;
+        for (int32_t i = 0; i < n; i++) {
+            float *o = ctx->o + (size_t)i * E, *x = ctx->x + (size_t)i * E;
+            if (hp->post_norms)
+                tn_rmsnorm(o, o, L->post_ffw_norm, E, hp->norm_eps);
+            for (int32_t e = 0; e < E; e++)
+                x[e] += o[e];
+        }
+        capture(ctx, il + 1, row0, n);
+    }
+    return TN_OK;
+}
+
+/* Logits of rows [first, first + n) of ctx->x into out[n][n_vocab]. */
+static int output_rows(tn_ctx *ctx, int32_t first, int32_t n, float *out, tn_error *err) {
+    const tn_model *m = ctx->model;
+    const tn_hparams *hp = &m->hp;
+    const int32_t E = hp->n_embd;
+    for (int32_t i = 0; i < n; i++)
+        tn_rmsnorm(ctx->xn + (size_t)i * E, ctx->x + (size_t)(first + i) * E, m->output_norm, E,
+                   hp->norm_eps);
+    int rc = matmul(ctx, &m->output, ctx->xn, n, out, err);
+    if (rc != TN_OK)
+        return rc;
+    if (hp->final_softcap > 0) {
+        const float c = hp->final_softcap;
+        for (size_t e = 0; e < (size_t)n * (size_t)hp->n_vocab; e++)
+            out[e] = c * tanhf(out[e] / c);
+    }
+    return TN_OK;
+}
+
+int tn_ctx_decode(tn_ctx *ctx, const int32_t *tokens, int32_t n, tn_logits_mode mode,
+                  float *logits, tn_error *err) {
+    if (!ctx || n < 0 || (n > 0 && !tokens) || mode < TN_LOGITS_NONE || mode > TN_LOGITS_ALL)
+        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_decode: bad arguments");
+    if (mode != TN_LOGITS_NONE && !logits)
+        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_decode: logits requested into NULL");
+    if (n == 0) {
+        if (mode != TN_LOGITS_NONE)
+            return tn_fail(err, TN_ERR_INVALID, "tn_ctx_decode: logits of zero tokens");
+        return TN_OK;
+    }
+    const tn_hparams *hp = &ctx->model->hp;
+    if (n > ctx->n_ctx - ctx->kv_len)
+        return tn_fail(err, TN_ERR_OVERFLOW,
+                       "%d tokens do not fit in the context: %d of %d are used, %d are free", n,
+                       ctx->kv_len, ctx->n_ctx, ctx->n_ctx - ctx->kv_len);
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+            return tn_fail(err, TN_ERR_INVALID, "token %d is outside the vocabulary (0..%d)",
+                           tokens[i], hp->n_vocab - 1);
+    if (atomic_load(&ctx->cancel))
+        return tn_fail(err, TN_ERR_CANCELLED, "cancelled");
+
+    if (ctx->n_cap > 0) {
+        if (n > ctx->cap_alloc) {
+            float *cap = realloc(ctx->cap, (size_t)n * (size_t)ctx->n_cap * (size_t)hp->n_embd *
+                                               sizeof(float));
+            if (!cap)
+                return tn_fail(err, TN_ERR_NOMEM, "out of memory for hidden states");
+            ctx->cap = cap;
+            ctx->cap_alloc = n;
+        }
+        ctx->cap_rows = 0;
+    }
+
+    const int64_t pos0 = ctx->kv_len;
+    for (int32_t r0 = 0; r0 < n; r0 += TN_UBATCH) {
+        const int32_t u = n - r0 < TN_UBATCH ? n - r0 : TN_UBATCH;
+        int rc = forward_ubatch(ctx, tokens + r0, u, pos0 + r0, r0, err);
+        if (rc == TN_OK && mode == TN_LOGITS_ALL)
+            rc = output_rows(ctx, 0, u, logits + (size_t)r0 * (size_t)hp->n_vocab, err);
+        if (rc == TN_OK && mode == TN_LOGITS_LAST && r0 + u == n)
+            rc = output_rows(ctx, u - 1, 1, logits, err);
+        if (rc != TN_OK)
+            return rc;
+    }
+    ctx->kv_len += n;
+    if (ctx->n_cap > 0)
+        ctx->cap_rows = n;
+    return TN_OK;
+}

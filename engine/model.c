@@ -1,0 +1,556 @@
+/* Loading a model: hyperparameters from `{arch}.*` keys, weights by name with
+ * every shape and type checked, so that the forward pass can trust them. */
+#include "tn-internal.h"
+#include "tn-model.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Generous bounds that keep every product of dimensions far from overflow
+ * while admitting any real model. */
+#define MAX_DIM (1 << 24)
+#define MAX_LAYERS 4096
+
+const char *tn_arch_name(tn_arch arch) {
+    switch (arch) {
+    case TN_ARCH_LLAMA: return "llama";
+    case TN_ARCH_QWEN3: return "qwen3";
+    case TN_ARCH_GEMMA3: return "gemma3";
+    }
+    return "unknown";
+}
+
+tn_model_params tn_model_default_params(void) {
+    tn_model_params p = {.load_tokenizer = true};
+    return p;
+}
+
+typedef struct loader {
+    tn_model *m;
+    const tn_gguf *g;
+    const char *path;
+    const char *arch;
+    tn_error *err;
+} loader;
+
+static int key_int(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo,
+                   int64_t hi, int32_t *out) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", ld->arch, suffix);
+    int64_t v;
+    int rc = tn_gguf_get_int(ld->g, key, &v);
+    if (rc == TN_ERR_NOT_FOUND) {
+        if (required)
+            return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is missing", ld->path,
+                           key);
+        v = def;
+    } else if (rc != TN_OK) {
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: metadata key '%s' is not a single integer (per-layer values are "
+                       "not supported)",
+                       ld->path, key);
+    }
+    if (v < lo || v > hi)
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is %lld, outside [%lld, %lld]",
+                       ld->path, key, (long long)v, (long long)lo, (long long)hi);
+    *out = (int32_t)v;
+    return TN_OK;
+}
+
+static int key_float(loader *ld, const char *suffix, bool required, double def, double *out) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", ld->arch, suffix);
+    int rc = tn_gguf_get_float(ld->g, key, out);
+    if (rc == TN_ERR_NOT_FOUND) {
+        if (required)
+            return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is missing", ld->path,
+                           key);
+        *out = def;
+        return TN_OK;
+    }
+    if (rc != TN_OK)
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is not a number", ld->path,
+                       key);
+    if (!isfinite(*out))
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is not finite", ld->path,
+                       key);
+    return TN_OK;
+}
+
+static const char *type_label(uint32_t type, char *buf, size_t n) {
+    const char *name = tn_type_name(type);
+    if (name)
+        return name;
+    snprintf(buf, n, "#%u", type);
+    return buf;
+}
+
+/* A 2-D weight [rows][cols] (GGUF ne = {cols, rows}). *found tells an
+ * optional absent tensor from a present one. */
+static int get_matrix(loader *ld, const char *name, int64_t cols, int64_t rows, bool required,
+                      tn_weight *w, bool *found) {
+    const tn_gguf_tensor *t = tn_gguf_find_tensor(ld->g, name);
+    if (found)
+        *found = t != NULL;
+    if (!t) {
+        if (!required)
+            return TN_OK;
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: tensor '%s' is missing (incomplete file, or not a %s model)", ld->path,
+                       name, ld->arch);
+    }
+    bool two_d = t->n_dims <= 2;
+    for (uint32_t d = 2; d < t->n_dims; d++)
+        two_d = two_d && t->ne[d] == 1;
+    if (!two_d || (int64_t)t->ne[0] != cols || (int64_t)t->ne[1] != rows)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: tensor '%s' has shape [%llu, %llu%s], expected [%lld, %lld]", ld->path,
+                       name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                       two_d ? "" : ", ...", (long long)cols, (long long)rows);
+    char buf[16];
+    if (!tn_type_supported(t->type))
+        return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                       "%s: tensor '%s' has type %s, which Tern cannot run", ld->path, name,
+                       type_label(t->type, buf, sizeof buf));
+    size_t row_bytes = tn_type_row_bytes(t->type, (uint64_t)cols);
+    if (row_bytes == 0)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: tensor '%s': rows of %lld values are not whole %s blocks of %zu",
+                       ld->path, name, (long long)cols, type_label(t->type, buf, sizeof buf),
+                       tn_type_block_size(t->type));
+    uint64_t need;
+    if (!tn_mul_u64(row_bytes, (uint64_t)rows, &need) || t->nbytes < need)
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor '%s' is shorter than its shape says",
+                       ld->path, name);
+    w->type = t->type;
+    w->rows = rows;
+    w->cols = cols;
+    w->data = t->data;
+    w->row_bytes = row_bytes;
+    return TN_OK;
+}
+
+static int own(tn_model *m, float *p) {
+    if (m->n_owned == m->cap_owned) {
+        int32_t cap = m->cap_owned ? m->cap_owned * 2 : 64;
+        float **o = realloc(m->owned, (size_t)cap * sizeof *o);
+        if (!o)
+            return TN_ERR_NOMEM;
+        m->owned = o;
+        m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = p;
+    return TN_OK;
+}
+
+/* A 1-D tensor of n values (norm weights, rope factors), kept as f32. */
+static int get_vector(loader *ld, const char *name, int64_t n, bool required, const float **out) {
+    tn_weight w;
+    bool found;
+    *out = NULL;
+    int rc = get_matrix(ld, name, n, 1, required, &w, &found);
+    if (rc != TN_OK || !found)
+        return rc;
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v || own(ld->m, v) != TN_OK) {
+        free(v);
+        return tn_fail(ld->err, TN_ERR_NOMEM, "%s: out of memory", ld->path);
+    }
+    rc = tn_dequantize_row(w.type, w.data, v, n);
+    if (rc != TN_OK)
+        return tn_fail(ld->err, rc, "%s: tensor '%s' cannot be converted to f32", ld->path, name);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value",
+                           ld->path, name);
+    *out = v;
+    return TN_OK;
+}
+
+static int load_hparams(loader *ld, tn_hparams *hp) {
+    int rc;
+    tn_str arch;
+    if (tn_gguf_get_str(ld->g, "general.architecture", &arch) != TN_OK)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: metadata key 'general.architecture' is missing (not a model file?)",
+                       ld->path);
+    if (tn_str_eq(arch, "llama"))
+        hp->arch = TN_ARCH_LLAMA;
+    else if (tn_str_eq(arch, "qwen3"))
+        hp->arch = TN_ARCH_QWEN3;
+    else if (tn_str_eq(arch, "gemma3"))
+        hp->arch = TN_ARCH_GEMMA3;
+    else
+        return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                       "%s: architecture '%.*s' is not supported (Tern runs llama, qwen3 and "
+                       "gemma3)",
+                       ld->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    ld->arch = tn_arch_name(hp->arch);
+
+    int32_t experts = 0;
+    if ((rc = key_int(ld, "expert_count", false, 0, 0, MAX_DIM, &experts)))
+        return rc;
+    if (experts > 0)
+        return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                       "%s: mixture-of-experts models (%d experts) are not supported", ld->path,
+                       experts);
+
+    if ((rc = key_int(ld, "context_length", true, 0, 1, INT32_MAX, &hp->n_ctx_train)) ||
+        (rc = key_int(ld, "embedding_length", true, 0, 1, MAX_DIM, &hp->n_embd)) ||
+        (rc = key_int(ld, "block_count", true, 0, 1, MAX_LAYERS, &hp->n_layer)) ||
+        (rc = key_int(ld, "feed_forward_length", true, 0, 1, MAX_DIM, &hp->n_ff)) ||
+        (rc = key_int(ld, "attention.head_count", true, 0, 1, MAX_DIM, &hp->n_head)) ||
+        (rc = key_int(ld, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head,
+                      &hp->n_head_kv)))
+        return rc;
+    if (hp->n_head % hp->n_head_kv != 0)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: %d attention heads cannot share %d key/value heads evenly", ld->path,
+                       hp->n_head, hp->n_head_kv);
+    int32_t def_head_dim = hp->n_embd / hp->n_head;
+    if ((rc = key_int(ld, "attention.key_length", false, def_head_dim, 2, 1 << 16,
+                      &hp->head_dim)))
+        return rc;
+    int32_t v_len;
+    if ((rc = key_int(ld, "attention.value_length", false, hp->head_dim, 1, 1 << 16, &v_len)))
+        return rc;
+    if (v_len != hp->head_dim)
+        return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                       "%s: key length %d and value length %d differ, which Tern does not support",
+                       ld->path, hp->head_dim, v_len);
+    if ((int64_t)hp->head_dim * hp->n_head > MAX_DIM)
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: %d heads of %d values are too wide", ld->path,
+                       hp->n_head, hp->head_dim);
+    if ((rc = key_int(ld, "rope.dimension_count", false, hp->head_dim, 2, hp->head_dim,
+                      &hp->n_rot)))
+        return rc;
+    if (hp->n_rot % 2 != 0)
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: rope dimension count %d is odd", ld->path,
+                       hp->n_rot);
+
+    double d;
+    if ((rc = key_float(ld, "attention.layer_norm_rms_epsilon", true, 0, &d)))
+        return rc;
+    if (!(d > 0 && d < 1))
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: RMSNorm epsilon %g is out of range", ld->path,
+                       d);
+    hp->norm_eps = (float)d;
+    if ((rc = key_float(ld, "rope.freq_base", false, 10000.0, &d)))
+        return rc;
+    if (!(d > 1))
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: rope frequency base %g is out of range",
+                       ld->path, d);
+    hp->rope_base = (float)d;
+
+    /* Rope scaling: linear is a divisor of the position; anything else
+     * changes the frequencies in ways Tern does not implement. */
+    double factor = 1.0;
+    char key[256];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", ld->arch);
+    tn_str stype;
+    if (tn_gguf_get_str(ld->g, key, &stype) == TN_OK && !tn_str_eq(stype, "none")) {
+        if (!tn_str_eq(stype, "linear"))
+            return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                           "%s: rope scaling '%.*s' is not supported (only linear)", ld->path,
+                           (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
+        if ((rc = key_float(ld, "rope.scaling.factor", false, 1.0, &factor)))
+            return rc;
+    } else {
+        if ((rc = key_float(ld, "rope.scale_linear", false, 1.0, &factor)))
+            return rc;
+    }
+    if (!(factor > 0 && factor < 1e6))
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: rope scaling factor %g is out of range",
+                       ld->path, factor);
+    hp->rope_scale = (float)(1.0 / factor);
+    hp->rope_base_swa = hp->rope_base;
+    hp->rope_scale_swa = hp->rope_scale;
+    hp->rope_kind = hp->arch == TN_ARCH_LLAMA ? TN_ROPE_ADJACENT : TN_ROPE_HALVES;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->embd_scale = 1.0f;
+    hp->final_softcap = 0;
+
+    switch (hp->arch) {
+    case TN_ARCH_LLAMA:
+        break;
+    case TN_ARCH_QWEN3:
+        hp->qk_norm = true;
+        break;
+    case TN_ARCH_GEMMA3:
+        hp->qk_norm = true;
+        hp->post_norms = true;
+        hp->gelu = true;
+        hp->embd_scale = sqrtf((float)hp->n_embd);
+        /* As llama.cpp: local layers rotate with base 10000 and no scaling. */
+        hp->rope_base_swa = 10000.0f;
+        hp->rope_scale_swa = 1.0f;
+        if ((rc = key_int(ld, "attention.sliding_window", true, 0, 0, INT32_MAX,
+                          &hp->sliding_window)))
+            return rc;
+        /* query_pre_attn_scalar is head_dim except for the 27B model (62
+         * layers), where it is n_embd / n_head (gemma_pytorch config). */
+        if (hp->n_layer == 62)
+            hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+        break;
+    }
+    double cap;
+    if ((rc = key_float(ld, "final_logit_softcapping", false, 0.0, &cap)))
+        return rc;
+    hp->final_softcap = cap > 0 ? (float)cap : 0.0f;
+    return TN_OK;
+}
+
+/* Which layers use the sliding window: `{arch}.attention.sliding_window_pattern`
+ * when the file has it (a per-layer array of flags, or a period), else
+ * Gemma 3's period of 6 (layers 0-4 local, 5 global, ...). */
+static int load_swa_pattern(loader *ld, tn_model *m) {
+    tn_hparams *hp = &m->hp;
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        m->layers[il].swa = false;
+    if (hp->sliding_window <= 0)
+        return TN_OK;
+    char key[256];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", ld->arch);
+    const tn_gguf_value *v = tn_gguf_find(ld->g, key);
+    int64_t period = 6;
+    if (v && v->type == TN_GGUF_ARRAY) {
+        if (v->v.arr.n != (uint64_t)hp->n_layer ||
+            (v->v.arr.type != TN_GGUF_BOOL && v->v.arr.type != TN_GGUF_U8 &&
+             v->v.arr.type != TN_GGUF_I8 && v->v.arr.type != TN_GGUF_I32 &&
+             v->v.arr.type != TN_GGUF_U32))
+            return tn_fail(ld->err, TN_ERR_FORMAT,
+                           "%s: '%s' must hold one flag per layer (%d)", ld->path, key,
+                           hp->n_layer);
+        for (int32_t il = 0; il < hp->n_layer; il++)
+            m->layers[il].swa = tn_gguf_arr_int(v, (uint64_t)il) != 0;
+        return TN_OK;
+    }
+    if (v) {
+        if (tn_gguf_get_int(ld->g, key, &period) != TN_OK || period < 0 || period > MAX_LAYERS)
+            return tn_fail(ld->err, TN_ERR_FORMAT, "%s: '%s' is not a layer period", ld->path,
+                           key);
+    }
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        m->layers[il].swa = period == 0 || (il % period) < period - 1;
+    return TN_OK;
+}
+
+static int load_tensors(loader *ld, tn_model *m) {
+    tn_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, D = hp->head_dim;
+    const int64_t QD = (int64_t)hp->n_head * D, KD = (int64_t)hp->n_head_kv * D;
+    int rc;
+
+    const tn_gguf_tensor *te = tn_gguf_find_tensor(ld->g, "token_embd.weight");
+    if (!te)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: tensor 'token_embd.weight' is missing (incomplete file, or not a %s "
+                       "model)",
+                       ld->path, ld->arch);
+    if (te->ne[1] < 1 || te->ne[1] > (uint64_t)INT32_MAX)
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor 'token_embd.weight' has %llu rows",
+                       ld->path, (unsigned long long)te->ne[1]);
+    hp->n_vocab = (int32_t)te->ne[1];
+    if ((rc = get_matrix(ld, "token_embd.weight", E, hp->n_vocab, true, &m->tok_embd, NULL)))
+        return rc;
+    if ((rc = get_vector(ld, "output_norm.weight", E, true, &m->output_norm)))
+        return rc;
+    bool has_output;
+    if ((rc = get_matrix(ld, "output.weight", E, hp->n_vocab, false, &m->output, &has_output)))
+        return rc;
+    if (!has_output) {
+        m->output = m->tok_embd;
+        m->output_tied = true;
+    }
+    if ((rc = get_vector(ld, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs)))
+        return rc;
+    if (m->rope_freqs)
+        for (int32_t i = 0; i < hp->n_rot / 2; i++)
+            if (!(m->rope_freqs[i] > 0))
+                return tn_fail(ld->err, TN_ERR_FORMAT,
+                               "%s: tensor 'rope_freqs.weight' holds a factor <= 0", ld->path);
+
+    static const char *const biases[] = {"attn_q", "attn_k", "attn_v", "attn_output"};
+    for (size_t i = 0; i < sizeof biases / sizeof biases[0]; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "blk.0.%s.bias", biases[i]);
+        if (tn_gguf_find_tensor(ld->g, name))
+            return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                           "%s: tensor '%s': attention biases are not supported", ld->path, name);
+    }
+
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        tn_layer *L = &m->layers[il];
+        char name[96];
+#define MAT(field, suffix, cols, rows)                                          \
+    do {                                                                        \
+        snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);            \
+        if ((rc = get_matrix(ld, name, (cols), (rows), true, &L->field, NULL))) \
+            return rc;                                                          \
+    } while (0)
+#define VEC(field, suffix, n)                                           \
+    do {                                                                \
+        snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);    \
+        if ((rc = get_vector(ld, name, (n), true, &L->field)))          \
+            return rc;                                                  \
+    } while (0)
+        VEC(attn_norm, "attn_norm", E);
+        MAT(wq, "attn_q", E, QD);
+        MAT(wk, "attn_k", E, KD);
+        MAT(wv, "attn_v", E, KD);
+        MAT(wo, "attn_output", QD, E);
+        if (hp->qk_norm) {
+            VEC(q_norm, "attn_q_norm", D);
+            VEC(k_norm, "attn_k_norm", D);
+        }
+        if (hp->post_norms)
+            VEC(post_attn_norm, "post_attention_norm", E);
+        VEC(ffn_norm, "ffn_norm", E);
+        MAT(ffn_gate, "ffn_gate", E, hp->n_ff);
+        MAT(ffn_up, "ffn_up", E, hp->n_ff);
+        MAT(ffn_down, "ffn_down", hp->n_ff, E);
+        if (hp->post_norms)
+            VEC(post_ffw_norm, "post_ffw_norm", E);
+#undef MAT
+#undef VEC
+    }
+    return TN_OK;
+}
+
+static bool contains_ci(const char *s, const char *word) {
+    size_t n = strlen(word);
+    for (; *s; s++)
+        if (strncasecmp(s, word, n) == 0)
+            return true;
+    return false;
+}
+
+static void describe(tn_model *m) {
+    const tn_gguf *g = m->gguf;
+    uint64_t bytes_by_type[TN_TYPE_COUNT_] = {0};
+    for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
+        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
+        uint64_t n = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            n *= t->ne[d];
+        m->n_params += n;
+        m->weight_bytes += t->nbytes;
+        if (t->type < TN_TYPE_COUNT_ && t->n_dims >= 2)
+            bytes_by_type[t->type] += t->nbytes;
+    }
+    m->main_type = TN_TYPE_F32;
+    for (uint32_t t = 0; t < TN_TYPE_COUNT_; t++)
+        if (bytes_by_type[t] > bytes_by_type[m->main_type])
+            m->main_type = t;
+
+    char params[32];
+    if (m->n_params >= 1000000000ULL)
+        snprintf(params, sizeof params, "%.2fB", m->n_params / 1e9);
+    else if (m->n_params >= 1000000ULL)
+        snprintf(params, sizeof params, "%.1fM", m->n_params / 1e6);
+    else
+        snprintf(params, sizeof params, "%.1fK", m->n_params / 1e3);
+    const char *tname = tn_type_name(m->main_type);
+    m->demo = contains_ci(m->name, "random") || contains_ci(m->name, "demo");
+    size_t n = strlen(m->name) + 128;
+    m->description = malloc(n);
+    if (m->description) {
+        char up[16] = "?";
+        if (tname) {
+            size_t i = 0;
+            for (; tname[i] && i + 1 < sizeof up; i++)
+                up[i] = (char)toupper((unsigned char)tname[i]);
+            up[i] = '\0';
+        }
+        snprintf(m->description, n, "%s (%s, %s params, %s)%s", m->name, tn_arch_name(m->hp.arch),
+                 params, up, m->demo ? " - demo model, random weights" : "");
+    }
+}
+
+void tn_model_free(tn_model *m) {
+    if (!m)
+        return;
+    for (int32_t i = 0; i < m->n_owned; i++)
+        free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    free(m->description);
+    free(m->name);
+    free(m->path);
+    tn_gguf_close(m->gguf);
+    free(m);
+}
+
+int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_error *err) {
+    if (!out)
+        return tn_fail(err, TN_ERR_INVALID, "tn_model_load: out is NULL");
+    *out = NULL;
+    if (!path)
+        return tn_fail(err, TN_ERR_INVALID, "tn_model_load: path is NULL");
+    (void)params.load_tokenizer; /* the vocabulary is wired in with the tokenizer */
+    tn_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
+    int rc = tn_gguf_open(path, &m->gguf, err);
+    if (rc != TN_OK) {
+        tn_model_free(m);
+        return rc;
+    }
+    m->path = strdup(path);
+    tn_str name;
+    if (tn_gguf_get_str(m->gguf, "general.name", &name) == TN_OK && name.len > 0 &&
+        name.len < 4096) {
+        m->name = strndup(name.ptr, (size_t)name.len);
+    } else {
+        const char *slash = strrchr(path, '/');
+        m->name = strdup(slash ? slash + 1 : path);
+    }
+    if (!m->path || !m->name) {
+        tn_model_free(m);
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
+    }
+    loader ld = {.m = m, .g = m->gguf, .path = path, .arch = "?", .err = err};
+    rc = load_hparams(&ld, &m->hp);
+    if (rc == TN_OK) {
+        m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
+        if (!m->layers)
+            rc = tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
+    }
+    if (rc == TN_OK)
+        rc = load_swa_pattern(&ld, m);
+    if (rc == TN_OK)
+        rc = load_tensors(&ld, m);
+    if (rc != TN_OK) {
+        tn_model_free(m);
+        return rc;
+    }
+    describe(m);
+    *out = m;
+    return TN_OK;
+}
+
+tn_arch tn_model_arch(const tn_model *m) { return m->hp.arch; }
+int32_t tn_model_n_vocab(const tn_model *m) { return m->hp.n_vocab; }
+int32_t tn_model_n_ctx_train(const tn_model *m) { return m->hp.n_ctx_train; }
+int32_t tn_model_n_embd(const tn_model *m) { return m->hp.n_embd; }
+int32_t tn_model_n_layer(const tn_model *m) { return m->hp.n_layer; }
+int32_t tn_model_n_head(const tn_model *m) { return m->hp.n_head; }
+int32_t tn_model_n_head_kv(const tn_model *m) { return m->hp.n_head_kv; }
+int32_t tn_model_head_dim(const tn_model *m) { return m->hp.head_dim; }
+uint64_t tn_model_n_params(const tn_model *m) { return m->n_params; }
+uint64_t tn_model_weight_bytes(const tn_model *m) { return m->weight_bytes; }
+const char *tn_model_name(const tn_model *m) { return m->name; }
+const char *tn_model_description(const tn_model *m) {
+    return m->description ? m->description : m->name;
+}
+bool tn_model_is_demo(const tn_model *m) { return m->demo; }
+const char *tn_model_path(const tn_model *m) { return m->path; }
+const tn_gguf *tn_model_gguf(const tn_model *m) { return m->gguf; }
+uint64_t tn_model_kv_bytes_per_token(const tn_model *m) {
+    return 2ULL * (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_head_kv *
+           (uint64_t)m->hp.head_dim * sizeof(float);
+}

@@ -1,0 +1,131 @@
+/* Internals of the model, the forward pass and the KV cache.
+ *
+ * Grouped by lifetime, like llama2.c: tn_hparams (read once from the GGUF
+ * metadata), tn_layer / tn_model (weights: pointers into the mapped file plus
+ * a few small f32 copies), tn_ctx (run state: KV cache and scratch, used by one
+ * thread at a time). Shapes are written row-major as [rows][cols]: a weight
+ * [out][in] has `out` rows of `in` values (GGUF ne = {in, out}).
+ */
+#ifndef TN_MODEL_H
+#define TN_MODEL_H
+
+#include "tern.h"
+#include "cpu/tn-cpu.h"
+
+#include <stdatomic.h>
+
+/* Rotary embedding layout as the GGUF file stores Q and K. */
+typedef enum tn_rope_kind {
+    /* Pairs (2i, 2i+1): llama.cpp's converter permutes Llama's Q/K rows so
+     * that rotation pairs are adjacent ("NORM" rope). */
+    TN_ROPE_ADJACENT = 0,
+    /* Pairs (i, i + n_rot/2): the halves of each head (Qwen3, Gemma 3). */
+    TN_ROPE_HALVES = 1,
+} tn_rope_kind;
+
+typedef struct tn_hparams {
+    tn_arch arch;
+    int32_t n_vocab;     /* rows of token_embd */
+    int32_t n_ctx_train; /* {arch}.context_length */
+    int32_t n_embd;      /* width of the residual stream */
+    int32_t n_layer;
+    int32_t n_head;      /* query heads */
+    int32_t n_head_kv;   /* key/value heads (GQA: n_head is a multiple) */
+    int32_t head_dim;    /* {arch}.attention.key_length, default n_embd / n_head */
+    int32_t n_ff;        /* {arch}.feed_forward_length */
+    int32_t n_rot;       /* {arch}.rope.dimension_count, default head_dim */
+    float norm_eps;      /* {arch}.attention.layer_norm_rms_epsilon */
+    tn_rope_kind rope_kind;
+    float rope_base;        /* {arch}.rope.freq_base: full-attention layers */
+    float rope_scale;       /* 1 / linear scaling factor: full-attention layers */
+    float rope_base_swa;    /* Gemma 3 sliding-window layers: 10000 */
+    float rope_scale_swa;   /* Gemma 3 sliding-window layers: 1 */
+    int32_t sliding_window; /* keys with q_pos - k_pos >= window are masked; 0 = none */
+    float attn_scale;       /* multiplies q.k */
+    float embd_scale;       /* multiplies the embedding rows (Gemma: sqrt(n_embd)) */
+    float final_softcap;    /* logits = c * tanh(logits / c) when > 0 */
+    bool qk_norm;           /* per-head RMSNorm of q and k before rope */
+    bool post_norms;        /* Gemma: RMSNorm of the attention and FFN outputs */
+    bool gelu;              /* GELU-tanh gate (Gemma) instead of SiLU (SwiGLU) */
+} tn_hparams;
+
+typedef struct tn_layer {
+    bool swa;                  /* sliding-window layer (Gemma 3 local attention) */
+    const float *attn_norm;    /* [n_embd] */
+    tn_weight wq;              /* [n_head * head_dim][n_embd] */
+    tn_weight wk;              /* [n_head_kv * head_dim][n_embd] */
+    tn_weight wv;              /* [n_head_kv * head_dim][n_embd] */
+    tn_weight wo;              /* [n_embd][n_head * head_dim] */
+    const float *q_norm;       /* [head_dim] (qk_norm) */
+    const float *k_norm;       /* [head_dim] (qk_norm) */
+    const float *post_attn_norm; /* [n_embd] (post_norms) */
+    const float *ffn_norm;     /* [n_embd] */
+    tn_weight ffn_gate;        /* [n_ff][n_embd] */
+    tn_weight ffn_up;          /* [n_ff][n_embd] */
+    tn_weight ffn_down;        /* [n_embd][n_ff] */
+    const float *post_ffw_norm; /* [n_embd] (post_norms) */
+} tn_layer;
+
+struct tn_model {
+    tn_gguf *gguf;
+    char *path;
+    char *name;        /* general.name, or the file name */
+    char *description;
+    bool demo;         /* general.name says the weights are random */
+    tn_hparams hp;
+    tn_weight tok_embd;       /* [n_vocab][n_embd] */
+    tn_weight output;         /* [n_vocab][n_embd]; token_embd when tied */
+    bool output_tied;
+    const float *output_norm; /* [n_embd] */
+    const float *rope_freqs;  /* [n_rot / 2] Llama 3 frequency divisors, or NULL */
+    tn_layer *layers;         /* [n_layer] */
+    float **owned;            /* the f32 copies of 1-D tensors above */
+    int32_t n_owned;
+    int32_t cap_owned;
+    uint32_t main_type;       /* the weight type holding most bytes */
+    uint64_t n_params;
+    uint64_t weight_bytes;
+    void *tokenizer;          /* reserved for the tokenizer (tn_model_tokenizer) */
+};
+
+/* Rows of one internal forward pass; longer calls are split, which changes
+ * nothing in the result (batch invariance). */
+#define TN_UBATCH 64
+
+struct tn_ctx {
+    const tn_model *model;
+    tn_cpu *cpu;
+    int32_t n_ctx;
+    int32_t n_threads;
+    int32_t kv_len;
+    /* KV cache, f32, per layer and kv head a contiguous [n_ctx][head_dim]
+     * block, so the keys of one head are read sequentially in attention. */
+    float *k_cache; /* [n_layer][n_head_kv][n_ctx][head_dim] */
+    float *v_cache; /* [n_layer][n_head_kv][n_ctx][head_dim] */
+    /* Scratch for TN_UBATCH rows. */
+    float *x;      /* [U][n_embd] residual stream */
+    float *xn;     /* [U][n_embd] normed input of a sublayer */
+    float *q;      /* [U][n_head * head_dim] */
+    float *k;      /* [U][n_head_kv * head_dim] */
+    float *v;      /* [U][n_head_kv * head_dim] */
+    float *att;    /* [U][n_head * head_dim] attention output */
+    float *o;      /* [U][n_embd] sublayer output */
+    float *gate;   /* [U][n_ff] */
+    float *up;     /* [U][n_ff] */
+    float *rope_cs; /* [2][U][n_rot / 2][2] cos, sin for full and sliding layers */
+    float *scores; /* [n_threads][n_ctx] attention weights, one row per thread */
+    /* Hidden-state capture (speculation drafters read these). */
+    int32_t *cap_ids;  /* [n_cap] 0 = embeddings, i = output of layer i - 1 */
+    int32_t n_cap;
+    float *cap;        /* [cap_rows][n_cap][n_embd] */
+    int32_t cap_rows;  /* rows of the last decode */
+    int32_t cap_alloc; /* rows allocated */
+    atomic_bool cancel;
+};
+
+/* Row ops shared by the forward pass and (later) drafters. All are per row
+ * and deterministic: the result depends on the row alone. */
+void tn_rmsnorm(float *y, const float *x, const float *w, int32_t n, float eps);
+float tn_dot_f32(const float *a, const float *b, int32_t n);
+
+#endif
