@@ -366,6 +366,179 @@ void tn_sampler_probs(tn_sampler *s, const float *logits, float *probs);
 /* A uniform number in [0, 1) from the sampler's generator. */
 double tn_sampler_uniform(tn_sampler *s);
 
+/* ----------------------------------------------------------------- session */
+
+/* Flash single-turn serving and multi-turn chat over one model.
+ *
+ * A session owns a KV cache of a fixed size (n_ctx, default 1024 tokens), a
+ * sampler and a pinned system prompt:
+ *   - tn_session_pin() renders the chat template's system part, tokenizes it,
+ *     prefills it once (or loads a snapshot from disk) and remembers n_pin;
+ *   - tn_session_ask() answers one independent request: the KV is cut back
+ *     to exactly n_pin rows, the user turn and the assistant header are
+ *     prefilled, and decoding runs to the end of the turn, a stop string or
+ *     the limit. Rows 0 .. n_pin - 1 are never written by a request, and the
+ *     sampler restarts from its seed, so the same request always gets the same
+ *     answer (greedy or seeded sampling, thinking on or off);
+ *   - tn_session_chat() renders a whole conversation and reuses the longest
+ *     token prefix already in the KV (edits and regenerations re-run only
+ *     what changed).
+ * The token that ends an answer (end of turn, EOS) is never given a KV row.
+ *
+ * One thread at a time per session; tn_session_cancel() from any thread. */
+
+typedef struct tn_session tn_session;
+/* Speculative decoding (its own section); NULL everywhere means "off". */
+typedef struct tn_drafter tn_drafter;
+
+/* Streaming: called once per generated token with its text. A piece may be
+ * "" (the bytes of an incomplete UTF-8 character, or text that may be the
+ * start of a stop string, are held back and come with a later token). Return
+ * false to stop generating (the call then returns TN_OK, stop reason
+ * TN_STOP_CALLBACK). */
+typedef bool (*tn_session_token_cb)(const char *piece, int32_t token, void *user);
+/* Prefill progress: `done` of `total` tokens; return false to cancel (the
+ * call returns TN_ERR_CANCELLED and changes nothing). */
+typedef bool (*tn_session_progress_cb)(int32_t done, int32_t total, void *user);
+/* Non-fatal problems (a snapshot ignored as corrupt, a cache not writable),
+ * one line. NULL in tn_session_params: printed to stderr as "tern: ...". */
+typedef void (*tn_session_warn_cb)(const char *message, void *user);
+
+#define TN_SESSION_MAX_STOP 8
+
+/* What one request generates. */
+typedef struct tn_gen_params {
+    tn_sampler_params sampler; /* re-seeded for every request */
+    int32_t max_tokens;        /* <= 0: until the context is full */
+    bool thinking;             /* Qwen3-style templates: enable_thinking (default true) */
+    /* Extra stop strings (the template's end-of-turn tokens always stop);
+     * generation ends before the string, which is not emitted. Copied by
+     * tn_session_new; for a request they only need to outlive the call. */
+    const char *stop[TN_SESSION_MAX_STOP];
+    int32_t n_stop;
+    tn_drafter *drafter;       /* NULL: no speculation */
+    int32_t draft_max;         /* tokens per draft; <= 0: the drafter's default */
+} tn_gen_params;
+
+tn_gen_params tn_gen_default_params(void);
+
+typedef struct tn_session_params {
+    int32_t n_ctx;      /* KV rows: pinned prompt + request + answer (default 1024) */
+    int32_t n_threads;  /* <= 0: physical cores */
+    tn_gen_params gen;  /* used when a call passes NULL gen params */
+    /* Pin snapshots: NULL = $XDG_CACHE_HOME/tern/pins (~/.cache/tern/pins),
+     * "" = no snapshots. Copied. */
+    const char *pin_cache_dir;
+    uint64_t pin_cache_max_bytes; /* least recently used evicted beyond this; 0: 4 GiB */
+    tn_session_warn_cb warn;
+    void *warn_user;
+} tn_session_params;
+
+tn_session_params tn_session_default_params(void);
+
+/* The model must outlive the session. Creates the KV cache (n_ctx rows) and
+ * the sampler; nothing is pinned yet (an empty system prompt is implied). */
+int tn_session_new(const tn_model *model, tn_session_params params, tn_session **out,
+                   tn_error *err);
+void tn_session_free(tn_session *s);
+const tn_model *tn_session_model(const tn_session *s);
+int32_t tn_session_n_ctx(const tn_session *s);
+
+/* Tokens the system part of the template takes for this text (what pinning
+ * it would use), without touching the session. */
+int tn_session_count_system_tokens(tn_session *s, const char *system_text, int32_t *n_tokens,
+                                   tn_error *err);
+
+/* Pins a system prompt (NULL or "" = none): renders the template's system
+ * part and tokenizes it; refuses with TN_ERR_OVERFLOW, before anything is
+ * replaced, when it leaves no room in n_ctx; then loads the snapshot when one
+ * matches or prefills (progress through the callback) and saves a snapshot.
+ * On any failure or cancellation the previous pin stays in place. */
+int tn_session_pin(tn_session *s, const char *system_text, tn_session_progress_cb progress,
+                   void *user, tn_error *err);
+/* The same with already rendered, tokenized system tokens (servers, tests). */
+int tn_session_pin_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens,
+                          tn_session_progress_cb progress, void *user, tn_error *err);
+
+typedef struct tn_pin_info {
+    int32_t n_pin;             /* KV rows of the pinned system part (0: nothing pinned) */
+    int32_t n_ctx;
+    int32_t n_free;            /* n_ctx - n_pin: room for a request and its answer */
+    double prefill_ms;         /* pinning time: the prefill, or the snapshot load */
+    bool loaded_from_snapshot;
+    bool snapshot_saved;       /* written to (or already present in) the pin cache */
+} tn_pin_info;
+
+tn_pin_info tn_session_pin_info(const tn_session *s);
+
+typedef enum tn_stop_reason {
+    TN_STOP_NONE = 0,         /* nothing generated (error before decoding) */
+    TN_STOP_EOG = 1,          /* end of turn / end of sequence token */
+    TN_STOP_STRING = 2,       /* a stop string */
+    TN_STOP_LIMIT = 3,        /* max_tokens */
+    TN_STOP_CONTEXT_FULL = 4, /* n_ctx reached */
+    TN_STOP_CALLBACK = 5,     /* the token callback returned false */
+    TN_STOP_CANCELLED = 6,    /* tn_session_cancel */
+} tn_stop_reason;
+
+/* "eog", "stop string", "limit", "context full", "callback", "cancelled". */
+const char *tn_stop_reason_name(tn_stop_reason r);
+
+/* Filled by every ask/chat call, also when it fails part way. */
+typedef struct tn_session_stats {
+    int32_t prompt_tokens;    /* tokens this call prefilled (not those reused) */
+    double prefill_ms;
+    double prefill_tok_s;
+    int32_t generated_tokens; /* answer tokens (given to the callback; not the stop token) */
+    double decode_ms;
+    double decode_tok_s;      /* decode steps after the first token / decode_ms */
+    double ttft_ms;           /* call start -> first token sampled */
+    int32_t restored_tokens;  /* tokens reused: the pin (ask) or the common prefix (chat) */
+    double restore_ms;        /* cutting the KV back (and re-pinning if needed) */
+    int32_t drafted;          /* speculation: tokens proposed */
+    int32_t accepted;         /* speculation: tokens accepted */
+    int32_t kv_len;           /* KV rows after the call */
+    tn_stop_reason stop_reason;
+} tn_session_stats;
+
+/* One independent request against the pin. TN_ERR_OVERFLOW when the
+ * rendered request does not fit the free context ("the message is 812
+ * tokens; 700 are free after the 324-token system prompt"), with nothing
+ * changed. After the call the KV holds exactly the n_pin pinned rows.
+ * gen NULL: the session's params.gen. stats may be NULL. */
+int tn_session_ask(tn_session *s, const char *user_text, const tn_gen_params *gen,
+                   tn_session_token_cb cb, void *user, tn_session_stats *stats, tn_error *err);
+/* The same with the request already rendered and tokenized (user turn and
+ * assistant header). */
+int tn_session_ask_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens,
+                          const tn_gen_params *gen, tn_session_token_cb cb, void *user,
+                          tn_session_stats *stats, tn_error *err);
+
+/* A message of a conversation; role is "system", "user" or "assistant". */
+typedef struct tn_session_message {
+    const char *role;
+    const char *content;
+} tn_session_message;
+
+/* Multi-turn: renders messages (when the first is not a system message the
+ * pinned system prompt is used) plus the assistant header, keeps the longest
+ * common token prefix already in the KV, prefills the rest and generates the
+ * next assistant message. The KV keeps the conversation and the answer (not
+ * the stop token) for the next call. Cutting into the pinned rows (a
+ * different system message) is allowed; the next ask re-pins. */
+int tn_session_chat(tn_session *s, const tn_session_message *messages, int32_t n_messages,
+                    const tn_gen_params *gen, tn_session_token_cb cb, void *user,
+                    tn_session_stats *stats, tn_error *err);
+
+/* Forgets the conversation: the KV goes back to the n_pin pinned rows. */
+void tn_session_reset(tn_session *s);
+/* Drops the pin too (back to an empty system prompt). */
+void tn_session_unpin(tn_session *s);
+/* Stops the running pin/ask/chat at the next token or layer (it returns
+ * TN_ERR_CANCELLED, or TN_OK with TN_STOP_CANCELLED once tokens were
+ * generated). Safe from any thread; a cancel is cleared when a call starts. */
+void tn_session_cancel(tn_session *s);
+
 /* ----------------------------------------------------------------- mkmodel */
 
 /* Random-weight test models with real shapes and a real tokenizer. */
