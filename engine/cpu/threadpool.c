@@ -1,0 +1,210 @@
+/* A persistent thread pool for the forward pass.
+ *
+ * A decode step dispatches a few hundred short tasks (one per matmul), so
+ * dispatch latency matters: workers spin on a generation counter for a short
+ * while after each task (the next one usually comes within microseconds),
+ * then sleep on a futex so that an idle engine costs no CPU. The caller is
+ * thread 0 and waits the same way for the others to finish. Dispatch
+ * allocates nothing. */
+#include "tn-cpu-internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How long a worker (or the waiting caller) spins before sleeping. Long
+ * enough to bridge the gap between two matmuls of one decode step, short
+ * enough that an idle engine goes quiet at once. */
+#define TN_SPIN_NS_DEFAULT 200000
+
+static void futex_wait(atomic_uint *addr, unsigned expected) {
+    syscall(SYS_futex, (unsigned *)addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+static void futex_wake_all(atomic_uint *addr) {
+    syscall(SYS_futex, (unsigned *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Spins until *addr != value or the spin budget is spent; true if it moved. */
+static bool spin_while_equal(atomic_uint *addr, unsigned value, int64_t spin_ns) {
+    if (spin_ns <= 0)
+        return atomic_load_explicit(addr, memory_order_acquire) != value;
+    int64_t deadline = 0;
+    for (unsigned i = 0;; i++) {
+        if (atomic_load_explicit(addr, memory_order_acquire) != value)
+            return true;
+        cpu_relax();
+        if ((i & 255) == 255) {
+            int64_t t = now_ns();
+            if (!deadline)
+                deadline = t + spin_ns;
+            else if (t >= deadline)
+                return false;
+        }
+    }
+}
+
+static void *worker_main(void *arg) {
+    tn_worker *wk = arg;
+    tn_cpu *cpu = wk->cpu;
+    /* Not a load: a thread that starts late must still run the dispatches
+     * made before it got here. The pool starts at generation 0. */
+    unsigned seen = 0;
+    for (;;) {
+        if (!spin_while_equal(&cpu->generation, seen, cpu->spin_ns)) {
+            /* Announce the sleep before re-checking, so that a dispatcher
+             * that bumps the generation after our check sees us (both sides
+             * are sequentially consistent). */
+            atomic_fetch_add(&cpu->sleepers, 1);
+            while (atomic_load(&cpu->generation) == seen)
+                futex_wait(&cpu->generation, seen);
+            atomic_fetch_sub(&cpu->sleepers, 1);
+        }
+        seen = atomic_load_explicit(&cpu->generation, memory_order_acquire);
+        if (atomic_load_explicit(&cpu->stop, memory_order_acquire))
+            return NULL;
+        cpu->fn(cpu->ctx, wk->ith, cpu->n_threads);
+        if (atomic_fetch_sub(&cpu->remaining, 1) == 1 &&
+            atomic_load(&cpu->caller_sleeping))
+            futex_wake_all(&cpu->remaining);
+    }
+}
+
+static int physical_cores(void) {
+    cpu_set_t set;
+    int logical = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        logical = CPU_COUNT(&set);
+    if (logical <= 0)
+        logical = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (logical <= 0)
+        return 1;
+    /* SMT siblings share the core's load ports and caches: for kernels that
+     * are bound by memory or by the vector units a second thread per core
+     * only adds contention. */
+    int per_core = 1;
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list", "r");
+    if (f) {
+        char buf[128];
+        if (fgets(buf, sizeof buf, f)) {
+            int a, b;
+            if (sscanf(buf, "%d-%d", &a, &b) == 2 && b > a)
+                per_core = b - a + 1;
+            else
+                for (const char *p = buf; *p; p++)
+                    per_core += *p == ',';
+        }
+        fclose(f);
+    }
+    int cores = logical / (per_core > 0 ? per_core : 1);
+    return cores > 0 ? cores : 1;
+}
+
+tn_cpu *tn_cpu_new(int n_threads) {
+    if (n_threads <= 0)
+        n_threads = physical_cores();
+    if (n_threads > 512)
+        n_threads = 512;
+    tn_cpu *cpu = aligned_alloc(TN_CACHE_LINE, (sizeof *cpu + TN_CACHE_LINE - 1) /
+                                                   TN_CACHE_LINE * TN_CACHE_LINE);
+    if (!cpu)
+        return NULL;
+    memset(cpu, 0, sizeof *cpu);
+    cpu->n_threads = n_threads;
+    cpu->isa = tn_isa_best();
+    cpu->spin_ns = TN_SPIN_NS_DEFAULT;
+    const char *spin = getenv("TERN_SPIN_US");
+    if (spin && *spin)
+        cpu->spin_ns = (int64_t)atol(spin) * 1000;
+    atomic_init(&cpu->generation, 0);
+    atomic_init(&cpu->remaining, 0);
+    atomic_init(&cpu->sleepers, 0);
+    atomic_init(&cpu->caller_sleeping, 0);
+    atomic_init(&cpu->stop, false);
+    atomic_init(&cpu->next_chunk, 0);
+    if (n_threads > 1) {
+        cpu->workers = calloc((size_t)n_threads - 1, sizeof *cpu->workers);
+        if (!cpu->workers) {
+            free(cpu);
+            return NULL;
+        }
+        for (int i = 1; i < n_threads; i++) {
+            tn_worker *wk = &cpu->workers[i - 1];
+            wk->cpu = cpu;
+            wk->ith = i;
+            if (pthread_create(&wk->thread, NULL, worker_main, wk) != 0) {
+                /* Run with the threads we got rather than fail. */
+                cpu->n_threads = i;
+                break;
+            }
+        }
+    }
+    return cpu;
+}
+
+void tn_cpu_free(tn_cpu *cpu) {
+    if (!cpu)
+        return;
+    if (cpu->n_threads > 1) {
+        atomic_store(&cpu->stop, true);
+        atomic_fetch_add(&cpu->generation, 1);
+        futex_wake_all(&cpu->generation);
+        for (int i = 1; i < cpu->n_threads; i++)
+            pthread_join(cpu->workers[i - 1].thread, NULL);
+    }
+    free(cpu->workers);
+    free(cpu->act);
+    free(cpu->thr);
+    free(cpu);
+}
+
+int tn_cpu_threads(const tn_cpu *cpu) { return cpu ? cpu->n_threads : 1; }
+
+void tn_cpu_parallel(tn_cpu *cpu, tn_task_fn fn, void *ctx) {
+    if (!cpu || cpu->n_threads == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    cpu->fn = fn;
+    cpu->ctx = ctx;
+    atomic_store_explicit(&cpu->remaining, (unsigned)cpu->n_threads - 1, memory_order_relaxed);
+    atomic_fetch_add(&cpu->generation, 1); /* publishes fn/ctx/remaining */
+    if (atomic_load(&cpu->sleepers) > 0)
+        futex_wake_all(&cpu->generation);
+
+    fn(ctx, 0, cpu->n_threads);
+
+    for (;;) {
+        unsigned left = atomic_load_explicit(&cpu->remaining, memory_order_acquire);
+        if (left == 0)
+            break;
+        if (spin_while_equal(&cpu->remaining, left, cpu->spin_ns))
+            continue;
+        atomic_store(&cpu->caller_sleeping, 1);
+        left = atomic_load(&cpu->remaining);
+        if (left != 0)
+            futex_wait(&cpu->remaining, left);
+        atomic_store(&cpu->caller_sleeping, 0);
+    }
+}

@@ -1,0 +1,88 @@
+/* Internals of the CPU backend: the pool object, the scratch it owns and the
+ * kernel tables each instruction set provides. */
+#ifndef TN_CPU_INTERNAL_H
+#define TN_CPU_INTERNAL_H
+
+#include "tn-cpu.h"
+
+#include <stdatomic.h>
+#include <pthread.h>
+
+/* The most activation rows one kernel call handles; bigger batches are
+ * split into tiles of this many rows. */
+#define TN_MM_TILE 16
+
+/* Cache-line sized padding keeps the pool's hot counters from sharing a
+ * line with each other (false sharing costs more than the dispatch). */
+#define TN_CACHE_LINE 64
+
+typedef struct tn_worker {
+    tn_cpu *cpu;
+    pthread_t thread;
+    int ith;
+} tn_worker;
+
+struct tn_cpu {
+    int n_threads;
+    tn_isa isa;
+    tn_worker *workers; /* n_threads - 1 background threads */
+
+    /* The task being run; written by the caller before `generation` moves. */
+    tn_task_fn fn;
+    void *ctx;
+
+    _Alignas(TN_CACHE_LINE) atomic_uint generation; /* bumped once per dispatch */
+    _Alignas(TN_CACHE_LINE) atomic_uint remaining;  /* workers still running the task */
+    _Alignas(TN_CACHE_LINE) atomic_int sleepers;    /* workers waiting on `generation` */
+    atomic_int caller_sleeping;
+    atomic_bool stop;
+    int64_t spin_ns;
+
+    /* Scratch grown on demand by tn_matmul (on the calling thread, before
+     * dispatch) and never shrunk: converted activations, then per-thread
+     * buffers for the scalar path's dequantized rows. */
+    void *act;
+    size_t act_cap;
+    void *thr;
+    size_t thr_cap;
+
+    /* Shared row counter for dynamic scheduling of matmul chunks. */
+    _Alignas(TN_CACHE_LINE) atomic_llong next_chunk;
+};
+
+/* One matmul as seen by a kernel. */
+typedef struct tn_mm {
+    const tn_weight *w;
+    const float *x;   /* [n, cols] f32 activations */
+    const void *act;  /* the activations converted by ops->convert, or NULL */
+    size_t act_row;   /* bytes of one converted row */
+    float *y;         /* [n, rows] */
+    int64_t n;
+    void *thr;        /* per-thread scratch, thr_stride bytes each */
+    size_t thr_stride;
+} tn_mm;
+
+/* The kernels of one weight type on one instruction set. */
+typedef struct tn_mm_ops {
+    /* Activation conversion (quantization) of one row of `cols` values into
+     * act_bytes(cols) bytes; NULL when the kernel reads f32 directly. Every
+     * row is converted the same way whatever the batch: that is half of
+     * batch invariance. */
+    size_t (*act_bytes)(int64_t cols);
+    void (*convert)(const float *x, void *dst, int64_t cols);
+    /* Per-thread scratch bytes, 0 if none. */
+    size_t (*thr_bytes)(int64_t cols);
+    /* y[b][r] for r in [r0, r1), b in [b0, b0 + nb), nb <= TN_MM_TILE. The
+     * other half: the arithmetic for (b, r) does not depend on nb, b0, r0
+     * or r1. */
+    void (*tile)(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0, int nb);
+} tn_mm_ops;
+
+/* Kernel tables, indexed by tn_type; a NULL tile means "no kernel". */
+void tn_mm_ops_scalar(tn_mm_ops *ops, uint32_t type);
+#if defined(TN_CPU_X86)
+bool tn_mm_ops_avx2(tn_mm_ops *ops, uint32_t type);
+bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type);
+#endif
+
+#endif

@@ -1,0 +1,240 @@
+/* Matrix-product kernels: every instruction-set family against a double
+ * precision oracle and against the scalar reference, with an NMSE bound per
+ * type; and batch invariance, bit for bit: output row i computed alone, in
+ * batches of 2..16 at every position, and in a 512-row batch on 1, 2 and 3
+ * threads. */
+#include "tn-test.h"
+
+#include "cpu/tn-cpu.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+    uint32_t type;
+    /* NMSE bounds of tn_matmul against the exact product of the dequantized
+     * weights with the f32 activations: the scalar path (f32 products and
+     * sums only), and the SIMD paths, whose integer kernels first quantize
+     * activations to 8 bits (about 1.5e-5 for uniform data) and whose
+     * AVX-512 BF16 kernel rounds activations to bf16 (about 1e-5). */
+    double nmse_scalar;
+    double nmse_simd;
+} type_case;
+
+static const type_case cases[] = {
+    {TN_TYPE_F32, 1e-10, 1e-10},  {TN_TYPE_F16, 1e-10, 1e-10},  {TN_TYPE_BF16, 1e-10, 1e-4},
+    {TN_TYPE_Q8_0, 1e-10, 1e-4},  {TN_TYPE_Q4_0, 1e-10, 1e-4},  {TN_TYPE_Q4_1, 1e-10, 1e-4},
+    {TN_TYPE_Q5_0, 1e-10, 1e-4},  {TN_TYPE_Q5_1, 1e-10, 1e-4},  {TN_TYPE_Q4_K, 1e-10, 1e-4},
+    {TN_TYPE_Q5_K, 1e-10, 1e-4},  {TN_TYPE_Q6_K, 1e-10, 1e-4},
+};
+
+#define ROWS 37  /* odd: chunks and tiles end mid-way */
+#define COLS 512 /* two K-quant super-blocks */
+#define BIG 512  /* a prompt-sized batch */
+
+static uint64_t rng = 0x5eed;
+
+typedef struct {
+    tn_weight w;
+    void *data;
+    float *deq; /* [ROWS, COLS] the weights as the kernels must see them */
+} matrix;
+
+static bool make_matrix(matrix *m, uint32_t type) {
+    memset(m, 0, sizeof *m);
+    size_t rb = tn_type_row_bytes(type, COLS);
+    float *src = malloc(sizeof(float) * COLS);
+    m->data = malloc(rb * ROWS);
+    m->deq = malloc(sizeof(float) * ROWS * COLS);
+    if (!src || !m->data || !m->deq) {
+        free(src);
+        return false;
+    }
+    for (int r = 0; r < ROWS; r++) {
+        /* Per-row scale and an occasional outlier, like real weights. */
+        float scale = 0.02f * (1.0f + (float)(r % 5));
+        for (int k = 0; k < COLS; k++)
+            src[k] = scale * tn_test_randf(&rng);
+        src[(r * 7) % COLS] *= 8.0f;
+        CHECK(tn_quantize_row(type, src, (uint8_t *)m->data + (size_t)r * rb, COLS) == TN_OK);
+        CHECK(tn_dequantize_row(type, (uint8_t *)m->data + (size_t)r * rb, m->deq + r * COLS,
+                                COLS) == TN_OK);
+    }
+    free(src);
+    m->w = (tn_weight){.type = type, .rows = ROWS, .cols = COLS, .data = m->data, .row_bytes = rb};
+    return true;
+}
+
+static void free_matrix(matrix *m) {
+    free(m->data);
+    free(m->deq);
+}
+
+static double nmse(const float *y, const double *ref, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)y[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+static void oracle(const matrix *m, const float *x, int64_t n, double *ref) {
+    for (int64_t b = 0; b < n; b++)
+        for (int r = 0; r < ROWS; r++) {
+            double s = 0;
+            for (int k = 0; k < COLS; k++)
+                s += (double)m->deq[r * COLS + k] * x[b * COLS + k];
+            ref[b * ROWS + r] = s;
+        }
+}
+
+static bool same_bits(const float *a, const float *b, size_t n) {
+    return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+static void test_type(const type_case *tc, const float *x, tn_cpu *pools[3]) {
+    const char *tname = tn_type_name(tc->type);
+    matrix m;
+    if (!make_matrix(&m, tc->type)) {
+        CHECKF(0, "%s: out of memory", tname);
+        return;
+    }
+    double *ref = malloc(sizeof(double) * BIG * ROWS);
+    float *big = malloc(sizeof(float) * BIG * ROWS);
+    float *big2 = malloc(sizeof(float) * BIG * ROWS);
+    float *single = malloc(sizeof(float) * BIG * ROWS);
+    float *batch = malloc(sizeof(float) * 16 * ROWS);
+    float *scalar_big = malloc(sizeof(float) * BIG * ROWS);
+    if (!ref || !big || !big2 || !single || !batch || !scalar_big) {
+        CHECKF(0, "%s: out of memory", tname);
+        goto out;
+    }
+    oracle(&m, x, BIG, ref);
+
+    for (int isa = 0; isa < TN_ISA_COUNT_; isa++) {
+        if (!tn_isa_available((tn_isa)isa))
+            continue;
+        const char *iname = tn_isa_name((tn_isa)isa);
+        for (int t = 0; t < 3; t++)
+            CHECK(tn_cpu_set_isa(pools[t], (tn_isa)isa) == TN_OK);
+
+        /* Accuracy of the whole 512-row batch. */
+        CHECK(tn_matmul(pools[1], &m.w, x, BIG, big) == TN_OK);
+        double e = nmse(big, ref, (int64_t)BIG * ROWS);
+        double bound = isa == TN_ISA_SCALAR ? tc->nmse_scalar : tc->nmse_simd;
+        CHECKF(e <= bound, "%s/%s: NMSE %.3g against the exact product exceeds %.3g", iname,
+               tname, e, bound);
+        if (isa == TN_ISA_SCALAR) {
+            memcpy(scalar_big, big, sizeof(float) * BIG * ROWS);
+        } else {
+            double es = 0, den = 0;
+            for (int64_t i = 0; i < (int64_t)BIG * ROWS; i++) {
+                double d = (double)big[i] - scalar_big[i];
+                es += d * d;
+                den += (double)scalar_big[i] * scalar_big[i];
+            }
+            es /= den;
+            CHECKF(es <= tc->nmse_simd, "%s/%s: NMSE %.3g against the scalar path exceeds %.3g",
+                   iname, tname, es, tc->nmse_simd);
+            if (getenv("TERN_TEST_VERBOSE"))
+                fprintf(stderr, "%s/%s: NMSE %.3g (exact), %.3g (scalar)\n", iname, tname, e, es);
+        }
+
+        /* Thread count: 1, 2, 3 threads give the same bits. */
+        CHECK(tn_matmul(pools[0], &m.w, x, BIG, big2) == TN_OK);
+        CHECKF(same_bits(big, big2, (size_t)BIG * ROWS), "%s/%s: 1 and 2 threads differ", iname,
+               tname);
+        CHECK(tn_matmul(pools[2], &m.w, x, BIG, big2) == TN_OK);
+        CHECKF(same_bits(big, big2, (size_t)BIG * ROWS), "%s/%s: 2 and 3 threads differ", iname,
+               tname);
+        CHECK(tn_matmul_isa(NULL, (tn_isa)isa, &m.w, x, BIG, big2) == TN_OK);
+        CHECKF(same_bits(big, big2, (size_t)BIG * ROWS), "%s/%s: no pool and 2 threads differ",
+               iname, tname);
+
+        /* Every row alone (a decode step) equals its row of the 512 batch. */
+        for (int b = 0; b < BIG; b++)
+            CHECK(tn_matmul(pools[b % 3], &m.w, x + (size_t)b * COLS, 1, single + b * ROWS) ==
+                  TN_OK);
+        CHECKF(same_bits(big, single, (size_t)BIG * ROWS),
+               "%s/%s: a row alone differs from the same row in a 512-row batch", iname, tname);
+
+        /* Batches of 2..16 (a verify step) starting anywhere: each row sits
+         * at every position of some batch. */
+        bool batches_ok = true;
+        for (int nb = 2; nb <= 16; nb++)
+            for (int start = 0; start < 40; start += 1 + nb / 3) {
+                CHECK(tn_matmul(pools[(start + nb) % 3], &m.w, x + (size_t)start * COLS, nb,
+                                batch) == TN_OK);
+                if (!same_bits(batch, single + (size_t)start * ROWS, (size_t)nb * ROWS)) {
+                    if (batches_ok)
+                        CHECKF(0, "%s/%s: batch of %d at row %d differs from rows alone", iname,
+                               tname, nb, start);
+                    batches_ok = false;
+                }
+            }
+        CHECK(batches_ok);
+    }
+out:
+    free(ref);
+    free(big);
+    free(big2);
+    free(single);
+    free(batch);
+    free(scalar_big);
+    free_matrix(&m);
+}
+
+static void test_errors(tn_cpu *cpu) {
+    float x[256] = {0}, y[4];
+    uint8_t data[4 * 256 * 4] = {0};
+    tn_weight w = {.type = TN_TYPE_Q2_K, .rows = 1, .cols = 256, .data = data, .row_bytes = 84};
+    CHECK(tn_matmul(cpu, &w, x, 1, y) == TN_ERR_UNSUPPORTED);
+    w = (tn_weight){.type = TN_TYPE_Q4_0, .rows = 1, .cols = 100, .data = data, .row_bytes = 64};
+    CHECK(tn_matmul(cpu, &w, x, 1, y) == TN_ERR_INVALID); /* not whole blocks */
+    w = (tn_weight){.type = TN_TYPE_Q4_0, .rows = 1, .cols = 256, .data = data, .row_bytes = 8};
+    CHECK(tn_matmul(cpu, &w, x, 1, y) == TN_ERR_INVALID); /* rows overlap */
+    w.row_bytes = tn_type_row_bytes(TN_TYPE_Q4_0, 256);
+    CHECK(tn_matmul(cpu, &w, x, -1, y) == TN_ERR_INVALID);
+    CHECK(tn_matmul(cpu, &w, x, 0, y) == TN_OK);
+    CHECK(tn_matmul(cpu, NULL, x, 1, y) == TN_ERR_INVALID);
+    CHECK(tn_weight_row_f32(&w, 1, y) == TN_ERR_INVALID);
+    CHECK(tn_cpu_set_isa(cpu, TN_ISA_COUNT_) == TN_ERR_UNSUPPORTED);
+    CHECK(tn_cpu_set_isa(cpu, TN_ISA_SCALAR) == TN_OK);
+}
+
+static void test_weight_row(void) {
+    matrix m;
+    if (!make_matrix(&m, TN_TYPE_Q6_K))
+        return;
+    float row[COLS];
+    CHECK(tn_weight_row_f32(&m.w, 5, row) == TN_OK);
+    CHECK(same_bits(row, m.deq + 5 * COLS, COLS));
+    free_matrix(&m);
+}
+
+int main(void) {
+    tn_cpu *pools[3] = {tn_cpu_new(1), tn_cpu_new(2), tn_cpu_new(3)};
+    CHECK(pools[0] && pools[1] && pools[2]);
+    if (!pools[0] || !pools[1] || !pools[2])
+        return tn_test_finish("kernels");
+    CHECK(tn_cpu_threads(pools[2]) == 3);
+    fprintf(stderr, "best instruction set here: %s%s\n", tn_isa_name(tn_isa_best()),
+            tn_isa_has_avx512_bf16() ? " (with BF16)" : "");
+
+    float *x = malloc(sizeof(float) * BIG * COLS);
+    CHECK(x != NULL);
+    if (x) {
+        for (int i = 0; i < BIG * COLS; i++)
+            x[i] = tn_test_randf(&rng);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            test_type(&cases[i], x, pools);
+        free(x);
+    }
+    test_errors(pools[0]);
+    test_weight_row();
+    for (int t = 0; t < 3; t++)
+        tn_cpu_free(pools[t]);
+    return tn_test_finish("kernels");
+}
