@@ -416,6 +416,12 @@ typedef struct tn_gen_params {
      * tn_session_new; for a request they only need to outlive the call. */
     const char *stop[TN_SESSION_MAX_STOP];
     int32_t n_stop;
+    /* Extra tokens that end the answer like end of turn (not emitted, no KV row). */
+    int32_t stop_tokens[TN_SESSION_MAX_STOP];
+    int32_t n_stop_tokens;
+    /* Prefill progress of the request or conversation (may be NULL). */
+    tn_session_progress_cb progress;
+    void *progress_user;
     tn_drafter *drafter;       /* NULL: no speculation */
     int32_t draft_max;         /* tokens per draft; <= 0: the drafter's default */
 } tn_gen_params;
@@ -573,6 +579,111 @@ int tn_mkmodel(const tn_mkmodel_params *p, const char *out_path, tn_error *err);
  * a Hugging Face tokenizer.json (tokenizer_config.json is read from beside
  * it), or from a GPT-2 encoder.json + vocab.bpe directory. */
 int tn_vocab_convert_hf(const char *path, tn_gguf_writer *w, int64_t *n_vocab, tn_error *err);
+
+/* ---------------------------------------------------------- chat templates */
+
+/* A growable byte buffer the library appends to. Start it zeroed
+ * (`tn_buf b = {0};`); after any successful append `data` is NUL-terminated
+ * (the NUL is not counted in len). */
+typedef struct tn_buf {
+    char *data;
+    size_t len, cap;
+} tn_buf;
+
+/* Frees the bytes and zeroes the struct; NULL is a no-op. */
+void tn_buf_free(tn_buf *b);
+int tn_buf_append(tn_buf *b, const char *s, size_t n);
+int tn_buf_append_str(tn_buf *b, const char *s);
+
+/* The chat formats Tern renders natively (no Jinja engine): each reproduces
+ * the byte output of the model family's real Jinja template for system /
+ * user / assistant messages. docs/CHAT-TEMPLATES.md describes each. */
+typedef enum tn_chat_kind {
+    TN_CHAT_CHATML = 0,     /* <|im_start|>role\n...<|im_end|>\n */
+    TN_CHAT_LLAMA2 = 1,     /* <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] */
+    TN_CHAT_MISTRAL = 2,    /* Mistral 7B Instruct v0.1/v0.2 original: [INST] ... [/INST] */
+    TN_CHAT_MISTRAL_V1 = 3, /* mistral-common v1: " [INST] ... [/INST]", system in 1st turn */
+    TN_CHAT_MISTRAL_V3 = 4, /* v3 (7B v0.3, Mixtral 8x22B): "[INST] ...[/INST]", system
+                               in the last user turn */
+    TN_CHAT_LLAMA3 = 5,     /* Llama 3: <|start_header_id|>role<|end_header_id|>\n\n... */
+    TN_CHAT_LLAMA31 = 6,    /* Llama 3.1+: Llama 3 with the "Cutting Knowledge Date"
+                               system header always present */
+    TN_CHAT_QWEN3 = 7,      /* ChatML + <think> handling (enable_thinking) */
+    TN_CHAT_GEMMA3 = 8,     /* <start_of_turn>user/model, system folded into 1st user turn */
+    TN_CHAT_KIND_COUNT_ = 9,
+} tn_chat_kind;
+
+/* "chatml", "llama2", "mistral", "mistral-v1", "mistral-v3", "llama3",
+ * "llama3.1", "qwen3", "gemma3"; NULL for an unknown value. */
+const char *tn_chat_kind_name(int kind);
+/* The inverse (exact names above); -1 if unknown. */
+int tn_chat_kind_from_name(const char *name);
+
+/* BOS policy: rendered text NEVER contains the leading BOS token. When the
+ * real template starts with bos_token (every kind but ChatML and Qwen3) this
+ * returns true and the caller puts the BOS id first in the token sequence
+ * (before the system part when pinning). BOS/EOS that a template puts later
+ * in the conversation (Llama 2: "</s><s>[INST]" between turns; Mistral: "</s>"
+ * after answers) are rendered as text, so rendered text is tokenized with
+ * special tokens allowed. */
+bool tn_chat_kind_adds_bos(int kind);
+
+/* Recognises a template by its content ("<|im_start|>" with "enable_thinking"
+ * -> Qwen3, other "<|im_start|>" -> ChatML, "<start_of_turn>" -> Gemma 3,
+ * "<|start_header_id|>" -> Llama 3 / 3.1 ("Cutting Knowledge Date"), "[INST]"
+ * with "<<SYS>>" -> Llama 2, other "[INST]" -> a Mistral variant). Without a
+ * template (jinja NULL or empty) the architecture decides: llama -> Llama 2
+ * (Llama 3 GGUFs carry their template; old Llama 2 / Mistral ones often do
+ * not), qwen3/qwen3moe -> Qwen3, qwen2 -> ChatML, gemma* -> Gemma 3. Anything
+ * else gives ChatML. *warning (may be NULL) is set to NULL, or to a static
+ * one-line message the caller should show when the choice is a guess. */
+tn_chat_kind tn_chat_template_detect(const char *jinja, size_t len, const char *arch,
+                                     const char **warning);
+
+typedef enum tn_chat_role {
+    TN_CHAT_ROLE_SYSTEM = 0,
+    TN_CHAT_ROLE_USER = 1,
+    TN_CHAT_ROLE_ASSISTANT = 2,
+} tn_chat_role;
+
+typedef struct tn_chat_message {
+    tn_chat_role role;
+    const char *content; /* NUL-terminated UTF-8; for Qwen3 an assistant message
+                            may hold "<think>...</think>answer" */
+} tn_chat_message;
+
+typedef struct tn_chat_options {
+    bool add_generation_prompt; /* end with the assistant header (default true); the
+                                   [INST] kinds have none: their prompt ends at [/INST] */
+    bool enable_thinking;       /* Qwen3 (default true); false adds the empty
+                                   "<think>\n\n</think>\n\n" after the assistant header */
+    const char *date_string;    /* Llama 3.1 "Today Date: " (NULL: "26 Jul 2024", the
+                                   template's default; fixed so pins stay valid) */
+} tn_chat_options;
+
+tn_chat_options tn_chat_default_options(void);
+
+/* Renders the conversation, APPENDING to out. opts NULL means the defaults.
+ * A system message is allowed only first, except for ChatML, Qwen3 and the
+ * Llama 3 kinds whose templates render one anywhere. Roles need not
+ * alternate. Content is used as given (the kinds whose templates trim or
+ * strip content do so here too, with Python's whitespace rules). */
+int tn_chat_render(tn_chat_kind kind, const tn_chat_message *msgs, size_t n_msgs,
+                   const tn_chat_options *opts, tn_buf *out, tn_error *err);
+
+/* For pinning, a single-turn request splits in two so that
+ *     render_system(system) + render_turn(system != NULL, user)
+ *  == render([system?, user]) with add_generation_prompt
+ * byte for byte. render_system appends the part that depends only on the
+ * system prompt (system NULL: the part a conversation without one starts
+ * with, often empty); render_turn appends the user turn and the assistant
+ * header (always, whatever opts->add_generation_prompt says) and, for
+ * Qwen3 with thinking off, the empty think block. The system part never
+ * depends on enable_thinking, so one pin serves both. */
+int tn_chat_render_system(tn_chat_kind kind, const char *system, const tn_chat_options *opts,
+                          tn_buf *out, tn_error *err);
+int tn_chat_render_turn(tn_chat_kind kind, bool has_system, const char *user,
+                        const tn_chat_options *opts, tn_buf *out, tn_error *err);
 
 #ifdef __cplusplus
 }
