@@ -1,0 +1,651 @@
+/* Strict JSON reader; see tn-json.h.
+ *
+ * One pass over the input. Decoded strings go to one buffer sized to the
+ * input (a decoded string plus its NUL is never longer than its quoted
+ * source), so the 33 MB Gemma 3 tokenizer.json costs one allocation for its
+ * text. Values are collected on a scratch stack while their container is
+ * open and copied into an arena, contiguously, when it closes.
+ */
+#include "tn-json.h"
+#include "tn-internal.h"
+
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct arena_chunk {
+    struct arena_chunk *next;
+    size_t used, cap;
+    tn_json items[];
+} arena_chunk;
+
+struct tn_json_doc {
+    tn_json root;
+    char *strings;       /* all decoded strings and keys */
+    arena_chunk *chunks; /* all arrays of items */
+};
+
+typedef struct parser {
+    const char *src;
+    const char *p;
+    const char *end;
+    const char *name;
+    tn_error *err;
+    int status;
+
+    char *str_out;        /* next free byte in doc->strings */
+    tn_json_doc *doc;
+
+    tn_json *stack;       /* items of the containers being parsed */
+    size_t stack_len, stack_cap;
+} parser;
+
+/* ------------------------------------------------------------- errors */
+
+static void line_col(const parser *ps, const char *at, long *line, long *col) {
+    long l = 1, c = 1;
+    for (const char *q = ps->src; q < at && q < ps->end; q++) {
+        if (*q == '\n') {
+            l++;
+            c = 1;
+        } else if (((unsigned char)*q & 0xC0) != 0x80) {
+            c++;
+        }
+    }
+    *line = l;
+    *col = c;
+}
+
+TN_PRINTF(3, 4)
+static int fail_at(parser *ps, const char *at, const char *fmt, ...) {
+    if (ps->status)
+        return ps->status;
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    long line, col;
+    line_col(ps, at, &line, &col);
+    ps->status = tn_fail(ps->err, TN_ERR_FORMAT, "%s: line %ld, column %ld: %s (invalid JSON)",
+                         ps->name, line, col, what);
+    return ps->status;
+}
+
+static int fail_nomem(parser *ps) {
+    if (!ps->status)
+        ps->status = tn_fail(ps->err, TN_ERR_NOMEM, "%s: out of memory while parsing JSON",
+                             ps->name);
+    return ps->status;
+}
+
+/* -------------------------------------------------------------- arena */
+
+static tn_json *arena_alloc(parser *ps, size_t n) {
+    arena_chunk *c = ps->doc->chunks;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > 4096 ? n : 4096;
+        c = malloc(sizeof *c + cap * sizeof(tn_json));
+        if (!c)
+            return NULL;
+        c->used = 0;
+        c->cap = cap;
+        /* A big dedicated chunk goes behind the current one so the
+         * current one's free space stays usable for small containers. */
+        if (ps->doc->chunks && n > 4096) {
+            c->next = ps->doc->chunks->next;
+            ps->doc->chunks->next = c;
+        } else {
+            c->next = ps->doc->chunks;
+            ps->doc->chunks = c;
+        }
+    }
+    tn_json *out = c->items + c->used;
+    c->used += n;
+    return out;
+}
+
+static tn_json *stack_push(parser *ps) {
+    if (ps->stack_len == ps->stack_cap) {
+        size_t cap = ps->stack_cap ? ps->stack_cap * 2 : 256;
+        tn_json *s = realloc(ps->stack, cap * sizeof *s);
+        if (!s)
+            return NULL;
+        ps->stack = s;
+        ps->stack_cap = cap;
+    }
+    tn_json *v = &ps->stack[ps->stack_len++];
+    memset(v, 0, sizeof *v);
+    return v;
+}
+
+/* ------------------------------------------------------------ scanning */
+
+static void skip_ws(parser *ps) {
+    const char *p = ps->p;
+    while (p < ps->end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    ps->p = p;
+}
+
+static int hex4(const char *p) {
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        int d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+static char *put_utf8(char *o, uint32_t cp) {
+    if (cp < 0x80) {
+        *o++ = (char)cp;
+    } else if (cp < 0x800) {
+        *o++ = (char)(0xC0 | (cp >> 6));
+        *o++ = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        *o++ = (char)(0xE0 | (cp >> 12));
+        *o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *o++ = (char)(0x80 | (cp & 0x3F));
+    } else {
+        *o++ = (char)(0xF0 | (cp >> 18));
+        *o++ = (char)(0x80 | ((cp >> 12) & 0x3F));
+        *o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *o++ = (char)(0x80 | (cp & 0x3F));
+    }
+    return o;
+}
+
+/* Length of the valid UTF-8 sequence at p (multi-byte lead), 0 if invalid. */
+static size_t utf8_seq_len(const unsigned char *p, const unsigned char *end) {
+    unsigned char c = p[0];
+    size_t n;
+    uint32_t min, cp;
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+        cp = c & 0x1F;
+        min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        cp = c & 0x0F;
+        min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        cp = c & 0x07;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    if ((size_t)(end - p) < n)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+/* Parses the string at ps->p (on the opening quote) into the string
+ * buffer; returns its start, length in *len_out. */
+static const char *parse_string(parser *ps, uint32_t *len_out) {
+    const char *start = ps->p;
+    const unsigned char *p = (const unsigned char *)ps->p + 1;
+    const unsigned char *end = (const unsigned char *)ps->end;
+    char *out0 = ps->str_out, *o = out0;
+    for (;;) {
+        /* Plain ASCII run: the common case, copied byte by byte without
+         * further checks. */
+        while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
+            *o++ = (char)*p++;
+        if (p >= end) {
+            fail_at(ps, start, "unterminated string");
+            return NULL;
+        }
+        unsigned char c = *p;
+        if (c == '"') {
+            p++;
+            break;
+        }
+        if (c < 0x20) {
+            fail_at(ps, (const char *)p, "control character U+%04X inside a string (must be escaped)",
+                    c);
+            return NULL;
+        }
+        if (c >= 0x80) {
+            size_t n = utf8_seq_len(p, end);
+            if (!n) {
+                fail_at(ps, (const char *)p, "invalid UTF-8 byte 0x%02X in a string", c);
+                return NULL;
+            }
+            memcpy(o, p, n);
+            o += n;
+            p += n;
+            continue;
+        }
+        /* backslash */
+        if (end - p < 2) {
+            fail_at(ps, start, "unterminated string");
+            return NULL;
+        }
+        char e = (char)p[1];
+        p += 2;
+        switch (e) {
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '/': *o++ = '/'; break;
+        case 'b': *o++ = '\b'; break;
+        case 'f': *o++ = '\f'; break;
+        case 'n': *o++ = '\n'; break;
+        case 'r': *o++ = '\r'; break;
+        case 't': *o++ = '\t'; break;
+        case 'u': {
+            int hi = end - p >= 4 ? hex4((const char *)p) : -1;
+            if (hi < 0) {
+                fail_at(ps, (const char *)p - 2, "\\u must be followed by four hex digits");
+                return NULL;
+            }
+            p += 4;
+            uint32_t cp = (uint32_t)hi;
+            if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                fail_at(ps, (const char *)p - 6, "lone low surrogate \\u%04X", cp);
+                return NULL;
+            }
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                int lo = (end - p >= 6 && p[0] == '\\' && p[1] == 'u') ? hex4((const char *)p + 2)
+                                                                       : -1;
+                if (lo < 0xDC00 || lo > 0xDFFF) {
+                    fail_at(ps, (const char *)p - 6,
+                            "high surrogate \\u%04X not followed by a low surrogate", cp);
+                    return NULL;
+                }
+                p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
+            }
+            o = put_utf8(o, cp);
+            break;
+        }
+        default:
+            fail_at(ps, (const char *)p - 2, "invalid escape '\\%c'",
+                    (e >= 0x20 && e < 0x7F) ? e : '?');
+            return NULL;
+        }
+    }
+    *o++ = '\0';
+    ps->str_out = o;
+    ps->p = (const char *)p;
+    *len_out = (uint32_t)(o - out0 - 1);
+    return out0;
+}
+
+static locale_t c_locale;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+static void make_c_locale(void) { c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
+
+static int parse_number(parser *ps, tn_json *v) {
+    const char *s = ps->p, *p = s, *end = ps->end;
+    bool neg = false, integral = true;
+    if (p < end && *p == '-') {
+        neg = true;
+        p++;
+    }
+    if (p >= end || *p < '0' || *p > '9')
+        return fail_at(ps, s, "invalid number");
+    const char *digits = p;
+    if (*p == '0') {
+        p++;
+        if (p < end && *p >= '0' && *p <= '9')
+            return fail_at(ps, s, "number with a leading zero");
+    } else {
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    size_t n_int_digits = (size_t)(p - digits);
+    if (p < end && *p == '.') {
+        integral = false;
+        p++;
+        if (p >= end || *p < '0' || *p > '9')
+            return fail_at(ps, p, "a digit must follow the decimal point");
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        integral = false;
+        p++;
+        if (p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= end || *p < '0' || *p > '9')
+            return fail_at(ps, p, "a digit must follow the exponent");
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    ps->p = p;
+    v->type = TN_JSON_NUMBER;
+    if (integral && n_int_digits <= 15) {
+        /* Exact in a double: no need for strtod. */
+        int64_t x = 0;
+        for (const char *q = digits; q < p; q++)
+            x = x * 10 + (*q - '0');
+        v->v.num = neg ? -(double)x : (double)x;
+        return 0;
+    }
+    /* strtod in the C locale, whatever the process locale says about the
+     * decimal separator. */
+    pthread_once(&c_locale_once, make_c_locale);
+    size_t n = (size_t)(p - s);
+    char small[64];
+    char *buf = n < sizeof small ? small : malloc(n + 1);
+    if (!buf)
+        return fail_nomem(ps);
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    v->v.num = c_locale ? strtod_l(buf, NULL, c_locale) : strtod(buf, NULL);
+    if (buf != small)
+        free(buf);
+    return 0;
+}
+
+static bool literal(parser *ps, const char *word, size_t n) {
+    if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, word, n) != 0)
+        return false;
+    ps->p += n;
+    return true;
+}
+
+static int parse_value(parser *ps, tn_json *v, int depth);
+
+static int parse_container(parser *ps, tn_json *v, int depth, bool is_object) {
+    const char *open = ps->p;
+    if (depth >= TN_JSON_MAX_DEPTH)
+        return fail_at(ps, open, "nesting deeper than %d levels", TN_JSON_MAX_DEPTH);
+    ps->p++;
+    size_t base = ps->stack_len;
+    char close = is_object ? '}' : ']';
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == close) {
+        ps->p++;
+    } else {
+        for (;;) {
+            skip_ws(ps);
+            const char *key = NULL;
+            uint32_t key_len = 0;
+            if (is_object) {
+                if (ps->p >= ps->end || *ps->p != '"')
+                    return fail_at(ps, ps->p, "expected a string key");
+                key = parse_string(ps, &key_len);
+                if (!key)
+                    return ps->status;
+                skip_ws(ps);
+                if (ps->p >= ps->end || *ps->p != ':')
+                    return fail_at(ps, ps->p, "expected ':' after an object key");
+                ps->p++;
+                skip_ws(ps);
+            }
+            tn_json item;
+            memset(&item, 0, sizeof item);
+            if (parse_value(ps, &item, depth + 1))
+                return ps->status;
+            item.key = key;
+            item.key_len = key_len;
+            tn_json *slot = stack_push(ps);
+            if (!slot)
+                return fail_nomem(ps);
+            *slot = item;
+            skip_ws(ps);
+            if (ps->p < ps->end && *ps->p == ',') {
+                ps->p++;
+                continue;
+            }
+            if (ps->p < ps->end && *ps->p == close) {
+                ps->p++;
+                break;
+            }
+            if (ps->p >= ps->end)
+                return fail_at(ps, open, "'%c' is never closed", is_object ? '{' : '[');
+            return fail_at(ps, ps->p, "expected ',' or '%c'", close);
+        }
+    }
+    size_t n = ps->stack_len - base;
+    v->type = is_object ? TN_JSON_OBJECT : TN_JSON_ARRAY;
+    v->n = (uint32_t)n;
+    v->v.items = NULL;
+    if (n) {
+        tn_json *items = arena_alloc(ps, n);
+        if (!items)
+            return fail_nomem(ps);
+        memcpy(items, ps->stack + base, n * sizeof *items);
+        v->v.items = items;
+    }
+    ps->stack_len = base;
+    return 0;
+}
+
+static int parse_value(parser *ps, tn_json *v, int depth) {
+    if (ps->p >= ps->end)
+        return fail_at(ps, ps->p, "unexpected end of input, expected a value");
+    char c = *ps->p;
+    switch (c) {
+    case '{':
+        return parse_container(ps, v, depth, true);
+    case '[':
+        return parse_container(ps, v, depth, false);
+    case '"': {
+        uint32_t len;
+        const char *s = parse_string(ps, &len);
+        if (!s)
+            return ps->status;
+        v->type = TN_JSON_STRING;
+        v->v.str = s;
+        v->n = len;
+        return 0;
+    }
+    case 't':
+        if (!literal(ps, "true", 4))
+            break;
+        v->type = TN_JSON_BOOL;
+        v->b = true;
+        return 0;
+    case 'f':
+        if (!literal(ps, "false", 5))
+            break;
+        v->type = TN_JSON_BOOL;
+        v->b = false;
+        return 0;
+    case 'n':
+        if (!literal(ps, "null", 4))
+            break;
+        v->type = TN_JSON_NULL;
+        return 0;
+    default:
+        if (c == '-' || (c >= '0' && c <= '9'))
+            return parse_number(ps, v);
+        break;
+    }
+    if ((unsigned char)c >= 0x20 && (unsigned char)c < 0x7F)
+        return fail_at(ps, ps->p, "unexpected character '%c'", c);
+    return fail_at(ps, ps->p, "unexpected byte 0x%02X", (unsigned char)c);
+}
+
+/* ---------------------------------------------------------------- API */
+
+int tn_json_parse(const char *text, size_t len, const char *name, tn_json_doc **out,
+                  tn_error *err) {
+    if (!out)
+        return tn_fail(err, TN_ERR_INVALID, "tn_json_parse: out is NULL");
+    *out = NULL;
+    if (!name)
+        name = "JSON";
+    if (!text && len)
+        return tn_fail(err, TN_ERR_INVALID, "%s: no text", name);
+    if (len >= UINT32_MAX)
+        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: JSON text of %zu bytes is too large",
+                       name, len);
+    tn_json_doc *doc = calloc(1, sizeof *doc);
+    if (!doc)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory while parsing JSON", name);
+    doc->strings = malloc(len + 1);
+    if (!doc->strings) {
+        free(doc);
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory while parsing JSON", name);
+    }
+    parser ps = {
+        .src = text ? text : "",
+        .p = text ? text : "",
+        .end = (text ? text : "") + len,
+        .name = name,
+        .err = err,
+        .str_out = doc->strings,
+        .doc = doc,
+    };
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {
+        fail_at(&ps, ps.p, "the text starts with a byte order mark");
+    } else {
+        skip_ws(&ps);
+        if (ps.p >= ps.end) {
+            fail_at(&ps, ps.p, "empty document");
+        } else if (!parse_value(&ps, &doc->root, 0)) {
+            skip_ws(&ps);
+            if (ps.p < ps.end)
+                fail_at(&ps, ps.p, "unexpected text after the end of the document");
+        }
+    }
+    free(ps.stack);
+    if (ps.status) {
+        tn_json_free(doc);
+        return ps.status;
+    }
+    *out = doc;
+    return TN_OK;
+}
+
+int tn_json_parse_file(const char *path, tn_json_doc **out, tn_error *err) {
+    if (!out)
+        return tn_fail(err, TN_ERR_INVALID, "tn_json_parse_file: out is NULL");
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return tn_fail(err, TN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = TN_OK;
+    if (fseeko(f, 0, SEEK_END) == 0) {
+        off_t size = ftello(f);
+        if (size > 0 && (uint64_t)size < UINT32_MAX)
+            cap = (size_t)size + 1;
+        rewind(f);
+    }
+    for (;;) {
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 1 << 16;
+            char *nb = realloc(buf, ncap);
+            if (!nb) {
+                rc = tn_fail(err, TN_ERR_NOMEM, "%s: out of memory reading the file", path);
+                break;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        if (!buf) {
+            buf = malloc(cap);
+            if (!buf) {
+                rc = tn_fail(err, TN_ERR_NOMEM, "%s: out of memory reading the file", path);
+                break;
+            }
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f))
+                rc = tn_fail(err, TN_ERR_IO, "%s: read error: %s", path, strerror(errno));
+            break;
+        }
+        if (len >= UINT32_MAX) {
+            rc = tn_fail(err, TN_ERR_UNSUPPORTED, "%s: file too large for a JSON document", path);
+            break;
+        }
+    }
+    fclose(f);
+    if (rc == TN_OK)
+        rc = tn_json_parse(buf, len, path, out, err);
+    free(buf);
+    return rc;
+}
+
+void tn_json_free(tn_json_doc *doc) {
+    if (!doc)
+        return;
+    arena_chunk *c = doc->chunks;
+    while (c) {
+        arena_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    free(doc->strings);
+    free(doc);
+}
+
+const tn_json *tn_json_root(const tn_json_doc *doc) { return doc ? &doc->root : NULL; }
+
+const tn_json *tn_json_get(const tn_json *obj, const char *key) {
+    if (!obj || obj->type != TN_JSON_OBJECT || !key)
+        return NULL;
+    size_t klen = strlen(key);
+    for (uint32_t i = 0; i < obj->n; i++) {
+        const tn_json *m = &obj->v.items[i];
+        if (m->key_len == klen && memcmp(m->key, key, klen) == 0)
+            return m;
+    }
+    return NULL;
+}
+
+const tn_json *tn_json_at(const tn_json *arr, size_t i) {
+    if (!arr || (arr->type != TN_JSON_ARRAY && arr->type != TN_JSON_OBJECT) || i >= arr->n)
+        return NULL;
+    return &arr->v.items[i];
+}
+
+size_t tn_json_count(const tn_json *v) {
+    if (!v || (v->type != TN_JSON_ARRAY && v->type != TN_JSON_OBJECT))
+        return 0;
+    return v->n;
+}
+
+const char *tn_json_str(const tn_json *v) {
+    return v && v->type == TN_JSON_STRING ? v->v.str : NULL;
+}
+
+bool tn_json_is(const tn_json *v, tn_json_type type) { return v && v->type == type; }
+
+bool tn_json_bool(const tn_json *v, bool fallback) {
+    return v && v->type == TN_JSON_BOOL ? v->b : fallback;
+}
+
+double tn_json_num(const tn_json *v, double fallback) {
+    return v && v->type == TN_JSON_NUMBER ? v->v.num : fallback;
+}
+
+bool tn_json_int(const tn_json *v, int64_t *out) {
+    if (!v || v->type != TN_JSON_NUMBER)
+        return false;
+    double d = v->v.num;
+    /* -2^63 is exact; 2^63 is the first value that does not fit. */
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || d != floor(d))
+        return false;
+    *out = (int64_t)d;
+    return true;
+}
