@@ -393,8 +393,9 @@ typedef struct tn_drafter tn_drafter;
 
 /* Streaming: called once per generated token with its text. A piece may be
  * "" (the bytes of an incomplete UTF-8 character, or text that may be the
- * start of a stop string, are held back and come with a later token). Return
- * false to stop generating (the call then returns TN_OK, stop reason
+ * start of a stop string, are held back and come with a later token; text
+ * still held back when the answer ends comes in a last call with token -1).
+ * Return false to stop generating (the call then returns TN_OK, stop reason
  * TN_STOP_CALLBACK). */
 typedef bool (*tn_session_token_cb)(const char *piece, int32_t token, void *user);
 /* Prefill progress: `done` of `total` tokens; return false to cancel (the

@@ -1,0 +1,641 @@
+/* Pin snapshots: the KV state of a pinned system prompt, kept on disk so
+ * that a restart skips the prefill.
+ *
+ * One file per pin, DIR/<sha256 key>.pin, little-endian:
+ *
+ *   0   magic "TERNPIN\0"
+ *   8   u32 format version (1)
+ *   12  u32 header bytes (128)
+ *   16  u8  key[32]            the file name, again: a renamed file is refused
+ *   48  u32 n_tokens
+ *   52  u32 n_layer, n_head_kv, head_dim, n_vocab
+ *   68  u32 KV element type (0: f32, what tn_ctx_kv_state_save writes)
+ *   72  u64 KV bytes
+ *   80  u64 payload checksum   (tokens then KV)
+ *   88  char engine version[16]
+ *   104 u8  reserved[16]       zero
+ *   120 u64 header checksum    (bytes 0..119)
+ *   128 i32 tokens[n_tokens]
+ *   ... KV state bytes
+ *
+ * The key already covers the model, the tokens and the engine version; the
+ * header repeats the shape and tokens so that a mismatch is reported in
+ * words rather than as a bad checksum, and the checksums catch disk damage.
+ * The file's modification time is its last use: eviction removes the oldest.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "tn-internal.h"
+#include "tn-session.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- SHA-256 */
+
+static const uint32_t sha256_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+    0xc67178f2,
+};
+
+static inline uint32_t ror32(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+static void sha256_block(uint32_t h[8], const uint8_t *p) {
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ror32(w[i - 15], 7) ^ ror32(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ror32(w[i - 2], 17) ^ ror32(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t S1 = ror32(e, 6) ^ ror32(e, 11) ^ ror32(e, 25);
+        uint32_t ch = (e & f) ^ (~e & g);
+        uint32_t t1 = hh + S1 + ch + sha256_k[i] + w[i];
+        uint32_t S0 = ror32(a, 2) ^ ror32(a, 13) ^ ror32(a, 22);
+        uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
+        uint32_t t2 = S0 + maj;
+        hh = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2;
+    }
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+    h[5] += f;
+    h[6] += g;
+    h[7] += hh;
+}
+
+void tn_sha256_init(tn_sha256 *c) {
+    static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(c->h, iv, sizeof iv);
+    c->n_bytes = 0;
+    c->n_block = 0;
+}
+
+void tn_sha256_update(tn_sha256 *c, const void *data, size_t n) {
+    const uint8_t *p = data;
+    c->n_bytes += n;
+    while (n > 0) {
+        if (c->n_block == 0 && n >= 64) {
+            sha256_block(c->h, p);
+            p += 64;
+            n -= 64;
+            continue;
+        }
+        size_t take = 64 - c->n_block;
+        if (take > n)
+            take = n;
+        memcpy(c->block + c->n_block, p, take);
+        c->n_block += (uint32_t)take;
+        p += take;
+        n -= take;
+        if (c->n_block == 64) {
+            sha256_block(c->h, c->block);
+            c->n_block = 0;
+        }
+    }
+}
+
+void tn_sha256_final(tn_sha256 *c, uint8_t out[32]) {
+    const uint64_t bits = c->n_bytes * 8;
+    uint8_t pad[72] = {0x80};
+    size_t npad = (c->n_block < 56 ? 56 : 120) - c->n_block;
+    for (int i = 0; i < 8; i++)
+        pad[npad + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
+    tn_sha256_update(c, pad, npad + 8);
+    for (int i = 0; i < 8; i++) {
+        out[4 * i] = (uint8_t)(c->h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(c->h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(c->h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)c->h[i];
+    }
+}
+
+/* ------------------------------------------------------------ checksum */
+
+#define CK_M1 0x9E3779B97F4A7C15ull
+#define CK_M2 0xD6E8FEB86659FD93ull
+
+/* Each step is a bijection of the lane for a fixed word and of the word for
+ * a fixed lane, so a change confined to one word always changes the result;
+ * four independent lanes keep the multiplier busy. */
+static inline uint64_t ck_step(uint64_t acc, uint64_t w) {
+    acc = (acc ^ w) * CK_M1;
+    return acc ^ (acc >> 29);
+}
+
+static inline uint64_t ck_final(uint64_t h) {
+    h ^= h >> 32;
+    h *= CK_M2;
+    h ^= h >> 29;
+    h *= CK_M1;
+    h ^= h >> 32;
+    return h;
+}
+
+uint64_t tn_checksum64(const void *data, size_t n, uint64_t seed) {
+    const uint8_t *p = data;
+    uint64_t a = seed ^ 0x243F6A8885A308D3ull, b = seed ^ 0x13198A2E03707344ull,
+             c = seed ^ 0xA4093822299F31D0ull, d = seed ^ 0x082EFA98EC4E6C89ull;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a = ck_step(a, tn_rd_u64(p + i));
+        b = ck_step(b, tn_rd_u64(p + i + 8));
+        c = ck_step(c, tn_rd_u64(p + i + 16));
+        d = ck_step(d, tn_rd_u64(p + i + 24));
+    }
+    uint64_t h = (uint64_t)n * CK_M2;
+    h = ck_step(h, ck_final(a));
+    h = ck_step(h, ck_final(b));
+    h = ck_step(h, ck_final(c));
+    h = ck_step(h, ck_final(d));
+    for (; i + 8 <= n; i += 8)
+        h = ck_step(h, tn_rd_u64(p + i));
+    if (i < n) {
+        uint64_t w = 0;
+        for (size_t j = 0; i + j < n; j++)
+            w |= (uint64_t)p[i + j] << (8 * j);
+        h = ck_step(h, w ^ 0xFF00000000000000ull);
+    }
+    return ck_final(h);
+}
+
+/* ------------------------------------------------------------- the key */
+
+static void sha_u64(tn_sha256 *c, uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    tn_sha256_update(c, b, 8);
+}
+
+static void sha_str(tn_sha256 *c, const char *s) {
+    sha_u64(c, strlen(s));
+    tn_sha256_update(c, s, strlen(s));
+}
+
+int tn_pin_key_compute(const tn_model *model, const int32_t *tokens, int32_t n_tokens,
+                       tn_pin_key *key, tn_error *err) {
+    if (!model || !key || n_tokens < 0 || (n_tokens > 0 && !tokens))
+        return tn_fail(err, TN_ERR_INVALID, "tn_pin_key_compute: bad arguments");
+    const char *path = tn_model_path(model);
+    tn_sha256 c;
+    tn_sha256_init(&c);
+    sha_str(&c, "tern pin");
+    sha_str(&c, TN_VERSION_STRING);
+    sha_u64(&c, TN_PIN_FORMAT_VERSION);
+    /* The file's identity: a model re-downloaded or regenerated in place
+     * gets a new mtime, so its old pins stop matching. */
+    char resolved[PATH_MAX];
+    const char *id_path = path && realpath(path, resolved) ? resolved : (path ? path : "");
+    sha_str(&c, id_path);
+    struct stat st;
+    if (path && stat(path, &st) == 0) {
+        sha_u64(&c, (uint64_t)st.st_size);
+        sha_u64(&c, (uint64_t)st.st_mtim.tv_sec);
+        sha_u64(&c, (uint64_t)st.st_mtim.tv_nsec);
+        sha_u64(&c, (uint64_t)st.st_ino);
+    } else {
+        sha_u64(&c, UINT64_MAX);
+    }
+    sha_u64(&c, (uint64_t)tn_model_arch(model));
+    sha_u64(&c, (uint64_t)tn_model_n_vocab(model));
+    sha_u64(&c, (uint64_t)tn_model_n_embd(model));
+    sha_u64(&c, (uint64_t)tn_model_n_layer(model));
+    sha_u64(&c, (uint64_t)tn_model_n_head(model));
+    sha_u64(&c, (uint64_t)tn_model_n_head_kv(model));
+    sha_u64(&c, (uint64_t)tn_model_head_dim(model));
+    sha_u64(&c, tn_model_weight_bytes(model));
+    sha_u64(&c, (uint64_t)n_tokens);
+    for (int32_t i = 0; i < n_tokens; i++)
+        sha_u64(&c, (uint64_t)(uint32_t)tokens[i]);
+    tn_sha256_final(&c, key->b);
+    return TN_OK;
+}
+
+void tn_pin_key_hex(const tn_pin_key *key, char out[65]) {
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        out[2 * i] = hex[key->b[i] >> 4];
+        out[2 * i + 1] = hex[key->b[i] & 15];
+    }
+    out[64] = '\0';
+}
+
+/* ---------------------------------------------------------- locations */
+
+static char *str_concat(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, a, la);
+    memcpy(s + la, b, lb + 1);
+    return s;
+}
+
+char *tn_pin_cache_default_dir(void) {
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    /* The XDG spec says a relative value is to be ignored. */
+    if (xdg && xdg[0] == '/')
+        return str_concat(xdg, "/tern/pins");
+    const char *home = getenv("HOME");
+    if (home && home[0])
+        return str_concat(home, "/.cache/tern/pins");
+    return NULL;
+}
+
+char *tn_pin_path(const char *dir, const tn_pin_key *key) {
+    char hex[65];
+    tn_pin_key_hex(key, hex);
+    size_t n = strlen(dir) + 1 + 64 + 4 + 1;
+    char *s = malloc(n);
+    if (!s)
+        return NULL;
+    snprintf(s, n, "%s/%s.pin", dir, hex);
+    return s;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir, tn_error *err) {
+    char *p = strdup(dir);
+    if (!p)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char saved = *s;
+        *s = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST) {
+            int e = errno;
+            int rc = tn_fail(err, TN_ERR_IO, "%s: cannot create the pin cache directory: %s", p,
+                             strerror(e));
+            free(p);
+            return rc;
+        }
+        *s = saved;
+        if (saved == '\0')
+            break;
+    }
+    free(p);
+    return TN_OK;
+}
+
+/* ------------------------------------------------------------- header */
+
+typedef struct pin_header {
+    uint32_t n_tokens;
+    uint32_t n_layer, n_head_kv, head_dim, n_vocab;
+    uint32_t kv_type;
+    uint64_t kv_bytes;
+    uint64_t payload_checksum;
+    uint8_t key[32];
+} pin_header;
+
+static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+
+static void header_encode(const pin_header *h, uint8_t out[TN_PIN_HEADER_BYTES]) {
+    memset(out, 0, TN_PIN_HEADER_BYTES);
+    memcpy(out, TN_PIN_MAGIC, 8);
+    put_u32(out + 8, TN_PIN_FORMAT_VERSION);
+    put_u32(out + 12, TN_PIN_HEADER_BYTES);
+    memcpy(out + 16, h->key, 32);
+    put_u32(out + 48, h->n_tokens);
+    put_u32(out + 52, h->n_layer);
+    put_u32(out + 56, h->n_head_kv);
+    put_u32(out + 60, h->head_dim);
+    put_u32(out + 64, h->n_vocab);
+    put_u32(out + 68, h->kv_type);
+    put_u64(out + 72, h->kv_bytes);
+    put_u64(out + 80, h->payload_checksum);
+    strncpy((char *)out + 88, TN_VERSION_STRING, 15);
+    put_u64(out + 120, tn_checksum64(out, 120, 0));
+}
+
+static uint64_t payload_checksum(const int32_t *tokens, uint32_t n_tokens, const void *kv,
+                                 uint64_t kv_bytes) {
+    uint64_t h = tn_checksum64(tokens, (size_t)n_tokens * sizeof(int32_t), 1);
+    return tn_checksum64(kv, (size_t)kv_bytes, h);
+}
+
+/* ---------------------------------------------------------------- load */
+
+static int reject(const char *path, tn_error *err, const char *why) {
+    /* A bad snapshot would be rejected again at every start: remove it so
+     * that the recomputed pin takes its place. */
+    unlink(path);
+    return tn_fail(err, TN_ERR_FORMAT, "%s: pin snapshot ignored (%s); recomputing the pin", path,
+                   why);
+}
+
+int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
+                      const int32_t *tokens, int32_t n_tokens, tn_error *err) {
+    if (!dir || !key || !ctx || n_tokens <= 0 || !tokens)
+        return tn_fail(err, TN_ERR_INVALID, "tn_pin_store_load: bad arguments");
+    char *path = tn_pin_path(dir, key);
+    if (!path)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    int rc = TN_OK;
+    void *map = MAP_FAILED;
+    size_t map_size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        rc = e == ENOENT ? tn_fail(err, TN_ERR_NOT_FOUND, "%s: no pin snapshot", path)
+                         : tn_fail(err, TN_ERR_IO, "%s: cannot open the pin snapshot: %s", path,
+                                   strerror(e));
+        goto done;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = reject(path, err, "not a regular file");
+        goto done;
+    }
+    if ((uint64_t)st.st_size < TN_PIN_HEADER_BYTES) {
+        rc = reject(path, err, "truncated: shorter than its header");
+        goto done;
+    }
+    map_size = (size_t)st.st_size;
+    map = mmap(NULL, map_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map == MAP_FAILED) {
+        int e = errno;
+        rc = tn_fail(err, TN_ERR_IO, "%s: cannot map the pin snapshot: %s", path, strerror(e));
+        goto done;
+    }
+    const uint8_t *h = map;
+    if (memcmp(h, TN_PIN_MAGIC, 8) != 0) {
+        rc = reject(path, err, "not a Tern pin snapshot");
+        goto done;
+    }
+    if (tn_rd_u32(h + 8) != TN_PIN_FORMAT_VERSION || tn_rd_u32(h + 12) != TN_PIN_HEADER_BYTES) {
+        rc = reject(path, err, "made by another version of Tern");
+        goto done;
+    }
+    if (tn_rd_u64(h + 120) != tn_checksum64(h, 120, 0)) {
+        rc = reject(path, err, "damaged header: checksum mismatch");
+        goto done;
+    }
+    if (memcmp(h + 16, key->b, 32) != 0) {
+        rc = reject(path, err, "its key does not match its name");
+        goto done;
+    }
+    const uint32_t n = tn_rd_u32(h + 48);
+    const uint64_t kv_bytes = tn_rd_u64(h + 72);
+    const uint64_t want_kv = tn_ctx_kv_state_bytes(ctx, n_tokens);
+    const tn_model *model = tn_ctx_model(ctx);
+    if (n != (uint32_t)n_tokens || tn_rd_u32(h + 52) != (uint32_t)tn_model_n_layer(model) ||
+        tn_rd_u32(h + 56) != (uint32_t)tn_model_n_head_kv(model) ||
+        tn_rd_u32(h + 60) != (uint32_t)tn_model_head_dim(model) ||
+        tn_rd_u32(h + 64) != (uint32_t)tn_model_n_vocab(model) || tn_rd_u32(h + 68) != 0 ||
+        kv_bytes != want_kv || want_kv == 0) {
+        rc = reject(path, err, "made for another model or prompt");
+        goto done;
+    }
+    uint64_t expect_size = TN_PIN_HEADER_BYTES + (uint64_t)n * 4 + kv_bytes;
+    if ((uint64_t)st.st_size != expect_size) {
+        char why[128];
+        snprintf(why, sizeof why, "%s: %llu bytes, expected %llu",
+                 (uint64_t)st.st_size < expect_size ? "truncated" : "trailing bytes",
+                 (unsigned long long)st.st_size, (unsigned long long)expect_size);
+        rc = reject(path, err, why);
+        goto done;
+    }
+    const uint8_t *tok_bytes = h + TN_PIN_HEADER_BYTES;
+    const uint8_t *kv = tok_bytes + (size_t)n * 4;
+    if (payload_checksum((const int32_t *)tok_bytes, n, kv, kv_bytes) != tn_rd_u64(h + 80)) {
+        rc = reject(path, err, "damaged data: checksum mismatch");
+        goto done;
+    }
+    if (memcmp(tok_bytes, tokens, (size_t)n * 4) != 0) {
+        rc = reject(path, err, "made for other system-prompt tokens");
+        goto done;
+    }
+    rc = tn_ctx_kv_state_load(ctx, n_tokens, kv, kv_bytes, err);
+    if (rc == TN_OK)
+        futimens(fd, NULL); /* last use, for LRU eviction */
+done:
+    if (map != MAP_FAILED)
+        munmap(map, map_size);
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- save */
+
+static int write_all(int fd, const void *data, size_t n) {
+    const uint8_t *p = data;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int tn_pin_store_save(const char *dir, const tn_pin_key *key, const tn_ctx *ctx,
+                      const int32_t *tokens, int32_t n_tokens, uint64_t max_bytes,
+                      tn_error *err) {
+    if (!dir || !dir[0] || !key || !ctx || n_tokens <= 0 || !tokens ||
+        n_tokens > tn_ctx_kv_len(ctx))
+        return tn_fail(err, TN_ERR_INVALID, "tn_pin_store_save: bad arguments");
+    if (max_bytes == 0)
+        max_bytes = TN_PIN_DEFAULT_MAX_BYTES;
+    const uint64_t kv_bytes = tn_ctx_kv_state_bytes(ctx, n_tokens);
+    const uint64_t file_bytes = TN_PIN_HEADER_BYTES + (uint64_t)n_tokens * 4 + kv_bytes;
+    if (file_bytes > max_bytes)
+        return tn_fail(err, TN_ERR_OVERFLOW,
+                       "%s: a pin snapshot of %.1f MiB exceeds the cache bound of %.1f MiB; not "
+                       "saved",
+                       dir, (double)file_bytes / (1 << 20), (double)max_bytes / (1 << 20));
+    if (kv_bytes > SIZE_MAX)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    int rc = make_dirs(dir, err);
+    if (rc != TN_OK)
+        return rc;
+    void *kv = malloc((size_t)kv_bytes);
+    char *path = tn_pin_path(dir, key);
+    char *tmp = path ? str_concat(path, ".tmp-XXXXXX") : NULL;
+    int fd = -1;
+    if (!kv || !path || !tmp) {
+        rc = tn_fail(err, TN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    rc = tn_ctx_kv_state_save(ctx, n_tokens, kv, kv_bytes, err);
+    if (rc != TN_OK)
+        goto done;
+    pin_header ph = {
+        .n_tokens = (uint32_t)n_tokens,
+        .n_layer = (uint32_t)tn_model_n_layer(tn_ctx_model(ctx)),
+        .n_head_kv = (uint32_t)tn_model_n_head_kv(tn_ctx_model(ctx)),
+        .head_dim = (uint32_t)tn_model_head_dim(tn_ctx_model(ctx)),
+        .n_vocab = (uint32_t)tn_model_n_vocab(tn_ctx_model(ctx)),
+        .kv_type = 0,
+        .kv_bytes = kv_bytes,
+        .payload_checksum = payload_checksum(tokens, (uint32_t)n_tokens, kv, kv_bytes),
+    };
+    memcpy(ph.key, key->b, 32);
+    uint8_t header[TN_PIN_HEADER_BYTES];
+    header_encode(&ph, header);
+    fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        rc = tn_fail(err, TN_ERR_IO, "%s: cannot write a pin snapshot: %s", dir, strerror(e));
+        goto done;
+    }
+    if (write_all(fd, header, sizeof header) != 0 ||
+        write_all(fd, tokens, (size_t)n_tokens * 4) != 0 ||
+        write_all(fd, kv, (size_t)kv_bytes) != 0 || fsync(fd) != 0) {
+        int e = errno;
+        rc = tn_fail(err, TN_ERR_IO, "%s: cannot write: %s", tmp, strerror(e));
+        goto done;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        int e = errno;
+        rc = tn_fail(err, TN_ERR_IO, "%s: cannot write: %s", tmp, strerror(e));
+        goto done;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        rc = tn_fail(err, TN_ERR_IO, "%s: cannot rename into place: %s", path, strerror(e));
+        goto done;
+    }
+    free(tmp);
+    tmp = NULL;
+    /* The rename is durable only once the directory is. */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    const char *name = strrchr(path, '/');
+    tn_pin_store_evict(dir, max_bytes, name ? name + 1 : path);
+done:
+    if (fd >= 0)
+        close(fd);
+    if (tmp)
+        unlink(tmp);
+    free(tmp);
+    free(path);
+    free(kv);
+    return rc;
+}
+
+/* ------------------------------------------------------------ eviction */
+
+typedef struct pin_file {
+    char *name;
+    uint64_t size;
+    int64_t mtime_ns;
+} pin_file;
+
+static int by_age(const void *a, const void *b) {
+    const pin_file *x = a, *y = b;
+    if (x->mtime_ns != y->mtime_ns)
+        return x->mtime_ns < y->mtime_ns ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t ls = strlen(s), lx = strlen(suffix);
+    return ls >= lx && memcmp(s + ls - lx, suffix, lx) == 0;
+}
+
+int tn_pin_store_evict(const char *dir, uint64_t max_bytes, const char *keep) {
+    if (!dir)
+        return TN_ERR_INVALID;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return errno == ENOENT ? 0 : TN_ERR_IO;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return TN_ERR_IO;
+    }
+    pin_file *files = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t total = 0;
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (!ends_with(de->d_name, ".pin"))
+            continue;
+        struct stat st;
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? 2 * cap : 16;
+            pin_file *nf = realloc(files, nc * sizeof *nf);
+            if (!nf) {
+                rc = TN_ERR_NOMEM;
+                goto done;
+            }
+            files = nf;
+            cap = nc;
+        }
+        files[n].name = strdup(de->d_name);
+        if (!files[n].name) {
+            rc = TN_ERR_NOMEM;
+            goto done;
+        }
+        files[n].size = (uint64_t)st.st_size;
+        files[n].mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        total += files[n].size;
+        n++;
+    }
+    if (n > 1)
+        qsort(files, n, sizeof *files, by_age);
+    for (size_t i = 0; i < n && total > max_bytes; i++) {
+        if (keep && strcmp(files[i].name, keep) == 0)
+            continue;
+        if (unlinkat(dfd, files[i].name, 0) == 0) {
+            total -= files[i].size;
+            rc++;
+        }
+    }
+done:
+    for (size_t i = 0; i < n; i++)
+        free(files[i].name);
+    free(files);
+    closedir(d);
+    return rc;
+}

@@ -1,0 +1,406 @@
+/* Pin snapshots on disk: SHA-256 and the payload checksum, the key, the
+ * save/load round trip (the restored KV continues bit for bit like the
+ * original), every kind of damage (flipped bytes anywhere, truncation,
+ * trailing bytes, a file renamed to another key, another model) rejected
+ * with the file removed and the KV untouched, atomic writes, the size bound
+ * and least-recently-used eviction. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "tn-session.h"
+#include "tn-test.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static char *hex32(const uint8_t b[32], char out[65]) {
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+    return out;
+}
+
+static void sha_vec(const void *data, size_t n, const char *want) {
+    uint8_t d[32];
+    char hex[65];
+    tn_sha256 c;
+    tn_sha256_init(&c);
+    tn_sha256_update(&c, data, n);
+    tn_sha256_final(&c, d);
+    CHECKF(!strcmp(hex32(d, hex), want), "sha256 of %zu bytes: %s, want %s", n, hex, want);
+    /* The same fed in uneven pieces. */
+    tn_sha256_init(&c);
+    const uint8_t *p = data;
+    size_t off = 0, step = 1;
+    while (off < n) {
+        size_t m = n - off < step ? n - off : step;
+        tn_sha256_update(&c, p + off, m);
+        off += m;
+        step = step * 3 % 97 + 1;
+    }
+    tn_sha256_final(&c, d);
+    CHECKF(!strcmp(hex32(d, hex), want), "sha256 in pieces of %zu bytes: %s", n, hex);
+}
+
+static void test_hashes(void) {
+    sha_vec("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    sha_vec("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *s448 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    sha_vec(s448, strlen(s448),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    char *mill = malloc(1000000);
+    memset(mill, 'a', 1000000);
+    sha_vec(mill, 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    free(mill);
+    uint8_t buf[1000];
+    for (int i = 0; i < 1000; i++)
+        buf[i] = (uint8_t)(i * 7 % 251);
+    sha_vec(buf, sizeof buf, "59425e4412e296fc74736673ce067027f384203f59c0d2c3e6be7b13347b3ffc");
+
+    /* The checksum sees every single flipped bit, and every truncation. */
+    const uint64_t base = tn_checksum64(buf, sizeof buf, 7);
+    int missed = 0;
+    for (size_t bit = 0; bit < sizeof buf * 8; bit++) {
+        buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        missed += tn_checksum64(buf, sizeof buf, 7) == base;
+        buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    CHECKF(missed == 0, "%d single-bit flips not detected", missed);
+    missed = 0;
+    for (size_t n = 0; n < sizeof buf; n++)
+        missed += tn_checksum64(buf, n, 7) == base;
+    CHECKF(missed == 0, "%d truncations not detected", missed);
+    CHECK(tn_checksum64(buf, sizeof buf, 8) != base);
+    CHECK(tn_checksum64(buf, sizeof buf, 7) == base);
+}
+
+/* --------------------------------------------------------------- models */
+
+static char *make_model(const char *name, uint64_t seed) {
+    static char paths[4][4096];
+    static int next;
+    char *path = paths[next++ % 4];
+    snprintf(path, 4096, "%s/%s.gguf", tn_test_tmpdir(), name);
+    tn_mkmodel_params p = tn_mkmodel_default_params();
+    p.arch = "llama";
+    p.type = "q8_0";
+    p.n_embd = 64;
+    p.n_layer = 2;
+    p.n_head = 2;
+    p.n_head_kv = 1;
+    p.head_dim = 32;
+    p.n_ff = 128;
+    p.n_ctx = 512;
+    p.seed = seed;
+    p.n_threads = 2;
+    tn_error err = {0};
+    int rc = tn_mkmodel(&p, path, &err);
+    CHECKF(rc == TN_OK, "mkmodel: %s", err.message);
+    return rc == TN_OK ? path : NULL;
+}
+
+static tn_model *load(const char *path) {
+    tn_model *m = NULL;
+    tn_error err = {0};
+    tn_model_params mp = tn_model_default_params();
+    int rc = tn_model_load(path, mp, &m, &err);
+    CHECKF(rc == TN_OK, "load %s: %s", path, err.message);
+    return m;
+}
+
+static tn_ctx *new_ctx(const tn_model *m) {
+    tn_ctx *c = NULL;
+    tn_error err = {0};
+    int rc = tn_ctx_new(m, 128, 2, &c, &err);
+    CHECKF(rc == TN_OK, "ctx: %s", err.message);
+    return c;
+}
+
+static void prefill(tn_ctx *c, const int32_t *t, int32_t n) {
+    tn_error err = {0};
+    int rc = tn_ctx_decode(c, t, n, TN_LOGITS_NONE, NULL, &err);
+    CHECKF(rc == TN_OK, "decode: %s", err.message);
+}
+
+static int count_files(const char *dir, const char *suffix_or_part) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strstr(de->d_name, suffix_or_part))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static uint8_t *read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)sz + 1);
+    *n = fread(b, 1, (size_t)sz, f);
+    fclose(f);
+    return b;
+}
+
+static void write_file(const char *path, const uint8_t *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    CHECK(fwrite(b, 1, n, f) == n);
+    fclose(f);
+}
+
+static bool file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* ---------------------------------------------------------- round trip */
+
+#define NTOK 40
+
+static void test_round_trip(const tn_model *m, const tn_model *other, const char *dir) {
+    int32_t tokens[NTOK];
+    for (int i = 0; i < NTOK; i++)
+        tokens[i] = 5 + (i * 37) % (tn_model_n_vocab(m) - 5);
+    tn_pin_key key, key2, key_other;
+    CHECK(tn_pin_key_compute(m, tokens, NTOK, &key, NULL) == TN_OK);
+    CHECK(tn_pin_key_compute(m, tokens, NTOK, &key2, NULL) == TN_OK);
+    CHECK(memcmp(key.b, key2.b, 32) == 0);
+    CHECK(tn_pin_key_compute(m, tokens, NTOK - 1, &key2, NULL) == TN_OK);
+    CHECK(memcmp(key.b, key2.b, 32) != 0);
+    tokens[3]++;
+    CHECK(tn_pin_key_compute(m, tokens, NTOK, &key2, NULL) == TN_OK);
+    tokens[3]--;
+    CHECK(memcmp(key.b, key2.b, 32) != 0);
+    CHECK(tn_pin_key_compute(other, tokens, NTOK, &key_other, NULL) == TN_OK);
+    CHECK(memcmp(key.b, key_other.b, 32) != 0);
+
+    tn_ctx *a = new_ctx(m), *b = new_ctx(m);
+    if (!a || !b)
+        goto out;
+    prefill(a, tokens, NTOK);
+    tn_error err = {0};
+    CHECK(tn_pin_store_load(dir, &key, b, tokens, NTOK, &err) == TN_ERR_NOT_FOUND);
+    int rc = tn_pin_store_save(dir, &key, a, tokens, NTOK, 0, &err);
+    CHECKF(rc == TN_OK, "save: %s", err.message);
+    char *path = tn_pin_path(dir, &key);
+    CHECK(file_exists(path));
+    CHECKF(count_files(dir, ".tmp-") == 0, "a temporary file was left behind");
+    size_t n_file = 0;
+    uint8_t *orig = read_file(path, &n_file);
+    CHECK(n_file == TN_PIN_HEADER_BYTES + NTOK * 4 + tn_ctx_kv_state_bytes(a, NTOK));
+
+    rc = tn_pin_store_load(dir, &key, b, tokens, NTOK, &err);
+    CHECKF(rc == TN_OK, "load: %s", err.message);
+    CHECK(tn_ctx_kv_len(b) == NTOK);
+    /* The restored context continues exactly like the original. */
+    const int32_t nv = tn_model_n_vocab(m);
+    float *la = malloc((size_t)nv * sizeof(float)), *lb = malloc((size_t)nv * sizeof(float));
+    int32_t next[3] = {7, 11, 13};
+    CHECK(tn_ctx_decode(a, next, 3, TN_LOGITS_LAST, la, NULL) == TN_OK);
+    CHECK(tn_ctx_decode(b, next, 3, TN_LOGITS_LAST, lb, NULL) == TN_OK);
+    CHECK(memcmp(la, lb, (size_t)nv * sizeof(float)) == 0);
+    free(la);
+    free(lb);
+
+    /* A wrong token list under the right key (cannot happen by name, but
+     * the header check must still catch it) and a wrong length. */
+    int32_t wrong[NTOK];
+    memcpy(wrong, tokens, sizeof wrong);
+    wrong[NTOK - 1] ^= 1;
+    tn_ctx_kv_truncate(b, 5);
+    rc = tn_pin_store_load(dir, &key, b, wrong, NTOK, &err);
+    CHECK(rc == TN_ERR_FORMAT);
+    CHECK(tn_ctx_kv_len(b) == 5);
+    CHECK(!file_exists(path)); /* rejected snapshots are removed */
+
+    /* Damage: a flipped byte in each region, truncation, trailing bytes. */
+    struct {
+        const char *what;
+        size_t offset; /* byte to flip, or SIZE_MAX */
+        long resize;   /* bytes to add (or remove, negative) */
+    } cases[] = {
+        {"magic", 0, 0},
+        {"version", 8, 0},
+        {"key", 20, 0},
+        {"n_tokens", 48, 0},
+        {"dims", 56, 0},
+        {"header checksum", 121, 0},
+        {"payload checksum", 82, 0},
+        {"reserved", 110, 0},
+        {"tokens", TN_PIN_HEADER_BYTES + 9, 0},
+        {"kv start", TN_PIN_HEADER_BYTES + NTOK * 4 + 1, 0},
+        {"kv end", n_file - 1, 0},
+        {"kv middle", n_file / 2 + 3, 0},
+        {"truncated by 1", SIZE_MAX, -1},
+        {"truncated to the header", SIZE_MAX, -(long)(n_file - TN_PIN_HEADER_BYTES)},
+        {"truncated inside the header", SIZE_MAX, -(long)(n_file - 50)},
+        {"empty", SIZE_MAX, -(long)n_file},
+        {"trailing byte", SIZE_MAX, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = (size_t)((long)n_file + cases[i].resize);
+        uint8_t *bad = calloc(n + 1, 1);
+        memcpy(bad, orig, n < n_file ? n : n_file);
+        if (cases[i].offset != SIZE_MAX)
+            bad[cases[i].offset] ^= 0x40;
+        write_file(path, bad, n);
+        free(bad);
+        tn_ctx_kv_truncate(b, 5);
+        tn_error e = {0};
+        rc = tn_pin_store_load(dir, &key, b, tokens, NTOK, &e);
+        CHECKF(rc == TN_ERR_FORMAT, "%s: load gave %d (%s)", cases[i].what, rc, e.message);
+        CHECKF(strstr(e.message, "ignored") != NULL, "%s: message '%s'", cases[i].what,
+               e.message);
+        CHECKF(tn_ctx_kv_len(b) == 5, "%s: the KV changed", cases[i].what);
+        CHECKF(!file_exists(path), "%s: the damaged file was kept", cases[i].what);
+    }
+    /* Undamaged again: loads. */
+    write_file(path, orig, n_file);
+    rc = tn_pin_store_load(dir, &key, b, tokens, NTOK, &err);
+    CHECKF(rc == TN_OK, "reload: %s", err.message);
+
+    /* A snapshot of this model put where another model's pin would be. */
+    char *other_path = tn_pin_path(dir, &key_other);
+    write_file(other_path, orig, n_file);
+    tn_ctx *c = new_ctx(other);
+    if (c) {
+        rc = tn_pin_store_load(dir, &key_other, c, tokens, NTOK, &err);
+        CHECKF(rc == TN_ERR_FORMAT, "another model's snapshot: %d", rc);
+        CHECK(tn_ctx_kv_len(c) == 0);
+        CHECK(!file_exists(other_path));
+    }
+    tn_ctx_free(c);
+    free(other_path);
+
+    /* Bound smaller than the snapshot: refused, nothing written. */
+    unlink(path);
+    rc = tn_pin_store_save(dir, &key, a, tokens, NTOK, 1000, &err);
+    CHECK(rc == TN_ERR_OVERFLOW);
+    CHECK(!file_exists(path));
+    CHECK(count_files(dir, ".tmp-") == 0);
+
+    /* An unwritable place: a clear error, no crash. */
+    char bad_dir[4200];
+    snprintf(bad_dir, sizeof bad_dir, "%s/pinfile/sub", tn_test_tmpdir());
+    char blocker[4200];
+    snprintf(blocker, sizeof blocker, "%s/pinfile", tn_test_tmpdir());
+    write_file(blocker, (const uint8_t *)"x", 1);
+    rc = tn_pin_store_save(bad_dir, &key, a, tokens, NTOK, 0, &err);
+    CHECK(rc == TN_ERR_IO);
+    CHECKF(strstr(err.message, "pinfile") != NULL, "message names the place: %s", err.message);
+
+    free(orig);
+    free(path);
+out:
+    tn_ctx_free(a);
+    tn_ctx_free(b);
+}
+
+/* ------------------------------------------------------------ eviction */
+
+static void set_age(const char *path, time_t t) {
+    struct timespec ts[2] = {{t, 0}, {t, 0}};
+    utimensat(AT_FDCWD, path, ts, 0);
+}
+
+static void test_eviction(const tn_model *m, const char *dir) {
+    tn_ctx *a = new_ctx(m);
+    if (!a)
+        return;
+    int32_t tokens[NTOK];
+    for (int i = 0; i < NTOK; i++)
+        tokens[i] = 9 + i;
+    prefill(a, tokens, NTOK);
+    const uint64_t one = TN_PIN_HEADER_BYTES + 16 * 4 + tn_ctx_kv_state_bytes(a, 16);
+    char *paths[6];
+    tn_pin_key keys[6];
+    time_t base = time(NULL) - 10000;
+    /* Six snapshots of 16 tokens each (different prefixes), aged 0..5. */
+    for (int i = 0; i < 6; i++) {
+        int32_t t[16];
+        memcpy(t, tokens, sizeof t);
+        t[0] = 100 + i; /* only the key matters here */
+        tn_pin_key_compute(m, t, 16, &keys[i], NULL);
+        tn_error err = {0};
+        int rc = tn_pin_store_save(dir, &keys[i], a, tokens, 16, 100 * one, &err);
+        CHECKF(rc == TN_OK, "save %d: %s", i, err.message);
+        paths[i] = tn_pin_path(dir, &keys[i]);
+        set_age(paths[i], base + i * 100);
+    }
+    CHECK(count_files(dir, ".pin") == 6);
+    /* Using #1 makes it the most recent. */
+    tn_ctx *b = new_ctx(m);
+    int32_t t1[16];
+    memcpy(t1, tokens, sizeof t1);
+    tn_error err = {0};
+    /* The stored token list is `tokens`; the load checks it. */
+    int rc = tn_pin_store_load(dir, &keys[1], b, tokens, 16, &err);
+    CHECKF(rc == TN_OK, "load: %s", err.message);
+    tn_ctx_free(b);
+    /* Room for three: #0, #2 and #3 (the oldest but #1) go. */
+    int removed = tn_pin_store_evict(dir, 3 * one, NULL);
+    CHECKF(removed == 3, "removed %d", removed);
+    CHECK(!file_exists(paths[0]) && file_exists(paths[1]) && !file_exists(paths[2]) &&
+          !file_exists(paths[3]) && file_exists(paths[4]) && file_exists(paths[5]));
+    /* `keep` survives even when it is the oldest. */
+    set_age(paths[5], base - 1000);
+    const char *name5 = strrchr(paths[5], '/') + 1;
+    removed = tn_pin_store_evict(dir, one, name5);
+    CHECKF(removed == 2, "removed %d", removed);
+    CHECK(file_exists(paths[5]) && !file_exists(paths[1]) && !file_exists(paths[4]));
+    /* Saving evicts too: a bound of two snapshots keeps the newest two. */
+    for (int i = 0; i < 3; i++) {
+        rc = tn_pin_store_save(dir, &keys[i], a, tokens, 16, 2 * one, &err);
+        CHECK(rc == TN_OK);
+        set_age(paths[i], time(NULL) + i);
+    }
+    CHECKF(count_files(dir, ".pin") <= 2, "%d snapshots over a bound of 2",
+           count_files(dir, ".pin"));
+    CHECK(file_exists(paths[2]));
+    for (int i = 0; i < 6; i++)
+        free(paths[i]);
+    tn_ctx_free(a);
+}
+
+static void test_default_dir(void) {
+    setenv("XDG_CACHE_HOME", "/x/cache", 1);
+    char *d = tn_pin_cache_default_dir();
+    CHECK(d && !strcmp(d, "/x/cache/tern/pins"));
+    free(d);
+    setenv("XDG_CACHE_HOME", "relative", 1);
+    setenv("HOME", "/home/u", 1);
+    d = tn_pin_cache_default_dir();
+    CHECK(d && !strcmp(d, "/home/u/.cache/tern/pins"));
+    free(d);
+}
+
+int main(void) {
+    test_hashes();
+    char dir[4200], dir2[4200];
+    snprintf(dir, sizeof dir, "%s/cache/tern/pins", tn_test_tmpdir());
+    snprintf(dir2, sizeof dir2, "%s/evict", tn_test_tmpdir());
+    const char *pa = make_model("a", 1), *pb = make_model("b", 2);
+    tn_model *a = pa ? load(pa) : NULL, *b = pb ? load(pb) : NULL;
+    if (a && b) {
+        test_round_trip(a, b, dir);
+        test_eviction(a, dir2);
+    }
+    tn_model_free(a);
+    tn_model_free(b);
+    test_default_dir();
+    return tn_test_finish("pin-store");
+}
