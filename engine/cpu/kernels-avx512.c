@@ -1,8 +1,620 @@
-/* AVX-512 (F/BW/VL/DQ + VNNI, BF16 when the CPU has it) kernels. */
+/* AVX-512 kernels (F, BW, VL, DQ and VNNI; BF16 lives in its own file).
+ * This file alone is compiled with those flags; matmul.c calls into it only
+ * after CPUID said yes.
+ *
+ * Shape of every kernel: one weight row is read once and unpacked once per
+ * block, then dotted with up to KB activation rows held in registers (one
+ * accumulator each). What happens to activation row b is the same sequence
+ * of vector instructions whether it shares the pass with 0 or 15 other
+ * rows, so its result is bitwise independent of the batch.
+ *
+ * Integer kernels: activations are quantized once per row and matmul to
+ * 8 bits (one scale per 32 values for the 32-blocks, per 256 for the
+ * K-quants), laid out the way the unpacked weights come out of registers. */
 #include "tn-cpu-internal.h"
 
+#include "tn-quant.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+/* Activation rows per pass, one zmm accumulator each (K-quants keep more
+ * weight state in registers, so take fewer; the tile macros below repeat
+ * these numbers as literals, which name their DISPATCH_ macro). */
+#define KB 16
+#define KB_K 8
+
+static inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+static inline uint16_t rd16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* Fixed-order horizontal sum (part of the result's definition). */
+static inline float hsum(__m512 v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_add_ss(b, _mm_movehdup_ps(b));
+    return _mm_cvtss_f32(b);
+}
+
+/* Calls CALL(nb) with a compile-time nb so that the accumulator arrays
+ * live in registers. */
+#define DISPATCH_8(n, CALL)  \
+    switch (n) {             \
+    case 1: CALL(1); break;  \
+    case 2: CALL(2); break;  \
+    case 3: CALL(3); break;  \
+    case 4: CALL(4); break;  \
+    case 5: CALL(5); break;  \
+    case 6: CALL(6); break;  \
+    case 7: CALL(7); break;  \
+    default: CALL(8); break; \
+    }
+#define DISPATCH_16(n, CALL)              \
+    if ((n) <= 8) {                       \
+        DISPATCH_8(n, CALL)               \
+    } else {                              \
+        switch (n) {                      \
+        case 9: CALL(9); break;           \
+        case 10: CALL(10); break;         \
+        case 11: CALL(11); break;         \
+        case 12: CALL(12); break;         \
+        case 13: CALL(13); break;         \
+        case 14: CALL(14); break;         \
+        case 15: CALL(15); break;         \
+        default: CALL(16); break;         \
+        }                                 \
+    }
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* ------------------------------------------------------------ f32 / f16 */
+
+/* Activations are read as f32 straight from the caller. Columns past the
+ * last multiple of 16 go through a masked load (zeros). */
+INLINE void rows_f32(const float *w, int64_t cols, const float *x, int64_t xs, int nb,
+                     float *y, int64_t ys) {
+    __m512 acc[KB];
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= cols; k += 16) {
+        __m512 wv = _mm512_loadu_ps(w + k);
+#pragma GCC unroll 16
+        for (int j = 0; j < nb; j++)
+            acc[j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + j * xs + k), acc[j]);
+    }
+    if (k < cols) {
+        __mmask16 m = (__mmask16)((1u << (cols - k)) - 1);
+        __m512 wv = _mm512_maskz_loadu_ps(m, w + k);
+#pragma GCC unroll 16
+        for (int j = 0; j < nb; j++)
+            acc[j] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + j * xs + k), acc[j]);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+INLINE void rows_f16(const uint16_t *w, int64_t cols, const float *x, int64_t xs, int nb,
+                     float *y, int64_t ys) {
+    __m512 acc[KB];
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= cols; k += 16) {
+        __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + k)));
+#pragma GCC unroll 16
+        for (int j = 0; j < nb; j++)
+            acc[j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + j * xs + k), acc[j]);
+    }
+    if (k < cols) {
+        __mmask16 m = (__mmask16)((1u << (cols - k)) - 1);
+        __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w + k));
+#pragma GCC unroll 16
+        for (int j = 0; j < nb; j++)
+            acc[j] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + j * xs + k), acc[j]);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+/* BF16 weights on a CPU without the BF16 dot product: widen to f32. */
+INLINE __m512 bf16x16_to_f32(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+INLINE void rows_bf16(const uint16_t *w, int64_t cols, const float *x, int64_t xs, int nb,
+                      float *y, int64_t ys) {
+    __m512 acc[KB];
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= cols; k += 16) {
+        __m512 wv = bf16x16_to_f32(_mm256_loadu_si256((const __m256i *)(w + k)));
+#pragma GCC unroll 16
+        for (int j = 0; j < nb; j++)
+            acc[j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + j * xs + k), acc[j]);
+    }
+    if (k < cols) {
+        __mmask16 m = (__mmask16)((1u << (cols - k)) - 1);
+        __m512 wv = bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, w + k));
+#pragma GCC unroll 16
+        for (int j = 0; j < nb; j++)
+            acc[j] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + j * xs + k), acc[j]);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+#define FLOAT_TILE(NAME, WT, ROWS)                                                            \
+    static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,        \
+                     int nb) {                                                               \
+        (void)thr;                                                                           \
+        const tn_weight *w = mm->w;                                                          \
+        const int64_t cols = w->cols;                                                        \
+        for (int64_t r = r0; r < r1; r++) {                                                  \
+            const WT *wr = (const WT *)((const uint8_t *)w->data + (size_t)r * w->row_bytes); \
+            for (int j0 = 0; j0 < nb; j0 += KB) {                                            \
+                const float *x = mm->x + (b0 + j0) * cols;                                   \
+                float *y = mm->y + (b0 + j0) * w->rows + r;                                  \
+                int n = nb - j0 < KB ? nb - j0 : KB;                                         \
+                DISPATCH_16(n, CALL_##ROWS);                                            \
+            }                                                                                \
+        }                                                                                    \
+    }
+#define CALL_rows_f32(N) rows_f32(wr, cols, x, cols, N, y, w->rows)
+#define CALL_rows_f16(N) rows_f16(wr, cols, x, cols, N, y, w->rows)
+#define CALL_rows_bf16(N) rows_bf16(wr, cols, x, cols, N, y, w->rows)
+FLOAT_TILE(tile_f32, float, rows_f32)
+FLOAT_TILE(tile_f16, uint16_t, rows_f16)
+FLOAT_TILE(tile_bf16, uint16_t, rows_bf16)
+
+/* ------------------------------------------- 32-value blocks: Q4_0, Q8_0
+ *
+ * Activations per pair of blocks (64 values), 64-byte aligned:
+ *   qs[64]   int8, value order as in the row (Q8_0: stored + 128 as uint8,
+ *            so that VNNI's unsigned x signed product applies)
+ *   dxv[16]  the block scale, once per int32 lane of vpdpbusd (8 lanes per
+ *            block): no shuffles in the inner loop
+ *   ci[16]   Q4_0 only: -sum(q) of the block in each of its 8 lanes, so
+ *            that dpbusd(ci, nibbles, q) = sum((nibble - 8) * q)
+ * An odd last block is paired with zeros. */
+typedef struct {
+    int8_t qs[64];
+    float dxv[16];
+    int32_t ci[16];
+} act32;
+_Static_assert(sizeof(act32) == 192, "act32 is three cache lines");
+
+static size_t act32_bytes(int64_t cols) { return (size_t)((cols + 63) / 64) * sizeof(act32); }
+
+/* One block of 32 floats to int8 with scale max|x| / 127, rounding to
+ * nearest even; returns the sum of the quants. */
+INLINE int32_t quant_block32(const float *x, float *d_out, int8_t *q) {
+    __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+    __m512 m = _mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b));
+    float amax = _mm512_reduce_max_ps(m);
+    float d = amax / 127.0f;
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    __m512 vid = _mm512_set1_ps(id);
+    __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, vid));
+    __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, vid));
+    _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(qa));
+    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(qb));
+    *d_out = d;
+    return _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+}
+
+static void convert_act32(const float *x, void *dst, int64_t cols, bool unsigned_q) {
+    act32 *a = dst;
+    const int64_t nblk = cols / 32;
+    for (int64_t p = 0; p < (nblk + 1) / 2; p++) {
+        act32 *ap = &a[p];
+        for (int h = 0; h < 2; h++) {
+            int64_t k = 2 * p + h;
+            float d = 0;
+            int32_t sum = 0;
+            if (k < nblk)
+                sum = quant_block32(x + k * 32, &d, ap->qs + 32 * h);
+            else
+                memset(ap->qs + 32 * h, 0, 32);
+            for (int l = 0; l < 8; l++) {
+                ap->dxv[8 * h + l] = d;
+                ap->ci[8 * h + l] = -sum;
+            }
+        }
+        if (unsigned_q) {
+            __m512i q = _mm512_load_si512(ap->qs);
+            _mm512_store_si512(ap->qs, _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80)));
+        }
+    }
+}
+
+static void convert_q4_0(const float *x, void *dst, int64_t cols) {
+    convert_act32(x, dst, cols, false);
+}
+static void convert_q8_0(const float *x, void *dst, int64_t cols) {
+    convert_act32(x, dst, cols, true);
+}
+
+/* [d0 x 8, d1 x 8] as floats from two f16 scales. */
+INLINE __m512 pair_scales(uint16_t d0, uint16_t d1) {
+    __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)d0 | (uint32_t)d1 << 16)));
+    return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                                 _mm512_castps128_ps512(f));
+}
+
+/* acc += dw * (dx * dot): the one float update per pair and row. */
+INLINE __m512 pair_update(__m512 acc, __m512i dot, const act32 *a, __m512 dwv) {
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_load_ps(a->dxv));
+    return _mm512_fmadd_ps(f, dwv, acc);
+}
+
+INLINE void rows_q4_0(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
+                      float *y, int64_t ys) {
+    const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
+                                            0x0004000400040004, 0x0004000400040004, 0, 0);
+    const __m512i lo4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[KB];
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < nblk; k += 2) {
+        const uint8_t *b0 = w + k * 18, *b1 = b0 + 18;
+        const bool two = k + 1 < nblk;
+        /* [qs0, qs0, qs1, qs1] >> [0, 4, 0, 4] & 15: values in row order. */
+        __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2)));
+        __m256i q1 = two ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 2)))
+                         : _mm256_setzero_si256();
+        __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+        __m512i q = _mm512_and_si512(_mm512_srlv_epi16(raw, shifts), lo4);
+        __m512 dwv = pair_scales(rd16(b0), two ? rd16(b1) : 0);
+        const act32 *a0 = (const act32 *)act + k / 2;
+#pragma GCC unroll 16
+        for (int j = 0; j < nb; j++) {
+            const act32 *a = (const act32 *)((const uint8_t *)a0 + j * as);
+            __m512i dot = _mm512_dpbusd_epi32(_mm512_load_si512(a->ci), q,
+                                              _mm512_load_si512(a->qs));
+            acc[j] = pair_update(acc[j], dot, a, dwv);
+        }
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+INLINE void rows_q8_0(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
+                      float *y, int64_t ys) {
+    const __m512i k80 = _mm512_set1_epi8((char)0x80);
+    __m512 acc[KB];
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < nblk; k += 2) {
+        const uint8_t *b0 = w + k * 34, *b1 = b0 + 34;
+        const bool two = k + 1 < nblk;
+        __m256i q0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
+        __m256i q1 = two ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_setzero_si256();
+        __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+        /* Activations come as q + 128: take 128 * sum(w) back off. */
+        __m512i corr = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), k80, q));
+        __m512 dwv = pair_scales(rd16(b0), two ? rd16(b1) : 0);
+        const act32 *a0 = (const act32 *)act + k / 2;
+#pragma GCC unroll 16
+        for (int j = 0; j < nb; j++) {
+            const act32 *a = (const act32 *)((const uint8_t *)a0 + j * as);
+            __m512i dot = _mm512_dpbusd_epi32(corr, _mm512_load_si512(a->qs), q);
+            acc[j] = pair_update(acc[j], dot, a, dwv);
+        }
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+#define QUANT_TILE(NAME, ROWS, BLOCK, NBMAX)                                                  \
+    static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,        \
+                     int nb) {                                                               \
+        (void)thr;                                                                           \
+        const tn_weight *w = mm->w;                                                          \
+        const int64_t nblk = w->cols / (BLOCK);                                              \
+        for (int64_t r = r0; r < r1; r++) {                                                  \
+            const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;         \
+            for (int j0 = 0; j0 < nb; j0 += (NBMAX)) {                                       \
+                const uint8_t *act = (const uint8_t *)mm->act + (b0 + j0) * mm->act_row;     \
+                float *y = mm->y + (b0 + j0) * w->rows + r;                                  \
+                int n = nb - j0 < (NBMAX) ? nb - j0 : (NBMAX);                               \
+                DISPATCH_##NBMAX(n, CALL_##ROWS);                                            \
+            }                                                                                \
+        }                                                                                    \
+    }
+#define CALL_rows_q4_0(N) rows_q4_0(wr, nblk, act, mm->act_row, N, y, w->rows)
+#define CALL_rows_q8_0(N) rows_q8_0(wr, nblk, act, mm->act_row, N, y, w->rows)
+QUANT_TILE(tile_q4_0, rows_q4_0, 32, 16)
+QUANT_TILE(tile_q8_0, rows_q8_0, 32, 16)
+
+/* ------------------------------------------------- K-quants: Q4_K, Q5_K, Q6_K
+ *
+ * Activations per 256-value super-block:
+ *   qs[256]  int8 with one scale per super-block. Q4_K/Q5_K: sub-blocks of
+ *            32 in the order 0,2,1,3,4,6,5,7, which is how the nibbles of
+ *            two 32-byte groups come out of one 64-byte register (low
+ *            nibbles: sub-blocks 2g, 2g+2; high: 2g+1, 2g+3). Q6_K: row order.
+ *   bs[16]   int16 sums: per sub-block of 32 in row order (Q4_K/Q5_K, 8 used,
+ *            for the mins) or per 16 values (Q6_K, for its -32 offset)
+ *   d        the scale */
+typedef struct {
+    int8_t qs[256];
+    int16_t bs[16];
+    float d;
+    uint8_t pad[28];
+} act256;
+_Static_assert(sizeof(act256) == 320, "act256 is five cache lines");
+
+static size_t act256_bytes(int64_t cols) { return (size_t)(cols / 256) * sizeof(act256); }
+
+static void convert_act256(const float *x, void *dst, int64_t cols, bool kq_order) {
+    act256 *a = dst;
+    static const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    for (int64_t s = 0; s < cols / 256; s++, x += 256) {
+        act256 *as = &a[s];
+        __m512 m = _mm512_setzero_ps();
+        for (int i = 0; i < 256; i += 16)
+            m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+        float amax = _mm512_reduce_max_ps(m);
+        as->d = amax / 127.0f;
+        __m512 vid = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+        int32_t sum16[16];
+        for (int i = 0; i < 16; i++) {
+            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * i), vid));
+            sum16[i] = _mm512_reduce_add_epi32(q);
+            int dst_i = kq_order ? 2 * order[i / 2] + (i & 1) : i;
+            _mm_storeu_si128((__m128i *)(as->qs + 16 * dst_i), _mm512_cvtsepi32_epi8(q));
+        }
+        memset(as->bs, 0, sizeof as->bs);
+        for (int i = 0; i < 16; i++) {
+            if (kq_order)
+                as->bs[i / 2] = (int16_t)(as->bs[i / 2] + sum16[i]);
+            else
+                as->bs[i] = (int16_t)sum16[i];
+        }
+        memset(as->pad, 0, sizeof as->pad);
+    }
+}
+
+static void convert_kq(const float *x, void *dst, int64_t cols) {
+    convert_act256(x, dst, cols, true);
+}
+static void convert_q6k(const float *x, void *dst, int64_t cols) {
+    convert_act256(x, dst, cols, false);
+}
+
+/* The 6-bit scales and mins of Q4_K/Q5_K, 8 each. */
+INLINE void kq_scales_mins(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t w0, w1, w2;
+    memcpy(&w0, s, 4);
+    memcpy(&w1, s + 4, 4);
+    memcpy(&w2, s + 8, 4);
+    uint32_t sc_lo = w0 & 0x3f3f3f3f, mn_lo = w1 & 0x3f3f3f3f;
+    uint32_t sc_hi = (w2 & 0x0f0f0f0f) | (((w0 >> 6) & 0x03030303) << 4);
+    uint32_t mn_hi = ((w2 >> 4) & 0x0f0f0f0f) | (((w1 >> 6) & 0x03030303) << 4);
+    memcpy(sc, &sc_lo, 4);
+    memcpy(sc + 4, &sc_hi, 4);
+    memcpy(mn, &mn_lo, 4);
+    memcpy(mn + 4, &mn_hi, 4);
+}
+
+/* Weight state of one Q4_K/Q5_K super-block: four registers of quants
+ * (sub-block pairs in activation order) and the matching int16 scales. */
+typedef struct {
+    __m512i q[4];
+    __m512i sc[4];
+    __m128i mins; /* int16 x 8 */
+    float d, dmin;
+} kq_state;
+
+INLINE void kq_load_scales(kq_state *st, const uint8_t *scales) {
+    uint8_t sc[8], mn[8];
+    kq_scales_mins(scales, sc, mn);
+    uint64_t s64, m64;
+    memcpy(&s64, sc, 8);
+    memcpy(&m64, mn, 8);
+    __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)s64)));
+    st->mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m64));
+    /* Register i holds sub-blocks (A, B) = (0,2), (1,3), (4,6), (5,7). */
+    static const int pairs[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+    for (int i = 0; i < 4; i++) {
+        __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16((short)pairs[i][0]),
+                                         _mm256_set1_epi16((short)pairs[i][1]), 1);
+        st->sc[i] = _mm512_permutexvar_epi16(idx, s16);
+    }
+}
+
+INLINE void kq_load_q4(kq_state *st, const uint8_t *qs) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0f);
+    for (int g = 0; g < 2; g++) {
+        __m512i v = _mm512_loadu_si512(qs + 64 * g);
+        st->q[2 * g] = _mm512_and_si512(v, lo4);
+        st->q[2 * g + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+    }
+}
+
+/* Q5_K: bit 2g of qh[l] is the fifth bit of sub-block 2g's value l, bit
+ * 2g+1 that of sub-block 2g+1. */
+INLINE void kq_add_q5_high(kq_state *st, const uint8_t *qh) {
+    __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh));
+    const __m512i b16 = _mm512_set1_epi8(0x10);
+    static const int pairs[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+    for (int i = 0; i < 4; i++) {
+        __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << pairs[i][0])),
+                                         _mm256_set1_epi8((char)(1 << pairs[i][1])), 1);
+        __mmask64 m = _mm512_test_epi8_mask(h, sel);
+        st->q[i] = _mm512_mask_add_epi8(st->q[i], m, st->q[i], b16);
+    }
+}
+
+/* sum over the super-block of sc * (q . x) as int32 lanes. */
+INLINE __m512i kq_dot(const __m512i q[4], const __m512i sc[4], const int8_t *x) {
+    __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        __m512i p = _mm512_maddubs_epi16(q[i], _mm512_load_si512(x + 64 * i));
+        acc = _mm512_dpwssd_epi32(acc, p, sc[i]);
+    }
+    return acc;
+}
+
+INLINE void rows_kq(const uint8_t *w, int64_t nsb, bool q5, const uint8_t *act, size_t as,
+                    int nb, float *y, int64_t ys) {
+    __m512 acc[KB_K];
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    const size_t bb = q5 ? sizeof(tn_block_q5_K) : sizeof(tn_block_q4_K);
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *blk = w + s * bb;
+        kq_state st;
+        st.d = half_to_float(rd16(blk));
+        st.dmin = half_to_float(rd16(blk + 2));
+        kq_load_scales(&st, blk + 4);
+        if (q5) {
+            kq_load_q4(&st, blk + 16 + 32);
+            kq_add_q5_high(&st, blk + 16);
+        } else {
+            kq_load_q4(&st, blk + 16);
+        }
+        const __m512 vd = _mm512_set1_ps(st.d), vdmin = _mm512_set1_ps(-st.dmin);
+#pragma GCC unroll 8
+        for (int j = 0; j < nb; j++) {
+            const act256 *a = (const act256 *)(act + j * as) + s;
+            __m512i isum = kq_dot(st.q, st.sc, a->qs);
+            __m128i msum = _mm_madd_epi16(st.mins, _mm_load_si128((const __m128i *)a->bs));
+            __m512 dx = _mm512_set1_ps(a->d);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(vd, dx), acc[j]);
+            acc[j] = _mm512_fmadd_ps(_mm512_zextps128_ps512(_mm_cvtepi32_ps(msum)),
+                                     _mm512_mul_ps(vdmin, dx), acc[j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+/* Q6_K: per half of 128 values, the low nibbles of ql[0..63] are values
+ * 0..63 and the high nibbles values 64..127, in row order; qh[0..31] gives
+ * bits 4-5 in pairs (bits 0-1: values 0..31, 2-3: 32..63, 4-5: 64..95,
+ * 6-7: 96..127). Quants are stored + 32; the offset is taken off with the
+ * per-16 sums of the activations. Scales: int8, one per 16 values. */
+INLINE void rows_q6k(const uint8_t *w, int64_t nsb, const uint8_t *act, size_t as, int nb,
+                     float *y, int64_t ys) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), b45 = _mm512_set1_epi8(0x30);
+    const __m512i sh_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i sh_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    __m512 acc[KB_K];
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *blk = w + s * sizeof(tn_block_q6_K);
+        const uint8_t *ql = blk, *qh = blk + 128;
+        const int8_t *scales = (const int8_t *)(blk + 192);
+        const float d = half_to_float(rd16(blk + 208));
+        __m512i q[4], sc[4];
+        for (int h = 0; h < 2; h++) {
+            __m512i l = _mm512_loadu_si512(ql + 64 * h);
+            __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qh + 32 * h)));
+            __m512i lo = _mm512_and_si512(l, lo4);
+            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(l, 4), lo4);
+            q[2 * h] = _mm512_or_si512(lo, _mm512_and_si512(_mm512_sllv_epi16(hb, sh_lo), b45));
+            q[2 * h + 1] =
+                _mm512_or_si512(hi, _mm512_and_si512(_mm512_srlv_epi16(hb, sh_hi), b45));
+        }
+        __m512i s16 = _mm512_castsi256_si512(
+            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scales)));
+        for (int i = 0; i < 4; i++) {
+            /* Register i covers scales 4i..4i+3, eight int16 lanes each. */
+            __m512i idx = _mm512_set_epi16(
+                4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3,
+                4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2,
+                4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1,
+                4 * i, 4 * i, 4 * i, 4 * i, 4 * i, 4 * i, 4 * i, 4 * i);
+            sc[i] = _mm512_permutexvar_epi16(idx, s16);
+        }
+        const __m256i sc256 = _mm512_castsi512_si256(s16);
+        const __m512 vd = _mm512_set1_ps(d);
+#pragma GCC unroll 8
+        for (int j = 0; j < nb; j++) {
+            const act256 *a = (const act256 *)(act + j * as) + s;
+            __m512i isum = kq_dot(q, sc, a->qs);
+            __m256i off = _mm256_madd_epi16(sc256, _mm256_load_si256((const __m256i *)a->bs));
+            isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                                     _mm512_mul_ps(vd, _mm512_set1_ps(a->d)), acc[j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+#define CALL_rows_q4k(N) rows_kq(wr, nblk, false, act, mm->act_row, N, y, w->rows)
+#define CALL_rows_q5k(N) rows_kq(wr, nblk, true, act, mm->act_row, N, y, w->rows)
+#define CALL_rows_q6k(N) rows_q6k(wr, nblk, act, mm->act_row, N, y, w->rows)
+QUANT_TILE(tile_q4k, rows_q4k, 256, 8)
+QUANT_TILE(tile_q5k, rows_q5k, 256, 8)
+QUANT_TILE(tile_q6k, rows_q6k, 256, 8)
+
 bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type) {
-    (void)ops;
-    (void)type;
-    return false;
+    switch (type) {
+    case TN_TYPE_F32:
+        ops->tile = tile_f32;
+        return true;
+    case TN_TYPE_F16:
+        ops->tile = tile_f16;
+        return true;
+    case TN_TYPE_BF16:
+#if defined(TN_CPU_AVX512_BF16)
+        if (tn_isa_has_avx512_bf16())
+            return tn_mm_ops_avx512bf16(ops, type);
+#endif
+        ops->tile = tile_bf16;
+        return true;
+    case TN_TYPE_Q4_0:
+        ops->act_bytes = act32_bytes;
+        ops->convert = convert_q4_0;
+        ops->tile = tile_q4_0;
+        return true;
+    case TN_TYPE_Q8_0:
+        ops->act_bytes = act32_bytes;
+        ops->convert = convert_q8_0;
+        ops->tile = tile_q8_0;
+        return true;
+    case TN_TYPE_Q4_K:
+        ops->act_bytes = act256_bytes;
+        ops->convert = convert_kq;
+        ops->tile = tile_q4k;
+        return true;
+    case TN_TYPE_Q5_K:
+        ops->act_bytes = act256_bytes;
+        ops->convert = convert_kq;
+        ops->tile = tile_q5k;
+        return true;
+    case TN_TYPE_Q6_K:
+        ops->act_bytes = act256_bytes;
+        ops->convert = convert_q6k;
+        ops->tile = tile_q6k;
+        return true;
+    default:
+        return false;
+    }
 }

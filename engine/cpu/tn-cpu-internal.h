@@ -83,6 +83,9 @@ void tn_mm_ops_scalar(tn_mm_ops *ops, uint32_t type);
 #if defined(TN_CPU_X86)
 bool tn_mm_ops_avx2(tn_mm_ops *ops, uint32_t type);
 bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type);
+#if defined(TN_CPU_AVX512_BF16)
+bool tn_mm_ops_avx512bf16(tn_mm_ops *ops, uint32_t type);
+#endif
 #endif
 
 #endif
