@@ -1,0 +1,178 @@
+/* tern-cli template: the exact prompt a model's chat template renders. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: tern-cli template (-m MODEL.gguf | --kind NAME) [--system TEXT]\n"
+            "                         [--think on|off] --user TEXT [--assistant TEXT --user TEXT]...\n"
+            "                         [--no-generation-prompt] [--no-bos] [-v]\n"
+            "\n"
+            "Prints the prompt exactly as the chat template renders it, with no newline\n"
+            "added. The template is recognised from the model's tokenizer.chat_template\n"
+            "(or its architecture); --kind forces one of:");
+    for (int k = 0; k < TN_CHAT_KIND_COUNT_; k++)
+        fprintf(out, " %s", tn_chat_kind_name(k));
+    fprintf(out,
+            ".\n"
+            "Messages are rendered in the order given. When the template starts with the\n"
+            "BOS token its text is printed first (read from the model; --no-bos omits it):\n"
+            "Tern adds it as a token id, not as text. -v names the template on stderr.\n");
+}
+
+/* Text of the BOS token, or NULL when the model does not say. */
+static const char *bos_text(const tn_gguf *g, size_t *len) {
+    int64_t id;
+    if (tn_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &id) != TN_OK || id < 0)
+        return NULL;
+    const tn_gguf_value *tokens = tn_gguf_find(g, "tokenizer.ggml.tokens");
+    if (!tokens || tokens->type != TN_GGUF_ARRAY || tokens->v.arr.type != TN_GGUF_STRING ||
+        (uint64_t)id >= tokens->v.arr.n || !tokens->v.arr.items)
+        return NULL;
+    const tn_gguf_value *t = &tokens->v.arr.items[id];
+    *len = (size_t)t->v.str.len;
+    return t->v.str.ptr;
+}
+
+int cmd_template(int argc, char **argv) {
+    const char *model = NULL, *kind_name = NULL, *system = NULL;
+    bool think = true, gen = true, with_bos = true, verbose = false;
+    tn_chat_message *msgs = calloc((size_t)argc + 1, sizeof *msgs);
+    size_t n = 0;
+    int n_user = 0;
+    int rc = CLI_EXIT_USAGE;
+    tn_gguf *g = NULL;
+    tn_buf out = {0};
+    if (!msgs) {
+        cli_error("template: out of memory");
+        return CLI_EXIT_BAD_INPUT;
+    }
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_value = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            rc = CLI_EXIT_OK;
+            goto done;
+        } else if (!strcmp(a, "--no-generation-prompt")) {
+            gen = false;
+        } else if (!strcmp(a, "--no-bos")) {
+            with_bos = false;
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            verbose = true;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--kind") ||
+                   !strcmp(a, "--system") || !strcmp(a, "--think") || !strcmp(a, "--user") ||
+                   !strcmp(a, "--assistant")) {
+            if (!has_value) {
+                cli_error("template: %s needs a value", a);
+                goto done;
+            }
+            const char *v = argv[++i];
+            if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+                model = v;
+            } else if (!strcmp(a, "--kind")) {
+                kind_name = v;
+            } else if (!strcmp(a, "--system")) {
+                if (n > 0 || system) {
+                    cli_error("template: --system must come once, before the messages");
+                    goto done;
+                }
+                system = v;
+                msgs[n++] = (tn_chat_message){TN_CHAT_ROLE_SYSTEM, v};
+            } else if (!strcmp(a, "--think")) {
+                if (!strcmp(v, "on")) {
+                    think = true;
+                } else if (!strcmp(v, "off")) {
+                    think = false;
+                } else {
+                    cli_error("template: --think takes 'on' or 'off', not '%s'", v);
+                    goto done;
+                }
+            } else if (!strcmp(a, "--user")) {
+                msgs[n++] = (tn_chat_message){TN_CHAT_ROLE_USER, v};
+                n_user++;
+            } else {
+                msgs[n++] = (tn_chat_message){TN_CHAT_ROLE_ASSISTANT, v};
+            }
+        } else {
+            cli_error("template: unexpected argument '%s' (see 'tern-cli template --help')", a);
+            goto done;
+        }
+    }
+    if (!model && !kind_name) {
+        cli_error("template: give a model (-m MODEL.gguf) or a template (--kind NAME)");
+        goto done;
+    }
+    if (n_user == 0) {
+        cli_error("template: no --user message given");
+        goto done;
+    }
+
+    tn_chat_kind kind = TN_CHAT_CHATML;
+    const char *warning = NULL;
+    tn_error err;
+    if (kind_name) {
+        int k = tn_chat_kind_from_name(kind_name);
+        if (k < 0) {
+            cli_error("template: unknown template kind '%s' (see 'tern-cli template --help')",
+                      kind_name);
+            goto done;
+        }
+        kind = (tn_chat_kind)k;
+    }
+    if (model) {
+        if (tn_gguf_open(model, &g, &err) != TN_OK) {
+            cli_error("%s", err.message);
+            rc = CLI_EXIT_BAD_INPUT;
+            goto done;
+        }
+        if (!kind_name) {
+            tn_str tmpl = {NULL, 0}, arch = {NULL, 0};
+            char arch_buf[64] = "";
+            if (tn_gguf_get_str(g, "general.architecture", &arch) == TN_OK &&
+                arch.len < sizeof arch_buf) {
+                memcpy(arch_buf, arch.ptr, (size_t)arch.len);
+                arch_buf[arch.len] = '\0';
+            }
+            if (tn_gguf_get_str(g, "tokenizer.chat_template", &tmpl) != TN_OK)
+                tmpl.len = 0;
+            kind = tn_chat_template_detect(tmpl.ptr, (size_t)tmpl.len,
+                                           arch_buf[0] ? arch_buf : NULL, &warning);
+        }
+    }
+    if (warning)
+        cli_error("%s: %s", model, warning);
+
+    tn_chat_options opts = tn_chat_default_options();
+    opts.add_generation_prompt = gen;
+    opts.enable_thinking = think;
+    if (tn_chat_kind_adds_bos(kind) && with_bos && g) {
+        size_t len = 0;
+        const char *bos = bos_text(g, &len);
+        if (bos && tn_buf_append(&out, bos, len) != TN_OK) {
+            cli_error("template: out of memory");
+            rc = CLI_EXIT_BAD_INPUT;
+            goto done;
+        }
+    }
+    if (tn_chat_render(kind, msgs, n, &opts, &out, &err) != TN_OK) {
+        cli_error("template: %s", err.message);
+        rc = CLI_EXIT_BAD_INPUT;
+        goto done;
+    }
+    if (verbose)
+        fprintf(stderr, "tern-cli: template %s%s%s\n", tn_chat_kind_name(kind),
+                kind_name ? " (forced)" : " (from the model)",
+                tn_chat_kind_adds_bos(kind) ? "; the BOS token goes first" : "");
+    fwrite(out.data, 1, out.len, stdout);
+    rc = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
+
+done:
+    tn_buf_free(&out);
+    tn_gguf_close(g);
+    free(msgs);
+    return rc;
+}
