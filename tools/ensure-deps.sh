@@ -5,7 +5,9 @@ set -euo pipefail
 
 base=(meson ninja-build pkg-config gcc python3 ca-certificates)
 test=(clang libclang-rt-14-dev)
-app=()
+# The desktop app and its tests (tests/app/ run under Xvfb; validators for the data files).
+app=(libgtk-4-dev libadwaita-1-dev libjson-glib-dev libcmark-gfm-dev libcmark-gfm-extensions-dev
+     gettext desktop-file-utils appstream xvfb xauth)
 
 want=("${base[@]}")
 for group in "$@"; do

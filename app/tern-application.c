@@ -1,0 +1,277 @@
+/* tern-application.c */
+#include "config.h"
+
+#include <glib/gi18n.h>
+
+#include "tern-application.h"
+#include "tern-preferences-window.h"
+#include "tern-window.h"
+
+struct _TernApplication {
+  AdwApplication parent_instance;
+  GSettings *settings;
+  gboolean demo;
+};
+
+G_DEFINE_FINAL_TYPE (TernApplication, tern_application, ADW_TYPE_APPLICATION)
+
+GSettings *
+tern_settings_new (void)
+{
+  GSettingsSchemaSource *installed = g_settings_schema_source_get_default ();
+  g_autoptr(GSettingsSchema) schema = NULL;
+
+  if (installed != NULL)
+    schema = g_settings_schema_source_lookup (installed, TERN_APP_ID, TRUE);
+  /* Uninstalled (make run, the tests): the schema compiled in the build tree. */
+  if (schema == NULL && g_file_test (TERN_BUILD_SCHEMA_DIR, G_FILE_TEST_IS_DIR))
+    {
+      g_autoptr(GSettingsSchemaSource) source =
+        g_settings_schema_source_new_from_directory (TERN_BUILD_SCHEMA_DIR, installed, FALSE,
+                                                     NULL);
+      if (source != NULL)
+        schema = g_settings_schema_source_lookup (source, TERN_APP_ID, FALSE);
+    }
+  if (schema == NULL)
+    g_error ("the GSettings schema %s is not installed (run glib-compile-schemas)", TERN_APP_ID);
+  return g_settings_new_full (schema, NULL, NULL);
+}
+
+char *
+tern_chats_dir (void)
+{
+  return g_build_filename (g_get_user_data_dir (), "tern", "chats", NULL);
+}
+
+char *
+tern_demo_model_path (GSettings *settings)
+{
+  g_autofree char *configured = g_settings_get_string (settings, "demo-model-path");
+  const char *env = g_getenv ("TERN_DEMO_MODEL");
+
+  if (configured != NULL && *configured)
+    return g_steal_pointer (&configured);
+  if (env != NULL && *env)
+    return g_strdup (env);
+  return g_build_filename (g_get_user_cache_dir (), "tern", "tern-demo-random-weights.gguf",
+                           NULL);
+}
+
+GSettings *
+tern_application_get_settings (TernApplication *self)
+{
+  return self->settings;
+}
+
+static TernWindow *
+get_window (TernApplication *self)
+{
+  GtkWindow *window = gtk_application_get_active_window (GTK_APPLICATION (self));
+
+  if (window == NULL)
+    window = GTK_WINDOW (tern_window_new (GTK_APPLICATION (self)));
+  return TERN_WINDOW (window);
+}
+
+static void
+tern_application_activate (GApplication *app)
+{
+  TernApplication *self = TERN_APPLICATION (app);
+  gboolean fresh = gtk_application_get_active_window (GTK_APPLICATION (app)) == NULL;
+  TernWindow *window = get_window (self);
+
+  gtk_window_present (GTK_WINDOW (window));
+  if (!fresh)
+    return;
+  if (self->demo)
+    tern_window_use_demo_model (window);
+  else
+    {
+      g_autofree char *last = g_settings_get_string (self->settings, "last-model");
+
+      if (last != NULL && *last && g_file_test (last, G_FILE_TEST_IS_REGULAR))
+        tern_window_load_model (window, last);
+    }
+}
+
+static void
+tern_application_open (GApplication *app,
+                       GFile       **files,
+                       int           n_files,
+                       const char   *hint)
+{
+  TernWindow *window = get_window (TERN_APPLICATION (app));
+  g_autofree char *path = NULL;
+
+  (void) hint;
+  gtk_window_present (GTK_WINDOW (window));
+  if (n_files < 1)
+    return;
+  path = g_file_get_path (files[0]);
+  if (path != NULL)
+    tern_window_load_model (window, path);
+}
+
+static int
+tern_application_handle_local_options (GApplication *app,
+                                       GVariantDict *options)
+{
+  TernApplication *self = TERN_APPLICATION (app);
+
+  if (g_variant_dict_contains (options, "version"))
+    {
+      g_print ("tern %s\n", PACKAGE_VERSION);
+      return 0;
+    }
+  self->demo = g_variant_dict_contains (options, "demo");
+  return -1;
+}
+
+static void
+action_quit (GSimpleAction *action,
+             GVariant      *param,
+             gpointer       data)
+{
+  TernApplication *self = data;
+  GList *windows = gtk_application_get_windows (GTK_APPLICATION (self));
+
+  (void) action;
+  (void) param;
+  /* Closing each window stops its engine thread (cancelling a running
+   * answer within one decode step) before the process goes. */
+  while (windows != NULL)
+    {
+      GtkWindow *w = windows->data;
+      windows = windows->next;
+      gtk_window_close (w);
+    }
+  g_application_quit (G_APPLICATION (self));
+}
+
+static void
+action_preferences (GSimpleAction *action,
+                    GVariant      *param,
+                    gpointer       data)
+{
+  TernApplication *self = data;
+  TernPreferencesWindow *prefs;
+
+  (void) action;
+  (void) param;
+  prefs = tern_preferences_window_new (gtk_application_get_active_window (GTK_APPLICATION (self)),
+                                       self->settings);
+  gtk_window_present (GTK_WINDOW (prefs));
+}
+
+static void
+action_about (GSimpleAction *action,
+              GVariant      *param,
+              gpointer       data)
+{
+  TernApplication *self = data;
+  static const char *developers[] = { "The Tern authors", NULL };
+  GtkWidget *about;
+
+  (void) action;
+  (void) param;
+  about = g_object_new (ADW_TYPE_ABOUT_WINDOW,
+                        "transient-for", gtk_application_get_active_window (GTK_APPLICATION (self)),
+                        "application-name", _("Tern"),
+                        "application-icon", TERN_APP_ID,
+                        "version", PACKAGE_VERSION,
+                        "developer-name", _("The Tern authors"),
+                        "developers", developers,
+                        "license-type", GTK_LICENSE_MIT_X11,
+                        "comments", _("Run language models on your own computer, fast."),
+                        "translator-credits", _("translator-credits"),
+                        NULL);
+  gtk_window_present (GTK_WINDOW (about));
+}
+
+static const GActionEntry app_entries[] = {
+  { "quit", action_quit, NULL, NULL, NULL, { 0 } },
+  { "preferences", action_preferences, NULL, NULL, NULL, { 0 } },
+  { "about", action_about, NULL, NULL, NULL, { 0 } },
+};
+
+static void
+tern_application_startup (GApplication *app)
+{
+  TernApplication *self = TERN_APPLICATION (app);
+  static const char *quit[] = { "<Primary>q", NULL };
+  static const char *prefs[] = { "<Primary>comma", NULL };
+  static const char *new_chat[] = { "<Primary>n", NULL };
+  static const char *open[] = { "<Primary>o", NULL };
+  static const char *stop[] = { "Escape", NULL };
+  static const char *regenerate[] = { "<Primary>r", NULL };
+  static const char *pin[] = { "<Primary>p", NULL };
+  static const char *pin_panel[] = { "F9", NULL };
+  static const char *help[] = { "<Primary>question", NULL };
+  g_autoptr(GtkCssProvider) css = gtk_css_provider_new ();
+
+  G_APPLICATION_CLASS (tern_application_parent_class)->startup (app);
+
+  g_action_map_add_action_entries (G_ACTION_MAP (self), app_entries, G_N_ELEMENTS (app_entries),
+                                   self);
+  gtk_application_set_accels_for_action (GTK_APPLICATION (self), "app.quit", quit);
+  gtk_application_set_accels_for_action (GTK_APPLICATION (self), "app.preferences", prefs);
+  gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.new-chat", new_chat);
+  gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.open-model", open);
+  gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.stop", stop);
+  gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.regenerate", regenerate);
+  gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.pin", pin);
+  gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.show-pin-panel", pin_panel);
+  gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.show-help-overlay", help);
+
+  gtk_css_provider_load_from_resource (css, "/io/github/tern/Tern/style.css");
+  gtk_style_context_add_provider_for_display (gdk_display_get_default (),
+                                              GTK_STYLE_PROVIDER (css),
+                                              GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);
+}
+
+static void
+tern_application_finalize (GObject *object)
+{
+  TernApplication *self = TERN_APPLICATION (object);
+
+  g_clear_object (&self->settings);
+  G_OBJECT_CLASS (tern_application_parent_class)->finalize (object);
+}
+
+static void
+tern_application_class_init (TernApplicationClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GApplicationClass *app_class = G_APPLICATION_CLASS (klass);
+
+  object_class->finalize = tern_application_finalize;
+  app_class->activate = tern_application_activate;
+  app_class->open = tern_application_open;
+  app_class->startup = tern_application_startup;
+  app_class->handle_local_options = tern_application_handle_local_options;
+}
+
+static void
+tern_application_init (TernApplication *self)
+{
+  static const GOptionEntry options[] = {
+    { "demo", 0, 0, G_OPTION_ARG_NONE, NULL,
+      N_("Start on the demo model (random weights)"), NULL },
+    { "version", 0, 0, G_OPTION_ARG_NONE, NULL, N_("Print the version and exit"), NULL },
+    { NULL, 0, 0, 0, NULL, NULL, NULL },
+  };
+
+  self->settings = tern_settings_new ();
+  g_application_add_main_option_entries (G_APPLICATION (self), options);
+  g_application_set_option_context_parameter_string (G_APPLICATION (self), _("[MODEL.gguf]"));
+}
+
+TernApplication *
+tern_application_new (GApplicationFlags flags)
+{
+  return g_object_new (TERN_TYPE_APPLICATION,
+                       "application-id", TERN_APP_ID,
+                       "flags", flags | G_APPLICATION_HANDLES_OPEN,
+                       "resource-base-path", "/io/github/tern/Tern",
+                       NULL);
+}

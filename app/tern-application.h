@@ -1,0 +1,24 @@
+/* tern-application.h */
+#pragma once
+
+#include <adwaita.h>
+
+G_BEGIN_DECLS
+
+#define TERN_APP_ID "io.github.tern.Tern"
+
+#define TERN_TYPE_APPLICATION (tern_application_get_type ())
+G_DECLARE_FINAL_TYPE (TernApplication, tern_application, TERN, APPLICATION, AdwApplication)
+
+TernApplication *tern_application_new          (GApplicationFlags flags);
+GSettings       *tern_application_get_settings (TernApplication  *self);
+
+/* The app's settings; found in the build tree when Tern runs uninstalled. */
+GSettings       *tern_settings_new             (void);
+/* Where chats are saved: $XDG_DATA_HOME/tern/chats. */
+char            *tern_chats_dir                (void);
+/* The demo model: the demo-model-path setting, $TERN_DEMO_MODEL, or
+ * $XDG_CACHE_HOME/tern/tern-demo-random-weights.gguf (written on first use). */
+char            *tern_demo_model_path          (GSettings        *settings);
+
+G_END_DECLS

@@ -1,0 +1,580 @@
+/* tern-chat.c: a conversation and its files.
+ *
+ * The JSON keeps every figure of every assistant message, so that a chat
+ * exported weeks later still says how fast each answer came.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <glib/gi18n.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "tern-chat.h"
+
+#define TITLE_MAX_CHARS 48
+#define FORMAT_VERSION 1
+
+struct _TernChat {
+  GObject parent_instance;
+  char *id;
+  char *title;
+  char *mode;
+  char *model;
+  char *system_prompt;
+  gint64 created;
+  gint64 updated;
+  GPtrArray *messages; /* TernMessage */
+};
+
+G_DEFINE_FINAL_TYPE (TernChat, tern_chat, G_TYPE_OBJECT)
+
+enum {
+  PROP_0,
+  PROP_TITLE,
+  N_PROPS
+};
+
+static GParamSpec *properties[N_PROPS];
+
+static void
+message_free (gpointer data)
+{
+  TernMessage *m = data;
+
+  g_free (m->role);
+  g_free (m->text);
+  g_free (m->stop_reason);
+  g_free (m->error);
+  g_free (m);
+}
+
+static void
+update_title (TernChat *self)
+{
+  g_autofree char *title = NULL;
+
+  for (guint i = 0; i < self->messages->len; i++)
+    {
+      TernMessage *m = g_ptr_array_index (self->messages, i);
+      g_autofree char *flat = NULL;
+      char *p;
+
+      if (g_strcmp0 (m->role, "user") != 0 || m->text == NULL)
+        continue;
+      flat = g_strstrip (g_strdup (m->text));
+      for (p = flat; *p; p++)
+        if (*p == '\n' || *p == '\t')
+          *p = ' ';
+      if (*flat == '\0')
+        continue;
+      if (g_utf8_strlen (flat, -1) > TITLE_MAX_CHARS)
+        {
+          g_autofree char *cut = g_utf8_substring (flat, 0, TITLE_MAX_CHARS - 1);
+          title = g_strconcat (g_strchomp (cut), "…", NULL);
+        }
+      else
+        title = g_steal_pointer (&flat);
+      break;
+    }
+  if (title == NULL)
+    title = g_strdup (_("New Chat"));
+  if (g_strcmp0 (title, self->title) != 0)
+    {
+      g_free (self->title);
+      self->title = g_steal_pointer (&title);
+      g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_TITLE]);
+    }
+}
+
+static void
+tern_chat_finalize (GObject *object)
+{
+  TernChat *self = TERN_CHAT (object);
+
+  g_free (self->id);
+  g_free (self->title);
+  g_free (self->mode);
+  g_free (self->model);
+  g_free (self->system_prompt);
+  g_ptr_array_unref (self->messages);
+  G_OBJECT_CLASS (tern_chat_parent_class)->finalize (object);
+}
+
+static void
+tern_chat_get_property (GObject    *object,
+                        guint       prop_id,
+                        GValue     *value,
+                        GParamSpec *pspec)
+{
+  TernChat *self = TERN_CHAT (object);
+
+  switch (prop_id)
+    {
+    case PROP_TITLE:
+      g_value_set_string (value, self->title);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+tern_chat_class_init (TernChatClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->finalize = tern_chat_finalize;
+  object_class->get_property = tern_chat_get_property;
+
+  properties[PROP_TITLE] =
+    g_param_spec_string ("title", NULL, NULL, NULL,
+                         G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+  g_object_class_install_properties (object_class, N_PROPS, properties);
+}
+
+static void
+tern_chat_init (TernChat *self)
+{
+  self->messages = g_ptr_array_new_with_free_func (message_free);
+  self->created = self->updated = g_get_real_time () / G_USEC_PER_SEC;
+  self->mode = g_strdup ("flash");
+  update_title (self);
+}
+
+TernChat *
+tern_chat_new (const char *mode)
+{
+  TernChat *self = g_object_new (TERN_TYPE_CHAT, NULL);
+
+  self->id = g_uuid_string_random ();
+  tern_chat_set_mode (self, mode);
+  return self;
+}
+
+const char *
+tern_chat_get_id (TernChat *self)
+{
+  return self->id;
+}
+
+const char *
+tern_chat_get_title (TernChat *self)
+{
+  return self->title;
+}
+
+const char *
+tern_chat_get_mode (TernChat *self)
+{
+  return self->mode;
+}
+
+void
+tern_chat_set_mode (TernChat   *self,
+                    const char *mode)
+{
+  g_free (self->mode);
+  self->mode = g_strdup (g_strcmp0 (mode, "chat") == 0 ? "chat" : "flash");
+}
+
+const char *
+tern_chat_get_model (TernChat *self)
+{
+  return self->model;
+}
+
+void
+tern_chat_set_model (TernChat   *self,
+                     const char *model_description)
+{
+  g_free (self->model);
+  self->model = g_strdup (model_description);
+}
+
+const char *
+tern_chat_get_system_prompt (TernChat *self)
+{
+  return self->system_prompt;
+}
+
+void
+tern_chat_set_system_prompt (TernChat   *self,
+                             const char *system_prompt)
+{
+  g_free (self->system_prompt);
+  self->system_prompt = g_strdup (system_prompt);
+}
+
+gint64
+tern_chat_get_updated (TernChat *self)
+{
+  return self->updated;
+}
+
+guint
+tern_chat_get_n_messages (TernChat *self)
+{
+  return self->messages->len;
+}
+
+TernMessage *
+tern_chat_get_message (TernChat *self,
+                       guint     index)
+{
+  g_return_val_if_fail (index < self->messages->len, NULL);
+  return g_ptr_array_index (self->messages, index);
+}
+
+TernMessage *
+tern_chat_append (TernChat   *self,
+                  const char *role,
+                  const char *text)
+{
+  TernMessage *m = g_new0 (TernMessage, 1);
+
+  m->role = g_strdup (role);
+  m->text = g_strdup (text ? text : "");
+  g_ptr_array_add (self->messages, m);
+  tern_chat_touch (self);
+  return m;
+}
+
+void
+tern_chat_truncate (TernChat *self,
+                    guint     n_messages)
+{
+  if (n_messages < self->messages->len)
+    g_ptr_array_set_size (self->messages, n_messages);
+  tern_chat_touch (self);
+}
+
+void
+tern_chat_touch (TernChat *self)
+{
+  self->updated = g_get_real_time () / G_USEC_PER_SEC;
+  update_title (self);
+}
+
+void
+tern_message_set_stats (TernMessage     *m,
+                        const TernStats *stats)
+{
+  g_free (m->stop_reason);
+  m->stop_reason = g_strdup (stats->stop_reason);
+  m->stats = *stats;
+  m->stats.stop_reason = m->stop_reason;
+  m->has_stats = TRUE;
+}
+
+char *
+tern_message_format_stats (const TernMessage *m)
+{
+  GString *s;
+  const TernStats *st = &m->stats;
+
+  if (!m->has_stats)
+    return g_strdup ("");
+  s = g_string_new (NULL);
+  g_string_append_printf (s, g_dngettext (GETTEXT_PACKAGE, "%d token", "%d tokens",
+                                          st->generated_tokens),
+                          st->generated_tokens);
+  if (st->decode_tok_s > 0)
+    /* Translators: decode speed, tokens per second */
+    g_string_append_printf (s, _(" · %.1f tok/s"), st->decode_tok_s);
+  if (st->ttft_ms > 0)
+    /* Translators: time to the first token of the answer */
+    g_string_append_printf (s, _(" · first token %.0f ms"), st->ttft_ms);
+  if (st->prompt_tokens > 0)
+    /* Translators: tokens of the request prefilled, and how long it took */
+    g_string_append_printf (s, _(" · prompt %d tokens in %.0f ms"), st->prompt_tokens,
+                            st->prefill_ms);
+  if (st->restored_tokens > 0)
+    g_string_append_printf (s, _(" · %d reused"), st->restored_tokens);
+  if (st->drafted > 0)
+    g_string_append_printf (s, _(" · %d/%d drafts accepted"), st->accepted, st->drafted);
+  if (m->cancelled)
+    g_string_append_printf (s, " · %s", _("stopped"));
+  return g_string_free (s, FALSE);
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+static void
+add_stats (JsonBuilder     *b,
+           const TernStats *st)
+{
+  json_builder_set_member_name (b, "stats");
+  json_builder_begin_object (b);
+#define INT_MEMBER(name, field)                  \
+  json_builder_set_member_name (b, name);        \
+  json_builder_add_int_value (b, st->field);
+#define DBL_MEMBER(name, field)                  \
+  json_builder_set_member_name (b, name);        \
+  json_builder_add_double_value (b, st->field);
+  INT_MEMBER ("prompt_tokens", prompt_tokens)
+  DBL_MEMBER ("prefill_ms", prefill_ms)
+  DBL_MEMBER ("prefill_tok_s", prefill_tok_s)
+  INT_MEMBER ("generated_tokens", generated_tokens)
+  DBL_MEMBER ("decode_ms", decode_ms)
+  DBL_MEMBER ("decode_tok_s", decode_tok_s)
+  DBL_MEMBER ("ttft_ms", ttft_ms)
+  INT_MEMBER ("restored_tokens", restored_tokens)
+  DBL_MEMBER ("restore_ms", restore_ms)
+  INT_MEMBER ("drafted", drafted)
+  INT_MEMBER ("accepted", accepted)
+  INT_MEMBER ("kv_len", kv_len)
+#undef INT_MEMBER
+#undef DBL_MEMBER
+  if (st->stop_reason != NULL)
+    {
+      json_builder_set_member_name (b, "stop_reason");
+      json_builder_add_string_value (b, st->stop_reason);
+    }
+  json_builder_end_object (b);
+}
+
+char *
+tern_chat_to_json (TernChat *self)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonGenerator) gen = json_generator_new ();
+  g_autoptr(JsonNode) root = NULL;
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "format");
+  json_builder_add_string_value (b, "tern-chat");
+  json_builder_set_member_name (b, "version");
+  json_builder_add_int_value (b, FORMAT_VERSION);
+  json_builder_set_member_name (b, "id");
+  json_builder_add_string_value (b, self->id);
+  json_builder_set_member_name (b, "mode");
+  json_builder_add_string_value (b, self->mode);
+  json_builder_set_member_name (b, "created");
+  json_builder_add_int_value (b, self->created);
+  json_builder_set_member_name (b, "updated");
+  json_builder_add_int_value (b, self->updated);
+  if (self->model != NULL)
+    {
+      json_builder_set_member_name (b, "model");
+      json_builder_add_string_value (b, self->model);
+    }
+  if (self->system_prompt != NULL)
+    {
+      json_builder_set_member_name (b, "system_prompt");
+      json_builder_add_string_value (b, self->system_prompt);
+    }
+  json_builder_set_member_name (b, "messages");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < self->messages->len; i++)
+    {
+      TernMessage *m = g_ptr_array_index (self->messages, i);
+
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "role");
+      json_builder_add_string_value (b, m->role);
+      json_builder_set_member_name (b, "content");
+      json_builder_add_string_value (b, m->text);
+      if (m->cancelled)
+        {
+          json_builder_set_member_name (b, "cancelled");
+          json_builder_add_boolean_value (b, TRUE);
+        }
+      if (m->error != NULL)
+        {
+          json_builder_set_member_name (b, "error");
+          json_builder_add_string_value (b, m->error);
+        }
+      if (m->has_stats)
+        add_stats (b, &m->stats);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+
+  root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  json_generator_set_pretty (gen, TRUE);
+  return json_generator_to_data (gen, NULL);
+}
+
+gboolean
+tern_chat_save (TernChat   *self,
+                const char *dir,
+                GError    **error)
+{
+  g_autofree char *json = tern_chat_to_json (self);
+  g_autofree char *name = g_strconcat (self->id, ".json", NULL);
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+
+  if (g_mkdir_with_parents (dir, 0700) != 0)
+    {
+      int saved = errno;
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", dir,
+                   g_strerror (saved));
+      return FALSE;
+    }
+  /* CONSISTENT: a temporary file renamed over the old one, so a crash leaves
+   * either the old chat or the new one, never half of one. */
+  return g_file_set_contents_full (path, json, -1,
+                                   G_FILE_SET_CONTENTS_CONSISTENT,
+                                   0600, error);
+}
+
+gboolean
+tern_chat_delete_file (TernChat   *self,
+                       const char *dir,
+                       GError    **error)
+{
+  g_autofree char *name = g_strconcat (self->id, ".json", NULL);
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+
+  if (g_unlink (path) != 0 && errno != ENOENT)
+    {
+      int saved = errno;
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", path,
+                   g_strerror (saved));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static double
+member_double (JsonObject *o,
+               const char *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+
+  if (n == NULL || json_node_get_value_type (n) == G_TYPE_INVALID
+      || JSON_NODE_TYPE (n) != JSON_NODE_VALUE)
+    return 0;
+  return json_node_get_double (n);
+}
+
+TernChat *
+tern_chat_load (const char *path,
+                GError    **error)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(TernChat) self = NULL;
+  JsonNode *root;
+  JsonObject *o;
+  JsonArray *messages;
+
+  if (!json_parser_load_from_file (parser, path, error))
+    return NULL;
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root)
+      || g_strcmp0 (json_object_get_string_member_with_default (json_node_get_object (root),
+                                                                "format", ""),
+                    "tern-chat") != 0)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, _("%s: not a Tern chat"), path);
+      return NULL;
+    }
+  o = json_node_get_object (root);
+  if (!json_object_has_member (o, "id") || !json_object_has_member (o, "messages")
+      || !JSON_NODE_HOLDS_ARRAY (json_object_get_member (o, "messages")))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("%s: the chat has no id or no messages"), path);
+      return NULL;
+    }
+
+  self = g_object_new (TERN_TYPE_CHAT, NULL);
+  self->id = g_strdup (json_object_get_string_member_with_default (o, "id", ""));
+  if (*self->id == '\0' || strchr (self->id, '/') != NULL)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, _("%s: bad chat id"), path);
+      return NULL;
+    }
+  tern_chat_set_mode (self, json_object_get_string_member_with_default (o, "mode", "flash"));
+  if (json_object_has_member (o, "model"))
+    self->model = g_strdup (json_object_get_string_member_with_default (o, "model", NULL));
+  if (json_object_has_member (o, "system_prompt"))
+    self->system_prompt =
+      g_strdup (json_object_get_string_member_with_default (o, "system_prompt", NULL));
+  self->created = json_object_get_int_member_with_default (o, "created", 0);
+
+  messages = json_object_get_array_member (o, "messages");
+  for (guint i = 0; i < json_array_get_length (messages); i++)
+    {
+      JsonNode *n = json_array_get_element (messages, i);
+      JsonObject *mo;
+      TernMessage *m;
+
+      if (!JSON_NODE_HOLDS_OBJECT (n))
+        continue;
+      mo = json_node_get_object (n);
+      m = tern_chat_append (self, json_object_get_string_member_with_default (mo, "role", "user"),
+                            json_object_get_string_member_with_default (mo, "content", ""));
+      m->cancelled = json_object_get_boolean_member_with_default (mo, "cancelled", FALSE);
+      if (json_object_has_member (mo, "error"))
+        m->error = g_strdup (json_object_get_string_member_with_default (mo, "error", NULL));
+      if (json_object_has_member (mo, "stats")
+          && JSON_NODE_HOLDS_OBJECT (json_object_get_member (mo, "stats")))
+        {
+          JsonObject *so = json_object_get_object_member (mo, "stats");
+          TernStats st = { 0 };
+
+          st.prompt_tokens = (int) member_double (so, "prompt_tokens");
+          st.prefill_ms = member_double (so, "prefill_ms");
+          st.prefill_tok_s = member_double (so, "prefill_tok_s");
+          st.generated_tokens = (int) member_double (so, "generated_tokens");
+          st.decode_ms = member_double (so, "decode_ms");
+          st.decode_tok_s = member_double (so, "decode_tok_s");
+          st.ttft_ms = member_double (so, "ttft_ms");
+          st.restored_tokens = (int) member_double (so, "restored_tokens");
+          st.restore_ms = member_double (so, "restore_ms");
+          st.drafted = (int) member_double (so, "drafted");
+          st.accepted = (int) member_double (so, "accepted");
+          st.kv_len = (int) member_double (so, "kv_len");
+          st.stop_reason = json_object_get_string_member_with_default (so, "stop_reason", NULL);
+          tern_message_set_stats (m, &st);
+        }
+    }
+  self->updated = json_object_get_int_member_with_default (o, "updated", self->created);
+  return g_steal_pointer (&self);
+}
+
+/* -------------------------------------------------------------- Markdown */
+
+char *
+tern_chat_to_markdown (TernChat *self)
+{
+  GString *s = g_string_new (NULL);
+
+  g_string_append_printf (s, "# %s\n\n", self->title);
+  if (self->model != NULL)
+    g_string_append_printf (s, _("Model: %s  \n"), self->model);
+  g_string_append_printf (s, _("Mode: %s\n\n"),
+                          g_str_equal (self->mode, "chat") ? _("multi-turn chat")
+                                                           : _("single-turn flash"));
+  if (self->system_prompt != NULL && *self->system_prompt)
+    {
+      g_auto(GStrv) lines = g_strsplit (self->system_prompt, "\n", -1);
+
+      g_string_append_printf (s, "## %s\n\n", _("System prompt"));
+      for (guint i = 0; lines[i] != NULL; i++)
+        g_string_append_printf (s, "> %s\n", lines[i]);
+      g_string_append (s, "\n");
+    }
+  for (guint i = 0; i < self->messages->len; i++)
+    {
+      TernMessage *m = g_ptr_array_index (self->messages, i);
+
+      g_string_append_printf (s, "## %s\n\n%s\n\n",
+                              g_str_equal (m->role, "user") ? _("User") : _("Assistant"),
+                              m->text);
+      if (m->has_stats)
+        {
+          g_autofree char *stats = tern_message_format_stats (m);
+          g_string_append_printf (s, "*%s*\n\n", stats);
+        }
+      if (m->error != NULL)
+        g_string_append_printf (s, "*%s: %s*\n\n", _("Error"), m->error);
+    }
+  return g_string_free (s, FALSE);
+}

@@ -1,0 +1,67 @@
+/* tern-chat.h: one conversation, its messages with their figures, saved as
+ * JSON under $XDG_DATA_HOME/tern/chats/ and exported as Markdown. */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "tern-engine-worker.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  char *role;          /* "user" or "assistant" */
+  char *text;
+  gboolean has_stats;  /* assistant messages that ran */
+  TernStats stats;     /* stats.stop_reason points at stop_reason below */
+  char *stop_reason;
+  gboolean cancelled;
+  char *error;
+} TernMessage;
+
+#define TERN_TYPE_CHAT (tern_chat_get_type ())
+G_DECLARE_FINAL_TYPE (TernChat, tern_chat, TERN, CHAT, GObject)
+
+TernChat    *tern_chat_new                (const char    *mode);
+/* NULL with error set when the file is unreadable or not a Tern chat. */
+TernChat    *tern_chat_load               (const char    *path,
+                                           GError       **error);
+/* Writes DIR/ID.json atomically (temporary file, then rename). */
+gboolean     tern_chat_save               (TernChat      *self,
+                                           const char    *dir,
+                                           GError       **error);
+gboolean     tern_chat_delete_file        (TernChat      *self,
+                                           const char    *dir,
+                                           GError       **error);
+char        *tern_chat_to_json            (TernChat      *self);
+char        *tern_chat_to_markdown        (TernChat      *self);
+
+const char  *tern_chat_get_id             (TernChat      *self);
+/* The first user message, shortened; "New Chat" while there is none. */
+const char  *tern_chat_get_title          (TernChat      *self);
+const char  *tern_chat_get_mode           (TernChat      *self);
+void         tern_chat_set_mode           (TernChat      *self,
+                                           const char    *mode);
+const char  *tern_chat_get_model          (TernChat      *self);
+void         tern_chat_set_model          (TernChat      *self,
+                                           const char    *model_description);
+const char  *tern_chat_get_system_prompt  (TernChat      *self);
+void         tern_chat_set_system_prompt  (TernChat      *self,
+                                           const char    *system_prompt);
+gint64       tern_chat_get_updated        (TernChat      *self);
+
+guint        tern_chat_get_n_messages     (TernChat      *self);
+TernMessage *tern_chat_get_message        (TernChat      *self,
+                                           guint          index);
+TernMessage *tern_chat_append             (TernChat      *self,
+                                           const char    *role,
+                                           const char    *text);
+void         tern_chat_truncate           (TernChat      *self,
+                                           guint          n_messages);
+void         tern_message_set_stats       (TernMessage   *message,
+                                           const TernStats *stats);
+/* "12 tokens · 85.3 tok/s · first token 40 ms · prompt 23 tokens in 12 ms" */
+char        *tern_message_format_stats    (const TernMessage *message);
+/* Marks a change: the title may have changed and the file needs saving. */
+void         tern_chat_touch              (TernChat      *self);
+
+G_END_DECLS

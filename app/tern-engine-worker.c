@@ -1,0 +1,839 @@
+/* tern-engine-worker.c: one GThread owns libtern.
+ *
+ * The pattern is GNOME Text Editor's editor-document-statistics.c: requests go
+ * in through a GAsyncQueue; results come back with g_main_context_invoke_full
+ * holding a GWeakRef on the worker object, so a window closed while the engine
+ * is busy simply drops them. Tokens are coalesced: the engine thread appends
+ * to a buffer under a mutex and posts a callback only when none is pending, so
+ * however fast the model decodes, the main loop sees at most one update per
+ * iteration instead of one idle per token.
+ */
+#include "config.h"
+
+#include <errno.h>
+
+#include <glib/gi18n.h>
+
+#include "tern.h"
+#include "tern-engine-worker.h"
+
+typedef enum {
+  REQ_LOAD,
+  REQ_LOAD_DEMO,
+  REQ_COUNT,
+  REQ_PIN,
+  REQ_ASK,
+  REQ_CHAT,
+  REQ_QUIT,
+} RequestKind;
+
+typedef struct {
+  RequestKind kind;
+  guint id;
+  char *text;              /* path, system prompt or user text */
+  GStrv roles;
+  GStrv contents;
+  TernGenSettings gen;
+  int n_ctx;
+  int n_threads;
+} Request;
+
+/* Shared by the object (main thread) and the engine thread; refcounted so
+ * that events in flight outlive a disposed worker object. */
+typedef struct {
+  GMainContext *context;
+  GWeakRef owner;
+  GAsyncQueue *requests;
+
+  /* Every request with an id <= cancel_upto is cancelled. */
+  gint cancel_upto;
+  /* Only the newest token-count request is worth running. */
+  gint latest_count;
+
+  GMutex lock;
+  tn_session *running_session; /* the session a cancel must reach */
+  GString *pending_text;
+  TernStats live;
+  guint live_id;
+  gboolean update_pending;
+} Shared;
+
+struct _TernEngineWorker {
+  GObject parent_instance;
+  Shared *shared;
+  GThread *thread;
+  guint next_id;
+  int n_ctx;
+  int n_threads;
+  gboolean has_model;
+};
+
+G_DEFINE_FINAL_TYPE (TernEngineWorker, tern_engine_worker, G_TYPE_OBJECT)
+
+enum {
+  SIGNAL_MODEL_LOADED,
+  SIGNAL_TOKEN_COUNT,
+  SIGNAL_PINNED,
+  SIGNAL_UPDATE,
+  SIGNAL_FINISHED,
+  SIGNAL_WARNING,
+  N_SIGNALS
+};
+
+static guint signals[N_SIGNALS];
+
+static void
+request_free (Request *req)
+{
+  g_free (req->text);
+  g_strfreev (req->roles);
+  g_strfreev (req->contents);
+  g_free (req);
+}
+
+static void
+shared_clear (gpointer data)
+{
+  Shared *shared = data;
+
+  g_weak_ref_clear (&shared->owner);
+  g_async_queue_unref (shared->requests);
+  g_main_context_unref (shared->context);
+  g_string_free (shared->pending_text, TRUE);
+  g_mutex_clear (&shared->lock);
+}
+
+static Shared *
+shared_ref (Shared *shared)
+{
+  return g_atomic_rc_box_acquire (shared);
+}
+
+static void
+shared_unref (Shared *shared)
+{
+  g_atomic_rc_box_release_full (shared, shared_clear);
+}
+
+static gboolean
+is_cancelled (Shared *shared,
+              guint   id)
+{
+  return (gint) id <= g_atomic_int_get (&shared->cancel_upto);
+}
+
+/* ------------------------------------------------------------- events out */
+
+typedef struct {
+  Shared *shared;
+  guint signal;
+  guint id;
+  char *path;
+  char *description;
+  char *error;
+  gboolean flag;
+  int n;
+  TernStats stats;
+  TernPinState pin;
+} Event;
+
+static void
+event_free (gpointer data)
+{
+  Event *ev = data;
+
+  shared_unref (ev->shared);
+  g_free (ev->path);
+  g_free (ev->description);
+  g_free (ev->error);
+  g_free (ev);
+}
+
+/* Takes what the engine thread buffered and emits one update. */
+static void
+flush_update (Shared           *shared,
+              TernEngineWorker *owner)
+{
+  g_autofree char *text = NULL;
+  TernStats live;
+  guint id;
+
+  g_mutex_lock (&shared->lock);
+  if (!shared->update_pending)
+    {
+      g_mutex_unlock (&shared->lock);
+      return;
+    }
+  text = g_strndup (shared->pending_text->str, shared->pending_text->len);
+  g_string_truncate (shared->pending_text, 0);
+  live = shared->live;
+  id = shared->live_id;
+  shared->update_pending = FALSE;
+  g_mutex_unlock (&shared->lock);
+
+  g_signal_emit (owner, signals[SIGNAL_UPDATE], 0, id, text, &live);
+}
+
+static gboolean
+update_dispatch (gpointer data)
+{
+  Shared *shared = data;
+  g_autoptr(TernEngineWorker) owner = g_weak_ref_get (&shared->owner);
+
+  if (owner != NULL)
+    flush_update (shared, owner);
+  else
+    {
+      g_mutex_lock (&shared->lock);
+      shared->update_pending = FALSE;
+      g_mutex_unlock (&shared->lock);
+    }
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+event_dispatch (gpointer data)
+{
+  Event *ev = data;
+  g_autoptr(TernEngineWorker) owner = g_weak_ref_get (&ev->shared->owner);
+
+  if (owner == NULL)
+    return G_SOURCE_REMOVE;
+
+  switch (ev->signal)
+    {
+    case SIGNAL_MODEL_LOADED:
+      if (ev->error == NULL)
+        owner->has_model = TRUE;
+      g_signal_emit (owner, signals[SIGNAL_MODEL_LOADED], 0, ev->id, ev->path,
+                     ev->description, ev->flag, ev->error);
+      break;
+    case SIGNAL_TOKEN_COUNT:
+      g_signal_emit (owner, signals[SIGNAL_TOKEN_COUNT], 0, ev->id, ev->n);
+      break;
+    case SIGNAL_PINNED:
+      flush_update (ev->shared, owner);
+      g_signal_emit (owner, signals[SIGNAL_PINNED], 0, ev->id, &ev->pin, ev->error, ev->flag);
+      break;
+    case SIGNAL_FINISHED:
+      /* The last tokens must land before "finished". */
+      flush_update (ev->shared, owner);
+      g_signal_emit (owner, signals[SIGNAL_FINISHED], 0, ev->id, &ev->stats, ev->error,
+                     ev->flag);
+      break;
+    case SIGNAL_WARNING:
+      g_signal_emit (owner, signals[SIGNAL_WARNING], 0, ev->error);
+      break;
+    default:
+      g_assert_not_reached ();
+    }
+  return G_SOURCE_REMOVE;
+}
+
+static Event *
+event_new (Shared *shared,
+           guint   signal,
+           guint   id)
+{
+  Event *ev = g_new0 (Event, 1);
+
+  ev->shared = shared_ref (shared);
+  ev->signal = signal;
+  ev->id = id;
+  return ev;
+}
+
+static void
+event_post (Event *ev)
+{
+  g_main_context_invoke_full (ev->shared->context, G_PRIORITY_DEFAULT, event_dispatch, ev,
+                              event_free);
+}
+
+/* Engine thread: publish the live figures (and text) of request id. */
+static void
+post_live (Shared          *shared,
+           guint            id,
+           const TernStats *live,
+           const char      *piece)
+{
+  gboolean post = FALSE;
+
+  g_mutex_lock (&shared->lock);
+  if (shared->live_id != id)
+    g_string_truncate (shared->pending_text, 0);
+  shared->live_id = id;
+  shared->live = *live;
+  if (piece != NULL)
+    g_string_append (shared->pending_text, piece);
+  if (!shared->update_pending)
+    {
+      shared->update_pending = TRUE;
+      post = TRUE;
+    }
+  g_mutex_unlock (&shared->lock);
+
+  if (post)
+    g_main_context_invoke_full (shared->context, G_PRIORITY_DEFAULT, update_dispatch,
+                                shared_ref (shared), (GDestroyNotify) shared_unref);
+}
+
+/* ------------------------------------------------------- the engine thread */
+
+typedef struct {
+  Shared *shared;
+  tn_model *model;
+  tn_session *session;
+} Engine;
+
+typedef struct {
+  Engine *engine;
+  guint id;
+  gint64 start_us;
+  gint64 first_token_us;
+  TernStats live;
+} RunState;
+
+static double
+ms_since (gint64 start_us)
+{
+  return (g_get_monotonic_time () - start_us) / 1000.0;
+}
+
+static bool
+on_progress (int32_t done,
+             int32_t total,
+             void   *user)
+{
+  RunState *run = user;
+
+  if (is_cancelled (run->engine->shared, run->id))
+    return false;
+  run->live.prefill_done = done;
+  run->live.prefill_total = total;
+  run->live.elapsed_ms = ms_since (run->start_us);
+  if (run->live.elapsed_ms > 0)
+    run->live.prefill_tok_s = done / (run->live.elapsed_ms / 1000.0);
+  post_live (run->engine->shared, run->id, &run->live, NULL);
+  return true;
+}
+
+static bool
+on_token (const char *piece,
+          int32_t     token,
+          void       *user)
+{
+  RunState *run = user;
+  gint64 now = g_get_monotonic_time ();
+
+  (void) token;
+  if (is_cancelled (run->engine->shared, run->id))
+    return false;
+
+  run->live.generated_tokens++;
+  run->live.elapsed_ms = (now - run->start_us) / 1000.0;
+  if (run->first_token_us == 0)
+    {
+      run->first_token_us = now;
+      run->live.phase = TERN_PHASE_DECODE;
+      run->live.ttft_ms = run->live.elapsed_ms;
+      run->live.prefill_done = run->live.prefill_total;
+    }
+  else
+    {
+      run->live.decode_ms = (now - run->first_token_us) / 1000.0;
+      if (run->live.decode_ms > 0)
+        run->live.decode_tok_s = (run->live.generated_tokens - 1) / (run->live.decode_ms / 1000.0);
+    }
+  post_live (run->engine->shared, run->id, &run->live, piece);
+  return true;
+}
+
+static void
+on_engine_warning (const char *message,
+                   void       *user)
+{
+  Engine *engine = user;
+  Event *ev = event_new (engine->shared, SIGNAL_WARNING, 0);
+
+  ev->error = g_strdup (message);
+  event_post (ev);
+}
+
+static void
+set_running_session (Engine     *engine,
+                     tn_session *session)
+{
+  g_mutex_lock (&engine->shared->lock);
+  engine->shared->running_session = session;
+  g_mutex_unlock (&engine->shared->lock);
+}
+
+/* A small random-weight model with the synthetic vocabulary: written in well
+ * under a second, so "Use demo model" works even without the build's demo. */
+static int
+make_demo_model (const char *path,
+                 tn_error   *err)
+{
+  g_autofree char *dir = g_path_get_dirname (path);
+  tn_mkmodel_params p = tn_mkmodel_default_params ();
+
+  if (g_mkdir_with_parents (dir, 0755) != 0)
+    {
+      int saved = errno;
+      err->code = TN_ERR_IO;
+      g_snprintf (err->message, sizeof err->message, "%s: %s", dir, g_strerror (saved));
+      return TN_ERR_IO;
+    }
+  p.arch = "qwen3";
+  p.type = "q8_0";
+  p.n_embd = 256;
+  p.n_layer = 4;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.head_dim = 64;
+  p.n_ff = 768;
+  p.n_ctx = 4096;
+  p.tokenizer = NULL;
+  p.seed = 42;
+  p.n_threads = 1;
+  return tn_mkmodel (&p, path, err);
+}
+
+static void
+handle_load (Engine  *engine,
+             Request *req)
+{
+  Event *ev = event_new (engine->shared, SIGNAL_MODEL_LOADED, req->id);
+  tn_error err = { 0 };
+  tn_model *model = NULL;
+  tn_session *session = NULL;
+  tn_session_params sp = tn_session_default_params ();
+
+  ev->path = g_strdup (req->text);
+
+  if (req->kind == REQ_LOAD_DEMO && !g_file_test (req->text, G_FILE_TEST_EXISTS)
+      && make_demo_model (req->text, &err) != TN_OK)
+    goto fail;
+
+  if (tn_model_load (req->text, tn_model_default_params (), &model, &err) != TN_OK)
+    goto fail;
+
+  if (req->n_ctx > 0)
+    sp.n_ctx = req->n_ctx;
+  sp.n_threads = req->n_threads;
+  sp.warn = on_engine_warning;
+  sp.warn_user = engine;
+  if (tn_session_new (model, sp, &session, &err) != TN_OK)
+    goto fail;
+
+  /* The new model is in place before the old one goes. */
+  tn_session_free (engine->session);
+  tn_model_free (engine->model);
+  engine->model = model;
+  engine->session = session;
+
+  ev->description = g_strdup (tn_model_description (model));
+  ev->flag = tn_model_is_demo (model);
+  event_post (ev);
+  return;
+
+fail:
+  tn_session_free (session);
+  tn_model_free (model);
+  ev->error = g_strdup (err.message[0] ? err.message : _("The model could not be loaded"));
+  event_post (ev);
+}
+
+static void
+handle_count (Engine  *engine,
+              Request *req)
+{
+  Event *ev;
+  tn_error err = { 0 };
+  int32_t n = -1;
+
+  if ((gint) req->id != g_atomic_int_get (&engine->shared->latest_count))
+    return; /* a newer count is queued */
+
+  ev = event_new (engine->shared, SIGNAL_TOKEN_COUNT, req->id);
+  if (engine->session == NULL
+      || tn_session_count_system_tokens (engine->session, req->text, &n, &err) != TN_OK)
+    n = -1;
+  ev->n = n;
+  event_post (ev);
+}
+
+static void
+fill_pin_state (TernPinState *state,
+                tn_session   *session)
+{
+  tn_pin_info info = tn_session_pin_info (session);
+
+  state->n_pin = info.n_pin;
+  state->n_ctx = info.n_ctx;
+  state->n_free = info.n_free;
+  state->prefill_ms = info.prefill_ms;
+  state->loaded_from_snapshot = info.loaded_from_snapshot;
+}
+
+static void
+handle_pin (Engine  *engine,
+            Request *req)
+{
+  Event *ev = event_new (engine->shared, SIGNAL_PINNED, req->id);
+  RunState run = { .engine = engine, .id = req->id, .start_us = g_get_monotonic_time () };
+  tn_error err = { 0 };
+
+  run.live.phase = TERN_PHASE_PIN;
+  if (engine->session == NULL)
+    ev->error = g_strdup (_("No model is loaded"));
+  else if (is_cancelled (engine->shared, req->id))
+    ev->flag = TRUE;
+  else
+    {
+      int rc;
+
+      set_running_session (engine, engine->session);
+      rc = tn_session_pin (engine->session, req->text, on_progress, &run, &err);
+      set_running_session (engine, NULL);
+      if (rc == TN_ERR_CANCELLED)
+        ev->flag = TRUE;
+      else if (rc != TN_OK)
+        ev->error = g_strdup (err.message);
+    }
+  if (engine->session != NULL)
+    fill_pin_state (&ev->pin, engine->session);
+  event_post (ev);
+}
+
+static void
+copy_stats (TernStats                *out,
+            const tn_session_stats   *st)
+{
+  out->phase = TERN_PHASE_IDLE;
+  out->prompt_tokens = st->prompt_tokens;
+  out->prefill_done = st->prompt_tokens;
+  out->prefill_total = st->prompt_tokens;
+  out->prefill_ms = st->prefill_ms;
+  out->prefill_tok_s = st->prefill_tok_s;
+  out->generated_tokens = st->generated_tokens;
+  out->decode_ms = st->decode_ms;
+  out->decode_tok_s = st->decode_tok_s;
+  out->ttft_ms = st->ttft_ms;
+  out->restored_tokens = st->restored_tokens;
+  out->restore_ms = st->restore_ms;
+  out->drafted = st->drafted;
+  out->accepted = st->accepted;
+  out->kv_len = st->kv_len;
+  out->stop_reason = tn_stop_reason_name (st->stop_reason);
+}
+
+static void
+handle_generate (Engine  *engine,
+                 Request *req)
+{
+  Event *ev = event_new (engine->shared, SIGNAL_FINISHED, req->id);
+  RunState run = { .engine = engine, .id = req->id, .start_us = g_get_monotonic_time () };
+  tn_gen_params gen = tn_gen_default_params ();
+  tn_session_stats st = { 0 };
+  tn_error err = { 0 };
+  int rc;
+
+  if (engine->session == NULL)
+    {
+      ev->error = g_strdup (_("No model is loaded"));
+      event_post (ev);
+      return;
+    }
+  if (is_cancelled (engine->shared, req->id))
+    {
+      ev->flag = TRUE;
+      event_post (ev);
+      return;
+    }
+
+  gen.sampler.temperature = (float) req->gen.temperature;
+  gen.sampler.top_p = (float) req->gen.top_p;
+  gen.sampler.seed = req->gen.seed;
+  gen.max_tokens = req->gen.max_tokens;
+  gen.thinking = req->gen.thinking;
+  gen.progress = on_progress;
+  gen.progress_user = &run;
+
+  run.live.phase = TERN_PHASE_PREFILL;
+  post_live (engine->shared, req->id, &run.live, NULL);
+
+  set_running_session (engine, engine->session);
+  if (req->kind == REQ_ASK)
+    rc = tn_session_ask (engine->session, req->text, &gen, on_token, &run, &st, &err);
+  else
+    {
+      guint n = g_strv_length (req->roles);
+      g_autofree tn_session_message *msgs = g_new0 (tn_session_message, n ? n : 1);
+
+      for (guint i = 0; i < n; i++)
+        {
+          msgs[i].role = req->roles[i];
+          msgs[i].content = req->contents[i];
+        }
+      rc = tn_session_chat (engine->session, msgs, (int32_t) n, &gen, on_token, &run, &st,
+                            &err);
+    }
+  set_running_session (engine, NULL);
+
+  copy_stats (&ev->stats, &st);
+  ev->stats.elapsed_ms = ms_since (run.start_us);
+  if (rc == TN_ERR_CANCELLED || st.stop_reason == TN_STOP_CANCELLED
+      || st.stop_reason == TN_STOP_CALLBACK || is_cancelled (engine->shared, req->id))
+    ev->flag = TRUE;
+  else if (rc != TN_OK)
+    ev->error = g_strdup (err.message);
+  event_post (ev);
+}
+
+static gpointer
+engine_thread (gpointer data)
+{
+  Engine engine = { .shared = data };
+
+  for (;;)
+    {
+      Request *req = g_async_queue_pop (engine.shared->requests);
+      gboolean quit = req->kind == REQ_QUIT;
+
+      switch (req->kind)
+        {
+        case REQ_LOAD:
+        case REQ_LOAD_DEMO:
+          handle_load (&engine, req);
+          break;
+        case REQ_COUNT:
+          handle_count (&engine, req);
+          break;
+        case REQ_PIN:
+          handle_pin (&engine, req);
+          break;
+        case REQ_ASK:
+        case REQ_CHAT:
+          handle_generate (&engine, req);
+          break;
+        case REQ_QUIT:
+        default:
+          break;
+        }
+      request_free (req);
+      if (quit)
+        break;
+    }
+
+  tn_session_free (engine.session);
+  tn_model_free (engine.model);
+  shared_unref (engine.shared);
+  return NULL;
+}
+
+/* ------------------------------------------------------------ main thread */
+
+static guint
+push (TernEngineWorker *self,
+      Request          *req)
+{
+  g_return_val_if_fail (self->thread != NULL, 0);
+
+  req->id = ++self->next_id;
+  req->n_ctx = self->n_ctx;
+  req->n_threads = self->n_threads;
+  if (req->kind == REQ_COUNT)
+    g_atomic_int_set (&self->shared->latest_count, (gint) req->id);
+  g_async_queue_push (self->shared->requests, req);
+  return req->id;
+}
+
+static Request *
+request_new (RequestKind  kind,
+             const char  *text)
+{
+  Request *req = g_new0 (Request, 1);
+
+  req->kind = kind;
+  req->text = g_strdup (text);
+  return req;
+}
+
+void
+tern_engine_worker_set_session_size (TernEngineWorker *self,
+                                     int               n_ctx,
+                                     int               n_threads)
+{
+  g_return_if_fail (TERN_IS_ENGINE_WORKER (self));
+  self->n_ctx = n_ctx;
+  self->n_threads = n_threads;
+}
+
+guint
+tern_engine_worker_load_model (TernEngineWorker *self,
+                               const char       *path)
+{
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  return push (self, request_new (REQ_LOAD, path));
+}
+
+guint
+tern_engine_worker_load_demo (TernEngineWorker *self,
+                              const char       *path)
+{
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  return push (self, request_new (REQ_LOAD_DEMO, path));
+}
+
+guint
+tern_engine_worker_count_tokens (TernEngineWorker *self,
+                                 const char       *system_prompt)
+{
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  return push (self, request_new (REQ_COUNT, system_prompt));
+}
+
+guint
+tern_engine_worker_pin (TernEngineWorker *self,
+                        const char       *system_prompt)
+{
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  return push (self, request_new (REQ_PIN, system_prompt));
+}
+
+guint
+tern_engine_worker_ask (TernEngineWorker      *self,
+                        const char            *user_text,
+                        const TernGenSettings *settings)
+{
+  Request *req;
+
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  req = request_new (REQ_ASK, user_text);
+  req->gen = *settings;
+  return push (self, req);
+}
+
+guint
+tern_engine_worker_chat (TernEngineWorker      *self,
+                         const char * const    *roles,
+                         const char * const    *contents,
+                         guint                  n_messages,
+                         const TernGenSettings *settings)
+{
+  Request *req;
+
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  req = request_new (REQ_CHAT, NULL);
+  req->roles = g_new0 (char *, n_messages + 1);
+  req->contents = g_new0 (char *, n_messages + 1);
+  for (guint i = 0; i < n_messages; i++)
+    {
+      req->roles[i] = g_strdup (roles[i]);
+      req->contents[i] = g_strdup (contents[i]);
+    }
+  req->gen = *settings;
+  return push (self, req);
+}
+
+void
+tern_engine_worker_cancel (TernEngineWorker *self)
+{
+  g_return_if_fail (TERN_IS_ENGINE_WORKER (self));
+
+  g_atomic_int_set (&self->shared->cancel_upto, (gint) self->next_id);
+  g_mutex_lock (&self->shared->lock);
+  if (self->shared->running_session != NULL)
+    tn_session_cancel (self->shared->running_session);
+  g_mutex_unlock (&self->shared->lock);
+}
+
+gboolean
+tern_engine_worker_has_model (TernEngineWorker *self)
+{
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), FALSE);
+  return self->has_model;
+}
+
+void
+tern_engine_worker_shutdown (TernEngineWorker *self)
+{
+  g_return_if_fail (TERN_IS_ENGINE_WORKER (self));
+
+  if (self->thread == NULL)
+    return;
+  tern_engine_worker_cancel (self);
+  push (self, request_new (REQ_QUIT, NULL));
+  g_thread_join (g_steal_pointer (&self->thread));
+}
+
+static void
+tern_engine_worker_dispose (GObject *object)
+{
+  TernEngineWorker *self = TERN_ENGINE_WORKER (object);
+
+  tern_engine_worker_shutdown (self);
+  G_OBJECT_CLASS (tern_engine_worker_parent_class)->dispose (object);
+}
+
+static void
+tern_engine_worker_finalize (GObject *object)
+{
+  TernEngineWorker *self = TERN_ENGINE_WORKER (object);
+
+  g_clear_pointer (&self->shared, shared_unref);
+  G_OBJECT_CLASS (tern_engine_worker_parent_class)->finalize (object);
+}
+
+static void
+tern_engine_worker_class_init (TernEngineWorkerClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->dispose = tern_engine_worker_dispose;
+  object_class->finalize = tern_engine_worker_finalize;
+
+  signals[SIGNAL_MODEL_LOADED] =
+    g_signal_new ("model-loaded", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                  NULL, G_TYPE_NONE, 5, G_TYPE_UINT, G_TYPE_STRING, G_TYPE_STRING,
+                  G_TYPE_BOOLEAN, G_TYPE_STRING);
+  signals[SIGNAL_TOKEN_COUNT] =
+    g_signal_new ("token-count", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                  NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_INT);
+  signals[SIGNAL_PINNED] =
+    g_signal_new ("pinned", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                  NULL, G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_POINTER, G_TYPE_STRING,
+                  G_TYPE_BOOLEAN);
+  signals[SIGNAL_UPDATE] =
+    g_signal_new ("update", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                  NULL, G_TYPE_NONE, 3, G_TYPE_UINT, G_TYPE_STRING, G_TYPE_POINTER);
+  signals[SIGNAL_FINISHED] =
+    g_signal_new ("finished", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                  NULL, G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_POINTER, G_TYPE_STRING,
+                  G_TYPE_BOOLEAN);
+  signals[SIGNAL_WARNING] =
+    g_signal_new ("warning", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                  NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+}
+
+static void
+tern_engine_worker_init (TernEngineWorker *self)
+{
+  Shared *shared = g_atomic_rc_box_new0 (Shared);
+
+  shared->context = g_main_context_ref_thread_default ();
+  g_weak_ref_init (&shared->owner, self);
+  shared->requests = g_async_queue_new_full ((GDestroyNotify) request_free);
+  shared->pending_text = g_string_new (NULL);
+  g_mutex_init (&shared->lock);
+  self->shared = shared;
+  self->thread = g_thread_new ("tern-engine", engine_thread, shared_ref (shared));
+}
+
+TernEngineWorker *
+tern_engine_worker_new (void)
+{
+  return g_object_new (TERN_TYPE_ENGINE_WORKER, NULL);
+}

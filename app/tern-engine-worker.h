@@ -1,0 +1,103 @@
+/* tern-engine-worker.h: the one thread that owns the engine.
+ *
+ * Every engine call (model loading, pinning, generation, snapshot I/O) runs on
+ * the worker thread; the UI only queues requests and receives signals on the
+ * main context. Each request gets an id (a generation number); signals carry
+ * it so the UI applies only the result of the request it is waiting for.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+typedef enum {
+  TERN_PHASE_IDLE,
+  TERN_PHASE_PIN,     /* prefilling the system prompt */
+  TERN_PHASE_PREFILL, /* prefilling the request */
+  TERN_PHASE_DECODE,
+} TernPhase;
+
+/* Figures of one request, live while it runs and final when it ends. */
+typedef struct {
+  TernPhase phase;
+  int prefill_done;       /* tokens of the prefill done so far */
+  int prefill_total;
+  double elapsed_ms;      /* since the request started */
+  int prompt_tokens;      /* tokens this request prefilled */
+  double prefill_ms;
+  double prefill_tok_s;
+  int generated_tokens;
+  double decode_ms;
+  double decode_tok_s;
+  double ttft_ms;         /* request start -> first token */
+  int restored_tokens;    /* tokens reused from the pin or the conversation */
+  double restore_ms;
+  int drafted;
+  int accepted;
+  int kv_len;
+  const char *stop_reason; /* static string; NULL while running */
+} TernStats;
+
+typedef struct {
+  int n_pin;
+  int n_ctx;
+  int n_free;
+  double prefill_ms;
+  gboolean loaded_from_snapshot;
+} TernPinState;
+
+/* What a generation request uses; filled from the settings. */
+typedef struct {
+  double temperature;
+  double top_p;
+  guint64 seed;
+  int max_tokens;
+  gboolean thinking;
+} TernGenSettings;
+
+#define TERN_TYPE_ENGINE_WORKER (tern_engine_worker_get_type ())
+G_DECLARE_FINAL_TYPE (TernEngineWorker, tern_engine_worker, TERN, ENGINE_WORKER, GObject)
+
+TernEngineWorker *tern_engine_worker_new               (void);
+
+/* Session size for the next load: context rows and threads (<= 0: defaults). */
+void              tern_engine_worker_set_session_size  (TernEngineWorker      *self,
+                                                        int                    n_ctx,
+                                                        int                    n_threads);
+
+/* Each returns the request id. Signals:
+ *   model-loaded (id, path, description, is_demo, error-or-NULL)
+ *   token-count (id, n_tokens or -1)
+ *   pinned (id, TernPinState *, error-or-NULL, cancelled)
+ *   update (id, new_text, TernStats *)        coalesced: at most one pending
+ *   finished (id, TernStats *, error-or-NULL, cancelled)
+ */
+guint             tern_engine_worker_load_model        (TernEngineWorker      *self,
+                                                        const char            *path);
+/* Loads the demo model at path, writing a small random-weight model there
+ * first when the file does not exist. */
+guint             tern_engine_worker_load_demo         (TernEngineWorker      *self,
+                                                        const char            *path);
+guint             tern_engine_worker_count_tokens      (TernEngineWorker      *self,
+                                                        const char            *system_prompt);
+guint             tern_engine_worker_pin               (TernEngineWorker      *self,
+                                                        const char            *system_prompt);
+guint             tern_engine_worker_ask               (TernEngineWorker      *self,
+                                                        const char            *user_text,
+                                                        const TernGenSettings *settings);
+/* roles and contents: n_messages each; the last is a user message. */
+guint             tern_engine_worker_chat              (TernEngineWorker      *self,
+                                                        const char * const    *roles,
+                                                        const char * const    *contents,
+                                                        guint                  n_messages,
+                                                        const TernGenSettings *settings);
+/* Stops every request queued or running so far: the running one within one
+ * decode step. */
+void              tern_engine_worker_cancel            (TernEngineWorker      *self);
+gboolean          tern_engine_worker_has_model         (TernEngineWorker      *self);
+/* Stops the thread (cancelling what runs) and waits for it; also done on
+ * dispose. */
+void              tern_engine_worker_shutdown          (TernEngineWorker      *self);
+
+G_END_DECLS

@@ -1,0 +1,512 @@
+/* tern-markdown.c: cmark-gfm's tree turned into labels, code blocks and
+ * grids. Paragraphs, headings, lists and quotes become Pango markup in a
+ * wrapping, selectable GtkLabel; fenced code gets its own block with a copy
+ * button; GFM tables a GtkGrid. */
+#include "config.h"
+
+#include <glib/gi18n.h>
+#include <cmark-gfm.h>
+#include <cmark-gfm-core-extensions.h>
+
+#include "tern-markdown.h"
+
+typedef enum {
+  BLOCK_TEXT,
+  BLOCK_CODE,
+  BLOCK_RULE,
+  BLOCK_TABLE,
+} BlockKind;
+
+typedef struct {
+  BlockKind kind;
+  char *key;      /* what the widget shows: markup, code, or cells */
+  char *language; /* code blocks */
+  GPtrArray *rows; /* tables: GPtrArray of GPtrArray of markup */
+} Block;
+
+static void
+block_free (gpointer data)
+{
+  Block *b = data;
+
+  g_free (b->key);
+  g_free (b->language);
+  g_clear_pointer (&b->rows, g_ptr_array_unref);
+  g_free (b);
+}
+
+static gboolean
+node_is (cmark_node *node,
+         const char *type_string)
+{
+  return g_strcmp0 (cmark_node_get_type_string (node), type_string) == 0;
+}
+
+static void
+append_escaped (GString    *s,
+                const char *text)
+{
+  g_autofree char *escaped = g_markup_escape_text (text ? text : "", -1);
+  g_string_append (s, escaped);
+}
+
+static void render_inlines (cmark_node *parent, GString *s);
+static void render_block_markup (cmark_node *node, GString *s, int depth);
+
+static void
+render_inline (cmark_node *node,
+               GString    *s)
+{
+  switch (cmark_node_get_type (node))
+    {
+    case CMARK_NODE_TEXT:
+    case CMARK_NODE_HTML_INLINE:
+      append_escaped (s, cmark_node_get_literal (node));
+      break;
+    case CMARK_NODE_SOFTBREAK:
+      g_string_append_c (s, ' ');
+      break;
+    case CMARK_NODE_LINEBREAK:
+      g_string_append_c (s, '\n');
+      break;
+    case CMARK_NODE_CODE:
+      g_string_append (s, "<tt>");
+      append_escaped (s, cmark_node_get_literal (node));
+      g_string_append (s, "</tt>");
+      break;
+    case CMARK_NODE_EMPH:
+      g_string_append (s, "<i>");
+      render_inlines (node, s);
+      g_string_append (s, "</i>");
+      break;
+    case CMARK_NODE_STRONG:
+      g_string_append (s, "<b>");
+      render_inlines (node, s);
+      g_string_append (s, "</b>");
+      break;
+    case CMARK_NODE_LINK:
+      {
+        const char *url = cmark_node_get_url (node);
+        if (url != NULL && *url)
+          {
+            g_autofree char *escaped = g_markup_escape_text (url, -1);
+            g_string_append_printf (s, "<a href=\"%s\">", escaped);
+            render_inlines (node, s);
+            g_string_append (s, "</a>");
+          }
+        else
+          render_inlines (node, s);
+      }
+      break;
+    case CMARK_NODE_IMAGE:
+      render_inlines (node, s);
+      break;
+    default:
+      if (node_is (node, "strikethrough"))
+        {
+          g_string_append (s, "<s>");
+          render_inlines (node, s);
+          g_string_append (s, "</s>");
+        }
+      else if (cmark_node_first_child (node) != NULL)
+        render_inlines (node, s);
+      else
+        append_escaped (s, cmark_node_get_literal (node));
+    }
+}
+
+static void
+render_inlines (cmark_node *parent,
+                GString    *s)
+{
+  for (cmark_node *n = cmark_node_first_child (parent); n; n = cmark_node_next (n))
+    render_inline (n, s);
+}
+
+static void
+append_indented (GString    *s,
+                 const char *text,
+                 const char *first_prefix,
+                 int         indent)
+{
+  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      if (i > 0)
+        g_string_append_c (s, '\n');
+      if (i == 0)
+        g_string_append (s, first_prefix);
+      else
+        for (int k = 0; k < indent; k++)
+          g_string_append_c (s, ' ');
+      g_string_append (s, lines[i]);
+    }
+}
+
+static void
+render_list (cmark_node *list,
+             GString    *s,
+             int         depth)
+{
+  gboolean ordered = cmark_node_get_list_type (list) == CMARK_ORDERED_LIST;
+  int number = cmark_node_get_list_start (list);
+  gboolean first_item = TRUE;
+
+  for (cmark_node *item = cmark_node_first_child (list); item; item = cmark_node_next (item))
+    {
+      g_autoptr(GString) body = g_string_new (NULL);
+      g_autofree char *bullet = NULL;
+      gboolean first = TRUE;
+
+      for (cmark_node *child = cmark_node_first_child (item); child;
+           child = cmark_node_next (child))
+        {
+          if (!first)
+            g_string_append_c (body, '\n');
+          render_block_markup (child, body, depth + 1);
+          first = FALSE;
+        }
+      bullet = ordered ? g_strdup_printf ("%*s%d. ", depth * 3, "", number++)
+                       : g_strdup_printf ("%*s• ", depth * 3, "");
+      if (!first_item)
+        g_string_append_c (s, '\n');
+      append_indented (s, body->str, bullet, (int) g_utf8_strlen (bullet, -1));
+      first_item = FALSE;
+    }
+}
+
+static void
+render_block_markup (cmark_node *node,
+                     GString    *s,
+                     int         depth)
+{
+  switch (cmark_node_get_type (node))
+    {
+    case CMARK_NODE_PARAGRAPH:
+      render_inlines (node, s);
+      break;
+    case CMARK_NODE_HEADING:
+      {
+        static const char *sizes[] = { "xx-large", "x-large", "large", "medium", "medium", "medium" };
+        int level = CLAMP (cmark_node_get_heading_level (node), 1, 6);
+        g_string_append_printf (s, "<span weight=\"bold\" size=\"%s\">", sizes[level - 1]);
+        render_inlines (node, s);
+        g_string_append (s, "</span>");
+      }
+      break;
+    case CMARK_NODE_LIST:
+      render_list (node, s, depth);
+      break;
+    case CMARK_NODE_BLOCK_QUOTE:
+      {
+        g_autoptr(GString) body = g_string_new (NULL);
+        for (cmark_node *c = cmark_node_first_child (node); c; c = cmark_node_next (c))
+          {
+            if (body->len)
+              g_string_append (body, "\n\n");
+            render_block_markup (c, body, depth);
+          }
+        g_string_append (s, "<i>");
+        append_indented (s, body->str, "▎ ", 0);
+        g_string_append (s, "</i>");
+      }
+      break;
+    case CMARK_NODE_CODE_BLOCK:
+      g_string_append (s, "<tt>");
+      append_escaped (s, cmark_node_get_literal (node));
+      g_string_append (s, "</tt>");
+      while (s->len && s->str[s->len - 1] == '\n')
+        g_string_truncate (s, s->len - 1);
+      break;
+    case CMARK_NODE_THEMATIC_BREAK:
+      g_string_append (s, "―――");
+      break;
+    case CMARK_NODE_HTML_BLOCK:
+      append_escaped (s, cmark_node_get_literal (node));
+      break;
+    default:
+      render_inlines (node, s);
+    }
+}
+
+static GPtrArray *
+parse_blocks (const char *markdown)
+{
+  static const char *extensions[] = { "table", "strikethrough", "autolink", "tasklist" };
+  GPtrArray *blocks = g_ptr_array_new_with_free_func (block_free);
+  cmark_parser *parser;
+  cmark_node *doc;
+
+  cmark_gfm_core_extensions_ensure_registered ();
+  parser = cmark_parser_new (CMARK_OPT_DEFAULT);
+  for (guint i = 0; i < G_N_ELEMENTS (extensions); i++)
+    {
+      cmark_syntax_extension *ext = cmark_find_syntax_extension (extensions[i]);
+      if (ext != NULL)
+        cmark_parser_attach_syntax_extension (parser, ext);
+    }
+  cmark_parser_feed (parser, markdown, strlen (markdown));
+  doc = cmark_parser_finish (parser);
+
+  for (cmark_node *node = cmark_node_first_child (doc); node; node = cmark_node_next (node))
+    {
+      Block *b = g_new0 (Block, 1);
+
+      if (cmark_node_get_type (node) == CMARK_NODE_CODE_BLOCK)
+        {
+          const char *info = cmark_node_get_fence_info (node);
+          g_autofree char *code = g_strdup (cmark_node_get_literal (node));
+          gsize len = strlen (code);
+
+          while (len > 0 && code[len - 1] == '\n')
+            code[--len] = '\0';
+          b->kind = BLOCK_CODE;
+          b->key = g_steal_pointer (&code);
+          if (info != NULL && *info)
+            {
+              g_auto(GStrv) words = g_strsplit (info, " ", 2);
+              b->language = g_strdup (words[0]);
+            }
+        }
+      else if (cmark_node_get_type (node) == CMARK_NODE_THEMATIC_BREAK)
+        {
+          b->kind = BLOCK_RULE;
+          b->key = g_strdup ("---");
+        }
+      else if (node_is (node, "table"))
+        {
+          GString *key = g_string_new (NULL);
+
+          b->kind = BLOCK_TABLE;
+          b->rows = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
+          for (cmark_node *row = cmark_node_first_child (node); row; row = cmark_node_next (row))
+            {
+              GPtrArray *cells = g_ptr_array_new_with_free_func (g_free);
+              gboolean header = row == cmark_node_first_child (node);
+
+              for (cmark_node *cell = cmark_node_first_child (row); cell;
+                   cell = cmark_node_next (cell))
+                {
+                  GString *m = g_string_new (header ? "<b>" : "");
+                  render_inlines (cell, m);
+                  if (header)
+                    g_string_append (m, "</b>");
+                  g_string_append (key, m->str);
+                  g_string_append_c (key, '\t');
+                  g_ptr_array_add (cells, g_string_free (m, FALSE));
+                }
+              g_string_append_c (key, '\n');
+              g_ptr_array_add (b->rows, cells);
+            }
+          b->key = g_string_free (key, FALSE);
+        }
+      else
+        {
+          GString *m = g_string_new (NULL);
+          render_block_markup (node, m, 0);
+          b->kind = BLOCK_TEXT;
+          b->key = g_string_free (m, FALSE);
+        }
+      g_ptr_array_add (blocks, b);
+    }
+
+  cmark_node_free (doc);
+  cmark_parser_free (parser);
+  return blocks;
+}
+
+char *
+tern_markdown_to_pango (const char *markdown)
+{
+  g_autoptr(GPtrArray) blocks = parse_blocks (markdown);
+  GString *s = g_string_new (NULL);
+
+  for (guint i = 0; i < blocks->len; i++)
+    {
+      Block *b = g_ptr_array_index (blocks, i);
+      g_string_append (s, b->key);
+      g_string_append_c (s, '\n');
+    }
+  return g_string_free (s, FALSE);
+}
+
+/* ------------------------------------------------------------- widgets */
+
+#define KEY_KIND "tern-md-kind"
+#define KEY_TEXT "tern-md-key"
+#define KEY_LABEL "tern-md-label"
+
+static GtkWidget *
+text_label_new (void)
+{
+  GtkWidget *label = gtk_label_new (NULL);
+
+  gtk_label_set_wrap (GTK_LABEL (label), TRUE);
+  gtk_label_set_wrap_mode (GTK_LABEL (label), PANGO_WRAP_WORD_CHAR);
+  gtk_label_set_xalign (GTK_LABEL (label), 0);
+  gtk_label_set_selectable (GTK_LABEL (label), TRUE);
+  gtk_widget_set_focusable (label, FALSE);
+  return label;
+}
+
+static void
+on_copy_clicked (GtkButton *button,
+                 GtkWidget *block)
+{
+  const char *code = g_object_get_data (G_OBJECT (block), KEY_TEXT);
+
+  gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (button)), code ? code : "");
+  gtk_widget_activate_action (GTK_WIDGET (button), "win.show-toast", "s", _("Code copied"));
+}
+
+static GtkWidget *
+code_block_new (Block *b)
+{
+  GtkWidget *block = gtk_box_new (GTK_ORIENTATION_VERTICAL, 0);
+  GtkWidget *header = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
+  GtkWidget *lang = gtk_label_new (b->language ? b->language : _("Code"));
+  GtkWidget *copy = gtk_button_new_from_icon_name ("edit-copy-symbolic");
+  GtkWidget *scroller = gtk_scrolled_window_new ();
+  GtkWidget *label = gtk_label_new (NULL);
+
+  gtk_widget_add_css_class (block, "tern-code-block");
+  gtk_widget_add_css_class (block, "card");
+  gtk_widget_add_css_class (header, "tern-code-header");
+  gtk_widget_add_css_class (lang, "caption");
+  gtk_widget_add_css_class (lang, "dim-label");
+  gtk_widget_set_hexpand (lang, TRUE);
+  gtk_label_set_xalign (GTK_LABEL (lang), 0);
+  gtk_widget_add_css_class (copy, "flat");
+  gtk_widget_add_css_class (copy, "circular");
+  gtk_widget_set_tooltip_text (copy, _("Copy Code"));
+  gtk_accessible_update_property (GTK_ACCESSIBLE (copy), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                  _("Copy Code"), -1);
+  g_signal_connect (copy, "clicked", G_CALLBACK (on_copy_clicked), block);
+  gtk_box_append (GTK_BOX (header), lang);
+  gtk_box_append (GTK_BOX (header), copy);
+
+  gtk_label_set_xalign (GTK_LABEL (label), 0);
+  gtk_label_set_selectable (GTK_LABEL (label), TRUE);
+  gtk_widget_set_focusable (label, FALSE);
+  gtk_widget_add_css_class (label, "monospace");
+  gtk_widget_add_css_class (label, "tern-code");
+  gtk_scrolled_window_set_policy (GTK_SCROLLED_WINDOW (scroller), GTK_POLICY_AUTOMATIC,
+                                  GTK_POLICY_NEVER);
+  gtk_scrolled_window_set_propagate_natural_height (GTK_SCROLLED_WINDOW (scroller), TRUE);
+  gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (scroller), label);
+
+  gtk_box_append (GTK_BOX (block), header);
+  gtk_box_append (GTK_BOX (block), scroller);
+  g_object_set_data (G_OBJECT (block), KEY_LABEL, label);
+  return block;
+}
+
+static GtkWidget *
+table_new (Block *b)
+{
+  GtkWidget *grid = gtk_grid_new ();
+
+  gtk_widget_add_css_class (grid, "tern-table");
+  gtk_grid_set_column_spacing (GTK_GRID (grid), 18);
+  gtk_grid_set_row_spacing (GTK_GRID (grid), 6);
+  for (guint r = 0; r < b->rows->len; r++)
+    {
+      GPtrArray *cells = g_ptr_array_index (b->rows, r);
+      for (guint c = 0; c < cells->len; c++)
+        {
+          GtkWidget *label = text_label_new ();
+          gtk_label_set_markup (GTK_LABEL (label), g_ptr_array_index (cells, c));
+          gtk_grid_attach (GTK_GRID (grid), label, (int) c, (int) r, 1, 1);
+        }
+    }
+  return grid;
+}
+
+static GtkWidget *
+block_widget_new (Block *b)
+{
+  GtkWidget *w;
+
+  switch (b->kind)
+    {
+    case BLOCK_CODE:
+      w = code_block_new (b);
+      break;
+    case BLOCK_RULE:
+      w = gtk_separator_new (GTK_ORIENTATION_HORIZONTAL);
+      break;
+    case BLOCK_TABLE:
+      w = table_new (b);
+      break;
+    case BLOCK_TEXT:
+    default:
+      w = text_label_new ();
+      break;
+    }
+  g_object_set_data (G_OBJECT (w), KEY_KIND, GINT_TO_POINTER (b->kind + 1));
+  return w;
+}
+
+/* Points widget w at block b; the widget must have b's kind. */
+static void
+block_widget_update (GtkWidget *w,
+                     Block     *b)
+{
+  const char *old = g_object_get_data (G_OBJECT (w), KEY_TEXT);
+
+  if (g_strcmp0 (old, b->key) == 0)
+    return;
+  switch (b->kind)
+    {
+    case BLOCK_TEXT:
+      gtk_label_set_markup (GTK_LABEL (w), b->key);
+      break;
+    case BLOCK_CODE:
+      gtk_label_set_text (GTK_LABEL (g_object_get_data (G_OBJECT (w), KEY_LABEL)), b->key);
+      break;
+    case BLOCK_RULE:
+    case BLOCK_TABLE:
+    default:
+      break;
+    }
+  g_object_set_data_full (G_OBJECT (w), KEY_TEXT, g_strdup (b->key), g_free);
+}
+
+void
+tern_markdown_render (GtkBox     *box,
+                      const char *markdown)
+{
+  g_autoptr(GPtrArray) blocks = parse_blocks (markdown ? markdown : "");
+  GtkWidget *child = gtk_widget_get_first_child (GTK_WIDGET (box));
+  GtkWidget *prev = NULL;
+
+  for (guint i = 0; i < blocks->len; i++)
+    {
+      Block *b = g_ptr_array_index (blocks, i);
+      GtkWidget *next = child ? gtk_widget_get_next_sibling (child) : NULL;
+      gboolean reusable = child != NULL
+        && GPOINTER_TO_INT (g_object_get_data (G_OBJECT (child), KEY_KIND)) == (int) b->kind + 1
+        && (b->kind != BLOCK_TABLE
+            || g_strcmp0 (g_object_get_data (G_OBJECT (child), KEY_TEXT), b->key) == 0);
+
+      if (!reusable)
+        {
+          GtkWidget *w = block_widget_new (b);
+
+          if (child != NULL)
+            gtk_box_remove (box, child);
+          gtk_box_insert_child_after (box, w, prev);
+          child = w;
+        }
+      block_widget_update (child, b);
+      prev = child;
+      child = next;
+    }
+  while (child != NULL)
+    {
+      GtkWidget *next = gtk_widget_get_next_sibling (child);
+      gtk_box_remove (box, child);
+      child = next;
+    }
+}

@@ -1,0 +1,45 @@
+/* tern-window.h: the chat window. */
+#pragma once
+
+#include <adwaita.h>
+
+#include "tern-chat.h"
+#include "tern-pin-editor.h"
+#include "tern-stats-bar.h"
+
+G_BEGIN_DECLS
+
+#define TERN_TYPE_WINDOW (tern_window_get_type ())
+G_DECLARE_FINAL_TYPE (TernWindow, tern_window, TERN, WINDOW, AdwApplicationWindow)
+
+TernWindow    *tern_window_new                   (GtkApplication *application);
+/* Loads a GGUF file (on the engine thread); also the action win.load-model. */
+void           tern_window_load_model            (TernWindow     *self,
+                                                  const char     *path);
+void           tern_window_use_demo_model        (TernWindow     *self);
+gboolean       tern_window_export_markdown       (TernWindow     *self,
+                                                  const char     *path,
+                                                  GError        **error);
+
+/* State, for tests and the application. */
+gboolean       tern_window_has_model             (TernWindow     *self);
+gboolean       tern_window_is_loading            (TernWindow     *self);
+gboolean       tern_window_is_pinning            (TernWindow     *self);
+gboolean       tern_window_is_generating         (TernWindow     *self);
+/* "no-model", "loading" or "chat". */
+const char    *tern_window_get_page              (TernWindow     *self);
+const char    *tern_window_get_model_description (TernWindow     *self);
+const char    *tern_window_get_last_error        (TernWindow     *self);
+TernChat      *tern_window_get_chat              (TernWindow     *self);
+GListModel    *tern_window_get_chats             (TernWindow     *self);
+TernPinEditor *tern_window_get_pin_editor        (TernWindow     *self);
+TernStatsBar  *tern_window_get_stats_bar         (TernWindow     *self);
+/* The text the transcript shows for message index (the rendered rows). */
+const char    *tern_window_get_row_text          (TernWindow     *self,
+                                                  guint           index);
+guint          tern_window_get_n_rows            (TernWindow     *self);
+void           tern_window_set_composer_text     (TernWindow     *self,
+                                                  const char     *text);
+char          *tern_window_get_composer_text     (TernWindow     *self);
+
+G_END_DECLS
