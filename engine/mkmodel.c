@@ -32,10 +32,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-/* TODO(lead): temporary until engine/vocab-convert.c lands; remove. */
-extern int tn_vocab_convert_hf(const char *path, tn_gguf_writer *w, int64_t *n_vocab,
-                               tn_error *err) __attribute__((weak));
-
 tn_mkmodel_params tn_mkmodel_default_params(void) {
     tn_mkmodel_params p;
     memset(&p, 0, sizeof p);
@@ -472,9 +468,7 @@ int tn_mkmodel(const tn_mkmodel_params *p, const char *out_path, tn_error *err) 
     model_plan m = {.p = p};
     fill_ctx *fcs = NULL;
     int64_t n_vocab = 0;
-    if (p->tokenizer && !tn_vocab_convert_hf) {
-        rc = tn_fail(err, TN_ERR_UNSUPPORTED, "mkmodel: tokenizer conversion is not built yet");
-    } else if (p->tokenizer) {
+    if (p->tokenizer) {
         rc = tn_vocab_convert_hf(p->tokenizer, w, &n_vocab, err);
     } else {
         rc = synthetic_vocab(w, &n_vocab);
