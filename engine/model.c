@@ -112,7 +112,9 @@ static int get_matrix(loader *ld, const char *name, int64_t cols, int64_t rows, 
                        name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
                        two_d ? "" : ", ...", (long long)cols, (long long)rows);
     char buf[16];
-    if (!tn_type_supported(t->type))
+    /* Vectors (rows == 1) are only converted; matrices also need a kernel. */
+    if (!tn_type_supported(t->type) ||
+        (rows > 1 && !tn_matmul_has_kernel(TN_ISA_SCALAR, t->type)))
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
                        "%s: tensor '%s' has type %s, which Tern cannot run", ld->path, name,
                        type_label(t->type, buf, sizeof buf));
