@@ -686,6 +686,115 @@ int tn_chat_render_system(tn_chat_kind kind, const char *system, const tn_chat_o
 int tn_chat_render_turn(tn_chat_kind kind, bool has_system, const char *user,
                         const tn_chat_options *opts, tn_buf *out, tn_error *err);
 
+/* --------------------------------------------------------------- tokenizer */
+
+/* The tokenizer of a GGUF file (tokenizer.ggml.* metadata), matching the
+ * Hugging Face tokenizers token for token:
+ *   "llama": SentencePiece-style BPE (Llama 2, Mistral, Gemma 3): merges by
+ *            score, "▁" for spaces, byte fallback <0xNN>;
+ *   "gpt2":  byte-level BPE (GPT-2, Llama 3, Qwen2/3): split expression of
+ *            tokenizer.ggml.pre ("gpt-2", "llama-bpe", "qwen2"), merge ranks,
+ *            NFC for qwen2.
+ * Immutable after load: one tokenizer may be used by many threads at once.
+ * docs/TOKENIZER.md describes the details. */
+typedef struct tn_tokenizer tn_tokenizer;
+
+/* tokenizer.ggml.token_type values. */
+typedef enum tn_token_type {
+    TN_TOKEN_TYPE_UNDEFINED = 0,
+    TN_TOKEN_TYPE_NORMAL = 1,
+    TN_TOKEN_TYPE_UNKNOWN = 2,
+    TN_TOKEN_TYPE_CONTROL = 3,      /* BOS, <|im_start|>, <start_of_turn>, ... */
+    TN_TOKEN_TYPE_USER_DEFINED = 4, /* added tokens matched in any text (<think>) */
+    TN_TOKEN_TYPE_UNUSED = 5,
+    TN_TOKEN_TYPE_BYTE = 6,         /* <0x0A> */
+} tn_token_type;
+
+/* Copies what it needs: the GGUF may be closed afterwards. */
+int tn_tokenizer_load(const tn_gguf *g, tn_tokenizer **out, tn_error *err);
+void tn_tokenizer_free(tn_tokenizer *tok);
+
+int32_t tn_tokenizer_n_vocab(const tn_tokenizer *tok);
+/* "llama" or "gpt2" (tokenizer.ggml.model). */
+const char *tn_tokenizer_model(const tn_tokenizer *tok);
+/* Special ids; -1 when the vocabulary has none. eot is the end-of-turn token
+ * of chat models (<|im_end|>, <end_of_turn>, <|eot_id|>), else eos. */
+int32_t tn_tokenizer_bos(const tn_tokenizer *tok);
+int32_t tn_tokenizer_eos(const tn_tokenizer *tok);
+int32_t tn_tokenizer_eot(const tn_tokenizer *tok);
+int32_t tn_tokenizer_unk(const tn_tokenizer *tok);
+int32_t tn_tokenizer_pad(const tn_tokenizer *tok);
+/* tokenizer.ggml.add_bos_token (default: true for "llama", false for "gpt2"
+ * except llama-bpe). */
+bool tn_tokenizer_add_bos(const tn_tokenizer *tok);
+
+/* The id of a token by its exact vocabulary text ("<|im_start|>"), -1 if none. */
+int32_t tn_tokenizer_find(const tn_tokenizer *tok, const char *text, size_t len);
+/* A tn_token_type; TN_TOKEN_TYPE_UNDEFINED for an id outside the vocabulary. */
+int tn_token_type_of(const tn_tokenizer *tok, int32_t id);
+/* End of generation: eos, eot, and the end-of-turn control tokens of the
+ * chat formats (<|im_end|>, <end_of_turn>, <|eot_id|>, <|endoftext|>, ...). */
+bool tn_token_is_eog(const tn_tokenizer *tok, int32_t id);
+
+/* A growable list of token ids. Start it zeroed (`tn_tokens t = {0};`). */
+typedef struct tn_tokens {
+    int32_t *ids;
+    size_t n, cap;
+} tn_tokens;
+
+int tn_tokens_push(tn_tokens *t, int32_t id);
+/* Frees the ids and zeroes the struct; NULL is a no-op. */
+void tn_tokens_free(tn_tokens *t);
+
+#define TN_TOKENIZE_SPECIAL 1u /* match control tokens (<|im_start|>, <bos>, ...) in the
+                                  text; without it they are plain text. User-defined
+                                  added tokens (<think>, Gemma's "\n\n") always match. */
+#define TN_TOKENIZE_ADD_BOS 2u /* start with BOS when the vocabulary asks for it
+                                  (tn_tokenizer_add_bos) */
+
+/* Encodes len bytes of text, APPENDING ids to out. Any bytes are accepted:
+ * invalid UTF-8 is encoded byte by byte (byte tokens), never rejected. */
+int tn_tokenize(const tn_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                tn_tokens *out, tn_error *err);
+
+/* The bytes a token stands for ("▁the" -> " the", "<0x0A>" -> "\n", GPT-2's
+ * "Ġthe" -> " the"; control tokens: their text). NUL-terminated, owned by
+ * the tokenizer; NULL for an id outside the vocabulary. A piece may be part
+ * of a UTF-8 character. */
+const char *tn_token_piece(const tn_tokenizer *tok, int32_t id, size_t *len);
+/* The token's text as the vocabulary spells it ("▁the", "<0x0A>", "Ġthe"). */
+const char *tn_token_text(const tn_tokenizer *tok, int32_t id, size_t *len);
+
+#define TN_DETOKENIZE_SPECIAL 1u /* render control tokens (BOS, <|im_end|>) as their
+                                    text; without it they produce nothing */
+
+/* ids -> bytes, APPENDED to out. For vocabularies that prepend "▁" the
+ * leading space of the result is removed, as the Hugging Face decoder does,
+ * so tn_detokenize(tn_tokenize(text)) == text for UTF-8 text (Qwen: text
+ * in NFC; SentencePiece: text without "▁"). TN_ERR_INVALID for an id
+ * outside the vocabulary (nothing appended). */
+int tn_detokenize(const tn_tokenizer *tok, const int32_t *ids, size_t n, unsigned flags,
+                  tn_buf *out, tn_error *err);
+
+/* Streaming detokenizer for generated tokens: it emits only complete UTF-8
+ * characters, holding back the first bytes of a character split across
+ * tokens until the rest arrives. Its output is always valid UTF-8 (bytes
+ * that can never form a character become U+FFFD). Plain struct: no
+ * allocation, no free. */
+typedef struct tn_detok_stream {
+    const tn_tokenizer *tok;
+    unsigned flags;    /* TN_DETOKENIZE_* */
+    bool started;      /* some text was emitted (the leading space rule) */
+    uint8_t n_pending;
+    char pending[4];   /* an incomplete UTF-8 character */
+} tn_detok_stream;
+
+void tn_detok_stream_init(tn_detok_stream *s, const tn_tokenizer *tok, unsigned flags);
+/* Appends the text that token id completes to out (possibly nothing). */
+int tn_detok_stream_push(tn_detok_stream *s, int32_t id, tn_buf *out, tn_error *err);
+/* End of the sequence: an incomplete character left over becomes U+FFFD. */
+int tn_detok_stream_flush(tn_detok_stream *s, tn_buf *out, tn_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,390 @@
+/* Tokenizers against the reference ids of ../shared/tokenizer-vectors:
+ * each of the four real vocabularies is converted to GGUF by
+ * tn_vocab_convert_hf, loaded back through tn_gguf_open, and must give
+ * exactly the reference ids for every text; decoding gives the text back.
+ * Then hostile input (invalid UTF-8, lone surrogates, NUL bytes, 10 MB) and
+ * the streaming detokenizer. */
+#include "tn-test.h"
+#include "tn-json.h"
+#include "tn-unicode.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct vocab {
+    const char *name;
+    tn_gguf *gguf;
+    tn_tokenizer *tok;
+} vocab;
+
+static tn_tokenizer *load_vocab(vocab *v) {
+    const char *dir = tn_test_vocab(v->name);
+    if (!dir) {
+        fprintf(stderr, "%s: vocabulary not fetched, skipped\n", v->name);
+        return NULL;
+    }
+    char src[4096], out[4096];
+    if (!strcmp(v->name, "gpt2"))
+        snprintf(src, sizeof src, "%s", dir);
+    else
+        snprintf(src, sizeof src, "%s/tokenizer.json", dir);
+    snprintf(out, sizeof out, "%s/%s.gguf", tn_test_tmpdir(), v->name);
+
+    double t0 = now_s();
+    tn_error err = {0};
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    CHECK(w != NULL);
+    int64_t n_vocab = 0;
+    int rc = tn_vocab_convert_hf(src, w, &n_vocab, &err);
+    CHECKF(rc == TN_OK, "%s: convert: %s", v->name, err.message);
+    if (rc == TN_OK) {
+        rc = tn_gguf_writer_write(w, out, &err);
+        CHECKF(rc == TN_OK, "%s: write: %s", v->name, err.message);
+    }
+    tn_gguf_writer_free(w);
+    if (rc)
+        return NULL;
+    double t1 = now_s();
+    rc = tn_gguf_open(out, &v->gguf, &err);
+    CHECKF(rc == TN_OK, "%s: open: %s", v->name, err.message);
+    if (rc)
+        return NULL;
+    rc = tn_tokenizer_load(v->gguf, &v->tok, &err);
+    CHECKF(rc == TN_OK, "%s: load: %s", v->name, err.message);
+    double t2 = now_s();
+    if (rc)
+        return NULL;
+    CHECK(tn_tokenizer_n_vocab(v->tok) == n_vocab);
+    fprintf(stderr, "%s: %lld tokens, converted in %.2f s, loaded in %.3f s\n", v->name,
+            (long long)n_vocab, t1 - t0, t2 - t1);
+    return v->tok;
+}
+
+static void print_ids(const char *label, const tn_tokenizer *tok, const int32_t *ids, size_t n,
+                      size_t from) {
+    fprintf(stderr, "    %s:", label);
+    for (size_t i = from; i < n && i < from + 12; i++) {
+        size_t len;
+        const char *t = tn_token_text(tok, ids[i], &len);
+        fprintf(stderr, " %d'%.*s'", ids[i], t ? (int)len : 0, t ? t : "");
+    }
+    fputc('\n', stderr);
+}
+
+static bool is_nfc(const char *s, size_t len) {
+    char *out;
+    size_t n;
+    if (tn_nfc(s, len, &out, &n))
+        return false;
+    bool same = n == len && !memcmp(out, s, len);
+    free(out);
+    return same;
+}
+
+/* Vectors: ids and round trip. Returns the number of exact matches. */
+static int check_vectors(const char *name, const tn_tokenizer *tok, const tn_json *cases) {
+    int match = 0, total = 0, roundtrip_ok = 0, roundtrip_n = 0;
+    for (size_t c = 0; c < tn_json_count(cases); c++) {
+        const tn_json *tc = tn_json_at(cases, c);
+        const tn_json *text = tn_json_get(tc, "text");
+        const tn_json *ref = tn_json_get(tc, name);
+        if (!tn_json_is(text, TN_JSON_STRING) || !tn_json_is(ref, TN_JSON_ARRAY))
+            continue;
+        total++;
+        tn_tokens got = {0};
+        tn_error err = {0};
+        int rc = tn_tokenize(tok, text->v.str, text->n, TN_TOKENIZE_SPECIAL, &got, &err);
+        CHECKF(rc == TN_OK, "%s case %zu: %s", name, c, err.message);
+        size_t n_ref = tn_json_count(ref);
+        int32_t *ref_ids = calloc(n_ref + 1, sizeof *ref_ids);
+        for (size_t i = 0; i < n_ref; i++) {
+            int64_t id = -1;
+            tn_json_int(tn_json_at(ref, i), &id);
+            ref_ids[i] = (int32_t)id;
+        }
+        bool same = got.n == n_ref && (!n_ref || !memcmp(got.ids, ref_ids, n_ref * sizeof *ref_ids));
+        if (same) {
+            match++;
+        } else {
+            size_t d = 0;
+            while (d < got.n && d < n_ref && got.ids[d] == ref_ids[d])
+                d++;
+            fprintf(stderr, "  %s case %zu: %zu ids, reference %zu, first difference at %zu\n",
+                    name, c, got.n, n_ref, d);
+            fprintf(stderr, "    text: %.80s\n", text->v.str);
+            size_t from = d > 3 ? d - 3 : 0;
+            print_ids("got", tok, got.ids, got.n, from);
+            print_ids("ref", tok, ref_ids, n_ref, from);
+        }
+        CHECKF(same, "%s case %zu: ids differ from the reference", name, c);
+
+        /* decode(encode(text)) == text where the tokenizer is lossless:
+         * Qwen normalizes to NFC; SentencePiece turns a literal "▁" into a
+         * space. Control tokens were matched, so render them. */
+        bool lossless = true;
+        if (!strcmp(name, "qwen3") && !is_nfc(text->v.str, text->n))
+            lossless = false;
+        if ((!strcmp(name, "llama2") || !strcmp(name, "gemma3")) &&
+            strstr(text->v.str, "\xE2\x96\x81"))
+            lossless = false;
+        if (lossless) {
+            roundtrip_n++;
+            tn_buf dec = {0};
+            rc = tn_detokenize(tok, got.ids, got.n, TN_DETOKENIZE_SPECIAL, &dec, &err);
+            bool ok = rc == TN_OK && dec.len == text->n && (!dec.len || !memcmp(dec.data, text->v.str, text->n));
+            roundtrip_ok += ok;
+            CHECKF(ok, "%s case %zu: decode gives \"%.60s\"", name, c, dec.data ? dec.data : "");
+
+            /* The stream gives the same text, token by token. */
+            tn_detok_stream st;
+            tn_detok_stream_init(&st, tok, TN_DETOKENIZE_SPECIAL);
+            tn_buf sb = {0};
+            for (size_t i = 0; i < got.n; i++)
+                CHECK(tn_detok_stream_push(&st, got.ids[i], &sb, &err) == TN_OK);
+            CHECK(tn_detok_stream_flush(&st, &sb, &err) == TN_OK);
+            CHECKF(sb.len == text->n && (!sb.len || !memcmp(sb.data, text->v.str, sb.len)),
+                   "%s case %zu: streamed decode differs", name, c);
+            tn_buf_free(&sb);
+            tn_buf_free(&dec);
+        }
+        free(ref_ids);
+        tn_tokens_free(&got);
+    }
+    fprintf(stderr, "%s: %d/%d texts give exactly the reference ids; decode round trip %d/%d\n",
+            name, match, total, roundtrip_ok, roundtrip_n);
+    return match;
+}
+
+/* Hostile bytes: encoding succeeds with ids inside the vocabulary, and the
+ * byte-level / byte-fallback tokenizers give the bytes back. */
+static void check_robust(const char *name, const tn_tokenizer *tok, const char *s, size_t len,
+                         const char *what) {
+    tn_tokens t = {0};
+    tn_error err = {0};
+    /* Control tokens stay plain text, so the bytes must all come back. */
+    int rc = tn_tokenize(tok, s, len, TN_TOKENIZE_ADD_BOS, &t, &err);
+    CHECKF(rc == TN_OK, "%s %s: %s", name, what, err.message);
+    bool in_range = true;
+    for (size_t i = 0; i < t.n; i++)
+        in_range &= t.ids[i] >= 0 && t.ids[i] < tn_tokenizer_n_vocab(tok);
+    CHECKF(in_range, "%s %s: id outside the vocabulary", name, what);
+    if (len)
+        CHECKF(t.n > 0, "%s %s: no tokens", name, what);
+
+    /* Expected text: Qwen normalizes; SentencePiece maps "▁" to a space. */
+    char *expect = NULL;
+    size_t expect_len = len;
+    if (!strcmp(name, "qwen3")) {
+        CHECK(tn_nfc(s, len, &expect, &expect_len) == TN_OK);
+    } else {
+        expect = malloc(len + 1);
+        memcpy(expect, s, len);
+    }
+    bool spm = !strcmp(name, "llama2") || !strcmp(name, "gemma3");
+    bool comparable = !(spm && memmem(s, len, "\xE2\x96\x81", 3));
+    tn_buf dec = {0};
+    if (tn_tokenizer_add_bos(tok) && len)
+        CHECKF(t.ids[0] == tn_tokenizer_bos(tok), "%s %s: BOS first", name, what);
+    /* BOS renders as nothing here. */
+    rc = tn_detokenize(tok, t.ids, t.n, 0, &dec, &err);
+    CHECKF(rc == TN_OK, "%s %s: decode: %s", name, what, err.message);
+    if (comparable && rc == TN_OK)
+        CHECKF(dec.len == expect_len && (!dec.len || !memcmp(dec.data, expect, expect_len)),
+               "%s %s: bytes do not round-trip (%zu vs %zu bytes)", name, what, dec.len,
+               expect_len);
+    /* The stream never emits invalid UTF-8. */
+    tn_detok_stream st;
+    tn_detok_stream_init(&st, tok, 0);
+    tn_buf sb = {0};
+    for (size_t i = 0; i < t.n; i++)
+        tn_detok_stream_push(&st, t.ids[i], &sb, &err);
+    tn_detok_stream_flush(&st, &sb, &err);
+    CHECKF(tn_utf8_valid(sb.data ? sb.data : "", sb.len), "%s %s: stream gave invalid UTF-8",
+           name, what);
+    tn_buf_free(&sb);
+    tn_buf_free(&dec);
+    free(expect);
+    tn_tokens_free(&t);
+}
+
+static void check_hostile(const char *name, const tn_tokenizer *tok, const tn_json *cases,
+                          bool big) {
+    static const char invalid[] = "ab\xff\xfe c\x80\x80 \xc3\x28 \xe2\x82 z\xf0\x9f\x98";
+    check_robust(name, tok, invalid, sizeof invalid - 1, "invalid UTF-8");
+    static const char surrogates[] = "x \xed\xa0\x80\xed\xb0\x80 y \xed\xbf\xbf";
+    check_robust(name, tok, surrogates, sizeof surrogates - 1, "lone surrogates");
+    static const char nuls[] = "a\0b\0\0 c \0";
+    check_robust(name, tok, nuls, sizeof nuls - 1, "NUL bytes");
+    check_robust(name, tok, "", 0, "empty text");
+
+    uint64_t rng = 42;
+    char rnd[4096];
+    for (int round = 0; round < 20; round++) {
+        size_t n = tn_test_rand(&rng) % sizeof rnd;
+        for (size_t i = 0; i < n; i++)
+            rnd[i] = (char)tn_test_rand(&rng);
+        check_robust(name, tok, rnd, n, "random bytes");
+    }
+
+    if (!big)
+        return;
+    /* 10 MB of real text (all the vector texts, repeated). */
+    size_t cap = 10u << 20, n = 0;
+    char *text = malloc(cap);
+    while (n < cap) {
+        for (size_t c = 0; c < tn_json_count(cases) && n < cap; c++) {
+            const tn_json *t = tn_json_get(tn_json_at(cases, c), "text");
+            size_t k = t->n < cap - n ? t->n : cap - n;
+            /* Cut at a character boundary so the text stays valid. */
+            while (k > 0 && k < t->n && ((unsigned char)t->v.str[k] & 0xC0) == 0x80)
+                k--;
+            memcpy(text + n, t->v.str, k);
+            n += k;
+            if (k < t->n)
+                break;
+        }
+        if (n >= cap - 4)
+            break;
+    }
+    double t0 = now_s();
+    check_robust(name, tok, text, n, "10 MB text");
+    fprintf(stderr, "%s: 10 MB text encoded and decoded in %.2f s\n", name, now_s() - t0);
+    free(text);
+}
+
+static void check_specials(const char *name, const tn_tokenizer *tok) {
+    /* A chat marker is one token with TN_TOKENIZE_SPECIAL, plain text
+     * without. */
+    const char *marker = !strcmp(name, "gemma3") ? "<start_of_turn>"
+                         : !strcmp(name, "qwen3") ? "<|im_start|>"
+                         : !strcmp(name, "gpt2")  ? "<|endoftext|>"
+                                                  : "</s>";
+    int32_t id = tn_tokenizer_find(tok, marker, strlen(marker));
+    CHECKF(id >= 0, "%s: %s is in the vocabulary", name, marker);
+    tn_tokens t = {0};
+    tn_error err = {0};
+    CHECK(tn_tokenize(tok, marker, strlen(marker), TN_TOKENIZE_SPECIAL, &t, &err) == TN_OK);
+    CHECKF(t.n == 1 && t.ids[0] == id, "%s: %s with special tokens", name, marker);
+    t.n = 0;
+    CHECK(tn_tokenize(tok, marker, strlen(marker), 0, &t, &err) == TN_OK);
+    CHECKF(t.n > 1, "%s: %s as plain text is several tokens", name, marker);
+    for (size_t i = 0; i < t.n; i++)
+        CHECK(t.ids[i] != id);
+    /* Control tokens produce no text unless asked. */
+    tn_buf b = {0};
+    CHECK(tn_detokenize(tok, &id, 1, 0, &b, &err) == TN_OK);
+    CHECK(b.len == 0);
+    CHECK(tn_detokenize(tok, &id, 1, TN_DETOKENIZE_SPECIAL, &b, &err) == TN_OK);
+    CHECK(b.len == strlen(marker) && !memcmp(b.data, marker, b.len));
+    tn_buf_free(&b);
+    /* Bad ids are refused. */
+    int32_t bad[2] = {0, tn_tokenizer_n_vocab(tok)};
+    CHECK(tn_detokenize(tok, bad, 2, 0, &b, &err) == TN_ERR_INVALID);
+    tn_buf_free(&b);
+
+    /* BOS where the vocabulary asks for it. */
+    t.n = 0;
+    CHECK(tn_tokenize(tok, "hi", 2, TN_TOKENIZE_ADD_BOS, &t, &err) == TN_OK);
+    if (tn_tokenizer_add_bos(tok))
+        CHECK(t.n >= 2 && t.ids[0] == tn_tokenizer_bos(tok));
+    else
+        CHECK(t.n >= 1 && t.ids[0] != tn_tokenizer_bos(tok));
+    tn_tokens_free(&t);
+
+    /* End of generation. */
+    int32_t eot = tn_tokenizer_eot(tok);
+    CHECKF(eot >= 0 && tn_token_is_eog(tok, eot), "%s: eot", name);
+    if (!strcmp(name, "gemma3"))
+        CHECK(tn_token_is_eog(tok, tn_tokenizer_find(tok, "<end_of_turn>", 13)));
+    if (!strcmp(name, "qwen3"))
+        CHECK(tn_token_is_eog(tok, tn_tokenizer_find(tok, "<|im_end|>", 10)));
+    CHECK(!tn_token_is_eog(tok, tn_tokenizer_find(tok, "a", 1)));
+}
+
+/* A character split over several tokens comes out whole, at once. */
+static void check_stream_split(const char *name, const tn_tokenizer *tok) {
+    const char *emoji = "\xF0\x9F\x99\x82"; /* U+1F642, byte tokens in most vocabularies */
+    int32_t ids[4];
+    size_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        char t[8];
+        int32_t id;
+        if (!strcmp(name, "llama2") || !strcmp(name, "gemma3")) {
+            snprintf(t, sizeof t, "<0x%02X>", (unsigned char)emoji[i]);
+            id = tn_tokenizer_find(tok, t, 6);
+        } else {
+            /* byte-level: a lone byte encodes to its own token */
+            tn_tokens tt = {0};
+            tn_error err = {0};
+            tn_tokenize(tok, emoji + i, 1, 0, &tt, &err);
+            id = tt.n == 1 ? tt.ids[0] : -1;
+            tn_tokens_free(&tt);
+        }
+        if (id >= 0)
+            ids[n++] = id;
+    }
+    CHECKF(n == 4, "%s: byte tokens of an emoji", name);
+    if (n != 4)
+        return;
+    tn_detok_stream st;
+    tn_detok_stream_init(&st, tok, 0);
+    tn_buf out = {0};
+    tn_error err = {0};
+    for (int i = 0; i < 3; i++) {
+        CHECK(tn_detok_stream_push(&st, ids[i], &out, &err) == TN_OK);
+        CHECKF(out.len == 0, "%s: half a character was emitted", name);
+    }
+    CHECK(tn_detok_stream_push(&st, ids[3], &out, &err) == TN_OK);
+    CHECK(out.len == 4 && !memcmp(out.data, emoji, 4));
+    /* Cut short: the leftover becomes U+FFFD at flush. */
+    out.len = 0;
+    CHECK(tn_detok_stream_push(&st, ids[0], &out, &err) == TN_OK);
+    CHECK(out.len == 0);
+    CHECK(tn_detok_stream_flush(&st, &out, &err) == TN_OK);
+    CHECK(out.len == 3 && !memcmp(out.data, "\xEF\xBF\xBD", 3));
+    tn_buf_free(&out);
+}
+
+int main(void) {
+    const char *root = getenv("TERN_SOURCE_ROOT");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/../shared/tokenizer-vectors/vectors.json", root ? root : ".");
+    tn_json_doc *doc = NULL;
+    tn_error err = {0};
+    if (tn_json_parse_file(path, &doc, &err) != TN_OK)
+        tn_test_skip("no tokenizer vectors (../shared/tokenizer-vectors/vectors.json)");
+    const tn_json *cases = tn_json_get(tn_json_root(doc), "cases");
+    CHECK(tn_json_count(cases) > 100);
+
+    vocab vocabs[] = {{"llama2", 0, 0}, {"gemma3", 0, 0}, {"qwen3", 0, 0}, {"gpt2", 0, 0}};
+    int loaded = 0;
+    for (size_t i = 0; i < sizeof vocabs / sizeof vocabs[0]; i++) {
+        vocab *v = &vocabs[i];
+        if (!tn_test_vocab(v->name))
+            continue;
+        loaded++;
+        tn_tokenizer *tok = load_vocab(v);
+        if (!tok)
+            continue;
+        check_vectors(v->name, tok, cases);
+        check_specials(v->name, tok);
+        check_stream_split(v->name, tok);
+        /* The 10 MB run under the sanitizers takes a while: once for a
+         * SentencePiece and once for a byte-level vocabulary. */
+        check_hostile(v->name, tok, cases, !strcmp(v->name, "llama2") || !strcmp(v->name, "qwen3"));
+        tn_tokenizer_free(v->tok);
+        tn_gguf_close(v->gguf);
+    }
+    tn_json_free(doc);
+    if (!loaded)
+        tn_test_skip("no vocabulary fetched (TERN_VOCAB_DIR)");
+    return tn_test_finish("tokenizer");
+}
