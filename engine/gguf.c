@@ -43,6 +43,8 @@ struct tn_gguf {
     /* open-addressing index of tensor names: slot -> tensor index + 1 */
     uint32_t *tensor_index;
     uint64_t tensor_index_cap;
+    /* the same for metadata keys, only while parsing (duplicate check) */
+    uint64_t *key_index;
 };
 
 /* ------------------------------------------------------------ small helpers */
@@ -198,6 +200,14 @@ static int rd_array(cursor *c, tn_gguf_value *v, int depth) {
                            c->name, (unsigned long long)n, gguf_type_name(et), c->what,
                            (unsigned long long)remaining(c));
         rd_bytes(c, bytes, &v->v.arr.data);
+        /* the spec makes any bool other than 0 or 1 invalid, in arrays too */
+        if (et == TN_GGUF_BOOL)
+            for (uint64_t i = 0; i < n; i++)
+                if (v->v.arr.data[i] > 1)
+                    return tn_fail(c->err, TN_ERR_FORMAT,
+                                   "%s: item %llu of a bool array in the %s has value %u (not 0 "
+                                   "or 1)",
+                                   c->name, (unsigned long long)i, c->what, v->v.arr.data[i]);
         return TN_OK;
     }
     /* strings take at least 8 bytes each, arrays at least 12: bound n by the
@@ -218,7 +228,9 @@ static int rd_array(cursor *c, tn_gguf_value *v, int depth) {
     for (uint64_t i = 0; i < n; i++) {
         rc = rd_value(c, (tn_gguf_type)et, &items[i], depth + 1);
         if (rc) {
-            v->v.arr.n = i; /* free only what was read */
+            /* free what was read, including the failed item: a nested array
+             * that failed part way still owns the items it allocated */
+            v->v.arr.n = i + 1;
             return rc;
         }
     }
@@ -275,6 +287,7 @@ static void gguf_free_parsed(tn_gguf *g) {
     }
     free(g->tensors);
     free(g->tensor_index);
+    free(g->key_index);
 }
 
 void tn_gguf_close(tn_gguf *g) {
@@ -325,10 +338,15 @@ static int parse(tn_gguf *g, tn_error *err) {
                 .what = "header"};
     const uint8_t *magic;
     int rc;
-    if (g->size < 4 || memcmp(g->base, GGUF_MAGIC, 4) != 0)
+    if (g->size == 0)
+        return tn_fail(err, TN_ERR_FORMAT, "%s: the file is empty (interrupted download?)",
+                       g->path);
+    /* a file of 1 to 3 bytes that starts like "GGUF" is a truncated one */
+    if (memcmp(g->base, GGUF_MAGIC, g->size < 4 ? (size_t)g->size : 4) != 0)
         return tn_fail(err, TN_ERR_FORMAT,
                        "%s: not a GGUF file (it does not start with the bytes \"GGUF\")", g->path);
-    rd_bytes(&c, 4, &magic);
+    if ((rc = rd_bytes(&c, 4, &magic)))
+        return rc;
     uint64_t n_tensors, n_kv;
     if ((rc = rd_u32(&c, &g->version)))
         return rc;
@@ -356,6 +374,14 @@ static int parse(tn_gguf *g, tn_error *err) {
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", g->path);
     c.what = "metadata";
     g->alignment = TN_GGUF_DEFAULT_ALIGNMENT;
+    /* duplicate keys are found through a hash set: comparing every pair
+     * would let a hostile file with millions of keys hang the reader */
+    uint64_t key_cap = 16;
+    while (key_cap < n_kv * 2)
+        key_cap <<= 1;
+    g->key_index = calloc(key_cap, sizeof *g->key_index);
+    if (!g->key_index)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", g->path);
     for (uint64_t i = 0; i < n_kv; i++) {
         gguf_kv *kv = &g->kvs[i];
         uint32_t type;
@@ -365,25 +391,31 @@ static int parse(tn_gguf *g, tn_error *err) {
         if (type >= TN_GGUF_TYPE_COUNT_)
             return tn_fail(err, TN_ERR_FORMAT, "%s: metadata key '%s' has unknown type %u",
                            g->path, printable(kv->key, kbuf, sizeof kbuf), type);
-        for (uint64_t j = 0; j < i; j++)
-            if (str_eq2(g->kvs[j].key, kv->key))
+        uint64_t slot = hash_bytes(kv->key.ptr, kv->key.len) & (key_cap - 1);
+        for (; g->key_index[slot]; slot = (slot + 1) & (key_cap - 1))
+            if (str_eq2(g->kvs[g->key_index[slot] - 1].key, kv->key))
                 return tn_fail(err, TN_ERR_FORMAT, "%s: metadata key '%s' appears twice",
                                g->path, printable(kv->key, kbuf, sizeof kbuf));
+        g->key_index[slot] = i + 1;
         rc = rd_value(&c, (tn_gguf_type)type, &kv->value, 0);
         g->n_kv = (int64_t)i + 1; /* so that a partial value is freed */
         if (rc)
             return rc;
     }
+    free(g->key_index);
+    g->key_index = NULL;
     const gguf_kv *al = find_kv(g, "general.alignment", g->n_kv);
     if (al) {
         if (al->value.type != TN_GGUF_U32)
             return tn_fail(err, TN_ERR_FORMAT, "%s: general.alignment has type %s, not u32",
                            g->path, gguf_type_name(al->value.type));
         uint64_t a = al->value.v.u64;
-        if (a == 0 || (a & (a - 1)) != 0)
+        /* ggml needs a power of two, the spec a multiple of 8; both together
+         * also keep every tensor's data aligned for direct f32/f64 loads */
+        if (a < 8 || (a & (a - 1)) != 0)
             return tn_fail(err, TN_ERR_FORMAT,
-                           "%s: general.alignment is %llu, not a power of two", g->path,
-                           (unsigned long long)a);
+                           "%s: general.alignment is %llu, not a power of two of at least 8",
+                           g->path, (unsigned long long)a);
         g->alignment = a;
     }
 
@@ -431,8 +463,9 @@ static int parse(tn_gguf *g, tn_error *err) {
         uint64_t rows = count / (t->ne[0] ? t->ne[0] : 1);
         if (t->ne[0] == 0)
             rows = 0;
-        uint64_t row_bytes = (t->ne[0] / bs) * tn_type_block_bytes(t->type);
-        if (!tn_mul_u64(rows, row_bytes, &t->nbytes))
+        uint64_t row_bytes;
+        if (!tn_mul_u64(t->ne[0] / bs, tn_type_block_bytes(t->type), &row_bytes) ||
+            !tn_mul_u64(rows, row_bytes, &t->nbytes))
             return tn_fail(err, TN_ERR_FORMAT, "%s: tensor '%s' size overflows", g->path, tname);
         if (t->offset % g->alignment != 0)
             return tn_fail(err, TN_ERR_FORMAT,
@@ -460,13 +493,15 @@ static int parse(tn_gguf *g, tn_error *err) {
 }
 
 static int gguf_new(const char *name, tn_gguf **out, tn_error *err) {
+    if (!name)
+        name = "(memory)";
     tn_gguf *g = calloc(1, sizeof *g);
     if (!g)
-        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
-    g->path = strdup(name ? name : "(memory)");
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", name);
+    g->path = strdup(name);
     if (!g->path) {
         free(g);
-        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", name);
     }
     *out = g;
     return TN_OK;
@@ -501,7 +536,8 @@ int tn_gguf_open(const char *path, tn_gguf **out, tn_error *err) {
     if (!out || !path)
         return tn_fail(err, TN_ERR_INVALID, "tn_gguf_open: no path");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not hang; it is refused below */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return tn_fail(err, errno == ENOENT ? TN_ERR_NOT_FOUND : TN_ERR_IO, "%s: cannot open: %s",
                        path, strerror(errno));
@@ -1061,12 +1097,15 @@ static void put_value(wout *o, const tn_gguf_value *v, bool with_type) {
     }
 }
 
+/* 0 when general.alignment is set to something no reader accepts: writing
+ * it would make a file that cannot be opened. */
 static uint64_t writer_alignment(const tn_gguf_writer *w) {
     for (size_t i = 0; i < w->n_kv; i++)
-        if (!strcmp(w->kvs[i].key, "general.alignment") && w->kvs[i].value.type == TN_GGUF_U32) {
+        if (!strcmp(w->kvs[i].key, "general.alignment")) {
             uint64_t a = w->kvs[i].value.v.u64;
-            if (a && !(a & (a - 1)))
-                return a;
+            if (w->kvs[i].value.type != TN_GGUF_U32 || a < 8 || (a & (a - 1)))
+                return 0;
+            return a;
         }
     return TN_GGUF_DEFAULT_ALIGNMENT;
 }
@@ -1079,6 +1118,9 @@ int tn_gguf_writer_write(tn_gguf_writer *w, const char *path, tn_error *err) {
         return tn_fail(err, w->status, "%s: an earlier metadata or tensor call failed (%s)", path,
                        tn_status_name(w->status));
     uint64_t align = writer_alignment(w);
+    if (!align)
+        return tn_fail(err, TN_ERR_INVALID,
+                       "%s: general.alignment must be a u32 power of two of at least 8", path);
     uint64_t off = 0;
     for (size_t i = 0; i < w->n_tensors; i++) {
         w->tensors[i].offset = off;
@@ -1152,11 +1194,13 @@ int tn_gguf_writer_write(tn_gguf_writer *w, const char *path, tn_error *err) {
             }
             put(&o, buf, (size_t)t->nbytes);
         }
-        /* pad to the next tensor's aligned offset */
+        /* pad to the next aligned offset, after the last tensor too: ggml
+         * (gguf.cpp) writes it and, when it loads the data, reads the whole
+         * padded data section */
         uint64_t rel = o.pos - data_start;
         uint64_t pad = (align - rel % align) % align;
         static const uint8_t zeros[64];
-        while (pad > 0 && i + 1 < w->n_tensors) {
+        while (pad > 0) {
             size_t k = pad > sizeof zeros ? sizeof zeros : (size_t)pad;
             put(&o, zeros, k);
             pad -= k;
