@@ -1,0 +1,974 @@
+/* Sessions: a pinned system prompt, single-turn requests restored exactly to
+ * it, and multi-turn chat with prefix reuse.
+ *
+ * The KV cache is a stack of rows. The session mirrors it with the token of
+ * every row (kv_tokens), which is what makes exact restore cheap and
+ * checkable: identical tokens at identical positions give bit-identical rows
+ * (the forward pass is batch invariant), so "the pin is in the KV" is a
+ * comparison of token ids, and restoring it is a truncation.
+ *
+ * The pinned rows are protected by construction: a request only ever cuts the
+ * KV back to n_pin and appends (tn_ctx_decode writes at kv_len and above),
+ * and the token that ends an answer is sampled but never decoded. After every
+ * request the session checks that the KV is exactly the pin again. Only
+ * pinning and multi-turn chat may cut below n_pin; the next request then
+ * restores the pin (from the snapshot on disk, or by prefilling it).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "tn-internal.h"
+#include "tn-session.h"
+#include "tn-spec.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Prefill runs in chunks of this many tokens, so that progress can be
+ * reported and cancellation honoured between them. The result does not
+ * depend on the chunking (batch invariance). */
+#define PREFILL_CHUNK 64
+
+/* Remaining pin tokens below which prefilling beats reading a snapshot. */
+#define SNAPSHOT_MIN_TOKENS 16
+
+typedef enum pin_kind {
+    PIN_NONE = 0,   /* nothing pinned: the text API pins the empty system part first */
+    PIN_TEXT = 1,   /* pinned through tn_session_pin (pin_text NULL: no system prompt) */
+    PIN_TOKENS = 2, /* pinned through tn_session_pin_tokens */
+} pin_kind;
+
+struct tn_session {
+    const tn_model *model;
+    tn_ctx *ctx;
+    int32_t n_ctx;
+    int32_t n_vocab;
+    tn_session_params params; /* strings point at the copies below */
+    char *stop_copies[TN_SESSION_MAX_STOP];
+    char *cache_dir;          /* NULL: snapshots off */
+
+    /* Text: tokenizer and chat format (NULL tokenizer: token APIs only). */
+    tn_tokenizer *tok;
+    char tok_error[TN_ERROR_MESSAGE_MAX];
+    tn_chat_kind chat_kind;
+    int32_t eos; /* end of generation without a tokenizer */
+
+    /* Mirror of the KV cache: kv_tokens[i] is the token of row i. */
+    int32_t *kv_tokens; /* [n_ctx] */
+    int32_t n_kv;
+
+    /* The pin. */
+    pin_kind pin_kind;
+    char *pin_text;      /* PIN_TEXT: the system prompt, NULL for none */
+    int32_t *pin_tokens; /* [n_pin] */
+    int32_t n_pin;
+    tn_pin_info info;
+
+    /* Generation. */
+    tn_sampler *sampler;
+    float *logits; /* [n_vocab] of the last decoded row */
+    tn_spec *spec; /* speculative decoding (spec.c): the request's drafter, if any */
+    atomic_bool cancel;
+};
+
+/* --------------------------------------------------------------- helpers */
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void warn(tn_session *s, const char *fmt, ...) TN_PRINTF(2, 3);
+static void warn(tn_session *s, const char *fmt, ...) {
+    char msg[TN_ERROR_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (s->params.warn)
+        s->params.warn(msg, s->params.warn_user);
+    else
+        fprintf(stderr, "tern: %s\n", msg);
+}
+
+static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
+    int32_t n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i])
+        i++;
+    return i;
+}
+
+static bool cancelled(const tn_session *s) {
+    return atomic_load(&((tn_session *)s)->cancel);
+}
+
+/* Cuts the KV (and its mirror) back to n rows. */
+static void kv_cut(tn_session *s, int32_t n) {
+    if (n < s->n_kv) {
+        tn_ctx_kv_truncate(s->ctx, n);
+        s->n_kv = n;
+    }
+}
+
+/* Appends tokens to the KV in chunks; the logits of the last row go to
+ * s->logits when want_logits. On failure the rows of the chunks that were
+ * done stay (the mirror says so) and the error is returned. */
+static int kv_append(tn_session *s, const int32_t *tokens, int32_t n, bool want_logits,
+                     tn_session_progress_cb progress, void *user, tn_error *err) {
+    for (int32_t done = 0; done < n;) {
+        if (cancelled(s))
+            return tn_fail(err, TN_ERR_CANCELLED, "cancelled");
+        const int32_t m = n - done < PREFILL_CHUNK ? n - done : PREFILL_CHUNK;
+        const bool last = done + m == n;
+        int rc = tn_ctx_decode(s->ctx, tokens + done, m,
+                               last && want_logits ? TN_LOGITS_LAST : TN_LOGITS_NONE, s->logits,
+                               err);
+        if (rc != TN_OK)
+            return rc;
+        /* A drafter that reads hidden states (DFlash) sees every row. */
+        if ((rc = tn_spec_observe(s->spec, s->ctx, s->n_kv, tokens + done, m, err)) != TN_OK) {
+            tn_ctx_kv_truncate(s->ctx, s->n_kv);
+            return rc;
+        }
+        memcpy(s->kv_tokens + s->n_kv, tokens + done, (size_t)m * sizeof(int32_t));
+        s->n_kv += m;
+        done += m;
+        if (progress && !progress(done, n, user) && !last) {
+            atomic_store(&s->cancel, true);
+            return tn_fail(err, TN_ERR_CANCELLED, "cancelled");
+        }
+    }
+    return TN_OK;
+}
+
+static bool pin_in_kv(const tn_session *s) {
+    return s->n_kv >= s->n_pin &&
+           common_prefix(s->kv_tokens, s->n_kv, s->pin_tokens, s->n_pin) == s->n_pin;
+}
+
+/* ---------------------------------------------------------------- params */
+
+tn_gen_params tn_gen_default_params(void) {
+    tn_gen_params g;
+    memset(&g, 0, sizeof g);
+    g.sampler = tn_sampler_default_params();
+    g.max_tokens = 0;
+    g.thinking = true;
+    return g;
+}
+
+tn_session_params tn_session_default_params(void) {
+    tn_session_params p;
+    memset(&p, 0, sizeof p);
+    p.n_ctx = 1024;
+    p.n_threads = 0;
+    p.gen = tn_gen_default_params();
+    p.pin_cache_dir = NULL;
+    p.pin_cache_max_bytes = 0;
+    return p;
+}
+
+const char *tn_stop_reason_name(tn_stop_reason r) {
+    switch (r) {
+    case TN_STOP_NONE: return "none";
+    case TN_STOP_EOG: return "eog";
+    case TN_STOP_STRING: return "stop string";
+    case TN_STOP_LIMIT: return "limit";
+    case TN_STOP_CONTEXT_FULL: return "context full";
+    case TN_STOP_CALLBACK: return "callback";
+    case TN_STOP_CANCELLED: return "cancelled";
+    }
+    return "?";
+}
+
+static int check_gen(const tn_gen_params *g, int32_t n_vocab, tn_error *err) {
+    if (g->n_stop < 0 || g->n_stop > TN_SESSION_MAX_STOP || g->n_stop_tokens < 0 ||
+        g->n_stop_tokens > TN_SESSION_MAX_STOP)
+        return tn_fail(err, TN_ERR_INVALID, "at most %d stop strings and %d stop tokens",
+                       TN_SESSION_MAX_STOP, TN_SESSION_MAX_STOP);
+    for (int32_t i = 0; i < g->n_stop; i++)
+        if (!g->stop[i] || !g->stop[i][0])
+            return tn_fail(err, TN_ERR_INVALID, "stop string %d is empty", i);
+    for (int32_t i = 0; i < g->n_stop_tokens; i++)
+        if (g->stop_tokens[i] < 0 || g->stop_tokens[i] >= n_vocab)
+            return tn_fail(err, TN_ERR_INVALID, "stop token %d is outside the vocabulary (0..%d)",
+                           g->stop_tokens[i], n_vocab - 1);
+    return TN_OK;
+}
+
+/* ------------------------------------------------------------ life cycle */
+
+static void load_text_layer(tn_session *s) {
+    const tn_gguf *g = tn_model_gguf(s->model);
+    tn_error e = {0};
+    if (tn_tokenizer_load(g, &s->tok, &e) != TN_OK) {
+        s->tok = NULL;
+        snprintf(s->tok_error, sizeof s->tok_error, "%s", e.message);
+    }
+    tn_str jinja = {0}, arch = {0};
+    tn_gguf_get_str(g, "tokenizer.chat_template", &jinja);
+    char arch_name[64] = "";
+    if (tn_gguf_get_str(g, "general.architecture", &arch) == TN_OK && arch.len < sizeof arch_name)
+        memcpy(arch_name, arch.ptr, arch.len), arch_name[arch.len] = '\0';
+    const char *warning = NULL;
+    s->chat_kind = tn_chat_template_detect(jinja.ptr, (size_t)jinja.len, arch_name, &warning);
+    if (warning && s->tok)
+        warn(s, "%s: %s", tn_model_path(s->model), warning);
+    int64_t eos = -1;
+    if (tn_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &eos) != TN_OK)
+        eos = -1;
+    s->eos = eos >= 0 && eos < s->n_vocab ? (int32_t)eos : -1;
+}
+
+int tn_session_new(const tn_model *model, tn_session_params params, tn_session **out,
+                   tn_error *err) {
+    if (!out)
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_new: out is NULL");
+    *out = NULL;
+    if (!model)
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_new: model is NULL");
+    if (params.n_ctx <= 0)
+        params.n_ctx = 1024;
+    if (params.n_ctx > tn_model_n_ctx_train(model))
+        return tn_fail(err, TN_ERR_INVALID,
+                       "%s: a pinned context of %d tokens is longer than the model's %d",
+                       tn_model_path(model), params.n_ctx, tn_model_n_ctx_train(model));
+    int rc = check_gen(&params.gen, tn_model_n_vocab(model), err);
+    if (rc != TN_OK)
+        return rc;
+    tn_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    s->model = model;
+    s->n_vocab = tn_model_n_vocab(model);
+    s->params = params;
+    atomic_init(&s->cancel, false);
+    for (int32_t i = 0; i < params.gen.n_stop; i++) {
+        s->stop_copies[i] = strdup(params.gen.stop[i]);
+        if (!s->stop_copies[i])
+            goto nomem;
+        s->params.gen.stop[i] = s->stop_copies[i];
+    }
+    if (params.pin_cache_dir) {
+        if (params.pin_cache_dir[0] && !(s->cache_dir = strdup(params.pin_cache_dir)))
+            goto nomem;
+    } else {
+        s->cache_dir = tn_pin_cache_default_dir(); /* NULL without HOME: snapshots off */
+    }
+    s->params.pin_cache_dir = s->cache_dir ? s->cache_dir : "";
+    if (s->params.pin_cache_max_bytes == 0)
+        s->params.pin_cache_max_bytes = TN_PIN_DEFAULT_MAX_BYTES;
+    s->kv_tokens = calloc((size_t)params.n_ctx, sizeof(int32_t));
+    s->logits = calloc((size_t)s->n_vocab, sizeof(float));
+    if (!s->kv_tokens || !s->logits)
+        goto nomem;
+    rc = tn_ctx_new(model, params.n_ctx, params.n_threads, &s->ctx, err);
+    if (rc != TN_OK) {
+        tn_session_free(s);
+        return rc;
+    }
+    s->n_ctx = tn_ctx_n_ctx(s->ctx);
+    rc = tn_sampler_new(s->n_vocab, params.gen.sampler, &s->sampler, err);
+    if (rc == TN_OK)
+        rc = tn_spec_new(s->n_vocab, &s->spec, err);
+    if (rc != TN_OK) {
+        tn_session_free(s);
+        return rc;
+    }
+    load_text_layer(s);
+    s->info.n_ctx = s->n_ctx;
+    s->info.n_free = s->n_ctx;
+    *out = s;
+    return TN_OK;
+nomem:
+    tn_session_free(s);
+    return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+}
+
+void tn_session_free(tn_session *s) {
+    if (!s)
+        return;
+    tn_ctx_free(s->ctx);
+    tn_sampler_free(s->sampler);
+    tn_spec_free(s->spec);
+    tn_tokenizer_free(s->tok);
+    for (int i = 0; i < TN_SESSION_MAX_STOP; i++)
+        free(s->stop_copies[i]);
+    free(s->cache_dir);
+    free(s->kv_tokens);
+    free(s->pin_text);
+    free(s->pin_tokens);
+    free(s->logits);
+    free(s);
+}
+
+const tn_model *tn_session_model(const tn_session *s) { return s ? s->model : NULL; }
+int32_t tn_session_n_ctx(const tn_session *s) { return s ? s->n_ctx : 0; }
+tn_ctx *tn_session_ctx(tn_session *s) { return s ? s->ctx : NULL; }
+
+const int32_t *tn_session_kv_tokens(const tn_session *s, int32_t *n) {
+    if (n)
+        *n = s ? s->n_kv : 0;
+    return s ? s->kv_tokens : NULL;
+}
+
+const int32_t *tn_session_pinned_tokens(const tn_session *s, int32_t *n) {
+    if (n)
+        *n = s ? s->n_pin : 0;
+    return s ? s->pin_tokens : NULL;
+}
+
+tn_pin_info tn_session_pin_info(const tn_session *s) {
+    tn_pin_info none = {0};
+    return s ? s->info : none;
+}
+
+void tn_session_cancel(tn_session *s) {
+    if (!s)
+        return;
+    atomic_store(&s->cancel, true);
+    tn_ctx_cancel(s->ctx);
+}
+
+/* A call starts: forget an earlier cancel. */
+static void begin_call(tn_session *s) {
+    atomic_store(&s->cancel, false);
+    tn_ctx_cancel_reset(s->ctx);
+}
+
+/* ------------------------------------------------------------ text layer */
+
+static int need_tokenizer(const tn_session *s, tn_error *err) {
+    if (s->tok)
+        return TN_OK;
+    return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: no usable tokenizer (%s)",
+                   tn_model_path(s->model), s->tok_error[0] ? s->tok_error : "none loaded");
+}
+
+/* Rendered template text -> tokens, BOS first when the format starts with
+ * it. Control tokens in the text are matched: the template's own markers
+ * must become their ids. */
+static int tokenize_rendered(const tn_session *s, const tn_buf *text, bool with_bos,
+                             tn_tokens *out, tn_error *err) {
+    if (with_bos && tn_chat_kind_adds_bos(s->chat_kind) && tn_tokenizer_bos(s->tok) >= 0) {
+        int rc = tn_tokens_push(out, tn_tokenizer_bos(s->tok));
+        if (rc != TN_OK)
+            return tn_fail(err, rc, "out of memory");
+    }
+    if (text->len == 0)
+        return TN_OK;
+    return tn_tokenize(s->tok, text->data, text->len, TN_TOKENIZE_SPECIAL, out, err);
+}
+
+static int render_system_tokens(tn_session *s, const char *system, tn_tokens *out,
+                                tn_error *err) {
+    int rc = need_tokenizer(s, err);
+    if (rc != TN_OK)
+        return rc;
+    tn_buf text = {0};
+    tn_chat_options o = tn_chat_default_options();
+    rc = tn_chat_render_system(s->chat_kind, system, &o, &text, err);
+    if (rc == TN_OK)
+        rc = tokenize_rendered(s, &text, true, out, err);
+    tn_buf_free(&text);
+    return rc;
+}
+
+static bool has_system(const tn_session *s) {
+    return (s->pin_kind == PIN_TEXT && s->pin_text) || (s->pin_kind == PIN_TOKENS && s->n_pin > 0);
+}
+
+static int render_turn_tokens(tn_session *s, const char *user_text, bool thinking,
+                              tn_tokens *out, tn_error *err) {
+    tn_buf text = {0};
+    tn_chat_options o = tn_chat_default_options();
+    o.enable_thinking = thinking;
+    int rc = tn_chat_render_turn(s->chat_kind, has_system(s), user_text, &o, &text, err);
+    if (rc == TN_OK)
+        rc = tokenize_rendered(s, &text, false, out, err);
+    tn_buf_free(&text);
+    return rc;
+}
+
+static bool is_eog(const tn_session *s, const tn_gen_params *g, int32_t token) {
+    for (int32_t i = 0; i < g->n_stop_tokens; i++)
+        if (g->stop_tokens[i] == token)
+            return true;
+    if (s->tok)
+        return tn_token_is_eog(s->tok, token);
+    return token == s->eos;
+}
+
+/* ---------------------------------------------------------------- pinning */
+
+int tn_session_count_system_tokens(tn_session *s, const char *system_text, int32_t *n_tokens,
+                                   tn_error *err) {
+    if (!s || !n_tokens)
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_count_system_tokens: bad arguments");
+    tn_tokens t = {0};
+    int rc = render_system_tokens(s, system_text && system_text[0] ? system_text : NULL, &t, err);
+    *n_tokens = rc == TN_OK ? (int32_t)t.n : 0;
+    tn_tokens_free(&t);
+    return rc;
+}
+
+static int pin_too_long(const tn_session *s, int32_t n, tn_error *err) {
+    return tn_fail(err, TN_ERR_OVERFLOW,
+                   "the system prompt is %d tokens; the pinned context holds %d and needs room "
+                   "for the requests (raise the context size)",
+                   n, s->n_ctx);
+}
+
+/* Brings the KV to exactly `tokens` (the pin): keeps what is already
+ * there, loads the snapshot, or prefills; then saves the snapshot. Fills
+ * *loaded / *saved. On failure the KV holds a prefix of the tokens. */
+static int establish(tn_session *s, const int32_t *tokens, int32_t n,
+                     tn_session_progress_cb progress, void *user, bool *loaded, bool *saved,
+                     tn_error *err) {
+    *loaded = false;
+    *saved = false;
+    const int32_t keep = common_prefix(s->kv_tokens, s->n_kv, tokens, n);
+    if (keep == n) {
+        kv_cut(s, n);
+        if (progress)
+            progress(n, n, user);
+        return TN_OK;
+    }
+    tn_pin_key key;
+    const bool use_cache = s->cache_dir && n > 0 &&
+                           tn_pin_key_compute(s->model, tokens, n, &key, NULL) == TN_OK;
+    if (use_cache && n - keep >= SNAPSHOT_MIN_TOKENS) {
+        tn_error e = {0};
+        int rc = tn_pin_store_load(s->cache_dir, &key, s->ctx, tokens, n, &e);
+        if (rc == TN_OK) {
+            memcpy(s->kv_tokens, tokens, (size_t)n * sizeof(int32_t));
+            s->n_kv = n;
+            *loaded = *saved = true;
+            if (progress)
+                progress(n, n, user);
+            return TN_OK;
+        }
+        if (rc != TN_ERR_NOT_FOUND)
+            warn(s, "%s", e.message);
+    }
+    kv_cut(s, keep);
+    int rc = kv_append(s, tokens + keep, n - keep, false, progress, user, err);
+    if (rc != TN_OK)
+        return rc;
+    if (use_cache) {
+        tn_error e = {0};
+        rc = tn_pin_store_save(s->cache_dir, &key, s->ctx, tokens, n,
+                               s->params.pin_cache_max_bytes, &e);
+        if (rc == TN_OK)
+            *saved = true;
+        else
+            warn(s, "%s", e.message);
+    }
+    return TN_OK;
+}
+
+static int pin_impl(tn_session *s, pin_kind kind, const char *text, const int32_t *tokens,
+                    int32_t n, tn_session_progress_cb progress, void *user, tn_error *err) {
+    if (n >= s->n_ctx)
+        return pin_too_long(s, n, err);
+    /* Everything that can fail for lack of memory happens before the KV is
+     * touched. */
+    int32_t *copy = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    char *text_copy = text ? strdup(text) : NULL;
+    if (!copy || (text && !text_copy)) {
+        free(copy);
+        free(text_copy);
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    }
+    if (n > 0)
+        memcpy(copy, tokens, (size_t)n * sizeof(int32_t));
+    const double t0 = now_ms();
+    bool loaded, saved;
+    int rc = establish(s, copy, n, progress, user, &loaded, &saved, err);
+    if (rc != TN_OK) {
+        /* The previous pin is still the pin; the next request restores it. */
+        free(copy);
+        free(text_copy);
+        return rc;
+    }
+    free(s->pin_tokens);
+    free(s->pin_text);
+    s->pin_tokens = copy;
+    s->pin_text = text_copy;
+    s->n_pin = n;
+    s->pin_kind = kind;
+    s->info.n_pin = n;
+    s->info.n_ctx = s->n_ctx;
+    s->info.n_free = s->n_ctx - n;
+    s->info.prefill_ms = now_ms() - t0;
+    s->info.loaded_from_snapshot = loaded;
+    s->info.snapshot_saved = saved;
+    return TN_OK;
+}
+
+int tn_session_pin_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens,
+                          tn_session_progress_cb progress, void *user, tn_error *err) {
+    if (!s || n_tokens < 0 || (n_tokens > 0 && !tokens))
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_pin_tokens: bad arguments");
+    for (int32_t i = 0; i < n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= s->n_vocab)
+            return tn_fail(err, TN_ERR_INVALID, "token %d is outside the vocabulary (0..%d)",
+                           tokens[i], s->n_vocab - 1);
+    begin_call(s);
+    return pin_impl(s, PIN_TOKENS, NULL, tokens, n_tokens, progress, user, err);
+}
+
+int tn_session_pin(tn_session *s, const char *system_text, tn_session_progress_cb progress,
+                   void *user, tn_error *err) {
+    if (!s)
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_pin: session is NULL");
+    begin_call(s);
+    if (system_text && !system_text[0])
+        system_text = NULL;
+    tn_tokens t = {0};
+    int rc = render_system_tokens(s, system_text, &t, err);
+    if (rc == TN_OK)
+        rc = pin_impl(s, PIN_TEXT, system_text, t.ids, (int32_t)t.n, progress, user, err);
+    tn_tokens_free(&t);
+    return rc;
+}
+
+/* Makes the KV exactly the pin again: a truncation when the pinned rows are
+ * intact, else the pin is re-established (snapshot or prefill). */
+static int restore_pin(tn_session *s, tn_error *err) {
+    if (pin_in_kv(s)) {
+        kv_cut(s, s->n_pin);
+        return TN_OK;
+    }
+    bool loaded, saved;
+    return establish(s, s->pin_tokens, s->n_pin, NULL, NULL, &loaded, &saved, err);
+}
+
+void tn_session_reset(tn_session *s) {
+    if (!s)
+        return;
+    /* Keep what is left of the pin; a damaged pin is restored lazily. */
+    kv_cut(s, common_prefix(s->kv_tokens, s->n_kv, s->pin_tokens, s->n_pin));
+}
+
+void tn_session_unpin(tn_session *s) {
+    if (!s)
+        return;
+    kv_cut(s, 0);
+    free(s->pin_tokens);
+    free(s->pin_text);
+    s->pin_tokens = NULL;
+    s->pin_text = NULL;
+    s->n_pin = 0;
+    s->pin_kind = PIN_NONE;
+    memset(&s->info, 0, sizeof s->info);
+    s->info.n_ctx = s->n_ctx;
+    s->info.n_free = s->n_ctx;
+}
+
+/* ------------------------------------------------------------ generation */
+
+static bool same_sampler(tn_sampler_params a, tn_sampler_params b) {
+    return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p &&
+           a.min_p == b.min_p && a.repeat_penalty == b.repeat_penalty &&
+           a.presence_penalty == b.presence_penalty &&
+           a.frequency_penalty == b.frequency_penalty && a.penalty_last_n == b.penalty_last_n &&
+           a.seed == b.seed;
+}
+
+/* Every request starts the sampler afresh from its seed, with the penalty
+ * window filled from the prompt: the same request draws the same tokens. */
+static int sampler_begin(tn_session *s, const tn_gen_params *g, tn_error *err) {
+    if (!same_sampler(tn_sampler_get_params(s->sampler), g->sampler)) {
+        tn_sampler *fresh;
+        int rc = tn_sampler_new(s->n_vocab, g->sampler, &fresh, err);
+        if (rc != TN_OK)
+            return rc;
+        tn_sampler_free(s->sampler);
+        s->sampler = fresh;
+    }
+    tn_sampler_reset(s->sampler);
+    const tn_sampler_params p = g->sampler;
+    const bool penalties = p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
+                           p.frequency_penalty != 0.0f;
+    if (penalties && p.penalty_last_n > 0) {
+        int32_t from = s->n_kv > p.penalty_last_n ? s->n_kv - p.penalty_last_n : 0;
+        for (int32_t i = from; i < s->n_kv; i++)
+            tn_sampler_accept(s->sampler, s->kv_tokens[i]);
+    }
+    return TN_OK;
+}
+
+/* Text between the detokenizer and the callback: holds back what could be
+ * the start of a stop string, and finds stop strings split across tokens. */
+typedef struct stop_filter {
+    const tn_gen_params *g;
+    tn_buf pending; /* decoded, not yet emitted */
+    tn_buf emit;    /* what the callback gets now */
+    bool matched;
+} stop_filter;
+
+/* Moves text from pending to emit: all of it, up to a stop string, or all
+ * but a tail that may still become one. */
+static int stop_filter_push(stop_filter *f, const char *text, size_t len, bool final) {
+    f->emit.len = 0;
+    if (f->emit.data)
+        f->emit.data[0] = '\0';
+    if (len && tn_buf_append(&f->pending, text, len) != TN_OK)
+        return TN_ERR_NOMEM;
+    const char *p = f->pending.data ? f->pending.data : "";
+    const size_t n = f->pending.len;
+    size_t cut = n; /* emit [0, cut) */
+    size_t match_at = SIZE_MAX;
+    for (int32_t i = 0; i < f->g->n_stop; i++) {
+        const char *hit = memmem(p, n, f->g->stop[i], strlen(f->g->stop[i]));
+        if (hit && (size_t)(hit - p) < match_at)
+            match_at = (size_t)(hit - p);
+    }
+    if (match_at != SIZE_MAX) {
+        cut = match_at;
+        f->matched = true;
+    } else if (!final) {
+        for (int32_t i = 0; i < f->g->n_stop; i++) {
+            const char *stop = f->g->stop[i];
+            const size_t ls = strlen(stop);
+            for (size_t k = ls - 1 < n ? ls - 1 : n; k > 0; k--)
+                if (memcmp(p + n - k, stop, k) == 0) {
+                    if (n - k < cut)
+                        cut = n - k;
+                    break;
+                }
+        }
+    }
+    if (cut && tn_buf_append(&f->emit, p, cut) != TN_OK)
+        return TN_ERR_NOMEM;
+    if (f->matched) {
+        f->pending.len = 0;
+    } else if (cut > 0) {
+        memmove(f->pending.data, p + cut, n - cut);
+        f->pending.len = n - cut;
+    }
+    if (f->pending.data)
+        f->pending.data[f->pending.len] = '\0';
+    return TN_OK;
+}
+
+/* The decode loop: samples from s->logits (the last prompt row), streams
+ * each token, decodes it, and repeats until a stop. The token that ends the
+ * answer is never decoded, so it gets no KV row.
+ *
+ * Speculative decoding plugs in here: instead of decoding the one sampled
+ * token, a drafter (g->drafter) proposes up to k tokens, [token, d1..dk] are
+ * decoded in one call with TN_LOGITS_ALL, the agreeing prefix is accepted
+ * (stats->drafted / accepted), and the rows of rejected drafts are cut with
+ * kv_cut(). Everything else in this loop stays as it is. */
+static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb cb, void *user,
+                    double t_call, tn_session_stats *st, tn_error *err) {
+    tn_detok_stream detok;
+    if (s->tok)
+        tn_detok_stream_init(&detok, s->tok, 0);
+    stop_filter sf = {.g = g};
+    tn_buf piece = {0};
+    int rc = TN_OK;
+    int32_t steps = 0;
+    double t_first = 0;
+    for (;;) {
+        if (cancelled(s)) {
+            st->stop_reason = TN_STOP_CANCELLED;
+            break;
+        }
+        /* Tokens a verification step produced come first (spec.c). */
+        int32_t token;
+        const int from_spec = tn_spec_pop(s->spec, &token);
+        if (from_spec == TN_SPEC_NONE)
+            token = tn_sampler_sample(s->sampler, s->logits);
+        if (st->generated_tokens == 0) {
+            t_first = now_ms();
+            st->ttft_ms = t_first - t_call;
+        }
+        if (is_eog(s, g, token)) {
+            st->stop_reason = TN_STOP_EOG;
+            break;
+        }
+        if (from_spec != TN_SPEC_DRAFTED) /* the step recorded accepted drafts */
+            tn_sampler_accept(s->sampler, token);
+        st->generated_tokens++;
+        piece.len = 0;
+        if (s->tok && (rc = tn_detok_stream_push(&detok, token, &piece, err)) != TN_OK)
+            break;
+        if (stop_filter_push(&sf, piece.data, piece.len, false) != TN_OK) {
+            rc = tn_fail(err, TN_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (cb && !cb(sf.emit.data ? sf.emit.data : "", token, user)) {
+            st->stop_reason = sf.matched ? TN_STOP_STRING : TN_STOP_CALLBACK;
+            break;
+        }
+        if (sf.matched) {
+            st->stop_reason = TN_STOP_STRING;
+            break;
+        }
+        if (g->max_tokens > 0 && st->generated_tokens >= g->max_tokens) {
+            st->stop_reason = TN_STOP_LIMIT;
+            break;
+        }
+        if (s->n_kv >= s->n_ctx) {
+            st->stop_reason = TN_STOP_CONTEXT_FULL;
+            break;
+        }
+        if (from_spec == TN_SPEC_DRAFTED) {
+            rc = TN_OK; /* verified with its block: its KV row is already there */
+        } else if (tn_spec_active(s->spec)) {
+            const int32_t budget =
+                g->max_tokens > 0 ? g->max_tokens - st->generated_tokens : INT32_MAX;
+            s->kv_tokens[s->n_kv] = token;
+            rc = tn_spec_step(s->spec, s->ctx, s->sampler, s->kv_tokens, s->n_kv, budget, st,
+                              err);
+        } else {
+            rc = tn_ctx_decode(s->ctx, &token, 1, TN_LOGITS_LAST, s->logits, err);
+        }
+        if (rc == TN_ERR_CANCELLED) {
+            rc = TN_OK;
+            st->stop_reason = TN_STOP_CANCELLED;
+            break;
+        }
+        if (rc != TN_OK)
+            break;
+        s->kv_tokens[s->n_kv++] = token;
+        steps++;
+    }
+    /* Rows of drafts that were verified but never emitted (the answer
+     * stopped first): the KV ends where it would without speculation. */
+    if (tn_ctx_kv_len(s->ctx) > s->n_kv)
+        tn_ctx_kv_truncate(s->ctx, s->n_kv);
+    tn_spec_finish(s->spec, st->generated_tokens);
+    /* Text still held back (an incomplete character, a possible stop-string
+     * start) belongs to the answer when it ended for another reason. */
+    if (rc == TN_OK && st->stop_reason != TN_STOP_STRING &&
+        st->stop_reason != TN_STOP_CALLBACK) {
+        piece.len = 0;
+        if (s->tok)
+            tn_detok_stream_flush(&detok, &piece, NULL);
+        if (stop_filter_push(&sf, piece.data, piece.len, true) == TN_OK && sf.emit.len && cb)
+            cb(sf.emit.data, -1, user);
+    }
+    if (t_first > 0) {
+        st->decode_ms = now_ms() - t_first;
+        st->decode_tok_s = st->decode_ms > 0 ? steps * 1e3 / st->decode_ms : 0;
+    }
+    tn_buf_free(&piece);
+    tn_buf_free(&sf.pending);
+    tn_buf_free(&sf.emit);
+    return rc;
+}
+
+/* ------------------------------------------------------------------- ask */
+
+static int overflow_message(const tn_session *s, int32_t n_req, tn_error *err) {
+    const int32_t n_free = s->n_ctx - s->n_pin;
+    if (s->n_pin > 0)
+        return tn_fail(err, TN_ERR_OVERFLOW,
+                       "the message is %d tokens; %d are free after the %d-token system prompt",
+                       n_req, n_free, s->n_pin);
+    return tn_fail(err, TN_ERR_OVERFLOW, "the message is %d tokens; the context holds %d", n_req,
+                   s->n_ctx);
+}
+
+static int ask_impl(tn_session *s, const int32_t *req, int32_t n_req, const tn_gen_params *g,
+                    tn_session_token_cb cb, void *user, tn_session_stats *st, double t_call,
+                    tn_error *err) {
+    if (n_req <= 0)
+        return tn_fail(err, TN_ERR_INVALID, "the request is empty");
+    if (n_req > s->n_ctx - s->n_pin)
+        return overflow_message(s, n_req, err);
+    for (int32_t i = 0; i < n_req; i++)
+        if (req[i] < 0 || req[i] >= s->n_vocab)
+            return tn_fail(err, TN_ERR_INVALID, "token %d is outside the vocabulary (0..%d)",
+                           req[i], s->n_vocab - 1);
+    const double t_restore = now_ms();
+    int rc = restore_pin(s, err);
+    st->restore_ms = now_ms() - t_restore;
+    if (rc != TN_OK)
+        return rc;
+    st->restored_tokens = s->n_pin;
+    const double t_prefill = now_ms();
+    rc = kv_append(s, req, n_req, true, g->progress, g->progress_user, err);
+    st->prefill_ms = now_ms() - t_prefill;
+    st->prompt_tokens = s->n_kv - s->n_pin;
+    if (st->prefill_ms > 0)
+        st->prefill_tok_s = st->prompt_tokens * 1e3 / st->prefill_ms;
+    if (rc == TN_OK)
+        rc = sampler_begin(s, g, err);
+    if (rc == TN_OK)
+        rc = generate(s, g, cb, user, t_call, st, err);
+    /* Nothing of the request survives it. */
+    kv_cut(s, s->n_pin);
+    if (s->n_kv != s->n_pin || tn_ctx_kv_len(s->ctx) != s->n_pin || !pin_in_kv(s)) {
+        /* Cannot happen: every write above is at or after n_pin. */
+        return tn_fail(err, TN_ERR_INVALID,
+                       "internal error: the KV holds %d rows after a request, the pin %d",
+                       tn_ctx_kv_len(s->ctx), s->n_pin);
+    }
+    if (rc == TN_ERR_CANCELLED)
+        st->stop_reason = TN_STOP_CANCELLED;
+    return rc;
+}
+
+static void stats_finish(const tn_session *s, tn_session_stats *st) {
+    st->kv_len = s->n_kv;
+}
+
+int tn_session_ask_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens,
+                          const tn_gen_params *gen, tn_session_token_cb cb, void *user,
+                          tn_session_stats *stats, tn_error *err) {
+    tn_session_stats local;
+    tn_session_stats *st = stats ? stats : &local;
+    memset(st, 0, sizeof *st);
+    const double t_call = now_ms();
+    if (!s || n_tokens < 0 || (n_tokens > 0 && !tokens))
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_ask_tokens: bad arguments");
+    const tn_gen_params *g = gen ? gen : &s->params.gen;
+    int rc = check_gen(g, s->n_vocab, err);
+    if (rc != TN_OK)
+        return rc;
+    begin_call(s);
+    rc = ask_impl(s, tokens, n_tokens, g, cb, user, st, t_call, err);
+    stats_finish(s, st);
+    return rc;
+}
+
+int tn_session_ask(tn_session *s, const char *user_text, const tn_gen_params *gen,
+                   tn_session_token_cb cb, void *user, tn_session_stats *stats, tn_error *err) {
+    tn_session_stats local;
+    tn_session_stats *st = stats ? stats : &local;
+    memset(st, 0, sizeof *st);
+    const double t_call = now_ms();
+    if (!s || !user_text)
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_ask: bad arguments");
+    const tn_gen_params *g = gen ? gen : &s->params.gen;
+    int rc = check_gen(g, s->n_vocab, err);
+    if (rc == TN_OK)
+        rc = need_tokenizer(s, err);
+    if (rc != TN_OK)
+        return rc;
+    begin_call(s);
+    if (s->pin_kind == PIN_NONE) {
+        /* The empty system part (Gemma's <bos>, ...) becomes the pin. */
+        const double t0 = now_ms();
+        rc = tn_session_pin(s, NULL, NULL, NULL, err);
+        st->restore_ms += now_ms() - t0;
+        if (rc != TN_OK)
+            return rc;
+    }
+    tn_tokens req = {0};
+    rc = render_turn_tokens(s, user_text, g->thinking, &req, err);
+    if (rc == TN_OK)
+        rc = ask_impl(s, req.ids, (int32_t)req.n, g, cb, user, st, t_call, err);
+    tn_tokens_free(&req);
+    stats_finish(s, st);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ chat */
+
+static int chat_impl(tn_session *s, const int32_t *tokens, int32_t n, const tn_gen_params *g,
+                     tn_session_token_cb cb, void *user, tn_session_stats *st, double t_call,
+                     tn_error *err) {
+    if (n <= 0)
+        return tn_fail(err, TN_ERR_INVALID, "the conversation is empty");
+    if (n > s->n_ctx)
+        return tn_fail(err, TN_ERR_OVERFLOW,
+                       "the conversation is %d tokens; the context holds %d (start a new chat "
+                       "or raise the context size)",
+                       n, s->n_ctx);
+    const double t_restore = now_ms();
+    int32_t keep = common_prefix(s->kv_tokens, s->n_kv, tokens, n);
+    if (keep == n)
+        keep = n - 1; /* the last row is run again for its logits */
+    kv_cut(s, keep);
+    st->restored_tokens = keep;
+    st->restore_ms = now_ms() - t_restore;
+    const double t_prefill = now_ms();
+    int rc = kv_append(s, tokens + keep, n - keep, true, g->progress, g->progress_user, err);
+    st->prefill_ms = now_ms() - t_prefill;
+    st->prompt_tokens = s->n_kv - keep;
+    if (st->prefill_ms > 0)
+        st->prefill_tok_s = st->prompt_tokens * 1e3 / st->prefill_ms;
+    if (rc == TN_OK)
+        rc = sampler_begin(s, g, err);
+    if (rc == TN_OK)
+        rc = generate(s, g, cb, user, t_call, st, err);
+    if (rc == TN_ERR_CANCELLED)
+        st->stop_reason = TN_STOP_CANCELLED;
+    return rc;
+}
+
+static tn_chat_role role_of(const char *role, bool *ok) {
+    *ok = true;
+    if (role && !strcmp(role, "system"))
+        return TN_CHAT_ROLE_SYSTEM;
+    if (role && !strcmp(role, "user"))
+        return TN_CHAT_ROLE_USER;
+    if (role && !strcmp(role, "assistant"))
+        return TN_CHAT_ROLE_ASSISTANT;
+    *ok = false;
+    return TN_CHAT_ROLE_USER;
+}
+
+int tn_session_chat(tn_session *s, const tn_session_message *messages, int32_t n_messages,
+                    const tn_gen_params *gen, tn_session_token_cb cb, void *user,
+                    tn_session_stats *stats, tn_error *err) {
+    tn_session_stats local;
+    tn_session_stats *st = stats ? stats : &local;
+    memset(st, 0, sizeof *st);
+    const double t_call = now_ms();
+    if (!s || n_messages < 0 || (n_messages > 0 && !messages))
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_chat: bad arguments");
+    const tn_gen_params *g = gen ? gen : &s->params.gen;
+    int rc = check_gen(g, s->n_vocab, err);
+    if (rc == TN_OK)
+        rc = need_tokenizer(s, err);
+    if (rc != TN_OK)
+        return rc;
+    begin_call(s);
+    tn_chat_message *msgs = calloc((size_t)n_messages + 1, sizeof *msgs);
+    if (!msgs)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    size_t n = 0;
+    bool first_is_system = n_messages > 0 && messages[0].role &&
+                           !strcmp(messages[0].role, "system");
+    if (!first_is_system && s->pin_kind == PIN_TEXT && s->pin_text)
+        msgs[n++] = (tn_chat_message){TN_CHAT_ROLE_SYSTEM, s->pin_text};
+    for (int32_t i = 0; i < n_messages; i++) {
+        bool ok;
+        msgs[n].role = role_of(messages[i].role, &ok);
+        msgs[n].content = messages[i].content ? messages[i].content : "";
+        if (!ok) {
+            free(msgs);
+            return tn_fail(err, TN_ERR_INVALID,
+                           "message %d has role '%s'; expected system, user or assistant", i,
+                           messages[i].role ? messages[i].role : "(null)");
+        }
+        n++;
+    }
+    tn_buf text = {0};
+    tn_tokens toks = {0};
+    tn_chat_options o = tn_chat_default_options();
+    o.add_generation_prompt = true;
+    o.enable_thinking = g->thinking;
+    rc = tn_chat_render(s->chat_kind, msgs, n, &o, &text, err);
+    if (rc == TN_OK)
+        rc = tokenize_rendered(s, &text, true, &toks, err);
+    if (rc == TN_OK)
+        rc = chat_impl(s, toks.ids, (int32_t)toks.n, g, cb, user, st, t_call, err);
+    tn_tokens_free(&toks);
+    tn_buf_free(&text);
+    free(msgs);
+    stats_finish(s, st);
+    return rc;
+}

@@ -1,0 +1,675 @@
+/* Sessions: the pinned system prompt restored exactly for every request.
+ *
+ * On small random-weight models written with tn_mkmodel (the synthetic
+ * vocabulary with a ChatML template, and the real Qwen3 vocabulary when it
+ * was fetched, thinking on and off):
+ *   - requests A, B, A, B, A (greedy and seeded sampling): every A identical,
+ *     every B identical, each equal to the answer of a fresh session that
+ *     pinned the same prompt, and again after the pin is reloaded from disk
+ *     and after a multi-turn chat cut into the pinned rows;
+ *   - after each request the KV holds exactly the pinned rows, and those
+ *     rows are byte-identical to what pinning wrote;
+ *   - the stop token never gets a KV row (checked in chat mode, where the
+ *     KV keeps the answer, and during ask through the callback);
+ *   - overflow and a too-long system prompt are refused with the exact
+ *     message and nothing changed; cancellation changes nothing either;
+ *   - damaged snapshots are ignored with a warning and recomputed; a model
+ *     rewritten in place does not reuse its old pins;
+ *   - chat reuses the common prefix and gives the answer of a fresh session;
+ *     stop strings end the answer before the string.
+ */
+#include "tn-session.h"
+#include "tn-test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_OUT 256
+
+typedef struct answer {
+    int32_t tokens[MAX_OUT];
+    int n;
+    char text[4096];
+    size_t text_len;
+    int rc;
+    tn_session_stats st;
+} answer;
+
+typedef struct collect {
+    answer *a;
+    tn_session *s;
+    int32_t expect_kv; /* KV rows when the callback for token 0 runs; -1: no check */
+    int kv_errors;
+    int cancel_after;  /* tn_session_cancel after this many tokens; 0: never */
+} collect;
+
+static bool on_token(const char *piece, int32_t token, void *user) {
+    collect *c = user;
+    answer *a = c->a;
+    if (token >= 0 && a->n < MAX_OUT) {
+        /* While token i is handed out, rows are: pin + request + tokens 0..i-1. */
+        if (c->expect_kv >= 0 && tn_ctx_kv_len(tn_session_ctx(c->s)) != c->expect_kv + a->n)
+            c->kv_errors++;
+        a->tokens[a->n++] = token;
+    }
+    size_t len = strlen(piece);
+    if (a->text_len + len < sizeof a->text) {
+        memcpy(a->text + a->text_len, piece, len);
+        a->text_len += len;
+        a->text[a->text_len] = '\0';
+    }
+    if (c->cancel_after > 0 && a->n >= c->cancel_after)
+        tn_session_cancel(c->s);
+    return true;
+}
+
+static bool same(const answer *x, const answer *y) {
+    return x->n == y->n && !memcmp(x->tokens, y->tokens, (size_t)x->n * sizeof(int32_t)) &&
+           x->text_len == y->text_len && !memcmp(x->text, y->text, x->text_len);
+}
+
+static int warnings;
+static char last_warning[TN_ERROR_MESSAGE_MAX];
+
+static void on_warn(const char *msg, void *user) {
+    (void)user;
+    warnings++;
+    snprintf(last_warning, sizeof last_warning, "%s", msg);
+}
+
+/* ------------------------------------------------------------- fixtures */
+
+typedef struct fixture {
+    const char *name;
+    char model_path[4096];
+    tn_model *model;
+    char cache[4096];
+} fixture;
+
+static bool make_model(fixture *f, const char *name, const char *arch, const char *tokenizer,
+                       uint64_t seed) {
+    f->name = name;
+    snprintf(f->model_path, sizeof f->model_path, "%s/%s.gguf", tn_test_tmpdir(), name);
+    snprintf(f->cache, sizeof f->cache, "%s/cache-%s/tern/pins", tn_test_tmpdir(), name);
+    tn_mkmodel_params p = tn_mkmodel_default_params();
+    p.arch = arch;
+    p.type = "q8_0";
+    p.n_embd = 64;
+    p.n_layer = 2;
+    p.n_head = 2;
+    p.n_head_kv = 1;
+    p.head_dim = 32;
+    p.n_ff = 128;
+    p.n_ctx = 2048;
+    p.tokenizer = tokenizer;
+    p.seed = seed;
+    p.n_threads = 2;
+    tn_error err = {0};
+    int rc = tn_mkmodel(&p, f->model_path, &err);
+    CHECKF(rc == TN_OK, "mkmodel %s: %s", name, err.message);
+    if (rc != TN_OK)
+        return false;
+    tn_model_free(f->model);
+    f->model = NULL;
+    rc = tn_model_load(f->model_path, tn_model_default_params(), &f->model, &err);
+    CHECKF(rc == TN_OK, "load %s: %s", name, err.message);
+    return rc == TN_OK;
+}
+
+static tn_session *new_session(fixture *f, int32_t n_ctx, bool cache) {
+    tn_session_params sp = tn_session_default_params();
+    sp.n_ctx = n_ctx;
+    sp.n_threads = 2;
+    sp.pin_cache_dir = cache ? f->cache : "";
+    sp.warn = on_warn;
+    tn_session *s = NULL;
+    tn_error err = {0};
+    int rc = tn_session_new(f->model, sp, &s, &err);
+    CHECKF(rc == TN_OK, "%s: session: %s", f->name, err.message);
+    return s;
+}
+
+static int pin(tn_session *s, const char *system) {
+    tn_error err = {0};
+    int rc = tn_session_pin(s, system, NULL, NULL, &err);
+    CHECKF(rc == TN_OK, "pin: %s", err.message);
+    return rc;
+}
+
+static void ask(tn_session *s, const char *text, const tn_gen_params *g, answer *a) {
+    memset(a, 0, sizeof *a);
+    tn_pin_info pi = tn_session_pin_info(s);
+    collect c = {.a = a, .s = s, .expect_kv = -1};
+    tn_error err = {0};
+    a->rc = tn_session_ask(s, text, g, on_token, &c, &a->st, &err);
+    CHECKF(a->rc == TN_OK, "ask '%s': %s", text, err.message);
+    /* Exact restore: the KV is the pin again, nothing more. */
+    CHECKF(tn_ctx_kv_len(tn_session_ctx(s)) == pi.n_pin && a->st.kv_len == pi.n_pin,
+           "after a request the KV holds %d rows, the pin %d",
+           tn_ctx_kv_len(tn_session_ctx(s)), pi.n_pin);
+    CHECK(a->st.restored_tokens == pi.n_pin);
+    CHECK(a->st.generated_tokens == a->n);
+}
+
+static uint64_t pinned_rows_hash(tn_session *s) {
+    int32_t n_pin = tn_session_pin_info(s).n_pin;
+    tn_ctx *c = tn_session_ctx(s);
+    uint64_t bytes = tn_ctx_kv_state_bytes(c, n_pin);
+    void *buf = malloc(bytes ? bytes : 1);
+    uint64_t h = 0;
+    if (tn_ctx_kv_len(c) >= n_pin && tn_ctx_kv_state_save(c, n_pin, buf, bytes, NULL) == TN_OK)
+        h = tn_checksum64(buf, bytes, 0);
+    free(buf);
+    return h;
+}
+
+static const char *SYSTEM =
+    "You are a terse assistant for a hardware store. Answer in one sentence, name the aisle, "
+    "and never invent prices.";
+static const char *REQ_A = "Where are the wood screws?";
+static const char *REQ_B = "Do you sell garden hoses, and how long are they?";
+
+/* --------------------------------------------- A, B, A, B, A and friends */
+
+static void abab(fixture *f, bool thinking, bool sampled) {
+    const char *mode = sampled ? "seeded" : "greedy";
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 12;
+    g.thinking = thinking;
+    if (sampled) {
+        g.sampler.temperature = 0.9f;
+        g.sampler.top_k = 40;
+        g.sampler.top_p = 0.95f;
+        g.sampler.repeat_penalty = 1.1f;
+        g.sampler.seed = 4242;
+    }
+    tn_session *s = new_session(f, 512, true);
+    if (!s || pin(s, SYSTEM) != TN_OK) {
+        tn_session_free(s);
+        return;
+    }
+    const tn_pin_info pi = tn_session_pin_info(s);
+    CHECK(pi.n_pin > 10 && pi.n_free == 512 - pi.n_pin);
+    int32_t counted = 0;
+    CHECK(tn_session_count_system_tokens(s, SYSTEM, &counted, NULL) == TN_OK &&
+          counted == pi.n_pin);
+    const uint64_t h0 = pinned_rows_hash(s);
+
+    answer r[5];
+    const char *order[5] = {REQ_A, REQ_B, REQ_A, REQ_B, REQ_A};
+    for (int i = 0; i < 5; i++) {
+        ask(s, order[i], &g, &r[i]);
+        CHECKF(pinned_rows_hash(s) == h0, "%s %s think=%d: request %d changed the pinned rows",
+               f->name, mode, thinking, i);
+    }
+    CHECK(r[0].n > 0 && r[1].n > 0);
+    CHECKF(same(&r[0], &r[2]) && same(&r[0], &r[4]), "%s %s think=%d: the answers to A differ",
+           f->name, mode, thinking);
+    CHECKF(same(&r[1], &r[3]), "%s %s think=%d: the answers to B differ", f->name, mode,
+           thinking);
+    /* Not a test of the model, but of the test: A and B must be told apart. */
+    CHECKF(!same(&r[0], &r[1]), "%s %s: A and B gave the same answer", f->name, mode);
+
+    /* A fresh session (no snapshot) gives the same answers. */
+    tn_session *fresh = new_session(f, 512, false);
+    if (fresh && pin(fresh, SYSTEM) == TN_OK) {
+        CHECK(!tn_session_pin_info(fresh).loaded_from_snapshot);
+        answer x;
+        ask(fresh, REQ_B, &g, &x);
+        CHECKF(same(&x, &r[1]), "%s %s think=%d: a fresh session answers B differently",
+               f->name, mode, thinking);
+        ask(fresh, REQ_A, &g, &x);
+        CHECKF(same(&x, &r[0]), "%s %s think=%d: a fresh session answers A differently",
+               f->name, mode, thinking);
+    }
+    tn_session_free(fresh);
+
+    /* A restart: the pin comes from disk, without prefill, and answers the same. */
+    tn_session *again = new_session(f, 512, true);
+    if (again && pin(again, SYSTEM) == TN_OK) {
+        tn_pin_info p2 = tn_session_pin_info(again);
+        CHECKF(p2.loaded_from_snapshot, "%s: the pin was not reloaded from disk", f->name);
+        CHECK(p2.n_pin == pi.n_pin);
+        CHECK(pinned_rows_hash(again) == h0);
+        answer x;
+        ask(again, REQ_A, &g, &x);
+        CHECKF(same(&x, &r[0]), "%s %s think=%d: after reloading the pin, A differs", f->name,
+               mode, thinking);
+        ask(again, REQ_B, &g, &x);
+        CHECKF(same(&x, &r[1]), "%s %s think=%d: after reloading the pin, B differs", f->name,
+               mode, thinking);
+    }
+    tn_session_free(again);
+
+    /* Multi-turn chat with another system prompt cuts into the pinned rows;
+     * the next request restores the pin and answers as before. */
+    tn_session_message conv[2] = {{"system", "Another prompt entirely."}, {"user", REQ_A}};
+    answer c;
+    memset(&c, 0, sizeof c);
+    collect cc = {.a = &c, .s = s, .expect_kv = -1};
+    tn_error err = {0};
+    int rc = tn_session_chat(s, conv, 2, &g, on_token, &cc, NULL, &err);
+    CHECKF(rc == TN_OK, "chat: %s", err.message);
+    answer x;
+    ask(s, REQ_A, &g, &x);
+    CHECKF(same(&x, &r[0]), "%s %s think=%d: after a chat, A differs", f->name, mode, thinking);
+    CHECK(pinned_rows_hash(s) == h0);
+    tn_session_free(s);
+}
+
+/* -------------------------------------------------- the stop token's row */
+
+static void stop_token(fixture *f) {
+    tn_session *s = new_session(f, 512, false);
+    if (!s || pin(s, SYSTEM) != TN_OK) {
+        tn_session_free(s);
+        return;
+    }
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 16;
+    tn_session_message conv[1] = {{"user", REQ_B}};
+    answer a;
+    memset(&a, 0, sizeof a);
+    collect c = {.a = &a, .s = s, .expect_kv = -1};
+    tn_session_stats st;
+    tn_error err = {0};
+    int rc = tn_session_chat(s, conv, 1, &g, on_token, &c, &st, &err);
+    CHECKF(rc == TN_OK, "chat: %s", err.message);
+    const int32_t n_prompt = st.prompt_tokens + st.restored_tokens;
+    /* Limit reached: the last token was sampled but not decoded. */
+    CHECK(st.stop_reason == TN_STOP_LIMIT && a.n == 16);
+    CHECKF(st.kv_len == n_prompt + 15, "kv %d, prompt %d", st.kv_len, n_prompt);
+    /* Choose a stop token: the first answer token k >= 1 not seen before it. */
+    int k = -1;
+    for (int i = 1; i < a.n && k < 0; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++)
+            seen |= a.tokens[j] == a.tokens[i];
+        if (!seen)
+            k = i;
+    }
+    CHECK(k > 0);
+    if (k > 0) {
+        g.stop_tokens[0] = a.tokens[k];
+        g.n_stop_tokens = 1;
+        answer b;
+        memset(&b, 0, sizeof b);
+        collect cb = {.a = &b, .s = s, .expect_kv = n_prompt};
+        rc = tn_session_chat(s, conv, 1, &g, on_token, &cb, &st, &err);
+        CHECKF(rc == TN_OK, "chat: %s", err.message);
+        CHECK(st.stop_reason == TN_STOP_EOG);
+        CHECKF(b.n == k && !memcmp(b.tokens, a.tokens, (size_t)k * 4), "answer of %d tokens, %d",
+               b.n, k);
+        /* Every emitted token has its row; the stop token has none. */
+        int32_t n_kv;
+        const int32_t *kv = tn_session_kv_tokens(s, &n_kv);
+        CHECKF(n_kv == n_prompt + k && st.kv_len == n_kv &&
+                   tn_ctx_kv_len(tn_session_ctx(s)) == n_kv,
+               "KV %d rows, expected %d", n_kv, n_prompt + k);
+        CHECK(kv[n_kv - 1] == a.tokens[k - 1]);
+        CHECK(cb.kv_errors == 0);
+        /* The whole prompt was reused (all but its last row). */
+        CHECK(st.restored_tokens == n_prompt - 1);
+
+        /* The same through ask: during the answer the KV grows row by row;
+         * after it, only the pin remains. */
+        tn_session_reset(s);
+        CHECK(tn_ctx_kv_len(tn_session_ctx(s)) == tn_session_pin_info(s).n_pin);
+        memset(&b, 0, sizeof b);
+        cb.kv_errors = 0;
+        cb.expect_kv = -1;
+        g.n_stop_tokens = 0;
+        g.max_tokens = 6;
+        /* first ask without a check to learn the request length */
+        ask(s, REQ_A, &g, &b);
+        cb.expect_kv = tn_session_pin_info(s).n_pin + b.st.prompt_tokens;
+        memset(&b, 0, sizeof b);
+        rc = tn_session_ask(s, REQ_A, &g, on_token, &cb, &st, &err);
+        CHECK(rc == TN_OK && cb.kv_errors == 0 && b.n == 6);
+        CHECK(st.kv_len == tn_session_pin_info(s).n_pin);
+    }
+    tn_session_free(s);
+}
+
+/* --------------------------------------------------- overflow, cancel */
+
+static void overflow(fixture *f) {
+    tn_session *s = new_session(f, 160, false);
+    if (!s || pin(s, SYSTEM) != TN_OK) {
+        tn_session_free(s);
+        return;
+    }
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 8;
+    answer before;
+    ask(s, REQ_A, &g, &before);
+    const tn_pin_info pi = tn_session_pin_info(s);
+    int32_t n_kv0;
+    const int32_t *kv = tn_session_kv_tokens(s, &n_kv0);
+    int32_t *kv0 = malloc((size_t)n_kv0 * 4 + 4);
+    memcpy(kv0, kv, (size_t)n_kv0 * 4);
+    const uint64_t h0 = pinned_rows_hash(s);
+
+    char longtext[2000] = "";
+    for (int i = 0; i < 40; i++)
+        strcat(longtext, "please tell me more about it ");
+    answer a;
+    memset(&a, 0, sizeof a);
+    collect c = {.a = &a, .s = s, .expect_kv = -1};
+    tn_error err = {0};
+    tn_session_stats st;
+    int rc = tn_session_ask(s, longtext, &g, on_token, &c, &st, &err);
+    CHECKF(rc == TN_ERR_OVERFLOW, "a long request gave %d", rc);
+    int msg = 0, free_ = 0, sys = 0;
+    CHECKF(sscanf(err.message, "the message is %d tokens; %d are free after the %d-token system "
+                               "prompt",
+                  &msg, &free_, &sys) == 3,
+           "message: %s", err.message);
+    CHECKF(sys == pi.n_pin && free_ == 160 - pi.n_pin && msg > free_, "message: %s", err.message);
+    char want[256];
+    snprintf(want, sizeof want,
+             "the message is %d tokens; %d are free after the %d-token system prompt", msg, free_,
+             sys);
+    CHECKF(!strcmp(err.message, want), "message: %s", err.message);
+    CHECK(a.n == 0);
+
+    /* A system prompt longer than the context: refused, the old pin stays. */
+    char longsys[4000] = "";
+    for (int i = 0; i < 40; i++)
+        strcat(longsys, "Always be helpful and precise. ");
+    rc = tn_session_pin(s, longsys, NULL, NULL, &err);
+    CHECKF(rc == TN_ERR_OVERFLOW, "a long system prompt gave %d", rc);
+    CHECKF(strstr(err.message, "the system prompt is") != NULL, "message: %s", err.message);
+    tn_pin_info p2 = tn_session_pin_info(s);
+    CHECK(p2.n_pin == pi.n_pin && p2.prefill_ms == pi.prefill_ms);
+
+    /* Nothing changed: the same KV, the same pinned rows, the same answer. */
+    int32_t n_kv1;
+    kv = tn_session_kv_tokens(s, &n_kv1);
+    CHECK(n_kv1 == n_kv0 && !memcmp(kv, kv0, (size_t)n_kv0 * 4));
+    CHECK(pinned_rows_hash(s) == h0);
+    answer after;
+    ask(s, REQ_A, &g, &after);
+    CHECK(same(&before, &after));
+
+    /* Cancelled mid-answer from the callback: the pin is untouched. */
+    memset(&a, 0, sizeof a);
+    c.cancel_after = 2;
+    rc = tn_session_ask(s, REQ_B, &g, on_token, &c, &st, &err);
+    CHECKF(rc == TN_OK && st.stop_reason == TN_STOP_CANCELLED && a.n == 2,
+           "cancel: rc %d, %s, %d tokens", rc, tn_stop_reason_name(st.stop_reason), a.n);
+    CHECK(tn_ctx_kv_len(tn_session_ctx(s)) == pi.n_pin);
+    ask(s, REQ_A, &g, &after);
+    CHECK(same(&before, &after));
+    free(kv0);
+    tn_session_free(s);
+}
+
+static bool stop_progress(int32_t done, int32_t total, void *user) {
+    (void)total;
+    int *calls = user;
+    ++*calls;
+    return done < 64; /* cancel after the first chunk */
+}
+
+static void pin_cancel(fixture *f) {
+    tn_session *s = new_session(f, 512, false);
+    if (!s || pin(s, SYSTEM) != TN_OK) {
+        tn_session_free(s);
+        return;
+    }
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 8;
+    answer before, after;
+    ask(s, REQ_A, &g, &before);
+    const tn_pin_info pi = tn_session_pin_info(s);
+    char longsys[4000] = "";
+    for (int i = 0; i < 12; i++)
+        strcat(longsys, "Answer briefly and mention the aisle. ");
+    int calls = 0;
+    tn_error err = {0};
+    int rc = tn_session_pin(s, longsys, stop_progress, &calls, &err);
+    CHECKF(rc == TN_ERR_CANCELLED && calls >= 1, "cancelled pin: %d after %d calls", rc, calls);
+    tn_pin_info p2 = tn_session_pin_info(s);
+    CHECK(p2.n_pin == pi.n_pin);
+    /* The old pin answers as before (restored, since the KV was cut). */
+    ask(s, REQ_A, &g, &after);
+    CHECK(same(&before, &after));
+    tn_session_free(s);
+}
+
+/* ------------------------------------------------------- snapshots */
+
+static void damaged_snapshots(fixture *f) {
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 8;
+    answer ref;
+    char sys[512];
+    snprintf(sys, sizeof sys, "%s Snapshot test.", SYSTEM);
+    tn_session *s = new_session(f, 256, true);
+    if (!s || pin(s, sys) != TN_OK) {
+        tn_session_free(s);
+        return;
+    }
+    CHECK(tn_session_pin_info(s).snapshot_saved);
+    ask(s, REQ_A, &g, &ref);
+    int32_t n_pin;
+    const int32_t *pt = tn_session_pinned_tokens(s, &n_pin);
+    tn_pin_key key;
+    tn_pin_key_compute(f->model, pt, n_pin, &key, NULL);
+    char *path = tn_pin_path(f->cache, &key);
+    tn_session_free(s);
+
+    for (int damage = 0; damage < 3; damage++) {
+        FILE *fp = fopen(path, "r+b");
+        CHECK(fp != NULL);
+        if (!fp)
+            break;
+        fseek(fp, 0, SEEK_END);
+        long size = ftell(fp);
+        if (damage == 0 || damage == 1) {
+            long off = damage == 0 ? size - 5 : 130; /* KV bytes; token bytes */
+            fseek(fp, off, SEEK_SET);
+            int ch = fgetc(fp);
+            fseek(fp, off, SEEK_SET);
+            fputc(ch ^ 0x10, fp);
+            fclose(fp);
+        } else {
+            fclose(fp);
+            CHECK(truncate(path, size - 100) == 0);
+        }
+        warnings = 0;
+        s = new_session(f, 256, true);
+        if (!s || pin(s, sys) != TN_OK) {
+            tn_session_free(s);
+            break;
+        }
+        tn_pin_info pi = tn_session_pin_info(s);
+        CHECKF(!pi.loaded_from_snapshot && pi.snapshot_saved, "damage %d: loaded %d saved %d",
+               damage, pi.loaded_from_snapshot, pi.snapshot_saved);
+        CHECKF(warnings == 1 && strstr(last_warning, "ignored"), "damage %d: warning '%s'",
+               damage, last_warning);
+        answer x;
+        ask(s, REQ_A, &g, &x);
+        CHECKF(same(&x, &ref), "damage %d: a recomputed pin answers differently", damage);
+        tn_session_free(s);
+        /* Recomputed and saved again: the next start loads it. */
+        s = new_session(f, 256, true);
+        if (s && pin(s, sys) == TN_OK)
+            CHECK(tn_session_pin_info(s).loaded_from_snapshot);
+        tn_session_free(s);
+    }
+    free(path);
+}
+
+/* The model file rewritten in place (other weights): old pins must not be
+ * used. Runs last on a fixture: it replaces the model. */
+static void model_replaced(fixture *f) {
+    char sys[512];
+    snprintf(sys, sizeof sys, "%s Replaced model test.", SYSTEM);
+    tn_session *s = new_session(f, 256, true);
+    if (s)
+        pin(s, sys);
+    tn_session_free(s);
+    if (!make_model(f, f->name, "llama", NULL, 999))
+        return;
+    warnings = 0;
+    s = new_session(f, 256, true);
+    if (s && pin(s, sys) == TN_OK)
+        CHECKF(!tn_session_pin_info(s).loaded_from_snapshot,
+               "a pin of the old model file was loaded for the new one");
+    tn_session_free(s);
+}
+
+/* ----------------------------------------------------------------- chat */
+
+static void chat(fixture *f) {
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 10;
+    tn_session *s = new_session(f, 512, false);
+    tn_session *fresh = new_session(f, 512, false);
+    if (!s || !fresh || pin(s, SYSTEM) != TN_OK || pin(fresh, SYSTEM) != TN_OK)
+        goto out;
+    tn_session_message conv[3] = {{"user", REQ_A}, {"assistant", ""}, {"user", REQ_B}};
+    answer a1, a2, a3;
+    memset(&a1, 0, sizeof a1);
+    collect c = {.a = &a1, .s = s, .expect_kv = -1};
+    tn_error err = {0};
+    int rc = tn_session_chat(s, conv, 1, &g, on_token, &c, &a1.st, &err);
+    CHECKF(rc == TN_OK, "chat: %s", err.message);
+    /* The pinned system part was reused, not prefilled again. */
+    CHECKF(a1.st.restored_tokens >= tn_session_pin_info(s).n_pin, "restored %d of pin %d",
+           a1.st.restored_tokens, tn_session_pin_info(s).n_pin);
+    conv[1].content = a1.text;
+    memset(&a2, 0, sizeof a2);
+    c.a = &a2;
+    rc = tn_session_chat(s, conv, 3, &g, on_token, &c, &a2.st, &err);
+    CHECKF(rc == TN_OK, "chat: %s", err.message);
+    const int32_t first_len = a1.st.restored_tokens + a1.st.prompt_tokens;
+    CHECKF(a2.st.restored_tokens >= first_len, "second turn reused %d tokens of %d",
+           a2.st.restored_tokens, first_len);
+    /* The same conversation in a fresh session: the same answer. */
+    memset(&a3, 0, sizeof a3);
+    collect c3 = {.a = &a3, .s = fresh, .expect_kv = -1};
+    rc = tn_session_chat(fresh, conv, 3, &g, on_token, &c3, &a3.st, &err);
+    CHECKF(rc == TN_OK, "chat: %s", err.message);
+    CHECK(same(&a2, &a3));
+    /* Regenerate: everything but the last row is reused; the same answer. */
+    answer a4;
+    memset(&a4, 0, sizeof a4);
+    c.a = &a4;
+    rc = tn_session_chat(s, conv, 3, &g, on_token, &c, &a4.st, &err);
+    CHECK(rc == TN_OK && same(&a2, &a4));
+    CHECK(a4.st.prompt_tokens == 1);
+
+    /* A stop string: the answer ends before its first occurrence. */
+    if (a1.text_len > 4) {
+        tn_gen_params gs = g;
+        char stop[3] = {a1.text[a1.text_len / 2], a1.text[a1.text_len / 2 + 1], 0};
+        gs.stop[0] = stop;
+        gs.n_stop = 1;
+        const char *at = strstr(a1.text, stop);
+        answer a5;
+        memset(&a5, 0, sizeof a5);
+        c.a = &a5;
+        rc = tn_session_chat(s, conv, 1, &gs, on_token, &c, &a5.st, &err);
+        CHECK(rc == TN_OK && a5.st.stop_reason == TN_STOP_STRING);
+        CHECKF(a5.text_len == (size_t)(at - a1.text) && !memcmp(a5.text, a1.text, a5.text_len),
+               "stop '%s': got '%s' of '%s'", stop, a5.text, a1.text);
+    }
+out:
+    tn_session_free(s);
+    tn_session_free(fresh);
+}
+
+/* ----------------------------------------------- raw tokens, bad input */
+
+static void tokens_api(fixture *f) {
+    tn_session *s = new_session(f, 64, false);
+    if (!s)
+        return;
+    int32_t sys[20], req[8];
+    for (int i = 0; i < 20; i++)
+        sys[i] = 10 + i * 3;
+    for (int i = 0; i < 8; i++)
+        req[i] = 50 + i;
+    tn_error err = {0};
+    CHECK(tn_session_pin_tokens(s, sys, 20, NULL, NULL, &err) == TN_OK);
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 5;
+    answer a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    collect c = {.a = &a, .s = s, .expect_kv = 28};
+    CHECK(tn_session_ask_tokens(s, req, 8, &g, on_token, &c, &a.st, &err) == TN_OK);
+    c.a = &b;
+    CHECK(tn_session_ask_tokens(s, req, 8, &g, on_token, &c, &b.st, &err) == TN_OK);
+    CHECK(same(&a, &b) && a.n == 5 && c.kv_errors == 0);
+    /* Exactly full: allowed; one more: refused. */
+    int32_t big[64];
+    for (int i = 0; i < 64; i++)
+        big[i] = 60 + i;
+    CHECK(tn_session_ask_tokens(s, big, 44, &g, NULL, NULL, NULL, &err) == TN_OK);
+    CHECK(tn_session_ask_tokens(s, big, 45, &g, NULL, NULL, NULL, &err) == TN_ERR_OVERFLOW);
+    CHECK(!strcmp(err.message,
+                  "the message is 45 tokens; 44 are free after the 20-token system prompt"));
+    int32_t bad = tn_model_n_vocab(f->model);
+    CHECK(tn_session_ask_tokens(s, &bad, 1, &g, NULL, NULL, NULL, &err) == TN_ERR_INVALID);
+    CHECK(tn_session_ask_tokens(s, req, 0, &g, NULL, NULL, NULL, &err) == TN_ERR_INVALID);
+    CHECK(tn_session_pin_tokens(s, big, 64, NULL, NULL, &err) == TN_ERR_OVERFLOW);
+    tn_gen_params bg = g;
+    bg.n_stop = 1;
+    bg.stop[0] = "";
+    CHECK(tn_session_ask_tokens(s, req, 8, &bg, NULL, NULL, NULL, &err) == TN_ERR_INVALID);
+    tn_session_message m = {"robot", "hi"};
+    CHECK(tn_session_chat(s, &m, 1, &g, NULL, NULL, NULL, &err) == TN_ERR_INVALID);
+    CHECK(tn_session_pin_info(s).n_pin == 20);
+    tn_session_unpin(s);
+    CHECK(tn_session_pin_info(s).n_pin == 0 && tn_ctx_kv_len(tn_session_ctx(s)) == 0);
+    tn_session_free(s);
+    tn_session_free(NULL);
+    /* A context longer than the model's: refused. */
+    tn_session_params sp = tn_session_default_params();
+    sp.n_ctx = tn_model_n_ctx_train(f->model) + 1;
+    tn_session *t = NULL;
+    CHECK(tn_session_new(f->model, sp, &t, &err) == TN_ERR_INVALID && t == NULL);
+}
+
+int main(void) {
+    fixture syn = {0};
+    if (make_model(&syn, "synthetic", "llama", NULL, 9)) {
+        for (int think = 0; think < 2; think++)
+            for (int sampled = 0; sampled < 2; sampled++)
+                abab(&syn, think, sampled);
+        stop_token(&syn);
+        overflow(&syn);
+        pin_cancel(&syn);
+        damaged_snapshots(&syn);
+        chat(&syn);
+        tokens_api(&syn);
+        model_replaced(&syn);
+    }
+    tn_model_free(syn.model);
+
+    const char *vocab = tn_test_vocab("qwen3");
+    if (vocab) {
+        char tokjson[4200];
+        snprintf(tokjson, sizeof tokjson, "%s/tokenizer.json", vocab);
+        fixture q = {0};
+        if (make_model(&q, "qwen3", "qwen3", tokjson, 11)) {
+            for (int think = 0; think < 2; think++)
+                for (int sampled = 0; sampled < 2; sampled++)
+                    abab(&q, think, sampled);
+            stop_token(&q);
+            overflow(&q);
+            chat(&q);
+        }
+        tn_model_free(q.model);
+    } else {
+        fprintf(stderr, "note: no qwen3 vocabulary (TERN_VOCAB_DIR); real-vocabulary part skipped\n");
+    }
+    return tn_test_finish("session");
+}
