@@ -1,11 +1,17 @@
 /* A persistent thread pool for the forward pass.
  *
  * A decode step dispatches a few hundred short tasks (one per matmul), so
- * dispatch latency matters: workers spin on a generation counter for a short
+ * dispatch latency matters: workers spin on the dispatch word for a short
  * while after each task (the next one usually comes within microseconds),
- * then sleep on a futex so that an idle engine costs no CPU. The caller is
- * thread 0 and waits the same way for the others to finish. Dispatch
- * allocates nothing. */
+ * then sleep on a futex so that an idle engine costs no CPU. Dispatch
+ * allocates nothing.
+ *
+ * The n slots (ith = 0..n-1) of a task are claimed, not assigned: the caller
+ * and the workers take them with a compare-and-swap, and the caller keeps
+ * taking slots until none is left. On a machine busy with other work a
+ * worker may not get a core for milliseconds; its slot is then run by the
+ * caller instead of waited for. The caller only waits for slots that are
+ * actually running. */
 #include "tn-cpu-internal.h"
 
 #include <errno.h>
@@ -65,29 +71,41 @@ static bool spin_while_equal(atomic_uint *addr, unsigned value, int64_t spin_ns)
     }
 }
 
+/* Claims and runs slots of the current generation until none is left.
+ * Returns the state word last seen (slot field >= n_threads). */
+static unsigned run_slots(tn_cpu *cpu, unsigned s) {
+    const unsigned n = (unsigned)cpu->n_threads;
+    while ((s & TN_SLOT_MASK) < n) {
+        if (!atomic_compare_exchange_weak(&cpu->state, &s, s + 1))
+            continue; /* s now holds the fresh value */
+        /* The slot is ours, so the caller cannot start another generation
+         * (and overwrite fn/ctx) before we count it done. */
+        cpu->fn(cpu->ctx, (int)(s & TN_SLOT_MASK), (int)n);
+        if (atomic_fetch_add(&cpu->done, 1) + 1 == n && atomic_load(&cpu->caller_sleeping))
+            futex_wake_all(&cpu->done);
+        s = atomic_load(&cpu->state);
+    }
+    return s;
+}
+
 static void *worker_main(void *arg) {
     tn_worker *wk = arg;
     tn_cpu *cpu = wk->cpu;
-    /* Not a load: a thread that starts late must still run the dispatches
-     * made before it got here. The pool starts at generation 0. */
-    unsigned seen = 0;
+    unsigned s = atomic_load(&cpu->state);
     for (;;) {
-        if (!spin_while_equal(&cpu->generation, seen, cpu->spin_ns)) {
-            /* Announce the sleep before re-checking, so that a dispatcher
-             * that bumps the generation after our check sees us (both sides
-             * are sequentially consistent). */
-            atomic_fetch_add(&cpu->sleepers, 1);
-            while (atomic_load(&cpu->generation) == seen)
-                futex_wait(&cpu->generation, seen);
-            atomic_fetch_sub(&cpu->sleepers, 1);
-        }
-        seen = atomic_load_explicit(&cpu->generation, memory_order_acquire);
+        s = run_slots(cpu, s);
         if (atomic_load_explicit(&cpu->stop, memory_order_acquire))
             return NULL;
-        cpu->fn(cpu->ctx, wk->ith, cpu->n_threads);
-        if (atomic_fetch_sub(&cpu->remaining, 1) == 1 &&
-            atomic_load(&cpu->caller_sleeping))
-            futex_wake_all(&cpu->remaining);
+        if (!spin_while_equal(&cpu->state, s, cpu->spin_ns)) {
+            /* Announce the sleep before re-checking, so that a dispatcher
+             * that moves the state after our check sees us (both sides are
+             * sequentially consistent). */
+            atomic_fetch_add(&cpu->sleepers, 1);
+            while (atomic_load(&cpu->state) == s && !atomic_load(&cpu->stop))
+                futex_wait(&cpu->state, s);
+            atomic_fetch_sub(&cpu->sleepers, 1);
+        }
+        s = atomic_load(&cpu->state);
     }
 }
 
@@ -137,8 +155,9 @@ tn_cpu *tn_cpu_new(int n_threads) {
     const char *spin = getenv("TERN_SPIN_US");
     if (spin && *spin)
         cpu->spin_ns = (int64_t)atol(spin) * 1000;
-    atomic_init(&cpu->generation, 0);
-    atomic_init(&cpu->remaining, 0);
+    /* Generation 0 has no free slot: nothing to run until a dispatch. */
+    atomic_init(&cpu->state, (unsigned)n_threads);
+    atomic_init(&cpu->done, 0);
     atomic_init(&cpu->sleepers, 0);
     atomic_init(&cpu->caller_sleeping, 0);
     atomic_init(&cpu->stop, false);
@@ -168,8 +187,8 @@ void tn_cpu_free(tn_cpu *cpu) {
         return;
     if (cpu->n_threads > 1) {
         atomic_store(&cpu->stop, true);
-        atomic_fetch_add(&cpu->generation, 1);
-        futex_wake_all(&cpu->generation);
+        atomic_fetch_add(&cpu->state, 1u << TN_SLOT_BITS);
+        futex_wake_all(&cpu->state);
         for (int i = 1; i < cpu->n_threads; i++)
             pthread_join(cpu->workers[i - 1].thread, NULL);
     }
@@ -186,25 +205,33 @@ void tn_cpu_parallel(tn_cpu *cpu, tn_task_fn fn, void *ctx) {
         fn(ctx, 0, 1);
         return;
     }
+    const unsigned n = (unsigned)cpu->n_threads;
     cpu->fn = fn;
     cpu->ctx = ctx;
-    atomic_store_explicit(&cpu->remaining, (unsigned)cpu->n_threads - 1, memory_order_relaxed);
-    atomic_fetch_add(&cpu->generation, 1); /* publishes fn/ctx/remaining */
+    atomic_store_explicit(&cpu->done, 0, memory_order_relaxed);
+    unsigned gen = (atomic_load_explicit(&cpu->state, memory_order_relaxed) >> TN_SLOT_BITS) + 1;
+    /* Slot 0 is taken by the caller right away; the store publishes fn, ctx
+     * and done. */
+    atomic_store(&cpu->state, gen << TN_SLOT_BITS | 1);
     if (atomic_load(&cpu->sleepers) > 0)
-        futex_wake_all(&cpu->generation);
+        futex_wake_all(&cpu->state);
 
-    fn(ctx, 0, cpu->n_threads);
-
-    for (;;) {
-        unsigned left = atomic_load_explicit(&cpu->remaining, memory_order_acquire);
-        if (left == 0)
-            break;
-        if (spin_while_equal(&cpu->remaining, left, cpu->spin_ns))
-            continue;
-        atomic_store(&cpu->caller_sleeping, 1);
-        left = atomic_load(&cpu->remaining);
-        if (left != 0)
-            futex_wait(&cpu->remaining, left);
-        atomic_store(&cpu->caller_sleeping, 0);
+    fn(ctx, 0, (int)n);
+    unsigned d = atomic_fetch_add(&cpu->done, 1) + 1;
+    if (d < n) {
+        run_slots(cpu, atomic_load(&cpu->state));
+        for (;;) {
+            d = atomic_load_explicit(&cpu->done, memory_order_acquire);
+            if (d == n)
+                break;
+            if (spin_while_equal(&cpu->done, d, cpu->spin_ns))
+                continue;
+            atomic_store(&cpu->caller_sleeping, 1);
+            d = atomic_load(&cpu->done);
+            if (d != n)
+                futex_wait(&cpu->done, d);
+            atomic_store(&cpu->caller_sleeping, 0);
+        }
     }
+    /* done == n was read with acquire: every slot's writes are visible. */
 }

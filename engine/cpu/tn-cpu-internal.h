@@ -16,6 +16,9 @@
  * line with each other (false sharing costs more than the dispatch). */
 #define TN_CACHE_LINE 64
 
+#define TN_SLOT_BITS 10 /* up to 1023 threads */
+#define TN_SLOT_MASK ((1u << TN_SLOT_BITS) - 1)
+
 typedef struct tn_worker {
     tn_cpu *cpu;
     pthread_t thread;
@@ -27,13 +30,17 @@ struct tn_cpu {
     tn_isa isa;
     tn_worker *workers; /* n_threads - 1 background threads */
 
-    /* The task being run; written by the caller before `generation` moves. */
+    /* The task being run; written by the caller before `state` moves. */
     tn_task_fn fn;
     void *ctx;
 
-    _Alignas(TN_CACHE_LINE) atomic_uint generation; /* bumped once per dispatch */
-    _Alignas(TN_CACHE_LINE) atomic_uint remaining;  /* workers still running the task */
-    _Alignas(TN_CACHE_LINE) atomic_int sleepers;    /* workers waiting on `generation` */
+    /* Dispatch state: generation << TN_SLOT_BITS | next unclaimed slot.
+     * Threads (the caller included) claim slots 0..n-1 of a task with a
+     * compare-and-swap, so a worker that the OS has not scheduled yet does
+     * not hold the caller up: the caller runs that slot itself. */
+    _Alignas(TN_CACHE_LINE) atomic_uint state;
+    _Alignas(TN_CACHE_LINE) atomic_uint done; /* slots finished this generation */
+    _Alignas(TN_CACHE_LINE) atomic_int sleepers; /* workers waiting on `state` */
     atomic_int caller_sleeping;
     atomic_bool stop;
     int64_t spin_ns;

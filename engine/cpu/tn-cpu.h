@@ -77,4 +77,9 @@ int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, i
  * scalar path runs it). */
 bool tn_matmul_has_kernel(tn_isa isa, uint32_t type);
 
+/* Reads buf[0, bytes) once on every thread of the pool (each its own
+ * contiguous share, like the weights of a decode step) and returns the rate
+ * in bytes per second. Make bytes many times the last-level cache. */
+double tn_cpu_read_bandwidth(tn_cpu *cpu, const void *buf, size_t bytes);
+
 #endif

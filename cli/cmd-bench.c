@@ -1,0 +1,637 @@
+/* tern-cli bench: how fast this machine runs a model, and how close that is
+ * to what its memory allows.
+ *
+ *   model mode    pp (prompt tokens/s), tg (generated tokens/s), the cost of
+ *                 one B-token verify step against a 1-token step, the
+ *                 machine's streaming read bandwidth, the decode bound
+ *                 (bandwidth / bytes read per token) and peak RSS
+ *   --kernels     matrix-product throughput per weight type and batch at the
+ *                 Llama-3.2-1B shapes, no model file needed
+ *
+ * Figures are medians over repetitions, with the min-max spread. */
+#include "cli.h"
+
+#include "cpu/tn-cpu.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: tern-cli bench -m MODEL [-p 512] [-n 128] [--verify 16] [-t N] [-r REPS]\n"
+            "                      [--json]\n"
+            "       tern-cli bench --kernels [--types q4_0,q8_0,...] [--shapes 2048x2048,...]\n"
+            "                      [--batch 1,2,4,8,16] [--isa best|all|scalar|avx2|avx512]\n"
+            "                      [-t N] [-r REPS] [--json]\n\n"
+            "Model mode: pp = prompt tokens/s (one P-token decode), tg = generated tokens/s\n"
+            "(N 1-token decodes from an empty context), verify = time of one B-token step\n"
+            "over a 1-token step for B = 2, 4, 8, ... up to --verify, measured memory\n"
+            "bandwidth, decode bound = bandwidth / bytes read per token, peak RSS.\n"
+            "--kernels: matmul time per call for ROWSxCOLS weights and B activation rows.\n"
+            "-t: threads (default: physical cores). -r: repetitions (default 3).\n"
+            "TERN_ISA=scalar|avx2 in the environment caps the kernels (before/after).\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct {
+    double median, min, max;
+} stat3;
+
+static stat3 stats(double *v, int n) {
+    stat3 s = {0, 0, 0};
+    if (n <= 0)
+        return s;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    s.min = v[0];
+    s.max = v[n - 1];
+    s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return s;
+}
+
+static bool parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        cli_error("bench: %s needs a whole number from %ld to %ld, not '%s'", opt, lo, hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Peak resident set (VmHWM) in bytes, 0 if unknown. */
+static uint64_t peak_rss(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    uint64_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) {
+            kb = strtoull(line + 6, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return kb * 1024;
+}
+
+static size_t llc_bytes(void) {
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    long c = l3 > 0 ? l3 : l2 > 0 ? l2 : 32L << 20;
+    return (size_t)c;
+}
+
+/* Streaming read bandwidth through the pool over a buffer 16x the LLC (at
+ * least 512 MiB); one sample per repetition. */
+static bool measure_bandwidth(tn_cpu *cpu, int reps, stat3 *out) {
+    size_t bytes = llc_bytes() * 16;
+    if (bytes < (512u << 20))
+        bytes = 512u << 20;
+    uint8_t *buf = aligned_alloc(4096, bytes);
+    double *v = calloc((size_t)reps, sizeof *v);
+    if (!buf || !v) {
+        free(buf);
+        free(v);
+        return false;
+    }
+    memset(buf, 1, bytes); /* fault every page in first */
+    tn_cpu_read_bandwidth(cpu, buf, bytes);
+    for (int r = 0; r < reps; r++)
+        v[r] = tn_cpu_read_bandwidth(cpu, buf, bytes) / 1e9;
+    *out = stats(v, reps);
+    free(buf);
+    free(v);
+    return true;
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+typedef struct {
+    int64_t rows, cols;
+} shape;
+
+/* A weight matrix of random values: 64 distinct quantized rows repeated, in
+ * as many copies as it takes to overflow the last-level cache, so that
+ * every call streams its weights from memory like a real decode step. */
+typedef struct {
+    tn_weight w;
+    uint8_t *data;
+    int copies;
+    size_t bytes; /* one copy */
+} bench_matrix;
+
+static int make_bench_matrix(bench_matrix *m, uint32_t type, shape sh, uint64_t *seed) {
+    memset(m, 0, sizeof *m);
+    size_t rb = tn_type_row_bytes(type, (uint64_t)sh.cols);
+    if (!rb)
+        return TN_ERR_INVALID;
+    m->bytes = rb * (size_t)sh.rows;
+    size_t want = llc_bytes() * 8;
+    m->copies = (int)((want + m->bytes - 1) / m->bytes);
+    if (m->copies < 1)
+        m->copies = 1;
+    if (m->copies > 512)
+        m->copies = 512;
+    m->data = aligned_alloc(64, (m->bytes * (size_t)m->copies + 63) / 64 * 64);
+    float *src = malloc(sizeof(float) * (size_t)sh.cols);
+    if (!m->data || !src) {
+        free(m->data);
+        free(src);
+        m->data = NULL;
+        return TN_ERR_NOMEM;
+    }
+    int distinct = sh.rows < 64 ? (int)sh.rows : 64;
+    for (int r = 0; r < distinct; r++) {
+        for (int64_t k = 0; k < sh.cols; k++) {
+            *seed = *seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            src[k] = ((float)(*seed >> 40) / (float)(1 << 24) - 0.5f) * 0.1f;
+        }
+        tn_quantize_row(type, src, m->data + (size_t)r * rb, sh.cols);
+    }
+    for (int64_t r = distinct; r < sh.rows; r++)
+        memcpy(m->data + (size_t)r * rb, m->data + (size_t)(r % distinct) * rb, rb);
+    for (int c = 1; c < m->copies; c++)
+        memcpy(m->data + m->bytes * (size_t)c, m->data, m->bytes);
+    free(src);
+    m->w = (tn_weight){.type = type, .rows = sh.rows, .cols = sh.cols, .data = m->data,
+                       .row_bytes = rb};
+    return TN_OK;
+}
+
+static bool parse_list(const char *opt, const char *s, char items[][32], int max, int *n) {
+    *n = 0;
+    while (*s) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (len == 0 || len >= 32 || *n >= max) {
+            cli_error("bench: %s: bad list '%s'", opt, s);
+            return false;
+        }
+        memcpy(items[*n], s, len);
+        items[*n][len] = 0;
+        (*n)++;
+        s += len + (e ? 1 : 0);
+    }
+    return *n > 0;
+}
+
+static int bench_kernels(const char *types_s, const char *shapes_s, const char *batch_s,
+                         const char *isa_s, int threads, int reps, bool json) {
+    char items[32][32];
+    int n_types = 0, n_shapes = 0, n_batch = 0, n_isa = 0;
+    uint32_t types[32];
+    shape shapes[32];
+    int batches[32];
+    tn_isa isas[TN_ISA_COUNT_];
+
+    if (!parse_list("--types", types_s, items, 32, &n_types))
+        return CLI_EXIT_USAGE;
+    for (int i = 0; i < n_types; i++) {
+        int t = tn_type_from_name(items[i]);
+        if (t < 0 || !tn_type_supported((uint32_t)t)) {
+            cli_error("bench: --types: unknown or unsupported type '%s'", items[i]);
+            return CLI_EXIT_USAGE;
+        }
+        types[i] = (uint32_t)t;
+    }
+    if (!parse_list("--shapes", shapes_s, items, 32, &n_shapes))
+        return CLI_EXIT_USAGE;
+    for (int i = 0; i < n_shapes; i++) {
+        long long r, c;
+        char tail;
+        if (sscanf(items[i], "%lldx%lld%c", &r, &c, &tail) != 2 || r <= 0 || c <= 0 ||
+            r > (1LL << 24) || c > (1LL << 20)) {
+            cli_error("bench: --shapes: '%s' is not ROWSxCOLS", items[i]);
+            return CLI_EXIT_USAGE;
+        }
+        shapes[i] = (shape){r, c};
+    }
+    if (!parse_list("--batch", batch_s, items, 32, &n_batch))
+        return CLI_EXIT_USAGE;
+    for (int i = 0; i < n_batch; i++) {
+        long b;
+        if (!parse_int("--batch", items[i], 1, 4096, &b))
+            return CLI_EXIT_USAGE;
+        batches[i] = (int)b;
+    }
+    if (!strcmp(isa_s, "best")) {
+        isas[n_isa++] = tn_isa_best();
+    } else if (!strcmp(isa_s, "all")) {
+        for (int i = 0; i < TN_ISA_COUNT_; i++)
+            if (tn_isa_available((tn_isa)i))
+                isas[n_isa++] = (tn_isa)i;
+    } else {
+        if (!parse_list("--isa", isa_s, items, 32, &n_isa) || n_isa > TN_ISA_COUNT_)
+            return CLI_EXIT_USAGE;
+        for (int i = 0; i < n_isa; i++) {
+            int k = 0;
+            while (k < TN_ISA_COUNT_ && strcmp(items[i], tn_isa_name((tn_isa)k)))
+                k++;
+            if (k == TN_ISA_COUNT_) {
+                cli_error("bench: --isa: unknown family '%s' (scalar, avx2, avx512)", items[i]);
+                return CLI_EXIT_USAGE;
+            }
+            if (!tn_isa_available((tn_isa)k)) {
+                cli_error("bench: --isa: this CPU or build cannot run %s", items[i]);
+                return CLI_EXIT_BAD_INPUT;
+            }
+            isas[i] = (tn_isa)k;
+        }
+    }
+
+    tn_cpu *cpu = tn_cpu_new(threads);
+    if (!cpu) {
+        cli_error("bench: cannot start %d threads", threads);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    int max_b = 1;
+    for (int i = 0; i < n_batch; i++)
+        max_b = batches[i] > max_b ? batches[i] : max_b;
+    int64_t max_rows = 1, max_cols = 1;
+    for (int i = 0; i < n_shapes; i++) {
+        max_rows = shapes[i].rows > max_rows ? shapes[i].rows : max_rows;
+        max_cols = shapes[i].cols > max_cols ? shapes[i].cols : max_cols;
+    }
+    float *x = malloc(sizeof(float) * (size_t)max_b * (size_t)max_cols);
+    float *y = malloc(sizeof(float) * (size_t)max_b * (size_t)max_rows);
+    double *samples = calloc((size_t)reps, sizeof *samples);
+    if (!x || !y || !samples) {
+        free(x);
+        free(y);
+        free(samples);
+        tn_cpu_free(cpu);
+        cli_error("bench: out of memory");
+        return CLI_EXIT_BAD_INPUT;
+    }
+    uint64_t seed = 42;
+    for (size_t i = 0; i < (size_t)max_b * (size_t)max_cols; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (float)(seed >> 40) / (float)(1 << 24) - 0.5f;
+    }
+
+    if (json)
+        printf("{\"threads\": %d, \"reps\": %d, \"results\": [", tn_cpu_threads(cpu), reps);
+    else
+        printf("threads %d, %d reps, medians (min-max); GB/s = weight bytes per second\n"
+               "%-7s %-6s %-12s %5s %10s %16s %9s %9s %8s\n",
+               tn_cpu_threads(cpu), reps, "isa", "type", "shape", "batch", "ms/call",
+               "(min-max)", "GB/s", "GFLOP/s", "vs b=1");
+    bool first = true;
+    int rc = CLI_EXIT_OK;
+    for (int ti = 0; ti < n_types && rc == CLI_EXIT_OK; ti++)
+        for (int si = 0; si < n_shapes && rc == CLI_EXIT_OK; si++) {
+            bench_matrix m;
+            int mrc = make_bench_matrix(&m, types[ti], shapes[si], &seed);
+            if (mrc != TN_OK) {
+                cli_error("bench: cannot make a %s %lldx%lld matrix (%s)",
+                          tn_type_name(types[ti]), (long long)shapes[si].rows,
+                          (long long)shapes[si].cols, tn_status_name(mrc));
+                rc = CLI_EXIT_BAD_INPUT;
+                break;
+            }
+            for (int ii = 0; ii < n_isa; ii++) {
+                tn_cpu_set_isa(cpu, isas[ii]);
+                double t1 = 0;
+                for (int bi = 0; bi < n_batch; bi++) {
+                    int b = batches[bi];
+                    /* Enough calls per sample for ~0.1 s, in whole passes over
+                     * the copies. */
+                    tn_weight w = m.w;
+                    double t0 = now_s();
+                    tn_matmul(cpu, &w, x, b, y); /* warm-up, and a time estimate */
+                    double est = now_s() - t0;
+                    int calls = est > 0 ? (int)(0.1 / est) : 1;
+                    calls = (calls + m.copies - 1) / m.copies * m.copies;
+                    if (calls < m.copies)
+                        calls = m.copies;
+                    if (calls > 20000)
+                        calls = 20000;
+                    for (int r = 0; r < reps; r++) {
+                        double ts = now_s();
+                        for (int c = 0; c < calls; c++) {
+                            w.data = m.data + m.bytes * (size_t)(c % m.copies);
+                            tn_matmul(cpu, &w, x, b, y);
+                        }
+                        samples[r] = (now_s() - ts) / calls;
+                    }
+                    stat3 s = stats(samples, reps);
+                    if (b == 1 || t1 == 0)
+                        t1 = b == 1 ? s.median : t1;
+                    double gbs = (double)m.bytes / s.median / 1e9;
+                    double gflops = 2.0 * (double)shapes[si].rows * (double)shapes[si].cols * b /
+                                    s.median / 1e9;
+                    char shp[64];
+                    snprintf(shp, sizeof shp, "%lldx%lld", (long long)shapes[si].rows,
+                             (long long)shapes[si].cols);
+                    if (json) {
+                        printf("%s\n  {\"isa\": \"%s\", \"type\": \"%s\", \"rows\": %lld, "
+                               "\"cols\": %lld, \"batch\": %d, \"ms\": %.4f, \"ms_min\": %.4f, "
+                               "\"ms_max\": %.4f, \"weight_gbs\": %.2f, \"gflops\": %.2f}",
+                               first ? "" : ",", tn_isa_name(isas[ii]),
+                               tn_type_name(types[ti]), (long long)shapes[si].rows,
+                               (long long)shapes[si].cols, b, s.median * 1e3, s.min * 1e3,
+                               s.max * 1e3, gbs, gflops);
+                        first = false;
+                    } else {
+                        char spread[64], rel[16] = "";
+                        snprintf(spread, sizeof spread, "(%.3f-%.3f)", s.min * 1e3, s.max * 1e3);
+                        if (t1 > 0)
+                            snprintf(rel, sizeof rel, "%.2fx", s.median / t1);
+                        printf("%-7s %-6s %-12s %5d %10.3f %16s %9.1f %9.1f %8s\n",
+                               tn_isa_name(isas[ii]), tn_type_name(types[ti]), shp, b,
+                               s.median * 1e3, spread, gbs, gflops, rel);
+                    }
+                    fflush(stdout);
+                }
+            }
+            free(m.data);
+        }
+    if (json)
+        printf("\n]}\n");
+    free(x);
+    free(y);
+    free(samples);
+    tn_cpu_free(cpu);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ model */
+
+/* Bytes of weights one decode step reads: every tensor but the token
+ * embedding, of which one row is read (unless it doubles as the LM head). */
+static uint64_t weight_bytes_per_token(const tn_model *model) {
+    const tn_gguf *g = tn_model_gguf(model);
+    bool tied = tn_gguf_find_tensor(g, "output.weight") == NULL;
+    uint64_t total = 0;
+    for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
+        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
+        if (tn_str_eq(t->name, "token_embd.weight") && !tied)
+            total += t->ne[1] ? t->nbytes / t->ne[1] : 0;
+        else
+            total += t->nbytes;
+    }
+    return total;
+}
+
+typedef struct {
+    const char *path;
+    long n_prompt, n_gen, verify, threads, reps;
+    bool json;
+} model_opts;
+
+static int decode_or_fail(tn_ctx *ctx, const int32_t *tok, int32_t n, tn_logits_mode mode,
+                          float *logits) {
+    tn_error err;
+    memset(&err, 0, sizeof err);
+    int rc = tn_ctx_decode(ctx, tok, n, mode, logits, &err);
+    if (rc != TN_OK)
+        cli_error("bench: %s", err.message[0] ? err.message : tn_status_name(rc));
+    return rc;
+}
+
+static int bench_model(const model_opts *o) {
+    tn_error err;
+    memset(&err, 0, sizeof err);
+    tn_model_params mp = tn_model_default_params();
+    mp.load_tokenizer = false;
+    tn_model *model = NULL;
+    if (tn_model_load(o->path, mp, &model, &err) != TN_OK) {
+        cli_error("%s", err.message);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    /* Positions past the training context are still valid work to time. */
+    long need = (o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen) + o->verify + 65;
+    tn_ctx *ctx = NULL;
+    if (tn_ctx_new(model, (int32_t)need, (int32_t)o->threads, &ctx, &err) != TN_OK) {
+        cli_error("%s", err.message);
+        tn_model_free(model);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    const int32_t n_vocab = tn_model_n_vocab(model);
+    const long n_tok = need;
+    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)n_tok);
+    float *logits = malloc(sizeof(float) * (size_t)n_vocab * (size_t)(o->verify + 1));
+    double *v = calloc((size_t)(o->reps * 8 + 16), sizeof *v);
+    int rc = CLI_EXIT_OK;
+    if (!tokens || !logits || !v) {
+        cli_error("bench: out of memory");
+        rc = CLI_EXIT_BAD_INPUT;
+        goto out;
+    }
+    uint64_t seed = 7;
+    for (long i = 0; i < n_tok; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        tokens[i] = (int32_t)((seed >> 33) % (uint64_t)n_vocab);
+    }
+    const int threads = tn_ctx_n_threads(ctx);
+    if (!o->json)
+        fprintf(stderr, "bench: %s, %d threads, %s kernels\n", tn_model_description(model),
+                threads, tn_isa_name(tn_isa_best()));
+
+    /* Warm-up: page the weights in and grow every scratch buffer. */
+    if (decode_or_fail(ctx, tokens, 1, TN_LOGITS_LAST, logits) ||
+        tn_ctx_kv_truncate(ctx, 0) != TN_OK) {
+        rc = CLI_EXIT_BAD_INPUT;
+        goto out;
+    }
+
+    stat3 pp = {0}, tg = {0};
+    if (o->n_prompt > 0) {
+        for (long r = 0; r < o->reps; r++) {
+            tn_ctx_kv_truncate(ctx, 0);
+            double t0 = now_s();
+            if (decode_or_fail(ctx, tokens, (int32_t)o->n_prompt, TN_LOGITS_LAST, logits)) {
+                rc = CLI_EXIT_BAD_INPUT;
+                goto out;
+            }
+            v[r] = (double)o->n_prompt / (now_s() - t0);
+        }
+        pp = stats(v, (int)o->reps);
+    }
+    if (o->n_gen > 0) {
+        for (long r = 0; r < o->reps; r++) {
+            tn_ctx_kv_truncate(ctx, 0);
+            double t0 = now_s();
+            for (long i = 0; i < o->n_gen; i++)
+                if (decode_or_fail(ctx, tokens + i, 1, TN_LOGITS_LAST, logits)) {
+                    rc = CLI_EXIT_BAD_INPUT;
+                    goto out;
+                }
+            v[r] = (double)o->n_gen / (now_s() - t0);
+        }
+        tg = stats(v, (int)o->reps);
+    }
+
+    /* Verify steps at the end of a prompt: B tokens with every row's logits,
+     * then the rows are dropped again. 1-token steps are timed the same way. */
+    int n_vb = 0;
+    int vb[16];
+    stat3 vt[16];
+    if (o->verify > 0) {
+        int32_t base = (int32_t)(o->n_prompt < 64 ? o->n_prompt : 64);
+        tn_ctx_kv_truncate(ctx, 0);
+        if (base > 0 && decode_or_fail(ctx, tokens, base, TN_LOGITS_NONE, NULL)) {
+            rc = CLI_EXIT_BAD_INPUT;
+            goto out;
+        }
+        /* B = 1, 2, 4, ... and --verify itself. */
+        for (int b = 1; n_vb < 16; b = b * 2 < o->verify ? b * 2 : (int)o->verify) {
+            vb[n_vb] = b;
+            int samples = (int)o->reps * 5;
+            for (int r = 0; r < samples; r++) {
+                double t0 = now_s();
+                if (decode_or_fail(ctx, tokens + base, b, TN_LOGITS_ALL, logits)) {
+                    rc = CLI_EXIT_BAD_INPUT;
+                    goto out;
+                }
+                v[r] = now_s() - t0;
+                tn_ctx_kv_truncate(ctx, base);
+            }
+            vt[n_vb++] = stats(v, samples);
+            if (b >= o->verify)
+                break;
+        }
+    }
+    uint64_t rss = peak_rss();
+
+    /* Memory bandwidth through a pool of the same size. */
+    stat3 bw = {0};
+    tn_cpu *cpu = tn_cpu_new(threads);
+    if (!cpu || !measure_bandwidth(cpu, (int)o->reps, &bw))
+        fprintf(stderr, "bench: could not measure the memory bandwidth\n");
+    tn_cpu_free(cpu);
+
+    /* Bytes per generated token: the weights, plus the KV cache read at the
+     * average position of the tg run. */
+    uint64_t wbytes = weight_bytes_per_token(model);
+    double kv = (double)tn_model_kv_bytes_per_token(model) * (double)o->n_gen / 2.0;
+    double per_tok = (double)wbytes + kv;
+    double bound = bw.median > 0 ? bw.median * 1e9 / per_tok : 0;
+    double pct = bound > 0 ? 100.0 * tg.median / bound : 0;
+
+    if (o->json) {
+        printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"reps\": %ld,\n",
+               tn_model_path(model), threads, tn_isa_name(tn_isa_best()), o->reps);
+        printf(" \"pp\": {\"tokens\": %ld, \"tps\": %.2f, \"tps_min\": %.2f, \"tps_max\": %.2f},\n",
+               o->n_prompt, pp.median, pp.min, pp.max);
+        printf(" \"tg\": {\"tokens\": %ld, \"tps\": %.2f, \"tps_min\": %.2f, \"tps_max\": %.2f},\n",
+               o->n_gen, tg.median, tg.min, tg.max);
+        printf(" \"verify\": [");
+        for (int i = 0; i < n_vb; i++)
+            printf("%s{\"batch\": %d, \"ms\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
+                   "\"vs_1\": %.3f}",
+                   i ? ", " : "", vb[i], vt[i].median * 1e3, vt[i].min * 1e3, vt[i].max * 1e3,
+                   vt[0].median > 0 ? vt[i].median / vt[0].median : 0);
+        printf("],\n \"bandwidth_gbs\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f},\n",
+               bw.median, bw.min, bw.max);
+        printf(" \"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %.0f,\n"
+               " \"decode_bound_tps\": %.2f, \"decode_pct_of_bound\": %.1f,\n"
+               " \"peak_rss_bytes\": %llu}\n",
+               (unsigned long long)wbytes, kv, bound, pct, (unsigned long long)rss);
+    } else {
+        printf("model      %s\n", tn_model_description(model));
+        printf("threads    %d (%s kernels), %ld reps: median (min-max)\n", threads,
+               tn_isa_name(tn_isa_best()), o->reps);
+        if (o->n_prompt > 0)
+            printf("pp%-5ld    %8.2f tok/s  (%.2f-%.2f)\n", o->n_prompt, pp.median, pp.min,
+                   pp.max);
+        if (o->n_gen > 0)
+            printf("tg%-5ld    %8.2f tok/s  (%.2f-%.2f)\n", o->n_gen, tg.median, tg.min, tg.max);
+        for (int i = 0; i < n_vb; i++)
+            printf("verify %-3d %8.2f ms     (%.2f-%.2f)  %.2fx a 1-token step\n", vb[i],
+                   vt[i].median * 1e3, vt[i].min * 1e3, vt[i].max * 1e3,
+                   vt[0].median > 0 ? vt[i].median / vt[0].median : 0);
+        printf("bandwidth  %8.2f GB/s   (%.2f-%.2f), streaming read, %d threads\n", bw.median,
+               bw.min, bw.max, threads);
+        printf("per token  %8.1f MB     (weights %.1f MB + KV %.1f MB at the mean tg position)\n",
+               per_tok / 1e6, (double)wbytes / 1e6, kv / 1e6);
+        printf("bound      %8.2f tok/s  decode at %.1f%% of it\n", bound, pct);
+        printf("peak RSS   %8.1f MB\n", (double)rss / 1e6);
+    }
+out:
+    free(tokens);
+    free(logits);
+    free(v);
+    tn_ctx_free(ctx);
+    tn_model_free(model);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv) {
+    model_opts o = {.n_prompt = 512, .n_gen = 128, .verify = 16, .threads = 0, .reps = 3};
+    bool kernels = false;
+    const char *types = "q4_0,q8_0,q4_K,q5_K,q6_K,f16,bf16,f32";
+    const char *shapes = "2048x2048,8192x2048,2048x8192,128256x2048";
+    const char *batch = "1,2,4,8,16";
+    const char *isa = "best";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (!strcmp(a, "--json")) {
+            o.json = true;
+            continue;
+        }
+        if (!strcmp(a, "--kernels")) {
+            kernels = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            cli_error("bench: option '%s' needs a value (see --help)", a);
+            return CLI_EXIT_USAGE;
+        }
+        const char *val = argv[++i];
+        bool ok = true;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+            o.path = val;
+        else if (!strcmp(a, "-p"))
+            ok = parse_int(a, val, 0, 1 << 20, &o.n_prompt);
+        else if (!strcmp(a, "-n"))
+            ok = parse_int(a, val, 0, 1 << 20, &o.n_gen);
+        else if (!strcmp(a, "--verify"))
+            ok = parse_int(a, val, 0, 4096, &o.verify);
+        else if (!strcmp(a, "-t"))
+            ok = parse_int(a, val, 1, 512, &o.threads);
+        else if (!strcmp(a, "-r"))
+            ok = parse_int(a, val, 1, 1000, &o.reps);
+        else if (!strcmp(a, "--types"))
+            types = val;
+        else if (!strcmp(a, "--shapes"))
+            shapes = val;
+        else if (!strcmp(a, "--batch"))
+            batch = val;
+        else if (!strcmp(a, "--isa"))
+            isa = val;
+        else {
+            cli_error("bench: unknown option '%s' (see --help)", a);
+            return CLI_EXIT_USAGE;
+        }
+        if (!ok)
+            return CLI_EXIT_USAGE;
+    }
+    if (kernels)
+        return bench_kernels(types, shapes, batch, isa, (int)o.threads, (int)o.reps, o.json);
+    if (!o.path) {
+        cli_error("bench: give a model with -m MODEL, or --kernels (see --help)");
+        return CLI_EXIT_USAGE;
+    }
+    return bench_model(&o);
+}
