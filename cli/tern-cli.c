@@ -13,6 +13,7 @@ static const cli_command commands[] = {
     {"info", cmd_info, "print a GGUF file's metadata and tensors"},
     {"mkmodel", cmd_mkmodel, "write a random-weight GGUF model with a real tokenizer"},
     {"template", cmd_template, "print the prompt a model's chat template renders"},
+    {"bench", cmd_bench, "measure pp/tg speed, verify cost and memory bandwidth"},
 };
 
 void cli_error(const char *fmt, ...) {
