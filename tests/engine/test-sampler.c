@@ -1,0 +1,237 @@
+/* The sampler: greedy, temperature, top-k, top-p, min-p, penalties and seeds.
+ * Distributions are checked exactly through tn_sampler_probs and
+ * empirically through draws (fixed seeds: deterministic, never flaky). */
+#include "tn-test.h"
+
+#include <math.h>
+#include <string.h>
+
+static tn_sampler *make(int n_vocab, tn_sampler_params p) {
+    tn_sampler *s = NULL;
+    tn_error err = {0};
+    int rc = tn_sampler_new(n_vocab, p, &s, &err);
+    CHECKF(rc == 0, "tn_sampler_new: %s", err.message);
+    return s;
+}
+
+static bool near(double a, double b, double tol) { return fabs(a - b) <= tol; }
+
+static void test_greedy(void) {
+    const float logits[6] = {0.5f, 3.0f, -1.0f, 3.0f, 2.9f, 0.0f};
+    tn_sampler *s = make(6, tn_sampler_default_params());
+    CHECK(tn_sampler_sample(s, logits) == 1); /* a tie goes to the lower id */
+    float probs[6];
+    tn_sampler_probs(s, logits, probs);
+    CHECK(probs[1] == 1.0f && probs[3] == 0.0f);
+    tn_sampler_free(s);
+
+    /* top-k 1 is greedy whatever the temperature. */
+    tn_sampler_params p = tn_sampler_default_params();
+    p.temperature = 5.0f;
+    p.top_k = 1;
+    s = make(6, p);
+    bool all = true;
+    for (int i = 0; i < 200; i++)
+        all &= tn_sampler_sample(s, logits) == 1;
+    CHECK(all);
+    tn_sampler_free(s);
+}
+
+static void test_filters(void) {
+    /* p = 0.5, 0.3, 0.15, 0.05 at temperature 1. */
+    float logits[4] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
+    float probs[4];
+    tn_sampler_params p = tn_sampler_default_params();
+    p.temperature = 1.0f;
+
+    tn_sampler *s = make(4, p);
+    tn_sampler_probs(s, logits, probs);
+    CHECK(near(probs[0], 0.5, 1e-6) && near(probs[1], 0.3, 1e-6) && near(probs[2], 0.15, 1e-6) &&
+          near(probs[3], 0.05, 1e-6));
+    tn_sampler_free(s);
+
+    p.top_p = 0.7f; /* 0.5 < 0.7 <= 0.8: the first two */
+    s = make(4, p);
+    tn_sampler_probs(s, logits, probs);
+    CHECKF(near(probs[0], 0.625, 1e-6) && near(probs[1], 0.375, 1e-6) && probs[2] == 0 &&
+               probs[3] == 0,
+           "top-p: %g %g %g %g", probs[0], probs[1], probs[2], probs[3]);
+    tn_sampler_free(s);
+
+    p.top_p = 1.0f;
+    p.min_p = 0.25f; /* keeps p >= 0.125 */
+    s = make(4, p);
+    tn_sampler_probs(s, logits, probs);
+    CHECKF(near(probs[0], 0.5 / 0.95, 1e-6) && near(probs[2], 0.15 / 0.95, 1e-6) && probs[3] == 0,
+           "min-p: %g %g %g %g", probs[0], probs[1], probs[2], probs[3]);
+    tn_sampler_free(s);
+
+    p.min_p = 0.0f;
+    p.top_k = 3;
+    p.temperature = 0.5f; /* p^2, renormalised over the top 3 */
+    s = make(4, p);
+    tn_sampler_probs(s, logits, probs);
+    double z = 0.25 + 0.09 + 0.0225;
+    CHECKF(near(probs[0], 0.25 / z, 1e-6) && near(probs[1], 0.09 / z, 1e-6) &&
+               near(probs[2], 0.0225 / z, 1e-6) && probs[3] == 0,
+           "top-k + temperature: %g %g %g %g", probs[0], probs[1], probs[2], probs[3]);
+    tn_sampler_free(s);
+}
+
+/* Draws follow tn_sampler_probs: a chi-square test at a false-alarm rate of
+ * 1e-6 (threshold 30.7 for 3 degrees of freedom), fixed seed. */
+static void test_draws(void) {
+    float logits[4] = {logf(0.4f), logf(0.3f), logf(0.2f), logf(0.1f)};
+    tn_sampler_params p = tn_sampler_default_params();
+    p.temperature = 1.0f;
+    p.seed = 12345;
+    tn_sampler *s = make(4, p);
+    int counts[4] = {0};
+    const int n = 40000;
+    bool in_range = true;
+    for (int i = 0; i < n; i++) {
+        int32_t t = tn_sampler_sample(s, logits);
+        in_range &= t >= 0 && t < 4;
+        if (t >= 0 && t < 4)
+            counts[t]++;
+    }
+    CHECK(in_range);
+    const double expect[4] = {0.4, 0.3, 0.2, 0.1};
+    double chi2 = 0;
+    for (int i = 0; i < 4; i++)
+        chi2 += (counts[i] - n * expect[i]) * (counts[i] - n * expect[i]) / (n * expect[i]);
+    CHECKF(chi2 < 30.7, "chi-square %.1f (%d %d %d %d)", chi2, counts[0], counts[1], counts[2],
+           counts[3]);
+
+    /* Same seed, same tokens; reset restarts the sequence; another seed
+     * gives another sequence. */
+    int32_t a[64], b[64], c[64];
+    tn_sampler_reset(s);
+    for (int i = 0; i < 64; i++)
+        a[i] = tn_sampler_sample(s, logits);
+    tn_sampler_reset(s);
+    for (int i = 0; i < 64; i++)
+        b[i] = tn_sampler_sample(s, logits);
+    CHECK(!memcmp(a, b, sizeof a));
+    tn_sampler *s2 = make(4, p);
+    for (int i = 0; i < 64; i++)
+        b[i] = tn_sampler_sample(s2, logits);
+    CHECK(!memcmp(a, b, sizeof a));
+    p.seed = 54321;
+    tn_sampler *s3 = make(4, p);
+    for (int i = 0; i < 64; i++)
+        c[i] = tn_sampler_sample(s3, logits);
+    CHECK(memcmp(a, c, sizeof a) != 0);
+    double u = tn_sampler_uniform(s3);
+    CHECK(u >= 0 && u < 1);
+    tn_sampler_free(s);
+    tn_sampler_free(s2);
+    tn_sampler_free(s3);
+}
+
+static void test_penalties(void) {
+    const float logits[5] = {2.0f, -1.0f, 1.0f, 0.5f, 0.0f};
+    float probs[5];
+    tn_sampler_params p = tn_sampler_default_params();
+    p.temperature = 1.0f;
+    p.repeat_penalty = 2.0f;
+    p.penalty_last_n = 3;
+    tn_sampler *s = make(5, p);
+    tn_sampler_accept(s, 3); /* falls out of the window of 3 below */
+    tn_sampler_accept(s, 0);
+    tn_sampler_accept(s, 1);
+    tn_sampler_accept(s, 0);
+    /* Penalised logits: 0 -> 1.0 (positive: divided), 1 -> -2.0 (negative:
+     * multiplied), 3 untouched (outside the window). */
+    const double want[5] = {1.0, -2.0, 1.0, 0.5, 0.0};
+    double z = 0;
+    for (int i = 0; i < 5; i++)
+        z += exp(want[i]);
+    tn_sampler_probs(s, logits, probs);
+    bool ok = true;
+    for (int i = 0; i < 5; i++)
+        ok &= near(probs[i], exp(want[i]) / z, 1e-6);
+    CHECKF(ok, "repeat penalty: %g %g %g %g %g", probs[0], probs[1], probs[2], probs[3], probs[4]);
+    tn_sampler_free(s);
+
+    /* Frequency (per occurrence) and presence (once) penalties. */
+    p.repeat_penalty = 1.0f;
+    p.frequency_penalty = 0.5f;
+    p.presence_penalty = 0.25f;
+    p.penalty_last_n = 8;
+    s = make(5, p);
+    tn_sampler_accept(s, 0);
+    tn_sampler_accept(s, 0);
+    tn_sampler_accept(s, 2);
+    const double want2[5] = {2.0 - 1.0 - 0.25, -1.0, 1.0 - 0.5 - 0.25, 0.5, 0.0};
+    z = 0;
+    for (int i = 0; i < 5; i++)
+        z += exp(want2[i]);
+    tn_sampler_probs(s, logits, probs);
+    ok = true;
+    for (int i = 0; i < 5; i++)
+        ok &= near(probs[i], exp(want2[i]) / z, 1e-6);
+    CHECKF(ok, "frequency/presence: %g %g %g %g %g", probs[0], probs[1], probs[2], probs[3],
+           probs[4]);
+    tn_sampler_free(s);
+
+    /* Greedy sees the penalties too. */
+    p.temperature = 0.0f;
+    p.frequency_penalty = 2.0f;
+    p.presence_penalty = 0.0f;
+    s = make(5, p);
+    CHECK(tn_sampler_sample(s, logits) == 0);
+    tn_sampler_accept(s, 0);
+    CHECK(tn_sampler_sample(s, logits) == 2); /* 2.0 - 2.0 = 0 < 1.0 */
+    tn_sampler_reset(s);                       /* forgets the history */
+    CHECK(tn_sampler_sample(s, logits) == 0);
+    tn_sampler_free(s);
+}
+
+static void test_large_vocab(void) {
+    const int V = 151936;
+    float *logits = malloc(sizeof(float) * V);
+    uint64_t rng = 9;
+    for (int i = 0; i < V; i++)
+        logits[i] = 4.0f * tn_test_randf(&rng);
+    logits[777] = 30.0f;
+    tn_sampler_params p = tn_sampler_default_params();
+    p.temperature = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    p.seed = 3;
+    tn_sampler *s = make(V, p);
+    CHECK(tn_sampler_sample(s, logits) == 777); /* min-p leaves only the clear winner */
+    logits[777] = 0.0f;
+    int32_t first = tn_sampler_sample(s, logits);
+    CHECK(first >= 0 && first < V && logits[first] > 2.0f);
+    tn_sampler_free(s);
+    free(logits);
+}
+
+static void test_bad_params(void) {
+    tn_sampler *s = NULL;
+    tn_error err = {0};
+    tn_sampler_params p = tn_sampler_default_params();
+    CHECK(tn_sampler_new(0, p, &s, &err) == TN_ERR_INVALID && !s);
+    p.temperature = NAN;
+    CHECK(tn_sampler_new(10, p, &s, &err) == TN_ERR_INVALID && !s && err.message[0]);
+    p = tn_sampler_default_params();
+    p.repeat_penalty = 0.0f;
+    CHECK(tn_sampler_new(10, p, &s, &err) == TN_ERR_INVALID);
+    p = tn_sampler_default_params();
+    p.penalty_last_n = -1;
+    CHECK(tn_sampler_new(10, p, &s, &err) == TN_ERR_INVALID);
+    tn_sampler_free(NULL);
+}
+
+int main(void) {
+    test_greedy();
+    test_filters();
+    test_draws();
+    test_penalties();
+    test_large_vocab();
+    test_bad_params();
+    return tn_test_finish("test-sampler");
+}
