@@ -1,3 +1,163 @@
 #!/bin/sh
-# tern-cli on bad input (being written).
-exit 0
+# tern-cli given files that are not usable models: a missing file, a
+# directory, an empty file, a non-GGUF file, truncated GGUF files and
+# hostile ones. Each must give exit status exactly 2, exactly one line on
+# stderr naming the file and the problem, nothing on stdout, and no
+# sanitizer report. A valid file must still work (so the test can fail).
+#
+# Environment (set by tests/meson.build): TERN_CLI, TERN_TEST_TMP,
+# TERN_SOURCE_ROOT.
+set -u
+
+cli=${TERN_CLI:?TERN_CLI is not set}
+root=${TERN_SOURCE_ROOT:?TERN_SOURCE_ROOT is not set}
+tmp=${TERN_TEST_TMP:-/tmp}/bad-input.$$
+mkdir -p "$tmp" || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+# Commands that take a model file. @FILE@ stands for the bad file.
+# When `tern-cli run` exists, add its line here, e.g.
+#   run -m @FILE@ -p hello
+# and every case below is checked for it too.
+commands='info @FILE@
+info --no-tensors @FILE@'
+
+seed="$root/tests/fuzz/corpus/gguf/model-small.gguf"
+failures=0
+checks=0
+
+fail() {
+    failures=$((failures + 1))
+    printf 'FAIL: %s\n' "$*" >&2
+}
+
+# run_cmd TEMPLATE FILE: runs tern-cli with @FILE@ replaced; leaves the exit
+# status in $status and the output in $tmp/out, $tmp/err. (sh has no local
+# variables: the names here are run_cmd's own.)
+run_cmd() {
+    rc_template=$1
+    rc_file=$2
+    set --
+    for rc_arg in $rc_template; do
+        if [ "$rc_arg" = "@FILE@" ]; then
+            set -- "$@" "$rc_file"
+        else
+            set -- "$@" "$rc_arg"
+        fi
+    done
+    "$cli" "$@" >"$tmp/out" 2>"$tmp/err"
+    status=$?
+}
+
+# expect_bad DESCRIPTION FILE WORD: WORD must appear in the error line.
+expect_bad() {
+    what=$1
+    file=$2
+    word=$3
+    printf '%s\n' "$commands" | while IFS= read -r template; do
+        [ -n "$template" ] || continue
+        run_cmd "$template" "$file"
+        label="tern-cli $template ($what)"
+        lines=$(wc -l <"$tmp/err")
+        msg=$(cat "$tmp/err")
+        ok=1
+        [ "$status" -eq 2 ] || { fail "$label: exit status $status, expected 2"; ok=0; }
+        [ -s "$tmp/out" ] && { fail "$label: wrote to stdout: $(head -c 200 "$tmp/out")"; ok=0; }
+        [ "$lines" -eq 1 ] || { fail "$label: $lines lines on stderr, expected 1: $msg"; ok=0; }
+        case $msg in
+            *"$file"*) ;;
+            *) fail "$label: message does not name the file: $msg"; ok=0 ;;
+        esac
+        case $msg in
+            *"$word"*) ;;
+            *) fail "$label: message lacks '$word': $msg"; ok=0 ;;
+        esac
+        if grep -q -e 'Sanitizer' -e 'runtime error' "$tmp/err"; then
+            fail "$label: sanitizer report"
+            ok=0
+        fi
+        [ $ok -eq 1 ] && printf 'ok: %s: %s\n' "$label" "$msg"
+        # the subshell of the pipe cannot update the parent's counters
+        [ $ok -eq 1 ] || echo x >>"$tmp/failed"
+    done
+    checks=$((checks + 1))
+}
+
+# Writes the bytes given as \0ooo octal escapes (POSIX printf %b) to a file.
+bytes() {
+    out=$1
+    shift
+    printf '%b' "$@" >"$out"
+}
+
+# little-endian u32 and u64 as printf %b escapes (shell arithmetic is 64-bit:
+# -1 gives the all-ones u64)
+le32() { printf '\\0%03o\\0%03o\\0%03o\\0%03o' $(($1 & 255)) $((($1 >> 8) & 255)) \
+    $((($1 >> 16) & 255)) $((($1 >> 24) & 255)); }
+le64() { printf '%s%s' "$(le32 $(($1 & 4294967295)))" "$(le32 $((($1 >> 32) & 4294967295)))"; }
+u64_max=$(le64 -1)
+u64_zero=$(le64 0)
+hdr_v3="GGUF$(le32 3)"
+
+if [ ! -f "$seed" ]; then
+    echo "missing seed model $seed" >&2
+    exit 1
+fi
+size=$(wc -c <"$seed")
+
+# The valid file works: exit 0, no stderr.
+"$cli" info "$seed" >"$tmp/out" 2>"$tmp/err"
+status=$?
+[ "$status" -eq 0 ] || fail "tern-cli info on a valid file: exit $status: $(cat "$tmp/err")"
+[ -s "$tmp/err" ] && fail "tern-cli info on a valid file wrote to stderr: $(cat "$tmp/err")"
+
+expect_bad "missing file" "$tmp/no-such-model.gguf" "No such file"
+mkdir "$tmp/a-directory.gguf"
+expect_bad "directory" "$tmp/a-directory.gguf" "directory"
+: >"$tmp/empty.gguf"
+expect_bad "empty file" "$tmp/empty.gguf" "empty"
+printf 'this is not a model\n' >"$tmp/text.gguf"
+expect_bad "text file" "$tmp/text.gguf" "not a GGUF file"
+printf 'GGML' >"$tmp/ggml.bin"
+expect_bad "older ggml magic" "$tmp/ggml.bin" "not a GGUF file"
+mkfifo "$tmp/fifo.gguf" 2>/dev/null && expect_bad "fifo" "$tmp/fifo.gguf" "not a regular file"
+
+# truncated copies of a valid model, cut in the header, the metadata, the
+# tensor infos and the tensor data
+for cut in 2 10 30 200 $((size / 2)) $((size - 40)); do
+    head -c "$cut" "$seed" >"$tmp/cut-$cut.gguf"
+    case $cut in
+        2 | 10) word="header" ;;
+        *) word="" ;;
+    esac
+    expect_bad "cut to $cut bytes" "$tmp/cut-$cut.gguf" "$word"
+done
+expect_bad "cut in the tensor data" "$tmp/cut-$((size - 40)).gguf" "ends past the end of the file"
+
+# hostile headers
+bytes "$tmp/huge-tensors.gguf" "$hdr_v3" "$u64_max" "$u64_zero"
+expect_bad "2^64-1 tensors" "$tmp/huge-tensors.gguf" "tensors"
+bytes "$tmp/huge-kv.gguf" "$hdr_v3" "$u64_zero" "$u64_max"
+expect_bad "2^64-1 metadata entries" "$tmp/huge-kv.gguf" "metadata"
+bytes "$tmp/version.gguf" "GGUF$(le32 7)" "$u64_zero" "$u64_zero"
+expect_bad "unknown version" "$tmp/version.gguf" "version 7"
+# one key whose string length is 2^64-1
+bytes "$tmp/huge-key.gguf" "$hdr_v3" "$u64_zero" "$(le64 1)" "$u64_max" "padding-padding-"
+expect_bad "key longer than the file" "$tmp/huge-key.gguf" "string"
+# one tensor of [2^32, 2^32] f32 values: the element count overflows
+bytes "$tmp/overflow.gguf" "$hdr_v3" "$(le64 1)" "$u64_zero" "$(le64 1)" "w" "$(le32 2)" \
+    "$(le64 4294967296)" "$(le64 4294967296)" "$(le32 0)" "$u64_zero" "$u64_zero$u64_zero"
+expect_bad "dimension product overflow" "$tmp/overflow.gguf" "overflows"
+# an array of 2^64-1 strings
+bytes "$tmp/huge-array.gguf" "$hdr_v3" "$u64_zero" "$(le64 1)" "$(le64 1)" "k" "$(le32 9)" \
+    "$(le32 8)" "$u64_max" "$u64_zero"
+expect_bad "array of 2^64-1 strings" "$tmp/huge-array.gguf" "cannot fit"
+# A file name with a space and a quote is named as given.
+cp "$tmp/huge-kv.gguf" "$tmp/it's a model.gguf"
+expect_bad "awkward file name" "$tmp/it's a model.gguf" "metadata"
+
+if [ -f "$tmp/failed" ]; then
+    failures=$((failures + $(wc -l <"$tmp/failed")))
+fi
+echo "cli-bad-input: $checks cases, $failures failed"
+[ "$failures" -eq 0 ]
