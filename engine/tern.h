@@ -504,6 +504,8 @@ typedef struct tn_session_stats {
     double restore_ms;        /* cutting the KV back (and re-pinning if needed) */
     int32_t drafted;          /* speculation: tokens proposed */
     int32_t accepted;         /* speculation: tokens accepted */
+    int32_t verify_steps;     /* speculation: batched verifications (the mean accepted
+                                 length per step is accepted / verify_steps) */
     int32_t kv_len;           /* KV rows after the call */
     tn_stop_reason stop_reason;
 } tn_session_stats;
@@ -545,6 +547,93 @@ void tn_session_unpin(tn_session *s);
  * TN_ERR_CANCELLED, or TN_OK with TN_STOP_CANCELLED once tokens were
  * generated). Safe from any thread; a cancel is cleared when a call starts. */
 void tn_session_cancel(tn_session *s);
+
+/* ------------------------------------------------------------- speculation */
+
+/* Speculative decoding. A drafter guesses the next tokens; the target checks
+ * [last token, d1..dk] in one batched forward (TN_LOGITS_ALL), keeps the
+ * longest prefix it agrees with plus its own next token, and drops the KV
+ * rows of the rejected guesses. Greedy output is bit for bit the output
+ * without speculation (the forward pass is batch invariant); with
+ * temperature > 0, speculative rejection sampling keeps the distribution of
+ * the output exactly the target's. The drafter is chosen per request
+ * (tn_gen_params.drafter, NULL = off), so speculation is switched on, off or
+ * to another drafter between requests without reloading anything, in
+ * tn_session_ask (the pin is never written) and tn_session_chat alike.
+ *
+ * A drafter keeps state about one sequence (caches keyed by the token
+ * history, checked on every call): use it from one thread at a time. The
+ * target model must outlive the drafters made for it. */
+
+#define TN_SPEC_MAX_DRAFT 64 /* most tokens one draft may hold */
+
+typedef struct tn_drafter_params {
+    int32_t draft_max; /* tokens per draft (<= 0: the drafter's default: lookup 10,
+                          draft model 8, DFlash block size - 1); capped at
+                          TN_SPEC_MAX_DRAFT */
+    int32_t ngram_min; /* lookup: shortest n-gram matched (default 2) */
+    int32_t ngram_max; /* lookup: longest n-gram tried first (default 5) */
+    int32_t n_threads; /* draft model, DFlash: <= 0 physical cores */
+    int32_t n_ctx;     /* draft model: KV rows (<= 0: min(its context length, 4096)) */
+} tn_drafter_params;
+
+tn_drafter_params tn_drafter_default_params(void);
+
+/* Prompt lookup: finds the longest recent n-gram (ngram_max down to
+ * ngram_min tokens) of the prompt and output that ends the history, and
+ * proposes what followed it. Costs no model; strong on code editing,
+ * quoting and anything repetitive. */
+int tn_drafter_new_lookup(tn_drafter_params params, tn_drafter **out, tn_error *err);
+
+/* A smaller model with the same vocabulary, run autoregressively (greedy;
+ * with temperature > 0 it samples and its probabilities enter the rejection
+ * test). The vocabularies are compared token by token: a mismatch fails with
+ * TN_ERR_INVALID naming the first differing token. */
+int tn_drafter_new_model(const tn_model *target, const char *draft_path, tn_drafter_params params,
+                         tn_drafter **out, tn_error *err);
+
+/* A DFlash block drafter (docs/DFLASH.md): reads hidden states of chosen
+ * target layers and predicts a block of tokens in one non-causal pass,
+ * sharing the target's embedding and output head. Refused (TN_ERR_INVALID)
+ * when its width, vocabulary or layer ids do not fit the target. */
+int tn_drafter_new_dflash(const tn_model *target, const char *dflash_path,
+                          tn_drafter_params params, tn_drafter **out, tn_error *err);
+
+/* Your own drafter (tools, benchmarks, tests). propose writes at most
+ * max_draft tokens that should follow history[0..n_history) (the prompt and
+ * the output so far; the last token is the one about to be verified) and
+ * returns how many it wrote (0: no guess), or a negative tn_status with err
+ * filled. Returning more than max_draft, or a token outside the target's
+ * vocabulary, fails the request with TN_ERR_INVALID. accepted (may be NULL)
+ * says how many of the last draft the target kept; reset (may be NULL)
+ * forgets everything; free (may be NULL) is called by tn_drafter_free. */
+typedef struct tn_drafter_ops {
+    int32_t (*propose)(void *self, const int32_t *history, int32_t n_history, int32_t max_draft,
+                       int32_t *draft, tn_error *err);
+    void (*accepted)(void *self, int32_t n_accepted);
+    void (*reset)(void *self);
+    void (*free)(void *self);
+} tn_drafter_ops;
+
+/* ops is copied; draft_max <= 0 means 8. */
+int tn_drafter_new_custom(const tn_drafter_ops *ops, void *self, int32_t draft_max,
+                          tn_drafter **out, tn_error *err);
+
+void tn_drafter_free(tn_drafter *d);
+/* Forgets every cached state (the next draft starts from nothing). */
+void tn_drafter_reset(tn_drafter *d);
+/* "lookup", "draft model", "dflash" or "custom". */
+const char *tn_drafter_name(const tn_drafter *d);
+int32_t tn_drafter_draft_max(const tn_drafter *d);
+/* DFlash: tokens per block (anchor included); 0 for other drafters. */
+int32_t tn_drafter_block_size(const tn_drafter *d);
+
+/* Inside a token callback of tn_session_ask/chat: true when the token being
+ * delivered came from an accepted draft (the app colours them). */
+bool tn_session_token_drafted(const tn_session *s);
+/* After a call: one flag per generated token (1 = from an accepted draft),
+ * [stats.generated_tokens]; valid until the next call. */
+const uint8_t *tn_session_drafted_flags(const tn_session *s, int32_t *n);
 
 /* ----------------------------------------------------------------- mkmodel */
 

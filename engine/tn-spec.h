@@ -1,0 +1,114 @@
+/* Internals of speculative decoding: the drafter object (spec.c) with the
+ * hooks the built-in drafters use beyond the public tn_drafter_ops, and the
+ * per-session verification state the session's decode loop calls into. */
+#ifndef TN_SPEC_H
+#define TN_SPEC_H
+
+#include "tern.h"
+
+/* What the built-in drafters add to the public ops. Every hook may be NULL. */
+typedef struct tn_drafter_hooks {
+    /* A request starts with these sampling settings (the draft model
+     * re-seeds its own sampler so that a request is reproducible). */
+    int (*begin)(void *self, const tn_sampler_params *sp, tn_error *err);
+    /* As tn_drafter_ops.propose; when q is not NULL the drafter may write
+     * the distribution each token was DRAWN from, q[i * n_vocab ..], and set
+     * *has_q (rejection sampling then uses it; else a draft is one-hot). */
+    int32_t (*propose_q)(void *self, const int32_t *history, int32_t n_history,
+                         int32_t max_draft, int32_t *draft, float *q, bool *has_q,
+                         tn_error *err);
+    /* Hidden states of the target rows at positions pos0 .. pos0 + n - 1
+     * (tokens[n]; hidden[n][n_hidden_ids][n_embd]), after every decode of
+     * the target while the drafter is in use. */
+    int (*observe)(void *self, int32_t pos0, const int32_t *tokens, int32_t n,
+                   const float *hidden, tn_error *err);
+    /* How many leading rows of history the drafter already has features for. */
+    int32_t (*known)(void *self, const int32_t *history, int32_t n_history);
+} tn_drafter_hooks;
+
+struct tn_drafter {
+    const char *name;
+    tn_drafter_ops ops;
+    tn_drafter_hooks hooks;
+    void *self;
+    int32_t draft_max;
+    int32_t block_size;       /* DFlash */
+    const tn_model *target;   /* made for this model (NULL: any) */
+    int32_t *hidden_ids;      /* target hidden states it reads (tn_ctx_capture_hidden ids) */
+    int32_t n_hidden_ids;
+};
+
+/* Wraps a built-in drafter; ops.free releases self. On failure self is
+ * released through ops.free. */
+int tn_drafter_wrap(const char *name, const tn_drafter_ops *ops, const tn_drafter_hooks *hooks,
+                    void *self, int32_t draft_max, const tn_model *target, tn_drafter **out,
+                    tn_error *err);
+/* Copies ids into d->hidden_ids. */
+int tn_drafter_set_hidden_ids(tn_drafter *d, const int32_t *ids, int32_t n, tn_error *err);
+
+/* The built-in constructors' bodies (drafter-*.c). */
+int32_t tn_lookup_propose(const int32_t *history, int32_t n_history, int32_t ngram_min,
+                          int32_t ngram_max, int32_t max_draft, int32_t *draft);
+
+/* ------------------------------------------------- the verification loop */
+
+typedef struct tn_spec tn_spec;
+
+int tn_spec_new(int32_t n_vocab, tn_spec **out, tn_error *err);
+void tn_spec_free(tn_spec *sp);
+
+/* A request starts: binds g->drafter (NULL: speculation off, nothing else
+ * happens), checks it fits the target, turns on hidden-state capture when it
+ * reads hidden states, and hands it the features of the rows already in the
+ * KV that it lacks (computed in a scratch context: the KV is not touched).
+ * Also clears the per-token flags. */
+int tn_spec_begin(tn_spec *sp, tn_ctx *ctx, const tn_gen_params *g, const int32_t *kv_tokens,
+                  int32_t n_kv, tn_error *err);
+/* The request ended: capture off (plain decoding pays nothing). */
+void tn_spec_end(tn_spec *sp, tn_ctx *ctx);
+bool tn_spec_active(const tn_spec *sp);
+
+/* After a decode of n target rows at pos0 outside tn_spec_step (prefill):
+ * gives the drafter their hidden states when it reads them. */
+int tn_spec_observe(tn_spec *sp, tn_ctx *ctx, int32_t pos0, const int32_t *tokens, int32_t n,
+                    tn_error *err);
+
+/* Result of tn_spec_pop. */
+enum {
+    TN_SPEC_NONE = 0,    /* nothing queued: sample from the logits as usual */
+    TN_SPEC_DRAFTED = 1, /* an accepted draft: its KV row is already written and it
+                            is already in the sampler's history */
+    TN_SPEC_NEXT = 2,    /* the target's own next token, sampled by the step */
+};
+
+/* One verification step for `token`, the token just emitted and not yet
+ * decoded, at position n_kv (history[0..n_kv] ends with it; the context's
+ * kv_len is n_kv). Asks the drafter for up to min(draft_max, budget,
+ * n_ctx - n_kv - 1) tokens, decodes [token, drafts] in one call, accepts
+ * (greedy: while the target's pick equals the draft; else rejection
+ * sampling) and queues the accepted drafts and the target's next token for
+ * tn_spec_pop. On return the context holds rows for token and the accepted
+ * drafts (kv_len = n_kv + 1 + accepted); the caller mirrors them as it pops.
+ * With no draft this is exactly one plain decode and one sample. */
+int tn_spec_step(tn_spec *sp, tn_ctx *ctx, tn_sampler *sampler, const int32_t *history,
+                 int32_t n_kv, int32_t budget, tn_session_stats *st, tn_error *err);
+/* Called once per token the decode loop considers: the next queued token
+ * (TN_SPEC_NONE when the queue is empty, and the caller samples). Records
+ * the token's flag (drafted or not) for the callback and the stats. */
+int tn_spec_pop(tn_spec *sp, int32_t *token);
+/* The flag of the token popped last; the flags of this request, one per
+ * pop (the caller keeps the first generated_tokens). */
+bool tn_spec_last_drafted(const tn_spec *sp);
+const uint8_t *tn_spec_flags(const tn_spec *sp, int32_t *n);
+/* The decode loop ended with n_generated tokens: keeps that many flags. */
+void tn_spec_finish(tn_spec *sp, int32_t n_generated);
+
+/* Speculative rejection sampling of one position (exposed for tests):
+ * p = target distribution, q = the distribution the draft token d was drawn
+ * from (NULL: d was chosen deterministically, q one-hot). Returns true when
+ * d is accepted; else *out is drawn from normalize(max(0, p - q)). The
+ * sampler's generator supplies the randomness; scratch holds n_vocab floats. */
+bool tn_spec_accept_or_resample(const float *p, const float *q, int32_t n_vocab, int32_t d,
+                                tn_sampler *sampler, float *scratch, int32_t *out);
+
+#endif
