@@ -151,7 +151,7 @@ static int own(tn_model *m, float *p) {
 
 /* A 1-D tensor of n values (norm weights, rope factors), kept as f32. */
 static int get_vector(loader *ld, const char *name, int64_t n, bool required, const float **out) {
-    tn_weight w;
+    tn_weight w = {0};
     bool found;
     *out = NULL;
     int rc = get_matrix(ld, name, n, 1, required, &w, &found);
@@ -473,6 +473,39 @@ static void describe(tn_model *m) {
     }
 }
 
+/* The tokenizer and chat format. A model without a usable tokenizer still
+ * runs on token ids (tests, perplexity of pre-tokenized input), so a failure
+ * here is kept as a message for the callers that need text. */
+static void load_text(tn_model *m, tn_model_params params) {
+    tn_str jinja = {0};
+    tn_gguf_get_str(m->gguf, "tokenizer.chat_template", &jinja);
+    m->chat_kind = (int)tn_chat_template_detect(jinja.ptr, (size_t)jinja.len,
+                                                tn_arch_name(m->hp.arch), &m->chat_warning);
+    if (!params.load_tokenizer) {
+        snprintf(m->tokenizer_error, sizeof m->tokenizer_error, "%s: tokenizer not loaded",
+                 m->path);
+        return;
+    }
+    if (!tn_gguf_find(m->gguf, "tokenizer.ggml.model")) {
+        snprintf(m->tokenizer_error, sizeof m->tokenizer_error,
+                 "%s: the file has no tokenizer (tokenizer.ggml.* metadata)", m->path);
+        return;
+    }
+    tn_error e = {0};
+    if (tn_tokenizer_load(m->gguf, &m->tokenizer, &e) != TN_OK) {
+        m->tokenizer = NULL;
+        snprintf(m->tokenizer_error, sizeof m->tokenizer_error, "%s", e.message);
+        return;
+    }
+    if (tn_tokenizer_n_vocab(m->tokenizer) > m->hp.n_vocab) {
+        snprintf(m->tokenizer_error, sizeof m->tokenizer_error,
+                 "%s: the tokenizer has %d tokens but the model only %d embeddings", m->path,
+                 tn_tokenizer_n_vocab(m->tokenizer), m->hp.n_vocab);
+        tn_tokenizer_free(m->tokenizer);
+        m->tokenizer = NULL;
+    }
+}
+
 void tn_model_free(tn_model *m) {
     if (!m)
         return;
@@ -483,6 +516,7 @@ void tn_model_free(tn_model *m) {
     free(m->description);
     free(m->name);
     free(m->path);
+    tn_tokenizer_free(m->tokenizer);
     tn_gguf_close(m->gguf);
     free(m);
 }
@@ -493,7 +527,6 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
     *out = NULL;
     if (!path)
         return tn_fail(err, TN_ERR_INVALID, "tn_model_load: path is NULL");
-    (void)params.load_tokenizer; /* the vocabulary is wired in with the tokenizer */
     tn_model *m = calloc(1, sizeof *m);
     if (!m)
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
@@ -531,6 +564,7 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
         return rc;
     }
     describe(m);
+    load_text(m, params);
     *out = m;
     return TN_OK;
 }
@@ -555,4 +589,13 @@ const tn_gguf *tn_model_gguf(const tn_model *m) { return m->gguf; }
 uint64_t tn_model_kv_bytes_per_token(const tn_model *m) {
     return 2ULL * (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_head_kv *
            (uint64_t)m->hp.head_dim * sizeof(float);
+}
+const tn_tokenizer *tn_model_tokenizer(const tn_model *m) { return m->tokenizer; }
+const char *tn_model_tokenizer_error(const tn_model *m) {
+    return m->tokenizer ? NULL : m->tokenizer_error;
+}
+int tn_model_chat_kind(const tn_model *m, const char **warning) {
+    if (warning)
+        *warning = m->chat_warning;
+    return m->chat_kind;
 }

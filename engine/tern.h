@@ -279,6 +279,16 @@ const tn_gguf *tn_model_gguf(const tn_model *model);
 /* KV cache bytes per token of context (f32 keys and values, all layers). */
 uint64_t tn_model_kv_bytes_per_token(const tn_model *model);
 
+typedef struct tn_tokenizer tn_tokenizer; /* the tokenizer section below */
+/* The file's tokenizer, loaded with the model (params.load_tokenizer); NULL
+ * when the file has none or it could not be loaded: then
+ * tn_model_tokenizer_error says why. */
+const tn_tokenizer *tn_model_tokenizer(const tn_model *model);
+const char *tn_model_tokenizer_error(const tn_model *model);
+/* The chat format (a tn_chat_kind) from tokenizer.chat_template and the
+ * architecture; *warning (may be NULL) as tn_chat_template_detect. */
+int tn_model_chat_kind(const tn_model *model, const char **warning);
+
 /* Run state for one sequence: KV cache and scratch. Used by one thread at a
  * time (tn_ctx_cancel excepted). */
 typedef struct tn_ctx tn_ctx;

@@ -85,7 +85,10 @@ struct tn_model {
     uint32_t main_type;       /* the weight type holding most bytes */
     uint64_t n_params;
     uint64_t weight_bytes;
-    void *tokenizer;          /* reserved for the tokenizer (tn_model_tokenizer) */
+    tn_tokenizer *tokenizer;  /* NULL: none (tokenizer_error says why) */
+    char tokenizer_error[TN_ERROR_MESSAGE_MAX];
+    int chat_kind;            /* tn_chat_kind */
+    const char *chat_warning; /* static text, or NULL */
 };
 
 /* Rows of one internal forward pass; longer calls are split, which changes
