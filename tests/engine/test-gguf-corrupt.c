@@ -962,6 +962,29 @@ static void open_paths(void) {
     tn_gguf_close(NULL);
 }
 
+/* The writer refuses to make a file the reader would refuse. */
+static void writer_refuses_bad_alignment(void) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/bad-alignment.gguf", tn_test_tmpdir());
+    for (int variant = 0; variant < 4; variant++) {
+        tn_gguf_writer *w = tn_gguf_writer_new();
+        switch (variant) {
+        case 0: tn_gguf_writer_set_u32(w, "general.alignment", 4); break;
+        case 1: tn_gguf_writer_set_u32(w, "general.alignment", 48); break;
+        case 2: tn_gguf_writer_set_u32(w, "general.alignment", 0); break;
+        default: tn_gguf_writer_set_u64(w, "general.alignment", 64); break;
+        }
+        tn_error err;
+        int rc = tn_gguf_writer_write(w, path, &err);
+        CHECKF(rc == TN_ERR_INVALID && contains(err.message, "general.alignment"),
+               "writer, alignment variant %d: rc %d %s", variant, rc, rc ? err.message : "");
+        tn_gguf_writer_free(w);
+        struct stat st;
+        CHECKF(stat(path, &st) != 0, "writer, alignment variant %d: a file was left", variant);
+        unlink(path);
+    }
+}
+
 /* The committed fuzz seeds must stay valid files. */
 static void check_seed_corpus(void) {
     const char *root = getenv("TERN_SOURCE_ROOT");
@@ -1025,6 +1048,7 @@ int main(void) {
     }
     handmade();
     open_paths();
+    writer_refuses_bad_alignment();
     check_seed_corpus();
     rmdir(tn_test_tmpdir());
     return tn_test_finish("gguf-corrupt");
