@@ -14,6 +14,8 @@ static const cli_command commands[] = {
     {"mkmodel", cmd_mkmodel, "write a random-weight GGUF model with a real tokenizer"},
     {"template", cmd_template, "print the prompt a model's chat template renders"},
     {"bench", cmd_bench, "measure pp/tg speed, verify cost and memory bandwidth"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text (--bench: encode speed)"},
+    {"detokenize", cmd_detokenize, "print the text of token ids"},
 };
 
 void cli_error(const char *fmt, ...) {

@@ -601,7 +601,30 @@ typedef struct cand {
     int32_t result;
 } cand;
 
+/* Words repeat: within one call, a piece (byte-level) or chunk
+ * (SentencePiece) seen before gets its ids from this cache instead of
+ * being merged again. Exact, since a piece's ids depend on its bytes only. */
+typedef struct cache_slot {
+    uint64_t hash;
+    uint32_t key_off, key_len; /* in cache_keys */
+    uint32_t ids_off, n_ids;   /* in cache_ids */
+} cache_slot;
+
+#define CACHE_MAX_KEY 64
+#define CACHE_MAX_SLOTS (1u << 17)
+
+/* Recently looked-up pairs: natural text meets the same pairs over and
+ * over, and the vocabulary's tables are far larger than the CPU caches. */
+typedef struct pair_memo {
+    uint64_t key;   /* tn_pair_key(left, right); 0: empty */
+    float prio;
+    int32_t result; /* -1: the pair does not merge */
+} pair_memo;
+
+#define PAIR_MEMO_SIZE 4096
+
 typedef struct scratch {
+    pair_memo *memo; /* [PAIR_MEMO_SIZE], allocated on first use */
     sym *syms;
     size_t cap_syms;
     cand *heap;
@@ -610,13 +633,25 @@ typedef struct scratch {
     size_t cap_buf;
     char *buf2;
     size_t cap_buf2;
+
+    cache_slot *cache;
+    size_t cache_mask, cache_count;
+    bool cache_full;
+    char *cache_keys;
+    size_t keys_len, keys_cap;
+    int32_t *cache_ids;
+    size_t ids_len, ids_cap;
 } scratch;
 
 static void scratch_free(scratch *s) {
+    free(s->memo);
     free(s->syms);
     free(s->heap);
     free(s->buf);
     free(s->buf2);
+    free(s->cache);
+    free(s->cache_keys);
+    free(s->cache_ids);
 }
 
 static bool reserve(void **p, size_t *cap, size_t n, size_t elem) {
@@ -680,19 +715,30 @@ static bool try_pair(const tn_tokenizer *tok, scratch *s, const char *text, int3
     if (a->id < 0 || b->id < 0)
         return true;
     cand c;
-    if (tok->kind == KIND_SPM) {
-        int32_t id = tn_strmap_get(&tok->by_text, text + a->start, a->len + b->len);
-        if (id < 0 || !is_mergeable(tok, id))
-            return true;
-        c.key = -tok->score[id];
-        c.result = id;
-    } else {
-        const tn_pairmap_slot *m = tn_pairmap_get(&tok->merges, a->id, b->id);
-        if (!m)
-            return true;
-        c.key = (float)m->rank;
-        c.result = m->result;
+    uint64_t key = tn_pair_key(a->id, b->id);
+    pair_memo *memo = &s->memo[tn_hash_u64(key) & (PAIR_MEMO_SIZE - 1)];
+    if (memo->key != key) {
+        memo->key = key;
+        memo->result = -1;
+        if (tok->kind == KIND_SPM) {
+            /* The pair's text is contiguous in the chunk. */
+            int32_t id = tn_strmap_get(&tok->by_text, text + a->start, a->len + b->len);
+            if (id >= 0 && is_mergeable(tok, id)) {
+                memo->prio = -tok->score[id];
+                memo->result = id;
+            }
+        } else {
+            const tn_pairmap_slot *m = tn_pairmap_get(&tok->merges, a->id, b->id);
+            if (m) {
+                memo->prio = (float)m->rank;
+                memo->result = m->result;
+            }
+        }
     }
+    if (memo->result < 0)
+        return true;
+    c.key = memo->prio;
+    c.result = memo->result;
     c.left = l;
     c.len = a->len + b->len;
     return heap_push(s, c);
@@ -701,6 +747,8 @@ static bool try_pair(const tn_tokenizer *tok, scratch *s, const char *text, int3
 /* Merges the symbols s->syms[0..n) (linked in order) over text. */
 static bool merge_all(const tn_tokenizer *tok, scratch *s, const char *text, int32_t n) {
     s->n_heap = 0;
+    if (!s->memo && !(s->memo = calloc(PAIR_MEMO_SIZE, sizeof *s->memo)))
+        return false;
     for (int32_t i = 0; i + 1 < n; i++)
         if (!try_pair(tok, s, text, i, i + 1))
             return false;
@@ -751,6 +799,83 @@ static int emit_syms(const tn_tokenizer *tok, scratch *s, const char *text, tn_t
     return TN_OK;
 }
 
+/* Appends the cached ids of p[0..len) to out; false on a miss. */
+static bool cache_get(scratch *s, const char *p, size_t len, uint64_t hash, tn_tokens *out,
+                      int *rc) {
+    if (!s->cache || len > CACHE_MAX_KEY)
+        return false;
+    for (size_t i = (size_t)hash & s->cache_mask;; i = (i + 1) & s->cache_mask) {
+        const cache_slot *c = &s->cache[i];
+        if (!c->key_len)
+            return false;
+        if (c->hash == hash && c->key_len == len && !memcmp(s->cache_keys + c->key_off, p, len)) {
+            if (!reserve((void **)&out->ids, &out->cap, out->n + c->n_ids, sizeof(int32_t))) {
+                *rc = TN_ERR_NOMEM;
+                return true;
+            }
+            memcpy(out->ids + out->n, s->cache_ids + c->ids_off, c->n_ids * sizeof(int32_t));
+            out->n += c->n_ids;
+            return true;
+        }
+    }
+}
+
+/* Remembers ids for p[0..len). Best effort: a failure only means no cache. */
+static void cache_put(scratch *s, const char *p, size_t len, uint64_t hash, const int32_t *ids,
+                      size_t n) {
+    if (len == 0 || len > CACHE_MAX_KEY || s->cache_full || n > UINT32_MAX)
+        return;
+    if (!s->cache) {
+        s->cache = calloc(4096, sizeof *s->cache);
+        if (!s->cache)
+            return;
+        s->cache_mask = 4095;
+    }
+    if ((s->cache_count + 1) * 2 > s->cache_mask + 1) {
+        size_t cap = (s->cache_mask + 1) * 2;
+        if (cap > CACHE_MAX_SLOTS) {
+            s->cache_full = true;
+            return;
+        }
+        cache_slot *slots = calloc(cap, sizeof *slots);
+        if (!slots) {
+            s->cache_full = true;
+            return;
+        }
+        for (size_t j = 0; j <= s->cache_mask; j++) {
+            if (!s->cache[j].key_len)
+                continue;
+            size_t i = (size_t)s->cache[j].hash & (cap - 1);
+            while (slots[i].key_len)
+                i = (i + 1) & (cap - 1);
+            slots[i] = s->cache[j];
+        }
+        free(s->cache);
+        s->cache = slots;
+        s->cache_mask = cap - 1;
+    }
+    if (s->keys_len + len > UINT32_MAX || s->ids_len + n > UINT32_MAX ||
+        !reserve((void **)&s->cache_keys, &s->keys_cap, s->keys_len + len, 1) ||
+        !reserve((void **)&s->cache_ids, &s->ids_cap, s->ids_len + n, sizeof(int32_t))) {
+        s->cache_full = true;
+        return;
+    }
+    size_t i = (size_t)hash & s->cache_mask;
+    while (s->cache[i].key_len)
+        i = (i + 1) & s->cache_mask;
+    cache_slot *c = &s->cache[i];
+    c->hash = hash;
+    c->key_off = (uint32_t)s->keys_len;
+    c->key_len = (uint32_t)len;
+    c->ids_off = (uint32_t)s->ids_len;
+    c->n_ids = (uint32_t)n;
+    memcpy(s->cache_keys + s->keys_len, p, len);
+    s->keys_len += len;
+    memcpy(s->cache_ids + s->ids_len, ids, n * sizeof(int32_t));
+    s->ids_len += n;
+    s->cache_count++;
+}
+
 /* ------------------------------------------------------ SentencePiece BPE */
 
 /* One chunk of normalized text: characters, merged by score. */
@@ -758,6 +883,11 @@ static int spm_chunk(const tn_tokenizer *tok, scratch *s, const char *text, size
                      tn_tokens *out) {
     if (len == 0)
         return TN_OK;
+    uint64_t hash = len <= CACHE_MAX_KEY ? tn_hash_bytes(text, len) : 0;
+    int rc = TN_OK;
+    if (cache_get(s, text, len, hash, out, &rc))
+        return rc;
+    size_t n_before = out->n;
     if (!reserve((void **)&s->syms, &s->cap_syms, len, sizeof(sym)))
         return TN_ERR_NOMEM;
     int32_t n = 0;
@@ -777,7 +907,10 @@ static int spm_chunk(const tn_tokenizer *tok, scratch *s, const char *text, size
     s->syms[n - 1].next = -1;
     if (!merge_all(tok, s, text, n))
         return TN_ERR_NOMEM;
-    return emit_syms(tok, s, text, out);
+    if ((rc = emit_syms(tok, s, text, out)))
+        return rc;
+    cache_put(s, text, len, hash, out->ids + n_before, out->n - n_before);
+    return TN_OK;
 }
 
 static bool is_space_joiner(const tn_tokenizer *tok, uint32_t cp) {
@@ -841,6 +974,11 @@ static int bpe_piece(const tn_tokenizer *tok, scratch *s, const char *p, size_t 
                      tn_tokens *out) {
     if (len == 1)
         return push_bytes(tok, p, 1, out);
+    uint64_t hash = len <= CACHE_MAX_KEY ? tn_hash_bytes(p, len) : 0;
+    int rc = TN_OK;
+    if (cache_get(s, p, len, hash, out, &rc))
+        return rc;
+    size_t n_before = out->n;
     if (tok->ignore_merges) {
         /* Whole piece first (Llama 3's ignore_merges). */
         if (!reserve((void **)&s->buf2, &s->cap_buf2, len * 2, 1))
@@ -865,7 +1003,10 @@ static int bpe_piece(const tn_tokenizer *tok, scratch *s, const char *p, size_t 
     }
     if (!merge_all(tok, s, p, n))
         return TN_ERR_NOMEM;
-    return emit_syms(tok, s, p, out);
+    if ((rc = emit_syms(tok, s, p, out)))
+        return rc;
+    cache_put(s, p, len, hash, out->ids + n_before, out->n - n_before);
+    return TN_OK;
 }
 
 static int bpe_encode(const tn_tokenizer *tok, scratch *s, const char *text, size_t len,

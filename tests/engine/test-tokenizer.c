@@ -234,6 +234,18 @@ static void check_hostile(const char *name, const tn_tokenizer *tok, const tn_js
         check_robust(name, tok, rnd, n, "random bytes");
     }
 
+    /* One long word: a single piece of a million symbols must merge in
+     * O(n log n), not quadratically. */
+    size_t n_word = 1u << 20;
+    char *word = malloc(n_word);
+    for (size_t i = 0; i < n_word; i++)
+        word[i] = "ab"[(i / 3) % 2];
+    double t_word = now_s();
+    check_robust(name, tok, word, n_word, "1 MB word");
+    fprintf(stderr, "%s: 1 MB single word encoded and decoded in %.2f s\n", name,
+            now_s() - t_word);
+    free(word);
+
     if (!big)
         return;
     /* 10 MB of real text (all the vector texts, repeated). */
