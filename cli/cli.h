@@ -15,6 +15,9 @@ int cmd_info(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* bench --pin (cli/cmd-bench-pin.c); run --single-turn / --chat (cli/run-single-turn.c) */
+int cmd_bench_pin(int argc, char **argv);
+int cmd_run_single_turn(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 

@@ -1,0 +1,388 @@
+/* tern-cli bench --pin: what pinning buys.
+ *
+ *   TTFT of the same request (20 tokens) against a short (10-token) and a
+ *   long (900-token) pinned system prompt: with the pin restored by a KV
+ *   truncation, the long one should cost only the extra attention rows
+ *   (goal: within 1.1x of the short one). For scale, the TTFT of the same
+ *   920 tokens without a pin (everything prefilled).
+ *
+ *   Pinning the long prompt: prefill time, against writing and loading its
+ *   snapshot (loaded warm from the page cache, and cold after the file's
+ *   pages were dropped with posix_fadvise).
+ *
+ * Token ids are taken from real text when the model has a tokenizer, so
+ * the figures are those of a real prompt of that length. Medians over -r
+ * repetitions, with min-max. */
+#include "cli.h"
+#include "tn-session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: tern-cli bench --pin -m MODEL [--short 10] [--long 900] [--request 20]\n"
+            "                      [-n 16] [-c 1024] [-t N] [-r 5] [--json]\n\n"
+            "TTFT of one request (--request tokens, then -n generated) against a --short and\n"
+            "a --long pinned system prompt, and without a pin; the long prompt's prefill\n"
+            "time against saving and loading its pin snapshot (warm and cold).\n");
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct med {
+    double median, min, max;
+} med;
+
+static med summarize(double *v, int n) {
+    med m = {0, 0, 0};
+    if (n <= 0)
+        return m;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    m.min = v[0];
+    m.max = v[n - 1];
+    m.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return m;
+}
+
+static bool parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        cli_error("bench: %s needs a whole number from %ld to %ld, not '%s'", opt, lo, hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static const char *PROSE =
+    "The harbour town woke slowly. Fishermen checked their nets while the bakery on the "
+    "corner pushed the smell of bread into the narrow streets, and the ferry to the islands "
+    "sounded its horn twice before leaving. In the library, a clerk sorted returned books by "
+    "colour because nobody had told her not to, and the tide, indifferent to all of it, came "
+    "in over the grey stones of the slipway. Visitors asked about the lighthouse, the museum "
+    "of ropes and anchors, and where to buy a good map; the answers changed with the season. ";
+
+static const char *REQUEST =
+    "Could you summarise what happens in the town in the morning, in two sentences please? "
+    "Keep it short and friendly.";
+
+/* n token ids from text (repeated as needed), or synthetic ids. */
+static int32_t *make_tokens(const tn_model *m, const char *text, int32_t n, int32_t salt) {
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    if (!ids)
+        return NULL;
+    const tn_tokenizer *tok = tn_model_tokenizer(m);
+    tn_tokens t = {0};
+    if (tok)
+        tn_tokenize(tok, text, strlen(text), 0, &t, NULL);
+    const int32_t nv = tn_model_n_vocab(m);
+    for (int32_t i = 0; i < n; i++)
+        ids[i] = t.n ? t.ids[(size_t)i % t.n]
+                     : (int32_t)((uint32_t)(i * 7919 + salt * 104729 + 17) % (uint32_t)nv);
+    tn_tokens_free(&t);
+    return ids;
+}
+
+typedef struct bench {
+    const tn_model *model;
+    int32_t n_ctx, threads, reps, n_gen;
+    const int32_t *req;
+    int32_t n_req;
+} bench;
+
+static tn_session *open_session(const bench *b, const char *cache, tn_error *err) {
+    tn_session_params sp = tn_session_default_params();
+    sp.n_ctx = b->n_ctx;
+    sp.n_threads = b->threads;
+    sp.pin_cache_dir = cache;
+    tn_session *s = NULL;
+    return tn_session_new(b->model, sp, &s, err) == TN_OK ? s : NULL;
+}
+
+typedef struct ttft_result {
+    med ttft, decode_tok_s;
+    double pin_ms;
+} ttft_result;
+
+/* TTFT of the request against a pin of n_pin tokens (0: nothing pinned,
+ * prompt = pin tokens + request, all prefilled each time). */
+static int measure_ttft(const bench *b, const int32_t *pin, int32_t n_pin, bool pinned,
+                        ttft_result *out, tn_error *err) {
+    tn_session *s = open_session(b, "", err);
+    if (!s)
+        return TN_ERR_INVALID;
+    int rc = TN_OK;
+    int32_t *prompt = NULL;
+    const int32_t *req = b->req;
+    int32_t n_req = b->n_req;
+    if (pinned) {
+        rc = tn_session_pin_tokens(s, pin, n_pin, NULL, NULL, err);
+        out->pin_ms = tn_session_pin_info(s).prefill_ms;
+    } else {
+        prompt = malloc((size_t)(n_pin + b->n_req) * sizeof *prompt);
+        if (!prompt) {
+            tn_session_free(s);
+            return TN_ERR_NOMEM;
+        }
+        memcpy(prompt, pin, (size_t)n_pin * sizeof *prompt);
+        memcpy(prompt + n_pin, b->req, (size_t)b->n_req * sizeof *prompt);
+        req = prompt;
+        n_req = n_pin + b->n_req;
+    }
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = b->n_gen;
+    double *tt = calloc((size_t)b->reps, sizeof *tt), *dt = calloc((size_t)b->reps, sizeof *dt);
+    if (!tt || !dt)
+        rc = TN_ERR_NOMEM;
+    /* One request to warm up caches and the thread pool. */
+    if (rc == TN_OK)
+        rc = tn_session_ask_tokens(s, req, n_req, &g, NULL, NULL, NULL, err);
+    for (int r = 0; r < b->reps && rc == TN_OK; r++) {
+        tn_session_stats st;
+        rc = tn_session_ask_tokens(s, req, n_req, &g, NULL, NULL, &st, err);
+        tt[r] = st.ttft_ms;
+        dt[r] = st.decode_tok_s;
+    }
+    if (rc == TN_OK) {
+        out->ttft = summarize(tt, b->reps);
+        out->decode_tok_s = summarize(dt, b->reps);
+    }
+    free(tt);
+    free(dt);
+    free(prompt);
+    tn_session_free(s);
+    return rc;
+}
+
+typedef struct snap_result {
+    double prefill_ms, save_ms, file_mib;
+    med load_warm, load_cold;
+} snap_result;
+
+static void drop_page_cache(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    fdatasync(fd);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+}
+
+static int measure_snapshot(const bench *b, const int32_t *pin, int32_t n_pin, const char *dir,
+                            snap_result *out, tn_error *err) {
+    tn_session *s = open_session(b, "", err);
+    if (!s)
+        return TN_ERR_INVALID;
+    int rc = tn_session_pin_tokens(s, pin, n_pin, NULL, NULL, err);
+    out->prefill_ms = tn_session_pin_info(s).prefill_ms;
+    tn_pin_key key;
+    if (rc == TN_OK)
+        rc = tn_pin_key_compute(b->model, pin, n_pin, &key, err);
+    if (rc == TN_OK) {
+        const double t0 = now_ms();
+        rc = tn_pin_store_save(dir, &key, tn_session_ctx(s), pin, n_pin, 0, err);
+        out->save_ms = now_ms() - t0;
+    }
+    tn_session_free(s);
+    if (rc != TN_OK)
+        return rc;
+    char *path = tn_pin_path(dir, &key);
+    struct stat st;
+    out->file_mib = path && stat(path, &st) == 0 ? (double)st.st_size / (1 << 20) : 0;
+    s = open_session(b, dir, err);
+    double *warm = calloc((size_t)b->reps, sizeof *warm);
+    double *cold = calloc((size_t)b->reps, sizeof *cold);
+    if (!s || !warm || !cold || !path)
+        rc = s ? TN_ERR_NOMEM : TN_ERR_INVALID;
+    for (int r = 0; r < 2 * b->reps && rc == TN_OK; r++) {
+        const bool is_cold = r >= b->reps;
+        if (is_cold)
+            drop_page_cache(path);
+        tn_session_unpin(s); /* an empty KV: the pin must come from the file */
+        rc = tn_session_pin_tokens(s, pin, n_pin, NULL, NULL, err);
+        tn_pin_info pi = tn_session_pin_info(s);
+        if (rc == TN_OK && !pi.loaded_from_snapshot) {
+            snprintf(err->message, sizeof err->message, "%s: the snapshot was not used", path);
+            rc = TN_ERR_IO;
+        }
+        (is_cold ? cold : warm)[r % b->reps] = pi.prefill_ms;
+    }
+    if (rc == TN_OK) {
+        out->load_warm = summarize(warm, b->reps);
+        out->load_cold = summarize(cold, b->reps);
+    }
+    if (path)
+        unlink(path);
+    free(path);
+    free(warm);
+    free(cold);
+    tn_session_free(s);
+    return rc;
+}
+
+int cmd_bench_pin(int argc, char **argv) {
+    const char *model_path = NULL;
+    long n_short = 10, n_long = 900, n_req = 20, n_gen = 16, n_ctx = 1024, threads = 0, reps = 5;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--pin"))
+            continue;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (!strcmp(a, "--json")) {
+            json = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            cli_error("bench: option '%s' needs a value (see tern-cli bench --pin --help)", a);
+            return CLI_EXIT_USAGE;
+        }
+        const char *v = argv[++i];
+        bool ok = true;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+            model_path = v;
+        else if (!strcmp(a, "--short"))
+            ok = parse_long(a, v, 1, 1 << 20, &n_short);
+        else if (!strcmp(a, "--long"))
+            ok = parse_long(a, v, 1, 1 << 20, &n_long);
+        else if (!strcmp(a, "--request"))
+            ok = parse_long(a, v, 1, 1 << 20, &n_req);
+        else if (!strcmp(a, "-n"))
+            ok = parse_long(a, v, 1, 1 << 20, &n_gen);
+        else if (!strcmp(a, "-c"))
+            ok = parse_long(a, v, 16, 1 << 22, &n_ctx);
+        else if (!strcmp(a, "-t"))
+            ok = parse_long(a, v, 0, 1024, &threads);
+        else if (!strcmp(a, "-r"))
+            ok = parse_long(a, v, 1, 1000, &reps);
+        else {
+            cli_error("bench: unknown option '%s' for --pin (see --help)", a);
+            return CLI_EXIT_USAGE;
+        }
+        if (!ok)
+            return CLI_EXIT_USAGE;
+    }
+    if (!model_path) {
+        cli_error("bench: --pin needs a model (-m MODEL.gguf)");
+        return CLI_EXIT_USAGE;
+    }
+    if (n_long + n_req + n_gen > n_ctx || n_short + n_req + n_gen > n_ctx) {
+        cli_error("bench: a %ld-token pin, a %ld-token request and %ld answer tokens do not fit "
+                  "in a context of %ld (raise -c)",
+                  n_long > n_short ? n_long : n_short, n_req, n_gen, n_ctx);
+        return CLI_EXIT_USAGE;
+    }
+    tn_error err = {0};
+    tn_model *model = NULL;
+    if (tn_model_load(model_path, tn_model_default_params(), &model, &err) != TN_OK) {
+        cli_error("%s", err.message);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    if (n_ctx > tn_model_n_ctx_train(model)) {
+        cli_error("bench: -c %ld is longer than the model's context (%d)", n_ctx,
+                  tn_model_n_ctx_train(model));
+        tn_model_free(model);
+        return CLI_EXIT_USAGE;
+    }
+    int32_t *pin_long = make_tokens(model, PROSE, (int32_t)n_long, 1);
+    int32_t *pin_short = make_tokens(model, PROSE, (int32_t)n_short, 1);
+    int32_t *req = make_tokens(model, REQUEST, (int32_t)n_req, 2);
+    char dir[] = "/tmp/tern-bench-pin-XXXXXX";
+    const char *tmp = mkdtemp(dir);
+    int status = CLI_EXIT_OK;
+    if (!pin_long || !pin_short || !req || !tmp) {
+        cli_error("bench: out of memory or no temporary directory");
+        status = CLI_EXIT_BAD_INPUT;
+        goto out;
+    }
+    bench b = {.model = model, .n_ctx = (int32_t)n_ctx, .threads = (int32_t)threads,
+               .reps = (int32_t)reps, .n_gen = (int32_t)n_gen, .req = req,
+               .n_req = (int32_t)n_req};
+    ttft_result rs = {0}, rl = {0}, rn = {0};
+    snap_result sn = {0};
+    int rc = measure_ttft(&b, pin_short, (int32_t)n_short, true, &rs, &err);
+    if (rc == TN_OK)
+        rc = measure_ttft(&b, pin_long, (int32_t)n_long, true, &rl, &err);
+    if (rc == TN_OK)
+        rc = measure_ttft(&b, pin_long, (int32_t)n_long, false, &rn, &err);
+    if (rc == TN_OK)
+        rc = measure_snapshot(&b, pin_long, (int32_t)n_long, tmp, &sn, &err);
+    rmdir(tmp);
+    if (rc != TN_OK) {
+        cli_error("bench: %s", err.message);
+        status = CLI_EXIT_BAD_INPUT;
+        goto out;
+    }
+    const double ratio = rl.ttft.median / rs.ttft.median;
+    int nt = 0;
+    {
+        tn_ctx *probe = NULL;
+        if (tn_ctx_new(model, 16, (int32_t)threads, &probe, NULL) == TN_OK)
+            nt = tn_ctx_n_threads(probe);
+        tn_ctx_free(probe);
+    }
+    if (json) {
+        printf("{\"model\":\"%s\",\"threads\":%d,\"n_ctx\":%ld,\"request_tokens\":%ld,"
+               "\"generated_tokens\":%ld,\"reps\":%ld,"
+               "\"short\":{\"pin_tokens\":%ld,\"ttft_ms\":%.3f,\"ttft_min\":%.3f,"
+               "\"ttft_max\":%.3f,\"decode_tok_s\":%.2f},"
+               "\"long\":{\"pin_tokens\":%ld,\"ttft_ms\":%.3f,\"ttft_min\":%.3f,"
+               "\"ttft_max\":%.3f,\"decode_tok_s\":%.2f},"
+               "\"ttft_ratio\":%.4f,\"no_pin_ttft_ms\":%.3f,"
+               "\"pin_prefill_ms\":%.3f,\"snapshot_mib\":%.2f,\"snapshot_save_ms\":%.3f,"
+               "\"snapshot_load_warm_ms\":%.3f,\"snapshot_load_cold_ms\":%.3f}\n",
+               tn_model_name(model), nt, n_ctx, n_req, n_gen, reps, n_short, rs.ttft.median,
+               rs.ttft.min, rs.ttft.max, rs.decode_tok_s.median, n_long, rl.ttft.median,
+               rl.ttft.min, rl.ttft.max, rl.decode_tok_s.median, ratio, rn.ttft.median,
+               sn.prefill_ms, sn.file_mib, sn.save_ms, sn.load_warm.median, sn.load_cold.median);
+    } else {
+        printf("model: %s\n", tn_model_description(model));
+        printf("threads %d, pinned context %ld, request %ld tokens, %ld generated, %ld reps "
+               "(median, min-max)\n",
+               nt, n_ctx, n_req, n_gen, reps);
+        printf("TTFT, %4ld-token pin       %9.2f ms (%.2f-%.2f)  decode %.1f tok/s\n", n_short,
+               rs.ttft.median, rs.ttft.min, rs.ttft.max, rs.decode_tok_s.median);
+        printf("TTFT, %4ld-token pin       %9.2f ms (%.2f-%.2f)  decode %.1f tok/s\n", n_long,
+               rl.ttft.median, rl.ttft.min, rl.ttft.max, rl.decode_tok_s.median);
+        printf("ratio long / short         %9.3f    (goal <= 1.10: %s)\n", ratio,
+               ratio <= 1.10 ? "met" : "NOT met");
+        printf("TTFT, no pin (%ld tokens) %9.2f ms (%.2f-%.2f)\n", n_long + n_req,
+               rn.ttft.median, rn.ttft.min, rn.ttft.max);
+        printf("pin %ld tokens: prefill     %9.2f ms (%.0f tok/s)\n", n_long, sn.prefill_ms,
+               sn.prefill_ms > 0 ? n_long * 1e3 / sn.prefill_ms : 0);
+        printf("snapshot %.1f MiB: save    %9.2f ms (written, fsynced)\n", sn.file_mib,
+               sn.save_ms);
+        printf("  load, warm page cache    %9.2f ms (%.2f-%.2f)  %.1fx faster than prefill\n",
+               sn.load_warm.median, sn.load_warm.min, sn.load_warm.max,
+               sn.load_warm.median > 0 ? sn.prefill_ms / sn.load_warm.median : 0);
+        printf("  load, cold (pages dropped)%8.2f ms (%.2f-%.2f)  %.1fx faster than prefill\n",
+               sn.load_cold.median, sn.load_cold.min, sn.load_cold.max,
+               sn.load_cold.median > 0 ? sn.prefill_ms / sn.load_cold.median : 0);
+    }
+out:
+    free(pin_long);
+    free(pin_short);
+    free(req);
+    tn_model_free(model);
+    return status;
+}

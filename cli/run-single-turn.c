@@ -1,0 +1,546 @@
+/* tern-cli run --single-turn / --chat: the session API from the command line.
+ *
+ *   --single-turn   the system prompt (-s) is pinned once; every input line
+ *                   is an independent request answered from exactly that
+ *                   pinned state (the same line always gets the same answer)
+ *   --chat          multi-turn: input lines are user turns of one
+ *                   conversation; the KV keeps the common prefix
+ *
+ * Commands on an input line: /pin TEXT (pin another system prompt), /stats
+ * (the last request's figures and the pin), /reset (forget the conversation),
+ * /think on|off, /help, /quit. With --json every request prints one JSON
+ * object on one line (answer and stats, or the error). Ctrl-C stops the
+ * answer being generated; at the prompt it quits. */
+#include "cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct run_opts {
+    const char *model;
+    const char *system;
+    const char *system_file;
+    const char *prompt; /* -p: one request, then exit */
+    const char *pin_cache;
+    bool no_pin_cache;
+    bool chat;
+    bool json;
+    bool quiet;
+    bool think;
+    long n_ctx;
+    long threads;
+    long max_tokens;
+    double temp, top_p;
+    long top_k;
+    unsigned long long seed;
+    const char *stop[TN_SESSION_MAX_STOP];
+    int n_stop;
+} run_opts;
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: tern-cli run --single-turn -m MODEL -s SYSTEM [--think on|off] [--json]\n"
+            "       tern-cli run --chat -m MODEL [-s SYSTEM] [--think on|off] [--json]\n"
+            "options: [--system-file FILE] [-p REQUEST] [-n MAX_TOKENS] [-c CONTEXT]\n"
+            "         [-t THREADS] [--temp T] [--top-k K] [--top-p P] [--seed N]\n"
+            "         [--stop STRING]... [--pin-cache DIR | --no-pin-cache] [-q]\n\n"
+            "--single-turn: SYSTEM is pinned once (prefilled, or loaded from the pin cache);\n"
+            "each line of standard input is an independent request answered from exactly\n"
+            "the pinned state. --chat: lines are the turns of one conversation.\n"
+            "-p answers one request and exits. --json prints one JSON object per request.\n"
+            "-c is the pinned context in tokens (default 1024): system prompt + request +\n"
+            "answer. The pin cache defaults to $XDG_CACHE_HOME/tern/pins.\n"
+            "Lines starting with '/': /pin TEXT, /stats, /reset, /think on|off, /help, /quit.\n");
+}
+
+/* ------------------------------------------------------------- output */
+
+static void json_string(FILE *f, const char *s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\r')
+            fputs("\\r", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+typedef struct sink {
+    bool json;
+    tn_buf text; /* the answer, for --json and for chat history */
+    bool failed; /* out of memory while collecting */
+} sink;
+
+static bool on_token(const char *piece, int32_t token, void *user) {
+    (void)token;
+    sink *k = user;
+    size_t n = strlen(piece);
+    if (!k->json && n) {
+        fwrite(piece, 1, n, stdout);
+        fflush(stdout);
+    }
+    if (n && tn_buf_append(&k->text, piece, n) != TN_OK)
+        k->failed = true;
+    return true;
+}
+
+static bool on_progress(int32_t done, int32_t total, void *user) {
+    (void)user;
+    if (isatty(STDERR_FILENO))
+        fprintf(stderr, "\rpinning: %d/%d tokens", done, total);
+    if (done == total && isatty(STDERR_FILENO))
+        fputs("\r\033[K", stderr);
+    return true;
+}
+
+static void print_stats_line(FILE *f, const tn_session_stats *st) {
+    fprintf(f,
+            "[%d tokens, TTFT %.1f ms, prefill %d tokens at %.0f tok/s, decode %.1f tok/s, "
+            "restored %d tokens in %.2f ms, stop: %s]\n",
+            st->generated_tokens, st->ttft_ms, st->prompt_tokens, st->prefill_tok_s,
+            st->decode_tok_s, st->restored_tokens, st->restore_ms,
+            tn_stop_reason_name(st->stop_reason));
+}
+
+static void print_json_result(const char *request, const sink *k, const tn_session_stats *st,
+                              int rc, const tn_error *err) {
+    fputs("{\"request\":", stdout);
+    json_string(stdout, request, strlen(request));
+    if (rc != TN_OK && rc != TN_ERR_CANCELLED) {
+        fputs(",\"error\":", stdout);
+        json_string(stdout, err->message, strlen(err->message));
+        fprintf(stdout, ",\"status\":\"%s\"}\n", tn_status_name(rc));
+        fflush(stdout);
+        return;
+    }
+    fputs(",\"answer\":", stdout);
+    json_string(stdout, k->text.data ? k->text.data : "", k->text.len);
+    fprintf(stdout,
+            ",\"stop\":\"%s\",\"prompt_tokens\":%d,\"generated_tokens\":%d,"
+            "\"restored_tokens\":%d,\"restore_ms\":%.3f,\"prefill_ms\":%.3f,"
+            "\"prefill_tok_s\":%.1f,\"ttft_ms\":%.3f,\"decode_ms\":%.3f,\"decode_tok_s\":%.2f,"
+            "\"drafted\":%d,\"accepted\":%d,\"kv_len\":%d}\n",
+            tn_stop_reason_name(st->stop_reason), st->prompt_tokens, st->generated_tokens,
+            st->restored_tokens, st->restore_ms, st->prefill_ms, st->prefill_tok_s, st->ttft_ms,
+            st->decode_ms, st->decode_tok_s, st->drafted, st->accepted, st->kv_len);
+    fflush(stdout);
+}
+
+static void print_pin(const tn_session *s, FILE *f) {
+    tn_pin_info pi = tn_session_pin_info(s);
+    fprintf(f, "pinned %d tokens of %d in %.1f ms%s; %d free for each request and answer\n",
+            pi.n_pin, pi.n_ctx, pi.prefill_ms,
+            pi.loaded_from_snapshot ? " (loaded from the pin cache)" : "", pi.n_free);
+}
+
+/* ----------------------------------------------------------- options */
+
+static bool parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        cli_error("run: %s needs a whole number from %ld to %ld, not '%s'", opt, lo, hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static bool parse_double(const char *opt, const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
+        cli_error("run: %s needs a number from %g to %g, not '%s'", opt, lo, hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static bool parse_onoff(const char *opt, const char *s, bool *out) {
+    if (!strcmp(s, "on") || !strcmp(s, "true") || !strcmp(s, "1")) {
+        *out = true;
+        return true;
+    }
+    if (!strcmp(s, "off") || !strcmp(s, "false") || !strcmp(s, "0")) {
+        *out = false;
+        return true;
+    }
+    cli_error("run: %s takes on or off, not '%s'", opt, s);
+    return false;
+}
+
+/* 0 ok, else an exit status. */
+static int parse_args(int argc, char **argv, run_opts *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return -1;
+        }
+        if (!strcmp(a, "--single-turn")) {
+            o->chat = false;
+            continue;
+        }
+        if (!strcmp(a, "--chat")) {
+            o->chat = true;
+            continue;
+        }
+        if (!strcmp(a, "--json")) {
+            o->json = true;
+            continue;
+        }
+        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            o->quiet = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-pin-cache")) {
+            o->no_pin_cache = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            cli_error("run: option '%s' needs a value (see --help)", a);
+            return CLI_EXIT_USAGE;
+        }
+        const char *v = argv[++i];
+        long l;
+        bool ok = true;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+            o->model = v;
+        else if (!strcmp(a, "-s") || !strcmp(a, "--system"))
+            o->system = v;
+        else if (!strcmp(a, "--system-file"))
+            o->system_file = v;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt"))
+            o->prompt = v;
+        else if (!strcmp(a, "--pin-cache"))
+            o->pin_cache = v;
+        else if (!strcmp(a, "--think"))
+            ok = parse_onoff(a, v, &o->think);
+        else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens"))
+            ok = parse_long(a, v, 0, 1 << 24, &o->max_tokens);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx"))
+            ok = parse_long(a, v, 16, 1 << 22, &o->n_ctx);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
+            ok = parse_long(a, v, 0, 1024, &o->threads);
+        else if (!strcmp(a, "--temp"))
+            ok = parse_double(a, v, 0, 100, &o->temp);
+        else if (!strcmp(a, "--top-p"))
+            ok = parse_double(a, v, 0, 1, &o->top_p);
+        else if (!strcmp(a, "--top-k"))
+            ok = parse_long(a, v, 0, 1 << 24, &o->top_k);
+        else if (!strcmp(a, "--seed")) {
+            ok = parse_long(a, v, 0, 0x7fffffffL, &l);
+            o->seed = (unsigned long long)l;
+        } else if (!strcmp(a, "--stop")) {
+            if (o->n_stop == TN_SESSION_MAX_STOP || !v[0]) {
+                cli_error("run: --stop takes a non-empty string, at most %d times",
+                          TN_SESSION_MAX_STOP);
+                return CLI_EXIT_USAGE;
+            }
+            o->stop[o->n_stop++] = v;
+        } else {
+            cli_error("run: unknown option '%s' (see --help)", a);
+            return CLI_EXIT_USAGE;
+        }
+        if (!ok)
+            return CLI_EXIT_USAGE;
+    }
+    if (!o->model) {
+        cli_error("run: no model (-m MODEL.gguf)");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->system && o->system_file) {
+        cli_error("run: give the system prompt with -s or --system-file, not both");
+        return CLI_EXIT_USAGE;
+    }
+    return 0;
+}
+
+static char *read_text_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_error("%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    tn_buf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (tn_buf_append(&b, chunk, n) != TN_OK) {
+            fclose(f);
+            tn_buf_free(&b);
+            cli_error("%s: out of memory", path);
+            return NULL;
+        }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        tn_buf_free(&b);
+        cli_error("%s: read error", path);
+        return NULL;
+    }
+    if (!b.data)
+        return strdup("");
+    /* A trailing newline ends the file, not the prompt. */
+    while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r'))
+        b.data[--b.len] = '\0';
+    return b.data;
+}
+
+/* ------------------------------------------------------------- the loop */
+
+static tn_session *volatile g_session;
+static volatile sig_atomic_t g_generating;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    if (g_generating && g_session) {
+        tn_session_cancel(g_session); /* an atomic store: safe here */
+        return;
+    }
+    _exit(130);
+}
+
+typedef struct chat_state {
+    tn_session_message *msgs;
+    char **owned;
+    int32_t n, cap;
+} chat_state;
+
+static void chat_clear(chat_state *c) {
+    for (int32_t i = 0; i < c->n; i++)
+        free(c->owned[i]);
+    c->n = 0;
+}
+
+static bool chat_push(chat_state *c, const char *role, const char *content) {
+    if (c->n == c->cap) {
+        int32_t cap = c->cap ? 2 * c->cap : 16;
+        tn_session_message *m = realloc(c->msgs, (size_t)cap * sizeof *m);
+        if (!m)
+            return false;
+        c->msgs = m;
+        char **o = realloc(c->owned, (size_t)cap * sizeof *o);
+        if (!o)
+            return false;
+        c->owned = o;
+        c->cap = cap;
+    }
+    char *copy = strdup(content);
+    if (!copy)
+        return false;
+    c->owned[c->n] = copy;
+    c->msgs[c->n] = (tn_session_message){role, copy};
+    c->n++;
+    return true;
+}
+
+typedef struct runner {
+    const run_opts *o;
+    tn_session *s;
+    tn_gen_params gen;
+    tn_session_stats last;
+    bool have_last;
+    chat_state chat;
+    int failures;
+} runner;
+
+static int run_request(runner *r, const char *text) {
+    sink k = {.json = r->o->json};
+    tn_session_stats st;
+    tn_error err = {0};
+    int rc;
+    g_generating = 1;
+    if (r->o->chat) {
+        if (!chat_push(&r->chat, "user", text)) {
+            g_generating = 0;
+            cli_error("out of memory");
+            return TN_ERR_NOMEM;
+        }
+        rc = tn_session_chat(r->s, r->chat.msgs, r->chat.n, &r->gen, on_token, &k, &st, &err);
+        if (rc == TN_OK && !k.failed)
+            chat_push(&r->chat, "assistant", k.text.data ? k.text.data : "");
+        else if (rc != TN_OK) /* the turn was not answered: drop it */
+            free(r->chat.owned[--r->chat.n]);
+    } else {
+        rc = tn_session_ask(r->s, text, &r->gen, on_token, &k, &st, &err);
+    }
+    g_generating = 0;
+    if (r->o->json) {
+        print_json_result(text, &k, &st, rc, &err);
+    } else {
+        if (rc == TN_OK || rc == TN_ERR_CANCELLED)
+            fputc('\n', stdout);
+        fflush(stdout);
+        if (rc != TN_OK && rc != TN_ERR_CANCELLED)
+            cli_error("%s", err.message);
+        else if (!r->o->quiet)
+            print_stats_line(stderr, &st);
+    }
+    if (rc == TN_OK || rc == TN_ERR_CANCELLED) {
+        r->last = st;
+        r->have_last = true;
+    } else {
+        r->failures++;
+    }
+    tn_buf_free(&k.text);
+    return rc;
+}
+
+static int do_pin(runner *r, const char *system) {
+    tn_error err = {0};
+    g_generating = 1;
+    int rc = tn_session_pin(r->s, system, on_progress, NULL, &err);
+    g_generating = 0;
+    if (rc != TN_OK) {
+        cli_error("%s", err.message);
+        return rc;
+    }
+    chat_clear(&r->chat);
+    if (!r->o->quiet && !r->o->json)
+        print_pin(r->s, stderr);
+    return TN_OK;
+}
+
+/* Returns false to quit. */
+static bool command(runner *r, char *line) {
+    FILE *out = r->o->json ? stderr : stdout;
+    if (!strcmp(line, "/quit") || !strcmp(line, "/exit"))
+        return false;
+    if (!strcmp(line, "/help")) {
+        fprintf(out, "/pin TEXT  pin another system prompt (empty: none)\n"
+                     "/stats     figures of the last request and of the pin\n"
+                     "/reset     forget the conversation (the pin stays)\n"
+                     "/think on|off\n/quit\n");
+    } else if (!strncmp(line, "/pin", 4) && (line[4] == ' ' || line[4] == '\0')) {
+        const char *text = line[4] ? line + 5 : "";
+        do_pin(r, text);
+    } else if (!strcmp(line, "/stats")) {
+        print_pin(r->s, out);
+        if (r->have_last)
+            print_stats_line(out, &r->last);
+    } else if (!strcmp(line, "/reset")) {
+        tn_session_reset(r->s);
+        chat_clear(&r->chat);
+        fprintf(out, "conversation cleared\n");
+    } else if (!strncmp(line, "/think ", 7)) {
+        bool on;
+        if (parse_onoff("/think", line + 7, &on))
+            r->gen.thinking = on;
+    } else {
+        fprintf(stderr, "unknown command '%s' (/help lists them)\n", line);
+    }
+    fflush(out);
+    return true;
+}
+
+int cmd_run_single_turn(int argc, char **argv) {
+    run_opts o = {.think = true, .n_ctx = 1024, .max_tokens = 0, .temp = 0, .top_p = 1};
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? CLI_EXIT_OK : rc;
+    char *system_copy = NULL;
+    if (o.system_file) {
+        system_copy = read_text_file(o.system_file);
+        if (!system_copy)
+            return CLI_EXIT_BAD_INPUT;
+        o.system = system_copy;
+    }
+    tn_error err = {0};
+    tn_model *model = NULL;
+    rc = tn_model_load(o.model, tn_model_default_params(), &model, &err);
+    if (rc != TN_OK) {
+        cli_error("%s", err.message);
+        free(system_copy);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    if (!o.quiet && !o.json)
+        fprintf(stderr, "model: %s\n", tn_model_description(model));
+
+    tn_session_params sp = tn_session_default_params();
+    sp.n_ctx = (int32_t)o.n_ctx;
+    sp.n_threads = (int32_t)o.threads;
+    sp.pin_cache_dir = o.no_pin_cache ? "" : o.pin_cache;
+    sp.gen.thinking = o.think;
+    sp.gen.max_tokens = (int32_t)o.max_tokens;
+    sp.gen.sampler.temperature = (float)o.temp;
+    sp.gen.sampler.top_k = (int32_t)o.top_k;
+    sp.gen.sampler.top_p = (float)o.top_p;
+    sp.gen.sampler.seed = o.seed;
+    for (int i = 0; i < o.n_stop; i++)
+        sp.gen.stop[i] = o.stop[i];
+    sp.gen.n_stop = o.n_stop;
+    runner r = {.o = &o};
+    rc = tn_session_new(model, sp, &r.s, &err);
+    if (rc != TN_OK) {
+        cli_error("%s", err.message);
+        tn_model_free(model);
+        free(system_copy);
+        return rc == TN_ERR_INVALID ? CLI_EXIT_USAGE : CLI_EXIT_BAD_INPUT;
+    }
+    r.gen = sp.gen; /* its stop strings point into argv, alive until the end */
+    g_session = r.s;
+    signal(SIGINT, on_sigint);
+
+    int status = CLI_EXIT_OK;
+    if (do_pin(&r, o.system) != TN_OK) {
+        status = CLI_EXIT_BAD_INPUT;
+        goto out;
+    }
+    if (o.prompt) {
+        if (run_request(&r, o.prompt) != TN_OK)
+            status = CLI_EXIT_BAD_INPUT;
+        goto out;
+    }
+    const bool interactive = isatty(STDIN_FILENO) && !o.json;
+    char *line = NULL;
+    size_t cap = 0;
+    for (;;) {
+        if (interactive) {
+            fputs(o.chat ? "> " : "? ", stdout);
+            fflush(stdout);
+        }
+        ssize_t n = getline(&line, &cap, stdin);
+        if (n < 0)
+            break;
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0)
+            continue;
+        if (line[0] == '/') {
+            if (!command(&r, line))
+                break;
+            continue;
+        }
+        run_request(&r, line);
+    }
+    free(line);
+    if (r.failures)
+        status = CLI_EXIT_BAD_INPUT;
+out:
+    signal(SIGINT, SIG_DFL);
+    g_session = NULL;
+    chat_clear(&r.chat);
+    free(r.chat.msgs);
+    free(r.chat.owned);
+    tn_session_free(r.s);
+    tn_model_free(model);
+    free(system_copy);
+    return status;
+}
