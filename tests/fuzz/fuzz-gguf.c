@@ -62,7 +62,7 @@ static void walk(const tn_gguf_value *v, int depth) {
             if (n) {
                 sink ^= (uint8_t)tn_gguf_arr_int(v, 0);
                 sink ^= (uint8_t)tn_gguf_arr_int(v, n - 1);
-                sink ^= (uint8_t)tn_gguf_arr_float(v, n - 1);
+                sink ^= (uint8_t)(tn_gguf_arr_float(v, n - 1) > 0.0);
             }
             if (v->v.arr.type == TN_GGUF_BOOL)
                 for (uint64_t i = 0; i < n; i++)
@@ -115,6 +115,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             memcpy(name, key.ptr, key.len);
             name[key.len] = '\0';
             PROMISE(tn_gguf_find(g, name) == v);
+            /* the typed getters answer OK or "another type", never "absent" */
+            int64_t iv;
+            double fv;
+            bool bv;
+            tn_str sv;
+            PROMISE(tn_gguf_get_int(g, name, &iv) != TN_ERR_NOT_FOUND);
+            PROMISE(tn_gguf_get_float(g, name, &fv) != TN_ERR_NOT_FOUND);
+            PROMISE(tn_gguf_get_bool(g, name, &bv) != TN_ERR_NOT_FOUND);
+            if (tn_gguf_get_str(g, name, &sv) == TN_OK)
+                touch(sv.ptr, sv.len);
         }
     }
     PROMISE(tn_gguf_kv_value(g, tn_gguf_n_kv(g)) == NULL);
