@@ -345,7 +345,15 @@ on_token (const char *piece,
       if (run->live.decode_ms > 0)
         run->live.decode_tok_s = (run->live.generated_tokens - 1) / (run->live.decode_ms / 1000.0);
     }
-  post_live (run->engine->shared, run->id, &run->live, piece);
+  /* A random or badly converted model can emit bytes that are not UTF-8;
+   * GTK and JSON need valid text. */
+  if (g_utf8_validate (piece, -1, NULL))
+    post_live (run->engine->shared, run->id, &run->live, piece);
+  else
+    {
+      g_autofree char *valid = g_utf8_make_valid (piece, -1);
+      post_live (run->engine->shared, run->id, &run->live, valid);
+    }
   return true;
 }
 
@@ -596,7 +604,14 @@ static gpointer
 engine_thread (gpointer data)
 {
   Engine engine = { .shared = data };
+  /* g_main_context_invoke_full() runs the function right away, on the
+   * calling thread, when the target context is that thread's default and
+   * nobody holds it. Without a context of its own, this thread's default is
+   * the main one, and UI signals would fire here whenever the main loop was
+   * between iterations. */
+  GMainContext *own = g_main_context_new ();
 
+  g_main_context_push_thread_default (own);
   for (;;)
     {
       Request *req = g_async_queue_pop (engine.shared->requests);
@@ -630,6 +645,8 @@ engine_thread (gpointer data)
   tn_session_free (engine.session);
   tn_model_free (engine.model);
   shared_unref (engine.shared);
+  g_main_context_pop_thread_default (own);
+  g_main_context_unref (own);
   return NULL;
 }
 
@@ -641,13 +658,16 @@ push (TernEngineWorker *self,
 {
   g_return_val_if_fail (self->thread != NULL, 0);
 
-  req->id = ++self->next_id;
+  guint id = ++self->next_id;
+
+  req->id = id;
   req->n_ctx = self->n_ctx;
   req->n_threads = self->n_threads;
   if (req->kind == REQ_COUNT)
-    g_atomic_int_set (&self->shared->latest_count, (gint) req->id);
+    g_atomic_int_set (&self->shared->latest_count, (gint) id);
+  /* From here on the engine thread owns req. */
   g_async_queue_push (self->shared->requests, req);
-  return req->id;
+  return id;
 }
 
 static Request *

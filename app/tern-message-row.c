@@ -20,7 +20,12 @@ struct _TernMessageRow {
   char *role;
   GString *text;
   guint render_tick;
+  gint64 last_render_us;
 };
+
+/* A streaming answer is re-rendered at most this often: each render
+ * re-shapes its last paragraph, and 20 a second reads as smooth. */
+#define MIN_RENDER_INTERVAL_US (50 * 1000)
 
 G_DEFINE_FINAL_TYPE (TernMessageRow, tern_message_row, GTK_TYPE_BOX)
 
@@ -41,10 +46,13 @@ on_render_tick (GtkWidget     *widget,
                 gpointer       data)
 {
   TernMessageRow *self = TERN_MESSAGE_ROW (widget);
+  gint64 now = gdk_frame_clock_get_frame_time (clock);
 
-  (void) clock;
   (void) data;
+  if (now - self->last_render_us < MIN_RENDER_INTERVAL_US)
+    return G_SOURCE_CONTINUE;
   self->render_tick = 0;
+  self->last_render_us = now;
   tern_markdown_render (self->content_box, self->text->str);
   return G_SOURCE_REMOVE;
 }

@@ -20,6 +20,7 @@ struct _TernPinEditor {
   gboolean has_state;
   gboolean pinning;
   char *error;
+  int token_count;
 };
 
 G_DEFINE_FINAL_TYPE (TernPinEditor, tern_pin_editor, GTK_TYPE_BOX)
@@ -112,6 +113,7 @@ tern_pin_editor_set_token_count (TernPinEditor *self,
 {
   g_autofree char *text = NULL;
 
+  self->token_count = n_tokens;
   if (n_tokens < 0)
     {
       gtk_label_set_text (self->token_label, "");
@@ -181,6 +183,12 @@ tern_pin_editor_get_pinned_text (TernPinEditor *self)
   return self->has_state ? self->pinned_text : NULL;
 }
 
+int
+tern_pin_editor_get_token_count (TernPinEditor *self)
+{
+  return self->token_count;
+}
+
 const char *
 tern_pin_editor_get_state_text (TernPinEditor *self)
 {
@@ -231,6 +239,7 @@ static void
 tern_pin_editor_init (TernPinEditor *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  self->token_count = -1;
   g_signal_connect_swapped (gtk_text_view_get_buffer (self->text_view), "changed",
                             G_CALLBACK (on_buffer_changed), self);
   update_state (self);

@@ -33,5 +33,7 @@ gboolean    tern_pin_editor_is_stale         (TernPinEditor      *self);
 /* The text the engine has pinned (NULL: none). */
 const char *tern_pin_editor_get_pinned_text  (TernPinEditor      *self);
 const char *tern_pin_editor_get_state_text   (TernPinEditor      *self);
+/* -1 while unknown. */
+int         tern_pin_editor_get_token_count  (TernPinEditor      *self);
 
 G_END_DECLS

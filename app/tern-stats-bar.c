@@ -19,7 +19,12 @@ struct _TernStatsBar {
   TernThroughputPlot *plot;
 
   gint64 last_sample_us;
+  gint64 last_text_us;
 };
+
+/* Figures change faster than anyone reads them; a label that changes
+ * width re-lays out its row, so four times a second is enough. */
+#define TEXT_INTERVAL_US (250 * 1000)
 
 G_DEFINE_FINAL_TYPE (TernStatsBar, tern_stats_bar, GTK_TYPE_BOX)
 
@@ -28,6 +33,7 @@ tern_stats_bar_start (TernStatsBar *self)
 {
   tern_throughput_plot_clear (self->plot);
   self->last_sample_us = 0;
+  self->last_text_us = 0;
   gtk_label_set_text (self->phase_label, _("Prefill"));
   gtk_label_set_text (self->figures_label, "");
   gtk_progress_bar_set_fraction (self->prefill_bar, 0);
@@ -39,7 +45,11 @@ tern_stats_bar_update (TernStatsBar    *self,
                        const TernStats *live)
 {
   g_autofree char *text = NULL;
+  gint64 now = g_get_monotonic_time ();
+  gboolean show_text = now - self->last_text_us >= TEXT_INTERVAL_US;
 
+  if (show_text)
+    self->last_text_us = now;
   if (live->phase == TERN_PHASE_PREFILL || live->phase == TERN_PHASE_PIN)
     {
       gtk_label_set_text (self->phase_label,
@@ -54,8 +64,6 @@ tern_stats_bar_update (TernStatsBar    *self,
     }
   else if (live->phase == TERN_PHASE_DECODE)
     {
-      gint64 now = g_get_monotonic_time ();
-
       gtk_label_set_text (self->phase_label, _("Decode"));
       gtk_widget_set_visible (GTK_WIDGET (self->prefill_bar), FALSE);
       /* Translators: decode speed, time to first token, tokens so far */
@@ -67,7 +75,7 @@ tern_stats_bar_update (TernStatsBar    *self,
           self->last_sample_us = now;
         }
     }
-  if (text != NULL)
+  if (text != NULL && show_text)
     gtk_label_set_text (self->figures_label, text);
 }
 

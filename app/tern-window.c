@@ -1189,6 +1189,12 @@ tern_window_get_stats_bar (TernWindow *self)
   return self->stats_bar;
 }
 
+GtkWidget *
+tern_window_get_speculation_box (TernWindow *self)
+{
+  return GTK_WIDGET (self->speculation_box);
+}
+
 const char *
 tern_window_get_row_text (TernWindow *self,
                           guint       index)

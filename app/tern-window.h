@@ -34,6 +34,8 @@ TernChat      *tern_window_get_chat              (TernWindow     *self);
 GListModel    *tern_window_get_chats             (TernWindow     *self);
 TernPinEditor *tern_window_get_pin_editor        (TernWindow     *self);
 TernStatsBar  *tern_window_get_stats_bar         (TernWindow     *self);
+/* The speculation toggle and drafter choice (one linked box). */
+GtkWidget     *tern_window_get_speculation_box   (TernWindow     *self);
 /* The text the transcript shows for message index (the rendered rows). */
 const char    *tern_window_get_row_text          (TernWindow     *self,
                                                   guint           index);

@@ -1,0 +1,340 @@
+/* test-app-units: the app's parts that need no display: Markdown to Pango
+ * markup, chats to JSON and back, Markdown export, and the engine worker
+ * (ordering, coalescing, cancelling, stale results dropped). */
+#include "config.h"
+
+#include <locale.h>
+#include <stdio.h>
+
+#include <glib/gstdio.h>
+
+#include "tern.h"
+#include "tern-chat.h"
+#include "tern-engine-worker.h"
+#include "tern-markdown.h"
+
+static int failures;
+static int checks;
+
+#define CHECKF(cond, ...)                                                               \
+  do {                                                                                  \
+    checks++;                                                                           \
+    if (!(cond)) {                                                                      \
+      failures++;                                                                       \
+      fprintf (stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);         \
+      fprintf (stderr, __VA_ARGS__);                                                    \
+      fputc ('\n', stderr);                                                             \
+    }                                                                                   \
+  } while (0)
+#define CHECK(cond) CHECKF (cond, "%s", "")
+
+static void
+test_markdown (void)
+{
+  struct { const char *md; const char *want; } cases[] = {
+    { "Hello *world*", "Hello <i>world</i>\n" },
+    { "**bold** and `a < b`", "<b>bold</b> and <tt>a &lt; b</tt>\n" },
+    { "~~gone~~", "<s>gone</s>\n" },
+    { "# Title", "<span weight=\"bold\" size=\"xx-large\">Title</span>\n" },
+    { "- one\n- two", "• one\n• two\n" },
+    { "1. a\n2. b", "1. a\n2. b\n" },
+    { "[link](https://example.org/?a=1&b=2)",
+      "<a href=\"https://example.org/?a=1&amp;b=2\">link</a>\n" },
+    { "```c\nint x;\n```", "int x;\n" },
+    { "a & b <c>", "a &amp; b &lt;c&gt;\n" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *got = tern_markdown_to_pango (cases[i].md);
+      CHECKF (g_strcmp0 (got, cases[i].want) == 0, "%s\n  got:  %s  want: %s", cases[i].md, got,
+              cases[i].want);
+      /* Whatever the input, the markup must parse (links are GtkLabel's own
+       * extension of Pango markup). */
+      if (strstr (got, "<a ") == NULL)
+        CHECKF (pango_parse_markup (got, -1, 0, NULL, NULL, NULL, NULL), "%s", got);
+    }
+  /* Half-streamed input (an open code fence, a dangling emphasis) still
+   * gives valid markup. */
+  {
+    const char *partial[] = { "Some *emph", "```py\nprint(", "| a | b |\n|---|", "<b>", "[x](" };
+    for (guint i = 0; i < G_N_ELEMENTS (partial); i++)
+      {
+        g_autofree char *got = tern_markdown_to_pango (partial[i]);
+        CHECKF (pango_parse_markup (got, -1, 0, NULL, NULL, NULL, NULL), "%s -> %s", partial[i],
+                got);
+      }
+  }
+}
+
+static void
+test_chat_json (const char *dir)
+{
+  g_autoptr(TernChat) chat = tern_chat_new ("chat");
+  g_autoptr(TernChat) back = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *md = NULL;
+  g_autofree char *bad = g_build_filename (dir, "bad.json", NULL);
+  TernStats st = { 0 };
+  TernMessage *m;
+
+  CHECK (g_str_equal (tern_chat_get_title (chat), "New Chat"));
+  tern_chat_set_system_prompt (chat, "Be brief.\nBe kind.");
+  tern_chat_set_model (chat, "test (qwen3)");
+  tern_chat_append (chat, "user", "What is a tern?\nA bird?");
+  m = tern_chat_append (chat, "assistant", "A seabird. \"Quotes\" and ünïcode ✓");
+  st.generated_tokens = 12;
+  st.decode_tok_s = 85.25;
+  st.ttft_ms = 40;
+  st.prompt_tokens = 9;
+  st.prefill_ms = 12.5;
+  st.restored_tokens = 30;
+  st.stop_reason = "eog";
+  tern_message_set_stats (m, &st);
+  CHECK (g_str_equal (tern_chat_get_title (chat), "What is a tern? A bird?"));
+
+  CHECKF (tern_chat_save (chat, dir, &error), "%s", error ? error->message : "");
+  path = g_strdup_printf ("%s/%s.json", dir, tern_chat_get_id (chat));
+  back = tern_chat_load (path, &error);
+  CHECKF (back != NULL, "%s", error ? error->message : "");
+  if (back != NULL)
+    {
+      TernMessage *b;
+      CHECK (g_str_equal (tern_chat_get_id (back), tern_chat_get_id (chat)));
+      CHECK (g_str_equal (tern_chat_get_mode (back), "chat"));
+      CHECK (g_str_equal (tern_chat_get_system_prompt (back), "Be brief.\nBe kind."));
+      CHECK (tern_chat_get_n_messages (back) == 2);
+      b = tern_chat_get_message (back, 1);
+      CHECK (g_str_equal (b->text, m->text));
+      CHECK (b->has_stats && b->stats.generated_tokens == 12 && b->stats.decode_tok_s == 85.25);
+      CHECK (g_strcmp0 (b->stop_reason, "eog") == 0);
+    }
+  /* Saving again replaces the file whole (no temporary left behind). */
+  tern_chat_append (chat, "user", "More?");
+  CHECK (tern_chat_save (chat, dir, NULL));
+  {
+    g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+    const char *name;
+    int n = 0;
+    while ((name = g_dir_read_name (d)) != NULL)
+      n++;
+    CHECKF (n == 1, "%d files in the chats folder", n);
+  }
+
+  md = tern_chat_to_markdown (chat);
+  CHECK (strstr (md, "# What is a tern? A bird?") != NULL);
+  CHECK (strstr (md, "> Be brief.\n> Be kind.") != NULL);
+  CHECK (strstr (md, "## Assistant\n\nA seabird.") != NULL);
+  CHECKF (strstr (md, "12 tokens · 85.2 tok/s · first token 40 ms") != NULL, "%s", md);
+
+  /* Not a chat: a clear error naming the file. */
+  g_file_set_contents (bad, "{\"format\": \"something else\"}", -1, NULL);
+  g_clear_error (&error);
+  CHECK (tern_chat_load (bad, &error) == NULL);
+  CHECK (error != NULL && strstr (error->message, "bad.json") != NULL);
+  g_clear_error (&error);
+  g_file_set_contents (bad, "{ truncated", -1, NULL);
+  CHECK (tern_chat_load (bad, &error) == NULL && error != NULL);
+  g_unlink (bad);
+  CHECK (tern_chat_delete_file (chat, dir, NULL));
+  CHECK (!g_file_test (path, G_FILE_TEST_EXISTS));
+}
+
+/* ------------------------------------------------------------ the worker */
+
+typedef struct {
+  guint loaded_id;
+  char *load_error;
+  guint pinned_id;
+  TernPinState pin;
+  guint n_updates;
+  guint n_stale_updates;
+  GString *text;
+  guint finished_id;
+  TernStats final;
+  gboolean cancelled;
+  char *error;
+  guint want_id;
+  gboolean finished_before_update;
+  /* Per request id (ids are small here), whatever the order of dispatch. */
+  gboolean done[64];
+  gboolean cancelled_of[64];
+  GString *text_of[64];
+} Probe;
+
+static void
+on_loaded (TernEngineWorker *w, guint id, const char *path, const char *desc, gboolean demo,
+           const char *error, Probe *p)
+{
+  (void) w; (void) path; (void) desc; (void) demo;
+  p->loaded_id = id;
+  g_free (p->load_error);
+  p->load_error = g_strdup (error);
+}
+
+static void
+on_pinned (TernEngineWorker *w, guint id, const TernPinState *state, const char *error,
+           gboolean cancelled, Probe *p)
+{
+  (void) w; (void) error; (void) cancelled;
+  p->pinned_id = id;
+  p->pin = *state;
+}
+
+static void
+on_update (TernEngineWorker *w, guint id, const char *text, const TernStats *live, Probe *p)
+{
+  (void) w; (void) live;
+  if (id < 64)
+    {
+      if (p->text_of[id] == NULL)
+        p->text_of[id] = g_string_new (NULL);
+      g_string_append (p->text_of[id], text);
+    }
+  if (id != p->want_id)
+    {
+      p->n_stale_updates++;
+      return;
+    }
+  if (p->finished_id == id)
+    p->finished_before_update = TRUE;
+  p->n_updates++;
+  g_string_append (p->text, text);
+}
+
+static void
+on_finished (TernEngineWorker *w, guint id, const TernStats *st, const char *error,
+             gboolean cancelled, Probe *p)
+{
+  (void) w;
+  if (id < 64)
+    {
+      p->done[id] = TRUE;
+      p->cancelled_of[id] = cancelled;
+    }
+  if (id != p->want_id)
+    return;
+  p->finished_id = id;
+  p->final = *st;
+  p->cancelled = cancelled;
+  g_free (p->error);
+  p->error = g_strdup (error);
+}
+
+static gboolean
+wait_id (guint *field, guint id, double timeout_s)
+{
+  gint64 end = g_get_monotonic_time () + (gint64) (timeout_s * G_USEC_PER_SEC);
+
+  while (*field != id && g_get_monotonic_time () < end)
+    g_main_context_iteration (NULL, FALSE) || (g_usleep (1000), TRUE);
+  return *field == id;
+}
+
+static void
+test_worker (const char *dir)
+{
+  g_autofree char *model = g_build_filename (dir, "worker-model.gguf", NULL);
+  g_autoptr(TernEngineWorker) w = tern_engine_worker_new ();
+  TernGenSettings gen = { .temperature = 0, .top_p = 1, .seed = 1, .max_tokens = 200 };
+  Probe p = { .text = g_string_new (NULL) };
+  tn_mkmodel_params mp = tn_mkmodel_default_params ();
+  tn_error err = { 0 };
+  guint id, first, second;
+  g_autofree char *answer = NULL;
+
+  mp.arch = "qwen3";
+  mp.type = "q8_0";
+  mp.n_embd = 128;
+  mp.n_layer = 2;
+  mp.n_head = 4;
+  mp.n_head_kv = 2;
+  mp.head_dim = 32;
+  mp.n_ff = 384;
+  mp.n_threads = 1;
+  CHECKF (tn_mkmodel (&mp, model, &err) == TN_OK, "%s", err.message);
+
+  g_signal_connect (w, "model-loaded", G_CALLBACK (on_loaded), &p);
+  g_signal_connect (w, "pinned", G_CALLBACK (on_pinned), &p);
+  g_signal_connect (w, "update", G_CALLBACK (on_update), &p);
+  g_signal_connect (w, "finished", G_CALLBACK (on_finished), &p);
+  tern_engine_worker_set_session_size (w, 1024, 1);
+
+  /* A file that is not a model: an error that names it. */
+  id = tern_engine_worker_load_model (w, "/nonexistent/model.gguf");
+  CHECK (wait_id (&p.loaded_id, id, 30));
+  CHECKF (p.load_error != NULL && strstr (p.load_error, "/nonexistent/model.gguf"), "%s",
+          p.load_error);
+
+  id = tern_engine_worker_load_model (w, model);
+  CHECK (wait_id (&p.loaded_id, id, 30));
+  CHECKF (p.load_error == NULL, "%s", p.load_error);
+  id = tern_engine_worker_pin (w, "You are a test.");
+  CHECK (wait_id (&p.pinned_id, id, 30));
+  CHECKF (p.pin.n_pin > 0, "n_pin %d", p.pin.n_pin);
+
+  /* Tokens arrive coalesced, in order, and all before "finished": with the
+   * main loop busy elsewhere while the whole answer is generated, the engine
+   * thread leaves one pending update (holding every token), not one per
+   * token. */
+  p.want_id = id = tern_engine_worker_ask (w, "Hello there", &gen);
+  g_usleep (3 * G_USEC_PER_SEC);
+  CHECK (wait_id (&p.finished_id, id, 60));
+  CHECKF (p.error == NULL, "%s", p.error);
+  CHECK (p.final.generated_tokens > 1);
+  CHECKF (p.n_updates >= 1 && p.n_updates <= 2,
+          "%u updates for %d tokens", p.n_updates, p.final.generated_tokens);
+  CHECK (!p.finished_before_update);
+  fprintf (stderr, "worker: %d tokens in %u main-loop updates (%.1f tok/s)\n",
+           p.final.generated_tokens, p.n_updates, p.final.decode_tok_s);
+  answer = g_strdup (p.text->str);
+
+  /* A request cancelled before it starts, then one after it: the first
+   * finishes cancelled without running, the second runs normally and gives
+   * the same answer (nothing leaked from the first). */
+  g_string_truncate (p.text, 0);
+  first = tern_engine_worker_ask (w, "Hello there", &gen);
+  tern_engine_worker_cancel (w);
+  second = tern_engine_worker_ask (w, "Hello there", &gen);
+  CHECK (first < 64 && second < 64);
+  {
+    gint64 end = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+    while (!(p.done[first] && p.done[second]) && g_get_monotonic_time () < end)
+      g_main_context_iteration (NULL, FALSE) || (g_usleep (1000), TRUE);
+  }
+  CHECK (p.done[first] && p.cancelled_of[first]);
+  CHECK (p.text_of[first] == NULL || p.text_of[first]->len == 0);
+  CHECK (p.done[second] && !p.cancelled_of[second]);
+  CHECKF (p.text_of[second] != NULL && g_str_equal (p.text_of[second]->str, answer),
+          "\n  %s\n  %s", p.text_of[second] ? p.text_of[second]->str : "(none)", answer);
+
+  for (guint i = 0; i < 64; i++)
+    if (p.text_of[i] != NULL)
+      g_string_free (p.text_of[i], TRUE);
+  g_string_free (p.text, TRUE);
+  g_free (p.error);
+  g_free (p.load_error);
+  /* Disposing the worker joins its thread; events still queued are dropped. */
+  g_signal_handlers_disconnect_by_data (w, &p);
+}
+
+int
+main (void)
+{
+  g_autofree char *tmp = g_dir_make_tmp ("tern-app-units-XXXXXX", NULL);
+  g_autofree char *chats = g_build_filename (tmp, "chats", NULL);
+  g_autofree char *cmd = NULL;
+
+  setlocale (LC_ALL, "C.UTF-8");
+  g_setenv ("XDG_CACHE_HOME", tmp, TRUE);
+  test_markdown ();
+  test_chat_json (chats);
+  test_worker (tmp);
+
+  cmd = g_strdup_printf ("rm -rf '%s'", tmp);
+  if (system (cmd) != 0)
+    fprintf (stderr, "could not remove %s\n", tmp);
+  fprintf (stderr, "test-app-units: %d checks, %d failed\n", checks, failures);
+  return failures ? 1 : 0;
+}
