@@ -20,6 +20,18 @@ int cmd_bench_pin(int argc, char **argv);
 int cmd_run_single_turn(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+/* The model manager (cli/cmd-models.c): list, pull, remove, check, import. */
+int cmd_list(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+int cmd_remove(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+/* `-m ARG`: a path is returned as is; an installed tag ("qwen3:0.6b",
+ * "local:NAME") becomes the path of its model file, copied into buf. NULL
+ * (with a message printed) when ARG is neither. cli_resolve_draft: the
+ * tag's draft model, NULL when it has none or ARG is a path. */
+const char *cli_resolve_model(const char *arg, char *buf, size_t cap);
+const char *cli_resolve_draft(const char *arg, char *buf, size_t cap);
 
 /* Prints "tern-cli: MESSAGE" on one line to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -16,6 +16,11 @@ static const cli_command commands[] = {
     {"bench", cmd_bench, "measure pp/tg speed, verify cost and memory bandwidth"},
     {"tokenize", cmd_tokenize, "print the token ids of a text (--bench: encode speed)"},
     {"detokenize", cmd_detokenize, "print the text of token ids"},
+    {"list", cmd_list, "the models of the catalog and which are installed"},
+    {"pull", cmd_pull, "download a model of the catalog (resumable, verified)"},
+    {"remove", cmd_remove, "remove an installed model"},
+    {"check", cmd_check, "verify the installed models' files again"},
+    {"import", cmd_import, "add a local .gguf model file as local:NAME"},
 };
 
 void cli_error(const char *fmt, ...) {

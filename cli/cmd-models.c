@@ -1,0 +1,563 @@
+/* tern-cli list / pull / remove / check / import: the model manager from the
+ * command line, and the resolver that lets `-m TAG` name an installed model.
+ * Without the manager (built without libsoup/json-glib) the commands say so
+ * and exit 2; the resolver then passes its argument through. */
+#include "cli.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#ifdef TERN_HAVE_MANAGER
+
+#include <glib-unix.h>
+#include <json-glib/json-glib.h>
+
+#include "tern-manager.h"
+
+/* Options every model command takes. */
+typedef struct {
+    const char *command;
+    const char *catalog;  /* --catalog PATH; else TERN_CATALOG; else the installed one */
+    bool json;
+    const char *name;     /* import --name */
+    const char *arg;      /* the positional argument */
+    bool help;
+} models_opts;
+
+static int parse_opts(int argc, char **argv, models_opts *o, bool want_arg, bool allow_json,
+                      bool allow_name) {
+    memset(o, 0, sizeof *o);
+    o->command = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            o->help = true;
+        } else if (!strcmp(a, "--catalog") || (allow_name && !strcmp(a, "--name"))) {
+            if (i + 1 >= argc) {
+                cli_error("%s: %s needs a value", o->command, a);
+                return CLI_EXIT_USAGE;
+            }
+            if (!strcmp(a, "--catalog"))
+                o->catalog = argv[++i];
+            else
+                o->name = argv[++i];
+        } else if (!strncmp(a, "--catalog=", 10)) {
+            o->catalog = a + 10;
+        } else if (allow_json && !strcmp(a, "--json")) {
+            o->json = true;
+        } else if (a[0] == '-' && a[1]) {
+            cli_error("%s: unknown option '%s' (see 'tern-cli %s --help')", o->command, a, o->command);
+            return CLI_EXIT_USAGE;
+        } else if (want_arg && !o->arg) {
+            o->arg = a;
+        } else {
+            cli_error("%s: unexpected argument '%s'", o->command, a);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (want_arg && !o->arg && !o->help) {
+        cli_error("%s: which model? (usage: tern-cli %s TAG; 'tern-cli list' shows them)", o->command,
+                  o->command);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+static TernCatalog *load_catalog(const models_opts *o, bool quiet) {
+    g_autofree char *path = o->catalog ? g_strdup(o->catalog) : tern_catalog_default_path();
+    g_autoptr(GError) error = NULL;
+    TernCatalog *catalog = tern_catalog_new_from_file(path, &error);
+    if (!catalog && !quiet)
+        cli_error("%s: %s", o->command, error->message);
+    return catalog;
+}
+
+static TernModelStore *open_store(const char *command) {
+    g_autoptr(GError) error = NULL;
+    TernModelStore *store = tern_model_store_new(NULL, &error);
+    if (!store)
+        cli_error("%s: %s", command, error->message);
+    return store;
+}
+
+static char *size_text(guint64 bytes) {
+    return bytes ? tern_manager_format_size(bytes) : g_strdup("?");
+}
+
+/* "available", "partial 40%", "installed", "broken", "needs Tern 0.3". */
+static char *state_text(TernModelStore *store, const TernCatalogTag *tag) {
+    TernModelState state = tern_model_store_get_state(store, tag->tag, tag);
+    if (state == TERN_MODEL_STATE_AVAILABLE && !tern_catalog_tag_supported(tag))
+        return g_strdup_printf("needs Tern %s", tag->min_app_version);
+    if (state == TERN_MODEL_STATE_PARTIAL) {
+        guint64 total = tern_catalog_tag_size(tag);
+        guint64 missing = tern_model_store_get_missing_bytes(store, tag);
+        if (total > 0 && missing <= total)
+            return g_strdup_printf("partial %d%%", (int)(100.0 * (double)(total - missing) / (double)total));
+    }
+    return g_strdup(tern_model_state_to_string(state));
+}
+
+static void json_add_path(JsonBuilder *b, const char *member, char *path) {
+    json_builder_set_member_name(b, member);
+    if (path)
+        json_builder_add_string_value(b, path);
+    else
+        json_builder_add_null_value(b);
+    g_free(path);
+}
+
+static void list_json_tag(JsonBuilder *b, TernModelStore *store, const TernCatalogTag *tag) {
+    TernModelState state = tern_model_store_get_state(store, tag->tag, tag);
+    bool installed = state == TERN_MODEL_STATE_INSTALLED || state == TERN_MODEL_STATE_BROKEN;
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "tag");
+    json_builder_add_string_value(b, tag->tag);
+    json_builder_set_member_name(b, "family");
+    json_builder_add_string_value(b, tag->family->id);
+    json_builder_set_member_name(b, "label");
+    json_builder_add_string_value(b, tag->label);
+    json_builder_set_member_name(b, "description");
+    if (tag->description)
+        json_builder_add_string_value(b, tag->description);
+    else
+        json_builder_add_null_value(b);
+    json_builder_set_member_name(b, "state");
+    json_builder_add_string_value(b, tern_model_state_to_string(state));
+    json_builder_set_member_name(b, "installed");
+    json_builder_add_boolean_value(b, installed);
+    json_builder_set_member_name(b, "local");
+    json_builder_add_boolean_value(b, false);
+    json_builder_set_member_name(b, "size");
+    json_builder_add_int_value(b, (gint64)tern_catalog_tag_size(tag));
+    json_builder_set_member_name(b, "download_size");
+    json_builder_add_int_value(b, installed ? 0 : (gint64)tern_model_store_get_missing_bytes(store, tag));
+    json_builder_set_member_name(b, "supported");
+    json_builder_add_boolean_value(b, tern_catalog_tag_supported(tag));
+    json_builder_set_member_name(b, "min_app_version");
+    if (tag->min_app_version)
+        json_builder_add_string_value(b, tag->min_app_version);
+    else
+        json_builder_add_null_value(b);
+    json_builder_set_member_name(b, "context_length");
+    json_builder_add_int_value(b, tag->context_length);
+    json_builder_set_member_name(b, "flags");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "vision");
+    json_builder_add_boolean_value(b, tag->vision);
+    json_builder_set_member_name(b, "thinking");
+    json_builder_add_boolean_value(b, tag->thinking);
+    json_builder_set_member_name(b, "single_turn");
+    json_builder_add_boolean_value(b, tag->single_turn);
+    json_builder_end_object(b);
+    json_builder_set_member_name(b, "packages");
+    json_builder_begin_object(b);
+    for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++) {
+        json_builder_set_member_name(b, tern_package_role_to_string((TernPackageRole)r));
+        if (tag->packages[r])
+            json_builder_add_string_value(b, tag->packages[r]->id);
+        else
+            json_builder_add_null_value(b);
+    }
+    json_builder_end_object(b);
+    json_add_path(b, "path", tern_model_store_get_path(store, tag->tag, TERN_PACKAGE_ROLE_BASE));
+    json_add_path(b, "draft_path", tern_model_store_get_path(store, tag->tag, TERN_PACKAGE_ROLE_DRAFT));
+    json_add_path(b, "vision_path", tern_model_store_get_path(store, tag->tag, TERN_PACKAGE_ROLE_VISION));
+    json_builder_end_object(b);
+}
+
+/* Installed tags the catalog does not know (imports, or a changed catalog). */
+static void list_json_other(JsonBuilder *b, TernModelStore *store, const char *tag) {
+    TernModelState state = tern_model_store_get_state(store, tag, NULL);
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "tag");
+    json_builder_add_string_value(b, tag);
+    json_builder_set_member_name(b, "label");
+    json_builder_add_string_value(b, tern_model_store_get_label(store, tag));
+    json_builder_set_member_name(b, "state");
+    json_builder_add_string_value(b, tern_model_state_to_string(state));
+    json_builder_set_member_name(b, "installed");
+    json_builder_add_boolean_value(b, true);
+    json_builder_set_member_name(b, "local");
+    json_builder_add_boolean_value(b, tern_model_store_is_local(store, tag));
+    json_builder_set_member_name(b, "size");
+    json_builder_add_int_value(b, (gint64)tern_model_store_get_tag_size(store, tag));
+    json_builder_set_member_name(b, "download_size");
+    json_builder_add_int_value(b, 0);
+    json_add_path(b, "path", tern_model_store_get_path(store, tag, TERN_PACKAGE_ROLE_BASE));
+    json_add_path(b, "draft_path", tern_model_store_get_path(store, tag, TERN_PACKAGE_ROLE_DRAFT));
+    json_add_path(b, "vision_path", tern_model_store_get_path(store, tag, TERN_PACKAGE_ROLE_VISION));
+    json_builder_end_object(b);
+}
+
+int cmd_list(int argc, char **argv) {
+    models_opts o;
+    int rc = parse_opts(argc, argv, &o, false, true, false);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (o.help) {
+        printf("usage: tern-cli list [--json] [--catalog PATH]\n\n"
+               "The models of the catalog and their state (available, partial, installed,\n"
+               "broken), and the imported ones. --json: one object per model, with paths.\n"
+               "The catalog: --catalog PATH, else $TERN_CATALOG, else the installed one.\n"
+               "The store: $XDG_DATA_HOME/tern/models.\n");
+        return CLI_EXIT_OK;
+    }
+    g_autoptr(TernCatalog) catalog = load_catalog(&o, false);
+    if (!catalog)
+        return CLI_EXIT_BAD_INPUT;
+    g_autoptr(TernModelStore) store = open_store(o.command);
+    if (!store)
+        return CLI_EXIT_BAD_INPUT;
+    g_auto(GStrv) installed = tern_model_store_list_tags(store);
+
+    if (o.json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        g_autoptr(JsonGenerator) gen = json_generator_new();
+        json_builder_begin_array(b);
+        GPtrArray *tags = tern_catalog_get_tags(catalog);
+        for (guint i = 0; i < tags->len; i++)
+            list_json_tag(b, store, tags->pdata[i]);
+        for (char **t = installed; *t; t++)
+            if (!tern_catalog_find_tag(catalog, *t))
+                list_json_other(b, store, *t);
+        json_builder_end_array(b);
+        g_autoptr(JsonNode) root = json_builder_get_root(b);
+        json_generator_set_root(gen, root);
+        json_generator_set_pretty(gen, TRUE);
+        g_autofree char *text = json_generator_to_data(gen, NULL);
+        printf("%s\n", text);
+        return CLI_EXIT_OK;
+    }
+
+    GPtrArray *families = tern_catalog_get_families(catalog);
+    for (guint f = 0; f < families->len; f++) {
+        const TernCatalogFamily *family = families->pdata[f];
+        printf("%s%s\n", f ? "\n" : "", family->label);
+        for (guint i = 0; i < family->tags->len; i++) {
+            const TernCatalogTag *tag = family->tags->pdata[i];
+            g_autofree char *size = size_text(tern_catalog_tag_size(tag));
+            g_autofree char *state = state_text(store, tag);
+            const char *note = "";
+            if (tern_model_store_get_state(store, tag->tag, tag) == TERN_MODEL_STATE_AVAILABLE &&
+                tern_model_store_get_missing_bytes(store, tag) == 0)
+                note = " (nothing new to download)";
+            printf("  %-22s %10s  %-12s %s%s\n", tag->tag, size, state, tag->label, note);
+        }
+    }
+    bool header = false;
+    for (char **t = installed; *t; t++) {
+        if (tern_catalog_find_tag(catalog, *t))
+            continue;
+        if (!header)
+            printf("\nImported and other installed models\n");
+        header = true;
+        g_autofree char *size = size_text(tern_model_store_get_tag_size(store, *t));
+        g_autofree char *path = tern_model_store_get_path(store, *t, TERN_PACKAGE_ROLE_BASE);
+        printf("  %-22s %10s  %-12s %s\n", *t, size,
+               tern_model_state_to_string(tern_model_store_get_state(store, *t, NULL)),
+               path ? path : "");
+    }
+    g_autofree char *usage = tern_manager_format_size(tern_model_store_get_disk_usage(store));
+    printf("\n%s in %s\n", usage, tern_model_store_get_root(store));
+    return CLI_EXIT_OK;
+}
+
+typedef struct {
+    GMainLoop *loop;
+    GCancellable *cancellable;
+    bool tty;
+    int last_decile;
+    bool ok;
+    GError *error;
+} pull_state;
+
+static void on_progress(TernDownloader *dl, const char *tag, guint64 done, guint64 total, double rate,
+                        double eta, gpointer data) {
+    pull_state *st = data;
+    (void)dl;
+    if (total == 0)
+        return;
+    int percent = (int)(100.0 * (double)done / (double)total);
+    g_autofree char *of = tern_manager_format_size(total);
+    if (st->tty) {
+        g_autofree char *speed = tern_manager_format_size((guint64)rate);
+        char left[64] = "";
+        if (eta >= 0)
+            snprintf(left, sizeof left, ", %d:%02d left", (int)(eta / 60), (int)eta % 60);
+        fprintf(stderr, "\r%s: %3d%% of %s, %s/s%s\033[K", tag, percent, of, speed, left);
+    } else if (percent / 10 > st->last_decile) {
+        /* Logs get a line per tenth, not a line per tick. */
+        st->last_decile = percent / 10;
+        fprintf(stderr, "%s: %d%% of %s\n", tag, percent, of);
+    }
+}
+
+static void on_pulled(GObject *source, GAsyncResult *result, gpointer data) {
+    pull_state *st = data;
+    st->ok = tern_downloader_pull_finish(TERN_DOWNLOADER(source), result, &st->error);
+    g_main_loop_quit(st->loop);
+}
+
+static gboolean on_signal(gpointer data) {
+    pull_state *st = data;
+    g_cancellable_cancel(st->cancellable);
+    return G_SOURCE_CONTINUE;
+}
+
+int cmd_pull(int argc, char **argv) {
+    models_opts o;
+    int rc = parse_opts(argc, argv, &o, true, false, false);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (o.help) {
+        printf("usage: tern-cli pull [--catalog PATH] TAG\n\n"
+               "Downloads a model of the catalog (see 'tern-cli list') into\n"
+               "$XDG_DATA_HOME/tern/models, verifying every file. An interrupted pull\n"
+               "(Ctrl-C, a lost connection) resumes where it stopped when run again.\n"
+               "Proxies: http_proxy, https_proxy, no_proxy.\n");
+        return CLI_EXIT_OK;
+    }
+    g_autoptr(TernCatalog) catalog = load_catalog(&o, false);
+    if (!catalog)
+        return CLI_EXIT_BAD_INPUT;
+    g_autoptr(TernModelStore) store = open_store(o.command);
+    if (!store)
+        return CLI_EXIT_BAD_INPUT;
+
+    g_autoptr(GMainContext) context = g_main_context_new();
+    g_main_context_push_thread_default(context);
+    g_autoptr(TernDownloader) dl = tern_downloader_new(store);
+    g_autoptr(GMainLoop) loop = g_main_loop_new(context, FALSE);
+    g_autoptr(GCancellable) cancellable = g_cancellable_new();
+    pull_state st = {loop, cancellable, isatty(STDERR_FILENO) != 0, -1, false, NULL};
+    g_signal_connect(dl, "progress", G_CALLBACK(on_progress), &st);
+
+    GSource *sigint = g_unix_signal_source_new(SIGINT);
+    GSource *sigterm = g_unix_signal_source_new(SIGTERM);
+    g_source_set_callback(sigint, on_signal, &st, NULL);
+    g_source_set_callback(sigterm, on_signal, &st, NULL);
+    g_source_attach(sigint, context);
+    g_source_attach(sigterm, context);
+
+    const TernCatalogTag *tag = tern_catalog_find_tag(catalog, o.arg);
+    if (tag && tern_model_store_get_state(store, o.arg, tag) == TERN_MODEL_STATE_INSTALLED) {
+        g_autofree char *path = tern_model_store_get_path(store, o.arg, TERN_PACKAGE_ROLE_BASE);
+        printf("%s is already installed: %s\n", o.arg, path);
+    } else {
+        if (tag) {
+            g_autofree char *need = tern_manager_format_size(tern_model_store_get_missing_bytes(store, tag));
+            fprintf(stderr, "pulling %s (%s to download)\n", o.arg, need);
+        }
+        tern_downloader_pull_async(dl, catalog, o.arg, cancellable, on_pulled, &st);
+        g_main_loop_run(loop);
+        if (st.tty)
+            fputc('\n', stderr);
+    }
+
+    g_source_destroy(sigint);
+    g_source_destroy(sigterm);
+    g_source_unref(sigint);
+    g_source_unref(sigterm);
+    g_clear_object(&dl);
+    g_main_context_pop_thread_default(context);
+
+    if (st.error) {
+        cli_error("pull: %s", st.error->message);
+        g_error_free(st.error);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    if (st.ok) {
+        g_autofree char *path = tern_model_store_get_path(store, o.arg, TERN_PACKAGE_ROLE_BASE);
+        printf("%s installed: %s\n", o.arg, path);
+    }
+    return CLI_EXIT_OK;
+}
+
+int cmd_remove(int argc, char **argv) {
+    models_opts o;
+    int rc = parse_opts(argc, argv, &o, true, false, false);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (o.help) {
+        printf("usage: tern-cli remove [--catalog PATH] TAG\n\n"
+               "Removes an installed model and deletes its files, except files another\n"
+               "installed model still uses. Also deletes a partial download of TAG.\n"
+               "An imported model (local:NAME) is forgotten; its file is left alone.\n");
+        return CLI_EXIT_OK;
+    }
+    /* Removing needs no catalog; with one, partial downloads go too. */
+    g_autoptr(TernCatalog) catalog = load_catalog(&o, true);
+    g_autoptr(TernModelStore) store = open_store(o.command);
+    if (!store)
+        return CLI_EXIT_BAD_INPUT;
+    g_autoptr(GError) error = NULL;
+    guint64 freed = 0;
+    const TernCatalogTag *tag = catalog ? tern_catalog_find_tag(catalog, o.arg) : NULL;
+    if (!tern_model_store_remove(store, o.arg, tag, &freed, &error)) {
+        cli_error("remove: %s", error->message);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    g_autofree char *size = tern_manager_format_size(freed);
+    printf("removed %s (%s freed)\n", o.arg, size);
+    return CLI_EXIT_OK;
+}
+
+int cmd_check(int argc, char **argv) {
+    models_opts o;
+    int rc = parse_opts(argc, argv, &o, false, false, false);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (o.help) {
+        printf("usage: tern-cli check\n\n"
+               "Reads every installed file again and compares its size and sha256 with\n"
+               "what was verified at download; checks that imported models are still\n"
+               "readable GGUF files. Exit status 2 when something is damaged or missing;\n"
+               "'tern-cli pull TAG' then downloads just the damaged files.\n");
+        return CLI_EXIT_OK;
+    }
+    g_autoptr(TernModelStore) store = open_store(o.command);
+    if (!store)
+        return CLI_EXIT_BAD_INPUT;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) problems = NULL;
+    if (!tern_model_store_check(store, NULL, &problems, &error)) {
+        cli_error("check: %s", error->message);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    for (guint i = 0; i < problems->len; i++)
+        cli_error("check: %s", (const char *)problems->pdata[i]);
+    g_auto(GStrv) tags = tern_model_store_list_tags(store);
+    guint n_tags = g_strv_length(tags);
+    if (problems->len == 0) {
+        printf("%u installed model%s: all files intact\n", n_tags, n_tags == 1 ? "" : "s");
+        return CLI_EXIT_OK;
+    }
+    for (char **t = tags; *t; t++)
+        if (tern_model_store_get_state(store, *t, NULL) == TERN_MODEL_STATE_BROKEN)
+            printf("%s is damaged: %s\n", *t,
+                   tern_model_store_is_local(store, *t) ? "import it again or remove it"
+                                                         : "'tern-cli pull' it again");
+    return CLI_EXIT_BAD_INPUT;
+}
+
+int cmd_import(int argc, char **argv) {
+    models_opts o;
+    int rc = parse_opts(argc, argv, &o, true, false, true);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (o.help) {
+        printf("usage: tern-cli import [--name NAME] MODEL.gguf\n\n"
+               "Adds a GGUF model file as local:NAME after checking that it is readable.\n"
+               "The file stays where it is; 'tern-cli remove local:NAME' forgets it.\n");
+        return CLI_EXIT_OK;
+    }
+    g_autoptr(TernModelStore) store = open_store(o.command);
+    if (!store)
+        return CLI_EXIT_BAD_INPUT;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *tag = tern_model_store_import(store, o.arg, o.name, &error);
+    if (!tag) {
+        cli_error("import: %s", error->message);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    printf("imported %s as %s\n", o.arg, tag);
+    return CLI_EXIT_OK;
+}
+
+static const char *resolve_role(const char *arg, TernPackageRole role, char *buf, size_t cap,
+                                bool quiet_when_absent) {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(TernModelStore) store = tern_model_store_new(NULL, &error);
+    if (!store) {
+        cli_error("%s", error->message);
+        return NULL;
+    }
+    TernModelState state = tern_model_store_get_state(store, arg, NULL);
+    if (state == TERN_MODEL_STATE_AVAILABLE) {
+        if (!quiet_when_absent)
+            cli_error("'%s' is neither a file nor an installed model ('tern-cli list' shows the "
+                      "models, 'tern-cli pull %s' installs one)", arg, arg);
+        return NULL;
+    }
+    if (state == TERN_MODEL_STATE_BROKEN) {
+        cli_error("%s is damaged ('tern-cli check' says which file); 'tern-cli pull %s' repairs it",
+                  arg, arg);
+        return NULL;
+    }
+    g_autofree char *path = tern_model_store_get_path(store, arg, role);
+    if (!path)
+        return NULL;
+    if (strlen(path) + 1 > cap) {
+        cli_error("%s: the model's path is too long: %s", arg, path);
+        return NULL;
+    }
+    memcpy(buf, path, strlen(path) + 1);
+    return buf;
+}
+
+#else /* !TERN_HAVE_MANAGER */
+
+static int no_manager(const char *command) {
+    cli_error("%s: this tern-cli was built without the model manager (it needs GLib, libsoup 3 "
+              "and json-glib; see docs/MODELS.md)", command);
+    return CLI_EXIT_BAD_INPUT;
+}
+
+int cmd_list(int argc, char **argv) {
+    (void)argc;
+    return no_manager(argv[0]);
+}
+
+int cmd_pull(int argc, char **argv) {
+    (void)argc;
+    return no_manager(argv[0]);
+}
+
+int cmd_remove(int argc, char **argv) {
+    (void)argc;
+    return no_manager(argv[0]);
+}
+
+int cmd_check(int argc, char **argv) {
+    (void)argc;
+    return no_manager(argv[0]);
+}
+
+int cmd_import(int argc, char **argv) {
+    (void)argc;
+    return no_manager(argv[0]);
+}
+
+#endif
+
+/* A file (anything with a '/', ending in .gguf, or existing) is itself;
+ * otherwise an installed tag. */
+static bool looks_like_path(const char *arg) {
+    size_t n = strlen(arg);
+    return strchr(arg, '/') || (n >= 5 && !strcmp(arg + n - 5, ".gguf")) || access(arg, F_OK) == 0;
+}
+
+const char *cli_resolve_model(const char *arg, char *buf, size_t cap) {
+    if (!arg || looks_like_path(arg))
+        return arg;
+#ifdef TERN_HAVE_MANAGER
+    return resolve_role(arg, TERN_PACKAGE_ROLE_BASE, buf, cap, false);
+#else
+    (void)buf;
+    (void)cap;
+    return arg;
+#endif
+}
+
+const char *cli_resolve_draft(const char *arg, char *buf, size_t cap) {
+    if (!arg || looks_like_path(arg))
+        return NULL;
+#ifdef TERN_HAVE_MANAGER
+    return resolve_role(arg, TERN_PACKAGE_ROLE_DRAFT, buf, cap, true);
+#else
+    (void)buf;
+    (void)cap;
+    return NULL;
+#endif
+}

@@ -1,0 +1,721 @@
+/* tern-catalog.c: loading and validating the model catalog. */
+#include "tern-manager-private.h"
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+struct _TernCatalog {
+  GObject     parent_instance;
+  char       *path;
+  GPtrArray  *families;  /* TernCatalogFamily* (owned) */
+  GPtrArray  *packages;  /* TernCatalogPackage* (owned), file order */
+  GPtrArray  *tags;      /* TernCatalogTag* (borrowed from families) */
+  GHashTable *package_by_id;
+  GHashTable *tag_by_name;
+};
+
+G_DEFINE_FINAL_TYPE (TernCatalog, tern_catalog, G_TYPE_OBJECT)
+
+#define CATALOG_SCHEMA 1
+
+static void
+catalog_file_free (TernCatalogFile *file)
+{
+  g_free (file->name);
+  g_free (file->url);
+  g_free (file->sha256);
+  g_free (file);
+}
+
+static void
+catalog_package_free (TernCatalogPackage *package)
+{
+  g_free (package->id);
+  g_free (package->label);
+  g_ptr_array_unref (package->files);
+  g_free (package);
+}
+
+static void
+catalog_tag_free (TernCatalogTag *tag)
+{
+  g_free (tag->tag);
+  g_free (tag->label);
+  g_free (tag->description);
+  g_free (tag->min_app_version);
+  g_free (tag);
+}
+
+static void
+catalog_family_free (TernCatalogFamily *family)
+{
+  g_free (family->id);
+  g_free (family->label);
+  g_free (family->description);
+  g_ptr_array_unref (family->tags);
+  g_free (family);
+}
+
+static void
+tern_catalog_finalize (GObject *object)
+{
+  TernCatalog *self = TERN_CATALOG (object);
+
+  g_clear_pointer (&self->tag_by_name, g_hash_table_unref);
+  g_clear_pointer (&self->package_by_id, g_hash_table_unref);
+  g_clear_pointer (&self->tags, g_ptr_array_unref);
+  g_clear_pointer (&self->families, g_ptr_array_unref);
+  g_clear_pointer (&self->packages, g_ptr_array_unref);
+  g_free (self->path);
+  G_OBJECT_CLASS (tern_catalog_parent_class)->finalize (object);
+}
+
+static void
+tern_catalog_class_init (TernCatalogClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = tern_catalog_finalize;
+}
+
+static void
+tern_catalog_init (TernCatalog *self)
+{
+  self->families = g_ptr_array_new_with_free_func ((GDestroyNotify) catalog_family_free);
+  self->packages = g_ptr_array_new_with_free_func ((GDestroyNotify) catalog_package_free);
+  self->tags = g_ptr_array_new ();
+  self->package_by_id = g_hash_table_new (g_str_hash, g_str_equal);
+  self->tag_by_name = g_hash_table_new (g_str_hash, g_str_equal);
+}
+
+/* Validation: every check fails with "NAME: FIELD: what is wrong". */
+typedef struct {
+  const char *name;
+  GError    **error;
+} Loader;
+
+G_GNUC_PRINTF (3, 4) static gboolean
+fail (Loader     *loader,
+      const char *field,
+      const char *fmt,
+      ...)
+{
+  g_autofree char *message = NULL;
+  va_list ap;
+
+  va_start (ap, fmt);
+  message = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_set_error (loader->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG,
+               "%s: %s: %s", loader->name, field, message);
+  return FALSE;
+}
+
+static const char *
+node_kind (JsonNode *node)
+{
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return "null";
+  if (JSON_NODE_HOLDS_OBJECT (node))
+    return "an object";
+  if (JSON_NODE_HOLDS_ARRAY (node))
+    return "an array";
+  switch (json_node_get_value_type (node))
+    {
+    case G_TYPE_STRING: return "a string";
+    case G_TYPE_BOOLEAN: return "a boolean";
+    case G_TYPE_INT64: return "an integer";
+    case G_TYPE_DOUBLE: return "a number with a fraction";
+    default: return "a value";
+    }
+}
+
+/* Refuses keys not in `allowed` (NULL-terminated): a misspelt "sha265" would
+ * otherwise silently drop a checksum. */
+static gboolean
+check_keys (Loader             *loader,
+            const char         *field,
+            JsonObject         *object,
+            const char * const *allowed)
+{
+  g_autoptr(GList) members = json_object_get_members (object);
+
+  for (GList *l = members; l != NULL; l = l->next)
+    if (!g_strv_contains (allowed, l->data))
+      {
+        g_autofree char *names = g_strjoinv (", ", (char **) allowed);
+
+        return fail (loader, field, "unknown field '%s' (allowed: %s)", (const char *) l->data, names);
+      }
+  return TRUE;
+}
+
+static gboolean
+get_string (Loader      *loader,
+            const char  *field,
+            JsonObject  *object,
+            const char  *key,
+            gboolean     required,
+            const char **out)
+{
+  JsonNode *node = json_object_get_member (object, key);
+
+  *out = NULL;
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    {
+      if (required)
+        return fail (loader, field, "missing '%s'", key);
+      return TRUE;
+    }
+  if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING)
+    return fail (loader, field, "'%s' must be a string, not %s", key, node_kind (node));
+  *out = json_node_get_string (node);
+  if (required && **out == '\0')
+    return fail (loader, field, "'%s' is empty", key);
+  return TRUE;
+}
+
+static gboolean
+get_int (Loader     *loader,
+         const char *field,
+         JsonObject *object,
+         const char *key,
+         gint64      min,
+         gint64     *out)
+{
+  JsonNode *node = json_object_get_member (object, key);
+
+  *out = 0;
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return TRUE;
+  if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_INT64)
+    return fail (loader, field, "'%s' must be an integer, not %s", key, node_kind (node));
+  *out = json_node_get_int (node);
+  if (*out < min)
+    return fail (loader, field, "'%s' is %" G_GINT64_FORMAT ", must be at least %" G_GINT64_FORMAT,
+                 key, *out, min);
+  return TRUE;
+}
+
+static gboolean
+get_bool (Loader     *loader,
+          const char *field,
+          JsonObject *object,
+          const char *key,
+          gboolean   *out)
+{
+  JsonNode *node = json_object_get_member (object, key);
+
+  *out = FALSE;
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return TRUE;
+  if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_BOOLEAN)
+    return fail (loader, field, "'%s' must be true or false, not %s", key, node_kind (node));
+  *out = json_node_get_boolean (node);
+  return TRUE;
+}
+
+static gboolean
+get_member (Loader      *loader,
+            const char  *field,
+            JsonObject  *object,
+            const char  *key,
+            JsonNodeType type,
+            JsonNode   **out)
+{
+  JsonNode *node = json_object_get_member (object, key);
+
+  *out = NULL;
+  if (node == NULL)
+    return fail (loader, field, "missing '%s'", key);
+  if (JSON_NODE_TYPE (node) != type)
+    return fail (loader, field, "'%s' must be %s, not %s", key,
+                 type == JSON_NODE_OBJECT ? "an object" : "an array", node_kind (node));
+  *out = node;
+  return TRUE;
+}
+
+static gboolean
+valid_version (const char *version)
+{
+  if (version == NULL || !g_ascii_isdigit (*version))
+    return FALSE;
+  for (const char *p = version; *p; p++)
+    if (!g_ascii_isdigit (*p) && !(*p == '.' && g_ascii_isdigit (p[1])))
+      return FALSE;
+  return TRUE;
+}
+
+static TernCatalogPackage *
+load_package (Loader     *loader,
+              const char *id,
+              JsonNode   *node)
+{
+  static const char * const package_keys[] = { "label", "files", NULL };
+  static const char * const file_keys[] = { "name", "url", "size", "sha256", NULL };
+  g_autofree char *field = g_strdup_printf ("packages.%s", id);
+  g_autoptr(GHashTable) names = g_hash_table_new (g_str_hash, g_str_equal);
+  TernCatalogPackage *package;
+  JsonObject *object;
+  JsonNode *files_node;
+  JsonArray *files;
+  const char *label;
+
+  if (!tern_manager_safe_name (id))
+    {
+      fail (loader, field, "a package id may use only letters, digits and '._+-' and may not start with '.'");
+      return NULL;
+    }
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      fail (loader, field, "must be an object, not %s", node_kind (node));
+      return NULL;
+    }
+  object = json_node_get_object (node);
+  if (!check_keys (loader, field, object, package_keys)
+      || !get_string (loader, field, object, "label", FALSE, &label)
+      || !get_member (loader, field, object, "files", JSON_NODE_ARRAY, &files_node))
+    return NULL;
+  files = json_node_get_array (files_node);
+  if (json_array_get_length (files) == 0)
+    {
+      fail (loader, field, "'files' is empty: a package needs at least one file");
+      return NULL;
+    }
+
+  package = g_new0 (TernCatalogPackage, 1);
+  package->id = g_strdup (id);
+  package->label = g_strdup (label);
+  package->files = g_ptr_array_new_with_free_func ((GDestroyNotify) catalog_file_free);
+
+  for (guint i = 0; i < json_array_get_length (files); i++)
+    {
+      g_autofree char *file_field = g_strdup_printf ("%s.files[%u]", field, i);
+      JsonNode *file_node = json_array_get_element (files, i);
+      JsonObject *file_object;
+      const char *name, *url, *sha256;
+      TernCatalogFile *file;
+      gint64 size;
+
+      if (!JSON_NODE_HOLDS_OBJECT (file_node))
+        {
+          fail (loader, file_field, "must be an object, not %s", node_kind (file_node));
+          goto error;
+        }
+      file_object = json_node_get_object (file_node);
+      if (!check_keys (loader, file_field, file_object, file_keys)
+          || !get_string (loader, file_field, file_object, "name", TRUE, &name)
+          || !get_string (loader, file_field, file_object, "url", TRUE, &url)
+          || !get_int (loader, file_field, file_object, "size", 1, &size)
+          || !get_string (loader, file_field, file_object, "sha256", FALSE, &sha256))
+        goto error;
+      if (!tern_manager_safe_name (name) || g_str_has_suffix (name, TERN_PARTIAL_SUFFIX)
+          || g_str_has_suffix (name, TERN_PARTIAL_META_SUFFIX))
+        {
+          fail (loader, file_field, "name '%s' is not a plain file name (letters, digits, '._+-'; "
+                "not starting with '.'; not ending in '" TERN_PARTIAL_SUFFIX "')", name);
+          goto error;
+        }
+      if (g_hash_table_contains (names, name))
+        {
+          fail (loader, file_field, "name '%s' appears twice in the package", name);
+          goto error;
+        }
+      g_hash_table_add (names, (gpointer) name);
+      if (!tern_manager_valid_url (url))
+        {
+          fail (loader, file_field, "url '%s' is not an http:// or https:// URL with a host", url);
+          goto error;
+        }
+      if (sha256 != NULL && !tern_manager_is_sha256 (sha256))
+        {
+          fail (loader, file_field, "sha256 '%s' is not 64 hexadecimal digits (use null when unknown)",
+                sha256);
+          goto error;
+        }
+      file = g_new0 (TernCatalogFile, 1);
+      file->name = g_strdup (name);
+      file->url = g_strdup (url);
+      file->size = (guint64) size;
+      file->sha256 = sha256 ? g_ascii_strdown (sha256, -1) : NULL;
+      g_ptr_array_add (package->files, file);
+    }
+  return package;
+
+error:
+  catalog_package_free (package);
+  return NULL;
+}
+
+static gboolean
+valid_family_id (const char *id)
+{
+  if (!g_ascii_islower (*id) && !g_ascii_isdigit (*id))
+    return FALSE;
+  for (const char *p = id; *p; p++)
+    if (!g_ascii_islower (*p) && !g_ascii_isdigit (*p) && !strchr ("._-", *p))
+      return FALSE;
+  return strlen (id) <= 64;
+}
+
+static const TernCatalogPackage *
+resolve_package (TernCatalog *self,
+                 Loader      *loader,
+                 const char  *field,
+                 JsonObject  *object,
+                 const char  *key,
+                 gboolean     required,
+                 gboolean    *ok)
+{
+  const TernCatalogPackage *package;
+  const char *id;
+
+  *ok = get_string (loader, field, object, key, required, &id);
+  if (!*ok || id == NULL)
+    return NULL;
+  package = g_hash_table_lookup (self->package_by_id, id);
+  if (package == NULL)
+    {
+      g_autofree char *where = g_strdup_printf ("%s.%s", field, key);
+      *ok = fail (loader, where, "unknown package '%s' (not in 'packages')", id);
+    }
+  return package;
+}
+
+static TernCatalogTag *
+load_tag (TernCatalog       *self,
+          Loader            *loader,
+          const char        *field,
+          TernCatalogFamily *family,
+          JsonNode          *node)
+{
+  static const char * const tag_keys[] = {
+    "tag", "label", "description", "base", "draft", "vision", "flags", "context_length",
+    "min_app_version", NULL
+  };
+  static const char * const flag_keys[] = { "vision", "thinking", "single_turn", NULL };
+  g_autofree char *prefix = g_strdup_printf ("%s:", family->id);
+  TernCatalogTag *tag;
+  JsonObject *object;
+  JsonNode *flags_node;
+  const char *name, *label, *description, *min_version;
+  gboolean ok;
+
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      fail (loader, field, "must be an object, not %s", node_kind (node));
+      return NULL;
+    }
+  object = json_node_get_object (node);
+  if (!check_keys (loader, field, object, tag_keys)
+      || !get_string (loader, field, object, "tag", TRUE, &name)
+      || !get_string (loader, field, object, "label", TRUE, &label)
+      || !get_string (loader, field, object, "description", FALSE, &description)
+      || !get_string (loader, field, object, "min_app_version", FALSE, &min_version))
+    return NULL;
+  if (!g_str_has_prefix (name, prefix) || !valid_family_id (name + strlen (prefix)))
+    {
+      fail (loader, field, "tag '%s' must be '%sNAME' (NAME: lowercase letters, digits, '._-')",
+            name, prefix);
+      return NULL;
+    }
+  if (g_hash_table_contains (self->tag_by_name, name))
+    {
+      fail (loader, field, "tag '%s' is defined twice", name);
+      return NULL;
+    }
+  if (min_version != NULL && !valid_version (min_version))
+    {
+      fail (loader, field, "min_app_version '%s' is not a version like '0.1.0'", min_version);
+      return NULL;
+    }
+
+  tag = g_new0 (TernCatalogTag, 1);
+  tag->tag = g_strdup (name);
+  tag->label = g_strdup (label);
+  tag->description = g_strdup (description);
+  tag->min_app_version = g_strdup (min_version);
+  tag->family = family;
+
+  tag->packages[TERN_PACKAGE_ROLE_BASE] = resolve_package (self, loader, field, object, "base", TRUE, &ok);
+  if (!ok)
+    goto error;
+  tag->packages[TERN_PACKAGE_ROLE_DRAFT] = resolve_package (self, loader, field, object, "draft", FALSE, &ok);
+  if (!ok)
+    goto error;
+  tag->packages[TERN_PACKAGE_ROLE_VISION] = resolve_package (self, loader, field, object, "vision", FALSE, &ok);
+  if (!ok)
+    goto error;
+  if (tag->packages[TERN_PACKAGE_ROLE_DRAFT] == tag->packages[TERN_PACKAGE_ROLE_BASE])
+    {
+      fail (loader, field, "'draft' is the same package as 'base'");
+      goto error;
+    }
+
+  flags_node = json_object_get_member (object, "flags");
+  if (flags_node != NULL)
+    {
+      g_autofree char *flags_field = g_strdup_printf ("%s.flags", field);
+      JsonObject *flags;
+
+      if (!JSON_NODE_HOLDS_OBJECT (flags_node))
+        {
+          fail (loader, flags_field, "must be an object, not %s", node_kind (flags_node));
+          goto error;
+        }
+      flags = json_node_get_object (flags_node);
+      if (!check_keys (loader, flags_field, flags, flag_keys)
+          || !get_bool (loader, flags_field, flags, "vision", &tag->vision)
+          || !get_bool (loader, flags_field, flags, "thinking", &tag->thinking)
+          || !get_bool (loader, flags_field, flags, "single_turn", &tag->single_turn))
+        goto error;
+    }
+  if (tag->vision != (tag->packages[TERN_PACKAGE_ROLE_VISION] != NULL))
+    {
+      fail (loader, field, tag->vision ? "flags.vision is true but there is no 'vision' package"
+                                       : "there is a 'vision' package but flags.vision is not true");
+      goto error;
+    }
+  if (!get_int (loader, field, object, "context_length", 1, &tag->context_length))
+    goto error;
+  return tag;
+
+error:
+  catalog_tag_free (tag);
+  return NULL;
+}
+
+static gboolean
+load_root (TernCatalog *self,
+           Loader      *loader,
+           JsonNode    *root)
+{
+  static const char * const root_keys[] = { "schema", "packages", "families", NULL };
+  static const char * const family_keys[] = { "id", "label", "description", "tags", NULL };
+  JsonObject *object;
+  JsonNode *packages_node, *families_node;
+  JsonArray *families;
+  gint64 schema;
+  g_autoptr(GList) ids = NULL;
+
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    return fail (loader, "(top level)", "must be an object, not %s", node_kind (root));
+  object = json_node_get_object (root);
+  if (!check_keys (loader, "(top level)", object, root_keys)
+      || !get_int (loader, "schema", object, "schema", 0, &schema))
+    return FALSE;
+  if (!json_object_has_member (object, "schema"))
+    return fail (loader, "schema", "missing (this reader knows schema %d)", CATALOG_SCHEMA);
+  if (schema != CATALOG_SCHEMA)
+    return fail (loader, "schema", "is %" G_GINT64_FORMAT "; this version of Tern reads schema %d",
+                 schema, CATALOG_SCHEMA);
+
+  if (!get_member (loader, "(top level)", object, "packages", JSON_NODE_OBJECT, &packages_node)
+      || !get_member (loader, "(top level)", object, "families", JSON_NODE_ARRAY, &families_node))
+    return FALSE;
+
+  ids = json_object_get_members (json_node_get_object (packages_node));
+  for (GList *l = ids; l != NULL; l = l->next)
+    {
+      JsonNode *node = json_object_get_member (json_node_get_object (packages_node), l->data);
+      TernCatalogPackage *package = load_package (loader, l->data, node);
+
+      if (package == NULL)
+        return FALSE;
+      g_ptr_array_add (self->packages, package);
+      g_hash_table_insert (self->package_by_id, package->id, package);
+    }
+
+  families = json_node_get_array (families_node);
+  for (guint i = 0; i < json_array_get_length (families); i++)
+    {
+      g_autofree char *field = g_strdup_printf ("families[%u]", i);
+      JsonNode *node = json_array_get_element (families, i);
+      TernCatalogFamily *family;
+      JsonObject *family_object;
+      JsonNode *tags_node;
+      JsonArray *tags;
+      const char *id, *label, *description;
+
+      if (!JSON_NODE_HOLDS_OBJECT (node))
+        return fail (loader, field, "must be an object, not %s", node_kind (node));
+      family_object = json_node_get_object (node);
+      if (!check_keys (loader, field, family_object, family_keys)
+          || !get_string (loader, field, family_object, "id", TRUE, &id)
+          || !get_string (loader, field, family_object, "label", TRUE, &label)
+          || !get_string (loader, field, family_object, "description", FALSE, &description)
+          || !get_member (loader, field, family_object, "tags", JSON_NODE_ARRAY, &tags_node))
+        return FALSE;
+      if (!valid_family_id (id))
+        return fail (loader, field, "id '%s' may use only lowercase letters, digits and '._-'", id);
+      if (g_str_equal (id, TERN_LOCAL_FAMILY))
+        return fail (loader, field, "id '" TERN_LOCAL_FAMILY "' is reserved for imported models");
+      for (guint f = 0; f < self->families->len; f++)
+        if (g_str_equal (((TernCatalogFamily *) self->families->pdata[f])->id, id))
+          return fail (loader, field, "family '%s' is defined twice", id);
+
+      family = g_new0 (TernCatalogFamily, 1);
+      family->id = g_strdup (id);
+      family->label = g_strdup (label);
+      family->description = g_strdup (description);
+      family->tags = g_ptr_array_new_with_free_func ((GDestroyNotify) catalog_tag_free);
+      g_ptr_array_add (self->families, family);
+
+      tags = json_node_get_array (tags_node);
+      if (json_array_get_length (tags) == 0)
+        return fail (loader, field, "'tags' is empty");
+      for (guint t = 0; t < json_array_get_length (tags); t++)
+        {
+          g_autofree char *tag_field = g_strdup_printf ("families[%u].tags[%u]", i, t);
+          TernCatalogTag *tag = load_tag (self, loader, tag_field, family,
+                                          json_array_get_element (tags, t));
+
+          if (tag == NULL)
+            return FALSE;
+          g_ptr_array_add (family->tags, tag);
+          g_ptr_array_add (self->tags, tag);
+          g_hash_table_insert (self->tag_by_name, tag->tag, tag);
+        }
+    }
+  return TRUE;
+}
+
+TernCatalog *
+tern_catalog_new_from_data (const char  *data,
+                            gssize       length,
+                            const char  *name,
+                            GError     **error)
+{
+  g_autoptr(TernCatalog) self = g_object_new (TERN_TYPE_CATALOG, NULL);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) parse_error = NULL;
+  Loader loader = { name ? name : "catalog", error };
+
+  g_return_val_if_fail (data != NULL, NULL);
+
+  self->path = g_strdup (loader.name);
+  if (!json_parser_load_from_data (parser, data, length, &parse_error))
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG,
+                   "%s: not valid JSON: %s", loader.name, parse_error->message);
+      return NULL;
+    }
+  if (!load_root (self, &loader, json_parser_get_root (parser)))
+    return NULL;
+  return g_steal_pointer (&self);
+}
+
+TernCatalog *
+tern_catalog_new_from_file (const char  *path,
+                            GError     **error)
+{
+  g_autofree char *data = NULL;
+  g_autoptr(GError) read_error = NULL;
+  gsize length;
+
+  g_return_val_if_fail (path != NULL, NULL);
+
+  if (!g_file_get_contents (path, &data, &length, &read_error))
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG,
+                   "cannot read the model catalog: %s", read_error->message);
+      return NULL;
+    }
+  return tern_catalog_new_from_data (data, (gssize) length, path, error);
+}
+
+char *
+tern_catalog_default_path (void)
+{
+  const char *env = g_getenv ("TERN_CATALOG");
+
+  if (env != NULL && *env != '\0')
+    return g_strdup (env);
+  if (g_file_test (TERN_CATALOG_INSTALLED, G_FILE_TEST_IS_REGULAR))
+    return g_strdup (TERN_CATALOG_INSTALLED);
+  return g_strdup (TERN_SOURCE_ROOT "/data/catalog/models.json");
+}
+
+const char *
+tern_catalog_get_path (TernCatalog *self)
+{
+  g_return_val_if_fail (TERN_IS_CATALOG (self), NULL);
+  return self->path;
+}
+
+GPtrArray *
+tern_catalog_get_families (TernCatalog *self)
+{
+  g_return_val_if_fail (TERN_IS_CATALOG (self), NULL);
+  return self->families;
+}
+
+GPtrArray *
+tern_catalog_get_tags (TernCatalog *self)
+{
+  g_return_val_if_fail (TERN_IS_CATALOG (self), NULL);
+  return self->tags;
+}
+
+const TernCatalogTag *
+tern_catalog_find_tag (TernCatalog *self,
+                       const char  *tag)
+{
+  g_return_val_if_fail (TERN_IS_CATALOG (self), NULL);
+  return tag ? g_hash_table_lookup (self->tag_by_name, tag) : NULL;
+}
+
+const TernCatalogPackage *
+tern_catalog_find_package (TernCatalog *self,
+                           const char  *id)
+{
+  g_return_val_if_fail (TERN_IS_CATALOG (self), NULL);
+  return id ? g_hash_table_lookup (self->package_by_id, id) : NULL;
+}
+
+guint64
+tern_catalog_package_size (const TernCatalogPackage *package)
+{
+  guint64 total = 0;
+
+  for (guint i = 0; i < package->files->len; i++)
+    total += ((TernCatalogFile *) package->files->pdata[i])->size;
+  return total;
+}
+
+guint64
+tern_catalog_tag_size (const TernCatalogTag *tag)
+{
+  guint64 total = 0;
+
+  for (int role = 0; role < TERN_PACKAGE_N_ROLES; role++)
+    {
+      gboolean seen = FALSE;
+
+      if (tag->packages[role] == NULL)
+        continue;
+      for (int other = 0; other < role; other++)
+        seen |= tag->packages[other] == tag->packages[role];
+      if (!seen)
+        total += tern_catalog_package_size (tag->packages[role]);
+    }
+  return total;
+}
+
+gboolean
+tern_catalog_tag_supported (const TernCatalogTag *tag)
+{
+  return tag->min_app_version == NULL
+      || tern_manager_version_compare (tern_manager_app_version (), tag->min_app_version) >= 0;
+}
+
+const char *
+tern_package_role_to_string (TernPackageRole role)
+{
+  switch (role)
+    {
+    case TERN_PACKAGE_ROLE_BASE: return "base";
+    case TERN_PACKAGE_ROLE_DRAFT: return "draft";
+    case TERN_PACKAGE_ROLE_VISION: return "vision";
+    case TERN_PACKAGE_N_ROLES:
+    default: return "?";
+    }
+}

@@ -1,0 +1,97 @@
+/* tern-catalog.h: the catalog of models Tern can download (data/catalog/
+ * models.json, or another file named by --catalog / TERN_CATALOG).
+ *
+ * A family ("qwen3") has tags ("qwen3:0.6b", "qwen3:0.6b-flash"); a tag
+ * names a base package and optionally a draft package (a small model of the
+ * same vocabulary for speculation) and a vision package (a projector);
+ * a package is a list of files (URL, size, sha256 when known). Tags may share
+ * packages: a flash tag reuses the packages of its family, so installing it
+ * after its sibling downloads nothing.
+ *
+ * The whole file is validated on load; an error names the file and the field,
+ * e.g. "models.json: families[0].tags[2].base: unknown package 'qwen3-17b'".
+ * The catalog is immutable once loaded; the structs below belong to it. */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  char    *name;     /* file name inside the package's directory */
+  char    *url;
+  guint64  size;     /* bytes; 0 when the catalog does not say */
+  char    *sha256;   /* lowercase hex; NULL: take the server's advertised hash */
+} TernCatalogFile;
+
+typedef struct {
+  char      *id;     /* also the directory name in the store */
+  char      *label;
+  GPtrArray *files;  /* TernCatalogFile*, at least one; the first is the model */
+} TernCatalogPackage;
+
+typedef enum {
+  TERN_PACKAGE_ROLE_BASE,
+  TERN_PACKAGE_ROLE_DRAFT,
+  TERN_PACKAGE_ROLE_VISION,
+  TERN_PACKAGE_N_ROLES
+} TernPackageRole;
+
+typedef struct _TernCatalogFamily TernCatalogFamily;
+
+typedef struct {
+  char                     *tag;              /* "qwen3:0.6b" */
+  char                     *label;            /* for the UI */
+  char                     *description;      /* may be NULL */
+  const TernCatalogFamily  *family;
+  const TernCatalogPackage *packages[TERN_PACKAGE_N_ROLES]; /* base always set */
+  gboolean                  vision;
+  gboolean                  thinking;
+  gboolean                  single_turn;      /* flash: pinned system prompt, one-shot asks */
+  gint64                    context_length;   /* tokens; 0 when not given */
+  char                     *min_app_version;  /* may be NULL */
+} TernCatalogTag;
+
+struct _TernCatalogFamily {
+  char      *id;           /* "qwen3" */
+  char      *label;        /* "Qwen3" */
+  char      *description;  /* may be NULL */
+  GPtrArray *tags;         /* TernCatalogTag* */
+};
+
+#define TERN_TYPE_CATALOG (tern_catalog_get_type ())
+G_DECLARE_FINAL_TYPE (TernCatalog, tern_catalog, TERN, CATALOG, GObject)
+
+/* The catalog file to use: TERN_CATALOG when set, else the installed one,
+ * else the one in the source tree (running uninstalled). */
+char *tern_catalog_default_path (void);
+
+TernCatalog *tern_catalog_new_from_file (const char  *path,
+                                         GError     **error);
+/* `name` is used in messages in place of a path. */
+TernCatalog *tern_catalog_new_from_data (const char  *data,
+                                         gssize       length,
+                                         const char  *name,
+                                         GError     **error);
+
+const char *tern_catalog_get_path (TernCatalog *self);
+/* TernCatalogFamily*, in file order. */
+GPtrArray  *tern_catalog_get_families (TernCatalog *self);
+/* NULL when absent. */
+const TernCatalogTag     *tern_catalog_find_tag     (TernCatalog *self,
+                                                     const char  *tag);
+const TernCatalogPackage *tern_catalog_find_package (TernCatalog *self,
+                                                     const char  *id);
+/* Every tag, in file order (TernCatalogTag*). */
+GPtrArray *tern_catalog_get_tags (TernCatalog *self);
+
+/* Sum of the sizes of the tag's distinct packages (what a pull from nothing
+ * downloads); 0 parts count as 0. */
+guint64  tern_catalog_tag_size (const TernCatalogTag *tag);
+guint64  tern_catalog_package_size (const TernCatalogPackage *package);
+/* FALSE when the tag needs a newer Tern than this one. */
+gboolean tern_catalog_tag_supported (const TernCatalogTag *tag);
+
+const char *tern_package_role_to_string (TernPackageRole role);
+
+G_END_DECLS

@@ -1,0 +1,101 @@
+/* tern-downloader.h: downloads catalog tags into a TernModelStore.
+ *
+ * A pull of a tag downloads the files of its packages that the store does not
+ * have yet, each to FILE.partial; the file is synced, its sha256 checked
+ * (against the catalog, else against the hash the server advertises: Hugging
+ * Face's X-Linked-Etag for large files), then renamed into place. Packages
+ * and then the tag are marked installed only when everything is there.
+ *
+ * - Resume: an interrupted transfer continues with an HTTP Range request
+ *   (If-Range with the server's ETag), within the pull or after a restart;
+ *   a server that ignores Range (200) is read from the start again.
+ * - Retries: network errors, time-outs and 5xx/408/429 are retried with
+ *   exponential backoff; other 4xx, wrong sizes and wrong hashes are not.
+ *   Attempts that made progress do not count against the limit.
+ * - At most max-concurrent (2) files at once over all pulls; a package wanted
+ *   by two pulls at once is downloaded once.
+ * - Refused before anything is downloaded when the free space of the store's
+ *   file system is less than what is missing plus a reserve.
+ * - Proxies: http_proxy / https_proxy / all_proxy / no_proxy from the
+ *   environment, else the system's GProxyResolver.
+ *
+ * Signals (emitted in the thread-default main context of the creator):
+ *   "progress" (const char *tag, guint64 done, guint64 total, double
+ *              bytes_per_second, double seconds_left [-1: unknown])
+ *   "pull-finished" (const char *tag, const char *error_message [NULL: ok]) */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "tern-catalog.h"
+#include "tern-model-store.h"
+
+G_BEGIN_DECLS
+
+#define TERN_TYPE_DOWNLOADER (tern_downloader_get_type ())
+G_DECLARE_FINAL_TYPE (TernDownloader, tern_downloader, TERN, DOWNLOADER, GObject)
+
+/* Free bytes on the file system holding `path`. Called from the creator's
+ * thread and from download threads: must be thread-safe. */
+typedef guint64 (*TernFreeSpaceFunc) (const char *path,
+                                      gpointer    user_data);
+
+typedef struct {
+  guint64 done;     /* bytes of the files this pull downloads, incl. resumed ones */
+  guint64 total;
+  double  rate;     /* bytes per second, smoothed */
+  double  eta;      /* seconds; -1 when unknown */
+} TernDownloadProgress;
+
+/* Space kept free beyond what a pull needs. */
+#define TERN_DOWNLOADER_FREE_SPACE_RESERVE (64u << 20)
+
+TernDownloader *tern_downloader_new (TernModelStore *store);
+TernModelStore *tern_downloader_get_store (TernDownloader *self);
+
+/* Settings; the network ones (timeout) apply from the first pull on. */
+void     tern_downloader_set_max_concurrent  (TernDownloader    *self,
+                                              guint              n);
+/* Attempts per file without progress; delays double from initial to max. */
+void     tern_downloader_set_retry           (TernDownloader    *self,
+                                              guint              max_attempts,
+                                              guint              initial_delay_ms,
+                                              guint              max_delay_ms);
+/* Seconds without any byte moving before a connection counts as failed. */
+void     tern_downloader_set_timeout         (TernDownloader    *self,
+                                              guint              seconds);
+/* NULL restores statvfs. */
+void     tern_downloader_set_free_space_func (TernDownloader    *self,
+                                              TernFreeSpaceFunc  func,
+                                              gpointer           user_data,
+                                              GDestroyNotify     destroy);
+
+void     tern_downloader_pull_async  (TernDownloader      *self,
+                                      TernCatalog         *catalog,
+                                      const char          *tag,
+                                      GCancellable        *cancellable,
+                                      GAsyncReadyCallback  callback,
+                                      gpointer             user_data);
+gboolean tern_downloader_pull_finish (TernDownloader      *self,
+                                      GAsyncResult        *result,
+                                      GError             **error);
+/* Blocks, iterating the thread-default main context, until the pull ends. */
+gboolean tern_downloader_pull        (TernDownloader      *self,
+                                      TernCatalog         *catalog,
+                                      const char          *tag,
+                                      GCancellable        *cancellable,
+                                      GError             **error);
+
+gboolean tern_downloader_is_pulling   (TernDownloader       *self,
+                                       const char           *tag);
+gboolean tern_downloader_get_progress (TernDownloader       *self,
+                                       const char           *tag,
+                                       TernDownloadProgress *progress);
+/* Cancels a running pull of the tag (its partial files are kept). */
+void     tern_downloader_cancel       (TernDownloader       *self,
+                                       const char           *tag);
+
+/* Body bytes received from servers since the downloader was made. */
+guint64  tern_downloader_get_bytes_received (TernDownloader *self);
+
+G_END_DECLS

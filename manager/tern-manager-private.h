@@ -1,0 +1,104 @@
+/* tern-manager-private.h: helpers shared inside the manager library. */
+#pragma once
+
+#include "tern-manager.h"
+
+G_BEGIN_DECLS
+
+#ifndef TERN_CATALOG_INSTALLED
+#define TERN_CATALOG_INSTALLED "/usr/share/tern/catalog/models.json"
+#endif
+#ifndef TERN_SOURCE_ROOT
+#define TERN_SOURCE_ROOT "."
+#endif
+
+/* A download in progress: FILE.partial, with what we know about the server's
+ * copy (URL, ETag, advertised hash) in FILE.partial.json so that a restart
+ * can resume it with a Range request. */
+#define TERN_PARTIAL_SUFFIX ".partial"
+#define TERN_PARTIAL_META_SUFFIX ".partial.json"
+
+/* Imported models are tags "local:NAME". */
+#define TERN_LOCAL_FAMILY "local"
+#define TERN_LOCAL_PREFIX "local:"
+
+/* A plain file or directory name: [A-Za-z0-9._+-]+, not starting with '.',
+ * at most 200 bytes. */
+gboolean tern_manager_safe_name (const char *name);
+gboolean tern_manager_valid_url (const char *url);
+/* 64 hexadecimal digits (either case). */
+gboolean tern_manager_is_sha256 (const char *text);
+
+/* Writes `contents` to `path` atomically and durably: a temporary file in the
+ * same directory, fsync, rename, fsync of the directory. */
+gboolean tern_manager_write_file_atomic (const char  *path,
+                                         const char  *contents,
+                                         gsize        length,
+                                         GError     **error);
+/* fsync of a directory, so that a rename inside it survives a crash. */
+void     tern_manager_sync_dir (const char *dir);
+
+/* SHA-256 of a file's bytes, lowercase hex; NULL with an error on failure.
+ * Checks `cancellable` between blocks. */
+char    *tern_manager_sha256_file (const char    *path,
+                                   GCancellable  *cancellable,
+                                   GError       **error);
+char    *tern_manager_sha256_fd   (int            fd,
+                                   const char    *name,
+                                   GCancellable  *cancellable,
+                                   GError       **error);
+
+/* Deletes a directory and everything in it (no symlinks followed). */
+gboolean tern_manager_remove_tree (const char  *path,
+                                   GError     **error);
+
+/* Free bytes for an unprivileged user on the file system holding `path`
+ * (statvfs); G_MAXUINT64 when it cannot be told. */
+guint64  tern_manager_free_space (const char *path);
+
+/* A proxy resolver for http_proxy / https_proxy / all_proxy / no_proxy
+ * (either case), or NULL when none of them is set. */
+GProxyResolver *tern_manager_proxy_resolver_from_env (void);
+
+G_END_DECLS
+
+G_BEGIN_DECLS
+
+/* Store internals used by the downloader (same thread as the store). */
+
+/* TRUE when the file is recorded as verified and not marked broken; size and
+ * sha256 (may be NULL) get what was recorded. */
+gboolean tern_model_store_lookup_file      (TernModelStore            *self,
+                                            const char                *package_id,
+                                            const char                *name,
+                                            guint64                   *size,
+                                            const char               **sha256);
+/* Records a file that was verified and renamed into the package directory. */
+gboolean tern_model_store_record_file      (TernModelStore            *self,
+                                            const char                *package_id,
+                                            const char                *name,
+                                            guint64                    size,
+                                            const char                *sha256,
+                                            GError                   **error);
+/* Marks the package installed: all of its catalog files must be recorded. */
+gboolean tern_model_store_complete_package (TernModelStore            *self,
+                                            const TernCatalogPackage  *package,
+                                            GError                   **error);
+/* Marks the tag installed: all of its packages must be installed. */
+gboolean tern_model_store_add_tag          (TernModelStore            *self,
+                                            const TernCatalogTag      *tag,
+                                            GError                   **error);
+/* Packages being downloaded in this process are never garbage-collected. */
+void     tern_model_store_hold_package     (TernModelStore            *self,
+                                            const char                *package_id);
+void     tern_model_store_release_package  (TernModelStore            *self,
+                                            const char                *package_id);
+/* root/packages/PACKAGE/NAME */
+char    *tern_model_store_get_file_path    (TernModelStore            *self,
+                                            const char                *package_id,
+                                            const char                *name);
+
+/* The most transfers that ever ran at once (for tests of the limit). */
+guint    tern_downloader_get_peak_transfers (TernDownloader           *self);
+
+G_END_DECLS

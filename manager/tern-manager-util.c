@@ -1,0 +1,323 @@
+/* tern-manager-util.c: small helpers of the model manager. */
+#include "tern-manager-private.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#ifndef TERN_VERSION
+#define TERN_VERSION "0.0.0"
+#endif
+
+G_DEFINE_QUARK (tern-manager-error-quark, tern_manager_error)
+
+const char *
+tern_manager_app_version (void)
+{
+  return TERN_VERSION;
+}
+
+static guint64
+next_version_part (const char **p)
+{
+  guint64 value = 0;
+
+  while (**p && **p != '.')
+    {
+      if (g_ascii_isdigit (**p) && value < G_MAXUINT64 / 10)
+        value = value * 10 + (guint64) (**p - '0');
+      (*p)++;
+    }
+  if (**p == '.')
+    (*p)++;
+  return value;
+}
+
+int
+tern_manager_version_compare (const char *a,
+                              const char *b)
+{
+  const char *pa = a ? a : "";
+  const char *pb = b ? b : "";
+
+  while (*pa || *pb)
+    {
+      guint64 va = next_version_part (&pa);
+      guint64 vb = next_version_part (&pb);
+
+      if (va != vb)
+        return va < vb ? -1 : 1;
+    }
+  return 0;
+}
+
+char *
+tern_manager_format_size (guint64 bytes)
+{
+  if (bytes < 1000)
+    return g_strdup_printf ("%" G_GUINT64_FORMAT " bytes", bytes);
+  return g_format_size (bytes);
+}
+
+gboolean
+tern_manager_safe_name (const char *name)
+{
+  size_t n;
+
+  if (name == NULL || name[0] == '\0' || name[0] == '.')
+    return FALSE;
+  n = strlen (name);
+  if (n > 200)
+    return FALSE;
+  for (size_t i = 0; i < n; i++)
+    if (!g_ascii_isalnum (name[i]) && !strchr ("._+-", name[i]))
+      return FALSE;
+  return TRUE;
+}
+
+gboolean
+tern_manager_valid_url (const char *url)
+{
+  g_autoptr(GUri) uri = g_uri_parse (url, G_URI_FLAGS_ENCODED, NULL);
+  const char *scheme;
+
+  if (uri == NULL)
+    return FALSE;
+  scheme = g_uri_get_scheme (uri);
+  if (g_ascii_strcasecmp (scheme, "http") != 0 && g_ascii_strcasecmp (scheme, "https") != 0)
+    return FALSE;
+  return g_uri_get_host (uri) != NULL && g_uri_get_host (uri)[0] != '\0';
+}
+
+gboolean
+tern_manager_is_sha256 (const char *text)
+{
+  if (text == NULL || strlen (text) != 64)
+    return FALSE;
+  for (int i = 0; i < 64; i++)
+    if (!g_ascii_isxdigit (text[i]))
+      return FALSE;
+  return TRUE;
+}
+
+void
+tern_manager_sync_dir (const char *dir)
+{
+  int fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+  if (fd >= 0)
+    {
+      (void) fsync (fd);
+      close (fd);
+    }
+}
+
+static gboolean
+io_error (GError    **error,
+          int         errsv,
+          const char *what,
+          const char *path)
+{
+  g_set_error (error, TERN_MANAGER_ERROR,
+               errsv == ENOSPC || errsv == EDQUOT ? TERN_MANAGER_ERROR_NO_SPACE
+                                                  : TERN_MANAGER_ERROR_IO,
+               "%s: %s: %s", path, what, g_strerror (errsv));
+  return FALSE;
+}
+
+gboolean
+tern_manager_write_file_atomic (const char  *path,
+                                const char  *contents,
+                                gsize        length,
+                                GError     **error)
+{
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autofree char *tmp = g_strdup_printf ("%s.tmp-XXXXXX", path);
+  gsize written = 0;
+  int fd;
+
+  fd = g_mkstemp_full (tmp, O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return io_error (error, errno, "cannot create a temporary file", tmp);
+  while (written < length)
+    {
+      ssize_t n = write (fd, contents + written, length - written);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          int errsv = errno;
+
+          close (fd);
+          unlink (tmp);
+          return io_error (error, errsv, "cannot write", tmp);
+        }
+      written += (gsize) n;
+    }
+  if (fsync (fd) != 0 || close (fd) != 0)
+    {
+      int errsv = errno;
+
+      unlink (tmp);
+      return io_error (error, errsv, "cannot sync", tmp);
+    }
+  if (rename (tmp, path) != 0)
+    {
+      int errsv = errno;
+
+      unlink (tmp);
+      return io_error (error, errsv, "cannot rename into place", path);
+    }
+  tern_manager_sync_dir (dir);
+  return TRUE;
+}
+
+char *
+tern_manager_sha256_fd (int            fd,
+                        const char    *name,
+                        GCancellable  *cancellable,
+                        GError       **error)
+{
+  g_autoptr(GChecksum) checksum = g_checksum_new (G_CHECKSUM_SHA256);
+  g_autofree guchar *buffer = g_malloc (1 << 20);
+  off_t offset = 0;
+
+  for (;;)
+    {
+      ssize_t n = pread (fd, buffer, 1 << 20, offset);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          io_error (error, errno, "cannot read", name);
+          return NULL;
+        }
+      if (n == 0)
+        break;
+      g_checksum_update (checksum, buffer, n);
+      offset += n;
+      if (g_cancellable_set_error_if_cancelled (cancellable, error))
+        return NULL;
+    }
+  return g_strdup (g_checksum_get_string (checksum));
+}
+
+char *
+tern_manager_sha256_file (const char    *path,
+                          GCancellable  *cancellable,
+                          GError       **error)
+{
+  char *sha;
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+
+  if (fd < 0)
+    {
+      io_error (error, errno, "cannot open", path);
+      return NULL;
+    }
+  sha = tern_manager_sha256_fd (fd, path, cancellable, error);
+  close (fd);
+  return sha;
+}
+
+gboolean
+tern_manager_remove_tree (const char  *path,
+                          GError     **error)
+{
+  struct stat st;
+  DIR *dir;
+  struct dirent *entry;
+
+  if (lstat (path, &st) != 0)
+    return errno == ENOENT ? TRUE : io_error (error, errno, "cannot read", path);
+  if (!S_ISDIR (st.st_mode))
+    return unlink (path) == 0 || errno == ENOENT ? TRUE : io_error (error, errno, "cannot delete", path);
+
+  dir = opendir (path);
+  if (dir == NULL)
+    return io_error (error, errno, "cannot list", path);
+  while ((entry = readdir (dir)) != NULL)
+    {
+      g_autofree char *child = NULL;
+
+      if (g_str_equal (entry->d_name, ".") || g_str_equal (entry->d_name, ".."))
+        continue;
+      child = g_build_filename (path, entry->d_name, NULL);
+      if (!tern_manager_remove_tree (child, error))
+        {
+          closedir (dir);
+          return FALSE;
+        }
+    }
+  closedir (dir);
+  if (rmdir (path) != 0 && errno != ENOENT)
+    return io_error (error, errno, "cannot delete", path);
+  return TRUE;
+}
+
+guint64
+tern_manager_free_space (const char *path)
+{
+  struct statvfs st;
+
+  if (statvfs (path, &st) != 0)
+    return G_MAXUINT64;
+  return (guint64) st.f_bavail * (guint64) st.f_frsize;
+}
+
+static const char *
+env_either_case (const char *lower)
+{
+  g_autofree char *upper = g_ascii_strup (lower, -1);
+  const char *value = g_getenv (lower);
+
+  if (value == NULL || *value == '\0')
+    value = g_getenv (upper);
+  return value != NULL && *value != '\0' ? value : NULL;
+}
+
+GProxyResolver *
+tern_manager_proxy_resolver_from_env (void)
+{
+  const char *http = env_either_case ("http_proxy");
+  const char *https = env_either_case ("https_proxy");
+  const char *all = env_either_case ("all_proxy");
+  const char *no_proxy = env_either_case ("no_proxy");
+  g_auto(GStrv) ignore = NULL;
+  g_autoptr(GPtrArray) hosts = NULL;
+  GProxyResolver *resolver;
+
+  if (http == NULL && https == NULL && all == NULL)
+    return NULL;
+
+  hosts = g_ptr_array_new_with_free_func (g_free);
+  if (no_proxy != NULL)
+    {
+      ignore = g_strsplit (no_proxy, ",", -1);
+      for (char **p = ignore; *p; p++)
+        {
+          char *host = g_strstrip (*p);
+
+          /* "*" is curl's "no proxy for anything". */
+          if (g_str_equal (host, "*"))
+            return NULL;
+          if (*host != '\0')
+            g_ptr_array_add (hosts, g_strdup (host));
+        }
+    }
+  g_ptr_array_add (hosts, NULL);
+
+  resolver = g_simple_proxy_resolver_new (all, (char **) hosts->pdata);
+  if (http != NULL)
+    g_simple_proxy_resolver_set_uri_proxy (G_SIMPLE_PROXY_RESOLVER (resolver), "http", http);
+  if (https != NULL)
+    g_simple_proxy_resolver_set_uri_proxy (G_SIMPLE_PROXY_RESOLVER (resolver), "https", https);
+  return resolver;
+}

@@ -1,0 +1,1491 @@
+/* tern-model-store.c: installed models, shared packages, check and import. */
+#include "tern-manager-private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-glib/json-glib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tern.h"
+
+#define STATE_SCHEMA 1
+#define STATE_FILE "installed.json"
+#define LOCK_FILE ".lock"
+
+typedef struct {
+  char    *name;
+  guint64  size;
+  char    *sha256;
+  gboolean broken;
+} StoreFile;
+
+typedef struct {
+  char      *id;
+  gboolean   complete;
+  GPtrArray *files;  /* StoreFile* */
+} StorePackage;
+
+typedef struct {
+  char    *tag;
+  char    *label;
+  char    *packages[TERN_PACKAGE_N_ROLES];  /* package ids, NULL when none */
+  gboolean thinking;
+  gboolean single_turn;
+  gint64   context_length;
+  char    *installed;  /* ISO 8601 */
+} StoreTag;
+
+typedef struct {
+  char    *tag;
+  char    *path;
+  guint64  size;
+  char    *architecture;
+  char    *imported;  /* ISO 8601 */
+  gboolean broken;
+} StoreLocal;
+
+struct _TernModelStore {
+  GObject     parent_instance;
+  char       *root;
+  char       *state_path;
+  GHashTable *tags;      /* tag -> StoreTag* */
+  GHashTable *packages;  /* id -> StorePackage* */
+  GHashTable *locals;    /* tag -> StoreLocal* */
+  GHashTable *held;      /* id -> count (GUINT_TO_POINTER) */
+};
+
+G_DEFINE_FINAL_TYPE (TernModelStore, tern_model_store, G_TYPE_OBJECT)
+
+enum {
+  SIGNAL_CHANGED,
+  N_SIGNALS
+};
+
+static guint signals[N_SIGNALS];
+
+static void
+store_file_free (StoreFile *file)
+{
+  g_free (file->name);
+  g_free (file->sha256);
+  g_free (file);
+}
+
+static void
+store_package_free (StorePackage *package)
+{
+  g_free (package->id);
+  g_ptr_array_unref (package->files);
+  g_free (package);
+}
+
+static StorePackage *
+store_package_new (const char *id)
+{
+  StorePackage *package = g_new0 (StorePackage, 1);
+
+  package->id = g_strdup (id);
+  package->files = g_ptr_array_new_with_free_func ((GDestroyNotify) store_file_free);
+  return package;
+}
+
+static void
+store_tag_free (StoreTag *tag)
+{
+  g_free (tag->tag);
+  g_free (tag->label);
+  for (int i = 0; i < TERN_PACKAGE_N_ROLES; i++)
+    g_free (tag->packages[i]);
+  g_free (tag->installed);
+  g_free (tag);
+}
+
+static void
+store_local_free (StoreLocal *local)
+{
+  g_free (local->tag);
+  g_free (local->path);
+  g_free (local->architecture);
+  g_free (local->imported);
+  g_free (local);
+}
+
+const char *
+tern_model_state_to_string (TernModelState state)
+{
+  switch (state)
+    {
+    case TERN_MODEL_STATE_AVAILABLE: return "available";
+    case TERN_MODEL_STATE_PARTIAL: return "partial";
+    case TERN_MODEL_STATE_INSTALLED: return "installed";
+    case TERN_MODEL_STATE_BROKEN: return "broken";
+    default: return "?";
+    }
+}
+
+static void
+tern_model_store_finalize (GObject *object)
+{
+  TernModelStore *self = TERN_MODEL_STORE (object);
+
+  g_hash_table_unref (self->tags);
+  g_hash_table_unref (self->packages);
+  g_hash_table_unref (self->locals);
+  g_hash_table_unref (self->held);
+  g_free (self->root);
+  g_free (self->state_path);
+  G_OBJECT_CLASS (tern_model_store_parent_class)->finalize (object);
+}
+
+static void
+tern_model_store_class_init (TernModelStoreClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = tern_model_store_finalize;
+
+  signals[SIGNAL_CHANGED] =
+    g_signal_new ("changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 0);
+}
+
+static void
+tern_model_store_init (TernModelStore *self)
+{
+  self->tags = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) store_tag_free);
+  self->packages = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+                                          (GDestroyNotify) store_package_free);
+  self->locals = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+                                        (GDestroyNotify) store_local_free);
+  self->held = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+}
+
+char *
+tern_model_store_default_root (void)
+{
+  return g_build_filename (g_get_user_data_dir (), "tern", "models", NULL);
+}
+
+/* ---- installed.json ---------------------------------------------------- */
+
+static gboolean
+state_fail (TernModelStore *self,
+            GError        **error,
+            const char     *field,
+            const char     *what)
+{
+  g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE,
+               "%s: %s: %s (move the file away to start over; downloaded files stay in place)",
+               self->state_path, field, what);
+  return FALSE;
+}
+
+static const char *
+obj_string (JsonObject *object,
+            const char *key)
+{
+  JsonNode *node = json_object_get_member (object, key);
+
+  if (node == NULL || !JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (node);
+}
+
+static gint64
+obj_int (JsonObject *object,
+         const char *key,
+         gint64      fallback)
+{
+  JsonNode *node = json_object_get_member (object, key);
+
+  if (node == NULL || !JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_INT64)
+    return fallback;
+  return json_node_get_int (node);
+}
+
+static gboolean
+obj_bool (JsonObject *object,
+          const char *key)
+{
+  JsonNode *node = json_object_get_member (object, key);
+
+  return node != NULL && JSON_NODE_HOLDS_VALUE (node)
+      && json_node_get_value_type (node) == G_TYPE_BOOLEAN && json_node_get_boolean (node);
+}
+
+static JsonObject *
+obj_object (JsonObject *object,
+            const char *key)
+{
+  JsonNode *node = json_object_get_member (object, key);
+
+  return node != NULL && JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+}
+
+static void
+clear_state (TernModelStore *self)
+{
+  g_hash_table_remove_all (self->tags);
+  g_hash_table_remove_all (self->packages);
+  g_hash_table_remove_all (self->locals);
+}
+
+static const char * const role_keys[TERN_PACKAGE_N_ROLES] = { "base", "draft", "vision" };
+
+static gboolean
+parse_state (TernModelStore *self,
+             JsonNode       *root,
+             GError        **error)
+{
+  JsonObject *object, *tags, *packages, *locals;
+  g_autoptr(GList) members = NULL;
+
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    return state_fail (self, error, "(top level)", "not a JSON object");
+  object = json_node_get_object (root);
+  if (obj_int (object, "schema", -1) != STATE_SCHEMA)
+    return state_fail (self, error, "schema", "missing or not a schema this version of Tern reads");
+  tags = obj_object (object, "tags");
+  packages = obj_object (object, "packages");
+  locals = obj_object (object, "local");
+  if (tags == NULL || packages == NULL || locals == NULL)
+    return state_fail (self, error, "(top level)", "'tags', 'packages' and 'local' must be objects");
+
+  members = json_object_get_members (packages);
+  for (GList *l = members; l != NULL; l = l->next)
+    {
+      g_autofree char *field = g_strdup_printf ("packages.%s", (const char *) l->data);
+      JsonObject *po = obj_object (packages, l->data);
+      JsonNode *files_node;
+      StorePackage *package;
+
+      if (po == NULL || !tern_manager_safe_name (l->data))
+        return state_fail (self, error, field, "not a package entry");
+      files_node = json_object_get_member (po, "files");
+      if (files_node == NULL || !JSON_NODE_HOLDS_ARRAY (files_node))
+        return state_fail (self, error, field, "'files' must be an array");
+      package = store_package_new (l->data);
+      package->complete = obj_bool (po, "complete");
+      g_hash_table_insert (self->packages, package->id, package);
+      for (guint i = 0; i < json_array_get_length (json_node_get_array (files_node)); i++)
+        {
+          JsonNode *fnode = json_array_get_element (json_node_get_array (files_node), i);
+          JsonObject *fo = JSON_NODE_HOLDS_OBJECT (fnode) ? json_node_get_object (fnode) : NULL;
+          const char *name = fo ? obj_string (fo, "name") : NULL;
+          const char *sha = fo ? obj_string (fo, "sha256") : NULL;
+          gint64 size = fo ? obj_int (fo, "size", -1) : -1;
+          StoreFile *file;
+
+          if (!tern_manager_safe_name (name) || size < 0 || (sha != NULL && !tern_manager_is_sha256 (sha)))
+            return state_fail (self, error, field, "a file entry lacks a valid name, size or sha256");
+          file = g_new0 (StoreFile, 1);
+          file->name = g_strdup (name);
+          file->size = (guint64) size;
+          file->sha256 = g_strdup (sha);
+          file->broken = obj_bool (fo, "broken");
+          g_ptr_array_add (package->files, file);
+        }
+    }
+  g_clear_pointer (&members, g_list_free);
+
+  members = json_object_get_members (tags);
+  for (GList *l = members; l != NULL; l = l->next)
+    {
+      g_autofree char *field = g_strdup_printf ("tags.%s", (const char *) l->data);
+      JsonObject *to = obj_object (tags, l->data);
+      StoreTag *tag;
+
+      if (to == NULL)
+        return state_fail (self, error, field, "not a tag entry");
+      tag = g_new0 (StoreTag, 1);
+      tag->tag = g_strdup (l->data);
+      g_hash_table_insert (self->tags, tag->tag, tag);
+      tag->label = g_strdup (obj_string (to, "label"));
+      tag->thinking = obj_bool (to, "thinking");
+      tag->single_turn = obj_bool (to, "single_turn");
+      tag->context_length = obj_int (to, "context_length", 0);
+      tag->installed = g_strdup (obj_string (to, "installed"));
+      for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
+        {
+          const char *id = obj_string (to, role_keys[r]);
+
+          if (id != NULL && !g_hash_table_contains (self->packages, id))
+            return state_fail (self, error, field, "names a package that is not in 'packages'");
+          tag->packages[r] = g_strdup (id);
+        }
+      if (tag->packages[TERN_PACKAGE_ROLE_BASE] == NULL)
+        return state_fail (self, error, field, "has no 'base' package");
+    }
+  g_clear_pointer (&members, g_list_free);
+
+  members = json_object_get_members (locals);
+  for (GList *l = members; l != NULL; l = l->next)
+    {
+      g_autofree char *field = g_strdup_printf ("local.%s", (const char *) l->data);
+      JsonObject *lo = obj_object (locals, l->data);
+      StoreLocal *local;
+
+      if (lo == NULL || obj_string (lo, "path") == NULL
+          || !g_str_has_prefix (l->data, TERN_LOCAL_PREFIX))
+        return state_fail (self, error, field, "not an imported-model entry with a 'path'");
+      local = g_new0 (StoreLocal, 1);
+      local->tag = g_strdup (l->data);
+      local->path = g_strdup (obj_string (lo, "path"));
+      local->size = (guint64) MAX (obj_int (lo, "size", 0), 0);
+      local->architecture = g_strdup (obj_string (lo, "architecture"));
+      local->imported = g_strdup (obj_string (lo, "imported"));
+      local->broken = obj_bool (lo, "broken");
+      g_hash_table_insert (self->locals, local->tag, local);
+    }
+  return TRUE;
+}
+
+static gboolean
+load_state (TernModelStore *self,
+            GError        **error)
+{
+  g_autofree char *data = NULL;
+  g_autoptr(GError) local_error = NULL;
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  gsize length;
+
+  clear_state (self);
+  if (!g_file_get_contents (self->state_path, &data, &length, &local_error))
+    {
+      if (g_error_matches (local_error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+        return TRUE;
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE, "%s", local_error->message);
+      return FALSE;
+    }
+  if (!json_parser_load_from_data (parser, data, (gssize) length, &local_error))
+    return state_fail (self, error, "(file)", local_error->message);
+  if (!parse_state (self, json_parser_get_root (parser), error))
+    {
+      clear_state (self);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static int
+compare_strings (gconstpointer a,
+                 gconstpointer b)
+{
+  return strcmp (*(const char * const *) a, *(const char * const *) b);
+}
+
+/* Keys in sorted order, so that the file is stable and diffable. */
+static GPtrArray *
+sorted_keys (GHashTable *table)
+{
+  GPtrArray *keys = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer key;
+
+  g_hash_table_iter_init (&iter, table);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    g_ptr_array_add (keys, key);
+  g_ptr_array_sort (keys, compare_strings);
+  return keys;
+}
+
+static gboolean
+save_state (TernModelStore *self,
+            GError        **error)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonGenerator) gen = json_generator_new ();
+  g_autoptr(JsonNode) root = NULL;
+  g_autoptr(GPtrArray) keys = NULL;
+  g_autofree char *text = NULL;
+  gsize length;
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "schema");
+  json_builder_add_int_value (b, STATE_SCHEMA);
+
+  json_builder_set_member_name (b, "tags");
+  json_builder_begin_object (b);
+  keys = sorted_keys (self->tags);
+  for (guint i = 0; i < keys->len; i++)
+    {
+      StoreTag *tag = g_hash_table_lookup (self->tags, keys->pdata[i]);
+
+      json_builder_set_member_name (b, tag->tag);
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "label");
+      json_builder_add_string_value (b, tag->label ? tag->label : tag->tag);
+      for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
+        {
+          json_builder_set_member_name (b, role_keys[r]);
+          if (tag->packages[r])
+            json_builder_add_string_value (b, tag->packages[r]);
+          else
+            json_builder_add_null_value (b);
+        }
+      json_builder_set_member_name (b, "thinking");
+      json_builder_add_boolean_value (b, tag->thinking);
+      json_builder_set_member_name (b, "single_turn");
+      json_builder_add_boolean_value (b, tag->single_turn);
+      json_builder_set_member_name (b, "context_length");
+      json_builder_add_int_value (b, tag->context_length);
+      if (tag->installed)
+        {
+          json_builder_set_member_name (b, "installed");
+          json_builder_add_string_value (b, tag->installed);
+        }
+      json_builder_end_object (b);
+    }
+  json_builder_end_object (b);
+  g_clear_pointer (&keys, g_ptr_array_unref);
+
+  json_builder_set_member_name (b, "packages");
+  json_builder_begin_object (b);
+  keys = sorted_keys (self->packages);
+  for (guint i = 0; i < keys->len; i++)
+    {
+      StorePackage *package = g_hash_table_lookup (self->packages, keys->pdata[i]);
+
+      json_builder_set_member_name (b, package->id);
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "complete");
+      json_builder_add_boolean_value (b, package->complete);
+      json_builder_set_member_name (b, "files");
+      json_builder_begin_array (b);
+      for (guint f = 0; f < package->files->len; f++)
+        {
+          StoreFile *file = package->files->pdata[f];
+
+          json_builder_begin_object (b);
+          json_builder_set_member_name (b, "name");
+          json_builder_add_string_value (b, file->name);
+          json_builder_set_member_name (b, "size");
+          json_builder_add_int_value (b, (gint64) file->size);
+          json_builder_set_member_name (b, "sha256");
+          if (file->sha256)
+            json_builder_add_string_value (b, file->sha256);
+          else
+            json_builder_add_null_value (b);
+          if (file->broken)
+            {
+              json_builder_set_member_name (b, "broken");
+              json_builder_add_boolean_value (b, TRUE);
+            }
+          json_builder_end_object (b);
+        }
+      json_builder_end_array (b);
+      json_builder_end_object (b);
+    }
+  json_builder_end_object (b);
+  g_clear_pointer (&keys, g_ptr_array_unref);
+
+  json_builder_set_member_name (b, "local");
+  json_builder_begin_object (b);
+  keys = sorted_keys (self->locals);
+  for (guint i = 0; i < keys->len; i++)
+    {
+      StoreLocal *local = g_hash_table_lookup (self->locals, keys->pdata[i]);
+
+      json_builder_set_member_name (b, local->tag);
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "path");
+      json_builder_add_string_value (b, local->path);
+      json_builder_set_member_name (b, "size");
+      json_builder_add_int_value (b, (gint64) local->size);
+      if (local->architecture)
+        {
+          json_builder_set_member_name (b, "architecture");
+          json_builder_add_string_value (b, local->architecture);
+        }
+      if (local->imported)
+        {
+          json_builder_set_member_name (b, "imported");
+          json_builder_add_string_value (b, local->imported);
+        }
+      if (local->broken)
+        {
+          json_builder_set_member_name (b, "broken");
+          json_builder_add_boolean_value (b, TRUE);
+        }
+      json_builder_end_object (b);
+    }
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+
+  root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  json_generator_set_pretty (gen, TRUE);
+  text = json_generator_to_data (gen, &length);
+  return tern_manager_write_file_atomic (self->state_path, text, length, error);
+}
+
+/* Every mutation runs between lock_begin and lock_end: an exclusive flock on
+ * the root, and installed.json re-read under it. */
+static int
+lock_begin (TernModelStore *self,
+            GError        **error)
+{
+  g_autofree char *path = g_build_filename (self->root, LOCK_FILE, NULL);
+  int fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+
+  if (fd < 0)
+    {
+      int errsv = errno;
+
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s: cannot open: %s", path,
+                   g_strerror (errsv));
+      return -1;
+    }
+  while (flock (fd, LOCK_EX) != 0)
+    if (errno != EINTR)
+      break;
+  if (!load_state (self, error))
+    {
+      close (fd);
+      return -1;
+    }
+  return fd;
+}
+
+static gboolean
+lock_end (TernModelStore *self,
+          int             fd,
+          gboolean        save,
+          GError        **error)
+{
+  gboolean ok = TRUE;
+
+  if (save)
+    ok = save_state (self, error);
+  close (fd);
+  g_signal_emit (self, signals[SIGNAL_CHANGED], 0);
+  return ok;
+}
+
+TernModelStore *
+tern_model_store_new (const char  *root,
+                      GError     **error)
+{
+  g_autoptr(TernModelStore) self = g_object_new (TERN_TYPE_MODEL_STORE, NULL);
+  g_autofree char *packages = NULL;
+
+  self->root = root ? g_strdup (root) : tern_model_store_default_root ();
+  self->state_path = g_build_filename (self->root, STATE_FILE, NULL);
+  packages = g_build_filename (self->root, "packages", NULL);
+  if (g_mkdir_with_parents (packages, 0755) != 0)
+    {
+      int errsv = errno;
+
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO,
+                   "%s: cannot create the model store: %s", packages, g_strerror (errsv));
+      return NULL;
+    }
+  if (!load_state (self, error))
+    return NULL;
+  return g_steal_pointer (&self);
+}
+
+const char *
+tern_model_store_get_root (TernModelStore *self)
+{
+  g_return_val_if_fail (TERN_IS_MODEL_STORE (self), NULL);
+  return self->root;
+}
+
+gboolean
+tern_model_store_reload (TernModelStore  *self,
+                         GError         **error)
+{
+  gboolean ok;
+
+  g_return_val_if_fail (TERN_IS_MODEL_STORE (self), FALSE);
+  ok = load_state (self, error);
+  g_signal_emit (self, signals[SIGNAL_CHANGED], 0);
+  return ok;
+}
+
+/* ---- queries ------------------------------------------------------------ */
+
+char **
+tern_model_store_list_tags (TernModelStore *self)
+{
+  g_autoptr(GPtrArray) tags = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer key;
+
+  g_hash_table_iter_init (&iter, self->tags);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    g_ptr_array_add (tags, g_strdup (key));
+  g_hash_table_iter_init (&iter, self->locals);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    g_ptr_array_add (tags, g_strdup (key));
+  g_ptr_array_sort (tags, compare_strings);
+  g_ptr_array_add (tags, NULL);
+  return (char **) g_ptr_array_free (g_steal_pointer (&tags), FALSE);
+}
+
+gboolean
+tern_model_store_has_tag (TernModelStore *self,
+                          const char     *tag)
+{
+  return tag != NULL && (g_hash_table_contains (self->tags, tag) || g_hash_table_contains (self->locals, tag));
+}
+
+gboolean
+tern_model_store_is_local (TernModelStore *self,
+                           const char     *tag)
+{
+  return tag != NULL && g_hash_table_contains (self->locals, tag);
+}
+
+const char *
+tern_model_store_get_label (TernModelStore *self,
+                            const char     *tag)
+{
+  StoreTag *st = tag ? g_hash_table_lookup (self->tags, tag) : NULL;
+  StoreLocal *local = tag ? g_hash_table_lookup (self->locals, tag) : NULL;
+
+  if (st != NULL)
+    return st->label ? st->label : st->tag;
+  if (local != NULL)
+    return local->tag + strlen (TERN_LOCAL_PREFIX);
+  return NULL;
+}
+
+static StoreFile *
+find_file (StorePackage *package,
+           const char   *name)
+{
+  for (guint i = 0; package && i < package->files->len; i++)
+    {
+      StoreFile *file = package->files->pdata[i];
+
+      if (g_str_equal (file->name, name))
+        return file;
+    }
+  return NULL;
+}
+
+static gboolean
+package_ok (TernModelStore *self,
+            const char     *id)
+{
+  StorePackage *package = g_hash_table_lookup (self->packages, id);
+
+  if (package == NULL || !package->complete)
+    return FALSE;
+  for (guint i = 0; i < package->files->len; i++)
+    if (((StoreFile *) package->files->pdata[i])->broken)
+      return FALSE;
+  return TRUE;
+}
+
+char *
+tern_model_store_get_file_path (TernModelStore *self,
+                                const char     *package_id,
+                                const char     *name)
+{
+  return g_build_filename (self->root, "packages", package_id, name, NULL);
+}
+
+char *
+tern_model_store_get_package_dir (TernModelStore *self,
+                                  const char     *package_id)
+{
+  return g_build_filename (self->root, "packages", package_id, NULL);
+}
+
+static guint64
+file_size_on_disk (const char *path)
+{
+  struct stat st;
+
+  return stat (path, &st) == 0 && S_ISREG (st.st_mode) ? (guint64) st.st_size : 0;
+}
+
+/* Any bytes of the catalog package on disk that are not yet an installed
+ * package: verified files or .partial downloads. */
+static gboolean
+package_has_partial (TernModelStore           *self,
+                     const TernCatalogPackage *package)
+{
+  StorePackage *sp = g_hash_table_lookup (self->packages, package->id);
+
+  if (sp != NULL && sp->complete)
+    return FALSE;
+  if (sp != NULL && sp->files->len > 0)
+    return TRUE;
+  for (guint i = 0; i < package->files->len; i++)
+    {
+      TernCatalogFile *file = package->files->pdata[i];
+      g_autofree char *path = tern_model_store_get_file_path (self, package->id, file->name);
+      g_autofree char *partial = g_strconcat (path, TERN_PARTIAL_SUFFIX, NULL);
+
+      if (file_size_on_disk (partial) > 0)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+TernModelState
+tern_model_store_get_state (TernModelStore       *self,
+                            const char           *tag,
+                            const TernCatalogTag *catalog_tag)
+{
+  StoreTag *st;
+  StoreLocal *local;
+
+  g_return_val_if_fail (TERN_IS_MODEL_STORE (self), TERN_MODEL_STATE_AVAILABLE);
+  if (tag == NULL && catalog_tag != NULL)
+    tag = catalog_tag->tag;
+  if (tag == NULL)
+    return TERN_MODEL_STATE_AVAILABLE;
+
+  local = g_hash_table_lookup (self->locals, tag);
+  if (local != NULL)
+    return local->broken ? TERN_MODEL_STATE_BROKEN : TERN_MODEL_STATE_INSTALLED;
+  st = g_hash_table_lookup (self->tags, tag);
+  if (st != NULL)
+    {
+      for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
+        if (st->packages[r] != NULL && !package_ok (self, st->packages[r]))
+          return TERN_MODEL_STATE_BROKEN;
+      return TERN_MODEL_STATE_INSTALLED;
+    }
+  if (catalog_tag != NULL)
+    for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
+      if (catalog_tag->packages[r] != NULL && package_has_partial (self, catalog_tag->packages[r]))
+        return TERN_MODEL_STATE_PARTIAL;
+  return TERN_MODEL_STATE_AVAILABLE;
+}
+
+char *
+tern_model_store_get_path (TernModelStore  *self,
+                           const char      *tag,
+                           TernPackageRole  role)
+{
+  StoreTag *st;
+  StoreLocal *local;
+  StorePackage *package;
+
+  g_return_val_if_fail (TERN_IS_MODEL_STORE (self), NULL);
+  g_return_val_if_fail (role < TERN_PACKAGE_N_ROLES, NULL);
+  if (tag == NULL)
+    return NULL;
+  local = g_hash_table_lookup (self->locals, tag);
+  if (local != NULL)
+    return role == TERN_PACKAGE_ROLE_BASE ? g_strdup (local->path) : NULL;
+  st = g_hash_table_lookup (self->tags, tag);
+  if (st == NULL || st->packages[role] == NULL)
+    return NULL;
+  package = g_hash_table_lookup (self->packages, st->packages[role]);
+  if (package == NULL || package->files->len == 0)
+    return NULL;
+  return tern_model_store_get_file_path (self, package->id,
+                                         ((StoreFile *) package->files->pdata[0])->name);
+}
+
+static guint64
+package_bytes (TernModelStore *self,
+               const char     *id)
+{
+  StorePackage *package = g_hash_table_lookup (self->packages, id);
+  guint64 total = 0;
+
+  for (guint i = 0; package && i < package->files->len; i++)
+    total += ((StoreFile *) package->files->pdata[i])->size;
+  return total;
+}
+
+guint64
+tern_model_store_get_tag_size (TernModelStore *self,
+                               const char     *tag)
+{
+  StoreTag *st = tag ? g_hash_table_lookup (self->tags, tag) : NULL;
+  StoreLocal *local = tag ? g_hash_table_lookup (self->locals, tag) : NULL;
+  guint64 total = 0;
+
+  if (local != NULL)
+    return local->size;
+  if (st == NULL)
+    return 0;
+  for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
+    {
+      gboolean seen = FALSE;
+
+      if (st->packages[r] == NULL)
+        continue;
+      for (int o = 0; o < r; o++)
+        seen |= g_strcmp0 (st->packages[o], st->packages[r]) == 0;
+      if (!seen)
+        total += package_bytes (self, st->packages[r]);
+    }
+  return total;
+}
+
+gboolean
+tern_model_store_has_package (TernModelStore *self,
+                              const char     *package_id)
+{
+  return package_id != NULL && package_ok (self, package_id);
+}
+
+guint
+tern_model_store_get_package_refcount (TernModelStore *self,
+                                       const char     *package_id)
+{
+  GHashTableIter iter;
+  gpointer value;
+  guint count = 0;
+
+  g_hash_table_iter_init (&iter, self->tags);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    {
+      StoreTag *st = value;
+      gboolean uses = FALSE;
+
+      for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
+        uses |= g_strcmp0 (st->packages[r], package_id) == 0;
+      count += uses;
+    }
+  return count;
+}
+
+gboolean
+tern_model_store_lookup_file (TernModelStore  *self,
+                              const char      *package_id,
+                              const char      *name,
+                              guint64         *size,
+                              const char     **sha256)
+{
+  StoreFile *file = find_file (g_hash_table_lookup (self->packages, package_id), name);
+
+  if (file == NULL || file->broken)
+    return FALSE;
+  if (size)
+    *size = file->size;
+  if (sha256)
+    *sha256 = file->sha256;
+  return TRUE;
+}
+
+guint64
+tern_model_store_get_missing_bytes (TernModelStore       *self,
+                                    const TernCatalogTag *tag)
+{
+  guint64 total = 0;
+
+  for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
+    {
+      const TernCatalogPackage *package = tag->packages[r];
+      gboolean seen = FALSE;
+
+      if (package == NULL)
+        continue;
+      for (int o = 0; o < r; o++)
+        seen |= tag->packages[o] == package;
+      if (seen || package_ok (self, package->id))
+        continue;
+      for (guint i = 0; i < package->files->len; i++)
+        {
+          TernCatalogFile *file = package->files->pdata[i];
+          g_autofree char *path = NULL;
+          g_autofree char *partial = NULL;
+          guint64 have;
+
+          if (tern_model_store_lookup_file (self, package->id, file->name, NULL, NULL))
+            continue;
+          path = tern_model_store_get_file_path (self, package->id, file->name);
+          partial = g_strconcat (path, TERN_PARTIAL_SUFFIX, NULL);
+          have = file_size_on_disk (partial);
+          total += file->size > have ? file->size - have : 0;
+        }
+    }
+  return total;
+}
+
+static guint64
+tree_size (const char *path)
+{
+  g_autoptr(GDir) dir = g_dir_open (path, 0, NULL);
+  const char *name;
+  guint64 total = 0;
+
+  if (dir == NULL)
+    return 0;
+  while ((name = g_dir_read_name (dir)) != NULL)
+    {
+      g_autofree char *child = g_build_filename (path, name, NULL);
+      struct stat st;
+
+      if (lstat (child, &st) != 0)
+        continue;
+      if (S_ISDIR (st.st_mode))
+        total += tree_size (child);
+      else if (S_ISREG (st.st_mode))
+        total += (guint64) st.st_size;
+    }
+  return total;
+}
+
+guint64
+tern_model_store_get_disk_usage (TernModelStore *self)
+{
+  g_autofree char *packages = g_build_filename (self->root, "packages", NULL);
+
+  return tree_size (packages);
+}
+
+/* ---- mutations ---------------------------------------------------------- */
+
+void
+tern_model_store_hold_package (TernModelStore *self,
+                               const char     *package_id)
+{
+  guint count = GPOINTER_TO_UINT (g_hash_table_lookup (self->held, package_id));
+
+  g_hash_table_insert (self->held, g_strdup (package_id), GUINT_TO_POINTER (count + 1));
+}
+
+void
+tern_model_store_release_package (TernModelStore *self,
+                                  const char     *package_id)
+{
+  guint count = GPOINTER_TO_UINT (g_hash_table_lookup (self->held, package_id));
+
+  if (count <= 1)
+    g_hash_table_remove (self->held, package_id);
+  else
+    g_hash_table_insert (self->held, g_strdup (package_id), GUINT_TO_POINTER (count - 1));
+}
+
+gboolean
+tern_model_store_record_file (TernModelStore  *self,
+                              const char      *package_id,
+                              const char      *name,
+                              guint64          size,
+                              const char      *sha256,
+                              GError         **error)
+{
+  StorePackage *package;
+  StoreFile *file;
+  int fd = lock_begin (self, error);
+
+  if (fd < 0)
+    return FALSE;
+  package = g_hash_table_lookup (self->packages, package_id);
+  if (package == NULL)
+    {
+      package = store_package_new (package_id);
+      g_hash_table_insert (self->packages, package->id, package);
+    }
+  file = find_file (package, name);
+  if (file == NULL)
+    {
+      file = g_new0 (StoreFile, 1);
+      file->name = g_strdup (name);
+      g_ptr_array_add (package->files, file);
+    }
+  file->size = size;
+  g_free (file->sha256);
+  file->sha256 = g_strdup (sha256);
+  file->broken = FALSE;
+  return lock_end (self, fd, TRUE, error);
+}
+
+gboolean
+tern_model_store_complete_package (TernModelStore            *self,
+                                   const TernCatalogPackage  *package,
+                                   GError                   **error)
+{
+  StorePackage *sp;
+  int fd = lock_begin (self, error);
+
+  if (fd < 0)
+    return FALSE;
+  sp = g_hash_table_lookup (self->packages, package->id);
+  for (guint i = 0; i < package->files->len; i++)
+    {
+      TernCatalogFile *file = package->files->pdata[i];
+      StoreFile *have = find_file (sp, file->name);
+
+      if (have == NULL || have->broken)
+        {
+          lock_end (self, fd, FALSE, NULL);
+          g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO,
+                       "package %s: %s is not downloaded and verified yet", package->id, file->name);
+          return FALSE;
+        }
+    }
+  sp->complete = TRUE;
+  return lock_end (self, fd, TRUE, error);
+}
+
+static char *
+now_iso8601 (void)
+{
+  g_autoptr(GDateTime) now = g_date_time_new_now_utc ();
+
+  return g_date_time_format (now, "%Y-%m-%dT%H:%M:%SZ");
+}
+
+gboolean
+tern_model_store_add_tag (TernModelStore        *self,
+                          const TernCatalogTag  *tag,
+                          GError               **error)
+{
+  StoreTag *st;
+  int fd = lock_begin (self, error);
+
+  if (fd < 0)
+    return FALSE;
+  for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
+    if (tag->packages[r] != NULL && !package_ok (self, tag->packages[r]->id))
+      {
+        lock_end (self, fd, FALSE, NULL);
+        g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO,
+                     "%s: package %s is not installed", tag->tag, tag->packages[r]->id);
+        return FALSE;
+      }
+  st = g_new0 (StoreTag, 1);
+  st->tag = g_strdup (tag->tag);
+  st->label = g_strdup (tag->label);
+  for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
+    st->packages[r] = tag->packages[r] ? g_strdup (tag->packages[r]->id) : NULL;
+  st->thinking = tag->thinking;
+  st->single_turn = tag->single_turn;
+  st->context_length = tag->context_length;
+  st->installed = now_iso8601 ();
+  g_hash_table_replace (self->tags, st->tag, st);
+  return lock_end (self, fd, TRUE, error);
+}
+
+gboolean
+tern_model_store_remove (TernModelStore       *self,
+                         const char           *tag,
+                         const TernCatalogTag *catalog_tag,
+                         guint64              *freed,
+                         GError              **error)
+{
+  g_autoptr(GPtrArray) candidates = g_ptr_array_new_with_free_func (g_free);
+  gboolean removed_something = FALSE;
+  guint64 freed_bytes = 0;
+  StoreTag *st;
+  int fd;
+
+  g_return_val_if_fail (TERN_IS_MODEL_STORE (self), FALSE);
+  g_return_val_if_fail (tag != NULL, FALSE);
+  if (freed)
+    *freed = 0;
+  fd = lock_begin (self, error);
+  if (fd < 0)
+    return FALSE;
+
+  if (g_hash_table_remove (self->locals, tag))
+    return lock_end (self, fd, TRUE, error);
+
+  st = g_hash_table_lookup (self->tags, tag);
+  for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
+    {
+      if (st != NULL && st->packages[r] != NULL)
+        g_ptr_array_add (candidates, g_strdup (st->packages[r]));
+      if (catalog_tag != NULL && catalog_tag->packages[r] != NULL)
+        g_ptr_array_add (candidates, g_strdup (catalog_tag->packages[r]->id));
+    }
+  if (st != NULL)
+    {
+      g_hash_table_remove (self->tags, tag);
+      removed_something = TRUE;
+    }
+
+  for (guint i = 0; i < candidates->len; i++)
+    {
+      const char *id = candidates->pdata[i];
+      g_autofree char *dir = NULL;
+      guint64 bytes;
+
+      if (tern_model_store_get_package_refcount (self, id) > 0 || g_hash_table_contains (self->held, id))
+        continue;
+      dir = tern_model_store_get_package_dir (self, id);
+      bytes = tree_size (dir);
+      if (!g_file_test (dir, G_FILE_TEST_EXISTS) && !g_hash_table_contains (self->packages, id))
+        continue;
+      if (!tern_manager_remove_tree (dir, error))
+        {
+          lock_end (self, fd, TRUE, NULL);
+          return FALSE;
+        }
+      g_hash_table_remove (self->packages, id);
+      freed_bytes += bytes;
+      removed_something = TRUE;
+    }
+
+  if (freed)
+    *freed = freed_bytes;
+  if (!removed_something)
+    {
+      lock_end (self, fd, FALSE, NULL);
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
+                   "%s is not installed", tag);
+      return FALSE;
+    }
+  return lock_end (self, fd, TRUE, error);
+}
+
+/* ---- check -------------------------------------------------------------- */
+
+typedef struct {
+  char    *package_id;  /* NULL for an imported model */
+  char    *name;        /* file name, or the local tag */
+  char    *path;
+  guint64  size;
+  char    *sha256;
+  char    *problem;     /* set by the check */
+} CheckItem;
+
+static void
+check_item_free (CheckItem *item)
+{
+  g_free (item->package_id);
+  g_free (item->name);
+  g_free (item->path);
+  g_free (item->sha256);
+  g_free (item->problem);
+  g_free (item);
+}
+
+static GPtrArray *
+check_prepare (TernModelStore *self)
+{
+  GPtrArray *items = g_ptr_array_new_with_free_func ((GDestroyNotify) check_item_free);
+  g_autoptr(GPtrArray) keys = sorted_keys (self->packages);
+
+  for (guint i = 0; i < keys->len; i++)
+    {
+      StorePackage *package = g_hash_table_lookup (self->packages, keys->pdata[i]);
+
+      if (!package->complete)
+        continue;
+      for (guint f = 0; f < package->files->len; f++)
+        {
+          StoreFile *file = package->files->pdata[f];
+          CheckItem *item = g_new0 (CheckItem, 1);
+
+          item->package_id = g_strdup (package->id);
+          item->name = g_strdup (file->name);
+          item->path = tern_model_store_get_file_path (self, package->id, file->name);
+          item->size = file->size;
+          item->sha256 = g_strdup (file->sha256);
+          g_ptr_array_add (items, item);
+        }
+    }
+  g_clear_pointer (&keys, g_ptr_array_unref);
+  keys = sorted_keys (self->locals);
+  for (guint i = 0; i < keys->len; i++)
+    {
+      StoreLocal *local = g_hash_table_lookup (self->locals, keys->pdata[i]);
+      CheckItem *item = g_new0 (CheckItem, 1);
+
+      item->name = g_strdup (local->tag);
+      item->path = g_strdup (local->path);
+      g_ptr_array_add (items, item);
+    }
+  return items;
+}
+
+/* Runs in any thread: touches only the items. */
+static gboolean
+check_run (GPtrArray     *items,
+           GCancellable  *cancellable,
+           GError       **error)
+{
+  for (guint i = 0; i < items->len; i++)
+    {
+      CheckItem *item = items->pdata[i];
+      g_autoptr(GError) local_error = NULL;
+      g_autofree char *sha = NULL;
+      struct stat st;
+
+      if (g_cancellable_set_error_if_cancelled (cancellable, error))
+        return FALSE;
+      if (item->package_id == NULL)
+        {
+          tn_gguf *gguf = NULL;
+          tn_error err;
+
+          if (tn_gguf_open (item->path, &gguf, &err) != TN_OK)
+            item->problem = g_strdup_printf ("%s: %s", item->name, err.message);
+          tn_gguf_close (gguf);
+          continue;
+        }
+      if (stat (item->path, &st) != 0)
+        {
+          int errsv = errno;
+
+          item->problem = g_strdup_printf ("%s: %s", item->path, g_strerror (errsv));
+          continue;
+        }
+      if ((guint64) st.st_size != item->size)
+        {
+          item->problem = g_strdup_printf ("%s: %" G_GUINT64_FORMAT " bytes, expected %" G_GUINT64_FORMAT
+                                           " (truncated or changed)", item->path,
+                                           (guint64) st.st_size, item->size);
+          continue;
+        }
+      if (item->sha256 == NULL)
+        continue;
+      sha = tern_manager_sha256_file (item->path, cancellable, &local_error);
+      if (sha == NULL)
+        {
+          if (g_error_matches (local_error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+            {
+              g_propagate_error (error, g_steal_pointer (&local_error));
+              return FALSE;
+            }
+          item->problem = g_strdup (local_error->message);
+        }
+      else if (g_ascii_strcasecmp (sha, item->sha256) != 0)
+        item->problem = g_strdup_printf ("%s: sha256 %s, expected %s (the file is damaged)",
+                                         item->path, sha, item->sha256);
+    }
+  return TRUE;
+}
+
+static GPtrArray *
+check_apply (TernModelStore *self,
+             GPtrArray      *items,
+             GError        **error)
+{
+  g_autoptr(GPtrArray) problems = g_ptr_array_new_with_free_func (g_free);
+  int fd = lock_begin (self, error);
+
+  if (fd < 0)
+    return NULL;
+  for (guint i = 0; i < items->len; i++)
+    {
+      CheckItem *item = items->pdata[i];
+
+      if (item->problem != NULL)
+        g_ptr_array_add (problems, g_strdup (item->problem));
+      if (item->package_id != NULL)
+        {
+          StoreFile *file = find_file (g_hash_table_lookup (self->packages, item->package_id), item->name);
+
+          if (file != NULL)
+            file->broken = item->problem != NULL;
+        }
+      else
+        {
+          StoreLocal *local = g_hash_table_lookup (self->locals, item->name);
+
+          if (local != NULL)
+            local->broken = item->problem != NULL;
+        }
+    }
+  if (!lock_end (self, fd, TRUE, error))
+    return NULL;
+  return g_steal_pointer (&problems);
+}
+
+gboolean
+tern_model_store_check (TernModelStore  *self,
+                        GCancellable    *cancellable,
+                        GPtrArray      **problems,
+                        GError         **error)
+{
+  g_autoptr(GPtrArray) items = NULL;
+  GPtrArray *found;
+
+  g_return_val_if_fail (TERN_IS_MODEL_STORE (self), FALSE);
+  if (!tern_model_store_reload (self, error))
+    return FALSE;
+  items = check_prepare (self);
+  if (!check_run (items, cancellable, error))
+    return FALSE;
+  found = check_apply (self, items, error);
+  if (found == NULL)
+    return FALSE;
+  if (problems)
+    *problems = found;
+  else
+    g_ptr_array_unref (found);
+  return TRUE;
+}
+
+static void
+check_thread (GTask        *task,
+              gpointer      source,
+              gpointer      task_data,
+              GCancellable *cancellable)
+{
+  GError *error = NULL;
+
+  (void) source;
+  if (check_run (task_data, cancellable, &error))
+    g_task_return_boolean (task, TRUE);
+  else
+    g_task_return_error (task, error);
+}
+
+void
+tern_model_store_check_async (TernModelStore      *self,
+                              GCancellable        *cancellable,
+                              GAsyncReadyCallback  callback,
+                              gpointer             user_data)
+{
+  g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
+  g_autoptr(GError) error = NULL;
+
+  g_task_set_source_tag (task, tern_model_store_check_async);
+  if (!tern_model_store_reload (self, &error))
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
+  g_task_set_task_data (task, check_prepare (self), (GDestroyNotify) g_ptr_array_unref);
+  g_task_run_in_thread (task, check_thread);
+}
+
+GPtrArray *
+tern_model_store_check_finish (TernModelStore  *self,
+                               GAsyncResult    *result,
+                               GError         **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+  if (!g_task_propagate_boolean (G_TASK (result), error))
+    return NULL;
+  return check_apply (self, g_task_get_task_data (G_TASK (result)), error);
+}
+
+/* ---- import ------------------------------------------------------------- */
+
+static char *
+tn_str_dup (tn_str s)
+{
+  return g_strndup (s.ptr, (gsize) s.len);
+}
+
+/* "Qwen3 0.6B (my fine-tune)" -> "qwen3-0.6b-my-fine-tune" */
+static char *
+local_name_from (const char *text)
+{
+  GString *name = g_string_new (NULL);
+
+  for (const char *p = text; *p && name->len < 64; p++)
+    {
+      char c = g_ascii_tolower (*p);
+
+      if (g_ascii_isalnum (c) || c == '.' || c == '_')
+        g_string_append_c (name, c);
+      else if (name->len > 0 && name->str[name->len - 1] != '-')
+        g_string_append_c (name, '-');
+    }
+  while (name->len > 0 && (name->str[name->len - 1] == '-' || name->str[name->len - 1] == '.'))
+    g_string_truncate (name, name->len - 1);
+  while (name->len > 0 && (name->str[0] == '.' || name->str[0] == '-'))
+    g_string_erase (name, 0, 1);
+  if (name->len == 0)
+    g_string_append (name, "model");
+  return g_string_free (name, FALSE);
+}
+
+char *
+tern_model_store_import (TernModelStore  *self,
+                         const char      *path,
+                         const char      *name,
+                         GError         **error)
+{
+  g_autofree char *real = NULL;
+  g_autofree char *base = NULL;
+  g_autofree char *architecture = NULL;
+  g_autofree char *tag = NULL;
+  tn_gguf *gguf = NULL;
+  tn_error err;
+  tn_str str;
+  guint64 size;
+  StoreLocal *local;
+  GHashTableIter iter;
+  gpointer value;
+  int fd;
+
+  g_return_val_if_fail (TERN_IS_MODEL_STORE (self), NULL);
+  g_return_val_if_fail (path != NULL, NULL);
+
+  real = realpath (path, NULL);
+  if (real == NULL)
+    {
+      int errsv = errno;
+
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT, "%s: %s", path,
+                   g_strerror (errsv));
+      return NULL;
+    }
+  if (!g_file_test (real, G_FILE_TEST_IS_REGULAR))
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT, "%s: not a regular file", path);
+      return NULL;
+    }
+  if (tn_gguf_open (real, &gguf, &err) != TN_OK)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT, "%s", err.message);
+      return NULL;
+    }
+  if (tn_gguf_get_str (gguf, "general.architecture", &str) != TN_OK || str.len == 0)
+    {
+      tn_gguf_close (gguf);
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT,
+                   "%s: a GGUF file but not a model: it has no general.architecture", path);
+      return NULL;
+    }
+  architecture = tn_str_dup (str);
+  if (name == NULL && tn_gguf_get_str (gguf, "general.name", &str) == TN_OK && str.len > 0)
+    {
+      g_autofree char *general_name = tn_str_dup (str);
+
+      base = local_name_from (general_name);
+    }
+  size = tn_gguf_file_size (gguf);
+  tn_gguf_close (gguf);
+  if (name != NULL)
+    base = local_name_from (name);
+  else if (base == NULL)
+    {
+      g_autofree char *file = g_path_get_basename (real);
+
+      if (g_str_has_suffix (file, ".gguf"))
+        file[strlen (file) - 5] = '\0';
+      base = local_name_from (file);
+    }
+
+  fd = lock_begin (self, error);
+  if (fd < 0)
+    return NULL;
+  g_hash_table_iter_init (&iter, self->locals);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    if (g_str_equal (((StoreLocal *) value)->path, real))
+      {
+        tag = g_strdup (((StoreLocal *) value)->tag);
+        ((StoreLocal *) value)->broken = FALSE;
+        ((StoreLocal *) value)->size = size;
+        if (!lock_end (self, fd, TRUE, error))
+          return NULL;
+        return g_steal_pointer (&tag);
+      }
+  tag = g_strconcat (TERN_LOCAL_PREFIX, base, NULL);
+  for (int n = 2; g_hash_table_contains (self->locals, tag); n++)
+    {
+      g_free (tag);
+      tag = g_strdup_printf (TERN_LOCAL_PREFIX "%s-%d", base, n);
+    }
+  local = g_new0 (StoreLocal, 1);
+  local->tag = g_strdup (tag);
+  local->path = g_strdup (real);
+  local->size = size;
+  local->architecture = g_steal_pointer (&architecture);
+  local->imported = now_iso8601 ();
+  g_hash_table_insert (self->locals, local->tag, local);
+  if (!lock_end (self, fd, TRUE, error))
+    return NULL;
+  return g_steal_pointer (&tag);
+}

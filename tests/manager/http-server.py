@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""A misbehaving HTTP file server for the model manager's tests.
+
+Usage: http-server.py DIR
+Serves the files in DIR on 127.0.0.1 at an ephemeral port and prints the port
+on the first line of stdout. The first path component picks a behaviour:
+
+  /ok/NAME        Range and If-Range honoured, strong opaque ETag
+  /etag/NAME      like ok, but the ETag is the file's sha256 (some servers do)
+  /norange/NAME   ignores Range: always 200 with the whole file
+  /drop/NAME      the first request for this path sends half the body, then
+                  hangs up (Content-Length promised the whole); later ones ok
+  /dropevery/NAME every request sends at most a third of the file, then hangs up
+  /wrong/NAME     the right length, one byte flipped in the middle
+  /404/NAME       404;  /500/NAME  500 every time;  /500once/NAME  500 once, then ok
+  /stall/NAME     headers, then silence (time-outs)
+  /slow/NAME      the body in 8 KiB pieces every 20 ms (cancel, restart)
+  /hf/NAME        302 to /ok/NAME with X-Linked-Etag / X-Linked-Size, as
+                  Hugging Face answers for large files
+  /hfwrong/NAME   302 to /wrong/NAME with the right X-Linked-Etag
+  /hflie/NAME     302 to /ok/NAME advertising a sha256 that is not the file's
+
+Requests in absolute form (GET http://host/MODE/NAME, as sent to a proxy) are
+served the same way and logged with "proxied": true.
+
+  GET /_log    JSON: {"requests": [...], "max_concurrent": N}
+  GET /_reset  forgets the log and the per-path state
+"""
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ROOT = None
+LOCK = threading.Lock()
+LOG = []
+SEEN = {}           # path -> number of requests
+ACTIVE = [0]
+MAX_ACTIVE = [0]
+
+
+def sha256_of(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "TernTestServer/1"
+
+    def log_message(self, fmt, *args):  # keep the test output clean
+        pass
+
+    def send_plain(self, status, text, extra=None):
+        body = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+    def do_GET(self):
+        proxied = False
+        path = self.path
+        if path.startswith("http://") or path.startswith("https://"):
+            proxied = True
+            path = urllib.parse.urlsplit(path).path
+        path = urllib.parse.unquote(path)
+
+        if path == "/_log":
+            with LOCK:
+                text = json.dumps({"requests": LOG, "max_concurrent": MAX_ACTIVE[0]})
+            return self.send_plain(200, text)
+        if path == "/_reset":
+            with LOCK:
+                LOG.clear()
+                SEEN.clear()
+                MAX_ACTIVE[0] = 0
+            return self.send_plain(200, "ok")
+
+        parts = path.strip("/").split("/", 1)
+        if len(parts) != 2:
+            return self.send_plain(404, "no such path")
+        mode, name = parts
+        with LOCK:
+            count = SEEN.get(path, 0)
+            SEEN[path] = count + 1
+            entry = {"path": path, "mode": mode, "name": name, "proxied": proxied,
+                     "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
+                     "status": None}
+            LOG.append(entry)
+
+        file_path = os.path.join(ROOT, os.path.basename(name))
+        if mode == "404" or not os.path.isfile(file_path):
+            entry["status"] = 404
+            return self.send_plain(404, "not found")
+        if mode == "500" or (mode == "500once" and count == 0):
+            entry["status"] = 500
+            return self.send_plain(500, "server error")
+        with open(file_path, "rb") as f:
+            data = f.read()
+        sha = sha256_of(data)
+
+        if mode in ("hf", "hfwrong", "hflie"):
+            target = {"hf": "ok", "hfwrong": "wrong", "hflie": "ok"}[mode]
+            advertised = sha if mode != "hflie" else sha256_of(data + b"lie")
+            entry["status"] = 302
+            return self.send_plain(302, "redirect", {
+                "Location": "/%s/%s" % (target, name),
+                "X-Linked-Etag": '"%s"' % advertised,
+                "X-Linked-Size": str(len(data)),
+                "ETag": '"git-object-id"',
+            })
+
+        if mode == "wrong":
+            data = bytearray(data)
+            data[len(data) // 2] ^= 0x5A
+            data = bytes(data)
+        etag = '"%s"' % sha if mode == "etag" else '"v1-%s"' % sha[:16]
+
+        start = 0
+        status = 200
+        rng = self.headers.get("Range")
+        if_range = self.headers.get("If-Range")
+        if rng and mode != "norange" and (if_range is None or if_range == etag):
+            spec = rng.strip()
+            if spec.startswith("bytes=") and spec.endswith("-") and spec[6:-1].isdigit():
+                start = int(spec[6:-1])
+                if start >= len(data):
+                    entry["status"] = 416
+                    return self.send_plain(416, "range not satisfiable",
+                                           {"Content-Range": "bytes */%d" % len(data)})
+                status = 206
+        body = data[start:]
+        entry["status"] = status
+
+        self.send_response(status)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("ETag", etag)
+        self.send_header("Accept-Ranges", "none" if mode == "norange" else "bytes")
+        self.send_header("Connection", "close")
+        if status == 206:
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
+        self.end_headers()
+        self.close_connection = True
+
+        with LOCK:
+            ACTIVE[0] += 1
+            MAX_ACTIVE[0] = max(MAX_ACTIVE[0], ACTIVE[0])
+        try:
+            if mode == "drop" and count == 0:
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                return
+            if mode == "dropevery":
+                self.wfile.write(body[: max(1, len(data) // 3)])
+                self.wfile.flush()
+                return
+            if mode == "stall":
+                time.sleep(20)
+                return
+            if mode == "slow":
+                for i in range(0, len(body), 8192):
+                    self.wfile.write(body[i:i + 8192])
+                    self.wfile.flush()
+                    time.sleep(0.02)
+                return
+            # Several writes, so that concurrent downloads really overlap.
+            for i in range(0, len(body), 65536):
+                self.wfile.write(body[i:i + 65536])
+                self.wfile.flush()
+                time.sleep(0.005)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            with LOCK:
+                ACTIVE[0] -= 1
+
+
+def main():
+    global ROOT
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: http-server.py DIR\n")
+        return 2
+    ROOT = sys.argv[1]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    sys.stdout.write("%d\n" % server.server_address[1])
+    sys.stdout.flush()
+    # The test closes our stdin when it is done with us (or dies).
+    threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

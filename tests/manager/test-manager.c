@@ -1,0 +1,1492 @@
+/* The model manager against a real HTTP server on 127.0.0.1
+ * (tests/manager/http-server.py): downloads, resume, retries, verification,
+ * cancel, restart, disk space, shared packages, check, import, proxy, and
+ * the tern-cli commands on top. */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <libsoup/soup.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tern-manager-private.h"
+#include "tern.h"
+
+#define FILE_A_SIZE 300000
+#define FILE_B_SIZE 200000
+#define FILE_C_SIZE 650000
+
+static char *tmp_root;      /* everything the test writes */
+static char *fixtures;      /* files the server serves */
+static char *base_url;      /* http://127.0.0.1:PORT */
+static guint16 server_port;
+static GSubprocess *server;
+static SoupSession *log_session;
+static int store_counter;
+
+typedef struct {
+  const char *name;
+  gsize       size;
+  guint8     *data;
+  char       *sha256;
+} Fixture;
+
+static Fixture fixture_files[] = {
+  { "a.bin", FILE_A_SIZE, NULL, NULL },
+  { "b.bin", FILE_B_SIZE, NULL, NULL },
+  { "c.bin", FILE_C_SIZE, NULL, NULL },
+  { "d.bin", FILE_B_SIZE, NULL, NULL },
+  { "e.bin", FILE_C_SIZE, NULL, NULL },
+};
+
+static Fixture *
+fixture (const char *name)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (fixture_files); i++)
+    if (g_str_equal (fixture_files[i].name, name))
+      return &fixture_files[i];
+  g_assert_not_reached ();
+}
+
+static void
+make_fixtures (void)
+{
+  guint64 state = 0x9E3779B97F4A7C15ull;
+
+  fixtures = g_build_filename (tmp_root, "served", NULL);
+  g_assert_cmpint (g_mkdir_with_parents (fixtures, 0755), ==, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (fixture_files); i++)
+    {
+      Fixture *f = &fixture_files[i];
+      g_autofree char *path = g_build_filename (fixtures, f->name, NULL);
+      g_autoptr(GError) error = NULL;
+
+      f->data = g_malloc (f->size);
+      for (gsize j = 0; j < f->size; j++)
+        {
+          state ^= state << 13;
+          state ^= state >> 7;
+          state ^= state << 17;
+          f->data[j] = (guint8) (state >> 24);
+        }
+      f->sha256 = g_compute_checksum_for_data (G_CHECKSUM_SHA256, f->data, f->size);
+      g_assert_true (g_file_set_contents (path, (const char *) f->data, (gssize) f->size, &error));
+    }
+}
+
+static void
+start_server (void)
+{
+  const char *python = g_getenv ("TERN_PYTHON");
+  const char *source = g_getenv ("TERN_SOURCE_ROOT");
+  g_autofree char *script = g_build_filename (source ? source : ".", "tests", "manager", "http-server.py", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GDataInputStream) out = NULL;
+  g_autofree char *line = NULL;
+
+  server = g_subprocess_new (G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error,
+                             python && *python ? python : "python3", script, fixtures, NULL);
+  g_assert_no_error (error);
+  out = g_data_input_stream_new (g_subprocess_get_stdout_pipe (server));
+  line = g_data_input_stream_read_line (out, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (line);
+  server_port = (guint16) g_ascii_strtoull (line, NULL, 10);
+  g_assert_cmpuint (server_port, >, 0);
+  base_url = g_strdup_printf ("http://127.0.0.1:%u", server_port);
+}
+
+static void
+stop_server (void)
+{
+  /* Closing its stdin ends it (see http-server.py). */
+  g_output_stream_close (g_subprocess_get_stdin_pipe (server), NULL, NULL);
+  g_subprocess_wait (server, NULL, NULL);
+  g_clear_object (&server);
+}
+
+static JsonObject *
+server_get (const char *what,
+            JsonParser *parser)
+{
+  g_autofree char *url = g_strdup_printf ("%s/%s", base_url, what);
+  g_autoptr(SoupMessage) msg = soup_message_new ("GET", url);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) body = soup_session_send_and_read (log_session, msg, NULL, &error);
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (soup_message_get_status (msg), ==, 200);
+  if (parser == NULL)
+    return NULL;
+  g_assert_true (json_parser_load_from_data (parser, g_bytes_get_data (body, NULL),
+                                             (gssize) g_bytes_get_size (body), &error));
+  return json_node_get_object (json_parser_get_root (parser));
+}
+
+static void
+server_reset (void)
+{
+  server_get ("_reset", NULL);
+}
+
+/* Requests the server saw for a path (e.g. "/drop/a.bin"), in order. */
+static GPtrArray *
+server_requests (const char *path,
+                 gint64     *max_concurrent)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  JsonObject *log = server_get ("_log", parser);
+  JsonArray *requests = json_object_get_array_member (log, "requests");
+  GPtrArray *found = g_ptr_array_new_with_free_func ((GDestroyNotify) json_object_unref);
+
+  if (max_concurrent)
+    *max_concurrent = json_object_get_int_member (log, "max_concurrent");
+  for (guint i = 0; i < json_array_get_length (requests); i++)
+    {
+      JsonObject *r = json_array_get_object_element (requests, i);
+
+      if (path == NULL || g_str_equal (json_object_get_string_member (r, "path"), path))
+        g_ptr_array_add (found, json_object_ref (r));
+    }
+  return found;
+}
+
+static const char *
+req_string (GPtrArray  *requests,
+            guint       i,
+            const char *member)
+{
+  JsonObject *r = requests->pdata[i];
+
+  return json_object_get_null_member (r, member) ? NULL : json_object_get_string_member (r, member);
+}
+
+static gint64
+req_status (GPtrArray *requests,
+            guint      i)
+{
+  return json_object_get_int_member (requests->pdata[i], "status");
+}
+
+/* ---- catalogs ----------------------------------------------------------- */
+
+/* A package with one fixture file served in `mode`; sha "known" (from the
+ * catalog) or null (the server's word). */
+static char *
+package_json (const char *id,
+              const char *mode,
+              const char *file,
+              gboolean    with_sha)
+{
+  Fixture *f = fixture (file);
+
+  return g_strdup_printf ("\"%s\": {\"label\": \"%s\", \"files\": [{\"name\": \"%s\", "
+                          "\"url\": \"%s/%s/%s\", \"size\": %" G_GSIZE_FORMAT ", \"sha256\": %s%s%s}]}",
+                          id, id, file, base_url, mode, file, f->size,
+                          with_sha ? "\"" : "", with_sha ? f->sha256 : "null", with_sha ? "\"" : "");
+}
+
+static char *
+tag_json (const char *tag,
+          const char *base,
+          const char *draft,
+          gboolean    single_turn)
+{
+  g_autofree char *draft_json = draft ? g_strdup_printf ("\"%s\"", draft) : g_strdup ("null");
+
+  return g_strdup_printf ("{\"tag\": \"%s\", \"label\": \"Test %s\", \"base\": \"%s\", \"draft\": %s, "
+                          "\"flags\": {\"single_turn\": %s}, \"context_length\": 4096, "
+                          "\"min_app_version\": \"0.1.0\"}",
+                          tag, tag, base, draft_json, single_turn ? "true" : "false");
+}
+
+static TernCatalog *
+catalog_from (const char *packages,
+              const char *tags)
+{
+  g_autofree char *json = g_strdup_printf ("{\"schema\": 1, \"packages\": {%s}, \"families\": "
+                                           "[{\"id\": \"t\", \"label\": \"Test\", \"tags\": [%s]}]}",
+                                           packages, tags);
+  g_autoptr(GError) error = NULL;
+  TernCatalog *catalog = tern_catalog_new_from_data (json, -1, "test-catalog.json", &error);
+
+  g_assert_no_error (error);
+  return catalog;
+}
+
+/* One tag "t:one" over one file served in `mode`. */
+static TernCatalog *
+single_catalog (const char *mode,
+                const char *file,
+                gboolean    with_sha)
+{
+  g_autofree char *package = package_json ("pkg-one", mode, file, with_sha);
+  g_autofree char *tag = tag_json ("t:one", "pkg-one", NULL, FALSE);
+
+  return catalog_from (package, tag);
+}
+
+static char *
+new_store_root (void)
+{
+  return g_strdup_printf ("%s/store-%d", tmp_root, ++store_counter);
+}
+
+static TernModelStore *
+new_store (const char *root)
+{
+  g_autoptr(GError) error = NULL;
+  TernModelStore *store = tern_model_store_new (root, &error);
+
+  g_assert_no_error (error);
+  return store;
+}
+
+static guint64
+plenty_of_space (const char *path,
+                 gpointer    data)
+{
+  (void) path;
+  (void) data;
+  return G_GUINT64_CONSTANT (1) << 40;
+}
+
+static TernDownloader *
+new_downloader (TernModelStore *store)
+{
+  TernDownloader *dl = tern_downloader_new (store);
+
+  /* Fast: the failure paths must not make the suite slow. */
+  tern_downloader_set_retry (dl, 4, 10, 40);
+  tern_downloader_set_timeout (dl, 1);
+  tern_downloader_set_free_space_func (dl, plenty_of_space, NULL, NULL);
+  return dl;
+}
+
+static void
+assert_file_is (const char *path,
+                const char *name)
+{
+  Fixture *f = fixture (name);
+  g_autofree char *data = NULL;
+  gsize length = 0;
+
+  g_assert_true (g_file_get_contents (path, &data, &length, NULL));
+  g_assert_cmpuint (length, ==, f->size);
+  g_assert_true (memcmp (data, f->data, f->size) == 0);
+}
+
+static char *
+store_file (TernModelStore *store,
+            const char     *package,
+            const char     *name,
+            const char     *suffix)
+{
+  return g_strdup_printf ("%s/packages/%s/%s%s", tern_model_store_get_root (store), package, name,
+                          suffix ? suffix : "");
+}
+
+/* ---- catalog ------------------------------------------------------------ */
+
+static void
+test_catalog_shipped (void)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("TERN_SOURCE_ROOT"), "data", "catalog",
+                                            "models.json", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernCatalog) catalog = tern_catalog_new_from_file (path, &error);
+  const char *required[] = { "qwen3:0.6b", "qwen3:1.7b", "qwen3:0.6b-flash", "gemma3:1b", "gemma3:4b",
+                             "llama3.2:1b", "llama3.2:3b" };
+  const TernCatalogTag *tag, *flash;
+  GPtrArray *tags;
+
+  g_assert_no_error (error);
+  for (guint i = 0; i < G_N_ELEMENTS (required); i++)
+    g_assert_nonnull (tern_catalog_find_tag (catalog, required[i]));
+
+  tag = tern_catalog_find_tag (catalog, "qwen3:0.6b");
+  flash = tern_catalog_find_tag (catalog, "qwen3:0.6b-flash");
+  g_assert_true (flash->single_turn);
+  g_assert_true (flash->packages[TERN_PACKAGE_ROLE_BASE] == tag->packages[TERN_PACKAGE_ROLE_BASE]);
+  g_assert_true (tern_catalog_find_tag (catalog, "gemma3:4b")->vision);
+  g_assert_nonnull (tern_catalog_find_tag (catalog, "gemma3:4b")->packages[TERN_PACKAGE_ROLE_VISION]);
+
+  tags = tern_catalog_get_tags (catalog);
+  for (guint i = 0; i < tags->len; i++)
+    {
+      const TernCatalogTag *t = tags->pdata[i];
+
+      g_assert_true (tern_catalog_tag_supported (t));
+      for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
+        for (guint f = 0; t->packages[r] && f < t->packages[r]->files->len; f++)
+          {
+            TernCatalogFile *file = t->packages[r]->files->pdata[f];
+
+            g_assert_true (g_str_has_prefix (file->url, "https://huggingface.co/"));
+            g_assert_true (g_str_has_suffix (file->url, file->name));
+            g_assert_cmpuint (file->size, >, 100000000);
+          }
+    }
+}
+
+static void
+test_catalog_errors (void)
+{
+  static const struct {
+    const char *json;
+    const char *message;
+  } cases[] = {
+    { "{", "bad.json: not valid JSON" },
+    { "[]", "bad.json: (top level): must be an object, not an array" },
+    { "{\"packages\": {}, \"families\": []}", "bad.json: schema: missing" },
+    { "{\"schema\": 2, \"packages\": {}, \"families\": []}", "schema: is 2; this version of Tern reads schema 1" },
+    { "{\"schema\": 1, \"packages\": {}, \"families\": [], \"extra\": 1}", "unknown field 'extra'" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m.gguf\", \"url\": \"https://h/m.gguf\", "
+      "\"size\": 1, \"sha265\": null}]}}, \"families\": []}",
+      "bad.json: packages.p.files[0]: unknown field 'sha265'" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"../m.gguf\", \"url\": \"https://h/m\"}]}}, "
+      "\"families\": []}", "packages.p.files[0]: name '../m.gguf' is not a plain file name" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m.gguf\", \"url\": \"ftp://h/m\"}]}}, "
+      "\"families\": []}", "packages.p.files[0]: url 'ftp://h/m' is not an http:// or https:// URL" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m.gguf\", \"url\": \"https://h/m\", "
+      "\"sha256\": \"abc\"}]}}, \"families\": []}", "packages.p.files[0]: sha256 'abc' is not 64 hexadecimal digits" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m.gguf\", \"url\": \"https://h/m\", "
+      "\"size\": -5}]}}, \"families\": []}", "packages.p.files[0]: 'size' is -5, must be at least 1" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m.gguf\", \"url\": \"https://h/m\", "
+      "\"size\": 1.5}]}}, \"families\": []}", "'size' must be an integer, not a number with a fraction" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": []}}, \"families\": []}", "packages.p: 'files' is empty" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m\", \"url\": \"https://h/m\"}]}}, "
+      "\"families\": [{\"id\": \"f\", \"label\": \"F\", \"tags\": [{\"tag\": \"f:a\", \"label\": \"A\", "
+      "\"base\": \"nope\"}]}]}", "bad.json: families[0].tags[0].base: unknown package 'nope'" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m\", \"url\": \"https://h/m\"}]}}, "
+      "\"families\": [{\"id\": \"f\", \"label\": \"F\", \"tags\": [{\"tag\": \"g:a\", \"label\": \"A\", "
+      "\"base\": \"p\"}]}]}", "families[0].tags[0]: tag 'g:a' must be 'f:NAME'" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m\", \"url\": \"https://h/m\"}]}}, "
+      "\"families\": [{\"id\": \"f\", \"label\": \"F\", \"tags\": [{\"tag\": \"f:a\", \"label\": \"A\", "
+      "\"base\": \"p\", \"flags\": {\"vision\": true}}]}]}",
+      "families[0].tags[0]: flags.vision is true but there is no 'vision' package" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m\", \"url\": \"https://h/m\"}]}}, "
+      "\"families\": [{\"id\": \"f\", \"label\": \"F\", \"tags\": [{\"tag\": \"f:a\", \"label\": \"A\", "
+      "\"base\": \"p\"}, {\"tag\": \"f:a\", \"label\": \"B\", \"base\": \"p\"}]}]}",
+      "families[0].tags[1]: tag 'f:a' is defined twice" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m\", \"url\": \"https://h/m\"}]}}, "
+      "\"families\": [{\"id\": \"f\", \"label\": \"F\", \"tags\": [{\"tag\": \"f:a\", \"label\": \"A\", "
+      "\"base\": \"p\", \"flags\": {\"thinking\": \"yes\"}}]}]}",
+      "families[0].tags[0].flags: 'thinking' must be true or false, not a string" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m\", \"url\": \"https://h/m\"}]}}, "
+      "\"families\": [{\"id\": \"f\", \"label\": \"F\", \"tags\": [{\"tag\": \"f:a\", \"label\": \"A\", "
+      "\"base\": \"p\", \"min_app_version\": \"one\"}]}]}",
+      "families[0].tags[0]: min_app_version 'one' is not a version" },
+    { "{\"schema\": 1, \"packages\": {}, \"families\": [{\"id\": \"local\", \"label\": \"L\", \"tags\": []}]}",
+      "families[0]: id 'local' is reserved" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(TernCatalog) catalog = tern_catalog_new_from_data (cases[i].json, -1, "bad.json", &error);
+
+      g_assert_null (catalog);
+      g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG);
+      if (strstr (error->message, cases[i].message) == NULL)
+        g_error ("case %u: message '%s' lacks '%s'", i, error->message, cases[i].message);
+    }
+
+  {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(TernCatalog) catalog = tern_catalog_new_from_file ("/nonexistent/models.json", &error);
+
+    g_assert_null (catalog);
+    g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG);
+    g_assert_nonnull (strstr (error->message, "/nonexistent/models.json"));
+  }
+}
+
+static void
+test_versions (void)
+{
+  g_assert_cmpint (tern_manager_version_compare ("0.10.0", "0.9.9"), >, 0);
+  g_assert_cmpint (tern_manager_version_compare ("0.1", "0.1.0"), ==, 0);
+  g_assert_cmpint (tern_manager_version_compare ("1.0.0", "1.0.1"), <, 0);
+  g_assert_cmpint (tern_manager_version_compare (tern_manager_app_version (), "0.1.0"), >=, 0);
+}
+
+/* ---- downloads ---------------------------------------------------------- */
+
+typedef struct {
+  guint   count;
+  guint64 last_done;
+  guint64 last_total;
+  gboolean monotonic;
+} ProgressLog;
+
+static void
+on_progress (TernDownloader *dl,
+             const char     *tag,
+             guint64         done,
+             guint64         total,
+             double          rate,
+             double          eta,
+             gpointer        data)
+{
+  ProgressLog *log = data;
+
+  (void) dl;
+  (void) tag;
+  (void) rate;
+  (void) eta;
+  if (done < log->last_done)
+    log->monotonic = FALSE;
+  log->count++;
+  log->last_done = done;
+  log->last_total = total;
+}
+
+static void
+test_download_ok (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("ok", "a.bin", TRUE);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *partial = store_file (store, "pkg-one", "a.bin", ".partial");
+  ProgressLog log = { 0, 0, 0, TRUE };
+
+  server_reset ();
+  g_signal_connect (dl, "progress", G_CALLBACK (on_progress), &log);
+  g_assert_cmpint (tern_model_store_get_state (store, NULL, tern_catalog_find_tag (catalog, "t:one")), ==,
+                   TERN_MODEL_STATE_AVAILABLE);
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+  g_assert_no_error (error);
+
+  path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+  g_assert_nonnull (path);
+  assert_file_is (path, "a.bin");
+  g_assert_false (g_file_test (partial, G_FILE_TEST_EXISTS));
+  g_assert_cmpint (tern_model_store_get_state (store, "t:one", NULL), ==, TERN_MODEL_STATE_INSTALLED);
+  g_assert_cmpuint (tern_model_store_get_tag_size (store, "t:one"), ==, FILE_A_SIZE);
+  g_assert_cmpuint (tern_downloader_get_bytes_received (dl), ==, FILE_A_SIZE);
+  g_assert_cmpuint (log.count, >=, 1);
+  g_assert_true (log.monotonic);
+  g_assert_cmpuint (log.last_done, ==, FILE_A_SIZE);
+  g_assert_cmpuint (log.last_total, ==, FILE_A_SIZE);
+
+  /* The state survives a new store on the same root. */
+  {
+    g_autoptr(TernModelStore) again = new_store (root);
+    g_auto(GStrv) tags = tern_model_store_list_tags (again);
+
+    g_assert_cmpuint (g_strv_length (tags), ==, 1);
+    g_assert_cmpstr (tags[0], ==, "t:one");
+    g_assert_true (tern_model_store_has_package (again, "pkg-one"));
+  }
+}
+
+static void
+test_download_drop_resume (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("drop", "a.bin", TRUE);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *expected_range = g_strdup_printf ("bytes=%d-", FILE_A_SIZE / 2);
+
+  server_reset ();
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+  g_assert_no_error (error);
+  path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+  assert_file_is (path, "a.bin");
+
+  requests = server_requests ("/drop/a.bin", NULL);
+  g_assert_cmpuint (requests->len, ==, 2);
+  g_assert_null (req_string (requests, 0, "range"));
+  g_assert_cmpstr (req_string (requests, 1, "range"), ==, expected_range);
+  g_assert_nonnull (req_string (requests, 1, "if_range"));
+  g_assert_cmpint (req_status (requests, 1), ==, 206);
+  /* Only the missing half came over the wire the second time. */
+  g_assert_cmpuint (tern_downloader_get_bytes_received (dl), ==, FILE_A_SIZE);
+}
+
+static void
+test_download_dropping_server (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("dropevery", "b.bin", TRUE);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  g_autofree char *path = NULL;
+
+  /* Every answer breaks off, but each moves forward: it gets there, though
+   * that takes more attempts than the retry limit. */
+  server_reset ();
+  tern_downloader_set_retry (dl, 2, 10, 40);
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+  g_assert_no_error (error);
+  path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+  assert_file_is (path, "b.bin");
+  /* A third of the file per answer: 66666 + 66666 + 66666 + 2 bytes. */
+  requests = server_requests ("/dropevery/b.bin", NULL);
+  g_assert_cmpuint (requests->len, ==, 4);
+}
+
+static void
+test_download_ignored_range (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autofree char *package = package_json ("pkg-one", "norange", "a.bin", TRUE);
+  g_autofree char *tag = tag_json ("t:one", "pkg-one", NULL, FALSE);
+  g_autoptr(TernCatalog) catalog = catalog_from (package, tag);
+  g_autofree char *partial = store_file (store, "pkg-one", "a.bin", ".partial");
+  g_autofree char *meta = store_file (store, "pkg-one", "a.bin", ".partial.json");
+  g_autofree char *meta_json = NULL;
+  g_autofree char *dir = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  g_autofree char *path = NULL;
+
+  /* A partial download of the right URL whose bytes are garbage: had the
+   * client appended the server's 200 answer to it, the file would be wrong. */
+  dir = g_path_get_dirname (partial);
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (partial, "0123456789abcdef", 16, NULL));
+  meta_json = g_strdup_printf ("{\"url\": \"%s/norange/a.bin\", \"etag\": \"\\\"v1-x\\\"\", \"sha256\": null}",
+                               base_url);
+  g_assert_true (g_file_set_contents (meta, meta_json, -1, NULL));
+
+  server_reset ();
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+  g_assert_no_error (error);
+  path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+  assert_file_is (path, "a.bin");
+  requests = server_requests ("/norange/a.bin", NULL);
+  g_assert_cmpuint (requests->len, ==, 1);
+  g_assert_cmpstr (req_string (requests, 0, "range"), ==, "bytes=16-");
+  g_assert_cmpint (req_status (requests, 0), ==, 200);
+}
+
+static void
+assert_nothing_installed (TernModelStore *store,
+                          const char     *package,
+                          const char     *name)
+{
+  g_autofree char *final = store_file (store, package, name, NULL);
+  g_autofree char *partial = store_file (store, package, name, ".partial");
+  g_auto(GStrv) tags = tern_model_store_list_tags (store);
+
+  g_assert_cmpuint (g_strv_length (tags), ==, 0);
+  g_assert_false (tern_model_store_has_package (store, package));
+  g_assert_false (g_file_test (final, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (partial, G_FILE_TEST_EXISTS));
+}
+
+static void
+test_download_wrong_bytes (void)
+{
+  const struct {
+    const char *mode;
+    gboolean    with_sha;
+  } cases[] = {
+    { "wrong", TRUE },     /* against the catalog's sha256 */
+    { "hfwrong", FALSE },  /* against the server's X-Linked-Etag */
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *root = new_store_root ();
+      g_autoptr(TernModelStore) store = new_store (root);
+      g_autoptr(TernDownloader) dl = new_downloader (store);
+      g_autoptr(TernCatalog) catalog = single_catalog (cases[i].mode, "a.bin", cases[i].with_sha);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(GPtrArray) requests = NULL;
+      g_autofree char *path = g_strdup_printf ("/%s/a.bin", cases[i].mode);
+
+      server_reset ();
+      g_assert_false (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+      g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CHECKSUM);
+      g_assert_nonnull (strstr (error->message, "a.bin: sha256 "));
+      g_assert_nonnull (strstr (error->message, fixture ("a.bin")->sha256));
+      assert_nothing_installed (store, "pkg-one", "a.bin");
+      /* A checksum failure is not retried: the same bytes would come again. */
+      requests = server_requests (cases[i].mode[0] == 'h' ? "/wrong/a.bin" : path, NULL);
+      g_assert_cmpuint (requests->len, ==, 1);
+    }
+}
+
+static void
+test_download_advertised_hash (void)
+{
+  /* No sha256 in the catalog: Hugging Face's X-Linked-Etag, or an ETag that
+   * is a sha256, is what the bytes are checked against and what is recorded. */
+  const char *modes[] = { "hf", "etag" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (modes); i++)
+    {
+      g_autofree char *root = new_store_root ();
+      g_autoptr(TernModelStore) store = new_store (root);
+      g_autoptr(TernDownloader) dl = new_downloader (store);
+      g_autoptr(TernCatalog) catalog = single_catalog (modes[i], "b.bin", FALSE);
+      g_autoptr(GError) error = NULL;
+      g_autofree char *state = NULL;
+      g_autofree char *state_path = g_build_filename (root, "installed.json", NULL);
+      g_autofree char *path = NULL;
+
+      server_reset ();
+      g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+      g_assert_no_error (error);
+      path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+      assert_file_is (path, "b.bin");
+      g_assert_true (g_file_get_contents (state_path, &state, NULL, NULL));
+      g_assert_nonnull (strstr (state, fixture ("b.bin")->sha256));
+    }
+
+  /* The server advertises another file than the catalog names: refused
+   * before a byte of the body is read. */
+  {
+    g_autofree char *root = new_store_root ();
+    g_autoptr(TernModelStore) store = new_store (root);
+    g_autoptr(TernDownloader) dl = new_downloader (store);
+    g_autoptr(TernCatalog) catalog = single_catalog ("hflie", "b.bin", TRUE);
+    g_autoptr(GError) error = NULL;
+
+    g_assert_false (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+    g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CHECKSUM);
+    g_assert_nonnull (strstr (error->message, "different file"));
+    g_assert_cmpuint (tern_downloader_get_bytes_received (dl), ==, 0);
+    assert_nothing_installed (store, "pkg-one", "b.bin");
+  }
+}
+
+static void
+test_download_http_errors (void)
+{
+  const struct {
+    const char *mode;
+    gboolean    ok;
+    guint       requests;
+    const char *message;
+  } cases[] = {
+    { "404", FALSE, 1, "a.bin: HTTP 404 Not Found from http://127.0.0.1" },
+    { "500", FALSE, 4, "gave up after 4 attempts: a.bin: HTTP 500 Internal Server Error from" },
+    { "500once", TRUE, 2, NULL },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *root = new_store_root ();
+      g_autoptr(TernModelStore) store = new_store (root);
+      g_autoptr(TernDownloader) dl = new_downloader (store);
+      g_autoptr(TernCatalog) catalog = single_catalog (cases[i].mode, "a.bin", TRUE);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(GPtrArray) requests = NULL;
+      g_autofree char *path = g_strdup_printf ("/%s/a.bin", cases[i].mode);
+      gboolean ok;
+
+      server_reset ();
+      ok = tern_downloader_pull (dl, catalog, "t:one", NULL, &error);
+      g_assert_cmpint (ok, ==, cases[i].ok);
+      requests = server_requests (path, NULL);
+      g_assert_cmpuint (requests->len, ==, cases[i].requests);
+      if (cases[i].ok)
+        {
+          g_assert_no_error (error);
+          continue;
+        }
+      g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP);
+      if (strstr (error->message, cases[i].message) == NULL)
+        g_error ("'%s' lacks '%s'", error->message, cases[i].message);
+      assert_nothing_installed (store, "pkg-one", "a.bin");
+    }
+}
+
+static void
+test_download_timeout (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("stall", "a.bin", TRUE);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  gint64 start = g_get_monotonic_time ();
+  double seconds;
+
+  server_reset ();
+  tern_downloader_set_retry (dl, 2, 10, 10);
+  g_assert_false (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+  seconds = (g_get_monotonic_time () - start) / 1e6;
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NETWORK);
+  g_assert_nonnull (strstr (error->message, "gave up after 2 attempts"));
+  g_assert_nonnull (strstr (error->message, "a.bin"));
+  requests = server_requests ("/stall/a.bin", NULL);
+  g_assert_cmpuint (requests->len, ==, 2);
+  /* Two one-second time-outs, not the server's twenty-second silence. */
+  g_assert_cmpfloat (seconds, <, 10);
+  g_assert_cmpint (tern_model_store_get_state (store, "t:one", NULL), ==, TERN_MODEL_STATE_AVAILABLE);
+}
+
+typedef struct {
+  GCancellable *cancellable;
+  guint64       cancelled_at;
+} CancelOnProgress;
+
+static void
+cancel_on_progress (TernDownloader *dl,
+                    const char     *tag,
+                    guint64         done,
+                    guint64         total,
+                    double          rate,
+                    double          eta,
+                    gpointer        data)
+{
+  CancelOnProgress *c = data;
+
+  (void) dl;
+  (void) tag;
+  (void) total;
+  (void) rate;
+  (void) eta;
+  if (done > 0 && c->cancelled_at == 0)
+    {
+      c->cancelled_at = done;
+      g_cancellable_cancel (c->cancellable);
+    }
+}
+
+static void
+test_download_cancel_and_restart (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernCatalog) catalog = single_catalog ("slow", "c.bin", TRUE);
+  g_autoptr(GPtrArray) requests = NULL;
+  g_autofree char *partial = NULL;
+  guint64 partial_size;
+  GStatBuf st;
+
+  server_reset ();
+  {
+    g_autoptr(TernModelStore) store = new_store (root);
+    g_autoptr(TernDownloader) dl = new_downloader (store);
+    g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *final = store_file (store, "pkg-one", "c.bin", NULL);
+    CancelOnProgress c = { cancellable, 0 };
+
+    g_signal_connect (dl, "progress", G_CALLBACK (cancel_on_progress), &c);
+    g_assert_false (tern_downloader_pull (dl, catalog, "t:one", cancellable, &error));
+    g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+    g_assert_nonnull (strstr (error->message, "t:one: download cancelled"));
+    g_assert_cmpuint (c.cancelled_at, >, 0);
+    g_assert_false (tern_model_store_has_tag (store, "t:one"));
+    g_assert_false (g_file_test (final, G_FILE_TEST_EXISTS));
+    g_assert_cmpint (tern_model_store_get_state (store, NULL, tern_catalog_find_tag (catalog, "t:one")), ==,
+                     TERN_MODEL_STATE_PARTIAL);
+    partial = store_file (store, "pkg-one", "c.bin", ".partial");
+  }
+
+  /* Everything is gone (as after quitting the app); a new store and
+   * downloader on the same root pick up where the partial file ends. */
+  g_assert_cmpint (g_stat (partial, &st), ==, 0);
+  partial_size = (guint64) st.st_size;
+  g_assert_cmpuint (partial_size, >, 0);
+  g_assert_cmpuint (partial_size, <, FILE_C_SIZE);
+  {
+    g_autoptr(TernModelStore) store = new_store (root);
+    g_autoptr(TernDownloader) dl = new_downloader (store);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = NULL;
+    g_autofree char *expected_range = g_strdup_printf ("bytes=%" G_GUINT64_FORMAT "-", partial_size);
+    TernDownloadProgress progress;
+
+    g_assert_cmpuint (tern_model_store_get_missing_bytes (store, tern_catalog_find_tag (catalog, "t:one")),
+                      ==, FILE_C_SIZE - partial_size);
+    g_assert_false (tern_downloader_get_progress (dl, "t:one", &progress));
+    g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+    g_assert_no_error (error);
+    path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+    assert_file_is (path, "c.bin");
+    g_assert_cmpuint (tern_downloader_get_bytes_received (dl), ==, FILE_C_SIZE - partial_size);
+    requests = server_requests ("/slow/c.bin", NULL);
+    g_assert_cmpuint (requests->len, ==, 2);
+    g_assert_cmpstr (req_string (requests, 1, "range"), ==, expected_range);
+    g_assert_cmpint (req_status (requests, 1), ==, 206);
+  }
+}
+
+static guint64
+little_space (const char *path,
+              gpointer    data)
+{
+  (void) path;
+  (void) data;
+  return 100000;
+}
+
+static void
+test_download_no_space (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("ok", "a.bin", TRUE);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  g_autofree char *dir = g_build_filename (root, "packages", "pkg-one", NULL);
+
+  server_reset ();
+  tern_downloader_set_free_space_func (dl, little_space, NULL, NULL);
+  g_assert_false (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NO_SPACE);
+  g_assert_nonnull (strstr (error->message, "t:one: not enough disk space"));
+  g_assert_nonnull (strstr (error->message, root));
+  requests = server_requests (NULL, NULL);
+  g_assert_cmpuint (requests->len, ==, 0);
+  g_assert_false (g_file_test (dir, G_FILE_TEST_EXISTS));
+}
+
+static void
+test_bad_tags (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autofree char *package = package_json ("pkg-one", "ok", "a.bin", TRUE);
+  g_autofree char *json = g_strdup_printf ("{\"schema\": 1, \"packages\": {%s}, \"families\": [{\"id\": \"t\", "
+                                           "\"label\": \"T\", \"tags\": [{\"tag\": \"t:future\", \"label\": \"F\", "
+                                           "\"base\": \"pkg-one\", \"min_app_version\": \"99.0\"}]}]}", package);
+  g_autoptr(TernCatalog) catalog = tern_catalog_new_from_data (json, -1, "future.json", NULL);
+  g_autoptr(GError) error = NULL;
+
+  g_assert_nonnull (catalog);
+  g_assert_false (tern_downloader_pull (dl, catalog, "t:nope", NULL, &error));
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG);
+  g_assert_nonnull (strstr (error->message, "t:nope"));
+  g_clear_error (&error);
+  g_assert_false (tern_downloader_pull (dl, catalog, "t:future", NULL, &error));
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_APP_TOO_OLD);
+  g_assert_nonnull (strstr (error->message, "t:future needs Tern 99.0 or newer"));
+  g_clear_error (&error);
+  g_assert_false (tern_model_store_remove (store, "t:nope", NULL, NULL, &error));
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG);
+}
+
+/* ---- shared packages ----------------------------------------------------- */
+
+static TernCatalog *
+shared_catalog (void)
+{
+  g_autofree char *pa = package_json ("pkg-a", "ok", "a.bin", TRUE);
+  g_autofree char *pb = package_json ("pkg-b", "ok", "b.bin", TRUE);
+  g_autofree char *packages = g_strdup_printf ("%s, %s", pa, pb);
+  g_autofree char *t1 = tag_json ("t:a", "pkg-a", NULL, FALSE);
+  g_autofree char *t2 = tag_json ("t:a-flash", "pkg-a", NULL, TRUE);
+  g_autofree char *t3 = tag_json ("t:b", "pkg-b", "pkg-a", FALSE);
+  g_autofree char *tags = g_strdup_printf ("%s, %s, %s", t1, t2, t3);
+
+  return catalog_from (packages, tags);
+}
+
+static void
+test_shared_packages (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = shared_catalog ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  g_autofree char *dir_a = g_build_filename (root, "packages", "pkg-a", NULL);
+  g_autofree char *dir_b = g_build_filename (root, "packages", "pkg-b", NULL);
+  g_autofree char *flash_path = NULL;
+  g_autofree char *draft_path = NULL;
+  guint64 freed = 0;
+
+  server_reset ();
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:a", NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (tern_downloader_get_bytes_received (dl), ==, FILE_A_SIZE);
+  g_assert_cmpuint (tern_model_store_get_missing_bytes (store, tern_catalog_find_tag (catalog, "t:a-flash")),
+                    ==, 0);
+
+  /* The flash tag reuses the package: nothing new to download. */
+  server_reset ();
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:a-flash", NULL, &error));
+  g_assert_no_error (error);
+  requests = server_requests (NULL, NULL);
+  g_assert_cmpuint (requests->len, ==, 0);
+  g_assert_cmpuint (tern_downloader_get_bytes_received (dl), ==, FILE_A_SIZE);
+  g_assert_cmpuint (tern_model_store_get_package_refcount (store, "pkg-a"), ==, 2);
+  flash_path = tern_model_store_get_path (store, "t:a-flash", TERN_PACKAGE_ROLE_BASE);
+  assert_file_is (flash_path, "a.bin");
+
+  /* t:b needs pkg-b, with pkg-a as its draft: only b.bin comes. */
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:b", NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (tern_downloader_get_bytes_received (dl), ==, FILE_A_SIZE + FILE_B_SIZE);
+  g_assert_cmpuint (tern_model_store_get_package_refcount (store, "pkg-a"), ==, 3);
+  draft_path = tern_model_store_get_path (store, "t:b", TERN_PACKAGE_ROLE_DRAFT);
+  assert_file_is (draft_path, "a.bin");
+
+  /* Removing users one by one: the package goes with the last. */
+  g_assert_true (tern_model_store_remove (store, "t:a", NULL, &freed, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (freed, ==, 0);
+  g_assert_true (g_file_test (dir_a, G_FILE_TEST_IS_DIR));
+  g_assert_cmpint (tern_model_store_get_state (store, "t:a-flash", NULL), ==, TERN_MODEL_STATE_INSTALLED);
+  assert_file_is (flash_path, "a.bin");
+
+  g_assert_true (tern_model_store_remove (store, "t:b", NULL, &freed, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (freed, ==, FILE_B_SIZE);
+  g_assert_false (g_file_test (dir_b, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (dir_a, G_FILE_TEST_IS_DIR));
+
+  g_assert_true (tern_model_store_remove (store, "t:a-flash", NULL, &freed, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (freed, ==, FILE_A_SIZE);
+  g_assert_false (g_file_test (dir_a, G_FILE_TEST_EXISTS));
+  g_assert_false (tern_model_store_has_package (store, "pkg-a"));
+  g_assert_cmpuint (tern_model_store_get_disk_usage (store), ==, 0);
+}
+
+typedef struct {
+  guint     pending;
+  gboolean  ok[4];
+  GError   *errors[4];
+} Many;
+
+typedef struct {
+  Many *many;
+  guint index;
+} ManySlot;
+
+static void
+many_done (GObject      *source,
+           GAsyncResult *result,
+           gpointer      data)
+{
+  ManySlot *slot = data;
+
+  slot->many->ok[slot->index] = tern_downloader_pull_finish (TERN_DOWNLOADER (source), result,
+                                                             &slot->many->errors[slot->index]);
+  slot->many->pending--;
+}
+
+static void
+test_concurrency (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autofree char *p1 = package_json ("pkg-c", "ok", "c.bin", TRUE);
+  g_autofree char *p2 = package_json ("pkg-d", "ok", "d.bin", TRUE);
+  g_autofree char *p3 = package_json ("pkg-e", "ok", "e.bin", TRUE);
+  g_autofree char *p4 = package_json ("pkg-b", "ok", "b.bin", TRUE);
+  g_autofree char *packages = g_strdup_printf ("%s, %s, %s, %s", p1, p2, p3, p4);
+  g_autofree char *t1 = tag_json ("t:c", "pkg-c", "pkg-b", FALSE);
+  g_autofree char *t2 = tag_json ("t:d", "pkg-d", NULL, FALSE);
+  g_autofree char *t3 = tag_json ("t:e", "pkg-e", "pkg-b", FALSE);
+  g_autofree char *t4 = tag_json ("t:e-flash", "pkg-e", NULL, TRUE);
+  g_autofree char *tags = g_strdup_printf ("%s, %s, %s, %s", t1, t2, t3, t4);
+  g_autoptr(TernCatalog) catalog = catalog_from (packages, tags);
+  const char *pulls[] = { "t:c", "t:d", "t:e", "t:e-flash" };
+  Many many = { G_N_ELEMENTS (pulls), { 0 }, { NULL } };
+  ManySlot slots[G_N_ELEMENTS (pulls)];
+  g_autoptr(GPtrArray) all = NULL;
+  g_autoptr(GPtrArray) shared = NULL;
+  gint64 max_concurrent = 0;
+
+  /* Four pulls at once over four packages, two of them wanted twice. */
+  server_reset ();
+  for (guint i = 0; i < G_N_ELEMENTS (pulls); i++)
+    {
+      slots[i].many = &many;
+      slots[i].index = i;
+      tern_downloader_pull_async (dl, catalog, pulls[i], NULL, many_done, &slots[i]);
+    }
+  g_assert_true (tern_downloader_is_pulling (dl, "t:e-flash"));
+  while (many.pending > 0)
+    g_main_context_iteration (NULL, TRUE);
+  for (guint i = 0; i < G_N_ELEMENTS (pulls); i++)
+    {
+      g_assert_no_error (many.errors[i]);
+      g_assert_true (many.ok[i]);
+      g_assert_cmpint (tern_model_store_get_state (store, pulls[i], NULL), ==, TERN_MODEL_STATE_INSTALLED);
+    }
+  all = server_requests (NULL, &max_concurrent);
+  /* Each file once, never more than two at a time (the server's count of
+   * overlapping answers can run a little ahead of the client's). */
+  g_assert_cmpuint (all->len, ==, 4);
+  g_assert_cmpuint (tern_downloader_get_peak_transfers (dl), ==, 2);
+  g_assert_cmpint (max_concurrent, >=, 2);
+  shared = server_requests ("/ok/b.bin", NULL);
+  g_assert_cmpuint (shared->len, ==, 1);
+  g_assert_cmpuint (tern_downloader_get_bytes_received (dl), ==,
+                    FILE_B_SIZE + FILE_C_SIZE + FILE_B_SIZE + FILE_C_SIZE);
+}
+
+/* ---- check and import ----------------------------------------------------- */
+
+static void
+flip_byte (const char *path,
+           gsize       offset)
+{
+  g_autofree char *data = NULL;
+  gsize length;
+
+  g_assert_true (g_file_get_contents (path, &data, &length, NULL));
+  g_assert_cmpuint (offset, <, length);
+  data[offset] ^= 1;
+  g_assert_true (g_file_set_contents (path, data, (gssize) length, NULL));
+}
+
+static void
+test_check_corrupted (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = shared_catalog ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) problems = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  g_autofree char *path_b = NULL;
+
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:b", NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (tern_model_store_check (store, NULL, &problems, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (problems->len, ==, 0);
+  g_clear_pointer (&problems, g_ptr_array_unref);
+
+  path_b = tern_model_store_get_path (store, "t:b", TERN_PACKAGE_ROLE_BASE);
+  flip_byte (path_b, 12345);
+  g_assert_true (tern_model_store_check (store, NULL, &problems, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (problems->len, ==, 1);
+  g_assert_nonnull (strstr (problems->pdata[0], path_b));
+  g_assert_nonnull (strstr (problems->pdata[0], "damaged"));
+  g_assert_cmpint (tern_model_store_get_state (store, "t:b", NULL), ==, TERN_MODEL_STATE_BROKEN);
+  g_clear_pointer (&problems, g_ptr_array_unref);
+
+  /* Pulling again fetches only the damaged file. */
+  server_reset ();
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:b", NULL, &error));
+  g_assert_no_error (error);
+  requests = server_requests (NULL, NULL);
+  g_assert_cmpuint (requests->len, ==, 1);
+  g_assert_cmpstr (req_string (requests, 0, "path"), ==, "/ok/b.bin");
+  assert_file_is (path_b, "b.bin");
+  g_assert_cmpint (tern_model_store_get_state (store, "t:b", NULL), ==, TERN_MODEL_STATE_INSTALLED);
+}
+
+static void
+store_check_ready (GObject      *source,
+                   GAsyncResult *result,
+                   gpointer      data)
+{
+  GAsyncResult **out = data;
+
+  (void) source;
+  *out = g_object_ref (result);
+}
+
+static void
+test_check_async (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = shared_catalog ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) problems = NULL;
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autofree char *path = NULL;
+
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:a", NULL, &error));
+  g_assert_no_error (error);
+  path = tern_model_store_get_path (store, "t:a", TERN_PACKAGE_ROLE_BASE);
+  g_assert_cmpint (truncate (path, 1000), ==, 0);
+  tern_model_store_check_async (store, NULL, store_check_ready, &result);
+  while (result == NULL)
+    g_main_context_iteration (NULL, TRUE);
+  problems = tern_model_store_check_finish (store, result, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (problems->len, ==, 1);
+  g_assert_nonnull (strstr (problems->pdata[0], "1000 bytes, expected 300000"));
+  g_assert_cmpint (tern_model_store_get_state (store, "t:a", NULL), ==, TERN_MODEL_STATE_BROKEN);
+}
+
+static char *
+write_gguf (const char *name,
+            const char *arch,
+            const char *general_name)
+{
+  g_autofree char *path = g_build_filename (tmp_root, name, NULL);
+  tn_gguf_writer *w = tn_gguf_writer_new ();
+  uint64_t ne[1] = { 8 };
+  float data[8] = { 0 };
+  tn_error err;
+
+  if (arch)
+    g_assert_cmpint (tn_gguf_writer_set_str (w, "general.architecture", arch), ==, TN_OK);
+  if (general_name)
+    g_assert_cmpint (tn_gguf_writer_set_str (w, "general.name", general_name), ==, TN_OK);
+  g_assert_cmpint (tn_gguf_writer_add_tensor_data (w, "token_embd.weight", 0, 1, ne, data, sizeof data), ==,
+                   TN_OK);
+  g_assert_cmpint (tn_gguf_writer_write (w, path, &err), ==, TN_OK);
+  tn_gguf_writer_free (w);
+  return g_steal_pointer (&path);
+}
+
+static void
+test_import (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autofree char *model = write_gguf ("tiny.gguf", "llama", "Tiny Test (v2)");
+  g_autofree char *no_arch = write_gguf ("noarch.gguf", NULL, NULL);
+  g_autofree char *text = g_build_filename (tmp_root, "notes.gguf", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *tag = NULL;
+  g_autofree char *again = NULL;
+  g_autofree char *named = NULL;
+  g_autofree char *path = NULL;
+  g_autoptr(GPtrArray) problems = NULL;
+  g_autofree char *copy = g_build_filename (tmp_root, "tiny-copy.gguf", NULL);
+  g_autofree char *data = NULL;
+  gsize length;
+
+  tag = tern_model_store_import (store, model, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (tag, ==, "local:tiny-test-v2");
+  g_assert_true (tern_model_store_is_local (store, tag));
+  path = tern_model_store_get_path (store, tag, TERN_PACKAGE_ROLE_BASE);
+  g_assert_cmpstr (path, ==, model);
+  g_assert_cmpint (tern_model_store_get_state (store, tag, NULL), ==, TERN_MODEL_STATE_INSTALLED);
+
+  /* The same file again: the same tag. */
+  again = tern_model_store_import (store, model, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (again, ==, tag);
+
+  /* A copy under a chosen name. */
+  g_assert_true (g_file_get_contents (model, &data, &length, NULL));
+  g_assert_true (g_file_set_contents (copy, data, (gssize) length, NULL));
+  named = tern_model_store_import (store, copy, "My Model", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (named, ==, "local:my-model");
+
+  g_assert_true (g_file_set_contents (text, "not a model", -1, NULL));
+  g_assert_null (tern_model_store_import (store, text, NULL, &error));
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT);
+  g_assert_nonnull (strstr (error->message, text));
+  g_clear_error (&error);
+  g_assert_null (tern_model_store_import (store, no_arch, NULL, &error));
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT);
+  g_assert_nonnull (strstr (error->message, "no general.architecture"));
+  g_clear_error (&error);
+  g_assert_null (tern_model_store_import (store, "/nonexistent/x.gguf", NULL, &error));
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT);
+  g_clear_error (&error);
+
+  /* check finds a vanished import; remove forgets it but never deletes it. */
+  g_assert_cmpint (g_unlink (copy), ==, 0);
+  g_assert_true (tern_model_store_check (store, NULL, &problems, &error));
+  g_assert_cmpuint (problems->len, ==, 1);
+  g_assert_nonnull (strstr (problems->pdata[0], "local:my-model"));
+  g_assert_cmpint (tern_model_store_get_state (store, named, NULL), ==, TERN_MODEL_STATE_BROKEN);
+  g_assert_true (tern_model_store_remove (store, tag, NULL, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_false (tern_model_store_has_tag (store, tag));
+  g_assert_true (g_file_test (model, G_FILE_TEST_IS_REGULAR));
+}
+
+static void
+test_state_file_errors (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autofree char *state = g_build_filename (root, "installed.json", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernModelStore) store = NULL;
+
+  g_assert_cmpint (g_mkdir_with_parents (root, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (state, "{\"schema\": 1, \"tags\": {\"x:y\": {\"base\": \"gone\"}}, "
+                                             "\"packages\": {}, \"local\": {}}", -1, NULL));
+  store = tern_model_store_new (root, &error);
+  g_assert_null (store);
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE);
+  g_assert_nonnull (strstr (error->message, state));
+  g_assert_nonnull (strstr (error->message, "tags.x:y"));
+}
+
+/* ---- tern-cli -------------------------------------------------------------- */
+
+/* Extra environment for the next run_cli ("NAME=VALUE", NULL-terminated). */
+static const char * const *cli_env;
+
+static int
+run_cli (const char  *xdg,
+         const char  *catalog,
+         char       **out,
+         char       **err,
+         ...)
+{
+  g_autoptr(GSubprocessLauncher) launcher =
+    g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_autoptr(GPtrArray) argv = g_ptr_array_new ();
+  g_autoptr(GSubprocess) proc = NULL;
+  g_autoptr(GError) error = NULL;
+  const char *cli = g_getenv ("TERN_CLI");
+  const char *arg;
+  va_list ap;
+
+  g_assert_nonnull (cli);
+  g_ptr_array_add (argv, (gpointer) cli);
+  va_start (ap, err);
+  while ((arg = va_arg (ap, const char *)) != NULL)
+    g_ptr_array_add (argv, (gpointer) arg);
+  va_end (ap);
+  g_ptr_array_add (argv, NULL);
+
+  g_subprocess_launcher_setenv (launcher, "XDG_DATA_HOME", xdg, TRUE);
+  for (const char * const *e = cli_env; e && *e; e++)
+    {
+      g_auto(GStrv) kv = g_strsplit (*e, "=", 2);
+
+      g_subprocess_launcher_setenv (launcher, kv[0], kv[1], TRUE);
+    }
+  if (catalog)
+    g_subprocess_launcher_setenv (launcher, "TERN_CATALOG", catalog, TRUE);
+  else
+    g_subprocess_launcher_unsetenv (launcher, "TERN_CATALOG");
+  /* The CLI waits its usual seconds between retries; none happen here. */
+  proc = g_subprocess_launcher_spawnv (launcher, (const char * const *) argv->pdata, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_subprocess_communicate_utf8 (proc, NULL, NULL, out, err, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_subprocess_get_if_exited (proc));
+  return g_subprocess_get_exit_status (proc);
+}
+
+static void
+test_cli (void)
+{
+  g_autofree char *xdg = g_build_filename (tmp_root, "cli-data", NULL);
+  g_autofree char *catalog_path = g_build_filename (tmp_root, "cli-catalog.json", NULL);
+  g_autofree char *pa = package_json ("pkg-a", "ok", "a.bin", TRUE);
+  g_autofree char *t1 = tag_json ("t:a", "pkg-a", NULL, FALSE);
+  g_autofree char *t2 = tag_json ("t:a-flash", "pkg-a", NULL, TRUE);
+  g_autofree char *json = g_strdup_printf ("{\"schema\": 1, \"packages\": {%s}, \"families\": [{\"id\": \"t\", "
+                                           "\"label\": \"Test\", \"tags\": [%s, %s]}]}", pa, t1, t2);
+  g_autofree char *model_path = g_build_filename (xdg, "tern", "models", "packages", "pkg-a", "a.bin", NULL);
+  g_autofree char *bad_catalog = g_build_filename (tmp_root, "cli-bad.json", NULL);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  char *out = NULL, *err = NULL;
+  JsonArray *list;
+  int status;
+
+  g_assert_true (g_file_set_contents (catalog_path, json, -1, NULL));
+
+  status = run_cli (xdg, catalog_path, &out, &err, "list", NULL);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_nonnull (strstr (out, "t:a-flash"));
+  g_assert_nonnull (strstr (out, "available"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  status = run_cli (xdg, catalog_path, &out, &err, "pull", "t:a", NULL);
+  if (status != 0)
+    g_error ("pull: %s", err);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  assert_file_is (model_path, "a.bin");
+
+  /* --json: the flash tag needs nothing more. */
+  status = run_cli (xdg, catalog_path, &out, &err, "list", "--json", NULL);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_true (json_parser_load_from_data (parser, out, -1, NULL));
+  list = json_node_get_array (json_parser_get_root (parser));
+  g_assert_cmpuint (json_array_get_length (list), ==, 2);
+  for (guint i = 0; i < 2; i++)
+    {
+      JsonObject *o = json_array_get_object_element (list, i);
+      const char *tag = json_object_get_string_member (o, "tag");
+
+      if (g_str_equal (tag, "t:a"))
+        {
+          g_assert_cmpstr (json_object_get_string_member (o, "state"), ==, "installed");
+          g_assert_cmpstr (json_object_get_string_member (o, "path"), ==, model_path);
+        }
+      else
+        {
+          g_assert_cmpstr (json_object_get_string_member (o, "state"), ==, "available");
+          g_assert_cmpint (json_object_get_int_member (o, "download_size"), ==, 0);
+        }
+    }
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  status = run_cli (xdg, catalog_path, &out, &err, "check", NULL);
+  g_assert_cmpint (status, ==, 0);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  flip_byte (model_path, 99);
+  status = run_cli (xdg, catalog_path, &out, &err, "check", NULL);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, model_path));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status = run_cli (xdg, catalog_path, &out, &err, "list", NULL);
+  g_assert_nonnull (strstr (out, "broken"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  status = run_cli (xdg, catalog_path, &out, &err, "pull", "t:nope", NULL);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "t:nope"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  status = run_cli (xdg, catalog_path, &out, &err, "pull", NULL);
+  g_assert_cmpint (status, ==, 1);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  g_assert_true (g_file_set_contents (bad_catalog, "{\"schema\": 1, \"packages\": [], \"families\": []}", -1,
+                                      NULL));
+  status = run_cli (xdg, NULL, &out, &err, "list", "--catalog", bad_catalog, NULL);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, bad_catalog));
+  g_assert_nonnull (strstr (err, "'packages' must be an object"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  status = run_cli (xdg, catalog_path, &out, &err, "remove", "t:a", NULL);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_false (g_file_test (model_path, G_FILE_TEST_EXISTS));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  status = run_cli (xdg, catalog_path, &out, &err, "remove", "t:a", NULL);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "t:a is not installed"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+}
+
+/* Proxies come from the environment: tern-cli run with http_proxy pointing
+ * at the test server, for a host that does not exist. (In a child process:
+ * setenv in this threaded one would not be safe.) */
+static void
+test_proxy_from_environment (void)
+{
+  g_autofree char *xdg = g_build_filename (tmp_root, "proxy-data", NULL);
+  g_autofree char *catalog_path = g_build_filename (tmp_root, "proxy-catalog.json", NULL);
+  g_autofree char *proxy = g_strdup_printf ("http_proxy=http://127.0.0.1:%u", server_port);
+  const char *env[] = { proxy, "no_proxy=example.org", NULL };
+  g_autoptr(GPtrArray) requests = NULL;
+  g_autofree char *json = NULL;
+  char *out = NULL, *err = NULL;
+  Fixture *f = fixture ("b.bin");
+  int status;
+
+  json = g_strdup_printf ("{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"b.bin\", "
+                          "\"url\": \"http://tern-test.invalid/ok/b.bin\", \"size\": %" G_GSIZE_FORMAT ", "
+                          "\"sha256\": \"%s\"}]}}, \"families\": [{\"id\": \"t\", \"label\": \"T\", "
+                          "\"tags\": [{\"tag\": \"t:proxied\", \"label\": \"P\", \"base\": \"p\"}]}]}",
+                          f->size, f->sha256);
+  g_assert_true (g_file_set_contents (catalog_path, json, -1, NULL));
+
+  server_reset ();
+  cli_env = env;
+  status = run_cli (xdg, catalog_path, &out, &err, "pull", "t:proxied", NULL);
+  cli_env = NULL;
+  if (status != 0)
+    g_error ("pull through the proxy: %s", err);
+  g_free (out);
+  g_free (err);
+  requests = server_requests ("/ok/b.bin", NULL);
+  g_assert_cmpuint (requests->len, ==, 1);
+  g_assert_true (json_object_get_boolean_member (requests->pdata[0], "proxied"));
+}
+
+int
+main (int    argc,
+      char **argv)
+{
+  const char *base = g_getenv ("TERN_TEST_TMP");
+  g_autoptr(GError) error = NULL;
+  int status;
+
+  g_test_init (&argc, &argv, NULL);
+  /* The tests talk to 127.0.0.1 only; a proxy from the environment would
+   * get in the way (the proxy test sets its own). */
+  for (const char *const *v = (const char *const[]) { "http_proxy", "HTTP_PROXY", "https_proxy",
+                                                       "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
+                                                       "no_proxy", "NO_PROXY", NULL }; *v; v++)
+    g_unsetenv (*v);
+
+  if (base != NULL && *base != '\0')
+    {
+      g_mkdir_with_parents (base, 0755);
+      tmp_root = g_strdup_printf ("%s/manager-%d", base, (int) getpid ());
+      g_assert_cmpint (g_mkdir_with_parents (tmp_root, 0755), ==, 0);
+    }
+  else
+    {
+      tmp_root = g_dir_make_tmp ("tern-manager-XXXXXX", &error);
+      g_assert_no_error (error);
+    }
+  make_fixtures ();
+  start_server ();
+  log_session = soup_session_new ();
+
+  g_test_add_func ("/manager/catalog/shipped", test_catalog_shipped);
+  g_test_add_func ("/manager/catalog/errors", test_catalog_errors);
+  g_test_add_func ("/manager/versions", test_versions);
+  g_test_add_func ("/manager/download/ok", test_download_ok);
+  g_test_add_func ("/manager/download/drop-resume", test_download_drop_resume);
+  g_test_add_func ("/manager/download/dropping-server", test_download_dropping_server);
+  g_test_add_func ("/manager/download/ignored-range", test_download_ignored_range);
+  g_test_add_func ("/manager/download/wrong-bytes", test_download_wrong_bytes);
+  g_test_add_func ("/manager/download/advertised-hash", test_download_advertised_hash);
+  g_test_add_func ("/manager/download/http-errors", test_download_http_errors);
+  g_test_add_func ("/manager/download/timeout", test_download_timeout);
+  g_test_add_func ("/manager/download/cancel-and-restart", test_download_cancel_and_restart);
+  g_test_add_func ("/manager/download/no-space", test_download_no_space);
+  g_test_add_func ("/manager/download/bad-tags", test_bad_tags);
+  g_test_add_func ("/manager/download/concurrency", test_concurrency);
+  g_test_add_func ("/manager/download/proxy", test_proxy_from_environment);
+  g_test_add_func ("/manager/store/shared-packages", test_shared_packages);
+  g_test_add_func ("/manager/store/check", test_check_corrupted);
+  g_test_add_func ("/manager/store/check-async", test_check_async);
+  g_test_add_func ("/manager/store/import", test_import);
+  g_test_add_func ("/manager/store/state-errors", test_state_file_errors);
+  g_test_add_func ("/manager/cli", test_cli);
+
+  status = g_test_run ();
+
+  g_clear_object (&log_session);
+  stop_server ();
+  if (status == 0 && g_getenv ("TERN_KEEP_TMP") == NULL)
+    tern_manager_remove_tree (tmp_root, NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (fixture_files); i++)
+    {
+      g_free (fixture_files[i].data);
+      g_free (fixture_files[i].sha256);
+    }
+  g_free (fixtures);
+  g_free (base_url);
+  g_free (tmp_root);
+  return status;
+}
