@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages a build needs, only when some are missing.
-# Usage: tools/ensure-deps.sh base|test|app
+# Usage: tools/ensure-deps.sh base|test|app|manager ...
 set -euo pipefail
 
 base=(meson ninja-build pkg-config gcc python3 ca-certificates)
@@ -8,6 +8,9 @@ test=(clang libclang-rt-14-dev)
 # The desktop app and its tests (tests/app/ run under Xvfb; validators for the data files).
 app=(libgtk-4-dev libadwaita-1-dev libjson-glib-dev libcmark-gfm-dev libcmark-gfm-extensions-dev
      gettext desktop-file-utils appstream xvfb xauth)
+# The model manager (manager/: catalog, downloads; tern-cli list/pull) and its
+# tests, whose HTTP server is python3's http.server.
+manager=(libglib2.0-dev libsoup-3.0-dev libjson-glib-dev glib-networking)
 
 want=("${base[@]}")
 for group in "$@"; do
@@ -15,6 +18,7 @@ for group in "$@"; do
         base) ;;
         test) want+=("${test[@]}") ;;
         app) want+=("${app[@]}") ;;
+        manager) want+=("${manager[@]}") ;;
         *) echo "ensure-deps: unknown group '$group'" >&2; exit 1 ;;
     esac
 done
