@@ -17,6 +17,8 @@ int cmd_template(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 /* bench --pin (cli/cmd-bench-pin.c); run --single-turn / --chat (cli/run-single-turn.c) */
 int cmd_bench_pin(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 int cmd_run_single_turn(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);

@@ -10,6 +10,8 @@ typedef struct {
 } cli_command;
 
 static const cli_command commands[] = {
+    {"run", cmd_run, "generate text: one prompt, a chat, or pinned serving"},
+    {"perplexity", cmd_perplexity, "perplexity of a text, and the argmax at every position"},
     {"info", cmd_info, "print a GGUF file's metadata and tensors"},
     {"mkmodel", cmd_mkmodel, "write a random-weight GGUF model with a real tokenizer"},
     {"template", cmd_template, "print the prompt a model's chat template renders"},

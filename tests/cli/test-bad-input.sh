@@ -20,7 +20,9 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 #   run -m @FILE@ -p hello
 # and every case below is checked for it too.
 commands='info @FILE@
-info --no-tensors @FILE@'
+info --no-tensors @FILE@
+run -m @FILE@ -p hello
+perplexity -m @FILE@ -f /dev/null'
 
 seed="$root/tests/fuzz/corpus/gguf/model-small.gguf"
 failures=0

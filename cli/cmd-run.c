@@ -1,0 +1,590 @@
+/* tern-cli run: generate text with a model.
+ *
+ *   -p PROMPT        one answer to PROMPT (with the model's chat template and
+ *                    -s SYSTEM), streamed to stdout; a stats line on stderr
+ *   --raw            PROMPT as-is: no template, BOS as the file asks, control
+ *                    tokens written in the text are matched (<|im_start|>...)
+ *   --json           one JSON object {"text","tokens","stats"} per answer
+ *   (no -p)          interactive multi-turn chat on stdin, one line per turn
+ *                    (also when stdin is not a terminal); EOF ends it
+ *
+ * Templated answers go through the session API (the same path as the app);
+ * --raw drives the inference context directly. Ctrl-C stops the answer being
+ * generated; at the prompt it quits. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct opts {
+    const char *model;
+    const char *system;
+    const char *prompt;
+    long n_predict;
+    long n_ctx;
+    long threads;
+    double temp, top_p, min_p, repeat_penalty;
+    long top_k;
+    unsigned long long seed;
+    bool seed_set;
+    bool raw;
+    bool json;
+    bool think;
+} opts;
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: tern-cli run -m MODEL [-s SYSTEM] [-p PROMPT] [-n N] [--temp T] [--seed S]\n"
+            "                    [-t THREADS] [-c CONTEXT] [--raw] [--json]\n"
+            "                    [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
+            "                    [--think on|off]\n"
+            "       tern-cli run --single-turn | --chat ...   (pinned serving; see --help there)\n"
+            "\n"
+            "With -p: answers PROMPT and exits. Without -p: a multi-turn chat, one line of\n"
+            "standard input per turn, until end of input.\n"
+            "  -s SYSTEM        system prompt\n"
+            "  -n N             at most N tokens per answer (default 512; 0: until the end\n"
+            "                   of the turn or of the context)\n"
+            "  -c CONTEXT       context size in tokens (default: the model's, at most 4096)\n"
+            "  -t THREADS       default: the physical cores\n"
+            "  --temp T         0 (default) is greedy; above 0 samples with top-k 40,\n"
+            "                   top-p 0.95 and min-p 0.05 unless given\n"
+            "  --seed S         seed of the sampler (default: random, printed in the stats)\n"
+            "  --raw            the prompt as-is: no chat template, BOS as the file asks;\n"
+            "                   without -p the whole standard input is the prompt\n"
+            "  --json           print one JSON object per answer:\n"
+            "                   {\"text\", \"tokens\": [...], \"stats\": {...}}\n"
+            "  --think on|off   Qwen3 thinking (default on)\n"
+            "A stats line (prompt tokens, prefill tok/s, generated tokens, decode tok/s,\n"
+            "time to first token) goes to standard error after each answer.\n");
+}
+
+static bool parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || errno || end == s || *end || v < lo || v > hi) {
+        cli_error("%s needs an integer in [%ld, %ld], got '%s'", opt, lo, hi, s ? s : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static bool parse_double(const char *opt, const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || errno || end == s || *end || !(v >= lo && v <= hi)) {
+        cli_error("%s needs a number in [%g, %g], got '%s'", opt, lo, hi, s ? s : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* 0 ok, else the exit status. */
+static int parse_args(int argc, char **argv, opts *o) {
+    memset(o, 0, sizeof *o);
+    o->n_predict = 512;
+    o->top_k = -1;
+    o->top_p = -1;
+    o->min_p = -1;
+    o->repeat_penalty = 1.0;
+    o->think = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true, takes = true;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return -1;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            o->model = v;
+        } else if (!strcmp(a, "-s") || !strcmp(a, "--system")) {
+            o->system = v;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            o->prompt = v;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            ok = parse_long(a, v, 0, 1L << 30, &o->n_predict);
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
+            ok = parse_long(a, v, 1, 1L << 30, &o->n_ctx);
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            ok = parse_long(a, v, 1, 1024, &o->threads);
+        } else if (!strcmp(a, "--temp")) {
+            ok = parse_double(a, v, 0, 100, &o->temp);
+        } else if (!strcmp(a, "--top-k")) {
+            ok = parse_long(a, v, 0, 1L << 30, &o->top_k);
+        } else if (!strcmp(a, "--top-p")) {
+            ok = parse_double(a, v, 0, 1, &o->top_p);
+        } else if (!strcmp(a, "--min-p")) {
+            ok = parse_double(a, v, 0, 1, &o->min_p);
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            ok = parse_double(a, v, 0.01, 100, &o->repeat_penalty);
+        } else if (!strcmp(a, "--seed")) {
+            char *end;
+            errno = 0;
+            o->seed = v ? strtoull(v, &end, 10) : 0;
+            ok = v && !errno && end != v && !*end;
+            if (!ok)
+                cli_error("--seed needs a non-negative integer, got '%s'", v ? v : "");
+            o->seed_set = true;
+        } else if (!strcmp(a, "--think")) {
+            ok = v && (!strcmp(v, "on") || !strcmp(v, "off"));
+            if (!ok)
+                cli_error("--think needs on or off");
+            o->think = ok && !strcmp(v, "on");
+        } else if (!strcmp(a, "--raw")) {
+            o->raw = true;
+            takes = false;
+        } else if (!strcmp(a, "--json")) {
+            o->json = true;
+            takes = false;
+        } else {
+            cli_error("run: unknown option '%s' (see 'tern-cli run --help')", a);
+            return CLI_EXIT_USAGE;
+        }
+        if (takes && !v) {
+            cli_error("%s needs a value", a);
+            return CLI_EXIT_USAGE;
+        }
+        if (!ok)
+            return CLI_EXIT_USAGE;
+        if (takes)
+            i++;
+    }
+    if (!o->model) {
+        cli_error("run: -m MODEL is required (see 'tern-cli run --help')");
+        return CLI_EXIT_USAGE;
+    }
+    return 0;
+}
+
+static tn_sampler_params sampler_params(const opts *o) {
+    tn_sampler_params p = tn_sampler_default_params();
+    p.temperature = (float)o->temp;
+    if (o->temp > 0) {
+        p.top_k = o->top_k >= 0 ? (int32_t)o->top_k : 40;
+        p.top_p = o->top_p >= 0 ? (float)o->top_p : 0.95f;
+        p.min_p = o->min_p >= 0 ? (float)o->min_p : 0.05f;
+    }
+    p.repeat_penalty = (float)o->repeat_penalty;
+    p.seed = o->seed;
+    return p;
+}
+
+/* ---------------------------------------------------------------- output */
+
+static void json_string(FILE *f, const char *s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\r')
+            fputs("\\r", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* What one answer produced, for the stream, --json and the chat history. */
+typedef struct answer {
+    bool json;
+    tn_buf text;
+    tn_tokens tokens;
+    bool oom;
+} answer;
+
+static void answer_clear(answer *a) {
+    tn_buf_free(&a->text);
+    tn_tokens_free(&a->tokens);
+    a->oom = false;
+}
+
+static bool on_piece(const char *piece, int32_t token, void *user) {
+    answer *a = user;
+    size_t n = strlen(piece);
+    if (n && !a->json) {
+        fwrite(piece, 1, n, stdout);
+        fflush(stdout);
+    }
+    if (n && tn_buf_append(&a->text, piece, n) != TN_OK)
+        a->oom = true;
+    if (token >= 0 && tn_tokens_push(&a->tokens, token) != TN_OK)
+        a->oom = true;
+    return true;
+}
+
+static void print_stats(const opts *o, const tn_session_stats *st) {
+    fprintf(stderr,
+            "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s | "
+            "TTFT %.1f ms | stop: %s%s",
+            st->prompt_tokens, st->prefill_tok_s, st->generated_tokens, st->decode_tok_s,
+            st->ttft_ms, tn_stop_reason_name(st->stop_reason), o->temp > 0 ? "" : "]\n");
+    if (o->temp > 0)
+        fprintf(stderr, " | seed %llu]\n", o->seed);
+}
+
+static void print_json(const opts *o, const answer *a, const tn_session_stats *st) {
+    fputs("{\"text\":", stdout);
+    json_string(stdout, a->text.data ? a->text.data : "", a->text.len);
+    fputs(",\"tokens\":[", stdout);
+    for (size_t i = 0; i < a->tokens.n; i++)
+        fprintf(stdout, "%s%d", i ? "," : "", a->tokens.ids[i]);
+    fprintf(stdout,
+            "],\"stats\":{\"prompt_tokens\":%d,\"prefill_ms\":%.3f,\"prefill_tok_s\":%.2f,"
+            "\"generated_tokens\":%d,\"decode_ms\":%.3f,\"decode_tok_s\":%.2f,"
+            "\"ttft_ms\":%.3f,\"stop\":\"%s\",\"seed\":%llu}}\n",
+            st->prompt_tokens, st->prefill_ms, st->prefill_tok_s, st->generated_tokens,
+            st->decode_ms, st->decode_tok_s, st->ttft_ms, tn_stop_reason_name(st->stop_reason),
+            o->seed);
+    fflush(stdout);
+}
+
+static void finish_answer(const opts *o, const answer *a, const tn_session_stats *st) {
+    if (o->json) {
+        print_json(o, a, st);
+    } else {
+        print_stats(o, st);
+    }
+}
+
+/* ---------------------------------------------------------------- ctrl-c */
+
+static volatile sig_atomic_t g_generating;
+static tn_session *volatile g_session;
+static tn_ctx *volatile g_ctx;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    if (g_generating) {
+        /* Atomic stores: safe in a signal handler. */
+        if (g_session)
+            tn_session_cancel(g_session);
+        if (g_ctx)
+            tn_ctx_cancel(g_ctx);
+        return;
+    }
+    _exit(130);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ------------------------------------------------------------- raw mode */
+
+static char *read_all(FILE *f, size_t *len) {
+    tn_buf b = {0};
+    char chunk[65536];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (tn_buf_append(&b, chunk, got) != TN_OK) {
+            tn_buf_free(&b);
+            return NULL;
+        }
+    if (!b.data && tn_buf_append(&b, "", 0) != TN_OK)
+        return NULL;
+    *len = b.len;
+    return b.data;
+}
+
+static int run_raw(const opts *o, const tn_model *m, const char *prompt, size_t prompt_len) {
+    const tn_tokenizer *tok = tn_model_tokenizer(m);
+    tn_error err = {0};
+    tn_tokens in = {0};
+    answer a = {.json = o->json};
+    tn_ctx *ctx = NULL;
+    tn_sampler *smp = NULL;
+    float *logits = NULL;
+    int status = CLI_EXIT_BAD_INPUT;
+    tn_session_stats st;
+    memset(&st, 0, sizeof st);
+
+    if (tn_tokenize(tok, prompt, prompt_len, TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &in,
+                    &err) != TN_OK) {
+        cli_error("%s", err.message);
+        goto out;
+    }
+    if (in.n == 0) {
+        cli_error("the prompt is empty (and the model adds no BOS)");
+        goto out;
+    }
+    if (tn_ctx_new(m, (int32_t)o->n_ctx, (int32_t)o->threads, &ctx, &err) != TN_OK ||
+        tn_sampler_new(tn_model_n_vocab(m), sampler_params(o), &smp, &err) != TN_OK) {
+        cli_error("%s", err.message);
+        goto out;
+    }
+    const int32_t n_ctx = tn_ctx_n_ctx(ctx);
+    if (in.n >= (size_t)n_ctx) {
+        cli_error("%s: the prompt is %zu tokens; the context holds %d (use -c to enlarge it)",
+                  tn_model_path(m), in.n, n_ctx);
+        goto out;
+    }
+    logits = malloc(sizeof(float) * (size_t)tn_model_n_vocab(m));
+    if (!logits) {
+        cli_error("out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < in.n; i++)
+        tn_sampler_accept(smp, in.ids[i]);
+
+    g_ctx = ctx;
+    g_generating = 1;
+    const double t0 = now_ms();
+    int rc = tn_ctx_decode(ctx, in.ids, (int32_t)in.n, TN_LOGITS_LAST, logits, &err);
+    const double t1 = now_ms();
+    st.prompt_tokens = (int32_t)in.n;
+    st.prefill_ms = t1 - t0;
+    st.prefill_tok_s = in.n / ((t1 - t0) / 1e3);
+    tn_detok_stream ds;
+    tn_detok_stream_init(&ds, tok, 0);
+    tn_buf piece = {0};
+    double t_first = 0;
+    st.stop_reason = TN_STOP_LIMIT;
+    while (rc == TN_OK) {
+        if (o->n_predict > 0 && st.generated_tokens >= o->n_predict)
+            break;
+        int32_t next = tn_sampler_sample(smp, logits);
+        if (st.generated_tokens == 0) {
+            t_first = now_ms();
+            st.ttft_ms = t_first - t0;
+        }
+        if (tn_token_is_eog(tok, next)) {
+            st.stop_reason = TN_STOP_EOG;
+            break;
+        }
+        st.generated_tokens++;
+        piece.len = 0;
+        rc = tn_detok_stream_push(&ds, next, &piece, &err);
+        if (rc != TN_OK)
+            break;
+        on_piece(piece.data ? piece.data : "", next, &a);
+        tn_sampler_accept(smp, next);
+        if (tn_ctx_kv_len(ctx) >= n_ctx) {
+            st.stop_reason = TN_STOP_CONTEXT_FULL;
+            break;
+        }
+        rc = tn_ctx_decode(ctx, &next, 1, TN_LOGITS_LAST, logits, &err);
+    }
+    g_generating = 0;
+    g_ctx = NULL;
+    piece.len = 0;
+    if (tn_detok_stream_flush(&ds, &piece, NULL) == TN_OK && piece.len)
+        on_piece(piece.data, -1, &a);
+    tn_buf_free(&piece);
+    if (st.generated_tokens > 1) {
+        st.decode_ms = now_ms() - t_first;
+        st.decode_tok_s = (st.generated_tokens - 1) / (st.decode_ms / 1e3);
+    }
+    if (rc == TN_ERR_CANCELLED) {
+        st.stop_reason = TN_STOP_CANCELLED;
+        rc = TN_OK;
+    }
+    if (rc != TN_OK) {
+        cli_error("%s", err.message);
+        goto out;
+    }
+    finish_answer(o, &a, &st);
+    status = CLI_EXIT_OK;
+out:
+    free(logits);
+    tn_sampler_free(smp);
+    tn_ctx_free(ctx);
+    tn_tokens_free(&in);
+    answer_clear(&a);
+    return status;
+}
+
+/* ------------------------------------------------------- templated modes */
+
+typedef struct chat {
+    tn_session_message *msgs;
+    int32_t n, cap;
+} chat;
+
+static bool chat_push(chat *c, const char *role, const char *content) {
+    if (c->n == c->cap) {
+        int32_t cap = c->cap ? 2 * c->cap : 16;
+        tn_session_message *m = realloc(c->msgs, sizeof *m * (size_t)cap);
+        if (!m)
+            return false;
+        c->msgs = m;
+        c->cap = cap;
+    }
+    char *copy = strdup(content);
+    if (!copy)
+        return false;
+    c->msgs[c->n].role = role;
+    c->msgs[c->n].content = copy;
+    c->n++;
+    return true;
+}
+
+static void chat_free(chat *c) {
+    for (int32_t i = 0; i < c->n; i++)
+        free((char *)c->msgs[i].content);
+    free(c->msgs);
+}
+
+/* Status of one request: 0, or 2 for input the model cannot take (a prompt
+ * longer than the context); other failures too. */
+static int report(const opts *o, int rc, const tn_error *err, answer *a,
+                  const tn_session_stats *st) {
+    if (rc == TN_ERR_CANCELLED && st->generated_tokens == 0) {
+        fprintf(stderr, "\n[cancelled]\n");
+        return CLI_EXIT_OK;
+    }
+    if (rc != TN_OK) {
+        if (!o->json && a->text.len)
+            fputc('\n', stdout);
+        cli_error("%s", err->message);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    if (a->oom) {
+        cli_error("out of memory");
+        return CLI_EXIT_BAD_INPUT;
+    }
+    finish_answer(o, a, st);
+    return CLI_EXIT_OK;
+}
+
+static int run_session(const opts *o, const tn_model *m) {
+    tn_error err = {0};
+    tn_session_params sp = tn_session_default_params();
+    sp.n_ctx = (int32_t)o->n_ctx;
+    sp.n_threads = (int32_t)o->threads;
+    sp.pin_cache_dir = ""; /* one-shot and chat runs keep nothing on disk */
+    sp.gen.sampler = sampler_params(o);
+    sp.gen.max_tokens = (int32_t)o->n_predict;
+    sp.gen.thinking = o->think;
+    tn_session *s = NULL;
+    if (tn_session_new(m, sp, &s, &err) != TN_OK) {
+        cli_error("%s", err.message);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    g_session = s;
+    int status = CLI_EXIT_OK;
+    answer a = {.json = o->json};
+    tn_session_stats st;
+
+    if (o->prompt) {
+        int rc = tn_session_pin(s, o->system, NULL, NULL, &err);
+        if (rc == TN_OK) {
+            g_generating = 1;
+            rc = tn_session_ask(s, o->prompt, NULL, on_piece, &a, &st, &err);
+            g_generating = 0;
+        } else {
+            memset(&st, 0, sizeof st);
+        }
+        status = report(o, rc, &err, &a, &st);
+    } else {
+        chat c = {0};
+        bool tty = isatty(STDIN_FILENO);
+        if (!o->json)
+            fprintf(stderr, "%s\n", tn_model_description(m));
+        if (o->system && !chat_push(&c, "system", o->system))
+            status = CLI_EXIT_BAD_INPUT;
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t len;
+        while (status == CLI_EXIT_OK) {
+            if (tty)
+                fputs("> ", stderr);
+            if ((len = getline(&line, &cap, stdin)) < 0)
+                break;
+            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+                line[--len] = '\0';
+            if (len == 0)
+                continue;
+            if (!chat_push(&c, "user", line)) {
+                status = CLI_EXIT_BAD_INPUT;
+                break;
+            }
+            answer_clear(&a);
+            g_generating = 1;
+            int rc = tn_session_chat(s, c.msgs, c.n, NULL, on_piece, &a, &st, &err);
+            g_generating = 0;
+            status = report(o, rc, &err, &a, &st);
+            if (status == CLI_EXIT_OK &&
+                !chat_push(&c, "assistant", a.text.data ? a.text.data : ""))
+                status = CLI_EXIT_BAD_INPUT;
+        }
+        free(line);
+        chat_free(&c);
+    }
+    g_session = NULL;
+    answer_clear(&a);
+    tn_session_free(s);
+    return status;
+}
+
+int cmd_run(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--single-turn") || !strcmp(argv[i], "--chat"))
+            return cmd_run_single_turn(argc, argv);
+    opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_OK : rc;
+    if (!o.seed_set) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        o.seed = (unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 20);
+    }
+
+    tn_error err = {0};
+    tn_model *m = NULL;
+    if (tn_model_load(o.model, tn_model_default_params(), &m, &err) != TN_OK) {
+        cli_error("%s", err.message);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    if (!tn_model_tokenizer(m)) {
+        cli_error("%s", tn_model_tokenizer_error(m));
+        tn_model_free(m);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    if (o.n_ctx == 0)
+        o.n_ctx = tn_model_n_ctx_train(m) < 4096 ? tn_model_n_ctx_train(m) : 4096;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+
+    int status;
+    if (o.raw) {
+        size_t len = 0;
+        char *text = NULL;
+        if (o.prompt) {
+            len = strlen(o.prompt);
+        } else {
+            text = read_all(stdin, &len);
+            if (!text) {
+                cli_error("cannot read the prompt from standard input");
+                tn_model_free(m);
+                return CLI_EXIT_BAD_INPUT;
+            }
+        }
+        status = run_raw(&o, m, o.prompt ? o.prompt : text, len);
+        free(text);
+    } else {
+        status = run_session(&o, m);
+    }
+    tn_model_free(m);
+    return status;
+}
