@@ -1,0 +1,287 @@
+/* The strict JSON reader: values, escapes, numbers, every kind of malformed
+ * input (clear error, never a crash), nesting limit, and the speed on the
+ * largest file Tern reads (Gemma 3's 33 MB tokenizer.json). */
+#include "tn-test.h"
+#include "tn-json.h"
+
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static tn_json_doc *parse(const char *s, size_t len, int *rc, tn_error *err) {
+    tn_json_doc *doc = NULL;
+    *rc = tn_json_parse(s, len, "test.json", &doc, err);
+    return doc;
+}
+
+static void check_values(void) {
+    static const char text[] =
+        " {\"null\": null, \"t\": true, \"f\": false,\n"
+        "  \"int\": -42, \"zero\": 0, \"neg0\": -0, \"frac\": 0.1, \"exp\": 1e-7, \"EXP\": 2E+3,\n"
+        "  \"big\": 123456789012345678901234567890, \"i53\": 9007199254740993,\n"
+        "  \"str\": \"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\", \"u\": \"\\u00e9\\u20AC\\ud83d\\ude00\",\n"
+        "  \"nul\": \"x\\u0000y\", \"utf8\": \"\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\",\n"
+        "  \"arr\": [1, [2, [3, []]], {}], \"obj\": {\"k\": \"v\"}, \"dup\": 1, \"dup\": 2,\n"
+        "  \"\": \"empty key\"}\r\n\t ";
+    int rc;
+    tn_error err = {0};
+    tn_json_doc *doc = parse(text, sizeof text - 1, &rc, &err);
+    CHECKF(rc == TN_OK, "%s", err.message);
+    if (!doc)
+        return;
+    const tn_json *r = tn_json_root(doc);
+    CHECK(tn_json_is(r, TN_JSON_OBJECT));
+    CHECK(tn_json_count(r) == 20);
+    CHECK(tn_json_is(tn_json_get(r, "null"), TN_JSON_NULL));
+    CHECK(tn_json_bool(tn_json_get(r, "t"), false) == true);
+    CHECK(tn_json_bool(tn_json_get(r, "f"), true) == false);
+    CHECK(tn_json_bool(tn_json_get(r, "missing"), true) == true);
+    int64_t i = 0;
+    CHECK(tn_json_int(tn_json_get(r, "int"), &i) && i == -42);
+    CHECK(tn_json_int(tn_json_get(r, "zero"), &i) && i == 0);
+    CHECK(signbit(tn_json_num(tn_json_get(r, "neg0"), 1)));
+    CHECK(tn_json_num(tn_json_get(r, "frac"), 0) == 0.1);
+    CHECK(tn_json_num(tn_json_get(r, "exp"), 0) == 1e-7);
+    CHECK(tn_json_num(tn_json_get(r, "EXP"), 0) == 2000);
+    CHECK(tn_json_int(tn_json_get(r, "EXP"), &i) && i == 2000);
+    CHECK(!tn_json_int(tn_json_get(r, "frac"), &i));
+    CHECK(!tn_json_int(tn_json_get(r, "big"), &i)); /* beyond int64 */
+    CHECK(tn_json_num(tn_json_get(r, "big"), 0) == 123456789012345678901234567890.0);
+    /* Correctly rounded, not accumulated digit by digit. */
+    CHECK(tn_json_num(tn_json_get(r, "i53"), 0) == 9007199254740992.0);
+    const tn_json *str = tn_json_get(r, "str");
+    CHECK(str && str->n == 12 && !memcmp(tn_json_str(str), "a\"b\\c/d\b\f\n\r\t", 13));
+    const tn_json *u = tn_json_get(r, "u");
+    CHECK(u && u->n == 9 && !strcmp(tn_json_str(u), "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"));
+    const tn_json *nul = tn_json_get(r, "nul");
+    CHECK(nul && nul->n == 3 && !memcmp(tn_json_str(nul), "x\0y", 4));
+    CHECK(!strcmp(tn_json_str(tn_json_get(r, "utf8")), tn_json_str(u)));
+    const tn_json *arr = tn_json_get(r, "arr");
+    CHECK(tn_json_count(arr) == 3);
+    CHECK(tn_json_int(tn_json_at(arr, 0), &i) && i == 1);
+    const tn_json *deep = tn_json_at(tn_json_at(tn_json_at(arr, 1), 1), 1);
+    CHECK(tn_json_is(deep, TN_JSON_ARRAY) && tn_json_count(deep) == 0);
+    CHECK(tn_json_is(tn_json_at(arr, 2), TN_JSON_OBJECT) && tn_json_count(tn_json_at(arr, 2)) == 0);
+    CHECK(tn_json_at(arr, 3) == NULL);
+    CHECK(!strcmp(tn_json_str(tn_json_get(tn_json_get(r, "obj"), "k")), "v"));
+    CHECK(tn_json_int(tn_json_get(r, "dup"), &i) && i == 1); /* the first wins */
+    CHECK(!strcmp(tn_json_str(tn_json_get(r, "")), "empty key"));
+    /* Lookups tolerate NULL and wrong types. */
+    CHECK(tn_json_get(NULL, "x") == NULL);
+    CHECK(tn_json_get(arr, "x") == NULL);
+    CHECK(tn_json_str(arr) == NULL);
+    CHECK(tn_json_count(str) == 0);
+    tn_json_free(doc);
+    tn_json_free(NULL);
+
+    /* Scalars at the top level. */
+    static const char *scalars[] = {"0", "-1.5e3", "\"x\"", "true", "null", " [ ] "};
+    for (size_t k = 0; k < sizeof scalars / sizeof scalars[0]; k++) {
+        doc = parse(scalars[k], strlen(scalars[k]), &rc, &err);
+        CHECKF(rc == TN_OK, "'%s': %s", scalars[k], err.message);
+        tn_json_free(doc);
+    }
+}
+
+static void check_invalid(void) {
+    static const struct {
+        const char *text;
+        const char *why;
+    } bad[] = {
+        {"", "empty"},
+        {"   ", "only whitespace"},
+        {"[1,]", "trailing comma"},
+        {"{\"a\":1,}", "trailing comma in object"},
+        {"[1 2]", "missing comma"},
+        {"{\"a\" 1}", "missing colon"},
+        {"{a: 1}", "unquoted key"},
+        {"{1: 1}", "number key"},
+        {"['a']", "single quotes"},
+        {"[1] // c", "comment"},
+        {"/* c */ 1", "comment first"},
+        {"01", "leading zero"},
+        {"-", "lone minus"},
+        {"-a", "minus letter"},
+        {"1.", "no fraction digits"},
+        {".5", "no integer part"},
+        {"1e", "no exponent digits"},
+        {"1e+", "no exponent digits after sign"},
+        {"+1", "plus sign"},
+        {"NaN", "NaN"},
+        {"Infinity", "Infinity"},
+        {"tru", "truncated true"},
+        {"nul", "truncated null"},
+        {"True", "capitalized"},
+        {"\"abc", "unterminated string"},
+        {"\"a\\", "backslash at the end"},
+        {"[1, 2", "unterminated array"},
+        {"{\"a\": 1", "unterminated object"},
+        {"1 2", "two values"},
+        {"{} x", "text after the value"},
+        {"\"a\tb\"", "raw tab in a string"},
+        {"\"a\nb\"", "raw newline in a string"},
+        {"\"\\x41\"", "invalid escape"},
+        {"\"\\u12\"", "short \\u"},
+        {"\"\\u12G4\"", "bad hex"},
+        {"\"\\ud800\"", "lone high surrogate"},
+        {"\"\\udc00\"", "lone low surrogate"},
+        {"\"\\ud800\\u0041\"", "high surrogate then not a low one"},
+        {"\"\\ud800x\"", "high surrogate then text"},
+        {"\"\xff\"", "invalid UTF-8 byte"},
+        {"\"\xc3\"", "truncated UTF-8"},
+        {"\"\xc0\xaf\"", "overlong UTF-8"},
+        {"\"\xed\xa0\x80\"", "UTF-8 encoded surrogate"},
+        {"\"\xf4\x90\x80\x80\"", "beyond U+10FFFF"},
+        {"\xEF\xBB\xBF{}", "byte order mark"},
+        {"[\x01]", "control byte"},
+        {"{\"a\":}", "missing value"},
+        {"[,]", "lone comma"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        int rc;
+        tn_error err = {0};
+        tn_json_doc *doc = parse(bad[k].text, strlen(bad[k].text), &rc, &err);
+        CHECKF(rc == TN_ERR_FORMAT && !doc, "%s: accepted '%s'", bad[k].why, bad[k].text);
+        CHECKF(strstr(err.message, "test.json: line ") != NULL, "%s: message '%s'", bad[k].why,
+               err.message);
+        tn_json_free(doc);
+    }
+    /* Position in the message: line and column of the problem. */
+    int rc;
+    tn_error err = {0};
+    tn_json_doc *doc = parse("{\n  \"a\": [1,\n   2,]\n}", 20, &rc, &err);
+    CHECKF(rc == TN_ERR_FORMAT && strstr(err.message, "line 3, column 6"), "%s", err.message);
+    tn_json_free(doc);
+    /* An embedded NUL is a byte like any other: invalid outside strings. */
+    doc = parse("[1]\0", 4, &rc, &err);
+    CHECK(rc == TN_ERR_FORMAT);
+    tn_json_free(doc);
+    CHECK(tn_json_parse(NULL, 0, NULL, &doc, &err) == TN_ERR_FORMAT);
+    CHECK(tn_json_parse("1", 1, "x", NULL, &err) == TN_ERR_INVALID);
+    CHECK(tn_json_parse_file("/nonexistent/tokenizer.json", &doc, &err) == TN_ERR_IO);
+    CHECK(strstr(err.message, "/nonexistent/tokenizer.json") != NULL);
+}
+
+static void check_depth(void) {
+    for (int depth = TN_JSON_MAX_DEPTH - 1; depth <= TN_JSON_MAX_DEPTH + 1; depth++) {
+        size_t n = (size_t)depth * 2;
+        char *s = malloc(n);
+        memset(s, '[', (size_t)depth);
+        memset(s + depth, ']', (size_t)depth);
+        int rc;
+        tn_error err = {0};
+        tn_json_doc *doc = parse(s, n, &rc, &err);
+        if (depth <= TN_JSON_MAX_DEPTH)
+            CHECKF(rc == TN_OK, "depth %d: %s", depth, err.message);
+        else
+            CHECKF(rc == TN_ERR_FORMAT && strstr(err.message, "nesting"), "depth %d: %s", depth,
+                   err.message);
+        tn_json_free(doc);
+        free(s);
+    }
+    /* Far deeper than any stack could recurse: refused, not a crash. */
+    size_t n = 1u << 20;
+    char *s = malloc(n);
+    memset(s, '[', n);
+    int rc;
+    tn_error err = {0};
+    tn_json_doc *doc = parse(s, n, &rc, &err);
+    CHECK(rc == TN_ERR_FORMAT && !doc);
+    for (size_t i = 0; i < n; i += 2)
+        s[i] = '{', s[i + 1] = '"';
+    doc = parse(s, n, &rc, &err);
+    CHECK(rc == TN_ERR_FORMAT && !doc);
+    free(s);
+}
+
+/* Every prefix and many random corruptions of a valid document: a defined
+ * result, never a crash (the sanitizers watch). */
+static void check_mutations(void) {
+    static const char text[] =
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"\\u00e9\": 2},"
+        " \"merges\": [\"a b\", [\"a\", \"b\"]]}, \"n\": [-1.5e-3, 0, true, null, \"\\ud83d\\ude00\"]}";
+    size_t len = sizeof text - 1;
+    int rc;
+    tn_error err = {0};
+    tn_json_doc *doc = parse(text, len, &rc, &err);
+    CHECKF(rc == TN_OK, "%s", err.message);
+    tn_json_free(doc);
+    int ok_prefixes = 0;
+    for (size_t n = 0; n < len; n++) {
+        char *copy = malloc(n ? n : 1); /* exact size: ASan sees any over-read */
+        memcpy(copy, text, n);
+        doc = parse(copy, n, &rc, &err);
+        ok_prefixes += rc == TN_OK;
+        CHECK((rc == TN_OK) == (doc != NULL));
+        tn_json_free(doc);
+        free(copy);
+    }
+    CHECK(ok_prefixes == 0); /* no proper prefix of an object is a document */
+    uint64_t rng = 7;
+    char *copy = malloc(len);
+    for (int round = 0; round < 20000; round++) {
+        memcpy(copy, text, len);
+        int flips = 1 + (int)(tn_test_rand(&rng) % 4);
+        for (int f = 0; f < flips; f++)
+            copy[tn_test_rand(&rng) % len] = (char)tn_test_rand(&rng);
+        doc = parse(copy, len, &rc, &err);
+        CHECK(rc == TN_OK || rc == TN_ERR_FORMAT);
+        tn_json_free(doc);
+    }
+    free(copy);
+}
+
+/* Decimal separators follow the C locale whatever the process locale. */
+static void check_locale(void) {
+    const char *locales[] = {"de_DE.UTF-8", "fr_FR.UTF-8", "C.UTF-8"};
+    for (size_t k = 0; k < 3; k++) {
+        if (!setlocale(LC_NUMERIC, locales[k]))
+            continue;
+        int rc;
+        tn_error err = {0};
+        tn_json_doc *doc = parse("[1.25e0, 123456789012345678.5]", 30, &rc, &err);
+        CHECK(rc == TN_OK);
+        CHECK(tn_json_num(tn_json_at(tn_json_root(doc), 0), 0) == 1.25);
+        CHECK(tn_json_num(tn_json_at(tn_json_root(doc), 1), 0) == 123456789012345678.5);
+        tn_json_free(doc);
+    }
+    setlocale(LC_NUMERIC, "C");
+}
+
+static void check_big_file(void) {
+    const char *dir = tn_test_vocab("gemma3");
+    if (!dir) {
+        fprintf(stderr, "gemma3 vocabulary not fetched: no timing of a large file\n");
+        return;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    tn_json_doc *doc = NULL;
+    tn_error err = {0};
+    int rc = tn_json_parse_file(path, &doc, &err);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+    CHECKF(rc == TN_OK, "%s", err.message);
+    const tn_json *model = tn_json_get(tn_json_root(doc), "model");
+    CHECK(tn_json_count(tn_json_get(model, "vocab")) == 262144);
+    CHECK(tn_json_count(tn_json_get(model, "merges")) == 514906);
+    fprintf(stderr, "gemma3 tokenizer.json (33 MB) parsed in %.3f s\n", s);
+    /* Linear time: even under the sanitizers this is a few seconds. */
+    CHECKF(s < 20, "parsing took %.1f s", s);
+    tn_json_free(doc);
+}
+
+int main(void) {
+    check_values();
+    check_invalid();
+    check_depth();
+    check_mutations();
+    check_locale();
+    check_big_file();
+    return tn_test_finish("json");
+}
