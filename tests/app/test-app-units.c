@@ -245,7 +245,7 @@ test_worker (const char *dir)
   g_autofree char *answer = NULL;
 
   mp.arch = "qwen3";
-  mp.type = "q8_0";
+  mp.type = g_getenv ("TERN_TEST_TYPE") ? g_getenv ("TERN_TEST_TYPE") : "q8_0";
   mp.n_embd = 128;
   mp.n_layer = 2;
   mp.n_head = 4;

@@ -232,7 +232,7 @@ make_model (const char *dir,
   tn_error err = { 0 };
 
   p.arch = "qwen3";
-  p.type = "q8_0";
+  p.type = g_getenv ("TERN_TEST_TYPE") ? g_getenv ("TERN_TEST_TYPE") : "q8_0";
   p.n_embd = n_embd;
   p.n_layer = n_layer;
   p.n_head = 4;
@@ -252,8 +252,10 @@ make_model (const char *dir,
 }
 
 static void
-test_no_model (TernWindow *w)
+test_no_model (TernWindow *w,
+               const char *shot_path)
 {
+  CHECK (save_screenshot (GTK_WIDGET (w), shot_path));
   CHECK (g_str_equal (tern_window_get_page (w), "no-model"));
   CHECK (!tern_window_has_model (w));
   CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
@@ -542,6 +544,35 @@ test_speculation_control (TernWindow *w)
   CHECK (tip != NULL && strstr (tip, "coming with speculative decoding") != NULL);
 }
 
+/* Preferences, shortcuts and about build from their templates and close. */
+static void
+test_dialogs (TernWindow     *w,
+              GtkApplication *app)
+{
+  GSettings *settings = tern_application_get_settings (TERN_APPLICATION (app));
+  GListModel *toplevels = gtk_window_get_toplevels ();
+  guint before = g_list_model_get_n_items (toplevels);
+  guint after;
+
+  g_action_group_activate_action (G_ACTION_GROUP (app), "preferences", NULL);
+  g_action_group_activate_action (G_ACTION_GROUP (app), "about", NULL);
+  g_action_group_activate_action (G_ACTION_GROUP (w), "show-help-overlay", NULL);
+  spin_for (0.3);
+  after = g_list_model_get_n_items (toplevels);
+  CHECKF (after >= before + 2, "%u windows before, %u after", before, after);
+  for (guint i = after; i > 0; i--)
+    {
+      g_autoptr(GtkWindow) other = g_list_model_get_item (toplevels, i - 1);
+      if (other != GTK_WINDOW (w) && gtk_widget_get_visible (GTK_WIDGET (other)))
+        gtk_window_close (other);
+    }
+  spin_for (0.1);
+  /* Settings reach the next request: a temperature set here is what the
+   * preferences window shows and what the worker gets. */
+  g_settings_set_double (settings, "temperature", 0.0);
+  CHECK (g_settings_get_double (settings, "temperature") == 0.0);
+}
+
 static gboolean
 no_windows (GtkApplication *app)
 {
@@ -636,7 +667,11 @@ main (int   argc,
   out_dir = g_getenv ("TERN_TEST_OUT");
   shot = g_build_filename (out_dir && *out_dir ? out_dir : tmp, "tern-window.png", NULL);
 
-  test_no_model (w);
+  {
+    g_autofree char *no_model_shot =
+      g_build_filename (out_dir && *out_dir ? out_dir : tmp, "tern-no-model.png", NULL);
+    test_no_model (w, no_model_shot);
+  }
   test_speculation_control (w);
   test_bad_model (w, tmp);
   test_load_and_pin (w, model);
@@ -646,6 +681,7 @@ main (int   argc,
       test_stop (w);
       test_chat_mode (w);
       test_export_delete (w, tmp, data_dir);
+      test_dialogs (w, GTK_APPLICATION (app));
       test_quit_mid_generation (w, GTK_APPLICATION (app));
     }
 
