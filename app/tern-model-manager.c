@@ -1,0 +1,1106 @@
+/* tern-model-manager.c: the Models panel over TernCatalog, TernModelStore
+ * and TernDownloader. Rows are made once per catalog; their state is
+ * recomputed from the store and the downloader whenever either says so. */
+#include "config.h"
+
+#include <adwaita.h>
+#include <glib/gi18n.h>
+#include <string.h>
+
+#include "tern-model-manager.h"
+
+typedef struct _Row Row;
+
+struct _TernModelManager {
+  GtkBox          parent_instance;
+
+  GtkSearchEntry *search_entry;
+  GtkButton      *import_button;
+  GtkButton      *check_button;
+  GtkRevealer    *message_revealer;
+  GtkLabel       *message_label;
+  GtkButton      *message_close_button;
+  GtkStack       *stack;
+  AdwStatusPage  *error_page;
+  GtkBox         *groups_box;
+  GtkLabel       *disk_label;
+
+  TernCatalog    *catalog;
+  TernModelStore *store;
+  TernDownloader *downloader;
+  GHashTable     *rows;    /* tag -> Row* */
+  GPtrArray      *groups;  /* AdwPreferencesGroup* in groups_box */
+  AdwPreferencesGroup *local_group;
+  GCancellable   *cancellable;
+  char           *filter;  /* lowercase, NULL: none */
+  gboolean        checking;
+};
+
+struct _Row {
+  TernModelManager     *self;
+  char                 *tag;
+  const TernCatalogTag *catalog_tag;  /* NULL: imported or no longer in the catalog */
+  AdwPreferencesGroup  *group;
+  AdwActionRow         *row;
+  GtkProgressBar       *progress;
+  GtkButton            *download;
+  GtkButton            *cancel;
+  GtkButton            *remove;
+  GtkButton            *use;
+  char                 *error;
+  char                 *haystack;     /* what the filter searches, lowercase */
+};
+
+G_DEFINE_FINAL_TYPE (TernModelManager, tern_model_manager, GTK_TYPE_BOX)
+
+enum {
+  PROP_0,
+  PROP_CATALOG,
+  PROP_STORE,
+  PROP_DOWNLOADER,
+  N_PROPS
+};
+
+enum {
+  SIGNAL_USE_MODEL,
+  N_SIGNALS
+};
+
+static GParamSpec *properties[N_PROPS];
+static guint signals[N_SIGNALS];
+
+static void update_row (Row *row);
+
+static void
+row_free (Row *row)
+{
+  g_free (row->tag);
+  g_free (row->error);
+  g_free (row->haystack);
+  g_free (row);
+}
+
+static void
+set_message (TernModelManager *self,
+             const char       *text,
+             gboolean          is_error)
+{
+  gtk_label_set_text (self->message_label, text ? text : "");
+  if (is_error)
+    gtk_widget_add_css_class (GTK_WIDGET (self->message_label), "error");
+  else
+    gtk_widget_remove_css_class (GTK_WIDGET (self->message_label), "error");
+  gtk_revealer_set_reveal_child (self->message_revealer, text != NULL);
+}
+
+static void
+update_disk_label (TernModelManager *self)
+{
+  g_autofree char *used = NULL;
+  g_autofree char *text = NULL;
+
+  if (self->store == NULL)
+    {
+      gtk_label_set_text (self->disk_label, "");
+      return;
+    }
+  used = tern_manager_format_size (tern_model_store_get_disk_usage (self->store));
+  /* Translators: "3.1 GB used in /home/me/.local/share/tern/models" */
+  text = g_strdup_printf (_("%s used in %s"), used, tern_model_store_get_root (self->store));
+  gtk_label_set_text (self->disk_label, text);
+}
+
+/* ---- filter --------------------------------------------------------------- */
+
+static gboolean
+row_matches (Row        *row,
+             const char *filter)
+{
+  g_auto(GStrv) words = NULL;
+
+  if (filter == NULL || *filter == '\0')
+    return TRUE;
+  words = g_strsplit_set (filter, " \t", -1);
+  for (char **w = words; *w; w++)
+    if (**w != '\0' && strstr (row->haystack, *w) == NULL)
+      return FALSE;
+  return TRUE;
+}
+
+static void
+apply_filter (TernModelManager *self)
+{
+  g_autoptr(GHashTable) visible_groups = g_hash_table_new (NULL, NULL);
+  GHashTableIter iter;
+  gpointer value;
+  guint shown = 0;
+
+  g_hash_table_iter_init (&iter, self->rows);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    {
+      Row *row = value;
+      gboolean visible = row_matches (row, self->filter);
+
+      gtk_widget_set_visible (GTK_WIDGET (row->row), visible);
+      if (visible)
+        {
+          g_hash_table_add (visible_groups, row->group);
+          shown++;
+        }
+    }
+  for (guint i = 0; i < self->groups->len; i++)
+    gtk_widget_set_visible (self->groups->pdata[i], g_hash_table_contains (visible_groups, self->groups->pdata[i]));
+  if (g_strcmp0 (gtk_stack_get_visible_child_name (self->stack), "error") == 0)
+    return;
+  gtk_stack_set_visible_child_name (self->stack, shown > 0 || g_hash_table_size (self->rows) == 0
+                                                   ? "list" : "no-results");
+}
+
+void
+tern_model_manager_set_filter (TernModelManager *self,
+                               const char       *text)
+{
+  g_return_if_fail (TERN_IS_MODEL_MANAGER (self));
+  g_free (self->filter);
+  self->filter = text && *text ? g_utf8_strdown (text, -1) : NULL;
+  apply_filter (self);
+}
+
+static void
+on_search_changed (TernModelManager *self)
+{
+  tern_model_manager_set_filter (self, gtk_editable_get_text (GTK_EDITABLE (self->search_entry)));
+}
+
+/* ---- rows ------------------------------------------------------------------ */
+
+static void
+on_download_clicked (GtkButton *button,
+                     Row       *row)
+{
+  (void) button;
+  tern_model_manager_download (row->self, row->tag);
+}
+
+static void
+on_cancel_clicked (GtkButton *button,
+                   Row       *row)
+{
+  (void) button;
+  tern_model_manager_cancel (row->self, row->tag);
+}
+
+static void
+on_use_clicked (GtkButton *button,
+                Row       *row)
+{
+  (void) button;
+  tern_model_manager_use (row->self, row->tag);
+}
+
+typedef struct {
+  GWeakRef  self;
+  char     *tag;
+} PendingRemove;
+
+static void
+pending_remove_free (PendingRemove *pending)
+{
+  g_weak_ref_clear (&pending->self);
+  g_free (pending->tag);
+  g_free (pending);
+}
+
+static void
+on_remove_response (AdwMessageDialog *dialog,
+                    const char       *response,
+                    PendingRemove    *pending)
+{
+  g_autoptr(TernModelManager) self = g_weak_ref_get (&pending->self);
+  g_autoptr(GError) error = NULL;
+
+  (void) dialog;
+  if (self != NULL && g_str_equal (response, "remove") && !tern_model_manager_remove (self, pending->tag, &error))
+    set_message (self, error->message, TRUE);
+}
+
+static void
+on_remove_clicked (GtkButton *button,
+                   Row       *row)
+{
+  TernModelManager *self = row->self;
+  GtkRoot *root = gtk_widget_get_root (GTK_WIDGET (self));
+  g_autofree char *heading = g_strdup_printf (_("Remove %s?"), row->tag);
+  const char *body;
+  AdwMessageDialog *dialog;
+  PendingRemove *pending;
+
+  (void) button;
+  if (tern_model_store_is_local (self->store, row->tag))
+    body = _("Tern forgets this imported model. The file itself is not deleted.");
+  else if (tern_model_store_get_state (self->store, row->tag, row->catalog_tag) == TERN_MODEL_STATE_PARTIAL)
+    body = _("The partial download is deleted.");
+  else
+    body = _("Its files are deleted, except files that another installed model also uses.");
+  dialog = ADW_MESSAGE_DIALOG (adw_message_dialog_new (GTK_IS_WINDOW (root) ? GTK_WINDOW (root) : NULL,
+                                                       heading, body));
+  adw_message_dialog_add_responses (dialog, "cancel", _("_Cancel"), "remove", _("_Remove"), NULL);
+  adw_message_dialog_set_response_appearance (dialog, "remove", ADW_RESPONSE_DESTRUCTIVE);
+  adw_message_dialog_set_default_response (dialog, "cancel");
+  adw_message_dialog_set_close_response (dialog, "cancel");
+  pending = g_new0 (PendingRemove, 1);
+  g_weak_ref_init (&pending->self, self);
+  pending->tag = g_strdup (row->tag);
+  g_signal_connect_data (dialog, "response", G_CALLBACK (on_remove_response), pending,
+                         (GClosureNotify) (void (*) (void)) pending_remove_free, 0);
+  gtk_window_present (GTK_WINDOW (dialog));
+}
+
+static GtkButton *
+row_button (Row        *row,
+            GtkBox     *box,
+            const char *label,
+            const char *tooltip,
+            GCallback   callback)
+{
+  GtkButton *button = GTK_BUTTON (gtk_button_new_with_mnemonic (label));
+
+  gtk_widget_set_valign (GTK_WIDGET (button), GTK_ALIGN_CENTER);
+  gtk_widget_set_tooltip_text (GTK_WIDGET (button), tooltip);
+  g_signal_connect (button, "clicked", callback, row);
+  gtk_box_append (box, GTK_WIDGET (button));
+  return button;
+}
+
+static Row *
+add_row (TernModelManager     *self,
+         AdwPreferencesGroup  *group,
+         const char           *tag,
+         const TernCatalogTag *catalog_tag)
+{
+  Row *row = g_new0 (Row, 1);
+  GtkBox *box = GTK_BOX (gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6));
+  const char *label = catalog_tag ? catalog_tag->label : tern_model_store_get_label (self->store, tag);
+
+  row->self = self;
+  row->tag = g_strdup (tag);
+  row->catalog_tag = catalog_tag;
+  row->group = group;
+  row->row = ADW_ACTION_ROW (adw_action_row_new ());
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row->row), label ? label : tag);
+  adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (row->row), FALSE);
+  if (catalog_tag != NULL && catalog_tag->description != NULL)
+    gtk_widget_set_tooltip_text (GTK_WIDGET (row->row), catalog_tag->description);
+  {
+    g_autofree char *words = catalog_tag
+      ? g_strjoin (" ", tag, catalog_tag->label, catalog_tag->family->label,
+                   catalog_tag->description ? catalog_tag->description : "", NULL)
+      : g_strjoin (" ", tag, label ? label : "", NULL);
+
+    row->haystack = g_utf8_strdown (words, -1);
+  }
+
+  row->progress = GTK_PROGRESS_BAR (gtk_progress_bar_new ());
+  gtk_widget_set_valign (GTK_WIDGET (row->progress), GTK_ALIGN_CENTER);
+  gtk_widget_set_size_request (GTK_WIDGET (row->progress), 120, -1);
+  gtk_box_append (box, GTK_WIDGET (row->progress));
+  row->download = row_button (row, box, _("_Download"), NULL, G_CALLBACK (on_download_clicked));
+  gtk_widget_add_css_class (GTK_WIDGET (row->download), "suggested-action");
+  row->cancel = row_button (row, box, _("_Cancel"), _("Stop the download; it resumes from here next time"),
+                            G_CALLBACK (on_cancel_clicked));
+  row->remove = row_button (row, box, _("_Remove"), NULL, G_CALLBACK (on_remove_clicked));
+  row->use = row_button (row, box, _("_Use"), _("Load this model"), G_CALLBACK (on_use_clicked));
+  adw_action_row_add_suffix (row->row, GTK_WIDGET (box));
+  adw_preferences_group_add (group, GTK_WIDGET (row->row));
+
+  g_hash_table_replace (self->rows, row->tag, row);
+  update_row (row);
+  return row;
+}
+
+static char *
+state_text (Row            *row,
+            TernModelState  state)
+{
+  TernModelManager *self = row->self;
+
+  if (tern_downloader_is_pulling (self->downloader, row->tag))
+    return g_strdup (_("downloading"));
+  switch (state)
+    {
+    case TERN_MODEL_STATE_INSTALLED:
+      return g_strdup (_("installed"));
+    case TERN_MODEL_STATE_BROKEN:
+      return g_strdup (_("damaged: download it again"));
+    case TERN_MODEL_STATE_PARTIAL:
+      {
+        guint64 total = tern_catalog_tag_size (row->catalog_tag);
+        guint64 missing = tern_model_store_get_missing_bytes (self->store, row->catalog_tag);
+        int percent = total > 0 && missing <= total ? (int) (100.0 * (double) (total - missing) / (double) total) : 0;
+
+        /* Translators: a paused download, "40% downloaded" */
+        return g_strdup_printf (_("%d%% downloaded"), percent);
+      }
+    case TERN_MODEL_STATE_AVAILABLE:
+    default:
+      if (row->catalog_tag != NULL && !tern_catalog_tag_supported (row->catalog_tag))
+        return g_strdup_printf (_("needs Tern %s"), row->catalog_tag->min_app_version);
+      if (row->catalog_tag != NULL && tern_model_store_get_missing_bytes (self->store, row->catalog_tag) == 0)
+        return g_strdup (_("available, nothing new to download"));
+      return g_strdup (_("available"));
+    }
+}
+
+static void
+update_row (Row *row)
+{
+  TernModelManager *self = row->self;
+  TernModelState state = tern_model_store_get_state (self->store, row->tag, row->catalog_tag);
+  gboolean pulling = tern_downloader_is_pulling (self->downloader, row->tag);
+  gboolean installed = state == TERN_MODEL_STATE_INSTALLED;
+  gboolean can_download = row->catalog_tag != NULL && !installed && !pulling;
+  g_autofree char *size = NULL;
+  g_autofree char *status = state_text (row, state);
+  g_autofree char *subtitle = NULL;
+  guint64 bytes;
+
+  bytes = row->catalog_tag ? tern_catalog_tag_size (row->catalog_tag)
+                           : tern_model_store_get_tag_size (self->store, row->tag);
+  size = tern_manager_format_size (bytes);
+  if (row->error != NULL)
+    subtitle = g_strdup_printf ("%s · %s · %s", row->tag, size, row->error);
+  else
+    subtitle = g_strdup_printf ("%s · %s · %s", row->tag, size, status);
+  adw_action_row_set_subtitle (row->row, subtitle);
+  if (row->error != NULL || state == TERN_MODEL_STATE_BROKEN)
+    gtk_widget_add_css_class (GTK_WIDGET (row->row), "error");
+  else
+    gtk_widget_remove_css_class (GTK_WIDGET (row->row), "error");
+
+  gtk_widget_set_visible (GTK_WIDGET (row->progress), pulling);
+  gtk_widget_set_visible (GTK_WIDGET (row->cancel), pulling);
+  gtk_widget_set_visible (GTK_WIDGET (row->download), can_download);
+  if (can_download)
+    {
+      gboolean nothing = tern_model_store_get_missing_bytes (self->store, row->catalog_tag) == 0;
+      g_autofree char *tip = NULL;
+
+      gtk_button_set_label (row->download, state == TERN_MODEL_STATE_BROKEN ? _("_Repair")
+                                           : state == TERN_MODEL_STATE_PARTIAL ? _("_Resume")
+                                           : nothing ? _("_Add") : _("_Download"));
+      gtk_widget_set_sensitive (GTK_WIDGET (row->download), tern_catalog_tag_supported (row->catalog_tag));
+      if (nothing)
+        tip = g_strdup (_("Its files are already here (shared with another model)"));
+      else
+        {
+          g_autofree char *missing = tern_manager_format_size (
+            tern_model_store_get_missing_bytes (self->store, row->catalog_tag));
+
+          tip = g_strdup_printf (_("Download %s"), missing);
+        }
+      gtk_widget_set_tooltip_text (GTK_WIDGET (row->download), tip);
+    }
+  gtk_widget_set_visible (GTK_WIDGET (row->remove), !pulling && state != TERN_MODEL_STATE_AVAILABLE);
+  gtk_widget_set_visible (GTK_WIDGET (row->use), !pulling && installed);
+}
+
+static void
+update_rows (TernModelManager *self)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  g_hash_table_iter_init (&iter, self->rows);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    update_row (value);
+  update_disk_label (self);
+}
+
+static void
+clear_groups (TernModelManager *self)
+{
+  for (guint i = 0; i < self->groups->len; i++)
+    gtk_box_remove (self->groups_box, self->groups->pdata[i]);
+  g_ptr_array_set_size (self->groups, 0);
+  g_hash_table_remove_all (self->rows);
+  self->local_group = NULL;
+}
+
+static AdwPreferencesGroup *
+add_group (TernModelManager *self,
+           const char       *title,
+           const char       *description)
+{
+  AdwPreferencesGroup *group = ADW_PREFERENCES_GROUP (adw_preferences_group_new ());
+
+  adw_preferences_group_set_title (group, title);
+  if (description != NULL)
+    adw_preferences_group_set_description (group, description);
+  gtk_box_append (self->groups_box, GTK_WIDGET (group));
+  g_ptr_array_add (self->groups, group);
+  return group;
+}
+
+/* Installed tags the catalog does not have: imports, and models of an older
+ * catalog. Re-made whenever the store changes. */
+static void
+sync_other_rows (TernModelManager *self)
+{
+  g_auto(GStrv) tags = tern_model_store_list_tags (self->store);
+  g_autoptr(GPtrArray) stale = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer value;
+
+  g_hash_table_iter_init (&iter, self->rows);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    {
+      Row *row = value;
+
+      if (row->catalog_tag == NULL && !g_strv_contains ((const char * const *) tags, row->tag))
+        g_ptr_array_add (stale, row);
+    }
+  for (guint i = 0; i < stale->len; i++)
+    {
+      Row *row = stale->pdata[i];
+
+      adw_preferences_group_remove (row->group, GTK_WIDGET (row->row));
+      g_hash_table_remove (self->rows, row->tag);
+    }
+
+  for (char **t = tags; *t; t++)
+    {
+      if (g_hash_table_contains (self->rows, *t))
+        continue;
+      if (self->local_group == NULL)
+        self->local_group = add_group (self, _("Imported"),
+                                       _("Models added from files on this computer, and installed models "
+                                         "the catalog no longer lists"));
+      add_row (self, self->local_group, *t, NULL);
+    }
+}
+
+static void
+rebuild (TernModelManager *self)
+{
+  clear_groups (self);
+  if (self->catalog == NULL || self->store == NULL)
+    return;
+  gtk_stack_set_visible_child_name (self->stack, "list");
+  for (guint f = 0; f < tern_catalog_get_families (self->catalog)->len; f++)
+    {
+      const TernCatalogFamily *family = tern_catalog_get_families (self->catalog)->pdata[f];
+      AdwPreferencesGroup *group = add_group (self, family->label, family->description);
+
+      for (guint t = 0; t < family->tags->len; t++)
+        {
+          const TernCatalogTag *tag = family->tags->pdata[t];
+
+          add_row (self, group, tag->tag, tag);
+        }
+    }
+  sync_other_rows (self);
+  update_disk_label (self);
+  apply_filter (self);
+}
+
+static void
+show_error_page (TernModelManager *self,
+                 const char       *message)
+{
+  clear_groups (self);
+  adw_status_page_set_description (self->error_page, message);
+  gtk_stack_set_visible_child_name (self->stack, "error");
+  gtk_widget_set_sensitive (GTK_WIDGET (self->import_button), self->store != NULL);
+  gtk_widget_set_sensitive (GTK_WIDGET (self->check_button), self->store != NULL);
+}
+
+/* ---- store and downloader signals ------------------------------------------ */
+
+static void
+on_store_changed (TernModelManager *self)
+{
+  if (self->catalog == NULL)
+    return;
+  sync_other_rows (self);
+  update_rows (self);
+  apply_filter (self);
+}
+
+static void
+on_progress (TernDownloader   *downloader,
+             const char       *tag,
+             guint64           done,
+             guint64           total,
+             double            rate,
+             double            eta,
+             TernModelManager *self)
+{
+  Row *row = g_hash_table_lookup (self->rows, tag);
+  g_autofree char *of = NULL;
+  g_autofree char *speed = NULL;
+  g_autofree char *text = NULL;
+
+  (void) downloader;
+  if (row == NULL || total == 0)
+    return;
+  if (!gtk_widget_get_visible (GTK_WIDGET (row->progress)))
+    update_row (row);
+  gtk_progress_bar_set_fraction (row->progress, (double) done / (double) total);
+  of = tern_manager_format_size (total);
+  speed = tern_manager_format_size ((guint64) rate);
+  if (eta >= 0)
+    /* Translators: "45% of 610 MB · 5.1 MB/s · 1:58 left" */
+    text = g_strdup_printf (_("%d%% of %s · %s/s · %d:%02d left"), (int) (100.0 * (double) done / (double) total),
+                            of, speed, (int) (eta / 60), (int) eta % 60);
+  else
+    text = g_strdup_printf (_("%d%% of %s"), (int) (100.0 * (double) done / (double) total), of);
+  adw_action_row_set_subtitle (row->row, text);
+}
+
+static void
+on_pull_finished (TernDownloader   *downloader,
+                  const char       *tag,
+                  const char       *error_message,
+                  TernModelManager *self)
+{
+  Row *row = g_hash_table_lookup (self->rows, tag);
+
+  (void) downloader;
+  if (row == NULL)
+    return;
+  g_clear_pointer (&row->error, g_free);
+  /* A cancel the user asked for is not an error to keep showing. */
+  if (error_message != NULL && strstr (error_message, "download cancelled") == NULL)
+    row->error = g_strdup (error_message);
+  update_rows (self);
+}
+
+static void
+pull_done (GObject      *source,
+           GAsyncResult *result,
+           gpointer      data)
+{
+  (void) data;
+  /* "pull-finished" already told the rows. */
+  tern_downloader_pull_finish (TERN_DOWNLOADER (source), result, NULL);
+}
+
+void
+tern_model_manager_download (TernModelManager *self,
+                             const char       *tag)
+{
+  Row *row;
+
+  g_return_if_fail (TERN_IS_MODEL_MANAGER (self));
+  row = tag ? g_hash_table_lookup (self->rows, tag) : NULL;
+  if (row == NULL || self->catalog == NULL || self->downloader == NULL
+      || tern_downloader_is_pulling (self->downloader, tag))
+    return;
+  g_clear_pointer (&row->error, g_free);
+  tern_downloader_pull_async (self->downloader, self->catalog, tag, NULL, pull_done, NULL);
+  /* A pull that could not start has already reported through pull-finished;
+   * otherwise show it as running right away. */
+  update_row (row);
+  gtk_progress_bar_set_fraction (row->progress, 0);
+}
+
+void
+tern_model_manager_cancel (TernModelManager *self,
+                           const char       *tag)
+{
+  g_return_if_fail (TERN_IS_MODEL_MANAGER (self));
+  if (self->downloader != NULL)
+    tern_downloader_cancel (self->downloader, tag);
+}
+
+gboolean
+tern_model_manager_remove (TernModelManager  *self,
+                           const char        *tag,
+                           GError           **error)
+{
+  Row *row;
+  guint64 freed = 0;
+
+  g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), FALSE);
+  g_return_val_if_fail (tag != NULL, FALSE);
+  if (self->store == NULL)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, _("No model store"));
+      return FALSE;
+    }
+  row = g_hash_table_lookup (self->rows, tag);
+  if (self->downloader != NULL && tern_downloader_is_pulling (self->downloader, tag))
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_BUSY,
+                   _("%s is being downloaded: cancel it first"), tag);
+      return FALSE;
+    }
+  if (!tern_model_store_remove (self->store, tag, row ? row->catalog_tag : NULL, &freed, error))
+    return FALSE;
+  {
+    g_autofree char *size = tern_manager_format_size (freed);
+    g_autofree char *text = g_strdup_printf (_("Removed %s (%s freed)."), tag, size);
+
+    set_message (self, text, FALSE);
+  }
+  return TRUE;
+}
+
+gboolean
+tern_model_manager_use (TernModelManager *self,
+                        const char       *tag)
+{
+  g_autofree char *path = NULL;
+
+  g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), FALSE);
+  if (self->store == NULL || tern_model_store_get_state (self->store, tag, NULL) != TERN_MODEL_STATE_INSTALLED)
+    return FALSE;
+  path = tern_model_store_get_path (self->store, tag, TERN_PACKAGE_ROLE_BASE);
+  if (path == NULL)
+    return FALSE;
+  g_signal_emit (self, signals[SIGNAL_USE_MODEL], 0, path, tag);
+  return TRUE;
+}
+
+/* ---- import ---------------------------------------------------------------- */
+
+char *
+tern_model_manager_import (TernModelManager  *self,
+                           GFile             *file,
+                           GError           **error)
+{
+  g_autofree char *path = NULL;
+  g_autoptr(GError) local_error = NULL;
+  char *tag;
+
+  g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), NULL);
+  g_return_val_if_fail (G_IS_FILE (file), NULL);
+  path = g_file_get_path (file);
+  if (path == NULL)
+    {
+      g_autofree char *uri = g_file_get_uri (file);
+
+      g_set_error (&local_error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT,
+                   _("%s: only files on this computer can be imported"), uri);
+      tag = NULL;
+    }
+  else if (self->store == NULL)
+    {
+      g_set_error (&local_error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT, _("No model store to import into"));
+      tag = NULL;
+    }
+  else
+    tag = tern_model_store_import (self->store, path, NULL, &local_error);
+
+  if (tag == NULL)
+    {
+      set_message (self, local_error->message, TRUE);
+      g_propagate_error (error, g_steal_pointer (&local_error));
+      return NULL;
+    }
+  {
+    g_autofree char *text = g_strdup_printf (_("Imported %s as %s."), path, tag);
+
+    set_message (self, text, FALSE);
+  }
+  return tag;
+}
+
+static void
+on_chooser_response (GtkNativeDialog  *chooser,
+                     int               response,
+                     TernModelManager *self)
+{
+  if (response == GTK_RESPONSE_ACCEPT)
+    {
+      g_autoptr(GFile) file = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (chooser));
+      g_autofree char *tag = NULL;
+
+      if (file != NULL)
+        tag = tern_model_manager_import (self, file, NULL);
+    }
+  gtk_native_dialog_destroy (chooser);
+  g_object_unref (chooser);
+  g_object_unref (self);
+}
+
+static void
+on_import_clicked (TernModelManager *self)
+{
+  GtkRoot *root = gtk_widget_get_root (GTK_WIDGET (self));
+  GtkFileChooserNative *chooser;
+  g_autoptr(GtkFileFilter) filter = gtk_file_filter_new ();
+
+  chooser = gtk_file_chooser_native_new (_("Import a Model"), GTK_IS_WINDOW (root) ? GTK_WINDOW (root) : NULL,
+                                         GTK_FILE_CHOOSER_ACTION_OPEN, _("_Import"), _("_Cancel"));
+  gtk_file_filter_set_name (filter, _("GGUF models"));
+  gtk_file_filter_add_pattern (filter, "*.gguf");
+  gtk_file_filter_add_pattern (filter, "*.GGUF");
+  gtk_file_chooser_add_filter (GTK_FILE_CHOOSER (chooser), filter);
+  gtk_native_dialog_set_modal (GTK_NATIVE_DIALOG (chooser), TRUE);
+  g_signal_connect (chooser, "response", G_CALLBACK (on_chooser_response), g_object_ref (self));
+  gtk_native_dialog_show (GTK_NATIVE_DIALOG (chooser));
+}
+
+static gboolean
+on_drop (GtkDropTarget    *target,
+         const GValue     *value,
+         double            x,
+         double            y,
+         TernModelManager *self)
+{
+  GSList *files;
+  gboolean any = FALSE;
+
+  (void) target;
+  (void) x;
+  (void) y;
+  if (!G_VALUE_HOLDS (value, GDK_TYPE_FILE_LIST))
+    return FALSE;
+  files = gdk_file_list_get_files (g_value_get_boxed (value));
+  for (GSList *l = files; l != NULL; l = l->next)
+    {
+      g_autofree char *tag = tern_model_manager_import (self, l->data, NULL);
+
+      any |= tag != NULL;
+    }
+  g_slist_free (files);
+  return any;
+}
+
+/* ---- verify ---------------------------------------------------------------- */
+
+static void
+check_done (GObject      *source,
+            GAsyncResult *result,
+            gpointer      data)
+{
+  g_autoptr(TernModelManager) self = data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) problems = tern_model_store_check_finish (TERN_MODEL_STORE (source), result, &error);
+
+  self->checking = FALSE;
+  gtk_widget_set_sensitive (GTK_WIDGET (self->check_button), TRUE);
+  if (problems == NULL)
+    {
+      if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        set_message (self, error->message, TRUE);
+      return;
+    }
+  if (problems->len == 0)
+    set_message (self, _("Every installed file is intact."), FALSE);
+  else
+    {
+      g_autoptr(GString) text = g_string_new (NULL);
+
+      g_string_append_printf (text, ngettext ("%u damaged or missing file (Repair downloads it again):",
+                                              "%u damaged or missing files (Repair downloads them again):",
+                                              problems->len), problems->len);
+      for (guint i = 0; i < problems->len; i++)
+        g_string_append_printf (text, "\n%s", (const char *) problems->pdata[i]);
+      set_message (self, text->str, TRUE);
+    }
+}
+
+static void
+on_check_clicked (TernModelManager *self)
+{
+  if (self->store == NULL || self->checking)
+    return;
+  self->checking = TRUE;
+  gtk_widget_set_sensitive (GTK_WIDGET (self->check_button), FALSE);
+  set_message (self, _("Verifying the installed files…"), FALSE);
+  tern_model_store_check_async (self->store, self->cancellable, check_done, g_object_ref (self));
+}
+
+/* ---- object ---------------------------------------------------------------- */
+
+static void
+set_up (TernModelManager *self)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (self->store == NULL)
+    {
+      self->store = tern_model_store_new (NULL, &error);
+      if (self->store == NULL)
+        {
+          show_error_page (self, error->message);
+          return;
+        }
+    }
+  if (self->downloader == NULL)
+    self->downloader = tern_downloader_new (self->store);
+  if (self->catalog == NULL)
+    {
+      g_autofree char *path = tern_catalog_default_path ();
+
+      self->catalog = tern_catalog_new_from_file (path, &error);
+    }
+
+  g_signal_connect_object (self->store, "changed", G_CALLBACK (on_store_changed), self, G_CONNECT_SWAPPED);
+  g_signal_connect_object (self->downloader, "progress", G_CALLBACK (on_progress), self, 0);
+  g_signal_connect_object (self->downloader, "pull-finished", G_CALLBACK (on_pull_finished), self, 0);
+
+  if (self->catalog == NULL)
+    {
+      show_error_page (self, error->message);
+      return;
+    }
+  rebuild (self);
+}
+
+static void
+tern_model_manager_constructed (GObject *object)
+{
+  G_OBJECT_CLASS (tern_model_manager_parent_class)->constructed (object);
+  set_up (TERN_MODEL_MANAGER (object));
+}
+
+static void
+tern_model_manager_dispose (GObject *object)
+{
+  TernModelManager *self = TERN_MODEL_MANAGER (object);
+
+  g_cancellable_cancel (self->cancellable);
+  if (self->groups != NULL)
+    clear_groups (self);
+  gtk_widget_dispose_template (GTK_WIDGET (self), TERN_TYPE_MODEL_MANAGER);
+  g_clear_object (&self->catalog);
+  g_clear_object (&self->downloader);
+  g_clear_object (&self->store);
+  G_OBJECT_CLASS (tern_model_manager_parent_class)->dispose (object);
+}
+
+static void
+tern_model_manager_finalize (GObject *object)
+{
+  TernModelManager *self = TERN_MODEL_MANAGER (object);
+
+  g_hash_table_unref (self->rows);
+  g_ptr_array_unref (self->groups);
+  g_clear_object (&self->cancellable);
+  g_free (self->filter);
+  G_OBJECT_CLASS (tern_model_manager_parent_class)->finalize (object);
+}
+
+static void
+tern_model_manager_get_property (GObject    *object,
+                                 guint       prop_id,
+                                 GValue     *value,
+                                 GParamSpec *pspec)
+{
+  TernModelManager *self = TERN_MODEL_MANAGER (object);
+
+  switch (prop_id)
+    {
+    case PROP_CATALOG:
+      g_value_set_object (value, self->catalog);
+      break;
+    case PROP_STORE:
+      g_value_set_object (value, self->store);
+      break;
+    case PROP_DOWNLOADER:
+      g_value_set_object (value, self->downloader);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+tern_model_manager_set_property (GObject      *object,
+                                 guint         prop_id,
+                                 const GValue *value,
+                                 GParamSpec   *pspec)
+{
+  TernModelManager *self = TERN_MODEL_MANAGER (object);
+
+  switch (prop_id)
+    {
+    case PROP_CATALOG:
+      g_set_object (&self->catalog, g_value_get_object (value));
+      break;
+    case PROP_STORE:
+      g_set_object (&self->store, g_value_get_object (value));
+      break;
+    case PROP_DOWNLOADER:
+      g_set_object (&self->downloader, g_value_get_object (value));
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+tern_model_manager_class_init (TernModelManagerClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
+
+  object_class->constructed = tern_model_manager_constructed;
+  object_class->dispose = tern_model_manager_dispose;
+  object_class->finalize = tern_model_manager_finalize;
+  object_class->get_property = tern_model_manager_get_property;
+  object_class->set_property = tern_model_manager_set_property;
+
+  properties[PROP_CATALOG] =
+    g_param_spec_object ("catalog", NULL, NULL, TERN_TYPE_CATALOG,
+                         G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_STORE] =
+    g_param_spec_object ("store", NULL, NULL, TERN_TYPE_MODEL_STORE,
+                         G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_DOWNLOADER] =
+    g_param_spec_object ("downloader", NULL, NULL, TERN_TYPE_DOWNLOADER,
+                         G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY | G_PARAM_STATIC_STRINGS);
+  g_object_class_install_properties (object_class, N_PROPS, properties);
+
+  signals[SIGNAL_USE_MODEL] =
+    g_signal_new ("use-model", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_STRING);
+
+  gtk_widget_class_set_template_from_resource (widget_class, "/io/github/tern/Tern/ui/tern-model-manager.ui");
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, search_entry);
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, import_button);
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, check_button);
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, message_revealer);
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, message_label);
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, message_close_button);
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, stack);
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, error_page);
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, groups_box);
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, disk_label);
+}
+
+static void
+on_message_close (TernModelManager *self)
+{
+  set_message (self, NULL, FALSE);
+}
+
+static void
+tern_model_manager_init (TernModelManager *self)
+{
+  GtkDropTarget *drop;
+
+  gtk_widget_init_template (GTK_WIDGET (self));
+  self->rows = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) row_free);
+  self->groups = g_ptr_array_new ();
+  self->cancellable = g_cancellable_new ();
+
+  g_signal_connect_swapped (self->search_entry, "search-changed", G_CALLBACK (on_search_changed), self);
+  g_signal_connect_swapped (self->import_button, "clicked", G_CALLBACK (on_import_clicked), self);
+  g_signal_connect_swapped (self->check_button, "clicked", G_CALLBACK (on_check_clicked), self);
+  g_signal_connect_swapped (self->message_close_button, "clicked", G_CALLBACK (on_message_close), self);
+
+  drop = gtk_drop_target_new (GDK_TYPE_FILE_LIST, GDK_ACTION_COPY);
+  g_signal_connect (drop, "drop", G_CALLBACK (on_drop), self);
+  gtk_widget_add_controller (GTK_WIDGET (self), GTK_EVENT_CONTROLLER (drop));
+}
+
+GtkWidget *
+tern_model_manager_new (TernCatalog    *catalog,
+                        TernModelStore *store,
+                        TernDownloader *downloader)
+{
+  return g_object_new (TERN_TYPE_MODEL_MANAGER, "catalog", catalog, "store", store, "downloader",
+                       downloader, NULL);
+}
+
+TernCatalog *
+tern_model_manager_get_catalog (TernModelManager *self)
+{
+  g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), NULL);
+  return self->catalog;
+}
+
+TernModelStore *
+tern_model_manager_get_store (TernModelManager *self)
+{
+  g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), NULL);
+  return self->store;
+}
+
+TernDownloader *
+tern_model_manager_get_downloader (TernModelManager *self)
+{
+  g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), NULL);
+  return self->downloader;
+}
+
+GtkWidget *
+tern_model_manager_get_row (TernModelManager *self,
+                            const char       *tag)
+{
+  Row *row;
+
+  g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), NULL);
+  row = tag ? g_hash_table_lookup (self->rows, tag) : NULL;
+  return row ? GTK_WIDGET (row->row) : NULL;
+}
+
+const char *
+tern_model_manager_get_message (TernModelManager *self)
+{
+  g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), NULL);
+  if (!gtk_revealer_get_reveal_child (self->message_revealer))
+    return NULL;
+  return gtk_label_get_text (self->message_label);
+}
+
+/* ---- the Models window ------------------------------------------------------ */
+
+#define WINDOW_KEY "tern-model-manager-window"
+
+static void
+forget_window (GObject *parent)
+{
+  g_object_set_data (parent, WINDOW_KEY, NULL);
+}
+
+static void
+close_window_of (TernModelManager *self)
+{
+  GtkRoot *root = gtk_widget_get_root (GTK_WIDGET (self));
+
+  if (GTK_IS_WINDOW (root))
+    gtk_window_close (GTK_WINDOW (root));
+}
+
+TernModelManager *
+tern_model_manager_present (GtkWindow *parent,
+                            GCallback  on_use_model,
+                            gpointer   user_data)
+{
+  GtkWindow *window = parent ? g_object_get_data (G_OBJECT (parent), WINDOW_KEY) : NULL;
+  GtkWidget *box, *header, *manager;
+
+  if (window == NULL)
+    {
+      window = GTK_WINDOW (adw_window_new ());
+      gtk_window_set_title (window, _("Models"));
+      gtk_window_set_default_size (window, 640, 720);
+      gtk_window_set_hide_on_close (window, TRUE);
+      if (parent != NULL)
+        {
+          gtk_window_set_transient_for (window, parent);
+          /* One window per parent, which goes with the parent. */
+          gtk_window_set_destroy_with_parent (window, TRUE);
+          g_object_set_data (G_OBJECT (parent), WINDOW_KEY, window);
+          g_signal_connect_object (window, "destroy", G_CALLBACK (forget_window), parent, G_CONNECT_SWAPPED);
+        }
+      box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 0);
+      header = adw_header_bar_new ();
+      manager = tern_model_manager_new (NULL, NULL, NULL);
+      gtk_widget_set_vexpand (manager, TRUE);
+      gtk_box_append (GTK_BOX (box), header);
+      gtk_box_append (GTK_BOX (box), manager);
+      adw_window_set_content (ADW_WINDOW (window), box);
+      if (on_use_model != NULL)
+        g_signal_connect_swapped (manager, "use-model", on_use_model, user_data);
+      g_signal_connect (manager, "use-model", G_CALLBACK (close_window_of), NULL);
+      g_object_set_data (G_OBJECT (window), WINDOW_KEY, manager);
+    }
+  gtk_window_present (window);
+  return TERN_MODEL_MANAGER (g_object_get_data (G_OBJECT (window), WINDOW_KEY));
+}

@@ -1,0 +1,63 @@
+/* tern-model-manager.h: the Models panel: the catalog's models grouped by
+ * family with their size and state (available, downloading, installed,
+ * broken), progress bars, Download / Cancel / Remove / Use buttons, a search
+ * filter, the disk space they take, Import (file chooser, or a .gguf dropped
+ * on the panel) and Verify.
+ *
+ * Signal "use-model" (const char *path, const char *tag): the user chose an
+ * installed model; path is its GGUF file. The panel keeps downloading while
+ * it is hidden. Needs the model manager (manager/, TERN_HAVE_MANAGER). */
+#pragma once
+
+#include <gtk/gtk.h>
+
+#include "tern-manager.h"
+
+G_BEGIN_DECLS
+
+#define TERN_TYPE_MODEL_MANAGER (tern_model_manager_get_type ())
+G_DECLARE_FINAL_TYPE (TernModelManager, tern_model_manager, TERN, MODEL_MANAGER, GtkBox)
+
+/* NULL arguments: the default catalog (TERN_CATALOG or the installed one),
+ * the default store ($XDG_DATA_HOME/tern/models), a new downloader. A
+ * catalog or store that cannot be opened is shown in the panel. */
+GtkWidget      *tern_model_manager_new            (TernCatalog      *catalog,
+                                                   TernModelStore   *store,
+                                                   TernDownloader   *downloader);
+TernCatalog    *tern_model_manager_get_catalog    (TernModelManager *self);
+TernModelStore *tern_model_manager_get_store      (TernModelManager *self);
+TernDownloader *tern_model_manager_get_downloader (TernModelManager *self);
+
+/* What the buttons do. */
+void            tern_model_manager_download       (TernModelManager *self,
+                                                   const char       *tag);
+void            tern_model_manager_cancel         (TernModelManager *self,
+                                                   const char       *tag);
+/* Without asking (the Remove button asks first). */
+gboolean        tern_model_manager_remove         (TernModelManager *self,
+                                                   const char       *tag,
+                                                   GError          **error);
+/* Emits "use-model" when the tag is installed. */
+gboolean        tern_model_manager_use            (TernModelManager *self,
+                                                   const char       *tag);
+/* Returns the new tag, or NULL with the error also shown in the panel. */
+char           *tern_model_manager_import         (TernModelManager *self,
+                                                   GFile            *file,
+                                                   GError          **error);
+void            tern_model_manager_set_filter     (TernModelManager *self,
+                                                   const char       *text);
+
+/* For tests: the row of a tag (an AdwActionRow), the message line. */
+GtkWidget      *tern_model_manager_get_row        (TernModelManager *self,
+                                                   const char       *tag);
+const char     *tern_model_manager_get_message    (TernModelManager *self);
+
+/* A "Models" window over `parent` with one panel, made on the first call and
+ * kept (closing hides it, so downloads go on); on_use_model is connected
+ * swapped to "use-model" (callback (user_data, path, tag)) and the window
+ * closes when a model is chosen. Returns the panel. */
+TernModelManager *tern_model_manager_present      (GtkWindow        *parent,
+                                                   GCallback         on_use_model,
+                                                   gpointer          user_data);
+
+G_END_DECLS
