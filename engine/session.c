@@ -328,6 +328,14 @@ tn_pin_info tn_session_pin_info(const tn_session *s) {
     return s ? s->info : none;
 }
 
+bool tn_session_token_drafted(const tn_session *s) {
+    return s && tn_spec_last_drafted(s->spec);
+}
+
+const uint8_t *tn_session_drafted_flags(const tn_session *s, int32_t *n) {
+    return tn_spec_flags(s ? s->spec : NULL, n);
+}
+
 void tn_session_cancel(tn_session *s) {
     if (!s)
         return;
@@ -662,11 +670,13 @@ static int stop_filter_push(stop_filter *f, const char *text, size_t len, bool f
  * each token, decodes it, and repeats until a stop. The token that ends the
  * answer is never decoded, so it gets no KV row.
  *
- * Speculative decoding plugs in here: instead of decoding the one sampled
- * token, a drafter (g->drafter) proposes up to k tokens, [token, d1..dk] are
- * decoded in one call with TN_LOGITS_ALL, the agreeing prefix is accepted
- * (stats->drafted / accepted), and the rows of rejected drafts are cut with
- * kv_cut(). Everything else in this loop stays as it is. */
+ * Speculative decoding (g->drafter, spec.c): instead of decoding the one
+ * sampled token, tn_spec_step decodes [token, d1..dk] in one call, keeps the
+ * drafts the target agrees with and queues them with the target's next
+ * token; the loop then takes tokens from that queue (tn_spec_pop) through
+ * the same checks as any token. An accepted draft's KV row already exists,
+ * so "decoding" it only mirrors it; rows of drafts never emitted are cut
+ * when the loop ends. Everything else in this loop stays as it is. */
 static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb cb, void *user,
                     double t_call, tn_session_stats *st, tn_error *err) {
     tn_detok_stream detok;
@@ -796,6 +806,9 @@ static int ask_impl(tn_session *s, const int32_t *req, int32_t n_req, const tn_g
     if (rc != TN_OK)
         return rc;
     st->restored_tokens = s->n_pin;
+    rc = tn_spec_begin(s->spec, s->ctx, g, s->kv_tokens, s->n_kv, err);
+    if (rc != TN_OK)
+        return rc;
     const double t_prefill = now_ms();
     rc = kv_append(s, req, n_req, true, g->progress, g->progress_user, err);
     st->prefill_ms = now_ms() - t_prefill;
@@ -806,6 +819,7 @@ static int ask_impl(tn_session *s, const int32_t *req, int32_t n_req, const tn_g
         rc = sampler_begin(s, g, err);
     if (rc == TN_OK)
         rc = generate(s, g, cb, user, t_call, st, err);
+    tn_spec_end(s->spec, s->ctx);
     /* Nothing of the request survives it. */
     kv_cut(s, s->n_pin);
     if (s->n_kv != s->n_pin || tn_ctx_kv_len(s->ctx) != s->n_pin || !pin_in_kv(s)) {
@@ -893,8 +907,11 @@ static int chat_impl(tn_session *s, const int32_t *tokens, int32_t n, const tn_g
     kv_cut(s, keep);
     st->restored_tokens = keep;
     st->restore_ms = now_ms() - t_restore;
+    int rc = tn_spec_begin(s->spec, s->ctx, g, s->kv_tokens, s->n_kv, err);
+    if (rc != TN_OK)
+        return rc;
     const double t_prefill = now_ms();
-    int rc = kv_append(s, tokens + keep, n - keep, true, g->progress, g->progress_user, err);
+    rc = kv_append(s, tokens + keep, n - keep, true, g->progress, g->progress_user, err);
     st->prefill_ms = now_ms() - t_prefill;
     st->prompt_tokens = s->n_kv - keep;
     if (st->prefill_ms > 0)
@@ -903,6 +920,7 @@ static int chat_impl(tn_session *s, const int32_t *tokens, int32_t n, const tn_g
         rc = sampler_begin(s, g, err);
     if (rc == TN_OK)
         rc = generate(s, g, cb, user, t_call, st, err);
+    tn_spec_end(s->spec, s->ctx);
     if (rc == TN_ERR_CANCELLED)
         st->stop_reason = TN_STOP_CANCELLED;
     return rc;

@@ -1,0 +1,1151 @@
+/* Speculative decoding: lossless, per request, with defined edge cases.
+ *
+ * On tiny random-weight models written with tn_mkmodel (synthetic vocabulary):
+ *   greedy-ARCH  for each weight type, many prompts (random ones, and
+ *                repetitive ones on which the lookup drafter proposes long
+ *                blocks), every drafter (lookup, a draft model, the target
+ *                itself as draft model, an oracle replaying the plain answer,
+ *                a corrupted oracle, random guesses, empty drafts; DFlash when
+ *                built) gives BITWISE the tokens, stop reason and final KV of
+ *                plain decoding, in flash mode (the pinned rows' bytes never
+ *                change) and in multi-turn chat; the drafter is switched per
+ *                request in one session; answers stopped by max_tokens, a stop
+ *                token, a stop string or a full context in the middle of an
+ *                accepted block end exactly where plain decoding ends;
+ *   sampling     the joint distribution of the first three tokens with
+ *                speculation (several drafters, temperature 1, top-k 4) matches
+ *                the exact distribution computed from the target's logits
+ *                (chi-square goodness of fit; false-alarm rate 1e-4 per
+ *                comparison, fixed seeds, so a pass is reproducible); the
+ *                rejection rule alone is checked the same way on made-up p, q;
+ *   api          incompatible draft models (a token differs, the sizes differ)
+ *                fail naming the first differing token; a drafter returning
+ *                too many tokens, a token outside the vocabulary or an error
+ *                fails the request with the KV back at the pin; drafts asked
+ *                near a full context are cut to the free rows; stats and the
+ *                per-token "drafted" flags agree; the lookup drafter's
+ *                proposals on known histories.
+ */
+#include "tn-internal.h"
+#include "tn-session.h"
+#include "tn-spec.h"
+#include "tn-test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_OUT 512
+
+/* ------------------------------------------------------------- helpers */
+
+typedef struct answer {
+    int32_t tokens[MAX_OUT];
+    uint8_t drafted[MAX_OUT]; /* tn_session_token_drafted() inside the callback */
+    int n;
+    char text[8192];
+    size_t text_len;
+    int rc;
+    tn_session_stats st;
+    char error[TN_ERROR_MESSAGE_MAX];
+} answer;
+
+typedef struct collect {
+    answer *a;
+    tn_session *s;
+} collect;
+
+static bool on_token(const char *piece, int32_t token, void *user) {
+    collect *c = user;
+    answer *a = c->a;
+    if (token >= 0 && a->n < MAX_OUT) {
+        a->drafted[a->n] = tn_session_token_drafted(c->s);
+        a->tokens[a->n++] = token;
+    }
+    size_t len = strlen(piece);
+    if (a->text_len + len < sizeof a->text) {
+        memcpy(a->text + a->text_len, piece, len);
+        a->text_len += len;
+        a->text[a->text_len] = '\0';
+    }
+    return true;
+}
+
+static bool same_answer(const answer *x, const answer *y) {
+    return x->rc == y->rc && x->n == y->n &&
+           !memcmp(x->tokens, y->tokens, (size_t)x->n * sizeof(int32_t)) &&
+           x->text_len == y->text_len && !memcmp(x->text, y->text, x->text_len) &&
+           x->st.stop_reason == y->st.stop_reason && x->st.kv_len == y->st.kv_len;
+}
+
+static void print_tokens(const char *label, const answer *a) {
+    fprintf(stderr, "  %s (%d, stop %s):", label, a->n, tn_stop_reason_name(a->st.stop_reason));
+    for (int i = 0; i < a->n && i < 40; i++)
+        fprintf(stderr, " %d%s", a->tokens[i], a->drafted[i] ? "*" : "");
+    fputc('\n', stderr);
+}
+
+/* Stats and flags agree with each other and with what the callback saw. */
+static void check_stats(const char *what, tn_session *s, const answer *a) {
+    int32_t nf = -1;
+    const uint8_t *flags = tn_session_drafted_flags(s, &nf);
+    CHECKF(nf == a->n, "%s: %d flags for %d tokens", what, nf, a->n);
+    int drafted = 0;
+    for (int i = 0; i < a->n && i < nf; i++) {
+        CHECKF(flags[i] == a->drafted[i], "%s: flag %d differs from the callback's", what, i);
+        drafted += a->drafted[i];
+    }
+    CHECKF(a->st.accepted <= a->st.drafted && drafted <= a->st.accepted,
+           "%s: drafted %d, accepted %d, delivered from drafts %d", what, a->st.drafted,
+           a->st.accepted, drafted);
+    CHECKF(a->st.drafted == 0 || a->st.verify_steps > 0, "%s: drafts without a verify step", what);
+}
+
+static const char *tmp_path(const char *name) {
+    static char buf[8][4096];
+    static int next;
+    char *p = buf[next++ % 8];
+    snprintf(p, 4096, "%s/%s", tn_test_tmpdir(), name);
+    return p;
+}
+
+static tn_model *make_model(const char *file, const char *arch, const char *type, int64_t embd,
+                            int64_t layers, uint64_t seed, float logit_scale) {
+    tn_mkmodel_params p = tn_mkmodel_default_params();
+    p.arch = arch;
+    p.type = type;
+    p.n_embd = embd;
+    p.n_layer = layers;
+    p.n_head = 2;
+    p.n_head_kv = 1;
+    p.head_dim = 32;
+    p.n_ff = 2 * embd;
+    p.n_ctx = 2048;
+    p.sliding_window = 16; /* gemma3: short enough to matter in these contexts */
+    p.seed = seed;
+    p.n_threads = 2;
+    if (logit_scale > 0)
+        p.logit_scale = logit_scale;
+    tn_error err = {0};
+    const char *path = tmp_path(file);
+    int rc = tn_mkmodel(&p, path, &err);
+    CHECKF(rc == TN_OK, "mkmodel %s: %s", file, err.message);
+    if (rc != TN_OK)
+        return NULL;
+    tn_model *m = NULL;
+    rc = tn_model_load(path, tn_model_default_params(), &m, &err);
+    CHECKF(rc == TN_OK, "load %s: %s", file, err.message);
+    return m;
+}
+
+static tn_session *new_session(const tn_model *m, int32_t n_ctx) {
+    tn_session_params sp = tn_session_default_params();
+    sp.n_ctx = n_ctx;
+    sp.n_threads = 2;
+    sp.pin_cache_dir = "";
+    tn_session *s = NULL;
+    tn_error err = {0};
+    int rc = tn_session_new(m, sp, &s, &err);
+    CHECKF(rc == TN_OK, "session: %s", err.message);
+    return s;
+}
+
+static uint64_t pinned_rows_hash(tn_session *s) {
+    int32_t n_pin = tn_session_pin_info(s).n_pin;
+    tn_ctx *c = tn_session_ctx(s);
+    uint64_t bytes = tn_ctx_kv_state_bytes(c, n_pin);
+    void *buf = malloc(bytes ? bytes : 1);
+    uint64_t h = 0;
+    if (tn_ctx_kv_len(c) >= n_pin && tn_ctx_kv_state_save(c, n_pin, buf, bytes, NULL) == TN_OK)
+        h = tn_checksum64(buf, bytes, 0);
+    free(buf);
+    return h;
+}
+
+static void ask(tn_session *s, const int32_t *req, int32_t n_req, const tn_gen_params *g,
+                answer *a) {
+    memset(a, 0, sizeof *a);
+    collect c = {.a = a, .s = s};
+    tn_error err = {0};
+    a->rc = tn_session_ask_tokens(s, req, n_req, g, on_token, &c, &a->st, &err);
+    snprintf(a->error, sizeof a->error, "%s", a->rc == TN_OK ? "" : err.message);
+}
+
+/* ------------------------------------------------------ custom drafters */
+
+/* Replays a known continuation: proposes expected[n..] when the history is
+ * expected[0..n). corrupt_every > 0 changes every that-many-th proposed token
+ * (partial acceptance). */
+typedef struct oracle {
+    int32_t expected[2048];
+    int32_t n_expected;
+    int corrupt_every;
+    int32_t n_vocab;
+    int calls, mismatched;
+} oracle;
+
+static int32_t oracle_propose(void *self, const int32_t *h, int32_t n, int32_t max, int32_t *draft,
+                              tn_error *err) {
+    (void)err;
+    oracle *o = self;
+    o->calls++;
+    if (n > o->n_expected || memcmp(h, o->expected, (size_t)n * sizeof *h) != 0) {
+        o->mismatched++;
+        return 0;
+    }
+    int32_t nd = 0;
+    for (; nd < max && n + nd < o->n_expected; nd++) {
+        draft[nd] = o->expected[n + nd];
+        if (o->corrupt_every > 0 && (n + nd) % o->corrupt_every == 0)
+            draft[nd] = (draft[nd] + 1) % o->n_vocab;
+    }
+    return nd;
+}
+
+static void oracle_set(oracle *o, const int32_t *pin, int32_t n_pin, const int32_t *req,
+                       int32_t n_req, const answer *a) {
+    o->n_expected = 0;
+    for (int32_t i = 0; i < n_pin; i++)
+        o->expected[o->n_expected++] = pin[i];
+    for (int32_t i = 0; i < n_req; i++)
+        o->expected[o->n_expected++] = req[i];
+    for (int i = 0; i < a->n && o->n_expected < 2048; i++)
+        o->expected[o->n_expected++] = a->tokens[i];
+}
+
+/* Random guesses (mostly rejected). */
+typedef struct noise {
+    uint64_t state;
+    int32_t n_vocab;
+    int32_t fixed_len; /* > 0: always this many (may exceed max: a broken drafter) */
+    int32_t bad_token; /* >= 0: propose this id (outside the vocabulary) */
+    bool fail;
+} noise;
+
+static int32_t noise_propose(void *self, const int32_t *h, int32_t n, int32_t max, int32_t *draft,
+                             tn_error *err) {
+    (void)h;
+    (void)n;
+    noise *z = self;
+    if (z->fail)
+        return tn_fail(err, TN_ERR_IO, "the test drafter failed on purpose");
+    int32_t nd = z->fixed_len > 0 ? z->fixed_len : max;
+    for (int32_t i = 0; i < nd && i < TN_SPEC_MAX_DRAFT; i++)
+        draft[i] = z->bad_token >= 0 ? z->bad_token
+                                     : (int32_t)(tn_test_rand(&z->state) % (uint64_t)z->n_vocab);
+    return nd;
+}
+
+static int32_t empty_propose(void *self, const int32_t *h, int32_t n, int32_t max, int32_t *draft,
+                             tn_error *err) {
+    (void)self, (void)h, (void)n, (void)max, (void)draft, (void)err;
+    return 0;
+}
+
+static tn_drafter *custom(int32_t (*fn)(void *, const int32_t *, int32_t, int32_t, int32_t *,
+                                        tn_error *),
+                          void *self, int32_t draft_max) {
+    tn_drafter_ops ops = {.propose = fn};
+    tn_drafter *d = NULL;
+    tn_error err = {0};
+    int rc = tn_drafter_new_custom(&ops, self, draft_max, &d, &err);
+    CHECKF(rc == TN_OK, "custom drafter: %s", err.message);
+    return d;
+}
+
+/* ------------------------------------------------------------ prompts */
+
+enum { N_PROMPTS = 6 };
+
+/* Random prompts, and repetitive ones (a phrase repeated, a counting
+ * pattern) on which the lookup drafter finds long matches. */
+static int32_t make_prompt(int which, int32_t n_vocab, int32_t *out) {
+    uint64_t st = 1000 + (uint64_t)which;
+    int32_t n = 0;
+    switch (which % 3) {
+    case 0: /* random */
+        n = 6 + which;
+        for (int32_t i = 0; i < n; i++)
+            out[i] = 5 + (int32_t)(tn_test_rand(&st) % (uint64_t)(n_vocab - 5));
+        break;
+    case 1: { /* a phrase three times */
+        int32_t phrase[7];
+        for (int i = 0; i < 7; i++)
+            phrase[i] = 5 + (int32_t)(tn_test_rand(&st) % (uint64_t)(n_vocab - 5));
+        for (int r = 0; r < 3; r++)
+            for (int i = 0; i < 7; i++)
+                out[n++] = phrase[i];
+        break;
+    }
+    default: /* a counting pattern */
+        for (int32_t i = 0; i < 24; i++)
+            out[n++] = 300 + (i % 5) * 3 + (i / 10);
+        break;
+    }
+    return n;
+}
+
+/* ------------------------------------------------ greedy equality tests */
+
+typedef struct drafters {
+    tn_drafter *lookup, *lookup_short, *model, *self_model, *oracle, *corrupt, *noise, *empty;
+    tn_drafter *dflash;
+    oracle oracle_state, corrupt_state;
+    noise noise_state;
+} drafters;
+
+static void drafters_free(drafters *d) {
+    tn_drafter_free(d->lookup);
+    tn_drafter_free(d->lookup_short);
+    tn_drafter_free(d->model);
+    tn_drafter_free(d->self_model);
+    tn_drafter_free(d->oracle);
+    tn_drafter_free(d->corrupt);
+    tn_drafter_free(d->noise);
+    tn_drafter_free(d->empty);
+    tn_drafter_free(d->dflash);
+}
+
+static tn_drafter *dflash_for(const tn_model *target, const char *tag);
+
+static void drafters_make(drafters *d, const tn_model *target, const char *target_path,
+                          const char *draft_path, const char *tag) {
+    memset(d, 0, sizeof *d);
+    const int32_t V = tn_model_n_vocab(target);
+    tn_error err = {0};
+    tn_drafter_params p = tn_drafter_default_params();
+    p.n_threads = 2;
+    CHECKF(tn_drafter_new_lookup(p, &d->lookup, &err) == TN_OK, "lookup: %s", err.message);
+    p.draft_max = 3;
+    p.ngram_min = 1;
+    p.ngram_max = 2;
+    CHECKF(tn_drafter_new_lookup(p, &d->lookup_short, &err) == TN_OK, "lookup: %s", err.message);
+    p = tn_drafter_default_params();
+    p.n_threads = 2;
+    p.n_ctx = 512;
+    int rc = tn_drafter_new_model(target, draft_path, p, &d->model, &err);
+    CHECKF(rc == TN_OK, "draft model: %s", err.message);
+    p.draft_max = 12;
+    rc = tn_drafter_new_model(target, target_path, p, &d->self_model, &err);
+    CHECKF(rc == TN_OK, "target as draft model: %s", err.message);
+    d->oracle_state.n_vocab = d->corrupt_state.n_vocab = V;
+    d->corrupt_state.corrupt_every = 5;
+    d->oracle = custom(oracle_propose, &d->oracle_state, 16);
+    d->corrupt = custom(oracle_propose, &d->corrupt_state, 9);
+    d->noise_state = (noise){.state = 7, .n_vocab = V, .bad_token = -1};
+    d->noise = custom(noise_propose, &d->noise_state, 4);
+    d->empty = custom(empty_propose, NULL, 8);
+    d->dflash = dflash_for(target, tag);
+}
+
+/* Runs req with every drafter and compares with the plain answer. */
+static void compare_all(const char *what, tn_session *s, drafters *d, const int32_t *req,
+                        int32_t n_req, tn_gen_params g, const answer *plain) {
+    int32_t n_pin;
+    const int32_t *pin = tn_session_pinned_tokens(s, &n_pin);
+    oracle_set(&d->oracle_state, pin, n_pin, req, n_req, plain);
+    oracle_set(&d->corrupt_state, pin, n_pin, req, n_req, plain);
+    struct {
+        const char *name;
+        tn_drafter *dr;
+        int32_t draft_max;
+    } runs[] = {
+        {"lookup", d->lookup, 0},         {"lookup-short", d->lookup_short, 0},
+        {"draft model", d->model, 0},     {"target as draft", d->self_model, 0},
+        {"oracle", d->oracle, 0},         {"oracle B=4", d->oracle, 3},
+        {"corrupted oracle", d->corrupt, 0}, {"noise", d->noise, 0},
+        {"empty", d->empty, 0},           {"dflash", d->dflash, 0},
+    };
+    const uint64_t h0 = pinned_rows_hash(s);
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        if (!runs[i].dr)
+            continue;
+        tn_gen_params gs = g;
+        gs.drafter = runs[i].dr;
+        gs.draft_max = runs[i].draft_max;
+        answer a;
+        ask(s, req, n_req, &gs, &a);
+        const bool ok = same_answer(&a, plain);
+        CHECKF(ok, "%s: %s: speculative answer differs from plain decoding (%s)", what,
+               runs[i].name, a.error);
+        if (!ok) {
+            print_tokens("plain", plain);
+            print_tokens(runs[i].name, &a);
+        }
+        check_stats(runs[i].name, s, &a);
+        CHECKF(tn_ctx_kv_len(tn_session_ctx(s)) == n_pin, "%s: %s: KV %d rows after, pin %d",
+               what, runs[i].name, tn_ctx_kv_len(tn_session_ctx(s)), n_pin);
+        if (!strcmp(runs[i].name, "oracle") && plain->n > 2)
+            CHECKF(a.st.accepted == a.st.drafted && a.st.accepted > 0,
+                   "%s: oracle: drafted %d, accepted %d", what, a.st.drafted, a.st.accepted);
+        if (!strcmp(runs[i].name, "empty"))
+            CHECK(a.st.drafted == 0 && a.st.verify_steps == 0);
+    }
+    CHECKF(pinned_rows_hash(s) == h0, "%s: the pinned rows changed", what);
+}
+
+static void greedy_model(const char *arch, const char *type, int64_t embd, uint64_t seed) {
+    char tag[64], file[96], dfile[96];
+    snprintf(tag, sizeof tag, "%s-%s-%lld", arch, type, (long long)embd);
+    snprintf(file, sizeof file, "target-%s.gguf", tag);
+    snprintf(dfile, sizeof dfile, "draft-%s.gguf", tag);
+    tn_model *m = make_model(file, arch, type, embd, 2, seed, 0);
+    tn_model *dm = make_model(dfile, arch, "q8_0", 64, 1, seed + 100, 0);
+    if (!m || !dm) {
+        tn_model_free(m);
+        tn_model_free(dm);
+        return;
+    }
+    tn_model_free(dm); /* only its file is needed */
+    const int32_t V = tn_model_n_vocab(m);
+    drafters d;
+    drafters_make(&d, m, tmp_path(file), tmp_path(dfile), tag);
+    tn_session *s = new_session(m, 384);
+    if (!s) {
+        drafters_free(&d);
+        tn_model_free(m);
+        return;
+    }
+    int32_t pin[16];
+    uint64_t st = seed;
+    for (int i = 0; i < 16; i++)
+        pin[i] = 5 + (int32_t)(tn_test_rand(&st) % (uint64_t)(V - 5));
+    tn_error err = {0};
+    CHECKF(tn_session_pin_tokens(s, pin, 16, NULL, NULL, &err) == TN_OK, "pin: %s", err.message);
+
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 40;
+    for (int p = 0; p < N_PROMPTS; p++) {
+        int32_t req[64];
+        const int32_t n_req = make_prompt(p, V, req);
+        answer plain;
+        ask(s, req, n_req, &g, &plain);
+        CHECKF(plain.rc == TN_OK && plain.n > 0, "%s: plain answer: %s", tag, plain.error);
+        char what[128];
+        snprintf(what, sizeof what, "%s prompt %d", tag, p);
+        compare_all(what, s, &d, req, n_req, g, &plain);
+
+        if (p == 1 && plain.n > 12) {
+            /* Stops in the middle of accepted blocks: max_tokens ... */
+            tn_gen_params gl = g;
+            gl.max_tokens = 7;
+            answer pl;
+            ask(s, req, n_req, &gl, &pl);
+            snprintf(what, sizeof what, "%s prompt %d max_tokens 7", tag, p);
+            compare_all(what, s, &d, req, n_req, gl, &pl);
+            /* ... a stop token ... */
+            tn_gen_params gt = g;
+            gt.stop_tokens[0] = plain.tokens[9];
+            gt.n_stop_tokens = 1;
+            ask(s, req, n_req, &gt, &pl);
+            CHECK(pl.st.stop_reason == TN_STOP_EOG && pl.n <= 9);
+            snprintf(what, sizeof what, "%s prompt %d stop token", tag, p);
+            compare_all(what, s, &d, req, n_req, gt, &pl);
+            /* ... and a stop string (the text of tokens 5..6). */
+            if (plain.text_len > 0) {
+                answer full;
+                ask(s, req, n_req, &g, &full);
+                char stop[32] = "";
+                if (full.text_len > 12) {
+                    memcpy(stop, full.text + full.text_len / 2, 3);
+                    stop[3] = '\0';
+                    tn_gen_params gs = g;
+                    gs.stop[0] = stop;
+                    gs.n_stop = 1;
+                    ask(s, req, n_req, &gs, &pl);
+                    snprintf(what, sizeof what, "%s prompt %d stop string", tag, p);
+                    compare_all(what, s, &d, req, n_req, gs, &pl);
+                }
+            }
+        }
+    }
+
+    /* A context that fills up in the middle of a block: no limit. */
+    {
+        tn_session *small = new_session(m, 16 + 24 + 30);
+        if (small && tn_session_pin_tokens(small, pin, 16, NULL, NULL, &err) == TN_OK) {
+            int32_t req[64];
+            const int32_t n_req = make_prompt(2, V, req);
+            tn_gen_params gf = g;
+            gf.max_tokens = 0;
+            answer pl;
+            ask(small, req, n_req, &gf, &pl);
+            CHECKF(pl.st.stop_reason == TN_STOP_CONTEXT_FULL || pl.st.stop_reason == TN_STOP_EOG,
+                   "%s: context: stop %s", tag, tn_stop_reason_name(pl.st.stop_reason));
+            compare_all("small context", small, &d, req, n_req, gf, &pl);
+        }
+        tn_session_free(small);
+    }
+
+    /* Switching per request in one session: none, lookup, model, none, ... */
+    {
+        int32_t req[64];
+        const int32_t n_req = make_prompt(4, V, req);
+        answer base;
+        ask(s, req, n_req, &g, &base);
+        tn_drafter *order[] = {d.lookup, NULL, d.model, d.lookup, NULL, d.self_model, d.dflash};
+        for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+            tn_gen_params gs = g;
+            gs.drafter = order[i];
+            answer a;
+            ask(s, req, n_req, &gs, &a);
+            CHECKF(same_answer(&a, &base), "%s: toggle step %zu (%s) differs", tag, i,
+                   tn_drafter_name(order[i]));
+        }
+    }
+    tn_session_free(s);
+    drafters_free(&d);
+    tn_model_free(m);
+}
+
+/* Multi-turn chat through the text API (synthetic ChatML vocabulary). */
+static void greedy_chat(const char *arch) {
+    tn_model *m = make_model("chat.gguf", arch, "q8_0", 64, 2, 77, 0);
+    if (!m)
+        return;
+    drafters d;
+    drafters_make(&d, m, tmp_path("chat.gguf"), tmp_path("chat.gguf"), "chat");
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 24;
+    const char *u1 = "the the the cat sat on the mat, the cat sat on the mat";
+    const char *u2 = "and then? and then? and then?";
+    /* Reference: plain decoding in a fresh session. */
+    answer r1, r2;
+    int32_t n_ref = 0, ref_kv[1024];
+    {
+        tn_session *s = new_session(m, 512);
+        collect c = {.a = &r1, .s = s};
+        memset(&r1, 0, sizeof r1);
+        tn_session_message msgs[3] = {{"user", u1}, {"assistant", NULL}, {"user", u2}};
+        tn_error err = {0};
+        r1.rc = tn_session_chat(s, msgs, 1, &g, on_token, &c, &r1.st, &err);
+        CHECKF(r1.rc == TN_OK, "chat: %s", err.message);
+        msgs[1].content = r1.text;
+        memset(&r2, 0, sizeof r2);
+        c.a = &r2;
+        r2.rc = tn_session_chat(s, msgs, 3, &g, on_token, &c, &r2.st, &err);
+        CHECKF(r2.rc == TN_OK, "chat 2: %s", err.message);
+        const int32_t *kv = tn_session_kv_tokens(s, &n_ref);
+        memcpy(ref_kv, kv, (size_t)n_ref * sizeof *kv);
+        tn_session_free(s);
+    }
+    tn_drafter *list[] = {d.lookup, d.model, d.self_model, d.noise, d.dflash};
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
+        if (!list[i])
+            continue;
+        tn_session *s = new_session(m, 512);
+        if (!s)
+            continue;
+        tn_gen_params gs = g;
+        gs.drafter = list[i];
+        answer a1, a2;
+        memset(&a1, 0, sizeof a1);
+        memset(&a2, 0, sizeof a2);
+        collect c = {.a = &a1, .s = s};
+        tn_session_message msgs[3] = {{"user", u1}, {"assistant", r1.text}, {"user", u2}};
+        tn_error err = {0};
+        a1.rc = tn_session_chat(s, msgs, 1, &gs, on_token, &c, &a1.st, &err);
+        c.a = &a2;
+        /* The second turn alternates: speculation off for one drafter in two. */
+        tn_gen_params g2 = i % 2 ? g : gs;
+        a2.rc = tn_session_chat(s, msgs, 3, &g2, on_token, &c, &a2.st, &err);
+        CHECKF(same_answer(&a1, &r1) && same_answer(&a2, &r2), "chat %s: %s differs",
+               arch, tn_drafter_name(list[i]));
+        int32_t n_kv;
+        const int32_t *kv = tn_session_kv_tokens(s, &n_kv);
+        CHECKF(n_kv == n_ref && !memcmp(kv, ref_kv, (size_t)n_kv * sizeof *kv) &&
+                   tn_ctx_kv_len(tn_session_ctx(s)) == n_kv,
+               "chat %s: %s: the KV after the conversation differs", arch,
+               tn_drafter_name(list[i]));
+        tn_session_free(s);
+    }
+    drafters_free(&d);
+    tn_model_free(m);
+}
+
+static void greedy_suite(const char *arch) {
+    static const char *const types[] = {"q8_0", "q4_0", "f16"};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        greedy_model(arch, types[i], 64, 11 + i);
+    greedy_model(arch, "q4_K", 256, 21); /* K-quants need 256-wide rows */
+    greedy_chat(arch);
+}
+
+/* ------------------------------------------------------------- sampling */
+
+/* Upper 1 - alpha quantile of chi-square with df degrees of freedom
+ * (Wilson-Hilferty; z is the normal quantile of alpha). */
+static double chi2_quantile(int df, double z) {
+    const double k = df, a = 2.0 / (9.0 * k);
+    const double c = 1.0 - a + z * sqrt(a);
+    return k * c * c * c;
+}
+#define Z_1E4 3.719 /* alpha = 1e-4 */
+
+/* Chi-square goodness of fit of counts[n] (total N) against probs[n],
+ * merging categories whose expected count is below 5 into one. Returns the
+ * statistic, *df the degrees of freedom. */
+static double chi2_fit(const int *counts, const double *probs, int n, int N, int *df) {
+    double stat = 0, rest_e = 0;
+    int rest_o = 0, cats = 0;
+    for (int i = 0; i < n; i++) {
+        const double e = probs[i] * N;
+        if (e < 5) {
+            rest_e += e;
+            rest_o += counts[i];
+            continue;
+        }
+        stat += (counts[i] - e) * (counts[i] - e) / e;
+        cats++;
+    }
+    if (rest_e > 0) {
+        stat += (rest_o - rest_e) * (rest_o - rest_e) / rest_e;
+        cats++;
+    } else if (rest_o > 0) {
+        stat = INFINITY; /* tokens that cannot occur */
+    }
+    *df = cats - 1;
+    return stat;
+}
+
+/* The rejection rule alone, on made-up distributions. */
+static void sampling_rule(void) {
+    enum { V = 6, N = 200000 };
+    const float p[V] = {0.30f, 0.25f, 0.20f, 0.15f, 0.10f, 0.0f};
+    const float q[V] = {0.05f, 0.05f, 0.40f, 0.10f, 0.20f, 0.20f};
+    tn_sampler *smp = NULL;
+    tn_sampler_params sp = tn_sampler_default_params();
+    sp.temperature = 1.0f;
+    sp.seed = 99;
+    CHECK(tn_sampler_new(V, sp, &smp, NULL) == TN_OK);
+    if (!smp)
+        return;
+    float scratch[V];
+    for (int mode = 0; mode < 2; mode++) {
+        int counts[V] = {0};
+        int accepted = 0;
+        uint64_t st = 5;
+        for (int i = 0; i < N; i++) {
+            int32_t d;
+            if (mode == 0) { /* draft drawn from q */
+                double u = (tn_test_rand(&st) >> 11) * (1.0 / 9007199254740992.0), cum = 0;
+                d = V - 1;
+                for (int t = 0; t < V; t++)
+                    if (u < (cum += q[t])) {
+                        d = t;
+                        break;
+                    }
+            } else { /* deterministic draft, one-hot q */
+                d = i % V;
+            }
+            int32_t out = -1;
+            if (tn_spec_accept_or_resample(p, mode == 0 ? q : NULL, V, d, smp, scratch, &out)) {
+                out = d;
+                accepted++;
+            }
+            CHECK(out >= 0 && out < V);
+            counts[out]++;
+        }
+        double probs[V];
+        for (int t = 0; t < V; t++)
+            probs[t] = p[t];
+        int df;
+        const double x2 = chi2_fit(counts, probs, V, N, &df);
+        CHECKF(x2 < chi2_quantile(df, Z_1E4), "rejection rule (%s q): chi-square %.2f, df %d",
+               mode == 0 ? "sampled" : "one-hot", x2, df);
+        CHECK(counts[5] == 0); /* p = 0: never emitted, whatever the draft */
+        /* Acceptance rate: sum min(p, q) for drawn drafts, mean p(d) for fixed ones. */
+        double expect = 0;
+        for (int t = 0; t < V; t++)
+            expect += mode == 0 ? fmin(p[t], q[t]) : p[t] / V;
+        CHECKF(fabs((double)accepted / N - expect) < 0.01, "acceptance %.4f, expected %.4f",
+               (double)accepted / N, expect);
+    }
+    tn_sampler_free(smp);
+}
+
+/* Exact joint distribution of the first three tokens, from the target's
+ * logits, for the sampler settings sp. */
+typedef struct joint {
+    int32_t tok[3][64]; /* tokens of each category */
+    double prob[64];
+    int n;
+} joint;
+
+static void exact_joint(const tn_model *m, const int32_t *ctx_tokens, int32_t n,
+                        tn_sampler_params sp, joint *J) {
+    tn_ctx *c = NULL;
+    tn_error err = {0};
+    const int32_t V = tn_model_n_vocab(m);
+    CHECK(tn_ctx_new(m, 256, 2, &c, &err) == TN_OK);
+    tn_sampler *smp = NULL;
+    CHECK(tn_sampler_new(V, sp, &smp, &err) == TN_OK);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    float *p1 = malloc((size_t)V * sizeof *p1), *p2 = malloc((size_t)V * sizeof *p2),
+          *p3 = malloc((size_t)V * sizeof *p3);
+    J->n = 0;
+    if (c && smp && logits && p1 && p2 && p3 &&
+        tn_ctx_decode(c, ctx_tokens, n, TN_LOGITS_LAST, logits, &err) == TN_OK) {
+        tn_sampler_probs(smp, logits, p1);
+        for (int32_t a = 0; a < V; a++) {
+            if (p1[a] <= 0)
+                continue;
+            tn_ctx_kv_truncate(c, n);
+            tn_ctx_decode(c, &a, 1, TN_LOGITS_LAST, logits, &err);
+            tn_sampler_probs(smp, logits, p2);
+            for (int32_t b = 0; b < V; b++) {
+                if (p2[b] <= 0)
+                    continue;
+                tn_ctx_kv_truncate(c, n + 1);
+                tn_ctx_decode(c, &b, 1, TN_LOGITS_LAST, logits, &err);
+                tn_sampler_probs(smp, logits, p3);
+                for (int32_t cc = 0; cc < V; cc++) {
+                    if (p3[cc] <= 0 || J->n >= 64)
+                        continue;
+                    J->tok[0][J->n] = a;
+                    J->tok[1][J->n] = b;
+                    J->tok[2][J->n] = cc;
+                    J->prob[J->n++] = (double)p1[a] * p2[b] * p3[cc];
+                }
+            }
+        }
+    }
+    free(logits);
+    free(p1);
+    free(p2);
+    free(p3);
+    tn_sampler_free(smp);
+    tn_ctx_free(c);
+}
+
+/* Proposes the second most likely continuation of the exact tables: an
+ * honest but often wrong deterministic drafter. */
+typedef struct table_drafter {
+    const joint *J;
+    int32_t n_prefix; /* history length before the first generated token */
+} table_drafter;
+
+static int32_t table_propose(void *self, const int32_t *h, int32_t n, int32_t max, int32_t *draft,
+                             tn_error *err) {
+    (void)err;
+    table_drafter *t = self;
+    const int32_t pos = n - t->n_prefix; /* generated tokens so far, incl. the last */
+    if (pos != 1 || max < 1)
+        return 0;
+    /* Among the categories that start with h[n-1], the second best b. */
+    double best = -1, second = -1;
+    int32_t bb = -1, sb = -1;
+    for (int i = 0; i < t->J->n; i++) {
+        if (t->J->tok[0][i] != h[n - 1])
+            continue;
+        const double pr = t->J->prob[i];
+        const int32_t b = t->J->tok[1][i];
+        if (b == bb || b == sb)
+            continue;
+        if (pr > best) {
+            second = best, sb = bb;
+            best = pr, bb = b;
+        } else if (pr > second) {
+            second = pr, sb = b;
+        }
+    }
+    if (sb < 0)
+        return 0;
+    draft[0] = sb;
+    if (max >= 2)
+        draft[1] = (sb + 7) % 600; /* an arbitrary guess for the third token */
+    return max >= 2 ? 2 : 1;
+}
+
+static void sampling_model(void) {
+    tn_model *m = make_model("sampling.gguf", "llama", "q8_0", 32, 1, 5, 2.0f);
+    /* The same weights quantized to 4 bits: a draft close to the target but
+     * not equal, so q != p and both branches of the rule are taken. */
+    tn_model *dm = make_model("sampling-draft.gguf", "llama", "q4_0", 32, 1, 5, 2.0f);
+    if (!m || !dm) {
+        tn_model_free(m);
+        tn_model_free(dm);
+        return;
+    }
+    tn_model_free(dm);
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 3;
+    g.sampler.temperature = 1.0f;
+    g.sampler.top_k = 4;
+    const int32_t pin[4] = {1, 40, 41, 42};
+    const int32_t req[5] = {300, 301, 302, 300, 301};
+    int32_t all[9];
+    memcpy(all, pin, sizeof pin);
+    memcpy(all + 4, req, sizeof req);
+    joint J;
+    exact_joint(m, all, 9, g.sampler, &J);
+    CHECKF(J.n >= 8 && J.n <= 64, "joint distribution with %d categories", J.n);
+    double total = 0;
+    for (int i = 0; i < J.n; i++)
+        total += J.prob[i];
+    CHECKF(fabs(total - 1) < 1e-4, "exact joint sums to %f", total);
+
+    tn_drafter_params dp = tn_drafter_default_params();
+    dp.n_threads = 2;
+    dp.n_ctx = 64;
+    dp.draft_max = 2;
+    tn_drafter *other = NULL, *self = NULL, *lookup = NULL;
+    tn_error err = {0};
+    CHECKF(tn_drafter_new_model(m, tmp_path("sampling-draft.gguf"), dp, &other, &err) == TN_OK,
+           "draft: %s", err.message);
+    CHECKF(tn_drafter_new_model(m, tmp_path("sampling.gguf"), dp, &self, &err) == TN_OK,
+           "self draft: %s", err.message);
+    dp.ngram_min = 1;
+    CHECK(tn_drafter_new_lookup(dp, &lookup, &err) == TN_OK);
+    table_drafter td = {.J = &J, .n_prefix = 9};
+    tn_drafter *table = custom(table_propose, &td, 2);
+    tn_drafter *dfl = dflash_for(m, "sampling");
+
+    tn_session *s = new_session(m, 64);
+    if (!s || tn_session_pin_tokens(s, pin, 4, NULL, NULL, &err) != TN_OK) {
+        CHECK(0);
+    } else {
+        struct {
+            const char *name;
+            tn_drafter *d;
+        } runs[] = {{"plain", NULL},           {"draft model", other}, {"target as draft", self},
+                    {"lookup", lookup},        {"second best", table}, {"dflash", dfl}};
+        const int N = 3000;
+        for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+            if (r > 0 && !runs[r].d)
+                continue;
+            int counts[65] = {0};
+            int drafted = 0, accepted = 0;
+            for (int i = 0; i < N; i++) {
+                tn_gen_params gs = g;
+                gs.drafter = runs[r].d;
+                gs.sampler.seed = 1000003ULL * (r + 1) + (uint64_t)i;
+                answer a;
+                ask(s, req, 5, &gs, &a);
+                drafted += a.st.drafted;
+                accepted += a.st.accepted;
+                int cat = 64;
+                for (int k = 0; a.n == 3 && k < J.n; k++)
+                    if (J.tok[0][k] == a.tokens[0] && J.tok[1][k] == a.tokens[1] &&
+                        J.tok[2][k] == a.tokens[2])
+                        cat = k;
+                counts[cat]++;
+            }
+            CHECKF(counts[64] == 0, "%s: %d answers outside the support", runs[r].name,
+                   counts[64]);
+            int df;
+            const double x2 = chi2_fit(counts, J.prob, J.n, N - counts[64], &df);
+            const double limit = chi2_quantile(df, Z_1E4);
+            CHECKF(x2 < limit, "%s: chi-square %.1f over %d categories (limit %.1f)",
+                   runs[r].name, x2, df + 1, limit);
+            /* The first two tokens alone: fewer categories, more power where
+             * the drafts of position 2 act. */
+            int pc[64] = {0}, n_pairs = 0, pair_of[64];
+            double pp[64] = {0};
+            for (int k = 0; k < J.n; k++) {
+                int q = 0;
+                while (q < n_pairs && !(J.tok[0][pair_of[q]] == J.tok[0][k] &&
+                                        J.tok[1][pair_of[q]] == J.tok[1][k]))
+                    q++;
+                if (q == n_pairs)
+                    pair_of[n_pairs++] = k;
+                pp[q] += J.prob[k];
+                pc[q] += counts[k];
+            }
+            int df2;
+            const double x2b = chi2_fit(pc, pp, n_pairs, N - counts[64], &df2);
+            CHECKF(x2b < chi2_quantile(df2, Z_1E4),
+                   "%s: first two tokens: chi-square %.1f over %d categories (limit %.1f)",
+                   runs[r].name, x2b, df2 + 1, chi2_quantile(df2, Z_1E4));
+            fprintf(stderr, "sampling %-16s chi2 %6.1f (df %2d, limit %.1f); first two %5.1f "
+                            "(df %d, limit %.1f); drafted %d, accepted %d\n",
+                    runs[r].name, x2, df, limit, x2b, df2, chi2_quantile(df2, Z_1E4), drafted,
+                    accepted);
+            if (runs[r].d == self)
+                CHECKF(accepted == drafted && drafted > 0,
+                       "target as its own draft: q == p, every draft must be accepted (%d/%d)",
+                       accepted, drafted);
+            if (runs[r].d == other)
+                CHECKF(accepted > drafted / 4 && accepted < drafted,
+                       "4-bit draft: %d of %d accepted", accepted, drafted);
+            if (runs[r].d == table)
+                CHECKF(accepted > 0 && accepted < drafted,
+                       "second-best drafter: %d of %d accepted", accepted, drafted);
+        }
+    }
+    tn_session_free(s);
+    tn_drafter_free(other);
+    tn_drafter_free(self);
+    tn_drafter_free(lookup);
+    tn_drafter_free(table);
+    tn_drafter_free(dfl);
+    tn_model_free(m);
+}
+
+/* ---------------------------------------------------------------- api */
+
+/* Copies a GGUF, replacing token `change` of tokenizer.ggml.tokens (when
+ * >= 0) and appending `extra` tokens. */
+static bool clone_vocab(const char *src, const char *dst, int64_t change, int extra) {
+    tn_gguf *g = NULL;
+    tn_error err = {0};
+    if (tn_gguf_open(src, &g, &err) != TN_OK)
+        return false;
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    bool ok = w != NULL;
+    for (int64_t i = 0; ok && i < tn_gguf_n_kv(g); i++) {
+        tn_str k = tn_gguf_kv_key(g, i);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
+        const tn_gguf_value *v = tn_gguf_kv_value(g, i);
+        if (!strcmp(key, "tokenizer.ggml.tokens")) {
+            const uint64_t n = v->v.arr.n;
+            char **strs = calloc(n + (uint64_t)extra, sizeof *strs);
+            for (uint64_t t = 0; strs && t < n + (uint64_t)extra; t++) {
+                if (t < n) {
+                    tn_str s = v->v.arr.items[t].v.str;
+                    strs[t] = (int64_t)t == change ? strdup("<changed>") : strndup(s.ptr, s.len);
+                } else {
+                    strs[t] = strdup("<extra>");
+                }
+            }
+            ok = strs && tn_gguf_writer_set_arr_str(w, key, (const char *const *)strs,
+                                                    n + (uint64_t)extra) == TN_OK;
+            for (uint64_t t = 0; strs && t < n + (uint64_t)extra; t++)
+                free(strs[t]);
+            free(strs);
+        } else {
+            ok = tn_gguf_writer_set_value(w, key, v) == TN_OK;
+        }
+    }
+    for (int64_t i = 0; ok && i < tn_gguf_n_tensors(g); i++) {
+        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        ok = tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, t->ne, t->data,
+                                            t->nbytes) == TN_OK;
+    }
+    ok = ok && tn_gguf_writer_write(w, dst, &err) == TN_OK;
+    tn_gguf_writer_free(w);
+    tn_gguf_close(g);
+    return ok;
+}
+
+static void api_vocab(void) {
+    tn_model *m = make_model("api.gguf", "llama", "q8_0", 64, 1, 3, 0);
+    if (!m)
+        return;
+    tn_drafter_params p = tn_drafter_default_params();
+    p.n_threads = 1;
+    tn_drafter *d = NULL;
+    tn_error err = {0};
+    CHECK(clone_vocab(tmp_path("api.gguf"), tmp_path("api-changed.gguf"), 123, 0));
+    int rc = tn_drafter_new_model(m, tmp_path("api-changed.gguf"), p, &d, &err);
+    CHECKF(rc == TN_ERR_INVALID && d == NULL && strstr(err.message, "token 123 is '<changed>'") &&
+               strstr(err.message, "api-changed.gguf"),
+           "changed token: %d %s", rc, err.message);
+    CHECK(clone_vocab(tmp_path("api.gguf"), tmp_path("api-longer.gguf"), -1, 3));
+    rc = tn_drafter_new_model(m, tmp_path("api-longer.gguf"), p, &d, &err);
+    const int32_t V = tn_model_n_vocab(m);
+    char want[64];
+    snprintf(want, sizeof want, "from token %d on ('<extra>'", V);
+    CHECKF(rc == TN_ERR_INVALID && d == NULL && strstr(err.message, want),
+           "longer vocabulary: %d %s", rc, err.message);
+    rc = tn_drafter_new_model(m, tmp_path("no-such-file.gguf"), p, &d, &err);
+    CHECKF(rc != TN_OK && d == NULL && strstr(err.message, "no-such-file.gguf"),
+           "missing draft: %s", err.message);
+    /* A real vocabulary against the synthetic one, when fetched. */
+    const char *qwen = tn_test_vocab("qwen3");
+    if (qwen) {
+        char tok[4200];
+        snprintf(tok, sizeof tok, "%s/tokenizer.json", qwen);
+        tn_mkmodel_params mp = tn_mkmodel_default_params();
+        mp.arch = "qwen3";
+        mp.n_embd = 64;
+        mp.n_layer = 1;
+        mp.n_head = 2;
+        mp.n_head_kv = 1;
+        mp.head_dim = 32;
+        mp.n_ff = 64;
+        mp.tokenizer = tok;
+        mp.n_threads = 2;
+        if (tn_mkmodel(&mp, tmp_path("qwen-vocab.gguf"), &err) == TN_OK) {
+            rc = tn_drafter_new_model(m, tmp_path("qwen-vocab.gguf"), p, &d, &err);
+            CHECKF(rc == TN_ERR_INVALID && strstr(err.message, "token 0 is"),
+                   "qwen vocabulary: %s", err.message);
+        }
+    }
+    /* The draft model with a mismatched target at request time. */
+    tn_model *other = make_model("api-other.gguf", "llama", "q8_0", 96, 1, 4, 0);
+    rc = tn_drafter_new_model(m, tmp_path("api.gguf"), p, &d, &err);
+    CHECKF(rc == TN_OK, "self draft: %s", err.message);
+    if (other && d) {
+        tn_session *s = new_session(other, 64);
+        tn_gen_params g = tn_gen_default_params();
+        g.max_tokens = 4;
+        g.drafter = d;
+        const int32_t req[3] = {10, 11, 12};
+        answer a;
+        ask(s, req, 3, &g, &a);
+        CHECKF(a.rc == TN_ERR_INVALID && strstr(a.error, "was made for"), "other target: %s",
+               a.error);
+        tn_session_free(s);
+    }
+    tn_drafter_free(d);
+    tn_model_free(other);
+    tn_model_free(m);
+}
+
+static void api_edges(void) {
+    tn_model *m = make_model("edges.gguf", "qwen3", "q8_0", 64, 1, 8, 0);
+    if (!m)
+        return;
+    const int32_t V = tn_model_n_vocab(m);
+    tn_session *s = new_session(m, 48);
+    const int32_t pin[4] = {1, 20, 21, 22};
+    const int32_t req[6] = {300, 301, 302, 300, 301, 302};
+    tn_error err = {0};
+    if (!s || tn_session_pin_tokens(s, pin, 4, NULL, NULL, &err) != TN_OK) {
+        CHECK(0);
+        tn_session_free(s);
+        tn_model_free(m);
+        return;
+    }
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 10;
+    answer plain, a;
+    ask(s, req, 6, &g, &plain);
+    CHECK(plain.rc == TN_OK);
+
+    /* Too many tokens, a token outside the vocabulary, an error: the request
+     * fails with the drafter's message and the KV is the pin again. */
+    noise z = {.state = 1, .n_vocab = V, .fixed_len = 5, .bad_token = -1};
+    tn_drafter *d = custom(noise_propose, &z, 4);
+    tn_gen_params gs = g;
+    gs.drafter = d;
+    ask(s, req, 6, &gs, &a);
+    CHECKF(a.rc == TN_ERR_INVALID && strstr(a.error, "returned 5 tokens; at most 4"),
+           "too many: %s", a.error);
+    CHECK(tn_ctx_kv_len(tn_session_ctx(s)) == 4);
+    z.fixed_len = 0;
+    z.bad_token = V + 5;
+    ask(s, req, 6, &gs, &a);
+    char want[96];
+    snprintf(want, sizeof want, "proposed token %d, outside the vocabulary (0..%d)", V + 5, V - 1);
+    CHECKF(a.rc == TN_ERR_INVALID && strstr(a.error, want), "bad token: %s", a.error);
+    z.bad_token = -1;
+    z.fail = true;
+    ask(s, req, 6, &gs, &a);
+    CHECKF(a.rc == TN_ERR_IO && strstr(a.error, "failed on purpose"), "drafter error: %s",
+           a.error);
+    CHECK(tn_ctx_kv_len(tn_session_ctx(s)) == 4);
+    z.fail = false;
+    /* Afterwards the same session answers as before. */
+    ask(s, req, 6, &g, &a);
+    CHECK(same_answer(&a, &plain));
+
+    /* Drafts near a full context are cut to the free rows: with 48 rows a
+     * drafter always asked for 16 never gets a longer block than fits. */
+    tn_gen_params gf = g;
+    gf.max_tokens = 0;
+    answer full;
+    ask(s, req, 6, &gf, &full);
+    oracle o = {.n_vocab = V};
+    oracle_set(&o, pin, 4, req, 6, &full);
+    tn_drafter *od = custom(oracle_propose, &o, 16);
+    gf.drafter = od;
+    ask(s, req, 6, &gf, &a);
+    CHECKF(same_answer(&a, &full) && a.st.accepted == a.st.drafted,
+           "near the end of the context: %s", a.error);
+    CHECKF(full.st.stop_reason == TN_STOP_CONTEXT_FULL || full.st.stop_reason == TN_STOP_EOG,
+           "stop %s", tn_stop_reason_name(full.st.stop_reason));
+    /* Every drafted token was asked for within the free rows: drafted <=
+     * generated, and the oracle never proposed past the end. */
+    CHECK(a.st.drafted <= a.n);
+    check_stats("oracle to the end", s, &a);
+    int from_drafts = 0;
+    for (int i = 0; i < a.n; i++)
+        from_drafts += a.drafted[i];
+    CHECKF(from_drafts > a.n / 2, "oracle: %d of %d tokens from drafts", from_drafts, a.n);
+
+    /* Draft max from the request overrides the drafter's. */
+    gf.draft_max = 2;
+    ask(s, req, 6, &gf, &a);
+    CHECKF(same_answer(&a, &full) && a.st.drafted <= 2 * a.st.verify_steps,
+           "draft_max 2: drafted %d in %d steps", a.st.drafted, a.st.verify_steps);
+
+    tn_drafter_free(d);
+    tn_drafter_free(od);
+    tn_session_free(s);
+    tn_model_free(m);
+
+    /* Constructors refuse nonsense. */
+    tn_drafter *x = NULL;
+    tn_drafter_params p = tn_drafter_default_params();
+    p.ngram_min = 4;
+    p.ngram_max = 2;
+    CHECK(tn_drafter_new_lookup(p, &x, &err) == TN_ERR_INVALID && x == NULL);
+    tn_drafter_ops none = {0};
+    CHECK(tn_drafter_new_custom(&none, NULL, 4, &x, &err) == TN_ERR_INVALID && x == NULL);
+    tn_drafter_free(NULL);
+    tn_drafter_reset(NULL);
+    CHECK(!strcmp(tn_drafter_name(NULL), "none"));
+}
+
+static void api_lookup(void) {
+    int32_t draft[16];
+    /* "a b c d a b" -> "c d a b c d ..." (the period continues into the draft). */
+    const int32_t h1[] = {1, 2, 3, 4, 1, 2};
+    int32_t n = tn_lookup_propose(h1, 6, 1, 3, 6, draft);
+    const int32_t want1[] = {3, 4, 1, 2, 3, 4};
+    CHECK(n == 6 && !memcmp(draft, want1, sizeof want1));
+    /* The longest n-gram wins over a more recent shorter one. */
+    const int32_t h2[] = {7, 8, 9, 5, 6, 8, 9, 10, 7, 8, 9};
+    n = tn_lookup_propose(h2, 11, 1, 3, 2, draft);
+    CHECK(n == 2 && draft[0] == 5 && draft[1] == 6);
+    /* The most recent occurrence among equals. */
+    const int32_t h3[] = {1, 2, 3, 1, 2, 4, 1, 2};
+    n = tn_lookup_propose(h3, 8, 2, 2, 1, draft);
+    CHECK(n == 1 && draft[0] == 4);
+    /* Nothing to find, nothing asked, too short. */
+    const int32_t h4[] = {1, 2, 3, 4, 5};
+    CHECK(tn_lookup_propose(h4, 5, 1, 3, 4, draft) == 0);
+    CHECK(tn_lookup_propose(h1, 6, 1, 3, 0, draft) == 0);
+    CHECK(tn_lookup_propose(h1, 1, 1, 3, 4, draft) == 0);
+    /* One token repeated: a long draft of it. */
+    const int32_t h5[] = {9, 9, 9};
+    n = tn_lookup_propose(h5, 3, 2, 4, 10, draft);
+    CHECK(n == 10 && draft[0] == 9 && draft[9] == 9);
+}
+
+/* --------------------------------------------------------------- DFlash */
+
+static tn_drafter *dflash_for(const tn_model *target, const char *tag) {
+    (void)target;
+    (void)tag;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv) {
+    const char *what = argc > 1 ? argv[1] : "all";
+    const bool all = !strcmp(what, "all");
+    if (all || !strcmp(what, "greedy-llama"))
+        greedy_suite("llama");
+    if (all || !strcmp(what, "greedy-qwen3"))
+        greedy_suite("qwen3");
+    if (all || !strcmp(what, "greedy-gemma3"))
+        greedy_suite("gemma3");
+    if (all || !strcmp(what, "sampling")) {
+        sampling_rule();
+        sampling_model();
+    }
+    if (all || !strcmp(what, "api")) {
+        api_lookup();
+        api_vocab();
+        api_edges();
+    }
+    return tn_test_finish("test-spec");
+}
