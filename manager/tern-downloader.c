@@ -582,7 +582,11 @@ attempt (Transfer *t,
       goto out;
     }
 
-  if (advertised == NULL)
+  /* X-Linked-Etag is, by Hugging Face's documentation, the file's sha256; a
+   * plain ETag merely may look like one (a CDN's own 64-digit hash would
+   * too): only a fallback when the catalog has no hash, never a reason to
+   * refuse a file the catalog vouches for. */
+  if (advertised == NULL && t->expected_sha == NULL)
     advertised = etag_as_sha256 (soup_message_headers_get_one (soup_message_get_response_headers (msg),
                                                                "ETag"));
   expected_sha = t->expected_sha ? t->expected_sha : advertised;
