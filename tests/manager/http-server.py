@@ -7,6 +7,7 @@ on the first line of stdout. The first path component picks a behaviour:
 
   /ok/NAME        Range and If-Range honoured, strong opaque ETag
   /etag/NAME      like ok, but the ETag is the file's sha256 (some servers do)
+  /etagother/NAME like ok, with an ETag of 64 hex digits that is not the sha256
   /norange/NAME   ignores Range: always 200 with the whole file
   /drop/NAME      the first request for this path sends half the body, then
                   hangs up (Content-Length promised the whole); later ones ok
@@ -123,7 +124,12 @@ class Handler(BaseHTTPRequestHandler):
             data = bytearray(data)
             data[len(data) // 2] ^= 0x5A
             data = bytes(data)
-        etag = '"%s"' % sha if mode == "etag" else '"v1-%s"' % sha[:16]
+        if mode == "etag":
+            etag = '"%s"' % sha
+        elif mode == "etagother":
+            etag = '"%s"' % sha256_of(data + b"other")
+        else:
+            etag = '"v1-%s"' % sha[:16]
 
         start = 0
         status = 200

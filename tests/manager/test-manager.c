@@ -648,6 +648,18 @@ test_download_advertised_hash (void)
       g_assert_nonnull (strstr (state, fixture ("b.bin")->sha256));
     }
 
+  /* An ETag that merely looks like a sha256 does not overrule the catalog. */
+  {
+    g_autofree char *root = new_store_root ();
+    g_autoptr(TernModelStore) store = new_store (root);
+    g_autoptr(TernDownloader) dl = new_downloader (store);
+    g_autoptr(TernCatalog) catalog = single_catalog ("etagother", "b.bin", TRUE);
+    g_autoptr(GError) error = NULL;
+
+    g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+    g_assert_no_error (error);
+  }
+
   /* The server advertises another file than the catalog names: refused
    * before a byte of the body is read. */
   {
