@@ -34,6 +34,10 @@ int cmd_import(int argc, char **argv);
  * tag's draft model, NULL when it has none or ARG is a path. */
 const char *cli_resolve_model(const char *arg, char *buf, size_t cap);
 const char *cli_resolve_draft(const char *arg, char *buf, size_t cap);
+/* Replaces the value of every -m / --model in argv by cli_resolve_model's
+ * answer; false (message printed) when one names neither a file nor an
+ * installed model. */
+bool cli_resolve_model_argv(int argc, char **argv);
 
 /* Prints "tern-cli: MESSAGE" on one line to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -550,6 +550,21 @@ const char *cli_resolve_model(const char *arg, char *buf, size_t cap) {
 #endif
 }
 
+bool cli_resolve_model_argv(int argc, char **argv) {
+    /* argv entries must outlive the command: one buffer for the process. */
+    static char path[4096];
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "-m") && strcmp(argv[i], "--model"))
+            continue;
+        const char *resolved = cli_resolve_model(argv[i + 1], path, sizeof path);
+        if (!resolved)
+            return false;
+        argv[i + 1] = (char *)resolved;
+        i++;
+    }
+    return true;
+}
+
 const char *cli_resolve_draft(const char *arg, char *buf, size_t cap) {
     if (!arg || looks_like_path(arg))
         return NULL;

@@ -535,6 +535,8 @@ static int run_session(const opts *o, const tn_model *m) {
 }
 
 int cmd_run(int argc, char **argv) {
+    if (!cli_resolve_model_argv(argc, argv)) /* -m TAG: an installed model (cli/cmd-models.c) */
+        return CLI_EXIT_BAD_INPUT;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--single-turn") || !strcmp(argv[i], "--chat"))
             return cmd_run_single_turn(argc, argv);

@@ -1394,6 +1394,33 @@ test_cli (void)
   g_assert_nonnull (strstr (err, "t:a is not installed"));
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
+
+  /* run -m TAG: an imported model by its tag; an unknown tag is refused. */
+  {
+    g_autofree char *mini = g_build_filename (tmp_root, "mini.gguf", NULL);
+
+    status = run_cli (xdg, catalog_path, &out, &err, "mkmodel", "--arch", "llama", "--type", "f32", "--embd",
+                      "32", "--layers", "1", "--heads", "2", "--kv-heads", "2", "--head-dim", "16", "--ff",
+                      "64", "--name", "Mini", "-o", mini, NULL);
+    g_assert_cmpint (status, ==, 0);
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    status = run_cli (xdg, catalog_path, &out, &err, "import", mini, NULL);
+    g_assert_cmpint (status, ==, 0);
+    g_assert_nonnull (strstr (out, "local:mini"));
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    status = run_cli (xdg, catalog_path, &out, &err, "run", "-m", "local:mini", "-p", "a b", "-n", "2", NULL);
+    if (status != 0)
+      g_error ("run -m local:mini: %s", err);
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    status = run_cli (xdg, catalog_path, &out, &err, "run", "-m", "t:a", "-p", "a b", NULL);
+    g_assert_cmpint (status, ==, 2);
+    g_assert_nonnull (strstr (err, "'t:a' is neither a file nor an installed model"));
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+  }
 }
 
 /* Proxies come from the environment: tern-cli run with http_proxy pointing
