@@ -1322,7 +1322,16 @@ tern_downloader_cancel (TernDownloader *self,
   if (g_task_get_cancellable (pull->task) != NULL)
     g_cancellable_cancel (g_task_get_cancellable (pull->task));
   else
-    pull_cancel_in_context (pull->task);
+    {
+      /* Deferred like a cancellable's: the caller may be a "progress"
+       * handler, in the middle of walking the pulls. */
+      GSource *source = g_idle_source_new ();
+
+      g_source_set_callback (source, pull_cancel_in_context, g_object_ref (pull->task), g_object_unref);
+      g_source_set_static_name (source, "[tern] cancel pull");
+      g_source_attach (source, self->context);
+      g_source_unref (source);
+    }
 }
 
 guint64

@@ -835,6 +835,43 @@ test_download_cancel_and_restart (void)
   }
 }
 
+static void
+cancel_tag_on_progress (TernDownloader *dl,
+                        const char     *tag,
+                        guint64         done,
+                        guint64         total,
+                        double          rate,
+                        double          eta,
+                        gpointer        data)
+{
+  (void) total;
+  (void) rate;
+  (void) eta;
+  (void) data;
+  if (done > 0)
+    tern_downloader_cancel (dl, tag);
+}
+
+/* The panel's Cancel: by tag, from inside a progress handler. */
+static void
+test_download_cancel_by_tag (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("slow", "e.bin", TRUE);
+  g_autoptr(GError) error = NULL;
+  TernDownloadProgress progress;
+
+  g_signal_connect (dl, "progress", G_CALLBACK (cancel_tag_on_progress), NULL);
+  g_assert_false (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_assert_false (tern_downloader_is_pulling (dl, "t:one"));
+  g_assert_false (tern_downloader_get_progress (dl, "t:one", &progress));
+  g_assert_false (tern_model_store_has_tag (store, "t:one"));
+  tern_downloader_cancel (dl, "t:one");  /* nothing to cancel: no-op */
+}
+
 static guint64
 little_space (const char *path,
               gpointer    data)
@@ -1504,6 +1541,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/http-errors", test_download_http_errors);
   g_test_add_func ("/manager/download/timeout", test_download_timeout);
   g_test_add_func ("/manager/download/cancel-and-restart", test_download_cancel_and_restart);
+  g_test_add_func ("/manager/download/cancel-by-tag", test_download_cancel_by_tag);
   g_test_add_func ("/manager/download/no-space", test_download_no_space);
   g_test_add_func ("/manager/download/bad-tags", test_bad_tags);
   g_test_add_func ("/manager/download/concurrency", test_concurrency);
