@@ -472,6 +472,10 @@ int cmd_run_single_turn(int argc, char **argv) {
     }
     if (!o.quiet && !o.json)
         fprintf(stderr, "model: %s\n", tn_model_description(model));
+    const char *template_warning = NULL;
+    tn_model_chat_kind(model, &template_warning);
+    if (template_warning && !o.quiet)
+        fprintf(stderr, "tern: %s: %s\n", o.model, template_warning);
 
     tn_session_params sp = tn_session_default_params();
     sp.n_ctx = (int32_t)o.n_ctx;

@@ -33,7 +33,8 @@
  * depend on the chunking (batch invariance). */
 #define PREFILL_CHUNK 64
 
-/* Remaining pin tokens below which prefilling beats reading a snapshot. */
+/* Pin tokens (to prefill) below which prefilling beats reading a snapshot:
+ * shorter pins are neither saved nor loaded. */
 #define SNAPSHOT_MIN_TOKENS 16
 
 typedef enum pin_kind {
@@ -52,8 +53,7 @@ struct tn_session {
     char *cache_dir;          /* NULL: snapshots off */
 
     /* Text: tokenizer and chat format (NULL tokenizer: token APIs only). */
-    tn_tokenizer *tok;
-    char tok_error[TN_ERROR_MESSAGE_MAX];
+    const tn_tokenizer *tok; /* the model's */
     tn_chat_kind chat_kind;
     int32_t eos; /* end of generation without a tokenizer */
 
@@ -205,20 +205,10 @@ static int check_gen(const tn_gen_params *g, int32_t n_vocab, tn_error *err) {
 
 static void load_text_layer(tn_session *s) {
     const tn_gguf *g = tn_model_gguf(s->model);
-    tn_error e = {0};
-    if (tn_tokenizer_load(g, &s->tok, &e) != TN_OK) {
-        s->tok = NULL;
-        snprintf(s->tok_error, sizeof s->tok_error, "%s", e.message);
-    }
-    tn_str jinja = {0}, arch = {0};
-    tn_gguf_get_str(g, "tokenizer.chat_template", &jinja);
-    char arch_name[64] = "";
-    if (tn_gguf_get_str(g, "general.architecture", &arch) == TN_OK && arch.len < sizeof arch_name)
-        memcpy(arch_name, arch.ptr, arch.len), arch_name[arch.len] = '\0';
-    const char *warning = NULL;
-    s->chat_kind = tn_chat_template_detect(jinja.ptr, (size_t)jinja.len, arch_name, &warning);
-    if (warning && s->tok)
-        warn(s, "%s: %s", tn_model_path(s->model), warning);
+    s->tok = tn_model_tokenizer(s->model);
+    /* A guessed template is the model's news, told by whoever loads it
+     * (tn_model_chat_kind's warning), not repeated by every session. */
+    s->chat_kind = (tn_chat_kind)tn_model_chat_kind(s->model, NULL);
     int64_t eos = -1;
     if (tn_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &eos) != TN_OK)
         eos = -1;
@@ -296,7 +286,6 @@ void tn_session_free(tn_session *s) {
     tn_ctx_free(s->ctx);
     tn_sampler_free(s->sampler);
     tn_spec_free(s->spec);
-    tn_tokenizer_free(s->tok);
     for (int i = 0; i < TN_SESSION_MAX_STOP; i++)
         free(s->stop_copies[i]);
     free(s->cache_dir);
@@ -354,8 +343,9 @@ static void begin_call(tn_session *s) {
 static int need_tokenizer(const tn_session *s, tn_error *err) {
     if (s->tok)
         return TN_OK;
+    const char *why = tn_model_tokenizer_error(s->model);
     return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: no usable tokenizer (%s)",
-                   tn_model_path(s->model), s->tok_error[0] ? s->tok_error : "none loaded");
+                   tn_model_path(s->model), why && why[0] ? why : "none loaded");
 }
 
 /* Rendered template text -> tokens, BOS first when the format starts with
@@ -448,7 +438,7 @@ static int establish(tn_session *s, const int32_t *tokens, int32_t n,
         return TN_OK;
     }
     tn_pin_key key;
-    const bool use_cache = s->cache_dir && n > 0 &&
+    const bool use_cache = s->cache_dir && n >= SNAPSHOT_MIN_TOKENS &&
                            tn_pin_key_compute(s->model, tokens, n, &key, NULL) == TN_OK;
     if (use_cache && n - keep >= SNAPSHOT_MIN_TOKENS) {
         tn_error e = {0};
