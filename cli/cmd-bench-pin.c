@@ -118,56 +118,71 @@ static tn_session *open_session(const bench *b, const char *cache, tn_error *err
 
 typedef struct ttft_result {
     med ttft, decode_tok_s;
-    double pin_ms;
 } ttft_result;
 
-/* TTFT of the request against a pin of n_pin tokens (0: nothing pinned,
- * prompt = pin tokens + request, all prefilled each time). */
-static int measure_ttft(const bench *b, const int32_t *pin, int32_t n_pin, bool pinned,
-                        ttft_result *out, tn_error *err) {
-    tn_session *s = open_session(b, "", err);
-    if (!s)
-        return TN_ERR_INVALID;
-    int rc = TN_OK;
-    int32_t *prompt = NULL;
-    const int32_t *req = b->req;
-    int32_t n_req = b->n_req;
+/* One measured configuration: a session and the request it answers. */
+typedef struct arm {
+    tn_session *s;
+    const int32_t *req;
+    int32_t n_req;
+    int32_t *owned; /* the unpinned prompt */
+    double *tt, *dt;
+} arm;
+
+/* pinned: pin the n_pin tokens, the request is b->req; else nothing is
+ * pinned and the request is pin + b->req, all prefilled every time. */
+static int arm_open(const bench *b, const int32_t *pin, int32_t n_pin, bool pinned, arm *a,
+                    tn_error *err) {
+    memset(a, 0, sizeof *a);
+    a->s = open_session(b, "", err);
+    a->tt = calloc((size_t)b->reps, sizeof *a->tt);
+    a->dt = calloc((size_t)b->reps, sizeof *a->dt);
+    if (!a->s || !a->tt || !a->dt)
+        return a->s ? TN_ERR_NOMEM : TN_ERR_INVALID;
     if (pinned) {
-        rc = tn_session_pin_tokens(s, pin, n_pin, NULL, NULL, err);
-        out->pin_ms = tn_session_pin_info(s).prefill_ms;
-    } else {
-        prompt = malloc((size_t)(n_pin + b->n_req) * sizeof *prompt);
-        if (!prompt) {
-            tn_session_free(s);
-            return TN_ERR_NOMEM;
-        }
-        memcpy(prompt, pin, (size_t)n_pin * sizeof *prompt);
-        memcpy(prompt + n_pin, b->req, (size_t)b->n_req * sizeof *prompt);
-        req = prompt;
-        n_req = n_pin + b->n_req;
+        a->req = b->req;
+        a->n_req = b->n_req;
+        return tn_session_pin_tokens(a->s, pin, n_pin, NULL, NULL, err);
     }
+    a->owned = malloc((size_t)(n_pin + b->n_req) * sizeof *a->owned);
+    if (!a->owned)
+        return TN_ERR_NOMEM;
+    memcpy(a->owned, pin, (size_t)n_pin * sizeof *a->owned);
+    memcpy(a->owned + n_pin, b->req, (size_t)b->n_req * sizeof *a->owned);
+    a->req = a->owned;
+    a->n_req = n_pin + b->n_req;
+    return TN_OK;
+}
+
+static void arm_close(arm *a) {
+    tn_session_free(a->s);
+    free(a->owned);
+    free(a->tt);
+    free(a->dt);
+}
+
+/* TTFT of the request in each arm. The arms take turns, repetition by
+ * repetition, so that a change in the machine's load affects them alike. */
+static int measure_ttft(const bench *b, arm *arms, int n_arms, ttft_result *out, tn_error *err) {
     tn_gen_params g = tn_gen_default_params();
     g.max_tokens = b->n_gen;
-    double *tt = calloc((size_t)b->reps, sizeof *tt), *dt = calloc((size_t)b->reps, sizeof *dt);
-    if (!tt || !dt)
-        rc = TN_ERR_NOMEM;
-    /* One request to warm up caches and the thread pool. */
-    if (rc == TN_OK)
-        rc = tn_session_ask_tokens(s, req, n_req, &g, NULL, NULL, NULL, err);
-    for (int r = 0; r < b->reps && rc == TN_OK; r++) {
-        tn_session_stats st;
-        rc = tn_session_ask_tokens(s, req, n_req, &g, NULL, NULL, &st, err);
-        tt[r] = st.ttft_ms;
-        dt[r] = st.decode_tok_s;
+    int rc = TN_OK;
+    /* One request each to warm up caches and the thread pool. */
+    for (int k = 0; k < n_arms && rc == TN_OK; k++)
+        rc = tn_session_ask_tokens(arms[k].s, arms[k].req, arms[k].n_req, &g, NULL, NULL, NULL,
+                                   err);
+    for (int r = 0; r < b->reps && rc == TN_OK; r++)
+        for (int k = 0; k < n_arms && rc == TN_OK; k++) {
+            tn_session_stats st;
+            rc = tn_session_ask_tokens(arms[k].s, arms[k].req, arms[k].n_req, &g, NULL, NULL,
+                                       &st, err);
+            arms[k].tt[r] = st.ttft_ms;
+            arms[k].dt[r] = st.decode_tok_s;
+        }
+    for (int k = 0; k < n_arms && rc == TN_OK; k++) {
+        out[k].ttft = summarize(arms[k].tt, b->reps);
+        out[k].decode_tok_s = summarize(arms[k].dt, b->reps);
     }
-    if (rc == TN_OK) {
-        out->ttft = summarize(tt, b->reps);
-        out->decode_tok_s = summarize(dt, b->reps);
-    }
-    free(tt);
-    free(dt);
-    free(prompt);
-    tn_session_free(s);
     return rc;
 }
 
@@ -318,13 +333,28 @@ int cmd_bench_pin(int argc, char **argv) {
     bench b = {.model = model, .n_ctx = (int32_t)n_ctx, .threads = (int32_t)threads,
                .reps = (int32_t)reps, .n_gen = (int32_t)n_gen, .req = req,
                .n_req = (int32_t)n_req};
-    ttft_result rs = {0}, rl = {0}, rn = {0};
+    ttft_result res[3];
+    memset(res, 0, sizeof res);
     snap_result sn = {0};
-    int rc = measure_ttft(&b, pin_short, (int32_t)n_short, true, &rs, &err);
+    /* The short and long pins alternate; the unpinned baseline (slow: the
+     * whole prompt every time) is measured on its own. */
+    arm arms[3];
+    int rc = arm_open(&b, pin_short, (int32_t)n_short, true, &arms[0], &err);
     if (rc == TN_OK)
-        rc = measure_ttft(&b, pin_long, (int32_t)n_long, true, &rl, &err);
+        rc = arm_open(&b, pin_long, (int32_t)n_long, true, &arms[1], &err);
+    else
+        memset(&arms[1], 0, sizeof arms[1]);
     if (rc == TN_OK)
-        rc = measure_ttft(&b, pin_long, (int32_t)n_long, false, &rn, &err);
+        rc = measure_ttft(&b, arms, 2, res, &err);
+    arm_close(&arms[0]);
+    arm_close(&arms[1]);
+    if (rc == TN_OK) {
+        rc = arm_open(&b, pin_long, (int32_t)n_long, false, &arms[2], &err);
+        if (rc == TN_OK)
+            rc = measure_ttft(&b, &arms[2], 1, &res[2], &err);
+        arm_close(&arms[2]);
+    }
+    const ttft_result rs = res[0], rl = res[1], rn = res[2];
     if (rc == TN_OK)
         rc = measure_snapshot(&b, pin_long, (int32_t)n_long, tmp, &sn, &err);
     rmdir(tmp);
