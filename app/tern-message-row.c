@@ -29,6 +29,8 @@ struct _TernMessageRow {
 
 G_DEFINE_FINAL_TYPE (TernMessageRow, tern_message_row, GTK_TYPE_BOX)
 
+static void render (TernMessageRow *self);
+
 void
 tern_message_row_flush (TernMessageRow *self)
 {
@@ -37,7 +39,23 @@ tern_message_row_flush (TernMessageRow *self)
       gtk_widget_remove_tick_callback (GTK_WIDGET (self), self->render_tick);
       self->render_tick = 0;
     }
+  render (self);
+}
+
+/* Markdown draws nothing for an answer of blank lines (a random-weight
+ * model's favourite); say so rather than show an empty bubble. */
+static void
+render (TernMessageRow *self)
+{
   tern_markdown_render (self->content_box, self->text->str);
+  if (gtk_widget_get_first_child (GTK_WIDGET (self->content_box)) == NULL && self->text->len > 0)
+    {
+      GtkWidget *label = gtk_label_new (_("(only blank lines)"));
+
+      gtk_label_set_xalign (GTK_LABEL (label), 0);
+      gtk_widget_add_css_class (label, "dim-label");
+      gtk_box_append (self->content_box, label);
+    }
 }
 
 static gboolean
@@ -53,7 +71,7 @@ on_render_tick (GtkWidget     *widget,
     return G_SOURCE_CONTINUE;
   self->render_tick = 0;
   self->last_render_us = now;
-  tern_markdown_render (self->content_box, self->text->str);
+  render (self);
   return G_SOURCE_REMOVE;
 }
 

@@ -644,7 +644,11 @@ main (int   argc,
     }
   adw_init ();
 
-  model = make_model (tmp, "test-model.gguf", 256, 4);
+  /* TERN_TEST_MODEL: run the same checks on another GGUF (the demo model). */
+  if (g_getenv ("TERN_TEST_MODEL") != NULL)
+    model = g_strdup (g_getenv ("TERN_TEST_MODEL"));
+  else
+    model = make_model (tmp, "test-model.gguf", 256, 4);
   if (model == NULL)
     return 1;
 
