@@ -39,6 +39,31 @@ const char *cli_resolve_draft(const char *arg, char *buf, size_t cap);
  * installed model. */
 bool cli_resolve_model_argv(int argc, char **argv);
 
+/* Speculative decoding options (cli/spec-args.c): --spec none|lookup|
+ * draft:PATH|dflash:PATH and --draft-max K, for run and bench. */
+typedef struct cli_spec {
+    const char *spec; /* NULL or "none": off */
+    long draft_max;   /* 0: the drafter's default */
+} cli_spec;
+#define CLI_SPEC_USAGE                                                                  \
+    "  --spec S         speculative decoding: none (default), lookup (n-grams of the\n"  \
+    "                   prompt and output), draft:PATH (a smaller model with the same\n" \
+    "                   vocabulary), dflash:PATH (a DFlash block draft for this model)\n" \
+    "  --draft-max K    tokens per draft (default: lookup 10, draft 8, DFlash block-1)\n"
+/* argv[*i] is --spec or --draft-max: consumes it and its value (*i moves to
+ * the value) and returns 1; another option: 0; a bad value: -1, printed. */
+int cli_spec_parse_arg(cli_spec *s, int argc, char **argv, int *i);
+bool cli_spec_on(const cli_spec *s);
+/* The drafter for the target (*out NULL when off); 0, or an exit status
+ * after printing the error. */
+int cli_spec_make(const cli_spec *s, const tn_model *target, int n_threads, tn_drafter **out);
+/* " | drafted D, accepted A (P%), M per verify step" and the JSON fields. */
+void cli_spec_print_stats(FILE *f, const tn_session_stats *st);
+void cli_spec_json_stats(FILE *f, const tn_session_stats *st);
+/* mkmodel --arch dflash (cli/mkmodel-dflash.c); bench --spec (cli/bench-spec.c). */
+int cmd_mkmodel_dflash(int argc, char **argv);
+int cmd_bench_spec(int argc, char **argv);
+
 /* Prints "tern-cli: MESSAGE" on one line to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -10,7 +10,9 @@ static void usage(FILE *out) {
             "usage: tern-cli mkmodel --arch llama|qwen3|gemma3 --type TYPE --embd N --layers N\n"
             "         --heads N --kv-heads N --head-dim N --ff N [--ctx N] [--window N]\n"
             "         [--tokenizer PATH/tokenizer.json] [--seed S] [--tied] [--name NAME]\n"
-            "         [--logit-scale X] [-t THREADS] -o OUT.gguf\n\n"
+            "         [--logit-scale X] [-t THREADS] -o OUT.gguf\n"
+            "       tern-cli mkmodel --arch dflash --target TARGET.gguf -o OUT.gguf ...\n"
+            "         (a DFlash draft for TARGET; see 'tern-cli mkmodel --arch dflash --help')\n\n"
             "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_K q5_K q6_K, or the mixes q4_k_m\n"
             "      q5_k_m. Without --tokenizer the model gets a tiny synthetic vocabulary.\n"
             "The weights are random: the model's output is meaningless.\n");
@@ -29,6 +31,9 @@ static bool parse_i64(const char *opt, const char *s, int64_t *out) {
 }
 
 int cmd_mkmodel(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++) /* DFlash drafts: cli/mkmodel-dflash.c */
+        if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "dflash"))
+            return cmd_mkmodel_dflash(argc, argv);
     tn_mkmodel_params p = tn_mkmodel_default_params();
     const char *out = NULL;
     bool have[7] = {0};

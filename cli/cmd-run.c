@@ -35,6 +35,7 @@ typedef struct opts {
     bool raw;
     bool json;
     bool think;
+    cli_spec spec; /* --spec / --draft-max (cli/spec-args.c) */
 } opts;
 
 static void usage(FILE *out) {
@@ -59,7 +60,7 @@ static void usage(FILE *out) {
             "                   without -p the whole standard input is the prompt\n"
             "  --json           print one JSON object per answer:\n"
             "                   {\"text\", \"tokens\": [...], \"stats\": {...}}\n"
-            "  --think on|off   Qwen3 thinking (default on)\n"
+            "  --think on|off   Qwen3 thinking (default on)\n" CLI_SPEC_USAGE
             "A stats line (prompt tokens, prefill tok/s, generated tokens, decode tok/s,\n"
             "time to first token) goes to standard error after each answer.\n");
 }
@@ -99,6 +100,11 @@ static int parse_args(int argc, char **argv, opts *o) {
     o->think = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        const int spec = cli_spec_parse_arg(&o->spec, argc, argv, &i);
+        if (spec < 0)
+            return CLI_EXIT_USAGE;
+        if (spec > 0)
+            continue;
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true, takes = true;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -233,7 +239,12 @@ static void print_stats(const opts *o, const tn_session_stats *st) {
             "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s | "
             "TTFT %.1f ms | stop: %s%s",
             st->prompt_tokens, st->prefill_tok_s, st->generated_tokens, st->decode_tok_s,
-            st->ttft_ms, tn_stop_reason_name(st->stop_reason), o->temp > 0 ? "" : "]\n");
+            st->ttft_ms, tn_stop_reason_name(st->stop_reason),
+            o->temp > 0 || cli_spec_on(&o->spec) ? "" : "]\n");
+    if (cli_spec_on(&o->spec))
+        cli_spec_print_stats(stderr, st);
+    if (!(o->temp > 0) && cli_spec_on(&o->spec))
+        fputs("]\n", stderr);
     if (o->temp > 0)
         fprintf(stderr, " | seed %llu]\n", o->seed);
 }
@@ -247,10 +258,13 @@ static void print_json(const opts *o, const answer *a, const tn_session_stats *s
     fprintf(stdout,
             "],\"stats\":{\"prompt_tokens\":%d,\"prefill_ms\":%.3f,\"prefill_tok_s\":%.2f,"
             "\"generated_tokens\":%d,\"decode_ms\":%.3f,\"decode_tok_s\":%.2f,"
-            "\"ttft_ms\":%.3f,\"stop\":\"%s\",\"seed\":%llu}}\n",
+            "\"ttft_ms\":%.3f,\"stop\":\"%s\",\"seed\":%llu",
             st->prompt_tokens, st->prefill_ms, st->prefill_tok_s, st->generated_tokens,
             st->decode_ms, st->decode_tok_s, st->ttft_ms, tn_stop_reason_name(st->stop_reason),
             o->seed);
+    if (cli_spec_on(&o->spec))
+        cli_spec_json_stats(stdout, st);
+    fputs("}}\n", stdout);
     fflush(stdout);
 }
 
@@ -473,9 +487,16 @@ static int run_session(const opts *o, const tn_model *m) {
     sp.gen.sampler = sampler_params(o);
     sp.gen.max_tokens = (int32_t)o->n_predict;
     sp.gen.thinking = o->think;
+    tn_drafter *drafter = NULL;
+    int spec_rc = cli_spec_make(&o->spec, m, (int)o->threads, &drafter);
+    if (spec_rc != CLI_EXIT_OK)
+        return spec_rc;
+    sp.gen.drafter = drafter;
+    sp.gen.draft_max = (int32_t)o->spec.draft_max;
     tn_session *s = NULL;
     if (tn_session_new(m, sp, &s, &err) != TN_OK) {
         cli_error("%s", err.message);
+        tn_drafter_free(drafter);
         return CLI_EXIT_BAD_INPUT;
     }
     g_session = s;
@@ -531,6 +552,7 @@ static int run_session(const opts *o, const tn_model *m) {
     g_session = NULL;
     answer_clear(&a);
     tn_session_free(s);
+    tn_drafter_free(drafter);
     return status;
 }
 
@@ -569,6 +591,11 @@ int cmd_run(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
 
     int status;
+    if (o.raw && cli_spec_on(&o.spec)) {
+        cli_error("run: --spec works with templated prompts, not with --raw");
+        tn_model_free(m);
+        return CLI_EXIT_USAGE;
+    }
     if (o.raw) {
         size_t len = 0;
         char *text = NULL;

@@ -10,7 +10,6 @@
 #include "tn-internal.h"
 #include "tn-spec.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,73 +122,6 @@ static void dm_free(void *self) {
     free(dm);
 }
 
-/* Printable form of a token text for a message (n >= 8). */
-static void quote(char *dst, size_t n, tn_str s) {
-    size_t o = 0;
-    uint64_t i = 0;
-    for (; i < s.len; i++) {
-        const unsigned char c = (unsigned char)s.ptr[i];
-        const bool esc = c < 0x20 || c == 0x7f;
-        if (o + (esc ? 4 : 1) + 4 > n) /* room for "..." and the NUL */
-            break;
-        if (esc)
-            o += (size_t)snprintf(dst + o, n - o, "\\x%02x", c);
-        else
-            dst[o++] = (char)c;
-    }
-    if (i < s.len) {
-        memcpy(dst + o, "...", 3);
-        o += 3;
-    }
-    dst[o] = '\0';
-}
-
-/* The vocabularies must be the same, token for token: draft ids are fed to
- * the target unchanged. */
-static int check_vocab(const tn_model *target, const tn_model *draft, tn_error *err) {
-    const char *tp = tn_model_path(target), *dp = tn_model_path(draft);
-    const tn_gguf_value *ta = tn_gguf_find(tn_model_gguf(target), "tokenizer.ggml.tokens");
-    const tn_gguf_value *da = tn_gguf_find(tn_model_gguf(draft), "tokenizer.ggml.tokens");
-    const bool t_ok = ta && ta->type == TN_GGUF_ARRAY && ta->v.arr.type == TN_GGUF_STRING;
-    const bool d_ok = da && da->type == TN_GGUF_ARRAY && da->v.arr.type == TN_GGUF_STRING;
-    if (t_ok && d_ok) {
-        const uint64_t n = ta->v.arr.n < da->v.arr.n ? ta->v.arr.n : da->v.arr.n;
-        for (uint64_t i = 0; i < n; i++) {
-            tn_str a = ta->v.arr.items[i].v.str, b = da->v.arr.items[i].v.str;
-            if (a.len != b.len || memcmp(a.ptr, b.ptr, (size_t)a.len) != 0) {
-                char qa[64], qb[64];
-                quote(qa, sizeof qa, a);
-                quote(qb, sizeof qb, b);
-                return tn_fail(err, TN_ERR_INVALID,
-                               "%s: token %llu is '%s' but '%s' in the target %s: a draft model "
-                               "must use the target's vocabulary",
-                               dp, (unsigned long long)i, qb, qa, tp);
-            }
-        }
-        if (ta->v.arr.n != da->v.arr.n) {
-            const bool draft_longer = da->v.arr.n > ta->v.arr.n;
-            char qx[64];
-            quote(qx, sizeof qx, (draft_longer ? da : ta)->v.arr.items[n].v.str);
-            return tn_fail(err, TN_ERR_INVALID,
-                           "%s: the vocabularies differ from token %llu on ('%s' exists only in "
-                           "the %s): the draft has %llu tokens, the target %s %llu",
-                           dp, (unsigned long long)n, qx, draft_longer ? "draft" : "target",
-                           (unsigned long long)da->v.arr.n, tp, (unsigned long long)ta->v.arr.n);
-        }
-    } else if (t_ok != d_ok) {
-        return tn_fail(err, TN_ERR_INVALID,
-                       "%s: only one of the draft and the target (%s) carries a vocabulary, so "
-                       "they cannot be checked to match",
-                       dp, tp);
-    }
-    if (tn_model_n_vocab(target) != tn_model_n_vocab(draft))
-        return tn_fail(err, TN_ERR_INVALID,
-                       "%s: the draft's embedding has %d rows, the target %s %d: a draft model "
-                       "must use the target's vocabulary",
-                       dp, tn_model_n_vocab(draft), tp, tn_model_n_vocab(target));
-    return TN_OK;
-}
-
 int tn_drafter_new_model(const tn_model *target, const char *draft_path, tn_drafter_params p,
                          tn_drafter **out, tn_error *err) {
     if (!out)
@@ -204,7 +136,13 @@ int tn_drafter_new_model(const tn_model *target, const char *draft_path, tn_draf
     mp.load_tokenizer = false;
     int rc = tn_model_load(draft_path, mp, &dm->model, err);
     if (rc == TN_OK)
-        rc = check_vocab(target, dm->model, err);
+        rc = tn_drafter_check_vocab(target, tn_model_gguf(dm->model), draft_path, true, err);
+    if (rc == TN_OK && tn_model_n_vocab(target) != tn_model_n_vocab(dm->model))
+        rc = tn_fail(err, TN_ERR_INVALID,
+                     "%s: the draft's embedding has %d rows, the target %s %d: a draft model "
+                     "must use the target's vocabulary",
+                     draft_path, tn_model_n_vocab(dm->model), tn_model_path(target),
+                     tn_model_n_vocab(target));
     if (rc == TN_OK) {
         int32_t n_ctx = p.n_ctx;
         if (n_ctx <= 0) {

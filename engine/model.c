@@ -599,3 +599,12 @@ int tn_model_chat_kind(const tn_model *m, const char **warning) {
         *warning = m->chat_warning;
     return m->chat_kind;
 }
+
+/* For the DFlash drafter (drafter-dflash.c), whose file is not a model: a
+ * weight [rows][cols] of any GGUF, checked exactly as the model's own. */
+int tn_gguf_get_weight(const tn_gguf *g, const char *path, const char *kind, const char *name,
+                       int64_t cols, int64_t rows, bool required, tn_weight *w, bool *found,
+                       tn_error *err) {
+    loader ld = {.m = NULL, .g = g, .path = path, .arch = kind, .err = err};
+    return get_matrix(&ld, name, cols, rows, required, w, found);
+}

@@ -22,6 +22,7 @@
 #include "tn-internal.h"
 #include "tn-spec.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +106,67 @@ void tn_drafter_reset(tn_drafter *d) {
 const char *tn_drafter_name(const tn_drafter *d) { return d ? d->name : "none"; }
 int32_t tn_drafter_draft_max(const tn_drafter *d) { return d ? d->draft_max : 0; }
 int32_t tn_drafter_block_size(const tn_drafter *d) { return d ? d->block_size : 0; }
+
+/* Printable form of a token text for a message (n >= 8). */
+static void quote(char *dst, size_t n, tn_str s) {
+    size_t o = 0;
+    uint64_t i = 0;
+    for (; i < s.len; i++) {
+        const unsigned char c = (unsigned char)s.ptr[i];
+        const bool esc = c < 0x20 || c == 0x7f;
+        if (o + (esc ? 4 : 1) + 4 > n) /* room for "..." and the NUL */
+            break;
+        if (esc)
+            o += (size_t)snprintf(dst + o, n - o, "\\x%02x", c);
+        else
+            dst[o++] = (char)c;
+    }
+    if (i < s.len) {
+        memcpy(dst + o, "...", 3);
+        o += 3;
+    }
+    dst[o] = '\0';
+}
+
+int tn_drafter_check_vocab(const tn_model *target, const tn_gguf *draft, const char *dp,
+                           bool require, tn_error *err) {
+    const char *tp = tn_model_path(target);
+    const tn_gguf_value *ta = tn_gguf_find(tn_model_gguf(target), "tokenizer.ggml.tokens");
+    const tn_gguf_value *da = tn_gguf_find(draft, "tokenizer.ggml.tokens");
+    const bool t_ok = ta && ta->type == TN_GGUF_ARRAY && ta->v.arr.type == TN_GGUF_STRING;
+    const bool d_ok = da && da->type == TN_GGUF_ARRAY && da->v.arr.type == TN_GGUF_STRING;
+    if (t_ok && d_ok) {
+        const uint64_t n = ta->v.arr.n < da->v.arr.n ? ta->v.arr.n : da->v.arr.n;
+        for (uint64_t i = 0; i < n; i++) {
+            tn_str a = ta->v.arr.items[i].v.str, b = da->v.arr.items[i].v.str;
+            if (a.len != b.len || memcmp(a.ptr, b.ptr, (size_t)a.len) != 0) {
+                char qa[64], qb[64];
+                quote(qa, sizeof qa, a);
+                quote(qb, sizeof qb, b);
+                return tn_fail(err, TN_ERR_INVALID,
+                               "%s: token %llu is '%s' but '%s' in the target %s: a draft "
+                               "must use the target's vocabulary",
+                               dp, (unsigned long long)i, qb, qa, tp);
+            }
+        }
+        if (ta->v.arr.n != da->v.arr.n) {
+            const bool draft_longer = da->v.arr.n > ta->v.arr.n;
+            char qx[64];
+            quote(qx, sizeof qx, (draft_longer ? da : ta)->v.arr.items[n].v.str);
+            return tn_fail(err, TN_ERR_INVALID,
+                           "%s: the vocabularies differ from token %llu on ('%s' exists only in "
+                           "the %s): the draft has %llu tokens, the target %s %llu",
+                           dp, (unsigned long long)n, qx, draft_longer ? "draft" : "target",
+                           (unsigned long long)da->v.arr.n, tp, (unsigned long long)ta->v.arr.n);
+        }
+    } else if (require && t_ok != d_ok) {
+        return tn_fail(err, TN_ERR_INVALID,
+                       "%s: only one of the draft and the target (%s) carries a vocabulary, so "
+                       "they cannot be checked to match",
+                       dp, tp);
+    }
+    return TN_OK;
+}
 
 /* ------------------------------------------------- the verification state */
 

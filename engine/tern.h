@@ -638,6 +638,28 @@ int32_t tn_drafter_draft_max(const tn_drafter *d);
 /* DFlash: tokens per block (anchor included); 0 for other drafters. */
 int32_t tn_drafter_block_size(const tn_drafter *d);
 
+/* Random-weight DFlash drafts for a given target (docs/DFLASH.md), written
+ * in the layout published drafts use. Zero/NULL fields take the defaults. */
+typedef struct tn_mkmodel_dflash_params {
+    const char *target;    /* the target GGUF (width, layers, vocabulary) */
+    const char *type;      /* weight type of the matrices (default "q8_0") */
+    int64_t n_layer;       /* draft layers (default 1) */
+    int64_t n_head;        /* default: the target's */
+    int64_t n_head_kv;     /* default: the target's */
+    int64_t head_dim;      /* default: the target's */
+    int64_t n_ff;          /* default: the target's */
+    int64_t block_size;    /* tokens per block with the anchor (default 16) */
+    int32_t target_layers[16]; /* hidden-state ids (0 = embeddings, i = output of layer
+                                  i - 1); n_target_layers = 0: five spread from
+                                  checkpoint layer 1 to L - 3, stored + 1 */
+    int32_t n_target_layers;
+    int64_t mask_token;    /* < 0: the target's padding token, else unknown, else last */
+    uint64_t seed;
+} tn_mkmodel_dflash_params;
+
+tn_mkmodel_dflash_params tn_mkmodel_dflash_default_params(void);
+int tn_mkmodel_dflash(const tn_mkmodel_dflash_params *p, const char *out_path, tn_error *err);
+
 /* Inside a token callback of tn_session_ask/chat: true when the token being
  * delivered came from an accepted draft (the app colours them). */
 bool tn_session_token_drafted(const tn_session *s);

@@ -126,6 +126,13 @@ struct tn_ctx {
     atomic_bool cancel;
 };
 
+/* A weight [rows][cols] (GGUF ne = {cols, rows}) of any GGUF file, with the
+ * model loader's checks of shape, type and size (model.c); `kind` names the
+ * file's kind in the message for a missing tensor ("not a KIND model"). */
+int tn_gguf_get_weight(const tn_gguf *g, const char *path, const char *kind, const char *name,
+                       int64_t cols, int64_t rows, bool required, tn_weight *w, bool *found,
+                       tn_error *err);
+
 /* Row ops shared by the forward pass and (later) drafters. All are per row
  * and deterministic: the result depends on the row alone. */
 void tn_rmsnorm(float *y, const float *x, const float *w, int32_t n, float eps);

@@ -46,6 +46,13 @@ int tn_drafter_wrap(const char *name, const tn_drafter_ops *ops, const tn_drafte
 /* Copies ids into d->hidden_ids. */
 int tn_drafter_set_hidden_ids(tn_drafter *d, const int32_t *ids, int32_t n, tn_error *err);
 
+/* The draft's vocabulary (tokenizer.ggml.tokens of draft, a file at
+ * draft_path) must equal the target's token for token: TN_ERR_INVALID naming
+ * the first differing token. When only one of them has a token list, that is
+ * an error when require is true, else nothing is checked. */
+int tn_drafter_check_vocab(const tn_model *target, const tn_gguf *draft, const char *draft_path,
+                           bool require, tn_error *err);
+
 /* The built-in constructors' bodies (drafter-*.c). */
 int32_t tn_lookup_propose(const int32_t *history, int32_t n_history, int32_t ngram_min,
                           int32_t ngram_max, int32_t max_draft, int32_t *draft);

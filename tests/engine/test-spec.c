@@ -932,6 +932,34 @@ static bool clone_vocab(const char *src, const char *dst, int64_t change, int ex
     return ok;
 }
 
+/* Copies a GGUF with one integer key set to value (u32). */
+static bool clone_set_int(const char *src, const char *dst, const char *key, uint32_t value) {
+    tn_gguf *g = NULL;
+    if (tn_gguf_open(src, &g, NULL) != TN_OK)
+        return false;
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    bool ok = w != NULL;
+    for (int64_t i = 0; ok && i < tn_gguf_n_kv(g); i++) {
+        tn_str k = tn_gguf_kv_key(g, i);
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)k.len, k.ptr);
+        ok = (!strcmp(name, key) ? tn_gguf_writer_set_u32(w, name, value)
+                                 : tn_gguf_writer_set_value(w, name, tn_gguf_kv_value(g, i))) ==
+             TN_OK;
+    }
+    for (int64_t i = 0; ok && i < tn_gguf_n_tensors(g); i++) {
+        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        ok = tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, t->ne, t->data,
+                                            t->nbytes) == TN_OK;
+    }
+    ok = ok && tn_gguf_writer_write(w, dst, NULL) == TN_OK;
+    tn_gguf_writer_free(w);
+    tn_gguf_close(g);
+    return ok;
+}
+
 static void api_vocab(void) {
     tn_model *m = make_model("api.gguf", "llama", "q8_0", 64, 1, 3, 0);
     if (!m)
@@ -1121,10 +1149,246 @@ static void api_lookup(void) {
 
 /* --------------------------------------------------------------- DFlash */
 
+static const char *dflash_file(const tn_model *target, const char *tag, int32_t block) {
+    static char path[4096];
+    char name[128];
+    snprintf(name, sizeof name, "dflash-%s-b%d.gguf", tag, block);
+    snprintf(path, sizeof path, "%s", tmp_path(name));
+    tn_mkmodel_dflash_params p = tn_mkmodel_dflash_default_params();
+    p.target = tn_model_path(target);
+    p.block_size = block;
+    p.seed = 31;
+    tn_error err = {0};
+    int rc = tn_mkmodel_dflash(&p, path, &err);
+    CHECKF(rc == TN_OK, "mkmodel dflash %s: %s", tag, err.message);
+    return rc == TN_OK ? path : NULL;
+}
+
 static tn_drafter *dflash_for(const tn_model *target, const char *tag) {
-    (void)target;
-    (void)tag;
-    return NULL;
+    const char *path = dflash_file(target, tag, 16);
+    if (!path)
+        return NULL;
+    tn_drafter_params p = tn_drafter_default_params();
+    p.n_threads = 2;
+    tn_drafter *d = NULL;
+    tn_error err = {0};
+    int rc = tn_drafter_new_dflash(target, path, p, &d, &err);
+    CHECKF(rc == TN_OK, "dflash %s: %s", tag, err.message);
+    return d;
+}
+
+/* Hidden states of every row of tokens[0..n) from a fresh context, one
+ * decode of `chunk` rows at a time. */
+static float *hidden_of(const tn_model *m, const tn_drafter *d, const int32_t *tokens, int32_t n,
+                        int32_t chunk) {
+    const size_t row = (size_t)d->n_hidden_ids * (size_t)tn_model_n_embd(m);
+    float *all = malloc((size_t)n * row * sizeof *all);
+    tn_ctx *c = NULL;
+    if (!all || tn_ctx_new(m, 256, 2, &c, NULL) != TN_OK ||
+        tn_ctx_capture_hidden(c, d->hidden_ids, d->n_hidden_ids, NULL) != TN_OK) {
+        free(all);
+        tn_ctx_free(c);
+        return NULL;
+    }
+    for (int32_t done = 0; done < n; done += chunk) {
+        const int32_t k = n - done < chunk ? n - done : chunk;
+        int32_t rows = 0;
+        CHECK(tn_ctx_decode(c, tokens + done, k, TN_LOGITS_NONE, NULL, NULL) == TN_OK);
+        const float *h = tn_ctx_hidden(c, &rows);
+        CHECK(h && rows == k);
+        if (h && rows == k)
+            memcpy(all + (size_t)done * row, h, (size_t)k * row * sizeof *h);
+    }
+    tn_ctx_free(c);
+    return all;
+}
+
+static int32_t propose(tn_drafter *d, const int32_t *h, int32_t n, int32_t max, int32_t *draft) {
+    bool has_q;
+    tn_error err = {0};
+    int32_t nd = d->hooks.propose_q(d->self, h, n, max, draft, NULL, &has_q, &err);
+    CHECKF(nd >= 0, "propose: %s", err.message);
+    return nd;
+}
+
+static void dflash_suite(void) {
+    tn_model *m = make_model("df-target.gguf", "qwen3", "q8_0", 64, 3, 41, 0);
+    tn_model *wide = make_model("df-wide.gguf", "qwen3", "q8_0", 96, 3, 42, 0);
+    tn_model *deep = make_model("df-deep.gguf", "qwen3", "q8_0", 64, 8, 43, 0);
+    if (!m || !wide || !deep)
+        goto out;
+    tn_error err = {0};
+    tn_drafter_params p = tn_drafter_default_params();
+    p.n_threads = 2;
+
+    /* Writing and loading: the layout's keys, the default block and layers. */
+    const char *path = dflash_file(m, "suite", 16);
+    tn_gguf *g = NULL;
+    if (path && tn_gguf_open(path, &g, &err) == TN_OK) {
+        tn_str arch;
+        CHECK(tn_gguf_get_str(g, "general.architecture", &arch) == TN_OK &&
+              tn_str_eq(arch, "dflash"));
+        int64_t v = 0;
+        CHECK(tn_gguf_get_int(g, "dflash.block_size", &v) == TN_OK && v == 16);
+        bool causal = true;
+        CHECK(tn_gguf_get_bool(g, "dflash.attention.causal", &causal) == TN_OK && !causal);
+        CHECK(tn_gguf_get_int(g, "tokenizer.ggml.mask_token_id", &v) == TN_OK);
+        const tn_gguf_value *t = tn_gguf_find(g, "dflash.target_layers");
+        CHECK(t && t->type == TN_GGUF_ARRAY && t->v.arr.n == 1 && tn_gguf_arr_int(t, 0) == 2);
+        CHECK(tn_gguf_find_tensor(g, "fc.weight") && tn_gguf_find_tensor(g, "enc.output_norm.weight") &&
+              tn_gguf_find_tensor(g, "blk.0.attn_q_norm.weight") &&
+              tn_gguf_find_tensor(g, "output_norm.weight") &&
+              !tn_gguf_find_tensor(g, "token_embd.weight") && !tn_gguf_find_tensor(g, "output.weight"));
+        tn_gguf_close(g);
+    }
+    tn_drafter *d = NULL;
+    CHECKF(path && tn_drafter_new_dflash(m, path, p, &d, &err) == TN_OK, "load: %s", err.message);
+    if (d) {
+        CHECK(!strcmp(tn_drafter_name(d), "dflash") && tn_drafter_block_size(d) == 16 &&
+              tn_drafter_draft_max(d) == 15 && d->n_hidden_ids == 1 && d->hidden_ids[0] == 2);
+    }
+
+    /* Five layers spread over a deeper target: ids 2 .. L - 2. */
+    tn_mkmodel_dflash_params dp = tn_mkmodel_dflash_default_params();
+    dp.target = tn_model_path(deep);
+    dp.block_size = 4;
+    CHECK(tn_mkmodel_dflash(&dp, tmp_path("df-deep-draft.gguf"), &err) == TN_OK);
+    tn_drafter *dd = NULL;
+    CHECKF(tn_drafter_new_dflash(deep, tmp_path("df-deep-draft.gguf"), p, &dd, &err) == TN_OK,
+           "deep: %s", err.message);
+    if (dd) {
+        const int32_t want[5] = {2, 3, 4, 5, 6};
+        CHECK(dd->n_hidden_ids == 5 && !memcmp(dd->hidden_ids, want, sizeof want));
+        CHECK(tn_drafter_block_size(dd) == 4 && tn_drafter_draft_max(dd) == 3);
+    }
+
+    /* Refused: another width, a layer the target lacks, not a DFlash file, a
+     * different vocabulary, a mask token outside it. */
+    tn_drafter *x = NULL;
+    int rc = tn_drafter_new_dflash(wide, path, p, &x, &err);
+    CHECKF(rc == TN_ERR_INVALID && !x && strstr(err.message, "is 64 wide but the target") &&
+               strstr(err.message, "df-wide.gguf"),
+           "width: %s", err.message);
+    rc = tn_drafter_new_dflash(m, tmp_path("df-deep-draft.gguf"), p, &x, &err);
+    CHECKF(rc == TN_ERR_INVALID && !x && strstr(err.message, "target layer 4 does not exist") &&
+               strstr(err.message, "0 (embeddings) .. 3"),
+           "layer ids: %s", err.message);
+    rc = tn_drafter_new_dflash(m, tn_model_path(m), p, &x, &err);
+    CHECKF(rc == TN_ERR_UNSUPPORTED && !x && strstr(err.message, "not a DFlash draft"),
+           "not dflash: %s", err.message);
+    if (path) {
+        CHECK(clone_vocab(path, tmp_path("df-vocab.gguf"), 200, 0));
+        rc = tn_drafter_new_dflash(m, tmp_path("df-vocab.gguf"), p, &x, &err);
+        CHECKF(rc == TN_ERR_INVALID && !x && strstr(err.message, "token 200 is '<changed>'"),
+               "vocabulary: %s", err.message);
+        CHECK(clone_set_int(path, tmp_path("df-mask.gguf"), "tokenizer.ggml.mask_token_id",
+                            100000));
+        rc = tn_drafter_new_dflash(m, tmp_path("df-mask.gguf"), p, &x, &err);
+        CHECKF(rc == TN_ERR_INVALID && !x && strstr(err.message, "mask token 100000"),
+               "mask: %s", err.message);
+        CHECK(clone_set_int(path, tmp_path("df-block.gguf"), "dflash.block_size", 1000));
+        rc = tn_drafter_new_dflash(m, tmp_path("df-block.gguf"), p, &x, &err);
+        CHECKF(rc == TN_ERR_FORMAT && !x && strstr(err.message, "dflash.block_size"),
+               "block: %s", err.message);
+    }
+    dp.target = tn_model_path(m);
+    dp.target_layers[0] = 9;
+    dp.n_target_layers = 1;
+    CHECK(tn_mkmodel_dflash(&dp, tmp_path("df-bad.gguf"), &err) == TN_ERR_INVALID);
+
+    if (d) {
+        /* Features do not depend on how the target's rows were batched, nor
+         * on where they came from: a drafter fed by the session (pin
+         * backfilled in a scratch context, request prefilled in chunks,
+         * verification rows) drafts exactly as one fed in one go. */
+        const int32_t V = tn_model_n_vocab(m);
+        int32_t hist[96];
+        uint64_t st = 3;
+        for (int i = 0; i < 40; i++)
+            hist[i] = 5 + (int32_t)(tn_test_rand(&st) % (uint64_t)(V - 5));
+        tn_drafter *a = NULL, *b = NULL;
+        CHECK(tn_drafter_new_dflash(m, path, p, &a, &err) == TN_OK);
+        CHECK(tn_drafter_new_dflash(m, path, p, &b, &err) == TN_OK);
+        float *h1 = a && b ? hidden_of(m, a, hist, 39, 39) : NULL;
+        float *h7 = a && b ? hidden_of(m, a, hist, 39, 7) : NULL;
+        if (h1 && h7) {
+            CHECK(!memcmp(h1, h7, (size_t)39 * 64 * sizeof(float)));
+            CHECK(a->hooks.observe(a->self, 0, hist, 39, h1, &err) == TN_OK);
+            CHECK(b->hooks.observe(b->self, 0, hist, 20, h7, &err) == TN_OK);
+            CHECK(b->hooks.observe(b->self, 20, hist + 20, 19, h7 + 20 * 64, &err) == TN_OK);
+            /* A gap is ignored; an overlap rewrites. */
+            CHECK(b->hooks.observe(b->self, 30, hist + 30, 9, h7 + 30 * 64, &err) == TN_OK);
+            int32_t da[16], db[16];
+            const int32_t na = propose(a, hist, 40, 15, da), nb = propose(b, hist, 40, 15, db);
+            CHECK(na == 15 && nb == 15 && !memcmp(da, db, sizeof da[0] * 15));
+            for (int i = 0; i < na; i++)
+                CHECK(da[i] >= 0 && da[i] < V);
+            /* Shorter blocks when asked for fewer tokens. */
+            CHECK(propose(a, hist, 40, 3, da) == 3);
+            /* A history that differs at 10: only 10 rows of context remain. */
+            int32_t other[40];
+            memcpy(other, hist, sizeof other);
+            other[10] = (other[10] + 1) % V;
+            CHECK(a->hooks.known(a->self, other, 39) == 10);
+            CHECK(propose(a, other, 40, 5, da) == 5);
+        }
+        free(h1);
+        free(h7);
+
+        /* Through a session: pin (no drafter), then a request with DFlash. */
+        tn_session *s = new_session(m, 256);
+        const int32_t pin[12] = {1, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+        const int32_t req[10] = {300, 301, 302, 303, 304, 300, 301, 302, 303, 304};
+        if (s && tn_session_pin_tokens(s, pin, 12, NULL, NULL, &err) == TN_OK) {
+            tn_gen_params g = tn_gen_default_params();
+            g.max_tokens = 30;
+            answer plain, spec;
+            ask(s, req, 10, &g, &plain);
+            g.drafter = b;
+            tn_drafter_reset(b);
+            ask(s, req, 10, &g, &spec);
+            CHECKF(same_answer(&plain, &spec), "dflash session: %s", spec.error);
+            CHECK(spec.st.drafted > 0 && spec.st.verify_steps > 0);
+            CHECKF(tn_ctx_hidden(tn_session_ctx(s), NULL) == NULL,
+                   "capture must be off after the request");
+            /* The drafter's features now cover pin + request + answer (minus
+             * the last token): compare its drafts with a fresh drafter fed
+             * from one decode. */
+            int32_t full[128], n = 0;
+            memcpy(full, pin, sizeof pin);
+            n = 12;
+            memcpy(full + n, req, sizeof req);
+            n += 10;
+            for (int i = 0; i < plain.n && n < 60; i++)
+                full[n++] = plain.tokens[i];
+            const int32_t known = b->hooks.known(b->self, full, n - 1);
+            CHECKF(known == n - 1, "after the request the drafter knows %d of %d rows", known,
+                   n - 1);
+            tn_drafter *c = NULL;
+            CHECK(tn_drafter_new_dflash(m, path, p, &c, &err) == TN_OK);
+            float *hc = c ? hidden_of(m, c, full, n - 1, 64) : NULL;
+            if (hc && c->hooks.observe(c->self, 0, full, n - 1, hc, &err) == TN_OK) {
+                int32_t db[16], dc[16];
+                CHECK(propose(b, full, n, 15, db) == 15 && propose(c, full, n, 15, dc) == 15 &&
+                      !memcmp(db, dc, 15 * sizeof db[0]));
+            }
+            free(hc);
+            tn_drafter_free(c);
+            /* A second request reuses the backfilled pin (nothing to redo) and
+             * still matches. */
+            ask(s, req, 10, &g, &spec);
+            CHECK(same_answer(&plain, &spec));
+        }
+        tn_session_free(s);
+        tn_drafter_free(a);
+        tn_drafter_free(b);
+    }
+    tn_drafter_free(d);
+    tn_drafter_free(dd);
+out:
+    tn_model_free(m);
+    tn_model_free(wide);
+    tn_model_free(deep);
 }
 
 /* ---------------------------------------------------------------- main */
@@ -1142,6 +1406,8 @@ int main(int argc, char **argv) {
         sampling_rule();
         sampling_model();
     }
+    if (all || !strcmp(what, "dflash"))
+        dflash_suite();
     if (all || !strcmp(what, "api")) {
         api_lookup();
         api_vocab();

@@ -1,0 +1,104 @@
+/* tern-cli mkmodel --arch dflash: a random-weight DFlash draft for a target
+ * (docs/DFLASH.md). */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: tern-cli mkmodel --arch dflash --target TARGET.gguf -o OUT.gguf\n"
+            "         [--type q8_0] [--layers 1] [--heads N] [--kv-heads N] [--head-dim N]\n"
+            "         [--ff N] [--block-size 16] [--target-layers 2,5,8] [--mask-token ID]\n"
+            "         [--seed S]\n\n"
+            "Writes a DFlash block draft for TARGET in the layout published drafts use\n"
+            "(docs/DFLASH.md): its width, vocabulary and hidden-state ids fit TARGET; heads\n"
+            "and FFN width default to TARGET's; --target-layers are hidden-state ids (0 =\n"
+            "embeddings, i = output of layer i-1), default five spread over the layers.\n"
+            "The weights are random: drafts are accepted about as often as chance allows.\n");
+}
+
+static bool number(const char *opt, const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        cli_error("mkmodel: %s needs a whole number from %lld to %lld, not '%s'", opt, lo, hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+int cmd_mkmodel_dflash(int argc, char **argv) {
+    tn_mkmodel_dflash_params p = tn_mkmodel_dflash_default_params();
+    const char *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (i + 1 >= argc) {
+            cli_error("mkmodel: option '%s' needs a value (see --help)", a);
+            return CLI_EXIT_USAGE;
+        }
+        const char *v = argv[++i];
+        long long n = 0;
+        if (!strcmp(a, "--arch")) {
+            continue; /* dflash: how we got here */
+        } else if (!strcmp(a, "--target")) {
+            p.target = v;
+        } else if (!strcmp(a, "--type")) {
+            p.type = v;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            out = v;
+        } else if (!strcmp(a, "--target-layers")) {
+            p.n_target_layers = 0;
+            for (const char *s = v; *s;) {
+                char *end;
+                errno = 0;
+                long id = strtol(s, &end, 10);
+                if (errno || end == s || id < 0 || id > 4096 || (*end && *end != ',') ||
+                    p.n_target_layers == 16) {
+                    cli_error("mkmodel: --target-layers needs up to 16 comma-separated ids "
+                              "(0 = embeddings), not '%s'",
+                              v);
+                    return CLI_EXIT_USAGE;
+                }
+                p.target_layers[p.n_target_layers++] = (int32_t)id;
+                s = *end ? end + 1 : end;
+            }
+        } else {
+            static const char *opts[] = {"--layers", "--heads",      "--kv-heads",   "--head-dim",
+                                         "--ff",     "--block-size", "--mask-token", "--seed"};
+            size_t k = 0;
+            while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k]))
+                k++;
+            if (k == sizeof opts / sizeof opts[0]) {
+                cli_error("mkmodel: unknown option '%s' for --arch dflash (see --help)", a);
+                return CLI_EXIT_USAGE;
+            }
+            if (!number(a, v, 0, k == 7 ? (long long)INT64_MAX : (1LL << 31) - 1, &n))
+                return CLI_EXIT_USAGE;
+            int64_t *dst[] = {&p.n_layer,  &p.n_head,     &p.n_head_kv,  &p.head_dim,
+                              &p.n_ff,     &p.block_size, &p.mask_token, NULL};
+            if (dst[k])
+                *dst[k] = n;
+            else
+                p.seed = (uint64_t)n;
+        }
+    }
+    if (!p.target || !out) {
+        cli_error("mkmodel: --arch dflash needs --target TARGET.gguf and -o OUT.gguf");
+        return CLI_EXIT_USAGE;
+    }
+    tn_error err = {0};
+    int rc = tn_mkmodel_dflash(&p, out, &err);
+    if (rc != TN_OK) {
+        cli_error("%s", err.message);
+        return rc == TN_ERR_INVALID ? CLI_EXIT_USAGE : CLI_EXIT_BAD_INPUT;
+    }
+    return CLI_EXIT_OK;
+}

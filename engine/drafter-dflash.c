@@ -1,0 +1,692 @@
+/* The DFlash block drafter (docs/DFLASH.md; z-lab/dflash `dflash/model.py`).
+ *
+ * Run state, like a KV cache: for every context position the drafter has
+ * seen, the keys and values its layers derive from the target's hidden
+ * states there (fc -> RMSNorm -> attn_k / attn_v, k-norm, rope). They are
+ * computed once, when the target decodes the position (tn_spec_observe), and
+ * kept while the token history matches (a mirror of the tokens, as the
+ * session keeps for its own KV). A proposal is one forward of the block
+ * [t, MASK...] through the draft layers with non-causal attention over the
+ * context's keys and the block's own, then the target's output head.
+ *
+ * Batch invariance is not needed here (a draft only decides speed, never
+ * the output), but the arithmetic is deterministic all the same: the same
+ * history gives the same draft whatever the thread count. */
+#include "tn-internal.h"
+#include "tn-model.h"
+#include "tn-spec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROWS_MAX 64 /* rows of one internal pass (block, or a chunk of context) */
+
+typedef struct dlayer {
+    bool swa;
+    const float *attn_norm; /* [E] */
+    tn_weight wq;           /* [H * D][E] */
+    tn_weight wk, wv;       /* [KV * D][E], also applied to context features */
+    const float *q_norm;    /* [D] */
+    const float *k_norm;    /* [D] */
+    tn_weight wo;           /* [E][H * D] */
+    const float *ffn_norm;  /* [E] */
+    tn_weight gate, up;     /* [F][E] */
+    tn_weight down;         /* [E][F] */
+    float *ck, *cv;         /* [cap][KV * D] context keys (normed, rotated) and values */
+} dlayer;
+
+typedef struct dflash {
+    tn_gguf *gguf;
+    char *path;
+    const tn_model *target;
+    int32_t E, L, H, KV, D, F, B, V;
+    int32_t n_taps;
+    float eps, rope_base, softcap, in_scale;
+    int32_t window; /* 0: none */
+    bool causal;
+    int32_t mask;
+    tn_weight fc;              /* [E][n_taps * E] */
+    const float *enc_norm;     /* [E] */
+    const float *out_norm;     /* [E] */
+    tn_weight embd;            /* [V][E]: the draft's own, or the target's */
+    tn_weight head;            /* [V][E] */
+    dlayer *layers;
+    float **owned;
+    int32_t n_owned;
+    tn_cpu *cpu;
+    /* Context. */
+    int32_t cap;     /* positions allocated */
+    int32_t known;   /* positions [0, known) have features */
+    int32_t *tokens; /* [cap] the token at each known position */
+    /* Scratch for ROWS_MAX rows. */
+    float *x, *xn, *q, *k, *v, *att, *o, *gate, *up, *feat, *cs, *logits, *scores;
+    int32_t scores_stride;
+    tn_sampler *sampler;
+    bool greedy;
+} dflash;
+
+/* ---------------------------------------------------------------- maths */
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* cos, sin of pos * base^(-2i / D) for i < D / 2 (rotation of the two
+ * halves of a head, as Qwen3). */
+static void rope_table(float *cs, int64_t pos, int32_t D, float base) {
+    for (int32_t i = 0; i < D / 2; i++) {
+        const double theta = (double)pos * pow((double)base, -2.0 * i / D);
+        cs[2 * i] = (float)cos(theta);
+        cs[2 * i + 1] = (float)sin(theta);
+    }
+}
+
+static void rope(float *v, const float *cs, int32_t D) {
+    const int32_t half = D / 2;
+    for (int32_t i = 0; i < half; i++) {
+        const float c = cs[2 * i], s = cs[2 * i + 1], x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * c - x1 * s;
+        v[i + half] = x0 * s + x1 * c;
+    }
+}
+
+static int mm(dflash *df, const tn_weight *w, const float *x, int32_t n, float *y, tn_error *err) {
+    int rc = tn_matmul(df->cpu, w, x, n, y);
+    if (rc != TN_OK)
+        return tn_fail(err, rc, "%s: a matrix product of the draft failed (%s)", df->path,
+                       tn_status_name(rc));
+    return TN_OK;
+}
+
+/* ------------------------------------------------------------- context */
+
+static int grow(dflash *df, int32_t need, tn_error *err) {
+    if (need <= df->cap)
+        return TN_OK;
+    int32_t cap = df->cap ? df->cap : 256;
+    while (cap < need)
+        cap *= 2;
+    const size_t kvd = (size_t)df->KV * (size_t)df->D;
+    int32_t *t = realloc(df->tokens, (size_t)cap * sizeof *t);
+    if (!t)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory for the DFlash context");
+    df->tokens = t;
+    for (int32_t l = 0; l < df->L; l++) {
+        float *k = realloc(df->layers[l].ck, (size_t)cap * kvd * sizeof *k);
+        if (!k)
+            return tn_fail(err, TN_ERR_NOMEM, "out of memory for the DFlash context");
+        df->layers[l].ck = k;
+        float *v = realloc(df->layers[l].cv, (size_t)cap * kvd * sizeof *v);
+        if (!v)
+            return tn_fail(err, TN_ERR_NOMEM, "out of memory for the DFlash context");
+        df->layers[l].cv = v;
+    }
+    float *sc = realloc(df->scores, (size_t)tn_cpu_threads(df->cpu) * (size_t)(cap + ROWS_MAX) *
+                                        sizeof *sc);
+    if (!sc)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory for the DFlash context");
+    df->scores = sc;
+    df->scores_stride = cap + ROWS_MAX;
+    df->cap = cap;
+    return TN_OK;
+}
+
+static int32_t df_known(void *self, const int32_t *history, int32_t n) {
+    dflash *df = self;
+    int32_t i = 0, m = df->known < n ? df->known : n;
+    while (i < m && df->tokens[i] == history[i])
+        i++;
+    df->known = i;
+    return i;
+}
+
+/* Context keys and values of n rows at pos0 from their hidden states. */
+static int context_rows(dflash *df, int32_t pos0, const int32_t *tokens, int32_t n,
+                        const float *hidden, tn_error *err) {
+    const int32_t E = df->E, D = df->D, KV = df->KV;
+    const size_t kvd = (size_t)KV * (size_t)D;
+    int rc = mm(df, &df->fc, hidden, n, df->feat, err);
+    if (rc != TN_OK)
+        return rc;
+    for (int32_t i = 0; i < n; i++)
+        tn_rmsnorm(df->feat + (size_t)i * E, df->feat + (size_t)i * E, df->enc_norm, E, df->eps);
+    for (int32_t i = 0; i < n; i++)
+        rope_table(df->cs + (size_t)i * D, pos0 + i, D, df->rope_base);
+    for (int32_t l = 0; l < df->L; l++) {
+        dlayer *ly = &df->layers[l];
+        if ((rc = mm(df, &ly->wk, df->feat, n, df->k, err)) ||
+            (rc = mm(df, &ly->wv, df->feat, n, df->v, err)))
+            return rc;
+        for (int32_t i = 0; i < n; i++)
+            for (int32_t h = 0; h < KV; h++) {
+                float *k = df->k + ((size_t)i * KV + (size_t)h) * D;
+                tn_rmsnorm(k, k, ly->k_norm, D, df->eps);
+                rope(k, df->cs + (size_t)i * D, D);
+            }
+        memcpy(ly->ck + (size_t)pos0 * kvd, df->k, (size_t)n * kvd * sizeof(float));
+        memcpy(ly->cv + (size_t)pos0 * kvd, df->v, (size_t)n * kvd * sizeof(float));
+    }
+    memcpy(df->tokens + pos0, tokens, (size_t)n * sizeof *tokens);
+    df->known = pos0 + n;
+    return TN_OK;
+}
+
+static int df_observe(void *self, int32_t pos0, const int32_t *tokens, int32_t n,
+                      const float *hidden, tn_error *err) {
+    dflash *df = self;
+    if (pos0 > df->known)
+        return TN_OK; /* a gap: these rows cannot extend the known prefix */
+    int rc = grow(df, pos0 + n, err);
+    const size_t row = (size_t)df->n_taps * (size_t)df->E;
+    for (int32_t done = 0; rc == TN_OK && done < n; done += ROWS_MAX) {
+        const int32_t m = n - done < ROWS_MAX ? n - done : ROWS_MAX;
+        rc = context_rows(df, pos0 + done, tokens + done, m, hidden + (size_t)done * row, err);
+    }
+    return rc;
+}
+
+/* --------------------------------------------------------------- block */
+
+typedef struct attn_job {
+    dflash *df;
+    const dlayer *ly;
+    int32_t n_ctx;  /* context positions visible */
+    int32_t nb;     /* block rows */
+    int64_t pos0;   /* position of block row 0 */
+} attn_job;
+
+/* One (row, head) per item: softmax over the context keys then the block's,
+ * in that fixed order. */
+static void task_attention(void *p, int ith, int nth) {
+    const attn_job *j = p;
+    dflash *df = j->df;
+    const int32_t D = df->D, H = df->H, KV = df->KV, group = H / KV;
+    const size_t kvd = (size_t)KV * (size_t)D;
+    float *scores = df->scores + (size_t)ith * (size_t)df->scores_stride;
+    const int32_t window = j->ly->swa ? df->window : 0;
+    const float scale = 1.0f / sqrtf((float)D);
+    for (int64_t it = ith; it < (int64_t)j->nb * H; it += nth) {
+        const int32_t i = (int32_t)(it / H), h = (int32_t)(it % H), kh = h / group;
+        const int64_t qpos = j->pos0 + i;
+        const float *q = df->q + ((size_t)i * H + (size_t)h) * D;
+        const int32_t total = j->n_ctx + j->nb;
+        float max = -INFINITY;
+        for (int32_t t = 0; t < total; t++) {
+            const bool in_ctx = t < j->n_ctx;
+            const int64_t kpos = in_ctx ? t : j->pos0 + (t - j->n_ctx);
+            bool visible = true;
+            if (window > 0 && (qpos - kpos >= window || kpos - qpos >= window))
+                visible = false;
+            if (df->causal && !in_ctx && kpos > qpos)
+                visible = false;
+            if (!visible) {
+                scores[t] = -INFINITY;
+                continue;
+            }
+            const float *key = in_ctx ? j->ly->ck + (size_t)t * kvd + (size_t)kh * D
+                                      : df->k + ((size_t)(t - j->n_ctx) * KV + (size_t)kh) * D;
+            const float s = tn_dot_f32(q, key, D) * scale;
+            scores[t] = s;
+            if (s > max)
+                max = s;
+        }
+        float sum = 0;
+        for (int32_t t = 0; t < total; t++) {
+            const float e = scores[t] == -INFINITY ? 0.0f : expf(scores[t] - max);
+            scores[t] = e;
+            sum += e;
+        }
+        float *out = df->att + ((size_t)i * H + (size_t)h) * D;
+        memset(out, 0, (size_t)D * sizeof *out);
+        for (int32_t t = 0; t < total; t++) {
+            const float w = scores[t];
+            if (w == 0.0f)
+                continue;
+            const float *val = t < j->n_ctx
+                                   ? j->ly->cv + (size_t)t * kvd + (size_t)kh * D
+                                   : df->v + ((size_t)(t - j->n_ctx) * KV + (size_t)kh) * D;
+            for (int32_t d = 0; d < D; d++)
+                out[d] += w * val[d];
+        }
+        const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+        for (int32_t d = 0; d < D; d++)
+            out[d] *= inv;
+    }
+}
+
+/* The block forward: rows [anchor, MASK...] at positions pos0.., leaves the
+ * logits of rows 1 .. nb - 1 in df->logits. */
+static int block_forward(dflash *df, int32_t anchor, int64_t pos0, int32_t n_ctx, int32_t nb,
+                         tn_error *err) {
+    const int32_t E = df->E, D = df->D, H = df->H, KV = df->KV;
+    int rc;
+    for (int32_t i = 0; i < nb; i++) {
+        float *x = df->x + (size_t)i * E;
+        if ((rc = tn_weight_row_f32(&df->embd, i == 0 ? anchor : df->mask, x)) != TN_OK)
+            return tn_fail(err, rc, "%s: cannot read an embedding row", df->path);
+        if (df->in_scale != 1.0f)
+            for (int32_t e = 0; e < E; e++)
+                x[e] *= df->in_scale;
+        rope_table(df->cs + (size_t)i * D, pos0 + i, D, df->rope_base);
+    }
+    for (int32_t l = 0; l < df->L; l++) {
+        const dlayer *ly = &df->layers[l];
+        for (int32_t i = 0; i < nb; i++)
+            tn_rmsnorm(df->xn + (size_t)i * E, df->x + (size_t)i * E, ly->attn_norm, E, df->eps);
+        if ((rc = mm(df, &ly->wq, df->xn, nb, df->q, err)) ||
+            (rc = mm(df, &ly->wk, df->xn, nb, df->k, err)) ||
+            (rc = mm(df, &ly->wv, df->xn, nb, df->v, err)))
+            return rc;
+        for (int32_t i = 0; i < nb; i++) {
+            const float *cs = df->cs + (size_t)i * D;
+            for (int32_t h = 0; h < H; h++) {
+                float *q = df->q + ((size_t)i * H + (size_t)h) * D;
+                tn_rmsnorm(q, q, ly->q_norm, D, df->eps);
+                rope(q, cs, D);
+            }
+            for (int32_t h = 0; h < KV; h++) {
+                float *k = df->k + ((size_t)i * KV + (size_t)h) * D;
+                tn_rmsnorm(k, k, ly->k_norm, D, df->eps);
+                rope(k, cs, D);
+            }
+        }
+        attn_job job = {.df = df, .ly = ly, .n_ctx = n_ctx, .nb = nb, .pos0 = pos0};
+        tn_cpu_parallel(df->cpu, task_attention, &job);
+        if ((rc = mm(df, &ly->wo, df->att, nb, df->o, err)))
+            return rc;
+        for (int32_t i = 0; i < nb; i++) {
+            float *x = df->x + (size_t)i * E;
+            const float *o = df->o + (size_t)i * E;
+            for (int32_t e = 0; e < E; e++)
+                x[e] += o[e];
+            tn_rmsnorm(df->xn + (size_t)i * E, x, ly->ffn_norm, E, df->eps);
+        }
+        if ((rc = mm(df, &ly->gate, df->xn, nb, df->gate, err)) ||
+            (rc = mm(df, &ly->up, df->xn, nb, df->up, err)))
+            return rc;
+        for (size_t e = 0; e < (size_t)nb * (size_t)df->F; e++)
+            df->gate[e] = silu(df->gate[e]) * df->up[e];
+        if ((rc = mm(df, &ly->down, df->gate, nb, df->o, err)))
+            return rc;
+        for (size_t e = 0; e < (size_t)nb * (size_t)E; e++)
+            df->x[e] += df->o[e];
+    }
+    /* Row 0 (the anchor) predicts nothing; rows 1.. are the drafts. */
+    for (int32_t i = 1; i < nb; i++)
+        tn_rmsnorm(df->xn + (size_t)(i - 1) * E, df->x + (size_t)i * E, df->out_norm, E, df->eps);
+    if ((rc = mm(df, &df->head, df->xn, nb - 1, df->logits, err)))
+        return rc;
+    if (df->softcap > 0) {
+        const float c = df->softcap;
+        for (size_t e = 0; e < (size_t)(nb - 1) * (size_t)df->V; e++)
+            df->logits[e] = c * tanhf(df->logits[e] / c);
+    }
+    return TN_OK;
+}
+
+static int32_t df_propose_q(void *self, const int32_t *history, int32_t n, int32_t max_draft,
+                            int32_t *draft, float *q, bool *has_q, tn_error *err) {
+    dflash *df = self;
+    *has_q = false;
+    if (n < 1 || max_draft < 1)
+        return 0;
+    const int32_t nb = max_draft + 1 < df->B ? max_draft + 1 : df->B;
+    const int32_t n_ctx = df_known(df, history, n - 1);
+    int rc = grow(df, n + nb, err);
+    if (rc == TN_OK)
+        rc = block_forward(df, history[n - 1], n - 1, n_ctx, nb, err);
+    if (rc != TN_OK)
+        return rc;
+    const bool sample = q && !df->greedy;
+    for (int32_t i = 0; i < nb - 1; i++) {
+        const float *row = df->logits + (size_t)i * (size_t)df->V;
+        if (sample)
+            tn_sampler_probs(df->sampler, row, q + (size_t)i * (size_t)df->V);
+        draft[i] = tn_sampler_sample(df->sampler, row);
+    }
+    *has_q = sample;
+    return nb - 1;
+}
+
+static int32_t df_propose(void *self, const int32_t *history, int32_t n, int32_t max_draft,
+                          int32_t *draft, tn_error *err) {
+    bool has_q;
+    return df_propose_q(self, history, n, max_draft, draft, NULL, &has_q, err);
+}
+
+/* Drafts follow the request's sampling (penalties aside), from a generator
+ * of their own seeded by the request. */
+static int df_begin(void *self, const tn_sampler_params *sp, tn_error *err) {
+    dflash *df = self;
+    tn_sampler_params p = *sp;
+    p.repeat_penalty = 1.0f;
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.0f;
+    p.seed = sp->seed ^ 0xdf1a5bULL;
+    tn_sampler *fresh;
+    int rc = tn_sampler_new(df->V, p, &fresh, err);
+    if (rc != TN_OK)
+        return rc;
+    tn_sampler_free(df->sampler);
+    df->sampler = fresh;
+    df->greedy = p.temperature <= 0.0f;
+    return TN_OK;
+}
+
+static void df_reset(void *self) {
+    dflash *df = self;
+    df->known = 0;
+}
+
+static void df_free(void *self) {
+    dflash *df = self;
+    if (!df)
+        return;
+    for (int32_t l = 0; df->layers && l < df->L; l++) {
+        free(df->layers[l].ck);
+        free(df->layers[l].cv);
+    }
+    free(df->layers);
+    for (int32_t i = 0; i < df->n_owned; i++)
+        free(df->owned[i]);
+    free(df->owned);
+    free(df->tokens);
+    float *bufs[] = {df->x,  df->xn,   df->q,    df->k,  df->v,      df->att,   df->o,
+                     df->gate, df->up, df->feat, df->cs, df->logits, df->scores};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+    tn_sampler_free(df->sampler);
+    tn_cpu_free(df->cpu);
+    tn_gguf_close(df->gguf);
+    free(df->path);
+    free(df);
+}
+
+/* --------------------------------------------------------------- loading */
+
+typedef struct ld {
+    dflash *df;
+    const char *path;
+    tn_error *err;
+} ld;
+
+static int key_int(ld *l, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi,
+                   int32_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "dflash.%s", suffix);
+    int64_t v;
+    int rc = tn_gguf_get_int(l->df->gguf, key, &v);
+    if (rc == TN_ERR_NOT_FOUND && !required)
+        v = def;
+    else if (rc == TN_ERR_NOT_FOUND)
+        return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is missing", l->path, key);
+    else if (rc != TN_OK)
+        return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is not an integer", l->path,
+                       key);
+    if (v < lo || v > hi)
+        return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is %lld, outside [%lld, %lld]",
+                       l->path, key, (long long)v, (long long)lo, (long long)hi);
+    *out = (int32_t)v;
+    return TN_OK;
+}
+
+static int key_float(ld *l, const char *suffix, double def, double lo, double hi, float *out) {
+    char key[128];
+    snprintf(key, sizeof key, "dflash.%s", suffix);
+    double v;
+    int rc = tn_gguf_get_float(l->df->gguf, key, &v);
+    if (rc == TN_ERR_NOT_FOUND)
+        v = def;
+    else if (rc != TN_OK || !(v >= lo && v <= hi))
+        return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is not a number in [%g, %g]",
+                       l->path, key, lo, hi);
+    *out = (float)v;
+    return TN_OK;
+}
+
+static int matrix(ld *l, const char *name, int64_t cols, int64_t rows, tn_weight *w) {
+    return tn_gguf_get_weight(l->df->gguf, l->path, "DFlash", name, cols, rows, true, w, NULL,
+                              l->err);
+}
+
+static int vector(ld *l, const char *name, int64_t n, const float **out) {
+    tn_weight w;
+    int rc = tn_gguf_get_weight(l->df->gguf, l->path, "DFlash", name, n, 1, true, &w, NULL, l->err);
+    if (rc != TN_OK)
+        return rc;
+    dflash *df = l->df;
+    float **o = realloc(df->owned, (size_t)(df->n_owned + 1) * sizeof *o);
+    float *v = malloc((size_t)n * sizeof *v);
+    if (o)
+        df->owned = o;
+    if (!o || !v) {
+        free(v);
+        return tn_fail(l->err, TN_ERR_NOMEM, "out of memory");
+    }
+    df->owned[df->n_owned++] = v;
+    if (tn_dequantize_row(w.type, w.data, v, n) != TN_OK)
+        return tn_fail(l->err, TN_ERR_FORMAT, "%s: tensor '%s' cannot be converted to f32",
+                       l->path, name);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return tn_fail(l->err, TN_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value",
+                           l->path, name);
+    *out = v;
+    return TN_OK;
+}
+
+static int load(ld *l, const tn_model *target) {
+    dflash *df = l->df;
+    const char *path = l->path;
+    const char *tp = tn_model_path(target);
+    int rc;
+    tn_str arch;
+    if (tn_gguf_get_str(df->gguf, "general.architecture", &arch) != TN_OK ||
+        !tn_str_eq(arch, "dflash"))
+        return tn_fail(l->err, TN_ERR_UNSUPPORTED,
+                       "%s: not a DFlash draft (general.architecture is '%.*s', expected 'dflash')",
+                       path, (int)(arch.len > 32 ? 32 : arch.len), arch.ptr ? arch.ptr : "");
+    if ((rc = key_int(l, "embedding_length", true, 0, 1, 1 << 16, &df->E)) ||
+        (rc = key_int(l, "block_count", true, 0, 1, 256, &df->L)) ||
+        (rc = key_int(l, "feed_forward_length", true, 0, 1, 1 << 18, &df->F)) ||
+        (rc = key_int(l, "attention.head_count", true, 0, 1, 1024, &df->H)) ||
+        (rc = key_int(l, "attention.head_count_kv", false, df->H, 1, df->H, &df->KV)) ||
+        (rc = key_int(l, "attention.key_length", false, df->E / df->H, 2, 1024, &df->D)) ||
+        (rc = key_int(l, "block_size", false, 16, 2, ROWS_MAX, &df->B)) ||
+        (rc = key_int(l, "attention.sliding_window", false, 0, 0, INT32_MAX, &df->window)))
+        return rc;
+    int32_t vlen;
+    if ((rc = key_int(l, "attention.value_length", false, df->D, df->D, df->D, &vlen)))
+        return rc;
+    if (df->H % df->KV || df->D % 2)
+        return tn_fail(l->err, TN_ERR_FORMAT,
+                       "%s: %d heads, %d key/value heads of %d values: not a layout Tern runs",
+                       path, df->H, df->KV, df->D);
+    if ((rc = key_float(l, "attention.layer_norm_rms_epsilon", 1e-6, 1e-12, 0.5, &df->eps)) ||
+        (rc = key_float(l, "rope.freq_base", 10000.0, 1.0001, 1e12, &df->rope_base)) ||
+        (rc = key_float(l, "final_logit_softcapping", 0.0, 0.0, 1e6, &df->softcap)) ||
+        (rc = key_float(l, "input_embedding_scale", 1.0, 1e-6, 1e6, &df->in_scale)))
+        return rc;
+    bool causal = false;
+    if (tn_gguf_find(df->gguf, "dflash.attention.causal") &&
+        tn_gguf_get_bool(df->gguf, "dflash.attention.causal", &causal) != TN_OK)
+        return tn_fail(l->err, TN_ERR_FORMAT, "%s: 'dflash.attention.causal' is not a bool", path);
+    df->causal = causal;
+
+    /* What has to fit the target. */
+    if (df->E != tn_model_n_embd(target))
+        return tn_fail(l->err, TN_ERR_INVALID,
+                       "%s: the draft is %d wide but the target %s is %d: it was made for "
+                       "another model",
+                       path, df->E, tp, tn_model_n_embd(target));
+    const tn_gguf_value *taps = tn_gguf_find(df->gguf, "dflash.target_layers");
+    if (!taps || taps->type != TN_GGUF_ARRAY || taps->v.arr.n < 1 || taps->v.arr.n > 64 ||
+        taps->v.arr.type == TN_GGUF_STRING || taps->v.arr.type == TN_GGUF_ARRAY ||
+        taps->v.arr.type == TN_GGUF_F32 || taps->v.arr.type == TN_GGUF_F64 ||
+        taps->v.arr.type == TN_GGUF_BOOL)
+        return tn_fail(l->err, TN_ERR_FORMAT,
+                       "%s: 'dflash.target_layers' must be an array of 1 to 64 layer ids", path);
+    df->n_taps = (int32_t)taps->v.arr.n;
+    for (int32_t i = 0; i < df->n_taps; i++) {
+        const int64_t id = tn_gguf_arr_int(taps, (uint64_t)i);
+        if (id < 0 || id > tn_model_n_layer(target))
+            return tn_fail(l->err, TN_ERR_INVALID,
+                           "%s: target layer %lld does not exist in %s, which has hidden states "
+                           "0 (embeddings) .. %d: the draft was made for another model",
+                           path, (long long)id, tp, tn_model_n_layer(target));
+    }
+    int64_t mask;
+    if (tn_gguf_get_int(df->gguf, "tokenizer.ggml.mask_token_id", &mask) != TN_OK)
+        return tn_fail(l->err, TN_ERR_FORMAT,
+                       "%s: 'tokenizer.ggml.mask_token_id' is missing (a DFlash draft needs "
+                       "its MASK token)",
+                       path);
+    df->V = tn_model_n_vocab(target);
+    if (mask < 0 || mask >= df->V)
+        return tn_fail(l->err, TN_ERR_INVALID,
+                       "%s: the mask token %lld is outside the vocabulary of %s (0..%d)", path,
+                       (long long)mask, tp, df->V - 1);
+    df->mask = (int32_t)mask;
+    if ((rc = tn_drafter_check_vocab(target, df->gguf, path, false, l->err)))
+        return rc;
+
+    /* Weights. */
+    const int64_t E = df->E, QD = (int64_t)df->H * df->D, KD = (int64_t)df->KV * df->D;
+    if ((rc = matrix(l, "fc.weight", (int64_t)df->n_taps * E, E, &df->fc)) ||
+        (rc = vector(l, "enc.output_norm.weight", E, &df->enc_norm)) ||
+        (rc = vector(l, "output_norm.weight", E, &df->out_norm)))
+        return rc;
+    bool found;
+    if ((rc = tn_gguf_get_weight(df->gguf, path, "DFlash", "token_embd.weight", E, df->V, false,
+                                 &df->embd, &found, l->err)))
+        return rc;
+    if (!found)
+        df->embd = target->tok_embd;
+    if ((rc = tn_gguf_get_weight(df->gguf, path, "DFlash", "output.weight", E, df->V, false,
+                                 &df->head, &found, l->err)))
+        return rc;
+    if (!found)
+        df->head = target->output;
+    df->layers = calloc((size_t)df->L, sizeof *df->layers);
+    if (!df->layers)
+        return tn_fail(l->err, TN_ERR_NOMEM, "out of memory");
+    const tn_gguf_value *pattern = tn_gguf_find(df->gguf, "dflash.attention.sliding_window_pattern");
+    if (pattern && (pattern->type != TN_GGUF_ARRAY || pattern->v.arr.n != (uint64_t)df->L ||
+                    pattern->v.arr.type == TN_GGUF_STRING || pattern->v.arr.type == TN_GGUF_ARRAY))
+        return tn_fail(l->err, TN_ERR_FORMAT,
+                       "%s: 'dflash.attention.sliding_window_pattern' needs one flag per layer",
+                       path);
+    for (int32_t il = 0; il < df->L; il++) {
+        dlayer *ly = &df->layers[il];
+        ly->swa = df->window > 0 && (!pattern || tn_gguf_arr_int(pattern, (uint64_t)il) != 0);
+        char name[96];
+#define M(field, suffix, cols, rows)                                                \
+    do {                                                                            \
+        snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);                \
+        if ((rc = matrix(l, name, (cols), (rows), &ly->field)))                     \
+            return rc;                                                              \
+    } while (0)
+#define VEC(field, suffix, n)                                                       \
+    do {                                                                            \
+        snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);                \
+        if ((rc = vector(l, name, (n), &ly->field)))                                \
+            return rc;                                                              \
+    } while (0)
+        VEC(attn_norm, "attn_norm", E);
+        M(wq, "attn_q", E, QD);
+        M(wk, "attn_k", E, KD);
+        M(wv, "attn_v", E, KD);
+        VEC(q_norm, "attn_q_norm", df->D);
+        VEC(k_norm, "attn_k_norm", df->D);
+        M(wo, "attn_output", QD, E);
+        VEC(ffn_norm, "ffn_norm", E);
+        M(gate, "ffn_gate", E, df->F);
+        M(up, "ffn_up", E, df->F);
+        M(down, "ffn_down", df->F, E);
+#undef M
+#undef VEC
+    }
+    /* Scratch. */
+    const size_t R = ROWS_MAX, F = (size_t)df->F;
+    bool ok = true;
+#define ALLOC(p, n)                                                                 \
+    do {                                                                            \
+        (p) = malloc((n) * sizeof(float));                                          \
+        ok = ok && (p);                                                             \
+    } while (0)
+    ALLOC(df->x, R * (size_t)E);
+    ALLOC(df->xn, R * (size_t)E);
+    ALLOC(df->q, R * (size_t)QD);
+    ALLOC(df->k, R * (size_t)KD);
+    ALLOC(df->v, R * (size_t)KD);
+    ALLOC(df->att, R * (size_t)QD);
+    ALLOC(df->o, R * (size_t)E);
+    ALLOC(df->gate, R * F);
+    ALLOC(df->up, R * F);
+    ALLOC(df->feat, R * (size_t)E);
+    ALLOC(df->cs, R * (size_t)df->D);
+    ALLOC(df->logits, (size_t)df->B * (size_t)df->V);
+#undef ALLOC
+    if (!ok)
+        return tn_fail(l->err, TN_ERR_NOMEM, "out of memory for the DFlash scratch");
+    return TN_OK;
+}
+
+int tn_drafter_new_dflash(const tn_model *target, const char *path, tn_drafter_params p,
+                          tn_drafter **out, tn_error *err) {
+    if (!out)
+        return tn_fail(err, TN_ERR_INVALID, "tn_drafter_new_dflash: out is NULL");
+    *out = NULL;
+    if (!target || !path)
+        return tn_fail(err, TN_ERR_INVALID, "tn_drafter_new_dflash: no target or draft path");
+    dflash *df = calloc(1, sizeof *df);
+    if (!df)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    df->target = target;
+    df->path = strdup(path);
+    int rc = df->path ? tn_gguf_open(path, &df->gguf, err)
+                      : tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    if (rc == TN_OK) {
+        ld l = {.df = df, .path = path, .err = err};
+        rc = load(&l, target);
+    }
+    if (rc == TN_OK && !(df->cpu = tn_cpu_new(p.n_threads)))
+        rc = tn_fail(err, TN_ERR_NOMEM, "cannot start the CPU thread pool");
+    if (rc == TN_OK)
+        rc = tn_sampler_new(df->V, tn_sampler_default_params(), &df->sampler, err);
+    if (rc == TN_OK)
+        rc = grow(df, 256, err);
+    if (rc != TN_OK) {
+        df_free(df);
+        return rc;
+    }
+    df->greedy = true;
+    /* The hidden-state ids, in fc order. */
+    const tn_gguf_value *taps = tn_gguf_find(df->gguf, "dflash.target_layers");
+    int32_t ids[64];
+    for (int32_t i = 0; i < df->n_taps; i++)
+        ids[i] = (int32_t)tn_gguf_arr_int(taps, (uint64_t)i);
+    static const tn_drafter_ops ops = {
+        .propose = df_propose,
+        .reset = df_reset,
+        .free = df_free,
+    };
+    static const tn_drafter_hooks hooks = {
+        .begin = df_begin,
+        .propose_q = df_propose_q,
+        .observe = df_observe,
+        .known = df_known,
+    };
+    const int32_t block = df->B;
+    rc = tn_drafter_wrap("dflash", &ops, &hooks, df, p.draft_max > 0 ? p.draft_max : block - 1,
+                         target, out, err);
+    if (rc != TN_OK)
+        return rc;
+    (*out)->block_size = block;
+    rc = tn_drafter_set_hidden_ids(*out, ids, df->n_taps, err);
+    if (rc != TN_OK) {
+        tn_drafter_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}

@@ -1,0 +1,281 @@
+/* Random-weight DFlash drafts for a target model, in the GGUF layout of the
+ * published drafts (docs/DFLASH.md). The weights are meaningless (acceptance
+ * near zero); the file exercises every part of loading, drafting and
+ * verification, and its cost is that of a real draft of the same shape. */
+#include "tn-internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+tn_mkmodel_dflash_params tn_mkmodel_dflash_default_params(void) {
+    tn_mkmodel_dflash_params p;
+    memset(&p, 0, sizeof p);
+    p.type = "q8_0";
+    p.n_layer = 1;
+    p.block_size = 16;
+    p.mask_token = -1;
+    p.seed = 1;
+    return p;
+}
+
+typedef struct dtensor {
+    char name[64];
+    uint32_t type;
+    uint32_t n_dims;
+    uint64_t ne[2];
+    float std; /* 0: a norm weight (ones) */
+    uint64_t seed;
+} dtensor;
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t fnv(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* Uniform rows of the given std (ones for norms), quantized row by row; a
+ * row depends only on (seed, name, row). */
+static int fill(void *user, const char *name, void *dst, uint64_t nbytes, tn_error *err) {
+    const dtensor *t = user;
+    const size_t row_bytes = tn_type_row_bytes(t->type, t->ne[0]);
+    if (row_bytes * t->ne[1] != nbytes)
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel dflash: size mismatch for %s", name);
+    float *row = malloc(t->ne[0] * sizeof *row);
+    if (!row)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    const float a = t->std * sqrtf(3.0f);
+    int rc = TN_OK;
+    for (uint64_t r = 0; r < t->ne[1] && rc == TN_OK; r++) {
+        uint64_t s = t->seed ^ fnv(t->name) ^ (r * 0x9e3779b97f4a7c15ULL);
+        for (uint64_t i = 0; i < t->ne[0]; i++) {
+            const double u = (double)(splitmix(&s) >> 11) * (1.0 / 9007199254740992.0);
+            row[i] = t->std > 0 ? (float)((2.0 * u - 1.0) * a) : 1.0f;
+        }
+        if (tn_quantize_row(t->type, row, (uint8_t *)dst + r * row_bytes, (int64_t)t->ne[0]) !=
+            TN_OK)
+            rc = tn_fail(err, TN_ERR_UNSUPPORTED, "mkmodel dflash: cannot write %s as %s", name,
+                         tn_type_name(t->type));
+    }
+    free(row);
+    return rc;
+}
+
+/* A matrix [ne1][ne0] of `type`, or (ne1 == 1) an f32 vector. */
+static void add(dtensor *ts, size_t *nt, const char *name, uint32_t type, int64_t ne0, int64_t ne1,
+                float std, uint64_t seed) {
+    dtensor *t = &ts[(*nt)++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->type = ne1 > 1 ? type : TN_TYPE_F32;
+    t->n_dims = ne1 > 1 ? 2 : 1;
+    t->ne[0] = (uint64_t)ne0;
+    t->ne[1] = (uint64_t)ne1;
+    t->std = std;
+    t->seed = seed;
+}
+
+static int get_u(const tn_gguf *g, const char *arch, const char *suffix, int64_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return tn_gguf_get_int(g, key, out);
+}
+
+/* Copies the target's token list (so that loaders can check the vocabulary). */
+static int copy_tokens(const tn_gguf *g, tn_gguf_writer *w) {
+    const tn_gguf_value *v = tn_gguf_find(g, "tokenizer.ggml.tokens");
+    if (!v)
+        return TN_OK;
+    int rc = tn_gguf_writer_set_value(w, "tokenizer.ggml.tokens", v);
+    tn_str model;
+    if (rc == TN_OK && tn_gguf_get_str(g, "tokenizer.ggml.model", &model) == TN_OK)
+        rc = tn_gguf_writer_set_strn(w, "tokenizer.ggml.model", model.ptr, model.len);
+    return rc;
+}
+
+int tn_mkmodel_dflash(const tn_mkmodel_dflash_params *pp, const char *out_path, tn_error *err) {
+    if (!pp || !pp->target || !out_path)
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel dflash: needs a target model and an output");
+    tn_mkmodel_dflash_params p = *pp;
+    tn_gguf *g = NULL;
+    int rc = tn_gguf_open(p.target, &g, err);
+    if (rc != TN_OK)
+        return rc;
+    char arch[64] = "";
+    tn_str a;
+    if (tn_gguf_get_str(g, "general.architecture", &a) == TN_OK && a.len < sizeof arch) {
+        memcpy(arch, a.ptr, a.len);
+        arch[a.len] = '\0';
+    }
+    int64_t E = 0, L = 0, H = 0, KV = 0, D = 0, F = 0;
+    if (!arch[0] || get_u(g, arch, "embedding_length", &E) || get_u(g, arch, "block_count", &L) ||
+        get_u(g, arch, "attention.head_count", &H) || get_u(g, arch, "feed_forward_length", &F)) {
+        tn_gguf_close(g);
+        return tn_fail(err, TN_ERR_FORMAT, "%s: not a model Tern can make a DFlash draft for",
+                       p.target);
+    }
+    if (get_u(g, arch, "attention.head_count_kv", &KV))
+        KV = H;
+    if (get_u(g, arch, "attention.key_length", &D))
+        D = E / H;
+    const tn_gguf_tensor *te = tn_gguf_find_tensor(g, "token_embd.weight");
+    const int64_t V = te ? (int64_t)te->ne[1] : 0;
+    if (V <= 0) {
+        tn_gguf_close(g);
+        return tn_fail(err, TN_ERR_FORMAT, "%s: no token_embd.weight", p.target);
+    }
+    if (p.n_layer <= 0)
+        p.n_layer = 1;
+    if (p.n_head <= 0)
+        p.n_head = H;
+    if (p.n_head_kv <= 0)
+        p.n_head_kv = p.n_head == H ? KV : 1;
+    if (p.head_dim <= 0)
+        p.head_dim = D;
+    if (p.n_ff <= 0)
+        p.n_ff = F;
+    if (p.block_size <= 0)
+        p.block_size = 16;
+    if (!p.type)
+        p.type = "q8_0";
+    if (p.n_target_layers <= 0) {
+        /* Five ids spread over checkpoint layers 1 .. L - 3, stored + 1. */
+        const int64_t lo = L > 1 ? 1 : 0, hi = L - 3 > lo ? L - 3 : lo;
+        const int64_t n = hi - lo + 1 < 5 ? hi - lo + 1 : 5;
+        for (int64_t i = 0; i < n; i++)
+            p.target_layers[p.n_target_layers++] =
+                (int32_t)(lo + (n > 1 ? i * (hi - lo) / (n - 1) : 0) + 1);
+    }
+    if (p.mask_token < 0) {
+        int64_t id = -1;
+        if (tn_gguf_get_int(g, "tokenizer.ggml.padding_token_id", &id) != TN_OK &&
+            tn_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", &id) != TN_OK)
+            id = V - 1;
+        p.mask_token = id >= 0 && id < V ? id : V - 1;
+    }
+    const int type = tn_type_from_name(p.type);
+    const char *why = NULL;
+    if (type < 0 || !tn_type_supported((uint32_t)type) || type == TN_TYPE_Q8_1 ||
+        type == TN_TYPE_Q8_K)
+        why = "unknown weight type (use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, "
+              "q5_K or q6_K)";
+    else if (p.n_layer > 64 || p.n_head > 256 || p.head_dim > 1024 || p.n_ff > (1 << 18) ||
+             p.block_size > 64 || p.block_size < 2)
+        why = "a dimension is out of range (layers <= 64, block size 2..64)";
+    else if (p.n_head % p.n_head_kv || p.head_dim % 2)
+        why = "heads must be a multiple of kv heads, and the head dimension even";
+    else if (p.mask_token >= V)
+        why = "the mask token is outside the target's vocabulary";
+    for (int32_t i = 0; !why && i < p.n_target_layers; i++)
+        if (p.target_layers[i] < 0 || p.target_layers[i] > L) {
+            tn_gguf_close(g);
+            return tn_fail(err, TN_ERR_INVALID,
+                           "mkmodel dflash: target layer %d does not exist in %s, which has "
+                           "hidden states 0 (embeddings) .. %lld",
+                           p.target_layers[i], p.target, (long long)L);
+        }
+    const uint32_t base = (uint32_t)(type < 0 ? TN_TYPE_F32 : type);
+    const uint64_t NT = (uint64_t)p.n_target_layers;
+    const uint64_t rows_in[] = {(uint64_t)E, (uint64_t)(p.n_head * p.head_dim), (uint64_t)p.n_ff,
+                                NT * (uint64_t)E};
+    for (size_t i = 0; !why && i < sizeof rows_in / sizeof rows_in[0]; i++)
+        if (tn_type_row_bytes(base, rows_in[i]) == 0)
+            why = "rows are not whole blocks of that weight type (try q8_0 or f16)";
+    if (why) {
+        tn_gguf_close(g);
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel dflash: %s", why);
+    }
+
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    const uint64_t n_tensors = 3 + 11 * (uint64_t)p.n_layer;
+    dtensor *ts = calloc(n_tensors, sizeof *ts);
+    if (!w || !ts) {
+        tn_gguf_writer_free(w);
+        free(ts);
+        tn_gguf_close(g);
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    }
+    size_t nt = 0;
+    const int64_t QD = p.n_head * p.head_dim, KD = p.n_head_kv * p.head_dim;
+    const float resid = 1.0f / sqrtf(2.0f * (float)p.n_layer);
+    add(ts, &nt, "fc.weight", base, (int64_t)NT * E, E, 1.0f / sqrtf((float)(NT * (uint64_t)E)),
+        p.seed);
+    add(ts, &nt, "enc.output_norm.weight", base, E, 1, 0.0f, p.seed);
+    for (int64_t il = 0; il < p.n_layer; il++) {
+        char name[64];
+#define BLK(suffix, ne0, ne1, sd)                                                   \
+    do {                                                                            \
+        snprintf(name, sizeof name, "blk.%d." suffix ".weight", (int)il);           \
+        add(ts, &nt, name, base, (ne0), (ne1), (sd), p.seed);                       \
+    } while (0)
+        BLK("attn_norm", E, 1, 0.0f);
+        BLK("attn_q", E, QD, 1.0f / sqrtf((float)E));
+        BLK("attn_k", E, KD, 1.0f / sqrtf((float)E));
+        BLK("attn_v", E, KD, 1.0f / sqrtf((float)E));
+        BLK("attn_q_norm", p.head_dim, 1, 0.0f);
+        BLK("attn_k_norm", p.head_dim, 1, 0.0f);
+        BLK("attn_output", QD, E, resid / sqrtf((float)QD));
+        BLK("ffn_norm", E, 1, 0.0f);
+        BLK("ffn_gate", E, p.n_ff, 1.0f / sqrtf((float)E));
+        BLK("ffn_up", E, p.n_ff, 1.0f / sqrtf((float)E));
+        BLK("ffn_down", p.n_ff, E, resid / sqrtf((float)p.n_ff));
+#undef BLK
+    }
+    add(ts, &nt, "output_norm.weight", base, E, 1, 0.0f, p.seed);
+
+    double eps = 1e-6, rope = 1000000.0;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+    tn_gguf_get_float(g, key, &eps);
+    snprintf(key, sizeof key, "%s.rope.freq_base", arch);
+    tn_gguf_get_float(g, key, &rope);
+    int32_t layers[16];
+    memcpy(layers, p.target_layers, sizeof layers);
+#define SET(call)                \
+    do {                         \
+        if (rc == TN_OK)         \
+            rc = (call);         \
+    } while (0)
+    SET(tn_gguf_writer_set_str(w, "general.architecture", "dflash"));
+    SET(tn_gguf_writer_set_str(w, "general.name", "Tern DFlash draft (random weights)"));
+    SET(tn_gguf_writer_set_u32(w, "general.alignment", TN_GGUF_DEFAULT_ALIGNMENT));
+    SET(tn_gguf_writer_set_u32(w, "dflash.block_count", (uint32_t)p.n_layer));
+    SET(tn_gguf_writer_set_u32(w, "dflash.embedding_length", (uint32_t)E));
+    SET(tn_gguf_writer_set_u32(w, "dflash.feed_forward_length", (uint32_t)p.n_ff));
+    SET(tn_gguf_writer_set_u32(w, "dflash.attention.head_count", (uint32_t)p.n_head));
+    SET(tn_gguf_writer_set_u32(w, "dflash.attention.head_count_kv", (uint32_t)p.n_head_kv));
+    SET(tn_gguf_writer_set_u32(w, "dflash.attention.key_length", (uint32_t)p.head_dim));
+    SET(tn_gguf_writer_set_u32(w, "dflash.attention.value_length", (uint32_t)p.head_dim));
+    SET(tn_gguf_writer_set_f32(w, "dflash.attention.layer_norm_rms_epsilon", (float)eps));
+    SET(tn_gguf_writer_set_f32(w, "dflash.rope.freq_base", (float)rope));
+    SET(tn_gguf_writer_set_u32(w, "dflash.context_length", 32768));
+    SET(tn_gguf_writer_set_u32(w, "dflash.block_size", (uint32_t)p.block_size));
+    SET(tn_gguf_writer_set_arr(w, "dflash.target_layers", TN_GGUF_I32, layers,
+                               (uint64_t)p.n_target_layers));
+    SET(tn_gguf_writer_set_bool(w, "dflash.attention.causal", false));
+    SET(tn_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", (uint32_t)p.mask_token));
+    SET(copy_tokens(g, w));
+#undef SET
+    if (rc != TN_OK)
+        tn_fail(err, rc, "mkmodel dflash: cannot write metadata");
+    for (size_t i = 0; rc == TN_OK && i < nt; i++) {
+        rc = tn_gguf_writer_add_tensor(w, ts[i].name, ts[i].type, ts[i].n_dims, ts[i].ne, fill,
+                                       &ts[i]);
+        if (rc != TN_OK)
+            tn_fail(err, rc, "mkmodel dflash: cannot add %s", ts[i].name);
+    }
+    if (rc == TN_OK)
+        rc = tn_gguf_writer_write(w, out_path, err);
+    tn_gguf_writer_free(w);
+    free(ts);
+    tn_gguf_close(g);
+    return rc;
+}
