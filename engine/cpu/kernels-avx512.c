@@ -155,6 +155,13 @@ INLINE void rows_bf16(const uint16_t *w, int64_t cols, const float *x, int64_t x
         y[j * ys] = hsum(acc[j]);
 }
 
+/* f32 activations are copied once into the padded scratch (see matmul.c:
+ * rows of a power-of-two size would share L1 sets). */
+static size_t act_f32_bytes(int64_t cols) { return (size_t)cols * sizeof(float); }
+static void convert_f32(const float *x, void *dst, int64_t cols) {
+    memcpy(dst, x, (size_t)cols * sizeof(float));
+}
+
 #define FLOAT_TILE(NAME, WT, ROWS)                                                            \
     static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,        \
                      int nb) {                                                               \
@@ -164,16 +171,18 @@ INLINE void rows_bf16(const uint16_t *w, int64_t cols, const float *x, int64_t x
         for (int64_t r = r0; r < r1; r++) {                                                  \
             const WT *wr = (const WT *)((const uint8_t *)w->data + (size_t)r * w->row_bytes); \
             for (int j0 = 0; j0 < nb; j0 += KB) {                                            \
-                const float *x = mm->x + (b0 + j0) * cols;                                   \
+                const float *x = (const float *)((const uint8_t *)mm->act +                  \
+                                                 (b0 + j0) * mm->act_row);                   \
                 float *y = mm->y + (b0 + j0) * w->rows + r;                                  \
                 int n = nb - j0 < KB ? nb - j0 : KB;                                         \
                 DISPATCH_16(n, CALL_##ROWS);                                            \
             }                                                                                \
         }                                                                                    \
     }
-#define CALL_rows_f32(N) rows_f32(wr, cols, x, cols, N, y, w->rows)
-#define CALL_rows_f16(N) rows_f16(wr, cols, x, cols, N, y, w->rows)
-#define CALL_rows_bf16(N) rows_bf16(wr, cols, x, cols, N, y, w->rows)
+#define XS ((int64_t)(mm->act_row / sizeof(float)))
+#define CALL_rows_f32(N) rows_f32(wr, cols, x, XS, N, y, w->rows)
+#define CALL_rows_f16(N) rows_f16(wr, cols, x, XS, N, y, w->rows)
+#define CALL_rows_bf16(N) rows_bf16(wr, cols, x, XS, N, y, w->rows)
 FLOAT_TILE(tile_f32, float, rows_f32)
 FLOAT_TILE(tile_f16, uint16_t, rows_f16)
 FLOAT_TILE(tile_bf16, uint16_t, rows_bf16)
@@ -574,20 +583,136 @@ QUANT_TILE(tile_q4k, rows_q4k, 256, 8)
 QUANT_TILE(tile_q5k, rows_q5k, 256, 8)
 QUANT_TILE(tile_q6k, rows_q6k, 256, 8)
 
-bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type) {
+
+/* ------------------------------------------- X16 layout: Q4_0 and Q8_0
+ *
+ * Weights interleaved 16 rows at a time (repack.c): register j of a block
+ * holds values 4j..4j+3 of 16 rows, so vpdpbusd against the activation's
+ * 4 bytes broadcast yields the 16 rows' partial sums in 16 lanes, and after
+ * 8 of them each lane holds its row's whole block dot product: no
+ * horizontal sums, one float update per block for 16 rows, and each weight
+ * register serves every activation row of the tile.
+ *
+ * Activations, per row: qs[cols] int8 in row order, then dx[cols / 32]
+ * f32, then ci[cols / 32] int32 = -offset * sum(q) of the block, where the
+ * offset (8 for Q4_0's nibbles, 128 for Q8_0's biased bytes) is what the
+ * unsigned weights carry. */
+static size_t act_x16_bytes(int64_t cols) { return (size_t)cols + 8 * (size_t)(cols / 32); }
+
+static void convert_x16(const float *x, void *dst, int64_t cols, int32_t offset) {
+    int8_t *qs = dst;
+    const int64_t nblk = cols / 32;
+    float *dx = (float *)(qs + cols);
+    int32_t *ci = (int32_t *)(dx + nblk);
+    for (int64_t k = 0; k < nblk; k++) {
+        float d;
+        int32_t sum = quant_block32(x + 32 * k, &d, qs + 32 * k);
+        dx[k] = d;
+        ci[k] = -offset * sum;
+    }
+}
+
+static void convert_x16_q4_0(const float *x, void *dst, int64_t cols) {
+    convert_x16(x, dst, cols, 8);
+}
+static void convert_x16_q8_0(const float *x, void *dst, int64_t cols) {
+    convert_x16(x, dst, cols, 128);
+}
+
+INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, const uint8_t *act, size_t as,
+                     int nb, float *y, int64_t ys, int valid) {
+    const int64_t nblk = cols / 32;
+    const size_t qb = q8 ? 512 : 256, chunk = 64 + 2 * qb;
+    const __m512i lo4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[KB];
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < nblk; k++) {
+        const uint8_t *c = g + (size_t)(k / 2) * chunk;
+        const int h = (int)(k & 1);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
+        const uint8_t *q = c + 64 + (size_t)h * qb;
+        __m512i wq[8];
+        if (q8) {
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++)
+                wq[j] = _mm512_load_si512(q + 64 * j);
+        } else {
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                __m512i v = _mm512_load_si512(q + 64 * p);
+                wq[p] = _mm512_and_si512(v, lo4);
+                wq[p + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+            }
+        }
+#pragma GCC unroll 16
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *a = act + (size_t)b * as;
+            const float *dx = (const float *)(a + cols);
+            const int32_t *ci = (const int32_t *)(dx + nblk);
+            __m512i s = _mm512_set1_epi32(ci[k]);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                int32_t xw;
+                memcpy(&xw, a + 32 * k + 4 * j, 4);
+                s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw));
+            }
+            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), acc[b]);
+        }
+    }
+    const __mmask16 m = (__mmask16)((1u << valid) - 1);
+#pragma GCC unroll 16
+    for (int b = 0; b < nb; b++)
+        _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+}
+
+#define CALL_x16(N) rows_x16(g, w->cols, Q8, act, mm->act_row, N, y, w->rows, valid)
+#define X16_TILE(NAME, IS_Q8)                                                               \
+    static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,      \
+                     int nb) {                                                             \
+        (void)thr;                                                                         \
+        const bool Q8 = IS_Q8;                                                             \
+        const tn_weight *w = mm->w;                                                        \
+        const size_t gb = tn_x16_group_bytes(w->type, w->cols);                            \
+        for (int64_t r = r0; r < r1; r += 16) {                                            \
+            const uint8_t *g = (const uint8_t *)w->data + (size_t)(r / 16) * gb;           \
+            const int valid = w->rows - r < 16 ? (int)(w->rows - r) : 16;                   \
+            for (int j0 = 0; j0 < nb; j0 += KB) {                                          \
+                const uint8_t *act = (const uint8_t *)mm->act + (b0 + j0) * mm->act_row;   \
+                float *y = mm->y + (b0 + j0) * w->rows + r;                                \
+                int n = nb - j0 < KB ? nb - j0 : KB;                                       \
+                DISPATCH_16(n, CALL_x16);                                                  \
+            }                                                                              \
+        }                                                                                  \
+    }
+X16_TILE(tile_x16_q4_0, false)
+X16_TILE(tile_x16_q8_0, true)
+
+bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
+    if (layout == TN_LAYOUT_X16) {
+        if (type != TN_TYPE_Q4_0 && type != TN_TYPE_Q8_0)
+            return false;
+        ops->act_bytes = act_x16_bytes;
+        ops->convert = type == TN_TYPE_Q4_0 ? convert_x16_q4_0 : convert_x16_q8_0;
+        ops->tile = type == TN_TYPE_Q4_0 ? tile_x16_q4_0 : tile_x16_q8_0;
+        ops->row_align = 16;
+        return true;
+    }
+    if (layout != TN_LAYOUT_ROWS)
+        return false;
     switch (type) {
     case TN_TYPE_F32:
-        ops->tile = tile_f32;
-        return true;
     case TN_TYPE_F16:
-        ops->tile = tile_f16;
-        return true;
     case TN_TYPE_BF16:
 #if defined(TN_CPU_AVX512_BF16)
-        if (tn_isa_has_avx512_bf16())
+        if (type == TN_TYPE_BF16 && tn_isa_has_avx512_bf16())
             return tn_mm_ops_avx512bf16(ops, type);
 #endif
-        ops->tile = tile_bf16;
+        ops->act_bytes = act_f32_bytes;
+        ops->convert = convert_f32;
+        ops->tile = type == TN_TYPE_F32 ? tile_f32 : type == TN_TYPE_F16 ? tile_f16 : tile_bf16;
         return true;
     case TN_TYPE_Q4_0:
         ops->act_bytes = act32_bytes;

@@ -18,7 +18,9 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
     return s0 + s1;
 }
 
-static size_t row_f32_bytes(int64_t cols) { return (size_t)cols * sizeof(float); }
+/* The dequantized row, then room for a row gathered from an interleaved
+ * layout (no type takes more than 4 bytes a value). */
+static size_t row_scratch_bytes(int64_t cols) { return (size_t)cols * 2 * sizeof(float); }
 
 static void tile_f32(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0, int nb) {
     (void)thr;
@@ -34,9 +36,9 @@ static void tile_dequant(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int
                          int nb) {
     const tn_weight *w = mm->w;
     float *wr = thr;
+    uint8_t *raw = (uint8_t *)(wr + w->cols);
     for (int64_t r = r0; r < r1; r++) {
-        tn_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, wr,
-                          w->cols);
+        tn_dequantize_row(w->type, tn_weight_row_raw(w, r, raw), wr, w->cols);
         for (int64_t b = b0; b < b0 + nb; b++)
             mm->y[b * w->rows + r] = dot_f32(wr, mm->x + b * w->cols, w->cols);
     }
@@ -49,6 +51,6 @@ void tn_mm_ops_scalar(tn_mm_ops *ops, uint32_t type) {
     }
     if (!tn_type_supported(type))
         return;
-    ops->thr_bytes = row_f32_bytes;
+    ops->thr_bytes = row_scratch_bytes;
     ops->tile = tile_dequant;
 }

@@ -29,6 +29,15 @@ const char *tn_isa_name(tn_isa isa) {
     }
 }
 
+#if defined(TN_CPU_X86)
+#include <cpuid.h>
+/* clang 14's __builtin_cpu_supports does not know "f16c": ask CPUID (leaf 1, ECX bit 29). */
+static bool cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 static bool cpu_has(tn_isa isa) {
 #if defined(TN_CPU_X86)
     __builtin_cpu_init();
@@ -37,7 +46,7 @@ static bool cpu_has(tn_isa isa) {
         return true;
     case TN_ISA_AVX2:
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+               cpu_has_f16c();
     case TN_ISA_AVX512:
         return cpu_has(TN_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
@@ -87,18 +96,21 @@ int tn_cpu_set_isa(tn_cpu *cpu, tn_isa isa) {
     return TN_OK;
 }
 
-/* The kernels a family uses for a type: its own, else the next family
- * down's (an AVX-512 machine runs the AVX2 kernel of a type that has no
- * AVX-512 one), else the scalar reference. */
-static void get_ops(tn_isa isa, uint32_t type, tn_mm_ops *ops) {
+/* The kernels a family uses for a type and layout: its own, else the next
+ * family down's (an AVX-512 machine runs the AVX2 kernel of a type that has
+ * no AVX-512 one), else the scalar reference. */
+static void get_ops(tn_isa isa, uint32_t type, uint32_t layout, tn_mm_ops *ops) {
     memset(ops, 0, sizeof *ops);
 #if defined(TN_CPU_X86)
-    if (isa >= TN_ISA_AVX512 && tn_mm_ops_avx512(ops, type))
+    if (isa >= TN_ISA_AVX512 && tn_mm_ops_avx512(ops, type, layout))
         return;
     memset(ops, 0, sizeof *ops);
-    if (isa >= TN_ISA_AVX2 && tn_mm_ops_avx2(ops, type))
+    if (isa >= TN_ISA_AVX2 && tn_mm_ops_avx2(ops, type, layout))
         return;
     memset(ops, 0, sizeof *ops);
+#else
+    (void)isa;
+    (void)layout;
 #endif
     tn_mm_ops_scalar(ops, type);
 }
@@ -112,9 +124,9 @@ bool tn_matmul_has_kernel(tn_isa isa, uint32_t type) {
         return ops.tile != NULL;
 #if defined(TN_CPU_X86)
     case TN_ISA_AVX2:
-        return tn_mm_ops_avx2(&ops, type);
+        return tn_mm_ops_avx2(&ops, type, TN_LAYOUT_ROWS);
     case TN_ISA_AVX512:
-        return tn_mm_ops_avx512(&ops, type);
+        return tn_mm_ops_avx512(&ops, type, TN_LAYOUT_ROWS);
 #endif
     default:
         return false;
@@ -196,6 +208,9 @@ static int check_weight(const tn_weight *w) {
     size_t rb = tn_type_row_bytes(w->type, (uint64_t)w->cols);
     if (!rb || w->row_bytes < rb)
         return TN_ERR_INVALID;
+    if (w->layout != TN_LAYOUT_ROWS &&
+        (w->layout != TN_LAYOUT_X16 || !tn_x16_quant_bytes(w->type) || w->row_bytes != rb))
+        return TN_ERR_INVALID;
     return TN_OK;
 }
 
@@ -213,7 +228,7 @@ int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, i
 
     mm_job job;
     memset(&job, 0, sizeof job);
-    get_ops(isa, w->type, &job.ops);
+    get_ops(isa, w->type, w->layout, &job.ops);
     if (!job.ops.tile)
         return TN_ERR_UNSUPPORTED;
     const int nth = tn_cpu_threads(cpu);
@@ -225,6 +240,10 @@ int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, i
     uint64_t act_bytes = 0, thr_bytes = 0;
     if (job.ops.convert) {
         job.mm.act_row = round_up(job.ops.act_bytes(w->cols), TN_CACHE_LINE);
+        /* Rows a multiple of 4 KiB apart share L1 sets: 16 of them thrash an
+         * 8-way cache. One line of padding spreads them. */
+        if (job.mm.act_row % 4096 == 0)
+            job.mm.act_row += TN_CACHE_LINE;
         if (!tn_mul_u64((uint64_t)n, job.mm.act_row, &act_bytes))
             return TN_ERR_NOMEM;
     }
@@ -269,6 +288,8 @@ int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, i
         chunk = fair;
     if (chunk > 4)
         chunk = chunk / 4 * 4;
+    if (job.ops.row_align > 1)
+        chunk = (chunk + job.ops.row_align - 1) / job.ops.row_align * job.ops.row_align;
     if (chunk < 1)
         chunk = 1;
     job.chunk_rows = chunk;
@@ -294,6 +315,17 @@ int tn_weight_row_f32(const tn_weight *w, int64_t r, float *out) {
         return rc;
     if (!out || r < 0 || r >= w->rows)
         return TN_ERR_INVALID;
-    return tn_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, out,
-                             w->cols);
+    if (w->layout == TN_LAYOUT_ROWS)
+        return tn_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes,
+                                 out, w->cols);
+    /* An embedding lookup in an interleaved matrix (an LM head tied to the
+     * embedding): gather the row's blocks first. */
+    uint8_t stack[16384];
+    uint8_t *tmp = w->row_bytes <= sizeof stack ? stack : malloc(w->row_bytes);
+    if (!tmp)
+        return TN_ERR_NOMEM;
+    rc = tn_dequantize_row(w->type, tn_weight_row_raw(w, r, tmp), out, w->cols);
+    if (tmp != stack)
+        free(tmp);
+    return rc;
 }

@@ -79,20 +79,32 @@ typedef struct tn_mm_ops {
     void (*convert)(const float *x, void *dst, int64_t cols);
     /* Per-thread scratch bytes, 0 if none. */
     size_t (*thr_bytes)(int64_t cols);
+    /* Chunks of rows handed to tile() start at a multiple of this (0 = 1). */
+    int row_align;
     /* y[b][r] for r in [r0, r1), b in [b0, b0 + nb), nb <= TN_MM_TILE. The
      * other half: the arithmetic for (b, r) does not depend on nb, b0, r0
      * or r1. */
     void (*tile)(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0, int nb);
 } tn_mm_ops;
 
-/* Kernel tables, indexed by tn_type; a NULL tile means "no kernel". */
+/* Kernel tables: fill ops for a weight type and layout and return true, or
+ * return false (no kernel in that family). The scalar table takes every
+ * type libtern can dequantize, in every layout. */
 void tn_mm_ops_scalar(tn_mm_ops *ops, uint32_t type);
 #if defined(TN_CPU_X86)
-bool tn_mm_ops_avx2(tn_mm_ops *ops, uint32_t type);
-bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type);
+bool tn_mm_ops_avx2(tn_mm_ops *ops, uint32_t type, uint32_t layout);
+bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type, uint32_t layout);
 #if defined(TN_CPU_AVX512_BF16)
 bool tn_mm_ops_avx512bf16(tn_mm_ops *ops, uint32_t type);
 #endif
 #endif
+
+/* The X16 layout (repack.c): quant bytes of one block for 16 rows, and
+ * bytes of one group of 16 rows. */
+size_t tn_x16_quant_bytes(uint32_t type);
+size_t tn_x16_group_bytes(uint32_t type, int64_t cols);
+/* Row r in the file's block format: a pointer into w (rows layout) or into
+ * tmp (w->row_bytes bytes), gathered from an interleaved layout. */
+const uint8_t *tn_weight_row_raw(const tn_weight *w, int64_t r, uint8_t *tmp);
 
 #endif

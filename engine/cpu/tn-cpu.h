@@ -36,7 +36,34 @@ typedef struct tn_weight {
     int64_t cols;  /* input features (reduction length) */
     const void *data;
     size_t row_bytes;
+    uint32_t layout; /* tn_layout; 0 (zeroed struct) = rows as in the file */
 } tn_weight;
+
+/* How a weight matrix is laid out in memory.
+ *   TN_LAYOUT_ROWS  as in the GGUF file: row r at data + r * row_bytes
+ *   TN_LAYOUT_X16   groups of 16 rows interleaved block by block, so that
+ *                   one 512-bit register holds the same four values of 16
+ *                   rows: integer dot products then need no horizontal sums
+ *                   and each weight byte feeds up to 16 activation rows at
+ *                   full width. Same bytes as the file (the last group is
+ *                   padded to 16 rows); made by tn_weight_repack. */
+typedef enum tn_layout {
+    TN_LAYOUT_ROWS = 0,
+    TN_LAYOUT_X16 = 1,
+} tn_layout;
+
+/* Bytes of the faster layout of w for this CPU (tn_isa_best()), or 0 when w
+ * is best used in place (type without such a kernel, or no AVX-512 VNNI).
+ * Repacking costs one copy of the matrix in anonymous memory; the caller
+ * may then drop the file's pages of the original. */
+size_t tn_weight_repack_size(const tn_weight *w);
+/* Writes that layout into dst (64-byte aligned, size bytes) and describes
+ * it in *out (out->data = dst). tn_matmul and tn_weight_row_f32 accept
+ * either layout. A model repacks all or none of its matrices once at load:
+ * the two layouts round differently (as two kernel families do), while for
+ * one layout the batch-invariance guarantee holds as stated above.
+ * TN_ERR_UNSUPPORTED when there is no such layout for w. */
+int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out);
 
 /* y[b * w->rows + r] = sum_k W[r][k] * x[b * w->cols + k] for b < n.
  * Batch-invariant as described above. May use scratch memory owned by cpu

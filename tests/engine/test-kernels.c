@@ -94,25 +94,20 @@ static bool same_bits(const float *a, const float *b, size_t n) {
     return memcmp(a, b, n * sizeof(float)) == 0;
 }
 
-static void test_type(const type_case *tc, const float *x, tn_cpu *pools[3]) {
+/* Accuracy and batch invariance of one weight matrix (in one layout) on
+ * every kernel family this CPU has. scalar_big keeps the scalar result
+ * across calls (the scalar path reads both layouts the same way). */
+static void check_weight(const type_case *tc, const char *layout, const tn_weight *w,
+                         const float *x, const double *ref, float *scalar_big, tn_cpu *pools[3]) {
     const char *tname = tn_type_name(tc->type);
-    matrix m;
-    if (!make_matrix(&m, tc->type)) {
-        CHECKF(0, "%s: out of memory", tname);
-        return;
-    }
-    double *ref = malloc(sizeof(double) * BIG * ROWS);
     float *big = malloc(sizeof(float) * BIG * ROWS);
     float *big2 = malloc(sizeof(float) * BIG * ROWS);
     float *single = malloc(sizeof(float) * BIG * ROWS);
     float *batch = malloc(sizeof(float) * 16 * ROWS);
-    float *scalar_big = malloc(sizeof(float) * BIG * ROWS);
-    if (!ref || !big || !big2 || !single || !batch || !scalar_big) {
+    if (!big || !big2 || !single || !batch) {
         CHECKF(0, "%s: out of memory", tname);
         goto out;
     }
-    oracle(&m, x, BIG, ref);
-
     for (int isa = 0; isa < TN_ISA_COUNT_; isa++) {
         if (!tn_isa_available((tn_isa)isa))
             continue;
@@ -121,13 +116,17 @@ static void test_type(const type_case *tc, const float *x, tn_cpu *pools[3]) {
             CHECK(tn_cpu_set_isa(pools[t], (tn_isa)isa) == TN_OK);
 
         /* Accuracy of the whole 512-row batch. */
-        CHECK(tn_matmul(pools[1], &m.w, x, BIG, big) == TN_OK);
+        CHECK(tn_matmul(pools[1], w, x, BIG, big) == TN_OK);
         double e = nmse(big, ref, (int64_t)BIG * ROWS);
         double bound = isa == TN_ISA_SCALAR ? tc->nmse_scalar : tc->nmse_simd;
-        CHECKF(e <= bound, "%s/%s: NMSE %.3g against the exact product exceeds %.3g", iname,
-               tname, e, bound);
+        CHECKF(e <= bound, "%s/%s/%s: NMSE %.3g against the exact product exceeds %.3g", iname,
+               tname, layout, e, bound);
         if (isa == TN_ISA_SCALAR) {
-            memcpy(scalar_big, big, sizeof(float) * BIG * ROWS);
+            if (!strcmp(layout, "rows"))
+                memcpy(scalar_big, big, sizeof(float) * BIG * ROWS);
+            else
+                CHECKF(same_bits(big, scalar_big, (size_t)BIG * ROWS),
+                       "scalar/%s: the %s layout changes the scalar result", tname, layout);
         } else {
             double es = 0, den = 0;
             for (int64_t i = 0; i < (int64_t)BIG * ROWS; i++) {
@@ -136,52 +135,96 @@ static void test_type(const type_case *tc, const float *x, tn_cpu *pools[3]) {
                 den += (double)scalar_big[i] * scalar_big[i];
             }
             es /= den;
-            CHECKF(es <= tc->nmse_simd, "%s/%s: NMSE %.3g against the scalar path exceeds %.3g",
-                   iname, tname, es, tc->nmse_simd);
+            CHECKF(es <= tc->nmse_simd,
+                   "%s/%s/%s: NMSE %.3g against the scalar path exceeds %.3g", iname, tname,
+                   layout, es, tc->nmse_simd);
             if (getenv("TERN_TEST_VERBOSE"))
-                fprintf(stderr, "%s/%s: NMSE %.3g (exact), %.3g (scalar)\n", iname, tname, e, es);
+                fprintf(stderr, "%s/%s/%s: NMSE %.3g (exact), %.3g (scalar)\n", iname, tname,
+                        layout, e, es);
         }
 
         /* Thread count: 1, 2, 3 threads give the same bits. */
-        CHECK(tn_matmul(pools[0], &m.w, x, BIG, big2) == TN_OK);
-        CHECKF(same_bits(big, big2, (size_t)BIG * ROWS), "%s/%s: 1 and 2 threads differ", iname,
-               tname);
-        CHECK(tn_matmul(pools[2], &m.w, x, BIG, big2) == TN_OK);
-        CHECKF(same_bits(big, big2, (size_t)BIG * ROWS), "%s/%s: 2 and 3 threads differ", iname,
-               tname);
-        CHECK(tn_matmul_isa(NULL, (tn_isa)isa, &m.w, x, BIG, big2) == TN_OK);
-        CHECKF(same_bits(big, big2, (size_t)BIG * ROWS), "%s/%s: no pool and 2 threads differ",
-               iname, tname);
+        CHECK(tn_matmul(pools[0], w, x, BIG, big2) == TN_OK);
+        CHECKF(same_bits(big, big2, (size_t)BIG * ROWS), "%s/%s/%s: 1 and 2 threads differ",
+               iname, tname, layout);
+        CHECK(tn_matmul(pools[2], w, x, BIG, big2) == TN_OK);
+        CHECKF(same_bits(big, big2, (size_t)BIG * ROWS), "%s/%s/%s: 2 and 3 threads differ",
+               iname, tname, layout);
+        CHECK(tn_matmul_isa(NULL, (tn_isa)isa, w, x, BIG, big2) == TN_OK);
+        CHECKF(same_bits(big, big2, (size_t)BIG * ROWS),
+               "%s/%s/%s: no pool and 2 threads differ", iname, tname, layout);
 
         /* Every row alone (a decode step) equals its row of the 512 batch. */
         for (int b = 0; b < BIG; b++)
-            CHECK(tn_matmul(pools[b % 3], &m.w, x + (size_t)b * COLS, 1, single + b * ROWS) ==
+            CHECK(tn_matmul(pools[b % 3], w, x + (size_t)b * COLS, 1, single + b * ROWS) ==
                   TN_OK);
         CHECKF(same_bits(big, single, (size_t)BIG * ROWS),
-               "%s/%s: a row alone differs from the same row in a 512-row batch", iname, tname);
+               "%s/%s/%s: a row alone differs from the same row in a 512-row batch", iname,
+               tname, layout);
 
         /* Batches of 2..16 (a verify step) starting anywhere: each row sits
          * at every position of some batch. */
         bool batches_ok = true;
         for (int nb = 2; nb <= 16; nb++)
             for (int start = 0; start < 40; start += 1 + nb / 3) {
-                CHECK(tn_matmul(pools[(start + nb) % 3], &m.w, x + (size_t)start * COLS, nb,
+                CHECK(tn_matmul(pools[(start + nb) % 3], w, x + (size_t)start * COLS, nb,
                                 batch) == TN_OK);
                 if (!same_bits(batch, single + (size_t)start * ROWS, (size_t)nb * ROWS)) {
                     if (batches_ok)
-                        CHECKF(0, "%s/%s: batch of %d at row %d differs from rows alone", iname,
-                               tname, nb, start);
+                        CHECKF(0, "%s/%s/%s: batch of %d at row %d differs from rows alone",
+                               iname, tname, layout, nb, start);
                     batches_ok = false;
                 }
             }
         CHECK(batches_ok);
     }
 out:
-    free(ref);
     free(big);
     free(big2);
     free(single);
     free(batch);
+}
+
+static void test_type(const type_case *tc, const float *x, tn_cpu *pools[3]) {
+    const char *tname = tn_type_name(tc->type);
+    matrix m;
+    if (!make_matrix(&m, tc->type)) {
+        CHECKF(0, "%s: out of memory", tname);
+        return;
+    }
+    double *ref = malloc(sizeof(double) * BIG * ROWS);
+    float *scalar_big = malloc(sizeof(float) * BIG * ROWS);
+    if (!ref || !scalar_big) {
+        CHECKF(0, "%s: out of memory", tname);
+        goto out;
+    }
+    oracle(&m, x, BIG, ref);
+    check_weight(tc, "rows", &m.w, x, ref, scalar_big, pools);
+
+    /* The interleaved layout, where this CPU has kernels for it. */
+    size_t size = tn_weight_repack_size(&m.w);
+    if (size > 0) {
+        void *buf = aligned_alloc(64, (size + 63) / 64 * 64);
+        tn_weight rw;
+        CHECK(buf != NULL);
+        if (buf) {
+            CHECK(tn_weight_repack(&m.w, buf, size - 1, &rw) == TN_ERR_INVALID);
+            CHECK(tn_weight_repack(&m.w, buf, size, &rw) == TN_OK);
+            CHECK(rw.layout == TN_LAYOUT_X16 && rw.data == buf);
+            CHECK(tn_weight_repack(&rw, buf, size, &rw) == TN_ERR_UNSUPPORTED);
+            float row[COLS];
+            bool rows_ok = true;
+            for (int r = 0; r < ROWS; r++) {
+                CHECK(tn_weight_row_f32(&rw, r, row) == TN_OK);
+                rows_ok = rows_ok && same_bits(row, m.deq + r * COLS, COLS);
+            }
+            CHECKF(rows_ok, "%s: rows read back from the interleaved layout differ", tname);
+            check_weight(tc, "x16", &rw, x, ref, scalar_big, pools);
+            free(buf);
+        }
+    }
+out:
+    free(ref);
     free(scalar_big);
     free_matrix(&m);
 }
