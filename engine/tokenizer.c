@@ -401,7 +401,7 @@ static int load_merges(tn_tokenizer *tok, const tn_gguf *g, const char *path, tn
 /* End-of-turn tokens of the chat formats, by text. */
 static const char *const eog_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-    "<EOT>", "_<EOT>", "<|end_of_text|>",
+    "<EOT>", "_<EOT>", "<|end_of_text|>", "<eos>", "</s>",
     /* DeepSeek: "<｜end▁of▁sentence｜>" */
     "<\xEF\xBD\x9C\x65nd\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
 };

@@ -316,8 +316,11 @@ static void check_specials(const char *name, const tn_tokenizer *tok) {
     /* End of generation. */
     int32_t eot = tn_tokenizer_eot(tok);
     CHECKF(eot >= 0 && tn_token_is_eog(tok, eot), "%s: eot", name);
-    if (!strcmp(name, "gemma3"))
+    if (!strcmp(name, "gemma3")) {
         CHECK(tn_token_is_eog(tok, tn_tokenizer_find(tok, "<end_of_turn>", 13)));
+        CHECK(tn_token_is_eog(tok, tn_tokenizer_find(tok, "<eos>", 5)));
+        CHECK(!tn_token_is_eog(tok, tn_tokenizer_find(tok, "<start_of_turn>", 15)));
+    }
     if (!strcmp(name, "qwen3"))
         CHECK(tn_token_is_eog(tok, tn_tokenizer_find(tok, "<|im_end|>", 10)));
     CHECK(!tn_token_is_eog(tok, tn_tokenizer_find(tok, "a", 1)));
