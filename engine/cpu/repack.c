@@ -14,7 +14,10 @@
 
 #include "tn-quant.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 size_t tn_x16_quant_bytes(uint32_t type) {
     switch (type) {
@@ -39,8 +42,13 @@ static bool x16_possible(const tn_weight *w) {
            w->row_bytes >= tn_type_row_bytes(w->type, (uint64_t)w->cols);
 }
 
+static bool repack_enabled(void) {
+    const char *e = getenv("TERN_REPACK");
+    return !(e && !strcmp(e, "0"));
+}
+
 size_t tn_weight_repack_size(const tn_weight *w) {
-    if (!x16_possible(w) || tn_isa_best() < TN_ISA_AVX512)
+    if (!x16_possible(w) || tn_isa_best() < TN_ISA_AVX512 || !repack_enabled())
         return 0;
     return (size_t)((w->rows + 15) / 16) * tn_x16_group_bytes(w->type, w->cols);
 }
@@ -100,4 +108,62 @@ const uint8_t *tn_weight_row_raw(const tn_weight *w, int64_t r, uint8_t *tmp) {
             }
     }
     return tmp;
+}
+
+/* Drops the pages wholly inside [p, p + n) from this process: they are
+ * file-backed and read-only, so a later read would just fault them in. */
+static void release_pages(const void *p, size_t n) {
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0)
+        return;
+    uintptr_t a = ((uintptr_t)p + (uintptr_t)ps - 1) & ~((uintptr_t)ps - 1);
+    uintptr_t e = ((uintptr_t)p + n) & ~((uintptr_t)ps - 1);
+    if (e > a)
+        madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void **storage,
+                      size_t *bytes) {
+    if (!storage || n < 0 || (n > 0 && !ws))
+        return TN_ERR_INVALID;
+    *storage = NULL;
+    if (bytes)
+        *bytes = 0;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        bool dup = false;
+        for (int j = 0; j < i && !dup; j++)
+            dup = ws[j]->data == ws[i]->data;
+        if (!dup)
+            total += (tn_weight_repack_size(ws[i]) + 63) / 64 * 64;
+    }
+    if (total == 0)
+        return TN_OK;
+    uint8_t *buf = aligned_alloc(64, total);
+    if (!buf)
+        return TN_ERR_NOMEM;
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        tn_weight *w = ws[i];
+        size_t size = tn_weight_repack_size(w);
+        if (!size)
+            continue;
+        const void *orig = w->data;
+        size_t orig_bytes = w->row_bytes * (size_t)w->rows;
+        tn_weight out;
+        if (tn_weight_repack(w, buf + off, size, &out) != TN_OK)
+            continue;
+        for (int j = i + 1; j < n; j++)
+            if (ws[j]->data == orig && ws[j]->layout == TN_LAYOUT_ROWS &&
+                ws[j]->type == w->type && ws[j]->rows == w->rows && ws[j]->cols == w->cols)
+                *ws[j] = out;
+        *w = out;
+        if (release_originals)
+            release_pages(orig, orig_bytes);
+        off += (size + 63) / 64 * 64;
+    }
+    *storage = buf;
+    if (bytes)
+        *bytes = total;
+    return TN_OK;
 }

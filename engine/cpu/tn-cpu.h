@@ -64,6 +64,18 @@ size_t tn_weight_repack_size(const tn_weight *w);
  * one layout the batch-invariance guarantee holds as stated above.
  * TN_ERR_UNSUPPORTED when there is no such layout for w. */
 int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out);
+/* Repacks, in place, every matrix of ws[0..n) that has a faster layout on
+ * this CPU: one 64-byte aligned allocation holds them all (*storage, to
+ * free() when the weights are dropped; NULL when nothing was repacked).
+ * Entries with the same data (an LM head tied to the embedding) share one
+ * copy; tn_weight_row_f32 reads the new layout. release_originals: the
+ * originals are read-only file mappings (mmap of the GGUF) whose pages can
+ * be dropped from this process (madvise), as they are not read again; never
+ * pass true for heap memory. TERN_REPACK=0 in the environment turns
+ * repacking off. *bytes (optional) gets the size of *storage. TN_ERR_NOMEM
+ * leaves every weight as it was. */
+int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void **storage,
+                      size_t *bytes);
 
 /* y[b * w->rows + r] = sum_k W[r][k] * x[b * w->cols + k] for b < n.
  * Batch-invariant as described above. May use scratch memory owned by cpu

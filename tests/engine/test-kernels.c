@@ -257,6 +257,44 @@ static void test_weight_row(void) {
     free_matrix(&m);
 }
 
+/* tn_weights_repack over a model's list: shared data repacked once, types
+ * without a faster layout left alone, products unchanged bit for bit
+ * against a matrix repacked on its own. */
+static void test_weights_repack(tn_cpu *cpu, const float *x) {
+    matrix a, b;
+    if (!make_matrix(&a, TN_TYPE_Q4_0))
+        return;
+    if (!make_matrix(&b, TN_TYPE_Q6_K)) {
+        free_matrix(&a);
+        return;
+    }
+    tn_weight w1 = a.w, w2 = a.w, w3 = b.w;
+    tn_weight *list[3] = {&w1, &w3, &w2};
+    void *storage = (void *)1;
+    size_t bytes = 1;
+    CHECK(tn_weights_repack(list, 3, false, &storage, &bytes) == TN_OK);
+    size_t one = tn_weight_repack_size(&a.w);
+    if (one == 0) {
+        CHECK(storage == NULL && bytes == 0 && w1.layout == TN_LAYOUT_ROWS);
+    } else {
+        CHECK(storage != NULL && bytes == (one + 63) / 64 * 64);
+        CHECK(w1.layout == TN_LAYOUT_X16 && w2.layout == TN_LAYOUT_X16 && w1.data == w2.data);
+        CHECK(w3.layout == TN_LAYOUT_ROWS && w3.data == b.w.data);
+        void *solo = aligned_alloc(64, (one + 63) / 64 * 64);
+        tn_weight ws;
+        float y1[4 * ROWS], y2[4 * ROWS];
+        if (solo && tn_weight_repack(&a.w, solo, one, &ws) == TN_OK) {
+            CHECK(tn_matmul(cpu, &w2, x, 4, y1) == TN_OK);
+            CHECK(tn_matmul(cpu, &ws, x, 4, y2) == TN_OK);
+            CHECK(same_bits(y1, y2, 4 * ROWS));
+        }
+        free(solo);
+    }
+    free(storage);
+    free_matrix(&a);
+    free_matrix(&b);
+}
+
 int main(void) {
     tn_cpu *pools[3] = {tn_cpu_new(1), tn_cpu_new(2), tn_cpu_new(3)};
     CHECK(pools[0] && pools[1] && pools[2]);
@@ -273,6 +311,7 @@ int main(void) {
             x[i] = tn_test_randf(&rng);
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             test_type(&cases[i], x, pools);
+        test_weights_repack(pools[1], x);
         free(x);
     }
     test_errors(pools[0]);
