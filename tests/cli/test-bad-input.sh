@@ -22,7 +22,9 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 commands='info @FILE@
 info --no-tensors @FILE@
 run -m @FILE@ -p hello
-perplexity -m @FILE@ -f /dev/null'
+perplexity -m @FILE@ -f /dev/null
+tokenize -m @FILE@ hello
+detokenize -m @FILE@ 1'
 
 seed="$root/tests/fuzz/corpus/gguf/model-small.gguf"
 failures=0
