@@ -13,6 +13,6 @@ fi
 mkdir -p "$(dirname "$out")"
 echo "make-demo: writing $out (random weights, Qwen3 vocabulary)"
 "$cli" mkmodel --arch qwen3 --type q8_0 --embd 256 --layers 4 --heads 4 --kv-heads 2 \
-    --head-dim 64 --ff 768 --ctx 4096 --tied --seed 7 \
+    --head-dim 64 --ff 768 --ctx 4096 --seed 7 \
     --tokenizer "$vocab/qwen3/tokenizer.json" \
     --name "Tern demo model (random weights)" -o "$out"
