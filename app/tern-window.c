@@ -12,6 +12,9 @@
 #include "tern-application.h"
 #include "tern-engine-worker.h"
 #include "tern-message-row.h"
+#ifdef TERN_HAVE_MANAGER
+#include "tern-model-manager.h"
+#endif
 #include "tern-window.h"
 
 #define COUNT_DELAY_MS 300
@@ -583,6 +586,21 @@ action_open_model (GSimpleAction *action,
 }
 
 static void
+action_model_manager (GSimpleAction *action,
+                      GVariant      *param,
+                      gpointer       data)
+{
+  (void) action;
+  (void) param;
+#ifdef TERN_HAVE_MANAGER
+  /* "use-model" (path, tag) reaches tern_window_load_model (self, path). */
+  tern_model_manager_present (GTK_WINDOW (data), G_CALLBACK (tern_window_load_model), data);
+#else
+  toast (data, _("This build of Tern has no model manager"));
+#endif
+}
+
+static void
 action_load_model (GSimpleAction *action,
                    GVariant      *param,
                    gpointer       data)
@@ -827,6 +845,7 @@ action_show_toast (GSimpleAction *action,
 static const GActionEntry win_entries[] = {
   { "open-model", action_open_model, NULL, NULL, NULL, { 0 } },
   { "load-model", action_load_model, "s", NULL, NULL, { 0 } },
+  { "model-manager", action_model_manager, NULL, NULL, NULL, { 0 } },
   { "use-demo-model", action_use_demo_model, NULL, NULL, NULL, { 0 } },
   { "pin", action_pin, NULL, NULL, NULL, { 0 } },
   { "send", action_send, NULL, NULL, NULL, { 0 } },
