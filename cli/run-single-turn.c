@@ -58,11 +58,38 @@ static void usage(FILE *out) {
 
 /* ------------------------------------------------------------- output */
 
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid
+ * (overlong forms, surrogates and code points past U+10FFFF included). */
+static size_t utf8_valid_len(const unsigned char *s, size_t n) {
+    if (s[0] < 0x80)
+        return 1;
+    size_t len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
+    if (len == 0 || s[0] > 0xF4 || n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0) ||
+        (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+/* A JSON string; bytes that are not UTF-8 (a request line can hold any)
+ * become U+FFFD so that the line stays valid JSON. */
 static void json_string(FILE *f, const char *s, size_t n) {
     fputc('"', f);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
+        if (c >= 0x80) {
+            size_t len = utf8_valid_len((const unsigned char *)s + i, n - i);
+            if (len == 0) {
+                fputs("\\ufffd", f);
+            } else {
+                fwrite(s + i, 1, len, f);
+                i += len - 1;
+            }
+        } else if (c == '"' || c == '\\')
             fprintf(f, "\\%c", c);
         else if (c == '\n')
             fputs("\\n", f);

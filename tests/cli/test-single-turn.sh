@@ -1,0 +1,120 @@
+#!/bin/sh
+# tern-cli run --single-turn / --chat and bench --pin through the real binary,
+# on a tiny synthetic model:
+#   - requests A, B, A, B, A with --json: one JSON object per line; every A
+#     answer identical, every B identical; the pin restored every time
+#     (kv_len == restored_tokens); a second run loads the pin from the cache
+#     and answers the same;
+#   - an oversized request prints its error object, the run goes on, the
+#     exit status is 2; /stats, /pin and /reset work; bad options exit 1;
+#   - bench --pin runs and reports the ratio.
+#
+# Environment (set by tests/meson.build): TERN_CLI, TERN_TEST_TMP.
+set -u
+
+cli=${TERN_CLI:?TERN_CLI is not set}
+tmp=${TERN_TEST_TMP:-/tmp}/single-turn.$$
+mkdir -p "$tmp" || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+export XDG_CACHE_HOME="$tmp/cache"
+
+failures=0
+checks=0
+check() { # check DESCRIPTION COMMAND...
+    desc=$1
+    shift
+    checks=$((checks + 1))
+    if ! "$@"; then
+        failures=$((failures + 1))
+        printf 'FAIL: %s\n' "$desc" >&2
+    fi
+}
+
+model="$tmp/m.gguf"
+if ! "$cli" mkmodel --arch llama --type q8_0 --embd 64 --layers 2 --heads 2 --kv-heads 1 \
+    --head-dim 32 --ff 128 --ctx 2048 --seed 9 -o "$model" >"$tmp/mk.out" 2>&1; then
+    cat "$tmp/mk.out" >&2
+    echo "FAIL: mkmodel" >&2
+    exit 1
+fi
+
+system="You are a terse assistant for a hardware store. Answer in one sentence, name the aisle, and never invent prices."
+A="Where are the wood screws?"
+B="Do you sell garden hoses, and how long are they?"
+printf '%s\n%s\n%s\n%s\n%s\n' "$A" "$B" "$A" "$B" "$A" >"$tmp/in"
+
+"$cli" run --single-turn -m "$model" -s "$system" -n 10 -t 2 --think off --json \
+    <"$tmp/in" >"$tmp/out1" 2>"$tmp/err1"
+status=$?
+check "run --single-turn --json exits 0 (got $status: $(cat "$tmp/err1"))" test "$status" -eq 0
+check "five JSON lines" test "$(wc -l <"$tmp/out1")" -eq 5
+
+answer() { # answer FILE LINE
+    sed -n "${2}p" "$1" | sed -n 's/.*"answer":"\(.*\)","stop".*/\1/p'
+}
+field() { # field FILE LINE NAME
+    sed -n "${2}p" "$1" | sed -n "s/.*\"$3\":\([0-9.]*\).*/\1/p"
+}
+a1=$(answer "$tmp/out1" 1)
+b1=$(answer "$tmp/out1" 2)
+check "an answer to A" test -n "$a1"
+check "A and B differ" test "$a1" != "$b1"
+check "A identical (3rd)" test "$a1" = "$(answer "$tmp/out1" 3)"
+check "A identical (5th)" test "$a1" = "$(answer "$tmp/out1" 5)"
+check "B identical (4th)" test "$b1" = "$(answer "$tmp/out1" 4)"
+for i in 1 2 3 4 5; do
+    kv=$(field "$tmp/out1" $i kv_len)
+    restored=$(field "$tmp/out1" $i restored_tokens)
+    check "line $i: the KV is the pin after the request ($kv vs $restored)" \
+        test -n "$kv" -a "$kv" = "$restored"
+done
+
+# A restart: the pin comes from the cache; the same answers.
+"$cli" run --single-turn -m "$model" -s "$system" -n 10 -t 2 --think off --json \
+    <"$tmp/in" >"$tmp/out2" 2>"$tmp/err2"
+check "second run exits 0" test $? -eq 0
+check "a pin snapshot was written" test -n "$(ls "$XDG_CACHE_HOME/tern/pins/" 2>/dev/null)"
+check "after the restart, A is the same" test "$a1" = "$(answer "$tmp/out2" 1)"
+check "after the restart, B is the same" test "$b1" = "$(answer "$tmp/out2" 2)"
+"$cli" run --single-turn -m "$model" -s "$system" -n 4 -t 2 -p "$A" \
+    >"$tmp/out3" 2>"$tmp/err3"
+check "a restart reports the pin loaded from the cache" \
+    grep -q "loaded from the pin cache" "$tmp/err3"
+
+# Overflow: an error object for that line, the others answered, status 2.
+long=$(awk 'BEGIN { for (i = 0; i < 200; i++) printf "tell me more about it "; }')
+printf '%s\n%s\n' "$long" "$A" >"$tmp/in4"
+"$cli" run --single-turn -m "$model" -s "$system" -n 10 -t 2 --think off --json -c 256 \
+    <"$tmp/in4" >"$tmp/out4" 2>"$tmp/err4"
+status=$?
+check "a refused request gives exit status 2 (got $status)" test "$status" -eq 2
+check "the overflow message" \
+    grep -q '"error":"the message is [0-9]* tokens; [0-9]* are free after the [0-9]*-token system prompt"' "$tmp/out4"
+check "the next request is still answered" test -n "$(answer "$tmp/out4" 2)"
+
+# Commands.
+printf '%s\n/stats\n/pin Be brief.\n/reset\n%s\n/quit\n%s\n' "$A" "$A" "$B" >"$tmp/in5"
+"$cli" run --chat -m "$model" -s "$system" -n 4 -t 2 <"$tmp/in5" >"$tmp/out5" 2>"$tmp/err5"
+check "run --chat exits 0" test $? -eq 0
+check "/stats prints the pin" grep -q "^pinned [0-9]* tokens" "$tmp/out5"
+check "/reset confirms" grep -q "conversation cleared" "$tmp/out5"
+check "/pin re-pins" grep -q "pinned [0-9]* tokens" "$tmp/err5"
+check "/quit stops reading" test "$(grep -c '^\[' "$tmp/err5")" -eq 2
+
+# Usage errors.
+"$cli" run --single-turn -s x >/dev/null 2>&1
+check "no model: exit 1" test $? -eq 1
+"$cli" run --single-turn -m "$model" --think maybe >/dev/null 2>&1
+check "bad --think: exit 1" test $? -eq 1
+"$cli" run --single-turn -m "$tmp/missing.gguf" -s x >/dev/null 2>&1
+check "missing model: exit 2" test $? -eq 2
+
+# The benchmark (small figures: it must run and report).
+"$cli" bench --pin -m "$model" --short 10 --long 100 -c 256 -n 2 -r 1 -t 2 \
+    >"$tmp/bench" 2>&1
+check "bench --pin exits 0 ($(tail -1 "$tmp/bench"))" test $? -eq 0
+check "bench --pin reports the ratio" grep -q "ratio long / short" "$tmp/bench"
+check "bench --pin reports the snapshot load" grep -q "load, cold" "$tmp/bench"
+
+printf 'single-turn: %d checks, %d failed\n' "$checks" "$failures" >&2
+test "$failures" -eq 0
