@@ -127,7 +127,7 @@ static int rd_bytes(cursor *c, uint64_t n, const uint8_t **out) {
 }
 
 static int rd_u32(cursor *c, uint32_t *v) {
-    const uint8_t *p;
+    const uint8_t *p = NULL;
     int rc = rd_bytes(c, 4, &p);
     if (rc == TN_OK)
         *v = tn_rd_u32(p);
@@ -135,7 +135,7 @@ static int rd_u32(cursor *c, uint32_t *v) {
 }
 
 static int rd_u64(cursor *c, uint64_t *v) {
-    const uint8_t *p;
+    const uint8_t *p = NULL;
     int rc = rd_bytes(c, 8, &p);
     if (rc == TN_OK)
         *v = tn_rd_u64(p);
@@ -153,7 +153,7 @@ static int rd_str(cursor *c, tn_str *s) {
                        "file (truncated or corrupt)",
                        c->name, c->what, (unsigned long long)len,
                        (unsigned long long)remaining(c));
-    const uint8_t *p;
+    const uint8_t *p = NULL;
     rd_bytes(c, len, &p);
     s->ptr = (const char *)p;
     s->len = len;
@@ -248,7 +248,7 @@ static int rd_value(cursor *c, tn_gguf_type type, tn_gguf_value *v, int depth) {
     if (!sz)
         return tn_fail(c->err, TN_ERR_FORMAT, "%s: unknown value type %u in the %s", c->name,
                        (unsigned)type, c->what);
-    const uint8_t *p;
+    const uint8_t *p = NULL;
     int rc = rd_bytes(c, sz, &p);
     if (rc)
         return rc;
@@ -513,7 +513,7 @@ int tn_gguf_open_memory(const void *data, size_t size, const char *name, tn_gguf
     if (!out)
         return tn_fail(err, TN_ERR_INVALID, "tn_gguf_open_memory: out is NULL");
     *out = NULL;
-    tn_gguf *g;
+    tn_gguf *g = NULL;
     int rc = gguf_new(name, &g, err);
     if (rc)
         return rc;
@@ -564,7 +564,7 @@ int tn_gguf_open(const char *path, tn_gguf **out, tn_error *err) {
     close(fd);
     if (map == MAP_FAILED)
         return tn_fail(err, TN_ERR_IO, "%s: cannot map the file: %s", path, strerror(e));
-    tn_gguf *g;
+    tn_gguf *g = NULL;
     int rc = gguf_new(path, &g, err);
     if (rc) {
         munmap(map, (size_t)st.st_size);
