@@ -77,7 +77,8 @@ static double now_s(void) {
 int cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *text_path = NULL, *dump_path = NULL;
     long n_ctx = 512, chunks = 0, threads = 0;
-    for (int i = 1; i < argc; i++) {
+    /* every option takes a value: step over option and value together */
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
@@ -105,7 +106,6 @@ int cmd_perplexity(int argc, char **argv) {
         }
         if (!ok)
             return CLI_EXIT_USAGE;
-        i++;
     }
     if (!model || !text_path) {
         cli_error("perplexity: -m MODEL and -f TEXT are required");
