@@ -120,7 +120,8 @@ typedef struct ttft_result {
     med ttft, decode_tok_s;
 } ttft_result;
 
-/* One measured configuration: a session and the request it answers. */
+/* One measured configuration: a session and the request it answers; up to
+ * reps + 1 samples (blocks of (reps + 1) / 2). */
 typedef struct arm {
     tn_session *s;
     const int32_t *req;
@@ -135,8 +136,8 @@ static int arm_open(const bench *b, const int32_t *pin, int32_t n_pin, bool pinn
                     tn_error *err) {
     memset(a, 0, sizeof *a);
     a->s = open_session(b, "", err);
-    a->tt = calloc((size_t)b->reps, sizeof *a->tt);
-    a->dt = calloc((size_t)b->reps, sizeof *a->dt);
+    a->tt = calloc((size_t)b->reps + 1, sizeof *a->tt);
+    a->dt = calloc((size_t)b->reps + 1, sizeof *a->dt);
     if (!a->s || !a->tt || !a->dt)
         return a->s ? TN_ERR_NOMEM : TN_ERR_INVALID;
     if (pinned) {
@@ -161,27 +162,37 @@ static void arm_close(arm *a) {
     free(a->dt);
 }
 
-/* TTFT of the request in each arm. The arms take turns, repetition by
- * repetition, so that a change in the machine's load affects them alike. */
+/* TTFT of the request in each arm. Each session has its own thread pool,
+ * whose workers spin for a while after a request: strict alternation would
+ * let one arm's spinning workers slow the other down. So the arms run in
+ * blocks, in the order A B B A (each block starts with an unmeasured
+ * request), which also cancels a steady drift of the machine's load. */
 static int measure_ttft(const bench *b, arm *arms, int n_arms, ttft_result *out, tn_error *err) {
     tn_gen_params g = tn_gen_default_params();
     g.max_tokens = b->n_gen;
+    static const int abba[4] = {0, 1, 1, 0};
+    const int n_blocks = n_arms == 2 ? 4 : 1;
+    /* A single arm is the unpinned baseline: seconds per request, stable,
+     * and its first request is as cold as any: two samples, no warm-up. */
+    const int per_block = n_arms == 2 ? (b->reps + 1) / 2 : (b->reps < 2 ? b->reps : 2);
+    int filled[2] = {0, 0};
     int rc = TN_OK;
-    /* One request each to warm up caches and the thread pool. */
-    for (int k = 0; k < n_arms && rc == TN_OK; k++)
-        rc = tn_session_ask_tokens(arms[k].s, arms[k].req, arms[k].n_req, &g, NULL, NULL, NULL,
-                                   err);
-    for (int r = 0; r < b->reps && rc == TN_OK; r++)
-        for (int k = 0; k < n_arms && rc == TN_OK; k++) {
+    for (int blk = 0; blk < n_blocks && rc == TN_OK; blk++) {
+        arm *a = &arms[n_arms == 2 ? abba[blk] : 0];
+        int *f = &filled[n_arms == 2 ? abba[blk] : 0];
+        if (n_arms == 2)
+            rc = tn_session_ask_tokens(a->s, a->req, a->n_req, &g, NULL, NULL, NULL, err);
+        for (int r = 0; r < per_block && rc == TN_OK; r++) {
             tn_session_stats st;
-            rc = tn_session_ask_tokens(arms[k].s, arms[k].req, arms[k].n_req, &g, NULL, NULL,
-                                       &st, err);
-            arms[k].tt[r] = st.ttft_ms;
-            arms[k].dt[r] = st.decode_tok_s;
+            rc = tn_session_ask_tokens(a->s, a->req, a->n_req, &g, NULL, NULL, &st, err);
+            a->tt[*f] = st.ttft_ms;
+            a->dt[*f] = st.decode_tok_s;
+            ++*f;
         }
+    }
     for (int k = 0; k < n_arms && rc == TN_OK; k++) {
-        out[k].ttft = summarize(arms[k].tt, b->reps);
-        out[k].decode_tok_s = summarize(arms[k].dt, b->reps);
+        out[k].ttft = summarize(arms[k].tt, filled[k]);
+        out[k].decode_tok_s = summarize(arms[k].dt, filled[k]);
     }
     return rc;
 }
@@ -388,8 +399,8 @@ int cmd_bench_pin(int argc, char **argv) {
     } else {
         printf("model: %s\n", tn_model_description(model));
         printf("threads %d, pinned context %ld, request %ld tokens, %ld generated, %ld reps "
-               "(median, min-max)\n",
-               nt, n_ctx, n_req, n_gen, reps);
+               "per pin in A B B A blocks (median, min-max)\n",
+               nt, n_ctx, n_req, n_gen, 2 * ((reps + 1) / 2));
         printf("TTFT, %4ld-token pin       %9.2f ms (%.2f-%.2f)  decode %.1f tok/s\n", n_short,
                rs.ttft.median, rs.ttft.min, rs.ttft.max, rs.decode_tok_s.median);
         printf("TTFT, %4ld-token pin       %9.2f ms (%.2f-%.2f)  decode %.1f tok/s\n", n_long,
