@@ -694,7 +694,6 @@ main (int   argc,
   if (g_getenv ("TERN_TEST_KEEP") == NULL)
     {
       g_autofree char *cmd = NULL;
-      g_autoptr(GFile) dir = g_file_new_for_path (tmp);
       /* rm -r: the scratch tree holds only what this test wrote. */
       cmd = g_strdup_printf ("rm -rf '%s'", tmp);
       if (system (cmd) != 0)
