@@ -48,6 +48,18 @@ static int checks;
 
 /* Longest stall the main loop may have while generating (one 60 Hz frame). */
 #define STALL_LIMIT_MS 16.0
+/* AddressSanitizer makes the main thread's own work 2-3x slower; the 16 ms
+ * goal is for a real build, so the instrumented test allows that factor. */
+#if defined(__SANITIZE_ADDRESS__)
+#define STALL_BUSY_LIMIT_MS (3.0 * STALL_LIMIT_MS)
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STALL_BUSY_LIMIT_MS (3.0 * STALL_LIMIT_MS)
+#endif
+#endif
+#ifndef STALL_BUSY_LIMIT_MS
+#define STALL_BUSY_LIMIT_MS STALL_LIMIT_MS
+#endif
 
 typedef gboolean (*Predicate) (TernWindow *w);
 
@@ -392,7 +404,7 @@ test_flash (TernWindow *w,
            "work (%u probe runs; load average %s)\n",
            m->stats.generated_tokens, m->stats.decode_tok_s, m->stats.ttft_ms,
            m->stats.prompt_tokens, probe.max_gap_ms, probe.max_busy_ms, probe.n, load_average ());
-  CHECKF (probe.max_busy_ms < STALL_LIMIT_MS, "the main loop was busy %.2f ms at once",
+  CHECKF (probe.max_busy_ms < STALL_BUSY_LIMIT_MS, "the main loop was busy %.2f ms at once",
           probe.max_busy_ms);
   /* The wall figure holds only where the machine has a core to spare
    * (TERN_STRICT_STALL=1 checks it; CI runners share theirs). */
