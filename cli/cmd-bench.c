@@ -575,6 +575,7 @@ out:
 
 int cmd_bench(int argc, char **argv) {
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--pin")) return cmd_bench_pin(argc, argv); /* cli/cmd-bench-pin.c */
+    for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--spec")) return cmd_bench_spec(argc, argv); /* cli/bench-spec.c */
     model_opts o = {.n_prompt = 512, .n_gen = 128, .verify = 16, .threads = 0, .reps = 3};
     bool kernels = false;
     const char *types = "q4_0,q8_0,q4_K,q5_K,q6_K,f16,bf16,f32";

@@ -174,6 +174,7 @@ struct tn_spec {
     int32_t n_vocab;
     tn_drafter *d;        /* bound for the current request; NULL: off */
     int32_t draft_max;    /* effective for the request */
+    int32_t k_next;       /* tokens to ask for next (adapts within a request) */
     bool greedy;
     int32_t rows_alloc;   /* rows of logits allocated */
     float *logits;        /* [rows_alloc][n_vocab] rows of a verification */
@@ -303,6 +304,7 @@ int tn_spec_begin(tn_spec *sp, tn_ctx *ctx, const tn_gen_params *g, const int32_
     if (rc != TN_OK)
         return rc;
     sp->draft_max = clamp_draft_max(g->draft_max, d->draft_max);
+    sp->k_next = sp->draft_max;
     sp->greedy = g->sampler.temperature <= 0.0f;
     if ((rc = ensure_rows(sp, sp->draft_max + 1, err)) != TN_OK)
         return rc;
@@ -411,7 +413,7 @@ int tn_spec_step(tn_spec *sp, tn_ctx *ctx, tn_sampler *sampler, const int32_t *h
     tn_drafter *d = sp->d;
     const size_t V = (size_t)sp->n_vocab;
     const int32_t token = history[n_kv];
-    int32_t k = sp->draft_max;
+    int32_t k = sp->k_next;
     const int32_t room = tn_ctx_n_ctx(ctx) - n_kv - 1; /* rows left after token's */
     if (k > room)
         k = room;
@@ -471,6 +473,14 @@ int tn_spec_step(tn_spec *sp, tn_ctx *ctx, tn_sampler *sampler, const int32_t *h
         st->accepted += j;
         if (d->ops.accepted)
             d->ops.accepted(d->self, j);
+        /* Every verified row costs (c(B) grows with B), so drafts get longer
+         * while they are fully accepted and shorter after a rejection (the
+         * schedule of Hugging Face's assisted generation). It depends only
+         * on this request's past: a seeded request stays reproducible. */
+        if (j == nd)
+            sp->k_next = sp->k_next + 2 < sp->draft_max ? sp->k_next + 2 : sp->draft_max;
+        else if (sp->k_next > 1)
+            sp->k_next--;
     }
     rc = tn_spec_observe(sp, ctx, n_kv, sp->block, j + 1, err);
     if (rc != TN_OK)

@@ -578,9 +578,11 @@ void tn_session_cancel(tn_session *s);
 #define TN_SPEC_MAX_DRAFT 64 /* most tokens one draft may hold */
 
 typedef struct tn_drafter_params {
-    int32_t draft_max; /* tokens per draft (<= 0: the drafter's default: lookup 10,
-                          draft model 8, DFlash block size - 1); capped at
-                          TN_SPEC_MAX_DRAFT */
+    int32_t draft_max; /* most tokens per draft (<= 0: the drafter's default: lookup
+                          10, draft model 8, DFlash block size - 1); capped at
+                          TN_SPEC_MAX_DRAFT. Within a request drafts start this long,
+                          grow by 2 (up to it) after a fully accepted one and shrink
+                          by 1 after a rejection */
     int32_t ngram_min; /* lookup: shortest n-gram matched (default 2) */
     int32_t ngram_max; /* lookup: longest n-gram tried first (default 5) */
     int32_t n_threads; /* draft model, DFlash: <= 0 physical cores */
