@@ -23,6 +23,7 @@ static const cli_command commands[] = {
     {"remove", cmd_remove, "remove an installed model"},
     {"check", cmd_check, "verify the installed models' files again"},
     {"import", cmd_import, "add a local .gguf model file as local:NAME"},
+    {"serve", cmd_serve, "an OpenAI-compatible local HTTP server for a model"},
 };
 
 void cli_error(const char *fmt, ...) {

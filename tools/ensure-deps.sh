@@ -9,8 +9,8 @@ test=(clang libclang-rt-14-dev)
 app=(libgtk-4-dev libadwaita-1-dev libjson-glib-dev libcmark-gfm-dev libcmark-gfm-extensions-dev
      gettext desktop-file-utils appstream xvfb xauth)
 # The model manager (manager/: catalog, downloads; tern-cli list/pull) and its
-# tests, whose HTTP server is python3's http.server.
-manager=(libglib2.0-dev libsoup-3.0-dev libjson-glib-dev glib-networking)
+# tests, whose HTTP server is python3's http.server; curl: tests/server (tern-cli serve).
+manager=(libglib2.0-dev libsoup-3.0-dev libjson-glib-dev glib-networking curl)
 
 want=("${base[@]}")
 for group in "$@"; do

@@ -1,0 +1,175 @@
+/* tern-cli serve: the OpenAI-compatible local server (server/, issue 11).
+ * Without the server (built without libsoup/json-glib) it says so, exit 2. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef TERN_HAVE_SERVER
+
+#include "tern-server.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: tern-cli serve -m MODEL [options]\n"
+            "An OpenAI-compatible HTTP server: GET /health, GET /v1/models,\n"
+            "POST /v1/chat/completions, POST /v1/completions (see docs/SERVER.md).\n"
+            "  -m, --model M      a .gguf file or an installed tag\n"
+            "  --host H           address to listen on (default 127.0.0.1; any other\n"
+            "                     than loopback needs --api-key)\n"
+            "  --port N           port (default 8080; 0: any free port, printed)\n"
+            "  --api-key KEY      require 'Authorization: Bearer KEY'\n"
+            "  --cors ORIGIN      allow browser requests from ORIGIN (default: none)\n"
+            "  -c, --ctx N        context size of the session (default 1024)\n"
+            "  -t, --threads N    engine threads (default: physical cores)\n"
+            "  --queue N          requests waiting or running before 429 (default 16)\n"
+            "  --max-body BYTES   largest request body (default 1048576)\n");
+}
+
+static bool parse_long(const char *s, long lo, long hi, long *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+int cmd_serve(int argc, char **argv) {
+    tern_server_config cfg = {0};
+    cfg.port = 8080;
+    const char *model_arg = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        static const char *const with_value[] = {"-m", "--model", "--host", "--port", "--api-key",
+                                                 "--cors", "-c", "--ctx", "-t", "--threads",
+                                                 "--queue", "--max-body", "--debug-token-delay"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+            known = known || !strcmp(a, with_value[k]);
+        if (!known) {
+            cli_error("serve: unknown option '%s' (see 'tern-cli serve --help')", a);
+            return CLI_EXIT_USAGE;
+        }
+        if (i + 1 >= argc) {
+            cli_error("serve: %s needs a value", a);
+            return CLI_EXIT_USAGE;
+        }
+        const char *v = argv[++i];
+        long n = 0;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            model_arg = v;
+        } else if (!strcmp(a, "--host")) {
+            cfg.host = v;
+        } else if (!strcmp(a, "--api-key")) {
+            cfg.api_key = v;
+        } else if (!strcmp(a, "--cors")) {
+            cfg.cors_origin = v;
+        } else if (!strcmp(a, "--port")) {
+            if (!parse_long(v, 0, 65535, &n)) {
+                cli_error("serve: --port wants 0..65535, not '%s'", v);
+                return CLI_EXIT_USAGE;
+            }
+            cfg.port = (int)n;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
+            if (!parse_long(v, 16, 1 << 20, &n)) {
+                cli_error("serve: %s wants a number of tokens (16..1048576), not '%s'", a, v);
+                return CLI_EXIT_USAGE;
+            }
+            cfg.n_ctx = (int32_t)n;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!parse_long(v, 1, 1024, &n)) {
+                cli_error("serve: %s wants 1..1024, not '%s'", a, v);
+                return CLI_EXIT_USAGE;
+            }
+            cfg.n_threads = (int32_t)n;
+        } else if (!strcmp(a, "--queue")) {
+            if (!parse_long(v, 1, 100000, &n)) {
+                cli_error("serve: --queue wants 1..100000, not '%s'", v);
+                return CLI_EXIT_USAGE;
+            }
+            cfg.queue_max = (int)n;
+        } else if (!strcmp(a, "--max-body")) {
+            if (!parse_long(v, 1024, 1L << 30, &n)) {
+                cli_error("serve: --max-body wants 1024..1073741824 bytes, not '%s'", v);
+                return CLI_EXIT_USAGE;
+            }
+            cfg.body_max = (size_t)n;
+        } else { /* --debug-token-delay MS: tests (queue bound, disconnects) */
+            if (!parse_long(v, 0, 10000, &n)) {
+                cli_error("serve: --debug-token-delay wants 0..10000 ms, not '%s'", v);
+                return CLI_EXIT_USAGE;
+            }
+            cfg.token_delay_ms = (int)n;
+        }
+    }
+    if (!model_arg) {
+        cli_error("serve: which model? (-m FILE.gguf or an installed tag)");
+        return CLI_EXIT_USAGE;
+    }
+    if (cfg.host && !tern_server_host_is_loopback(cfg.host) && (!cfg.api_key || !*cfg.api_key)) {
+        cli_error("serve: --host %s is reachable from other machines: give --api-key KEY too",
+                  cfg.host);
+        return CLI_EXIT_USAGE;
+    }
+    char buf[4096];
+    const char *path = cli_resolve_model(model_arg, buf, sizeof buf);
+    if (!path)
+        return CLI_EXIT_BAD_INPUT;
+
+    /* The id clients name: the tag as given, or the file name without .gguf. */
+    char *id = NULL;
+    if (!strchr(model_arg, '/') && !g_str_has_suffix(model_arg, ".gguf")) {
+        id = g_strdup(model_arg);
+    } else {
+        id = g_path_get_basename(model_arg);
+        if (g_str_has_suffix(id, ".gguf"))
+            id[strlen(id) - 5] = '\0';
+    }
+    cfg.model_id = id;
+
+    tn_model *model = NULL;
+    tn_error err = {0};
+    if (tn_model_load(path, tn_model_default_params(), &model, &err) != TN_OK) {
+        cli_error("serve: %s", err.message);
+        g_free(id);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    GError *e = NULL;
+    tern_server *srv = tern_server_new(model, &cfg, &e);
+    if (!srv) {
+        cli_error("serve: %s", e->message);
+        g_error_free(e);
+        tn_model_free(model);
+        g_free(id);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    const char *host = cfg.host ? cfg.host : "127.0.0.1";
+    printf("tern-cli serve: %s as '%s' on http://%s%s%s:%d/v1\n", tn_model_description(model), id,
+           strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
+           tern_server_port(srv));
+    printf("port %d\n", tern_server_port(srv));
+    fflush(stdout);
+    tern_server_run(srv);
+    tern_server_free(srv);
+    tn_model_free(model);
+    g_free(id);
+    fprintf(stderr, "tern-cli serve: stopped\n");
+    return CLI_EXIT_OK;
+}
+
+#else
+
+int cmd_serve(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    cli_error("serve: this tern-cli was built without the server (it needs GLib, libsoup 3 and "
+              "json-glib; see tools/ensure-deps.sh manager)");
+    return CLI_EXIT_BAD_INPUT;
+}
+
+#endif

@@ -1,0 +1,1051 @@
+/* OpenAI-compatible server: HTTP side (main context) and engine worker. */
+#include "tern-server.h"
+
+#include <glib-unix.h>
+#include <json-glib/json-glib.h>
+#include <libsoup/soup.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_QUEUE_MAX 16
+#define DEFAULT_BODY_MAX (1024 * 1024)
+
+typedef enum { JOB_CHAT, JOB_COMPLETION } job_kind;
+
+typedef struct job {
+    gint refs;
+    tern_server *server;
+    SoupServerMessage *msg;
+    job_kind kind;
+    bool stream;
+    bool include_usage;
+    char id[40];
+    gint64 created;
+
+    /* The request, owned by the job. */
+    char *system;          /* the system message; NULL: none */
+    char *user;            /* single-turn: the only user message */
+    tn_session_message *messages; /* a conversation: roles and contents */
+    int n_messages;
+    bool single_turn;
+    tn_gen_params gen;
+    char *stop_store[TN_SESSION_MAX_STOP];
+
+    /* Set by the main context when the client is gone; read by the worker. */
+    gint gone;
+
+    /* Text generated but not yet written (worker -> main context). */
+    GMutex lock;
+    GString *pending;
+    bool flush_scheduled;
+    GString *full;          /* the whole answer (non-streaming) */
+    bool role_sent;
+
+    /* Filled by the worker when it is done. */
+    int rc;
+    tn_error err;
+    tn_session_stats stats;
+    int32_t pin_tokens_restored;
+} job;
+
+struct tern_server {
+    tern_server_config cfg;
+    char *host;
+    char *api_key;
+    char *cors;
+    char *model_id;
+    const tn_model *model;
+    tn_session *session;
+    char *pinned_system; /* what tn_session_pin got last; NULL: nothing pinned */
+    SoupServer *soup;
+    int port;
+    GMainLoop *loop;
+    guint sigint_id, sigterm_id;
+
+    GAsyncQueue *queue;
+    GThread *worker;
+    int pending; /* main context only: queued + running jobs */
+    gint stopping;
+    GMutex current_lock;
+    job *current;
+};
+
+static job *job_ref(job *j) {
+    g_atomic_int_inc(&j->refs);
+    return j;
+}
+
+static void job_unref(job *j) {
+    if (!g_atomic_int_dec_and_test(&j->refs))
+        return;
+    g_clear_object(&j->msg);
+    g_free(j->system);
+    g_free(j->user);
+    for (int i = 0; i < j->n_messages; i++) {
+        g_free((char *)j->messages[i].role);
+        g_free((char *)j->messages[i].content);
+    }
+    g_free(j->messages);
+    for (int i = 0; i < TN_SESSION_MAX_STOP; i++)
+        g_free(j->stop_store[i]);
+    g_mutex_clear(&j->lock);
+    g_string_free(j->pending, TRUE);
+    g_string_free(j->full, TRUE);
+    g_free(j);
+}
+
+bool tern_server_host_is_loopback(const char *host) {
+    if (!host || !strcmp(host, "localhost"))
+        return true;
+    GInetAddress *a = g_inet_address_new_from_string(host);
+    if (!a)
+        return false;
+    bool lo = g_inet_address_get_is_loopback(a);
+    g_object_unref(a);
+    return lo;
+}
+
+/* ------------------------------------------------------------ responses */
+
+static char *json_to_text(JsonBuilder *b) {
+    JsonNode *root = json_builder_get_root(b);
+    JsonGenerator *g = json_generator_new();
+    json_generator_set_root(g, root);
+    char *s = json_generator_to_data(g, NULL);
+    g_object_unref(g);
+    json_node_unref(root);
+    return s;
+}
+
+static void add_common_headers(tern_server *srv, SoupServerMessage *msg) {
+    SoupMessageHeaders *h = soup_server_message_get_response_headers(msg);
+    if (srv->cors) {
+        soup_message_headers_replace(h, "Access-Control-Allow-Origin", srv->cors);
+        soup_message_headers_replace(h, "Vary", "Origin");
+    }
+}
+
+static void respond_json(tern_server *srv, SoupServerMessage *msg, guint status, char *body) {
+    add_common_headers(srv, msg);
+    soup_server_message_set_status(msg, status, NULL);
+    soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE, body,
+                                     strlen(body));
+}
+
+static char *error_body(const char *message, const char *type, const char *param,
+                        const char *code) {
+    JsonBuilder *b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "error");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "message");
+    json_builder_add_string_value(b, message);
+    json_builder_set_member_name(b, "type");
+    json_builder_add_string_value(b, type);
+    json_builder_set_member_name(b, "param");
+    if (param)
+        json_builder_add_string_value(b, param);
+    else
+        json_builder_add_null_value(b);
+    json_builder_set_member_name(b, "code");
+    if (code)
+        json_builder_add_string_value(b, code);
+    else
+        json_builder_add_null_value(b);
+    json_builder_end_object(b);
+    json_builder_end_object(b);
+    char *s = json_to_text(b);
+    g_object_unref(b);
+    return s;
+}
+
+static void respond_error(tern_server *srv, SoupServerMessage *msg, guint status,
+                          const char *type, const char *param, const char *code,
+                          const char *fmt, ...) G_GNUC_PRINTF(7, 8);
+
+static void respond_error(tern_server *srv, SoupServerMessage *msg, guint status,
+                          const char *type, const char *param, const char *code,
+                          const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *m = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    respond_json(srv, msg, status, error_body(m, type, param, code));
+    g_free(m);
+}
+
+/* ------------------------------------------------------------ engine side */
+
+static void schedule(job *j, GSourceFunc fn) {
+    g_main_context_invoke_full(NULL, G_PRIORITY_DEFAULT, fn, job_ref(j),
+                               (GDestroyNotify)job_unref);
+}
+
+static gboolean flush_stream(gpointer data);
+
+static bool on_token(const char *piece, int32_t token, void *user) {
+    job *j = user;
+    (void)token;
+    if (g_atomic_int_get(&j->gone) || g_atomic_int_get(&j->server->stopping))
+        return false;
+    if (piece && *piece) {
+        g_mutex_lock(&j->lock);
+        if (j->stream) {
+            g_string_append(j->pending, piece);
+            if (!j->flush_scheduled) {
+                j->flush_scheduled = true;
+                schedule(j, flush_stream);
+            }
+        } else {
+            g_string_append(j->full, piece);
+        }
+        g_mutex_unlock(&j->lock);
+    }
+    if (j->server->cfg.token_delay_ms > 0)
+        g_usleep((gulong)j->server->cfg.token_delay_ms * 1000);
+    return true;
+}
+
+static gboolean finish_job(gpointer data);
+
+static void run_job(tern_server *srv, job *j) {
+    memset(&j->err, 0, sizeof j->err);
+    memset(&j->stats, 0, sizeof j->stats);
+    if (g_atomic_int_get(&j->gone) || g_atomic_int_get(&srv->stopping)) {
+        j->rc = TN_ERR_CANCELLED;
+        return;
+    }
+    g_mutex_lock(&srv->current_lock);
+    srv->current = j;
+    g_mutex_unlock(&srv->current_lock);
+
+    if (j->single_turn) {
+        /* Flash: pin each distinct system prompt once; later requests with
+         * the same one restore it instead of prefilling it again. */
+        const char *sys = j->system ? j->system : "";
+        j->rc = TN_OK;
+        if (!srv->pinned_system || strcmp(srv->pinned_system, sys)) {
+            j->rc = tn_session_pin(srv->session, sys, NULL, NULL, &j->err);
+            if (j->rc == TN_OK) {
+                g_free(srv->pinned_system);
+                srv->pinned_system = g_strdup(sys);
+            }
+        }
+        if (j->rc == TN_OK)
+            j->rc = tn_session_ask(srv->session, j->user, &j->gen, on_token, j, &j->stats,
+                                   &j->err);
+    } else {
+        j->rc = tn_session_chat(srv->session, j->messages, j->n_messages, &j->gen, on_token, j,
+                                &j->stats, &j->err);
+        /* The KV now holds this conversation; the next single-turn ask re-pins
+         * by itself, so the remembered pin text stays valid. */
+    }
+
+    g_mutex_lock(&srv->current_lock);
+    srv->current = NULL;
+    g_mutex_unlock(&srv->current_lock);
+}
+
+static gpointer worker_main(gpointer data) {
+    tern_server *srv = data;
+    for (;;) {
+        job *j = g_async_queue_pop(srv->queue);
+        if (j == (job *)srv) /* the stop sentinel */
+            break;
+        run_job(srv, j);
+        schedule(j, finish_job);
+        job_unref(j);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ output */
+
+static void builder_choice_start(JsonBuilder *b) {
+    json_builder_set_member_name(b, "choices");
+    json_builder_begin_array(b);
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "index");
+    json_builder_add_int_value(b, 0);
+}
+
+static void builder_head(JsonBuilder *b, job *j, const char *object) {
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "id");
+    json_builder_add_string_value(b, j->id);
+    json_builder_set_member_name(b, "object");
+    json_builder_add_string_value(b, object);
+    json_builder_set_member_name(b, "created");
+    json_builder_add_int_value(b, j->created);
+    json_builder_set_member_name(b, "model");
+    json_builder_add_string_value(b, j->server->model_id);
+}
+
+static void builder_usage(JsonBuilder *b, job *j) {
+    const tn_session_stats *st = &j->stats;
+    json_builder_set_member_name(b, "usage");
+    json_builder_begin_object(b);
+    /* The whole prompt: what was prefilled plus what was restored. */
+    int64_t prompt = (int64_t)st->prompt_tokens + st->restored_tokens;
+    json_builder_set_member_name(b, "prompt_tokens");
+    json_builder_add_int_value(b, prompt);
+    json_builder_set_member_name(b, "completion_tokens");
+    json_builder_add_int_value(b, st->generated_tokens);
+    json_builder_set_member_name(b, "total_tokens");
+    json_builder_add_int_value(b, prompt + st->generated_tokens);
+    json_builder_set_member_name(b, "timings");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "ttft_ms");
+    json_builder_add_double_value(b, st->ttft_ms);
+    json_builder_set_member_name(b, "prefill_tokens");
+    json_builder_add_int_value(b, st->prompt_tokens);
+    json_builder_set_member_name(b, "prefill_tok_s");
+    json_builder_add_double_value(b, st->prefill_tok_s);
+    json_builder_set_member_name(b, "decode_tok_s");
+    json_builder_add_double_value(b, st->decode_tok_s);
+    json_builder_set_member_name(b, "restored_tokens");
+    json_builder_add_int_value(b, st->restored_tokens);
+    json_builder_set_member_name(b, "drafted_tokens");
+    json_builder_add_int_value(b, st->drafted);
+    json_builder_set_member_name(b, "accepted_tokens");
+    json_builder_add_int_value(b, st->accepted);
+    json_builder_end_object(b);
+    json_builder_end_object(b);
+}
+
+static const char *finish_reason(const job *j) {
+    switch (j->stats.stop_reason) {
+    case TN_STOP_LIMIT:
+    case TN_STOP_CONTEXT_FULL:
+        return "length";
+    default:
+        return "stop";
+    }
+}
+
+static void sse_send(job *j, char *json) {
+    SoupMessageBody *body = soup_server_message_get_response_body(j->msg);
+    char *line = g_strdup_printf("data: %s\n\n", json);
+    soup_message_body_append(body, SOUP_MEMORY_TAKE, line, strlen(line));
+    g_free(json);
+}
+
+static void sse_delta(job *j, const char *role, const char *content, const char *finish) {
+    JsonBuilder *b = json_builder_new();
+    builder_head(b, j, j->kind == JOB_CHAT ? "chat.completion.chunk" : "text_completion");
+    builder_choice_start(b);
+    if (j->kind == JOB_CHAT) {
+        json_builder_set_member_name(b, "delta");
+        json_builder_begin_object(b);
+        if (role) {
+            json_builder_set_member_name(b, "role");
+            json_builder_add_string_value(b, role);
+        }
+        if (content) {
+            json_builder_set_member_name(b, "content");
+            json_builder_add_string_value(b, content);
+        }
+        json_builder_end_object(b);
+    } else {
+        json_builder_set_member_name(b, "text");
+        json_builder_add_string_value(b, content ? content : "");
+    }
+    json_builder_set_member_name(b, "finish_reason");
+    if (finish)
+        json_builder_add_string_value(b, finish);
+    else
+        json_builder_add_null_value(b);
+    json_builder_end_object(b);
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    sse_send(j, json_to_text(b));
+    g_object_unref(b);
+}
+
+static void stream_pending(job *j) {
+    g_mutex_lock(&j->lock);
+    char *text = g_strdup(j->pending->str);
+    g_string_truncate(j->pending, 0);
+    j->flush_scheduled = false;
+    g_mutex_unlock(&j->lock);
+    if (!j->role_sent && j->kind == JOB_CHAT) {
+        sse_delta(j, "assistant", "", NULL);
+        j->role_sent = true;
+    }
+    if (*text)
+        sse_delta(j, NULL, text, NULL);
+    g_free(text);
+}
+
+static gboolean flush_stream(gpointer data) {
+    job *j = data;
+    if (g_atomic_int_get(&j->gone))
+        return G_SOURCE_REMOVE;
+    stream_pending(j);
+    soup_server_message_unpause(j->msg);
+    return G_SOURCE_REMOVE;
+}
+
+static void respond_engine_error(job *j) {
+    tern_server *srv = j->server;
+    if (j->rc == TN_ERR_OVERFLOW)
+        respond_error(srv, j->msg, 400, "invalid_request_error", "messages",
+                      "context_length_exceeded", "%s", j->err.message);
+    else if (j->rc == TN_ERR_CANCELLED)
+        respond_error(srv, j->msg, 503, "server_error", NULL, "cancelled",
+                      "the request was cancelled (the server is stopping)");
+    else if (j->rc == TN_ERR_INVALID)
+        respond_error(srv, j->msg, 400, "invalid_request_error", NULL, NULL, "%s",
+                      j->err.message);
+    else
+        respond_error(srv, j->msg, 500, "server_error", NULL, NULL, "%s",
+                      j->err.message[0] ? j->err.message : tn_status_name(j->rc));
+}
+
+static gboolean finish_job(gpointer data) {
+    job *j = data;
+    tern_server *srv = j->server;
+    srv->pending--;
+    if (g_atomic_int_get(&j->gone))
+        return G_SOURCE_REMOVE;
+
+    if (j->stream) {
+        if (j->rc != TN_OK && !j->role_sent) {
+            /* Nothing sent yet: the error goes in the stream as an event. */
+            const char *code = j->rc == TN_ERR_OVERFLOW ? "context_length_exceeded" : NULL;
+            sse_send(j, error_body(j->err.message[0] ? j->err.message : tn_status_name(j->rc),
+                                   j->rc == TN_ERR_OVERFLOW ? "invalid_request_error"
+                                                            : "server_error",
+                                   NULL, code));
+        } else {
+            stream_pending(j);
+            sse_delta(j, NULL, NULL, finish_reason(j));
+            if (j->include_usage) {
+                JsonBuilder *b = json_builder_new();
+                builder_head(b, j,
+                             j->kind == JOB_CHAT ? "chat.completion.chunk" : "text_completion");
+                json_builder_set_member_name(b, "choices");
+                json_builder_begin_array(b);
+                json_builder_end_array(b);
+                builder_usage(b, j);
+                json_builder_end_object(b);
+                sse_send(j, json_to_text(b));
+                g_object_unref(b);
+            }
+        }
+        SoupMessageBody *body = soup_server_message_get_response_body(j->msg);
+        static const char done[] = "data: [DONE]\n\n";
+        soup_message_body_append(body, SOUP_MEMORY_STATIC, done, strlen(done));
+        soup_message_body_complete(body);
+        soup_server_message_unpause(j->msg);
+        return G_SOURCE_REMOVE;
+    }
+
+    if (j->rc != TN_OK) {
+        respond_engine_error(j);
+        soup_server_message_unpause(j->msg);
+        return G_SOURCE_REMOVE;
+    }
+    JsonBuilder *b = json_builder_new();
+    builder_head(b, j, j->kind == JOB_CHAT ? "chat.completion" : "text_completion");
+    builder_choice_start(b);
+    if (j->kind == JOB_CHAT) {
+        json_builder_set_member_name(b, "message");
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "role");
+        json_builder_add_string_value(b, "assistant");
+        json_builder_set_member_name(b, "content");
+        json_builder_add_string_value(b, j->full->str);
+        json_builder_end_object(b);
+    } else {
+        json_builder_set_member_name(b, "text");
+        json_builder_add_string_value(b, j->full->str);
+    }
+    json_builder_set_member_name(b, "finish_reason");
+    json_builder_add_string_value(b, finish_reason(j));
+    json_builder_end_object(b);
+    json_builder_end_array(b);
+    builder_usage(b, j);
+    json_builder_end_object(b);
+    respond_json(srv, j->msg, 200, json_to_text(b));
+    g_object_unref(b);
+    soup_server_message_unpause(j->msg);
+    return G_SOURCE_REMOVE;
+}
+
+/* The client went away (or the response is complete): stop its generation at
+ * the next token. */
+static void on_msg_finished(SoupServerMessage *msg, gpointer data) {
+    job *j = data;
+    (void)msg;
+    g_atomic_int_set(&j->gone, 1);
+    g_mutex_lock(&j->server->current_lock);
+    if (j->server->current == j)
+        tn_session_cancel(j->server->session);
+    g_mutex_unlock(&j->server->current_lock);
+}
+
+/* ------------------------------------------------------------ request parsing */
+
+/* Text of a message's content: a string, or an array of text parts. NULL with
+ * *why set when it is neither. */
+static char *content_text(JsonNode *node, const char **why) {
+    if (!node || JSON_NODE_HOLDS_NULL(node))
+        return g_strdup("");
+    if (JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING)
+        return g_strdup(json_node_get_string(node));
+    if (!JSON_NODE_HOLDS_ARRAY(node)) {
+        *why = "content must be a string or an array of content parts";
+        return NULL;
+    }
+    GString *s = g_string_new(NULL);
+    JsonArray *a = json_node_get_array(node);
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        JsonNode *p = json_array_get_element(a, i);
+        if (!JSON_NODE_HOLDS_OBJECT(p)) {
+            *why = "a content part must be an object";
+            g_string_free(s, TRUE);
+            return NULL;
+        }
+        JsonObject *po = json_node_get_object(p);
+        const char *type = json_object_get_string_member_with_default(po, "type", "");
+        if (strcmp(type, "text")) {
+            *why = "only text content parts are supported (this model takes no images)";
+            g_string_free(s, TRUE);
+            return NULL;
+        }
+        g_string_append(s, json_object_get_string_member_with_default(po, "text", ""));
+    }
+    return g_string_free(s, FALSE);
+}
+
+static bool member_number(JsonObject *o, const char *name, double *out, const char **bad) {
+    JsonNode *n = json_object_get_member(o, name);
+    if (!n || JSON_NODE_HOLDS_NULL(n))
+        return false;
+    if (!JSON_NODE_HOLDS_VALUE(n) || (json_node_get_value_type(n) != G_TYPE_INT64 &&
+                                      json_node_get_value_type(n) != G_TYPE_DOUBLE)) {
+        *bad = name;
+        return false;
+    }
+    *out = json_node_get_double(n);
+    return true;
+}
+
+/* Fills the job's generation parameters; false with the offending parameter
+ * in *param and a message in *why. */
+static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
+    tn_gen_params *g = &j->gen;
+    *g = tn_gen_default_params();
+    /* OpenAI's default temperature is 1; a local server's callers mostly want
+     * reproducible answers, so greedy unless asked (documented). */
+    g->sampler.temperature = 0;
+    const char *bad = NULL;
+    double v;
+    if (member_number(o, "temperature", &v, &bad)) {
+        if (v < 0 || v > 2) {
+            *param = "temperature";
+            *why = g_strdup("temperature must be between 0 and 2");
+            return false;
+        }
+        g->sampler.temperature = (float)v;
+    }
+    if (member_number(o, "top_p", &v, &bad)) {
+        if (v <= 0 || v > 1) {
+            *param = "top_p";
+            *why = g_strdup("top_p must be in (0, 1]");
+            return false;
+        }
+        g->sampler.top_p = (float)v;
+    }
+    if (member_number(o, "top_k", &v, &bad))
+        g->sampler.top_k = (int32_t)v;
+    if (member_number(o, "min_p", &v, &bad))
+        g->sampler.min_p = (float)v;
+    if (member_number(o, "presence_penalty", &v, &bad)) {
+        if (v < -2 || v > 2) {
+            *param = "presence_penalty";
+            *why = g_strdup("presence_penalty must be between -2 and 2");
+            return false;
+        }
+        g->sampler.presence_penalty = (float)v;
+    }
+    if (member_number(o, "frequency_penalty", &v, &bad)) {
+        if (v < -2 || v > 2) {
+            *param = "frequency_penalty";
+            *why = g_strdup("frequency_penalty must be between -2 and 2");
+            return false;
+        }
+        g->sampler.frequency_penalty = (float)v;
+    }
+    if (member_number(o, "seed", &v, &bad))
+        g->sampler.seed = (uint64_t)(int64_t)v;
+    g->max_tokens = 0;
+    if (member_number(o, "max_tokens", &v, &bad) ||
+        member_number(o, "max_completion_tokens", &v, &bad)) {
+        if (v < 1) {
+            *param = "max_tokens";
+            *why = g_strdup("max_tokens must be at least 1");
+            return false;
+        }
+        g->max_tokens = v > INT32_MAX ? INT32_MAX : (int32_t)v;
+    }
+    if (member_number(o, "n", &v, &bad) && v != 1) {
+        *param = "n";
+        *why = g_strdup("only n = 1 is supported (one engine, one answer per request)");
+        return false;
+    }
+    if (bad) {
+        *param = bad;
+        *why = g_strdup_printf("%s must be a number", bad);
+        return false;
+    }
+    JsonNode *stop = json_object_get_member(o, "stop");
+    if (stop && !JSON_NODE_HOLDS_NULL(stop)) {
+        if (JSON_NODE_HOLDS_VALUE(stop) && json_node_get_value_type(stop) == G_TYPE_STRING) {
+            j->stop_store[0] = g_strdup(json_node_get_string(stop));
+            g->n_stop = 1;
+        } else if (JSON_NODE_HOLDS_ARRAY(stop)) {
+            JsonArray *a = json_node_get_array(stop);
+            guint n = json_array_get_length(a);
+            if (n > TN_SESSION_MAX_STOP) {
+                *param = "stop";
+                *why = g_strdup_printf("at most %d stop strings", TN_SESSION_MAX_STOP);
+                return false;
+            }
+            for (guint i = 0; i < n; i++) {
+                JsonNode *e = json_array_get_element(a, i);
+                if (!JSON_NODE_HOLDS_VALUE(e) || json_node_get_value_type(e) != G_TYPE_STRING) {
+                    *param = "stop";
+                    *why = g_strdup("stop must be a string or an array of strings");
+                    return false;
+                }
+                j->stop_store[g->n_stop++] = g_strdup(json_node_get_string(e));
+            }
+        } else {
+            *param = "stop";
+            *why = g_strdup("stop must be a string or an array of strings");
+            return false;
+        }
+        for (int i = 0; i < g->n_stop; i++) {
+            if (!*j->stop_store[i]) {
+                *param = "stop";
+                *why = g_strdup("a stop string must not be empty");
+                return false;
+            }
+            g->stop[i] = j->stop_store[i];
+        }
+    }
+    JsonNode *tern = json_object_get_member(o, "tern");
+    if (tern && JSON_NODE_HOLDS_OBJECT(tern)) {
+        JsonObject *t = json_node_get_object(tern);
+        g->thinking = json_object_get_boolean_member_with_default(t, "thinking", g->thinking);
+        if (!json_object_get_boolean_member_with_default(t, "single_turn", TRUE))
+            j->single_turn = false;
+    }
+    return true;
+}
+
+static bool parse_chat(JsonObject *o, job *j, const char **param, char **why) {
+    JsonNode *mn = json_object_get_member(o, "messages");
+    if (!mn || !JSON_NODE_HOLDS_ARRAY(mn) || json_array_get_length(json_node_get_array(mn)) == 0) {
+        *param = "messages";
+        *why = g_strdup("messages must be a non-empty array");
+        return false;
+    }
+    JsonArray *a = json_node_get_array(mn);
+    guint n = json_array_get_length(a);
+    j->messages = g_new0(tn_session_message, n);
+    int n_user = 0, n_other = 0;
+    for (guint i = 0; i < n; i++) {
+        JsonNode *e = json_array_get_element(a, i);
+        if (!JSON_NODE_HOLDS_OBJECT(e)) {
+            *param = "messages";
+            *why = g_strdup_printf("messages[%u] must be an object", i);
+            return false;
+        }
+        JsonObject *m = json_node_get_object(e);
+        const char *role = json_object_get_string_member_with_default(m, "role", "");
+        if (!strcmp(role, "developer"))
+            role = "system";
+        if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")) {
+            *param = "messages";
+            *why = g_strdup_printf("messages[%u]: role '%s' is not supported (system, developer, "
+                                   "user, assistant)",
+                                   i, role);
+            return false;
+        }
+        const char *w = NULL;
+        char *text = content_text(json_object_get_member(m, "content"), &w);
+        if (!text) {
+            *param = "messages";
+            *why = g_strdup_printf("messages[%u]: %s", i, w);
+            return false;
+        }
+        j->messages[j->n_messages].role = g_strdup(role);
+        j->messages[j->n_messages].content = text;
+        j->n_messages++;
+        if (!strcmp(role, "system") && i == 0)
+            j->system = g_strdup(text);
+        else if (!strcmp(role, "user"))
+            n_user++;
+        else
+            n_other++;
+    }
+    /* [system,] user: one independent request against the pin. */
+    bool simple = n_user == 1 && n_other == 0 &&
+                  !strcmp(j->messages[j->n_messages - 1].role, "user");
+    if (simple)
+        j->user = g_strdup(j->messages[j->n_messages - 1].content);
+    j->single_turn = simple;
+    return parse_gen(o, j, param, why);
+}
+
+static bool parse_completion(JsonObject *o, job *j, const char **param, char **why) {
+    JsonNode *p = json_object_get_member(o, "prompt");
+    if (p && JSON_NODE_HOLDS_ARRAY(p) && json_array_get_length(json_node_get_array(p)) == 1)
+        p = json_array_get_element(json_node_get_array(p), 0);
+    if (!p || !JSON_NODE_HOLDS_VALUE(p) || json_node_get_value_type(p) != G_TYPE_STRING) {
+        *param = "prompt";
+        *why = g_strdup("prompt must be a string (or an array of one string)");
+        return false;
+    }
+    /* Answered as one user turn of the model's chat template (documented):
+     * the session renders every request through the template. */
+    j->user = g_strdup(json_node_get_string(p));
+    j->single_turn = true;
+    if (!parse_gen(o, j, param, why))
+        return false;
+    j->single_turn = true;
+    return true;
+}
+
+/* ------------------------------------------------------------ handlers */
+
+static bool authorized(tern_server *srv, SoupServerMessage *msg) {
+    if (!srv->api_key)
+        return true;
+    const char *h = soup_message_headers_get_one(soup_server_message_get_request_headers(msg),
+                                                 "Authorization");
+    if (!h || g_ascii_strncasecmp(h, "Bearer ", 7))
+        return false;
+    const char *k = h + 7;
+    size_t a = strlen(k), b = strlen(srv->api_key);
+    unsigned diff = (unsigned)(a ^ b);
+    for (size_t i = 0; i < a && i < b; i++)
+        diff |= (unsigned)(k[i] ^ srv->api_key[i]);
+    return diff == 0;
+}
+
+static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind kind) {
+    SoupMessageBody *req = soup_server_message_get_request_body(msg);
+    if ((size_t)req->length > srv->cfg.body_max) {
+        respond_error(srv, msg, 413, "invalid_request_error", NULL, "request_too_large",
+                      "the request body is %lld bytes; the limit is %zu", (long long)req->length,
+                      srv->cfg.body_max);
+        return;
+    }
+    GBytes *bytes = soup_message_body_flatten(req);
+    gsize len = 0;
+    const char *data = g_bytes_get_data(bytes, &len);
+    JsonParser *parser = json_parser_new();
+    GError *e = NULL;
+    if (!json_parser_load_from_data(parser, data ? data : "", (gssize)len, &e) ||
+        !json_parser_get_root(parser) || !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
+        respond_error(srv, msg, 400, "invalid_request_error", NULL, "invalid_json",
+                      "the request body is not a JSON object%s%s", e ? ": " : "",
+                      e ? e->message : "");
+        g_clear_error(&e);
+        g_object_unref(parser);
+        g_bytes_unref(bytes);
+        return;
+    }
+    g_bytes_unref(bytes);
+    JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+
+    const char *model = json_object_get_string_member_with_default(o, "model", NULL);
+    if (model && strcmp(model, srv->model_id)) {
+        respond_error(srv, msg, 404, "invalid_request_error", "model", "model_not_found",
+                      "the model '%s' does not exist; this server serves '%s'", model,
+                      srv->model_id);
+        g_object_unref(parser);
+        return;
+    }
+
+    job *j = g_new0(job, 1);
+    j->refs = 1;
+    j->server = srv;
+    j->kind = kind;
+    g_mutex_init(&j->lock);
+    j->pending = g_string_new(NULL);
+    j->full = g_string_new(NULL);
+    j->created = g_get_real_time() / G_USEC_PER_SEC;
+    static guint64 counter;
+    g_snprintf(j->id, sizeof j->id, "%s-%" G_GUINT64_FORMAT,
+               kind == JOB_CHAT ? "chatcmpl" : "cmpl", ++counter);
+    j->stream = json_object_get_boolean_member_with_default(o, "stream", FALSE);
+    JsonNode *so = json_object_get_member(o, "stream_options");
+    if (so && JSON_NODE_HOLDS_OBJECT(so))
+        j->include_usage = json_object_get_boolean_member_with_default(
+            json_node_get_object(so), "include_usage", FALSE);
+
+    const char *param = NULL;
+    char *why = NULL;
+    bool ok = kind == JOB_CHAT ? parse_chat(o, j, &param, &why) : parse_completion(o, j, &param, &why);
+    g_object_unref(parser);
+    if (!ok) {
+        respond_error(srv, msg, 400, "invalid_request_error", param, NULL, "%s", why);
+        g_free(why);
+        job_unref(j);
+        return;
+    }
+    if (srv->pending >= srv->cfg.queue_max) {
+        soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+                                     "Retry-After", "1");
+        respond_error(srv, msg, 429, "rate_limit_exceeded", NULL, "queue_full",
+                      "%d requests are already waiting or running; retry later", srv->pending);
+        job_unref(j);
+        return;
+    }
+
+    j->msg = g_object_ref(msg);
+    g_signal_connect_data(msg, "finished", G_CALLBACK(on_msg_finished), job_ref(j),
+                          (GClosureNotify)(void (*)(void))job_unref, 0);
+    if (j->stream) {
+        add_common_headers(srv, msg);
+        soup_server_message_set_status(msg, 200, NULL);
+        SoupMessageHeaders *h = soup_server_message_get_response_headers(msg);
+        soup_message_headers_set_encoding(h, SOUP_ENCODING_CHUNKED);
+        soup_message_headers_replace(h, "Content-Type", "text/event-stream");
+        soup_message_headers_replace(h, "Cache-Control", "no-cache");
+    }
+    soup_server_message_pause(msg);
+    srv->pending++;
+    g_async_queue_push(srv->queue, j); /* the queue takes our reference */
+}
+
+static void handle_models(tern_server *srv, SoupServerMessage *msg) {
+    JsonBuilder *b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "object");
+    json_builder_add_string_value(b, "list");
+    json_builder_set_member_name(b, "data");
+    json_builder_begin_array(b);
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "id");
+    json_builder_add_string_value(b, srv->model_id);
+    json_builder_set_member_name(b, "object");
+    json_builder_add_string_value(b, "model");
+    json_builder_set_member_name(b, "created");
+    json_builder_add_int_value(b, 0);
+    json_builder_set_member_name(b, "owned_by");
+    json_builder_add_string_value(b, "tern");
+    json_builder_set_member_name(b, "description");
+    json_builder_add_string_value(b, tn_model_description(srv->model));
+    json_builder_set_member_name(b, "context_length");
+    json_builder_add_int_value(b, tn_session_n_ctx(srv->session));
+    json_builder_end_object(b);
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    respond_json(srv, msg, 200, json_to_text(b));
+    g_object_unref(b);
+}
+
+static void handle_any(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                       GHashTable *query, gpointer data) {
+    tern_server *srv = data;
+    (void)soup;
+    (void)query;
+    const char *method = soup_server_message_get_method(msg);
+
+    if (!strcmp(method, "OPTIONS") && srv->cors) {
+        add_common_headers(srv, msg);
+        SoupMessageHeaders *h = soup_server_message_get_response_headers(msg);
+        soup_message_headers_replace(h, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        soup_message_headers_replace(h, "Access-Control-Allow-Headers",
+                                     "Authorization, Content-Type");
+        soup_message_headers_replace(h, "Access-Control-Max-Age", "600");
+        soup_server_message_set_status(msg, 204, NULL);
+        return;
+    }
+    if (!strcmp(path, "/health")) {
+        if (strcmp(method, "GET")) {
+            respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL,
+                          "%s /health: use GET", method);
+            return;
+        }
+        respond_json(srv, msg, 200,
+                     g_strdup_printf("{\"status\":\"ok\",\"model\":\"%s\",\"queue\":%d}",
+                                     srv->model_id, srv->pending));
+        return;
+    }
+    if (!authorized(srv, msg)) {
+        soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+                                     "WWW-Authenticate", "Bearer");
+        respond_error(srv, msg, 401, "invalid_request_error", NULL, "invalid_api_key",
+                      "a valid API key is required (Authorization: Bearer KEY)");
+        return;
+    }
+    if (!strcmp(path, "/v1/models")) {
+        if (strcmp(method, "GET"))
+            respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL,
+                          "%s /v1/models: use GET", method);
+        else
+            handle_models(srv, msg);
+        return;
+    }
+    bool chat = !strcmp(path, "/v1/chat/completions");
+    if (chat || !strcmp(path, "/v1/completions")) {
+        if (strcmp(method, "POST"))
+            respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL, "%s %s: use POST",
+                          method, path);
+        else
+            handle_generate(srv, msg, chat ? JOB_CHAT : JOB_COMPLETION);
+        return;
+    }
+    respond_error(srv, msg, 404, "invalid_request_error", NULL, "not_found",
+                  "no endpoint %s %s (GET /health, GET /v1/models, POST /v1/chat/completions, "
+                  "POST /v1/completions)",
+                  method, path);
+}
+
+/* Bodies over the limit are refused from their Content-Length, before they
+ * are read. */
+static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data);
+
+static void on_got_headers(SoupServerMessage *msg, gpointer data) {
+    tern_server *srv = data;
+    goffset len = soup_message_headers_get_content_length(
+        soup_server_message_get_request_headers(msg));
+    if (len > 0 && (size_t)len > srv->cfg.body_max)
+        respond_error(srv, msg, 413, "invalid_request_error", NULL, "request_too_large",
+                      "the request body is %lld bytes; the limit is %zu", (long long)len,
+                      srv->cfg.body_max);
+}
+
+static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data) {
+    (void)soup;
+    g_signal_connect(msg, "got-headers", G_CALLBACK(on_got_headers), data);
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static gboolean on_signal(gpointer data) {
+    tern_server_quit(data);
+    return G_SOURCE_CONTINUE;
+}
+
+tern_server *tern_server_new(const tn_model *model, const tern_server_config *config,
+                             GError **error) {
+    tern_server *srv = g_new0(tern_server, 1);
+    srv->cfg = *config;
+    srv->host = g_strdup(config->host ? config->host : "127.0.0.1");
+    srv->api_key = config->api_key && *config->api_key ? g_strdup(config->api_key) : NULL;
+    srv->cors = config->cors_origin ? g_strdup(config->cors_origin) : NULL;
+    srv->model_id = g_strdup(config->model_id ? config->model_id : tn_model_name(model));
+    srv->model = model;
+    if (srv->cfg.queue_max <= 0)
+        srv->cfg.queue_max = DEFAULT_QUEUE_MAX;
+    if (srv->cfg.body_max == 0)
+        srv->cfg.body_max = DEFAULT_BODY_MAX;
+    g_mutex_init(&srv->current_lock);
+    srv->queue = g_async_queue_new();
+
+    if (!tern_server_host_is_loopback(srv->host) && !srv->api_key) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "--host %s is reachable from other machines: give --api-key KEY too",
+                    srv->host);
+        tern_server_free(srv);
+        return NULL;
+    }
+
+    tn_session_params sp = tn_session_default_params();
+    if (config->n_ctx > 0)
+        sp.n_ctx = config->n_ctx;
+    sp.n_threads = config->n_threads;
+    tn_error err = {0};
+    if (tn_session_new(model, sp, &srv->session, &err) != TN_OK) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "%s", err.message);
+        tern_server_free(srv);
+        return NULL;
+    }
+
+    srv->soup = soup_server_new("server-header", "tern/" TERN_VERSION " ", NULL);
+    soup_server_add_handler(srv->soup, NULL, handle_any, srv, NULL);
+    g_signal_connect(srv->soup, "request-started", G_CALLBACK(on_request_started), srv);
+    const char *h = !strcmp(srv->host, "localhost") ? "127.0.0.1" : srv->host;
+    GInetAddress *ia = g_inet_address_new_from_string(h);
+    if (!ia) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "--host %s is not an IP address (use e.g. 127.0.0.1, ::1 or 0.0.0.0)",
+                    srv->host);
+        tern_server_free(srv);
+        return NULL;
+    }
+    GSocketAddress *sa = g_inet_socket_address_new(ia, (guint16)config->port);
+    g_object_unref(ia);
+    gboolean ok = soup_server_listen(srv->soup, sa, 0, error);
+    g_object_unref(sa);
+    if (!ok) {
+        tern_server_free(srv);
+        return NULL;
+    }
+    GSList *uris = soup_server_get_uris(srv->soup);
+    if (uris)
+        srv->port = g_uri_get_port(uris->data);
+    g_slist_free_full(uris, (GDestroyNotify)g_uri_unref);
+
+    srv->worker = g_thread_new("tern-engine", worker_main, srv);
+    return srv;
+}
+
+int tern_server_port(const tern_server *server) {
+    return server->port;
+}
+
+void tern_server_quit(tern_server *srv) {
+    if (srv->loop)
+        g_main_loop_quit(srv->loop);
+}
+
+void tern_server_run(tern_server *srv) {
+    srv->loop = g_main_loop_new(NULL, FALSE);
+    srv->sigint_id = g_unix_signal_add(SIGINT, on_signal, srv);
+    srv->sigterm_id = g_unix_signal_add(SIGTERM, on_signal, srv);
+    g_main_loop_run(srv->loop);
+    g_source_remove(srv->sigint_id);
+    g_source_remove(srv->sigterm_id);
+    g_clear_pointer(&srv->loop, g_main_loop_unref);
+}
+
+void tern_server_free(tern_server *srv) {
+    if (!srv)
+        return;
+    if (srv->worker) {
+        /* Cancel the running generation, let the worker drain the queue
+         * (every waiting job ends as cancelled), then answer them all. */
+        g_atomic_int_set(&srv->stopping, 1);
+        tn_session_cancel(srv->session);
+        g_async_queue_push(srv->queue, srv);
+        g_thread_join(srv->worker);
+        while (g_main_context_iteration(NULL, FALSE))
+            ;
+    }
+    if (srv->soup) {
+        soup_server_disconnect(srv->soup);
+        while (g_main_context_iteration(NULL, FALSE))
+            ;
+        g_object_unref(srv->soup);
+    }
+    if (srv->session)
+        tn_session_free(srv->session);
+    g_async_queue_unref(srv->queue);
+    g_mutex_clear(&srv->current_lock);
+    g_free(srv->pinned_system);
+    g_free(srv->host);
+    g_free(srv->api_key);
+    g_free(srv->cors);
+    g_free(srv->model_id);
+    g_free(srv);
+}

@@ -1,0 +1,261 @@
+#!/bin/sh
+# tern-cli serve through real HTTP on 127.0.0.1 (curl), on a tiny synthetic
+# model: every endpoint, the OpenAI error shape for each error case, SSE
+# framing and usage, identical greedy answers, a small concurrent load, a
+# client disconnecting mid-stream, the queue bound (429), the API key,
+# CORS, and a clean stop on SIGTERM.
+#
+# Environment (set by tests/meson.build): TERN_CLI, TERN_TEST_TMP.
+set -u
+
+cli=${TERN_CLI:?TERN_CLI is not set}
+command -v curl >/dev/null 2>&1 || { echo "curl is missing (tools/ensure-deps.sh manager)"; exit 77; }
+tmp=${TERN_TEST_TMP:-/tmp}/serve.$$
+mkdir -p "$tmp" || exit 1
+export XDG_CACHE_HOME="$tmp/cache"
+pids=""
+cleanup() {
+    for p in $pids; do kill "$p" 2>/dev/null; done
+    [ "${failures:-0}" -eq 0 ] && rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+
+failures=0
+checks=0
+check() { # check DESCRIPTION COMMAND...
+    desc=$1
+    shift
+    checks=$((checks + 1))
+    if ! "$@"; then
+        failures=$((failures + 1))
+        printf 'FAIL: %s\n' "$desc" >&2
+    fi
+}
+has() { grep -q -- "$2" "$1"; } # has FILE PATTERN
+
+model="$tmp/tiny.gguf"
+if ! "$cli" mkmodel --arch llama --type q8_0 --embd 64 --layers 2 --heads 2 --kv-heads 1 \
+    --head-dim 32 --ff 128 --ctx 2048 --seed 9 -o "$model" >"$tmp/mk.out" 2>&1; then
+    cat "$tmp/mk.out" >&2
+    echo "FAIL: mkmodel" >&2
+    exit 1
+fi
+
+# start NAME ARGS...: starts a server on an ephemeral port; sets $port.
+start() {
+    name=$1
+    shift
+    "$cli" serve -m "$model" --port 0 -t 1 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    spid=$!
+    pids="$pids $spid"
+    port=""
+    i=0
+    while [ $i -lt 300 ]; do
+        port=$(sed -n 's/^port \([0-9]*\)$/\1/p' "$tmp/$name.out")
+        [ -n "$port" ] && return 0
+        kill -0 "$spid" 2>/dev/null || break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    echo "FAIL: server $name did not start: $(cat "$tmp/$name.err")" >&2
+    exit 1
+}
+# stop: SIGTERM, then the exit status must be 0 within 20 s.
+stop() {
+    kill -TERM "$spid"
+    i=0
+    while kill -0 "$spid" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+    wait "$spid"
+    status=$?
+    check "server stops cleanly on SIGTERM (status $status: $(tail -5 "$tmp/$name.err"))" \
+        test "$status" -eq 0
+}
+# req FILE METHOD PATH [BODY] [curl args...]: prints the HTTP status.
+req() {
+    out=$1 method=$2 path=$3 body=${4:-}
+    shift 3
+    [ $# -gt 0 ] && shift
+    if [ -n "$body" ]; then
+        curl -sS -m 60 -o "$out" -w '%{http_code}' -X "$method" -H 'Content-Type: application/json' \
+            --data-binary "$body" "$@" "http://127.0.0.1:$port$path"
+    else
+        curl -sS -m 60 -o "$out" -w '%{http_code}' -X "$method" "$@" "http://127.0.0.1:$port$path"
+    fi
+}
+is_error_shape() { # FILE: {"error":{"message":...,"type":...,"param":...,"code":...}}
+    has "$1" '^{"error":{"message":"[^"]' && has "$1" '"type":"' && has "$1" '"param":' &&
+        has "$1" '"code":'
+}
+
+# ------------------------------------------------------------ main server
+start main --queue 64
+system="You are a terse assistant for a hardware store."
+chat_body() { # USER [EXTRA JSON MEMBERS]
+    printf '{"model":"tiny","messages":[{"role":"system","content":"%s"},{"role":"user","content":"%s"}],"max_tokens":8%s}' \
+        "$system" "$1" "${2:-}"
+}
+
+s=$(req "$tmp/health" GET /health)
+check "GET /health 200 (got $s)" test "$s" = 200
+check "/health says ok" has "$tmp/health" '"status":"ok"'
+
+s=$(req "$tmp/models" GET /v1/models)
+check "GET /v1/models 200 (got $s)" test "$s" = 200
+check "/v1/models lists tiny" has "$tmp/models" '"object":"list","data":\[{"id":"tiny","object":"model"'
+
+s=$(req "$tmp/c1" POST /v1/chat/completions "$(chat_body 'Where are the screws?')")
+check "chat 200 (got $s: $(cat "$tmp/c1"))" test "$s" = 200
+check "chat.completion shape" has "$tmp/c1" '"object":"chat.completion"'
+check "assistant message" has "$tmp/c1" '"message":{"role":"assistant","content":"'
+check "finish_reason length (max_tokens 8)" has "$tmp/c1" '"finish_reason":"length"'
+check "usage completion_tokens 8" has "$tmp/c1" '"completion_tokens":8'
+check "usage timings" has "$tmp/c1" '"timings":{"ttft_ms":'
+s=$(req "$tmp/c2" POST /v1/chat/completions "$(chat_body 'Where are the screws?')")
+content() { sed 's/.*"content":"\(.*\)"},"finish_reason".*/\1/' "$1"; }
+check "identical greedy answers" test "$(content "$tmp/c1")" = "$(content "$tmp/c2")"
+restored=$(sed -n 's/.*"restored_tokens":\([0-9]*\).*/\1/p' "$tmp/c2")
+check "second request restores the pinned system prompt (restored $restored)" \
+    test "${restored:-0}" -gt 0
+
+# Parameters: sampling with a seed is reproducible; stop; penalties; tern.
+s=$(req "$tmp/p1" POST /v1/chat/completions "$(chat_body 'Hi' ',"temperature":0.9,"top_p":0.9,"top_k":40,"min_p":0.05,"seed":7,"presence_penalty":0.5,"frequency_penalty":0.5,"stop":["zzz"],"tern":{"thinking":false}')")
+check "sampling parameters 200 (got $s: $(cat "$tmp/p1"))" test "$s" = 200
+req "$tmp/p2" POST /v1/chat/completions "$(chat_body 'Hi' ',"temperature":0.9,"top_p":0.9,"top_k":40,"min_p":0.05,"seed":7,"presence_penalty":0.5,"frequency_penalty":0.5,"stop":["zzz"],"tern":{"thinking":false}')" >/dev/null
+check "same seed, same sampled answer" test "$(content "$tmp/p1")" = "$(content "$tmp/p2")"
+s=$(req "$tmp/mt" POST /v1/chat/completions '{"model":"tiny","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":[{"type":"text","text":"c"}]}],"max_completion_tokens":4}')
+check "multi-turn with content parts 200 (got $s: $(cat "$tmp/mt"))" test "$s" = 200
+check "multi-turn completion_tokens 4" has "$tmp/mt" '"completion_tokens":4'
+
+# Streaming.
+curl -sS -N -m 60 -H 'Content-Type: application/json' \
+    --data-binary "$(chat_body 'Where are the screws?' ',"stream":true,"stream_options":{"include_usage":true}')" \
+    "http://127.0.0.1:$port/v1/chat/completions" >"$tmp/sse"
+check "SSE: every non-empty line is a data: event" \
+    test "$(grep -v '^$' "$tmp/sse" | grep -cv '^data: ')" -eq 0
+check "SSE: chunks" has "$tmp/sse" '^data: {"id":"chatcmpl-[0-9]*","object":"chat.completion.chunk"'
+check "SSE: role first" has "$tmp/sse" '"delta":{"role":"assistant","content":""}'
+check "SSE: final [DONE]" test "$(tail -n 2 "$tmp/sse" | head -n 1)" = "data: [DONE]"
+check "SSE: finish chunk" has "$tmp/sse" '"delta":{},"finish_reason":"length"'
+check "SSE: usage chunk" has "$tmp/sse" '"choices":\[\],"usage":{"prompt_tokens":[1-9]'
+streamed=$(grep -o '"delta":{"content":"[^"]*"' "$tmp/sse" | sed 's/"delta":{"content":"//; s/"$//' | tr -d '\n')
+check "streamed text equals the non-streamed answer ('$streamed' vs '$(content "$tmp/c1")')" \
+    test "$streamed" = "$(content "$tmp/c1")"
+
+# /v1/completions
+s=$(req "$tmp/tc" POST /v1/completions '{"model":"tiny","prompt":"Once upon","max_tokens":5}')
+check "completions 200 (got $s: $(cat "$tmp/tc"))" test "$s" = 200
+check "text_completion shape" has "$tmp/tc" '"object":"text_completion".*"text":"'
+
+# Errors.
+s=$(req "$tmp/e1" POST /v1/chat/completions '{"model": "tiny", "messages": [')
+check "malformed JSON 400 (got $s)" test "$s" = 400
+check "malformed JSON error shape" is_error_shape "$tmp/e1"
+s=$(req "$tmp/e2" POST /v1/chat/completions '{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}')
+check "unknown model 404 (got $s)" test "$s" = 404
+check "unknown model error shape" is_error_shape "$tmp/e2"
+check "unknown model code" has "$tmp/e2" '"code":"model_not_found"'
+s=$(req "$tmp/e3" POST /v1/chat/completions "$(chat_body x ',"n":2')")
+check "n=2 400 (got $s)" test "$s" = 400
+check "n=2 names the parameter" has "$tmp/e3" '"param":"n"'
+long=$(head -c 6000 /dev/zero | tr '\0' 'a' | sed 's/a\{5\}/word /g')
+s=$(req "$tmp/e4" POST /v1/chat/completions "$(chat_body "$long")")
+check "context overflow 400 (got $s: $(cat "$tmp/e4"))" test "$s" = 400
+check "context overflow code and message" has "$tmp/e4" '"code":"context_length_exceeded"'
+check "context overflow names the tokens" has "$tmp/e4" 'tokens'
+head -c 2000000 /dev/zero | tr '\0' 'a' >"$tmp/big"
+s=$(curl -sS -m 60 -o "$tmp/e5" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary @"$tmp/big" "http://127.0.0.1:$port/v1/chat/completions")
+check "body over the limit 413 (got $s)" test "$s" = 413
+check "413 error shape" is_error_shape "$tmp/e5"
+s=$(req "$tmp/e6" GET /v1/nothing)
+check "unknown path 404 (got $s)" test "$s" = 404
+s=$(req "$tmp/e7" POST /v1/chat/completions '{"model":"tiny","messages":[]}')
+check "empty messages 400 (got $s)" test "$s" = 400
+s=$(req "$tmp/e8" OPTIONS /v1/models)
+check "no CORS by default" sh -c "! curl -sS -i http://127.0.0.1:$port/v1/models | grep -qi access-control"
+
+# Concurrent load: 4 clients x 10 requests; every answer complete and equal
+# to the same request's answer alone.
+for q in A B; do
+    req "$tmp/ref$q" POST /v1/chat/completions "$(chat_body "question $q")" >/dev/null
+done
+client() { # N
+    k=0
+    while [ $k -lt 10 ]; do
+        q=A
+        [ $(((k + $1) % 2)) -eq 1 ] && q=B
+        s=$(req "$tmp/l$1.$k" POST /v1/chat/completions "$(chat_body "question $q")")
+        if [ "$s" != 200 ] || [ "$(content "$tmp/l$1.$k")" != "$(content "$tmp/ref$q")" ]; then
+            echo "client $1 request $k: $s $(cat "$tmp/l$1.$k")" >>"$tmp/load.bad"
+        fi
+        k=$((k + 1))
+    done
+}
+t0=$(date +%s)
+cpids=""
+for c in 1 2 3 4; do client $c & cpids="$cpids $!"; done
+wait_clients() { for c in $cpids; do wait "$c"; done; cpids=""; }
+wait_clients
+t1=$(date +%s)
+check "load: 40 requests, all complete and identical per question ($(cat "$tmp/load.bad" 2>/dev/null | head -3))" \
+    test ! -e "$tmp/load.bad"
+check "load: under 120 s ($((t1 - t0)) s)" test $((t1 - t0)) -lt 120
+s=$(req "$tmp/after" GET /health)
+check "healthy after the load" test "$s" = 200
+stop
+
+# ------------------------------------------------------------ slow tokens
+# --debug-token-delay makes generation slow enough to observe the queue and a
+# disconnect; --queue 2: one running, one waiting, the third is refused.
+start slow --queue 2 --debug-token-delay 50 --api-key sekret --cors http://example.test
+auth='Authorization: Bearer sekret'
+s=$(req "$tmp/k1" GET /v1/models)
+check "missing key 401 (got $s)" test "$s" = 401
+check "401 error shape" is_error_shape "$tmp/k1"
+s=$(req "$tmp/k2" GET /v1/models '' -H 'Authorization: Bearer wrong')
+check "wrong key 401 (got $s)" test "$s" = 401
+s=$(req "$tmp/k3" GET /v1/models '' -H "$auth")
+check "right key 200 (got $s)" test "$s" = 200
+check "CORS header with --cors" sh -c "curl -sS -i -H '$auth' http://127.0.0.1:$port/v1/models | grep -qi '^access-control-allow-origin: http://example.test'"
+s=$(req "$tmp/k4" OPTIONS /v1/chat/completions)
+check "CORS preflight 204 (got $s)" test "$s" = 204
+
+# Disconnect mid-stream: the generation (200 tokens, 50 ms each) is cancelled
+# at the next token; the next request is then answered quickly.
+curl -sS -N -m 1 -H "$auth" -H 'Content-Type: application/json' \
+    --data-binary "$(chat_body 'long story' ',"max_tokens":200,"stream":true')" \
+    "http://127.0.0.1:$port/v1/chat/completions" >"$tmp/cut" 2>/dev/null
+check "disconnect: some chunks arrived" has "$tmp/cut" '^data: {'
+t0=$(date +%s)
+s=$(req "$tmp/d2" POST /v1/chat/completions "$(chat_body 'short' ',"max_tokens":2')" -H "$auth")
+t1=$(date +%s)
+check "after a disconnect the next request is served (got $s)" test "$s" = 200
+check "the abandoned generation was cancelled (next answer in $((t1 - t0)) s, not ~9)" \
+    test $((t1 - t0)) -lt 5
+
+# Queue bound: two long requests occupy the queue, a third gets 429.
+for n in 1 2; do
+    curl -sS -m 30 -o "$tmp/q$n" -H "$auth" -H 'Content-Type: application/json' \
+        --data-binary "$(chat_body 'long' ',"max_tokens":40')" \
+        "http://127.0.0.1:$port/v1/chat/completions" &
+    cpids="$cpids $!"
+done
+sleep 0.5
+curl -sS -m 30 -D "$tmp/q3.h" -o "$tmp/q3" -w '%{http_code}' -H "$auth" -H 'Content-Type: application/json' \
+    --data-binary "$(chat_body 'long' ',"max_tokens":40')" \
+    "http://127.0.0.1:$port/v1/chat/completions" >"$tmp/q3.s"
+check "queue full 429 (got $(cat "$tmp/q3.s"))" test "$(cat "$tmp/q3.s")" = 429
+check "429 Retry-After" grep -qi '^retry-after: ' "$tmp/q3.h"
+check "429 error shape" is_error_shape "$tmp/q3"
+wait_clients
+check "queued requests complete" has "$tmp/q2" '"completion_tokens":40'
+stop
+
+# Safety: a non-loopback host needs a key.
+"$cli" serve -m "$model" --host 0.0.0.0 --port 0 >"$tmp/nl.out" 2>"$tmp/nl.err"
+status=$?
+check "non-loopback host without a key refused (status $status)" test "$status" -eq 1
+check "... with a message" has "$tmp/nl.err" 'api-key'
+
+echo "$checks checks, $failures failed"
+[ "$failures" -eq 0 ]
