@@ -918,6 +918,57 @@ int tn_detok_stream_push(tn_detok_stream *s, int32_t id, tn_buf *out, tn_error *
 /* End of the sequence: an incomplete character left over becomes U+FFFD. */
 int tn_detok_stream_flush(tn_detok_stream *s, tn_buf *out, tn_error *err);
 
+/* ------------------------------------------------------------------ vision */
+
+/* A Gemma 3 vision projector ("mmproj" GGUF, clip.projector_type = "gemma3"):
+ * SigLIP ViT + 4x4 average pool + RMSNorm + projection into the text width
+ * (docs/VISION.md). Immutable after load; encode from one thread at a time. */
+typedef struct tn_vision tn_vision;
+struct tn_cpu; /* engine/cpu/tn-cpu.h */
+
+typedef struct tn_vision_info {
+    int image_size;     /* native input side in pixels (896 for Gemma 3) */
+    int patch_size;     /* 14 */
+    int n_embd;         /* ViT width */
+    int n_ff;
+    int n_layer;
+    int n_head;
+    int n_embd_text;    /* width of the text model the tokens feed */
+    int n_image_tokens; /* native token count: (image_size / patch / 4)^2 = 256 */
+    float eps;
+    float image_mean[3];
+    float image_std[3];
+} tn_vision_info;
+
+int tn_vision_load(const char *path, tn_vision **out, tn_error *err);
+void tn_vision_free(tn_vision *v);
+const tn_vision_info *tn_vision_get_info(const tn_vision *v);
+/* Tokens an image costs under a budget: k * k with k = floor(sqrt(budget)),
+ * at most the native grid; budget <= 0 means native (256 for Gemma 3). */
+int tn_vision_tokens(const tn_vision *v, int budget);
+/* rgb: w x h pixels, interleaved RGB (HWC, row-major), values in [0, 1]; the
+ * encoder resamples it bilinearly to the grid the budget needs (native: the
+ * projector's image_size) and applies image_mean / image_std itself. out:
+ * [tn_vision_tokens(v, budget)][n_embd_text] floats; *n_tokens (optional)
+ * gets the count. cpu: a tn_cpu pool (engine/cpu/tn-cpu.h) or NULL for the
+ * calling thread alone. */
+int tn_vision_encode(tn_vision *v, const float *rgb, int w, int h, int budget, float *out,
+                     int *n_tokens, struct tn_cpu *cpu, tn_error *err);
+
+/* Random-weight Gemma 3 vision projectors for tests and benchmarks. Zero
+ * fields take the defaults (a tiny tower: 224 px, patch 14, width 64, 2
+ * layers, 4 heads, ffn 128, f32). */
+typedef struct tn_mkmodel_vision_params {
+    const char *target;  /* optional text model GGUF: n_embd_text from it */
+    const char *type;    /* "f32" (default) or "f16" for the matrices */
+    int64_t image_size, patch_size, n_embd, n_ff, n_layer, n_head;
+    int64_t n_embd_text; /* default 64, or the target's width */
+    uint64_t seed;
+} tn_mkmodel_vision_params;
+
+tn_mkmodel_vision_params tn_mkmodel_vision_default_params(void);
+int tn_mkmodel_vision(const tn_mkmodel_vision_params *p, const char *out_path, tn_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,521 @@
+/* The Gemma 3 vision encoder: a SigLIP ViT plus the Gemma 3 multimodal
+ * projector, read from the ecosystem's "mmproj" GGUF layout (docs/VISION.md).
+ *
+ *   pixels -> patches (conv as a matrix product) + position embeddings
+ *   -> L pre-norm blocks (LayerNorm, MHA with biases, LayerNorm, GELU-tanh MLP)
+ *   -> post LayerNorm -> 4x4 average pool -> RMSNorm * soft_emb_norm
+ *   -> mm.input_projection into the text model's width.
+ *
+ * A smaller token budget shrinks the patch grid (the image is resampled to
+ * fewer pixels and the position embeddings bilinearly interpolated), so a
+ * cheaper image also costs less to encode. */
+#include "tn-internal.h"
+#include "cpu/tn-cpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct vision_layer {
+    float *ln1_w, *ln1_b, *ln2_w, *ln2_b;          /* [E] */
+    tn_weight q, k, v, o;                          /* [E] -> [E] */
+    float *q_b, *k_b, *v_b, *o_b;                  /* [E] */
+    tn_weight up, down;                            /* [E] -> [F], [F] -> [E] */
+    float *up_b, *down_b;                          /* [F], [E] */
+} vision_layer;
+
+struct tn_vision {
+    tn_gguf *g;
+    tn_vision_info info;
+    int pool;          /* patches per token side (4 for Gemma 3) */
+    int n_side;        /* native patches per side */
+    tn_weight patch;   /* [E] rows of [3][patch][patch] */
+    float *patch_b;    /* [E] */
+    float *pos;        /* [n_side * n_side][E] */
+    vision_layer *layers;
+    float *post_w, *post_b; /* [E] */
+    float *soft_norm;       /* [E], used as stored (the converter already added 1) */
+    float *proj_t;          /* [n_embd_text][E]: the file's [E][n_embd_text], transposed */
+    tn_weight proj;
+};
+
+static const char *vpath(const tn_vision *v) { return tn_gguf_path(v->g); }
+
+static int load_vec(tn_vision *v, const char *name, int64_t n, float **out, tn_error *err) {
+    const tn_gguf_tensor *t = tn_gguf_find_tensor(v->g, name);
+    if (!t)
+        return tn_fail(err, TN_ERR_FORMAT, "%s: missing tensor '%s' (not a complete Gemma 3 "
+                       "vision projector)", vpath(v), name);
+    uint64_t count = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++)
+        count *= t->ne[d];
+    if ((int64_t)count != n || tn_type_row_bytes(t->type, count) != t->nbytes)
+        return tn_fail(err, TN_ERR_FORMAT, "%s: tensor '%s' has %llu values of type %s, expected "
+                       "%lld", vpath(v), name, (unsigned long long)count,
+                       tn_type_name(t->type) ? tn_type_name(t->type) : "?", (long long)n);
+    float *buf = malloc((size_t)n * sizeof *buf);
+    if (!buf)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", vpath(v));
+    if (tn_dequantize_row(t->type, t->data, buf, n) != TN_OK) {
+        free(buf);
+        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: tensor '%s' has a type Tern cannot read",
+                       vpath(v), name);
+    }
+    *out = buf;
+    return TN_OK;
+}
+
+/* A matrix of `rows` output features; all dimensions but the last form the
+ * reduction (the 4-D patch kernel [patch, patch, 3, E] included). */
+static int load_mat(tn_vision *v, const char *name, int64_t rows, int64_t cols, tn_weight *w,
+                    tn_error *err) {
+    const tn_gguf_tensor *t = tn_gguf_find_tensor(v->g, name);
+    if (!t)
+        return tn_fail(err, TN_ERR_FORMAT, "%s: missing tensor '%s' (not a complete Gemma 3 "
+                       "vision projector)", vpath(v), name);
+    uint64_t inner = 1;
+    for (uint32_t d = 0; d + 1 < t->n_dims; d++)
+        inner *= t->ne[d];
+    const size_t row_bytes = tn_type_row_bytes(t->type, inner);
+    if (t->n_dims < 2 || (int64_t)inner != cols || (int64_t)t->ne[t->n_dims - 1] != rows ||
+        row_bytes == 0 || row_bytes * (uint64_t)rows != t->nbytes)
+        return tn_fail(err, TN_ERR_FORMAT, "%s: tensor '%s' has shape [%llu x %llu], expected "
+                       "[%lld x %lld] (inputs x outputs)", vpath(v), name,
+                       (unsigned long long)inner,
+                       (unsigned long long)t->ne[t->n_dims > 1 ? t->n_dims - 1 : 0],
+                       (long long)cols, (long long)rows);
+    if (!tn_type_supported(t->type))
+        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: tensor '%s' has a type Tern cannot run",
+                       vpath(v), name);
+    memset(w, 0, sizeof *w);
+    w->type = t->type;
+    w->rows = rows;
+    w->cols = cols;
+    w->data = t->data;
+    w->row_bytes = row_bytes;
+    return TN_OK;
+}
+
+static int get_int_key(tn_vision *v, const char *key, int64_t lo, int64_t hi, int *out,
+                       tn_error *err) {
+    int64_t x;
+    int rc = tn_gguf_get_int(v->g, key, &x);
+    if (rc != TN_OK || x < lo || x > hi)
+        return tn_fail(err, TN_ERR_FORMAT, "%s: %s '%s' (expected a whole number in [%lld, %lld])",
+                       vpath(v), rc == TN_OK ? "bad value for" : "missing or mistyped key", key,
+                       (long long)lo, (long long)hi);
+    *out = (int)x;
+    return TN_OK;
+}
+
+void tn_vision_free(tn_vision *v) {
+    if (!v)
+        return;
+    if (v->layers) {
+        for (int l = 0; l < v->info.n_layer; l++) {
+            vision_layer *L = &v->layers[l];
+            free(L->ln1_w), free(L->ln1_b), free(L->ln2_w), free(L->ln2_b);
+            free(L->q_b), free(L->k_b), free(L->v_b), free(L->o_b), free(L->up_b), free(L->down_b);
+        }
+        free(v->layers);
+    }
+    free(v->patch_b);
+    free(v->pos);
+    free(v->post_w);
+    free(v->post_b);
+    free(v->soft_norm);
+    free(v->proj_t);
+    tn_gguf_close(v->g);
+    free(v);
+}
+
+static int load_body(tn_vision *v, tn_error *err) {
+    tn_str s;
+    if (tn_gguf_get_str(v->g, "clip.projector_type", &s) != TN_OK)
+        return tn_fail(err, TN_ERR_FORMAT, "%s: no clip.projector_type: not a vision projector "
+                       "(mmproj) file", vpath(v));
+    if (!tn_str_eq(s, "gemma3"))
+        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: projector type '%.*s' is not supported "
+                       "(Tern runs Gemma 3 vision projectors, type 'gemma3')", vpath(v),
+                       (int)(s.len > 64 ? 64 : s.len), s.ptr);
+    bool has = false;
+    if (tn_gguf_get_bool(v->g, "clip.has_vision_encoder", &has) != TN_OK || !has)
+        return tn_fail(err, TN_ERR_FORMAT, "%s: clip.has_vision_encoder is not true", vpath(v));
+    tn_vision_info *I = &v->info;
+    int rc;
+    if ((rc = get_int_key(v, "clip.vision.image_size", 1, 8192, &I->image_size, err)) ||
+        (rc = get_int_key(v, "clip.vision.patch_size", 1, 1024, &I->patch_size, err)) ||
+        (rc = get_int_key(v, "clip.vision.embedding_length", 1, 1 << 16, &I->n_embd, err)) ||
+        (rc = get_int_key(v, "clip.vision.feed_forward_length", 1, 1 << 18, &I->n_ff, err)) ||
+        (rc = get_int_key(v, "clip.vision.block_count", 1, 1024, &I->n_layer, err)) ||
+        (rc = get_int_key(v, "clip.vision.attention.head_count", 1, 1024, &I->n_head, err)))
+        return rc;
+    double eps = 1e-6;
+    if (tn_gguf_get_float(v->g, "clip.vision.attention.layer_norm_epsilon", &eps) != TN_OK ||
+        !(eps > 0 && eps < 1))
+        return tn_fail(err, TN_ERR_FORMAT, "%s: missing or bad "
+                       "clip.vision.attention.layer_norm_epsilon", vpath(v));
+    I->eps = (float)eps;
+    /* Gemma 3 projectors state no pooling key; llama.cpp and HF both pool 4x4. */
+    v->pool = 4;
+    int64_t sf;
+    if (tn_gguf_get_int(v->g, "clip.vision.projector.scale_factor", &sf) == TN_OK && sf >= 1 &&
+        sf <= 64)
+        v->pool = (int)sf;
+    if (I->n_embd % I->n_head || I->image_size % I->patch_size ||
+        (I->image_size / I->patch_size) % v->pool)
+        return tn_fail(err, TN_ERR_FORMAT, "%s: inconsistent shape (width %d, %d heads, image %d, "
+                       "patch %d, pool %d)", vpath(v), I->n_embd, I->n_head, I->image_size,
+                       I->patch_size, v->pool);
+    v->n_side = I->image_size / I->patch_size;
+    I->n_image_tokens = (v->n_side / v->pool) * (v->n_side / v->pool);
+    static const char *const stat_keys[2] = {"clip.vision.image_mean", "clip.vision.image_std"};
+    for (int k = 0; k < 2; k++) {
+        float *dst = k ? I->image_std : I->image_mean;
+        const tn_gguf_value *a = tn_gguf_find(v->g, stat_keys[k]);
+        if (!a) {
+            for (int c = 0; c < 3; c++)
+                dst[c] = 0.5f; /* Gemma 3's values */
+            continue;
+        }
+        if (a->type != TN_GGUF_ARRAY || a->v.arr.n != 3 || !a->v.arr.data ||
+            (a->v.arr.type != TN_GGUF_F32 && a->v.arr.type != TN_GGUF_F64))
+            return tn_fail(err, TN_ERR_FORMAT, "%s: %s must be an array of 3 floats", vpath(v),
+                           stat_keys[k]);
+        for (int c = 0; c < 3; c++) {
+            dst[c] = (float)tn_gguf_arr_float(a, (uint64_t)c);
+            if (k && !(dst[c] > 0))
+                return tn_fail(err, TN_ERR_FORMAT, "%s: image_std must be positive", vpath(v));
+        }
+    }
+    const int64_t E = I->n_embd, F = I->n_ff, P = I->patch_size;
+    const tn_gguf_tensor *pt = tn_gguf_find_tensor(v->g, "mm.input_projection.weight");
+    if (!pt)
+        return tn_fail(err, TN_ERR_FORMAT, "%s: missing tensor 'mm.input_projection.weight'",
+                       vpath(v));
+    if (pt->n_dims != 2 || (int64_t)pt->ne[1] != E || pt->ne[0] < 1 || pt->ne[0] > (1 << 20))
+        return tn_fail(err, TN_ERR_FORMAT, "%s: 'mm.input_projection.weight' must be [text width "
+                       "x %lld]", vpath(v), (long long)E);
+    I->n_embd_text = (int)pt->ne[0];
+    const int64_t T = I->n_embd_text;
+    if ((rc = load_mat(v, "v.patch_embd.weight", E, 3 * P * P, &v->patch, err)) ||
+        (rc = load_vec(v, "v.patch_embd.bias", E, &v->patch_b, err)) ||
+        (rc = load_vec(v, "v.position_embd.weight", E * v->n_side * v->n_side, &v->pos, err)) ||
+        (rc = load_vec(v, "v.post_ln.weight", E, &v->post_w, err)) ||
+        (rc = load_vec(v, "v.post_ln.bias", E, &v->post_b, err)) ||
+        (rc = load_vec(v, "mm.soft_emb_norm.weight", E, &v->soft_norm, err)))
+        return rc;
+    /* The file stores the projection as HF does, x @ W with W [E][T] (rows of
+     * T values); tn_matmul wants output rows, so transpose it once here. */
+    float *pw = NULL;
+    if ((rc = load_vec(v, "mm.input_projection.weight", E * T, &pw, err)))
+        return rc;
+    v->proj_t = malloc((size_t)(E * T) * sizeof *v->proj_t);
+    if (!v->proj_t) {
+        free(pw);
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", vpath(v));
+    }
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t t = 0; t < T; t++)
+            v->proj_t[t * E + e] = pw[e * T + t];
+    free(pw);
+    v->proj = (tn_weight){.type = TN_TYPE_F32, .rows = T, .cols = E, .data = v->proj_t,
+                          .row_bytes = (size_t)E * sizeof(float)};
+    v->layers = calloc((size_t)I->n_layer, sizeof *v->layers);
+    if (!v->layers)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", vpath(v));
+    for (int l = 0; l < I->n_layer; l++) {
+        vision_layer *L = &v->layers[l];
+        char n[64];
+#define NM(part) (snprintf(n, sizeof n, "v.blk.%d.%s", l, part), n)
+        if ((rc = load_vec(v, NM("ln1.weight"), E, &L->ln1_w, err)) ||
+            (rc = load_vec(v, NM("ln1.bias"), E, &L->ln1_b, err)) ||
+            (rc = load_vec(v, NM("ln2.weight"), E, &L->ln2_w, err)) ||
+            (rc = load_vec(v, NM("ln2.bias"), E, &L->ln2_b, err)) ||
+            (rc = load_mat(v, NM("attn_q.weight"), E, E, &L->q, err)) ||
+            (rc = load_mat(v, NM("attn_k.weight"), E, E, &L->k, err)) ||
+            (rc = load_mat(v, NM("attn_v.weight"), E, E, &L->v, err)) ||
+            (rc = load_mat(v, NM("attn_out.weight"), E, E, &L->o, err)) ||
+            (rc = load_vec(v, NM("attn_q.bias"), E, &L->q_b, err)) ||
+            (rc = load_vec(v, NM("attn_k.bias"), E, &L->k_b, err)) ||
+            (rc = load_vec(v, NM("attn_v.bias"), E, &L->v_b, err)) ||
+            (rc = load_vec(v, NM("attn_out.bias"), E, &L->o_b, err)) ||
+            (rc = load_mat(v, NM("ffn_up.weight"), F, E, &L->up, err)) ||
+            (rc = load_vec(v, NM("ffn_up.bias"), F, &L->up_b, err)) ||
+            (rc = load_mat(v, NM("ffn_down.weight"), E, F, &L->down, err)) ||
+            (rc = load_vec(v, NM("ffn_down.bias"), E, &L->down_b, err)))
+            return rc;
+#undef NM
+    }
+    return TN_OK;
+}
+
+int tn_vision_load(const char *path, tn_vision **out, tn_error *err) {
+    if (!path || !out)
+        return tn_fail(err, TN_ERR_INVALID, "tn_vision_load: needs a path and an output");
+    *out = NULL;
+    tn_vision *v = calloc(1, sizeof *v);
+    if (!v)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
+    int rc = tn_gguf_open(path, &v->g, err);
+    if (rc == TN_OK)
+        rc = load_body(v, err);
+    if (rc != TN_OK) {
+        tn_vision_free(v);
+        return rc;
+    }
+    *out = v;
+    return TN_OK;
+}
+
+const tn_vision_info *tn_vision_get_info(const tn_vision *v) { return v ? &v->info : NULL; }
+
+/* k x k tokens with k = floor(sqrt(budget)), at most the native grid. */
+static int side_for_budget(const tn_vision *v, int budget) {
+    const int native = v->n_side / v->pool;
+    if (budget <= 0)
+        return native;
+    int k = (int)floor(sqrt((double)budget));
+    while ((k + 1) * (k + 1) <= budget)
+        k++;
+    while (k > 1 && k * k > budget)
+        k--;
+    return k < native ? (k < 1 ? 1 : k) : native;
+}
+
+int tn_vision_tokens(const tn_vision *v, int budget) {
+    if (!v)
+        return 0;
+    const int k = side_for_budget(v, budget);
+    return k * k;
+}
+
+/* Bilinear sampling with pixel centres aligned (torch's align_corners=False). */
+static void bilinear_src(int dst_i, int dst_n, int src_n, int *i0, int *i1, float *f) {
+    double x = ((double)dst_i + 0.5) * (double)src_n / (double)dst_n - 0.5;
+    if (x < 0)
+        x = 0;
+    int a = (int)x;
+    if (a > src_n - 1)
+        a = src_n - 1;
+    *i0 = a;
+    *i1 = a + 1 < src_n ? a + 1 : a;
+    *f = (float)(x - a);
+}
+
+static void layer_norm(const float *x, const float *w, const float *b, int64_t n, float eps,
+                       float *y) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; i++)
+        mean += x[i];
+    mean /= (double)n;
+    for (int64_t i = 0; i < n; i++)
+        var += (x[i] - mean) * (x[i] - mean);
+    const float inv = (float)(1.0 / sqrt(var / (double)n + eps));
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (float)(x[i] - mean) * inv * w[i] + b[i];
+}
+
+static void add_bias(float *y, const float *b, int64_t rows, int64_t n) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++)
+            y[r * n + i] += b[i];
+}
+
+typedef struct attn_ctx {
+    const float *q, *k, *v; /* [P][E] */
+    float *out;             /* [P][E] */
+    float *scratch;         /* [nth][P] */
+    int64_t P, E, n_head, d;
+    int nth_alloc;
+} attn_ctx;
+
+/* Non-causal attention; each (head, query row) is one unit of work, computed
+ * the same way whatever the thread count. */
+static void attn_task(void *vctx, int ith, int nth) {
+    attn_ctx *c = vctx;
+    const int64_t units = c->n_head * c->P;
+    const int64_t per = (units + nth - 1) / nth;
+    const int64_t u0 = per * ith, u1 = u0 + per < units ? u0 + per : units;
+    float *s = c->scratch + (int64_t)ith * c->P;
+    const float scale = 1.0f / sqrtf((float)c->d);
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t h = u / c->P, i = u % c->P;
+        const float *qi = c->q + i * c->E + h * c->d;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < c->P; j++) {
+            const float *kj = c->k + j * c->E + h * c->d;
+            float acc = 0;
+            for (int64_t t = 0; t < c->d; t++)
+                acc += qi[t] * kj[t];
+            s[j] = acc * scale;
+            if (s[j] > mx)
+                mx = s[j];
+        }
+        float sum = 0;
+        for (int64_t j = 0; j < c->P; j++) {
+            s[j] = expf(s[j] - mx);
+            sum += s[j];
+        }
+        float *o = c->out + i * c->E + h * c->d;
+        for (int64_t t = 0; t < c->d; t++)
+            o[t] = 0;
+        for (int64_t j = 0; j < c->P; j++) {
+            const float *vj = c->v + j * c->E + h * c->d;
+            const float p = s[j];
+            for (int64_t t = 0; t < c->d; t++)
+                o[t] += p * vj[t];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t t = 0; t < c->d; t++)
+            o[t] *= inv;
+    }
+}
+
+static float gelu_tanh(float x) {
+    const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
+    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+}
+
+int tn_vision_encode(tn_vision *v, const float *rgb, int w, int h, int budget, float *out,
+                     int *n_tokens, struct tn_cpu *cpu, tn_error *err) {
+    if (!v || !out)
+        return tn_fail(err, TN_ERR_INVALID, "tn_vision_encode: needs a projector and an output");
+    if (!rgb || w <= 0 || h <= 0 || w > 65536 || h > 65536)
+        return tn_fail(err, TN_ERR_INVALID, "image of %d x %d pixels: nothing to encode", w, h);
+    const tn_vision_info *I = &v->info;
+    const int k = side_for_budget(v, budget);
+    const int g = k * v->pool;             /* patches per side */
+    const int64_t P = (int64_t)g * g;      /* patches */
+    const int64_t S = (int64_t)g * I->patch_size; /* pixels per side */
+    const int64_t E = I->n_embd, F = I->n_ff, T = I->n_embd_text, ps = I->patch_size;
+    const int64_t K = 3 * ps * ps;
+    int nth = cpu ? tn_cpu_threads(cpu) : 1;
+    if (nth < 1)
+        nth = 1;
+    const size_t big = (size_t)P * (size_t)(F > K ? (F > E ? F : E) : (K > E ? K : E));
+    float *x = malloc((size_t)(P * E) * sizeof *x);     /* residual stream */
+    float *t = malloc((size_t)(P * E) * sizeof *t);
+    float *q = malloc((size_t)(P * E) * sizeof *q);
+    float *kk = malloc((size_t)(P * E) * sizeof *kk);
+    float *vv = malloc((size_t)(P * E) * sizeof *vv);
+    float *u = malloc(big * sizeof *u);
+    float *scratch = malloc((size_t)nth * (size_t)P * sizeof *scratch);
+    int rc = TN_OK;
+    if (!x || !t || !q || !kk || !vv || !u || !scratch) {
+        rc = tn_fail(err, TN_ERR_NOMEM, "out of memory encoding an image");
+        goto done;
+    }
+    /* Pixels: resample to S x S, normalize, cut into patches laid out as the
+     * patch kernel's rows ([channel][y][x]). */
+    for (int64_t py = 0; py < S; py++) {
+        int y0, y1;
+        float fy;
+        bilinear_src((int)py, (int)S, h, &y0, &y1, &fy);
+        for (int64_t px = 0; px < S; px++) {
+            int x0, x1;
+            float fx;
+            bilinear_src((int)px, (int)S, w, &x0, &x1, &fx);
+            const int64_t patch = (py / ps) * g + px / ps;
+            for (int c = 0; c < 3; c++) {
+                const float a = rgb[((int64_t)y0 * w + x0) * 3 + c];
+                const float b = rgb[((int64_t)y0 * w + x1) * 3 + c];
+                const float d = rgb[((int64_t)y1 * w + x0) * 3 + c];
+                const float e = rgb[((int64_t)y1 * w + x1) * 3 + c];
+                const float val = (a * (1 - fx) + b * fx) * (1 - fy) + (d * (1 - fx) + e * fx) * fy;
+                u[patch * K + c * ps * ps + (py % ps) * ps + px % ps] =
+                    (val - I->image_mean[c]) / I->image_std[c];
+            }
+        }
+    }
+    if ((rc = tn_matmul(cpu, &v->patch, u, P, x)) != TN_OK)
+        goto mm_fail;
+    add_bias(x, v->patch_b, P, E);
+    /* Position embeddings, bilinearly resized from the native grid. */
+    for (int64_t gy = 0; gy < g; gy++) {
+        int y0, y1;
+        float fy;
+        bilinear_src((int)gy, g, v->n_side, &y0, &y1, &fy);
+        for (int64_t gx = 0; gx < g; gx++) {
+            int x0, x1;
+            float fx;
+            bilinear_src((int)gx, g, v->n_side, &x0, &x1, &fx);
+            const float *a = v->pos + ((int64_t)y0 * v->n_side + x0) * E;
+            const float *b = v->pos + ((int64_t)y0 * v->n_side + x1) * E;
+            const float *d = v->pos + ((int64_t)y1 * v->n_side + x0) * E;
+            const float *e = v->pos + ((int64_t)y1 * v->n_side + x1) * E;
+            float *row = x + (gy * g + gx) * E;
+            for (int64_t i = 0; i < E; i++)
+                row[i] += (a[i] * (1 - fx) + b[i] * fx) * (1 - fy) + (d[i] * (1 - fx) + e[i] * fx) * fy;
+        }
+    }
+    for (int l = 0; l < I->n_layer; l++) {
+        const vision_layer *L = &v->layers[l];
+        for (int64_t r = 0; r < P; r++)
+            layer_norm(x + r * E, L->ln1_w, L->ln1_b, E, I->eps, t + r * E);
+        if ((rc = tn_matmul(cpu, &L->q, t, P, q)) || (rc = tn_matmul(cpu, &L->k, t, P, kk)) ||
+            (rc = tn_matmul(cpu, &L->v, t, P, vv)))
+            goto mm_fail;
+        add_bias(q, L->q_b, P, E);
+        add_bias(kk, L->k_b, P, E);
+        add_bias(vv, L->v_b, P, E);
+        attn_ctx ac = {.q = q, .k = kk, .v = vv, .out = t, .scratch = scratch, .P = P, .E = E,
+                       .n_head = I->n_head, .d = E / I->n_head, .nth_alloc = nth};
+        tn_cpu_parallel(cpu, attn_task, &ac);
+        if ((rc = tn_matmul(cpu, &L->o, t, P, q)))
+            goto mm_fail;
+        for (int64_t r = 0; r < P; r++)
+            for (int64_t i = 0; i < E; i++)
+                x[r * E + i] += q[r * E + i] + L->o_b[i];
+        for (int64_t r = 0; r < P; r++)
+            layer_norm(x + r * E, L->ln2_w, L->ln2_b, E, I->eps, t + r * E);
+        if ((rc = tn_matmul(cpu, &L->up, t, P, u)))
+            goto mm_fail;
+        for (int64_t r = 0; r < P; r++)
+            for (int64_t i = 0; i < F; i++)
+                u[r * F + i] = gelu_tanh(u[r * F + i] + L->up_b[i]);
+        if ((rc = tn_matmul(cpu, &L->down, u, P, q)))
+            goto mm_fail;
+        for (int64_t r = 0; r < P; r++)
+            for (int64_t i = 0; i < E; i++)
+                x[r * E + i] += q[r * E + i] + L->down_b[i];
+    }
+    for (int64_t r = 0; r < P; r++)
+        layer_norm(x + r * E, v->post_w, v->post_b, E, I->eps, t + r * E);
+    /* pool x pool average, then RMSNorm with soft_emb_norm. */
+    const int64_t n_tok = (int64_t)k * k;
+    const float inv_area = 1.0f / (float)(v->pool * v->pool);
+    for (int64_t ty = 0; ty < k; ty++)
+        for (int64_t tx = 0; tx < k; tx++) {
+            float *dst = q + (ty * k + tx) * E;
+            for (int64_t i = 0; i < E; i++)
+                dst[i] = 0;
+            for (int dy = 0; dy < v->pool; dy++)
+                for (int dx = 0; dx < v->pool; dx++) {
+                    const float *src = t + ((ty * v->pool + dy) * g + tx * v->pool + dx) * E;
+                    for (int64_t i = 0; i < E; i++)
+                        dst[i] += src[i];
+                }
+            double ss = 0;
+            for (int64_t i = 0; i < E; i++) {
+                dst[i] *= inv_area;
+                ss += (double)dst[i] * dst[i];
+            }
+            const float inv = (float)(1.0 / sqrt(ss / (double)E + I->eps));
+            for (int64_t i = 0; i < E; i++)
+                dst[i] = dst[i] * inv * v->soft_norm[i];
+        }
+    if ((rc = tn_matmul(cpu, &v->proj, q, n_tok, out)))
+        goto mm_fail;
+    (void)T;
+    if (n_tokens)
+        *n_tokens = (int)n_tok;
+    goto done;
+mm_fail:
+    rc = tn_fail(err, rc, "%s: matrix product failed (%s): unsupported weight type?", vpath(v),
+                 tn_status_name(rc));
+done:
+    free(x), free(t), free(q), free(kk), free(vv), free(u), free(scratch);
+    return rc;
+}

@@ -1,0 +1,353 @@
+/* The Gemma 3 vision encoder against a naive double-precision reference
+ * written here from the published architecture (SigLIP ViT, 4x4 average
+ * pool, RMSNorm, projection), on synthetic projectors from tn_mkmodel_vision;
+ * determinism, the token budget, and bad inputs. */
+#include "tn-test.h"
+#include "cpu/tn-cpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Relative tolerance: max |got - ref| <= TOL * max(1, max |ref|). f32 weights
+ * and f32 accumulation over widths <= 128 stay near 1e-6 (measured). */
+#define TOL 1e-4
+
+static double *tensor(const tn_gguf *g, const char *name, int64_t *n) {
+    const tn_gguf_tensor *t = tn_gguf_find_tensor(g, name);
+    if (!t)
+        return NULL;
+    int64_t c = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++)
+        c *= (int64_t)t->ne[d];
+    float *f = malloc((size_t)c * sizeof *f);
+    double *out = malloc((size_t)c * sizeof *out);
+    tn_dequantize_row(t->type, t->data, f, c);
+    for (int64_t i = 0; i < c; i++)
+        out[i] = f[i];
+    free(f);
+    if (n)
+        *n = c;
+    return out;
+}
+
+static int64_t key(const tn_gguf *g, const char *k) {
+    int64_t v = 0;
+    tn_gguf_get_int(g, k, &v);
+    return v;
+}
+
+static void src_index(int i, int dst_n, int src_n, int *i0, int *i1, double *f) {
+    double x = (i + 0.5) * src_n / dst_n - 0.5;
+    if (x < 0)
+        x = 0;
+    int a = (int)x;
+    if (a > src_n - 1)
+        a = src_n - 1;
+    *i0 = a;
+    *i1 = a + 1 < src_n ? a + 1 : a;
+    *f = x - a;
+}
+
+static void ln(double *x, const double *w, const double *b, int64_t n, double eps, double *y) {
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < n; i++)
+        m += x[i];
+    m /= n;
+    for (int64_t i = 0; i < n; i++)
+        v += (x[i] - m) * (x[i] - m);
+    v /= n;
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (x[i] - m) / sqrt(v + eps) * w[i] + b[i];
+}
+
+/* y[r][o] = b[o] + sum_i W[o][i] x[r][i] */
+static void lin(const double *W, const double *b, const double *x, int64_t rows, int64_t in,
+                int64_t outn, double *y) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < outn; o++) {
+            double acc = b ? b[o] : 0;
+            for (int64_t i = 0; i < in; i++)
+                acc += W[o * in + i] * x[r * in + i];
+            y[r * outn + o] = acc;
+        }
+}
+
+/* The reference encoder: k x k output tokens. Returns [k*k][T] doubles. */
+static double *reference(const char *path, const float *rgb, int w, int h, int k, int64_t *T_out) {
+    tn_gguf *g = NULL;
+    if (tn_gguf_open(path, &g, NULL) != TN_OK)
+        return NULL;
+    const int64_t isz = key(g, "clip.vision.image_size"), ps = key(g, "clip.vision.patch_size");
+    const int64_t E = key(g, "clip.vision.embedding_length");
+    const int64_t F = key(g, "clip.vision.feed_forward_length");
+    const int64_t L = key(g, "clip.vision.block_count");
+    const int64_t H = key(g, "clip.vision.attention.head_count");
+    double eps = 0;
+    tn_gguf_get_float(g, "clip.vision.attention.layer_norm_epsilon", &eps);
+    const tn_gguf_value *mean = tn_gguf_find(g, "clip.vision.image_mean");
+    const tn_gguf_value *stdv = tn_gguf_find(g, "clip.vision.image_std");
+    const int64_t T = (int64_t)tn_gguf_find_tensor(g, "mm.input_projection.weight")->ne[0];
+    const int nat = (int)(isz / ps), gs = k * 4, S = gs * (int)ps;
+    const int64_t P = (int64_t)gs * gs, K = 3 * ps * ps, D = E / H;
+    double *pix = calloc((size_t)(P * K), sizeof *pix);
+    for (int y = 0; y < S; y++)
+        for (int x = 0; x < S; x++) {
+            int y0, y1, x0, x1;
+            double fy, fx;
+            src_index(y, S, h, &y0, &y1, &fy);
+            src_index(x, S, w, &x0, &x1, &fx);
+            for (int c = 0; c < 3; c++) {
+#define PX(yy, xx) ((double)rgb[((int64_t)(yy) * w + (xx)) * 3 + c])
+                double val = (PX(y0, x0) * (1 - fx) + PX(y0, x1) * fx) * (1 - fy) +
+                             (PX(y1, x0) * (1 - fx) + PX(y1, x1) * fx) * fy;
+#undef PX
+                val = (val - tn_gguf_arr_float(mean, (uint64_t)c)) / tn_gguf_arr_float(stdv, (uint64_t)c);
+                pix[((y / ps) * gs + x / ps) * K + c * ps * ps + (y % ps) * ps + x % ps] = val;
+            }
+        }
+    double *pw = tensor(g, "v.patch_embd.weight", NULL), *pb = tensor(g, "v.patch_embd.bias", NULL);
+    double *pos = tensor(g, "v.position_embd.weight", NULL);
+    double *x = malloc((size_t)(P * E) * sizeof *x);
+    lin(pw, pb, pix, P, K, E, x);
+    for (int gy = 0; gy < gs; gy++)
+        for (int gx = 0; gx < gs; gx++) {
+            int y0, y1, x0, x1;
+            double fy, fx;
+            src_index(gy, gs, nat, &y0, &y1, &fy);
+            src_index(gx, gs, nat, &x0, &x1, &fx);
+            for (int64_t i = 0; i < E; i++) {
+#define PE(yy, xx) pos[((int64_t)(yy) * nat + (xx)) * E + i]
+                x[(gy * gs + gx) * E + i] += (PE(y0, x0) * (1 - fx) + PE(y0, x1) * fx) * (1 - fy) +
+                                             (PE(y1, x0) * (1 - fx) + PE(y1, x1) * fx) * fy;
+#undef PE
+            }
+        }
+    free(pw), free(pb), free(pos), free(pix);
+    double *t = malloc((size_t)(P * E) * sizeof *t), *q = malloc((size_t)(P * E) * sizeof *q);
+    double *kk = malloc((size_t)(P * E) * sizeof *kk), *vv = malloc((size_t)(P * E) * sizeof *vv);
+    double *a = malloc((size_t)(P * E) * sizeof *a), *u = malloc((size_t)(P * F) * sizeof *u);
+    double *s = malloc((size_t)P * sizeof *s);
+    for (int64_t l = 0; l < L; l++) {
+        char n[64];
+#define LT(part) (snprintf(n, sizeof n, "v.blk.%lld.%s", (long long)l, part), tensor(g, n, NULL))
+        double *l1w = LT("ln1.weight"), *l1b = LT("ln1.bias"), *l2w = LT("ln2.weight"),
+               *l2b = LT("ln2.bias"), *qw = LT("attn_q.weight"), *qb = LT("attn_q.bias"),
+               *kw = LT("attn_k.weight"), *kb = LT("attn_k.bias"), *vw = LT("attn_v.weight"),
+               *vb = LT("attn_v.bias"), *ow = LT("attn_out.weight"), *ob = LT("attn_out.bias"),
+               *uw = LT("ffn_up.weight"), *ub = LT("ffn_up.bias"), *dw = LT("ffn_down.weight"),
+               *db = LT("ffn_down.bias");
+#undef LT
+        for (int64_t r = 0; r < P; r++)
+            ln(x + r * E, l1w, l1b, E, eps, t + r * E);
+        lin(qw, qb, t, P, E, E, q);
+        lin(kw, kb, t, P, E, E, kk);
+        lin(vw, vb, t, P, E, E, vv);
+        for (int64_t hh = 0; hh < H; hh++)
+            for (int64_t i = 0; i < P; i++) {
+                double mx = -1e300, sum = 0;
+                for (int64_t j = 0; j < P; j++) {
+                    double d = 0;
+                    for (int64_t z = 0; z < D; z++)
+                        d += q[i * E + hh * D + z] * kk[j * E + hh * D + z];
+                    s[j] = d / sqrt((double)D);
+                    if (s[j] > mx)
+                        mx = s[j];
+                }
+                for (int64_t j = 0; j < P; j++)
+                    sum += (s[j] = exp(s[j] - mx));
+                for (int64_t z = 0; z < D; z++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < P; j++)
+                        acc += s[j] * vv[j * E + hh * D + z];
+                    a[i * E + hh * D + z] = acc / sum;
+                }
+            }
+        lin(ow, ob, a, P, E, E, q);
+        for (int64_t i = 0; i < P * E; i++)
+            x[i] += q[i];
+        for (int64_t r = 0; r < P; r++)
+            ln(x + r * E, l2w, l2b, E, eps, t + r * E);
+        lin(uw, ub, t, P, E, F, u);
+        for (int64_t i = 0; i < P * F; i++)
+            u[i] = 0.5 * u[i] * (1 + tanh(sqrt(2 / M_PI) * (u[i] + 0.044715 * u[i] * u[i] * u[i])));
+        lin(dw, db, u, P, F, E, q);
+        for (int64_t i = 0; i < P * E; i++)
+            x[i] += q[i];
+        free(l1w), free(l1b), free(l2w), free(l2b), free(qw), free(qb), free(kw), free(kb);
+        free(vw), free(vb), free(ow), free(ob), free(uw), free(ub), free(dw), free(db);
+    }
+    double *plw = tensor(g, "v.post_ln.weight", NULL), *plb = tensor(g, "v.post_ln.bias", NULL);
+    double *sn = tensor(g, "mm.soft_emb_norm.weight", NULL);
+    double *proj = tensor(g, "mm.input_projection.weight", NULL); /* [E][T] */
+    for (int64_t r = 0; r < P; r++)
+        ln(x + r * E, plw, plb, E, eps, t + r * E);
+    double *out = calloc((size_t)(k * k * T), sizeof *out);
+    for (int ty = 0; ty < k; ty++)
+        for (int tx = 0; tx < k; tx++) {
+            double ss = 0;
+            for (int64_t i = 0; i < E; i++) {
+                double m = 0;
+                for (int dy = 0; dy < 4; dy++)
+                    for (int dx = 0; dx < 4; dx++)
+                        m += t[((ty * 4 + dy) * gs + tx * 4 + dx) * E + i];
+                q[i] = m / 16;
+                ss += q[i] * q[i];
+            }
+            for (int64_t i = 0; i < E; i++)
+                q[i] = q[i] / sqrt(ss / E + eps) * sn[i];
+            for (int64_t o = 0; o < T; o++) {
+                double acc = 0;
+                for (int64_t i = 0; i < E; i++)
+                    acc += q[i] * proj[i * T + o];
+                out[(ty * k + tx) * T + o] = acc;
+            }
+        }
+    free(plw), free(plb), free(sn), free(proj);
+    free(x), free(t), free(q), free(kk), free(vv), free(a), free(u), free(s);
+    tn_gguf_close(g);
+    *T_out = T;
+    return out;
+}
+
+static void compare(const char *what, const float *got, const double *ref, int64_t n) {
+    double maxref = 1, maxdiff = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (fabs(ref[i]) > maxref)
+            maxref = fabs(ref[i]);
+        if (!(fabs(got[i] - ref[i]) <= maxdiff))
+            maxdiff = isnan(got[i]) ? INFINITY : fabs(got[i] - ref[i]);
+    }
+    printf("%s: max |diff| %.3g (max |ref| %.3g)\n", what, maxdiff, maxref);
+    CHECKF(maxdiff <= TOL * maxref, "%s: max diff %g > %g", what, maxdiff, TOL * maxref);
+}
+
+/* A copy of src's metadata and tensors, with one key replaced or one tensor left out. */
+static int rewrite(const char *src, const char *dst, const char *drop_tensor, const char *ptype) {
+    tn_gguf *g = NULL;
+    if (tn_gguf_open(src, &g, NULL) != TN_OK)
+        return -1;
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    char key_buf[256];
+    for (int64_t i = 0; i < tn_gguf_n_kv(g); i++) {
+        tn_str k = tn_gguf_kv_key(g, i);
+        snprintf(key_buf, sizeof key_buf, "%.*s", (int)k.len, k.ptr);
+        tn_gguf_writer_set_value(w, key_buf, tn_gguf_kv_value(g, i));
+    }
+    if (ptype)
+        tn_gguf_writer_set_str(w, "clip.projector_type", ptype);
+    for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
+        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
+        snprintf(key_buf, sizeof key_buf, "%.*s", (int)t->name.len, t->name.ptr);
+        if (drop_tensor && !strcmp(key_buf, drop_tensor))
+            continue;
+        tn_gguf_writer_add_tensor_data(w, key_buf, t->type, t->n_dims, t->ne, t->data, t->nbytes);
+    }
+    int rc = tn_gguf_writer_write(w, dst, NULL);
+    tn_gguf_writer_free(w);
+    tn_gguf_close(g);
+    return rc;
+}
+
+int main(void) {
+    const char *dir = tn_test_tmpdir();
+    char path[512], bad[512];
+    snprintf(path, sizeof path, "%s/mmproj.gguf", dir);
+    tn_error err;
+    tn_mkmodel_vision_params mp = tn_mkmodel_vision_default_params();
+    mp.n_embd_text = 48;
+    mp.seed = 7;
+    CHECKF(tn_mkmodel_vision(&mp, path, &err) == TN_OK, "%s", err.message);
+    tn_vision *v = NULL;
+    CHECKF(tn_vision_load(path, &v, &err) == TN_OK, "%s", err.message);
+    if (!v)
+        return tn_test_finish("vision");
+    const tn_vision_info *I = tn_vision_get_info(v);
+    CHECK(I->image_size == 224 && I->patch_size == 14 && I->n_embd == 64 && I->n_layer == 2);
+    CHECK(I->n_embd_text == 48);
+    CHECK(I->n_image_tokens == 16); /* 16 x 16 patches pooled 4 x 4 */
+    tn_cpu *cpu = tn_cpu_new(2);
+    CHECK(cpu != NULL);
+
+    /* A smooth image plus noise, not at the native size (resampling runs). */
+    const int W = 150, H = 100;
+    float *rgb = malloc((size_t)W * H * 3 * sizeof *rgb);
+    uint64_t st = 99;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            for (int c = 0; c < 3; c++)
+                rgb[(y * W + x) * 3 + c] =
+                    0.5f + 0.3f * sinf(0.05f * (float)(x * (c + 1)) + 0.07f * (float)y) +
+                    0.15f * tn_test_randf(&st);
+    const int T = I->n_embd_text;
+    float *out = malloc((size_t)I->n_image_tokens * T * sizeof *out);
+    float *out2 = malloc((size_t)I->n_image_tokens * T * sizeof *out2);
+    int n = -1;
+    CHECKF(tn_vision_encode(v, rgb, W, H, 0, out, &n, cpu, &err) == TN_OK, "%s", err.message);
+    CHECK(n == 16);
+    int64_t Tr = 0;
+    double *ref = reference(path, rgb, W, H, 4, &Tr);
+    CHECK(ref && Tr == T);
+    if (ref)
+        compare("native 16 tokens", out, ref, (int64_t)n * T);
+    free(ref);
+    /* Same image twice: bit-identical embeddings. */
+    CHECK(tn_vision_encode(v, rgb, W, H, 0, out2, &n, cpu, &err) == TN_OK);
+    CHECK(memcmp(out, out2, (size_t)16 * T * sizeof *out) == 0);
+    /* One thread (the caller) gives the same result as the pool of two. */
+    tn_cpu *cpu1 = tn_cpu_new(1);
+    CHECK(tn_vision_encode(v, rgb, W, H, 0, out2, &n, cpu1, &err) == TN_OK);
+    CHECK(memcmp(out, out2, (size_t)16 * T * sizeof *out) == 0);
+    tn_cpu_free(cpu1);
+
+    /* A budget of 5 -> 2 x 2 tokens: an 8 x 8 patch grid, interpolated positions. */
+    CHECKF(tn_vision_encode(v, rgb, W, H, 5, out, &n, cpu, &err) == TN_OK, "%s", err.message);
+    CHECK(n == 4);
+    ref = reference(path, rgb, W, H, 2, &Tr);
+    if (ref)
+        compare("budget 5 -> 4 tokens", out, ref, (int64_t)4 * T);
+    free(ref);
+    /* A budget of 10 -> 3 x 3 tokens (12 x 12 patches). */
+    CHECK(tn_vision_encode(v, rgb, W, H, 10, out, &n, cpu, &err) == TN_OK);
+    CHECK(n == 9);
+    ref = reference(path, rgb, W, H, 3, &Tr);
+    if (ref)
+        compare("budget 10 -> 9 tokens", out, ref, (int64_t)9 * T);
+    free(ref);
+
+    /* The budget is respected exactly: k*k tokens, k = floor(sqrt(budget)) <= native. */
+    static const int budgets[] = {-3, 0, 1, 2, 3, 4, 8, 9, 15, 16, 17, 70, 256};
+    static const int expect[] = {16, 16, 1, 1, 1, 4, 4, 9, 9, 16, 16, 16, 16};
+    for (size_t i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
+        CHECKF(tn_vision_tokens(v, budgets[i]) == expect[i], "budget %d -> %d", budgets[i],
+               tn_vision_tokens(v, budgets[i]));
+        if (budgets[i] >= 1 && budgets[i] <= 4) {
+            n = -1;
+            CHECK(tn_vision_encode(v, rgb, W, H, budgets[i], out, &n, cpu, &err) == TN_OK);
+            CHECK(n == expect[i] && n <= budgets[i]);
+        }
+    }
+
+    /* Bad inputs. */
+    CHECK(tn_vision_encode(v, rgb, 0, H, 0, out, &n, cpu, &err) == TN_ERR_INVALID);
+    CHECK(strstr(err.message, "0 x 100") != NULL);
+    CHECK(tn_vision_encode(v, NULL, W, H, 0, out, &n, cpu, &err) == TN_ERR_INVALID);
+    snprintf(bad, sizeof bad, "%s/llava.gguf", dir);
+    CHECK(rewrite(path, bad, NULL, "llava") == TN_OK);
+    tn_vision *vb = NULL;
+    CHECK(tn_vision_load(bad, &vb, &err) == TN_ERR_UNSUPPORTED && vb == NULL);
+    CHECKF(strstr(err.message, "llava") && strstr(err.message, "gemma3"), "%s", err.message);
+    snprintf(bad, sizeof bad, "%s/missing.gguf", dir);
+    CHECK(rewrite(path, bad, "v.blk.1.ffn_down.weight", NULL) == TN_OK);
+    CHECK(tn_vision_load(bad, &vb, &err) == TN_ERR_FORMAT && vb == NULL);
+    CHECKF(strstr(err.message, "v.blk.1.ffn_down.weight") != NULL, "%s", err.message);
+    snprintf(bad, sizeof bad, "%s/no-such-file.gguf", dir);
+    CHECK(tn_vision_load(bad, &vb, &err) != TN_OK && vb == NULL);
+    tn_vision_free(NULL);
+
+    free(rgb), free(out), free(out2);
+    tn_vision_free(v);
+    tn_cpu_free(cpu);
+    return tn_test_finish("vision");
+}
