@@ -33,7 +33,8 @@ static void usage(FILE *out) {
             "bandwidth, decode bound = bandwidth / bytes read per token, peak RSS.\n"
             "--kernels: matmul time per call for ROWSxCOLS weights and B activation rows.\n"
             "-t: threads (default: physical cores). -r: repetitions (default 3).\n"
-            "TERN_ISA=scalar|avx2 in the environment caps the kernels (before/after).\n");
+            "TERN_ISA=scalar|avx2 in the environment caps the kernels, TERN_REPACK=0 keeps\n"
+            "the file's row layout (no interleaving): the before/after switches.\n");
 }
 
 static double now_s(void) {
@@ -171,6 +172,26 @@ static int make_bench_matrix(bench_matrix *m, uint32_t type, shape sh, uint64_t 
     free(src);
     m->w = (tn_weight){.type = type, .rows = sh.rows, .cols = sh.cols, .data = m->data,
                        .row_bytes = rb};
+    /* The layout a model load would use on this CPU (TERN_REPACK=0: the
+     * file's rows). */
+    size_t rsize = tn_weight_repack_size(&m->w);
+    if (rsize > 0) {
+        size_t stride = (rsize + 63) / 64 * 64;
+        uint8_t *rp = aligned_alloc(64, stride * (size_t)m->copies);
+        if (!rp)
+            return TN_OK;
+        tn_weight rw = m->w;
+        for (int c = 0; c < m->copies; c++) {
+            tn_weight wc = m->w;
+            wc.data = m->data + m->bytes * (size_t)c;
+            tn_weight_repack(&wc, rp + stride * (size_t)c, rsize, &rw);
+        }
+        free(m->data);
+        m->data = rp;
+        m->bytes = stride;
+        m->w = rw;
+        m->w.data = rp;
+    }
     return TN_OK;
 }
 
@@ -289,8 +310,8 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
         printf("{\"threads\": %d, \"reps\": %d, \"results\": [", tn_cpu_threads(cpu), reps);
     else
         printf("threads %d, %d reps, medians (min-max); GB/s = weight bytes per second\n"
-               "%-7s %-6s %-12s %5s %10s %16s %9s %9s %8s\n",
-               tn_cpu_threads(cpu), reps, "isa", "type", "shape", "batch", "ms/call",
+               "%-7s %-6s %-4s %-12s %5s %10s %16s %9s %9s %8s\n",
+               tn_cpu_threads(cpu), reps, "isa", "type", "lay", "shape", "batch", "ms/call",
                "(min-max)", "GB/s", "GFLOP/s", "vs b=1");
     bool first = true;
     int rc = CLI_EXIT_OK;
@@ -342,19 +363,21 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
                     if (json) {
                         printf("%s\n  {\"isa\": \"%s\", \"type\": \"%s\", \"rows\": %lld, "
                                "\"cols\": %lld, \"batch\": %d, \"ms\": %.4f, \"ms_min\": %.4f, "
-                               "\"ms_max\": %.4f, \"weight_gbs\": %.2f, \"gflops\": %.2f}",
+                               "\"ms_max\": %.4f, \"weight_gbs\": %.2f, \"gflops\": %.2f, \"layout\": \"%s\"}",
                                first ? "" : ",", tn_isa_name(isas[ii]),
                                tn_type_name(types[ti]), (long long)shapes[si].rows,
                                (long long)shapes[si].cols, b, s.median * 1e3, s.min * 1e3,
-                               s.max * 1e3, gbs, gflops);
+                               s.max * 1e3, gbs, gflops,
+                               m.w.layout == TN_LAYOUT_X16 ? "x16" : "rows");
                         first = false;
                     } else {
                         char spread[64], rel[16] = "";
                         snprintf(spread, sizeof spread, "(%.3f-%.3f)", s.min * 1e3, s.max * 1e3);
                         if (t1 > 0)
                             snprintf(rel, sizeof rel, "%.2fx", s.median / t1);
-                        printf("%-7s %-6s %-12s %5d %10.3f %16s %9.1f %9.1f %8s\n",
-                               tn_isa_name(isas[ii]), tn_type_name(types[ti]), shp, b,
+                        printf("%-7s %-6s %-4s %-12s %5d %10.3f %16s %9.1f %9.1f %8s\n",
+                               tn_isa_name(isas[ii]), tn_type_name(types[ti]),
+                               m.w.layout == TN_LAYOUT_X16 ? "x16" : "rows", shp, b,
                                s.median * 1e3, spread, gbs, gflops, rel);
                     }
                     fflush(stdout);
