@@ -64,6 +64,9 @@ void cli_spec_print_stats(FILE *f, const tn_session_stats *st);
 void cli_spec_json_stats(FILE *f, const tn_session_stats *st);
 /* mkmodel --arch dflash (cli/mkmodel-dflash.c); bench --spec (cli/bench-spec.c). */
 int cmd_mkmodel_dflash(int argc, char **argv);
+/* mkmodel --arch gemma3-vision and bench-vision (cli/mkmodel-vision.c). */
+int cmd_mkmodel_vision(int argc, char **argv);
+int cmd_bench_vision(int argc, char **argv);
 int cmd_bench_spec(int argc, char **argv);
 
 /* Prints "tern-cli: MESSAGE" on one line to stderr. */

@@ -16,6 +16,7 @@ static const cli_command commands[] = {
     {"mkmodel", cmd_mkmodel, "write a random-weight GGUF model with a real tokenizer"},
     {"template", cmd_template, "print the prompt a model's chat template renders"},
     {"bench", cmd_bench, "measure pp/tg speed, verify cost and memory bandwidth"},
+    {"bench-vision", cmd_bench_vision, "encode time per image of a vision projector"},
     {"tokenize", cmd_tokenize, "print the token ids of a text (--bench: encode speed)"},
     {"detokenize", cmd_detokenize, "print the text of token ids"},
     {"list", cmd_list, "the models of the catalog and which are installed"},
