@@ -393,8 +393,8 @@ static void respond_engine_error(job *j) {
         respond_error(srv, j->msg, 400, "invalid_request_error", "messages",
                       "context_length_exceeded", "%s", j->err.message);
     else if (j->rc == TN_ERR_CANCELLED)
-        respond_error(srv, j->msg, 503, "server_error", NULL, "cancelled",
-                      "the request was cancelled (the server is stopping)");
+        respond_error(srv, j->msg, 503, "server_error", NULL, "cancelled", "%s",
+                      j->err.message);
     else if (j->rc == TN_ERR_INVALID)
         respond_error(srv, j->msg, 400, "invalid_request_error", NULL, NULL, "%s",
                       j->err.message);
@@ -409,11 +409,20 @@ static gboolean finish_job(gpointer data) {
     srv->pending--;
     if (g_atomic_int_get(&j->gone))
         return G_SOURCE_REMOVE;
+    /* Stopped by the shutdown: a truncated answer must not look complete. */
+    if (g_atomic_int_get(&srv->stopping) && j->rc == TN_OK &&
+        (j->stats.stop_reason == TN_STOP_CALLBACK || j->stats.stop_reason == TN_STOP_CANCELLED))
+        j->rc = TN_ERR_CANCELLED;
+    if (j->rc == TN_ERR_CANCELLED)
+        g_snprintf(j->err.message, sizeof j->err.message,
+                   "the request was cancelled: the server is stopping");
 
     if (j->stream) {
-        if (j->rc != TN_OK && !j->role_sent) {
+        if (j->rc != TN_OK) {
             /* Nothing sent yet: the error goes in the stream as an event. */
             const char *code = j->rc == TN_ERR_OVERFLOW ? "context_length_exceeded" : NULL;
+            if (j->rc == TN_ERR_CANCELLED)
+                code = "cancelled";
             sse_send(j, error_body(j->err.message[0] ? j->err.message : tn_status_name(j->rc),
                                    j->rc == TN_ERR_OVERFLOW ? "invalid_request_error"
                                                             : "server_error",
