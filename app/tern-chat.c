@@ -294,7 +294,12 @@ tern_message_format_stats (const TernMessage *m)
   if (st->restored_tokens > 0)
     g_string_append_printf (s, _(" · %d reused"), st->restored_tokens);
   if (st->drafted > 0)
+    /* Translators: speculative decoding: draft tokens the model kept of those proposed */
     g_string_append_printf (s, _(" · %d/%d drafts accepted"), st->accepted, st->drafted);
+  if (st->drafted > 0 && st->verify_steps > 0)
+    /* Translators: speculative decoding: draft tokens kept per verification step */
+    g_string_append_printf (s, _(" · %.2f accepted per step"),
+                            (double) st->accepted / st->verify_steps);
   if (m->cancelled)
     g_string_append_printf (s, " · %s", _("stopped"));
   return g_string_free (s, FALSE);
@@ -325,6 +330,7 @@ add_stats (JsonBuilder     *b,
   DBL_MEMBER ("restore_ms", restore_ms)
   INT_MEMBER ("drafted", drafted)
   INT_MEMBER ("accepted", accepted)
+  INT_MEMBER ("verify_steps", verify_steps)
   INT_MEMBER ("kv_len", kv_len)
 #undef INT_MEMBER
 #undef DBL_MEMBER
@@ -530,6 +536,7 @@ tern_chat_load (const char *path,
           st.restore_ms = member_double (so, "restore_ms");
           st.drafted = (int) member_double (so, "drafted");
           st.accepted = (int) member_double (so, "accepted");
+          st.verify_steps = (int) member_double (so, "verify_steps");
           st.kv_len = (int) member_double (so, "kv_len");
           st.stop_reason = json_object_get_string_member_with_default (so, "stop_reason", NULL);
           tern_message_set_stats (m, &st);

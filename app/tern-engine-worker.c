@@ -284,6 +284,9 @@ typedef struct {
   Shared *shared;
   tn_model *model;
   tn_session *session;
+  /* Made once per loaded model (a drafter must not outlive its target) and
+   * handed to the requests that ask for speculation. */
+  tn_drafter *lookup;
 } Engine;
 
 typedef struct {
@@ -326,9 +329,10 @@ on_token (const char *piece,
   RunState *run = user;
   gint64 now = g_get_monotonic_time ();
 
-  (void) token;
   if (is_cancelled (run->engine->shared, run->id))
     return false;
+  if (token >= 0 && tn_session_token_drafted (run->engine->session))
+    run->live.accepted++;
 
   run->live.generated_tokens++;
   run->live.elapsed_ms = (now - run->start_us) / 1000.0;
@@ -416,6 +420,7 @@ handle_load (Engine  *engine,
   tn_error err = { 0 };
   tn_model *model = NULL;
   tn_session *session = NULL;
+  tn_drafter *lookup = NULL;
   tn_session_params sp = tn_session_default_params ();
 
   ev->path = g_strdup (req->text);
@@ -434,12 +439,16 @@ handle_load (Engine  *engine,
   sp.warn_user = engine;
   if (tn_session_new (model, sp, &session, &err) != TN_OK)
     goto fail;
+  if (tn_drafter_new_lookup (tn_drafter_default_params (), &lookup, &err) != TN_OK)
+    goto fail;
 
-  /* The new model is in place before the old one goes. */
+  /* The new model is in place before the old one goes; its drafter first. */
+  tn_drafter_free (engine->lookup);
   tn_session_free (engine->session);
   tn_model_free (engine->model);
   engine->model = model;
   engine->session = session;
+  engine->lookup = lookup;
 
   ev->description = g_strdup (tn_model_description (model));
   ev->flag = tn_model_is_demo (model);
@@ -447,6 +456,7 @@ handle_load (Engine  *engine,
   return;
 
 fail:
+  tn_drafter_free (lookup);
   tn_session_free (session);
   tn_model_free (model);
   ev->error = g_strdup (err.message[0] ? err.message : _("The model could not be loaded"));
@@ -533,6 +543,7 @@ copy_stats (TernStats                *out,
   out->restore_ms = st->restore_ms;
   out->drafted = st->drafted;
   out->accepted = st->accepted;
+  out->verify_steps = st->verify_steps;
   out->kv_len = st->kv_len;
   out->stop_reason = tn_stop_reason_name (st->stop_reason);
 }
@@ -566,6 +577,11 @@ handle_generate (Engine  *engine,
   gen.sampler.seed = req->gen.seed;
   gen.max_tokens = req->gen.max_tokens;
   gen.thinking = req->gen.thinking;
+  if (req->gen.speculate)
+    {
+      gen.drafter = engine->lookup;
+      gen.draft_max = req->gen.draft_max;
+    }
   gen.progress = on_progress;
   gen.progress_user = &run;
 
@@ -642,6 +658,7 @@ engine_thread (gpointer data)
         break;
     }
 
+  tn_drafter_free (engine.lookup);
   tn_session_free (engine.session);
   tn_model_free (engine.model);
   shared_unref (engine.shared);

@@ -33,8 +33,9 @@ typedef struct {
   double ttft_ms;         /* request start -> first token */
   int restored_tokens;    /* tokens reused from the pin or the conversation */
   double restore_ms;
-  int drafted;
-  int accepted;
+  int drafted;           /* speculation: tokens proposed (final figures only) */
+  int accepted;          /* speculation: tokens accepted (live: those delivered so far) */
+  int verify_steps;      /* speculation: batched verifications (final figures only) */
   int kv_len;
   const char *stop_reason; /* static string; NULL while running */
 } TernStats;
@@ -54,6 +55,8 @@ typedef struct {
   guint64 seed;
   int max_tokens;
   gboolean thinking;
+  gboolean speculate;    /* prompt-lookup speculation (the output does not change) */
+  int draft_max;         /* tokens per draft; <= 0: the drafter's default */
 } TernGenSettings;
 
 #define TERN_TYPE_ENGINE_WORKER (tern_engine_worker_get_type ())

@@ -69,6 +69,14 @@ tern_stats_bar_update (TernStatsBar    *self,
       /* Translators: decode speed, time to first token, tokens so far */
       text = g_strdup_printf (_("%.1f tok/s · first token %.0f ms · %d tokens"),
                               live->decode_tok_s, live->ttft_ms, live->generated_tokens);
+      if (live->accepted > 0)
+        {
+          char *with = g_strdup_printf (
+            /* Translators: live figures, then how many tokens came from accepted drafts */
+            _("%s · %d from drafts"), text, live->accepted);
+          g_free (text);
+          text = with;
+        }
       if (live->decode_tok_s > 0 && now - self->last_sample_us >= SAMPLE_INTERVAL_US)
         {
           tern_throughput_plot_add_sample (self->plot, live->decode_tok_s);
@@ -93,6 +101,16 @@ tern_stats_bar_finish (TernStatsBar    *self,
   text = g_strdup_printf (_("%.1f tok/s · %d tokens · first token %.0f ms · prompt %d tokens at %.0f tok/s"),
                           final->decode_tok_s, final->generated_tokens, final->ttft_ms,
                           final->prompt_tokens, final->prefill_tok_s);
+  if (final->drafted > 0 && final->verify_steps > 0)
+    {
+      char *with = g_strdup_printf (
+        /* Translators: speculative decoding: draft tokens kept of those proposed, and
+         * kept per verification step */
+        _("%s · %d/%d drafts accepted · %.2f per step"), text, final->accepted,
+        final->drafted, (double) final->accepted / final->verify_steps);
+      g_free (text);
+      text = with;
+    }
   gtk_label_set_text (self->figures_label, text);
   if (final->decode_tok_s > 0)
     tern_throughput_plot_add_sample (self->plot, final->decode_tok_s);

@@ -212,6 +212,24 @@ new_chat (TernWindow *self)
 
 /* ------------------------------------------------------------ engine side */
 
+/* The header's drafter list, in the order of the Drafter enum. */
+enum {
+  DRAFTER_PROMPT_LOOKUP,
+  DRAFTER_DRAFT_MODEL,
+  DRAFTER_DFLASH,
+};
+
+/* Draft models and DFlash drafts are files the app has no setting for yet:
+ * choosing one says so and goes back to prompt lookup, which needs none. */
+static void
+on_drafter_selected (TernWindow *self)
+{
+  if (gtk_drop_down_get_selected (self->drafter_dropdown) == DRAFTER_PROMPT_LOOKUP)
+    return;
+  toast (self, _("Draft Model and DFlash need a draft file, and none is configured; using Prompt Lookup"));
+  gtk_drop_down_set_selected (self->drafter_dropdown, DRAFTER_PROMPT_LOOKUP);
+}
+
 static TernGenSettings
 gen_settings (TernWindow *self)
 {
@@ -221,6 +239,9 @@ gen_settings (TernWindow *self)
     .seed = g_settings_get_uint (self->settings, "seed"),
     .max_tokens = g_settings_get_int (self->settings, "max-tokens"),
     .thinking = g_settings_get_boolean (self->settings, "thinking"),
+    .speculate = g_settings_get_boolean (self->settings, "speculation")
+                 && gtk_drop_down_get_selected (self->drafter_dropdown) == DRAFTER_PROMPT_LOOKUP,
+    .draft_max = g_settings_get_int (self->settings, "draft-length"),
   };
   return gen;
 }
@@ -1093,12 +1114,12 @@ tern_window_init (TernWindow *self)
                    G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (self->settings, "window-maximized", self, "maximized",
                    G_SETTINGS_BIND_DEFAULT);
-  /* The engine has no speculation yet: the controls show where it will be,
-   * insensitive, and keep the user's choice. */
   g_settings_bind (self->settings, "speculation", self->speculation_toggle, "active",
                    G_SETTINGS_BIND_DEFAULT);
-  gtk_drop_down_set_selected (self->drafter_dropdown,
-                              (guint) g_settings_get_enum (self->settings, "default-drafter"));
+  /* Only prompt lookup works without a draft file, whatever the default says. */
+  gtk_drop_down_set_selected (self->drafter_dropdown, DRAFTER_PROMPT_LOOKUP);
+  g_signal_connect_swapped (self->drafter_dropdown, "notify::selected",
+                            G_CALLBACK (on_drafter_selected), self);
 
   g_signal_connect_swapped (self->worker, "model-loaded", G_CALLBACK (on_model_loaded), self);
   g_signal_connect_swapped (self->worker, "token-count", G_CALLBACK (on_token_count), self);

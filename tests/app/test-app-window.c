@@ -550,10 +550,58 @@ test_speculation_control (TernWindow *w)
   GtkWidget *box = tern_window_get_speculation_box (w);
   const char *tip = gtk_widget_get_tooltip_text (box);
 
-  /* No speculation in the engine yet: shown, insensitive, and says why. */
   CHECK (gtk_widget_get_visible (box));
-  CHECK (!gtk_widget_get_sensitive (box));
-  CHECK (tip != NULL && strstr (tip, "coming with speculative decoding") != NULL);
+  CHECK (gtk_widget_get_sensitive (box));
+  CHECK (tip != NULL && strstr (tip, "coming with") == NULL);
+}
+
+/* Speculation changes the speed, never the answer: the same greedy request
+ * with prompt lookup on gives the same text, and the message says how many
+ * drafts it proposed. The prompt repeats itself so that lookup finds n-grams
+ * to propose. */
+static void
+test_speculation (TernWindow *w)
+{
+  GSettings *settings = tern_application_get_settings (
+    TERN_APPLICATION (gtk_window_get_application (GTK_WINDOW (w))));
+  const char *prompt = "one two three four five six, one two three four five six, "
+                       "one two three four five six, one two three four five six,";
+  int max_tokens = g_settings_get_int (settings, "max-tokens");
+  g_autofree char *plain = NULL;
+  g_autofree char *drafted = NULL;
+  g_autofree char *line = NULL;
+  TernMessage *m;
+
+  g_action_group_activate_action (G_ACTION_GROUP (w), "mode", g_variant_new_string ("flash"));
+  g_settings_set_double (settings, "temperature", 0.0);
+  g_settings_set_int (settings, "max-tokens", 120);
+  g_settings_set_boolean (settings, "speculation", FALSE);
+  plain = send_and_wait (w, prompt, NULL);
+  m = last_message (w);
+  CHECKF (m != NULL && m->stats.drafted == 0, "drafted %d with speculation off",
+          m ? m->stats.drafted : -1);
+
+  g_settings_set_boolean (settings, "speculation", TRUE);
+  drafted = send_and_wait (w, prompt, NULL);
+  m = last_message (w);
+  CHECKF (plain != NULL && *plain != '\0', "empty answer");
+  CHECKF (g_strcmp0 (plain, drafted) == 0, "\n  plain:       %s\n  speculative: %s", plain,
+          drafted);
+  CHECKF (m != NULL && m->stats.drafted > 0, "drafted %d", m ? m->stats.drafted : -1);
+  CHECKF (m != NULL && m->stats.accepted <= m->stats.drafted, "accepted %d of %d",
+          m ? m->stats.accepted : -1, m ? m->stats.drafted : -1);
+  if (m != NULL)
+    {
+      line = tern_message_format_stats (m);
+      CHECKF (line != NULL && strstr (line, "drafts accepted") != NULL, "stats: %s", line);
+      fprintf (stderr, "speculation: %d drafted, %d accepted, %d verify steps; %s\n",
+               m->stats.drafted, m->stats.accepted, m->stats.verify_steps, line);
+    }
+  CHECK (strstr (tern_stats_bar_get_text (tern_window_get_stats_bar (w)), "drafts accepted")
+         != NULL);
+
+  g_settings_set_boolean (settings, "speculation", FALSE);
+  g_settings_set_int (settings, "max-tokens", max_tokens);
 }
 
 /* Preferences, shortcuts and about build from their templates and close. */
@@ -694,6 +742,7 @@ main (int   argc,
   if (tern_window_has_model (w) && wait_for (w, idle_engine, 60))
     {
       test_flash (w, data_dir, shot, &stall_ms);
+      test_speculation (w);
       test_stop (w);
       test_chat_mode (w);
       test_export_delete (w, tmp, data_dir);
