@@ -44,7 +44,7 @@ fi
 
 if [ -n "$fuzz_build" ]; then
     for fuzzer in "$fuzz_build"/tests/fuzz/fuzz-*; do
-        [ -x "$fuzzer" ] || continue
+        [ -f "$fuzzer" ] && [ -x "$fuzzer" ] || continue
         name=$(basename "$fuzzer")
         corpus="$root/tests/fuzz/corpus/${name#fuzz-}"
         work=$(mktemp -d)
