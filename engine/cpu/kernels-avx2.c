@@ -31,24 +31,25 @@ INLINE float hsum(__m256 v) {
     return _mm_cvtss_f32(b);
 }
 
-/* Calls CALL(nb) with a compile-time nb. */
-#define DISPATCH_4(n, CALL) \
-    switch (n) {            \
-    case 1: CALL(1); break; \
-    case 2: CALL(2); break; \
-    case 3: CALL(3); break; \
-    default: CALL(4); break; \
+/* Calls CALL(n) with a compile-time n (a power of two): a tile runs as
+ * passes of 8, 4, 2, 1 rows (see kernels-avx512.c). */
+static inline int pass_rows(int left, int max) {
+    int n = max;
+    while (n > left)
+        n >>= 1;
+    return n;
+}
+#define DISPATCH_P2_4(n, CALL) \
+    switch (n) {               \
+    case 1: CALL(1); break;    \
+    case 2: CALL(2); break;    \
+    default: CALL(4); break;   \
     }
-#define DISPATCH_8(n, CALL)     \
-    if ((n) <= 4) {             \
-        DISPATCH_4(n, CALL)     \
-    } else {                    \
-        switch (n) {            \
-        case 5: CALL(5); break; \
-        case 6: CALL(6); break; \
-        case 7: CALL(7); break; \
-        default: CALL(8); break; \
-        }                       \
+#define DISPATCH_P2_8(n, CALL) \
+    if ((n) < 8) {             \
+        DISPATCH_P2_4(n, CALL) \
+    } else {                   \
+        CALL(8);               \
     }
 
 /* --------------------------------------------------------- f32 f16 bf16 */
@@ -119,12 +120,12 @@ INLINE void rows_float(const void *w, int wt, int64_t cols, const float *x, int6
         const int64_t xs = (int64_t)(mm->act_row / sizeof(float));                          \
         for (int64_t r = r0; r < r1; r++) {                                                 \
             const void *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;           \
-            for (int j0 = 0; j0 < nb; j0 += 8) {                                            \
+            for (int j0 = 0, n; j0 < nb; j0 += n) {                                        \
                 const float *x = (const float *)((const uint8_t *)mm->act +                 \
                                                  (b0 + j0) * mm->act_row);                  \
                 float *y = mm->y + (b0 + j0) * w->rows + r;                                 \
-                int n = nb - j0 < 8 ? nb - j0 : 8;                                          \
-                DISPATCH_8(n, CALL_FLOAT_##WT);                                             \
+                n = pass_rows(nb - j0, 8);                                                  \
+                DISPATCH_P2_8(n, CALL_FLOAT_##WT);                                            \
             }                                                                               \
         }                                                                                   \
     }
@@ -245,11 +246,11 @@ INLINE void rows_q8_0(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t
         const int64_t nblk = w->cols / (BLOCK);                                              \
         for (int64_t r = r0; r < r1; r++) {                                                  \
             const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;         \
-            for (int j0 = 0; j0 < nb; j0 += (NBMAX)) {                                       \
+            for (int j0 = 0, n; j0 < nb; j0 += n) {                                          \
                 const uint8_t *act = (const uint8_t *)mm->act + (b0 + j0) * mm->act_row;     \
                 float *y = mm->y + (b0 + j0) * w->rows + r;                                  \
-                int n = nb - j0 < (NBMAX) ? nb - j0 : (NBMAX);                               \
-                DISPATCH_##NBMAX(n, CALL_##ROWS);                                            \
+                n = pass_rows(nb - j0, NBMAX);                                               \
+                DISPATCH_P2_##NBMAX(n, CALL_##ROWS);                                                 \
             }                                                                                \
         }                                                                                    \
     }

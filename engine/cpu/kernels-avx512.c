@@ -19,8 +19,8 @@
 #include <string.h>
 
 /* Activation rows per pass, one zmm accumulator each (K-quants keep more
- * weight state in registers, so take fewer; the tile macros below repeat
- * these numbers as literals, which name their DISPATCH_ macro). */
+ * weight state in registers, so take fewer; QUANT_TILE repeats these
+ * numbers as literals, which name its DISPATCH_P2_ macro). */
 #define KB 16
 #define KB_K 8
 
@@ -40,33 +40,29 @@ static inline float hsum(__m512 v) {
     return _mm_cvtss_f32(b);
 }
 
-/* Calls CALL(nb) with a compile-time nb so that the accumulator arrays
- * live in registers. */
-#define DISPATCH_8(n, CALL)  \
-    switch (n) {             \
-    case 1: CALL(1); break;  \
-    case 2: CALL(2); break;  \
-    case 3: CALL(3); break;  \
-    case 4: CALL(4); break;  \
-    case 5: CALL(5); break;  \
-    case 6: CALL(6); break;  \
-    case 7: CALL(7); break;  \
-    default: CALL(8); break; \
+/* Calls CALL(n) with a compile-time n (a power of two) so that the
+ * accumulator arrays live in registers. A tile of nb rows runs as passes of
+ * 16, 8, 4, 2, 1 (nb = 13: 8 + 4 + 1): five instantiations per kernel
+ * instead of sixteen keep the build fast, and a row's arithmetic is the
+ * same in every pass size. */
+static inline int pass_rows(int left, int max) {
+    int n = max;
+    while (n > left)
+        n >>= 1;
+    return n;
+}
+#define DISPATCH_P2_8(n, CALL) \
+    switch (n) {               \
+    case 1: CALL(1); break;    \
+    case 2: CALL(2); break;    \
+    case 4: CALL(4); break;    \
+    default: CALL(8); break;   \
     }
-#define DISPATCH_16(n, CALL)              \
-    if ((n) <= 8) {                       \
-        DISPATCH_8(n, CALL)               \
-    } else {                              \
-        switch (n) {                      \
-        case 9: CALL(9); break;           \
-        case 10: CALL(10); break;         \
-        case 11: CALL(11); break;         \
-        case 12: CALL(12); break;         \
-        case 13: CALL(13); break;         \
-        case 14: CALL(14); break;         \
-        case 15: CALL(15); break;         \
-        default: CALL(16); break;         \
-        }                                 \
+#define DISPATCH_P2_16(n, CALL) \
+    if ((n) < 16) {             \
+        DISPATCH_P2_8(n, CALL)  \
+    } else {                    \
+        CALL(16);               \
     }
 
 #define INLINE static inline __attribute__((always_inline))
@@ -170,12 +166,12 @@ static void convert_f32(const float *x, void *dst, int64_t cols) {
         const int64_t cols = w->cols;                                                        \
         for (int64_t r = r0; r < r1; r++) {                                                  \
             const WT *wr = (const WT *)((const uint8_t *)w->data + (size_t)r * w->row_bytes); \
-            for (int j0 = 0; j0 < nb; j0 += KB) {                                            \
+            for (int j0 = 0, n; j0 < nb; j0 += n) {                                          \
                 const float *x = (const float *)((const uint8_t *)mm->act +                  \
                                                  (b0 + j0) * mm->act_row);                   \
                 float *y = mm->y + (b0 + j0) * w->rows + r;                                  \
-                int n = nb - j0 < KB ? nb - j0 : KB;                                         \
-                DISPATCH_16(n, CALL_##ROWS);                                            \
+                n = pass_rows(nb - j0, KB);                                                  \
+                DISPATCH_P2_16(n, CALL_##ROWS);                                                 \
             }                                                                                \
         }                                                                                    \
     }
@@ -339,11 +335,11 @@ INLINE void rows_q8_0(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t
         const int64_t nblk = w->cols / (BLOCK);                                              \
         for (int64_t r = r0; r < r1; r++) {                                                  \
             const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;         \
-            for (int j0 = 0; j0 < nb; j0 += (NBMAX)) {                                       \
+            for (int j0 = 0, n; j0 < nb; j0 += n) {                                          \
                 const uint8_t *act = (const uint8_t *)mm->act + (b0 + j0) * mm->act_row;     \
                 float *y = mm->y + (b0 + j0) * w->rows + r;                                  \
-                int n = nb - j0 < (NBMAX) ? nb - j0 : (NBMAX);                               \
-                DISPATCH_##NBMAX(n, CALL_##ROWS);                                            \
+                n = pass_rows(nb - j0, NBMAX);                                               \
+                DISPATCH_P2_##NBMAX(n, CALL_##ROWS);                                         \
             }                                                                                \
         }                                                                                    \
     }
@@ -679,11 +675,11 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, const uint8_t *act
         for (int64_t r = r0; r < r1; r += 16) {                                            \
             const uint8_t *g = (const uint8_t *)w->data + (size_t)(r / 16) * gb;           \
             const int valid = w->rows - r < 16 ? (int)(w->rows - r) : 16;                   \
-            for (int j0 = 0; j0 < nb; j0 += KB) {                                          \
+            for (int j0 = 0, n; j0 < nb; j0 += n) {                                        \
                 const uint8_t *act = (const uint8_t *)mm->act + (b0 + j0) * mm->act_row;   \
                 float *y = mm->y + (b0 + j0) * w->rows + r;                                \
-                int n = nb - j0 < KB ? nb - j0 : KB;                                       \
-                DISPATCH_16(n, CALL_x16);                                                  \
+                n = pass_rows(nb - j0, KB);                                                \
+                DISPATCH_P2_16(n, CALL_x16);                                                  \
             }                                                                              \
         }                                                                                  \
     }

@@ -61,25 +61,17 @@ static void tile(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,
     const int64_t cols = w->cols;
     for (int64_t r = r0; r < r1; r++) {
         const uint16_t *wr = (const uint16_t *)((const uint8_t *)w->data + (size_t)r * w->row_bytes);
-        for (int j0 = 0; j0 < nb; j0 += KB) {
+        for (int j0 = 0, n; j0 < nb; j0 += n) {
             const uint8_t *act = (const uint8_t *)mm->act + (b0 + j0) * mm->act_row;
             float *y = mm->y + (b0 + j0) * w->rows + r;
-            switch (nb - j0 < KB ? nb - j0 : KB) {
+            /* Passes of 16, 8, 4, 2, 1 rows (see kernels-avx512.c). */
+            for (n = KB; n > nb - j0; n >>= 1) {
+            }
+            switch (n) {
             case 1: CALL(1); break;
             case 2: CALL(2); break;
-            case 3: CALL(3); break;
             case 4: CALL(4); break;
-            case 5: CALL(5); break;
-            case 6: CALL(6); break;
-            case 7: CALL(7); break;
             case 8: CALL(8); break;
-            case 9: CALL(9); break;
-            case 10: CALL(10); break;
-            case 11: CALL(11); break;
-            case 12: CALL(12); break;
-            case 13: CALL(13); break;
-            case 14: CALL(14); break;
-            case 15: CALL(15); break;
             default: CALL(16); break;
             }
         }
