@@ -98,27 +98,42 @@ static size_t llc_bytes(void) {
     return (size_t)c;
 }
 
-/* Streaming read bandwidth through the pool over a buffer 16x the LLC (at
- * least 512 MiB); one sample per repetition. */
-static bool measure_bandwidth(tn_cpu *cpu, int reps, stat3 *out) {
-    size_t bytes = llc_bytes() * 16;
-    if (bytes < (512u << 20))
-        bytes = 512u << 20;
-    uint8_t *buf = aligned_alloc(4096, bytes);
-    double *v = calloc((size_t)reps, sizeof *v);
-    if (!buf || !v) {
-        free(buf);
-        free(v);
+/* Streaming read bandwidth through a pool of the given size over a buffer
+ * 16x the LLC (at least 512 MiB), one sample per call. */
+typedef struct {
+    tn_cpu *cpu;
+    uint8_t *buf;
+    size_t bytes;
+} bw_probe;
+
+static bool bw_probe_open(bw_probe *p, int threads) {
+    p->bytes = llc_bytes() * 16;
+    if (p->bytes < (512u << 20))
+        p->bytes = 512u << 20;
+    p->cpu = tn_cpu_new(threads);
+    p->buf = aligned_alloc(4096, p->bytes);
+    if (!p->cpu || !p->buf) {
+        tn_cpu_free(p->cpu);
+        free(p->buf);
+        p->cpu = NULL;
+        p->buf = NULL;
         return false;
     }
-    memset(buf, 1, bytes); /* fault every page in first */
-    tn_cpu_read_bandwidth(cpu, buf, bytes);
-    for (int r = 0; r < reps; r++)
-        v[r] = tn_cpu_read_bandwidth(cpu, buf, bytes) / 1e9;
-    *out = stats(v, reps);
-    free(buf);
-    free(v);
+    memset(p->buf, 1, p->bytes); /* fault every page in first */
+    tn_cpu_read_bandwidth(p->cpu, p->buf, p->bytes);
     return true;
+}
+
+/* GB/s */
+static double bw_probe_sample(bw_probe *p) {
+    return tn_cpu_read_bandwidth(p->cpu, p->buf, p->bytes) / 1e9;
+}
+
+static void bw_probe_close(bw_probe *p) {
+    tn_cpu_free(p->cpu);
+    free(p->buf);
+    p->cpu = NULL;
+    p->buf = NULL;
 }
 
 /* ---------------------------------------------------------------- kernels */
@@ -487,25 +502,13 @@ static int bench_model(const model_opts *o) {
         }
         pp = stats(v, (int)o->reps);
     }
-    if (o->n_gen > 0) {
-        for (long r = 0; r < o->reps; r++) {
-            tn_ctx_kv_truncate(ctx, 0);
-            double t0 = now_s();
-            for (long i = 0; i < o->n_gen; i++)
-                if (decode_or_fail(ctx, tokens + i, 1, TN_LOGITS_LAST, logits)) {
-                    rc = CLI_EXIT_BAD_INPUT;
-                    goto out;
-                }
-            v[r] = (double)o->n_gen / (now_s() - t0);
-        }
-        tg = stats(v, (int)o->reps);
-    }
-
     /* Verify steps at the end of a prompt: B tokens with every row's logits,
-     * then the rows are dropped again. 1-token steps are timed the same way. */
+     * then the rows are dropped again. Each sample times B = 1, 2, 4, ...
+     * and --verify back to back, so that a change of the machine's load
+     * moves numerator and denominator of a ratio alike. */
     int n_vb = 0;
     int vb[16];
-    stat3 vt[16];
+    stat3 vt[16], vr[16];
     if (o->verify > 0) {
         int32_t base = (int32_t)(o->n_prompt < 64 ? o->n_prompt : 64);
         tn_ctx_kv_truncate(ctx, 0);
@@ -513,40 +516,90 @@ static int bench_model(const model_opts *o) {
             rc = CLI_EXIT_BAD_INPUT;
             goto out;
         }
-        /* B = 1, 2, 4, ... and --verify itself. */
         for (int b = 1; n_vb < 16; b = b * 2 < o->verify ? b * 2 : (int)o->verify) {
-            vb[n_vb] = b;
-            int samples = (int)o->reps * 5;
-            for (int r = 0; r < samples; r++) {
-                double t0 = now_s();
-                if (decode_or_fail(ctx, tokens + base, b, TN_LOGITS_ALL, logits)) {
-                    rc = CLI_EXIT_BAD_INPUT;
-                    goto out;
-                }
-                v[r] = now_s() - t0;
-                tn_ctx_kv_truncate(ctx, base);
-            }
-            vt[n_vb++] = stats(v, samples);
+            vb[n_vb++] = b;
             if (b >= o->verify)
                 break;
         }
+        const int samples = (int)o->reps * 5;
+        double *t = calloc((size_t)samples * ((size_t)n_vb + 1), sizeof *t);
+        if (!t) {
+            cli_error("bench: out of memory");
+            rc = CLI_EXIT_BAD_INPUT;
+            goto out;
+        }
+        for (int r = 0; r < samples && rc == CLI_EXIT_OK; r++)
+            for (int i = 0; i < n_vb; i++) {
+                double t0 = now_s();
+                if (decode_or_fail(ctx, tokens + base, vb[i], TN_LOGITS_ALL, logits)) {
+                    rc = CLI_EXIT_BAD_INPUT;
+                    break;
+                }
+                t[(size_t)i * samples + r] = now_s() - t0;
+                tn_ctx_kv_truncate(ctx, base);
+            }
+        if (rc == CLI_EXIT_OK) {
+            double *ratio = t + (size_t)samples * (size_t)n_vb;
+            for (int i = 0; i < n_vb; i++) {
+                for (int r = 0; r < samples; r++)
+                    ratio[r] = t[(size_t)i * samples + r] / t[r];
+                vr[i] = stats(ratio, samples);
+            }
+            for (int i = 0; i < n_vb; i++)
+                vt[i] = stats(t + (size_t)i * samples, samples);
+        }
+        free(t);
+        if (rc != CLI_EXIT_OK)
+            goto out;
     }
+    /* The model's peak, before the bandwidth probe's buffer adds to it. */
     uint64_t rss = peak_rss();
-
-    /* Memory bandwidth through a pool of the same size. */
-    stat3 bw = {0};
-    tn_cpu *cpu = tn_cpu_new(threads);
-    if (!cpu || !measure_bandwidth(cpu, (int)o->reps, &bw))
-        fprintf(stderr, "bench: could not measure the memory bandwidth\n");
-    tn_cpu_free(cpu);
 
     /* Bytes per generated token: the weights, plus the KV cache read at the
      * average position of the tg run. */
     uint64_t wbytes = weight_bytes_per_token(model);
     double kv = (double)tn_model_kv_bytes_per_token(model) * (double)o->n_gen / 2.0;
     double per_tok = (double)wbytes + kv;
+
+    /* tg, each repetition between two bandwidth samples through a pool of
+     * the same size: the decode bound of a repetition is what the memory
+     * delivered around it (the machine may be shared). */
+    stat3 bw = {0}, pctst = {0};
+    bw_probe probe;
+    bool have_bw = bw_probe_open(&probe, threads);
+    if (!have_bw)
+        fprintf(stderr, "bench: could not measure the memory bandwidth\n");
+    double *bws = calloc((size_t)o->reps * 2, sizeof *bws);
+    if (!bws) {
+        cli_error("bench: out of memory");
+        rc = CLI_EXIT_BAD_INPUT;
+        bw_probe_close(&probe);
+        goto out;
+    }
+    double *pcts = bws + o->reps;
+    for (long r = 0; r < o->reps && rc == CLI_EXIT_OK; r++) {
+        double b0 = have_bw ? bw_probe_sample(&probe) : 0;
+        tn_ctx_kv_truncate(ctx, 0);
+        double t0 = now_s();
+        for (long i = 0; i < o->n_gen; i++)
+            if (decode_or_fail(ctx, tokens + i, 1, TN_LOGITS_LAST, logits)) {
+                rc = CLI_EXIT_BAD_INPUT;
+                break;
+            }
+        v[r] = o->n_gen > 0 ? (double)o->n_gen / (now_s() - t0) : 0;
+        double b1 = have_bw ? bw_probe_sample(&probe) : 0;
+        bws[r] = o->n_gen > 0 ? 0.5 * (b0 + b1) : b1;
+        pcts[r] = bws[r] > 0 ? 100.0 * v[r] / (bws[r] * 1e9 / per_tok) : 0;
+    }
+    tg = stats(v, (int)o->reps);
+    bw = stats(bws, (int)o->reps);
+    pctst = stats(pcts, (int)o->reps);
+    free(bws);
+    bw_probe_close(&probe);
+    if (rc != CLI_EXIT_OK)
+        goto out;
     double bound = bw.median > 0 ? bw.median * 1e9 / per_tok : 0;
-    double pct = bound > 0 ? 100.0 * tg.median / bound : 0;
+    double pct = pctst.median;
 
     if (o->json) {
         printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"reps\": %ld,\n",
@@ -560,13 +613,14 @@ static int bench_model(const model_opts *o) {
             printf("%s{\"batch\": %d, \"ms\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
                    "\"vs_1\": %.3f}",
                    i ? ", " : "", vb[i], vt[i].median * 1e3, vt[i].min * 1e3, vt[i].max * 1e3,
-                   vt[0].median > 0 ? vt[i].median / vt[0].median : 0);
+                   vr[i].median);
         printf("],\n \"bandwidth_gbs\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f},\n",
                bw.median, bw.min, bw.max);
         printf(" \"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %.0f,\n"
                " \"decode_bound_tps\": %.2f, \"decode_pct_of_bound\": %.1f,\n"
-               " \"peak_rss_bytes\": %llu}\n",
-               (unsigned long long)wbytes, kv, bound, pct, (unsigned long long)rss);
+               " \"decode_pct_min\": %.1f, \"decode_pct_max\": %.1f, \"peak_rss_bytes\": %llu}\n",
+               (unsigned long long)wbytes, kv, bound, pct, pctst.min, pctst.max,
+               (unsigned long long)rss);
     } else {
         printf("model      %s\n", tn_model_description(model));
         printf("threads    %d (%s kernels), %ld reps: median (min-max)\n", threads,
@@ -577,14 +631,15 @@ static int bench_model(const model_opts *o) {
         if (o->n_gen > 0)
             printf("tg%-5ld    %8.2f tok/s  (%.2f-%.2f)\n", o->n_gen, tg.median, tg.min, tg.max);
         for (int i = 0; i < n_vb; i++)
-            printf("verify %-3d %8.2f ms     (%.2f-%.2f)  %.2fx a 1-token step\n", vb[i],
-                   vt[i].median * 1e3, vt[i].min * 1e3, vt[i].max * 1e3,
-                   vt[0].median > 0 ? vt[i].median / vt[0].median : 0);
-        printf("bandwidth  %8.2f GB/s   (%.2f-%.2f), streaming read, %d threads\n", bw.median,
-               bw.min, bw.max, threads);
+            printf("verify %-3d %8.2f ms     (%.2f-%.2f)  %.2fx a 1-token step (%.2f-%.2f)\n",
+                   vb[i], vt[i].median * 1e3, vt[i].min * 1e3, vt[i].max * 1e3, vr[i].median,
+                   vr[i].min, vr[i].max);
+        printf("bandwidth  %8.2f GB/s   (%.2f-%.2f), streaming read, %d threads, around each tg\n",
+               bw.median, bw.min, bw.max, threads);
         printf("per token  %8.1f MB     (weights %.1f MB + KV %.1f MB at the mean tg position)\n",
                per_tok / 1e6, (double)wbytes / 1e6, kv / 1e6);
-        printf("bound      %8.2f tok/s  decode at %.1f%% of it\n", bound, pct);
+        printf("bound      %8.2f tok/s  decode at %.1f%% of it (%.1f-%.1f, per repetition)\n",
+               bound, pct, pctst.min, pctst.max);
         printf("peak RSS   %8.1f MB\n", (double)rss / 1e6);
     }
 out:
