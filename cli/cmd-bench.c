@@ -99,7 +99,7 @@ static size_t llc_bytes(void) {
 }
 
 /* Streaming read bandwidth through a pool of the given size over a buffer
- * 16x the LLC (at least 512 MiB), one sample per call. */
+ * 16x the LLC (at least 512 MiB). */
 typedef struct {
     tn_cpu *cpu;
     uint8_t *buf;
@@ -124,9 +124,14 @@ static bool bw_probe_open(bw_probe *p, int threads) {
     return true;
 }
 
-/* GB/s */
+/* GB/s: the median of three passes (a single pass is at the mercy of
+ * other work on the machine; the best of several catches bursts the memory
+ * does not sustain). */
 static double bw_probe_sample(bw_probe *p) {
-    return tn_cpu_read_bandwidth(p->cpu, p->buf, p->bytes) / 1e9;
+    double r[3];
+    for (int i = 0; i < 3; i++)
+        r[i] = tn_cpu_read_bandwidth(p->cpu, p->buf, p->bytes) / 1e9;
+    return stats(r, 3).median;
 }
 
 static void bw_probe_close(bw_probe *p) {

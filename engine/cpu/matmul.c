@@ -38,7 +38,23 @@ static bool cpu_has_f16c(void) {
 }
 #endif
 
+static bool cpu_has_uncached(tn_isa isa);
+
+/* CPUID answers never change: asked once per family, then read on every
+ * matmul. */
 static bool cpu_has(tn_isa isa) {
+    static atomic_int cache[TN_ISA_COUNT_]; /* 0 unknown, 1 no, 2 yes */
+    if (isa < TN_ISA_SCALAR || isa >= TN_ISA_COUNT_)
+        return false;
+    int c = atomic_load_explicit(&cache[isa], memory_order_relaxed);
+    if (c == 0) {
+        c = cpu_has_uncached(isa) ? 2 : 1;
+        atomic_store_explicit(&cache[isa], c, memory_order_relaxed);
+    }
+    return c == 2;
+}
+
+static bool cpu_has_uncached(tn_isa isa) {
 #if defined(TN_CPU_X86)
     __builtin_cpu_init();
     switch (isa) {
@@ -48,7 +64,7 @@ static bool cpu_has(tn_isa isa) {
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                cpu_has_f16c();
     case TN_ISA_AVX512:
-        return cpu_has(TN_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
+        return cpu_has_uncached(TN_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
     default:
