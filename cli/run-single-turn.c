@@ -8,7 +8,8 @@
  *
  * Commands on an input line: /pin TEXT (pin another system prompt), /stats
  * (the last request's figures and the pin), /reset (forget the conversation),
- * /think on|off, /help, /quit. With --json every request prints one JSON
+ * /think on|off, /spec none|lookup|draft:PATH|dflash:PATH (speculation for the
+ * next requests, without reloading the model), /help, /quit. With --json every request prints one JSON
  * object on one line (answer and stats, or the error). Ctrl-C stops the
  * answer being generated; at the prompt it quits. */
 #include "cli.h"
@@ -38,6 +39,7 @@ typedef struct run_opts {
     unsigned long long seed;
     const char *stop[TN_SESSION_MAX_STOP];
     int n_stop;
+    cli_spec spec; /* --spec / --draft-max (cli/spec-args.c) */
 } run_opts;
 
 static void usage(FILE *out) {
@@ -46,14 +48,17 @@ static void usage(FILE *out) {
             "       tern-cli run --chat -m MODEL [-s SYSTEM] [--think on|off] [--json]\n"
             "options: [--system-file FILE] [-p REQUEST] [-n MAX_TOKENS] [-c CONTEXT]\n"
             "         [-t THREADS] [--temp T] [--top-k K] [--top-p P] [--seed N]\n"
-            "         [--stop STRING]... [--pin-cache DIR | --no-pin-cache] [-q]\n\n"
+            "         [--stop STRING]... [--pin-cache DIR | --no-pin-cache] [-q]\n"
+            "         [--spec none|lookup|draft:PATH|dflash:PATH] [--draft-max K]\n\n"
             "--single-turn: SYSTEM is pinned once (prefilled, or loaded from the pin cache);\n"
             "each line of standard input is an independent request answered from exactly\n"
             "the pinned state. --chat: lines are the turns of one conversation.\n"
             "-p answers one request and exits. --json prints one JSON object per request.\n"
             "-c is the pinned context in tokens (default 1024): system prompt + request +\n"
             "answer. The pin cache defaults to $XDG_CACHE_HOME/tern/pins.\n"
-            "Lines starting with '/': /pin TEXT, /stats, /reset, /think on|off, /help, /quit.\n");
+            "Lines starting with '/': /pin TEXT, /stats, /reset, /think on|off,\n"
+            "/spec none|lookup|draft:PATH|dflash:PATH, /help, /quit.\n"
+            "Speculation gives the same tokens as without it (greedy), only faster.\n");
 }
 
 /* ------------------------------------------------------------- output */
@@ -136,10 +141,13 @@ static bool on_progress(int32_t done, int32_t total, void *user) {
 static void print_stats_line(FILE *f, const tn_session_stats *st) {
     fprintf(f,
             "[%d tokens, TTFT %.1f ms, prefill %d tokens at %.0f tok/s, decode %.1f tok/s, "
-            "restored %d tokens in %.2f ms, stop: %s]\n",
+            "restored %d tokens in %.2f ms, stop: %s",
             st->generated_tokens, st->ttft_ms, st->prompt_tokens, st->prefill_tok_s,
             st->decode_tok_s, st->restored_tokens, st->restore_ms,
             tn_stop_reason_name(st->stop_reason));
+    if (st->verify_steps)
+        cli_spec_print_stats(f, st);
+    fputs("]\n", f);
 }
 
 static void print_json_result(const char *request, const sink *k, const tn_session_stats *st,
@@ -159,10 +167,11 @@ static void print_json_result(const char *request, const sink *k, const tn_sessi
             ",\"stop\":\"%s\",\"prompt_tokens\":%d,\"generated_tokens\":%d,"
             "\"restored_tokens\":%d,\"restore_ms\":%.3f,\"prefill_ms\":%.3f,"
             "\"prefill_tok_s\":%.1f,\"ttft_ms\":%.3f,\"decode_ms\":%.3f,\"decode_tok_s\":%.2f,"
-            "\"drafted\":%d,\"accepted\":%d,\"kv_len\":%d}\n",
+            "\"drafted\":%d,\"accepted\":%d,\"verify_steps\":%d,\"kv_len\":%d}\n",
             tn_stop_reason_name(st->stop_reason), st->prompt_tokens, st->generated_tokens,
             st->restored_tokens, st->restore_ms, st->prefill_ms, st->prefill_tok_s, st->ttft_ms,
-            st->decode_ms, st->decode_tok_s, st->drafted, st->accepted, st->kv_len);
+            st->decode_ms, st->decode_tok_s, st->drafted, st->accepted, st->verify_steps,
+            st->kv_len);
     fflush(stdout);
 }
 
@@ -240,6 +249,11 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             o->no_pin_cache = true;
             continue;
         }
+        const int spec = cli_spec_parse_arg(&o->spec, argc, argv, &i);
+        if (spec < 0)
+            return CLI_EXIT_USAGE;
+        if (spec > 0)
+            continue;
         if (i + 1 >= argc) {
             cli_error("run: option '%s' needs a value (see --help)", a);
             return CLI_EXIT_USAGE;
@@ -381,6 +395,8 @@ static bool chat_push(chat_state *c, const char *role, const char *content) {
 typedef struct runner {
     const run_opts *o;
     tn_session *s;
+    const tn_model *model;
+    tn_drafter *drafter; /* owned; gen.drafter points at it (NULL: off) */
     tn_gen_params gen;
     tn_session_stats last;
     bool have_last;
@@ -445,6 +461,23 @@ static int do_pin(runner *r, const char *system) {
     return TN_OK;
 }
 
+/* Switches the drafter between requests; the model, the pin and the
+ * conversation stay. A drafter that cannot be made leaves the old one on. */
+static void set_spec(runner *r, const char *value, FILE *out) {
+    char *argv[] = {"--spec", (char *)value};
+    int i = 0;
+    cli_spec spec = r->o->spec;
+    if (cli_spec_parse_arg(&spec, 2, argv, &i) <= 0)
+        return;
+    tn_drafter *d = NULL;
+    if (cli_spec_make(&spec, r->model, (int)r->o->threads, &d) != CLI_EXIT_OK)
+        return;
+    tn_drafter_free(r->drafter);
+    r->drafter = d;
+    r->gen.drafter = d;
+    fprintf(out, "speculation: %s\n", cli_spec_on(&spec) ? value : "off");
+}
+
 /* Returns false to quit. */
 static bool command(runner *r, char *line) {
     FILE *out = r->o->json ? stderr : stdout;
@@ -454,7 +487,9 @@ static bool command(runner *r, char *line) {
         fprintf(out, "/pin TEXT  pin another system prompt (empty: none)\n"
                      "/stats     figures of the last request and of the pin\n"
                      "/reset     forget the conversation (the pin stays)\n"
-                     "/think on|off\n/quit\n");
+                     "/think on|off\n"
+                     "/spec none|lookup|draft:PATH|dflash:PATH  speculation from now on\n"
+                     "/quit\n");
     } else if (!strncmp(line, "/pin", 4) && (line[4] == ' ' || line[4] == '\0')) {
         const char *text = line[4] ? line + 5 : "";
         do_pin(r, text);
@@ -466,6 +501,8 @@ static bool command(runner *r, char *line) {
         tn_session_reset(r->s);
         chat_clear(&r->chat);
         fprintf(out, "conversation cleared\n");
+    } else if (!strncmp(line, "/spec ", 6)) {
+        set_spec(r, line + 6, out);
     } else if (!strncmp(line, "/think ", 7)) {
         bool on;
         if (parse_onoff("/think", line + 7, &on))
@@ -517,10 +554,19 @@ int cmd_run_single_turn(int argc, char **argv) {
     for (int i = 0; i < o.n_stop; i++)
         sp.gen.stop[i] = o.stop[i];
     sp.gen.n_stop = o.n_stop;
-    runner r = {.o = &o};
+    runner r = {.o = &o, .model = model};
+    rc = cli_spec_make(&o.spec, model, (int)o.threads, &r.drafter);
+    if (rc != CLI_EXIT_OK) {
+        tn_model_free(model);
+        free(system_copy);
+        return rc;
+    }
+    sp.gen.drafter = r.drafter;
+    sp.gen.draft_max = (int32_t)o.spec.draft_max;
     rc = tn_session_new(model, sp, &r.s, &err);
     if (rc != TN_OK) {
         cli_error("%s", err.message);
+        tn_drafter_free(r.drafter);
         tn_model_free(model);
         free(system_copy);
         return rc == TN_ERR_INVALID ? CLI_EXIT_USAGE : CLI_EXIT_BAD_INPUT;
@@ -571,6 +617,7 @@ out:
     free(r.chat.msgs);
     free(r.chat.owned);
     tn_session_free(r.s);
+    tn_drafter_free(r.drafter);
     tn_model_free(model);
     free(system_copy);
     return status;

@@ -67,6 +67,43 @@ done
 "$cli" run -m "$tmp/target.gguf" -p "$prompt" -n 20 -t 2 --spec lookup --json >"$tmp/json" 2>&1
 check "run --spec --json has the fields" grep -q '"drafted":[0-9]*,"accepted":[0-9]*,"verify_steps":' "$tmp/json"
 
+# Flash single-turn and chat: the same answers with speculation on, and a
+# /spec line switches the drafter between requests without reloading.
+answers() { # JSON-LINES-FILE: the "answer" of each line, one per line
+    sed -n 's/.*"answer":\("[^"]*"\).*/\1/p' "$1"
+}
+steps() { # JSON-LINES-FILE: the verify_steps of each line, space separated
+    grep -o '"verify_steps":[0-9]*' "$1" | sed 's/.*://' | tr '\n' ' '
+}
+requests="$prompt
+one two three one two three one two"
+for mode in --single-turn --chat; do
+    printf '%s\n' "$requests" | "$cli" run $mode -m "$tmp/target.gguf" -s "be brief" -n 24 -t 2 \
+        --no-pin-cache --json >"$tmp/st-plain" 2>"$tmp/st-plain.err"
+    answers "$tmp/st-plain" >"$tmp/st-plain.answers"
+    check "run $mode: two answers" test "$(wc -l <"$tmp/st-plain.answers")" -eq 2
+    for spec in lookup "draft:$tmp/draft.gguf" "dflash:$tmp/dflash.gguf"; do
+        printf '%s\n' "$requests" | "$cli" run $mode -m "$tmp/target.gguf" -s "be brief" -n 24 \
+            -t 2 --no-pin-cache --json --spec "$spec" >"$tmp/st-spec" 2>"$tmp/st-spec.err"
+        answers "$tmp/st-spec" >"$tmp/st-spec.answers"
+        check "run $mode --spec $spec: same answers" cmp -s "$tmp/st-plain.answers" "$tmp/st-spec.answers"
+        check "run $mode --spec $spec: drafts verified" grep -q '"verify_steps":[1-9]' "$tmp/st-spec"
+    done
+done
+printf '%s\n/spec lookup\n%s\n/spec none\n%s\n' "$prompt" "$prompt" "$prompt" |
+    "$cli" run --single-turn -m "$tmp/target.gguf" -s "be brief" -n 24 -t 2 --no-pin-cache \
+        --json >"$tmp/toggle" 2>"$tmp/toggle.err"
+check "/spec toggles: three answers" test "$(answers "$tmp/toggle" | wc -l)" -eq 3
+check "/spec toggles: only the middle request speculated ($(steps "$tmp/toggle"))" \
+    sh -c 'case "$1" in "0 "[1-9]*" 0 ") true ;; *) false ;; esac' _ "$(steps "$tmp/toggle")"
+check "/spec toggles: the three answers are identical" \
+    test "$(answers "$tmp/toggle" | sort -u | wc -l)" -eq 1
+printf '/spec draft:%s\nhello\n' "$tmp/nope.gguf" |
+    "$cli" run --single-turn -m "$tmp/target.gguf" -s hi -n 4 -t 2 --no-pin-cache --json \
+        >"$tmp/miss" 2>"$tmp/miss.err"
+check "/spec with a missing draft: an error naming it" grep -q nope.gguf "$tmp/miss.err"
+check "/spec with a missing draft: the session goes on" grep -q '"answer"' "$tmp/miss"
+
 "$cli" bench --spec oracle,lookup,"draft:$tmp/draft.gguf","dflash:$tmp/dflash.gguf" \
     -m "$tmp/target.gguf" -p 16 -n 32 -t 2 -r 1 >"$tmp/bench" 2>"$tmp/bench.err"
 status=$?
