@@ -23,7 +23,9 @@ static void usage(FILE *f) {
             "  -c, --ctx N        context size of the session (default 1024)\n"
             "  -t, --threads N    engine threads (default: physical cores)\n"
             "  --queue N          requests waiting or running before 429 (default 16)\n"
-            "  --max-body BYTES   largest request body (default 1048576)\n");
+            "  --max-body BYTES   largest request body (default 1048576)\n"
+            "  --pins N           system prompts kept pinned at once, each with its own\n"
+            "                     KV cache of --ctx tokens (default 4)\n");
 }
 
 static bool parse_long(const char *s, long lo, long hi, long *out) {
@@ -38,6 +40,7 @@ static bool parse_long(const char *s, long lo, long hi, long *out) {
 int cmd_serve(int argc, char **argv) {
     tern_server_config cfg = {0};
     cfg.port = 8080;
+    cfg.handle_signals = true;
     const char *model_arg = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -47,7 +50,8 @@ int cmd_serve(int argc, char **argv) {
         }
         static const char *const with_value[] = {"-m", "--model", "--host", "--port", "--api-key",
                                                  "--cors", "-c", "--ctx", "-t", "--threads",
-                                                 "--queue", "--max-body", "--debug-token-delay"};
+                                                 "--queue", "--max-body", "--pins",
+                                                 "--debug-token-delay"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             known = known || !strcmp(a, with_value[k]);
@@ -99,6 +103,12 @@ int cmd_serve(int argc, char **argv) {
                 return CLI_EXIT_USAGE;
             }
             cfg.body_max = (size_t)n;
+        } else if (!strcmp(a, "--pins")) {
+            if (!parse_long(v, 1, TERN_SERVER_MAX_PINS, &n)) {
+                cli_error("serve: --pins wants 1..%d, not '%s'", TERN_SERVER_MAX_PINS, v);
+                return CLI_EXIT_USAGE;
+            }
+            cfg.pins_max = (int)n;
         } else { /* --debug-token-delay MS: tests (queue bound, disconnects) */
             if (!parse_long(v, 0, 10000, &n)) {
                 cli_error("serve: --debug-token-delay wants 0..10000 ms, not '%s'", v);
@@ -148,10 +158,8 @@ int cmd_serve(int argc, char **argv) {
         g_free(id);
         return CLI_EXIT_BAD_INPUT;
     }
-    const char *host = cfg.host ? cfg.host : "127.0.0.1";
-    printf("tern-cli serve: %s as '%s' on http://%s%s%s:%d/v1\n", tn_model_description(model), id,
-           strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
-           tern_server_port(srv));
+    printf("tern-cli serve: %s as '%s' on %s\n", tn_model_description(model), id,
+           tern_server_url(srv));
     printf("port %d\n", tern_server_port(srv));
     fflush(stdout);
     tern_server_run(srv);

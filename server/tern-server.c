@@ -1,4 +1,5 @@
-/* OpenAI-compatible server: HTTP side (main context) and engine worker. */
+/* OpenAI-compatible server: HTTP side (the server's main context) and the
+ * engine worker (one thread, owning every session). */
 #include "tern-server.h"
 
 #include <glib-unix.h>
@@ -10,6 +11,10 @@
 
 #define DEFAULT_QUEUE_MAX 16
 #define DEFAULT_BODY_MAX (1024 * 1024)
+#define DEFAULT_PINS 4
+/* OpenAI's default for the legacy completions endpoint: a raw continuation
+ * of a base model may never reach an end token. */
+#define DEFAULT_COMPLETION_MAX_TOKENS 16
 
 typedef enum { JOB_CHAT, JOB_COMPLETION } job_kind;
 
@@ -24,30 +29,40 @@ typedef struct job {
     gint64 created;
 
     /* The request, owned by the job. */
-    char *system;          /* the system message; NULL: none */
-    char *user;            /* single-turn: the only user message */
+    char *pin_key;                /* which pinned session answers it (see slot_acquire) */
+    char *system;                 /* the system message; NULL: none */
+    char *user;                   /* single-turn: the only user message */
+    char *prompt;                 /* completions: the raw prompt */
+    bool echo;                    /* completions: the prompt comes first in the answer */
     tn_session_message *messages; /* a conversation: roles and contents */
     int n_messages;
     bool single_turn;
     tn_gen_params gen;
     char *stop_store[TN_SESSION_MAX_STOP];
 
-    /* Set by the main context when the client is gone; read by the worker. */
+    /* Set by the server's context when the client is gone; read by the worker. */
     gint gone;
 
-    /* Text generated but not yet written (worker -> main context). */
+    /* Text generated but not yet written (worker -> server's context). */
     GMutex lock;
     GString *pending;
     bool flush_scheduled;
-    GString *full;          /* the whole answer (non-streaming) */
+    GString *full; /* the whole answer (non-streaming) */
     bool role_sent;
 
     /* Filled by the worker when it is done. */
     int rc;
     tn_error err;
     tn_session_stats stats;
-    int32_t pin_tokens_restored;
+    const char *pin_source; /* "kept", "loaded", "prefilled", or NULL (raw) */
 } job;
+
+/* A session with one system prompt pinned. Worker thread only. */
+typedef struct pin_slot {
+    tn_session *session; /* NULL: not created yet */
+    char *key;           /* the pin_key it holds; NULL: none yet */
+    guint64 used;        /* LRU clock */
+} pin_slot;
 
 struct tern_server {
     tern_server_config cfg;
@@ -55,20 +70,31 @@ struct tern_server {
     char *api_key;
     char *cors;
     char *model_id;
+    char *url;
     const tn_model *model;
-    tn_session *session;
-    char *pinned_system; /* what tn_session_pin got last; NULL: nothing pinned */
-    SoupServer *soup;
+    int32_t n_ctx;
     int port;
+    GSocket *socket;      /* bound and listening since tern_server_new */
+    GMainContext *context;
     GMainLoop *loop;
-    guint sigint_id, sigterm_id;
+    GMutex quit_lock;
+    GSource *quit_source; /* attached by tern_server_quit; destroyed by free */
+    gint ran;
 
+    /* The HTTP side: only inside tern_server_run, on its thread. */
+    SoupServer *soup;
+    int pending; /* queued + running jobs */
+    guint64 next_id;
+
+    /* The engine side. */
     GAsyncQueue *queue;
     GThread *worker;
-    int pending; /* main context only: queued + running jobs */
     gint stopping;
-    GMutex current_lock;
+    pin_slot slots[TERN_SERVER_MAX_PINS]; /* worker only (slot 0 made by new) */
+    guint64 clock;
+    GMutex current_lock; /* guards the two below: the job running and its session */
     job *current;
+    tn_session *current_session;
 };
 
 static job *job_ref(job *j) {
@@ -80,8 +106,10 @@ static void job_unref(job *j) {
     if (!g_atomic_int_dec_and_test(&j->refs))
         return;
     g_clear_object(&j->msg);
+    g_free(j->pin_key);
     g_free(j->system);
     g_free(j->user);
+    g_free(j->prompt);
     for (int i = 0; i < j->n_messages; i++) {
         g_free((char *)j->messages[i].role);
         g_free((char *)j->messages[i].content);
@@ -178,73 +206,203 @@ static void respond_error(tern_server *srv, SoupServerMessage *msg, guint status
 /* ------------------------------------------------------------ engine side */
 
 static void schedule(job *j, GSourceFunc fn) {
-    g_main_context_invoke_full(NULL, G_PRIORITY_DEFAULT, fn, job_ref(j),
-                               (GDestroyNotify)job_unref);
+    GSource *src = g_idle_source_new();
+    g_source_set_priority(src, G_PRIORITY_DEFAULT);
+    g_source_set_callback(src, fn, job_ref(j), (GDestroyNotify)job_unref);
+    g_source_attach(src, j->server->context);
+    g_source_unref(src);
 }
 
 static gboolean flush_stream(gpointer data);
 
+static bool job_abandoned(const job *j) {
+    return g_atomic_int_get(&((job *)j)->gone) || g_atomic_int_get(&j->server->stopping);
+}
+
+/* Text for the client: streamed in chunks, or kept for the one answer. */
+static void job_emit(job *j, const char *text) {
+    g_mutex_lock(&j->lock);
+    if (j->stream) {
+        g_string_append(j->pending, text);
+        if (!j->flush_scheduled) {
+            j->flush_scheduled = true;
+            schedule(j, flush_stream);
+        }
+    } else {
+        g_string_append(j->full, text);
+    }
+    g_mutex_unlock(&j->lock);
+}
+
 static bool on_token(const char *piece, int32_t token, void *user) {
     job *j = user;
     (void)token;
-    if (g_atomic_int_get(&j->gone) || g_atomic_int_get(&j->server->stopping))
+    if (job_abandoned(j))
         return false;
-    if (piece && *piece) {
-        g_mutex_lock(&j->lock);
-        if (j->stream) {
-            g_string_append(j->pending, piece);
-            if (!j->flush_scheduled) {
-                j->flush_scheduled = true;
-                schedule(j, flush_stream);
-            }
-        } else {
-            g_string_append(j->full, piece);
-        }
-        g_mutex_unlock(&j->lock);
-    }
+    if (piece && *piece)
+        job_emit(j, piece);
     if (j->server->cfg.token_delay_ms > 0)
         g_usleep((gulong)j->server->cfg.token_delay_ms * 1000);
     return true;
 }
 
+/* Prefill progress (pin and request): a client that left, or a stopping
+ * server, cancels it between chunks. */
+static bool on_progress(int32_t done, int32_t total, void *user) {
+    (void)done;
+    (void)total;
+    return !job_abandoned(user);
+}
+
 static gboolean finish_job(gpointer data);
+
+static void set_current(tern_server *srv, job *j, tn_session *s) {
+    g_mutex_lock(&srv->current_lock);
+    srv->current = j;
+    srv->current_session = s;
+    g_mutex_unlock(&srv->current_lock);
+}
+
+static tn_session_params session_params(const tern_server *srv) {
+    tn_session_params sp = tn_session_default_params();
+    if (srv->cfg.n_ctx > 0)
+        sp.n_ctx = srv->cfg.n_ctx;
+    sp.n_threads = srv->cfg.n_threads;
+    return sp;
+}
+
+/* The session whose pin is the job's key: kept from an earlier request (a
+ * truncation restores it), or the least recently used one re-pinned (from
+ * the on-disk snapshot when there is one, else by prefilling). The key is
+ * "s" + the system prompt for chat, "r" for raw completions (nothing
+ * pinned). */
+static int slot_acquire(tern_server *srv, job *j, pin_slot **out, double *pin_ms,
+                        int32_t *pin_prefilled, tn_error *err) {
+    *pin_ms = 0;
+    *pin_prefilled = 0;
+    pin_slot *hit = NULL, *lru = NULL, *empty = NULL;
+    for (int i = 0; i < srv->cfg.pins_max; i++) {
+        pin_slot *s = &srv->slots[i];
+        if (!s->session) {
+            if (!empty)
+                empty = s;
+        } else if (s->key && !strcmp(s->key, j->pin_key)) {
+            hit = s;
+            break;
+        } else if (!lru || s->used < lru->used) {
+            lru = s;
+        }
+    }
+    if (hit) {
+        hit->used = ++srv->clock;
+        j->pin_source = "kept";
+        *out = hit;
+        return TN_OK;
+    }
+    pin_slot *s = empty ? empty : lru;
+    if (!s->session) {
+        tn_error e = {0};
+        if (tn_session_new(srv->model, session_params(srv), &s->session, &e) != TN_OK) {
+            /* Out of memory for one more KV cache: re-pin an existing one. */
+            g_warning("another pinned session could not be made (%s); reusing one", e.message);
+            s->session = NULL;
+            if (!lru) {
+                *err = e;
+                return TN_ERR_NOMEM;
+            }
+            s = lru;
+        }
+    }
+    set_current(srv, j, s->session);
+    const gint64 t0 = g_get_monotonic_time();
+    int rc;
+    if (j->pin_key[0] == 'r')
+        rc = tn_session_pin_tokens(s->session, NULL, 0, on_progress, j, err);
+    else
+        rc = tn_session_pin(s->session, j->pin_key + 1, on_progress, j, err);
+    *pin_ms = (double)(g_get_monotonic_time() - t0) / 1000.0;
+    if (rc != TN_OK) /* the slot's previous pin is still its pin */
+        return job_abandoned(j) ? TN_ERR_CANCELLED : rc;
+    tn_pin_info info = tn_session_pin_info(s->session);
+    *pin_prefilled = info.loaded_from_snapshot ? 0 : info.n_pin;
+    j->pin_source = info.loaded_from_snapshot ? "loaded" : "prefilled";
+    g_free(s->key);
+    s->key = g_strdup(j->pin_key);
+    s->used = ++srv->clock;
+    *out = s;
+    return TN_OK;
+}
+
+static int run_completion(tern_server *srv, job *j, tn_session *session) {
+    const tn_tokenizer *tok = tn_model_tokenizer(srv->model);
+    if (!tok) {
+        const char *why = tn_model_tokenizer_error(srv->model);
+        g_snprintf(j->err.message, sizeof j->err.message, "the model has no usable tokenizer (%s)",
+                   why && *why ? why : "none loaded");
+        return TN_ERR_UNSUPPORTED;
+    }
+    /* A raw continuation: BOS when the vocabulary wants one, control tokens
+     * in the prompt recognised (what llama.cpp's server does too). */
+    tn_tokens t = {0};
+    int rc = tn_tokenize(tok, j->prompt, strlen(j->prompt),
+                         TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &t, &j->err);
+    if (rc == TN_OK && t.n == 0) {
+        g_snprintf(j->err.message, sizeof j->err.message, "the prompt is empty");
+        rc = TN_ERR_INVALID;
+    }
+    if (rc == TN_OK) {
+        if (j->echo)
+            job_emit(j, j->prompt);
+        rc = tn_session_ask_tokens(session, t.ids, (int32_t)t.n, &j->gen, on_token, j,
+                                   &j->stats, &j->err);
+    }
+    tn_tokens_free(&t);
+    return rc;
+}
 
 static void run_job(tern_server *srv, job *j) {
     memset(&j->err, 0, sizeof j->err);
     memset(&j->stats, 0, sizeof j->stats);
-    if (g_atomic_int_get(&j->gone) || g_atomic_int_get(&srv->stopping)) {
+    if (job_abandoned(j)) {
         j->rc = TN_ERR_CANCELLED;
         return;
     }
-    g_mutex_lock(&srv->current_lock);
-    srv->current = j;
-    g_mutex_unlock(&srv->current_lock);
-
-    if (j->single_turn) {
-        /* Flash: pin each distinct system prompt once; later requests with
-         * the same one restore it instead of prefilling it again. */
-        const char *sys = j->system ? j->system : "";
-        j->rc = TN_OK;
-        if (!srv->pinned_system || strcmp(srv->pinned_system, sys)) {
-            j->rc = tn_session_pin(srv->session, sys, NULL, NULL, &j->err);
-            if (j->rc == TN_OK) {
-                g_free(srv->pinned_system);
-                srv->pinned_system = g_strdup(sys);
-            }
-        }
-        if (j->rc == TN_OK)
-            j->rc = tn_session_ask(srv->session, j->user, &j->gen, on_token, j, &j->stats,
+    j->gen.progress = on_progress;
+    j->gen.progress_user = j;
+    pin_slot *slot = NULL;
+    double pin_ms = 0;
+    int32_t pin_prefilled = 0;
+    j->rc = slot_acquire(srv, j, &slot, &pin_ms, &pin_prefilled, &j->err);
+    if (j->rc == TN_OK) {
+        set_current(srv, j, slot->session);
+        if (j->kind == JOB_COMPLETION)
+            j->rc = run_completion(srv, j, slot->session);
+        else if (j->single_turn)
+            j->rc = tn_session_ask(slot->session, j->user, &j->gen, on_token, j, &j->stats,
                                    &j->err);
-    } else {
-        j->rc = tn_session_chat(srv->session, j->messages, j->n_messages, &j->gen, on_token, j,
-                                &j->stats, &j->err);
-        /* The KV now holds this conversation; the next single-turn ask re-pins
-         * by itself, so the remembered pin text stays valid. */
+        else
+            j->rc = tn_session_chat(slot->session, j->messages, j->n_messages, &j->gen, on_token,
+                                    j, &j->stats, &j->err);
     }
+    set_current(srv, NULL, NULL);
+    if (j->rc != TN_OK && job_abandoned(j))
+        j->rc = TN_ERR_CANCELLED;
 
-    g_mutex_lock(&srv->current_lock);
-    srv->current = NULL;
-    g_mutex_unlock(&srv->current_lock);
+    /* Pinning in this request is part of its cost: a prefilled pin counts as
+     * prompt tokens prefilled now, not as restored ones, and delays the first
+     * token. */
+    tn_session_stats *st = &j->stats;
+    if (pin_ms > 0) {
+        int32_t moved = pin_prefilled < st->restored_tokens ? pin_prefilled : st->restored_tokens;
+        st->restored_tokens -= moved;
+        st->prompt_tokens += moved;
+        if (moved > 0) {
+            st->prefill_ms += pin_ms;
+            st->prefill_tok_s = st->prefill_ms > 0 ? st->prompt_tokens * 1e3 / st->prefill_ms : 0;
+        }
+        if (st->generated_tokens > 0)
+            st->ttft_ms += pin_ms;
+    }
 }
 
 static gpointer worker_main(gpointer data) {
@@ -306,6 +464,11 @@ static void builder_usage(JsonBuilder *b, job *j) {
     json_builder_add_double_value(b, st->decode_tok_s);
     json_builder_set_member_name(b, "restored_tokens");
     json_builder_add_int_value(b, st->restored_tokens);
+    json_builder_set_member_name(b, "pin");
+    if (j->pin_source && j->kind == JOB_CHAT)
+        json_builder_add_string_value(b, j->pin_source);
+    else
+        json_builder_add_null_value(b);
     json_builder_set_member_name(b, "drafted_tokens");
     json_builder_add_int_value(b, st->drafted);
     json_builder_set_member_name(b, "accepted_tokens");
@@ -351,6 +514,8 @@ static void sse_delta(job *j, const char *role, const char *content, const char 
         json_builder_set_member_name(b, "text");
         json_builder_add_string_value(b, content ? content : "");
     }
+    json_builder_set_member_name(b, "logprobs");
+    json_builder_add_null_value(b);
     json_builder_set_member_name(b, "finish_reason");
     if (finish)
         json_builder_add_string_value(b, finish);
@@ -390,8 +555,9 @@ static gboolean flush_stream(gpointer data) {
 static void respond_engine_error(job *j) {
     tern_server *srv = j->server;
     if (j->rc == TN_ERR_OVERFLOW)
-        respond_error(srv, j->msg, 400, "invalid_request_error", "messages",
-                      "context_length_exceeded", "%s", j->err.message);
+        respond_error(srv, j->msg, 400, "invalid_request_error",
+                      j->kind == JOB_CHAT ? "messages" : "prompt", "context_length_exceeded",
+                      "%s", j->err.message);
     else if (j->rc == TN_ERR_CANCELLED)
         respond_error(srv, j->msg, 503, "server_error", NULL, "cancelled", "%s",
                       j->err.message);
@@ -423,10 +589,10 @@ static gboolean finish_job(gpointer data) {
             const char *code = j->rc == TN_ERR_OVERFLOW ? "context_length_exceeded" : NULL;
             if (j->rc == TN_ERR_CANCELLED)
                 code = "cancelled";
+            const bool client_error = j->rc == TN_ERR_OVERFLOW || j->rc == TN_ERR_INVALID;
             sse_send(j, error_body(j->err.message[0] ? j->err.message : tn_status_name(j->rc),
-                                   j->rc == TN_ERR_OVERFLOW ? "invalid_request_error"
-                                                            : "server_error",
-                                   NULL, code));
+                                   client_error ? "invalid_request_error" : "server_error", NULL,
+                                   code));
         } else {
             stream_pending(j);
             sse_delta(j, NULL, NULL, finish_reason(j));
@@ -471,6 +637,8 @@ static gboolean finish_job(gpointer data) {
         json_builder_set_member_name(b, "text");
         json_builder_add_string_value(b, j->full->str);
     }
+    json_builder_set_member_name(b, "logprobs");
+    json_builder_add_null_value(b);
     json_builder_set_member_name(b, "finish_reason");
     json_builder_add_string_value(b, finish_reason(j));
     json_builder_end_object(b);
@@ -490,8 +658,8 @@ static void on_msg_finished(SoupServerMessage *msg, gpointer data) {
     (void)msg;
     g_atomic_int_set(&j->gone, 1);
     g_mutex_lock(&j->server->current_lock);
-    if (j->server->current == j)
-        tn_session_cancel(j->server->session);
+    if (j->server->current == j && j->server->current_session)
+        tn_session_cancel(j->server->current_session);
     g_mutex_unlock(&j->server->current_lock);
 }
 
@@ -542,6 +710,18 @@ static bool member_number(JsonObject *o, const char *name, double *out, const ch
     return true;
 }
 
+/* A boolean member; false with *bad set when it is present but not one. */
+static bool member_bool(JsonObject *o, const char *name, bool fallback, const char **bad) {
+    JsonNode *n = json_object_get_member(o, name);
+    if (!n || JSON_NODE_HOLDS_NULL(n))
+        return fallback;
+    if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_BOOLEAN) {
+        *bad = name;
+        return fallback;
+    }
+    return json_node_get_boolean(n);
+}
+
 /* Fills the job's generation parameters; false with the offending parameter
  * in *param and a message in *why. */
 static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
@@ -568,10 +748,22 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
         }
         g->sampler.top_p = (float)v;
     }
-    if (member_number(o, "top_k", &v, &bad))
+    if (member_number(o, "top_k", &v, &bad)) {
+        if (v < 0 || v > INT32_MAX) {
+            *param = "top_k";
+            *why = g_strdup("top_k must be 0 (off) or more");
+            return false;
+        }
         g->sampler.top_k = (int32_t)v;
-    if (member_number(o, "min_p", &v, &bad))
+    }
+    if (member_number(o, "min_p", &v, &bad)) {
+        if (v < 0 || v > 1) {
+            *param = "min_p";
+            *why = g_strdup("min_p must be between 0 and 1");
+            return false;
+        }
         g->sampler.min_p = (float)v;
+    }
     if (member_number(o, "presence_penalty", &v, &bad)) {
         if (v < -2 || v > 2) {
             *param = "presence_penalty";
@@ -590,12 +782,17 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
     }
     if (member_number(o, "seed", &v, &bad))
         g->sampler.seed = (uint64_t)(int64_t)v;
-    g->max_tokens = 0;
-    if (member_number(o, "max_tokens", &v, &bad) ||
-        member_number(o, "max_completion_tokens", &v, &bad)) {
+    g->max_tokens = j->kind == JOB_COMPLETION ? DEFAULT_COMPLETION_MAX_TOKENS : 0;
+    const char *max_name = "max_tokens";
+    bool has_max = member_number(o, max_name, &v, &bad);
+    if (!has_max && !bad) {
+        max_name = "max_completion_tokens";
+        has_max = member_number(o, max_name, &v, &bad);
+    }
+    if (has_max) {
         if (v < 1) {
-            *param = "max_tokens";
-            *why = g_strdup("max_tokens must be at least 1");
+            *param = max_name;
+            *why = g_strdup_printf("%s must be at least 1", max_name);
             return false;
         }
         g->max_tokens = v > INT32_MAX ? INT32_MAX : (int32_t)v;
@@ -647,11 +844,21 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
         }
     }
     JsonNode *tern = json_object_get_member(o, "tern");
-    if (tern && JSON_NODE_HOLDS_OBJECT(tern)) {
+    if (tern && !JSON_NODE_HOLDS_NULL(tern)) {
+        if (!JSON_NODE_HOLDS_OBJECT(tern)) {
+            *param = "tern";
+            *why = g_strdup("tern must be an object");
+            return false;
+        }
         JsonObject *t = json_node_get_object(tern);
-        g->thinking = json_object_get_boolean_member_with_default(t, "thinking", g->thinking);
-        if (!json_object_get_boolean_member_with_default(t, "single_turn", TRUE))
+        g->thinking = member_bool(t, "thinking", g->thinking, &bad);
+        if (!member_bool(t, "single_turn", true, &bad))
             j->single_turn = false;
+        if (bad) {
+            *param = "tern";
+            *why = g_strdup_printf("tern.%s must be true or false", bad);
+            return false;
+        }
     }
     return true;
 }
@@ -708,6 +915,10 @@ static bool parse_chat(JsonObject *o, job *j, const char **param, char **why) {
     if (simple)
         j->user = g_strdup(j->messages[j->n_messages - 1].content);
     j->single_turn = simple;
+    /* A conversation runs in the session that pins its own system message
+     * (none: the empty one), so that another request's system prompt never
+     * leaks into it, and its rows follow that pin. */
+    j->pin_key = g_strconcat("s", j->system ? j->system : "", NULL);
     return parse_gen(o, j, param, why);
 }
 
@@ -720,13 +931,30 @@ static bool parse_completion(JsonObject *o, job *j, const char **param, char **w
         *why = g_strdup("prompt must be a string (or an array of one string)");
         return false;
     }
-    /* Answered as one user turn of the model's chat template (documented):
-     * the session renders every request through the template. */
-    j->user = g_strdup(json_node_get_string(p));
+    j->prompt = g_strdup(json_node_get_string(p));
+    j->pin_key = g_strdup("r");
     j->single_turn = true;
     if (!parse_gen(o, j, param, why))
         return false;
-    j->single_turn = true;
+    const char *bad = NULL;
+    j->echo = member_bool(o, "echo", false, &bad);
+    double v;
+    if (member_number(o, "best_of", &v, &bad) && v != 1) {
+        *param = "best_of";
+        *why = g_strdup("only best_of = 1 is supported (one engine, one answer per request)");
+        return false;
+    }
+    const char *suffix = json_object_get_string_member_with_default(o, "suffix", NULL);
+    if (suffix && *suffix) {
+        *param = "suffix";
+        *why = g_strdup("suffix (insertion) is not supported");
+        return false;
+    }
+    if (bad) {
+        *param = bad;
+        *why = g_strdup_printf("%s has the wrong type", bad);
+        return false;
+    }
     return true;
 }
 
@@ -773,6 +1001,15 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     g_bytes_unref(bytes);
     JsonObject *o = json_node_get_object(json_parser_get_root(parser));
 
+    JsonNode *model_node = json_object_get_member(o, "model");
+    if (model_node && !JSON_NODE_HOLDS_NULL(model_node) &&
+        (!JSON_NODE_HOLDS_VALUE(model_node) ||
+         json_node_get_value_type(model_node) != G_TYPE_STRING)) {
+        respond_error(srv, msg, 400, "invalid_request_error", "model", NULL,
+                      "model must be a string");
+        g_object_unref(parser);
+        return;
+    }
     const char *model = json_object_get_string_member_with_default(o, "model", NULL);
     if (model && strcmp(model, srv->model_id)) {
         respond_error(srv, msg, 404, "invalid_request_error", "model", "model_not_found",
@@ -790,18 +1027,18 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     j->pending = g_string_new(NULL);
     j->full = g_string_new(NULL);
     j->created = g_get_real_time() / G_USEC_PER_SEC;
-    static guint64 counter;
     g_snprintf(j->id, sizeof j->id, "%s-%" G_GUINT64_FORMAT,
-               kind == JOB_CHAT ? "chatcmpl" : "cmpl", ++counter);
-    j->stream = json_object_get_boolean_member_with_default(o, "stream", FALSE);
+               kind == JOB_CHAT ? "chatcmpl" : "cmpl", ++srv->next_id);
+    const char *bad = NULL;
+    j->stream = member_bool(o, "stream", false, &bad);
     JsonNode *so = json_object_get_member(o, "stream_options");
     if (so && JSON_NODE_HOLDS_OBJECT(so))
-        j->include_usage = json_object_get_boolean_member_with_default(
-            json_node_get_object(so), "include_usage", FALSE);
+        j->include_usage = member_bool(json_node_get_object(so), "include_usage", false, &bad);
 
-    const char *param = NULL;
-    char *why = NULL;
-    bool ok = kind == JOB_CHAT ? parse_chat(o, j, &param, &why) : parse_completion(o, j, &param, &why);
+    const char *param = bad;
+    char *why = bad ? g_strdup_printf("%s must be true or false", bad) : NULL;
+    bool ok = !bad && (kind == JOB_CHAT ? parse_chat(o, j, &param, &why)
+                                        : parse_completion(o, j, &param, &why));
     g_object_unref(parser);
     if (!ok) {
         respond_error(srv, msg, 400, "invalid_request_error", param, NULL, "%s", why);
@@ -853,9 +1090,23 @@ static void handle_models(tern_server *srv, SoupServerMessage *msg) {
     json_builder_set_member_name(b, "description");
     json_builder_add_string_value(b, tn_model_description(srv->model));
     json_builder_set_member_name(b, "context_length");
-    json_builder_add_int_value(b, tn_session_n_ctx(srv->session));
+    json_builder_add_int_value(b, srv->n_ctx);
     json_builder_end_object(b);
     json_builder_end_array(b);
+    json_builder_end_object(b);
+    respond_json(srv, msg, 200, json_to_text(b));
+    g_object_unref(b);
+}
+
+static void handle_health(tern_server *srv, SoupServerMessage *msg) {
+    JsonBuilder *b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "status");
+    json_builder_add_string_value(b, "ok");
+    json_builder_set_member_name(b, "model");
+    json_builder_add_string_value(b, srv->model_id);
+    json_builder_set_member_name(b, "queue");
+    json_builder_add_int_value(b, srv->pending);
     json_builder_end_object(b);
     respond_json(srv, msg, 200, json_to_text(b));
     g_object_unref(b);
@@ -879,14 +1130,11 @@ static void handle_any(SoupServer *soup, SoupServerMessage *msg, const char *pat
         return;
     }
     if (!strcmp(path, "/health")) {
-        if (strcmp(method, "GET")) {
+        if (strcmp(method, "GET"))
             respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL,
                           "%s /health: use GET", method);
-            return;
-        }
-        respond_json(srv, msg, 200,
-                     g_strdup_printf("{\"status\":\"ok\",\"model\":\"%s\",\"queue\":%d}",
-                                     srv->model_id, srv->pending));
+        else
+            handle_health(srv, msg);
         return;
     }
     if (!authorized(srv, msg)) {
@@ -921,8 +1169,6 @@ static void handle_any(SoupServer *soup, SoupServerMessage *msg, const char *pat
 
 /* Bodies over the limit are refused from their Content-Length, before they
  * are read. */
-static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data);
-
 static void on_got_headers(SoupServerMessage *msg, gpointer data) {
     tern_server *srv = data;
     goffset len = soup_message_headers_get_content_length(
@@ -940,15 +1186,64 @@ static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointe
 
 /* ------------------------------------------------------------ lifecycle */
 
+static gboolean quit_now(gpointer data) {
+    tern_server *srv = data;
+    g_main_loop_quit(srv->loop);
+    return G_SOURCE_REMOVE;
+}
+
 static gboolean on_signal(gpointer data) {
     tern_server_quit(data);
     return G_SOURCE_CONTINUE;
+}
+
+static gboolean fail(GError **error, GIOErrorEnum code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static gboolean fail(GError **error, GIOErrorEnum code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *m = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error_literal(error, G_IO_ERROR, code, m);
+    g_free(m);
+    return FALSE;
+}
+
+static gboolean bind_socket(tern_server *srv, GError **error) {
+    const char *h = !strcmp(srv->host, "localhost") ? "127.0.0.1" : srv->host;
+    GInetAddress *ia = g_inet_address_new_from_string(h);
+    if (!ia)
+        return fail(error, G_IO_ERROR_INVALID_ARGUMENT,
+                    "--host %s is not an IP address (use e.g. 127.0.0.1, ::1 or 0.0.0.0)",
+                    srv->host);
+    GSocketAddress *sa = g_inet_socket_address_new(ia, (guint16)srv->cfg.port);
+    GError *e = NULL;
+    srv->socket = g_socket_new(g_inet_address_get_family(ia), G_SOCKET_TYPE_STREAM,
+                               G_SOCKET_PROTOCOL_TCP, &e);
+    g_object_unref(ia);
+    gboolean ok = srv->socket && g_socket_bind(srv->socket, sa, TRUE, &e) &&
+                  g_socket_listen(srv->socket, &e);
+    g_object_unref(sa);
+    if (!ok) {
+        fail(error, (GIOErrorEnum)e->code, "cannot listen on %s port %d: %s", srv->host, srv->cfg.port,
+             e->message);
+        g_error_free(e);
+        return FALSE;
+    }
+    GSocketAddress *local = g_socket_get_local_address(srv->socket, NULL);
+    if (local) {
+        srv->port = g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(local));
+        g_object_unref(local);
+    }
+    const bool v6 = strchr(h, ':') != NULL;
+    srv->url = g_strdup_printf("http://%s%s%s:%d/v1", v6 ? "[" : "", h, v6 ? "]" : "", srv->port);
+    return TRUE;
 }
 
 tern_server *tern_server_new(const tn_model *model, const tern_server_config *config,
                              GError **error) {
     tern_server *srv = g_new0(tern_server, 1);
     srv->cfg = *config;
+    srv->cfg.context = NULL;
     srv->host = g_strdup(config->host ? config->host : "127.0.0.1");
     srv->api_key = config->api_key && *config->api_key ? g_strdup(config->api_key) : NULL;
     srv->cors = config->cors_origin ? g_strdup(config->cors_origin) : NULL;
@@ -958,54 +1253,35 @@ tern_server *tern_server_new(const tn_model *model, const tern_server_config *co
         srv->cfg.queue_max = DEFAULT_QUEUE_MAX;
     if (srv->cfg.body_max == 0)
         srv->cfg.body_max = DEFAULT_BODY_MAX;
+    if (srv->cfg.pins_max <= 0)
+        srv->cfg.pins_max = DEFAULT_PINS;
+    if (srv->cfg.pins_max > TERN_SERVER_MAX_PINS)
+        srv->cfg.pins_max = TERN_SERVER_MAX_PINS;
     g_mutex_init(&srv->current_lock);
+    g_mutex_init(&srv->quit_lock);
     srv->queue = g_async_queue_new();
+    srv->context = config->context ? g_main_context_ref(config->context) : g_main_context_new();
+    srv->loop = g_main_loop_new(srv->context, FALSE);
 
     if (!tern_server_host_is_loopback(srv->host) && !srv->api_key) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                    "--host %s is reachable from other machines: give --api-key KEY too",
-                    srv->host);
+        fail(error, G_IO_ERROR_INVALID_ARGUMENT,
+             "--host %s is reachable from other machines: give --api-key KEY too", srv->host);
         tern_server_free(srv);
         return NULL;
     }
-
-    tn_session_params sp = tn_session_default_params();
-    if (config->n_ctx > 0)
-        sp.n_ctx = config->n_ctx;
-    sp.n_threads = config->n_threads;
+    /* The first session now: a context the model cannot take is reported
+     * before anything listens. */
     tn_error err = {0};
-    if (tn_session_new(model, sp, &srv->session, &err) != TN_OK) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "%s", err.message);
+    if (tn_session_new(model, session_params(srv), &srv->slots[0].session, &err) != TN_OK) {
+        fail(error, G_IO_ERROR_FAILED, "%s", err.message);
         tern_server_free(srv);
         return NULL;
     }
-
-    srv->soup = soup_server_new("server-header", "tern/" TERN_VERSION " ", NULL);
-    soup_server_add_handler(srv->soup, NULL, handle_any, srv, NULL);
-    g_signal_connect(srv->soup, "request-started", G_CALLBACK(on_request_started), srv);
-    const char *h = !strcmp(srv->host, "localhost") ? "127.0.0.1" : srv->host;
-    GInetAddress *ia = g_inet_address_new_from_string(h);
-    if (!ia) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                    "--host %s is not an IP address (use e.g. 127.0.0.1, ::1 or 0.0.0.0)",
-                    srv->host);
+    srv->n_ctx = tn_session_n_ctx(srv->slots[0].session);
+    if (!bind_socket(srv, error)) {
         tern_server_free(srv);
         return NULL;
     }
-    GSocketAddress *sa = g_inet_socket_address_new(ia, (guint16)config->port);
-    g_object_unref(ia);
-    gboolean ok = soup_server_listen(srv->soup, sa, 0, error);
-    g_object_unref(sa);
-    if (!ok) {
-        tern_server_free(srv);
-        return NULL;
-    }
-    GSList *uris = soup_server_get_uris(srv->soup);
-    if (uris)
-        srv->port = g_uri_get_port(uris->data);
-    g_slist_free_full(uris, (GDestroyNotify)g_uri_unref);
-
-    srv->worker = g_thread_new("tern-engine", worker_main, srv);
     return srv;
 }
 
@@ -1013,48 +1289,108 @@ int tern_server_port(const tern_server *server) {
     return server->port;
 }
 
+const char *tern_server_url(const tern_server *server) {
+    return server->url;
+}
+
 void tern_server_quit(tern_server *srv) {
-    if (srv->loop)
-        g_main_loop_quit(srv->loop);
+    if (!srv)
+        return;
+    /* A source rather than g_main_loop_quit: it also stops a loop that has
+     * not started running yet. */
+    g_mutex_lock(&srv->quit_lock);
+    if (!srv->quit_source) {
+        srv->quit_source = g_idle_source_new();
+        g_source_set_priority(srv->quit_source, G_PRIORITY_HIGH);
+        g_source_set_callback(srv->quit_source, quit_now, srv, NULL);
+        g_source_attach(srv->quit_source, srv->context);
+    }
+    g_mutex_unlock(&srv->quit_lock);
+}
+
+/* Cancels the running generation, lets the worker drain the queue (every
+ * waiting job ends as cancelled), then delivers their answers. */
+static void stop_worker(tern_server *srv) {
+    if (!srv->worker)
+        return;
+    g_atomic_int_set(&srv->stopping, 1);
+    g_mutex_lock(&srv->current_lock);
+    if (srv->current_session)
+        tn_session_cancel(srv->current_session);
+    g_mutex_unlock(&srv->current_lock);
+    g_async_queue_push(srv->queue, srv);
+    g_thread_join(srv->worker);
+    srv->worker = NULL;
 }
 
 void tern_server_run(tern_server *srv) {
-    srv->loop = g_main_loop_new(NULL, FALSE);
-    srv->sigint_id = g_unix_signal_add(SIGINT, on_signal, srv);
-    srv->sigterm_id = g_unix_signal_add(SIGTERM, on_signal, srv);
-    g_main_loop_run(srv->loop);
-    g_source_remove(srv->sigint_id);
-    g_source_remove(srv->sigterm_id);
-    g_clear_pointer(&srv->loop, g_main_loop_unref);
+    if (g_atomic_int_exchange(&srv->ran, 1)) {
+        g_warning("tern_server_run called twice");
+        return;
+    }
+    g_main_context_push_thread_default(srv->context);
+    srv->soup = soup_server_new("server-header", "tern/" TERN_VERSION " ", NULL);
+    soup_server_add_handler(srv->soup, NULL, handle_any, srv, NULL);
+    g_signal_connect(srv->soup, "request-started", G_CALLBACK(on_request_started), srv);
+    GError *e = NULL;
+    if (!soup_server_listen_socket(srv->soup, srv->socket, 0, &e)) {
+        g_warning("cannot serve on %s: %s", srv->url, e->message);
+        g_error_free(e);
+    } else {
+        srv->worker = g_thread_new("tern-engine", worker_main, srv);
+        GSource *sig[2] = {NULL, NULL};
+        if (srv->cfg.handle_signals) {
+            sig[0] = g_unix_signal_source_new(SIGINT);
+            sig[1] = g_unix_signal_source_new(SIGTERM);
+            for (int i = 0; i < 2; i++) {
+                g_source_set_callback(sig[i], on_signal, srv, NULL);
+                g_source_attach(sig[i], srv->context);
+            }
+        }
+        g_main_loop_run(srv->loop);
+        for (int i = 0; i < 2; i++)
+            if (sig[i]) {
+                g_source_destroy(sig[i]);
+                g_source_unref(sig[i]);
+            }
+        stop_worker(srv);
+        while (g_main_context_iteration(srv->context, FALSE))
+            ;
+    }
+    soup_server_disconnect(srv->soup);
+    while (g_main_context_iteration(srv->context, FALSE))
+        ;
+    g_clear_object(&srv->soup);
+    g_main_context_pop_thread_default(srv->context);
 }
 
 void tern_server_free(tern_server *srv) {
     if (!srv)
         return;
-    if (srv->worker) {
-        /* Cancel the running generation, let the worker drain the queue
-         * (every waiting job ends as cancelled), then answer them all. */
-        g_atomic_int_set(&srv->stopping, 1);
-        tn_session_cancel(srv->session);
-        g_async_queue_push(srv->queue, srv);
-        g_thread_join(srv->worker);
-        while (g_main_context_iteration(NULL, FALSE))
-            ;
+    stop_worker(srv); /* only when run did not return normally */
+    if (srv->socket) {
+        g_socket_close(srv->socket, NULL);
+        g_object_unref(srv->socket);
     }
-    if (srv->soup) {
-        soup_server_disconnect(srv->soup);
-        while (g_main_context_iteration(NULL, FALSE))
-            ;
-        g_object_unref(srv->soup);
+    for (int i = 0; i < TERN_SERVER_MAX_PINS; i++) {
+        tn_session_free(srv->slots[i].session);
+        g_free(srv->slots[i].key);
     }
-    if (srv->session)
-        tn_session_free(srv->session);
+    /* A quit after run returned left its source in a context that may
+     * outlive us. */
+    if (srv->quit_source) {
+        g_source_destroy(srv->quit_source);
+        g_source_unref(srv->quit_source);
+    }
+    g_main_loop_unref(srv->loop);
+    g_main_context_unref(srv->context);
     g_async_queue_unref(srv->queue);
     g_mutex_clear(&srv->current_lock);
-    g_free(srv->pinned_system);
+    g_mutex_clear(&srv->quit_lock);
     g_free(srv->host);
     g_free(srv->api_key);
     g_free(srv->cors);
     g_free(srv->model_id);
+    g_free(srv->url);
     g_free(srv);
 }

@@ -1,11 +1,38 @@
-/* An OpenAI-compatible HTTP server over one libtern session (issue 11).
+/* An OpenAI-compatible HTTP server over one shared model (issue 11).
  *
- * The SoupServer runs on the thread that calls tern_server_run() (its
- * GMainContext is the thread-default one); one engine worker thread owns the
- * session. Handlers parse and validate a request, then queue it (FIFO,
+ * Threads and ownership:
+ *   - tern_server_new() may be called on any thread. It checks the
+ *     configuration, creates the first engine session and binds the
+ *     listening socket, so that a bad host, a port in use or a model that
+ *     does not fit are reported right there, and tern_server_port() /
+ *     tern_server_url() are known before anything runs.
+ *   - tern_server_run() blocks: it runs the HTTP side (libsoup) in the
+ *     server's GMainContext, which it pushes as the thread-default context
+ *     of the calling thread, and starts one engine worker thread that owns
+ *     the sessions. Call it once, on a thread of your own (an app) or on the
+ *     main thread (tern-cli). Every libsoup object lives and dies inside
+ *     tern_server_run, on that thread.
+ *   - tern_server_quit() may be called from any thread, at any time (also
+ *     before tern_server_run starts, or from a signal-safe GLib source):
+ *     tern_server_run then cancels the running generation, answers the
+ *     waiting requests with 503 and returns.
+ *   - tern_server_free() may be called from any thread once tern_server_run
+ *     has returned (join its thread first), or when it was never called.
+ *   - tern_server_port(), tern_server_url() and tern_server_host_is_loopback()
+ *     are safe from any thread at any time between new and free.
+ *
+ * The model: the server only reads it (tn_model is immutable after load), so
+ * an app may keep using the same `const tn_model *` in its own sessions on
+ * its own threads while the server runs. It must outlive the server. The
+ * server's sessions are its own: nothing an app pins or asks is seen by the
+ * server, nor the reverse. Both compute on the CPU at the same time when both
+ * are busy (set n_threads to share the cores).
+ *
+ * Requests: handlers parse and validate a request, then queue it (FIFO,
  * bounded: beyond the bound 429 with Retry-After); the worker answers the
- * jobs one at a time and hands text back to the main context, which writes
- * it (SSE chunks or one JSON body). */
+ * jobs one at a time and hands text back to the server's context, which
+ * writes it (SSE chunks or one JSON body). Recently used system prompts stay
+ * pinned in a bounded set of sessions (least recently used replaced). */
 #ifndef TERN_SERVER_H
 #define TERN_SERVER_H
 
@@ -15,16 +42,26 @@
 
 #include "tern.h"
 
+#define TERN_SERVER_MAX_PINS 16
+
 typedef struct tern_server_config {
     const char *host;        /* NULL: 127.0.0.1 */
     int port;                /* 0: an ephemeral port */
     const char *api_key;     /* NULL: no key (refused for a non-loopback host) */
     const char *cors_origin; /* NULL: no CORS headers */
-    const char *model_id;    /* the id /v1/models lists and requests must name */
+    const char *model_id;    /* the id /v1/models lists and requests must name;
+                                NULL: the model's name */
     int queue_max;           /* requests waiting or running; <= 0: 16 */
     size_t body_max;         /* request body bytes; 0: 1 MiB */
-    int32_t n_ctx;           /* <= 0: the session's default */
+    int32_t n_ctx;           /* per session; <= 0: the session's default (1024) */
     int32_t n_threads;       /* <= 0: physical cores */
+    int pins_max;            /* system prompts kept pinned at once, each in its own
+                                session with its own KV cache of n_ctx rows;
+                                <= 0: 4; at most TERN_SERVER_MAX_PINS */
+    GMainContext *context;   /* where the HTTP side runs; NULL: the server makes
+                                its own. Referenced. */
+    bool handle_signals;     /* SIGINT/SIGTERM quit the server (tern-cli; an app
+                                leaves this false and calls tern_server_quit) */
     int token_delay_ms;      /* tests only: a pause after every token */
 } tern_server_config;
 
@@ -33,16 +70,22 @@ typedef struct tern_server tern_server;
 /* True for 127.0.0.0/8, ::1 and "localhost". */
 bool tern_server_host_is_loopback(const char *host);
 
-/* Creates the session and starts listening. NULL with *error set (a
- * non-loopback host without a key, a port in use, a session failure). The
- * model must outlive the server. */
+/* Checks the configuration, creates the first session and binds the socket.
+ * NULL with *error set (a non-loopback host without a key, a host that is
+ * not an address, a port in use, a session failure). Nothing is served
+ * until tern_server_run. */
 tern_server *tern_server_new(const tn_model *model, const tern_server_config *config,
                              GError **error);
 /* The port actually bound (useful with port 0). */
 int tern_server_port(const tern_server *server);
-/* Serves until SIGINT/SIGTERM or tern_server_quit(); then stops the engine
- * (the running generation is cancelled, waiting requests get 503). */
+/* The OpenAI base URL clients use, "http://127.0.0.1:8080/v1" (IPv6 hosts in
+ * brackets); owned by the server. */
+const char *tern_server_url(const tern_server *server);
+/* Serves until tern_server_quit() (or SIGINT/SIGTERM with handle_signals);
+ * then stops the engine: the running generation is cancelled, waiting
+ * requests get 503. Once per server. */
 void tern_server_run(tern_server *server);
+/* Any thread, any time; idempotent. */
 void tern_server_quit(tern_server *server);
 void tern_server_free(tern_server *server);
 
