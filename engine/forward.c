@@ -160,6 +160,7 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
     ctx->up = xcalloc(U * F, sizeof(float), &ok);
     ctx->rope_cs = xcalloc(2 * U * (size_t)hp->n_rot, sizeof(float), &ok);
     ctx->scores = xcalloc((size_t)ctx->n_threads * (size_t)n_ctx, sizeof(float), &ok);
+    ctx->ub_rows = TN_UBATCH;
     if (!ok) {
         tn_ctx_free(ctx);
         return tn_fail(err, TN_ERR_NOMEM, "out of memory for the inference scratch");
@@ -285,6 +286,8 @@ typedef struct ubatch {
     int32_t il;
     int32_t n;     /* rows */
     int64_t pos0;  /* position of row 0 */
+    int64_t see_to; /* rows at positions below this see every key below it: an image
+                       span attends bidirectionally (Gemma 3); 0: causal */
 } ubatch;
 
 static float *kv_head_rows(const tn_ctx *ctx, float *cache, int32_t il, int32_t kvh) {
@@ -302,7 +305,7 @@ static void task_qk(void *p, int ith, int nth) {
     const tn_layer *L = ub->layer;
     const int32_t D = hp->head_dim, H = hp->n_head, KV = hp->n_head_kv;
     const int64_t items = (int64_t)ub->n * (H + KV);
-    const float *cs_all = ctx->rope_cs + (L->swa ? (size_t)TN_UBATCH * (size_t)hp->n_rot : 0);
+    const float *cs_all = ctx->rope_cs + (L->swa ? (size_t)ctx->ub_rows * (size_t)hp->n_rot : 0);
     for (int64_t it = ith; it < items; it += nth) {
         const int32_t i = (int32_t)(it / (H + KV)), h = (int32_t)(it % (H + KV));
         const float *cs = cs_all + (size_t)i * (size_t)hp->n_rot;
@@ -340,25 +343,26 @@ static void task_attention(void *p, int ith, int nth) {
         const int32_t i = (int32_t)(it / H), h = (int32_t)(it % H);
         const int64_t qpos = ub->pos0 + i;
         const int64_t first = window > 0 && qpos - window + 1 > 0 ? qpos - window + 1 : 0;
+        const int64_t last = qpos < ub->see_to ? ub->see_to - 1 : qpos; /* image span */
         const float *q = ctx->q + ((size_t)i * H + (size_t)h) * D;
         const float *keys = kv_head_rows(ctx, ctx->k_cache, ub->il, h / group);
         const float *vals = kv_head_rows(ctx, ctx->v_cache, ub->il, h / group);
         float max = -INFINITY;
-        for (int64_t j = first; j <= qpos; j++) {
+        for (int64_t j = first; j <= last; j++) {
             const float s = tn_dot_f32(q, keys + (size_t)j * D, D) * hp->attn_scale;
             scores[j] = s;
             if (s > max)
                 max = s;
         }
         float sum = 0;
-        for (int64_t j = first; j <= qpos; j++) {
+        for (int64_t j = first; j <= last; j++) {
             const float e = expf(scores[j] - max);
             scores[j] = e;
             sum += e;
         }
         float *out = ctx->att + ((size_t)i * H + (size_t)h) * D;
         memset(out, 0, (size_t)D * sizeof(float));
-        for (int64_t j = first; j <= qpos; j++) {
+        for (int64_t j = first; j <= last; j++) {
             const float w = scores[j];
             const float *v = vals + (size_t)j * D;
             for (int32_t d = 0; d < D; d++)
@@ -410,10 +414,15 @@ static int matmul(tn_ctx *ctx, const tn_weight *w, const float *x, int32_t n, fl
     return TN_OK;
 }
 
-/* Runs rows [row0, row0 + n) of a decode (n <= TN_UBATCH) through every
- * layer; leaves the final residual stream in ctx->x. */
-static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, int32_t n, int64_t pos0,
-                          int32_t row0, tn_error *err) {
+/* Runs rows [row0, row0 + n) of a decode (n <= ctx->ub_rows) through every
+ * layer; leaves the final residual stream in ctx->x. The input rows are the
+ * embeddings of tokens, or (tokens NULL) the given embd rows [n][n_embd],
+ * used as they are: image embeddings are already in the model's input space,
+ * so Gemma's sqrt(n_embd) scale of token embeddings does not apply to them
+ * (as in HF Gemma3 and llama.cpp). bidir: the rows attend to each other
+ * both ways (one image span). */
+static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd, int32_t n,
+                          int64_t pos0, int32_t row0, bool bidir, tn_error *err) {
     const tn_model *m = ctx->model;
     const tn_hparams *hp = &m->hp;
     const int32_t E = hp->n_embd;
@@ -421,6 +430,10 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, int32_t n, int64_t
 
     for (int32_t i = 0; i < n; i++) {
         float *x = ctx->x + (size_t)i * E;
+        if (!tokens) {
+            memcpy(x, embd + (size_t)i * E, (size_t)E * sizeof(float));
+            continue;
+        }
         rc = tn_weight_row_f32(&m->tok_embd, tokens[i], x);
         if (rc != TN_OK)
             return tn_fail(err, rc, "%s: cannot read embedding row %d", m->path, tokens[i]);
@@ -430,7 +443,7 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, int32_t n, int64_t
     }
     capture(ctx, 0, row0, n);
 
-    const size_t half_table = (size_t)TN_UBATCH * (size_t)hp->n_rot;
+    const size_t half_table = (size_t)ctx->ub_rows * (size_t)hp->n_rot;
     for (int32_t i = 0; i < n; i++) {
         rope_angles(ctx->rope_cs + (size_t)i * hp->n_rot, pos0 + i, hp->n_rot, hp->rope_base,
                     hp->rope_scale, m->rope_freqs);
@@ -443,7 +456,8 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, int32_t n, int64_t
         if (atomic_load(&ctx->cancel))
             return tn_fail(err, TN_ERR_CANCELLED, "cancelled");
         const tn_layer *L = &m->layers[il];
-        ubatch ub = {.ctx = ctx, .layer = L, .il = il, .n = n, .pos0 = pos0};
+        ubatch ub = {.ctx = ctx, .layer = L, .il = il, .n = n, .pos0 = pos0,
+                     .see_to = bidir ? pos0 + n : 0};
 
         for (int32_t i = 0; i < n; i++)
             tn_rmsnorm(ctx->xn + (size_t)i * E, ctx->x + (size_t)i * E, L->attn_norm, E,
@@ -501,28 +515,45 @@ static int output_rows(tn_ctx *ctx, int32_t first, int32_t n, float *out, tn_err
     return TN_OK;
 }
 
-int tn_ctx_decode(tn_ctx *ctx, const int32_t *tokens, int32_t n, tn_logits_mode mode,
-                  float *logits, tn_error *err) {
-    if (!ctx || n < 0 || (n > 0 && !tokens) || mode < TN_LOGITS_NONE || mode > TN_LOGITS_ALL)
-        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_decode: bad arguments");
-    if (mode != TN_LOGITS_NONE && !logits)
-        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_decode: logits requested into NULL");
-    if (n == 0) {
-        if (mode != TN_LOGITS_NONE)
-            return tn_fail(err, TN_ERR_INVALID, "tn_ctx_decode: logits of zero tokens");
+/* Grows the per-pass scratch to `rows` rows (an image span that must run as
+ * one pass). The contents need not survive: every pass rewrites them. */
+static int grow_scratch(tn_ctx *ctx, int32_t rows, tn_error *err) {
+    if (rows <= ctx->ub_rows)
         return TN_OK;
+    const tn_hparams *hp = &ctx->model->hp;
+    const size_t U = (size_t)rows, E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
+    const size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
+    const size_t KD = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    float **bufs[] = {&ctx->x, &ctx->xn, &ctx->q, &ctx->k, &ctx->v, &ctx->att,
+                      &ctx->o, &ctx->gate, &ctx->up, &ctx->rope_cs};
+    const size_t sizes[] = {U * E, U * E, U * QD, U * KD, U * KD, U * QD,
+                            U * E, U * F, U * F, 2 * U * (size_t)hp->n_rot};
+    for (size_t b = 0; b < sizeof sizes / sizeof sizes[0]; b++) {
+        float *p = calloc(sizes[b] ? sizes[b] : 1, sizeof(float));
+        if (!p)
+            return tn_fail(err, TN_ERR_NOMEM, "out of memory for a %d-row image span", rows);
+        free(*bufs[b]);
+        *bufs[b] = p;
     }
+    ctx->ub_rows = rows;
+    return TN_OK;
+}
+
+/* The checks and the micro-batch loop shared by token and embedding input.
+ * span: rows per pass (TN_UBATCH, or all n for a bidirectional span). */
+static int decode_rows(tn_ctx *ctx, const int32_t *tokens, const float *embd, int32_t n,
+                       bool bidir, tn_logits_mode mode, float *logits, tn_error *err) {
     const tn_hparams *hp = &ctx->model->hp;
     if (n > ctx->n_ctx - ctx->kv_len)
         return tn_fail(err, TN_ERR_OVERFLOW,
                        "%d tokens do not fit in the context: %d of %d are used, %d are free", n,
                        ctx->kv_len, ctx->n_ctx, ctx->n_ctx - ctx->kv_len);
-    for (int32_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
-            return tn_fail(err, TN_ERR_INVALID, "token %d is outside the vocabulary (0..%d)",
-                           tokens[i], hp->n_vocab - 1);
     if (atomic_load(&ctx->cancel))
         return tn_fail(err, TN_ERR_CANCELLED, "cancelled");
+    const int32_t span = bidir ? n : TN_UBATCH;
+    int rc = grow_scratch(ctx, span, err);
+    if (rc != TN_OK)
+        return rc;
 
     if (ctx->n_cap > 0) {
         if (n > ctx->cap_alloc) {
@@ -537,9 +568,11 @@ int tn_ctx_decode(tn_ctx *ctx, const int32_t *tokens, int32_t n, tn_logits_mode 
     }
 
     const int64_t pos0 = ctx->kv_len;
-    for (int32_t r0 = 0; r0 < n; r0 += TN_UBATCH) {
-        const int32_t u = n - r0 < TN_UBATCH ? n - r0 : TN_UBATCH;
-        int rc = forward_ubatch(ctx, tokens + r0, u, pos0 + r0, r0, err);
+    for (int32_t r0 = 0; r0 < n; r0 += span) {
+        const int32_t u = n - r0 < span ? n - r0 : span;
+        rc = forward_ubatch(ctx, tokens ? tokens + r0 : NULL,
+                            tokens ? NULL : embd + (size_t)r0 * (size_t)hp->n_embd, u, pos0 + r0,
+                            r0, bidir, err);
         if (rc == TN_OK && mode == TN_LOGITS_ALL)
             rc = output_rows(ctx, 0, u, logits + (size_t)r0 * (size_t)hp->n_vocab, err);
         if (rc == TN_OK && mode == TN_LOGITS_LAST && r0 + u == n)
@@ -551,4 +584,38 @@ int tn_ctx_decode(tn_ctx *ctx, const int32_t *tokens, int32_t n, tn_logits_mode 
     if (ctx->n_cap > 0)
         ctx->cap_rows = n;
     return TN_OK;
+}
+
+static int check_decode_args(tn_ctx *ctx, const void *in, int32_t n, tn_logits_mode mode,
+                             const float *logits, tn_error *err) {
+    if (!ctx || n < 0 || (n > 0 && !in) || mode < TN_LOGITS_NONE || mode > TN_LOGITS_ALL)
+        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_decode: bad arguments");
+    if (mode != TN_LOGITS_NONE && !logits)
+        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_decode: logits requested into NULL");
+    if (n == 0 && mode != TN_LOGITS_NONE)
+        return tn_fail(err, TN_ERR_INVALID, "tn_ctx_decode: logits of zero tokens");
+    return TN_OK;
+}
+
+int tn_ctx_decode(tn_ctx *ctx, const int32_t *tokens, int32_t n, tn_logits_mode mode,
+                  float *logits, tn_error *err) {
+    int rc = check_decode_args(ctx, tokens, n, mode, logits, err);
+    if (rc != TN_OK || n == 0)
+        return rc;
+    const tn_hparams *hp = &ctx->model->hp;
+    if (n > ctx->n_ctx - ctx->kv_len) /* before reading n tokens (decode_rows says why) */
+        return decode_rows(ctx, tokens, NULL, n, false, mode, logits, err);
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+            return tn_fail(err, TN_ERR_INVALID, "token %d is outside the vocabulary (0..%d)",
+                           tokens[i], hp->n_vocab - 1);
+    return decode_rows(ctx, tokens, NULL, n, false, mode, logits, err);
+}
+
+int tn_ctx_decode_embd(tn_ctx *ctx, const float *embd, int32_t n, bool bidirectional,
+                       tn_logits_mode mode, float *logits, tn_error *err) {
+    int rc = check_decode_args(ctx, embd, n, mode, logits, err);
+    if (rc != TN_OK || n == 0)
+        return rc;
+    return decode_rows(ctx, NULL, embd, n, bidirectional, mode, logits, err);
 }

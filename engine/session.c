@@ -59,6 +59,11 @@ struct tn_session {
 
     /* Mirror of the KV cache: kv_tokens[i] is the token of row i. */
     int32_t *kv_tokens; /* [n_ctx] */
+    /* 0 for a text row; for an image row (kv_tokens holds the image
+     * placeholder token there) a hash of the image's embeddings and the row's
+     * index in it, so that a row matches only the same image row. Rows at
+     * and beyond n_kv are always 0. */
+    uint64_t *kv_keys; /* [n_ctx] */
     int32_t n_kv;
 
     /* The pin. */
@@ -96,21 +101,25 @@ static void warn(tn_session *s, const char *fmt, ...) {
         fprintf(stderr, "tern: %s\n", msg);
 }
 
-static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
-    int32_t n = na < nb ? na : nb, i = 0;
-    while (i < n && a[i] == b[i])
-        i++;
-    return i;
-}
-
 static bool cancelled(const tn_session *s) {
     return atomic_load(&((tn_session *)s)->cancel);
+}
+
+/* Rows of the KV that hold exactly tokens[0..n) (keys NULL: text rows). */
+static int32_t kv_prefix(const tn_session *s, const int32_t *tokens, const uint64_t *keys,
+                         int32_t n) {
+    const int32_t m = n < s->n_kv ? n : s->n_kv;
+    int32_t i = 0;
+    while (i < m && s->kv_tokens[i] == tokens[i] && s->kv_keys[i] == (keys ? keys[i] : 0))
+        i++;
+    return i;
 }
 
 /* Cuts the KV (and its mirror) back to n rows. */
 static void kv_cut(tn_session *s, int32_t n) {
     if (n < s->n_kv) {
         tn_ctx_kv_truncate(s->ctx, n);
+        memset(s->kv_keys + n, 0, (size_t)(s->n_kv - n) * sizeof(uint64_t));
         s->n_kv = n;
     }
 }
@@ -147,8 +156,84 @@ static int kv_append(tn_session *s, const int32_t *tokens, int32_t n, bool want_
 }
 
 static bool pin_in_kv(const tn_session *s) {
-    return s->n_kv >= s->n_pin &&
-           common_prefix(s->kv_tokens, s->n_kv, s->pin_tokens, s->n_pin) == s->n_pin;
+    return s->n_kv >= s->n_pin && kv_prefix(s, s->pin_tokens, NULL, s->n_pin) == s->n_pin;
+}
+
+/* A prompt with images: the token array holds the image placeholder token
+ * at image rows; keys says which image row each is (0: text); spans give
+ * the embeddings of each image's rows. */
+typedef struct img_span {
+    int32_t start, n;  /* rows [start, start + n) of the prompt */
+    const float *embd; /* [n][n_embd] */
+} img_span;
+
+typedef struct prompt_plan {
+    const uint64_t *keys;
+    const img_span *spans; /* in prompt order */
+    int32_t n_spans;
+    int32_t n_image_rows;
+} prompt_plan;
+
+typedef struct progress_shift {
+    tn_session_progress_cb cb;
+    void *user;
+    int32_t offset, total;
+} progress_shift;
+
+static bool shifted_progress(int32_t done, int32_t total, void *p) {
+    (void)total;
+    const progress_shift *ps = p;
+    return ps->cb(ps->offset + done, ps->total, ps->user);
+}
+
+/* kv_append for rows [from, n) of a prompt with images: text runs go
+ * through kv_append, each image span through one bidirectional pass of its
+ * embeddings. `from` never falls inside a span (callers cut the KV back to
+ * a span's start). Same failure contract as kv_append. */
+static int kv_append_plan(tn_session *s, const int32_t *tokens, int32_t from, int32_t n,
+                          const prompt_plan *plan, bool want_logits,
+                          tn_session_progress_cb progress, void *user, tn_error *err) {
+    const int32_t total = n - from;
+    progress_shift ps = {progress, user, 0, total};
+    int32_t at = from, si = 0;
+    while (at < n) {
+        while (si < plan->n_spans && plan->spans[si].start < at)
+            si++; /* reused from the KV */
+        const int32_t text_end = si < plan->n_spans ? plan->spans[si].start : n;
+        int rc;
+        if (text_end > at) {
+            ps.offset = at - from;
+            rc = kv_append(s, tokens + at, text_end - at, want_logits && text_end == n,
+                           progress ? shifted_progress : NULL, &ps, err);
+            if (rc != TN_OK)
+                return rc;
+            at = text_end;
+            continue;
+        }
+        const img_span *sp = &plan->spans[si];
+        if (cancelled(s))
+            return tn_fail(err, TN_ERR_CANCELLED, "cancelled");
+        const bool last = at + sp->n == n;
+        rc = tn_ctx_decode_embd(s->ctx, sp->embd, sp->n, true,
+                                last && want_logits ? TN_LOGITS_LAST : TN_LOGITS_NONE, s->logits,
+                                err);
+        if (rc != TN_OK)
+            return rc;
+        if ((rc = tn_spec_observe(s->spec, s->ctx, s->n_kv, tokens + at, sp->n, err)) != TN_OK) {
+            tn_ctx_kv_truncate(s->ctx, s->n_kv);
+            return rc;
+        }
+        memcpy(s->kv_tokens + s->n_kv, tokens + at, (size_t)sp->n * sizeof(int32_t));
+        memcpy(s->kv_keys + s->n_kv, plan->keys + at, (size_t)sp->n * sizeof(uint64_t));
+        s->n_kv += sp->n;
+        at += sp->n;
+        si++;
+        if (progress && !progress(at - from, total, user) && at < n) {
+            atomic_store(&s->cancel, true);
+            return tn_fail(err, TN_ERR_CANCELLED, "cancelled");
+        }
+    }
+    return TN_OK;
 }
 
 /* ---------------------------------------------------------------- params */
@@ -254,8 +339,9 @@ int tn_session_new(const tn_model *model, tn_session_params params, tn_session *
     if (s->params.pin_cache_max_bytes == 0)
         s->params.pin_cache_max_bytes = TN_PIN_DEFAULT_MAX_BYTES;
     s->kv_tokens = calloc((size_t)params.n_ctx, sizeof(int32_t));
+    s->kv_keys = calloc((size_t)params.n_ctx, sizeof(uint64_t));
     s->logits = calloc((size_t)s->n_vocab, sizeof(float));
-    if (!s->kv_tokens || !s->logits)
+    if (!s->kv_tokens || !s->kv_keys || !s->logits)
         goto nomem;
     rc = tn_ctx_new(model, params.n_ctx, params.n_threads, &s->ctx, err);
     if (rc != TN_OK) {
@@ -290,6 +376,7 @@ void tn_session_free(tn_session *s) {
         free(s->stop_copies[i]);
     free(s->cache_dir);
     free(s->kv_tokens);
+    free(s->kv_keys);
     free(s->pin_text);
     free(s->pin_tokens);
     free(s->logits);
@@ -430,7 +517,7 @@ static int establish(tn_session *s, const int32_t *tokens, int32_t n,
                      tn_error *err) {
     *loaded = false;
     *saved = false;
-    const int32_t keep = common_prefix(s->kv_tokens, s->n_kv, tokens, n);
+    const int32_t keep = kv_prefix(s, tokens, NULL, n);
     if (keep == n) {
         kv_cut(s, n);
         if (progress)
@@ -445,6 +532,7 @@ static int establish(tn_session *s, const int32_t *tokens, int32_t n,
         int rc = tn_pin_store_load(s->cache_dir, &key, s->ctx, tokens, n, &e);
         if (rc == TN_OK) {
             memcpy(s->kv_tokens, tokens, (size_t)n * sizeof(int32_t));
+            memset(s->kv_keys, 0, (size_t)(n > s->n_kv ? n : s->n_kv) * sizeof(uint64_t));
             s->n_kv = n;
             *loaded = *saved = true;
             if (progress)
@@ -551,7 +639,7 @@ void tn_session_reset(tn_session *s) {
     if (!s)
         return;
     /* Keep what is left of the pin; a damaged pin is restored lazily. */
-    kv_cut(s, common_prefix(s->kv_tokens, s->n_kv, s->pin_tokens, s->n_pin));
+    kv_cut(s, kv_prefix(s, s->pin_tokens, NULL, s->n_pin));
 }
 
 void tn_session_unpin(tn_session *s) {
@@ -779,11 +867,17 @@ static int overflow_message(const tn_session *s, int32_t n_req, tn_error *err) {
                    s->n_ctx);
 }
 
-static int ask_impl(tn_session *s, const int32_t *req, int32_t n_req, const tn_gen_params *g,
-                    tn_session_token_cb cb, void *user, tn_session_stats *st, double t_call,
-                    tn_error *err) {
+static int ask_impl(tn_session *s, const int32_t *req, int32_t n_req, const prompt_plan *plan,
+                    const tn_gen_params *g, tn_session_token_cb cb, void *user,
+                    tn_session_stats *st, double t_call, tn_error *err) {
     if (n_req <= 0)
         return tn_fail(err, TN_ERR_INVALID, "the request is empty");
+    if (n_req > s->n_ctx - s->n_pin && plan && plan->n_spans > 0)
+        return tn_fail(err, TN_ERR_OVERFLOW,
+                       "the message is %d tokens (%d of them for %d image%s); %d are free after "
+                       "the %d-token system prompt (use fewer image tokens or a larger context)",
+                       n_req, plan->n_image_rows, plan->n_spans, plan->n_spans == 1 ? "" : "s",
+                       s->n_ctx - s->n_pin, s->n_pin);
     if (n_req > s->n_ctx - s->n_pin)
         return overflow_message(s, n_req, err);
     for (int32_t i = 0; i < n_req; i++)
@@ -800,7 +894,10 @@ static int ask_impl(tn_session *s, const int32_t *req, int32_t n_req, const tn_g
     if (rc != TN_OK)
         return rc;
     const double t_prefill = now_ms();
-    rc = kv_append(s, req, n_req, true, g->progress, g->progress_user, err);
+    if (plan)
+        rc = kv_append_plan(s, req, 0, n_req, plan, true, g->progress, g->progress_user, err);
+    else
+        rc = kv_append(s, req, n_req, true, g->progress, g->progress_user, err);
     st->prefill_ms = now_ms() - t_prefill;
     st->prompt_tokens = s->n_kv - s->n_pin;
     if (st->prefill_ms > 0)
@@ -841,7 +938,7 @@ int tn_session_ask_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens
     if (rc != TN_OK)
         return rc;
     begin_call(s);
-    rc = ask_impl(s, tokens, n_tokens, g, cb, user, st, t_call, err);
+    rc = ask_impl(s, tokens, n_tokens, NULL, g, cb, user, st, t_call, err);
     stats_finish(s, st);
     return rc;
 }
@@ -872,7 +969,7 @@ int tn_session_ask(tn_session *s, const char *user_text, const tn_gen_params *ge
     tn_tokens req = {0};
     rc = render_turn_tokens(s, user_text, g->thinking, &req, err);
     if (rc == TN_OK)
-        rc = ask_impl(s, req.ids, (int32_t)req.n, g, cb, user, st, t_call, err);
+        rc = ask_impl(s, req.ids, (int32_t)req.n, NULL, g, cb, user, st, t_call, err);
     tn_tokens_free(&req);
     stats_finish(s, st);
     return rc;
@@ -880,9 +977,9 @@ int tn_session_ask(tn_session *s, const char *user_text, const tn_gen_params *ge
 
 /* ------------------------------------------------------------------ chat */
 
-static int chat_impl(tn_session *s, const int32_t *tokens, int32_t n, const tn_gen_params *g,
-                     tn_session_token_cb cb, void *user, tn_session_stats *st, double t_call,
-                     tn_error *err) {
+static int chat_impl(tn_session *s, const int32_t *tokens, int32_t n, const prompt_plan *plan,
+                     const tn_gen_params *g, tn_session_token_cb cb, void *user,
+                     tn_session_stats *st, double t_call, tn_error *err) {
     if (n <= 0)
         return tn_fail(err, TN_ERR_INVALID, "the conversation is empty");
     if (n > s->n_ctx)
@@ -891,9 +988,13 @@ static int chat_impl(tn_session *s, const int32_t *tokens, int32_t n, const tn_g
                        "or raise the context size)",
                        n, s->n_ctx);
     const double t_restore = now_ms();
-    int32_t keep = common_prefix(s->kv_tokens, s->n_kv, tokens, n);
+    int32_t keep = kv_prefix(s, tokens, plan ? plan->keys : NULL, n);
     if (keep == n)
         keep = n - 1; /* the last row is run again for its logits */
+    /* An image span runs as one pass: never keep part of one. */
+    for (int32_t i = 0; plan && i < plan->n_spans; i++)
+        if (plan->spans[i].start < keep && keep < plan->spans[i].start + plan->spans[i].n)
+            keep = plan->spans[i].start;
     kv_cut(s, keep);
     st->restored_tokens = keep;
     st->restore_ms = now_ms() - t_restore;
@@ -901,7 +1002,10 @@ static int chat_impl(tn_session *s, const int32_t *tokens, int32_t n, const tn_g
     if (rc != TN_OK)
         return rc;
     const double t_prefill = now_ms();
-    rc = kv_append(s, tokens + keep, n - keep, true, g->progress, g->progress_user, err);
+    if (plan)
+        rc = kv_append_plan(s, tokens, keep, n, plan, true, g->progress, g->progress_user, err);
+    else
+        rc = kv_append(s, tokens + keep, n - keep, true, g->progress, g->progress_user, err);
     st->prefill_ms = now_ms() - t_prefill;
     st->prompt_tokens = s->n_kv - keep;
     if (st->prefill_ms > 0)
@@ -928,22 +1032,11 @@ static tn_chat_role role_of(const char *role, bool *ok) {
     return TN_CHAT_ROLE_USER;
 }
 
-int tn_session_chat(tn_session *s, const tn_session_message *messages, int32_t n_messages,
-                    const tn_gen_params *gen, tn_session_token_cb cb, void *user,
-                    tn_session_stats *stats, tn_error *err) {
-    tn_session_stats local;
-    tn_session_stats *st = stats ? stats : &local;
-    memset(st, 0, sizeof *st);
-    const double t_call = now_ms();
-    if (!s || n_messages < 0 || (n_messages > 0 && !messages))
-        return tn_fail(err, TN_ERR_INVALID, "tn_session_chat: bad arguments");
-    const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_gen(g, s->n_vocab, err);
-    if (rc == TN_OK)
-        rc = need_tokenizer(s, err);
-    if (rc != TN_OK)
-        return rc;
-    begin_call(s);
+/* The conversation as template text: the pinned system prompt first when
+ * the messages bring none, then the assistant header. */
+static int render_chat_text(tn_session *s, const tn_session_message *messages,
+                            int32_t n_messages, const tn_gen_params *g, tn_buf *text,
+                            tn_error *err) {
     tn_chat_message *msgs = calloc((size_t)n_messages + 1, sizeof *msgs);
     if (!msgs)
         return tn_fail(err, TN_ERR_NOMEM, "out of memory");
@@ -964,19 +1057,333 @@ int tn_session_chat(tn_session *s, const tn_session_message *messages, int32_t n
         }
         n++;
     }
-    tn_buf text = {0};
-    tn_tokens toks = {0};
     tn_chat_options o = tn_chat_default_options();
     o.add_generation_prompt = true;
     o.enable_thinking = g->thinking;
-    rc = tn_chat_render(s->chat_kind, msgs, n, &o, &text, err);
+    int rc = tn_chat_render(s->chat_kind, msgs, n, &o, text, err);
+    free(msgs);
+    return rc;
+}
+
+int tn_session_chat(tn_session *s, const tn_session_message *messages, int32_t n_messages,
+                    const tn_gen_params *gen, tn_session_token_cb cb, void *user,
+                    tn_session_stats *stats, tn_error *err) {
+    tn_session_stats local;
+    tn_session_stats *st = stats ? stats : &local;
+    memset(st, 0, sizeof *st);
+    const double t_call = now_ms();
+    if (!s || n_messages < 0 || (n_messages > 0 && !messages))
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_chat: bad arguments");
+    const tn_gen_params *g = gen ? gen : &s->params.gen;
+    int rc = check_gen(g, s->n_vocab, err);
+    if (rc == TN_OK)
+        rc = need_tokenizer(s, err);
+    if (rc != TN_OK)
+        return rc;
+    begin_call(s);
+    tn_buf text = {0};
+    tn_tokens toks = {0};
+    rc = render_chat_text(s, messages, n_messages, g, &text, err);
     if (rc == TN_OK)
         rc = tokenize_rendered(s, &text, true, &toks, err);
     if (rc == TN_OK)
-        rc = chat_impl(s, toks.ids, (int32_t)toks.n, g, cb, user, st, t_call, err);
+        rc = chat_impl(s, toks.ids, (int32_t)toks.n, NULL, g, cb, user, st, t_call, err);
     tn_tokens_free(&toks);
     tn_buf_free(&text);
-    free(msgs);
+    stats_finish(s, st);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- images */
+
+/* What replaces each image marker before tokenizing: Gemma 3's image
+ * sequence (HF Gemma3Processor: "\n\n" + boi + image tokens + eoi + "\n\n"),
+ * with one placeholder token that is then expanded to the image's rows. */
+#define IMAGE_START "<start_of_image>"
+#define IMAGE_END "<end_of_image>"
+#define IMAGE_SOFT "<image_soft_token>"
+
+typedef struct image_tokens {
+    int32_t start, end, soft;
+} image_tokens;
+
+static bool find_image_tokens(const tn_session *s, image_tokens *it) {
+    if (!s || !s->tok)
+        return false;
+    it->start = tn_tokenizer_find(s->tok, IMAGE_START, strlen(IMAGE_START));
+    it->end = tn_tokenizer_find(s->tok, IMAGE_END, strlen(IMAGE_END));
+    it->soft = tn_tokenizer_find(s->tok, IMAGE_SOFT, strlen(IMAGE_SOFT));
+    return it->start >= 0 && it->end >= 0 && it->soft >= 0;
+}
+
+int32_t tn_session_image_cost(const tn_session *s, int32_t n_image_tokens) {
+    image_tokens it;
+    if (!find_image_tokens(s, &it) || n_image_tokens < 0)
+        return -1;
+    return n_image_tokens + 2;
+}
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* Identity of an image: FNV-1a over its embedding bytes and shape. */
+static uint64_t image_hash(const tn_image_embd *im) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const uint8_t *p = (const uint8_t *)im->embd;
+    const size_t nb = (size_t)im->n_tokens * (size_t)im->n_embd * sizeof(float);
+    for (size_t i = 0; i < nb; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL;
+    return mix64(h ^ ((uint64_t)im->n_tokens << 32 | (uint32_t)im->n_embd));
+}
+
+static int check_images(const tn_session *s, const tn_image_embd *images, int32_t n_images,
+                        tn_error *err) {
+    if (n_images < 0 || (n_images > 0 && !images))
+        return tn_fail(err, TN_ERR_INVALID, "bad image list");
+    image_tokens it;
+    if (n_images > 0 && !find_image_tokens(s, &it))
+        return tn_fail(err, TN_ERR_UNSUPPORTED,
+                       "%s: this model takes no images (its vocabulary has no %s/%s tokens)",
+                       tn_model_path(s->model), IMAGE_START, IMAGE_END);
+    const int32_t E = tn_model_n_embd(s->model);
+    for (int32_t i = 0; i < n_images; i++) {
+        if (!images[i].embd || images[i].n_tokens < 1)
+            return tn_fail(err, TN_ERR_INVALID, "image %d has no embeddings", i + 1);
+        if (images[i].n_embd != E)
+            return tn_fail(err, TN_ERR_INVALID,
+                           "image %d: its embeddings are %d wide, the model's %d (a vision "
+                           "projector made for another model?)",
+                           i + 1, images[i].n_embd, E);
+    }
+    return TN_OK;
+}
+
+static size_t count_markers(const char *text) {
+    size_t n = 0;
+    for (const char *p = text; p && (p = strstr(p, TN_IMAGE_MARKER)); p += strlen(TN_IMAGE_MARKER))
+        n++;
+    return n;
+}
+
+/* text with n markers in front (the images of a message without markers). */
+static char *with_markers(const char *text, int32_t n) {
+    const size_t lm = strlen(TN_IMAGE_MARKER), lt = strlen(text);
+    char *out = malloc((size_t)n * lm + lt + 1);
+    if (!out)
+        return NULL;
+    for (int32_t i = 0; i < n; i++)
+        memcpy(out + (size_t)i * lm, TN_IMAGE_MARKER, lm);
+    memcpy(out + (size_t)n * lm, text, lt + 1);
+    return out;
+}
+
+typedef struct image_prompt {
+    int32_t *ids;
+    uint64_t *keys;
+    img_span *spans;
+    int32_t n;
+    prompt_plan plan;
+} image_prompt;
+
+static void image_prompt_free(image_prompt *ip) {
+    free(ip->ids);
+    free(ip->keys);
+    free(ip->spans);
+    memset(ip, 0, sizeof *ip);
+}
+
+/* Rendered text with markers -> the prompt's rows: each marker becomes the
+ * image sequence, the text is tokenized as a whole (so "\n\n" merges with
+ * its neighbours exactly as in the reference processor), then each
+ * placeholder token is expanded into the image's rows. */
+static int expand_images(tn_session *s, const tn_buf *text, bool with_bos,
+                         const tn_image_embd *images, int32_t n_images, image_prompt *out,
+                         tn_error *err) {
+    memset(out, 0, sizeof *out);
+    image_tokens it;
+    if (!find_image_tokens(s, &it))
+        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: this model takes no images",
+                       tn_model_path(s->model));
+    static const char seq[] = "\n\n" IMAGE_START IMAGE_SOFT IMAGE_END "\n\n";
+    const size_t lm = strlen(TN_IMAGE_MARKER);
+    tn_buf t = {0};
+    int32_t markers = 0;
+    int rc = TN_OK;
+    const char *p = text->data ? text->data : "";
+    for (const char *m; rc == TN_OK && (m = strstr(p, TN_IMAGE_MARKER)); p = m + lm, markers++)
+        if ((rc = tn_buf_append(&t, p, (size_t)(m - p))) == TN_OK)
+            rc = tn_buf_append_str(&t, seq);
+    if (rc == TN_OK)
+        rc = tn_buf_append_str(&t, p);
+    if (rc != TN_OK) {
+        tn_buf_free(&t);
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    }
+    if (markers != n_images) {
+        tn_buf_free(&t);
+        return tn_fail(err, TN_ERR_INVALID, "the prompt has %d image marker%s for %d image%s",
+                       markers, markers == 1 ? "" : "s", n_images, n_images == 1 ? "" : "s");
+    }
+    tn_tokens raw = {0};
+    rc = tokenize_rendered(s, &t, with_bos, &raw, err);
+    tn_buf_free(&t);
+    if (rc != TN_OK) {
+        tn_tokens_free(&raw);
+        return rc;
+    }
+    int64_t total = (int64_t)raw.n, n_soft = 0;
+    for (size_t i = 0; i < raw.n; i++)
+        n_soft += raw.ids[i] == it.soft;
+    if (n_soft != n_images) {
+        tn_tokens_free(&raw);
+        return tn_fail(err, TN_ERR_INVALID,
+                       "the text itself contains the image placeholder token %s", IMAGE_SOFT);
+    }
+    for (int32_t i = 0; i < n_images; i++)
+        total += images[i].n_tokens - 1;
+    if (total > INT32_MAX / 2) {
+        tn_tokens_free(&raw);
+        return tn_fail(err, TN_ERR_OVERFLOW, "the prompt is too long");
+    }
+    out->ids = malloc((size_t)total * sizeof *out->ids);
+    out->keys = calloc((size_t)total, sizeof *out->keys);
+    out->spans = calloc((size_t)(n_images > 0 ? n_images : 1), sizeof *out->spans);
+    if (!out->ids || !out->keys || !out->spans) {
+        tn_tokens_free(&raw);
+        image_prompt_free(out);
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    }
+    int32_t at = 0, img = 0;
+    for (size_t i = 0; i < raw.n; i++) {
+        if (raw.ids[i] != it.soft) {
+            out->ids[at++] = raw.ids[i];
+            continue;
+        }
+        const tn_image_embd *im = &images[img];
+        const uint64_t h = image_hash(im);
+        out->spans[img] = (img_span){at, im->n_tokens, im->embd};
+        for (int32_t r = 0; r < im->n_tokens; r++) {
+            out->ids[at] = it.soft;
+            out->keys[at++] = mix64(h + (uint64_t)r) | 1;
+        }
+        out->plan.n_image_rows += im->n_tokens;
+        img++;
+    }
+    tn_tokens_free(&raw);
+    out->n = at;
+    out->plan.keys = out->keys;
+    out->plan.spans = out->spans;
+    out->plan.n_spans = n_images;
+    return TN_OK;
+}
+
+int tn_session_ask_images(tn_session *s, const char *user_text, const tn_image_embd *images,
+                          int32_t n_images, const tn_gen_params *gen, tn_session_token_cb cb,
+                          void *user, tn_session_stats *stats, tn_error *err) {
+    tn_session_stats local;
+    tn_session_stats *st = stats ? stats : &local;
+    memset(st, 0, sizeof *st);
+    const double t_call = now_ms();
+    if (!s || !user_text)
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_ask_images: bad arguments");
+    const tn_gen_params *g = gen ? gen : &s->params.gen;
+    int rc = check_gen(g, s->n_vocab, err);
+    if (rc == TN_OK)
+        rc = need_tokenizer(s, err);
+    if (rc == TN_OK)
+        rc = check_images(s, images, n_images, err);
+    if (rc != TN_OK)
+        return rc;
+    begin_call(s);
+    if (s->pin_kind == PIN_NONE) {
+        const double t0 = now_ms();
+        rc = tn_session_pin(s, NULL, NULL, NULL, err);
+        st->restore_ms += now_ms() - t0;
+        if (rc != TN_OK)
+            return rc;
+    }
+    char *owned = NULL;
+    if (n_images > 0 && count_markers(user_text) == 0) {
+        if (!(owned = with_markers(user_text, n_images)))
+            return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+        user_text = owned;
+    }
+    tn_buf text = {0};
+    tn_chat_options o = tn_chat_default_options();
+    o.enable_thinking = g->thinking;
+    image_prompt ip = {0};
+    rc = tn_chat_render_turn(s->chat_kind, has_system(s), user_text, &o, &text, err);
+    if (rc == TN_OK)
+        rc = expand_images(s, &text, false, images, n_images, &ip, err);
+    if (rc == TN_OK)
+        rc = ask_impl(s, ip.ids, ip.n, &ip.plan, g, cb, user, st, t_call, err);
+    image_prompt_free(&ip);
+    tn_buf_free(&text);
+    free(owned);
+    stats_finish(s, st);
+    return rc;
+}
+
+int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
+                           int32_t n_messages, const tn_image_embd *images, int32_t n_images,
+                           const tn_gen_params *gen, tn_session_token_cb cb, void *user,
+                           tn_session_stats *stats, tn_error *err) {
+    tn_session_stats local;
+    tn_session_stats *st = stats ? stats : &local;
+    memset(st, 0, sizeof *st);
+    const double t_call = now_ms();
+    if (!s || n_messages < 0 || (n_messages > 0 && !messages))
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_chat_images: bad arguments");
+    const tn_gen_params *g = gen ? gen : &s->params.gen;
+    int rc = check_gen(g, s->n_vocab, err);
+    if (rc == TN_OK)
+        rc = need_tokenizer(s, err);
+    if (rc == TN_OK)
+        rc = check_images(s, images, n_images, err);
+    if (rc != TN_OK)
+        return rc;
+    begin_call(s);
+    /* Images without markers go in front of the last user message. */
+    size_t markers = 0;
+    int32_t last_user = -1;
+    for (int32_t i = 0; i < n_messages; i++) {
+        markers += count_markers(messages[i].content);
+        if (messages[i].role && !strcmp(messages[i].role, "user"))
+            last_user = i;
+    }
+    tn_session_message *copy = NULL;
+    char *owned = NULL;
+    if (n_images > 0 && markers == 0) {
+        if (last_user < 0)
+            return tn_fail(err, TN_ERR_INVALID, "images need a user message");
+        copy = malloc((size_t)n_messages * sizeof *copy);
+        owned = with_markers(messages[last_user].content ? messages[last_user].content : "",
+                             n_images);
+        if (!copy || !owned) {
+            free(copy);
+            free(owned);
+            return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+        }
+        memcpy(copy, messages, (size_t)n_messages * sizeof *copy);
+        copy[last_user].content = owned;
+        messages = copy;
+    }
+    tn_buf text = {0};
+    image_prompt ip = {0};
+    rc = render_chat_text(s, messages, n_messages, g, &text, err);
+    if (rc == TN_OK)
+        rc = expand_images(s, &text, true, images, n_images, &ip, err);
+    if (rc == TN_OK)
+        rc = chat_impl(s, ip.ids, ip.n, &ip.plan, g, cb, user, st, t_call, err);
+    image_prompt_free(&ip);
+    tn_buf_free(&text);
+    free(copy);
+    free(owned);
     stats_finish(s, st);
     return rc;
 }

@@ -969,6 +969,57 @@ typedef struct tn_mkmodel_vision_params {
 tn_mkmodel_vision_params tn_mkmodel_vision_default_params(void);
 int tn_mkmodel_vision(const tn_mkmodel_vision_params *p, const char *out_path, tn_error *err);
 
+/* Images in the prompt (docs/VISION.md).
+ *
+ * A prompt names each image with TN_IMAGE_MARKER in the text of a user
+ * message, in order. The session renders the chat template with the markers
+ * in place, then puts what the model was trained on where each marker is;
+ * for Gemma 3 (as the HF Gemma3Processor): "\n\n<start_of_image>", the
+ * image's n_tokens embedding rows, "<end_of_image>\n\n". The image rows
+ * attend to each other in both directions and to everything before them
+ * (Gemma 3's bidirectional image attention, as HF's token_type_ids mask and
+ * llama.cpp's non-causal image batch); text rows stay causal. Image rows
+ * enter layer 0 as given (Gemma's sqrt(n_embd) scale is for token
+ * embeddings only). A text without any marker gets its images before the
+ * text (what Gemma's template renders for [image..., text]). */
+#define TN_IMAGE_MARKER "<__image__>"
+
+/* One image as embeddings: tn_vision_encode's output, borrowed for the call. */
+typedef struct tn_image_embd {
+    const float *embd; /* [n_tokens][n_embd] */
+    int32_t n_tokens;  /* >= 1 */
+    int32_t n_embd;    /* must equal tn_model_n_embd (checked) */
+} tn_image_embd;
+
+/* Like tn_ctx_decode, with n input rows given as embeddings [n][n_embd]
+ * instead of token ids. bidirectional: the n rows also see each other's
+ * keys (one image span); they then run as a single pass, whatever n. */
+int tn_ctx_decode_embd(tn_ctx *ctx, const float *embd, int32_t n, bool bidirectional,
+                       tn_logits_mode mode, float *logits, tn_error *err);
+
+/* KV rows an image of n_image_tokens adds to a prompt: the image rows and
+ * the start/end markers (the "\n\n" around them merge with the neighbouring
+ * text's tokens, so a message may differ by a token or two); -1 when the
+ * model's vocabulary has no image markers (no vision support). */
+int32_t tn_session_image_cost(const tn_session *s, int32_t n_image_tokens);
+
+/* tn_session_ask with images: user_text holds one TN_IMAGE_MARKER per image
+ * (or none: images first). The request (text and image rows) must fit the
+ * free context after the pin, else TN_ERR_OVERFLOW naming the counts ("the
+ * message is 300 tokens (256 of them for 1 image); 200 are free after the
+ * 24-token system prompt") and nothing changes. The pin is never written. */
+int tn_session_ask_images(tn_session *s, const char *user_text, const tn_image_embd *images,
+                          int32_t n_images, const tn_gen_params *gen, tn_session_token_cb cb,
+                          void *user, tn_session_stats *stats, tn_error *err);
+
+/* tn_session_chat with images: the markers in all user messages, in order,
+ * take images[0..n_images). An image's rows are reused across turns like
+ * text (its rows match only the same embeddings at the same place). */
+int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
+                           int32_t n_messages, const tn_image_embd *images, int32_t n_images,
+                           const tn_gen_params *gen, tn_session_token_cb cb, void *user,
+                           tn_session_stats *stats, tn_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -117,6 +117,8 @@ struct tn_ctx {
     float *up;     /* [U][n_ff] */
     float *rope_cs; /* [2][U][n_rot / 2][2] cos, sin for full and sliding layers */
     float *scores; /* [n_threads][n_ctx] attention weights, one row per thread */
+    int32_t ub_rows; /* rows the scratch above holds (U): TN_UBATCH, more once an
+                        image span had to run as one pass (tn_ctx_decode_embd) */
     /* Hidden-state capture (speculation drafters read these). */
     int32_t *cap_ids;  /* [n_cap] 0 = embeddings, i = output of layer i - 1 */
     int32_t n_cap;
