@@ -48,7 +48,21 @@ message_free (gpointer data)
   g_free (m->text);
   g_free (m->stop_reason);
   g_free (m->error);
+  g_clear_pointer (&m->drafted, g_byte_array_unref);
   g_free (m);
+}
+
+void
+tern_message_set_drafted (TernMessage  *m,
+                          const guint8 *drafted)
+{
+  gsize len = m->text ? strlen (m->text) : 0;
+
+  g_clear_pointer (&m->drafted, g_byte_array_unref);
+  if (drafted == NULL || len == 0 || memchr (drafted, 1, len) == NULL)
+    return;
+  m->drafted = g_byte_array_sized_new ((guint) len);
+  g_byte_array_append (m->drafted, drafted, (guint) len);
 }
 
 static void
@@ -395,6 +409,30 @@ tern_chat_to_json (TernChat *self)
         }
       if (m->has_stats)
         add_stats (b, &m->stats);
+      if (m->drafted != NULL)
+        {
+          /* [start, length] byte runs of text from accepted drafts. */
+          json_builder_set_member_name (b, "drafted");
+          json_builder_begin_array (b);
+          for (guint k = 0; k < m->drafted->len;)
+            {
+              guint end = k;
+
+              if (!m->drafted->data[k])
+                {
+                  k++;
+                  continue;
+                }
+              while (end < m->drafted->len && m->drafted->data[end])
+                end++;
+              json_builder_begin_array (b);
+              json_builder_add_int_value (b, k);
+              json_builder_add_int_value (b, end - k);
+              json_builder_end_array (b);
+              k = end;
+            }
+          json_builder_end_array (b);
+        }
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
@@ -517,6 +555,36 @@ tern_chat_load (const char *path,
       m = tern_chat_append (self, json_object_get_string_member_with_default (mo, "role", "user"),
                             json_object_get_string_member_with_default (mo, "content", ""));
       m->cancelled = json_object_get_boolean_member_with_default (mo, "cancelled", FALSE);
+      if (json_object_has_member (mo, "drafted")
+          && JSON_NODE_HOLDS_ARRAY (json_object_get_member (mo, "drafted")))
+        {
+          JsonArray *runs = json_object_get_array_member (mo, "drafted");
+          gsize len = strlen (m->text);
+          g_autofree guint8 *mask = g_malloc0 (len + 1);
+
+          /* Runs outside the text (a hand-edited file) are ignored. */
+          for (guint r = 0; r < json_array_get_length (runs); r++)
+            {
+              JsonNode *rn = json_array_get_element (runs, r);
+              JsonArray *run;
+              gint64 start, count;
+
+              if (!JSON_NODE_HOLDS_ARRAY (rn))
+                continue;
+              run = json_node_get_array (rn);
+              if (json_array_get_length (run) != 2
+                  || !JSON_NODE_HOLDS_VALUE (json_array_get_element (run, 0))
+                  || !JSON_NODE_HOLDS_VALUE (json_array_get_element (run, 1)))
+                continue;
+              start = json_array_get_int_element (run, 0);
+              count = json_array_get_int_element (run, 1);
+              if (start < 0 || count <= 0 || (guint64) start > len
+                  || (guint64) count > len - (guint64) start)
+                continue;
+              memset (mask + start, 1, (gsize) count);
+            }
+          tern_message_set_drafted (m, mask);
+        }
       if (json_object_has_member (mo, "error"))
         m->error = g_strdup (json_object_get_string_member_with_default (mo, "error", NULL));
       if (json_object_has_member (mo, "stats")

@@ -16,6 +16,9 @@ typedef struct {
   char *stop_reason;
   gboolean cancelled;
   char *error;
+  /* One flag per byte of text, 1 where the token came from an accepted
+   * speculative draft; NULL when none did. Saved as byte runs. */
+  GByteArray *drafted;
 } TernMessage;
 
 #define TERN_TYPE_CHAT (tern_chat_get_type ())
@@ -59,6 +62,9 @@ void         tern_chat_truncate           (TernChat      *self,
                                            guint          n_messages);
 void         tern_message_set_stats       (TernMessage   *message,
                                            const TernStats *stats);
+/* Copies drafted[0..strlen (text)) (NULL or all zero: none). */
+void         tern_message_set_drafted     (TernMessage   *message,
+                                           const guint8  *drafted);
 /* "12 tokens · 85.3 tok/s · first token 40 ms · prompt 23 tokens in 12 ms" */
 char        *tern_message_format_stats    (const TernMessage *message);
 /* Marks a change: the title may have changed and the file needs saving. */

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include <glib/gi18n.h>
 
@@ -53,6 +54,9 @@ typedef struct {
   GMutex lock;
   tn_session *running_session; /* the session a cancel must reach */
   GString *pending_text;
+  /* One flag per byte of pending_text: 1 where the token came from an
+   * accepted speculative draft (the app can tint those). */
+  GByteArray *pending_drafted;
   TernStats live;
   guint live_id;
   gboolean update_pending;
@@ -100,6 +104,7 @@ shared_clear (gpointer data)
   g_async_queue_unref (shared->requests);
   g_main_context_unref (shared->context);
   g_string_free (shared->pending_text, TRUE);
+  g_byte_array_unref (shared->pending_drafted);
   g_mutex_clear (&shared->lock);
 }
 
@@ -155,6 +160,7 @@ flush_update (Shared           *shared,
               TernEngineWorker *owner)
 {
   g_autofree char *text = NULL;
+  g_autoptr(GByteArray) drafted = NULL;
   TernStats live;
   guint id;
 
@@ -166,12 +172,15 @@ flush_update (Shared           *shared,
     }
   text = g_strndup (shared->pending_text->str, shared->pending_text->len);
   g_string_truncate (shared->pending_text, 0);
+  drafted = g_byte_array_sized_new (shared->pending_drafted->len + 1);
+  g_byte_array_append (drafted, shared->pending_drafted->data, shared->pending_drafted->len);
+  g_byte_array_set_size (shared->pending_drafted, 0);
   live = shared->live;
   id = shared->live_id;
   shared->update_pending = FALSE;
   g_mutex_unlock (&shared->lock);
 
-  g_signal_emit (owner, signals[SIGNAL_UPDATE], 0, id, text, &live);
+  g_signal_emit (owner, signals[SIGNAL_UPDATE], 0, id, text, &live, drafted->data);
 }
 
 static gboolean
@@ -255,17 +264,28 @@ static void
 post_live (Shared          *shared,
            guint            id,
            const TernStats *live,
-           const char      *piece)
+           const char      *piece,
+           gboolean         drafted)
 {
   gboolean post = FALSE;
 
   g_mutex_lock (&shared->lock);
   if (shared->live_id != id)
-    g_string_truncate (shared->pending_text, 0);
+    {
+      g_string_truncate (shared->pending_text, 0);
+      g_byte_array_set_size (shared->pending_drafted, 0);
+    }
   shared->live_id = id;
   shared->live = *live;
   if (piece != NULL)
-    g_string_append (shared->pending_text, piece);
+    {
+      gsize len = strlen (piece);
+      guint old = shared->pending_drafted->len;
+
+      g_string_append_len (shared->pending_text, piece, (gssize) len);
+      g_byte_array_set_size (shared->pending_drafted, old + (guint) len);
+      memset (shared->pending_drafted->data + old, drafted ? 1 : 0, len);
+    }
   if (!shared->update_pending)
     {
       shared->update_pending = TRUE;
@@ -317,7 +337,7 @@ on_progress (int32_t done,
   run->live.elapsed_ms = ms_since (run->start_us);
   if (run->live.elapsed_ms > 0)
     run->live.prefill_tok_s = done / (run->live.elapsed_ms / 1000.0);
-  post_live (run->engine->shared, run->id, &run->live, NULL);
+  post_live (run->engine->shared, run->id, &run->live, NULL, FALSE);
   return true;
 }
 
@@ -328,10 +348,11 @@ on_token (const char *piece,
 {
   RunState *run = user;
   gint64 now = g_get_monotonic_time ();
+  gboolean drafted = token >= 0 && tn_session_token_drafted (run->engine->session);
 
   if (is_cancelled (run->engine->shared, run->id))
     return false;
-  if (token >= 0 && tn_session_token_drafted (run->engine->session))
+  if (drafted)
     run->live.accepted++;
 
   run->live.generated_tokens++;
@@ -352,11 +373,11 @@ on_token (const char *piece,
   /* A random or badly converted model can emit bytes that are not UTF-8;
    * GTK and JSON need valid text. */
   if (g_utf8_validate (piece, -1, NULL))
-    post_live (run->engine->shared, run->id, &run->live, piece);
+    post_live (run->engine->shared, run->id, &run->live, piece, drafted);
   else
     {
       g_autofree char *valid = g_utf8_make_valid (piece, -1);
-      post_live (run->engine->shared, run->id, &run->live, valid);
+      post_live (run->engine->shared, run->id, &run->live, valid, drafted);
     }
   return true;
 }
@@ -586,7 +607,7 @@ handle_generate (Engine  *engine,
   gen.progress_user = &run;
 
   run.live.phase = TERN_PHASE_PREFILL;
-  post_live (engine->shared, req->id, &run.live, NULL);
+  post_live (engine->shared, req->id, &run.live, NULL, FALSE);
 
   set_running_session (engine, engine->session);
   if (req->kind == REQ_ASK)
@@ -845,7 +866,8 @@ tern_engine_worker_class_init (TernEngineWorkerClass *klass)
                   G_TYPE_BOOLEAN);
   signals[SIGNAL_UPDATE] =
     g_signal_new ("update", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 3, G_TYPE_UINT, G_TYPE_STRING, G_TYPE_POINTER);
+                  NULL, G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_STRING, G_TYPE_POINTER,
+                  G_TYPE_POINTER);
   signals[SIGNAL_FINISHED] =
     g_signal_new ("finished", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                   NULL, G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_POINTER, G_TYPE_STRING,
@@ -864,6 +886,7 @@ tern_engine_worker_init (TernEngineWorker *self)
   g_weak_ref_init (&shared->owner, self);
   shared->requests = g_async_queue_new_full ((GDestroyNotify) request_free);
   shared->pending_text = g_string_new (NULL);
+  shared->pending_drafted = g_byte_array_new ();
   g_mutex_init (&shared->lock);
   self->shared = shared;
   self->thread = g_thread_new ("tern-engine", engine_thread, shared_ref (shared));

@@ -73,7 +73,10 @@ void              tern_engine_worker_set_session_size  (TernEngineWorker      *s
  *   model-loaded (id, path, description, is_demo, error-or-NULL)
  *   token-count (id, n_tokens or -1)
  *   pinned (id, TernPinState *, error-or-NULL, cancelled)
- *   update (id, new_text, TernStats *)        coalesced: at most one pending
+ *   update (id, new_text, TernStats *, const guint8 *drafted)
+ *                                             coalesced: at most one pending;
+ *                                             drafted: one flag per byte of
+ *                                             new_text (1: from an accepted draft)
  *   finished (id, TernStats *, error-or-NULL, cancelled)
  */
 guint             tern_engine_worker_load_model        (TernEngineWorker      *self,

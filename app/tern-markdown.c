@@ -21,6 +21,7 @@ typedef struct {
   BlockKind kind;
   char *key;      /* what the widget shows: markup, code, or cells */
   char *language; /* code blocks */
+  char *markup;   /* code blocks with tinted runs: the code as Pango markup */
   GPtrArray *rows; /* tables: GPtrArray of GPtrArray of markup */
 } Block;
 
@@ -31,6 +32,7 @@ block_free (gpointer data)
 
   g_free (b->key);
   g_free (b->language);
+  g_free (b->markup);
   g_clear_pointer (&b->rows, g_ptr_array_unref);
   g_free (b);
 }
@@ -50,18 +52,73 @@ append_escaped (GString    *s,
   g_string_append (s, escaped);
 }
 
-static void render_inlines (cmark_node *parent, GString *s);
-static void render_block_markup (cmark_node *node, GString *s, int depth);
+/* Tokens that came from accepted speculative drafts are drawn in a tint.
+ * The flags are per byte of the Markdown source; cmark gives no source
+ * positions for inlines, so each literal is found again in the source,
+ * searching forward from the end of the previous one. The first match is
+ * never past the literal's real place, so the search cannot run ahead; a
+ * literal that is not in the source verbatim (an entity, an escape) is
+ * simply drawn untinted. Spans open and close within one literal, so the
+ * markup stays well nested whatever the Markdown structure. */
+typedef struct {
+  const char *source;
+  const guint8 *mask; /* [strlen (source)]; NULL: no tint */
+  gsize cursor;
+  const char *color;  /* "#rrggbb" */
+} Tint;
+
+static void render_inlines (cmark_node *parent, GString *s, Tint *t);
+static void render_block_markup (cmark_node *node, GString *s, int depth, Tint *t);
+
+/* Escapes text into s, with the tinted runs of its source bytes in spans. */
+static void
+append_literal (GString    *s,
+                const char *text,
+                Tint       *t)
+{
+  const char *found;
+  gsize len, at;
+
+  if (text == NULL || *text == '\0')
+    return;
+  len = strlen (text);
+  found = (t != NULL && t->mask != NULL) ? strstr (t->source + t->cursor, text) : NULL;
+  if (found == NULL)
+    {
+      append_escaped (s, text);
+      return;
+    }
+  at = (gsize) (found - t->source);
+  t->cursor = at + len;
+  for (gsize i = 0; i < len;)
+    {
+      gboolean tinted = t->mask[at + i] != 0;
+      gsize j = i + 1;
+      g_autofree char *escaped = NULL;
+
+      /* Runs break only at character boundaries: a token boundary inside a
+       * UTF-8 sequence takes the flag of the sequence's first byte. */
+      while (j < len && (((guchar) text[j] & 0xC0) == 0x80 || (t->mask[at + j] != 0) == tinted))
+        j++;
+      escaped = g_markup_escape_text (text + i, (gssize) (j - i));
+      if (tinted)
+        g_string_append_printf (s, "<span foreground=\"%s\">%s</span>", t->color, escaped);
+      else
+        g_string_append (s, escaped);
+      i = j;
+    }
+}
 
 static void
 render_inline (cmark_node *node,
-               GString    *s)
+               GString    *s,
+               Tint       *t)
 {
   switch (cmark_node_get_type (node))
     {
     case CMARK_NODE_TEXT:
     case CMARK_NODE_HTML_INLINE:
-      append_escaped (s, cmark_node_get_literal (node));
+      append_literal (s, cmark_node_get_literal (node), t);
       break;
     case CMARK_NODE_SOFTBREAK:
       g_string_append_c (s, ' ');
@@ -71,17 +128,17 @@ render_inline (cmark_node *node,
       break;
     case CMARK_NODE_CODE:
       g_string_append (s, "<tt>");
-      append_escaped (s, cmark_node_get_literal (node));
+      append_literal (s, cmark_node_get_literal (node), t);
       g_string_append (s, "</tt>");
       break;
     case CMARK_NODE_EMPH:
       g_string_append (s, "<i>");
-      render_inlines (node, s);
+      render_inlines (node, s, t);
       g_string_append (s, "</i>");
       break;
     case CMARK_NODE_STRONG:
       g_string_append (s, "<b>");
-      render_inlines (node, s);
+      render_inlines (node, s, t);
       g_string_append (s, "</b>");
       break;
     case CMARK_NODE_LINK:
@@ -91,36 +148,37 @@ render_inline (cmark_node *node,
           {
             g_autofree char *escaped = g_markup_escape_text (url, -1);
             g_string_append_printf (s, "<a href=\"%s\">", escaped);
-            render_inlines (node, s);
+            render_inlines (node, s, t);
             g_string_append (s, "</a>");
           }
         else
-          render_inlines (node, s);
+          render_inlines (node, s, t);
       }
       break;
     case CMARK_NODE_IMAGE:
-      render_inlines (node, s);
+      render_inlines (node, s, t);
       break;
     default:
       if (node_is (node, "strikethrough"))
         {
           g_string_append (s, "<s>");
-          render_inlines (node, s);
+          render_inlines (node, s, t);
           g_string_append (s, "</s>");
         }
       else if (cmark_node_first_child (node) != NULL)
-        render_inlines (node, s);
+        render_inlines (node, s, t);
       else
-        append_escaped (s, cmark_node_get_literal (node));
+        append_literal (s, cmark_node_get_literal (node), t);
     }
 }
 
 static void
 render_inlines (cmark_node *parent,
-                GString    *s)
+                GString    *s,
+                Tint       *t)
 {
   for (cmark_node *n = cmark_node_first_child (parent); n; n = cmark_node_next (n))
-    render_inline (n, s);
+    render_inline (n, s, t);
 }
 
 static void
@@ -147,7 +205,8 @@ append_indented (GString    *s,
 static void
 render_list (cmark_node *list,
              GString    *s,
-             int         depth)
+             int         depth,
+             Tint       *t)
 {
   gboolean ordered = cmark_node_get_list_type (list) == CMARK_ORDERED_LIST;
   int number = cmark_node_get_list_start (list);
@@ -164,7 +223,7 @@ render_list (cmark_node *list,
         {
           if (!first)
             g_string_append_c (body, '\n');
-          render_block_markup (child, body, depth + 1);
+          render_block_markup (child, body, depth + 1, t);
           first = FALSE;
         }
       bullet = ordered ? g_strdup_printf ("%*s%d. ", depth * 3, "", number++)
@@ -179,24 +238,25 @@ render_list (cmark_node *list,
 static void
 render_block_markup (cmark_node *node,
                      GString    *s,
-                     int         depth)
+                     int         depth,
+                     Tint       *t)
 {
   switch (cmark_node_get_type (node))
     {
     case CMARK_NODE_PARAGRAPH:
-      render_inlines (node, s);
+      render_inlines (node, s, t);
       break;
     case CMARK_NODE_HEADING:
       {
         static const char *sizes[] = { "xx-large", "x-large", "large", "medium", "medium", "medium" };
         int level = CLAMP (cmark_node_get_heading_level (node), 1, 6);
         g_string_append_printf (s, "<span weight=\"bold\" size=\"%s\">", sizes[level - 1]);
-        render_inlines (node, s);
+        render_inlines (node, s, t);
         g_string_append (s, "</span>");
       }
       break;
     case CMARK_NODE_LIST:
-      render_list (node, s, depth);
+      render_list (node, s, depth, t);
       break;
     case CMARK_NODE_BLOCK_QUOTE:
       {
@@ -205,7 +265,7 @@ render_block_markup (cmark_node *node,
           {
             if (body->len)
               g_string_append (body, "\n\n");
-            render_block_markup (c, body, depth);
+            render_block_markup (c, body, depth, t);
           }
         g_string_append (s, "<i>");
         append_indented (s, body->str, "▎ ", 0);
@@ -214,7 +274,7 @@ render_block_markup (cmark_node *node,
       break;
     case CMARK_NODE_CODE_BLOCK:
       g_string_append (s, "<tt>");
-      append_escaped (s, cmark_node_get_literal (node));
+      append_literal (s, cmark_node_get_literal (node), t);
       g_string_append (s, "</tt>");
       while (s->len && s->str[s->len - 1] == '\n')
         g_string_truncate (s, s->len - 1);
@@ -223,15 +283,16 @@ render_block_markup (cmark_node *node,
       g_string_append (s, "―――");
       break;
     case CMARK_NODE_HTML_BLOCK:
-      append_escaped (s, cmark_node_get_literal (node));
+      append_literal (s, cmark_node_get_literal (node), t);
       break;
     default:
-      render_inlines (node, s);
+      render_inlines (node, s, t);
     }
 }
 
 static GPtrArray *
-parse_blocks (const char *markdown)
+parse_blocks (const char *markdown,
+              Tint       *t)
 {
   static const char *extensions[] = { "table", "strikethrough", "autolink", "tasklist" };
   GPtrArray *blocks = g_ptr_array_new_with_free_func (block_free);
@@ -262,6 +323,16 @@ parse_blocks (const char *markdown)
           while (len > 0 && code[len - 1] == '\n')
             code[--len] = '\0';
           b->kind = BLOCK_CODE;
+          if (t != NULL && t->mask != NULL)
+            {
+              GString *m = g_string_new (NULL);
+              append_literal (m, code, t);
+              /* Untinted code stays plain text (no markup to parse). */
+              if (strstr (m->str, "<span") != NULL)
+                b->markup = g_string_free (m, FALSE);
+              else
+                g_string_free (m, TRUE);
+            }
           b->key = g_steal_pointer (&code);
           if (info != NULL && *info)
             {
@@ -289,7 +360,7 @@ parse_blocks (const char *markdown)
                    cell = cmark_node_next (cell))
                 {
                   GString *m = g_string_new (header ? "<b>" : "");
-                  render_inlines (cell, m);
+                  render_inlines (cell, m, t);
                   if (header)
                     g_string_append (m, "</b>");
                   g_string_append (key, m->str);
@@ -304,7 +375,7 @@ parse_blocks (const char *markdown)
       else
         {
           GString *m = g_string_new (NULL);
-          render_block_markup (node, m, 0);
+          render_block_markup (node, m, 0, t);
           b->kind = BLOCK_TEXT;
           b->key = g_string_free (m, FALSE);
         }
@@ -319,13 +390,22 @@ parse_blocks (const char *markdown)
 char *
 tern_markdown_to_pango (const char *markdown)
 {
-  g_autoptr(GPtrArray) blocks = parse_blocks (markdown);
+  return tern_markdown_to_pango_tinted (markdown, NULL, NULL);
+}
+
+char *
+tern_markdown_to_pango_tinted (const char   *markdown,
+                               const guint8 *drafted,
+                               const char   *color)
+{
+  Tint tint = { .source = markdown, .mask = drafted, .color = color ? color : "#3584e4" };
+  g_autoptr(GPtrArray) blocks = parse_blocks (markdown, &tint);
   GString *s = g_string_new (NULL);
 
   for (guint i = 0; i < blocks->len; i++)
     {
       Block *b = g_ptr_array_index (blocks, i);
-      g_string_append (s, b->key);
+      g_string_append (s, b->markup ? b->markup : b->key);
       g_string_append_c (s, '\n');
     }
   return g_string_free (s, FALSE);
@@ -336,6 +416,7 @@ tern_markdown_to_pango (const char *markdown)
 #define KEY_KIND "tern-md-kind"
 #define KEY_TEXT "tern-md-key"
 #define KEY_LABEL "tern-md-label"
+#define KEY_CODE "tern-md-code"
 
 static GtkWidget *
 text_label_new (void)
@@ -354,7 +435,7 @@ static void
 on_copy_clicked (GtkButton *button,
                  GtkWidget *block)
 {
-  const char *code = g_object_get_data (G_OBJECT (block), KEY_TEXT);
+  const char *code = g_object_get_data (G_OBJECT (block), KEY_CODE);
 
   gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (button)), code ? code : "");
   gtk_widget_activate_action (GTK_WIDGET (button), "win.show-toast", "s", _("Code copied"));
@@ -454,8 +535,9 @@ block_widget_update (GtkWidget *w,
                      Block     *b)
 {
   const char *old = g_object_get_data (G_OBJECT (w), KEY_TEXT);
+  const char *key = b->markup ? b->markup : b->key;
 
-  if (g_strcmp0 (old, b->key) == 0)
+  if (g_strcmp0 (old, key) == 0)
     return;
   switch (b->kind)
     {
@@ -463,21 +545,36 @@ block_widget_update (GtkWidget *w,
       gtk_label_set_markup (GTK_LABEL (w), b->key);
       break;
     case BLOCK_CODE:
-      gtk_label_set_text (GTK_LABEL (g_object_get_data (G_OBJECT (w), KEY_LABEL)), b->key);
+      if (b->markup != NULL)
+        gtk_label_set_markup (GTK_LABEL (g_object_get_data (G_OBJECT (w), KEY_LABEL)), b->markup);
+      else
+        gtk_label_set_text (GTK_LABEL (g_object_get_data (G_OBJECT (w), KEY_LABEL)), b->key);
+      g_object_set_data_full (G_OBJECT (w), KEY_CODE, g_strdup (b->key), g_free);
       break;
     case BLOCK_RULE:
     case BLOCK_TABLE:
     default:
       break;
     }
-  g_object_set_data_full (G_OBJECT (w), KEY_TEXT, g_strdup (b->key), g_free);
+  g_object_set_data_full (G_OBJECT (w), KEY_TEXT, g_strdup (key), g_free);
 }
 
 void
 tern_markdown_render (GtkBox     *box,
                       const char *markdown)
 {
-  g_autoptr(GPtrArray) blocks = parse_blocks (markdown ? markdown : "");
+  tern_markdown_render_tinted (box, markdown, NULL, NULL);
+}
+
+void
+tern_markdown_render_tinted (GtkBox       *box,
+                             const char   *markdown,
+                             const guint8 *drafted,
+                             const char   *color)
+{
+  Tint tint = { .source = markdown ? markdown : "", .mask = drafted,
+                .color = color ? color : "#3584e4" };
+  g_autoptr(GPtrArray) blocks = parse_blocks (tint.source, &tint);
   GtkWidget *child = gtk_widget_get_first_child (GTK_WIDGET (box));
   GtkWidget *prev = NULL;
 

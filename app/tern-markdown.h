@@ -10,7 +10,17 @@ G_BEGIN_DECLS
  * re-rendering a growing answer at every frame only touches its last block. */
 void  tern_markdown_render         (GtkBox     *box,
                                     const char *markdown);
-/* The Pango markup of the non-code blocks, one per line: for tests. */
+/* The same, with the bytes of markdown whose drafted[i] is non-zero (tokens
+ * from accepted speculative drafts) drawn in color ("#rrggbb"); drafted has
+ * strlen (markdown) entries, or is NULL for no tint. */
+void  tern_markdown_render_tinted  (GtkBox       *box,
+                                    const char   *markdown,
+                                    const guint8 *drafted,
+                                    const char   *color);
+/* The Pango markup of the blocks, one per line: for tests. */
 char *tern_markdown_to_pango       (const char *markdown);
+char *tern_markdown_to_pango_tinted (const char   *markdown,
+                                     const guint8 *drafted,
+                                     const char   *color);
 
 G_END_DECLS

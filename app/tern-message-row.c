@@ -1,6 +1,8 @@
 /* tern-message-row.c */
 #include "config.h"
 
+#include <string.h>
+
 #include <glib/gi18n.h>
 
 #include "tern-markdown.h"
@@ -19,6 +21,8 @@ struct _TernMessageRow {
 
   char *role;
   GString *text;
+  GByteArray *drafted; /* one flag per byte of text */
+  gboolean tint;
   guint render_tick;
   gint64 last_render_us;
 };
@@ -44,10 +48,41 @@ tern_message_row_flush (TernMessageRow *self)
 
 /* Markdown draws nothing for an answer of blank lines (a random-weight
  * model's favourite); say so rather than show an empty bubble. */
+static gboolean
+has_drafted (TernMessageRow *self)
+{
+  return self->drafted->len > 0 && memchr (self->drafted->data, 1, self->drafted->len) != NULL;
+}
+
+/* The theme's accent, so that the tint reads in light and dark styles. */
+static void
+tint_color (TernMessageRow *self,
+            char            out[8])
+{
+  GdkRGBA rgba = { 0.21f, 0.52f, 0.89f, 1.0f };
+
+  G_GNUC_BEGIN_IGNORE_DEPRECATIONS
+  gtk_style_context_lookup_color (gtk_widget_get_style_context (GTK_WIDGET (self)),
+                                  "accent_color", &rgba);
+  G_GNUC_END_IGNORE_DEPRECATIONS
+  g_snprintf (out, 8, "#%02x%02x%02x", (int) (CLAMP (rgba.red, 0, 1) * 255 + 0.5),
+              (int) (CLAMP (rgba.green, 0, 1) * 255 + 0.5),
+              (int) (CLAMP (rgba.blue, 0, 1) * 255 + 0.5));
+}
+
 static void
 render (TernMessageRow *self)
 {
-  tern_markdown_render (self->content_box, self->text->str);
+  if (self->tint && has_drafted (self))
+    {
+      char color[8];
+
+      tint_color (self, color);
+      tern_markdown_render_tinted (self->content_box, self->text->str, self->drafted->data,
+                                   color);
+    }
+  else
+    tern_markdown_render (self->content_box, self->text->str);
   if (gtk_widget_get_first_child (GTK_WIDGET (self->content_box)) == NULL && self->text->len > 0)
     {
       GtkWidget *label = gtk_label_new (_("(only blank lines)"));
@@ -101,6 +136,31 @@ tern_message_row_set_text (TernMessageRow *self,
                            const char     *text)
 {
   g_string_assign (self->text, text ? text : "");
+  g_byte_array_set_size (self->drafted, (guint) self->text->len);
+  if (self->text->len > 0)
+    memset (self->drafted->data, 0, self->text->len);
+  queue_render (self);
+}
+
+void
+tern_message_row_append_drafted (TernMessageRow *self,
+                                 const char     *text,
+                                 const guint8   *drafted)
+{
+  gsize len;
+
+  if (text == NULL || *text == '\0')
+    return;
+  len = strlen (text);
+  g_string_append_len (self->text, text, (gssize) len);
+  if (drafted != NULL)
+    g_byte_array_append (self->drafted, drafted, (guint) len);
+  else
+    {
+      guint old = self->drafted->len;
+      g_byte_array_set_size (self->drafted, old + (guint) len);
+      memset (self->drafted->data + old, 0, len);
+    }
   queue_render (self);
 }
 
@@ -108,10 +168,69 @@ void
 tern_message_row_append (TernMessageRow *self,
                          const char     *text)
 {
-  if (text == NULL || *text == '\0')
-    return;
-  g_string_append (self->text, text);
+  tern_message_row_append_drafted (self, text, NULL);
+}
+
+void
+tern_message_row_set_drafted (TernMessageRow *self,
+                              const guint8   *drafted)
+{
+  g_byte_array_set_size (self->drafted, (guint) self->text->len);
+  if (self->text->len == 0)
+    ;
+  else if (drafted != NULL)
+    memcpy (self->drafted->data, drafted, self->text->len);
+  else
+    memset (self->drafted->data, 0, self->text->len);
   queue_render (self);
+}
+
+const guint8 *
+tern_message_row_get_drafted (TernMessageRow *self)
+{
+  static const guint8 none[1] = { 0 };
+
+  return self->drafted->len ? self->drafted->data : none;
+}
+
+void
+tern_message_row_set_tint (TernMessageRow *self,
+                           gboolean        tint)
+{
+  if (self->tint == !!tint)
+    return;
+  self->tint = !!tint;
+  if (has_drafted (self))
+    queue_render (self);
+}
+
+void
+tern_message_row_refresh (TernMessageRow *self)
+{
+  if (has_drafted (self))
+    queue_render (self);
+}
+
+static void
+collect_markup (GtkWidget *widget,
+                GString   *s)
+{
+  if (GTK_IS_LABEL (widget) && gtk_label_get_use_markup (GTK_LABEL (widget)))
+    {
+      g_string_append (s, gtk_label_get_label (GTK_LABEL (widget)));
+      g_string_append_c (s, '\n');
+    }
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
+    collect_markup (c, s);
+}
+
+char *
+tern_message_row_get_shown_markup (TernMessageRow *self)
+{
+  GString *s = g_string_new (NULL);
+
+  collect_markup (GTK_WIDGET (self->content_box), s);
+  return g_string_free (s, FALSE);
 }
 
 void
@@ -168,6 +287,7 @@ tern_message_row_finalize (GObject *object)
 
   g_free (self->role);
   g_string_free (self->text, TRUE);
+  g_byte_array_unref (self->drafted);
   G_OBJECT_CLASS (tern_message_row_parent_class)->finalize (object);
 }
 
@@ -196,6 +316,7 @@ tern_message_row_init (TernMessageRow *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
   self->text = g_string_new (NULL);
+  self->drafted = g_byte_array_new ();
   g_signal_connect_swapped (self->copy_button, "clicked", G_CALLBACK (on_copy_clicked), self);
 }
 

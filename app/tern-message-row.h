@@ -17,6 +17,23 @@ void            tern_message_row_set_text   (TernMessageRow *self,
                                              const char     *text);
 void            tern_message_row_append     (TernMessageRow *self,
                                              const char     *text);
+/* drafted: one flag per byte of text (1: from an accepted speculative
+ * draft), or NULL for none. */
+void            tern_message_row_append_drafted (TernMessageRow *self,
+                                                 const char     *text,
+                                                 const guint8   *drafted);
+/* The flags of the whole text, [strlen (text)]; NULL or all zero: none. */
+void            tern_message_row_set_drafted (TernMessageRow *self,
+                                              const guint8   *drafted);
+/* Never NULL; one flag per byte of the text. */
+const guint8   *tern_message_row_get_drafted (TernMessageRow *self);
+/* Draws the drafted tokens in the accent colour (the view option). */
+void            tern_message_row_set_tint   (TernMessageRow *self,
+                                             gboolean        tint);
+/* Renders again (the theme, and with it the tint colour, changed). */
+void            tern_message_row_refresh    (TernMessageRow *self);
+/* The markup of the rendered blocks, one per line: for tests. */
+char           *tern_message_row_get_shown_markup (TernMessageRow *self);
 void            tern_message_row_set_stats  (TernMessageRow *self,
                                              const char     *stats);
 void            tern_message_row_set_error  (TernMessageRow *self,

@@ -150,6 +150,9 @@ add_row (TernWindow        *self,
 
   tern_message_row_set_stats (row, stats);
   tern_message_row_set_error (row, m->error);
+  if (m->drafted != NULL && m->drafted->len == strlen (m->text))
+    tern_message_row_set_drafted (row, m->drafted->data);
+  tern_message_row_set_tint (row, g_settings_get_boolean (self->settings, "tint-drafted"));
   gtk_box_append (self->message_box, GTK_WIDGET (row));
   self->stick_to_bottom = TRUE;
   return row;
@@ -444,13 +447,14 @@ static void
 on_update (TernWindow      *self,
            guint            id,
            const char      *text,
-           const TernStats *live)
+           const TernStats *live,
+           const guint8    *drafted)
 {
   if (id == self->pin_id && live->phase == TERN_PHASE_PIN)
     tern_pin_editor_set_progress (self->pin_editor, live->prefill_done, live->prefill_total);
   else if (id == self->gen_id && self->streaming_row != NULL)
     {
-      tern_message_row_append (self->streaming_row, text);
+      tern_message_row_append_drafted (self->streaming_row, text, drafted);
       tern_stats_bar_update (self->stats_bar, live);
     }
 }
@@ -472,6 +476,7 @@ on_finished (TernWindow      *self,
   m = tern_chat_get_message (self->chat, self->streaming_index);
   g_free (m->text);
   m->text = g_strdup (tern_message_row_get_text (self->streaming_row));
+  tern_message_set_drafted (m, tern_message_row_get_drafted (self->streaming_row));
   m->cancelled = cancelled;
   g_free (m->error);
   m->error = g_strdup (error);
@@ -498,6 +503,25 @@ on_engine_warning (TernWindow *self,
                    const char *message)
 {
   toast (self, message);
+}
+
+static void
+on_tint_changed (TernWindow *self)
+{
+  gboolean tint = g_settings_get_boolean (self->settings, "tint-drafted");
+
+  for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (self->message_box)); c;
+       c = gtk_widget_get_next_sibling (c))
+    tern_message_row_set_tint (TERN_MESSAGE_ROW (c), tint);
+}
+
+/* The tint is the theme's accent colour, which differs in the dark style. */
+static void
+on_dark_changed (TernWindow *self)
+{
+  for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (self->message_box)); c;
+       c = gtk_widget_get_next_sibling (c))
+    tern_message_row_refresh (TERN_MESSAGE_ROW (c));
 }
 
 /* ---------------------------------------------------------------- actions */
@@ -1127,6 +1151,10 @@ tern_window_init (TernWindow *self)
   g_signal_connect_swapped (self->worker, "update", G_CALLBACK (on_update), self);
   g_signal_connect_swapped (self->worker, "finished", G_CALLBACK (on_finished), self);
   g_signal_connect_swapped (self->worker, "warning", G_CALLBACK (on_engine_warning), self);
+  g_signal_connect_object (self->settings, "changed::tint-drafted", G_CALLBACK (on_tint_changed),
+                           self, G_CONNECT_SWAPPED);
+  g_signal_connect_object (adw_style_manager_get_default (), "notify::dark",
+                           G_CALLBACK (on_dark_changed), self, G_CONNECT_SWAPPED);
 
   system_prompt = g_settings_get_string (self->settings, "system-prompt");
   tern_pin_editor_set_text (self->pin_editor, system_prompt);
@@ -1242,6 +1270,13 @@ tern_window_get_row_text (TernWindow *self,
   TernMessageRow *row = row_at (self, index);
 
   return row ? tern_message_row_get_text (row) : NULL;
+}
+
+GtkWidget *
+tern_window_get_row (TernWindow *self,
+                     guint       index)
+{
+  return (GtkWidget *) row_at (self, index);
 }
 
 guint

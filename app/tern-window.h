@@ -40,6 +40,9 @@ GtkWidget     *tern_window_get_speculation_box   (TernWindow     *self);
 const char    *tern_window_get_row_text          (TernWindow     *self,
                                                   guint           index);
 guint          tern_window_get_n_rows            (TernWindow     *self);
+/* The transcript row of message index (NULL past the end). */
+GtkWidget     *tern_window_get_row               (TernWindow     *self,
+                                                  guint           index);
 void           tern_window_set_composer_text     (TernWindow     *self,
                                                   const char     *text);
 char          *tern_window_get_composer_text     (TernWindow     *self);

@@ -67,6 +67,60 @@ test_markdown (void)
   }
 }
 
+/* Tinted drafted tokens keep the Markdown structure: the same blocks and
+ * tags as untinted, with spans only inside text, and valid markup. */
+static void
+test_markdown_tint (void)
+{
+  const char *cases[] = {
+    "Hello **bold world** and `code`, *emph*.",
+    "# Title\n\n- one\n- two & three\n\n```c\nint x = 1 < 2;\n```\n\nend",
+    "| a | b |\n|---|---|\n| 1 | 2 |",
+    "> quoted *text*\n\n1. first\n2. second",
+    "ünïcode ✓ bytes",
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      const char *md = cases[i];
+      gsize len = strlen (md);
+      g_autofree guint8 *all = g_malloc (len);
+      g_autofree guint8 *alternate = g_malloc (len);
+      g_autofree char *plain = tern_markdown_to_pango (md);
+      g_autofree char *none = NULL;
+      g_autofree char *tinted = NULL;
+      g_autofree char *mixed = NULL;
+      g_autofree char *plain_text = NULL;
+      g_autofree char *mixed_text = NULL;
+
+      memset (all, 1, len);
+      /* Runs of 3 bytes on, 2 off: boundaries inside words, tags and
+       * UTF-8 sequences. */
+      for (gsize k = 0; k < len; k++)
+        alternate[k] = (k % 5) < 3;
+      none = tern_markdown_to_pango_tinted (md, NULL, "#112233");
+      tinted = tern_markdown_to_pango_tinted (md, all, "#112233");
+      mixed = tern_markdown_to_pango_tinted (md, alternate, "#112233");
+      CHECKF (g_str_equal (none, plain), "%s", md);
+      CHECKF (strstr (tinted, "<span foreground=\"#112233\">") != NULL, "%s -> %s", md, tinted);
+      CHECKF (pango_parse_markup (tinted, -1, 0, NULL, NULL, NULL, NULL), "%s -> %s", md, tinted);
+      CHECKF (pango_parse_markup (mixed, -1, 0, NULL, NULL, NULL, NULL), "%s -> %s", md, mixed);
+      /* The text shown is the same with and without the tint (code
+       * blocks come out as plain text untinted: compare where it parses). */
+      if (pango_parse_markup (plain, -1, 0, NULL, &plain_text, NULL, NULL))
+        {
+          CHECK (pango_parse_markup (mixed, -1, 0, NULL, &mixed_text, NULL, NULL));
+          CHECKF (g_strcmp0 (plain_text, mixed_text) == 0, "\n  %s\n  %s", plain_text,
+                  mixed_text);
+        }
+      /* Structure survives: the same formatting tags appear. */
+      if (strstr (plain, "<b>") != NULL)
+        CHECKF (strstr (mixed, "<b>") != NULL, "%s", mixed);
+      if (strstr (plain, "<tt>") != NULL)
+        CHECKF (strstr (mixed, "<tt>") != NULL, "%s", mixed);
+    }
+}
+
 static void
 test_chat_json (const char *dir)
 {
@@ -92,6 +146,13 @@ test_chat_json (const char *dir)
   st.restored_tokens = 30;
   st.stop_reason = "eog";
   tern_message_set_stats (m, &st);
+  {
+    /* "seabird" came from an accepted draft. */
+    gsize len = strlen (m->text);
+    g_autofree guint8 *mask = g_malloc0 (len);
+    memset (mask + 2, 1, 7);
+    tern_message_set_drafted (m, mask);
+  }
   CHECK (g_str_equal (tern_chat_get_title (chat), "What is a tern? A bird?"));
 
   CHECKF (tern_chat_save (chat, dir, &error), "%s", error ? error->message : "");
@@ -109,6 +170,12 @@ test_chat_json (const char *dir)
       CHECK (g_str_equal (b->text, m->text));
       CHECK (b->has_stats && b->stats.generated_tokens == 12 && b->stats.decode_tok_s == 85.25);
       CHECK (g_strcmp0 (b->stop_reason, "eog") == 0);
+      CHECK (b->drafted != NULL && b->drafted->len == strlen (b->text));
+      if (b->drafted != NULL)
+        for (guint k = 0; k < b->drafted->len; k++)
+          CHECKF (b->drafted->data[k] == (k >= 2 && k < 9), "drafted[%u] = %u", k,
+                  b->drafted->data[k]);
+      CHECK (tern_chat_get_message (back, 0)->drafted == NULL);
     }
   /* Saving again replaces the file whole (no temporary left behind). */
   tern_chat_append (chat, "user", "More?");
@@ -183,9 +250,10 @@ on_pinned (TernEngineWorker *w, guint id, const TernPinState *state, const char 
 }
 
 static void
-on_update (TernEngineWorker *w, guint id, const char *text, const TernStats *live, Probe *p)
+on_update (TernEngineWorker *w, guint id, const char *text, const TernStats *live,
+           const guint8 *drafted, Probe *p)
 {
-  (void) w; (void) live;
+  (void) w; (void) live; (void) drafted;
   if (id < 64)
     {
       if (p->text_of[id] == NULL)
@@ -329,6 +397,7 @@ main (void)
   setlocale (LC_ALL, "C.UTF-8");
   g_setenv ("XDG_CACHE_HOME", tmp, TRUE);
   test_markdown ();
+  test_markdown_tint ();
   test_chat_json (chats);
   test_worker (tmp);
 

@@ -19,6 +19,7 @@
 #include "tern.h"
 #include "tern-application.h"
 #include "tern-chat.h"
+#include "tern-message-row.h"
 #include "tern-pin-editor.h"
 #include "tern-stats-bar.h"
 #include "tern-window.h"
@@ -599,6 +600,41 @@ test_speculation (TernWindow *w)
     }
   CHECK (strstr (tern_stats_bar_get_text (tern_window_get_stats_bar (w)), "drafts accepted")
          != NULL);
+
+  /* The tokens from accepted drafts are known per byte, saved with the
+   * message, and tinted in the transcript when the view option is on. */
+  if (m != NULL && m->stats.accepted > 0)
+    {
+      guint last = tern_window_get_n_rows (w) - 1;
+      TernMessageRow *row = TERN_MESSAGE_ROW (tern_window_get_row (w, last));
+      gsize n_flagged = 0;
+      g_autofree char *off = NULL;
+      g_autofree char *on = NULL;
+
+      CHECK (m->drafted != NULL && m->drafted->len == strlen (m->text));
+      for (guint k = 0; m->drafted != NULL && k < m->drafted->len; k++)
+        n_flagged += m->drafted->data[k];
+      CHECKF (n_flagged > 0 && n_flagged < strlen (m->text), "%zu of %zu bytes from drafts",
+              n_flagged, strlen (m->text));
+      fprintf (stderr, "tint: %zu of %zu bytes of the answer came from accepted drafts\n",
+               n_flagged, strlen (m->text));
+      g_settings_set_boolean (settings, "tint-drafted", FALSE);
+      spin_for (0.2);
+      off = tern_message_row_get_shown_markup (row);
+      CHECKF (strstr (off, "<span foreground=") == NULL, "%s", off);
+      g_action_group_activate_action (G_ACTION_GROUP (w), "tint-drafted", NULL);
+      CHECK (g_settings_get_boolean (settings, "tint-drafted"));
+      spin_for (0.2);
+      on = tern_message_row_get_shown_markup (row);
+      CHECKF (strstr (on, "<span foreground=\"#") != NULL, "%s", on);
+      if (g_getenv ("TERN_TEST_OUT") != NULL)
+        {
+          g_autofree char *shot = g_build_filename (g_getenv ("TERN_TEST_OUT"),
+                                                    "tern-tinted.png", NULL);
+          CHECK (save_screenshot (GTK_WIDGET (w), shot));
+        }
+      g_settings_set_boolean (settings, "tint-drafted", FALSE);
+    }
 
   g_settings_set_boolean (settings, "speculation", FALSE);
   g_settings_set_int (settings, "max-tokens", max_tokens);
