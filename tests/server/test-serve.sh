@@ -40,6 +40,11 @@ check() { # check DESCRIPTION COMMAND...
     fi
 }
 has() { grep -q -- "$2" "$1"; } # has FILE PATTERN
+field() { # FILE EXPR: a Python expression of the JSON document d
+    "$py" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null
+}
 
 model="$tmp/tiny.gguf"
 if ! "$cli" mkmodel --arch llama --type q8_0 --embd 64 --layers 2 --heads 2 --kv-heads 1 \
@@ -157,6 +162,53 @@ check "streamed text equals the non-streamed answer ('$streamed' vs '$(content "
 s=$(req "$tmp/tc" POST /v1/completions '{"model":"tiny","prompt":"Once upon","max_tokens":5}')
 check "completions 200 (got $s: $(cat "$tmp/tc"))" test "$s" = 200
 check "text_completion shape" has "$tmp/tc" '"object":"text_completion".*"text":"'
+# A raw continuation: the prompt is exactly the prompt's tokens (BOS when the
+# vocabulary wants one), no chat template around it.
+raw_tokens=$("$cli" tokenize -m "$model" --special --bos "Once upon" | wc -w)
+check "completions: prompt_tokens is the raw prompt's $raw_tokens tokens ($(field "$tmp/tc" 'd["usage"]["prompt_tokens"]'))" \
+    test "$(field "$tmp/tc" 'd["usage"]["prompt_tokens"]')" = "$raw_tokens"
+check "completions: max_tokens honoured" test "$(field "$tmp/tc" 'd["usage"]["completion_tokens"]')" = 5
+req "$tmp/tc2" POST /v1/completions '{"prompt":["Once upon"],"max_tokens":5}' >/dev/null
+check "completions: array of one string, model omitted, same greedy answer" \
+    test "$(content "$tmp/tc2")" = "$(content "$tmp/tc")"
+req "$tmp/tc3" POST /v1/completions '{"model":"tiny","prompt":"Once upon"}' >/dev/null
+check "completions: default max_tokens 16 ($(field "$tmp/tc3" 'd["usage"]["completion_tokens"]'))" \
+    test "$(field "$tmp/tc3" 'd["usage"]["completion_tokens"]')" -le 16
+req "$tmp/tc4" POST /v1/completions '{"model":"tiny","prompt":"Once upon","max_tokens":5,"echo":true}' >/dev/null
+check "completions: echo puts the prompt first" \
+    test "$(content "$tmp/tc4")" = "Once upon$(content "$tmp/tc")"
+curl -sS -N -m 60 -H 'Content-Type: application/json' \
+    --data-binary '{"model":"tiny","prompt":"Once upon","max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}' \
+    "http://127.0.0.1:$port/v1/completions" >"$tmp/tsse"
+check "completions SSE: text_completion chunks" has "$tmp/tsse" '^data: {"id":"cmpl-[0-9]*","object":"text_completion"'
+check "completions SSE: final [DONE]" test "$(tail -n 2 "$tmp/tsse" | head -n 1)" = "data: [DONE]"
+check "completions SSE: usage chunk" has "$tmp/tsse" '"choices":\[\],"usage":{"prompt_tokens":[1-9]'
+tstreamed=$("$py" -c 'import json, sys
+out = ""
+for line in open(sys.argv[1]):
+    if line.startswith("data: {") and "\"choices\":[{" in line:
+        out += json.loads(line[6:])["choices"][0]["text"]
+sys.stdout.write(out)' "$tmp/tsse")
+check "completions SSE: streamed text equals the answer" test "$tstreamed" = "$(content "$tmp/tc")"
+for bad in '"prompt":["a","b"]' '"prompt":7' '"prompt":"a","best_of":2' '"prompt":"a","suffix":"z"' '"prompt":"a","n":3' '"prompt":"a","echo":"yes"'; do
+    s=$(req "$tmp/tcbad" POST /v1/completions "{\"model\":\"tiny\",$bad}")
+    check "completions: {$bad} 400 (got $s)" test "$s" = 400
+    check "completions: {$bad} error shape" is_error_shape "$tmp/tcbad"
+done
+s=$(req "$tmp/tcover" POST /v1/completions "{\"model\":\"tiny\",\"prompt\":\"$(head -c 6000 /dev/zero | tr '\0' 'a' | sed 's/a\{5\}/word /g')\"}")
+check "completions: context overflow 400 (got $s)" test "$s" = 400
+check "completions: context overflow code, param prompt" \
+    test "$(field "$tmp/tcover" 'd["error"]["code"] + "/" + d["error"]["param"]')" = "context_length_exceeded/prompt"
+
+# A conversation without a system message does not inherit the system
+# prompt pinned by an earlier request.
+conv='{"model":"tiny","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}],"max_tokens":6}'
+req "$tmp/cv1" POST /v1/chat/completions "$conv" >/dev/null
+req "$tmp/cvx" POST /v1/chat/completions '{"messages":[{"role":"system","content":"Something else entirely, long enough to matter."},{"role":"user","content":"x"}],"max_tokens":2}' >/dev/null
+req "$tmp/cv2" POST /v1/chat/completions "$conv" >/dev/null
+check "conversation answers do not depend on the previous request's system prompt" \
+    test "$(content "$tmp/cv1")" = "$(content "$tmp/cv2")"
+check "conversation answered" test -n "$(content "$tmp/cv1")"
 
 # Errors.
 s=$(req "$tmp/e1" POST /v1/chat/completions '{"model": "tiny", "messages": [')
@@ -214,6 +266,33 @@ check "load: 40 requests, all complete and identical per question ($(cat "$tmp/l
 check "load: under 120 s ($((t1 - t0)) s)" test $((t1 - t0)) -lt 120
 s=$(req "$tmp/after" GET /health)
 check "healthy after the load" test "$s" = 200
+stop
+
+# ------------------------------------------------------------ pins
+# --pins 2: two system prompts alternate without re-pinning (restored from
+# the pin, the same answers); a third replaces the least recently used.
+start pins --pins 2
+pin_req() { # NAME SYSTEM
+    req "$tmp/pin.$1" POST /v1/chat/completions \
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"$2\"},{\"role\":\"user\",\"content\":\"same question\"}],\"max_tokens\":6}" >/dev/null
+    printf '%s' "$(field "$tmp/pin.$1" 'd["usage"]["timings"]["pin"]')"
+}
+SA="System prompt A: you sell garden tools and answer briefly."
+SB="System prompt B: you are a pirate who answers in riddles."
+SC="System prompt C: you translate everything into French."
+seq=""
+for step in A1 B1 A2 B2 A3 C1 A4 B3; do
+    case $step in A*) sys=$SA ;; B*) sys=$SB ;; *) sys=$SC ;; esac
+    seq="$seq $step=$(pin_req "$step" "$sys")"
+done
+check "pins: A and B alternate without re-pinning, C evicts B ($seq)" \
+    sh -c "echo '$seq' | grep -Eq '^ A1=(prefilled|loaded) B1=(prefilled|loaded) A2=kept B2=kept A3=kept C1=(prefilled|loaded) A4=kept B3=(prefilled|loaded)\$'"
+for n in 2 3 4; do
+    check "pins: A$n answered as A1" test "$(content "$tmp/pin.A$n")" = "$(content "$tmp/pin.A1")"
+done
+check "pins: B after eviction answered as before" test "$(content "$tmp/pin.B3")" = "$(content "$tmp/pin.B1")"
+check "pins: a kept pin is restored, not prefilled (A2: restored $(field "$tmp/pin.A2" 'd["usage"]["timings"]["restored_tokens"]'), prefilled $(field "$tmp/pin.A2" 'd["usage"]["timings"]["prefill_tokens"]'); A1 prefilled $(field "$tmp/pin.A1" 'd["usage"]["timings"]["prefill_tokens"]'))" \
+    test "$(field "$tmp/pin.A2" 'int(d["usage"]["timings"]["restored_tokens"] > 0 and d["usage"]["timings"]["prefill_tokens"] < d["usage"]["prompt_tokens"] and d["usage"]["prompt_tokens"] == '"$(field "$tmp/pin.A1" 'd["usage"]["prompt_tokens"]')"')')" = 1
 stop
 
 # ------------------------------------------------------------ slow tokens
