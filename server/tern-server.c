@@ -84,6 +84,8 @@ struct tern_server {
     /* The HTTP side: only inside tern_server_run, on its thread. */
     SoupServer *soup;
     int pending; /* queued + running jobs */
+    guint64 n_served;    /* answers written */
+    guint64 n_abandoned; /* clients gone before their answer was complete */
     guint64 next_id;
 
     /* The engine side. */
@@ -573,8 +575,11 @@ static gboolean finish_job(gpointer data) {
     job *j = data;
     tern_server *srv = j->server;
     srv->pending--;
-    if (g_atomic_int_get(&j->gone))
+    if (g_atomic_int_get(&j->gone)) {
+        srv->n_abandoned++;
         return G_SOURCE_REMOVE;
+    }
+    srv->n_served++;
     /* Stopped by the shutdown: a truncated answer must not look complete. */
     if (g_atomic_int_get(&srv->stopping) && j->rc == TN_OK &&
         (j->stats.stop_reason == TN_STOP_CALLBACK || j->stats.stop_reason == TN_STOP_CANCELLED))
@@ -1107,6 +1112,10 @@ static void handle_health(tern_server *srv, SoupServerMessage *msg) {
     json_builder_add_string_value(b, srv->model_id);
     json_builder_set_member_name(b, "queue");
     json_builder_add_int_value(b, srv->pending);
+    json_builder_set_member_name(b, "served");
+    json_builder_add_int_value(b, (gint64)srv->n_served);
+    json_builder_set_member_name(b, "abandoned");
+    json_builder_add_int_value(b, (gint64)srv->n_abandoned);
     json_builder_end_object(b);
     respond_json(srv, msg, 200, json_to_text(b));
     g_object_unref(b);

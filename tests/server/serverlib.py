@@ -1,0 +1,148 @@
+"""Helpers for the server tests: a tiny synthetic model, a `tern-cli serve`
+on an ephemeral port of 127.0.0.1, HTTP requests with the standard library.
+
+Environment (tests/meson.build): TERN_CLI, TERN_TEST_TMP, TERN_SOURCE_ROOT,
+TERN_VOCAB_DIR."""
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def cannot_run(why):
+    """Skips (77), except in CI, where a test that cannot run fails."""
+    print("cannot run: " + why)
+    sys.exit(1 if os.environ.get("CI") == "true" else 77)
+
+
+def env(name):
+    value = os.environ.get(name)
+    if not value:
+        print(name + " is not set (run through meson test)")
+        sys.exit(1)
+    return value
+
+
+class Checks:
+    def __init__(self):
+        self.n = 0
+        self.failed = 0
+
+    def check(self, ok, what):
+        self.n += 1
+        if not ok:
+            self.failed += 1
+            print("FAIL: " + what, file=sys.stderr, flush=True)
+        return ok
+
+    def finish(self):
+        print("%d checks, %d failed" % (self.n, self.failed))
+        sys.exit(1 if self.failed else 0)
+
+
+def workdir(name):
+    base = os.environ.get("TERN_TEST_TMP") or tempfile.gettempdir()
+    os.makedirs(base, exist_ok=True)
+    return tempfile.mkdtemp(prefix=name + ".", dir=base)
+
+
+def make_model(tmp, name="tiny", vocab=None, arch="llama"):
+    """A random-weight model small enough for hundreds of requests under
+    AddressSanitizer; vocab: a tokenizer.json (None: mkmodel's synthetic one)."""
+    path = os.path.join(tmp, name + ".gguf")
+    cmd = [env("TERN_CLI"), "mkmodel", "--arch", arch, "--type", "q8_0", "--embd", "64",
+           "--layers", "2", "--heads", "2", "--kv-heads", "1", "--head-dim", "32", "--ff", "128",
+           "--ctx", "2048", "--seed", "9", "-o", path]
+    if vocab:
+        cmd += ["--tokenizer", vocab]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print("FAIL: mkmodel: " + r.stdout + r.stderr, file=sys.stderr)
+        sys.exit(1)
+    return path
+
+
+class Server:
+    """tern-cli serve -m MODEL --port 0 ARGS..., stopped with SIGTERM."""
+
+    def __init__(self, tmp, name, model, args=()):
+        self.out_path = os.path.join(tmp, name + ".out")
+        self.err_path = os.path.join(tmp, name + ".err")
+        e = dict(os.environ)
+        e["XDG_CACHE_HOME"] = os.path.join(tmp, "cache")
+        self.proc = subprocess.Popen(
+            [env("TERN_CLI"), "serve", "-m", model, "--port", "0", "-t", "1"] + list(args),
+            stdout=open(self.out_path, "w"), stderr=open(self.err_path, "w"), env=e)
+        self.port = None
+        deadline = time.time() + 60
+        while time.time() < deadline and self.proc.poll() is None:
+            for line in open(self.out_path):
+                if line.startswith("port "):
+                    self.port = int(line.split()[1])
+            if self.port:
+                break
+            time.sleep(0.05)
+        if not self.port:
+            self.proc.kill()
+            print("FAIL: the server did not start: " + open(self.err_path).read(), file=sys.stderr)
+            sys.exit(1)
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        """SIGTERM; returns the exit status (None: it had to be killed)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return None
+
+    def stderr(self):
+        return open(self.err_path).read()
+
+    def request(self, method, path, body=None, headers=None, timeout=120):
+        """(status, headers dict with lower-case names, body bytes)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = {"Content-Type": "application/json"} if body is not None else {}
+        h.update(headers or {})
+        data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        out = r.read()
+        hdrs = {k.lower(): v for k, v in r.getheaders()}
+        c.close()
+        return r.status, hdrs, out
+
+    def post(self, path, body, **kw):
+        status, hdrs, out = self.request("POST", path, body, **kw)
+        try:
+            doc = json.loads(out)
+        except ValueError:
+            doc = None
+        return status, hdrs, doc, out
+
+
+def sse_events(raw):
+    """The data: payloads of an SSE body, in order (bytes -> list of str)."""
+    events = []
+    for block in raw.decode("utf-8", "replace").split("\n\n"):
+        block = block.strip("\n")
+        if not block:
+            continue
+        lines = block.split("\n")
+        if not all(l.startswith("data: ") for l in lines):
+            raise ValueError("not an SSE data event: %r" % block[:200])
+        events.append("\n".join(l[6:] for l in lines))
+    return events
+
+
+def answer_text(doc):
+    c = doc["choices"][0]
+    return c["message"]["content"] if "message" in c else c["text"]

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""tern-cli serve under load, through real HTTP on 127.0.0.1.
+
+8 concurrent clients send 200 requests in all (chat and raw completions,
+streamed and not, three system prompts, twelve questions) to a server whose
+queue holds 6: every request must end in one complete answer (retrying after
+429 + Retry-After when the queue is full), equal to the answer the same
+greedy request got alone before the load (so none is lost, mixed up or
+cut), and ids must be unique. One request in ten is a client that reads two
+events of a long stream and hangs up: the server must cancel that generation
+at the next token (each would otherwise run ~2 s to the end of the context)
+and count it as abandoned. The whole load must finish in bounded time.
+
+A tiny synthetic model (mkmodel: 2 layers of width 64, synthetic vocabulary); --debug-token-delay 2 keeps each answer a few ms
+long so that the 8 clients really overlap and the queue bound is met."""
+
+import http.client
+import json
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serverlib  # noqa: E402
+
+CLIENTS = 8
+REQUESTS = 200
+QUEUE = 6
+MAX_TOKENS = 8
+LOAD_SECONDS_MAX = 90
+# Candidate questions: a random-weight model answers some of them alike, so
+# the test keeps those whose answers differ from every other kept one.
+WORDS = ["apples", "pears", "the sea", "mountains", "zebra", "violin", "copper", "lanterns",
+         "autumn", "rivers", "gravel", "saffron", "quartz", "kettle", "orbit", "meadow",
+         "falcon", "harbor", "ink", "juniper", "basalt", "comet", "dune", "ember", "fjord",
+         "glacier", "hazel", "iris", "jasmine", "kelp", "lichen", "marble", "nectar", "oak",
+         "pebble", "quill", "reef", "sable", "tundra", "umber", "velvet", "willow", "yarrow"]
+SYSTEMS = [None, "You are a terse assistant for a hardware store.",
+           "You answer as a pirate would, in riddles."]
+CHAT_COMBOS = 24
+RAW_COMBOS = 12
+MODES = ["chat", "chat-stream", "raw", "raw-stream"]
+
+checks = serverlib.Checks()
+tmp = serverlib.workdir("load")
+model = serverlib.make_model(tmp)
+srv = serverlib.Server(tmp, "load", model,
+                       ["--queue", str(QUEUE), "--pins", "4", "--debug-token-delay", "2"])
+
+
+def body_for(q, s, mode, max_tokens=MAX_TOKENS):
+    stream = mode.endswith("-stream")
+    if mode.startswith("chat"):
+        msgs = ([{"role": "system", "content": SYSTEMS[s]}] if SYSTEMS[s] else [])
+        msgs.append({"role": "user", "content": WORDS[q]})
+        body = {"model": "tiny", "messages": msgs}
+        path = "/v1/chat/completions"
+    else:
+        body = {"model": "tiny", "prompt": "Tell me about %s" % WORDS[q]}
+        path = "/v1/completions"
+    body["max_tokens"] = max_tokens
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return path, body
+
+
+def parse_stream(raw, chat):
+    """(text, finish_reason, usage, ids) of a complete SSE answer; raises
+    ValueError when the framing is wrong or the stream is cut."""
+    events = serverlib.sse_events(raw)
+    if not events or events[-1] != "[DONE]":
+        raise ValueError("no final [DONE]")
+    text, finish, usage, ids, role = "", None, None, set(), False
+    for e in events[:-1]:
+        d = json.loads(e)
+        if "error" in d:
+            raise ValueError("error event: %s" % e)
+        ids.add(d["id"])
+        if d["choices"]:
+            c = d["choices"][0]
+            if chat:
+                role = role or c["delta"].get("role") == "assistant"
+                text += c["delta"].get("content") or ""
+            else:
+                text += c["text"]
+            if c["finish_reason"]:
+                finish = c["finish_reason"]
+        elif "usage" in d:
+            usage = d["usage"]
+    if chat and not role:
+        raise ValueError("no role chunk")
+    if len(ids) != 1:
+        raise ValueError("chunks with several ids: %s" % ids)
+    return text, finish, usage, ids.pop()
+
+
+def ask(q, s, mode):
+    """(status, headers, text, finish, usage, id) of one request."""
+    path, body = body_for(q, s, mode)
+    status, hdrs, out = srv.request("POST", path, body)
+    if status != 200:
+        return status, hdrs, out.decode("utf-8", "replace"), None, None, None
+    if mode.endswith("-stream"):
+        text, finish, usage, rid = parse_stream(out, mode.startswith("chat"))
+    else:
+        d = json.loads(out)
+        text, finish, usage, rid = serverlib.answer_text(d), d["choices"][0]["finish_reason"], \
+            d["usage"], d["id"]
+    return status, hdrs, text, finish, usage, rid
+
+
+# ------------------------------------------------------------ references
+# Each request alone first: the answer the load must repeat. Kept only when
+# it differs from every other kept answer of its kind, so that a mix-up
+# between any two requests of the load would be seen.
+refs = {}
+combos = {"chat": [], "raw": []}
+for kind, want in (("chat", CHAT_COMBOS), ("raw", RAW_COMBOS)):
+    seen = set()
+    for q in range(len(WORDS)):
+        for s in (range(len(SYSTEMS)) if kind == "chat" else [0]):
+            if len(combos[kind]) == want:
+                break
+            status, _, text, finish, usage, _ = ask(q, s, kind)
+            if not checks.check(status == 200, "reference %s/%d/%d: %s %s" % (kind, s, q, status, text)):
+                continue
+            if text not in seen:
+                seen.add(text)
+                refs[(q, s, kind)] = text
+                combos[kind].append((q, s))
+    checks.check(len(combos[kind]) == want, "%d %s requests with distinct answers found (want %d)"
+                 % (len(combos[kind]), kind, want))
+print("references: %d chat and %d raw requests with distinct greedy answers" %
+      (len(combos["chat"]), len(combos["raw"])))
+
+# ------------------------------------------------------------ load
+lock = threading.Lock()
+next_k = [0]
+results = {}
+stats = {"429": 0, "retry_after_missing": 0, "bad_429": 0, "disconnects": 0, "errors": []}
+
+
+def disconnect_request(q, s):
+    """Reads two events of a long stream, then hangs up. True when it got them."""
+    path, body = body_for(q, s, "chat-stream", max_tokens=100000)
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    c.request("POST", path, body=json.dumps(body).encode(),
+              headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        r.read()
+        c.close()
+        return r.status
+    got = 0
+    while got < 2:
+        line = r.fp.readline()
+        if not line:
+            break
+        if line.startswith(b"data: {"):
+            got += 1
+    c.close()
+    return 200 if got == 2 else -1
+
+
+def client():
+    while True:
+        with lock:
+            k = next_k[0]
+            if k >= REQUESTS:
+                return
+            next_k[0] += 1
+        mode = MODES[k % 4]
+        kind = "chat" if mode.startswith("chat") else "raw"
+        q, s = combos[kind][(k // 4) % len(combos[kind])]
+        for attempt in range(60):
+            try:
+                if k % 10 == 7:
+                    status = disconnect_request(q, s)
+                    if status == 200:
+                        with lock:
+                            stats["disconnects"] += 1
+                            results[k] = ("disconnect",)
+                        break
+                    hdrs = {"retry-after": "1"}
+                    text = ""
+                else:
+                    status, hdrs, text, finish, usage, rid = ask(q, s, mode)
+                    if status == 200:
+                        with lock:
+                            results[k] = (q, s, mode, text, finish, usage, rid)
+                        break
+                if status == 429:
+                    with lock:
+                        stats["429"] += 1
+                        if "retry-after" not in hdrs:
+                            stats["retry_after_missing"] += 1
+                        if text and '"code":"queue_full"' not in text:
+                            stats["bad_429"] += 1
+                    time.sleep(int(hdrs.get("retry-after", "1")))
+                    continue
+                with lock:
+                    stats["errors"].append("request %d: %s %s" % (k, status, text[:300]))
+                break
+            except Exception as e:  # a cut stream, a reset connection: reported below
+                with lock:
+                    stats["errors"].append("request %d: %r" % (k, e))
+                break
+
+
+t0 = time.time()
+threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(timeout=LOAD_SECONDS_MAX * 2)
+elapsed = time.time() - t0
+print("load: %d requests from %d clients in %.1f s (%.0f req/s), %d answered 429 first, "
+      "%d disconnects" % (REQUESTS, CLIENTS, elapsed, REQUESTS / elapsed, stats["429"],
+                          stats["disconnects"]))
+
+checks.check(not any(t.is_alive() for t in threads), "every client finished")
+checks.check(elapsed < LOAD_SECONDS_MAX, "the load took %.1f s (bound %d s)" % (elapsed, LOAD_SECONDS_MAX))
+checks.check(not stats["errors"], "no request failed: %s" % stats["errors"][:5])
+checks.check(len(results) == REQUESTS, "none lost: %d of %d answered" % (len(results), REQUESTS))
+checks.check(stats["429"] > 0, "the queue bound was reached (429 seen %d times)" % stats["429"])
+checks.check(stats["retry_after_missing"] == 0, "every 429 has Retry-After")
+checks.check(stats["bad_429"] == 0, "every 429 has the queue_full error body")
+checks.check(stats["disconnects"] == REQUESTS // 10, "%d clients hung up mid-stream" % stats["disconnects"])
+
+ids = set()
+wrong = []
+for k, r in sorted(results.items()):
+    if r[0] == "disconnect":
+        continue
+    q, s, mode, text, finish, usage, rid = r
+    kind = "chat" if mode.startswith("chat") else "raw"
+    if text != refs.get((q, s, kind)):
+        wrong.append("request %d (%s, q %d, system %d): %r, alone %r" % (k, mode, q, s, text,
+                                                                         refs.get((q, s, kind))))
+    if finish != "length" or not usage or usage.get("completion_tokens") != MAX_TOKENS:
+        wrong.append("request %d incomplete: finish %s, usage %s" % (k, finish, usage))
+    if rid in ids:
+        wrong.append("request %d: id %s given twice" % (k, rid))
+    ids.add(rid)
+checks.check(not wrong, "every answer complete and identical to the same request alone (%d "
+             "wrong): %s" % (len(wrong), wrong[:5]))
+
+# Abandoned generations were cancelled, the queue drained, the server still
+# answers (and gives the reference answer).
+deadline = time.time() + 30
+health = {}
+while time.time() < deadline:
+    status, _, out = srv.request("GET", "/health")
+    health = json.loads(out)
+    if health.get("queue") == 0:
+        break
+    time.sleep(0.1)
+checks.check(health.get("queue") == 0, "the queue drained: %s" % health)
+checks.check(health.get("abandoned") == stats["disconnects"],
+             "every hang-up counted as abandoned: %s, %d hang-ups" % (health, stats["disconnects"]))
+q, s = combos["chat"][1]
+status, _, text, *_ = ask(q, s, "chat")
+checks.check(status == 200 and text == refs[(q, s, "chat")], "after the load: the same answer")
+
+# A hang-up is cancelled at the next token: a new request right after one is
+# answered long before the abandoned generation (~1000 tokens, 2 ms each)
+# would have ended.
+t1 = time.time()
+disconnect_request(0, 0)
+q, s = combos["raw"][0]
+status, _, text, *_ = ask(q, s, "raw")
+dt = time.time() - t1
+checks.check(status == 200 and dt < 1.0, "a request after a hang-up answered in %.2f s (< 1 s)" % dt)
+
+code = srv.stop()
+checks.check(code == 0, "the server stops cleanly on SIGTERM (status %s): %s" % (code, srv.stderr()[-500:]))
+checks.finish()
