@@ -34,6 +34,10 @@ done
 if ! command -v npm >/dev/null 2>&1; then
     missing+=(npm)
 fi
+# Node.js itself: tests/server runs the official openai npm client.
+if ! command -v node >/dev/null 2>&1; then
+    missing+=(nodejs)
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
     echo "ensure-deps: installing ${missing[*]}"
