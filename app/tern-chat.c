@@ -467,6 +467,106 @@ tern_chat_save (TernChat   *self,
                                    0600, error);
 }
 
+typedef struct {
+  char *dir;
+  char *path;
+  char *json;
+  GWeakRef owner;
+  TernChatSaveError error_func;
+  GMainContext *context;
+  char *error;
+} SaveJob;
+
+static GMutex save_lock;
+static GCond save_done;
+static guint saves_pending;
+
+static void
+save_job_free (SaveJob *job)
+{
+  g_free (job->dir);
+  g_free (job->path);
+  g_free (job->json);
+  g_weak_ref_clear (&job->owner);
+  g_main_context_unref (job->context);
+  g_free (job->error);
+  g_free (job);
+}
+
+static gboolean
+save_job_report (gpointer data)
+{
+  SaveJob *job = data;
+  g_autoptr(GObject) owner = g_weak_ref_get (&job->owner);
+
+  if (owner != NULL && job->error_func != NULL)
+    job->error_func (owner, job->error);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+save_job_run (gpointer data,
+              gpointer unused)
+{
+  SaveJob *job = data;
+  g_autoptr(GError) error = NULL;
+
+  (void) unused;
+  if (g_mkdir_with_parents (job->dir, 0700) != 0)
+    {
+      int saved = errno;
+      job->error = g_strdup_printf ("%s: %s", job->dir, g_strerror (saved));
+    }
+  else if (!g_file_set_contents_full (job->path, job->json, -1, G_FILE_SET_CONTENTS_CONSISTENT,
+                                      0600, &error))
+    job->error = g_strdup (error->message);
+
+  if (job->error != NULL)
+    g_main_context_invoke_full (job->context, G_PRIORITY_DEFAULT, save_job_report, job,
+                                (GDestroyNotify) save_job_free);
+  else
+    save_job_free (job);
+
+  g_mutex_lock (&save_lock);
+  saves_pending--;
+  g_cond_broadcast (&save_done);
+  g_mutex_unlock (&save_lock);
+}
+
+void
+tern_chat_save_in_background (TernChat          *self,
+                              const char        *dir,
+                              GObject           *owner,
+                              TernChatSaveError  error_func)
+{
+  /* One thread: the writes of a chat land in the order they were asked. */
+  static GThreadPool *pool;
+  SaveJob *job = g_new0 (SaveJob, 1);
+  g_autofree char *name = g_strconcat (self->id, ".json", NULL);
+
+  if (g_once_init_enter (&pool))
+    g_once_init_leave (&pool, g_thread_pool_new (save_job_run, NULL, 1, FALSE, NULL));
+  job->dir = g_strdup (dir);
+  job->path = g_build_filename (dir, name, NULL);
+  job->json = tern_chat_to_json (self);
+  g_weak_ref_init (&job->owner, owner);
+  job->error_func = error_func;
+  job->context = g_main_context_ref_thread_default ();
+  g_mutex_lock (&save_lock);
+  saves_pending++;
+  g_mutex_unlock (&save_lock);
+  g_thread_pool_push (pool, job, NULL);
+}
+
+void
+tern_chat_wait_saves (void)
+{
+  g_mutex_lock (&save_lock);
+  while (saves_pending > 0)
+    g_cond_wait (&save_done, &save_lock);
+  g_mutex_unlock (&save_lock);
+}
+
 gboolean
 tern_chat_delete_file (TernChat   *self,
                        const char *dir,

@@ -32,6 +32,18 @@ TernChat    *tern_chat_load               (const char    *path,
 gboolean     tern_chat_save               (TernChat      *self,
                                            const char    *dir,
                                            GError       **error);
+/* The same on a background thread, so that the main loop never waits on
+ * the disk (an fsync can take tens of milliseconds): the JSON is taken now;
+ * writes run one at a time, in the order asked. On failure, error_func runs
+ * on the caller's thread-default main context with the message, if owner (a
+ * weak reference) is still alive. */
+typedef void (*TernChatSaveError) (GObject *owner, const char *message);
+void         tern_chat_save_in_background (TernChat      *self,
+                                           const char    *dir,
+                                           GObject       *owner,
+                                           TernChatSaveError error_func);
+/* Blocks until every background save asked so far is on disk. */
+void         tern_chat_wait_saves         (void);
 gboolean     tern_chat_delete_file        (TernChat      *self,
                                            const char    *dir,
                                            GError       **error);

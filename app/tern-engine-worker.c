@@ -22,6 +22,7 @@ typedef enum {
   REQ_LOAD,
   REQ_LOAD_DEMO,
   REQ_COUNT,
+  REQ_DRAFTER,
   REQ_PIN,
   REQ_ASK,
   REQ_CHAT,
@@ -37,6 +38,7 @@ typedef struct {
   TernGenSettings gen;
   int n_ctx;
   int n_threads;
+  TernDrafterKind drafter;
 } Request;
 
 /* Shared by the object (main thread) and the engine thread; refcounted so
@@ -81,6 +83,7 @@ enum {
   SIGNAL_UPDATE,
   SIGNAL_FINISHED,
   SIGNAL_WARNING,
+  SIGNAL_DRAFTER_READY,
   N_SIGNALS
 };
 
@@ -233,6 +236,9 @@ event_dispatch (gpointer data)
     case SIGNAL_WARNING:
       g_signal_emit (owner, signals[SIGNAL_WARNING], 0, ev->error);
       break;
+    case SIGNAL_DRAFTER_READY:
+      g_signal_emit (owner, signals[SIGNAL_DRAFTER_READY], 0, ev->id, ev->n, ev->error);
+      break;
     default:
       g_assert_not_reached ();
     }
@@ -307,6 +313,9 @@ typedef struct {
   /* Made once per loaded model (a drafter must not outlive its target) and
    * handed to the requests that ask for speculation. */
   tn_drafter *lookup;
+  /* The file drafter last prepared for this model (NULL: none). */
+  tn_drafter *chosen;
+  TernDrafterKind chosen_kind;
 } Engine;
 
 typedef struct {
@@ -463,7 +472,9 @@ handle_load (Engine  *engine,
   if (tn_drafter_new_lookup (tn_drafter_default_params (), &lookup, &err) != TN_OK)
     goto fail;
 
-  /* The new model is in place before the old one goes; its drafter first. */
+  /* The new model is in place before the old one goes; its drafters first. */
+  tn_drafter_free (engine->chosen);
+  engine->chosen = NULL;
   tn_drafter_free (engine->lookup);
   tn_session_free (engine->session);
   tn_model_free (engine->model);
@@ -481,6 +492,45 @@ fail:
   tn_session_free (session);
   tn_model_free (model);
   ev->error = g_strdup (err.message[0] ? err.message : _("The model could not be loaded"));
+  event_post (ev);
+}
+
+static void
+handle_drafter (Engine  *engine,
+                Request *req)
+{
+  Event *ev = event_new (engine->shared, SIGNAL_DRAFTER_READY, req->id);
+  tn_drafter_params dp = tn_drafter_default_params ();
+  tn_drafter *d = NULL;
+  tn_error err = { 0 };
+  int rc = TN_OK;
+
+  ev->n = req->drafter;
+  tn_drafter_free (engine->chosen);
+  engine->chosen = NULL;
+  dp.n_threads = req->n_threads;
+  if (req->drafter == TERN_DRAFTER_PROMPT_LOOKUP)
+    ;
+  else if (engine->model == NULL)
+    ev->error = g_strdup (_("No model is loaded"));
+  else if (req->text == NULL || *req->text == '\0')
+    ev->error = g_strdup (req->drafter == TERN_DRAFTER_DFLASH
+                            ? _("No DFlash draft file is chosen: choose one in Preferences")
+                            : _("No draft model file is chosen: choose one in Preferences"));
+  else
+    {
+      if (req->drafter == TERN_DRAFTER_DFLASH)
+        rc = tn_drafter_new_dflash (engine->model, req->text, dp, &d, &err);
+      else
+        rc = tn_drafter_new_model (engine->model, req->text, dp, &d, &err);
+      if (rc != TN_OK)
+        ev->error = g_strdup (err.message[0] ? err.message : _("The draft file could not be loaded"));
+      else
+        {
+          engine->chosen = d;
+          engine->chosen_kind = req->drafter;
+        }
+    }
   event_post (ev);
 }
 
@@ -600,7 +650,8 @@ handle_generate (Engine  *engine,
   gen.thinking = req->gen.thinking;
   if (req->gen.speculate)
     {
-      gen.drafter = engine->lookup;
+      gen.drafter = engine->chosen != NULL && engine->chosen_kind == req->gen.drafter
+                      ? engine->chosen : engine->lookup;
       gen.draft_max = req->gen.draft_max;
     }
   gen.progress = on_progress;
@@ -663,6 +714,9 @@ engine_thread (gpointer data)
         case REQ_COUNT:
           handle_count (&engine, req);
           break;
+        case REQ_DRAFTER:
+          handle_drafter (&engine, req);
+          break;
         case REQ_PIN:
           handle_pin (&engine, req);
           break;
@@ -679,6 +733,7 @@ engine_thread (gpointer data)
         break;
     }
 
+  tn_drafter_free (engine.chosen);
   tn_drafter_free (engine.lookup);
   tn_session_free (engine.session);
   tn_model_free (engine.model);
@@ -743,6 +798,19 @@ tern_engine_worker_load_demo (TernEngineWorker *self,
 {
   g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
   return push (self, request_new (REQ_LOAD_DEMO, path));
+}
+
+guint
+tern_engine_worker_prepare_drafter (TernEngineWorker *self,
+                                    TernDrafterKind   kind,
+                                    const char       *path)
+{
+  Request *req;
+
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  req = request_new (REQ_DRAFTER, path);
+  req->drafter = kind;
+  return push (self, req);
 }
 
 guint
@@ -872,6 +940,9 @@ tern_engine_worker_class_init (TernEngineWorkerClass *klass)
     g_signal_new ("finished", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                   NULL, G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_POINTER, G_TYPE_STRING,
                   G_TYPE_BOOLEAN);
+  signals[SIGNAL_DRAFTER_READY] =
+    g_signal_new ("drafter-ready", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                  NULL, G_TYPE_NONE, 3, G_TYPE_UINT, G_TYPE_INT, G_TYPE_STRING);
   signals[SIGNAL_WARNING] =
     g_signal_new ("warning", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                   NULL, G_TYPE_NONE, 1, G_TYPE_STRING);

@@ -48,6 +48,13 @@ typedef struct {
   gboolean loaded_from_snapshot;
 } TernPinState;
 
+/* Speculation drafters, in the order of the settings' Drafter enum. */
+typedef enum {
+  TERN_DRAFTER_PROMPT_LOOKUP,
+  TERN_DRAFTER_DRAFT_MODEL,  /* a smaller GGUF with the same vocabulary */
+  TERN_DRAFTER_DFLASH,       /* a DFlash draft GGUF for the loaded model */
+} TernDrafterKind;
+
 /* What a generation request uses; filled from the settings. */
 typedef struct {
   double temperature;
@@ -55,7 +62,9 @@ typedef struct {
   guint64 seed;
   int max_tokens;
   gboolean thinking;
-  gboolean speculate;    /* prompt-lookup speculation (the output does not change) */
+  gboolean speculate;    /* speculative decoding (the output does not change) */
+  TernDrafterKind drafter; /* a file drafter runs only once prepared (below); else
+                              prompt lookup */
   int draft_max;         /* tokens per draft; <= 0: the drafter's default */
 } TernGenSettings;
 
@@ -78,12 +87,22 @@ void              tern_engine_worker_set_session_size  (TernEngineWorker      *s
  *                                             drafted: one flag per byte of
  *                                             new_text (1: from an accepted draft)
  *   finished (id, TernStats *, error-or-NULL, cancelled)
+ *   drafter-ready (id, TernDrafterKind, error-or-NULL)
  */
 guint             tern_engine_worker_load_model        (TernEngineWorker      *self,
                                                         const char            *path);
 /* Loads the demo model at path, writing a small random-weight model there
  * first when the file does not exist. */
 guint             tern_engine_worker_load_demo         (TernEngineWorker      *self,
+                                                        const char            *path);
+/* Loads the draft file for kind (a draft model or a DFlash draft) against
+ * the loaded model, replacing the drafter prepared before; prompt lookup
+ * needs no file (path ignored). A load of another model drops it: prepare
+ * again after model-loaded. Answers with drafter-ready, whose error is the
+ * engine's message (missing file, another vocabulary, a draft that does not
+ * fit the model). */
+guint             tern_engine_worker_prepare_drafter   (TernEngineWorker      *self,
+                                                        TernDrafterKind        kind,
                                                         const char            *path);
 guint             tern_engine_worker_count_tokens      (TernEngineWorker      *self,
                                                         const char            *system_prompt);

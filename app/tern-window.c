@@ -53,6 +53,7 @@ struct _TernWindow {
   guint pin_id;
   guint count_id;
   guint gen_id;
+  guint drafter_id;        /* the drafter being prepared */
   guint count_timeout;
 
   gboolean model_loaded;
@@ -107,14 +108,18 @@ composer_text (TernWindow *self)
 }
 
 static void
+on_save_error (GObject    *owner,
+               const char *message)
+{
+  set_error (TERN_WINDOW (owner), message);
+}
+
+static void
 save_chat (TernWindow *self)
 {
-  g_autoptr(GError) error = NULL;
-
   if (self->chat == NULL || tern_chat_get_n_messages (self->chat) == 0)
     return;
-  if (!tern_chat_save (self->chat, self->chats_dir, &error))
-    set_error (self, error->message);
+  tern_chat_save_in_background (self->chat, self->chats_dir, G_OBJECT (self), on_save_error);
 }
 
 static TernMessageRow *
@@ -215,22 +220,87 @@ new_chat (TernWindow *self)
 
 /* ------------------------------------------------------------ engine side */
 
-/* The header's drafter list, in the order of the Drafter enum. */
-enum {
-  DRAFTER_PROMPT_LOOKUP,
-  DRAFTER_DRAFT_MODEL,
-  DRAFTER_DFLASH,
-};
+/* The header's drafter list is in the order of TernDrafterKind. */
+static const char *const drafter_nicks[] = { "prompt-lookup", "draft-model", "dflash" };
 
-/* Draft models and DFlash drafts are files the app has no setting for yet:
- * choosing one says so and goes back to prompt lookup, which needs none. */
+static TernDrafterKind
+selected_drafter (TernWindow *self)
+{
+  guint i = gtk_drop_down_get_selected (self->drafter_dropdown);
+
+  return i < G_N_ELEMENTS (drafter_nicks) ? (TernDrafterKind) i : TERN_DRAFTER_PROMPT_LOOKUP;
+}
+
+/* A draft model or a DFlash draft is a file loaded against the model in
+ * use: the worker loads it now, and a refusal (no file chosen, a missing
+ * file, another vocabulary) comes back as a toast with the engine's words,
+ * and the choice goes back to prompt lookup. */
+static void
+prepare_drafter (TernWindow *self)
+{
+  TernDrafterKind kind = selected_drafter (self);
+  g_autofree char *path = NULL;
+
+  if (!self->model_loaded)
+    return;
+  if (kind == TERN_DRAFTER_DRAFT_MODEL)
+    path = g_settings_get_string (self->settings, "draft-model-path");
+  else if (kind == TERN_DRAFTER_DFLASH)
+    path = g_settings_get_string (self->settings, "dflash-path");
+  self->drafter_id = tern_engine_worker_prepare_drafter (self->worker, kind, path);
+}
+
 static void
 on_drafter_selected (TernWindow *self)
 {
-  if (gtk_drop_down_get_selected (self->drafter_dropdown) == DRAFTER_PROMPT_LOOKUP)
+  GAction *action = g_action_map_lookup_action (G_ACTION_MAP (self), "drafter");
+
+  if (action != NULL)
+    g_simple_action_set_state (G_SIMPLE_ACTION (action),
+                               g_variant_new_string (drafter_nicks[selected_drafter (self)]));
+  prepare_drafter (self);
+}
+
+static void
+on_drafter_ready (TernWindow *self,
+                  guint       id,
+                  int         kind,
+                  const char *error)
+{
+  (void) kind;
+  if (id != self->drafter_id)
     return;
-  toast (self, _("Draft Model and DFlash need a draft file, and none is configured; using Prompt Lookup"));
-  gtk_drop_down_set_selected (self->drafter_dropdown, DRAFTER_PROMPT_LOOKUP);
+  self->drafter_id = 0;
+  if (error != NULL)
+    {
+      set_error (self, error);
+      gtk_drop_down_set_selected (self->drafter_dropdown, TERN_DRAFTER_PROMPT_LOOKUP);
+    }
+}
+
+static void
+on_draft_path_changed (TernWindow *self,
+                       const char *key)
+{
+  TernDrafterKind kind = selected_drafter (self);
+
+  if ((kind == TERN_DRAFTER_DRAFT_MODEL && g_str_equal (key, "draft-model-path"))
+      || (kind == TERN_DRAFTER_DFLASH && g_str_equal (key, "dflash-path")))
+    prepare_drafter (self);
+}
+
+static void
+action_drafter (GSimpleAction *action,
+                GVariant      *state,
+                gpointer       data)
+{
+  TernWindow *self = data;
+  const char *nick = g_variant_get_string (state, NULL);
+
+  (void) action;
+  for (guint i = 0; i < G_N_ELEMENTS (drafter_nicks); i++)
+    if (g_str_equal (nick, drafter_nicks[i]))
+      gtk_drop_down_set_selected (self->drafter_dropdown, i);
 }
 
 static TernGenSettings
@@ -242,8 +312,8 @@ gen_settings (TernWindow *self)
     .seed = g_settings_get_uint (self->settings, "seed"),
     .max_tokens = g_settings_get_int (self->settings, "max-tokens"),
     .thinking = g_settings_get_boolean (self->settings, "thinking"),
-    .speculate = g_settings_get_boolean (self->settings, "speculation")
-                 && gtk_drop_down_get_selected (self->drafter_dropdown) == DRAFTER_PROMPT_LOOKUP,
+    .speculate = g_settings_get_boolean (self->settings, "speculation"),
+    .drafter = selected_drafter (self),
     .draft_max = g_settings_get_int (self->settings, "draft-length"),
   };
   return gen;
@@ -405,6 +475,9 @@ on_model_loaded (TernWindow *self,
   system_prompt = tern_pin_editor_get_text (self->pin_editor);
   request_count (self);
   request_pin (self, system_prompt);
+  /* The old model's draft went with it. */
+  if (selected_drafter (self) != TERN_DRAFTER_PROMPT_LOOKUP)
+    prepare_drafter (self);
   update_actions (self);
   gtk_widget_grab_focus (GTK_WIDGET (self->composer));
 }
@@ -788,6 +861,8 @@ action_delete_chat (GSimpleAction *action,
   if (is_generating (self) || self->chat == NULL)
     return;
   doomed = g_object_ref (self->chat);
+  /* A save still on its way would bring the file back. */
+  tern_chat_wait_saves ();
   if (!tern_chat_delete_file (doomed, self->chats_dir, &error))
     {
       set_error (self, error->message);
@@ -1053,6 +1128,8 @@ tern_window_dispose (GObject *object)
       tern_engine_worker_shutdown (self->worker);
       g_clear_object (&self->worker);
     }
+  /* Quitting must not lose the last answer. */
+  tern_chat_wait_saves ();
   gtk_widget_dispose_template (GTK_WIDGET (object), TERN_TYPE_WINDOW);
   G_OBJECT_CLASS (tern_window_parent_class)->dispose (object);
 }
@@ -1141,9 +1218,23 @@ tern_window_init (TernWindow *self)
   g_settings_bind (self->settings, "speculation", self->speculation_toggle, "active",
                    G_SETTINGS_BIND_DEFAULT);
   /* Only prompt lookup works without a draft file, whatever the default says. */
-  gtk_drop_down_set_selected (self->drafter_dropdown, DRAFTER_PROMPT_LOOKUP);
+  /* The header starts at the default drafter; a file drafter is loaded with
+   * the model (and refused there, with a toast, when its file is missing). */
+  gtk_drop_down_set_selected (self->drafter_dropdown,
+                              (guint) g_settings_get_enum (self->settings, "default-drafter"));
+  {
+    g_autoptr(GSimpleAction) drafter = g_simple_action_new_stateful (
+      "drafter", G_VARIANT_TYPE_STRING,
+      g_variant_new_string (drafter_nicks[selected_drafter (self)]));
+    g_signal_connect (drafter, "change-state", G_CALLBACK (action_drafter), self);
+    g_action_map_add_action (G_ACTION_MAP (self), G_ACTION (drafter));
+  }
   g_signal_connect_swapped (self->drafter_dropdown, "notify::selected",
                             G_CALLBACK (on_drafter_selected), self);
+  g_signal_connect_object (self->settings, "changed::draft-model-path",
+                           G_CALLBACK (on_draft_path_changed), self, G_CONNECT_SWAPPED);
+  g_signal_connect_object (self->settings, "changed::dflash-path",
+                           G_CALLBACK (on_draft_path_changed), self, G_CONNECT_SWAPPED);
 
   g_signal_connect_swapped (self->worker, "model-loaded", G_CALLBACK (on_model_loaded), self);
   g_signal_connect_swapped (self->worker, "token-count", G_CALLBACK (on_token_count), self);
@@ -1151,6 +1242,7 @@ tern_window_init (TernWindow *self)
   g_signal_connect_swapped (self->worker, "update", G_CALLBACK (on_update), self);
   g_signal_connect_swapped (self->worker, "finished", G_CALLBACK (on_finished), self);
   g_signal_connect_swapped (self->worker, "warning", G_CALLBACK (on_engine_warning), self);
+  g_signal_connect_swapped (self->worker, "drafter-ready", G_CALLBACK (on_drafter_ready), self);
   g_signal_connect_object (self->settings, "changed::tint-drafted", G_CALLBACK (on_tint_changed),
                            self, G_CONNECT_SWAPPED);
   g_signal_connect_object (adw_style_manager_get_default (), "notify::dark",
@@ -1207,6 +1299,12 @@ gboolean
 tern_window_is_pinning (TernWindow *self)
 {
   return self->pin_id != 0;
+}
+
+gboolean
+tern_window_is_preparing_drafter (TernWindow *self)
+{
+  return self->drafter_id != 0;
 }
 
 gboolean

@@ -26,6 +26,8 @@ gboolean       tern_window_has_model             (TernWindow     *self);
 gboolean       tern_window_is_loading            (TernWindow     *self);
 gboolean       tern_window_is_pinning            (TernWindow     *self);
 gboolean       tern_window_is_generating         (TernWindow     *self);
+/* A draft model or DFlash draft chosen in the header is being loaded. */
+gboolean       tern_window_is_preparing_drafter  (TernWindow     *self);
 /* "no-model", "loading" or "chat". */
 const char    *tern_window_get_page              (TernWindow     *self);
 const char    *tern_window_get_model_description (TernWindow     *self);

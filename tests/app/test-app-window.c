@@ -9,9 +9,10 @@
  */
 #include "config.h"
 
+#include <fcntl.h>
 #include <locale.h>
 #include <stdio.h>
-#include <time.h>
+#include <unistd.h>
 
 #include <adwaita.h>
 #include <glib/gstdio.h>
@@ -47,19 +48,29 @@ static int checks;
     }                                                                                   \
   } while (0)
 
-/* Longest stall the main loop may have while generating (one 60 Hz frame). */
+/* Longest stall the main loop may have while generating: one 60 Hz frame.
+ * It is checked on the wall-clock gaps between runs of a 4 ms timer, less
+ * only the time the kernel kept the main thread waiting for a CPU
+ * (/proc/thread-self/schedstat): on a machine shared by more runnable
+ * threads than cores that wait is other processes' doing, not the app's;
+ * everything else (our work, waiting on a lock, on the X server) counts.
+ * AddressSanitizer makes the main thread's own work about 2-3x slower, so
+ * an ASan build checks an explicitly looser bound (STALL_ASAN_LIMIT_MS); the
+ * 16 ms bound is checked by every build without it. The raw wall figure is
+ * reported too, and checked as well with TERN_STRICT_STALL=1 (a machine with
+ * a core to spare). */
 #define STALL_LIMIT_MS 16.0
-/* AddressSanitizer makes the main thread's own work 2-3x slower; the 16 ms
- * goal is for a real build, so the instrumented test allows that factor. */
+#define STALL_ASAN_LIMIT_MS 40.0
+#define STALL_PERIOD_MS 4
 #if defined(__SANITIZE_ADDRESS__)
-#define STALL_BUSY_LIMIT_MS (3.0 * STALL_LIMIT_MS)
+#define STALL_BOUND_MS STALL_ASAN_LIMIT_MS
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define STALL_BUSY_LIMIT_MS (3.0 * STALL_LIMIT_MS)
+#define STALL_BOUND_MS STALL_ASAN_LIMIT_MS
 #endif
 #endif
-#ifndef STALL_BUSY_LIMIT_MS
-#define STALL_BUSY_LIMIT_MS STALL_LIMIT_MS
+#ifndef STALL_BOUND_MS
+#define STALL_BOUND_MS STALL_LIMIT_MS
 #endif
 
 typedef gboolean (*Predicate) (TernWindow *w);
@@ -152,41 +163,73 @@ activate (TernWindow *w,
 
 typedef struct {
   gint64 last_us;
-  gint64 last_cpu_us;
-  double max_gap_ms;  /* wall time between two runs of the timer */
-  double max_busy_ms; /* main-thread CPU time within one such gap */
-  guint n;
+  gint64 last_wait_ns;
+  int schedstat_fd;
+  GArray *gaps;      /* double ms: wall time between two runs of the timer */
+  GArray *own;       /* double ms: the same, less the main thread's run-queue wait */
+  gboolean active;   /* only gaps while a request runs count */
 } StallProbe;
 
+/* Nanoseconds this thread has spent runnable but not running. */
 static gint64
-thread_cpu_us (void)
+runqueue_wait_ns (StallProbe *probe)
 {
-  struct timespec ts;
+  char buf[128];
+  ssize_t n;
+  unsigned long long run_ns = 0, wait_ns = 0;
 
-  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (gint64) ts.tv_sec * G_USEC_PER_SEC + ts.tv_nsec / 1000;
+  if (probe->schedstat_fd < 0)
+    return 0;
+  n = pread (probe->schedstat_fd, buf, sizeof buf - 1, 0);
+  if (n <= 0)
+    return 0;
+  buf[n] = '\0';
+  if (sscanf (buf, "%llu %llu", &run_ns, &wait_ns) != 2)
+    return 0;
+  return (gint64) wait_ns;
 }
 
-/* Wall time between runs is what a user feels, but on a machine shared by
- * more runnable threads than cores it also counts time the scheduler gave
- * to other processes; the main thread's own CPU time in the gap is the work
- * that blocked the loop. Both are reported. */
 static gboolean
 on_probe (gpointer data)
 {
   StallProbe *probe = data;
   gint64 now = g_get_monotonic_time ();
-  gint64 cpu = thread_cpu_us ();
+  gint64 wait = runqueue_wait_ns (probe);
 
-  if (probe->last_us != 0)
+  if (probe->active && probe->last_us != 0)
     {
-      probe->max_gap_ms = MAX (probe->max_gap_ms, (now - probe->last_us) / 1000.0);
-      probe->max_busy_ms = MAX (probe->max_busy_ms, (cpu - probe->last_cpu_us) / 1000.0);
+      double gap = (now - probe->last_us) / 1000.0;
+      double own = gap - (wait - probe->last_wait_ns) / 1e6;
+
+      g_array_append_val (probe->gaps, gap);
+      g_array_append_val (probe->own, own);
     }
   probe->last_us = now;
-  probe->last_cpu_us = cpu;
-  probe->n++;
+  probe->last_wait_ns = wait;
   return G_SOURCE_CONTINUE;
+}
+
+static int
+compare_double (gconstpointer a,
+                gconstpointer b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* The q-quantile (0..1) of values, sorting them. */
+static double
+quantile (GArray *values,
+          double  q)
+{
+  guint i;
+
+  if (values->len == 0)
+    return 0;
+  g_array_sort (values, compare_double);
+  i = (guint) (q * (values->len - 1) + 0.5);
+  return g_array_index (values, double, MIN (i, values->len - 1));
 }
 
 static const char *
@@ -342,7 +385,6 @@ send_and_wait (TernWindow *w,
                const char *text,
                StallProbe *probe)
 {
-  guint probe_id = 0;
   TernMessage *m;
 
   tern_window_set_composer_text (w, text);
@@ -354,14 +396,12 @@ send_and_wait (TernWindow *w,
   }
   if (probe != NULL)
     {
-      /* A 1 ms timer: the gap between its runs is how long the main loop
-       * was busy with something else (rendering, token updates, Markdown). */
-      *probe = (StallProbe) { 0 };
-      probe_id = g_timeout_add (1, on_probe, probe);
+      probe->last_us = 0;
+      probe->active = TRUE;
     }
   CHECK (wait_for (w, not_generating, 120));
-  if (probe_id != 0)
-    g_source_remove (probe_id);
+  if (probe != NULL)
+    probe->active = FALSE;
   m = last_message (w);
   CHECK (m != NULL && g_str_equal (m->role, "assistant"));
   return m ? g_strdup (m->text) : NULL;
@@ -370,12 +410,10 @@ send_and_wait (TernWindow *w,
 static void
 test_flash (TernWindow *w,
             const char *data_dir,
-            const char *shot_path,
-            double     *stall_ms)
+            const char *shot_path)
 {
   TernChat *chat;
   TernMessage *m;
-  StallProbe probe;
   g_autofree char *first = NULL;
   g_autofree char *again = NULL;
   g_autofree char *regenerated = NULL;
@@ -384,7 +422,7 @@ test_flash (TernWindow *w,
   g_autoptr(GError) error = NULL;
 
   g_action_group_activate_action (G_ACTION_GROUP (w), "mode", g_variant_new_string ("flash"));
-  first = send_and_wait (w, "Write a haiku about terns.", &probe);
+  first = send_and_wait (w, "Write a haiku about terns.", NULL);
   chat = tern_window_get_chat (w);
   CHECK (tern_chat_get_n_messages (chat) == 2);
   m = last_message (w);
@@ -399,18 +437,9 @@ test_flash (TernWindow *w,
   CHECK (!m->cancelled && m->error == NULL);
   CHECK (*tern_stats_bar_get_text (tern_window_get_stats_bar (w)) != '\0');
   CHECK (tern_stats_bar_get_n_plot_samples (tern_window_get_stats_bar (w)) > 0);
-  *stall_ms = probe.max_gap_ms;
-  fprintf (stderr, "answer: %d tokens, %.1f tok/s, first token %.1f ms, prompt %d tokens\n"
-           "longest main-loop stall while generating: %.2f ms wall, %.2f ms of main-thread "
-           "work (%u probe runs; load average %s)\n",
+  fprintf (stderr, "answer: %d tokens, %.1f tok/s, first token %.1f ms, prompt %d tokens\n",
            m->stats.generated_tokens, m->stats.decode_tok_s, m->stats.ttft_ms,
-           m->stats.prompt_tokens, probe.max_gap_ms, probe.max_busy_ms, probe.n, load_average ());
-  CHECKF (probe.max_busy_ms < STALL_BUSY_LIMIT_MS, "the main loop was busy %.2f ms at once",
-          probe.max_busy_ms);
-  /* The wall figure holds only where the machine has a core to spare
-   * (TERN_STRICT_STALL=1 checks it; CI runners share theirs). */
-  if (g_getenv ("TERN_STRICT_STALL") != NULL)
-    CHECKF (probe.max_gap_ms < STALL_LIMIT_MS, "main loop stalled %.2f ms", probe.max_gap_ms);
+           m->stats.prompt_tokens);
 
   /* Let the last frame render, then photograph the window. */
   spin_for (0.5);
@@ -419,6 +448,7 @@ test_flash (TernWindow *w,
   fprintf (stderr, "screenshot: %s\n", shot_path);
 
   /* The chat is on disk and reads back with its figures. */
+  tern_chat_wait_saves ();
   file = g_strdup_printf ("%s/tern/chats/%s.json", data_dir, tern_chat_get_id (chat));
   CHECKF (g_file_test (file, G_FILE_TEST_IS_REGULAR), "%s", file);
   loaded = tern_chat_load (file, &error);
@@ -454,6 +484,76 @@ test_flash (TernWindow *w,
     CHECK (g_str_equal (composer, "Write a haiku about terns."));
   }
   tern_window_set_composer_text (w, "");
+}
+
+/* Responsiveness: answers at full speed (one engine thread, no
+ * speculation, long answers) while a 4 ms timer runs on the main loop; the
+ * longest gap between its runs is the longest stall a user could feel. */
+static void
+test_responsiveness (TernWindow *w,
+                     double     *stall_ms)
+{
+  GSettings *settings = tern_application_get_settings (
+    TERN_APPLICATION (gtk_window_get_application (GTK_WINDOW (w))));
+  const char *prompts[] = {
+    "Tell me a long story about the sea.", "Describe every bird of the coast.",
+    "Write an essay about terns.", "List a hundred facts about the ocean.",
+    "Explain the tides at length.", "Write a long poem about wind.",
+    "Tell me about the lighthouse keeper.", "Describe a storm in detail.",
+  };
+  int max_tokens = g_settings_get_int (settings, "max-tokens");
+  StallProbe probe = { .schedstat_fd = open ("/proc/thread-self/schedstat", O_RDONLY) };
+  guint probe_id;
+  double decode_ms = 0, raw_max, own_max, own_p99, median;
+  int tokens = 0;
+  guint n_gaps;
+
+  activate (w, "new-chat", NULL);
+  g_settings_set_boolean (settings, "speculation", FALSE);
+  g_settings_set_int (settings, "max-tokens", 1000);
+  probe.gaps = g_array_new (FALSE, FALSE, sizeof (double));
+  probe.own = g_array_new (FALSE, FALSE, sizeof (double));
+  probe_id = g_timeout_add (STALL_PERIOD_MS, on_probe, &probe);
+  /* At least 1.5 s of decoding, however soon a random model ends its answers
+   * (a release build decodes the test model at thousands of tokens a second). */
+  for (guint i = 0; i < 60 && decode_ms < 1500; i++)
+    {
+      g_autofree char *prompt = g_strdup_printf ("%s (%u)", prompts[i % G_N_ELEMENTS (prompts)], i);
+      g_autofree char *answer = send_and_wait (w, prompt, &probe);
+      TernMessage *m = last_message (w);
+
+      if (m != NULL)
+        {
+          decode_ms += m->stats.decode_ms;
+          tokens += m->stats.generated_tokens;
+        }
+    }
+  g_source_remove (probe_id);
+  if (probe.schedstat_fd >= 0)
+    close (probe.schedstat_fd);
+  g_settings_set_int (settings, "max-tokens", max_tokens);
+
+  n_gaps = probe.gaps->len;
+  raw_max = quantile (probe.gaps, 1.0);
+  median = quantile (probe.gaps, 0.5);
+  own_max = quantile (probe.own, 1.0);
+  own_p99 = quantile (probe.own, 0.99);
+  *stall_ms = own_max;
+  fprintf (stderr, "responsiveness: %d tokens in %.0f ms of decoding (%.0f tok/s); %u gaps of a "
+           "%d ms timer: median %.2f ms; longest %.2f ms wall, %.2f ms less run-queue wait "
+           "(p99 %.2f ms); bound %.0f ms (%s build); load average %s on %u CPUs\n",
+           tokens, decode_ms, decode_ms > 0 ? tokens / (decode_ms / 1000.0) : 0, n_gaps,
+           STALL_PERIOD_MS, median, raw_max, own_max, own_p99, STALL_BOUND_MS,
+           STALL_BOUND_MS == STALL_LIMIT_MS ? "release" : "ASan", load_average (),
+           g_get_num_processors ());
+  CHECKF (decode_ms >= 1000, "only %.0f ms of decoding measured", decode_ms);
+  CHECKF (n_gaps > 100, "%u timer runs", n_gaps);
+  CHECKF (own_max < STALL_BOUND_MS, "the main loop stalled %.2f ms (bound %.0f ms)", own_max,
+          STALL_BOUND_MS);
+  if (g_getenv ("TERN_STRICT_STALL") != NULL)
+    CHECKF (raw_max < STALL_BOUND_MS, "main loop stalled %.2f ms wall", raw_max);
+  g_array_unref (probe.gaps);
+  g_array_unref (probe.own);
 }
 
 static void
@@ -538,6 +638,7 @@ test_export_delete (TernWindow *w,
   CHECK (md != NULL && strstr (md, "System prompt") != NULL);
 
   file = g_strdup_printf ("%s/tern/chats/%s.json", data_dir, tern_chat_get_id (chat));
+  tern_chat_wait_saves ();
   CHECK (g_file_test (file, G_FILE_TEST_EXISTS));
   activate (w, "delete-chat", NULL);
   CHECK (!g_file_test (file, G_FILE_TEST_EXISTS));
@@ -636,6 +737,122 @@ test_speculation (TernWindow *w)
       g_settings_set_boolean (settings, "tint-drafted", FALSE);
     }
 
+  g_settings_set_boolean (settings, "speculation", FALSE);
+  g_settings_set_int (settings, "max-tokens", max_tokens);
+}
+
+static gboolean
+drafter_settled (TernWindow *w)
+{
+  return !tern_window_is_preparing_drafter (w);
+}
+
+static char *
+drafter_state (TernWindow *w)
+{
+  g_autoptr(GVariant) state = g_action_group_get_action_state (G_ACTION_GROUP (w), "drafter");
+
+  return g_variant_dup_string (state, NULL);
+}
+
+/* Chooses a drafter in the header (through its action) and waits until the
+ * worker has loaded its file or refused it. */
+static void
+choose_drafter (TernWindow *w,
+                const char *nick)
+{
+  g_action_group_change_action_state (G_ACTION_GROUP (w), "drafter",
+                                      g_variant_new_string (nick));
+  CHECK (wait_for (w, drafter_settled, 60));
+}
+
+/* The draft-model and DFlash drafters: files set in the settings (the
+ * preferences' file choosers write the same keys), loaded on the worker; a
+ * missing or unfit file is refused with the engine's words and the header
+ * goes back to prompt lookup; a good one gives the same greedy answer with
+ * drafts proposed. */
+static void
+test_file_drafters (TernWindow *w,
+                    const char *dir,
+                    const char *model)
+{
+  GSettings *settings = tern_application_get_settings (
+    TERN_APPLICATION (gtk_window_get_application (GTK_WINDOW (w))));
+  const char *prompt = "one two three four five six, one two three four five six,";
+  int max_tokens = g_settings_get_int (settings, "max-tokens");
+  g_autofree char *draft = make_model (dir, "draft.gguf", 128, 2);
+  g_autofree char *dflash = g_build_filename (dir, "dflash.gguf", NULL);
+  g_autofree char *plain = NULL;
+  tn_mkmodel_dflash_params dp = tn_mkmodel_dflash_default_params ();
+  tn_error err = { 0 };
+  struct { const char *nick, *key, *path; } good[] = {
+    { "draft-model", "draft-model-path", draft },
+    { "dflash", "dflash-path", dflash },
+  };
+
+  dp.target = model;
+  CHECKF (tn_mkmodel_dflash (&dp, dflash, &err) == TN_OK, "%s", err.message);
+  CHECK (draft != NULL);
+  if (draft == NULL)
+    return;
+
+  g_action_group_activate_action (G_ACTION_GROUP (w), "mode", g_variant_new_string ("flash"));
+  g_settings_set_int (settings, "max-tokens", 60);
+  g_settings_set_boolean (settings, "speculation", FALSE);
+  plain = send_and_wait (w, prompt, NULL);
+  g_settings_set_boolean (settings, "speculation", TRUE);
+
+  /* No file chosen, a missing file, a file of the wrong kind. */
+  g_settings_set_string (settings, "draft-model-path", "");
+  choose_drafter (w, "draft-model");
+  CHECKF (tern_window_get_last_error (w) != NULL
+          && strstr (tern_window_get_last_error (w), "Preferences") != NULL,
+          "error: %s", tern_window_get_last_error (w));
+  {
+    g_autofree char *state = drafter_state (w);
+    CHECKF (g_str_equal (state, "prompt-lookup"), "drafter %s", state);
+  }
+  g_settings_set_string (settings, "draft-model-path", "/nonexistent/draft.gguf");
+  choose_drafter (w, "draft-model");
+  CHECKF (tern_window_get_last_error (w) != NULL
+          && strstr (tern_window_get_last_error (w), "/nonexistent/draft.gguf") != NULL,
+          "error: %s", tern_window_get_last_error (w));
+  fprintf (stderr, "missing draft model: %s\n", tern_window_get_last_error (w));
+  g_settings_set_string (settings, "dflash-path", draft);
+  choose_drafter (w, "dflash");
+  {
+    g_autofree char *state = drafter_state (w);
+    CHECKF (g_str_equal (state, "prompt-lookup"), "drafter %s", state);
+    fprintf (stderr, "a draft model chosen as DFlash: %s\n", tern_window_get_last_error (w));
+  }
+
+  for (guint i = 0; i < G_N_ELEMENTS (good); i++)
+    {
+      g_autofree char *answer = NULL;
+      g_autofree char *state = NULL;
+      const char *before = tern_window_get_last_error (w);
+      g_autofree char *before_copy = g_strdup (before);
+      TernMessage *m;
+
+      g_settings_set_string (settings, good[i].key, good[i].path);
+      choose_drafter (w, good[i].nick);
+      state = drafter_state (w);
+      CHECKF (g_str_equal (state, good[i].nick), "%s: drafter %s (%s)", good[i].nick, state,
+              tern_window_get_last_error (w));
+      CHECKF (g_strcmp0 (tern_window_get_last_error (w), before_copy) == 0, "%s: %s",
+              good[i].nick, tern_window_get_last_error (w));
+      answer = send_and_wait (w, prompt, NULL);
+      m = last_message (w);
+      CHECKF (g_strcmp0 (answer, plain) == 0, "%s:\n  plain: %s\n  drafted: %s", good[i].nick,
+              plain, answer);
+      CHECKF (m != NULL && m->stats.drafted > 0, "%s: drafted %d", good[i].nick,
+              m ? m->stats.drafted : -1);
+      if (m != NULL)
+        fprintf (stderr, "%s: %d drafted, %d accepted\n", good[i].nick, m->stats.drafted,
+                 m->stats.accepted);
+    }
+
+  choose_drafter (w, "prompt-lookup");
   g_settings_set_boolean (settings, "speculation", FALSE);
   g_settings_set_int (settings, "max-tokens", max_tokens);
 }
@@ -777,8 +994,10 @@ main (int   argc,
   test_load_and_pin (w, model);
   if (tern_window_has_model (w) && wait_for (w, idle_engine, 60))
     {
-      test_flash (w, data_dir, shot, &stall_ms);
+      test_flash (w, data_dir, shot);
+      test_responsiveness (w, &stall_ms);
       test_speculation (w);
+      test_file_drafters (w, tmp, model);
       test_stop (w);
       test_chat_mode (w);
       test_export_delete (w, tmp, data_dir);
