@@ -946,6 +946,11 @@ const tn_vision_info *tn_vision_get_info(const tn_vision *v);
 /* Tokens an image costs under a budget: k * k with k = floor(sqrt(budget)),
  * at most the native grid; budget <= 0 means native (256 for Gemma 3). */
 int tn_vision_tokens(const tn_vision *v, int budget);
+/* Pixels per side of the square the encoder resamples an image to under a
+ * budget (896 native for Gemma 3, 448 for a budget of 70). An image decoder
+ * that downscales larger pictures to at most this (with an area filter)
+ * avoids the aliasing of the encoder's bilinear resampling. */
+int tn_vision_input_side(const tn_vision *v, int budget);
 /* rgb: w x h pixels, interleaved RGB (HWC, row-major), values in [0, 1]; the
  * encoder resamples it bilinearly to the grid the budget needs (native: the
  * projector's image_size) and applies image_mean / image_std itself. out:

@@ -291,6 +291,10 @@ int tn_vision_tokens(const tn_vision *v, int budget) {
     return k * k;
 }
 
+int tn_vision_input_side(const tn_vision *v, int budget) {
+    return v ? side_for_budget(v, budget) * v->pool * v->info.patch_size : 0;
+}
+
 /* Bilinear sampling with pixel centres aligned (torch's align_corners=False). */
 static void bilinear_src(int dst_i, int dst_n, int src_n, int *i0, int *i1, float *f) {
     double x = ((double)dst_i + 0.5) * (double)src_n / (double)dst_n - 0.5;

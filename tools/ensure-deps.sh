@@ -7,7 +7,9 @@ base=(meson ninja-build pkg-config gcc python3 ca-certificates)
 test=(clang libclang-rt-14-dev)
 # The desktop app and its tests (tests/app/ run under Xvfb; validators for the data files).
 app=(libgtk-4-dev libadwaita-1-dev libjson-glib-dev libcmark-gfm-dev libcmark-gfm-extensions-dev
-     gettext desktop-file-utils appstream xvfb xauth)
+     gettext desktop-file-utils appstream xvfb xauth
+     # image prompts (imageio/): WebP decoding, and zlib for tests/imageio
+     webp-pixbuf-loader zlib1g-dev)
 # The model manager (manager/: catalog, downloads; tern-cli list/pull) and its
 # tests, whose HTTP server is python3's http.server; curl: tests/server (tern-cli serve).
 manager=(libglib2.0-dev libsoup-3.0-dev libjson-glib-dev glib-networking curl)

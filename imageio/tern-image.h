@@ -1,0 +1,72 @@
+/* Image decoding for vision prompts: files, bytes, data: URIs and pixbufs
+ * to the float RGB the vision encoder takes (tn_vision_encode).
+ *
+ * Outside the engine (which stays GLib-free); used by the CLI, the server
+ * and the app. Decoding goes through gdk-pixbuf: PNG (8/16-bit, grayscale,
+ * palette, alpha), JPEG (EXIF orientation applied), GIF (first frame), WebP
+ * (with Debian's webp-pixbuf-loader). Other formats are refused.
+ *
+ * Untrusted input is the normal case: the declared size is checked against
+ * a pixel limit as soon as the decoder has read the header, before any
+ * pixel buffer is made (a "decompression bomb" declaring 100000 x 100000
+ * pixels costs a few kilobytes of reading); damaged, truncated and unknown
+ * data fail with a GError naming the source. Nothing here aborts.
+ */
+#ifndef TERN_IMAGE_H
+#define TERN_IMAGE_H
+
+#include <gdk-pixbuf/gdk-pixbuf.h>
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define TERN_IMAGE_ERROR (tern_image_error_quark())
+GQuark tern_image_error_quark(void);
+
+typedef enum {
+    TERN_IMAGE_ERROR_IO,          /* cannot read the file */
+    TERN_IMAGE_ERROR_UNSUPPORTED, /* not an image, or a format other than PNG/JPEG/WebP/GIF */
+    TERN_IMAGE_ERROR_CORRUPT,     /* damaged or truncated */
+    TERN_IMAGE_ERROR_TOO_LARGE,   /* declared dimensions beyond the pixel limit */
+} TernImageError;
+
+/* 64 megapixels: any camera photo of today; the decoded buffer of the
+ * largest accepted image is then at most 256 MiB. */
+#define TERN_IMAGE_DEFAULT_MAX_PIXELS (64u * 1024u * 1024u)
+
+typedef struct {
+    guint64 max_pixels; /* 0: TERN_IMAGE_DEFAULT_MAX_PIXELS */
+    /* > 0: a picture wider or taller than this is first downscaled (area
+     * filter: gdk-pixbuf's BILINEAR integrates over each output pixel when
+     * reducing) to at most fit_side in each dimension. Pass the encoder's
+     * input side (tn_vision_input_side): its bilinear resampling then never
+     * reduces by more than 1x, so fine detail does not alias. Aspect is kept
+     * here; the encoder squashes to its square, as Gemma 3's processor does. */
+    int fit_side;
+} TernImageOptions;
+
+typedef struct {
+    int width, height;               /* of rgb (after orientation and fitting) */
+    float *rgb;                      /* [height][width][3], row-major, values in [0, 1] */
+    int source_width, source_height; /* as stored (before orientation and fitting) */
+    char format[16];                 /* "png", "jpeg", "gif", "webp" */
+    gboolean had_alpha;              /* alpha was composited onto white */
+} TernImage;
+
+/* opts may be NULL (defaults). `name` labels messages for bytes. */
+TernImage *tern_image_load_file(const char *path, const TernImageOptions *opts, GError **error);
+TernImage *tern_image_load_bytes(const void *data, gsize len, const char *name,
+                                 const TernImageOptions *opts, GError **error);
+/* "data:image/png;base64,...." (OpenAI image_url content); base64 only. */
+TernImage *tern_image_load_data_uri(const char *uri, const TernImageOptions *opts,
+                                    GError **error);
+/* An already decoded picture (the app's clipboard texture as a pixbuf). */
+TernImage *tern_image_from_pixbuf(GdkPixbuf *pixbuf, const TernImageOptions *opts,
+                                  GError **error);
+void tern_image_free(TernImage *image);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TernImage, tern_image_free)
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,441 @@
+/* Image decoding for vision prompts (imageio/tern-image.c), on images this
+ * test writes itself: gdk-pixbuf's savers (PNG with alpha, JPEG, WebP),
+ * PNGs assembled by hand with zlib (grayscale, 16-bit, a header declaring
+ * 100000 x 100000 pixels), a GIF assembled by hand (two frames), a JPEG
+ * given an EXIF orientation by hand, a truncated file, a text file named
+ * .png, a data: URI.
+ */
+#include "tern-image.h"
+#include "tn-test.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+
+static char *tmp_path(const char *name) {
+    return g_build_filename(tn_test_tmpdir(), name, NULL);
+}
+
+static void write_file(const char *path, const void *data, gsize len) {
+    GError *e = NULL;
+    CHECKF(g_file_set_contents(path, data, (gssize)len, &e), "%s", e ? e->message : "");
+    g_clear_error(&e);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static const float *px(const TernImage *im, int x, int y) {
+    return im->rgb + ((size_t)y * im->width + x) * 3;
+}
+
+static bool near3(const float *p, float r, float g, float b, float tol) {
+    return fabsf(p[0] - r) <= tol && fabsf(p[1] - g) <= tol && fabsf(p[2] - b) <= tol;
+}
+
+/* ------------------------------------------------------- PNG by hand */
+
+static void put32(GByteArray *a, guint32 v) {
+    guint8 b[4] = {v >> 24, v >> 16, v >> 8, v};
+    g_byte_array_append(a, b, 4);
+}
+
+static void chunk(GByteArray *png, const char *type, const guint8 *data, guint32 len) {
+    put32(png, len);
+    g_byte_array_append(png, (const guint8 *)type, 4);
+    if (len)
+        g_byte_array_append(png, data, len);
+    uLong crc = crc32(0, (const Bytef *)type, 4);
+    if (len)
+        crc = crc32(crc, data, len);
+    put32(png, (guint32)crc);
+}
+
+/* raw: height rows of row_bytes (no filter bytes yet). */
+static GByteArray *png_by_hand(guint32 w, guint32 h, int depth, int ctype, const guint8 *raw,
+                               gsize row_bytes) {
+    static const guint8 sig[8] = {137, 'P', 'N', 'G', '\r', '\n', 26, '\n'};
+    GByteArray *png = g_byte_array_new();
+    g_byte_array_append(png, sig, 8);
+    guint8 ihdr[13] = {w >> 24, w >> 16, w >> 8, w, h >> 24, h >> 16, h >> 8, h,
+                       (guint8)depth, (guint8)ctype, 0, 0, 0};
+    chunk(png, "IHDR", ihdr, 13);
+    if (raw) {
+        gsize n = (row_bytes + 1) * h;
+        guint8 *filtered = g_malloc(n);
+        for (guint32 y = 0; y < h; y++) {
+            filtered[y * (row_bytes + 1)] = 0;
+            memcpy(filtered + y * (row_bytes + 1) + 1, raw + y * row_bytes, row_bytes);
+        }
+        uLongf zlen = compressBound(n);
+        guint8 *z = g_malloc(zlen);
+        CHECK(compress(z, &zlen, filtered, n) == Z_OK);
+        chunk(png, "IDAT", z, (guint32)zlen);
+        g_free(z);
+        g_free(filtered);
+    } else {
+        /* A bomb: a little compressed data that would inflate to the
+         * declared size; the decoder must not get that far. */
+        guint8 zeros[4096] = {0};
+        uLongf zlen = compressBound(sizeof zeros);
+        guint8 *z = g_malloc(zlen);
+        compress(z, &zlen, zeros, sizeof zeros);
+        chunk(png, "IDAT", z, (guint32)zlen);
+        g_free(z);
+    }
+    chunk(png, "IEND", NULL, 0);
+    return png;
+}
+
+static TernImage *load(const char *path, const TernImageOptions *o, GError **e) {
+    TernImage *im = tern_image_load_file(path, o, e);
+    return im;
+}
+
+static void hand_pngs(void) {
+    /* 8-bit grayscale ramp, 4 x 2. */
+    guint8 gray[8] = {0, 85, 170, 255, 255, 170, 85, 0};
+    GByteArray *png = png_by_hand(4, 2, 8, 0, gray, 4);
+    g_autofree char *p1 = tmp_path("gray8.png");
+    write_file(p1, png->data, png->len);
+    g_byte_array_unref(png);
+    GError *e = NULL;
+    TernImage *im = load(p1, NULL, &e);
+    CHECKF(im != NULL, "gray8: %s", e ? e->message : "");
+    if (im) {
+        CHECK(im->width == 4 && im->height == 2 && !strcmp(im->format, "png"));
+        CHECK(near3(px(im, 0, 0), 0, 0, 0, 1e-6f) && near3(px(im, 3, 0), 1, 1, 1, 1e-6f));
+        CHECK(near3(px(im, 1, 0), 85 / 255.0f, 85 / 255.0f, 85 / 255.0f, 1e-6f));
+        CHECK(!im->had_alpha);
+    }
+    tern_image_free(im);
+    g_clear_error(&e);
+
+    /* 16-bit RGB, 2 x 1: (65535, 0, 32768) and (0, 65535, 257). */
+    guint8 rgb16[12] = {0xff, 0xff, 0, 0, 0x80, 0x00, 0, 0, 0xff, 0xff, 0x01, 0x01};
+    png = png_by_hand(2, 1, 16, 2, rgb16, 12);
+    g_autofree char *p2 = tmp_path("rgb16.png");
+    write_file(p2, png->data, png->len);
+    g_byte_array_unref(png);
+    im = load(p2, NULL, &e);
+    CHECKF(im != NULL, "rgb16: %s", e ? e->message : "");
+    if (im) {
+        CHECK(im->width == 2 && im->height == 1);
+        CHECKF(near3(px(im, 0, 0), 1, 0, 0.5f, 1.0f / 255) &&
+                   near3(px(im, 1, 0), 0, 1, 1.0f / 255, 1.0f / 255),
+               "16-bit values: %g %g %g / %g %g %g", px(im, 0, 0)[0], px(im, 0, 0)[1],
+               px(im, 0, 0)[2], px(im, 1, 0)[0], px(im, 1, 0)[1], px(im, 1, 0)[2]);
+    }
+    tern_image_free(im);
+    g_clear_error(&e);
+
+    /* 16-bit grayscale with alpha (type 4): one transparent, one opaque. */
+    guint8 ga16[8] = {0, 0, 0, 0, 0x40, 0x00, 0xff, 0xff};
+    png = png_by_hand(2, 1, 16, 4, ga16, 8);
+    g_autofree char *p3 = tmp_path("ga16.png");
+    write_file(p3, png->data, png->len);
+    g_byte_array_unref(png);
+    im = load(p3, NULL, &e);
+    CHECKF(im != NULL, "gray+alpha 16: %s", e ? e->message : "");
+    if (im) {
+        CHECK(im->had_alpha);
+        CHECKF(near3(px(im, 0, 0), 1, 1, 1, 1e-6f), "transparent black is not white");
+        CHECK(near3(px(im, 1, 0), 0.25f, 0.25f, 0.25f, 1.0f / 255));
+    }
+    tern_image_free(im);
+    g_clear_error(&e);
+
+    /* The bomb: 100000 x 100000 declared, refused before decoding. */
+    png = png_by_hand(100000, 100000, 8, 6, NULL, 0);
+    g_autofree char *p4 = tmp_path("bomb.png");
+    write_file(p4, png->data, png->len);
+    double t0 = now_s();
+    im = tern_image_load_bytes(png->data, png->len, "bomb.png", NULL, &e);
+    CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE));
+    CHECKF(e && strstr(e->message, "100000 x 100000") && strstr(e->message, "bomb.png"),
+           "bomb message: %s", e ? e->message : "");
+    g_clear_error(&e);
+    im = load(p4, NULL, &e);
+    CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE));
+    CHECKF(now_s() - t0 < 2.0, "the bomb took %.2f s", now_s() - t0);
+    g_clear_error(&e);
+    g_byte_array_unref(png);
+    /* A smaller limit applies too: 8 x 8 > 32 pixels. */
+    png = png_by_hand(8, 8, 8, 0, (guint8[64]){0}, 8);
+    TernImageOptions small = {.max_pixels = 32};
+    im = tern_image_load_bytes(png->data, png->len, "limit.png", &small, &e);
+    CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE));
+    g_clear_error(&e);
+    g_byte_array_unref(png);
+}
+
+/* ------------------------------------------------- savers of gdk-pixbuf */
+
+static GdkPixbuf *two_halves(int w, int h, gboolean alpha) {
+    GdkPixbuf *pb = gdk_pixbuf_new(GDK_COLORSPACE_RGB, alpha, 8, w, h);
+    const int nc = gdk_pixbuf_get_n_channels(pb), stride = gdk_pixbuf_get_rowstride(pb);
+    guint8 *p = gdk_pixbuf_get_pixels(pb);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            guint8 *q = p + y * stride + x * nc;
+            const bool left = x < w / 2;
+            q[0] = left ? 255 : 0;
+            q[1] = 0;
+            q[2] = left ? 0 : 255;
+            if (alpha)
+                q[3] = 255;
+        }
+    return pb;
+}
+
+static void mean_rgb(const TernImage *im, int x0, int y0, int x1, int y1, float out[3]) {
+    double s[3] = {0, 0, 0};
+    for (int y = y0; y < y1; y++)
+        for (int x = x0; x < x1; x++)
+            for (int c = 0; c < 3; c++)
+                s[c] += px(im, x, y)[c];
+    for (int c = 0; c < 3; c++)
+        out[c] = (float)(s[c] / ((double)(x1 - x0) * (y1 - y0)));
+}
+
+static void alpha_png(void) {
+    GdkPixbuf *pb = gdk_pixbuf_new(GDK_COLORSPACE_RGB, TRUE, 8, 3, 1);
+    guint8 *p = gdk_pixbuf_get_pixels(pb);
+    const guint8 v[12] = {255, 0, 0, 0, 0, 0, 0, 128, 0, 0, 255, 255};
+    memcpy(p, v, 12);
+    g_autofree char *path = tmp_path("rgba.png");
+    GError *e = NULL;
+    CHECK(gdk_pixbuf_save(pb, path, "png", &e, NULL));
+    g_object_unref(pb);
+    TernImage *im = load(path, NULL, &e);
+    CHECKF(im != NULL, "rgba: %s", e ? e->message : "");
+    if (im) {
+        CHECK(im->had_alpha && im->width == 3);
+        CHECKF(near3(px(im, 0, 0), 1, 1, 1, 1e-6f), "transparent red must be white");
+        CHECK(near3(px(im, 1, 0), 127 / 255.0f, 127 / 255.0f, 127 / 255.0f, 1.0f / 255));
+        CHECK(near3(px(im, 2, 0), 0, 0, 1, 1e-6f));
+    }
+    tern_image_free(im);
+    g_clear_error(&e);
+}
+
+/* JPEG with an EXIF APP1 segment saying orientation 6 (rotate 90 degrees
+ * clockwise to display), inserted by hand after SOI. */
+static void exif_jpeg(void) {
+    GdkPixbuf *pb = two_halves(40, 20, FALSE); /* red left, blue right */
+    gchar *jpg = NULL;
+    gsize len = 0;
+    GError *e = NULL;
+    CHECK(gdk_pixbuf_save_to_buffer(pb, &jpg, &len, "jpeg", &e, "quality", "95", NULL));
+    g_object_unref(pb);
+    static const guint8 app1[] = {
+        0xFF, 0xE1, 0x00, 34, 'E', 'x', 'i', 'f', 0, 0,
+        'I', 'I', 42, 0, 8, 0, 0, 0,     /* TIFF header, IFD at 8 */
+        1, 0,                            /* one entry */
+        0x12, 0x01, 3, 0, 1, 0, 0, 0,    /* tag 0x0112 SHORT x1 */
+        6, 0, 0, 0,                      /* value 6 */
+        0, 0, 0, 0,                      /* no next IFD */
+    };
+    GByteArray *out = g_byte_array_new();
+    g_byte_array_append(out, (guint8 *)jpg, 2);
+    g_byte_array_append(out, app1, sizeof app1);
+    g_byte_array_append(out, (guint8 *)jpg + 2, (guint)(len - 2));
+    g_free(jpg);
+    g_autofree char *path = tmp_path("rotated.jpg");
+    write_file(path, out->data, out->len);
+    g_byte_array_unref(out);
+    TernImage *im = load(path, NULL, &e);
+    CHECKF(im != NULL, "exif jpeg: %s", e ? e->message : "");
+    if (im) {
+        CHECK(!strcmp(im->format, "jpeg"));
+        CHECK(im->source_width == 40 && im->source_height == 20);
+        CHECKF(im->width == 20 && im->height == 40, "oriented size %d x %d, want 20 x 40",
+               im->width, im->height);
+        if (im->width == 20 && im->height == 40) {
+            float top[3], bottom[3];
+            mean_rgb(im, 2, 2, 18, 16, top);
+            mean_rgb(im, 2, 24, 18, 38, bottom);
+            CHECKF(top[0] > 0.8f && top[2] < 0.2f && bottom[2] > 0.8f && bottom[0] < 0.2f,
+                   "rotation: top %.2f %.2f %.2f, bottom %.2f %.2f %.2f", top[0], top[1],
+                   top[2], bottom[0], bottom[1], bottom[2]);
+        }
+    }
+    tern_image_free(im);
+    g_clear_error(&e);
+}
+
+static void webp(void) {
+    GdkPixbufFormat *fmt = NULL;
+    GSList *formats = gdk_pixbuf_get_formats();
+    for (GSList *l = formats; l; l = l->next) {
+        g_autofree char *n = gdk_pixbuf_format_get_name(l->data);
+        if (!strcmp(n, "webp"))
+            fmt = l->data;
+    }
+    g_slist_free(formats);
+    CHECKF(fmt != NULL, "no WebP loader: install webp-pixbuf-loader (tools/ensure-deps.sh app)");
+    if (!fmt || !gdk_pixbuf_format_is_writable(fmt))
+        return;
+    GdkPixbuf *pb = two_halves(32, 16, FALSE);
+    gchar *data = NULL;
+    gsize len = 0;
+    GError *e = NULL;
+    CHECKF(gdk_pixbuf_save_to_buffer(pb, &data, &len, "webp", &e, "quality", "95", NULL), "%s",
+           e ? e->message : "");
+    g_object_unref(pb);
+    TernImage *im = tern_image_load_bytes(data, len, "image.webp", NULL, &e);
+    CHECKF(im != NULL, "webp: %s", e ? e->message : "");
+    if (im) {
+        float l[3], r[3];
+        mean_rgb(im, 2, 2, 12, 14, l);
+        mean_rgb(im, 20, 2, 30, 14, r);
+        CHECK(!strcmp(im->format, "webp") && im->width == 32 && im->height == 16);
+        CHECK(l[0] > 0.8f && l[2] < 0.2f && r[2] > 0.8f && r[0] < 0.2f);
+    }
+    tern_image_free(im);
+    g_free(data);
+    g_clear_error(&e);
+}
+
+/* Two 1 x 1 frames: red, then black. The first frame is what counts. */
+static void gif(void) {
+    static const guint8 gif[] = {
+        'G', 'I', 'F', '8', '9', 'a', 1, 0, 1, 0, 0x80, 0, 0, /* screen, 2-colour table */
+        0xff, 0, 0, 0, 0, 0,                                   /* red, black */
+        0x21, 0xF9, 4, 0, 10, 0, 0, 0,                         /* frame 1: 0.1 s */
+        0x2C, 0, 0, 0, 0, 1, 0, 1, 0, 0, 2, 2, 0x44, 0x01, 0,  /* index 0 */
+        0x21, 0xF9, 4, 0, 10, 0, 0, 0,                         /* frame 2 */
+        0x2C, 0, 0, 0, 0, 1, 0, 1, 0, 0, 2, 2, 0x4C, 0x01, 0,  /* index 1 */
+        0x3B,
+    };
+    GError *e = NULL;
+    TernImage *im = tern_image_load_bytes(gif, sizeof gif, "anim.gif", NULL, &e);
+    CHECKF(im != NULL, "gif: %s", e ? e->message : "");
+    if (im) {
+        CHECK(!strcmp(im->format, "gif") && im->width == 1 && im->height == 1);
+        CHECKF(near3(px(im, 0, 0), 1, 0, 0, 1e-6f), "first frame: %g %g %g", px(im, 0, 0)[0],
+               px(im, 0, 0)[1], px(im, 0, 0)[2]);
+    }
+    tern_image_free(im);
+    g_clear_error(&e);
+}
+
+/* ---------------------------------------------------------- bad input */
+
+static void bad_input(void) {
+    GError *e = NULL;
+    /* Text named .png. */
+    g_autofree char *txt = tmp_path("notes.png");
+    const char *text = "These are my notes, not a picture.\n";
+    write_file(txt, text, strlen(text));
+    TernImage *im = load(txt, NULL, &e);
+    CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED));
+    CHECKF(e && strstr(e->message, "notes.png") && strstr(e->message, "PNG, JPEG"), "%s",
+           e ? e->message : "");
+    g_clear_error(&e);
+
+    /* Truncated: a noisy PNG cut in half. */
+    GdkPixbuf *pb = gdk_pixbuf_new(GDK_COLORSPACE_RGB, FALSE, 8, 64, 64);
+    guint8 *p = gdk_pixbuf_get_pixels(pb);
+    uint64_t st = 1;
+    for (int i = 0; i < 64 * gdk_pixbuf_get_rowstride(pb); i++)
+        p[i] = (guint8)tn_test_rand(&st);
+    gchar *data = NULL;
+    gsize len = 0;
+    CHECK(gdk_pixbuf_save_to_buffer(pb, &data, &len, "png", &e, NULL));
+    g_object_unref(pb);
+    g_autofree char *cut = tmp_path("cut.png");
+    write_file(cut, data, len / 2);
+    im = load(cut, NULL, &e);
+    CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT));
+    CHECKF(e && strstr(e->message, "cut.png"), "%s", e ? e->message : "");
+    g_clear_error(&e);
+    /* Damaged: bytes of the middle flipped (CRC and zlib checks). */
+    for (gsize i = len / 3; i < len / 3 + 64; i++)
+        data[i] ^= 0x5a;
+    im = tern_image_load_bytes(data, len, "damaged.png", NULL, &e);
+    CHECK(im == NULL && e != NULL);
+    g_clear_error(&e);
+    g_free(data);
+
+    /* Empty, missing. */
+    g_autofree char *empty = tmp_path("empty.png");
+    write_file(empty, "", 0);
+    im = load(empty, NULL, &e);
+    CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT));
+    g_clear_error(&e);
+    im = load("/nonexistent/picture.png", NULL, &e);
+    CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_IO));
+    CHECKF(e && strstr(e->message, "/nonexistent/picture.png"), "%s", e ? e->message : "");
+    g_clear_error(&e);
+
+    /* An SVG: gdk-pixbuf may read it; the vision path does not. */
+    const char *svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"10\">"
+                      "<rect width=\"10\" height=\"10\" fill=\"red\"/></svg>";
+    im = tern_image_load_bytes(svg, strlen(svg), "drawing.svg", NULL, &e);
+    CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED));
+    g_clear_error(&e);
+}
+
+static void data_uri_and_fit(void) {
+    /* A 1-pixel checkerboard, 400 x 200: fitted to 50 it must average to
+     * grey (area filter); point sampling would alias to black or white. */
+    GdkPixbuf *pb = gdk_pixbuf_new(GDK_COLORSPACE_RGB, FALSE, 8, 400, 200);
+    const int stride = gdk_pixbuf_get_rowstride(pb);
+    guint8 *p = gdk_pixbuf_get_pixels(pb);
+    for (int y = 0; y < 200; y++)
+        for (int x = 0; x < 400; x++)
+            memset(p + y * stride + x * 3, (x + y) % 2 ? 255 : 0, 3);
+    gchar *png = NULL;
+    gsize len = 0;
+    GError *e = NULL;
+    CHECK(gdk_pixbuf_save_to_buffer(pb, &png, &len, "png", &e, NULL));
+    g_autofree char *b64 = g_base64_encode((guchar *)png, len);
+    g_autofree char *uri = g_strconcat("data:image/png;base64,", b64, NULL);
+    TernImageOptions o = {.fit_side = 50};
+    TernImage *im = tern_image_load_data_uri(uri, &o, &e);
+    CHECKF(im != NULL, "data uri: %s", e ? e->message : "");
+    if (im) {
+        CHECK(im->width == 50 && im->height == 50);
+        CHECK(im->source_width == 400 && im->source_height == 200);
+        float worst = 0;
+        for (int i = 0; i < 50 * 50 * 3; i++)
+            worst = fmaxf(worst, fabsf(im->rgb[i] - 0.5f));
+        CHECKF(worst < 0.05f, "fitted checkerboard deviates by %.3f from grey", worst);
+    }
+    tern_image_free(im);
+    /* Smaller than fit_side: untouched. */
+    TernImageOptions big = {.fit_side = 1000};
+    im = tern_image_from_pixbuf(pb, &big, &e);
+    CHECK(im && im->width == 400 && im->height == 200 && im->rgb[0] == 0.0f &&
+          im->rgb[3] == 1.0f);
+    tern_image_free(im);
+    g_object_unref(pb);
+    g_free(png);
+    g_clear_error(&e);
+
+    im = tern_image_load_data_uri("data:image/png,notbase64", NULL, &e);
+    CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED));
+    g_clear_error(&e);
+    im = tern_image_load_data_uri("https://example.com/cat.png", NULL, &e);
+    CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED));
+    g_clear_error(&e);
+    im = tern_image_load_data_uri("data:image/png;base64,aGVsbG8gd29ybGQ=", NULL, &e);
+    CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED));
+    g_clear_error(&e);
+}
+
+int main(void) {
+    hand_pngs();
+    alpha_png();
+    exif_jpeg();
+    webp();
+    gif();
+    bad_input();
+    data_uri_and_fit();
+    return tn_test_finish("image");
+}
