@@ -133,6 +133,21 @@ check "identical greedy answers" test "$(content "$tmp/c1")" = "$(content "$tmp/
 restored=$(sed -n 's/.*"restored_tokens":\([0-9]*\).*/\1/p' "$tmp/c2")
 check "second request restores the pinned system prompt (restored $restored)" \
     test "${restored:-0}" -gt 0
+usage_sane() { # FILE: the usage figures add up and the rates are positive
+    field "$1" 'int((lambda u, t: u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"] and u["prompt_tokens"] == t["prefill_tokens"] + t["restored_tokens"] and t["prefill_tokens"] > 0 and t["ttft_ms"] > 0 and t["prefill_tok_s"] > 0 and t["decode_tok_s"] > 0 and t["drafted_tokens"] == 0 and t["accepted_tokens"] == 0)(d["usage"], d["usage"]["timings"]))'
+}
+check "usage adds up, first request (pin prefilled): $(field "$tmp/c1" 'd["usage"]')" test "$(usage_sane "$tmp/c1")" = 1
+check "usage adds up, second request (pin kept): $(field "$tmp/c2" 'd["usage"]')" test "$(usage_sane "$tmp/c2")" = 1
+check "the first request prefilled its pin, the second restored it" \
+    test "$(field "$tmp/c1" 'd["usage"]["timings"]["pin"]') $(field "$tmp/c2" 'd["usage"]["timings"]["pin"]')" = "prefilled kept"
+check "the same prompt size both times" \
+    test "$(field "$tmp/c1" 'd["usage"]["prompt_tokens"]')" = "$(field "$tmp/c2" 'd["usage"]["prompt_tokens"]')"
+for bad in '"temperature":"hot"' '"stream":"yes"' '"max_tokens":0' '"top_p":0' '"stop":[1]' '"tern":{"thinking":1}' '"model":7' '"messages":[{"role":"tool","content":"x"}]' '"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:,"}}]}]'; do
+    s=$(req "$tmp/pbad" POST /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],$bad}")
+    check "chat: {$bad} 400 (got $s: $(cat "$tmp/pbad"))" test "$s" = 400
+    check "chat: {$bad} error shape" is_error_shape "$tmp/pbad"
+    check "chat: {$bad} names the parameter" has "$tmp/pbad" '"param":"'
+done
 
 # Parameters: sampling with a seed is reproducible; stop; penalties; tern.
 s=$(req "$tmp/p1" POST /v1/chat/completions "$(chat_body 'Hi' ',"temperature":0.9,"top_p":0.9,"top_k":40,"min_p":0.05,"seed":7,"presence_penalty":0.5,"frequency_penalty":0.5,"stop":["zzz"],"tern":{"thinking":false}')")
