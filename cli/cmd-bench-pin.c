@@ -27,10 +27,12 @@
 static void usage(FILE *out) {
     fprintf(out,
             "usage: tern-cli bench --pin -m MODEL [--short 10] [--long 900] [--request 20]\n"
-            "                      [-n 16] [-c 1024] [-t N] [-r 5] [--json]\n\n"
+            "                      [-n 16] [-c 1024] [-t N] [-r 5] [--ttft-only] [--json]\n\n"
             "TTFT of one request (--request tokens, then -n generated) against a --short and\n"
             "a --long pinned system prompt, and without a pin; the long prompt's prefill\n"
-            "time against saving and loading its pin snapshot (warm and cold).\n");
+            "time against saving and loading its pin snapshot (warm and cold).\n"
+            "--ttft-only: the two pinned TTFTs alone (skips the slow unpinned baseline and the\n"
+            "snapshot part; their figures print as 0).\n");
 }
 
 static double now_ms(void) {
@@ -266,11 +268,15 @@ static int measure_snapshot(const bench *b, const int32_t *pin, int32_t n_pin, c
 int cmd_bench_pin(int argc, char **argv) {
     const char *model_path = NULL;
     long n_short = 10, n_long = 900, n_req = 20, n_gen = 16, n_ctx = 1024, threads = 0, reps = 5;
-    bool json = false;
+    bool json = false, ttft_only = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--pin"))
             continue;
+        if (!strcmp(a, "--ttft-only")) {
+            ttft_only = true;
+            continue;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return CLI_EXIT_OK;
@@ -359,14 +365,14 @@ int cmd_bench_pin(int argc, char **argv) {
         rc = measure_ttft(&b, arms, 2, res, &err);
     arm_close(&arms[0]);
     arm_close(&arms[1]);
-    if (rc == TN_OK) {
+    if (rc == TN_OK && !ttft_only) {
         rc = arm_open(&b, pin_long, (int32_t)n_long, false, &arms[2], &err);
         if (rc == TN_OK)
             rc = measure_ttft(&b, &arms[2], 1, &res[2], &err);
         arm_close(&arms[2]);
     }
     const ttft_result rs = res[0], rl = res[1], rn = res[2];
-    if (rc == TN_OK)
+    if (rc == TN_OK && !ttft_only)
         rc = measure_snapshot(&b, pin_long, (int32_t)n_long, tmp, &sn, &err);
     rmdir(tmp);
     if (rc != TN_OK) {

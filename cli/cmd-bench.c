@@ -607,8 +607,11 @@ static int bench_model(const model_opts *o) {
     double pct = pctst.median;
 
     if (o->json) {
-        printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"reps\": %ld,\n",
-               tn_model_path(model), threads, tn_isa_name(tn_isa_best()), o->reps);
+        printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"arithmetic\": \"%s\",\n"
+               " \"repacked_bytes\": %llu, \"reps\": %ld,\n",
+               tn_model_path(model), threads, tn_isa_name(tn_isa_best()),
+               tn_model_arithmetic(model), (unsigned long long)tn_model_repacked_bytes(model),
+               o->reps);
         printf(" \"pp\": {\"tokens\": %ld, \"tps\": %.2f, \"tps_min\": %.2f, \"tps_max\": %.2f},\n",
                o->n_prompt, pp.median, pp.min, pp.max);
         printf(" \"tg\": {\"tokens\": %ld, \"tps\": %.2f, \"tps_min\": %.2f, \"tps_max\": %.2f},\n",
@@ -629,7 +632,9 @@ static int bench_model(const model_opts *o) {
     } else {
         printf("model      %s\n", tn_model_description(model));
         printf("threads    %d (%s kernels), %ld reps: median (min-max)\n", threads,
-               tn_isa_name(tn_isa_best()), o->reps);
+               tn_model_arithmetic(model), o->reps);
+        printf("repacked   %8.1f MB     (copied at load; the file's pages of them dropped)\n",
+               (double)tn_model_repacked_bytes(model) / 1e6);
         if (o->n_prompt > 0)
             printf("pp%-5ld    %8.2f tok/s  (%.2f-%.2f)\n", o->n_prompt, pp.median, pp.min,
                    pp.max);

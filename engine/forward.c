@@ -120,8 +120,9 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
     if (n_ctx <= 0)
         n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     const uint64_t row = (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
+    const uint64_t kv_rows = ((uint64_t)n_ctx + TN_ATTN_KB - 1) / TN_ATTN_KB * TN_ATTN_KB;
     uint64_t kv_elems;
-    if (!tn_mul_u64(row * (uint64_t)hp->n_layer, (uint64_t)n_ctx, &kv_elems) ||
+    if (!tn_mul_u64(row * (uint64_t)hp->n_layer, kv_rows, &kv_elems) ||
         kv_elems > SIZE_MAX / sizeof(float) / 2)
         return tn_fail(err, TN_ERR_OVERFLOW, "%s: a context of %d tokens does not fit in memory",
                        model->path, n_ctx);
@@ -130,6 +131,7 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
         return tn_fail(err, TN_ERR_NOMEM, "out of memory");
     ctx->model = model;
     ctx->n_ctx = n_ctx;
+    ctx->kv_rows = (int32_t)kv_rows;
     atomic_init(&ctx->cancel, false);
     ctx->cpu = tn_cpu_new(n_threads);
     if (!ctx->cpu) {
@@ -137,6 +139,9 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
         return tn_fail(err, TN_ERR_NOMEM, "cannot start the CPU thread pool");
     }
     ctx->n_threads = tn_cpu_threads(ctx->cpu);
+    /* The family fixed at model load (tn_model_arithmetic), not whatever
+     * the environment says now. */
+    tn_cpu_set_isa(ctx->cpu, model->isa);
     bool ok = true;
     ctx->k_cache = xcalloc(kv_elems, sizeof(float), &ok);
     ctx->v_cache = xcalloc(kv_elems, sizeof(float), &ok);
@@ -159,7 +164,8 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
     ctx->gate = xcalloc(U * F, sizeof(float), &ok);
     ctx->up = xcalloc(U * F, sizeof(float), &ok);
     ctx->rope_cs = xcalloc(2 * U * (size_t)hp->n_rot, sizeof(float), &ok);
-    ctx->scores = xcalloc((size_t)ctx->n_threads * (size_t)n_ctx, sizeof(float), &ok);
+    ctx->scores = xcalloc((size_t)ctx->n_threads * tn_attention_scratch_floats(hp->head_dim),
+                          sizeof(float), &ok);
     ctx->ub_rows = TN_UBATCH;
     if (!ok) {
         tn_ctx_free(ctx);
@@ -236,20 +242,35 @@ uint64_t tn_ctx_kv_state_bytes(const tn_ctx *ctx, int32_t n) {
            (uint64_t)hp->head_dim * sizeof(float);
 }
 
-/* Calls fn on each (layer, kv head) block of rows [0, n) of K then V. */
+/* Copies rows [0, n) of every (layer, kv head), K then V, to or from buf,
+ * where each head's rows are [n][head_dim] (the snapshot format, whatever
+ * the cache's own key layout). */
 static void kv_blocks(const tn_ctx *ctx, int32_t n, void *buf, bool save) {
     const tn_hparams *hp = &ctx->model->hp;
-    const size_t block = (size_t)n * (size_t)hp->head_dim * sizeof(float);
-    const size_t stride = (size_t)ctx->n_ctx * (size_t)hp->head_dim;
+    const int32_t D = hp->head_dim;
+    const size_t block = (size_t)n * (size_t)D * sizeof(float);
+    const size_t stride = (size_t)ctx->kv_rows * (size_t)D;
     uint8_t *p = buf;
     for (int which = 0; which < 2; which++) {
         float *cache = which == 0 ? ctx->k_cache : ctx->v_cache;
         for (int64_t b = 0; b < (int64_t)hp->n_layer * hp->n_head_kv; b++) {
             float *rows = cache + (size_t)b * stride;
-            if (save)
-                memcpy(p, rows, block);
-            else
-                memcpy(rows, p, block);
+            if (which == 1) {
+                if (save)
+                    memcpy(p, rows, block);
+                else
+                    memcpy(rows, p, block);
+            } else {
+                float *f = (float *)(void *)p;
+                for (int32_t j = 0; j < n; j++)
+                    for (int32_t d = 0; d < D; d++) {
+                        float *k = rows + tn_attn_k_index(j, d, D);
+                        if (save)
+                            f[(size_t)j * D + d] = *k;
+                        else
+                            *k = f[(size_t)j * D + d];
+                    }
+            }
             p += block;
         }
     }
@@ -292,7 +313,7 @@ typedef struct ubatch {
 
 static float *kv_head_rows(const tn_ctx *ctx, float *cache, int32_t il, int32_t kvh) {
     const tn_hparams *hp = &ctx->model->hp;
-    return cache + ((size_t)il * (size_t)hp->n_head_kv + (size_t)kvh) * (size_t)ctx->n_ctx *
+    return cache + ((size_t)il * (size_t)hp->n_head_kv + (size_t)kvh) * (size_t)ctx->kv_rows *
                        (size_t)hp->head_dim;
 }
 
@@ -321,56 +342,49 @@ static void task_qk(void *p, int ith, int nth) {
             if (hp->qk_norm)
                 tn_rmsnorm(k, k, L->k_norm, D, hp->norm_eps);
             rope_apply(k, cs, hp->n_rot, hp->rope_kind);
-            const size_t at = (size_t)(ub->pos0 + i) * (size_t)D;
-            memcpy(kv_head_rows(ctx, ctx->k_cache, ub->il, kvh) + at, k, (size_t)D * sizeof(float));
-            memcpy(kv_head_rows(ctx, ctx->v_cache, ub->il, kvh) + at, v, (size_t)D * sizeof(float));
+            const int64_t pos = ub->pos0 + i;
+            float *kc = kv_head_rows(ctx, ctx->k_cache, ub->il, kvh);
+            for (int32_t d = 0; d < D; d++)
+                kc[tn_attn_k_index(pos, d, D)] = k[d];
+            memcpy(kv_head_rows(ctx, ctx->v_cache, ub->il, kvh) + (size_t)pos * (size_t)D, v,
+                   (size_t)D * sizeof(float));
         }
     }
 }
 
-/* Causal attention, one (row, head) per item: scores over the visible keys in
- * position order, an exact softmax (max, then exp and sum in that order),
- * then the weighted sum of values in position order. */
+/* Causal attention. One item = one KV head and a tile of up to
+ * TN_ATTN_TILE of its queries (the heads of its GQA group for consecutive
+ * rows), so that a block of keys and values is read once for all of them;
+ * each query's arithmetic is fixed by tn_attention_tile and does not depend
+ * on the tile (engine/cpu/tn-cpu.h): work is split over heads and rows,
+ * never over the positions a query attends to. */
 static void task_attention(void *p, int ith, int nth) {
     const ubatch *ub = p;
     tn_ctx *ctx = ub->ctx;
     const tn_hparams *hp = &ctx->model->hp;
-    const int32_t D = hp->head_dim, H = hp->n_head, group = hp->n_head / hp->n_head_kv;
+    const int32_t D = hp->head_dim, H = hp->n_head, KV = hp->n_head_kv, group = H / KV;
     const int32_t window = ub->layer->swa ? hp->sliding_window : 0;
-    float *scores = ctx->scores + (size_t)ith * (size_t)ctx->n_ctx;
-    const int64_t items = (int64_t)ub->n * H;
-    for (int64_t it = ith; it < items; it += nth) {
-        const int32_t i = (int32_t)(it / H), h = (int32_t)(it % H);
-        const int64_t qpos = ub->pos0 + i;
-        const int64_t first = window > 0 && qpos - window + 1 > 0 ? qpos - window + 1 : 0;
-        const int64_t last = qpos < ub->see_to ? ub->see_to - 1 : qpos; /* image span */
-        const float *q = ctx->q + ((size_t)i * H + (size_t)h) * D;
-        const float *keys = kv_head_rows(ctx, ctx->k_cache, ub->il, h / group);
-        const float *vals = kv_head_rows(ctx, ctx->v_cache, ub->il, h / group);
-        float max = -INFINITY;
-        for (int64_t j = first; j <= last; j++) {
-            const float s = tn_dot_f32(q, keys + (size_t)j * D, D) * hp->attn_scale;
-            scores[j] = s;
-            if (s > max)
-                max = s;
+    float *scratch = ctx->scores + (size_t)ith * tn_attention_scratch_floats(D);
+    const tn_isa isa = tn_cpu_isa(ctx->cpu);
+    const int64_t per_head = (int64_t)ub->n * group;
+    const int64_t tiles = (per_head + TN_ATTN_TILE - 1) / TN_ATTN_TILE;
+    for (int64_t it = ith; it < (int64_t)KV * tiles; it += nth) {
+        const int32_t g = (int32_t)(it / tiles);
+        tn_attn_tile t = {.head_dim = D,
+                          .k = kv_head_rows(ctx, ctx->k_cache, ub->il, g),
+                          .v = kv_head_rows(ctx, ctx->v_cache, ub->il, g),
+                          .scale = hp->attn_scale};
+        const int64_t q0 = (it % tiles) * TN_ATTN_TILE;
+        for (int64_t qi = q0; qi < per_head && qi < q0 + TN_ATTN_TILE; qi++) {
+            const int32_t i = (int32_t)(qi / group), h = g * group + (int32_t)(qi % group);
+            const int64_t qpos = ub->pos0 + i;
+            t.q[t.n] = ctx->q + ((size_t)i * H + (size_t)h) * D;
+            t.out[t.n] = ctx->att + ((size_t)i * H + (size_t)h) * D;
+            t.first[t.n] = window > 0 && qpos - window + 1 > 0 ? qpos - window + 1 : 0;
+            t.last[t.n] = qpos < ub->see_to ? ub->see_to - 1 : qpos; /* image span */
+            t.n++;
         }
-        float sum = 0;
-        for (int64_t j = first; j <= last; j++) {
-            const float e = expf(scores[j] - max);
-            scores[j] = e;
-            sum += e;
-        }
-        float *out = ctx->att + ((size_t)i * H + (size_t)h) * D;
-        memset(out, 0, (size_t)D * sizeof(float));
-        for (int64_t j = first; j <= last; j++) {
-            const float w = scores[j];
-            const float *v = vals + (size_t)j * D;
-            for (int32_t d = 0; d < D; d++)
-                out[d] += w * v[d];
-        }
-        const float inv = 1.0f / sum;
-        for (int32_t d = 0; d < D; d++)
-            out[d] *= inv;
+        tn_attention_tile(isa, &t, scratch);
     }
 }
 

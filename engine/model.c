@@ -506,6 +506,40 @@ static void load_text(tn_model *m, tn_model_params params) {
     }
 }
 
+/* The kernel family is fixed here, once, and every context of the model
+ * uses it: the arithmetic (family and layout) must not change between the
+ * prefill of a pin and the requests answered from it, or between two runs
+ * that should answer identically. Q4_0/Q8_0 matrices then go into the
+ * family's faster layout; the LM head too (with the embedding, when tied:
+ * lookups gather their row from it). An untied embedding stays in place: it
+ * is only read one row per token. TERN_REPACK=0 keeps the file's layout. */
+static int repack(tn_model *m, tn_error *err) {
+    m->isa = tn_isa_best();
+    const int32_t nl = m->hp.n_layer;
+    tn_weight **ws = malloc(((size_t)nl * 7 + 2) * sizeof *ws);
+    if (!ws)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", m->path);
+    int n = 0;
+    for (int32_t il = 0; il < nl; il++) {
+        tn_layer *L = &m->layers[il];
+        tn_weight *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up,
+                             &L->ffn_down};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            ws[n++] = mats[i];
+    }
+    ws[n++] = &m->output;
+    if (m->output_tied)
+        ws[n++] = &m->tok_embd;
+    int rc = tn_weights_repack(ws, n, true, &m->repacked, &m->repacked_bytes);
+    free(ws);
+    if (rc != TN_OK)
+        return tn_fail(err, rc, "%s: out of memory for the repacked weights", m->path);
+    snprintf(m->arithmetic, sizeof m->arithmetic, "%s%s/%s", tn_isa_name(m->isa),
+             m->isa == TN_ISA_AVX512 && tn_isa_has_avx512_bf16() ? "+bf16" : "",
+             m->repacked ? "x16" : "rows");
+    return TN_OK;
+}
+
 void tn_model_free(tn_model *m) {
     if (!m)
         return;
@@ -513,6 +547,7 @@ void tn_model_free(tn_model *m) {
         free(m->owned[i]);
     free(m->owned);
     free(m->layers);
+    free(m->repacked);
     free(m->description);
     free(m->name);
     free(m->path);
@@ -563,6 +598,11 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
         tn_model_free(m);
         return rc;
     }
+    rc = repack(m, err);
+    if (rc != TN_OK) {
+        tn_model_free(m);
+        return rc;
+    }
     describe(m);
     load_text(m, params);
     *out = m;
@@ -579,6 +619,8 @@ int32_t tn_model_n_head_kv(const tn_model *m) { return m->hp.n_head_kv; }
 int32_t tn_model_head_dim(const tn_model *m) { return m->hp.head_dim; }
 uint64_t tn_model_n_params(const tn_model *m) { return m->n_params; }
 uint64_t tn_model_weight_bytes(const tn_model *m) { return m->weight_bytes; }
+uint64_t tn_model_repacked_bytes(const tn_model *m) { return m->repacked_bytes; }
+const char *tn_model_arithmetic(const tn_model *m) { return m->arithmetic; }
 const char *tn_model_name(const tn_model *m) { return m->name; }
 const char *tn_model_description(const tn_model *m) {
     return m->description ? m->description : m->name;

@@ -236,6 +236,9 @@ int tn_pin_key_compute(const tn_model *model, const int32_t *tokens, int32_t n_t
     sha_u64(&c, (uint64_t)tn_model_n_head_kv(model));
     sha_u64(&c, (uint64_t)tn_model_head_dim(model));
     sha_u64(&c, tn_model_weight_bytes(model));
+    /* Another kernel family or weight layout rounds differently: its KV
+     * would not be the one this machine's prefill makes. */
+    sha_str(&c, tn_model_arithmetic(model));
     sha_u64(&c, (uint64_t)n_tokens);
     for (int32_t i = 0; i < n_tokens; i++)
         sha_u64(&c, (uint64_t)(uint32_t)tokens[i]);

@@ -267,6 +267,16 @@ int32_t tn_model_head_dim(const tn_model *model);
 uint64_t tn_model_n_params(const tn_model *model);
 /* Bytes of weights in the file. */
 uint64_t tn_model_weight_bytes(const tn_model *model);
+/* Bytes of matrices copied at load into a faster layout for this CPU (0:
+ * all used in place from the mapped file). The file's pages of those
+ * matrices are dropped, so resident memory does not grow by this much
+ * after the load. TERN_REPACK=0 in the environment turns it off. */
+uint64_t tn_model_repacked_bytes(const tn_model *model);
+/* The arithmetic of this model's forward passes on this machine: the CPU
+ * kernel family (chosen once from CPUID at load) and the weight layout,
+ * e.g. "avx512+bf16/x16". Results are bitwise reproducible between runs
+ * with the same string; pin snapshots are keyed by it. */
+const char *tn_model_arithmetic(const tn_model *model);
 /* general.name, or the file name without directory. */
 const char *tn_model_name(const tn_model *model);
 /* One line: "NAME (gemma3, 1.00B params, Q4_0)", plus

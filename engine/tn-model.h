@@ -82,6 +82,13 @@ struct tn_model {
     float **owned;            /* the f32 copies of 1-D tensors above */
     int32_t n_owned;
     int32_t cap_owned;
+    /* Matrices in a faster layout for this CPU (tn_weights_repack): one
+     * allocation, NULL when none; the file's pages of those matrices are
+     * dropped, so the copy replaces them rather than adding to them. */
+    void *repacked;
+    size_t repacked_bytes;
+    tn_isa isa;               /* kernel family every ctx of this model uses */
+    char arithmetic[48];      /* tn_model_arithmetic: family + layout */
     uint32_t main_type;       /* the weight type holding most bytes */
     uint64_t n_params;
     uint64_t weight_bytes;
@@ -101,10 +108,14 @@ struct tn_ctx {
     int32_t n_ctx;
     int32_t n_threads;
     int32_t kv_len;
-    /* KV cache, f32, per layer and kv head a contiguous [n_ctx][head_dim]
-     * block, so the keys of one head are read sequentially in attention. */
-    float *k_cache; /* [n_layer][n_head_kv][n_ctx][head_dim] */
-    float *v_cache; /* [n_layer][n_head_kv][n_ctx][head_dim] */
+    /* KV cache, f32, per layer and kv head one contiguous region of
+     * kv_rows positions (n_ctx rounded up to TN_ATTN_KB), read in position
+     * order by attention. Keys in blocks of TN_ATTN_KB positions, each
+     * [head_dim][TN_ATTN_KB] (tn_attn_k_index, engine/cpu/tn-cpu.h);
+     * values [pos][head_dim]. */
+    int32_t kv_rows;
+    float *k_cache; /* [n_layer][n_head_kv][kv_rows / 16][head_dim][16] */
+    float *v_cache; /* [n_layer][n_head_kv][kv_rows][head_dim] */
     /* Scratch for TN_UBATCH rows. */
     float *x;      /* [U][n_embd] residual stream */
     float *xn;     /* [U][n_embd] normed input of a sublayer */
@@ -116,7 +127,7 @@ struct tn_ctx {
     float *gate;   /* [U][n_ff] */
     float *up;     /* [U][n_ff] */
     float *rope_cs; /* [2][U][n_rot / 2][2] cos, sin for full and sliding layers */
-    float *scores; /* [n_threads][n_ctx] attention weights, one row per thread */
+    float *scores; /* [n_threads][tn_attention_scratch_floats] attention scratch */
     int32_t ub_rows; /* rows the scratch above holds (U): TN_UBATCH, more once an
                         image span had to run as one pass (tn_ctx_decode_embd) */
     /* Hidden-state capture (speculation drafters read these). */

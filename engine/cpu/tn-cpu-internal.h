@@ -99,6 +99,29 @@ bool tn_mm_ops_avx512bf16(tn_mm_ops *ops, uint32_t type);
 #endif
 #endif
 
+/* Attention kernels (attention*.c): false when the family cannot run this
+ * head size (then the scalar reference runs it, with the same result). */
+void tn_attention_scalar(const tn_attn_tile *t, float *scratch);
+#if defined(TN_CPU_X86)
+bool tn_attention_avx2(const tn_attn_tile *t, float *scratch);
+bool tn_attention_avx512(const tn_attn_tile *t, float *scratch);
+#endif
+
+/* The exp of the attention kernels: a degree-6 polynomial on x - n ln2
+ * (Cephes' expf coefficients), scaled by 2^n; 0 below -87 (and for -inf).
+ * Every operation is a correctly rounded float op (FMAs explicit), so each
+ * family computes the same bits. */
+#define TN_EXP_LOG2E 1.44269504088896341f
+#define TN_EXP_LN2_HI 0.693359375f
+#define TN_EXP_LN2_LO -2.12194440e-4f
+#define TN_EXP_MIN -87.0f
+#define TN_EXP_P0 1.9875691500e-4f
+#define TN_EXP_P1 1.3981999507e-3f
+#define TN_EXP_P2 8.3334519073e-3f
+#define TN_EXP_P3 4.1665795894e-2f
+#define TN_EXP_P4 1.6666665459e-1f
+#define TN_EXP_P5 5.0000001201e-1f
+
 /* The X16 layout (repack.c): quant bytes of one block for 16 rows, and
  * bytes of one group of 16 rows. */
 size_t tn_x16_quant_bytes(uint32_t type);

@@ -116,6 +116,54 @@ int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, i
  * scalar path runs it). */
 bool tn_matmul_has_kernel(tn_isa isa, uint32_t type);
 
+/* ------------------------------------------------------------ attention
+ *
+ * Causal attention of a tile of query vectors against the keys and values
+ * of ONE KV head: every query of a GQA group and of the rows of a batch that
+ * read the same head share each key/value block while it is in L1.
+ *
+ * Layout of the head's cache: keys in blocks of TN_ATTN_KB positions, each
+ * block [head_dim][TN_ATTN_KB] (the 16 keys of one dimension side by side,
+ * so a query times a block is head_dim broadcast-FMAs with no horizontal
+ * sum); values row by row, [pos][head_dim].
+ *
+ * The arithmetic of one query is fixed and independent of the tile, of the
+ * other queries and of the instruction set: blocks of 16 positions aligned
+ * to position 0 in increasing order; a score is one FMA chain over the
+ * dimensions in order, times `scale`; online softmax per block (running
+ * max, rescaling by exp(old - new max) only when it grows); exp is a fixed
+ * polynomial with FMAs; the denominator is 16 partial sums (one per
+ * position mod 16) added in a fixed tree at the end; values accumulate one
+ * FMA per position in order. The scalar reference does the same operations
+ * with fmaf, so the AVX2, AVX-512 and scalar paths agree BITWISE (tested),
+ * and a query's output is the same whatever else is in its tile: batch
+ * invariance, and pins that do not depend on the kernel family. */
+#define TN_ATTN_KB 16 /* positions per key block */
+#define TN_ATTN_TILE 8 /* queries per call at most */
+
+typedef struct tn_attn_tile {
+    int32_t head_dim;
+    int32_t n;                      /* queries, 1..TN_ATTN_TILE */
+    const float *q[TN_ATTN_TILE];   /* head_dim values each */
+    float *out[TN_ATTN_TILE];       /* head_dim values each */
+    int64_t first[TN_ATTN_TILE];    /* visible positions [first, last] */
+    int64_t last[TN_ATTN_TILE];
+    const float *k;                 /* the head's key blocks (position 0 first) */
+    const float *v;                 /* the head's values [pos][head_dim] */
+    float scale;                    /* multiplies q.k */
+} tn_attn_tile;
+
+/* Floats of scratch tn_attention_tile needs (per thread). */
+size_t tn_attention_scratch_floats(int32_t head_dim);
+/* Runs the tile with the family's kernel (any family: the results are the
+ * same bits; the family only sets the speed). scratch: see above. */
+void tn_attention_tile(tn_isa isa, const tn_attn_tile *t, float *scratch);
+/* Offset, in floats, of key (pos, d) in a head's key blocks. */
+static inline size_t tn_attn_k_index(int64_t pos, int32_t d, int32_t head_dim) {
+    return (size_t)(pos / TN_ATTN_KB) * TN_ATTN_KB * (size_t)head_dim +
+           (size_t)d * TN_ATTN_KB + (size_t)(pos % TN_ATTN_KB);
+}
+
 /* Reads buf[0, bytes) once on every thread of the pool (each its own
  * contiguous share, like the weights of a decode step) and returns the rate
  * in bytes per second. Make bytes many times the last-level cache. */

@@ -295,6 +295,133 @@ static void test_weights_repack(tn_cpu *cpu, const float *x) {
     free_matrix(&b);
 }
 
+/* ------------------------------------------------------------ attention
+ *
+ * tn_attention_tile: every family against the scalar reference BITWISE
+ * (they perform the same float operations in the same order; bound 0), a
+ * query's result the same alone or anywhere in a tile of any size (batch
+ * invariance), and the reference against an exact double-precision softmax
+ * with an NMSE bound of 1e-10 (the exp polynomial is within 2 ulp; f32
+ * sums over a few hundred positions). The positions after the last filled
+ * one, in the same key block, hold NaN (like stale cache rows) and must not
+ * reach any result. */
+#define ATT_POS 300
+
+static double attn_exact(const float *q, const float *k, const float *v, int32_t D, int64_t first,
+                         int64_t last, float scale, int32_t d_out) {
+    double mx = -INFINITY, sum = 0, acc = 0;
+    for (int64_t j = first; j <= last; j++) {
+        double s = 0;
+        for (int32_t d = 0; d < D; d++)
+            s += (double)q[d] * k[tn_attn_k_index(j, d, D)];
+        mx = fmax(mx, s * scale);
+    }
+    for (int64_t j = first; j <= last; j++) {
+        double s = 0;
+        for (int32_t d = 0; d < D; d++)
+            s += (double)q[d] * k[tn_attn_k_index(j, d, D)];
+        const double e = exp(s * scale - mx);
+        sum += e;
+        acc += e * v[j * D + d_out];
+    }
+    return acc / sum;
+}
+
+static void test_attention_dim(int32_t D) {
+    const int NQ = 13;
+    const size_t kv = (size_t)(ATT_POS + TN_ATTN_KB) * (size_t)D;
+    float *k = malloc(kv * sizeof *k), *v = malloc(kv * sizeof *v);
+    float *q = malloc((size_t)NQ * D * sizeof *q);
+    float *ref = malloc((size_t)NQ * D * sizeof *ref), *out = malloc((size_t)NQ * D * sizeof *out);
+    float *scratch = malloc(tn_attention_scratch_floats(D) * sizeof *scratch);
+    int64_t first[13], last[13];
+    CHECK(k && v && q && ref && out && scratch);
+    if (!k || !v || !q || !ref || !out || !scratch)
+        goto done;
+    for (size_t i = 0; i < kv; i++) {
+        k[i] = NAN;
+        v[i] = NAN;
+    }
+    /* Keys drift upward with the position, so the running maximum grows
+     * (and the rescaling runs) many times; a few large outliers. */
+    for (int64_t j = 0; j < ATT_POS; j++)
+        for (int32_t d = 0; d < D; d++) {
+            k[tn_attn_k_index(j, d, D)] =
+                tn_test_randf(&rng) + (float)j / ATT_POS + (j % 97 == 5 ? 3.0f : 0.0f);
+            v[j * D + d] = tn_test_randf(&rng);
+        }
+    for (int i = 0; i < NQ * D; i++)
+        q[i] = tn_test_randf(&rng) * 0.5f + 0.25f;
+    for (int i = 0; i < NQ; i++) {
+        last[i] = (int64_t)((37 * i + 11) % ATT_POS);
+        if (i == 0)
+            last[i] = 0;
+        if (i == 1)
+            last[i] = ATT_POS - 1;
+        first[i] = i % 3 == 2 && last[i] > 40 ? last[i] - 40 : 0; /* sliding windows */
+    }
+    const float scale = 1.0f / sqrtf((float)D);
+    double num = 0, den = 0;
+    for (int i = 0; i < NQ; i++) {
+        tn_attn_tile t = {.head_dim = D, .n = 1, .k = k, .v = v, .scale = scale};
+        t.q[0] = q + (size_t)i * D;
+        t.out[0] = ref + (size_t)i * D;
+        t.first[0] = first[i];
+        t.last[0] = last[i];
+        tn_attention_tile(TN_ISA_SCALAR, &t, scratch);
+        for (int32_t d = 0; d < D; d++) {
+            const double e = attn_exact(q + (size_t)i * D, k, v, D, first[i], last[i], scale, d);
+            CHECKF(isfinite(ref[(size_t)i * D + d]), "D=%d query %d: non-finite output", D, i);
+            num += (ref[(size_t)i * D + d] - e) * (ref[(size_t)i * D + d] - e);
+            den += e * e;
+        }
+    }
+    const double nmse = num / den;
+    fprintf(stderr, "attention D=%d: scalar vs exact NMSE %.2e\n", D, nmse);
+    CHECKF(nmse < 1e-10, "D=%d: attention NMSE %.3e above 1e-10", D, nmse);
+
+    for (int isa = TN_ISA_SCALAR + 1; isa < TN_ISA_COUNT_; isa++) {
+        if (!tn_isa_available((tn_isa)isa))
+            continue;
+        /* Tiles of every size, starting at every query (wrapping round). */
+        for (int n = 1; n <= TN_ATTN_TILE; n++)
+            for (int start = 0; start < NQ; start++) {
+                tn_attn_tile t = {.head_dim = D, .n = n, .k = k, .v = v, .scale = scale};
+                for (int j = 0; j < n; j++) {
+                    const int i = (start + j) % NQ;
+                    t.q[j] = q + (size_t)i * D;
+                    t.out[j] = out + (size_t)i * D;
+                    t.first[j] = first[i];
+                    t.last[j] = last[i];
+                }
+                memset(out, 0, (size_t)NQ * D * sizeof *out);
+                tn_attention_tile((tn_isa)isa, &t, scratch);
+                for (int j = 0; j < n; j++) {
+                    const int i = (start + j) % NQ;
+                    CHECKF(!memcmp(out + (size_t)i * D, ref + (size_t)i * D, (size_t)D * 4),
+                           "attention %s D=%d: query %d in a tile of %d at %d differs from "
+                           "the scalar reference alone",
+                           tn_isa_name((tn_isa)isa), D, i, n, j);
+                }
+            }
+    }
+done:
+    free(k);
+    free(v);
+    free(q);
+    free(ref);
+    free(out);
+    free(scratch);
+}
+
+static void test_attention(void) {
+    /* 64 and 256: the SIMD kernels' main loops; 40: AVX2 only (not a
+     * multiple of 16); 36: the scalar reference everywhere. */
+    const int32_t dims[] = {64, 40, 36, 256};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        test_attention_dim(dims[i]);
+}
+
 int main(void) {
     tn_cpu *pools[3] = {tn_cpu_new(1), tn_cpu_new(2), tn_cpu_new(3)};
     CHECK(pools[0] && pools[1] && pools[2]);
@@ -316,6 +443,7 @@ int main(void) {
     }
     test_errors(pools[0]);
     test_weight_row();
+    test_attention();
     for (int t = 0; t < 3; t++)
         tn_cpu_free(pools[t]);
     return tn_test_finish("kernels");

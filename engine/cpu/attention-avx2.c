@@ -1,0 +1,172 @@
+/* Attention with AVX2 + FMA (tn-cpu.h): the reference's arithmetic, the 16
+ * key positions of a block in two registers. Same structure as the AVX-512
+ * kernel (attention-avx512.c); queries go through the score pass four at a
+ * time (8 accumulators + 2 key registers fit the 16 ymm registers). */
+#include "tn-cpu-internal.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+static inline __m256 exp8(__m256 x) {
+    const __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(TN_EXP_MIN), _CMP_GE_OQ);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(TN_EXP_LOG2E)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-TN_EXP_LN2_HI), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-TN_EXP_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(TN_EXP_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_P5));
+    __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_and_ps(n, ok)), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), ok);
+}
+
+static inline float sum16(__m256 lo, __m256 hi) {
+    __m256 h = _mm256_add_ps(lo, hi);
+    __m128 g = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    __m128 f = _mm_add_ps(g, _mm_movehl_ps(g, g));
+    return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
+}
+
+static inline float max8(__m256 v) {
+    __m128 a = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_max_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+static inline __attribute__((always_inline)) void qk_block(int n, const float *const *q,
+                                                           const float *kb, int32_t D,
+                                                           __m256 *s) {
+    __m256 a[4], b[4];
+    for (int i = 0; i < n; i++)
+        a[i] = b[i] = _mm256_setzero_ps();
+    for (int32_t d = 0; d < D; d++) {
+        const __m256 k0 = _mm256_loadu_ps(kb + (size_t)d * TN_ATTN_KB);
+        const __m256 k1 = _mm256_loadu_ps(kb + (size_t)d * TN_ATTN_KB + 8);
+        for (int i = 0; i < n; i++) {
+            const __m256 qd = _mm256_broadcast_ss(q[i] + d);
+            a[i] = _mm256_fmadd_ps(qd, k0, a[i]);
+            b[i] = _mm256_fmadd_ps(qd, k1, b[i]);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        s[2 * i] = a[i];
+        s[2 * i + 1] = b[i];
+    }
+}
+
+static void qk_any(int n, const float *const *q, const float *kb, int32_t D, __m256 *s) {
+    for (int i0 = 0; i0 < n; i0 += 4) {
+        switch (n - i0) {
+        case 1: qk_block(1, q + i0, kb, D, s + 2 * i0); break;
+        case 2: qk_block(2, q + i0, kb, D, s + 2 * i0); break;
+        case 3: qk_block(3, q + i0, kb, D, s + 2 * i0); break;
+        default: qk_block(4, q + i0, kb, D, s + 2 * i0); break;
+        }
+    }
+}
+
+bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
+    const int32_t D = t->head_dim;
+    if (D % 8 != 0 || t->n < 1 || t->n > TN_ATTN_TILE)
+        return false;
+    const int n = t->n;
+    float *acc = scratch;
+    float *lsum = acc + (size_t)TN_ATTN_TILE * (size_t)D;
+    float *mx = lsum + (size_t)TN_ATTN_TILE * TN_ATTN_KB;
+    int64_t bmin = INT64_MAX, bmax = -1;
+    for (int i = 0; i < n; i++) {
+        for (int32_t d = 0; d < D; d += 8)
+            _mm256_storeu_ps(acc + (size_t)i * D + d, _mm256_setzero_ps());
+        _mm256_storeu_ps(lsum + (size_t)i * TN_ATTN_KB, _mm256_setzero_ps());
+        _mm256_storeu_ps(lsum + (size_t)i * TN_ATTN_KB + 8, _mm256_setzero_ps());
+        mx[i] = -INFINITY;
+        const int64_t b0 = t->first[i] / TN_ATTN_KB, b1 = t->last[i] / TN_ATTN_KB;
+        bmin = b0 < bmin ? b0 : bmin;
+        bmax = b1 > bmax ? b1 : bmax;
+    }
+    const __m256 scale = _mm256_set1_ps(t->scale), ninf = _mm256_set1_ps(-INFINITY);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int64_t b = bmin; b <= bmax; b++) {
+        const int64_t j0 = b * TN_ATTN_KB;
+        const float *kb = t->k + (size_t)j0 * (size_t)D;
+        __m256 s[2 * TN_ATTN_TILE];
+        qk_any(n, t->q, kb, D, s);
+        for (int i = 0; i < n; i++) {
+            if (t->first[i] > j0 + TN_ATTN_KB - 1 || t->last[i] < j0)
+                continue;
+            const int64_t u0 = t->first[i] > j0 ? t->first[i] - j0 : 0;
+            const int64_t u1 =
+                t->last[i] - j0 < TN_ATTN_KB - 1 ? t->last[i] - j0 : TN_ATTN_KB - 1;
+            /* Lanes u0..u1 valid: lane > u0 - 1 and lane < u1 + 1. */
+            const __m256i lo_b = _mm256_set1_epi32((int)u0 - 1), hi_b = _mm256_set1_epi32((int)u1 + 1);
+            const __m256i lane8 = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
+            const __m256 v0 = _mm256_castsi256_ps(_mm256_and_si256(
+                _mm256_cmpgt_epi32(lane, lo_b), _mm256_cmpgt_epi32(hi_b, lane)));
+            const __m256 v1 = _mm256_castsi256_ps(_mm256_and_si256(
+                _mm256_cmpgt_epi32(lane8, lo_b), _mm256_cmpgt_epi32(hi_b, lane8)));
+            const __m256 s0 = _mm256_blendv_ps(ninf, _mm256_mul_ps(s[2 * i], scale), v0);
+            const __m256 s1 = _mm256_blendv_ps(ninf, _mm256_mul_ps(s[2 * i + 1], scale), v1);
+            const float mb = max8(_mm256_max_ps(s0, s1));
+            float *ai = acc + (size_t)i * D;
+            float *li = lsum + (size_t)i * TN_ATTN_KB;
+            __m256 l0 = _mm256_loadu_ps(li), l1 = _mm256_loadu_ps(li + 8);
+            if (mb > mx[i]) {
+                if (mx[i] != -INFINITY) {
+                    const __m256 c = exp8(_mm256_set1_ps(mx[i] - mb));
+                    l0 = _mm256_mul_ps(l0, c);
+                    l1 = _mm256_mul_ps(l1, c);
+                    for (int32_t d = 0; d < D; d += 8)
+                        _mm256_storeu_ps(ai + d, _mm256_mul_ps(_mm256_loadu_ps(ai + d), c));
+                }
+                mx[i] = mb;
+            }
+            const __m256 m = _mm256_set1_ps(mx[i]);
+            const __m256 p0 = exp8(_mm256_sub_ps(s0, m)), p1 = exp8(_mm256_sub_ps(s1, m));
+            _mm256_storeu_ps(li, _mm256_add_ps(l0, p0));
+            _mm256_storeu_ps(li + 8, _mm256_add_ps(l1, p1));
+            float pv[TN_ATTN_KB];
+            _mm256_storeu_ps(pv, p0);
+            _mm256_storeu_ps(pv + 8, p1);
+            const float *vb = t->v + (size_t)j0 * (size_t)D;
+            int32_t d = 0;
+            for (; d + 32 <= D; d += 32) {
+                __m256 a0 = _mm256_loadu_ps(ai + d), a1 = _mm256_loadu_ps(ai + d + 8);
+                __m256 a2 = _mm256_loadu_ps(ai + d + 16), a3 = _mm256_loadu_ps(ai + d + 24);
+                for (int64_t u = u0; u <= u1; u++) {
+                    const __m256 w = _mm256_broadcast_ss(pv + u);
+                    const float *v = vb + (size_t)u * (size_t)D + d;
+                    a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v), a0);
+                    a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8), a1);
+                    a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 16), a2);
+                    a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 24), a3);
+                }
+                _mm256_storeu_ps(ai + d, a0);
+                _mm256_storeu_ps(ai + d + 8, a1);
+                _mm256_storeu_ps(ai + d + 16, a2);
+                _mm256_storeu_ps(ai + d + 24, a3);
+            }
+            for (; d < D; d += 8) {
+                __m256 a0 = _mm256_loadu_ps(ai + d);
+                for (int64_t u = u0; u <= u1; u++)
+                    a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(pv + u),
+                                         _mm256_loadu_ps(vb + (size_t)u * (size_t)D + d), a0);
+                _mm256_storeu_ps(ai + d, a0);
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        const float *li = lsum + (size_t)i * TN_ATTN_KB;
+        const __m256 inv =
+            _mm256_set1_ps(1.0f / sum16(_mm256_loadu_ps(li), _mm256_loadu_ps(li + 8)));
+        for (int32_t d = 0; d < D; d += 8)
+            _mm256_storeu_ps(t->out[i] + d,
+                             _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)i * D + d), inv));
+    }
+    return true;
+}
