@@ -69,6 +69,34 @@ int cmd_mkmodel_vision(int argc, char **argv);
 int cmd_bench_vision(int argc, char **argv);
 int cmd_bench_spec(int argc, char **argv);
 
+/* Images for vision prompts (cli/image-args.c): --image PATH (repeatable),
+ * --image-tokens N (the budget; default the projector's native count) and
+ * --mmproj PATH (default: the one *mmproj*.gguf next to the model). */
+#define CLI_MAX_IMAGES 8
+typedef struct cli_images {
+    const char *paths[CLI_MAX_IMAGES];
+    int n;
+    long budget; /* 0: native */
+    const char *mmproj;
+} cli_images;
+#define CLI_IMAGES_USAGE                                                                   \
+    "  --image PATH     ask about an image (PNG, JPEG, WebP, GIF; repeatable); it goes\n"  \
+    "                   before the text, or where the text says <__image__>\n"            \
+    "  --image-tokens N image token budget (default: the model's, 256 for Gemma 3)\n"      \
+    "  --mmproj PATH    the vision projector (default: the *mmproj*.gguf beside the\n"     \
+    "                   model)\n"
+/* Like cli_spec_parse_arg, for --image, --image-tokens and --mmproj. */
+int cli_images_parse_arg(cli_images *ci, int argc, char **argv, int *i);
+/* The images decoded and encoded for the model: images[n] own their rows. */
+typedef struct cli_encoded {
+    tn_image_embd *images;
+    int n;
+} cli_encoded;
+/* 0 (nothing to do without --image), or an exit status after printing why. */
+int cli_images_encode(const cli_images *ci, const char *model_path, const tn_model *m,
+                      int n_threads, bool quiet, cli_encoded *out);
+void cli_encoded_free(cli_encoded *e);
+
 /* Prints "tern-cli: MESSAGE" on one line to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -36,6 +36,7 @@ typedef struct opts {
     bool json;
     bool think;
     cli_spec spec; /* --spec / --draft-max (cli/spec-args.c) */
+    cli_images img; /* --image / --image-tokens / --mmproj (cli/image-args.c) */
 } opts;
 
 static void usage(FILE *out) {
@@ -43,7 +44,7 @@ static void usage(FILE *out) {
             "usage: tern-cli run -m MODEL [-s SYSTEM] [-p PROMPT] [-n N] [--temp T] [--seed S]\n"
             "                    [-t THREADS] [-c CONTEXT] [--raw] [--json]\n"
             "                    [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
-            "                    [--think on|off]\n"
+            "                    [--think on|off] [--image PATH [--image-tokens N] [--mmproj P]]\n"
             "       tern-cli run --single-turn | --chat ...   (pinned serving; see --help there)\n"
             "\n"
             "With -p: answers PROMPT and exits. Without -p: a multi-turn chat, one line of\n"
@@ -60,7 +61,7 @@ static void usage(FILE *out) {
             "                   without -p the whole standard input is the prompt\n"
             "  --json           print one JSON object per answer:\n"
             "                   {\"text\", \"tokens\": [...], \"stats\": {...}}\n"
-            "  --think on|off   Qwen3 thinking (default on)\n" CLI_SPEC_USAGE
+            "  --think on|off   Qwen3 thinking (default on)\n" CLI_SPEC_USAGE CLI_IMAGES_USAGE
             "A stats line (prompt tokens, prefill tok/s, generated tokens, decode tok/s,\n"
             "time to first token) goes to standard error after each answer.\n");
 }
@@ -104,6 +105,11 @@ static int parse_args(int argc, char **argv, opts *o) {
         if (spec < 0)
             return CLI_EXIT_USAGE;
         if (spec > 0)
+            continue;
+        const int image = cli_images_parse_arg(&o->img, argc, argv, &i);
+        if (image < 0)
+            return CLI_EXIT_USAGE;
+        if (image > 0)
             continue;
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true, takes = true;
@@ -493,10 +499,17 @@ static int run_session(const opts *o, const tn_model *m) {
         return spec_rc;
     sp.gen.drafter = drafter;
     sp.gen.draft_max = (int32_t)o->spec.draft_max;
+    cli_encoded enc;
+    int img_rc = cli_images_encode(&o->img, o->model, m, (int)o->threads, o->json, &enc);
+    if (img_rc != CLI_EXIT_OK) {
+        tn_drafter_free(drafter);
+        return img_rc;
+    }
     tn_session *s = NULL;
     if (tn_session_new(m, sp, &s, &err) != TN_OK) {
         cli_error("%s", err.message);
         tn_drafter_free(drafter);
+        cli_encoded_free(&enc);
         return CLI_EXIT_BAD_INPUT;
     }
     g_session = s;
@@ -508,7 +521,9 @@ static int run_session(const opts *o, const tn_model *m) {
         int rc = tn_session_pin(s, o->system, NULL, NULL, &err);
         if (rc == TN_OK) {
             g_generating = 1;
-            rc = tn_session_ask(s, o->prompt, NULL, on_piece, &a, &st, &err);
+            rc = enc.n ? tn_session_ask_images(s, o->prompt, enc.images, enc.n, NULL, on_piece,
+                                               &a, &st, &err)
+                       : tn_session_ask(s, o->prompt, NULL, on_piece, &a, &st, &err);
             g_generating = 0;
         } else {
             memset(&st, 0, sizeof st);
@@ -533,13 +548,26 @@ static int run_session(const opts *o, const tn_model *m) {
                 line[--len] = '\0';
             if (len == 0)
                 continue;
-            if (!chat_push(&c, "user", line)) {
+            /* The images belong to the first user turn, marked there so
+             * that they stay in place as the conversation grows. */
+            bool first_user = true;
+            for (int32_t k = 0; k < c.n; k++)
+                first_user = first_user && strcmp(c.msgs[k].role, "user") != 0;
+            tn_buf turn = {0};
+            for (int k = 0; first_user && k < enc.n; k++)
+                tn_buf_append_str(&turn, TN_IMAGE_MARKER);
+            bool pushed = tn_buf_append_str(&turn, line) == TN_OK &&
+                          chat_push(&c, "user", turn.data);
+            tn_buf_free(&turn);
+            if (!pushed) {
                 status = CLI_EXIT_BAD_INPUT;
                 break;
             }
             answer_clear(&a);
             g_generating = 1;
-            int rc = tn_session_chat(s, c.msgs, c.n, NULL, on_piece, &a, &st, &err);
+            int rc = enc.n ? tn_session_chat_images(s, c.msgs, c.n, enc.images, enc.n, NULL,
+                                                    on_piece, &a, &st, &err)
+                           : tn_session_chat(s, c.msgs, c.n, NULL, on_piece, &a, &st, &err);
             g_generating = 0;
             status = report(o, rc, &err, &a, &st);
             if (status == CLI_EXIT_OK &&
@@ -553,6 +581,7 @@ static int run_session(const opts *o, const tn_model *m) {
     answer_clear(&a);
     tn_session_free(s);
     tn_drafter_free(drafter);
+    cli_encoded_free(&enc);
     return status;
 }
 
@@ -591,6 +620,11 @@ int cmd_run(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
 
     int status;
+    if (o.raw && o.img.n > 0) {
+        cli_error("run: --image works with templated prompts, not with --raw");
+        tn_model_free(m);
+        return CLI_EXIT_USAGE;
+    }
     if (o.raw && cli_spec_on(&o.spec)) {
         cli_error("run: --spec works with templated prompts, not with --raw");
         tn_model_free(m);

@@ -40,6 +40,7 @@ typedef struct run_opts {
     const char *stop[TN_SESSION_MAX_STOP];
     int n_stop;
     cli_spec spec; /* --spec / --draft-max (cli/spec-args.c) */
+    cli_images img; /* --image / --image-tokens / --mmproj (cli/image-args.c) */
 } run_opts;
 
 static void usage(FILE *out) {
@@ -49,7 +50,8 @@ static void usage(FILE *out) {
             "options: [--system-file FILE] [-p REQUEST] [-n MAX_TOKENS] [-c CONTEXT]\n"
             "         [-t THREADS] [--temp T] [--top-k K] [--top-p P] [--seed N]\n"
             "         [--stop STRING]... [--pin-cache DIR | --no-pin-cache] [-q]\n"
-            "         [--spec none|lookup|draft:PATH|dflash:PATH] [--draft-max K]\n\n"
+            "         [--spec none|lookup|draft:PATH|dflash:PATH] [--draft-max K]\n"
+            "         [--image PATH]... [--image-tokens N] [--mmproj PATH]\n\n"
             "--single-turn: SYSTEM is pinned once (prefilled, or loaded from the pin cache);\n"
             "each line of standard input is an independent request answered from exactly\n"
             "the pinned state. --chat: lines are the turns of one conversation.\n"
@@ -58,7 +60,9 @@ static void usage(FILE *out) {
             "answer. The pin cache defaults to $XDG_CACHE_HOME/tern/pins.\n"
             "Lines starting with '/': /pin TEXT, /stats, /reset, /think on|off,\n"
             "/spec none|lookup|draft:PATH|dflash:PATH, /help, /quit.\n"
-            "Speculation gives the same tokens as without it (greedy), only faster.\n");
+            "Speculation gives the same tokens as without it (greedy), only faster.\n"
+            "--image: every request (--single-turn) or the first turn (--chat) asks about\n"
+            "the image(s); the image tokens count against -c.\n");
 }
 
 /* ------------------------------------------------------------- output */
@@ -254,6 +258,11 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             return CLI_EXIT_USAGE;
         if (spec > 0)
             continue;
+        const int image = cli_images_parse_arg(&o->img, argc, argv, &i);
+        if (image < 0)
+            return CLI_EXIT_USAGE;
+        if (image > 0)
+            continue;
         if (i + 1 >= argc) {
             cli_error("run: option '%s' needs a value (see --help)", a);
             return CLI_EXIT_USAGE;
@@ -402,6 +411,7 @@ typedef struct runner {
     bool have_last;
     chat_state chat;
     int failures;
+    cli_encoded enc; /* --image, encoded once */
 } runner;
 
 static int run_request(runner *r, const char *text) {
@@ -411,18 +421,34 @@ static int run_request(runner *r, const char *text) {
     int rc;
     g_generating = 1;
     if (r->o->chat) {
-        if (!chat_push(&r->chat, "user", text)) {
+        /* The images belong to the first user turn, marked in its text so
+         * that they stay in place as the conversation grows. */
+        bool first_user = true;
+        for (int32_t i = 0; i < r->chat.n; i++)
+            first_user = first_user && strcmp(r->chat.msgs[i].role, "user") != 0;
+        tn_buf turn = {0};
+        for (int i = 0; first_user && i < r->enc.n; i++)
+            tn_buf_append_str(&turn, TN_IMAGE_MARKER);
+        bool pushed = tn_buf_append_str(&turn, text) == TN_OK &&
+                      chat_push(&r->chat, "user", turn.data);
+        tn_buf_free(&turn);
+        if (!pushed) {
             g_generating = 0;
             cli_error("out of memory");
             return TN_ERR_NOMEM;
         }
-        rc = tn_session_chat(r->s, r->chat.msgs, r->chat.n, &r->gen, on_token, &k, &st, &err);
+        rc = r->enc.n ? tn_session_chat_images(r->s, r->chat.msgs, r->chat.n, r->enc.images,
+                                               r->enc.n, &r->gen, on_token, &k, &st, &err)
+                      : tn_session_chat(r->s, r->chat.msgs, r->chat.n, &r->gen, on_token, &k,
+                                        &st, &err);
         if (rc == TN_OK && !k.failed)
             chat_push(&r->chat, "assistant", k.text.data ? k.text.data : "");
         else if (rc != TN_OK) /* the turn was not answered: drop it */
             free(r->chat.owned[--r->chat.n]);
     } else {
-        rc = tn_session_ask(r->s, text, &r->gen, on_token, &k, &st, &err);
+        rc = r->enc.n ? tn_session_ask_images(r->s, text, r->enc.images, r->enc.n, &r->gen,
+                                              on_token, &k, &st, &err)
+                      : tn_session_ask(r->s, text, &r->gen, on_token, &k, &st, &err);
     }
     g_generating = 0;
     if (r->o->json) {
@@ -563,9 +589,17 @@ int cmd_run_single_turn(int argc, char **argv) {
     }
     sp.gen.drafter = r.drafter;
     sp.gen.draft_max = (int32_t)o.spec.draft_max;
+    rc = cli_images_encode(&o.img, o.model, model, (int)o.threads, o.quiet || o.json, &r.enc);
+    if (rc != CLI_EXIT_OK) {
+        tn_drafter_free(r.drafter);
+        tn_model_free(model);
+        free(system_copy);
+        return rc;
+    }
     rc = tn_session_new(model, sp, &r.s, &err);
     if (rc != TN_OK) {
         cli_error("%s", err.message);
+        cli_encoded_free(&r.enc);
         tn_drafter_free(r.drafter);
         tn_model_free(model);
         free(system_copy);
@@ -618,6 +652,7 @@ out:
     free(r.chat.owned);
     tn_session_free(r.s);
     tn_drafter_free(r.drafter);
+    cli_encoded_free(&r.enc);
     tn_model_free(model);
     free(system_copy);
     return status;

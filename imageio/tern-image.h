@@ -36,12 +36,13 @@ typedef enum {
 
 typedef struct {
     guint64 max_pixels; /* 0: TERN_IMAGE_DEFAULT_MAX_PIXELS */
-    /* > 0: a picture wider or taller than this is first downscaled (area
+    /* > 0: a dimension longer than this is first reduced to fit_side (area
      * filter: gdk-pixbuf's BILINEAR integrates over each output pixel when
-     * reducing) to at most fit_side in each dimension. Pass the encoder's
-     * input side (tn_vision_input_side): its bilinear resampling then never
-     * reduces by more than 1x, so fine detail does not alias. Aspect is kept
-     * here; the encoder squashes to its square, as Gemma 3's processor does. */
+     * reducing), each dimension on its own. Pass the encoder's input side
+     * (tn_vision_input_side): its bilinear resampling to that square then
+     * never reduces, so fine detail does not alias. (The encoder squashes
+     * any aspect to its square, as Gemma 3's processor does, so reducing the
+     * two dimensions independently loses nothing.) */
     int fit_side;
 } TernImageOptions;
 

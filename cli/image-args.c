@@ -1,0 +1,208 @@
+/* Images for vision prompts on the command line: --image PATH (repeatable),
+ * --image-tokens N, --mmproj PATH; decoding (imageio/tern-image) and
+ * encoding (tn_vision) before the session gets the embeddings.
+ *
+ * Without --mmproj the projector is looked for next to the model the way
+ * the ecosystem ships them (llama.cpp, LM Studio, Ollama imports): a
+ * "*mmproj*.gguf" file in the model's directory. Exactly one is used (and
+ * named on stderr); none or several is an error asking for --mmproj. */
+#include "cli.h"
+#include "cpu/tn-cpu.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#ifdef TERN_HAVE_IMAGEIO
+#include "tern-image.h"
+#endif
+
+int cli_images_parse_arg(cli_images *ci, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    const bool image = !strcmp(a, "--image"), tokens = !strcmp(a, "--image-tokens"),
+               mmproj = !strcmp(a, "--mmproj");
+    if (!image && !tokens && !mmproj)
+        return 0;
+    if (*i + 1 >= argc) {
+        cli_error("%s needs a value", a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    if (image) {
+        if (ci->n >= CLI_MAX_IMAGES) {
+            cli_error("at most %d images per request", CLI_MAX_IMAGES);
+            return -1;
+        }
+        ci->paths[ci->n++] = v;
+    } else if (tokens) {
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (errno || end == v || *end || n < 1 || n > 65536) {
+            cli_error("--image-tokens needs a number of tokens >= 1, got '%s'", v);
+            return -1;
+        }
+        ci->budget = n;
+    } else {
+        ci->mmproj = v;
+    }
+    return 1;
+}
+
+void cli_encoded_free(cli_encoded *e) {
+    if (!e)
+        return;
+    for (int i = 0; i < e->n; i++)
+        free((void *)e->images[i].embd);
+    free(e->images);
+    memset(e, 0, sizeof *e);
+}
+
+static bool has_suffix_ci(const char *s, const char *suffix) {
+    size_t ls = strlen(s), lx = strlen(suffix);
+    return ls >= lx && !strcasecmp(s + ls - lx, suffix);
+}
+
+/* The projector beside the model: 0 and a malloc'd path, or an exit status. */
+static int find_mmproj(const char *model_path, char **out) {
+    *out = NULL;
+    const char *slash = strrchr(model_path, '/');
+    char *dir = slash ? strndup(model_path, (size_t)(slash - model_path) + (slash == model_path))
+                      : strdup(".");
+    if (!dir) {
+        cli_error("out of memory");
+        return CLI_EXIT_BAD_INPUT;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        cli_error("%s: cannot look for a vision projector there (%s); pass --mmproj PATH", dir,
+                  strerror(errno));
+        free(dir);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    int found = 0;
+    char first[1024] = "", second[1024] = "";
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcasestr(e->d_name, "mmproj") || !has_suffix_ci(e->d_name, ".gguf"))
+            continue;
+        snprintf(found == 0 ? first : second, sizeof first, "%s", e->d_name);
+        found++;
+    }
+    closedir(d);
+    int status = CLI_EXIT_OK;
+    if (found == 0) {
+        cli_error("%s: no vision projector (*mmproj*.gguf) next to the model; pass --mmproj "
+                  "PATH",
+                  model_path);
+        status = CLI_EXIT_BAD_INPUT;
+    } else if (found > 1) {
+        cli_error("%s: %d vision projectors next to the model (%s, %s, ...); choose one with "
+                  "--mmproj PATH",
+                  dir, found, first, second);
+        status = CLI_EXIT_BAD_INPUT;
+    } else {
+        size_t n = strlen(dir) + strlen(first) + 2;
+        *out = malloc(n);
+        if (*out)
+            snprintf(*out, n, "%s/%s", dir, first);
+        else
+            status = CLI_EXIT_BAD_INPUT;
+    }
+    free(dir);
+    return status;
+}
+
+int cli_images_encode(const cli_images *ci, const char *model_path, const tn_model *m,
+                      int n_threads, bool quiet, cli_encoded *out) {
+    memset(out, 0, sizeof *out);
+    if (ci->n == 0)
+        return CLI_EXIT_OK;
+#ifndef TERN_HAVE_IMAGEIO
+    (void)model_path;
+    (void)m;
+    (void)n_threads;
+    (void)quiet;
+    cli_error("--image: this tern-cli was built without image support (gdk-pixbuf)");
+    return CLI_EXIT_BAD_INPUT;
+#else
+    char *found = NULL;
+    const char *mmproj = ci->mmproj;
+    if (!mmproj) {
+        int st = find_mmproj(model_path, &found);
+        if (st != CLI_EXIT_OK)
+            return st;
+        mmproj = found;
+        if (!quiet)
+            fprintf(stderr, "vision projector: %s\n", mmproj);
+    }
+    tn_error err = {0};
+    tn_vision *v = NULL;
+    if (tn_vision_load(mmproj, &v, &err) != TN_OK) {
+        cli_error("%s", err.message);
+        free(found);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    const tn_vision_info *I = tn_vision_get_info(v);
+    if (I->n_embd_text != tn_model_n_embd(m)) {
+        cli_error("%s: the projector feeds a text model %d wide; %s is %d wide (a projector "
+                  "for another model)",
+                  mmproj, I->n_embd_text, model_path, tn_model_n_embd(m));
+        tn_vision_free(v);
+        free(found);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    const int budget = (int)ci->budget;
+    const int n_tok = tn_vision_tokens(v, budget);
+    if (!quiet && budget > 0 && n_tok < budget)
+        fprintf(stderr, "image tokens: %d (the largest square grid within %d)\n", n_tok, budget);
+    out->images = calloc((size_t)ci->n, sizeof *out->images);
+    tn_cpu *cpu = tn_cpu_new(n_threads);
+    int status = out->images && cpu ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
+    if (status != CLI_EXIT_OK)
+        cli_error("out of memory");
+    const TernImageOptions io = {.fit_side = tn_vision_input_side(v, budget)};
+    for (int i = 0; i < ci->n && status == CLI_EXIT_OK; i++) {
+        GError *ge = NULL;
+        TernImage *img = tern_image_load_file(ci->paths[i], &io, &ge);
+        if (!img) {
+            cli_error("%s", ge ? ge->message : ci->paths[i]);
+            g_clear_error(&ge);
+            status = CLI_EXIT_BAD_INPUT;
+            break;
+        }
+        float *rows = malloc((size_t)n_tok * (size_t)I->n_embd_text * sizeof(float));
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int n = 0;
+        int rc = TN_ERR_NOMEM;
+        snprintf(err.message, sizeof err.message, "out of memory");
+        if (rows)
+            rc = tn_vision_encode(v, img->rgb, img->width, img->height, budget, rows, &n, cpu,
+                                  &err);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (rc != TN_OK) {
+            cli_error("%s: %s", ci->paths[i], err.message);
+            free(rows);
+            tern_image_free(img);
+            status = CLI_EXIT_BAD_INPUT;
+            break;
+        }
+        if (!quiet)
+            fprintf(stderr, "image %d: %s (%d x %d %s) -> %d tokens, encoded in %.1f s\n", i + 1,
+                    ci->paths[i], img->source_width, img->source_height, img->format, n,
+                    (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+        out->images[i] = (tn_image_embd){rows, n, I->n_embd_text};
+        out->n++;
+        tern_image_free(img);
+    }
+    tn_cpu_free(cpu);
+    tn_vision_free(v);
+    free(found);
+    if (status != CLI_EXIT_OK)
+        cli_encoded_free(out);
+    return status;
+#endif
+}

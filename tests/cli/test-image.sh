@@ -1,0 +1,134 @@
+#!/bin/sh
+# tern-cli run --image through the real binary: a random-weight Gemma 3 model
+# (real vocabulary) and a projector written for it by mkmodel, PNGs written by
+# python3's zlib:
+#   - plain -p, --single-turn and --chat answer with the image; the prompt
+#     grows by exactly the image tokens the budget gives (4 -> 16);
+#   - the projector is found next to the model (*mmproj*.gguf) or given;
+#   - the same image and request answer the same, run after run and line
+#     after line (--single-turn);
+#   - bad input: a text file named .png, a header declaring 100000 x 100000
+#     pixels, an image that does not fit the context, no or two projectors,
+#     --raw: exit 2 (or 1) with one line naming the problem.
+#
+# Environment (set by tests/meson.build): TERN_CLI, TERN_TEST_TMP, TERN_VOCAB_DIR.
+set -u
+
+cli=${TERN_CLI:?TERN_CLI is not set}
+vocab=${TERN_VOCAB_DIR:-}/gemma3/tokenizer.json
+tmp=${TERN_TEST_TMP:-/tmp}/image-cli.$$
+mkdir -p "$tmp/model" "$tmp/two" || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+failures=0
+checks=0
+
+if [ ! -f "$vocab" ]; then
+    echo "no gemma3 vocabulary under TERN_VOCAB_DIR" >&2
+    exit 77
+fi
+
+check() { # DESCRIPTION CONDITION...
+    what=$1
+    shift
+    checks=$((checks + 1))
+    if "$@"; then
+        printf 'ok: %s\n' "$what"
+    else
+        failures=$((failures + 1))
+        printf 'FAIL: %s\n' "$what" >&2
+    fi
+}
+
+# expect STATUS WORD ARGS...: tern-cli ARGS exits STATUS with WORD on stderr.
+expect() {
+    want=$1
+    word=$2
+    shift 2
+    "$cli" "$@" </dev/null >"$tmp/out" 2>"$tmp/err"
+    got=$?
+    check "tern-cli $* -> $want ($(head -c 200 "$tmp/err"))" \
+        sh -c "[ $got -eq $want ] && grep -q -- '$word' '$tmp/err' && [ \$(wc -l <'$tmp/err') -le 3 ]"
+}
+
+# json_field NAME FILE: the first integer value of "NAME" in a JSON line.
+json_field() {
+    sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" "$2" | head -n 1
+}
+
+model=$tmp/model/gemma.gguf
+"$cli" mkmodel --arch gemma3 --type q8_0 --embd 64 --layers 2 --heads 2 --kv-heads 1 \
+    --head-dim 32 --ff 128 --tokenizer "$vocab" -o "$model" >/dev/null 2>&1
+check "mkmodel gemma3" test -f "$model"
+# 128 px in 2-px patches: Gemma 3's 64 x 64 patch grid on a tiny tower.
+"$cli" mkmodel --arch gemma3-vision --target "$model" --image-size 128 --patch 2 --embd 32 \
+    --ff 64 --layers 1 --heads 2 -o "$tmp/model/mmproj-gemma-f32.gguf" >/dev/null 2>&1
+check "mkmodel gemma3-vision" test -f "$tmp/model/mmproj-gemma-f32.gguf"
+
+python3 - "$tmp" <<'EOF'
+import struct, sys, zlib
+def png(path, w, h, rows=None, declared=None):
+    dw, dh = declared or (w, h)
+    def chunk(t, d):
+        return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))
+    raw = b''.join(b'\0' + bytes((x * 7 + y * 3) % 256 for x in range(w * 3)) for y in range(h))
+    with open(path, 'wb') as f:
+        f.write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', dw, dh, 8, 2, 0, 0, 0))
+                + chunk(b'IDAT', zlib.compress(raw)) + chunk(b'IEND', b''))
+png(sys.argv[1] + '/photo.png', 60, 40)
+png(sys.argv[1] + '/bomb.png', 16, 16, declared=(100000, 100000))
+open(sys.argv[1] + '/notes.png', 'w').write('not a picture\n')
+EOF
+img=$tmp/photo.png
+
+# Plain -p, projector found beside the model; the budget changes the prompt by
+# exactly the image tokens (4 -> 2 x 2 = 4, 16 -> 4 x 4 = 16).
+"$cli" run -m "$model" -p "What is this?" --image "$img" --image-tokens 4 -n 6 --seed 1 --json \
+    >"$tmp/a4.json" 2>"$tmp/a4.err"
+check "run --image (budget 4) exits 0 ($(head -c 200 "$tmp/a4.err"))" test $? -eq 0
+"$cli" run -m "$model" -p "What is this?" --image "$img" --image-tokens 16 -n 6 --seed 1 \
+    --json --mmproj "$tmp/model/mmproj-gemma-f32.gguf" >"$tmp/a16.json" 2>/dev/null
+p4=$(json_field prompt_tokens "$tmp/a4.json")
+p16=$(json_field prompt_tokens "$tmp/a16.json")
+check "prompt tokens grow by 12 from budget 4 to 16 ($p4 -> $p16)" \
+    sh -c "[ -n '$p4' ] && [ -n '$p16' ] && [ \$(($p16 - $p4)) -eq 12 ]"
+"$cli" run -m "$model" -p "What is this?" --image "$img" --image-tokens 4 -n 6 --seed 1 --json \
+    >"$tmp/a4b.json" 2>/dev/null
+check "the same image and request answer the same" \
+    sh -c "[ \"\$(sed 's/\"stats\".*//' '$tmp/a4.json')\" = \"\$(sed 's/\"stats\".*//' '$tmp/a4b.json')\" ]"
+
+# --single-turn: every line asks about the image; equal lines, equal answers.
+printf 'Describe it.\nDescribe it.\n' |
+    "$cli" run --single-turn -m "$model" -s "You look at pictures." --image "$img" \
+        --image-tokens 4 -n 6 --json --no-pin-cache >"$tmp/st.json" 2>"$tmp/st.err"
+check "--single-turn --image exits 0 ($(head -c 200 "$tmp/st.err"))" test $? -eq 0
+check "--single-turn: two answers" test "$(wc -l <"$tmp/st.json")" -eq 2
+answer1=$(sed -n '1s/.*"answer":\("[^"]*"\).*/\1/p' "$tmp/st.json")
+answer2=$(sed -n '2s/.*"answer":\("[^"]*"\).*/\1/p' "$tmp/st.json")
+check "--single-turn: equal lines, equal answers ($answer1)" \
+    sh -c "[ -n '$answer1' ] && [ '$answer1' = '$answer2' ]"
+
+# --chat: the image stays in the first turn; the second turn reuses it.
+printf 'What is this?\nAnd now?\n' |
+    "$cli" run --chat -m "$model" --image "$img" --image-tokens 4 -n 6 --json \
+        --no-pin-cache >"$tmp/chat.json" 2>"$tmp/chat.err"
+check "--chat --image exits 0 ($(head -c 200 "$tmp/chat.err"))" test $? -eq 0
+r2=$(sed -n 2p "$tmp/chat.json" | sed -n 's/.*"restored_tokens":\([0-9]*\).*/\1/p')
+check "--chat: turn 2 reuses the image rows (restored $r2)" sh -c "[ -n '$r2' ] && [ '$r2' -gt 10 ]"
+
+# Bad input.
+expect 2 "not an image" run -m "$model" -p hi --image "$tmp/notes.png"
+check "the projector beside the model is named" grep -q "mmproj-gemma-f32.gguf" "$tmp/err"
+expect 2 "100000 x 100000" run -m "$model" -p hi --image "$tmp/bomb.png"
+expect 2 "256 of them for 1 image" run --single-turn -m "$model" -s sys --image "$img" -c 100 \
+    -p hi --no-pin-cache -q
+expect 2 "No such" run -m "$model" -p hi --image "$tmp/missing.png"
+cp "$model" "$tmp/two/gemma.gguf"
+expect 2 "mmproj" run -m "$tmp/two/gemma.gguf" -p hi --image "$img"
+cp "$tmp/model/mmproj-gemma-f32.gguf" "$tmp/two/mmproj-a.gguf"
+cp "$tmp/model/mmproj-gemma-f32.gguf" "$tmp/two/mmproj-b.gguf"
+expect 2 "choose one" run -m "$tmp/two/gemma.gguf" -p hi --image "$img"
+expect 1 "raw" run -m "$model" -p hi --image "$img" --raw
+expect 1 "image-tokens" run -m "$model" -p hi --image "$img" --image-tokens 0
+
+echo "image-cli: $checks checks, $failures failed"
+[ "$failures" -eq 0 ]
