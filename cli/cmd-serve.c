@@ -25,7 +25,11 @@ static void usage(FILE *f) {
             "  --queue N          requests waiting or running before 429 (default 16)\n"
             "  --max-body BYTES   largest request body (default 1048576)\n"
             "  --pins N           system prompts kept pinned at once, each with its own\n"
-            "                     KV cache of --ctx tokens (default 4)\n");
+            "                     KV cache of --ctx tokens (default 4)\n"
+            "  --spec S           speculative decoding for every request unless it says\n"
+            "                     otherwise: none (default), lookup, draft:PATH or\n"
+            "                     dflash:PATH (\"tern\":{\"speculation\":...} per request)\n"
+            "  --draft-max N      tokens per draft (default: the drafter's)\n");
 }
 
 static bool parse_long(const char *s, long lo, long hi, long *out) {
@@ -42,8 +46,14 @@ int cmd_serve(int argc, char **argv) {
     cfg.port = 8080;
     cfg.handle_signals = true;
     const char *model_arg = NULL;
+    cli_spec spec = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        const int spec_arg = cli_spec_parse_arg(&spec, argc, argv, &i);
+        if (spec_arg < 0)
+            return CLI_EXIT_USAGE;
+        if (spec_arg > 0)
+            continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return CLI_EXIT_OK;
@@ -149,11 +159,20 @@ int cmd_serve(int argc, char **argv) {
         g_free(id);
         return CLI_EXIT_BAD_INPUT;
     }
+    tn_drafter *drafter = NULL;
+    int spec_rc = cli_spec_make(&spec, model, cfg.n_threads, &drafter);
+    if (spec_rc != CLI_EXIT_OK) {
+        tn_model_free(model);
+        g_free(id);
+        return spec_rc;
+    }
+    cfg.drafter = drafter;
     GError *e = NULL;
     tern_server *srv = tern_server_new(model, &cfg, &e);
     if (!srv) {
         cli_error("serve: %s", e->message);
         g_error_free(e);
+        tn_drafter_free(drafter);
         tn_model_free(model);
         g_free(id);
         return CLI_EXIT_BAD_INPUT;
@@ -164,6 +183,7 @@ int cmd_serve(int argc, char **argv) {
     fflush(stdout);
     tern_server_run(srv);
     tern_server_free(srv);
+    tn_drafter_free(drafter);
     tn_model_free(model);
     g_free(id);
     fprintf(stderr, "tern-cli serve: stopped\n");

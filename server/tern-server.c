@@ -18,6 +18,14 @@
 
 typedef enum { JOB_CHAT, JOB_COMPLETION } job_kind;
 
+/* tern.speculation: which drafter a request uses. */
+typedef enum {
+    SPEC_DEFAULT, /* the server's drafter (config.drafter), or none */
+    SPEC_OFF,
+    SPEC_LOOKUP,  /* prompt lookup: no model, always available */
+    SPEC_SERVER,  /* the server's drafter; refused when it has none */
+} spec_choice;
+
 typedef struct job {
     gint refs;
     tern_server *server;
@@ -39,6 +47,7 @@ typedef struct job {
     bool single_turn;
     tn_gen_params gen;
     char *stop_store[TN_SESSION_MAX_STOP];
+    spec_choice spec;
 
     /* Set by the server's context when the client is gone; read by the worker. */
     gint gone;
@@ -93,6 +102,7 @@ struct tern_server {
     GThread *worker;
     gint stopping;
     pin_slot slots[TERN_SERVER_MAX_PINS]; /* worker only (slot 0 made by new) */
+    tn_drafter *lookup;                   /* worker only, made on first use */
     guint64 clock;
     GMutex current_lock; /* guards the two below: the job running and its session */
     job *current;
@@ -374,7 +384,16 @@ static void run_job(tern_server *srv, job *j) {
     pin_slot *slot = NULL;
     double pin_ms = 0;
     int32_t pin_prefilled = 0;
-    j->rc = slot_acquire(srv, j, &slot, &pin_ms, &pin_prefilled, &j->err);
+    j->rc = TN_OK;
+    if (j->spec == SPEC_DEFAULT || j->spec == SPEC_SERVER) {
+        j->gen.drafter = srv->cfg.drafter;
+    } else if (j->spec == SPEC_LOOKUP) {
+        if (!srv->lookup)
+            j->rc = tn_drafter_new_lookup(tn_drafter_default_params(), &srv->lookup, &j->err);
+        j->gen.drafter = srv->lookup;
+    }
+    if (j->rc == TN_OK)
+        j->rc = slot_acquire(srv, j, &slot, &pin_ms, &pin_prefilled, &j->err);
     if (j->rc == TN_OK) {
         set_current(srv, j, slot->session);
         if (j->kind == JOB_COMPLETION)
@@ -475,6 +494,8 @@ static void builder_usage(JsonBuilder *b, job *j) {
     json_builder_add_int_value(b, st->drafted);
     json_builder_set_member_name(b, "accepted_tokens");
     json_builder_add_int_value(b, st->accepted);
+    json_builder_set_member_name(b, "verify_steps");
+    json_builder_add_int_value(b, st->verify_steps);
     json_builder_end_object(b);
     json_builder_end_object(b);
 }
@@ -862,6 +883,45 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
         if (bad) {
             *param = "tern";
             *why = g_strdup_printf("tern.%s must be true or false", bad);
+            return false;
+        }
+        JsonNode *sp = json_object_get_member(t, "speculation");
+        if (sp && !JSON_NODE_HOLDS_NULL(sp)) {
+            const GType type = JSON_NODE_HOLDS_VALUE(sp) ? json_node_get_value_type(sp) : 0;
+            const char *name = type == G_TYPE_STRING ? json_node_get_string(sp) : "";
+            if (type == G_TYPE_BOOLEAN)
+                j->spec = json_node_get_boolean(sp)
+                              ? (j->server->cfg.drafter ? SPEC_SERVER : SPEC_LOOKUP)
+                              : SPEC_OFF;
+            else if (!strcmp(name, "none"))
+                j->spec = SPEC_OFF;
+            else if (!strcmp(name, "lookup"))
+                j->spec = SPEC_LOOKUP;
+            else if (!strcmp(name, "server"))
+                j->spec = SPEC_SERVER;
+            else {
+                *param = "tern";
+                *why = g_strdup("tern.speculation must be true, false, \"none\", \"lookup\" or "
+                                "\"server\"");
+                return false;
+            }
+            if (j->spec == SPEC_SERVER && !j->server->cfg.drafter) {
+                *param = "tern";
+                *why = g_strdup("tern.speculation \"server\": this server has no drafter "
+                                "(tern-cli serve --spec draft:PATH or dflash:PATH)");
+                return false;
+            }
+        }
+        if (member_number(t, "draft_max", &v, &bad)) {
+            if (v < 1 || v > TN_SPEC_MAX_DRAFT) {
+                *param = "tern";
+                *why = g_strdup_printf("tern.draft_max must be 1..%d", TN_SPEC_MAX_DRAFT);
+                return false;
+            }
+            g->draft_max = (int32_t)v;
+        } else if (bad) {
+            *param = "tern";
+            *why = g_strdup_printf("tern.%s must be a number", bad);
             return false;
         }
     }
@@ -1381,6 +1441,7 @@ void tern_server_free(tern_server *srv) {
         g_socket_close(srv->socket, NULL);
         g_object_unref(srv->socket);
     }
+    tn_drafter_free(srv->lookup);
     for (int i = 0; i < TERN_SERVER_MAX_PINS; i++) {
         tn_session_free(srv->slots[i].session);
         g_free(srv->slots[i].key);

@@ -62,6 +62,11 @@ typedef struct tern_server_config {
                                 its own. Referenced. */
     bool handle_signals;     /* SIGINT/SIGTERM quit the server (tern-cli; an app
                                 leaves this false and calls tern_server_quit) */
+    tn_drafter *drafter;     /* speculative decoding by default and for
+                                "tern":{"speculation":"server"}; NULL: none (requests
+                                may still ask for prompt lookup). Used only on the
+                                server's worker thread: not one another thread
+                                uses too. Not owned; must outlive the server. */
     int token_delay_ms;      /* tests only: a pause after every token */
 } tern_server_config;
 

@@ -215,6 +215,22 @@ check "completions: context overflow 400 (got $s)" test "$s" = 400
 check "completions: context overflow code, param prompt" \
     test "$(field "$tmp/tcover" 'd["error"]["code"] + "/" + d["error"]["param"]')" = "context_length_exceeded/prompt"
 
+# Speculation per request: the same greedy answer with prompt lookup on or
+# off; "server" needs a server drafter (--spec).
+rep='"messages":[{"role":"user","content":"repeat after me: 0 lG0 lG0 lG0 lG"}],"max_tokens":40'
+req "$tmp/sp0" POST /v1/chat/completions "{$rep}" >/dev/null
+req "$tmp/sp1" POST /v1/chat/completions "{$rep,\"tern\":{\"speculation\":\"lookup\",\"draft_max\":6}}" >/dev/null
+check "speculation: same greedy answer with lookup" test "$(content "$tmp/sp1")" = "$(content "$tmp/sp0")"
+check "speculation: off by default here, drafts with lookup ($(field "$tmp/sp0" 'd["usage"]["timings"]["drafted_tokens"]'), $(field "$tmp/sp1" 'd["usage"]["timings"]["drafted_tokens"]'))" \
+    test "$(field "$tmp/sp0" 'd["usage"]["timings"]["drafted_tokens"]')" = 0 -a "$(field "$tmp/sp1" 'int(d["usage"]["timings"]["drafted_tokens"] > 0 and 0 <= d["usage"]["timings"]["accepted_tokens"] <= d["usage"]["timings"]["drafted_tokens"])')" = 1
+req "$tmp/sp2" POST /v1/completions '{"prompt":"0 lG0 lG0 lG","max_tokens":40,"tern":{"speculation":true}}' >/dev/null
+req "$tmp/sp3" POST /v1/completions '{"prompt":"0 lG0 lG0 lG","max_tokens":40}' >/dev/null
+check "speculation: completions, same answer" test "$(content "$tmp/sp2")" = "$(content "$tmp/sp3")"
+for bad in '"speculation":"server"' '"speculation":"fast"' '"draft_max":0' '"draft_max":"x"'; do
+    s=$(req "$tmp/spbad" POST /v1/chat/completions "{$rep,\"tern\":{$bad}}")
+    check "speculation: {$bad} 400 (got $s: $(cat "$tmp/spbad"))" test "$s" = 400
+done
+
 # A conversation without a system message does not inherit the system
 # prompt pinned by an earlier request.
 conv='{"model":"tiny","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}],"max_tokens":6}'
@@ -286,7 +302,7 @@ stop
 # ------------------------------------------------------------ pins
 # --pins 2: two system prompts alternate without re-pinning (restored from
 # the pin, the same answers); a third replaces the least recently used.
-start pins --pins 2
+start pins --pins 2 --spec lookup
 pin_req() { # NAME SYSTEM
     req "$tmp/pin.$1" POST /v1/chat/completions \
         "{\"messages\":[{\"role\":\"system\",\"content\":\"$2\"},{\"role\":\"user\",\"content\":\"same question\"}],\"max_tokens\":6}" >/dev/null
@@ -306,6 +322,14 @@ for n in 2 3 4; do
     check "pins: A$n answered as A1" test "$(content "$tmp/pin.A$n")" = "$(content "$tmp/pin.A1")"
 done
 check "pins: B after eviction answered as before" test "$(content "$tmp/pin.B3")" = "$(content "$tmp/pin.B1")"
+# --spec lookup: speculation by default, off on request, the same answer.
+req "$tmp/ps1" POST /v1/chat/completions "{$rep}" >/dev/null
+req "$tmp/ps2" POST /v1/chat/completions "{$rep,\"tern\":{\"speculation\":false}}" >/dev/null
+check "--spec lookup: drafts by default, none when the request says false" \
+    test "$(field "$tmp/ps1" 'int(d["usage"]["timings"]["drafted_tokens"] > 0)') $(field "$tmp/ps2" 'd["usage"]["timings"]["drafted_tokens"]')" = "1 0"
+check "--spec lookup: the same answer either way" test "$(content "$tmp/ps1")" = "$(content "$tmp/ps2")"
+s=$(req "$tmp/ps3" POST /v1/chat/completions "{$rep,\"tern\":{\"speculation\":\"server\"}}")
+check "--spec lookup: speculation \"server\" accepted (got $s)" test "$s" = 200
 check "pins: a kept pin is restored, not prefilled (A2: restored $(field "$tmp/pin.A2" 'd["usage"]["timings"]["restored_tokens"]'), prefilled $(field "$tmp/pin.A2" 'd["usage"]["timings"]["prefill_tokens"]'); A1 prefilled $(field "$tmp/pin.A1" 'd["usage"]["timings"]["prefill_tokens"]'))" \
     test "$(field "$tmp/pin.A2" 'int(d["usage"]["timings"]["restored_tokens"] > 0 and d["usage"]["timings"]["prefill_tokens"] < d["usage"]["prompt_tokens"] and d["usage"]["prompt_tokens"] == '"$(field "$tmp/pin.A1" 'd["usage"]["prompt_tokens"]')"')')" = 1
 stop
