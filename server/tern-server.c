@@ -1248,9 +1248,25 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
                       srv->cfg.body_max);
 }
 
+/* A body without Content-Length (chunked) is counted as it arrives. */
+static void on_got_chunk(SoupServerMessage *msg, GBytes *chunk, gpointer data) {
+    tern_server *srv = data;
+    (void)chunk;
+    SoupMessageBody *body = soup_server_message_get_request_body(msg);
+    if ((size_t)body->length > srv->cfg.body_max && soup_server_message_get_status(msg) == 0) {
+        respond_error(srv, msg, 413, "invalid_request_error", NULL, "request_too_large",
+                      "the request body is over the limit of %zu bytes", srv->cfg.body_max);
+        soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Connection",
+                                     "close");
+        /* The rest is read (HTTP/1 has no way to refuse it) but not kept. */
+        soup_message_body_set_accumulate(body, FALSE);
+    }
+}
+
 static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data) {
     (void)soup;
     g_signal_connect(msg, "got-headers", G_CALLBACK(on_got_headers), data);
+    g_signal_connect(msg, "got-chunk", G_CALLBACK(on_got_chunk), data);
 }
 
 /* ------------------------------------------------------------ lifecycle */

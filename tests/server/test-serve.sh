@@ -262,6 +262,10 @@ s=$(curl -sS -m 60 -o "$tmp/e5" -w '%{http_code}' -H 'Content-Type: application/
     --data-binary @"$tmp/big" "http://127.0.0.1:$port/v1/chat/completions")
 check "body over the limit 413 (got $s)" test "$s" = 413
 check "413 error shape" is_error_shape "$tmp/e5"
+s=$(curl -sS -m 60 -o "$tmp/e5c" -w '%{http_code}' -H 'Content-Type: application/json' \
+    -H 'Transfer-Encoding: chunked' --data-binary @"$tmp/big" "http://127.0.0.1:$port/v1/chat/completions")
+check "chunked body over the limit 413 (got $s)" test "$s" = 413
+check "chunked 413 error shape" is_error_shape "$tmp/e5c"
 s=$(req "$tmp/e6" GET /v1/nothing)
 check "unknown path 404 (got $s)" test "$s" = 404
 s=$(req "$tmp/e7" POST /v1/chat/completions '{"model":"tiny","messages":[]}')
