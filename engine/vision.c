@@ -377,6 +377,70 @@ static void attn_task(void *vctx, int ith, int nth) {
     }
 }
 
+/* The same attention through the matrix kernels, one head at a time:
+ * S = Q_h K_h^T (K_h an f32 "weight" of P rows), a softmax per row, then
+ * O_h = S V_h (V_h^T a weight of d rows). The products run at the kernels'
+ * SIMD speed and read K and V once per block of queries instead of once per
+ * query; the scalar attn_task stays as the reference
+ * (TERN_VISION_ATTENTION=scalar selects it; tests compare the two). */
+typedef struct softmax_ctx {
+    float *s; /* [P][P] */
+    int64_t P;
+    float scale;
+} softmax_ctx;
+
+static void softmax_task(void *vctx, int ith, int nth) {
+    softmax_ctx *c = vctx;
+    for (int64_t i = ith; i < c->P; i += nth) {
+        float *row = c->s + i * c->P;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < c->P; j++) {
+            row[j] *= c->scale;
+            if (row[j] > mx)
+                mx = row[j];
+        }
+        float sum = 0;
+        for (int64_t j = 0; j < c->P; j++) {
+            row[j] = expf(row[j] - mx);
+            sum += row[j];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < c->P; j++)
+            row[j] *= inv;
+    }
+}
+
+typedef struct attn_bufs {
+    float *qh, *kh, *vt, *oh; /* [P][d], [P][d], [d][P], [P][d] */
+    float *s;                 /* [P][P] */
+} attn_bufs;
+
+static int attention_matmul(tn_cpu *cpu, const attn_ctx *c, attn_bufs *b) {
+    const int64_t P = c->P, E = c->E, d = c->d;
+    for (int64_t h = 0; h < c->n_head; h++) {
+        for (int64_t i = 0; i < P; i++) {
+            memcpy(b->qh + i * d, c->q + i * E + h * d, (size_t)d * sizeof(float));
+            memcpy(b->kh + i * d, c->k + i * E + h * d, (size_t)d * sizeof(float));
+            for (int64_t t = 0; t < d; t++)
+                b->vt[t * P + i] = c->v[i * E + h * d + t];
+        }
+        const tn_weight wk = {.type = TN_TYPE_F32, .rows = P, .cols = d, .data = b->kh,
+                              .row_bytes = (size_t)d * sizeof(float)};
+        int rc = tn_matmul(cpu, &wk, b->qh, P, b->s);
+        if (rc != TN_OK)
+            return rc;
+        softmax_ctx sc = {.s = b->s, .P = P, .scale = 1.0f / sqrtf((float)d)};
+        tn_cpu_parallel(cpu, softmax_task, &sc);
+        const tn_weight wv = {.type = TN_TYPE_F32, .rows = d, .cols = P, .data = b->vt,
+                              .row_bytes = (size_t)P * sizeof(float)};
+        if ((rc = tn_matmul(cpu, &wv, b->s, P, b->oh)) != TN_OK)
+            return rc;
+        for (int64_t i = 0; i < P; i++)
+            memcpy(c->out + i * E + h * d, b->oh + i * d, (size_t)d * sizeof(float));
+    }
+    return TN_OK;
+}
+
 static float gelu_tanh(float x) {
     const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
     return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
@@ -406,8 +470,20 @@ int tn_vision_encode(tn_vision *v, const float *rgb, int w, int h, int budget, f
     float *vv = malloc((size_t)(P * E) * sizeof *vv);
     float *u = malloc(big * sizeof *u);
     float *scratch = malloc((size_t)nth * (size_t)P * sizeof *scratch);
+    const char *mode = getenv("TERN_VISION_ATTENTION");
+    const bool scalar_attention = mode && !strcmp(mode, "scalar");
+    const int64_t d_head = E / I->n_head;
+    attn_bufs ab = {0};
+    if (!scalar_attention) {
+        ab.qh = malloc((size_t)(P * d_head) * sizeof(float));
+        ab.kh = malloc((size_t)(P * d_head) * sizeof(float));
+        ab.vt = malloc((size_t)(P * d_head) * sizeof(float));
+        ab.oh = malloc((size_t)(P * d_head) * sizeof(float));
+        ab.s = malloc((size_t)P * (size_t)P * sizeof(float));
+    }
     int rc = TN_OK;
-    if (!x || !t || !q || !kk || !vv || !u || !scratch) {
+    if (!x || !t || !q || !kk || !vv || !u || !scratch ||
+        (!scalar_attention && (!ab.qh || !ab.kh || !ab.vt || !ab.oh || !ab.s))) {
         rc = tn_fail(err, TN_ERR_NOMEM, "out of memory encoding an image");
         goto done;
     }
@@ -466,7 +542,10 @@ int tn_vision_encode(tn_vision *v, const float *rgb, int w, int h, int budget, f
         add_bias(vv, L->v_b, P, E);
         attn_ctx ac = {.q = q, .k = kk, .v = vv, .out = t, .scratch = scratch, .P = P, .E = E,
                        .n_head = I->n_head, .d = E / I->n_head, .nth_alloc = nth};
-        tn_cpu_parallel(cpu, attn_task, &ac);
+        if (scalar_attention)
+            tn_cpu_parallel(cpu, attn_task, &ac);
+        else if ((rc = attention_matmul(cpu, &ac, &ab)) != TN_OK)
+            goto mm_fail;
         if ((rc = tn_matmul(cpu, &L->o, t, P, q)))
             goto mm_fail;
         for (int64_t r = 0; r < P; r++)
@@ -521,5 +600,6 @@ mm_fail:
                  tn_status_name(rc));
 done:
     free(x), free(t), free(q), free(kk), free(vv), free(u), free(scratch);
+    free(ab.qh), free(ab.kh), free(ab.vt), free(ab.oh), free(ab.s);
     return rc;
 }

@@ -300,6 +300,21 @@ int main(void) {
     CHECK(tn_vision_encode(v, rgb, W, H, 0, out2, &n, cpu1, &err) == TN_OK);
     CHECK(memcmp(out, out2, (size_t)16 * T * sizeof *out) == 0);
     tn_cpu_free(cpu1);
+    /* The scalar attention (the reference the matrix-kernel path replaced)
+     * agrees with it within float rounding, and with the double reference. */
+    setenv("TERN_VISION_ATTENTION", "scalar", 1);
+    CHECK(tn_vision_encode(v, rgb, W, H, 0, out2, &n, cpu, &err) == TN_OK);
+    unsetenv("TERN_VISION_ATTENTION");
+    double worst = 0, mag = 0;
+    for (int64_t i = 0; i < (int64_t)16 * T; i++) {
+        worst = fmax(worst, fabs((double)out[i] - out2[i]));
+        mag = fmax(mag, fabs((double)out[i]));
+    }
+    CHECKF(worst <= 1e-5 * fmax(1.0, mag), "scalar vs matrix attention: max |diff| %g", worst);
+    ref = reference(path, rgb, W, H, 4, &Tr);
+    if (ref)
+        compare("native 16 tokens, scalar attention", out2, ref, (int64_t)16 * T);
+    free(ref);
 
     /* A budget of 5 -> 2 x 2 tokens: an 8 x 8 patch grid, interpolated positions. */
     CHECKF(tn_vision_encode(v, rgb, W, H, 5, out, &n, cpu, &err) == TN_OK, "%s", err.message);
