@@ -149,17 +149,32 @@ action_quit (GSimpleAction *action,
 }
 
 static void
+on_server_status_changed (TernWindow            *window,
+                          TernPreferencesWindow *prefs)
+{
+  tern_preferences_window_set_server_status (prefs, tern_window_get_server_status (window));
+}
+
+static void
 action_preferences (GSimpleAction *action,
                     GVariant      *param,
                     gpointer       data)
 {
   TernApplication *self = data;
   TernPreferencesWindow *prefs;
+  GtkWindow *parent = gtk_application_get_active_window (GTK_APPLICATION (self));
 
   (void) action;
   (void) param;
-  prefs = tern_preferences_window_new (gtk_application_get_active_window (GTK_APPLICATION (self)),
-                                       self->settings);
+  prefs = tern_preferences_window_new (parent, self->settings);
+  /* The server switch shows what the window's server does. */
+  if (TERN_IS_WINDOW (parent))
+    {
+      tern_preferences_window_set_server_status (
+        prefs, tern_window_get_server_status (TERN_WINDOW (parent)));
+      g_signal_connect_object (parent, "server-status-changed",
+                               G_CALLBACK (on_server_status_changed), prefs, 0);
+    }
   gtk_window_present (GTK_WINDOW (prefs));
 }
 

@@ -17,12 +17,17 @@
 
 #include "tern.h"
 #include "tern-engine-worker.h"
+#ifdef TERN_HAVE_SERVER
+#include "tern-server.h"
+#endif
 
 typedef enum {
   REQ_LOAD,
   REQ_LOAD_DEMO,
   REQ_COUNT,
   REQ_DRAFTER,
+  REQ_SERVE,
+  REQ_SERVE_STOP,
   REQ_PIN,
   REQ_ASK,
   REQ_CHAT,
@@ -39,6 +44,8 @@ typedef struct {
   int n_ctx;
   int n_threads;
   TernDrafterKind drafter;
+  int port;
+  char *api_key;
 } Request;
 
 /* Shared by the object (main thread) and the engine thread; refcounted so
@@ -84,6 +91,7 @@ enum {
   SIGNAL_FINISHED,
   SIGNAL_WARNING,
   SIGNAL_DRAFTER_READY,
+  SIGNAL_SERVER_STATE,
   N_SIGNALS
 };
 
@@ -93,6 +101,7 @@ static void
 request_free (Request *req)
 {
   g_free (req->text);
+  g_free (req->api_key);
   g_strfreev (req->roles);
   g_strfreev (req->contents);
   g_free (req);
@@ -236,6 +245,9 @@ event_dispatch (gpointer data)
     case SIGNAL_WARNING:
       g_signal_emit (owner, signals[SIGNAL_WARNING], 0, ev->error);
       break;
+    case SIGNAL_SERVER_STATE:
+      g_signal_emit (owner, signals[SIGNAL_SERVER_STATE], 0, ev->flag, ev->path, ev->error);
+      break;
     case SIGNAL_DRAFTER_READY:
       g_signal_emit (owner, signals[SIGNAL_DRAFTER_READY], 0, ev->id, ev->n, ev->error);
       break;
@@ -316,6 +328,13 @@ typedef struct {
   /* The file drafter last prepared for this model (NULL: none). */
   tn_drafter *chosen;
   TernDrafterKind chosen_kind;
+#ifdef TERN_HAVE_SERVER
+  /* The local server over model, and the thread that runs it. */
+  tern_server *server;
+  GThread *server_thread;
+#endif
+  int n_ctx;
+  char *model_id; /* the file name without .gguf, as tern-cli serve names it */
 } Engine;
 
 typedef struct {
@@ -442,6 +461,74 @@ make_demo_model (const char *path,
   return tn_mkmodel (&p, path, err);
 }
 
+#ifdef TERN_HAVE_SERVER
+static gpointer
+server_thread (gpointer data)
+{
+  /* Its own main context, pushed by tern_server_run for its whole life. */
+  tern_server_run (data);
+  return NULL;
+}
+#endif
+
+/* Stops the server (if any) and waits for its thread; it serves model, so
+ * this comes before any change of model. */
+static void
+stop_server (Engine  *engine,
+             gboolean announce)
+{
+#ifdef TERN_HAVE_SERVER
+  if (engine->server == NULL)
+    return;
+  tern_server_quit (engine->server);
+  g_thread_join (g_steal_pointer (&engine->server_thread));
+  g_clear_pointer (&engine->server, tern_server_free);
+  if (announce)
+    event_post (event_new (engine->shared, SIGNAL_SERVER_STATE, 0));
+#else
+  (void) engine;
+  (void) announce;
+#endif
+}
+
+static void
+handle_serve (Engine  *engine,
+              Request *req)
+{
+  Event *ev = event_new (engine->shared, SIGNAL_SERVER_STATE, req->id);
+
+  stop_server (engine, FALSE);
+#ifdef TERN_HAVE_SERVER
+  if (engine->model == NULL)
+    ev->error = g_strdup (_("Load a model first: the server serves the loaded model"));
+  else
+    {
+      tern_server_config cfg = { 0 };
+      g_autoptr(GError) error = NULL;
+
+      cfg.host = "127.0.0.1"; /* loopback only: the app offers no other */
+      cfg.port = req->port;
+      cfg.api_key = req->api_key != NULL && *req->api_key ? req->api_key : NULL;
+      cfg.n_ctx = engine->n_ctx;
+      cfg.model_id = engine->model_id;
+      cfg.n_threads = req->n_threads;
+      engine->server = tern_server_new (engine->model, &cfg, &error);
+      if (engine->server == NULL)
+        ev->error = g_strdup (error != NULL ? error->message : _("The server could not start"));
+      else
+        {
+          engine->server_thread = g_thread_new ("tern-server", server_thread, engine->server);
+          ev->flag = TRUE;
+          ev->path = g_strdup (tern_server_url (engine->server));
+        }
+    }
+#else
+  (void) req;
+  ev->error = g_strdup (_("This build of Tern has no server"));
+#endif
+  event_post (ev);
+}
+
 static void
 handle_load (Engine  *engine,
              Request *req)
@@ -472,7 +559,9 @@ handle_load (Engine  *engine,
   if (tn_drafter_new_lookup (tn_drafter_default_params (), &lookup, &err) != TN_OK)
     goto fail;
 
-  /* The new model is in place before the old one goes; its drafters first. */
+  /* The new model is in place before the old one goes; what uses the old
+   * one goes first: the server, the drafters. */
+  stop_server (engine, TRUE);
   tn_drafter_free (engine->chosen);
   engine->chosen = NULL;
   tn_drafter_free (engine->lookup);
@@ -481,6 +570,11 @@ handle_load (Engine  *engine,
   engine->model = model;
   engine->session = session;
   engine->lookup = lookup;
+  engine->n_ctx = sp.n_ctx;
+  g_free (engine->model_id);
+  engine->model_id = g_path_get_basename (req->text);
+  if (g_str_has_suffix (engine->model_id, ".gguf"))
+    engine->model_id[strlen (engine->model_id) - 5] = '\0';
 
   ev->description = g_strdup (tn_model_description (model));
   ev->flag = tn_model_is_demo (model);
@@ -717,6 +811,12 @@ engine_thread (gpointer data)
         case REQ_DRAFTER:
           handle_drafter (&engine, req);
           break;
+        case REQ_SERVE:
+          handle_serve (&engine, req);
+          break;
+        case REQ_SERVE_STOP:
+          stop_server (&engine, TRUE);
+          break;
         case REQ_PIN:
           handle_pin (&engine, req);
           break;
@@ -733,6 +833,8 @@ engine_thread (gpointer data)
         break;
     }
 
+  stop_server (&engine, FALSE);
+  g_free (engine.model_id);
   tn_drafter_free (engine.chosen);
   tn_drafter_free (engine.lookup);
   tn_session_free (engine.session);
@@ -811,6 +913,40 @@ tern_engine_worker_prepare_drafter (TernEngineWorker *self,
   req = request_new (REQ_DRAFTER, path);
   req->drafter = kind;
   return push (self, req);
+}
+
+gboolean
+tern_engine_worker_can_serve (void)
+{
+#ifdef TERN_HAVE_SERVER
+  return TRUE;
+#else
+  return FALSE;
+#endif
+}
+
+gboolean
+tern_engine_worker_serve (TernEngineWorker *self,
+                          int               port,
+                          const char       *api_key)
+{
+  Request *req;
+
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), FALSE);
+  if (!tern_engine_worker_can_serve ())
+    return FALSE;
+  req = request_new (REQ_SERVE, NULL);
+  req->port = port;
+  req->api_key = g_strdup (api_key);
+  push (self, req);
+  return TRUE;
+}
+
+void
+tern_engine_worker_stop_serving (TernEngineWorker *self)
+{
+  g_return_if_fail (TERN_IS_ENGINE_WORKER (self));
+  push (self, request_new (REQ_SERVE_STOP, NULL));
 }
 
 guint
@@ -943,6 +1079,9 @@ tern_engine_worker_class_init (TernEngineWorkerClass *klass)
   signals[SIGNAL_DRAFTER_READY] =
     g_signal_new ("drafter-ready", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                   NULL, G_TYPE_NONE, 3, G_TYPE_UINT, G_TYPE_INT, G_TYPE_STRING);
+  signals[SIGNAL_SERVER_STATE] =
+    g_signal_new ("server-state", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                  NULL, G_TYPE_NONE, 3, G_TYPE_BOOLEAN, G_TYPE_STRING, G_TYPE_STRING);
   signals[SIGNAL_WARNING] =
     g_signal_new ("warning", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                   NULL, G_TYPE_NONE, 1, G_TYPE_STRING);

@@ -88,6 +88,7 @@ void              tern_engine_worker_set_session_size  (TernEngineWorker      *s
  *                                             new_text (1: from an accepted draft)
  *   finished (id, TernStats *, error-or-NULL, cancelled)
  *   drafter-ready (id, TernDrafterKind, error-or-NULL)
+ *   server-state (running, url-or-NULL, error-or-NULL)
  */
 guint             tern_engine_worker_load_model        (TernEngineWorker      *self,
                                                         const char            *path);
@@ -104,6 +105,18 @@ guint             tern_engine_worker_load_demo         (TernEngineWorker      *s
 guint             tern_engine_worker_prepare_drafter   (TernEngineWorker      *self,
                                                         TernDrafterKind        kind,
                                                         const char            *path);
+/* The local OpenAI-compatible server (server/tern-server.h) over the loaded
+ * model, on 127.0.0.1 only: it runs on a thread of its own with its own
+ * main context and sessions. The worker stops it before the model it
+ * serves is replaced (a load: start it again after model-loaded) and when
+ * the worker shuts down. port 0: any free port. api_key NULL or "": none.
+ * Answers with server-state. FALSE when this build has no server. */
+gboolean          tern_engine_worker_serve             (TernEngineWorker      *self,
+                                                        int                    port,
+                                                        const char            *api_key);
+void              tern_engine_worker_stop_serving      (TernEngineWorker      *self);
+/* Whether this build includes the server. */
+gboolean          tern_engine_worker_can_serve         (void);
 guint             tern_engine_worker_count_tokens      (TernEngineWorker      *self,
                                                         const char            *system_prompt);
 guint             tern_engine_worker_pin               (TernEngineWorker      *self,

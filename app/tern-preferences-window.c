@@ -24,6 +24,10 @@ struct _TernPreferencesWindow {
   AdwActionRow *dflash_row;
   GtkButton *dflash_choose;
   GtkButton *dflash_clear;
+  AdwActionRow *server_row;
+  GtkSwitch *server_switch;
+  GtkSpinButton *server_port_spin;
+  AdwEntryRow *server_key_row;
 
   GSettings *settings;
 };
@@ -141,6 +145,23 @@ on_dflash_clear (TernPreferencesWindow *self)
 }
 
 static void
+on_server_key_apply (TernPreferencesWindow *self)
+{
+  g_settings_set_string (self->settings, "server-api-key",
+                         gtk_editable_get_text (GTK_EDITABLE (self->server_key_row)));
+}
+
+void
+tern_preferences_window_set_server_status (TernPreferencesWindow *self,
+                                           const char            *status)
+{
+  g_autofree char *escaped = g_markup_escape_text (status ? status : "", -1);
+
+  g_return_if_fail (TERN_IS_PREFERENCES_WINDOW (self));
+  adw_action_row_set_subtitle (self->server_row, escaped);
+}
+
+static void
 on_demo_model_apply (TernPreferencesWindow *self)
 {
   g_settings_set_string (self->settings, "demo-model-path",
@@ -181,6 +202,10 @@ tern_preferences_window_class_init (TernPreferencesWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, dflash_row);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, dflash_choose);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, dflash_clear);
+  gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, server_row);
+  gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, server_switch);
+  gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, server_port_spin);
+  gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, server_key_row);
 }
 
 static void
@@ -219,6 +244,16 @@ tern_preferences_window_new (GtkWindow *parent,
   demo = g_settings_get_string (settings, "demo-model-path");
   gtk_editable_set_text (GTK_EDITABLE (self->demo_model_row), demo);
   g_signal_connect_swapped (self->demo_model_row, "apply", G_CALLBACK (on_demo_model_apply),
+                            self);
+  g_settings_bind (settings, "server-enabled", self->server_switch, "active",
+                   G_SETTINGS_BIND_DEFAULT);
+  g_settings_bind (settings, "server-port", self->server_port_spin, "value",
+                   G_SETTINGS_BIND_DEFAULT);
+  {
+    g_autofree char *key = g_settings_get_string (settings, "server-api-key");
+    gtk_editable_set_text (GTK_EDITABLE (self->server_key_row), key);
+  }
+  g_signal_connect_swapped (self->server_key_row, "apply", G_CALLBACK (on_server_key_apply),
                             self);
   show_path (self, "draft-model-path");
   show_path (self, "dflash-path");

@@ -11,5 +11,8 @@ G_DECLARE_FINAL_TYPE (TernPreferencesWindow, tern_preferences_window, TERN, PREF
 
 TernPreferencesWindow *tern_preferences_window_new (GtkWindow *parent,
                                                     GSettings *settings);
+/* The local server's state line under its switch. */
+void tern_preferences_window_set_server_status (TernPreferencesWindow *self,
+                                                const char            *status);
 
 G_END_DECLS

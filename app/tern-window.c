@@ -63,11 +63,17 @@ struct _TernWindow {
   guint streaming_index;   /* message index of the answer being generated */
   TernMessageRow *streaming_row;
   gboolean stick_to_bottom;
+  char *server_url;        /* while the local server runs */
+  char *server_status;
+  int server_port;         /* what the running (or starting) server was asked for */
+  char *server_key;
+  gboolean server_asked;
 };
 
 G_DEFINE_FINAL_TYPE (TernWindow, tern_window, ADW_TYPE_APPLICATION_WINDOW)
 
 static void update_actions (TernWindow *self);
+static void apply_server (TernWindow *self);
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -475,9 +481,11 @@ on_model_loaded (TernWindow *self,
   system_prompt = tern_pin_editor_get_text (self->pin_editor);
   request_count (self);
   request_pin (self, system_prompt);
-  /* The old model's draft went with it. */
+  /* The old model's draft and server went with it. */
   if (selected_drafter (self) != TERN_DRAFTER_PROMPT_LOOKUP)
     prepare_drafter (self);
+  if (g_settings_get_boolean (self->settings, "server-enabled"))
+    apply_server (self);
   update_actions (self);
   gtk_widget_grab_focus (GTK_WIDGET (self->composer));
 }
@@ -576,6 +584,120 @@ on_engine_warning (TernWindow *self,
                    const char *message)
 {
   toast (self, message);
+}
+
+/* -------------------------------------------------------- local server */
+
+enum { SIGNAL_SERVER_STATUS_CHANGED, N_WINDOW_SIGNALS };
+static guint window_signals[N_WINDOW_SIGNALS];
+
+static void
+set_server_status (TernWindow *self,
+                   const char *status)
+{
+  g_free (self->server_status);
+  self->server_status = g_strdup (status);
+  g_signal_emit (self, window_signals[SIGNAL_SERVER_STATUS_CHANGED], 0);
+}
+
+/* Starts, restarts (new port or key) or stops the server as the settings
+ * say. It serves the loaded model, so it waits for one. */
+static void
+apply_server (TernWindow *self)
+{
+  if (!tern_engine_worker_can_serve ())
+    {
+      set_server_status (self, _("This build of Tern has no server"));
+      return;
+    }
+  if (g_settings_get_boolean (self->settings, "server-enabled"))
+    {
+      g_autofree char *key = g_settings_get_string (self->settings, "server-api-key");
+
+      int port = g_settings_get_int (self->settings, "server-port");
+
+      if (!self->model_loaded)
+        {
+          set_server_status (self, _("Starts when a model is loaded"));
+          return;
+        }
+      /* Settings written again with the same values change nothing. */
+      if (self->server_asked && port == self->server_port
+          && g_strcmp0 (key, self->server_key) == 0)
+        return;
+      self->server_asked = TRUE;
+      self->server_port = port;
+      g_free (self->server_key);
+      self->server_key = g_strdup (key);
+      /* The URL of a server being replaced is no longer good. */
+      g_clear_pointer (&self->server_url, g_free);
+      set_server_status (self, _("Starting…"));
+      tern_engine_worker_serve (self->worker, port, key);
+    }
+  else
+    {
+      if (self->server_asked)
+        tern_engine_worker_stop_serving (self->worker);
+      self->server_asked = FALSE;
+      g_clear_pointer (&self->server_url, g_free);
+      set_server_status (self, _("Off"));
+    }
+}
+
+static void
+on_server_state (TernWindow *self,
+                 gboolean    running,
+                 const char *url,
+                 const char *error)
+{
+  g_clear_pointer (&self->server_url, g_free);
+  if (running)
+    {
+      g_autofree char *status = NULL;
+
+      self->server_url = g_strdup (url);
+      /* Translators: %s is the server's base URL, http://127.0.0.1:8080/v1 */
+      status = g_strdup_printf (_("Serving the loaded model at %s"), url);
+      set_server_status (self, status);
+      toast (self, status);
+    }
+  else if (error != NULL)
+    {
+      /* A switch left on would claim a server that does not run. */
+      self->server_asked = FALSE;
+      set_error (self, error);
+      g_settings_set_boolean (self->settings, "server-enabled", FALSE);
+      set_server_status (self, error);
+    }
+  else
+    {
+      /* Stopped: asked to, or its model is being replaced (model-loaded
+       * starts it again). */
+      self->server_asked = FALSE;
+      set_server_status (self, g_settings_get_boolean (self->settings, "server-enabled")
+                                 ? _("Restarting with the new model…") : _("Off"));
+    }
+}
+
+static void
+on_server_setting_changed (TernWindow *self,
+                           const char *key)
+{
+  /* The key takes effect when applied, not at each keystroke of its row. */
+  (void) key;
+  apply_server (self);
+}
+
+const char *
+tern_window_get_server_url (TernWindow *self)
+{
+  return self->server_url;
+}
+
+const char *
+tern_window_get_server_status (TernWindow *self)
+{
+  return self->server_status ? self->server_status : _("Off");
 }
 
 static void
@@ -1146,6 +1268,9 @@ tern_window_finalize (GObject *object)
   g_free (self->model_description);
   g_free (self->pin_text);
   g_free (self->last_error);
+  g_free (self->server_url);
+  g_free (self->server_status);
+  g_free (self->server_key);
   G_OBJECT_CLASS (tern_window_parent_class)->finalize (object);
 }
 
@@ -1157,6 +1282,10 @@ tern_window_class_init (TernWindowClass *klass)
 
   object_class->dispose = tern_window_dispose;
   object_class->finalize = tern_window_finalize;
+
+  window_signals[SIGNAL_SERVER_STATUS_CHANGED] =
+    g_signal_new ("server-status-changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL,
+                  NULL, NULL, G_TYPE_NONE, 0);
 
   g_type_ensure (TERN_TYPE_PIN_EDITOR);
   g_type_ensure (TERN_TYPE_STATS_BAR);
@@ -1243,6 +1372,13 @@ tern_window_init (TernWindow *self)
   g_signal_connect_swapped (self->worker, "finished", G_CALLBACK (on_finished), self);
   g_signal_connect_swapped (self->worker, "warning", G_CALLBACK (on_engine_warning), self);
   g_signal_connect_swapped (self->worker, "drafter-ready", G_CALLBACK (on_drafter_ready), self);
+  g_signal_connect_swapped (self->worker, "server-state", G_CALLBACK (on_server_state), self);
+  g_signal_connect_object (self->settings, "changed::server-enabled",
+                           G_CALLBACK (on_server_setting_changed), self, G_CONNECT_SWAPPED);
+  g_signal_connect_object (self->settings, "changed::server-port",
+                           G_CALLBACK (on_server_setting_changed), self, G_CONNECT_SWAPPED);
+  g_signal_connect_object (self->settings, "changed::server-api-key",
+                           G_CALLBACK (on_server_setting_changed), self, G_CONNECT_SWAPPED);
   g_signal_connect_object (self->settings, "changed::tint-drafted", G_CALLBACK (on_tint_changed),
                            self, G_CONNECT_SWAPPED);
   g_signal_connect_object (adw_style_manager_get_default (), "notify::dark",

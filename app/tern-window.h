@@ -21,6 +21,12 @@ gboolean       tern_window_export_markdown       (TernWindow     *self,
                                                   const char     *path,
                                                   GError        **error);
 
+/* The local server: its base URL while it runs (else NULL), and a line for
+ * Preferences ("Serving at ...", an error, or "Off"). The signal
+ * "server-status-changed" tells of a change. */
+const char    *tern_window_get_server_url        (TernWindow     *self);
+const char    *tern_window_get_server_status     (TernWindow     *self);
+
 /* State, for tests and the application. */
 gboolean       tern_window_has_model             (TernWindow     *self);
 gboolean       tern_window_is_loading            (TernWindow     *self);
