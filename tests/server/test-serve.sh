@@ -383,7 +383,24 @@ check "429 Retry-After" grep -qi '^retry-after: ' "$tmp/q3.h"
 check "429 error shape" is_error_shape "$tmp/q3"
 wait_clients
 check "queued requests complete" has "$tmp/q2" '"completion_tokens":40'
+# SIGTERM with a stream running and a request waiting: the stream ends with
+# a cancelled error event and [DONE], the waiting request gets 503.
+curl -sS -N -m 30 -H "$auth" -H 'Content-Type: application/json' \
+    --data-binary "$(chat_body 'long' ',"max_tokens":100,"stream":true')" \
+    "http://127.0.0.1:$port/v1/chat/completions" >"$tmp/t1" 2>/dev/null &
+cpids="$cpids $!"
+sleep 0.3
+curl -sS -m 30 -o "$tmp/t2" -w '%{http_code}' -H "$auth" -H 'Content-Type: application/json' \
+    --data-binary "$(chat_body 'waiting' ',"max_tokens":100')" \
+    "http://127.0.0.1:$port/v1/chat/completions" >"$tmp/t2.s" 2>/dev/null &
+cpids="$cpids $!"
+sleep 0.5
 stop
+wait_clients
+check "stopping: the running stream ends with a cancelled event" has "$tmp/t1" '^data: {"error":{.*"code":"cancelled"'
+check "stopping: then [DONE]" test "$(tail -n 2 "$tmp/t1" | head -n 1)" = "data: [DONE]"
+check "stopping: the waiting request gets 503 (got $(cat "$tmp/t2.s"))" test "$(cat "$tmp/t2.s")" = 503
+check "stopping: 503 error shape" is_error_shape "$tmp/t2"
 
 # Safety: a non-loopback host needs a key.
 "$cli" serve -m "$model" --host 0.0.0.0 --port 0 >"$tmp/nl.out" 2>"$tmp/nl.err"
