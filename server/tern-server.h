@@ -59,7 +59,9 @@ typedef struct tern_server_config {
                                 session with its own KV cache of n_ctx rows;
                                 <= 0: 4; at most TERN_SERVER_MAX_PINS */
     GMainContext *context;   /* where the HTTP side runs; NULL: the server makes
-                                its own. Referenced. */
+                                its own. Referenced. tern_server_run pushes it as
+                                its thread's default, so no other thread may run it
+                                meanwhile (never the app's main context). */
     bool handle_signals;     /* SIGINT/SIGTERM quit the server (tern-cli; an app
                                 leaves this false and calls tern_server_quit) */
     tn_drafter *drafter;     /* speculative decoding by default and for
