@@ -268,6 +268,12 @@ check "chunked body over the limit 413 (got $s)" test "$s" = 413
 check "chunked 413 error shape" is_error_shape "$tmp/e5c"
 s=$(req "$tmp/e6" GET /v1/nothing)
 check "unknown path 404 (got $s)" test "$s" = 404
+check "unknown path error shape, code not_found" has "$tmp/e6" '"code":"not_found"'
+for mp in "GET /v1/chat/completions" "GET /v1/completions" "POST /v1/models" "POST /health"; do
+    s=$(req "$tmp/e405" ${mp% *} ${mp#* })
+    check "$mp: 405 (got $s)" test "$s" = 405
+    check "$mp: error shape" is_error_shape "$tmp/e405"
+done
 s=$(req "$tmp/e7" POST /v1/chat/completions '{"model":"tiny","messages":[]}')
 check "empty messages 400 (got $s)" test "$s" = 400
 s=$(req "$tmp/e8" OPTIONS /v1/models)
