@@ -28,7 +28,9 @@ static bool collect(const char *piece, int32_t token, void *user) {
     return true;
 }
 
-/* The app's side: its own session on the shared model. */
+/* The app's side: its own session on the shared model. NULL on failure
+ * (no CHECK here: it runs on the app thread too, and the counters are the
+ * main thread's). */
 static char *app_answer(tn_session *s) {
     GString *out = g_string_new(NULL);
     tn_gen_params g = tn_gen_default_params();
@@ -37,7 +39,11 @@ static char *app_answer(tn_session *s) {
     int rc = tn_session_pin(s, SYSTEM, NULL, NULL, &err);
     if (rc == TN_OK)
         rc = tn_session_ask(s, QUESTION, &g, collect, out, NULL, &err);
-    CHECKF(rc == TN_OK, "app ask: %s", err.message);
+    if (rc != TN_OK) {
+        fprintf(stderr, "app ask: %s\n", err.message);
+        g_string_free(out, TRUE);
+        return NULL;
+    }
     return g_string_free(out, FALSE);
 }
 
@@ -51,7 +57,7 @@ static gpointer app_thread(gpointer data) {
     app_loop *a = data;
     for (int i = 0; i < APP_ROUNDS; i++) {
         char *t = app_answer(a->session);
-        if (strcmp(t, a->expected))
+        if (!t || strcmp(t, a->expected))
             a->mismatches++;
         g_free(t);
     }
@@ -163,7 +169,9 @@ int main(void) {
     CHECKF(tn_session_new(model, tn_session_default_params(), &app, &err) == TN_OK, "session: %s",
            err.message);
     char *expected = app_answer(app);
-    CHECK(expected[0] != '\0');
+    CHECK(expected && expected[0] != '\0');
+    if (!expected)
+        return tn_test_finish("serve-embed");
     app_loop loop = {app, expected, 0};
     GThread *app_t = g_thread_new("app", app_thread, &loop);
 
