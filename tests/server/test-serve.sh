@@ -240,6 +240,11 @@ req "$tmp/cv2" POST /v1/chat/completions "$conv" >/dev/null
 check "conversation answers do not depend on the previous request's system prompt" \
     test "$(content "$tmp/cv1")" = "$(content "$tmp/cv2")"
 check "conversation answered" test -n "$(content "$tmp/cv1")"
+# A growing conversation prefills only its new turn.
+cv1_text=$(field "$tmp/cv1" 'json.dumps(d["choices"][0]["message"]["content"])')
+req "$tmp/cv3" POST /v1/chat/completions "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"},{\"role\":\"user\",\"content\":\"c\"},{\"role\":\"assistant\",\"content\":$cv1_text},{\"role\":\"user\",\"content\":\"d\"}],\"max_tokens\":6}" >/dev/null
+check "a growing conversation reuses the KV of the previous turns (restored $(field "$tmp/cv3" 'd["usage"]["timings"]["restored_tokens"]'), first prompt $(field "$tmp/cv2" 'd["usage"]["prompt_tokens"]'))" \
+    test "$(field "$tmp/cv3" 'int(d["usage"]["timings"]["restored_tokens"] >= '"$(field "$tmp/cv2" 'd["usage"]["prompt_tokens"]')"')')" = 1
 
 # Errors.
 s=$(req "$tmp/e1" POST /v1/chat/completions '{"model": "tiny", "messages": [')
