@@ -1291,6 +1291,8 @@ int tn_session_ask_images(tn_session *s, const char *user_text, const tn_image_e
     const double t_call = now_ms();
     if (!s || !user_text)
         return tn_fail(err, TN_ERR_INVALID, "tn_session_ask_images: bad arguments");
+    if (n_images == 0 && count_markers(user_text) == 0) /* also for models without images */
+        return tn_session_ask(s, user_text, gen, cb, user, stats, err);
     const tn_gen_params *g = gen ? gen : &s->params.gen;
     int rc = check_gen(g, s->n_vocab, err);
     if (rc == TN_OK)
@@ -1339,6 +1341,15 @@ int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
     const double t_call = now_ms();
     if (!s || n_messages < 0 || (n_messages > 0 && !messages))
         return tn_fail(err, TN_ERR_INVALID, "tn_session_chat_images: bad arguments");
+    size_t markers = 0;
+    int32_t last_user = -1;
+    for (int32_t i = 0; i < n_messages; i++) {
+        markers += count_markers(messages[i].content);
+        if (messages[i].role && !strcmp(messages[i].role, "user"))
+            last_user = i;
+    }
+    if (n_images == 0 && markers == 0) /* also for models without images */
+        return tn_session_chat(s, messages, n_messages, gen, cb, user, stats, err);
     const tn_gen_params *g = gen ? gen : &s->params.gen;
     int rc = check_gen(g, s->n_vocab, err);
     if (rc == TN_OK)
@@ -1349,13 +1360,6 @@ int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
         return rc;
     begin_call(s);
     /* Images without markers go in front of the last user message. */
-    size_t markers = 0;
-    int32_t last_user = -1;
-    for (int32_t i = 0; i < n_messages; i++) {
-        markers += count_markers(messages[i].content);
-        if (messages[i].role && !strcmp(messages[i].role, "user"))
-            last_user = i;
-    }
     tn_session_message *copy = NULL;
     char *owned = NULL;
     if (n_images > 0 && markers == 0) {

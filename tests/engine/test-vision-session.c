@@ -406,6 +406,14 @@ int main(void) {
         float row[64] = {0};
         tn_image_embd ie = {row, 1, 64};
         CHECK(tn_session_image_cost(s, 256) == -1);
+        /* Without images the image calls are the plain ones. */
+        answer a1 = {0}, a2 = {0};
+        tn_gen_params g = gen16();
+        CHECK(tn_session_ask_images(s, "hi", NULL, 0, &g, collect, &a1, NULL, &err) == TN_OK);
+        CHECK(tn_session_ask(s, "hi", &g, collect, &a2, NULL, &err) == TN_OK);
+        CHECK(!strcmp(a1.text, a2.text));
+        tn_session_message hi[1] = {{"user", "hi"}};
+        CHECK(tn_session_chat_images(s, hi, 1, NULL, 0, &g, NULL, NULL, NULL, &err) == TN_OK);
         CHECK(tn_session_ask_images(s, "hi", &ie, 1, NULL, NULL, NULL, NULL, &err) ==
               TN_ERR_UNSUPPORTED);
         CHECKF(strstr(err.message, "takes no images") != NULL, "%s", err.message);
