@@ -244,3 +244,29 @@ tern_pin_editor_init (TernPinEditor *self)
                             G_CALLBACK (on_buffer_changed), self);
   update_state (self);
 }
+
+static gboolean
+label_fits (GtkLabel *label)
+{
+  GtkWidget *widget = GTK_WIDGET (label);
+  GtkWidget *root = GTK_WIDGET (gtk_widget_get_root (widget));
+  graphene_rect_t bounds;
+  int text_width;
+
+  if (!gtk_widget_get_mapped (widget) || root == NULL)
+    return TRUE; /* not shown: nothing is cut */
+  if (pango_layout_is_ellipsized (gtk_label_get_layout (label)))
+    return FALSE;
+  pango_layout_get_pixel_size (gtk_label_get_layout (label), &text_width, NULL);
+  if (text_width > gtk_widget_get_width (widget))
+    return FALSE;
+  if (!gtk_widget_compute_bounds (widget, root, &bounds))
+    return FALSE;
+  return bounds.origin.x >= 0 && bounds.origin.x + bounds.size.width <= gtk_widget_get_width (root);
+}
+
+gboolean
+tern_pin_editor_state_fits (TernPinEditor *self)
+{
+  return label_fits (self->state_label) && label_fits (self->token_label);
+}

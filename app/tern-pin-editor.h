@@ -35,5 +35,8 @@ const char *tern_pin_editor_get_pinned_text  (TernPinEditor      *self);
 const char *tern_pin_editor_get_state_text   (TernPinEditor      *self);
 /* -1 while unknown. */
 int         tern_pin_editor_get_token_count  (TernPinEditor      *self);
+/* Whether the state and token lines are shown whole inside the window (no
+ * ellipsis, nothing cut off by the window's edge): for tests. */
+gboolean    tern_pin_editor_state_fits       (TernPinEditor      *self);
 
 G_END_DECLS

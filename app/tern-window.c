@@ -32,6 +32,7 @@ struct _TernWindow {
   AdwWindowTitle *window_title;
   GtkBox *speculation_box;
   GtkToggleButton *speculation_toggle;
+  GtkToggleButton *speculation_toggle_narrow;
   GtkDropDown *drafter_dropdown;
   AdwFlap *flap;
   GtkStack *main_stack;
@@ -63,6 +64,7 @@ struct _TernWindow {
   guint streaming_index;   /* message index of the answer being generated */
   TernMessageRow *streaming_row;
   gboolean stick_to_bottom;
+  GPtrArray *toasts;       /* shown or waiting */
   char *server_url;        /* while the local server runs */
   char *server_status;
   int server_port;         /* what the running (or starting) server was asked for */
@@ -78,13 +80,34 @@ static void apply_server (TernWindow *self);
 /* ---------------------------------------------------------------- helpers */
 
 static void
+on_toast_dismissed (AdwToast   *t,
+                    TernWindow *self)
+{
+  g_ptr_array_remove (self->toasts, t);
+}
+
+static void
 toast (TernWindow *self,
        const char *text)
 {
   AdwToast *t = adw_toast_new (text);
 
   adw_toast_set_timeout (t, 4);
+  g_ptr_array_add (self->toasts, g_object_ref (t));
+  g_signal_connect_object (t, "dismissed", G_CALLBACK (on_toast_dismissed), self, 0);
   adw_toast_overlay_add_toast (self->toast_overlay, t);
+}
+
+void
+tern_window_dismiss_toasts (TernWindow *self)
+{
+  /* Dismissing one removes it from self->toasts: walk a copy. */
+  g_autoptr(GPtrArray) all = g_ptr_array_new_with_free_func (g_object_unref);
+
+  for (guint i = 0; i < self->toasts->len; i++)
+    g_ptr_array_add (all, g_object_ref (g_ptr_array_index (self->toasts, i)));
+  for (guint i = 0; i < all->len; i++)
+    adw_toast_dismiss (g_ptr_array_index (all, i));
 }
 
 static void
@@ -1173,6 +1196,14 @@ on_chat_row_activated (GtkListBox    *box,
   adw_leaflet_navigate (self->leaflet, ADW_NAVIGATION_DIRECTION_FORWARD);
 }
 
+/* A window too narrow for both shows the chat, not the list of chats. */
+static void
+on_folded (TernWindow *self)
+{
+  if (adw_leaflet_get_folded (self->leaflet))
+    adw_leaflet_set_visible_child (self->leaflet, GTK_WIDGET (self->content));
+}
+
 static void
 on_back_clicked (TernWindow *self)
 {
@@ -1271,6 +1302,7 @@ tern_window_finalize (GObject *object)
   g_free (self->server_url);
   g_free (self->server_status);
   g_free (self->server_key);
+  g_clear_pointer (&self->toasts, g_ptr_array_unref);
   G_OBJECT_CLASS (tern_window_parent_class)->finalize (object);
 }
 
@@ -1301,6 +1333,7 @@ tern_window_class_init (TernWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernWindow, window_title);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, speculation_box);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, speculation_toggle);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, speculation_toggle_narrow);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, drafter_dropdown);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, flap);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, main_stack);
@@ -1326,6 +1359,7 @@ tern_window_init (TernWindow *self)
   gtk_widget_init_template (GTK_WIDGET (self));
 
   self->settings = tern_settings_new ();
+  self->toasts = g_ptr_array_new_with_free_func (g_object_unref);
   self->chats_dir = tern_chats_dir ();
   self->chats = g_list_store_new (TERN_TYPE_CHAT);
   self->worker = tern_engine_worker_new ();
@@ -1346,6 +1380,9 @@ tern_window_init (TernWindow *self)
                    G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (self->settings, "speculation", self->speculation_toggle, "active",
                    G_SETTINGS_BIND_DEFAULT);
+  g_settings_bind (self->settings, "speculation", self->speculation_toggle_narrow, "active",
+                   G_SETTINGS_BIND_DEFAULT);
+  g_signal_connect_swapped (self->leaflet, "notify::folded", G_CALLBACK (on_folded), self);
   /* Only prompt lookup works without a draft file, whatever the default says. */
   /* The header starts at the default drafter; a file drafter is loaded with
    * the model (and refused there, with a toast, when its file is missing). */

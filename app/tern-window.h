@@ -27,6 +27,9 @@ gboolean       tern_window_export_markdown       (TernWindow     *self,
 const char    *tern_window_get_server_url        (TernWindow     *self);
 const char    *tern_window_get_server_status     (TernWindow     *self);
 
+/* Closes the toasts shown or waiting (tests take screenshots). */
+void           tern_window_dismiss_toasts        (TernWindow     *self);
+
 /* State, for tests and the application. */
 gboolean       tern_window_has_model             (TernWindow     *self);
 gboolean       tern_window_is_loading            (TernWindow     *self);

@@ -441,11 +441,50 @@ test_flash (TernWindow *w,
            m->stats.generated_tokens, m->stats.decode_tok_s, m->stats.ttft_ms,
            m->stats.prompt_tokens);
 
-  /* Let the last frame render, then photograph the window. */
+  /* Let the last frame render, then photograph the window (without the
+   * toast of the bad file loaded earlier). */
+  tern_window_dismiss_toasts (w);
   spin_for (0.5);
   CHECK (save_screenshot (GTK_WIDGET (w), shot_path));
   CHECK (g_file_test (shot_path, G_FILE_TEST_IS_REGULAR));
+  /* At the default size the header holds the mode switch and the drafter
+   * choice in full (not their narrow forms). */
+  {
+    GtkWidget *box = tern_window_get_speculation_box (w);
+    int natural;
+
+    gtk_widget_measure (box, GTK_ORIENTATION_HORIZONTAL, -1, NULL, &natural, NULL, NULL);
+    CHECKF (gtk_widget_get_mapped (box) && gtk_widget_get_width (box) >= natural,
+            "the drafter choice is squeezed out (%d of %d px)", gtk_widget_get_width (box),
+            natural);
+  }
   fprintf (stderr, "screenshot: %s\n", shot_path);
+
+  /* The narrowest window (360 px, as the metainfo promises) with the pin
+   * panel over the chat: its state line wraps inside the panel. */
+  {
+    const char *out = g_getenv ("TERN_TEST_OUT");
+    g_autofree char *narrow = g_build_filename (out && *out ? out : g_get_tmp_dir (),
+                                                "tern-narrow.png", NULL);
+    TernPinEditor *pin = tern_window_get_pin_editor (w);
+
+    gtk_window_set_default_size (GTK_WINDOW (w), 360, 720);
+    spin_for (0.5);
+    /* Folding hid the panel; the header's pin button shows it over the chat. */
+    g_action_group_change_action_state (G_ACTION_GROUP (w), "show-pin-panel",
+                                        g_variant_new_boolean (TRUE));
+    tern_window_dismiss_toasts (w);
+    spin_for (0.8);
+    CHECKF (gtk_widget_get_width (GTK_WIDGET (w)) <= 400, "width %d",
+            gtk_widget_get_width (GTK_WIDGET (w)));
+    CHECK (save_screenshot (GTK_WIDGET (w), narrow));
+    CHECKF (tern_pin_editor_state_fits (pin), "pin state: %s",
+            tern_pin_editor_get_state_text (pin));
+    gtk_window_set_default_size (GTK_WINDOW (w), 1100, 760);
+    spin_for (0.5);
+    CHECKF (tern_pin_editor_state_fits (pin), "pin state: %s",
+            tern_pin_editor_get_state_text (pin));
+  }
 
   /* The chat is on disk and reads back with its figures. */
   tern_chat_wait_saves ();
@@ -547,7 +586,7 @@ test_responsiveness (TernWindow *w,
            STALL_BOUND_MS == STALL_LIMIT_MS ? "release" : "ASan", load_average (),
            g_get_num_processors ());
   CHECKF (decode_ms >= 1000, "only %.0f ms of decoding measured", decode_ms);
-  CHECKF (n_gaps > 100, "%u timer runs", n_gaps);
+  CHECKF (n_gaps >= 50, "%u timer runs", n_gaps);
   CHECKF (own_max < STALL_BOUND_MS, "the main loop stalled %.2f ms (bound %.0f ms)", own_max,
           STALL_BOUND_MS);
   if (g_getenv ("TERN_STRICT_STALL") != NULL)
