@@ -235,10 +235,12 @@ done
 # prompt pinned by an earlier request.
 conv='{"model":"tiny","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}],"max_tokens":6}'
 req "$tmp/cv1" POST /v1/chat/completions "$conv" >/dev/null
-req "$tmp/cvx" POST /v1/chat/completions '{"messages":[{"role":"system","content":"Something else entirely, long enough to matter."},{"role":"user","content":"x"}],"max_tokens":2}' >/dev/null
+req "$tmp/cvx" POST /v1/chat/completions '{"messages":[{"role":"system","content":"Something else entirely, and much longer than the other system prompt, so that its tokens would show in the count."},{"role":"user","content":"x"}],"max_tokens":2}' >/dev/null
 req "$tmp/cv2" POST /v1/chat/completions "$conv" >/dev/null
 check "conversation answers do not depend on the previous request's system prompt" \
     test "$(content "$tmp/cv1")" = "$(content "$tmp/cv2")"
+check "conversation prompts do not hold the previous request's system prompt ($(field "$tmp/cv1" 'd["usage"]["prompt_tokens"]') vs $(field "$tmp/cv2" 'd["usage"]["prompt_tokens"]') tokens)" \
+    test "$(field "$tmp/cv1" 'd["usage"]["prompt_tokens"]')" = "$(field "$tmp/cv2" 'd["usage"]["prompt_tokens"]')"
 check "conversation answered" test -n "$(content "$tmp/cv1")"
 # A growing conversation prefills only its new turn.
 cv1_text=$(field "$tmp/cv1" 'json.dumps(d["choices"][0]["message"]["content"])')
@@ -318,6 +320,11 @@ stop
 # --pins 2: two system prompts alternate without re-pinning (restored from
 # the pin, the same answers); a third replaces the least recently used.
 start pins --pins 2 --spec lookup
+# First on a fresh server: the conversation's size with no system prompt at
+# all; the main server's answers must match it.
+req "$tmp/cv0" POST /v1/chat/completions "$conv" >/dev/null
+check "conversation on a fresh server: the same prompt size and answer as after other requests" \
+    test "$(field "$tmp/cv0" 'd["usage"]["prompt_tokens"]') $(content "$tmp/cv0")" = "$(field "$tmp/cv1" 'd["usage"]["prompt_tokens"]') $(content "$tmp/cv1")"
 pin_req() { # NAME SYSTEM
     req "$tmp/pin.$1" POST /v1/chat/completions \
         "{\"messages\":[{\"role\":\"system\",\"content\":\"$2\"},{\"role\":\"user\",\"content\":\"same question\"}],\"max_tokens\":6}" >/dev/null
