@@ -5,8 +5,10 @@
 #include <glib-unix.h>
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
+#include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #define DEFAULT_QUEUE_MAX 16
@@ -687,6 +689,33 @@ static void on_msg_finished(SoupServerMessage *msg, gpointer data) {
     if (j->server->current == j && j->server->current_session)
         tn_session_cancel(j->server->current_session);
     g_mutex_unlock(&j->server->current_lock);
+}
+
+/* True when the client of a waiting (paused) request closed its connection:
+ * nothing is read from a paused message's socket, so a peek sees the end. */
+static bool client_closed(SoupServerMessage *msg) {
+    GSocket *sock = soup_server_message_get_socket(msg);
+    if (!sock)
+        return false;
+    char c;
+    ssize_t n = recv(g_socket_get_fd(sock), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* A streaming client that leaves is noticed when a write fails; one that
+ * waits for a whole answer writes nothing, so the running request's
+ * connection is looked at a few times a second. */
+static gboolean watch_running(gpointer data) {
+    tern_server *srv = data;
+    g_mutex_lock(&srv->current_lock);
+    job *j = srv->current ? job_ref(srv->current) : NULL;
+    g_mutex_unlock(&srv->current_lock);
+    if (j) {
+        if (!j->stream && !g_atomic_int_get(&j->gone) && client_closed(j->msg))
+            on_msg_finished(j->msg, j);
+        job_unref(j);
+    }
+    return G_SOURCE_CONTINUE;
 }
 
 /* ------------------------------------------------------------ request parsing */
@@ -1432,7 +1461,12 @@ void tern_server_run(tern_server *srv) {
                 g_source_attach(sig[i], srv->context);
             }
         }
+        GSource *watch = g_timeout_source_new(100);
+        g_source_set_callback(watch, watch_running, srv, NULL);
+        g_source_attach(watch, srv->context);
         g_main_loop_run(srv->loop);
+        g_source_destroy(watch);
+        g_source_unref(watch);
         for (int i = 0; i < 2; i++)
             if (sig[i]) {
                 g_source_destroy(sig[i]);

@@ -385,6 +385,20 @@ check "after a disconnect the next request is served (got $s)" test "$s" = 200
 check "the abandoned generation was cancelled (next answer in $((t1 - t0)) s, not ~9)" \
     test $((t1 - t0)) -lt 5
 
+# The same with a client waiting for a whole answer (non-streaming): its
+# connection is watched while it runs.
+curl -sS -m 1 -H "$auth" -H 'Content-Type: application/json' \
+    --data-binary "$(chat_body 'long story' ',"max_tokens":200')" \
+    "http://127.0.0.1:$port/v1/chat/completions" >/dev/null 2>&1
+t0=$(date +%s)
+s=$(req "$tmp/d3" POST /v1/chat/completions "$(chat_body 'short' ',"max_tokens":2')" -H "$auth")
+t1=$(date +%s)
+check "after a non-streaming hang-up the next request is served (got $s)" test "$s" = 200
+check "the abandoned non-streaming generation was cancelled (next answer in $((t1 - t0)) s, not ~9)" \
+    test $((t1 - t0)) -lt 5
+req "$tmp/h2" GET /health >/dev/null
+check "both hang-ups counted as abandoned ($(cat "$tmp/h2"))" has "$tmp/h2" '"abandoned":2'
+
 # Queue bound: two long requests occupy the queue, a third gets 429.
 for n in 1 2; do
     curl -sS -m 30 -o "$tmp/q$n" -H "$auth" -H 'Content-Type: application/json' \
