@@ -49,6 +49,7 @@ message_free (gpointer data)
   g_free (m->stop_reason);
   g_free (m->error);
   g_clear_pointer (&m->drafted, g_byte_array_unref);
+  g_clear_pointer (&m->images, g_ptr_array_unref);
   g_free (m);
 }
 

@@ -19,6 +19,9 @@ typedef struct {
   /* One flag per byte of text, 1 where the token came from an accepted
    * speculative draft; NULL when none did. Saved as byte runs. */
   GByteArray *drafted;
+  /* User messages: the images sent with it (GBytes of the image files), in
+   * this session only (chats are saved without them); NULL: none. */
+  GPtrArray *images;
 } TernMessage;
 
 #define TERN_TYPE_CHAT (tern_chat_get_type ())

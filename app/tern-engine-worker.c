@@ -20,6 +20,10 @@
 #ifdef TERN_HAVE_SERVER
 #include "tern-server.h"
 #endif
+#ifdef TERN_HAVE_IMAGEIO
+#include "cpu/tn-cpu.h"
+#include "tern-image.h"
+#endif
 
 typedef enum {
   REQ_LOAD,
@@ -46,6 +50,7 @@ typedef struct {
   TernDrafterKind drafter;
   int port;
   char *api_key;
+  GPtrArray *images; /* GBytes */
 } Request;
 
 /* Shared by the object (main thread) and the engine thread; refcounted so
@@ -92,6 +97,7 @@ enum {
   SIGNAL_WARNING,
   SIGNAL_DRAFTER_READY,
   SIGNAL_SERVER_STATE,
+  SIGNAL_VISION,
   N_SIGNALS
 };
 
@@ -102,6 +108,7 @@ request_free (Request *req)
 {
   g_free (req->text);
   g_free (req->api_key);
+  g_clear_pointer (&req->images, g_ptr_array_unref);
   g_strfreev (req->roles);
   g_strfreev (req->contents);
   g_free (req);
@@ -245,6 +252,10 @@ event_dispatch (gpointer data)
     case SIGNAL_WARNING:
       g_signal_emit (owner, signals[SIGNAL_WARNING], 0, ev->error);
       break;
+    case SIGNAL_VISION:
+      g_signal_emit (owner, signals[SIGNAL_VISION], 0, ev->id, ev->n, (int) ev->pin.n_pin,
+                     ev->path);
+      break;
     case SIGNAL_SERVER_STATE:
       g_signal_emit (owner, signals[SIGNAL_SERVER_STATE], 0, ev->flag, ev->path, ev->error);
       break;
@@ -335,6 +346,7 @@ typedef struct {
 #endif
   int n_ctx;
   char *model_id; /* the file name without .gguf, as tern-cli serve names it */
+  tn_vision *vision; /* the projector beside the model; NULL: none */
 } Engine;
 
 typedef struct {
@@ -529,6 +541,68 @@ handle_serve (Engine  *engine,
   event_post (ev);
 }
 
+/* The one *mmproj*.gguf beside the model (tern-cli run's rule); NULL when
+ * there is none or more than one. */
+static char *
+find_projector (const char *model_path)
+{
+  g_autofree char *dir = g_path_get_dirname (model_path);
+  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+  char *found = NULL;
+  const char *name;
+
+  if (d == NULL)
+    return NULL;
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *lower = g_ascii_strdown (name, -1);
+
+      if (strstr (lower, "mmproj") == NULL || !g_str_has_suffix (lower, ".gguf"))
+        continue;
+      if (found != NULL)
+        {
+          g_free (found);
+          return NULL;
+        }
+      found = g_build_filename (dir, name, NULL);
+    }
+  return found;
+}
+
+/* Loads the projector for the model just loaded and tells the UI what an
+ * image costs (or that images are refused). */
+static void
+load_vision (Engine     *engine,
+             guint       id,
+             const char *model_path)
+{
+  Event *ev = event_new (engine->shared, SIGNAL_VISION, id);
+  g_autofree char *projector = find_projector (model_path);
+  tn_error err = { 0 };
+  tn_vision *v = NULL;
+
+  g_clear_pointer (&engine->vision, tn_vision_free);
+  ev->n = -1;
+#ifdef TERN_HAVE_IMAGEIO
+  if (projector != NULL && tn_vision_load (projector, &v, &err) == TN_OK
+      && tn_vision_get_info (v)->n_embd_text == tn_model_n_embd (engine->model)
+      && tn_session_image_cost (engine->session, 1) > 0)
+    {
+      engine->vision = v;
+      ev->n = tn_vision_tokens (v, 0);
+      ev->pin.n_pin = tn_session_image_cost (engine->session, 1) - 1;
+      ev->path = g_strdup (projector);
+    }
+  else
+    tn_vision_free (v);
+#else
+  (void) projector;
+  (void) err;
+  (void) v;
+#endif
+  event_post (ev);
+}
+
 static void
 handle_load (Engine  *engine,
              Request *req)
@@ -560,8 +634,9 @@ handle_load (Engine  *engine,
     goto fail;
 
   /* The new model is in place before the old one goes; what uses the old
-   * one goes first: the server, the drafters. */
+   * one goes first: the server, the drafters, the projector. */
   stop_server (engine, TRUE);
+  g_clear_pointer (&engine->vision, tn_vision_free);
   tn_drafter_free (engine->chosen);
   engine->chosen = NULL;
   tn_drafter_free (engine->lookup);
@@ -579,6 +654,7 @@ handle_load (Engine  *engine,
   ev->description = g_strdup (tn_model_description (model));
   ev->flag = tn_model_is_demo (model);
   event_post (ev);
+  load_vision (engine, req->id, req->text);
   return;
 
 fail:
@@ -713,6 +789,72 @@ copy_stats (TernStats                *out,
   out->stop_reason = tn_stop_reason_name (st->stop_reason);
 }
 
+/* Decodes and encodes the request's images for the projector (on this
+ * thread: it owns the engine). */
+static int
+encode_images (Engine        *engine,
+               Request       *req,
+               tn_image_embd *out,
+               tn_error      *err)
+{
+#ifdef TERN_HAVE_IMAGEIO
+  int budget = req->gen.image_tokens;
+  int n_tok, n_embd;
+  tn_cpu *cpu;
+  int rc = TN_OK;
+
+  if (engine->vision == NULL)
+    {
+      err->code = TN_ERR_INVALID;
+      g_snprintf (err->message, sizeof err->message, "%s",
+                  _("This model has no vision projector (*mmproj*.gguf beside it): it cannot read images"));
+      return TN_ERR_INVALID;
+    }
+  n_tok = tn_vision_tokens (engine->vision, budget);
+  n_embd = tn_vision_get_info (engine->vision)->n_embd_text;
+  cpu = tn_cpu_new (req->n_threads);
+  for (guint i = 0; i < req->images->len && rc == TN_OK; i++)
+    {
+      GBytes *bytes = g_ptr_array_index (req->images, i);
+      TernImageOptions io = { .fit_side = tn_vision_input_side (engine->vision, budget) };
+      g_autoptr(GError) error = NULL;
+      g_autofree char *name = g_strdup_printf (_("image %u"), i + 1);
+      g_autoptr(TernImage) img = tern_image_load_bytes (g_bytes_get_data (bytes, NULL),
+                                                        g_bytes_get_size (bytes), name, &io,
+                                                        &error);
+      float *rows;
+
+      if (img == NULL)
+        {
+          rc = err->code = TN_ERR_INVALID;
+          g_snprintf (err->message, sizeof err->message, "%s", error->message);
+          break;
+        }
+      rows = g_try_new (float, (gsize) n_tok * (gsize) n_embd);
+      if (rows == NULL)
+        {
+          rc = err->code = TN_ERR_NOMEM;
+          g_snprintf (err->message, sizeof err->message, "%s", _("out of memory"));
+          break;
+        }
+      out[i].embd = rows;
+      out[i].n_embd = n_embd;
+      rc = tn_vision_encode (engine->vision, img->rgb, img->width, img->height, budget, rows,
+                             &out[i].n_tokens, cpu, err);
+    }
+  tn_cpu_free (cpu);
+  return rc;
+#else
+  (void) engine;
+  (void) req;
+  (void) out;
+  err->code = TN_ERR_INVALID;
+  g_snprintf (err->message, sizeof err->message, "%s",
+              _("This build of Tern cannot read images (no gdk-pixbuf)"));
+  return TN_ERR_INVALID;
+#endif
+}
+
 static void
 handle_generate (Engine  *engine,
                  Request *req)
@@ -722,6 +864,8 @@ handle_generate (Engine  *engine,
   tn_gen_params gen = tn_gen_default_params ();
   tn_session_stats st = { 0 };
   tn_error err = { 0 };
+  tn_image_embd *images = NULL;
+  guint n_images;
   int rc;
 
   if (engine->session == NULL)
@@ -754,9 +898,19 @@ handle_generate (Engine  *engine,
   run.live.phase = TERN_PHASE_PREFILL;
   post_live (engine->shared, req->id, &run.live, NULL, FALSE);
 
+  n_images = req->images != NULL ? req->images->len : 0;
+  images = g_new0 (tn_image_embd, n_images ? n_images : 1);
+  if (n_images > 0 && encode_images (engine, req, images, &err) != TN_OK)
+    {
+      rc = err.code ? err.code : TN_ERR_INVALID;
+      goto done;
+    }
+
   set_running_session (engine, engine->session);
   if (req->kind == REQ_ASK)
-    rc = tn_session_ask (engine->session, req->text, &gen, on_token, &run, &st, &err);
+    rc = n_images ? tn_session_ask_images (engine->session, req->text, images, (int32_t) n_images,
+                                           &gen, on_token, &run, &st, &err)
+                  : tn_session_ask (engine->session, req->text, &gen, on_token, &run, &st, &err);
   else
     {
       guint n = g_strv_length (req->roles);
@@ -767,10 +921,17 @@ handle_generate (Engine  *engine,
           msgs[i].role = req->roles[i];
           msgs[i].content = req->contents[i];
         }
-      rc = tn_session_chat (engine->session, msgs, (int32_t) n, &gen, on_token, &run, &st,
-                            &err);
+      rc = n_images ? tn_session_chat_images (engine->session, msgs, (int32_t) n, images,
+                                              (int32_t) n_images, &gen, on_token, &run, &st, &err)
+                    : tn_session_chat (engine->session, msgs, (int32_t) n, &gen, on_token, &run,
+                                       &st, &err);
     }
   set_running_session (engine, NULL);
+
+done:
+  for (guint i = 0; i < n_images; i++)
+    g_free ((float *) images[i].embd);
+  g_free (images);
 
   copy_stats (&ev->stats, &st);
   ev->stats.elapsed_ms = ms_since (run.start_us);
@@ -835,6 +996,7 @@ engine_thread (gpointer data)
 
   stop_server (&engine, FALSE);
   g_free (engine.model_id);
+  g_clear_pointer (&engine.vision, tn_vision_free);
   tn_drafter_free (engine.chosen);
   tn_drafter_free (engine.lookup);
   tn_session_free (engine.session);
@@ -978,17 +1140,14 @@ tern_engine_worker_ask (TernEngineWorker      *self,
   return push (self, req);
 }
 
-guint
-tern_engine_worker_chat (TernEngineWorker      *self,
-                         const char * const    *roles,
-                         const char * const    *contents,
-                         guint                  n_messages,
-                         const TernGenSettings *settings)
+static Request *
+chat_request_new (const char * const    *roles,
+                  const char * const    *contents,
+                  guint                  n_messages,
+                  const TernGenSettings *settings)
 {
-  Request *req;
+  Request *req = request_new (REQ_CHAT, NULL);
 
-  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
-  req = request_new (REQ_CHAT, NULL);
   req->roles = g_new0 (char *, n_messages + 1);
   req->contents = g_new0 (char *, n_messages + 1);
   for (guint i = 0; i < n_messages; i++)
@@ -997,7 +1156,59 @@ tern_engine_worker_chat (TernEngineWorker      *self,
       req->contents[i] = g_strdup (contents[i]);
     }
   req->gen = *settings;
+  return req;
+}
+
+static GPtrArray *
+copy_images (GPtrArray *images)
+{
+  GPtrArray *copy = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+
+  for (guint i = 0; images != NULL && i < images->len; i++)
+    g_ptr_array_add (copy, g_bytes_ref (g_ptr_array_index (images, i)));
+  return copy;
+}
+
+guint
+tern_engine_worker_ask_images (TernEngineWorker      *self,
+                               const char            *user_text,
+                               GPtrArray             *images,
+                               const TernGenSettings *settings)
+{
+  Request *req;
+
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  req = request_new (REQ_ASK, user_text);
+  req->gen = *settings;
+  req->images = copy_images (images);
   return push (self, req);
+}
+
+guint
+tern_engine_worker_chat_images (TernEngineWorker      *self,
+                                const char * const    *roles,
+                                const char * const    *contents,
+                                guint                  n_messages,
+                                GPtrArray             *images,
+                                const TernGenSettings *settings)
+{
+  Request *req;
+
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  req = chat_request_new (roles, contents, n_messages, settings);
+  req->images = copy_images (images);
+  return push (self, req);
+}
+
+guint
+tern_engine_worker_chat (TernEngineWorker      *self,
+                         const char * const    *roles,
+                         const char * const    *contents,
+                         guint                  n_messages,
+                         const TernGenSettings *settings)
+{
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  return push (self, chat_request_new (roles, contents, n_messages, settings));
 }
 
 void
@@ -1079,6 +1290,9 @@ tern_engine_worker_class_init (TernEngineWorkerClass *klass)
   signals[SIGNAL_DRAFTER_READY] =
     g_signal_new ("drafter-ready", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                   NULL, G_TYPE_NONE, 3, G_TYPE_UINT, G_TYPE_INT, G_TYPE_STRING);
+  signals[SIGNAL_VISION] =
+    g_signal_new ("vision", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_INT, G_TYPE_INT, G_TYPE_STRING);
   signals[SIGNAL_SERVER_STATE] =
     g_signal_new ("server-state", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                   NULL, G_TYPE_NONE, 3, G_TYPE_BOOLEAN, G_TYPE_STRING, G_TYPE_STRING);

@@ -66,6 +66,7 @@ typedef struct {
   TernDrafterKind drafter; /* a file drafter runs only once prepared (below); else
                               prompt lookup */
   int draft_max;         /* tokens per draft; <= 0: the drafter's default */
+  int image_tokens;      /* image token budget; <= 0: the projector's native count */
 } TernGenSettings;
 
 #define TERN_TYPE_ENGINE_WORKER (tern_engine_worker_get_type ())
@@ -89,6 +90,10 @@ void              tern_engine_worker_set_session_size  (TernEngineWorker      *s
  *   finished (id, TernStats *, error-or-NULL, cancelled)
  *   drafter-ready (id, TernDrafterKind, error-or-NULL)
  *   server-state (running, url-or-NULL, error-or-NULL)
+ *   vision (id of the load, native image tokens or -1 (no vision), extra KV
+ *           rows per image (its start/end markers), projector path or NULL)
+ *           after each model-loaded: the projector is the one *mmproj*.gguf
+ *           beside the model, as tern-cli run finds it
  */
 guint             tern_engine_worker_load_model        (TernEngineWorker      *self,
                                                         const char            *path);
@@ -124,11 +129,26 @@ guint             tern_engine_worker_pin               (TernEngineWorker      *s
 guint             tern_engine_worker_ask               (TernEngineWorker      *self,
                                                         const char            *user_text,
                                                         const TernGenSettings *settings);
+/* images: encoded image files (PNG, JPEG, WebP, GIF bytes) for a model with
+ * a vision projector, in the order of the TN_IMAGE_MARKERs in the text (or,
+ * without markers, before it); NULL or empty: none. */
+guint             tern_engine_worker_ask_images        (TernEngineWorker      *self,
+                                                        const char            *user_text,
+                                                        GPtrArray             *images,
+                                                        const TernGenSettings *settings);
 /* roles and contents: n_messages each; the last is a user message. */
 guint             tern_engine_worker_chat              (TernEngineWorker      *self,
                                                         const char * const    *roles,
                                                         const char * const    *contents,
                                                         guint                  n_messages,
+                                                        const TernGenSettings *settings);
+/* The same with images (GBytes, as above) for the markers of all user
+ * messages, in order. */
+guint             tern_engine_worker_chat_images       (TernEngineWorker      *self,
+                                                        const char * const    *roles,
+                                                        const char * const    *contents,
+                                                        guint                  n_messages,
+                                                        GPtrArray             *images,
                                                         const TernGenSettings *settings);
 /* Stops every request queued or running so far: the running one within one
  * decode step. */

@@ -22,6 +22,7 @@ struct _TernMessageRow {
   char *role;
   GString *text;
   GByteArray *drafted; /* one flag per byte of text */
+  GtkWidget *images_box;
   gboolean tint;
   guint render_tick;
   gint64 last_render_us;
@@ -191,6 +192,51 @@ tern_message_row_get_drafted (TernMessageRow *self)
   static const guint8 none[1] = { 0 };
 
   return self->drafted->len ? self->drafted->data : none;
+}
+
+void
+tern_message_row_set_images (TernMessageRow *self,
+                             GPtrArray      *images)
+{
+  if (self->images_box != NULL)
+    {
+      gtk_box_remove (GTK_BOX (self), self->images_box);
+      self->images_box = NULL;
+    }
+  if (images == NULL || images->len == 0)
+    return;
+  self->images_box = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
+  for (guint i = 0; i < images->len; i++)
+    {
+      g_autoptr(GdkTexture) texture = gdk_texture_new_from_bytes (g_ptr_array_index (images, i),
+                                                                  NULL);
+      GtkWidget *picture;
+
+      if (texture == NULL)
+        continue;
+      picture = gtk_picture_new_for_paintable (GDK_PAINTABLE (texture));
+      gtk_widget_set_size_request (picture, 160, 120);
+      gtk_picture_set_can_shrink (GTK_PICTURE (picture), TRUE);
+      gtk_widget_add_css_class (picture, "card");
+      gtk_accessible_update_property (GTK_ACCESSIBLE (picture), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                      _("Image sent with the message"), -1);
+      gtk_box_append (GTK_BOX (self->images_box), picture);
+    }
+  gtk_box_insert_child_after (GTK_BOX (self), self->images_box,
+                              gtk_widget_get_first_child (GTK_WIDGET (self)));
+}
+
+guint
+tern_message_row_get_n_images (TernMessageRow *self)
+{
+  guint n = 0;
+
+  if (self->images_box == NULL)
+    return 0;
+  for (GtkWidget *c = gtk_widget_get_first_child (self->images_box); c;
+       c = gtk_widget_get_next_sibling (c))
+    n++;
+  return n;
 }
 
 void

@@ -41,6 +41,10 @@ void            tern_message_row_set_error  (TernMessageRow *self,
 /* The last turn offers Edit (user) or Regenerate (assistant). */
 void            tern_message_row_set_last   (TernMessageRow *self,
                                              gboolean        last);
+/* Shows the images sent with the message (GBytes of image files). */
+void            tern_message_row_set_images (TernMessageRow *self,
+                                             GPtrArray      *images);
+guint           tern_message_row_get_n_images (TernMessageRow *self);
 /* Renders now instead of at the next frame. */
 void            tern_message_row_flush      (TernMessageRow *self);
 

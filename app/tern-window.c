@@ -7,8 +7,11 @@
  */
 #include "config.h"
 
+#include <math.h>
+
 #include <glib/gi18n.h>
 
+#include "tern.h"
 #include "tern-application.h"
 #include "tern-engine-worker.h"
 #include "tern-message-row.h"
@@ -43,6 +46,16 @@ struct _TernWindow {
   GtkTextView *composer;
   GtkStack *send_stack;
   TernPinEditor *pin_editor;
+  GtkButton *attach_button;
+  GtkBox *attachments_bar;
+  GtkBox *attachments_box;
+  GtkSpinButton *image_tokens_spin;
+  GtkLabel *image_cost_label;
+  GtkDropTarget *drop_target;
+  GPtrArray *attachments;  /* GBytes of image files, for the next message */
+  int vision_native;       /* image tokens at the native size; -1: no vision */
+  int vision_extra;        /* KV rows an image adds besides its tokens */
+  double prefill_tok_s;    /* measured on the last request */
 
   GSettings *settings;
   TernEngineWorker *worker;
@@ -76,6 +89,7 @@ G_DEFINE_FINAL_TYPE (TernWindow, tern_window, ADW_TYPE_APPLICATION_WINDOW)
 
 static void update_actions (TernWindow *self);
 static void apply_server (TernWindow *self);
+static void clear_attachments (TernWindow *self);
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -186,6 +200,7 @@ add_row (TernWindow        *self,
   tern_message_row_set_error (row, m->error);
   if (m->drafted != NULL && m->drafted->len == strlen (m->text))
     tern_message_row_set_drafted (row, m->drafted->data);
+  tern_message_row_set_images (row, m->images);
   tern_message_row_set_tint (row, g_settings_get_boolean (self->settings, "tint-drafted"));
   gtk_box_append (self->message_box, GTK_WIDGET (row));
   self->stick_to_bottom = TRUE;
@@ -344,6 +359,7 @@ gen_settings (TernWindow *self)
     .speculate = g_settings_get_boolean (self->settings, "speculation"),
     .drafter = selected_drafter (self),
     .draft_max = g_settings_get_int (self->settings, "draft-length"),
+    .image_tokens = gtk_spin_button_get_value_as_int (self->image_tokens_spin),
   };
   return gen;
 }
@@ -420,20 +436,33 @@ start_generation (TernWindow *self)
   if (g_str_equal (mode, "chat"))
     {
       g_autofree const char **roles = g_new0 (const char *, n_before + 1);
-      g_autofree const char **contents = g_new0 (const char *, n_before + 1);
+      g_autoptr(GPtrArray) contents = g_ptr_array_new_with_free_func (g_free);
+      g_autoptr(GPtrArray) images = g_ptr_array_new ();
 
+      /* A message's images go where its markers are: before its text. */
       for (guint i = 0; i < n_before; i++)
         {
           TernMessage *m = tern_chat_get_message (self->chat, i);
+          GString *content = g_string_new (NULL);
+
           roles[i] = m->role;
-          contents[i] = m->text;
+          for (guint k = 0; m->images != NULL && k < m->images->len; k++)
+            {
+              g_string_append (content, TN_IMAGE_MARKER);
+              g_ptr_array_add (images, g_ptr_array_index (m->images, k));
+            }
+          g_string_append (content, m->text);
+          g_ptr_array_add (contents, g_string_free (content, FALSE));
         }
-      self->gen_id = tern_engine_worker_chat (self->worker, roles, contents, n_before, &gen);
+      self->gen_id = tern_engine_worker_chat_images (self->worker, roles,
+                                                     (const char * const *) contents->pdata,
+                                                     n_before, images, &gen);
     }
   else
     {
       TernMessage *last = tern_chat_get_message (self->chat, n_before - 1);
-      self->gen_id = tern_engine_worker_ask (self->worker, last->text, &gen);
+      self->gen_id = tern_engine_worker_ask_images (self->worker, last->text, last->images,
+                                                    &gen);
     }
 
   answer = tern_chat_append (self->chat, "assistant", "");
@@ -461,9 +490,19 @@ send_text (TernWindow *self,
 {
   g_autofree char *trimmed = g_strstrip (g_strdup (text ? text : ""));
 
+  TernMessage *m;
+
   if (!self->model_loaded || is_generating (self) || *trimmed == '\0')
     return;
-  add_row (self, tern_chat_append (self->chat, "user", trimmed));
+  m = tern_chat_append (self->chat, "user", trimmed);
+  if (self->attachments->len > 0)
+    {
+      m->images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+      for (guint i = 0; i < self->attachments->len; i++)
+        g_ptr_array_add (m->images, g_bytes_ref (g_ptr_array_index (self->attachments, i)));
+    }
+  add_row (self, m);
+  clear_attachments (self);
   start_generation (self);
 }
 
@@ -586,6 +625,8 @@ on_finished (TernWindow      *self,
   m->error = g_strdup (error);
   tern_message_set_stats (m, stats);
   tern_chat_touch (self->chat);
+  if (stats->prefill_tok_s > 0 && stats->prompt_tokens >= 8)
+    self->prefill_tok_s = stats->prefill_tok_s;
 
   tern_message_row_flush (self->streaming_row);
   figures = tern_message_format_stats (m);
@@ -607,6 +648,320 @@ on_engine_warning (TernWindow *self,
                    const char *message)
 {
   toast (self, message);
+}
+
+/* ---------------------------------------------------------------- images */
+
+/* Tokens an image costs under budget: the largest square grid within it, at
+ * most the native one (tn_vision_tokens' rule). */
+static int
+image_tokens_for (int native,
+                  int budget)
+{
+  int side = (int) (sqrt ((double) native) + 0.5);
+  int k;
+
+  if (native <= 0)
+    return 0;
+  if (budget <= 0 || budget >= native)
+    return native;
+  k = (int) sqrt ((double) budget);
+  while ((k + 1) * (k + 1) <= budget)
+    k++;
+  while (k > 1 && k * k > budget)
+    k--;
+  return MIN (MAX (k, 1), side) * MIN (MAX (k, 1), side);
+}
+
+/* The cost preview: image tokens, and the prefill time they add at the
+ * prefill speed last measured. */
+static void
+update_image_cost (TernWindow *self)
+{
+  guint n = self->attachments->len;
+  int per = image_tokens_for (self->vision_native,
+                              gtk_spin_button_get_value_as_int (self->image_tokens_spin));
+  int rows = (int) n * (per + self->vision_extra);
+  g_autofree char *text = NULL;
+
+  gtk_widget_set_visible (GTK_WIDGET (self->attachments_bar), n > 0);
+  if (n == 0)
+    return;
+  if (self->prefill_tok_s > 0)
+    {
+      double ms = 1000.0 * rows / self->prefill_tok_s;
+      g_autofree char *time = ms < 1000 ? g_strdup_printf (_("%.0f ms"), ms)
+                                        : g_strdup_printf (_("%.1f s"), ms / 1000);
+
+      /* Translators: images attached, tokens each, total, and the prefill time
+       * they add ("120 ms", "2.5 s") */
+      text = g_strdup_printf (ngettext ("%u image · %d tokens each · %d tokens · about %s of prefill",
+                                        "%u images · %d tokens each · %d tokens · about %s of prefill", n),
+                              n, per, rows, time);
+    }
+  else
+    text = g_strdup_printf (ngettext ("%u image · %d tokens each · %d tokens (prefill speed measured after the first answer)",
+                                      "%u images · %d tokens each · %d tokens (prefill speed measured after the first answer)", n),
+                            n, per, rows);
+  gtk_label_set_text (self->image_cost_label, text);
+}
+
+static void
+on_remove_attachment (GtkButton  *button,
+                      TernWindow *self)
+{
+  GBytes *bytes = g_object_get_data (G_OBJECT (button), "tern-image");
+  guint index;
+
+  if (g_ptr_array_find (self->attachments, bytes, &index))
+    g_ptr_array_remove_index (self->attachments, index);
+  gtk_box_remove (self->attachments_box,
+                  gtk_widget_get_parent (GTK_WIDGET (button)));
+  update_image_cost (self);
+}
+
+/* Adds an image file's bytes to the next message, with a thumbnail. */
+static gboolean
+attach_image (TernWindow *self,
+              GBytes     *bytes,
+              const char *name)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GdkTexture) texture = NULL;
+  GtkWidget *overlay, *picture, *remove;
+
+  if (self->vision_native < 0)
+    {
+      set_error (self, self->model_loaded
+                         ? _("This model cannot read images: it has no vision projector (a *mmproj*.gguf file beside the model)")
+                         : _("Load a model that can read images first"));
+      return FALSE;
+    }
+  texture = gdk_texture_new_from_bytes (bytes, &error);
+  if (texture == NULL)
+    {
+      g_autofree char *message = g_strdup_printf (_("%s: not an image Tern can read (%s)"),
+                                                  name, error->message);
+      set_error (self, message);
+      return FALSE;
+    }
+  g_ptr_array_add (self->attachments, g_bytes_ref (bytes));
+
+  overlay = gtk_overlay_new ();
+  picture = gtk_picture_new_for_paintable (GDK_PAINTABLE (texture));
+  gtk_widget_set_size_request (picture, 56, 56);
+  gtk_picture_set_can_shrink (GTK_PICTURE (picture), TRUE);
+  gtk_widget_set_tooltip_text (picture, name);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (picture), GTK_ACCESSIBLE_PROPERTY_LABEL, name,
+                                  -1);
+  gtk_overlay_set_child (GTK_OVERLAY (overlay), picture);
+  remove = gtk_button_new_from_icon_name ("window-close-symbolic");
+  gtk_widget_set_halign (remove, GTK_ALIGN_END);
+  gtk_widget_set_valign (remove, GTK_ALIGN_START);
+  gtk_widget_add_css_class (remove, "circular");
+  gtk_widget_add_css_class (remove, "osd");
+  gtk_widget_set_tooltip_text (remove, _("Remove Image"));
+  gtk_accessible_update_property (GTK_ACCESSIBLE (remove), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                  _("Remove Image"), -1);
+  g_object_set_data_full (G_OBJECT (remove), "tern-image", g_bytes_ref (bytes),
+                          (GDestroyNotify) g_bytes_unref);
+  g_signal_connect (remove, "clicked", G_CALLBACK (on_remove_attachment), self);
+  gtk_overlay_add_overlay (GTK_OVERLAY (overlay), remove);
+  gtk_box_append (self->attachments_box, overlay);
+  update_image_cost (self);
+  return TRUE;
+}
+
+static gboolean
+attach_file (TernWindow *self,
+             GFile      *file)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *name = g_file_get_basename (file);
+  g_autoptr(GBytes) bytes = NULL;
+
+  if (self->vision_native < 0)
+    return attach_image (self, NULL, name);
+  /* Image files are small next to a model; read here, decoded on the worker. */
+  bytes = g_file_load_bytes (file, NULL, NULL, &error);
+  if (bytes == NULL)
+    {
+      set_error (self, error->message);
+      return FALSE;
+    }
+  return attach_image (self, bytes, name);
+}
+
+static gboolean
+attach_texture (TernWindow *self,
+                GdkTexture *texture)
+{
+  g_autoptr(GBytes) png = NULL;
+
+  if (self->vision_native < 0)
+    return attach_image (self, NULL, _("Pasted image"));
+  png = gdk_texture_save_to_png_bytes (texture);
+  return attach_image (self, png, _("Pasted image"));
+}
+
+static void
+clear_attachments (TernWindow *self)
+{
+  GtkWidget *child;
+
+  g_ptr_array_set_size (self->attachments, 0);
+  while ((child = gtk_widget_get_first_child (GTK_WIDGET (self->attachments_box))) != NULL)
+    gtk_box_remove (self->attachments_box, child);
+  update_image_cost (self);
+}
+
+/* Files from a file manager, or image data from another app. */
+static gboolean
+on_drop (GtkDropTarget *target,
+         const GValue  *value,
+         double         x,
+         double         y,
+         TernWindow    *self)
+{
+  gboolean any = FALSE;
+
+  (void) target;
+  (void) x;
+  (void) y;
+  if (G_VALUE_HOLDS (value, GDK_TYPE_FILE_LIST))
+    {
+      for (GSList *l = g_value_get_boxed (value); l != NULL; l = l->next)
+        if (attach_file (self, l->data))
+          any = TRUE;
+        else
+          break;
+    }
+  else if (G_VALUE_HOLDS (value, G_TYPE_FILE))
+    any = attach_file (self, g_value_get_object (value));
+  else if (G_VALUE_HOLDS (value, GDK_TYPE_TEXTURE))
+    any = attach_texture (self, g_value_get_object (value));
+  return any;
+}
+
+static void
+on_paste_texture (GObject      *clipboard,
+                  GAsyncResult *result,
+                  gpointer      data)
+{
+  g_autoptr(TernWindow) self = data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GdkTexture) texture = gdk_clipboard_read_texture_finish (GDK_CLIPBOARD (clipboard),
+                                                                     result, &error);
+
+  if (texture != NULL)
+    attach_texture (self, texture);
+  else
+    set_error (self, error->message);
+}
+
+/* Ctrl+V with a picture on the clipboard attaches it; text pastes as usual. */
+static gboolean
+paste_image (TernWindow *self)
+{
+  GdkClipboard *clipboard = gtk_widget_get_clipboard (GTK_WIDGET (self));
+  GdkContentFormats *formats = gdk_clipboard_get_formats (clipboard);
+
+  if (!gdk_content_formats_contain_gtype (formats, GDK_TYPE_TEXTURE)
+      || gdk_content_formats_contain_gtype (formats, G_TYPE_STRING))
+    return FALSE;
+  gdk_clipboard_read_texture_async (clipboard, NULL, on_paste_texture, g_object_ref (self));
+  return TRUE;
+}
+
+static void
+on_add_image_response (GtkNativeDialog *dialog,
+                       int              response,
+                       TernWindow      *self)
+{
+  if (response == GTK_RESPONSE_ACCEPT)
+    {
+      g_autoptr(GListModel) files = gtk_file_chooser_get_files (GTK_FILE_CHOOSER (dialog));
+
+      for (guint i = 0; i < g_list_model_get_n_items (files); i++)
+        {
+          g_autoptr(GFile) file = g_list_model_get_item (files, i);
+          if (!attach_file (self, file))
+            break;
+        }
+    }
+  g_object_unref (dialog);
+}
+
+static void
+action_add_image (GSimpleAction *action,
+                  GVariant      *param,
+                  gpointer       data)
+{
+  TernWindow *self = data;
+  GtkFileChooserNative *dialog;
+  g_autoptr(GtkFileFilter) filter = gtk_file_filter_new ();
+
+  (void) action;
+  (void) param;
+  if (self->vision_native < 0)
+    {
+      attach_image (self, NULL, "");
+      return;
+    }
+  dialog = gtk_file_chooser_native_new (_("Add Images"), GTK_WINDOW (self),
+                                        GTK_FILE_CHOOSER_ACTION_OPEN, _("_Add"), _("_Cancel"));
+  gtk_file_chooser_set_select_multiple (GTK_FILE_CHOOSER (dialog), TRUE);
+  gtk_file_filter_set_name (filter, _("Images (PNG, JPEG, WebP, GIF)"));
+  gtk_file_filter_add_mime_type (filter, "image/png");
+  gtk_file_filter_add_mime_type (filter, "image/jpeg");
+  gtk_file_filter_add_mime_type (filter, "image/webp");
+  gtk_file_filter_add_mime_type (filter, "image/gif");
+  gtk_file_chooser_add_filter (GTK_FILE_CHOOSER (dialog), filter);
+  g_signal_connect (dialog, "response", G_CALLBACK (on_add_image_response), self);
+  gtk_native_dialog_show (GTK_NATIVE_DIALOG (dialog));
+}
+
+static void
+on_vision (TernWindow *self,
+           guint       id,
+           int         native_tokens,
+           int         extra_rows,
+           const char *projector)
+{
+  (void) id;
+  (void) projector;
+  self->vision_native = native_tokens;
+  self->vision_extra = MAX (extra_rows, 0);
+  clear_attachments (self);
+  if (native_tokens > 0)
+    gtk_spin_button_set_range (self->image_tokens_spin, 1, native_tokens);
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->attach_button),
+                               native_tokens > 0 ? _("Add Image… (or drop or paste one)")
+                                                 : _("Add Image… (this model cannot read images)"));
+}
+
+GtkDropTarget *
+tern_window_get_drop_target (TernWindow *self)
+{
+  return self->drop_target;
+}
+
+guint
+tern_window_get_n_attachments (TernWindow *self)
+{
+  return self->attachments->len;
+}
+
+gboolean
+tern_window_has_vision (TernWindow *self)
+{
+  return self->vision_native > 0;
+}
+
+const char *
+tern_window_get_image_cost_text (TernWindow *self)
+{
+  return gtk_label_get_text (self->image_cost_label);
 }
 
 /* -------------------------------------------------------- local server */
@@ -1123,6 +1478,7 @@ static const GActionEntry win_entries[] = {
   { "export-chat", action_export_chat, NULL, NULL, NULL, { 0 } },
   { "export-chat-to", action_export_chat_to, "s", NULL, NULL, { 0 } },
   { "show-toast", action_show_toast, "s", NULL, NULL, { 0 } },
+  { "add-image", action_add_image, NULL, NULL, NULL, { 0 } },
 };
 
 /* -------------------------------------------------------------- the rest */
@@ -1142,6 +1498,9 @@ on_composer_key (GtkEventControllerKey *controller,
       gtk_widget_activate_action (GTK_WIDGET (self), "win.send", NULL);
       return TRUE;
     }
+  if ((keyval == GDK_KEY_v || keyval == GDK_KEY_V)
+      && (state & (GDK_SHIFT_MASK | GDK_CONTROL_MASK | GDK_ALT_MASK)) == GDK_CONTROL_MASK)
+    return paste_image (self);
   return FALSE;
 }
 
@@ -1303,6 +1662,7 @@ tern_window_finalize (GObject *object)
   g_free (self->server_status);
   g_free (self->server_key);
   g_clear_pointer (&self->toasts, g_ptr_array_unref);
+  g_clear_pointer (&self->attachments, g_ptr_array_unref);
   G_OBJECT_CLASS (tern_window_parent_class)->finalize (object);
 }
 
@@ -1344,6 +1704,11 @@ tern_window_class_init (TernWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernWindow, composer);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, send_stack);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, pin_editor);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, attach_button);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, attachments_bar);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, attachments_box);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, image_tokens_spin);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, image_cost_label);
 }
 
 static void
@@ -1360,6 +1725,8 @@ tern_window_init (TernWindow *self)
 
   self->settings = tern_settings_new ();
   self->toasts = g_ptr_array_new_with_free_func (g_object_unref);
+  self->attachments = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  self->vision_native = -1;
   self->chats_dir = tern_chats_dir ();
   self->chats = g_list_store_new (TERN_TYPE_CHAT);
   self->worker = tern_engine_worker_new ();
@@ -1410,6 +1777,21 @@ tern_window_init (TernWindow *self)
   g_signal_connect_swapped (self->worker, "warning", G_CALLBACK (on_engine_warning), self);
   g_signal_connect_swapped (self->worker, "drafter-ready", G_CALLBACK (on_drafter_ready), self);
   g_signal_connect_swapped (self->worker, "server-state", G_CALLBACK (on_server_state), self);
+  g_signal_connect_swapped (self->worker, "vision", G_CALLBACK (on_vision), self);
+  g_settings_bind (self->settings, "image-tokens", self->image_tokens_spin, "value",
+                   G_SETTINGS_BIND_DEFAULT);
+  g_signal_connect_swapped (self->image_tokens_spin, "value-changed",
+                            G_CALLBACK (update_image_cost), self);
+  {
+    /* Anywhere on the chat: files from a file manager or image data. */
+    GType types[] = { GDK_TYPE_FILE_LIST, G_TYPE_FILE, GDK_TYPE_TEXTURE };
+
+    self->drop_target = gtk_drop_target_new (G_TYPE_INVALID, GDK_ACTION_COPY);
+    gtk_drop_target_set_gtypes (self->drop_target, types, G_N_ELEMENTS (types));
+    g_signal_connect (self->drop_target, "drop", G_CALLBACK (on_drop), self);
+    gtk_widget_add_controller (GTK_WIDGET (self->content),
+                               GTK_EVENT_CONTROLLER (self->drop_target));
+  }
   g_signal_connect_object (self->settings, "changed::server-enabled",
                            G_CALLBACK (on_server_setting_changed), self, G_CONNECT_SWAPPED);
   g_signal_connect_object (self->settings, "changed::server-port",

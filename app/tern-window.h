@@ -27,6 +27,14 @@ gboolean       tern_window_export_markdown       (TernWindow     *self,
 const char    *tern_window_get_server_url        (TernWindow     *self);
 const char    *tern_window_get_server_status     (TernWindow     *self);
 
+/* Images for the next message: the drop target on the chat (files, file
+ * lists, textures), how many are attached, whether the model can read them,
+ * and the cost preview line. */
+GtkDropTarget *tern_window_get_drop_target       (TernWindow     *self);
+guint          tern_window_get_n_attachments     (TernWindow     *self);
+gboolean       tern_window_has_vision            (TernWindow     *self);
+const char    *tern_window_get_image_cost_text   (TernWindow     *self);
+
 /* Closes the toasts shown or waiting (tests take screenshots). */
 void           tern_window_dismiss_toasts        (TernWindow     *self);
 

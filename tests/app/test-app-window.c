@@ -896,6 +896,151 @@ test_file_drafters (TernWindow *w,
   g_settings_set_int (settings, "max-tokens", max_tokens);
 }
 
+static gboolean
+write_png (const char *path,
+           int         width,
+           int         height)
+{
+  g_autoptr(GdkPixbuf) pixbuf = gdk_pixbuf_new (GDK_COLORSPACE_RGB, FALSE, 8, width, height);
+  guchar *pixels = gdk_pixbuf_get_pixels (pixbuf);
+  int stride = gdk_pixbuf_get_rowstride (pixbuf);
+
+  /* A sky over a sea, with a bright sun. */
+  for (int y = 0; y < height; y++)
+    for (int x = 0; x < width; x++)
+      {
+        guchar *p = pixels + y * stride + x * 3;
+        gboolean sun = (x - width / 3) * (x - width / 3) + (y - height / 4) * (y - height / 4)
+                       < (height / 8) * (height / 8);
+        p[0] = sun ? 250 : y < height / 2 ? 120 : 20;
+        p[1] = sun ? 220 : y < height / 2 ? 170 : 80;
+        p[2] = sun ? 60 : y < height / 2 ? 235 : 160;
+      }
+  return gdk_pixbuf_save (pixbuf, path, "png", NULL, NULL);
+}
+
+/* Emits the chat's drop target's "drop" as a drag from a file manager
+ * would, with a real GFile. */
+static gboolean
+drop_file (TernWindow *w,
+           const char *path)
+{
+  GtkDropTarget *target = tern_window_get_drop_target (w);
+  g_autoptr(GFile) file = g_file_new_for_path (path);
+  GValue value = G_VALUE_INIT;
+  gboolean accepted = FALSE;
+
+  g_value_init (&value, G_TYPE_FILE);
+  g_value_set_object (&value, file);
+  g_signal_emit_by_name (target, "drop", &value, 100.0, 100.0, &accepted);
+  g_value_unset (&value);
+  return accepted;
+}
+
+/* Image prompts: a model without a vision projector refuses a dropped PNG
+ * with a toast; a Gemma 3 model with its projector beside it takes it (a
+ * thumbnail in the composer, a cost preview), and the answer arrives with
+ * the image's tokens in its prompt. */
+static void
+test_images (TernWindow *w,
+             const char *dir)
+{
+  g_autofree char *png = g_build_filename (dir, "sea.png", NULL);
+  g_autofree char *vdir = g_build_filename (dir, "vision", NULL);
+  g_autofree char *gemma = g_build_filename (vdir, "gemma.gguf", NULL);
+  g_autofree char *mmproj = g_build_filename (vdir, "mmproj-gemma.gguf", NULL);
+  g_autofree char *vocab = NULL;
+  tn_mkmodel_params p = tn_mkmodel_default_params ();
+  tn_mkmodel_vision_params vp = tn_mkmodel_vision_default_params ();
+  tn_error err = { 0 };
+  TernMessage *m;
+  GtkWidget *user_row;
+  g_autofree char *answer = NULL;
+
+  CHECK (write_png (png, 96, 64));
+
+  /* No projector beside the qwen3 test model: refused, with a toast. */
+  CHECK (!tern_window_has_vision (w));
+  CHECK (!drop_file (w, png));
+  CHECK (tern_window_get_n_attachments (w) == 0);
+  CHECKF (tern_window_get_last_error (w) != NULL
+          && strstr (tern_window_get_last_error (w), "vision projector") != NULL,
+          "error: %s", tern_window_get_last_error (w));
+
+  if (g_getenv ("TERN_VOCAB_DIR") == NULL)
+    {
+      fprintf (stderr, "images: TERN_VOCAB_DIR is not set (tools/fetch-vocab.sh)\n");
+      CHECK (FALSE);
+      return;
+    }
+  vocab = g_build_filename (g_getenv ("TERN_VOCAB_DIR"), "gemma3", "tokenizer.json", NULL);
+  g_mkdir_with_parents (vdir, 0755);
+  p.arch = "gemma3";
+  p.type = "q8_0";
+  p.n_embd = 64;
+  p.n_layer = 2;
+  p.n_head = 2;
+  p.n_head_kv = 1;
+  p.head_dim = 32;
+  p.n_ff = 128;
+  p.n_ctx = 2048;
+  p.tokenizer = vocab;
+  p.seed = 3;
+  p.n_threads = 1;
+  CHECKF (tn_mkmodel (&p, gemma, &err) == TN_OK, "%s", err.message);
+  /* 128 px in 2-px patches: Gemma 3's 64 x 64 grid, 256 tokens, on a tiny tower. */
+  vp.target = gemma;
+  vp.image_size = 128;
+  vp.patch_size = 2;
+  vp.n_embd = 32;
+  vp.n_ff = 64;
+  vp.n_layer = 1;
+  vp.n_head = 2;
+  CHECKF (tn_mkmodel_vision (&vp, mmproj, &err) == TN_OK, "%s", err.message);
+
+  activate (w, "load-model", g_variant_new_string (gemma));
+  CHECK (wait_for (w, not_loading, 60));
+  CHECK (wait_for (w, idle_engine, 60));
+  spin_for (0.2);
+  CHECKF (tern_window_has_vision (w), "no vision after loading %s", gemma);
+  if (!tern_window_has_vision (w))
+    return;
+
+  CHECK (drop_file (w, png));
+  CHECK (tern_window_get_n_attachments (w) == 1);
+  fprintf (stderr, "image cost preview: %s\n", tern_window_get_image_cost_text (w));
+  CHECKF (strstr (tern_window_get_image_cost_text (w), "256 tokens each") != NULL, "%s",
+          tern_window_get_image_cost_text (w));
+  g_settings_set_int (tern_application_get_settings (
+                        TERN_APPLICATION (gtk_window_get_application (GTK_WINDOW (w)))),
+                      "image-tokens", 64);
+  CHECKF (strstr (tern_window_get_image_cost_text (w), "64 tokens each") != NULL, "%s",
+          tern_window_get_image_cost_text (w));
+  {
+    const char *out = g_getenv ("TERN_TEST_OUT");
+    g_autofree char *shot = g_build_filename (out && *out ? out : dir, "tern-image-drop.png",
+                                              NULL);
+    tern_window_dismiss_toasts (w);
+    spin_for (0.3);
+    CHECK (save_screenshot (GTK_WIDGET (w), shot));
+  }
+
+  g_action_group_activate_action (G_ACTION_GROUP (w), "mode", g_variant_new_string ("flash"));
+  answer = send_and_wait (w, "What is in this picture?", NULL);
+  m = last_message (w);
+  CHECK (tern_window_get_n_attachments (w) == 0);
+  CHECKF (m != NULL && m->error == NULL, "error: %s", m ? m->error : "");
+  CHECKF (m != NULL && m->stats.generated_tokens > 0, "%d tokens",
+          m ? m->stats.generated_tokens : -1);
+  CHECKF (m != NULL && m->stats.prompt_tokens > 64, "prompt %d tokens (the image is 64)",
+          m ? m->stats.prompt_tokens : -1);
+  user_row = tern_window_get_row (w, tern_window_get_n_rows (w) - 2);
+  CHECK (user_row != NULL && tern_message_row_get_n_images (TERN_MESSAGE_ROW (user_row)) == 1);
+  if (m != NULL)
+    fprintf (stderr, "image answer: prompt %d tokens (64 of them the image), %d generated\n",
+             m->stats.prompt_tokens, m->stats.generated_tokens);
+}
+
 /* Preferences, shortcuts and about build from their templates and close. */
 static void
 test_dialogs (TernWindow     *w,
@@ -1041,6 +1186,7 @@ main (int   argc,
       test_chat_mode (w);
       test_export_delete (w, tmp, data_dir);
       test_dialogs (w, GTK_APPLICATION (app));
+      test_images (w, tmp);
       test_quit_mid_generation (w, GTK_APPLICATION (app));
     }
 
