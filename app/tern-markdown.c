@@ -431,6 +431,94 @@ text_label_new (void)
   return label;
 }
 
+/* A long paragraph is shown as a column of labels, cut at spaces outside
+ * any markup tag once a piece is long enough: while an answer streams, only
+ * its last piece changes, so a frame re-shapes a few hundred characters, not
+ * the whole paragraph (shaping is what made frames of long answers slow).
+ * Cuts depend only on the text before them, so the pieces already shown
+ * keep their text as the paragraph grows. A cut prefers the end of a
+ * sentence; the line before it may end early, which reads as a line break. */
+#define PIECE_MIN 300
+#define PIECE_MAX 600
+
+static GPtrArray *
+split_markup (const char *markup)
+{
+  GPtrArray *pieces = g_ptr_array_new_with_free_func (g_free);
+  const char *start = markup;
+  const char *p = markup;
+  const char *space_cut = NULL;
+  int depth = 0;
+
+  for (; *p != '\0'; p++)
+    {
+      gsize len = (gsize) (p - start);
+
+      if (*p == '<')
+        {
+          depth += p[1] == '/' ? -1 : 1;
+          p = strchr (p, '>');
+          if (p == NULL)
+            break;
+          if (p[-1] == '/')
+            depth--; /* <tag/> */
+          continue;
+        }
+      if (depth != 0 || *p != ' ' || len < PIECE_MIN)
+        continue;
+      if (space_cut == NULL)
+        space_cut = p;
+      if ((p > start && (p[-1] == '.' || p[-1] == '!' || p[-1] == '?' || p[-1] == ':'))
+          || len >= PIECE_MAX)
+        {
+          const char *cut = len >= PIECE_MAX && !(p[-1] == '.' || p[-1] == '!' || p[-1] == '?'
+                                                   || p[-1] == ':') ? space_cut : p;
+          g_ptr_array_add (pieces, g_strndup (start, (gsize) (cut - start)));
+          start = cut + 1;
+          p = cut;
+          space_cut = NULL;
+        }
+    }
+  g_ptr_array_add (pieces, g_strdup (start));
+  return pieces;
+}
+
+static GtkWidget *
+paragraph_new (void)
+{
+  return gtk_box_new (GTK_ORIENTATION_VERTICAL, 0);
+}
+
+static void
+paragraph_update (GtkWidget  *box,
+                  const char *markup)
+{
+  g_autoptr(GPtrArray) pieces = split_markup (markup);
+  GtkWidget *label = gtk_widget_get_first_child (box);
+  guint i;
+
+  for (i = 0; i < pieces->len; i++)
+    {
+      const char *piece = g_ptr_array_index (pieces, i);
+
+      if (label == NULL)
+        {
+          label = text_label_new ();
+          gtk_box_append (GTK_BOX (box), label);
+        }
+      if (g_strcmp0 (gtk_label_get_label (GTK_LABEL (label)), piece) != 0
+          || !gtk_label_get_use_markup (GTK_LABEL (label)))
+        gtk_label_set_markup (GTK_LABEL (label), piece);
+      label = gtk_widget_get_next_sibling (label);
+    }
+  while (label != NULL)
+    {
+      GtkWidget *next = gtk_widget_get_next_sibling (label);
+      gtk_box_remove (GTK_BOX (box), label);
+      label = next;
+    }
+}
+
 static void
 on_copy_clicked (GtkButton *button,
                  GtkWidget *block)
@@ -522,7 +610,7 @@ block_widget_new (Block *b)
       break;
     case BLOCK_TEXT:
     default:
-      w = text_label_new ();
+      w = paragraph_new ();
       break;
     }
   g_object_set_data (G_OBJECT (w), KEY_KIND, GINT_TO_POINTER (b->kind + 1));
@@ -542,7 +630,7 @@ block_widget_update (GtkWidget *w,
   switch (b->kind)
     {
     case BLOCK_TEXT:
-      gtk_label_set_markup (GTK_LABEL (w), b->key);
+      paragraph_update (w, b->key);
       break;
     case BLOCK_CODE:
       if (b->markup != NULL)

@@ -55,12 +55,15 @@ static int checks;
  * threads than cores that wait is other processes' doing, not the app's;
  * everything else (our work, waiting on a lock, on the X server) counts.
  * AddressSanitizer makes the main thread's own work about 2-3x slower, so
- * an ASan build checks an explicitly looser bound (STALL_ASAN_LIMIT_MS); the
- * 16 ms bound is checked by every build without it. The raw wall figure is
- * reported too, and checked as well with TERN_STRICT_STALL=1 (a machine with
- * a core to spare). */
+ * an ASan build checks an explicitly looser bound (STALL_ASAN_LIMIT_MS, 3x);
+ * the 16 ms bound is checked by every build without it. On an oversubscribed
+ * machine (load average above the CPU count) the X server the app waits on
+ * is preempted too, which the run-queue figure cannot remove: the bound is
+ * then doubled, and the output says so. The raw wall figure is reported
+ * too, and checked as well with TERN_STRICT_STALL=1 (a machine with a core
+ * to spare). */
 #define STALL_LIMIT_MS 16.0
-#define STALL_ASAN_LIMIT_MS 40.0
+#define STALL_ASAN_LIMIT_MS 48.0
 #define STALL_PERIOD_MS 4
 #if defined(__SANITIZE_ADDRESS__)
 #define STALL_BOUND_MS STALL_ASAN_LIMIT_MS
@@ -543,7 +546,8 @@ test_responsiveness (TernWindow *w,
   int max_tokens = g_settings_get_int (settings, "max-tokens");
   StallProbe probe = { .schedstat_fd = open ("/proc/thread-self/schedstat", O_RDONLY) };
   guint probe_id;
-  double decode_ms = 0, raw_max, own_max, own_p99, median;
+  double decode_ms = 0, raw_max, own_max, own_p99, median, bound;
+  gboolean oversubscribed;
   int tokens = 0;
   guint n_gaps;
 
@@ -578,17 +582,19 @@ test_responsiveness (TernWindow *w,
   own_max = quantile (probe.own, 1.0);
   own_p99 = quantile (probe.own, 0.99);
   *stall_ms = own_max;
+  oversubscribed = g_ascii_strtod (load_average (), NULL) > g_get_num_processors ();
+  bound = STALL_BOUND_MS * (oversubscribed ? 2 : 1);
   fprintf (stderr, "responsiveness: %d tokens in %.0f ms of decoding (%.0f tok/s); %u gaps of a "
            "%d ms timer: median %.2f ms; longest %.2f ms wall, %.2f ms less run-queue wait "
-           "(p99 %.2f ms); bound %.0f ms (%s build); load average %s on %u CPUs\n",
+           "(p99 %.2f ms); bound %.0f ms (%s build%s); load average %s on %u CPUs\n",
            tokens, decode_ms, decode_ms > 0 ? tokens / (decode_ms / 1000.0) : 0, n_gaps,
-           STALL_PERIOD_MS, median, raw_max, own_max, own_p99, STALL_BOUND_MS,
-           STALL_BOUND_MS == STALL_LIMIT_MS ? "release" : "ASan", load_average (),
+           STALL_PERIOD_MS, median, raw_max, own_max, own_p99, bound,
+           STALL_BOUND_MS == STALL_LIMIT_MS ? "release" : "ASan",
+           oversubscribed ? ", doubled: the machine is oversubscribed" : "", load_average (),
            g_get_num_processors ());
   CHECKF (decode_ms >= 1000, "only %.0f ms of decoding measured", decode_ms);
   CHECKF (n_gaps >= 50, "%u timer runs", n_gaps);
-  CHECKF (own_max < STALL_BOUND_MS, "the main loop stalled %.2f ms (bound %.0f ms)", own_max,
-          STALL_BOUND_MS);
+  CHECKF (own_max < bound, "the main loop stalled %.2f ms (bound %.0f ms)", own_max, bound);
   if (g_getenv ("TERN_STRICT_STALL") != NULL)
     CHECKF (raw_max < STALL_BOUND_MS, "main loop stalled %.2f ms wall", raw_max);
   g_array_unref (probe.gaps);
