@@ -31,15 +31,14 @@ for pkg in "${want[@]}"; do
         missing+=("$pkg")
     fi
 done
-# npm: the machine's Node.js may come from outside Debian; only when there is
-# no npm at all do we ask Debian for one.
-if ! command -v npm >/dev/null 2>&1; then
-    missing+=(npm)
-fi
-# Node.js itself: tests/server runs the official openai npm client.
-if ! command -v node >/dev/null 2>&1; then
-    missing+=(nodejs)
-fi
+# The tests (only they) run the official openai npm client (tests/server).
+# The machine's Node.js may come from outside Debian; only when there is none
+# do we ask Debian for one.
+for group in "$@"; do
+    [ "$group" = test ] || continue
+    command -v npm >/dev/null 2>&1 || missing+=(npm)
+    command -v node >/dev/null 2>&1 || missing+=(nodejs)
+done
 
 if [ ${#missing[@]} -gt 0 ]; then
     echo "ensure-deps: installing ${missing[*]}"
