@@ -222,6 +222,9 @@ tern_application_startup (GApplication *app)
   static const char *pin[] = { "<Primary>p", NULL };
   static const char *pin_panel[] = { "F9", NULL };
   static const char *help[] = { "<Primary>question", NULL };
+  static const char *edit[] = { "<Primary>e", NULL };
+  static const char *add_image[] = { "<Primary><Shift>o", NULL };
+  static const char *export_chat[] = { "<Primary><Shift>e", NULL };
   g_autoptr(GtkCssProvider) css = gtk_css_provider_new ();
 
   G_APPLICATION_CLASS (tern_application_parent_class)->startup (app);
@@ -237,6 +240,9 @@ tern_application_startup (GApplication *app)
   gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.pin", pin);
   gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.show-pin-panel", pin_panel);
   gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.show-help-overlay", help);
+  gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.edit-last", edit);
+  gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.add-image", add_image);
+  gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.export-chat", export_chat);
 
   gtk_css_provider_load_from_resource (css, "/io/github/tern/Tern/style.css");
   gtk_style_context_add_provider_for_display (gdk_display_get_default (),

@@ -93,11 +93,15 @@ static void clear_attachments (TernWindow *self);
 
 /* ---------------------------------------------------------------- helpers */
 
+/* The overlay may still animate a dismissed toast; the reference kept in
+ * self->toasts lasts as long as the window (dropping it at "dismissed" freed
+ * a toast under libadwaita 1.2's hide animation). */
 static void
 on_toast_dismissed (AdwToast   *t,
                     TernWindow *self)
 {
-  g_ptr_array_remove (self->toasts, t);
+  (void) self;
+  g_object_set_data (G_OBJECT (t), "tern-dismissed", GINT_TO_POINTER (1));
 }
 
 static void
@@ -121,7 +125,8 @@ tern_window_dismiss_toasts (TernWindow *self)
   for (guint i = 0; i < self->toasts->len; i++)
     g_ptr_array_add (all, g_object_ref (g_ptr_array_index (self->toasts, i)));
   for (guint i = 0; i < all->len; i++)
-    adw_toast_dismiss (g_ptr_array_index (all, i));
+    if (g_object_get_data (G_OBJECT (g_ptr_array_index (all, i)), "tern-dismissed") == NULL)
+      adw_toast_dismiss (g_ptr_array_index (all, i));
 }
 
 static void

@@ -35,7 +35,9 @@ guint          tern_window_get_n_attachments     (TernWindow     *self);
 gboolean       tern_window_has_vision            (TernWindow     *self);
 const char    *tern_window_get_image_cost_text   (TernWindow     *self);
 
-/* Closes the toasts shown or waiting (tests take screenshots). */
+/* Closes the toasts shown or waiting (tests take screenshots). Only for
+ * toasts that have been on screen a while: dismissing one while its show
+ * animation runs crashed libadwaita 1.2 in the tests. */
 void           tern_window_dismiss_toasts        (TernWindow     *self);
 
 /* State, for tests and the application. */

@@ -1026,7 +1026,6 @@ test_images (TernWindow *w,
     const char *out = g_getenv ("TERN_TEST_OUT");
     g_autofree char *shot = g_build_filename (out && *out ? out : dir, "tern-image-drop.png",
                                               NULL);
-    tern_window_dismiss_toasts (w);
     spin_for (0.3);
     CHECK (save_screenshot (GTK_WIDGET (w), shot));
   }
