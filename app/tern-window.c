@@ -1333,6 +1333,14 @@ action_edit_last (GSimpleAction *action,
   if (user_index == n)
     return;
   tern_window_set_composer_text (self, tern_chat_get_message (self->chat, user_index)->text);
+  {
+    /* Its images go back to the composer with its text. */
+    TernMessage *m = tern_chat_get_message (self->chat, user_index);
+
+    clear_attachments (self);
+    for (guint i = 0; m->images != NULL && i < m->images->len; i++)
+      attach_image (self, g_ptr_array_index (m->images, i), _("Image"));
+  }
   tern_chat_truncate (self->chat, user_index);
   remove_rows_from (self, user_index);
   save_chat (self);

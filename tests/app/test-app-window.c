@@ -565,6 +565,7 @@ test_responsiveness (TernWindow *w,
       g_autofree char *answer = send_and_wait (w, prompt, &probe);
       TernMessage *m = last_message (w);
 
+      CHECK (answer != NULL);
       if (m != NULL)
         {
           decode_ms += m->stats.decode_ms;
@@ -1044,6 +1045,9 @@ test_images (TernWindow *w,
   if (m != NULL)
     fprintf (stderr, "image answer: prompt %d tokens (64 of them the image), %d generated\n",
              m->stats.prompt_tokens, m->stats.generated_tokens);
+  /* Edit takes the message back with its image. */
+  activate (w, "edit-last", NULL);
+  CHECK (tern_window_get_n_attachments (w) == 1);
 }
 
 /* Preferences, shortcuts and about build from their templates and close. */
