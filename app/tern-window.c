@@ -879,6 +879,19 @@ paste_image (TernWindow *self)
 }
 
 static void
+action_paste_image (GSimpleAction *action,
+                    GVariant      *param,
+                    gpointer       data)
+{
+  TernWindow *self = data;
+
+  (void) action;
+  (void) param;
+  if (!paste_image (self))
+    toast (self, _("The clipboard holds no image"));
+}
+
+static void
 on_add_image_response (GtkNativeDialog *dialog,
                        int              response,
                        TernWindow      *self)
@@ -1492,6 +1505,7 @@ static const GActionEntry win_entries[] = {
   { "export-chat-to", action_export_chat_to, "s", NULL, NULL, { 0 } },
   { "show-toast", action_show_toast, "s", NULL, NULL, { 0 } },
   { "add-image", action_add_image, NULL, NULL, NULL, { 0 } },
+  { "paste-image", action_paste_image, NULL, NULL, NULL, { 0 } },
 };
 
 /* -------------------------------------------------------------- the rest */

@@ -944,6 +944,12 @@ drop_file (TernWindow *w,
   return accepted;
 }
 
+static gboolean
+two_attachments (TernWindow *w)
+{
+  return tern_window_get_n_attachments (w) == 2;
+}
+
 /* Image prompts: a model without a vision projector refuses a dropped PNG
  * with a toast; a Gemma 3 model with its projector beside it takes it (a
  * thumbnail in the composer, a cost preview), and the answer arrives with
@@ -1048,6 +1054,20 @@ test_images (TernWindow *w,
   /* Edit takes the message back with its image. */
   activate (w, "edit-last", NULL);
   CHECK (tern_window_get_n_attachments (w) == 1);
+
+  /* An image on the clipboard pastes as a second one. */
+  {
+    g_autoptr(GFile) file = g_file_new_for_path (png);
+    g_autoptr(GdkTexture) texture = gdk_texture_new_from_file (file, NULL);
+
+    CHECK (texture != NULL);
+    if (texture != NULL)
+      {
+        gdk_clipboard_set_texture (gtk_widget_get_clipboard (GTK_WIDGET (w)), texture);
+        activate (w, "paste-image", NULL);
+        CHECK (wait_for (w, two_attachments, 10));
+      }
+  }
 }
 
 /* Preferences, shortcuts and about build from their templates and close. */
