@@ -92,6 +92,14 @@ typedef struct cli_encoded {
     tn_image_embd *images;
     int n;
 } cli_encoded;
+/* The vision projector for m (cli/image-args.c): mmproj, else the one
+ * *mmproj*.gguf beside model_path, loaded and checked to feed a model as
+ * wide as m. required (run --image): none is an error. Not required (serve):
+ * none, several, or a found one that does not load or fit leave *out NULL
+ * with a note; a named mmproj must still work. 0, or an exit status after
+ * printing why. */
+int cli_vision_open(const char *mmproj, const char *model_path, const tn_model *m,
+                    bool required, bool quiet, tn_vision **out);
 /* 0 (nothing to do without --image), or an exit status after printing why. */
 int cli_images_encode(const cli_images *ci, const char *model_path, const tn_model *m,
                       int n_threads, bool quiet, cli_encoded *out);

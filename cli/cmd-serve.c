@@ -29,7 +29,10 @@ static void usage(FILE *f) {
             "  --spec S           speculative decoding for every request unless it says\n"
             "                     otherwise: none (default), lookup, draft:PATH or\n"
             "                     dflash:PATH (\"tern\":{\"speculation\":...} per request)\n"
-            "  --draft-max N      tokens per draft (default: the drafter's)\n");
+            "  --draft-max N      tokens per draft (default: the drafter's)\n"
+            "  --mmproj PATH      vision projector: chat requests may carry images\n"
+            "                     (image_url data: URIs); default: the one *mmproj*.gguf\n"
+            "                     beside the model, if any\n");
 }
 
 static bool parse_long(const char *s, long lo, long hi, long *out) {
@@ -46,6 +49,7 @@ int cmd_serve(int argc, char **argv) {
     cfg.port = 8080;
     cfg.handle_signals = true;
     const char *model_arg = NULL;
+    const char *mmproj = NULL;
     cli_spec spec = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -61,7 +65,7 @@ int cmd_serve(int argc, char **argv) {
         static const char *const with_value[] = {"-m", "--model", "--host", "--port", "--api-key",
                                                  "--cors", "-c", "--ctx", "-t", "--threads",
                                                  "--queue", "--max-body", "--pins",
-                                                 "--debug-token-delay"};
+                                                 "--mmproj", "--debug-token-delay"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             known = known || !strcmp(a, with_value[k]);
@@ -83,6 +87,8 @@ int cmd_serve(int argc, char **argv) {
             cfg.api_key = v;
         } else if (!strcmp(a, "--cors")) {
             cfg.cors_origin = v;
+        } else if (!strcmp(a, "--mmproj")) {
+            mmproj = v;
         } else if (!strcmp(a, "--port")) {
             if (!parse_long(v, 0, 65535, &n)) {
                 cli_error("serve: --port wants 0..65535, not '%s'", v);
@@ -159,9 +165,19 @@ int cmd_serve(int argc, char **argv) {
         g_free(id);
         return CLI_EXIT_BAD_INPUT;
     }
+    /* The projector: named, or the one beside the model (none: text only). */
+    tn_vision *vision = NULL;
+    int vision_rc = cli_vision_open(mmproj, path, model, false, false, &vision);
+    if (vision_rc != CLI_EXIT_OK) {
+        tn_model_free(model);
+        g_free(id);
+        return vision_rc;
+    }
+    cfg.vision = vision;
     tn_drafter *drafter = NULL;
     int spec_rc = cli_spec_make(&spec, model, cfg.n_threads, &drafter);
     if (spec_rc != CLI_EXIT_OK) {
+        tn_vision_free(vision);
         tn_model_free(model);
         g_free(id);
         return spec_rc;
@@ -173,17 +189,22 @@ int cmd_serve(int argc, char **argv) {
         cli_error("serve: %s", e->message);
         g_error_free(e);
         tn_drafter_free(drafter);
+        tn_vision_free(vision);
         tn_model_free(model);
         g_free(id);
         return CLI_EXIT_BAD_INPUT;
     }
     printf("tern-cli serve: %s as '%s' on %s\n", tn_model_description(model), id,
            tern_server_url(srv));
+    if (vision)
+        printf("images: on, %d tokens each unless a request sets tern.image_tokens\n",
+               tn_vision_tokens(vision, 0));
     printf("port %d\n", tern_server_port(srv));
     fflush(stdout);
     tern_server_run(srv);
     tern_server_free(srv);
     tn_drafter_free(drafter);
+    tn_vision_free(vision);
     tn_model_free(model);
     g_free(id);
     fprintf(stderr, "tern-cli serve: stopped\n");

@@ -66,8 +66,10 @@ static bool has_suffix_ci(const char *s, const char *suffix) {
     return ls >= lx && !strcasecmp(s + ls - lx, suffix);
 }
 
-/* The projector beside the model: 0 and a malloc'd path, or an exit status. */
-static int find_mmproj(const char *model_path, char **out) {
+/* The projector beside the model: 0 and a malloc'd path (NULL: none and not
+ * required), or an exit status. Not required (serve): none is fine, and
+ * several leave images off with a note. */
+static int find_mmproj(const char *model_path, bool required, char **out) {
     *out = NULL;
     const char *slash = strrchr(model_path, '/');
     char *dir = slash ? strndup(model_path, (size_t)(slash - model_path) + (slash == model_path))
@@ -78,10 +80,14 @@ static int find_mmproj(const char *model_path, char **out) {
     }
     DIR *d = opendir(dir);
     if (!d) {
-        cli_error("%s: cannot look for a vision projector there (%s); pass --mmproj PATH", dir,
-                  strerror(errno));
+        int status = CLI_EXIT_OK;
+        if (required) {
+            cli_error("%s: cannot look for a vision projector there (%s); pass --mmproj PATH",
+                      dir, strerror(errno));
+            status = CLI_EXIT_BAD_INPUT;
+        }
         free(dir);
-        return CLI_EXIT_BAD_INPUT;
+        return status;
     }
     int found = 0;
     char first[1024] = "", second[1024] = "";
@@ -94,15 +100,24 @@ static int find_mmproj(const char *model_path, char **out) {
     closedir(d);
     int status = CLI_EXIT_OK;
     if (found == 0) {
-        cli_error("%s: no vision projector (*mmproj*.gguf) next to the model; pass --mmproj "
-                  "PATH",
-                  model_path);
-        status = CLI_EXIT_BAD_INPUT;
+        if (required) {
+            cli_error("%s: no vision projector (*mmproj*.gguf) next to the model; pass --mmproj "
+                      "PATH",
+                      model_path);
+            status = CLI_EXIT_BAD_INPUT;
+        }
     } else if (found > 1) {
-        cli_error("%s: %d vision projectors next to the model (%s, %s, ...); choose one with "
-                  "--mmproj PATH",
-                  dir, found, first, second);
-        status = CLI_EXIT_BAD_INPUT;
+        if (required) {
+            cli_error("%s: %d vision projectors next to the model (%s, %s, ...); choose one with "
+                      "--mmproj PATH",
+                      dir, found, first, second);
+            status = CLI_EXIT_BAD_INPUT;
+        } else {
+            fprintf(stderr,
+                    "tern-cli: note: %s: %d vision projectors next to the model (%s, %s, ...); "
+                    "images are off unless --mmproj PATH chooses one\n",
+                    dir, found, first, second);
+        }
     } else {
         size_t n = strlen(dir) + strlen(first) + 2;
         *out = malloc(n);
@@ -112,6 +127,49 @@ static int find_mmproj(const char *model_path, char **out) {
             status = CLI_EXIT_BAD_INPUT;
     }
     free(dir);
+    return status;
+}
+
+int cli_vision_open(const char *mmproj, const char *model_path, const tn_model *m,
+                    bool required, bool quiet, tn_vision **out) {
+    *out = NULL;
+    char *found = NULL;
+    /* A projector the user named, or one run --image needs, must work; one
+     * that serve merely found beside the model only turns images off. */
+    const bool fatal = mmproj || required;
+    if (!mmproj) {
+        int st = find_mmproj(model_path, required, &found);
+        if (st != CLI_EXIT_OK || !found)
+            return st;
+        mmproj = found;
+        if (!quiet)
+            fprintf(stderr, "vision projector: %s\n", mmproj);
+    }
+    tn_error err = {0};
+    tn_vision *v = NULL;
+    int status = CLI_EXIT_OK;
+    if (tn_vision_load(mmproj, &v, &err) != TN_OK) {
+        if (fatal)
+            cli_error("%s", err.message);
+        else
+            fprintf(stderr, "tern-cli: note: %s; images are off\n", err.message);
+        status = fatal ? CLI_EXIT_BAD_INPUT : CLI_EXIT_OK;
+    } else if (tn_vision_get_info(v)->n_embd_text != tn_model_n_embd(m)) {
+        if (fatal)
+            cli_error("%s: the projector feeds a text model %d wide; %s is %d wide (a projector "
+                      "for another model)",
+                      mmproj, tn_vision_get_info(v)->n_embd_text, model_path, tn_model_n_embd(m));
+        else
+            fprintf(stderr,
+                    "tern-cli: note: %s feeds a text model %d wide, not this %d-wide one; "
+                    "images are off\n",
+                    mmproj, tn_vision_get_info(v)->n_embd_text, tn_model_n_embd(m));
+        tn_vision_free(v);
+        v = NULL;
+        status = fatal ? CLI_EXIT_BAD_INPUT : CLI_EXIT_OK;
+    }
+    free(found);
+    *out = v;
     return status;
 }
 
@@ -128,32 +186,12 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
     cli_error("--image: this tern-cli was built without image support (gdk-pixbuf)");
     return CLI_EXIT_BAD_INPUT;
 #else
-    char *found = NULL;
-    const char *mmproj = ci->mmproj;
-    if (!mmproj) {
-        int st = find_mmproj(model_path, &found);
-        if (st != CLI_EXIT_OK)
-            return st;
-        mmproj = found;
-        if (!quiet)
-            fprintf(stderr, "vision projector: %s\n", mmproj);
-    }
-    tn_error err = {0};
     tn_vision *v = NULL;
-    if (tn_vision_load(mmproj, &v, &err) != TN_OK) {
-        cli_error("%s", err.message);
-        free(found);
-        return CLI_EXIT_BAD_INPUT;
-    }
+    int st = cli_vision_open(ci->mmproj, model_path, m, true, quiet, &v);
+    if (st != CLI_EXIT_OK)
+        return st;
+    tn_error err = {0};
     const tn_vision_info *I = tn_vision_get_info(v);
-    if (I->n_embd_text != tn_model_n_embd(m)) {
-        cli_error("%s: the projector feeds a text model %d wide; %s is %d wide (a projector "
-                  "for another model)",
-                  mmproj, I->n_embd_text, model_path, tn_model_n_embd(m));
-        tn_vision_free(v);
-        free(found);
-        return CLI_EXIT_BAD_INPUT;
-    }
     const int budget = (int)ci->budget;
     const int n_tok = tn_vision_tokens(v, budget);
     if (!quiet && budget > 0 && n_tok < budget)
@@ -200,7 +238,6 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
     }
     tn_cpu_free(cpu);
     tn_vision_free(v);
-    free(found);
     if (status != CLI_EXIT_OK)
         cli_encoded_free(out);
     return status;

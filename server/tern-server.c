@@ -11,8 +11,18 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "cpu/tn-cpu.h"
+#ifdef TERN_HAVE_IMAGEIO
+#include "tern-image.h"
+#endif
+
 #define DEFAULT_QUEUE_MAX 16
 #define DEFAULT_BODY_MAX (1024 * 1024)
+/* With images: OpenAI's limit for one uploaded image, base64 in the body. */
+#define DEFAULT_BODY_MAX_VISION (20 * 1024 * 1024)
+/* Threads decoding images (PNG inflate, JPEG): off the HTTP context, and
+ * off the engine worker so that a big image does not hold up the queue. */
+#define DECODE_THREADS 2
 #define DEFAULT_PINS 4
 /* OpenAI's default for the legacy completions endpoint: a raw continuation
  * of a base model may never reach an end token. */
@@ -27,6 +37,13 @@ typedef enum {
     SPEC_LOOKUP,  /* prompt lookup: no model, always available */
     SPEC_SERVER,  /* the server's drafter; refused when it has none */
 } spec_choice;
+
+/* One image_url part. */
+typedef struct job_image {
+    char *uri;     /* the data: URI as sent; freed once decoded */
+    char *where;   /* "messages[1].content[2]": names it in errors */
+    void *decoded; /* TernImage (imageio): pool thread -> worker, freed once encoded */
+} job_image;
 
 typedef struct job {
     gint refs;
@@ -50,6 +67,19 @@ typedef struct job {
     tn_gen_params gen;
     char *stop_store[TN_SESSION_MAX_STOP];
     spec_choice spec;
+
+    /* image_url parts, in the order of the TN_IMAGE_MARKERs put in their place. */
+    job_image *images;
+    int n_images;
+    int text_markers;   /* TN_IMAGE_MARKERs the client wrote in text */
+    int image_budget;   /* tern.image_tokens; 0: the projector's native count */
+    GError *image_error;     /* decoding failed (decode thread), for images[image_error_at] */
+    int image_error_at;
+    double decode_ms;        /* decode thread */
+    tn_image_embd *embd;     /* worker: the encoded images, rows owned */
+    int32_t image_tokens;
+    double encode_ms;
+    const char *error_code;  /* parsing: the OpenAI error code of a refusal, or NULL */
 
     /* Set by the server's context when the client is gone; read by the worker. */
     gint gone;
@@ -99,6 +129,11 @@ struct tern_server {
     guint64 n_abandoned; /* clients gone before their answer was complete */
     guint64 next_id;
 
+    /* Images: decoded by this pool (inside tern_server_run), encoded on the
+     * worker with vision_cpu (worker only, made on first use). */
+    GThreadPool *decode_pool;
+    tn_cpu *vision_cpu;
+
     /* The engine side. */
     GAsyncQueue *queue;
     GThread *worker;
@@ -131,6 +166,18 @@ static void job_unref(job *j) {
     g_free(j->messages);
     for (int i = 0; i < TN_SESSION_MAX_STOP; i++)
         g_free(j->stop_store[i]);
+    for (int i = 0; i < j->n_images; i++) {
+        g_free(j->images[i].uri);
+        g_free(j->images[i].where);
+#ifdef TERN_HAVE_IMAGEIO
+        tern_image_free(j->images[i].decoded);
+#endif
+        if (j->embd)
+            g_free((float *)j->embd[i].embd);
+    }
+    g_free(j->images);
+    g_free(j->embd);
+    g_clear_error(&j->image_error);
     g_mutex_clear(&j->lock);
     g_string_free(j->pending, TRUE);
     g_string_free(j->full, TRUE);
@@ -374,6 +421,50 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
     return rc;
 }
 
+/* The job's decoded images into embeddings, on the worker (the engine's
+ * CPU is busy with one thing at a time). Each decoded picture is freed as
+ * soon as it is encoded. */
+static int encode_images(tern_server *srv, job *j) {
+#ifdef TERN_HAVE_IMAGEIO
+    tn_vision *v = srv->cfg.vision;
+    if (!srv->vision_cpu && !(srv->vision_cpu = tn_cpu_new(srv->cfg.n_threads))) {
+        g_snprintf(j->err.message, sizeof j->err.message, "out of memory encoding an image");
+        return TN_ERR_NOMEM;
+    }
+    const int n_embd = tn_vision_get_info(v)->n_embd_text;
+    const int n_tok = tn_vision_tokens(v, j->image_budget);
+    j->embd = g_new0(tn_image_embd, j->n_images);
+    const gint64 t0 = g_get_monotonic_time();
+    for (int i = 0; i < j->n_images; i++) {
+        if (job_abandoned(j))
+            return TN_ERR_CANCELLED;
+        TernImage *img = j->images[i].decoded;
+        float *rows = g_try_malloc((gsize)n_tok * (gsize)n_embd * sizeof(float));
+        int n = 0;
+        tn_error e = {.message = "out of memory"};
+        int rc = rows ? tn_vision_encode(v, img->rgb, img->width, img->height, j->image_budget,
+                                         rows, &n, srv->vision_cpu, &e)
+                      : TN_ERR_NOMEM;
+        tern_image_free(img);
+        j->images[i].decoded = NULL;
+        if (rc != TN_OK) {
+            g_free(rows);
+            g_snprintf(j->err.message, sizeof j->err.message, "%s: %s", j->images[i].where,
+                       e.message);
+            return rc;
+        }
+        j->embd[i] = (tn_image_embd){rows, n, n_embd};
+        j->image_tokens += n;
+    }
+    j->encode_ms = (double)(g_get_monotonic_time() - t0) / 1000.0;
+    return TN_OK;
+#else
+    (void)srv;
+    g_snprintf(j->err.message, sizeof j->err.message, "this server was built without images");
+    return TN_ERR_UNSUPPORTED;
+#endif
+}
+
 static void run_job(tern_server *srv, job *j) {
     memset(&j->err, 0, sizeof j->err);
     memset(&j->stats, 0, sizeof j->stats);
@@ -394,18 +485,22 @@ static void run_job(tern_server *srv, job *j) {
             j->rc = tn_drafter_new_lookup(tn_drafter_default_params(), &srv->lookup, &j->err);
         j->gen.drafter = srv->lookup;
     }
+    if (j->rc == TN_OK && j->n_images > 0)
+        j->rc = encode_images(srv, j);
     if (j->rc == TN_OK)
         j->rc = slot_acquire(srv, j, &slot, &pin_ms, &pin_prefilled, &j->err);
     if (j->rc == TN_OK) {
         set_current(srv, j, slot->session);
+        /* Without images the _images calls are the plain ones. */
         if (j->kind == JOB_COMPLETION)
             j->rc = run_completion(srv, j, slot->session);
         else if (j->single_turn)
-            j->rc = tn_session_ask(slot->session, j->user, &j->gen, on_token, j, &j->stats,
-                                   &j->err);
+            j->rc = tn_session_ask_images(slot->session, j->user, j->embd, j->n_images, &j->gen,
+                                          on_token, j, &j->stats, &j->err);
         else
-            j->rc = tn_session_chat(slot->session, j->messages, j->n_messages, &j->gen, on_token,
-                                    j, &j->stats, &j->err);
+            j->rc = tn_session_chat_images(slot->session, j->messages, j->n_messages, j->embd,
+                                           j->n_images, &j->gen, on_token, j, &j->stats,
+                                           &j->err);
     }
     set_current(srv, NULL, NULL);
     if (j->rc != TN_OK && job_abandoned(j))
@@ -426,6 +521,9 @@ static void run_job(tern_server *srv, job *j) {
         if (st->generated_tokens > 0)
             st->ttft_ms += pin_ms;
     }
+    /* Encoding the images delays the first token too. */
+    if (st->generated_tokens > 0)
+        st->ttft_ms += j->encode_ms;
 }
 
 static gpointer worker_main(gpointer data) {
@@ -498,6 +596,13 @@ static void builder_usage(JsonBuilder *b, job *j) {
     json_builder_add_int_value(b, st->accepted);
     json_builder_set_member_name(b, "verify_steps");
     json_builder_add_int_value(b, st->verify_steps);
+    /* Image rows are in prompt_tokens (and prefill_tokens) too. */
+    json_builder_set_member_name(b, "image_tokens");
+    json_builder_add_int_value(b, j->image_tokens);
+    json_builder_set_member_name(b, "image_decode_ms");
+    json_builder_add_double_value(b, j->decode_ms);
+    json_builder_set_member_name(b, "image_encode_ms");
+    json_builder_add_double_value(b, j->encode_ms);
     json_builder_end_object(b);
     json_builder_end_object(b);
 }
@@ -720,15 +825,87 @@ static gboolean watch_running(gpointer data) {
 
 /* ------------------------------------------------------------ request parsing */
 
-/* Text of a message's content: a string, or an array of text parts. NULL with
- * *why set when it is neither. */
-static char *content_text(JsonNode *node, const char **why) {
+static int count_markers(const char *text) {
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, TN_IMAGE_MARKER)); p += strlen(TN_IMAGE_MARKER))
+        n++;
+    return n;
+}
+
+/* An image_url part of messages[index].content[part]: checked here, decoded
+ * later off this context. false with *why (allocated) and j->error_code. */
+static bool add_image(job *j, JsonObject *part, guint index, guint part_index, const char *role,
+                      char **why) {
+    tern_server *srv = j->server;
+    if (strcmp(role, "user")) {
+        *why = g_strdup_printf("messages[%u]: image_url parts go in user messages, not %s ones",
+                               index, role);
+        return false;
+    }
+    if (!srv->cfg.vision) {
+        j->error_code = "model_not_vision";
+        *why = g_strdup_printf("messages[%u]: the model '%s' takes no images here: the server "
+                               "has no vision projector for it (tern-cli serve --mmproj PATH, or "
+                               "the model's *mmproj*.gguf beside it)",
+                               index, srv->model_id);
+        return false;
+    }
+#ifndef TERN_HAVE_IMAGEIO
+    *why = g_strdup_printf("messages[%u]: this server was built without image decoding "
+                           "(gdk-pixbuf)", index);
+    return false;
+#endif
+    if (j->n_images >= TERN_SERVER_MAX_IMAGES) {
+        *why = g_strdup_printf("at most %d images per request", TERN_SERVER_MAX_IMAGES);
+        return false;
+    }
+    /* {"url": ...} as OpenAI documents it; a bare string as some clients send.
+     * "detail" is OpenAI's resolution hint: the budget is tern.image_tokens. */
+    JsonNode *iu = json_object_get_member(part, "image_url");
+    const char *url = NULL;
+    if (iu && JSON_NODE_HOLDS_OBJECT(iu))
+        url = json_object_get_string_member_with_default(json_node_get_object(iu), "url", NULL);
+    else if (iu && JSON_NODE_HOLDS_VALUE(iu) && json_node_get_value_type(iu) == G_TYPE_STRING)
+        url = json_node_get_string(iu);
+    j->error_code = "invalid_image_url";
+    if (!url) {
+        *why = g_strdup_printf("messages[%u].content[%u]: image_url must be {\"url\": \"data:"
+                               "image/png;base64,...\"}",
+                               index, part_index);
+        return false;
+    }
+    if (g_ascii_strncasecmp(url, "data:", 5)) {
+        const bool remote =
+            !g_ascii_strncasecmp(url, "http://", 7) || !g_ascii_strncasecmp(url, "https://", 8);
+        *why = g_strdup_printf("messages[%u].content[%u]: %s; send the image itself as a "
+                               "data: URI (data:image/png;base64,...)",
+                               index, part_index,
+                               remote ? "the server never fetches remote images"
+                                      : "only data: URIs are accepted");
+        return false;
+    }
+    j->error_code = NULL;
+    if (!j->images)
+        j->images = g_new0(job_image, TERN_SERVER_MAX_IMAGES);
+    job_image *im = &j->images[j->n_images++];
+    im->uri = g_strdup(url);
+    im->where = g_strdup_printf("messages[%u].content[%u]", index, part_index);
+    return true;
+}
+
+/* Text of messages[index]'s content: a string, or an array of parts (text;
+ * image_url, which leaves TN_IMAGE_MARKER where it was). NULL with *why
+ * (allocated) when refused. */
+static char *content_text(job *j, JsonNode *node, guint index, const char *role, char **why) {
     if (!node || JSON_NODE_HOLDS_NULL(node))
         return g_strdup("");
-    if (JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING)
+    if (JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING) {
+        j->text_markers += count_markers(json_node_get_string(node));
         return g_strdup(json_node_get_string(node));
+    }
     if (!JSON_NODE_HOLDS_ARRAY(node)) {
-        *why = "content must be a string or an array of content parts";
+        *why = g_strdup_printf("messages[%u]: content must be a string or an array of content "
+                               "parts", index);
         return NULL;
     }
     GString *s = g_string_new(NULL);
@@ -736,18 +913,29 @@ static char *content_text(JsonNode *node, const char **why) {
     for (guint i = 0; i < json_array_get_length(a); i++) {
         JsonNode *p = json_array_get_element(a, i);
         if (!JSON_NODE_HOLDS_OBJECT(p)) {
-            *why = "a content part must be an object";
+            *why = g_strdup_printf("messages[%u]: a content part must be an object", index);
             g_string_free(s, TRUE);
             return NULL;
         }
         JsonObject *po = json_node_get_object(p);
         const char *type = json_object_get_string_member_with_default(po, "type", "");
-        if (strcmp(type, "text")) {
-            *why = "only text content parts are supported (this model takes no images)";
+        if (!strcmp(type, "image_url")) {
+            if (!add_image(j, po, index, i, role, why)) {
+                g_string_free(s, TRUE);
+                return NULL;
+            }
+            g_string_append(s, TN_IMAGE_MARKER);
+        } else if (!strcmp(type, "text")) {
+            const char *t = json_object_get_string_member_with_default(po, "text", "");
+            j->text_markers += count_markers(t);
+            g_string_append(s, t);
+        } else {
+            *why = g_strdup_printf("messages[%u].content[%u]: content parts of type '%s' are not "
+                                   "supported (text, image_url)",
+                                   index, i, type);
             g_string_free(s, TRUE);
             return NULL;
         }
-        g_string_append(s, json_object_get_string_member_with_default(po, "text", ""));
     }
     return g_string_free(s, FALSE);
 }
@@ -941,6 +1129,18 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
                 return false;
             }
         }
+        if (member_number(t, "image_tokens", &v, &bad)) {
+            if (v < 1 || v > 65536 || v != (double)(int)v) {
+                *param = "tern";
+                *why = g_strdup("tern.image_tokens must be a whole number of tokens, 1..65536");
+                return false;
+            }
+            j->image_budget = (int)v;
+        } else if (bad) {
+            *param = "tern";
+            *why = g_strdup_printf("tern.%s must be a number", bad);
+            return false;
+        }
         if (member_number(t, "draft_max", &v, &bad)) {
             if (v < 1 || v > TN_SPEC_MAX_DRAFT) {
                 *param = "tern";
@@ -986,11 +1186,9 @@ static bool parse_chat(JsonObject *o, job *j, const char **param, char **why) {
                                    i, role);
             return false;
         }
-        const char *w = NULL;
-        char *text = content_text(json_object_get_member(m, "content"), &w);
+        char *text = content_text(j, json_object_get_member(m, "content"), i, role, why);
         if (!text) {
             *param = "messages";
-            *why = g_strdup_printf("messages[%u]: %s", i, w);
             return false;
         }
         j->messages[j->n_messages].role = g_strdup(role);
@@ -1013,6 +1211,12 @@ static bool parse_chat(JsonObject *o, job *j, const char **param, char **why) {
      * (none: the empty one), so that another request's system prompt never
      * leaks into it, and its rows follow that pin. */
     j->pin_key = g_strconcat("s", j->system ? j->system : "", NULL);
+    if (j->n_images > 0 && j->text_markers > 0) {
+        *param = "messages";
+        *why = g_strdup("a text part contains " TN_IMAGE_MARKER ", which marks where images go: "
+                        "remove it from the text");
+        return false;
+    }
     return parse_gen(o, j, param, why);
 }
 
@@ -1053,6 +1257,80 @@ static bool parse_completion(JsonObject *o, job *j, const char **param, char **w
 }
 
 /* ------------------------------------------------------------ handlers */
+
+/* A request ready for the engine (images decoded): to the worker's queue,
+ * which takes the caller's reference. Streams get their headers now, after
+ * the last chance of a plain error answer. */
+static void enqueue(job *j) {
+    tern_server *srv = j->server;
+    if (j->stream) {
+        add_common_headers(srv, j->msg);
+        soup_server_message_set_status(j->msg, 200, NULL);
+        SoupMessageHeaders *h = soup_server_message_get_response_headers(j->msg);
+        soup_message_headers_set_encoding(h, SOUP_ENCODING_CHUNKED);
+        soup_message_headers_replace(h, "Content-Type", "text/event-stream");
+        soup_message_headers_replace(h, "Cache-Control", "no-cache");
+    }
+    g_async_queue_push(srv->queue, j);
+}
+
+#ifdef TERN_HAVE_IMAGEIO
+/* Back on the server's context with the images decoded (or not): a client
+ * error answers 400 now, as a plain JSON error even for a stream. */
+static gboolean images_decoded(gpointer data) {
+    job *j = data;
+    tern_server *srv = j->server;
+    if (!g_atomic_int_get(&j->gone) && client_closed(j->msg))
+        on_msg_finished(j->msg, j);
+    if (g_atomic_int_get(&j->gone)) {
+        srv->pending--;
+        srv->n_abandoned++;
+        return G_SOURCE_REMOVE;
+    }
+    if (g_atomic_int_get(&srv->stopping)) {
+        srv->pending--;
+        srv->n_served++;
+        respond_error(srv, j->msg, 503, "server_error", NULL, "cancelled",
+                      "the request was cancelled: the server is stopping");
+        soup_server_message_unpause(j->msg);
+        return G_SOURCE_REMOVE;
+    }
+    if (j->image_error) {
+        const GError *e = j->image_error;
+        const char *code = "invalid_image";
+        if (e->domain == TERN_IMAGE_ERROR && e->code == TERN_IMAGE_ERROR_UNSUPPORTED)
+            code = "invalid_image_format";
+        else if (e->domain == TERN_IMAGE_ERROR && e->code == TERN_IMAGE_ERROR_TOO_LARGE)
+            code = "image_too_large";
+        srv->pending--;
+        srv->n_served++;
+        respond_error(srv, j->msg, 400, "invalid_request_error", "messages", code, "%s: %s",
+                      j->images[j->image_error_at].where, e->message);
+        soup_server_message_unpause(j->msg);
+        return G_SOURCE_REMOVE;
+    }
+    enqueue(job_ref(j));
+    return G_SOURCE_REMOVE;
+}
+
+/* Decode-pool thread: the data: URIs into pictures no larger than the
+ * encoder will use (tn_vision_input_side for the request's budget). */
+static void decode_images(gpointer data, gpointer pool_data) {
+    job *j = data;
+    tern_server *srv = pool_data;
+    const TernImageOptions io = {.fit_side =
+                                     tn_vision_input_side(srv->cfg.vision, j->image_budget)};
+    const gint64 t0 = g_get_monotonic_time();
+    for (int i = 0; i < j->n_images && !j->image_error && !job_abandoned(j); i++) {
+        j->images[i].decoded = tern_image_load_data_uri(j->images[i].uri, &io, &j->image_error);
+        j->image_error_at = i;
+        g_clear_pointer(&j->images[i].uri, g_free);
+    }
+    j->decode_ms = (double)(g_get_monotonic_time() - t0) / 1000.0;
+    schedule(j, images_decoded);
+    job_unref(j);
+}
+#endif
 
 static bool authorized(tern_server *srv, SoupServerMessage *msg) {
     if (!srv->api_key)
@@ -1135,8 +1413,14 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
                                         : parse_completion(o, j, &param, &why));
     g_object_unref(parser);
     if (!ok) {
-        respond_error(srv, msg, 400, "invalid_request_error", param, NULL, "%s", why);
+        respond_error(srv, msg, 400, "invalid_request_error", param, j->error_code, "%s", why);
         g_free(why);
+        job_unref(j);
+        return;
+    }
+    if (g_atomic_int_get(&srv->stopping)) { /* while run drains its context */
+        respond_error(srv, msg, 503, "server_error", NULL, "cancelled",
+                      "the server is stopping");
         job_unref(j);
         return;
     }
@@ -1152,17 +1436,16 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     j->msg = g_object_ref(msg);
     g_signal_connect_data(msg, "finished", G_CALLBACK(on_msg_finished), job_ref(j),
                           (GClosureNotify)(void (*)(void))job_unref, 0);
-    if (j->stream) {
-        add_common_headers(srv, msg);
-        soup_server_message_set_status(msg, 200, NULL);
-        SoupMessageHeaders *h = soup_server_message_get_response_headers(msg);
-        soup_message_headers_set_encoding(h, SOUP_ENCODING_CHUNKED);
-        soup_message_headers_replace(h, "Content-Type", "text/event-stream");
-        soup_message_headers_replace(h, "Cache-Control", "no-cache");
-    }
     soup_server_message_pause(msg);
     srv->pending++;
-    g_async_queue_push(srv->queue, j); /* the queue takes our reference */
+#ifdef TERN_HAVE_IMAGEIO
+    if (j->n_images > 0) {
+        /* The pool takes our reference; images_decoded queues the job. */
+        g_thread_pool_push(srv->decode_pool, j, NULL);
+        return;
+    }
+#endif
+    enqueue(j);
 }
 
 static void handle_models(tern_server *srv, SoupServerMessage *msg) {
@@ -1366,7 +1649,7 @@ tern_server *tern_server_new(const tn_model *model, const tern_server_config *co
     if (srv->cfg.queue_max <= 0)
         srv->cfg.queue_max = DEFAULT_QUEUE_MAX;
     if (srv->cfg.body_max == 0)
-        srv->cfg.body_max = DEFAULT_BODY_MAX;
+        srv->cfg.body_max = config->vision ? DEFAULT_BODY_MAX_VISION : DEFAULT_BODY_MAX;
     if (srv->cfg.pins_max <= 0)
         srv->cfg.pins_max = DEFAULT_PINS;
     if (srv->cfg.pins_max > TERN_SERVER_MAX_PINS)
@@ -1392,6 +1675,25 @@ tern_server *tern_server_new(const tn_model *model, const tern_server_config *co
         return NULL;
     }
     srv->n_ctx = tn_session_n_ctx(srv->slots[0].session);
+    if (config->vision) {
+        const int wide = tn_vision_get_info(config->vision)->n_embd_text;
+        if (wide != tn_model_n_embd(model)) {
+            fail(error, G_IO_ERROR_INVALID_ARGUMENT,
+                 "the vision projector feeds a text model %d wide; %s is %d wide (a projector "
+                 "for another model)",
+                 wide, tn_model_description(model), tn_model_n_embd(model));
+            tern_server_free(srv);
+            return NULL;
+        }
+        if (tn_session_image_cost(srv->slots[0].session, 1) < 0) {
+            fail(error, G_IO_ERROR_INVALID_ARGUMENT,
+                 "%s takes no images (its vocabulary has no image start/end tokens), so a vision "
+                 "projector cannot be used with it",
+                 tn_model_description(model));
+            tern_server_free(srv);
+            return NULL;
+        }
+    }
     if (!bind_socket(srv, error)) {
         tern_server_free(srv);
         return NULL;
@@ -1452,6 +1754,10 @@ void tern_server_run(tern_server *srv) {
         g_error_free(e);
     } else {
         srv->worker = g_thread_new("tern-engine", worker_main, srv);
+#ifdef TERN_HAVE_IMAGEIO
+        if (srv->cfg.vision)
+            srv->decode_pool = g_thread_pool_new(decode_images, srv, DECODE_THREADS, FALSE, NULL);
+#endif
         GSource *sig[2] = {NULL, NULL};
         if (srv->cfg.handle_signals) {
             sig[0] = g_unix_signal_source_new(SIGINT);
@@ -1473,6 +1779,11 @@ void tern_server_run(tern_server *srv) {
                 g_source_unref(sig[i]);
             }
         stop_worker(srv);
+        /* Decodes still running see the stop and hand their jobs back; the
+         * context then answers them 503. */
+        if (srv->decode_pool)
+            g_thread_pool_free(srv->decode_pool, FALSE, TRUE);
+        srv->decode_pool = NULL;
         while (g_main_context_iteration(srv->context, FALSE))
             ;
     }
@@ -1492,6 +1803,7 @@ void tern_server_free(tern_server *srv) {
         g_object_unref(srv->socket);
     }
     tn_drafter_free(srv->lookup);
+    tn_cpu_free(srv->vision_cpu);
     for (int i = 0; i < TERN_SERVER_MAX_PINS; i++) {
         tn_session_free(srv->slots[i].session);
         g_free(srv->slots[i].key);

@@ -43,6 +43,8 @@
 #include "tern.h"
 
 #define TERN_SERVER_MAX_PINS 16
+/* image_url parts in one request */
+#define TERN_SERVER_MAX_IMAGES 16
 
 typedef struct tern_server_config {
     const char *host;        /* NULL: 127.0.0.1 */
@@ -52,7 +54,8 @@ typedef struct tern_server_config {
     const char *model_id;    /* the id /v1/models lists and requests must name;
                                 NULL: the model's name */
     int queue_max;           /* requests waiting or running; <= 0: 16 */
-    size_t body_max;         /* request body bytes; 0: 1 MiB */
+    size_t body_max;         /* request body bytes; 0: 1 MiB, or 20 MiB with a
+                                vision projector (images come base64 in the body) */
     int32_t n_ctx;           /* per session; <= 0: the session's default (1024) */
     int32_t n_threads;       /* <= 0: physical cores */
     int pins_max;            /* system prompts kept pinned at once, each in its own
@@ -69,6 +72,15 @@ typedef struct tern_server_config {
                                 may still ask for prompt lookup). Used only on the
                                 server's worker thread: not one another thread
                                 uses too. Not owned; must outlive the server. */
+    tn_vision *vision;       /* the model's vision projector: user messages may carry
+                                image_url parts (base64 data: URIs), decoded on a
+                                thread of the server's own and encoded on its worker.
+                                NULL: such parts get 400. It must feed a model as wide
+                                as this one, whose vocabulary has image markers (else
+                                tern_server_new fails). The server only reads it (an
+                                encode keeps its scratch per call), so an app may pass
+                                the projector it uses itself. Not owned; must outlive
+                                the server. */
     int token_delay_ms;      /* tests only: a pause after every token */
 } tern_server_config;
 

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Images through the OpenAI API (tern-cli serve, real HTTP on 127.0.0.1): a
+random-weight Gemma 3 model (real vocabulary) with a projector written for
+it by mkmodel beside it, PNGs written here with zlib:
+  - an image_url part with a PNG data: URI is answered; the same request
+    answers the same; streamed, it answers the same text;
+  - the budget (tern.image_tokens) gives exactly its tokens: prompt_tokens
+    moves by exactly the difference, usage.timings.image_tokens says it;
+  - a conversation with an image reuses its rows in the next turn;
+  - errors in the OpenAI shape: remote URL, not an image, truncated PNG, a
+    decompression bomb, images over the free context (with the counts), an
+    image in a system message, a marker written in the text, a bad budget,
+    a model served without a projector; a streamed request with a bad image
+    gets a plain 400 before any event;
+  - a projector given for a model that takes no images is refused at start."""
+
+import base64
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serverlib  # noqa: E402
+
+checks = serverlib.Checks()
+vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "gemma3", "tokenizer.json")
+if not os.path.isfile(vocab):
+    serverlib.cannot_run("no Gemma 3 vocabulary at %s (tools/fetch-vocab.sh)" % vocab)
+
+tmp = serverlib.workdir("serve-image")
+model = serverlib.make_model(tmp, name="gemma", vocab=vocab, arch="gemma3")
+# 128 px in 2-px patches: Gemma 3's 64 x 64 patch grid (256 tokens) on a tiny tower.
+projector = os.path.join(tmp, "mmproj-gemma-f32.gguf")
+r = subprocess.run([serverlib.env("TERN_CLI"), "mkmodel", "--arch", "gemma3-vision", "--target",
+                    model, "--image-size", "128", "--patch", "2", "--embd", "32", "--ff", "64",
+                    "--layers", "1", "--heads", "2", "-o", projector],
+                   capture_output=True, text=True)
+if r.returncode != 0:
+    print("FAIL: mkmodel gemma3-vision: " + r.stdout + r.stderr, file=sys.stderr)
+    sys.exit(1)
+
+
+def png(w, h, declared=None, seed=0, noisy=False):
+    dw, dh = declared or (w, h)
+
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    if noisy:  # incompressible: cut in half, rows are missing
+        rng = random.Random(seed)
+        raw = b"".join(b"\0" + bytes(rng.randrange(256) for _ in range(w * 3)) for _ in range(h))
+    else:
+        raw = b"".join(b"\0" + bytes((x * 7 + y * 3 + seed) % 256 for x in range(w * 3))
+                       for y in range(h))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", dw, dh, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def data_uri(data, mime="image/png"):
+    return "data:%s;base64,%s" % (mime, base64.b64encode(data).decode())
+
+
+photo = data_uri(png(60, 40))
+other = data_uri(png(60, 40, seed=101))
+
+
+def ask(srv, parts, budget=None, stream=False, system=None, extra=None, max_tokens=6):
+    msgs = [{"role": "system", "content": system}] if system else []
+    msgs.append({"role": "user", "content": parts})
+    body = {"model": "gemma", "messages": msgs, "max_tokens": max_tokens}
+    if budget is not None:
+        body["tern"] = {"image_tokens": budget}
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    body.update(extra or {})
+    return srv.post("/v1/chat/completions", body)
+
+
+def image_part(url, detail=None):
+    p = {"type": "image_url", "image_url": {"url": url}}
+    if detail:
+        p["image_url"]["detail"] = detail
+    return p
+
+
+def text_part(t):
+    return {"type": "text", "text": t}
+
+
+def timings(doc):
+    return doc["usage"]["timings"] if doc and "usage" in doc else {}
+
+
+def is_error(doc, code=None, word=None):
+    e = (doc or {}).get("error") or {}
+    return (isinstance(e.get("message"), str) and e.get("type") == "invalid_request_error"
+            and "param" in e and (code is None or e.get("code") == code)
+            and (word is None or word in e["message"]))
+
+
+# A context of 300: one native image (256 tokens) fits, two do not.
+srv = serverlib.Server(tmp, "vision", model, ["-c", "300"])
+out = open(srv.out_path).read()
+checks.check("images: on, 256 tokens" in out, "the server says images are on: %r" % out)
+checks.check("mmproj-gemma-f32.gguf" in srv.stderr(),
+             "the projector beside the model is found: %r" % srv.stderr())
+
+question = [text_part("What is in this picture?"), image_part(photo, detail="low")]
+s1, _, d1, raw1 = ask(srv, question)
+checks.check(s1 == 200, "an image request answers 200 (%s: %s)" % (s1, raw1[:300]))
+t1 = timings(d1)
+checks.check(t1.get("image_tokens") == 256, "native budget: 256 image tokens (%s)" % t1)
+checks.check(t1.get("image_encode_ms", 0) > 0 and t1.get("image_decode_ms", 0) > 0,
+             "decode and encode times are given (%s)" % t1)
+if s1 == 200:
+    u = d1["usage"]
+    checks.check(u["prompt_tokens"] > 256 and u["completion_tokens"] > 0 and
+                 u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"],
+                 "usage counts the image in the prompt (%s)" % u)
+
+s2, _, d2, raw2 = ask(srv, question)
+checks.check(s2 == 200 and d1 and d2 and serverlib.answer_text(d1) == serverlib.answer_text(d2)
+             and d1["usage"]["prompt_tokens"] == d2["usage"]["prompt_tokens"],
+             "the same image request answers the same (%r / %r)" % (raw1[:200], raw2[:200]))
+
+# The budget: 16 tokens (a 4 x 4 grid), 20 -> also 16 (the largest square within).
+s3, _, d3, raw3 = ask(srv, question, budget=16)
+s4, _, d4, raw4 = ask(srv, question, budget=20)
+checks.check(s3 == 200 and timings(d3).get("image_tokens") == 16,
+             "tern.image_tokens 16: 16 image tokens (%s)" % raw3[:300])
+checks.check(s4 == 200 and timings(d4).get("image_tokens") == 16,
+             "tern.image_tokens 20: 16 image tokens (%s)" % raw4[:300])
+if s1 == 200 and s3 == 200:
+    checks.check(d1["usage"]["prompt_tokens"] - d3["usage"]["prompt_tokens"] == 256 - 16,
+                 "the prompt is exactly 240 tokens shorter at 16 (%d vs %d)"
+                 % (d1["usage"]["prompt_tokens"], d3["usage"]["prompt_tokens"]))
+# A different picture gives other embeddings (the answer may still agree on
+# random weights, the prompt size must).
+s5, _, d5, raw5 = ask(srv, [text_part("What is in this picture?"), image_part(other)], budget=16)
+checks.check(s5 == 200 and d5["usage"]["prompt_tokens"] == d3["usage"]["prompt_tokens"],
+             "another picture at the same budget costs the same (%s)" % raw5[:300])
+
+# Streamed: SSE framing, the same text as the plain answer, usage at the end.
+s6, _, _, raw6 = ask(srv, question, budget=16, stream=True)
+events = []
+try:
+    events = serverlib.sse_events(raw6)
+except ValueError as err:
+    checks.check(False, "stream framing: %s" % err)
+checks.check(s6 == 200 and events and events[-1] == "[DONE]", "the stream ends with [DONE]")
+if s6 == 200 and s3 == 200 and events:
+    import json
+    docs = [json.loads(e) for e in events[:-1]]
+    text = "".join(c["delta"].get("content") or "" for d in docs for c in d["choices"])
+    checks.check(text == serverlib.answer_text(d3), "streamed text equals the plain answer "
+                 "(%r / %r)" % (text, serverlib.answer_text(d3)))
+    checks.check(docs[-1]["usage"]["timings"]["image_tokens"] == 16, "the stream's usage says 16")
+
+# Text only on the same server still works (and costs no image tokens).
+s7, _, d7, raw7 = ask(srv, "What is in this picture?")
+checks.check(s7 == 200 and timings(d7).get("image_tokens") == 0,
+             "a text request on a vision server (%s)" % raw7[:200])
+
+# A conversation: the image stays in its message, its rows are reused next turn.
+turn1 = [{"role": "user", "content": [image_part(photo), text_part("Describe it.")]},
+         {"role": "assistant", "content": "A pattern."},
+         {"role": "user", "content": "Which colours?"}]
+body = {"model": "gemma", "messages": turn1, "max_tokens": 4, "tern": {"image_tokens": 16}}
+s8, _, d8, raw8 = srv.post("/v1/chat/completions", body)
+body["messages"] = turn1 + [{"role": "assistant", "content": "Many."},
+                            {"role": "user", "content": "And the shapes?"}]
+s9, _, d9, raw9 = srv.post("/v1/chat/completions", body)
+checks.check(s8 == 200 and s9 == 200, "a conversation with an image (%s / %s)"
+             % (raw8[:200], raw9[:200]))
+if s8 == 200 and s9 == 200:
+    checks.check(timings(d9).get("restored_tokens", 0) >= 16 + timings(d8)["restored_tokens"],
+                 "the next turn reuses the image's rows (%s)" % timings(d9))
+
+# ------------------------------------------------------------ errors
+noisy = png(60, 40, noisy=True)
+cases = [
+    ("a remote URL", [text_part("hi"), image_part("https://example.com/cat.png")],
+     None, "invalid_image_url", "never fetches"),
+    ("a file URL", [image_part("file:///etc/passwd")], None, "invalid_image_url", "data: URI"),
+    ("not an image", [image_part(data_uri(b"just some text\n"))], None,
+     "invalid_image_format", "messages[0].content[0]"),
+    ("a truncated PNG", [image_part(data_uri(noisy[:len(noisy) // 2]))], None, "invalid_image",
+     "truncated"),
+    ("a decompression bomb", [image_part(data_uri(png(16, 16, declared=(100000, 100000))))],
+     None, "image_too_large", "100000"),
+    ("two native images over the free context", [image_part(photo), image_part(other)], None,
+     "context_length_exceeded", "2 images"),
+    ("a marker in the text", [text_part("see <__image__>"), image_part(photo)], 16, None,
+     "<__image__>"),
+    ("a zero budget", [image_part(photo)], 0, None, "image_tokens"),
+    ("an image_url without a url", [{"type": "image_url", "image_url": {}}], None,
+     "invalid_image_url", None),
+    ("an unknown part type", [{"type": "input_audio", "input_audio": {}}], None, None,
+     "input_audio"),
+]
+for what, parts, budget, code, word in cases:
+    s, _, d, raw = ask(srv, parts, budget=budget)
+    checks.check(s == 400 and is_error(d, code, word),
+                 "%s: 400 %s naming %r (%s: %s)" % (what, code, word, s, raw[:300]))
+s, _, d, raw = srv.post("/v1/chat/completions", {
+    "model": "gemma", "messages": [{"role": "system", "content": [image_part(photo)]},
+                                   {"role": "user", "content": "hi"}]})
+checks.check(s == 400 and is_error(d, None, "user messages"),
+             "an image in a system message: 400 (%s: %s)" % (s, raw[:300]))
+s, h, d, raw = ask(srv, [image_part(data_uri(b"nope"))], stream=True)
+checks.check(s == 400 and h.get("content-type", "").startswith("application/json") and
+             is_error(d, "invalid_image_format"),
+             "a streamed request with a bad image: a plain 400 (%s: %s)" % (s, raw[:300]))
+# The server is still well after every refusal.
+s, _, d, raw = ask(srv, question, budget=16)
+checks.check(s == 200 and serverlib.answer_text(d) == serverlib.answer_text(d3),
+             "after the errors the same request answers the same (%s)" % raw[:200])
+code = srv.stop()
+checks.check(code == 0, "the vision server stops cleanly (status %s)" % code)
+
+# ------------------------------------------------------------ no projector
+plain_dir = os.path.join(tmp, "plain")
+os.makedirs(plain_dir)
+plain_model = os.path.join(plain_dir, "gemma.gguf")
+shutil.copy(model, plain_model)
+plain = serverlib.Server(tmp, "plain", plain_model)
+checks.check("images:" not in open(plain.out_path).read(), "no projector: images are off")
+s, _, d, raw = ask(plain, question)
+checks.check(s == 400 and is_error(d, "model_not_vision", "no vision projector"),
+             "an image for a model served without a projector: 400 naming why (%s: %s)"
+             % (s, raw[:300]))
+s, _, d, raw = ask(plain, "Hello")
+checks.check(s == 200, "text still works without a projector (%s)" % raw[:200])
+checks.check(plain.stop() == 0, "the plain server stops cleanly")
+
+# A projector for a model whose vocabulary has no image markers: refused at start.
+llama = serverlib.make_model(plain_dir, name="llama")
+r = subprocess.run([serverlib.env("TERN_CLI"), "serve", "-m", llama, "--port", "0",
+                    "--mmproj", projector], capture_output=True, text=True, timeout=60)
+checks.check(r.returncode == 2 and "takes no images" in r.stderr,
+             "--mmproj with a model that takes no images: exit 2 (%d: %s)"
+             % (r.returncode, r.stderr[-300:]))
+checks.finish()
