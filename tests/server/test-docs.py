@@ -4,15 +4,20 @@
 Every ```sh block of the document is run with `sh -e` against a server on a
 tiny synthetic Qwen3-architecture model (real Qwen3 vocabulary) whose file is
 named like the model the examples name, with only TERN_URL (the variable the
-examples use for the address) set to the server's address. Each block must
-exit 0 and print answers: JSON without an error object, or an SSE stream
-ending in [DONE]."""
+examples use for the address) set to the server's address. The blocks that
+send images go to a server on a tiny synthetic Gemma 3 (real vocabulary)
+with a synthetic projector beside it, named like the model those blocks
+name, and run in a directory holding the photo.png they read. Each block
+must exit 0 and print answers: JSON without an error object, or an SSE
+stream ending in [DONE]."""
 
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serverlib  # noqa: E402
@@ -24,24 +29,62 @@ blocks = re.findall(r"^```sh\n(.*?)^```", doc, re.S | re.M)
 checks.check(len(blocks) >= 5, "docs/SERVER.md has its curl examples in ```sh blocks (%d found)"
              % len(blocks))
 
-ids = set(re.findall(r'"model": "([^"]+)"', "".join(blocks)))
-checks.check(len(ids) == 1, "the examples name one model: %s" % sorted(ids))
+
+def model_ids(bs):
+    return set(re.findall(r'"model": "([^"]+)"', "".join(bs)))
+
+
+image_blocks = [b for b in blocks if "image_url" in b]
+ids = model_ids(b for b in blocks if b not in image_blocks)
+checks.check(len(ids) == 1, "the text examples name one model: %s" % sorted(ids))
 model_id = ids.pop() if ids else "qwen3:0.6b"
+vision_ids = model_ids(image_blocks)
+checks.check(len(image_blocks) >= 1 and len(vision_ids) == 1,
+             "the image examples (%d) name one model: %s" % (len(image_blocks),
+                                                             sorted(vision_ids)))
 
 vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "qwen3", "tokenizer.json")
-if not os.path.isfile(vocab):
-    serverlib.cannot_run("no Qwen3 vocabulary at %s (tools/fetch-vocab.sh)" % vocab)
+gemma_vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "gemma3", "tokenizer.json")
+for v in (vocab, gemma_vocab):
+    if not os.path.isfile(v):
+        serverlib.cannot_run("no vocabulary at %s (tools/fetch-vocab.sh)" % v)
 
 tmp = serverlib.workdir("docs")
 model = serverlib.make_model(tmp, name=model_id, vocab=vocab, arch="qwen3")
 srv = serverlib.Server(tmp, "docs", model)
 
+vision_dir = os.path.join(tmp, "vision")
+os.makedirs(vision_dir)
+vision_model = serverlib.make_model(vision_dir, name=vision_ids.pop() if vision_ids else "v",
+                                    vocab=gemma_vocab, arch="gemma3")
+r = subprocess.run([serverlib.env("TERN_CLI"), "mkmodel", "--arch", "gemma3-vision", "--target",
+                    vision_model, "--image-size", "128", "--patch", "2", "--embd", "32", "--ff",
+                    "64", "--layers", "1", "--heads", "2", "-o",
+                    os.path.join(vision_dir, "mmproj-f32.gguf")], capture_output=True, text=True)
+checks.check(r.returncode == 0, "mkmodel gemma3-vision: " + r.stderr[-300:])
+vision_srv = serverlib.Server(tmp, "docs-vision", vision_model)
+photo_dir = os.path.join(tmp, "photos")
+os.makedirs(photo_dir)
+
+
+def png_chunk(t, d):
+    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+
+
+with open(os.path.join(photo_dir, "photo.png"), "wb") as f:
+    raw = b"".join(b"\0" + bytes((x * 5 + y * 11) % 256 for x in range(3 * 80))
+                   for y in range(50))
+    f.write(b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 80, 50, 8, 2, 0, 0, 0))
+            + png_chunk(b"IDAT", zlib.compress(raw)) + png_chunk(b"IEND", b""))
+
 for i, block in enumerate(blocks):
     checks.check("$TERN_URL" in block and "127.0.0.1" not in block and "localhost" not in block,
                  "block %d reaches the server through $TERN_URL only" % (i + 1))
     e = dict(os.environ)
-    e["TERN_URL"] = srv.url
-    r = subprocess.run(["sh", "-e", "-c", block], capture_output=True, env=e, timeout=120)
+    image = block in image_blocks
+    e["TERN_URL"] = vision_srv.url if image else srv.url
+    r = subprocess.run(["sh", "-e", "-c", block], capture_output=True, env=e, timeout=120,
+                       cwd=photo_dir if image else None)
     out = r.stdout.decode("utf-8", "replace")
     what = "block %d (%s...)" % (i + 1, block.strip().splitlines()[0][:60])
     checks.check(r.returncode == 0, "%s exits 0 (%d: %s)" % (what, r.returncode,
@@ -70,10 +113,15 @@ for i, block in enumerate(blocks):
                 break
             if "choices" in d:
                 checks.check(d["usage"]["completion_tokens"] > 0, "%s: an answer with usage" % what)
+                if image:
+                    checks.check(d["usage"]["timings"]["image_tokens"] > 0,
+                                 "%s: the image is in the prompt (%s)" % (what, d["usage"]))
             rest = rest[used:]
         n_answers += 1
     checks.check(n_answers == n_curl, "%s: %d answers for %d curl commands" % (what, n_answers, n_curl))
 
 code = srv.stop()
 checks.check(code == 0, "the server stops cleanly (status %s)" % code)
+code = vision_srv.stop()
+checks.check(code == 0, "the vision server stops cleanly (status %s)" % code)
 checks.finish()
