@@ -1,7 +1,9 @@
 // The official `openai` npm client against tern-cli serve (run by
 // test-openai-node.py, which installs the package and starts the servers).
 // Environment: OPENAI_MODULE (the installed package), TERN_URL (a server
-// without a key), TERN_KEY_URL and TERN_KEY (a server with one).
+// without a key), TERN_KEY_URL and TERN_KEY (a server with one),
+// TERN_VISION_URL (a server on a Gemma 3 model named 'gemma' with a vision
+// projector) and TERN_IMAGE_URI (a PNG as a data: URI).
 'use strict';
 const OpenAI = require(process.env.OPENAI_MODULE);
 
@@ -103,6 +105,42 @@ async function main() {
       OpenAI.BadRequestError, 400, 'context overflow');
   check(eover && eover.code === 'context_length_exceeded' && /tokens/.test(eover.message),
         'context overflow: ' + (eover && eover.message));
+
+  // An image part, as OpenAI's vision examples send it; tern.image_tokens
+  // goes through the client as an extra body member.
+  const vision = new OpenAI({ baseURL: process.env.TERN_VISION_URL + '/v1', apiKey: 'unused',
+                              maxRetries: 0, timeout: 60000 });
+  const imageMessages = [{ role: 'user', content: [
+    { type: 'text', text: 'What is in this image?' },
+    { type: 'image_url', image_url: { url: process.env.TERN_IMAGE_URI, detail: 'low' } }] }];
+  const seen = await vision.chat.completions.create({
+    model: 'gemma', messages: imageMessages, max_tokens: 4, tern: { image_tokens: 16 } });
+  check(typeof seen.choices[0].message.content === 'string' &&
+        seen.usage.timings.image_tokens === 16 && seen.usage.prompt_tokens > 16,
+        'image: answered with 16 image tokens: ' + JSON.stringify(seen.usage));
+  const seenStream = await vision.chat.completions.create({
+    model: 'gemma', messages: imageMessages, max_tokens: 4, tern: { image_tokens: 16 },
+    stream: true, stream_options: { include_usage: true } });
+  let seenText = '';
+  let seenUsage = null;
+  for await (const chunk of seenStream) {
+    if (chunk.choices.length) seenText += chunk.choices[0].delta.content || '';
+    if (chunk.usage) seenUsage = chunk.usage;
+  }
+  check(seenText === seen.choices[0].message.content && seenUsage &&
+        seenUsage.prompt_tokens === seen.usage.prompt_tokens,
+        'image stream: the same answer and prompt size');
+  const eremote = await expectError(vision.chat.completions.create({
+    model: 'gemma', max_tokens: 4, messages: [{ role: 'user', content: [
+      { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } }] }] }),
+  OpenAI.BadRequestError, 400, 'remote image URL');
+  check(eremote && eremote.code === 'invalid_image_url', 'remote image URL: code ' +
+        (eremote && eremote.code));
+  const enovision = await expectError(client.chat.completions.create({
+    model: 'tiny', max_tokens: 4, messages: imageMessages }),
+  OpenAI.BadRequestError, 400, 'image for a text model');
+  check(enovision && enovision.code === 'model_not_vision',
+        'image for a text model: code ' + (enovision && enovision.code));
 
   const wrongKey = new OpenAI({ baseURL: process.env.TERN_KEY_URL + '/v1', apiKey: 'wrong',
                                 maxRetries: 0 });
