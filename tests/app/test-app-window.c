@@ -1022,6 +1022,18 @@ test_images (TernWindow *w,
   if (!tern_window_has_vision (w))
     return;
 
+  /* Not an image: refused, naming the file. */
+  {
+    g_autofree char *notes = g_build_filename (dir, "notes.png", NULL);
+
+    g_file_set_contents (notes, "not a picture\n", -1, NULL);
+    CHECK (!drop_file (w, notes));
+    CHECK (tern_window_get_n_attachments (w) == 0);
+    CHECKF (tern_window_get_last_error (w) != NULL
+            && strstr (tern_window_get_last_error (w), "notes.png") != NULL,
+            "error: %s", tern_window_get_last_error (w));
+    fprintf (stderr, "not an image: %s\n", tern_window_get_last_error (w));
+  }
   CHECK (drop_file (w, png));
   CHECK (tern_window_get_n_attachments (w) == 1);
   fprintf (stderr, "image cost preview: %s\n", tern_window_get_image_cost_text (w));
