@@ -21,6 +21,8 @@ import shutil
 import struct
 import subprocess
 import sys
+import threading
+import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -160,6 +162,18 @@ if s6 == 200 and s3 == 200 and events:
                  "(%r / %r)" % (text, serverlib.answer_text(d3)))
     checks.check(docs[-1]["usage"]["timings"]["image_tokens"] == 16, "the stream's usage says 16")
 
+# Single turn against a pinned system prompt: the pin is restored, not
+# re-prefilled, and the answer does not change.
+sys_prompt = "You describe pictures in one word."
+s10, _, d10, raw10 = ask(srv, question, budget=16, system=sys_prompt)
+s11, _, d11, raw11 = ask(srv, question, budget=16, system=sys_prompt)
+checks.check(s10 == 200 and s11 == 200 and timings(d11).get("pin") == "kept" and
+             timings(d11).get("restored_tokens", 0) > 1 and
+             serverlib.answer_text(d10) == serverlib.answer_text(d11) and
+             d10["usage"]["prompt_tokens"] == d11["usage"]["prompt_tokens"],
+             "an image against a pinned system prompt restores the pin (%s / %s)"
+             % (raw10[:300], raw11[:300]))
+
 # Text only on the same server still works (and costs no image tokens).
 s7, _, d7, raw7 = ask(srv, "What is in this picture?")
 checks.check(s7 == 200 and timings(d7).get("image_tokens") == 0,
@@ -221,6 +235,35 @@ checks.check(s == 200 and serverlib.answer_text(d) == serverlib.answer_text(d3),
              "after the errors the same request answers the same (%s)" % raw[:200])
 code = srv.stop()
 checks.check(code == 0, "the vision server stops cleanly (status %s)" % code)
+
+# ------------------------------------------------------------ stopping
+# SIGTERM while a slow answer runs and an image request waits behind it:
+# the waiting one gets 503, the server exits 0 (and, under ASan, leaks nothing).
+slow = serverlib.Server(tmp, "slow", model, ["--debug-token-delay", "200"])
+results = {}
+
+
+def send(name, parts, max_tokens):
+    try:
+        results[name] = ask(slow, parts, budget=16, max_tokens=max_tokens)
+    except Exception as err:  # noqa: BLE001 - a dropped connection is a result too
+        results[name] = (None, None, None, repr(err).encode())
+
+
+running = threading.Thread(target=send, args=("running", "Tell me a long story.", 200))
+running.start()
+time.sleep(1.0)
+waiting = threading.Thread(target=send, args=("waiting", question, 4))
+waiting.start()
+time.sleep(1.0)
+code = slow.stop()
+running.join(30)
+waiting.join(30)
+s, _, d, raw = results.get("waiting", (None, None, None, b"no answer"))
+checks.check(s == 503 and (d or {}).get("error", {}).get("code") == "cancelled",
+             "an image request waiting at SIGTERM: 503 cancelled (%s: %s)" % (s, raw[:300]))
+checks.check(code == 0, "the server stops cleanly with an image request waiting (status %s: %s)"
+             % (code, slow.stderr()[-500:]))
 
 # ------------------------------------------------------------ no projector
 plain_dir = os.path.join(tmp, "plain")
