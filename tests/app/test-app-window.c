@@ -1066,6 +1066,14 @@ test_images (TernWindow *w,
   if (m != NULL)
     fprintf (stderr, "image answer: prompt %d tokens (64 of them the image), %d generated\n",
              m->stats.prompt_tokens, m->stats.generated_tokens);
+  {
+    const char *out = g_getenv ("TERN_TEST_OUT");
+    g_autofree char *shot = g_build_filename (out && *out ? out : dir, "tern-image-answer.png",
+                                              NULL);
+    spin_for (0.3);
+    CHECK (save_screenshot (GTK_WIDGET (w), shot));
+  }
+
   /* Edit takes the message back with its image. */
   activate (w, "edit-last", NULL);
   CHECK (tern_window_get_n_attachments (w) == 1);
