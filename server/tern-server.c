@@ -23,6 +23,11 @@
 /* Threads decoding images (PNG inflate, JPEG): off the HTTP context, and
  * off the engine worker so that a big image does not hold up the queue. */
 #define DECODE_THREADS 2
+/* Encoded images kept for reuse: a client sends a conversation's image again
+ * with every turn, and encoding one costs far more than answering (seconds
+ * to minutes on a CPU, docs/VISION.md), so the last few are kept. Gemma 3 4B:
+ * 256 x 2560 floats, 2.6 MiB each. */
+#define IMAGE_CACHE_SIZE 8
 #define DEFAULT_PINS 4
 /* OpenAI's default for the legacy completions endpoint: a raw continuation
  * of a base model may never reach an end token. */
@@ -42,8 +47,19 @@ typedef enum {
 typedef struct job_image {
     char *uri;     /* the data: URI as sent; freed once decoded */
     char *where;   /* "messages[1].content[2]": names it in errors */
+    char *key;     /* SHA-256 of the URI: the encoding cache's key (with the budget) */
     void *decoded; /* TernImage (imageio): pool thread -> worker, freed once encoded */
+    float *cached; /* rows found in the encoding cache instead (a copy): not decoded */
 } job_image;
+
+/* An encoding kept for reuse (see IMAGE_CACHE_SIZE). */
+typedef struct image_cache_entry {
+    char *key; /* NULL: empty */
+    int budget;
+    float *rows; /* [n_tokens][n_embd] */
+    int n_tokens, n_embd;
+    guint64 used;
+} image_cache_entry;
 
 typedef struct job {
     gint refs;
@@ -79,6 +95,7 @@ typedef struct job {
     tn_image_embd *embd;     /* worker: the encoded images, rows owned */
     int32_t image_tokens;
     double encode_ms;
+    int images_reused;       /* taken from the encoding cache */
     const char *error_code;  /* parsing: the OpenAI error code of a refusal, or NULL */
 
     /* Set by the server's context when the client is gone; read by the worker. */
@@ -133,6 +150,10 @@ struct tern_server {
      * worker with vision_cpu (worker only, made on first use). */
     GThreadPool *decode_pool;
     tn_cpu *vision_cpu;
+    GMutex cache_lock; /* guards the cache: looked up by the decode threads,
+                          filled by the worker */
+    image_cache_entry cache[IMAGE_CACHE_SIZE];
+    guint64 cache_clock;
 
     /* The engine side. */
     GAsyncQueue *queue;
@@ -169,6 +190,8 @@ static void job_unref(job *j) {
     for (int i = 0; i < j->n_images; i++) {
         g_free(j->images[i].uri);
         g_free(j->images[i].where);
+        g_free(j->images[i].key);
+        g_free(j->images[i].cached);
 #ifdef TERN_HAVE_IMAGEIO
         tern_image_free(j->images[i].decoded);
 #endif
@@ -421,6 +444,54 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
     return rc;
 }
 
+#ifdef TERN_HAVE_IMAGEIO
+/* A copy of the rows encoded for (key, budget), or NULL. */
+static float *cache_get(tern_server *srv, const char *key, int budget) {
+    float *rows = NULL;
+    g_mutex_lock(&srv->cache_lock);
+    for (int i = 0; i < IMAGE_CACHE_SIZE; i++) {
+        image_cache_entry *e = &srv->cache[i];
+        if (e->key && e->budget == budget && !strcmp(e->key, key)) {
+            rows = g_try_malloc((gsize)e->n_tokens * (gsize)e->n_embd * sizeof(float));
+            if (rows)
+                memcpy(rows, e->rows, (size_t)e->n_tokens * (size_t)e->n_embd * sizeof(float));
+            e->used = ++srv->cache_clock;
+            break;
+        }
+    }
+    g_mutex_unlock(&srv->cache_lock);
+    return rows;
+}
+
+/* Keeps a copy of rows, replacing the least recently used entry. */
+static void cache_put(tern_server *srv, const char *key, int budget, const float *rows,
+                      int n_tokens, int n_embd) {
+    const gsize bytes = (gsize)n_tokens * (gsize)n_embd * sizeof(float);
+    float *copy = g_try_malloc(bytes);
+    if (!copy || !key) {
+        g_free(copy);
+        return;
+    }
+    memcpy(copy, rows, bytes);
+    g_mutex_lock(&srv->cache_lock);
+    image_cache_entry *slot = &srv->cache[0];
+    for (int i = 0; i < IMAGE_CACHE_SIZE; i++) {
+        image_cache_entry *e = &srv->cache[i];
+        if (!e->key || (e->budget == budget && !strcmp(e->key, key))) {
+            slot = e;
+            break;
+        }
+        if (e->used < slot->used)
+            slot = e;
+    }
+    g_free(slot->key);
+    g_free(slot->rows);
+    *slot = (image_cache_entry){g_strdup(key), budget, copy, n_tokens, n_embd,
+                                ++srv->cache_clock};
+    g_mutex_unlock(&srv->cache_lock);
+}
+#endif
+
 /* The job's decoded images into embeddings, on the worker (the engine's
  * CPU is busy with one thing at a time). Each decoded picture is freed as
  * soon as it is encoded. */
@@ -438,6 +509,13 @@ static int encode_images(tern_server *srv, job *j) {
     for (int i = 0; i < j->n_images; i++) {
         if (job_abandoned(j))
             return TN_ERR_CANCELLED;
+        if (j->images[i].cached) {
+            j->embd[i] = (tn_image_embd){j->images[i].cached, n_tok, n_embd};
+            j->images[i].cached = NULL; /* now owned by embd */
+            j->image_tokens += n_tok;
+            j->images_reused++;
+            continue;
+        }
         TernImage *img = j->images[i].decoded;
         float *rows = g_try_malloc((gsize)n_tok * (gsize)n_embd * sizeof(float));
         int n = 0;
@@ -455,6 +533,7 @@ static int encode_images(tern_server *srv, job *j) {
         }
         j->embd[i] = (tn_image_embd){rows, n, n_embd};
         j->image_tokens += n;
+        cache_put(srv, j->images[i].key, j->image_budget, rows, n, n_embd);
     }
     j->encode_ms = (double)(g_get_monotonic_time() - t0) / 1000.0;
     return TN_OK;
@@ -603,6 +682,8 @@ static void builder_usage(JsonBuilder *b, job *j) {
     json_builder_add_double_value(b, j->decode_ms);
     json_builder_set_member_name(b, "image_encode_ms");
     json_builder_add_double_value(b, j->encode_ms);
+    json_builder_set_member_name(b, "images_reused");
+    json_builder_add_int_value(b, j->images_reused);
     json_builder_end_object(b);
     json_builder_end_object(b);
 }
@@ -1322,9 +1403,13 @@ static void decode_images(gpointer data, gpointer pool_data) {
                                      tn_vision_input_side(srv->cfg.vision, j->image_budget)};
     const gint64 t0 = g_get_monotonic_time();
     for (int i = 0; i < j->n_images && !j->image_error && !job_abandoned(j); i++) {
-        j->images[i].decoded = tern_image_load_data_uri(j->images[i].uri, &io, &j->image_error);
+        job_image *im = &j->images[i];
+        im->key = g_compute_checksum_for_string(G_CHECKSUM_SHA256, im->uri, -1);
+        im->cached = cache_get(srv, im->key, j->image_budget);
+        if (!im->cached)
+            im->decoded = tern_image_load_data_uri(im->uri, &io, &j->image_error);
         j->image_error_at = i;
-        g_clear_pointer(&j->images[i].uri, g_free);
+        g_clear_pointer(&im->uri, g_free);
     }
     j->decode_ms = (double)(g_get_monotonic_time() - t0) / 1000.0;
     schedule(j, images_decoded);
@@ -1656,6 +1741,7 @@ tern_server *tern_server_new(const tn_model *model, const tern_server_config *co
         srv->cfg.pins_max = TERN_SERVER_MAX_PINS;
     g_mutex_init(&srv->current_lock);
     g_mutex_init(&srv->quit_lock);
+    g_mutex_init(&srv->cache_lock);
     srv->queue = g_async_queue_new();
     srv->context = config->context ? g_main_context_ref(config->context) : g_main_context_new();
     srv->loop = g_main_loop_new(srv->context, FALSE);
@@ -1817,6 +1903,11 @@ void tern_server_free(tern_server *srv) {
     g_main_loop_unref(srv->loop);
     g_main_context_unref(srv->context);
     g_async_queue_unref(srv->queue);
+    for (int i = 0; i < IMAGE_CACHE_SIZE; i++) {
+        g_free(srv->cache[i].key);
+        g_free(srv->cache[i].rows);
+    }
+    g_mutex_clear(&srv->cache_lock);
     g_mutex_clear(&srv->current_lock);
     g_mutex_clear(&srv->quit_lock);
     g_free(srv->host);

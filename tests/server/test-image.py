@@ -128,6 +128,9 @@ s2, _, d2, raw2 = ask(srv, question)
 checks.check(s2 == 200 and d1 and d2 and serverlib.answer_text(d1) == serverlib.answer_text(d2)
              and d1["usage"]["prompt_tokens"] == d2["usage"]["prompt_tokens"],
              "the same image request answers the same (%r / %r)" % (raw1[:200], raw2[:200]))
+checks.check(t1.get("images_reused") == 0 and timings(d2).get("images_reused") == 1 and
+             timings(d2).get("image_encode_ms") == 0 and timings(d2).get("image_tokens") == 256,
+             "the second time the encoding is reused (%s / %s)" % (t1, timings(d2)))
 
 # The budget: 16 tokens (a 4 x 4 grid), 20 -> also 16 (the largest square within).
 s3, _, d3, raw3 = ask(srv, question, budget=16)
@@ -193,6 +196,8 @@ checks.check(s8 == 200 and s9 == 200, "a conversation with an image (%s / %s)"
 if s8 == 200 and s9 == 200:
     checks.check(timings(d9).get("restored_tokens", 0) >= 16 + timings(d8)["restored_tokens"],
                  "the next turn reuses the image's rows (%s)" % timings(d9))
+    checks.check(timings(d9).get("images_reused") == 1,
+                 "the next turn does not encode the image again (%s)" % timings(d9))
 
 # ------------------------------------------------------------ errors
 noisy = png(60, 40, noisy=True)
