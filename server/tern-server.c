@@ -505,7 +505,6 @@ static int encode_images(tern_server *srv, job *j) {
     const int n_embd = tn_vision_get_info(v)->n_embd_text;
     const int n_tok = tn_vision_tokens(v, j->image_budget);
     j->embd = g_new0(tn_image_embd, j->n_images);
-    const gint64 t0 = g_get_monotonic_time();
     for (int i = 0; i < j->n_images; i++) {
         if (job_abandoned(j))
             return TN_ERR_CANCELLED;
@@ -520,9 +519,11 @@ static int encode_images(tern_server *srv, job *j) {
         float *rows = g_try_malloc((gsize)n_tok * (gsize)n_embd * sizeof(float));
         int n = 0;
         tn_error e = {.message = "out of memory"};
+        const gint64 t0 = g_get_monotonic_time();
         int rc = rows ? tn_vision_encode(v, img->rgb, img->width, img->height, j->image_budget,
                                          rows, &n, srv->vision_cpu, &e)
                       : TN_ERR_NOMEM;
+        j->encode_ms += (double)(g_get_monotonic_time() - t0) / 1000.0;
         tern_image_free(img);
         j->images[i].decoded = NULL;
         if (rc != TN_OK) {
@@ -535,7 +536,6 @@ static int encode_images(tern_server *srv, job *j) {
         j->image_tokens += n;
         cache_put(srv, j->images[i].key, j->image_budget, rows, n, n_embd);
     }
-    j->encode_ms = (double)(g_get_monotonic_time() - t0) / 1000.0;
     return TN_OK;
 #else
     (void)srv;

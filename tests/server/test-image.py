@@ -12,7 +12,8 @@ it by mkmodel beside it, PNGs written here with zlib:
     image in a system message, a marker written in the text, a bad budget,
     a model served without a projector; a streamed request with a bad image
     gets a plain 400 before any event;
-  - a projector given for a model that takes no images is refused at start."""
+  - a projector given for a model that takes no images, or a missing one,
+    is refused at start; two beside the model leave images off with a note."""
 
 import base64
 import os
@@ -292,4 +293,20 @@ r = subprocess.run([serverlib.env("TERN_CLI"), "serve", "-m", llama, "--port", "
 checks.check(r.returncode == 2 and "takes no images" in r.stderr,
              "--mmproj with a model that takes no images: exit 2 (%d: %s)"
              % (r.returncode, r.stderr[-300:]))
+r = subprocess.run([serverlib.env("TERN_CLI"), "serve", "-m", plain_model, "--port", "0",
+                    "--mmproj", os.path.join(tmp, "missing-mmproj.gguf")],
+                   capture_output=True, text=True, timeout=60)
+checks.check(r.returncode == 2 and "missing-mmproj.gguf" in r.stderr,
+             "--mmproj naming a missing file: exit 2 naming it (%d: %s)"
+             % (r.returncode, r.stderr[-300:]))
+# Two projectors beside the model: which one is unknown, so images are off
+# (with a note), and text is served.
+shutil.copy(projector, os.path.join(plain_dir, "a-mmproj.gguf"))
+shutil.copy(projector, os.path.join(plain_dir, "b-mmproj.gguf"))
+two = serverlib.Server(tmp, "two", plain_model)
+checks.check("images:" not in open(two.out_path).read() and "--mmproj" in two.stderr(),
+             "two projectors beside the model: images off, with a note (%s)" % two.stderr())
+s, _, d, raw = ask(two, question)
+checks.check(s == 400 and is_error(d, "model_not_vision"), "two projectors: images refused")
+checks.check(two.stop() == 0, "the two-projector server stops cleanly")
 checks.finish()
