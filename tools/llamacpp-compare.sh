@@ -1,0 +1,52 @@
+#!/bin/sh
+# Tern and llama.cpp side by side on the same GGUF (issue 5): pp/tg speed
+# with the same thread count, and a correctness check: the same text's
+# tokens, and the teacher-forced argmax and its logit at each of the first
+# 64 positions. llama.cpp comes from the npm package node-llama-cpp (its
+# prebuilt CPU binaries, @node-llama-cpp/linux-x64), installed under
+# $NLC_DIR (default /tmp/tern-llamacpp), never into the repository.
+# Not run by the test suite.
+#
+# usage: tools/llamacpp-compare.sh TERN_CLI MODEL.gguf [THREADS] [REPS]
+#   TEXT=FILE  the text for the logit check (default: README.md)
+set -eu
+cli=$1
+model=$2
+threads=${3:-2}
+reps=${4:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+nlc=${NLC_DIR:-/tmp/tern-llamacpp}
+text=${TEXT:-$here/../README.md}
+if [ ! -d "$nlc/node_modules/node-llama-cpp" ]; then
+    mkdir -p "$nlc"
+    (cd "$nlc" && npm init -y >/dev/null &&
+        NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --omit=optional --no-audit --no-fund \
+            node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1 >/dev/null)
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo "== machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== llama.cpp"
+node "$here/llamacpp-compare.mjs" --nlc "$nlc" -m "$model" -t "$threads" -p 512 -n 128 \
+    -r "$reps" --text "$text" --positions 64 --dump "$tmp/llama.top1" \
+    --tokens-out "$tmp/llama.tokens"
+echo "== tern"
+"$cli" bench -m "$model" -p 512 -n 128 -t "$threads" -r "$reps" | grep -E '^(threads|pp|tg)'
+echo "== correctness (first 64 tokens of $(basename "$text"))"
+"$cli" tokenize -m "$model" --file "$text" | tr ' ' '\n' | sed '/^$/d' | head -64 >"$tmp/tern.tokens"
+tr ' ' '\n' <"$tmp/llama.tokens" | sed '/^$/d' >"$tmp/llama.tokens.1"
+if cmp -s "$tmp/tern.tokens" "$tmp/llama.tokens.1"; then
+    echo "tokens: identical"
+else
+    echo "tokens: DIFFER"
+fi
+"$cli" perplexity -m "$model" -f "$text" --ctx 64 --chunks 1 -t "$threads" \
+    --dump-top1 "$tmp/tern.top1" >/dev/null 2>&1
+# POSITION ARGMAX LOGIT in both files.
+paste -d' ' "$tmp/tern.top1" "$tmp/llama.top1" | awk '
+    { n++; if ($2 == $5) same++;
+      d = $3 - $6; if (d < 0) d = -d; if (d > maxd) maxd = d;
+      a = $3 < 0 ? -$3 : $3; if (a > maxa) maxa = a;
+      if (d / (a > 0 ? a : 1) > maxr) maxr = d / (a > 0 ? a : 1) }
+    END { printf "argmax: %d of %d positions agree; top logit: max |diff| %.4f (%.2e of the value), largest |logit| %.2f\n",
+                 same, n, maxd, maxr, maxa }'
