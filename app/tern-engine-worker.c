@@ -524,6 +524,11 @@ handle_serve (Engine  *engine,
       cfg.n_ctx = engine->n_ctx;
       cfg.model_id = engine->model_id;
       cfg.n_threads = req->n_threads;
+      /* Shared with the app's own image requests: encoding only reads it.
+       * A new model stops the server before its projector goes. */
+      cfg.vision = engine->vision;
+      /* Each kept pin is a whole KV cache beside the app's own session. */
+      cfg.pins_max = 2;
       engine->server = tern_server_new (engine->model, &cfg, &error);
       if (engine->server == NULL)
         ev->error = g_strdup (error != NULL ? error->message : _("The server could not start"));

@@ -932,7 +932,8 @@ int tn_detok_stream_flush(tn_detok_stream *s, tn_buf *out, tn_error *err);
 
 /* A Gemma 3 vision projector ("mmproj" GGUF, clip.projector_type = "gemma3"):
  * SigLIP ViT + 4x4 average pool + RMSNorm + projection into the text width
- * (docs/VISION.md). Immutable after load; encode from one thread at a time. */
+ * (docs/VISION.md). Immutable after load: tn_vision_encode allocates its
+ * scratch per call, so several threads may encode with one projector at once. */
 typedef struct tn_vision tn_vision;
 struct tn_cpu; /* engine/cpu/tn-cpu.h */
 
