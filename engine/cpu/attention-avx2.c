@@ -112,11 +112,14 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
                 _mm256_cmpgt_epi32(lane8, lo_b), _mm256_cmpgt_epi32(hi_b, lane8)));
             const __m256 s0 = _mm256_blendv_ps(ninf, _mm256_mul_ps(s[2 * i], scale), v0);
             const __m256 s1 = _mm256_blendv_ps(ninf, _mm256_mul_ps(s[2 * i + 1], scale), v1);
-            const float mb = max8(_mm256_max_ps(s0, s1));
             float *ai = acc + (size_t)i * D;
             float *li = lsum + (size_t)i * TN_ATTN_KB;
             __m256 l0 = _mm256_loadu_ps(li), l1 = _mm256_loadu_ps(li + 8);
-            if (mb > mx[i]) {
+            const __m256 mo = _mm256_set1_ps(mx[i]);
+            /* As in the AVX-512 kernel: reduce only when a score passes. */
+            if (_mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(s0, mo, _CMP_GT_OQ),
+                                                _mm256_cmp_ps(s1, mo, _CMP_GT_OQ)))) {
+                const float mb = max8(_mm256_max_ps(s0, s1));
                 if (mx[i] != -INFINITY) {
                     const __m256 c = exp8(_mm256_set1_ps(mx[i] - mb));
                     l0 = _mm256_mul_ps(l0, c);

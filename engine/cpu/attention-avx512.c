@@ -173,10 +173,13 @@ bool tn_attention_avx512(const tn_attn_tile *t, float *scratch) {
             u1[i] = t->last[i] - j0 < TN_ATTN_KB - 1 ? t->last[i] - j0 : TN_ATTN_KB - 1;
             const __mmask16 valid = (__mmask16)((0xFFFFu >> (15 - (u1[i] - u0[i]))) << u0[i]);
             const __m512 si = _mm512_mask_blend_ps(valid, ninf, _mm512_mul_ps(s[i], scale));
-            const float mb = _mm512_reduce_max_ps(si);
             float *ai = acc + (size_t)i * D;
             __m512 l = _mm512_loadu_ps(lsum + (size_t)i * TN_ATTN_KB);
-            if (mb > mx[i]) {
+            /* The block's maximum matters only when some score passes the
+             * running one (rare after the first blocks): a lane compare
+             * decides it without the horizontal reduction. */
+            if (_mm512_cmp_ps_mask(si, _mm512_set1_ps(mx[i]), _CMP_GT_OQ)) {
+                const float mb = _mm512_reduce_max_ps(si);
                 if (mx[i] != -INFINITY) {
                     const __m512 c = exp16(_mm512_set1_ps(mx[i] - mb));
                     l = _mm512_mul_ps(l, c);
