@@ -19,6 +19,8 @@
  */
 #include "tn-test.h"
 
+#include "cpu/tn-cpu.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -780,10 +782,79 @@ static void check_mkmodel(void) {
     }
 }
 
+/* The weight layout chosen at load: on an AVX-512 machine Q4_0 and Q8_0
+ * matrices are repacked (X16) unless TERN_REPACK=0; tn_model_arithmetic
+ * names the choice (pin snapshots are keyed by it). Both layouts must give
+ * the same logits within the integer kernels' tolerance, and each one the
+ * same bits on every run. */
+static void check_layouts(void) {
+    const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        spec s = make_spec("qwen3", types[t], 0); /* tied: the LM head is the embedding */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/layout-%u.gguf", tn_test_tmpdir(), types[t]);
+        CHECK(write_model(&s, path) == 0);
+        enum { N = 24 };
+        int32_t tok[N];
+        uint64_t rng = 91 + t;
+        for (int i = 0; i < N; i++)
+            tok[i] = (int32_t)(tn_test_rand(&rng) % (uint64_t)s.V);
+        float *lg[3];
+        char arith[3][64] = {{0}};
+        uint64_t repacked[3] = {0};
+        for (int run = 0; run < 3; run++) {
+            /* runs 0 and 2: the default; run 1: the file's layout. */
+            if (run == 1)
+                setenv("TERN_REPACK", "0", 1);
+            else
+                unsetenv("TERN_REPACK");
+            lg[run] = calloc((size_t)N * s.V, sizeof(float));
+            tn_error err = {0};
+            tn_model *m = NULL;
+            CHECK(tn_model_load(path, tn_model_default_params(), &m, &err) == 0);
+            if (m) {
+                snprintf(arith[run], sizeof arith[run], "%s", tn_model_arithmetic(m));
+                repacked[run] = tn_model_repacked_bytes(m);
+                tn_model_free(m);
+            }
+            CHECK(engine_batch(path, tok, N, 2, lg[run]) == 0);
+        }
+        unsetenv("TERN_REPACK");
+        const bool x16 = tn_isa_best() >= TN_ISA_AVX512;
+        fprintf(stderr, "layouts %s: default '%s' (%llu bytes repacked), TERN_REPACK=0 '%s'\n",
+                tn_type_name(types[t]), arith[0], (unsigned long long)repacked[0], arith[1]);
+        CHECKF(strstr(arith[1], "/rows") && repacked[1] == 0, "TERN_REPACK=0 gave '%s'", arith[1]);
+        CHECKF(x16 ? strstr(arith[0], "/x16") && repacked[0] > 0 : strstr(arith[0], "/rows") != NULL,
+               "default layout '%s' on a machine whose best family is %s", arith[0],
+               tn_isa_name(tn_isa_best()));
+        CHECKF(!strcmp(arith[0], arith[2]) && !memcmp(lg[0], lg[2], sizeof(float) * N * s.V),
+               "two loads with the same arithmetic gave different logits");
+        double worst = 0;
+        for (int i = 0; i < N; i++) {
+            const float *a = lg[0] + (size_t)i * s.V, *b = lg[1] + (size_t)i * s.V;
+            float lo = a[0], hi = a[0];
+            double d = 0;
+            for (int v = 0; v < s.V; v++) {
+                lo = a[v] < lo ? a[v] : lo;
+                hi = a[v] > hi ? a[v] : hi;
+                d = fmax(d, fabs((double)a[v] - b[v]));
+            }
+            worst = fmax(worst, d / fmax((double)hi - lo, 1e-30));
+        }
+        fprintf(stderr, "layouts %s: max |x16 - rows| %.2e of the logit spread\n",
+                tn_type_name(types[t]), worst);
+        CHECKF(worst < tolerance(types[t]), "%s: the two layouts differ by %.3e of the spread",
+               tn_type_name(types[t]), worst);
+        for (int run = 0; run < 3; run++)
+            free(lg[run]);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "api";
     if (!strcmp(what, "api")) {
         check_api();
+        check_layouts();
         check_errors();
         check_mkmodel();
     } else {
