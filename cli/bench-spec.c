@@ -17,7 +17,6 @@
 #include "cli.h"
 #include "tn-session.h" /* tn_session_ctx: the thread count in use */
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -50,18 +49,6 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static bool parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        cli_error("bench: %s needs a whole number from %ld to %ld, not '%s'", opt, lo, hi, s);
-        return false;
-    }
-    *out = v;
-    return true;
 }
 
 /* ----------------------------------------------------------- the oracle */
@@ -210,15 +197,15 @@ int cmd_bench_spec(int argc, char **argv) {
         else if (!strcmp(a, "--blocks"))
             blocks_s = v;
         else if (!strcmp(a, "-p"))
-            ok = parse_long(a, v, 1, 1 << 16, &n_prompt);
+            ok = cli_parse_long(a, v, 1, 1 << 16, &n_prompt);
         else if (!strcmp(a, "-n"))
-            ok = parse_long(a, v, 2, 1 << 16, &n_gen);
+            ok = cli_parse_long(a, v, 2, 1 << 16, &n_gen);
         else if (!strcmp(a, "-t"))
-            ok = parse_long(a, v, 1, 512, &threads);
+            ok = cli_parse_long(a, v, 1, 512, &threads);
         else if (!strcmp(a, "-r"))
-            ok = parse_long(a, v, 1, 1000, &reps);
+            ok = cli_parse_long(a, v, 1, 1000, &reps);
         else if (!strcmp(a, "--draft-max"))
-            ok = parse_long(a, v, 1, TN_SPEC_MAX_DRAFT, &draft_max);
+            ok = cli_parse_long(a, v, 1, TN_SPEC_MAX_DRAFT, &draft_max);
         else {
             cli_error("bench: unknown option '%s' with --spec (see 'tern-cli bench --spec x "
                       "--help')",

@@ -107,5 +107,11 @@ void cli_encoded_free(cli_encoded *e);
 
 /* Prints "tern-cli: MESSAGE" on one line to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* OPT's value S as a number within [lo, hi]; false (after printing which
+ * option wants what) otherwise. */
+bool cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);
+bool cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out);
+/* S (n bytes) as a JSON string; invalid UTF-8 becomes U+FFFD. */
+void cli_json_string(FILE *f, const char *s, size_t n);
 
 #endif

@@ -16,7 +16,6 @@
 #include "cli.h"
 #include "tn-session.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,18 +58,6 @@ static med summarize(double *v, int n) {
     m.max = v[n - 1];
     m.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
     return m;
-}
-
-static bool parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        cli_error("bench: %s needs a whole number from %ld to %ld, not '%s'", opt, lo, hi, s);
-        return false;
-    }
-    *out = v;
-    return true;
 }
 
 static const char *PROSE =
@@ -294,19 +281,19 @@ int cmd_bench_pin(int argc, char **argv) {
         if (!strcmp(a, "-m") || !strcmp(a, "--model"))
             model_path = v;
         else if (!strcmp(a, "--short"))
-            ok = parse_long(a, v, 1, 1 << 20, &n_short);
+            ok = cli_parse_long(a, v, 1, 1 << 20, &n_short);
         else if (!strcmp(a, "--long"))
-            ok = parse_long(a, v, 1, 1 << 20, &n_long);
+            ok = cli_parse_long(a, v, 1, 1 << 20, &n_long);
         else if (!strcmp(a, "--request"))
-            ok = parse_long(a, v, 1, 1 << 20, &n_req);
+            ok = cli_parse_long(a, v, 1, 1 << 20, &n_req);
         else if (!strcmp(a, "-n"))
-            ok = parse_long(a, v, 1, 1 << 20, &n_gen);
+            ok = cli_parse_long(a, v, 1, 1 << 20, &n_gen);
         else if (!strcmp(a, "-c"))
-            ok = parse_long(a, v, 16, 1 << 22, &n_ctx);
+            ok = cli_parse_long(a, v, 16, 1 << 22, &n_ctx);
         else if (!strcmp(a, "-t"))
-            ok = parse_long(a, v, 0, 1024, &threads);
+            ok = cli_parse_long(a, v, 0, 1024, &threads);
         else if (!strcmp(a, "-r"))
-            ok = parse_long(a, v, 1, 1000, &reps);
+            ok = cli_parse_long(a, v, 1, 1000, &reps);
         else {
             cli_error("bench: unknown option '%s' for --pin (see --help)", a);
             return CLI_EXIT_USAGE;

@@ -13,7 +13,6 @@
 
 #include "cpu/tn-cpu.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,18 +60,6 @@ static stat3 stats(double *v, int n) {
     s.max = v[n - 1];
     s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
     return s;
-}
-
-static bool parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        cli_error("bench: %s needs a whole number from %ld to %ld, not '%s'", opt, lo, hi, s);
-        return false;
-    }
-    *out = v;
-    return true;
 }
 
 /* Peak resident set (VmHWM) in bytes, 0 if unknown. */
@@ -267,7 +254,7 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
         return CLI_EXIT_USAGE;
     for (int i = 0; i < n_batch; i++) {
         long b;
-        if (!parse_int("--batch", items[i], 1, 4096, &b))
+        if (!cli_parse_long("--batch", items[i], 1, 4096, &b))
             return CLI_EXIT_USAGE;
         batches[i] = (int)b;
     }
@@ -693,15 +680,15 @@ int cmd_bench(int argc, char **argv) {
         if (!strcmp(a, "-m") || !strcmp(a, "--model"))
             o.path = val;
         else if (!strcmp(a, "-p"))
-            ok = parse_int(a, val, 0, 1 << 20, &o.n_prompt);
+            ok = cli_parse_long(a, val, 0, 1 << 20, &o.n_prompt);
         else if (!strcmp(a, "-n"))
-            ok = parse_int(a, val, 0, 1 << 20, &o.n_gen);
+            ok = cli_parse_long(a, val, 0, 1 << 20, &o.n_gen);
         else if (!strcmp(a, "--verify"))
-            ok = parse_int(a, val, 0, 4096, &o.verify);
+            ok = cli_parse_long(a, val, 0, 4096, &o.verify);
         else if (!strcmp(a, "-t"))
-            ok = parse_int(a, val, 1, 512, &o.threads);
+            ok = cli_parse_long(a, val, 1, 512, &o.threads);
         else if (!strcmp(a, "-r"))
-            ok = parse_int(a, val, 1, 1000, &o.reps);
+            ok = cli_parse_long(a, val, 1, 1000, &o.reps);
         else if (!strcmp(a, "--types"))
             types = val;
         else if (!strcmp(a, "--shapes"))

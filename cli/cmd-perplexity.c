@@ -29,18 +29,6 @@ static void usage(FILE *out) {
             "                      teacher-forced argmax and its logit)\n");
 }
 
-static bool parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || errno || end == s || *end || v < lo || v > hi) {
-        cli_error("%s needs an integer in [%ld, %ld], got '%s'", opt, lo, hi, s ? s : "");
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -95,11 +83,11 @@ int cmd_perplexity(int argc, char **argv) {
         } else if (!strcmp(a, "--dump-top1")) {
             dump_path = v;
         } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
-            ok = parse_long(a, v, 2, 1L << 20, &n_ctx);
+            ok = cli_parse_long(a, v, 2, 1L << 20, &n_ctx);
         } else if (!strcmp(a, "--chunks")) {
-            ok = parse_long(a, v, 0, 1L << 30, &chunks);
+            ok = cli_parse_long(a, v, 0, 1L << 30, &chunks);
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            ok = parse_long(a, v, 1, 1024, &threads);
+            ok = cli_parse_long(a, v, 1, 1024, &threads);
         } else {
             cli_error("perplexity: unknown option '%s' (see 'tern-cli perplexity --help')", a);
             return CLI_EXIT_USAGE;

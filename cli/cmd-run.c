@@ -66,30 +66,6 @@ static void usage(FILE *out) {
             "time to first token) goes to standard error after each answer.\n");
 }
 
-static bool parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || errno || end == s || *end || v < lo || v > hi) {
-        cli_error("%s needs an integer in [%ld, %ld], got '%s'", opt, lo, hi, s ? s : "");
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-static bool parse_double(const char *opt, const char *s, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double v = s ? strtod(s, &end) : 0;
-    if (!s || errno || end == s || *end || !(v >= lo && v <= hi)) {
-        cli_error("%s needs a number in [%g, %g], got '%s'", opt, lo, hi, s ? s : "");
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
 /* 0 ok, else the exit status. */
 static int parse_args(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
@@ -123,21 +99,21 @@ static int parse_args(int argc, char **argv, opts *o) {
         } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
             o->prompt = v;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            ok = parse_long(a, v, 0, 1L << 30, &o->n_predict);
+            ok = cli_parse_long(a, v, 0, 1L << 30, &o->n_predict);
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
-            ok = parse_long(a, v, 1, 1L << 30, &o->n_ctx);
+            ok = cli_parse_long(a, v, 1, 1L << 30, &o->n_ctx);
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            ok = parse_long(a, v, 1, 1024, &o->threads);
+            ok = cli_parse_long(a, v, 1, 1024, &o->threads);
         } else if (!strcmp(a, "--temp")) {
-            ok = parse_double(a, v, 0, 100, &o->temp);
+            ok = cli_parse_double(a, v, 0, 100, &o->temp);
         } else if (!strcmp(a, "--top-k")) {
-            ok = parse_long(a, v, 0, 1L << 30, &o->top_k);
+            ok = cli_parse_long(a, v, 0, 1L << 30, &o->top_k);
         } else if (!strcmp(a, "--top-p")) {
-            ok = parse_double(a, v, 0, 1, &o->top_p);
+            ok = cli_parse_double(a, v, 0, 1, &o->top_p);
         } else if (!strcmp(a, "--min-p")) {
-            ok = parse_double(a, v, 0, 1, &o->min_p);
+            ok = cli_parse_double(a, v, 0, 1, &o->min_p);
         } else if (!strcmp(a, "--repeat-penalty")) {
-            ok = parse_double(a, v, 0.01, 100, &o->repeat_penalty);
+            ok = cli_parse_double(a, v, 0.01, 100, &o->repeat_penalty);
         } else if (!strcmp(a, "--seed")) {
             char *end;
             errno = 0;
@@ -192,26 +168,6 @@ static tn_sampler_params sampler_params(const opts *o) {
 
 /* ---------------------------------------------------------------- output */
 
-static void json_string(FILE *f, const char *s, size_t n) {
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", f);
-        else if (c == '\r')
-            fputs("\\r", f);
-        else if (c == '\t')
-            fputs("\\t", f);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* What one answer produced, for the stream, --json and the chat history. */
 typedef struct answer {
     bool json;
@@ -257,7 +213,7 @@ static void print_stats(const opts *o, const tn_session_stats *st) {
 
 static void print_json(const opts *o, const answer *a, const tn_session_stats *st) {
     fputs("{\"text\":", stdout);
-    json_string(stdout, a->text.data ? a->text.data : "", a->text.len);
+    cli_json_string(stdout, a->text.data ? a->text.data : "", a->text.len);
     fputs(",\"tokens\":[", stdout);
     for (size_t i = 0; i < a->tokens.n; i++)
         fprintf(stdout, "%s%d", i ? "," : "", a->tokens.ids[i]);

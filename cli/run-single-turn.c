@@ -67,53 +67,6 @@ static void usage(FILE *out) {
 
 /* ------------------------------------------------------------- output */
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid
- * (overlong forms, surrogates and code points past U+10FFFF included). */
-static size_t utf8_valid_len(const unsigned char *s, size_t n) {
-    if (s[0] < 0x80)
-        return 1;
-    size_t len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
-    if (len == 0 || s[0] > 0xF4 || n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0) ||
-        (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90))
-        return 0;
-    return len;
-}
-
-/* A JSON string; bytes that are not UTF-8 (a request line can hold any)
- * become U+FFFD so that the line stays valid JSON. */
-static void json_string(FILE *f, const char *s, size_t n) {
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x80) {
-            size_t len = utf8_valid_len((const unsigned char *)s + i, n - i);
-            if (len == 0) {
-                fputs("\\ufffd", f);
-            } else {
-                fwrite(s + i, 1, len, f);
-                i += len - 1;
-            }
-        } else if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", f);
-        else if (c == '\r')
-            fputs("\\r", f);
-        else if (c == '\t')
-            fputs("\\t", f);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 typedef struct sink {
     bool json;
     tn_buf text; /* the answer, for --json and for chat history */
@@ -157,16 +110,16 @@ static void print_stats_line(FILE *f, const tn_session_stats *st) {
 static void print_json_result(const char *request, const sink *k, const tn_session_stats *st,
                               int rc, const tn_error *err) {
     fputs("{\"request\":", stdout);
-    json_string(stdout, request, strlen(request));
+    cli_json_string(stdout, request, strlen(request));
     if (rc != TN_OK && rc != TN_ERR_CANCELLED) {
         fputs(",\"error\":", stdout);
-        json_string(stdout, err->message, strlen(err->message));
+        cli_json_string(stdout, err->message, strlen(err->message));
         fprintf(stdout, ",\"status\":\"%s\"}\n", tn_status_name(rc));
         fflush(stdout);
         return;
     }
     fputs(",\"answer\":", stdout);
-    json_string(stdout, k->text.data ? k->text.data : "", k->text.len);
+    cli_json_string(stdout, k->text.data ? k->text.data : "", k->text.len);
     fprintf(stdout,
             ",\"stop\":\"%s\",\"prompt_tokens\":%d,\"generated_tokens\":%d,"
             "\"restored_tokens\":%d,\"restore_ms\":%.3f,\"prefill_ms\":%.3f,"
@@ -187,30 +140,6 @@ static void print_pin(const tn_session *s, FILE *f) {
 }
 
 /* ----------------------------------------------------------- options */
-
-static bool parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        cli_error("run: %s needs a whole number from %ld to %ld, not '%s'", opt, lo, hi, s);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-static bool parse_double(const char *opt, const char *s, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
-        cli_error("run: %s needs a number from %g to %g, not '%s'", opt, lo, hi, s);
-        return false;
-    }
-    *out = v;
-    return true;
-}
 
 static bool parse_onoff(const char *opt, const char *s, bool *out) {
     if (!strcmp(s, "on") || !strcmp(s, "true") || !strcmp(s, "1")) {
@@ -283,19 +212,19 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         else if (!strcmp(a, "--think"))
             ok = parse_onoff(a, v, &o->think);
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens"))
-            ok = parse_long(a, v, 0, 1 << 24, &o->max_tokens);
+            ok = cli_parse_long(a, v, 0, 1 << 24, &o->max_tokens);
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx"))
-            ok = parse_long(a, v, 16, 1 << 22, &o->n_ctx);
+            ok = cli_parse_long(a, v, 16, 1 << 22, &o->n_ctx);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
-            ok = parse_long(a, v, 0, 1024, &o->threads);
+            ok = cli_parse_long(a, v, 0, 1024, &o->threads);
         else if (!strcmp(a, "--temp"))
-            ok = parse_double(a, v, 0, 100, &o->temp);
+            ok = cli_parse_double(a, v, 0, 100, &o->temp);
         else if (!strcmp(a, "--top-p"))
-            ok = parse_double(a, v, 0, 1, &o->top_p);
+            ok = cli_parse_double(a, v, 0, 1, &o->top_p);
         else if (!strcmp(a, "--top-k"))
-            ok = parse_long(a, v, 0, 1 << 24, &o->top_k);
+            ok = cli_parse_long(a, v, 0, 1 << 24, &o->top_k);
         else if (!strcmp(a, "--seed")) {
-            ok = parse_long(a, v, 0, 0x7fffffffL, &l);
+            ok = cli_parse_long(a, v, 0, 0x7fffffffL, &l);
             o->seed = (unsigned long long)l;
         } else if (!strcmp(a, "--stop")) {
             if (o->n_stop == TN_SESSION_MAX_STOP || !v[0]) {

@@ -1,0 +1,76 @@
+/* Option values and JSON output shared by the commands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+bool cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || errno || end == s || *end || v < lo || v > hi) {
+        cli_error("%s needs a whole number from %ld to %ld, not '%s'", opt, lo, hi, s ? s : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || errno || end == s || *end || !(v >= lo && v <= hi)) {
+        cli_error("%s needs a number from %g to %g, not '%s'", opt, lo, hi, s ? s : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid
+ * (overlong forms, surrogates and code points past U+10FFFF included). */
+static size_t utf8_valid_len(const unsigned char *s, size_t n) {
+    if (s[0] < 0x80)
+        return 1;
+    size_t len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
+    if (len == 0 || s[0] > 0xF4 || n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0) ||
+        (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+/* Bytes that are not UTF-8 (a model's byte tokens or a request line can hold
+ * any) become U+FFFD, so that the output stays valid JSON. */
+void cli_json_string(FILE *f, const char *s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            size_t len = utf8_valid_len((const unsigned char *)s + i, n - i);
+            if (len == 0) {
+                fputs("\\ufffd", f);
+            } else {
+                fwrite(s + i, 1, len, f);
+                i += len - 1;
+            }
+        } else if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\r')
+            fputs("\\r", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
