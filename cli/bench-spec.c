@@ -35,22 +35,6 @@ static void usage(FILE *out) {
             "-t: threads (default: physical cores); -r: repetitions (median).\n");
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* ----------------------------------------------------------- the oracle */
 
 typedef struct oracle {
@@ -131,7 +115,7 @@ static run_result measure(tn_session *s, const int32_t *prompt, int32_t n_prompt
         }
     }
     if (r.rc == TN_OK)
-        r.tok_s = median(v, reps);
+        r.tok_s = cli_spread_of(v, reps).median;
     free(v);
     free(tokens);
     return r;
@@ -152,17 +136,17 @@ static int verify_curve(const tn_model *m, const int32_t *ctx_tokens, int32_t n_
     for (int32_t b = 1; rc == TN_OK && b <= max_b; b++) {
         /* warm-up, then reps timed runs of the same rows */
         for (int rep = -1; rc == TN_OK && rep < reps; rep++) {
-            const double t0 = now_s();
+            const double t0 = cli_now_s();
             rc = tn_ctx_decode(ctx, ctx_tokens, b, b > 1 ? TN_LOGITS_ALL : TN_LOGITS_LAST, logits,
                                &err);
-            const double t = now_s() - t0;
+            const double t = cli_now_s() - t0;
             if (rep >= 0)
                 v[rep] = t;
             if (rc == TN_OK)
                 rc = tn_ctx_kv_truncate(ctx, n_ctx_tokens);
         }
         if (rc == TN_OK)
-            cost[b] = median(v, reps);
+            cost[b] = cli_spread_of(v, reps).median;
     }
     if (rc != TN_OK)
         cli_error("bench: %s", err.message[0] ? err.message : tn_status_name(rc));

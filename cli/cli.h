@@ -113,5 +113,12 @@ bool cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out)
 bool cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out);
 /* S (n bytes) as a JSON string; invalid UTF-8 becomes U+FFFD. */
 void cli_json_string(FILE *f, const char *s, size_t n);
+/* Monotonic seconds. */
+double cli_now_s(void);
+/* Median, min and max of v (n values; sorts v in place). */
+typedef struct cli_spread {
+    double median, min, max;
+} cli_spread;
+cli_spread cli_spread_of(double *v, int n);
 
 #endif

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 static void usage(FILE *out) {
@@ -32,32 +31,6 @@ static void usage(FILE *out) {
             "time against saving and loading its pin snapshot (warm and cold).\n"
             "--ttft-only: the two pinned TTFTs alone (skips the slow unpinned baseline and the\n"
             "snapshot part; their figures print as 0).\n");
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-typedef struct med {
-    double median, min, max;
-} med;
-
-static med summarize(double *v, int n) {
-    med m = {0, 0, 0};
-    if (n <= 0)
-        return m;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    m.min = v[0];
-    m.max = v[n - 1];
-    m.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    return m;
 }
 
 static const char *PROSE =
@@ -106,7 +79,7 @@ static tn_session *open_session(const bench *b, const char *cache, tn_error *err
 }
 
 typedef struct ttft_result {
-    med ttft, decode_tok_s;
+    cli_spread ttft, decode_tok_s;
 } ttft_result;
 
 /* One measured configuration: a session and the request it answers; up to
@@ -180,15 +153,15 @@ static int measure_ttft(const bench *b, arm *arms, int n_arms, ttft_result *out,
         }
     }
     for (int k = 0; k < n_arms && rc == TN_OK; k++) {
-        out[k].ttft = summarize(arms[k].tt, filled[k]);
-        out[k].decode_tok_s = summarize(arms[k].dt, filled[k]);
+        out[k].ttft = cli_spread_of(arms[k].tt, filled[k]);
+        out[k].decode_tok_s = cli_spread_of(arms[k].dt, filled[k]);
     }
     return rc;
 }
 
 typedef struct snap_result {
     double prefill_ms, save_ms, file_mib;
-    med load_warm, load_cold;
+    cli_spread load_warm, load_cold;
 } snap_result;
 
 static void drop_page_cache(const char *path) {
@@ -211,9 +184,9 @@ static int measure_snapshot(const bench *b, const int32_t *pin, int32_t n_pin, c
     if (rc == TN_OK)
         rc = tn_pin_key_compute(b->model, pin, n_pin, &key, err);
     if (rc == TN_OK) {
-        const double t0 = now_ms();
+        const double t0 = 1e3 * cli_now_s();
         rc = tn_pin_store_save(dir, &key, tn_session_ctx(s), pin, n_pin, 0, err);
-        out->save_ms = now_ms() - t0;
+        out->save_ms = 1e3 * cli_now_s() - t0;
     }
     tn_session_free(s);
     if (rc != TN_OK)
@@ -240,8 +213,8 @@ static int measure_snapshot(const bench *b, const int32_t *pin, int32_t n_pin, c
         (is_cold ? cold : warm)[r % b->reps] = pi.prefill_ms;
     }
     if (rc == TN_OK) {
-        out->load_warm = summarize(warm, b->reps);
-        out->load_cold = summarize(cold, b->reps);
+        out->load_warm = cli_spread_of(warm, b->reps);
+        out->load_cold = cli_spread_of(cold, b->reps);
     }
     if (path)
         unlink(path);

@@ -16,7 +16,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static void usage(FILE *out) {
@@ -34,32 +33,6 @@ static void usage(FILE *out) {
             "-t: threads (default: physical cores). -r: repetitions (default 3).\n"
             "TERN_ISA=scalar|avx2 in the environment caps the kernels, TERN_REPACK=0 keeps\n"
             "the file's row layout (no interleaving): the before/after switches.\n");
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-typedef struct {
-    double median, min, max;
-} stat3;
-
-static stat3 stats(double *v, int n) {
-    stat3 s = {0, 0, 0};
-    if (n <= 0)
-        return s;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    s.min = v[0];
-    s.max = v[n - 1];
-    s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    return s;
 }
 
 /* Peak resident set (VmHWM) in bytes, 0 if unknown. */
@@ -118,7 +91,7 @@ static double bw_probe_sample(bw_probe *p) {
     double r[3];
     for (int i = 0; i < 3; i++)
         r[i] = tn_cpu_read_bandwidth(p->cpu, p->buf, p->bytes) / 1e9;
-    return stats(r, 3).median;
+    return cli_spread_of(r, 3).median;
 }
 
 static void bw_probe_close(bw_probe *p) {
@@ -341,9 +314,9 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
                     /* Enough calls per sample for ~0.1 s, in whole passes over
                      * the copies. */
                     tn_weight w = m.w;
-                    double t0 = now_s();
+                    double t0 = cli_now_s();
                     tn_matmul(cpu, &w, x, b, y); /* warm-up, and a time estimate */
-                    double est = now_s() - t0;
+                    double est = cli_now_s() - t0;
                     int calls = est > 0 ? (int)(0.1 / est) : 1;
                     calls = (calls + m.copies - 1) / m.copies * m.copies;
                     if (calls < m.copies)
@@ -351,14 +324,14 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
                     if (calls > 20000)
                         calls = 20000;
                     for (int r = 0; r < reps; r++) {
-                        double ts = now_s();
+                        double ts = cli_now_s();
                         for (int c = 0; c < calls; c++) {
                             w.data = m.data + m.bytes * (size_t)(c % m.copies);
                             tn_matmul(cpu, &w, x, b, y);
                         }
-                        samples[r] = (now_s() - ts) / calls;
+                        samples[r] = (cli_now_s() - ts) / calls;
                     }
-                    stat3 s = stats(samples, reps);
+                    cli_spread s = cli_spread_of(samples, reps);
                     if (b == 1 || t1 == 0)
                         t1 = b == 1 ? s.median : t1;
                     double gbs = (double)m.bytes / s.median / 1e9;
@@ -481,18 +454,18 @@ static int bench_model(const model_opts *o) {
         goto out;
     }
 
-    stat3 pp = {0}, tg = {0};
+    cli_spread pp = {0}, tg = {0};
     if (o->n_prompt > 0) {
         for (long r = 0; r < o->reps; r++) {
             tn_ctx_kv_truncate(ctx, 0);
-            double t0 = now_s();
+            double t0 = cli_now_s();
             if (decode_or_fail(ctx, tokens, (int32_t)o->n_prompt, TN_LOGITS_LAST, logits)) {
                 rc = CLI_EXIT_BAD_INPUT;
                 goto out;
             }
-            v[r] = (double)o->n_prompt / (now_s() - t0);
+            v[r] = (double)o->n_prompt / (cli_now_s() - t0);
         }
-        pp = stats(v, (int)o->reps);
+        pp = cli_spread_of(v, (int)o->reps);
     }
     /* Verify steps at the end of a prompt: B tokens with every row's logits,
      * then the rows are dropped again. Each sample times B = 1, 2, 4, ...
@@ -500,7 +473,7 @@ static int bench_model(const model_opts *o) {
      * moves numerator and denominator of a ratio alike. */
     int n_vb = 0;
     int vb[16];
-    stat3 vt[16], vr[16];
+    cli_spread vt[16], vr[16];
     if (o->verify > 0) {
         int32_t base = (int32_t)(o->n_prompt < 64 ? o->n_prompt : 64);
         tn_ctx_kv_truncate(ctx, 0);
@@ -522,12 +495,12 @@ static int bench_model(const model_opts *o) {
         }
         for (int r = 0; r < samples && rc == CLI_EXIT_OK; r++)
             for (int i = 0; i < n_vb; i++) {
-                double t0 = now_s();
+                double t0 = cli_now_s();
                 if (decode_or_fail(ctx, tokens + base, vb[i], TN_LOGITS_ALL, logits)) {
                     rc = CLI_EXIT_BAD_INPUT;
                     break;
                 }
-                t[(size_t)i * samples + r] = now_s() - t0;
+                t[(size_t)i * samples + r] = cli_now_s() - t0;
                 tn_ctx_kv_truncate(ctx, base);
             }
         if (rc == CLI_EXIT_OK) {
@@ -535,10 +508,10 @@ static int bench_model(const model_opts *o) {
             for (int i = 0; i < n_vb; i++) {
                 for (int r = 0; r < samples; r++)
                     ratio[r] = t[(size_t)i * samples + r] / t[r];
-                vr[i] = stats(ratio, samples);
+                vr[i] = cli_spread_of(ratio, samples);
             }
             for (int i = 0; i < n_vb; i++)
-                vt[i] = stats(t + (size_t)i * samples, samples);
+                vt[i] = cli_spread_of(t + (size_t)i * samples, samples);
         }
         free(t);
         if (rc != CLI_EXIT_OK)
@@ -556,7 +529,7 @@ static int bench_model(const model_opts *o) {
     /* tg, each repetition between two bandwidth samples through a pool of
      * the same size: the decode bound of a repetition is what the memory
      * delivered around it (the machine may be shared). */
-    stat3 bw = {0}, pctst = {0};
+    cli_spread bw = {0}, pctst = {0};
     bw_probe probe;
     bool have_bw = bw_probe_open(&probe, threads);
     if (!have_bw)
@@ -572,20 +545,20 @@ static int bench_model(const model_opts *o) {
     for (long r = 0; r < o->reps && rc == CLI_EXIT_OK; r++) {
         double b0 = have_bw ? bw_probe_sample(&probe) : 0;
         tn_ctx_kv_truncate(ctx, 0);
-        double t0 = now_s();
+        double t0 = cli_now_s();
         for (long i = 0; i < o->n_gen; i++)
             if (decode_or_fail(ctx, tokens + i, 1, TN_LOGITS_LAST, logits)) {
                 rc = CLI_EXIT_BAD_INPUT;
                 break;
             }
-        v[r] = o->n_gen > 0 ? (double)o->n_gen / (now_s() - t0) : 0;
+        v[r] = o->n_gen > 0 ? (double)o->n_gen / (cli_now_s() - t0) : 0;
         double b1 = have_bw ? bw_probe_sample(&probe) : 0;
         bws[r] = o->n_gen > 0 ? 0.5 * (b0 + b1) : b1;
         pcts[r] = bws[r] > 0 ? 100.0 * v[r] / (bws[r] * 1e9 / per_tok) : 0;
     }
-    tg = stats(v, (int)o->reps);
-    bw = stats(bws, (int)o->reps);
-    pctst = stats(pcts, (int)o->reps);
+    tg = cli_spread_of(v, (int)o->reps);
+    bw = cli_spread_of(bws, (int)o->reps);
+    pctst = cli_spread_of(pcts, (int)o->reps);
     free(bws);
     bw_probe_close(&probe);
     if (rc != CLI_EXIT_OK)

@@ -257,12 +257,6 @@ static void on_sigint(int sig) {
     _exit(130);
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ------------------------------------------------------------- raw mode */
 
 static char *read_all(FILE *f, size_t *len) {
@@ -322,9 +316,9 @@ static int run_raw(const opts *o, const tn_model *m, const char *prompt, size_t 
 
     g_ctx = ctx;
     g_generating = 1;
-    const double t0 = now_ms();
+    const double t0 = 1e3 * cli_now_s();
     int rc = tn_ctx_decode(ctx, in.ids, (int32_t)in.n, TN_LOGITS_LAST, logits, &err);
-    const double t1 = now_ms();
+    const double t1 = 1e3 * cli_now_s();
     st.prompt_tokens = (int32_t)in.n;
     st.prefill_ms = t1 - t0;
     st.prefill_tok_s = in.n / ((t1 - t0) / 1e3);
@@ -338,7 +332,7 @@ static int run_raw(const opts *o, const tn_model *m, const char *prompt, size_t 
             break;
         int32_t next = tn_sampler_sample(smp, logits);
         if (st.generated_tokens == 0) {
-            t_first = now_ms();
+            t_first = 1e3 * cli_now_s();
             st.ttft_ms = t_first - t0;
         }
         if (tn_token_is_eog(tok, next)) {
@@ -365,7 +359,7 @@ static int run_raw(const opts *o, const tn_model *m, const char *prompt, size_t 
         on_piece(piece.data, -1, &a);
     tn_buf_free(&piece);
     if (st.generated_tokens > 1) {
-        st.decode_ms = now_ms() - t_first;
+        st.decode_ms = 1e3 * cli_now_s() - t_first;
         st.decode_tok_s = (st.generated_tokens - 1) / (st.decode_ms / 1e3);
     }
     if (rc == TN_ERR_CANCELLED) {

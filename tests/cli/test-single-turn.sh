@@ -115,6 +115,18 @@ check "missing model: exit 2" test $? -eq 2
 check "bench --pin exits 0 ($(tail -1 "$tmp/bench"))" test $? -eq 0
 check "bench --pin reports the ratio" grep -q "ratio long / short" "$tmp/bench"
 check "bench --pin reports the snapshot load" grep -q "load, cold" "$tmp/bench"
+"$cli" bench -m "$model" -p 16 -n 4 --verify 4 -r 2 -t 2 --json >"$tmp/bench.json" 2>"$tmp/bench.err"
+check "bench exits 0" test $? -eq 0
+check "bench --json: pp, tg, the verify curve 1..4, the bound, peak RSS" python3 -c '
+import json, sys
+b = json.load(open(sys.argv[1]))
+assert b["pp"]["tokens"] == 16 and b["pp"]["tps"] > 0 and b["tg"]["tps"] > 0
+assert b["pp"]["tps_min"] <= b["pp"]["tps"] <= b["pp"]["tps_max"]
+assert [v["batch"] for v in b["verify"]] == [1, 2, 4]
+assert b["verify"][0]["vs_1"] == 1.0 and all(v["ms"] > 0 for v in b["verify"])
+assert b["decode_bound_tps"] > 0 and b["bandwidth_gbs"]["median"] > 0 and b["peak_rss_bytes"] > 0
+assert b["decode_pct_of_bound"] > 0
+' "$tmp/bench.json"
 
 printf 'single-turn: %d checks, %d failed\n' "$checks" "$failures" >&2
 test "$failures" -eq 0

@@ -1,8 +1,9 @@
-/* Option values and JSON output shared by the commands. */
+/* What the commands share: option values, JSON output, timing figures. */
 #include "cli.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 
 bool cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
     char *end;
@@ -73,4 +74,26 @@ void cli_json_string(FILE *f, const char *s, size_t n) {
             fputc(c, f);
     }
     fputc('"', f);
+}
+
+double cli_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+cli_spread cli_spread_of(double *v, int n) {
+    cli_spread s = {0, 0, 0};
+    if (n <= 0)
+        return s;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    s.min = v[0];
+    s.max = v[n - 1];
+    s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return s;
 }
