@@ -4,6 +4,8 @@
  * button; GFM tables a GtkGrid. */
 #include "config.h"
 
+#include <string.h>
+
 #include <glib/gi18n.h>
 #include <cmark-gfm.h>
 #include <cmark-gfm-core-extensions.h>
@@ -292,7 +294,8 @@ render_block_markup (cmark_node *node,
 
 static GPtrArray *
 parse_blocks (const char *markdown,
-              Tint       *t)
+              Tint       *t,
+              int        *last_line)
 {
   static const char *extensions[] = { "table", "strikethrough", "autolink", "tasklist" };
   GPtrArray *blocks = g_ptr_array_new_with_free_func (block_free);
@@ -380,6 +383,8 @@ parse_blocks (const char *markdown,
           b->key = g_string_free (m, FALSE);
         }
       g_ptr_array_add (blocks, b);
+      if (last_line != NULL)
+        *last_line = cmark_node_get_start_line (node);
     }
 
   cmark_node_free (doc);
@@ -399,7 +404,7 @@ tern_markdown_to_pango_tinted (const char   *markdown,
                                const char   *color)
 {
   Tint tint = { .source = markdown, .mask = drafted, .color = color ? color : "#3584e4" };
-  g_autoptr(GPtrArray) blocks = parse_blocks (markdown, &tint);
+  g_autoptr(GPtrArray) blocks = parse_blocks (markdown, &tint, NULL);
   GString *s = g_string_new (NULL);
 
   for (guint i = 0; i < blocks->len; i++)
@@ -431,55 +436,125 @@ text_label_new (void)
   return label;
 }
 
-/* A long paragraph is shown as a column of labels, cut at spaces outside
- * any markup tag once a piece is long enough: while an answer streams, only
- * its last piece changes, so a frame re-shapes a few hundred characters, not
- * the whole paragraph (shaping is what made frames of long answers slow).
- * Cuts depend only on the text before them, so the pieces already shown
- * keep their text as the paragraph grows. A cut prefers the end of a
- * sentence; the line before it may end early, which reads as a line break. */
+/* A long paragraph is shown as a column of labels, each cut once it is
+ * long enough: while an answer streams, only its last piece changes, so a
+ * frame re-shapes a few hundred characters, not the whole paragraph
+ * (shaping, three to four Pango layouts per changed label, is what made
+ * frames of long answers slow). A cut prefers the end of a sentence, then a
+ * space; text without spaces (code-like or garbled output) is cut at any
+ * character, as its lines wrap anywhere anyway. Cuts may fall inside
+ * markup: the tags open at a cut are closed at the end of the piece and
+ * opened again at the start of the next, so that every piece is markup on
+ * its own. Cuts depend only on the text before them, so the pieces already
+ * shown keep their text as the paragraph grows. The line before a cut may
+ * end early, which reads as a line break. */
 #define PIECE_MIN 300
 #define PIECE_MAX 600
+
+/* Replays the tags of markup[from, to) onto open (a stack of opening tags). */
+static void
+follow_tags (GPtrArray  *open,
+             const char *from,
+             const char *to)
+{
+  for (const char *p = from; p < to; p++)
+    {
+      const char *end;
+
+      if (*p != '<' || (end = strchr (p, '>')) == NULL)
+        continue;
+      if (p[1] == '/')
+        {
+          if (open->len > 0)
+            g_ptr_array_remove_index (open, open->len - 1);
+        }
+      else if (end[-1] != '/')
+        g_ptr_array_add (open, g_strndup (p, (gsize) (end + 1 - p)));
+      p = end;
+    }
+}
+
+static void
+append_closing_tags (GString   *s,
+                     GPtrArray *open)
+{
+  for (guint i = open->len; i-- > 0;)
+    {
+      const char *tag = g_ptr_array_index (open, i);
+      gsize name = strcspn (tag + 1, " >/");
+
+      g_string_append (s, "</");
+      g_string_append_len (s, tag + 1, (gssize) name);
+      g_string_append_c (s, '>');
+    }
+}
 
 static GPtrArray *
 split_markup (const char *markup)
 {
   GPtrArray *pieces = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GPtrArray) open = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GString) prefix = g_string_new (NULL); /* tags open where the piece starts */
   const char *start = markup;
   const char *p = markup;
   const char *space_cut = NULL;
-  int depth = 0;
 
-  for (; *p != '\0'; p++)
+  while (*p != '\0')
     {
       gsize len = (gsize) (p - start);
+      const char *cut = NULL;
+      gsize skip = 0;
 
       if (*p == '<')
         {
-          depth += p[1] == '/' ? -1 : 1;
-          p = strchr (p, '>');
-          if (p == NULL)
+          const char *end = strchr (p, '>');
+
+          if (end == NULL)
             break;
-          if (p[-1] == '/')
-            depth--; /* <tag/> */
+          p = end + 1;
           continue;
         }
-      if (depth != 0 || *p != ' ' || len < PIECE_MIN)
-        continue;
-      if (space_cut == NULL)
-        space_cut = p;
-      if ((p > start && (p[-1] == '.' || p[-1] == '!' || p[-1] == '?' || p[-1] == ':'))
-          || len >= PIECE_MAX)
+      if (*p == ' ' && len >= PIECE_MIN)
         {
-          const char *cut = len >= PIECE_MAX && !(p[-1] == '.' || p[-1] == '!' || p[-1] == '?'
-                                                   || p[-1] == ':') ? space_cut : p;
-          g_ptr_array_add (pieces, g_strndup (start, (gsize) (cut - start)));
-          start = cut + 1;
-          p = cut;
-          space_cut = NULL;
+          if (p[-1] == '.' || p[-1] == '!' || p[-1] == '?' || p[-1] == ':')
+            cut = p, skip = 1;
+          else if (space_cut == NULL)
+            space_cut = p;
         }
+      if (cut == NULL && len >= PIECE_MAX)
+        {
+          if (space_cut != NULL)
+            cut = space_cut, skip = 1;
+          else
+            cut = p;
+        }
+      if (cut != NULL)
+        {
+          GString *piece = g_string_new (prefix->str);
+
+          g_string_append_len (piece, start, (gssize) (cut - start));
+          follow_tags (open, start, cut);
+          append_closing_tags (piece, open);
+          g_ptr_array_add (pieces, g_string_free (piece, FALSE));
+          g_string_truncate (prefix, 0);
+          for (guint i = 0; i < open->len; i++)
+            g_string_append (prefix, g_ptr_array_index (open, i));
+          start = p = cut + skip;
+          space_cut = NULL;
+          continue;
+        }
+      /* An entity (&amp;, &#x1;) is one character: never cut inside it. */
+      if (*p == '&' && strchr (p, ';') != NULL)
+        p = strchr (p, ';') + 1;
+      else
+        p = g_utf8_next_char (p);
     }
-  g_ptr_array_add (pieces, g_strdup (start));
+  {
+    GString *last = g_string_new (prefix->str);
+
+    g_string_append (last, start);
+    g_ptr_array_add (pieces, g_string_free (last, FALSE));
+  }
   return pieces;
 }
 
@@ -654,18 +729,87 @@ tern_markdown_render (GtkBox     *box,
   tern_markdown_render_tinted (box, markdown, NULL, NULL);
 }
 
+/* What a box shows, so that a growing answer is parsed from its last block
+ * on: CommonMark never reopens a closed block, so once a later block has
+ * started, the blocks before it are final and so are their widgets. */
+typedef struct {
+  GString *stable;      /* the source up to the start of the last block */
+  GByteArray *mask;     /* drafted flags of stable (empty: untinted) */
+  char color[8];
+  guint n_widgets;      /* widgets of the blocks in stable */
+} Shown;
+
+#define KEY_SHOWN "tern-md-shown"
+
+static void
+shown_free (gpointer data)
+{
+  Shown *shown = data;
+
+  g_string_free (shown->stable, TRUE);
+  g_byte_array_unref (shown->mask);
+  g_free (shown);
+}
+
+/* Byte offset of the start of 1-based line in text, with cmark's line
+ * endings (\n, \r\n, \r). */
+static gsize
+line_offset (const char *text,
+             int         line)
+{
+  const char *p = text;
+
+  for (int l = 1; l < line && *p != '\0'; p++)
+    if (*p == '\n' || (*p == '\r' && p[1] != '\n'))
+      l++;
+  return (gsize) (p - text);
+}
+
 void
 tern_markdown_render_tinted (GtkBox       *box,
                              const char   *markdown,
                              const guint8 *drafted,
                              const char   *color)
 {
-  Tint tint = { .source = markdown ? markdown : "", .mask = drafted,
-                .color = color ? color : "#3584e4" };
-  g_autoptr(GPtrArray) blocks = parse_blocks (tint.source, &tint);
-  GtkWidget *child = gtk_widget_get_first_child (GTK_WIDGET (box));
+  const char *source = markdown ? markdown : "";
+  Shown *shown = g_object_get_data (G_OBJECT (box), KEY_SHOWN);
+  gsize from = 0;
+  guint skip = 0;
+  Tint tint;
+  g_autoptr(GPtrArray) blocks = NULL;
+  GtkWidget *child;
   GtkWidget *prev = NULL;
+  int last_line = 0;
 
+  color = color ? color : "#3584e4";
+  if (shown == NULL)
+    {
+      shown = g_new0 (Shown, 1);
+      shown->stable = g_string_new (NULL);
+      shown->mask = g_byte_array_new ();
+      g_object_set_data_full (G_OBJECT (box), KEY_SHOWN, shown, shown_free);
+    }
+  /* The same source and tint up to the last block: parse from there. A
+   * link reference definition ("[x]: url") reaches across blocks, before
+   * and after it, so an answer that may hold one is parsed whole. */
+  if (shown->stable->len > 0 && strncmp (source, shown->stable->str, shown->stable->len) == 0
+      && (drafted != NULL) == (shown->mask->len > 0) && g_str_equal (color, shown->color)
+      && (drafted == NULL || memcmp (drafted, shown->mask->data, shown->stable->len) == 0)
+      && strstr (source, "]:") == NULL)
+    {
+      from = shown->stable->len;
+      skip = shown->n_widgets;
+    }
+  tint = (Tint) { .source = source + from, .mask = drafted ? drafted + from : NULL,
+                  .color = color };
+  blocks = parse_blocks (tint.source, &tint, &last_line);
+
+  child = gtk_widget_get_first_child (GTK_WIDGET (box));
+  for (guint i = 0; i < skip && child != NULL; i++)
+    {
+      prev = child;
+      child = gtk_widget_get_next_sibling (child);
+    }
   for (guint i = 0; i < blocks->len; i++)
     {
       Block *b = g_ptr_array_index (blocks, i);
@@ -693,5 +837,24 @@ tern_markdown_render_tinted (GtkBox       *box,
       GtkWidget *next = gtk_widget_get_next_sibling (child);
       gtk_box_remove (box, child);
       child = next;
+    }
+
+  /* The new stable point: the start of the last block. */
+  if (blocks->len > 0)
+    {
+      gsize stable = from + line_offset (tint.source, last_line);
+
+      g_string_truncate (shown->stable, 0);
+      g_string_append_len (shown->stable, source, (gssize) stable);
+      g_byte_array_set_size (shown->mask, 0);
+      if (drafted != NULL && stable > 0)
+        g_byte_array_append (shown->mask, drafted, (guint) stable);
+      g_strlcpy (shown->color, color, sizeof shown->color);
+      shown->n_widgets = skip + blocks->len - 1;
+    }
+  else if (from == 0)
+    {
+      g_string_truncate (shown->stable, 0);
+      shown->n_widgets = 0;
     }
 }

@@ -26,6 +26,8 @@ struct _TernMessageRow {
   gboolean tint;
   guint render_tick;
   gint64 last_render_us;
+  GtkAdjustment *transcript_adj; /* the scrolled transcript's, while mapped */
+  gboolean drawn_on_screen;
 };
 
 /* A streaming answer is re-rendered at most this often: each render
@@ -312,6 +314,90 @@ on_copy_clicked (TernMessageRow *self)
   gtk_widget_activate_action (GTK_WIDGET (self), "win.show-toast", "s", _("Message copied"));
 }
 
+/* Off-screen rows are not drawn. GTK 4.8 snapshots every widget of the
+ * transcript, and the cairo renderer then shapes and culls every glyph of
+ * it, on or off screen, at every frame: drawing cost grew with the whole
+ * conversation (10 000 glyphs a frame after ten answers of the
+ * responsiveness test) instead of with the window. */
+#define ON_SCREEN_SLACK_PX 64
+
+static gboolean
+is_on_screen (TernMessageRow *self)
+{
+  GtkWidget *viewport = gtk_widget_get_ancestor (GTK_WIDGET (self), GTK_TYPE_VIEWPORT);
+  GtkWidget *content;
+  GtkAdjustment *adj;
+  graphene_rect_t bounds;
+  double value, page;
+
+  if (viewport == NULL || (content = gtk_viewport_get_child (GTK_VIEWPORT (viewport))) == NULL
+      || (adj = gtk_scrollable_get_vadjustment (GTK_SCROLLABLE (viewport))) == NULL
+      || !gtk_widget_compute_bounds (GTK_WIDGET (self), content, &bounds))
+    return TRUE;
+  value = gtk_adjustment_get_value (adj);
+  page = gtk_adjustment_get_page_size (adj);
+  if (page <= 0)
+    return TRUE;
+  /* Bounds relative to the scrolled content do not move with the scroll. */
+  return bounds.origin.y < value + page + ON_SCREEN_SLACK_PX
+         && bounds.origin.y + bounds.size.height > value - ON_SCREEN_SLACK_PX;
+}
+
+static void
+tern_message_row_snapshot (GtkWidget   *widget,
+                           GtkSnapshot *snapshot)
+{
+  TernMessageRow *self = TERN_MESSAGE_ROW (widget);
+
+  self->drawn_on_screen = is_on_screen (self);
+  if (self->drawn_on_screen)
+    GTK_WIDGET_CLASS (tern_message_row_parent_class)->snapshot (widget, snapshot);
+}
+
+/* A row's drawing is cached while the transcript scrolls: a row that comes
+ * into view (or leaves it) must ask to be drawn again. */
+static void
+on_transcript_moved (TernMessageRow *self)
+{
+  if (is_on_screen (self) != self->drawn_on_screen)
+    gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+static void
+tern_message_row_map (GtkWidget *widget)
+{
+  TernMessageRow *self = TERN_MESSAGE_ROW (widget);
+  GtkWidget *viewport;
+
+  GTK_WIDGET_CLASS (tern_message_row_parent_class)->map (widget);
+  viewport = gtk_widget_get_ancestor (widget, GTK_TYPE_VIEWPORT);
+  if (viewport != NULL && self->transcript_adj == NULL)
+    {
+      self->transcript_adj = gtk_scrollable_get_vadjustment (GTK_SCROLLABLE (viewport));
+      if (self->transcript_adj != NULL)
+        {
+          g_object_ref (self->transcript_adj);
+          g_signal_connect_object (self->transcript_adj, "value-changed",
+                                   G_CALLBACK (on_transcript_moved), self, G_CONNECT_SWAPPED);
+          g_signal_connect_object (self->transcript_adj, "changed",
+                                   G_CALLBACK (on_transcript_moved), self, G_CONNECT_SWAPPED);
+        }
+    }
+}
+
+static void
+tern_message_row_unmap (GtkWidget *widget)
+{
+  TernMessageRow *self = TERN_MESSAGE_ROW (widget);
+
+  if (self->transcript_adj != NULL)
+    {
+      g_signal_handlers_disconnect_by_data (self->transcript_adj, self);
+      g_clear_object (&self->transcript_adj);
+    }
+  GTK_WIDGET_CLASS (tern_message_row_parent_class)->unmap (widget);
+}
+
 static void
 tern_message_row_dispose (GObject *object)
 {
@@ -345,6 +431,9 @@ tern_message_row_class_init (TernMessageRowClass *klass)
 
   object_class->dispose = tern_message_row_dispose;
   object_class->finalize = tern_message_row_finalize;
+  widget_class->snapshot = tern_message_row_snapshot;
+  widget_class->map = tern_message_row_map;
+  widget_class->unmap = tern_message_row_unmap;
 
   gtk_widget_class_set_template_from_resource (widget_class,
                                                "/io/github/tern/Tern/ui/tern-message-row.ui");

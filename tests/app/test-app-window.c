@@ -531,6 +531,112 @@ test_flash (TernWindow *w,
   tern_window_set_composer_text (w, "");
 }
 
+/* Every label under widget holds markup that Pango accepts: a long
+ * paragraph is cut into pieces anywhere, inside tags too, and each piece
+ * must close and reopen what is open at its cut. Returns the labels seen. */
+static guint
+check_label_markup (GtkWidget *widget)
+{
+  guint n = 0;
+
+  if (GTK_IS_LABEL (widget) && gtk_label_get_use_markup (GTK_LABEL (widget)))
+    {
+      const char *markup = gtk_label_get_label (GTK_LABEL (widget));
+      g_autoptr(GError) error = NULL;
+      /* Links are GtkLabel's own markup, not Pango's. */
+      g_autoptr(GRegex) link = g_regex_new ("</?a( [^>]*)?>", 0, 0, NULL);
+      g_autofree char *pango = g_regex_replace_literal (link, markup, -1, 0, "", 0, NULL);
+
+      CHECKF (pango_parse_markup (pango, -1, 0, NULL, NULL, NULL, &error), "%s in: %s",
+              error ? error->message : "?", markup);
+      n++;
+    }
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
+    n += check_label_markup (c);
+  return n;
+}
+
+/* Streamed answers are re-parsed from their last Markdown block on while
+ * they grow: each must end up showing what a fresh render of its whole
+ * text shows. */
+static void
+check_streamed_rows (TernWindow *w)
+{
+  guint n = tern_window_get_n_rows (w);
+  guint labels = 0;
+
+  for (guint i = 0; i < n; i++)
+    {
+      TernMessageRow *row = TERN_MESSAGE_ROW (tern_window_get_row (w, i));
+      TernMessageRow *fresh = g_object_ref_sink (
+        tern_message_row_new (tern_message_row_get_role (row), tern_message_row_get_text (row)));
+      g_autofree char *shown = tern_message_row_get_shown_markup (row);
+      g_autofree char *expected = tern_message_row_get_shown_markup (fresh);
+
+      CHECKF (g_str_equal (shown, expected), "row %u:\n  streamed: %s\n  fresh: %s", i, shown,
+              expected);
+      labels += check_label_markup (GTK_WIDGET (row));
+      g_object_unref (fresh);
+    }
+  CHECK (labels >= n / 2);
+}
+
+/* The same for a Markdown answer of many blocks (a random model's answers
+ * are mostly one paragraph), streamed a few bytes at a time through the
+ * constructs where later text changes earlier blocks or joins them: list
+ * continuation, setext headings, tables, fences, lazy quote lines, and a
+ * link reference defined after its use. */
+static void
+check_streamed_markdown (void)
+{
+  static const char answer[] =
+    "# Terns\n\nTerns are *seabirds* of the family `Sternidae`.\nThey migrate far.\n\n"
+    "- Arctic tern\n- Common tern\n\n  still the common tern\n- Sandwich tern\n\n"
+    "Setext heading\n---\n\n| bird | km |\n| --- | ---: |\n| arctic | 70000 |\n\n"
+    "```c\nint main (void)\n{\n  return 0;\n}\n```\n\n> a quote\nwith a lazy line\n\n"
+    "    indented code\n\n    more of it\n\nSee [the atlas][atlas] and ~~nothing~~ else.\n\n"
+    "[atlas]: https://example.org/atlas\n\nA last paragraph that goes on for a while, with "
+    "**bold** and _emphasis_ and `code` until it ends.";
+  TernMessageRow *row = g_object_ref_sink (tern_message_row_new ("assistant", ""));
+  g_autoptr(GString) text_all = g_string_new (answer);
+  gsize len;
+  guint mismatches = 0;
+
+  /* Paragraphs long enough to be cut into pieces: one of sentences, one
+   * without spaces whose emphasis and code span reach across the cuts, with
+   * characters that markup escapes. */
+  g_string_append (text_all, "\n\n");
+  for (int i = 0; i < 24; i++)
+    g_string_append_printf (text_all, "Sentence %d of a long paragraph, with *some emphasis* in it. ", i);
+  g_string_append (text_all, "\n\n**");
+  for (int i = 0; i < 90; i++)
+    g_string_append (text_all, i == 40 ? "**`a<b&c`_x" : "w&<o>rd");
+  g_string_append (text_all, "_ end");
+  len = text_all->len;
+  for (gsize at = 0; at < len;)
+    {
+      gsize step = MIN ((gsize) 5 + at % 7, len - at);
+      g_autofree char *chunk = g_strndup (text_all->str + at, step);
+      g_autofree char *text = g_strndup (text_all->str, at + step);
+      TernMessageRow *fresh = g_object_ref_sink (tern_message_row_new ("assistant", text));
+      g_autofree char *shown = NULL;
+      g_autofree char *expected = NULL;
+
+      tern_message_row_append (row, chunk);
+      tern_message_row_flush (row);
+      at += step;
+      shown = tern_message_row_get_shown_markup (row);
+      expected = tern_message_row_get_shown_markup (fresh);
+      if (!g_str_equal (shown, expected) && mismatches++ == 0)
+        fprintf (stderr, "streamed Markdown, %zu bytes in:\n  streamed: %s\n  fresh: %s\n", at,
+                 shown, expected);
+      g_object_unref (fresh);
+    }
+  CHECKF (mismatches == 0, "%u of the streamed prefixes differ from a fresh render", mismatches);
+  CHECK (check_label_markup (GTK_WIDGET (row)) >= 12);
+  g_object_unref (row);
+}
+
 /* Responsiveness: answers at full speed (one engine thread, no
  * speculation, long answers) while a 4 ms timer runs on the main loop; the
  * longest gap between its runs is the longest stall a user could feel. */
@@ -603,6 +709,22 @@ test_responsiveness (TernWindow *w,
     CHECKF (raw_max < STALL_BOUND_MS, "main loop stalled %.2f ms wall", raw_max);
   g_array_unref (probe.gaps);
   g_array_unref (probe.own);
+  check_streamed_rows (w);
+  check_streamed_markdown ();
+
+  /* Rows off screen are not drawn; scrolled back into view they must be. */
+  if (tern_window_get_n_rows (w) > 0 && g_getenv ("TERN_TEST_OUT") != NULL)
+    {
+      GtkWidget *viewport = gtk_widget_get_ancestor (tern_window_get_row (w, 0), GTK_TYPE_VIEWPORT);
+      g_autofree char *shot = g_build_filename (g_getenv ("TERN_TEST_OUT"), "tern-scrolled-up.png",
+                                                NULL);
+
+      CHECK (viewport != NULL);
+      if (viewport != NULL)
+        gtk_adjustment_set_value (gtk_scrollable_get_vadjustment (GTK_SCROLLABLE (viewport)), 0);
+      spin_for (0.3);
+      CHECK (save_screenshot (GTK_WIDGET (w), shot));
+    }
 }
 
 static void
