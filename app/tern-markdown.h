@@ -6,8 +6,10 @@
 G_BEGIN_DECLS
 
 /* Fills box (vertical) with one widget per top-level block of markdown.
- * Widgets of blocks that did not change since the last call are kept, so
- * re-rendering a growing answer at every frame only touches its last block. */
+ * Widgets of blocks that did not change since the last call are kept; when
+ * markdown extends what the box showed, only its last block on is parsed
+ * again (blocks before it are final), so re-rendering a growing answer costs
+ * what its last block costs, not what the whole answer does. */
 void  tern_markdown_render         (GtkBox     *box,
                                     const char *markdown);
 /* The same, with the bytes of markdown whose drafted[i] is non-zero (tokens
