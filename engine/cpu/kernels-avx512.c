@@ -615,6 +615,9 @@ static void convert_x16_q8_0(const float *x, void *dst, int64_t cols) {
     convert_x16(x, dst, cols, 128);
 }
 
+#define X16_PREFETCH_MIN_ROWS 4
+#define X16_PREFETCH_CHUNKS 2
+
 INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, const uint8_t *act, size_t as,
                      int nb, float *y, int64_t ys, int valid) {
     const int64_t nblk = cols / 32;
@@ -627,6 +630,19 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, const uint8_t *act
     for (int64_t k = 0; k < nblk; k++) {
         const uint8_t *c = g + (size_t)(k / 2) * chunk;
         const int h = (int)(k & 1);
+        /* With several activation rows the weights are consumed slower than
+         * DRAM delivers them and the hardware prefetcher stops running ahead:
+         * asking for the block two chunks on made a 16-row verify step
+         * 25-30 % faster. At one row (decode) the stream is the bottleneck
+         * and the extra requests cost ~10 %, so not there. A hint only: the
+         * arithmetic is unchanged. */
+        if (nb >= X16_PREFETCH_MIN_ROWS) {
+            /* An address, not a pointer: past the last group it points
+             * beyond the weights, which a prefetch may do and C may not. */
+            const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_CHUNKS * chunk + (size_t)h * (chunk / 2);
+            for (size_t o = 0; o < chunk / 2; o += 64)
+                _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
+        }
         const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
         const uint8_t *q = c + 64 + (size_t)h * qb;
         __m512i wq[8];
