@@ -628,16 +628,28 @@ static void builder_choice_start(JsonBuilder *b) {
     json_builder_add_int_value(b, 0);
 }
 
+/* One "name": value member: the usage object alone has twenty. */
+static void member_int(JsonBuilder *b, const char *name, gint64 v) {
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, v);
+}
+
+static void member_double(JsonBuilder *b, const char *name, double v) {
+    json_builder_set_member_name(b, name);
+    json_builder_add_double_value(b, v);
+}
+
+static void member_string(JsonBuilder *b, const char *name, const char *v) {
+    json_builder_set_member_name(b, name);
+    json_builder_add_string_value(b, v);
+}
+
 static void builder_head(JsonBuilder *b, job *j, const char *object) {
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "id");
-    json_builder_add_string_value(b, j->id);
-    json_builder_set_member_name(b, "object");
-    json_builder_add_string_value(b, object);
-    json_builder_set_member_name(b, "created");
-    json_builder_add_int_value(b, j->created);
-    json_builder_set_member_name(b, "model");
-    json_builder_add_string_value(b, j->server->model_id);
+    member_string(b, "id", j->id);
+    member_string(b, "object", object);
+    member_int(b, "created", j->created);
+    member_string(b, "model", j->server->model_id);
 }
 
 static void builder_usage(JsonBuilder *b, job *j) {
@@ -646,44 +658,29 @@ static void builder_usage(JsonBuilder *b, job *j) {
     json_builder_begin_object(b);
     /* The whole prompt: what was prefilled plus what was restored. */
     int64_t prompt = (int64_t)st->prompt_tokens + st->restored_tokens;
-    json_builder_set_member_name(b, "prompt_tokens");
-    json_builder_add_int_value(b, prompt);
-    json_builder_set_member_name(b, "completion_tokens");
-    json_builder_add_int_value(b, st->generated_tokens);
-    json_builder_set_member_name(b, "total_tokens");
-    json_builder_add_int_value(b, prompt + st->generated_tokens);
+    member_int(b, "prompt_tokens", prompt);
+    member_int(b, "completion_tokens", st->generated_tokens);
+    member_int(b, "total_tokens", prompt + st->generated_tokens);
     json_builder_set_member_name(b, "timings");
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "ttft_ms");
-    json_builder_add_double_value(b, st->ttft_ms);
-    json_builder_set_member_name(b, "prefill_tokens");
-    json_builder_add_int_value(b, st->prompt_tokens);
-    json_builder_set_member_name(b, "prefill_tok_s");
-    json_builder_add_double_value(b, st->prefill_tok_s);
-    json_builder_set_member_name(b, "decode_tok_s");
-    json_builder_add_double_value(b, st->decode_tok_s);
-    json_builder_set_member_name(b, "restored_tokens");
-    json_builder_add_int_value(b, st->restored_tokens);
+    member_double(b, "ttft_ms", st->ttft_ms);
+    member_int(b, "prefill_tokens", st->prompt_tokens);
+    member_double(b, "prefill_tok_s", st->prefill_tok_s);
+    member_double(b, "decode_tok_s", st->decode_tok_s);
+    member_int(b, "restored_tokens", st->restored_tokens);
     json_builder_set_member_name(b, "pin");
     if (j->pin_source && j->kind == JOB_CHAT)
         json_builder_add_string_value(b, j->pin_source);
     else
         json_builder_add_null_value(b);
-    json_builder_set_member_name(b, "drafted_tokens");
-    json_builder_add_int_value(b, st->drafted);
-    json_builder_set_member_name(b, "accepted_tokens");
-    json_builder_add_int_value(b, st->accepted);
-    json_builder_set_member_name(b, "verify_steps");
-    json_builder_add_int_value(b, st->verify_steps);
+    member_int(b, "drafted_tokens", st->drafted);
+    member_int(b, "accepted_tokens", st->accepted);
+    member_int(b, "verify_steps", st->verify_steps);
     /* Image rows are in prompt_tokens (and prefill_tokens) too. */
-    json_builder_set_member_name(b, "image_tokens");
-    json_builder_add_int_value(b, j->image_tokens);
-    json_builder_set_member_name(b, "image_decode_ms");
-    json_builder_add_double_value(b, j->decode_ms);
-    json_builder_set_member_name(b, "image_encode_ms");
-    json_builder_add_double_value(b, j->encode_ms);
-    json_builder_set_member_name(b, "images_reused");
-    json_builder_add_int_value(b, j->images_reused);
+    member_int(b, "image_tokens", j->image_tokens);
+    member_double(b, "image_decode_ms", j->decode_ms);
+    member_double(b, "image_encode_ms", j->encode_ms);
+    member_int(b, "images_reused", j->images_reused);
     json_builder_end_object(b);
     json_builder_end_object(b);
 }
@@ -713,17 +710,14 @@ static void sse_delta(job *j, const char *role, const char *content, const char 
         json_builder_set_member_name(b, "delta");
         json_builder_begin_object(b);
         if (role) {
-            json_builder_set_member_name(b, "role");
-            json_builder_add_string_value(b, role);
+            member_string(b, "role", role);
         }
         if (content) {
-            json_builder_set_member_name(b, "content");
-            json_builder_add_string_value(b, content);
+            member_string(b, "content", content);
         }
         json_builder_end_object(b);
     } else {
-        json_builder_set_member_name(b, "text");
-        json_builder_add_string_value(b, content ? content : "");
+        member_string(b, "text", content ? content : "");
     }
     json_builder_set_member_name(b, "logprobs");
     json_builder_add_null_value(b);
@@ -842,19 +836,15 @@ static gboolean finish_job(gpointer data) {
     if (j->kind == JOB_CHAT) {
         json_builder_set_member_name(b, "message");
         json_builder_begin_object(b);
-        json_builder_set_member_name(b, "role");
-        json_builder_add_string_value(b, "assistant");
-        json_builder_set_member_name(b, "content");
-        json_builder_add_string_value(b, j->full->str);
+        member_string(b, "role", "assistant");
+        member_string(b, "content", j->full->str);
         json_builder_end_object(b);
     } else {
-        json_builder_set_member_name(b, "text");
-        json_builder_add_string_value(b, j->full->str);
+        member_string(b, "text", j->full->str);
     }
     json_builder_set_member_name(b, "logprobs");
     json_builder_add_null_value(b);
-    json_builder_set_member_name(b, "finish_reason");
-    json_builder_add_string_value(b, finish_reason(j));
+    member_string(b, "finish_reason", finish_reason(j));
     json_builder_end_object(b);
     json_builder_end_array(b);
     builder_usage(b, j);
@@ -1536,23 +1526,16 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
 static void handle_models(tern_server *srv, SoupServerMessage *msg) {
     JsonBuilder *b = json_builder_new();
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "object");
-    json_builder_add_string_value(b, "list");
+    member_string(b, "object", "list");
     json_builder_set_member_name(b, "data");
     json_builder_begin_array(b);
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "id");
-    json_builder_add_string_value(b, srv->model_id);
-    json_builder_set_member_name(b, "object");
-    json_builder_add_string_value(b, "model");
-    json_builder_set_member_name(b, "created");
-    json_builder_add_int_value(b, 0);
-    json_builder_set_member_name(b, "owned_by");
-    json_builder_add_string_value(b, "tern");
-    json_builder_set_member_name(b, "description");
-    json_builder_add_string_value(b, tn_model_description(srv->model));
-    json_builder_set_member_name(b, "context_length");
-    json_builder_add_int_value(b, srv->n_ctx);
+    member_string(b, "id", srv->model_id);
+    member_string(b, "object", "model");
+    member_int(b, "created", 0);
+    member_string(b, "owned_by", "tern");
+    member_string(b, "description", tn_model_description(srv->model));
+    member_int(b, "context_length", srv->n_ctx);
     json_builder_end_object(b);
     json_builder_end_array(b);
     json_builder_end_object(b);
@@ -1563,16 +1546,11 @@ static void handle_models(tern_server *srv, SoupServerMessage *msg) {
 static void handle_health(tern_server *srv, SoupServerMessage *msg) {
     JsonBuilder *b = json_builder_new();
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "status");
-    json_builder_add_string_value(b, "ok");
-    json_builder_set_member_name(b, "model");
-    json_builder_add_string_value(b, srv->model_id);
-    json_builder_set_member_name(b, "queue");
-    json_builder_add_int_value(b, srv->pending);
-    json_builder_set_member_name(b, "served");
-    json_builder_add_int_value(b, (gint64)srv->n_served);
-    json_builder_set_member_name(b, "abandoned");
-    json_builder_add_int_value(b, (gint64)srv->n_abandoned);
+    member_string(b, "status", "ok");
+    member_string(b, "model", srv->model_id);
+    member_int(b, "queue", srv->pending);
+    member_int(b, "served", (gint64)srv->n_served);
+    member_int(b, "abandoned", (gint64)srv->n_abandoned);
     json_builder_end_object(b);
     respond_json(srv, msg, 200, json_to_text(b));
     g_object_unref(b);
