@@ -96,6 +96,7 @@ void tn_ctx_free(tn_ctx *ctx) {
     free(ctx->x);
     free(ctx->xn);
     free(ctx->q);
+    free(ctx->qb);
     free(ctx->k);
     free(ctx->v);
     free(ctx->att);
@@ -123,7 +124,7 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
     const uint64_t kv_rows = ((uint64_t)n_ctx + TN_ATTN_KB - 1) / TN_ATTN_KB * TN_ATTN_KB;
     uint64_t kv_elems;
     if (!tn_mul_u64(row * (uint64_t)hp->n_layer, kv_rows, &kv_elems) ||
-        kv_elems > SIZE_MAX / sizeof(float) / 2)
+        kv_elems > SIZE_MAX / sizeof(uint16_t) / 2)
         return tn_fail(err, TN_ERR_OVERFLOW, "%s: a context of %d tokens does not fit in memory",
                        model->path, n_ctx);
     tn_ctx *ctx = calloc(1, sizeof *ctx);
@@ -143,20 +144,21 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
      * the environment says now. */
     tn_cpu_set_isa(ctx->cpu, model->isa);
     bool ok = true;
-    ctx->k_cache = xcalloc(kv_elems, sizeof(float), &ok);
-    ctx->v_cache = xcalloc(kv_elems, sizeof(float), &ok);
+    ctx->k_cache = xcalloc(kv_elems, sizeof(uint16_t), &ok);
+    ctx->v_cache = xcalloc(kv_elems, sizeof(uint16_t), &ok);
     if (!ok) {
         tn_ctx_free(ctx);
         return tn_fail(err, TN_ERR_NOMEM,
                        "cannot allocate the KV cache: %d tokens need %.1f MiB (try a smaller "
                        "context)",
-                       n_ctx, 2.0 * (double)kv_elems * sizeof(float) / (1 << 20));
+                       n_ctx, 2.0 * (double)kv_elems * sizeof(uint16_t) / (1 << 20));
     }
     const size_t U = TN_UBATCH, E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
     const size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
     ctx->x = xcalloc(U * E, sizeof(float), &ok);
     ctx->xn = xcalloc(U * E, sizeof(float), &ok);
     ctx->q = xcalloc(U * QD, sizeof(float), &ok);
+    ctx->qb = xcalloc(U * QD, sizeof(uint16_t), &ok);
     ctx->k = xcalloc(U * row, sizeof(float), &ok);
     ctx->v = xcalloc(U * row, sizeof(float), &ok);
     ctx->att = xcalloc(U * QD, sizeof(float), &ok);
@@ -239,38 +241,31 @@ uint64_t tn_ctx_kv_state_bytes(const tn_ctx *ctx, int32_t n) {
         return 0;
     const tn_hparams *hp = &ctx->model->hp;
     return 2ULL * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)n *
-           (uint64_t)hp->head_dim * sizeof(float);
+           (uint64_t)hp->head_dim * sizeof(uint16_t);
 }
 
 /* Copies rows [0, n) of every (layer, kv head), K then V, to or from buf,
- * where each head's rows are [n][head_dim] (the snapshot format, whatever
- * the cache's own key layout). */
+ * where each head's rows are [n][head_dim] bf16 (the snapshot format,
+ * whatever the cache's own layout). */
 static void kv_blocks(const tn_ctx *ctx, int32_t n, void *buf, bool save) {
     const tn_hparams *hp = &ctx->model->hp;
     const int32_t D = hp->head_dim;
-    const size_t block = (size_t)n * (size_t)D * sizeof(float);
+    const size_t block = (size_t)n * (size_t)D;
     const size_t stride = (size_t)ctx->kv_rows * (size_t)D;
-    uint8_t *p = buf;
+    uint16_t *p = buf;
     for (int which = 0; which < 2; which++) {
-        float *cache = which == 0 ? ctx->k_cache : ctx->v_cache;
+        uint16_t *cache = which == 0 ? ctx->k_cache : ctx->v_cache;
         for (int64_t b = 0; b < (int64_t)hp->n_layer * hp->n_head_kv; b++) {
-            float *rows = cache + (size_t)b * stride;
-            if (which == 1) {
-                if (save)
-                    memcpy(p, rows, block);
-                else
-                    memcpy(rows, p, block);
-            } else {
-                float *f = (float *)(void *)p;
-                for (int32_t j = 0; j < n; j++)
-                    for (int32_t d = 0; d < D; d++) {
-                        float *k = rows + tn_attn_k_index(j, d, D);
-                        if (save)
-                            f[(size_t)j * D + d] = *k;
-                        else
-                            *k = f[(size_t)j * D + d];
-                    }
-            }
+            uint16_t *rows = cache + (size_t)b * stride;
+            for (int32_t j = 0; j < n; j++)
+                for (int32_t d = 0; d < D; d++) {
+                    uint16_t *e = rows + (which == 0 ? tn_attn_k_index(j, d, D)
+                                                     : tn_attn_v_index(j, d, D));
+                    if (save)
+                        p[(size_t)j * D + d] = *e;
+                    else
+                        *e = p[(size_t)j * D + d];
+                }
             p += block;
         }
     }
@@ -311,7 +306,7 @@ typedef struct ubatch {
                        span attends bidirectionally (Gemma 3); 0: causal */
 } ubatch;
 
-static float *kv_head_rows(const tn_ctx *ctx, float *cache, int32_t il, int32_t kvh) {
+static uint16_t *kv_head_rows(const tn_ctx *ctx, uint16_t *cache, int32_t il, int32_t kvh) {
     const tn_hparams *hp = &ctx->model->hp;
     return cache + ((size_t)il * (size_t)hp->n_head_kv + (size_t)kvh) * (size_t)ctx->kv_rows *
                        (size_t)hp->head_dim;
@@ -335,6 +330,9 @@ static void task_qk(void *p, int ith, int nth) {
             if (hp->qk_norm)
                 tn_rmsnorm(q, q, L->q_norm, D, hp->norm_eps);
             rope_apply(q, cs, hp->n_rot, hp->rope_kind);
+            uint16_t *qb = ctx->qb + ((size_t)i * H + (size_t)h) * D;
+            for (int32_t d = 0; d < D; d++)
+                qb[d] = tn_bf16_from_f32(q[d]);
         } else {
             const int32_t kvh = h - H;
             float *k = ctx->k + ((size_t)i * KV + (size_t)kvh) * D;
@@ -343,11 +341,12 @@ static void task_qk(void *p, int ith, int nth) {
                 tn_rmsnorm(k, k, L->k_norm, D, hp->norm_eps);
             rope_apply(k, cs, hp->n_rot, hp->rope_kind);
             const int64_t pos = ub->pos0 + i;
-            float *kc = kv_head_rows(ctx, ctx->k_cache, ub->il, kvh);
-            for (int32_t d = 0; d < D; d++)
-                kc[tn_attn_k_index(pos, d, D)] = k[d];
-            memcpy(kv_head_rows(ctx, ctx->v_cache, ub->il, kvh) + (size_t)pos * (size_t)D, v,
-                   (size_t)D * sizeof(float));
+            uint16_t *kc = kv_head_rows(ctx, ctx->k_cache, ub->il, kvh);
+            uint16_t *vc = kv_head_rows(ctx, ctx->v_cache, ub->il, kvh);
+            for (int32_t d = 0; d < D; d++) {
+                kc[tn_attn_k_index(pos, d, D)] = tn_bf16_from_f32(k[d]);
+                vc[tn_attn_v_index(pos, d, D)] = tn_bf16_from_f32(v[d]);
+            }
         }
     }
 }
@@ -378,7 +377,7 @@ static void task_attention(void *p, int ith, int nth) {
         for (int64_t qi = q0; qi < per_head && qi < q0 + TN_ATTN_TILE; qi++) {
             const int32_t i = (int32_t)(qi / group), h = g * group + (int32_t)(qi % group);
             const int64_t qpos = ub->pos0 + i;
-            t.q[t.n] = ctx->q + ((size_t)i * H + (size_t)h) * D;
+            t.q[t.n] = ctx->qb + ((size_t)i * H + (size_t)h) * D;
             t.out[t.n] = ctx->att + ((size_t)i * H + (size_t)h) * D;
             t.first[t.n] = window > 0 && qpos - window + 1 > 0 ? qpos - window + 1 : 0;
             t.last[t.n] = qpos < ub->see_to ? ub->see_to - 1 : qpos; /* image span */
@@ -549,6 +548,11 @@ static int grow_scratch(tn_ctx *ctx, int32_t rows, tn_error *err) {
         free(*bufs[b]);
         *bufs[b] = p;
     }
+    uint16_t *qb = calloc(U * QD, sizeof *qb);
+    if (!qb)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory for a %d-row image span", rows);
+    free(ctx->qb);
+    ctx->qb = qb;
     ctx->ub_rows = rows;
     return TN_OK;
 }

@@ -224,6 +224,10 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
                        "%s: key length %d and value length %d differ, which Tern does not support",
                        ld->path, hp->head_dim, v_len);
+    if (hp->head_dim % 2 != 0)
+        return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                       "%s: heads of %d values: Tern's attention needs an even head size", ld->path,
+                       hp->head_dim);
     if ((int64_t)hp->head_dim * hp->n_head > MAX_DIM)
         return tn_fail(ld->err, TN_ERR_FORMAT, "%s: %d heads of %d values are too wide", ld->path,
                        hp->n_head, hp->head_dim);
@@ -534,7 +538,9 @@ static int repack(tn_model *m, tn_error *err) {
     free(ws);
     if (rc != TN_OK)
         return tn_fail(err, rc, "%s: out of memory for the repacked weights", m->path);
-    snprintf(m->arithmetic, sizeof m->arithmetic, "%s%s/%s", tn_isa_name(m->isa),
+    /* "kv-bf16": the KV cache's type (pins made with f32 keys and values
+     * must not be restored into it). */
+    snprintf(m->arithmetic, sizeof m->arithmetic, "%s%s/%s/kv-bf16", tn_isa_name(m->isa),
              m->isa == TN_ISA_AVX512 && tn_isa_has_avx512_bf16() ? "+bf16" : "",
              m->repacked ? "x16" : "rows");
     return TN_OK;
@@ -630,7 +636,7 @@ const char *tn_model_path(const tn_model *m) { return m->path; }
 const tn_gguf *tn_model_gguf(const tn_model *m) { return m->gguf; }
 uint64_t tn_model_kv_bytes_per_token(const tn_model *m) {
     return 2ULL * (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_head_kv *
-           (uint64_t)m->hp.head_dim * sizeof(float);
+           (uint64_t)m->hp.head_dim * sizeof(uint16_t);
 }
 const tn_tokenizer *tn_model_tokenizer(const tn_model *m) { return m->tokenizer; }
 const char *tn_model_tokenizer_error(const tn_model *m) {

@@ -108,18 +108,20 @@ struct tn_ctx {
     int32_t n_ctx;
     int32_t n_threads;
     int32_t kv_len;
-    /* KV cache, f32, per layer and kv head one contiguous region of
+    /* KV cache, bf16, per layer and kv head one contiguous region of
      * kv_rows positions (n_ctx rounded up to TN_ATTN_KB), read in position
      * order by attention. Keys in blocks of TN_ATTN_KB positions, each
-     * [head_dim][TN_ATTN_KB] (tn_attn_k_index, engine/cpu/tn-cpu.h);
-     * values [pos][head_dim]. */
+     * [head_dim / 2][TN_ATTN_KB][2] (tn_attn_k_index, engine/cpu/tn-cpu.h);
+     * values in pairs of positions, [pos / 2][head_dim][2]
+     * (tn_attn_v_index). */
     int32_t kv_rows;
-    float *k_cache; /* [n_layer][n_head_kv][kv_rows / 16][head_dim][16] */
-    float *v_cache; /* [n_layer][n_head_kv][kv_rows][head_dim] */
+    uint16_t *k_cache;
+    uint16_t *v_cache;
     /* Scratch for TN_UBATCH rows. */
     float *x;      /* [U][n_embd] residual stream */
     float *xn;     /* [U][n_embd] normed input of a sublayer */
     float *q;      /* [U][n_head * head_dim] */
+    uint16_t *qb;  /* [U][n_head * head_dim] the queries in bf16, as attention reads them */
     float *k;      /* [U][n_head_kv * head_dim] */
     float *v;      /* [U][n_head_kv * head_dim] */
     float *att;    /* [U][n_head * head_dim] attention output */

@@ -39,19 +39,39 @@ static inline float max8(__m256 v) {
     return _mm_cvtss_f32(a);
 }
 
-static inline __attribute__((always_inline)) void qk_block(int n, const float *const *q,
-                                                           const float *kb, int32_t D,
+/* acc + x.hi * y.hi + x.lo * y.lo per 32-bit lane (bf16 pairs), in that
+ * order: VDPBF16PS's arithmetic as two FMAs. x is a broadcast pair, given
+ * as its two halves already widened. */
+static inline __m256 dot2(__m256 acc, __m256 xhi, __m256 xlo, __m256i y) {
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    acc = _mm256_fmadd_ps(xhi, _mm256_castsi256_ps(_mm256_and_si256(y, hi)), acc);
+    return _mm256_fmadd_ps(xlo, _mm256_castsi256_ps(_mm256_slli_epi32(y, 16)), acc);
+}
+
+/* The 32-bit mask that keeps the visible positions of value pair w: low
+ * half position 2w, high half 2w + 1. */
+static inline __m256i pair_keep(int64_t w, int64_t u0, int64_t u1) {
+    return _mm256_set1_epi32((int)((2 * w >= u0 ? 0x0000ffffu : 0) |
+                                   (2 * w + 1 <= u1 ? 0xffff0000u : 0)));
+}
+
+static inline __m256 pair_hi(const uint16_t *p) { return _mm256_set1_ps(tn_bf16_to_f32(p[1])); }
+static inline __m256 pair_lo(const uint16_t *p) { return _mm256_set1_ps(tn_bf16_to_f32(p[0])); }
+
+static inline __attribute__((always_inline)) void qk_block(int n, const uint16_t *const *q,
+                                                           const uint16_t *kb, int32_t D,
                                                            __m256 *s) {
     __m256 a[4], b[4];
     for (int i = 0; i < n; i++)
         a[i] = b[i] = _mm256_setzero_ps();
-    for (int32_t d = 0; d < D; d++) {
-        const __m256 k0 = _mm256_loadu_ps(kb + (size_t)d * TN_ATTN_KB);
-        const __m256 k1 = _mm256_loadu_ps(kb + (size_t)d * TN_ATTN_KB + 8);
+    for (int32_t e = 0; e < D / 2; e++) {
+        const uint16_t *ke = kb + (size_t)e * 2 * TN_ATTN_KB;
+        const __m256i k0 = _mm256_loadu_si256((const __m256i *)(const void *)ke);
+        const __m256i k1 = _mm256_loadu_si256((const __m256i *)(const void *)(ke + 16));
         for (int i = 0; i < n; i++) {
-            const __m256 qd = _mm256_broadcast_ss(q[i] + d);
-            a[i] = _mm256_fmadd_ps(qd, k0, a[i]);
-            b[i] = _mm256_fmadd_ps(qd, k1, b[i]);
+            const __m256 qh = pair_hi(q[i] + 2 * e), ql = pair_lo(q[i] + 2 * e);
+            a[i] = dot2(a[i], qh, ql, k0);
+            b[i] = dot2(b[i], qh, ql, k1);
         }
     }
     for (int i = 0; i < n; i++) {
@@ -60,7 +80,7 @@ static inline __attribute__((always_inline)) void qk_block(int n, const float *c
     }
 }
 
-static void qk_any(int n, const float *const *q, const float *kb, int32_t D, __m256 *s) {
+static void qk_any(int n, const uint16_t *const *q, const uint16_t *kb, int32_t D, __m256 *s) {
     for (int i0 = 0; i0 < n; i0 += 4) {
         switch (n - i0) {
         case 1: qk_block(1, q + i0, kb, D, s + 2 * i0); break;
@@ -94,7 +114,7 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int64_t b = bmin; b <= bmax; b++) {
         const int64_t j0 = b * TN_ATTN_KB;
-        const float *kb = t->k + (size_t)j0 * (size_t)D;
+        const uint16_t *kb = t->k + (size_t)j0 * (size_t)D;
         __m256 s[2 * TN_ATTN_TILE];
         qk_any(n, t->q, kb, D, s);
         for (int i = 0; i < n; i++) {
@@ -130,24 +150,30 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
                 mx[i] = mb;
             }
             const __m256 m = _mm256_set1_ps(mx[i]);
-            const __m256 p0 = exp8(_mm256_sub_ps(s0, m)), p1 = exp8(_mm256_sub_ps(s1, m));
-            _mm256_storeu_ps(li, _mm256_add_ps(l0, p0));
-            _mm256_storeu_ps(li + 8, _mm256_add_ps(l1, p1));
-            float pv[TN_ATTN_KB];
-            _mm256_storeu_ps(pv, p0);
-            _mm256_storeu_ps(pv + 8, p1);
-            const float *vb = t->v + (size_t)j0 * (size_t)D;
+            uint16_t pb[TN_ATTN_KB];
+            float pf[TN_ATTN_KB];
+            _mm256_storeu_ps(pf, exp8(_mm256_sub_ps(s0, m)));
+            _mm256_storeu_ps(pf + 8, exp8(_mm256_sub_ps(s1, m)));
+            for (int u = 0; u < TN_ATTN_KB; u++) {
+                pb[u] = tn_bf16_from_f32(pf[u]);
+                pf[u] = tn_bf16_to_f32(pb[u]);
+            }
+            _mm256_storeu_ps(li, _mm256_add_ps(l0, _mm256_loadu_ps(pf)));
+            _mm256_storeu_ps(li + 8, _mm256_add_ps(l1, _mm256_loadu_ps(pf + 8)));
+            const uint16_t *vb = t->v + (size_t)j0 * (size_t)D;
             int32_t d = 0;
             for (; d + 32 <= D; d += 32) {
                 __m256 a0 = _mm256_loadu_ps(ai + d), a1 = _mm256_loadu_ps(ai + d + 8);
                 __m256 a2 = _mm256_loadu_ps(ai + d + 16), a3 = _mm256_loadu_ps(ai + d + 24);
-                for (int64_t u = u0; u <= u1; u++) {
-                    const __m256 w = _mm256_broadcast_ss(pv + u);
-                    const float *v = vb + (size_t)u * (size_t)D + d;
-                    a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v), a0);
-                    a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8), a1);
-                    a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 16), a2);
-                    a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 24), a3);
+                for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
+                    const __m256i keep = pair_keep(w, u0, u1);
+                    const __m256 ph = pair_hi(pb + 2 * w), pl = pair_lo(pb + 2 * w);
+                    const __m256i *vv =
+                        (const __m256i *)(const void *)(vb + (size_t)w * 2 * (size_t)D + 2 * d);
+                    a0 = dot2(a0, ph, pl, _mm256_and_si256(_mm256_loadu_si256(vv), keep));
+                    a1 = dot2(a1, ph, pl, _mm256_and_si256(_mm256_loadu_si256(vv + 1), keep));
+                    a2 = dot2(a2, ph, pl, _mm256_and_si256(_mm256_loadu_si256(vv + 2), keep));
+                    a3 = dot2(a3, ph, pl, _mm256_and_si256(_mm256_loadu_si256(vv + 3), keep));
                 }
                 _mm256_storeu_ps(ai + d, a0);
                 _mm256_storeu_ps(ai + d + 8, a1);
@@ -156,9 +182,12 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
             }
             for (; d < D; d += 8) {
                 __m256 a0 = _mm256_loadu_ps(ai + d);
-                for (int64_t u = u0; u <= u1; u++)
-                    a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(pv + u),
-                                         _mm256_loadu_ps(vb + (size_t)u * (size_t)D + d), a0);
+                for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
+                    const __m256i vv = _mm256_loadu_si256(
+                        (const __m256i *)(const void *)(vb + (size_t)w * 2 * (size_t)D + 2 * d));
+                    a0 = dot2(a0, pair_hi(pb + 2 * w), pair_lo(pb + 2 * w),
+                              _mm256_and_si256(vv, pair_keep(w, u0, u1)));
+                }
                 _mm256_storeu_ps(ai + d, a0);
             }
         }

@@ -1,5 +1,8 @@
 /* Attention with AVX-512 (tn-cpu.h): the reference's arithmetic, 16 key
- * positions per register.
+ * positions per register. Compiled twice: here, each bf16 pair's two
+ * products are two FMAs on the pair's halves; attention-avx512bf16.c
+ * includes this file with TN_ATTN_DPBF16 defined, and one VDPBF16PS does
+ * both (the same bits: tn-cpu.h).
  *
  * The queries of a tile walk the key blocks in lockstep: a block of keys
  * ([head_dim][16], 4 KiB for head_dim 64) is loaded once per dimension and
@@ -11,6 +14,42 @@
 
 #include <immintrin.h>
 #include <math.h>
+
+#if defined(TN_ATTN_DPBF16)
+#define TN_ATTN_AVX512_KERNEL tn_attention_avx512bf16
+/* acc + x.hi * y.hi + x.lo * y.lo, per 32-bit lane, in that order. */
+static inline __m512 dot2(__m512 acc, __m512i x, __m512i y) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)y);
+}
+/* 16 probabilities to bf16, round to nearest even (they are finite, >= 0). */
+static inline __m256i to_bf16(__m512 p) { return (__m256i)_mm512_cvtneps_pbh(p); }
+#else
+#define TN_ATTN_AVX512_KERNEL tn_attention_avx512
+static inline __m512 dot2(__m512 acc, __m512i x, __m512i y) {
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(x, hi)),
+                          _mm512_castsi512_ps(_mm512_and_si512(y, hi)), acc);
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(x, 16)),
+                           _mm512_castsi512_ps(_mm512_slli_epi32(y, 16)), acc);
+}
+static inline __m256i to_bf16(__m512 p) {
+    const __m512i u = _mm512_castps_si512(p);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+#endif
+
+static inline uint32_t pair_at(const uint16_t *p) {
+    uint32_t w;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+/* bf16 back to f32 (exact). */
+static inline __m512 from_bf16(__m256i b) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+}
 
 static inline __m512 exp16(__m512 x) {
     const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(TN_EXP_MIN), _CMP_GE_OQ);
@@ -41,103 +80,87 @@ static inline float sum16(__m512 l) {
 }
 
 /* Scores of n queries against one key block, n a constant after inlining
- * (the accumulators stay in registers). */
-static inline __attribute__((always_inline)) void qk_block(int n, const float *const *q,
-                                                           const float *kb, int32_t D,
+ * (the accumulators stay in registers). qt: the tile's query pairs,
+ * [head_dim / 2][TN_ATTN_TILE] (one base address for every broadcast). */
+static inline __attribute__((always_inline)) void qk_block(int n, const uint32_t *qt,
+                                                           const uint16_t *kb, int32_t D,
                                                            __m512 *s) {
     __m512 a[TN_ATTN_TILE];
     for (int i = 0; i < n; i++)
         a[i] = _mm512_setzero_ps();
-    for (int32_t d = 0; d < D; d++) {
-        const __m512 k = _mm512_loadu_ps(kb + (size_t)d * TN_ATTN_KB);
+    for (int32_t e = 0; e < D / 2; e++) {
+        const __m512i k = _mm512_loadu_si512(kb + (size_t)e * 2 * TN_ATTN_KB);
+        const uint32_t *qe = qt + (size_t)e * TN_ATTN_TILE;
         for (int i = 0; i < n; i++)
-            a[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d]), k, a[i]);
+            a[i] = dot2(a[i], _mm512_set1_epi32((int)qe[i]), k);
     }
     for (int i = 0; i < n; i++)
         s[i] = a[i];
 }
 
-static void qk_any(int n, const float *const *q, const float *kb, int32_t D, __m512 *s) {
+static void qk_any(int n, const uint32_t *qt, const uint16_t *kb, int32_t D, __m512 *s) {
     switch (n) {
-    case 1: qk_block(1, q, kb, D, s); break;
-    case 2: qk_block(2, q, kb, D, s); break;
-    case 3: qk_block(3, q, kb, D, s); break;
-    case 4: qk_block(4, q, kb, D, s); break;
-    case 5: qk_block(5, q, kb, D, s); break;
-    case 6: qk_block(6, q, kb, D, s); break;
-    case 7: qk_block(7, q, kb, D, s); break;
-    default: qk_block(8, q, kb, D, s); break;
+    case 1: qk_block(1, qt, kb, D, s); break;
+    case 2: qk_block(2, qt, kb, D, s); break;
+    case 3: qk_block(3, qt, kb, D, s); break;
+    case 4: qk_block(4, qt, kb, D, s); break;
+    case 5: qk_block(5, qt, kb, D, s); break;
+    case 6: qk_block(6, qt, kb, D, s); break;
+    case 7: qk_block(7, qt, kb, D, s); break;
+    default: qk_block(8, qt, kb, D, s); break;
     }
 }
 
-/* acc[d] += p[u] * v[u][d] for u in [u0, u1], in order, for one query. */
-static inline void pv_one(float *ai, const float *pv, const float *vb, int32_t D, int64_t u0,
-                          int64_t u1) {
-    int32_t d = 0;
-    for (; d + 64 <= D; d += 64) {
-        __m512 a0 = _mm512_loadu_ps(ai + d), a1 = _mm512_loadu_ps(ai + d + 16);
-        __m512 a2 = _mm512_loadu_ps(ai + d + 32), a3 = _mm512_loadu_ps(ai + d + 48);
-        for (int64_t u = u0; u <= u1; u++) {
-            const __m512 w = _mm512_set1_ps(pv[u]);
-            const float *v = vb + (size_t)u * (size_t)D + d;
-            a0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v), a0);
-            a1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16), a1);
-            a2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 32), a2);
-            a3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 48), a3);
-        }
-        _mm512_storeu_ps(ai + d, a0);
-        _mm512_storeu_ps(ai + d + 16, a1);
-        _mm512_storeu_ps(ai + d + 32, a2);
-        _mm512_storeu_ps(ai + d + 48, a3);
-    }
-    for (; d < D; d += 16) {
-        __m512 a0 = _mm512_loadu_ps(ai + d);
-        for (int64_t u = u0; u <= u1; u++)
-            a0 = _mm512_fmadd_ps(_mm512_set1_ps(pv[u]),
-                                 _mm512_loadu_ps(vb + (size_t)u * (size_t)D + d), a0);
-        _mm512_storeu_ps(ai + d, a0);
-    }
+/* The 32-bit mask that keeps the visible positions of value pair w: low
+ * half position 2w, high half 2w + 1. */
+static inline __m512i pair_keep(int64_t w, int64_t u0, int64_t u1) {
+    return _mm512_set1_epi32((int)((2 * w >= u0 ? 0x0000ffffu : 0) |
+                                   (2 * w + 1 <= u1 ? 0xffff0000u : 0)));
 }
 
-/* The same for four queries over the same positions: each value row is
- * loaded once for the four (16 accumulators + 4 value registers), which
- * makes the loop FMA-bound rather than load-bound. Each query's own
- * operations are those of pv_one. */
-static inline void pv_four(float *const *a, const float *const *pv, const float *vb, int32_t D,
-                           int64_t u0, int64_t u1) {
+/* acc[d] += the value pairs of positions u0..u1 weighed by pb, in order, for
+ * nq queries (1 or 4) over the same positions: each value register is loaded
+ * once for all of them. vb: the block's value pairs. */
+static inline __attribute__((always_inline)) void pv_n(int nq, float *const *a,
+                                                       const uint16_t *const *pb,
+                                                       const uint16_t *vb, int32_t D,
+                                                       int64_t u0, int64_t u1) {
     int32_t d = 0;
     for (; d + 64 <= D; d += 64) {
         __m512 c[4][4];
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < nq; i++)
             for (int x = 0; x < 4; x++)
                 c[i][x] = _mm512_loadu_ps(a[i] + d + 16 * x);
-        for (int64_t u = u0; u <= u1; u++) {
-            const float *v = vb + (size_t)u * (size_t)D + d;
-            const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
-            const __m512 v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
-            for (int i = 0; i < 4; i++) {
-                const __m512 w = _mm512_set1_ps(pv[i][u]);
-                c[i][0] = _mm512_fmadd_ps(w, v0, c[i][0]);
-                c[i][1] = _mm512_fmadd_ps(w, v1, c[i][1]);
-                c[i][2] = _mm512_fmadd_ps(w, v2, c[i][2]);
-                c[i][3] = _mm512_fmadd_ps(w, v3, c[i][3]);
+        for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
+            const uint16_t *v = vb + (size_t)w * 2 * (size_t)D + 2 * (size_t)d;
+            const __m512i keep = pair_keep(w, u0, u1);
+            __m512i vx[4];
+            for (int x = 0; x < 4; x++)
+                vx[x] = _mm512_and_si512(_mm512_loadu_si512(v + 32 * x), keep);
+            for (int i = 0; i < nq; i++) {
+                const __m512i pw = _mm512_set1_epi32((int)pair_at(pb[i] + 2 * w));
+                for (int x = 0; x < 4; x++)
+                    c[i][x] = dot2(c[i][x], pw, vx[x]);
             }
         }
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < nq; i++)
             for (int x = 0; x < 4; x++)
                 _mm512_storeu_ps(a[i] + d + 16 * x, c[i][x]);
     }
-    for (int i = 0; i < 4; i++)
-        for (int32_t e = d; e < D; e += 16) {
-            __m512 a0 = _mm512_loadu_ps(a[i] + e);
-            for (int64_t u = u0; u <= u1; u++)
-                a0 = _mm512_fmadd_ps(_mm512_set1_ps(pv[i][u]),
-                                     _mm512_loadu_ps(vb + (size_t)u * (size_t)D + e), a0);
-            _mm512_storeu_ps(a[i] + e, a0);
+    for (; d < D; d += 16)
+        for (int i = 0; i < nq; i++) {
+            __m512 c0 = _mm512_loadu_ps(a[i] + d);
+            for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
+                const __m512i vx = _mm512_and_si512(
+                    _mm512_loadu_si512(vb + (size_t)w * 2 * (size_t)D + 2 * (size_t)d),
+                    pair_keep(w, u0, u1));
+                c0 = dot2(c0, _mm512_set1_epi32((int)pair_at(pb[i] + 2 * w)), vx);
+            }
+            _mm512_storeu_ps(a[i] + d, c0);
         }
 }
 
-bool tn_attention_avx512(const tn_attn_tile *t, float *scratch) {
+bool TN_ATTN_AVX512_KERNEL(const tn_attn_tile *t, float *scratch) {
     const int32_t D = t->head_dim;
     if (D % 16 != 0 || t->n < 1 || t->n > TN_ATTN_TILE)
         return false;
@@ -145,6 +168,10 @@ bool tn_attention_avx512(const tn_attn_tile *t, float *scratch) {
     float *acc = scratch;                                  /* [n][D] */
     float *lsum = acc + (size_t)TN_ATTN_TILE * (size_t)D;  /* [n][16] */
     float *mx = lsum + (size_t)TN_ATTN_TILE * TN_ATTN_KB;  /* [n] */
+    uint32_t *qt = (uint32_t *)(void *)(mx + TN_ATTN_TILE); /* [D / 2][TILE] */
+    for (int32_t e = 0; e < D / 2; e++)
+        for (int i = 0; i < n; i++)
+            qt[(size_t)e * TN_ATTN_TILE + (size_t)i] = pair_at(t->q[i] + 2 * e);
     int64_t bmin = INT64_MAX, bmax = -1;
     for (int i = 0; i < n; i++) {
         for (int32_t d = 0; d < D; d += 16)
@@ -156,13 +183,13 @@ bool tn_attention_avx512(const tn_attn_tile *t, float *scratch) {
         bmax = b1 > bmax ? b1 : bmax;
     }
     const __m512 scale = _mm512_set1_ps(t->scale), ninf = _mm512_set1_ps(-INFINITY);
-    _Alignas(64) float pv[TN_ATTN_TILE][TN_ATTN_KB];
+    _Alignas(64) uint16_t pb[TN_ATTN_TILE][TN_ATTN_KB];
     for (int64_t b = bmin; b <= bmax; b++) {
         const int64_t j0 = b * TN_ATTN_KB;
-        const float *kb = t->k + (size_t)j0 * (size_t)D;
-        const float *vb = t->v + (size_t)j0 * (size_t)D;
+        const uint16_t *kb = t->k + (size_t)j0 * (size_t)D;
+        const uint16_t *vb = t->v + (size_t)j0 * (size_t)D;
         __m512 s[TN_ATTN_TILE];
-        qk_any(n, t->q, kb, D, s);
+        qk_any(n, qt, kb, D, s);
         int64_t u0[TN_ATTN_TILE], u1[TN_ATTN_TILE];
         for (int i = 0; i < n; i++) {
             u0[i] = 1;
@@ -188,9 +215,9 @@ bool tn_attention_avx512(const tn_attn_tile *t, float *scratch) {
                 }
                 mx[i] = mb;
             }
-            const __m512 p = exp16(_mm512_sub_ps(si, _mm512_set1_ps(mx[i])));
-            _mm512_storeu_ps(lsum + (size_t)i * TN_ATTN_KB, _mm512_add_ps(l, p));
-            _mm512_store_ps(pv[i], p);
+            const __m256i p = to_bf16(exp16(_mm512_sub_ps(si, _mm512_set1_ps(mx[i]))));
+            _mm512_storeu_ps(lsum + (size_t)i * TN_ATTN_KB, _mm512_add_ps(l, from_bf16(p)));
+            _mm256_store_si256((__m256i *)(void *)pb[i], p);
         }
         int i = 0;
         while (i < n) {
@@ -198,15 +225,19 @@ bool tn_attention_avx512(const tn_attn_tile *t, float *scratch) {
                 i++;
                 continue;
             }
+            float *ai[4];
+            const uint16_t *pi[4];
+            for (int x = 0; x < 4; x++) {
+                const int ix = i + x < n ? i + x : n - 1;
+                ai[x] = acc + (size_t)ix * D;
+                pi[x] = pb[ix];
+            }
             if (i + 4 <= n && u0[i + 1] == u0[i] && u0[i + 2] == u0[i] && u0[i + 3] == u0[i] &&
                 u1[i + 1] == u1[i] && u1[i + 2] == u1[i] && u1[i + 3] == u1[i]) {
-                float *const a4[4] = {acc + (size_t)i * D, acc + (size_t)(i + 1) * D,
-                                      acc + (size_t)(i + 2) * D, acc + (size_t)(i + 3) * D};
-                const float *const p4[4] = {pv[i], pv[i + 1], pv[i + 2], pv[i + 3]};
-                pv_four(a4, p4, vb, D, u0[i], u1[i]);
+                pv_n(4, ai, pi, vb, D, u0[i], u1[i]);
                 i += 4;
             } else {
-                pv_one(acc + (size_t)i * D, pv[i], vb, D, u0[i], u1[i]);
+                pv_n(1, ai, pi, vb, D, u0[i], u1[i]);
                 i++;
             }
         }

@@ -8,11 +8,15 @@
 #include "tn-cpu-internal.h"
 
 #include <math.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 size_t tn_attention_scratch_floats(int32_t head_dim) {
-    /* Accumulators, denominators, running maxima, scores of the block. */
-    return (size_t)TN_ATTN_TILE * ((size_t)head_dim + 2 * TN_ATTN_KB + 1);
+    /* Accumulators, denominators, running maxima, scores of the block, the
+     * tile's queries regrouped by dimension pair (one 32-bit word a pair). */
+    return (size_t)TN_ATTN_TILE * ((size_t)head_dim + 2 * TN_ATTN_KB + 1) +
+           (size_t)TN_ATTN_TILE * ((size_t)head_dim / 2 + 1);
 }
 
 static float exp_ref(float x) {
@@ -47,23 +51,34 @@ static float sum16(const float *l) {
     return f[0] + f[1];
 }
 
+/* A pair's two products, its high element first (VDPBF16PS's order). */
+static inline float dot_pair(float a, uint32_t x, uint32_t y) {
+    a = fmaf(tn_bf16_to_f32((uint16_t)(x >> 16)), tn_bf16_to_f32((uint16_t)(y >> 16)), a);
+    return fmaf(tn_bf16_to_f32((uint16_t)x), tn_bf16_to_f32((uint16_t)y), a);
+}
+
+static inline uint32_t pair_at(const uint16_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 16;
+}
+
 void tn_attention_scalar(const tn_attn_tile *t, float *scratch) {
     const int32_t D = t->head_dim;
     float *acc = scratch;
     for (int i = 0; i < t->n; i++) {
-        const float *q = t->q[i];
+        const uint16_t *q = t->q[i];
         float l[TN_ATTN_KB] = {0}, m = -INFINITY;
         memset(acc, 0, (size_t)D * sizeof *acc);
         for (int64_t b = t->first[i] / TN_ATTN_KB; b <= t->last[i] / TN_ATTN_KB; b++) {
             const int64_t j0 = b * TN_ATTN_KB;
-            const float *kb = t->k + (size_t)j0 * (size_t)D;
+            const uint16_t *kb = t->k + (size_t)j0 * (size_t)D;
             const int64_t u0 = t->first[i] > j0 ? t->first[i] - j0 : 0;
             const int64_t u1 = t->last[i] - j0 < TN_ATTN_KB - 1 ? t->last[i] - j0 : TN_ATTN_KB - 1;
             float s[TN_ATTN_KB], mb = -INFINITY;
             for (int u = 0; u < TN_ATTN_KB; u++) {
                 float a = 0.0f;
-                for (int32_t d = 0; d < D; d++)
-                    a = fmaf(q[d], kb[(size_t)d * TN_ATTN_KB + (size_t)u], a);
+                for (int32_t e = 0; e < D / 2; e++)
+                    a = dot_pair(a, pair_at(q + 2 * e),
+                                 pair_at(kb + (size_t)e * 2 * TN_ATTN_KB + (size_t)u * 2));
                 s[u] = u < u0 || u > u1 ? -INFINITY : a * t->scale;
                 mb = s[u] > mb ? s[u] : mb;
             }
@@ -77,15 +92,18 @@ void tn_attention_scalar(const tn_attn_tile *t, float *scratch) {
                 }
                 m = mb;
             }
-            float p[TN_ATTN_KB];
+            uint16_t p[TN_ATTN_KB];
             for (int u = 0; u < TN_ATTN_KB; u++) {
-                p[u] = exp_ref(s[u] - m);
-                l[u] += p[u];
+                p[u] = tn_bf16_from_f32(exp_ref(s[u] - m));
+                l[u] += tn_bf16_to_f32(p[u]);
             }
-            for (int64_t u = u0; u <= u1; u++) {
-                const float *v = t->v + (size_t)(j0 + u) * (size_t)D;
+            for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
+                const bool lo_in = 2 * w >= u0, hi_in = 2 * w + 1 <= u1;
+                const uint32_t pw = (uint32_t)p[2 * w] | (uint32_t)p[2 * w + 1] << 16;
+                const uint32_t keep = (lo_in ? 0x0000ffffu : 0) | (hi_in ? 0xffff0000u : 0);
+                const uint16_t *v = t->v + (size_t)((j0 / 2) + w) * 2 * (size_t)D;
                 for (int32_t d = 0; d < D; d++)
-                    acc[d] = fmaf(p[u], v[d], acc[d]);
+                    acc[d] = dot_pair(acc[d], pw, pair_at(v + 2 * d) & keep);
             }
         }
         const float inv = 1.0f / sum16(l);
@@ -94,14 +112,49 @@ void tn_attention_scalar(const tn_attn_tile *t, float *scratch) {
     }
 }
 
+#if defined(TN_CPU_X86) && defined(TN_CPU_AVX512_BF16)
+/* VDPBF16PS is used only where it computes the reference's bits (checked
+ * once: 1 yes, -1 no, 0 not yet). */
+static bool tn_attention_bf16_exact(void) {
+    static _Atomic int state;
+    int s = atomic_load_explicit(&state, memory_order_relaxed);
+    if (s == 0) {
+        s = tn_isa_has_avx512_bf16() && tn_attention_avx512bf16_selftest() ? 1 : -1;
+        atomic_store_explicit(&state, s, memory_order_relaxed);
+    }
+    return s > 0;
+}
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+/* FTZ (bit 15) and DAZ (bit 6): VDPBF16PS flushes denormals whatever MXCSR
+ * says; every other family does the same by running under these bits. */
+#define TN_MXCSR_FLUSH 0x8040u
+#endif
+
 void tn_attention_tile(tn_isa isa, const tn_attn_tile *t, float *scratch) {
+#if defined(__x86_64__) || defined(__i386__)
+    const unsigned int csr = _mm_getcsr();
+    _mm_setcsr(csr | TN_MXCSR_FLUSH);
+#endif
 #if defined(TN_CPU_X86)
+#if defined(TN_CPU_AVX512_BF16)
+    if (isa >= TN_ISA_AVX512 && tn_attention_bf16_exact() && tn_attention_avx512bf16(t, scratch))
+        goto done;
+#endif
     if (isa >= TN_ISA_AVX512 && tn_attention_avx512(t, scratch))
-        return;
+        goto done;
     if (isa >= TN_ISA_AVX2 && tn_attention_avx2(t, scratch))
-        return;
+        goto done;
 #else
     (void)isa;
 #endif
     tn_attention_scalar(t, scratch);
+#if defined(TN_CPU_X86)
+done:
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_setcsr(csr);
+#endif
 }

@@ -105,6 +105,11 @@ void tn_attention_scalar(const tn_attn_tile *t, float *scratch);
 #if defined(TN_CPU_X86)
 bool tn_attention_avx2(const tn_attn_tile *t, float *scratch);
 bool tn_attention_avx512(const tn_attn_tile *t, float *scratch);
+#if defined(TN_CPU_AVX512_BF16)
+bool tn_attention_avx512bf16(const tn_attn_tile *t, float *scratch);
+/* True when this CPU's VDPBF16PS rounds like the reference's FMA pairs. */
+bool tn_attention_avx512bf16_selftest(void);
+#endif
 #endif
 
 /* The exp of the attention kernels: a degree-6 polynomial on x - n ln2

@@ -12,6 +12,8 @@
 #ifndef TN_CPU_H
 #define TN_CPU_H
 
+#include <string.h>
+
 #include "tern.h"
 
 typedef struct tn_cpu tn_cpu;
@@ -125,35 +127,48 @@ bool tn_matmul_has_kernel(tn_isa isa, uint32_t type);
  * of ONE KV head: every query of a GQA group and of the rows of a batch that
  * read the same head share each key/value block while it is in L1.
  *
- * Layout of the head's cache: keys in blocks of TN_ATTN_KB positions, each
- * block [head_dim][TN_ATTN_KB] (the 16 keys of one dimension side by side,
- * so a query times a block is head_dim broadcast-FMAs with no horizontal
- * sum); values row by row, [pos][head_dim].
+ * Keys, values and queries are bf16 (the cache holds bf16: half the bytes of
+ * f32, and AVX512_BF16's VDPBF16PS does 32 multiply-adds per instruction, an
+ * f32 FMA 16). Dimensions and positions go in pairs, the pair's two bf16 in
+ * one 32-bit lane, low half first:
+ *   keys, per block of TN_ATTN_KB positions: [head_dim / 2][16][2]
+ *     (lane u of a register = key u, the pair = dimensions 2e and 2e + 1);
+ *   values, per pair of positions: [head_dim][2]
+ *     (lane d = dimension d, the pair = positions 2w and 2w + 1);
+ *   a query: [head_dim], so its dimension pairs are 32-bit words.
  *
  * The arithmetic of one query is fixed and independent of the tile, of the
- * other queries and of the instruction set: blocks of 16 positions aligned
- * to position 0 in increasing order; a score is one FMA chain over the
- * dimensions in order, times `scale`; online softmax per block (running
- * max, rescaling by exp(old - new max) only when it grows); exp is a fixed
- * polynomial with FMAs; the denominator is 16 partial sums (one per
- * position mod 16) added in a fixed tree at the end; values accumulate one
- * FMA per position in order. The scalar reference does the same operations
- * with fmaf, so the AVX2, AVX-512 and scalar paths agree BITWISE (tested),
- * and a query's output is the same whatever else is in its tile: batch
- * invariance, and pins that do not depend on the kernel family. */
+ * other queries and of the instruction set. A pair's contribution is two
+ * FMAs, the pair's HIGH element first (VDPBF16PS's order on the CPUs that
+ * have it; engine/cpu/attention.c checks it at run time), then the low one.
+ * A score: the dimension pairs in order, times `scale`. Blocks of 16
+ * positions aligned to position 0 in increasing order; online softmax per
+ * block (running max, rescaling by exp(old - new max) only when it grows);
+ * exp is a fixed polynomial with FMAs; probabilities are rounded to bf16
+ * (round to nearest even) before they weigh values or enter the
+ * denominator, which is 16 partial sums (one per position mod 16) added in a
+ * fixed tree at the end; values accumulate one pair of positions at a time,
+ * in order, over the pairs that hold a visible position (the other position
+ * of a pair, when not visible, counts as probability 0 and value 0: stale
+ * rows may hold anything). Everything runs with denormals flushed to zero
+ * (MXCSR FTZ and DAZ, as VDPBF16PS always does). The scalar reference does
+ * the same operations with fmaf, so the AVX2, AVX-512 (with or without BF16)
+ * and scalar paths agree BITWISE (tested), and a query's output is the same
+ * whatever else is in its tile: batch invariance, and pins that do not
+ * depend on the kernel family. head_dim must be even. */
 #define TN_ATTN_KB 16 /* positions per key block */
 #define TN_ATTN_TILE 8 /* queries per call at most */
 
 typedef struct tn_attn_tile {
     int32_t head_dim;
-    int32_t n;                      /* queries, 1..TN_ATTN_TILE */
-    const float *q[TN_ATTN_TILE];   /* head_dim values each */
-    float *out[TN_ATTN_TILE];       /* head_dim values each */
-    int64_t first[TN_ATTN_TILE];    /* visible positions [first, last] */
+    int32_t n;                       /* queries, 1..TN_ATTN_TILE */
+    const uint16_t *q[TN_ATTN_TILE]; /* head_dim bf16 each */
+    float *out[TN_ATTN_TILE];        /* head_dim values each */
+    int64_t first[TN_ATTN_TILE];     /* visible positions [first, last] */
     int64_t last[TN_ATTN_TILE];
-    const float *k;                 /* the head's key blocks (position 0 first) */
-    const float *v;                 /* the head's values [pos][head_dim] */
-    float scale;                    /* multiplies q.k */
+    const uint16_t *k;               /* the head's key blocks (position 0 first) */
+    const uint16_t *v;               /* the head's value pairs (positions 0 and 1 first) */
+    float scale;                     /* multiplies q.k */
 } tn_attn_tile;
 
 /* Floats of scratch tn_attention_tile needs (per thread). */
@@ -161,10 +176,32 @@ size_t tn_attention_scratch_floats(int32_t head_dim);
 /* Runs the tile with the family's kernel (any family: the results are the
  * same bits; the family only sets the speed). scratch: see above. */
 void tn_attention_tile(tn_isa isa, const tn_attn_tile *t, float *scratch);
-/* Offset, in floats, of key (pos, d) in a head's key blocks. */
+/* Offset, in bf16, of key (pos, d) in a head's key blocks. */
 static inline size_t tn_attn_k_index(int64_t pos, int32_t d, int32_t head_dim) {
     return (size_t)(pos / TN_ATTN_KB) * TN_ATTN_KB * (size_t)head_dim +
-           (size_t)d * TN_ATTN_KB + (size_t)(pos % TN_ATTN_KB);
+           (size_t)(d / 2) * (2 * TN_ATTN_KB) + (size_t)(pos % TN_ATTN_KB) * 2 + (size_t)(d & 1);
+}
+/* Offset, in bf16, of value (pos, d) in a head's value pairs. */
+static inline size_t tn_attn_v_index(int64_t pos, int32_t d, int32_t head_dim) {
+    return (size_t)(pos / 2) * 2 * (size_t)head_dim + (size_t)d * 2 + (size_t)(pos & 1);
+}
+/* f32 -> bf16, round to nearest even; a denormal becomes a zero of its sign
+ * (the attention runs with denormals flushed); NaN stays a (quiet) NaN. */
+static inline uint16_t tn_bf16_from_f32(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    if ((u & 0x7f800000u) == 0)
+        return (uint16_t)((u >> 16) & 0x8000u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static inline float tn_bf16_to_f32(uint16_t b) {
+    const uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }
 
 /* Reads buf[0, bytes) once on every thread of the pool (each its own

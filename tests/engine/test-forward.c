@@ -439,7 +439,12 @@ static bool exact_activations(uint32_t type) {
     return type == TN_TYPE_F32 || type == TN_TYPE_F16;
 }
 
-static double tolerance(uint32_t type) { return exact_activations(type) ? 1e-4 : 2e-2; }
+/* f32 and f16 weights: the engine's only rounding beyond f32 is the bf16
+ * KV cache (queries, keys, values and attention weights rounded to 8
+ * significant bits, unit roundoff u = 2^-9 = 2.0e-3), which moves logits by
+ * about 1e-3 of their spread at most: 4e-3 (2u) still fails a wrong rope,
+ * norm or head mapping by orders of magnitude. */
+static double tolerance(uint32_t type) { return exact_activations(type) ? 4e-3 : 2e-2; }
 
 /* Greedy steps of 64 allowed to be decided by a near-tie (see check_arch). */
 #define MAX_TIES 3
@@ -569,7 +574,7 @@ static void check_api(void) {
         return;
     const int V = tn_model_n_vocab(m), T = 90;
     CHECK(V == s.V && tn_model_n_layer(m) == s.L && tn_model_arch(m) == TN_ARCH_GEMMA3);
-    CHECK(tn_model_kv_bytes_per_token(m) == 2ULL * s.L * s.KV * s.D * 4);
+    CHECK(tn_model_kv_bytes_per_token(m) == 2ULL * s.L * s.KV * s.D * 2); /* bf16 K and V */
     CHECK(!tn_model_is_demo(m));
     int32_t tok[T];
     uint64_t rng = 77;

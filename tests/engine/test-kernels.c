@@ -301,28 +301,35 @@ static void test_weights_repack(tn_cpu *cpu, const float *x) {
  * (they perform the same float operations in the same order; bound 0), a
  * query's result the same alone or anywhere in a tile of any size (batch
  * invariance), and the reference against an exact double-precision softmax
- * with an NMSE bound of 1e-10 (the exp polynomial is within 2 ulp; f32
- * sums over a few hundred positions). The positions after the last filled
- * one, in the same key block, hold NaN (like stale cache rows) and must not
- * reach any result. */
+ * of the same bf16 queries, keys and values with an NMSE bound of 4e-6: the
+ * probabilities are rounded to bf16 (unit roundoff u = 2^-9) before they
+ * weigh the values, which moves each output by at most u relative to the
+ * spread of the values it averages, so NMSE <= u^2 = 3.8e-6 (the f32 sums
+ * and the 2-ulp exp add far less). The positions after the last filled
+ * one, in the same key block and value pair, hold NaN (like stale cache
+ * rows) and must not reach any result. One query is tiny (3e-38 per
+ * dimension): its products are below the smallest normal float, so the
+ * flush-to-zero rule is exercised too. */
 #define ATT_POS 300
 
-static double attn_exact(const float *q, const float *k, const float *v, int32_t D, int64_t first,
-                         int64_t last, float scale, int32_t d_out) {
+static double bf(uint16_t b) { return (double)tn_bf16_to_f32(b); }
+
+static double attn_exact(const uint16_t *q, const uint16_t *k, const uint16_t *v, int32_t D,
+                         int64_t first, int64_t last, float scale, int32_t d_out) {
     double mx = -INFINITY, sum = 0, acc = 0;
     for (int64_t j = first; j <= last; j++) {
         double s = 0;
         for (int32_t d = 0; d < D; d++)
-            s += (double)q[d] * k[tn_attn_k_index(j, d, D)];
+            s += bf(q[d]) * bf(k[tn_attn_k_index(j, d, D)]);
         mx = fmax(mx, s * scale);
     }
     for (int64_t j = first; j <= last; j++) {
         double s = 0;
         for (int32_t d = 0; d < D; d++)
-            s += (double)q[d] * k[tn_attn_k_index(j, d, D)];
+            s += bf(q[d]) * bf(k[tn_attn_k_index(j, d, D)]);
         const double e = exp(s * scale - mx);
         sum += e;
-        acc += e * v[j * D + d_out];
+        acc += e * bf(v[tn_attn_v_index(j, d_out, D)]);
     }
     return acc / sum;
 }
@@ -330,8 +337,8 @@ static double attn_exact(const float *q, const float *k, const float *v, int32_t
 static void test_attention_dim(int32_t D) {
     const int NQ = 13;
     const size_t kv = (size_t)(ATT_POS + TN_ATTN_KB) * (size_t)D;
-    float *k = malloc(kv * sizeof *k), *v = malloc(kv * sizeof *v);
-    float *q = malloc((size_t)NQ * D * sizeof *q);
+    uint16_t *k = malloc(kv * sizeof *k), *v = malloc(kv * sizeof *v);
+    uint16_t *q = malloc((size_t)NQ * D * sizeof *q);
     float *ref = malloc((size_t)NQ * D * sizeof *ref), *out = malloc((size_t)NQ * D * sizeof *out);
     float *scratch = malloc(tn_attention_scratch_floats(D) * sizeof *scratch);
     int64_t first[13], last[13];
@@ -339,19 +346,19 @@ static void test_attention_dim(int32_t D) {
     if (!k || !v || !q || !ref || !out || !scratch)
         goto done;
     for (size_t i = 0; i < kv; i++) {
-        k[i] = NAN;
-        v[i] = NAN;
+        k[i] = tn_bf16_from_f32(NAN);
+        v[i] = tn_bf16_from_f32(NAN);
     }
     /* Keys drift upward with the position, so the running maximum grows
      * (and the rescaling runs) many times; a few large outliers. */
     for (int64_t j = 0; j < ATT_POS; j++)
         for (int32_t d = 0; d < D; d++) {
-            k[tn_attn_k_index(j, d, D)] =
-                tn_test_randf(&rng) + (float)j / ATT_POS + (j % 97 == 5 ? 3.0f : 0.0f);
-            v[j * D + d] = tn_test_randf(&rng);
+            k[tn_attn_k_index(j, d, D)] = tn_bf16_from_f32(
+                tn_test_randf(&rng) + (float)j / ATT_POS + (j % 97 == 5 ? 3.0f : 0.0f));
+            v[tn_attn_v_index(j, d, D)] = tn_bf16_from_f32(tn_test_randf(&rng));
         }
     for (int i = 0; i < NQ * D; i++)
-        q[i] = tn_test_randf(&rng) * 0.5f + 0.25f;
+        q[i] = tn_bf16_from_f32((tn_test_randf(&rng) * 0.5f + 0.25f) * (i / D == 4 ? 3e-38f : 1.0f));
     for (int i = 0; i < NQ; i++) {
         last[i] = (int64_t)((37 * i + 11) % ATT_POS);
         if (i == 0)
@@ -378,7 +385,7 @@ static void test_attention_dim(int32_t D) {
     }
     const double nmse = num / den;
     fprintf(stderr, "attention D=%d: scalar vs exact NMSE %.2e\n", D, nmse);
-    CHECKF(nmse < 1e-10, "D=%d: attention NMSE %.3e above 1e-10", D, nmse);
+    CHECKF(nmse < 4e-6, "D=%d: attention NMSE %.3e above 4e-6", D, nmse);
 
     for (int isa = TN_ISA_SCALAR + 1; isa < TN_ISA_COUNT_; isa++) {
         if (!tn_isa_available((tn_isa)isa))
