@@ -9,7 +9,8 @@
  *   16  u8  key[32]            the file name, again: a renamed file is refused
  *   48  u32 n_tokens
  *   52  u32 n_layer, n_head_kv, head_dim, n_vocab
- *   68  u32 KV element type (0: f32, what tn_ctx_kv_state_save writes)
+ *   68  u32 KV element type (1: bf16, what tn_ctx_kv_state_save writes; 0
+ *           was f32, before session 3)
  *   72  u64 KV bytes
  *   80  u64 payload checksum   (tokens then KV)
  *   88  char engine version[16]
@@ -316,6 +317,8 @@ static int make_dirs(const char *dir, tn_error *err) {
 
 /* ------------------------------------------------------------- header */
 
+#define TN_PIN_KV_BF16 1u
+
 typedef struct pin_header {
     uint32_t n_tokens;
     uint32_t n_layer, n_head_kv, head_dim, n_vocab;
@@ -420,7 +423,8 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
     if (n != (uint32_t)n_tokens || tn_rd_u32(h + 52) != (uint32_t)tn_model_n_layer(model) ||
         tn_rd_u32(h + 56) != (uint32_t)tn_model_n_head_kv(model) ||
         tn_rd_u32(h + 60) != (uint32_t)tn_model_head_dim(model) ||
-        tn_rd_u32(h + 64) != (uint32_t)tn_model_n_vocab(model) || tn_rd_u32(h + 68) != 0 ||
+        tn_rd_u32(h + 64) != (uint32_t)tn_model_n_vocab(model) ||
+        tn_rd_u32(h + 68) != TN_PIN_KV_BF16 ||
         kv_bytes != want_kv || want_kv == 0) {
         rc = reject(path, err, "made for another model or prompt");
         goto done;
@@ -510,7 +514,7 @@ int tn_pin_store_save(const char *dir, const tn_pin_key *key, const tn_ctx *ctx,
         .n_head_kv = (uint32_t)tn_model_n_head_kv(tn_ctx_model(ctx)),
         .head_dim = (uint32_t)tn_model_head_dim(tn_ctx_model(ctx)),
         .n_vocab = (uint32_t)tn_model_n_vocab(tn_ctx_model(ctx)),
-        .kv_type = 0,
+        .kv_type = TN_PIN_KV_BF16,
         .kv_bytes = kv_bytes,
         .payload_checksum = payload_checksum(tokens, (uint32_t)n_tokens, kv, kv_bytes),
     };

@@ -286,7 +286,7 @@ const char *tn_model_description(const tn_model *model);
 bool tn_model_is_demo(const tn_model *model);
 const char *tn_model_path(const tn_model *model);
 const tn_gguf *tn_model_gguf(const tn_model *model);
-/* KV cache bytes per token of context (f32 keys and values, all layers). */
+/* KV cache bytes per token of context (bf16 keys and values, all layers). */
 uint64_t tn_model_kv_bytes_per_token(const tn_model *model);
 
 typedef struct tn_tokenizer tn_tokenizer; /* the tokenizer section below */
