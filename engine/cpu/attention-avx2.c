@@ -9,20 +9,17 @@
 
 static inline __m256 exp8(__m256 x) {
     const __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(TN_EXP_MIN), _CMP_GE_OQ);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(TN_EXP_LOG2E)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-TN_EXP_LN2_HI), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-TN_EXP_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(TN_EXP_P0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_P5));
-    __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_and_ps(n, ok)), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), ok);
+    const __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(TN_EXP_LOG2E), _mm256_set1_ps(TN_EXP_SHIFT));
+    const __m256 r = _mm256_fmadd_ps(_mm256_sub_ps(t, _mm256_set1_ps(TN_EXP_SHIFT)),
+                                     _mm256_set1_ps(-TN_EXP_LN2), x);
+    __m256 p = _mm256_set1_ps(TN_EXP_C5);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_C4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_C3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_C2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23));
+    return _mm256_and_ps(_mm256_mul_ps(p, scale), ok);
 }
 
 static inline float sum16(__m256 lo, __m256 hi) {

@@ -53,22 +53,17 @@ static inline __m512 from_bf16(__m256i b) {
 
 static inline __m512 exp16(__m512 x) {
     const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(TN_EXP_MIN), _CMP_GE_OQ);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(TN_EXP_LOG2E)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-TN_EXP_LN2_HI), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-TN_EXP_LN2_LO), r);
-    __m512 p = _mm512_set1_ps(TN_EXP_P0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP_P1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP_P2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP_P3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP_P4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP_P5));
-    __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    /* n is in [-126, 0] on the lanes kept: 2^n is a normal float. */
-    const __m512i e = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(ok, n)), _mm512_set1_epi32(127)),
-        23);
-    return _mm512_maskz_mul_ps(ok, y, _mm512_castsi512_ps(e));
+    const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(TN_EXP_LOG2E), _mm512_set1_ps(TN_EXP_SHIFT));
+    const __m512 r = _mm512_fmadd_ps(_mm512_sub_ps(t, _mm512_set1_ps(TN_EXP_SHIFT)),
+                                     _mm512_set1_ps(-TN_EXP_LN2), x);
+    __m512 p = _mm512_set1_ps(TN_EXP_C5);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP_C4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP_C3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP_C2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23));
+    return _mm512_maskz_mul_ps(ok, p, scale);
 }
 
 /* The reference's tree: lanes i + 8, i + 4, i + 2, then the last two. */

@@ -22,20 +22,20 @@ size_t tn_attention_scratch_floats(int32_t head_dim) {
 static float exp_ref(float x) {
     if (!(x >= TN_EXP_MIN))
         return 0.0f;
-    const float n = rintf(x * TN_EXP_LOG2E);
-    float r = fmaf(n, -TN_EXP_LN2_HI, x);
-    r = fmaf(n, -TN_EXP_LN2_LO, r);
-    float p = TN_EXP_P0;
-    p = fmaf(p, r, TN_EXP_P1);
-    p = fmaf(p, r, TN_EXP_P2);
-    p = fmaf(p, r, TN_EXP_P3);
-    p = fmaf(p, r, TN_EXP_P4);
-    p = fmaf(p, r, TN_EXP_P5);
-    float y = fmaf(p, r * r, r) + 1.0f;
-    const uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    const float t = fmaf(x, TN_EXP_LOG2E, TN_EXP_SHIFT);
+    const float r = fmaf(t - TN_EXP_SHIFT, -TN_EXP_LN2, x);
+    float p = TN_EXP_C5;
+    p = fmaf(p, r, TN_EXP_C4);
+    p = fmaf(p, r, TN_EXP_C3);
+    p = fmaf(p, r, TN_EXP_C2);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    uint32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits <<= 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return y * scale;
+    return p * scale;
 }
 
 /* The 16 partial denominators: lanes i and i + 8, then i and i + 4, i and

@@ -112,20 +112,24 @@ bool tn_attention_avx512bf16_selftest(void);
 #endif
 #endif
 
-/* The exp of the attention kernels: a degree-6 polynomial on x - n ln2
- * (Cephes' expf coefficients), scaled by 2^n; 0 below -87 (and for -inf).
- * Every operation is a correctly rounded float op (FMAs explicit), so each
- * family computes the same bits. */
+/* The exp of the attention kernels, for x <= 0 (0 below -87 and for -inf):
+ * n = round(x log2 e) by adding a shift constant (the sum's low mantissa
+ * bits are then 127 + n, which shifted left by 23 is 2^n as a float),
+ * r = x - n ln2 in [-0.35, 0.35], e^r by its degree-5 Taylor polynomial
+ * (relative error below 3e-6: the probabilities it makes are rounded to
+ * bf16, 2e-3, right after), times 2^n. Every operation is a correctly
+ * rounded float op (FMAs explicit) or an integer shift, so each family
+ * computes the same bits; a result below the smallest normal float is
+ * flushed (the attention runs under FTZ). Half the cost of the degree-7
+ * Cephes form with rounding instructions that it replaced (session 3). */
 #define TN_EXP_LOG2E 1.44269504088896341f
-#define TN_EXP_LN2_HI 0.693359375f
-#define TN_EXP_LN2_LO -2.12194440e-4f
+#define TN_EXP_SHIFT 12583039.0f /* 1.5 * 2^23 + 127 */
+#define TN_EXP_LN2 0.693147180559945309f
 #define TN_EXP_MIN -87.0f
-#define TN_EXP_P0 1.9875691500e-4f
-#define TN_EXP_P1 1.3981999507e-3f
-#define TN_EXP_P2 8.3334519073e-3f
-#define TN_EXP_P3 4.1665795894e-2f
-#define TN_EXP_P4 1.6666665459e-1f
-#define TN_EXP_P5 5.0000001201e-1f
+#define TN_EXP_C5 (1.0f / 120.0f)
+#define TN_EXP_C4 (1.0f / 24.0f)
+#define TN_EXP_C3 (1.0f / 6.0f)
+#define TN_EXP_C2 0.5f
 
 /* The X16 layout (repack.c): quant bytes of one block for 16 rows, and
  * bytes of one group of 16 rows. */
