@@ -434,13 +434,33 @@ static int matmul(tn_ctx *ctx, const tn_weight *w, const float *x, int32_t n, fl
  * so Gemma's sqrt(n_embd) scale of token embeddings does not apply to them
  * (as in HF Gemma3 and llama.cpp). bidir: the rows attend to each other
  * both ways (one image span). */
+/* True when some capture wants the last layer's output of every row. */
+static bool captures_last_layer(const tn_ctx *ctx) {
+    for (int32_t c = 0; c < ctx->n_cap; c++)
+        if (ctx->cap_ids[c] == ctx->model->hp.n_layer)
+            return true;
+    return false;
+}
+
+/* Runs rows [0, n) through every layer. Only the last `out_rows` rows' final
+ * hidden states are used (logits); the last layer's attention, output
+ * projection and feed-forward run for those rows alone (its keys and values
+ * are still written for all: they come before the attention), which saves
+ * 1/n_layer of a prefill. Those rows then sit at [*out_first, n_kept), and
+ * their arithmetic is that of a full pass (each row's is independent of the
+ * others: batch invariance), so the logits are the same bits. */
 static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd, int32_t n,
-                          int64_t pos0, int32_t row0, bool bidir, tn_error *err) {
+                          int64_t pos0, int32_t row0, bool bidir, int32_t out_rows,
+                          int32_t *out_first, tn_error *err) {
     const tn_model *m = ctx->model;
     const tn_hparams *hp = &m->hp;
     const int32_t E = hp->n_embd;
     int rc;
 
+    /* The caller's rows are the last out_rows; keeping more is always right. */
+    *out_first = n - out_rows;
+    if (bidir || captures_last_layer(ctx))
+        out_rows = n;
     for (int32_t i = 0; i < n; i++) {
         float *x = ctx->x + (size_t)i * E;
         if (!tokens) {
@@ -480,6 +500,19 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
             (rc = matmul(ctx, &L->wv, ctx->xn, n, ctx->v, err)))
             return rc;
         tn_cpu_parallel(ctx->cpu, task_qk, &ub);
+        if (il == hp->n_layer - 1 && out_rows < n) {
+            if (out_rows == 0)
+                return TN_OK;
+            const int32_t skip = n - out_rows;
+            const size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
+            memmove(ctx->qb, ctx->qb + (size_t)skip * QD, (size_t)out_rows * QD * sizeof *ctx->qb);
+            memmove(ctx->x, ctx->x + (size_t)skip * E, (size_t)out_rows * E * sizeof *ctx->x);
+            n = out_rows;
+            pos0 += skip;
+            *out_first = 0;
+            ub.n = n;
+            ub.pos0 = pos0;
+        }
         tn_cpu_parallel(ctx->cpu, task_attention, &ub);
         if ((rc = matmul(ctx, &L->wo, ctx->att, n, ctx->o, err)))
             return rc;
@@ -588,13 +621,17 @@ static int decode_rows(tn_ctx *ctx, const int32_t *tokens, const float *embd, in
     const int64_t pos0 = ctx->kv_len;
     for (int32_t r0 = 0; r0 < n; r0 += span) {
         const int32_t u = n - r0 < span ? n - r0 : span;
+        const bool last = r0 + u == n;
+        const int32_t out_rows =
+            mode == TN_LOGITS_ALL ? u : mode == TN_LOGITS_LAST && last ? 1 : 0;
+        int32_t first = 0;
         rc = forward_ubatch(ctx, tokens ? tokens + r0 : NULL,
                             tokens ? NULL : embd + (size_t)r0 * (size_t)hp->n_embd, u, pos0 + r0,
-                            r0, bidir, err);
+                            r0, bidir, out_rows, &first, err);
         if (rc == TN_OK && mode == TN_LOGITS_ALL)
-            rc = output_rows(ctx, 0, u, logits + (size_t)r0 * (size_t)hp->n_vocab, err);
-        if (rc == TN_OK && mode == TN_LOGITS_LAST && r0 + u == n)
-            rc = output_rows(ctx, u - 1, 1, logits, err);
+            rc = output_rows(ctx, first, u, logits + (size_t)r0 * (size_t)hp->n_vocab, err);
+        if (rc == TN_OK && mode == TN_LOGITS_LAST && last)
+            rc = output_rows(ctx, first + out_rows - 1, 1, logits, err);
         if (rc != TN_OK)
             return rc;
     }

@@ -608,6 +608,29 @@ static void check_api(void) {
     }
     CHECKF(same, "decoding after a truncation differs from the first pass");
 
+    /* A multi-row decode that wants only the last row's logits runs the last
+     * layer for that row alone (forward.c): the same bits as the full pass,
+     * whatever is captured (the last layer, another layer, nothing), and
+     * every row's keys and values still written (the next decode reads them). */
+    const int32_t cap_last[] = {s.L}, cap_mid[] = {1};
+    const int32_t *caps[] = {cap_last, cap_mid, NULL};
+    for (int c = 0; c < 3; c++) {
+        CHECK(tn_ctx_capture_hidden(ctx, caps[c], caps[c] ? 1 : 0, &err) == 0);
+        CHECK(tn_ctx_kv_truncate(ctx, 10) == 0);
+        CHECK(tn_ctx_decode(ctx, tok + 10, 40, TN_LOGITS_LAST, row, &err) == 0);
+        CHECKF(!memcmp(row, all + (size_t)49 * V, sizeof(float) * V),
+               "capture %d: the last row's logits of a 40-row decode differ from the full pass", c);
+        CHECK(tn_ctx_decode(ctx, tok + 50, 1, TN_LOGITS_LAST, row, &err) == 0);
+        CHECKF(!memcmp(row, all + (size_t)50 * V, sizeof(float) * V),
+               "capture %d: the row after a last-row-only decode differs from the full pass", c);
+        CHECK(tn_ctx_decode(ctx, tok + 51, 3, TN_LOGITS_NONE, NULL, &err) == 0);
+        CHECK(tn_ctx_decode(ctx, tok + 54, 1, TN_LOGITS_LAST, row, &err) == 0);
+        CHECKF(!memcmp(row, all + (size_t)54 * V, sizeof(float) * V),
+               "capture %d: the row after a logit-free decode differs from the full pass", c);
+    }
+    CHECK(tn_ctx_decode(ctx, tok + 55, T - 55, TN_LOGITS_NONE, NULL, &err) == 0);
+    CHECK(tn_ctx_kv_len(ctx) == T);
+
     /* Capture id 0 is the embedding row times Gemma's sqrt(n_embd). */
     float *emb = malloc(sizeof(float) * s.E);
     tn_gguf *g = NULL;
