@@ -52,6 +52,14 @@ static inline __m256i pair_keep(int64_t w, int64_t u0, int64_t u1) {
                                    (2 * w + 1 <= u1 ? 0xffff0000u : 0)));
 }
 
+/* p (finite, >= 0) rounded to the nearest bf16, ties to even, as a float. */
+static inline __m256 round_bf16(__m256 p) {
+    const __m256i u = _mm256_castps_si256(p);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff)));
+    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
 static inline __m256 pair_hi(const uint16_t *p) { return _mm256_set1_ps(tn_bf16_to_f32(p[1])); }
 static inline __m256 pair_lo(const uint16_t *p) { return _mm256_set1_ps(tn_bf16_to_f32(p[0])); }
 
@@ -147,14 +155,11 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
                 mx[i] = mb;
             }
             const __m256 m = _mm256_set1_ps(mx[i]);
-            uint16_t pb[TN_ATTN_KB];
+            /* The probabilities rounded to bf16, kept as floats: a pair's
+             * two weights are then plain broadcasts. */
             float pf[TN_ATTN_KB];
-            _mm256_storeu_ps(pf, exp8(_mm256_sub_ps(s0, m)));
-            _mm256_storeu_ps(pf + 8, exp8(_mm256_sub_ps(s1, m)));
-            for (int u = 0; u < TN_ATTN_KB; u++) {
-                pb[u] = tn_bf16_from_f32(pf[u]);
-                pf[u] = tn_bf16_to_f32(pb[u]);
-            }
+            _mm256_storeu_ps(pf, round_bf16(exp8(_mm256_sub_ps(s0, m))));
+            _mm256_storeu_ps(pf + 8, round_bf16(exp8(_mm256_sub_ps(s1, m))));
             _mm256_storeu_ps(li, _mm256_add_ps(l0, _mm256_loadu_ps(pf)));
             _mm256_storeu_ps(li + 8, _mm256_add_ps(l1, _mm256_loadu_ps(pf + 8)));
             const uint16_t *vb = t->v + (size_t)j0 * (size_t)D;
@@ -163,14 +168,24 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
                 __m256 a0 = _mm256_loadu_ps(ai + d), a1 = _mm256_loadu_ps(ai + d + 8);
                 __m256 a2 = _mm256_loadu_ps(ai + d + 16), a3 = _mm256_loadu_ps(ai + d + 24);
                 for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
-                    const __m256i keep = pair_keep(w, u0, u1);
-                    const __m256 ph = pair_hi(pb + 2 * w), pl = pair_lo(pb + 2 * w);
+                    const __m256 ph = _mm256_broadcast_ss(pf + 2 * w + 1);
+                    const __m256 pl = _mm256_broadcast_ss(pf + 2 * w);
                     const __m256i *vv =
                         (const __m256i *)(const void *)(vb + (size_t)w * 2 * (size_t)D + 2 * d);
-                    a0 = dot2(a0, ph, pl, _mm256_and_si256(_mm256_loadu_si256(vv), keep));
-                    a1 = dot2(a1, ph, pl, _mm256_and_si256(_mm256_loadu_si256(vv + 1), keep));
-                    a2 = dot2(a2, ph, pl, _mm256_and_si256(_mm256_loadu_si256(vv + 2), keep));
-                    a3 = dot2(a3, ph, pl, _mm256_and_si256(_mm256_loadu_si256(vv + 3), keep));
+                    __m256i v0 = _mm256_loadu_si256(vv), v1 = _mm256_loadu_si256(vv + 1);
+                    __m256i v2 = _mm256_loadu_si256(vv + 2), v3 = _mm256_loadu_si256(vv + 3);
+                    /* Only a range's first and last pair can hold a hidden position. */
+                    if (2 * w < u0 || 2 * w + 1 > u1) {
+                        const __m256i keep = pair_keep(w, u0, u1);
+                        v0 = _mm256_and_si256(v0, keep);
+                        v1 = _mm256_and_si256(v1, keep);
+                        v2 = _mm256_and_si256(v2, keep);
+                        v3 = _mm256_and_si256(v3, keep);
+                    }
+                    a0 = dot2(a0, ph, pl, v0);
+                    a1 = dot2(a1, ph, pl, v1);
+                    a2 = dot2(a2, ph, pl, v2);
+                    a3 = dot2(a3, ph, pl, v3);
                 }
                 _mm256_storeu_ps(ai + d, a0);
                 _mm256_storeu_ps(ai + d + 8, a1);
@@ -182,7 +197,8 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
                 for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
                     const __m256i vv = _mm256_loadu_si256(
                         (const __m256i *)(const void *)(vb + (size_t)w * 2 * (size_t)D + 2 * d));
-                    a0 = dot2(a0, pair_hi(pb + 2 * w), pair_lo(pb + 2 * w),
+                    a0 = dot2(a0, _mm256_broadcast_ss(pf + 2 * w + 1),
+                              _mm256_broadcast_ss(pf + 2 * w),
                               _mm256_and_si256(vv, pair_keep(w, u0, u1)));
                 }
                 _mm256_storeu_ps(ai + d, a0);
