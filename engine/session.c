@@ -924,17 +924,49 @@ static void stats_finish(const tn_session *s, tn_session_stats *st) {
     st->kv_len = s->n_kv;
 }
 
+/* The caller's stats, or local ones, zeroed: every entry point starts so. */
+static tn_session_stats *stats_start(tn_session_stats *stats, tn_session_stats *local) {
+    tn_session_stats *st = stats ? stats : local;
+    memset(st, 0, sizeof *st);
+    return st;
+}
+
+static int check_images(const tn_session *s, const tn_image_embd *images, int32_t n_images,
+                        tn_error *err);
+
+/* What every request checks before it touches the KV: the generation
+ * parameters, the tokenizer when text is involved, the images if any. */
+static int check_request(tn_session *s, const tn_gen_params *g, bool text,
+                         const tn_image_embd *images, int32_t n_images, tn_error *err) {
+    int rc = check_gen(g, s->n_vocab, err);
+    if (rc == TN_OK && text)
+        rc = need_tokenizer(s, err);
+    if (rc == TN_OK && n_images != 0)
+        rc = check_images(s, images, n_images, err);
+    return rc;
+}
+
+/* A single-turn request without a pin: the empty system part (Gemma's
+ * <bos>, ...) becomes the pin, its time counted as the restore. */
+static int pin_if_none(tn_session *s, tn_session_stats *st, tn_error *err) {
+    if (s->pin_kind != PIN_NONE)
+        return TN_OK;
+    const double t0 = now_ms();
+    int rc = tn_session_pin(s, NULL, NULL, NULL, err);
+    st->restore_ms += now_ms() - t0;
+    return rc;
+}
+
 int tn_session_ask_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens,
                           const tn_gen_params *gen, tn_session_token_cb cb, void *user,
                           tn_session_stats *stats, tn_error *err) {
     tn_session_stats local;
-    tn_session_stats *st = stats ? stats : &local;
-    memset(st, 0, sizeof *st);
+    tn_session_stats *st = stats_start(stats, &local);
     const double t_call = now_ms();
     if (!s || n_tokens < 0 || (n_tokens > 0 && !tokens))
         return tn_fail(err, TN_ERR_INVALID, "tn_session_ask_tokens: bad arguments");
     const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_gen(g, s->n_vocab, err);
+    int rc = check_request(s, g, false, NULL, 0, err);
     if (rc != TN_OK)
         return rc;
     begin_call(s);
@@ -946,26 +978,17 @@ int tn_session_ask_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens
 int tn_session_ask(tn_session *s, const char *user_text, const tn_gen_params *gen,
                    tn_session_token_cb cb, void *user, tn_session_stats *stats, tn_error *err) {
     tn_session_stats local;
-    tn_session_stats *st = stats ? stats : &local;
-    memset(st, 0, sizeof *st);
+    tn_session_stats *st = stats_start(stats, &local);
     const double t_call = now_ms();
     if (!s || !user_text)
         return tn_fail(err, TN_ERR_INVALID, "tn_session_ask: bad arguments");
     const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_gen(g, s->n_vocab, err);
-    if (rc == TN_OK)
-        rc = need_tokenizer(s, err);
+    int rc = check_request(s, g, true, NULL, 0, err);
     if (rc != TN_OK)
         return rc;
     begin_call(s);
-    if (s->pin_kind == PIN_NONE) {
-        /* The empty system part (Gemma's <bos>, ...) becomes the pin. */
-        const double t0 = now_ms();
-        rc = tn_session_pin(s, NULL, NULL, NULL, err);
-        st->restore_ms += now_ms() - t0;
-        if (rc != TN_OK)
-            return rc;
-    }
+    if ((rc = pin_if_none(s, st, err)) != TN_OK)
+        return rc;
     tn_tokens req = {0};
     rc = render_turn_tokens(s, user_text, g->thinking, &req, err);
     if (rc == TN_OK)
@@ -1069,15 +1092,12 @@ int tn_session_chat(tn_session *s, const tn_session_message *messages, int32_t n
                     const tn_gen_params *gen, tn_session_token_cb cb, void *user,
                     tn_session_stats *stats, tn_error *err) {
     tn_session_stats local;
-    tn_session_stats *st = stats ? stats : &local;
-    memset(st, 0, sizeof *st);
+    tn_session_stats *st = stats_start(stats, &local);
     const double t_call = now_ms();
     if (!s || n_messages < 0 || (n_messages > 0 && !messages))
         return tn_fail(err, TN_ERR_INVALID, "tn_session_chat: bad arguments");
     const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_gen(g, s->n_vocab, err);
-    if (rc == TN_OK)
-        rc = need_tokenizer(s, err);
+    int rc = check_request(s, g, true, NULL, 0, err);
     if (rc != TN_OK)
         return rc;
     begin_call(s);
@@ -1286,29 +1306,19 @@ int tn_session_ask_images(tn_session *s, const char *user_text, const tn_image_e
                           int32_t n_images, const tn_gen_params *gen, tn_session_token_cb cb,
                           void *user, tn_session_stats *stats, tn_error *err) {
     tn_session_stats local;
-    tn_session_stats *st = stats ? stats : &local;
-    memset(st, 0, sizeof *st);
+    tn_session_stats *st = stats_start(stats, &local);
     const double t_call = now_ms();
     if (!s || !user_text)
         return tn_fail(err, TN_ERR_INVALID, "tn_session_ask_images: bad arguments");
     if (n_images == 0 && count_markers(user_text) == 0) /* also for models without images */
         return tn_session_ask(s, user_text, gen, cb, user, stats, err);
     const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_gen(g, s->n_vocab, err);
-    if (rc == TN_OK)
-        rc = need_tokenizer(s, err);
-    if (rc == TN_OK)
-        rc = check_images(s, images, n_images, err);
+    int rc = check_request(s, g, true, images, n_images, err);
     if (rc != TN_OK)
         return rc;
     begin_call(s);
-    if (s->pin_kind == PIN_NONE) {
-        const double t0 = now_ms();
-        rc = tn_session_pin(s, NULL, NULL, NULL, err);
-        st->restore_ms += now_ms() - t0;
-        if (rc != TN_OK)
-            return rc;
-    }
+    if ((rc = pin_if_none(s, st, err)) != TN_OK)
+        return rc;
     char *owned = NULL;
     if (n_images > 0 && count_markers(user_text) == 0) {
         if (!(owned = with_markers(user_text, n_images)))
@@ -1336,8 +1346,7 @@ int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
                            const tn_gen_params *gen, tn_session_token_cb cb, void *user,
                            tn_session_stats *stats, tn_error *err) {
     tn_session_stats local;
-    tn_session_stats *st = stats ? stats : &local;
-    memset(st, 0, sizeof *st);
+    tn_session_stats *st = stats_start(stats, &local);
     const double t_call = now_ms();
     if (!s || n_messages < 0 || (n_messages > 0 && !messages))
         return tn_fail(err, TN_ERR_INVALID, "tn_session_chat_images: bad arguments");
@@ -1351,11 +1360,7 @@ int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
     if (n_images == 0 && markers == 0) /* also for models without images */
         return tn_session_chat(s, messages, n_messages, gen, cb, user, stats, err);
     const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_gen(g, s->n_vocab, err);
-    if (rc == TN_OK)
-        rc = need_tokenizer(s, err);
-    if (rc == TN_OK)
-        rc = check_images(s, images, n_images, err);
+    int rc = check_request(s, g, true, images, n_images, err);
     if (rc != TN_OK)
         return rc;
     begin_call(s);
