@@ -239,9 +239,7 @@ const float *tn_ctx_hidden(const tn_ctx *ctx, int32_t *n_rows) {
 uint64_t tn_ctx_kv_state_bytes(const tn_ctx *ctx, int32_t n) {
     if (!ctx || n < 0 || n > ctx->n_ctx)
         return 0;
-    const tn_hparams *hp = &ctx->model->hp;
-    return 2ULL * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)n *
-           (uint64_t)hp->head_dim * sizeof(uint16_t);
+    return (uint64_t)n * tn_model_kv_bytes_per_token(ctx->model);
 }
 
 /* Copies rows [0, n) of every (layer, kv head), K then V, to or from buf,

@@ -45,11 +45,8 @@ static inline __m256 dot2(__m256 acc, __m256 xhi, __m256 xlo, __m256i y) {
     return _mm256_fmadd_ps(xlo, _mm256_castsi256_ps(_mm256_slli_epi32(y, 16)), acc);
 }
 
-/* The 32-bit mask that keeps the visible positions of value pair w: low
- * half position 2w, high half 2w + 1. */
 static inline __m256i pair_keep(int64_t w, int64_t u0, int64_t u1) {
-    return _mm256_set1_epi32((int)((2 * w >= u0 ? 0x0000ffffu : 0) |
-                                   (2 * w + 1 <= u1 ? 0xffff0000u : 0)));
+    return _mm256_set1_epi32((int)tn_attn_pair_keep(w, u0, u1));
 }
 
 /* p (finite, >= 0) rounded to the nearest bf16, ties to even, as a float. */

@@ -40,12 +40,6 @@ static inline __m256i to_bf16(__m512 p) {
 }
 #endif
 
-static inline uint32_t pair_at(const uint16_t *p) {
-    uint32_t w;
-    memcpy(&w, p, sizeof w);
-    return w;
-}
-
 /* bf16 back to f32 (exact). */
 static inline __m512 from_bf16(__m256i b) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
@@ -106,11 +100,8 @@ static void qk_any(int n, const uint32_t *qt, const uint16_t *kb, int32_t D, __m
     }
 }
 
-/* The 32-bit mask that keeps the visible positions of value pair w: low
- * half position 2w, high half 2w + 1. */
 static inline __m512i pair_keep(int64_t w, int64_t u0, int64_t u1) {
-    return _mm512_set1_epi32((int)((2 * w >= u0 ? 0x0000ffffu : 0) |
-                                   (2 * w + 1 <= u1 ? 0xffff0000u : 0)));
+    return _mm512_set1_epi32((int)tn_attn_pair_keep(w, u0, u1));
 }
 
 /* acc[d] += the value pairs of positions u0..u1 weighed by pb, in order, for
@@ -133,7 +124,7 @@ static inline __attribute__((always_inline)) void pv_n(int nq, float *const *a,
             for (int x = 0; x < 4; x++)
                 vx[x] = _mm512_and_si512(_mm512_loadu_si512(v + 32 * x), keep);
             for (int i = 0; i < nq; i++) {
-                const __m512i pw = _mm512_set1_epi32((int)pair_at(pb[i] + 2 * w));
+                const __m512i pw = _mm512_set1_epi32((int)tn_attn_pair_at(pb[i] + 2 * w));
                 for (int x = 0; x < 4; x++)
                     c[i][x] = dot2(c[i][x], pw, vx[x]);
             }
@@ -149,7 +140,7 @@ static inline __attribute__((always_inline)) void pv_n(int nq, float *const *a,
                 const __m512i vx = _mm512_and_si512(
                     _mm512_loadu_si512(vb + (size_t)w * 2 * (size_t)D + 2 * (size_t)d),
                     pair_keep(w, u0, u1));
-                c0 = dot2(c0, _mm512_set1_epi32((int)pair_at(pb[i] + 2 * w)), vx);
+                c0 = dot2(c0, _mm512_set1_epi32((int)tn_attn_pair_at(pb[i] + 2 * w)), vx);
             }
             _mm512_storeu_ps(a[i] + d, c0);
         }
@@ -166,7 +157,7 @@ bool TN_ATTN_AVX512_KERNEL(const tn_attn_tile *t, float *scratch) {
     uint32_t *qt = (uint32_t *)(void *)(mx + TN_ATTN_TILE); /* [D / 2][TILE] */
     for (int32_t e = 0; e < D / 2; e++)
         for (int i = 0; i < n; i++)
-            qt[(size_t)e * TN_ATTN_TILE + (size_t)i] = pair_at(t->q[i] + 2 * e);
+            qt[(size_t)e * TN_ATTN_TILE + (size_t)i] = tn_attn_pair_at(t->q[i] + 2 * e);
     int64_t bmin = INT64_MAX, bmax = -1;
     for (int i = 0; i < n; i++) {
         for (int32_t d = 0; d < D; d += 16)

@@ -19,8 +19,7 @@ bool tn_attention_avx512bf16_selftest(void) {
         acc[i] = (float)(i * 37 % 16) / 3.0f + 1.0e-3f;
     _mm512_storeu_ps(hw, dot2(_mm512_loadu_ps(acc), _mm512_loadu_si512(x), _mm512_loadu_si512(y)));
     for (int i = 0; i < 16; i++) {
-        float a = fmaf(tn_bf16_to_f32(x[2 * i + 1]), tn_bf16_to_f32(y[2 * i + 1]), acc[i]);
-        a = fmaf(tn_bf16_to_f32(x[2 * i]), tn_bf16_to_f32(y[2 * i]), a);
+        const float a = tn_attn_dot_pair(acc[i], tn_attn_pair_at(x + 2 * i), tn_attn_pair_at(y + 2 * i));
         if (memcmp(&a, &hw[i], sizeof a) != 0)
             return false;
     }

@@ -51,16 +51,6 @@ static float sum16(const float *l) {
     return f[0] + f[1];
 }
 
-/* A pair's two products, its high element first (VDPBF16PS's order). */
-static inline float dot_pair(float a, uint32_t x, uint32_t y) {
-    a = fmaf(tn_bf16_to_f32((uint16_t)(x >> 16)), tn_bf16_to_f32((uint16_t)(y >> 16)), a);
-    return fmaf(tn_bf16_to_f32((uint16_t)x), tn_bf16_to_f32((uint16_t)y), a);
-}
-
-static inline uint32_t pair_at(const uint16_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 16;
-}
-
 void tn_attention_scalar(const tn_attn_tile *t, float *scratch) {
     const int32_t D = t->head_dim;
     float *acc = scratch;
@@ -77,8 +67,9 @@ void tn_attention_scalar(const tn_attn_tile *t, float *scratch) {
             for (int u = 0; u < TN_ATTN_KB; u++) {
                 float a = 0.0f;
                 for (int32_t e = 0; e < D / 2; e++)
-                    a = dot_pair(a, pair_at(q + 2 * e),
-                                 pair_at(kb + (size_t)e * 2 * TN_ATTN_KB + (size_t)u * 2));
+                    a = tn_attn_dot_pair(
+                        a, tn_attn_pair_at(q + 2 * e),
+                        tn_attn_pair_at(kb + (size_t)e * 2 * TN_ATTN_KB + (size_t)u * 2));
                 s[u] = u < u0 || u > u1 ? -INFINITY : a * t->scale;
                 mb = s[u] > mb ? s[u] : mb;
             }
@@ -98,12 +89,11 @@ void tn_attention_scalar(const tn_attn_tile *t, float *scratch) {
                 l[u] += tn_bf16_to_f32(p[u]);
             }
             for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
-                const bool lo_in = 2 * w >= u0, hi_in = 2 * w + 1 <= u1;
-                const uint32_t pw = (uint32_t)p[2 * w] | (uint32_t)p[2 * w + 1] << 16;
-                const uint32_t keep = (lo_in ? 0x0000ffffu : 0) | (hi_in ? 0xffff0000u : 0);
+                const uint32_t pw = tn_attn_pair_at(p + 2 * w);
+                const uint32_t keep = tn_attn_pair_keep(w, u0, u1);
                 const uint16_t *v = t->v + (size_t)((j0 / 2) + w) * 2 * (size_t)D;
                 for (int32_t d = 0; d < D; d++)
-                    acc[d] = dot_pair(acc[d], pw, pair_at(v + 2 * d) & keep);
+                    acc[d] = tn_attn_dot_pair(acc[d], pw, tn_attn_pair_at(v + 2 * d) & keep);
             }
         }
         const float inv = 1.0f / sum16(l);

@@ -5,6 +5,7 @@
 
 #include "tn-cpu.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <pthread.h>
 
@@ -111,6 +112,26 @@ bool tn_attention_avx512bf16(const tn_attn_tile *t, float *scratch);
 bool tn_attention_avx512bf16_selftest(void);
 #endif
 #endif
+
+/* A bf16 pair (two consecutive bf16, the first in the low half) as one
+ * 32-bit word: how the kernels load a query or value pair. */
+static inline uint32_t tn_attn_pair_at(const uint16_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 16;
+}
+
+/* a + x.hi * y.hi + x.lo * y.lo, in that order, each product an FMA: the
+ * reference's pair (tn-cpu.h), and VDPBF16PS's arithmetic. */
+static inline float tn_attn_dot_pair(float a, uint32_t x, uint32_t y) {
+    a = fmaf(tn_bf16_to_f32((uint16_t)(x >> 16)), tn_bf16_to_f32((uint16_t)(y >> 16)), a);
+    return fmaf(tn_bf16_to_f32((uint16_t)x), tn_bf16_to_f32((uint16_t)y), a);
+}
+
+/* The 32-bit mask that keeps the visible positions of value pair w of a
+ * block whose visible positions are [u0, u1]: low half position 2w, high
+ * half 2w + 1 (a hidden one may hold anything, NaN included). */
+static inline uint32_t tn_attn_pair_keep(int64_t w, int64_t u0, int64_t u1) {
+    return (2 * w >= u0 ? 0x0000ffffu : 0) | (2 * w + 1 <= u1 ? 0xffff0000u : 0);
+}
 
 /* The exp of the attention kernels, for x <= 0 (0 below -87 and for -inf):
  * n = round(x log2 e) by adding a shift constant (the sum's low mantissa

@@ -185,18 +185,17 @@ static inline size_t tn_attn_k_index(int64_t pos, int32_t d, int32_t head_dim) {
 static inline size_t tn_attn_v_index(int64_t pos, int32_t d, int32_t head_dim) {
     return (size_t)(pos / 2) * 2 * (size_t)head_dim + (size_t)d * 2 + (size_t)(pos & 1);
 }
-/* f32 -> bf16, round to nearest even; a denormal becomes a zero of its sign
- * (the attention runs with denormals flushed); NaN stays a (quiet) NaN. */
+/* f32 -> bf16 for the KV cache: tn_fp32_to_bf16's rounding (nearest even),
+ * except that a denormal becomes a zero of its sign (the attention runs
+ * with denormals flushed). */
 static inline uint16_t tn_bf16_from_f32(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40u);
     if ((u & 0x7f800000u) == 0)
         return (uint16_t)((u >> 16) & 0x8000u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+    return tn_fp32_to_bf16(f);
 }
+/* tn_bf16_to_fp32, inline for the attention kernels' inner loops. */
 static inline float tn_bf16_to_f32(uint16_t b) {
     const uint32_t u = (uint32_t)b << 16;
     float f;
