@@ -17,77 +17,8 @@
 #include "tern.h"
 #include "tern-application.h"
 #include "tern-window.h"
+#include "app-test.h"
 
-static int failures;
-static int checks;
-
-#define CHECK(cond) CHECKF (cond, "%s", "")
-#define CHECKF(cond, ...)                                                               \
-  do {                                                                                  \
-    checks++;                                                                           \
-    if (!(cond)) {                                                                      \
-      failures++;                                                                       \
-      fprintf (stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);         \
-      fprintf (stderr, __VA_ARGS__);                                                    \
-      fputc ('\n', stderr);                                                             \
-    }                                                                                   \
-  } while (0)
-
-typedef gboolean (*Predicate) (TernWindow *w);
-
-static gboolean
-on_wake (gpointer data)
-{
-  (void) data;
-  return G_SOURCE_CONTINUE;
-}
-
-static gboolean
-wait_for (TernWindow *w,
-          Predicate   pred,
-          double      timeout_s)
-{
-  gint64 end = g_get_monotonic_time () + (gint64) (timeout_s * G_USEC_PER_SEC);
-  guint wake = g_timeout_add (20, on_wake, NULL);
-  gboolean ok;
-
-  while (!(ok = pred (w)) && g_get_monotonic_time () < end)
-    g_main_context_iteration (NULL, TRUE);
-  g_source_remove (wake);
-  return ok;
-}
-
-static gboolean
-not_loading (TernWindow *w)
-{
-  return !tern_window_is_loading (w);
-}
-
-static gboolean
-idle_engine (TernWindow *w)
-{
-  return !tern_window_is_loading (w) && !tern_window_is_pinning (w)
-         && !tern_window_is_generating (w);
-}
-
-static gboolean
-has_tokens (TernWindow *w)
-{
-  guint n = tern_window_get_n_rows (w);
-  const char *text = n ? tern_window_get_row_text (w, n - 1) : NULL;
-
-  return !tern_window_is_generating (w) || (text != NULL && *text != '\0');
-}
-
-static void
-activate (TernWindow *w,
-          const char *action,
-          GVariant   *param)
-{
-  CHECKF (g_action_group_get_action_enabled (G_ACTION_GROUP (w), action),
-          "action win.%s is disabled", action);
-  g_action_group_activate_action (G_ACTION_GROUP (w), action, param);
-}
 
 static gboolean
 server_running (TernWindow *w)
@@ -323,6 +254,5 @@ main (void)
   cmd = g_strdup_printf ("rm -rf '%s'", tmp);
   if (system (cmd) != 0)
     fprintf (stderr, "could not remove %s\n", tmp);
-  fprintf (stderr, "test-app-server: %d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return tn_test_finish ("test-app-server");
 }

@@ -12,21 +12,8 @@
 #include "tern-chat.h"
 #include "tern-engine-worker.h"
 #include "tern-markdown.h"
+#include "tn-test.h"
 
-static int failures;
-static int checks;
-
-#define CHECKF(cond, ...)                                                               \
-  do {                                                                                  \
-    checks++;                                                                           \
-    if (!(cond)) {                                                                      \
-      failures++;                                                                       \
-      fprintf (stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);         \
-      fprintf (stderr, __VA_ARGS__);                                                    \
-      fputc ('\n', stderr);                                                             \
-    }                                                                                   \
-  } while (0)
-#define CHECK(cond) CHECKF (cond, "%s", "")
 
 static void
 test_markdown (void)
@@ -404,6 +391,5 @@ main (void)
   cmd = g_strdup_printf ("rm -rf '%s'", tmp);
   if (system (cmd) != 0)
     fprintf (stderr, "could not remove %s\n", tmp);
-  fprintf (stderr, "test-app-units: %d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return tn_test_finish ("test-app-units");
 }

@@ -24,29 +24,8 @@
 #include "tern-pin-editor.h"
 #include "tern-stats-bar.h"
 #include "tern-window.h"
+#include "app-test.h"
 
-static int failures;
-static int checks;
-
-#define CHECK(cond)                                                                     \
-  do {                                                                                  \
-    checks++;                                                                           \
-    if (!(cond)) {                                                                      \
-      failures++;                                                                       \
-      fprintf (stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);         \
-    }                                                                                   \
-  } while (0)
-
-#define CHECKF(cond, ...)                                                               \
-  do {                                                                                  \
-    checks++;                                                                           \
-    if (!(cond)) {                                                                      \
-      failures++;                                                                       \
-      fprintf (stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);         \
-      fprintf (stderr, __VA_ARGS__);                                                    \
-      fputc ('\n', stderr);                                                             \
-    }                                                                                   \
-  } while (0)
 
 /* Longest stall the main loop may have while generating: one 60 Hz frame.
  * It is checked on the wall-clock gaps between runs of a 4 ms timer, less
@@ -79,48 +58,6 @@ static int checks;
 #define STALL_BOUND_MS STALL_LIMIT_MS
 #endif
 
-typedef gboolean (*Predicate) (TernWindow *w);
-
-static gboolean
-on_wake (gpointer data)
-{
-  (void) data;
-  return G_SOURCE_CONTINUE;
-}
-
-/* Runs the main loop until pred holds or timeout_s pass. */
-static gboolean
-wait_for (TernWindow *w,
-          Predicate   pred,
-          double      timeout_s)
-{
-  gint64 end = g_get_monotonic_time () + (gint64) (timeout_s * G_USEC_PER_SEC);
-  guint wake = g_timeout_add (20, on_wake, NULL);
-  gboolean ok;
-
-  while (!(ok = pred (w)) && g_get_monotonic_time () < end)
-    g_main_context_iteration (NULL, TRUE);
-  g_source_remove (wake);
-  return ok;
-}
-
-static void
-spin_for (double seconds)
-{
-  gint64 end = g_get_monotonic_time () + (gint64) (seconds * G_USEC_PER_SEC);
-  guint wake = g_timeout_add (10, on_wake, NULL);
-
-  while (g_get_monotonic_time () < end)
-    g_main_context_iteration (NULL, TRUE);
-  g_source_remove (wake);
-}
-
-static gboolean
-not_loading (TernWindow *w)
-{
-  return !tern_window_is_loading (w);
-}
-
 static gboolean
 not_pinning (TernWindow *w)
 {
@@ -134,35 +71,9 @@ not_generating (TernWindow *w)
 }
 
 static gboolean
-idle_engine (TernWindow *w)
-{
-  return !tern_window_is_loading (w) && !tern_window_is_pinning (w)
-         && !tern_window_is_generating (w);
-}
-
-static gboolean
-has_tokens (TernWindow *w)
-{
-  guint n = tern_window_get_n_rows (w);
-  const char *text = n ? tern_window_get_row_text (w, n - 1) : NULL;
-
-  return !tern_window_is_generating (w) || (text != NULL && *text != '\0');
-}
-
-static gboolean
 token_count_known (TernWindow *w)
 {
   return tern_pin_editor_get_token_count (tern_window_get_pin_editor (w)) > 0;
-}
-
-static void
-activate (TernWindow *w,
-          const char *action,
-          GVariant   *param)
-{
-  CHECKF (g_action_group_get_action_enabled (G_ACTION_GROUP (w), action),
-          "action win.%s is disabled", action);
-  g_action_group_activate_action (G_ACTION_GROUP (w), action, param);
 }
 
 /* ------------------------------------------------------ stall measurement */
@@ -1364,8 +1275,7 @@ main (int   argc,
       test_quit_mid_generation (w, GTK_APPLICATION (app));
     }
 
-  fprintf (stderr, "test-app-window: %d checks, %d failed; longest stall %.2f ms\n", checks,
-           failures, stall_ms);
+  fprintf (stderr, "test-app-window: longest stall %.2f ms\n", stall_ms);
   if (g_getenv ("TERN_TEST_KEEP") == NULL)
     {
       g_autofree char *cmd = NULL;
@@ -1374,5 +1284,5 @@ main (int   argc,
       if (system (cmd) != 0)
         fprintf (stderr, "could not remove %s\n", tmp);
     }
-  return failures ? 1 : 0;
+  return tn_test_finish ("test-app-window");
 }
