@@ -999,7 +999,7 @@ test_images (TernWindow *w,
   g_autofree char *gemma = g_build_filename (vdir, "gemma.gguf", NULL);
   g_autofree char *mmproj = g_build_filename (vdir, "mmproj-gemma.gguf", NULL);
   g_autofree char *vocab = NULL;
-  tn_mkmodel_params p = tn_mkmodel_default_params ();
+  tn_mkmodel_params p = tn_test_tiny_model ("gemma3", 3);
   tn_mkmodel_vision_params vp = tn_mkmodel_vision_default_params ();
   tn_error err = { 0 };
   TernMessage *m;
@@ -1024,17 +1024,7 @@ test_images (TernWindow *w,
     }
   vocab = g_build_filename (g_getenv ("TERN_VOCAB_DIR"), "gemma3", "tokenizer.json", NULL);
   g_mkdir_with_parents (vdir, 0755);
-  p.arch = "gemma3";
-  p.type = "q8_0";
-  p.n_embd = 64;
-  p.n_layer = 2;
-  p.n_head = 2;
-  p.n_head_kv = 1;
-  p.head_dim = 32;
-  p.n_ff = 128;
-  p.n_ctx = 2048;
   p.tokenizer = vocab;
-  p.seed = 3;
   p.n_threads = 1;
   CHECKF (tn_mkmodel (&p, gemma, &err) == TN_OK, "%s", err.message);
   /* 128 px in 2-px patches: Gemma 3's 64 x 64 grid, 256 tokens, on a tiny tower. */

@@ -352,19 +352,8 @@ int main(void) {
     snprintf(g_model, sizeof g_model, "%s/gemma3.gguf", tn_test_tmpdir());
     snprintf(g_proj, sizeof g_proj, "%s/mmproj.gguf", tn_test_tmpdir());
     tn_error err = {0};
-    tn_mkmodel_params p = tn_mkmodel_default_params();
-    p.arch = "gemma3";
-    p.type = "q8_0";
-    p.n_embd = 64;
-    p.n_layer = 2;
-    p.n_head = 2;
-    p.n_head_kv = 1;
-    p.head_dim = 32;
-    p.n_ff = 128;
-    p.n_ctx = 2048;
+    tn_mkmodel_params p = tn_test_tiny_model("gemma3", 21);
     p.tokenizer = tokjson;
-    p.seed = 21;
-    p.n_threads = 2;
     CHECKF(tn_mkmodel(&p, g_model, &err) == TN_OK, "mkmodel: %s", err.message);
     /* 128 px in 2-px patches: the native 64 x 64 patch grid and 256 tokens of
      * Gemma 3, on a tower small enough for a test. */

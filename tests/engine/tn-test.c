@@ -8,6 +8,22 @@
 int tn_test_failures;
 int tn_test_checks;
 
+tn_mkmodel_params tn_test_tiny_model(const char *arch, uint64_t seed) {
+    tn_mkmodel_params p = tn_mkmodel_default_params();
+    p.arch = arch;
+    p.type = "q8_0";
+    p.n_embd = 64;
+    p.n_layer = 2;
+    p.n_head = 2;
+    p.n_head_kv = 1;
+    p.head_dim = 32;
+    p.n_ff = 128;
+    p.n_ctx = 2048;
+    p.seed = seed;
+    p.n_threads = 2;
+    return p;
+}
+
 int tn_test_finish(const char *name) {
     fprintf(stderr, "%s: %d checks, %d failed\n", name, tn_test_checks, tn_test_failures);
     if (tn_test_checks == 0) {

@@ -32,6 +32,11 @@ extern int tn_test_checks;
         }                                                                    \
     } while (0)
 
+/* mkmodel parameters of the tests' tiny model: Q8_0, 64 wide, 2 layers of
+ * 2 heads of 32 sharing one KV head, a feed-forward of 128, 2048 positions,
+ * written on 2 threads; no tokenizer (the arch's default). */
+tn_mkmodel_params tn_test_tiny_model(const char *arch, uint64_t seed);
+
 /* Prints a summary and returns the exit status for main(). */
 int tn_test_finish(const char *name);
 /* Exit 77 with a reason: the test cannot run here (missing vocabulary...). */

@@ -104,17 +104,8 @@ static char *chat(SoupSession *http, const char *url, guint *status) {
 int main(void) {
     char *path = g_build_filename(tn_test_tmpdir(), "tiny.gguf", NULL);
     g_setenv("XDG_CACHE_HOME", tn_test_tmpdir(), TRUE);
-    tn_mkmodel_params mp = tn_mkmodel_default_params();
-    mp.arch = "llama";
-    mp.type = "q8_0";
-    mp.n_embd = 64;
-    mp.n_layer = 2;
-    mp.n_head = 2;
-    mp.n_head_kv = 1;
-    mp.head_dim = 32;
-    mp.n_ff = 128;
+    tn_mkmodel_params mp = tn_test_tiny_model("llama", 5);
     mp.n_ctx = 1024;
-    mp.seed = 5;
     mp.n_threads = 1;
     tn_error err = {0};
     CHECKF(tn_mkmodel(&mp, path, &err) == TN_OK, "mkmodel: %s", err.message);
