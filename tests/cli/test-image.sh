@@ -19,25 +19,13 @@ vocab=${TERN_VOCAB_DIR:-}/gemma3/tokenizer.json
 tmp=${TERN_TEST_TMP:-/tmp}/image-cli.$$
 mkdir -p "$tmp/model" "$tmp/two" || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
-failures=0
-checks=0
 
 if [ ! -f "$vocab" ]; then
     echo "no gemma3 vocabulary under TERN_VOCAB_DIR" >&2
     exit 77
 fi
 
-check() { # DESCRIPTION CONDITION...
-    what=$1
-    shift
-    checks=$((checks + 1))
-    if "$@"; then
-        printf 'ok: %s\n' "$what"
-    else
-        failures=$((failures + 1))
-        printf 'FAIL: %s\n' "$what" >&2
-    fi
-}
+. "$(dirname "$0")/../checks.sh"
 
 # expect STATUS WORD ARGS...: tern-cli ARGS exits STATUS with WORD on stderr.
 expect() {
@@ -130,5 +118,4 @@ expect 2 "choose one" run -m "$tmp/two/gemma.gguf" -p hi --image "$img"
 expect 1 "raw" run -m "$model" -p hi --image "$img" --raw
 expect 1 "image-tokens" run -m "$model" -p hi --image "$img" --image-tokens 0
 
-echo "image-cli: $checks checks, $failures failed"
-[ "$failures" -eq 0 ]
+checks_done image-cli

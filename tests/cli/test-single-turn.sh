@@ -18,17 +18,7 @@ mkdir -p "$tmp" || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 export XDG_CACHE_HOME="$tmp/cache"
 
-failures=0
-checks=0
-check() { # check DESCRIPTION COMMAND...
-    desc=$1
-    shift
-    checks=$((checks + 1))
-    if ! "$@"; then
-        failures=$((failures + 1))
-        printf 'FAIL: %s\n' "$desc" >&2
-    fi
-}
+. "$(dirname "$0")/../checks.sh"
 
 model="$tmp/m.gguf"
 if ! "$cli" mkmodel --arch llama --type q8_0 --embd 64 --layers 2 --heads 2 --kv-heads 1 \
@@ -128,5 +118,4 @@ assert b["decode_bound_tps"] > 0 and b["bandwidth_gbs"]["median"] > 0 and b["pea
 assert b["decode_pct_of_bound"] > 0
 ' "$tmp/bench.json"
 
-printf 'single-turn: %d checks, %d failed\n' "$checks" "$failures" >&2
-test "$failures" -eq 0
+checks_done single-turn

@@ -15,20 +15,8 @@ cli=${TERN_CLI:?TERN_CLI is not set}
 tmp=${TERN_TEST_TMP:-/tmp}/spec-cli.$$
 mkdir -p "$tmp" || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
-failures=0
-checks=0
 
-check() { # DESCRIPTION CONDITION...
-    what=$1
-    shift
-    checks=$((checks + 1))
-    if "$@"; then
-        printf 'ok: %s\n' "$what"
-    else
-        failures=$((failures + 1))
-        printf 'FAIL: %s\n' "$what" >&2
-    fi
-}
+. "$(dirname "$0")/../checks.sh"
 
 # expect STATUS WORD ARGS...: tern-cli ARGS exits STATUS with WORD on stderr.
 expect() {
@@ -127,5 +115,4 @@ if grep -q -e 'Sanitizer' -e 'runtime error' "$tmp"/*.err 2>/dev/null; then
     failures=$((failures + 1))
     echo "FAIL: sanitizer report" >&2
 fi
-echo "$((checks - failures)) passed, $failures failed"
-[ $failures -eq 0 ]
+checks_done cli-spec

@@ -28,17 +28,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-failures=0
-checks=0
-check() { # check DESCRIPTION COMMAND...
-    desc=$1
-    shift
-    checks=$((checks + 1))
-    if ! "$@"; then
-        failures=$((failures + 1))
-        printf 'FAIL: %s\n' "$desc" >&2
-    fi
-}
+. "$(dirname "$0")/../checks.sh"
 has() { grep -q -- "$2" "$1"; } # has FILE PATTERN
 field() { # FILE EXPR: a Python expression of the JSON document d
     "$py" -c 'import json, sys
@@ -440,5 +430,4 @@ status=$?
 check "non-loopback host without a key refused (status $status)" test "$status" -eq 1
 check "... with a message" has "$tmp/nl.err" 'api-key'
 
-echo "$checks checks, $failures failed"
-[ "$failures" -eq 0 ]
+checks_done serve
