@@ -1,6 +1,55 @@
 /* app-test.c: see app-test.h. */
 #include "app-test.h"
 
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+char *
+app_test_start (const char *name)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *pattern = g_strdup_printf ("%s-XXXXXX", name);
+  g_autofree char *data_dir = NULL;
+  g_autofree char *cache_dir = NULL;
+  char *dir;
+
+  setlocale (LC_ALL, "C.UTF-8");
+  dir = g_dir_make_tmp (pattern, &error);
+  if (dir == NULL)
+    {
+      fprintf (stderr, "%s: %s\n", name, error->message);
+      return NULL;
+    }
+  data_dir = g_build_filename (dir, "data", NULL);
+  cache_dir = g_build_filename (dir, "cache", NULL);
+  g_setenv ("XDG_DATA_HOME", data_dir, TRUE);
+  g_setenv ("XDG_CACHE_HOME", cache_dir, TRUE);
+  g_setenv ("XDG_CONFIG_HOME", dir, TRUE);
+  g_setenv ("GSETTINGS_BACKEND", "memory", TRUE);
+  g_setenv ("GTK_A11Y", "none", TRUE);
+  if (!gtk_init_check ())
+    {
+      fprintf (stderr, "%s: no display; skipped\n", name);
+      exit (77);
+    }
+  adw_init ();
+  return dir;
+}
+
+void
+app_test_remove (const char *dir)
+{
+  g_autofree char *cmd = NULL;
+
+  if (dir == NULL || g_getenv ("TERN_TEST_KEEP") != NULL)
+    return;
+  /* rm -r: the scratch tree holds only what the test wrote. */
+  cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  if (system (cmd) != 0)
+    fprintf (stderr, "could not remove %s\n", dir);
+}
+
 /* Wakes the main loop now and then, so that a timeout is noticed. */
 static gboolean
 on_wake (gpointer data)

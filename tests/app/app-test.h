@@ -10,6 +10,14 @@
 
 typedef gboolean (*Predicate) (TernWindow *w);
 
+/* Before GLib caches the user folders: a fresh scratch folder for everything
+ * the app writes (data/ and cache/ in it, the configuration in it), settings
+ * in memory, no accessibility bus; then GTK and libadwaita. Returns the
+ * folder, or NULL after saying why; exits 77 when there is no display. */
+char *app_test_start (const char *name);
+/* Removes the scratch folder (unless TERN_TEST_KEEP is set). */
+void app_test_remove (const char *dir);
+
 /* Runs the main loop until pred holds or timeout_s pass; pred's last answer. */
 gboolean wait_for (TernWindow *w,
                    Predicate   pred,

@@ -179,7 +179,6 @@ main (void)
 {
   g_autofree char *tmp = NULL;
   g_autofree char *model = NULL;
-  g_autofree char *cmd = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(TernApplication) app = NULL;
   tn_mkmodel_params p = tn_mkmodel_default_params ();
@@ -187,24 +186,8 @@ main (void)
   GSettings *settings;
   TernWindow *w;
 
-  setlocale (LC_ALL, "C.UTF-8");
-  tmp = g_dir_make_tmp ("tern-app-server-XXXXXX", &error);
-  if (tmp == NULL)
-    {
-      fprintf (stderr, "%s\n", error->message);
-      return 1;
-    }
-  g_setenv ("XDG_DATA_HOME", tmp, TRUE);
-  g_setenv ("XDG_CACHE_HOME", tmp, TRUE);
-  g_setenv ("XDG_CONFIG_HOME", tmp, TRUE);
-  g_setenv ("GSETTINGS_BACKEND", "memory", TRUE);
-  g_setenv ("GTK_A11Y", "none", TRUE);
-  if (!gtk_init_check ())
-    {
-      fprintf (stderr, "test-app-server: no display; skipped\n");
-      return 77;
-    }
-  adw_init ();
+  if ((tmp = app_test_start ("tern-app-server")) == NULL)
+    return 1;
 
   model = g_build_filename (tmp, "test-model.gguf", NULL);
   p.arch = "qwen3";
@@ -251,8 +234,6 @@ main (void)
       test_quit_while_serving (w, GTK_APPLICATION (app));
     }
 
-  cmd = g_strdup_printf ("rm -rf '%s'", tmp);
-  if (system (cmd) != 0)
-    fprintf (stderr, "could not remove %s\n", tmp);
+  app_test_remove (tmp);
   return tn_test_finish ("test-app-server");
 }

@@ -1182,7 +1182,6 @@ main (int   argc,
 {
   g_autofree char *tmp = NULL;
   g_autofree char *data_dir = NULL;
-  g_autofree char *cache_dir = NULL;
   g_autofree char *model = NULL;
   g_autofree char *shot = NULL;
   g_autoptr(GError) error = NULL;
@@ -1193,28 +1192,9 @@ main (int   argc,
 
   (void) argc;
   (void) argv;
-  setlocale (LC_ALL, "C.UTF-8");
-  /* Before GLib caches the user folders: everything under a scratch dir. */
-  tmp = g_dir_make_tmp ("tern-app-test-XXXXXX", &error);
-  if (tmp == NULL)
-    {
-      fprintf (stderr, "%s\n", error->message);
-      return 1;
-    }
+  if ((tmp = app_test_start ("tern-app-test")) == NULL)
+    return 1;
   data_dir = g_build_filename (tmp, "data", NULL);
-  cache_dir = g_build_filename (tmp, "cache", NULL);
-  g_setenv ("XDG_DATA_HOME", data_dir, TRUE);
-  g_setenv ("XDG_CACHE_HOME", cache_dir, TRUE);
-  g_setenv ("XDG_CONFIG_HOME", tmp, TRUE);
-  g_setenv ("GSETTINGS_BACKEND", "memory", TRUE);
-  g_setenv ("GTK_A11Y", "none", TRUE);
-
-  if (!gtk_init_check ())
-    {
-      fprintf (stderr, "test-app-window: no display; skipped\n");
-      return 77;
-    }
-  adw_init ();
 
   /* TERN_TEST_MODEL: run the same checks on another GGUF (the demo model). */
   if (g_getenv ("TERN_TEST_MODEL") != NULL)
@@ -1266,13 +1246,6 @@ main (int   argc,
     }
 
   fprintf (stderr, "test-app-window: longest stall %.2f ms\n", stall_ms);
-  if (g_getenv ("TERN_TEST_KEEP") == NULL)
-    {
-      g_autofree char *cmd = NULL;
-      /* rm -r: the scratch tree holds only what this test wrote. */
-      cmd = g_strdup_printf ("rm -rf '%s'", tmp);
-      if (system (cmd) != 0)
-        fprintf (stderr, "could not remove %s\n", tmp);
-    }
+  app_test_remove (tmp);
   return tn_test_finish ("test-app-window");
 }
