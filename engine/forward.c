@@ -425,13 +425,6 @@ static int matmul(tn_ctx *ctx, const tn_weight *w, const float *x, int32_t n, fl
     return TN_OK;
 }
 
-/* Runs rows [row0, row0 + n) of a decode (n <= ctx->ub_rows) through every
- * layer; leaves the final residual stream in ctx->x. The input rows are the
- * embeddings of tokens, or (tokens NULL) the given embd rows [n][n_embd],
- * used as they are: image embeddings are already in the model's input space,
- * so Gemma's sqrt(n_embd) scale of token embeddings does not apply to them
- * (as in HF Gemma3 and llama.cpp). bidir: the rows attend to each other
- * both ways (one image span). */
 /* True when some capture wants the last layer's output of every row. */
 static bool captures_last_layer(const tn_ctx *ctx) {
     for (int32_t c = 0; c < ctx->n_cap; c++)
@@ -440,13 +433,20 @@ static bool captures_last_layer(const tn_ctx *ctx) {
     return false;
 }
 
-/* Runs rows [0, n) through every layer. Only the last `out_rows` rows' final
- * hidden states are used (logits); the last layer's attention, output
- * projection and feed-forward run for those rows alone (its keys and values
- * are still written for all: they come before the attention), which saves
- * 1/n_layer of a prefill. Those rows then sit at [*out_first, n_kept), and
- * their arithmetic is that of a full pass (each row's is independent of the
- * others: batch invariance), so the logits are the same bits. */
+/* Runs rows [row0, row0 + n) of a decode (n <= ctx->ub_rows) through every
+ * layer; leaves the final residual stream in ctx->x. The input rows are the
+ * embeddings of tokens, or (tokens NULL) the given embd rows [n][n_embd],
+ * used as they are: image embeddings are already in the model's input space,
+ * so Gemma's sqrt(n_embd) scale of token embeddings does not apply to them
+ * (as in HF Gemma3 and llama.cpp). bidir: the rows attend to each other
+ * both ways (one image span).
+ *
+ * Only the last out_rows rows' final states are wanted (logits): the last
+ * layer's attention, output projection and feed-forward run for those rows
+ * alone (its keys and values are still written for all, they come before
+ * the attention), which saves 1/n_layer of a prefill. Their arithmetic is
+ * that of a full pass (batch invariance), so the logits are the same bits.
+ * *out_first: where the wanted rows start in ctx->x afterwards. */
 static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd, int32_t n,
                           int64_t pos0, int32_t row0, bool bidir, int32_t out_rows,
                           int32_t *out_first, tn_error *err) {
