@@ -93,6 +93,52 @@ static void qk_any(int n, const uint16_t *const *q, const uint16_t *kb, int32_t 
     }
 }
 
+/* acc[d] += the value pairs of positions u0..u1 of a chunk weighed by the
+ * probabilities pf (bf16 values kept as floats), in order; the accumulators
+ * stay in registers for the whole chunk. Only the range's first and last
+ * pair can hold a hidden position. */
+static void pv_one(float *ai, const float *pf, const uint16_t *vb, int32_t D, int64_t u0,
+                   int64_t u1) {
+    int32_t d = 0;
+    for (; d + 32 <= D; d += 32) {
+        __m256 a0 = _mm256_loadu_ps(ai + d), a1 = _mm256_loadu_ps(ai + d + 8);
+        __m256 a2 = _mm256_loadu_ps(ai + d + 16), a3 = _mm256_loadu_ps(ai + d + 24);
+        for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
+            const __m256 ph = _mm256_broadcast_ss(pf + 2 * w + 1);
+            const __m256 pl = _mm256_broadcast_ss(pf + 2 * w);
+            const __m256i *vv =
+                (const __m256i *)(const void *)(vb + (size_t)w * 2 * (size_t)D + 2 * d);
+            __m256i v0 = _mm256_loadu_si256(vv), v1 = _mm256_loadu_si256(vv + 1);
+            __m256i v2 = _mm256_loadu_si256(vv + 2), v3 = _mm256_loadu_si256(vv + 3);
+            if (2 * w < u0 || 2 * w + 1 > u1) {
+                const __m256i keep = pair_keep(w, u0, u1);
+                v0 = _mm256_and_si256(v0, keep);
+                v1 = _mm256_and_si256(v1, keep);
+                v2 = _mm256_and_si256(v2, keep);
+                v3 = _mm256_and_si256(v3, keep);
+            }
+            a0 = dot2(a0, ph, pl, v0);
+            a1 = dot2(a1, ph, pl, v1);
+            a2 = dot2(a2, ph, pl, v2);
+            a3 = dot2(a3, ph, pl, v3);
+        }
+        _mm256_storeu_ps(ai + d, a0);
+        _mm256_storeu_ps(ai + d + 8, a1);
+        _mm256_storeu_ps(ai + d + 16, a2);
+        _mm256_storeu_ps(ai + d + 24, a3);
+    }
+    for (; d < D; d += 8) {
+        __m256 a0 = _mm256_loadu_ps(ai + d);
+        for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
+            const __m256i vv = _mm256_loadu_si256(
+                (const __m256i *)(const void *)(vb + (size_t)w * 2 * (size_t)D + 2 * d));
+            a0 = dot2(a0, _mm256_broadcast_ss(pf + 2 * w + 1), _mm256_broadcast_ss(pf + 2 * w),
+                      _mm256_and_si256(vv, pair_keep(w, u0, u1)));
+        }
+        _mm256_storeu_ps(ai + d, a0);
+    }
+}
+
 bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
     const int32_t D = t->head_dim;
     if (D % 8 != 0 || t->n < 1 || t->n > TN_ATTN_TILE)
@@ -101,47 +147,66 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
     float *acc = scratch;
     float *lsum = acc + (size_t)TN_ATTN_TILE * (size_t)D;
     float *mx = lsum + (size_t)TN_ATTN_TILE * TN_ATTN_KB;
-    int64_t bmin = INT64_MAX, bmax = -1;
+    int64_t pmin = INT64_MAX, pmax = -1;
     for (int i = 0; i < n; i++) {
         for (int32_t d = 0; d < D; d += 8)
             _mm256_storeu_ps(acc + (size_t)i * D + d, _mm256_setzero_ps());
         _mm256_storeu_ps(lsum + (size_t)i * TN_ATTN_KB, _mm256_setzero_ps());
         _mm256_storeu_ps(lsum + (size_t)i * TN_ATTN_KB + 8, _mm256_setzero_ps());
         mx[i] = -INFINITY;
-        const int64_t b0 = t->first[i] / TN_ATTN_KB, b1 = t->last[i] / TN_ATTN_KB;
-        bmin = b0 < bmin ? b0 : bmin;
-        bmax = b1 > bmax ? b1 : bmax;
+        pmin = t->first[i] < pmin ? t->first[i] : pmin;
+        pmax = t->last[i] > pmax ? t->last[i] : pmax;
     }
     const __m256 scale = _mm256_set1_ps(t->scale), ninf = _mm256_set1_ps(-INFINITY);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int64_t b = bmin; b <= bmax; b++) {
-        const int64_t j0 = b * TN_ATTN_KB;
-        const uint16_t *kb = t->k + (size_t)j0 * (size_t)D;
-        __m256 s[2 * TN_ATTN_TILE];
-        qk_any(n, t->q, kb, D, s);
+    const __m256i lane8 = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
+    /* A chunk's scores, then (in place) its probabilities rounded to bf16
+     * and kept as floats: a pair's two weights are then plain broadcasts. */
+    _Alignas(32) float sc[TN_ATTN_TILE][TN_ATTN_CHUNK];
+    for (int64_t ch = pmin / TN_ATTN_CHUNK; ch <= pmax / TN_ATTN_CHUNK; ch++) {
+        const int64_t j0 = ch * TN_ATTN_CHUNK;
+        /* The chunk's blocks that some query of the tile sees. */
+        const int64_t oa = (j0 > pmin ? 0 : pmin - j0) / TN_ATTN_KB * TN_ATTN_KB;
+        const int64_t oz = (pmax - j0 < TN_ATTN_CHUNK - 1 ? pmax - j0 : TN_ATTN_CHUNK - 1) /
+                           TN_ATTN_KB * TN_ATTN_KB;
+        int64_t u0[TN_ATTN_TILE], u1[TN_ATTN_TILE];
         for (int i = 0; i < n; i++) {
-            if (t->first[i] > j0 + TN_ATTN_KB - 1 || t->last[i] < j0)
+            u0[i] = 1;
+            u1[i] = 0; /* empty: the chunk is outside the query's range */
+            if (t->first[i] > j0 + TN_ATTN_CHUNK - 1 || t->last[i] < j0)
                 continue;
-            const int64_t u0 = t->first[i] > j0 ? t->first[i] - j0 : 0;
-            const int64_t u1 =
-                t->last[i] - j0 < TN_ATTN_KB - 1 ? t->last[i] - j0 : TN_ATTN_KB - 1;
-            /* Lanes u0..u1 valid: lane > u0 - 1 and lane < u1 + 1. */
-            const __m256i lo_b = _mm256_set1_epi32((int)u0 - 1), hi_b = _mm256_set1_epi32((int)u1 + 1);
-            const __m256i lane8 = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
-            const __m256 v0 = _mm256_castsi256_ps(_mm256_and_si256(
-                _mm256_cmpgt_epi32(lane, lo_b), _mm256_cmpgt_epi32(hi_b, lane)));
-            const __m256 v1 = _mm256_castsi256_ps(_mm256_and_si256(
-                _mm256_cmpgt_epi32(lane8, lo_b), _mm256_cmpgt_epi32(hi_b, lane8)));
-            const __m256 s0 = _mm256_blendv_ps(ninf, _mm256_mul_ps(s[2 * i], scale), v0);
-            const __m256 s1 = _mm256_blendv_ps(ninf, _mm256_mul_ps(s[2 * i + 1], scale), v1);
+            u0[i] = t->first[i] > j0 ? t->first[i] - j0 : 0;
+            u1[i] = t->last[i] - j0 < TN_ATTN_CHUNK - 1 ? t->last[i] - j0 : TN_ATTN_CHUNK - 1;
+        }
+        for (int64_t o = oa; o <= oz; o += TN_ATTN_KB) {
+            __m256 s[2 * TN_ATTN_TILE];
+            qk_any(n, t->q, t->k + (size_t)(j0 + o) * (size_t)D, D, s);
+            for (int i = 0; i < n; i++) {
+                /* Lanes a..z of the block valid: lane > a - 1 and lane < z + 1. */
+                const int64_t a = u0[i] > o ? u0[i] - o : 0;
+                const int64_t z = u1[i] - o < TN_ATTN_KB - 1 ? u1[i] - o : TN_ATTN_KB - 1;
+                const __m256i lo_b = _mm256_set1_epi32((int)a - 1), hi_b = _mm256_set1_epi32((int)z + 1);
+                const __m256 v0 = _mm256_castsi256_ps(_mm256_and_si256(
+                    _mm256_cmpgt_epi32(lane, lo_b), _mm256_cmpgt_epi32(hi_b, lane)));
+                const __m256 v1 = _mm256_castsi256_ps(_mm256_and_si256(
+                    _mm256_cmpgt_epi32(lane8, lo_b), _mm256_cmpgt_epi32(hi_b, lane8)));
+                _mm256_store_ps(sc[i] + o, _mm256_blendv_ps(ninf, _mm256_mul_ps(s[2 * i], scale), v0));
+                _mm256_store_ps(sc[i] + o + 8,
+                                _mm256_blendv_ps(ninf, _mm256_mul_ps(s[2 * i + 1], scale), v1));
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            if (u0[i] > u1[i])
+                continue;
             float *ai = acc + (size_t)i * D;
             float *li = lsum + (size_t)i * TN_ATTN_KB;
             __m256 l0 = _mm256_loadu_ps(li), l1 = _mm256_loadu_ps(li + 8);
-            const __m256 mo = _mm256_set1_ps(mx[i]);
+            __m256 cmax = ninf;
+            for (int64_t o = oa; o < oz + TN_ATTN_KB; o += 8)
+                cmax = _mm256_max_ps(cmax, _mm256_load_ps(sc[i] + o));
             /* As in the AVX-512 kernel: reduce only when a score passes. */
-            if (_mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(s0, mo, _CMP_GT_OQ),
-                                                _mm256_cmp_ps(s1, mo, _CMP_GT_OQ)))) {
-                const float mb = max8(_mm256_max_ps(s0, s1));
+            if (_mm256_movemask_ps(_mm256_cmp_ps(cmax, _mm256_set1_ps(mx[i]), _CMP_GT_OQ))) {
+                const float mb = max8(cmax);
                 if (mx[i] != -INFINITY) {
                     const __m256 c = exp8(_mm256_set1_ps(mx[i] - mb));
                     l0 = _mm256_mul_ps(l0, c);
@@ -152,54 +217,18 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
                 mx[i] = mb;
             }
             const __m256 m = _mm256_set1_ps(mx[i]);
-            /* The probabilities rounded to bf16, kept as floats: a pair's
-             * two weights are then plain broadcasts. */
-            float pf[TN_ATTN_KB];
-            _mm256_storeu_ps(pf, round_bf16(exp8(_mm256_sub_ps(s0, m))));
-            _mm256_storeu_ps(pf + 8, round_bf16(exp8(_mm256_sub_ps(s1, m))));
-            _mm256_storeu_ps(li, _mm256_add_ps(l0, _mm256_loadu_ps(pf)));
-            _mm256_storeu_ps(li + 8, _mm256_add_ps(l1, _mm256_loadu_ps(pf + 8)));
-            const uint16_t *vb = t->v + (size_t)j0 * (size_t)D;
-            int32_t d = 0;
-            for (; d + 32 <= D; d += 32) {
-                __m256 a0 = _mm256_loadu_ps(ai + d), a1 = _mm256_loadu_ps(ai + d + 8);
-                __m256 a2 = _mm256_loadu_ps(ai + d + 16), a3 = _mm256_loadu_ps(ai + d + 24);
-                for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
-                    const __m256 ph = _mm256_broadcast_ss(pf + 2 * w + 1);
-                    const __m256 pl = _mm256_broadcast_ss(pf + 2 * w);
-                    const __m256i *vv =
-                        (const __m256i *)(const void *)(vb + (size_t)w * 2 * (size_t)D + 2 * d);
-                    __m256i v0 = _mm256_loadu_si256(vv), v1 = _mm256_loadu_si256(vv + 1);
-                    __m256i v2 = _mm256_loadu_si256(vv + 2), v3 = _mm256_loadu_si256(vv + 3);
-                    /* Only a range's first and last pair can hold a hidden position. */
-                    if (2 * w < u0 || 2 * w + 1 > u1) {
-                        const __m256i keep = pair_keep(w, u0, u1);
-                        v0 = _mm256_and_si256(v0, keep);
-                        v1 = _mm256_and_si256(v1, keep);
-                        v2 = _mm256_and_si256(v2, keep);
-                        v3 = _mm256_and_si256(v3, keep);
-                    }
-                    a0 = dot2(a0, ph, pl, v0);
-                    a1 = dot2(a1, ph, pl, v1);
-                    a2 = dot2(a2, ph, pl, v2);
-                    a3 = dot2(a3, ph, pl, v3);
-                }
-                _mm256_storeu_ps(ai + d, a0);
-                _mm256_storeu_ps(ai + d + 8, a1);
-                _mm256_storeu_ps(ai + d + 16, a2);
-                _mm256_storeu_ps(ai + d + 24, a3);
+            for (int64_t o = oa; o <= oz; o += TN_ATTN_KB) {
+                const __m256 p0 = round_bf16(exp8(_mm256_sub_ps(_mm256_load_ps(sc[i] + o), m)));
+                const __m256 p1 =
+                    round_bf16(exp8(_mm256_sub_ps(_mm256_load_ps(sc[i] + o + 8), m)));
+                l0 = _mm256_add_ps(l0, p0);
+                l1 = _mm256_add_ps(l1, p1);
+                _mm256_store_ps(sc[i] + o, p0);
+                _mm256_store_ps(sc[i] + o + 8, p1);
             }
-            for (; d < D; d += 8) {
-                __m256 a0 = _mm256_loadu_ps(ai + d);
-                for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
-                    const __m256i vv = _mm256_loadu_si256(
-                        (const __m256i *)(const void *)(vb + (size_t)w * 2 * (size_t)D + 2 * d));
-                    a0 = dot2(a0, _mm256_broadcast_ss(pf + 2 * w + 1),
-                              _mm256_broadcast_ss(pf + 2 * w),
-                              _mm256_and_si256(vv, pair_keep(w, u0, u1)));
-                }
-                _mm256_storeu_ps(ai + d, a0);
-            }
+            _mm256_storeu_ps(li, l0);
+            _mm256_storeu_ps(li + 8, l1);
+            pv_one(ai, sc[i], t->v + (size_t)j0 * (size_t)D, D, u0[i], u1[i]);
         }
     }
     for (int i = 0; i < n; i++) {

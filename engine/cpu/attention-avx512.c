@@ -1,3 +1,5 @@
+
+
 /* Attention with AVX-512 (tn-cpu.h): the reference's arithmetic, 16 key
  * positions per register. Compiled twice: here, each bf16 pair's two
  * products are two FMAs on the pair's halves; attention-avx512bf16.c
@@ -40,6 +42,17 @@ static inline __m256i to_bf16(__m512 p) {
 }
 #endif
 
+/* dot2 with x the 32-bit word at *x in every lane. VDPBF16PS takes it as
+ * an embedded broadcast: GCC would issue a separate broadcast load. */
+static inline __m512 dot2_bcast(__m512 acc, const uint32_t *x, __m512i y) {
+#if defined(TN_ATTN_DPBF16)
+    __asm__("vdpbf16ps %1%{1to16%}, %2, %0" : "+v"(acc) : "m"(*x), "v"(y));
+    return acc;
+#else
+    return dot2(acc, _mm512_set1_epi32((int)*x), y);
+#endif
+}
+
 /* bf16 back to f32 (exact). */
 static inline __m512 from_bf16(__m256i b) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
@@ -81,7 +94,7 @@ static inline __attribute__((always_inline)) void qk_block(int n, const uint32_t
         const __m512i k = _mm512_loadu_si512(kb + (size_t)e * 2 * TN_ATTN_KB);
         const uint32_t *qe = qt + (size_t)e * TN_ATTN_TILE;
         for (int i = 0; i < n; i++)
-            a[i] = dot2(a[i], _mm512_set1_epi32((int)qe[i]), k);
+            a[i] = dot2_bcast(a[i], qe + i, k);
     }
     for (int i = 0; i < n; i++)
         s[i] = a[i];
@@ -104,31 +117,49 @@ static inline __m512i pair_keep(int64_t w, int64_t u0, int64_t u1) {
     return _mm512_set1_epi32((int)tn_attn_pair_keep(w, u0, u1));
 }
 
-/* acc[d] += the value pairs of positions u0..u1 weighed by pb, in order, for
- * nq queries (1 or 4) over the same positions: each value register is loaded
- * once for all of them. vb: the block's value pairs. */
+/* One pair of positions w into 64 dimensions of nq queries' accumulators;
+ * the values are masked only where the pair can hold a hidden position. */
+static inline __attribute__((always_inline)) void pv_pair(int nq, __m512 (*c)[4],
+                                                          const uint16_t *const *pb,
+                                                          const uint16_t *v, int64_t w,
+                                                          const __m512i *keep) {
+    __m512i vx[4];
+    for (int x = 0; x < 4; x++) {
+        vx[x] = _mm512_loadu_si512(v + 32 * x);
+        if (keep)
+            vx[x] = _mm512_and_si512(vx[x], *keep);
+    }
+    for (int i = 0; i < nq; i++) {
+        for (int x = 0; x < 4; x++)
+            c[i][x] = dot2_bcast(c[i][x], (const uint32_t *)(const void *)(pb[i] + 2 * w), vx[x]);
+    }
+}
+
+/* acc[d] += the value pairs of positions u0..u1 of a chunk weighed by pb, in
+ * order, for nq queries (1 or 4) over the same positions: each value
+ * register is loaded once for all of them, and the accumulators stay in
+ * registers for the whole chunk. vb: the chunk's value pairs. Only the
+ * range's first and last pair can hold a hidden position. */
 static inline __attribute__((always_inline)) void pv_n(int nq, float *const *a,
                                                        const uint16_t *const *pb,
                                                        const uint16_t *vb, int32_t D,
                                                        int64_t u0, int64_t u1) {
+    const int64_t w0 = u0 / 2, w1 = u1 / 2;
+    const int64_t wa = u0 & 1 ? w0 + 1 : w0, wz = u1 & 1 ? w1 : w1 - 1;
+    const __m512i keep0 = pair_keep(w0, u0, u1), keep1 = pair_keep(w1, u0, u1);
     int32_t d = 0;
     for (; d + 64 <= D; d += 64) {
         __m512 c[4][4];
         for (int i = 0; i < nq; i++)
             for (int x = 0; x < 4; x++)
                 c[i][x] = _mm512_loadu_ps(a[i] + d + 16 * x);
-        for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
-            const uint16_t *v = vb + (size_t)w * 2 * (size_t)D + 2 * (size_t)d;
-            const __m512i keep = pair_keep(w, u0, u1);
-            __m512i vx[4];
-            for (int x = 0; x < 4; x++)
-                vx[x] = _mm512_and_si512(_mm512_loadu_si512(v + 32 * x), keep);
-            for (int i = 0; i < nq; i++) {
-                const __m512i pw = _mm512_set1_epi32((int)tn_attn_pair_at(pb[i] + 2 * w));
-                for (int x = 0; x < 4; x++)
-                    c[i][x] = dot2(c[i][x], pw, vx[x]);
-            }
-        }
+        const uint16_t *vd = vb + 2 * (size_t)d;
+        if (u0 & 1)
+            pv_pair(nq, c, pb, vd + (size_t)w0 * 2 * (size_t)D, w0, &keep0);
+        for (int64_t w = wa; w <= wz; w++)
+            pv_pair(nq, c, pb, vd + (size_t)w * 2 * (size_t)D, w, NULL);
+        if (!(u1 & 1))
+            pv_pair(nq, c, pb, vd + (size_t)w1 * 2 * (size_t)D, w1, &keep1);
         for (int i = 0; i < nq; i++)
             for (int x = 0; x < 4; x++)
                 _mm512_storeu_ps(a[i] + d + 16 * x, c[i][x]);
@@ -136,7 +167,7 @@ static inline __attribute__((always_inline)) void pv_n(int nq, float *const *a,
     for (; d < D; d += 16)
         for (int i = 0; i < nq; i++) {
             __m512 c0 = _mm512_loadu_ps(a[i] + d);
-            for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
+            for (int64_t w = w0; w <= w1; w++) {
                 const __m512i vx = _mm512_and_si512(
                     _mm512_loadu_si512(vb + (size_t)w * 2 * (size_t)D + 2 * (size_t)d),
                     pair_keep(w, u0, u1));
@@ -158,53 +189,75 @@ bool TN_ATTN_AVX512_KERNEL(const tn_attn_tile *t, float *scratch) {
     for (int32_t e = 0; e < D / 2; e++)
         for (int i = 0; i < n; i++)
             qt[(size_t)e * TN_ATTN_TILE + (size_t)i] = tn_attn_pair_at(t->q[i] + 2 * e);
-    int64_t bmin = INT64_MAX, bmax = -1;
+    int64_t pmin = INT64_MAX, pmax = -1;
     for (int i = 0; i < n; i++) {
         for (int32_t d = 0; d < D; d += 16)
             _mm512_storeu_ps(acc + (size_t)i * D + d, _mm512_setzero_ps());
         _mm512_storeu_ps(lsum + (size_t)i * TN_ATTN_KB, _mm512_setzero_ps());
         mx[i] = -INFINITY;
-        const int64_t b0 = t->first[i] / TN_ATTN_KB, b1 = t->last[i] / TN_ATTN_KB;
-        bmin = b0 < bmin ? b0 : bmin;
-        bmax = b1 > bmax ? b1 : bmax;
+        pmin = t->first[i] < pmin ? t->first[i] : pmin;
+        pmax = t->last[i] > pmax ? t->last[i] : pmax;
     }
     const __m512 scale = _mm512_set1_ps(t->scale), ninf = _mm512_set1_ps(-INFINITY);
-    _Alignas(64) uint16_t pb[TN_ATTN_TILE][TN_ATTN_KB];
-    for (int64_t b = bmin; b <= bmax; b++) {
-        const int64_t j0 = b * TN_ATTN_KB;
-        const uint16_t *kb = t->k + (size_t)j0 * (size_t)D;
-        const uint16_t *vb = t->v + (size_t)j0 * (size_t)D;
-        __m512 s[TN_ATTN_TILE];
-        qk_any(n, qt, kb, D, s);
+    _Alignas(64) float sc[TN_ATTN_TILE][TN_ATTN_CHUNK];
+    _Alignas(64) uint16_t pb[TN_ATTN_TILE][TN_ATTN_CHUNK];
+    for (int64_t ch = pmin / TN_ATTN_CHUNK; ch <= pmax / TN_ATTN_CHUNK; ch++) {
+        const int64_t j0 = ch * TN_ATTN_CHUNK;
+        /* The chunk's blocks that some query of the tile sees. */
+        const int64_t oa = (j0 > pmin ? 0 : pmin - j0) / TN_ATTN_KB * TN_ATTN_KB;
+        const int64_t oz = (pmax - j0 < TN_ATTN_CHUNK - 1 ? pmax - j0 : TN_ATTN_CHUNK - 1) /
+                           TN_ATTN_KB * TN_ATTN_KB;
         int64_t u0[TN_ATTN_TILE], u1[TN_ATTN_TILE];
+        __m512 cmax[TN_ATTN_TILE];
         for (int i = 0; i < n; i++) {
             u0[i] = 1;
-            u1[i] = 0; /* empty: the block is outside the query's range */
-            if (t->first[i] > j0 + TN_ATTN_KB - 1 || t->last[i] < j0)
+            u1[i] = 0; /* empty: the chunk is outside the query's range */
+            cmax[i] = ninf;
+            if (t->first[i] > j0 + TN_ATTN_CHUNK - 1 || t->last[i] < j0)
                 continue;
             u0[i] = t->first[i] > j0 ? t->first[i] - j0 : 0;
-            u1[i] = t->last[i] - j0 < TN_ATTN_KB - 1 ? t->last[i] - j0 : TN_ATTN_KB - 1;
-            const __mmask16 valid = (__mmask16)((0xFFFFu >> (15 - (u1[i] - u0[i]))) << u0[i]);
-            const __m512 si = _mm512_mask_blend_ps(valid, ninf, _mm512_mul_ps(s[i], scale));
-            float *ai = acc + (size_t)i * D;
-            __m512 l = _mm512_loadu_ps(lsum + (size_t)i * TN_ATTN_KB);
-            /* The block's maximum matters only when some score passes the
-             * running one (rare after the first blocks): a lane compare
+            u1[i] = t->last[i] - j0 < TN_ATTN_CHUNK - 1 ? t->last[i] - j0 : TN_ATTN_CHUNK - 1;
+        }
+        for (int64_t o = oa; o <= oz; o += TN_ATTN_KB) {
+            __m512 s[TN_ATTN_TILE];
+            qk_any(n, qt, t->k + (size_t)(j0 + o) * (size_t)D, D, s);
+            for (int i = 0; i < n; i++) {
+                const int64_t a = u0[i] > o ? u0[i] - o : 0;
+                const int64_t z = u1[i] - o < TN_ATTN_KB - 1 ? u1[i] - o : TN_ATTN_KB - 1;
+                const __mmask16 valid =
+                    a > z ? 0 : (__mmask16)((0xFFFFu >> (15 - (z - a))) << a);
+                const __m512 si = _mm512_mask_mul_ps(ninf, valid, s[i], scale);
+                _mm512_store_ps(sc[i] + o, si);
+                cmax[i] = _mm512_max_ps(cmax[i], si);
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            if (u0[i] > u1[i])
+                continue;
+            /* The chunk's maximum matters only when some score passes the
+             * running one (rare after the first chunks): a lane compare
              * decides it without the horizontal reduction. */
-            if (_mm512_cmp_ps_mask(si, _mm512_set1_ps(mx[i]), _CMP_GT_OQ)) {
-                const float mb = _mm512_reduce_max_ps(si);
+            __m512 l = _mm512_loadu_ps(lsum + (size_t)i * TN_ATTN_KB);
+            if (_mm512_cmp_ps_mask(cmax[i], _mm512_set1_ps(mx[i]), _CMP_GT_OQ)) {
+                const float mb = _mm512_reduce_max_ps(cmax[i]);
                 if (mx[i] != -INFINITY) {
                     const __m512 c = exp16(_mm512_set1_ps(mx[i] - mb));
+                    float *ai = acc + (size_t)i * D;
                     l = _mm512_mul_ps(l, c);
                     for (int32_t d = 0; d < D; d += 16)
                         _mm512_storeu_ps(ai + d, _mm512_mul_ps(_mm512_loadu_ps(ai + d), c));
                 }
                 mx[i] = mb;
             }
-            const __m256i p = to_bf16(exp16(_mm512_sub_ps(si, _mm512_set1_ps(mx[i]))));
-            _mm512_storeu_ps(lsum + (size_t)i * TN_ATTN_KB, _mm512_add_ps(l, from_bf16(p)));
-            _mm256_store_si256((__m256i *)(void *)pb[i], p);
+            const __m512 m = _mm512_set1_ps(mx[i]);
+            for (int64_t o = oa; o <= oz; o += TN_ATTN_KB) {
+                const __m256i p = to_bf16(exp16(_mm512_sub_ps(_mm512_load_ps(sc[i] + o), m)));
+                l = _mm512_add_ps(l, from_bf16(p));
+                _mm256_store_si256((__m256i *)(void *)(pb[i] + o), p);
+            }
+            _mm512_storeu_ps(lsum + (size_t)i * TN_ATTN_KB, l);
         }
+        const uint16_t *vb = t->v + (size_t)j0 * (size_t)D;
         int i = 0;
         while (i < n) {
             if (u0[i] > u1[i]) {

@@ -58,40 +58,42 @@ void tn_attention_scalar(const tn_attn_tile *t, float *scratch) {
         const uint16_t *q = t->q[i];
         float l[TN_ATTN_KB] = {0}, m = -INFINITY;
         memset(acc, 0, (size_t)D * sizeof *acc);
-        for (int64_t b = t->first[i] / TN_ATTN_KB; b <= t->last[i] / TN_ATTN_KB; b++) {
-            const int64_t j0 = b * TN_ATTN_KB;
-            const uint16_t *kb = t->k + (size_t)j0 * (size_t)D;
+        for (int64_t c = t->first[i] / TN_ATTN_CHUNK; c <= t->last[i] / TN_ATTN_CHUNK; c++) {
+            const int64_t j0 = c * TN_ATTN_CHUNK;
             const int64_t u0 = t->first[i] > j0 ? t->first[i] - j0 : 0;
-            const int64_t u1 = t->last[i] - j0 < TN_ATTN_KB - 1 ? t->last[i] - j0 : TN_ATTN_KB - 1;
-            float s[TN_ATTN_KB], mb = -INFINITY;
-            for (int u = 0; u < TN_ATTN_KB; u++) {
+            const int64_t u1 =
+                t->last[i] - j0 < TN_ATTN_CHUNK - 1 ? t->last[i] - j0 : TN_ATTN_CHUNK - 1;
+            float s[TN_ATTN_CHUNK], mb = -INFINITY;
+            for (int64_t u = 0; u < TN_ATTN_CHUNK; u++) {
+                s[u] = -INFINITY;
+                if (u < u0 || u > u1)
+                    continue;
                 float a = 0.0f;
                 for (int32_t e = 0; e < D / 2; e++)
-                    a = tn_attn_dot_pair(
-                        a, tn_attn_pair_at(q + 2 * e),
-                        tn_attn_pair_at(kb + (size_t)e * 2 * TN_ATTN_KB + (size_t)u * 2));
-                s[u] = u < u0 || u > u1 ? -INFINITY : a * t->scale;
+                    a = tn_attn_dot_pair(a, tn_attn_pair_at(q + 2 * e),
+                                         tn_attn_pair_at(t->k + tn_attn_k_index(j0 + u, 2 * e, D)));
+                s[u] = a * t->scale;
                 mb = s[u] > mb ? s[u] : mb;
             }
             if (mb > m) {
                 if (m != -INFINITY) {
-                    const float c = exp_ref(m - mb);
+                    const float cm = exp_ref(m - mb);
                     for (int u = 0; u < TN_ATTN_KB; u++)
-                        l[u] *= c;
+                        l[u] *= cm;
                     for (int32_t d = 0; d < D; d++)
-                        acc[d] *= c;
+                        acc[d] *= cm;
                 }
                 m = mb;
             }
-            uint16_t p[TN_ATTN_KB];
-            for (int u = 0; u < TN_ATTN_KB; u++) {
+            uint16_t p[TN_ATTN_CHUNK];
+            for (int u = 0; u < TN_ATTN_CHUNK; u++) {
                 p[u] = tn_bf16_from_f32(exp_ref(s[u] - m));
-                l[u] += tn_bf16_to_f32(p[u]);
+                l[u % TN_ATTN_KB] += tn_bf16_to_f32(p[u]);
             }
             for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
                 const uint32_t pw = tn_attn_pair_at(p + 2 * w);
                 const uint32_t keep = tn_attn_pair_keep(w, u0, u1);
-                const uint16_t *v = t->v + (size_t)((j0 / 2) + w) * 2 * (size_t)D;
+                const uint16_t *v = t->v + tn_attn_v_index(j0 + 2 * w, 0, D);
                 for (int32_t d = 0; d < D; d++)
                     acc[d] = tn_attn_dot_pair(acc[d], pw, tn_attn_pair_at(v + 2 * d) & keep);
             }

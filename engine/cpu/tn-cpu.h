@@ -141,9 +141,11 @@ bool tn_matmul_has_kernel(tn_isa isa, uint32_t type);
  * other queries and of the instruction set. A pair's contribution is two
  * FMAs, the pair's HIGH element first (VDPBF16PS's order on the CPUs that
  * have it; engine/cpu/attention.c checks it at run time), then the low one.
- * A score: the dimension pairs in order, times `scale`. Blocks of 16
- * positions aligned to position 0 in increasing order; online softmax per
- * block (running max, rescaling by exp(old - new max) only when it grows);
+ * A score: the dimension pairs in order, times `scale`. Chunks of
+ * TN_ATTN_CHUNK positions aligned to position 0 in increasing order; online
+ * softmax per chunk (running max, rescaling by exp(old - new max) only when
+ * it grows: a long chunk makes the rescaling rare, and lets the SIMD
+ * kernels keep the value accumulators in registers for a whole chunk);
  * exp is a fixed polynomial with FMAs; probabilities are rounded to bf16
  * (round to nearest even) before they weigh values or enter the
  * denominator, which is 16 partial sums (one per position mod 16) added in a
@@ -158,6 +160,7 @@ bool tn_matmul_has_kernel(tn_isa isa, uint32_t type);
  * depend on the kernel family. head_dim must be even. */
 #define TN_ATTN_KB 16 /* positions per key block */
 #define TN_ATTN_TILE 8 /* queries per call at most */
+#define TN_ATTN_CHUNK 256 /* positions per softmax step (a multiple of TN_ATTN_KB) */
 
 typedef struct tn_attn_tile {
     int32_t head_dim;

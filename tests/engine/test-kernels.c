@@ -9,6 +9,9 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 typedef struct {
     uint32_t type;
@@ -310,7 +313,7 @@ static void test_weights_repack(tn_cpu *cpu, const float *x) {
  * rows) and must not reach any result. One query is tiny (3e-38 per
  * dimension): its products are below the smallest normal float, so the
  * flush-to-zero rule is exercised too. */
-#define ATT_POS 300
+#define ATT_POS (2 * TN_ATTN_CHUNK + 100) /* three softmax chunks, the last partial */
 
 static double bf(uint16_t b) { return (double)tn_bf16_to_f32(b); }
 
@@ -332,6 +335,25 @@ static double attn_exact(const uint16_t *q, const uint16_t *k, const uint16_t *v
         acc += e * bf(v[tn_attn_v_index(j, d_out, D)]);
     }
     return acc / sum;
+}
+
+/* The AVX-512 kernel without BF16 (its FMA pairs stand in for VDPBF16PS):
+ * tn_attention_tile prefers the BF16 one wherever it exists, so it is
+ * called directly here, under the flush-to-zero mode tn_attention_tile
+ * sets. Weak: builds without the AVX-512 library do not have it. */
+bool tn_attention_avx512(const tn_attn_tile *t, float *scratch) __attribute__((weak));
+
+static void attention_avx512_fma(const tn_attn_tile *t, float *scratch) {
+#if defined(__x86_64__)
+    const unsigned int csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u);
+    const bool ran = tn_attention_avx512(t, scratch);
+    _mm_setcsr(csr);
+    CHECK(ran);
+#else
+    (void)t;
+    (void)scratch;
+#endif
 }
 
 static void test_attention_dim(int32_t D) {
@@ -360,12 +382,16 @@ static void test_attention_dim(int32_t D) {
     for (int i = 0; i < NQ * D; i++)
         q[i] = tn_bf16_from_f32((tn_test_randf(&rng) * 0.5f + 0.25f) * (i / D == 4 ? 3e-38f : 1.0f));
     for (int i = 0; i < NQ; i++) {
-        last[i] = (int64_t)((37 * i + 11) % ATT_POS);
+        last[i] = (int64_t)((137 * i + 11) % ATT_POS);
         if (i == 0)
             last[i] = 0;
         if (i == 1)
             last[i] = ATT_POS - 1;
-        first[i] = i % 3 == 2 && last[i] > 40 ? last[i] - 40 : 0; /* sliding windows */
+        /* Sliding windows of 300 and 40 positions: most start inside one
+         * chunk and end in the next. */
+        first[i] = 0;
+        if (i % 3 == 2)
+            first[i] = last[i] > 300 ? last[i] - 300 : last[i] > 40 ? last[i] - 40 : 0;
     }
     const float scale = 1.0f / sqrtf((float)D);
     double num = 0, den = 0;
@@ -387,8 +413,11 @@ static void test_attention_dim(int32_t D) {
     fprintf(stderr, "attention D=%d: scalar vs exact NMSE %.2e\n", D, nmse);
     CHECKF(nmse < 4e-6, "D=%d: attention NMSE %.3e above 4e-6", D, nmse);
 
-    for (int isa = TN_ISA_SCALAR + 1; isa < TN_ISA_COUNT_; isa++) {
-        if (!tn_isa_available((tn_isa)isa))
+    /* The families, then (isa == TN_ISA_COUNT_) the AVX-512 FMA kernel. */
+    for (int isa = TN_ISA_SCALAR + 1; isa <= TN_ISA_COUNT_; isa++) {
+        const bool fma512 = isa == TN_ISA_COUNT_;
+        if (fma512 ? !tn_attention_avx512 || !tn_isa_available(TN_ISA_AVX512) || D % 16 != 0
+                   : !tn_isa_available((tn_isa)isa))
             continue;
         /* Tiles of every size, starting at every query (wrapping round). */
         for (int n = 1; n <= TN_ATTN_TILE; n++)
@@ -402,13 +431,16 @@ static void test_attention_dim(int32_t D) {
                     t.last[j] = last[i];
                 }
                 memset(out, 0, (size_t)NQ * D * sizeof *out);
-                tn_attention_tile((tn_isa)isa, &t, scratch);
+                if (fma512)
+                    attention_avx512_fma(&t, scratch);
+                else
+                    tn_attention_tile((tn_isa)isa, &t, scratch);
                 for (int j = 0; j < n; j++) {
                     const int i = (start + j) % NQ;
                     CHECKF(!memcmp(out + (size_t)i * D, ref + (size_t)i * D, (size_t)D * 4),
                            "attention %s D=%d: query %d in a tile of %d at %d differs from "
                            "the scalar reference alone",
-                           tn_isa_name((tn_isa)isa), D, i, n, j);
+                           fma512 ? "avx512 (fma)" : tn_isa_name((tn_isa)isa), D, i, n, j);
                 }
             }
     }
