@@ -539,10 +539,10 @@ static int repack(tn_model *m, tn_error *err) {
     if (rc != TN_OK)
         return tn_fail(err, rc, "%s: out of memory for the repacked weights", m->path);
     /* "kv-bf16": the KV cache's type (pins made with f32 keys and values
-     * must not be restored into it). */
-    snprintf(m->arithmetic, sizeof m->arithmetic, "%s%s/%s/kv-bf16", tn_isa_name(m->isa),
+     * must not be restored into it); then the attention's arithmetic. */
+    snprintf(m->arithmetic, sizeof m->arithmetic, "%s%s/%s/kv-bf16/%s", tn_isa_name(m->isa),
              m->isa == TN_ISA_AVX512 && tn_isa_has_avx512_bf16() ? "+bf16" : "",
-             m->repacked ? "x16" : "rows");
+             m->repacked ? "x16" : "rows", TN_ATTN_ARITHMETIC);
     return TN_OK;
 }
 

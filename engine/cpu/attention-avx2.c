@@ -7,26 +7,36 @@
 #include <immintrin.h>
 #include <math.h>
 
-static inline __m256 exp8(__m256 x) {
-    const __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(TN_EXP_MIN), _CMP_GE_OQ);
-    const __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(TN_EXP_LOG2E), _mm256_set1_ps(TN_EXP_SHIFT));
-    const __m256 r = _mm256_fmadd_ps(_mm256_sub_ps(t, _mm256_set1_ps(TN_EXP_SHIFT)),
-                                     _mm256_set1_ps(-TN_EXP_LN2), x);
-    __m256 p = _mm256_set1_ps(TN_EXP_C5);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_C4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_C3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP_C2));
+static inline __m256 exp2_8(__m256 x) {
+    const __m256i ok = _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_set1_ps(TN_EXP2_MIN), _CMP_GE_OQ));
+    const __m256 t = _mm256_add_ps(x, _mm256_set1_ps(TN_EXP2_SHIFT));
+    const __m256 r = _mm256_sub_ps(x, _mm256_sub_ps(t, _mm256_set1_ps(TN_EXP2_SHIFT)));
+    __m256 p = _mm256_set1_ps(TN_EXP2_C4);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP2_C3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP2_C2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TN_EXP2_C1));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23));
-    return _mm256_and_ps(_mm256_mul_ps(p, scale), ok);
+    const __m256i e = _mm256_add_epi32(_mm256_castps_si256(p),
+                                       _mm256_slli_epi32(_mm256_castps_si256(t), 23));
+    return _mm256_castsi256_ps(_mm256_and_si256(e, ok));
 }
 
-static inline float sum16(__m256 lo, __m256 hi) {
-    __m256 h = _mm256_add_ps(lo, hi);
-    __m128 g = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+/* The 8 partial denominators keep the reference's lanes in the order
+ * 0 1 4 5 2 3 6 7 (add_pairs); the tree (lanes j + 4, then j + 2, then the
+ * last two) runs after putting them back in order. */
+static inline float sum8(__m256 l) {
+    l = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(l), _MM_SHUFFLE(3, 1, 2, 0)));
+    __m128 g = _mm_add_ps(_mm256_castps256_ps128(l), _mm256_extractf128_ps(l, 1));
     __m128 f = _mm_add_ps(g, _mm_movehl_ps(g, g));
     return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
+}
+
+/* l + the 16 probabilities p0 (positions 0-7) and p1 (8-15) by pairs:
+ * reference lane j adds p[2j + 1], then p[2j]. In-lane shuffles put lane j
+ * at register lane 0 1 4 5 2 3 6 7 for j = 0 1 2 3 4 5 6 7. */
+static inline __m256 add_pairs(__m256 l, __m256 p0, __m256 p1) {
+    l = _mm256_add_ps(l, _mm256_shuffle_ps(p0, p1, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm256_add_ps(l, _mm256_shuffle_ps(p0, p1, _MM_SHUFFLE(2, 0, 2, 0)));
 }
 
 static inline float max8(__m256 v) {
@@ -152,12 +162,12 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
         for (int32_t d = 0; d < D; d += 8)
             _mm256_storeu_ps(acc + (size_t)i * D + d, _mm256_setzero_ps());
         _mm256_storeu_ps(lsum + (size_t)i * TN_ATTN_KB, _mm256_setzero_ps());
-        _mm256_storeu_ps(lsum + (size_t)i * TN_ATTN_KB + 8, _mm256_setzero_ps());
         mx[i] = -INFINITY;
         pmin = t->first[i] < pmin ? t->first[i] : pmin;
         pmax = t->last[i] > pmax ? t->last[i] : pmax;
     }
-    const __m256 scale = _mm256_set1_ps(t->scale), ninf = _mm256_set1_ps(-INFINITY);
+    const float c = t->scale * TN_EXP_LOG2E;
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i lane8 = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
     /* A chunk's scores, then (in place) its probabilities rounded to bf16
@@ -190,9 +200,8 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
                     _mm256_cmpgt_epi32(lane, lo_b), _mm256_cmpgt_epi32(hi_b, lane)));
                 const __m256 v1 = _mm256_castsi256_ps(_mm256_and_si256(
                     _mm256_cmpgt_epi32(lane8, lo_b), _mm256_cmpgt_epi32(hi_b, lane8)));
-                _mm256_store_ps(sc[i] + o, _mm256_blendv_ps(ninf, _mm256_mul_ps(s[2 * i], scale), v0));
-                _mm256_store_ps(sc[i] + o + 8,
-                                _mm256_blendv_ps(ninf, _mm256_mul_ps(s[2 * i + 1], scale), v1));
+                _mm256_store_ps(sc[i] + o, _mm256_blendv_ps(ninf, s[2 * i], v0));
+                _mm256_store_ps(sc[i] + o + 8, _mm256_blendv_ps(ninf, s[2 * i + 1], v1));
             }
         }
         for (int i = 0; i < n; i++) {
@@ -200,7 +209,7 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
                 continue;
             float *ai = acc + (size_t)i * D;
             float *li = lsum + (size_t)i * TN_ATTN_KB;
-            __m256 l0 = _mm256_loadu_ps(li), l1 = _mm256_loadu_ps(li + 8);
+            __m256 l = _mm256_loadu_ps(li);
             __m256 cmax = ninf;
             for (int64_t o = oa; o < oz + TN_ATTN_KB; o += 8)
                 cmax = _mm256_max_ps(cmax, _mm256_load_ps(sc[i] + o));
@@ -208,33 +217,31 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
             if (_mm256_movemask_ps(_mm256_cmp_ps(cmax, _mm256_set1_ps(mx[i]), _CMP_GT_OQ))) {
                 const float mb = max8(cmax);
                 if (mx[i] != -INFINITY) {
-                    const __m256 c = exp8(_mm256_set1_ps(mx[i] - mb));
-                    l0 = _mm256_mul_ps(l0, c);
-                    l1 = _mm256_mul_ps(l1, c);
+                    const __m256 cm = exp2_8(_mm256_set1_ps(mx[i] * c - mb * c));
+                    l = _mm256_mul_ps(l, cm);
                     for (int32_t d = 0; d < D; d += 8)
-                        _mm256_storeu_ps(ai + d, _mm256_mul_ps(_mm256_loadu_ps(ai + d), c));
+                        _mm256_storeu_ps(ai + d, _mm256_mul_ps(_mm256_loadu_ps(ai + d), cm));
                 }
                 mx[i] = mb;
             }
-            const __m256 m = _mm256_set1_ps(mx[i]);
+            const __m256 vc = _mm256_set1_ps(c), nmc = _mm256_set1_ps(-(mx[i] * c));
             for (int64_t o = oa; o <= oz; o += TN_ATTN_KB) {
-                const __m256 p0 = round_bf16(exp8(_mm256_sub_ps(_mm256_load_ps(sc[i] + o), m)));
+                const __m256 p0 =
+                    round_bf16(exp2_8(_mm256_fmadd_ps(_mm256_load_ps(sc[i] + o), vc, nmc)));
                 const __m256 p1 =
-                    round_bf16(exp8(_mm256_sub_ps(_mm256_load_ps(sc[i] + o + 8), m)));
-                l0 = _mm256_add_ps(l0, p0);
-                l1 = _mm256_add_ps(l1, p1);
+                    round_bf16(exp2_8(_mm256_fmadd_ps(_mm256_load_ps(sc[i] + o + 8), vc, nmc)));
+                l = add_pairs(l, p0, p1);
                 _mm256_store_ps(sc[i] + o, p0);
                 _mm256_store_ps(sc[i] + o + 8, p1);
             }
-            _mm256_storeu_ps(li, l0);
-            _mm256_storeu_ps(li + 8, l1);
+            _mm256_storeu_ps(li, l);
             pv_one(ai, sc[i], t->v + (size_t)j0 * (size_t)D, D, u0[i], u1[i]);
         }
     }
     for (int i = 0; i < n; i++) {
         const float *li = lsum + (size_t)i * TN_ATTN_KB;
         const __m256 inv =
-            _mm256_set1_ps(1.0f / sum16(_mm256_loadu_ps(li), _mm256_loadu_ps(li + 8)));
+            _mm256_set1_ps(1.0f / sum8(_mm256_loadu_ps(li)));
         for (int32_t d = 0; d < D; d += 8)
             _mm256_storeu_ps(t->out[i] + d,
                              _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)i * D + d), inv));

@@ -1,17 +1,17 @@
-
-
 /* Attention with AVX-512 (tn-cpu.h): the reference's arithmetic, 16 key
  * positions per register. Compiled twice: here, each bf16 pair's two
  * products are two FMAs on the pair's halves; attention-avx512bf16.c
  * includes this file with TN_ATTN_DPBF16 defined, and one VDPBF16PS does
  * both (the same bits: tn-cpu.h).
  *
- * The queries of a tile walk the key blocks in lockstep: a block of keys
- * ([head_dim][16], 4 KiB for head_dim 64) is loaded once per dimension and
- * feeds one FMA per query (their chains are independent, which also hides
- * the FMA latency); the block's values are then read from L1 by each query
- * in turn, with that query's accumulators in registers. A query's own
- * sequence of operations does not depend on the others. */
+ * The queries of a tile walk the chunks in lockstep. Scores: a block of
+ * keys ([head_dim / 2][16] pairs, 2 KiB for head_dim 64) is loaded once per
+ * dimension pair and feeds one VDPBF16PS per query (their chains are
+ * independent, which also hides the latency); the chunk's scores wait in L1.
+ * Values: four queries with the same visible range go together, each value
+ * register loaded once for the four, their accumulators in registers for
+ * the whole chunk. A query's own sequence of operations does not depend on
+ * the others. */
 #include "tn-cpu-internal.h"
 
 #include <immintrin.h>
@@ -53,30 +53,32 @@ static inline __m512 dot2_bcast(__m512 acc, const uint32_t *x, __m512i y) {
 #endif
 }
 
-/* bf16 back to f32 (exact). */
-static inline __m512 from_bf16(__m256i b) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+/* l + the 16 probabilities p by pairs: lane j adds p[2j + 1], then p[2j]. */
+static inline __m256 add_pairs(__m256 l, __m256i p) {
+#if defined(TN_ATTN_DPBF16)
+    return _mm256_dpbf16_ps(l, (__m256bh)p, (__m256bh)_mm256_set1_epi32((int)TN_ATTN_PAIR_ONES));
+#else
+    l = _mm256_add_ps(l, _mm256_castsi256_ps(_mm256_and_si256(p, _mm256_set1_epi32((int)0xffff0000u))));
+    return _mm256_add_ps(l, _mm256_castsi256_ps(_mm256_slli_epi32(p, 16)));
+#endif
 }
 
-static inline __m512 exp16(__m512 x) {
-    const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(TN_EXP_MIN), _CMP_GE_OQ);
-    const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(TN_EXP_LOG2E), _mm512_set1_ps(TN_EXP_SHIFT));
-    const __m512 r = _mm512_fmadd_ps(_mm512_sub_ps(t, _mm512_set1_ps(TN_EXP_SHIFT)),
-                                     _mm512_set1_ps(-TN_EXP_LN2), x);
-    __m512 p = _mm512_set1_ps(TN_EXP_C5);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP_C4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP_C3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP_C2));
+static inline __m512 exp2_16(__m512 x) {
+    const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(TN_EXP2_MIN), _CMP_GE_OQ);
+    const __m512 t = _mm512_add_ps(x, _mm512_set1_ps(TN_EXP2_SHIFT));
+    const __m512 r = _mm512_sub_ps(x, _mm512_sub_ps(t, _mm512_set1_ps(TN_EXP2_SHIFT)));
+    __m512 p = _mm512_set1_ps(TN_EXP2_C4);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP2_C3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP2_C2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TN_EXP2_C1));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23));
-    return _mm512_maskz_mul_ps(ok, p, scale);
+    return _mm512_castsi512_ps(_mm512_maskz_add_epi32(
+        ok, _mm512_castps_si512(p), _mm512_slli_epi32(_mm512_castps_si512(t), 23)));
 }
 
-/* The reference's tree: lanes i + 8, i + 4, i + 2, then the last two. */
-static inline float sum16(__m512 l) {
-    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(l), _mm512_extractf32x8_ps(l, 1));
-    __m128 g = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+/* The reference's tree: lanes j + 4, then j + 2, then the last two. */
+static inline float sum8(__m256 l) {
+    __m128 g = _mm_add_ps(_mm256_castps256_ps128(l), _mm256_extractf128_ps(l, 1));
     __m128 f = _mm_add_ps(g, _mm_movehl_ps(g, g));
     return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
 }
@@ -183,7 +185,7 @@ bool TN_ATTN_AVX512_KERNEL(const tn_attn_tile *t, float *scratch) {
         return false;
     const int n = t->n;
     float *acc = scratch;                                  /* [n][D] */
-    float *lsum = acc + (size_t)TN_ATTN_TILE * (size_t)D;  /* [n][16] */
+    float *lsum = acc + (size_t)TN_ATTN_TILE * (size_t)D;  /* [n][8] */
     float *mx = lsum + (size_t)TN_ATTN_TILE * TN_ATTN_KB;  /* [n] */
     uint32_t *qt = (uint32_t *)(void *)(mx + TN_ATTN_TILE); /* [D / 2][TILE] */
     for (int32_t e = 0; e < D / 2; e++)
@@ -193,12 +195,13 @@ bool TN_ATTN_AVX512_KERNEL(const tn_attn_tile *t, float *scratch) {
     for (int i = 0; i < n; i++) {
         for (int32_t d = 0; d < D; d += 16)
             _mm512_storeu_ps(acc + (size_t)i * D + d, _mm512_setzero_ps());
-        _mm512_storeu_ps(lsum + (size_t)i * TN_ATTN_KB, _mm512_setzero_ps());
+        _mm256_storeu_ps(lsum + (size_t)i * TN_ATTN_KB, _mm256_setzero_ps());
         mx[i] = -INFINITY;
         pmin = t->first[i] < pmin ? t->first[i] : pmin;
         pmax = t->last[i] > pmax ? t->last[i] : pmax;
     }
-    const __m512 scale = _mm512_set1_ps(t->scale), ninf = _mm512_set1_ps(-INFINITY);
+    const float c = t->scale * TN_EXP_LOG2E;
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
     _Alignas(64) float sc[TN_ATTN_TILE][TN_ATTN_CHUNK];
     _Alignas(64) uint16_t pb[TN_ATTN_TILE][TN_ATTN_CHUNK];
     for (int64_t ch = pmin / TN_ATTN_CHUNK; ch <= pmax / TN_ATTN_CHUNK; ch++) {
@@ -226,7 +229,7 @@ bool TN_ATTN_AVX512_KERNEL(const tn_attn_tile *t, float *scratch) {
                 const int64_t z = u1[i] - o < TN_ATTN_KB - 1 ? u1[i] - o : TN_ATTN_KB - 1;
                 const __mmask16 valid =
                     a > z ? 0 : (__mmask16)((0xFFFFu >> (15 - (z - a))) << a);
-                const __m512 si = _mm512_mask_mul_ps(ninf, valid, s[i], scale);
+                const __m512 si = _mm512_mask_mov_ps(ninf, valid, s[i]);
                 _mm512_store_ps(sc[i] + o, si);
                 cmax[i] = _mm512_max_ps(cmax[i], si);
             }
@@ -237,25 +240,26 @@ bool TN_ATTN_AVX512_KERNEL(const tn_attn_tile *t, float *scratch) {
             /* The chunk's maximum matters only when some score passes the
              * running one (rare after the first chunks): a lane compare
              * decides it without the horizontal reduction. */
-            __m512 l = _mm512_loadu_ps(lsum + (size_t)i * TN_ATTN_KB);
+            __m256 l = _mm256_loadu_ps(lsum + (size_t)i * TN_ATTN_KB);
             if (_mm512_cmp_ps_mask(cmax[i], _mm512_set1_ps(mx[i]), _CMP_GT_OQ)) {
                 const float mb = _mm512_reduce_max_ps(cmax[i]);
                 if (mx[i] != -INFINITY) {
-                    const __m512 c = exp16(_mm512_set1_ps(mx[i] - mb));
+                    const __m512 cm = exp2_16(_mm512_set1_ps(mx[i] * c - mb * c));
                     float *ai = acc + (size_t)i * D;
-                    l = _mm512_mul_ps(l, c);
+                    l = _mm256_mul_ps(l, _mm512_castps512_ps256(cm));
                     for (int32_t d = 0; d < D; d += 16)
-                        _mm512_storeu_ps(ai + d, _mm512_mul_ps(_mm512_loadu_ps(ai + d), c));
+                        _mm512_storeu_ps(ai + d, _mm512_mul_ps(_mm512_loadu_ps(ai + d), cm));
                 }
                 mx[i] = mb;
             }
-            const __m512 m = _mm512_set1_ps(mx[i]);
+            const __m512 vc = _mm512_set1_ps(c), nmc = _mm512_set1_ps(-(mx[i] * c));
             for (int64_t o = oa; o <= oz; o += TN_ATTN_KB) {
-                const __m256i p = to_bf16(exp16(_mm512_sub_ps(_mm512_load_ps(sc[i] + o), m)));
-                l = _mm512_add_ps(l, from_bf16(p));
+                const __m256i p =
+                    to_bf16(exp2_16(_mm512_fmadd_ps(_mm512_load_ps(sc[i] + o), vc, nmc)));
+                l = add_pairs(l, p);
                 _mm256_store_si256((__m256i *)(void *)(pb[i] + o), p);
             }
-            _mm512_storeu_ps(lsum + (size_t)i * TN_ATTN_KB, l);
+            _mm256_storeu_ps(lsum + (size_t)i * TN_ATTN_KB, l);
         }
         const uint16_t *vb = t->v + (size_t)j0 * (size_t)D;
         int i = 0;
@@ -283,7 +287,7 @@ bool TN_ATTN_AVX512_KERNEL(const tn_attn_tile *t, float *scratch) {
     }
     for (int i = 0; i < n; i++) {
         const __m512 inv =
-            _mm512_set1_ps(1.0f / sum16(_mm512_loadu_ps(lsum + (size_t)i * TN_ATTN_KB)));
+            _mm512_set1_ps(1.0f / sum8(_mm256_loadu_ps(lsum + (size_t)i * TN_ATTN_KB)));
         for (int32_t d = 0; d < D; d += 16)
             _mm512_storeu_ps(t->out[i] + d,
                              _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)i * D + d), inv));

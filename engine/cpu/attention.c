@@ -19,47 +19,45 @@ size_t tn_attention_scratch_floats(int32_t head_dim) {
            (size_t)TN_ATTN_TILE * ((size_t)head_dim / 2 + 1);
 }
 
-static float exp_ref(float x) {
-    if (!(x >= TN_EXP_MIN))
+static float exp2_ref(float x) {
+    if (!(x >= TN_EXP2_MIN))
         return 0.0f;
-    const float t = fmaf(x, TN_EXP_LOG2E, TN_EXP_SHIFT);
-    const float r = fmaf(t - TN_EXP_SHIFT, -TN_EXP_LN2, x);
-    float p = TN_EXP_C5;
-    p = fmaf(p, r, TN_EXP_C4);
-    p = fmaf(p, r, TN_EXP_C3);
-    p = fmaf(p, r, TN_EXP_C2);
+    const float t = x + TN_EXP2_SHIFT;
+    const float r = x - (t - TN_EXP2_SHIFT);
+    float p = TN_EXP2_C4;
+    p = fmaf(p, r, TN_EXP2_C3);
+    p = fmaf(p, r, TN_EXP2_C2);
+    p = fmaf(p, r, TN_EXP2_C1);
     p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
-    uint32_t bits;
-    memcpy(&bits, &t, sizeof bits);
-    bits <<= 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    uint32_t pb, tb;
+    memcpy(&pb, &p, sizeof pb);
+    memcpy(&tb, &t, sizeof tb);
+    pb += tb << 23;
+    memcpy(&p, &pb, sizeof p);
+    return p;
 }
 
-/* The 16 partial denominators: lanes i and i + 8, then i and i + 4, i and
- * i + 2, then the last two (the SIMD kernels' register halves). */
-static float sum16(const float *l) {
-    float h[8], g[4], f[2];
-    for (int i = 0; i < 8; i++)
-        h[i] = l[i] + l[i + 8];
-    for (int i = 0; i < 4; i++)
-        g[i] = h[i] + h[i + 4];
-    for (int i = 0; i < 2; i++)
-        f[i] = g[i] + g[i + 2];
-    return f[0] + f[1];
+/* The 8 partial denominators: lanes j and j + 4, then j and j + 2, then the
+ * last two (the SIMD kernels' register halves). */
+static float sum8(const float *l) {
+    float h[4], g[2];
+    for (int j = 0; j < 4; j++)
+        h[j] = l[j] + l[j + 4];
+    for (int j = 0; j < 2; j++)
+        g[j] = h[j] + h[j + 2];
+    return g[0] + g[1];
 }
 
 void tn_attention_scalar(const tn_attn_tile *t, float *scratch) {
     const int32_t D = t->head_dim;
     float *acc = scratch;
+    const float c = t->scale * TN_EXP_LOG2E;
     for (int i = 0; i < t->n; i++) {
         const uint16_t *q = t->q[i];
-        float l[TN_ATTN_KB] = {0}, m = -INFINITY;
+        float l[TN_ATTN_KB / 2] = {0}, m = -INFINITY;
         memset(acc, 0, (size_t)D * sizeof *acc);
-        for (int64_t c = t->first[i] / TN_ATTN_CHUNK; c <= t->last[i] / TN_ATTN_CHUNK; c++) {
-            const int64_t j0 = c * TN_ATTN_CHUNK;
+        for (int64_t ch = t->first[i] / TN_ATTN_CHUNK; ch <= t->last[i] / TN_ATTN_CHUNK; ch++) {
+            const int64_t j0 = ch * TN_ATTN_CHUNK;
             const int64_t u0 = t->first[i] > j0 ? t->first[i] - j0 : 0;
             const int64_t u1 =
                 t->last[i] - j0 < TN_ATTN_CHUNK - 1 ? t->last[i] - j0 : TN_ATTN_CHUNK - 1;
@@ -72,24 +70,26 @@ void tn_attention_scalar(const tn_attn_tile *t, float *scratch) {
                 for (int32_t e = 0; e < D / 2; e++)
                     a = tn_attn_dot_pair(a, tn_attn_pair_at(q + 2 * e),
                                          tn_attn_pair_at(t->k + tn_attn_k_index(j0 + u, 2 * e, D)));
-                s[u] = a * t->scale;
+                s[u] = a;
                 mb = s[u] > mb ? s[u] : mb;
             }
             if (mb > m) {
                 if (m != -INFINITY) {
-                    const float cm = exp_ref(m - mb);
-                    for (int u = 0; u < TN_ATTN_KB; u++)
-                        l[u] *= cm;
+                    const float cm = exp2_ref(m * c - mb * c);
+                    for (int j = 0; j < TN_ATTN_KB / 2; j++)
+                        l[j] *= cm;
                     for (int32_t d = 0; d < D; d++)
                         acc[d] *= cm;
                 }
                 m = mb;
             }
             uint16_t p[TN_ATTN_CHUNK];
-            for (int u = 0; u < TN_ATTN_CHUNK; u++) {
-                p[u] = tn_bf16_from_f32(exp_ref(s[u] - m));
-                l[u % TN_ATTN_KB] += tn_bf16_to_f32(p[u]);
-            }
+            const float nmc = -(m * c);
+            for (int u = 0; u < TN_ATTN_CHUNK; u++)
+                p[u] = tn_bf16_from_f32(exp2_ref(fmaf(s[u], c, nmc)));
+            for (int u = 0; u < TN_ATTN_CHUNK; u += 2)
+                l[u % TN_ATTN_KB / 2] =
+                    tn_attn_dot_pair(l[u % TN_ATTN_KB / 2], tn_attn_pair_at(p + u), TN_ATTN_PAIR_ONES);
             for (int64_t w = u0 / 2; w <= u1 / 2; w++) {
                 const uint32_t pw = tn_attn_pair_at(p + 2 * w);
                 const uint32_t keep = tn_attn_pair_keep(w, u0, u1);
@@ -98,7 +98,7 @@ void tn_attention_scalar(const tn_attn_tile *t, float *scratch) {
                     acc[d] = tn_attn_dot_pair(acc[d], pw, tn_attn_pair_at(v + 2 * d) & keep);
             }
         }
-        const float inv = 1.0f / sum16(l);
+        const float inv = 1.0f / sum8(l);
         for (int32_t d = 0; d < D; d++)
             t->out[i][d] = acc[d] * inv;
     }

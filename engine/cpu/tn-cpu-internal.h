@@ -126,6 +126,10 @@ static inline float tn_attn_dot_pair(float a, uint32_t x, uint32_t y) {
     return fmaf(tn_bf16_to_f32((uint16_t)x), tn_bf16_to_f32((uint16_t)y), a);
 }
 
+/* The pair (1, 1): tn_attn_dot_pair(a, x, TN_ATTN_PAIR_ONES) adds x's high
+ * then low element to a, as one VDPBF16PS does for 8 lanes. */
+#define TN_ATTN_PAIR_ONES 0x3f803f80u
+
 /* The 32-bit mask that keeps the visible positions of value pair w of a
  * block whose visible positions are [u0, u1]: low half position 2w, high
  * half 2w + 1 (a hidden one may hold anything, NaN included). */
@@ -133,24 +137,25 @@ static inline uint32_t tn_attn_pair_keep(int64_t w, int64_t u0, int64_t u1) {
     return (2 * w >= u0 ? 0x0000ffffu : 0) | (2 * w + 1 <= u1 ? 0xffff0000u : 0);
 }
 
-/* The exp of the attention kernels, for x <= 0 (0 below -87 and for -inf):
- * n = round(x log2 e) by adding a shift constant (the sum's low mantissa
- * bits are then 127 + n, which shifted left by 23 is 2^n as a float),
- * r = x - n ln2 in [-0.35, 0.35], e^r by its degree-5 Taylor polynomial
- * (relative error below 3e-6: the probabilities it makes are rounded to
- * bf16, 2e-3, right after), times 2^n. Every operation is a correctly
- * rounded float op (FMAs explicit) or an integer shift, so each family
- * computes the same bits; a result below the smallest normal float is
- * flushed (the attention runs under FTZ). Half the cost of the degree-7
- * Cephes form with rounding instructions that it replaced (session 3). */
+/* The exponential of the attention kernels, 2^x for x <= 0 (0 below -125
+ * and for -inf): the softmax's scale and log2(e) fold into the one FMA that
+ * makes x from a raw score. n = round(x) by adding 1.5 * 2^23 (the sum's
+ * low mantissa bits are then n, which shifted left by 23 is n in the
+ * exponent field), r = x - n in [-0.5, 0.5], 2^r by a degree-4 polynomial
+ * (coefficients fitted for the least maximum relative error, 3e-6: the
+ * probabilities it makes are rounded to bf16, 2e-3, right after), and the
+ * result's exponent raised by n with an integer add (x >= -125 keeps it
+ * normal). Every operation is a correctly rounded float op (FMAs explicit)
+ * or integer arithmetic, so each family computes the same bits. Five FMA
+ * unit operations a score where the natural-base form took nine (session
+ * 4); the attention kernel runs on those units. */
 #define TN_EXP_LOG2E 1.44269504088896341f
-#define TN_EXP_SHIFT 12583039.0f /* 1.5 * 2^23 + 127 */
-#define TN_EXP_LN2 0.693147180559945309f
-#define TN_EXP_MIN -87.0f
-#define TN_EXP_C5 (1.0f / 120.0f)
-#define TN_EXP_C4 (1.0f / 24.0f)
-#define TN_EXP_C3 (1.0f / 6.0f)
-#define TN_EXP_C2 0.5f
+#define TN_EXP2_SHIFT 12582912.0f /* 1.5 * 2^23 */
+#define TN_EXP2_MIN -125.0f
+#define TN_EXP2_C4 0.009582987055182457f
+#define TN_EXP2_C3 0.0559048093855381f
+#define TN_EXP2_C2 0.24024087190628052f
+#define TN_EXP2_C1 0.6931243538856506f
 
 /* The X16 layout (repack.c): quant bytes of one block for 16 rows, and
  * bytes of one group of 16 rows. */

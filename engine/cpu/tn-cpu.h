@@ -146,10 +146,13 @@ bool tn_matmul_has_kernel(tn_isa isa, uint32_t type);
  * softmax per chunk (running max, rescaling by exp(old - new max) only when
  * it grows: a long chunk makes the rescaling rare, and lets the SIMD
  * kernels keep the value accumulators in registers for a whole chunk);
- * exp is a fixed polynomial with FMAs; probabilities are rounded to bf16
- * (round to nearest even) before they weigh values or enter the
- * denominator, which is 16 partial sums (one per position mod 16) added in a
- * fixed tree at the end; values accumulate one pair of positions at a time,
+ * scores stay unscaled (scale > 0 keeps their maximum where it is) and a
+ * probability is 2^fma(score, scale * log2 e, -max * scale * log2 e), 2^x a
+ * fixed polynomial with FMAs; probabilities are rounded to bf16 (round to
+ * nearest even) before they weigh values or enter the denominator, which is
+ * 8 partial sums (sum j takes positions 2j + 1 then 2j of every 16, as
+ * VDPBF16PS adds a pair) added in a fixed tree at the end; values
+ * accumulate one pair of positions at a time,
  * in order, over the pairs that hold a visible position (the other position
  * of a pair, when not visible, counts as probability 0 and value 0: stale
  * rows may hold anything). Everything runs with denormals flushed to zero
@@ -158,6 +161,10 @@ bool tn_matmul_has_kernel(tn_isa isa, uint32_t type);
  * and scalar paths agree BITWISE (tested), and a query's output is the same
  * whatever else is in its tile: batch invariance, and pins that do not
  * depend on the kernel family. head_dim must be even. */
+/* Names the arithmetic above in the model's arithmetic string: pins (whose
+ * rows past layer 0 depend on it) made with another are recomputed. Change
+ * it with any change to the attention's bits. */
+#define TN_ATTN_ARITHMETIC "attn2"
 #define TN_ATTN_KB 16 /* positions per key block */
 #define TN_ATTN_TILE 8 /* queries per call at most */
 #define TN_ATTN_CHUNK 256 /* positions per softmax step (a multiple of TN_ATTN_KB) */
@@ -171,7 +178,7 @@ typedef struct tn_attn_tile {
     int64_t last[TN_ATTN_TILE];
     const uint16_t *k;               /* the head's key blocks (position 0 first) */
     const uint16_t *v;               /* the head's value pairs (positions 0 and 1 first) */
-    float scale;                     /* multiplies q.k */
+    float scale;                     /* multiplies q.k; > 0 */
 } tn_attn_tile;
 
 /* Floats of scratch tn_attention_tile needs (per thread). */
