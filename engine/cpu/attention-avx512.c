@@ -83,35 +83,54 @@ static inline float sum8(__m256 l) {
     return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
 }
 
-/* Scores of n queries against one key block, n a constant after inlining
- * (the accumulators stay in registers). qt: the tile's query pairs,
+/* The raw scores of n queries against a chunk's blocks at offsets oa..oz,
+ * n a constant after inlining (accumulators and running maxima stay in
+ * registers): hidden positions become -inf, the scores go to sc, each
+ * query's lane maxima to cmax. qt: the tile's query pairs,
  * [head_dim / 2][TN_ATTN_TILE] (one base address for every broadcast). */
-static inline __attribute__((always_inline)) void qk_block(int n, const uint32_t *qt,
-                                                           const uint16_t *kb, int32_t D,
-                                                           __m512 *s) {
-    __m512 a[TN_ATTN_TILE];
+static inline __attribute__((always_inline)) void
+qk_chunk(int n, const uint32_t *qt, const uint16_t *kc, int32_t D, int64_t oa, int64_t oz,
+         const int64_t *u0, const int64_t *u1, float (*sc)[TN_ATTN_CHUNK], __m512 *cmax) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 m[TN_ATTN_TILE];
     for (int i = 0; i < n; i++)
-        a[i] = _mm512_setzero_ps();
-    for (int32_t e = 0; e < D / 2; e++) {
-        const __m512i k = _mm512_loadu_si512(kb + (size_t)e * 2 * TN_ATTN_KB);
-        const uint32_t *qe = qt + (size_t)e * TN_ATTN_TILE;
+        m[i] = ninf;
+    for (int64_t o = oa; o <= oz; o += TN_ATTN_KB) {
+        const uint16_t *kb = kc + (size_t)o * (size_t)D;
+        __m512 a[TN_ATTN_TILE];
         for (int i = 0; i < n; i++)
-            a[i] = dot2_bcast(a[i], qe + i, k);
+            a[i] = _mm512_setzero_ps();
+        for (int32_t e = 0; e < D / 2; e++) {
+            const __m512i k = _mm512_loadu_si512(kb + (size_t)e * 2 * TN_ATTN_KB);
+            const uint32_t *qe = qt + (size_t)e * TN_ATTN_TILE;
+            for (int i = 0; i < n; i++)
+                a[i] = dot2_bcast(a[i], qe + i, k);
+        }
+        for (int i = 0; i < n; i++) {
+            const int64_t lo = u0[i] > o ? u0[i] - o : 0;
+            const int64_t hi = u1[i] - o < TN_ATTN_KB - 1 ? u1[i] - o : TN_ATTN_KB - 1;
+            const __mmask16 valid = lo > hi ? 0 : (__mmask16)((0xFFFFu >> (15 - (hi - lo))) << lo);
+            const __m512 si = _mm512_mask_mov_ps(ninf, valid, a[i]);
+            _mm512_store_ps(sc[i] + o, si);
+            m[i] = _mm512_max_ps(m[i], si);
+        }
     }
     for (int i = 0; i < n; i++)
-        s[i] = a[i];
+        cmax[i] = m[i];
 }
 
-static void qk_any(int n, const uint32_t *qt, const uint16_t *kb, int32_t D, __m512 *s) {
+static void qk_any(int n, const uint32_t *qt, const uint16_t *kc, int32_t D, int64_t oa,
+                   int64_t oz, const int64_t *u0, const int64_t *u1,
+                   float (*sc)[TN_ATTN_CHUNK], __m512 *cmax) {
     switch (n) {
-    case 1: qk_block(1, qt, kb, D, s); break;
-    case 2: qk_block(2, qt, kb, D, s); break;
-    case 3: qk_block(3, qt, kb, D, s); break;
-    case 4: qk_block(4, qt, kb, D, s); break;
-    case 5: qk_block(5, qt, kb, D, s); break;
-    case 6: qk_block(6, qt, kb, D, s); break;
-    case 7: qk_block(7, qt, kb, D, s); break;
-    default: qk_block(8, qt, kb, D, s); break;
+    case 1: qk_chunk(1, qt, kc, D, oa, oz, u0, u1, sc, cmax); break;
+    case 2: qk_chunk(2, qt, kc, D, oa, oz, u0, u1, sc, cmax); break;
+    case 3: qk_chunk(3, qt, kc, D, oa, oz, u0, u1, sc, cmax); break;
+    case 4: qk_chunk(4, qt, kc, D, oa, oz, u0, u1, sc, cmax); break;
+    case 5: qk_chunk(5, qt, kc, D, oa, oz, u0, u1, sc, cmax); break;
+    case 6: qk_chunk(6, qt, kc, D, oa, oz, u0, u1, sc, cmax); break;
+    case 7: qk_chunk(7, qt, kc, D, oa, oz, u0, u1, sc, cmax); break;
+    default: qk_chunk(8, qt, kc, D, oa, oz, u0, u1, sc, cmax); break;
     }
 }
 
@@ -122,7 +141,7 @@ static inline __m512i pair_keep(int64_t w, int64_t u0, int64_t u1) {
 /* One pair of positions w into 64 dimensions of nq queries' accumulators;
  * the values are masked only where the pair can hold a hidden position. */
 static inline __attribute__((always_inline)) void pv_pair(int nq, __m512 (*c)[4],
-                                                          const uint16_t *const *pb,
+                                                          const uint16_t *pb,
                                                           const uint16_t *v, int64_t w,
                                                           const __m512i *keep) {
     __m512i vx[4];
@@ -133,17 +152,21 @@ static inline __attribute__((always_inline)) void pv_pair(int nq, __m512 (*c)[4]
     }
     for (int i = 0; i < nq; i++) {
         for (int x = 0; x < 4; x++)
-            c[i][x] = dot2_bcast(c[i][x], (const uint32_t *)(const void *)(pb[i] + 2 * w), vx[x]);
+            c[i][x] = dot2_bcast(
+                c[i][x], (const uint32_t *)(const void *)(pb + i * TN_ATTN_CHUNK + 2 * w), vx[x]);
     }
 }
 
-/* acc[d] += the value pairs of positions u0..u1 of a chunk weighed by pb, in
- * order, for nq queries (1 or 4) over the same positions: each value
- * register is loaded once for all of them, and the accumulators stay in
- * registers for the whole chunk. vb: the chunk's value pairs. Only the
- * range's first and last pair can hold a hidden position. */
-static inline __attribute__((always_inline)) void pv_n(int nq, float *const *a,
-                                                       const uint16_t *const *pb,
+/* acc[d] += the value pairs of positions u0..u1 of a chunk weighed by the
+ * probabilities, in order, for nq consecutive queries (1 or 4) over the same
+ * positions: each value register is loaded once for all of them, and the
+ * accumulators stay in registers for the whole chunk. a, pb: the first
+ * query's accumulators and probabilities (the next query's are D floats
+ * and TN_ATTN_CHUNK bf16 further: one base register for all). vb: the
+ * chunk's value pairs. Only the range's first and last pair can hold a
+ * hidden position. */
+static inline __attribute__((always_inline)) void pv_n(int nq, float *a,
+                                                       const uint16_t *pb,
                                                        const uint16_t *vb, int32_t D,
                                                        int64_t u0, int64_t u1) {
     const int64_t w0 = u0 / 2, w1 = u1 / 2;
@@ -154,7 +177,7 @@ static inline __attribute__((always_inline)) void pv_n(int nq, float *const *a,
         __m512 c[4][4];
         for (int i = 0; i < nq; i++)
             for (int x = 0; x < 4; x++)
-                c[i][x] = _mm512_loadu_ps(a[i] + d + 16 * x);
+                c[i][x] = _mm512_loadu_ps(a + (size_t)i * D + d + 16 * x);
         const uint16_t *vd = vb + 2 * (size_t)d;
         if (u0 & 1)
             pv_pair(nq, c, pb, vd + (size_t)w0 * 2 * (size_t)D, w0, &keep0);
@@ -164,18 +187,21 @@ static inline __attribute__((always_inline)) void pv_n(int nq, float *const *a,
             pv_pair(nq, c, pb, vd + (size_t)w1 * 2 * (size_t)D, w1, &keep1);
         for (int i = 0; i < nq; i++)
             for (int x = 0; x < 4; x++)
-                _mm512_storeu_ps(a[i] + d + 16 * x, c[i][x]);
+                _mm512_storeu_ps(a + (size_t)i * D + d + 16 * x, c[i][x]);
     }
     for (; d < D; d += 16)
         for (int i = 0; i < nq; i++) {
-            __m512 c0 = _mm512_loadu_ps(a[i] + d);
+            float *ai = a + (size_t)i * D;
+            __m512 c0 = _mm512_loadu_ps(ai + d);
             for (int64_t w = w0; w <= w1; w++) {
                 const __m512i vx = _mm512_and_si512(
                     _mm512_loadu_si512(vb + (size_t)w * 2 * (size_t)D + 2 * (size_t)d),
                     pair_keep(w, u0, u1));
-                c0 = dot2(c0, _mm512_set1_epi32((int)tn_attn_pair_at(pb[i] + 2 * w)), vx);
+                c0 = dot2(c0,
+                          _mm512_set1_epi32((int)tn_attn_pair_at(pb + i * TN_ATTN_CHUNK + 2 * w)),
+                          vx);
             }
-            _mm512_storeu_ps(a[i] + d, c0);
+            _mm512_storeu_ps(ai + d, c0);
         }
 }
 
@@ -201,7 +227,6 @@ bool TN_ATTN_AVX512_KERNEL(const tn_attn_tile *t, float *scratch) {
         pmax = t->last[i] > pmax ? t->last[i] : pmax;
     }
     const float c = t->scale * TN_EXP_LOG2E;
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
     _Alignas(64) float sc[TN_ATTN_TILE][TN_ATTN_CHUNK];
     _Alignas(64) uint16_t pb[TN_ATTN_TILE][TN_ATTN_CHUNK];
     for (int64_t ch = pmin / TN_ATTN_CHUNK; ch <= pmax / TN_ATTN_CHUNK; ch++) {
@@ -215,25 +240,12 @@ bool TN_ATTN_AVX512_KERNEL(const tn_attn_tile *t, float *scratch) {
         for (int i = 0; i < n; i++) {
             u0[i] = 1;
             u1[i] = 0; /* empty: the chunk is outside the query's range */
-            cmax[i] = ninf;
             if (t->first[i] > j0 + TN_ATTN_CHUNK - 1 || t->last[i] < j0)
                 continue;
             u0[i] = t->first[i] > j0 ? t->first[i] - j0 : 0;
             u1[i] = t->last[i] - j0 < TN_ATTN_CHUNK - 1 ? t->last[i] - j0 : TN_ATTN_CHUNK - 1;
         }
-        for (int64_t o = oa; o <= oz; o += TN_ATTN_KB) {
-            __m512 s[TN_ATTN_TILE];
-            qk_any(n, qt, t->k + (size_t)(j0 + o) * (size_t)D, D, s);
-            for (int i = 0; i < n; i++) {
-                const int64_t a = u0[i] > o ? u0[i] - o : 0;
-                const int64_t z = u1[i] - o < TN_ATTN_KB - 1 ? u1[i] - o : TN_ATTN_KB - 1;
-                const __mmask16 valid =
-                    a > z ? 0 : (__mmask16)((0xFFFFu >> (15 - (z - a))) << a);
-                const __m512 si = _mm512_mask_mov_ps(ninf, valid, s[i]);
-                _mm512_store_ps(sc[i] + o, si);
-                cmax[i] = _mm512_max_ps(cmax[i], si);
-            }
-        }
+        qk_any(n, qt, t->k + (size_t)j0 * (size_t)D, D, oa, oz, u0, u1, sc, cmax);
         for (int i = 0; i < n; i++) {
             if (u0[i] > u1[i])
                 continue;
@@ -268,19 +280,13 @@ bool TN_ATTN_AVX512_KERNEL(const tn_attn_tile *t, float *scratch) {
                 i++;
                 continue;
             }
-            float *ai[4];
-            const uint16_t *pi[4];
-            for (int x = 0; x < 4; x++) {
-                const int ix = i + x < n ? i + x : n - 1;
-                ai[x] = acc + (size_t)ix * D;
-                pi[x] = pb[ix];
-            }
+            float *ai = acc + (size_t)i * D;
             if (i + 4 <= n && u0[i + 1] == u0[i] && u0[i + 2] == u0[i] && u0[i + 3] == u0[i] &&
                 u1[i + 1] == u1[i] && u1[i + 2] == u1[i] && u1[i + 3] == u1[i]) {
-                pv_n(4, ai, pi, vb, D, u0[i], u1[i]);
+                pv_n(4, ai, pb[i], vb, D, u0[i], u1[i]);
                 i += 4;
             } else {
-                pv_n(1, ai, pi, vb, D, u0[i], u1[i]);
+                pv_n(1, ai, pb[i], vb, D, u0[i], u1[i]);
                 i++;
             }
         }
