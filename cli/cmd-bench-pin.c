@@ -341,6 +341,10 @@ int cmd_bench_pin(int argc, char **argv) {
         goto out;
     }
     const double ratio = rl.ttft.median / rs.ttft.median;
+    /* The fastest request of each pin: another tenant's load only ever adds
+     * time, so on a shared machine this ratio moves far less than the
+     * medians' (the goal is still judged on the medians). */
+    const double ratio_fastest = rs.ttft.min > 0 ? rl.ttft.min / rs.ttft.min : 0;
     int nt = 0;
     {
         tn_ctx *probe = NULL;
@@ -355,12 +359,13 @@ int cmd_bench_pin(int argc, char **argv) {
                "\"ttft_max\":%.3f,\"decode_tok_s\":%.2f},"
                "\"long\":{\"pin_tokens\":%ld,\"ttft_ms\":%.3f,\"ttft_min\":%.3f,"
                "\"ttft_max\":%.3f,\"decode_tok_s\":%.2f},"
-               "\"ttft_ratio\":%.4f,\"no_pin_ttft_ms\":%.3f,"
+               "\"ttft_ratio\":%.4f,\"ttft_ratio_fastest\":%.4f,\"no_pin_ttft_ms\":%.3f,"
                "\"pin_prefill_ms\":%.3f,\"snapshot_mib\":%.2f,\"snapshot_save_ms\":%.3f,"
                "\"snapshot_load_warm_ms\":%.3f,\"snapshot_load_cold_ms\":%.3f}\n",
                tn_model_name(model), nt, n_ctx, n_req, n_gen, reps, n_short, rs.ttft.median,
                rs.ttft.min, rs.ttft.max, rs.decode_tok_s.median, n_long, rl.ttft.median,
-               rl.ttft.min, rl.ttft.max, rl.decode_tok_s.median, ratio, rn.ttft.median,
+               rl.ttft.min, rl.ttft.max, rl.decode_tok_s.median, ratio, ratio_fastest,
+               rn.ttft.median,
                sn.prefill_ms, sn.file_mib, sn.save_ms, sn.load_warm.median, sn.load_cold.median);
     } else {
         printf("model: %s\n", tn_model_description(model));
@@ -373,6 +378,9 @@ int cmd_bench_pin(int argc, char **argv) {
                rl.ttft.median, rl.ttft.min, rl.ttft.max, rl.decode_tok_s.median);
         printf("ratio long / short         %9.3f    (goal <= 1.10: %s)\n", ratio,
                ratio <= 1.10 ? "met" : "NOT met");
+        printf("  of the fastest requests  %9.3f\n", ratio_fastest);
+        if (ttft_only)
+            goto out;
         printf("TTFT, no pin (%ld tokens) %9.2f ms (%.2f-%.2f)\n", n_long + n_req,
                rn.ttft.median, rn.ttft.min, rn.ttft.max);
         printf("pin %ld tokens: prefill     %9.2f ms (%.0f tok/s)\n", n_long, sn.prefill_ms,

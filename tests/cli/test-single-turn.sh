@@ -104,6 +104,8 @@ check "missing model: exit 2" test $? -eq 2
     >"$tmp/bench" 2>&1
 check "bench --pin exits 0 ($(tail -1 "$tmp/bench"))" test $? -eq 0
 check "bench --pin reports the ratio" grep -q "ratio long / short" "$tmp/bench"
+check "bench --pin reports the fastest requests' ratio, a positive number" \
+    awk '/of the fastest requests/ && $5 > 0 { ok = 1 } END { exit !ok }' "$tmp/bench"
 check "bench --pin reports the snapshot load" grep -q "load, cold" "$tmp/bench"
 "$cli" bench -m "$model" -p 16 -n 4 --verify 4 -r 2 -t 2 --json >"$tmp/bench.json" 2>"$tmp/bench.err"
 check "bench exits 0" test $? -eq 0
