@@ -141,18 +141,18 @@ bool tn_matmul_has_kernel(tn_isa isa, uint32_t type);
  * other queries and of the instruction set. A pair's contribution is two
  * FMAs, the pair's HIGH element first (VDPBF16PS's order on the CPUs that
  * have it; engine/cpu/attention.c checks it at run time), then the low one.
- * A score: the dimension pairs in order, times `scale`. Chunks of
- * TN_ATTN_CHUNK positions aligned to position 0 in increasing order; online
- * softmax per chunk (running max, rescaling by exp(old - new max) only when
- * it grows: a long chunk makes the rescaling rare, and lets the SIMD
- * kernels keep the value accumulators in registers for a whole chunk);
- * scores stay unscaled (scale > 0 keeps their maximum where it is) and a
+ * A score: the dimension pairs in order (unscaled: scale > 0 keeps the
+ * maximum where it is). Chunks of TN_ATTN_CHUNK positions aligned to
+ * position 0 in increasing order; online softmax per chunk (running max of
+ * the scores, rescaling by 2^((old - new max) * scale * log2 e) only when it
+ * grows: a long chunk makes the rescaling rare, and lets the SIMD kernels
+ * keep the value accumulators in registers for a whole chunk); a
  * probability is 2^fma(score, scale * log2 e, -max * scale * log2 e), 2^x a
- * fixed polynomial with FMAs; probabilities are rounded to bf16 (round to
- * nearest even) before they weigh values or enter the denominator, which is
- * 8 partial sums (sum j takes positions 2j + 1 then 2j of every 16, as
- * VDPBF16PS adds a pair) added in a fixed tree at the end; values
- * accumulate one pair of positions at a time,
+ * fixed polynomial with FMAs (tn-cpu-internal.h); probabilities are rounded
+ * to bf16 (round to nearest even) before they weigh values or enter the
+ * denominator, which is 8 partial sums (sum j takes positions 2j + 1 then 2j
+ * of every 16, as VDPBF16PS adds a pair) added in a fixed tree at the end;
+ * values accumulate one pair of positions at a time,
  * in order, over the pairs that hold a visible position (the other position
  * of a pair, when not visible, counts as probability 0 and value 0: stale
  * rows may hold anything). Everything runs with denormals flushed to zero
