@@ -143,11 +143,11 @@ bool tn_matmul_has_kernel(tn_isa isa, uint32_t type);
  * have it; engine/cpu/attention.c checks it at run time), then the low one.
  * A score: the dimension pairs in order (unscaled: scale > 0 keeps the
  * maximum where it is). Chunks of TN_ATTN_CHUNK positions aligned to
- * position 0 in increasing order; online softmax per chunk (running max of
- * the scores, rescaling by 2^((old - new max) * scale * log2 e) only when it
- * grows: a long chunk makes the rescaling rare, and lets the SIMD kernels
- * keep the value accumulators in registers for a whole chunk); a
- * probability is 2^fma(score, scale * log2 e, -max * scale * log2 e), 2^x a
+ * position 0 in increasing order; online softmax per chunk, with c = scale
+ * * log2 e rounded to float (running max of the scores, rescaling by
+ * 2^(old max * c - new max * c) only when it grows: a long chunk makes the
+ * rescaling rare, and lets the SIMD kernels keep the value accumulators in
+ * registers for a whole chunk); a probability is 2^fma(score, c, -(max * c)), 2^x a
  * fixed polynomial with FMAs (tn-cpu-internal.h); probabilities are rounded
  * to bf16 (round to nearest even) before they weigh values or enter the
  * denominator, which is 8 partial sums (sum j takes positions 2j + 1 then 2j
