@@ -230,21 +230,10 @@ bool TN_ATTN_AVX512_KERNEL(const tn_attn_tile *t, float *scratch) {
     _Alignas(64) float sc[TN_ATTN_TILE][TN_ATTN_CHUNK];
     _Alignas(64) uint16_t pb[TN_ATTN_TILE][TN_ATTN_CHUNK];
     for (int64_t ch = pmin / TN_ATTN_CHUNK; ch <= pmax / TN_ATTN_CHUNK; ch++) {
-        const int64_t j0 = ch * TN_ATTN_CHUNK;
-        /* The chunk's blocks that some query of the tile sees. */
-        const int64_t oa = (j0 > pmin ? 0 : pmin - j0) / TN_ATTN_KB * TN_ATTN_KB;
-        const int64_t oz = (pmax - j0 < TN_ATTN_CHUNK - 1 ? pmax - j0 : TN_ATTN_CHUNK - 1) /
-                           TN_ATTN_KB * TN_ATTN_KB;
-        int64_t u0[TN_ATTN_TILE], u1[TN_ATTN_TILE];
+        tn_attn_chunk cv;
+        tn_attn_chunk_at(t, pmin, pmax, ch, &cv);
+        const int64_t j0 = cv.j0, oa = cv.oa, oz = cv.oz, *u0 = cv.u0, *u1 = cv.u1;
         __m512 cmax[TN_ATTN_TILE];
-        for (int i = 0; i < n; i++) {
-            u0[i] = 1;
-            u1[i] = 0; /* empty: the chunk is outside the query's range */
-            if (t->first[i] > j0 + TN_ATTN_CHUNK - 1 || t->last[i] < j0)
-                continue;
-            u0[i] = t->first[i] > j0 ? t->first[i] - j0 : 0;
-            u1[i] = t->last[i] - j0 < TN_ATTN_CHUNK - 1 ? t->last[i] - j0 : TN_ATTN_CHUNK - 1;
-        }
         qk_any(n, qt, t->k + (size_t)j0 * (size_t)D, D, oa, oz, u0, u1, sc, cmax);
         for (int i = 0; i < n; i++) {
             if (u0[i] > u1[i])

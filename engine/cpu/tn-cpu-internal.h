@@ -126,6 +126,31 @@ static inline float tn_attn_dot_pair(float a, uint32_t x, uint32_t y) {
     return fmaf(tn_bf16_to_f32((uint16_t)x), tn_bf16_to_f32((uint16_t)y), a);
 }
 
+/* A tile's view of chunk ch (positions j0 .. j0 + TN_ATTN_CHUNK - 1): the
+ * offsets oa..oz (multiples of TN_ATTN_KB) of the chunk's blocks that some
+ * query sees, and each query's visible positions u0[i]..u1[i] in the chunk
+ * (u0 > u1: none). pmin, pmax: the tile's first and last visible position. */
+typedef struct tn_attn_chunk {
+    int64_t j0, oa, oz;
+    int64_t u0[TN_ATTN_TILE], u1[TN_ATTN_TILE];
+} tn_attn_chunk;
+
+static inline void tn_attn_chunk_at(const tn_attn_tile *t, int64_t pmin, int64_t pmax, int64_t ch,
+                                    tn_attn_chunk *c) {
+    const int64_t j0 = ch * TN_ATTN_CHUNK, end = TN_ATTN_CHUNK - 1;
+    c->j0 = j0;
+    c->oa = (j0 > pmin ? 0 : pmin - j0) / TN_ATTN_KB * TN_ATTN_KB;
+    c->oz = (pmax - j0 < end ? pmax - j0 : end) / TN_ATTN_KB * TN_ATTN_KB;
+    for (int i = 0; i < t->n; i++) {
+        c->u0[i] = 1;
+        c->u1[i] = 0;
+        if (t->first[i] > j0 + end || t->last[i] < j0)
+            continue;
+        c->u0[i] = t->first[i] > j0 ? t->first[i] - j0 : 0;
+        c->u1[i] = t->last[i] - j0 < end ? t->last[i] - j0 : end;
+    }
+}
+
 /* The pair (1, 1): tn_attn_dot_pair(a, x, TN_ATTN_PAIR_ONES) adds x's high
  * then low element to a, as one VDPBF16PS does for 8 lanes. */
 #define TN_ATTN_PAIR_ONES 0x3f803f80u
