@@ -12,7 +12,9 @@
 #include "tn-model.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,12 +89,49 @@ static void *xcalloc(size_t n, size_t size, bool *ok) {
     return p;
 }
 
+/* One half of the KV cache: anonymous memory, so it is zero and resident
+ * only where written, on 2 MiB pages when it spans at least four of them
+ * (transparent huge pages, asked for before the first write). Attention
+ * sweeps each head's rows in order once per tile; with 4 KiB pages that is
+ * a TLB miss and a restart of the hardware prefetcher every 4 KiB (as for
+ * the repacked weights, engine/cpu/repack.c). *bytes is rounded up to what
+ * is mapped; kv_unmap gives it back. */
+static uint16_t *kv_map(size_t *bytes, bool *ok) {
+    const size_t huge = (size_t)2 << 20;
+    const char *thp = getenv("TERN_THP");
+    const bool use_huge = *bytes >= 4 * huge && !(thp && *thp == '0');
+    const size_t align = use_huge ? huge : 4096;
+    const size_t len = (*bytes + align - 1) / align * align;
+    const size_t span = len + (use_huge ? huge : 0);
+    uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        *ok = false;
+        return NULL;
+    }
+    uint8_t *a = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+    if (a > p)
+        munmap(p, (size_t)(a - p));
+    if (p + span > a + len)
+        munmap(a + len, (size_t)(p + span - (a + len)));
+#ifdef MADV_HUGEPAGE
+    if (use_huge)
+        madvise(a, len, MADV_HUGEPAGE); /* a hint: without THP it changes nothing */
+#endif
+    *bytes = len;
+    return (uint16_t *)(void *)a;
+}
+
+static void kv_unmap(uint16_t *p, size_t bytes) {
+    if (p)
+        munmap(p, bytes);
+}
+
 void tn_ctx_free(tn_ctx *ctx) {
     if (!ctx)
         return;
     tn_cpu_free(ctx->cpu);
-    free(ctx->k_cache);
-    free(ctx->v_cache);
+    kv_unmap(ctx->k_cache, ctx->kv_map_bytes);
+    kv_unmap(ctx->v_cache, ctx->kv_map_bytes);
     free(ctx->x);
     free(ctx->xn);
     free(ctx->q);
@@ -144,8 +183,10 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
      * the environment says now. */
     tn_cpu_set_isa(ctx->cpu, model->isa);
     bool ok = true;
-    ctx->k_cache = xcalloc(kv_elems, sizeof(uint16_t), &ok);
-    ctx->v_cache = xcalloc(kv_elems, sizeof(uint16_t), &ok);
+    size_t kv_bytes = (size_t)kv_elems * sizeof(uint16_t);
+    ctx->k_cache = kv_map(&kv_bytes, &ok);
+    ctx->v_cache = kv_map(&kv_bytes, &ok);
+    ctx->kv_map_bytes = kv_bytes;
     if (!ok) {
         tn_ctx_free(ctx);
         return tn_fail(err, TN_ERR_NOMEM,
