@@ -101,6 +101,10 @@ static uint16_t *kv_map(size_t *bytes, bool *ok) {
     const char *thp = getenv("TERN_THP");
     const bool use_huge = *bytes >= 4 * huge && !(thp && *thp == '0');
     const size_t align = use_huge ? huge : 4096;
+    if (*bytes > SIZE_MAX / 2) {
+        *ok = false;
+        return NULL;
+    }
     const size_t len = (*bytes + align - 1) / align * align;
     const size_t span = len + (use_huge ? huge : 0);
     uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -183,10 +187,12 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
      * the environment says now. */
     tn_cpu_set_isa(ctx->cpu, model->isa);
     bool ok = true;
-    size_t kv_bytes = (size_t)kv_elems * sizeof(uint16_t);
-    ctx->k_cache = kv_map(&kv_bytes, &ok);
-    ctx->v_cache = kv_map(&kv_bytes, &ok);
-    ctx->kv_map_bytes = kv_bytes;
+    ctx->kv_map_bytes = (size_t)kv_elems * sizeof(uint16_t);
+    ctx->k_cache = kv_map(&ctx->kv_map_bytes, &ok);
+    if (ok) {
+        size_t v_bytes = ctx->kv_map_bytes; /* the same rounding again */
+        ctx->v_cache = kv_map(&v_bytes, &ok);
+    }
     if (!ok) {
         tn_ctx_free(ctx);
         return tn_fail(err, TN_ERR_NOMEM,
