@@ -67,10 +67,10 @@ static inline __m256 round_bf16(__m256 p) {
     return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u)));
 }
 
-static inline __m256 pair_hi(const uint16_t *p) { return _mm256_set1_ps(tn_bf16_to_f32(p[1])); }
-static inline __m256 pair_lo(const uint16_t *p) { return _mm256_set1_ps(tn_bf16_to_f32(p[0])); }
-
-static inline __attribute__((always_inline)) void qk_block(int n, const uint16_t *const *q,
+/* Scores of n queries (n <= 4, a constant after inlining) against one key
+ * block. qf: the queries' pairs as floats, [head_dim / 2][TN_ATTN_TILE][2]
+ * (high half first), so that each half is one broadcast from memory. */
+static inline __attribute__((always_inline)) void qk_block(int n, const float *qf,
                                                            const uint16_t *kb, int32_t D,
                                                            __m256 *s) {
     __m256 a[4], b[4];
@@ -80,8 +80,9 @@ static inline __attribute__((always_inline)) void qk_block(int n, const uint16_t
         const uint16_t *ke = kb + (size_t)e * 2 * TN_ATTN_KB;
         const __m256i k0 = _mm256_loadu_si256((const __m256i *)(const void *)ke);
         const __m256i k1 = _mm256_loadu_si256((const __m256i *)(const void *)(ke + 16));
+        const float *qe = qf + (size_t)e * 2 * TN_ATTN_TILE;
         for (int i = 0; i < n; i++) {
-            const __m256 qh = pair_hi(q[i] + 2 * e), ql = pair_lo(q[i] + 2 * e);
+            const __m256 qh = _mm256_broadcast_ss(qe + 2 * i), ql = _mm256_broadcast_ss(qe + 2 * i + 1);
             a[i] = dot2(a[i], qh, ql, k0);
             b[i] = dot2(b[i], qh, ql, k1);
         }
@@ -92,13 +93,13 @@ static inline __attribute__((always_inline)) void qk_block(int n, const uint16_t
     }
 }
 
-static void qk_any(int n, const uint16_t *const *q, const uint16_t *kb, int32_t D, __m256 *s) {
+static void qk_any(int n, const float *qf, const uint16_t *kb, int32_t D, __m256 *s) {
     for (int i0 = 0; i0 < n; i0 += 4) {
         switch (n - i0) {
-        case 1: qk_block(1, q + i0, kb, D, s + 2 * i0); break;
-        case 2: qk_block(2, q + i0, kb, D, s + 2 * i0); break;
-        case 3: qk_block(3, q + i0, kb, D, s + 2 * i0); break;
-        default: qk_block(4, q + i0, kb, D, s + 2 * i0); break;
+        case 1: qk_block(1, qf + 2 * i0, kb, D, s + 2 * i0); break;
+        case 2: qk_block(2, qf + 2 * i0, kb, D, s + 2 * i0); break;
+        case 3: qk_block(3, qf + 2 * i0, kb, D, s + 2 * i0); break;
+        default: qk_block(4, qf + 2 * i0, kb, D, s + 2 * i0); break;
         }
     }
 }
@@ -157,6 +158,12 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
     float *acc = scratch;
     float *lsum = acc + (size_t)TN_ATTN_TILE * (size_t)D;
     float *mx = lsum + (size_t)TN_ATTN_TILE * TN_ATTN_KB;
+    float *qf = mx + TN_ATTN_TILE; /* [D / 2][TILE][2] */
+    for (int32_t e = 0; e < D / 2; e++)
+        for (int i = 0; i < n; i++) {
+            qf[((size_t)e * TN_ATTN_TILE + (size_t)i) * 2] = tn_bf16_to_f32(t->q[i][2 * e + 1]);
+            qf[((size_t)e * TN_ATTN_TILE + (size_t)i) * 2 + 1] = tn_bf16_to_f32(t->q[i][2 * e]);
+        }
     int64_t pmin = INT64_MAX, pmax = -1;
     for (int i = 0; i < n; i++) {
         for (int32_t d = 0; d < D; d += 8)
@@ -179,7 +186,7 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
         const int64_t j0 = cv.j0, oa = cv.oa, oz = cv.oz, *u0 = cv.u0, *u1 = cv.u1;
         for (int64_t o = oa; o <= oz; o += TN_ATTN_KB) {
             __m256 s[2 * TN_ATTN_TILE];
-            qk_any(n, t->q, t->k + (size_t)(j0 + o) * (size_t)D, D, s);
+            qk_any(n, qf, t->k + (size_t)(j0 + o) * (size_t)D, D, s);
             for (int i = 0; i < n; i++) {
                 /* Lanes a..z of the block valid: lane > a - 1 and lane < z + 1. */
                 const int64_t a = u0[i] > o ? u0[i] - o : 0;

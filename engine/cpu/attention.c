@@ -13,10 +13,10 @@
 #include <string.h>
 
 size_t tn_attention_scratch_floats(int32_t head_dim) {
-    /* Accumulators, denominators, running maxima, scores of the block, the
-     * tile's queries regrouped by dimension pair (one 32-bit word a pair). */
-    return (size_t)TN_ATTN_TILE * ((size_t)head_dim + 2 * TN_ATTN_KB + 1) +
-           (size_t)TN_ATTN_TILE * ((size_t)head_dim / 2 + 1);
+    /* Per query: accumulators, denominators, the running maximum, and the
+     * query regrouped by dimension pair (AVX-512: one 32-bit word a pair;
+     * AVX2: the pair's two halves as floats). */
+    return (size_t)TN_ATTN_TILE * (2 * (size_t)head_dim + TN_ATTN_KB + 2);
 }
 
 static float exp2_ref(float x) {
