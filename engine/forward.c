@@ -89,29 +89,25 @@ static void *xcalloc(size_t n, size_t size, bool *ok) {
     return p;
 }
 
-/* One half of the KV cache: anonymous memory, so it is zero and resident
- * only where written, on 2 MiB pages when it spans at least four of them
- * (transparent huge pages, asked for before the first write). Attention
- * sweeps each head's rows in order once per tile; with 4 KiB pages that is
- * a TLB miss and a restart of the hardware prefetcher every 4 KiB (as for
- * the repacked weights, engine/cpu/repack.c). *bytes is rounded up to what
- * is mapped; kv_unmap gives it back. */
-static uint16_t *kv_map(size_t *bytes, bool *ok) {
+/* The KV cache, keys then values, in one mapping of anonymous memory (so
+ * it is zero and resident only where written), on 2 MiB pages when each
+ * half spans at least four of them (transparent huge pages, asked for before
+ * the first write). Attention sweeps each head's rows in order once per
+ * tile; with 4 KiB pages that is a TLB miss and a restart of the hardware
+ * prefetcher every 4 KiB (as for the repacked weights, engine/cpu/repack.c).
+ * half: the bytes of each half, rounded up to the page size on return. */
+static uint8_t *kv_map(size_t *half) {
     const size_t huge = (size_t)2 << 20;
     const char *thp = getenv("TERN_THP");
-    const bool use_huge = *bytes >= 4 * huge && !(thp && *thp == '0');
+    const bool use_huge = *half >= 4 * huge && !(thp && *thp == '0');
     const size_t align = use_huge ? huge : 4096;
-    if (*bytes > SIZE_MAX / 2) {
-        *ok = false;
+    if (*half > SIZE_MAX / 4)
         return NULL;
-    }
-    const size_t len = (*bytes + align - 1) / align * align;
+    const size_t len = 2 * ((*half + align - 1) / align * align);
     const size_t span = len + (use_huge ? huge : 0);
     uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        *ok = false;
+    if (p == MAP_FAILED)
         return NULL;
-    }
     uint8_t *a = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
     if (a > p)
         munmap(p, (size_t)(a - p));
@@ -121,21 +117,16 @@ static uint16_t *kv_map(size_t *bytes, bool *ok) {
     if (use_huge)
         madvise(a, len, MADV_HUGEPAGE); /* a hint: without THP it changes nothing */
 #endif
-    *bytes = len;
-    return (uint16_t *)(void *)a;
-}
-
-static void kv_unmap(uint16_t *p, size_t bytes) {
-    if (p)
-        munmap(p, bytes);
+    *half = len / 2;
+    return a;
 }
 
 void tn_ctx_free(tn_ctx *ctx) {
     if (!ctx)
         return;
     tn_cpu_free(ctx->cpu);
-    kv_unmap(ctx->k_cache, ctx->kv_map_bytes);
-    kv_unmap(ctx->v_cache, ctx->kv_map_bytes);
+    if (ctx->k_cache)
+        munmap(ctx->k_cache, 2 * ctx->kv_half_bytes);
     free(ctx->x);
     free(ctx->xn);
     free(ctx->q);
@@ -187,13 +178,13 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
      * the environment says now. */
     tn_cpu_set_isa(ctx->cpu, model->isa);
     bool ok = true;
-    ctx->kv_map_bytes = (size_t)kv_elems * sizeof(uint16_t);
-    ctx->k_cache = kv_map(&ctx->kv_map_bytes, &ok);
-    if (ok) {
-        size_t v_bytes = ctx->kv_map_bytes; /* the same rounding again */
-        ctx->v_cache = kv_map(&v_bytes, &ok);
-    }
-    if (!ok) {
+    size_t half = (size_t)kv_elems * sizeof(uint16_t);
+    uint8_t *kv = kv_map(&half);
+    if (kv) {
+        ctx->kv_half_bytes = half;
+        ctx->k_cache = (uint16_t *)(void *)kv;
+        ctx->v_cache = (uint16_t *)(void *)(kv + half);
+    } else {
         tn_ctx_free(ctx);
         return tn_fail(err, TN_ERR_NOMEM,
                        "cannot allocate the KV cache: %d tokens need %.1f MiB (try a smaller "

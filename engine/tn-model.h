@@ -115,9 +115,9 @@ struct tn_ctx {
      * values in pairs of positions, [pos / 2][head_dim][2]
      * (tn_attn_v_index). */
     int32_t kv_rows;
-    uint16_t *k_cache; /* kv_map_bytes each, mapped by kv_map (forward.c) */
-    uint16_t *v_cache;
-    size_t kv_map_bytes;
+    uint16_t *k_cache; /* one mapping (kv_map, forward.c): keys, then values */
+    uint16_t *v_cache; /* = k_cache + kv_half_bytes */
+    size_t kv_half_bytes;
     /* Scratch for TN_UBATCH rows. */
     float *x;      /* [U][n_embd] residual stream */
     float *xn;     /* [U][n_embd] normed input of a sublayer */

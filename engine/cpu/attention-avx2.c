@@ -1,7 +1,9 @@
 /* Attention with AVX2 + FMA (tn-cpu.h): the reference's arithmetic, the 16
- * key positions of a block in two registers. Same structure as the AVX-512
+ * key positions of a block in two registers. Same chunks as the AVX-512
  * kernel (attention-avx512.c); queries go through the score pass four at a
- * time (8 accumulators + 2 key registers fit the 16 ymm registers). */
+ * time (8 accumulators + 2 key registers fit the 16 ymm registers), their
+ * pairs' halves broadcast from a float table, and through the values one at
+ * a time. */
 #include "tn-cpu-internal.h"
 
 #include <immintrin.h>
