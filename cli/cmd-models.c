@@ -293,6 +293,19 @@ static void on_progress(TernDownloader *dl, const char *tag, guint64 done, guint
     }
 }
 
+static void on_waiting(TernDownloader *dl, const char *tag, const char *file, gpointer data) {
+    pull_state *st = data;
+    (void)dl;
+    if (file == NULL)
+        return;
+    if (st->tty)
+        fputc('\r', stderr);
+    fprintf(stderr,
+            "%s: %s is being downloaded by another program (tern-cli or the Tern app); "
+            "waiting for it to finish (Ctrl-C stops waiting)\n",
+            tag, file);
+}
+
 static void on_pulled(GObject *source, GAsyncResult *result, gpointer data) {
     pull_state *st = data;
     st->ok = tern_downloader_pull_finish(TERN_DOWNLOADER(source), result, &st->error);
@@ -332,6 +345,7 @@ int cmd_pull(int argc, char **argv) {
     g_autoptr(GCancellable) cancellable = g_cancellable_new();
     pull_state st = {loop, cancellable, isatty(STDERR_FILENO) != 0, -1, false, NULL};
     g_signal_connect(dl, "progress", G_CALLBACK(on_progress), &st);
+    g_signal_connect(dl, "waiting", G_CALLBACK(on_waiting), &st);
 
     GSource *sigint = g_unix_signal_source_new(SIGINT);
     GSource *sigterm = g_unix_signal_source_new(SIGTERM);

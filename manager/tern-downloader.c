@@ -52,6 +52,7 @@ G_DEFINE_FINAL_TYPE (TernDownloader, tern_downloader, G_TYPE_OBJECT)
 
 enum {
   SIGNAL_PROGRESS,
+  SIGNAL_WAITING,
   SIGNAL_PULL_FINISHED,
   N_SIGNALS
 };
@@ -76,6 +77,7 @@ typedef struct {
   TernDownloader *downloader;   /* borrowed: the job keeps it alive */
 
   guint64         done;         /* atomic: bytes in the partial file */
+  gboolean        waiting;      /* atomic: another program is downloading it */
   guint64         known_size;   /* atomic: size once known */
 
   GError         *error;
@@ -108,6 +110,7 @@ struct _Pull {
   gint64                last_time;
   guint64               last_done;
   double                rate;
+  char                 *waiting_for;  /* the file we last said we wait for */
 };
 
 static void pull_maybe_finish (Pull *pull);
@@ -791,6 +794,121 @@ backoff_sleep (GCancellable *cancellable,
   g_cancellable_release_fd (cancellable);
 }
 
+/* The file at t->dest is complete: another program downloaded it while we
+ * waited, or a crash came between the rename and the store's record. It is
+ * taken as ours only when its bytes match the catalog's sha256 (or, with no
+ * hash in the catalog, as they are: the program that wrote it checked what
+ * the server advertised). TRUE: settled, adopted or failed (t->error);
+ * FALSE: it did not match and was deleted, so download it again. */
+static gboolean
+transfer_adopt (Transfer *t)
+{
+  int fd = open (t->dest, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  char *sha;
+
+  if (fd < 0 || fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
+    {
+      if (fd >= 0)
+        close (fd);
+      return FALSE;
+    }
+  sha = tern_manager_sha256_fd (fd, t->dest, t->cancellable, &t->error);
+  close (fd);
+  if (sha == NULL)
+    return t->error != NULL;
+  if (t->expected_sha != NULL && g_ascii_strcasecmp (sha, t->expected_sha) != 0)
+    {
+      g_free (sha);
+      unlink (t->dest);
+      return FALSE;
+    }
+  g_free (t->sha256);
+  t->sha256 = sha;
+  t->final_size = (guint64) st.st_size;
+  __atomic_store_n (&t->known_size, t->final_size, __ATOMIC_RELAXED);
+  __atomic_store_n (&t->done, t->final_size, __ATOMIC_RELAXED);
+  return TRUE;
+}
+
+#define OPEN_ADOPTED (-2)
+#define WAIT_POLL_MS 200
+
+/* Opens t->partial and takes its exclusive lock, which says "a download is
+ * writing this file" to every other downloader and to the store's remove.
+ * When another program holds it, waits (t->waiting tells the progress tick)
+ * instead of failing: tags that share a package share its download. Once
+ * the lock is ours the file must still be the one named t->partial: while
+ * we waited it may have been renamed into place (then t->dest is adopted
+ * after a check, OPEN_ADOPTED) or deleted by a remove (then start afresh).
+ * Returns the locked fd, OPEN_ADOPTED, or -1 with t->error set. */
+static int
+transfer_open_partial (Transfer   *t,
+                       const char *dir)
+{
+  for (;;)
+    {
+      struct stat by_fd, by_name;
+      int fd;
+
+      if (g_cancellable_set_error_if_cancelled (t->cancellable, &t->error))
+        break;
+      if (g_file_test (t->dest, G_FILE_TEST_IS_REGULAR) && !g_file_test (t->partial, G_FILE_TEST_EXISTS))
+        {
+          if (transfer_adopt (t))
+            {
+              __atomic_store_n (&t->waiting, FALSE, __ATOMIC_RELAXED);
+              return t->error != NULL ? -1 : OPEN_ADOPTED;
+            }
+          if (t->error != NULL)
+            break;
+        }
+      if (g_mkdir_with_parents (dir, 0755) != 0)
+        {
+          int errsv = errno;
+
+          g_set_error (&t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s: %s", dir,
+                       g_strerror (errsv));
+          break;
+        }
+      fd = open (t->partial, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (fd < 0)
+        {
+          int errsv = errno;
+
+          if (errsv == ENOENT)
+            continue;  /* a remove took the folder between mkdir and open */
+          g_set_error (&t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s: %s", t->partial,
+                       g_strerror (errsv));
+          break;
+        }
+      if (flock (fd, LOCK_EX | LOCK_NB) != 0)
+        {
+          close (fd);
+          __atomic_store_n (&t->waiting, TRUE, __ATOMIC_RELAXED);
+          backoff_sleep (t->cancellable, WAIT_POLL_MS);
+          continue;
+        }
+      if (fstat (fd, &by_fd) != 0 || by_fd.st_nlink == 0 || stat (t->partial, &by_name) != 0
+          || by_name.st_ino != by_fd.st_ino || by_name.st_dev != by_fd.st_dev)
+        {
+          close (fd);  /* that file is gone or renamed: look again */
+          continue;
+        }
+      if (g_file_test (t->dest, G_FILE_TEST_IS_REGULAR))
+        {
+          /* The other program finished just before we made this partial. */
+          unlink (t->partial);
+          close (fd);
+          continue;
+        }
+      __atomic_store_n (&t->waiting, FALSE, __ATOMIC_RELAXED);
+      return fd;
+    }
+  __atomic_store_n (&t->waiting, FALSE, __ATOMIC_RELAXED);
+  return -1;
+}
+
 static void
 transfer_run (Transfer *t)
 {
@@ -800,33 +918,9 @@ transfer_run (Transfer *t)
   guint failures = 0;
   int fd;
 
-  if (g_cancellable_set_error_if_cancelled (t->cancellable, &t->error))
-    return;
-  if (g_mkdir_with_parents (dir, 0755) != 0)
-    {
-      int errsv = errno;
-
-      g_set_error (&t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s: %s", dir,
-                   g_strerror (errsv));
-      return;
-    }
-  fd = open (t->partial, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  fd = transfer_open_partial (t, dir);
   if (fd < 0)
-    {
-      int errsv = errno;
-
-      g_set_error (&t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s: %s", t->partial,
-                   g_strerror (errsv));
-      return;
-    }
-  if (flock (fd, LOCK_EX | LOCK_NB) != 0)
-    {
-      g_set_error (&t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_BUSY,
-                   "%s is being downloaded by another program (Tern or tern-cli); try again when it is done",
-                   t->partial);
-      close (fd);
-      return;
-    }
+    return;  /* adopted (t->error unset) or failed */
   if (lseek (fd, 0, SEEK_END) < 0)
     {
       g_set_error (&t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s: cannot seek", t->partial);
@@ -909,6 +1003,7 @@ pull_free (Pull *pull)
     g_ptr_array_remove (((PackageJob *) pull->jobs->pdata[i])->pulls, pull);
   g_ptr_array_unref (pull->jobs);
   g_free (pull->tag);
+  g_free (pull->waiting_for);
   g_object_unref (pull->catalog);
   g_free (pull);
 }
@@ -946,6 +1041,33 @@ emit_progress (TernDownloader *self,
                  progress.rate, progress.eta);
 }
 
+/* "waiting" (tag, file) when a file of the pull starts waiting for another
+ * program's download of it, and (tag, NULL) when no file waits any more. */
+static void
+emit_waiting (TernDownloader *self,
+              Pull           *pull)
+{
+  const char *name = NULL;
+
+  for (guint i = 0; name == NULL && i < pull->jobs->len; i++)
+    {
+      PackageJob *job = pull->jobs->pdata[i];
+
+      for (guint j = 0; name == NULL && j < job->transfers->len; j++)
+        {
+          Transfer *t = job->transfers->pdata[j];
+
+          if (__atomic_load_n (&t->waiting, __ATOMIC_RELAXED))
+            name = t->name;
+        }
+    }
+  if (g_strcmp0 (name, pull->waiting_for) == 0)
+    return;
+  g_free (pull->waiting_for);
+  pull->waiting_for = g_strdup (name);
+  g_signal_emit (self, signals[SIGNAL_WAITING], 0, pull->tag, name);
+}
+
 static gboolean
 progress_tick (gpointer data)
 {
@@ -969,6 +1091,7 @@ progress_tick (gpointer data)
         }
       pull->last_time = now;
       pull->last_done = done;
+      emit_waiting (self, pull);
       emit_progress (self, pull);
     }
   return G_SOURCE_CONTINUE;
@@ -1445,6 +1568,11 @@ tern_downloader_class_init (TernDownloaderClass *klass)
     g_signal_new ("progress", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                   G_TYPE_NONE, 5, G_TYPE_STRING, G_TYPE_UINT64, G_TYPE_UINT64, G_TYPE_DOUBLE,
                   G_TYPE_DOUBLE);
+  /* (tag, file name): the file is being downloaded by another program and
+   * this pull waits for it; (tag, NULL): it no longer waits. */
+  signals[SIGNAL_WAITING] =
+    g_signal_new ("waiting", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_STRING);
   signals[SIGNAL_PULL_FINISHED] =
     g_signal_new ("pull-finished", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                   G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_STRING);

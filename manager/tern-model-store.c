@@ -1061,6 +1061,53 @@ tern_model_store_add_tag (TernModelStore        *self,
   return lock_end (self, fd, TRUE, error);
 }
 
+/* A download in another process (or another downloader of this one) holds
+ * an exclusive flock on its .partial file for as long as it writes. Takes
+ * the same lock on every partial file of dir and keeps it in *locked until
+ * the caller has deleted the tree, so that no download can start writing
+ * into a file that is about to be unlinked (the downloader checks, once it
+ * holds the lock, that its file still has a name). Returns FALSE, with the
+ * busy file's name in *busy, when a download is running there. */
+static gboolean
+lock_partials (const char  *dir,
+               GArray      *locked,
+               char       **busy)
+{
+  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+
+  if (d == NULL)
+    return TRUE;  /* nothing there, so nothing downloading there */
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = NULL;
+      int fd;
+
+      if (!g_str_has_suffix (name, TERN_PARTIAL_SUFFIX))
+        continue;
+      path = g_build_filename (dir, name, NULL);
+      fd = open (path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      if (fd < 0)
+        continue;  /* gone already, or not a file we made */
+      if (flock (fd, LOCK_EX | LOCK_NB) != 0)
+        {
+          close (fd);
+          *busy = g_strndup (name, strlen (name) - strlen (TERN_PARTIAL_SUFFIX));
+          return FALSE;
+        }
+      g_array_append_val (locked, fd);
+    }
+  return TRUE;
+}
+
+static void
+unlock_partials (GArray *locked)
+{
+  for (guint i = 0; i < locked->len; i++)
+    close (g_array_index (locked, int, i));
+  g_array_set_size (locked, 0);
+}
+
 gboolean
 tern_model_store_remove (TernModelStore       *self,
                          const char           *tag,
@@ -1069,6 +1116,7 @@ tern_model_store_remove (TernModelStore       *self,
                          GError              **error)
 {
   g_autoptr(GPtrArray) candidates = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GArray) locked = g_array_new (FALSE, FALSE, sizeof (int));
   gboolean removed_something = FALSE;
   guint64 freed_bytes = 0;
   StoreTag *st;
@@ -1093,6 +1141,30 @@ tern_model_store_remove (TernModelStore       *self,
       if (catalog_tag != NULL && catalog_tag->packages[r] != NULL)
         g_ptr_array_add (candidates, g_strdup (catalog_tag->packages[r]->id));
     }
+
+  /* Before anything changes: a package this removal would delete must not
+   * be in the middle of a download, here or in another program. */
+  for (guint i = 0; i < candidates->len; i++)
+    {
+      const char *id = candidates->pdata[i];
+      g_autofree char *dir = NULL;
+      g_autofree char *busy = NULL;
+
+      if (tern_model_store_get_package_refcount (self, id) > 0 || g_hash_table_contains (self->held, id))
+        continue;
+      dir = tern_model_store_get_package_dir (self, id);
+      if (!lock_partials (dir, locked, &busy))
+        {
+          unlock_partials (locked);
+          lock_end (self, fd, FALSE, NULL);
+          g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_BUSY,
+                       "%s: %s is being downloaded right now (by 'tern-cli pull' or the Tern app); "
+                       "nothing was removed: stop or finish that download first",
+                       tag, busy);
+          return FALSE;
+        }
+    }
+
   if (st != NULL)
     {
       g_hash_table_remove (self->tags, tag);
@@ -1113,6 +1185,7 @@ tern_model_store_remove (TernModelStore       *self,
         continue;
       if (!tern_manager_remove_tree (dir, error))
         {
+          unlock_partials (locked);
           lock_end (self, fd, TRUE, NULL);
           return FALSE;
         }
@@ -1121,6 +1194,7 @@ tern_model_store_remove (TernModelStore       *self,
       removed_something = TRUE;
     }
 
+  unlock_partials (locked);
   if (freed)
     *freed = freed_bytes;
   if (!removed_something)

@@ -16,6 +16,8 @@ on the first line of stdout. The first path component picks a behaviour:
   /404/NAME       404;  /500/NAME  500 every time;  /500once/NAME  500 once, then ok
   /stall/NAME     headers, then silence (time-outs)
   /slow/NAME      the body in 8 KiB pieces every 20 ms (cancel, restart)
+  /gate/NAME      half the body, then nothing more until GET /_open (a
+                  download held in the middle for as long as a test needs)
   /hf/NAME        302 to /ok/NAME with X-Linked-Etag / X-Linked-Size, as
                   Hugging Face answers for large files
   /hfwrong/NAME   302 to /wrong/NAME with the right X-Linked-Etag
@@ -26,6 +28,7 @@ served the same way and logged with "proxied": true.
 
   GET /_log    JSON: {"requests": [...], "max_concurrent": N}
   GET /_reset  forgets the log and the per-path state
+  GET /_open   lets every /gate/ response send the rest of its body
 """
 import hashlib
 import json
@@ -42,6 +45,7 @@ LOG = []
 SEEN = {}           # path -> number of requests
 ACTIVE = [0]
 MAX_ACTIVE = [0]
+GATE = threading.Event()
 
 
 def sha256_of(data):
@@ -79,7 +83,11 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 text = json.dumps({"requests": LOG, "max_concurrent": MAX_ACTIVE[0]})
             return self.send_plain(200, text)
+        if path == "/_open":
+            GATE.set()
+            return self.send_plain(200, "ok")
         if path == "/_reset":
+            GATE.clear()
             with LOCK:
                 LOG.clear()
                 SEEN.clear()
@@ -172,6 +180,15 @@ class Handler(BaseHTTPRequestHandler):
                 return
             if mode == "stall":
                 time.sleep(20)
+                return
+            if mode == "gate":
+                half = len(body) // 2
+                self.wfile.write(body[:half])
+                self.wfile.flush()
+                if not GATE.wait(60):
+                    return
+                self.wfile.write(body[half:])
+                self.wfile.flush()
                 return
             if mode == "slow":
                 for i in range(0, len(body), 8192):

@@ -1284,28 +1284,23 @@ test_state_file_errors (void)
 /* Extra environment for the next run_cli ("NAME=VALUE", NULL-terminated). */
 static const char * const *cli_env;
 
-static int
-run_cli (const char  *xdg,
-         const char  *catalog,
-         char       **out,
-         char       **err,
-         ...)
+static GSubprocess *
+spawn_cli_v (const char *xdg,
+             const char *catalog,
+             va_list     ap)
 {
   g_autoptr(GSubprocessLauncher) launcher =
     g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
   g_autoptr(GPtrArray) argv = g_ptr_array_new ();
-  g_autoptr(GSubprocess) proc = NULL;
   g_autoptr(GError) error = NULL;
+  GSubprocess *proc;
   const char *cli = g_getenv ("TERN_CLI");
   const char *arg;
-  va_list ap;
 
   g_assert_nonnull (cli);
   g_ptr_array_add (argv, (gpointer) cli);
-  va_start (ap, err);
   while ((arg = va_arg (ap, const char *)) != NULL)
     g_ptr_array_add (argv, (gpointer) arg);
-  va_end (ap);
   g_ptr_array_add (argv, NULL);
 
   g_subprocess_launcher_setenv (launcher, "XDG_DATA_HOME", xdg, TRUE);
@@ -1322,6 +1317,38 @@ run_cli (const char  *xdg,
   /* The CLI waits its usual seconds between retries; none happen here. */
   proc = g_subprocess_launcher_spawnv (launcher, (const char * const *) argv->pdata, &error);
   g_assert_no_error (error);
+  return proc;
+}
+
+/* tern-cli with the arguments (NULL-terminated), running on. */
+static GSubprocess *
+spawn_cli (const char *xdg,
+           const char *catalog,
+           ...)
+{
+  GSubprocess *proc;
+  va_list ap;
+
+  va_start (ap, catalog);
+  proc = spawn_cli_v (xdg, catalog, ap);
+  va_end (ap);
+  return proc;
+}
+
+static int
+run_cli (const char  *xdg,
+         const char  *catalog,
+         char       **out,
+         char       **err,
+         ...)
+{
+  g_autoptr(GSubprocess) proc = NULL;
+  g_autoptr(GError) error = NULL;
+  va_list ap;
+
+  va_start (ap, err);
+  proc = spawn_cli_v (xdg, catalog, ap);
+  va_end (ap);
   g_assert_true (g_subprocess_communicate_utf8 (proc, NULL, NULL, out, err, &error));
   g_assert_no_error (error);
   g_assert_true (g_subprocess_get_if_exited (proc));
@@ -1462,6 +1489,98 @@ test_cli (void)
   }
 }
 
+/* Two programs on one store (issue 24): a download held in the middle by
+ * the server's gate; `remove` of another tag over the same package must
+ * refuse and delete nothing, and a second `pull` of that tag must wait for
+ * the first download and then share it, without a request of its own. */
+static void
+test_cli_two_processes (void)
+{
+  g_autofree char *xdg = g_build_filename (tmp_root, "cli-two", NULL);
+  g_autofree char *catalog_path = g_build_filename (tmp_root, "cli-two-catalog.json", NULL);
+  g_autofree char *pg = package_json ("pkg-g", "gate", "c.bin", TRUE);
+  g_autofree char *t1 = tag_json ("t:g", "pkg-g", NULL, FALSE);
+  g_autofree char *t2 = tag_json ("t:g-flash", "pkg-g", NULL, TRUE);
+  g_autofree char *json = g_strdup_printf ("{\"schema\": 1, \"packages\": {%s}, \"families\": [{\"id\": \"t\", "
+                                           "\"label\": \"Test\", \"tags\": [%s, %s]}]}", pg, t1, t2);
+  g_autofree char *model_path = g_build_filename (xdg, "tern", "models", "packages", "pkg-g", "c.bin", NULL);
+  g_autofree char *partial = g_strconcat (model_path, TERN_PARTIAL_SUFFIX, NULL);
+  g_autoptr(GSubprocess) first = NULL;
+  g_autoptr(GSubprocess) second = NULL;
+  g_autoptr(GDataInputStream) second_err = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  g_autoptr(GError) error = NULL;
+  char *out = NULL, *err = NULL;
+  gboolean saw_waiting = FALSE;
+  gint64 deadline;
+  int status;
+
+  server_reset ();
+  g_assert_true (g_file_set_contents (catalog_path, json, -1, NULL));
+  first = spawn_cli (xdg, catalog_path, "pull", "t:g", NULL);
+
+  /* The first half is on disk and the server holds back the rest. */
+  deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  for (;;)
+    {
+      GStatBuf st;
+
+      if (g_stat (partial, &st) == 0 && st.st_size >= FILE_C_SIZE / 2)
+        break;
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_usleep (20000);
+    }
+
+  status = run_cli (xdg, catalog_path, &out, &err, "remove", "t:g-flash", NULL);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "being downloaded"));
+  g_assert_nonnull (strstr (err, "c.bin"));
+  g_assert_true (g_file_test (partial, G_FILE_TEST_EXISTS));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  second = spawn_cli (xdg, catalog_path, "pull", "t:g-flash", NULL);
+  second_err = g_data_input_stream_new (g_subprocess_get_stderr_pipe (second));
+  for (;;)
+    {
+      g_autofree char *line = g_data_input_stream_read_line (second_err, NULL, NULL, &error);
+
+      g_assert_no_error (error);
+      if (line == NULL)
+        break;  /* it ended without waiting: the assertion below says so */
+      if (strstr (line, "waiting for it") != NULL && strstr (line, "c.bin") != NULL)
+        {
+          saw_waiting = TRUE;
+          break;
+        }
+    }
+  g_assert_true (saw_waiting);
+
+  server_get ("_open", NULL);
+  g_assert_true (g_subprocess_communicate_utf8 (first, NULL, NULL, &out, &err, &error));
+  g_assert_no_error (error);
+  if (g_subprocess_get_exit_status (first) != 0)
+    g_error ("first pull: %s", err);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  g_assert_true (g_subprocess_wait (second, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_subprocess_get_if_exited (second));
+  g_assert_cmpint (g_subprocess_get_exit_status (second), ==, 0);
+
+  assert_file_is (model_path, "c.bin");
+  g_assert_false (g_file_test (partial, G_FILE_TEST_EXISTS));
+  requests = server_requests ("/gate/c.bin", NULL);
+  g_assert_cmpuint (requests->len, ==, 1);
+
+  /* Both tags are installed over the one package. */
+  status = run_cli (xdg, catalog_path, &out, &err, "list", NULL);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_null (strstr (out, "available"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+}
+
 /* Proxies come from the environment: tern-cli run with http_proxy pointing
  * at the test server, for a host that does not exist. (In a child process:
  * setenv in this threaded one would not be safe.) */
@@ -1552,6 +1671,7 @@ main (int    argc,
   g_test_add_func ("/manager/store/import", test_import);
   g_test_add_func ("/manager/store/state-errors", test_state_file_errors);
   g_test_add_func ("/manager/cli", test_cli);
+  g_test_add_func ("/manager/cli/two-processes", test_cli_two_processes);
 
   status = g_test_run ();
 
