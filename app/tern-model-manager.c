@@ -345,6 +345,8 @@ state_text (Row            *row,
     default:
       if (row->catalog_tag != NULL && !tern_catalog_tag_supported (row->catalog_tag))
         return g_strdup_printf (_("needs Tern %s"), row->catalog_tag->min_app_version);
+      if (row->catalog_tag != NULL && !tern_catalog_tag_size_known (row->catalog_tag))
+        return g_strdup (_("available, size unknown"));
       if (row->catalog_tag != NULL && tern_model_store_get_missing_bytes (self->store, row->catalog_tag) == 0)
         return g_strdup (_("available, nothing new to download"));
       return g_strdup (_("available"));

@@ -81,7 +81,11 @@ static TernModelStore *open_store(const char *command) {
 }
 
 static char *size_text(guint64 bytes) {
-    return bytes ? tern_manager_format_size(bytes) : g_strdup("?");
+    return bytes ? tern_manager_format_size(bytes) : g_strdup("size unknown");
+}
+
+static char *tag_size_text(const TernCatalogTag *tag) {
+    return tern_catalog_tag_size_known(tag) ? size_text(tern_catalog_tag_size(tag)) : size_text(0);
 }
 
 /* "available", "partial 40%", "installed", "broken", "needs Tern 0.3". */
@@ -230,19 +234,26 @@ int cmd_list(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
 
+    /* Columns as wide as their longest entry, so long tags keep them aligned. */
     GPtrArray *families = tern_catalog_get_families(catalog);
+    int tag_width = 22;
+    GPtrArray *all_tags = tern_catalog_get_tags(catalog);
+    for (guint i = 0; i < all_tags->len; i++)
+        tag_width = MAX(tag_width, (int)strlen(((const TernCatalogTag *)all_tags->pdata[i])->tag));
+    for (char **t = installed; *t; t++)
+        tag_width = MAX(tag_width, (int)strlen(*t));
     for (guint f = 0; f < families->len; f++) {
         const TernCatalogFamily *family = families->pdata[f];
         printf("%s%s\n", f ? "\n" : "", family->label);
         for (guint i = 0; i < family->tags->len; i++) {
             const TernCatalogTag *tag = family->tags->pdata[i];
-            g_autofree char *size = size_text(tern_catalog_tag_size(tag));
+            g_autofree char *size = tag_size_text(tag);
             g_autofree char *state = state_text(store, tag);
             const char *note = "";
             if (tern_model_store_get_state(store, tag->tag, tag) == TERN_MODEL_STATE_AVAILABLE &&
-                tern_model_store_get_missing_bytes(store, tag) == 0)
+                tern_catalog_tag_size_known(tag) && tern_model_store_get_missing_bytes(store, tag) == 0)
                 note = " (nothing new to download)";
-            printf("  %-22s %10s  %-12s %s%s\n", tag->tag, size, state, tag->label, note);
+            printf("  %-*s %12s  %-12s %s%s\n", tag_width, tag->tag, size, state, tag->label, note);
         }
     }
     bool header = false;
@@ -254,7 +265,7 @@ int cmd_list(int argc, char **argv) {
         header = true;
         g_autofree char *size = size_text(tern_model_store_get_tag_size(store, *t));
         g_autofree char *path = tern_model_store_get_path(store, *t, TERN_PACKAGE_ROLE_BASE);
-        printf("  %-22s %10s  %-12s %s\n", *t, size,
+        printf("  %-*s %12s  %-12s %s\n", tag_width, *t, size,
                tern_model_state_to_string(tern_model_store_get_state(store, *t, NULL)),
                path ? path : "");
     }
@@ -359,9 +370,11 @@ int cmd_pull(int argc, char **argv) {
         g_autofree char *path = tern_model_store_get_path(store, o.arg, TERN_PACKAGE_ROLE_BASE);
         printf("%s is already installed: %s\n", o.arg, path);
     } else {
-        if (tag) {
+        if (tag && tern_catalog_tag_size_known(tag)) {
             g_autofree char *need = tern_manager_format_size(tern_model_store_get_missing_bytes(store, tag));
             fprintf(stderr, "pulling %s (%s to download)\n", o.arg, need);
+        } else if (tag) {
+            fprintf(stderr, "pulling %s (size unknown until the server says)\n", o.arg);
         }
         tern_downloader_pull_async(dl, catalog, o.arg, cancellable, on_pulled, &st);
         g_main_loop_run(loop);
@@ -377,9 +390,12 @@ int cmd_pull(int argc, char **argv) {
     g_main_context_pop_thread_default(context);
 
     if (st.error) {
+        /* Stopped by Ctrl-C or SIGTERM: the shell's convention, 128 + SIGINT. */
+        bool interrupted = g_cancellable_is_cancelled(cancellable) &&
+                           g_error_matches(st.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
         cli_error("pull: %s", st.error->message);
         g_error_free(st.error);
-        return CLI_EXIT_BAD_INPUT;
+        return interrupted ? 130 : CLI_EXIT_BAD_INPUT;
     }
     if (st.ok) {
         g_autofree char *path = tern_model_store_get_path(store, o.arg, TERN_PACKAGE_ROLE_BASE);
@@ -414,6 +430,16 @@ int cmd_remove(int argc, char **argv) {
     }
     g_autofree char *size = tern_manager_format_size(freed);
     printf("removed %s (%s freed)\n", o.arg, size);
+    /* Files that stay because other models share them: say which. */
+    for (int r = 0; tag && r < TERN_PACKAGE_N_ROLES; r++) {
+        if (!tag->packages[r])
+            continue;
+        g_auto(GStrv) users = tern_model_store_get_tags_using(store, tag->packages[r]->id);
+        if (users && users[0]) {
+            g_autofree char *names = g_strjoinv(", ", users);
+            printf("kept %s: still used by %s\n", tag->packages[r]->label, names);
+        }
+    }
     return CLI_EXIT_OK;
 }
 

@@ -701,6 +701,20 @@ tern_catalog_tag_size (const TernCatalogTag *tag)
 }
 
 gboolean
+tern_catalog_tag_size_known (const TernCatalogTag *tag)
+{
+  for (int role = 0; role < TERN_PACKAGE_N_ROLES; role++)
+    {
+      const TernCatalogPackage *package = tag->packages[role];
+
+      for (guint i = 0; package != NULL && i < package->files->len; i++)
+        if (((TernCatalogFile *) package->files->pdata[i])->size == 0)
+          return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
 tern_catalog_tag_supported (const TernCatalogTag *tag)
 {
   return tag->min_app_version == NULL

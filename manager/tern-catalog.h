@@ -88,6 +88,9 @@ GPtrArray *tern_catalog_get_tags (TernCatalog *self);
 /* Sum of the sizes of the tag's distinct packages (what a pull from nothing
  * downloads); 0 parts count as 0. */
 guint64  tern_catalog_tag_size (const TernCatalogTag *tag);
+/* FALSE when a file of the tag has no size in the catalog: then the sizes
+ * above are lower bounds, and "nothing to download" cannot be said. */
+gboolean tern_catalog_tag_size_known (const TernCatalogTag *tag);
 guint64  tern_catalog_package_size (const TernCatalogPackage *package);
 /* FALSE when the tag needs a newer Tern than this one. */
 gboolean tern_catalog_tag_supported (const TernCatalogTag *tag);

@@ -596,8 +596,8 @@ attempt (Transfer *t,
   if (t->expected_sha != NULL && advertised != NULL && g_ascii_strcasecmp (t->expected_sha, advertised) != 0)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CHECKSUM,
-                   "%s: the server offers a different file (sha256 %s) than the catalog names (sha256 %s)",
-                   t->name, advertised, t->expected_sha);
+                   "%s: the server offers a different file (sha256 %s) than the catalog names (sha256 %s) at %s",
+                   t->name, advertised, t->expected_sha, t->url);
       goto out;
     }
 
@@ -749,8 +749,8 @@ attempt (Transfer *t,
   if (expected_sha != NULL && g_ascii_strcasecmp (t->sha256, expected_sha) != 0)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CHECKSUM,
-                   "%s: sha256 %s, expected %s: the downloaded bytes are wrong; "
-                   "they were deleted (nothing was installed)", t->name, t->sha256, expected_sha);
+                   "%s: sha256 %s, expected %s: the bytes downloaded from %s are wrong; "
+                   "they were deleted (nothing was installed)", t->name, t->sha256, expected_sha, t->url);
       unlink (t->partial);
       unlink (t->meta);
       __atomic_store_n (&t->done, 0, __ATOMIC_RELAXED);
@@ -1146,15 +1146,27 @@ pull_maybe_finish (Pull *pull)
       return;
 
   if (pull->cancelled)
-    error = g_error_new (G_IO_ERROR, G_IO_ERROR_CANCELLED,
-                         "%s: download cancelled (the partial files are kept: pulling again resumes)",
-                         pull->tag);
+    {
+      guint64 done, total;
+
+      /* Say what is true: an empty partial file is not kept (transfer_run). */
+      pull_totals (pull, &done, &total);
+      error = g_error_new (G_IO_ERROR, G_IO_ERROR_CANCELLED,
+                           done > 0 ? "%s: download cancelled (the partial files are kept: pulling again resumes)"
+                                    : "%s: download cancelled before any data arrived (nothing was kept)",
+                           pull->tag);
+    }
   for (guint i = 0; error == NULL && i < pull->jobs->len; i++)
     {
       PackageJob *job = pull->jobs->pdata[i];
 
       if (job->error != NULL)
-        error = g_error_copy (job->error);
+        {
+          /* A package's error names its file; the user asked for a tag. */
+          error = g_error_copy (job->error);
+          if (!g_str_has_prefix (error->message, pull->tag))
+            g_prefix_error (&error, "%s: ", pull->tag);
+        }
     }
   if (error == NULL)
     tern_model_store_add_tag (self->store, pull->catalog_tag, &error);

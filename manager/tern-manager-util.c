@@ -59,9 +59,20 @@ tern_manager_version_compare (const char *a,
 char *
 tern_manager_format_size (guint64 bytes)
 {
+  char *text, *nbsp;
+
   if (bytes < 1000)
     return g_strdup_printf ("%" G_GUINT64_FORMAT " bytes", bytes);
-  return g_format_size (bytes);
+  text = g_format_size (bytes);
+  /* g_format_size puts U+00A0 between number and unit; a terminal that is
+   * not UTF-8 (LC_ALL=C) would show two stray bytes. */
+  if (!g_get_charset (NULL))
+    while ((nbsp = strstr (text, "\xc2\xa0")) != NULL)
+      {
+        nbsp[0] = ' ';
+        memmove (nbsp + 1, nbsp + 2, strlen (nbsp + 2) + 1);
+      }
+  return text;
 }
 
 gboolean

@@ -852,6 +852,32 @@ tern_model_store_get_package_refcount (TernModelStore *self,
   return count;
 }
 
+char **
+tern_model_store_get_tags_using (TernModelStore *self,
+                                 const char     *package_id)
+{
+  g_autoptr(GPtrArray) found = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer key, value;
+
+  g_return_val_if_fail (TERN_IS_MODEL_STORE (self), NULL);
+  g_hash_table_iter_init (&iter, self->tags);
+  while (g_hash_table_iter_next (&iter, &key, &value))
+    {
+      StoreTag *st = value;
+
+      for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
+        if (g_strcmp0 (st->packages[r], package_id) == 0)
+          {
+            g_ptr_array_add (found, g_strdup (key));
+            break;
+          }
+    }
+  g_ptr_array_sort (found, compare_strings);
+  g_ptr_array_add (found, NULL);
+  return (char **) g_ptr_array_free (g_steal_pointer (&found), FALSE);
+}
+
 gboolean
 tern_model_store_lookup_file (TernModelStore  *self,
                               const char      *package_id,

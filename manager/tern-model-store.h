@@ -75,6 +75,9 @@ gboolean        tern_model_store_has_package  (TernModelStore *self,
 /* How many installed tags use the package. */
 guint           tern_model_store_get_package_refcount (TernModelStore *self,
                                                        const char     *package_id);
+/* The installed tags that use the package, sorted (free with g_strfreev). */
+char          **tern_model_store_get_tags_using     (TernModelStore *self,
+                                                     const char     *package_id);
 /* The package's directory (whether or not it exists). */
 char           *tern_model_store_get_package_dir (TernModelStore *self,
                                                   const char     *package_id);

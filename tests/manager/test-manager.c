@@ -318,6 +318,9 @@ test_catalog_shipped (void)
       const TernCatalogTag *t = tags->pdata[i];
 
       g_assert_true (tern_catalog_tag_supported (t));
+      /* Shown as they are in the list and the Models panel. */
+      g_assert_true (t->description == NULL || !g_ascii_isspace (t->description[0]));
+      g_assert_true (tern_catalog_tag_size_known (t));
       for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
         for (guint f = 0; t->packages[r] && f < t->packages[r]->files->len; f++)
           {
@@ -615,6 +618,9 @@ test_download_wrong_bytes (void)
       g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CHECKSUM);
       g_assert_nonnull (strstr (error->message, "a.bin: sha256 "));
       g_assert_nonnull (strstr (error->message, fixture ("a.bin")->sha256));
+      /* Which tag, which file, from where. */
+      g_assert_true (g_str_has_prefix (error->message, "t:one: "));
+      g_assert_nonnull (strstr (error->message, path));
       assert_nothing_installed (store, "pkg-one", "a.bin");
       /* A checksum failure is not retried: the same bytes would come again. */
       requests = server_requests (cases[i].mode[0] == 'h' ? "/wrong/a.bin" : path, NULL);
@@ -1378,8 +1384,46 @@ test_cli (void)
   g_assert_cmpint (status, ==, 0);
   g_assert_nonnull (strstr (out, "t:a-flash"));
   g_assert_nonnull (strstr (out, "available"));
+  /* Plain ASCII for a C locale: no U+00A0 between number and unit. */
+  g_assert_null (strstr (out, "\xc2\xa0"));
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
+
+  /* Long tags keep the columns aligned; a file without a size says so
+   * instead of "nothing new to download". */
+  {
+    g_autofree char *long_catalog = g_build_filename (tmp_root, "cli-long.json", NULL);
+    g_autofree char *pu = g_strdup_printf ("\"pkg-u\": {\"label\": \"U\", \"files\": [{\"name\": \"u.bin\", "
+                                           "\"url\": \"%s/ok/a.bin\", \"size\": null, \"sha256\": null}]}", base_url);
+    g_autofree char *tl = tag_json ("t:a-very-long-tag-name-for-columns", "pkg-a", NULL, FALSE);
+    g_autofree char *tu = tag_json ("t:unsized", "pkg-u", NULL, FALSE);
+    g_autofree char *long_json = g_strdup_printf ("{\"schema\": 1, \"packages\": {%s, %s}, \"families\": "
+                                                  "[{\"id\": \"t\", \"label\": \"Test\", \"tags\": [%s, %s, %s]}]}",
+                                                  pa, pu, t1, tl, tu);
+    g_auto(GStrv) lines = NULL;
+    int size_column = -1;
+
+    g_assert_true (g_file_set_contents (long_catalog, long_json, -1, NULL));
+    status = run_cli (xdg, long_catalog, &out, &err, "list", NULL);
+    g_assert_cmpint (status, ==, 0);
+    g_assert_nonnull (strstr (out, "size unknown"));
+    g_assert_null (strstr (out, "nothing new"));
+    lines = g_strsplit (out, "\n", -1);
+    for (char **l = lines; *l; l++)
+      {
+        const char *state = strstr (*l, "available");
+
+        if (!g_str_has_prefix (*l, "  t:"))
+          continue;
+        g_assert_nonnull (state);
+        if (size_column < 0)
+          size_column = (int) (state - *l);
+        g_assert_cmpint ((int) (state - *l), ==, size_column);
+      }
+    g_assert_cmpint (size_column, >, 0);
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+  }
 
   status = run_cli (xdg, catalog_path, &out, &err, "pull", "t:a", NULL);
   if (status != 0)
@@ -1449,8 +1493,21 @@ test_cli (void)
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
 
+  /* A shared package stays, and the output says for whom. */
+  status = run_cli (xdg, catalog_path, &out, &err, "pull", "t:a-flash", NULL);
+  g_assert_cmpint (status, ==, 0);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status = run_cli (xdg, catalog_path, &out, &err, "remove", "t:a-flash", NULL);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_nonnull (strstr (out, "still used by t:a"));
+  g_assert_true (g_file_test (model_path, G_FILE_TEST_EXISTS));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
   status = run_cli (xdg, catalog_path, &out, &err, "remove", "t:a", NULL);
   g_assert_cmpint (status, ==, 0);
+  g_assert_null (strstr (out, "still used by"));
   g_assert_false (g_file_test (model_path, G_FILE_TEST_EXISTS));
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
