@@ -13,6 +13,7 @@
 #include <json-glib/json-glib.h>
 
 #include "tern-manager.h"
+#include "tern-hub.h"
 
 /* Options every model command takes. */
 typedef struct {
@@ -339,10 +340,30 @@ int cmd_pull(int argc, char **argv) {
                "Downloads a model of the catalog (see 'tern-cli list') into\n"
                "$XDG_DATA_HOME/tern/models, verifying every file. An interrupted pull\n"
                "(Ctrl-C, a lost connection) resumes where it stopped when run again.\n"
+               "TAG may also be a Hugging Face repository, hf.co/OWNER/REPO[:QUANT]\n"
+               "(QUANT default Q4_K_M, any case), or a file's URL,\n"
+               "https://huggingface.co/OWNER/REPO/resolve/REVISION/FILE.gguf; HF_TOKEN\n"
+               "(gated repositories) and HF_ENDPOINT (a mirror) are honoured.\n"
                "Proxies: http_proxy, https_proxy, no_proxy.\n");
         return CLI_EXIT_OK;
     }
-    g_autoptr(TernCatalog) catalog = load_catalog(&o, false);
+    /* A Hub reference becomes a one-tag catalog, pinned to the commit the
+     * revision names now; from there it is an ordinary pull. */
+    g_autofree char *hub_tag = NULL;
+    g_autoptr(TernCatalog) catalog = NULL;
+    if (tern_hub_is_ref(o.arg)) {
+        g_autoptr(GError) hub_error = NULL;
+        catalog = tern_hub_resolve(o.arg, NULL, &hub_tag, &hub_error);
+        if (!catalog) {
+            cli_error("pull: %s", hub_error->message);
+            return CLI_EXIT_BAD_INPUT;
+        }
+        fprintf(stderr, "%s is %s (%s)\n", o.arg, hub_tag,
+                tern_catalog_find_tag(catalog, hub_tag)->description);
+        o.arg = hub_tag;
+    } else {
+        catalog = load_catalog(&o, false);
+    }
     if (!catalog)
         return CLI_EXIT_BAD_INPUT;
     g_autoptr(TernModelStore) store = open_store(o.command);
@@ -423,6 +444,9 @@ int cmd_remove(int argc, char **argv) {
         return CLI_EXIT_BAD_INPUT;
     g_autoptr(GError) error = NULL;
     guint64 freed = 0;
+    g_autofree char *hub_tag = tern_hub_is_ref(o.arg) ? tern_hub_tag_for_ref(o.arg, NULL) : NULL;
+    if (hub_tag)
+        o.arg = hub_tag;
     const TernCatalogTag *tag = catalog ? tern_catalog_find_tag(catalog, o.arg) : NULL;
     if (!tern_model_store_remove(store, o.arg, tag, &freed, &error)) {
         cli_error("remove: %s", error->message);
@@ -513,6 +537,10 @@ static const char *resolve_role(const char *arg, TernPackageRole role, char *buf
         cli_error("%s", error->message);
         return NULL;
     }
+    /* hf.co/OWNER/REPO:QUANT names the tag its pull installed. */
+    g_autofree char *hub_tag = tern_hub_is_ref(arg) ? tern_hub_tag_for_ref(arg, NULL) : NULL;
+    if (hub_tag)
+        arg = hub_tag;
     TernModelState state = tern_model_store_get_state(store, arg, NULL);
     if (state == TERN_MODEL_STATE_AVAILABLE) {
         if (!quiet_when_absent)

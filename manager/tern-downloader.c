@@ -6,6 +6,7 @@
  * since libsoup 3.2) and report back to the creator's main context. Store
  * updates and signals happen only there. */
 #include "tern-manager-private.h"
+#include "tern-hub.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -456,6 +457,13 @@ send_request (Transfer     *t,
       soup_message_add_flags (msg, SOUP_MESSAGE_NO_REDIRECT);
       request = soup_message_get_request_headers (msg);
       soup_message_headers_replace (request, "Accept-Encoding", "identity");
+      {
+        /* Gated repositories: the token on the Hub's own hops only. */
+        g_autofree char *auth = tern_hub_authorization_for (url);
+
+        if (auth != NULL)
+          soup_message_headers_replace (request, "Authorization", auth);
+      }
       if (offset > 0)
         {
           soup_message_headers_set_range (request, (goffset) offset, -1);

@@ -29,6 +29,13 @@ served the same way and logged with "proxied": true.
   GET /_log    JSON: {"requests": [...], "max_concurrent": N}
   GET /_reset  forgets the log and the per-path state
   GET /_open   lets every /gate/ response send the rest of its body
+
+A small Hugging Face Hub, with the API's documented JSON shapes:
+  GET /api/models/OWNER/REPO/revision/REV   {"sha", "siblings": [{"rfilename",
+                                            "size", "lfs": {"sha256", "size"}}]}
+  GET /OWNER/REPO/resolve/COMMIT/PATH       the file (served like /ok/)
+Repositories: test/repo (quants, two projectors, a split model) and
+test/gated (401 without "Authorization: Bearer sekrit").
 """
 import hashlib
 import json
@@ -46,6 +53,22 @@ SEEN = {}           # path -> number of requests
 ACTIVE = [0]
 MAX_ACTIVE = [0]
 GATE = threading.Event()
+
+
+HUB_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+HUB_REPOS = {
+    "test/repo": {
+        "repo-Q4_K_M.gguf": "a.bin",
+        "repo-Q8_0.gguf": "b.bin",
+        "mmproj-repo-f32.gguf": "e.bin",
+        "mmproj-repo-f16.gguf": "d.bin",
+        "split/big-Q4_0-00001-of-00002.gguf": "c.bin",
+        "split/big-Q4_0-00002-of-00002.gguf": "b.bin",
+        "README.md": None,
+    },
+    "test/gated": {"gated-Q4_K_M.gguf": "a.bin"},
+}
+HUB_TOKEN = "Bearer sekrit"
 
 
 def sha256_of(data):
@@ -71,6 +94,29 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
         self.close_connection = True
 
+    def hub_api(self, parts, auth):
+        # OWNER/REPO/revision/REV (the query string is already stripped)
+        if len(parts) != 4 or parts[2] != "revision":
+            return self.send_plain(404, "no such API path")
+        repo = "/".join(parts[:2])
+        rev = parts[3].split("?")[0]
+        if repo not in HUB_REPOS or rev not in ("main", HUB_COMMIT):
+            return self.send_plain(404, "Repository not found")
+        if repo == "test/gated" and auth != HUB_TOKEN:
+            return self.send_plain(401, "Access to this model is restricted")
+        siblings = []
+        for rfilename, fixture in HUB_REPOS[repo].items():
+            if fixture is None:
+                siblings.append({"rfilename": rfilename, "size": 10, "blobId": "0" * 40})
+                continue
+            with open(os.path.join(ROOT, fixture), "rb") as f:
+                data = f.read()
+            siblings.append({"rfilename": rfilename, "size": len(data), "blobId": "1" * 40,
+                             "lfs": {"sha256": sha256_of(data), "size": len(data), "pointerSize": 134}})
+        body = json.dumps({"_id": "x", "id": repo, "sha": HUB_COMMIT, "private": False,
+                           "siblings": siblings})
+        return self.send_plain(200, body, {"Content-Type": "application/json"})
+
     def do_GET(self):
         proxied = False
         path = self.path
@@ -93,6 +139,21 @@ class Handler(BaseHTTPRequestHandler):
                 SEEN.clear()
                 MAX_ACTIVE[0] = 0
             return self.send_plain(200, "ok")
+
+        auth = self.headers.get("Authorization")
+        hub = path.strip("/").split("/")
+        if path.startswith("/api/models/"):
+            with LOCK:
+                LOG.append({"path": path, "mode": "api", "authorization": auth, "status": None})
+            return self.hub_api(hub[2:], auth)
+        if len(hub) >= 5 and hub[2] == "resolve" and "/".join(hub[:2]) in HUB_REPOS:
+            repo = "/".join(hub[:2])
+            fixture = HUB_REPOS[repo].get("/".join(hub[4:]))
+            if repo == "test/gated" and auth != HUB_TOKEN:
+                return self.send_plain(401, "gated")
+            if hub[3] != HUB_COMMIT or fixture is None:
+                return self.send_plain(404, "no such file at that commit")
+            path = "/ok/" + fixture
 
         parts = path.strip("/").split("/", 1)
         if len(parts) != 2:

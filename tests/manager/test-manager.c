@@ -1638,6 +1638,138 @@ test_cli_two_processes (void)
   g_clear_pointer (&err, g_free);
 }
 
+/* hf.co/OWNER/REPO[:QUANT] and file URLs, resolved through a Hub API that
+ * answers with the documented JSON (tests/manager/http-server.py): pinned
+ * to the commit, sizes and LFS sha256 checked, the F16 projector taken,
+ * split parts together, the quantization in any case, gated repositories
+ * with HF_TOKEN only. */
+static void
+test_hub (void)
+{
+  g_autofree char *xdg = g_build_filename (tmp_root, "cli-hub", NULL);
+  g_autofree char *endpoint = g_strdup_printf ("HF_ENDPOINT=%s", base_url);
+  g_autofree char *file_url = g_strdup_printf ("%s/test/repo/resolve/main/repo-Q8_0.gguf", base_url);
+  g_autofree char *packages = g_build_filename (xdg, "tern", "models", "packages", NULL);
+  const char *env_plain[] = { endpoint, NULL };
+  g_autofree char *token = g_strdup ("HF_TOKEN=sekrit");
+  const char *env_token[] = { endpoint, token, NULL };
+  const char * const *saved_env = cli_env;
+  g_autoptr(GPtrArray) api = NULL;
+  char *out = NULL, *err = NULL;
+  int status;
+
+  server_reset ();
+  cli_env = env_plain;
+
+  /* The default quantization, with the repository's F16 projector. */
+  status = run_cli (xdg, NULL, &out, &err, "pull", "hf.co/test/repo", NULL);
+  if (status != 0)
+    g_error ("pull hf.co/test/repo: %s", err);
+  g_assert_nonnull (strstr (err, "hf:test--repo--q4_k_m"));
+  g_assert_nonnull (strstr (err, "0123456789abcdef0123456789abcdef01234567"));
+  {
+    g_autofree char *model = g_build_filename (packages, "hf-test--repo-0123456789ab-q4_k_m",
+                                               "repo-Q4_K_M.gguf", NULL);
+    g_autofree char *mmproj = g_build_filename (packages, "hf-test--repo-0123456789ab-mmproj",
+                                                "mmproj-repo-f16.gguf", NULL);
+
+    assert_file_is (model, "a.bin");
+    assert_file_is (mmproj, "d.bin");
+  }
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  /* Any case; and the listing knows the tag by the same name. */
+  status = run_cli (xdg, NULL, &out, &err, "pull", "huggingface.co/test/repo:q8_0", NULL);
+  if (status != 0)
+    g_error ("pull :q8_0: %s", err);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  {
+    g_autofree char *model = g_build_filename (packages, "hf-test--repo-0123456789ab-q8_0",
+                                               "repo-Q8_0.gguf", NULL);
+
+    assert_file_is (model, "b.bin");
+  }
+
+  /* A split model: every part. */
+  status = run_cli (xdg, NULL, &out, &err, "pull", "hf.co/test/repo:Q4_0", NULL);
+  if (status != 0)
+    g_error ("pull :Q4_0: %s", err);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  {
+    g_autofree char *one = g_build_filename (packages, "hf-test--repo-0123456789ab-q4_0",
+                                             "big-Q4_0-00001-of-00002.gguf", NULL);
+    g_autofree char *two = g_build_filename (packages, "hf-test--repo-0123456789ab-q4_0",
+                                             "big-Q4_0-00002-of-00002.gguf", NULL);
+
+    assert_file_is (one, "c.bin");
+    assert_file_is (two, "b.bin");
+  }
+
+  /* A quantization the repository lacks, and one that is only a prefix of
+   * what it has: refused, naming what there is. */
+  status = run_cli (xdg, NULL, &out, &err, "pull", "hf.co/test/repo:Q4_K", NULL);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "has no Q4_K GGUF file"));
+  g_assert_nonnull (strstr (err, "Q8_0"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  /* A file's URL. */
+  status = run_cli (xdg, NULL, &out, &err, "pull", file_url, NULL);
+  if (status != 0)
+    g_error ("pull %s: %s", file_url, err);
+  g_assert_nonnull (strstr (err, "hf:test--repo--repo-q8_0"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  /* Malformed references and unknown repositories. */
+  status = run_cli (xdg, NULL, &out, &err, "pull", "hf.co/only-owner", NULL);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "not a Hugging Face reference"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status = run_cli (xdg, NULL, &out, &err, "pull", "hf.co/test/nothing", NULL);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "no such repository"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  /* Gated: refused with advice, then downloaded with the token. */
+  status = run_cli (xdg, NULL, &out, &err, "pull", "hf.co/test/gated", NULL);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "HF_TOKEN"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  cli_env = env_token;
+  status = run_cli (xdg, NULL, &out, &err, "pull", "hf.co/test/gated", NULL);
+  if (status != 0)
+    g_error ("pull hf.co/test/gated with a token: %s", err);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  api = server_requests (NULL, NULL);
+  {
+    gboolean sent = FALSE;
+
+    for (guint i = 0; i < api->len; i++)
+      if (g_strcmp0 (req_string (api, i, "mode"), "api") == 0
+          && g_strcmp0 (req_string (api, i, "authorization"), "Bearer sekrit") == 0)
+        sent = TRUE;
+    g_assert_true (sent);
+  }
+
+  /* remove takes the reference too. */
+  cli_env = env_plain;
+  status = run_cli (xdg, NULL, &out, &err, "remove", "hf.co/test/repo:Q8_0", NULL);
+  if (status != 0)
+    g_error ("remove: %s", err);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  cli_env = saved_env;
+}
+
 /* Proxies come from the environment: tern-cli run with http_proxy pointing
  * at the test server, for a host that does not exist. (In a child process:
  * setenv in this threaded one would not be safe.) */
@@ -1729,6 +1861,7 @@ main (int    argc,
   g_test_add_func ("/manager/store/state-errors", test_state_file_errors);
   g_test_add_func ("/manager/cli", test_cli);
   g_test_add_func ("/manager/cli/two-processes", test_cli_two_processes);
+  g_test_add_func ("/manager/cli/hub", test_hub);
 
   status = g_test_run ();
 

@@ -1,0 +1,716 @@
+/* tern-hub.c: Hugging Face references resolved into a one-tag catalog.
+ *
+ * The Hub answers GET /api/models/OWNER/REPO/revision/REV?blobs=true with
+ * the commit the revision points to ("sha") and the repository's files
+ * ("siblings": rfilename, size, lfs {sha256, size}). Resolving pins the
+ * download URLs to that commit, so the files cannot change under a resumed
+ * download, and the catalog carries each file's size and LFS sha256, so the
+ * downloader verifies them as it does the shipped catalog's. */
+#include "tern-hub.h"
+#include "tern-manager-private.h"
+
+#include <json-glib/json-glib.h>
+#include <libsoup/soup.h>
+#include <string.h>
+
+#define HUB_DEFAULT_ENDPOINT "https://huggingface.co"
+#define HUB_DEFAULT_QUANT "Q4_K_M"
+#define HUB_NAME_MAX 96
+#define HUB_ANSWER_MAX (16u << 20)  /* a repository listing, not a model */
+
+typedef struct {
+  char *base;      /* API and download origin, no trailing '/' */
+  char *owner;
+  char *repo;
+  char *quant;     /* NULL when a file is named */
+  char *revision;  /* "main" unless a URL names one */
+  char *file;      /* path in the repository, or NULL */
+} HubRef;
+
+static void
+hub_ref_clear (HubRef *ref)
+{
+  g_free (ref->base);
+  g_free (ref->owner);
+  g_free (ref->repo);
+  g_free (ref->quant);
+  g_free (ref->revision);
+  g_free (ref->file);
+  memset (ref, 0, sizeof *ref);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (HubRef, hub_ref_clear)
+
+static char *
+hub_endpoint (void)
+{
+  const char *env = g_getenv ("HF_ENDPOINT");
+  char *base = g_strdup (env != NULL && env[0] != '\0' ? env : HUB_DEFAULT_ENDPOINT);
+  size_t n = strlen (base);
+
+  while (n > 0 && base[n - 1] == '/')
+    base[--n] = '\0';
+  return base;
+}
+
+/* The Hub's names: letters, digits, '-', '_', '.', not starting with '.'. */
+static gboolean
+hub_name_ok (const char *name,
+             gsize       max)
+{
+  gsize n = strlen (name);
+
+  if (n == 0 || n > max || name[0] == '.' || strstr (name, "..") != NULL)
+    return FALSE;
+  for (gsize i = 0; i < n; i++)
+    if (!g_ascii_isalnum (name[i]) && !strchr ("-_.", name[i]))
+      return FALSE;
+  return TRUE;
+}
+
+gboolean
+tern_hub_is_ref (const char *text)
+{
+  if (text == NULL)
+    return FALSE;
+  if (g_str_has_prefix (text, "hf.co/") || g_str_has_prefix (text, "huggingface.co/"))
+    return TRUE;
+  return (g_str_has_prefix (text, "https://") || g_str_has_prefix (text, "http://"))
+         && (strstr (text, "/resolve/") != NULL || strstr (text, "/blob/") != NULL);
+}
+
+static gboolean
+parse_ref (const char  *text,
+           HubRef      *ref,
+           GError     **error)
+{
+  const char *rest = NULL;
+
+  memset (ref, 0, sizeof *ref);
+  if (g_str_has_prefix (text, "hf.co/"))
+    rest = text + strlen ("hf.co/");
+  else if (g_str_has_prefix (text, "huggingface.co/"))
+    rest = text + strlen ("huggingface.co/");
+
+  if (rest != NULL)
+    {
+      g_auto(GStrv) parts = g_strsplit (rest, "/", -1);
+      const char *colon;
+
+      if (g_strv_length (parts) != 2)
+        goto malformed;
+      colon = strchr (parts[1], ':');
+      ref->owner = g_strdup (parts[0]);
+      ref->repo = colon ? g_strndup (parts[1], (gsize) (colon - parts[1])) : g_strdup (parts[1]);
+      ref->quant = g_strdup (colon ? colon + 1 : HUB_DEFAULT_QUANT);
+      ref->revision = g_strdup ("main");
+      ref->base = hub_endpoint ();
+      if (!hub_name_ok (ref->quant, 32))
+        goto malformed;
+    }
+  else
+    {
+      g_autoptr(GUri) uri = g_uri_parse (text, G_URI_FLAGS_ENCODED, NULL);
+      g_auto(GStrv) parts = NULL;
+      g_autofree char *path = NULL;
+      guint n;
+
+      if (uri == NULL || g_uri_get_host (uri) == NULL || g_uri_get_query (uri) != NULL)
+        goto malformed;
+      path = g_uri_unescape_string (g_uri_get_path (uri), NULL);
+      if (path == NULL || path[0] != '/')
+        goto malformed;
+      parts = g_strsplit (path + 1, "/", -1);
+      n = g_strv_length (parts);
+      /* OWNER/REPO/resolve/REV/FILE... */
+      if (n < 5 || (!g_str_equal (parts[2], "resolve") && !g_str_equal (parts[2], "blob")))
+        goto malformed;
+      ref->owner = g_strdup (parts[0]);
+      ref->repo = g_strdup (parts[1]);
+      ref->revision = g_strdup (parts[3]);
+      ref->file = g_strjoinv ("/", parts + 4);
+      ref->base = g_uri_get_port (uri) > 0
+                    ? g_strdup_printf ("%s://%s:%d", g_uri_get_scheme (uri), g_uri_get_host (uri), g_uri_get_port (uri))
+                    : g_strdup_printf ("%s://%s", g_uri_get_scheme (uri), g_uri_get_host (uri));
+      if (!hub_name_ok (ref->revision, 64) || !g_str_has_suffix (ref->file, ".gguf"))
+        goto malformed;
+      for (guint i = 4; i < n; i++)
+        if (!hub_name_ok (parts[i], 200))
+          goto malformed;
+    }
+  if (!hub_name_ok (ref->owner, HUB_NAME_MAX) || !hub_name_ok (ref->repo, HUB_NAME_MAX))
+    goto malformed;
+  return TRUE;
+
+malformed:
+  hub_ref_clear (ref);
+  g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
+               "'%s' is not a Hugging Face reference: write hf.co/OWNER/REPO[:QUANT] "
+               "or https://huggingface.co/OWNER/REPO/resolve/REVISION/FILE.gguf", text);
+  return FALSE;
+}
+
+/* Lowercase, and anything outside [a-z0-9._-] as '-': a catalog tag name. */
+static void
+append_tag_part (GString    *out,
+                 const char *text)
+{
+  for (const char *p = text; *p; p++)
+    {
+      char c = g_ascii_tolower (*p);
+
+      g_string_append_c (out, g_ascii_isalnum (c) || c == '.' || c == '_' || c == '-' ? c : '-');
+    }
+}
+
+static char *
+tag_for (const HubRef *ref)
+{
+  GString *tag = g_string_new ("hf:");
+
+  append_tag_part (tag, ref->owner);
+  g_string_append (tag, "--");
+  append_tag_part (tag, ref->repo);
+  g_string_append (tag, "--");
+  if (ref->file != NULL)
+    {
+      g_autofree char *base = g_path_get_basename (ref->file);
+
+      base[strlen (base) - strlen (".gguf")] = '\0';
+      append_tag_part (tag, base);
+    }
+  else
+    append_tag_part (tag, ref->quant);
+  return g_string_free (tag, FALSE);
+}
+
+char *
+tern_hub_tag_for_ref (const char  *ref_text,
+                      GError     **error)
+{
+  g_auto(HubRef) ref = { 0 };
+
+  if (!parse_ref (ref_text, &ref, error))
+    return NULL;
+  return tag_for (&ref);
+}
+
+char *
+tern_hub_authorization_for (const char *url)
+{
+  const char *token = g_getenv ("HF_TOKEN");
+  g_autofree char *endpoint = hub_endpoint ();
+  g_autoptr(GUri) target = NULL;
+  g_autoptr(GUri) hub = NULL;
+  g_autofree char *trimmed = g_strstrip (g_strdup (token ? token : ""));
+
+  if (trimmed[0] == '\0')
+    return NULL;
+  target = g_uri_parse (url, G_URI_FLAGS_ENCODED, NULL);
+  hub = g_uri_parse (endpoint, G_URI_FLAGS_ENCODED, NULL);
+  if (target == NULL || g_uri_get_host (target) == NULL)
+    return NULL;
+  if ((hub != NULL && g_uri_get_host (hub) != NULL
+       && g_ascii_strcasecmp (g_uri_get_host (target), g_uri_get_host (hub)) == 0
+       && g_uri_get_port (target) == g_uri_get_port (hub))
+      || g_ascii_strcasecmp (g_uri_get_host (target), "huggingface.co") == 0)
+    return g_strdup_printf ("Bearer %s", trimmed);
+  return NULL;
+}
+
+/* One file of the repository, from the API's "siblings". */
+typedef struct {
+  char    *path;    /* rfilename */
+  guint64  size;
+  char    *sha256;  /* LFS oid; NULL for a file kept in git itself */
+} HubFile;
+
+static void
+hub_file_free (HubFile *f)
+{
+  g_free (f->path);
+  g_free (f->sha256);
+  g_free (f);
+}
+
+static gboolean
+is_gguf (const char *path)
+{
+  return g_str_has_suffix (path, ".gguf") || g_str_has_suffix (path, ".GGUF");
+}
+
+static gboolean
+is_mmproj (const char *path)
+{
+  g_autofree char *lower = g_ascii_strdown (path, -1);
+
+  return strstr (lower, "mmproj") != NULL;
+}
+
+/* "name-00002-of-00003.gguf": part 2 of 3; FALSE for a file in one piece. */
+static gboolean
+split_part (const char *path,
+            guint      *part,
+            guint      *count)
+{
+  size_t n = strlen (path);
+  const char *s;
+
+  /* "-NNNNN-of-NNNNN.gguf" is 20 characters. */
+  if (n < 20)
+    return FALSE;
+  s = path + n - 20;
+  if (s[0] != '-' || strncmp (s + 6, "-of-", 4) != 0 || g_ascii_strcasecmp (s + 15, ".gguf") != 0)
+    return FALSE;
+  for (int i = 1; i <= 5; i++)
+    if (!g_ascii_isdigit (s[i]) || !g_ascii_isdigit (s[9 + i]))
+      return FALSE;
+  *part = (guint) g_ascii_strtoull (s + 1, NULL, 10);
+  *count = (guint) g_ascii_strtoull (s + 10, NULL, 10);
+  return *part >= 1 && *part <= *count;
+}
+
+/* The quantization as a whole word of the file name: "Q4_K" is in
+ * "x-Q4_K.gguf" but not in "x-Q4_K_M.gguf". */
+static gboolean
+names_quant (const char *path,
+             const char *quant)
+{
+  g_autofree char *base = g_path_get_basename (path);
+  g_autofree char *upper = g_ascii_strup (base, -1);
+  g_autofree char *q = g_ascii_strup (quant, -1);
+  size_t qn = strlen (q);
+
+  for (const char *p = strstr (upper, q); p != NULL; p = strstr (p + 1, q))
+    {
+      gboolean start = p == upper || !(g_ascii_isalnum (p[-1]) || p[-1] == '_');
+      gboolean end = !(g_ascii_isalnum (p[qn]) || p[qn] == '_');
+
+      if (start && end)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* The quantization a file name ends with ("Q4_K_M" of "x-Q4_K_M.gguf"), for
+ * telling the user what the repository has. */
+static char *
+quant_of (const char *path)
+{
+  g_autofree char *base = g_path_get_basename (path);
+  guint part, count;
+  char *end, *start;
+
+  if (split_part (base, &part, &count))
+    base[strlen (base) - 20] = '\0';
+  else if ((end = strrchr (base, '.')) != NULL)
+    *end = '\0';
+  start = MAX (strrchr (base, '-'), strrchr (base, '.'));
+  return g_strdup (start ? start + 1 : base);
+}
+
+static char *
+file_url (const HubRef *ref,
+          const char   *commit,
+          const char   *path)
+{
+  g_autofree char *escaped = g_uri_escape_string (path, "/", FALSE);
+
+  return g_strdup_printf ("%s/%s/%s/resolve/%s/%s", ref->base, ref->owner, ref->repo, commit, escaped);
+}
+
+static JsonNode *
+api_get (const HubRef  *ref,
+         GCancellable  *cancellable,
+         GError       **error)
+{
+  g_autofree char *url = g_strdup_printf ("%s/api/models/%s/%s/revision/%s?blobs=true", ref->base,
+                                          ref->owner, ref->repo, ref->revision);
+  g_autoptr(SoupSession) session = NULL;
+  g_autoptr(SoupMessage) msg = soup_message_new (SOUP_METHOD_GET, url);
+  g_autoptr(GProxyResolver) proxy = tern_manager_proxy_resolver_from_env ();
+  g_autoptr(GBytes) body = NULL;
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autofree char *auth = tern_hub_authorization_for (url);
+  g_autoptr(GError) local_error = NULL;
+  guint status;
+
+  if (msg == NULL)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, "cannot request '%s'", url);
+      return NULL;
+    }
+  session = soup_session_new_with_options ("timeout", 30, NULL);
+  if (proxy != NULL)
+    soup_session_set_proxy_resolver (session, proxy);
+  if (auth != NULL)
+    soup_message_headers_replace (soup_message_get_request_headers (msg), "Authorization", auth);
+  body = soup_session_send_and_read (session, msg, cancellable, &local_error);
+  if (body == NULL)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NETWORK,
+                   "%s/%s: cannot reach the Hugging Face API at %s: %s", ref->owner, ref->repo, ref->base,
+                   local_error->message);
+      return NULL;
+    }
+  status = soup_message_get_status (msg);
+  if (status == SOUP_STATUS_UNAUTHORIZED || status == SOUP_STATUS_FORBIDDEN)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                   "%s/%s: HTTP %u: the repository is gated or private%s", ref->owner, ref->repo, status,
+                   auth ? " and this token (HF_TOKEN) has no access to it"
+                        : ": accept its terms on the Hub, then set HF_TOKEN to an access token");
+      return NULL;
+    }
+  if (status == SOUP_STATUS_NOT_FOUND)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
+                   "%s/%s: no such repository or revision '%s' on %s", ref->owner, ref->repo, ref->revision,
+                   ref->base);
+      return NULL;
+    }
+  if (status != SOUP_STATUS_OK)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, "%s/%s: HTTP %u %s from %s",
+                   ref->owner, ref->repo, status, soup_message_get_reason_phrase (msg), url);
+      return NULL;
+    }
+  if (g_bytes_get_size (body) > HUB_ANSWER_MAX
+      || !json_parser_load_from_data (parser, g_bytes_get_data (body, NULL), (gssize) g_bytes_get_size (body),
+                                      &local_error)
+      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                   "%s/%s: the Hub's answer from %s is not the JSON object it documents", ref->owner, ref->repo,
+                   url);
+      return NULL;
+    }
+  return json_node_copy (json_parser_get_root (parser));
+}
+
+/* The siblings, type-checked: a missing or odd field is the Hub's mistake,
+ * and a file with no usable name or size is skipped rather than guessed. */
+static GPtrArray *
+read_siblings (JsonObject *info)
+{
+  GPtrArray *files = g_ptr_array_new_with_free_func ((GDestroyNotify) hub_file_free);
+  JsonNode *node = json_object_get_member (info, "siblings");
+  JsonArray *siblings;
+
+  if (node == NULL || !JSON_NODE_HOLDS_ARRAY (node))
+    return files;
+  siblings = json_node_get_array (node);
+  for (guint i = 0; i < json_array_get_length (siblings); i++)
+    {
+      JsonNode *s = json_array_get_element (siblings, i);
+      JsonObject *o;
+      JsonNode *name, *size, *lfs;
+      HubFile *f;
+
+      if (!JSON_NODE_HOLDS_OBJECT (s))
+        continue;
+      o = json_node_get_object (s);
+      name = json_object_get_member (o, "rfilename");
+      if (name == NULL || json_node_get_value_type (name) != G_TYPE_STRING)
+        continue;
+      f = g_new0 (HubFile, 1);
+      f->path = g_strdup (json_node_get_string (name));
+      size = json_object_get_member (o, "size");
+      if (size != NULL && json_node_get_value_type (size) == G_TYPE_INT64 && json_node_get_int (size) > 0)
+        f->size = (guint64) json_node_get_int (size);
+      lfs = json_object_get_member (o, "lfs");
+      if (lfs != NULL && JSON_NODE_HOLDS_OBJECT (lfs))
+        {
+          JsonObject *l = json_node_get_object (lfs);
+          JsonNode *sha = json_object_get_member (l, "sha256");
+          JsonNode *lsize = json_object_get_member (l, "size");
+
+          if (sha != NULL && json_node_get_value_type (sha) == G_TYPE_STRING
+              && tern_manager_is_sha256 (json_node_get_string (sha)))
+            f->sha256 = g_ascii_strdown (json_node_get_string (sha), -1);
+          if (f->size == 0 && lsize != NULL && json_node_get_value_type (lsize) == G_TYPE_INT64
+              && json_node_get_int (lsize) > 0)
+            f->size = (guint64) json_node_get_int (lsize);
+        }
+      g_ptr_array_add (files, f);
+    }
+  return files;
+}
+
+static gint
+compare_paths (gconstpointer a,
+               gconstpointer b)
+{
+  return g_strcmp0 ((*(HubFile * const *) a)->path, (*(HubFile * const *) b)->path);
+}
+
+/* The model's files: the one named, or those of the quantization (every
+ * part of a split file). NULL with an error that lists what there is. */
+static GPtrArray *
+pick_model_files (const HubRef  *ref,
+                  GPtrArray     *files,
+                  GError       **error)
+{
+  g_autoptr(GPtrArray) picked = g_ptr_array_new ();
+  g_autoptr(GString) have = g_string_new (NULL);
+  g_autoptr(GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  guint count = 0;
+
+  for (guint i = 0; i < files->len; i++)
+    {
+      HubFile *f = files->pdata[i];
+
+      if (!is_gguf (f->path) || is_mmproj (f->path))
+        continue;
+      if (ref->file != NULL ? g_str_equal (f->path, ref->file) : names_quant (f->path, ref->quant))
+        g_ptr_array_add (picked, f);
+      else
+        {
+          char *q = quant_of (f->path);
+
+          if (!g_hash_table_contains (seen, q))
+            {
+              g_string_append_printf (have, "%s%s", have->len ? ", " : "", q);
+              g_hash_table_add (seen, q);
+            }
+          else
+            g_free (q);
+        }
+    }
+  if (picked->len == 0)
+    {
+      if (ref->file != NULL)
+        g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
+                     "%s/%s has no file %s at %s", ref->owner, ref->repo, ref->file, ref->revision);
+      else
+        g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
+                     "%s/%s has no %s GGUF file%s%s", ref->owner, ref->repo, ref->quant,
+                     have->len ? "; it has: " : " (it has no GGUF files at all)", have->str);
+      return NULL;
+    }
+  g_ptr_array_sort (picked, compare_paths);
+
+  /* A split model is every part of one set, and nothing else. */
+  for (guint i = 0; i < picked->len; i++)
+    {
+      guint part, parts;
+      HubFile *f = picked->pdata[i];
+
+      if (split_part (f->path, &part, &parts))
+        {
+          if (count == 0)
+            count = parts;
+          if (parts != count || part != i + 1)
+            count = G_MAXUINT;
+        }
+      else if (picked->len > 1)
+        count = G_MAXUINT;
+    }
+  if (count == G_MAXUINT || (count > 0 && count != picked->len))
+    {
+      g_autoptr(GString) names = g_string_new (NULL);
+
+      for (guint i = 0; i < picked->len; i++)
+        g_string_append_printf (names, "%s%s", i ? ", " : "", ((HubFile *) picked->pdata[i])->path);
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
+                   "%s/%s: %s names more than one model (%s); name the file with its URL instead",
+                   ref->owner, ref->repo, ref->quant, names->str);
+      return NULL;
+    }
+  return g_steal_pointer (&picked);
+}
+
+/* The vision projector: an F16 mmproj when there is one (what llama.cpp's
+ * -hf takes too), else the first. */
+static HubFile *
+pick_mmproj (GPtrArray *files)
+{
+  HubFile *best = NULL;
+
+  for (guint i = 0; i < files->len; i++)
+    {
+      HubFile *f = files->pdata[i];
+
+      if (!is_gguf (f->path) || !is_mmproj (f->path))
+        continue;
+      if (best == NULL || (names_quant (f->path, "f16") && !names_quant (best->path, "f16")))
+        best = f;
+    }
+  return best;
+}
+
+static char *
+package_id (const HubRef *ref,
+            const char   *commit,
+            const char   *what)
+{
+  GString *id = g_string_new ("hf-");
+
+  append_tag_part (id, ref->owner);
+  g_string_append (id, "--");
+  append_tag_part (id, ref->repo);
+  g_string_append_printf (id, "-%.12s-", commit);
+  append_tag_part (id, what);
+  if (id->len > 200)
+    g_string_truncate (id, 200);
+  return g_string_free (id, FALSE);
+}
+
+static void
+add_package (JsonBuilder  *b,
+             const HubRef *ref,
+             const char   *commit,
+             const char   *id,
+             const char   *label,
+             GPtrArray    *files)
+{
+  json_builder_set_member_name (b, id);
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "label");
+  json_builder_add_string_value (b, label);
+  json_builder_set_member_name (b, "files");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < files->len; i++)
+    {
+      HubFile *f = files->pdata[i];
+      g_autofree char *name = g_path_get_basename (f->path);
+      g_autofree char *url = file_url (ref, commit, f->path);
+
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "name");
+      json_builder_add_string_value (b, name);
+      json_builder_set_member_name (b, "url");
+      json_builder_add_string_value (b, url);
+      json_builder_set_member_name (b, "size");
+      if (f->size > 0)
+        json_builder_add_int_value (b, (gint64) f->size);
+      else
+        json_builder_add_null_value (b);
+      json_builder_set_member_name (b, "sha256");
+      if (f->sha256 != NULL)
+        json_builder_add_string_value (b, f->sha256);
+      else
+        json_builder_add_null_value (b);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+}
+
+TernCatalog *
+tern_hub_resolve (const char    *ref_text,
+                  GCancellable  *cancellable,
+                  char         **tag_out,
+                  GError       **error)
+{
+  g_auto(HubRef) ref = { 0 };
+  g_autoptr(JsonNode) root = NULL;
+  g_autoptr(GPtrArray) files = NULL;
+  g_autoptr(GPtrArray) model = NULL;
+  g_autoptr(GPtrArray) vision = g_ptr_array_new ();
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonGenerator) gen = json_generator_new ();
+  g_autoptr(JsonNode) catalog_root = NULL;
+  g_autofree char *tag = NULL;
+  g_autofree char *json = NULL;
+  g_autofree char *base_id = NULL;
+  g_autofree char *vision_id = NULL;
+  g_autofree char *label = NULL;
+  g_autofree char *source = NULL;
+  JsonNode *sha_node;
+  const char *commit;
+  HubFile *mmproj;
+  TernCatalog *catalog;
+
+  if (!parse_ref (ref_text, &ref, error))
+    return NULL;
+  root = api_get (&ref, cancellable, error);
+  if (root == NULL)
+    return NULL;
+  sha_node = json_object_get_member (json_node_get_object (root), "sha");
+  if (sha_node == NULL || json_node_get_value_type (sha_node) != G_TYPE_STRING
+      || !hub_name_ok (json_node_get_string (sha_node), 64))
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                   "%s/%s: the Hub's answer names no commit ('sha') for revision %s", ref.owner, ref.repo,
+                   ref.revision);
+      return NULL;
+    }
+  commit = json_node_get_string (sha_node);
+  files = read_siblings (json_node_get_object (root));
+  model = pick_model_files (&ref, files, error);
+  if (model == NULL)
+    return NULL;
+  mmproj = pick_mmproj (files);
+  if (mmproj != NULL)
+    g_ptr_array_add (vision, mmproj);
+
+  tag = tag_for (&ref);
+  base_id = package_id (&ref, commit, ref.file ? ref.file : ref.quant);
+  vision_id = mmproj ? package_id (&ref, commit, "mmproj") : NULL;
+  label = g_strdup_printf ("%s/%s %s", ref.owner, ref.repo,
+                           ref.file ? ref.file : ref.quant);
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "schema");
+  json_builder_add_int_value (b, 1);
+  json_builder_set_member_name (b, "packages");
+  json_builder_begin_object (b);
+  add_package (b, &ref, commit, base_id, label, model);
+  if (vision_id != NULL)
+    {
+      g_autofree char *vlabel = g_strdup_printf ("%s/%s vision projector", ref.owner, ref.repo);
+
+      add_package (b, &ref, commit, vision_id, vlabel, vision);
+    }
+  json_builder_end_object (b);
+  json_builder_set_member_name (b, "families");
+  json_builder_begin_array (b);
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "id");
+  json_builder_add_string_value (b, "hf");
+  json_builder_set_member_name (b, "label");
+  json_builder_add_string_value (b, "Hugging Face");
+  json_builder_set_member_name (b, "tags");
+  json_builder_begin_array (b);
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "tag");
+  json_builder_add_string_value (b, tag);
+  json_builder_set_member_name (b, "label");
+  json_builder_add_string_value (b, label);
+  json_builder_set_member_name (b, "description");
+  {
+    g_autofree char *description = g_strdup_printf ("From %s/%s/%s at revision %s", ref.base, ref.owner,
+                                                    ref.repo, commit);
+
+    json_builder_add_string_value (b, description);
+  }
+  json_builder_set_member_name (b, "base");
+  json_builder_add_string_value (b, base_id);
+  json_builder_set_member_name (b, "vision");
+  if (vision_id != NULL)
+    json_builder_add_string_value (b, vision_id);
+  else
+    json_builder_add_null_value (b);
+  json_builder_set_member_name (b, "flags");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "vision");
+  json_builder_add_boolean_value (b, vision_id != NULL);
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+
+  catalog_root = json_builder_get_root (b);
+  json_generator_set_root (gen, catalog_root);
+  json = json_generator_to_data (gen, NULL);
+  source = g_strdup_printf ("Hugging Face %s", ref_text);
+  /* The catalog's own checks apply: a name the store cannot hold, a bad
+   * URL or hash is refused here as it would be in a shipped catalog. */
+  catalog = tern_catalog_new_from_data (json, -1, source, error);
+  if (catalog != NULL && tag_out != NULL)
+    *tag_out = g_steal_pointer (&tag);
+  return catalog;
+}
