@@ -917,6 +917,30 @@ transfer_open_partial (Transfer   *t,
   return -1;
 }
 
+/* A file the user already has (another tool's cache) instead of a download:
+ * only when the catalog gives its hash and size, and no download of it has
+ * begun here. TRUE when t->dest now holds it. */
+static gboolean
+transfer_adopt_local (Transfer   *t,
+                      const char *dir)
+{
+  g_autofree char *found = NULL;
+
+  if (t->expected_sha == NULL || t->size == 0 || g_file_test (t->dest, G_FILE_TEST_EXISTS)
+      || g_file_test (t->partial, G_FILE_TEST_EXISTS))
+    return FALSE;
+  found = tern_manager_find_local_copy (t->expected_sha, t->size, t->cancellable);
+  if (found == NULL || g_mkdir_with_parents (dir, 0755) != 0 || !tern_manager_link_copy (found, t->dest, NULL))
+    return FALSE;
+  g_debug ("%s: adopted %s", t->dest, found);
+  tern_manager_sync_dir (dir);
+  g_free (t->sha256);
+  t->sha256 = g_ascii_strdown (t->expected_sha, -1);
+  t->final_size = t->size;
+  __atomic_store_n (&t->done, t->size, __ATOMIC_RELAXED);
+  return TRUE;
+}
+
 static void
 transfer_run (Transfer *t)
 {
@@ -926,6 +950,8 @@ transfer_run (Transfer *t)
   guint failures = 0;
   int fd;
 
+  if (transfer_adopt_local (t, dir))
+    return;
   fd = transfer_open_partial (t, dir);
   if (fd < 0)
     return;  /* adopted (t->error unset) or failed */

@@ -56,6 +56,19 @@ gboolean tern_manager_remove_tree (const char  *path,
  * (statvfs); G_MAXUINT64 when it cannot be told. */
 guint64  tern_manager_free_space (const char *path);
 
+/* A file on this machine whose bytes hash to sha256 (and are size bytes),
+ * found in other tools' model folders (Hugging Face's cache, Ollama's blobs,
+ * llama.cpp's cache, LM Studio's models) and verified by reading it; NULL
+ * when there is none. TERN_ADOPT=0 turns the search off. */
+char    *tern_manager_find_local_copy (const char   *sha256,
+                                       guint64       size,
+                                       GCancellable *cancellable);
+/* Makes dest (which must not exist) the bytes of source: a reflink where the
+ * file system can, else a hard link, else a symbolic link. */
+gboolean tern_manager_link_copy (const char  *source,
+                                 const char  *dest,
+                                 GError     **error);
+
 /* A proxy resolver for http_proxy / https_proxy / all_proxy / no_proxy
  * (either case), or NULL when none of them is set. */
 GProxyResolver *tern_manager_proxy_resolver_from_env (void);

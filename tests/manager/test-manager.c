@@ -1770,6 +1770,84 @@ test_hub (void)
   cli_env = saved_env;
 }
 
+static void
+put_fixture_at (const char *path,
+                const char *fixture_name)
+{
+  g_autofree char *dir = g_path_get_dirname (path);
+  Fixture *f = fixture (fixture_name);
+
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (path, (const char *) f->data, (gssize) f->size, NULL));
+}
+
+/* Files the user already has in other tools' folders are used, not
+ * downloaded again: Hugging Face's cache and Ollama's blobs by their hash
+ * names, LM Studio's models by size; each is hashed first, so a blob whose
+ * name lies is not used. */
+static void
+test_adopt (void)
+{
+  g_autofree char *xdg = g_build_filename (tmp_root, "cli-adopt", NULL);
+  g_autofree char *home = g_build_filename (tmp_root, "home-adopt", NULL);
+  g_autofree char *home_env = g_strdup_printf ("HOME=%s", home);
+  g_autofree char *catalog_path = g_build_filename (tmp_root, "cli-adopt.json", NULL);
+  g_autofree char *hf_a = g_strdup_printf ("%s/.cache/huggingface/hub/models--o--r/blobs/%s", home,
+                                           fixture ("a.bin")->sha256);
+  g_autofree char *ollama_b = g_strdup_printf ("%s/.ollama/models/blobs/sha256-%s", home,
+                                               fixture ("b.bin")->sha256);
+  g_autofree char *lms_c = g_strdup_printf ("%s/.lmstudio/models/o/r/c-Q4_K_M.gguf", home);
+  g_autofree char *liar_d = g_strdup_printf ("%s/.cache/huggingface/hub/models--o--r/blobs/%s", home,
+                                             fixture ("d.bin")->sha256);
+  const char *env[] = { home_env, NULL };
+  const char * const *saved_env = cli_env;
+  const char *names[] = { "a.bin", "b.bin", "c.bin", "d.bin" };
+  g_autoptr(GString) packages = g_string_new (NULL);
+  g_autoptr(GString) tags = g_string_new (NULL);
+  g_autofree char *json = NULL;
+
+  put_fixture_at (hf_a, "a.bin");
+  put_fixture_at (ollama_b, "b.bin");
+  put_fixture_at (lms_c, "c.bin");
+  put_fixture_at (liar_d, "b.bin");  /* d's name, b's bytes (same size) */
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      g_autofree char *id = g_strdup_printf ("pkg-%c", names[i][0]);
+      g_autofree char *tag = g_strdup_printf ("t:%c", names[i][0]);
+      g_autofree char *p = package_json (id, "ok", names[i], TRUE);
+      g_autofree char *t = tag_json (tag, id, NULL, FALSE);
+
+      g_string_append_printf (packages, "%s%s", i ? ", " : "", p);
+      g_string_append_printf (tags, "%s%s", i ? ", " : "", t);
+    }
+  json = g_strdup_printf ("{\"schema\": 1, \"packages\": {%s}, \"families\": [{\"id\": \"t\", "
+                          "\"label\": \"Test\", \"tags\": [%s]}]}", packages->str, tags->str);
+  g_assert_true (g_file_set_contents (catalog_path, json, -1, NULL));
+
+  server_reset ();
+  cli_env = env;
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      g_autofree char *tag = g_strdup_printf ("t:%c", names[i][0]);
+      g_autofree char *installed = g_strdup_printf ("%s/tern/models/packages/pkg-%c/%s", xdg, names[i][0],
+                                                    names[i]);
+      g_autofree char *served = g_strdup_printf ("/ok/%s", names[i]);
+      g_autoptr(GPtrArray) requests = NULL;
+      char *out = NULL, *err = NULL;
+      int status = run_cli (xdg, catalog_path, &out, &err, "pull", tag, NULL);
+
+      if (status != 0)
+        g_error ("pull %s: %s", tag, err);
+      g_free (out);
+      g_free (err);
+      assert_file_is (installed, names[i]);
+      requests = server_requests (served, NULL);
+      /* d.bin's blob lied about its bytes: downloaded after all. */
+      g_assert_cmpuint (requests->len, ==, names[i][0] == 'd' ? 1 : 0);
+    }
+  cli_env = saved_env;
+}
+
 /* Proxies come from the environment: tern-cli run with http_proxy pointing
  * at the test server, for a host that does not exist. (In a child process:
  * setenv in this threaded one would not be safe.) */
@@ -1862,6 +1940,7 @@ main (int    argc,
   g_test_add_func ("/manager/cli", test_cli);
   g_test_add_func ("/manager/cli/two-processes", test_cli_two_processes);
   g_test_add_func ("/manager/cli/hub", test_hub);
+  g_test_add_func ("/manager/cli/adopt", test_adopt);
 
   status = g_test_run ();
 
