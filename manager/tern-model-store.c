@@ -1490,6 +1490,20 @@ local_name_from (const char *text)
   return g_string_free (name, FALSE);
 }
 
+static char *
+unique_local_tag (TernModelStore *self,
+                  const char     *base)
+{
+  char *tag = g_strconcat (TERN_LOCAL_PREFIX, base, NULL);
+
+  for (int n = 2; g_hash_table_contains (self->locals, tag); n++)
+    {
+      g_free (tag);
+      tag = g_strdup_printf (TERN_LOCAL_PREFIX "%s-%d", base, n);
+    }
+  return tag;
+}
+
 char *
 tern_model_store_import (TernModelStore  *self,
                          const char      *path,
@@ -1497,6 +1511,7 @@ tern_model_store_import (TernModelStore  *self,
                          GError         **error)
 {
   g_autofree char *real = NULL;
+  g_autofree char *kept = NULL;
   g_autofree char *base = NULL;
   g_autofree char *architecture = NULL;
   g_autofree char *tag = NULL;
@@ -1521,6 +1536,10 @@ tern_model_store_import (TernModelStore  *self,
                    g_strerror (errsv));
       return NULL;
     }
+  /* The path as given (made absolute), not the link's target: in Hugging
+   * Face's cache the target is blobs/SHA256, while the projector and the
+   * other files of the model sit beside the snapshot's name. */
+  kept = g_canonicalize_filename (path, NULL);
   if (!g_file_test (real, G_FILE_TEST_IS_REGULAR))
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT, "%s: not a regular file", path);
@@ -1563,24 +1582,34 @@ tern_model_store_import (TernModelStore  *self,
     return NULL;
   g_hash_table_iter_init (&iter, self->locals);
   while (g_hash_table_iter_next (&iter, NULL, &value))
-    if (g_str_equal (((StoreLocal *) value)->path, real))
-      {
-        tag = g_strdup (((StoreLocal *) value)->tag);
-        ((StoreLocal *) value)->broken = FALSE;
-        ((StoreLocal *) value)->size = size;
-        if (!lock_end (self, fd, TRUE, error))
-          return NULL;
-        return g_steal_pointer (&tag);
-      }
-  tag = g_strconcat (TERN_LOCAL_PREFIX, base, NULL);
-  for (int n = 2; g_hash_table_contains (self->locals, tag); n++)
     {
-      g_free (tag);
-      tag = g_strdup_printf (TERN_LOCAL_PREFIX "%s-%d", base, n);
+      StoreLocal *known = value;
+      g_autofree char *known_real = realpath (known->path, NULL);
+
+      if (!g_str_equal (known->path, kept) && g_strcmp0 (known_real, real) != 0)
+        continue;
+      known->broken = FALSE;
+      known->size = size;
+      g_free (known->path);
+      known->path = g_strdup (kept);
+      /* Imported again with --name: that is a rename. */
+      if (name != NULL && !(g_str_has_prefix (known->tag, TERN_LOCAL_PREFIX)
+                            && g_str_equal (known->tag + strlen (TERN_LOCAL_PREFIX), base)))
+        {
+          g_hash_table_steal (self->locals, known->tag);
+          g_free (known->tag);
+          known->tag = unique_local_tag (self, base);
+          g_hash_table_insert (self->locals, known->tag, known);
+        }
+      tag = g_strdup (known->tag);
+      if (!lock_end (self, fd, TRUE, error))
+        return NULL;
+      return g_steal_pointer (&tag);
     }
+  tag = unique_local_tag (self, base);
   local = g_new0 (StoreLocal, 1);
   local->tag = g_strdup (tag);
-  local->path = g_strdup (real);
+  local->path = g_strdup (kept);
   local->size = size;
   local->architecture = g_steal_pointer (&architecture);
   local->imported = now_iso8601 ();

@@ -1255,6 +1255,43 @@ test_import (void)
   g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT);
   g_clear_error (&error);
 
+  /* --name on a file already imported renames it (one entry, new tag). */
+  {
+    g_autofree char *renamed = tern_model_store_import (store, model, "Renamed", &error);
+    g_auto(GStrv) tags = NULL;
+
+    g_assert_no_error (error);
+    g_assert_cmpstr (renamed, ==, "local:renamed");
+    g_assert_false (tern_model_store_has_tag (store, tag));
+    tags = tern_model_store_list_tags (store);
+    g_assert_cmpuint (g_strv_length (tags), ==, 2);  /* renamed, my-model */
+    g_free (tag);
+    tag = g_steal_pointer (&renamed);
+  }
+
+  /* A Hugging Face cache's snapshot name (a link to blobs/SHA) is kept as
+   * given, so files beside it (the mmproj) are found beside it. */
+  {
+    g_autofree char *hub = g_build_filename (tmp_root, "import-hub", NULL);
+    g_autofree char *blobs = g_build_filename (hub, "blobs", NULL);
+    g_autofree char *snap = g_build_filename (hub, "snapshots", "abc", NULL);
+    g_autofree char *blob = g_build_filename (blobs, "0123", NULL);
+    g_autofree char *link = g_build_filename (snap, "model.gguf", NULL);
+    g_autofree char *snap_tag = NULL;
+    g_autofree char *snap_path = NULL;
+
+    g_assert_cmpint (g_mkdir_with_parents (blobs, 0755), ==, 0);
+    g_assert_cmpint (g_mkdir_with_parents (snap, 0755), ==, 0);
+    g_assert_true (g_file_set_contents (blob, data, (gssize) length, NULL));
+    g_assert_cmpint (symlink ("../../blobs/0123", link), ==, 0);
+    snap_tag = tern_model_store_import (store, link, "Snap", &error);
+    g_assert_no_error (error);
+    snap_path = tern_model_store_get_path (store, snap_tag, TERN_PACKAGE_ROLE_BASE);
+    g_assert_cmpstr (snap_path, ==, link);
+    g_assert_true (tern_model_store_remove (store, snap_tag, NULL, NULL, &error));
+    g_assert_no_error (error);
+  }
+
   /* check finds a vanished import; remove forgets it but never deletes it. */
   g_assert_cmpint (g_unlink (copy), ==, 0);
   g_assert_true (tern_model_store_check (store, NULL, &problems, &error));
