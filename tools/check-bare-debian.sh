@@ -6,11 +6,12 @@
 #   echo hello | <README's run command>   must answer in the terminal chat
 #   <README's test command>               must end "N passed, 0 failed, 0 skipped"
 # Needs root, debootstrap (installed when missing), Debian's package mirror
-# and the npm registry; about 20 minutes on 2 cores.
+# and the npm registry; see README.md for how long it takes.
 #
 # Usage: tools/check-bare-debian.sh [ROOT_DIR]
 #   ROOT_DIR: where the new system goes (default: a new folder in /var/tmp);
-#   removed at the end unless KEEP_ROOT=1.
+#   removed at the end unless KEEP_ROOT=1. The logs of the two commands stay
+#   beside it (ROOT_DIR-run.log, ROOT_DIR-test.log).
 # Environment: MIRROR (default http://deb.debian.org/debian); NPM_CAFILE, a CA
 # bundle for npm on a TLS-intercepting network (default: this machine's npm
 # cafile setting, if any), given to npm inside as npm_config_cafile.
@@ -83,10 +84,9 @@ done
 # multiprocessing look for it: a private tmpfs, as on a booted system.
 mkdir -p "$root/dev/shm" && mount -t tmpfs shm "$root/dev/shm" && mounted+=("$root/dev/shm")
 
-# The source: a read-only view of this repository, cloned inside the README's way.
-mkdir -p "$root/mnt/source"
-mount --bind "$here" "$root/mnt/source" && mount -o remount,bind,ro "$root/mnt/source"
-mounted+=("$root/mnt/source")
+# The source: this repository's committed history as a bare repository in the
+# new root (a worktree's .git points outside it), cloned inside the README's way.
+git clone -q --bare "$here" "$root/srv/tern.git"
 
 envs=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
       LANG=C.UTF-8 TERM=dumb DEBIAN_FRONTEND=noninteractive)
@@ -99,20 +99,20 @@ fi
 inside() { chroot "$root" /usr/bin/env -i "${envs[@]}" /bin/sh -c "$1"; }
 
 echo "check-bare-debian: getting the source (apt-get install git; git clone)"
-inside "apt-get update -qq && apt-get install -y -qq git >/dev/null && git clone -q /mnt/source /root/tern" \
+inside "apt-get update -qq && apt-get install -y -qq git >/dev/null && git clone -q /srv/tern.git /root/tern" \
     || exit 1
 t2=$(date +%s)
 
-echo "check-bare-debian: echo hello | $run_cmd"
-if ! inside "cd /root/tern && echo hello | $run_cmd" >"$root/run.log" 2>&1; then
-    tail -n 40 "$root/run.log" >&2
+echo "check-bare-debian: echo hello | { $run_cmd; }"
+if ! inside "cd /root/tern && echo hello | { $run_cmd; }" >"$root-run.log" 2>&1; then
+    tail -n 40 "$root-run.log" >&2
     echo "check-bare-debian: the run command failed" >&2
     exit 1
 fi
-tail -n 5 "$root/run.log"
+tail -n 5 "$root-run.log"
 # The chat prints the prompt's answer after the banner; the demo model's
 # answer is random text, so: the chat started and wrote something after it.
-if ! grep -q "chatting with" "$root/run.log" || ! grep -Eq "generated [1-9][0-9]* tokens" "$root/run.log"; then
+if ! grep -q "chatting with" "$root-run.log" || ! grep -Eq "generated [1-9][0-9]* tokens" "$root-run.log"; then
     echo "check-bare-debian: the run command did not answer in the terminal chat" >&2
     exit 1
 fi
@@ -120,10 +120,10 @@ t3=$(date +%s)
 
 echo "check-bare-debian: $test_cmd"
 rc=0
-inside "cd /root/tern && $test_cmd" >"$root/test.log" 2>&1 || rc=$?
+inside "cd /root/tern && $test_cmd" >"$root-test.log" 2>&1 || rc=$?
 t4=$(date +%s)
-tail -n 15 "$root/test.log"
-last=$(tail -n 1 "$root/test.log")
+tail -n 15 "$root-test.log"
+last=$(tail -n 1 "$root-test.log")
 
 echo
 echo "check-bare-debian: debootstrap $((t1 - t0)) s, source $((t2 - t1)) s," \
