@@ -1,7 +1,8 @@
 # Two commands for a fresh Debian 12 machine (as root):
 #   make run    build and start Tern on the demo model
 #   make test   build with AddressSanitizer + UBSan and run every test
-# Both install the Debian packages they need when some are missing.
+# Both install the Debian packages they need when some are missing; make
+# itself comes first, from the README's command lines (apt-get install make).
 
 BUILD      ?= build
 TEST_BUILD ?= build-test

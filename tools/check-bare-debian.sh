@@ -37,6 +37,7 @@ fi
 
 root=${1:-$(mktemp -d /var/tmp/tern-bare-debian.XXXXXX)}
 mkdir -p "$root"
+chmod 755 "$root" # it becomes /: mktemp's 700 would lock out apt's _apt user
 root=$(cd "$root" && pwd)
 mounted=()
 cleanup() {
