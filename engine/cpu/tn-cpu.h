@@ -1,7 +1,7 @@
 /* CPU compute for libtern: a persistent thread pool and the matrix products
  * of the forward pass.
  *
- * Batch invariance (shared/DESIGN.md): the result for one activation row
+ * Batch invariance (docs/DESIGN.md): the result for one activation row
  * depends only on that row and the weights -- never on how many rows are in
  * the batch, where the row sits, or how many threads run. Work is split over
  * output rows (and heads), never over the reduction dimension, and the 1-row

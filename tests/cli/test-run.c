@@ -253,7 +253,7 @@ static void check_bad_models(void) {
 int main(void) {
     cli = getenv("TERN_CLI");
     if (!cli || !*cli)
-        tn_test_skip("TERN_CLI is not set");
+        tn_test_missing("TERN_CLI is not set (run through meson test)");
     snprintf(dir, sizeof dir, "%s", tn_test_tmpdir());
     check_bad_models();
     check_arch("llama");

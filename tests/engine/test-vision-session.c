@@ -346,7 +346,7 @@ static void forward_entry(tn_model *m) {
 int main(void) {
     const char *vocab = tn_test_vocab("gemma3");
     if (!vocab)
-        tn_test_skip("no gemma3 vocabulary (TERN_VOCAB_DIR)");
+        tn_test_missing("no gemma3 vocabulary in TERN_VOCAB_DIR (tools/fetch-vocab.sh)");
     char tokjson[4200];
     snprintf(tokjson, sizeof tokjson, "%s/tokenizer.json", vocab);
     snprintf(g_model, sizeof g_model, "%s/gemma3.gguf", tn_test_tmpdir());

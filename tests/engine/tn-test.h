@@ -1,5 +1,5 @@
 /* A tiny test harness: CHECK records a failure and goes on; a test binary
- * exits non-zero when any check failed, 77 (meson's "skip") when it skips. */
+ * exits non-zero when any check failed or its data is missing. */
 #ifndef TN_TEST_H
 #define TN_TEST_H
 
@@ -39,8 +39,10 @@ tn_mkmodel_params tn_test_tiny_model(const char *arch, uint64_t seed);
 
 /* Prints a summary and returns the exit status for main(). */
 int tn_test_finish(const char *name);
-/* Exit 77 with a reason: the test cannot run here (missing vocabulary...). */
-_Noreturn void tn_test_skip(const char *why);
+/* Exit 1 with a reason: data the test needs is missing (a vocabulary that
+ * `make test` fetches, a file of tests/data/). Never a skip: a skipped test
+ * would hide a broken setup behind a green run. */
+_Noreturn void tn_test_missing(const char *why);
 
 /* A scratch directory for this test binary (created, unique per process). */
 const char *tn_test_tmpdir(void);

@@ -4,8 +4,21 @@
 // without a key), TERN_KEY_URL and TERN_KEY (a server with one),
 // TERN_VISION_URL (a server on a Gemma 3 model named 'gemma' with a vision
 // projector) and TERN_IMAGE_URI (a PNG as a data: URI).
+//
+// The client (openai 5 and later) sends through Node's own fetch (undici),
+// which keeps connections alive: most requests, streamed or not, errors
+// included, go over a connection an earlier response used, so each response
+// must end exactly where it says. Connections and requests are counted per
+// server through undici's diagnostics channels to show that they are reused.
 'use strict';
+const diagnostics = require('diagnostics_channel');
 const OpenAI = require(process.env.OPENAI_MODULE);
+
+const connections = new Map(); // port -> connections opened
+const requests = new Map();    // port -> requests sent
+function bump(map, port) { map.set(String(port), (map.get(String(port)) || 0) + 1); }
+diagnostics.subscribe('undici:client:connected', (m) => bump(connections, m.connectParams.port));
+diagnostics.subscribe('undici:request:create', (m) => bump(requests, new URL(m.request.origin).port));
 
 let checks = 0;
 let failed = 0;
@@ -150,7 +163,21 @@ async function main() {
   const keyed = await rightKey.chat.completions.create({ model: 'tiny', messages, max_tokens: 8 });
   check(keyed.choices[0].message.content === text, 'right key: the same answer');
 
-  console.log(`${checks} checks, ${failed} failed`);
+  // Connections were reused, after streamed answers and error responses
+  // too. (undici opens a second connection when a request follows the
+  // previous response within the same tick, before that connection is back
+  // in its pool; hence not exactly one connection per server.)
+  for (const [url, minRequestsPerConnection] of [[process.env.TERN_URL, 3],
+                                                  [process.env.TERN_VISION_URL, 1.5]]) {
+    const port = new URL(url).port;
+    const c = connections.get(port) || 0;
+    const r = requests.get(port) || 0;
+    check(c >= 1 && r >= c * minRequestsPerConnection,
+          `connection reuse on ${url}: ${r} requests over ${c} connections`);
+    console.log(`${url}: ${r} requests over ${c} connections`);
+  }
+
+  console.log(`Node.js ${process.version}: ${checks} checks, ${failed} failed`);
   process.exit(failed ? 1 : 0);
 }
 

@@ -5,6 +5,7 @@ streaming and not, usage, errors (404, 400, 401), an image part for a
 synthetic Gemma 3 with a projector. The checks are in openai-client.js."""
 
 import base64
+import json
 import os
 import shutil
 import struct
@@ -15,7 +16,11 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serverlib  # noqa: E402
 
-PACKAGE = "openai@4"
+# openai 4 sent through node-fetch 2, whose "Premature close" on reused
+# connections (a client-side false alarm) failed this test on Debian 12's
+# Node.js 18; 5 and later use Node's own fetch. An exact version: the same
+# client everywhere, checked on Node 18 (Debian 12) and 20.
+PACKAGE = "openai@6.49.0"
 
 node, npm = shutil.which("node"), shutil.which("npm")
 if not node or not npm:
@@ -24,7 +29,17 @@ if not node or not npm:
 tmp_root = serverlib.env("TERN_TEST_TMP")
 prefix = os.path.join(os.path.dirname(os.path.abspath(tmp_root)), "openai-node")
 module = os.path.join(prefix, "node_modules", "openai")
-if not os.path.isfile(os.path.join(module, "package.json")):
+
+
+def installed_version():
+    try:
+        with open(os.path.join(module, "package.json")) as f:
+            return json.load(f).get("version")
+    except (OSError, ValueError):
+        return None
+
+
+if installed_version() != PACKAGE.split("@", 1)[1]:
     os.makedirs(prefix, exist_ok=True)
     r = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", prefix, PACKAGE],
                        capture_output=True, text=True, timeout=600)
