@@ -2208,6 +2208,7 @@ static gboolean conn_wait_more(gpointer data) {
 }
 
 static gboolean on_accept(GSocket *listener, GIOCondition cond, gpointer data);
+static gboolean sweep_conns(gpointer data);
 
 static void accept_start(tern_server *srv) {
     srv->accept_source = g_socket_create_source(srv->socket, G_IO_IN, NULL);
@@ -2241,6 +2242,8 @@ static gboolean on_accept(GSocket *listener, GIOCondition cond, gpointer data) {
             g_source_attach(srv->accept_source, srv->context);
             return G_SOURCE_REMOVE;
         }
+        if ((int)g_hash_table_size(srv->conns) >= srv->conns_max)
+            sweep_conns(srv); /* connections closed since the last sweep */
         if ((int)g_hash_table_size(srv->conns) >= srv->conns_max) {
             g_socket_close(sock, NULL);
             g_object_unref(sock);
