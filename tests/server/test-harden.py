@@ -50,7 +50,7 @@ def raw(port, data, timeout=30):
             if not b:
                 break
             out += b
-    except (socket.timeout, ConnectionResetError):
+    except OSError:  # timeout, reset, or a broken pipe while sending
         pass
     finally:
         s.close()
