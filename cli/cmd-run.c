@@ -498,6 +498,14 @@ static int run_session(const opts *o, const tn_model *m) {
                 line[--len] = '\0';
             if (len == 0)
                 continue;
+            /* A NUL would end the turn there: the rest of the line lost
+             * without a word. */
+            if (memchr(line, '\0', (size_t)len)) {
+                cli_error("this input line contains a NUL byte; it was not sent (the text "
+                          "after the NUL would have been dropped)");
+                status = CLI_EXIT_BAD_INPUT;
+                break;
+            }
             /* The images belong to the first user turn, marked there so
              * that they stay in place as the conversation grows. */
             bool first_user = true;

@@ -32,7 +32,35 @@ static void usage(FILE *f) {
             "  --draft-max N      tokens per draft (default: the drafter's)\n"
             "  --mmproj PATH      vision projector: chat requests may carry images\n"
             "                     (image_url data: URIs); default: the one *mmproj*.gguf\n"
-            "                     beside the model, if any\n");
+            "                     beside the model, if any\n"
+            "  --request-timeout S  seconds a client has to send its request's headers\n"
+            "                     and body (default 30)\n"
+            "  --pin-cache DIR    where pinned system prompts' snapshots go (default\n"
+            "                     $XDG_CACHE_HOME/tern/pins, i.e. ~/.cache/tern/pins)\n"
+            "  --pin-cache-max SIZE  their total size, oldest removed beyond it (bytes,\n"
+            "                     or with K, M, G; default 4G)\n"
+            "  --no-pin-cache     write and read no snapshots\n");
+}
+
+/* BYTES, or with a K, M or G suffix (powers of 1024). */
+static bool parse_size(const char *s, uint64_t *out) {
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *s == '-' || end == s)
+        return false;
+    int shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30;
+    if (shift)
+        end++;
+    if (*end || v == 0 || v > (1ULL << 50) >> shift)
+        return false;
+    *out = (uint64_t)v << shift;
+    return true;
 }
 
 static bool parse_long(const char *s, long lo, long hi, long *out) {
@@ -62,10 +90,16 @@ int cmd_serve(int argc, char **argv) {
             usage(stdout);
             return CLI_EXIT_OK;
         }
+        if (!strcmp(a, "--no-pin-cache")) {
+            cfg.pin_cache_dir = "";
+            continue;
+        }
         static const char *const with_value[] = {"-m", "--model", "--host", "--port", "--api-key",
                                                  "--cors", "-c", "--ctx", "-t", "--threads",
                                                  "--queue", "--max-body", "--pins",
-                                                 "--mmproj", "--debug-token-delay"};
+                                                 "--mmproj", "--debug-token-delay",
+                                                 "--request-timeout", "--pin-cache",
+                                                 "--pin-cache-max"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             known = known || !strcmp(a, with_value[k]);
@@ -89,6 +123,24 @@ int cmd_serve(int argc, char **argv) {
             cfg.cors_origin = v;
         } else if (!strcmp(a, "--mmproj")) {
             mmproj = v;
+        } else if (!strcmp(a, "--pin-cache")) {
+            if (!*v) {
+                cli_error("serve: --pin-cache wants a directory (--no-pin-cache: none)");
+                return CLI_EXIT_USAGE;
+            }
+            cfg.pin_cache_dir = v;
+        } else if (!strcmp(a, "--pin-cache-max")) {
+            if (!parse_size(v, &cfg.pin_cache_max_bytes)) {
+                cli_error("serve: --pin-cache-max wants a size (bytes, or with K, M, G), not '%s'",
+                          v);
+                return CLI_EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--request-timeout")) {
+            if (!parse_long(v, 1, 86400, &n)) {
+                cli_error("serve: --request-timeout wants 1..86400 seconds, not '%s'", v);
+                return CLI_EXIT_USAGE;
+            }
+            cfg.request_timeout_s = (int)n;
         } else if (!strcmp(a, "--port")) {
             if (!parse_long(v, 0, 65535, &n)) {
                 cli_error("serve: --port wants 0..65535, not '%s'", v);
@@ -135,6 +187,11 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!model_arg) {
         cli_error("serve: which model? (-m FILE.gguf or an installed tag)");
+        return CLI_EXIT_USAGE;
+    }
+    if (cfg.api_key && cfg.api_key[strspn(cfg.api_key, " \t\r\n\v\f")] == '\0') {
+        cli_error("serve: --api-key is empty or only blanks (an unset variable?): give a real "
+                  "key, or leave --api-key out on a loopback host");
         return CLI_EXIT_USAGE;
     }
     if (cfg.host && !tern_server_host_is_loopback(cfg.host) && (!cfg.api_key || !*cfg.api_key)) {

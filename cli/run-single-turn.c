@@ -563,6 +563,13 @@ int cmd_run_single_turn(int argc, char **argv) {
             line[--n] = '\0';
         if (n == 0)
             continue;
+        /* A NUL would cut the request there without a word. */
+        if (memchr(line, '\0', (size_t)n)) {
+            cli_error("this input line contains a NUL byte; it was not sent (the text after "
+                      "the NUL would have been dropped)");
+            r.failures++;
+            continue;
+        }
         if (line[0] == '/') {
             if (!command(&r, line))
                 break;

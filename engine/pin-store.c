@@ -375,7 +375,9 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
     int rc = TN_OK;
     void *map = MAP_FAILED;
     size_t map_size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO (or a device) put where a snapshot belongs would
+     * block open() for ever; its type is checked before anything is read. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         int e = errno;
         rc = e == ENOENT ? tn_fail(err, TN_ERR_NOT_FOUND, "%s: no pin snapshot", path)
@@ -392,14 +394,13 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
         rc = reject(path, err, "truncated: shorter than its header");
         goto done;
     }
-    map_size = (size_t)st.st_size;
-    map = mmap(NULL, map_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    if (map == MAP_FAILED) {
-        int e = errno;
-        rc = tn_fail(err, TN_ERR_IO, "%s: cannot map the pin snapshot: %s", path, strerror(e));
+    /* The header alone first: a file that is not a snapshot for this model
+     * and prompt (whatever its size) is refused without reading the rest. */
+    uint8_t h[TN_PIN_HEADER_BYTES];
+    if (pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h) {
+        rc = reject(path, err, "truncated: shorter than its header");
         goto done;
     }
-    const uint8_t *h = map;
     if (memcmp(h, TN_PIN_MAGIC, 8) != 0) {
         rc = reject(path, err, "not a Tern pin snapshot");
         goto done;
@@ -438,7 +439,19 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
         rc = reject(path, err, why);
         goto done;
     }
-    const uint8_t *tok_bytes = h + TN_PIN_HEADER_BYTES;
+    map_size = (size_t)st.st_size;
+    map = mmap(NULL, map_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map == MAP_FAILED) {
+        int e = errno;
+        rc = tn_fail(err, TN_ERR_IO, "%s: cannot map the pin snapshot: %s", path, strerror(e));
+        goto done;
+    }
+    const uint8_t *m = map;
+    if (memcmp(m, h, sizeof h) != 0) { /* replaced between the read and the map */
+        rc = reject(path, err, "changed while it was read");
+        goto done;
+    }
+    const uint8_t *tok_bytes = m + TN_PIN_HEADER_BYTES;
     const uint8_t *kv = tok_bytes + (size_t)n * 4;
     if (payload_checksum((const int32_t *)tok_bytes, n, kv, kv_bytes) != tn_rd_u64(h + 80)) {
         rc = reject(path, err, "damaged data: checksum mismatch");

@@ -6,8 +6,10 @@
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -32,6 +34,13 @@
 /* OpenAI's default for the legacy completions endpoint: a raw continuation
  * of a base model may never reach an end token. */
 #define DEFAULT_COMPLETION_MAX_TOKENS 16
+/* JSON nesting a request may have: json-glib parses recursively, one stack
+ * frame per level, so a body of 100,000 '[' (200 KB) overflowed the stack.
+ * Real requests nest 5 or 6 deep (tools' JSON schemas a few more). */
+#define MAX_JSON_DEPTH 128
+/* Seconds a client has from connecting to the end of its request's headers
+ * and body (slowloris); --request-timeout. */
+#define DEFAULT_REQUEST_TIMEOUT_S 30
 
 typedef enum { JOB_CHAT, JOB_COMPLETION } job_kind;
 
@@ -68,7 +77,7 @@ typedef struct job {
     job_kind kind;
     bool stream;
     bool include_usage;
-    char id[40];
+    char id[64];
     gint64 created;
 
     /* The request, owned by the job. */
@@ -107,6 +116,7 @@ typedef struct job {
     bool flush_scheduled;
     GString *full; /* the whole answer (non-streaming) */
     bool role_sent;
+    bool headers_sent; /* streams: the 200 and its headers are out (at the first text) */
 
     /* Filled by the worker when it is done. */
     int rc;
@@ -129,6 +139,7 @@ struct tern_server {
     char *cors;
     char *model_id;
     char *url;
+    char *pin_cache_dir;
     const tn_model *model;
     int32_t n_ctx;
     int port;
@@ -145,6 +156,14 @@ struct tern_server {
     guint64 n_served;    /* answers written */
     guint64 n_abandoned; /* clients gone before their answer was complete */
     guint64 next_id;
+    char id_base[20];    /* random per run: ids unique across restarts */
+    gint64 started;      /* unix time: /v1/models' created */
+
+    /* Connections, accepted by the server itself (see "connections"). */
+    GHashTable *conns;   /* remote "address:port" -> conn */
+    GSource *accept_source;
+    GSource *sweep_source;
+    int conns_max;
 
     /* Images: decoded by this pool (inside tern_server_run), encoded on the
      * worker with vision_cpu (worker only, made on first use). */
@@ -352,6 +371,8 @@ static tn_session_params session_params(const tern_server *srv) {
     if (srv->cfg.n_ctx > 0)
         sp.n_ctx = srv->cfg.n_ctx;
     sp.n_threads = srv->cfg.n_threads;
+    sp.pin_cache_dir = srv->cfg.pin_cache_dir;
+    sp.pin_cache_max_bytes = srv->cfg.pin_cache_max_bytes;
     return sp;
 }
 
@@ -733,7 +754,27 @@ static void sse_delta(job *j, const char *role, const char *content, const char 
     g_object_unref(b);
 }
 
+/* A stream's status and headers go out with its first text, not when it is
+ * queued: a request that fails before then (the prompt does not fit, the
+ * server stops) still gets its HTTP error status and a JSON body. HTTP/1.0
+ * has no chunked encoding: its stream ends when the connection closes. */
+static void stream_start(job *j) {
+    if (j->headers_sent)
+        return;
+    j->headers_sent = true;
+    add_common_headers(j->server, j->msg);
+    soup_server_message_set_status(j->msg, 200, NULL);
+    SoupMessageHeaders *h = soup_server_message_get_response_headers(j->msg);
+    const bool http10 = soup_server_message_get_http_version(j->msg) == SOUP_HTTP_1_0;
+    soup_message_headers_set_encoding(h, http10 ? SOUP_ENCODING_EOF : SOUP_ENCODING_CHUNKED);
+    soup_message_headers_replace(h, "Content-Type", "text/event-stream");
+    soup_message_headers_replace(h, "Cache-Control", "no-cache");
+    /* Events written are not kept in the message. */
+    soup_message_body_set_accumulate(soup_server_message_get_response_body(j->msg), FALSE);
+}
+
 static void stream_pending(job *j) {
+    stream_start(j);
     g_mutex_lock(&j->lock);
     char *text = g_strdup(j->pending->str);
     g_string_truncate(j->pending, 0);
@@ -791,9 +832,14 @@ static gboolean finish_job(gpointer data) {
         g_snprintf(j->err.message, sizeof j->err.message,
                    "the request was cancelled: the server is stopping");
 
+    if (j->stream && j->rc != TN_OK && !j->headers_sent) {
+        respond_engine_error(j);
+        soup_server_message_unpause(j->msg);
+        return G_SOURCE_REMOVE;
+    }
     if (j->stream) {
         if (j->rc != TN_OK) {
-            /* Nothing sent yet: the error goes in the stream as an event. */
+            /* Text already sent: the error goes in the stream as an event. */
             const char *code = j->rc == TN_ERR_OVERFLOW ? "context_length_exceeded" : NULL;
             if (j->rc == TN_ERR_CANCELLED)
                 code = "cancelled";
@@ -867,12 +913,27 @@ static void on_msg_finished(SoupServerMessage *msg, gpointer data) {
     g_mutex_unlock(&j->server->current_lock);
 }
 
+/* The message's "finished": the answer is written or the client is gone.
+ * The job lets go of the message then: each held a reference to the other
+ * (the job its message, the message this handler's closure), so neither was
+ * ever freed, and every request kept ~6.5 KB plus its body (issue 17). Once
+ * libsoup drops the message, the closure's job reference goes with it. */
+static void on_msg_done(SoupServerMessage *msg, gpointer data) {
+    job *j = data;
+    on_msg_finished(msg, j);
+    g_clear_object(&j->msg);
+}
+
 /* True when the client of a waiting (paused) request closed its connection:
  * nothing is read from a paused message's socket, so a peek sees the end. */
-static bool client_closed(SoupServerMessage *msg) {
+static GSocket *conn_socket(tern_server *srv, SoupServerMessage *msg);
+
+static bool client_closed(tern_server *srv, SoupServerMessage *msg) {
     GSocket *sock = soup_server_message_get_socket(msg);
     if (!sock)
-        return false;
+        sock = conn_socket(srv, msg);
+    if (!sock || g_socket_is_closed(sock))
+        return sock != NULL;
     char c;
     ssize_t n = recv(g_socket_get_fd(sock), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
@@ -887,7 +948,8 @@ static gboolean watch_running(gpointer data) {
     job *j = srv->current ? job_ref(srv->current) : NULL;
     g_mutex_unlock(&srv->current_lock);
     if (j) {
-        if (!j->stream && !g_atomic_int_get(&j->gone) && client_closed(j->msg))
+        if ((!j->stream || !j->headers_sent) && !g_atomic_int_get(&j->gone) &&
+            client_closed(srv, j->msg))
             on_msg_finished(j->msg, j);
         job_unref(j);
     }
@@ -1021,7 +1083,16 @@ static bool member_number(JsonObject *o, const char *name, double *out, const ch
         return false;
     }
     *out = json_node_get_double(n);
+    if (!isfinite(*out)) { /* 1e400 */
+        *bad = name;
+        return false;
+    }
     return true;
+}
+
+/* Counts (tokens, seeds): 3 or 3.0, never 1.5. */
+static bool whole(double v) {
+    return v == floor(v);
 }
 
 /* A boolean member; false with *bad set when it is present but not one. */
@@ -1063,7 +1134,7 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
         g->sampler.top_p = (float)v;
     }
     if (member_number(o, "top_k", &v, &bad)) {
-        if (v < 0 || v > INT32_MAX) {
+        if (v < 0 || v > INT32_MAX || !whole(v)) {
             *param = "top_k";
             *why = g_strdup("top_k must be 0 (off) or more");
             return false;
@@ -1094,8 +1165,14 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
         }
         g->sampler.frequency_penalty = (float)v;
     }
-    if (member_number(o, "seed", &v, &bad))
-        g->sampler.seed = (uint64_t)(int64_t)v;
+    if (member_number(o, "seed", &v, &bad)) {
+        if (v < 0 || v >= 9223372036854775808.0 || !whole(v)) {
+            *param = "seed";
+            *why = g_strdup("seed must be a whole number from 0 to 2^63 - 1");
+            return false;
+        }
+        g->sampler.seed = (uint64_t)v;
+    }
     g->max_tokens = j->kind == JOB_COMPLETION ? DEFAULT_COMPLETION_MAX_TOKENS : 0;
     const char *max_name = "max_tokens";
     bool has_max = member_number(o, max_name, &v, &bad);
@@ -1104,12 +1181,12 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
         has_max = member_number(o, max_name, &v, &bad);
     }
     if (has_max) {
-        if (v < 1) {
+        if (v < 1 || v > INT32_MAX || !whole(v)) {
             *param = max_name;
-            *why = g_strdup_printf("%s must be at least 1", max_name);
+            *why = g_strdup_printf("%s must be a whole number from 1 to %d", max_name, INT32_MAX);
             return false;
         }
-        g->max_tokens = v > INT32_MAX ? INT32_MAX : (int32_t)v;
+        g->max_tokens = (int32_t)v;
     }
     if (member_number(o, "n", &v, &bad) && v != 1) {
         *param = "n";
@@ -1213,7 +1290,7 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
             return false;
         }
         if (member_number(t, "draft_max", &v, &bad)) {
-            if (v < 1 || v > TN_SPEC_MAX_DRAFT) {
+            if (v < 1 || v > TN_SPEC_MAX_DRAFT || !whole(v)) {
                 *param = "tern";
                 *why = g_strdup_printf("tern.draft_max must be 1..%d", TN_SPEC_MAX_DRAFT);
                 return false;
@@ -1257,7 +1334,13 @@ static bool parse_chat(JsonObject *o, job *j, const char **param, char **why) {
                                    i, role);
             return false;
         }
-        char *text = content_text(j, json_object_get_member(m, "content"), i, role, why);
+        JsonNode *content = json_object_get_member(m, "content");
+        if (!strcmp(role, "user") && (!content || JSON_NODE_HOLDS_NULL(content))) {
+            *param = "messages";
+            *why = g_strdup_printf("messages[%u]: a user message needs content", i);
+            return false;
+        }
+        char *text = content_text(j, content, i, role, why);
         if (!text) {
             *param = "messages";
             return false;
@@ -1327,22 +1410,168 @@ static bool parse_completion(JsonObject *o, job *j, const char **param, char **w
     return true;
 }
 
+/* ------------------------------------------------------------ request checks */
+
+/* What scan_body found wrong, and in which top-level member ("messages"). */
+typedef struct body_scan {
+    const char *problem; /* NULL: nothing */
+    char member[48];
+} body_scan;
+
+static void scan_fail(body_scan *sc, const char *problem, const char *member, size_t member_len) {
+    sc->problem = problem;
+    if (member_len >= sizeof sc->member)
+        member_len = 0;
+    memcpy(sc->member, member, member_len);
+    sc->member[member_len] = '\0';
+}
+
+/* One linear pass over the body before json-glib sees it, for what the
+ * parser cannot be trusted with: nesting (it recurses once per level, and
+ * 100,000 levels overflowed the stack), NUL in strings (\u0000 or a raw
+ * byte: a C string would end there, cutting the text silently) and integers
+ * beyond 64 bits (json-glib wraps them: 2^64 + 5 read as -1). Strings and
+ * their escapes are skipped exactly, so brackets in text do not count. */
+static void scan_body(const char *p, size_t n, body_scan *sc) {
+    sc->problem = NULL;
+    int depth = 0;
+    const char *key = "", *last = "";
+    size_t key_len = 0, last_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char c = p[i];
+        if (c == '"') {
+            const size_t start = ++i;
+            for (; i < n && p[i] != '"'; i++) {
+                if (p[i] == '\0') {
+                    scan_fail(sc, "nul", key, key_len);
+                    return;
+                }
+                if (p[i] == '\\' && i + 1 < n) {
+                    if (p[i + 1] == 'u' && i + 5 < n && !memcmp(p + i + 2, "0000", 4)) {
+                        scan_fail(sc, "nul", key, key_len);
+                        return;
+                    }
+                    i++;
+                }
+            }
+            last = p + start;
+            last_len = i - start;
+        } else if (c == '[' || c == '{') {
+            if (++depth > MAX_JSON_DEPTH) {
+                scan_fail(sc, "depth", key, key_len);
+                return;
+            }
+        } else if (c == ']' || c == '}') {
+            depth--;
+        } else if (c == ':' && depth == 1) {
+            key = last;
+            key_len = last_len;
+        } else if (c == '\0') {
+            scan_fail(sc, "nul", key, key_len);
+            return;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            const size_t start = i;
+            bool whole = true;
+            while (i + 1 < n && strchr("+-.eE0123456789", p[i + 1]) && p[i + 1]) {
+                i++;
+                whole = whole && p[i] != '.' && p[i] != 'e' && p[i] != 'E';
+            }
+            const bool neg = p[start] == '-';
+            const size_t digits = i + 1 - start - (neg ? 1 : 0);
+            const char *limit = neg ? "9223372036854775808" : "9223372036854775807";
+            if (whole && (digits > 19 || (digits == 19 && memcmp(p + start + neg, limit, 19) > 0))) {
+                scan_fail(sc, "range", key, key_len);
+                return;
+            }
+        }
+    }
+}
+
+/* The body of a JSON endpoint must say it is JSON: a browser sends text/plain
+ * and form bodies cross-site without asking (no preflight), application/json
+ * only after a CORS preflight, which this server refuses unless --cors. */
+static bool content_type_json(SoupServerMessage *msg) {
+    const char *t = soup_message_headers_get_content_type(
+        soup_server_message_get_request_headers(msg), NULL);
+    return t && !g_ascii_strcasecmp(t, "application/json");
+}
+
+/* The Host a request names must be this server's: loopback names, or the
+ * host it was started on. A web page whose name an attacker re-points at
+ * 127.0.0.1 (DNS rebinding) sends its own name and is refused. A wildcard
+ * host (0.0.0.0, ::) answers to any name: it needs an API key, which a web
+ * page does not have. HTTP/1.0 clients may send no Host. */
+static bool host_allowed(tern_server *srv, const char *value) {
+    if (!value || !*value)
+        return true;
+    GInetAddress *any = g_inet_address_new_from_string(srv->host);
+    const bool wildcard = any && g_inet_address_get_is_any(any);
+    g_clear_object(&any);
+    if (wildcard)
+        return true;
+    char *h;
+    if (value[0] == '[') {
+        const char *end = strchr(value, ']');
+        if (!end || (end[1] && end[1] != ':'))
+            return false;
+        h = g_strndup(value + 1, (gsize)(end - value - 1));
+    } else {
+        const char *colon = strchr(value, ':');
+        h = colon ? g_strndup(value, (gsize)(colon - value)) : g_strdup(value);
+    }
+    const gsize len = strlen(h);
+    if (len > 0 && h[len - 1] == '.')
+        h[len - 1] = '\0';
+    bool ok = !g_ascii_strcasecmp(h, srv->host) || !g_ascii_strcasecmp(h, "localhost") ||
+              g_str_has_suffix(h, ".localhost");
+    if (!ok) {
+        GInetAddress *a = g_inet_address_new_from_string(h);
+        ok = a && g_inet_address_get_is_loopback(a);
+        g_clear_object(&a);
+    }
+    g_free(h);
+    return ok;
+}
+
+/* Request headers a browser may send cross-site with --cors: those of the
+ * openai SDK (x-stainless-*, openai-*) and the AI SDK besides the usual. */
+static bool cors_header_allowed(const char *name) {
+    static const char *const plain[] = {"authorization", "content-type", "accept",
+                                        "accept-language", "user-agent", "cache-control"};
+    for (size_t i = 0; i < G_N_ELEMENTS(plain); i++)
+        if (!g_ascii_strcasecmp(name, plain[i]))
+            return true;
+    return !g_ascii_strncasecmp(name, "x-stainless-", 12) ||
+           !g_ascii_strncasecmp(name, "openai-", 7);
+}
+
+/* Access-Control-Allow-Headers for a preflight: the requested headers that
+ * are allowed (a browser fails the preflight if one it asked for is
+ * missing). */
+static char *cors_allow_headers(SoupServerMessage *msg) {
+    const char *req = soup_message_headers_get_list(soup_server_message_get_request_headers(msg),
+                                                    "Access-Control-Request-Headers");
+    GString *out = g_string_new("Authorization, Content-Type");
+    if (req) {
+        char **names = g_strsplit(req, ",", -1);
+        for (char **n = names; *n; n++) {
+            char *name = g_strstrip(*n);
+            if (*name && cors_header_allowed(name) && g_ascii_strcasecmp(name, "authorization") &&
+                g_ascii_strcasecmp(name, "content-type"))
+                g_string_append_printf(out, ", %s", name);
+        }
+        g_strfreev(names);
+    }
+    return g_string_free(out, FALSE);
+}
+
 /* ------------------------------------------------------------ handlers */
 
 /* A request ready for the engine (images decoded): to the worker's queue,
- * which takes the caller's reference. Streams get their headers now, after
- * the last chance of a plain error answer. */
+ * which takes the caller's reference. Streams get their headers with their
+ * first text (stream_start). */
 static void enqueue(job *j) {
-    tern_server *srv = j->server;
-    if (j->stream) {
-        add_common_headers(srv, j->msg);
-        soup_server_message_set_status(j->msg, 200, NULL);
-        SoupMessageHeaders *h = soup_server_message_get_response_headers(j->msg);
-        soup_message_headers_set_encoding(h, SOUP_ENCODING_CHUNKED);
-        soup_message_headers_replace(h, "Content-Type", "text/event-stream");
-        soup_message_headers_replace(h, "Cache-Control", "no-cache");
-    }
-    g_async_queue_push(srv->queue, j);
+    g_async_queue_push(j->server->queue, j);
 }
 
 #ifdef TERN_HAVE_IMAGEIO
@@ -1351,7 +1580,7 @@ static void enqueue(job *j) {
 static gboolean images_decoded(gpointer data) {
     job *j = data;
     tern_server *srv = j->server;
-    if (!g_atomic_int_get(&j->gone) && client_closed(j->msg))
+    if (!g_atomic_int_get(&j->gone) && client_closed(srv, j->msg))
         on_msg_finished(j->msg, j);
     if (g_atomic_int_get(&j->gone)) {
         srv->pending--;
@@ -1433,6 +1662,25 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     GBytes *bytes = soup_message_body_flatten(req);
     gsize len = 0;
     const char *data = g_bytes_get_data(bytes, &len);
+    body_scan sc;
+    scan_body(data ? data : "", len, &sc);
+    if (sc.problem) {
+        const char *param = sc.member[0] ? sc.member : NULL;
+        if (!strcmp(sc.problem, "depth"))
+            respond_error(srv, msg, 400, "invalid_request_error", NULL, "invalid_json",
+                          "the request body is nested deeper than %d levels", MAX_JSON_DEPTH);
+        else if (!strcmp(sc.problem, "nul"))
+            respond_error(srv, msg, 400, "invalid_request_error", param, NULL,
+                          "%s%sa string holds a NUL character (\\u0000), which the model's "
+                          "text cannot: remove it",
+                          param ? param : "", param ? ": " : "");
+        else
+            respond_error(srv, msg, 400, "invalid_request_error", param, NULL,
+                          "%s%sa whole number beyond 64 bits", param ? param : "",
+                          param ? ": " : "");
+        g_bytes_unref(bytes);
+        return;
+    }
     JsonParser *parser = json_parser_new();
     GError *e = NULL;
     if (!json_parser_load_from_data(parser, data ? data : "", (gssize)len, &e) ||
@@ -1474,16 +1722,23 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     j->pending = g_string_new(NULL);
     j->full = g_string_new(NULL);
     j->created = g_get_real_time() / G_USEC_PER_SEC;
-    g_snprintf(j->id, sizeof j->id, "%s-%" G_GUINT64_FORMAT,
-               kind == JOB_CHAT ? "chatcmpl" : "cmpl", ++srv->next_id);
+    g_snprintf(j->id, sizeof j->id, "%s-%s%" G_GUINT64_FORMAT,
+               kind == JOB_CHAT ? "chatcmpl" : "cmpl", srv->id_base, ++srv->next_id);
     const char *bad = NULL;
     j->stream = member_bool(o, "stream", false, &bad);
-    JsonNode *so = json_object_get_member(o, "stream_options");
-    if (so && JSON_NODE_HOLDS_OBJECT(so))
-        j->include_usage = member_bool(json_node_get_object(so), "include_usage", false, &bad);
-
-    const char *param = bad;
     char *why = bad ? g_strdup_printf("%s must be true or false", bad) : NULL;
+    JsonNode *so = json_object_get_member(o, "stream_options");
+    if (!bad && so && JSON_NODE_HOLDS_OBJECT(so)) {
+        j->include_usage = member_bool(json_node_get_object(so), "include_usage", false, &bad);
+        if (bad)
+            why = g_strdup("stream_options.include_usage must be true or false");
+    } else if (!bad && so && !JSON_NODE_HOLDS_NULL(so)) {
+        bad = "stream_options";
+        why = g_strdup("stream_options must be an object ({\"include_usage\": true})");
+    }
+    if (bad && strcmp(bad, "stream"))
+        bad = "stream_options";
+    const char *param = bad;
     bool ok = !bad && (kind == JOB_CHAT ? parse_chat(o, j, &param, &why)
                                         : parse_completion(o, j, &param, &why));
     g_object_unref(parser);
@@ -1509,7 +1764,7 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     }
 
     j->msg = g_object_ref(msg);
-    g_signal_connect_data(msg, "finished", G_CALLBACK(on_msg_finished), job_ref(j),
+    g_signal_connect_data(msg, "finished", G_CALLBACK(on_msg_done), job_ref(j),
                           (GClosureNotify)(void (*)(void))job_unref, 0);
     soup_server_message_pause(msg);
     srv->pending++;
@@ -1523,22 +1778,37 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     enqueue(j);
 }
 
-static void handle_models(tern_server *srv, SoupServerMessage *msg) {
-    JsonBuilder *b = json_builder_new();
-    json_builder_begin_object(b);
-    member_string(b, "object", "list");
-    json_builder_set_member_name(b, "data");
-    json_builder_begin_array(b);
+static void builder_model(JsonBuilder *b, tern_server *srv) {
     json_builder_begin_object(b);
     member_string(b, "id", srv->model_id);
     member_string(b, "object", "model");
-    member_int(b, "created", 0);
+    member_int(b, "created", srv->started);
     member_string(b, "owned_by", "tern");
     member_string(b, "description", tn_model_description(srv->model));
     member_int(b, "context_length", srv->n_ctx);
     json_builder_end_object(b);
-    json_builder_end_array(b);
-    json_builder_end_object(b);
+}
+
+/* GET /v1/models, or GET /v1/models/{id} with id. */
+static void handle_models(tern_server *srv, SoupServerMessage *msg, const char *id) {
+    if (id && strcmp(id, srv->model_id)) {
+        respond_error(srv, msg, 404, "invalid_request_error", "model", "model_not_found",
+                      "the model '%s' does not exist; this server serves '%s'", id,
+                      srv->model_id);
+        return;
+    }
+    JsonBuilder *b = json_builder_new();
+    if (id) {
+        builder_model(b, srv);
+    } else {
+        json_builder_begin_object(b);
+        member_string(b, "object", "list");
+        json_builder_set_member_name(b, "data");
+        json_builder_begin_array(b);
+        builder_model(b, srv);
+        json_builder_end_array(b);
+        json_builder_end_object(b);
+    }
     respond_json(srv, msg, 200, json_to_text(b));
     g_object_unref(b);
 }
@@ -1556,6 +1826,35 @@ static void handle_health(tern_server *srv, SoupServerMessage *msg) {
     g_object_unref(b);
 }
 
+typedef enum {
+    ROUTE_NONE,
+    ROUTE_HEALTH,
+    ROUTE_MODELS, /* also /v1/models/{id} */
+    ROUTE_CHAT,
+    ROUTE_COMPLETIONS,
+} route;
+
+/* The endpoint of a path: /v1/... and the same without /v1 (clients given
+ * the server's address without it). *rest: the id of /v1/models/{id}. */
+static route route_of(const char *path, const char **rest) {
+    *rest = NULL;
+    if (!strcmp(path, "/health"))
+        return ROUTE_HEALTH;
+    if (g_str_has_prefix(path, "/v1/"))
+        path += 3;
+    if (!strcmp(path, "/chat/completions"))
+        return ROUTE_CHAT;
+    if (!strcmp(path, "/completions"))
+        return ROUTE_COMPLETIONS;
+    if (!strcmp(path, "/models"))
+        return ROUTE_MODELS;
+    if (g_str_has_prefix(path, "/models/") && path[8]) {
+        *rest = path + 8;
+        return ROUTE_MODELS;
+    }
+    return ROUTE_NONE;
+}
+
 static void handle_any(SoupServer *soup, SoupServerMessage *msg, const char *path,
                        GHashTable *query, gpointer data) {
     tern_server *srv = data;
@@ -1567,13 +1866,16 @@ static void handle_any(SoupServer *soup, SoupServerMessage *msg, const char *pat
         add_common_headers(srv, msg);
         SoupMessageHeaders *h = soup_server_message_get_response_headers(msg);
         soup_message_headers_replace(h, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        soup_message_headers_replace(h, "Access-Control-Allow-Headers",
-                                     "Authorization, Content-Type");
+        char *allow = cors_allow_headers(msg);
+        soup_message_headers_replace(h, "Access-Control-Allow-Headers", allow);
+        g_free(allow);
         soup_message_headers_replace(h, "Access-Control-Max-Age", "600");
         soup_server_message_set_status(msg, 204, NULL);
         return;
     }
-    if (!strcmp(path, "/health")) {
+    const char *rest = NULL;
+    const route r = route_of(path, &rest);
+    if (r == ROUTE_HEALTH) {
         if (strcmp(method, "GET"))
             respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL,
                           "%s /health: use GET", method);
@@ -1588,39 +1890,74 @@ static void handle_any(SoupServer *soup, SoupServerMessage *msg, const char *pat
                       "a valid API key is required (Authorization: Bearer KEY)");
         return;
     }
-    if (!strcmp(path, "/v1/models")) {
-        if (strcmp(method, "GET"))
+    if (r == ROUTE_MODELS) {
+        if (strcmp(method, "GET")) {
             respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL,
-                          "%s /v1/models: use GET", method);
-        else
-            handle_models(srv, msg);
+                          "%s %s: use GET", method, path);
+            return;
+        }
+        handle_models(srv, msg, rest); /* libsoup decoded the path */
         return;
     }
-    bool chat = !strcmp(path, "/v1/chat/completions");
-    if (chat || !strcmp(path, "/v1/completions")) {
+    if (r == ROUTE_CHAT || r == ROUTE_COMPLETIONS) {
         if (strcmp(method, "POST"))
             respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL, "%s %s: use POST",
                           method, path);
         else
-            handle_generate(srv, msg, chat ? JOB_CHAT : JOB_COMPLETION);
+            handle_generate(srv, msg, r == ROUTE_CHAT ? JOB_CHAT : JOB_COMPLETION);
         return;
     }
     respond_error(srv, msg, 404, "invalid_request_error", NULL, "not_found",
-                  "no endpoint %s %s (GET /health, GET /v1/models, POST /v1/chat/completions, "
-                  "POST /v1/completions)",
+                  "no endpoint %s %s (GET /health, GET /v1/models, GET /v1/models/{id}, "
+                  "POST /v1/chat/completions, POST /v1/completions)",
                   method, path);
 }
 
-/* Bodies over the limit are refused from their Content-Length, before they
- * are read. */
+/* Before the body is read: the Host (403), a Content-Length that is not a
+ * number (400), the Content-Type of a JSON endpoint (415), and a body over
+ * the limit from its Content-Length (413). libsoup still reads the body of a
+ * request refused here before it answers; it is not kept. */
 static void on_got_headers(SoupServerMessage *msg, gpointer data) {
     tern_server *srv = data;
-    goffset len = soup_message_headers_get_content_length(
-        soup_server_message_get_request_headers(msg));
+    SoupMessageHeaders *req = soup_server_message_get_request_headers(msg);
+    if (soup_server_message_get_status(msg) != 0)
+        return;
+    const char *host = soup_message_headers_get_list(req, "Host");
+    const char *cl = soup_message_headers_get_list(req, "Content-Length");
+    const size_t digits = cl ? strspn(cl, "0123456789") : 0;
+    if (!host_allowed(srv, host)) {
+        respond_error(srv, msg, 403, "invalid_request_error", NULL, "invalid_host",
+                      "this server does not answer to the host name '%s' (use 127.0.0.1 or "
+                      "localhost)",
+                      host);
+    } else if (cl && (digits == 0 || cl[digits] || digits > 18)) {
+        /* conn_first_bytes refuses these before libsoup reads them */
+        respond_error(srv, msg, 400, "invalid_request_error", NULL, NULL,
+                      "Content-Length '%s' is not a byte count", cl);
+    }
+    if (soup_server_message_get_status(msg) != 0) {
+        soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
+        return;
+    }
+    const char *rest;
+    const route r = route_of(g_uri_get_path(soup_server_message_get_uri(msg)), &rest);
+    if ((r == ROUTE_CHAT || r == ROUTE_COMPLETIONS) &&
+        !strcmp(soup_server_message_get_method(msg), "POST") && !content_type_json(msg)) {
+        const char *t = soup_message_headers_get_one(req, "Content-Type");
+        respond_error(srv, msg, 415, "invalid_request_error", NULL, "unsupported_media_type",
+                      "the body must be JSON, sent with Content-Type: application/json (not "
+                      "%s)",
+                      t ? t : "none");
+        soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
+        return;
+    }
+    goffset len = soup_message_headers_get_content_length(req);
     if (len > 0 && (size_t)len > srv->cfg.body_max)
         respond_error(srv, msg, 413, "invalid_request_error", NULL, "request_too_large",
                       "the request body is %lld bytes; the limit is %zu", (long long)len,
                       srv->cfg.body_max);
+    if (soup_server_message_get_status(msg) != 0)
+        soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
 }
 
 /* A body without Content-Length (chunked) is counted as it arrives. */
@@ -1631,17 +1968,364 @@ static void on_got_chunk(SoupServerMessage *msg, GBytes *chunk, gpointer data) {
     if ((size_t)body->length > srv->cfg.body_max && soup_server_message_get_status(msg) == 0) {
         respond_error(srv, msg, 413, "invalid_request_error", NULL, "request_too_large",
                       "the request body is over the limit of %zu bytes", srv->cfg.body_max);
-        soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Connection",
-                                     "close");
         /* The rest is read (HTTP/1 has no way to refuse it) but not kept. */
         soup_message_body_set_accumulate(body, FALSE);
     }
 }
 
+static void conn_request_started(tern_server *srv, SoupServerMessage *msg);
+static void conn_request_read(SoupServerMessage *msg, gpointer data);
+
 static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data) {
     (void)soup;
+    /* Every connection is closed after its answer: with libsoup 3.2 (Debian
+     * 12) a kept-alive connection the client closed was never closed on
+     * the server, and ~1,000 of them used up the descriptors (issue 17).
+     * A local client loses little: a loopback connection costs ~0.1 ms. */
+    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Connection",
+                                 "close");
     g_signal_connect(msg, "got-headers", G_CALLBACK(on_got_headers), data);
     g_signal_connect(msg, "got-chunk", G_CALLBACK(on_got_chunk), data);
+    g_signal_connect(msg, "got-body", G_CALLBACK(conn_request_read), data);
+    conn_request_started(data, msg);
+}
+
+/* ------------------------------------------------------------ connections */
+
+/* The server accepts its connections itself and hands them to libsoup
+ * (soup_server_accept_iostream) only once the client has sent something, so
+ * that it knows every connection and can close it:
+ *   - one closed before sending anything is closed here (libsoup 3.2 kept
+ *     those open for ever);
+ *   - one whose request does not arrive in full within --request-timeout
+ *     (headers and body, from the connection's start: slowloris) is shut
+ *     down, which ends libsoup's read;
+ *   - at most conns_max are open at once (half the descriptors the process
+ *     may have, less a margin for the model and the pin snapshots); beyond
+ *     that a new connection is closed at once.
+ * While a request waits or runs there is no deadline: the queue bounds it. */
+typedef struct conn {
+    tern_server *srv;
+    char *key; /* the client's address and port: libsoup gives a message's
+                  connection no socket when it was handed over as a stream */
+    GSocket *sock;
+    GSocketConnection *stream; /* once handed to libsoup */
+    GSource *wait;             /* before: waiting for the first bytes */
+    gint64 deadline;           /* monotonic us; 0: none */
+    gint64 shut;               /* when it was shut down for its deadline; 0: not */
+    bool refused;              /* answered by conn_refuse: closed at its deadline */
+} conn;
+
+static void conn_free(gpointer data) {
+    conn *c = data;
+    if (c->wait) {
+        g_source_destroy(c->wait);
+        g_source_unref(c->wait);
+    }
+    if (c->stream) {
+        g_io_stream_close(G_IO_STREAM(c->stream), NULL, NULL);
+        g_object_unref(c->stream);
+    } else {
+        g_socket_close(c->sock, NULL);
+    }
+    g_object_unref(c->sock);
+    g_free(c->key);
+    g_free(c);
+}
+
+static char *addr_key(GSocketAddress *a) {
+    if (!a || !G_IS_INET_SOCKET_ADDRESS(a))
+        return NULL;
+    GInetSocketAddress *ia = G_INET_SOCKET_ADDRESS(a);
+    char *ip = g_inet_address_to_string(g_inet_socket_address_get_address(ia));
+    char *k = g_strdup_printf("%s %u", ip, g_inet_socket_address_get_port(ia));
+    g_free(ip);
+    return k;
+}
+
+static gint64 request_deadline(tern_server *srv) {
+    return g_get_monotonic_time() + (gint64)srv->cfg.request_timeout_s * G_USEC_PER_SEC;
+}
+
+static conn *conn_of(tern_server *srv, SoupServerMessage *msg) {
+    if (!srv->conns)
+        return NULL;
+    char *k = addr_key(soup_server_message_get_remote_address(msg));
+    conn *c = k ? g_hash_table_lookup(srv->conns, k) : NULL;
+    g_free(k);
+    return c;
+}
+
+static GSocket *conn_socket(tern_server *srv, SoupServerMessage *msg) {
+    conn *c = conn_of(srv, msg);
+    return c ? c->sock : NULL;
+}
+
+static void conn_request_started(tern_server *srv, SoupServerMessage *msg) {
+    conn *c = conn_of(srv, msg);
+    if (c && !c->deadline)
+        c->deadline = request_deadline(srv);
+}
+
+/* The request is in: from here the queue and the engine bound it. */
+static void conn_request_read(SoupServerMessage *msg, gpointer data) {
+    conn *c = conn_of(data, msg);
+    if (c)
+        c->deadline = 0;
+}
+
+/* Request headers the server reads at most (libsoup's own limit is 64 KiB). */
+#define MAX_HEADER_BYTES 65536
+
+/* An answer written here, before libsoup has the connection: the request's
+ * framing is broken, so libsoup could not answer it (it answers nothing, or
+ * waits for ever on "Content-Length: -1", and leaks on "5x"). The rest of
+ * the request is read and dropped by the sweep, which then closes it. */
+static void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
+    G_GNUC_PRINTF(4, 5);
+static void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *m = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    char *body = error_body(m, "invalid_request_error", NULL, NULL);
+    char *head = g_strdup_printf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                                 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                                 status, reason, strlen(body));
+    const int fd = g_socket_get_fd(c->sock);
+    if (send(fd, head, strlen(head), MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+        send(fd, body, strlen(body), MSG_DONTWAIT | MSG_NOSIGNAL);
+    shutdown(fd, SHUT_WR);
+    g_free(head);
+    g_free(body);
+    g_free(m);
+    c->refused = true;
+    c->deadline = g_get_monotonic_time() + G_USEC_PER_SEC;
+}
+
+/* The request's framing: one Content-Length, a byte count, not together with
+ * a Transfer-Encoding (a request smuggling trick). NULL when fine, else
+ * what is wrong. */
+static const char *framing_problem(const char *head, size_t n) {
+    int lengths = 0;
+    bool te = false;
+    for (const char *line = head; line < head + n;) {
+        const char *eol = memchr(line, '\n', (size_t)(head + n - line));
+        if (!eol)
+            break;
+        const size_t len = (size_t)(eol - line);
+        if (len >= 15 && !g_ascii_strncasecmp(line, "Content-Length:", 15)) {
+            const char *v = line + 15, *e = eol;
+            while (v < e && (*v == ' ' || *v == '\t'))
+                v++;
+            while (e > v && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
+                e--;
+            size_t digits = 0;
+            while (v + digits < e && v[digits] >= '0' && v[digits] <= '9')
+                digits++;
+            if (digits == 0 || v + digits != e || digits > 18)
+                return "Content-Length is not a byte count";
+            lengths++;
+        } else if (len >= 18 && !g_ascii_strncasecmp(line, "Transfer-Encoding:", 18)) {
+            te = true;
+        }
+        line = eol + 1;
+    }
+    if (lengths > 1)
+        return "more than one Content-Length";
+    if (lengths && te)
+        return "both Content-Length and Transfer-Encoding";
+    return NULL;
+}
+
+static gboolean conn_wait_more(gpointer data);
+
+/* The connection's first bytes: nothing (closed), or the request's headers,
+ * looked at (peeked, not read) before libsoup gets the connection. Headers
+ * that come in pieces are looked at again 20 times a second until they are
+ * complete or the deadline passes. */
+static gboolean conn_first_bytes(GSocket *sock, GIOCondition cond, gpointer data) {
+    conn *c = data;
+    tern_server *srv = c->srv;
+    (void)cond;
+    char *buf = g_malloc(MAX_HEADER_BYTES);
+    ssize_t n = recv(g_socket_get_fd(sock), buf, MAX_HEADER_BYTES, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        g_free(buf);
+        return G_SOURCE_CONTINUE;
+    }
+    g_source_unref(c->wait);
+    c->wait = NULL;
+    if (n <= 0) { /* closed (or failed) without a request */
+        g_free(buf);
+        g_hash_table_remove(srv->conns, c->key);
+        return G_SOURCE_REMOVE;
+    }
+    const char *end = g_strstr_len(buf, n, "\r\n\r\n");
+    if (!end)
+        end = g_strstr_len(buf, n, "\n\n");
+    if (!end && n == MAX_HEADER_BYTES) {
+        conn_refuse(c, 431, "Request Header Fields Too Large",
+                    "the request's headers are over %d bytes", MAX_HEADER_BYTES);
+        g_free(buf);
+        return G_SOURCE_REMOVE;
+    }
+    if (!end) {
+        g_free(buf);
+        c->wait = g_timeout_source_new(50);
+        g_source_set_callback(c->wait, conn_wait_more, c, NULL);
+        g_source_attach(c->wait, srv->context);
+        return G_SOURCE_REMOVE;
+    }
+    const char *why = framing_problem(buf, (size_t)(end - buf) + 2);
+    g_free(buf);
+    if (why) {
+        conn_refuse(c, 400, "Bad Request", "%s", why);
+        return G_SOURCE_REMOVE;
+    }
+    c->stream = g_socket_connection_factory_create_connection(sock);
+    GSocketAddress *local = g_socket_get_local_address(sock, NULL);
+    GSocketAddress *remote = g_socket_get_remote_address(sock, NULL);
+    if (!local || !remote ||
+        !soup_server_accept_iostream(srv->soup, G_IO_STREAM(c->stream), local, remote, NULL))
+        g_hash_table_remove(srv->conns, c->key);
+    g_clear_object(&local);
+    g_clear_object(&remote);
+    return G_SOURCE_REMOVE;
+}
+
+static void conn_watch(conn *c) {
+    c->wait = g_socket_create_source(c->sock, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
+    g_source_set_callback(c->wait, (GSourceFunc)(void (*)(void))conn_first_bytes, c, NULL);
+    g_source_attach(c->wait, c->srv->context);
+}
+
+static gboolean conn_wait_more(gpointer data) {
+    conn *c = data;
+    g_source_unref(c->wait);
+    conn_watch(c);
+    return G_SOURCE_REMOVE;
+}
+
+static gboolean on_accept(GSocket *listener, GIOCondition cond, gpointer data);
+static gboolean sweep_conns(gpointer data);
+
+static void accept_start(tern_server *srv) {
+    srv->accept_source = g_socket_create_source(srv->socket, G_IO_IN, NULL);
+    g_source_set_callback(srv->accept_source, (GSourceFunc)(void (*)(void))on_accept, srv, NULL);
+    g_source_attach(srv->accept_source, srv->context);
+}
+
+static gboolean accept_resume(gpointer data) {
+    tern_server *srv = data;
+    g_source_unref(srv->accept_source);
+    accept_start(srv);
+    return G_SOURCE_REMOVE;
+}
+
+static gboolean on_accept(GSocket *listener, GIOCondition cond, gpointer data) {
+    tern_server *srv = data;
+    (void)cond;
+    for (int k = 0; k < 64; k++) {
+        GError *e = NULL;
+        GSocket *sock = g_socket_accept(listener, NULL, &e);
+        if (!sock) {
+            const bool again = g_error_matches(e, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK);
+            g_error_free(e);
+            if (again)
+                return G_SOURCE_CONTINUE;
+            /* Out of descriptors (EMFILE) or the like: the listener stays
+             * readable, so wait a little instead of spinning. */
+            g_source_unref(srv->accept_source);
+            srv->accept_source = g_timeout_source_new(100);
+            g_source_set_callback(srv->accept_source, accept_resume, srv, NULL);
+            g_source_attach(srv->accept_source, srv->context);
+            return G_SOURCE_REMOVE;
+        }
+        if ((int)g_hash_table_size(srv->conns) >= srv->conns_max)
+            sweep_conns(srv); /* connections closed since the last sweep */
+        if ((int)g_hash_table_size(srv->conns) >= srv->conns_max) {
+            g_socket_close(sock, NULL);
+            g_object_unref(sock);
+            continue;
+        }
+        GSocketAddress *remote = g_socket_get_remote_address(sock, NULL);
+        char *key = addr_key(remote);
+        g_clear_object(&remote);
+        if (!key) {
+            g_socket_close(sock, NULL);
+            g_object_unref(sock);
+            continue;
+        }
+        conn *c = g_new0(conn, 1);
+        c->srv = srv;
+        c->key = key;
+        c->sock = sock;
+        c->deadline = request_deadline(srv);
+        conn_watch(c);
+        /* A key still there is a connection closed, not yet swept. */
+        g_hash_table_replace(srv->conns, c->key, c);
+    }
+    return G_SOURCE_CONTINUE;
+}
+
+/* Twice a second: forgets the connections libsoup closed, closes those
+ * past their deadline. */
+static gboolean sweep_conns(gpointer data) {
+    tern_server *srv = data;
+    const gint64 now = g_get_monotonic_time();
+    GHashTableIter it;
+    gpointer key, value;
+    g_hash_table_iter_init(&it, srv->conns);
+    while (g_hash_table_iter_next(&it, &key, &value)) {
+        conn *c = value;
+        if (g_socket_is_closed(c->sock) || (c->stream && g_io_stream_is_closed(G_IO_STREAM(c->stream)))) {
+            g_hash_table_iter_remove(&it);
+        } else if (!c->stream && c->deadline && now > c->deadline) {
+            /* Never sent a whole request, or refused: what it sent is
+             * dropped first, so that closing does not reset the answer. */
+            char scratch[4096];
+            for (int k = 0; k < 64 && recv(g_socket_get_fd(c->sock), scratch, sizeof scratch,
+                                             MSG_DONTWAIT) > 0;
+                 k++)
+                ;
+            g_hash_table_iter_remove(&it);
+        } else if (c->shut && now > c->shut + 2 * G_USEC_PER_SEC) {
+            g_hash_table_iter_remove(&it); /* shut down, but libsoup kept it */
+        } else if (c->stream && !c->shut && c->deadline && now > c->deadline) {
+            /* libsoup's read ends (EOF), it answers if it can and closes. */
+            g_socket_shutdown(c->sock, TRUE, TRUE, NULL);
+            c->shut = now;
+        }
+    }
+    return G_SOURCE_CONTINUE;
+}
+
+static void conns_start(tern_server *srv) {
+    struct rlimit rl;
+    int fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                  ? (int)MIN(rl.rlim_cur, 65536)
+                  : 1024;
+    srv->conns_max = CLAMP((fds - 64) / 2, 8, 4096);
+    srv->conns = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, conn_free);
+    g_socket_set_blocking(srv->socket, FALSE);
+    accept_start(srv);
+    srv->sweep_source = g_timeout_source_new(500);
+    g_source_set_callback(srv->sweep_source, sweep_conns, srv, NULL);
+    g_source_attach(srv->sweep_source, srv->context);
+}
+
+/* Stops accepting; the connections still open are closed (after libsoup's
+ * own disconnect). */
+static void conns_stop(tern_server *srv) {
+    if (srv->accept_source) {
+        g_source_destroy(srv->accept_source);
+        g_clear_pointer(&srv->accept_source, g_source_unref);
+    }
+    if (srv->sweep_source) {
+        g_source_destroy(srv->sweep_source);
+        g_clear_pointer(&srv->sweep_source, g_source_unref);
+    }
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -1717,6 +2401,15 @@ tern_server *tern_server_new(const tn_model *model, const tern_server_config *co
         srv->cfg.pins_max = DEFAULT_PINS;
     if (srv->cfg.pins_max > TERN_SERVER_MAX_PINS)
         srv->cfg.pins_max = TERN_SERVER_MAX_PINS;
+    if (srv->cfg.request_timeout_s <= 0)
+        srv->cfg.request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S;
+    srv->cfg.pin_cache_dir = NULL; /* the copy below, if any */
+    srv->pin_cache_dir = g_strdup(config->pin_cache_dir);
+    srv->cfg.pin_cache_dir = srv->pin_cache_dir;
+    srv->started = g_get_real_time() / G_USEC_PER_SEC;
+    /* Ids "chatcmpl-<16 random hex digits><count>": unique across runs,
+     * which clients that store answers rely on. */
+    g_snprintf(srv->id_base, sizeof srv->id_base, "%08x%08x", g_random_int(), g_random_int());
     g_mutex_init(&srv->current_lock);
     g_mutex_init(&srv->quit_lock);
     g_mutex_init(&srv->cache_lock);
@@ -1724,6 +2417,14 @@ tern_server *tern_server_new(const tn_model *model, const tern_server_config *co
     srv->context = config->context ? g_main_context_ref(config->context) : g_main_context_new();
     srv->loop = g_main_loop_new(srv->context, FALSE);
 
+    if (srv->api_key && srv->api_key[strspn(srv->api_key, " \t\r\n\v\f")] == '\0') {
+        /* Likely an unset variable in a script ("--api-key \"$KEY \""): a
+         * key anyone can guess. */
+        fail(error, G_IO_ERROR_INVALID_ARGUMENT,
+             "--api-key is only blanks: give a real key (or none on a loopback host)");
+        tern_server_free(srv);
+        return NULL;
+    }
     if (!tern_server_host_is_loopback(srv->host) && !srv->api_key) {
         fail(error, G_IO_ERROR_INVALID_ARGUMENT,
              "--host %s is reachable from other machines: give --api-key KEY too", srv->host);
@@ -1812,11 +2513,8 @@ void tern_server_run(tern_server *srv) {
     srv->soup = soup_server_new("server-header", "tern/" TERN_VERSION " ", NULL);
     soup_server_add_handler(srv->soup, NULL, handle_any, srv, NULL);
     g_signal_connect(srv->soup, "request-started", G_CALLBACK(on_request_started), srv);
-    GError *e = NULL;
-    if (!soup_server_listen_socket(srv->soup, srv->socket, 0, &e)) {
-        g_warning("cannot serve on %s: %s", srv->url, e->message);
-        g_error_free(e);
-    } else {
+    conns_start(srv);
+    {
         srv->worker = g_thread_new("tern-engine", worker_main, srv);
 #ifdef TERN_HAVE_IMAGEIO
         if (srv->cfg.vision)
@@ -1851,9 +2549,11 @@ void tern_server_run(tern_server *srv) {
         while (g_main_context_iteration(srv->context, FALSE))
             ;
     }
+    conns_stop(srv);
     soup_server_disconnect(srv->soup);
     while (g_main_context_iteration(srv->context, FALSE))
         ;
+    g_clear_pointer(&srv->conns, g_hash_table_unref);
     g_clear_object(&srv->soup);
     g_main_context_pop_thread_default(srv->context);
 }
@@ -1893,5 +2593,6 @@ void tern_server_free(tern_server *srv) {
     g_free(srv->cors);
     g_free(srv->model_id);
     g_free(srv->url);
+    g_free(srv->pin_cache_dir);
     g_free(srv);
 }

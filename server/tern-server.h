@@ -81,6 +81,13 @@ typedef struct tern_server_config {
                                 encode keeps its scratch per call), so an app may pass
                                 the projector it uses itself. Not owned; must outlive
                                 the server. */
+    int request_timeout_s;   /* a client has this long from connecting to the end of its
+                                request's headers and body (slow or unfinished requests
+                                are cut: slowloris); <= 0: 30 */
+    const char *pin_cache_dir; /* where pin snapshots go: NULL: the engine's default
+                                ($XDG_CACHE_HOME/tern/pins); "": none written or read */
+    uint64_t pin_cache_max_bytes; /* the snapshots' total size (least recently used
+                                     evicted beyond it); 0: the engine's default (4 GiB) */
     int token_delay_ms;      /* tests only: a pause after every token */
 } tern_server_config;
 
@@ -90,7 +97,8 @@ typedef struct tern_server tern_server;
 bool tern_server_host_is_loopback(const char *host);
 
 /* Checks the configuration, creates the first session and binds the socket.
- * NULL with *error set (a non-loopback host without a key, a host that is
+ * NULL with *error set (a non-loopback host without a key, a key that is only
+ * blanks, a host that is
  * not an address, a port in use, a session failure). Nothing is served
  * until tern_server_run. */
 tern_server *tern_server_new(const tn_model *model, const tern_server_config *config,

@@ -154,7 +154,7 @@ curl -sS -N -m 60 -H 'Content-Type: application/json' \
     "http://127.0.0.1:$port/v1/chat/completions" >"$tmp/sse"
 check "SSE: every non-empty line is a data: event" \
     test "$(grep -v '^$' "$tmp/sse" | grep -cv '^data: ')" -eq 0
-check "SSE: chunks" has "$tmp/sse" '^data: {"id":"chatcmpl-[0-9]*","object":"chat.completion.chunk"'
+check "SSE: chunks" has "$tmp/sse" '^data: {"id":"chatcmpl-[0-9a-f]*","object":"chat.completion.chunk"'
 check "SSE: role first" has "$tmp/sse" '"delta":{"role":"assistant","content":""}'
 check "SSE: final [DONE]" test "$(tail -n 2 "$tmp/sse" | head -n 1)" = "data: [DONE]"
 check "SSE: finish chunk" has "$tmp/sse" '"delta":{},"logprobs":null,"finish_reason":"length"'
@@ -185,7 +185,7 @@ check "completions: echo puts the prompt first" \
 curl -sS -N -m 60 -H 'Content-Type: application/json' \
     --data-binary '{"model":"tiny","prompt":"Once upon","max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}' \
     "http://127.0.0.1:$port/v1/completions" >"$tmp/tsse"
-check "completions SSE: text_completion chunks" has "$tmp/tsse" '^data: {"id":"cmpl-[0-9]*","object":"text_completion"'
+check "completions SSE: text_completion chunks" has "$tmp/tsse" '^data: {"id":"cmpl-[0-9a-f]*","object":"text_completion"'
 check "completions SSE: final [DONE]" test "$(tail -n 2 "$tmp/tsse" | head -n 1)" = "data: [DONE]"
 check "completions SSE: usage chunk" has "$tmp/tsse" '"choices":\[\],"usage":{"prompt_tokens":[1-9]'
 tstreamed=$("$py" -c 'import json, sys

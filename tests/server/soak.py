@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Memory of tern-cli serve over many requests (issue 17: every request that
+reached the engine left its job, its HTTP message and its body allocated).
+
+Sends --requests chat requests (each with a --pad byte field the server
+ignores, so that a kept body shows), one connection each, and reads the
+server's RSS (/proc/PID/status VmRSS) after the first --warmup and at the
+end. Fails when it grew by more than --max-growth-mb.
+
+  meson test serve-soak          a small count (part of make test)
+  python3 tests/server/soak.py --requests 10000   by hand (docs/SERVER.md)
+
+By hand it needs TERN_CLI (a release build's tern-cli); TERN_TEST_TMP is
+optional. Under AddressSanitizer the quarantine keeps freed memory mapped, so
+the test turns it off for the server (ASAN_OPTIONS)."""
+
+import argparse
+import http.client
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serverlib  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--requests", type=int, default=10000)
+ap.add_argument("--warmup", type=int, default=100)
+ap.add_argument("--pad", type=int, default=16384, help="bytes of an ignored field per body")
+ap.add_argument("--max-growth-mb", type=float, default=5.0)
+ap.add_argument("--every", type=int, default=1000, help="print RSS every N requests")
+args = ap.parse_args()
+
+opts = os.environ.get("ASAN_OPTIONS", "")
+os.environ["ASAN_OPTIONS"] = (opts + ":" if opts else "") + \
+    "quarantine_size_mb=0:thread_local_quarantine_size_kb=0:detect_leaks=0"
+
+checks = serverlib.Checks()
+tmp = serverlib.workdir("soak")
+model = serverlib.make_model(tmp)
+srv = serverlib.Server(tmp, "soak", model, ["--queue", "4"])
+
+
+def rss_kb():
+    for line in open("/proc/%d/status" % srv.proc.pid):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return -1
+
+
+QUESTIONS = ["apples", "pears", "the sea", "rivers", "copper", "kettle"]
+pad = "x" * args.pad
+failed = 0
+rss_warm = None
+t0 = time.time()
+for i in range(args.requests):
+    body = {"model": "tiny", "max_tokens": 1, "user": pad,
+            "messages": [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}]}
+    if i % 4 == 3:
+        body["stream"] = True
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    try:
+        c.request("POST", "/v1/chat/completions", body=json.dumps(body),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        r.read()
+        if r.status != 200:
+            failed += 1
+    except OSError:
+        failed += 1
+    finally:
+        c.close()
+    if i + 1 == args.warmup:
+        rss_warm = rss_kb()
+    if args.every and (i + 1) % args.every == 0:
+        print("%6d requests: RSS %.1f MiB (%.0f s)" % (i + 1, rss_kb() / 1024, time.time() - t0),
+              flush=True)
+rss_end = rss_kb()
+growth = (rss_end - rss_warm) / 1024
+print("RSS after %d requests: %.1f MiB; after %d: %.1f MiB; growth %.2f MiB; %.1f requests/s"
+      % (args.warmup, rss_warm / 1024, args.requests, rss_end / 1024, growth,
+         args.requests / (time.time() - t0)))
+checks.check(failed == 0, "every request answered (%d failed)" % failed)
+checks.check(growth <= args.max_growth_mb,
+             "RSS grew %.2f MiB from request %d to %d (limit %.1f)" %
+             (growth, args.warmup, args.requests, args.max_growth_mb))
+checks.check(srv.stop() == 0, "stops cleanly")
+checks.finish()

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""tern-cli serve keeps answering connection after connection (issue 17):
+with libsoup 3.2 (Debian 12) a connection the client closed stayed open on
+the server, and after ~1,015 of them the process had no descriptors left.
+Under `ulimit -n 256`: 3,000 sequential requests, one connection each,
+half asking for keep-alive (HTTP/1.1's default) and half Connection: close,
+plus connections opened and closed without a request, and generations in
+between; then the server must still answer and hold few descriptors."""
+
+import http.client
+import os
+import resource
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serverlib  # noqa: E402
+
+N = int(os.environ.get("TERN_CONN_REQUESTS", "3000"))
+checks = serverlib.Checks()
+tmp = serverlib.workdir("conn")
+model = serverlib.make_model(tmp)
+
+
+def low_fd_limit():
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+
+_popen = serverlib.subprocess.Popen
+
+
+def popen_limited(*a, **kw):
+    kw["preexec_fn"] = low_fd_limit
+    return _popen(*a, **kw)
+
+
+serverlib.subprocess.Popen = popen_limited
+srv = serverlib.Server(tmp, "conn", model)
+serverlib.subprocess.Popen = _popen
+pid = srv.proc.pid
+
+
+def fds():
+    try:
+        return len(os.listdir("/proc/%d/fd" % pid))
+    except OSError:
+        return -1
+
+
+start_fds = fds()
+bad = []
+for i in range(N):
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        if i % 100 == 50:
+            c.request("POST", "/v1/chat/completions",
+                      body=b'{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}',
+                      headers={"Content-Type": "application/json"})
+        else:
+            c.request("GET", "/health", headers={"Connection": "close"} if i % 2 else {})
+        r = c.getresponse()
+        r.read()
+        if r.status != 200:
+            bad.append((i, r.status))
+    except OSError as e:
+        bad.append((i, str(e)))
+    finally:
+        c.close()
+    if i % 10 == 5:
+        # A connection opened and closed without a request.
+        socket.create_connection(("127.0.0.1", srv.port), timeout=5).close()
+    if len(bad) > 5:
+        break
+checks.check(not bad, "%d sequential requests under ulimit -n 256 all answered (%s)" % (N, bad[:5]))
+s, _, _ = srv.request("GET", "/health")
+checks.check(s == 200, "still answering afterwards (%s)" % s)
+end_fds = fds()
+for _ in range(50):  # a connection closed by its client is noticed within a second
+    if end_fds <= start_fds + 16:
+        break
+    serverlib.time.sleep(0.1)
+    end_fds = fds()
+checks.check(end_fds <= start_fds + 16,
+             "descriptors: %d at the start, %d after %d requests" % (start_fds, end_fds, N))
+checks.check(srv.stop() == 0, "stops cleanly")
+checks.finish()

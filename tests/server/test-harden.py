@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""tern-cli serve against hostile or sloppy input (issue 17), through real
+HTTP on 127.0.0.1, on a tiny synthetic model:
+
+- a body nested 100,000 deep (under the size limit) gets 400 and the server
+  lives on; nesting inside strings does not count;
+- cross-site requests: a Host that is not the server's (DNS rebinding) 403,
+  a body that is not Content-Type: application/json 415, the CORS preflight
+  allows the headers the openai SDK sends;
+- Content-Length: -1 400; headers or a body that do not arrive in time
+  (--request-timeout) get the connection closed, also for many slow
+  clients at once, while others are served;
+- protocol details: a stream that fails before its first token gets the
+  HTTP status and a JSON body; GET /v1/models/{id}; the paths without /v1;
+  HTTP/1.0 never gets chunked encoding; ids unique across restarts;
+  `created` is the time; bad numbers, NUL in content and a user message
+  without content are 400 naming the field;
+- start-up: a blank --api-key is refused; --no-pin-cache and
+  --pin-cache-max keep pin snapshots off the disk; a FIFO where a pin
+  snapshot should be does not hang the server."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serverlib  # noqa: E402
+
+checks = serverlib.Checks()
+check = checks.check
+tmp = serverlib.workdir("harden")
+model = serverlib.make_model(tmp)
+USER = [{"role": "user", "content": "hello"}]
+
+
+def raw(port, data, timeout=30):
+    """Sends bytes on a fresh connection, reads until the server closes it
+    (or the timeout): (status or None, header text, body bytes, seconds)."""
+    t0 = time.time()
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    out = b""
+    try:
+        s.sendall(data)
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            out += b
+    except OSError:  # timeout, reset, or a broken pipe while sending
+        pass
+    finally:
+        s.close()
+    head, _, body = out.partition(b"\r\n\r\n")
+    status = None
+    try:
+        status = int(head.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        pass
+    return status, head.decode("latin-1"), body, time.time() - t0
+
+
+def post_raw(port, path, body, headers="", version="1.1", host=None):
+    if isinstance(body, str):
+        body = body.encode()
+    host = host if host is not None else "127.0.0.1:%d" % port
+    req = ("POST %s HTTP/%s\r\n%sContent-Length: %d\r\n%s\r\n" %
+           (path, version, ("Host: %s\r\n" % host) if host else "", len(body), headers))
+    return raw(port, req.encode() + body)
+
+
+def error_of(doc):
+    return doc.get("error", {}) if isinstance(doc, dict) else {}
+
+
+# ------------------------------------------------------------ main server
+srv = serverlib.Server(tmp, "main", model,
+                       ["--cors", "http://app.test", "--request-timeout", "3",
+                        "--queue", "64"])
+port = srv.port
+
+
+def chat(extra=None, path="/v1/chat/completions", **kw):
+    body = {"model": "tiny", "messages": USER, "max_tokens": 2}
+    body.update(extra or {})
+    return srv.post(path, body, **kw)
+
+
+# 1. Nesting.
+deep = b"[" * 100000
+st, _, body, _ = post_raw(port, "/v1/chat/completions", deep,
+                          "Content-Type: application/json\r\n")
+check(st == 400, "100,000 nested [ : 400 (got %s)" % st)
+check(b"nest" in body, "... the error says it is nested too deep: %r" % body[:200])
+st, _, _, _ = post_raw(port, "/v1/chat/completions", b'{"a":' * 50000,
+                       "Content-Type: application/json\r\n")
+check(st == 400, "50,000 nested objects: 400 (got %s)" % st)
+s, _, _ = srv.request("GET", "/health")
+check(s == 200, "the server lives on after deep nesting (health %s)" % s)
+s, _, doc, _ = chat({"messages": [{"role": "user", "content": "[{" * 300 + "\\\"[[" + "x"}]})
+check(s == 200, "brackets inside a string do not count as nesting (got %s: %s)" % (s, doc))
+nested = json.loads("[" * 100 + "]" * 100)
+s, _, doc, _ = chat({"metadata": {"n": nested}})
+check(s == 200, "100 levels of nesting are fine (got %s: %s)" % (s, doc))
+nested = json.loads("[" * 200 + "]" * 200)
+s, _, doc, _ = chat({"metadata": {"n": nested}})
+check(s == 400, "200 levels of nesting: 400 (got %s)" % s)
+
+# 4. Cross-site requests.
+good = json.dumps({"model": "tiny", "messages": USER, "max_tokens": 2})
+for ctype in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; b=x",
+              None]:
+    hdr = ("Content-Type: %s\r\n" % ctype) if ctype else ""
+    st, _, body, _ = post_raw(port, "/v1/chat/completions", good, hdr)
+    check(st == 415, "Content-Type %s: 415 (got %s: %r)" % (ctype, st, body[:200]))
+st, _, body, _ = post_raw(port, "/v1/chat/completions", good,
+                          "Content-Type: application/json; charset=utf-8\r\n")
+check(st == 200, "Content-Type application/json; charset=utf-8: 200 (got %s %r)" % (st, body[:200]))
+for host in ["evil.example", "evil.example:%d" % port, "127.0.0.1.evil.example",
+             "localhost.evil.example:%d" % port]:
+    st, _, body, _ = post_raw(port, "/v1/chat/completions", good,
+                              "Content-Type: application/json\r\n", host=host)
+    check(st == 403, "Host: %s 403 (got %s)" % (host, st))
+    check(b'"code":"invalid_host"' in body, "... code invalid_host: %r" % body[:200])
+st, _, _, _ = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: rebind.example\r\n\r\n")
+check(st == 403, "GET with a foreign Host: 403 (got %s)" % st)
+for host in ["127.0.0.1:%d" % port, "localhost:%d" % port, "LOCALHOST", "[::1]:%d" % port,
+             "127.0.0.1"]:
+    st, _, _, _ = post_raw(port, "/v1/chat/completions", good,
+                           "Content-Type: application/json\r\n", host=host)
+    check(st == 200, "Host: %s 200 (got %s)" % (host, st))
+pre = ("OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://app.test\r\n"
+       "Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: authorization,"
+       "content-type,x-stainless-os,x-stainless-lang,x-stainless-retry-count,"
+       "openai-organization,openai-project\r\n\r\n" % port)
+st, head, _, _ = raw(port, pre.encode())
+allow = ""
+for line in head.split("\r\n"):
+    if line.lower().startswith("access-control-allow-headers:"):
+        allow = line.split(":", 1)[1].lower()
+check(st == 204, "preflight 204 (got %s)" % st)
+for h in ["authorization", "content-type", "x-stainless-os", "x-stainless-retry-count",
+          "openai-organization", "openai-project"]:
+    check(h in allow, "preflight allows %s (%s)" % (h, allow))
+st, head, _, _ = raw(port, pre.replace("openai-project", "x-evil").encode())
+check("x-evil" not in head.lower(), "preflight does not allow an unknown header: %s" % head)
+
+st, _, body, _ = raw(port, ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                            "Content-Type: application/json\r\nContent-Length: -1\r\n\r\n" +
+                            good).encode())
+check(st == 400, "Content-Length: -1: 400 (got %s %r)" % (st, body[:100]))
+st, _, body, _ = raw(port, ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                            "Content-Type: application/json\r\nContent-Length: 5x\r\n\r\n" +
+                            good).encode())
+check(st == 400, "Content-Length: 5x: 400 (got %s)" % st)
+# Huge headers are refused by libsoup, the server lives on.
+st, _, _, _ = raw(port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 200000 +
+                  b"\r\n\r\n")
+check(st is None or st >= 400, "200 KB header refused or dropped (got %s)" % st)
+# A chunked body is parsed and checked like any other.
+chunked = ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+           "application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n")
+st, _, _, _ = raw(port, (chunked % (len(good), good)).encode())
+check(st == 200, "a chunked body: 200 (got %s)" % st)
+st, _, _, _ = raw(port, (chunked % (60000, "[" * 60000)).encode())
+check(st == 400, "a chunked deeply nested body: 400 (got %s)" % st)
+
+# Slow clients: partial headers, a partial body, and many at once; others are
+# served meanwhile, and every slow one is cut within the timeout (3 s).
+st, _, _, dt = raw(port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n", timeout=20)
+check(dt < 10, "partial headers: the connection is closed after the timeout (%.1f s)" % dt)
+st, _, _, dt = raw(port, ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                          "application/json\r\nContent-Length: 100\r\n\r\n{\"model\"").encode(),
+                   timeout=20)
+check(dt < 10, "a partial body: the connection is closed after the timeout (%.1f s, %s)" % (dt, st))
+st, _, _, dt = raw(port, b"", timeout=20)
+check(dt < 10, "a connection that sends nothing is closed after the timeout (%.1f s)" % dt)
+slow = []
+
+
+def slowloris(i):
+    slow.append(raw(port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", timeout=30)[3])
+
+
+threads = [threading.Thread(target=slowloris, args=(i,)) for i in range(40)]
+for t in threads:
+    t.start()
+time.sleep(0.5)
+s, _, doc, _ = chat()
+check(s == 200, "served while 40 slow clients hold connections (got %s)" % s)
+for t in threads:
+    t.join()
+check(len(slow) == 40 and max(slow) < 15, "the 40 slow clients were all cut (%s)" %
+      (sorted(slow)[-3:] if slow else None))
+
+# Protocol details.
+long_text = "word " * 3000
+s, h, doc, out = chat({"messages": [{"role": "user", "content": long_text}], "stream": True})
+check(s == 400 and error_of(doc).get("code") == "context_length_exceeded",
+      "a stream failing before its first token: 400 with a JSON error (got %s %r)" % (s, out[:200]))
+check(h.get("content-type", "").startswith("application/json"),
+      "... as application/json (%s)" % h.get("content-type"))
+s, _, out = srv.request("GET", "/v1/models/tiny")
+doc = json.loads(out) if s == 200 else {}
+check(s == 200 and doc.get("id") == "tiny" and doc.get("object") == "model",
+      "GET /v1/models/tiny (got %s %r)" % (s, out[:200]))
+s, _, out = srv.request("GET", "/v1/models/other")
+check(s == 404 and b"model_not_found" in out, "GET /v1/models/other 404 (got %s)" % s)
+s, _, out = srv.request("GET", "/v1/models")
+doc = json.loads(out)
+now = time.time()
+check(abs(doc["data"][0]["created"] - now) < 10 * 365 * 86400 and doc["data"][0]["created"] > 0,
+      "/v1/models created is a time (%s)" % doc["data"][0]["created"])
+s, _, doc, _ = chat(path="/chat/completions")
+check(s == 200 and doc["object"] == "chat.completion", "POST /chat/completions (got %s)" % s)
+s, _, doc, _ = srv.post("/completions", {"prompt": "Once", "max_tokens": 2})
+check(s == 200 and doc["object"] == "text_completion", "POST /completions (got %s)" % s)
+s, _, out = srv.request("GET", "/models")
+check(s == 200, "GET /models (got %s)" % s)
+check(abs(chat()[2]["created"] - time.time()) < 60, "created is now")
+body = json.dumps({"model": "tiny", "messages": USER, "max_tokens": 3, "stream": True})
+st, head, out, _ = post_raw(port, "/v1/chat/completions", body,
+                            "Content-Type: application/json\r\n", version="1.0")
+check(st == 200 and "chunked" not in head.lower(),
+      "HTTP/1.0 stream: 200 without chunked encoding (%s)" % head.replace("\r\n", " | "))
+check(out.rstrip().endswith(b"data: [DONE]") and out.startswith(b"data: {"),
+      "HTTP/1.0 stream: the events as they are (%r)" % out[-60:])
+st, head, out, _ = post_raw(port, "/v1/chat/completions", body,
+                            "Content-Type: application/json\r\n", version="1.0", host="")
+check(st == 200, "HTTP/1.0 without Host: 200 (got %s)" % st)
+
+for bad, param in [({"seed": 1.5}, "seed"), ({"seed": -1}, "seed"),
+                   ({"max_tokens": 1.5}, "max_tokens"),
+                   ({"max_tokens": 2 ** 63}, "max_tokens"),
+                   ({"max_tokens": None, "max_completion_tokens": 0.5}, "max_completion_tokens"),
+                   ({"stream_options": "x"}, "stream_options"),
+                   ({"stream_options": {"include_usage": "yes"}}, "stream_options"),
+                   ({"top_k": 2.5}, "top_k"),
+                   ({"n": 1.5}, "n"),
+                   ({"messages": [{"role": "user", "content": "a\u0000b"}]}, "messages"),
+                   ({"messages": [{"role": "user"}]}, "messages"),
+                   ({"messages": [{"role": "user", "content": None}]}, "messages"),
+                   ({"messages": [{"role": "user", "content": [{"type": "text",
+                                                                "text": "a\u0000"}]}]},
+                    "messages")]:
+    s, _, doc, out = chat(bad)
+    check(s == 400 and error_of(doc).get("param") == param,
+          "%s: 400 naming %s (got %s %r)" % (json.dumps(bad), param, s, out[:200]))
+s, _, doc, out = srv.post("/v1/completions", {"prompt": "a\u0000b", "max_tokens": 2})
+check(s == 400 and error_of(doc).get("param") == "prompt",
+      "completions: a NUL in the prompt 400 naming prompt (got %s %r)" % (s, out[:200]))
+s, _, doc, _ = chat({"seed": 12345678901})
+check(s == 200, "a large whole seed is fine (got %s)" % s)
+s, _, doc, _ = chat({"messages": [{"role": "assistant"}, {"role": "user", "content": "x"}]})
+check(s == 200, "an assistant message without content is fine (got %s)" % s)
+first_id = chat()[2]["id"]
+rc = srv.stop()
+check(rc == 0, "main server stops cleanly (status %s)" % rc)
+errs = srv.stderr()
+check("ERROR" not in errs and "CRITICAL" not in errs and "AddressSanitizer" not in errs,
+      "no errors on stderr: %s" % errs[-2000:])
+
+# Ids unique across restarts.
+srv2 = serverlib.Server(tmp, "again", model)
+second_id = srv2.post("/v1/chat/completions", {"messages": USER, "max_tokens": 2})[2]["id"]
+check(first_id != second_id, "ids differ across restarts (%s, %s)" % (first_id, second_id))
+srv2.stop()
+
+# ------------------------------------------------------------ start-up options
+for key in [" ", "\t \n"]:
+    r = subprocess.run([serverlib.env("TERN_CLI"), "serve", "-m", model, "--port", "0",
+                        "--api-key", key], capture_output=True, text=True, timeout=60)
+    check(r.returncode != 0 and "api-key" in r.stderr,
+          "--api-key %r refused at start (%s: %s)" % (key, r.returncode, r.stderr.strip()))
+
+SYSTEM = [{"role": "system", "content": "You are a pinned system prompt."},
+          {"role": "user", "content": "hi"}]
+
+
+def pin_files(name, args):
+    s = serverlib.Server(tmp, name, model, args)
+    st, _, doc, out = s.post("/v1/chat/completions", {"messages": SYSTEM, "max_tokens": 2})
+    s.stop()
+    d = os.path.join(tmp, "cache", "tern", "pins")
+    files = [f for f in os.listdir(d) if f.endswith(".pin")] if os.path.isdir(d) else []
+    return st, files
+
+
+st, files = pin_files("nopin", ["--no-pin-cache"])
+check(st == 200 and files == [], "--no-pin-cache: answered, no snapshot written (%s, %s)" % (st, files))
+st, files = pin_files("cap", ["--pin-cache-max", "1"])
+check(st == 200 and files == [], "--pin-cache-max 1 (KiB): no snapshot written (%s, %s)" % (st, files))
+st, files = pin_files("pin", [])
+check(st == 200 and len(files) == 1, "by default a snapshot is written (%s, %s)" % (st, files))
+
+# A FIFO where the snapshot is: the server must not block on it.
+if files:
+    path = os.path.join(tmp, "cache", "tern", "pins", files[0])
+    os.unlink(path)
+    os.mkfifo(path)
+    s = serverlib.Server(tmp, "fifo", model)
+    try:
+        st, _, doc, out = s.post("/v1/chat/completions", {"messages": SYSTEM, "max_tokens": 2},
+                                 timeout=20)
+    except (socket.timeout, TimeoutError, OSError) as e:
+        st, out = None, str(e).encode()
+    check(st == 200, "a FIFO at the snapshot's path: answered (got %s %r)" % (st, out[:200]))
+    if s.proc.poll() is None:
+        # Unblock an open() stuck on the FIFO so that the server can stop.
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            os.close(fd)
+        except OSError:
+            pass
+    s.stop()
+
+checks.finish()
