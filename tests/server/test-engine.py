@@ -10,6 +10,7 @@
     reasoning_content.
 A tiny random-weight Qwen3-architecture model with the real Qwen3 vocabulary."""
 
+import json
 import os
 import subprocess
 import sys
@@ -33,7 +34,6 @@ def n_text_tokens(text):
     if r.returncode != 0:
         print("FAIL: tokenize: " + r.stderr, file=sys.stderr)
         sys.exit(1)
-    import json
     return len(json.loads(r.stdout))
 
 
@@ -131,6 +131,21 @@ status, _, doc, _ = chat([{"role": "user", "content": "Hi"}], max_tokens=8,
                          tern={"thinking": False})
 checks.check(status == 200 and "reasoning_content" not in doc["choices"][0]["message"],
              "an answer without <think> has no reasoning_content")
+
+# Streaming goes through the splitter too: the same text as without streaming.
+body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 12,
+        "tern": {"thinking": False}}
+status, _, whole, _ = srv.post("/v1/chat/completions", body)
+body["stream"] = True
+status2, _, raw = srv.request("POST", "/v1/chat/completions", body)
+if checks.check(status == 200 and status2 == 200, "streamed and whole answers"):
+    events = serverlib.sse_events(raw)
+    chunks = [json.loads(e) for e in events if e != "[DONE]"]
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    checks.check(text == whole["choices"][0]["message"]["content"],
+                 "the streamed content is the whole answer")
+    checks.check(not any("reasoning_content" in c["choices"][0]["delta"]
+                         for c in chunks if c["choices"]), "no reasoning deltas without <think>")
 
 code = srv.stop()
 checks.check(code == 0, "the server stops cleanly (%s): %s" % (code, srv.stderr()[-500:]))
