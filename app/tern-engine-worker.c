@@ -888,7 +888,9 @@ handle_generate (Engine  *engine,
 
   gen.sampler.temperature = (float) req->gen.temperature;
   gen.sampler.top_p = (float) req->gen.top_p;
-  gen.sampler.seed = req->gen.seed;
+  /* Seed 0: a new one per answer, so Regenerate gives new text. */
+  gen.sampler.seed = req->gen.seed ? req->gen.seed
+                                   : (guint64) g_random_int () << 32 | g_random_int ();
   gen.max_tokens = req->gen.max_tokens;
   gen.thinking = req->gen.thinking;
   if (req->gen.speculate)

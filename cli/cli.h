@@ -68,6 +68,8 @@ int cmd_mkmodel_dflash(int argc, char **argv);
 int cmd_mkmodel_vision(int argc, char **argv);
 int cmd_bench_vision(int argc, char **argv);
 int cmd_bench_spec(int argc, char **argv);
+/* bench --sampler (cli/bench-sampler.c). */
+int cmd_bench_sampler(int argc, char **argv);
 
 /* Images for vision prompts (cli/image-args.c): --image PATH (repeatable),
  * --image-tokens N (the budget; default the projector's native count) and

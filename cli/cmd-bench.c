@@ -25,7 +25,8 @@ static void usage(FILE *out) {
             "                      [--json]\n"
             "       tern-cli bench --kernels [--types q4_0,q8_0,...] [--shapes 2048x2048,...]\n"
             "                      [--batch 1,2,4,8,16] [--isa best|all|scalar|avx2|avx512]\n"
-            "                      [-t N] [-r REPS] [--json]\n\n"
+            "                      [-t N] [-r REPS] [--json]\n"
+            "       tern-cli bench --sampler [-m MODEL] (tern-cli bench --sampler --help)\n\n"
             "Model mode: pp = prompt tokens/s (one P-token decode), tg = generated tokens/s\n"
             "(N 1-token decodes from an empty context), verify = time of one B-token step\n"
             "over a 1-token step for B = 2, 4, 8, ... up to --verify, measured memory\n"
@@ -634,6 +635,7 @@ out:
 int cmd_bench(int argc, char **argv) {
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--pin")) return cmd_bench_pin(argc, argv); /* cli/cmd-bench-pin.c */
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--spec")) return cmd_bench_spec(argc, argv); /* cli/bench-spec.c */
+    for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--sampler")) return cmd_bench_sampler(argc, argv); /* cli/bench-sampler.c */
     model_opts o = {.n_prompt = 512, .n_gen = 128, .verify = 16, .threads = 0, .reps = 3};
     bool kernels = false;
     const char *types = "q4_0,q8_0,q4_K,q5_K,q6_K,f16,bf16,f32";

@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct run_opts {
@@ -37,6 +38,7 @@ typedef struct run_opts {
     double temp, top_p;
     long top_k;
     unsigned long long seed;
+    bool seed_set; /* else every request draws a new seed */
     const char *stop[TN_SESSION_MAX_STOP];
     int n_stop;
     cli_spec spec; /* --spec / --draft-max (cli/spec-args.c) */
@@ -61,6 +63,8 @@ static void usage(FILE *out) {
             "Lines starting with '/': /pin TEXT, /stats, /reset, /think on|off,\n"
             "/spec none|lookup|draft:PATH|dflash:PATH, /help, /quit.\n"
             "Speculation gives the same tokens as without it (greedy), only faster.\n"
+            "--seed N makes sampling (--temp > 0) reproducible; without it every request\n"
+            "draws a new seed.\n"
             "--image: every request (--single-turn) or the first turn (--chat) asks about\n"
             "the image(s); the image tokens count against -c.\n");
 }
@@ -226,6 +230,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         else if (!strcmp(a, "--seed")) {
             ok = cli_parse_long(a, v, 0, 0x7fffffffL, &l);
             o->seed = (unsigned long long)l;
+            o->seed_set = true;
         } else if (!strcmp(a, "--stop")) {
             if (o->n_stop == TN_SESSION_MAX_STOP || !v[0]) {
                 cli_error("run: --stop takes a non-empty string, at most %d times",
@@ -345,6 +350,15 @@ typedef struct runner {
 
 static int run_request(runner *r, const char *text) {
     sink k = {.json = r->o->json};
+    if (!r->o->seed_set) {
+        /* No --seed: a new seed per request, so asking again samples anew. */
+        static unsigned long long n;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r->gen.sampler.seed = (unsigned long long)ts.tv_nsec ^
+                              ((unsigned long long)ts.tv_sec << 20) ^
+                              (++n * 0x9e3779b97f4a7c15ULL);
+    }
     tn_session_stats st;
     tn_error err = {0};
     int rc;

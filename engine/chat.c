@@ -14,6 +14,7 @@
 #include "tn-internal.h"
 #include "tn-unicode.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -244,10 +245,14 @@ static const char *find_first(view v, const char *needle) {
     return memmem(v.p, v.n, needle, strlen(needle));
 }
 
-/* Output with sticky failure, so renderers read as straight-line text. */
+/* Output with sticky failure, so renderers read as straight-line text.
+ * put/putv write the template's own markup; text/textv write message
+ * content and, when spans is set, record where it lies, so that the
+ * tokenizer matches control tokens in the markup only. */
 typedef struct {
     tn_buf *out;
     int rc;
+    tn_text_spans *spans; /* NULL: not recorded */
 } sink;
 
 static void put(sink *s, const char *str) {
@@ -260,6 +265,39 @@ static void putv(sink *s, view v) {
         s->rc = tn_buf_append(s->out, v.p, v.n);
 }
 
+static void textv(sink *s, view v) {
+    const size_t at = s->out->len;
+    putv(s, v);
+    if (s->rc != TN_OK || !s->spans || v.n == 0)
+        return;
+    tn_text_spans *sp = s->spans;
+    if (sp->n > 0 && sp->v[sp->n - 1].start + sp->v[sp->n - 1].len == at) {
+        sp->v[sp->n - 1].len += v.n;
+        return;
+    }
+    if (sp->n == sp->cap) {
+        size_t cap = sp->cap ? sp->cap * 2 : 8;
+        tn_text_span *nv = realloc(sp->v, cap * sizeof *nv);
+        if (!nv) {
+            s->rc = TN_ERR_NOMEM;
+            return;
+        }
+        sp->v = nv;
+        sp->cap = cap;
+    }
+    sp->v[sp->n++] = (tn_text_span){at, v.n};
+}
+
+static void text(sink *s, const char *str) { textv(s, mkview(str)); }
+
+void tn_text_spans_free(tn_text_spans *sp) {
+    if (!sp)
+        return;
+    free(sp->v);
+    sp->v = NULL;
+    sp->n = sp->cap = 0;
+}
+
 /* ----------------------------------------------------------- renderers */
 
 #define BOS_TEXT "<s>"
@@ -270,6 +308,7 @@ static const char *role_name(tn_chat_role r) {
     case TN_CHAT_ROLE_SYSTEM: return "system";
     case TN_CHAT_ROLE_USER: return "user";
     case TN_CHAT_ROLE_ASSISTANT: return "assistant";
+    case TN_CHAT_ROLE_TOOL: return "tool";
     }
     return "user";
 }
@@ -296,7 +335,7 @@ static void chatml_turn(sink *s, const char *role, view content) {
     put(s, "<|im_start|>");
     put(s, role);
     put(s, "\n");
-    putv(s, content);
+    textv(s, content);
     put(s, "<|im_end|>\n");
 }
 
@@ -340,6 +379,17 @@ static void render_qwen3(sink *s, const tn_chat_message *m, size_t n, const tn_c
             chatml_turn(s, role_name(m[i].role), c);
             continue;
         }
+        if (m[i].role == TN_CHAT_ROLE_TOOL) {
+            /* A run of tool results shares one user turn. */
+            if (i == 0 || m[i - 1].role != TN_CHAT_ROLE_TOOL)
+                put(s, "<|im_start|>user");
+            put(s, "\n<tool_response>\n");
+            textv(s, c);
+            put(s, "\n</tool_response>");
+            if (i == n - 1 || m[i + 1].role != TN_CHAT_ROLE_TOOL)
+                put(s, "<|im_end|>\n");
+            continue;
+        }
         if (m[i].role != TN_CHAT_ROLE_ASSISTANT)
             continue;
         view content = c;
@@ -360,11 +410,11 @@ static void render_qwen3(sink *s, const tn_chat_message *m, size_t n, const tn_c
         put(s, "<|im_start|>assistant\n");
         if (i > last_query && (i == n - 1 || reasoning.n > 0)) {
             put(s, "<think>\n");
-            putv(s, lstrip_nl(rstrip_nl(reasoning)));
+            textv(s, lstrip_nl(rstrip_nl(reasoning)));
             put(s, "\n</think>\n\n");
-            putv(s, lstrip_nl(content));
+            textv(s, lstrip_nl(content));
         } else {
-            putv(s, content);
+            textv(s, content);
         }
         put(s, "<|im_end|>\n");
     }
@@ -376,7 +426,7 @@ static void llama3_turn(sink *s, const char *role, view content) {
     put(s, "<|start_header_id|>");
     put(s, role);
     put(s, "<|end_header_id|>\n\n");
-    putv(s, py_strip(content));
+    textv(s, py_strip(content));
     put(s, "<|eot_id|>");
 }
 
@@ -393,15 +443,55 @@ static void llama31_system(sink *s, const char *system, const tn_chat_options *o
     put(s, "Today Date: ");
     put(s, o->date_string ? o->date_string : "26 Jul 2024");
     put(s, "\n\n");
-    putv(s, py_strip(mkview(system)));
+    textv(s, py_strip(mkview(system)));
     put(s, "<|eot_id|>");
+}
+
+/* Python's json.dumps(str, ensure_ascii=False): quotes, the two-character
+ * escapes, \u00XX for the other control characters, the rest as is. */
+static void json_string(sink *s, view v) {
+    textv(s, (view){"\"", 1});
+    size_t run = 0;
+    for (size_t i = 0; i < v.n; i++) {
+        const unsigned char c = (unsigned char)v.p[i];
+        char esc[8] = {0};
+        switch (c) {
+        case '"': memcpy(esc, "\\\"", 2); break;
+        case '\\': memcpy(esc, "\\\\", 2); break;
+        case '\n': memcpy(esc, "\\n", 2); break;
+        case '\r': memcpy(esc, "\\r", 2); break;
+        case '\t': memcpy(esc, "\\t", 2); break;
+        case '\b': memcpy(esc, "\\b", 2); break;
+        case '\f': memcpy(esc, "\\f", 2); break;
+        default:
+            if (c < 0x20)
+                snprintf(esc, sizeof esc, "\\u%04x", c);
+        }
+        if (!esc[0])
+            continue;
+        textv(s, (view){v.p + run, i - run});
+        textv(s, mkview(esc));
+        run = i + 1;
+    }
+    textv(s, (view){v.p + run, v.n - run});
+    textv(s, (view){"\"", 1});
 }
 
 static void render_llama31(sink *s, const tn_chat_message *m, size_t n, const tn_chat_options *o) {
     convo c = split_convo(m, n);
     llama31_system(s, c.system, o);
-    for (size_t i = c.first; i < n; i++)
+    for (size_t i = c.first; i < n; i++) {
+        if (m[i].role == TN_CHAT_ROLE_TOOL) {
+            /* Tool results come back as "ipython". A string "is iterable"
+             * in Jinja, so the template writes it through tojson: quoted
+             * and escaped, as json.dumps(ensure_ascii=False). */
+            put(s, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            json_string(s, mkview(m[i].content));
+            put(s, "<|eot_id|>");
+            continue;
+        }
         llama3_turn(s, role_name(m[i].role), mkview(m[i].content));
+    }
     if (o->add_generation_prompt)
         put(s, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
@@ -417,10 +507,10 @@ static void render_gemma3(sink *s, const tn_chat_message *m, size_t n, const tn_
     for (size_t i = c.first; i < n; i++) {
         gemma3_open(s, m[i].role);
         if (i == c.first && c.system) {
-            put(s, c.system);
+            text(s, c.system);
             put(s, "\n\n");
         }
-        putv(s, py_strip(mkview(m[i].content)));
+        textv(s, py_strip(mkview(m[i].content)));
         put(s, "<end_of_turn>\n");
     }
     if (o->add_generation_prompt)
@@ -436,7 +526,7 @@ static void render_llama2(sink *s, const tn_chat_message *m, size_t n) {
         view content = mkview(m[i].content);
         if (i == c.first && c.system) {
             tmp.len = 0;
-            sink t = {&tmp, TN_OK};
+            sink t = {&tmp, TN_OK, NULL};
             put(&t, "<<SYS>>\n");
             put(&t, c.system);
             put(&t, "\n<</SYS>>\n\n");
@@ -451,11 +541,13 @@ static void render_llama2(sink *s, const tn_chat_message *m, size_t n) {
             if (i != c.first)
                 put(s, BOS_TEXT);
             put(s, "[INST] ");
-            putv(s, py_strip(content));
+            /* The glued "<<SYS>>" block is plain text in Llama 2's
+             * vocabulary, so it may count as content. */
+            textv(s, py_strip(content));
             put(s, " [/INST]");
         } else if (m[i].role == TN_CHAT_ROLE_ASSISTANT) {
             put(s, " ");
-            putv(s, py_strip(content));
+            textv(s, py_strip(content));
             put(s, " " EOS_TEXT);
         }
     }
@@ -485,24 +577,33 @@ static void render_mistral(sink *s, tn_chat_kind kind, const tn_chat_message *m,
         if (m[i].role == TN_CHAT_ROLE_USER) {
             put(s, open);
             if (i == system_at) {
-                put(s, c.system);
+                text(s, c.system);
                 put(s, "\n\n");
             }
-            putv(s, content);
+            textv(s, content);
             put(s, close);
         } else if (m[i].role == TN_CHAT_ROLE_ASSISTANT) {
             if (kind == TN_CHAT_MISTRAL_V1) {
                 put(s, " ");
-                putv(s, content);
+                textv(s, content);
             } else if (kind == TN_CHAT_MISTRAL_V3) {
                 put(s, " ");
-                putv(s, py_strip(content));
+                textv(s, py_strip(content));
             } else {
-                putv(s, content);
+                textv(s, content);
             }
             put(s, EOS_TEXT);
         }
     }
+}
+
+/* Kinds whose templates render a "tool" message: Qwen3 as <tool_response>
+ * in a user turn, Llama 3.1 as "ipython", ChatML, Llama 3 and Gemma 3 with
+ * the role's own name. Llama 2 drops other roles and the Mistral templates
+ * raise an exception (or want tool call ids): refused there. */
+static bool has_tool_role(tn_chat_kind kind) {
+    return kind == TN_CHAT_CHATML || kind == TN_CHAT_QWEN3 || kind == TN_CHAT_LLAMA3 ||
+           kind == TN_CHAT_LLAMA31 || kind == TN_CHAT_GEMMA3;
 }
 
 static bool system_anywhere(tn_chat_kind kind) {
@@ -518,9 +619,11 @@ static int check_args(tn_chat_kind kind, tn_buf *out, tn_error *err) {
     return TN_OK;
 }
 
-static int finish(sink *s, size_t start_len, tn_error *err) {
+static int finish(sink *s, size_t start_len, size_t start_spans, tn_error *err) {
     if (s->rc == TN_OK)
         return TN_OK;
+    if (s->spans)
+        s->spans->n = start_spans;
     /* Leave the buffer as it was. */
     if (s->out->data) {
         s->out->len = start_len;
@@ -531,6 +634,22 @@ static int finish(sink *s, size_t start_len, tn_error *err) {
 
 int tn_chat_render(tn_chat_kind kind, const tn_chat_message *msgs, size_t n_msgs,
                    const tn_chat_options *opts, tn_buf *out, tn_error *err) {
+    return tn_chat_render_spans(kind, msgs, n_msgs, opts, out, NULL, err);
+}
+
+int tn_chat_render_system(tn_chat_kind kind, const char *system, const tn_chat_options *opts,
+                          tn_buf *out, tn_error *err) {
+    return tn_chat_render_system_spans(kind, system, opts, out, NULL, err);
+}
+
+int tn_chat_render_turn(tn_chat_kind kind, bool has_system, const char *user,
+                        const tn_chat_options *opts, tn_buf *out, tn_error *err) {
+    return tn_chat_render_turn_spans(kind, has_system, user, opts, out, NULL, err);
+}
+
+int tn_chat_render_spans(tn_chat_kind kind, const tn_chat_message *msgs, size_t n_msgs,
+                         const tn_chat_options *opts, tn_buf *out, tn_text_spans *content,
+                         tn_error *err) {
     int rc = check_args(kind, out, err);
     if (rc != TN_OK)
         return rc;
@@ -539,17 +658,22 @@ int tn_chat_render(tn_chat_kind kind, const tn_chat_message *msgs, size_t n_msgs
     for (size_t i = 0; i < n_msgs; i++) {
         if (!msgs[i].content)
             return tn_fail(err, TN_ERR_INVALID, "chat template: message %zu has no content", i);
-        if ((int)msgs[i].role < 0 || (int)msgs[i].role > TN_CHAT_ROLE_ASSISTANT)
+        if ((int)msgs[i].role < 0 || (int)msgs[i].role > TN_CHAT_ROLE_TOOL)
             return tn_fail(err, TN_ERR_INVALID, "chat template: message %zu has role %d", i,
                            (int)msgs[i].role);
+        if (msgs[i].role == TN_CHAT_ROLE_TOOL && !has_tool_role(kind))
+            return tn_fail(err, TN_ERR_INVALID,
+                           "chat template %s: message %zu is a tool result, and this template "
+                           "has no tool role",
+                           kind_names[kind], i);
         if (msgs[i].role == TN_CHAT_ROLE_SYSTEM && i > 0 && !system_anywhere(kind))
             return tn_fail(err, TN_ERR_INVALID,
                            "chat template %s: a system message may only come first",
                            kind_names[kind]);
     }
     tn_chat_options o = opts ? *opts : tn_chat_default_options();
-    size_t start = out->len;
-    sink s = {out, TN_OK};
+    size_t start = out->len, start_spans = content ? content->n : 0;
+    sink s = {out, TN_OK, content};
     /* An empty render still leaves a NUL-terminated buffer. */
     put(&s, "");
     switch (kind) {
@@ -564,17 +688,18 @@ int tn_chat_render(tn_chat_kind kind, const tn_chat_message *msgs, size_t n_msgs
     case TN_CHAT_MISTRAL_V3: render_mistral(&s, kind, msgs, n_msgs); break;
     case TN_CHAT_KIND_COUNT_: break;
     }
-    return finish(&s, start, err);
+    return finish(&s, start, start_spans, err);
 }
 
-int tn_chat_render_system(tn_chat_kind kind, const char *system, const tn_chat_options *opts,
-                          tn_buf *out, tn_error *err) {
+int tn_chat_render_system_spans(tn_chat_kind kind, const char *system,
+                                const tn_chat_options *opts, tn_buf *out, tn_text_spans *content,
+                                tn_error *err) {
     int rc = check_args(kind, out, err);
     if (rc != TN_OK)
         return rc;
     tn_chat_options o = opts ? *opts : tn_chat_default_options();
-    size_t start = out->len;
-    sink s = {out, TN_OK};
+    size_t start = out->len, start_spans = content ? content->n : 0;
+    sink s = {out, TN_OK, content};
     put(&s, "");
     switch (kind) {
     case TN_CHAT_CHATML:
@@ -590,7 +715,7 @@ int tn_chat_render_system(tn_chat_kind kind, const char *system, const tn_chat_o
     case TN_CHAT_GEMMA3:
         if (system) {
             gemma3_open(&s, TN_CHAT_ROLE_USER);
-            put(&s, system);
+            text(&s, system);
             put(&s, "\n\n");
         }
         break;
@@ -599,7 +724,7 @@ int tn_chat_render_system(tn_chat_kind kind, const char *system, const tn_chat_o
          * while the user text has something that is not whitespace. */
         if (system) {
             put(&s, "[INST] <<SYS>>\n");
-            put(&s, system);
+            text(&s, system);
             put(&s, "\n<</SYS>>\n\n");
         }
         break;
@@ -608,17 +733,18 @@ int tn_chat_render_system(tn_chat_kind kind, const char *system, const tn_chat_o
     case TN_CHAT_MISTRAL_V3:
         if (system) {
             put(&s, kind == TN_CHAT_MISTRAL_V1 ? " [INST] " : "[INST] ");
-            put(&s, system);
+            text(&s, system);
             put(&s, "\n\n");
         }
         break;
     case TN_CHAT_KIND_COUNT_: break;
     }
-    return finish(&s, start, err);
+    return finish(&s, start, start_spans, err);
 }
 
-int tn_chat_render_turn(tn_chat_kind kind, bool has_system, const char *user,
-                        const tn_chat_options *opts, tn_buf *out, tn_error *err) {
+int tn_chat_render_turn_spans(tn_chat_kind kind, bool has_system, const char *user,
+                              const tn_chat_options *opts, tn_buf *out, tn_text_spans *content,
+                              tn_error *err) {
     int rc = check_args(kind, out, err);
     if (rc != TN_OK)
         return rc;
@@ -626,8 +752,8 @@ int tn_chat_render_turn(tn_chat_kind kind, bool has_system, const char *user,
         return tn_fail(err, TN_ERR_INVALID, "chat template: no user text");
     tn_chat_options o = opts ? *opts : tn_chat_default_options();
     view u = mkview(user);
-    size_t start = out->len;
-    sink s = {out, TN_OK};
+    size_t start = out->len, start_spans = content ? content->n : 0;
+    sink s = {out, TN_OK, content};
     put(&s, "");
     switch (kind) {
     case TN_CHAT_CHATML:
@@ -646,7 +772,7 @@ int tn_chat_render_turn(tn_chat_kind kind, bool has_system, const char *user,
     case TN_CHAT_GEMMA3:
         if (!has_system)
             gemma3_open(&s, TN_CHAT_ROLE_USER);
-        putv(&s, py_strip(u));
+        textv(&s, py_strip(u));
         put(&s, "<end_of_turn>\n<start_of_turn>model\n");
         break;
     case TN_CHAT_LLAMA2:
@@ -654,10 +780,10 @@ int tn_chat_render_turn(tn_chat_kind kind, bool has_system, const char *user,
             /* The template strips the glued "<<SYS>>...\n\n" + user: only
              * the user's trailing whitespace goes. */
             u.n = rstrip_len(u);
-            putv(&s, u);
+            textv(&s, u);
         } else {
             put(&s, "[INST] ");
-            putv(&s, py_strip(u));
+            textv(&s, py_strip(u));
         }
         put(&s, " [/INST]");
         break;
@@ -666,10 +792,10 @@ int tn_chat_render_turn(tn_chat_kind kind, bool has_system, const char *user,
     case TN_CHAT_MISTRAL_V3:
         if (!has_system)
             put(&s, kind == TN_CHAT_MISTRAL_V1 ? " [INST] " : "[INST] ");
-        putv(&s, u);
+        textv(&s, u);
         put(&s, kind == TN_CHAT_MISTRAL_V3 ? "[/INST]" : " [/INST]");
         break;
     case TN_CHAT_KIND_COUNT_: break;
     }
-    return finish(&s, start, err);
+    return finish(&s, start, start_spans, err);
 }

@@ -1,12 +1,18 @@
 /* Token sampling: penalties, then top-k, top-p, min-p, temperature (the
  * order llama.cpp's default chain uses), then a draw from Tern's own PRNG
  * (xoshiro256**, seeded through splitmix64), so that a seed gives the same
- * tokens on every machine and libc. */
+ * tokens on every machine and libc. Nothing is sorted that a filter does
+ * not need sorted: temperature alone draws from the whole vocabulary in a
+ * few vectorized passes, top-p sorts one bin of candidates (docs/MODEL.md). */
 #include "tn-internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 struct tn_sampler {
     int32_t n_vocab;
@@ -20,7 +26,16 @@ struct tn_sampler {
     int32_t *cand;     /* [n_vocab] candidate ids, best first */
     float *prob;       /* [n_vocab] probabilities of cand */
     int32_t n_cand;
+    /* The sort-free paths: e^(logit - max) (times 1/temperature) by id, and
+     * their sums per block of SUM_BLOCK ids. */
+    float *ex;         /* [n_vocab] */
+    double *block_sum; /* [n_blocks] */
+    double ex_sum;
+    double *bin_mass;  /* [NUCLEUS_BINS]: top-p's mass per logit bin */
 };
+
+#define SUM_BLOCK 64
+#define NUCLEUS_BINS 2048
 
 tn_sampler_params tn_sampler_default_params(void) {
     tn_sampler_params p = {
@@ -80,6 +95,9 @@ void tn_sampler_free(tn_sampler *s) {
     free(s->work);
     free(s->cand);
     free(s->prob);
+    free(s->ex);
+    free(s->block_sum);
+    free(s->bin_mass);
     free(s);
 }
 
@@ -107,7 +125,11 @@ int tn_sampler_new(int32_t n_vocab, tn_sampler_params p, tn_sampler **out, tn_er
     s->work = malloc((size_t)n_vocab * sizeof *s->work);
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->prob = malloc((size_t)n_vocab * sizeof *s->prob);
-    if (!s->hist || !s->counts || !s->work || !s->cand || !s->prob) {
+    s->ex = malloc((size_t)n_vocab * sizeof *s->ex);
+    s->block_sum = malloc(((size_t)n_vocab / SUM_BLOCK + 1) * sizeof *s->block_sum);
+    s->bin_mass = malloc(NUCLEUS_BINS * sizeof *s->bin_mass);
+    if (!s->hist || !s->counts || !s->work || !s->cand || !s->prob || !s->ex || !s->block_sum ||
+        !s->bin_mass) {
         tn_sampler_free(s);
         return tn_fail(err, TN_ERR_NOMEM, "out of memory");
     }
@@ -202,69 +224,275 @@ static void top_k_select(tn_sampler *s, int32_t k) {
     qsort_r(s->cand, (size_t)k, sizeof *s->cand, by_logit, (void *)w);
 }
 
-/* Fills cand/prob (n_cand entries, best first, probabilities summing to 1)
- * from logits, for a temperature > 0. */
+static int32_t argmax(const float *w, int32_t n);
+
+/* e^x for x <= 0 without a libm call: x = n ln2 + r with |r| <= ln2/2 (ln2
+ * in two parts), e^r by the Cephes expf polynomial, 2^n through the
+ * exponent bits. Relative error below 3e-7 against exp()
+ * (tests/engine/test-sampler.c); 0 for x below -87 (e^-87 is 1.6e-38,
+ * where 2^n would leave the normal range) and for NaN, so a token whose
+ * logit is -inf is never drawn. The SSE2 loop below computes the same
+ * steps four at a time (GCC does not vectorize the selects of this scalar
+ * form without -fno-trapping-math). */
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_ROUND 12582912.0f /* 1.5 * 2^23: x + it - it rounds to nearest */
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO -2.12194440e-4f
+#define EXP_P0 1.9875691500e-4f
+#define EXP_P1 1.3981999507e-3f
+#define EXP_P2 8.3334519073e-3f
+#define EXP_P3 4.1665795894e-2f
+#define EXP_P4 1.6666665459e-1f
+#define EXP_P5 5.0000001201e-1f
+
+static inline float exp_neg(float x) {
+    const bool keep = x >= -87.0f; /* false for NaN */
+    x = keep ? x : -87.0f;
+    x = x < 0.0f ? x : 0.0f;
+    const float n = (x * EXP_LOG2E + EXP_ROUND) - EXP_ROUND;
+    float r = x - n * EXP_LN2_HI;
+    r = r - n * EXP_LN2_LO;
+    float p = EXP_P0;
+    p = p * r + EXP_P1;
+    p = p * r + EXP_P2;
+    p = p * r + EXP_P3;
+    p = p * r + EXP_P4;
+    p = p * r + EXP_P5;
+    p = p * r * r + r + 1.0f;
+    const uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return keep ? p * scale : 0.0f;
+}
+
+float tn_sampler_exp_neg(float x) { return exp_neg(x); }
+
+/* out[t] = exp_neg((w[t] - max) * scale) for t < n. */
+static void exp_neg_all(const float *w, float *out, int32_t n, float max, float scale) {
+    int32_t t = 0;
+#ifdef __SSE2__
+    const __m128 vmax = _mm_set1_ps(max), vscale = _mm_set1_ps(scale);
+    const __m128 lo = _mm_set1_ps(-87.0f), zero = _mm_setzero_ps();
+    const __m128 round = _mm_set1_ps(EXP_ROUND), log2e = _mm_set1_ps(EXP_LOG2E);
+    for (; t + 4 <= n; t += 4) {
+        __m128 x = _mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(w + t), vmax), vscale);
+        const __m128 keep = _mm_cmpge_ps(x, lo); /* false for NaN */
+        x = _mm_min_ps(_mm_max_ps(x, lo), zero); /* maxps gives lo for NaN */
+        const __m128 nf = _mm_sub_ps(_mm_add_ps(_mm_mul_ps(x, log2e), round), round);
+        __m128 r = _mm_sub_ps(x, _mm_mul_ps(nf, _mm_set1_ps(EXP_LN2_HI)));
+        r = _mm_sub_ps(r, _mm_mul_ps(nf, _mm_set1_ps(EXP_LN2_LO)));
+        __m128 p = _mm_set1_ps(EXP_P0);
+        p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P1));
+        p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P2));
+        p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P3));
+        p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P4));
+        p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P5));
+        p = _mm_add_ps(_mm_add_ps(_mm_mul_ps(_mm_mul_ps(p, r), r), r), _mm_set1_ps(1.0f));
+        const __m128i e = _mm_slli_epi32(_mm_add_epi32(_mm_cvtps_epi32(nf), _mm_set1_epi32(127)),
+                                         23);
+        _mm_storeu_ps(out + t, _mm_and_ps(keep, _mm_mul_ps(p, _mm_castsi128_ps(e))));
+    }
+#endif
+    for (; t < n; t++)
+        out[t] = exp_neg((w[t] - max) * scale);
+}
+
+void tn_sampler_exp_neg_all(const float *w, float *out, int32_t n, float max, float scale) {
+    exp_neg_all(w, out, n, max, scale);
+}
+
+/* ex[t] = e^((w[t] - max) * scale) for every id, with block sums and their
+ * total (doubles, four running sums per block so the adds overlap). */
+static void exp_all(tn_sampler *s, float max, float scale) {
+    const float *w = s->work;
+    float *ex = s->ex;
+    const int32_t V = s->n_vocab;
+    exp_neg_all(w, ex, V, max, scale);
+    double total = 0;
+    for (int32_t b = 0, t0 = 0; t0 < V; b++, t0 += SUM_BLOCK) {
+        const int32_t t1 = V - t0 < SUM_BLOCK ? V : t0 + SUM_BLOCK;
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        int32_t t = t0;
+        for (; t + 4 <= t1; t += 4) {
+            a0 += ex[t];
+            a1 += ex[t + 1];
+            a2 += ex[t + 2];
+            a3 += ex[t + 3];
+        }
+        for (; t < t1; t++)
+            a0 += ex[t];
+        s->block_sum[b] = (a0 + a1) + (a2 + a3);
+        total += s->block_sum[b];
+    }
+    s->ex_sum = total;
+}
+
+static float max_of(const float *w, int32_t n) {
+    float max = -INFINITY;
+    for (int32_t t = 0; t < n; t++)
+        max = w[t] > max ? w[t] : max;
+    return max;
+}
+
+/* A draw from ex[] (unnormalised): the block that holds u * total first,
+ * then the id inside it. -1 when there is no mass at all. */
+static int32_t draw_full(tn_sampler *s, double u) {
+    const int32_t V = s->n_vocab;
+    if (!(s->ex_sum > 0))
+        return -1;
+    const double target = u * s->ex_sum;
+    double cum = 0;
+    int32_t b = 0, t0 = 0;
+    for (; t0 + SUM_BLOCK < V; b++, t0 += SUM_BLOCK) {
+        if (target < cum + s->block_sum[b])
+            break;
+        cum += s->block_sum[b];
+    }
+    const int32_t t1 = V - t0 < SUM_BLOCK ? V : t0 + SUM_BLOCK;
+    int32_t last = -1;
+    for (int32_t t = t0; t < t1; t++) {
+        if (s->ex[t] <= 0)
+            continue;
+        last = t;
+        cum += s->ex[t];
+        if (target < cum)
+            return t;
+    }
+    if (last >= 0)
+        return last; /* the block's sum rounded a hair above its running sum */
+    for (int32_t t = V; t-- > 0;) /* an empty last block: the last id with mass */
+        if (s->ex[t] > 0)
+            return t;
+    return -1;
+}
+
+/* Plain temperature (no top-k, top-p or min-p) draws from the softmax of
+ * the whole vocabulary: no candidate list, no sort. */
+static bool whole_vocab(const tn_sampler *s) {
+    const tn_sampler_params *p = &s->p;
+    return (p->top_k <= 0 || p->top_k >= s->n_vocab) && !(p->top_p < 1.0f) && !(p->min_p > 0);
+}
+
+/* Top-p without a full sort. The nucleus is the smallest best-first prefix
+ * of the softmax (temperature 1) whose mass reaches top_p. Binning the ids
+ * by how far below the best logit they are (1/32 per bin, the last bin
+ * catching everything 64 or more below) gives the bin where that mass is
+ * reached: every id of an earlier bin has a higher logit than any id of
+ * that bin, so it is in; only that bin's ids are sorted, and taken in order
+ * until the mass is reached. The ids come out unsorted, which changes no
+ * probability. */
+#define NUCLEUS_PER_LOGIT 32.0f
+
+static inline int32_t nucleus_bin(float max, float w) {
+    const float d = (max - w) * NUCLEUS_PER_LOGIT;
+    return d < (float)(NUCLEUS_BINS - 1) ? (int32_t)d : NUCLEUS_BINS - 1; /* NaN: last */
+}
+
+static void nucleus(tn_sampler *s, float max) {
+    const float *w = s->work;
+    const int32_t V = s->n_vocab;
+    exp_all(s, max, 1.0f);
+    s->n_cand = 0;
+    if (!(s->ex_sum > 0))
+        return; /* NaN or -inf everywhere: the caller falls back to argmax */
+    double *mass = s->bin_mass;
+    memset(mass, 0, NUCLEUS_BINS * sizeof *mass);
+    for (int32_t t = 0; t < V; t++)
+        mass[nucleus_bin(max, w[t])] += s->ex[t];
+    const double need = (double)s->p.top_p * s->ex_sum;
+    double cum = 0;
+    int32_t edge = NUCLEUS_BINS - 1;
+    for (int32_t b = 0; b < NUCLEUS_BINS; b++) {
+        if (cum + mass[b] >= need) {
+            edge = b;
+            break;
+        }
+        cum += mass[b];
+    }
+    /* The sure ids from the front of cand, the edge bin's from the back. */
+    int32_t n = 0, n_edge = 0;
+    for (int32_t t = 0; t < V; t++) {
+        const int32_t b = nucleus_bin(max, w[t]);
+        if (b < edge)
+            s->cand[n++] = t;
+        else if (b == edge)
+            s->cand[V - 1 - n_edge++] = t;
+    }
+    int32_t *edge_ids = s->cand + (V - n_edge);
+    qsort_r(edge_ids, (size_t)n_edge, sizeof *edge_ids, by_logit, (void *)w);
+    for (int32_t i = 0; i < n_edge; i++) {
+        const int32_t t = edge_ids[i]; /* read before cand[n] is written: n <= V - n_edge + i */
+        s->cand[n++] = t;
+        cum += s->ex[t];
+        if (cum >= need)
+            break;
+    }
+    s->n_cand = n;
+}
+
+/* Fills cand/prob (n_cand entries, probabilities summing to 1) from logits,
+ * for a temperature > 0 and some filter. */
 static void prepare(tn_sampler *s) {
     const tn_sampler_params *p = &s->p;
     const float *w = s->work;
     const int32_t V = s->n_vocab;
+    const float max = max_of(w, V);
+    const bool top_k = p->top_k > 0 && p->top_k < V;
+    const bool top_p = p->top_p < 1.0f;
+    const float min_bar = p->min_p > 0 ? max + logf(p->min_p) : -INFINITY;
 
-    float max = -INFINITY;
-    for (int32_t t = 0; t < V; t++)
-        if (w[t] > max)
-            max = w[t];
-
-    if (p->top_k > 0 && p->top_k < V) {
-        top_k_select(s, p->top_k);
-    } else {
-        /* Tokens under min-p's bar are dropped whatever top-p keeps, so only
-         * the others need sorting; top-p still sees the full softmax. */
-        const float bar = p->min_p > 0 ? max + logf(p->min_p) : -INFINITY;
-        int32_t n = 0;
-        for (int32_t t = 0; t < V; t++)
-            if (w[t] >= bar)
-                s->cand[n++] = t;
-        s->n_cand = n;
-        qsort_r(s->cand, (size_t)n, sizeof *s->cand, by_logit, (void *)w);
-    }
-
-    /* top-p on the softmax (temperature 1) of what top-k left. */
-    if (p->top_p < 1.0f) {
-        double z = 0;
-        if (p->top_k > 0 && p->top_k < V) {
+    if (top_k) {
+        top_k_select(s, p->top_k); /* best first */
+        if (top_p) {
+            /* top-p on the softmax (temperature 1) of what top-k left. */
+            double z = 0;
             for (int32_t i = 0; i < s->n_cand; i++)
                 z += exp((double)w[s->cand[i]] - max);
-        } else {
-            for (int32_t t = 0; t < V; t++)
-                z += exp((double)w[t] - max);
-        }
-        double cum = 0;
-        int32_t keep = s->n_cand;
-        for (int32_t i = 0; i < s->n_cand; i++) {
-            cum += exp((double)w[s->cand[i]] - max) / z;
-            if (cum >= p->top_p) {
-                keep = i + 1;
-                break;
+            double cum = 0;
+            for (int32_t i = 0; i < s->n_cand; i++) {
+                cum += exp((double)w[s->cand[i]] - max) / z;
+                if (cum >= p->top_p) {
+                    s->n_cand = i + 1;
+                    break;
+                }
             }
         }
-        s->n_cand = keep;
+    } else if (top_p) {
+        nucleus(s, max);
+    } else {
+        int32_t n = 0;
+        for (int32_t t = 0; t < V; t++)
+            if (w[t] >= min_bar)
+                s->cand[n++] = t;
+        s->n_cand = n;
     }
-    if (p->min_p > 0) {
-        const float bar = max + logf(p->min_p);
-        int32_t keep = 1;
-        while (keep < s->n_cand && w[s->cand[keep]] >= bar)
-            keep++;
-        s->n_cand = keep;
+    if (p->min_p > 0) { /* the best logit always passes */
+        int32_t n = 0;
+        for (int32_t i = 0; i < s->n_cand; i++)
+            if (w[s->cand[i]] >= min_bar)
+                s->cand[n++] = s->cand[i];
+        s->n_cand = n;
+    }
+    if (s->n_cand == 0) { /* NaN logits: nothing compares */
+        s->cand[0] = argmax(w, V);
+        s->n_cand = 1;
     }
 
     /* Temperature, then the softmax the draw uses. */
-    const double inv_t = 1.0 / p->temperature;
-    const double top = (double)w[s->cand[0]] * inv_t;
-    double z = 0;
+    float top = w[s->cand[0]];
     for (int32_t i = 0; i < s->n_cand; i++) {
-        const double e = exp((double)w[s->cand[i]] * inv_t - top);
-        s->prob[i] = (float)e;
-        z += e;
+        s->prob[i] = w[s->cand[i]];
+        top = s->prob[i] > top ? s->prob[i] : top;
+    }
+    exp_neg_all(s->prob, s->prob, s->n_cand, top, 1.0f / p->temperature);
+    double z = 0;
+    for (int32_t i = 0; i < s->n_cand; i++)
+        z += s->prob[i];
+    if (!(z > 0)) { /* NaN logits */
+        s->cand[0] = argmax(w, V);
+        s->prob[0] = 1.0f;
+        s->n_cand = 1;
+        return;
     }
     for (int32_t i = 0; i < s->n_cand; i++)
         s->prob[i] = (float)(s->prob[i] / z);
@@ -283,6 +511,11 @@ int32_t tn_sampler_sample(tn_sampler *s, const float *logits) {
     apply_penalties(s);
     if (s->p.temperature <= 0.0f)
         return argmax(s->work, s->n_vocab);
+    if (whole_vocab(s)) {
+        exp_all(s, max_of(s->work, s->n_vocab), 1.0f / s->p.temperature);
+        const int32_t t = draw_full(s, tn_sampler_uniform(s));
+        return t >= 0 ? t : argmax(s->work, s->n_vocab); /* no mass: NaN or all -inf */
+    }
     prepare(s);
     const double u = tn_sampler_uniform(s);
     double cum = 0;
@@ -300,6 +533,17 @@ void tn_sampler_probs(tn_sampler *s, const float *logits, float *probs) {
     memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
     if (s->p.temperature <= 0.0f) {
         probs[argmax(s->work, s->n_vocab)] = 1.0f;
+        return;
+    }
+    if (whole_vocab(s)) {
+        exp_all(s, max_of(s->work, s->n_vocab), 1.0f / s->p.temperature);
+        if (!(s->ex_sum > 0)) {
+            probs[argmax(s->work, s->n_vocab)] = 1.0f;
+            return;
+        }
+        const float inv = (float)(1.0 / s->ex_sum);
+        for (int32_t t = 0; t < s->n_vocab; t++)
+            probs[t] = s->ex[t] * inv;
         return;
     }
     prepare(s);

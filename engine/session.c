@@ -436,10 +436,12 @@ static int need_tokenizer(const tn_session *s, tn_error *err) {
 }
 
 /* Rendered template text -> tokens, BOS first when the format starts with
- * it. Control tokens in the text are matched: the template's own markers
- * must become their ids. */
-static int tokenize_rendered(const tn_session *s, const tn_buf *text, bool with_bos,
-                             tn_tokens *out, tn_error *err) {
+ * it. Control tokens are matched in the template's markup only (they must
+ * become their ids there); in the content spans their text is text, so a
+ * message cannot close its turn or open a system turn. */
+static int tokenize_rendered(const tn_session *s, const tn_buf *text,
+                             const tn_text_spans *content, bool with_bos, tn_tokens *out,
+                             tn_error *err) {
     if (with_bos && tn_chat_kind_adds_bos(s->chat_kind) && tn_tokenizer_bos(s->tok) >= 0) {
         int rc = tn_tokens_push(out, tn_tokenizer_bos(s->tok));
         if (rc != TN_OK)
@@ -447,7 +449,8 @@ static int tokenize_rendered(const tn_session *s, const tn_buf *text, bool with_
     }
     if (text->len == 0)
         return TN_OK;
-    return tn_tokenize(s->tok, text->data, text->len, TN_TOKENIZE_SPECIAL, out, err);
+    return tn_tokenize_spans(s->tok, text->data, text->len, TN_TOKENIZE_SPECIAL,
+                             content ? content->v : NULL, content ? content->n : 0, out, err);
 }
 
 static int render_system_tokens(tn_session *s, const char *system, tn_tokens *out,
@@ -456,10 +459,12 @@ static int render_system_tokens(tn_session *s, const char *system, tn_tokens *ou
     if (rc != TN_OK)
         return rc;
     tn_buf text = {0};
+    tn_text_spans content = {0};
     tn_chat_options o = tn_chat_default_options();
-    rc = tn_chat_render_system(s->chat_kind, system, &o, &text, err);
+    rc = tn_chat_render_system_spans(s->chat_kind, system, &o, &text, &content, err);
     if (rc == TN_OK)
-        rc = tokenize_rendered(s, &text, true, out, err);
+        rc = tokenize_rendered(s, &text, &content, true, out, err);
+    tn_text_spans_free(&content);
     tn_buf_free(&text);
     return rc;
 }
@@ -471,11 +476,14 @@ static bool has_system(const tn_session *s) {
 static int render_turn_tokens(tn_session *s, const char *user_text, bool thinking,
                               tn_tokens *out, tn_error *err) {
     tn_buf text = {0};
+    tn_text_spans content = {0};
     tn_chat_options o = tn_chat_default_options();
     o.enable_thinking = thinking;
-    int rc = tn_chat_render_turn(s->chat_kind, has_system(s), user_text, &o, &text, err);
+    int rc = tn_chat_render_turn_spans(s->chat_kind, has_system(s), user_text, &o, &text,
+                                       &content, err);
     if (rc == TN_OK)
-        rc = tokenize_rendered(s, &text, false, out, err);
+        rc = tokenize_rendered(s, &text, &content, false, out, err);
+    tn_text_spans_free(&content);
     tn_buf_free(&text);
     return rc;
 }
@@ -1051,6 +1059,8 @@ static tn_chat_role role_of(const char *role, bool *ok) {
         return TN_CHAT_ROLE_USER;
     if (role && !strcmp(role, "assistant"))
         return TN_CHAT_ROLE_ASSISTANT;
+    if (role && !strcmp(role, "tool"))
+        return TN_CHAT_ROLE_TOOL;
     *ok = false;
     return TN_CHAT_ROLE_USER;
 }
@@ -1059,7 +1069,7 @@ static tn_chat_role role_of(const char *role, bool *ok) {
  * the messages bring none, then the assistant header. */
 static int render_chat_text(tn_session *s, const tn_session_message *messages,
                             int32_t n_messages, const tn_gen_params *g, tn_buf *text,
-                            tn_error *err) {
+                            tn_text_spans *content, tn_error *err) {
     tn_chat_message *msgs = calloc((size_t)n_messages + 1, sizeof *msgs);
     if (!msgs)
         return tn_fail(err, TN_ERR_NOMEM, "out of memory");
@@ -1075,7 +1085,7 @@ static int render_chat_text(tn_session *s, const tn_session_message *messages,
         if (!ok) {
             free(msgs);
             return tn_fail(err, TN_ERR_INVALID,
-                           "message %d has role '%s'; expected system, user or assistant", i,
+                           "message %d has role '%s'; expected system, user, assistant or tool", i,
                            messages[i].role ? messages[i].role : "(null)");
         }
         n++;
@@ -1083,7 +1093,7 @@ static int render_chat_text(tn_session *s, const tn_session_message *messages,
     tn_chat_options o = tn_chat_default_options();
     o.add_generation_prompt = true;
     o.enable_thinking = g->thinking;
-    int rc = tn_chat_render(s->chat_kind, msgs, n, &o, text, err);
+    int rc = tn_chat_render_spans(s->chat_kind, msgs, n, &o, text, content, err);
     free(msgs);
     return rc;
 }
@@ -1102,13 +1112,15 @@ int tn_session_chat(tn_session *s, const tn_session_message *messages, int32_t n
         return rc;
     begin_call(s);
     tn_buf text = {0};
+    tn_text_spans content = {0};
     tn_tokens toks = {0};
-    rc = render_chat_text(s, messages, n_messages, g, &text, err);
+    rc = render_chat_text(s, messages, n_messages, g, &text, &content, err);
     if (rc == TN_OK)
-        rc = tokenize_rendered(s, &text, true, &toks, err);
+        rc = tokenize_rendered(s, &text, &content, true, &toks, err);
     if (rc == TN_OK)
         rc = chat_impl(s, toks.ids, (int32_t)toks.n, NULL, g, cb, user, st, t_call, err);
     tn_tokens_free(&toks);
+    tn_text_spans_free(&content);
     tn_buf_free(&text);
     stats_finish(s, st);
     return rc;
@@ -1221,9 +1233,31 @@ static void image_prompt_free(image_prompt *ip) {
  * image sequence, the text is tokenized as a whole (so "\n\n" merges with
  * its neighbours exactly as in the reference processor), then each
  * placeholder token is expanded into the image's rows. */
-static int expand_images(tn_session *s, const tn_buf *text, bool with_bos,
-                         const tn_image_embd *images, int32_t n_images, image_prompt *out,
-                         tn_error *err) {
+/* The content spans of text[from, to) copied to `at` in another buffer. */
+static int copy_spans(const tn_text_spans *in, size_t from, size_t to, size_t at,
+                      tn_text_spans *out) {
+    for (size_t k = 0; in && k < in->n; k++) {
+        const size_t a = in->v[k].start > from ? in->v[k].start : from;
+        const size_t e = in->v[k].start + in->v[k].len;
+        const size_t b = e < to ? e : to;
+        if (a >= b)
+            continue;
+        if (out->n == out->cap) {
+            const size_t cap = out->cap ? out->cap * 2 : 8;
+            tn_text_span *v = realloc(out->v, cap * sizeof *v);
+            if (!v)
+                return TN_ERR_NOMEM;
+            out->v = v;
+            out->cap = cap;
+        }
+        out->v[out->n++] = (tn_text_span){at + (a - from), b - a};
+    }
+    return TN_OK;
+}
+
+static int expand_images(tn_session *s, const tn_buf *text, const tn_text_spans *content,
+                         bool with_bos, const tn_image_embd *images, int32_t n_images,
+                         image_prompt *out, tn_error *err) {
     memset(out, 0, sizeof *out);
     image_tokens it;
     if (!find_image_tokens(s, &it))
@@ -1231,27 +1265,38 @@ static int expand_images(tn_session *s, const tn_buf *text, bool with_bos,
                        tn_model_path(s->model));
     static const char seq[] = "\n\n" IMAGE_START IMAGE_SOFT IMAGE_END "\n\n";
     const size_t lm = strlen(TN_IMAGE_MARKER);
+    /* The image sequence is markup (its control tokens must match); the
+     * text around the markers keeps its content spans. */
     tn_buf t = {0};
+    tn_text_spans t_content = {0};
     int32_t markers = 0;
     int rc = TN_OK;
-    const char *p = text->data ? text->data : "";
-    for (const char *m; rc == TN_OK && (m = strstr(p, TN_IMAGE_MARKER)); p = m + lm, markers++)
-        if ((rc = tn_buf_append(&t, p, (size_t)(m - p))) == TN_OK)
+    const char *base = text->data ? text->data : "";
+    const char *p = base;
+    for (const char *m; rc == TN_OK && (m = strstr(p, TN_IMAGE_MARKER)); p = m + lm, markers++) {
+        rc = copy_spans(content, (size_t)(p - base), (size_t)(m - base), t.len, &t_content);
+        if (rc == TN_OK && (rc = tn_buf_append(&t, p, (size_t)(m - p))) == TN_OK)
             rc = tn_buf_append_str(&t, seq);
+    }
+    if (rc == TN_OK)
+        rc = copy_spans(content, (size_t)(p - base), strlen(base), t.len, &t_content);
     if (rc == TN_OK)
         rc = tn_buf_append_str(&t, p);
     if (rc != TN_OK) {
         tn_buf_free(&t);
+        tn_text_spans_free(&t_content);
         return tn_fail(err, TN_ERR_NOMEM, "out of memory");
     }
     if (markers != n_images) {
         tn_buf_free(&t);
+        tn_text_spans_free(&t_content);
         return tn_fail(err, TN_ERR_INVALID, "the prompt has %d image marker%s for %d image%s",
                        markers, markers == 1 ? "" : "s", n_images, n_images == 1 ? "" : "s");
     }
     tn_tokens raw = {0};
-    rc = tokenize_rendered(s, &t, with_bos, &raw, err);
+    rc = tokenize_rendered(s, &t, &t_content, with_bos, &raw, err);
     tn_buf_free(&t);
+    tn_text_spans_free(&t_content);
     if (rc != TN_OK) {
         tn_tokens_free(&raw);
         return rc;
@@ -1326,15 +1371,18 @@ int tn_session_ask_images(tn_session *s, const char *user_text, const tn_image_e
         user_text = owned;
     }
     tn_buf text = {0};
+    tn_text_spans content = {0};
     tn_chat_options o = tn_chat_default_options();
     o.enable_thinking = g->thinking;
     image_prompt ip = {0};
-    rc = tn_chat_render_turn(s->chat_kind, has_system(s), user_text, &o, &text, err);
+    rc = tn_chat_render_turn_spans(s->chat_kind, has_system(s), user_text, &o, &text, &content,
+                                   err);
     if (rc == TN_OK)
-        rc = expand_images(s, &text, false, images, n_images, &ip, err);
+        rc = expand_images(s, &text, &content, false, images, n_images, &ip, err);
     if (rc == TN_OK)
         rc = ask_impl(s, ip.ids, ip.n, &ip.plan, g, cb, user, st, t_call, err);
     image_prompt_free(&ip);
+    tn_text_spans_free(&content);
     tn_buf_free(&text);
     free(owned);
     stats_finish(s, st);
@@ -1383,13 +1431,15 @@ int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
         messages = copy;
     }
     tn_buf text = {0};
+    tn_text_spans content = {0};
     image_prompt ip = {0};
-    rc = render_chat_text(s, messages, n_messages, g, &text, err);
+    rc = render_chat_text(s, messages, n_messages, g, &text, &content, err);
     if (rc == TN_OK)
-        rc = expand_images(s, &text, true, images, n_images, &ip, err);
+        rc = expand_images(s, &text, &content, true, images, n_images, &ip, err);
     if (rc == TN_OK)
         rc = chat_impl(s, ip.ids, ip.n, &ip.plan, g, cb, user, st, t_call, err);
     image_prompt_free(&ip);
+    tn_text_spans_free(&content);
     tn_buf_free(&text);
     free(copy);
     free(owned);

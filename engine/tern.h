@@ -543,7 +543,8 @@ int tn_session_ask_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens
                           const tn_gen_params *gen, tn_session_token_cb cb, void *user,
                           tn_session_stats *stats, tn_error *err);
 
-/* A message of a conversation; role is "system", "user" or "assistant". */
+/* A message of a conversation; role is "system", "user", "assistant" or
+ * "tool" (where the template has one: tn_chat_role). */
 typedef struct tn_session_message {
     const char *role;
     const char *content;
@@ -778,6 +779,9 @@ typedef enum tn_chat_role {
     TN_CHAT_ROLE_SYSTEM = 0,
     TN_CHAT_ROLE_USER = 1,
     TN_CHAT_ROLE_ASSISTANT = 2,
+    TN_CHAT_ROLE_TOOL = 3, /* a tool's result: Qwen3 <tool_response> in a user turn,
+                              Llama 3.1 "ipython", ChatML / Llama 3 / Gemma 3 "tool";
+                              refused (TN_ERR_INVALID) by Llama 2 and Mistral */
 } tn_chat_role;
 
 typedef struct tn_chat_message {
@@ -805,6 +809,29 @@ tn_chat_options tn_chat_default_options(void);
 int tn_chat_render(tn_chat_kind kind, const tn_chat_message *msgs, size_t n_msgs,
                    const tn_chat_options *opts, tn_buf *out, tn_error *err);
 
+/* Where message content lies in rendered text: byte ranges [start,
+ * start + len) of the output buffer (offsets from its start, in order,
+ * never overlapping). Start it zeroed. */
+typedef struct tn_text_span {
+    size_t start, len;
+} tn_text_span;
+
+typedef struct tn_text_spans {
+    tn_text_span *v;
+    size_t n, cap;
+} tn_text_spans;
+
+void tn_text_spans_free(tn_text_spans *spans);
+
+/* tn_chat_render (and the two calls below) that also APPEND to content the
+ * spans of text that came from messages, as opposed to the template's own
+ * markup; content NULL: not recorded. Tokenize the result with
+ * tn_tokenize_spans(..., content) so that "<|im_end|>" typed in a message
+ * stays text and cannot end the turn or forge another (docs/TOKENIZER.md). */
+int tn_chat_render_spans(tn_chat_kind kind, const tn_chat_message *msgs, size_t n_msgs,
+                         const tn_chat_options *opts, tn_buf *out, tn_text_spans *content,
+                         tn_error *err);
+
 /* For pinning, a single-turn request splits in two so that
  *     render_system(system) + render_turn(system != NULL, user)
  *  == render([system?, user]) with add_generation_prompt
@@ -818,6 +845,12 @@ int tn_chat_render_system(tn_chat_kind kind, const char *system, const tn_chat_o
                           tn_buf *out, tn_error *err);
 int tn_chat_render_turn(tn_chat_kind kind, bool has_system, const char *user,
                         const tn_chat_options *opts, tn_buf *out, tn_error *err);
+int tn_chat_render_system_spans(tn_chat_kind kind, const char *system,
+                                const tn_chat_options *opts, tn_buf *out, tn_text_spans *content,
+                                tn_error *err);
+int tn_chat_render_turn_spans(tn_chat_kind kind, bool has_system, const char *user,
+                              const tn_chat_options *opts, tn_buf *out, tn_text_spans *content,
+                              tn_error *err);
 
 /* --------------------------------------------------------------- tokenizer */
 
@@ -889,6 +922,17 @@ void tn_tokens_free(tn_tokens *t);
  * invalid UTF-8 is encoded byte by byte (byte tokens), never rejected. */
 int tn_tokenize(const tn_tokenizer *tok, const char *text, size_t len, unsigned flags,
                 tn_tokens *out, tn_error *err);
+/* The same, with control tokens matched (TN_TOKENIZE_SPECIAL) only outside
+ * the plain spans: a control token's text that starts in, or reaches into,
+ * a plain span is encoded as ordinary text there, as if tokenized without
+ * TN_TOKENIZE_SPECIAL. Everything else, text between the matches included,
+ * is what tn_tokenize gives. For rendered chat prompts with the content
+ * spans of tn_chat_render_spans: messages cannot forge turns, the
+ * template's markers still become control tokens. plain: sorted, not
+ * overlapping, within len (TN_ERR_INVALID otherwise). */
+int tn_tokenize_spans(const tn_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                      const tn_text_span *plain, size_t n_plain, tn_tokens *out,
+                      tn_error *err);
 
 /* The bytes a token stands for ("▁the" -> " the", "<0x0A>" -> "\n", GPT-2's
  * "Ġthe" -> " the"; control tokens: their text). NUL-terminated, owned by

@@ -33,6 +33,12 @@ static inline uint16_t tn_rd_u16(const void *p) { uint16_t v; memcpy(&v, p, 2); 
 static inline uint32_t tn_rd_u32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint64_t tn_rd_u64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
+/* The sampler's vectorizable e^x for x <= 0 (engine/sampler.c), for its
+ * test against exp(). */
+float tn_sampler_exp_neg(float x);
+/* out[t] = e^((w[t] - max) * scale), four at a time where SSE2 is there. */
+void tn_sampler_exp_neg_all(const float *w, float *out, int32_t n, float max, float scale);
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "libtern reads GGUF in place and needs a little-endian host"
 #endif

@@ -1040,14 +1040,14 @@ static int bpe_encode(const tn_tokenizer *tok, scratch *s, const char *text, siz
 
 /* Longest added token at text[0..len) that the flags allow; -1 if none. */
 static int32_t match_added(const tn_tokenizer *tok, const char *text, size_t len,
-                           bool allow_control, size_t *match_len) {
+                           size_t control_len, size_t *match_len) {
     const unsigned char *p = (const unsigned char *)text;
     int32_t node = tok->trie_root[p[0]];
     int32_t best = -1;
     size_t i = 1;
     while (node >= 0) {
         int32_t id = tok->trie[node].token;
-        if (id >= 0 && (allow_control || !is_control(tok->type[id]))) {
+        if (id >= 0 && (i <= control_len || !is_control(tok->type[id]))) {
             best = id;
             *match_len = i;
         }
@@ -1070,20 +1070,38 @@ static int encode_plain(const tn_tokenizer *tok, scratch *s, const char *text, s
 
 int tn_tokenize(const tn_tokenizer *tok, const char *text, size_t len, unsigned flags,
                 tn_tokens *out, tn_error *err) {
-    if (!tok || !out || (!text && len))
+    return tn_tokenize_spans(tok, text, len, flags, NULL, 0, out, err);
+}
+
+int tn_tokenize_spans(const tn_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                      const tn_text_span *plain, size_t n_plain, tn_tokens *out,
+                      tn_error *err) {
+    if (!tok || !out || (!text && len) || (n_plain && !plain))
         return tn_fail(err, TN_ERR_INVALID, "tn_tokenize: missing tokenizer, text or output");
+    for (size_t k = 0; k < n_plain; k++)
+        if (plain[k].start > len || plain[k].len > len - plain[k].start ||
+            (k > 0 && plain[k].start < plain[k - 1].start + plain[k - 1].len))
+            return tn_fail(err, TN_ERR_INVALID,
+                           "tn_tokenize: plain span %zu is out of order or past the text", k);
     size_t n_before = out->n;
     scratch s = {0};
     int rc = TN_OK;
     if ((flags & TN_TOKENIZE_ADD_BOS) && tok->add_bos && tok->bos >= 0 &&
         tn_tokens_push(out, tok->bos))
         rc = TN_ERR_NOMEM;
-    bool allow_control = (flags & TN_TOKENIZE_SPECIAL) != 0;
-    size_t seg = 0;
+    const bool allow_control = (flags & TN_TOKENIZE_SPECIAL) != 0;
+    size_t seg = 0, k = 0; /* plain[k]: the first span that does not end at or before i */
     for (size_t i = 0; i < len && !rc;) {
         if (tok->trie_root[(unsigned char)text[i]] >= 0) {
+            while (k < n_plain && plain[k].start + plain[k].len <= i)
+                k++;
+            /* How many bytes from i a control token may span: up to the
+             * next plain span, none inside one. */
+            size_t control_len = 0;
+            if (allow_control)
+                control_len = k == n_plain ? len - i : plain[k].start > i ? plain[k].start - i : 0;
             size_t mlen = 0;
-            int32_t id = match_added(tok, text + i, len - i, allow_control, &mlen);
+            int32_t id = match_added(tok, text + i, len - i, control_len, &mlen);
             if (id >= 0) {
                 rc = encode_plain(tok, &s, text + seg, i - seg, out);
                 if (!rc && tn_tokens_push(out, id))

@@ -1,6 +1,7 @@
 /* OpenAI-compatible server: HTTP side (the server's main context) and the
  * engine worker (one thread, owning every session). */
 #include "tern-server.h"
+#include "tern-reasoning.h"
 
 #include <glib-unix.h>
 #include <json-glib/json-glib.h>
@@ -117,6 +118,8 @@ typedef struct job {
     GString *full; /* the whole answer (non-streaming) */
     bool role_sent;
     bool headers_sent; /* streams: the 200 and its headers are out (at the first text) */
+    bool split_reasoning;   /* <think> blocks go to reasoning_content (reasoning_format) */
+    tern_reasoning reasoning; /* the streaming splitter; server's context only */
 
     /* Filled by the worker when it is done. */
     int rc;
@@ -223,6 +226,7 @@ static void job_unref(job *j) {
     g_mutex_clear(&j->lock);
     g_string_free(j->pending, TRUE);
     g_string_free(j->full, TRUE);
+    tern_reasoning_clear(&j->reasoning);
     g_free(j);
 }
 
@@ -682,6 +686,11 @@ static void builder_usage(JsonBuilder *b, job *j) {
     member_int(b, "prompt_tokens", prompt);
     member_int(b, "completion_tokens", st->generated_tokens);
     member_int(b, "total_tokens", prompt + st->generated_tokens);
+    /* Rows reused from the pin or the conversation already in the KV. */
+    json_builder_set_member_name(b, "prompt_tokens_details");
+    json_builder_begin_object(b);
+    member_int(b, "cached_tokens", st->restored_tokens);
+    json_builder_end_object(b);
     json_builder_set_member_name(b, "timings");
     json_builder_begin_object(b);
     member_double(b, "ttft_ms", st->ttft_ms);
@@ -773,6 +782,40 @@ static void stream_start(job *j) {
     soup_message_body_set_accumulate(soup_server_message_get_response_body(j->msg), FALSE);
 }
 
+/* A chunk whose delta is {"reasoning_content": text}. */
+static void sse_reasoning(job *j, const char *text) {
+    JsonBuilder *b = json_builder_new();
+    builder_head(b, j, "chat.completion.chunk");
+    builder_choice_start(b);
+    json_builder_set_member_name(b, "delta");
+    json_builder_begin_object(b);
+    member_string(b, "reasoning_content", text);
+    json_builder_end_object(b);
+    json_builder_set_member_name(b, "logprobs");
+    json_builder_add_null_value(b);
+    json_builder_set_member_name(b, "finish_reason");
+    json_builder_add_null_value(b);
+    json_builder_end_object(b);
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    sse_send(j, json_to_text(b));
+    g_object_unref(b);
+}
+
+/* Streams text through the reasoning splitter; last: the answer ended. */
+static void stream_split(job *j, const char *text, bool last) {
+    GString *content = g_string_new(NULL), *reasoning = g_string_new(NULL);
+    tern_reasoning_feed(&j->reasoning, text, content, reasoning);
+    if (last)
+        tern_reasoning_finish(&j->reasoning, content, reasoning);
+    if (reasoning->len)
+        sse_reasoning(j, reasoning->str);
+    if (content->len)
+        sse_delta(j, NULL, content->str, NULL);
+    g_string_free(content, TRUE);
+    g_string_free(reasoning, TRUE);
+}
+
 static void stream_pending(job *j) {
     stream_start(j);
     g_mutex_lock(&j->lock);
@@ -784,7 +827,9 @@ static void stream_pending(job *j) {
         sse_delta(j, "assistant", "", NULL);
         j->role_sent = true;
     }
-    if (*text)
+    if (j->split_reasoning)
+        stream_split(j, text, false);
+    else if (*text)
         sse_delta(j, NULL, text, NULL);
     g_free(text);
 }
@@ -849,6 +894,8 @@ static gboolean finish_job(gpointer data) {
                                    code));
         } else {
             stream_pending(j);
+            if (j->split_reasoning)
+                stream_split(j, "", true);
             sse_delta(j, NULL, NULL, finish_reason(j));
             if (j->include_usage) {
                 JsonBuilder *b = json_builder_new();
@@ -883,7 +930,18 @@ static gboolean finish_job(gpointer data) {
         json_builder_set_member_name(b, "message");
         json_builder_begin_object(b);
         member_string(b, "role", "assistant");
-        member_string(b, "content", j->full->str);
+        if (j->split_reasoning) {
+            GString *content = g_string_new(NULL), *reasoning = g_string_new(NULL);
+            tern_reasoning_feed(&j->reasoning, j->full->str, content, reasoning);
+            tern_reasoning_finish(&j->reasoning, content, reasoning);
+            member_string(b, "content", content->str);
+            if (reasoning->len)
+                member_string(b, "reasoning_content", reasoning->str);
+            g_string_free(content, TRUE);
+            g_string_free(reasoning, TRUE);
+        } else {
+            member_string(b, "content", j->full->str);
+        }
         json_builder_end_object(b);
     } else {
         member_string(b, "text", j->full->str);
@@ -1172,6 +1230,20 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
             return false;
         }
         g->sampler.seed = (uint64_t)v;
+    } else /* no seed: a new one per request, so a regenerated answer differs */
+        g->sampler.seed = (uint64_t)g_random_int() << 32 | g_random_int();
+    JsonNode *rf = json_object_get_member(o, "reasoning_format");
+    if (rf && !JSON_NODE_HOLDS_NULL(rf)) {
+        const char *f = JSON_NODE_HOLDS_VALUE(rf) && json_node_get_value_type(rf) == G_TYPE_STRING
+                            ? json_node_get_string(rf)
+                            : "";
+        if (!strcmp(f, "none"))
+            j->split_reasoning = false;
+        else if (strcmp(f, "auto") && strcmp(f, "deepseek")) {
+            *param = "reasoning_format";
+            *why = g_strdup("reasoning_format must be \"auto\", \"deepseek\" or \"none\"");
+            return false;
+        }
     }
     g->max_tokens = j->kind == JOB_COMPLETION ? DEFAULT_COMPLETION_MAX_TOKENS : 0;
     const char *max_name = "max_tokens";
@@ -1327,10 +1399,11 @@ static bool parse_chat(JsonObject *o, job *j, const char **param, char **why) {
         const char *role = json_object_get_string_member_with_default(m, "role", "");
         if (!strcmp(role, "developer"))
             role = "system";
-        if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")) {
+        if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
+            strcmp(role, "tool")) {
             *param = "messages";
             *why = g_strdup_printf("messages[%u]: role '%s' is not supported (system, developer, "
-                                   "user, assistant)",
+                                   "user, assistant, tool)",
                                    i, role);
             return false;
         }
@@ -1721,6 +1794,8 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     g_mutex_init(&j->lock);
     j->pending = g_string_new(NULL);
     j->full = g_string_new(NULL);
+    tern_reasoning_init(&j->reasoning);
+    j->split_reasoning = kind == JOB_CHAT;
     j->created = g_get_real_time() / G_USEC_PER_SEC;
     g_snprintf(j->id, sizeof j->id, "%s-%s%" G_GUINT64_FORMAT,
                kind == JOB_CHAT ? "chatcmpl" : "cmpl", srv->id_base, ++srv->next_id);

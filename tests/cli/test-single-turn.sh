@@ -120,4 +120,17 @@ assert b["decode_bound_tps"] > 0 and b["bandwidth_gbs"]["median"] > 0 and b["pea
 assert b["decode_pct_of_bound"] > 0
 ' "$tmp/bench.json"
 
+# Seeds: sampled requests draw a new seed each without --seed (the same
+# question twice gets two answers), and repeat exactly with one.
+printf '%s\n%s\n' "$A" "$A" >"$tmp/in2"
+"$cli" run --single-turn -m "$model" -s "$system" -n 24 -t 2 --temp 2 --top-k 0 --top-p 1 \
+    --json <"$tmp/in2" >"$tmp/seed0" 2>"$tmp/seed0.err"
+check "sampled run exits 0 ($(cat "$tmp/seed0.err"))" test $? -eq 0
+check "no --seed: the same request sampled twice differs" \
+    test "$(answer "$tmp/seed0" 1)" != "$(answer "$tmp/seed0" 2)"
+"$cli" run --single-turn -m "$model" -s "$system" -n 24 -t 2 --temp 2 --top-k 0 --top-p 1 \
+    --seed 5 --json <"$tmp/in2" >"$tmp/seed5" 2>"$tmp/seed5.err"
+check "--seed 5: the same request sampled twice is the same" \
+    test -n "$(answer "$tmp/seed5" 1)" -a "$(answer "$tmp/seed5" 1)" = "$(answer "$tmp/seed5" 2)"
+
 checks_done single-turn

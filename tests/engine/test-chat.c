@@ -5,6 +5,7 @@
 #include "tn-json.h"
 #include "tn-test.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -20,8 +21,35 @@ static bool renders_as(tn_chat_kind kind, const tn_chat_message *m, size_t n,
     if (!ok)
         fprintf(stderr, "%s: rc %d\n  got:  \"%s\"\n  want: \"%s\"\n", tn_chat_kind_name(kind),
                 rc, b.data ? b.data : "(null)", want);
+    /* Recording the content spans renders the same bytes, and no span
+     * holds template markup (these messages have none of their own). */
+    tn_buf b2 = {0};
+    tn_text_spans sp = {0};
+    rc = tn_chat_render_spans(kind, m, n, o, &b2, &sp, &err);
+    bool same = rc == TN_OK && b2.len == b.len && (!b.len || !memcmp(b.data, b2.data, b.len));
+    static const char *const markup[] = {"<|im_start|>", "<|im_end|>", "<|eot_id|>",
+                                         "<|start_header_id|>", "<start_of_turn>",
+                                         "<end_of_turn>", "[INST]", "[/INST]", "</s>",
+                                         "<tool_response>"};
+    size_t in_spans = 0;
+    for (size_t k = 0; same && k < sp.n; k++) {
+        same &= sp.v[k].start + sp.v[k].len <= b2.len && sp.v[k].len > 0;
+        if (!same)
+            break;
+        in_spans += sp.v[k].len;
+        for (size_t q = 0; q < N_ELEMS(markup); q++)
+            same &= !memmem(b2.data + sp.v[k].start, sp.v[k].len, markup[q], strlen(markup[q]));
+    }
+    size_t content = 0;
+    for (size_t i = 0; i < n; i++)
+        content += strlen(m[i].content);
+    same &= (content == 0) == (in_spans == 0);
+    if (!same)
+        fprintf(stderr, "%s: spans render differently or cover markup\n", tn_chat_kind_name(kind));
+    tn_text_spans_free(&sp);
+    tn_buf_free(&b2);
     tn_buf_free(&b);
-    return ok;
+    return ok && same;
 }
 
 #define SYS "You are terse."
@@ -251,6 +279,46 @@ static void test_detect(void) {
           tn_chat_kind_adds_bos(TN_CHAT_LLAMA3));
 }
 
+#define QWEN3_TOOL "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n<|im_start|>user\n<tool_response>\nR1\n</tool_response>\n<tool_response>\n R2 \n</tool_response><|im_end|>\n<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n"
+#define LLAMA31_TOOL "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n\"{\\\"t\\\": 21}\\n\\tok\\\\ \\u0001 \xC3""\xA9""\"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+#define GEMMA3_TOOL "<start_of_turn>user\nU<end_of_turn>\n<start_of_turn>tool\nR1<end_of_turn>\n<start_of_turn>user\nU2<end_of_turn>\n<start_of_turn>model\n"
+
+/* Tool results, as each real template renders them (checked with jinja2:
+ * the fetched Qwen3 and Gemma 3 templates, Llama 3.1's published one). */
+static void test_tool_role(void) {
+    static const tn_chat_message conv[] = {
+        {TN_CHAT_ROLE_SYSTEM, "S"},     {TN_CHAT_ROLE_USER, "U"},
+        {TN_CHAT_ROLE_ASSISTANT, "A"},  {TN_CHAT_ROLE_TOOL, "R1"},
+        {TN_CHAT_ROLE_TOOL, " R2 "},    {TN_CHAT_ROLE_USER, "U2"},
+    };
+    tn_chat_options o = tn_chat_default_options();
+    CHECK(renders_as(TN_CHAT_QWEN3, conv, 6, &o, QWEN3_TOOL));
+    CHECK(renders_as(TN_CHAT_CHATML, conv, 6, &o,
+                     "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+                     "<|im_start|>assistant\nA<|im_end|>\n<|im_start|>tool\nR1<|im_end|>\n"
+                     "<|im_start|>tool\n R2 <|im_end|>\n<|im_start|>user\nU2<|im_end|>\n"
+                     "<|im_start|>assistant\n"));
+    const tn_chat_message quoted[] = {
+        {TN_CHAT_ROLE_USER, "U"},
+        {TN_CHAT_ROLE_TOOL, "{\"t\": 21}\n\tok\\ \x01 \xC3\xA9"},
+    };
+    CHECK(renders_as(TN_CHAT_LLAMA31, quoted, 2, &o, LLAMA31_TOOL));
+    CHECK(renders_as(TN_CHAT_LLAMA3, quoted, 2, &o,
+                     "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+                     "<|start_header_id|>tool<|end_header_id|>\n\n{\"t\": 21}\n\tok\\ \x01 \xC3\xA9"
+                     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"));
+    const tn_chat_message gemma[] = {
+        {TN_CHAT_ROLE_USER, "U"}, {TN_CHAT_ROLE_TOOL, " R1 "}, {TN_CHAT_ROLE_USER, "U2"}};
+    CHECK(renders_as(TN_CHAT_GEMMA3, gemma, 3, &o, GEMMA3_TOOL));
+    /* Templates without a tool role refuse it rather than drop it. */
+    tn_buf b = {0};
+    tn_error err = {0};
+    CHECK(tn_chat_render(TN_CHAT_LLAMA2, gemma, 3, &o, &b, &err) == TN_ERR_INVALID &&
+          strstr(err.message, "tool"));
+    CHECK(tn_chat_render(TN_CHAT_MISTRAL_V3, gemma, 3, &o, &b, &err) == TN_ERR_INVALID);
+    tn_buf_free(&b);
+}
+
 static void test_errors(void) {
     tn_buf b = {0};
     tn_error err;
@@ -442,6 +510,7 @@ int main(void) {
     test_split();
     test_detect();
     test_errors();
+    test_tool_role();
     test_real_templates();
     test_cli();
     if (vocab_missing)

@@ -3,7 +3,10 @@
  * empirically through draws (fixed seeds: deterministic, never flaky). */
 #include "tn-test.h"
 
+#include "tn-internal.h"
+
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static tn_sampler *make(int n_vocab, tn_sampler_params p) {
@@ -210,6 +213,162 @@ static void test_large_vocab(void) {
     free(logits);
 }
 
+/* The sort-free path's e^x against libm's exp(), and its zeros. */
+static void test_exp(void) {
+    double worst = 0;
+    float worst_x = 0;
+    for (int i = 0; i <= 870000; i++) {
+        const float x = -(float)i * 1e-4f;
+        const double ref = exp((double)x);
+        const double rel = fabs((double)tn_sampler_exp_neg(x) - ref) / ref;
+        if (rel > worst) {
+            worst = rel;
+            worst_x = x;
+        }
+    }
+    CHECKF(worst < 3e-7, "exp_neg: relative error %.3g at %g", worst, worst_x);
+    /* The four-wide loop against exp() too, tail included (n not a
+     * multiple of 4), with -inf and NaN among the inputs. */
+    enum { N = 1003 };
+    float in[N], out[N];
+    for (int i = 0; i < N; i++)
+        in[i] = 3.0f - (float)i * 0.093f; /* max 3: x from 0 down to -93 */
+    in[500] = -INFINITY;
+    in[501] = NAN;
+    tn_sampler_exp_neg_all(in, out, N, 3.0f, 1.0f);
+    bool ok = out[500] == 0.0f && out[501] == 0.0f;
+    for (int i = 0; i < N; i++) {
+        if (i == 500 || i == 501)
+            continue;
+        const double x = (double)(in[i] - 3.0f);
+        const double ref = x < -87 ? 0 : exp(x);
+        ok &= x < -87 ? out[i] == 0.0f : fabs(out[i] - ref) <= 3e-7 * ref;
+    }
+    CHECK(ok);
+    tn_sampler_exp_neg_all(in, out, N, 3.0f, 0.5f); /* the temperature's scale */
+    CHECK(fabs(out[10] - exp(0.5 * (double)(in[10] - 3.0f))) <= 3e-7 * out[10]);
+    CHECK(tn_sampler_exp_neg(0.0f) == 1.0f);
+    CHECK(tn_sampler_exp_neg(-INFINITY) == 0.0f && tn_sampler_exp_neg(NAN) == 0.0f &&
+          tn_sampler_exp_neg(-88.0f) == 0.0f);
+}
+
+/* Plain temperature over a vocabulary of several sum blocks: probabilities
+ * against a softmax in double, draws against them by chi-square (199
+ * degrees of freedom, threshold 308.8 for a false-alarm rate of 1e-6). */
+static void test_whole_vocab(void) {
+    enum { V = 200 };
+    float logits[V];
+    double want[V], z = 0;
+    uint64_t rng = 77;
+    const double T = 0.7;
+    for (int i = 0; i < V; i++)
+        logits[i] = 2.0f * tn_test_randf(&rng) + 5.0f;
+    logits[13] = -INFINITY; /* never drawn */
+    for (int i = 0; i < V; i++)
+        z += i == 13 ? 0 : exp(logits[i] / T);
+    for (int i = 0; i < V; i++)
+        want[i] = i == 13 ? 0 : exp(logits[i] / T) / z;
+    tn_sampler_params p = tn_sampler_default_params();
+    p.temperature = (float)T;
+    p.seed = 4242;
+    tn_sampler *s = make(V, p);
+    float probs[V];
+    tn_sampler_probs(s, logits, probs);
+    bool ok = true;
+    for (int i = 0; i < V; i++)
+        ok &= near(probs[i], want[i], 1e-6 * want[i] + 1e-9);
+    CHECK(ok && probs[13] == 0.0f);
+    static int counts[V];
+    const int n = 200000;
+    for (int i = 0; i < n; i++) {
+        const int32_t t = tn_sampler_sample(s, logits);
+        if (t >= 0 && t < V)
+            counts[t]++;
+    }
+    double chi2 = 0;
+    for (int i = 0; i < V; i++)
+        if (i != 13)
+            chi2 += (counts[i] - n * want[i]) * (counts[i] - n * want[i]) / (n * want[i]);
+    CHECKF(chi2 < 308.8 && counts[13] == 0, "whole vocabulary: chi-square %.1f, -inf drawn %d",
+           chi2, counts[13]);
+    tn_sampler_free(s);
+
+    /* Nothing but -inf: the draw still returns a valid id. */
+    for (int i = 0; i < V; i++)
+        logits[i] = -INFINITY;
+    s = make(V, p);
+    const int32_t t = tn_sampler_sample(s, logits);
+    CHECK(t >= 0 && t < V);
+    tn_sampler_free(s);
+}
+
+static const float *g_ref_logits;
+static int by_ref_logit(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (g_ref_logits[x] != g_ref_logits[y])
+        return g_ref_logits[x] > g_ref_logits[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/* Top-p on a 151936-token vocabulary sorts only the candidates near the
+ * best logit: the kept set and its probabilities against a full sort in
+ * double, for a peaked distribution (the first reach holds the mass) and a
+ * flat one over a wide range (the reach has to grow). */
+static void test_top_p_large(void) {
+    const int V = 151936;
+    float *logits = malloc(sizeof(float) * V);
+    float *probs = malloc(sizeof(float) * V);
+    int32_t *order = malloc(sizeof(int32_t) * V);
+    for (int shape = 0; shape < 2; shape++) {
+        uint64_t rng = 31 + (uint64_t)shape;
+        for (int i = 0; i < V; i++)
+            logits[i] = shape == 0 ? 3.0f * tn_test_randf(&rng) : 30.0f * tn_test_randf(&rng);
+        if (shape == 0)
+            for (int i = 0; i < 20; i++)
+                logits[(i * 7919) % V] = 18.0f - (float)i * 0.5f;
+        float max = -INFINITY;
+        for (int i = 0; i < V; i++)
+            max = logits[i] > max ? logits[i] : max;
+        for (int i = 0; i < V; i++)
+            order[i] = i;
+        g_ref_logits = logits;
+        qsort(order, (size_t)V, sizeof *order, by_ref_logit);
+        double z = 0;
+        for (int i = 0; i < V; i++)
+            z += exp((double)logits[i] - max);
+        const double top_p = 0.9, T = 0.8;
+        int keep = V;
+        double cum = 0;
+        for (int i = 0; i < V; i++) {
+            cum += exp((double)logits[order[i]] - max) / z;
+            if (cum >= top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        double zt = 0;
+        for (int i = 0; i < keep; i++)
+            zt += exp(((double)logits[order[i]] - max) / T);
+        tn_sampler_params p = tn_sampler_default_params();
+        p.temperature = (float)T;
+        p.top_p = (float)top_p;
+        tn_sampler *s = make(V, p);
+        tn_sampler_probs(s, logits, probs);
+        bool ok = true;
+        for (int i = 0; i < V; i++) {
+            const double w = i < keep ? exp(((double)logits[order[i]] - max) / T) / zt : 0;
+            ok &= near(probs[order[i]], w, 1e-6 * w + 1e-12) && (i < keep) == (probs[order[i]] > 0);
+        }
+        CHECKF(ok, "top-p on a large vocabulary (shape %d, %d kept)", shape, keep);
+        const int32_t t = tn_sampler_sample(s, logits);
+        CHECK(t >= 0 && t < V && probs[t] > 0);
+        tn_sampler_free(s);
+    }
+    free(logits);
+    free(probs);
+    free(order);
+}
+
 static void test_bad_params(void) {
     tn_sampler *s = NULL;
     tn_error err = {0};
@@ -232,6 +391,9 @@ int main(void) {
     test_draws();
     test_penalties();
     test_large_vocab();
+    test_exp();
+    test_whole_vocab();
+    test_top_p_large();
     test_bad_params();
     return tn_test_finish("test-sampler");
 }

@@ -132,7 +132,7 @@ check "the first request prefilled its pin, the second restored it" \
     test "$(field "$tmp/c1" 'd["usage"]["timings"]["pin"]') $(field "$tmp/c2" 'd["usage"]["timings"]["pin"]')" = "prefilled kept"
 check "the same prompt size both times" \
     test "$(field "$tmp/c1" 'd["usage"]["prompt_tokens"]')" = "$(field "$tmp/c2" 'd["usage"]["prompt_tokens"]')"
-for bad in '"temperature":"hot"' '"stream":"yes"' '"max_tokens":0' '"top_p":0' '"stop":[1]' '"tern":{"thinking":1}' '"model":7' '"messages":[{"role":"tool","content":"x"}]' '"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:,"}}]}]'; do
+for bad in '"temperature":"hot"' '"stream":"yes"' '"max_tokens":0' '"top_p":0' '"stop":[1]' '"tern":{"thinking":1}' '"model":7' '"messages":[{"role":"function","content":"x"}]' '"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:,"}}]}]'; do
     s=$(req "$tmp/pbad" POST /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],$bad}")
     check "chat: {$bad} 400 (got $s: $(cat "$tmp/pbad"))" test "$s" = 400
     check "chat: {$bad} error shape" is_error_shape "$tmp/pbad"
