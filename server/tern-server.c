@@ -4,10 +4,12 @@
 #include "tern-reasoning.h"
 
 #include <glib-unix.h>
+#include <gio/gunixsocketaddress.h>
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -2053,12 +2055,9 @@ static void conn_request_read(SoupServerMessage *msg, gpointer data);
 
 static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data) {
     (void)soup;
-    /* Every connection is closed after its answer: with libsoup 3.2 (Debian
-     * 12) a kept-alive connection the client closed was never closed on
-     * the server, and ~1,000 of them used up the descriptors (issue 17).
-     * A local client loses little: a loopback connection costs ~0.1 ms. */
-    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Connection",
-                                 "close");
+    /* Kept-alive connections stay (clients reuse them); with libsoup 3.2
+     * (Debian 12) one the client closed was never closed on the server,
+     * so the sweep closes idle ones whose client hung up (issue 17). */
     g_signal_connect(msg, "got-headers", G_CALLBACK(on_got_headers), data);
     g_signal_connect(msg, "got-chunk", G_CALLBACK(on_got_chunk), data);
     g_signal_connect(msg, "got-body", G_CALLBACK(conn_request_read), data);
@@ -2089,6 +2088,7 @@ typedef struct conn {
     gint64 deadline;           /* monotonic us; 0: none */
     gint64 shut;               /* when it was shut down for its deadline; 0: not */
     bool refused;              /* answered by conn_refuse: closed at its deadline */
+    int busy;                  /* requests begun and not yet finished */
 } conn;
 
 static void conn_free(gpointer data) {
@@ -2136,10 +2136,29 @@ static GSocket *conn_socket(tern_server *srv, SoupServerMessage *msg) {
     return c ? c->sock : NULL;
 }
 
+static void conn_request_finished(SoupServerMessage *msg, gpointer data) {
+    conn *c = conn_of(data, msg);
+    if (c && c->busy > 0)
+        c->busy--;
+}
+
 static void conn_request_started(tern_server *srv, SoupServerMessage *msg) {
     conn *c = conn_of(srv, msg);
     if (c && !c->deadline)
         c->deadline = request_deadline(srv);
+    if (c) {
+        c->busy++;
+        g_signal_connect(msg, "finished", G_CALLBACK(conn_request_finished), srv);
+    }
+}
+
+/* The client closed its end (or the connection broke): nothing more can
+ * come, and the answer, if any, is out. Only asked of idle connections. */
+static bool conn_peer_closed(conn *c) {
+    struct pollfd p = {.fd = g_socket_get_fd(c->sock), .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0)
+        return false;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 /* The request is in: from here the queue and the engine bound it. */
@@ -2371,6 +2390,11 @@ static gboolean sweep_conns(gpointer data) {
             /* libsoup's read ends (EOF), it answers if it can and closes. */
             g_socket_shutdown(c->sock, TRUE, TRUE, NULL);
             c->shut = now;
+        } else if (c->stream && c->busy == 0 && conn_peer_closed(c)) {
+            /* Kept alive, then closed by the client: libsoup 3.2 would
+             * keep it for ever. Closing the stream ends libsoup's wait on
+             * it (its next read fails and it lets the connection go). */
+            g_hash_table_iter_remove(&it);
         }
     }
     return G_SOURCE_CONTINUE;
@@ -2579,6 +2603,26 @@ static void stop_worker(tern_server *srv) {
     srv->worker = NULL;
 }
 
+/* libsoup keeps a connection alive after an answer only while the server
+ * has a listener of its own (soup_server's "priv->listeners"), and this
+ * server accepts its connections itself (see "connections"). So it gets
+ * one that nobody can reach: an abstract Unix socket with a random name.
+ * Without it every answer closed its connection and clients could not
+ * reuse any. */
+static void keepalive_anchor(tern_server *srv) {
+    char name[48];
+    g_snprintf(name, sizeof name, "tern-keepalive-%08x%08x", g_random_int(), g_random_int());
+    GError *e = NULL;
+    GSocket *sock = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_DEFAULT, &e);
+    GSocketAddress *addr = g_unix_socket_address_new_with_type(name, -1, G_UNIX_SOCKET_ADDRESS_ABSTRACT);
+    if (!sock || !g_socket_bind(sock, addr, FALSE, &e) || !g_socket_listen(sock, &e) ||
+        !soup_server_listen_socket(srv->soup, sock, 0, &e))
+        g_message("connections will not be kept alive: %s", e ? e->message : "no socket");
+    g_clear_error(&e);
+    g_clear_object(&addr);
+    g_clear_object(&sock); /* the server keeps its own reference */
+}
+
 void tern_server_run(tern_server *srv) {
     if (g_atomic_int_exchange(&srv->ran, 1)) {
         g_warning("tern_server_run called twice");
@@ -2588,6 +2632,7 @@ void tern_server_run(tern_server *srv) {
     srv->soup = soup_server_new("server-header", "tern/" TERN_VERSION " ", NULL);
     soup_server_add_handler(srv->soup, NULL, handle_any, srv, NULL);
     g_signal_connect(srv->soup, "request-started", G_CALLBACK(on_request_started), srv);
+    keepalive_anchor(srv);
     conns_start(srv);
     {
         srv->worker = g_thread_new("tern-engine", worker_main, srv);
