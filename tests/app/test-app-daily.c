@@ -577,7 +577,7 @@ part_scroll (Fixture *f)
   activate (f->w, "new-chat", NULL);
   set_mode (f->w, "flash");
   g_settings_set_double (f->settings, "temperature", 0.0);
-  for (int i = 0; i < 3 && !taller_than_view (f->w); i++)
+  for (int i = 0; i < 4 && (i == 0 || !taller_than_view (f->w)); i++)
     {
       m = send_and_wait (f->w, "Tell me a long story about the sea.");
       CHECK (m != NULL && m->error == NULL);
@@ -1070,8 +1070,6 @@ part_loading (Fixture *f)
   activate (f->w, "load-model", g_variant_new_string (model));
   CHECK (g_str_equal (tern_window_get_page (f->w), "loading"));
   CHECK (gtk_spinner_get_spinning (GTK_SPINNER (spinner)));
-  spin_for (0.05);
-  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-loading.png"));
   activate (f->w, "cancel-load", NULL);
   CHECK (!tern_window_is_loading (f->w));
   CHECK (g_str_equal (tern_window_get_page (f->w), "no-model"));
