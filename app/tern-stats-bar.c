@@ -149,8 +149,9 @@ tern_stats_bar_set_context (TernStatsBar *self,
   used = CLAMP (used, 0, n_ctx);
   fraction = (double) used / n_ctx;
   gtk_level_bar_set_value (self->context_level, fraction);
-  /* Translators: the context gauge: tokens in use of the context size */
-  text = g_strdup_printf (_("%d / %d"), used, n_ctx);
+  /* Translators: the context gauge: tokens in use of the context size, short
+   * (the status bar must fit a 360 px window) */
+  text = g_strdup_printf (_("%d / %d ctx"), used, n_ctx);
   gtk_label_set_text (self->context_label, text);
   kv = format_bytes (kv_bytes);
   /* Translators: the context gauge's tooltip: tokens used, context size, the

@@ -793,7 +793,8 @@ part_sidebar (Fixture *f)
                                                                    G_VARIANT_TYPE_STRING)
                            : NULL;
             CHECK (target != NULL && g_str_equal (g_variant_get_string (target, NULL), "chat-c"));
-            CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-sidebar-menu.png"));
+            /* The popover is a surface of its own: its own screenshot. */
+            CHECK (save_screenshot (menu, "daily-sidebar-menu.png"));
             gtk_popover_popdown (GTK_POPOVER (menu));
           }
       }
@@ -965,6 +966,14 @@ part_widths (Fixture *f)
       /* The system prompt panel: open by default only at 1200 px and up. */
       CHECKF (pin_panel_open (f->w) == (widths[i] >= 1200), "%d px: panel %s", widths[i],
               pin_panel_open (f->w) ? "open" : "closed");
+      /* Open beside the transcript, it leaves the transcript most of the
+       * window (it took 40 %). */
+      if (pin_panel_open (f->w))
+        {
+          int panel = gtk_widget_get_width (GTK_WIDGET (tern_window_get_pin_editor (f->w)));
+          CHECKF (panel <= 400 && panel < widths[i] / 3, "%d px: the panel is %d px wide",
+                  widths[i], panel);
+        }
       CHECK (save_screenshot (GTK_WIDGET (f->w), shot));
       gtk_window_destroy (GTK_WINDOW (f->w));
       f->w = NULL;
