@@ -325,7 +325,8 @@ tern_message_format_stats (const TernMessage *m)
   GString *s;
   const TernStats *st = &m->stats;
 
-  if (!m->has_stats)
+  /* A request that failed before its first token has no figures to show. */
+  if (!m->has_stats || (m->error != NULL && st->generated_tokens == 0))
     return g_strdup ("");
   s = g_string_new (NULL);
   g_string_append_printf (s, g_dngettext (GETTEXT_PACKAGE, "%d token", "%d tokens",

@@ -1073,6 +1073,33 @@ part_loading (Fixture *f)
   CHECK (wait_for (f->w, no_message_dialog, 10));
   CHECK (g_str_equal (tern_window_get_page (f->w), "no-model"));
 
+  /* An architecture Tern does not run: the dialog names it and says what
+   * Tern runs. */
+  {
+    g_autofree char *mamba = g_build_filename (f->tmp, "mamba.gguf", NULL);
+    tn_gguf_writer *gw = tn_gguf_writer_new ();
+    tn_error err = { 0 };
+
+    CHECK (gw != NULL && tn_gguf_writer_set_str (gw, "general.architecture", "mamba") == TN_OK);
+    CHECKF (gw != NULL && tn_gguf_writer_write (gw, mamba, &err) == TN_OK, "%s", err.message);
+    tn_gguf_writer_free (gw);
+    activate (f->w, "load-model", g_variant_new_string (mamba));
+    CHECK (wait_for (f->w, not_loading, 60));
+    CHECK (wait_for (f->w, has_message_dialog, 10));
+    dialog = find_message_dialog ();
+    if (dialog != NULL)
+      {
+        const char *body = adw_message_dialog_get_body (dialog);
+
+        CHECKF (body != NULL && strstr (body, "“mamba.gguf” could not be opened.") != NULL
+                && strstr (body, "'mamba'") != NULL && strstr (body, "Tern runs llama") != NULL,
+                "body: %s", body);
+        adw_message_dialog_response (dialog, "close");
+        gtk_window_close (GTK_WINDOW (dialog));
+      }
+    CHECK (wait_for (f->w, no_message_dialog, 10));
+  }
+
   /* While loading, the spinner spins and Cancel goes back. */
   if (model == NULL)
     return;
