@@ -1009,7 +1009,7 @@ handle_generate (Engine  *engine,
             break;
           while (next < n && g_strcmp0 (req->roles[next], "user") != 0)
             next++;
-          if (next >= n - 1 + (g_strcmp0 (req->roles[n - 1], "user") != 0))
+          if (next >= n)
             break; /* only the last user message is left: it alone is too long */
           first = next;
         }

@@ -30,9 +30,27 @@ static const char *out_dir;
 
 /* ---------------------------------------------------------------- helpers */
 
+static gboolean save_screenshot_once (GtkWidget  *widget,
+                                      const char *name);
+
+/* A widget between two frames (a toast sliding in) may draw nothing for a
+ * moment on a loaded machine: a few tries, a frame or so apart. */
 static gboolean
 save_screenshot (GtkWidget  *widget,
                  const char *name)
+{
+  for (int i = 0; i < 5; i++)
+    {
+      if (save_screenshot_once (widget, name))
+        return TRUE;
+      spin_for (0.1);
+    }
+  return FALSE;
+}
+
+static gboolean
+save_screenshot_once (GtkWidget  *widget,
+                      const char *name)
 {
   int width = gtk_widget_get_width (widget);
   int height = gtk_widget_get_height (widget);
@@ -43,18 +61,27 @@ save_screenshot (GtkWidget  *widget,
   GdkPaintable *paintable;
 
   if (width <= 0 || height <= 0)
-    return FALSE;
+    {
+      fprintf (stderr, "screenshot %s: the widget is %d x %d\n", name, width, height);
+      return FALSE;
+    }
   paintable = gtk_widget_paintable_new (widget);
   snapshot = gtk_snapshot_new ();
   gdk_paintable_snapshot (paintable, snapshot, width, height);
   g_object_unref (paintable);
   node = gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
   if (node == NULL)
-    return FALSE;
+    {
+      fprintf (stderr, "screenshot %s: nothing drawn\n", name);
+      return FALSE;
+    }
   texture = gsk_renderer_render_texture (gtk_native_get_renderer (gtk_widget_get_native (widget)),
                                          node, &GRAPHENE_RECT_INIT (0, 0, width, height));
   if (texture == NULL || !gdk_texture_save_to_png (texture, path))
-    return FALSE;
+    {
+      fprintf (stderr, "screenshot %s: %s\n", name, texture ? "not written" : "not rendered");
+      return FALSE;
+    }
   fprintf (stderr, "screenshot: %s\n", path);
   return TRUE;
 }
