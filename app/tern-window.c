@@ -1631,6 +1631,17 @@ chat_by_id (TernWindow *self,
   return NULL;
 }
 
+/* Undo is no longer offered: the deleted chat goes for good. */
+static void
+on_delete_toast_dismissed (AdwToast   *t,
+                           TernWindow *self)
+{
+  const char *id = g_object_get_data (G_OBJECT (t), "tern-chat-id");
+
+  if (id != NULL && self->deleted != NULL)
+    g_hash_table_remove (self->deleted, id);
+}
+
 /* Deletes the chat's file now (a crash must not bring it back) and keeps
  * the chat in memory while its toast offers Undo, which saves it again. */
 static void
@@ -1684,6 +1695,9 @@ delete_chat (TernWindow *self,
   adw_toast_set_action_target_value (t, g_variant_new_string (tern_chat_get_id (doomed)));
   g_ptr_array_add (self->toasts, g_object_ref (t));
   g_signal_connect_object (t, "dismissed", G_CALLBACK (on_toast_dismissed), self, 0);
+  g_signal_connect_object (t, "dismissed", G_CALLBACK (on_delete_toast_dismissed), self, 0);
+  g_object_set_data_full (G_OBJECT (t), "tern-chat-id", g_strdup (tern_chat_get_id (doomed)),
+                          g_free);
   adw_toast_overlay_add_toast (self->toast_overlay, t);
 }
 

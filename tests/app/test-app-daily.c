@@ -480,7 +480,19 @@ part_context (Fixture *f)
   CHECK (strstr (tern_stats_bar_get_text (bar), "tok/s") == NULL);
   spin_for (0.5);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-flash-too-long.png"));
-  set_mode (f->w, "flash");
+
+  /* An answer allowed more tokens than the context has left runs into its
+   * end: it says it was cut off (the test model, greedy, never stops on its
+   * own before 1000 tokens). */
+  g_settings_set_int (f->settings, "max-tokens", 1000);
+  m = send_and_wait (f->w, "Write as much as you can.");
+  CHECKF (m != NULL && g_strcmp0 (m->stop_reason, "context full") == 0, "stop reason %s",
+          m ? m->stop_reason : "(none)");
+  CHECKF (m != NULL && m->error != NULL && strstr (m->error, "cut off") != NULL
+          && strstr (m->error, "512-token context") != NULL, "cut off: %s",
+          m ? m->error : "(none)");
+  CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Cut off"), "phase %s",
+          tern_stats_bar_get_phase (bar));
 }
 
 /* ----------------------------------------------------------------- scroll */
