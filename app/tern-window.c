@@ -1360,10 +1360,20 @@ show_loading (TernWindow *self,
               const char *path)
 {
   g_autofree char *name = g_path_get_basename (path);
+  g_autofree char *line = NULL;
+  GStatBuf sb;
 
   g_free (self->loading_path);
   self->loading_path = g_strdup (path);
-  adw_status_page_set_description (self->loading_page, name);
+  /* The engine reports no progress while it maps and checks the file: its
+   * size at least says how long to expect. */
+  if (g_stat (path, &sb) == 0 && sb.st_size > 0)
+    {
+      g_autofree char *size = g_format_size ((guint64) sb.st_size);
+      /* Translators: a model file's name and size */
+      line = g_strdup_printf (_("%s (%s)"), name, size);
+    }
+  adw_status_page_set_description (self->loading_page, line ? line : name);
   gtk_spinner_start (self->loading_spinner);
   gtk_stack_set_visible_child_name (self->main_stack, "loading");
   update_actions (self);

@@ -1145,6 +1145,14 @@ part_loading (Fixture *f)
   activate (f->w, "load-model", g_variant_new_string (model));
   CHECK (g_str_equal (tern_window_get_page (f->w), "loading"));
   CHECK (gtk_spinner_get_spinning (GTK_SPINNER (spinner)));
+  {
+    GObject *page = gtk_widget_get_template_child (GTK_WIDGET (f->w), TERN_TYPE_WINDOW,
+                                                   "loading_page");
+    const char *line = ADW_IS_STATUS_PAGE (page)
+                         ? adw_status_page_get_description (ADW_STATUS_PAGE (page)) : NULL;
+    /* The file's name and size. */
+    CHECKF (line != NULL && strstr (line, "test-model.gguf (") != NULL, "loading: %s", line);
+  }
   activate (f->w, "cancel-load", NULL);
   CHECK (!tern_window_is_loading (f->w));
   CHECK (g_str_equal (tern_window_get_page (f->w), "no-model"));
