@@ -902,6 +902,21 @@ first_turn_that_fits (Engine  *engine,
   if (req->images != NULL && req->images->len > 0 && engine->vision != NULL)
     image_rows = tn_session_image_cost (engine->session,
                                         tn_vision_tokens (engine->vision, req->gen.image_tokens));
+  /* Room for a whole answer, but never more than half the context: a long
+   * answer limit must not push every earlier turn out. */
+  reserve = req->gen.max_tokens > 0 ? MIN (req->gen.max_tokens, engine->n_ctx / 2)
+                                    : engine->n_ctx / 4;
+  {
+    /* A token is at least a byte: a conversation whose bytes fit needs no
+     * tokenizing (the common case, at no cost to the time to first token). */
+    guint64 bound = (guint64) pin.n_pin + TERN_CONTEXT_MESSAGE_FRAMING + (guint64) reserve;
+
+    for (guint i = 0; i < n; i++)
+      bound += strlen (req->contents[i]) + TERN_CONTEXT_MESSAGE_FRAMING
+               + (guint64) count_markers (req->contents[i]) * (guint64) image_rows;
+    if (bound <= (guint64) engine->n_ctx)
+      return 0;
+  }
   for (guint i = 0; i < n; i++)
     {
       tn_tokens t = { 0 };
@@ -912,10 +927,6 @@ first_turn_that_fits (Engine  *engine,
       tn_tokens_free (&t);
       counts[i] += TERN_CONTEXT_MESSAGE_FRAMING + (int) count_markers (req->contents[i]) * image_rows;
     }
-  /* Room for a whole answer, but never more than half the context: a long
-   * answer limit must not push every earlier turn out. */
-  reserve = req->gen.max_tokens > 0 ? MIN (req->gen.max_tokens, engine->n_ctx / 2)
-                                    : engine->n_ctx / 4;
   return tern_context_first_kept (counts, (const char * const *) req->roles, n,
                                   pin.n_pin + TERN_CONTEXT_MESSAGE_FRAMING, engine->n_ctx,
                                   reserve);
