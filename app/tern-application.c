@@ -225,6 +225,7 @@ tern_application_startup (GApplication *app)
   static const char *edit[] = { "<Primary>e", NULL };
   static const char *add_image[] = { "<Primary><Shift>o", NULL };
   static const char *export_chat[] = { "<Primary><Shift>e", NULL };
+  static const char *close_window[] = { "<Primary>w", NULL };
   g_autoptr(GtkCssProvider) css = gtk_css_provider_new ();
 
   G_APPLICATION_CLASS (tern_application_parent_class)->startup (app);
@@ -243,6 +244,8 @@ tern_application_startup (GApplication *app)
   gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.edit-last", edit);
   gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.add-image", add_image);
   gtk_application_set_accels_for_action (GTK_APPLICATION (self), "win.export-chat", export_chat);
+  /* GtkWindow's own action. */
+  gtk_application_set_accels_for_action (GTK_APPLICATION (self), "window.close", close_window);
 
   gtk_css_provider_load_from_resource (css, "/io/github/tern/Tern/style.css");
   gtk_style_context_add_provider_for_display (gdk_display_get_default (),

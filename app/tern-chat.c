@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 #include <glib/gi18n.h>
@@ -21,11 +22,13 @@ struct _TernChat {
   GObject parent_instance;
   char *id;
   char *title;
+  char *custom_title;  /* chosen by the user; NULL: from the first message */
   char *mode;
   char *model;
   char *system_prompt;
   gint64 created;
   gint64 updated;
+  guint context_start; /* messages before it are out of the model's context */
   GPtrArray *messages; /* TernMessage */
 };
 
@@ -69,9 +72,9 @@ tern_message_set_drafted (TernMessage  *m,
 static void
 update_title (TernChat *self)
 {
-  g_autofree char *title = NULL;
+  g_autofree char *title = g_strdup (self->custom_title);
 
-  for (guint i = 0; i < self->messages->len; i++)
+  for (guint i = 0; title == NULL && i < self->messages->len; i++)
     {
       TernMessage *m = g_ptr_array_index (self->messages, i);
       g_autofree char *flat = NULL;
@@ -111,6 +114,7 @@ tern_chat_finalize (GObject *object)
 
   g_free (self->id);
   g_free (self->title);
+  g_free (self->custom_title);
   g_free (self->mode);
   g_free (self->model);
   g_free (self->system_prompt);
@@ -181,6 +185,23 @@ tern_chat_get_title (TernChat *self)
   return self->title;
 }
 
+void
+tern_chat_set_title (TernChat   *self,
+                     const char *title)
+{
+  g_autofree char *clean = g_strstrip (g_strdup (title ? title : ""));
+
+  g_free (self->custom_title);
+  self->custom_title = *clean ? g_steal_pointer (&clean) : NULL;
+  update_title (self);
+}
+
+gboolean
+tern_chat_has_custom_title (TernChat *self)
+{
+  return self->custom_title != NULL;
+}
+
 const char *
 tern_chat_get_mode (TernChat *self)
 {
@@ -230,6 +251,19 @@ tern_chat_get_updated (TernChat *self)
 }
 
 guint
+tern_chat_get_context_start (TernChat *self)
+{
+  return self->context_start;
+}
+
+void
+tern_chat_set_context_start (TernChat *self,
+                             guint     index)
+{
+  self->context_start = MIN (index, self->messages->len);
+}
+
+guint
 tern_chat_get_n_messages (TernChat *self)
 {
   return self->messages->len;
@@ -263,6 +297,7 @@ tern_chat_truncate (TernChat *self,
 {
   if (n_messages < self->messages->len)
     g_ptr_array_set_size (self->messages, n_messages);
+  self->context_start = MIN (self->context_start, n_messages);
   tern_chat_touch (self);
 }
 
@@ -290,7 +325,8 @@ tern_message_format_stats (const TernMessage *m)
   GString *s;
   const TernStats *st = &m->stats;
 
-  if (!m->has_stats)
+  /* A request that failed before its first token has no figures to show. */
+  if (!m->has_stats || (m->error != NULL && st->generated_tokens == 0))
     return g_strdup ("");
   s = g_string_new (NULL);
   g_string_append_printf (s, g_dngettext (GETTEXT_PACKAGE, "%d token", "%d tokens",
@@ -373,6 +409,11 @@ tern_chat_to_json (TernChat *self)
   json_builder_add_string_value (b, self->id);
   json_builder_set_member_name (b, "mode");
   json_builder_add_string_value (b, self->mode);
+  if (self->custom_title != NULL)
+    {
+      json_builder_set_member_name (b, "title");
+      json_builder_add_string_value (b, self->custom_title);
+    }
   json_builder_set_member_name (b, "created");
   json_builder_add_int_value (b, self->created);
   json_builder_set_member_name (b, "updated");
@@ -386,6 +427,11 @@ tern_chat_to_json (TernChat *self)
     {
       json_builder_set_member_name (b, "system_prompt");
       json_builder_add_string_value (b, self->system_prompt);
+    }
+  if (self->context_start > 0)
+    {
+      json_builder_set_member_name (b, "context_start");
+      json_builder_add_int_value (b, self->context_start);
     }
   json_builder_set_member_name (b, "messages");
   json_builder_begin_array (b);
@@ -586,16 +632,245 @@ tern_chat_delete_file (TernChat   *self,
   return TRUE;
 }
 
-static double
-member_double (JsonObject *o,
-               const char *name)
+/* Chat files are read back from disk, where anything may have changed them
+ * (a crash of another tool, a hand edit, a sync conflict): every member is
+ * read through a getter that checks its type, and a file with a member of
+ * the wrong type or without one it needs is refused as a whole, so that a
+ * half-read chat is never shown, saved over or exported. */
+
+/* json-glib's parser recurses once per nesting level: a file of 100,000
+ * opening brackets would overflow the stack before any check of ours. A
+ * chat nests four levels deep (chat, messages, message, stats or a run). */
+#define MAX_DEPTH 32
+/* Far above any real chat (a million-token conversation is ~4 MiB). */
+#define MAX_FILE_BYTES (64 * 1024 * 1024)
+
+gboolean
+tern_json_depth_ok (const char *data,
+                    gsize       len,
+                    guint       max_depth)
+{
+  guint depth = 0;
+  gboolean in_string = FALSE;
+
+  for (gsize i = 0; i < len; i++)
+    {
+      char c = data[i];
+
+      if (in_string)
+        {
+          if (c == '\\')
+            i++;
+          else if (c == '"')
+            in_string = FALSE;
+        }
+      else if (c == '"')
+        in_string = TRUE;
+      else if (c == '[' || c == '{')
+        {
+          if (++depth > max_depth)
+            return FALSE;
+        }
+      else if ((c == ']' || c == '}') && depth > 0)
+        depth--;
+    }
+  return TRUE;
+}
+
+typedef struct {
+  const char *path;
+  GError **error;
+  gboolean failed;
+} Reader;
+
+/* Records the first problem only; later getters return their fallback. */
+static void
+bad_member (Reader     *r,
+            const char *where,
+            const char *name,
+            const char *want)
+{
+  if (r->failed)
+    return;
+  r->failed = TRUE;
+  /* Translators: a chat file, where in it (e.g. "message 3"), a member
+   * name, and what it should be ("a string") */
+  g_set_error (r->error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+               _("%s: %s: “%s” is missing or is not %s"), r->path, where, name, want);
+}
+
+static const char *
+get_string (Reader     *r,
+            JsonObject *o,
+            const char *where,
+            const char *name,
+            gboolean    required)
 {
   JsonNode *n = json_object_get_member (o, name);
 
-  if (n == NULL || json_node_get_value_type (n) == G_TYPE_INVALID
-      || JSON_NODE_TYPE (n) != JSON_NODE_VALUE)
+  if (n == NULL && !required)
+    return NULL;
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    {
+      bad_member (r, where, name, _("a string"));
+      return NULL;
+    }
+  return json_node_get_string (n);
+}
+
+static gint64
+get_int (Reader     *r,
+         JsonObject *o,
+         const char *where,
+         const char *name,
+         gint64      fallback)
+{
+  JsonNode *n = json_object_get_member (o, name);
+
+  if (n == NULL)
+    return fallback;
+  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64)
+    {
+      bad_member (r, where, name, _("a whole number"));
+      return fallback;
+    }
+  return json_node_get_int (n);
+}
+
+/* A count: an integer clamped to 0 .. INT_MAX (a cast of a larger value
+ * would be undefined). */
+static int
+get_count (Reader     *r,
+           JsonObject *o,
+           const char *where,
+           const char *name)
+{
+  gint64 v = get_int (r, o, where, name, 0);
+
+  return (int) CLAMP (v, 0, G_MAXINT);
+}
+
+static double
+get_double (Reader     *r,
+            JsonObject *o,
+            const char *where,
+            const char *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+  double v;
+
+  if (n == NULL)
     return 0;
-  return json_node_get_double (n);
+  if (!JSON_NODE_HOLDS_VALUE (n)
+      || (json_node_get_value_type (n) != G_TYPE_DOUBLE
+          && json_node_get_value_type (n) != G_TYPE_INT64))
+    {
+      bad_member (r, where, name, _("a number"));
+      return 0;
+    }
+  v = json_node_get_double (n);
+  return isfinite (v) ? v : 0;
+}
+
+static gboolean
+get_bool (Reader     *r,
+          JsonObject *o,
+          const char *where,
+          const char *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+
+  if (n == NULL)
+    return FALSE;
+  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_BOOLEAN)
+    {
+      bad_member (r, where, name, _("true or false"));
+      return FALSE;
+    }
+  return json_node_get_boolean (n);
+}
+
+/* NULL when absent (optional) or not of the kind asked (then a problem). */
+static JsonNode *
+get_node (Reader     *r,
+          JsonObject *o,
+          const char *where,
+          const char *name,
+          JsonNodeType type,
+          gboolean    required,
+          const char *want)
+{
+  JsonNode *n = json_object_get_member (o, name);
+
+  if (n == NULL && !required)
+    return NULL;
+  if (n == NULL || JSON_NODE_TYPE (n) != type)
+    {
+      bad_member (r, where, name, want);
+      return NULL;
+    }
+  return n;
+}
+
+static void
+read_drafted (Reader      *r,
+              TernMessage *m,
+              JsonArray   *runs,
+              const char  *where)
+{
+  gsize len = strlen (m->text);
+  g_autofree guint8 *mask = g_malloc0 (len + 1);
+
+  for (guint k = 0; k < json_array_get_length (runs); k++)
+    {
+      JsonNode *rn = json_array_get_element (runs, k);
+      JsonArray *run;
+      JsonNode *a, *b;
+      gint64 start, count;
+
+      if (!JSON_NODE_HOLDS_ARRAY (rn) || json_array_get_length (run = json_node_get_array (rn)) != 2
+          || !JSON_NODE_HOLDS_VALUE (a = json_array_get_element (run, 0))
+          || !JSON_NODE_HOLDS_VALUE (b = json_array_get_element (run, 1))
+          || json_node_get_value_type (a) != G_TYPE_INT64
+          || json_node_get_value_type (b) != G_TYPE_INT64)
+        {
+          bad_member (r, where, "drafted", _("a list of [start, length] pairs"));
+          return;
+        }
+      start = json_node_get_int (a);
+      count = json_node_get_int (b);
+      /* Runs outside the text (a hand-edited file) are ignored. */
+      if (start < 0 || count <= 0 || (guint64) start > len
+          || (guint64) count > len - (guint64) start)
+        continue;
+      memset (mask + start, 1, (gsize) count);
+    }
+  tern_message_set_drafted (m, mask);
+}
+
+static void
+read_stats (Reader      *r,
+            TernMessage *m,
+            JsonObject  *so,
+            const char  *where)
+{
+  TernStats st = { 0 };
+
+  st.prompt_tokens = get_count (r, so, where, "prompt_tokens");
+  st.prefill_ms = get_double (r, so, where, "prefill_ms");
+  st.prefill_tok_s = get_double (r, so, where, "prefill_tok_s");
+  st.generated_tokens = get_count (r, so, where, "generated_tokens");
+  st.decode_ms = get_double (r, so, where, "decode_ms");
+  st.decode_tok_s = get_double (r, so, where, "decode_tok_s");
+  st.ttft_ms = get_double (r, so, where, "ttft_ms");
+  st.restored_tokens = get_count (r, so, where, "restored_tokens");
+  st.restore_ms = get_double (r, so, where, "restore_ms");
+  st.drafted = get_count (r, so, where, "drafted");
+  st.accepted = get_count (r, so, where, "accepted");
+  st.verify_steps = get_count (r, so, where, "verify_steps");
+  st.kv_len = get_count (r, so, where, "kv_len");
+  st.stop_reason = get_string (r, so, where, "stop_reason", FALSE);
+  tern_message_set_stats (m, &st);
 }
 
 TernChat *
@@ -604,114 +879,112 @@ tern_chat_load (const char *path,
 {
   g_autoptr(JsonParser) parser = json_parser_new ();
   g_autoptr(TernChat) self = NULL;
-  JsonNode *root;
+  g_autofree char *data = NULL;
+  gsize len = 0;
+  GStatBuf sb;
+  Reader r = { .path = path, .error = error };
+  JsonNode *root, *node;
   JsonObject *o;
   JsonArray *messages;
+  const char *id, *format;
 
-  if (!json_parser_load_from_file (parser, path, error))
+  if (g_stat (path, &sb) == 0 && sb.st_size > MAX_FILE_BYTES)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("%s: too large for a chat (%lld bytes)"), path, (long long) sb.st_size);
+      return NULL;
+    }
+  if (!g_file_get_contents (path, &data, &len, error))
     return NULL;
+  if (!tern_json_depth_ok (data, len, MAX_DEPTH))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("%s: nested more than %d levels deep: not a Tern chat"), path, MAX_DEPTH);
+      return NULL;
+    }
+  if (!json_parser_load_from_data (parser, data, (gssize) len, error))
+    {
+      if (error != NULL && *error != NULL)
+        g_prefix_error (error, "%s: ", path);
+      return NULL;
+    }
   root = json_parser_get_root (parser);
-  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root)
-      || g_strcmp0 (json_object_get_string_member_with_default (json_node_get_object (root),
-                                                                "format", ""),
-                    "tern-chat") != 0)
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, _("%s: not a Tern chat"), path);
       return NULL;
     }
   o = json_node_get_object (root);
-  if (!json_object_has_member (o, "id") || !json_object_has_member (o, "messages")
-      || !JSON_NODE_HOLDS_ARRAY (json_object_get_member (o, "messages")))
+  format = get_string (&r, o, _("the chat"), "format", TRUE);
+  if (r.failed)
+    return NULL;
+  if (!g_str_equal (format, "tern-chat"))
     {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   _("%s: the chat has no id or no messages"), path);
+      g_clear_error (error);
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, _("%s: not a Tern chat"), path);
       return NULL;
     }
-
-  self = g_object_new (TERN_TYPE_CHAT, NULL);
-  self->id = g_strdup (json_object_get_string_member_with_default (o, "id", ""));
-  if (*self->id == '\0' || strchr (self->id, '/') != NULL)
+  id = get_string (&r, o, _("the chat"), "id", TRUE);
+  node = get_node (&r, o, _("the chat"), "messages", JSON_NODE_ARRAY, TRUE, _("a list"));
+  if (r.failed)
+    return NULL;
+  if (*id == '\0' || strchr (id, '/') != NULL || strchr (id, '\\') != NULL
+      || g_str_equal (id, ".") || g_str_equal (id, ".."))
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, _("%s: bad chat id"), path);
       return NULL;
     }
-  tern_chat_set_mode (self, json_object_get_string_member_with_default (o, "mode", "flash"));
-  if (json_object_has_member (o, "model"))
-    self->model = g_strdup (json_object_get_string_member_with_default (o, "model", NULL));
-  if (json_object_has_member (o, "system_prompt"))
-    self->system_prompt =
-      g_strdup (json_object_get_string_member_with_default (o, "system_prompt", NULL));
-  self->created = json_object_get_int_member_with_default (o, "created", 0);
 
-  messages = json_object_get_array_member (o, "messages");
-  for (guint i = 0; i < json_array_get_length (messages); i++)
+  self = g_object_new (TERN_TYPE_CHAT, NULL);
+  self->id = g_strdup (id);
+  tern_chat_set_mode (self, get_string (&r, o, _("the chat"), "mode", FALSE));
+  self->model = g_strdup (get_string (&r, o, _("the chat"), "model", FALSE));
+  self->system_prompt = g_strdup (get_string (&r, o, _("the chat"), "system_prompt", FALSE));
+  self->custom_title = g_strdup (get_string (&r, o, _("the chat"), "title", FALSE));
+  self->created = get_int (&r, o, _("the chat"), "created", 0);
+  self->context_start = (guint) CLAMP (get_int (&r, o, _("the chat"), "context_start", 0), 0,
+                                       G_MAXINT);
+
+  messages = json_node_get_array (node);
+  for (guint i = 0; i < json_array_get_length (messages) && !r.failed; i++)
     {
       JsonNode *n = json_array_get_element (messages, i);
+      /* Translators: where in a chat file a problem is: the message's number */
+      g_autofree char *where = g_strdup_printf (_("message %u"), i + 1);
       JsonObject *mo;
       TernMessage *m;
+      const char *role, *content;
 
       if (!JSON_NODE_HOLDS_OBJECT (n))
-        continue;
+        {
+          bad_member (&r, where, "messages", _("an object"));
+          break;
+        }
       mo = json_node_get_object (n);
-      m = tern_chat_append (self, json_object_get_string_member_with_default (mo, "role", "user"),
-                            json_object_get_string_member_with_default (mo, "content", ""));
-      m->cancelled = json_object_get_boolean_member_with_default (mo, "cancelled", FALSE);
-      if (json_object_has_member (mo, "drafted")
-          && JSON_NODE_HOLDS_ARRAY (json_object_get_member (mo, "drafted")))
+      role = get_string (&r, mo, where, "role", TRUE);
+      content = get_string (&r, mo, where, "content", TRUE);
+      if (r.failed)
+        break;
+      if (!g_str_equal (role, "user") && !g_str_equal (role, "assistant"))
         {
-          JsonArray *runs = json_object_get_array_member (mo, "drafted");
-          gsize len = strlen (m->text);
-          g_autofree guint8 *mask = g_malloc0 (len + 1);
-
-          /* Runs outside the text (a hand-edited file) are ignored. */
-          for (guint r = 0; r < json_array_get_length (runs); r++)
-            {
-              JsonNode *rn = json_array_get_element (runs, r);
-              JsonArray *run;
-              gint64 start, count;
-
-              if (!JSON_NODE_HOLDS_ARRAY (rn))
-                continue;
-              run = json_node_get_array (rn);
-              if (json_array_get_length (run) != 2
-                  || !JSON_NODE_HOLDS_VALUE (json_array_get_element (run, 0))
-                  || !JSON_NODE_HOLDS_VALUE (json_array_get_element (run, 1)))
-                continue;
-              start = json_array_get_int_element (run, 0);
-              count = json_array_get_int_element (run, 1);
-              if (start < 0 || count <= 0 || (guint64) start > len
-                  || (guint64) count > len - (guint64) start)
-                continue;
-              memset (mask + start, 1, (gsize) count);
-            }
-          tern_message_set_drafted (m, mask);
+          bad_member (&r, where, "role", _("“user” or “assistant”"));
+          break;
         }
-      if (json_object_has_member (mo, "error"))
-        m->error = g_strdup (json_object_get_string_member_with_default (mo, "error", NULL));
-      if (json_object_has_member (mo, "stats")
-          && JSON_NODE_HOLDS_OBJECT (json_object_get_member (mo, "stats")))
-        {
-          JsonObject *so = json_object_get_object_member (mo, "stats");
-          TernStats st = { 0 };
-
-          st.prompt_tokens = (int) member_double (so, "prompt_tokens");
-          st.prefill_ms = member_double (so, "prefill_ms");
-          st.prefill_tok_s = member_double (so, "prefill_tok_s");
-          st.generated_tokens = (int) member_double (so, "generated_tokens");
-          st.decode_ms = member_double (so, "decode_ms");
-          st.decode_tok_s = member_double (so, "decode_tok_s");
-          st.ttft_ms = member_double (so, "ttft_ms");
-          st.restored_tokens = (int) member_double (so, "restored_tokens");
-          st.restore_ms = member_double (so, "restore_ms");
-          st.drafted = (int) member_double (so, "drafted");
-          st.accepted = (int) member_double (so, "accepted");
-          st.verify_steps = (int) member_double (so, "verify_steps");
-          st.kv_len = (int) member_double (so, "kv_len");
-          st.stop_reason = json_object_get_string_member_with_default (so, "stop_reason", NULL);
-          tern_message_set_stats (m, &st);
-        }
+      m = tern_chat_append (self, role, content);
+      m->cancelled = get_bool (&r, mo, where, "cancelled");
+      m->error = g_strdup (get_string (&r, mo, where, "error", FALSE));
+      if ((node = get_node (&r, mo, where, "drafted", JSON_NODE_ARRAY, FALSE, _("a list"))))
+        read_drafted (&r, m, json_node_get_array (node), where);
+      if ((node = get_node (&r, mo, where, "stats", JSON_NODE_OBJECT, FALSE, _("an object"))))
+        read_stats (&r, m, json_node_get_object (node), where);
     }
-  self->updated = json_object_get_int_member_with_default (o, "updated", self->created);
+  if (r.failed)
+    return NULL;
+  self->context_start = MIN (self->context_start, self->messages->len);
+  update_title (self);
+  self->updated = get_int (&r, o, _("the chat"), "updated", self->created);
+  if (r.failed)
+    return NULL;
   return g_steal_pointer (&self);
 }
 

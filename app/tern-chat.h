@@ -28,7 +28,9 @@ typedef struct {
 G_DECLARE_FINAL_TYPE (TernChat, tern_chat, TERN, CHAT, GObject)
 
 TernChat    *tern_chat_new                (const char    *mode);
-/* NULL with error set when the file is unreadable or not a Tern chat. */
+/* NULL with error set when the file is unreadable or not a Tern chat: too
+ * large, nested too deep, not JSON, or a member missing or of the wrong type
+ * (the message names the file and the member). */
 TernChat    *tern_chat_load               (const char    *path,
                                            GError       **error);
 /* Writes DIR/ID.json atomically (temporary file, then rename). */
@@ -56,6 +58,11 @@ char        *tern_chat_to_markdown        (TernChat      *self);
 const char  *tern_chat_get_id             (TernChat      *self);
 /* The first user message, shortened; "New Chat" while there is none. */
 const char  *tern_chat_get_title          (TernChat      *self);
+/* A title chosen by the user (saved with the chat); NULL or blank: back to
+ * the first user message. */
+void         tern_chat_set_title          (TernChat      *self,
+                                           const char    *title);
+gboolean     tern_chat_has_custom_title   (TernChat      *self);
 const char  *tern_chat_get_mode           (TernChat      *self);
 void         tern_chat_set_mode           (TernChat      *self,
                                            const char    *mode);
@@ -67,6 +74,11 @@ void         tern_chat_set_system_prompt  (TernChat      *self,
                                            const char    *system_prompt);
 gint64       tern_chat_get_updated        (TernChat      *self);
 
+/* Messages before this index no longer fit the model's context: chat mode
+ * sends the ones from here on (the system prompt always). */
+guint        tern_chat_get_context_start  (TernChat      *self);
+void         tern_chat_set_context_start  (TernChat      *self,
+                                           guint          index);
 guint        tern_chat_get_n_messages     (TernChat      *self);
 TernMessage *tern_chat_get_message        (TernChat      *self,
                                            guint          index);
@@ -84,5 +96,11 @@ void         tern_message_set_drafted     (TernMessage   *message,
 char        *tern_message_format_stats    (const TernMessage *message);
 /* Marks a change: the title may have changed and the file needs saving. */
 void         tern_chat_touch              (TernChat      *self);
+
+/* Whether JSON text nests at most max_depth arrays and objects (checked
+ * before json-glib, whose parser recurses per level). */
+gboolean     tern_json_depth_ok           (const char    *data,
+                                           gsize          len,
+                                           guint          max_depth);
 
 G_END_DECLS

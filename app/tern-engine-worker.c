@@ -16,6 +16,7 @@
 #include <glib/gi18n.h>
 
 #include "tern.h"
+#include "tern-context.h"
 #include "tern-engine-worker.h"
 #ifdef TERN_HAVE_SERVER
 #include "tern-server.h"
@@ -621,6 +622,9 @@ handle_load (Engine  *engine,
 
   ev->path = g_strdup (req->text);
 
+  /* Cancelled (the loading page's Cancel): the model in use stays. */
+  if (is_cancelled (engine->shared, req->id))
+    goto cancelled;
   if (req->kind == REQ_LOAD_DEMO && !g_file_test (req->text, G_FILE_TEST_EXISTS)
       && make_demo_model (req->text, &err) != TN_OK)
     goto fail;
@@ -628,8 +632,11 @@ handle_load (Engine  *engine,
   if (tn_model_load (req->text, tn_model_default_params (), &model, &err) != TN_OK)
     goto fail;
 
-  if (req->n_ctx > 0)
-    sp.n_ctx = req->n_ctx;
+  /* No size chosen: what the model was trained for, within memory. */
+  sp.n_ctx = req->n_ctx > 0 ? req->n_ctx
+                            : tern_context_auto (tn_model_n_ctx_train (model),
+                                                 tn_model_kv_bytes_per_token (model),
+                                                 tern_context_physical_memory ());
   sp.n_threads = req->n_threads;
   sp.warn = on_engine_warning;
   sp.warn_user = engine;
@@ -637,6 +644,8 @@ handle_load (Engine  *engine,
     goto fail;
   if (tn_drafter_new_lookup (tn_drafter_default_params (), &lookup, &err) != TN_OK)
     goto fail;
+  if (is_cancelled (engine->shared, req->id))
+    goto cancelled;
 
   /* The new model is in place before the old one goes; what uses the old
    * one goes first: the server, the drafters, the projector. */
@@ -662,6 +671,8 @@ handle_load (Engine  *engine,
   load_vision (engine, req->id, req->text);
   return;
 
+cancelled:
+  g_snprintf (err.message, sizeof err.message, "%s", _("Loading was cancelled"));
 fail:
   tn_drafter_free (lookup);
   tn_session_free (session);
@@ -737,6 +748,7 @@ fill_pin_state (TernPinState *state,
   state->n_pin = info.n_pin;
   state->n_ctx = info.n_ctx;
   state->n_free = info.n_free;
+  state->kv_bytes = tn_model_kv_bytes_per_token (tn_session_model (session)) * (guint64) info.n_ctx;
   state->prefill_ms = info.prefill_ms;
   state->loaded_from_snapshot = info.loaded_from_snapshot;
 }
@@ -860,6 +872,66 @@ encode_images (Engine        *engine,
 #endif
 }
 
+static guint
+count_markers (const char *text)
+{
+  guint n = 0;
+
+  for (const char *p = text; p != NULL && (p = strstr (p, TN_IMAGE_MARKER)) != NULL;
+       p += strlen (TN_IMAGE_MARKER))
+    n++;
+  return n;
+}
+
+/* The first message of a conversation that leaves room for the answer once
+ * the oldest turns are dropped (tern_context_first_kept), from the tokens
+ * of each message's text plus its framing; images count their rows. */
+static guint
+first_turn_that_fits (Engine  *engine,
+                      Request *req)
+{
+  const tn_tokenizer *tok = tn_model_tokenizer (engine->model);
+  guint n = g_strv_length (req->roles);
+  g_autofree int *counts = g_new0 (int, n ? n : 1);
+  tn_pin_info pin = tn_session_pin_info (engine->session);
+  int image_rows = 0;
+  int reserve;
+
+  if (tok == NULL || n == 0)
+    return 0;
+  if (req->images != NULL && req->images->len > 0 && engine->vision != NULL)
+    image_rows = tn_session_image_cost (engine->session,
+                                        tn_vision_tokens (engine->vision, req->gen.image_tokens));
+  /* Room for a whole answer, but never more than half the context: a long
+   * answer limit must not push every earlier turn out. */
+  reserve = req->gen.max_tokens > 0 ? MIN (req->gen.max_tokens, engine->n_ctx / 2)
+                                    : engine->n_ctx / 4;
+  {
+    /* A token is at least a byte: a conversation whose bytes fit needs no
+     * tokenizing (the common case, at no cost to the time to first token). */
+    guint64 bound = (guint64) pin.n_pin + TERN_CONTEXT_MESSAGE_FRAMING + (guint64) reserve;
+
+    for (guint i = 0; i < n; i++)
+      bound += strlen (req->contents[i]) + TERN_CONTEXT_MESSAGE_FRAMING
+               + (guint64) count_markers (req->contents[i]) * (guint64) image_rows;
+    if (bound <= (guint64) engine->n_ctx)
+      return 0;
+  }
+  for (guint i = 0; i < n; i++)
+    {
+      tn_tokens t = { 0 };
+      tn_error err = { 0 };
+
+      if (tn_tokenize (tok, req->contents[i], strlen (req->contents[i]), 0, &t, &err) == TN_OK)
+        counts[i] = (int) MIN (t.n, (size_t) G_MAXINT / 2);
+      tn_tokens_free (&t);
+      counts[i] += TERN_CONTEXT_MESSAGE_FRAMING + (int) count_markers (req->contents[i]) * image_rows;
+    }
+  return tern_context_first_kept (counts, (const char * const *) req->roles, n,
+                                  pin.n_pin + TERN_CONTEXT_MESSAGE_FRAMING, engine->n_ctx,
+                                  reserve);
+}
+
 static void
 handle_generate (Engine  *engine,
                  Request *req)
@@ -922,16 +994,39 @@ handle_generate (Engine  *engine,
     {
       guint n = g_strv_length (req->roles);
       g_autofree tn_session_message *msgs = g_new0 (tn_session_message, n ? n : 1);
+      guint first = first_turn_that_fits (engine, req), skip = 0;
 
       for (guint i = 0; i < n; i++)
         {
           msgs[i].role = req->roles[i];
           msgs[i].content = req->contents[i];
         }
-      rc = n_images ? tn_session_chat_images (engine->session, msgs, (int32_t) n, images,
-                                              (int32_t) n_images, &gen, on_token, &run, &st, &err)
-                    : tn_session_chat (engine->session, msgs, (int32_t) n, &gen, on_token, &run,
-                                       &st, &err);
+      /* The estimate may fall short: while the engine finds the
+       * conversation too long, the oldest turn goes too. */
+      for (;;)
+        {
+          guint next = first + 1;
+
+          skip = 0;
+          for (guint i = 0; i < first; i++)
+            skip += count_markers (req->contents[i]);
+          skip = MIN (skip, n_images);
+          memset (&st, 0, sizeof st);
+          rc = n_images ? tn_session_chat_images (engine->session, msgs + first,
+                                                  (int32_t) (n - first), images + skip,
+                                                  (int32_t) (n_images - skip), &gen, on_token,
+                                                  &run, &st, &err)
+                        : tn_session_chat (engine->session, msgs + first, (int32_t) (n - first),
+                                           &gen, on_token, &run, &st, &err);
+          if (rc != TN_ERR_OVERFLOW || st.generated_tokens > 0)
+            break;
+          while (next < n && g_strcmp0 (req->roles[next], "user") != 0)
+            next++;
+          if (next >= n)
+            break; /* only the last user message is left: it alone is too long */
+          first = next;
+        }
+      ev->stats.dropped_messages = (int) first;
     }
   set_running_session (engine, NULL);
 
@@ -940,7 +1035,14 @@ done:
     g_free ((float *) images[i].embd);
   g_free (images);
 
-  copy_stats (&ev->stats, &st);
+  {
+    int dropped = ev->stats.dropped_messages;
+
+    copy_stats (&ev->stats, &st);
+    ev->stats.dropped_messages = dropped;
+  }
+  ev->stats.n_ctx = engine->n_ctx;
+  ev->stats.error_code = rc;
   ev->stats.elapsed_ms = ms_since (run.start_us);
   if (rc == TN_ERR_CANCELLED || st.stop_reason == TN_STOP_CANCELLED
       || st.stop_reason == TN_STOP_CALLBACK || is_cancelled (engine->shared, req->id))

@@ -38,12 +38,17 @@ typedef struct {
   int verify_steps;      /* speculation: batched verifications (final figures only) */
   int kv_len;
   const char *stop_reason; /* static string; NULL while running */
+  /* Final figures only: */
+  int n_ctx;             /* the session's context size */
+  int dropped_messages;  /* chat: oldest messages left out to fit the context */
+  int error_code;        /* the engine's code (TN_ERR_*) when the request failed */
 } TernStats;
 
 typedef struct {
   int n_pin;
   int n_ctx;
   int n_free;
+  guint64 kv_bytes;      /* the KV cache of n_ctx rows */
   double prefill_ms;
   gboolean loaded_from_snapshot;
 } TernPinState;
@@ -74,7 +79,9 @@ G_DECLARE_FINAL_TYPE (TernEngineWorker, tern_engine_worker, TERN, ENGINE_WORKER,
 
 TernEngineWorker *tern_engine_worker_new               (void);
 
-/* Session size for the next load: context rows and threads (<= 0: defaults). */
+/* Session size for the next load: context rows and threads. n_ctx <= 0:
+ * tern_context_auto for the model and this machine; threads <= 0: every
+ * physical core. */
 void              tern_engine_worker_set_session_size  (TernEngineWorker      *self,
                                                         int                    n_ctx,
                                                         int                    n_threads);
@@ -136,7 +143,11 @@ guint             tern_engine_worker_ask_images        (TernEngineWorker      *s
                                                         const char            *user_text,
                                                         GPtrArray             *images,
                                                         const TernGenSettings *settings);
-/* roles and contents: n_messages each; the last is a user message. */
+/* roles and contents: n_messages each; the last is a user message. When
+ * the conversation and room for an answer (max_tokens, at most half the
+ * context) do not fit, the oldest turns are left out (the pinned system
+ * prompt stays): finished's stats say how many messages
+ * (dropped_messages). */
 guint             tern_engine_worker_chat              (TernEngineWorker      *self,
                                                         const char * const    *roles,
                                                         const char * const    *contents,

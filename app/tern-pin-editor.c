@@ -58,6 +58,12 @@ set_state (TernPinEditor *self,
 static void
 update_state (TernPinEditor *self)
 {
+  /* The Pin button asks for attention only when pinning would change
+   * something: nothing pinned yet, an edit since, or a failed pin. */
+  if (!self->pinning && (!self->has_state || self->error != NULL || tern_pin_editor_is_stale (self)))
+    gtk_widget_add_css_class (GTK_WIDGET (self->pin_button), "suggested-action");
+  else
+    gtk_widget_remove_css_class (GTK_WIDGET (self->pin_button), "suggested-action");
   if (self->pinning)
     set_state (self, "content-loading-symbolic", NULL, _("Pinning…"));
   else if (self->error != NULL)

@@ -17,6 +17,9 @@ struct _TernStatsBar {
   GtkProgressBar *prefill_bar;
   GtkLabel *figures_label;
   TernThroughputPlot *plot;
+  GtkBox *context_box;
+  GtkLevelBar *context_level;
+  GtkLabel *context_label;
 
   gint64 last_sample_us;
   gint64 last_text_us;
@@ -90,12 +93,19 @@ tern_stats_bar_update (TernStatsBar    *self,
 void
 tern_stats_bar_finish (TernStatsBar    *self,
                        const TernStats *final,
-                       gboolean         cancelled)
+                       gboolean         cancelled,
+                       const char      *outcome)
 {
   g_autofree char *text = NULL;
 
   gtk_widget_set_visible (GTK_WIDGET (self->prefill_bar), FALSE);
-  gtk_label_set_text (self->phase_label, cancelled ? _("Stopped") : _("Done"));
+  gtk_label_set_text (self->phase_label, outcome ? outcome : cancelled ? _("Stopped") : _("Done"));
+  if (outcome != NULL && final->generated_tokens == 0)
+    {
+      /* Nothing ran: no speed to report ("0.0 tok/s" read as a result). */
+      gtk_label_set_text (self->figures_label, "");
+      return;
+    }
   /* Translators: summary of an answer: decode speed, tokens, time to first
    * token, prompt tokens and prefill speed */
   text = g_strdup_printf (_("%.1f tok/s · %d tokens · first token %.0f ms · prompt %d tokens at %.0f tok/s"),
@@ -114,6 +124,62 @@ tern_stats_bar_finish (TernStatsBar    *self,
   gtk_label_set_text (self->figures_label, text);
   if (final->decode_tok_s > 0)
     tern_throughput_plot_add_sample (self->plot, final->decode_tok_s);
+}
+
+static char *
+format_bytes (guint64 bytes)
+{
+  return g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
+}
+
+void
+tern_stats_bar_set_context (TernStatsBar *self,
+                            int           used,
+                            int           n_ctx,
+                            guint64       kv_bytes)
+{
+  g_autofree char *text = NULL;
+  g_autofree char *tip = NULL;
+  g_autofree char *kv = NULL;
+  double fraction;
+
+  gtk_widget_set_visible (GTK_WIDGET (self->context_box), n_ctx > 0);
+  if (n_ctx <= 0)
+    return;
+  used = CLAMP (used, 0, n_ctx);
+  fraction = (double) used / n_ctx;
+  gtk_level_bar_set_value (self->context_level, fraction);
+  /* Translators: the context gauge: tokens in use of the context size, short
+   * (the status bar must fit a 360 px window) */
+  text = g_strdup_printf (_("%d / %d ctx"), used, n_ctx);
+  gtk_label_set_text (self->context_label, text);
+  kv = format_bytes (kv_bytes);
+  /* Translators: the context gauge's tooltip: tokens used, context size, the
+   * memory its KV cache takes */
+  tip = g_strdup_printf (_("Context: %d of %d tokens in use (%.0f %%). The KV cache of this context takes %s. When it is full, Chat leaves out the oldest turns; the context size is set in Preferences."),
+                         used, n_ctx, 100.0 * fraction, kv);
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->context_box), tip);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (self->context_level),
+                                  GTK_ACCESSIBLE_PROPERTY_DESCRIPTION, tip, -1);
+}
+
+const char *
+tern_stats_bar_get_context_text (TernStatsBar *self)
+{
+  return gtk_widget_get_visible (GTK_WIDGET (self->context_box))
+           ? gtk_widget_get_tooltip_text (GTK_WIDGET (self->context_box)) : NULL;
+}
+
+double
+tern_stats_bar_get_context_fraction (TernStatsBar *self)
+{
+  return gtk_level_bar_get_value (self->context_level);
+}
+
+const char *
+tern_stats_bar_get_phase (TernStatsBar *self)
+{
+  return gtk_label_get_text (self->phase_label);
 }
 
 const char *
@@ -149,6 +215,9 @@ tern_stats_bar_class_init (TernStatsBarClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernStatsBar, prefill_bar);
   gtk_widget_class_bind_template_child (widget_class, TernStatsBar, figures_label);
   gtk_widget_class_bind_template_child (widget_class, TernStatsBar, plot);
+  gtk_widget_class_bind_template_child (widget_class, TernStatsBar, context_box);
+  gtk_widget_class_bind_template_child (widget_class, TernStatsBar, context_level);
+  gtk_widget_class_bind_template_child (widget_class, TernStatsBar, context_label);
 }
 
 static void
@@ -156,4 +225,8 @@ tern_stats_bar_init (TernStatsBar *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
   gtk_label_set_text (self->phase_label, _("Ready"));
+  /* Full is a warning, not an achievement: no "full" colour at the top. */
+  gtk_level_bar_remove_offset_value (self->context_level, GTK_LEVEL_BAR_OFFSET_FULL);
+  gtk_level_bar_add_offset_value (self->context_level, GTK_LEVEL_BAR_OFFSET_LOW, 0.75);
+  gtk_level_bar_add_offset_value (self->context_level, GTK_LEVEL_BAR_OFFSET_HIGH, 0.9);
 }

@@ -14,10 +14,22 @@ G_DECLARE_FINAL_TYPE (TernStatsBar, tern_stats_bar, TERN, STATS_BAR, GtkBox)
 void        tern_stats_bar_start    (TernStatsBar    *self);
 void        tern_stats_bar_update   (TernStatsBar    *self,
                                      const TernStats *live);
+/* outcome: NULL for an answer that ended normally (or was stopped: cancelled),
+ * else a short word for the phase label ("Failed", "Cut off"). */
 void        tern_stats_bar_finish   (TernStatsBar    *self,
                                      const TernStats *final,
-                                     gboolean         cancelled);
+                                     gboolean         cancelled,
+                                     const char      *outcome);
 const char *tern_stats_bar_get_text (TernStatsBar    *self);
+const char *tern_stats_bar_get_phase (TernStatsBar   *self);
+/* The context gauge: tokens in use of n_ctx, and the KV cache's bytes
+ * (n_ctx <= 0 hides it). */
+void        tern_stats_bar_set_context (TernStatsBar *self,
+                                        int           used,
+                                        int           n_ctx,
+                                        guint64       kv_bytes);
+const char *tern_stats_bar_get_context_text (TernStatsBar *self);
+double      tern_stats_bar_get_context_fraction (TernStatsBar *self);
 guint       tern_stats_bar_get_n_plot_samples (TernStatsBar *self);
 
 G_END_DECLS

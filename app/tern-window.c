@@ -7,11 +7,15 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
+
+#include <glib/gstdio.h>
 
 #include <glib/gi18n.h>
 
 #include "tern.h"
+#include "cpu/tn-cpu.h"
 #include "tern-application.h"
 #include "tern-engine-worker.h"
 #include "tern-message-row.h"
@@ -36,11 +40,18 @@ struct _TernWindow {
   GtkBox *speculation_box;
   GtkToggleButton *speculation_toggle;
   GtkToggleButton *speculation_toggle_narrow;
+  GtkMenuButton *mode_menu_button;
+  GtkButton *server_indicator;
   GtkDropDown *drafter_dropdown;
   AdwFlap *flap;
   GtkStack *main_stack;
+  AdwStatusPage *loading_page;
+  GtkSpinner *loading_spinner;
+  char *loading_path;      /* the file being loaded */
   GtkStack *transcript_stack;
   GtkScrolledWindow *transcript_scroller;
+  GtkRevealer *jump_revealer;
+  GtkButton *jump_button;
   GtkBox *message_box;
   TernStatsBar *stats_bar;
   GtkTextView *composer;
@@ -56,6 +67,10 @@ struct _TernWindow {
   int vision_native;       /* image tokens at the native size; -1: no vision */
   int vision_extra;        /* KV rows an image adds besides its tokens */
   double prefill_tok_s;    /* measured on the last request */
+  int n_ctx;               /* the session's context, once pinned */
+  int n_pin;
+  guint64 kv_bytes;
+  guint sent_start;        /* the first message the request in flight sent */
 
   GSettings *settings;
   TernEngineWorker *worker;
@@ -76,8 +91,13 @@ struct _TernWindow {
   char *last_error;
   guint streaming_index;   /* message index of the answer being generated */
   TernMessageRow *streaming_row;
-  gboolean stick_to_bottom;
+  gboolean stick_to_bottom; /* follow the end: the user has not scrolled up */
+  gboolean scrolling;      /* our own change of the scroll position */
+  guint follow_tick;       /* the frame callback that keeps the end in view */
+  int settled_frames;      /* frames the end has stayed in view */
   GPtrArray *toasts;       /* shown or waiting */
+  GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */
+  GtkWidget *chat_menu;    /* the chat list's context menu (a GtkPopoverMenu) */
   char *server_url;        /* while the local server runs */
   char *server_status;
   int server_port;         /* what the running (or starting) server was asked for */
@@ -88,6 +108,8 @@ struct _TernWindow {
 G_DEFINE_FINAL_TYPE (TernWindow, tern_window, ADW_TYPE_APPLICATION_WINDOW)
 
 static void update_actions (TernWindow *self);
+static void scroll_to_end (TernWindow *self);
+static void end_loading (TernWindow *self);
 static void apply_server (TernWindow *self);
 static void clear_attachments (TernWindow *self);
 
@@ -190,7 +212,20 @@ mark_last_rows (TernWindow *self)
   for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (self->message_box)); c;
        c = gtk_widget_get_next_sibling (c), i++)
     /* Edit goes with the last user message, Regenerate with the last answer. */
-    tern_message_row_set_last (TERN_MESSAGE_ROW (c), !is_generating (self) && i + 2 >= n);
+    {
+      tern_message_row_set_last (TERN_MESSAGE_ROW (c), !is_generating (self) && i + 2 >= n);
+      /* Left out of the model's context: shown dimmed, never sent again. */
+      if (i < tern_chat_get_context_start (self->chat))
+        {
+          gtk_widget_add_css_class (c, "tern-out-of-context");
+          gtk_widget_set_tooltip_text (c, _("No longer in the model’s context: the conversation outgrew it"));
+        }
+      else if (gtk_widget_has_css_class (c, "tern-out-of-context"))
+        {
+          gtk_widget_remove_css_class (c, "tern-out-of-context");
+          gtk_widget_set_tooltip_text (c, NULL);
+        }
+    }
   gtk_stack_set_visible_child_name (self->transcript_stack, n ? "messages" : "empty");
 }
 
@@ -208,7 +243,6 @@ add_row (TernWindow        *self,
   tern_message_row_set_images (row, m->images);
   tern_message_row_set_tint (row, g_settings_get_boolean (self->settings, "tint-drafted"));
   gtk_box_append (self->message_box, GTK_WIDGET (row));
-  self->stick_to_bottom = TRUE;
   return row;
 }
 
@@ -222,6 +256,28 @@ remove_rows_from (TernWindow *self,
     gtk_box_remove (self->message_box, GTK_WIDGET (row));
 }
 
+/* The context in use: what the last answer of this chat left in the KV
+ * (chat) or needed (flash), else the pinned system prompt. */
+static void
+update_context_gauge (TernWindow *self)
+{
+  int used = self->n_pin;
+  guint n = self->chat ? tern_chat_get_n_messages (self->chat) : 0;
+
+  for (guint i = n; i > tern_chat_get_context_start (self->chat); i--)
+    {
+      TernMessage *m = tern_chat_get_message (self->chat, i - 1);
+
+      if (m->has_stats && m->error == NULL)
+        {
+          used = MAX (used, m->stats.restored_tokens + m->stats.prompt_tokens
+                              + m->stats.generated_tokens);
+          break;
+        }
+    }
+  tern_stats_bar_set_context (self->stats_bar, used, self->n_ctx, self->kv_bytes);
+}
+
 static void
 show_chat (TernWindow *self,
            TernChat   *chat)
@@ -231,6 +287,8 @@ show_chat (TernWindow *self,
   for (guint i = 0; i < tern_chat_get_n_messages (chat); i++)
     add_row (self, tern_chat_get_message (chat, i));
   mark_last_rows (self);
+  scroll_to_end (self);
+  update_context_gauge (self);
   update_actions (self);
 }
 
@@ -258,9 +316,23 @@ new_chat (TernWindow *self)
   g_autoptr(TernChat) chat = NULL;
   g_autofree char *mode = g_settings_get_string (self->settings, "mode");
 
-  /* An empty chat at the top is reused rather than stacked. */
+  /* An empty chat is reused rather than stacked: the current one, or one
+   * further down the list (moved to the top). */
   if (self->chat != NULL && tern_chat_get_n_messages (self->chat) == 0)
     return;
+  for (guint i = 0; i < g_list_model_get_n_items (G_LIST_MODEL (self->chats)); i++)
+    {
+      g_autoptr(TernChat) other = g_list_model_get_item (G_LIST_MODEL (self->chats), i);
+
+      if (tern_chat_get_n_messages (other) == 0)
+        {
+          g_list_store_remove (self->chats, i);
+          g_list_store_insert (self->chats, 0, other);
+          show_chat (self, other);
+          select_current_chat (self);
+          return;
+        }
+    }
   chat = tern_chat_new (mode);
   g_list_store_insert (self->chats, 0, chat);
   show_chat (self, chat);
@@ -443,14 +515,16 @@ start_generation (TernWindow *self)
       g_autofree const char **roles = g_new0 (const char *, n_before + 1);
       g_autoptr(GPtrArray) contents = g_ptr_array_new_with_free_func (g_free);
       g_autoptr(GPtrArray) images = g_ptr_array_new ();
+      guint first = MIN (tern_chat_get_context_start (self->chat), n_before - 1);
 
       /* A message's images go where its markers are: before its text. */
-      for (guint i = 0; i < n_before; i++)
+      self->sent_start = first;
+      for (guint i = first; i < n_before; i++)
         {
           TernMessage *m = tern_chat_get_message (self->chat, i);
           GString *content = g_string_new (NULL);
 
-          roles[i] = m->role;
+          roles[i - first] = m->role;
           for (guint k = 0; m->images != NULL && k < m->images->len; k++)
             {
               g_string_append (content, TN_IMAGE_MARKER);
@@ -461,7 +535,7 @@ start_generation (TernWindow *self)
         }
       self->gen_id = tern_engine_worker_chat_images (self->worker, roles,
                                                      (const char * const *) contents->pdata,
-                                                     n_before, images, &gen);
+                                                     n_before - first, images, &gen);
     }
   else
     {
@@ -507,8 +581,72 @@ send_text (TernWindow *self,
         g_ptr_array_add (m->images, g_bytes_ref (g_ptr_array_index (self->attachments, i)));
     }
   add_row (self, m);
+  scroll_to_end (self);
   clear_attachments (self);
   start_generation (self);
+}
+
+/* An open error, in a dialog: a sentence that says what happened and what
+ * to do, and the engine's message under Details. */
+static void
+show_load_error (TernWindow *self,
+                 const char *path,
+                 const char *error)
+{
+  g_autofree char *name = g_path_get_basename (path ? path : "");
+  g_autofree char *prefix = g_strconcat (path ? path : "", ": ", NULL);
+  g_autofree char *reason = NULL;
+  g_autofree char *body = NULL;
+  const char *hint = NULL;
+  g_autofree char *hint_owned = NULL;
+  AdwMessageDialog *dialog;
+  GtkWidget *expander, *details;
+
+  /* The engine's message starts with the path: the body names the file once. */
+  reason = g_strdup (path != NULL && g_str_has_prefix (error, prefix) ? error + strlen (prefix)
+                                                                      : error);
+  if (*reason != '\0')
+    *reason = g_ascii_toupper (*reason);
+  if (strstr (error, "which Tern cannot run") != NULL)
+    {
+      GString *types = g_string_new (NULL);
+
+      /* The types a matrix can have: the engine's own list. */
+      for (guint t = 0; t < TN_TYPE_COUNT_; t++)
+        if (tn_type_supported (t) && tn_matmul_has_kernel (TN_ISA_SCALAR, t)
+            && tn_type_name (t) != NULL)
+          g_string_append_printf (types, "%s%s", types->len ? ", " : "", tn_type_name (t));
+      /* Translators: %s lists tensor types ("f32, f16, q8_0") */
+      hint_owned = g_strdup_printf (_("Tern runs models whose matrices are of these types: %s. Choose a file quantized to one of them."),
+                                    types->str);
+      g_string_free (types, TRUE);
+      hint = hint_owned;
+    }
+  else if (strstr (error, "is not supported") != NULL || strstr (error, "does not support") != NULL)
+    hint = _("Choose a model of a supported kind, or use the Models window to download one.");
+  else if (strstr (error, "No such file") != NULL)
+    hint = _("The file may have been moved or deleted.");
+  else
+    hint = _("The file may be damaged or incomplete (an interrupted download?), or not a GGUF model.");
+  /* Translators: a model file's name, the reason it could not be opened
+   * (a sentence), and what to do */
+  body = g_strdup_printf (_("“%s” could not be opened. %s\n\n%s"), name, reason, hint);
+  dialog = ADW_MESSAGE_DIALOG (adw_message_dialog_new (GTK_WINDOW (self),
+                                                       _("The Model Could Not Be Opened"), body));
+  details = gtk_label_new (error);
+  gtk_label_set_wrap (GTK_LABEL (details), TRUE);
+  gtk_label_set_wrap_mode (GTK_LABEL (details), PANGO_WRAP_WORD_CHAR);
+  gtk_label_set_selectable (GTK_LABEL (details), TRUE);
+  gtk_label_set_xalign (GTK_LABEL (details), 0);
+  gtk_widget_add_css_class (details, "monospace");
+  gtk_widget_add_css_class (details, "caption");
+  expander = gtk_expander_new_with_mnemonic (_("_Details"));
+  gtk_expander_set_child (GTK_EXPANDER (expander), details);
+  adw_message_dialog_set_extra_child (dialog, expander);
+  adw_message_dialog_add_response (dialog, "close", _("_Close"));
+  adw_message_dialog_set_default_response (dialog, "close");
+  adw_message_dialog_set_close_response (dialog, "close");
+  gtk_window_present (GTK_WINDOW (dialog));
 }
 
 static void
@@ -523,12 +661,12 @@ on_model_loaded (TernWindow *self,
 
   if (id != self->load_id)
     return;
-  self->load_id = 0;
+  end_loading (self);
   if (error != NULL)
     {
-      set_error (self, error);
-      gtk_stack_set_visible_child_name (self->main_stack,
-                                        self->model_loaded ? "chat" : "no-model");
+      g_free (self->last_error);
+      self->last_error = g_strdup (error);
+      show_load_error (self, path, error);
       update_actions (self);
       return;
     }
@@ -584,6 +722,10 @@ on_pinned (TernWindow         *self,
     }
   else if (!cancelled)
     {
+      self->n_ctx = state->n_ctx;
+      self->n_pin = state->n_pin;
+      self->kv_bytes = state->kv_bytes;
+      update_context_gauge (self);
       tern_pin_editor_set_pinned (self->pin_editor, self->pin_text, state);
       g_settings_set_string (self->settings, "system-prompt", self->pin_text);
     }
@@ -607,6 +749,28 @@ on_update (TernWindow      *self,
     }
 }
 
+/* The engine's message, as a sentence that says what happened and what to
+ * do; the engine's own words stay in it as the detail. */
+static char *
+human_error (TernWindow      *self,
+             const TernStats *stats,
+             const char      *error)
+{
+  g_autofree char *detail = g_strdup (error);
+  gboolean chat = g_str_equal (tern_chat_get_mode (self->chat), "chat");
+
+  if (stats->error_code == TN_ERR_OVERFLOW)
+    return chat
+      ? g_strdup_printf (_("This message does not fit in the %d-token context, even with the earlier turns left out (%s). Shorten it, or raise the context size in Preferences."),
+                         stats->n_ctx, detail)
+      : g_strdup_printf (_("This message does not fit in the %d-token context (%s). Shorten it or the system prompt, or raise the context size in Preferences."),
+                         stats->n_ctx, detail);
+  if (*detail != '\0')
+    *detail = g_ascii_toupper (*detail);
+  /* Translators: %s is the engine's message */
+  return g_strdup_printf (_("The answer failed. %s"), detail);
+}
+
 static void
 on_finished (TernWindow      *self,
              guint            id,
@@ -616,6 +780,7 @@ on_finished (TernWindow      *self,
 {
   TernMessage *m;
   g_autofree char *figures = NULL;
+  const char *outcome = NULL;
 
   if (id != self->gen_id)
     return;
@@ -627,8 +792,35 @@ on_finished (TernWindow      *self,
   tern_message_set_drafted (m, tern_message_row_get_drafted (self->streaming_row));
   m->cancelled = cancelled;
   g_free (m->error);
-  m->error = g_strdup (error);
+  if (error != NULL)
+    {
+      outcome = _("Failed");
+      m->error = human_error (self, stats, error);
+    }
+  else if (!cancelled && g_strcmp0 (stats->stop_reason, "context full") == 0)
+    {
+      /* The answer ran into the end of the context: say so, never just stop. */
+      outcome = _("Cut off");
+      m->error = g_str_equal (tern_chat_get_mode (self->chat), "chat")
+        ? g_strdup_printf (_("The answer was cut off: the %d-token context is full. The next message leaves out the oldest turns; a larger context can be set in Preferences."),
+                           stats->n_ctx)
+        : g_strdup_printf (_("The answer was cut off: the %d-token context is full after the system prompt and the message. A larger context can be set in Preferences."),
+                           stats->n_ctx);
+    }
+  else
+    m->error = NULL;
   tern_message_set_stats (m, stats);
+  if (stats->dropped_messages > 0)
+    {
+      g_autofree char *note = NULL;
+
+      tern_chat_set_context_start (self->chat, self->sent_start + (guint) stats->dropped_messages);
+      note = g_strdup_printf (ngettext ("The conversation outgrew the %d-token context: its oldest message is left out (the system prompt stays)",
+                                        "The conversation outgrew the %d-token context: its %d oldest messages are left out (the system prompt stays)",
+                                        (gulong) tern_chat_get_context_start (self->chat)),
+                              stats->n_ctx, (int) tern_chat_get_context_start (self->chat));
+      toast (self, note);
+    }
   tern_chat_touch (self->chat);
   if (stats->prefill_tok_s > 0 && stats->prompt_tokens >= 8)
     self->prefill_tok_s = stats->prefill_tok_s;
@@ -636,11 +828,12 @@ on_finished (TernWindow      *self,
   tern_message_row_flush (self->streaming_row);
   figures = tern_message_format_stats (m);
   tern_message_row_set_stats (self->streaming_row, figures);
-  tern_message_row_set_error (self->streaming_row, error);
-  tern_stats_bar_finish (self->stats_bar, stats, cancelled);
+  tern_message_row_set_error (self->streaming_row, m->error);
+  tern_stats_bar_finish (self->stats_bar, stats, cancelled, outcome);
   self->streaming_row = NULL;
-  if (error != NULL)
-    set_error (self, error);
+  if (m->error != NULL)
+    set_error (self, m->error);
+  update_context_gauge (self);
 
   gtk_stack_set_visible_child_name (self->send_stack, "send");
   save_chat (self);
@@ -955,7 +1148,8 @@ on_vision (TernWindow *self,
     gtk_spin_button_set_range (self->image_tokens_spin, 1, native_tokens);
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->attach_button),
                                native_tokens > 0 ? _("Add Image… (or drop or paste one)")
-                                                 : _("Add Image… (this model cannot read images)"));
+                                                 : _("This model cannot read images: it has no vision projector (a *mmproj*.gguf file beside the model)"));
+  update_actions (self);
 }
 
 GtkDropTarget *
@@ -993,6 +1187,10 @@ set_server_status (TernWindow *self,
 {
   g_free (self->server_status);
   self->server_status = g_strdup (status);
+  /* The header says so while the server runs (others may be using it). */
+  gtk_widget_set_visible (GTK_WIDGET (self->server_indicator), self->server_url != NULL);
+  if (self->server_url != NULL)
+    gtk_widget_set_tooltip_text (GTK_WIDGET (self->server_indicator), status);
   g_signal_emit (self, window_signals[SIGNAL_SERVER_STATUS_CHANGED], 0);
 }
 
@@ -1139,18 +1337,72 @@ update_actions (TernWindow *self)
   set_enabled (self, "send", ready && !generating);
   set_enabled (self, "send-message", ready && !generating);
   set_enabled (self, "stop", generating || self->pin_id != 0);
+  set_enabled (self, "cancel-load", self->load_id != 0);
   set_enabled (self, "pin", ready && self->pin_id == 0 && !generating);
   set_enabled (self, "regenerate", ready && !generating && last != NULL
                && g_str_equal (last->role, "assistant"));
   set_enabled (self, "edit-last", ready && !generating && last != NULL);
   set_enabled (self, "new-chat", !generating);
   set_enabled (self, "delete-chat", !generating && n > 0);
+  set_enabled (self, "remove-chat", !generating);
   set_enabled (self, "export-chat", n > 0);
   set_enabled (self, "export-chat-to", n > 0);
   set_enabled (self, "open-model", !generating);
+  /* Greyed out (with a tooltip that says why) for a model without vision. */
+  set_enabled (self, "add-image", self->vision_native > 0);
   set_enabled (self, "load-model", !generating);
   set_enabled (self, "use-demo-model", !generating);
   gtk_widget_set_sensitive (GTK_WIDGET (self->chat_list), !generating);
+}
+
+static void
+show_loading (TernWindow *self,
+              const char *path)
+{
+  g_autofree char *name = g_path_get_basename (path);
+  g_autofree char *line = NULL;
+  GStatBuf sb;
+
+  g_free (self->loading_path);
+  self->loading_path = g_strdup (path);
+  /* The engine reports no progress while it maps and checks the file: its
+   * size at least says how long to expect. */
+  if (g_stat (path, &sb) == 0 && sb.st_size > 0)
+    {
+      g_autofree char *size = g_format_size ((guint64) sb.st_size);
+      /* Translators: a model file's name and size */
+      line = g_strdup_printf (_("%s (%s)"), name, size);
+    }
+  adw_status_page_set_description (self->loading_page, line ? line : name);
+  gtk_spinner_start (self->loading_spinner);
+  gtk_stack_set_visible_child_name (self->main_stack, "loading");
+  update_actions (self);
+}
+
+static void
+end_loading (TernWindow *self)
+{
+  self->load_id = 0;
+  gtk_spinner_stop (self->loading_spinner);
+  gtk_stack_set_visible_child_name (self->main_stack, self->model_loaded ? "chat" : "no-model");
+}
+
+static void
+action_cancel_load (GSimpleAction *action,
+                    GVariant      *param,
+                    gpointer       data)
+{
+  TernWindow *self = data;
+
+  (void) action;
+  (void) param;
+  if (self->load_id == 0)
+    return;
+  /* The worker drops the half-loaded model; the one in use stays. */
+  tern_engine_worker_cancel (self->worker);
+  end_loading (self);
+  toast (self, _("Loading cancelled"));
+  update_actions (self);
 }
 
 void
@@ -1165,8 +1417,7 @@ tern_window_load_model (TernWindow *self,
                                        g_settings_get_int (self->settings, "context-size"),
                                        g_settings_get_int (self->settings, "threads"));
   self->load_id = tern_engine_worker_load_model (self->worker, path);
-  gtk_stack_set_visible_child_name (self->main_stack, "loading");
-  update_actions (self);
+  show_loading (self, path);
 }
 
 void
@@ -1181,8 +1432,7 @@ tern_window_use_demo_model (TernWindow *self)
                                        g_settings_get_int (self->settings, "context-size"),
                                        g_settings_get_int (self->settings, "threads"));
   self->load_id = tern_engine_worker_load_demo (self->worker, path);
-  gtk_stack_set_visible_child_name (self->main_stack, "loading");
-  update_actions (self);
+  show_loading (self, path);
 }
 
 static void
@@ -1372,21 +1622,50 @@ action_new_chat (GSimpleAction *action,
   new_chat (data);
 }
 
-static void
-action_delete_chat (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
+static TernChat *
+chat_by_id (TernWindow *self,
+            const char *id,
+            guint      *position)
 {
-  TernWindow *self = data;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(TernChat) doomed = NULL;
-  guint pos;
+  for (guint i = 0; i < g_list_model_get_n_items (G_LIST_MODEL (self->chats)); i++)
+    {
+      g_autoptr(TernChat) chat = g_list_model_get_item (G_LIST_MODEL (self->chats), i);
 
-  (void) action;
-  (void) param;
-  if (is_generating (self) || self->chat == NULL)
+      if (g_str_equal (tern_chat_get_id (chat), id))
+        {
+          if (position != NULL)
+            *position = i;
+          return chat; /* the list holds it */
+        }
+    }
+  return NULL;
+}
+
+/* Undo is no longer offered: the deleted chat goes for good. */
+static void
+on_delete_toast_dismissed (AdwToast   *t,
+                           TernWindow *self)
+{
+  const char *id = g_object_get_data (G_OBJECT (t), "tern-chat-id");
+
+  if (id != NULL && self->deleted != NULL)
+    g_hash_table_remove (self->deleted, id);
+}
+
+/* Deletes the chat's file now (a crash must not bring it back) and keeps
+ * the chat in memory while its toast offers Undo, which saves it again. */
+static void
+delete_chat (TernWindow *self,
+             TernChat   *chat)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernChat) doomed = g_object_ref (chat);
+  g_autofree char *text = NULL;
+  AdwToast *t;
+  guint pos = 0;
+
+  if (is_generating (self) && chat == self->chat)
     return;
-  doomed = g_object_ref (self->chat);
   /* A save still on its way would bring the file back. */
   tern_chat_wait_saves ();
   if (!tern_chat_delete_file (doomed, self->chats_dir, &error))
@@ -1396,18 +1675,237 @@ action_delete_chat (GSimpleAction *action,
     }
   if (chat_in_list (self, doomed, &pos))
     g_list_store_remove (self->chats, pos);
-  if (g_list_model_get_n_items (G_LIST_MODEL (self->chats)) > 0)
+  if (doomed == self->chat)
     {
-      g_autoptr(TernChat) next = g_list_model_get_item (G_LIST_MODEL (self->chats), 0);
-      show_chat (self, next);
+      if (g_list_model_get_n_items (G_LIST_MODEL (self->chats)) > 0)
+        {
+          g_autoptr(TernChat) next =
+            g_list_model_get_item (G_LIST_MODEL (self->chats),
+                                   MIN (pos, g_list_model_get_n_items (G_LIST_MODEL (self->chats)) - 1));
+          show_chat (self, next);
+          select_current_chat (self);
+        }
+      else
+        {
+          g_clear_object (&self->chat);
+          new_chat (self);
+        }
+    }
+  if (tern_chat_get_n_messages (doomed) == 0)
+    return; /* nothing worth an Undo */
+  g_object_set_data (G_OBJECT (doomed), "tern-position", GUINT_TO_POINTER (pos));
+  g_hash_table_replace (self->deleted, g_strdup (tern_chat_get_id (doomed)),
+                        g_object_ref (doomed));
+  /* Translators: a chat was deleted; %s is its title */
+  text = g_strdup_printf (_("“%s” deleted"), tern_chat_get_title (doomed));
+  t = adw_toast_new (text);
+  adw_toast_set_timeout (t, 8);
+  adw_toast_set_button_label (t, _("_Undo"));
+  adw_toast_set_action_name (t, "win.undo-delete");
+  adw_toast_set_action_target_value (t, g_variant_new_string (tern_chat_get_id (doomed)));
+  g_ptr_array_add (self->toasts, g_object_ref (t));
+  g_signal_connect_object (t, "dismissed", G_CALLBACK (on_toast_dismissed), self, 0);
+  g_signal_connect_object (t, "dismissed", G_CALLBACK (on_delete_toast_dismissed), self, 0);
+  g_object_set_data_full (G_OBJECT (t), "tern-chat-id", g_strdup (tern_chat_get_id (doomed)),
+                          g_free);
+  adw_toast_overlay_add_toast (self->toast_overlay, t);
+}
+
+static void
+action_delete_chat (GSimpleAction *action,
+                    GVariant      *param,
+                    gpointer       data)
+{
+  TernWindow *self = data;
+
+  (void) action;
+  (void) param;
+  if (self->chat != NULL)
+    delete_chat (self, self->chat);
+}
+
+static void
+action_remove_chat (GSimpleAction *action,
+                    GVariant      *param,
+                    gpointer       data)
+{
+  TernWindow *self = data;
+  TernChat *chat = chat_by_id (self, g_variant_get_string (param, NULL), NULL);
+
+  (void) action;
+  if (chat != NULL)
+    delete_chat (self, chat);
+}
+
+static void
+action_undo_delete (GSimpleAction *action,
+                    GVariant      *param,
+                    gpointer       data)
+{
+  TernWindow *self = data;
+  const char *id = g_variant_get_string (param, NULL);
+  TernChat *chat = g_hash_table_lookup (self->deleted, id);
+  guint pos, n = g_list_model_get_n_items (G_LIST_MODEL (self->chats));
+
+  (void) action;
+  if (chat == NULL)
+    return;
+  g_object_ref (chat);
+  g_hash_table_remove (self->deleted, id);
+  pos = GPOINTER_TO_UINT (g_object_get_data (G_OBJECT (chat), "tern-position"));
+  g_list_store_insert (self->chats, MIN (pos, n), chat);
+  tern_chat_save_in_background (chat, self->chats_dir, G_OBJECT (self), on_save_error);
+  if (!is_generating (self))
+    {
+      show_chat (self, chat);
       select_current_chat (self);
     }
-  else
+  g_object_unref (chat);
+}
+
+static void
+on_rename_response (AdwMessageDialog *dialog,
+                    const char       *response,
+                    TernWindow       *self)
+{
+  const char *id = g_object_get_data (G_OBJECT (dialog), "tern-chat-id");
+  TernChat *chat = chat_by_id (self, id, NULL);
+  GtkEditable *entry = GTK_EDITABLE (adw_message_dialog_get_extra_child (dialog));
+
+  if (chat == NULL || !g_str_equal (response, "rename"))
+    return;
+  tern_chat_set_title (chat, gtk_editable_get_text (entry));
+  if (tern_chat_get_n_messages (chat) > 0)
+    tern_chat_save_in_background (chat, self->chats_dir, G_OBJECT (self), on_save_error);
+}
+
+static void
+rename_chat (TernWindow *self,
+             TernChat   *chat)
+{
+  AdwMessageDialog *dialog;
+  GtkWidget *entry = gtk_entry_new ();
+
+  dialog = ADW_MESSAGE_DIALOG (adw_message_dialog_new (GTK_WINDOW (self), _("Rename Chat"),
+                                                       NULL));
+  gtk_editable_set_text (GTK_EDITABLE (entry), tern_chat_get_title (chat));
+  gtk_entry_set_activates_default (GTK_ENTRY (entry), TRUE);
+  gtk_entry_set_placeholder_text (GTK_ENTRY (entry), _("Empty: named after the first message"));
+  gtk_accessible_update_property (GTK_ACCESSIBLE (entry), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                  _("Chat name"), -1);
+  adw_message_dialog_set_extra_child (dialog, entry);
+  adw_message_dialog_add_responses (dialog, "cancel", _("_Cancel"), "rename", _("_Rename"), NULL);
+  adw_message_dialog_set_response_appearance (dialog, "rename", ADW_RESPONSE_SUGGESTED);
+  adw_message_dialog_set_default_response (dialog, "rename");
+  adw_message_dialog_set_close_response (dialog, "cancel");
+  g_object_set_data_full (G_OBJECT (dialog), "tern-chat-id", g_strdup (tern_chat_get_id (chat)),
+                          g_free);
+  g_signal_connect_object (dialog, "response", G_CALLBACK (on_rename_response), self, 0);
+  gtk_window_present (GTK_WINDOW (dialog));
+  gtk_widget_grab_focus (entry);
+}
+
+static void
+action_rename_chat (GSimpleAction *action,
+                    GVariant      *param,
+                    gpointer       data)
+{
+  TernWindow *self = data;
+  TernChat *chat = chat_by_id (self, g_variant_get_string (param, NULL), NULL);
+
+  (void) action;
+  if (chat != NULL)
+    rename_chat (self, chat);
+}
+
+/* The chat of the list's selected row (the keyboard's), else NULL. */
+static TernChat *
+selected_chat (TernWindow *self)
+{
+  GtkListBoxRow *row = gtk_list_box_get_selected_row (self->chat_list);
+  g_autoptr(TernChat) chat = NULL;
+
+  if (row == NULL)
+    return NULL;
+  chat = g_list_model_get_item (G_LIST_MODEL (self->chats), (guint) gtk_list_box_row_get_index (row));
+  return chat; /* the list holds it */
+}
+
+static gboolean
+on_chat_list_key (GtkEventControllerKey *controller,
+                  guint                  keyval,
+                  guint                  keycode,
+                  GdkModifierType        state,
+                  TernWindow            *self)
+{
+  TernChat *chat = selected_chat (self);
+
+  (void) controller;
+  (void) keycode;
+  if (chat == NULL || (state & (GDK_CONTROL_MASK | GDK_ALT_MASK | GDK_SHIFT_MASK)) != 0)
+    return FALSE;
+  if (keyval == GDK_KEY_Delete || keyval == GDK_KEY_KP_Delete)
     {
-      g_clear_object (&self->chat);
-      new_chat (self);
+      delete_chat (self, chat);
+      return TRUE;
     }
-  toast (self, _("Chat deleted"));
+  if (keyval == GDK_KEY_F2)
+    {
+      rename_chat (self, chat);
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/* The context menu of the chat at (x, y) of the list. */
+static void
+popup_chat_menu (TernWindow *self,
+                 double      x,
+                 double      y)
+{
+  GtkListBoxRow *row = gtk_list_box_get_row_at_y (self->chat_list, (int) y);
+  g_autoptr(TernChat) chat = NULL;
+  g_autoptr(GMenu) menu = g_menu_new ();
+  g_autoptr(GMenuItem) rename = NULL;
+  g_autoptr(GMenuItem) remove = NULL;
+  const char *id;
+
+  if (row == NULL)
+    return;
+  chat = g_list_model_get_item (G_LIST_MODEL (self->chats), (guint) gtk_list_box_row_get_index (row));
+  id = tern_chat_get_id (chat);
+  rename = g_menu_item_new (_("_Rename…"), NULL);
+  g_menu_item_set_action_and_target_value (rename, "win.rename-chat", g_variant_new_string (id));
+  remove = g_menu_item_new (_("_Delete"), NULL);
+  g_menu_item_set_action_and_target_value (remove, "win.remove-chat", g_variant_new_string (id));
+  g_menu_append_item (menu, rename);
+  g_menu_append_item (menu, remove);
+  gtk_popover_menu_set_menu_model (GTK_POPOVER_MENU (self->chat_menu), G_MENU_MODEL (menu));
+  gtk_popover_set_pointing_to (GTK_POPOVER (self->chat_menu),
+                               &(GdkRectangle) { (int) x, (int) y, 1, 1 });
+  gtk_popover_popup (GTK_POPOVER (self->chat_menu));
+}
+
+static void
+on_chat_list_pressed (GtkGestureClick *gesture,
+                      int              n_press,
+                      double           x,
+                      double           y,
+                      TernWindow      *self)
+{
+  (void) n_press;
+  gtk_gesture_set_state (GTK_GESTURE (gesture), GTK_EVENT_SEQUENCE_CLAIMED);
+  popup_chat_menu (self, x, y);
+}
+
+static void
+on_chat_list_long_press (GtkGestureLongPress *gesture,
+                         double               x,
+                         double               y,
+                         TernWindow          *self)
+{
+  gtk_gesture_set_state (GTK_GESTURE (gesture), GTK_EVENT_SEQUENCE_CLAIMED);
+  popup_chat_menu (self, x, y);
 }
 
 gboolean
@@ -1497,10 +1995,14 @@ static const GActionEntry win_entries[] = {
   { "send", action_send, NULL, NULL, NULL, { 0 } },
   { "send-message", action_send_message, "s", NULL, NULL, { 0 } },
   { "stop", action_stop, NULL, NULL, NULL, { 0 } },
+  { "cancel-load", action_cancel_load, NULL, NULL, NULL, { 0 } },
   { "regenerate", action_regenerate, NULL, NULL, NULL, { 0 } },
   { "edit-last", action_edit_last, NULL, NULL, NULL, { 0 } },
   { "new-chat", action_new_chat, NULL, NULL, NULL, { 0 } },
   { "delete-chat", action_delete_chat, NULL, NULL, NULL, { 0 } },
+  { "remove-chat", action_remove_chat, "s", NULL, NULL, { 0 } },
+  { "rename-chat", action_rename_chat, "s", NULL, NULL, { 0 } },
+  { "undo-delete", action_undo_delete, "s", NULL, NULL, { 0 } },
   { "export-chat", action_export_chat, NULL, NULL, NULL, { 0 } },
   { "export-chat-to", action_export_chat_to, "s", NULL, NULL, { 0 } },
   { "show-toast", action_show_toast, "s", NULL, NULL, { 0 } },
@@ -1531,23 +2033,111 @@ on_composer_key (GtkEventControllerKey *controller,
   return FALSE;
 }
 
-static void
-on_scroll_upper (GtkAdjustment *adj,
-                 GParamSpec    *pspec,
-                 TernWindow    *self)
+/* Following the end of the transcript. Setting the scroll position when
+ * the adjustment's upper bound changes is too early: the rows' heights are
+ * still being measured (a saved chat opened at its end showed a blank pane
+ * until scrolled), and the allocation that follows may move it again. So a
+ * frame callback puts the end in view after each layout, as long as the
+ * user has not scrolled away, and stops once the end has stayed in view for
+ * a few frames; growth (a streamed token, the figures of a finished answer,
+ * a taller composer) starts it again. */
+#define SETTLED_FRAMES 3
+
+static gboolean
+at_end (GtkAdjustment *adj)
 {
+  return gtk_adjustment_get_value (adj)
+         >= gtk_adjustment_get_upper (adj) - gtk_adjustment_get_page_size (adj) - 2;
+}
+
+static void
+update_jump_button (TernWindow *self)
+{
+  GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment (self->transcript_scroller);
+
+  gtk_revealer_set_reveal_child (self->jump_revealer,
+                                 !self->stick_to_bottom && !at_end (adj));
+}
+
+static gboolean
+on_follow_tick (GtkWidget     *widget,
+                GdkFrameClock *clock,
+                gpointer       data)
+{
+  TernWindow *self = data;
+  GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment (self->transcript_scroller);
+  double end = gtk_adjustment_get_upper (adj) - gtk_adjustment_get_page_size (adj);
+
+  (void) widget;
+  (void) clock;
+  if (!self->stick_to_bottom)
+    {
+      self->follow_tick = 0;
+      return G_SOURCE_REMOVE;
+    }
+  if (gtk_adjustment_get_value (adj) < end - 0.5)
+    {
+      self->scrolling = TRUE;
+      gtk_adjustment_set_value (adj, end);
+      self->scrolling = FALSE;
+      self->settled_frames = 0;
+    }
+  else if (++self->settled_frames >= SETTLED_FRAMES)
+    {
+      self->follow_tick = 0;
+      return G_SOURCE_REMOVE;
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+follow_end (TernWindow *self)
+{
+  self->settled_frames = 0;
+  if (self->stick_to_bottom && self->follow_tick == 0)
+    self->follow_tick = gtk_widget_add_tick_callback (GTK_WIDGET (self->transcript_scroller),
+                                                      on_follow_tick, self, NULL);
+}
+
+static void
+on_scroll_bounds (GtkAdjustment *adj,
+                  GParamSpec    *pspec,
+                  TernWindow    *self)
+{
+  (void) adj;
   (void) pspec;
-  if (self->stick_to_bottom)
-    gtk_adjustment_set_value (adj, gtk_adjustment_get_upper (adj)
-                                   - gtk_adjustment_get_page_size (adj));
+  follow_end (self);
+  update_jump_button (self);
 }
 
 static void
 on_scroll_value (GtkAdjustment *adj,
                  TernWindow    *self)
 {
-  self->stick_to_bottom = gtk_adjustment_get_value (adj)
-    >= gtk_adjustment_get_upper (adj) - gtk_adjustment_get_page_size (adj) - 4;
+  /* Only the user's scrolling decides whether to follow: away from the end
+   * stops it, back to the end resumes it. */
+  if (!self->scrolling)
+    {
+      self->stick_to_bottom = at_end (adj);
+      if (self->stick_to_bottom)
+        follow_end (self);
+    }
+  update_jump_button (self);
+}
+
+static void
+scroll_to_end (TernWindow *self)
+{
+  self->stick_to_bottom = TRUE;
+  follow_end (self);
+  update_jump_button (self);
+}
+
+static void
+on_jump_clicked (TernWindow *self)
+{
+  scroll_to_end (self);
+  gtk_widget_grab_focus (GTK_WIDGET (self->composer));
 }
 
 static GtkWidget *
@@ -1612,6 +2202,8 @@ static void
 load_chats (TernWindow *self)
 {
   g_autoptr(GDir) dir = g_dir_open (self->chats_dir, 0, NULL);
+  g_autofree char *first_error = NULL;
+  guint n_bad = 0;
   const char *name;
 
   if (dir == NULL)
@@ -1626,12 +2218,40 @@ load_chats (TernWindow *self)
         continue;
       path = g_build_filename (self->chats_dir, name, NULL);
       chat = tern_chat_load (path, &error);
-      if (chat == NULL)
-        g_warning ("%s", error->message);
-      else
-        g_list_store_append (self->chats, chat);
+      if (chat != NULL)
+        {
+          g_list_store_append (self->chats, chat);
+          continue;
+        }
+      /* Moved aside, not deleted: the user may want it back; not left in
+       * place, where it would fail again at every start. */
+      n_bad++;
+      g_free (first_error);
+      first_error = g_strdup (error->message);
+      {
+        g_autofree char *aside = g_strconcat (path, ".corrupt", NULL);
+
+        if (g_file_test (aside, G_FILE_TEST_EXISTS))
+          {
+            g_free (aside);
+            aside = g_strdup_printf ("%s.%" G_GINT64_FORMAT ".corrupt", path,
+                                     g_get_real_time ());
+          }
+        if (g_rename (path, aside) != 0)
+          g_warning ("%s: %s", aside, g_strerror (errno));
+      }
     }
   g_list_store_sort (self->chats, compare_updated, NULL);
+  if (n_bad > 0)
+    {
+      g_autofree char *message =
+        g_strdup_printf (ngettext ("%u saved chat could not be read: it was set aside as *.corrupt in %s",
+                                   "%u saved chats could not be read: they were set aside as *.corrupt in %s",
+                                   n_bad),
+                         n_bad, self->chats_dir);
+      g_message ("%s (the first: %s)", message, first_error);
+      set_error (self, message);
+    }
 }
 
 static gboolean
@@ -1655,12 +2275,76 @@ on_close_request (TernWindow *self)
   return FALSE;
 }
 
+/* The system prompt panel: the user's choice is remembered; until there is
+ * one, it opens only in a window wide enough for it beside the transcript
+ * (1200 px). In a narrow window it covers the chat (AdwFlap folds it into
+ * an overlay), so it does not open there at start. */
+#define PIN_PANEL_AUTO_WIDTH 1200
+#define PIN_PANEL_MIN_WIDTH 700
+
+static void
+action_show_pin_panel (GSimpleAction *action,
+                       GVariant      *state,
+                       gpointer       data)
+{
+  TernWindow *self = data;
+  gboolean open = g_variant_get_boolean (state);
+
+  g_simple_action_set_state (action, state);
+  g_settings_set_boolean (self->settings, "pin-panel-open", open);
+  adw_flap_set_reveal_flap (self->flap, open);
+}
+
+static void
+on_flap_revealed (TernWindow *self)
+{
+  GAction *action = g_action_map_lookup_action (G_ACTION_MAP (self), "show-pin-panel");
+
+  /* Closed by AdwFlap itself (folding, Escape, a swipe): the toggle follows. */
+  if (action != NULL)
+    g_simple_action_set_state (G_SIMPLE_ACTION (action),
+                               g_variant_new_boolean (adw_flap_get_reveal_flap (self->flap)));
+}
+
+static void
+on_first_map (TernWindow *self)
+{
+  g_autoptr(GVariant) chosen = g_settings_get_user_value (self->settings, "pin-panel-open");
+  int width = 0, height = 0;
+  gboolean open;
+
+  g_signal_handlers_disconnect_by_func (self, on_first_map, NULL);
+  /* Both pointers: GTK 4.8 writes both. */
+  gtk_window_get_default_size (GTK_WINDOW (self), &width, &height);
+  if (gtk_window_is_maximized (GTK_WINDOW (self)) || width <= 0)
+    width = gtk_widget_get_width (GTK_WIDGET (self));
+  if (chosen != NULL)
+    open = g_variant_get_boolean (chosen) && width >= PIN_PANEL_MIN_WIDTH;
+  else
+    open = width >= PIN_PANEL_AUTO_WIDTH;
+  adw_flap_set_reveal_flap (self->flap, open);
+}
+
+static void
+update_mode_button (TernWindow *self)
+{
+  g_autofree char *mode = g_settings_get_string (self->settings, "mode");
+
+  gtk_menu_button_set_label (self->mode_menu_button,
+                             g_str_equal (mode, "chat") ? _("Chat") : _("Flash"));
+}
+
 static void
 tern_window_dispose (GObject *object)
 {
   TernWindow *self = TERN_WINDOW (object);
 
   g_clear_handle_id (&self->count_timeout, g_source_remove);
+  if (self->follow_tick != 0)
+    {
+      gtk_widget_remove_tick_callback (GTK_WIDGET (self->transcript_scroller), self->follow_tick);
+      self->follow_tick = 0;
+    }
   if (self->worker != NULL)
     {
       g_signal_handlers_disconnect_by_data (self->worker, self);
@@ -1669,6 +2353,7 @@ tern_window_dispose (GObject *object)
     }
   /* Quitting must not lose the last answer. */
   tern_chat_wait_saves ();
+  g_clear_pointer (&self->chat_menu, gtk_widget_unparent);
   gtk_widget_dispose_template (GTK_WIDGET (object), TERN_TYPE_WINDOW);
   G_OBJECT_CLASS (tern_window_parent_class)->dispose (object);
 }
@@ -1683,12 +2368,14 @@ tern_window_finalize (GObject *object)
   g_clear_object (&self->settings);
   g_free (self->chats_dir);
   g_free (self->model_description);
+  g_free (self->loading_path);
   g_free (self->pin_text);
   g_free (self->last_error);
   g_free (self->server_url);
   g_free (self->server_status);
   g_free (self->server_key);
   g_clear_pointer (&self->toasts, g_ptr_array_unref);
+  g_clear_pointer (&self->deleted, g_hash_table_unref);
   g_clear_pointer (&self->attachments, g_ptr_array_unref);
   G_OBJECT_CLASS (tern_window_parent_class)->finalize (object);
 }
@@ -1721,11 +2408,24 @@ tern_window_class_init (TernWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernWindow, speculation_box);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, speculation_toggle);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, speculation_toggle_narrow);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, mode_menu_button);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, server_indicator);
+  /* Not used here; bound so that tests find them (gtk_widget_get_template_child). */
+  gtk_widget_class_bind_template_child_full (widget_class, "mode_squeezer", FALSE, 0);
+  gtk_widget_class_bind_template_child_full (widget_class, "speculation_squeezer", FALSE, 0);
+  gtk_widget_class_bind_template_child_full (widget_class, "flash_toggle", FALSE, 0);
+  gtk_widget_class_bind_template_child_full (widget_class, "chat_toggle", FALSE, 0);
+  gtk_widget_class_bind_template_child_full (widget_class, "pin_toggle", FALSE, 0);
+  gtk_widget_class_bind_template_child_full (widget_class, "menu_button", FALSE, 0);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, drafter_dropdown);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, flap);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, main_stack);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_page);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_spinner);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, transcript_stack);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, transcript_scroller);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, jump_revealer);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, jump_button);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, message_box);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, stats_bar);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, composer);
@@ -1741,7 +2441,6 @@ tern_window_class_init (TernWindowClass *klass)
 static void
 tern_window_init (TernWindow *self)
 {
-  g_autoptr(GPropertyAction) show_pin = NULL;
   g_autoptr(GAction) mode = NULL;
   g_autoptr(GAction) tint = NULL;
   g_autofree char *system_prompt = NULL;
@@ -1760,8 +2459,20 @@ tern_window_init (TernWindow *self)
 
   g_action_map_add_action_entries (G_ACTION_MAP (self), win_entries, G_N_ELEMENTS (win_entries),
                                    self);
-  show_pin = g_property_action_new ("show-pin-panel", self->flap, "reveal-flap");
-  g_action_map_add_action (G_ACTION_MAP (self), G_ACTION (show_pin));
+  {
+    g_autoptr(GSimpleAction) show_pin = g_simple_action_new_stateful ("show-pin-panel", NULL,
+                                                                      g_variant_new_boolean (FALSE));
+    g_autoptr(GAction) speculation = g_settings_create_action (self->settings, "speculation");
+
+    g_signal_connect (show_pin, "change-state", G_CALLBACK (action_show_pin_panel), self);
+    g_action_map_add_action (G_ACTION_MAP (self), G_ACTION (show_pin));
+    g_action_map_add_action (G_ACTION_MAP (self), speculation);
+  }
+  g_signal_connect_swapped (self->flap, "notify::reveal-flap", G_CALLBACK (on_flap_revealed), self);
+  g_signal_connect (self, "map", G_CALLBACK (on_first_map), NULL);
+  g_signal_connect_object (self->settings, "changed::mode", G_CALLBACK (update_mode_button), self,
+                           G_CONNECT_SWAPPED);
+  update_mode_button (self);
   mode = g_settings_create_action (self->settings, "mode");
   g_action_map_add_action (G_ACTION_MAP (self), mode);
   tint = g_settings_create_action (self->settings, "tint-drafted");
@@ -1841,13 +2552,34 @@ tern_window_init (TernWindow *self)
   gtk_widget_add_controller (GTK_WIDGET (self->composer), keys);
 
   vadj = gtk_scrolled_window_get_vadjustment (self->transcript_scroller);
-  g_signal_connect (vadj, "notify::upper", G_CALLBACK (on_scroll_upper), self);
+  g_signal_connect (vadj, "notify::upper", G_CALLBACK (on_scroll_bounds), self);
+  g_signal_connect (vadj, "notify::page-size", G_CALLBACK (on_scroll_bounds), self);
   g_signal_connect (vadj, "value-changed", G_CALLBACK (on_scroll_value), self);
+  g_signal_connect_swapped (self->jump_button, "clicked", G_CALLBACK (on_jump_clicked), self);
   self->stick_to_bottom = TRUE;
 
   gtk_list_box_bind_model (self->chat_list, G_LIST_MODEL (self->chats), create_chat_row, NULL,
                            NULL);
   g_signal_connect (self->chat_list, "row-activated", G_CALLBACK (on_chat_row_activated), self);
+  self->deleted = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
+  self->chat_menu = gtk_popover_menu_new_from_model (NULL);
+  gtk_popover_set_has_arrow (GTK_POPOVER (self->chat_menu), FALSE);
+  gtk_widget_set_halign (self->chat_menu, GTK_ALIGN_START);
+  gtk_widget_set_parent (self->chat_menu, GTK_WIDGET (self->chat_list));
+  {
+    GtkGesture *click = gtk_gesture_click_new ();
+    GtkGesture *press = gtk_gesture_long_press_new ();
+    GtkEventController *list_keys = gtk_event_controller_key_new ();
+
+    gtk_gesture_single_set_button (GTK_GESTURE_SINGLE (click), GDK_BUTTON_SECONDARY);
+    g_signal_connect (click, "pressed", G_CALLBACK (on_chat_list_pressed), self);
+    gtk_widget_add_controller (GTK_WIDGET (self->chat_list), GTK_EVENT_CONTROLLER (click));
+    gtk_gesture_single_set_touch_only (GTK_GESTURE_SINGLE (press), TRUE);
+    g_signal_connect (press, "pressed", G_CALLBACK (on_chat_list_long_press), self);
+    gtk_widget_add_controller (GTK_WIDGET (self->chat_list), GTK_EVENT_CONTROLLER (press));
+    g_signal_connect (list_keys, "key-pressed", G_CALLBACK (on_chat_list_key), self);
+    gtk_widget_add_controller (GTK_WIDGET (self->chat_list), list_keys);
+  }
   g_signal_connect_swapped (self->back_button, "clicked", G_CALLBACK (on_back_clicked), self);
   g_signal_connect (self, "close-request", G_CALLBACK (on_close_request), NULL);
 
@@ -1923,6 +2655,25 @@ GListModel *
 tern_window_get_chats (TernWindow *self)
 {
   return G_LIST_MODEL (self->chats);
+}
+
+GtkWidget *
+tern_window_get_transcript_scroller (TernWindow *self)
+{
+  return GTK_WIDGET (self->transcript_scroller);
+}
+
+GtkWidget *
+tern_window_get_jump_button (TernWindow *self)
+{
+  return gtk_revealer_get_reveal_child (self->jump_revealer) ? GTK_WIDGET (self->jump_button)
+                                                             : NULL;
+}
+
+GtkWidget *
+tern_window_get_chat_list (TernWindow *self)
+{
+  return GTK_WIDGET (self->chat_list);
 }
 
 TernPinEditor *

@@ -53,6 +53,12 @@ const char    *tern_window_get_model_description (TernWindow     *self);
 const char    *tern_window_get_last_error        (TernWindow     *self);
 TernChat      *tern_window_get_chat              (TernWindow     *self);
 GListModel    *tern_window_get_chats             (TernWindow     *self);
+/* The transcript's GtkScrolledWindow, and its "jump to the end" button
+ * while it is offered (the user scrolled up), else NULL. */
+GtkWidget     *tern_window_get_transcript_scroller (TernWindow   *self);
+GtkWidget     *tern_window_get_jump_button       (TernWindow     *self);
+/* The sidebar's list of chats (a GtkListBox). */
+GtkWidget     *tern_window_get_chat_list         (TernWindow     *self);
 TernPinEditor *tern_window_get_pin_editor        (TernWindow     *self);
 TernStatsBar  *tern_window_get_stats_bar         (TernWindow     *self);
 /* The speculation toggle and drafter choice (one linked box). */

@@ -89,6 +89,9 @@ test_local_server (TernWindow *w,
   CHECKF (g_str_has_prefix (tern_window_get_server_url (w), "http://127.0.0.1:"), "%s",
           tern_window_get_server_url (w));
   CHECK (strstr (tern_window_get_server_status (w), tern_window_get_server_url (w)) != NULL);
+  /* The header says the server runs. */
+  CHECK (gtk_widget_get_visible (GTK_WIDGET (gtk_widget_get_template_child (
+    GTK_WIDGET (w), TERN_TYPE_WINDOW, "server_indicator"))));
   base = g_strdup (tern_window_get_server_url (w));
   if (g_str_has_suffix (base, "/v1"))
     base[strlen (base) - 3] = '\0';
@@ -141,6 +144,8 @@ test_local_server (TernWindow *w,
   /* Off: nothing listens any more. */
   g_settings_set_boolean (settings, "server-enabled", FALSE);
   CHECK (wait_for (w, server_stopped, 30));
+  CHECK (!gtk_widget_get_visible (GTK_WIDGET (gtk_widget_get_template_child (
+    GTK_WIDGET (w), TERN_TYPE_WINDOW, "server_indicator"))));
   if (old_base != NULL && server_stopped (w))
     {
       status = http_get (old_base, "/health", NULL, &body);

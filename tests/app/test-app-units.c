@@ -10,6 +10,7 @@
 
 #include "tern.h"
 #include "tern-chat.h"
+#include "tern-context.h"
 #include "tern-engine-worker.h"
 #include "tern-markdown.h"
 #include "tn-test.h"
@@ -374,6 +375,39 @@ test_worker (const char *dir)
   g_signal_handlers_disconnect_by_data (w, &p);
 }
 
+/* The automatic context and the turns that fit (app/tern-context.c). */
+static void
+test_context (void)
+{
+  const guint64 gib = 1024ull * 1024 * 1024;
+  /* Llama 3.2 1B: 16 layers, 8 KV heads of 64, bf16 keys and values. */
+  const guint64 kv_1b = 16 * 8 * 64 * 2 * 2;
+  const char *roles[] = { "user", "assistant", "user", "assistant", "user" };
+  const int tokens[] = { 100, 300, 100, 300, 50 };
+
+  CHECK (tern_context_auto (131072, kv_1b, 24 * gib) == TERN_CONTEXT_AUTO_MAX);
+  CHECK (tern_context_auto (8192, kv_1b, 24 * gib) == 8192);
+  CHECK (tern_context_auto (0, kv_1b, 24 * gib) == TERN_CONTEXT_AUTO_MAX);
+  /* 2 GiB of memory: a 256 MiB cache holds 8192 rows of 32 KiB. */
+  CHECKF (tern_context_auto (131072, kv_1b, 2 * gib) == 8192, "%d",
+          tern_context_auto (131072, kv_1b, 2 * gib));
+  CHECK (tern_context_auto (131072, kv_1b, 1 * gib) == 4096);
+  CHECK (tern_context_auto (131072, kv_1b, 1024 * 1024) == 512);  /* the floor */
+  CHECK (tern_context_auto (300, kv_1b, 24 * gib) == 300);       /* a tiny model */
+  CHECK (tern_context_auto (131072, 0, 0) == TERN_CONTEXT_AUTO_MAX);
+  CHECK (tern_context_auto (10000, kv_1b, 24 * gib) % 256 == 0);
+
+  /* Everything fits: 850 + 50 + 100 <= 1024. */
+  CHECK (tern_context_first_kept (tokens, roles, 5, 50, 1024, 100) == 0);
+  /* One turn must go (850 + 50 + 200 > 1024; 450 + 250 fits). */
+  CHECK (tern_context_first_kept (tokens, roles, 5, 50, 1024, 200) == 2);
+  /* Two turns: only the last message is left. */
+  CHECK (tern_context_first_kept (tokens, roles, 5, 50, 600, 400) == 4);
+  /* Never past the last user message, even when it alone does not fit. */
+  CHECK (tern_context_first_kept (tokens, roles, 5, 50, 10, 400) == 4);
+  CHECK (tern_context_first_kept (tokens, roles, 0, 50, 10, 400) == 0);
+}
+
 int
 main (void)
 {
@@ -386,6 +420,7 @@ main (void)
   test_markdown ();
   test_markdown_tint ();
   test_chat_json (chats);
+  test_context ();
   test_worker (tmp);
 
   cmd = g_strdup_printf ("rm -rf '%s'", tmp);

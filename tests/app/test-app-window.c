@@ -247,6 +247,24 @@ test_bad_model (TernWindow *w,
   CHECKF (tern_window_get_last_error (w) != NULL
           && strstr (tern_window_get_last_error (w), "not-a-model.gguf") != NULL,
           "error: %s", tern_window_get_last_error (w));
+  /* The error is a dialog (test-app-daily's loading part checks it): close it. */
+  {
+    GListModel *toplevels = gtk_window_get_toplevels ();
+    gboolean found = FALSE;
+
+    for (guint i = g_list_model_get_n_items (toplevels); i > 0; i--)
+      {
+        g_autoptr(GtkWindow) other = g_list_model_get_item (toplevels, i - 1);
+        if (ADW_IS_MESSAGE_DIALOG (other) && gtk_widget_get_visible (GTK_WIDGET (other)))
+          {
+            found = TRUE;
+            adw_message_dialog_response (ADW_MESSAGE_DIALOG (other), "close");
+            gtk_window_close (other);
+          }
+      }
+    CHECK (found);
+    spin_for (0.3);
+  }
 }
 
 static void

@@ -1,0 +1,44 @@
+/* tern-context.h: how much context a session gets, and which turns of a
+ * conversation still fit in it. Plain arithmetic, no engine calls. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* The default cap of the automatic context: longer contexts cost memory
+ * (the KV cache) and time per token even when unused. */
+#define TERN_CONTEXT_AUTO_MAX 16384
+/* The share of physical memory the automatic context's KV cache may take. */
+#define TERN_CONTEXT_MEMORY_DIVISOR 8
+
+/* The context (tokens) a session gets when the user has not chosen one:
+ * the model's training context, at most TERN_CONTEXT_AUTO_MAX, and no more
+ * than a KV cache of 1/TERN_CONTEXT_MEMORY_DIVISOR of mem_bytes holds;
+ * rounded down to a multiple of 256, at least 512 (or the training context
+ * when smaller). n_ctx_train <= 0: unknown (taken as the cap). */
+int      tern_context_auto              (int          n_ctx_train,
+                                         guint64      kv_bytes_per_token,
+                                         guint64      mem_bytes);
+/* Bytes of physical memory (0 when unknown). */
+guint64  tern_context_physical_memory   (void);
+
+/* Template framing per message (role header and end of turn), added to the
+ * tokens of its text when estimating a conversation's length. */
+#define TERN_CONTEXT_MESSAGE_FRAMING 8
+
+/* Which messages of a conversation to send: tokens[i] is message i's cost
+ * (its text and framing), roles[i] its role; fixed is what every request
+ * has besides them (the system prompt, the assistant header); reserve is
+ * the room kept for the answer. Returns the index of the first message to
+ * send: 0 when everything fits, else the start of the oldest turn (a user
+ * message) kept once whole turns are dropped from the front until the rest
+ * plus fixed plus reserve fits in n_ctx. Never past the last user message. */
+guint    tern_context_first_kept        (const int          *tokens,
+                                         const char * const *roles,
+                                         guint               n,
+                                         int                 fixed,
+                                         int                 n_ctx,
+                                         int                 reserve);
+
+G_END_DECLS

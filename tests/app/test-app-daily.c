@@ -1,0 +1,1287 @@
+/* test-app-daily: the window in daily use, under Xvfb, one part per meson
+ * test (the part's name is the argument):
+ *   chat-files  damaged chat files are set aside with a notice, the others load
+ *   context     a four-turn chat at the default settings; a full context drops
+ *               the oldest turns and says so; flash names the limit
+ *   scroll      the transcript follows the bottom while streaming, after Stop
+ *               and when a saved chat is opened; "jump to bottom" otherwise
+ *   sidebar     delete (with undo) and rename from the chat list, by keyboard
+ *   widths      every header control reachable at 360, 600, 900 and 1400 px;
+ *               the system prompt panel's default and remembered state
+ *   loading     the loading page's spinner and Cancel; open errors in a dialog
+ * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
+ */
+#include "config.h"
+
+#include <stdio.h>
+
+#include <adwaita.h>
+#include <glib/gstdio.h>
+
+#include "tern.h"
+#include "tern-application.h"
+#include "tern-chat.h"
+#include "tern-pin-editor.h"
+#include "tern-stats-bar.h"
+#include "tern-window.h"
+#include "app-test.h"
+
+static const char *out_dir;
+
+/* ---------------------------------------------------------------- helpers */
+
+static gboolean save_screenshot_once (GtkWidget  *widget,
+                                      const char *name);
+
+/* A widget between two frames (a toast sliding in) may draw nothing for a
+ * moment on a loaded machine: a few tries, a frame or so apart. */
+static gboolean
+save_screenshot (GtkWidget  *widget,
+                 const char *name)
+{
+  for (int i = 0; i < 5; i++)
+    {
+      if (save_screenshot_once (widget, name))
+        return TRUE;
+      spin_for (0.1);
+    }
+  return FALSE;
+}
+
+static gboolean
+save_screenshot_once (GtkWidget  *widget,
+                      const char *name)
+{
+  int width = gtk_widget_get_width (widget);
+  int height = gtk_widget_get_height (widget);
+  g_autofree char *path = g_build_filename (out_dir, name, NULL);
+  g_autoptr(GtkSnapshot) snapshot = NULL;
+  g_autoptr(GskRenderNode) node = NULL;
+  g_autoptr(GdkTexture) texture = NULL;
+  GdkPaintable *paintable;
+
+  if (width <= 0 || height <= 0)
+    {
+      fprintf (stderr, "screenshot %s: the widget is %d x %d\n", name, width, height);
+      return FALSE;
+    }
+  paintable = gtk_widget_paintable_new (widget);
+  snapshot = gtk_snapshot_new ();
+  gdk_paintable_snapshot (paintable, snapshot, width, height);
+  g_object_unref (paintable);
+  node = gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
+  if (node == NULL)
+    {
+      fprintf (stderr, "screenshot %s: nothing drawn\n", name);
+      return FALSE;
+    }
+  texture = gsk_renderer_render_texture (gtk_native_get_renderer (gtk_widget_get_native (widget)),
+                                         node, &GRAPHENE_RECT_INIT (0, 0, width, height));
+  if (texture == NULL || !gdk_texture_save_to_png (texture, path))
+    {
+      fprintf (stderr, "screenshot %s: %s\n", name, texture ? "not written" : "not rendered");
+      return FALSE;
+    }
+  fprintf (stderr, "screenshot: %s\n", path);
+  return TRUE;
+}
+
+static char *
+make_model (const char *dir)
+{
+  g_autofree char *path = g_build_filename (dir, "test-model.gguf", NULL);
+  tn_mkmodel_params p = tn_mkmodel_default_params ();
+  tn_error err = { 0 };
+
+  p.arch = "qwen3";
+  p.type = "q8_0";
+  p.n_embd = 128;
+  p.n_layer = 2;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.head_dim = 32;
+  p.n_ff = 384;
+  p.n_ctx = 32768;
+  p.tokenizer = NULL;
+  p.seed = 7;
+  p.n_threads = 1;
+  if (tn_mkmodel (&p, path, &err) != TN_OK)
+    {
+      fprintf (stderr, "mkmodel: %s\n", err.message);
+      return NULL;
+    }
+  return g_steal_pointer (&path);
+}
+
+typedef struct {
+  char *tmp;
+  char *data_dir;
+  char *chats_dir;
+  TernApplication *app;
+  TernWindow *w;
+  GSettings *settings;
+} Fixture;
+
+/* The application (settings in memory), not yet a window. */
+static gboolean
+fixture_start (Fixture    *f,
+               const char *name)
+{
+  g_autoptr(GError) error = NULL;
+
+  if ((f->tmp = app_test_start (name)) == NULL)
+    return FALSE;
+  f->data_dir = g_build_filename (f->tmp, "data", NULL);
+  f->chats_dir = g_build_filename (f->data_dir, "tern", "chats", NULL);
+  g_mkdir_with_parents (f->chats_dir, 0700);
+  f->app = tern_application_new (G_APPLICATION_NON_UNIQUE);
+  if (!g_application_register (G_APPLICATION (f->app), NULL, &error))
+    {
+      fprintf (stderr, "register: %s\n", error->message);
+      return FALSE;
+    }
+  f->settings = tern_application_get_settings (f->app);
+  /* GNOME's title buttons (only Close), not GTK's fallback of three: the
+   * widths checked are the ones people see. */
+  g_object_set (gtk_settings_get_default (), "gtk-decoration-layout", "appmenu:close", NULL);
+  g_settings_set_int (f->settings, "threads", 1);
+  return TRUE;
+}
+
+static void
+fixture_window (Fixture *f,
+                int      width,
+                int      height)
+{
+  f->w = tern_window_new (GTK_APPLICATION (f->app));
+  gtk_window_set_default_size (GTK_WINDOW (f->w), width, height);
+  gtk_window_present (GTK_WINDOW (f->w));
+  spin_for (0.3);
+}
+
+static void
+fixture_end (Fixture *f)
+{
+  if (f->w != NULL)
+    {
+      gtk_window_destroy (GTK_WINDOW (f->w));
+      spin_for (0.2);
+    }
+  g_clear_object (&f->app);
+  app_test_remove (f->tmp);
+  g_free (f->tmp);
+  g_free (f->data_dir);
+  g_free (f->chats_dir);
+}
+
+static gboolean
+not_generating (TernWindow *w)
+{
+  return !tern_window_is_generating (w);
+}
+
+static void
+write_file (const char *dir,
+            const char *name,
+            const char *text,
+            gssize      len)
+{
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+
+  CHECK (g_file_set_contents (path, text, len, NULL));
+}
+
+static gboolean
+exists (const char *dir,
+        const char *name)
+{
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+
+  return g_file_test (path, G_FILE_TEST_EXISTS);
+}
+
+/* Chats in the list with at least one message. */
+static guint
+saved_chats (TernWindow *w)
+{
+  GListModel *chats = tern_window_get_chats (w);
+  guint n = 0;
+
+  for (guint i = 0; i < g_list_model_get_n_items (chats); i++)
+    {
+      g_autoptr(TernChat) chat = g_list_model_get_item (chats, i);
+      n += tern_chat_get_n_messages (chat) > 0;
+    }
+  return n;
+}
+
+static TernChat *
+find_chat (TernWindow *w,
+           const char *id)
+{
+  GListModel *chats = tern_window_get_chats (w);
+
+  for (guint i = 0; i < g_list_model_get_n_items (chats); i++)
+    {
+      g_autoptr(TernChat) chat = g_list_model_get_item (chats, i);
+      if (g_str_equal (tern_chat_get_id (chat), id))
+        return chat; /* the list keeps it alive */
+    }
+  return NULL;
+}
+
+/* ------------------------------------------------------------- chat files */
+
+static const char good_chat[] =
+  "{\"format\":\"tern-chat\",\"version\":1,\"id\":\"good\",\"mode\":\"chat\","
+  "\"created\":100,\"updated\":200,\"messages\":["
+  "{\"role\":\"user\",\"content\":\"Hello there\"},"
+  "{\"role\":\"assistant\",\"content\":\"Hi!\",\"stats\":{\"generated_tokens\":2,"
+  "\"decode_tok_s\":10.5,\"stop_reason\":\"eog\"}}]}";
+
+static void
+part_chat_files (Fixture *f)
+{
+  /* Each of these crashed the app at start (or on export) before. */
+  static const struct { const char *name; const char *text; } bad[] = {
+    { "id-number.json", "{\"format\":\"tern-chat\",\"id\":5,\"messages\":[]}" },
+    { "role-number.json", "{\"format\":\"tern-chat\",\"id\":\"r\",\"messages\":"
+                          "[{\"role\":5,\"content\":\"x\"}]}" },
+    { "no-content.json", "{\"format\":\"tern-chat\",\"id\":\"c\",\"messages\":"
+                         "[{\"role\":\"user\"}]}" },
+    { "no-role.json", "{\"format\":\"tern-chat\",\"id\":\"n\",\"messages\":"
+                      "[{\"content\":\"x\"}]}" },
+    { "format-number.json", "{\"format\":7,\"id\":\"f\",\"messages\":[]}" },
+    { "messages-object.json", "{\"format\":\"tern-chat\",\"id\":\"m\",\"messages\":{}}" },
+    { "model-array.json", "{\"format\":\"tern-chat\",\"id\":\"a\",\"model\":[1],\"messages\":[]}" },
+    { "stats-string.json", "{\"format\":\"tern-chat\",\"id\":\"s\",\"messages\":"
+                           "[{\"role\":\"assistant\",\"content\":\"x\",\"stats\":"
+                           "{\"generated_tokens\":\"many\"}}]}" },
+    { "huge-count.json", "{\"format\":\"tern-chat\",\"id\":\"h\",\"messages\":"
+                         "[{\"role\":\"assistant\",\"content\":\"x\",\"stats\":"
+                         "{\"generated_tokens\":1e300}}]}" },
+    { "drafted-strings.json", "{\"format\":\"tern-chat\",\"id\":\"d\",\"messages\":"
+                              "[{\"role\":\"assistant\",\"content\":\"xyz\","
+                              "\"drafted\":[[\"a\",\"b\"]]}]}" },
+    { "not-json.json", "{\"format\":\"tern-chat\",\"id\":" },
+    { "array-root.json", "[1,2,3]" },
+  };
+  /* 100,000 levels: json-glib would recurse that deep. */
+  gsize depth = 100000;
+  g_autofree char *deep = g_malloc (2 * depth + 64);
+  gsize k = 0;
+  const char *err;
+  g_autofree char *md_path = NULL;
+  g_autofree char *md = NULL;
+
+  k += (gsize) g_snprintf (deep, 64, "{\"format\":\"tern-chat\",\"id\":\"x\",\"messages\":");
+  for (gsize i = 0; i < depth; i++)
+    deep[k++] = '[';
+  for (gsize i = 0; i < depth; i++)
+    deep[k++] = ']';
+  deep[k++] = '}';
+  write_file (f->chats_dir, "deep.json", deep, (gssize) k);
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    write_file (f->chats_dir, bad[i].name, bad[i].text, -1);
+  write_file (f->chats_dir, "good.json", good_chat, -1);
+
+  /* The loader refuses each with a message naming the file. */
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autofree char *path = g_build_filename (f->chats_dir, bad[i].name, NULL);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(TernChat) chat = tern_chat_load (path, &error);
+
+      CHECKF (chat == NULL, "%s loaded", bad[i].name);
+      CHECKF (error != NULL && strstr (error->message, bad[i].name) != NULL, "%s: %s",
+              bad[i].name, error ? error->message : "(no error)");
+    }
+
+  fixture_window (f, 1100, 760);
+  /* The good chat loads; the others are set aside and said so. */
+  CHECKF (saved_chats (f->w) == 1, "%u saved chats", saved_chats (f->w));
+  {
+    TernChat *good = find_chat (f->w, "good");
+    CHECK (good != NULL && tern_chat_get_n_messages (good) == 2);
+  }
+  CHECK (exists (f->chats_dir, "good.json"));
+  CHECK (!exists (f->chats_dir, "deep.json"));
+  CHECK (exists (f->chats_dir, "deep.json.corrupt"));
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autofree char *aside = g_strconcat (bad[i].name, ".corrupt", NULL);
+      CHECKF (!exists (f->chats_dir, bad[i].name) && exists (f->chats_dir, aside), "%s",
+              bad[i].name);
+    }
+  err = tern_window_get_last_error (f->w);
+  CHECKF (err != NULL && strstr (err, "13 saved chats") != NULL && strstr (err, ".corrupt"),
+          "notice: %s", err);
+  spin_for (0.5);
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-files.png"));
+
+  /* The good one opens and exports. */
+  {
+    GtkListBox *list = GTK_LIST_BOX (tern_window_get_chat_list (f->w));
+    guint pos = 0;
+    GtkListBoxRow *row;
+
+    g_list_store_find (G_LIST_STORE (tern_window_get_chats (f->w)), find_chat (f->w, "good"),
+                       &pos);
+    row = gtk_list_box_get_row_at_index (list, (int) pos);
+
+    CHECK (row != NULL);
+    if (row != NULL)
+      g_signal_emit_by_name (list, "row-activated", row);
+  }
+  CHECK (g_str_equal (tern_chat_get_id (tern_window_get_chat (f->w)), "good"));
+  md_path = g_build_filename (f->tmp, "good.md", NULL);
+  activate (f->w, "export-chat-to", g_variant_new_string (md_path));
+  CHECK (g_file_get_contents (md_path, &md, NULL, NULL) && strstr (md, "Hello there") != NULL);
+
+  /* A second start finds nothing more to set aside. */
+  gtk_window_destroy (GTK_WINDOW (f->w));
+  spin_for (0.2);
+  fixture_window (f, 1100, 760);
+  CHECK (saved_chats (f->w) == 1);
+  CHECKF (tern_window_get_last_error (f->w) == NULL, "%s", tern_window_get_last_error (f->w));
+}
+
+/* ---------------------------------------------------------------- context */
+
+static gboolean
+load_model (Fixture    *f,
+            const char *model)
+{
+  activate (f->w, "load-model", g_variant_new_string (model));
+  CHECK (wait_for (f->w, not_loading, 120));
+  CHECK (tern_window_has_model (f->w));
+  CHECK (wait_for (f->w, idle_engine, 120));
+  return tern_window_has_model (f->w);
+}
+
+static TernMessage *
+last_message (TernWindow *w)
+{
+  TernChat *chat = tern_window_get_chat (w);
+  guint n = tern_chat_get_n_messages (chat);
+
+  return n ? tern_chat_get_message (chat, n - 1) : NULL;
+}
+
+static TernMessage *
+send_and_wait (TernWindow *w,
+               const char *text)
+{
+  tern_window_set_composer_text (w, text);
+  activate (w, "send", NULL);
+  CHECK (tern_window_is_generating (w));
+  CHECK (wait_for (w, not_generating, 300));
+  return last_message (w);
+}
+
+static void
+set_mode (TernWindow *w,
+          const char *mode)
+{
+  g_action_group_activate_action (G_ACTION_GROUP (w), "mode", g_variant_new_string (mode));
+}
+
+static void
+part_context (Fixture *f)
+{
+  g_autofree char *model = make_model (f->tmp);
+  TernStatsBar *bar;
+  const char *gauge;
+  double fraction = 0;
+  g_autofree char *long_text = NULL;
+  TernMessage *m;
+  GString *s;
+
+  fixture_window (f, 1100, 760);
+  bar = tern_window_get_stats_bar (f->w);
+  /* The defaults: the context chosen for the model, answers up to 512. */
+  CHECK (g_settings_get_int (f->settings, "context-size") == 0);
+  CHECK (g_settings_get_int (f->settings, "max-tokens") == 512);
+  if (model == NULL || !load_model (f, model))
+    return;
+  gauge = tern_stats_bar_get_context_text (bar);
+  CHECKF (gauge != NULL && strstr (gauge, "of 16384 tokens") != NULL && strstr (gauge, "KV cache")
+          && strstr (gauge, "MiB") != NULL, "gauge: %s", gauge);
+
+  /* Four turns of chat, each answered in full, the gauge rising. */
+  activate (f->w, "new-chat", NULL);
+  set_mode (f->w, "chat");
+  for (int turn = 1; turn <= 4; turn++)
+    {
+      g_autofree char *text = g_strdup_printf ("Turn %d: tell me more about terns.", turn);
+      double now;
+
+      m = send_and_wait (f->w, text);
+      CHECKF (m != NULL && m->error == NULL, "turn %d: %s", turn, m ? m->error : "(none)");
+      CHECKF (m != NULL && m->stats.generated_tokens > 0, "turn %d", turn);
+      CHECKF (m != NULL && g_strcmp0 (m->stop_reason, "context full") != 0, "turn %d cut off", turn);
+      CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Done"), "turn %d: %s", turn,
+              tern_stats_bar_get_phase (bar));
+      now = tern_stats_bar_get_context_fraction (bar);
+      CHECKF (now > fraction, "turn %d: gauge %.3f after %.3f", turn, now, fraction);
+      fraction = now;
+      fprintf (stderr, "turn %d: %d tokens, %s; gauge %.3f\n", turn,
+               m ? m->stats.generated_tokens : 0, m ? m->stop_reason : "", now);
+    }
+  CHECK (tern_chat_get_context_start (tern_window_get_chat (f->w)) == 0);
+  tern_window_dismiss_toasts (f->w);
+  spin_for (0.5);
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-4-turns.png"));
+
+  /* A small context: the oldest turns go, and the window says so. */
+  g_settings_set_int (f->settings, "context-size", 512);
+  g_settings_set_int (f->settings, "max-tokens", 160);
+  if (!load_model (f, model))
+    return;
+  activate (f->w, "new-chat", NULL);
+  for (int turn = 1; turn <= 8 && tern_chat_get_context_start (tern_window_get_chat (f->w)) == 0;
+       turn++)
+    {
+      g_autofree char *text = g_strdup_printf ("Short turn %d, about the sea and its birds.", turn);
+
+      m = send_and_wait (f->w, text);
+      CHECKF (m != NULL && m->error == NULL, "small turn %d: %s", turn, m ? m->error : "(none)");
+    }
+  {
+    TernChat *chat = tern_window_get_chat (f->w);
+    guint start = tern_chat_get_context_start (chat);
+    GtkWidget *first = tern_window_get_row (f->w, 0);
+    GtkWidget *last = tern_window_get_row (f->w, tern_chat_get_n_messages (chat) - 1);
+
+    CHECKF (start > 0 && start % 2 == 0, "context start %u", start);
+    CHECK (first != NULL && gtk_widget_has_css_class (first, "tern-out-of-context"));
+    CHECK (last != NULL && !gtk_widget_has_css_class (last, "tern-out-of-context"));
+    /* The next turn sends only what fits, without an error. */
+    m = send_and_wait (f->w, "One more?");
+    CHECKF (m != NULL && m->error == NULL, "after the drop: %s", m ? m->error : "(none)");
+  }
+  spin_for (0.5);
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-dropped.png"));
+  tern_window_dismiss_toasts (f->w);
+
+  /* Flash: a message longer than the context is refused with a sentence
+   * that names the limit; the status bar does not claim "Done". */
+  activate (f->w, "new-chat", NULL);
+  set_mode (f->w, "flash");
+  s = g_string_new (NULL);
+  for (int i = 0; i < 400; i++)
+    g_string_append (s, "seabird ");
+  long_text = g_string_free (s, FALSE);
+  m = send_and_wait (f->w, long_text);
+  CHECKF (m != NULL && m->error != NULL && strstr (m->error, "512-token context") != NULL
+          && g_ascii_isupper (m->error[0]), "flash: %s", m ? m->error : "(none)");
+  CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Failed"), "phase %s",
+          tern_stats_bar_get_phase (bar));
+  CHECK (strstr (tern_stats_bar_get_text (bar), "tok/s") == NULL);
+  spin_for (0.5);
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-flash-too-long.png"));
+
+  /* An answer allowed more tokens than the context has left runs into its
+   * end: it says it was cut off (the test model, greedy, never stops on its
+   * own before 1000 tokens). */
+  g_settings_set_int (f->settings, "max-tokens", 1000);
+  m = send_and_wait (f->w, "Write as much as you can.");
+  CHECKF (m != NULL && g_strcmp0 (m->stop_reason, "context full") == 0, "stop reason %s",
+          m ? m->stop_reason : "(none)");
+  CHECKF (m != NULL && m->error != NULL && strstr (m->error, "cut off") != NULL
+          && strstr (m->error, "512-token context") != NULL, "cut off: %s",
+          m ? m->error : "(none)");
+  CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Cut off"), "phase %s",
+          tern_stats_bar_get_phase (bar));
+}
+
+/* ----------------------------------------------------------------- scroll */
+
+/* The end of the transcript is on screen: the scroll position at its end
+ * and the last row inside the viewport (not just a position set while the
+ * rows were still being measured). */
+static gboolean
+end_in_view (TernWindow *w)
+{
+  GtkWidget *scroller = tern_window_get_transcript_scroller (w);
+  GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (scroller));
+  TernChat *chat = tern_window_get_chat (w);
+  guint n = tern_chat_get_n_messages (chat);
+  GtkWidget *last = n ? tern_window_get_row (w, n - 1) : NULL;
+  graphene_rect_t r;
+  double page = gtk_adjustment_get_page_size (adj);
+
+  if (last == NULL || !gtk_widget_get_mapped (scroller) || page <= 0
+      || gtk_adjustment_get_value (adj)
+           < gtk_adjustment_get_upper (adj) - page - 2
+      || !gtk_widget_compute_bounds (last, scroller, &r))
+    return FALSE;
+  /* The row's bottom (its figures) is inside the viewport. */
+  return r.origin.y + r.size.height <= page + 1 && r.origin.y + r.size.height > 0;
+}
+
+static gboolean
+taller_than_view (TernWindow *w)
+{
+  GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment (
+    GTK_SCROLLED_WINDOW (tern_window_get_transcript_scroller (w)));
+
+  return gtk_adjustment_get_upper (adj) > gtk_adjustment_get_page_size (adj) + 50;
+}
+
+static gboolean
+jump_offered (TernWindow *w)
+{
+  return tern_window_get_jump_button (w) != NULL;
+}
+
+static gboolean
+tall_or_done (TernWindow *w)
+{
+  return taller_than_view (w) || !tern_window_is_generating (w);
+}
+
+static char *
+long_chat_json (const char *id,
+                int         n_messages)
+{
+  GString *s = g_string_new (NULL);
+
+  g_string_append_printf (s, "{\"format\":\"tern-chat\",\"version\":1,\"id\":\"%s\","
+                             "\"mode\":\"flash\",\"created\":10,\"updated\":20,"
+                             "\"messages\":[", id);
+  for (int i = 0; i < n_messages; i++)
+    {
+      g_string_append_printf (s, "%s{\"role\":\"%s\",\"content\":\"", i ? "," : "",
+                              i % 2 ? "assistant" : "user");
+      for (int line = 0; line < 12; line++)
+        g_string_append_printf (s, "Line %d of message %d: terns are seabirds of the family "
+                                   "Laridae.\\n\\n", line, i);
+      g_string_append (s, "The end.\"");
+      if (i % 2)
+        g_string_append (s, ",\"stats\":{\"generated_tokens\":300,\"decode_tok_s\":50.0,"
+                            "\"stop_reason\":\"eog\"}");
+      g_string_append (s, "}");
+    }
+  g_string_append (s, "]}");
+  return g_string_free (s, FALSE);
+}
+
+static void
+open_chat (TernWindow *w,
+           const char *id)
+{
+  GtkListBox *list = GTK_LIST_BOX (tern_window_get_chat_list (w));
+  TernChat *chat = find_chat (w, id);
+  guint pos = 0;
+  GtkListBoxRow *row;
+
+  CHECK (chat != NULL && g_list_store_find (G_LIST_STORE (tern_window_get_chats (w)), chat,
+                                            &pos));
+  row = gtk_list_box_get_row_at_index (list, (int) pos);
+  CHECK (row != NULL);
+  if (row != NULL)
+    g_signal_emit_by_name (list, "row-activated", row);
+}
+
+static void
+part_scroll (Fixture *f)
+{
+  g_autofree char *model = make_model (f->tmp);
+  g_autofree char *json = long_chat_json ("long", 12);
+  GtkAdjustment *adj;
+  GtkWidget *jump;
+  TernMessage *m;
+
+  write_file (f->chats_dir, "long.json", json, -1);
+  g_settings_set_int (f->settings, "max-tokens", 300);
+  fixture_window (f, 1000, 700);
+  adj = gtk_scrolled_window_get_vadjustment (
+    GTK_SCROLLED_WINDOW (tern_window_get_transcript_scroller (f->w)));
+  if (model == NULL || !load_model (f, model))
+    return;
+
+  /* A saved chat opens at its end, drawn. */
+  open_chat (f->w, "long");
+  CHECKF (wait_for (f->w, end_in_view, 20), "saved chat: value %.0f upper %.0f page %.0f",
+          gtk_adjustment_get_value (adj), gtk_adjustment_get_upper (adj),
+          gtk_adjustment_get_page_size (adj));
+  CHECK (taller_than_view (f->w));
+  spin_for (0.3);
+  CHECK (end_in_view (f->w));
+  CHECK (!jump_offered (f->w));
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-scroll-saved-chat.png"));
+
+  /* Streaming: the end of the answer and its figures stay in view. */
+  activate (f->w, "new-chat", NULL);
+  set_mode (f->w, "flash");
+  g_settings_set_double (f->settings, "temperature", 0.0);
+  for (int i = 0; i < 4 && (i == 0 || !taller_than_view (f->w)); i++)
+    {
+      m = send_and_wait (f->w, "Tell me a long story about the sea.");
+      CHECK (m != NULL && m->error == NULL);
+    }
+  CHECK (taller_than_view (f->w));
+  CHECKF (wait_for (f->w, end_in_view, 20), "after streaming: value %.0f upper %.0f page %.0f",
+          gtk_adjustment_get_value (adj), gtk_adjustment_get_upper (adj),
+          gtk_adjustment_get_page_size (adj));
+  CHECK (!jump_offered (f->w));
+
+  /* Stopped mid-answer: the stopped answer's figures are in view too. */
+  tern_window_set_composer_text (f->w, "Another long story, please.");
+  activate (f->w, "send", NULL);
+  CHECK (wait_for (f->w, has_tokens, 60));
+  CHECK (wait_for (f->w, tall_or_done, 60));
+  if (tern_window_is_generating (f->w))
+    activate (f->w, "stop", NULL);
+  CHECK (wait_for (f->w, not_generating, 30));
+  CHECKF (wait_for (f->w, end_in_view, 20), "after stop: value %.0f upper %.0f page %.0f",
+          gtk_adjustment_get_value (adj), gtk_adjustment_get_upper (adj),
+          gtk_adjustment_get_page_size (adj));
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-scroll-after-stop.png"));
+
+  /* The user scrolls up: the transcript stays there, and a button offers
+   * the way back. */
+  gtk_adjustment_set_value (adj, 0);
+  CHECK (wait_for (f->w, jump_offered, 10));
+  spin_for (0.3);
+  CHECK (gtk_adjustment_get_value (adj) == 0);
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-scroll-jump-button.png"));
+  jump = tern_window_get_jump_button (f->w);
+  CHECK (jump != NULL);
+  if (jump != NULL)
+    gtk_widget_activate (jump);
+  CHECK (wait_for (f->w, end_in_view, 20));
+  CHECK (!jump_offered (f->w));
+}
+
+/* ---------------------------------------------------------------- sidebar */
+
+static char *
+small_chat_json (const char *id,
+                 const char *question,
+                 int         updated)
+{
+  return g_strdup_printf ("{\"format\":\"tern-chat\",\"version\":1,\"id\":\"%s\","
+                          "\"mode\":\"flash\",\"created\":1,\"updated\":%d,\"messages\":["
+                          "{\"role\":\"user\",\"content\":\"%s\"},"
+                          "{\"role\":\"assistant\",\"content\":\"An answer.\"}]}",
+                          id, updated, question);
+}
+
+static guint
+empty_chats (TernWindow *w)
+{
+  return g_list_model_get_n_items (tern_window_get_chats (w)) - saved_chats (w);
+}
+
+static AdwMessageDialog *
+find_message_dialog (void)
+{
+  GListModel *toplevels = gtk_window_get_toplevels ();
+
+  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
+    {
+      g_autoptr(GtkWindow) win = g_list_model_get_item (toplevels, i);
+      if (ADW_IS_MESSAGE_DIALOG (win) && gtk_widget_get_visible (GTK_WIDGET (win)))
+        return ADW_MESSAGE_DIALOG (win);
+    }
+  return NULL;
+}
+
+static gboolean
+has_message_dialog (TernWindow *w)
+{
+  (void) w;
+  return find_message_dialog () != NULL;
+}
+
+static gboolean
+no_message_dialog (TernWindow *w)
+{
+  (void) w;
+  return find_message_dialog () == NULL;
+}
+
+/* What a key press on the widget does, through its key controllers (GTK 4
+ * has no public way to synthesize a key event). */
+static gboolean
+press_key (GtkWidget *widget,
+           guint      keyval)
+{
+  g_autoptr(GListModel) controllers = gtk_widget_observe_controllers (widget);
+  gboolean handled = FALSE;
+
+  for (guint i = 0; i < g_list_model_get_n_items (controllers) && !handled; i++)
+    {
+      g_autoptr(GObject) c = g_list_model_get_item (controllers, i);
+      if (GTK_IS_EVENT_CONTROLLER_KEY (c))
+        g_signal_emit_by_name (c, "key-pressed", keyval, 0, (GdkModifierType) 0, &handled);
+    }
+  return handled;
+}
+
+static GtkListBoxRow *
+row_of (TernWindow *w,
+        const char *id)
+{
+  guint pos = 0;
+  TernChat *chat = find_chat (w, id);
+
+  if (chat == NULL
+      || !g_list_store_find (G_LIST_STORE (tern_window_get_chats (w)), chat, &pos))
+    return NULL;
+  return gtk_list_box_get_row_at_index (GTK_LIST_BOX (tern_window_get_chat_list (w)), (int) pos);
+}
+
+static void
+part_sidebar (Fixture *f)
+{
+  GtkListBox *list;
+  GtkListBoxRow *row;
+  AdwMessageDialog *dialog;
+  g_autofree char *a = small_chat_json ("chat-a", "First question", 300);
+  g_autofree char *b = small_chat_json ("chat-b", "Second question", 200);
+  g_autofree char *c = small_chat_json ("chat-c", "Third question", 100);
+  g_autofree char *b_path = g_build_filename (f->chats_dir, "chat-b.json", NULL);
+
+  write_file (f->chats_dir, "chat-a.json", a, -1);
+  write_file (f->chats_dir, "chat-b.json", b, -1);
+  write_file (f->chats_dir, "chat-c.json", c, -1);
+  fixture_window (f, 1100, 760);
+  list = GTK_LIST_BOX (tern_window_get_chat_list (f->w));
+  CHECK (saved_chats (f->w) == 3);
+  CHECK (empty_chats (f->w) == 1);
+
+  /* An empty chat is reused, not stacked: New Chat from another chat
+   * brings back the empty one. */
+  open_chat (f->w, "chat-b");
+  activate (f->w, "new-chat", NULL);
+  CHECK (tern_chat_get_n_messages (tern_window_get_chat (f->w)) == 0);
+  open_chat (f->w, "chat-c");
+  activate (f->w, "new-chat", NULL);
+  CHECKF (empty_chats (f->w) == 1, "%u empty chats", empty_chats (f->w));
+  CHECK (g_list_model_get_n_items (tern_window_get_chats (f->w)) == 4);
+
+  /* Rename from the keyboard: F2 on the selected row opens the dialog. */
+  row = row_of (f->w, "chat-b");
+  CHECK (row != NULL);
+  gtk_list_box_select_row (list, row);
+  CHECK (press_key (GTK_WIDGET (list), GDK_KEY_F2));
+  CHECK (wait_for (f->w, has_message_dialog, 10));
+  dialog = find_message_dialog ();
+  if (dialog != NULL)
+    {
+      GtkWidget *entry = adw_message_dialog_get_extra_child (dialog);
+
+      CHECK (GTK_IS_EDITABLE (entry));
+      CHECK (g_str_equal (gtk_editable_get_text (GTK_EDITABLE (entry)), "Second question"));
+      spin_for (0.3);
+      CHECK (save_screenshot (GTK_WIDGET (dialog), "daily-sidebar-rename.png"));
+      gtk_editable_set_text (GTK_EDITABLE (entry), "  My renamed chat ");
+      /* What the Rename button does. */
+      adw_message_dialog_response (dialog, "rename");
+      gtk_window_close (GTK_WINDOW (dialog));
+    }
+  CHECK (wait_for (f->w, no_message_dialog, 10));
+  CHECK (find_chat (f->w, "chat-b") != NULL
+         && g_str_equal (tern_chat_get_title (find_chat (f->w, "chat-b")), "My renamed chat"));
+  tern_chat_wait_saves ();
+  {
+    g_autoptr(TernChat) back = tern_chat_load (b_path, NULL);
+    CHECK (back != NULL && g_str_equal (tern_chat_get_title (back), "My renamed chat"));
+  }
+
+  /* The context menu: a right click on a row offers Rename and Delete. */
+  row = row_of (f->w, "chat-c");
+  CHECK (row != NULL);
+  if (row != NULL)
+    {
+      g_autoptr(GListModel) controllers = gtk_widget_observe_controllers (GTK_WIDGET (list));
+      graphene_point_t p;
+      gboolean popped = FALSE;
+
+      CHECK (gtk_widget_compute_point (GTK_WIDGET (row), GTK_WIDGET (list),
+                                       &GRAPHENE_POINT_INIT (10, 5), &p));
+      for (guint i = 0; i < g_list_model_get_n_items (controllers); i++)
+        {
+          g_autoptr(GObject) ctl = g_list_model_get_item (controllers, i);
+          if (GTK_IS_GESTURE_CLICK (ctl)
+              && gtk_gesture_single_get_button (GTK_GESTURE_SINGLE (ctl)) == GDK_BUTTON_SECONDARY)
+            {
+              g_signal_emit_by_name (ctl, "pressed", 1, (double) p.x, (double) p.y);
+              popped = TRUE;
+            }
+        }
+      CHECK (popped);
+      spin_for (0.3);
+      {
+        GtkWidget *menu = NULL;
+        for (GtkWidget *ch = gtk_widget_get_first_child (GTK_WIDGET (list)); ch;
+             ch = gtk_widget_get_next_sibling (ch))
+          if (GTK_IS_POPOVER_MENU (ch))
+            menu = ch;
+        CHECK (menu != NULL && gtk_widget_get_visible (menu));
+        if (menu != NULL)
+          {
+            GMenuModel *model = gtk_popover_menu_get_menu_model (GTK_POPOVER_MENU (menu));
+            g_autoptr(GVariant) target = NULL;
+
+            CHECK (model != NULL && g_menu_model_get_n_items (model) == 2);
+            target = model ? g_menu_model_get_item_attribute_value (model, 1, "target",
+                                                                   G_VARIANT_TYPE_STRING)
+                           : NULL;
+            CHECK (target != NULL && g_str_equal (g_variant_get_string (target, NULL), "chat-c"));
+            /* The popover is a surface of its own: its own screenshot. */
+            CHECK (save_screenshot (menu, "daily-sidebar-menu.png"));
+            gtk_popover_popdown (GTK_POPOVER (menu));
+          }
+      }
+      /* Its Delete item. */
+      activate (f->w, "remove-chat", g_variant_new_string ("chat-c"));
+      CHECK (find_chat (f->w, "chat-c") == NULL);
+      CHECK (!exists (f->chats_dir, "chat-c.json"));
+    }
+
+  /* Delete from the keyboard, then Undo. */
+  row = row_of (f->w, "chat-a");
+  CHECK (row != NULL);
+  gtk_list_box_select_row (list, row);
+  CHECK (press_key (GTK_WIDGET (list), GDK_KEY_Delete));
+  CHECK (find_chat (f->w, "chat-a") == NULL);
+  CHECK (!exists (f->chats_dir, "chat-a.json"));
+  spin_for (0.5);
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-sidebar-undo-toast.png"));
+  activate (f->w, "undo-delete", g_variant_new_string ("chat-a"));
+  tern_chat_wait_saves ();
+  CHECK (find_chat (f->w, "chat-a") != NULL);
+  CHECK (exists (f->chats_dir, "chat-a.json"));
+  CHECK (g_str_equal (tern_chat_get_id (tern_window_get_chat (f->w)), "chat-a"));
+  /* A second Undo finds nothing to bring back. */
+  activate (f->w, "undo-delete", g_variant_new_string ("chat-a"));
+  CHECK (saved_chats (f->w) == 2);
+  spin_for (1.0);
+  tern_window_dismiss_toasts (f->w);
+  spin_for (0.5);
+}
+
+/* ----------------------------------------------------------------- widths */
+
+static GtkWidget *
+child (TernWindow *w,
+       const char *name)
+{
+  GObject *o = gtk_widget_get_template_child (GTK_WIDGET (w), TERN_TYPE_WINDOW, name);
+
+  CHECKF (GTK_IS_WIDGET (o), "no template child %s", name);
+  return GTK_IS_WIDGET (o) ? GTK_WIDGET (o) : NULL;
+}
+
+/* On screen, inside the window, at least a button's size. */
+static gboolean
+reachable (TernWindow *w,
+           GtkWidget  *widget,
+           graphene_rect_t *out)
+{
+  graphene_rect_t r;
+
+  if (widget == NULL || !gtk_widget_is_drawable (widget)
+      || !gtk_widget_compute_bounds (widget, GTK_WIDGET (w), &r))
+    return FALSE;
+  if (out != NULL)
+    *out = r;
+  return r.size.width >= 16 && r.size.height >= 16 && r.origin.x >= 0
+         && r.origin.x + r.size.width <= gtk_widget_get_width (GTK_WIDGET (w)) + 0.5;
+}
+
+static gboolean
+overlap (const graphene_rect_t *a,
+         const graphene_rect_t *b)
+{
+  /* Linked buttons share their 1 px border. */
+  return a->origin.x < b->origin.x + b->size.width - 2
+         && b->origin.x < a->origin.x + a->size.width - 2
+         && a->origin.y < b->origin.y + b->size.height - 2
+         && b->origin.y < a->origin.y + a->size.height - 2;
+}
+
+static gboolean
+menu_has_action (GMenuModel *model,
+                 const char *action)
+{
+  for (int i = 0; model != NULL && i < g_menu_model_get_n_items (model); i++)
+    {
+      g_autofree char *name = NULL;
+      g_autoptr(GMenuModel) section = g_menu_model_get_item_link (model, i, G_MENU_LINK_SECTION);
+
+      if (g_menu_model_get_item_attribute (model, i, G_MENU_ATTRIBUTE_ACTION, "s", &name)
+          && g_str_equal (name, action))
+        return TRUE;
+      if (section != NULL && menu_has_action (section, action))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+static void
+check_header (TernWindow *w,
+              int         width)
+{
+  graphene_rect_t rects[8];
+  const char *names[8];
+  guint n = 0;
+  graphene_rect_t r;
+  GtkWidget *narrow_spec = child (w, "speculation_toggle_narrow");
+  GtkMenuButton *menu = GTK_MENU_BUTTON (child (w, "menu_button"));
+
+  /* The mode: both toggles, or the narrow menu button. */
+  if (reachable (w, child (w, "flash_toggle"), &rects[n]))
+    {
+      names[n++] = "flash";
+      CHECKF (reachable (w, child (w, "chat_toggle"), &rects[n]), "%d px: chat toggle", width);
+      names[n++] = "chat";
+    }
+  else
+    {
+      CHECKF (reachable (w, child (w, "mode_menu_button"), &rects[n]), "%d px: no mode control",
+              width);
+      names[n++] = "mode menu";
+    }
+  /* Speculation: the toggle with the drafter, or the narrow toggle at its
+   * own size (not stretched to the wide box's width). */
+  if (reachable (w, child (w, "speculation_toggle"), &rects[n]))
+    {
+      names[n++] = "speculation";
+      CHECKF (reachable (w, child (w, "drafter_dropdown"), &rects[n]), "%d px: drafter", width);
+      names[n++] = "drafter";
+    }
+  else
+    {
+      CHECKF (reachable (w, narrow_spec, &r), "%d px: no speculation control", width);
+      CHECKF (r.size.width <= 60, "%d px: the speculation toggle is %.0f px wide", width,
+              r.size.width);
+      rects[n] = r;
+      names[n++] = "speculation (narrow)";
+    }
+  CHECKF (reachable (w, child (w, "pin_toggle"), &rects[n]), "%d px: pin toggle", width);
+  names[n++] = "pin";
+  CHECKF (reachable (w, GTK_WIDGET (menu), &rects[n]), "%d px: main menu", width);
+  names[n++] = "menu";
+  /* The main menu holds what a narrow header leaves out. */
+  CHECK (menu_has_action (gtk_menu_button_get_menu_model (menu), "win.drafter"));
+  CHECK (menu_has_action (gtk_menu_button_get_menu_model (menu), "win.speculation"));
+  CHECK (menu_has_action (gtk_menu_button_get_menu_model (menu), "win.mode"));
+  CHECK (menu_has_action (gtk_menu_button_get_menu_model (menu), "win.new-chat"));
+  for (guint i = 0; i < n; i++)
+    for (guint j = i + 1; j < n; j++)
+      CHECKF (!overlap (&rects[i], &rects[j]), "%d px: %s overlaps %s", width, names[i],
+              names[j]);
+  fprintf (stderr, "%d px:", width);
+  for (guint i = 0; i < n; i++)
+    fprintf (stderr, " %s@%.0f+%.0f", names[i], rects[i].origin.x, rects[i].size.width);
+  fprintf (stderr, "\n");
+}
+
+static gboolean
+pin_panel_open (TernWindow *w)
+{
+  return gtk_toggle_button_get_active (GTK_TOGGLE_BUTTON (child (w, "pin_toggle")));
+}
+
+static void
+part_widths (Fixture *f)
+{
+  static const int widths[] = { 360, 600, 900, 1400 };
+
+  for (guint i = 0; i < G_N_ELEMENTS (widths); i++)
+    {
+      g_autofree char *shot = g_strdup_printf ("daily-width-%d.png", widths[i]);
+
+      fixture_window (f, widths[i], 700);
+      spin_for (0.5);
+      CHECKF (gtk_widget_get_width (GTK_WIDGET (f->w)) <= widths[i] + 1, "%d px window is %d",
+              widths[i], gtk_widget_get_width (GTK_WIDGET (f->w)));
+      check_header (f->w, widths[i]);
+      /* The system prompt panel: open by default only at 1200 px and up. */
+      CHECKF (pin_panel_open (f->w) == (widths[i] >= 1200), "%d px: panel %s", widths[i],
+              pin_panel_open (f->w) ? "open" : "closed");
+      /* Open beside the transcript, it leaves the transcript most of the
+       * window (it took 40 %). */
+      if (pin_panel_open (f->w))
+        {
+          int panel = gtk_widget_get_width (GTK_WIDGET (tern_window_get_pin_editor (f->w)));
+          CHECKF (panel <= 400 && panel < widths[i] / 3, "%d px: the panel is %d px wide",
+                  widths[i], panel);
+        }
+      CHECK (save_screenshot (GTK_WIDGET (f->w), shot));
+      gtk_window_destroy (GTK_WINDOW (f->w));
+      f->w = NULL;
+      spin_for (0.2);
+    }
+
+  /* The user's choice is remembered: opened at 900 px, it is open in the
+   * next window of that width... */
+  fixture_window (f, 900, 700);
+  CHECK (!pin_panel_open (f->w));
+  activate (f->w, "show-pin-panel", NULL);
+  spin_for (0.5);
+  CHECK (pin_panel_open (f->w));
+  CHECK (g_settings_get_boolean (f->settings, "pin-panel-open"));
+  check_header (f->w, 900);
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-width-900-panel.png"));
+  gtk_window_destroy (GTK_WINDOW (f->w));
+  f->w = NULL;
+  spin_for (0.2);
+  fixture_window (f, 900, 700);
+  spin_for (0.3);
+  CHECK (pin_panel_open (f->w));
+  /* ...and closed at 1400, it stays closed there. */
+  activate (f->w, "show-pin-panel", NULL);
+  gtk_window_destroy (GTK_WINDOW (f->w));
+  f->w = NULL;
+  spin_for (0.2);
+  fixture_window (f, 1400, 700);
+  spin_for (0.3);
+  CHECK (!pin_panel_open (f->w));
+  gtk_window_destroy (GTK_WINDOW (f->w));
+  f->w = NULL;
+  spin_for (0.2);
+
+  /* At 360 px the panel, opened, is an overlay over the chat. */
+  fixture_window (f, 360, 700);
+  activate (f->w, "show-pin-panel", NULL);
+  spin_for (0.5);
+  {
+    AdwFlap *flap = ADW_FLAP (child (f->w, "flap"));
+    CHECK (flap != NULL && adw_flap_get_folded (flap) && adw_flap_get_reveal_flap (flap));
+  }
+  check_header (f->w, 360);
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-width-360-panel.png"));
+}
+
+/* ---------------------------------------------------------------- loading */
+
+static gboolean
+has_model (TernWindow *w)
+{
+  return tern_window_has_model (w);
+}
+
+static void
+part_loading (Fixture *f)
+{
+  g_autofree char *model = make_model (f->tmp);
+  g_autofree char *bad = g_build_filename (f->tmp, "broken-download.gguf", NULL);
+  AdwMessageDialog *dialog;
+  GtkWidget *spinner;
+
+  fixture_window (f, 1000, 700);
+  spinner = GTK_WIDGET (gtk_widget_get_template_child (GTK_WIDGET (f->w), TERN_TYPE_WINDOW,
+                                                      "loading_spinner"));
+  CHECK (GTK_IS_SPINNER (spinner));
+
+  /* An open error: a dialog with a sentence and the engine's words under
+   * Details, not a toast. */
+  CHECK (g_file_set_contents (bad, "GGUF but not really", -1, NULL));
+  activate (f->w, "load-model", g_variant_new_string (bad));
+  CHECK (g_str_equal (tern_window_get_page (f->w), "loading"));
+  CHECK (wait_for (f->w, not_loading, 60));
+  CHECK (wait_for (f->w, has_message_dialog, 10));
+  dialog = find_message_dialog ();
+  if (dialog != NULL)
+    {
+      const char *body = adw_message_dialog_get_body (dialog);
+      GtkWidget *extra = adw_message_dialog_get_extra_child (dialog);
+
+      CHECKF (body != NULL && strstr (body, "“broken-download.gguf” could not be opened.") != NULL
+              && strstr (body, f->tmp) == NULL, "body: %s", body);
+      CHECK (g_str_equal (adw_message_dialog_get_heading (dialog), "The Model Could Not Be Opened"));
+      CHECK (GTK_IS_EXPANDER (extra));
+      if (GTK_IS_EXPANDER (extra))
+        {
+          GtkWidget *details = gtk_expander_get_child (GTK_EXPANDER (extra));
+          CHECK (GTK_IS_LABEL (details)
+                 && strstr (gtk_label_get_text (GTK_LABEL (details)), bad) != NULL);
+          gtk_expander_set_expanded (GTK_EXPANDER (extra), TRUE);
+        }
+      spin_for (0.4);
+      CHECK (save_screenshot (GTK_WIDGET (dialog), "daily-loading-error.png"));
+      adw_message_dialog_response (dialog, "close");
+      gtk_window_close (GTK_WINDOW (dialog));
+    }
+  CHECK (wait_for (f->w, no_message_dialog, 10));
+  CHECK (g_str_equal (tern_window_get_page (f->w), "no-model"));
+
+  /* An architecture Tern does not run: the dialog names it and says what
+   * Tern runs. */
+  {
+    g_autofree char *mamba = g_build_filename (f->tmp, "mamba.gguf", NULL);
+    tn_gguf_writer *gw = tn_gguf_writer_new ();
+    tn_error err = { 0 };
+
+    CHECK (gw != NULL && tn_gguf_writer_set_str (gw, "general.architecture", "mamba") == TN_OK);
+    CHECKF (gw != NULL && tn_gguf_writer_write (gw, mamba, &err) == TN_OK, "%s", err.message);
+    tn_gguf_writer_free (gw);
+    activate (f->w, "load-model", g_variant_new_string (mamba));
+    CHECK (wait_for (f->w, not_loading, 60));
+    CHECK (wait_for (f->w, has_message_dialog, 10));
+    dialog = find_message_dialog ();
+    if (dialog != NULL)
+      {
+        const char *body = adw_message_dialog_get_body (dialog);
+
+        CHECKF (body != NULL && strstr (body, "“mamba.gguf” could not be opened.") != NULL
+                && strstr (body, "'mamba'") != NULL && strstr (body, "Tern runs llama") != NULL,
+                "body: %s", body);
+        adw_message_dialog_response (dialog, "close");
+        gtk_window_close (GTK_WINDOW (dialog));
+      }
+    CHECK (wait_for (f->w, no_message_dialog, 10));
+  }
+
+  /* While loading, the spinner spins and Cancel goes back. */
+  if (model == NULL)
+    return;
+  activate (f->w, "load-model", g_variant_new_string (model));
+  CHECK (g_str_equal (tern_window_get_page (f->w), "loading"));
+  CHECK (gtk_spinner_get_spinning (GTK_SPINNER (spinner)));
+  {
+    GObject *page = gtk_widget_get_template_child (GTK_WIDGET (f->w), TERN_TYPE_WINDOW,
+                                                   "loading_page");
+    const char *line = ADW_IS_STATUS_PAGE (page)
+                         ? adw_status_page_get_description (ADW_STATUS_PAGE (page)) : NULL;
+    /* The file's name and size. */
+    CHECKF (line != NULL && strstr (line, "test-model.gguf (") != NULL, "loading: %s", line);
+  }
+  activate (f->w, "cancel-load", NULL);
+  CHECK (!tern_window_is_loading (f->w));
+  CHECK (g_str_equal (tern_window_get_page (f->w), "no-model"));
+  CHECK (!gtk_spinner_get_spinning (GTK_SPINNER (spinner)));
+  spin_for (1.0);
+  CHECK (!tern_window_has_model (f->w));
+  /* A load after the cancelled one works. */
+  activate (f->w, "load-model", g_variant_new_string (model));
+  CHECK (wait_for (f->w, has_model, 60));
+  CHECK (g_str_equal (tern_window_get_page (f->w), "chat"));
+  CHECK (wait_for (f->w, idle_engine, 60));
+}
+
+/* ------------------------------------------------------------------ small */
+
+static gboolean
+has_accel (GtkApplication *app,
+           const char     *action,
+           const char     *accel)
+{
+  g_auto(GStrv) accels = gtk_application_get_accels_for_action (app, action);
+  guint key, want_key;
+  GdkModifierType mods, want_mods;
+
+  gtk_accelerator_parse (accel, &want_key, &want_mods);
+  for (guint i = 0; accels[i] != NULL; i++)
+    if (gtk_accelerator_parse (accels[i], &key, &mods) && key == want_key && mods == want_mods)
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+pin_highlighted (TernWindow *w)
+{
+  GObject *button = gtk_widget_get_template_child (GTK_WIDGET (tern_window_get_pin_editor (w)),
+                                                   TERN_TYPE_PIN_EDITOR, "pin_button");
+
+  return GTK_IS_WIDGET (button) && gtk_widget_has_css_class (GTK_WIDGET (button),
+                                                            "suggested-action");
+}
+
+static gboolean
+no_windows (GtkApplication *app)
+{
+  return gtk_application_get_windows (app) == NULL;
+}
+
+static void
+part_small (Fixture *f)
+{
+  g_autofree char *model = make_model (f->tmp);
+  GtkApplication *app = GTK_APPLICATION (f->app);
+  TernPinEditor *pin;
+  GtkWidget *attach;
+  gint64 end;
+
+  fixture_window (f, 1300, 760);
+  pin = tern_window_get_pin_editor (f->w);
+  attach = GTK_WIDGET (gtk_widget_get_template_child (GTK_WIDGET (f->w), TERN_TYPE_WINDOW,
+                                                      "attach_button"));
+  CHECK (has_accel (app, "win.new-chat", "<Control>n"));
+  CHECK (has_accel (app, "window.close", "<Control>w"));
+
+  /* A model without a vision projector: the attach button is greyed out
+   * and says why. */
+  if (model == NULL || !load_model (f, model))
+    return;
+  CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (f->w), "add-image"));
+  CHECK (GTK_IS_WIDGET (attach) && !gtk_widget_is_sensitive (attach));
+  CHECKF (GTK_IS_WIDGET (attach) && strstr (gtk_widget_get_tooltip_text (attach),
+                                            "cannot read images") != NULL,
+          "tooltip: %s", GTK_IS_WIDGET (attach) ? gtk_widget_get_tooltip_text (attach) : "");
+
+  /* The Pin button asks for attention only with unpinned changes. */
+  CHECK (!tern_pin_editor_is_stale (pin));
+  CHECK (!pin_highlighted (f->w));
+  tern_pin_editor_set_text (pin, "A changed system prompt.");
+  CHECK (pin_highlighted (f->w));
+  activate (f->w, "pin", NULL);
+  CHECK (wait_for (f->w, idle_engine, 60));
+  CHECK (!tern_pin_editor_is_stale (pin));
+  CHECK (!pin_highlighted (f->w));
+  spin_for (0.3);
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-small-pinned.png"));
+
+  /* Ctrl+W's action closes the window. */
+  gtk_widget_activate_action (GTK_WIDGET (f->w), "window.close", NULL);
+  end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+  while (!no_windows (app) && g_get_monotonic_time () < end)
+    g_main_context_iteration (NULL, FALSE);
+  CHECK (no_windows (app));
+  f->w = NULL;
+}
+
+/* ------------------------------------------------------------------- main */
+
+int
+main (int   argc,
+      char *argv[])
+{
+  Fixture f = { 0 };
+  const char *part = argc > 1 ? argv[1] : "";
+  g_autofree char *name = g_strdup_printf ("test-app-daily-%s", part);
+
+  if (!fixture_start (&f, name))
+    return 1;
+  out_dir = g_getenv ("TERN_TEST_OUT");
+  if (out_dir == NULL || *out_dir == '\0')
+    out_dir = f.tmp;
+
+  if (g_str_equal (part, "chat-files"))
+    part_chat_files (&f);
+  else if (g_str_equal (part, "context"))
+    part_context (&f);
+  else if (g_str_equal (part, "scroll"))
+    part_scroll (&f);
+  else if (g_str_equal (part, "sidebar"))
+    part_sidebar (&f);
+  else if (g_str_equal (part, "widths"))
+    part_widths (&f);
+  else if (g_str_equal (part, "loading"))
+    part_loading (&f);
+  else if (g_str_equal (part, "small"))
+    part_small (&f);
+  else
+    {
+      fprintf (stderr, "unknown part '%s'\n", part);
+      CHECK (FALSE);
+    }
+  fixture_end (&f);
+  return tn_test_finish (name);
+}
