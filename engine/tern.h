@@ -761,11 +761,13 @@ typedef enum tn_chat_kind {
                                system header always present */
     TN_CHAT_QWEN3 = 7,      /* ChatML + <think> handling (enable_thinking) */
     TN_CHAT_GEMMA3 = 8,     /* <start_of_turn>user/model, system folded into 1st user turn */
-    TN_CHAT_KIND_COUNT_ = 9,
+    TN_CHAT_GEMMA4 = 9,     /* <|turn>system/user/model ...<turn|>, <|think|> in the system
+                               turn when thinking, an empty thought channel when not */
+    TN_CHAT_KIND_COUNT_ = 10,
 } tn_chat_kind;
 
 /* "chatml", "llama2", "mistral", "mistral-v1", "mistral-v3", "llama3",
- * "llama3.1", "qwen3", "gemma3"; NULL for an unknown value. */
+ * "llama3.1", "qwen3", "gemma3", "gemma4"; NULL for an unknown value. */
 const char *tn_chat_kind_name(int kind);
 /* The inverse (exact names above); -1 if unknown. */
 int tn_chat_kind_from_name(const char *name);
