@@ -12,6 +12,13 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static void top2(const float *l, int n, int *a, int *b) {
     *a = 0;
@@ -60,6 +67,7 @@ int main(int argc, char **argv) {
     if (!ctx)
         return 1;
     struct llama_batch batch = llama_batch_init(512, 0, 1);
+    double t0 = now_s(), t_pp = 0;
     for (int p0 = 0; p0 < n; p0 += 512) {
         int m = n - p0 < 512 ? n - p0 : 512;
         batch.n_tokens = m;
@@ -70,8 +78,10 @@ int main(int argc, char **argv) {
             batch.seq_id[i][0] = 0;
             batch.logits[i] = 1;
         }
+        double tb = now_s();
         if (llama_decode(ctx, batch) != 0)
             return 1;
+        t_pp += now_s() - tb;
         for (int i = 0; i < m; i++) {
             const float *l = llama_get_logits_ith(ctx, i);
             int a, b;
@@ -79,6 +89,8 @@ int main(int argc, char **argv) {
             printf("%d %d %.6f %d %.6f\n", p0 + i, a, l[a], b, l[b]);
         }
     }
+    (void)t0;
+    double tg0 = now_s();
     if (greedy > 0) {
         const float *l = llama_get_logits_ith(ctx, -1);
         printf("greedy");
@@ -93,6 +105,8 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
+    fprintf(stderr, "timing: %d positions in %.2f s (%.2f tok/s, all logits); %d greedy steps in %.2f s (%.2f tok/s)\n",
+            n, t_pp, n / t_pp, greedy, now_s() - tg0, greedy > 0 ? greedy / (now_s() - tg0) : 0.0);
     llama_batch_free(batch);
     llama_free(ctx);
     llama_model_free(model);

@@ -7,6 +7,13 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static void top2(const float *l, int n, int *a, int *b) {
     *a = 0;
@@ -49,9 +56,13 @@ int main(int argc, char **argv) {
     }
     const int V = tn_model_n_vocab(m);
     float *lg = malloc(sizeof(float) * (size_t)V * 64);
+    double t0 = now_s(), t_pp = 0;
     for (int p0 = 0; p0 < n; p0 += 64) {
         int k = n - p0 < 64 ? n - p0 : 64;
-        if (tn_ctx_decode(ctx, toks + p0, k, TN_LOGITS_ALL, lg, &err)) {
+        double tb = now_s();
+        int drc = tn_ctx_decode(ctx, toks + p0, k, TN_LOGITS_ALL, lg, &err);
+        t_pp += now_s() - tb;
+        if (drc) {
             fprintf(stderr, "%s\n", err.message);
             return 1;
         }
@@ -62,6 +73,8 @@ int main(int argc, char **argv) {
                    lg[(size_t)i * V + b]);
         }
     }
+    (void)t0;
+    double tg0 = now_s();
     if (greedy > 0) {
         const float *l = lg + (size_t)((n - 1) % 64) * V;
         printf("greedy");
@@ -76,6 +89,8 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
+    fprintf(stderr, "timing: %d positions in %.2f s (%.2f tok/s, all logits); %d greedy steps in %.2f s (%.2f tok/s)\n",
+            n, t_pp, n / t_pp, greedy, now_s() - tg0, greedy > 0 ? greedy / (now_s() - tg0) : 0.0);
     free(lg);
     free(toks);
     tn_ctx_free(ctx);
