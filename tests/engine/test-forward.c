@@ -1093,6 +1093,42 @@ static void check_errors(void) {
     CHECK(write_variant(&s, path, "output_norm.weight", NULL, NULL) == 0);
     expect_load_error(&s, path, TN_ERR_FORMAT, "'output_norm.weight' is missing");
     remove(path);
+
+    /* Gemma 4 variants Tern does not run are refused by name, with what it
+     * does run: the MTP drafter, a mixture of experts (26B-A4B). */
+    spec g4 = make_spec("gemma4", TN_TYPE_Q8_0, 0);
+    CHECK(write_variant(&g4, path, NULL, NULL, "gemma4-assistant") == 0);
+    expect_load_error(&g4, path, TN_ERR_UNSUPPORTED, "'gemma4-assistant' is Gemma 4's");
+    char good[4200];
+    snprintf(good, sizeof good, "%s.moe", path);
+    CHECK(write_model(&g4, good) == 0);
+    tn_gguf *gg = NULL;
+    tn_error gerr = {0};
+    if (tn_gguf_open(good, &gg, &gerr) == TN_OK) {
+        tn_gguf_writer *w = tn_gguf_writer_new();
+        for (int64_t i = 0; i < tn_gguf_n_kv(gg); i++) {
+            tn_str k = tn_gguf_kv_key(gg, i);
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
+            tn_gguf_writer_set_value(w, key, tn_gguf_kv_value(gg, i));
+        }
+        tn_gguf_writer_set_u32(w, "gemma4.expert_count", 128);
+        for (int64_t i = 0; i < tn_gguf_n_tensors(gg); i++) {
+            const tn_gguf_tensor *t = tn_gguf_tensor_at(gg, i);
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+            uint64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+            tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, ne, t->data, t->nbytes);
+        }
+        CHECK(tn_gguf_writer_write(w, path, &gerr) == TN_OK);
+        tn_gguf_writer_free(w);
+        tn_gguf_close(gg);
+        expect_load_error(&g4, path, TN_ERR_UNSUPPORTED,
+                          "mixture-of-experts models (26B-A4B, 128 experts) are not supported; "
+                          "Tern runs the dense Gemma 4 models (E2B, E4B, 31B)");
+    }
+    remove(good);
+    remove(path);
     /* A file that is not a GGUF at all. */
     FILE *f = fopen(path, "wb");
     fputs("this is not a model", f);
