@@ -7,10 +7,13 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: tern-cli mkmodel --arch llama|qwen3|gemma3 --type TYPE --embd N --layers N\n"
-            "         --heads N --kv-heads N --head-dim N --ff N [--ctx N] [--window N]\n"
-            "         [--tokenizer PATH/tokenizer.json] [--seed S] [--tied] [--name NAME]\n"
-            "         [--logit-scale X] [-t THREADS] -o OUT.gguf\n"
+            "usage: tern-cli mkmodel --arch llama|qwen3|gemma3|gemma4 --type TYPE --embd N\n"
+            "         --layers N --heads N --kv-heads N --head-dim N --ff N [--ctx N] [--window N]\n"
+            "         [--tokenizer PATH/tokenizer.json | --vocab-gguf FILE.gguf] [--seed S]\n"
+            "         [--tied] [--name NAME] [--logit-scale X] [-t THREADS] -o OUT.gguf\n"
+            "       gemma4: [--preset gemma4-e2b|gemma4-e4b|gemma4-31b] [--head-dim-swa N]\n"
+            "         [--kv-heads-full N] [--per-layer N] [--shared-kv N] [--swa-period N]\n"
+            "         [--k-eq-v] [--double-wide] [--untied]   (tied unless --untied)\n"
             "       tern-cli mkmodel --arch dflash --target TARGET.gguf -o OUT.gguf ...\n"
             "         (a DFlash draft for TARGET; see 'tern-cli mkmodel --arch dflash --help')\n\n"
             "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_K q5_K q6_K, or the mixes q4_k_m\n"
@@ -39,6 +42,14 @@ int cmd_mkmodel(int argc, char **argv) {
     tn_mkmodel_params p = tn_mkmodel_default_params();
     const char *out = NULL;
     bool have[7] = {0};
+    bool untied = false;
+    /* A preset first, so that any other option overrides its values. */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--preset") && tn_mkmodel_preset(&p, argv[i + 1]) != TN_OK) {
+            cli_error("mkmodel: unknown preset '%s' (use gemma4-e2b, gemma4-e4b or gemma4-31b)",
+                      argv[i + 1]);
+            return CLI_EXIT_USAGE;
+        }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -47,6 +58,12 @@ int cmd_mkmodel(int argc, char **argv) {
         }
         if (!strcmp(a, "--tied")) {
             p.tied_output = true;
+            continue;
+        }
+        if (!strcmp(a, "--untied") || !strcmp(a, "--k-eq-v") || !strcmp(a, "--double-wide")) {
+            untied |= !strcmp(a, "--untied");
+            p.k_eq_v |= !strcmp(a, "--k-eq-v");
+            p.double_wide_ffn |= !strcmp(a, "--double-wide");
             continue;
         }
         if (i + 1 >= argc) {
@@ -61,6 +78,10 @@ int cmd_mkmodel(int argc, char **argv) {
             p.type = v;
         } else if (!strcmp(a, "--tokenizer")) {
             p.tokenizer = v;
+        } else if (!strcmp(a, "--vocab-gguf")) {
+            p.vocab_gguf = v;
+        } else if (!strcmp(a, "--preset")) {
+            continue; /* applied above */
         } else if (!strcmp(a, "--name")) {
             p.name = v;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
@@ -75,9 +96,12 @@ int cmd_mkmodel(int argc, char **argv) {
         } else {
             static const char *opts[] = {"--embd", "--layers", "--heads", "--kv-heads",
                                          "--head-dim", "--ff", "--ctx", "--window", "--seed",
-                                         "-t"};
+                                         "-t", "--head-dim-swa", "--kv-heads-full",
+                                         "--per-layer", "--shared-kv", "--swa-period"};
             int64_t *dst[] = {&p.n_embd, &p.n_layer, &p.n_head, &p.n_head_kv, &p.head_dim,
-                              &p.n_ff, &p.n_ctx, &p.sliding_window, NULL, NULL};
+                              &p.n_ff, &p.n_ctx, &p.sliding_window, NULL, NULL,
+                              &p.head_dim_swa, &p.n_head_kv_full, &p.n_embd_per_layer,
+                              &p.n_shared_kv, &p.swa_period};
             size_t k = 0;
             while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k]))
                 k++;
@@ -97,6 +121,10 @@ int cmd_mkmodel(int argc, char **argv) {
                 p.n_threads = (int)n;
         }
     }
+    if (p.arch && !strcmp(p.arch, "gemma4"))
+        p.tied_output = !untied; /* the published Gemma 4 models are tied */
+    else if (untied)
+        p.tied_output = false;
     if (!out) {
         cli_error("mkmodel: no output file (-o OUT.gguf)");
         return CLI_EXIT_USAGE;

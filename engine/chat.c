@@ -68,6 +68,7 @@ static const char *const kind_names[TN_CHAT_KIND_COUNT_] = {
     [TN_CHAT_LLAMA31] = "llama3.1",
     [TN_CHAT_QWEN3] = "qwen3",
     [TN_CHAT_GEMMA3] = "gemma3",
+    [TN_CHAT_GEMMA4] = "gemma4",
 };
 
 const char *tn_chat_kind_name(int kind) {
@@ -117,6 +118,8 @@ tn_chat_kind tn_chat_template_detect(const char *jinja, size_t len, const char *
     if (len > 0) {
         if (contains(jinja, len, "<|im_start|>"))
             return contains(jinja, len, "enable_thinking") ? TN_CHAT_QWEN3 : TN_CHAT_CHATML;
+        if (contains(jinja, len, "<|turn>"))
+            return TN_CHAT_GEMMA4;
         if (contains(jinja, len, "<start_of_turn>"))
             return TN_CHAT_GEMMA3;
         if (contains(jinja, len, "<|start_header_id|>"))
@@ -153,6 +156,11 @@ tn_chat_kind tn_chat_template_detect(const char *jinja, size_t len, const char *
         if (!strcmp(arch, "qwen2") || !strcmp(arch, "qwen2moe")) {
             *warning = "no chat template in the model: using ChatML for architecture 'qwen2'";
             return TN_CHAT_CHATML;
+        }
+        if (!strcmp(arch, "gemma4")) {
+            *warning = "no chat template in the model: using Gemma 4 <|turn> for its "
+                       "architecture";
+            return TN_CHAT_GEMMA4;
         }
         if (!strncmp(arch, "gemma", 5)) {
             *warning = "no chat template in the model: using Gemma 3 <start_of_turn> for its "
@@ -517,6 +525,73 @@ static void render_gemma3(sink *s, const tn_chat_message *m, size_t n, const tn_
         put(s, "<start_of_turn>model\n");
 }
 
+/* Gemma 4 (google-gemma-4-31B-it.jinja, without tools): an optional system
+ * turn that also carries <|think|> when thinking is on, user turns trimmed,
+ * model turns with their thought channels removed (strip_thinking) and
+ * trimmed, a model turn right after another one continuing it without a new
+ * header; the generation prompt opens a model turn and, thinking off, an
+ * empty thought channel. */
+static void gemma4_system(sink *s, const char *system, bool thinking) {
+    if (!system && !thinking)
+        return;
+    put(s, "<|turn>system\n");
+    if (thinking)
+        put(s, "<|think|>\n");
+    if (system)
+        putv(s, py_strip(mkview(system)));
+    put(s, "<turn|>\n");
+}
+
+/* strip_thinking: of each part split at "<channel|>", what comes before a
+ * "<|channel>" in it (or all of it), the whole trimmed. */
+static void gemma4_model_content(sink *s, view c) {
+    tn_buf tmp = {0};
+    sink t = {&tmp, TN_OK};
+    put(&t, "");
+    static const char close[] = "<channel|>", open[] = "<|channel>";
+    for (;;) {
+        const char *end = find_first(c, close);
+        view part = {c.p, end ? (size_t)(end - c.p) : c.n};
+        const char *o = find_first(part, open);
+        putv(&t, o ? (view){part.p, (size_t)(o - part.p)} : part);
+        if (!end)
+            break;
+        size_t skip = (size_t)(end - c.p) + sizeof close - 1;
+        c = (view){c.p + skip, c.n - skip};
+    }
+    if (t.rc != TN_OK)
+        s->rc = t.rc;
+    else
+        putv(s, py_strip((view){tmp.data, tmp.len}));
+    tn_buf_free(&tmp);
+}
+
+static void gemma4_generation_prompt(sink *s, bool thinking) {
+    put(s, "<|turn>model\n");
+    if (!thinking)
+        put(s, "<|channel>thought\n<channel|>");
+}
+
+static void render_gemma4(sink *s, const tn_chat_message *m, size_t n, const tn_chat_options *o) {
+    convo c = split_convo(m, n);
+    gemma4_system(s, c.system, o->enable_thinking);
+    for (size_t i = c.first; i < n; i++) {
+        const bool model = m[i].role == TN_CHAT_ROLE_ASSISTANT;
+        if (!(model && i > c.first && m[i - 1].role == TN_CHAT_ROLE_ASSISTANT)) {
+            put(s, "<|turn>");
+            put(s, model ? "model" : role_name(m[i].role));
+            put(s, "\n");
+        }
+        if (model)
+            gemma4_model_content(s, mkview(m[i].content));
+        else
+            putv(s, py_strip(mkview(m[i].content)));
+        put(s, "<turn|>\n");
+    }
+    if (o->add_generation_prompt)
+        gemma4_generation_prompt(s, o->enable_thinking);
+}
+
 /* Llama 2: the system block is glued to the first message's content and the
  * whole is strip()ped; every user turn but the first opens with BOS. */
 static void render_llama2(sink *s, const tn_chat_message *m, size_t n) {
@@ -608,7 +683,7 @@ static bool has_tool_role(tn_chat_kind kind) {
 
 static bool system_anywhere(tn_chat_kind kind) {
     return kind == TN_CHAT_CHATML || kind == TN_CHAT_QWEN3 || kind == TN_CHAT_LLAMA3 ||
-           kind == TN_CHAT_LLAMA31;
+           kind == TN_CHAT_LLAMA31 || kind == TN_CHAT_GEMMA4;
 }
 
 static int check_args(tn_chat_kind kind, tn_buf *out, tn_error *err) {
@@ -682,6 +757,7 @@ int tn_chat_render_spans(tn_chat_kind kind, const tn_chat_message *msgs, size_t 
     case TN_CHAT_LLAMA3: render_llama3(&s, msgs, n_msgs, &o); break;
     case TN_CHAT_LLAMA31: render_llama31(&s, msgs, n_msgs, &o); break;
     case TN_CHAT_GEMMA3: render_gemma3(&s, msgs, n_msgs, &o); break;
+    case TN_CHAT_GEMMA4: render_gemma4(&s, msgs, n_msgs, &o); break;
     case TN_CHAT_LLAMA2: render_llama2(&s, msgs, n_msgs); break;
     case TN_CHAT_MISTRAL:
     case TN_CHAT_MISTRAL_V1:
@@ -718,6 +794,12 @@ int tn_chat_render_system_spans(tn_chat_kind kind, const char *system,
             text(&s, system);
             put(&s, "\n\n");
         }
+        break;
+    case TN_CHAT_GEMMA4:
+        /* Gemma 4's thinking switch lives in the system turn, which a pin
+         * fixes: pinned prompts are rendered with thinking off (the
+         * template's default), whatever opts says (render_turn matches). */
+        gemma4_system(&s, system, false);
         break;
     case TN_CHAT_LLAMA2:
         /* strip() of the glued content cannot reach into the system block
@@ -774,6 +856,13 @@ int tn_chat_render_turn_spans(tn_chat_kind kind, bool has_system, const char *us
             gemma3_open(&s, TN_CHAT_ROLE_USER);
         textv(&s, py_strip(u));
         put(&s, "<end_of_turn>\n<start_of_turn>model\n");
+        break;
+    case TN_CHAT_GEMMA4:
+        (void)has_system; /* the system turn, if any, is closed already */
+        put(&s, "<|turn>user\n");
+        putv(&s, py_strip(u));
+        put(&s, "<turn|>\n");
+        gemma4_generation_prompt(&s, false); /* thinking off: see render_system */
         break;
     case TN_CHAT_LLAMA2:
         if (has_system) {

@@ -141,6 +141,10 @@ void tn_ctx_free(tn_ctx *ctx) {
     free(ctx->scores);
     free(ctx->cap_ids);
     free(ctx->cap);
+    free(ctx->kv_off);
+    free(ctx->ple);
+    free(ctx->ple_row);
+    free(ctx->plg);
     free(ctx);
 }
 
@@ -154,11 +158,14 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
     const tn_hparams *hp = &model->hp;
     if (n_ctx <= 0)
         n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
-    const uint64_t row = (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
+    /* Per position: the KV width of every layer that owns KV memory. */
+    uint64_t row = 0;
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        if (model->layers[il].kv_layer == il)
+            row += (uint64_t)model->layers[il].n_head_kv * (uint64_t)model->layers[il].head_dim;
     const uint64_t kv_rows = ((uint64_t)n_ctx + TN_ATTN_KB - 1) / TN_ATTN_KB * TN_ATTN_KB;
     uint64_t kv_elems;
-    if (!tn_mul_u64(row * (uint64_t)hp->n_layer, kv_rows, &kv_elems) ||
-        kv_elems > SIZE_MAX / sizeof(uint16_t) / 2)
+    if (!tn_mul_u64(row, kv_rows, &kv_elems) || kv_elems > SIZE_MAX / sizeof(uint16_t) / 2)
         return tn_fail(err, TN_ERR_OVERFLOW, "%s: a context of %d tokens does not fit in memory",
                        model->path, n_ctx);
     tn_ctx *ctx = calloc(1, sizeof *ctx);
@@ -178,6 +185,21 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
      * the environment says now. */
     tn_cpu_set_isa(ctx->cpu, model->isa);
     bool ok = true;
+    ctx->kv_off = xcalloc((size_t)hp->n_layer, sizeof *ctx->kv_off, &ok);
+    if (!ok) {
+        tn_ctx_free(ctx);
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    }
+    size_t off = 0;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const tn_layer *L = &model->layers[il];
+        if (L->kv_layer != il) {
+            ctx->kv_off[il] = ctx->kv_off[L->kv_layer];
+            continue;
+        }
+        ctx->kv_off[il] = off;
+        off += (size_t)L->n_head_kv * (size_t)L->head_dim * (size_t)kv_rows;
+    }
     size_t half = (size_t)kv_elems * sizeof(uint16_t);
     uint8_t *kv = kv_map(&half);
     if (kv) {
@@ -192,20 +214,27 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
                        n_ctx, 2.0 * (double)kv_elems * sizeof(uint16_t) / (1 << 20));
     }
     const size_t U = TN_UBATCH, E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
-    const size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
+    const size_t QD = (size_t)hp->n_head * (size_t)hp->max_head_dim;
+    const size_t KD = (size_t)hp->max_kv_dim;
+    const size_t LP = (size_t)hp->n_layer * (size_t)hp->n_embd_per_layer;
     ctx->x = xcalloc(U * E, sizeof(float), &ok);
     ctx->xn = xcalloc(U * E, sizeof(float), &ok);
     ctx->q = xcalloc(U * QD, sizeof(float), &ok);
     ctx->qb = xcalloc(U * QD, sizeof(uint16_t), &ok);
-    ctx->k = xcalloc(U * row, sizeof(float), &ok);
-    ctx->v = xcalloc(U * row, sizeof(float), &ok);
+    ctx->k = xcalloc(U * KD, sizeof(float), &ok);
+    ctx->v = xcalloc(U * KD, sizeof(float), &ok);
     ctx->att = xcalloc(U * QD, sizeof(float), &ok);
     ctx->o = xcalloc(U * E, sizeof(float), &ok);
     ctx->gate = xcalloc(U * F, sizeof(float), &ok);
     ctx->up = xcalloc(U * F, sizeof(float), &ok);
-    ctx->rope_cs = xcalloc(2 * U * (size_t)hp->n_rot, sizeof(float), &ok);
-    ctx->scores = xcalloc((size_t)ctx->n_threads * tn_attention_scratch_floats(hp->head_dim),
+    ctx->rope_cs = xcalloc(2 * U * (size_t)hp->max_rot, sizeof(float), &ok);
+    ctx->scores = xcalloc((size_t)ctx->n_threads * tn_attention_scratch_floats(hp->max_head_dim),
                           sizeof(float), &ok);
+    if (LP > 0) {
+        ctx->ple = xcalloc(U * LP, sizeof(float), &ok);
+        ctx->ple_row = xcalloc(LP, sizeof(float), &ok);
+        ctx->plg = xcalloc(U * (size_t)hp->n_embd_per_layer, sizeof(float), &ok);
+    }
     ctx->ub_rows = TN_UBATCH;
     if (!ok) {
         tn_ctx_free(ctx);
@@ -284,15 +313,20 @@ uint64_t tn_ctx_kv_state_bytes(const tn_ctx *ctx, int32_t n) {
  * where each head's rows are [n][head_dim] bf16 (the snapshot format,
  * whatever the cache's own layout). */
 static void kv_blocks(const tn_ctx *ctx, int32_t n, void *buf, bool save) {
-    const tn_hparams *hp = &ctx->model->hp;
-    const int32_t D = hp->head_dim;
-    const size_t block = (size_t)n * (size_t)D;
-    const size_t stride = (size_t)ctx->kv_rows * (size_t)D;
+    const tn_model *m = ctx->model;
     uint16_t *p = buf;
     for (int which = 0; which < 2; which++) {
         uint16_t *cache = which == 0 ? ctx->k_cache : ctx->v_cache;
-        for (int64_t b = 0; b < (int64_t)hp->n_layer * hp->n_head_kv; b++) {
-            uint16_t *rows = cache + (size_t)b * stride;
+        /* Layers that own KV memory, in order (shared-KV layers have none);
+         * each with its own head count and size. */
+        for (int64_t b = 0; b < (int64_t)m->hp.n_layer * m->hp.max_kv_dim; b++) {
+            const int32_t il = (int32_t)(b / m->hp.max_kv_dim), kvh = (int32_t)(b % m->hp.max_kv_dim);
+            const tn_layer *L = &m->layers[il];
+            if (L->kv_layer != il || kvh >= L->n_head_kv)
+                continue;
+            const int32_t D = L->head_dim;
+            const size_t block = (size_t)n * (size_t)D;
+            uint16_t *rows = cache + ctx->kv_off[il] + (size_t)kvh * (size_t)ctx->kv_rows * (size_t)D;
             for (int32_t j = 0; j < n; j++)
                 for (int32_t d = 0; d < D; d++) {
                     uint16_t *e = rows + (which == 0 ? tn_attn_k_index(j, d, D)
@@ -342,10 +376,10 @@ typedef struct ubatch {
                        span attends bidirectionally (Gemma 3); 0: causal */
 } ubatch;
 
+/* Layer il's KV head kvh: a shared-KV layer gets its source layer's. */
 static uint16_t *kv_head_rows(const tn_ctx *ctx, uint16_t *cache, int32_t il, int32_t kvh) {
-    const tn_hparams *hp = &ctx->model->hp;
-    return cache + ((size_t)il * (size_t)hp->n_head_kv + (size_t)kvh) * (size_t)ctx->kv_rows *
-                       (size_t)hp->head_dim;
+    return cache + ctx->kv_off[il] +
+           (size_t)kvh * (size_t)ctx->kv_rows * (size_t)ctx->model->layers[il].head_dim;
 }
 
 /* QK-norm and rope of every head of every row, then the keys and values go
@@ -355,27 +389,32 @@ static void task_qk(void *p, int ith, int nth) {
     tn_ctx *ctx = ub->ctx;
     const tn_hparams *hp = &ctx->model->hp;
     const tn_layer *L = ub->layer;
-    const int32_t D = hp->head_dim, H = hp->n_head, KV = hp->n_head_kv;
+    const int32_t D = L->head_dim, H = hp->n_head;
+    /* A shared-KV layer computes only queries: its keys and values are
+     * another layer's, already in the cache. */
+    const int32_t KV = L->kv_layer == ub->il ? L->n_head_kv : 0;
     const int64_t items = (int64_t)ub->n * (H + KV);
-    const float *cs_all = ctx->rope_cs + (L->swa ? (size_t)ctx->ub_rows * (size_t)hp->n_rot : 0);
+    const float *cs_all = ctx->rope_cs + (L->swa ? (size_t)ctx->ub_rows * (size_t)hp->max_rot : 0);
     for (int64_t it = ith; it < items; it += nth) {
         const int32_t i = (int32_t)(it / (H + KV)), h = (int32_t)(it % (H + KV));
-        const float *cs = cs_all + (size_t)i * (size_t)hp->n_rot;
+        const float *cs = cs_all + (size_t)i * (size_t)hp->max_rot;
         if (h < H) {
             float *q = ctx->q + ((size_t)i * H + (size_t)h) * D;
             if (hp->qk_norm)
                 tn_rmsnorm(q, q, L->q_norm, D, hp->norm_eps);
-            rope_apply(q, cs, hp->n_rot, hp->rope_kind);
+            rope_apply(q, cs, L->n_rot, hp->rope_kind);
             uint16_t *qb = ctx->qb + ((size_t)i * H + (size_t)h) * D;
             for (int32_t d = 0; d < D; d++)
                 qb[d] = tn_bf16_from_f32(q[d]);
         } else {
             const int32_t kvh = h - H;
             float *k = ctx->k + ((size_t)i * KV + (size_t)kvh) * D;
-            const float *v = ctx->v + ((size_t)i * KV + (size_t)kvh) * D;
+            float *v = ctx->v + ((size_t)i * KV + (size_t)kvh) * D;
             if (hp->qk_norm)
                 tn_rmsnorm(k, k, L->k_norm, D, hp->norm_eps);
-            rope_apply(k, cs, hp->n_rot, hp->rope_kind);
+            if (hp->v_norm)
+                tn_rmsnorm(v, v, ctx->model->ones, D, hp->norm_eps);
+            rope_apply(k, cs, L->n_rot, hp->rope_kind);
             const int64_t pos = ub->pos0 + i;
             uint16_t *kc = kv_head_rows(ctx, ctx->k_cache, ub->il, kvh);
             uint16_t *vc = kv_head_rows(ctx, ctx->v_cache, ub->il, kvh);
@@ -397,8 +436,9 @@ static void task_attention(void *p, int ith, int nth) {
     const ubatch *ub = p;
     tn_ctx *ctx = ub->ctx;
     const tn_hparams *hp = &ctx->model->hp;
-    const int32_t D = hp->head_dim, H = hp->n_head, KV = hp->n_head_kv, group = H / KV;
-    const int32_t window = ub->layer->swa ? hp->sliding_window : 0;
+    const tn_layer *L = ub->layer;
+    const int32_t D = L->head_dim, H = hp->n_head, KV = L->n_head_kv, group = H / KV;
+    const int32_t window = L->swa ? hp->sliding_window : 0;
     float *scratch = ctx->scores + (size_t)ith * tn_attention_scratch_floats(D);
     const tn_isa isa = tn_cpu_isa(ctx->cpu);
     const int64_t per_head = (int64_t)ub->n * group;
@@ -436,7 +476,7 @@ static void task_glu(void *p, int ith, int nth) {
     const ubatch *ub = p;
     tn_ctx *ctx = ub->ctx;
     const tn_hparams *hp = &ctx->model->hp;
-    const int64_t total = (int64_t)ub->n * hp->n_ff;
+    const int64_t total = (int64_t)ub->n * ub->layer->n_ff;
     const int64_t chunk = (total + nth - 1) / nth;
     const int64_t lo = chunk * ith, hi = lo + chunk < total ? lo + chunk : total;
     float *g = ctx->gate;
@@ -479,6 +519,69 @@ static bool captures_last_layer(const tn_ctx *ctx) {
     return false;
 }
 
+/* Gemma 4's per-layer inputs of n rows into ctx->ple [n][n_layer][P]
+ * (src/models/gemma4.cpp, project_per_layer_inputs): the scaled embedding
+ * projected by per_layer_model_proj and scaled by 1/sqrt(n_embd), each
+ * layer's slice RMS-normed by per_layer_proj_norm, plus the token's row of
+ * per_layer_token_embd times sqrt(P), all times 1/sqrt(2). That table row
+ * is read from the mapped file (row 0 for embedding input, as llama.cpp). */
+static int per_layer_inputs(tn_ctx *ctx, const int32_t *tokens, int32_t n, tn_error *err) {
+    const tn_model *m = ctx->model;
+    const tn_hparams *hp = &m->hp;
+    const int32_t P = hp->n_embd_per_layer, NL = hp->n_layer;
+    const size_t LP = (size_t)NL * (size_t)P;
+    int rc = matmul(ctx, &m->pl_model_proj, ctx->x, n, ctx->ple, err);
+    if (rc != TN_OK)
+        return rc;
+    const float proj_scale = 1.0f / sqrtf((float)hp->n_embd), tok_scale = sqrtf((float)P);
+    const float in_scale = 1.0f / sqrtf(2.0f);
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t tok = tokens ? tokens[i] : 0;
+        rc = tn_weight_row_f32(&m->pl_tok_embd, tok, ctx->ple_row);
+        if (rc != TN_OK)
+            return tn_fail(err, rc, "%s: cannot read per-layer embedding row %d", m->path, tok);
+        float *r = ctx->ple + (size_t)i * LP;
+        for (size_t e = 0; e < LP; e++)
+            r[e] *= proj_scale;
+        for (int32_t il = 0; il < NL; il++) {
+            float *s = r + (size_t)il * P;
+            const float *t = ctx->ple_row + (size_t)il * P;
+            tn_rmsnorm(s, s, m->pl_proj_norm, P, hp->norm_eps);
+            for (int32_t e = 0; e < P; e++)
+                s[e] = (s[e] + t[e] * tok_scale) * in_scale;
+        }
+    }
+    return TN_OK;
+}
+
+/* The per-layer input's block at the end of Gemma 4 layer il, on rows
+ * [0, n) of ctx->x (whose per-layer inputs are rows skip.. of ctx->ple):
+ * x += post_norm(proj(gelu(inp_gate x) * input)). */
+static int per_layer_block(tn_ctx *ctx, const tn_layer *L, int32_t il, int32_t n, int32_t skip,
+                           tn_error *err) {
+    const tn_hparams *hp = &ctx->model->hp;
+    const int32_t P = hp->n_embd_per_layer, E = hp->n_embd;
+    const size_t LP = (size_t)hp->n_layer * (size_t)P;
+    int rc = matmul(ctx, &L->pl_gate, ctx->x, n, ctx->plg, err);
+    if (rc != TN_OK)
+        return rc;
+    for (int32_t i = 0; i < n; i++) {
+        float *g = ctx->plg + (size_t)i * P;
+        const float *in = ctx->ple + (size_t)(i + skip) * LP + (size_t)il * P;
+        for (int32_t e = 0; e < P; e++)
+            g[e] = gelu_tanh(g[e]) * in[e];
+    }
+    if ((rc = matmul(ctx, &L->pl_proj, ctx->plg, n, ctx->o, err)))
+        return rc;
+    for (int32_t i = 0; i < n; i++) {
+        float *o = ctx->o + (size_t)i * E, *x = ctx->x + (size_t)i * E;
+        tn_rmsnorm(o, o, L->pl_post_norm, E, hp->norm_eps);
+        for (int32_t e = 0; e < E; e++)
+            x[e] += o[e];
+    }
+    return TN_OK;
+}
+
 /* Runs rows [row0, row0 + n) of a decode (n <= ctx->ub_rows) through every
  * layer; leaves the final residual stream in ctx->x. The input rows are the
  * embeddings of tokens, or (tokens NULL) the given embd rows [n][n_embd],
@@ -519,15 +622,21 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
                 x[e] *= hp->embd_scale;
     }
     capture(ctx, 0, row0, n);
+    if (hp->n_embd_per_layer > 0 && (rc = per_layer_inputs(ctx, tokens, n, err)))
+        return rc;
 
-    const size_t half_table = (size_t)ctx->ub_rows * (size_t)hp->n_rot;
+    /* Gemma 4's rope_freqs are the full-attention layers' alone (its
+     * proportional rope); Llama's apply everywhere (it has no sliding layers). */
+    const float *freqs_swa = hp->arch == TN_ARCH_GEMMA4 ? NULL : m->rope_freqs;
+    const size_t R = (size_t)hp->max_rot, half_table = (size_t)ctx->ub_rows * R;
     for (int32_t i = 0; i < n; i++) {
-        rope_angles(ctx->rope_cs + (size_t)i * hp->n_rot, pos0 + i, hp->n_rot, hp->rope_base,
+        rope_angles(ctx->rope_cs + (size_t)i * R, pos0 + i, hp->n_rot, hp->rope_base,
                     hp->rope_scale, m->rope_freqs);
         if (hp->sliding_window > 0)
-            rope_angles(ctx->rope_cs + half_table + (size_t)i * hp->n_rot, pos0 + i, hp->n_rot,
-                        hp->rope_base_swa, hp->rope_scale_swa, m->rope_freqs);
+            rope_angles(ctx->rope_cs + half_table + (size_t)i * R, pos0 + i, hp->n_rot_swa,
+                        hp->rope_base_swa, hp->rope_scale_swa, freqs_swa);
     }
+    int32_t ple_skip = 0; /* rows dropped before the last layer (per-layer inputs) */
 
     for (int32_t il = 0; il < hp->n_layer; il++) {
         if (atomic_load(&ctx->cancel))
@@ -539,16 +648,24 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
         for (int32_t i = 0; i < n; i++)
             tn_rmsnorm(ctx->xn + (size_t)i * E, ctx->x + (size_t)i * E, L->attn_norm, E,
                        hp->norm_eps);
-        if ((rc = matmul(ctx, &L->wq, ctx->xn, n, ctx->q, err)) ||
-            (rc = matmul(ctx, &L->wk, ctx->xn, n, ctx->k, err)) ||
-            (rc = matmul(ctx, &L->wv, ctx->xn, n, ctx->v, err)))
+        if ((rc = matmul(ctx, &L->wq, ctx->xn, n, ctx->q, err)))
             return rc;
+        if (L->kv_layer == il) {
+            if ((rc = matmul(ctx, &L->wk, ctx->xn, n, ctx->k, err)))
+                return rc;
+            if (L->v_is_k) /* Gemma 4 without attn_v: values from the raw key projection */
+                memcpy(ctx->v, ctx->k,
+                       (size_t)n * (size_t)L->n_head_kv * (size_t)L->head_dim * sizeof(float));
+            else if ((rc = matmul(ctx, &L->wv, ctx->xn, n, ctx->v, err)))
+                return rc;
+        }
         tn_cpu_parallel(ctx->cpu, task_qk, &ub);
         if (il == hp->n_layer - 1 && out_rows < n) {
             if (out_rows == 0)
                 return TN_OK;
             const int32_t skip = n - out_rows;
-            const size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
+            const size_t QD = (size_t)hp->n_head * (size_t)L->head_dim;
+            ple_skip = skip;
             memmove(ctx->qb, ctx->qb + (size_t)skip * QD, (size_t)out_rows * QD * sizeof *ctx->qb);
             memmove(ctx->x, ctx->x + (size_t)skip * E, (size_t)out_rows * E * sizeof *ctx->x);
             n = out_rows;
@@ -581,6 +698,11 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
             for (int32_t e = 0; e < E; e++)
                 x[e] += o[e];
         }
+        if (hp->n_embd_per_layer > 0 && (rc = per_layer_block(ctx, L, il, n, ple_skip, err)))
+            return rc;
+        if (L->out_scale != 1.0f)
+            for (size_t e = 0; e < (size_t)n * (size_t)E; e++)
+                ctx->x[e] *= L->out_scale;
         capture(ctx, il + 1, row0, n);
     }
     return TN_OK;
@@ -612,18 +734,25 @@ static int grow_scratch(tn_ctx *ctx, int32_t rows, tn_error *err) {
         return TN_OK;
     const tn_hparams *hp = &ctx->model->hp;
     const size_t U = (size_t)rows, E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
-    const size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
-    const size_t KD = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
-    float **bufs[] = {&ctx->x, &ctx->xn, &ctx->q, &ctx->k, &ctx->v, &ctx->att,
-                      &ctx->o, &ctx->gate, &ctx->up, &ctx->rope_cs};
-    const size_t sizes[] = {U * E, U * E, U * QD, U * KD, U * KD, U * QD,
-                            U * E, U * F, U * F, 2 * U * (size_t)hp->n_rot};
+    const size_t QD = (size_t)hp->n_head * (size_t)hp->max_head_dim;
+    const size_t KD = (size_t)hp->max_kv_dim;
+    const size_t LP = (size_t)hp->n_layer * (size_t)hp->n_embd_per_layer;
+    const size_t P = (size_t)hp->n_embd_per_layer;
+    float **bufs[] = {&ctx->x, &ctx->xn, &ctx->q, &ctx->k, &ctx->v, &ctx->att, &ctx->o,
+                      &ctx->gate, &ctx->up, &ctx->rope_cs, &ctx->ple, &ctx->plg};
+    const size_t sizes[] = {U * E, U * E, U * QD, U * KD, U * KD, U * QD, U * E,
+                            U * F, U * F, 2 * U * (size_t)hp->max_rot, U * LP, U * P};
     for (size_t b = 0; b < sizeof sizes / sizeof sizes[0]; b++) {
         float *p = calloc(sizes[b] ? sizes[b] : 1, sizeof(float));
         if (!p)
             return tn_fail(err, TN_ERR_NOMEM, "out of memory for a %d-row image span", rows);
         free(*bufs[b]);
         *bufs[b] = p;
+    }
+    if (LP == 0) { /* no per-layer inputs: those two stay unallocated */
+        free(ctx->ple);
+        free(ctx->plg);
+        ctx->ple = ctx->plg = NULL;
     }
     uint16_t *qb = calloc(U * QD, sizeof *qb);
     if (!qb)

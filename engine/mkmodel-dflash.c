@@ -83,9 +83,17 @@ static void add(dtensor *ts, size_t *nt, const char *name, uint32_t type, int64_
     t->seed = seed;
 }
 
+/* One integer, or the first of a per-layer array (Gemma 4's head_count_kv
+ * and feed_forward_length): the draft's own sizes only need a typical value. */
 static int get_u(const tn_gguf *g, const char *arch, const char *suffix, int64_t *out) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    const tn_gguf_value *v = tn_gguf_find(g, key);
+    if (v && v->type == TN_GGUF_ARRAY && v->v.arr.n > 0 && v->v.arr.type != TN_GGUF_STRING &&
+        v->v.arr.type != TN_GGUF_ARRAY) {
+        *out = tn_gguf_arr_int(v, 0);
+        return TN_OK;
+    }
     return tn_gguf_get_int(g, key, out);
 }
 

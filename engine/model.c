@@ -20,6 +20,7 @@ const char *tn_arch_name(tn_arch arch) {
     case TN_ARCH_LLAMA: return "llama";
     case TN_ARCH_QWEN3: return "qwen3";
     case TN_ARCH_GEMMA3: return "gemma3";
+    case TN_ARCH_GEMMA4: return "gemma4";
     }
     return "unknown";
 }
@@ -58,6 +59,37 @@ static int key_int(loader *ld, const char *suffix, bool required, int64_t def, i
         return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is %lld, outside [%lld, %lld]",
                        ld->path, key, (long long)v, (long long)lo, (long long)hi);
     *out = (int32_t)v;
+    return TN_OK;
+}
+
+/* A key that is one integer or one per layer (Gemma 4's head_count_kv and
+ * feed_forward_length): out[n_layer]. */
+static int key_int_layers(loader *ld, const char *suffix, bool required, int64_t def,
+                          int64_t lo, int64_t hi, int32_t n_layer, int32_t *out) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", ld->arch, suffix);
+    const tn_gguf_value *v = tn_gguf_find(ld->g, key);
+    if (!v || v->type != TN_GGUF_ARRAY) {
+        int32_t one;
+        int rc = key_int(ld, suffix, required, def, lo, hi, &one);
+        for (int32_t il = 0; rc == TN_OK && il < n_layer; il++)
+            out[il] = one;
+        return rc;
+    }
+    if (v->v.arr.n != (uint64_t)n_layer ||
+        (v->v.arr.type != TN_GGUF_I32 && v->v.arr.type != TN_GGUF_U32 &&
+         v->v.arr.type != TN_GGUF_I64 && v->v.arr.type != TN_GGUF_U64 &&
+         v->v.arr.type != TN_GGUF_U16 && v->v.arr.type != TN_GGUF_I16))
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: '%s' must be an integer or one per layer (%d)",
+                       ld->path, key, n_layer);
+    for (int32_t il = 0; il < n_layer; il++) {
+        int64_t x = tn_gguf_arr_int(v, (uint64_t)il);
+        if (x < lo || x > hi)
+            return tn_fail(ld->err, TN_ERR_FORMAT,
+                           "%s: metadata key '%s' is %lld at layer %d, outside [%lld, %lld]",
+                           ld->path, key, (long long)x, il, (long long)lo, (long long)hi);
+        out[il] = (int32_t)x;
+    }
     return TN_OK;
 }
 
@@ -186,28 +218,56 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
         hp->arch = TN_ARCH_QWEN3;
     else if (tn_str_eq(arch, "gemma3"))
         hp->arch = TN_ARCH_GEMMA3;
+    else if (tn_str_eq(arch, "gemma4"))
+        hp->arch = TN_ARCH_GEMMA4;
+    else if (tn_str_eq(arch, "gemma4-assistant"))
+        return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                       "%s: 'gemma4-assistant' is Gemma 4's multi-token-prediction drafter, not "
+                       "a model Tern runs (Tern runs the dense Gemma 4 models: E2B, E4B, 31B)",
+                       ld->path);
     else
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
-                       "%s: architecture '%.*s' is not supported (Tern runs llama, qwen3 and "
-                       "gemma3)",
+                       "%s: architecture '%.*s' is not supported (Tern runs llama, qwen3, "
+                       "gemma3 and gemma4)",
                        ld->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     ld->arch = tn_arch_name(hp->arch);
 
     int32_t experts = 0;
     if ((rc = key_int(ld, "expert_count", false, 0, 0, MAX_DIM, &experts)))
         return rc;
+    if (hp->arch == TN_ARCH_GEMMA4 &&
+        (experts > 0 || tn_gguf_find_tensor(ld->g, "blk.0.ffn_gate_inp.weight")))
+        return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                       "%s: Gemma 4 mixture-of-experts models (26B-A4B, %d experts) are not "
+                       "supported; Tern runs the dense Gemma 4 models (E2B, E4B, 31B)",
+                       ld->path, experts);
     if (experts > 0)
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
                        "%s: mixture-of-experts models (%d experts) are not supported", ld->path,
                        experts);
+    if (hp->arch == TN_ARCH_GEMMA4)
+        for (int64_t i = 0; i < tn_gguf_n_tensors(ld->g); i++) {
+            const tn_gguf_tensor *t = tn_gguf_tensor_at(ld->g, i);
+            if ((t->name.len > 2 && !memcmp(t->name.ptr, "a.", 2)) ||
+                (t->name.len > 5 && !memcmp(t->name.ptr, "audio", 5)))
+                return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                               "%s: tensor '%.*s': Gemma 4 audio is not supported; Tern runs the "
+                               "text of the dense Gemma 4 models (E2B, E4B, 31B)",
+                               ld->path, (int)(t->name.len > 64 ? 64 : t->name.len), t->name.ptr);
+        }
 
     if ((rc = key_int(ld, "context_length", true, 0, 1, INT32_MAX, &hp->n_ctx_train)) ||
         (rc = key_int(ld, "embedding_length", true, 0, 1, MAX_DIM, &hp->n_embd)) ||
         (rc = key_int(ld, "block_count", true, 0, 1, MAX_LAYERS, &hp->n_layer)) ||
-        (rc = key_int(ld, "feed_forward_length", true, 0, 1, MAX_DIM, &hp->n_ff)) ||
-        (rc = key_int(ld, "attention.head_count", true, 0, 1, MAX_DIM, &hp->n_head)) ||
-        (rc = key_int(ld, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head,
-                      &hp->n_head_kv)))
+        (rc = key_int(ld, "attention.head_count", true, 0, 1, MAX_DIM, &hp->n_head)))
+        return rc;
+    /* Gemma 4 may give these per layer: load_layer_shapes reads them. */
+    hp->n_ff = 1;
+    hp->n_head_kv = hp->n_head;
+    if (hp->arch != TN_ARCH_GEMMA4 &&
+        ((rc = key_int(ld, "feed_forward_length", true, 0, 1, MAX_DIM, &hp->n_ff)) ||
+         (rc = key_int(ld, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head,
+                       &hp->n_head_kv))))
         return rc;
     if (hp->n_head % hp->n_head_kv != 0)
         return tn_fail(ld->err, TN_ERR_FORMAT,
@@ -279,12 +339,42 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->embd_scale = 1.0f;
     hp->final_softcap = 0;
+    hp->n_layer_kv = hp->n_layer;
+    hp->n_rot_swa = hp->n_rot;
 
     switch (hp->arch) {
     case TN_ARCH_LLAMA:
         break;
     case TN_ARCH_QWEN3:
         hp->qk_norm = true;
+        break;
+    case TN_ARCH_GEMMA4:
+        /* src/models/gemma4.cpp: no query pre-scaling (self.scaling = 1),
+         * weightless RMSNorm of the values, sliding layers rotating with
+         * rope.freq_base_swa (default 10000) and no scaling. */
+        hp->qk_norm = true;
+        hp->v_norm = true;
+        hp->post_norms = true;
+        hp->gelu = true;
+        hp->embd_scale = sqrtf((float)hp->n_embd);
+        hp->attn_scale = 1.0f;
+        if ((rc = key_float(ld, "rope.freq_base_swa", false, 10000.0, &d)))
+            return rc;
+        if (!(d > 1))
+            return tn_fail(ld->err, TN_ERR_FORMAT, "%s: rope frequency base %g is out of range",
+                           ld->path, d);
+        hp->rope_base_swa = (float)d;
+        hp->rope_scale_swa = 1.0f;
+        if ((rc = key_int(ld, "attention.sliding_window", true, 0, 0, INT32_MAX,
+                          &hp->sliding_window)) ||
+            (rc = key_int(ld, "embedding_length_per_layer_input", false, 0, 0, 1 << 16,
+                          &hp->n_embd_per_layer)))
+            return rc;
+        int32_t shared = 0;
+        if ((rc = key_int(ld, "attention.shared_kv_layers", false, 0, 0, hp->n_layer - 1,
+                          &shared)))
+            return rc;
+        hp->n_layer_kv = hp->n_layer - shared;
         break;
     case TN_ARCH_GEMMA3:
         hp->qk_norm = true;
@@ -345,10 +435,115 @@ static int load_swa_pattern(loader *ld, tn_model *m) {
     return TN_OK;
 }
 
+/* Every layer's own shapes, and which layer's KV memory it reads. One
+ * shape for all layers except in Gemma 4, whose sliding-window layers have
+ * their own head size (attention.key_length_swa) and rope dimensions, whose
+ * KV head count and feed-forward width may be per-layer arrays, and whose
+ * last attention.shared_kv_layers layers own no KV memory: each reads that
+ * of the last earlier KV-owning layer of its own kind (sliding or full), as
+ * HF's Gemma 4 does (kv_shared_layer_index). llama.cpp hard-codes the same
+ * choice as layers n_layer_kv - 2 (sliding) and n_layer_kv - 1 (full),
+ * which agrees for E2B and E4B (their layer n_layer_kv - 1 is full and the
+ * one before it sliding). */
+static int load_layer_shapes(loader *ld, tn_model *m) {
+    tn_hparams *hp = &m->hp;
+    const int32_t NL = hp->n_layer;
+    int rc = TN_OK;
+    int32_t d_swa = hp->head_dim;
+    int32_t *kv = malloc((size_t)NL * sizeof *kv), *ff = malloc((size_t)NL * sizeof *ff);
+    if (!kv || !ff) {
+        free(kv);
+        free(ff);
+        return tn_fail(ld->err, TN_ERR_NOMEM, "%s: out of memory", ld->path);
+    }
+    for (int32_t il = 0; il < NL; il++) {
+        kv[il] = hp->n_head_kv;
+        ff[il] = hp->n_ff;
+    }
+    if (hp->arch == TN_ARCH_GEMMA4) {
+        int32_t v_swa, r_swa;
+        if ((rc = key_int(ld, "attention.key_length_swa", false, hp->head_dim, 2, 1 << 16,
+                          &d_swa)) ||
+            (rc = key_int(ld, "attention.value_length_swa", false, d_swa, 1, 1 << 16, &v_swa)) ||
+            (rc = key_int(ld, "rope.dimension_count_swa", false,
+                          hp->n_rot < d_swa ? hp->n_rot : d_swa, 2, d_swa, &r_swa)) ||
+            (rc = key_int_layers(ld, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head,
+                                 NL, kv)) ||
+            (rc = key_int_layers(ld, "feed_forward_length", true, 0, 1, MAX_DIM, NL, ff)))
+            goto out;
+        if (v_swa != d_swa) {
+            rc = tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                         "%s: sliding-window key length %d and value length %d differ, which "
+                         "Tern does not support",
+                         ld->path, d_swa, v_swa);
+            goto out;
+        }
+        if (d_swa % 2 || r_swa % 2 || (int64_t)d_swa * hp->n_head > MAX_DIM) {
+            rc = tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                         "%s: sliding-window heads of %d values (%d rotated) are not supported",
+                         ld->path, d_swa, r_swa);
+            goto out;
+        }
+        hp->n_rot_swa = r_swa;
+        if (hp->n_layer_kv < 1) {
+            rc = tn_fail(ld->err, TN_ERR_FORMAT, "%s: every layer shares another's KV memory",
+                         ld->path);
+            goto out;
+        }
+    }
+    hp->n_ff = 0;
+    for (int32_t il = 0; il < NL; il++) {
+        tn_layer *L = &m->layers[il];
+        L->head_dim = L->swa ? d_swa : hp->head_dim;
+        L->n_rot = L->swa ? hp->n_rot_swa : hp->n_rot;
+        L->n_head_kv = kv[il];
+        L->n_ff = ff[il];
+        L->out_scale = 1.0f;
+        L->kv_layer = il;
+        if (hp->n_head % L->n_head_kv != 0) {
+            rc = tn_fail(ld->err, TN_ERR_FORMAT,
+                         "%s: %d attention heads cannot share %d key/value heads evenly (layer %d)",
+                         ld->path, hp->n_head, L->n_head_kv, il);
+            goto out;
+        }
+        if (il >= hp->n_layer_kv) {
+            int32_t j = hp->n_layer_kv - 1;
+            while (j >= 0 && m->layers[j].swa != L->swa)
+                j--;
+            if (j < 0) {
+                rc = tn_fail(ld->err, TN_ERR_FORMAT,
+                             "%s: layer %d shares the KV memory of an earlier %s layer, and "
+                             "there is none",
+                             ld->path, il, L->swa ? "sliding-window" : "full-attention");
+                goto out;
+            }
+            if (m->layers[j].n_head_kv != L->n_head_kv) {
+                rc = tn_fail(ld->err, TN_ERR_FORMAT,
+                             "%s: layer %d has %d KV heads but shares the KV memory of layer %d, "
+                             "which has %d",
+                             ld->path, il, L->n_head_kv, j, m->layers[j].n_head_kv);
+                goto out;
+            }
+            L->kv_layer = j;
+        }
+        if (L->n_ff > hp->n_ff)
+            hp->n_ff = L->n_ff;
+        if (L->head_dim > hp->max_head_dim)
+            hp->max_head_dim = L->head_dim;
+        if (L->n_head_kv * L->head_dim > hp->max_kv_dim)
+            hp->max_kv_dim = L->n_head_kv * L->head_dim;
+    }
+    hp->n_head_kv = m->layers[0].n_head_kv;
+    hp->max_rot = hp->n_rot > hp->n_rot_swa ? hp->n_rot : hp->n_rot_swa;
+out:
+    free(kv);
+    free(ff);
+    return rc;
+}
+
 static int load_tensors(loader *ld, tn_model *m) {
     tn_hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd, D = hp->head_dim;
-    const int64_t QD = (int64_t)hp->n_head * D, KD = (int64_t)hp->n_head_kv * D;
+    const int64_t E = hp->n_embd;
     int rc;
 
     const tn_gguf_tensor *te = tn_gguf_find_tensor(ld->g, "token_embd.weight");
@@ -380,6 +575,31 @@ static int load_tensors(loader *ld, tn_model *m) {
                 return tn_fail(ld->err, TN_ERR_FORMAT,
                                "%s: tensor 'rope_freqs.weight' holds a factor <= 0", ld->path);
 
+    if (hp->arch == TN_ARCH_GEMMA4 && hp->n_embd_per_layer > 0) {
+        const int64_t P = hp->n_embd_per_layer, LP = (int64_t)hp->n_layer * P;
+        if ((rc = get_matrix(ld, "per_layer_token_embd.weight", LP, hp->n_vocab, true,
+                             &m->pl_tok_embd, NULL)) ||
+            (rc = get_matrix(ld, "per_layer_model_proj.weight", E, LP, true, &m->pl_model_proj,
+                             NULL)) ||
+            (rc = get_vector(ld, "per_layer_proj_norm.weight", P, true, &m->pl_proj_norm)))
+            return rc;
+    }
+    if (hp->v_norm) {
+        float *ones = malloc((size_t)hp->max_head_dim * sizeof *ones);
+        if (!ones || own(m, ones) != TN_OK) {
+            free(ones);
+            return tn_fail(ld->err, TN_ERR_NOMEM, "%s: out of memory", ld->path);
+        }
+        for (int32_t i = 0; i < hp->max_head_dim; i++)
+            ones[i] = 1.0f;
+        m->ones = ones;
+    }
+    if (tn_gguf_find_tensor(ld->g, "blk.0.attn_qkv.weight"))
+        return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                       "%s: tensor 'blk.0.attn_qkv.weight': fused Q/K/V projections are not "
+                       "supported",
+                       ld->path);
+
     static const char *const biases[] = {"attn_q", "attn_k", "attn_v", "attn_output"};
     for (size_t i = 0; i < sizeof biases / sizeof biases[0]; i++) {
         char name[96];
@@ -391,6 +611,9 @@ static int load_tensors(loader *ld, tn_model *m) {
 
     for (int32_t il = 0; il < hp->n_layer; il++) {
         tn_layer *L = &m->layers[il];
+        const int64_t D = L->head_dim, QD = (int64_t)hp->n_head * D, KD = (int64_t)L->n_head_kv * D;
+        const int64_t F = L->n_ff;
+        const bool own_kv = L->kv_layer == il;
         char name[96];
 #define MAT(field, suffix, cols, rows)                                          \
     do {                                                                        \
@@ -406,21 +629,47 @@ static int load_tensors(loader *ld, tn_model *m) {
     } while (0)
         VEC(attn_norm, "attn_norm", E);
         MAT(wq, "attn_q", E, QD);
-        MAT(wk, "attn_k", E, KD);
-        MAT(wv, "attn_v", E, KD);
+        /* A shared-KV layer's own key and value projections (if the file
+         * has them) are never used: not loaded, not repacked. */
+        if (own_kv) {
+            MAT(wk, "attn_k", E, KD);
+            if (hp->arch == TN_ARCH_GEMMA4) {
+                bool has_v;
+                snprintf(name, sizeof name, "blk.%d.attn_v.weight", il);
+                if ((rc = get_matrix(ld, name, E, KD, false, &L->wv, &has_v)))
+                    return rc;
+                L->v_is_k = !has_v;
+            } else {
+                MAT(wv, "attn_v", E, KD);
+            }
+        }
         MAT(wo, "attn_output", QD, E);
         if (hp->qk_norm) {
             VEC(q_norm, "attn_q_norm", D);
-            VEC(k_norm, "attn_k_norm", D);
+            if (own_kv)
+                VEC(k_norm, "attn_k_norm", D);
         }
         if (hp->post_norms)
             VEC(post_attn_norm, "post_attention_norm", E);
         VEC(ffn_norm, "ffn_norm", E);
-        MAT(ffn_gate, "ffn_gate", E, hp->n_ff);
-        MAT(ffn_up, "ffn_up", E, hp->n_ff);
-        MAT(ffn_down, "ffn_down", hp->n_ff, E);
+        MAT(ffn_gate, "ffn_gate", E, F);
+        MAT(ffn_up, "ffn_up", E, F);
+        MAT(ffn_down, "ffn_down", F, E);
         if (hp->post_norms)
             VEC(post_ffw_norm, "post_ffw_norm", E);
+        if (hp->arch == TN_ARCH_GEMMA4) {
+            const float *scale;
+            snprintf(name, sizeof name, "blk.%d.layer_output_scale.weight", il);
+            if ((rc = get_vector(ld, name, 1, false, &scale)))
+                return rc;
+            if (scale)
+                L->out_scale = scale[0];
+            if (hp->n_embd_per_layer > 0) {
+                MAT(pl_gate, "inp_gate", E, hp->n_embd_per_layer);
+                MAT(pl_proj, "proj", hp->n_embd_per_layer, E);
+                VEC(pl_post_norm, "post_norm", E);
+            }
+        }
 #undef MAT
 #undef VEC
     }
@@ -520,17 +769,22 @@ static void load_text(tn_model *m, tn_model_params params) {
 static int repack(tn_model *m, tn_error *err) {
     m->isa = tn_isa_best();
     const int32_t nl = m->hp.n_layer;
-    tn_weight **ws = malloc(((size_t)nl * 7 + 2) * sizeof *ws);
+    tn_weight **ws = malloc(((size_t)nl * 9 + 3) * sizeof *ws);
     if (!ws)
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", m->path);
     int n = 0;
     for (int32_t il = 0; il < nl; il++) {
         tn_layer *L = &m->layers[il];
-        tn_weight *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up,
-                             &L->ffn_down};
+        tn_weight *mats[] = {&L->wq,       &L->wk,     &L->wv,       &L->wo,     &L->ffn_gate,
+                             &L->ffn_up,   &L->ffn_down, &L->pl_gate, &L->pl_proj};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            ws[n++] = mats[i];
+            if (mats[i]->data) /* absent: shared-KV layers, no attn_v, no per-layer input */
+                ws[n++] = mats[i];
     }
+    /* Gemma 4's per_layer_token_embd (most of an E2B/E4B file) is not here:
+     * it stays in the mapping and is read one row per token. */
+    if (m->pl_model_proj.data)
+        ws[n++] = &m->pl_model_proj;
     ws[n++] = &m->output;
     if (m->output_tied)
         ws[n++] = &m->tok_embd;
@@ -599,6 +853,8 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
     if (rc == TN_OK)
         rc = load_swa_pattern(&ld, m);
     if (rc == TN_OK)
+        rc = load_layer_shapes(&ld, m);
+    if (rc == TN_OK)
         rc = load_tensors(&ld, m);
     if (rc != TN_OK) {
         tn_model_free(m);
@@ -634,9 +890,14 @@ const char *tn_model_description(const tn_model *m) {
 bool tn_model_is_demo(const tn_model *m) { return m->demo; }
 const char *tn_model_path(const tn_model *m) { return m->path; }
 const tn_gguf *tn_model_gguf(const tn_model *m) { return m->gguf; }
+/* Only layers that own KV memory count (Gemma 4's shared-KV layers own
+ * none); each with its own head count and size. */
 uint64_t tn_model_kv_bytes_per_token(const tn_model *m) {
-    return 2ULL * (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_head_kv *
-           (uint64_t)m->hp.head_dim * sizeof(uint16_t);
+    uint64_t per = 0;
+    for (int32_t il = 0; il < m->hp.n_layer; il++)
+        if (m->layers[il].kv_layer == il)
+            per += (uint64_t)m->layers[il].n_head_kv * (uint64_t)m->layers[il].head_dim;
+    return 2ULL * per * sizeof(uint16_t);
 }
 const tn_tokenizer *tn_model_tokenizer(const tn_model *m) { return m->tokenizer; }
 const char *tn_model_tokenizer_error(const tn_model *m) {

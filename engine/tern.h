@@ -234,6 +234,7 @@ typedef enum tn_arch {
     TN_ARCH_LLAMA = 0,  /* Llama 2/3, Mistral-style */
     TN_ARCH_QWEN3 = 1,
     TN_ARCH_GEMMA3 = 2,
+    TN_ARCH_GEMMA4 = 3, /* the dense Gemma 4 models (E2B, E4B, 31B) */
 } tn_arch;
 
 /* "llama", "qwen3", "gemma3". */
@@ -684,7 +685,7 @@ const uint8_t *tn_session_drafted_flags(const tn_session *s, int32_t *n);
 
 /* Random-weight test models with real shapes and a real tokenizer. */
 typedef struct tn_mkmodel_params {
-    const char *arch;      /* "llama", "qwen3" or "gemma3" */
+    const char *arch;      /* "llama", "qwen3", "gemma3" or "gemma4" */
     const char *type;      /* a tensor type name ("q4_0", "q8_0", "f16", ...) or a
                               mix: "q4_k_m", "q5_k_m" */
     int64_t n_embd;
@@ -704,7 +705,23 @@ typedef struct tn_mkmodel_params {
     float logit_scale;      /* target std of the logits (default 10: peaked, so
                                greedy decoding is well defined) */
     int n_threads;          /* for generating weights; <= 0: all cores */
+    /* gemma4 only (docs/MKMODEL.md); zero means the stated default. */
+    int64_t head_dim_swa;   /* head size of the sliding-window layers (default head_dim) */
+    int64_t n_head_kv_full; /* KV heads of the full-attention layers (default n_head_kv) */
+    int64_t n_embd_per_layer; /* per-layer input width (0: none) */
+    int64_t n_shared_kv;    /* last layers that reuse an earlier layer's KV memory */
+    int64_t swa_period;     /* layer il is full-attention iff il % period == period - 1
+                               (default 5) */
+    bool k_eq_v;            /* full-attention layers have no attn_v (values = keys) */
+    bool double_wide_ffn;   /* shared-KV layers have a 2 x n_ff feed-forward */
+    const char *vocab_gguf; /* copy the tokenizer.* metadata of this GGUF (its vocabulary
+                               and chat template) instead of `tokenizer` */
 } tn_mkmodel_params;
+
+/* Real shapes of a published model: "gemma4-e2b", "gemma4-e4b", "gemma4-31b"
+ * (arch, every dimension; type, vocabulary and seed are left as they are).
+ * TN_ERR_INVALID for an unknown name. */
+int tn_mkmodel_preset(tn_mkmodel_params *p, const char *name);
 
 tn_mkmodel_params tn_mkmodel_default_params(void);
 /* Writes the model atomically to out_path. */
@@ -745,11 +762,13 @@ typedef enum tn_chat_kind {
                                system header always present */
     TN_CHAT_QWEN3 = 7,      /* ChatML + <think> handling (enable_thinking) */
     TN_CHAT_GEMMA3 = 8,     /* <start_of_turn>user/model, system folded into 1st user turn */
-    TN_CHAT_KIND_COUNT_ = 9,
+    TN_CHAT_GEMMA4 = 9,     /* <|turn>system/user/model ...<turn|>, <|think|> in the system
+                               turn when thinking, an empty thought channel when not */
+    TN_CHAT_KIND_COUNT_ = 10,
 } tn_chat_kind;
 
 /* "chatml", "llama2", "mistral", "mistral-v1", "mistral-v3", "llama3",
- * "llama3.1", "qwen3", "gemma3"; NULL for an unknown value. */
+ * "llama3.1", "qwen3", "gemma3", "gemma4"; NULL for an unknown value. */
 const char *tn_chat_kind_name(int kind);
 /* The inverse (exact names above); -1 if unknown. */
 int tn_chat_kind_from_name(const char *name);

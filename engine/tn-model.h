@@ -47,10 +47,28 @@ typedef struct tn_hparams {
     bool qk_norm;           /* per-head RMSNorm of q and k before rope */
     bool post_norms;        /* Gemma: RMSNorm of the attention and FFN outputs */
     bool gelu;              /* GELU-tanh gate (Gemma) instead of SiLU (SwiGLU) */
+    /* Gemma 4. Per-layer shapes live in tn_layer; the fields above are the
+     * full-attention layers' (head_dim, n_head_kv, n_rot) or the largest
+     * (n_ff) where a layer can differ. */
+    bool v_norm;            /* RMSNorm without weight of every value head */
+    int32_t n_rot_swa;      /* rope dimensions of the sliding-window layers */
+    int32_t n_embd_per_layer; /* width of a per-layer input (0: none) */
+    int32_t n_layer_kv;     /* layers [0, n_layer_kv) own KV memory; later ones reuse */
+    int32_t max_head_dim;   /* the largest head_dim of any layer */
+    int32_t max_kv_dim;     /* the largest n_head_kv * head_dim of any layer */
+    int32_t max_rot;        /* max(n_rot, n_rot_swa) */
 } tn_hparams;
 
 typedef struct tn_layer {
     bool swa;                  /* sliding-window layer (Gemma 3 local attention) */
+    int32_t head_dim;          /* this layer's (Gemma 4: key_length or key_length_swa) */
+    int32_t n_head_kv;         /* this layer's (Gemma 4: a per-layer array) */
+    int32_t n_ff;              /* this layer's (Gemma 4: a per-layer array) */
+    int32_t n_rot;             /* this layer's rope dimensions */
+    int32_t kv_layer;          /* whose KV memory it reads: itself, or (Gemma 4 shared-KV
+                                  layers) the last earlier KV-owning layer of its type */
+    bool v_is_k;               /* no attn_v: the values are the key projection (Gemma 4) */
+    float out_scale;           /* multiplies the layer's output (Gemma 4; else 1) */
     const float *attn_norm;    /* [n_embd] */
     tn_weight wq;              /* [n_head * head_dim][n_embd] */
     tn_weight wk;              /* [n_head_kv * head_dim][n_embd] */
@@ -64,6 +82,10 @@ typedef struct tn_layer {
     tn_weight ffn_up;          /* [n_ff][n_embd] */
     tn_weight ffn_down;        /* [n_embd][n_ff] */
     const float *post_ffw_norm; /* [n_embd] (post_norms) */
+    /* Gemma 4 per-layer input (n_embd_per_layer = P > 0): */
+    tn_weight pl_gate;         /* [P][n_embd] inp_gate */
+    tn_weight pl_proj;         /* [n_embd][P] proj */
+    const float *pl_post_norm; /* [n_embd] post_norm */
 } tn_layer;
 
 struct tn_model {
@@ -77,7 +99,14 @@ struct tn_model {
     tn_weight output;         /* [n_vocab][n_embd]; token_embd when tied */
     bool output_tied;
     const float *output_norm; /* [n_embd] */
-    const float *rope_freqs;  /* [n_rot / 2] Llama 3 frequency divisors, or NULL */
+    const float *rope_freqs;  /* [n_rot / 2] Llama 3 frequency divisors (Gemma 4: the
+                                 full-attention layers' proportional rope), or NULL */
+    const float *ones;        /* [max_head_dim] of 1: the weight of Gemma 4's value norm */
+    /* Gemma 4 per-layer inputs (hp.n_embd_per_layer = P > 0): */
+    tn_weight pl_tok_embd;    /* [n_vocab][n_layer * P]: stays in the mapped file, read
+                                 one row per token (never repacked) */
+    tn_weight pl_model_proj;  /* [n_layer * P][n_embd] */
+    const float *pl_proj_norm; /* [P] */
     tn_layer *layers;         /* [n_layer] */
     float **owned;            /* the f32 copies of 1-D tensors above */
     int32_t n_owned;
@@ -118,6 +147,8 @@ struct tn_ctx {
     uint16_t *k_cache; /* one mapping (kv_map, forward.c): keys, then values */
     uint16_t *v_cache; /* = k_cache + kv_half_bytes */
     size_t kv_half_bytes;
+    size_t *kv_off;    /* [n_layer] element offset of each layer's region in either half;
+                          a shared-KV layer has its source layer's */
     /* Scratch for TN_UBATCH rows. */
     float *x;      /* [U][n_embd] residual stream */
     float *xn;     /* [U][n_embd] normed input of a sublayer */
@@ -129,7 +160,10 @@ struct tn_ctx {
     float *o;      /* [U][n_embd] sublayer output */
     float *gate;   /* [U][n_ff] */
     float *up;     /* [U][n_ff] */
-    float *rope_cs; /* [2][U][n_rot / 2][2] cos, sin for full and sliding layers */
+    float *rope_cs; /* [2][U][max_rot / 2][2] cos, sin for full and sliding layers */
+    float *ple;    /* [U][n_layer][n_embd_per_layer] Gemma 4 per-layer inputs */
+    float *ple_row; /* [n_layer * n_embd_per_layer] one row of per_layer_token_embd */
+    float *plg;    /* [U][n_embd_per_layer] the per-layer gate */
     float *scores; /* [n_threads][tn_attention_scratch_floats] attention scratch */
     int32_t ub_rows; /* rows the scratch above holds (U): TN_UBATCH, more once an
                         image span had to run as one pass (tn_ctx_decode_embd) */

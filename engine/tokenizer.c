@@ -17,7 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { KIND_SPM = 1, KIND_BPE = 2 };
+/* KIND_G4: Gemma 4's "gemma4" vocabularies: BPE merges by rank over raw
+ * UTF-8 where spaces are "▁", the text split only into runs of newlines and
+ * runs of anything else, and <0xNN> byte tokens for characters without a
+ * token (llama.cpp's LLAMA_VOCAB_PRE_TYPE_GEMMA4). */
+enum { KIND_SPM = 1, KIND_BPE = 2, KIND_G4 = 3 };
 
 /* "▁" (U+2581), SentencePiece's visible space. */
 #define SPM_SPACE "\xE2\x96\x81"
@@ -74,7 +78,10 @@ struct tn_tokenizer {
 
 int32_t tn_tokenizer_n_vocab(const tn_tokenizer *tok) { return tok ? tok->n_vocab : 0; }
 const char *tn_tokenizer_model(const tn_tokenizer *tok) {
-    return !tok ? NULL : tok->kind == KIND_SPM ? "llama" : "gpt2";
+    return !tok                    ? NULL
+           : tok->kind == KIND_SPM ? "llama"
+           : tok->kind == KIND_G4  ? "gemma4"
+                                   : "gpt2";
 }
 int32_t tn_tokenizer_bos(const tn_tokenizer *tok) { return tok ? tok->bos : -1; }
 int32_t tn_tokenizer_eos(const tn_tokenizer *tok) { return tok ? tok->eos : -1; }
@@ -252,7 +259,7 @@ static size_t decode_token(const tn_tokenizer *tok, int32_t id, char *out) {
         memcpy(out, s, len);
         return len;
     }
-    if (tok->kind == KIND_SPM) {
+    if (tok->kind == KIND_SPM || tok->kind == KIND_G4) {
         if (t == TN_TOKEN_TYPE_BYTE && len == 6 && !memcmp(s, "<0x", 3) && s[5] == '>') {
             unsigned v;
             if (sscanf(s + 3, "%2x", &v) == 1) {
@@ -401,13 +408,13 @@ static int load_merges(tn_tokenizer *tok, const tn_gguf *g, const char *path, tn
 /* End-of-turn tokens of the chat formats, by text. */
 static const char *const eog_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-    "<EOT>", "_<EOT>", "<|end_of_text|>", "<eos>", "</s>",
+    "<EOT>", "_<EOT>", "<|end_of_text|>", "<eos>", "</s>", "<turn|>",
     /* DeepSeek: "<｜end▁of▁sentence｜>" */
     "<\xEF\xBD\x9C\x65nd\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
 };
 /* Preference order for the end-of-turn id when the file names none. */
 static const char *const eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>",
-                                        "<EOT>"};
+                                        "<EOT>", "<turn|>"};
 
 static int setup_specials(tn_tokenizer *tok, const tn_gguf *g) {
     int32_t n = tok->n_vocab;
@@ -523,10 +530,12 @@ int tn_tokenizer_load(const tn_gguf *g, tn_tokenizer **out, tn_error *err) {
         kind = KIND_SPM;
     else if (tn_str_eq(model, "gpt2"))
         kind = KIND_BPE;
+    else if (tn_str_eq(model, "gemma4"))
+        kind = KIND_G4;
     else
         return tn_fail(err, TN_ERR_UNSUPPORTED,
-                       "%s: tokenizer type \"%.*s\" is not supported (Tern reads \"llama\" and "
-                       "\"gpt2\" vocabularies)",
+                       "%s: tokenizer type \"%.*s\" is not supported (Tern reads \"llama\", "
+                       "\"gpt2\" and \"gemma4\" vocabularies)",
                        path, (int)(model.len > 40 ? 40 : model.len), model.ptr);
 
     tn_tokenizer *tok = calloc(1, sizeof *tok);
@@ -542,6 +551,17 @@ int tn_tokenizer_load(const tn_gguf *g, tn_tokenizer **out, tn_error *err) {
         tok->add_bos = get_flag(g, "tokenizer.ggml.add_bos_token", true);
         if ((rc = setup_spm(tok)))
             goto nomem;
+    } else if (kind == KIND_G4) {
+        /* llama.cpp forces a BOS for Gemma 4 whatever the file says */
+        tok->add_bos = true;
+        tok->add_space_prefix = false;
+        if ((rc = load_merges(tok, g, path, err)))
+            goto fail;
+        for (int b = 0; b < 256; b++) {
+            char name[8];
+            snprintf(name, sizeof name, "<0x%02X>", b);
+            tok->byte_token[b] = tn_strmap_get(&tok->by_text, name, 6);
+        }
     } else {
         tn_str pre = {"default", 7};
         tn_gguf_get_str(g, "tokenizer.ggml.pre", &pre);
@@ -1062,10 +1082,84 @@ static int32_t match_added(const tn_tokenizer *tok, const char *text, size_t len
     return best;
 }
 
+/* ------------------------------------------------------------ Gemma 4 */
+
+/* One run (newlines, or no newline) of "▁"-normalized text: a run of
+ * newlines that is a token is that token; otherwise characters merged by
+ * rank, and the bytes of a character without a token as <0xNN>. */
+static int g4_piece(const tn_tokenizer *tok, scratch *s, const char *p, size_t len,
+                    tn_tokens *out) {
+    if (p[0] == '\n') {
+        int32_t id = tn_strmap_get(&tok->by_text, p, len);
+        if (id >= 0)
+            return tn_tokens_push(out, id);
+    }
+    uint64_t hash = len <= CACHE_MAX_KEY ? tn_hash_bytes(p, len) : 0;
+    int rc = TN_OK;
+    if (cache_get(s, p, len, hash, out, &rc))
+        return rc;
+    size_t n_before = out->n;
+    if (len > INT32_MAX || !reserve((void **)&s->syms, &s->cap_syms, len, sizeof(sym)))
+        return TN_ERR_NOMEM;
+    int32_t n = 0;
+    for (size_t i = 0; i < len;) {
+        size_t adv;
+        tn_utf8_decode(p + i, len - i, &adv);
+        sym *y = &s->syms[n];
+        y->start = (uint32_t)i;
+        y->len = (uint32_t)adv;
+        y->prev = n - 1;
+        y->next = n + 1;
+        int32_t id = tn_strmap_get(&tok->by_text, p + i, adv);
+        y->id = id >= 0 && tok->type[id] != TN_TOKEN_TYPE_BYTE ? id : -1;
+        n++;
+        i += adv;
+    }
+    s->syms[n - 1].next = -1;
+    if (!merge_all(tok, s, p, n))
+        return TN_ERR_NOMEM;
+    if ((rc = emit_syms(tok, s, p, out)))
+        return rc;
+    cache_put(s, p, len, hash, out->ids + n_before, out->n - n_before);
+    return TN_OK;
+}
+
+static int g4_encode(const tn_tokenizer *tok, scratch *s, const char *text, size_t len,
+                     tn_tokens *out) {
+    if (len == 0)
+        return TN_OK;
+    if (len > (SIZE_MAX - SPM_SPACE_LEN) / SPM_SPACE_LEN || len * SPM_SPACE_LEN > UINT32_MAX)
+        return TN_ERR_OVERFLOW;
+    if (!reserve((void **)&s->buf, &s->cap_buf, len * SPM_SPACE_LEN + 1, 1))
+        return TN_ERR_NOMEM;
+    char *b = s->buf;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') {
+            memcpy(b + n, SPM_SPACE, SPM_SPACE_LEN);
+            n += SPM_SPACE_LEN;
+        } else {
+            b[n++] = text[i];
+        }
+    }
+    for (size_t i = 0; i < n;) {
+        const bool nl = b[i] == '\n';
+        size_t j = i + 1;
+        while (j < n && (b[j] == '\n') == nl)
+            j++;
+        int rc = g4_piece(tok, s, b + i, j - i, out);
+        if (rc)
+            return rc;
+        i = j;
+    }
+    return TN_OK;
+}
+
 static int encode_plain(const tn_tokenizer *tok, scratch *s, const char *text, size_t len,
                         tn_tokens *out) {
-    return tok->kind == KIND_SPM ? spm_encode(tok, s, text, len, out)
-                                 : bpe_encode(tok, s, text, len, out);
+    return tok->kind == KIND_SPM  ? spm_encode(tok, s, text, len, out)
+           : tok->kind == KIND_G4 ? g4_encode(tok, s, text, len, out)
+                                  : bpe_encode(tok, s, text, len, out);
 }
 
 int tn_tokenize(const tn_tokenizer *tok, const char *text, size_t len, unsigned flags,

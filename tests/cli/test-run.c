@@ -90,6 +90,13 @@ static int make_model(const char *arch, const char *path) {
     p.n_ctx = 512;
     p.sliding_window = 16;
     p.n_threads = 1;
+    if (!strcmp(arch, "gemma4")) { /* sliding, sliding, full x 2; layers 3-5 share KV */
+        p.n_layer = 6;
+        p.swa_period = 3;
+        p.n_shared_kv = 3;
+        p.head_dim_swa = 32;
+        p.n_embd_per_layer = 32;
+    }
     tn_error err = {0};
     int rc = tn_mkmodel(&p, path, &err);
     if (rc)
@@ -259,5 +266,23 @@ int main(void) {
     check_arch("llama");
     check_arch("qwen3");
     check_arch("gemma3");
+    check_arch("gemma4");
+    /* mkmodel --arch gemma4 through the CLI: a model that runs, and the
+     * MoE variant refused by name. */
+    char model[4200], args[16384];
+    snprintf(model, sizeof model, "%s/g4-cli.gguf", dir);
+    snprintf(args, sizeof args,
+             "mkmodel --arch gemma4 --type q4_0 --embd 128 --layers 6 --heads 4 --kv-heads 2 "
+             "--kv-heads-full 1 --head-dim 64 --head-dim-swa 32 --ff 256 --per-layer 32 "
+             "--shared-kv 3 --swa-period 3 --double-wide --k-eq-v --untied --window 16 "
+             "--ctx 256 -t 1 -o '%s'",
+             model);
+    result r = run(NULL, args);
+    CHECKF(r.status == 0, "mkmodel gemma4: exit %d: %s", r.status, r.err);
+    result_free(&r);
+    snprintf(args, sizeof args, "run -m '%s' -p 'Hello there' -n 8 -t 2", model);
+    r = run(NULL, args);
+    CHECKF(r.status == 0 && strstr(r.err, "[prompt "), "run gemma4: exit %d: %s", r.status, r.err);
+    result_free(&r);
     return tn_test_finish("test-cli-run");
 }

@@ -193,7 +193,12 @@ static void test_split(void) {
                     m[n++] = (tn_chat_message){TN_CHAT_ROLE_USER, users[ui]};
                     tn_buf full = {0}, split = {0};
                     tn_error err;
-                    int r1 = tn_chat_render((tn_chat_kind)k, m, n, &o, &full, &err);
+                    /* Gemma 4's thinking switch is in the system turn: pinned
+                     * prompts are rendered with thinking off (chat.c). */
+                    tn_chat_options of = o;
+                    if (k == TN_CHAT_GEMMA4)
+                        of.enable_thinking = false;
+                    int r1 = tn_chat_render((tn_chat_kind)k, m, n, &of, &full, &err);
                     int r2 = tn_chat_render_system((tn_chat_kind)k, systems[si], &o, &split,
                                                    &err);
                     size_t system_len = split.len;
@@ -353,6 +358,92 @@ static void test_errors(void) {
     CHECK(b.data == NULL && b.len == 0);
 }
 
+/* Gemma 4: the expected strings are what jinja2 renders (transformers'
+ * environment: trim_blocks, lstrip_blocks) from llama.cpp's
+ * models/templates/google-gemma-4-31B-it.jinja and its -interleaved variant
+ * (both give the same bytes for these conversations), without the leading
+ * bos_token, which Tern puts in as a token. */
+static void test_gemma4(void) {
+    tn_chat_options on = tn_chat_default_options(), off = on;
+    on.enable_thinking = true;
+    off.enable_thinking = false;
+    static const tn_chat_message sys_user[] = {
+        {TN_CHAT_ROLE_SYSTEM, " You are terse. "},
+        {TN_CHAT_ROLE_USER, " Hi\n"},
+    };
+    CHECK(renders_as(TN_CHAT_GEMMA4, sys_user, 2, &off,
+                     "<|turn>system\nYou are terse.<turn|>\n<|turn>user\nHi<turn|>\n"
+                     "<|turn>model\n<|channel>thought\n<channel|>"));
+    static const tn_chat_message multi[] = {
+        {TN_CHAT_ROLE_SYSTEM, SYS},
+        {TN_CHAT_ROLE_USER, U1},
+        {TN_CHAT_ROLE_ASSISTANT, A1},
+        {TN_CHAT_ROLE_USER, U2},
+    };
+    CHECK(renders_as(TN_CHAT_GEMMA4, multi, 4, &off,
+                     "<|turn>system\n" SYS "<turn|>\n<|turn>user\n" U1 "<turn|>\n"
+                     "<|turn>model\n" A1 "<turn|>\n<|turn>user\n" U2 "<turn|>\n"
+                     "<|turn>model\n<|channel>thought\n<channel|>"));
+    /* Thinking on: <|think|> opens the system turn; a past answer loses its
+     * thought channel; no empty channel after the generation prompt. */
+    static const tn_chat_message think[] = {
+        {TN_CHAT_ROLE_SYSTEM, SYS},
+        {TN_CHAT_ROLE_USER, U1},
+        {TN_CHAT_ROLE_ASSISTANT, "<|channel>thought\nGreet back.<channel|>" A1},
+        {TN_CHAT_ROLE_USER, U2},
+    };
+    CHECK(renders_as(TN_CHAT_GEMMA4, think, 4, &on,
+                     "<|turn>system\n<|think|>\n" SYS "<turn|>\n<|turn>user\n" U1 "<turn|>\n"
+                     "<|turn>model\n" A1 "<turn|>\n<|turn>user\n" U2 "<turn|>\n"
+                     "<|turn>model\n"));
+    /* ... and a system turn even without a system message. */
+    CHECK(renders_as(TN_CHAT_GEMMA4, multi + 1, 1, &on,
+                     "<|turn>system\n<|think|>\n<turn|>\n<|turn>user\nHi<turn|>\n"
+                     "<|turn>model\n"));
+    CHECK(renders_as(TN_CHAT_GEMMA4, multi + 1, 1, &off,
+                     "<|turn>user\nHi<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"));
+    /* A system message later in the conversation is a turn of its own. */
+    static const tn_chat_message late[] = {
+        {TN_CHAT_ROLE_USER, "Hi"},
+        {TN_CHAT_ROLE_SYSTEM, "Now be verbose."},
+        {TN_CHAT_ROLE_USER, "Again"},
+    };
+    CHECK(renders_as(TN_CHAT_GEMMA4, late, 3, &off,
+                     "<|turn>user\nHi<turn|>\n<|turn>system\nNow be verbose.<turn|>\n"
+                     "<|turn>user\nAgain<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"));
+    /* Two model messages in a row: the second continues the first's turn
+     * (the non-interleaved file; the interleaved one opens a new turn). */
+    static const tn_chat_message two[] = {
+        {TN_CHAT_ROLE_USER, "Hi"},
+        {TN_CHAT_ROLE_ASSISTANT, "A"},
+        {TN_CHAT_ROLE_ASSISTANT, " B "},
+    };
+    tn_chat_options nogen = off;
+    nogen.add_generation_prompt = false;
+    CHECK(renders_as(TN_CHAT_GEMMA4, two, 3, &nogen,
+                     "<|turn>user\nHi<turn|>\n<|turn>model\nA<turn|>\nB<turn|>\n"));
+    /* The pinning split (thinking off, as pins are rendered): system part +
+     * turn == the whole render. */
+    tn_buf b = {0};
+    tn_error err;
+    CHECK(tn_chat_render_system(TN_CHAT_GEMMA4, " You are terse. ", &on, &b, &err) == TN_OK);
+    CHECK(tn_chat_render_turn(TN_CHAT_GEMMA4, true, " Hi\n", &on, &b, &err) == TN_OK);
+    CHECKF(b.data && !strcmp(b.data, "<|turn>system\nYou are terse.<turn|>\n<|turn>user\nHi"
+                                     "<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"),
+           "gemma4 split: %s", b.data ? b.data : "(null)");
+    tn_buf_free(&b);
+    CHECK(tn_chat_render_system(TN_CHAT_GEMMA4, NULL, &on, &b, &err) == TN_OK && b.len == 0);
+    CHECK(tn_chat_render_turn(TN_CHAT_GEMMA4, false, "Hi", &off, &b, &err) == TN_OK);
+    CHECK(b.data && !strcmp(b.data, "<|turn>user\nHi<turn|>\n<|turn>model\n<|channel>thought\n"
+                                    "<channel|>"));
+    tn_buf_free(&b);
+    CHECK(tn_chat_kind_adds_bos(TN_CHAT_GEMMA4));
+    CHECK(tn_chat_kind_from_name("gemma4") == TN_CHAT_GEMMA4);
+    static const char g4t[] = "{{ bos_token }}{{- '<|turn>system\\n' -}}";
+    CHECK(tn_chat_template_detect(g4t, strlen(g4t), "llama", NULL) == TN_CHAT_GEMMA4);
+    CHECK(tn_chat_template_detect(NULL, 0, "gemma4", NULL) == TN_CHAT_GEMMA4);
+}
+
 /* chat_template of a vocabulary's tokenizer_config.json (NULL when it has
  * none); *doc keeps it alive. */
 static const char *config_template(const char *vocab, tn_json_doc **doc) {
@@ -507,6 +598,7 @@ static void test_cli(void) {
 
 int main(void) {
     test_families();
+    test_gemma4();
     test_split();
     test_detect();
     test_errors();

@@ -5,7 +5,7 @@
  * Llama 3 rope factors and Gemma 3's linear rope scaling and sliding window,
  * so that a mistake in any of them shows.
  *
- * Usage: test-forward llama|qwen3|gemma3   (reference + determinism, all types)
+ * Usage: test-forward llama|qwen3|gemma3|gemma4   (reference + determinism, all types)
  *        test-forward api                  (KV cache, capture, cancel, errors)
  *
  * Tolerance (stated): for every position, max |engine - reference| over the
@@ -39,7 +39,34 @@ typedef struct spec {
     float rope_base;
     float eps;
     uint64_t seed;
+    /* gemma4: layer il is full-attention iff il % G4_PERIOD == G4_PERIOD - 1;
+     * the last G4_SHARED layers reuse KV memory; full layers have their own
+     * head size and KV head count; per-layer inputs of width G4_P. */
+    bool k_eq_v;       /* gemma4: full layers without attn_v */
 } spec;
+
+#define G4_PERIOD 3
+#define G4_SHARED 4   /* layers 3-6 of 7: KV from layer 1 (sliding) or 2 (full) */
+#define G4_DFULL 128  /* full layers' head size (sliding: D) */
+#define G4_KVFULL 1   /* full layers' KV heads (sliding: KV) */
+#define G4_P 64       /* per-layer input width */
+#define G4_SOFTCAP 30.0f
+
+static bool g4_swa(int il) { return il % G4_PERIOD != G4_PERIOD - 1; }
+static int g4_D(const spec *s, int il) { return g4_swa(il) ? s->D : G4_DFULL; }
+static int g4_KV(const spec *s, int il) { return g4_swa(il) ? s->KV : G4_KVFULL; }
+static int g4_F(const spec *s, int il) { return il >= s->L - G4_SHARED ? 2 * s->F : s->F; }
+/* The KV-owning layer a layer reads: itself, or for a shared one the last
+ * KV-owning layer of its kind (HF's kv_shared_layer_index). */
+static int g4_src(const spec *s, int il) {
+    const int n_kv = s->L - G4_SHARED;
+    if (il < n_kv)
+        return il;
+    int j = n_kv - 1;
+    while (g4_swa(j) != g4_swa(il))
+        j--;
+    return j;
+}
 
 static spec make_spec(const char *arch, uint32_t type, int variant) {
     spec s = {.arch = arch, .E = 256, .L = 2, .H = 4, .KV = 2, .D = 64, .F = 256, .V = 320,
@@ -50,6 +77,13 @@ static spec make_spec(const char *arch, uint32_t type, int variant) {
         s.rope_base = 500000.0f;
     } else if (!strcmp(arch, "qwen3")) {
         s.tied = true;
+        s.rope_base = 1000000.0f;
+        s.eps = 1e-6f;
+    } else if (!strcmp(arch, "gemma4")) {
+        s.L = 7; /* sliding, sliding, full, ...; layers 3-6 share KV */
+        s.window = 8;
+        s.tied = variant % 2 == 0;
+        s.k_eq_v = variant % 3 != 1;
         s.rope_base = 1000000.0f;
         s.eps = 1e-6f;
     } else {
@@ -109,7 +143,11 @@ static void add_norm(writer *wr, const char *name, int64_t n) {
     free(x);
 }
 
+static int write_model_g4(const spec *s, const char *path);
+
 static int write_model(const spec *s, const char *path) {
+    if (!strcmp(s->arch, "gemma4"))
+        return write_model_g4(s, path);
     writer wr = {.w = tn_gguf_writer_new(), .rng = s->seed};
     tn_gguf_writer *w = wr.w;
     char key[128];
@@ -179,16 +217,126 @@ static int write_model(const spec *s, const char *path) {
     return rc;
 }
 
+/* K-quant rows must be whole 256-value super-blocks: narrower ones get
+ * Q8_0 (as ggml's quantizer falls back). */
+static uint32_t fit(uint32_t type, int64_t cols) {
+    return cols % (int64_t)tn_type_block_size(type) == 0 ? type : TN_TYPE_Q8_0;
+}
+
+/* Gemma 4 attends with scale 1: its trained q/k norm weights keep the
+ * scores in range. Weights around 1/D^(1/4) here give the scores the spread
+ * of a 1/sqrt(D)-scaled attention; around 1 they would be sqrt(D) times
+ * wider, and the bf16 rounding of queries and keys (the KV cache's) would
+ * move the logits by ~1e-2 of their spread (measured), beyond the f32/f16
+ * tolerance. */
+static void add_qk_norm(writer *wr, const char *name, int64_t n) {
+    float *x = malloc(sizeof(float) * (size_t)n);
+    const float c = 1.0f / sqrtf(sqrtf((float)n));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = c * (1.0f + 0.25f * tn_test_randf(&wr->rng));
+    add(wr, name, TN_TYPE_F32, 1, n, x);
+    free(x);
+}
+
+static int write_model_g4(const spec *s, const char *path) {
+    writer wr = {.w = tn_gguf_writer_new(), .rng = s->seed};
+    tn_gguf_writer *w = wr.w;
+    const int L = s->L;
+    uint8_t pat[16];
+    uint32_t kv[16], ff[16];
+    for (int il = 0; il < L; il++) {
+        pat[il] = g4_swa(il);
+        kv[il] = (uint32_t)g4_KV(s, il);
+        ff[il] = (uint32_t)g4_F(s, il);
+    }
+    tn_gguf_writer_set_str(w, "general.architecture", "gemma4");
+    tn_gguf_writer_set_str(w, "general.name", "forward test model");
+    tn_gguf_writer_set_u32(w, "gemma4.context_length", 2048);
+    tn_gguf_writer_set_u32(w, "gemma4.embedding_length", (uint32_t)s->E);
+    tn_gguf_writer_set_u32(w, "gemma4.block_count", (uint32_t)L);
+    tn_gguf_writer_set_arr(w, "gemma4.feed_forward_length", TN_GGUF_U32, ff, (uint64_t)L);
+    tn_gguf_writer_set_u32(w, "gemma4.attention.head_count", (uint32_t)s->H);
+    tn_gguf_writer_set_arr(w, "gemma4.attention.head_count_kv", TN_GGUF_U32, kv, (uint64_t)L);
+    tn_gguf_writer_set_u32(w, "gemma4.attention.key_length", G4_DFULL);
+    tn_gguf_writer_set_u32(w, "gemma4.attention.value_length", G4_DFULL);
+    tn_gguf_writer_set_u32(w, "gemma4.attention.key_length_swa", (uint32_t)s->D);
+    tn_gguf_writer_set_u32(w, "gemma4.attention.value_length_swa", (uint32_t)s->D);
+    tn_gguf_writer_set_u32(w, "gemma4.rope.dimension_count", G4_DFULL);
+    tn_gguf_writer_set_u32(w, "gemma4.rope.dimension_count_swa", (uint32_t)s->D);
+    tn_gguf_writer_set_f32(w, "gemma4.attention.layer_norm_rms_epsilon", s->eps);
+    tn_gguf_writer_set_f32(w, "gemma4.rope.freq_base", s->rope_base);
+    tn_gguf_writer_set_f32(w, "gemma4.rope.freq_base_swa", 10000.0f);
+    tn_gguf_writer_set_u32(w, "gemma4.attention.sliding_window", (uint32_t)s->window);
+    tn_gguf_writer_set_arr(w, "gemma4.attention.sliding_window_pattern", TN_GGUF_BOOL, pat,
+                           (uint64_t)L);
+    tn_gguf_writer_set_u32(w, "gemma4.attention.shared_kv_layers", G4_SHARED);
+    tn_gguf_writer_set_u32(w, "gemma4.embedding_length_per_layer_input", G4_P);
+    tn_gguf_writer_set_f32(w, "gemma4.final_logit_softcapping", G4_SOFTCAP);
+    const int64_t E = s->E, LP = (int64_t)L * G4_P;
+    const float proj = 1.0f / sqrtf((float)E);
+    const float resid = 1.0f / sqrtf(2.0f * (float)L);
+    const float head = 10.0f / sqrtf((float)E);
+    add_random(&wr, "token_embd.weight", s->type, s->V, E, s->tied ? head : 1.0f);
+    add_norm(&wr, "output_norm.weight", E);
+    if (!s->tied)
+        add_random(&wr, "output.weight", s->type, s->V, E, head);
+    add_random(&wr, "per_layer_token_embd.weight", fit(s->type, LP), s->V, LP, 1.0f);
+    add_random(&wr, "per_layer_model_proj.weight", s->type, LP, E, proj);
+    add_norm(&wr, "per_layer_proj_norm.weight", G4_P);
+    /* proportional rope: a quarter of the pairs turn, the rest do not */
+    float f[G4_DFULL / 2];
+    for (int i = 0; i < G4_DFULL / 2; i++)
+        f[i] = i < G4_DFULL / 8 ? 1.0f : 1e30f;
+    add(&wr, "rope_freqs.weight", TN_TYPE_F32, 1, G4_DFULL / 2, f);
+    for (int il = 0; il < L; il++) {
+        const int64_t D = g4_D(s, il), QD = (int64_t)s->H * D, KD = (int64_t)g4_KV(s, il) * D;
+        const int64_t F = g4_F(s, il);
+        char n[64];
+#define N(suffix) (snprintf(n, sizeof n, "blk.%d." suffix ".weight", il), n)
+        add_norm(&wr, N("attn_norm"), E);
+        add_random(&wr, N("attn_q"), s->type, QD, E, proj);
+        if (g4_src(s, il) == il) {
+            add_random(&wr, N("attn_k"), s->type, KD, E, proj);
+            if (g4_swa(il) || !s->k_eq_v)
+                add_random(&wr, N("attn_v"), s->type, KD, E, proj);
+            add_qk_norm(&wr, N("attn_k_norm"), D);
+        }
+        add_random(&wr, N("attn_output"), s->type, E, QD, resid / sqrtf((float)QD));
+        add_qk_norm(&wr, N("attn_q_norm"), D);
+        add_norm(&wr, N("post_attention_norm"), E);
+        add_norm(&wr, N("ffn_norm"), E);
+        add_random(&wr, N("ffn_gate"), s->type, F, E, proj);
+        add_random(&wr, N("ffn_up"), s->type, F, E, proj);
+        add_random(&wr, N("ffn_down"), s->type, E, F, resid / sqrtf((float)F));
+        add_norm(&wr, N("post_ffw_norm"), E);
+        add_random(&wr, N("inp_gate"), s->type, G4_P, E, proj);
+        add_random(&wr, N("proj"), fit(s->type, G4_P), E, G4_P, resid / sqrtf((float)G4_P));
+        add_norm(&wr, N("post_norm"), E);
+        float scale = 0.6f + 0.4f * (float)il / (float)L;
+        add(&wr, N("layer_output_scale"), TN_TYPE_F32, 1, 1, &scale);
+#undef N
+    }
+    tn_error err = {0};
+    int rc = wr.rc ? wr.rc : tn_gguf_writer_write(w, path, &err);
+    if (rc)
+        fprintf(stderr, "write_model_g4: %s (%d)\n", err.message, rc);
+    tn_gguf_writer_free(w);
+    return rc;
+}
+
 /* ---------------------------------------------------------- reference */
 
 typedef struct ref_layer {
     double *attn_norm, *wq, *wk, *wv, *wo, *q_norm, *k_norm, *post_attn_norm;
     double *ffn_norm, *gate, *up, *down, *post_ffw_norm;
+    double *pl_gate, *pl_proj, *pl_post_norm, *out_scale; /* gemma4 */
 } ref_layer;
 
 typedef struct ref_model {
     spec s;
     double *embd, *out, *out_norm, *freqs;
+    double *pl_tok, *pl_mproj, *pl_pnorm; /* gemma4 */
+    int kd;                               /* KV width of a cache row */
     ref_layer *layers;
     double *kc, *vc; /* [L][CTX][KV * D] */
     int n;           /* positions done */
@@ -210,7 +358,55 @@ static double *deq(tn_gguf *g, const char *name, int64_t rows, int64_t cols) {
     return out;
 }
 
+static void ref_load_g4(ref_model *m, const spec *s, tn_gguf *g) {
+    memset(m, 0, sizeof *m);
+    m->s = *s;
+    const int64_t E = s->E, LP = (int64_t)s->L * G4_P;
+    m->embd = deq(g, "token_embd.weight", s->V, E);
+    m->out = s->tied ? m->embd : deq(g, "output.weight", s->V, E);
+    m->out_norm = deq(g, "output_norm.weight", 1, E);
+    m->freqs = deq(g, "rope_freqs.weight", 1, G4_DFULL / 2);
+    m->pl_tok = deq(g, "per_layer_token_embd.weight", s->V, LP);
+    m->pl_mproj = deq(g, "per_layer_model_proj.weight", LP, E);
+    m->pl_pnorm = deq(g, "per_layer_proj_norm.weight", 1, G4_P);
+    m->layers = calloc((size_t)s->L, sizeof *m->layers);
+    m->kd = 0;
+    for (int il = 0; il < s->L; il++) {
+        ref_layer *l = &m->layers[il];
+        const int64_t D = g4_D(s, il), QD = (int64_t)s->H * D, KD = (int64_t)g4_KV(s, il) * D;
+        const int64_t F = g4_F(s, il);
+        if (KD > m->kd)
+            m->kd = (int)KD;
+        char n[64];
+#define N(suffix) (snprintf(n, sizeof n, "blk.%d." suffix ".weight", il), n)
+        l->attn_norm = deq(g, N("attn_norm"), 1, E);
+        l->wq = deq(g, N("attn_q"), QD, E);
+        l->wk = deq(g, N("attn_k"), KD, E);
+        l->wv = deq(g, N("attn_v"), KD, E);
+        l->wo = deq(g, N("attn_output"), E, QD);
+        l->q_norm = deq(g, N("attn_q_norm"), 1, D);
+        l->k_norm = deq(g, N("attn_k_norm"), 1, D);
+        l->post_attn_norm = deq(g, N("post_attention_norm"), 1, E);
+        l->ffn_norm = deq(g, N("ffn_norm"), 1, E);
+        l->gate = deq(g, N("ffn_gate"), F, E);
+        l->up = deq(g, N("ffn_up"), F, E);
+        l->down = deq(g, N("ffn_down"), E, F);
+        l->post_ffw_norm = deq(g, N("post_ffw_norm"), 1, E);
+        l->pl_gate = deq(g, N("inp_gate"), G4_P, E);
+        l->pl_proj = deq(g, N("proj"), E, G4_P);
+        l->pl_post_norm = deq(g, N("post_norm"), 1, E);
+        l->out_scale = deq(g, N("layer_output_scale"), 1, 1);
+#undef N
+    }
+    m->kc = calloc((size_t)s->L * CTX * (size_t)m->kd, sizeof(double));
+    m->vc = calloc((size_t)s->L * CTX * (size_t)m->kd, sizeof(double));
+}
+
 static void ref_load(ref_model *m, const spec *s, tn_gguf *g) {
+    if (!strcmp(s->arch, "gemma4")) {
+        ref_load_g4(m, s, g);
+        return;
+    }
     memset(m, 0, sizeof *m);
     m->s = *s;
     const int64_t E = s->E, QD = (int64_t)s->H * s->D, KD = (int64_t)s->KV * s->D;
@@ -238,6 +434,7 @@ static void ref_load(ref_model *m, const spec *s, tn_gguf *g) {
         l->post_ffw_norm = deq(g, N("post_ffw_norm"), 1, E);
 #undef N
     }
+    m->kd = (int)KD;
     m->kc = calloc((size_t)s->L * CTX * (size_t)KD, sizeof(double));
     m->vc = calloc((size_t)s->L * CTX * (size_t)KD, sizeof(double));
 }
@@ -248,11 +445,15 @@ static void ref_free(ref_model *m) {
         free(m->out);
     free(m->out_norm);
     free(m->freqs);
+    free(m->pl_tok);
+    free(m->pl_mproj);
+    free(m->pl_pnorm);
     for (int il = 0; il < m->s.L; il++) {
         ref_layer *l = &m->layers[il];
-        double *all[] = {l->attn_norm, l->wq,       l->wk, l->wv, l->wo,   l->q_norm,
-                         l->k_norm,    l->post_attn_norm, l->ffn_norm, l->gate, l->up, l->down,
-                         l->post_ffw_norm};
+        double *all[] = {l->attn_norm,  l->wq,           l->wk,      l->wv,   l->wo,
+                         l->q_norm,     l->k_norm,       l->post_attn_norm, l->ffn_norm,
+                         l->gate,       l->up,           l->down,    l->post_ffw_norm,
+                         l->pl_gate,    l->pl_proj,      l->pl_post_norm, l->out_scale};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             free(all[i]);
     }
@@ -296,8 +497,141 @@ static void rope(const ref_model *m, double *v, int pos, double base, double sca
     }
 }
 
+static double gelu_ref(double a) {
+    return 0.5 * a * (1 + tanh(sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+}
+
+/* Gemma 4 (HF's Gemma4TextModel as llama.cpp's src/models/gemma4.cpp
+ * computes it), written from the model's definition: per-layer inputs,
+ * sliding and full layers with their own head sizes and rope (the full
+ * layers' proportional rope by rope_freqs), QK norms, the weightless value
+ * norm, attention scale 1, shared KV, post norms, the per-layer block, the
+ * layer scale, final softcapping. */
+static void ref_step_g4(ref_model *m, int token, double *logits) {
+    const spec *s = &m->s;
+    const int E = s->E, H = s->H, L = s->L, pos = m->n, KDM = m->kd;
+    const int FM = 2 * s->F, QM = H * G4_DFULL;
+    double *x = malloc(sizeof(double) * E), *xn = malloc(sizeof(double) * E);
+    double *q = malloc(sizeof(double) * QM), *k = malloc(sizeof(double) * KDM);
+    double *v = malloc(sizeof(double) * KDM), *att = malloc(sizeof(double) * QM);
+    double *o = malloc(sizeof(double) * E), *g = malloc(sizeof(double) * FM);
+    double *u = malloc(sizeof(double) * FM), *sc = malloc(sizeof(double) * CTX);
+    double *ple = malloc(sizeof(double) * L * G4_P), *pg = malloc(sizeof(double) * G4_P);
+    double *ones = malloc(sizeof(double) * G4_DFULL);
+    for (int i = 0; i < G4_DFULL; i++)
+        ones[i] = 1;
+    for (int e = 0; e < E; e++)
+        x[e] = m->embd[(size_t)token * E + e] * sqrt((double)E);
+    mv(ple, m->pl_mproj, x, L * G4_P, E);
+    for (int il = 0; il < L; il++) {
+        double *pl = ple + il * G4_P;
+        for (int e = 0; e < G4_P; e++)
+            pl[e] /= sqrt((double)E);
+        rms(pl, pl, m->pl_pnorm, G4_P, s->eps);
+        for (int e = 0; e < G4_P; e++)
+            pl[e] = (pl[e] + m->pl_tok[(size_t)token * L * G4_P + il * G4_P + e] * sqrt((double)G4_P)) /
+                    sqrt(2.0);
+    }
+    for (int il = 0; il < L; il++) {
+        const ref_layer *l = &m->layers[il];
+        const bool local = g4_swa(il);
+        const int D = g4_D(s, il), KV = g4_KV(s, il), F = g4_F(s, il), src = g4_src(s, il);
+        const int QD = H * D, KD = KV * D;
+        const double base = local ? 10000.0 : s->rope_base;
+        rms(xn, x, l->attn_norm, E, s->eps);
+        mv(q, l->wq, xn, QD, E);
+        for (int h = 0; h < H; h++) {
+            double *qh = q + h * D;
+            rms(qh, qh, l->q_norm, D, s->eps);
+            for (int i = 0; i < D / 2; i++) {
+                double fr = pow(base, -2.0 * i / D);
+                if (!local)
+                    fr /= m->freqs[i];
+                double th = pos * fr, a = qh[i], b = qh[i + D / 2];
+                qh[i] = a * cos(th) - b * sin(th);
+                qh[i + D / 2] = a * sin(th) + b * cos(th);
+            }
+        }
+        if (src == il) {
+            mv(k, l->wk, xn, KD, E);
+            if (l->wv)
+                mv(v, l->wv, xn, KD, E);
+            else
+                memcpy(v, k, sizeof(double) * KD);
+            for (int h = 0; h < KV; h++) {
+                double *kh = k + h * D;
+                rms(kh, kh, l->k_norm, D, s->eps);
+                rms(v + h * D, v + h * D, ones, D, s->eps);
+                for (int i = 0; i < D / 2; i++) {
+                    double fr = pow(base, -2.0 * i / D);
+                    if (!local)
+                        fr /= m->freqs[i];
+                    double th = pos * fr, a = kh[i], b = kh[i + D / 2];
+                    kh[i] = a * cos(th) - b * sin(th);
+                    kh[i + D / 2] = a * sin(th) + b * cos(th);
+                }
+            }
+            memcpy(m->kc + ((size_t)il * CTX + pos) * KDM, k, sizeof(double) * KD);
+            memcpy(m->vc + ((size_t)il * CTX + pos) * KDM, v, sizeof(double) * KD);
+        }
+        const double *kc = m->kc + (size_t)src * CTX * KDM, *vc = m->vc + (size_t)src * CTX * KDM;
+        for (int h = 0; h < H; h++) {
+            int kvh = h / (H / KV);
+            int first = local && pos - s->window + 1 > 0 ? pos - s->window + 1 : 0;
+            double mx = -1e300, sum = 0;
+            for (int j = first; j <= pos; j++) {
+                double d = 0;
+                for (int c = 0; c < D; c++)
+                    d += q[h * D + c] * kc[(size_t)j * KDM + kvh * D + c];
+                sc[j] = d; /* attention scale 1 */
+                if (sc[j] > mx)
+                    mx = sc[j];
+            }
+            for (int j = first; j <= pos; j++)
+                sum += (sc[j] = exp(sc[j] - mx));
+            for (int c = 0; c < D; c++) {
+                double a = 0;
+                for (int j = first; j <= pos; j++)
+                    a += sc[j] * vc[(size_t)j * KDM + kvh * D + c];
+                att[h * D + c] = a / sum;
+            }
+        }
+        mv(o, l->wo, att, E, QD);
+        rms(o, o, l->post_attn_norm, E, s->eps);
+        for (int e = 0; e < E; e++)
+            x[e] += o[e];
+        rms(xn, x, l->ffn_norm, E, s->eps);
+        mv(g, l->gate, xn, F, E);
+        mv(u, l->up, xn, F, E);
+        for (int f = 0; f < F; f++)
+            g[f] = gelu_ref(g[f]) * u[f];
+        mv(o, l->down, g, E, F);
+        rms(o, o, l->post_ffw_norm, E, s->eps);
+        for (int e = 0; e < E; e++)
+            x[e] += o[e];
+        mv(pg, l->pl_gate, x, G4_P, E);
+        for (int e = 0; e < G4_P; e++)
+            pg[e] = gelu_ref(pg[e]) * ple[il * G4_P + e];
+        mv(o, l->pl_proj, pg, E, G4_P);
+        rms(o, o, l->pl_post_norm, E, s->eps);
+        for (int e = 0; e < E; e++)
+            x[e] = (x[e] + o[e]) * l->out_scale[0];
+    }
+    rms(xn, x, m->out_norm, E, s->eps);
+    mv(logits, m->out, xn, s->V, E);
+    for (int t = 0; t < s->V; t++)
+        logits[t] = G4_SOFTCAP * tanh(logits[t] / G4_SOFTCAP);
+    m->n++;
+    free(x); free(xn); free(q); free(k); free(v); free(att); free(o); free(g); free(u);
+    free(sc); free(ple); free(pg); free(ones);
+}
+
 /* One token at position m->n; writes logits[V]. */
 static void ref_step(ref_model *m, int token, double *logits) {
+    if (!strcmp(m->s.arch, "gemma4")) {
+        ref_step_g4(m, token, logits);
+        return;
+    }
     const spec *s = &m->s;
     const int E = s->E, H = s->H, KV = s->KV, D = s->D, F = s->F, pos = m->n;
     const int QD = H * D, KD = KV * D;
@@ -758,6 +1092,42 @@ static void check_errors(void) {
     expect_load_error(&s, path, TN_ERR_FORMAT, "'blk.0.attn_q.weight' has shape [128, 256]");
     CHECK(write_variant(&s, path, "output_norm.weight", NULL, NULL) == 0);
     expect_load_error(&s, path, TN_ERR_FORMAT, "'output_norm.weight' is missing");
+    remove(path);
+
+    /* Gemma 4 variants Tern does not run are refused by name, with what it
+     * does run: the MTP drafter, a mixture of experts (26B-A4B). */
+    spec g4 = make_spec("gemma4", TN_TYPE_Q8_0, 0);
+    CHECK(write_variant(&g4, path, NULL, NULL, "gemma4-assistant") == 0);
+    expect_load_error(&g4, path, TN_ERR_UNSUPPORTED, "'gemma4-assistant' is Gemma 4's");
+    char good[4200];
+    snprintf(good, sizeof good, "%s.moe", path);
+    CHECK(write_model(&g4, good) == 0);
+    tn_gguf *gg = NULL;
+    tn_error gerr = {0};
+    if (tn_gguf_open(good, &gg, &gerr) == TN_OK) {
+        tn_gguf_writer *w = tn_gguf_writer_new();
+        for (int64_t i = 0; i < tn_gguf_n_kv(gg); i++) {
+            tn_str k = tn_gguf_kv_key(gg, i);
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
+            tn_gguf_writer_set_value(w, key, tn_gguf_kv_value(gg, i));
+        }
+        tn_gguf_writer_set_u32(w, "gemma4.expert_count", 128);
+        for (int64_t i = 0; i < tn_gguf_n_tensors(gg); i++) {
+            const tn_gguf_tensor *t = tn_gguf_tensor_at(gg, i);
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+            uint64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+            tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, ne, t->data, t->nbytes);
+        }
+        CHECK(tn_gguf_writer_write(w, path, &gerr) == TN_OK);
+        tn_gguf_writer_free(w);
+        tn_gguf_close(gg);
+        expect_load_error(&g4, path, TN_ERR_UNSUPPORTED,
+                          "mixture-of-experts models (26B-A4B, 128 experts) are not supported; "
+                          "Tern runs the dense Gemma 4 models (E2B, E4B, 31B)");
+    }
+    remove(good);
     remove(path);
     /* A file that is not a GGUF at all. */
     FILE *f = fopen(path, "wb");

@@ -643,6 +643,16 @@ int main(void) {
     }
     tn_model_free(syn.model);
 
+    /* Gemma 4: snapshots of a KV cache where shared-KV layers own no rows
+     * and sliding and full layers have different head sizes. */
+    fixture g4 = {0};
+    if (make_model(&g4, "gemma4", "gemma4", NULL, 13)) {
+        abab(&g4, false, false);
+        abab(&g4, false, true);
+        chat(&g4);
+    }
+    tn_model_free(g4.model);
+
     const char *vocab = tn_test_vocab("qwen3");
     if (vocab) {
         char tokjson[4200];

@@ -123,6 +123,19 @@ static tn_model *make_model(const char *file, const char *arch, const char *type
     p.n_ff = 2 * embd;
     p.n_ctx = 2048;
     p.sliding_window = 16; /* gemma3: short enough to matter in these contexts */
+    if (!strcmp(arch, "gemma4")) {
+        /* sliding, sliding, full, ...: the last three layers of six reuse
+         * layers 1 and 2's KV; full layers with twice the head size and a
+         * proportional rope; per-layer inputs; double-wide shared FFNs */
+        p.n_layer = layers > 1 ? 6 : 3;
+        p.swa_period = 3;
+        p.n_shared_kv = layers > 1 ? 3 : 0;
+        p.head_dim = 64;
+        p.head_dim_swa = 32;
+        p.n_embd_per_layer = 32;
+        p.double_wide_ffn = true;
+        p.tied_output = true;
+    }
     p.seed = seed;
     p.n_threads = 2;
     if (logit_scale > 0)
@@ -1402,6 +1415,8 @@ int main(int argc, char **argv) {
         greedy_suite("qwen3");
     if (all || !strcmp(what, "greedy-gemma3"))
         greedy_suite("gemma3");
+    if (all || !strcmp(what, "greedy-gemma4"))
+        greedy_suite("gemma4");
     if (all || !strcmp(what, "sampling")) {
         sampling_rule();
         sampling_model();

@@ -869,7 +869,189 @@ static void check_convert_errors(void) {
     tn_gguf_writer_free(w);
 }
 
+/* ------------------------------------------------------------ Gemma 4 */
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    if (b)
+        b[n] = '\0';
+    *len = (size_t)n;
+    fclose(f);
+    return b;
+}
+
+static char *unhex(const char *h, size_t *n) {
+    size_t len = strcspn(h, "\n");
+    char *out = malloc(len / 2 + 1);
+    for (size_t i = 0; i + 1 < len; i += 2) {
+        unsigned v;
+        sscanf(h + i, "%2x", &v);
+        out[i / 2] = (char)v;
+    }
+    out[len / 2] = '\0';
+    *n = len / 2;
+    return out;
+}
+
+/* The real Gemma 4 vocabulary's test vectors (llama.cpp's
+ * models/ggml-vocab-gemma-4.gguf.inp/.out, copied to tests/data) on the
+ * subset of that vocabulary they can touch (tests/data/gemma4-vocab.txt,
+ * tools/gemma4-vocab-subset.py), ids unchanged: every vector exact, no BOS,
+ * control tokens not parsed (llama.cpp's test-tokenizer-0). */
+static void check_gemma4(void) {
+    const char *root = getenv("TERN_SOURCE_ROOT");
+    char path[4096];
+    size_t len;
+    snprintf(path, sizeof path, "%s/tests/data/gemma4-vocab.txt", root ? root : ".");
+    char *txt = read_all(path, &len);
+    CHECKF(txt != NULL, "cannot read %s", path);
+    if (!txt)
+        return;
+    int32_t n_vocab = 0, bos = -1, eos = -1, unk = -1, pad = -1;
+    char **tokens = NULL;
+    int32_t *types = NULL;
+    char **merges = NULL;
+    size_t n_merges = 0;
+    for (char *line = txt; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        int id, type;
+        char hex[8192];
+        if (sscanf(line, "n_vocab %d", &n_vocab) == 1) {
+            tokens = calloc((size_t)n_vocab, sizeof *tokens);
+            types = calloc((size_t)n_vocab, sizeof *types);
+            merges = calloc((size_t)n_vocab, sizeof *merges);
+        } else if (sscanf(line, "bos %d", &id) == 1) {
+            bos = id;
+        } else if (sscanf(line, "eos %d", &id) == 1) {
+            eos = id;
+        } else if (sscanf(line, "unknown %d", &id) == 1) {
+            unk = id;
+        } else if (sscanf(line, "padding %d", &id) == 1) {
+            pad = id;
+        } else if (tokens && sscanf(line, "T %d %d %8191s", &id, &type, hex) == 3 && id >= 0 &&
+                   id < n_vocab) {
+            size_t n;
+            tokens[id] = unhex(hex, &n);
+            types[id] = type;
+        } else if (merges && sscanf(line, "M %8191s", hex) == 1 && n_merges < (size_t)n_vocab) {
+            size_t n;
+            merges[n_merges++] = unhex(hex, &n);
+        }
+    }
+    CHECK(n_vocab == 262144 && bos == 2 && eos == 1 && n_merges > 100);
+    if (n_vocab != 262144) {
+        free(txt);
+        return;
+    }
+    /* Ids outside the subset: texts no input can produce. */
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (!tokens[i]) {
+            char buf[32];
+            snprintf(buf, sizeof buf, "<tern-unused-%d>", i);
+            tokens[i] = strdup(buf);
+            types[i] = TN_TOKEN_TYPE_NORMAL;
+        }
+    float *scores = malloc(sizeof(float) * (size_t)n_vocab);
+    for (int32_t i = 0; i < n_vocab; i++)
+        scores[i] = -1000.0f;
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    tn_gguf_writer_set_str(w, "general.architecture", "gemma4");
+    tn_gguf_writer_set_str(w, "tokenizer.ggml.model", "gemma4");
+    tn_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens,
+                               (uint64_t)n_vocab);
+    tn_gguf_writer_set_arr(w, "tokenizer.ggml.scores", TN_GGUF_F32, scores, (uint64_t)n_vocab);
+    tn_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", TN_GGUF_I32, types, (uint64_t)n_vocab);
+    tn_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges,
+                               (uint64_t)n_merges);
+    tn_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
+    tn_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos);
+    tn_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)unk);
+    tn_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)pad);
+    tn_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false);
+    tn_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
+    char out[4096];
+    snprintf(out, sizeof out, "%s/gemma4-vocab.gguf", tn_test_tmpdir());
+    tn_error err = {0};
+    int rc = tn_gguf_writer_write(w, out, &err);
+    CHECKF(rc == TN_OK, "gemma4 vocab: %s", err.message);
+    tn_gguf_writer_free(w);
+    for (int32_t i = 0; i < n_vocab; i++)
+        free(tokens[i]);
+    for (size_t i = 0; i < n_merges; i++)
+        free(merges[i]);
+    free(tokens);
+    free(types);
+    free(merges);
+    free(scores);
+    free(txt);
+    tn_gguf *g = NULL;
+    tn_tokenizer *tok = NULL;
+    if (rc == TN_OK && (rc = tn_gguf_open(out, &g, &err)) == TN_OK)
+        rc = tn_tokenizer_load(g, &tok, &err);
+    CHECKF(rc == TN_OK, "gemma4 tokenizer: %s", err.message);
+    if (!tok) {
+        tn_gguf_close(g);
+        return;
+    }
+    CHECK(!strcmp(tn_tokenizer_model(tok), "gemma4"));
+    CHECK(tn_tokenizer_bos(tok) == 2 && tn_tokenizer_eot(tok) == 106);
+
+    size_t in_len, out_len;
+    snprintf(path, sizeof path, "%s/tests/data/gemma4-vocab.inp", root ? root : ".");
+    char *inp = read_all(path, &in_len);
+    snprintf(path, sizeof path, "%s/tests/data/gemma4-vocab.out", root ? root : ".");
+    char *exp = read_all(path, &out_len);
+    CHECK(inp && exp);
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    int cases = 0, exact = 0;
+    char *p = inp, *e = exp;
+    while (inp && exp && p && *e) {
+        char *next = strstr(p, sep);
+        size_t n = next ? (size_t)(next - p) : strlen(p);
+        char *eol = strchr(e, '\n');
+        if (eol)
+            *eol = '\0';
+        tn_tokens ids = {0};
+        CHECK(tn_tokenize(tok, p, n, 0, &ids, &err) == TN_OK);
+        char got[8192] = "";
+        size_t gl = 0;
+        for (size_t i = 0; i < ids.n && gl < sizeof got - 16; i++)
+            gl += (size_t)snprintf(got + gl, sizeof got - gl, i ? " %d" : "%d", ids.ids[i]);
+        cases++;
+        if (!strcmp(got, e))
+            exact++;
+        else
+            fprintf(stderr, "gemma4 case %d \"%.*s\":\n  got  %s\n  want %s\n", cases,
+                    (int)(n > 60 ? 60 : n), p, got, e);
+        /* and back: decoding gives the text again */
+        tn_buf txtb = {0};
+        if (tn_detokenize(tok, ids.ids, ids.n, 0, &txtb, &err) == TN_OK)
+            CHECKF(txtb.len == n && !memcmp(txtb.data, p, n), "gemma4 case %d: decode differs",
+                   cases);
+        tn_buf_free(&txtb);
+        tn_tokens_free(&ids);
+        p = next ? next + sizeof sep - 1 : NULL;
+        e = eol ? eol + 1 : e + strlen(e);
+    }
+    printf("gemma4: %d of %d vectors exact\n", exact, cases);
+    CHECKF(cases > 30 && exact == cases, "gemma4: %d of %d vectors exact", exact, cases);
+    free(inp);
+    free(exp);
+    tn_tokenizer_free(tok);
+    tn_gguf_close(g);
+}
+
 int main(void) {
+    check_gemma4();
     check_pretokenizers();
     check_synthetic_spm();
     check_synthetic_bpe();

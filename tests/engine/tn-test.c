@@ -21,6 +21,20 @@ tn_mkmodel_params tn_test_tiny_model(const char *arch, uint64_t seed) {
     p.n_ctx = 2048;
     p.seed = seed;
     p.n_threads = 2;
+    if (!strcmp(arch, "gemma4")) {
+        /* sliding, sliding, full, ...: layers 3-5 reuse the KV of layers 1
+         * (sliding) and 2 (full); full layers have twice the head size;
+         * per-layer inputs; a window short enough to matter */
+        p.n_layer = 6;
+        p.swa_period = 3;
+        p.n_shared_kv = 3;
+        p.head_dim = 64;
+        p.head_dim_swa = 32;
+        p.n_embd_per_layer = 32;
+        p.double_wide_ffn = true;
+        p.sliding_window = 16;
+        /* untied: a tied random model answers every prompt alike */
+    }
     return p;
 }
 
