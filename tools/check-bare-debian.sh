@@ -69,6 +69,9 @@ deb $mirror bookworm-updates main
 deb http://deb.debian.org/debian-security bookworm-security main
 EOF
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# A throw-away root: dpkg need not fsync each of the ~750 packages' files
+# (the same packages install, minutes faster on a loaded disk).
+echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/check-bare-debian-unsafe-io"
 t1=$(date +%s)
 
 for m in proc sys dev dev/pts; do
