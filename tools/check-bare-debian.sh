@@ -16,6 +16,9 @@
 # bundle for npm on a TLS-intercepting network (default: this machine's npm
 # cafile setting, if any), given to npm inside as npm_config_cafile.
 set -euo pipefail
+# One brace group: bash reads all of it before running any, so an edit to
+# this file during the long run cannot change what the run executes.
+{
 here=$(cd "$(dirname "$0")/.." && pwd)
 mirror=${MIRROR:-http://deb.debian.org/debian}
 
@@ -69,6 +72,9 @@ deb $mirror bookworm-updates main
 deb http://deb.debian.org/debian-security bookworm-security main
 EOF
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# A throw-away root: dpkg need not fsync each of the ~750 packages' files
+# (the same packages install, minutes faster on a loaded disk).
+echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/check-bare-debian-unsafe-io"
 t1=$(date +%s)
 
 for m in proc sys dev dev/pts; do
@@ -134,3 +140,5 @@ if [ "$rc" -ne 0 ] || ! [[ $last =~ ^[0-9]+\ passed,\ 0\ failed,\ 0\ skipped$ ]]
     exit 1
 fi
 echo "check-bare-debian: passed ($last)"
+exit 0
+}

@@ -33,7 +33,8 @@ meson test -C "$build" --print-errorlogs --num-processes "${TERN_TEST_JOBS:-2}" 
     --timeout-multiplier "${TERN_TIMEOUT_MULTIPLIER:-3}"
 log="$build/meson-logs/testlog.json"
 if [ -f "$log" ]; then
-    read -r p f s names skipnames < <(python3 - "$log" <<'PY'
+    # Tab-separated: test names hold spaces ("tern:cli / cli-run").
+    IFS=$'\t' read -r p f s names skipnames < <(python3 - "$log" <<'PY'
 import json, sys
 p = f = s = 0
 bad, skip = [], []
@@ -50,7 +51,7 @@ for line in open(sys.argv[1]):
     else:
         f += 1
         bad.append(r["name"])
-print(p, f, s, ",".join(bad) or "-", ",".join(skip) or "-")
+print(p, f, s, ", ".join(bad) or "-", ", ".join(skip) or "-", sep="\t")
 PY
 )
     passed=$((passed + p))
