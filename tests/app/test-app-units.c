@@ -365,6 +365,27 @@ test_worker (const char *dir)
   CHECKF (p.text_of[second] != NULL && g_str_equal (p.text_of[second]->str, answer),
           "\n  %s\n  %s", p.text_of[second] ? p.text_of[second]->str : "(none)", answer);
 
+  /* Seeds: 0 draws a new seed for every answer, so Regenerate samples
+   * anew; any other seed gives the same answer again. */
+  {
+    TernGenSettings hot = { .temperature = 1.5, .top_p = 1, .max_tokens = 32 };
+    char *sampled[4] = { NULL };
+
+    for (int i = 0; i < 4; i++)
+      {
+        hot.seed = i < 2 ? 0 : 7;
+        g_string_truncate (p.text, 0);
+        p.want_id = id = tern_engine_worker_ask (w, "Hello there", &hot);
+        CHECK (wait_id (&p.finished_id, id, 60));
+        sampled[i] = g_strdup (p.text->str);
+      }
+    CHECKF (!g_str_equal (sampled[0], sampled[1]), "seed 0 twice: \"%s\"", sampled[0]);
+    CHECKF (sampled[2][0] && g_str_equal (sampled[2], sampled[3]), "seed 7: \"%s\" \"%s\"",
+            sampled[2], sampled[3]);
+    for (int i = 0; i < 4; i++)
+      g_free (sampled[i]);
+  }
+
   for (guint i = 0; i < 64; i++)
     if (p.text_of[i] != NULL)
       g_string_free (p.text_of[i], TRUE);
