@@ -1136,7 +1136,7 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
     if (member_number(o, "top_k", &v, &bad)) {
         if (v < 0 || v > INT32_MAX || !whole(v)) {
             *param = "top_k";
-            *why = g_strdup("top_k must be 0 (off) or more");
+            *why = g_strdup("top_k must be a whole number: 0 (off) or more");
             return false;
         }
         g->sampler.top_k = (int32_t)v;
@@ -1471,15 +1471,16 @@ static void scan_body(const char *p, size_t n, body_scan *sc) {
             return;
         } else if (c == '-' || (c >= '0' && c <= '9')) {
             const size_t start = i;
-            bool whole = true;
-            while (i + 1 < n && strchr("+-.eE0123456789", p[i + 1]) && p[i + 1]) {
+            bool integer = true;
+            while (i + 1 < n && p[i + 1] && strchr("+-.eE0123456789", p[i + 1])) {
                 i++;
-                whole = whole && p[i] != '.' && p[i] != 'e' && p[i] != 'E';
+                integer = integer && p[i] != '.' && p[i] != 'e' && p[i] != 'E';
             }
             const bool neg = p[start] == '-';
             const size_t digits = i + 1 - start - (neg ? 1 : 0);
             const char *limit = neg ? "9223372036854775808" : "9223372036854775807";
-            if (whole && (digits > 19 || (digits == 19 && memcmp(p + start + neg, limit, 19) > 0))) {
+            if (integer &&
+                (digits > 19 || (digits == 19 && memcmp(p + start + neg, limit, 19) > 0))) {
                 scan_fail(sc, "range", key, key_len);
                 return;
             }
