@@ -7,6 +7,7 @@
 #include <libsoup/soup.h>
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -2171,6 +2172,12 @@ static gboolean conn_first_bytes(GSocket *sock, GIOCondition cond, gpointer data
         g_free(buf);
         return G_SOURCE_REMOVE;
     }
+    struct pollfd pf = {.fd = g_socket_get_fd(sock), .events = POLLRDHUP};
+    if (!end && poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+        g_free(buf); /* gone with its request unfinished */
+        g_hash_table_remove(srv->conns, c->key);
+        return G_SOURCE_REMOVE;
+    }
     if (!end) {
         g_free(buf);
         c->wait = g_timeout_source_new(50);
@@ -2245,6 +2252,22 @@ static gboolean on_accept(GSocket *listener, GIOCondition cond, gpointer data) {
         }
         if ((int)g_hash_table_size(srv->conns) >= srv->conns_max)
             sweep_conns(srv); /* connections closed since the last sweep */
+        if ((int)g_hash_table_size(srv->conns) >= srv->conns_max) {
+            /* Full of clients that have not sent a whole request yet (slow
+             * or idle ones, maybe an attack): the oldest of them makes room,
+             * so that they cannot lock the others out for a whole timeout. */
+            conn *oldest = NULL;
+            GHashTableIter it;
+            gpointer key, value;
+            g_hash_table_iter_init(&it, srv->conns);
+            while (g_hash_table_iter_next(&it, &key, &value)) {
+                conn *o = value;
+                if (!o->stream && !o->refused && (!oldest || o->deadline < oldest->deadline))
+                    oldest = o;
+            }
+            if (oldest)
+                g_hash_table_remove(srv->conns, oldest->key);
+        }
         if ((int)g_hash_table_size(srv->conns) >= srv->conns_max) {
             g_socket_close(sock, NULL);
             g_object_unref(sock);
