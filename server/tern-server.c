@@ -2306,7 +2306,8 @@ static gboolean sweep_conns(gpointer data) {
     g_hash_table_iter_init(&it, srv->conns);
     while (g_hash_table_iter_next(&it, &key, &value)) {
         conn *c = value;
-        if (g_socket_is_closed(c->sock) || (c->stream && g_io_stream_is_closed(G_IO_STREAM(c->stream)))) {
+        if (g_socket_is_closed(c->sock) ||
+            (c->stream && g_io_stream_is_closed(G_IO_STREAM(c->stream)))) {
             g_hash_table_iter_remove(&it);
         } else if (!c->stream && c->deadline && now > c->deadline) {
             /* Never sent a whole request, or refused: what it sent is
