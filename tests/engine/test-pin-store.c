@@ -258,6 +258,42 @@ static void test_round_trip(const tn_model *m, const tn_model *other, const char
         CHECKF(tn_ctx_kv_len(b) == 5, "%s: the KV changed", cases[i].what);
         CHECKF(!file_exists(path), "%s: the damaged file was kept", cases[i].what);
     }
+    /* Not a regular file: a FIFO must not block the load (open() on it waits
+     * for a writer for ever unless O_NONBLOCK; SIGALRM ends a hang here),
+     * and a directory is refused too. */
+    unlink(path);
+    if (mkfifo(path, 0600) == 0) {
+        alarm(20);
+        tn_ctx_kv_truncate(b, 5);
+        tn_error e = {0};
+        rc = tn_pin_store_load(dir, &key, b, tokens, NTOK, &e);
+        alarm(0);
+        CHECKF(rc == TN_ERR_FORMAT && strstr(e.message, "regular"), "a FIFO: %d (%s)", rc,
+               e.message);
+        CHECK(tn_ctx_kv_len(b) == 5);
+        CHECK(!file_exists(path));
+    }
+    unlink(path);
+    if (mkdir(path, 0700) == 0) {
+        tn_error e = {0};
+        rc = tn_pin_store_load(dir, &key, b, tokens, NTOK, &e);
+        CHECKF(rc != TN_OK, "a directory: %d (%s)", rc, e.message);
+        rmdir(path);
+    }
+    /* A 1 GiB file (sparse) that is not a snapshot: refused from its header,
+     * and removed. */
+    int big = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    if (big >= 0 && write(big, "not a pin", 9) == 9 && ftruncate(big, 1L << 30) == 0) {
+        close(big);
+        tn_error e = {0};
+        rc = tn_pin_store_load(dir, &key, b, tokens, NTOK, &e);
+        CHECKF(rc == TN_ERR_FORMAT && strstr(e.message, "not a Tern pin snapshot"),
+               "a 1 GiB non-snapshot: %d (%s)", rc, e.message);
+        CHECK(!file_exists(path));
+    } else if (big >= 0) {
+        close(big);
+    }
+
     /* Undamaged again: loads. */
     write_file(path, orig, n_file);
     rc = tn_pin_store_load(dir, &key, b, tokens, NTOK, &err);

@@ -4,6 +4,7 @@ on an ephemeral port of 127.0.0.1, HTTP requests with the standard library.
 Environment (tests/meson.build): TERN_CLI, TERN_TEST_TMP, TERN_SOURCE_ROOT,
 TERN_VOCAB_DIR."""
 
+import atexit
 import http.client
 import json
 import os
@@ -92,6 +93,13 @@ class Server:
             print("FAIL: the server did not start: " + open(self.err_path).read(), file=sys.stderr)
             sys.exit(1)
         self.url = "http://127.0.0.1:%d" % self.port
+        # A test that dies on an exception must not leave its server behind.
+        atexit.register(self._kill)
+
+    def _kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def stop(self):
         """SIGTERM; returns the exit status (None: it had to be killed)."""

@@ -74,6 +74,26 @@ for i in range(N):
 checks.check(not bad, "%d sequential requests under ulimit -n 256 all answered (%s)" % (N, bad[:5]))
 s, _, _ = srv.request("GET", "/health")
 checks.check(s == 200, "still answering afterwards (%s)" % s)
+
+# More slow clients than the connection cap (half the 256 descriptors, less
+# a margin): the oldest of them make room, the others are still served.
+slow = []
+for i in range(150):
+    try:
+        c = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        c.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        slow.append(c)
+    except OSError:
+        break
+t0 = serverlib.time.time()
+try:
+    s, _, _ = srv.request("GET", "/health", timeout=10)
+except OSError as e:
+    s = str(e)
+checks.check(s == 200, "served while %d slow clients hold connections (%s, %.1f s)" %
+             (len(slow), s, serverlib.time.time() - t0))
+for c in slow:
+    c.close()
 end_fds = fds()
 for _ in range(50):  # a connection closed by its client is noticed within a second
     if end_fds <= start_fds + 16:
