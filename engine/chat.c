@@ -538,7 +538,7 @@ static void gemma4_system(sink *s, const char *system, bool thinking) {
     if (thinking)
         put(s, "<|think|>\n");
     if (system)
-        putv(s, py_strip(mkview(system)));
+        textv(s, py_strip(mkview(system)));
     put(s, "<turn|>\n");
 }
 
@@ -546,7 +546,7 @@ static void gemma4_system(sink *s, const char *system, bool thinking) {
  * "<|channel>" in it (or all of it), the whole trimmed. */
 static void gemma4_model_content(sink *s, view c) {
     tn_buf tmp = {0};
-    sink t = {&tmp, TN_OK};
+    sink t = {&tmp, TN_OK, NULL};
     put(&t, "");
     static const char close[] = "<channel|>", open[] = "<|channel>";
     for (;;) {
@@ -562,7 +562,7 @@ static void gemma4_model_content(sink *s, view c) {
     if (t.rc != TN_OK)
         s->rc = t.rc;
     else
-        putv(s, py_strip((view){tmp.data, tmp.len}));
+        textv(s, py_strip((view){tmp.data, tmp.len}));
     tn_buf_free(&tmp);
 }
 
@@ -585,7 +585,7 @@ static void render_gemma4(sink *s, const tn_chat_message *m, size_t n, const tn_
         if (model)
             gemma4_model_content(s, mkview(m[i].content));
         else
-            putv(s, py_strip(mkview(m[i].content)));
+            textv(s, py_strip(mkview(m[i].content)));
         put(s, "<turn|>\n");
     }
     if (o->add_generation_prompt)
@@ -860,7 +860,7 @@ int tn_chat_render_turn_spans(tn_chat_kind kind, bool has_system, const char *us
     case TN_CHAT_GEMMA4:
         (void)has_system; /* the system turn, if any, is closed already */
         put(&s, "<|turn>user\n");
-        putv(&s, py_strip(u));
+        textv(&s, py_strip(u));
         put(&s, "<turn|>\n");
         gemma4_generation_prompt(&s, false); /* thinking off: see render_system */
         break;
