@@ -97,7 +97,8 @@ int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out)
         return TN_ERR_INVALID;
     memset(dst, 0, need);
     x16_fmt f;
-    x16_format(w->type, &f);
+    if (!x16_format(w->type, &f))
+        return TN_ERR_UNSUPPORTED;
     const size_t qb = tn_x16_quant_bytes(w->type), hdr = tn_x16_header_bytes(w->type);
     const size_t chunk = hdr + 2 * qb, qoff = 2 * (size_t)f.fields + (f.qh ? 4 : 0);
     const int64_t nblk = w->cols / 32;
@@ -138,8 +139,8 @@ int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out)
 const uint8_t *tn_weight_row_raw(const tn_weight *w, int64_t r, uint8_t *tmp) {
     if (w->layout == TN_LAYOUT_ROWS)
         return (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-    x16_fmt f;
-    x16_format(w->type, &f);
+    x16_fmt f = {0};
+    x16_format(w->type, &f); /* check_weight let only X16 types through */
     const size_t qb = tn_x16_quant_bytes(w->type), hdr = tn_x16_header_bytes(w->type);
     const size_t chunk = hdr + 2 * qb, qoff = 2 * (size_t)f.fields + (f.qh ? 4 : 0);
     const int64_t nblk = w->cols / 32;
