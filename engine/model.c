@@ -131,8 +131,8 @@ static int get_matrix(loader *ld, const char *name, int64_t cols, int64_t rows, 
                        ld->path, name);
     /* One pass over the scales (block types) or the values (float types):
      * a NaN or Inf weight would make every logit NaN, so the file is
-     * refused here, naming the tensor (docs/QUANT.md: about 2 % of the 1B
-     * model's load time). */
+     * refused here, naming the tensor. Cost: docs/PERFORMANCE.md (issue 21),
+     * mostly the page faults that the repacking would otherwise take. */
     int64_t bad = tn_weights_first_nonfinite(t->type, t->data, row_bytes, rows, cols);
     if (bad >= 0)
         return tn_fail(ld->err, TN_ERR_FORMAT,
