@@ -2,6 +2,7 @@
  * every shape and type checked, so that the forward pass can trust them. */
 #include "tn-internal.h"
 #include "tn-model.h"
+#include "tn-quant.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -160,6 +161,16 @@ static int get_matrix(loader *ld, const char *name, int64_t cols, int64_t rows, 
     if (!tn_mul_u64(row_bytes, (uint64_t)rows, &need) || t->nbytes < need)
         return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor '%s' is shorter than its shape says",
                        ld->path, name);
+    /* One pass over the scales (block types) or the values (float types):
+     * a NaN or Inf weight would make every logit NaN, so the file is
+     * refused here, naming the tensor. Cost: docs/PERFORMANCE.md (issue 21),
+     * mostly the page faults that the repacking would otherwise take. */
+    int64_t bad = tn_weights_first_nonfinite(t->type, t->data, row_bytes, rows, cols);
+    if (bad >= 0)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: tensor '%s' holds a NaN or infinite weight (row %lld): the file is "
+                       "damaged, or was written from a model whose training diverged",
+                       ld->path, name, (long long)bad);
     w->type = t->type;
     w->rows = rows;
     w->cols = cols;

@@ -94,4 +94,11 @@ void tn_quant_ref_q4_K(const float *x, tn_block_q4_K *y, int64_t n);
 void tn_quant_ref_q5_K(const float *x, tn_block_q5_K *y, int64_t n);
 void tn_quant_ref_q6_K(const float *x, tn_block_q6_K *y, int64_t n);
 
+/* The first row of a weight matrix [rows][cols] of `type` (rows row_bytes
+ * apart) that holds a NaN or an infinity, or -1 when none does. Block types
+ * hold non-finite values only in their f16 scales, so only those are read.
+ * Types this check does not know pass. (weights-finite.c) */
+int64_t tn_weights_first_nonfinite(uint32_t type, const void *data, size_t row_bytes,
+                                   int64_t rows, int64_t cols);
+
 #endif

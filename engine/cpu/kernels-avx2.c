@@ -259,6 +259,77 @@ INLINE void rows_q8_0(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t
 QUANT_TILE(tile_q4_0, rows_q4_0, 32, 8)
 QUANT_TILE(tile_q8_0, rows_q8_0, 32, 8)
 
+/* ---------------------------------- 32-value blocks: Q4_1, Q5_0, Q5_1
+ *
+ * The activations of Q4_0 (act32). Q5_0 and Q5_1 put the fifth bit of value
+ * v (bit v of qh) on byte v: broadcast qh's byte v / 8 to byte v, then test
+ * bit v % 8 (an OR with all other bits set, compared with all ones). Q5_0's
+ * quants are 0..31 with an offset of 16: 2 * ci in each of the 8 lanes
+ * takes 16 * sum(q) off. Q4_1 and Q5_1 (x = d * q + m) add the min's
+ * m * dx * sum(q) per block to lane 0, after the quants' FMA: a second
+ * FMA whose other lanes add m * 0. */
+INLINE __m256i fifth_bits(const uint8_t *qh) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i spread = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                              0x0303030303030303);
+    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), spread);
+    b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
+}
+
+INLINE void rows_q451(const uint8_t *w, int64_t nblk, bool has_min, bool q5, const uint8_t *act,
+                      size_t as, int nb, float *y, int64_t ys) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const size_t bb = 18 + (has_min ? 2 : 0) + (q5 ? 4 : 0);
+    const size_t qoff = 2 + (has_min ? 2 : 0) + (q5 ? 4 : 0);
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < nblk; k++) {
+        const uint8_t *blk = w + k * bb;
+        __m128i raw = _mm_loadu_si128((const __m128i *)(blk + qoff));
+        __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), lo4);
+        if (q5)
+            q = _mm256_or_si256(q, fifth_bits(blk + qoff - 4));
+        const float dw = _cvtsh_ss(rd16(blk));
+        const __m256 mv = has_min ? _mm256_setr_ps(_cvtsh_ss(rd16(blk + 2)), 0, 0, 0, 0, 0, 0, 0)
+                                  : _mm256_setzero_ps();
+#pragma GCC unroll 8
+        for (int j = 0; j < nb; j++) {
+            const act32 *a = (const act32 *)(act + j * as) + k;
+            __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a->qs));
+            __m256i i32 = _mm256_madd_epi16(p, ones);
+            if (!has_min)
+                i32 = _mm256_add_epi32(i32, _mm256_set1_epi32(2 * a->ci));
+            acc[j] = block_update(acc[j], i32, dw, a);
+            if (has_min)
+                acc[j] = _mm256_fmadd_ps(mv, _mm256_set1_ps(a->d * (float)-a->ci), acc[j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+#define CALL_rows_q4_1(N) rows_q451(wr, nblk, true, false, act, mm->act_row, N, y, w->rows)
+#define CALL_rows_q5_0(N) rows_q451(wr, nblk, false, true, act, mm->act_row, N, y, w->rows)
+#define CALL_rows_q5_1(N) rows_q451(wr, nblk, true, true, act, mm->act_row, N, y, w->rows)
+QUANT_TILE(tile_q4_1, rows_q4_1, 32, 8)
+QUANT_TILE(tile_q5_0, rows_q5_0, 32, 8)
+QUANT_TILE(tile_q5_1, rows_q5_1, 32, 8)
+
+/* The kernels of Q4_1, Q5_0 and Q5_1; false for other types. */
+static bool q451_ops(tn_mm_ops *ops, uint32_t type) {
+    if (type != TN_TYPE_Q4_1 && type != TN_TYPE_Q5_0 && type != TN_TYPE_Q5_1)
+        return false;
+    ops->act_bytes = act32_bytes;
+    ops->convert = convert_act32;
+    ops->tile = type == TN_TYPE_Q4_1 ? tile_q4_1 : type == TN_TYPE_Q5_0 ? tile_q5_0 : tile_q5_1;
+    return true;
+}
+
 /* ------------------------------------------------- K-quants: Q4_K, Q5_K, Q6_K
  *
  * Activations per 256-value super-block, in row order: qs[256] int8, one
@@ -442,6 +513,8 @@ QUANT_TILE(tile_q6k, rows_q6k, 256, 4)
 bool tn_mm_ops_avx2(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
     if (layout != TN_LAYOUT_ROWS)
         return false;
+    if (q451_ops(ops, type))
+        return true;
     switch (type) {
     case TN_TYPE_F32:
     case TN_TYPE_F16:

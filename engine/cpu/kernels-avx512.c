@@ -702,8 +702,145 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, const uint8_t *act
 X16_TILE(tile_x16_q4_0, false)
 X16_TILE(tile_x16_q8_0, true)
 
+/* ------------------------------------- X16 layout: Q4_1, Q5_0 and Q5_1
+ *
+ * As Q4_0 above, with what these types add to a block (repack.c):
+ *   Q5_0, Q5_1: the fifth bits come as one 64-bit mask per quant register,
+ *     added (+16) to the nibbles' bytes with one masked byte add; Q5_0's
+ *     quants are then 0..31 with an offset of 16 (ci = -16 * sum(q)).
+ *   Q4_1, Q5_1: x = d * q + m, no offset. The min adds m * dx * sum(q) to a
+ *     block's product: the activation row carries sx = dx * sum(q) per block
+ *     (a float, in ci's place), and each block's update is two FMAs, the
+ *     quants' then the min's, in that order for every row and batch. */
+static void convert_x16_min(const float *x, void *dst, int64_t cols) {
+    int8_t *qs = dst;
+    const int64_t nblk = cols / 32;
+    float *dx = (float *)(qs + cols);
+    float *sx = dx + nblk;
+    for (int64_t k = 0; k < nblk; k++) {
+        float d;
+        int32_t sum = quant_block32(x + 32 * k, &d, qs + 32 * k);
+        dx[k] = d;
+        sx[k] = d * (float)sum;
+    }
+}
+
+static void convert_x16_q5_0(const float *x, void *dst, int64_t cols) {
+    convert_x16(x, dst, cols, 16);
+}
+
+INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, const uint8_t *act,
+                      size_t as, int nb, float *y, int64_t ys, int valid) {
+    const int64_t nblk = cols / 32;
+    const size_t hdr = has_min ? 128 : 64, qb = q5 ? 320 : 256, chunk = hdr + 2 * qb;
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), v16 = _mm512_set1_epi8(0x10);
+    __m512 acc[KB];
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < nblk; k++) {
+        const uint8_t *c = g + (size_t)(k / 2) * chunk;
+        const int h = (int)(k & 1);
+        if (nb >= X16_PREFETCH_MIN_ROWS) { /* as in rows_x16 */
+            const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_CHUNKS * chunk + (size_t)h * (chunk / 2);
+            for (size_t o = 0; o < chunk / 2; o += 64)
+                _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
+        __m512 mw = _mm512_setzero_ps();
+        if (has_min)
+            mw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 64 + 32 * h)));
+        const uint8_t *q = c + hdr + (size_t)h * qb;
+        const uint8_t *nib = q5 ? q + 64 : q;
+        __m512i wq[8];
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            __m512i v = _mm512_load_si512(nib + 64 * p);
+            wq[p] = _mm512_and_si512(v, lo4);
+            wq[p + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+        }
+        if (q5) {
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                uint64_t m;
+                memcpy(&m, q + 8 * j, 8);
+                wq[j] = _mm512_mask_add_epi8(wq[j], _cvtu64_mask64(m), wq[j], v16);
+            }
+        }
+#pragma GCC unroll 16
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *a = act + (size_t)b * as;
+            const float *dx = (const float *)(a + cols);
+            const int32_t *ci = (const int32_t *)(dx + nblk);
+            const float *sx = dx + nblk;
+            __m512i s = has_min ? _mm512_setzero_si512() : _mm512_set1_epi32(ci[k]);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                int32_t xw;
+                memcpy(&xw, a + 32 * k + 4 * j, 4);
+                s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw));
+            }
+            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), acc[b]);
+            if (has_min)
+                acc[b] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx[k]), acc[b]);
+        }
+    }
+    const __mmask16 m = (__mmask16)((1u << valid) - 1);
+#pragma GCC unroll 16
+    for (int b = 0; b < nb; b++)
+        _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+}
+
+#define CALL_x16m(N) rows_x16m(g, w->cols, HAS_MIN, Q5, act, mm->act_row, N, y, w->rows, valid)
+#define X16M_TILE(NAME, IS_MIN, IS_Q5)                                                     \
+    static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,      \
+                     int nb) {                                                             \
+        (void)thr;                                                                         \
+        const bool HAS_MIN = IS_MIN, Q5 = IS_Q5;                                           \
+        const tn_weight *w = mm->w;                                                        \
+        const size_t gb = tn_x16_group_bytes(w->type, w->cols);                            \
+        for (int64_t r = r0; r < r1; r += 16) {                                            \
+            const uint8_t *g = (const uint8_t *)w->data + (size_t)(r / 16) * gb;           \
+            const int valid = w->rows - r < 16 ? (int)(w->rows - r) : 16;                   \
+            for (int j0 = 0, n; j0 < nb; j0 += n) {                                        \
+                const uint8_t *act = (const uint8_t *)mm->act + (b0 + j0) * mm->act_row;   \
+                float *y = mm->y + (b0 + j0) * w->rows + r;                                \
+                n = pass_rows(nb - j0, KB);                                                \
+                DISPATCH_P2_16(n, CALL_x16m);                                              \
+            }                                                                              \
+        }                                                                                  \
+    }
+X16M_TILE(tile_x16_q4_1, true, false)
+X16M_TILE(tile_x16_q5_0, false, true)
+X16M_TILE(tile_x16_q5_1, true, true)
+
+/* The X16 kernels of Q4_1, Q5_0 and Q5_1; false for other types. */
+static bool x16m_ops(tn_mm_ops *ops, uint32_t type) {
+    ops->act_bytes = act_x16_bytes;
+    ops->row_align = 16;
+    switch (type) {
+    case TN_TYPE_Q4_1:
+        ops->convert = convert_x16_min;
+        ops->tile = tile_x16_q4_1;
+        return true;
+    case TN_TYPE_Q5_0:
+        ops->convert = convert_x16_q5_0;
+        ops->tile = tile_x16_q5_0;
+        return true;
+    case TN_TYPE_Q5_1:
+        ops->convert = convert_x16_min;
+        ops->tile = tile_x16_q5_1;
+        return true;
+    default:
+        return false;
+    }
+}
+
 bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
     if (layout == TN_LAYOUT_X16) {
+        if (x16m_ops(ops, type))
+            return true;
         if (type != TN_TYPE_Q4_0 && type != TN_TYPE_Q8_0)
             return false;
         ops->act_bytes = act_x16_bytes;

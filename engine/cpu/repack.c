@@ -2,14 +2,21 @@
  * file's row layout.
  *
  * For a group of 16 rows and a pair of 32-value blocks (k = 2kk, 2kk + 1):
- *   64 bytes      f16 scales: 16 rows of block 2kk, then 16 of block 2kk + 1
- *   2 x QB bytes  quants of block 2kk, then 2kk + 1, as 64-byte registers
- *                 whose 4-byte lane i belongs to row i:
- *     Q4_0 (QB = 256): register p = 0..3, lane i = qs[4p .. 4p + 3] of row i
- *                      (low nibbles: values 4p.., high: values 16 + 4p..)
+ *   64 bytes      f16 scales d: 16 rows of block 2kk, then 16 of block 2kk + 1
+ *   64 bytes      Q4_1, Q5_1 only: the f16 mins m, arranged as d
+ *   2 x QB bytes  block 2kk, then 2kk + 1:
+ *     Q5_0, Q5_1: 64 bytes of fifth bits first, as eight 64-bit masks: bit
+ *                 4i + t of mask j is the fifth bit of value 4j + t of row
+ *                 i, i.e. of byte t of lane i of quant register j below (so
+ *                 one masked byte add puts it in place)
+ *     then 64-byte registers whose 4-byte lane i belongs to row i:
+ *     Q4_0, Q4_1, Q5_0, Q5_1: register p = 0..3, lane i = qs[4p .. 4p + 3]
+ *                      of row i (low nibbles: values 4p.., high: 16 + 4p..)
  *     Q8_0 (QB = 512): register j = 0..7, lane i = qs[4j .. 4j + 3] of row i,
  *                      stored + 128 (as unsigned bytes) for VNNI
- * Missing rows (past the last) and a missing odd block are zero. */
+ * Missing rows (past the last) and a missing odd block are zero. Every
+ * block keeps its bytes (QB + the header's share is the file's block size
+ * times 16): the layout costs no memory bandwidth. */
 #include "tn-cpu-internal.h"
 
 #include "tn-quant.h"
@@ -19,21 +26,50 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-size_t tn_x16_quant_bytes(uint32_t type) {
+/* What a file block of each type holds, in order: `fields` f16 (d, then m),
+ * the 32 fifth bits (qh) when `qh`, then `words` 4-byte words of quants. */
+typedef struct {
+    int fields, words;
+    bool qh, xor80;
+    size_t bb; /* file block bytes */
+} x16_fmt;
+
+static bool x16_format(uint32_t type, x16_fmt *f) {
     switch (type) {
     case TN_TYPE_Q4_0:
-        return 256;
+        *f = (x16_fmt){1, 4, false, false, sizeof(tn_block_q4_0)};
+        return true;
     case TN_TYPE_Q8_0:
-        return 512;
+        *f = (x16_fmt){1, 8, false, true, sizeof(tn_block_q8_0)};
+        return true;
+    case TN_TYPE_Q4_1:
+        *f = (x16_fmt){2, 4, false, false, sizeof(tn_block_q4_1)};
+        return true;
+    case TN_TYPE_Q5_0:
+        *f = (x16_fmt){1, 4, true, false, sizeof(tn_block_q5_0)};
+        return true;
+    case TN_TYPE_Q5_1:
+        *f = (x16_fmt){2, 4, true, false, sizeof(tn_block_q5_1)};
+        return true;
     default:
-        return 0;
+        return false;
     }
+}
+
+size_t tn_x16_quant_bytes(uint32_t type) {
+    x16_fmt f;
+    return x16_format(type, &f) ? (f.qh ? 64 : 0) + 64 * (size_t)f.words : 0;
+}
+
+size_t tn_x16_header_bytes(uint32_t type) {
+    x16_fmt f;
+    return x16_format(type, &f) ? 64 * (size_t)f.fields : 0;
 }
 
 size_t tn_x16_group_bytes(uint32_t type, int64_t cols) {
     size_t qb = tn_x16_quant_bytes(type);
     int64_t npairs = (cols / 32 + 1) / 2;
-    return qb ? (size_t)npairs * (64 + 2 * qb) : 0;
+    return qb ? (size_t)npairs * (tn_x16_header_bytes(type) + 2 * qb) : 0;
 }
 
 static bool x16_possible(const tn_weight *w) {
@@ -60,8 +96,11 @@ int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out)
     if (!dst || !out || size < need || ((uintptr_t)dst & 63))
         return TN_ERR_INVALID;
     memset(dst, 0, need);
-    const bool q8 = w->type == TN_TYPE_Q8_0;
-    const size_t qb = tn_x16_quant_bytes(w->type), bb = q8 ? 34 : 18, chunk = 64 + 2 * qb;
+    x16_fmt f;
+    if (!x16_format(w->type, &f))
+        return TN_ERR_UNSUPPORTED;
+    const size_t qb = tn_x16_quant_bytes(w->type), hdr = tn_x16_header_bytes(w->type);
+    const size_t chunk = hdr + 2 * qb, qoff = 2 * (size_t)f.fields + (f.qh ? 4 : 0);
     const int64_t nblk = w->cols / 32;
     const size_t group = tn_x16_group_bytes(w->type, w->cols);
     for (int64_t r = 0; r < w->rows; r++) {
@@ -69,15 +108,25 @@ int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out)
         uint8_t *g = (uint8_t *)dst + (size_t)(r / 16) * group;
         const int i = (int)(r % 16);
         for (int64_t k = 0; k < nblk; k++) {
-            const uint8_t *blk = row + (size_t)k * bb;
+            const uint8_t *blk = row + (size_t)k * f.bb;
             uint8_t *c = g + (size_t)(k / 2) * chunk;
             const int h = (int)(k % 2);
-            memcpy(c + 32 * h + 2 * i, blk, 2);
-            uint8_t *q = c + 64 + (size_t)h * qb;
-            for (int reg = 0; reg < (q8 ? 8 : 4); reg++)
+            for (int fi = 0; fi < f.fields; fi++)
+                memcpy(c + 64 * fi + 32 * h + 2 * i, blk + 2 * fi, 2);
+            uint8_t *q = c + hdr + (size_t)h * qb;
+            if (f.qh) {
+                uint32_t qh;
+                memcpy(&qh, blk + 2 * f.fields, 4);
+                for (int j = 0; j < 8; j++)
+                    for (int t = 0; t < 4; t++)
+                        if (qh >> (4 * j + t) & 1)
+                            q[8 * j + i / 2] |= (uint8_t)(1u << (4 * (i & 1) + t));
+                q += 64;
+            }
+            for (int reg = 0; reg < f.words; reg++)
                 for (int t = 0; t < 4; t++) {
-                    uint8_t v = blk[2 + 4 * reg + t];
-                    q[64 * reg + 4 * i + t] = q8 ? (uint8_t)(v ^ 0x80) : v;
+                    uint8_t v = blk[qoff + 4 * reg + t];
+                    q[64 * reg + 4 * i + t] = f.xor80 ? (uint8_t)(v ^ 0x80) : v;
                 }
         }
     }
@@ -90,21 +139,33 @@ int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out)
 const uint8_t *tn_weight_row_raw(const tn_weight *w, int64_t r, uint8_t *tmp) {
     if (w->layout == TN_LAYOUT_ROWS)
         return (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-    const bool q8 = w->type == TN_TYPE_Q8_0;
-    const size_t qb = tn_x16_quant_bytes(w->type), bb = q8 ? 34 : 18, chunk = 64 + 2 * qb;
+    x16_fmt f = {0};
+    x16_format(w->type, &f); /* check_weight let only X16 types through */
+    const size_t qb = tn_x16_quant_bytes(w->type), hdr = tn_x16_header_bytes(w->type);
+    const size_t chunk = hdr + 2 * qb, qoff = 2 * (size_t)f.fields + (f.qh ? 4 : 0);
     const int64_t nblk = w->cols / 32;
     const uint8_t *g = (const uint8_t *)w->data + (size_t)(r / 16) * tn_x16_group_bytes(w->type, w->cols);
     const int i = (int)(r % 16);
     for (int64_t k = 0; k < nblk; k++) {
-        uint8_t *blk = tmp + (size_t)k * bb;
+        uint8_t *blk = tmp + (size_t)k * f.bb;
         const uint8_t *c = g + (size_t)(k / 2) * chunk;
         const int h = (int)(k % 2);
-        memcpy(blk, c + 32 * h + 2 * i, 2);
-        const uint8_t *q = c + 64 + (size_t)h * qb;
-        for (int reg = 0; reg < (q8 ? 8 : 4); reg++)
+        for (int fi = 0; fi < f.fields; fi++)
+            memcpy(blk + 2 * fi, c + 64 * fi + 32 * h + 2 * i, 2);
+        const uint8_t *q = c + hdr + (size_t)h * qb;
+        if (f.qh) {
+            uint32_t qh = 0;
+            for (int j = 0; j < 8; j++)
+                for (int t = 0; t < 4; t++)
+                    if (q[8 * j + i / 2] >> (4 * (i & 1) + t) & 1)
+                        qh |= 1u << (4 * j + t);
+            memcpy(blk + 2 * f.fields, &qh, 4);
+            q += 64;
+        }
+        for (int reg = 0; reg < f.words; reg++)
             for (int t = 0; t < 4; t++) {
                 uint8_t v = q[64 * reg + 4 * i + t];
-                blk[2 + 4 * reg + t] = q8 ? (uint8_t)(v ^ 0x80) : v;
+                blk[qoff + 4 * reg + t] = f.xor80 ? (uint8_t)(v ^ 0x80) : v;
             }
     }
     return tmp;

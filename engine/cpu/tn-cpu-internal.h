@@ -182,9 +182,11 @@ static inline uint32_t tn_attn_pair_keep(int64_t w, int64_t u0, int64_t u1) {
 #define TN_EXP2_C2 0.24024087190628052f
 #define TN_EXP2_C1 0.6931243538856506f
 
-/* The X16 layout (repack.c): quant bytes of one block for 16 rows, and
- * bytes of one group of 16 rows. */
+/* The X16 layout (repack.c): quant bytes of one block for 16 rows (0: the
+ * type has no such layout), the f16 header of a pair of blocks (scales,
+ * then mins where the type has them), and bytes of one group of 16 rows. */
 size_t tn_x16_quant_bytes(uint32_t type);
+size_t tn_x16_header_bytes(uint32_t type);
 size_t tn_x16_group_bytes(uint32_t type, int64_t cols);
 /* Row r in the file's block format: a pointer into w (rows layout) or into
  * tmp (w->row_bytes bytes), gathered from an interleaved layout. */

@@ -298,6 +298,64 @@ static void test_weights_repack(tn_cpu *cpu, const float *x) {
     free_matrix(&b);
 }
 
+/* Rows of an odd number of 32-value blocks (the X16 layout pairs blocks
+ * and pads the last pair) and a row count that leaves a partial group of
+ * 16: every family and layout against the scalar reference of the file's
+ * rows, and the rows read back from the interleaved layout. */
+static void test_odd_blocks(tn_cpu *cpu, const float *x) {
+    static const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0, TN_TYPE_Q4_1, TN_TYPE_Q5_0,
+                                     TN_TYPE_Q5_1};
+    enum { R = 21, C = 96, NB = 5 };
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t type = types[ti];
+        const size_t rb = tn_type_row_bytes(type, C);
+        uint8_t data[R * 3 * 40];
+        float src[C], deq[R * C], ref[NB * R], y[NB * R];
+        for (int r = 0; r < R; r++) {
+            for (int k = 0; k < C; k++)
+                src[k] = 0.05f * tn_test_randf(&rng) + (r % 3 == 0 ? 0.02f : 0.0f);
+            CHECK(tn_quantize_row(type, src, data + (size_t)r * rb, C) == TN_OK);
+            CHECK(tn_dequantize_row(type, data + (size_t)r * rb, deq + r * C, C) == TN_OK);
+        }
+        tn_weight w = {.type = type, .rows = R, .cols = C, .data = data, .row_bytes = rb};
+        CHECK(tn_matmul_isa(cpu, TN_ISA_SCALAR, &w, x, NB, ref) == TN_OK);
+        size_t size = tn_weight_repack_size(&w);
+        void *buf = size ? aligned_alloc(64, (size + 63) / 64 * 64) : NULL;
+        tn_weight rw = w;
+        if (buf && tn_weight_repack(&w, buf, size, &rw) == TN_OK) {
+            float row[C];
+            for (int r = 0; r < R; r++) {
+                CHECK(tn_weight_row_f32(&rw, r, row) == TN_OK);
+                CHECKF(same_bits(row, deq + r * C, C), "%s: odd blocks, row %d read back",
+                       tn_type_name(type), r);
+            }
+        }
+        for (int isa = 0; isa < TN_ISA_COUNT_; isa++) {
+            if (!tn_isa_available((tn_isa)isa))
+                continue;
+            for (int l = 0; l < 2; l++) {
+                const tn_weight *wl = l ? &rw : &w;
+                CHECK(tn_matmul_isa(cpu, (tn_isa)isa, wl, x, NB, y) == TN_OK);
+                double num = 0, den = 0;
+                for (int i = 0; i < NB * R; i++) {
+                    num += ((double)y[i] - ref[i]) * ((double)y[i] - ref[i]);
+                    den += (double)ref[i] * ref[i];
+                }
+                CHECKF(num <= 1e-4 * den, "%s/%s/%s, odd blocks: NMSE %.3g against scalar",
+                       tn_isa_name((tn_isa)isa), tn_type_name(type), l ? "x16" : "rows",
+                       num / den);
+                for (int b = 0; b < NB; b++) {
+                    float one[R];
+                    CHECK(tn_matmul_isa(cpu, (tn_isa)isa, wl, x + b * C, 1, one) == TN_OK);
+                    CHECKF(same_bits(one, y + b * R, R), "%s/%s, odd blocks: row %d alone differs",
+                           tn_isa_name((tn_isa)isa), tn_type_name(type), b);
+                }
+            }
+        }
+        free(buf);
+    }
+}
+
 /* ------------------------------------------------------------ attention
  *
  * tn_attention_tile: every family against the scalar reference BITWISE
@@ -478,6 +536,7 @@ int main(void) {
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             test_type(&cases[i], x, pools);
         test_weights_repack(pools[1], x);
+        test_odd_blocks(pools[1], x);
         free(x);
     }
     test_errors(pools[0]);

@@ -1,0 +1,117 @@
+/* A weight file whose weights hold NaN or Inf is refused at load with a
+ * message naming the tensor (issue 21), instead of loading and answering
+ * token 0 forever. Models written by mkmodel, then one value poisoned in
+ * place: an f16 scale of a block type, an f32/f16 weight, a K-quant's d
+ * and dmin, the token embedding. A poisoned quant byte (which is an
+ * integer, never non-finite) must still load, and so must the clean file. */
+#include "tn-test.h"
+
+#include <stdint.h>
+#include <string.h>
+
+static bool copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    bool ok = a && b;
+    char buf[65536];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0)
+        ok = fwrite(buf, 1, n, b) == n;
+    if (a)
+        fclose(a);
+    if (b && fclose(b) != 0)
+        ok = false;
+    return ok;
+}
+
+/* Writes `bytes` at byte `at` of tensor `name` in a copy of `clean`. */
+static bool poison(const char *clean, const char *out, const char *name, uint64_t at,
+                   const void *bytes, size_t n) {
+    tn_error err;
+    tn_gguf *g = NULL;
+    if (tn_gguf_open(clean, &g, &err) != TN_OK)
+        return false;
+    const tn_gguf_tensor *t = tn_gguf_find_tensor(g, name);
+    long pos = t && at + n <= t->nbytes ? (long)(tn_gguf_data_offset(g) + t->offset + at) : -1;
+    tn_gguf_close(g);
+    if (pos < 0 || !copy_file(clean, out))
+        return false;
+    FILE *f = fopen(out, "r+b");
+    bool ok = f && fseek(f, pos, SEEK_SET) == 0 && fwrite(bytes, 1, n, f) == n;
+    if (f && fclose(f) != 0)
+        ok = false;
+    return ok;
+}
+
+/* Loads `path`: expect_ok, or a format error whose message names `name`. */
+static void expect_load(const char *path, bool expect_ok, const char *name, const char *what) {
+    tn_model *m = NULL;
+    tn_error err = {0};
+    int rc = tn_model_load(path, tn_model_default_params(), &m, &err);
+    if (expect_ok) {
+        CHECKF(rc == TN_OK, "%s: load failed: %s", what, err.message);
+    } else {
+        CHECKF(rc == TN_ERR_FORMAT, "%s: load gave %d, expected a format error", what, rc);
+        CHECKF(strstr(err.message, name) && strstr(err.message, "NaN"),
+               "%s: the message does not name '%s': %s", what, name, err.message);
+    }
+    tn_model_free(m);
+}
+
+int main(void) {
+    const char *dir = tn_test_tmpdir();
+    char clean[512], bad[512];
+    const uint16_t nan16 = 0x7e00, inf16 = 0x7c00, neg_inf16 = 0xfc00;
+    const uint32_t nan32 = 0x7fc00000u;
+    const uint8_t q = 0xff;
+    struct {
+        const char *type;
+        const char *tensor;
+        uint64_t at; /* byte in the tensor */
+        const void *bytes;
+        size_t n;
+        bool loads;
+    } cases[] = {
+        /* Q8_0 blocks are 34 bytes: d of row 0's second block, a quant. */
+        {"q8_0", "blk.1.ffn_up.weight", 34, &nan16, 2, false},
+        {"q8_0", "blk.0.attn_q.weight", 34 * 2 + 2 + 5, &q, 1, true},
+        {"q8_0", "token_embd.weight", 34 * 7, &inf16, 2, false},
+        /* F16, F32: a value in the middle. */
+        {"f16", "blk.0.ffn_down.weight", 2 * 1000, &neg_inf16, 2, false},
+        {"f32", "blk.1.attn_v.weight", 4 * 77, &nan32, 4, false},
+        /* Q4_K / Q6_K in the mix: Q4_K's dmin (bytes 2-3), Q6_K's d (208). */
+        {"q4_k_m", "blk.1.attn_q.weight", 2, &inf16, 2, false},
+        {"q4_k_m", "output.weight", 208, &nan16, 2, false},
+        {"q4_k_m", "blk.0.attn_k.weight", 40, &q, 1, true},
+    };
+    const char *made = "";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (strcmp(made, cases[i].type)) {
+            tn_mkmodel_params p = tn_test_tiny_model("llama", 7);
+            p.type = cases[i].type;
+            /* Q4_K needs rows of whole 256-value super-blocks. */
+            if (!strcmp(p.type, "q4_k_m")) {
+                p.n_embd = 256;
+                p.n_ff = 256;
+                p.n_head = 4;
+                p.head_dim = 64;
+            }
+            snprintf(clean, sizeof clean, "%s/clean-%s.gguf", dir, p.type);
+            tn_error err;
+            int rc = tn_mkmodel(&p, clean, &err);
+            CHECKF(rc == TN_OK, "mkmodel %s: %s", p.type, err.message);
+            if (rc != TN_OK)
+                continue;
+            expect_load(clean, true, "", clean);
+            made = cases[i].type;
+        }
+        snprintf(bad, sizeof bad, "%s/bad-%zu.gguf", dir, i);
+        CHECKF(poison(clean, bad, cases[i].tensor, cases[i].at, cases[i].bytes, cases[i].n),
+               "cannot poison %s in %s", cases[i].tensor, clean);
+        char what[256];
+        snprintf(what, sizeof what, "%s, %s byte %llu", cases[i].type, cases[i].tensor,
+                 (unsigned long long)cases[i].at);
+        expect_load(bad, cases[i].loads, cases[i].tensor, what);
+        remove(bad);
+    }
+    return tn_test_finish("bad-weights");
+}

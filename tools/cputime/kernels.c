@@ -1,0 +1,57 @@
+/* Single-thread CPU-time kernel bench: GB/s at B=1 (weights streamed from
+ * DRAM: copies > 8x LLC), GFLOP/s at B=16. */
+#include "cpu/tn-cpu.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+int main(int argc, char **argv) {
+    int rows = 6912, cols = 1152, copies = 48;
+    const char *types = argc > 1 ? argv[1] : "q4_0,q8_0,q4_1,q5_0,q5_1";
+    const char *modes = argc > 2 ? argv[2] : "scalar,avx2,avx512,x16";
+    char tb[256]; strcpy(tb, types);
+    float *x = malloc(sizeof(float) * 16 * cols), *y = malloc(sizeof(float) * 16 * rows);
+    uint64_t s = 1;
+    for (int i = 0; i < 16 * cols; i++) { s = s * 6364136223846793005ULL + 1442695040888963407ULL; x[i] = ((float)(s >> 40) / (1 << 24) - 0.5f); }
+    for (char *t = strtok(tb, ","); t; t = strtok(NULL, ",")) {
+        uint32_t type = (uint32_t)tn_type_from_name(t);
+        size_t rb = tn_type_row_bytes(type, cols), mb = rb * rows;
+        uint8_t *d = aligned_alloc(64, mb * copies);
+        float *src = malloc(sizeof(float) * cols);
+        for (int r = 0; r < 64; r++) { for (int k = 0; k < cols; k++) { s = s * 6364136223846793005ULL + 1442695040888963407ULL; src[k] = ((float)(s >> 40) / (1 << 24) - 0.5f) * 0.1f; } tn_quantize_row(type, src, d + r * rb, cols); }
+        for (int r = 64; r < rows; r++) memcpy(d + r * rb, d + (r % 64) * rb, rb);
+        for (int c = 1; c < copies; c++) memcpy(d + mb * c, d, mb);
+        size_t rs = tn_weight_repack_size(&(tn_weight){.type = type, .rows = rows, .cols = cols, .data = d, .row_bytes = rb});
+        uint8_t *xd = rs ? aligned_alloc(64, ((rs + 63) / 64 * 64) * copies) : NULL;
+        tn_weight *xw = calloc(copies, sizeof *xw), *rw = calloc(copies, sizeof *rw);
+        for (int c = 0; c < copies; c++) {
+            rw[c] = (tn_weight){.type = type, .rows = rows, .cols = cols, .data = d + mb * c, .row_bytes = rb};
+            if (xd) tn_weight_repack(&rw[c], xd + ((rs + 63) / 64 * 64) * c, rs, &xw[c]);
+        }
+        char mbuf[256]; strcpy(mbuf, modes);
+        char *save;
+        for (char *m = strtok_r(mbuf, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+            tn_isa isa = !strcmp(m, "scalar") ? TN_ISA_SCALAR : !strcmp(m, "avx2") ? TN_ISA_AVX2 : TN_ISA_AVX512;
+            bool x16 = !strcmp(m, "x16");
+            if (x16 && !xd) continue;
+            tn_weight *ws = x16 ? xw : rw;
+            for (int B = 1; B <= 16; B += 15) {
+                int calls = B == 1 ? (isa == TN_ISA_SCALAR ? 8 : 96) : (isa == TN_ISA_SCALAR ? 2 : 24);
+                tn_matmul_isa(NULL, isa, &ws[0], x, B, y);
+                double best = 1e9;
+                for (int rep = 0; rep < 3; rep++) {
+                    double t0 = now();
+                    for (int i = 0; i < calls; i++) tn_matmul_isa(NULL, isa, &ws[i % copies], x, B, y);
+                    double dt = (now() - t0) / calls;
+                    if (dt < best) best = dt;
+                }
+                if (B == 1) printf("%-5s %-6s B=1  %7.3f ms  %6.1f GB/s\n", t, m, best * 1e3, mb / best / 1e9);
+                else printf("%-5s %-6s B=16 %7.3f ms  %6.1f GFLOP/s\n", t, m, best * 1e3, 2.0 * rows * cols * B / best / 1e9);
+                fflush(stdout);
+            }
+        }
+        free(d); free(xd); free(src); free(xw); free(rw);
+    }
+    return 0;
+}
