@@ -976,21 +976,16 @@ void tn_quant_ref_q3_K(const float *x, tn_block_q3_K *y, int64_t n) {
 const int8_t tn_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                     1,    13,   25,  38,  53,  69,  89,  113};
 
-/* Index of the table level nearest to v (the lower one on a tie). */
-static int iq4_index(float v) {
-    if (!(v > (float)tn_iq4nl_values[0]))
-        return 0;
-    if (v >= (float)tn_iq4nl_values[15])
-        return 15;
-    int lo = 0, hi = 15; /* values[lo] < v < values[hi] */
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (v < (float)tn_iq4nl_values[mid])
-            hi = mid;
-        else
-            lo = mid;
-    }
-    return v - (float)tn_iq4nl_values[lo] <= (float)tn_iq4nl_values[hi] - v ? lo : hi;
+/* Index of the table level nearest to v (the lower one on a tie; NaN gives
+ * 0): the count of midpoints between levels that v is above. Branch-free,
+ * as the quantizer calls it 15 times per value. */
+static const float iq4_mid[15] = {-115.5f, -93.5f, -74.f, -57.f, -42.f, -28.5f, -16.f, -4.5f,
+                                  7.f,     19.f,   31.5f, 45.5f, 61.f, 79.f,   101.f};
+static inline int iq4_index(float v) {
+    int idx = 0;
+    for (int k = 0; k < 15; k++)
+        idx += v > iq4_mid[k];
+    return idx;
 }
 
 /* The best scale for 32 values on the IQ4 table: the weighted (x^2)
