@@ -16,8 +16,9 @@ static void usage(FILE *out) {
             "         [--k-eq-v] [--double-wide] [--untied]   (tied unless --untied)\n"
             "       tern-cli mkmodel --arch dflash --target TARGET.gguf -o OUT.gguf ...\n"
             "         (a DFlash draft for TARGET; see 'tern-cli mkmodel --arch dflash --help')\n\n"
-            "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_K q5_K q6_K, or the mixes q4_k_m\n"
-            "      q5_k_m. Without --tokenizer the model gets a tiny synthetic vocabulary.\n"
+            "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs,\n"
+            "      or the mixes q4_k_m q5_k_m. Without --tokenizer the model gets a tiny\n"
+            "      synthetic vocabulary.\n"
             "The weights are random: the model's output is meaningless.\n");
 }
 

@@ -184,6 +184,9 @@ static uint32_t fit_type(uint32_t type, uint64_t ne0) {
     case TN_TYPE_Q4_K: return TN_TYPE_Q5_0;
     case TN_TYPE_Q5_K: return TN_TYPE_Q5_1;
     case TN_TYPE_Q6_K: return TN_TYPE_Q8_0;
+    case TN_TYPE_Q2_K:
+    case TN_TYPE_Q3_K:
+    case TN_TYPE_IQ4_XS: return TN_TYPE_IQ4_NL;
     default: return ne0 % 32 == 0 ? TN_TYPE_Q8_0 : TN_TYPE_F16;
     }
 }
@@ -227,7 +230,7 @@ static int build_plan(model_plan *m, int64_t n_vocab, tn_error *err) {
     if (parse_type(p->type, &tc))
         return tn_fail(err, TN_ERR_INVALID,
                        "unknown weight type '%s' (use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
-                       "q5_1, q4_K, q5_K, q6_K, q4_k_m or q5_k_m)",
+                       "q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, q4_k_m or q5_k_m)",
                        p->type);
     bool g4 = !strcmp(p->arch, "gemma4");
     bool gemma = g4 || !strcmp(p->arch, "gemma3");

@@ -29,8 +29,8 @@ static const tn_type_info type_table[TN_TYPE_COUNT_] = {
     [TN_TYPE_Q5_1] = {"q5_1", TN_QK5_1, sizeof(tn_block_q5_1)},
     [TN_TYPE_Q8_0] = {"q8_0", TN_QK8_0, sizeof(tn_block_q8_0)},
     [TN_TYPE_Q8_1] = {"q8_1", TN_QK8_1, sizeof(tn_block_q8_1)},
-    [TN_TYPE_Q2_K] = {"q2_K", TN_QK_K, 84},
-    [TN_TYPE_Q3_K] = {"q3_K", TN_QK_K, 110},
+    [TN_TYPE_Q2_K] = {"q2_K", TN_QK_K, sizeof(tn_block_q2_K)},
+    [TN_TYPE_Q3_K] = {"q3_K", TN_QK_K, sizeof(tn_block_q3_K)},
     [TN_TYPE_Q4_K] = {"q4_K", TN_QK_K, sizeof(tn_block_q4_K)},
     [TN_TYPE_Q5_K] = {"q5_K", TN_QK_K, sizeof(tn_block_q5_K)},
     [TN_TYPE_Q6_K] = {"q6_K", TN_QK_K, sizeof(tn_block_q6_K)},
@@ -39,10 +39,10 @@ static const tn_type_info type_table[TN_TYPE_COUNT_] = {
     [17] = {"iq2_xs", TN_QK_K, 74},
     [18] = {"iq3_xxs", TN_QK_K, 98},
     [19] = {"iq1_s", TN_QK_K, 50},
-    [20] = {"iq4_nl", 32, 18},
+    [TN_TYPE_IQ4_NL] = {"iq4_nl", TN_QK4_NL, sizeof(tn_block_iq4_nl)},
     [21] = {"iq3_s", TN_QK_K, 110},
     [22] = {"iq2_s", TN_QK_K, 82},
-    [23] = {"iq4_xs", TN_QK_K, 136},
+    [TN_TYPE_IQ4_XS] = {"iq4_xs", TN_QK_K, sizeof(tn_block_iq4_xs)},
     [24] = {"i8", 1, 1},
     [25] = {"i16", 1, 2},
     [26] = {"i32", 1, 4},
@@ -100,6 +100,10 @@ bool tn_type_supported(uint32_t type) {
     case TN_TYPE_Q5_K:
     case TN_TYPE_Q6_K:
     case TN_TYPE_Q8_K:
+    case TN_TYPE_Q2_K:
+    case TN_TYPE_Q3_K:
+    case TN_TYPE_IQ4_NL:
+    case TN_TYPE_IQ4_XS:
         return true;
     default:
         return false;
@@ -828,6 +832,270 @@ static void dequant_ref_q8_K(const tn_block_q8_K *x, float *y, int64_t n) {
             y[j] = x[i].d * (float)x[i].qs[j];
 }
 
+/* ------------------------------------------- Q2_K, Q3_K, IQ4_NL, IQ4_XS
+ *
+ * Q2_K and Q3_K share one quant layout: 2 low bits of value i of half h
+ * (128 values) and 32-group j (i = 128h + 32j + l) are bits 2j..2j+1 of
+ * qs[32h + l]. Q3_K's third bit is bit 4h + j of hmask[l]. Both have one
+ * scale per 16 values. */
+static inline int q2_bits(const uint8_t *qs, int i) {
+    return (qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
+}
+
+static void pack_q2_bits(const uint8_t *L, uint8_t *qs) {
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t *Lh = L + 128 * h;
+            qs[32 * h + l] = (uint8_t)((Lh[l] & 3) | ((Lh[l + 32] & 3) << 2) |
+                                       ((Lh[l + 64] & 3) << 4) | ((Lh[l + 96] & 3) << 6));
+        }
+}
+
+void tn_dequant_ref_q2_K(const tn_block_q2_K *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n / TN_QK_K; i++, y += TN_QK_K) {
+        const float d = FP16(x[i].d), dmin = FP16(x[i].dmin);
+        for (int k = 0; k < TN_QK_K; k++) {
+            const int sc = x[i].scales[k / 16];
+            const float dl = d * (float)(sc & 0x0f), ml = dmin * (float)(sc >> 4);
+            y[k] = dl * (float)q2_bits(x[i].qs, k) - ml;
+        }
+    }
+}
+
+/* Per 16 values a (scale, min) fit with grid 0..3 (ggml's search with
+ * weights |x|, but least squares where ggml minimises absolute error),
+ * then scales and mins to 4 bits against their super-block maxima, and
+ * the values requantized with the stored ones. */
+void tn_quant_ref_q2_K(const float *x, tn_block_q2_K *y, int64_t n) {
+    float tmp[TN_QK_K], weights[16], scales[16], mins[16];
+    uint8_t L[TN_QK_K];
+    for (int64_t i = 0; i < n / TN_QK_K; i++, x += TN_QK_K) {
+        const float *v = finite_block(x, tmp, TN_QK_K);
+        float max_scale = 0.f, max_min = 0.f;
+        for (int j = 0; j < 16; j++) {
+            for (int l = 0; l < 16; l++)
+                weights[l] = fabsf(v[16 * j + l]);
+            scales[j] = fit_scale_min(16, 3, v + 16 * j, weights, L + 16 * j, &mins[j], -0.5f,
+                                      0.1f, 15);
+            if (scales[j] > max_scale)
+                max_scale = scales[j];
+            if (mins[j] > max_min)
+                max_min = mins[j];
+        }
+        const float is = max_scale > 0 ? 15.f / max_scale : 0.f;
+        const float im = max_min > 0 ? 15.f / max_min : 0.f;
+        for (int j = 0; j < 16; j++)
+            y[i].scales[j] = (uint8_t)(round_clamp(is * scales[j], 0, 15) |
+                                       (round_clamp(im * mins[j], 0, 15) << 4));
+        y[i].d = TO_FP16(max_scale / 15.f);
+        y[i].dmin = TO_FP16(max_min / 15.f);
+        const float d_all = FP16(y[i].d), dmin_all = FP16(y[i].dmin);
+        for (int j = 0; j < 16; j++) {
+            const float d = d_all * (float)(y[i].scales[j] & 0x0f);
+            if (d == 0.f) {
+                memset(L + 16 * j, 0, 16);
+                continue;
+            }
+            const float dm = dmin_all * (float)(y[i].scales[j] >> 4);
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (uint8_t)round_clamp((v[16 * j + l] + dm) / d, 0, 3);
+        }
+        pack_q2_bits(L, y[i].qs);
+    }
+}
+
+/* Q3_K scale k (0..15, stored +32): low 4 bits in the low (k < 8) or high
+ * (k >= 8) nibble of scales[k % 8], top 2 bits at bit 2 * (k / 4) of
+ * scales[8 + k % 4]. */
+static inline int q3k_scale(const uint8_t *s, int k) {
+    const int lo = k < 8 ? s[k] & 0x0f : s[k - 8] >> 4;
+    const int hi = (s[8 + k % 4] >> (2 * (k / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
+
+void tn_dequant_ref_q3_K(const tn_block_q3_K *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n / TN_QK_K; i++, y += TN_QK_K) {
+        const float d = FP16(x[i].d);
+        for (int k = 0; k < TN_QK_K; k++) {
+            const int hbit = (x[i].hmask[k % 32] >> (k / 32)) & 1;
+            const int q = q2_bits(x[i].qs, k) - (hbit ? 0 : 4);
+            y[k] = d * (float)q3k_scale(x[i].scales, k / 16) * (float)q;
+        }
+    }
+}
+
+/* Per 16 values the symmetric fit of Q6_K (fit_scale_sym) with grid
+ * -4..3 (ggml refines its fit by moving single quants instead), then the
+ * scales to signed 6 bits against the largest (which maps to -32). */
+void tn_quant_ref_q3_K(const float *x, tn_block_q3_K *y, int64_t n) {
+    float tmp[TN_QK_K], scales[16];
+    uint8_t L[TN_QK_K];
+    for (int64_t i = 0; i < n / TN_QK_K; i++, x += TN_QK_K) {
+        const float *v = finite_block(x, tmp, TN_QK_K);
+        float max_scale = 0.f, amax = 0.f;
+        for (int j = 0; j < 16; j++) {
+            scales[j] = fit_scale_sym(16, 4, v + 16 * j, L + 16 * j);
+            if (fabsf(scales[j]) > amax) {
+                amax = fabsf(scales[j]);
+                max_scale = scales[j];
+            }
+        }
+        if (amax < GROUP_MAX_EPS) {
+            memset(&y[i], 0, sizeof y[i]); /* d = 0: reads back as zeros */
+            continue;
+        }
+        memset(y[i].scales, 0, sizeof y[i].scales);
+        const float iscale = -32.f / max_scale;
+        for (int j = 0; j < 16; j++) {
+            const int l = round_clamp(iscale * scales[j], -32, 31) + 32;
+            if (j < 8)
+                y[i].scales[j] |= (uint8_t)(l & 0x0f);
+            else
+                y[i].scales[j - 8] |= (uint8_t)((l & 0x0f) << 4);
+            y[i].scales[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
+        }
+        y[i].d = TO_FP16(1.f / iscale);
+        const float d_all = FP16(y[i].d);
+        for (int j = 0; j < 16; j++) {
+            const float d = d_all * (float)q3k_scale(y[i].scales, j);
+            if (d == 0.f) {
+                memset(L + 16 * j, 4, 16);
+                continue;
+            }
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (uint8_t)(round_clamp(v[16 * j + l] / d, -4, 3) + 4);
+        }
+        memset(y[i].hmask, 0, sizeof y[i].hmask);
+        for (int k = 0; k < TN_QK_K; k++)
+            if (L[k] > 3)
+                y[i].hmask[k % 32] |= (uint8_t)(1u << (k / 32));
+        pack_q2_bits(L, y[i].qs);
+    }
+}
+
+const int8_t tn_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                    1,    13,   25,  38,  53,  69,  89,  113};
+
+/* Index of the table level nearest to v (the lower one on a tie; NaN gives
+ * 0): the count of midpoints between levels that v is above. Branch-free,
+ * as the quantizer calls it 15 times per value. */
+static const float iq4_mid[15] = {-115.5f, -93.5f, -74.f, -57.f, -42.f, -28.5f, -16.f, -4.5f,
+                                  7.f,     19.f,   31.5f, 45.5f, 61.f, 79.f,   101.f};
+static inline int iq4_index(float v) {
+    int idx = 0;
+    for (int k = 0; k < 15; k++)
+        idx += v > iq4_mid[k];
+    return idx;
+}
+
+/* The best scale for 32 values on the IQ4 table: the weighted (x^2)
+ * least-squares scale for the indices of each of 15 trial grids that map
+ * the extreme value near the table's end (-127), keeping the one with the
+ * best weighted fit (ggml's search without an importance matrix). */
+static float fit_scale_iq4(const float *x) {
+    float amax = 0.f, max = 0.f;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    if (amax < GROUP_MAX_EPS)
+        return 0.f;
+    float d = 0.f, best = -1.f;
+    for (int t = -7; t <= 7; t++) {
+        const float id = ((float)t + (float)tn_iq4nl_values[0]) / max;
+        float sumqx = 0.f, sumq2 = 0.f;
+        for (int j = 0; j < 32; j++) {
+            const float q = (float)tn_iq4nl_values[iq4_index(id * x[j])];
+            const float w = x[j] * x[j];
+            sumqx += w * q * x[j];
+            sumq2 += w * q * q;
+        }
+        if (sumq2 > 0 && (best < 0 || sumqx * sumqx > best * sumq2)) {
+            d = sumqx / sumq2;
+            best = d * sumqx;
+        }
+    }
+    return d;
+}
+
+/* Indices of 32 values for the stored scale d, nibbles as Q4_0's. */
+static void iq4_pack32(const float *x, float d, uint8_t *qs) {
+    const float id = d != 0.f ? 1.f / d : 0.f;
+    for (int j = 0; j < 16; j++)
+        qs[j] = (uint8_t)(iq4_index(id * x[j]) | (iq4_index(id * x[j + 16]) << 4));
+}
+
+void tn_dequant_ref_iq4_nl(const tn_block_iq4_nl *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n / TN_QK4_NL; i++, y += TN_QK4_NL) {
+        const float d = FP16(x[i].d);
+        for (int j = 0; j < TN_QK4_NL / 2; j++) {
+            y[j] = d * (float)tn_iq4nl_values[x[i].qs[j] & 0x0f];
+            y[j + TN_QK4_NL / 2] = d * (float)tn_iq4nl_values[x[i].qs[j] >> 4];
+        }
+    }
+}
+
+void tn_quant_ref_iq4_nl(const float *x, tn_block_iq4_nl *y, int64_t n) {
+    float tmp[TN_QK4_NL];
+    for (int64_t i = 0; i < n / TN_QK4_NL; i++, x += TN_QK4_NL) {
+        const float *v = finite_block(x, tmp, TN_QK4_NL);
+        y[i].d = TO_FP16(fit_scale_iq4(v));
+        iq4_pack32(v, FP16(y[i].d), y[i].qs);
+    }
+}
+
+static inline int iq4xs_scale(const tn_block_iq4_xs *b, int ib) {
+    return (((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f) |
+            (((b->scales_h >> (2 * ib)) & 3) << 4)) - 32;
+}
+
+void tn_dequant_ref_iq4_xs(const tn_block_iq4_xs *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n / TN_QK_K; i++) {
+        const float d = FP16(x[i].d);
+        for (int ib = 0; ib < 8; ib++, y += 32) {
+            const float dl = d * (float)iq4xs_scale(&x[i], ib);
+            const uint8_t *qs = x[i].qs + 16 * ib;
+            for (int j = 0; j < 16; j++) {
+                y[j] = dl * (float)tn_iq4nl_values[qs[j] & 0x0f];
+                y[j + 16] = dl * (float)tn_iq4nl_values[qs[j] >> 4];
+            }
+        }
+    }
+}
+
+/* Per 32 values IQ4_NL's fit, then the scales to signed 6 bits against the
+ * largest (which maps to -32), and the indices redone for the stored
+ * scales. */
+void tn_quant_ref_iq4_xs(const float *x, tn_block_iq4_xs *y, int64_t n) {
+    float tmp[TN_QK_K], scales[8];
+    for (int64_t i = 0; i < n / TN_QK_K; i++, x += TN_QK_K) {
+        const float *v = finite_block(x, tmp, TN_QK_K);
+        float max_scale = 0.f, amax = 0.f;
+        for (int ib = 0; ib < 8; ib++) {
+            scales[ib] = fit_scale_iq4(v + 32 * ib);
+            if (fabsf(scales[ib]) > amax) {
+                amax = fabsf(scales[ib]);
+                max_scale = scales[ib];
+            }
+        }
+        memset(&y[i], 0, sizeof y[i]);
+        const float d = -max_scale / 32.f;
+        y[i].d = TO_FP16(d);
+        const float d_all = FP16(y[i].d);
+        const float id = d_all != 0.f ? 1.f / d_all : 0.f;
+        uint16_t sh = 0;
+        for (int ib = 0; ib < 8; ib++) {
+            const int l = round_clamp(id * scales[ib], -32, 31);
+            const int u = l + 32;
+            y[i].scales_l[ib / 2] |= (uint8_t)((u & 0x0f) << (4 * (ib % 2)));
+            sh |= (uint16_t)((u >> 4) << (2 * ib));
+            iq4_pack32(v + 32 * ib, d_all * (float)l, y[i].qs + 16 * ib);
+        }
+        y[i].scales_h = sh;
+    }
+}
+
 /* ---------------------------------------------------------- dispatch */
 
 typedef void (*dequant_fn)(const void *x, float *y, int64_t n);
@@ -880,6 +1148,10 @@ TN_BLOCK_OPS(q4_K, tn_dequant_ref_q4_K, tn_quant_ref_q4_K)
 TN_BLOCK_OPS(q5_K, tn_dequant_ref_q5_K, tn_quant_ref_q5_K)
 TN_BLOCK_OPS(q6_K, tn_dequant_ref_q6_K, tn_quant_ref_q6_K)
 TN_BLOCK_OPS(q8_K, dequant_ref_q8_K, tn_quant_ref_q8_K)
+TN_BLOCK_OPS(q2_K, tn_dequant_ref_q2_K, tn_quant_ref_q2_K)
+TN_BLOCK_OPS(q3_K, tn_dequant_ref_q3_K, tn_quant_ref_q3_K)
+TN_BLOCK_OPS(iq4_nl, tn_dequant_ref_iq4_nl, tn_quant_ref_iq4_nl)
+TN_BLOCK_OPS(iq4_xs, tn_dequant_ref_iq4_xs, tn_quant_ref_iq4_xs)
 
 typedef struct {
     dequant_fn dequant;
@@ -904,6 +1176,10 @@ static tn_type_ops type_ops(uint32_t type) {
     case TN_TYPE_Q5_K: return (tn_type_ops)OPS(q5_K);
     case TN_TYPE_Q6_K: return (tn_type_ops)OPS(q6_K);
     case TN_TYPE_Q8_K: return (tn_type_ops)OPS(q8_K);
+    case TN_TYPE_Q2_K: return (tn_type_ops)OPS(q2_K);
+    case TN_TYPE_Q3_K: return (tn_type_ops)OPS(q3_K);
+    case TN_TYPE_IQ4_NL: return (tn_type_ops)OPS(iq4_nl);
+    case TN_TYPE_IQ4_XS: return (tn_type_ops)OPS(iq4_xs);
     default: return (tn_type_ops){NULL, NULL, 0};
     }
 }

@@ -60,6 +60,8 @@ typedef enum tn_type {
     TN_TYPE_Q5_K = 13,
     TN_TYPE_Q6_K = 14,
     TN_TYPE_Q8_K = 15,
+    TN_TYPE_IQ4_NL = 20,
+    TN_TYPE_IQ4_XS = 23,
     TN_TYPE_BF16 = 30,
     TN_TYPE_COUNT_ = 40,
 } tn_type;

@@ -71,6 +71,46 @@ typedef struct {
 } tn_block_q8_K;
 _Static_assert(sizeof(tn_block_q8_K) == 292, "q8_K block is 292 bytes");
 
+/* Q2_K: 256 values in 16 sub-blocks of 16; a 4-bit scale (low nibble) and
+ * a 4-bit min (high nibble) per sub-block, 2-bit quants. */
+typedef struct {
+    uint8_t scales[TN_QK_K / 16];
+    uint8_t qs[TN_QK_K / 4];
+    tn_half d;    /* super-block scale for the quantized scales */
+    tn_half dmin; /* super-block scale for the quantized mins */
+} tn_block_q2_K;
+_Static_assert(sizeof(tn_block_q2_K) == 84, "q2_K block is 84 bytes");
+
+/* Q3_K: 256 values in 16 sub-blocks of 16; signed 6-bit scales (stored +32)
+ * packed in 12 bytes, quants of 2 low bits plus a high bit in hmask. */
+typedef struct {
+    uint8_t hmask[TN_QK_K / 8];
+    uint8_t qs[TN_QK_K / 4];
+    uint8_t scales[12];
+    tn_half d;
+} tn_block_q3_K;
+_Static_assert(sizeof(tn_block_q3_K) == 110, "q3_K block is 110 bytes");
+
+/* IQ4_NL: 32 values; 4-bit indices into the non-linear table
+ * tn_iq4nl_values, nibbles laid out as Q4_0's. */
+#define TN_QK4_NL 32
+typedef struct { tn_half d; uint8_t qs[TN_QK4_NL / 2]; } tn_block_iq4_nl;
+_Static_assert(sizeof(tn_block_iq4_nl) == 18, "iq4_nl block is 18 bytes");
+
+/* IQ4_XS: 256 values in 8 sub-blocks of 32, each with a signed 6-bit scale
+ * (stored +32: low 4 bits in scales_l, high 2 bits in scales_h), indices
+ * into the same table as IQ4_NL. */
+typedef struct {
+    tn_half d;
+    uint16_t scales_h;
+    uint8_t scales_l[TN_QK_K / 64];
+    uint8_t qs[TN_QK_K / 2];
+} tn_block_iq4_xs;
+_Static_assert(sizeof(tn_block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
+
+/* The 16 levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl). */
+extern const int8_t tn_iq4nl_values[16];
+
 /* Scalar reference dequantizers, one per type: n is a multiple of the block. */
 void tn_dequant_ref_q4_0(const tn_block_q4_0 *x, float *y, int64_t n);
 void tn_dequant_ref_q4_1(const tn_block_q4_1 *x, float *y, int64_t n);
@@ -80,6 +120,10 @@ void tn_dequant_ref_q8_0(const tn_block_q8_0 *x, float *y, int64_t n);
 void tn_dequant_ref_q4_K(const tn_block_q4_K *x, float *y, int64_t n);
 void tn_dequant_ref_q5_K(const tn_block_q5_K *x, float *y, int64_t n);
 void tn_dequant_ref_q6_K(const tn_block_q6_K *x, float *y, int64_t n);
+void tn_dequant_ref_q2_K(const tn_block_q2_K *x, float *y, int64_t n);
+void tn_dequant_ref_q3_K(const tn_block_q3_K *x, float *y, int64_t n);
+void tn_dequant_ref_iq4_nl(const tn_block_iq4_nl *x, float *y, int64_t n);
+void tn_dequant_ref_iq4_xs(const tn_block_iq4_xs *x, float *y, int64_t n);
 
 /* Scalar reference quantizers (round-to-nearest with ggml's scale search
  * for the K types), same byte layout as ggml's reference quantizers. */
@@ -93,6 +137,12 @@ void tn_quant_ref_q8_K(const float *x, tn_block_q8_K *y, int64_t n);
 void tn_quant_ref_q4_K(const float *x, tn_block_q4_K *y, int64_t n);
 void tn_quant_ref_q5_K(const float *x, tn_block_q5_K *y, int64_t n);
 void tn_quant_ref_q6_K(const float *x, tn_block_q6_K *y, int64_t n);
+/* Simpler than ggml's for these four (no importance matrix, fewer trial
+ * grids): valid blocks of the same layout, error bounds in docs/QUANT.md. */
+void tn_quant_ref_q2_K(const float *x, tn_block_q2_K *y, int64_t n);
+void tn_quant_ref_q3_K(const float *x, tn_block_q3_K *y, int64_t n);
+void tn_quant_ref_iq4_nl(const float *x, tn_block_iq4_nl *y, int64_t n);
+void tn_quant_ref_iq4_xs(const float *x, tn_block_iq4_xs *y, int64_t n);
 
 /* The first row of a weight matrix [rows][cols] of `type` (rows row_bytes
  * apart) that holds a NaN or an infinity, or -1 when none does. Block types

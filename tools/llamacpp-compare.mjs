@@ -1,6 +1,6 @@
 // llama.cpp (through the npm package node-llama-cpp and its prebuilt CPU
 // binaries) on a GGUF file: prompt processing and generation speed, and the
-// teacher-forced argmax + logit at every position of a text, for comparison with Tern (tools/llamacpp-compare.sh drives
+// teacher-forced argmax, its logit and the top-2 gap at every position of a text, for comparison with Tern (tools/llamacpp-compare.sh drives
 // both). Not part of the test suite.
 //
 // node tools/llamacpp-compare.mjs --nlc DIR -m MODEL [-t 2] [-p 512] [-n 128]
@@ -32,8 +32,11 @@ const seq = context.getSequence();
 const median = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
 const fmt = (v) => `${median(v).toFixed(2)} (${Math.min(...v).toFixed(2)}-${Math.max(...v).toFixed(2)})`;
 
-// Token ids for the speed runs: ordinary vocabulary ids, deterministic.
-const ids = (n, seed) => Array.from({length: n}, (_, i) => 1000 + ((i * 7919 + seed * 104729) % 50000));
+// Token ids for the speed runs: ordinary vocabulary ids, deterministic,
+// inside the vocabulary (32k for Llama 2's).
+const embd = model.fileInfo?.tensorInfo?.find((t) => t.name === "token_embd.weight");
+const span = Math.min(50000, (embd ? Number(embd.dimensions[1]) : 51000) - 1000);
+const ids = (n, seed) => Array.from({length: n}, (_, i) => 1000 + ((i * 7919 + seed * 104729) % span));
 
 const pp = [], tg = [];
 // One unmeasured warm-up of each (page faults of the mapped weights).
@@ -69,13 +72,17 @@ if (args.text) {
     const out = await seq.controlledEvaluate(items);
     const lines = [];
     for (let i = 0; i < toks.length; i++) {
-        let best = -1, val = -Infinity;
+        let best = -1, val = -Infinity, second = -Infinity;
         for (const [tok, l] of out[i]?.next?.logits ?? new Map())
             if (l > val) {
                 best = tok;
+                second = val;
                 val = l;
+            } else if (l > second) {
+                second = l;
             }
-        lines.push(`${i} ${best} ${val.toFixed(6)}`);
+        // The top-2 gap says how firmly llama.cpp itself decides the argmax.
+        lines.push(`${i} ${best} ${val.toFixed(6)} ${(val - second).toFixed(6)}`);
     }
     if (args.dump)
         writeFileSync(args.dump, lines.join("\n") + "\n");

@@ -9,6 +9,7 @@
 #
 # usage: tools/llamacpp-compare.sh TERN_CLI MODEL.gguf [THREADS] [REPS]
 #   TEXT=FILE  the text for the logit check (default: README.md)
+#   POSITIONS=N  positions of the logit check (default 64)
 set -eu
 cli=$1
 model=$2
@@ -17,6 +18,7 @@ reps=${4:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 nlc=${NLC_DIR:-/tmp/tern-llamacpp}
 text=${TEXT:-$here/../README.md}
+positions=${POSITIONS:-64}
 if [ ! -d "$nlc/node_modules/node-llama-cpp" ]; then
     mkdir -p "$nlc"
     (cd "$nlc" && npm init -y >/dev/null &&
@@ -28,25 +30,28 @@ trap 'rm -rf "$tmp"' EXIT
 echo "== machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== llama.cpp"
 node "$here/llamacpp-compare.mjs" --nlc "$nlc" -m "$model" -t "$threads" -p 512 -n 128 \
-    -r "$reps" --text "$text" --positions 64 --dump "$tmp/llama.top1" \
+    -r "$reps" --text "$text" --positions "$positions" --dump "$tmp/llama.top1" \
     --tokens-out "$tmp/llama.tokens"
 echo "== tern"
 "$cli" bench -m "$model" -p 512 -n 128 -t "$threads" -r "$reps" | grep -E '^(threads|pp|tg)'
-echo "== correctness (first 64 tokens of $(basename "$text"))"
-"$cli" tokenize -m "$model" --file "$text" | tr ' ' '\n' | sed '/^$/d' | head -64 >"$tmp/tern.tokens"
+echo "== correctness (first $positions tokens of $(basename "$text"))"
+"$cli" tokenize -m "$model" --file "$text" | tr ' ' '\n' | sed '/^$/d' | head -"$positions" >"$tmp/tern.tokens"
 tr ' ' '\n' <"$tmp/llama.tokens" | sed '/^$/d' >"$tmp/llama.tokens.1"
 if cmp -s "$tmp/tern.tokens" "$tmp/llama.tokens.1"; then
     echo "tokens: identical"
 else
     echo "tokens: DIFFER"
 fi
-"$cli" perplexity -m "$model" -f "$text" --ctx 64 --chunks 1 -t "$threads" \
+"$cli" perplexity -m "$model" -f "$text" --ctx "$positions" --chunks 1 -t "$threads" \
     --dump-top1 "$tmp/tern.top1" >/dev/null 2>&1
-# POSITION ARGMAX LOGIT in both files.
+# POSITION ARGMAX LOGIT in both files, then llama.cpp's top-2 gap. A
+# disagreement where that gap is >= 0.5 logit is one no rounding explains.
 paste -d' ' "$tmp/tern.top1" "$tmp/llama.top1" | awk '
-    { n++; if ($2 == $5) same++;
+    { n++; if ($2 == $5) same++; else if ($7 >= 0.5) { firm++; printf "firm disagreement at %d: tern %d, llama.cpp %d (gap %.3f)\n", $1, $2, $5, $7 } }
+    {
       d = $3 - $6; if (d < 0) d = -d; if (d > maxd) maxd = d;
       a = $3 < 0 ? -$3 : $3; if (a > maxa) maxa = a;
       if (d / (a > 0 ? a : 1) > maxr) maxr = d / (a > 0 ? a : 1) }
-    END { printf "argmax: %d of %d positions agree; top logit: max |diff| %.4f (%.2e of the value), largest |logit| %.2f\n",
+    END { printf "firm disagreements (llama.cpp top-2 gap >= 0.5): %d\n", firm;
+          printf "argmax: %d of %d positions agree; top logit: max |diff| %.4f (%.2e of the value), largest |logit| %.2f\n",
                  same, n, maxd, maxr, maxa }'

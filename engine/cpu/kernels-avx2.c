@@ -510,6 +510,235 @@ QUANT_TILE(tile_q4k, rows_q4k, 256, 4)
 QUANT_TILE(tile_q5k, rows_q5k, 256, 4)
 QUANT_TILE(tile_q6k, rows_q6k, 256, 4)
 
+/* ------------------------------------- Q2_K, Q3_K, IQ4_NL, IQ4_XS
+ *
+ * Q2_K/Q3_K: register r (values 32r..32r+31 of the super-block, two
+ * sub-blocks of 16 in its 128-bit halves) is bits 2(r%4)..2(r%4)+1 of
+ * qs[32(r/4) ..]; Q3_K's third bit is bit r of hmask[0..31]. Q3_K's quants
+ * go in as q + 4 (0..7, unsigned for vpmaddubsw) and 4 * sum(sc * x) is
+ * taken back off with the activations' per-16 sums, as Q6_K's offset.
+ * Sub-block sums accumulate in int32 per row over the super-block, then one
+ * float update. IQ4: the nibbles index the 16-level table with vpshufb;
+ * the signed levels go through vpmaddubsw as |w| times x with w's sign
+ * (as Q8_0). */
+
+/* Q3_K's 16 scales (6 bits, stored + 32) as int8 minus 32. */
+INLINE void q3k_scales16(const uint8_t *s, int8_t out[16]) {
+    uint32_t a0, a1, a2;
+    memcpy(&a0, s, 4);
+    memcpy(&a1, s + 4, 4);
+    memcpy(&a2, s + 8, 4);
+    uint32_t v[4] = {
+        (a0 & 0x0f0f0f0f) | ((a2 & 0x03030303) << 4),
+        (a1 & 0x0f0f0f0f) | (((a2 >> 2) & 0x03030303) << 4),
+        ((a0 >> 4) & 0x0f0f0f0f) | (((a2 >> 4) & 0x03030303) << 4),
+        ((a1 >> 4) & 0x0f0f0f0f) | (((a2 >> 6) & 0x03030303) << 4),
+    };
+    uint8_t u[16];
+    memcpy(u, v, 16);
+    for (int k = 0; k < 16; k++)
+        out[k] = (int8_t)(u[k] - 32);
+}
+
+/* Register r's low 2 bits (values 32r..32r+31). */
+INLINE __m256i q2_bits_reg(const uint8_t *qs, int r) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (r / 4)));
+    return _mm256_and_si256(_mm256_srli_epi16(v, 2 * (r % 4)), _mm256_set1_epi8(3));
+}
+
+INLINE __m256i sc_pair16(int lo, int hi) {
+    return _mm256_set_m128i(_mm_set1_epi16((short)hi), _mm_set1_epi16((short)lo));
+}
+
+INLINE void rows_q2k(const uint8_t *w, int64_t nsb, const uint8_t *act, size_t as, int nb,
+                     float *y, int64_t ys) {
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *blk = w + s * sizeof(tn_block_q2_K);
+        const uint8_t *scales = blk, *qs = blk + 16;
+        const float d = _cvtsh_ss(rd16(blk + 80)), dmin = _cvtsh_ss(rd16(blk + 82));
+        const __m128i sraw = _mm_loadu_si128((const __m128i *)scales);
+        const __m256i m16 =
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sraw, 4), _mm_set1_epi8(0x0f)));
+        __m256i isum[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++)
+            isum[j] = _mm256_setzero_si256();
+        for (int r = 0; r < 8; r++) {
+            const __m256i q = q2_bits_reg(qs, r);
+            const __m256i sc = sc_pair16(scales[2 * r] & 15, scales[2 * r + 1] & 15);
+#pragma GCC unroll 4
+            for (int j = 0; j < nb; j++) {
+                const act256 *a = (const act256 *)(act + j * as) + s;
+                __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(a->qs + 32 * r)));
+                isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(p, sc));
+            }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) {
+            const act256 *a = (const act256 *)(act + j * as) + s;
+            __m256i msum = _mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i *)a->bs));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_set1_ps(d * a->d), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-dmin * a->d), acc[j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+INLINE void rows_q3k(const uint8_t *w, int64_t nsb, const uint8_t *act, size_t as, int nb,
+                     float *y, int64_t ys) {
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *blk = w + s * sizeof(tn_block_q3_K);
+        const uint8_t *hmask = blk, *qs = blk + 32;
+        const float d = _cvtsh_ss(rd16(blk + 108));
+        int8_t sc8[16];
+        q3k_scales16(blk + 96, sc8);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc8));
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)hmask);
+        __m256i isum[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++)
+            isum[j] = _mm256_setzero_si256();
+        for (int r = 0; r < 8; r++) {
+            const __m256i bit = _mm256_set1_epi8((char)(1 << r));
+            const __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
+            const __m256i q = _mm256_or_si256(q2_bits_reg(qs, r),
+                                              _mm256_and_si256(on, _mm256_set1_epi8(4)));
+            const __m256i sc = sc_pair16(sc8[2 * r], sc8[2 * r + 1]);
+#pragma GCC unroll 4
+            for (int j = 0; j < nb; j++) {
+                const act256 *a = (const act256 *)(act + j * as) + s;
+                __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(a->qs + 32 * r)));
+                isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(p, sc));
+            }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) {
+            const act256 *a = (const act256 *)(act + j * as) + s;
+            __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bs));
+            __m256i t = _mm256_sub_epi32(isum[j], _mm256_slli_epi32(off, 2));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_set1_ps(d * a->d), acc[j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+/* 32 IQ4 levels (signed) in row order from 16 bytes of nibbles. */
+INLINE __m256i iq4_levels(const uint8_t *qs, __m256i table) {
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw),
+                                   _mm256_set1_epi8(0x0f));
+    return _mm256_shuffle_epi8(table, nib);
+}
+
+INLINE __m256i iq4_table(void) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tn_iq4nl_values));
+}
+
+INLINE void rows_iq4nl(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
+                       float *y, int64_t ys) {
+    const __m256i ones = _mm256_set1_epi16(1), table = iq4_table();
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < nblk; k++) {
+        const uint8_t *blk = w + k * sizeof(tn_block_iq4_nl);
+        const __m256i q = iq4_levels(blk + 2, table);
+        const __m256i aq = _mm256_sign_epi8(q, q);
+        const float dw = _cvtsh_ss(rd16(blk));
+#pragma GCC unroll 8
+        for (int j = 0; j < nb; j++) {
+            const act32 *a = (const act32 *)(act + j * as) + k;
+            __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
+            __m256i i32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), ones);
+            acc[j] = block_update(acc[j], i32, dw, a);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+INLINE void rows_iq4xs(const uint8_t *w, int64_t nsb, const uint8_t *act, size_t as, int nb,
+                       float *y, int64_t ys) {
+    const __m256i table = iq4_table();
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *blk = w + s * sizeof(tn_block_iq4_xs);
+        const float d = _cvtsh_ss(rd16(blk));
+        const unsigned sh = rd16(blk + 2);
+        const uint8_t *sl = blk + 4, *qs = blk + 8;
+        __m256i isum[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++)
+            isum[j] = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            const int ls = (int)(((sl[ib / 2] >> (4 * (ib % 2))) & 15) | (((sh >> (2 * ib)) & 3) << 4)) - 32;
+            const __m256i q = iq4_levels(qs + 16 * ib, table);
+            const __m256i aq = _mm256_sign_epi8(q, q);
+            const __m256i sc = _mm256_set1_epi16((short)ls);
+#pragma GCC unroll 4
+            for (int j = 0; j < nb; j++) {
+                const act256 *a = (const act256 *)(act + j * as) + s;
+                __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(a->qs + 32 * ib)), q);
+                isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), sc));
+            }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) {
+            const act256 *a = (const act256 *)(act + j * as) + s;
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_set1_ps(d * a->d), acc[j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+#define CALL_rows_q2k(N) rows_q2k(wr, nblk, act, mm->act_row, N, y, w->rows)
+#define CALL_rows_q3k(N) rows_q3k(wr, nblk, act, mm->act_row, N, y, w->rows)
+#define CALL_rows_iq4nl(N) rows_iq4nl(wr, nblk, act, mm->act_row, N, y, w->rows)
+#define CALL_rows_iq4xs(N) rows_iq4xs(wr, nblk, act, mm->act_row, N, y, w->rows)
+QUANT_TILE(tile_q2k, rows_q2k, 256, 4)
+QUANT_TILE(tile_q3k, rows_q3k, 256, 4)
+QUANT_TILE(tile_iq4nl, rows_iq4nl, 32, 8)
+QUANT_TILE(tile_iq4xs, rows_iq4xs, 256, 4)
+
+/* The four types above; false for any other. */
+static bool mm_ops_new_types(tn_mm_ops *ops, uint32_t type) {
+    switch (type) {
+    case TN_TYPE_Q2_K:
+    case TN_TYPE_Q3_K:
+    case TN_TYPE_IQ4_XS:
+        ops->act_bytes = act256_bytes;
+        ops->convert = convert_q6k;
+        ops->tile = type == TN_TYPE_Q2_K ? tile_q2k : type == TN_TYPE_Q3_K ? tile_q3k : tile_iq4xs;
+        return true;
+    case TN_TYPE_IQ4_NL:
+        ops->act_bytes = act32_bytes;
+        ops->convert = convert_act32;
+        ops->tile = tile_iq4nl;
+        return true;
+    default:
+        return false;
+    }
+}
+
 bool tn_mm_ops_avx2(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
     if (layout != TN_LAYOUT_ROWS)
         return false;
@@ -541,6 +770,6 @@ bool tn_mm_ops_avx2(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
         ops->tile = tile_q6k;
         return true;
     default:
-        return false;
+        return mm_ops_new_types(ops, type);
     }
 }

@@ -580,6 +580,242 @@ QUANT_TILE(tile_q5k, rows_q5k, 256, 8)
 QUANT_TILE(tile_q6k, rows_q6k, 256, 8)
 
 
+/* ------------------------------------- Q2_K, Q3_K, IQ4_NL, IQ4_XS
+ *
+ * Q2_K/Q3_K: register i holds values 64i..64i+63 (four sub-blocks of 16,
+ * one per 128-bit lane), in row order: the 2-bit quants of both halves
+ * come from qs[32(i/2) ..] shifted by 2j and 2j + 2 (j = 2(i%2)), Q3_K's
+ * third bits from hmask bits 2i and 2i + 1. Activations in row order with
+ * per-16 sums (as Q6_K). Q3_K's quants go in as q + 4 and 4 * sum(sc * x)
+ * is taken back off with those sums.
+ * IQ4_NL: as Q4_0 with the nibbles looked up (vpshufb) in the table + 128,
+ * unsigned for vpdpbusd; the 128 * sum(x) this adds comes off through the
+ * accumulator's start value, 16 * ci in each of the 8 lanes of a block.
+ * IQ4_XS: signed levels through vpmaddubsw as |w| times x with w's sign,
+ * and vpdpwssd with the sub-block scales, as Q4_K. */
+
+INLINE __m512i q2k_bits(const uint8_t *qs, int i) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * (i / 2))));
+    const int j = 2 * (i % 2);
+    const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * j)),
+                                          _mm256_set1_epi16((short)(2 * j + 2)), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(3));
+}
+
+/* int16 scales s16[0..15] spread so that register i has scale 4i + l in
+ * its 128-bit lane l (as Q6_K). */
+INLINE void sc16_lanes(__m512i s16, __m512i sc[4]) {
+    for (int i = 0; i < 4; i++) {
+        __m512i idx = _mm512_set_epi16(
+            4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3,
+            4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2,
+            4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1,
+            4 * i, 4 * i, 4 * i, 4 * i, 4 * i, 4 * i, 4 * i, 4 * i);
+        sc[i] = _mm512_permutexvar_epi16(idx, s16);
+    }
+}
+
+INLINE void rows_q2k(const uint8_t *w, int64_t nsb, const uint8_t *act, size_t as, int nb,
+                     float *y, int64_t ys) {
+    __m512 acc[KB_K];
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *blk = w + s * sizeof(tn_block_q2_K);
+        const uint8_t *qs = blk + 16;
+        const float d = half_to_float(rd16(blk + 80)), dmin = half_to_float(rd16(blk + 82));
+        const __m128i sraw = _mm_loadu_si128((const __m128i *)blk);
+        const __m256i m16 =
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sraw, 4), _mm_set1_epi8(0x0f)));
+        __m512i q[4], sc[4];
+        sc16_lanes(_mm512_castsi256_si512(
+                       _mm256_cvtepu8_epi16(_mm_and_si128(sraw, _mm_set1_epi8(0x0f)))),
+                   sc);
+        for (int i = 0; i < 4; i++)
+            q[i] = q2k_bits(qs, i);
+        const __m512 vd = _mm512_set1_ps(d), vdmin = _mm512_set1_ps(-dmin);
+#pragma GCC unroll 8
+        for (int j = 0; j < nb; j++) {
+            const act256 *a = (const act256 *)(act + j * as) + s;
+            __m512i isum = kq_dot(q, sc, a->qs);
+            __m256i msum = _mm256_madd_epi16(m16, _mm256_load_si256((const __m256i *)a->bs));
+            __m512 dx = _mm512_set1_ps(a->d);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(vd, dx), acc[j]);
+            acc[j] = _mm512_fmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(msum)),
+                                     _mm512_mul_ps(vdmin, dx), acc[j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+INLINE void rows_q3k(const uint8_t *w, int64_t nsb, const uint8_t *act, size_t as, int nb,
+                     float *y, int64_t ys) {
+    __m512 acc[KB_K];
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *blk = w + s * sizeof(tn_block_q3_K);
+        const uint8_t *hmask = blk, *qs = blk + 32, *sp = blk + 96;
+        const float d = half_to_float(rd16(blk + 108));
+        /* The 16 6-bit scales: low nibbles from bytes 0..7 (k < 8) and their
+         * high nibbles (k >= 8), top 2 bits from bytes 8..11. */
+        uint32_t a0, a1, a2;
+        memcpy(&a0, sp, 4);
+        memcpy(&a1, sp + 4, 4);
+        memcpy(&a2, sp + 8, 4);
+        const __m128i sv = _mm_setr_epi32(
+            (int)((a0 & 0x0f0f0f0f) | ((a2 & 0x03030303) << 4)),
+            (int)((a1 & 0x0f0f0f0f) | (((a2 >> 2) & 0x03030303) << 4)),
+            (int)(((a0 >> 4) & 0x0f0f0f0f) | (((a2 >> 4) & 0x03030303) << 4)),
+            (int)(((a1 >> 4) & 0x0f0f0f0f) | (((a2 >> 6) & 0x03030303) << 4)));
+        const __m256i s16 =
+            _mm256_sub_epi16(_mm256_cvtepu8_epi16(sv), _mm256_set1_epi16(32));
+        __m512i q[4], sc[4];
+        sc16_lanes(_mm512_castsi256_si512(s16), sc);
+        const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)hmask));
+        for (int i = 0; i < 4; i++) {
+            const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * i))),
+                                                   _mm256_set1_epi8((char)(1 << (2 * i + 1))), 1);
+            const __mmask64 m = _mm512_test_epi8_mask(hm, sel);
+            const __m512i lo = q2k_bits(qs, i);
+            q[i] = _mm512_mask_add_epi8(lo, m, lo, _mm512_set1_epi8(4));
+        }
+        const __m512 vd = _mm512_set1_ps(d);
+#pragma GCC unroll 8
+        for (int j = 0; j < nb; j++) {
+            const act256 *a = (const act256 *)(act + j * as) + s;
+            __m512i isum = kq_dot(q, sc, a->qs);
+            __m256i off = _mm256_madd_epi16(s16, _mm256_load_si256((const __m256i *)a->bs));
+            isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(off, 2)));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                                     _mm512_mul_ps(vd, _mm512_set1_ps(a->d)), acc[j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+/* The IQ4 table in every 128-bit lane, plus `bias` on each level. */
+INLINE __m512i iq4_table512(int bias) {
+    __m128i t = _mm_loadu_si128((const __m128i *)tn_iq4nl_values);
+    t = _mm_add_epi8(t, _mm_set1_epi8((char)bias));
+    return _mm512_broadcast_i32x4(t);
+}
+
+INLINE void rows_iq4nl(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
+                       float *y, int64_t ys) {
+    const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
+                                            0x0004000400040004, 0x0004000400040004, 0, 0);
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), table = iq4_table512(128);
+    __m512 acc[KB];
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < nblk; k += 2) {
+        const uint8_t *b0 = w + k * 18, *b1 = b0 + 18;
+        const bool two = k + 1 < nblk;
+        __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2)));
+        __m256i q1 = two ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 2)))
+                         : _mm256_setzero_si256();
+        __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+        __m512i q = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srlv_epi16(raw, shifts), lo4));
+        __m512 dwv = pair_scales(rd16(b0), two ? rd16(b1) : 0);
+        const act32 *a0 = (const act32 *)act + k / 2;
+#pragma GCC unroll 16
+        for (int j = 0; j < nb; j++) {
+            const act32 *a = (const act32 *)((const uint8_t *)a0 + j * as);
+            __m512i start = _mm512_slli_epi32(_mm512_load_si512(a->ci), 4);
+            __m512i dot = _mm512_dpbusd_epi32(start, q, _mm512_load_si512(a->qs));
+            acc[j] = pair_update(acc[j], dot, a, dwv);
+        }
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+INLINE void rows_iq4xs(const uint8_t *w, int64_t nsb, const uint8_t *act, size_t as, int nb,
+                       float *y, int64_t ys) {
+    const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
+                                            0x0004000400040004, 0x0004000400040004, 0, 0);
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), table = iq4_table512(0);
+    __m512 acc[KB_K];
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *blk = w + s * sizeof(tn_block_iq4_xs);
+        const float d = half_to_float(rd16(blk));
+        const unsigned sh = rd16(blk + 2);
+        const uint8_t *sl = blk + 4, *qs = blk + 8;
+        __m512i aq[4], sc[4];
+        __mmask64 neg[4];
+        for (int i = 0; i < 4; i++) {
+            /* [16 bytes of sub-block 2i] x 2, [16 of 2i + 1] x 2, shifted by
+             * 0, 4, 0, 4: the 64 values in row order. */
+            __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(qs + 32 * i)));
+            v = _mm512_shuffle_i64x2(v, v, 0x50);
+            __m512i q = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srlv_epi16(v, shifts), lo4));
+            aq[i] = _mm512_abs_epi8(q);
+            neg[i] = _mm512_movepi8_mask(q);
+            const int l0 = (int)((sl[i] & 15) | ((sh >> (4 * i)) & 3) << 4) - 32;
+            const int l1 = (int)((sl[i] >> 4) | ((sh >> (4 * i + 2)) & 3) << 4) - 32;
+            sc[i] = _mm512_inserti64x4(_mm512_set1_epi16((short)l0), _mm256_set1_epi16((short)l1), 1);
+        }
+        const __m512 vd = _mm512_set1_ps(d);
+#pragma GCC unroll 8
+        for (int j = 0; j < nb; j++) {
+            const act256 *a = (const act256 *)(act + j * as) + s;
+            __m512i isum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                __m512i x = _mm512_load_si512(a->qs + 64 * i);
+                x = _mm512_mask_sub_epi8(x, neg[i], _mm512_setzero_si512(), x);
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(aq[i], x), sc[i]);
+            }
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                                     _mm512_mul_ps(vd, _mm512_set1_ps(a->d)), acc[j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+#define CALL_rows_q2k(N) rows_q2k(wr, nblk, act, mm->act_row, N, y, w->rows)
+#define CALL_rows_q3k(N) rows_q3k(wr, nblk, act, mm->act_row, N, y, w->rows)
+#define CALL_rows_iq4nl(N) rows_iq4nl(wr, nblk, act, mm->act_row, N, y, w->rows)
+#define CALL_rows_iq4xs(N) rows_iq4xs(wr, nblk, act, mm->act_row, N, y, w->rows)
+QUANT_TILE(tile_q2k, rows_q2k, 256, 8)
+QUANT_TILE(tile_q3k, rows_q3k, 256, 8)
+QUANT_TILE(tile_iq4nl, rows_iq4nl, 32, 16)
+QUANT_TILE(tile_iq4xs, rows_iq4xs, 256, 8)
+
+/* The four types above; false for any other. */
+static bool mm_ops_new_types(tn_mm_ops *ops, uint32_t type) {
+    switch (type) {
+    case TN_TYPE_Q2_K:
+    case TN_TYPE_Q3_K:
+    case TN_TYPE_IQ4_XS:
+        ops->act_bytes = act256_bytes;
+        ops->convert = convert_q6k;
+        ops->tile = type == TN_TYPE_Q2_K ? tile_q2k : type == TN_TYPE_Q3_K ? tile_q3k : tile_iq4xs;
+        return true;
+    case TN_TYPE_IQ4_NL:
+        ops->act_bytes = act32_bytes;
+        ops->convert = convert_q4_0;
+        ops->tile = tile_iq4nl;
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* ------------------------------------------- X16 layout: Q4_0 and Q8_0
  *
  * Weights interleaved 16 rows at a time (repack.c): register j of a block
@@ -889,6 +1125,6 @@ bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
         ops->tile = tile_q6k;
         return true;
     default:
-        return false;
+        return mm_ops_new_types(ops, type);
     }
 }

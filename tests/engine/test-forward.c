@@ -786,7 +786,8 @@ static double tolerance(uint32_t type) { return exact_activations(type) ? 4e-3 :
 static void check_arch(const char *arch) {
     static const uint32_t types[] = {TN_TYPE_F32,  TN_TYPE_F16,  TN_TYPE_BF16, TN_TYPE_Q8_0,
                                      TN_TYPE_Q4_0, TN_TYPE_Q4_1, TN_TYPE_Q5_0, TN_TYPE_Q5_1,
-                                     TN_TYPE_Q4_K, TN_TYPE_Q5_K, TN_TYPE_Q6_K};
+                                     TN_TYPE_Q4_K, TN_TYPE_Q5_K, TN_TYPE_Q6_K, TN_TYPE_Q2_K,
+                                     TN_TYPE_Q3_K, TN_TYPE_IQ4_NL, TN_TYPE_IQ4_XS};
     const int G = 64;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         spec s = make_spec(arch, types[ti], (int)ti);

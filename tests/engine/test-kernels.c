@@ -29,6 +29,8 @@ static const type_case cases[] = {
     {TN_TYPE_Q8_0, 1e-10, 1e-4},  {TN_TYPE_Q4_0, 1e-10, 1e-4},  {TN_TYPE_Q4_1, 1e-10, 1e-4},
     {TN_TYPE_Q5_0, 1e-10, 1e-4},  {TN_TYPE_Q5_1, 1e-10, 1e-4},  {TN_TYPE_Q4_K, 1e-10, 1e-4},
     {TN_TYPE_Q5_K, 1e-10, 1e-4},  {TN_TYPE_Q6_K, 1e-10, 1e-4},
+    {TN_TYPE_Q2_K, 1e-10, 1e-4},  {TN_TYPE_Q3_K, 1e-10, 1e-4},  {TN_TYPE_IQ4_NL, 1e-10, 1e-4},
+    {TN_TYPE_IQ4_XS, 1e-10, 1e-4},
 };
 
 #define ROWS 37  /* odd: chunks and tiles end mid-way */
@@ -235,7 +237,7 @@ out:
 static void test_errors(tn_cpu *cpu) {
     float x[256] = {0}, y[4];
     uint8_t data[4 * 256 * 4] = {0};
-    tn_weight w = {.type = TN_TYPE_Q2_K, .rows = 1, .cols = 256, .data = data, .row_bytes = 84};
+    tn_weight w = {.type = 16 /* iq2_xxs */, .rows = 1, .cols = 256, .data = data, .row_bytes = 66};
     CHECK(tn_matmul(cpu, &w, x, 1, y) == TN_ERR_UNSUPPORTED);
     w = (tn_weight){.type = TN_TYPE_Q4_0, .rows = 1, .cols = 100, .data = data, .row_bytes = 64};
     CHECK(tn_matmul(cpu, &w, x, 1, y) == TN_ERR_INVALID); /* not whole blocks */

@@ -64,6 +64,10 @@ static const quant_case quant_cases[] = {
     {TN_TYPE_Q4_K, 0.075, 0.092, 0.117},
     {TN_TYPE_Q5_K, 0.0385, 0.046, 0.062},
     {TN_TYPE_Q6_K, 0.018, 0.023, 0.044},
+    {TN_TYPE_Q3_K, 0.16, 0.195, 0.115},
+    {TN_TYPE_Q2_K, 0.307, 0.36, 0.25},
+    {TN_TYPE_IQ4_NL, 0.080, 0.097, 0.135},
+    {TN_TYPE_IQ4_XS, 0.081, 0.096, 0.124},
 };
 #define N_QUANT_CASES (int)(sizeof quant_cases / sizeof quant_cases[0])
 
@@ -80,13 +84,14 @@ static void test_type_table(void) {
         {TN_TYPE_Q4_0, "q4_0", 32, 18, true},  {TN_TYPE_Q4_1, "q4_1", 32, 20, true},
         {TN_TYPE_Q5_0, "q5_0", 32, 22, true},  {TN_TYPE_Q5_1, "q5_1", 32, 24, true},
         {TN_TYPE_Q8_0, "q8_0", 32, 34, true},  {TN_TYPE_Q8_1, "q8_1", 32, 36, true},
-        {TN_TYPE_Q2_K, "q2_K", 256, 84, false}, {TN_TYPE_Q3_K, "q3_K", 256, 110, false},
+        {TN_TYPE_Q2_K, "q2_K", 256, 84, true}, {TN_TYPE_Q3_K, "q3_K", 256, 110, true},
         {TN_TYPE_Q4_K, "q4_K", 256, 144, true}, {TN_TYPE_Q5_K, "q5_K", 256, 176, true},
         {TN_TYPE_Q6_K, "q6_K", 256, 210, true}, {TN_TYPE_Q8_K, "q8_K", 256, 292, true},
         {TN_TYPE_BF16, "bf16", 1, 2, true},
+        {TN_TYPE_IQ4_NL, "iq4_nl", 32, 18, true}, {TN_TYPE_IQ4_XS, "iq4_xs", 256, 136, true},
         /* types Tern cannot run but must size and name in messages */
-        {16, "iq2_xxs", 256, 66, false},        {20, "iq4_nl", 32, 18, false},
-        {23, "iq4_xs", 256, 136, false},        {28, "f64", 1, 8, false},
+        {16, "iq2_xxs", 256, 66, false},        {21, "iq3_s", 256, 110, false},
+        {28, "f64", 1, 8, false},
         {35, "tq2_0", 256, 66, false},          {39, "mxfp4", 32, 17, false},
     };
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
@@ -146,8 +151,8 @@ static void test_type_table(void) {
 static void test_dispatch_errors(void) {
     float in[256] = {0}, out[256];
     uint8_t buf[512] = {0};
-    CHECK(tn_dequantize_row(TN_TYPE_Q2_K, buf, out, 256) == TN_ERR_UNSUPPORTED);
-    CHECK(tn_quantize_row(TN_TYPE_Q3_K, in, buf, 256) == TN_ERR_UNSUPPORTED);
+    CHECK(tn_dequantize_row(16 /* iq2_xxs */, buf, out, 256) == TN_ERR_UNSUPPORTED);
+    CHECK(tn_quantize_row(21 /* iq3_s */, in, buf, 256) == TN_ERR_UNSUPPORTED);
     CHECK(tn_dequantize_row(4, buf, out, 32) == TN_ERR_UNSUPPORTED);
     CHECK(tn_quantize_row(999, in, buf, 32) == TN_ERR_UNSUPPORTED);
     CHECK(tn_dequantize_row(TN_TYPE_Q4_0, buf, out, 33) == TN_ERR_INVALID);
@@ -513,6 +518,124 @@ static void test_blocks_k(void) {
     CHECK(y[0] == -32.0f && y[128] == 0.0f && y[255] == 31.75f);
 }
 
+/* Q2_K, Q3_K, IQ4_NL, IQ4_XS: hand-made blocks decoded against ggml's
+ * loop structure written out here (per 128-value half, four 2-bit shifts,
+ * two 16-value sub-blocks each), plus a few values worked by hand. */
+static void test_blocks_new(void) {
+    float y[256];
+    int bad = 0;
+
+    /* Q2_K, d = 0.5, dmin = 0.25: y = d * (sc & 15) * q - dmin * (sc >> 4). */
+    tn_block_q2_K b2;
+    b2.d = 0x3800;
+    b2.dmin = 0x3400;
+    for (int k = 0; k < 16; k++)
+        b2.scales[k] = (uint8_t)(k * 17 + 3);
+    for (int i = 0; i < 64; i++)
+        b2.qs[i] = (uint8_t)(i * 41 + 7);
+    tn_dequant_ref_q2_K(&b2, y, 256);
+    /* value 0: qs[0] = 0x07 bits 0-1 = 3, scales[0] = 0x03: 0.5*3*3 - 0 */
+    CHECK(y[0] == 4.5f);
+    /* value 48: qs[16] = 0x97 (16*41+7 = 663 = 0x297), bits 2-3 = 1;
+     * sub-block 3: scales[3] = 0x36: 0.5*6*1 - 0.25*3 */
+    CHECK(y[48] == 2.25f);
+    int idx = 0;
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++)
+            for (int half = 0; half < 2; half++) {
+                const uint8_t sc = b2.scales[8 * h + 2 * j + half];
+                for (int l = 0; l < 16; l++, idx++) {
+                    const int q = (b2.qs[32 * h + 16 * half + l] >> (2 * j)) & 3;
+                    bad += y[idx] != 0.5f * (float)(sc & 15) * (float)q - 0.25f * (float)(sc >> 4);
+                }
+            }
+    CHECKF(bad == 0, "%d q2_K values wrong", bad);
+
+    /* Q3_K, d = 0.5: scales 6 bits stored +32; q = 2 low bits - 4 unless
+     * the hmask bit is set. Scales chosen as s[k] = k * 4 - 31 (stored
+     * 4k + 1): low nibbles k < 8 in scales[k], k >= 8 in scales[k-8] >> 4,
+     * top bits at 2 * (k / 4) of scales[8 + k % 4]. */
+    tn_block_q3_K b3;
+    memset(&b3, 0, sizeof b3);
+    b3.d = 0x3800;
+    for (int k = 0; k < 16; k++) {
+        const int u = 4 * k + 1;
+        if (k < 8)
+            b3.scales[k] |= (uint8_t)(u & 15);
+        else
+            b3.scales[k - 8] |= (uint8_t)((u & 15) << 4);
+        b3.scales[8 + k % 4] |= (uint8_t)((u >> 4) << (2 * (k / 4)));
+    }
+    static const uint8_t q3_scales[12] = {0x11, 0x55, 0x99, 0xdd, 0x11, 0x55, 0x99, 0xdd,
+                                          0xe4, 0xe4, 0xe4, 0xe4};
+    CHECK(memcmp(b3.scales, q3_scales, 12) == 0);
+    for (int i = 0; i < 64; i++)
+        b3.qs[i] = (uint8_t)(i * 23 + 5);
+    for (int i = 0; i < 32; i++)
+        b3.hmask[i] = (uint8_t)(i * 53 + 9);
+    tn_dequant_ref_q3_K(&b3, y, 256);
+    /* value 0: qs[0] = 5 bits 0-1 = 1, hmask[0] = 9 bit 0 set: q = 1; s = -31 */
+    CHECK(y[0] == -15.5f);
+    /* value 255: h 1, j 3, l 31: qs[63] = 0xae bits 6-7 = 2, hmask[31] =
+     * 0x74 bit 7 clear: q = -2; s = 15*4 - 31 = 29 */
+    CHECK(y[255] == -29.0f);
+    idx = 0;
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++)
+            for (int half = 0; half < 2; half++) {
+                const int s3 = (8 * h + 2 * j + half) * 4 - 31;
+                for (int l = 0; l < 16; l++, idx++) {
+                    const int ll = 16 * half + l;
+                    int q = (b3.qs[32 * h + ll] >> (2 * j)) & 3;
+                    if (!(b3.hmask[ll] & (1 << (4 * h + j))))
+                        q -= 4;
+                    bad += y[idx] != 0.5f * (float)(s3 * q);
+                }
+            }
+    CHECKF(bad == 0, "%d q3_K values wrong", bad);
+
+    /* IQ4_NL, d = 2: nibbles as Q4_0, each an index into the table. */
+    static const int8_t table[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+    CHECK(memcmp(tn_iq4nl_values, table, 16) == 0);
+    tn_block_iq4_nl bn;
+    bn.d = 0x4000;
+    for (int i = 0; i < 16; i++)
+        bn.qs[i] = (uint8_t)(i | (15 - i) << 4);
+    CHECK(tn_dequantize_row(TN_TYPE_IQ4_NL, &bn, y, 32) == TN_OK);
+    for (int j = 0; j < 16; j++) {
+        bad += y[j] != 2.0f * (float)table[j];
+        bad += y[j + 16] != 2.0f * (float)table[15 - j];
+    }
+    CHECKF(bad == 0, "%d iq4_nl values wrong", bad);
+
+    /* IQ4_XS, d = 0.25: sub-block ib's scale is the nibble ib % 2 of
+     * scales_l[ib / 2] | bits 2ib..2ib+1 of scales_h << 4, minus 32. */
+    tn_block_iq4_xs bx;
+    bx.d = 0x3400;
+    static const int xs_scale[8] = {-32, 31, 0, 1, -1, 17, -20, 5};
+    bx.scales_h = 0;
+    memset(bx.scales_l, 0, sizeof bx.scales_l);
+    for (int ib = 0; ib < 8; ib++) {
+        const int u = xs_scale[ib] + 32;
+        bx.scales_l[ib / 2] |= (uint8_t)((u & 15) << (4 * (ib % 2)));
+        bx.scales_h |= (uint16_t)((u >> 4) << (2 * ib));
+    }
+    CHECK(bx.scales_h == 0x8dac && bx.scales_l[0] == 0xf0 && bx.scales_l[1] == 0x10);
+    for (int i = 0; i < 128; i++)
+        bx.qs[i] = (uint8_t)(i * 29 + 1);
+    tn_dequant_ref_iq4_xs(&bx, y, 256);
+    /* value 0: qs[0] = 1 -> table[1] = -104, scale -32: 0.25 * 3328 */
+    CHECK(y[0] == 832.0f);
+    for (int ib = 0; ib < 8; ib++)
+        for (int j = 0; j < 16; j++) {
+            const uint8_t q = bx.qs[16 * ib + j];
+            bad += y[32 * ib + j] != 0.25f * (float)(xs_scale[ib] * table[q & 15]);
+            bad += y[32 * ib + 16 + j] != 0.25f * (float)(xs_scale[ib] * table[q >> 4]);
+        }
+    CHECKF(bad == 0, "%d iq4_xs values wrong", bad);
+}
+
 /* ------------------------------------------- reference quantizer rounding */
 
 static void test_quant_rounding(void) {
@@ -739,6 +862,7 @@ int main(void) {
     test_blocks_float();
     test_blocks_32();
     test_blocks_k();
+    test_blocks_new();
     test_quant_rounding();
     test_round_trips();
     test_non_finite();
