@@ -5,12 +5,17 @@
  * are read whole. */
 #include "tn-quant.h"
 
+#include <stddef.h>
 #include <string.h>
+
+_Static_assert(offsetof(tn_block_q3_K, d) == 108, "q3_K d");
+_Static_assert(offsetof(tn_block_q2_K, d) == 80 && offsetof(tn_block_q2_K, dmin) == 82, "q2_K d, dmin");
 
 /* Byte offsets of the f16 fields in one block, -1 ends the list; NULL for
  * a type this check does not know (it passes). */
 static const int *half_fields(uint32_t type) {
-    static const int d0[] = {0, -1}, d0m2[] = {0, 2, -1}, q6k[] = {208, -1};
+    static const int d0[] = {0, -1}, d0m2[] = {0, 2, -1}, q6k[] = {208, -1}, q3k[] = {108, -1},
+                     q2k[] = {80, 82, -1};
     switch (type) {
     case TN_TYPE_Q4_0:
     case TN_TYPE_Q5_0:
@@ -23,6 +28,13 @@ static const int *half_fields(uint32_t type) {
         return d0m2;
     case TN_TYPE_Q6_K:
         return q6k;
+    case TN_TYPE_Q3_K: /* d after hmask, qs and scales */
+        return q3k;
+    case TN_TYPE_Q2_K: /* d and dmin after scales and qs */
+        return q2k;
+    case TN_TYPE_IQ4_NL:
+    case TN_TYPE_IQ4_XS:
+        return d0;
     default:
         return NULL;
     }

@@ -82,6 +82,11 @@ int main(void) {
         {"q4_k_m", "blk.1.attn_q.weight", 2, &inf16, 2, false},
         {"q4_k_m", "output.weight", 208, &nan16, 2, false},
         {"q4_k_m", "blk.0.attn_k.weight", 40, &q, 1, true},
+        /* The types added later: Q3_K's d (108), Q2_K's dmin (82), IQ4's d (0). */
+        {"q3_k", "blk.0.ffn_gate.weight", 108, &nan16, 2, false},
+        {"q2_k", "blk.1.ffn_down.weight", 82, &inf16, 2, false},
+        {"iq4_xs", "blk.0.attn_output.weight", 0, &nan16, 2, false},
+        {"iq4_nl", "blk.1.attn_v.weight", 18, &inf16, 2, false},
     };
     const char *made = "";
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -89,7 +94,8 @@ int main(void) {
             tn_mkmodel_params p = tn_test_tiny_model("llama", 7);
             p.type = cases[i].type;
             /* Q4_K needs rows of whole 256-value super-blocks. */
-            if (!strcmp(p.type, "q4_k_m")) {
+            if (!strcmp(p.type, "q4_k_m") || !strcmp(p.type, "q3_k") || !strcmp(p.type, "q2_k") ||
+                !strcmp(p.type, "iq4_xs")) {
                 p.n_embd = 256;
                 p.n_ff = 256;
                 p.n_head = 4;
