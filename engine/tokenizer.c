@@ -898,6 +898,19 @@ static void cache_put(scratch *s, const char *p, size_t len, uint64_t hash, cons
     s->cache_count++;
 }
 
+/* The end of every merge-by-rank encoding: merge the n symbols of p, emit
+ * their tokens, and remember them for the next time p comes. */
+static int merge_emit_cache(const tn_tokenizer *tok, scratch *s, const char *p, size_t len,
+                            int32_t n, uint64_t hash, tn_tokens *out, size_t n_before) {
+    if (!merge_all(tok, s, p, n))
+        return TN_ERR_NOMEM;
+    int rc = emit_syms(tok, s, p, out);
+    if (rc)
+        return rc;
+    cache_put(s, p, len, hash, out->ids + n_before, out->n - n_before);
+    return TN_OK;
+}
+
 /* ------------------------------------------------------ SentencePiece BPE */
 
 /* One chunk of normalized text: characters, merged by score. */
@@ -1023,12 +1036,7 @@ static int bpe_piece(const tn_tokenizer *tok, scratch *s, const char *p, size_t 
         y->next = i + 1 < n ? i + 1 : -1;
         y->id = tok->byte_token[(unsigned char)p[i]];
     }
-    if (!merge_all(tok, s, p, n))
-        return TN_ERR_NOMEM;
-    if ((rc = emit_syms(tok, s, p, out)))
-        return rc;
-    cache_put(s, p, len, hash, out->ids + n_before, out->n - n_before);
-    return TN_OK;
+    return merge_emit_cache(tok, s, p, len, n, hash, out, n_before);
 }
 
 static int bpe_encode(const tn_tokenizer *tok, scratch *s, const char *text, size_t len,
@@ -1116,12 +1124,7 @@ static int g4_piece(const tn_tokenizer *tok, scratch *s, const char *p, size_t l
         i += adv;
     }
     s->syms[n - 1].next = -1;
-    if (!merge_all(tok, s, p, n))
-        return TN_ERR_NOMEM;
-    if ((rc = emit_syms(tok, s, p, out)))
-        return rc;
-    cache_put(s, p, len, hash, out->ids + n_before, out->n - n_before);
-    return TN_OK;
+    return merge_emit_cache(tok, s, p, len, n, hash, out, n_before);
 }
 
 static int g4_encode(const tn_tokenizer *tok, scratch *s, const char *text, size_t len,
