@@ -106,9 +106,12 @@ int cmd_info(int argc, char **argv) {
         return CLI_EXIT_BAD_INPUT;
     }
     printf("%s: GGUF v%u, %" PRIu64 " bytes, %" PRId64 " metadata keys, %" PRId64
-           " tensors, alignment %" PRIu64 "\n",
+           " tensors, alignment %" PRIu64,
            path, tn_gguf_version(g), tn_gguf_file_size(g), tn_gguf_n_kv(g), tn_gguf_n_tensors(g),
            tn_gguf_alignment(g));
+    if (tn_gguf_n_parts(g) > 1)
+        printf(", split in %d parts (bytes and tensors of all parts)", tn_gguf_n_parts(g));
+    putchar('\n');
     for (int64_t i = 0; i < tn_gguf_n_kv(g); i++) {
         fputs("  ", stdout);
         print_str(tn_gguf_kv_key(g, i), 200);

@@ -45,6 +45,11 @@ struct tn_gguf {
     uint64_t tensor_index_cap;
     /* the same for metadata keys, only while parsing (duplicate check) */
     uint64_t *key_index;
+    /* A split model (split.count > 1): parts 2..N, mapped; the tensors of
+     * all parts are in `tensors`. total_size counts every part. */
+    tn_gguf **parts;
+    int32_t n_parts;
+    uint64_t total_size;
 };
 
 /* ------------------------------------------------------------ small helpers */
@@ -293,6 +298,9 @@ static void gguf_free_parsed(tn_gguf *g) {
 void tn_gguf_close(tn_gguf *g) {
     if (!g)
         return;
+    for (int32_t i = 0; i < g->n_parts; i++)
+        tn_gguf_close(g->parts[i]);
+    free(g->parts);
     gguf_free_parsed(g);
     if (g->mapped && g->base)
         munmap((void *)g->base, g->size);
@@ -531,11 +539,7 @@ int tn_gguf_open_memory(const void *data, size_t size, const char *name, tn_gguf
     return TN_OK;
 }
 
-int tn_gguf_open(const char *path, tn_gguf **out, tn_error *err) {
-    tn_error_clear(err);
-    if (!out || !path)
-        return tn_fail(err, TN_ERR_INVALID, "tn_gguf_open: no path");
-    *out = NULL;
+static int open_file(const char *path, tn_gguf **out, tn_error *err) {
     /* O_NONBLOCK: opening a FIFO must not hang; it is refused below */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
@@ -582,10 +586,147 @@ int tn_gguf_open(const char *path, tn_gguf **out, tn_error *err) {
     return TN_OK;
 }
 
+/* split.no / split.count (u16 in llama.cpp's gguf-split; any integer here). */
+static int split_keys(const tn_gguf *g, int64_t *no, int64_t *count, tn_error *err) {
+    *no = 0;
+    *count = 1;
+    int rc = tn_gguf_get_int(g, "split.count", count);
+    if (rc == TN_ERR_NOT_FOUND) {
+        *count = 1;
+        return TN_OK;
+    }
+    if (rc || *count < 1 || *count > 9999)
+        return tn_fail(err, TN_ERR_FORMAT, "%s: split.count is not a number from 1 to 9999",
+                       g->path);
+    rc = tn_gguf_get_int(g, "split.no", no);
+    if (rc == TN_ERR_NOT_FOUND && *count == 1)
+        return TN_OK;
+    if (rc || *no < 0 || *no >= *count)
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: split.no is missing or not a part number below split.count (%lld)",
+                       g->path, (long long)*count);
+    return TN_OK;
+}
+
+/* "NAME-00001-of-00003.gguf" (llama.cpp's naming, the only one its loader
+ * and the Hub's uploads use): the length of "NAME", or 0 when `path` is not
+ * part `no` (0-based) of `count` under that naming. */
+static size_t split_prefix_len(const char *path, int64_t no, int64_t count) {
+    char tail[48];
+    snprintf(tail, sizeof tail, "-%05lld-of-%05lld.gguf", (long long)no + 1, (long long)count);
+    size_t n = strlen(path), t = strlen(tail);
+    return n > t && strcmp(path + n - t, tail) == 0 ? n - t : 0;
+}
+
+/* The opened file is part 1 of a split model: maps parts 2..N beside it
+ * and adds their tensors, so that the model reads as one file. */
+static int join_parts(tn_gguf *g, int64_t count, tn_error *err) {
+    size_t prefix = split_prefix_len(g->path, 0, count);
+    if (prefix == 0)
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: part 1 of a model split in %lld files, but its name does not end in "
+                       "-00001-of-%05lld.gguf, so its other parts cannot be found",
+                       g->path, (long long)count, (long long)count);
+    g->parts = calloc((size_t)count - 1, sizeof *g->parts);
+    if (!g->parts)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", g->path);
+    int64_t n_total = g->n_tensors;
+    for (int64_t k = 1; k < count; k++) {
+        size_t cap = prefix + 32;
+        char *part_path = malloc(cap);
+        if (!part_path)
+            return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", g->path);
+        snprintf(part_path, cap, "%.*s-%05lld-of-%05lld.gguf", (int)prefix, g->path,
+                 (long long)k + 1, (long long)count);
+        tn_gguf *p = NULL;
+        int rc = open_file(part_path, &p, err);
+        if (rc == TN_ERR_NOT_FOUND)
+            tn_fail(err, TN_ERR_NOT_FOUND,
+                    "%s: part %lld of %lld of this split model is missing (%s); download every "
+                    "part into the same folder",
+                    g->path, (long long)k + 1, (long long)count, part_path);
+        free(part_path);
+        if (rc)
+            return rc;
+        g->parts[g->n_parts++] = p;
+        int64_t no, n;
+        if ((rc = split_keys(p, &no, &n, err)))
+            return rc;
+        if (n != count || no != k)
+            return tn_fail(err, TN_ERR_FORMAT,
+                           "%s: says it is part %lld of %lld, but it is named as part %lld of "
+                           "%lld: the parts come from different models",
+                           p->path, (long long)no + 1, (long long)n, (long long)k + 1,
+                           (long long)count);
+        if (!tn_add_u64(g->total_size, p->size, &g->total_size) ||
+            p->n_tensors > (int64_t)UINT32_MAX - 1 - n_total)
+            return tn_fail(err, TN_ERR_FORMAT, "%s: too many tensors in the parts", g->path);
+        n_total += p->n_tensors;
+    }
+    int64_t declared;
+    if (tn_gguf_get_int(g, "split.tensors.count", &declared) == TN_OK && declared != n_total)
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: split.tensors.count says %lld tensors, the %lld parts hold %lld",
+                       g->path, (long long)declared, (long long)count, (long long)n_total);
+    tn_gguf_tensor *all = realloc(g->tensors, (size_t)(n_total ? n_total : 1) * sizeof *all);
+    if (!all)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", g->path);
+    g->tensors = all;
+    for (int32_t k = 0; k < g->n_parts; k++) {
+        const tn_gguf *p = g->parts[k];
+        for (int64_t i = 0; i < p->n_tensors; i++) {
+            all[g->n_tensors] = p->tensors[i];
+            all[g->n_tensors].part = (uint32_t)k + 1;
+            g->n_tensors++;
+        }
+    }
+    /* One index over all parts; a name in two parts is refused there. */
+    free(g->tensor_index);
+    g->tensor_index = NULL;
+    g->tensor_index_cap = 0;
+    return build_tensor_index(g, err);
+}
+
+int tn_gguf_open(const char *path, tn_gguf **out, tn_error *err) {
+    tn_error_clear(err);
+    if (!out || !path)
+        return tn_fail(err, TN_ERR_INVALID, "tn_gguf_open: no path");
+    *out = NULL;
+    tn_gguf *g = NULL;
+    int rc = open_file(path, &g, err);
+    if (rc)
+        return rc;
+    g->total_size = g->size;
+    int64_t no, count;
+    rc = split_keys(g, &no, &count, err);
+    if (rc == TN_OK && no != 0) {
+        size_t prefix = split_prefix_len(path, no, count);
+        if (prefix)
+            rc = tn_fail(err, TN_ERR_INVALID,
+                         "%s: part %lld of %lld of a split model: open its first part, "
+                         "%.*s-00001-of-%05lld.gguf",
+                         path, (long long)no + 1, (long long)count, (int)prefix, path,
+                         (long long)count);
+        else
+            rc = tn_fail(err, TN_ERR_INVALID,
+                         "%s: part %lld of %lld of a split model: open its first part", path,
+                         (long long)no + 1, (long long)count);
+    } else if (rc == TN_OK && count > 1) {
+        rc = join_parts(g, count, err);
+    }
+    if (rc) {
+        tn_gguf_close(g);
+        return rc;
+    }
+    *out = g;
+    return TN_OK;
+}
+
 const char *tn_gguf_path(const tn_gguf *g) { return g->path; }
 uint32_t tn_gguf_version(const tn_gguf *g) { return g->version; }
 uint64_t tn_gguf_alignment(const tn_gguf *g) { return g->alignment; }
-uint64_t tn_gguf_file_size(const tn_gguf *g) { return g->size; }
+uint64_t tn_gguf_file_size(const tn_gguf *g) { return g->total_size ? g->total_size : g->size; }
+int32_t tn_gguf_n_parts(const tn_gguf *g) { return 1 + g->n_parts; }
 uint64_t tn_gguf_data_offset(const tn_gguf *g) { return g->data_offset; }
 int64_t tn_gguf_n_kv(const tn_gguf *g) { return g->n_kv; }
 

@@ -144,12 +144,18 @@ typedef struct tn_gguf_tensor {
     uint64_t offset;          /* relative to the data section */
     const void *data;         /* inside the mapping */
     uint64_t nbytes;
+    uint32_t part;            /* 0: the file opened; k: part k+1 of a split model (offset is
+                                 relative to that part's data section) */
 } tn_gguf_tensor;
 
 typedef struct tn_gguf tn_gguf;
 
 /* Maps and validates a file. Every count, length, dimension and offset is
- * checked against the file size; nothing is copied. */
+ * checked against the file size; nothing is copied. A model split by
+ * llama.cpp's gguf-split (split.count > 1) is opened through its first part,
+ * NAME-00001-of-0000N.gguf: the other parts are mapped from beside it and
+ * their tensors read as the first part's; the metadata is the first
+ * part's. Opening any other part is refused with the name of the first. */
 int tn_gguf_open(const char *path, tn_gguf **out, tn_error *err);
 /* The same over caller-owned memory that must outlive the handle. `name`
  * is used in messages. */
@@ -160,7 +166,8 @@ void tn_gguf_close(tn_gguf *g);
 const char *tn_gguf_path(const tn_gguf *g);
 uint32_t tn_gguf_version(const tn_gguf *g);
 uint64_t tn_gguf_alignment(const tn_gguf *g);
-uint64_t tn_gguf_file_size(const tn_gguf *g);
+uint64_t tn_gguf_file_size(const tn_gguf *g); /* all parts of a split model */
+int32_t tn_gguf_n_parts(const tn_gguf *g);     /* 1, or split.count */
 uint64_t tn_gguf_data_offset(const tn_gguf *g); /* absolute start of the data section */
 
 int64_t tn_gguf_n_kv(const tn_gguf *g);

@@ -1545,7 +1545,9 @@ tern_model_store_import (TernModelStore  *self,
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT, "%s: not a regular file", path);
       return NULL;
     }
-  if (tn_gguf_open (real, &gguf, &err) != TN_OK)
+  /* Through the name too: a split model's other parts are found beside
+   * the first part's name (NAME-00002-of-00003.gguf), not beside a blob. */
+  if (tn_gguf_open (kept, &gguf, &err) != TN_OK)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT, "%s", err.message);
       return NULL;
