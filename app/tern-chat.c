@@ -14,6 +14,7 @@
 #include <json-glib/json-glib.h>
 
 #include "tern-chat.h"
+#include "tern.h"
 
 #define TITLE_MAX_CHARS 48
 #define FORMAT_VERSION 1
@@ -645,38 +646,6 @@ tern_chat_delete_file (TernChat   *self,
 /* Far above any real chat (a million-token conversation is ~4 MiB). */
 #define MAX_FILE_BYTES (64 * 1024 * 1024)
 
-gboolean
-tern_json_depth_ok (const char *data,
-                    gsize       len,
-                    guint       max_depth)
-{
-  guint depth = 0;
-  gboolean in_string = FALSE;
-
-  for (gsize i = 0; i < len; i++)
-    {
-      char c = data[i];
-
-      if (in_string)
-        {
-          if (c == '\\')
-            i++;
-          else if (c == '"')
-            in_string = FALSE;
-        }
-      else if (c == '"')
-        in_string = TRUE;
-      else if (c == '[' || c == '{')
-        {
-          if (++depth > max_depth)
-            return FALSE;
-        }
-      else if ((c == ']' || c == '}') && depth > 0)
-        depth--;
-    }
-  return TRUE;
-}
-
 typedef struct {
   const char *path;
   GError **error;
@@ -896,7 +865,7 @@ tern_chat_load (const char *path,
     }
   if (!g_file_get_contents (path, &data, &len, error))
     return NULL;
-  if (!tern_json_depth_ok (data, len, MAX_DEPTH))
+  if (!tn_json_depth_ok (data, len, MAX_DEPTH))
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
                    _("%s: nested more than %d levels deep: not a Tern chat"), path, MAX_DEPTH);

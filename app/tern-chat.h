@@ -97,10 +97,4 @@ char        *tern_message_format_stats    (const TernMessage *message);
 /* Marks a change: the title may have changed and the file needs saving. */
 void         tern_chat_touch              (TernChat      *self);
 
-/* Whether JSON text nests at most max_depth arrays and objects (checked
- * before json-glib, whose parser recurses per level). */
-gboolean     tern_json_depth_ok           (const char    *data,
-                                           gsize          len,
-                                           guint          max_depth);
-
 G_END_DECLS

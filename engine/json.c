@@ -629,6 +629,28 @@ const char *tn_json_str(const tn_json *v) {
     return v && v->type == TN_JSON_STRING ? v->v.str : NULL;
 }
 
+bool tn_json_depth_ok(const char *data, size_t len, unsigned max_depth) {
+    unsigned depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = data[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max_depth)
+                return false;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return true;
+}
+
 bool tn_json_is(const tn_json *v, tn_json_type type) { return v && v->type == type; }
 
 bool tn_json_bool(const tn_json *v, bool fallback) {

@@ -236,6 +236,12 @@ int tn_gguf_writer_add_tensor_data(tn_gguf_writer *w, const char *name, uint32_t
 /* Writes to path.tmp-XXXXXX, fsyncs, renames over path. */
 int tn_gguf_writer_write(tn_gguf_writer *w, const char *path, tn_error *err);
 
+/* Whether JSON text nests arrays and objects at most max_depth deep: a
+ * linear scan that skips strings and does not validate. For callers whose
+ * parser recurses once per level (json-glib: a 200 KB file of '[' overflows
+ * its stack), run first on anything read from a file or the network. */
+bool tn_json_depth_ok(const char *data, size_t len, unsigned max_depth);
+
 /* ----------------------------------------------------- model and inference */
 
 /* Architectures of `general.architecture` that Tern runs. */

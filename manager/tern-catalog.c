@@ -1,5 +1,6 @@
 /* tern-catalog.c: loading and validating the model catalog. */
 #include "tern-manager-private.h"
+#include "tern.h"
 
 #include <json-glib/json-glib.h>
 #include <string.h>
@@ -592,6 +593,14 @@ tern_catalog_new_from_data (const char  *data,
   g_return_val_if_fail (data != NULL, NULL);
 
   self->path = g_strdup (loader.name);
+  /* A catalog nests 6 levels; json-glib recurses once per level, so a
+   * damaged or hostile file is measured before it is parsed. */
+  if (!tn_json_depth_ok (data, length < 0 ? strlen (data) : (gsize) length, 32))
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG,
+                   "%s: nested deeper than a catalog can be (32 levels)", loader.name);
+      return NULL;
+    }
   if (!json_parser_load_from_data (parser, data, length, &parse_error))
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG,

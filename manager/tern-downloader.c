@@ -6,6 +6,7 @@
  * since libsoup 3.2) and report back to the creator's main context. Store
  * updates and signals happen only there. */
 #include "tern-manager-private.h"
+#include "tern.h"
 #include "tern-hub.h"
 
 #include <errno.h>
@@ -278,10 +279,16 @@ read_meta (Transfer    *t,
            PartialMeta *meta)
 {
   g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autofree char *data = NULL;
+  gsize length;
   JsonObject *object;
   JsonNode *root;
 
-  if (!json_parser_load_from_file (parser, t->meta, NULL))
+  /* Four flat members; anything nested is not ours (and json-glib would
+   * recurse on it). A meta file that cannot be read means a fresh start. */
+  if (!g_file_get_contents (t->meta, &data, &length, NULL) || length > 65536
+      || !tn_json_depth_ok (data, length, 4)
+      || !json_parser_load_from_data (parser, data, (gssize) length, NULL))
     return FALSE;
   root = json_parser_get_root (parser);
   if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))

@@ -8,6 +8,7 @@
  * downloader verifies them as it does the shipped catalog's. */
 #include "tern-hub.h"
 #include "tern-manager-private.h"
+#include "tern.h"
 
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
@@ -17,6 +18,10 @@
 #define HUB_DEFAULT_QUANT "Q4_K_M"
 #define HUB_NAME_MAX 96
 #define HUB_ANSWER_MAX (16u << 20)  /* a repository listing, not a model */
+/* The listing nests 4 levels (answer, siblings, file, lfs); the model card
+ * data beside it a few more. Deeper is refused before json-glib, whose
+ * parser recurses once per level. */
+#define HUB_ANSWER_MAX_DEPTH 64
 
 typedef struct {
   char *base;      /* API and download origin, no trailing '/' */
@@ -376,6 +381,7 @@ api_get (const HubRef  *ref,
       return NULL;
     }
   if (g_bytes_get_size (body) > HUB_ANSWER_MAX
+      || !tn_json_depth_ok (g_bytes_get_data (body, NULL), g_bytes_get_size (body), HUB_ANSWER_MAX_DEPTH)
       || !json_parser_load_from_data (parser, g_bytes_get_data (body, NULL), (gssize) g_bytes_get_size (body),
                                       &local_error)
       || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))

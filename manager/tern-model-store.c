@@ -358,6 +358,9 @@ load_state (TernModelStore *self,
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE, "%s", local_error->message);
       return FALSE;
     }
+  /* json-glib recurses once per nesting level: measured first. */
+  if (!tn_json_depth_ok (data, length, 32))
+    return state_fail (self, error, "(file)", "nested deeper than 32 levels");
   if (!json_parser_load_from_data (parser, data, (gssize) length, &local_error))
     return state_fail (self, error, "(file)", local_error->message);
   if (!parse_state (self, json_parser_get_root (parser), error))

@@ -276,7 +276,35 @@ static void check_big_file(void) {
     tn_json_free(doc);
 }
 
+/* The pre-parse nesting scan for json-glib callers: brackets inside strings
+ * (escaped quotes too) do not count, the limit is inclusive, and 100,000
+ * levels are refused in linear time. */
+static void check_depth_scan(void) {
+    const char *three = "{\"a\":[{\"b\":1}]}";
+    CHECK(tn_json_depth_ok(three, strlen(three), 3));
+    CHECK(!tn_json_depth_ok(three, strlen(three), 2));
+    const char *quoted = "[\"[[[[\\\"[[[[\", \"{{{{\"]";
+    CHECK(tn_json_depth_ok(quoted, strlen(quoted), 1));
+    const char *siblings = "[[1],[2],[3],{\"x\":{}}]";
+    CHECK(tn_json_depth_ok(siblings, strlen(siblings), 3));
+    CHECK(!tn_json_depth_ok(siblings, strlen(siblings), 2));
+    CHECK(tn_json_depth_ok("", 0, 0) && tn_json_depth_ok("1", 1, 0) && !tn_json_depth_ok("[]", 2, 0));
+    /* Unbalanced closers never make room for more openers. */
+    const char *closers = "]]]]]]]][[";
+    CHECK(tn_json_depth_ok(closers, strlen(closers), 2) &&
+          !tn_json_depth_ok(closers, strlen(closers), 1));
+    size_t n = 100000;
+    char *deep = malloc(n);
+    if (deep) {
+        memset(deep, '[', n);
+        CHECK(!tn_json_depth_ok(deep, n, 128));
+        CHECK(tn_json_depth_ok(deep, n, (unsigned)n));
+        free(deep);
+    }
+}
+
 int main(void) {
+    check_depth_scan();
     check_values();
     check_invalid();
     check_depth();

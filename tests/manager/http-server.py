@@ -34,8 +34,10 @@ A small Hugging Face Hub, with the API's documented JSON shapes:
   GET /api/models/OWNER/REPO/revision/REV   {"sha", "siblings": [{"rfilename",
                                             "size", "lfs": {"sha256", "size"}}]}
   GET /OWNER/REPO/resolve/COMMIT/PATH       the file (served like /ok/)
-Repositories: test/repo (quants, two projectors, a split model) and
-test/gated (401 without "Authorization: Bearer sekrit").
+Repositories: test/repo (quants, two projectors, a split model),
+test/gated (401 without "Authorization: Bearer sekrit") and garbage/* (200
+with a body that is not the listing: HTML, 200,000 nested brackets, wrong
+types, a cut-off answer).
 """
 import hashlib
 import json
@@ -69,6 +71,20 @@ HUB_REPOS = {
     "test/gated": {"gated-Q4_K_M.gguf": "a.bin"},
 }
 HUB_TOKEN = "Bearer sekrit"
+# Answers a broken or hostile Hub (or mirror) could give: 200 with a body
+# that is not the documented listing.
+HUB_GARBAGE = {
+    "garbage/not-json": "<html>Service Unavailable</html>",
+    "garbage/deep": "[" * 200000,
+    "garbage/deep-member": '{"sha": "' + "1" * 40 + '", "siblings": ' + "[" * 100000,
+    "garbage/array": "[1, 2, 3]",
+    "garbage/types": json.dumps({"sha": 5, "siblings": "all of them"}),
+    "garbage/sibling-types": json.dumps({"sha": "2" * 40, "siblings": [
+        5, None, {"rfilename": 5, "size": "big"}, {"rfilename": "x-Q4_K_M.gguf", "size": -1,
+                                                     "lfs": {"sha256": 7, "size": "x"}},
+        {"rfilename": "y-Q4_K_M.gguf", "size": 10, "lfs": []}]}),
+    "garbage/truncated": '{"sha": "' + "3" * 40 + '", "siblings": [{"rfilename": "a-Q4_K_M.gg',
+}
 
 
 def sha256_of(data):
@@ -100,6 +116,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_plain(404, "no such API path")
         repo = "/".join(parts[:2])
         rev = parts[3].split("?")[0]
+        if repo in HUB_GARBAGE:
+            return self.send_plain(200, HUB_GARBAGE[repo], {"Content-Type": "application/json"})
         if repo not in HUB_REPOS or rev not in ("main", HUB_COMMIT):
             return self.send_plain(404, "Repository not found")
         if repo == "test/gated" and auth != HUB_TOKEN:

@@ -1807,6 +1807,43 @@ test_hub (void)
   cli_env = saved_env;
 }
 
+/* A Hub (or mirror) answering 200 with garbage: HTML, nesting deep
+ * enough to overflow json-glib's recursive parser, wrong types, a cut-off
+ * listing. Each pull fails with a message naming the repository; none
+ * crashes, and nothing is installed. */
+static void
+test_hub_garbage (void)
+{
+  g_autofree char *xdg = g_build_filename (tmp_root, "cli-hub-garbage", NULL);
+  g_autofree char *endpoint = g_strdup_printf ("HF_ENDPOINT=%s", base_url);
+  g_autofree char *packages = g_build_filename (xdg, "tern", "models", "packages", NULL);
+  const char *env[] = { endpoint, NULL };
+  const char * const *saved_env = cli_env;
+  const char *repos[] = { "not-json", "deep", "deep-member", "array", "types", "sibling-types",
+                          "truncated" };
+
+  cli_env = env;
+  for (guint i = 0; i < G_N_ELEMENTS (repos); i++)
+    {
+      g_autofree char *ref = g_strdup_printf ("hf.co/garbage/%s", repos[i]);
+      g_autofree char *named = g_strdup_printf ("garbage/%s", repos[i]);
+      char *out = NULL, *err = NULL;
+      int status = run_cli (xdg, NULL, &out, &err, "pull", ref, NULL);
+
+      if (status != 2 || strstr (err, named) == NULL)
+        g_error ("pull %s: exit %d (expected 2, an error naming %s): %s", ref, status, named, err);
+      g_free (out);
+      g_free (err);
+    }
+  {
+    g_autoptr(GDir) dir = g_dir_open (packages, 0, NULL);
+
+    /* No package folder, or an empty one. */
+    g_assert_true (dir == NULL || g_dir_read_name (dir) == NULL);
+  }
+  cli_env = saved_env;
+}
+
 static void
 put_fixture_at (const char *path,
                 const char *fixture_name)
@@ -1977,6 +2014,7 @@ main (int    argc,
   g_test_add_func ("/manager/cli", test_cli);
   g_test_add_func ("/manager/cli/two-processes", test_cli_two_processes);
   g_test_add_func ("/manager/cli/hub", test_hub);
+  g_test_add_func ("/manager/cli/hub-garbage", test_hub_garbage);
   g_test_add_func ("/manager/cli/adopt", test_adopt);
 
   status = g_test_run ();
