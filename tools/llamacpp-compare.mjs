@@ -80,12 +80,17 @@ if (args.text) {
     if (args["tokens-out"])
         writeFileSync(args["tokens-out"], toks.join(" ") + "\n");
     await seq.clearHistory();
-    const items = toks.map((t) => [t, {generateNext: {logits: true}}]);
-    const out = await seq.controlledEvaluate(items);
+    // 64 positions per call, continuing the sequence: every call's logits
+    // come back as one Map per position, and 512 positions of a 262k
+    // vocabulary (Gemma 3) in one call exhaust node's heap.
     const lines = [];
+    let out = [];
     for (let i = 0; i < toks.length; i++) {
+        if (i % 64 === 0)
+            out = await seq.controlledEvaluate(
+                toks.slice(i, i + 64).map((t) => [t, {generateNext: {logits: true}}]));
         let best = -1, val = -Infinity, second = -Infinity;
-        for (const [tok, l] of out[i]?.next?.logits ?? new Map())
+        for (const [tok, l] of out[i % 64]?.next?.logits ?? new Map())
             if (l > val) {
                 best = tok;
                 second = val;
