@@ -7,8 +7,11 @@
  * context).
  *
  * --dump-top1 FILE writes, for every position of every window, the line
- * "POSITION TOKEN_ID LOGIT": the teacher-forced argmax after that token and its
- * logit, so that two engines can be compared position by position. */
+ * "POSITION TOKEN_ID LOGIT INPUT_ID": the teacher-forced argmax after that
+ * token, its logit, and the token evaluated there, so that two engines can be
+ * compared position by position, and a comparison can check that both were
+ * fed the same ids (with BOS in front of a window, the tokens of the text
+ * alone are shifted by one against what was evaluated). */
 #include "cli.h"
 
 #include <errno.h>
@@ -25,8 +28,10 @@ static void usage(FILE *out) {
             "Perplexity of the model over TEXT in windows of N tokens (default 512),\n"
             "scoring the second half of each window, like llama.cpp's perplexity tool.\n"
             "  --chunks K          stop after K windows\n"
-            "  --dump-top1 FILE    one line per position: POSITION TOKEN_ID LOGIT (the\n"
-            "                      teacher-forced argmax and its logit)\n");
+            "  --dump-top1 FILE    one line per position: POSITION TOKEN_ID LOGIT INPUT_ID\n"
+            "                      (the teacher-forced argmax, its logit, and the token\n"
+            "                      evaluated at that position: BOS first when the\n"
+            "                      vocabulary asks for it)\n");
 }
 
 static char *read_file(const char *path, size_t *len) {
@@ -179,7 +184,8 @@ int cmd_perplexity(int argc, char **argv) {
                     if (row[t] > row[best])
                         best = t;
                 if (dump)
-                    fprintf(dump, "%zu %d %.6f\n", start + pos, best, row[best]);
+                    fprintf(dump, "%zu %d %.6f %d\n", start + pos, best, row[best],
+                            window[pos]);
                 if (pos < first || pos + 1 >= N)
                     continue;
                 double z = 0;

@@ -1,11 +1,15 @@
 // llama.cpp (through the npm package node-llama-cpp and its prebuilt CPU
 // binaries) on a GGUF file: prompt processing and generation speed, and the
-// teacher-forced argmax, its logit and the top-2 gap at every position of a text, for comparison with Tern (tools/llamacpp-compare.sh drives
-// both). Not part of the test suite.
+// teacher-forced argmax, its logit and the top-2 gap at every position of a
+// text, for comparison with Tern (tools/llamacpp-compare.sh drives both; the
+// suite runs it against a stand-in for node-llama-cpp,
+// tests/cli/test-llamacpp-compare.sh).
 //
 // node tools/llamacpp-compare.mjs --nlc DIR -m MODEL [-t 2] [-p 512] [-n 128]
 //      [-r 3] [--text FILE] [--positions 64] [--dump FILE] [--tokens-out FILE]
 // DIR: where `npm install node-llama-cpp @node-llama-cpp/linux-x64` ran.
+// --dump: "POSITION ARGMAX LOGIT TOP2_GAP INPUT_ID" per position;
+// --tokens-out: the ids evaluated (BOS first when the vocabulary wants it).
 import {pathToFileURL} from "node:url";
 import {readFileSync, writeFileSync} from "node:fs";
 import {performance} from "node:perf_hooks";
@@ -64,16 +68,29 @@ console.log(`tg${args.n}  ${fmt(tg)} tok/s`);
 
 if (args.text) {
     const text = readFileSync(args.text, "utf8");
-    const toks = Array.from(model.tokenize(text)).slice(0, args.positions);
+    // The window llama.cpp's perplexity tool evaluates, and so `tern-cli
+    // perplexity`: the text's tokens with BOS in front when the vocabulary
+    // asks for it. tokenize() never adds BOS (common_tokenize with
+    // add_special false), and without it every position of a Llama 2 or
+    // Gemma 3 file is compared against a different context in Tern.
+    const toks = Array.from(model.tokenize(text));
+    if (model.tokens.shouldPrependBosToken)
+        toks.unshift(model.tokens.bos);
+    toks.length = Math.min(toks.length, args.positions);
     if (args["tokens-out"])
         writeFileSync(args["tokens-out"], toks.join(" ") + "\n");
     await seq.clearHistory();
-    const items = toks.map((t) => [t, {generateNext: {logits: true}}]);
-    const out = await seq.controlledEvaluate(items);
+    // 64 positions per call, continuing the sequence: every call's logits
+    // come back as one Map per position, and 512 positions of a 262k
+    // vocabulary (Gemma 3) in one call exhaust node's heap.
     const lines = [];
+    let out = [];
     for (let i = 0; i < toks.length; i++) {
+        if (i % 64 === 0)
+            out = await seq.controlledEvaluate(
+                toks.slice(i, i + 64).map((t) => [t, {generateNext: {logits: true}}]));
         let best = -1, val = -Infinity, second = -Infinity;
-        for (const [tok, l] of out[i]?.next?.logits ?? new Map())
+        for (const [tok, l] of out[i % 64]?.next?.logits ?? new Map())
             if (l > val) {
                 best = tok;
                 second = val;
@@ -82,7 +99,7 @@ if (args.text) {
                 second = l;
             }
         // The top-2 gap says how firmly llama.cpp itself decides the argmax.
-        lines.push(`${i} ${best} ${val.toFixed(6)} ${(val - second).toFixed(6)}`);
+        lines.push(`${i} ${best} ${val.toFixed(6)} ${(val - second).toFixed(6)} ${toks[i]}`);
     }
     if (args.dump)
         writeFileSync(args.dump, lines.join("\n") + "\n");

@@ -10,6 +10,7 @@
 # usage: tools/llamacpp-compare.sh TERN_CLI MODEL.gguf [THREADS] [REPS]
 #   TEXT=FILE  the text for the logit check (default: README.md)
 #   POSITIONS=N  positions of the logit check (default 64)
+#   SPEED=0    the correctness check only
 set -eu
 cli=$1
 model=$2
@@ -29,13 +30,19 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "== machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== llama.cpp"
-node "$here/llamacpp-compare.mjs" --nlc "$nlc" -m "$model" -t "$threads" -p 512 -n 128 \
-    -r "$reps" --text "$text" --positions "$positions" --dump "$tmp/llama.top1" \
+# SPEED=0: correctness only (the speed runs shrink to a token or two)
+if [ "${SPEED:-1}" = 0 ]; then set -- -p 8 -n 2 -r 1; else set -- -p 512 -n 128 -r "$reps"; fi
+node "$here/llamacpp-compare.mjs" --nlc "$nlc" -m "$model" -t "$threads" "$@" \
+    --text "$text" --positions "$positions" --dump "$tmp/llama.top1" \
     --tokens-out "$tmp/llama.tokens"
-echo "== tern"
-"$cli" bench -m "$model" -p 512 -n 128 -t "$threads" -r "$reps" | grep -E '^(threads|pp|tg)'
+if [ "${SPEED:-1}" != 0 ]; then
+    echo "== tern"
+    "$cli" bench -m "$model" -p 512 -n 128 -t "$threads" -r "$reps" | grep -E '^(threads|pp|tg)'
+fi
 echo "== correctness (first $positions tokens of $(basename "$text"))"
-"$cli" tokenize -m "$model" --file "$text" | tr ' ' '\n' | sed '/^$/d' | head -"$positions" >"$tmp/tern.tokens"
+# Both tokenizers on the text, BOS first where the vocabulary asks for it:
+# the window both engines evaluate (llama.cpp's perplexity tool does the same).
+"$cli" tokenize -m "$model" --bos --file "$text" | tr ' ' '\n' | sed '/^$/d' | head -"$positions" >"$tmp/tern.tokens"
 tr ' ' '\n' <"$tmp/llama.tokens" | sed '/^$/d' >"$tmp/llama.tokens.1"
 if cmp -s "$tmp/tern.tokens" "$tmp/llama.tokens.1"; then
     echo "tokens: identical"
@@ -44,14 +51,5 @@ else
 fi
 "$cli" perplexity -m "$model" -f "$text" --ctx "$positions" --chunks 1 -t "$threads" \
     --dump-top1 "$tmp/tern.top1" >/dev/null 2>&1
-# POSITION ARGMAX LOGIT in both files, then llama.cpp's top-2 gap. A
-# disagreement where that gap is >= 0.5 logit is one no rounding explains.
-paste -d' ' "$tmp/tern.top1" "$tmp/llama.top1" | awk '
-    { n++; if ($2 == $5) same++; else if ($7 >= 0.5) { firm++; printf "firm disagreement at %d: tern %d, llama.cpp %d (gap %.3f)\n", $1, $2, $5, $7 } }
-    {
-      d = $3 - $6; if (d < 0) d = -d; if (d > maxd) maxd = d;
-      a = $3 < 0 ? -$3 : $3; if (a > maxa) maxa = a;
-      if (d / (a > 0 ? a : 1) > maxr) maxr = d / (a > 0 ? a : 1) }
-    END { printf "firm disagreements (llama.cpp top-2 gap >= 0.5): %d\n", firm;
-          printf "argmax: %d of %d positions agree; top logit: max |diff| %.4f (%.2e of the value), largest |logit| %.2f\n",
-                 same, n, maxd, maxr, maxa }'
+# The ids each engine evaluated, then its argmax at each position.
+"$here/compare/top1-compare.sh" "$tmp/tern.top1" "$tmp/llama.top1"
