@@ -603,17 +603,17 @@ static int load(ld *l, const tn_model *target) {
         return tn_fail(l->err, TN_ERR_FORMAT, "%s: 'dflash.rope.dimension_count' is odd (%d)",
                        path, df->n_rot);
     /* embedding_scale and logit_scale: 0 (or absent) means none, as llama.cpp
-     * reads them; input_embedding_scale is the checkpoint's name for the first. */
-    float emb_scale = 0, old_scale = 0;
+     * reads them (the converter stores the checkpoint's input_embedding_scale
+     * and output_multiplier under these names). */
+    float emb_scale = 0;
     if ((rc = key_float(l, "attention.layer_norm_rms_epsilon", 1e-6, 1e-12, 0.5, &df->eps)) ||
         (rc = key_float(l, "rope.freq_base", 10000.0, 1.0001, 1e12, &df->rope_base)) ||
         (rc = key_float(l, "final_logit_softcapping", 0.0, 0.0, 1e6, &df->softcap)) ||
         (rc = key_float(l, "embedding_scale", 0.0, 0.0, 1e6, &emb_scale)) ||
-        (rc = key_float(l, "input_embedding_scale", 0.0, 0.0, 1e6, &old_scale)) ||
         (rc = key_float(l, "logit_scale", 0.0, 0.0, 1e6, &df->logit_scale)) ||
         (rc = key_float(l, "attention.scale", 0.0, 0.0, 1e6, &df->kq_scale)))
         return rc;
-    df->in_scale = emb_scale > 0 ? emb_scale : old_scale > 0 ? old_scale : 1.0f;
+    df->in_scale = emb_scale > 0 ? emb_scale : 1.0f;
     if (df->logit_scale == 0)
         df->logit_scale = 1.0f;
     if (df->kq_scale == 0)
