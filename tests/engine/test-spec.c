@@ -5,8 +5,10 @@
  *                repetitive ones on which the lookup drafter proposes long
  *                blocks), every drafter (lookup, a draft model, the target
  *                itself as draft model, an oracle replaying the plain answer,
- *                a corrupted oracle, random guesses, empty drafts; DFlash when
- *                built) gives BITWISE the tokens, stop reason and final KV of
+ *                a corrupted oracle, random guesses, empty drafts; DFlash drafts
+ *                in both of llama.cpp's shapes: the default one, and two
+ *                Gemma-style layers with a d2t reduced vocabulary) gives
+ *                BITWISE the tokens, stop reason and final KV of
  *                plain decoding, in flash mode (the pinned rows' bytes never
  *                change) and in multi-turn chat; the drafter is switched per
  *                request in one session; answers stopped by max_tokens, a stop
@@ -24,7 +26,12 @@
  *                fails the request with the KV back at the pin; drafts asked
  *                near a full context are cut to the free rows; stats and the
  *                per-token "drafted" flags agree; the lookup drafter's
- *                proposals on known histories.
+ *                proposals on known histories;
+ *   dflash       the DFlash drafter's features and drafts (Qwen3 targets);
+ *   dflash-layout  llama.cpp's layout for a gemma4 target: the window and
+ *                per-layer pattern, softcapping, embedding scale and tokenizer
+ *                carried over; d2t drafts only name mapped ids; truncated and
+ *                mismatched files fail with one line naming file and problem.
  */
 #include "tn-internal.h"
 #include "tn-session.h"
