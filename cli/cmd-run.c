@@ -9,7 +9,8 @@
  *                    (also when stdin is not a terminal); EOF ends it
  *
  * Templated answers go through the session API (the same path as the app);
- * --raw drives the inference context directly. Ctrl-C stops the answer being
+ * --raw drives the inference context directly, or, with --spec, a session
+ * with nothing pinned (its decode loop is where drafts are verified). Ctrl-C stops the answer being
  * generated; at the prompt it quits. */
 #include "cli.h"
 
@@ -58,7 +59,8 @@ static void usage(FILE *out) {
             "                   top-p 0.95 and min-p 0.05 unless given\n"
             "  --seed S         seed of the sampler (default: random, printed in the stats)\n"
             "  --raw            the prompt as-is: no chat template, BOS as the file asks;\n"
-            "                   without -p the whole standard input is the prompt\n"
+            "                   without -p the whole standard input is the prompt; --spec\n"
+            "                   works here too (code completion is where drafts pay most)\n"
             "  --json           print one JSON object per answer:\n"
             "                   {\"text\", \"tokens\": [...], \"stats\": {...}}\n"
             "  --think on|off   Qwen3 thinking (default on)\n" CLI_SPEC_USAGE CLI_IMAGES_USAGE
@@ -344,7 +346,9 @@ static int run_raw(const opts *o, const tn_model *m, const char *prompt, size_t 
         rc = tn_detok_stream_push(&ds, next, &piece, &err);
         if (rc != TN_OK)
             break;
-        on_piece(piece.data ? piece.data : "", next, &a);
+        /* piece.len is 0 while a character's bytes are held back; its data
+         * then still holds the last piece, which must not be printed again. */
+        on_piece(piece.len ? piece.data : "", next, &a);
         tn_sampler_accept(smp, next);
         if (tn_ctx_kv_len(ctx) >= n_ctx) {
             st.stop_reason = TN_STOP_CONTEXT_FULL;
@@ -378,6 +382,63 @@ out:
     tn_ctx_free(ctx);
     tn_tokens_free(&in);
     answer_clear(&a);
+    return status;
+}
+
+/* Raw completion with speculation: the same tokens as run_raw, through a
+ * session with nothing pinned, whose decode loop verifies drafts (greedy
+ * output is bitwise the same; sampled output has the same distribution). */
+static int report(const opts *o, int rc, const tn_error *err, answer *a,
+                  const tn_session_stats *st);
+
+static int run_raw_spec(const opts *o, const tn_model *m, const char *prompt, size_t prompt_len) {
+    tn_error err = {0};
+    tn_tokens in = {0};
+    if (tn_tokenize(tn_model_tokenizer(m), prompt, prompt_len,
+                    TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &in, &err) != TN_OK) {
+        cli_error("%s", err.message);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    if (in.n == 0) {
+        cli_error("the prompt is empty (and the model adds no BOS)");
+        return CLI_EXIT_BAD_INPUT;
+    }
+    tn_drafter *drafter = NULL;
+    int status = cli_spec_make(&o->spec, m, (int)o->threads, &drafter);
+    if (status != CLI_EXIT_OK) {
+        tn_tokens_free(&in);
+        return status;
+    }
+    tn_session_params sp = tn_session_default_params();
+    sp.n_ctx = (int32_t)o->n_ctx;
+    sp.n_threads = (int32_t)o->threads;
+    sp.pin_cache_dir = "";
+    sp.gen.sampler = sampler_params(o);
+    sp.gen.max_tokens = (int32_t)o->n_predict;
+    sp.gen.drafter = drafter;
+    sp.gen.draft_max = (int32_t)o->spec.draft_max;
+    tn_session *s = NULL;
+    if (tn_session_new(m, sp, &s, &err) != TN_OK) {
+        cli_error("%s", err.message);
+        status = CLI_EXIT_BAD_INPUT;
+    } else if (in.n >= (size_t)sp.n_ctx) {
+        cli_error("%s: the prompt is %zu tokens; the context holds %d (use -c to enlarge it)",
+                  tn_model_path(m), in.n, sp.n_ctx);
+        status = CLI_EXIT_BAD_INPUT;
+    } else {
+        answer a = {.json = o->json};
+        tn_session_stats st;
+        g_session = s;
+        g_generating = 1;
+        int rc = tn_session_ask_tokens(s, in.ids, (int32_t)in.n, NULL, on_piece, &a, &st, &err);
+        g_generating = 0;
+        g_session = NULL;
+        status = report(o, rc, &err, &a, &st);
+        answer_clear(&a);
+    }
+    tn_session_free(s);
+    tn_drafter_free(drafter);
+    tn_tokens_free(&in);
     return status;
 }
 
@@ -583,11 +644,6 @@ int cmd_run(int argc, char **argv) {
         tn_model_free(m);
         return CLI_EXIT_USAGE;
     }
-    if (o.raw && cli_spec_on(&o.spec)) {
-        cli_error("run: --spec works with templated prompts, not with --raw");
-        tn_model_free(m);
-        return CLI_EXIT_USAGE;
-    }
     if (o.raw) {
         size_t len = 0;
         char *text = NULL;
@@ -601,7 +657,8 @@ int cmd_run(int argc, char **argv) {
                 return CLI_EXIT_BAD_INPUT;
             }
         }
-        status = run_raw(&o, m, o.prompt ? o.prompt : text, len);
+        status = cli_spec_on(&o.spec) ? run_raw_spec(&o, m, o.prompt ? o.prompt : text, len)
+                                      : run_raw(&o, m, o.prompt ? o.prompt : text, len);
         free(text);
     } else {
         status = run_session(&o, m);

@@ -11,11 +11,15 @@ static void usage(FILE *out) {
             "usage: tern-cli mkmodel --arch dflash --target TARGET.gguf -o OUT.gguf\n"
             "         [--type q8_0] [--layers 1] [--heads N] [--kv-heads N] [--head-dim N]\n"
             "         [--ff N] [--block-size 16] [--target-layers 2,5,8] [--mask-token ID]\n"
-            "         [--seed S]\n\n"
-            "Writes a DFlash block draft for TARGET in the layout published drafts use\n"
-            "(docs/DFLASH.md): its width, vocabulary and hidden-state ids fit TARGET; heads\n"
-            "and FFN width default to TARGET's; --target-layers are hidden-state ids (0 =\n"
-            "embeddings, i = output of layer i-1), default five spread over the layers.\n"
+            "         [--draft-vocab N] [--sliding-window N] [--gemma-layers] [--seed S]\n\n"
+            "Writes a DFlash block draft for TARGET in the layout llama.cpp's 'dflash'\n"
+            "architecture reads (docs/DFLASH.md): its width, vocabulary and hidden-state\n"
+            "ids fit TARGET; heads and FFN width default to TARGET's; --target-layers are\n"
+            "hidden-state ids (0 = embeddings, i = output of layer i-1), default five\n"
+            "spread over the layers. TARGET's softcapping, sliding window and per-layer\n"
+            "pattern carry over (--sliding-window N: that window on every layer, 0: none).\n"
+            "--draft-vocab N: the draft's own head of N rows with a d2t map to TARGET's ids.\n"
+            "--gemma-layers: post norms, GELU, shared K/V, layer scale, partial rope.\n"
             "The weights are random: drafts are accepted about as often as chance allows.\n");
 }
 
@@ -39,6 +43,10 @@ int cmd_mkmodel_dflash(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return CLI_EXIT_OK;
+        }
+        if (!strcmp(a, "--gemma-layers")) {
+            p.gemma_layers = true;
+            continue;
         }
         if (i + 1 >= argc) {
             cli_error("mkmodel: option '%s' needs a value (see --help)", a);
@@ -71,8 +79,10 @@ int cmd_mkmodel_dflash(int argc, char **argv) {
                 s = *end ? end + 1 : end;
             }
         } else {
-            static const char *opts[] = {"--layers", "--heads",      "--kv-heads",   "--head-dim",
-                                         "--ff",     "--block-size", "--mask-token", "--seed"};
+            static const char *opts[] = {"--layers",     "--heads",       "--kv-heads",
+                                         "--head-dim",   "--ff",          "--block-size",
+                                         "--mask-token", "--draft-vocab", "--sliding-window",
+                                         "--seed"};
             size_t k = 0;
             while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k]))
                 k++;
@@ -80,14 +90,19 @@ int cmd_mkmodel_dflash(int argc, char **argv) {
                 cli_error("mkmodel: unknown option '%s' for --arch dflash (see --help)", a);
                 return CLI_EXIT_USAGE;
             }
-            if (!number(a, v, 0, k == 7 ? (long long)INT64_MAX : (1LL << 31) - 1, &n))
+            const bool seed = k == sizeof opts / sizeof opts[0] - 1;
+            if (!number(a, v, 0, seed ? (long long)INT64_MAX : (1LL << 31) - 1, &n))
                 return CLI_EXIT_USAGE;
-            int64_t *dst[] = {&p.n_layer,  &p.n_head,     &p.n_head_kv,  &p.head_dim,
-                              &p.n_ff,     &p.block_size, &p.mask_token, NULL};
-            if (dst[k])
-                *dst[k] = n;
-            else
+            int64_t *dst[] = {&p.n_layer,     &p.n_head,         &p.n_head_kv,
+                              &p.head_dim,    &p.n_ff,           &p.block_size,
+                              &p.mask_token,  &p.draft_vocab,    &p.sliding_window,
+                              NULL};
+            if (seed)
                 p.seed = (uint64_t)n;
+            else
+                *dst[k] = n;
+            if (dst[k] == &p.sliding_window && n == 0)
+                p.sliding_window = -1; /* 0 on the command line: no window */
         }
     }
     if (!p.target || !out) {

@@ -25,15 +25,19 @@
 
 typedef struct dlayer {
     bool swa;
+    bool shared_kv;         /* no attn_v: values are the unweighted RMSNorm of the raw keys */
     const float *attn_norm; /* [E] */
     tn_weight wq;           /* [H * D][E] */
     tn_weight wk, wv;       /* [KV * D][E], also applied to context features */
     const float *q_norm;    /* [D] */
     const float *k_norm;    /* [D] */
     tn_weight wo;           /* [E][H * D] */
+    const float *post_attn; /* [E] or NULL (Gemma-style drafts) */
     const float *ffn_norm;  /* [E] */
     tn_weight gate, up;     /* [F][E] */
     tn_weight down;         /* [E][F] */
+    const float *post_ffn;  /* [E] or NULL */
+    float out_scale;        /* layer_output_scale, 1 when absent */
     float *ck, *cv;         /* [cap][KV * D] context keys (normed, rotated) and values */
 } dlayer;
 
@@ -43,10 +47,17 @@ typedef struct dflash {
     const tn_model *target;
     int32_t E, L, H, KV, D, F, B, V;
     int32_t n_taps;
-    float eps, rope_base, softcap, in_scale;
+    int32_t n_rot;             /* rotated dimensions of a head (rope.dimension_count) */
+    float eps, rope_base, softcap, in_scale, logit_scale, kq_scale;
+    bool gelu;                 /* hidden_activation gelu(_pytorch_tanh): GELU-tanh, else SiLU */
+    const float *rope_freqs;   /* [n_rot / 2] divisors of the rotation frequencies, or NULL */
+    const float *ones;         /* [D] the weight of the unweighted value norm */
     int32_t window; /* 0: none */
     bool causal;
     int32_t mask;
+    int32_t Vd;                /* rows of the draft's head: V, or fewer with d2t */
+    int32_t *d2t;              /* [Vd] target id of each head row (reduced vocabulary), or NULL */
+    float *dlogits;            /* [B][Vd] head output before the d2t scatter */
     tn_weight fc;              /* [E][n_taps * E] */
     const float *enc_norm;     /* [E] */
     const float *out_norm;     /* [E] */
@@ -71,18 +82,28 @@ typedef struct dflash {
 
 static inline float silu(float x) { return x / (1.0f + expf(-x)); }
 
-/* cos, sin of pos * base^(-2i / D) for i < D / 2 (rotation of the two
- * halves of a head, as Qwen3). */
-static void rope_table(float *cs, int64_t pos, int32_t D, float base) {
-    for (int32_t i = 0; i < D / 2; i++) {
-        const double theta = (double)pos * pow((double)base, -2.0 * i / D);
+static inline float gelu_tanh(float x) {
+    const float k = 0.79788456080286535588f; /* sqrt(2 / pi) */
+    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
+}
+
+/* cos, sin of pos * base^(-2i / n_rot) / freqs[i] for i < n_rot / 2: the
+ * rotation of the two halves of the first n_rot dimensions of a head (NeoX
+ * order, as Qwen3 and llama.cpp's DFlash graph). freqs (rope_freqs.weight)
+ * divides the frequencies; Gemma-style drafts park the dimensions they do
+ * not rotate behind a huge divisor. */
+static void rope_table(float *cs, int64_t pos, int32_t n_rot, float base, const float *freqs) {
+    for (int32_t i = 0; i < n_rot / 2; i++) {
+        double theta = (double)pos * pow((double)base, -2.0 * i / n_rot);
+        if (freqs)
+            theta /= (double)freqs[i];
         cs[2 * i] = (float)cos(theta);
         cs[2 * i + 1] = (float)sin(theta);
     }
 }
 
-static void rope(float *v, const float *cs, int32_t D) {
-    const int32_t half = D / 2;
+static void rope(float *v, const float *cs, int32_t n_rot) {
+    const int32_t half = n_rot / 2;
     for (int32_t i = 0; i < half; i++) {
         const float c = cs[2 * i], s = cs[2 * i + 1], x0 = v[i], x1 = v[i + half];
         v[i] = x0 * c - x1 * s;
@@ -96,6 +117,22 @@ static int mm(dflash *df, const tn_weight *w, const float *x, int32_t n, float *
         return tn_fail(err, rc, "%s: a matrix product of the draft failed (%s)", df->path,
                        tn_status_name(rc));
     return TN_OK;
+}
+
+/* Keys (per-head k_norm, then rope from df->cs) of n rows in df->k; with a
+ * shared K/V projection the values are first taken from the raw keys,
+ * RMS-normed without a weight and not rotated (llama.cpp's DFlash graph). */
+static void key_values(dflash *df, const dlayer *ly, int32_t n) {
+    const int32_t D = df->D, KV = df->KV;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t h = 0; h < KV; h++) {
+            const size_t at = ((size_t)i * KV + (size_t)h) * D;
+            float *k = df->k + at;
+            if (ly->shared_kv)
+                tn_rmsnorm(df->v + at, k, df->ones, D, df->eps);
+            tn_rmsnorm(k, k, ly->k_norm, D, df->eps);
+            rope(k, df->cs + (size_t)i * D, df->n_rot);
+        }
 }
 
 /* ------------------------------------------------------------- context */
@@ -151,18 +188,13 @@ static int context_rows(dflash *df, int32_t pos0, const int32_t *tokens, int32_t
     for (int32_t i = 0; i < n; i++)
         tn_rmsnorm(df->feat + (size_t)i * E, df->feat + (size_t)i * E, df->enc_norm, E, df->eps);
     for (int32_t i = 0; i < n; i++)
-        rope_table(df->cs + (size_t)i * D, pos0 + i, D, df->rope_base);
+        rope_table(df->cs + (size_t)i * D, pos0 + i, df->n_rot, df->rope_base, df->rope_freqs);
     for (int32_t l = 0; l < df->L; l++) {
         dlayer *ly = &df->layers[l];
         if ((rc = mm(df, &ly->wk, df->feat, n, df->k, err)) ||
-            (rc = mm(df, &ly->wv, df->feat, n, df->v, err)))
+            (!ly->shared_kv && (rc = mm(df, &ly->wv, df->feat, n, df->v, err))))
             return rc;
-        for (int32_t i = 0; i < n; i++)
-            for (int32_t h = 0; h < KV; h++) {
-                float *k = df->k + ((size_t)i * KV + (size_t)h) * D;
-                tn_rmsnorm(k, k, ly->k_norm, D, df->eps);
-                rope(k, df->cs + (size_t)i * D, D);
-            }
+        key_values(df, ly, n);
         memcpy(ly->ck + (size_t)pos0 * kvd, df->k, (size_t)n * kvd * sizeof(float));
         memcpy(ly->cv + (size_t)pos0 * kvd, df->v, (size_t)n * kvd * sizeof(float));
     }
@@ -204,7 +236,7 @@ static void task_attention(void *p, int ith, int nth) {
     const size_t kvd = (size_t)KV * (size_t)D;
     float *scores = df->scores + (size_t)ith * (size_t)df->scores_stride;
     const int32_t window = j->ly->swa ? df->window : 0;
-    const float scale = 1.0f / sqrtf((float)D);
+    const float scale = df->kq_scale;
     for (int64_t it = ith; it < (int64_t)j->nb * H; it += nth) {
         const int32_t i = (int32_t)(it / H), h = (int32_t)(it % H), kh = h / group;
         const int64_t qpos = j->pos0 + i;
@@ -215,7 +247,9 @@ static void task_attention(void *p, int ith, int nth) {
             const bool in_ctx = t < j->n_ctx;
             const int64_t kpos = in_ctx ? t : j->pos0 + (t - j->n_ctx);
             bool visible = true;
-            if (window > 0 && (qpos - kpos >= window || kpos - qpos >= window))
+            /* llama.cpp's standard window: keys at least `window` behind the
+             * query are hidden; the block's later rows (non-causal) are not. */
+            if (window > 0 && qpos - kpos >= window)
                 visible = false;
             if (df->causal && !in_ctx && kpos > qpos)
                 visible = false;
@@ -258,7 +292,7 @@ static void task_attention(void *p, int ith, int nth) {
  * logits of rows 1 .. nb - 1 in df->logits. */
 static int block_forward(dflash *df, int32_t anchor, int64_t pos0, int32_t n_ctx, int32_t nb,
                          tn_error *err) {
-    const int32_t E = df->E, D = df->D, H = df->H, KV = df->KV;
+    const int32_t E = df->E, D = df->D, H = df->H;
     int rc;
     for (int32_t i = 0; i < nb; i++) {
         float *x = df->x + (size_t)i * E;
@@ -267,7 +301,7 @@ static int block_forward(dflash *df, int32_t anchor, int64_t pos0, int32_t n_ctx
         if (df->in_scale != 1.0f)
             for (int32_t e = 0; e < E; e++)
                 x[e] *= df->in_scale;
-        rope_table(df->cs + (size_t)i * D, pos0 + i, D, df->rope_base);
+        rope_table(df->cs + (size_t)i * D, pos0 + i, df->n_rot, df->rope_base, df->rope_freqs);
     }
     for (int32_t l = 0; l < df->L; l++) {
         const dlayer *ly = &df->layers[l];
@@ -275,28 +309,25 @@ static int block_forward(dflash *df, int32_t anchor, int64_t pos0, int32_t n_ctx
             tn_rmsnorm(df->xn + (size_t)i * E, df->x + (size_t)i * E, ly->attn_norm, E, df->eps);
         if ((rc = mm(df, &ly->wq, df->xn, nb, df->q, err)) ||
             (rc = mm(df, &ly->wk, df->xn, nb, df->k, err)) ||
-            (rc = mm(df, &ly->wv, df->xn, nb, df->v, err)))
+            (!ly->shared_kv && (rc = mm(df, &ly->wv, df->xn, nb, df->v, err))))
             return rc;
         for (int32_t i = 0; i < nb; i++) {
             const float *cs = df->cs + (size_t)i * D;
             for (int32_t h = 0; h < H; h++) {
                 float *q = df->q + ((size_t)i * H + (size_t)h) * D;
                 tn_rmsnorm(q, q, ly->q_norm, D, df->eps);
-                rope(q, cs, D);
-            }
-            for (int32_t h = 0; h < KV; h++) {
-                float *k = df->k + ((size_t)i * KV + (size_t)h) * D;
-                tn_rmsnorm(k, k, ly->k_norm, D, df->eps);
-                rope(k, cs, D);
+                rope(q, cs, df->n_rot);
             }
         }
+        key_values(df, ly, nb);
         attn_job job = {.df = df, .ly = ly, .n_ctx = n_ctx, .nb = nb, .pos0 = pos0};
         tn_cpu_parallel(df->cpu, task_attention, &job);
         if ((rc = mm(df, &ly->wo, df->att, nb, df->o, err)))
             return rc;
         for (int32_t i = 0; i < nb; i++) {
-            float *x = df->x + (size_t)i * E;
-            const float *o = df->o + (size_t)i * E;
+            float *x = df->x + (size_t)i * E, *o = df->o + (size_t)i * E;
+            if (ly->post_attn)
+                tn_rmsnorm(o, o, ly->post_attn, E, df->eps);
             for (int32_t e = 0; e < E; e++)
                 x[e] += o[e];
             tn_rmsnorm(df->xn + (size_t)i * E, x, ly->ffn_norm, E, df->eps);
@@ -305,22 +336,44 @@ static int block_forward(dflash *df, int32_t anchor, int64_t pos0, int32_t n_ctx
             (rc = mm(df, &ly->up, df->xn, nb, df->up, err)))
             return rc;
         for (size_t e = 0; e < (size_t)nb * (size_t)df->F; e++)
-            df->gate[e] = silu(df->gate[e]) * df->up[e];
+            df->gate[e] = (df->gelu ? gelu_tanh(df->gate[e]) : silu(df->gate[e])) * df->up[e];
         if ((rc = mm(df, &ly->down, df->gate, nb, df->o, err)))
             return rc;
-        for (size_t e = 0; e < (size_t)nb * (size_t)E; e++)
-            df->x[e] += df->o[e];
+        for (int32_t i = 0; i < nb; i++) {
+            float *x = df->x + (size_t)i * E, *o = df->o + (size_t)i * E;
+            if (ly->post_ffn)
+                tn_rmsnorm(o, o, ly->post_ffn, E, df->eps);
+            for (int32_t e = 0; e < E; e++)
+                x[e] = (x[e] + o[e]) * ly->out_scale;
+        }
     }
     /* Row 0 (the anchor) predicts nothing; rows 1.. are the drafts. */
     for (int32_t i = 1; i < nb; i++)
         tn_rmsnorm(df->xn + (size_t)(i - 1) * E, df->x + (size_t)i * E, df->out_norm, E, df->eps);
-    if ((rc = mm(df, &df->head, df->xn, nb - 1, df->logits, err)))
+    float *out = df->d2t ? df->dlogits : df->logits;
+    if ((rc = mm(df, &df->head, df->xn, nb - 1, out, err)))
         return rc;
+    /* The target's output transforms, so that a sampled draft is drawn from
+     * a distribution shaped like the target's (argmax is unchanged). */
+    const size_t n_out = (size_t)(nb - 1) * (size_t)df->Vd;
+    if (df->logit_scale != 1.0f)
+        for (size_t e = 0; e < n_out; e++)
+            out[e] *= df->logit_scale;
     if (df->softcap > 0) {
         const float c = df->softcap;
-        for (size_t e = 0; e < (size_t)(nb - 1) * (size_t)df->V; e++)
-            df->logits[e] = c * tanhf(df->logits[e] / c);
+        for (size_t e = 0; e < n_out; e++)
+            out[e] = c * tanhf(out[e] / c);
     }
+    /* A reduced head: tokens it has no row for cannot be drafted. */
+    if (df->d2t)
+        for (int32_t i = 0; i < nb - 1; i++) {
+            float *row = df->logits + (size_t)i * (size_t)df->V;
+            const float *src = df->dlogits + (size_t)i * (size_t)df->Vd;
+            for (int32_t t = 0; t < df->V; t++)
+                row[t] = -INFINITY;
+            for (int32_t r = 0; r < df->Vd; r++)
+                row[df->d2t[r]] = src[r];
+        }
     return TN_OK;
 }
 
@@ -391,6 +444,8 @@ static void df_free(void *self) {
         free(df->owned[i]);
     free(df->owned);
     free(df->tokens);
+    free(df->d2t);
+    free(df->dlogits);
     float *bufs[] = {df->x,  df->xn,   df->q,    df->k,  df->v,      df->att,   df->o,
                      df->gate, df->up, df->feat, df->cs, df->logits, df->scores};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -475,6 +530,46 @@ static int vector(ld *l, const char *name, int64_t n, const float **out) {
     return TN_OK;
 }
 
+/* An optional vector: *out stays NULL when the file lacks it. */
+static int vector_opt(ld *l, const char *name, int64_t n, const float **out) {
+    *out = NULL;
+    if (!tn_gguf_find_tensor(l->df->gguf, name))
+        return TN_OK;
+    return vector(l, name, n, out);
+}
+
+/* The reduced vocabulary: d2t (I64, absolute target ids, one per row of the
+ * draft's own output.weight), as llama.cpp's converter writes it. */
+static int load_d2t(ld *l, const tn_gguf_tensor *t) {
+    dflash *df = l->df;
+    if (t->type != 27 /* i64 */ || t->n_dims != 1 || t->ne[0] < 1 ||
+        t->ne[0] > (uint64_t)df->V)
+        return tn_fail(l->err, TN_ERR_FORMAT,
+                       "%s: tensor 'd2t' must be one i64 target id per draft vocabulary row "
+                       "(1 to %d of them)",
+                       l->path, df->V);
+    df->Vd = (int32_t)t->ne[0];
+    df->d2t = malloc((size_t)df->Vd * sizeof *df->d2t);
+    uint8_t *seen = calloc((size_t)df->V, 1);
+    int rc = TN_OK;
+    if (!df->d2t || !seen)
+        rc = tn_fail(l->err, TN_ERR_NOMEM, "out of memory");
+    for (int32_t r = 0; rc == TN_OK && r < df->Vd; r++) {
+        int64_t id;
+        memcpy(&id, (const uint8_t *)t->data + (size_t)r * 8, 8);
+        if (id < 0 || id >= df->V || seen[id])
+            rc = tn_fail(l->err, TN_ERR_INVALID,
+                         "%s: d2t row %d maps to target token %lld, %s", l->path, r,
+                         (long long)id,
+                         id < 0 || id >= df->V ? "outside the target's vocabulary"
+                                               : "which an earlier row already maps to");
+        else
+            seen[id] = 1, df->d2t[r] = (int32_t)id;
+    }
+    free(seen);
+    return rc;
+}
+
 static int load(ld *l, const tn_model *target) {
     dflash *df = l->df;
     const char *path = l->path;
@@ -502,11 +597,68 @@ static int load(ld *l, const tn_model *target) {
         return tn_fail(l->err, TN_ERR_FORMAT,
                        "%s: %d heads, %d key/value heads of %d values: not a layout Tern runs",
                        path, df->H, df->KV, df->D);
+    if ((rc = key_int(l, "rope.dimension_count", false, df->D, 2, df->D, &df->n_rot)))
+        return rc;
+    if (df->n_rot % 2)
+        return tn_fail(l->err, TN_ERR_FORMAT, "%s: 'dflash.rope.dimension_count' is odd (%d)",
+                       path, df->n_rot);
+    /* embedding_scale and logit_scale: 0 (or absent) means none, as llama.cpp
+     * reads them (the converter stores the checkpoint's input_embedding_scale
+     * and output_multiplier under these names). */
+    float emb_scale = 0;
     if ((rc = key_float(l, "attention.layer_norm_rms_epsilon", 1e-6, 1e-12, 0.5, &df->eps)) ||
         (rc = key_float(l, "rope.freq_base", 10000.0, 1.0001, 1e12, &df->rope_base)) ||
         (rc = key_float(l, "final_logit_softcapping", 0.0, 0.0, 1e6, &df->softcap)) ||
-        (rc = key_float(l, "input_embedding_scale", 1.0, 1e-6, 1e6, &df->in_scale)))
+        (rc = key_float(l, "embedding_scale", 0.0, 0.0, 1e6, &emb_scale)) ||
+        (rc = key_float(l, "logit_scale", 0.0, 0.0, 1e6, &df->logit_scale)) ||
+        (rc = key_float(l, "attention.scale", 0.0, 0.0, 1e6, &df->kq_scale)))
         return rc;
+    df->in_scale = emb_scale > 0 ? emb_scale : 1.0f;
+    if (df->logit_scale == 0)
+        df->logit_scale = 1.0f;
+    if (df->kq_scale == 0)
+        df->kq_scale = 1.0f / sqrtf((float)df->D);
+    tn_str act = {0};
+    if (tn_gguf_find(df->gguf, "dflash.hidden_activation") &&
+        tn_gguf_get_str(df->gguf, "dflash.hidden_activation", &act) != TN_OK)
+        return tn_fail(l->err, TN_ERR_FORMAT, "%s: 'dflash.hidden_activation' is not a string",
+                       path);
+    df->gelu = act.ptr && (tn_str_eq(act, "gelu") || tn_str_eq(act, "gelu_pytorch_tanh"));
+    if (act.ptr && !df->gelu && !tn_str_eq(act, "silu"))
+        return tn_fail(l->err, TN_ERR_UNSUPPORTED,
+                       "%s: hidden activation '%.*s' is not one Tern runs (silu, gelu, "
+                       "gelu_pytorch_tanh)",
+                       path, (int)(act.len > 32 ? 32 : act.len), act.ptr);
+    /* Drafts for M-RoPE targets carry sections [n_rot / 2, 0, 0, 0]: on text
+     * positions that is the plain rotation. A fourth section would rotate by
+     * a position Tern does not have. */
+    const tn_gguf_value *sect = tn_gguf_find(df->gguf, "dflash.rope.dimension_sections");
+    if (sect && (sect->type != TN_GGUF_ARRAY || sect->v.arr.n < 4 ||
+                 sect->v.arr.type == TN_GGUF_STRING || sect->v.arr.type == TN_GGUF_ARRAY ||
+                 tn_gguf_arr_int(sect, 3) != 0))
+        return tn_fail(l->err, TN_ERR_UNSUPPORTED,
+                       "%s: 'dflash.rope.dimension_sections' is not a text-only rope Tern runs",
+                       path);
+    tn_str scaling = {0};
+    if (tn_gguf_get_str(df->gguf, "dflash.rope.scaling.type", &scaling) == TN_OK &&
+        !tn_str_eq(scaling, "none"))
+        return tn_fail(l->err, TN_ERR_UNSUPPORTED,
+                       "%s: rope scaling '%.*s' in a DFlash draft is not supported", path,
+                       (int)(scaling.len > 32 ? 32 : scaling.len), scaling.ptr);
+    /* The variants of llama.cpp's dflash architecture Tern does not run. */
+    static const struct {
+        const char *tensor, *what;
+    } variants[] = {
+        {"selector_hidden.weight", "a DFlash2 draft (conv and selector heads)"},
+        {"markov_w1.weight", "a DSpark draft (Markov head)"},
+        {"hc_head_fn.weight", "a DeepSeek-V4 DSpark draft"},
+        {"blk.0.attn_sinks.weight", "a draft with attention sinks"},
+    };
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
+        if (tn_gguf_find_tensor(df->gguf, variants[i].tensor))
+            return tn_fail(l->err, TN_ERR_UNSUPPORTED,
+                           "%s: %s; Tern runs DFlash drafts (fc, enc.output_norm, plain layers)",
+                           path, variants[i].what);
     bool causal = false;
     if (tn_gguf_find(df->gguf, "dflash.attention.causal") &&
         tn_gguf_get_bool(df->gguf, "dflash.attention.causal", &causal) != TN_OK)
@@ -556,26 +708,60 @@ static int load(ld *l, const tn_model *target) {
         (rc = vector(l, "enc.output_norm.weight", E, &df->enc_norm)) ||
         (rc = vector(l, "output_norm.weight", E, &df->out_norm)))
         return rc;
-    bool found;
+    /* Embedding and head: the draft's own when it has them (a head of Vd rows
+     * with d2t; its embedding doubles as the head when only it is present,
+     * as llama.cpp ties them), else the target's. */
+    df->Vd = df->V;
+    const tn_gguf_tensor *d2t = tn_gguf_find_tensor(df->gguf, "d2t");
+    if (d2t && (rc = load_d2t(l, d2t)))
+        return rc;
+    bool has_embd, has_head;
     if ((rc = tn_gguf_get_weight(df->gguf, path, "DFlash", "token_embd.weight", E, df->V, false,
-                                 &df->embd, &found, l->err)))
+                                 &df->embd, &has_embd, l->err)) ||
+        (rc = tn_gguf_get_weight(df->gguf, path, "DFlash", "output.weight", E, df->Vd, false,
+                                 &df->head, &has_head, l->err)))
         return rc;
-    if (!found)
+    if (d2t && !has_head && (df->Vd != df->V || !has_embd))
+        return tn_fail(l->err, TN_ERR_FORMAT,
+                       "%s: the draft maps %d head rows to the target (d2t) but has no "
+                       "output.weight of that many rows",
+                       path, df->Vd);
+    if (!has_head)
+        df->head = has_embd ? df->embd : target->output;
+    if (!has_embd)
         df->embd = target->tok_embd;
-    if ((rc = tn_gguf_get_weight(df->gguf, path, "DFlash", "output.weight", E, df->V, false,
-                                 &df->head, &found, l->err)))
+    const tn_gguf_tensor *rf = tn_gguf_find_tensor(df->gguf, "rope_freqs.weight");
+    if (rf && (rc = vector(l, "rope_freqs.weight", df->n_rot / 2, &df->rope_freqs)))
         return rc;
-    if (!found)
-        df->head = target->output;
+    for (int32_t i = 0; df->rope_freqs && i < df->n_rot / 2; i++)
+        if (!(df->rope_freqs[i] > 0))
+            return tn_fail(l->err, TN_ERR_FORMAT,
+                           "%s: rope_freqs.weight holds a divisor that is not positive", path);
+    float *ones = malloc((size_t)df->D * sizeof *ones);
+    float **o = realloc(df->owned, (size_t)(df->n_owned + 1) * sizeof *o);
+    if (o)
+        df->owned = o;
+    if (!o || !ones) {
+        free(ones);
+        return tn_fail(l->err, TN_ERR_NOMEM, "out of memory");
+    }
+    df->owned[df->n_owned++] = ones;
+    for (int32_t i = 0; i < df->D; i++)
+        ones[i] = 1.0f;
+    df->ones = ones;
     df->layers = calloc((size_t)df->L, sizeof *df->layers);
     if (!df->layers)
         return tn_fail(l->err, TN_ERR_NOMEM, "out of memory");
+    /* One flag per draft layer, as llama.cpp reads it (it requires the array
+     * whenever there is a window; Tern reads a window alone as every layer). */
     const tn_gguf_value *pattern = tn_gguf_find(df->gguf, "dflash.attention.sliding_window_pattern");
     if (pattern && (pattern->type != TN_GGUF_ARRAY || pattern->v.arr.n != (uint64_t)df->L ||
-                    pattern->v.arr.type == TN_GGUF_STRING || pattern->v.arr.type == TN_GGUF_ARRAY))
+                    pattern->v.arr.type == TN_GGUF_STRING || pattern->v.arr.type == TN_GGUF_ARRAY ||
+                    pattern->v.arr.type == TN_GGUF_F32 || pattern->v.arr.type == TN_GGUF_F64))
         return tn_fail(l->err, TN_ERR_FORMAT,
-                       "%s: 'dflash.attention.sliding_window_pattern' needs one flag per layer",
-                       path);
+                       "%s: 'dflash.attention.sliding_window_pattern' needs one flag per layer "
+                       "(%d)",
+                       path, df->L);
     for (int32_t il = 0; il < df->L; il++) {
         dlayer *ly = &df->layers[il];
         ly->swa = df->window > 0 && (!pattern || tn_gguf_arr_int(pattern, (uint64_t)il) != 0);
@@ -592,19 +778,36 @@ static int load(ld *l, const tn_model *target) {
         if ((rc = vector(l, name, (n), &ly->field)))                                \
             return rc;                                                              \
     } while (0)
+#define OPT(field, suffix, n)                                                       \
+    do {                                                                            \
+        snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);                \
+        if ((rc = vector_opt(l, name, (n), &ly->field)))                            \
+            return rc;                                                              \
+    } while (0)
         VEC(attn_norm, "attn_norm", E);
         M(wq, "attn_q", E, QD);
         M(wk, "attn_k", E, KD);
-        M(wv, "attn_v", E, KD);
+        snprintf(name, sizeof name, "blk.%d.attn_v.weight", il);
+        ly->shared_kv = !tn_gguf_find_tensor(df->gguf, name);
+        if (!ly->shared_kv)
+            M(wv, "attn_v", E, KD);
         VEC(q_norm, "attn_q_norm", df->D);
         VEC(k_norm, "attn_k_norm", df->D);
         M(wo, "attn_output", QD, E);
+        OPT(post_attn, "post_attention_norm", E);
         VEC(ffn_norm, "ffn_norm", E);
         M(gate, "ffn_gate", E, df->F);
         M(up, "ffn_up", E, df->F);
         M(down, "ffn_down", df->F, E);
+        OPT(post_ffn, "post_ffw_norm", E);
+        const float *scale;
+        snprintf(name, sizeof name, "blk.%d.layer_output_scale.weight", il);
+        if ((rc = vector_opt(l, name, 1, &scale)))
+            return rc;
+        ly->out_scale = scale ? scale[0] : 1.0f;
 #undef M
 #undef VEC
+#undef OPT
     }
     /* Scratch. */
     const size_t R = ROWS_MAX, F = (size_t)df->F;
@@ -626,6 +829,8 @@ static int load(ld *l, const tn_model *target) {
     ALLOC(df->feat, R * (size_t)E);
     ALLOC(df->cs, R * (size_t)df->D);
     ALLOC(df->logits, (size_t)df->B * (size_t)df->V);
+    if (df->d2t)
+        ALLOC(df->dlogits, (size_t)df->B * (size_t)df->Vd);
 #undef ALLOC
     if (!ok)
         return tn_fail(l->err, TN_ERR_NOMEM, "out of memory for the DFlash scratch");

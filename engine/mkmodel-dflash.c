@@ -27,6 +27,7 @@ typedef struct dtensor {
     uint64_t ne[2];
     float std; /* 0: a norm weight (ones) */
     uint64_t seed;
+    const void *raw; /* when set: the tensor's bytes as they are (d2t, rope_freqs) */
 } dtensor;
 
 static uint64_t splitmix(uint64_t *s) {
@@ -50,6 +51,10 @@ static int fill(void *user, const char *name, void *dst, uint64_t nbytes, tn_err
     const size_t row_bytes = tn_type_row_bytes(t->type, t->ne[0]);
     if (row_bytes * t->ne[1] != nbytes)
         return tn_fail(err, TN_ERR_INVALID, "mkmodel dflash: size mismatch for %s", name);
+    if (t->raw) {
+        memcpy(dst, t->raw, nbytes);
+        return TN_OK;
+    }
     float *row = malloc(t->ne[0] * sizeof *row);
     if (!row)
         return tn_fail(err, TN_ERR_NOMEM, "out of memory");
@@ -97,15 +102,21 @@ static int get_u(const tn_gguf *g, const char *arch, const char *suffix, int64_t
     return tn_gguf_get_int(g, key, out);
 }
 
-/* Copies the target's token list (so that loaders can check the vocabulary). */
-static int copy_tokens(const tn_gguf *g, tn_gguf_writer *w) {
-    const tn_gguf_value *v = tn_gguf_find(g, "tokenizer.ggml.tokens");
-    if (!v)
-        return TN_OK;
-    int rc = tn_gguf_writer_set_value(w, "tokenizer.ggml.tokens", v);
-    tn_str model;
-    if (rc == TN_OK && tn_gguf_get_str(g, "tokenizer.ggml.model", &model) == TN_OK)
-        rc = tn_gguf_writer_set_strn(w, "tokenizer.ggml.model", model.ptr, model.len);
+/* Copies the target's tokenizer.* keys (its mask token aside), as llama.cpp's
+ * converter gives a draft the target's vocabulary: llama.cpp loads the draft
+ * as a model of its own, and Tern compares the token lists. */
+static int copy_tokenizer(const tn_gguf *g, tn_gguf_writer *w) {
+    int rc = TN_OK;
+    for (int64_t i = 0; rc == TN_OK && i < tn_gguf_n_kv(g); i++) {
+        const tn_str k = tn_gguf_kv_key(g, i);
+        if (k.len < 10 || memcmp(k.ptr, "tokenizer.", 10) || k.len >= 128 ||
+            tn_str_eq(k, "tokenizer.ggml.mask_token_id"))
+            continue;
+        char key[128];
+        memcpy(key, k.ptr, k.len);
+        key[k.len] = '\0';
+        rc = tn_gguf_writer_set_value(w, key, tn_gguf_kv_value(g, i));
+    }
     return rc;
 }
 
@@ -182,6 +193,8 @@ int tn_mkmodel_dflash(const tn_mkmodel_dflash_params *pp, const char *out_path, 
         why = "heads must be a multiple of kv heads, and the head dimension even";
     else if (p.mask_token >= V)
         why = "the mask token is outside the target's vocabulary";
+    else if (p.draft_vocab < 0 || p.draft_vocab > V)
+        why = "the draft vocabulary must have 1 to as many rows as the target's";
     for (int32_t i = 0; !why && i < p.n_target_layers; i++)
         if (p.target_layers[i] < 0 || p.target_layers[i] > L) {
             tn_gguf_close(g);
@@ -202,15 +215,52 @@ int tn_mkmodel_dflash(const tn_mkmodel_dflash_params *pp, const char *out_path, 
         return tn_fail(err, TN_ERR_INVALID, "mkmodel dflash: %s", why);
     }
 
+    /* What follows the target: Gemma's scaled embedding (the checkpoint
+     * embeds the block with the target's embed_tokens, which scales by
+     * sqrt(width)), its final softcapping, and its sliding window with the
+     * target's per-layer pattern repeated over the draft's layers. */
+    char key[128];
+    const bool gemma = !strncmp(arch, "gemma", 5);
+    double softcap = 0;
+    snprintf(key, sizeof key, "%s.final_logit_softcapping", arch);
+    tn_gguf_get_float(g, key, &softcap);
+    int64_t window = p.sliding_window > 0 ? p.sliding_window : 0;
+    snprintf(key, sizeof key, "%s.attention.sliding_window", arch);
+    if (p.sliding_window == 0 && tn_gguf_get_int(g, key, &window) != TN_OK)
+        window = 0;
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", arch);
+    const tn_gguf_value *tpat = p.sliding_window == 0 ? tn_gguf_find(g, key) : NULL;
+    if (tpat && (tpat->type != TN_GGUF_ARRAY || tpat->v.arr.n == 0 ||
+                 tpat->v.arr.type == TN_GGUF_STRING || tpat->v.arr.type == TN_GGUF_ARRAY))
+        tpat = NULL;
+
     tn_gguf_writer *w = tn_gguf_writer_new();
-    const uint64_t n_tensors = 3 + 11 * (uint64_t)p.n_layer;
+    const uint64_t n_tensors = 6 + 14 * (uint64_t)p.n_layer;
     dtensor *ts = calloc(n_tensors, sizeof *ts);
-    if (!w || !ts) {
+    uint8_t *pattern = malloc((size_t)p.n_layer);
+    int64_t *d2t = p.draft_vocab > 0 ? malloc((size_t)p.draft_vocab * sizeof *d2t) : NULL;
+    float *freqs = malloc((size_t)(p.head_dim / 2 + 1) * sizeof *freqs);
+    if (!w || !ts || !pattern || !freqs || (p.draft_vocab > 0 && !d2t)) {
         tn_gguf_writer_free(w);
         free(ts);
+        free(pattern);
+        free(d2t);
+        free(freqs);
         tn_gguf_close(g);
         return tn_fail(err, TN_ERR_NOMEM, "out of memory");
     }
+    for (int64_t il = 0; il < p.n_layer; il++)
+        pattern[il] = tpat ? tn_gguf_arr_int(tpat, (uint64_t)il % tpat->v.arr.n) != 0 : 1;
+    /* A reduced vocabulary spread evenly over the target's ids (unique,
+     * ascending), the absolute ids llama.cpp's converter stores. */
+    for (int64_t r = 0; r < p.draft_vocab; r++)
+        d2t[r] = r * V / p.draft_vocab;
+    /* Gemma 4's proportional rope on full-attention heads: a quarter of the
+     * dimensions rotate, the rest sit behind a huge divisor (as the
+     * converter writes rope_freqs). */
+    const int64_t n_rot_half = p.head_dim / 8 > 0 ? p.head_dim / 8 : 1;
+    for (int64_t i = 0; i < p.head_dim / 2; i++)
+        freqs[i] = i < n_rot_half ? 1.0f : 1e30f;
     size_t nt = 0;
     const int64_t QD = p.n_head * p.head_dim, KD = p.n_head_kv * p.head_dim;
     const float resid = 1.0f / sqrtf(2.0f * (float)p.n_layer);
@@ -227,20 +277,36 @@ int tn_mkmodel_dflash(const tn_mkmodel_dflash_params *pp, const char *out_path, 
         BLK("attn_norm", E, 1, 0.0f);
         BLK("attn_q", E, QD, 1.0f / sqrtf((float)E));
         BLK("attn_k", E, KD, 1.0f / sqrtf((float)E));
-        BLK("attn_v", E, KD, 1.0f / sqrtf((float)E));
+        if (!p.gemma_layers)
+            BLK("attn_v", E, KD, 1.0f / sqrtf((float)E));
         BLK("attn_q_norm", p.head_dim, 1, 0.0f);
         BLK("attn_k_norm", p.head_dim, 1, 0.0f);
         BLK("attn_output", QD, E, resid / sqrtf((float)QD));
+        if (p.gemma_layers)
+            BLK("post_attention_norm", E, 1, 0.0f);
         BLK("ffn_norm", E, 1, 0.0f);
         BLK("ffn_gate", E, p.n_ff, 1.0f / sqrtf((float)E));
         BLK("ffn_up", E, p.n_ff, 1.0f / sqrtf((float)E));
         BLK("ffn_down", p.n_ff, E, resid / sqrtf((float)p.n_ff));
+        if (p.gemma_layers) {
+            BLK("post_ffw_norm", E, 1, 0.0f);
+            BLK("layer_output_scale", 1, 1, 0.0f);
+        }
 #undef BLK
     }
     add(ts, &nt, "output_norm.weight", base, E, 1, 0.0f, p.seed);
+    if (p.gemma_layers) {
+        add(ts, &nt, "rope_freqs.weight", base, p.head_dim / 2, 1, 0.0f, p.seed);
+        ts[nt - 1].raw = freqs;
+    }
+    if (p.draft_vocab > 0) {
+        add(ts, &nt, "output.weight", base, E, p.draft_vocab, 1.0f / sqrtf((float)E), p.seed);
+        add(ts, &nt, "d2t", base, p.draft_vocab, 1, 0.0f, p.seed);
+        ts[nt - 1].type = 27; /* i64 */
+        ts[nt - 1].raw = d2t;
+    }
 
     double eps = 1e-6, rope = 1000000.0;
-    char key[128];
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
     tn_gguf_get_float(g, key, &eps);
     snprintf(key, sizeof key, "%s.rope.freq_base", arch);
@@ -270,7 +336,21 @@ int tn_mkmodel_dflash(const tn_mkmodel_dflash_params *pp, const char *out_path, 
                                (uint64_t)p.n_target_layers));
     SET(tn_gguf_writer_set_bool(w, "dflash.attention.causal", false));
     SET(tn_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", (uint32_t)p.mask_token));
-    SET(copy_tokens(g, w));
+    if (softcap > 0)
+        SET(tn_gguf_writer_set_f32(w, "dflash.final_logit_softcapping", (float)softcap));
+    if (gemma)
+        SET(tn_gguf_writer_set_f32(w, "dflash.embedding_scale", sqrtf((float)E)));
+    if (window > 0) {
+        SET(tn_gguf_writer_set_u32(w, "dflash.attention.sliding_window", (uint32_t)window));
+        SET(tn_gguf_writer_set_arr(w, "dflash.attention.sliding_window_pattern", TN_GGUF_BOOL,
+                                   pattern, (uint64_t)p.n_layer));
+    }
+    if (p.gemma_layers) {
+        SET(tn_gguf_writer_set_str(w, "dflash.hidden_activation", "gelu_pytorch_tanh"));
+        SET(tn_gguf_writer_set_f32(w, "dflash.attention.scale", 1.0f));
+        SET(tn_gguf_writer_set_u32(w, "dflash.rope.dimension_count", (uint32_t)p.head_dim));
+    }
+    SET(copy_tokenizer(g, w));
 #undef SET
     if (rc != TN_OK)
         tn_fail(err, rc, "mkmodel dflash: cannot write metadata");
@@ -284,6 +364,9 @@ int tn_mkmodel_dflash(const tn_mkmodel_dflash_params *pp, const char *out_path, 
         rc = tn_gguf_writer_write(w, out_path, err);
     tn_gguf_writer_free(w);
     free(ts);
+    free(pattern);
+    free(d2t);
+    free(freqs);
     tn_gguf_close(g);
     return rc;
 }

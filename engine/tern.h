@@ -684,6 +684,13 @@ typedef struct tn_mkmodel_dflash_params {
     int32_t n_target_layers;
     int64_t mask_token;    /* < 0: the target's padding token, else unknown, else last */
     uint64_t seed;
+    int64_t draft_vocab;   /* > 0: a reduced vocabulary, the draft's own head of that many
+                              rows and the d2t map to target ids (0: the target's head) */
+    int64_t sliding_window; /* 0: the target's window and per-layer pattern when it has
+                               them; < 0: none; > 0: that window on every layer */
+    bool gemma_layers;     /* Gemma-style layers: post-attention/FFN norms, GELU, shared
+                              K/V (no attn_v), layer_output_scale, partial rope via
+                              rope_freqs (default: Qwen3-style, as published drafts) */
 } tn_mkmodel_dflash_params;
 
 tn_mkmodel_dflash_params tn_mkmodel_dflash_default_params(void);

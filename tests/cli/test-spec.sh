@@ -5,6 +5,10 @@
 #     answer (greedy) and, with a drafter, its statistics;
 #   - tern-cli bench --spec oracle,... finishes with every run giving the
 #     plain tokens ("same out yes") and the oracle accepting 100%;
+#   - run --raw --spec gives the plain --raw tokens;
+#   - a gemma4 target with drafts in llama.cpp's dflash layout (window and
+#     pattern, softcapping, d2t, Gemma-style layers): the same answers in
+#     plain, raw, flash (--single-turn) and chat runs;
 #   - bad values and incompatible drafts: exit 1 (usage) or 2 (bad input)
 #     with one line naming the problem.
 #
@@ -109,7 +113,67 @@ expect 2 "is 64 wide but the target" run -m "$tmp/wide.gguf" -p hi --spec "dflas
 expect 1 "target layer 7 does not exist" mkmodel --arch dflash --target "$tmp/target.gguf" \
     --target-layers 1,7 -o "$tmp/bad.gguf"
 expect 1 "needs --target" mkmodel --arch dflash -o "$tmp/bad.gguf"
-expect 1 "not with --raw" run -m "$tmp/target.gguf" -p hi --raw --spec lookup
+
+# --raw completions with speculation: the same text as plain --raw.
+"$cli" run -m "$tmp/target.gguf" -p "$prompt" -n 40 -t 2 --raw --json >"$tmp/raw-plain" \
+    2>"$tmp/raw-plain.err"
+check "run --raw plain" grep -q '"tokens":\[[0-9]' "$tmp/raw-plain"
+tokens() { sed -n 's/.*"tokens":\(\[[^]]*\]\).*/\1/p' "$1"; }
+for spec in lookup "draft:$tmp/draft.gguf" "dflash:$tmp/dflash.gguf"; do
+    "$cli" run -m "$tmp/target.gguf" -p "$prompt" -n 40 -t 2 --raw --json --spec "$spec" \
+        >"$tmp/raw-spec" 2>"$tmp/raw-spec.err"
+    check "run --raw --spec $spec: same tokens" \
+        test "$(tokens "$tmp/raw-plain")" = "$(tokens "$tmp/raw-spec")"
+    check "run --raw --spec $spec: drafts verified" grep -q '"verify_steps":[1-9]' "$tmp/raw-spec"
+done
+printf '%s' "$prompt" | "$cli" run -m "$tmp/target.gguf" -n 40 -t 2 --raw \
+    --spec "dflash:$tmp/dflash.gguf" >"$tmp/raw-stdin" 2>"$tmp/raw-stdin.err"
+"$cli" run -m "$tmp/target.gguf" -p "$prompt" -n 40 -t 2 --raw >"$tmp/raw-text" 2>/dev/null
+check "run --raw --spec, prompt on stdin: the same text" cmp -s "$tmp/raw-text" "$tmp/raw-stdin"
+
+# A gemma4 target and drafts in llama.cpp's dflash layout: the target's window
+# and pattern, softcapping and scaled embedding; a d2t reduced vocabulary with
+# Gemma-style layers. The same answers in plain, flash and chat runs, raw too.
+"$cli" mkmodel --arch gemma4 --type q8_0 --embd 64 --layers 6 --heads 2 --kv-heads 1 \
+    --head-dim 64 --head-dim-swa 32 --ff 128 --per-layer 32 --shared-kv 3 --swa-period 3 \
+    --window 16 --seed 8 -t 2 -o "$tmp/g4.gguf" >/dev/null 2>"$tmp/g4.err"
+check "mkmodel gemma4 target" test -s "$tmp/g4.gguf"
+"$cli" mkmodel --arch dflash --target "$tmp/g4.gguf" --layers 3 -o "$tmp/g4-dflash.gguf"
+"$cli" mkmodel --arch dflash --target "$tmp/g4.gguf" --layers 2 --draft-vocab 300 \
+    --gemma-layers --block-size 8 -o "$tmp/g4-d2t.gguf"
+"$cli" info "$tmp/g4-dflash.gguf" >"$tmp/g4-info" 2>&1
+check "gemma4 draft: window and pattern" grep -q 'dflash.attention.sliding_window_pattern' "$tmp/g4-info"
+check "gemma4 draft: softcapping" grep -q 'dflash.final_logit_softcapping' "$tmp/g4-info"
+"$cli" info "$tmp/g4-d2t.gguf" >"$tmp/g4-info" 2>&1
+check "d2t draft: the map" grep -q 'd2t' "$tmp/g4-info"
+"$cli" run -m "$tmp/g4.gguf" -p "$prompt" -n 40 -t 2 >"$tmp/g4-plain" 2>/dev/null
+"$cli" run -m "$tmp/g4.gguf" -p "$prompt" -n 40 -t 2 --raw --json >"$tmp/g4-raw" 2>/dev/null
+for d in g4-dflash g4-d2t; do
+    "$cli" run -m "$tmp/g4.gguf" -p "$prompt" -n 40 -t 2 --spec "dflash:$tmp/$d.gguf" \
+        >"$tmp/g4-spec" 2>"$tmp/g4-spec.err"
+    check "gemma4 run --spec dflash:$d: same answer" cmp -s "$tmp/g4-plain" "$tmp/g4-spec"
+    "$cli" run -m "$tmp/g4.gguf" -p "$prompt" -n 40 -t 2 --raw --json \
+        --spec "dflash:$tmp/$d.gguf" >"$tmp/g4-spec" 2>"$tmp/g4-spec.err"
+    check "gemma4 run --raw --spec dflash:$d: same tokens" \
+        test "$(tokens "$tmp/g4-raw")" = "$(tokens "$tmp/g4-spec")"
+    for mode in --single-turn --chat; do
+        printf '%s\n' "$requests" | "$cli" run $mode -m "$tmp/g4.gguf" -s "be brief" -n 24 -t 2 \
+            --no-pin-cache --json >"$tmp/g4-st-plain" 2>/dev/null
+        printf '%s\n' "$requests" | "$cli" run $mode -m "$tmp/g4.gguf" -s "be brief" -n 24 -t 2 \
+            --no-pin-cache --json --spec "dflash:$tmp/$d.gguf" >"$tmp/g4-st-spec" \
+            2>"$tmp/g4-st-spec.err"
+        answers "$tmp/g4-st-plain" >"$tmp/g4-a1"
+        answers "$tmp/g4-st-spec" >"$tmp/g4-a2"
+        check "gemma4 run $mode --spec dflash:$d: same answers" \
+            sh -c '[ -s "$1" ] && cmp -s "$1" "$2"' _ "$tmp/g4-a1" "$tmp/g4-a2"
+        check "gemma4 run $mode --spec dflash:$d: drafts verified" \
+            grep -q '"verify_steps":[1-9]' "$tmp/g4-st-spec"
+    done
+done
+expect 2 "was made for another model" run -m "$tmp/target.gguf" -p hi \
+    --spec "dflash:$tmp/g4-dflash.gguf"
+expect 1 "--draft-vocab needs" mkmodel --arch dflash --target "$tmp/g4.gguf" --draft-vocab x \
+    -o "$tmp/bad.gguf"
 
 if grep -q -e 'Sanitizer' -e 'runtime error' "$tmp"/*.err 2>/dev/null; then
     failures=$((failures + 1))

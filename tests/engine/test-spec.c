@@ -5,8 +5,10 @@
  *                repetitive ones on which the lookup drafter proposes long
  *                blocks), every drafter (lookup, a draft model, the target
  *                itself as draft model, an oracle replaying the plain answer,
- *                a corrupted oracle, random guesses, empty drafts; DFlash when
- *                built) gives BITWISE the tokens, stop reason and final KV of
+ *                a corrupted oracle, random guesses, empty drafts; DFlash drafts
+ *                in both of llama.cpp's shapes: the default one, and two
+ *                Gemma-style layers with a d2t reduced vocabulary) gives
+ *                BITWISE the tokens, stop reason and final KV of
  *                plain decoding, in flash mode (the pinned rows' bytes never
  *                change) and in multi-turn chat; the drafter is switched per
  *                request in one session; answers stopped by max_tokens, a stop
@@ -24,7 +26,12 @@
  *                fails the request with the KV back at the pin; drafts asked
  *                near a full context are cut to the free rows; stats and the
  *                per-token "drafted" flags agree; the lookup drafter's
- *                proposals on known histories.
+ *                proposals on known histories;
+ *   dflash       the DFlash drafter's features and drafts (Qwen3 targets);
+ *   dflash-layout  llama.cpp's layout for a gemma4 target: the window and
+ *                per-layer pattern, softcapping, embedding scale and tokenizer
+ *                carried over; d2t drafts only name mapped ids; truncated and
+ *                mismatched files fail with one line naming file and problem.
  */
 #include "tn-internal.h"
 #include "tn-session.h"
@@ -304,6 +311,7 @@ static int32_t make_prompt(int which, int32_t n_vocab, int32_t *out) {
 typedef struct drafters {
     tn_drafter *lookup, *lookup_short, *model, *self_model, *oracle, *corrupt, *noise, *empty;
     tn_drafter *dflash;
+    tn_drafter *dflash_alt; /* reduced vocabulary (d2t), Gemma-style layers, two layers */
     oracle oracle_state, corrupt_state;
     noise noise_state;
 } drafters;
@@ -318,9 +326,11 @@ static void drafters_free(drafters *d) {
     tn_drafter_free(d->noise);
     tn_drafter_free(d->empty);
     tn_drafter_free(d->dflash);
+    tn_drafter_free(d->dflash_alt);
 }
 
 static tn_drafter *dflash_for(const tn_model *target, const char *tag);
+static tn_drafter *dflash_alt_for(const tn_model *target, const char *tag);
 
 static void drafters_make(drafters *d, const tn_model *target, const char *target_path,
                           const char *draft_path, const char *tag) {
@@ -350,6 +360,7 @@ static void drafters_make(drafters *d, const tn_model *target, const char *targe
     d->noise = custom(noise_propose, &d->noise_state, 4);
     d->empty = custom(empty_propose, NULL, 8);
     d->dflash = dflash_for(target, tag);
+    d->dflash_alt = dflash_alt_for(target, tag);
 }
 
 /* Runs req with every drafter and compares with the plain answer. */
@@ -369,6 +380,7 @@ static void compare_all(const char *what, tn_session *s, drafters *d, const int3
         {"oracle", d->oracle, 0},         {"oracle B=4", d->oracle, 3},
         {"corrupted oracle", d->corrupt, 0}, {"noise", d->noise, 0},
         {"empty", d->empty, 0},           {"dflash", d->dflash, 0},
+        {"dflash d2t gemma-layers", d->dflash_alt, 0},
     };
     const uint64_t h0 = pinned_rows_hash(s);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
@@ -497,7 +509,8 @@ static void greedy_model(const char *arch, const char *type, int64_t embd, uint6
         const int32_t n_req = make_prompt(4, V, req);
         answer base;
         ask(s, req, n_req, &g, &base);
-        tn_drafter *order[] = {d.lookup, NULL, d.model, d.lookup, NULL, d.self_model, d.dflash};
+        tn_drafter *order[] = {d.lookup, NULL,          d.model, d.lookup,
+                               NULL,     d.self_model, d.dflash, d.dflash_alt};
         for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
             tn_gen_params gs = g;
             gs.drafter = order[i];
@@ -543,7 +556,7 @@ static void greedy_chat(const char *arch) {
         memcpy(ref_kv, kv, (size_t)n_ref * sizeof *kv);
         tn_session_free(s);
     }
-    tn_drafter *list[] = {d.lookup, d.model, d.self_model, d.noise, d.dflash};
+    tn_drafter *list[] = {d.lookup, d.model, d.self_model, d.noise, d.dflash, d.dflash_alt};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         if (!list[i])
             continue;
@@ -814,6 +827,7 @@ static void sampling_model(void) {
     table_drafter td = {.J = &J, .n_prefix = 9};
     tn_drafter *table = custom(table_propose, &td, 2);
     tn_drafter *dfl = dflash_for(m, "sampling");
+    tn_drafter *dfl_alt = dflash_alt_for(m, "sampling"); /* -inf outside its d2t rows */
 
     tn_session *s = new_session(m, 64);
     if (!s || tn_session_pin_tokens(s, pin, 4, NULL, NULL, &err) != TN_OK) {
@@ -823,7 +837,8 @@ static void sampling_model(void) {
             const char *name;
             tn_drafter *d;
         } runs[] = {{"plain", NULL},           {"draft model", other}, {"target as draft", self},
-                    {"lookup", lookup},        {"second best", table}, {"dflash", dfl}};
+                    {"lookup", lookup},        {"second best", table}, {"dflash", dfl},
+                    {"dflash d2t", dfl_alt}};
         const int N = 3000;
         for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
             if (r > 0 && !runs[r].d)
@@ -893,6 +908,7 @@ static void sampling_model(void) {
     tn_drafter_free(lookup);
     tn_drafter_free(table);
     tn_drafter_free(dfl);
+    tn_drafter_free(dfl_alt);
     tn_model_free(m);
 }
 
@@ -1177,6 +1193,33 @@ static const char *dflash_file(const tn_model *target, const char *tag, int32_t 
     return rc == TN_OK ? path : NULL;
 }
 
+/* The other shape of llama.cpp's layout: two Gemma-style layers (post
+ * norms, GELU, shared K/V, layer scale, partial rope) and a head of half the
+ * target's vocabulary mapped back through d2t. */
+static tn_drafter *dflash_alt_for(const tn_model *target, const char *tag) {
+    char name[128];
+    snprintf(name, sizeof name, "dflash-alt-%s.gguf", tag);
+    const char *path = tmp_path(name);
+    tn_mkmodel_dflash_params p = tn_mkmodel_dflash_default_params();
+    p.target = tn_model_path(target);
+    p.n_layer = 2;
+    p.block_size = 8;
+    p.draft_vocab = tn_model_n_vocab(target) / 2;
+    p.gemma_layers = true;
+    p.seed = 37;
+    tn_error err = {0};
+    int rc = tn_mkmodel_dflash(&p, path, &err);
+    CHECKF(rc == TN_OK, "mkmodel dflash alt %s: %s", tag, err.message);
+    tn_drafter_params dp = tn_drafter_default_params();
+    dp.n_threads = 2;
+    tn_drafter *d = NULL;
+    if (rc == TN_OK) {
+        rc = tn_drafter_new_dflash(target, path, dp, &d, &err);
+        CHECKF(rc == TN_OK, "dflash alt %s: %s", tag, err.message);
+    }
+    return d;
+}
+
 static tn_drafter *dflash_for(const tn_model *target, const char *tag) {
     const char *path = dflash_file(target, tag, 16);
     if (!path)
@@ -1404,6 +1447,293 @@ out:
     tn_model_free(deep);
 }
 
+/* ------------------------------------------- llama.cpp's dflash layout */
+
+/* One change to a GGUF copy: drop a key or tensor, set a key, add or
+ * replace a tensor. */
+typedef struct edit {
+    const char *drop;     /* key or tensor name */
+    const char *key;      /* set (added or replaced) */
+    tn_gguf_value val;
+    const char *tensor;   /* added or replaced */
+    uint32_t type, n_dims;
+    uint64_t ne[2];
+    const void *data;
+    uint64_t nbytes;
+} edit;
+
+static bool clone_edit(const char *src, const char *dst, const edit *e) {
+    tn_gguf *g = NULL;
+    if (tn_gguf_open(src, &g, NULL) != TN_OK)
+        return false;
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    bool ok = w != NULL;
+    for (int64_t i = 0; ok && i < tn_gguf_n_kv(g); i++) {
+        tn_str k = tn_gguf_kv_key(g, i);
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)k.len, k.ptr);
+        if ((e->drop && !strcmp(name, e->drop)) || (e->key && !strcmp(name, e->key)))
+            continue;
+        ok = tn_gguf_writer_set_value(w, name, tn_gguf_kv_value(g, i)) == TN_OK;
+    }
+    if (ok && e->key)
+        ok = tn_gguf_writer_set_value(w, e->key, &e->val) == TN_OK;
+    for (int64_t i = 0; ok && i < tn_gguf_n_tensors(g); i++) {
+        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        if ((e->drop && !strcmp(name, e->drop)) || (e->tensor && !strcmp(name, e->tensor)))
+            continue;
+        ok = tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, t->ne, t->data,
+                                            t->nbytes) == TN_OK;
+    }
+    if (ok && e->tensor)
+        ok = tn_gguf_writer_add_tensor_data(w, e->tensor, e->type, e->n_dims, e->ne, e->data,
+                                            e->nbytes) == TN_OK;
+    ok = ok && tn_gguf_writer_write(w, dst, NULL) == TN_OK;
+    tn_gguf_writer_free(w);
+    tn_gguf_close(g);
+    return ok;
+}
+
+/* Loading the edited copy fails with rc and a message holding `word`. */
+static void refused(const tn_model *m, const char *src, const edit *e, int rc_want,
+                    const char *word) {
+    const char *dst = tmp_path("dfg4-edited.gguf");
+    CHECKF(clone_edit(src, dst, e), "cannot write the edited copy for '%s'", word);
+    tn_drafter_params p = tn_drafter_default_params();
+    p.n_threads = 2;
+    tn_drafter *x = NULL;
+    tn_error err = {0};
+    const int rc = tn_drafter_new_dflash(m, dst, p, &x, &err);
+    CHECKF(rc == rc_want && !x && strstr(err.message, word) && strstr(err.message, dst),
+           "edited draft (%s): rc %d (%s), want %d", word, rc, err.message, rc_want);
+    tn_drafter_free(x);
+}
+
+/* Writes a draft; the path lives in out (tmp_path's buffers rotate). */
+static const char *dflash_write(const tn_model *target, const char *file,
+                                tn_mkmodel_dflash_params p, char out[4096]) {
+    snprintf(out, 4096, "%s", tmp_path(file));
+    p.target = tn_model_path(target);
+    tn_error err = {0};
+    const int rc = tn_mkmodel_dflash(&p, out, &err);
+    CHECKF(rc == TN_OK, "mkmodel dflash %s: %s", file, err.message);
+    return rc == TN_OK ? out : NULL;
+}
+
+static void dflash_layout_suite(void) {
+    tn_model *m = make_model("dfg4-target.gguf", "gemma4", "q8_0", 64, 2, 51, 0);
+    tn_model *q = make_model("dfg4-qwen.gguf", "qwen3", "q8_0", 64, 3, 52, 0);
+    if (!m || !q)
+        goto out;
+    const int32_t V = tn_model_n_vocab(m);
+    tn_error err = {0};
+    tn_drafter_params dp = tn_drafter_default_params();
+    dp.n_threads = 2;
+
+    /* What a draft for a gemma4 target carries over: the window and the
+     * target's per-layer pattern, softcapping, the scaled embedding, the
+     * whole tokenizer; ids below the target's layer count (llama.cpp has no
+     * input for a layer past the last). */
+    tn_mkmodel_dflash_params p = tn_mkmodel_dflash_default_params();
+    p.n_layer = 4;
+    static char path_buf[4096], d2t_buf[4096];
+    const char *path = dflash_write(m, "dfg4-default.gguf", p, path_buf);
+    tn_gguf *g = NULL, *tg = NULL;
+    if (path && tn_gguf_open(path, &g, &err) == TN_OK &&
+        tn_gguf_open(tn_model_path(m), &tg, &err) == TN_OK) {
+        int64_t v = 0;
+        double f = 0;
+        CHECK(tn_gguf_get_int(g, "dflash.attention.sliding_window", &v) == TN_OK && v == 16);
+        const tn_gguf_value *pat = tn_gguf_find(g, "dflash.attention.sliding_window_pattern");
+        const tn_gguf_value *tpat = tn_gguf_find(tg, "gemma4.attention.sliding_window_pattern");
+        CHECK(pat && tpat && pat->v.arr.type == TN_GGUF_BOOL && pat->v.arr.n == 4);
+        for (uint64_t i = 0; pat && tpat && i < 4; i++)
+            CHECKF(tn_gguf_arr_int(pat, i) == tn_gguf_arr_int(tpat, i % tpat->v.arr.n),
+                   "pattern of draft layer %d", (int)i);
+        CHECK(pat && tn_gguf_arr_int(pat, 2) == 0 && tn_gguf_arr_int(pat, 0) == 1);
+        CHECK(tn_gguf_get_float(g, "dflash.final_logit_softcapping", &f) == TN_OK && f == 30.0);
+        CHECK(tn_gguf_get_float(g, "dflash.embedding_scale", &f) == TN_OK && f == 8.0);
+        const tn_gguf_value *ids = tn_gguf_find(g, "dflash.target_layers");
+        for (uint64_t i = 0; ids && i < ids->v.arr.n; i++)
+            CHECK(tn_gguf_arr_int(ids, i) < tn_model_n_layer(m));
+        int n_tok_keys = 0;
+        for (int64_t i = 0; i < tn_gguf_n_kv(tg); i++) {
+            tn_str k = tn_gguf_kv_key(tg, i);
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
+            if (strncmp(key, "tokenizer.", 10) || !strcmp(key, "tokenizer.ggml.mask_token_id"))
+                continue;
+            n_tok_keys++;
+            CHECKF(tn_gguf_find(g, key), "the draft lacks the target's %s", key);
+        }
+        CHECK(n_tok_keys >= 2);
+        CHECK(!tn_gguf_find_tensor(g, "d2t") && tn_gguf_find_tensor(g, "blk.3.attn_v.weight"));
+    }
+    tn_gguf_close(g);
+    tn_gguf_close(tg);
+    g = tg = NULL;
+    tn_drafter *d = NULL;
+    CHECKF(path && tn_drafter_new_dflash(m, path, dp, &d, &err) == TN_OK, "load: %s", err.message);
+
+    /* The reduced vocabulary: drafts only ever name ids d2t maps to. */
+    p = tn_mkmodel_dflash_default_params();
+    p.draft_vocab = V / 3;
+    p.gemma_layers = true;
+    p.n_layer = 3;
+    const char *d2t_path = dflash_write(m, "dfg4-d2t.gguf", p, d2t_buf);
+    int64_t *map = NULL;
+    long data_end = 0; /* the end of the last tensor's bytes: the rest is padding */
+    if (d2t_path && tn_gguf_open(d2t_path, &g, &err) == TN_OK) {
+        for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
+            const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
+            const long end = (long)(tn_gguf_data_offset(g) + t->offset + t->nbytes);
+            data_end = end > data_end ? end : data_end;
+        }
+        const tn_gguf_tensor *t = tn_gguf_find_tensor(g, "d2t");
+        const tn_gguf_tensor *o = tn_gguf_find_tensor(g, "output.weight");
+        CHECK(t && t->type == 27 && t->n_dims == 1 && t->ne[0] == (uint64_t)(V / 3));
+        CHECK(o && o->ne[0] == 64 && o->ne[1] == (uint64_t)(V / 3));
+        CHECK(!tn_gguf_find_tensor(g, "blk.0.attn_v.weight") &&
+              tn_gguf_find_tensor(g, "blk.0.post_attention_norm.weight") &&
+              tn_gguf_find_tensor(g, "blk.0.post_ffw_norm.weight") &&
+              tn_gguf_find_tensor(g, "blk.0.layer_output_scale.weight") &&
+              tn_gguf_find_tensor(g, "rope_freqs.weight"));
+        if (t && (map = malloc(t->nbytes)))
+            memcpy(map, t->data, t->nbytes);
+    }
+    tn_gguf_close(g);
+    g = NULL;
+    tn_drafter *r = NULL;
+    CHECKF(d2t_path && tn_drafter_new_dflash(m, d2t_path, dp, &r, &err) == TN_OK, "d2t: %s",
+           err.message);
+    if (d && r && map) {
+        int32_t hist[48];
+        uint64_t st = 9;
+        for (int i = 0; i < 48; i++)
+            hist[i] = 5 + (int32_t)(tn_test_rand(&st) % (uint64_t)(V - 5));
+        float *h = hidden_of(m, r, hist, 47, 47);
+        float *hd = hidden_of(m, d, hist, 47, 16);
+        if (h && hd) {
+            CHECK(r->hooks.observe(r->self, 0, hist, 47, h, &err) == TN_OK);
+            CHECK(d->hooks.observe(d->self, 0, hist, 47, hd, &err) == TN_OK);
+            int32_t draft[16];
+            const int32_t n = propose(r, hist, 48, 15, draft);
+            CHECK(n == 15);
+            for (int32_t i = 0; i < n; i++) {
+                bool in = false;
+                for (int32_t k = 0; k < V / 3 && !in; k++)
+                    in = map[k] == draft[i];
+                CHECKF(in, "draft %d (token %d) is not a d2t row", i, draft[i]);
+            }
+            CHECK(propose(d, hist, 48, 15, draft) == 15);
+        }
+        free(h);
+        free(hd);
+    }
+    free(map);
+    tn_drafter_free(d);
+    tn_drafter_free(r);
+
+    /* Made for another target: a gemma4 draft on a qwen3 target of the same
+     * width loads only when its ids and vocabulary fit, and refuses
+     * otherwise with the file named. */
+    {
+        tn_drafter *x = NULL;
+        const int rc = path ? tn_drafter_new_dflash(q, path, dp, &x, &err) : TN_ERR_INVALID;
+        CHECKF(rc == TN_ERR_INVALID && !x, "gemma4 draft on a qwen3 target: %s", err.message);
+        tn_drafter_free(x);
+    }
+
+    /* Truncated anywhere: an error, never a crash. */
+    if (d2t_path) {
+        FILE *f = fopen(d2t_path, "rb");
+        long size = 0;
+        char *bytes = NULL;
+        if (f && !fseek(f, 0, SEEK_END) && (size = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) &&
+            (bytes = malloc((size_t)size)) && fread(bytes, 1, (size_t)size, f) == (size_t)size) {
+            const long cuts[] = {0,         3,         8,           24,          100, size / 7,
+                                 size / 3,  size / 2,  data_end - 4096, data_end - 9,
+                                 data_end - 1};
+            for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+                if (cuts[c] < 0 || cuts[c] >= size)
+                    continue;
+                const char *cut = tmp_path("dfg4-cut.gguf");
+                FILE *o = fopen(cut, "wb");
+                CHECK(o && fwrite(bytes, 1, (size_t)cuts[c], o) == (size_t)cuts[c]);
+                if (o)
+                    fclose(o);
+                tn_drafter *x = NULL;
+                const int rc = tn_drafter_new_dflash(m, cut, dp, &x, &err);
+                CHECKF(rc != TN_OK && !x && err.message[0] && strstr(err.message, cut),
+                       "cut at %ld of %ld: rc %d (%s)", cuts[c], size, rc, err.message);
+                tn_drafter_free(x);
+            }
+        }
+        free(bytes);
+        if (f)
+            fclose(f);
+    }
+
+    /* Mismatched or unsupported contents: one line naming the problem. */
+    if (d2t_path && path) {
+        const int64_t n_map = V / 3;
+        int64_t *bad = calloc((size_t)n_map, sizeof *bad);
+        for (int64_t i = 0; bad && i < n_map; i++)
+            bad[i] = i;
+        if (bad) {
+            edit e = {.tensor = "d2t", .type = 27, .n_dims = 1, .ne = {(uint64_t)n_map, 1},
+                      .data = bad, .nbytes = (uint64_t)n_map * 8};
+            bad[5] = V + 3;
+            refused(m, d2t_path, &e, TN_ERR_INVALID, "outside the target's vocabulary");
+            bad[5] = 4;
+            refused(m, d2t_path, &e, TN_ERR_INVALID, "an earlier row already maps to");
+            bad[5] = 5;
+            e.type = TN_TYPE_F32; /* same bytes, twice the rows */
+            e.ne[0] = (uint64_t)n_map * 2;
+            refused(m, d2t_path, &e, TN_ERR_FORMAT, "'d2t' must be one i64");
+            e.type = 27;
+            e.ne[0] = (uint64_t)n_map - 1; /* fewer ids than head rows */
+            e.nbytes = (uint64_t)(n_map - 1) * 8;
+            refused(m, d2t_path, &e, TN_ERR_FORMAT, "output.weight");
+        }
+        free(bad);
+        edit drop_head = {.drop = "output.weight"};
+        refused(m, d2t_path, &drop_head, TN_ERR_FORMAT, "output.weight");
+        edit act = {.key = "dflash.hidden_activation",
+                    .val = {.type = TN_GGUF_STRING, .v.str = {"relu2", 5}}};
+        refused(m, d2t_path, &act, TN_ERR_UNSUPPORTED, "relu2");
+        uint8_t flags[3] = {1, 0, 1};
+        edit pat = {.key = "dflash.attention.sliding_window_pattern",
+                    .val = {.type = TN_GGUF_ARRAY,
+                            .v.arr = {.type = TN_GGUF_BOOL, .n = 3, .data = flags}}};
+        refused(m, path, &pat, TN_ERR_FORMAT, "one flag per layer (4)");
+        const uint32_t sect[4] = {8, 4, 4, 4};
+        edit mrope = {.key = "dflash.rope.dimension_sections",
+                      .val = {.type = TN_GGUF_ARRAY,
+                              .v.arr = {.type = TN_GGUF_U32, .n = 4, .data = (const uint8_t *)sect}}};
+        refused(m, path, &mrope, TN_ERR_UNSUPPORTED, "dimension_sections");
+        const float w1[64 * 8] = {0};
+        edit dspark = {.tensor = "markov_w1.weight", .type = TN_TYPE_F32, .n_dims = 2,
+                       .ne = {8, 64}, .data = w1, .nbytes = sizeof w1};
+        refused(m, path, &dspark, TN_ERR_UNSUPPORTED, "DSpark");
+        edit rot = {.key = "dflash.rope.dimension_count", .val = {.type = TN_GGUF_U32, .v.i64 = 7}};
+        refused(m, path, &rot, TN_ERR_FORMAT, "dimension_count");
+        edit no_v = {.drop = "blk.1.attn_k.weight"};
+        refused(m, path, &no_v, TN_ERR_FORMAT, "blk.1.attn_k.weight");
+        float freqs[32]; /* head size 64 rotated whole: 32 divisors */
+        for (int i = 0; i < 32; i++)
+            freqs[i] = i == 1 ? -1.0f : 1.0f;
+        edit neg = {.tensor = "rope_freqs.weight", .type = TN_TYPE_F32, .n_dims = 1,
+                    .ne = {32, 1}, .data = freqs, .nbytes = sizeof freqs};
+        refused(m, d2t_path, &neg, TN_ERR_FORMAT, "rope_freqs.weight");
+    }
+out:
+    tn_model_free(m);
+    tn_model_free(q);
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -1423,6 +1753,8 @@ int main(int argc, char **argv) {
     }
     if (all || !strcmp(what, "dflash"))
         dflash_suite();
+    if (all || !strcmp(what, "dflash-layout"))
+        dflash_layout_suite();
     if (all || !strcmp(what, "api")) {
         api_lookup();
         api_vocab();
