@@ -52,8 +52,8 @@ static result run(const char *input, const char *args) {
             fputs(input, f);
         fclose(f);
     }
-    snprintf(cmd, sizeof cmd, "'%s' %s <'%s' >'%s' 2>'%s'", cli, args, in, out, err);
-    int st = system(cmd);
+    int need = snprintf(cmd, sizeof cmd, "'%s' %s <'%s' >'%s' 2>'%s'", cli, args, in, out, err);
+    int st = need >= 0 && (size_t)need < sizeof cmd ? system(cmd) : -1;
     result r = {.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)};
     r.out = slurp(out);
     r.err = slurp(err);

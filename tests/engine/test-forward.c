@@ -244,6 +244,10 @@ static int write_model_g4(const spec *s, const char *path) {
     const int L = s->L;
     uint8_t pat[16];
     uint32_t kv[16], ff[16];
+    if (L < 1 || L > 16) {
+        tn_gguf_writer_free(w);
+        return -1;
+    }
     for (int il = 0; il < L; il++) {
         pat[il] = g4_swa(il);
         kv[il] = (uint32_t)g4_KV(s, il);
