@@ -800,6 +800,12 @@ static int repack(tn_model *m, tn_error *err) {
     if (m->output_tied)
         ws[n++] = &m->tok_embd;
     int rc = tn_weights_repack(ws, n, true, &m->repacked, &m->repacked_bytes);
+    /* K-quants in X16 round differently from their row kernels (issue 21):
+     * "x16k" keeps pins made before them from being restored. */
+    bool kq = false;
+    for (int i = 0; i < n; i++)
+        kq = kq || (ws[i]->layout == TN_LAYOUT_X16 &&
+                    (ws[i]->type == TN_TYPE_Q4_K || ws[i]->type == TN_TYPE_Q6_K));
     free(ws);
     if (rc != TN_OK)
         return tn_fail(err, rc, "%s: out of memory for the repacked weights", m->path);
@@ -807,7 +813,7 @@ static int repack(tn_model *m, tn_error *err) {
      * must not be restored into it); then the attention's arithmetic. */
     snprintf(m->arithmetic, sizeof m->arithmetic, "%s%s/%s/kv-bf16/%s", tn_isa_name(m->isa),
              m->isa == TN_ISA_AVX512 && tn_isa_has_avx512_bf16() ? "+bf16" : "",
-             m->repacked ? "x16" : "rows", TN_ATTN_ARITHMETIC);
+             m->repacked ? (kq ? "x16k" : "x16") : "rows", TN_ATTN_ARITHMETIC);
     return TN_OK;
 }
 
