@@ -805,7 +805,8 @@ static int repack(tn_model *m, tn_error *err) {
     bool kq = false;
     for (int i = 0; i < n; i++)
         kq = kq || (ws[i]->layout == TN_LAYOUT_X16 &&
-                    (ws[i]->type == TN_TYPE_Q4_K || ws[i]->type == TN_TYPE_Q6_K));
+                    (ws[i]->type == TN_TYPE_Q4_K || ws[i]->type == TN_TYPE_Q5_K ||
+                     ws[i]->type == TN_TYPE_Q6_K));
     free(ws);
     if (rc != TN_OK)
         return tn_fail(err, rc, "%s: out of memory for the repacked weights", m->path);

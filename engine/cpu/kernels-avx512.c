@@ -1073,9 +1073,10 @@ static bool x16m_ops(tn_mm_ops *ops, uint32_t type) {
     }
 }
 
-/* ------------------------------------------- X16 layout: Q4_K and Q6_K
+/* ------------------------------------- X16 layout: Q4_K, Q5_K and Q6_K
  *
- * The K-quants in groups of 16 rows (repack.c). As for Q4_0, vpdpbusd of a
+ * The K-quants in groups of 16 rows (repack.c); Q5_K is Q4_K with its fifth
+ * bits added as Q5_0's are (a masked byte add per quant register). As for Q4_0, vpdpbusd of a
  * weight register (4 bytes of each of 16 rows) against 4 activation bytes
  * broadcast gives 16 rows' partial sums in 16 lanes; a sub-block's sum S
  * (32 values for Q4_K, 16 for Q6_K) is then multiplied by the rows' 16
@@ -1150,10 +1151,11 @@ INLINE void x16k_prefetch(const uint8_t *c, size_t cb, int nb) {
         _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
 }
 
-INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, const uint8_t *act, size_t as, int nb,
-                         float *y, int64_t ys, int valid) {
+INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t *act, size_t as,
+                         int nb, float *y, int64_t ys, int valid) {
     const int64_t nsb = cols / 256;
-    const size_t cb = 16 * sizeof(tn_block_q4_K);
+    const size_t cb = q5 ? 16 * sizeof(tn_block_q5_K) : 16 * sizeof(tn_block_q4_K);
+    const __m512i v16 = _mm512_set1_epi8(0x10);
     const __m512i lo4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi32(63);
     const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
     __m512 acc[KB_K];
@@ -1181,12 +1183,17 @@ INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
                 sc = _mm512_or_si512(
                     _mm512_and_si512(_mm512_srli_epi32(w2, 8 * (j - 4)), m4),
                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 8 * (j - 4) + 6), m2), 4));
-            const uint8_t *qb = c + 256 + 512 * (j / 2);
+            const uint8_t *qb = c + (q5 ? 768 : 256) + 512 * (j / 2);
             __m512i wq[8];
 #pragma GCC unroll 8
             for (int p = 0; p < 8; p++) {
                 __m512i v = _mm512_loadu_si512(qb + 64 * p);
                 wq[p] = _mm512_and_si512(j & 1 ? _mm512_srli_epi16(v, 4) : v, lo4);
+                if (q5) { /* the fifth bits, as Q5_0's: one masked byte add */
+                    uint64_t mk;
+                    memcpy(&mk, c + 256 + 64 * j + 8 * p, 8);
+                    wq[p] = _mm512_mask_add_epi8(wq[p], _cvtu64_mask64(mk), wq[p], v16);
+                }
             }
 #pragma GCC unroll 8
             for (int b = 0; b < nb; b++) {
@@ -1288,12 +1295,12 @@ INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 
 #define CALL_x16k(N)                                                                         \
     (Q6 ? rows_x16_q6k(g, w->cols, act, mm->act_row, N, y, w->rows, valid)                    \
-        : rows_x16_q4k(g, w->cols, act, mm->act_row, N, y, w->rows, valid))
-#define X16K_TILE(NAME, IS_Q6)                                                              \
+        : rows_x16_q4k(g, w->cols, Q5, act, mm->act_row, N, y, w->rows, valid))
+#define X16K_TILE(NAME, IS_Q5, IS_Q6)                                                       \
     static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,      \
                      int nb) {                                                             \
         (void)thr;                                                                         \
-        const bool Q6 = IS_Q6;                                                             \
+        const bool Q5 = IS_Q5, Q6 = IS_Q6;                                                 \
         const tn_weight *w = mm->w;                                                        \
         const size_t gb = tn_x16_group_bytes(w->type, w->cols);                            \
         for (int64_t r = r0; r < r1; r += 16) {                                            \
@@ -1307,16 +1314,17 @@ INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
             }                                                                              \
         }                                                                                  \
     }
-X16K_TILE(tile_x16_q4k, false)
-X16K_TILE(tile_x16_q6k, true)
+X16K_TILE(tile_x16_q4k, false, false)
+X16K_TILE(tile_x16_q5k, true, false)
+X16K_TILE(tile_x16_q6k, false, true)
 
 /* The X16 kernels of the K-quants; false for other types. */
 static bool x16k_ops(tn_mm_ops *ops, uint32_t type) {
-    if (type != TN_TYPE_Q4_K && type != TN_TYPE_Q6_K)
+    if (type != TN_TYPE_Q4_K && type != TN_TYPE_Q5_K && type != TN_TYPE_Q6_K)
         return false;
     ops->act_bytes = act_x16k_bytes;
-    ops->convert = type == TN_TYPE_Q4_K ? convert_x16_q4k : convert_x16_q6k;
-    ops->tile = type == TN_TYPE_Q4_K ? tile_x16_q4k : tile_x16_q6k;
+    ops->convert = type == TN_TYPE_Q6_K ? convert_x16_q6k : convert_x16_q4k;
+    ops->tile = type == TN_TYPE_Q4_K ? tile_x16_q4k : type == TN_TYPE_Q5_K ? tile_x16_q5k : tile_x16_q6k;
     ops->row_align = 16;
     return true;
 }

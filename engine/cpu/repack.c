@@ -18,7 +18,7 @@
  * block keeps its bytes (QB + the header's share is the file's block size
  * times 16): the layout costs no memory bandwidth.
  *
- * K-quants (Q4_K, Q6_K): one chunk per 256-value super-block and group of
+ * K-quants (Q4_K, Q5_K, Q6_K): one chunk per 256-value super-block and group of
  * 16 rows, again the file's bytes times 16, 64-byte registers whose 4-byte
  * lane i belongs to row i:
  *   Q4_K (2304 bytes): 32 bytes f16 d (16 rows), 32 bytes f16 dmin, then
@@ -27,6 +27,10 @@
  *     64-value group g = 0..3 eight registers p, lane i = qs[32g + 4p ..
  *     32g + 4p + 3] of row i: low nibbles are values 4p.. of sub-block 2g,
  *     high nibbles those of sub-block 2g + 1.
+ *   Q5_K (2816 bytes): as Q4_K, with 512 bytes of fifth bits between the
+ *     scales and the quants: for sub-block j and quant register p (as
+ *     Q4_K's, low or high nibbles) one 64-bit mask at 64j + 8p whose bit
+ *     4i + t is the fifth bit of byte t of lane i (as Q5_0's).
  *   Q6_K (3360 bytes): 32 bytes f16 d, 256 bytes of int8 scales (sub-block
  *     k of row i at 16k + i), then per 16-value sub-block k three registers
  *     N0, N1, H; byte u of lane i holds, for row i and the 6-bit quants q
@@ -78,6 +82,8 @@ static size_t kq_chunk_bytes(uint32_t type) {
     switch (type) {
     case TN_TYPE_Q4_K:
         return 16 * sizeof(tn_block_q4_K);
+    case TN_TYPE_Q5_K:
+        return 16 * sizeof(tn_block_q5_K);
     case TN_TYPE_Q6_K:
         return 16 * sizeof(tn_block_q6_K);
     default:
@@ -142,14 +148,32 @@ static void q6k_set(uint8_t *blk, int v, int qv) {
 /* Super-block s of row i (file bytes blk) into or out of its chunk c. */
 static void kq_block_x16(uint32_t type, uint8_t *c, uint8_t *blk, int i, bool to_x16) {
 #define KQ_MOVE(cp, bp, n) (to_x16 ? memcpy((cp), (bp), (n)) : memcpy((bp), (cp), (n)))
-    if (type == TN_TYPE_Q4_K) {
+    if (type == TN_TYPE_Q4_K || type == TN_TYPE_Q5_K) {
+        const bool q5 = type == TN_TYPE_Q5_K;
         KQ_MOVE(c + 2 * i, blk, 2);           /* d */
         KQ_MOVE(c + 32 + 2 * i, blk + 2, 2);  /* dmin */
         for (int w = 0; w < 3; w++)
             KQ_MOVE(c + 64 + 64 * w + 4 * i, blk + 4 + 4 * w, 4);
+        uint8_t *cq = c + (q5 ? 768 : 256);
+        const uint8_t *bq = blk + (q5 ? 48 : 16);
         for (int g = 0; g < 4; g++)
             for (int p = 0; p < 8; p++)
-                KQ_MOVE(c + 256 + 512 * g + 64 * p + 4 * i, blk + 16 + 32 * g + 4 * p, 4);
+                KQ_MOVE(cq + 512 * g + 64 * p + 4 * i, (uint8_t *)(uintptr_t)bq + 32 * g + 4 * p, 4);
+        if (!q5)
+            return;
+        /* Fifth bits: bit j of qh[l] is that of value l of sub-block j. */
+        uint8_t *qh = blk + 16;
+        if (!to_x16)
+            memset(qh, 0, 32);
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 32; l++) {
+                uint8_t *mb = c + 256 + 64 * j + 8 * (l / 4) + i / 2;
+                const int bit = 4 * (i & 1) + l % 4;
+                if (to_x16)
+                    *mb |= (uint8_t)(((qh[l] >> j) & 1) << bit);
+                else
+                    qh[l] |= (uint8_t)(((*mb >> bit) & 1) << j);
+            }
         return;
     }
     /* Q6_K */

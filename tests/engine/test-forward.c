@@ -1180,13 +1180,13 @@ static void check_mkmodel(void) {
     }
 }
 
-/* The weight layout chosen at load: on an AVX-512 machine Q4_0 and Q8_0
- * matrices are repacked (X16) unless TERN_REPACK=0; tn_model_arithmetic
+/* The weight layout chosen at load: on an AVX-512 machine Q4_0, Q8_0, Q4_K
+ * and Q6_K matrices are repacked (X16) unless TERN_REPACK=0; tn_model_arithmetic
  * names the choice (pin snapshots are keyed by it). Both layouts must give
  * the same logits within the integer kernels' tolerance, and each one the
  * same bits on every run. */
 static void check_layouts(void) {
-    const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0};
+    const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0, TN_TYPE_Q4_K, TN_TYPE_Q6_K};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         spec s = make_spec("qwen3", types[t], 0); /* tied: the LM head is the embedding */
         char path[4096];
