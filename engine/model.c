@@ -773,8 +773,8 @@ static void load_text(tn_model *m, tn_model_params params) {
 /* The kernel family is fixed here, once, and every context of the model
  * uses it: the arithmetic (family and layout) must not change between the
  * prefill of a pin and the requests answered from it, or between two runs
- * that should answer identically. Q4_0/Q8_0 matrices then go into the
- * family's faster layout; the LM head too (with the embedding, when tied:
+ * that should answer identically. Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K
+ * and Q6_K matrices then go into the family's faster layout; the LM head too (with the embedding, when tied:
  * lookups gather their row from it). An untied embedding stays in place: it
  * is only read one row per token. TERN_REPACK=0 keeps the file's layout. */
 static int repack(tn_model *m, tn_error *err) {
