@@ -780,8 +780,12 @@ static bool exact_activations(uint32_t type) {
  * norm or head mapping by orders of magnitude. */
 static double tolerance(uint32_t type) { return exact_activations(type) ? 4e-3 : 2e-2; }
 
-/* Greedy steps of 64 allowed to be decided by a near-tie (see check_arch). */
-#define MAX_TIES 3
+/* Greedy steps of 64 allowed to be decided by a near-tie (see check_arch).
+ * 4 since Q5_K runs the X16 kernel: gemma4 q5_K then meets four genuine
+ * ties (reference margins 0.008-0.099 against an engine error of 0.37-0.43
+ * at those steps; its kernel error equals the row kernel's, NMSE 1.5e-5 in
+ * test-kernels), where every other case of this test meets 0-2. */
+#define MAX_TIES 4
 
 static void check_arch(const char *arch) {
     static const uint32_t types[] = {TN_TYPE_F32,  TN_TYPE_F16,  TN_TYPE_BF16, TN_TYPE_Q8_0,
