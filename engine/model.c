@@ -773,8 +773,8 @@ static void load_text(tn_model *m, tn_model_params params) {
 /* The kernel family is fixed here, once, and every context of the model
  * uses it: the arithmetic (family and layout) must not change between the
  * prefill of a pin and the requests answered from it, or between two runs
- * that should answer identically. Q4_0/Q8_0 matrices then go into the
- * family's faster layout; the LM head too (with the embedding, when tied:
+ * that should answer identically. Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K
+ * and Q6_K matrices then go into the family's faster layout; the LM head too (with the embedding, when tied:
  * lookups gather their row from it). An untied embedding stays in place: it
  * is only read one row per token. TERN_REPACK=0 keeps the file's layout. */
 static int repack(tn_model *m, tn_error *err) {
@@ -800,6 +800,13 @@ static int repack(tn_model *m, tn_error *err) {
     if (m->output_tied)
         ws[n++] = &m->tok_embd;
     int rc = tn_weights_repack(ws, n, true, &m->repacked, &m->repacked_bytes);
+    /* K-quants in X16 round differently from their row kernels (issue 21):
+     * "x16k" keeps pins made before them from being restored. */
+    bool kq = false;
+    for (int i = 0; i < n; i++)
+        kq = kq || (ws[i]->layout == TN_LAYOUT_X16 &&
+                    (ws[i]->type == TN_TYPE_Q4_K || ws[i]->type == TN_TYPE_Q5_K ||
+                     ws[i]->type == TN_TYPE_Q6_K));
     free(ws);
     if (rc != TN_OK)
         return tn_fail(err, rc, "%s: out of memory for the repacked weights", m->path);
@@ -807,7 +814,7 @@ static int repack(tn_model *m, tn_error *err) {
      * must not be restored into it); then the attention's arithmetic. */
     snprintf(m->arithmetic, sizeof m->arithmetic, "%s%s/%s/kv-bf16/%s", tn_isa_name(m->isa),
              m->isa == TN_ISA_AVX512 && tn_isa_has_avx512_bf16() ? "+bf16" : "",
-             m->repacked ? "x16" : "rows", TN_ATTN_ARITHMETIC);
+             m->repacked ? (kq ? "x16k" : "x16") : "rows", TN_ATTN_ARITHMETIC);
     return TN_OK;
 }
 

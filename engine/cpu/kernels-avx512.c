@@ -1073,9 +1073,265 @@ static bool x16m_ops(tn_mm_ops *ops, uint32_t type) {
     }
 }
 
+/* ------------------------------------- X16 layout: Q4_K, Q5_K and Q6_K
+ *
+ * The K-quants in groups of 16 rows (repack.c); Q5_K is Q4_K with its fifth
+ * bits added as Q5_0's are (a masked byte add per quant register). As for Q4_0, vpdpbusd of a
+ * weight register (4 bytes of each of 16 rows) against 4 activation bytes
+ * broadcast gives 16 rows' partial sums in 16 lanes; a sub-block's sum S
+ * (32 values for Q4_K, 16 for Q6_K) is then multiplied by the rows' 16
+ * sub-block scales (vpmulld) and added up in int32 over the super-block:
+ * exact integers, so the order inside a super-block does not matter. One
+ * float update per super-block and row: acc += isum * (d * dx), and for
+ * Q4_K acc -= msum * (dmin * dx) with msum = sum over sub-blocks of
+ * min * (sum of the sub-block's activation quants), two vpdpwssd on pairs
+ * of int16. Q6_K's quants are stored + 32: each sub-block's S starts at
+ * -32 * (sum of its 16 activation quants), so (S - 32 B) * sc is exact.
+ * Each weight register, unpacked once per pass, serves up to KB_K
+ * activation rows; a row's instructions are the same in every pass size.
+ *
+ * Activations, per row: qs[cols] int8 in row order (one scale per 256
+ * values, as act256), then dx[nsb] f32, then per super-block Q4_K: 4 int32
+ * words (int16 pairs: sums of sub-blocks 2p and 2p + 1), Q6_K: 16 int32
+ * -32 * (sum of each 16 quants). */
+static size_t act_x16k_bytes(int64_t cols) { return (size_t)cols + 68 * (size_t)(cols / 256); }
+
+static void convert_x16k(const float *x, void *dst, int64_t cols, bool q6) {
+    int8_t *qs = dst;
+    const int64_t nsb = cols / 256;
+    float *dx = (float *)(qs + cols);
+    int32_t *extra = (int32_t *)(dx + nsb);
+    for (int64_t s = 0; s < nsb; s++, x += 256) {
+        __m512 m = _mm512_setzero_ps();
+        for (int i = 0; i < 256; i += 16)
+            m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+        const float amax = _mm512_reduce_max_ps(m);
+        dx[s] = amax / 127.0f;
+        const __m512 vid = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+        int32_t sum16[16];
+        for (int i = 0; i < 16; i++) {
+            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * i), vid));
+            sum16[i] = _mm512_reduce_add_epi32(q);
+            _mm_storeu_si128((__m128i *)(qs + 256 * s + 16 * i), _mm512_cvtsepi32_epi8(q));
+        }
+        if (q6) {
+            for (int k = 0; k < 16; k++)
+                extra[16 * s + k] = -32 * sum16[k];
+        } else {
+            for (int p = 0; p < 4; p++) {
+                const int32_t b0 = sum16[4 * p] + sum16[4 * p + 1];
+                const int32_t b1 = sum16[4 * p + 2] + sum16[4 * p + 3];
+                extra[4 * s + p] = (int32_t)((uint32_t)(uint16_t)b0 | (uint32_t)(uint16_t)b1 << 16);
+            }
+        }
+    }
+}
+
+static void convert_x16_q4k(const float *x, void *dst, int64_t cols) {
+    convert_x16k(x, dst, cols, false);
+}
+static void convert_x16_q6k(const float *x, void *dst, int64_t cols) {
+    convert_x16k(x, dst, cols, true);
+}
+
+INLINE __m512i bcast32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* Prefetch of the chunk X16K_PREFETCH ahead, a hint only. Unlike Q4_0's
+ * (rows_x16) it pays at one row too: Q4_K at B = 1 streamed 17 GB/s
+ * without it and 27-28 with it, Q5_K 10-14 -> 26-29, Q6_K unchanged
+ * (tools/cputime/kernels.c, 8192x2048, one thread, alternated runs). */
+#define X16K_PREFETCH 2
+INLINE void x16k_prefetch(const uint8_t *c, size_t cb) {
+    const uintptr_t pf = (uintptr_t)c + X16K_PREFETCH * cb;
+    for (size_t o = 0; o < cb; o += 64)
+        _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
+}
+
+INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t *act, size_t as,
+                         int nb, float *y, int64_t ys, int valid) {
+    const int64_t nsb = cols / 256;
+    const size_t cb = q5 ? 16 * sizeof(tn_block_q5_K) : 16 * sizeof(tn_block_q4_K);
+    const __m512i v16 = _mm512_set1_epi8(0x10);
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi32(63);
+    const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
+    __m512 acc[KB_K];
+#pragma GCC unroll 8
+    for (int b = 0; b < nb; b++)
+        acc[b] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *c = g + (size_t)s * cb;
+        x16k_prefetch(c, cb);
+        /* scales[0..3] (w0): sc 0..3 low 6 bits, top bits of sc 4..7;
+         * scales[4..7] (w1): the same for the mins; scales[8..11] (w2):
+         * low 4 bits of sc 4..7 (low nibbles) and of m 4..7 (high). */
+        const __m512i w0 = _mm512_loadu_si512(c + 64), w1 = _mm512_loadu_si512(c + 128);
+        const __m512i w2 = _mm512_loadu_si512(c + 192);
+        __m512i isum[KB_K];
+#pragma GCC unroll 8
+        for (int b = 0; b < nb; b++)
+            isum[b] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int j = 0; j < 8; j++) {
+            __m512i sc;
+            if (j < 4)
+                sc = _mm512_and_si512(_mm512_srli_epi32(w0, 8 * j), m6);
+            else
+                sc = _mm512_or_si512(
+                    _mm512_and_si512(_mm512_srli_epi32(w2, 8 * (j - 4)), m4),
+                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 8 * (j - 4) + 6), m2), 4));
+            const uint8_t *qb = c + (q5 ? 768 : 256) + 512 * (j / 2);
+            __m512i wq[8];
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; p++) {
+                __m512i v = _mm512_loadu_si512(qb + 64 * p);
+                wq[p] = _mm512_and_si512(j & 1 ? _mm512_srli_epi16(v, 4) : v, lo4);
+                if (q5) { /* the fifth bits, as Q5_0's: one masked byte add */
+                    uint64_t mk;
+                    memcpy(&mk, c + 256 + 64 * j + 8 * p, 8);
+                    wq[p] = _mm512_mask_add_epi8(wq[p], _cvtu64_mask64(mk), wq[p], v16);
+                }
+            }
+#pragma GCC unroll 8
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *x = act + (size_t)b * as + 256 * s + 32 * j;
+                __m512i t = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int p = 0; p < 8; p++)
+                    t = _mm512_dpbusd_epi32(t, wq[p], bcast32(x + 4 * p));
+                isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
+            }
+        }
+        /* The mins as int16 pairs (m 2p, m 2p + 1) per row. */
+        __m512i mn[8], mp[4];
+        for (int j = 0; j < 8; j++)
+            mn[j] = j < 4 ? _mm512_and_si512(_mm512_srli_epi32(w1, 8 * j), m6)
+                          : _mm512_or_si512(
+                                _mm512_and_si512(_mm512_srli_epi32(w2, 8 * (j - 4) + 4), m4),
+                                _mm512_slli_epi32(
+                                    _mm512_and_si512(_mm512_srli_epi32(w1, 8 * (j - 4) + 6), m2), 4));
+        for (int p = 0; p < 4; p++)
+            mp[p] = _mm512_or_si512(mn[2 * p], _mm512_slli_epi32(mn[2 * p + 1], 16));
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)c));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(c + 32)));
+#pragma GCC unroll 8
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *a = act + (size_t)b * as;
+            const float *dx = (const float *)(a + cols);
+            const uint8_t *bp = (const uint8_t *)(dx + nsb) + 16 * s;
+            __m512i ms = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++)
+                ms = _mm512_dpwssd_epi32(ms, mp[p], bcast32(bp + 4 * p));
+            const __m512 vdx = _mm512_set1_ps(dx[s]);
+            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]), _mm512_mul_ps(d, vdx), acc[b]);
+            acc[b] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, vdx), acc[b]);
+        }
+    }
+    const __mmask16 m = (__mmask16)((1u << valid) - 1);
+#pragma GCC unroll 8
+    for (int b = 0; b < nb; b++)
+        _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+}
+
+INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, size_t as, int nb,
+                         float *y, int64_t ys, int valid) {
+    const int64_t nsb = cols / 256;
+    const size_t cb = 16 * sizeof(tn_block_q6_K);
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), b45 = _mm512_set1_epi8(0x30);
+    __m512 acc[KB_K];
+#pragma GCC unroll 8
+    for (int b = 0; b < nb; b++)
+        acc[b] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *c = g + (size_t)s * cb;
+        x16k_prefetch(c, cb);
+        __m512i isum[KB_K];
+#pragma GCC unroll 8
+        for (int b = 0; b < nb; b++)
+            isum[b] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int k = 0; k < 16; k++) {
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + 32 + 16 * k)));
+            const uint8_t *q = c + 288 + 192 * k;
+            const __m512i n0 = _mm512_loadu_si512(q), n1 = _mm512_loadu_si512(q + 64);
+            const __m512i h = _mm512_loadu_si512(q + 128);
+            __m512i wq[4];
+            wq[0] = _mm512_or_si512(_mm512_and_si512(n0, lo4),
+                                    _mm512_and_si512(_mm512_slli_epi16(h, 4), b45));
+            wq[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n0, 4), lo4),
+                                    _mm512_and_si512(_mm512_slli_epi16(h, 2), b45));
+            wq[2] = _mm512_or_si512(_mm512_and_si512(n1, lo4), _mm512_and_si512(h, b45));
+            wq[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n1, 4), lo4),
+                                    _mm512_and_si512(_mm512_srli_epi16(h, 2), b45));
+#pragma GCC unroll 8
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *a = act + (size_t)b * as;
+                const uint8_t *x = a + 256 * s + 16 * k;
+                const int32_t *ci = (const int32_t *)((const float *)(a + cols) + nsb) + 16 * s;
+                __m512i t = _mm512_set1_epi32(ci[k]);
+#pragma GCC unroll 4
+                for (int u = 0; u < 4; u++)
+                    t = _mm512_dpbusd_epi32(t, wq[u], bcast32(x + 4 * u));
+                isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)c));
+#pragma GCC unroll 8
+        for (int b = 0; b < nb; b++) {
+            const float *dx = (const float *)(act + (size_t)b * as + cols);
+            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]),
+                                     _mm512_mul_ps(d, _mm512_set1_ps(dx[s])), acc[b]);
+        }
+    }
+    const __mmask16 m = (__mmask16)((1u << valid) - 1);
+#pragma GCC unroll 8
+    for (int b = 0; b < nb; b++)
+        _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+}
+
+#define CALL_x16k(N)                                                                         \
+    (Q6 ? rows_x16_q6k(g, w->cols, act, mm->act_row, N, y, w->rows, valid)                    \
+        : rows_x16_q4k(g, w->cols, Q5, act, mm->act_row, N, y, w->rows, valid))
+#define X16K_TILE(NAME, IS_Q5, IS_Q6)                                                       \
+    static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,      \
+                     int nb) {                                                             \
+        (void)thr;                                                                         \
+        const bool Q5 = IS_Q5, Q6 = IS_Q6;                                                 \
+        const tn_weight *w = mm->w;                                                        \
+        const size_t gb = tn_x16_group_bytes(w->type, w->cols);                            \
+        for (int64_t r = r0; r < r1; r += 16) {                                            \
+            const uint8_t *g = (const uint8_t *)w->data + (size_t)(r / 16) * gb;           \
+            const int valid = w->rows - r < 16 ? (int)(w->rows - r) : 16;                   \
+            for (int j0 = 0, n; j0 < nb; j0 += n) {                                        \
+                const uint8_t *act = (const uint8_t *)mm->act + (b0 + j0) * mm->act_row;   \
+                float *y = mm->y + (b0 + j0) * w->rows + r;                                \
+                n = pass_rows(nb - j0, KB_K);                                              \
+                DISPATCH_P2_8(n, CALL_x16k);                                               \
+            }                                                                              \
+        }                                                                                  \
+    }
+X16K_TILE(tile_x16_q4k, false, false)
+X16K_TILE(tile_x16_q5k, true, false)
+X16K_TILE(tile_x16_q6k, false, true)
+
+/* The X16 kernels of the K-quants; false for other types. */
+static bool x16k_ops(tn_mm_ops *ops, uint32_t type) {
+    if (type != TN_TYPE_Q4_K && type != TN_TYPE_Q5_K && type != TN_TYPE_Q6_K)
+        return false;
+    ops->act_bytes = act_x16k_bytes;
+    ops->convert = type == TN_TYPE_Q6_K ? convert_x16_q6k : convert_x16_q4k;
+    ops->tile = type == TN_TYPE_Q4_K ? tile_x16_q4k : type == TN_TYPE_Q5_K ? tile_x16_q5k : tile_x16_q6k;
+    ops->row_align = 16;
+    return true;
+}
+
 bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
     if (layout == TN_LAYOUT_X16) {
-        if (x16m_ops(ops, type))
+        if (x16m_ops(ops, type) || x16k_ops(ops, type))
             return true;
         if (type != TN_TYPE_Q4_0 && type != TN_TYPE_Q8_0)
             return false;

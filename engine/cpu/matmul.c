@@ -225,7 +225,7 @@ static int check_weight(const tn_weight *w) {
     if (!rb || w->row_bytes < rb)
         return TN_ERR_INVALID;
     if (w->layout != TN_LAYOUT_ROWS &&
-        (w->layout != TN_LAYOUT_X16 || !tn_x16_quant_bytes(w->type) || w->row_bytes != rb))
+        (w->layout != TN_LAYOUT_X16 || !tn_x16_group_bytes(w->type, w->cols) || w->row_bytes != rb))
         return TN_ERR_INVALID;
     return TN_OK;
 }

@@ -16,7 +16,27 @@
  *                      stored + 128 (as unsigned bytes) for VNNI
  * Missing rows (past the last) and a missing odd block are zero. Every
  * block keeps its bytes (QB + the header's share is the file's block size
- * times 16): the layout costs no memory bandwidth. */
+ * times 16): the layout costs no memory bandwidth.
+ *
+ * K-quants (Q4_K, Q5_K, Q6_K): one chunk per 256-value super-block and group of
+ * 16 rows, again the file's bytes times 16, 64-byte registers whose 4-byte
+ * lane i belongs to row i:
+ *   Q4_K (2304 bytes): 32 bytes f16 d (16 rows), 32 bytes f16 dmin, then
+ *     three registers w = 0..2, lane i = scales[4w .. 4w + 3] of row i (the
+ *     packed 6-bit scales and mins, unpacked by the kernel), then for each
+ *     64-value group g = 0..3 eight registers p, lane i = qs[32g + 4p ..
+ *     32g + 4p + 3] of row i: low nibbles are values 4p.. of sub-block 2g,
+ *     high nibbles those of sub-block 2g + 1.
+ *   Q5_K (2816 bytes): as Q4_K, with 512 bytes of fifth bits between the
+ *     scales and the quants: for sub-block j and quant register p (as
+ *     Q4_K's, low or high nibbles) one 64-bit mask at 64j + 8p whose bit
+ *     4i + t is the fifth bit of byte t of lane i (as Q5_0's).
+ *   Q6_K (3360 bytes): 32 bytes f16 d, 256 bytes of int8 scales (sub-block
+ *     k of row i at 16k + i), then per 16-value sub-block k three registers
+ *     N0, N1, H; byte u of lane i holds, for row i and the 6-bit quants q
+ *     of values v = 16k + 4t + u (t = 0..3): N0 = q(t=0) & 15 | (q(t=1) & 15)
+ *     << 4, N1 the same for t = 2, 3, and H = the top two bits of q(t) at
+ *     bits 2t, 2t + 1. */
 #include "tn-cpu-internal.h"
 
 #include "tn-quant.h"
@@ -56,6 +76,23 @@ static bool x16_format(uint32_t type, x16_fmt *f) {
     }
 }
 
+/* K-quant chunk bytes per super-block and group of 16 rows (0: no such
+ * layout). */
+static size_t kq_chunk_bytes(uint32_t type) {
+    switch (type) {
+    case TN_TYPE_Q4_K:
+        return 16 * sizeof(tn_block_q4_K);
+    case TN_TYPE_Q5_K:
+        return 16 * sizeof(tn_block_q5_K);
+    case TN_TYPE_Q6_K:
+        return 16 * sizeof(tn_block_q6_K);
+    default:
+        return 0;
+    }
+}
+
+size_t tn_x16_kq_chunk_bytes(uint32_t type) { return kq_chunk_bytes(type); }
+
 size_t tn_x16_quant_bytes(uint32_t type) {
     x16_fmt f;
     return x16_format(type, &f) ? (f.qh ? 64 : 0) + 64 * (size_t)f.words : 0;
@@ -67,6 +104,8 @@ size_t tn_x16_header_bytes(uint32_t type) {
 }
 
 size_t tn_x16_group_bytes(uint32_t type, int64_t cols) {
+    if (kq_chunk_bytes(type))
+        return (size_t)(cols / 256) * kq_chunk_bytes(type);
     size_t qb = tn_x16_quant_bytes(type);
     int64_t npairs = (cols / 32 + 1) / 2;
     return qb ? (size_t)npairs * (tn_x16_header_bytes(type) + 2 * qb) : 0;
@@ -74,7 +113,7 @@ size_t tn_x16_group_bytes(uint32_t type, int64_t cols) {
 
 static bool x16_possible(const tn_weight *w) {
     return w && w->data && w->layout == TN_LAYOUT_ROWS && w->rows > 0 && w->cols > 0 &&
-           w->cols % 32 == 0 && tn_x16_quant_bytes(w->type) &&
+           w->cols % 32 == 0 && tn_x16_group_bytes(w->type, w->cols) &&
            w->row_bytes >= tn_type_row_bytes(w->type, (uint64_t)w->cols);
 }
 
@@ -89,6 +128,95 @@ size_t tn_weight_repack_size(const tn_weight *w) {
     return (size_t)((w->rows + 15) / 16) * tn_x16_group_bytes(w->type, w->cols);
 }
 
+/* The 6-bit quant of value v (0..255) of a Q6_K block, and its inverse
+ * (into a zeroed block). */
+static int q6k_get(const uint8_t *blk, int v) {
+    const uint8_t *ql = blk + 64 * (v / 128), *qh = blk + 128 + 32 * (v / 128);
+    const int l = v % 128, q = l % 32, part = l / 32; /* part: bits 2*part of qh */
+    const int lo = part & 1 ? ql[q + 32] : ql[q];
+    return ((part & 2 ? lo >> 4 : lo) & 15) | ((qh[q] >> (2 * part)) & 3) << 4;
+}
+
+static void q6k_set(uint8_t *blk, int v, int qv) {
+    uint8_t *ql = blk + 64 * (v / 128), *qh = blk + 128 + 32 * (v / 128);
+    const int l = v % 128, q = l % 32, part = l / 32;
+    uint8_t *lo = part & 1 ? &ql[q + 32] : &ql[q];
+    *lo |= (uint8_t)((qv & 15) << (part & 2 ? 4 : 0));
+    qh[q] |= (uint8_t)(((qv >> 4) & 3) << (2 * part));
+}
+
+/* Super-block s of row i (file bytes blk) into or out of its chunk c. */
+static void kq_block_x16(uint32_t type, uint8_t *c, uint8_t *blk, int i, bool to_x16) {
+#define KQ_MOVE(cp, bp, n) (to_x16 ? memcpy((cp), (bp), (n)) : memcpy((bp), (cp), (n)))
+    if (type == TN_TYPE_Q4_K || type == TN_TYPE_Q5_K) {
+        const bool q5 = type == TN_TYPE_Q5_K;
+        KQ_MOVE(c + 2 * i, blk, 2);           /* d */
+        KQ_MOVE(c + 32 + 2 * i, blk + 2, 2);  /* dmin */
+        for (int w = 0; w < 3; w++)
+            KQ_MOVE(c + 64 + 64 * w + 4 * i, blk + 4 + 4 * w, 4);
+        uint8_t *cq = c + (q5 ? 768 : 256);
+        const uint8_t *bq = blk + (q5 ? 48 : 16);
+        for (int g = 0; g < 4; g++)
+            for (int p = 0; p < 8; p++)
+                KQ_MOVE(cq + 512 * g + 64 * p + 4 * i, (uint8_t *)(uintptr_t)bq + 32 * g + 4 * p, 4);
+        if (!q5)
+            return;
+        /* Fifth bits: bit j of qh[l] is that of value l of sub-block j. */
+        uint8_t *qh = blk + 16;
+        if (!to_x16)
+            memset(qh, 0, 32);
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 32; l++) {
+                uint8_t *mb = c + 256 + 64 * j + 8 * (l / 4) + i / 2;
+                const int bit = 4 * (i & 1) + l % 4;
+                if (to_x16)
+                    *mb |= (uint8_t)(((qh[l] >> j) & 1) << bit);
+                else
+                    qh[l] |= (uint8_t)(((*mb >> bit) & 1) << j);
+            }
+        return;
+    }
+    /* Q6_K */
+    KQ_MOVE(c + 2 * i, blk + 208, 2);
+    for (int k = 0; k < 16; k++)
+        KQ_MOVE(c + 32 + 16 * k + i, blk + 192 + k, 1);
+#undef KQ_MOVE
+    if (!to_x16)
+        memset(blk, 0, 192);
+    for (int k = 0; k < 16; k++) {
+        uint8_t *r = c + 288 + 192 * k + 4 * i;
+        for (int u = 0; u < 4; u++) {
+            if (to_x16) {
+                int q[4];
+                for (int t = 0; t < 4; t++)
+                    q[t] = q6k_get(blk, 16 * k + 4 * t + u);
+                r[u] = (uint8_t)((q[0] & 15) | (q[1] & 15) << 4);
+                r[64 + u] = (uint8_t)((q[2] & 15) | (q[3] & 15) << 4);
+                r[128 + u] = (uint8_t)((q[0] >> 4) | (q[1] >> 4) << 2 | (q[2] >> 4) << 4 |
+                                       (q[3] >> 4) << 6);
+            } else {
+                for (int t = 0; t < 4; t++) {
+                    int lo = (r[64 * (t / 2) + u] >> (4 * (t % 2))) & 15;
+                    int hi = (r[128 + u] >> (2 * t)) & 3;
+                    q6k_set(blk, 16 * k + 4 * t + u, lo | hi << 4);
+                }
+            }
+        }
+    }
+}
+
+static void kq_repack(const tn_weight *w, uint8_t *dst) {
+    const size_t cb = kq_chunk_bytes(w->type), bb = cb / 16;
+    const int64_t nsb = w->cols / 256;
+    for (int64_t r = 0; r < w->rows; r++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+        uint8_t *g = dst + (size_t)(r / 16) * (size_t)nsb * cb;
+        for (int64_t s = 0; s < nsb; s++)
+            kq_block_x16(w->type, g + (size_t)s * cb, (uint8_t *)(uintptr_t)(row + (size_t)s * bb),
+                         (int)(r % 16), true);
+    }
+}
+
 int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out) {
     if (!x16_possible(w))
         return TN_ERR_UNSUPPORTED;
@@ -96,6 +224,13 @@ int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out)
     if (!dst || !out || size < need || ((uintptr_t)dst & 63))
         return TN_ERR_INVALID;
     memset(dst, 0, need);
+    if (kq_chunk_bytes(w->type)) {
+        kq_repack(w, dst);
+        *out = *w;
+        out->data = dst;
+        out->layout = TN_LAYOUT_X16;
+        return TN_OK;
+    }
     x16_fmt f;
     if (!x16_format(w->type, &f))
         return TN_ERR_UNSUPPORTED;
@@ -139,6 +274,15 @@ int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out)
 const uint8_t *tn_weight_row_raw(const tn_weight *w, int64_t r, uint8_t *tmp) {
     if (w->layout == TN_LAYOUT_ROWS)
         return (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+    if (kq_chunk_bytes(w->type)) {
+        const size_t cb = kq_chunk_bytes(w->type), bb = cb / 16;
+        const int64_t nsb = w->cols / 256;
+        const uint8_t *g = (const uint8_t *)w->data + (size_t)(r / 16) * (size_t)nsb * cb;
+        for (int64_t s = 0; s < nsb; s++)
+            kq_block_x16(w->type, (uint8_t *)(uintptr_t)(g + (size_t)s * cb), tmp + (size_t)s * bb,
+                         (int)(r % 16), false);
+        return tmp;
+    }
     x16_fmt f = {0};
     x16_format(w->type, &f); /* check_weight let only X16 types through */
     const size_t qb = tn_x16_quant_bytes(w->type), hdr = tn_x16_header_bytes(w->type);

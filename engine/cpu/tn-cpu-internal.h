@@ -188,6 +188,9 @@ static inline uint32_t tn_attn_pair_keep(int64_t w, int64_t u0, int64_t u1) {
 size_t tn_x16_quant_bytes(uint32_t type);
 size_t tn_x16_header_bytes(uint32_t type);
 size_t tn_x16_group_bytes(uint32_t type, int64_t cols);
+/* K-quants: bytes of one super-block's chunk for 16 rows (0: not a K-quant
+ * with an X16 layout). */
+size_t tn_x16_kq_chunk_bytes(uint32_t type);
 /* Row r in the file's block format: a pointer into w (rows layout) or into
  * tmp (w->row_bytes bytes), gathered from an interleaved layout. */
 const uint8_t *tn_weight_row_raw(const tn_weight *w, int64_t r, uint8_t *tmp);

@@ -784,8 +784,12 @@ static bool exact_activations(uint32_t type) {
  * norm or head mapping by orders of magnitude. */
 static double tolerance(uint32_t type) { return exact_activations(type) ? 4e-3 : 2e-2; }
 
-/* Greedy steps of 64 allowed to be decided by a near-tie (see check_arch). */
-#define MAX_TIES 3
+/* Greedy steps of 64 allowed to be decided by a near-tie (see check_arch).
+ * 4 since Q5_K runs the X16 kernel: gemma4 q5_K then meets four genuine
+ * ties (reference margins 0.008-0.099 against an engine error of 0.37-0.43
+ * at those steps; its kernel error equals the row kernel's, NMSE 1.5e-5 in
+ * test-kernels), where every other case of this test meets 0-2. */
+#define MAX_TIES 4
 
 static void check_arch(const char *arch) {
     static const uint32_t types[] = {TN_TYPE_F32,  TN_TYPE_F16,  TN_TYPE_BF16, TN_TYPE_Q8_0,
@@ -1184,13 +1188,13 @@ static void check_mkmodel(void) {
     }
 }
 
-/* The weight layout chosen at load: on an AVX-512 machine Q4_0 and Q8_0
- * matrices are repacked (X16) unless TERN_REPACK=0; tn_model_arithmetic
+/* The weight layout chosen at load: on an AVX-512 machine Q4_0, Q8_0, Q4_K
+ * and Q6_K matrices are repacked (X16) unless TERN_REPACK=0; tn_model_arithmetic
  * names the choice (pin snapshots are keyed by it). Both layouts must give
  * the same logits within the integer kernels' tolerance, and each one the
  * same bits on every run. */
 static void check_layouts(void) {
-    const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0};
+    const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0, TN_TYPE_Q4_K, TN_TYPE_Q6_K};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         spec s = make_spec("qwen3", types[t], 0); /* tied: the LM head is the embedding */
         char path[4096];

@@ -10,6 +10,9 @@ int main(int argc, char **argv) {
     int rows = 6912, cols = 1152, copies = 48;
     const char *types = argc > 1 ? argv[1] : "q4_0,q8_0,q4_1,q5_0,q5_1";
     const char *modes = argc > 2 ? argv[2] : "scalar,avx2,avx512,x16";
+    /* ROWSxCOLS (K-quants need COLS a multiple of 256, e.g. 8192x2048). */
+    if (argc > 3 && sscanf(argv[3], "%dx%d", &rows, &cols) == 2 && rows * (int64_t)cols > 16000000)
+        copies = 24;
     char tb[256]; strcpy(tb, types);
     float *x = malloc(sizeof(float) * 16 * cols), *y = malloc(sizeof(float) * 16 * rows);
     uint64_t s = 1;
