@@ -33,12 +33,28 @@ static const char *out_dir;
 static gboolean save_screenshot_once (GtkWidget  *widget,
                                       const char *name);
 
+/* Whether any GtkStack in the tree is between two pages (a crossfade):
+ * a screenshot then shows both pages half-drawn over each other. */
+static gboolean
+transition_running (GtkWidget *widget)
+{
+  if (GTK_IS_STACK (widget) && gtk_stack_get_transition_running (GTK_STACK (widget)))
+    return TRUE;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
+    if (transition_running (c))
+      return TRUE;
+  return FALSE;
+}
+
 /* A widget between two frames (a toast sliding in) may draw nothing for a
- * moment on a loaded machine: a few tries, a frame or so apart. */
+ * moment on a loaded machine: a few tries, a frame or so apart. Pages
+ * still crossfading are waited for first (up to 5 s). */
 static gboolean
 save_screenshot (GtkWidget  *widget,
                  const char *name)
 {
+  for (int i = 0; i < 50 && transition_running (widget); i++)
+    spin_for (0.1);
   for (int i = 0; i < 5; i++)
     {
       if (save_screenshot_once (widget, name))
