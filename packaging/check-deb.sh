@@ -88,7 +88,7 @@ t1=$(date +%s)
 echo "check-deb: built $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB) in $((t1 - t0)) s"
 
 # --------------------------------------------------------------- 3. lintian
-lintian --info --display-info --fail-on error "$changes" >"$out/lintian.txt" 2>&1 \
+lintian --display-info --fail-on error "$changes" >"$out/lintian.txt" 2>&1 \
     && lintian_ok=1 || lintian_ok=0
 for tag in E W I P; do
     printf '%s: %s  ' "$tag" "$(grep -c "^$tag: " "$out/lintian.txt" || true)"

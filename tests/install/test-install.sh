@@ -59,9 +59,12 @@ ok "no source or build tree path in the installed programs' data"
 out=$("$bin/tern-cli" --version 2>&1) || fail "tern-cli --version exits 0"
 check "tern-cli --version says $version ($out)" test "$out" = "tern-cli $version"
 
+# Named: the default name says "demo", and the app keeps no demo model as
+# its last model, which is what the app check below waits for.
 model=$tmp/tiny.gguf
 "$bin/tern-cli" mkmodel --arch llama --type q8_0 --embd 64 --layers 2 --heads 2 --kv-heads 1 \
-    --head-dim 32 --ff 128 --ctx 256 --seed 3 -o "$model" >"$tmp/mkmodel.log" 2>&1 \
+    --head-dim 32 --ff 128 --ctx 256 --seed 3 --name "Tern install test" -o "$model" \
+    >"$tmp/mkmodel.log" 2>&1 \
     || { cat "$tmp/mkmodel.log" >&2; fail "tern-cli mkmodel"; }
 check "tern-cli mkmodel wrote the tiny model" test -s "$model"
 if "$bin/tern-cli" run -m "$model" -p hi -n 4 >"$tmp/run.log" 2>&1; then
