@@ -36,6 +36,7 @@ fi
 ok "meson install --destdir $dest"
 check "tern-cli installed in $bin" test -x "$bin/tern-cli"
 check "model catalog installed" test -f "$share/tern/catalog/models.json"
+check "tern-cli's manual page installed" test -f "$share/man/man1/tern-cli.1"
 
 # No path of the source or the build tree in the installed programs'
 # strings (the debug information names them, as it should: not read at run
@@ -125,6 +126,7 @@ if [ "$app" = 1 ]; then
     check "MIME database written" test -f "$share/mime/mime.cache"
     check "desktop file installed" test -f "$share/applications/io.github.tern.Tern.desktop"
     check "metainfo installed" test -f "$share/metainfo/io.github.tern.Tern.metainfo.xml"
+    check "tern's manual page installed" test -f "$share/man/man1/tern.1"
 
     out=$("$bin/tern" --version 2>&1) || fail "tern --version exits 0"
     check "tern --version says $version ($out)" test "$out" = "tern $version"
