@@ -46,7 +46,7 @@ mkdir -p "$work"
 work=$(cd "$work" && pwd)
 root=$work/root
 mkdir -p "$root"
-trap 'debian_root_cleanup "$root"; [ "${KEEP_ROOT:-0}" = 1 ] || rm -rf --one-file-system "$work"' EXIT
+trap 'debian_root_cleanup "$root" || true; [ "${KEEP_ROOT:-0}" = 1 ] || rm -rf --one-file-system "$work"' EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$out"
 t0=$(date +%s)
