@@ -6,15 +6,17 @@
 #include <glib/gi18n.h>
 
 #include "tern-application.h"
+#include "tern-paths.h"
 
 int
 main (int   argc,
       char *argv[])
 {
   g_autoptr(TernApplication) app = NULL;
+  g_autofree char *localedir = tern_paths_locale_dir ();
 
   setlocale (LC_ALL, "");
-  bindtextdomain (GETTEXT_PACKAGE, LOCALEDIR);
+  bindtextdomain (GETTEXT_PACKAGE, localedir);
   bind_textdomain_codeset (GETTEXT_PACKAGE, "UTF-8");
   textdomain (GETTEXT_PACKAGE);
 

@@ -3,7 +3,9 @@
 
 #include <glib/gi18n.h>
 
+#include "tern.h"
 #include "tern-application.h"
+#include "tern-paths.h"
 #include "tern-preferences-window.h"
 #include "tern-window.h"
 
@@ -19,19 +21,22 @@ GSettings *
 tern_settings_new (void)
 {
   GSettingsSchemaSource *installed = g_settings_schema_source_get_default ();
+  g_autofree char *own_dir = tern_paths_schema_dir ();
   g_autoptr(GSettingsSchema) schema = NULL;
 
-  if (installed != NULL)
-    schema = g_settings_schema_source_lookup (installed, TERN_APP_ID, TRUE);
-  /* Uninstalled (make run, the tests): the schema compiled in the build tree. */
-  if (schema == NULL && g_file_test (TERN_BUILD_SCHEMA_DIR, G_FILE_TEST_IS_DIR))
+  /* The schema beside the running program first: installed in a prefix
+   * that XDG_DATA_DIRS does not name (a copied tree, /opt), or compiled in
+   * the build tree (make run, the tests); and not an older Tern's schema
+   * installed elsewhere on the system. */
+  if (own_dir != NULL)
     {
       g_autoptr(GSettingsSchemaSource) source =
-        g_settings_schema_source_new_from_directory (TERN_BUILD_SCHEMA_DIR, installed, FALSE,
-                                                     NULL);
+        g_settings_schema_source_new_from_directory (own_dir, installed, FALSE, NULL);
       if (source != NULL)
         schema = g_settings_schema_source_lookup (source, TERN_APP_ID, FALSE);
     }
+  if (schema == NULL && installed != NULL)
+    schema = g_settings_schema_source_lookup (installed, TERN_APP_ID, TRUE);
   if (schema == NULL)
     g_error ("the GSettings schema %s is not installed (run glib-compile-schemas)", TERN_APP_ID);
   return g_settings_new_full (schema, NULL, NULL);
@@ -120,7 +125,7 @@ tern_application_handle_local_options (GApplication *app,
 
   if (g_variant_dict_contains (options, "version"))
     {
-      g_print ("tern %s\n", PACKAGE_VERSION);
+      g_print ("tern %s\n", TN_VERSION_STRING);
       return 0;
     }
   self->demo = g_variant_dict_contains (options, "demo");
@@ -193,7 +198,7 @@ action_about (GSimpleAction *action,
                         "transient-for", gtk_application_get_active_window (GTK_APPLICATION (self)),
                         "application-name", _("Tern"),
                         "application-icon", TERN_APP_ID,
-                        "version", PACKAGE_VERSION,
+                        "version", TN_VERSION_STRING,
                         "developer-name", _("The Tern authors"),
                         "developers", developers,
                         "license-type", GTK_LICENSE_MIT_X11,
@@ -208,6 +213,23 @@ static const GActionEntry app_entries[] = {
   { "preferences", action_preferences, NULL, NULL, NULL, { 0 } },
   { "about", action_about, NULL, NULL, NULL, { 0 } },
 };
+
+/* The app's icon from its own prefix: the icon theme looks only where
+ * XDG_DATA_DIRS says, which need not name a tree copied to another prefix.
+ * (A path it already searches is searched once more: harmless.) */
+static void
+add_own_icons (void)
+{
+  g_autofree char *datadir = NULL;
+  g_autofree char *icons = NULL;
+
+  if (tern_paths_prefix () == NULL)
+    return;
+  datadir = tern_paths_datadir ();
+  icons = g_build_filename (datadir, "icons", NULL);
+  gtk_icon_theme_add_search_path (gtk_icon_theme_get_for_display (gdk_display_get_default ()),
+                                  icons);
+}
 
 static void
 tern_application_startup (GApplication *app)
@@ -251,6 +273,7 @@ tern_application_startup (GApplication *app)
   gtk_style_context_add_provider_for_display (gdk_display_get_default (),
                                               GTK_STYLE_PROVIDER (css),
                                               GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);
+  add_own_icons ();
 }
 
 static void

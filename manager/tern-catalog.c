@@ -2,6 +2,8 @@
 #include "tern-manager-private.h"
 #include "tern.h"
 
+#include "tern-paths.h"
+
 #include <json-glib/json-glib.h>
 #include <string.h>
 
@@ -638,9 +640,7 @@ tern_catalog_default_path (void)
 
   if (env != NULL && *env != '\0')
     return g_strdup (env);
-  if (g_file_test (TERN_CATALOG_INSTALLED, G_FILE_TEST_IS_REGULAR))
-    return g_strdup (TERN_CATALOG_INSTALLED);
-  return g_strdup (TERN_SOURCE_ROOT "/data/catalog/models.json");
+  return tern_paths_catalog ();
 }
 
 const char *

@@ -62,8 +62,8 @@ struct _TernCatalogFamily {
 #define TERN_TYPE_CATALOG (tern_catalog_get_type ())
 G_DECLARE_FINAL_TYPE (TernCatalog, tern_catalog, TERN, CATALOG, GObject)
 
-/* The catalog file to use: TERN_CATALOG when set, else the installed one,
- * else the one in the source tree (running uninstalled). */
+/* The catalog file to use: TERN_CATALOG when set, else the one shipped with
+ * the running program (installed, or the build tree's copy: tern-paths.h). */
 char *tern_catalog_default_path (void);
 
 TernCatalog *tern_catalog_new_from_file (const char  *path,

@@ -5,13 +5,6 @@
 
 G_BEGIN_DECLS
 
-#ifndef TERN_CATALOG_INSTALLED
-#define TERN_CATALOG_INSTALLED "/usr/share/tern/catalog/models.json"
-#endif
-#ifndef TERN_SOURCE_ROOT
-#define TERN_SOURCE_ROOT "."
-#endif
-
 /* A download in progress: FILE.partial, with what we know about the server's
  * copy (URL, ETag, advertised hash) in FILE.partial.json so that a restart
  * can resume it with a Range request. */

@@ -1,6 +1,8 @@
 /* tern-manager-util.c: small helpers of the model manager. */
 #include "tern-manager-private.h"
 
+#include "tern.h" /* TN_VERSION_STRING */
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -10,16 +12,12 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#ifndef TERN_VERSION
-#define TERN_VERSION "0.0.0"
-#endif
-
 G_DEFINE_QUARK (tern-manager-error-quark, tern_manager_error)
 
 const char *
 tern_manager_app_version (void)
 {
-  return TERN_VERSION;
+  return TN_VERSION_STRING;
 }
 
 static guint64

@@ -2656,7 +2656,7 @@ void tern_server_run(tern_server *srv) {
         return;
     }
     g_main_context_push_thread_default(srv->context);
-    srv->soup = soup_server_new("server-header", "tern/" TERN_VERSION " ", NULL);
+    srv->soup = soup_server_new("server-header", "tern/" TN_VERSION_STRING " ", NULL);
     soup_server_add_handler(srv->soup, NULL, handle_any, srv, NULL);
     g_signal_connect(srv->soup, "request-started", G_CALLBACK(on_request_started), srv);
     keepalive_anchor(srv);

@@ -34,76 +34,33 @@ if [ -z "$run_cmd" ] || [ -z "$test_cmd" ]; then
     exit 1
 fi
 [ "$(id -u)" -eq 0 ] || { echo "check-bare-debian: run as root (debootstrap, chroot)" >&2; exit 1; }
-if ! command -v debootstrap >/dev/null 2>&1; then
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends debootstrap
-fi
+# debian_root_create, _mount, _cleanup, _run (shared with packaging/check-deb.sh).
+. "$here/tools/debian-root.sh"
 
 root=${1:-$(mktemp -d /var/tmp/tern-bare-debian.XXXXXX)}
 mkdir -p "$root"
-chmod 755 "$root" # it becomes /: mktemp's 700 would lock out apt's _apt user
 root=$(cd "$root" && pwd)
-mounted=()
-cleanup() {
-    local i
-    for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
-        umount -l "${mounted[i]}" 2>/dev/null || true
-    done
-    if [ "${KEEP_ROOT:-0}" != 1 ]; then
-        # Only when nothing is mounted below it any more.
-        if ! grep -q " $root/" /proc/mounts; then
-            rm -rf --one-file-system "$root"
-        else
-            echo "check-bare-debian: $root still has mounts; left in place" >&2
-        fi
-    fi
-}
-trap cleanup EXIT
+trap 'debian_root_cleanup "$root"' EXIT
 trap 'exit 130' INT TERM
 
 t0=$(date +%s)
 echo "check-bare-debian: debootstrap --variant=minbase bookworm $root"
-debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.debootstrap.log" 2>&1 \
-    || { tail -n 30 "$root.debootstrap.log" >&2; exit 1; }
-rm -f "$root.debootstrap.log"
-# A Debian 12 installation also has its updates and security updates.
-cat >"$root/etc/apt/sources.list" <<EOF
-deb $mirror bookworm main
-deb $mirror bookworm-updates main
-deb http://deb.debian.org/debian-security bookworm-security main
-EOF
-cp /etc/resolv.conf "$root/etc/resolv.conf"
-# A throw-away root: dpkg need not fsync each of the ~750 packages' files
-# (the same packages install, minutes faster on a loaded disk).
-echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/check-bare-debian-unsafe-io"
+debian_root_create "$root" "$mirror" || exit 1
 t1=$(date +%s)
 
-for m in proc sys dev dev/pts; do
-    mkdir -p "$root/$m"
-    case $m in
-        proc) mount -t proc proc "$root/proc" ;;
-        sys) mount -t sysfs sys "$root/sys" ;;
-        dev) mount --bind /dev "$root/dev" ;;
-        dev/pts) mount --bind /dev/pts "$root/dev/pts" ;;
-    esac
-    mounted+=("$root/$m")
-done
-# /dev/shm is where sanitizers and Node keep nothing, but glib and python's
-# multiprocessing look for it: a private tmpfs, as on a booted system.
-mkdir -p "$root/dev/shm" && mount -t tmpfs shm "$root/dev/shm" && mounted+=("$root/dev/shm")
+debian_root_mount "$root"
 
 # The source: this repository's committed history as a bare repository in the
 # new root (a worktree's .git points outside it), cloned inside the README's way.
 git clone -q --bare "$here" "$root/srv/tern.git"
 
-envs=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-      LANG=C.UTF-8 TERM=dumb DEBIAN_FRONTEND=noninteractive)
 cafile=${NPM_CAFILE:-$(npm config get cafile 2>/dev/null || true)}
 if [ -n "$cafile" ] && [ "$cafile" != null ] && [ -f "$cafile" ]; then
     cp "$cafile" "$root/etc/npm-ca-bundle.pem"
-    envs+=(npm_config_cafile=/etc/npm-ca-bundle.pem)
+    debian_root_env+=(npm_config_cafile=/etc/npm-ca-bundle.pem)
     echo "check-bare-debian: npm inside uses the CA bundle $cafile (npm_config_cafile)"
 fi
-inside() { chroot "$root" /usr/bin/env -i "${envs[@]}" /bin/sh -c "$1"; }
+inside() { debian_root_run "$root" "$1"; }
 
 echo "check-bare-debian: getting the source (apt-get install git; git clone)"
 inside "apt-get update -qq && apt-get install -y -qq git >/dev/null && git clone -q /srv/tern.git /root/tern" \

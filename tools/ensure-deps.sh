@@ -9,7 +9,12 @@ test=(clang libclang-rt-14-dev)
 app=(libgtk-4-dev libadwaita-1-dev libjson-glib-dev libcmark-gfm-dev libcmark-gfm-extensions-dev
      gettext desktop-file-utils appstream xvfb xauth
      # image prompts (imageio/): WebP decoding, and zlib for tests/imageio
-     webp-pixbuf-loader zlib1g-dev)
+     webp-pixbuf-loader zlib1g-dev
+     # tests/install: the installed app gets its own D-Bus session
+     # (dbus-run-session) and is told to quit over it (gapplication)
+     dbus-daemon libglib2.0-bin
+     # gnome.post_install's programs, which meson looks up when it configures
+     gtk-update-icon-cache shared-mime-info)
 # The model manager (manager/: catalog, downloads; tern-cli list/pull) and its
 # tests, whose HTTP server is python3's http.server; curl: tests/server (tern-cli serve).
 manager=(libglib2.0-dev libsoup-3.0-dev libjson-glib-dev glib-networking curl)
