@@ -1,8 +1,6 @@
 /* main.c: tern, the desktop app. */
 #include "config.h"
 
-#include <locale.h>
-
 #include <glib/gi18n.h>
 
 #include "tern-application.h"
@@ -13,10 +11,7 @@ main (int   argc,
 {
   g_autoptr(TernApplication) app = NULL;
 
-  setlocale (LC_ALL, "");
-  bindtextdomain (GETTEXT_PACKAGE, LOCALEDIR);
-  bind_textdomain_codeset (GETTEXT_PACKAGE, "UTF-8");
-  textdomain (GETTEXT_PACKAGE);
+  tern_i18n_init ();
 
   g_set_application_name (_("Tern"));
   app = tern_application_new (G_APPLICATION_DEFAULT_FLAGS);

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <glib/gi18n.h>
+#include <locale.h>
 
 #include "tern-application.h"
 #include "tern-preferences-window.h"
@@ -14,6 +15,17 @@ struct _TernApplication {
 };
 
 G_DEFINE_FINAL_TYPE (TernApplication, tern_application, ADW_TYPE_APPLICATION)
+
+void
+tern_i18n_init (void)
+{
+  const char *dir = g_getenv ("TERN_LOCALEDIR");
+
+  setlocale (LC_ALL, "");
+  bindtextdomain (GETTEXT_PACKAGE, dir != NULL && *dir != '\0' ? dir : LOCALEDIR);
+  bind_textdomain_codeset (GETTEXT_PACKAGE, "UTF-8");
+  textdomain (GETTEXT_PACKAGE);
+}
 
 GSettings *
 tern_settings_new (void)
