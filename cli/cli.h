@@ -124,8 +124,8 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* An engine error's message in the user's language (docs/TRANSLATING.md), in
  * a buffer of the calling thread, valid until its next call. */
 const char *cli_engine_message(const tn_error *err);
-/* The user's locale and tern-cli's translations ($TERN_LOCALEDIR, else the
- * installed ones). */
+/* The user's LC_MESSAGES and tern-cli's translations ($TERN_LOCALEDIR, else
+ * the installed ones). */
 void cli_i18n_init(void);
 /* OPT's value S as a number within [lo, hi]; false (after printing which
  * option wants what) otherwise. */

@@ -49,10 +49,11 @@ const char *cli_engine_message(const tn_error *err) {
 
 void cli_i18n_init(void) {
     const char *dir = getenv("TERN_LOCALEDIR");
-    setlocale(LC_ALL, "");
-    /* Numbers stay as scripts and JSON read them ("0.7", not "0,7"): in
-     * arguments (strtod), figures and the server's answers. */
-    setlocale(LC_NUMERIC, "C");
+    /* Only the messages follow the user's locale: numbers stay as scripts and
+     * JSON read them ("0.7", not "0,7", in arguments, figures and the
+     * server's answers), and character classes and GLib's sizes stay plain
+     * ASCII as before (the catalogs are bound to UTF-8 below). */
+    setlocale(LC_MESSAGES, "");
     bindtextdomain(GETTEXT_PACKAGE, dir && *dir ? dir : LOCALEDIR);
     bind_textdomain_codeset(GETTEXT_PACKAGE, "UTF-8");
     textdomain(GETTEXT_PACKAGE);
