@@ -37,10 +37,10 @@ RUN_MODEL = $(if $(MODEL),$(MODEL),$(DEMO))
 run: demo
 	@if [ -x $(BUILD)/app/tern ] && [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
 	    echo "Starting Tern on $(RUN_MODEL)"; \
-	    TERN_DEMO_MODEL=$(abspath $(DEMO)) $(BUILD)/app/tern $(RUN_MODEL); \
+	    TERN_LOCALEDIR=$(abspath $(BUILD))/po TERN_DEMO_MODEL=$(abspath $(DEMO)) $(BUILD)/app/tern $(RUN_MODEL); \
 	else \
 	    echo "No display: chatting with $(RUN_MODEL) in the terminal (Ctrl-D ends)"; \
-	    $(BUILD)/cli/tern-cli run -m $(RUN_MODEL); \
+	    TERN_LOCALEDIR=$(abspath $(BUILD))/po $(BUILD)/cli/tern-cli run -m $(RUN_MODEL); \
 	fi
 
 $(TEST_BUILD)/build.ninja:

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <glib/gi18n.h>
+#include <locale.h>
 
 #include "tern.h"
 #include "tern-application.h"
@@ -16,6 +17,20 @@ struct _TernApplication {
 };
 
 G_DEFINE_FINAL_TYPE (TernApplication, tern_application, ADW_TYPE_APPLICATION)
+
+void
+tern_i18n_init (void)
+{
+  const char *dir = g_getenv ("TERN_LOCALEDIR");
+  /* The build tree's po/ or the running prefix's locale folder
+   * (paths/tern-paths.h); TERN_LOCALEDIR overrides both. */
+  g_autofree char *found = tern_paths_locale_dir ();
+
+  setlocale (LC_ALL, "");
+  bindtextdomain (GETTEXT_PACKAGE, dir != NULL && *dir != '\0' ? dir : found);
+  bind_textdomain_codeset (GETTEXT_PACKAGE, "UTF-8");
+  textdomain (GETTEXT_PACKAGE);
+}
 
 GSettings *
 tern_settings_new (void)

@@ -13,6 +13,10 @@ G_DECLARE_FINAL_TYPE (TernApplication, tern_application, TERN, APPLICATION, AdwA
 TernApplication *tern_application_new          (GApplicationFlags flags);
 GSettings       *tern_application_get_settings (TernApplication  *self);
 
+/* The user's locale and the app's translations: from $TERN_LOCALEDIR when set
+ * (the tests, `make run`: the build tree's po/), else the installed ones. */
+void             tern_i18n_init                (void);
+
 /* The app's settings; found in the build tree when Tern runs uninstalled. */
 GSettings       *tern_settings_new             (void);
 /* Where chats are saved: $XDG_DATA_HOME/tern/chats. */

@@ -156,6 +156,7 @@ typedef struct {
   char *path;
   char *description;
   char *error;
+  char *english;         /* model-loaded: the engine's message, untranslated */
   gboolean flag;
   int n;
   TernStats stats;
@@ -171,6 +172,7 @@ event_free (gpointer data)
   g_free (ev->path);
   g_free (ev->description);
   g_free (ev->error);
+  g_free (ev->english);
   g_free (ev);
 }
 
@@ -235,7 +237,7 @@ event_dispatch (gpointer data)
       if (ev->error == NULL)
         owner->has_model = TRUE;
       g_signal_emit (owner, signals[SIGNAL_MODEL_LOADED], 0, ev->id, ev->path,
-                     ev->description, ev->flag, ev->error);
+                     ev->description, ev->flag, ev->error, ev->english);
       break;
     case SIGNAL_TOKEN_COUNT:
       g_signal_emit (owner, signals[SIGNAL_TOKEN_COUNT], 0, ev->id, ev->n);
@@ -443,6 +445,31 @@ set_running_session (Engine     *engine,
   g_mutex_unlock (&engine->shared->lock);
 }
 
+char *
+tern_engine_error_text (const tn_error *err)
+{
+  char text[TN_ERROR_MESSAGE_MAX];
+
+  /* libtern keeps the English format and its arguments: the message is
+   * rebuilt in the user's language from the format's translation (the engine's
+   * formats are in tern.pot, docs/TRANSLATING.md). */
+  if (err->format == NULL)
+    return g_strdup (err->message);
+  return g_strdup (tn_error_format (err, g_dgettext (GETTEXT_PACKAGE, err->format), text,
+                                    sizeof text));
+}
+
+/* A message of the app's own in place of the engine's (already translated). */
+static void
+set_error (tn_error   *err,
+           int         code,
+           const char *message)
+{
+  err->code = code;
+  err->format = NULL;
+  g_snprintf (err->message, sizeof err->message, "%s", message);
+}
+
 /* A small random-weight model with the synthetic vocabulary: written in well
  * under a second, so "Use demo model" works even without the build's demo. */
 static int
@@ -455,8 +482,9 @@ make_demo_model (const char *path,
   if (g_mkdir_with_parents (dir, 0755) != 0)
     {
       int saved = errno;
-      err->code = TN_ERR_IO;
-      g_snprintf (err->message, sizeof err->message, "%s: %s", dir, g_strerror (saved));
+      g_autofree char *message = g_strdup_printf ("%s: %s", dir, g_strerror (saved));
+
+      set_error (err, TN_ERR_IO, message);
       return TN_ERR_IO;
     }
   p.arch = "qwen3";
@@ -672,12 +700,13 @@ handle_load (Engine  *engine,
   return;
 
 cancelled:
-  g_snprintf (err.message, sizeof err.message, "%s", _("Loading was cancelled"));
+  set_error (&err, TN_ERR_CANCELLED, _("Loading was cancelled"));
 fail:
   tn_drafter_free (lookup);
   tn_session_free (session);
   tn_model_free (model);
-  ev->error = g_strdup (err.message[0] ? err.message : _("The model could not be loaded"));
+  ev->error = err.message[0] ? tern_engine_error_text (&err) : g_strdup (_("The model could not be loaded"));
+  ev->english = g_strdup (err.message[0] ? err.message : "The model could not be loaded");
   event_post (ev);
 }
 
@@ -710,7 +739,8 @@ handle_drafter (Engine  *engine,
       else
         rc = tn_drafter_new_model (engine->model, req->text, dp, &d, &err);
       if (rc != TN_OK)
-        ev->error = g_strdup (err.message[0] ? err.message : _("The draft file could not be loaded"));
+        ev->error = err.message[0] ? tern_engine_error_text (&err)
+                                   : g_strdup (_("The draft file could not be loaded"));
       else
         {
           engine->chosen = d;
@@ -776,7 +806,7 @@ handle_pin (Engine  *engine,
       if (rc == TN_ERR_CANCELLED)
         ev->flag = TRUE;
       else if (rc != TN_OK)
-        ev->error = g_strdup (err.message);
+        ev->error = tern_engine_error_text (&err);
     }
   if (engine->session != NULL)
     fill_pin_state (&ev->pin, engine->session);
@@ -822,9 +852,8 @@ encode_images (Engine        *engine,
 
   if (engine->vision == NULL)
     {
-      err->code = TN_ERR_INVALID;
-      g_snprintf (err->message, sizeof err->message, "%s",
-                  _("This model has no vision projector (*mmproj*.gguf beside it): it cannot read images"));
+      set_error (err, TN_ERR_INVALID,
+                 _("This model has no vision projector (*mmproj*.gguf beside it): it cannot read images"));
       return TN_ERR_INVALID;
     }
   n_tok = tn_vision_tokens (engine->vision, budget);
@@ -843,15 +872,15 @@ encode_images (Engine        *engine,
 
       if (img == NULL)
         {
-          rc = err->code = TN_ERR_INVALID;
-          g_snprintf (err->message, sizeof err->message, "%s", error->message);
+          rc = TN_ERR_INVALID;
+          set_error (err, rc, error->message);
           break;
         }
       rows = g_try_new (float, (gsize) n_tok * (gsize) n_embd);
       if (rows == NULL)
         {
-          rc = err->code = TN_ERR_NOMEM;
-          g_snprintf (err->message, sizeof err->message, "%s", _("out of memory"));
+          rc = TN_ERR_NOMEM;
+          set_error (err, rc, _("out of memory"));
           break;
         }
       out[i].embd = rows;
@@ -865,9 +894,7 @@ encode_images (Engine        *engine,
   (void) engine;
   (void) req;
   (void) out;
-  err->code = TN_ERR_INVALID;
-  g_snprintf (err->message, sizeof err->message, "%s",
-              _("This build of Tern cannot read images (no gdk-pixbuf)"));
+  set_error (err, TN_ERR_INVALID, _("This build of Tern cannot read images (no gdk-pixbuf)"));
   return TN_ERR_INVALID;
 #endif
 }
@@ -1048,7 +1075,7 @@ done:
       || st.stop_reason == TN_STOP_CALLBACK || is_cancelled (engine->shared, req->id))
     ev->flag = TRUE;
   else if (rc != TN_OK)
-    ev->error = g_strdup (err.message);
+    ev->error = tern_engine_error_text (&err);
   event_post (ev);
 }
 
@@ -1379,8 +1406,8 @@ tern_engine_worker_class_init (TernEngineWorkerClass *klass)
 
   signals[SIGNAL_MODEL_LOADED] =
     g_signal_new ("model-loaded", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 5, G_TYPE_UINT, G_TYPE_STRING, G_TYPE_STRING,
-                  G_TYPE_BOOLEAN, G_TYPE_STRING);
+                  NULL, G_TYPE_NONE, 6, G_TYPE_UINT, G_TYPE_STRING, G_TYPE_STRING,
+                  G_TYPE_BOOLEAN, G_TYPE_STRING, G_TYPE_STRING);
   signals[SIGNAL_TOKEN_COUNT] =
     g_signal_new ("token-count", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                   NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_INT);

@@ -9,6 +9,8 @@
 
 #include <gio/gio.h>
 
+#include "tern.h"
+
 G_BEGIN_DECLS
 
 typedef enum {
@@ -79,6 +81,9 @@ G_DECLARE_FINAL_TYPE (TernEngineWorker, tern_engine_worker, TERN, ENGINE_WORKER,
 
 TernEngineWorker *tern_engine_worker_new               (void);
 
+/* An engine error's message in the user's language (docs/TRANSLATING.md). */
+char             *tern_engine_error_text               (const tn_error        *err);
+
 /* Session size for the next load: context rows and threads. n_ctx <= 0:
  * tern_context_auto for the model and this machine; threads <= 0: every
  * physical core. */
@@ -87,7 +92,9 @@ void              tern_engine_worker_set_session_size  (TernEngineWorker      *s
                                                         int                    n_threads);
 
 /* Each returns the request id. Signals:
- *   model-loaded (id, path, description, is_demo, error-or-NULL)
+ *   model-loaded (id, path, description, is_demo, error-or-NULL, english-or-NULL)
+ *                                             error in the user's language, english
+ *                                             as the engine wrote it
  *   token-count (id, n_tokens or -1)
  *   pinned (id, TernPinState *, error-or-NULL, cancelled)
  *   update (id, new_text, TernStats *, const guint8 *drafted)

@@ -591,7 +591,8 @@ send_text (TernWindow *self,
 static void
 show_load_error (TernWindow *self,
                  const char *path,
-                 const char *error)
+                 const char *error,
+                 const char *english)
 {
   g_autofree char *name = g_path_get_basename (path ? path : "");
   g_autofree char *prefix = g_strconcat (path ? path : "", ": ", NULL);
@@ -607,7 +608,11 @@ show_load_error (TernWindow *self,
                                                                       : error);
   if (*reason != '\0')
     *reason = g_ascii_toupper (*reason);
-  if (strstr (error, "which Tern cannot run") != NULL)
+  /* The kind of failure, from the engine's English message (error is in the
+   * user's language). */
+  if (english == NULL)
+    english = error;
+  if (strstr (english, "which Tern cannot run") != NULL)
     {
       GString *types = g_string_new (NULL);
 
@@ -622,9 +627,9 @@ show_load_error (TernWindow *self,
       g_string_free (types, TRUE);
       hint = hint_owned;
     }
-  else if (strstr (error, "is not supported") != NULL || strstr (error, "does not support") != NULL)
+  else if (strstr (english, "is not supported") != NULL || strstr (english, "does not support") != NULL)
     hint = _("Choose a model of a supported kind, or use the Models window to download one.");
-  else if (strstr (error, "No such file") != NULL)
+  else if (strstr (english, "No such file") != NULL)
     hint = _("The file may have been moved or deleted.");
   else
     hint = _("The file may be damaged or incomplete (an interrupted download?), or not a GGUF model.");
@@ -655,7 +660,8 @@ on_model_loaded (TernWindow *self,
                  const char *path,
                  const char *description,
                  gboolean    is_demo,
-                 const char *error)
+                 const char *error,
+                 const char *english)
 {
   g_autofree char *system_prompt = NULL;
 
@@ -666,7 +672,7 @@ on_model_loaded (TernWindow *self,
     {
       g_free (self->last_error);
       self->last_error = g_strdup (error);
-      show_load_error (self, path, error);
+      show_load_error (self, path, error, english);
       update_actions (self);
       return;
     }

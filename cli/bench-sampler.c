@@ -82,7 +82,7 @@ static int bench_alone(const char *vocab_list, int reps) {
             tn_sampler *s = NULL;
             tn_error err = {0};
             if (tn_sampler_new((int32_t)V, params_of(&configs[c], 1), &s, &err) != TN_OK) {
-                cli_error("%s", err.message);
+                cli_error("%s", cli_engine_message(&err));
                 rc = CLI_EXIT_BAD_INPUT;
                 break;
             }
@@ -134,7 +134,7 @@ static int bench_decode(const char *path, long n, long threads, int reps) {
     tn_error err = {0};
     tn_model *m = NULL;
     if (tn_model_load(path, tn_model_default_params(), &m, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return CLI_EXIT_BAD_INPUT;
     }
     const int32_t V = tn_model_n_vocab(m);
@@ -145,7 +145,7 @@ static int bench_decode(const char *path, long n, long threads, int reps) {
     if (!logits || tn_ctx_new(m, (int32_t)n + 8, (int32_t)threads, &ctx, &err) != TN_OK ||
         tn_sampler_new(V, params_of(&configs[0], 1), &greedy, &err) != TN_OK ||
         tn_sampler_new(V, params_of(&configs[1], 1), &temp, &err) != TN_OK) {
-        cli_error("%s", err.message[0] ? err.message : "out of memory");
+        cli_error("%s", err.message[0] ? cli_engine_message(&err) : "out of memory");
         goto done;
     }
     printf("decode of %ld tokens, vocabulary %d, %d thread(s):\n", n, V, tn_ctx_n_threads(ctx));
@@ -154,7 +154,7 @@ static int bench_decode(const char *path, long n, long threads, int reps) {
         const double g = decode_run(ctx, greedy, logits, (int32_t)n, 1, &err);
         const double t = decode_run(ctx, temp, logits, (int32_t)n, 1, &err);
         if (g < 0 || t < 0) {
-            cli_error("%s", err.message);
+            cli_error("%s", cli_engine_message(&err));
             goto done;
         }
         printf("  run %d: greedy %.1f tok/s, temp 0.7 %.1f tok/s (ratio %.3f)\n", r + 1, g, t,

@@ -100,7 +100,7 @@ static run_result measure(tn_session *s, const int32_t *prompt, int32_t n_prompt
             tn_drafter_reset(d);
         r.rc = tn_session_ask_tokens(s, prompt, n_prompt, &g, on_token, &c, &st, &err);
         if (r.rc != TN_OK) {
-            cli_error("%s", err.message);
+            cli_error("%s", cli_engine_message(&err));
             break;
         }
         v[rep] = st.decode_ms > 0 && c.n > 1 ? (c.n - 1) * 1e3 / st.decode_ms : 0;
@@ -149,7 +149,7 @@ static int verify_curve(const tn_model *m, const int32_t *ctx_tokens, int32_t n_
             cost[b] = cli_spread_of(v, reps).median;
     }
     if (rc != TN_OK)
-        cli_error("bench: %s", err.message[0] ? err.message : tn_status_name(rc));
+        cli_error("bench: %s", err.message[0] ? cli_engine_message(&err) : tn_status_name(rc));
     tn_ctx_free(ctx);
     free(logits);
     free(v);
@@ -223,7 +223,7 @@ int cmd_bench_spec(int argc, char **argv) {
     tn_error err = {0};
     tn_model *m = NULL;
     if (tn_model_load(model_path, tn_model_default_params(), &m, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return CLI_EXIT_BAD_INPUT;
     }
     int status = CLI_EXIT_OK;
@@ -249,7 +249,7 @@ int cmd_bench_spec(int argc, char **argv) {
         goto out;
     }
     if (tn_session_new(m, sp, &s, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         status = CLI_EXIT_BAD_INPUT;
         goto out;
     }
@@ -298,7 +298,7 @@ int cmd_bench_spec(int argc, char **argv) {
     tn_drafter_ops ops = {.propose = oracle_propose};
     tn_drafter *od = NULL;
     if (tn_drafter_new_custom(&ops, &orc, TN_SPEC_MAX_DRAFT, &od, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         status = CLI_EXIT_BAD_INPUT;
         goto out;
     }

@@ -5,7 +5,19 @@
 
 #include "tern.h"
 
+#include <libintl.h>
 #include <stdio.h>
+
+/* Translations (po/, docs/TRANSLATING.md): tern-cli is plain C, so gettext
+ * comes from the C library; the files that include GLib's gi18n define the
+ * same macros. Help texts, errors and progress are translated; figures, stats
+ * lines and JSON stay as scripts read them. */
+#ifndef _
+#define _(s) gettext(s)
+#endif
+#ifndef N_
+#define N_(s) s
+#endif
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_USAGE 1
@@ -48,10 +60,10 @@ typedef struct cli_spec {
     long draft_max;   /* 0: the drafter's default */
 } cli_spec;
 #define CLI_SPEC_USAGE                                                                  \
-    "  --spec S         speculative decoding: none (default), lookup (n-grams of the\n"  \
+    N_("  --spec S         speculative decoding: none (default), lookup (n-grams of the\n"  \
     "                   prompt and output), draft:PATH (a smaller model with the same\n" \
     "                   vocabulary), dflash:PATH (a DFlash block draft for this model)\n" \
-    "  --draft-max K    tokens per draft (default: lookup 10, draft 8, DFlash block-1)\n"
+    "  --draft-max K    tokens per draft (default: lookup 10, draft 8, DFlash block-1)\n")
 /* argv[*i] is --spec or --draft-max: consumes it and its value (*i moves to
  * the value) and returns 1; another option: 0; a bad value: -1, printed. */
 int cli_spec_parse_arg(cli_spec *s, int argc, char **argv, int *i);
@@ -82,11 +94,11 @@ typedef struct cli_images {
     const char *mmproj;
 } cli_images;
 #define CLI_IMAGES_USAGE                                                                   \
-    "  --image PATH     ask about an image (PNG, JPEG, WebP, GIF; repeatable); it goes\n"  \
+    N_("  --image PATH     ask about an image (PNG, JPEG, WebP, GIF; repeatable); it goes\n"  \
     "                   before the text, or where the text says <__image__>\n"            \
     "  --image-tokens N image token budget (default: the model's, 256 for Gemma 3)\n"      \
     "  --mmproj PATH    the vision projector (default: the *mmproj*.gguf beside the\n"     \
-    "                   model)\n"
+    "                   model)\n")
 /* Like cli_spec_parse_arg, for --image, --image-tokens and --mmproj. */
 int cli_images_parse_arg(cli_images *ci, int argc, char **argv, int *i);
 /* The images decoded and encoded for the model: images[n] own their rows. */
@@ -109,6 +121,12 @@ void cli_encoded_free(cli_encoded *e);
 
 /* Prints "tern-cli: MESSAGE" on one line to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* An engine error's message in the user's language (docs/TRANSLATING.md), in
+ * a buffer of the calling thread, valid until its next call. */
+const char *cli_engine_message(const tn_error *err);
+/* The user's LC_MESSAGES and tern-cli's translations ($TERN_LOCALEDIR, else
+ * the installed ones). */
+void cli_i18n_init(void);
 /* OPT's value S as a number within [lo, hi]; false (after printing which
  * option wants what) otherwise. */
 bool cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);

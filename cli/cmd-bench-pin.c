@@ -208,6 +208,7 @@ static int measure_snapshot(const bench *b, const int32_t *pin, int32_t n_pin, c
         tn_pin_info pi = tn_session_pin_info(s);
         if (rc == TN_OK && !pi.loaded_from_snapshot) {
             snprintf(err->message, sizeof err->message, "%s: the snapshot was not used", path);
+            err->format = NULL;
             rc = TN_ERR_IO;
         }
         (is_cold ? cold : warm)[r % b->reps] = pi.prefill_ms;
@@ -287,7 +288,7 @@ int cmd_bench_pin(int argc, char **argv) {
     tn_error err = {0};
     tn_model *model = NULL;
     if (tn_model_load(model_path, tn_model_default_params(), &model, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return CLI_EXIT_BAD_INPUT;
     }
     if (n_ctx > tn_model_n_ctx_train(model)) {
@@ -336,7 +337,7 @@ int cmd_bench_pin(int argc, char **argv) {
         rc = measure_snapshot(&b, pin_long, (int32_t)n_long, tmp, &sn, &err);
     rmdir(tmp);
     if (rc != TN_OK) {
-        cli_error("bench: %s", err.message);
+        cli_error("bench: %s", cli_engine_message(&err));
         status = CLI_EXIT_BAD_INPUT;
         goto out;
     }

@@ -417,7 +417,7 @@ static int decode_or_fail(tn_ctx *ctx, const int32_t *tok, int32_t n, tn_logits_
     memset(&err, 0, sizeof err);
     int rc = tn_ctx_decode(ctx, tok, n, mode, logits, &err);
     if (rc != TN_OK)
-        cli_error("bench: %s", err.message[0] ? err.message : tn_status_name(rc));
+        cli_error("bench: %s", err.message[0] ? cli_engine_message(&err) : tn_status_name(rc));
     return rc;
 }
 
@@ -428,14 +428,14 @@ static int bench_model(const model_opts *o) {
     mp.load_tokenizer = false;
     tn_model *model = NULL;
     if (tn_model_load(o->path, mp, &model, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return CLI_EXIT_BAD_INPUT;
     }
     /* Positions past the training context are still valid work to time. */
     long need = (o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen) + o->verify + 65;
     tn_ctx *ctx = NULL;
     if (tn_ctx_new(model, (int32_t)need, (int32_t)o->threads, &ctx, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         tn_model_free(model);
         return CLI_EXIT_BAD_INPUT;
     }

@@ -102,7 +102,7 @@ int cmd_info(int argc, char **argv) {
     tn_gguf *g = NULL;
     tn_error err;
     if (tn_gguf_open(path, &g, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return CLI_EXIT_BAD_INPUT;
     }
     printf("%s: GGUF v%u, %" PRIu64 " bytes, %" PRId64 " metadata keys, %" PRId64

@@ -132,7 +132,7 @@ int cmd_mkmodel(int argc, char **argv) {
     }
     tn_error err;
     if (tn_mkmodel(&p, out, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return err.code == TN_ERR_INVALID ? CLI_EXIT_USAGE : CLI_EXIT_BAD_INPUT;
     }
     (void)have;

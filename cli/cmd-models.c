@@ -35,7 +35,7 @@ static int parse_opts(int argc, char **argv, models_opts *o, bool want_arg, bool
             o->help = true;
         } else if (!strcmp(a, "--catalog") || (allow_name && !strcmp(a, "--name"))) {
             if (i + 1 >= argc) {
-                cli_error("%s: %s needs a value", o->command, a);
+                cli_error(_("%s: %s needs a value"), o->command, a);
                 return CLI_EXIT_USAGE;
             }
             if (!strcmp(a, "--catalog"))
@@ -47,17 +47,17 @@ static int parse_opts(int argc, char **argv, models_opts *o, bool want_arg, bool
         } else if (allow_json && !strcmp(a, "--json")) {
             o->json = true;
         } else if (a[0] == '-' && a[1]) {
-            cli_error("%s: unknown option '%s' (see 'tern-cli %s --help')", o->command, a, o->command);
+            cli_error(_("%s: unknown option '%s' (see 'tern-cli %s --help')"), o->command, a, o->command);
             return CLI_EXIT_USAGE;
         } else if (want_arg && !o->arg) {
             o->arg = a;
         } else {
-            cli_error("%s: unexpected argument '%s'", o->command, a);
+            cli_error(_("%s: unexpected argument '%s'"), o->command, a);
             return CLI_EXIT_USAGE;
         }
     }
     if (want_arg && !o->arg && !o->help) {
-        cli_error("%s: which model? (usage: tern-cli %s TAG; 'tern-cli list' shows them)", o->command,
+        cli_error(_("%s: which model? (usage: tern-cli %s TAG; 'tern-cli list' shows them)"), o->command,
                   o->command);
         return CLI_EXIT_USAGE;
     }
@@ -93,12 +93,12 @@ static char *tag_size_text(const TernCatalogTag *tag) {
 static char *state_text(TernModelStore *store, const TernCatalogTag *tag) {
     TernModelState state = tern_model_store_get_state(store, tag->tag, tag);
     if (state == TERN_MODEL_STATE_AVAILABLE && !tern_catalog_tag_supported(tag))
-        return g_strdup_printf("needs Tern %s", tag->min_app_version);
+        return g_strdup_printf(_("needs Tern %s"), tag->min_app_version);
     if (state == TERN_MODEL_STATE_PARTIAL) {
         guint64 total = tern_catalog_tag_size(tag);
         guint64 missing = tern_model_store_get_missing_bytes(store, tag);
         if (total > 0 && missing <= total)
-            return g_strdup_printf("partial %d%%", (int)(100.0 * (double)(total - missing) / (double)total));
+            return g_strdup_printf(_("partial %d%%"), (int)(100.0 * (double)(total - missing) / (double)total));
     }
     return g_strdup(tern_model_state_to_string(state));
 }
@@ -201,11 +201,11 @@ int cmd_list(int argc, char **argv) {
     if (rc != CLI_EXIT_OK)
         return rc;
     if (o.help) {
-        printf("usage: tern-cli list [--json] [--catalog PATH]\n\n"
+        fputs(_("usage: tern-cli list [--json] [--catalog PATH]\n\n"
                "The models of the catalog and their state (available, partial, installed,\n"
                "broken), and the imported ones. --json: one object per model, with paths.\n"
                "The catalog: --catalog PATH, else $TERN_CATALOG, else the installed one.\n"
-               "The store: $XDG_DATA_HOME/tern/models.\n");
+               "The store: $XDG_DATA_HOME/tern/models.\n"), stdout);
         return CLI_EXIT_OK;
     }
     g_autoptr(TernCatalog) catalog = load_catalog(&o, false);
@@ -262,7 +262,7 @@ int cmd_list(int argc, char **argv) {
         if (tern_catalog_find_tag(catalog, *t))
             continue;
         if (!header)
-            printf("\nImported and other installed models\n");
+            fputs(_("\nImported and other installed models\n"), stdout);
         header = true;
         g_autofree char *size = size_text(tern_model_store_get_tag_size(store, *t));
         g_autofree char *path = tern_model_store_get_path(store, *t, TERN_PACKAGE_ROLE_BASE);
@@ -271,7 +271,7 @@ int cmd_list(int argc, char **argv) {
                path ? path : "");
     }
     g_autofree char *usage = tern_manager_format_size(tern_model_store_get_disk_usage(store));
-    printf("\n%s in %s\n", usage, tern_model_store_get_root(store));
+    printf(_("\n%s in %s\n"), usage, tern_model_store_get_root(store));
     return CLI_EXIT_OK;
 }
 
@@ -313,8 +313,8 @@ static void on_waiting(TernDownloader *dl, const char *tag, const char *file, gp
     if (st->tty)
         fputc('\r', stderr);
     fprintf(stderr,
-            "%s: %s is being downloaded by another program (tern-cli or the Tern app); "
-            "waiting for it to finish (Ctrl-C stops waiting)\n",
+            _("%s: %s is being downloaded by another program (tern-cli or the Tern app); "
+            "waiting for it to finish (Ctrl-C stops waiting)\n"),
             tag, file);
 }
 
@@ -336,7 +336,7 @@ int cmd_pull(int argc, char **argv) {
     if (rc != CLI_EXIT_OK)
         return rc;
     if (o.help) {
-        printf("usage: tern-cli pull [--catalog PATH] TAG\n\n"
+        fputs(_("usage: tern-cli pull [--catalog PATH] TAG\n\n"
                "Downloads a model of the catalog (see 'tern-cli list') into\n"
                "$XDG_DATA_HOME/tern/models, verifying every file. An interrupted pull\n"
                "(Ctrl-C, a lost connection) resumes where it stopped when run again.\n"
@@ -344,7 +344,7 @@ int cmd_pull(int argc, char **argv) {
                "(QUANT default Q4_K_M, any case), or a file's URL,\n"
                "https://huggingface.co/OWNER/REPO/resolve/REVISION/FILE.gguf; HF_TOKEN\n"
                "(gated repositories) and HF_ENDPOINT (a mirror) are honoured.\n"
-               "Proxies: http_proxy, https_proxy, no_proxy.\n");
+               "Proxies: http_proxy, https_proxy, no_proxy.\n"), stdout);
         return CLI_EXIT_OK;
     }
     /* A Hub reference becomes a one-tag catalog, pinned to the commit the
@@ -355,10 +355,10 @@ int cmd_pull(int argc, char **argv) {
         g_autoptr(GError) hub_error = NULL;
         catalog = tern_hub_resolve(o.arg, NULL, &hub_tag, &hub_error);
         if (!catalog) {
-            cli_error("pull: %s", hub_error->message);
+            cli_error(_("pull: %s"), hub_error->message);
             return CLI_EXIT_BAD_INPUT;
         }
-        fprintf(stderr, "%s is %s (%s)\n", o.arg, hub_tag,
+        fprintf(stderr, _("%s is %s (%s)\n"), o.arg, hub_tag,
                 tern_catalog_find_tag(catalog, hub_tag)->description);
         o.arg = hub_tag;
     } else {
@@ -389,13 +389,13 @@ int cmd_pull(int argc, char **argv) {
     const TernCatalogTag *tag = tern_catalog_find_tag(catalog, o.arg);
     if (tag && tern_model_store_get_state(store, o.arg, tag) == TERN_MODEL_STATE_INSTALLED) {
         g_autofree char *path = tern_model_store_get_path(store, o.arg, TERN_PACKAGE_ROLE_BASE);
-        printf("%s is already installed: %s\n", o.arg, path);
+        printf(_("%s is already installed: %s\n"), o.arg, path);
     } else {
         if (tag && tern_catalog_tag_size_known(tag)) {
             g_autofree char *need = tern_manager_format_size(tern_model_store_get_missing_bytes(store, tag));
-            fprintf(stderr, "pulling %s (%s to download)\n", o.arg, need);
+            fprintf(stderr, _("pulling %s (%s to download)\n"), o.arg, need);
         } else if (tag) {
-            fprintf(stderr, "pulling %s (size unknown until the server says)\n", o.arg);
+            fprintf(stderr, _("pulling %s (size unknown until the server says)\n"), o.arg);
         }
         tern_downloader_pull_async(dl, catalog, o.arg, cancellable, on_pulled, &st);
         g_main_loop_run(loop);
@@ -414,13 +414,13 @@ int cmd_pull(int argc, char **argv) {
         /* Stopped by Ctrl-C or SIGTERM: the shell's convention, 128 + SIGINT. */
         bool interrupted = g_cancellable_is_cancelled(cancellable) &&
                            g_error_matches(st.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
-        cli_error("pull: %s", st.error->message);
+        cli_error(_("pull: %s"), st.error->message);
         g_error_free(st.error);
         return interrupted ? 130 : CLI_EXIT_BAD_INPUT;
     }
     if (st.ok) {
         g_autofree char *path = tern_model_store_get_path(store, o.arg, TERN_PACKAGE_ROLE_BASE);
-        printf("%s installed: %s\n", o.arg, path);
+        printf(_("%s installed: %s\n"), o.arg, path);
     }
     return CLI_EXIT_OK;
 }
@@ -431,10 +431,10 @@ int cmd_remove(int argc, char **argv) {
     if (rc != CLI_EXIT_OK)
         return rc;
     if (o.help) {
-        printf("usage: tern-cli remove [--catalog PATH] TAG\n\n"
+        fputs(_("usage: tern-cli remove [--catalog PATH] TAG\n\n"
                "Removes an installed model and deletes its files, except files another\n"
                "installed model still uses. Also deletes a partial download of TAG.\n"
-               "An imported model (local:NAME) is forgotten; its file is left alone.\n");
+               "An imported model (local:NAME) is forgotten; its file is left alone.\n"), stdout);
         return CLI_EXIT_OK;
     }
     /* Removing needs no catalog; with one, partial downloads go too. */
@@ -449,11 +449,11 @@ int cmd_remove(int argc, char **argv) {
         o.arg = hub_tag;
     const TernCatalogTag *tag = catalog ? tern_catalog_find_tag(catalog, o.arg) : NULL;
     if (!tern_model_store_remove(store, o.arg, tag, &freed, &error)) {
-        cli_error("remove: %s", error->message);
+        cli_error(_("remove: %s"), error->message);
         return CLI_EXIT_BAD_INPUT;
     }
     g_autofree char *size = tern_manager_format_size(freed);
-    printf("removed %s (%s freed)\n", o.arg, size);
+    printf(_("removed %s (%s freed)\n"), o.arg, size);
     /* Files that stay because other models share them: say which. */
     for (int r = 0; tag && r < TERN_PACKAGE_N_ROLES; r++) {
         if (!tag->packages[r])
@@ -461,7 +461,7 @@ int cmd_remove(int argc, char **argv) {
         g_auto(GStrv) users = tern_model_store_get_tags_using(store, tag->packages[r]->id);
         if (users && users[0]) {
             g_autofree char *names = g_strjoinv(", ", users);
-            printf("kept %s: still used by %s\n", tag->packages[r]->label, names);
+            printf(_("kept %s: still used by %s\n"), tag->packages[r]->label, names);
         }
     }
     return CLI_EXIT_OK;
@@ -473,11 +473,11 @@ int cmd_check(int argc, char **argv) {
     if (rc != CLI_EXIT_OK)
         return rc;
     if (o.help) {
-        printf("usage: tern-cli check\n\n"
+        fputs(_("usage: tern-cli check\n\n"
                "Reads every installed file again and compares its size and sha256 with\n"
                "what was verified at download; checks that imported models are still\n"
                "readable GGUF files. Exit status 2 when something is damaged or missing;\n"
-               "'tern-cli pull TAG' then downloads just the damaged files.\n");
+               "'tern-cli pull TAG' then downloads just the damaged files.\n"), stdout);
         return CLI_EXIT_OK;
     }
     g_autoptr(TernModelStore) store = open_store(o.command);
@@ -486,20 +486,22 @@ int cmd_check(int argc, char **argv) {
     g_autoptr(GError) error = NULL;
     g_autoptr(GPtrArray) problems = NULL;
     if (!tern_model_store_check(store, NULL, &problems, &error)) {
-        cli_error("check: %s", error->message);
+        cli_error(_("check: %s"), error->message);
         return CLI_EXIT_BAD_INPUT;
     }
     for (guint i = 0; i < problems->len; i++)
-        cli_error("check: %s", (const char *)problems->pdata[i]);
+        cli_error(_("check: %s"), (const char *)problems->pdata[i]);
     g_auto(GStrv) tags = tern_model_store_list_tags(store);
     guint n_tags = g_strv_length(tags);
     if (problems->len == 0) {
-        printf("%u installed model%s: all files intact\n", n_tags, n_tags == 1 ? "" : "s");
+        printf(ngettext("%u installed model: all files intact\n", "%u installed models: all files intact\n",
+                        n_tags),
+               n_tags);
         return CLI_EXIT_OK;
     }
     for (char **t = tags; *t; t++)
         if (tern_model_store_get_state(store, *t, NULL) == TERN_MODEL_STATE_BROKEN)
-            printf("%s is damaged: %s\n", *t,
+            printf(_("%s is damaged: %s\n"), *t,
                    tern_model_store_is_local(store, *t) ? "import it again or remove it"
                                                          : "'tern-cli pull' it again");
     return CLI_EXIT_BAD_INPUT;
@@ -511,9 +513,9 @@ int cmd_import(int argc, char **argv) {
     if (rc != CLI_EXIT_OK)
         return rc;
     if (o.help) {
-        printf("usage: tern-cli import [--name NAME] MODEL.gguf\n\n"
+        fputs(_("usage: tern-cli import [--name NAME] MODEL.gguf\n\n"
                "Adds a GGUF model file as local:NAME after checking that it is readable.\n"
-               "The file stays where it is; 'tern-cli remove local:NAME' forgets it.\n");
+               "The file stays where it is; 'tern-cli remove local:NAME' forgets it.\n"), stdout);
         return CLI_EXIT_OK;
     }
     g_autoptr(TernModelStore) store = open_store(o.command);
@@ -522,10 +524,10 @@ int cmd_import(int argc, char **argv) {
     g_autoptr(GError) error = NULL;
     g_autofree char *tag = tern_model_store_import(store, o.arg, o.name, &error);
     if (!tag) {
-        cli_error("import: %s", error->message);
+        cli_error(_("import: %s"), error->message);
         return CLI_EXIT_BAD_INPUT;
     }
-    printf("imported %s as %s\n", o.arg, tag);
+    printf(_("imported %s as %s\n"), o.arg, tag);
     return CLI_EXIT_OK;
 }
 
@@ -544,12 +546,12 @@ static const char *resolve_role(const char *arg, TernPackageRole role, char *buf
     TernModelState state = tern_model_store_get_state(store, arg, NULL);
     if (state == TERN_MODEL_STATE_AVAILABLE) {
         if (!quiet_when_absent)
-            cli_error("'%s' is neither a file nor an installed model ('tern-cli list' shows the "
-                      "models, 'tern-cli pull %s' installs one)", arg, arg);
+            cli_error(_("'%s' is neither a file nor an installed model ('tern-cli list' shows the "
+                      "models, 'tern-cli pull %s' installs one)"), arg, arg);
         return NULL;
     }
     if (state == TERN_MODEL_STATE_BROKEN) {
-        cli_error("%s is damaged ('tern-cli check' says which file); 'tern-cli pull %s' repairs it",
+        cli_error(_("%s is damaged ('tern-cli check' says which file); 'tern-cli pull %s' repairs it"),
                   arg, arg);
         return NULL;
     }
@@ -557,7 +559,7 @@ static const char *resolve_role(const char *arg, TernPackageRole role, char *buf
     if (!path)
         return NULL;
     if (strlen(path) + 1 > cap) {
-        cli_error("%s: the model's path is too long: %s", arg, path);
+        cli_error(_("%s: the model's path is too long: %s"), arg, path);
         return NULL;
     }
     memcpy(buf, path, strlen(path) + 1);
@@ -567,8 +569,8 @@ static const char *resolve_role(const char *arg, TernPackageRole role, char *buf
 #else /* !TERN_HAVE_MANAGER */
 
 static int no_manager(const char *command) {
-    cli_error("%s: this tern-cli was built without the model manager (it needs GLib, libsoup 3 "
-              "and json-glib; see docs/MODELS.md)", command);
+    cli_error(_("%s: this tern-cli was built without the model manager (it needs GLib, libsoup 3 "
+              "and json-glib; see docs/MODELS.md)"), command);
     return CLI_EXIT_BAD_INPUT;
 }
 

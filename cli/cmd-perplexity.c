@@ -116,7 +116,7 @@ int cmd_perplexity(int argc, char **argv) {
     size_t len = 0;
 
     if (tn_model_load(model, tn_model_default_params(), &m, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         goto out;
     }
     const tn_tokenizer *tok = tn_model_tokenizer(m);
@@ -127,7 +127,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (!(text = read_file(text_path, &len)))
         goto out;
     if (tn_tokenize(tok, text, len, TN_TOKENIZE_ADD_BOS, &toks, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         goto out;
     }
     const size_t N = (size_t)n_ctx;
@@ -141,7 +141,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (chunks > 0 && (size_t)chunks < n_windows)
         n_windows = (size_t)chunks;
     if (tn_ctx_new(m, (int32_t)N, (int32_t)threads, &ctx, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         goto out;
     }
     if (dump_path && !(dump = fopen(dump_path, "w"))) {
@@ -205,7 +205,7 @@ int cmd_perplexity(int argc, char **argv) {
     }
     free(window);
     if (rc != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         goto out;
     }
     const double mean = nll / (double)scored;

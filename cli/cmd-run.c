@@ -41,8 +41,7 @@ typedef struct opts {
 } opts;
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: tern-cli run -m MODEL [-s SYSTEM] [-p PROMPT] [-n N] [--temp T] [--seed S]\n"
+    fputs(_("usage: tern-cli run -m MODEL [-s SYSTEM] [-p PROMPT] [-n N] [--temp T] [--seed S]\n"
             "                    [-t THREADS] [-c CONTEXT] [--raw] [--json]\n"
             "                    [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
             "                    [--think on|off] [--image PATH [--image-tokens N] [--mmproj P]]\n"
@@ -63,9 +62,11 @@ static void usage(FILE *out) {
             "                   works here too (code completion is where drafts pay most)\n"
             "  --json           print one JSON object per answer:\n"
             "                   {\"text\", \"tokens\": [...], \"stats\": {...}}\n"
-            "  --think on|off   Qwen3 thinking (default on)\n" CLI_SPEC_USAGE CLI_IMAGES_USAGE
-            "A stats line (prompt tokens, prefill tok/s, generated tokens, decode tok/s,\n"
-            "time to first token) goes to standard error after each answer.\n");
+            "  --think on|off   Qwen3 thinking (default on)\n"), out);
+    fputs(_(CLI_SPEC_USAGE), out);
+    fputs(_(CLI_IMAGES_USAGE), out);
+    fputs(_("A stats line (prompt tokens, prefill tok/s, generated tokens, decode tok/s,\n"
+            "time to first token) goes to standard error after each answer.\n"), out);
 }
 
 /* 0 ok, else the exit status. */
@@ -122,12 +123,12 @@ static int parse_args(int argc, char **argv, opts *o) {
             o->seed = v ? strtoull(v, &end, 10) : 0;
             ok = v && !errno && end != v && !*end;
             if (!ok)
-                cli_error("--seed needs a non-negative integer, got '%s'", v ? v : "");
+                cli_error(_("--seed needs a non-negative integer, got '%s'"), v ? v : "");
             o->seed_set = true;
         } else if (!strcmp(a, "--think")) {
             ok = v && (!strcmp(v, "on") || !strcmp(v, "off"));
             if (!ok)
-                cli_error("--think needs on or off");
+                cli_error(_("--think needs on or off"));
             o->think = ok && !strcmp(v, "on");
         } else if (!strcmp(a, "--raw")) {
             o->raw = true;
@@ -136,11 +137,11 @@ static int parse_args(int argc, char **argv, opts *o) {
             o->json = true;
             takes = false;
         } else {
-            cli_error("run: unknown option '%s' (see 'tern-cli run --help')", a);
+            cli_error(_("run: unknown option '%s' (see 'tern-cli run --help')"), a);
             return CLI_EXIT_USAGE;
         }
         if (takes && !v) {
-            cli_error("%s needs a value", a);
+            cli_error(_("%s needs a value"), a);
             return CLI_EXIT_USAGE;
         }
         if (!ok)
@@ -149,7 +150,7 @@ static int parse_args(int argc, char **argv, opts *o) {
             i++;
     }
     if (!o->model) {
-        cli_error("run: -m MODEL is required (see 'tern-cli run --help')");
+        cli_error(_("run: -m MODEL is required (see 'tern-cli run --help')"));
         return CLI_EXIT_USAGE;
     }
     return 0;
@@ -290,27 +291,27 @@ static int run_raw(const opts *o, const tn_model *m, const char *prompt, size_t 
 
     if (tn_tokenize(tok, prompt, prompt_len, TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &in,
                     &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         goto out;
     }
     if (in.n == 0) {
-        cli_error("the prompt is empty (and the model adds no BOS)");
+        cli_error(_("the prompt is empty (and the model adds no BOS)"));
         goto out;
     }
     if (tn_ctx_new(m, (int32_t)o->n_ctx, (int32_t)o->threads, &ctx, &err) != TN_OK ||
         tn_sampler_new(tn_model_n_vocab(m), sampler_params(o), &smp, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         goto out;
     }
     const int32_t n_ctx = tn_ctx_n_ctx(ctx);
     if (in.n >= (size_t)n_ctx) {
-        cli_error("%s: the prompt is %zu tokens; the context holds %d (use -c to enlarge it)",
+        cli_error(_("%s: the prompt is %zu tokens; the context holds %d (use -c to enlarge it)"),
                   tn_model_path(m), in.n, n_ctx);
         goto out;
     }
     logits = malloc(sizeof(float) * (size_t)tn_model_n_vocab(m));
     if (!logits) {
-        cli_error("out of memory");
+        cli_error(_("out of memory"));
         goto out;
     }
     for (size_t i = 0; i < in.n; i++)
@@ -371,7 +372,7 @@ static int run_raw(const opts *o, const tn_model *m, const char *prompt, size_t 
         rc = TN_OK;
     }
     if (rc != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         goto out;
     }
     finish_answer(o, &a, &st);
@@ -478,17 +479,17 @@ static void chat_free(chat *c) {
 static int report(const opts *o, int rc, const tn_error *err, answer *a,
                   const tn_session_stats *st) {
     if (rc == TN_ERR_CANCELLED && st->generated_tokens == 0) {
-        fprintf(stderr, "\n[cancelled]\n");
+        fputs(_("\n[cancelled]\n"), stderr);
         return CLI_EXIT_OK;
     }
     if (rc != TN_OK) {
         if (!o->json && a->text.len)
             fputc('\n', stdout);
-        cli_error("%s", err->message);
+        cli_error("%s", cli_engine_message(err));
         return CLI_EXIT_BAD_INPUT;
     }
     if (a->oom) {
-        cli_error("out of memory");
+        cli_error(_("out of memory"));
         return CLI_EXIT_BAD_INPUT;
     }
     finish_answer(o, a, st);
@@ -518,7 +519,7 @@ static int run_session(const opts *o, const tn_model *m) {
     }
     tn_session *s = NULL;
     if (tn_session_new(m, sp, &s, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         tn_drafter_free(drafter);
         cli_encoded_free(&enc);
         return CLI_EXIT_BAD_INPUT;
@@ -562,8 +563,8 @@ static int run_session(const opts *o, const tn_model *m) {
             /* A NUL would end the turn there: the rest of the line lost
              * without a word. */
             if (memchr(line, '\0', (size_t)len)) {
-                cli_error("this input line contains a NUL byte; it was not sent (the text "
-                          "after the NUL would have been dropped)");
+                cli_error(_("this input line contains a NUL byte; it was not sent (the text "
+                          "after the NUL would have been dropped)"));
                 status = CLI_EXIT_BAD_INPUT;
                 break;
             }
@@ -623,7 +624,7 @@ int cmd_run(int argc, char **argv) {
     tn_error err = {0};
     tn_model *m = NULL;
     if (tn_model_load(o.model, tn_model_default_params(), &m, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return CLI_EXIT_BAD_INPUT;
     }
     if (!tn_model_tokenizer(m)) {
@@ -640,7 +641,7 @@ int cmd_run(int argc, char **argv) {
 
     int status;
     if (o.raw && o.img.n > 0) {
-        cli_error("run: --image works with templated prompts, not with --raw");
+        cli_error(_("run: --image works with templated prompts, not with --raw"));
         tn_model_free(m);
         return CLI_EXIT_USAGE;
     }
@@ -652,7 +653,7 @@ int cmd_run(int argc, char **argv) {
         } else {
             text = read_all(stdin, &len);
             if (!text) {
-                cli_error("cannot read the prompt from standard input");
+                cli_error(_("cannot read the prompt from standard input"));
                 tn_model_free(m);
                 return CLI_EXIT_BAD_INPUT;
             }

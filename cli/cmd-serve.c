@@ -10,8 +10,7 @@
 #include "tern-server.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tern-cli serve -m MODEL [options]\n"
+    fputs(_("usage: tern-cli serve -m MODEL [options]\n"
             "An OpenAI-compatible HTTP server: GET /health, GET /v1/models,\n"
             "POST /v1/chat/completions, POST /v1/completions (see docs/SERVER.md).\n"
             "  -m, --model M      a .gguf file or an installed tag\n"
@@ -39,7 +38,8 @@ static void usage(FILE *f) {
             "                     $XDG_CACHE_HOME/tern/pins, i.e. ~/.cache/tern/pins)\n"
             "  --pin-cache-max SIZE  their total size, oldest removed beyond it (bytes,\n"
             "                     or with K, M, G; default 4G)\n"
-            "  --no-pin-cache     write and read no snapshots\n");
+            "  --no-pin-cache     write and read no snapshots\n"),
+          f);
 }
 
 /* BYTES, or with a K, M or G suffix (powers of 1024). */
@@ -104,11 +104,11 @@ int cmd_serve(int argc, char **argv) {
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             known = known || !strcmp(a, with_value[k]);
         if (!known) {
-            cli_error("serve: unknown option '%s' (see 'tern-cli serve --help')", a);
+            cli_error(_("serve: unknown option '%s' (see 'tern-cli serve --help')"), a);
             return CLI_EXIT_USAGE;
         }
         if (i + 1 >= argc) {
-            cli_error("serve: %s needs a value", a);
+            cli_error(_("serve: %s needs a value"), a);
             return CLI_EXIT_USAGE;
         }
         const char *v = argv[++i];
@@ -125,77 +125,77 @@ int cmd_serve(int argc, char **argv) {
             mmproj = v;
         } else if (!strcmp(a, "--pin-cache")) {
             if (!*v) {
-                cli_error("serve: --pin-cache wants a directory (--no-pin-cache: none)");
+                cli_error(_("serve: --pin-cache wants a directory (--no-pin-cache: none)"));
                 return CLI_EXIT_USAGE;
             }
             cfg.pin_cache_dir = v;
         } else if (!strcmp(a, "--pin-cache-max")) {
             if (!parse_size(v, &cfg.pin_cache_max_bytes)) {
-                cli_error("serve: --pin-cache-max wants a size (bytes, or with K, M, G), not '%s'",
+                cli_error(_("serve: --pin-cache-max wants a size (bytes, or with K, M, G), not '%s'"),
                           v);
                 return CLI_EXIT_USAGE;
             }
         } else if (!strcmp(a, "--request-timeout")) {
             if (!parse_long(v, 1, 86400, &n)) {
-                cli_error("serve: --request-timeout wants 1..86400 seconds, not '%s'", v);
+                cli_error(_("serve: --request-timeout wants 1..86400 seconds, not '%s'"), v);
                 return CLI_EXIT_USAGE;
             }
             cfg.request_timeout_s = (int)n;
         } else if (!strcmp(a, "--port")) {
             if (!parse_long(v, 0, 65535, &n)) {
-                cli_error("serve: --port wants 0..65535, not '%s'", v);
+                cli_error(_("serve: --port wants 0..65535, not '%s'"), v);
                 return CLI_EXIT_USAGE;
             }
             cfg.port = (int)n;
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
             if (!parse_long(v, 16, 1 << 20, &n)) {
-                cli_error("serve: %s wants a number of tokens (16..1048576), not '%s'", a, v);
+                cli_error(_("serve: %s wants a number of tokens (16..1048576), not '%s'"), a, v);
                 return CLI_EXIT_USAGE;
             }
             cfg.n_ctx = (int32_t)n;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!parse_long(v, 1, 1024, &n)) {
-                cli_error("serve: %s wants 1..1024, not '%s'", a, v);
+                cli_error(_("serve: %s wants 1..1024, not '%s'"), a, v);
                 return CLI_EXIT_USAGE;
             }
             cfg.n_threads = (int32_t)n;
         } else if (!strcmp(a, "--queue")) {
             if (!parse_long(v, 1, 100000, &n)) {
-                cli_error("serve: --queue wants 1..100000, not '%s'", v);
+                cli_error(_("serve: --queue wants 1..100000, not '%s'"), v);
                 return CLI_EXIT_USAGE;
             }
             cfg.queue_max = (int)n;
         } else if (!strcmp(a, "--max-body")) {
             if (!parse_long(v, 1024, 1L << 30, &n)) {
-                cli_error("serve: --max-body wants 1024..1073741824 bytes, not '%s'", v);
+                cli_error(_("serve: --max-body wants 1024..1073741824 bytes, not '%s'"), v);
                 return CLI_EXIT_USAGE;
             }
             cfg.body_max = (size_t)n;
         } else if (!strcmp(a, "--pins")) {
             if (!parse_long(v, 1, TERN_SERVER_MAX_PINS, &n)) {
-                cli_error("serve: --pins wants 1..%d, not '%s'", TERN_SERVER_MAX_PINS, v);
+                cli_error(_("serve: --pins wants 1..%d, not '%s'"), TERN_SERVER_MAX_PINS, v);
                 return CLI_EXIT_USAGE;
             }
             cfg.pins_max = (int)n;
         } else { /* --debug-token-delay MS: tests (queue bound, disconnects) */
             if (!parse_long(v, 0, 10000, &n)) {
-                cli_error("serve: --debug-token-delay wants 0..10000 ms, not '%s'", v);
+                cli_error(_("serve: --debug-token-delay wants 0..10000 ms, not '%s'"), v);
                 return CLI_EXIT_USAGE;
             }
             cfg.token_delay_ms = (int)n;
         }
     }
     if (!model_arg) {
-        cli_error("serve: which model? (-m FILE.gguf or an installed tag)");
+        cli_error(_("serve: which model? (-m FILE.gguf or an installed tag)"));
         return CLI_EXIT_USAGE;
     }
     if (cfg.api_key && cfg.api_key[strspn(cfg.api_key, " \t\r\n\v\f")] == '\0') {
-        cli_error("serve: --api-key is empty or only blanks (an unset variable?): give a real "
-                  "key, or leave --api-key out on a loopback host");
+        cli_error(_("serve: --api-key is empty or only blanks (an unset variable?): give a real "
+                  "key, or leave --api-key out on a loopback host"));
         return CLI_EXIT_USAGE;
     }
     if (cfg.host && !tern_server_host_is_loopback(cfg.host) && (!cfg.api_key || !*cfg.api_key)) {
-        cli_error("serve: --host %s is reachable from other machines: give --api-key KEY too",
+        cli_error(_("serve: --host %s is reachable from other machines: give --api-key KEY too"),
                   cfg.host);
         return CLI_EXIT_USAGE;
     }
@@ -218,7 +218,7 @@ int cmd_serve(int argc, char **argv) {
     tn_model *model = NULL;
     tn_error err = {0};
     if (tn_model_load(path, tn_model_default_params(), &model, &err) != TN_OK) {
-        cli_error("serve: %s", err.message);
+        cli_error(_("serve: %s"), cli_engine_message(&err));
         g_free(id);
         return CLI_EXIT_BAD_INPUT;
     }
@@ -243,7 +243,7 @@ int cmd_serve(int argc, char **argv) {
     GError *e = NULL;
     tern_server *srv = tern_server_new(model, &cfg, &e);
     if (!srv) {
-        cli_error("serve: %s", e->message);
+        cli_error(_("serve: %s"), e->message);
         g_error_free(e);
         tn_drafter_free(drafter);
         tn_vision_free(vision);
@@ -251,12 +251,12 @@ int cmd_serve(int argc, char **argv) {
         g_free(id);
         return CLI_EXIT_BAD_INPUT;
     }
-    printf("tern-cli serve: %s as '%s' on %s\n", tn_model_description(model), id,
+    printf(_("tern-cli serve: %s as '%s' on %s\n"), tn_model_description(model), id,
            tern_server_url(srv));
     if (vision)
-        printf("images: on, %d tokens each unless a request sets tern.image_tokens\n",
+        printf(_("images: on, %d tokens each unless a request sets tern.image_tokens\n"),
                tn_vision_tokens(vision, 0));
-    printf("port %d\n", tern_server_port(srv));
+    printf(_("port %d\n"), tern_server_port(srv));
     fflush(stdout);
     tern_server_run(srv);
     tern_server_free(srv);
@@ -264,7 +264,7 @@ int cmd_serve(int argc, char **argv) {
     tn_vision_free(vision);
     tn_model_free(model);
     g_free(id);
-    fprintf(stderr, "tern-cli serve: stopped\n");
+    fputs(_("tern-cli serve: stopped\n"), stderr);
     return CLI_EXIT_OK;
 }
 
@@ -273,8 +273,8 @@ int cmd_serve(int argc, char **argv) {
 int cmd_serve(int argc, char **argv) {
     (void)argc;
     (void)argv;
-    cli_error("serve: this tern-cli was built without the server (it needs GLib, libsoup 3 and "
-              "json-glib; see tools/ensure-deps.sh manager)");
+    cli_error(_("serve: this tern-cli was built without the server (it needs GLib, libsoup 3 and "
+              "json-glib; see tools/ensure-deps.sh manager)"));
     return CLI_EXIT_BAD_INPUT;
 }
 

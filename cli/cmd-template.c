@@ -125,7 +125,7 @@ int cmd_template(int argc, char **argv) {
     }
     if (model) {
         if (tn_gguf_open(model, &g, &err) != TN_OK) {
-            cli_error("%s", err.message);
+            cli_error("%s", cli_engine_message(&err));
             rc = CLI_EXIT_BAD_INPUT;
             goto done;
         }
@@ -159,7 +159,7 @@ int cmd_template(int argc, char **argv) {
         }
     }
     if (tn_chat_render(kind, msgs, n, &opts, &out, &err) != TN_OK) {
-        cli_error("template: %s", err.message);
+        cli_error("template: %s", cli_engine_message(&err));
         rc = CLI_EXIT_BAD_INPUT;
         goto done;
     }

@@ -36,11 +36,11 @@ static void detokenize_usage(FILE *out) {
 static int load_tokenizer(const char *path, tn_gguf **g, tn_tokenizer **tok) {
     tn_error err = {0};
     if (tn_gguf_open(path, g, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return CLI_EXIT_BAD_INPUT;
     }
     if (tn_tokenizer_load(*g, tok, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         tn_gguf_close(*g);
         *g = NULL;
         return CLI_EXIT_BAD_INPUT;
@@ -101,7 +101,7 @@ static int bench(const tn_tokenizer *tok, const char *path, double seconds, unsi
     do {
         ids.n = 0;
         if (tn_tokenize(tok, text, len, flags, &ids, &err) != TN_OK) {
-            cli_error("%s", err.message);
+            cli_error("%s", cli_engine_message(&err));
             free(text);
             tn_tokens_free(&ids);
             return CLI_EXIT_BAD_INPUT;
@@ -218,7 +218,7 @@ int cmd_tokenize(int argc, char **argv) {
     if (!text) {
         rc = CLI_EXIT_BAD_INPUT;
     } else if (tn_tokenize(tok, text, len, flags, &ids, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         rc = CLI_EXIT_BAD_INPUT;
     } else {
         rc = CLI_EXIT_OK;
@@ -312,7 +312,7 @@ int cmd_detokenize(int argc, char **argv) {
     tn_buf out = {0};
     tn_error err = {0};
     if (tn_detokenize(tok, ids.ids, ids.n, flags, &out, &err) != TN_OK) {
-        cli_error("%s: %s", model, err.message);
+        cli_error("%s: %s", model, cli_engine_message(&err));
         rc = CLI_EXIT_BAD_INPUT;
     } else {
         fwrite(out.data, 1, out.len, stdout);

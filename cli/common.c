@@ -10,7 +10,7 @@ bool cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out)
     errno = 0;
     long v = s ? strtol(s, &end, 10) : 0;
     if (!s || errno || end == s || *end || v < lo || v > hi) {
-        cli_error("%s needs a whole number from %ld to %ld, not '%s'", opt, lo, hi, s ? s : "");
+        cli_error(_("%s needs a whole number from %ld to %ld, not '%s'"), opt, lo, hi, s ? s : "");
         return false;
     }
     *out = v;
@@ -22,7 +22,7 @@ bool cli_parse_double(const char *opt, const char *s, double lo, double hi, doub
     errno = 0;
     double v = s ? strtod(s, &end) : 0;
     if (!s || errno || end == s || *end || !(v >= lo && v <= hi)) {
-        cli_error("%s needs a number from %g to %g, not '%s'", opt, lo, hi, s ? s : "");
+        cli_error(_("%s needs a number from %g to %g, not '%s'"), opt, lo, hi, s ? s : "");
         return false;
     }
     *out = v;

@@ -27,13 +27,13 @@ int cli_images_parse_arg(cli_images *ci, int argc, char **argv, int *i) {
     if (!image && !tokens && !mmproj)
         return 0;
     if (*i + 1 >= argc) {
-        cli_error("%s needs a value", a);
+        cli_error(_("%s needs a value"), a);
         return -1;
     }
     const char *v = argv[++*i];
     if (image) {
         if (ci->n >= CLI_MAX_IMAGES) {
-            cli_error("at most %d images per request", CLI_MAX_IMAGES);
+            cli_error(_("at most %d images per request"), CLI_MAX_IMAGES);
             return -1;
         }
         ci->paths[ci->n++] = v;
@@ -42,7 +42,7 @@ int cli_images_parse_arg(cli_images *ci, int argc, char **argv, int *i) {
         errno = 0;
         long n = strtol(v, &end, 10);
         if (errno || end == v || *end || n < 1 || n > 65536) {
-            cli_error("--image-tokens needs a number of tokens >= 1, got '%s'", v);
+            cli_error(_("--image-tokens needs a number of tokens >= 1, got '%s'"), v);
             return -1;
         }
         ci->budget = n;
@@ -75,14 +75,14 @@ static int find_mmproj(const char *model_path, bool required, char **out) {
     char *dir = slash ? strndup(model_path, (size_t)(slash - model_path) + (slash == model_path))
                       : strdup(".");
     if (!dir) {
-        cli_error("out of memory");
+        cli_error(_("out of memory"));
         return CLI_EXIT_BAD_INPUT;
     }
     DIR *d = opendir(dir);
     if (!d) {
         int status = CLI_EXIT_OK;
         if (required) {
-            cli_error("%s: cannot look for a vision projector there (%s); pass --mmproj PATH",
+            cli_error(_("%s: cannot look for a vision projector there (%s); pass --mmproj PATH"),
                       dir, strerror(errno));
             status = CLI_EXIT_BAD_INPUT;
         }
@@ -101,21 +101,21 @@ static int find_mmproj(const char *model_path, bool required, char **out) {
     int status = CLI_EXIT_OK;
     if (found == 0) {
         if (required) {
-            cli_error("%s: no vision projector (*mmproj*.gguf) next to the model; pass --mmproj "
-                      "PATH",
+            cli_error(_("%s: no vision projector (*mmproj*.gguf) next to the model; pass --mmproj "
+                      "PATH"),
                       model_path);
             status = CLI_EXIT_BAD_INPUT;
         }
     } else if (found > 1) {
         if (required) {
-            cli_error("%s: %d vision projectors next to the model (%s, %s, ...); choose one with "
-                      "--mmproj PATH",
+            cli_error(_("%s: %d vision projectors next to the model (%s, %s, ...); choose one with "
+                      "--mmproj PATH"),
                       dir, found, first, second);
             status = CLI_EXIT_BAD_INPUT;
         } else {
             fprintf(stderr,
-                    "tern-cli: note: %s: %d vision projectors next to the model (%s, %s, ...); "
-                    "images are off unless --mmproj PATH chooses one\n",
+                    _("tern-cli: note: %s: %d vision projectors next to the model (%s, %s, ...); "
+                    "images are off unless --mmproj PATH chooses one\n"),
                     dir, found, first, second);
         }
     } else {
@@ -143,26 +143,26 @@ int cli_vision_open(const char *mmproj, const char *model_path, const tn_model *
             return st;
         mmproj = found;
         if (!quiet)
-            fprintf(stderr, "vision projector: %s\n", mmproj);
+            fprintf(stderr, _("vision projector: %s\n"), mmproj);
     }
     tn_error err = {0};
     tn_vision *v = NULL;
     int status = CLI_EXIT_OK;
     if (tn_vision_load(mmproj, &v, &err) != TN_OK) {
         if (fatal)
-            cli_error("%s", err.message);
+            cli_error("%s", cli_engine_message(&err));
         else
-            fprintf(stderr, "tern-cli: note: %s; images are off\n", err.message);
+            fprintf(stderr, _("tern-cli: note: %s; images are off\n"), cli_engine_message(&err));
         status = fatal ? CLI_EXIT_BAD_INPUT : CLI_EXIT_OK;
     } else if (tn_vision_get_info(v)->n_embd_text != tn_model_n_embd(m)) {
         if (fatal)
-            cli_error("%s: the projector feeds a text model %d wide; %s is %d wide (a projector "
-                      "for another model)",
+            cli_error(_("%s: the projector feeds a text model %d wide; %s is %d wide (a projector "
+                      "for another model)"),
                       mmproj, tn_vision_get_info(v)->n_embd_text, model_path, tn_model_n_embd(m));
         else
             fprintf(stderr,
-                    "tern-cli: note: %s feeds a text model %d wide, not this %d-wide one; "
-                    "images are off\n",
+                    _("tern-cli: note: %s feeds a text model %d wide, not this %d-wide one; "
+                    "images are off\n"),
                     mmproj, tn_vision_get_info(v)->n_embd_text, tn_model_n_embd(m));
         tn_vision_free(v);
         v = NULL;
@@ -183,7 +183,7 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
     (void)m;
     (void)n_threads;
     (void)quiet;
-    cli_error("--image: this tern-cli was built without image support (gdk-pixbuf)");
+    cli_error(_("--image: this tern-cli was built without image support (gdk-pixbuf)"));
     return CLI_EXIT_BAD_INPUT;
 #else
     tn_vision *v = NULL;
@@ -195,12 +195,12 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
     const int budget = (int)ci->budget;
     const int n_tok = tn_vision_tokens(v, budget);
     if (!quiet && budget > 0 && n_tok < budget)
-        fprintf(stderr, "image tokens: %d (the largest square grid within %d)\n", n_tok, budget);
+        fprintf(stderr, _("image tokens: %d (the largest square grid within %d)\n"), n_tok, budget);
     out->images = calloc((size_t)ci->n, sizeof *out->images);
     tn_cpu *cpu = tn_cpu_new(n_threads);
     int status = out->images && cpu ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
     if (status != CLI_EXIT_OK)
-        cli_error("out of memory");
+        cli_error(_("out of memory"));
     const TernImageOptions io = {.fit_side = tn_vision_input_side(v, budget)};
     for (int i = 0; i < ci->n && status == CLI_EXIT_OK; i++) {
         GError *ge = NULL;
@@ -216,20 +216,21 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
         clock_gettime(CLOCK_MONOTONIC, &t0);
         int n = 0;
         int rc = TN_ERR_NOMEM;
-        snprintf(err.message, sizeof err.message, "out of memory");
+        snprintf(err.message, sizeof err.message, "%s", _("out of memory"));
+        err.format = NULL;
         if (rows)
             rc = tn_vision_encode(v, img->rgb, img->width, img->height, budget, rows, &n, cpu,
                                   &err);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (rc != TN_OK) {
-            cli_error("%s: %s", ci->paths[i], err.message);
+            cli_error("%s: %s", ci->paths[i], cli_engine_message(&err));
             free(rows);
             tern_image_free(img);
             status = CLI_EXIT_BAD_INPUT;
             break;
         }
         if (!quiet)
-            fprintf(stderr, "image %d: %s (%d x %d %s) -> %d tokens, encoded in %.1f s\n", i + 1,
+            fprintf(stderr, _("image %d: %s (%d x %d %s) -> %d tokens, encoded in %.1f s\n"), i + 1,
                     ci->paths[i], img->source_width, img->source_height, img->format, n,
                     (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
         out->images[i] = (tn_image_embd){rows, n, I->n_embd_text};

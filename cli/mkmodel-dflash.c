@@ -112,7 +112,7 @@ int cmd_mkmodel_dflash(int argc, char **argv) {
     tn_error err = {0};
     int rc = tn_mkmodel_dflash(&p, out, &err);
     if (rc != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return rc == TN_ERR_INVALID ? CLI_EXIT_USAGE : CLI_EXIT_BAD_INPUT;
     }
     return CLI_EXIT_OK;

@@ -78,7 +78,7 @@ int cmd_mkmodel_vision(int argc, char **argv) {
     }
     tn_error err;
     if (tn_mkmodel_vision(&p, out, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return err.code == TN_ERR_INVALID ? CLI_EXIT_USAGE : CLI_EXIT_BAD_INPUT;
     }
     return CLI_EXIT_OK;
@@ -135,7 +135,7 @@ int cmd_bench_vision(int argc, char **argv) {
     tn_error err;
     tn_vision *v = NULL;
     if (tn_vision_load(path, &v, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return CLI_EXIT_BAD_INPUT;
     }
     const tn_vision_info *I = tn_vision_get_info(v);
@@ -159,7 +159,7 @@ int cmd_bench_vision(int argc, char **argv) {
         for (long long r = 0; r < reps && rc == CLI_EXIT_OK; r++) {
             const double t0 = now_s();
             if (tn_vision_encode(v, rgb, S, S, (int)budgets[b], out, &n, cpu, &err) != TN_OK) {
-                cli_error("%s", err.message);
+                cli_error("%s", cli_engine_message(&err));
                 rc = CLI_EXIT_BAD_INPUT;
             }
             const double dt = now_s() - t0;

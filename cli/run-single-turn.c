@@ -46,8 +46,7 @@ typedef struct run_opts {
 } run_opts;
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: tern-cli run --single-turn -m MODEL -s SYSTEM [--think on|off] [--json]\n"
+    fputs(_("usage: tern-cli run --single-turn -m MODEL -s SYSTEM [--think on|off] [--json]\n"
             "       tern-cli run --chat -m MODEL [-s SYSTEM] [--think on|off] [--json]\n"
             "options: [--system-file FILE] [-p REQUEST] [-n MAX_TOKENS] [-c CONTEXT]\n"
             "         [-t THREADS] [--temp T] [--top-k K] [--top-p P] [--seed N]\n"
@@ -66,7 +65,7 @@ static void usage(FILE *out) {
             "--seed N makes sampling (--temp > 0) reproducible; without it every request\n"
             "draws a new seed.\n"
             "--image: every request (--single-turn) or the first turn (--chat) asks about\n"
-            "the image(s); the image tokens count against -c.\n");
+            "the image(s); the image tokens count against -c.\n"), out);
 }
 
 /* ------------------------------------------------------------- output */
@@ -92,8 +91,10 @@ static bool on_token(const char *piece, int32_t token, void *user) {
 
 static bool on_progress(int32_t done, int32_t total, void *user) {
     (void)user;
-    if (isatty(STDERR_FILENO))
-        fprintf(stderr, "\rpinning: %d/%d tokens", done, total);
+    if (isatty(STDERR_FILENO)) {
+        fputc('\r', stderr);
+        fprintf(stderr, _("pinning: %d/%d tokens"), done, total);
+    }
     if (done == total && isatty(STDERR_FILENO))
         fputs("\r\033[K", stderr);
     return true;
@@ -138,7 +139,7 @@ static void print_json_result(const char *request, const sink *k, const tn_sessi
 
 static void print_pin(const tn_session *s, FILE *f) {
     tn_pin_info pi = tn_session_pin_info(s);
-    fprintf(f, "pinned %d tokens of %d in %.1f ms%s; %d free for each request and answer\n",
+    fprintf(f, _("pinned %d tokens of %d in %.1f ms%s; %d free for each request and answer\n"),
             pi.n_pin, pi.n_ctx, pi.prefill_ms,
             pi.loaded_from_snapshot ? " (loaded from the pin cache)" : "", pi.n_free);
 }
@@ -154,7 +155,7 @@ static bool parse_onoff(const char *opt, const char *s, bool *out) {
         *out = false;
         return true;
     }
-    cli_error("run: %s takes on or off, not '%s'", opt, s);
+    cli_error(_("run: %s takes on or off, not '%s'"), opt, s);
     return false;
 }
 
@@ -197,7 +198,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         if (image > 0)
             continue;
         if (i + 1 >= argc) {
-            cli_error("run: option '%s' needs a value (see --help)", a);
+            cli_error(_("run: option '%s' needs a value (see --help)"), a);
             return CLI_EXIT_USAGE;
         }
         const char *v = argv[++i];
@@ -233,24 +234,24 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             o->seed_set = true;
         } else if (!strcmp(a, "--stop")) {
             if (o->n_stop == TN_SESSION_MAX_STOP || !v[0]) {
-                cli_error("run: --stop takes a non-empty string, at most %d times",
+                cli_error(_("run: --stop takes a non-empty string, at most %d times"),
                           TN_SESSION_MAX_STOP);
                 return CLI_EXIT_USAGE;
             }
             o->stop[o->n_stop++] = v;
         } else {
-            cli_error("run: unknown option '%s' (see --help)", a);
+            cli_error(_("run: unknown option '%s' (see --help)"), a);
             return CLI_EXIT_USAGE;
         }
         if (!ok)
             return CLI_EXIT_USAGE;
     }
     if (!o->model) {
-        cli_error("run: no model (-m MODEL.gguf)");
+        cli_error(_("run: no model (-m MODEL.gguf)"));
         return CLI_EXIT_USAGE;
     }
     if (o->system && o->system_file) {
-        cli_error("run: give the system prompt with -s or --system-file, not both");
+        cli_error(_("run: give the system prompt with -s or --system-file, not both"));
         return CLI_EXIT_USAGE;
     }
     return 0;
@@ -259,7 +260,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
 static char *read_text_file(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        cli_error("%s: cannot open: %s", path, strerror(errno));
+        cli_error(_("%s: cannot open: %s"), path, strerror(errno));
         return NULL;
     }
     tn_buf b = {0};
@@ -269,14 +270,14 @@ static char *read_text_file(const char *path) {
         if (tn_buf_append(&b, chunk, n) != TN_OK) {
             fclose(f);
             tn_buf_free(&b);
-            cli_error("%s: out of memory", path);
+            cli_error(_("%s: out of memory"), path);
             return NULL;
         }
     bool bad = ferror(f);
     fclose(f);
     if (bad) {
         tn_buf_free(&b);
-        cli_error("%s: read error", path);
+        cli_error(_("%s: read error"), path);
         return NULL;
     }
     if (!b.data)
@@ -377,7 +378,7 @@ static int run_request(runner *r, const char *text) {
         tn_buf_free(&turn);
         if (!pushed) {
             g_generating = 0;
-            cli_error("out of memory");
+            cli_error(_("out of memory"));
             return TN_ERR_NOMEM;
         }
         rc = r->enc.n ? tn_session_chat_images(r->s, r->chat.msgs, r->chat.n, r->enc.images,
@@ -401,7 +402,7 @@ static int run_request(runner *r, const char *text) {
             fputc('\n', stdout);
         fflush(stdout);
         if (rc != TN_OK && rc != TN_ERR_CANCELLED)
-            cli_error("%s", err.message);
+            cli_error("%s", cli_engine_message(&err));
         else if (!r->o->quiet)
             print_stats_line(stderr, &st);
     }
@@ -421,7 +422,7 @@ static int do_pin(runner *r, const char *system) {
     int rc = tn_session_pin(r->s, system, on_progress, NULL, &err);
     g_generating = 0;
     if (rc != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return rc;
     }
     chat_clear(&r->chat);
@@ -444,7 +445,7 @@ static void set_spec(runner *r, const char *value, FILE *out) {
     tn_drafter_free(r->drafter);
     r->drafter = d;
     r->gen.drafter = d;
-    fprintf(out, "speculation: %s\n", cli_spec_on(&spec) ? value : "off");
+    fprintf(out, _("speculation: %s\n"), cli_spec_on(&spec) ? value : "off");
 }
 
 /* Returns false to quit. */
@@ -453,12 +454,12 @@ static bool command(runner *r, char *line) {
     if (!strcmp(line, "/quit") || !strcmp(line, "/exit"))
         return false;
     if (!strcmp(line, "/help")) {
-        fprintf(out, "/pin TEXT  pin another system prompt (empty: none)\n"
+        fputs(_("/pin TEXT  pin another system prompt (empty: none)\n"
                      "/stats     figures of the last request and of the pin\n"
                      "/reset     forget the conversation (the pin stays)\n"
                      "/think on|off\n"
                      "/spec none|lookup|draft:PATH|dflash:PATH  speculation from now on\n"
-                     "/quit\n");
+                     "/quit\n"), out);
     } else if (!strncmp(line, "/pin", 4) && (line[4] == ' ' || line[4] == '\0')) {
         const char *text = line[4] ? line + 5 : "";
         do_pin(r, text);
@@ -469,7 +470,7 @@ static bool command(runner *r, char *line) {
     } else if (!strcmp(line, "/reset")) {
         tn_session_reset(r->s);
         chat_clear(&r->chat);
-        fprintf(out, "conversation cleared\n");
+        fputs(_("conversation cleared\n"), out);
     } else if (!strncmp(line, "/spec ", 6)) {
         set_spec(r, line + 6, out);
     } else if (!strncmp(line, "/think ", 7)) {
@@ -477,7 +478,7 @@ static bool command(runner *r, char *line) {
         if (parse_onoff("/think", line + 7, &on))
             r->gen.thinking = on;
     } else {
-        fprintf(stderr, "unknown command '%s' (/help lists them)\n", line);
+        fprintf(stderr, _("unknown command '%s' (/help lists them)\n"), line);
     }
     fflush(out);
     return true;
@@ -499,12 +500,12 @@ int cmd_run_single_turn(int argc, char **argv) {
     tn_model *model = NULL;
     rc = tn_model_load(o.model, tn_model_default_params(), &model, &err);
     if (rc != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         free(system_copy);
         return CLI_EXIT_BAD_INPUT;
     }
     if (!o.quiet && !o.json)
-        fprintf(stderr, "model: %s\n", tn_model_description(model));
+        fprintf(stderr, _("model: %s\n"), tn_model_description(model));
     const char *template_warning = NULL;
     tn_model_chat_kind(model, &template_warning);
     if (template_warning && !o.quiet)
@@ -541,7 +542,7 @@ int cmd_run_single_turn(int argc, char **argv) {
     }
     rc = tn_session_new(model, sp, &r.s, &err);
     if (rc != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         cli_encoded_free(&r.enc);
         tn_drafter_free(r.drafter);
         tn_model_free(model);
@@ -579,8 +580,8 @@ int cmd_run_single_turn(int argc, char **argv) {
             continue;
         /* A NUL would cut the request there without a word. */
         if (memchr(line, '\0', (size_t)n)) {
-            cli_error("this input line contains a NUL byte; it was not sent (the text after "
-                      "the NUL would have been dropped)");
+            cli_error(_("this input line contains a NUL byte; it was not sent (the text after "
+                      "the NUL would have been dropped)"));
             r.failures++;
             continue;
         }

@@ -16,14 +16,14 @@ int cli_spec_parse_arg(cli_spec *s, int argc, char **argv, int *i) {
     if (!spec && !dmax)
         return 0;
     if (*i + 1 >= argc) {
-        cli_error("%s needs a value (see --help)", a);
+        cli_error(_("%s needs a value (see --help)"), a);
         return -1;
     }
     const char *v = argv[++*i];
     if (spec) {
         if (strcmp(v, "none") && strcmp(v, "lookup") &&
             !((starts(v, "draft:") || starts(v, "dflash:")) && strchr(v, ':')[1])) {
-            cli_error("--spec needs none, lookup, draft:PATH or dflash:PATH, not '%s'", v);
+            cli_error(_("--spec needs none, lookup, draft:PATH or dflash:PATH, not '%s'"), v);
             return -1;
         }
         s->spec = v;
@@ -33,7 +33,7 @@ int cli_spec_parse_arg(cli_spec *s, int argc, char **argv, int *i) {
     errno = 0;
     long n = strtol(v, &end, 10);
     if (errno || end == v || *end || n < 1 || n > TN_SPEC_MAX_DRAFT) {
-        cli_error("--draft-max needs a whole number from 1 to %d, not '%s'", TN_SPEC_MAX_DRAFT, v);
+        cli_error(_("--draft-max needs a whole number from 1 to %d, not '%s'"), TN_SPEC_MAX_DRAFT, v);
         return -1;
     }
     s->draft_max = n;
@@ -58,7 +58,7 @@ int cli_spec_make(const cli_spec *s, const tn_model *target, int n_threads, tn_d
     else
         rc = tn_drafter_new_dflash(target, s->spec + 7, p, out, &err);
     if (rc != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return rc == TN_ERR_INVALID && !strcmp(s->spec, "lookup") ? CLI_EXIT_USAGE
                                                                   : CLI_EXIT_BAD_INPUT;
     }

@@ -1,6 +1,8 @@
 #include "cli.h"
 
+#include <locale.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -10,21 +12,21 @@ typedef struct {
 } cli_command;
 
 static const cli_command commands[] = {
-    {"run", cmd_run, "generate text: one prompt, a chat, or pinned serving"},
-    {"perplexity", cmd_perplexity, "perplexity of a text, and the argmax at every position"},
-    {"info", cmd_info, "print a GGUF file's metadata and tensors"},
-    {"mkmodel", cmd_mkmodel, "write a random-weight GGUF model with a real tokenizer"},
-    {"template", cmd_template, "print the prompt a model's chat template renders"},
-    {"bench", cmd_bench, "measure pp/tg speed, verify cost and memory bandwidth"},
-    {"bench-vision", cmd_bench_vision, "encode time per image of a vision projector"},
-    {"tokenize", cmd_tokenize, "print the token ids of a text (--bench: encode speed)"},
-    {"detokenize", cmd_detokenize, "print the text of token ids"},
-    {"list", cmd_list, "the models of the catalog and which are installed"},
-    {"pull", cmd_pull, "download a model of the catalog (resumable, verified)"},
-    {"remove", cmd_remove, "remove an installed model"},
-    {"check", cmd_check, "verify the installed models' files again"},
-    {"import", cmd_import, "add a local .gguf model file as local:NAME"},
-    {"serve", cmd_serve, "an OpenAI-compatible local HTTP server for a model"},
+    {"run", cmd_run, N_("generate text: one prompt, a chat, or pinned serving")},
+    {"perplexity", cmd_perplexity, N_("perplexity of a text, and the argmax at every position")},
+    {"info", cmd_info, N_("print a GGUF file's metadata and tensors")},
+    {"mkmodel", cmd_mkmodel, N_("write a random-weight GGUF model with a real tokenizer")},
+    {"template", cmd_template, N_("print the prompt a model's chat template renders")},
+    {"bench", cmd_bench, N_("measure pp/tg speed, verify cost and memory bandwidth")},
+    {"bench-vision", cmd_bench_vision, N_("encode time per image of a vision projector")},
+    {"tokenize", cmd_tokenize, N_("print the token ids of a text (--bench: encode speed)")},
+    {"detokenize", cmd_detokenize, N_("print the text of token ids")},
+    {"list", cmd_list, N_("the models of the catalog and which are installed")},
+    {"pull", cmd_pull, N_("download a model of the catalog (resumable, verified)")},
+    {"remove", cmd_remove, N_("remove an installed model")},
+    {"check", cmd_check, N_("verify the installed models' files again")},
+    {"import", cmd_import, N_("add a local .gguf model file as local:NAME")},
+    {"serve", cmd_serve, N_("an OpenAI-compatible local HTTP server for a model")},
 };
 
 void cli_error(const char *fmt, ...) {
@@ -36,14 +38,36 @@ void cli_error(const char *fmt, ...) {
     va_end(ap);
 }
 
+const char *cli_engine_message(const tn_error *err) {
+    static _Thread_local char text[TN_ERROR_MESSAGE_MAX];
+    /* libtern keeps the English format and its arguments: the message is
+     * rebuilt from the format's translation (docs/TRANSLATING.md). */
+    if (!err->format)
+        return err->message;
+    return tn_error_format(err, dgettext(GETTEXT_PACKAGE, err->format), text, sizeof text);
+}
+
+void cli_i18n_init(void) {
+    const char *dir = getenv("TERN_LOCALEDIR");
+    /* Only the messages follow the user's locale: numbers stay as scripts and
+     * JSON read them ("0.7", not "0,7", in arguments, figures and the
+     * server's answers), and character classes and GLib's sizes stay plain
+     * ASCII as before (the catalogs are bound to UTF-8 below). */
+    setlocale(LC_MESSAGES, "");
+    bindtextdomain(GETTEXT_PACKAGE, dir && *dir ? dir : LOCALEDIR);
+    bind_textdomain_codeset(GETTEXT_PACKAGE, "UTF-8");
+    textdomain(GETTEXT_PACKAGE);
+}
+
 static void usage(FILE *out) {
-    fprintf(out, "usage: tern-cli COMMAND [OPTIONS]\n\ncommands:\n");
+    fputs(_("usage: tern-cli COMMAND [OPTIONS]\n\ncommands:\n"), out);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\n'tern-cli COMMAND --help' describes a command.\n");
+        fprintf(out, "  %-12s %s\n", commands[i].name, _(commands[i].summary));
+    fputs(_("\n'tern-cli COMMAND --help' describes a command.\n"), out);
 }
 
 int main(int argc, char **argv) {
+    cli_i18n_init();
     if (argc < 2) {
         usage(stderr);
         return CLI_EXIT_USAGE;
@@ -59,6 +83,6 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);
-    cli_error("unknown command '%s' (see 'tern-cli --help')", argv[1]);
+    cli_error(_("unknown command '%s' (see 'tern-cli --help')"), argv[1]);
     return CLI_EXIT_USAGE;
 }

@@ -880,12 +880,18 @@ static int ask_impl(tn_session *s, const int32_t *req, int32_t n_req, const prom
                     tn_session_stats *st, double t_call, tn_error *err) {
     if (n_req <= 0)
         return tn_fail(err, TN_ERR_INVALID, "the request is empty");
-    if (n_req > s->n_ctx - s->n_pin && plan && plan->n_spans > 0)
+    /* One format per number: a translation has its own word for each
+     * (docs/TRANSLATING.md), which an "image%s" suffix would not allow. */
+    if (n_req > s->n_ctx - s->n_pin && plan && plan->n_spans == 1)
         return tn_fail(err, TN_ERR_OVERFLOW,
-                       "the message is %d tokens (%d of them for %d image%s); %d are free after "
+                       "the message is %d tokens (%d of them for %d image); %d are free after "
                        "the %d-token system prompt (use fewer image tokens or a larger context)",
-                       n_req, plan->n_image_rows, plan->n_spans, plan->n_spans == 1 ? "" : "s",
-                       s->n_ctx - s->n_pin, s->n_pin);
+                       n_req, plan->n_image_rows, plan->n_spans, s->n_ctx - s->n_pin, s->n_pin);
+    if (n_req > s->n_ctx - s->n_pin && plan && plan->n_spans > 1)
+        return tn_fail(err, TN_ERR_OVERFLOW,
+                       "the message is %d tokens (%d of them for %d images); %d are free after "
+                       "the %d-token system prompt (use fewer image tokens or a larger context)",
+                       n_req, plan->n_image_rows, plan->n_spans, s->n_ctx - s->n_pin, s->n_pin);
     if (n_req > s->n_ctx - s->n_pin)
         return overflow_message(s, n_req, err);
     for (int32_t i = 0; i < n_req; i++)
@@ -1290,8 +1296,18 @@ static int expand_images(tn_session *s, const tn_buf *text, const tn_text_spans 
     if (markers != n_images) {
         tn_buf_free(&t);
         tn_text_spans_free(&t_content);
-        return tn_fail(err, TN_ERR_INVALID, "the prompt has %d image marker%s for %d image%s",
-                       markers, markers == 1 ? "" : "s", n_images, n_images == 1 ? "" : "s");
+        /* The four forms in full, for translations (see ask_impl). */
+        if (markers == 1 && n_images == 1)
+            return tn_fail(err, TN_ERR_INVALID, "the prompt has %d image marker for %d image",
+                           markers, n_images);
+        if (markers == 1)
+            return tn_fail(err, TN_ERR_INVALID, "the prompt has %d image marker for %d images",
+                           markers, n_images);
+        if (n_images == 1)
+            return tn_fail(err, TN_ERR_INVALID, "the prompt has %d image markers for %d image",
+                           markers, n_images);
+        return tn_fail(err, TN_ERR_INVALID, "the prompt has %d image markers for %d images",
+                       markers, n_images);
     }
     tn_tokens raw = {0};
     rc = tokenize_rendered(s, &t, &t_content, with_bos, &raw, err);

@@ -39,9 +39,23 @@ typedef enum tn_status {
 typedef struct tn_error {
     int code;                           /* a tn_status */
     char message[TN_ERROR_MESSAGE_MAX]; /* one line, no trailing newline */
+    /* What a caller needs to show the message in the user's language
+     * (docs/TRANSLATING.md): libtern has no gettext of its own. format is the
+     * English printf format message was made from (a string literal, the
+     * msgid), args its arguments as printed, NUL-separated, n_args of them;
+     * format is NULL (or n_args < 0) when the message cannot be rebuilt. */
+    const char *format;
+    char args[TN_ERROR_MESSAGE_MAX];
+    int n_args;
 } tn_error;
 
 const char *tn_status_name(int status);
+
+/* err's message in a translated format (the caller's gettext of err->format,
+ * whose conversions, %s or %2$s, take err's arguments in order or by
+ * position): written to out (cap bytes, one line) and returned. English when
+ * translated is NULL or does not fit err's arguments. */
+const char *tn_error_format(const tn_error *err, const char *translated, char *out, size_t cap);
 
 /* ------------------------------------------------------------ tensor types */
 

@@ -202,7 +202,7 @@ tern_manager_link_copy (const char  *source,
   {
     int errsv = errno;
 
-    g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s: cannot link to %s: %s", dest, source,
+    g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, _("%s: cannot link to %s: %s"), dest, source,
                  g_strerror (errsv));
   }
   return FALSE;

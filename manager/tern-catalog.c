@@ -606,7 +606,7 @@ tern_catalog_new_from_data (const char  *data,
   if (!json_parser_load_from_data (parser, data, length, &parse_error))
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG,
-                   "%s: not valid JSON: %s", loader.name, parse_error->message);
+                   _("%s: not valid JSON: %s"), loader.name, parse_error->message);
       return NULL;
     }
   if (!load_root (self, &loader, json_parser_get_root (parser)))
@@ -627,7 +627,7 @@ tern_catalog_new_from_file (const char  *path,
   if (!g_file_get_contents (path, &data, &length, &read_error))
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG,
-                   "cannot read the model catalog: %s", read_error->message);
+                   _("cannot read the model catalog: %s"), read_error->message);
       return NULL;
     }
   return tern_catalog_new_from_data (data, (gssize) length, path, error);

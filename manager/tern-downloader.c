@@ -10,6 +10,7 @@
 #include "tern-hub.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <fcntl.h>
 #include <json-glib/json-glib.h>
@@ -423,7 +424,7 @@ write_all (int         fd,
           g_set_error (error, TERN_MANAGER_ERROR,
                        errsv == ENOSPC || errsv == EDQUOT ? TERN_MANAGER_ERROR_NO_SPACE
                                                           : TERN_MANAGER_ERROR_IO,
-                       "%s: cannot write: %s", t->partial, g_strerror (errsv));
+                       _("%s: cannot write: %s"), t->partial, g_strerror (errsv));
           return FALSE;
         }
       data += n;
@@ -457,7 +458,7 @@ send_request (Transfer     *t,
 
       if (msg == NULL)
         {
-          g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, "%s: cannot request '%s'",
+          g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, _("%s: cannot request '%s'"),
                        t->name, url);
           return NULL;
         }
@@ -501,7 +502,7 @@ send_request (Transfer     *t,
           if (next == NULL)
             {
               g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
-                           "%s: %s redirects to an invalid URL '%s'", t->name, url, location);
+                           _("%s: %s redirects to an invalid URL '%s'"), t->name, url, location);
               return NULL;
             }
           g_free (url);
@@ -511,7 +512,7 @@ send_request (Transfer     *t,
       *out_msg = g_steal_pointer (&msg);
       return stream;
     }
-  g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, "%s: %s: too many redirects",
+  g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, _("%s: %s: too many redirects"),
                t->name, t->url);
   return NULL;
 }
@@ -582,7 +583,7 @@ attempt (Transfer *t,
   if (status != SOUP_STATUS_OK && status != SOUP_STATUS_PARTIAL_CONTENT
       && status != SOUP_STATUS_REQUESTED_RANGE_NOT_SATISFIABLE)
     {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, "%s: HTTP %u %s from %s",
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, _("%s: HTTP %u %s from %s"),
                    t->name, status, soup_message_get_reason_phrase (msg), t->url);
       result = retryable_status (status) ? ATTEMPT_RETRY : ATTEMPT_FAIL;
       goto out;
@@ -594,7 +595,7 @@ attempt (Transfer *t,
       if (!set_file_size (fd, 0, t, error))
         goto out;
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
-                   "%s: HTTP 416 for a resume at byte %" G_GUINT64_FORMAT "; starting over", t->name,
+                   _("%s: HTTP 416 for a resume at byte %" PRIu64 "; starting over"), t->name,
                    offset);
       result = ATTEMPT_RETRY;
       goto out;
@@ -611,7 +612,7 @@ attempt (Transfer *t,
   if (t->expected_sha != NULL && advertised != NULL && g_ascii_strcasecmp (t->expected_sha, advertised) != 0)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CHECKSUM,
-                   "%s: the server offers a different file (sha256 %s) than the catalog names (sha256 %s) at %s",
+                   _("%s: the server offers a different file (sha256 %s) than the catalog names (sha256 %s) at %s"),
                    t->name, advertised, t->expected_sha, t->url);
       goto out;
     }
@@ -628,8 +629,8 @@ attempt (Transfer *t,
           if (!set_file_size (fd, 0, t, error))
             goto out;
           g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
-                       "%s: the server answered a resume at byte %" G_GUINT64_FORMAT
-                       " with another range; starting over", t->name, offset);
+                       _("%s: the server answered a resume at byte %" PRIu64
+                       " with another range; starting over"), t->name, offset);
           result = ATTEMPT_RETRY;
           goto out;
         }
@@ -640,7 +641,7 @@ attempt (Transfer *t,
           if (!set_file_size (fd, 0, t, error))
             goto out;
           g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
-                       "%s: the file on the server changed since the download began; starting over",
+                       _("%s: the file on the server changed since the download began; starting over"),
                        t->name);
           result = ATTEMPT_RETRY;
           goto out;
@@ -667,7 +668,7 @@ attempt (Transfer *t,
   if (t->size > 0 && expected_size > 0 && expected_size != t->size)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_SIZE,
-                   "%s: the server's file has %" G_GUINT64_FORMAT " bytes, the catalog says %" G_GUINT64_FORMAT,
+                   _("%s: the server's file has %" PRIu64 " bytes, the catalog says %" PRIu64),
                    t->name, expected_size, t->size);
       goto out;
     }
@@ -683,7 +684,7 @@ attempt (Transfer *t,
           g_autofree char *have = tern_manager_format_size (free_bytes);
 
           g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NO_SPACE,
-                       "%s: needs %s but only %s are free in %s", t->name, need, have, t->root);
+                       _("%s: needs %s but only %s are free in %s"), t->name, need, have, t->root);
           goto out;
         }
     }
@@ -714,7 +715,7 @@ attempt (Transfer *t,
               goto out;
             }
           g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NETWORK,
-                       "%s: the download broke off at byte %" G_GUINT64_FORMAT ": %s", t->name, offset,
+                       _("%s: the download broke off at byte %" PRIu64 ": %s"), t->name, offset,
                        local_error->message);
           result = retryable_error (local_error) ? ATTEMPT_RETRY : ATTEMPT_FAIL;
           goto out;
@@ -725,7 +726,7 @@ attempt (Transfer *t,
         {
           set_file_size (fd, 0, t, NULL);
           g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_SIZE,
-                       "%s: the server sent more than the %" G_GUINT64_FORMAT " bytes expected", t->name,
+                       _("%s: the server sent more than the %" PRIu64 " bytes expected"), t->name,
                        t->size);
           goto out;
         }
@@ -740,7 +741,7 @@ attempt (Transfer *t,
   if (t->size > 0 && offset < t->size)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NETWORK,
-                   "%s: the connection closed at byte %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT,
+                   _("%s: the connection closed at byte %" PRIu64 " of %" PRIu64),
                    t->name, offset, t->size);
       result = ATTEMPT_RETRY;
       goto out;
@@ -751,7 +752,7 @@ attempt (Transfer *t,
     {
       int errsv = errno;
 
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s: cannot sync: %s", t->partial,
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, _("%s: cannot sync: %s"), t->partial,
                    g_strerror (errsv));
       goto out;
     }
@@ -764,8 +765,8 @@ attempt (Transfer *t,
   if (expected_sha != NULL && g_ascii_strcasecmp (t->sha256, expected_sha) != 0)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CHECKSUM,
-                   "%s: sha256 %s, expected %s: the bytes downloaded from %s are wrong; "
-                   "they were deleted (nothing was installed)", t->name, t->sha256, expected_sha, t->url);
+                   _("%s: sha256 %s, expected %s: the bytes downloaded from %s are wrong; "
+                   "they were deleted (nothing was installed)"), t->name, t->sha256, expected_sha, t->url);
       unlink (t->partial);
       unlink (t->meta);
       __atomic_store_n (&t->done, 0, __ATOMIC_RELAXED);
@@ -775,7 +776,7 @@ attempt (Transfer *t,
     {
       int errsv = errno;
 
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s: cannot rename into place: %s",
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, _("%s: cannot rename into place: %s"),
                    t->dest, g_strerror (errsv));
       goto out;
     }
@@ -964,7 +965,7 @@ transfer_run (Transfer *t)
     return;  /* adopted (t->error unset) or failed */
   if (lseek (fd, 0, SEEK_END) < 0)
     {
-      g_set_error (&t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s: cannot seek", t->partial);
+      g_set_error (&t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, _("%s: cannot seek"), t->partial);
       close (fd);
       return;
     }
@@ -986,7 +987,7 @@ transfer_run (Transfer *t)
         }
       if (++failures >= self->max_attempts)
         {
-          g_prefix_error (&t->error, "gave up after %u attempts: ", failures);
+          g_prefix_error (&t->error, _("gave up after %u attempts: "), failures);
           break;
         }
       backoff_sleep (t->cancellable, delay);
@@ -1193,8 +1194,8 @@ pull_maybe_finish (Pull *pull)
       /* Say what is true: an empty partial file is not kept (transfer_run). */
       pull_totals (pull, &done, &total);
       error = g_error_new (G_IO_ERROR, G_IO_ERROR_CANCELLED,
-                           done > 0 ? "%s: download cancelled (the partial files are kept: pulling again resumes)"
-                                    : "%s: download cancelled before any data arrived (nothing was kept)",
+                           done > 0 ? _("%s: download cancelled (the partial files are kept: pulling again resumes)")
+                                    : _("%s: download cancelled before any data arrived (nothing was kept)"),
                            pull->tag);
     }
   for (guint i = 0; error == NULL && i < pull->jobs->len; i++)
@@ -1315,21 +1316,21 @@ tern_downloader_pull_async (TernDownloader      *self,
   if (ctag == NULL)
     {
       g_task_return_new_error (task, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
-                               "%s: no such model in the catalog %s ('tern-cli list' shows them)", tag,
+                               _("%s: no such model in the catalog %s ('tern-cli list' shows them)"), tag,
                                tern_catalog_get_path (catalog));
       return;
     }
   if (!tern_catalog_tag_supported (ctag))
     {
       g_task_return_new_error (task, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_APP_TOO_OLD,
-                               "%s needs Tern %s or newer (this is %s)", tag, ctag->min_app_version,
+                               _("%s needs Tern %s or newer (this is %s)"), tag, ctag->min_app_version,
                                tern_manager_app_version ());
       return;
     }
   if (g_hash_table_contains (self->pulls, tag))
     {
       g_task_return_new_error (task, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_BUSY,
-                               "%s is already being downloaded", tag);
+                               _("%s is already being downloaded"), tag);
       return;
     }
   if (g_task_return_error_if_cancelled (task))
@@ -1348,8 +1349,8 @@ tern_downloader_pull_async (TernDownloader      *self,
           g_autofree char *reserve = tern_manager_format_size (TERN_DOWNLOADER_FREE_SPACE_RESERVE);
 
           g_task_return_new_error (task, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NO_SPACE,
-                                   "%s: not enough disk space: the download needs %s (plus %s to spare) "
-                                   "but only %s are free in %s",
+                                   _("%s: not enough disk space: the download needs %s (plus %s to spare) "
+                                   "but only %s are free in %s"),
                                    tag, need, reserve, have, tern_model_store_get_root (self->store));
           return;
         }

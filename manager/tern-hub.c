@@ -150,8 +150,8 @@ parse_ref (const char  *text,
 malformed:
   hub_ref_clear (ref);
   g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
-               "'%s' is not a Hugging Face reference: write hf.co/OWNER/REPO[:QUANT] "
-               "or https://huggingface.co/OWNER/REPO/resolve/REVISION/FILE.gguf", text);
+               _("'%s' is not a Hugging Face reference: write hf.co/OWNER/REPO[:QUANT] "
+               "or https://huggingface.co/OWNER/REPO/resolve/REVISION/FILE.gguf"), text);
   return FALSE;
 }
 
@@ -342,7 +342,7 @@ api_get (const HubRef  *ref,
 
   if (msg == NULL)
     {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, "cannot request '%s'", url);
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, _("cannot request '%s'"), url);
       return NULL;
     }
   session = soup_session_new_with_options ("timeout", 30, NULL);
@@ -354,7 +354,7 @@ api_get (const HubRef  *ref,
   if (body == NULL)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NETWORK,
-                   "%s/%s: cannot reach the Hugging Face API at %s: %s", ref->owner, ref->repo, ref->base,
+                   _("%s/%s: cannot reach the Hugging Face API at %s: %s"), ref->owner, ref->repo, ref->base,
                    local_error->message);
       return NULL;
     }
@@ -362,21 +362,23 @@ api_get (const HubRef  *ref,
   if (status == SOUP_STATUS_UNAUTHORIZED || status == SOUP_STATUS_FORBIDDEN)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
-                   "%s/%s: HTTP %u: the repository is gated or private%s", ref->owner, ref->repo, status,
-                   auth ? " and this token (HF_TOKEN) has no access to it"
-                        : ": accept its terms on the Hub, then set HF_TOKEN to an access token");
+                   _("%s/%s: HTTP %u: the repository is gated or private%s"), ref->owner, ref->repo, status,
+                   /* Translators: the end of "OWNER/REPO: HTTP 403: the repository is gated or private" */
+                   auth ? _(" and this token (HF_TOKEN) has no access to it")
+                        /* Translators: the end of "OWNER/REPO: HTTP 403: the repository is gated or private" */
+                        : _(": accept its terms on the Hub, then set HF_TOKEN to an access token"));
       return NULL;
     }
   if (status == SOUP_STATUS_NOT_FOUND)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
-                   "%s/%s: no such repository or revision '%s' on %s", ref->owner, ref->repo, ref->revision,
+                   _("%s/%s: no such repository or revision '%s' on %s"), ref->owner, ref->repo, ref->revision,
                    ref->base);
       return NULL;
     }
   if (status != SOUP_STATUS_OK)
     {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, "%s/%s: HTTP %u %s from %s",
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, _("%s/%s: HTTP %u %s from %s"),
                    ref->owner, ref->repo, status, soup_message_get_reason_phrase (msg), url);
       return NULL;
     }
@@ -387,7 +389,7 @@ api_get (const HubRef  *ref,
       || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
-                   "%s/%s: the Hub's answer from %s is not the JSON object it documents", ref->owner, ref->repo,
+                   _("%s/%s: the Hub's answer from %s is not the JSON object it documents"), ref->owner, ref->repo,
                    url);
       return NULL;
     }
@@ -487,11 +489,12 @@ pick_model_files (const HubRef  *ref,
     {
       if (ref->file != NULL)
         g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
-                     "%s/%s has no file %s at %s", ref->owner, ref->repo, ref->file, ref->revision);
+                     _("%s/%s has no file %s at %s"), ref->owner, ref->repo, ref->file, ref->revision);
       else
         g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
-                     "%s/%s has no %s GGUF file%s%s", ref->owner, ref->repo, ref->quant,
-                     have->len ? "; it has: " : " (it has no GGUF files at all)", have->str);
+                     _("%s/%s has no %s GGUF file%s%s"), ref->owner, ref->repo, ref->quant,
+                     /* Translators: the end of "OWNER/REPO has no Q4_K_M GGUF file", before a list of files */
+                     have->len ? _("; it has: ") : _(" (it has no GGUF files at all)"), have->str);
       return NULL;
     }
   g_ptr_array_sort (picked, compare_paths);
@@ -519,7 +522,7 @@ pick_model_files (const HubRef  *ref,
       for (guint i = 0; i < picked->len; i++)
         g_string_append_printf (names, "%s%s", i ? ", " : "", ((HubFile *) picked->pdata[i])->path);
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
-                   "%s/%s: %s names more than one model (%s); name the file with its URL instead",
+                   _("%s/%s: %s names more than one model (%s); name the file with its URL instead"),
                    ref->owner, ref->repo, ref->quant, names->str);
       return NULL;
     }
@@ -638,7 +641,7 @@ tern_hub_resolve (const char    *ref_text,
       || !hub_name_ok (json_node_get_string (sha_node), 64))
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
-                   "%s/%s: the Hub's answer names no commit ('sha') for revision %s", ref.owner, ref.repo,
+                   _("%s/%s: the Hub's answer names no commit ('sha') for revision %s"), ref.owner, ref.repo,
                    ref.revision);
       return NULL;
     }

@@ -3,6 +3,17 @@
 
 #include "tern-manager.h"
 
+/* The manager's messages are in the app's translation domain: gi18n-lib's
+ * _() names the domain, so they are translated in the CLI too, whatever its
+ * textdomain () (docs/TRANSLATING.md). */
+#ifndef GETTEXT_PACKAGE
+#define GETTEXT_PACKAGE "tern"
+#endif
+#include <glib/gi18n-lib.h>
+#include <inttypes.h>
+
+#include "tern.h"
+
 G_BEGIN_DECLS
 
 /* A download in progress: FILE.partial, with what we know about the server's
@@ -19,6 +30,8 @@ G_BEGIN_DECLS
  * at most 200 bytes. */
 gboolean tern_manager_safe_name (const char *name);
 gboolean tern_manager_valid_url (const char *url);
+/* An engine error's message in the user's language (docs/TRANSLATING.md). */
+char    *tern_manager_engine_message (const tn_error *err);
 /* 64 hexadecimal digits (either case). */
 gboolean tern_manager_is_sha256 (const char *text);
 

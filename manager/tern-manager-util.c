@@ -152,7 +152,7 @@ tern_manager_write_file_atomic (const char  *path,
 
   fd = g_mkstemp_full (tmp, O_WRONLY | O_CLOEXEC, 0644);
   if (fd < 0)
-    return io_error (error, errno, "cannot create a temporary file", tmp);
+    return io_error (error, errno, _("cannot create a temporary file"), tmp);
   while (written < length)
     {
       ssize_t n = write (fd, contents + written, length - written);
@@ -165,7 +165,7 @@ tern_manager_write_file_atomic (const char  *path,
 
           close (fd);
           unlink (tmp);
-          return io_error (error, errsv, "cannot write", tmp);
+          return io_error (error, errsv, _("cannot write"), tmp);
         }
       written += (gsize) n;
     }
@@ -174,14 +174,14 @@ tern_manager_write_file_atomic (const char  *path,
       int errsv = errno;
 
       unlink (tmp);
-      return io_error (error, errsv, "cannot sync", tmp);
+      return io_error (error, errsv, _("cannot sync"), tmp);
     }
   if (rename (tmp, path) != 0)
     {
       int errsv = errno;
 
       unlink (tmp);
-      return io_error (error, errsv, "cannot rename into place", path);
+      return io_error (error, errsv, _("cannot rename into place"), path);
     }
   tern_manager_sync_dir (dir);
   return TRUE;
@@ -205,7 +205,7 @@ tern_manager_sha256_fd (int            fd,
         continue;
       if (n < 0)
         {
-          io_error (error, errno, "cannot read", name);
+          io_error (error, errno, _("cannot read"), name);
           return NULL;
         }
       if (n == 0)
@@ -228,7 +228,7 @@ tern_manager_sha256_file (const char    *path,
 
   if (fd < 0)
     {
-      io_error (error, errno, "cannot open", path);
+      io_error (error, errno, _("cannot open"), path);
       return NULL;
     }
   sha = tern_manager_sha256_fd (fd, path, cancellable, error);
@@ -245,13 +245,13 @@ tern_manager_remove_tree (const char  *path,
   struct dirent *entry;
 
   if (lstat (path, &st) != 0)
-    return errno == ENOENT ? TRUE : io_error (error, errno, "cannot read", path);
+    return errno == ENOENT ? TRUE : io_error (error, errno, _("cannot read"), path);
   if (!S_ISDIR (st.st_mode))
-    return unlink (path) == 0 || errno == ENOENT ? TRUE : io_error (error, errno, "cannot delete", path);
+    return unlink (path) == 0 || errno == ENOENT ? TRUE : io_error (error, errno, _("cannot delete"), path);
 
   dir = opendir (path);
   if (dir == NULL)
-    return io_error (error, errno, "cannot list", path);
+    return io_error (error, errno, _("cannot list"), path);
   while ((entry = readdir (dir)) != NULL)
     {
       g_autofree char *child = NULL;
@@ -267,7 +267,7 @@ tern_manager_remove_tree (const char  *path,
     }
   closedir (dir);
   if (rmdir (path) != 0 && errno != ENOENT)
-    return io_error (error, errno, "cannot delete", path);
+    return io_error (error, errno, _("cannot delete"), path);
   return TRUE;
 }
 
@@ -329,4 +329,15 @@ tern_manager_proxy_resolver_from_env (void)
   if (https != NULL)
     g_simple_proxy_resolver_set_uri_proxy (G_SIMPLE_PROXY_RESOLVER (resolver), "https", https);
   return resolver;
+}
+
+char *
+tern_manager_engine_message (const tn_error *err)
+{
+  char text[TN_ERROR_MESSAGE_MAX];
+
+  if (err->format == NULL)
+    return g_strdup (err->message);
+  return g_strdup (tn_error_format (err, g_dgettext (GETTEXT_PACKAGE, err->format), text,
+                                    sizeof text));
 }

@@ -176,7 +176,7 @@ state_fail (TernModelStore *self,
             const char     *what)
 {
   g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE,
-               "%s: %s: %s (move the file away to start over; downloaded files stay in place)",
+               _("%s: %s: %s (move the file away to start over; downloaded files stay in place)"),
                self->state_path, field, what);
   return FALSE;
 }
@@ -536,7 +536,7 @@ lock_begin (TernModelStore *self,
     {
       int errsv = errno;
 
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s: cannot open: %s", path,
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, _("%s: cannot open: %s"), path,
                    g_strerror (errsv));
       return -1;
     }
@@ -581,7 +581,7 @@ tern_model_store_new (const char  *root,
       int errsv = errno;
 
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO,
-                   "%s: cannot create the model store: %s", packages, g_strerror (errsv));
+                   _("%s: cannot create the model store: %s"), packages, g_strerror (errsv));
       return NULL;
     }
   if (!load_state (self, error))
@@ -1043,7 +1043,7 @@ tern_model_store_complete_package (TernModelStore            *self,
         {
           lock_end (self, fd, FALSE, NULL);
           g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO,
-                       "package %s: %s is not downloaded and verified yet", package->id, file->name);
+                       _("package %s: %s is not downloaded and verified yet"), package->id, file->name);
           return FALSE;
         }
     }
@@ -1074,7 +1074,7 @@ tern_model_store_add_tag (TernModelStore        *self,
       {
         lock_end (self, fd, FALSE, NULL);
         g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO,
-                     "%s: package %s is not installed", tag->tag, tag->packages[r]->id);
+                     _("%s: package %s is not installed"), tag->tag, tag->packages[r]->id);
         return FALSE;
       }
   st = g_new0 (StoreTag, 1);
@@ -1187,8 +1187,8 @@ tern_model_store_remove (TernModelStore       *self,
           unlock_partials (locked);
           lock_end (self, fd, FALSE, NULL);
           g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_BUSY,
-                       "%s: %s is being downloaded right now (by 'tern-cli pull' or the Tern app); "
-                       "nothing was removed: stop or finish that download first",
+                       _("%s: %s is being downloaded right now (by 'tern-cli pull' or the Tern app); "
+                       "nothing was removed: stop or finish that download first"),
                        tag, busy);
           return FALSE;
         }
@@ -1230,7 +1230,7 @@ tern_model_store_remove (TernModelStore       *self,
     {
       lock_end (self, fd, FALSE, NULL);
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
-                   "%s is not installed", tag);
+                   _("%s is not installed"), tag);
       return FALSE;
     }
   return lock_end (self, fd, TRUE, error);
@@ -1318,7 +1318,11 @@ check_run (GPtrArray     *items,
           tn_error err;
 
           if (tn_gguf_open (item->path, &gguf, &err) != TN_OK)
-            item->problem = g_strdup_printf ("%s: %s", item->name, err.message);
+            {
+              g_autofree char *reason = tern_manager_engine_message (&err);
+
+              item->problem = g_strdup_printf ("%s: %s", item->name, reason);
+            }
           tn_gguf_close (gguf);
           continue;
         }
@@ -1331,8 +1335,8 @@ check_run (GPtrArray     *items,
         }
       if ((guint64) st.st_size != item->size)
         {
-          item->problem = g_strdup_printf ("%s: %" G_GUINT64_FORMAT " bytes, expected %" G_GUINT64_FORMAT
-                                           " (truncated or changed)", item->path,
+          item->problem = g_strdup_printf (_("%s: %" PRIu64 " bytes, expected %" PRIu64
+                                             " (truncated or changed)"), item->path,
                                            (guint64) st.st_size, item->size);
           continue;
         }
@@ -1545,21 +1549,23 @@ tern_model_store_import (TernModelStore  *self,
   kept = g_canonicalize_filename (path, NULL);
   if (!g_file_test (real, G_FILE_TEST_IS_REGULAR))
     {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT, "%s: not a regular file", path);
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT, _("%s: not a regular file"), path);
       return NULL;
     }
   /* Through the name too: a split model's other parts are found beside
    * the first part's name (NAME-00002-of-00003.gguf), not beside a blob. */
   if (tn_gguf_open (kept, &gguf, &err) != TN_OK)
     {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT, "%s", err.message);
+      g_autofree char *reason = tern_manager_engine_message (&err);
+
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT, "%s", reason);
       return NULL;
     }
   if (tn_gguf_get_str (gguf, "general.architecture", &str) != TN_OK || str.len == 0)
     {
       tn_gguf_close (gguf);
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IMPORT,
-                   "%s: a GGUF file but not a model: it has no general.architecture", path);
+                   _("%s: a GGUF file but not a model: it has no general.architecture"), path);
       return NULL;
     }
   architecture = tn_str_dup (str);

@@ -220,9 +220,9 @@ typedef struct {
 
 static void
 on_loaded (TernEngineWorker *w, guint id, const char *path, const char *desc, gboolean demo,
-           const char *error, Probe *p)
+           const char *error, const char *english, Probe *p)
 {
-  (void) w; (void) path; (void) desc; (void) demo;
+  (void) w; (void) path; (void) desc; (void) demo; (void) english;
   p->loaded_id = id;
   g_free (p->load_error);
   p->load_error = g_strdup (error);

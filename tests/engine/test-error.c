@@ -1,0 +1,58 @@
+/* tn_error's format and arguments (engine/error.c): what lets the app and the
+ * CLI show an engine message in the user's language (docs/TRANSLATING.md). */
+#include "tn-test.h"
+
+#include "tn-internal.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+static void test_capture(void) {
+    tn_error err = {0};
+    const char *fmt = "%s: tensor '%s' has %" PRId64 " rows, %zu bytes, %.2f%% (%c) %*d|%-5u|";
+    int rc = tn_fail(&err, TN_ERR_FORMAT, fmt, "m.gguf", "blk.3.attn_q.weight", (int64_t)-7,
+                     (size_t)4096, 12.345, 'x', 4, 42, 9u);
+    CHECK(rc == TN_ERR_FORMAT && err.code == TN_ERR_FORMAT);
+    CHECKF(!strcmp(err.message, "m.gguf: tensor 'blk.3.attn_q.weight' has -7 rows, 4096 bytes, "
+                                "12.35% (x)   42|9    |"),
+           "%s", err.message);
+    CHECK(err.format == fmt);
+    CHECKF(err.n_args == 8, "%d", err.n_args);
+
+    char out[TN_ERROR_MESSAGE_MAX];
+    /* Untranslated (gettext gives the msgid back): the English message. */
+    CHECK(!strcmp(tn_error_format(&err, fmt, out, sizeof out), err.message));
+    CHECK(!strcmp(tn_error_format(&err, NULL, out, sizeof out), err.message));
+    /* In order, and reordered by position; each argument as first printed. */
+    tn_error_format(&err, "%s : «%s» %ld Zeilen, %zu Bytes, %.2f %% (%c) %*d|%u|", out, sizeof out);
+    CHECKF(!strcmp(out, "m.gguf : «blk.3.attn_q.weight» -7 Zeilen, 4096 Bytes, 12.35 % (x)   42|9    |"),
+           "%s", out);
+    tn_error_format(&err, "%2$s in %1$s; %8$u %7$d", out, sizeof out);
+    CHECKF(!strcmp(out, "blk.3.attn_q.weight in m.gguf; 9       42"), "%s", out);
+    /* A translation that asks for an argument the message lacks: English. */
+    tn_error_format(&err, "%9$s", out, sizeof out);
+    CHECK(!strcmp(out, err.message));
+    /* A small buffer is cut, never overrun. */
+    char small[8];
+    tn_error_format(&err, "%2$s", small, sizeof small);
+    CHECK(!strcmp(small, "blk.3.a"));
+}
+
+static void test_newlines_and_clear(void) {
+    tn_error err = {0};
+    tn_fail(&err, TN_ERR_INVALID, "bad %s", "two\nlines");
+    char out[64];
+    tn_error_format(&err, "schlecht: %s", out, sizeof out);
+    CHECKF(!strcmp(out, "schlecht: two lines"), "%s", out);
+    tn_error_clear(&err);
+    CHECK(err.format == NULL && err.message[0] == '\0');
+    /* A message written by hand (no format) stays as written. */
+    snprintf(err.message, sizeof err.message, "out of memory");
+    CHECK(!strcmp(tn_error_format(&err, "x", out, sizeof out), "out of memory"));
+}
+
+int main(void) {
+    test_capture();
+    test_newlines_and_clear();
+    return tn_test_finish("error");
+}
