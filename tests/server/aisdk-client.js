@@ -11,7 +11,6 @@
 // own parsing of usage (cached tokens) and errors (APICallError), and aborts
 // through an AbortSignal.
 'use strict';
-const diagnostics = require('diagnostics_channel');
 const { createRequire } = require('module');
 const path = require('path');
 
@@ -20,21 +19,7 @@ const ai = need('ai');
 const { createOpenAICompatible } = need('@ai-sdk/openai-compatible');
 const { z } = need('zod');
 
-const connections = new Map(); // port -> connections opened
-const requests = new Map();    // port -> requests sent
-function bump(map, port) { map.set(String(port), (map.get(String(port)) || 0) + 1); }
-diagnostics.subscribe('undici:client:connected', (m) => bump(connections, m.connectParams.port));
-diagnostics.subscribe('undici:request:create', (m) => bump(requests, new URL(m.request.origin).port));
-
-let checks = 0;
-let failed = 0;
-function check(ok, what) {
-  checks++;
-  if (!ok) {
-    failed++;
-    console.error('FAIL: ' + what);
-  }
-}
+const { check, connectionUse, finishChecks } = require('./client-checks');
 
 async function expectCallError(promise, status, what) {
   try {
@@ -143,14 +128,11 @@ async function main() {
   const keyed = await ai.generateText({ ...ask, model: right('qwen3') });
   check(keyed.text === first.text, 'right key: the same answer');
 
-  const port = new URL(process.env.TERN_URL).port;
-  const c = connections.get(port) || 0;
-  const r = requests.get(port) || 0;
+  const { connections: c, requests: r } = connectionUse(process.env.TERN_URL);
   check(c >= 1 && r >= c * 2, `connection reuse: ${r} requests over ${c} connections`);
   console.log(`${process.env.TERN_URL}: ${r} requests over ${c} connections`);
 
-  console.log(`Node.js ${process.version}: ${checks} checks, ${failed} failed`);
-  process.exit(failed ? 1 : 0);
+  finishChecks();
 }
 
 main().catch((e) => {

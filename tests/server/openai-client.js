@@ -11,24 +11,9 @@
 // must end exactly where it says. Connections and requests are counted per
 // server through undici's diagnostics channels to show that they are reused.
 'use strict';
-const diagnostics = require('diagnostics_channel');
 const OpenAI = require(process.env.OPENAI_MODULE);
 
-const connections = new Map(); // port -> connections opened
-const requests = new Map();    // port -> requests sent
-function bump(map, port) { map.set(String(port), (map.get(String(port)) || 0) + 1); }
-diagnostics.subscribe('undici:client:connected', (m) => bump(connections, m.connectParams.port));
-diagnostics.subscribe('undici:request:create', (m) => bump(requests, new URL(m.request.origin).port));
-
-let checks = 0;
-let failed = 0;
-function check(ok, what) {
-  checks++;
-  if (!ok) {
-    failed++;
-    console.error('FAIL: ' + what);
-  }
-}
+const { check, connectionUse, finishChecks } = require('./client-checks');
 
 async function expectError(promise, cls, status, what) {
   try {
@@ -169,16 +154,13 @@ async function main() {
   // in its pool; hence not exactly one connection per server.)
   for (const [url, minRequestsPerConnection] of [[process.env.TERN_URL, 3],
                                                   [process.env.TERN_VISION_URL, 1.5]]) {
-    const port = new URL(url).port;
-    const c = connections.get(port) || 0;
-    const r = requests.get(port) || 0;
+    const { connections: c, requests: r } = connectionUse(url);
     check(c >= 1 && r >= c * minRequestsPerConnection,
           `connection reuse on ${url}: ${r} requests over ${c} connections`);
     console.log(`${url}: ${r} requests over ${c} connections`);
   }
 
-  console.log(`Node.js ${process.version}: ${checks} checks, ${failed} failed`);
-  process.exit(failed ? 1 : 0);
+  finishChecks();
 }
 
 main().catch((e) => {
