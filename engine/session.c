@@ -88,17 +88,13 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void warn(tn_session *s, const char *fmt, ...) TN_PRINTF(2, 3);
-static void warn(tn_session *s, const char *fmt, ...) {
-    char msg[TN_ERROR_MESSAGE_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+/* A warning is a tn_error made by tn_fail, so that its format and arguments
+ * reach the caller, who translates it as an error (docs/TRANSLATING.md). */
+static void warn(tn_session *s, const tn_error *w) {
     if (s->params.warn)
-        s->params.warn(msg, s->params.warn_user);
+        s->params.warn(w, s->params.warn_user);
     else
-        fprintf(stderr, "tern: %s\n", msg);
+        fprintf(stderr, "tern: %s\n", w->message);
 }
 
 static bool cancelled(const tn_session *s) {
@@ -548,7 +544,7 @@ static int establish(tn_session *s, const int32_t *tokens, int32_t n,
             return TN_OK;
         }
         if (rc != TN_ERR_NOT_FOUND)
-            warn(s, "%s", e.message);
+            warn(s, &e);
     }
     kv_cut(s, keep);
     int rc = kv_append(s, tokens + keep, n - keep, false, progress, user, err);
@@ -561,7 +557,7 @@ static int establish(tn_session *s, const int32_t *tokens, int32_t n,
         if (rc == TN_OK)
             *saved = true;
         else
-            warn(s, "%s", e.message);
+            warn(s, &e);
     }
     return TN_OK;
 }
