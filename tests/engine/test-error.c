@@ -5,6 +5,7 @@
 #include "tn-internal.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 static void test_capture(void) {
@@ -51,8 +52,59 @@ static void test_newlines_and_clear(void) {
     CHECK(!strcmp(tn_error_format(&err, "x", out, sizeof out), "out of memory"));
 }
 
+static void write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fwrite(data, 1, n, f) == n);
+        fclose(f);
+    }
+}
+
+/* The GGUF reader's messages name their section in the format, not as an
+ * argument: "the %s" filled with an English word could not be translated. */
+static void test_gguf_sections(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/sections.gguf", tn_test_tmpdir());
+    struct {
+        const char *what;
+        unsigned char bytes[40];
+        size_t n;
+        const char *format_has;
+        int n_args;
+    } cases[] = {
+        /* magic, version 3, then 4 of n_tensors' 8 bytes */
+        {"header", {'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0}, 12, "inside the header (", 4},
+        /* no tensors, one metadata entry whose key claims 200 bytes */
+        {"metadata",
+         {'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 200, 0,
+          0, 0, 0, 0, 0, 0, 'k', 'e', 'y', 0, 0, 0, 0, 0},
+         40, "a string in the metadata claims", 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_file(path, cases[i].bytes, cases[i].n);
+        tn_gguf *g = NULL;
+        tn_error err = {0};
+        int rc = tn_gguf_open(path, &g, &err);
+        CHECKF(rc == TN_ERR_FORMAT && err.format && strstr(err.format, cases[i].format_has),
+               "%s: rc %d, format '%s'", cases[i].what, rc, err.format ? err.format : "(null)");
+        CHECKF(err.n_args == cases[i].n_args && !strcmp(err.args, path), "%s: %d arguments",
+               cases[i].what, err.n_args);
+        /* Every argument is the path or a number: no words to translate. */
+        const char *a = err.args;
+        for (int k = 1; k < err.n_args; k++) {
+            a += strlen(a) + 1;
+            CHECKF(strspn(a, "0123456789") == strlen(a), "%s: argument %d is '%s'",
+                   cases[i].what, k, a);
+        }
+        tn_gguf_close(g);
+    }
+    remove(path);
+}
+
 int main(void) {
     test_capture();
     test_newlines_and_clear();
+    test_gguf_sections();
     return tn_test_finish("error");
 }
