@@ -121,7 +121,7 @@ int cmd_perplexity(int argc, char **argv) {
     }
     const tn_tokenizer *tok = tn_model_tokenizer(m);
     if (!tok) {
-        cli_error("%s", tn_model_tokenizer_error(m));
+        cli_error("%s", cli_engine_message(tn_model_tokenizer_failure(m)));
         goto out;
     }
     if (!(text = read_file(text_path, &len)))

@@ -630,7 +630,7 @@ int cmd_run(int argc, char **argv) {
         return CLI_EXIT_BAD_INPUT;
     }
     if (!tn_model_tokenizer(m)) {
-        cli_error("%s", tn_model_tokenizer_error(m));
+        cli_error("%s", cli_engine_message(tn_model_tokenizer_failure(m)));
         tn_model_free(m);
         return CLI_EXIT_BAD_INPUT;
     }

@@ -746,25 +746,24 @@ static void load_text(tn_model *m, tn_model_params params) {
     m->chat_kind = (int)tn_chat_template_detect(jinja.ptr, (size_t)jinja.len,
                                                 tn_arch_name(m->hp.arch), &m->chat_warning);
     if (!params.load_tokenizer) {
-        snprintf(m->tokenizer_error, sizeof m->tokenizer_error, "%s: tokenizer not loaded",
-                 m->path);
+        tn_fail(&m->tokenizer_error, TN_ERR_UNSUPPORTED, "%s: tokenizer not loaded", m->path);
         return;
     }
     if (!tn_gguf_find(m->gguf, "tokenizer.ggml.model")) {
-        snprintf(m->tokenizer_error, sizeof m->tokenizer_error,
-                 "%s: the file has no tokenizer (tokenizer.ggml.* metadata)", m->path);
+        tn_fail(&m->tokenizer_error, TN_ERR_UNSUPPORTED,
+                "%s: the file has no tokenizer (tokenizer.ggml.* metadata)", m->path);
         return;
     }
     tn_error e = {0};
     if (tn_tokenizer_load(m->gguf, &m->tokenizer, &e) != TN_OK) {
         m->tokenizer = NULL;
-        snprintf(m->tokenizer_error, sizeof m->tokenizer_error, "%s", e.message);
+        m->tokenizer_error = e;
         return;
     }
     if (tn_tokenizer_n_vocab(m->tokenizer) > m->hp.n_vocab) {
-        snprintf(m->tokenizer_error, sizeof m->tokenizer_error,
-                 "%s: the tokenizer has %d tokens but the model only %d embeddings", m->path,
-                 tn_tokenizer_n_vocab(m->tokenizer), m->hp.n_vocab);
+        tn_fail(&m->tokenizer_error, TN_ERR_FORMAT,
+                "%s: the tokenizer has %d tokens but the model only %d embeddings", m->path,
+                tn_tokenizer_n_vocab(m->tokenizer), m->hp.n_vocab);
         tn_tokenizer_free(m->tokenizer);
         m->tokenizer = NULL;
     }
@@ -919,7 +918,10 @@ uint64_t tn_model_kv_bytes_per_token(const tn_model *m) {
 }
 const tn_tokenizer *tn_model_tokenizer(const tn_model *m) { return m->tokenizer; }
 const char *tn_model_tokenizer_error(const tn_model *m) {
-    return m->tokenizer ? NULL : m->tokenizer_error;
+    return m->tokenizer ? NULL : m->tokenizer_error.message;
+}
+const tn_error *tn_model_tokenizer_failure(const tn_model *m) {
+    return m->tokenizer ? NULL : &m->tokenizer_error;
 }
 int tn_model_chat_kind(const tn_model *m, const char **warning) {
     if (warning)

@@ -426,9 +426,17 @@ static void begin_call(tn_session *s) {
 static int need_tokenizer(const tn_session *s, tn_error *err) {
     if (s->tok)
         return TN_OK;
-    const char *why = tn_model_tokenizer_error(s->model);
-    return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: no usable tokenizer (%s)",
-                   tn_model_path(s->model), why && why[0] ? why : "none loaded");
+    /* The model's own error (its format and arguments) rather than a wrapper
+     * around its English text, so that the caller can translate it. */
+    const tn_error *why = tn_model_tokenizer_failure(s->model);
+    if (!why || !why->message[0])
+        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: no usable tokenizer",
+                       tn_model_path(s->model));
+    if (err) {
+        *err = *why;
+        err->code = TN_ERR_UNSUPPORTED;
+    }
+    return TN_ERR_UNSUPPORTED;
 }
 
 /* Rendered template text -> tokens, BOS first when the format starts with

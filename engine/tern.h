@@ -326,6 +326,9 @@ typedef struct tn_tokenizer tn_tokenizer; /* the tokenizer section below */
  * tn_model_tokenizer_error says why. */
 const tn_tokenizer *tn_model_tokenizer(const tn_model *model);
 const char *tn_model_tokenizer_error(const tn_model *model);
+/* The same as an error (NULL with a tokenizer): its format and arguments let
+ * a caller show it in the user's language (tn_error_format). */
+const tn_error *tn_model_tokenizer_failure(const tn_model *model);
 /* The chat format (a tn_chat_kind) from tokenizer.chat_template and the
  * architecture; *warning (may be NULL) as tn_chat_template_detect. */
 int tn_model_chat_kind(const tn_model *model, const char **warning);

@@ -102,9 +102,48 @@ static void test_gguf_sections(void) {
     remove(path);
 }
 
+/* A model without a tokenizer: the session's error is the model's own (its
+ * format and path), not an English message wrapped in another format. */
+static void test_tokenizer_failure(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/no-tokenizer.gguf", tn_test_tmpdir());
+    tn_mkmodel_params p = tn_test_tiny_model("llama", 1);
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, path, &err) == TN_OK, "mkmodel: %s", err.message);
+    tn_model_params mp = tn_model_default_params();
+    mp.load_tokenizer = false;
+    tn_model *m = NULL;
+    if (tn_model_load(path, mp, &m, &err) != TN_OK) {
+        CHECKF(false, "load: %s", err.message);
+        return;
+    }
+    const tn_error *why = tn_model_tokenizer_failure(m);
+    CHECK(why && why->format && !strcmp(why->format, "%s: tokenizer not loaded"));
+    CHECK(why && !strcmp(tn_model_tokenizer_error(m), why->message));
+    tn_session *s = NULL;
+    if (tn_session_new(m, tn_session_default_params(), &s, &err) == TN_OK) {
+        tn_error_clear(&err);
+        int rc = tn_session_pin(s, "You are terse.", NULL, NULL, &err);
+        CHECKF(rc == TN_ERR_UNSUPPORTED && err.code == TN_ERR_UNSUPPORTED, "pin: %d", rc);
+        CHECKF(err.format && !strcmp(err.format, "%s: tokenizer not loaded"), "format '%s'",
+               err.format ? err.format : "(null)");
+        char out[TN_ERROR_MESSAGE_MAX];
+        tn_error_format(&err, "%s: Tokenizer nicht geladen", out, sizeof out);
+        const size_t n = strlen(path);
+        CHECKF(!strncmp(out, path, n) && !strcmp(out + n, ": Tokenizer nicht geladen"), "'%s'",
+               out);
+        tn_session_free(s);
+    } else {
+        CHECKF(false, "session: %s", err.message);
+    }
+    tn_model_free(m);
+    remove(path);
+}
+
 int main(void) {
     test_capture();
     test_newlines_and_clear();
     test_gguf_sections();
+    test_tokenizer_failure();
     return tn_test_finish("error");
 }
