@@ -521,11 +521,18 @@ static int load_layer_shapes(loader *ld, tn_model *m) {
             int32_t j = hp->n_layer_kv - 1;
             while (j >= 0 && m->layers[j].swa != L->swa)
                 j--;
+            if (j < 0 && L->swa) {
+                rc = tn_fail(ld->err, TN_ERR_FORMAT,
+                             "%s: layer %d shares the KV memory of an earlier sliding-window "
+                             "layer, and there is none",
+                             ld->path, il);
+                goto out;
+            }
             if (j < 0) {
                 rc = tn_fail(ld->err, TN_ERR_FORMAT,
-                             "%s: layer %d shares the KV memory of an earlier %s layer, and "
-                             "there is none",
-                             ld->path, il, L->swa ? "sliding-window" : "full-attention");
+                             "%s: layer %d shares the KV memory of an earlier full-attention "
+                             "layer, and there is none",
+                             ld->path, il);
                 goto out;
             }
             if (m->layers[j].n_head_kv != L->n_head_kv) {
