@@ -4,6 +4,7 @@
 
 #include "tn-internal.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -140,10 +141,87 @@ static void test_tokenizer_failure(void) {
     remove(path);
 }
 
+static int n_warnings;
+static tn_error last_warning;
+
+static void on_warning(const tn_error *w, void *user) {
+    (void)user;
+    n_warnings++;
+    last_warning = *w;
+}
+
+/* Session warnings (tn_session_params.warn) are tn_errors too: a damaged pin
+ * snapshot is reported with its format and the snapshot's path as argument,
+ * so that the caller can show it translated. */
+static void test_warning(void) {
+    char path[4096], dir[4096], snapshot[8192] = "";
+    snprintf(path, sizeof path, "%s/warning.gguf", tn_test_tmpdir());
+    snprintf(dir, sizeof dir, "%s/warning-pins", tn_test_tmpdir());
+    tn_mkmodel_params p = tn_test_tiny_model("llama", 2);
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, path, &err) == TN_OK, "mkmodel: %s", err.message);
+    tn_model *m = NULL;
+    if (tn_model_load(path, tn_model_default_params(), &m, &err) != TN_OK) {
+        CHECKF(false, "load: %s", err.message);
+        return;
+    }
+    const char *system = "You are a terse assistant for a hardware store. Answer in one "
+                         "sentence, name the aisle, and never invent prices.";
+    tn_session_params sp = tn_session_default_params();
+    sp.n_ctx = 256;
+    sp.n_threads = 1;
+    sp.pin_cache_dir = dir;
+    sp.warn = on_warning;
+    for (int round = 0; round < 2; round++) {
+        tn_session *s = NULL;
+        if (tn_session_new(m, sp, &s, &err) != TN_OK) {
+            CHECKF(false, "session: %s", err.message);
+            break;
+        }
+        n_warnings = 0;
+        CHECKF(tn_session_pin(s, system, NULL, NULL, &err) == TN_OK, "pin: %s", err.message);
+        tn_session_free(s);
+        if (round == 1)
+            break;
+        CHECKF(n_warnings == 0, "a first pin warned: %s", last_warning.message);
+        /* The snapshot just written, its magic overwritten. */
+        DIR *d = opendir(dir);
+        for (struct dirent *e; d && (e = readdir(d));)
+            if (strstr(e->d_name, ".pin"))
+                snprintf(snapshot, sizeof snapshot, "%s/%s", dir, e->d_name);
+        if (d)
+            closedir(d);
+        FILE *f = snapshot[0] ? fopen(snapshot, "r+b") : NULL;
+        CHECKF(f != NULL, "no snapshot in %s", dir);
+        if (!f)
+            break;
+        fputs("NOTAPIN!", f);
+        fclose(f);
+    }
+    CHECKF(n_warnings == 1, "%d warnings", n_warnings);
+    CHECKF(last_warning.format &&
+               !strcmp(last_warning.format, "%s: pin snapshot ignored (not a Tern pin snapshot); "
+                                            "recomputing the pin"),
+           "format '%s'", last_warning.format ? last_warning.format : "(null)");
+    CHECKF(last_warning.n_args == 1 && !strcmp(last_warning.args, snapshot), "%d arguments",
+           last_warning.n_args);
+    char out[TN_ERROR_MESSAGE_MAX];
+    tn_error_format(&last_warning, "%s: Anheft-Schnappschuss verworfen", out, sizeof out);
+    const size_t n = strlen(snapshot);
+    CHECKF(n > 0 && !strncmp(out, snapshot, n) &&
+               !strcmp(out + n, ": Anheft-Schnappschuss verworfen"),
+           "'%s'", out);
+    tn_model_free(m);
+    remove(snapshot);
+    remove(dir);
+    remove(path);
+}
+
 int main(void) {
     test_capture();
     test_newlines_and_clear();
     test_gguf_sections();
     test_tokenizer_failure();
+    test_warning();
     return tn_test_finish("error");
 }
