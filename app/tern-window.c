@@ -16,6 +16,7 @@
 
 #include "tern.h"
 #include "cpu/tn-cpu.h"
+#include "tern-image.h"
 #include "tern-application.h"
 #include "tern-engine-worker.h"
 #include "tern-message-row.h"
@@ -924,6 +925,32 @@ on_remove_attachment (GtkButton  *button,
   update_image_cost (self);
 }
 
+/* A small picture of the image for the composer, decoded by tern-image.
+ * NULL with error set when the bytes are not an image Tern reads. */
+static GdkTexture *
+thumbnail_texture (GBytes      *bytes,
+                   const char  *name,
+                   GError     **error)
+{
+  TernImageOptions options = { .fit_side = 112 };
+  g_autoptr(TernImage) img = tern_image_load_bytes (g_bytes_get_data (bytes, NULL),
+                                                    g_bytes_get_size (bytes), name, &options,
+                                                    error);
+  g_autoptr(GBytes) pixels = NULL;
+  guint8 *rgb;
+  gsize n;
+
+  if (img == NULL)
+    return NULL;
+  n = (gsize) img->width * (gsize) img->height * 3;
+  rgb = g_malloc (n);
+  for (gsize i = 0; i < n; i++)
+    rgb[i] = (guint8) CLAMP (img->rgb[i] * 255.0f + 0.5f, 0.0f, 255.0f);
+  pixels = g_bytes_new_take (rgb, n);
+  return gdk_memory_texture_new (img->width, img->height, GDK_MEMORY_R8G8B8, pixels,
+                                 (gsize) img->width * 3);
+}
+
 /* Adds an image file's bytes to the next message, with a thumbnail. */
 static gboolean
 attach_image (TernWindow *self,
@@ -941,12 +968,13 @@ attach_image (TernWindow *self,
                          : _("Load a model that can read images first"));
       return FALSE;
     }
-  texture = gdk_texture_new_from_bytes (bytes, &error);
+  /* The same checks as the worker's decoder (format by its magic bytes,
+   * complete files, the pixel limit) before anything is shown: GTK's own
+   * loaders would render an SVG or grey-fill a JPEG cut short. */
+  texture = thumbnail_texture (bytes, name, &error);
   if (texture == NULL)
     {
-      g_autofree char *message = g_strdup_printf (_("%s: not an image Tern can read (%s)"),
-                                                  name, error->message);
-      set_error (self, message);
+      set_error (self, error->message);
       return FALSE;
     }
   g_ptr_array_add (self->attachments, g_bytes_ref (bytes));
@@ -986,6 +1014,33 @@ attach_file (TernWindow *self,
 
   if (self->vision_native < 0)
     return attach_image (self, NULL, name);
+  /* Only a regular file of a plausible size is read: a FIFO would block
+   * the window, and a model dropped by mistake would be read whole. */
+  {
+    g_autoptr(GFileInfo) info = g_file_query_info (file,
+                                                   G_FILE_ATTRIBUTE_STANDARD_TYPE ","
+                                                   G_FILE_ATTRIBUTE_STANDARD_SIZE,
+                                                   G_FILE_QUERY_INFO_NONE, NULL, &error);
+    if (info == NULL)
+      {
+        set_error (self, error->message);
+        return FALSE;
+      }
+    if (g_file_info_get_file_type (info) != G_FILE_TYPE_REGULAR)
+      {
+        g_autofree char *message = g_strdup_printf (_("%s: not a regular file, so not an image Tern reads"),
+                                                    name);
+        set_error (self, message);
+        return FALSE;
+      }
+    if ((guint64) g_file_info_get_size (info) > TERN_IMAGE_MAX_JPEG_BYTES)
+      {
+        g_autofree char *message = g_strdup_printf (_("%s: too large for an image (over %u MiB)"),
+                                                    name, TERN_IMAGE_MAX_JPEG_BYTES >> 20);
+        set_error (self, message);
+        return FALSE;
+      }
+  }
   /* Image files are small next to a model; read here, decoded on the worker. */
   bytes = g_file_load_bytes (file, NULL, NULL, &error);
   if (bytes == NULL)

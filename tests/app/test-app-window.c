@@ -13,6 +13,7 @@
 #include <locale.h>
 #include <stdio.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <adwaita.h>
 #include <glib/gstdio.h>
@@ -1098,6 +1099,38 @@ test_images (TernWindow *w,
             && strstr (tern_window_get_last_error (w), "notes.png") != NULL,
             "error: %s", tern_window_get_last_error (w));
     fprintf (stderr, "not an image: %s\n", tern_window_get_last_error (w));
+  }
+  /* Hostile files: refused before any decoder (GTK's included) sees them,
+   * and a FIFO is never opened (reading it would block the window). */
+  {
+    g_autofree char *svg = g_build_filename (dir, "huge.svg", NULL);
+    g_autofree char *fifo = g_build_filename (dir, "pipe.png", NULL);
+    g_autofree char *cut = g_build_filename (dir, "cut.jpg", NULL);
+    g_autoptr(GdkPixbuf) pb = gdk_pixbuf_new (GDK_COLORSPACE_RGB, FALSE, 8, 64, 64);
+    gchar *jpg = NULL;
+    gsize len = 0;
+    struct { const char *path, *says; } hostile[] = {
+      { svg, "not an image in a format" },
+      { fifo, "not a regular file" },
+      { cut, "truncated JPEG" },
+    };
+
+    g_file_set_contents (svg, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"60000\" "
+                              "height=\"60000\"><rect width=\"60000\" height=\"60000\"/></svg>",
+                         -1, NULL);
+    CHECK (mkfifo (fifo, 0600) == 0);
+    gdk_pixbuf_fill (pb, 0x336699ff);
+    CHECK (gdk_pixbuf_save_to_buffer (pb, &jpg, &len, "jpeg", NULL, NULL));
+    g_file_set_contents (cut, jpg, (gssize) len / 2, NULL);
+    g_free (jpg);
+    for (gsize i = 0; i < G_N_ELEMENTS (hostile); i++)
+      {
+        CHECK (!drop_file (w, hostile[i].path));
+        CHECK (tern_window_get_n_attachments (w) == 0);
+        CHECKF (tern_window_get_last_error (w) != NULL
+                && strstr (tern_window_get_last_error (w), hostile[i].says) != NULL,
+                "%s: error: %s", hostile[i].path, tern_window_get_last_error (w));
+      }
   }
   CHECK (drop_file (w, png));
   CHECK (tern_window_get_n_attachments (w) == 1);
