@@ -19,9 +19,11 @@ typedef struct {
   /* One flag per byte of text, 1 where the token came from an accepted
    * speculative draft; NULL when none did. Saved as byte runs. */
   GByteArray *drafted;
-  /* User messages: the images sent with it (GBytes of the image files), in
-   * this session only (chats are saved without them); NULL: none. */
+  /* User messages: the images sent with it (GBytes of the image files);
+   * NULL: none. Saved beside the chat (DIR/ID.images/, named by sha256). */
   GPtrArray *images;
+  /* Images a saved chat names that were missing or changed on disk. */
+  guint images_missing;
 } TernMessage;
 
 #define TERN_TYPE_CHAT (tern_chat_get_type ())

@@ -237,6 +237,14 @@ add_row (TernWindow        *self,
   TernMessageRow *row = tern_message_row_new (m->role, m->text);
   g_autofree char *stats = tern_message_format_stats (m);
 
+  if (m->images_missing > 0 && (stats == NULL || *stats == '\0'))
+    {
+      g_free (stats);
+      stats = g_strdup_printf (ngettext ("%u image of this message is missing from the chat’s folder",
+                                         "%u images of this message are missing from the chat’s folder",
+                                         m->images_missing),
+                               m->images_missing);
+    }
   tern_message_row_set_stats (row, stats);
   tern_message_row_set_error (row, m->error);
   if (m->drafted != NULL && m->drafted->len == strlen (m->text))
