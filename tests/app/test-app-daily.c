@@ -21,6 +21,7 @@
 #include "tern.h"
 #include "tern-application.h"
 #include "tern-chat.h"
+#include "tern-message-row.h"
 #include "tern-pin-editor.h"
 #include "tern-stats-bar.h"
 #include "tern-window.h"
@@ -299,7 +300,29 @@ part_chat_files (Fixture *f)
   write_file (f->chats_dir, "deep.json", deep, (gssize) k);
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
     write_file (f->chats_dir, bad[i].name, bad[i].text, -1);
-  write_file (f->chats_dir, "good.json", good_chat, -1);
+  /* The good chat's question carries a picture, kept in good.images/. */
+  {
+    g_autoptr(GdkPixbuf) pb = gdk_pixbuf_new (GDK_COLORSPACE_RGB, FALSE, 8, 48, 32);
+    g_autofree gchar *png = NULL;
+    gsize png_len = 0;
+    g_autoptr(GBytes) bytes = NULL;
+    g_autofree char *hash = NULL;
+    g_autofree char *image_name = NULL;
+    g_autofree char *images_dir = g_build_filename (f->chats_dir, "good.images", NULL);
+    g_auto(GStrv) halves = g_strsplit (good_chat, "\"content\":\"Hello there\"", 2);
+    g_autofree char *json = NULL;
+
+    gdk_pixbuf_fill (pb, 0x2a7fffff);
+    CHECK (gdk_pixbuf_save_to_buffer (pb, &png, &png_len, "png", NULL, NULL));
+    bytes = g_bytes_new (png, png_len);
+    hash = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, bytes);
+    image_name = g_strconcat (hash, ".png", NULL);
+    g_mkdir_with_parents (images_dir, 0700);
+    write_file (images_dir, image_name, png, (gssize) png_len);
+    json = g_strdup_printf ("%s\"content\":\"Hello there\",\"images\":[\"%s\"]%s", halves[0],
+                            image_name, halves[1]);
+    write_file (f->chats_dir, "good.json", json, -1);
+  }
 
   /* The loader refuses each with a message naming the file. */
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
@@ -350,6 +373,13 @@ part_chat_files (Fixture *f)
       g_signal_emit_by_name (list, "row-activated", row);
   }
   CHECK (g_str_equal (tern_chat_get_id (tern_window_get_chat (f->w)), "good"));
+  /* Its picture is back with the question. */
+  {
+    GtkWidget *question = tern_window_get_row (f->w, 0);
+
+    CHECK (question != NULL
+           && tern_message_row_get_n_images (TERN_MESSAGE_ROW (question)) == 1);
+  }
   md_path = g_build_filename (f->tmp, "good.md", NULL);
   activate (f->w, "export-chat-to", g_variant_new_string (md_path));
   CHECK (g_file_get_contents (md_path, &md, NULL, NULL) && strstr (md, "Hello there") != NULL);
