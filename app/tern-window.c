@@ -46,6 +46,7 @@ struct _TernWindow {
   GtkDropDown *drafter_dropdown;
   AdwFlap *flap;
   GtkStack *main_stack;
+  GtkButton *send_button;
   AdwStatusPage *loading_page;
   GtkSpinner *loading_spinner;
   char *loading_path;      /* the file being loaded */
@@ -287,6 +288,20 @@ update_context_gauge (TernWindow *self)
   tern_stats_bar_set_context (self->stats_bar, used, self->n_ctx, self->kv_bytes);
 }
 
+/* A saved chat can be read without a model: the transcript shows as soon
+ * as the chat has messages; the start page only stands in for an empty
+ * chat. (The loading page stays while a model loads.) */
+static void
+update_main_page (TernWindow *self)
+{
+  gboolean has_messages = self->chat != NULL && tern_chat_get_n_messages (self->chat) > 0;
+
+  if (self->load_id != 0)
+    return;
+  gtk_stack_set_visible_child_name (self->main_stack,
+                                    self->model_loaded || has_messages ? "chat" : "no-model");
+}
+
 static void
 show_chat (TernWindow *self,
            TernChat   *chat)
@@ -299,6 +314,7 @@ show_chat (TernWindow *self,
   scroll_to_end (self);
   update_context_gauge (self);
   update_actions (self);
+  update_main_page (self);
 }
 
 static gboolean
@@ -1405,6 +1421,10 @@ update_actions (TernWindow *self)
 
   set_enabled (self, "send", ready && !generating);
   set_enabled (self, "send-message", ready && !generating);
+  /* A saved chat read without a model says why it cannot go on. */
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->send_button),
+                               self->model_loaded ? _("Send (Enter)")
+                                                  : _("Load a model to continue this chat"));
   set_enabled (self, "stop", generating || self->pin_id != 0);
   set_enabled (self, "cancel-load", self->load_id != 0);
   set_enabled (self, "pin", ready && self->pin_id == 0 && !generating);
@@ -1453,7 +1473,7 @@ end_loading (TernWindow *self)
 {
   self->load_id = 0;
   gtk_spinner_stop (self->loading_spinner);
-  gtk_stack_set_visible_child_name (self->main_stack, self->model_loaded ? "chat" : "no-model");
+  update_main_page (self);
 }
 
 static void
@@ -2489,6 +2509,7 @@ tern_window_class_init (TernWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernWindow, drafter_dropdown);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, flap);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, main_stack);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, send_button);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_page);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_spinner);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, transcript_stack);
@@ -2654,7 +2675,7 @@ tern_window_init (TernWindow *self)
 
   load_chats (self);
   new_chat (self);
-  gtk_stack_set_visible_child_name (self->main_stack, "no-model");
+  update_main_page (self);
   update_actions (self);
 }
 

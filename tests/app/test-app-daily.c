@@ -379,6 +379,13 @@ part_chat_files (Fixture *f)
 
     CHECK (question != NULL
            && tern_message_row_get_n_images (TERN_MESSAGE_ROW (question)) == 1);
+    /* It reads without a model: the transcript, not the start page, and
+     * Send says what is missing. */
+    CHECKF (g_str_equal (tern_window_get_page (f->w), "chat"), "page %s",
+            tern_window_get_page (f->w));
+    CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (f->w), "send"));
+    spin_for (0.5);
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-without-model.png"));
   }
   md_path = g_build_filename (f->tmp, "good.md", NULL);
   activate (f->w, "export-chat-to", g_variant_new_string (md_path));
