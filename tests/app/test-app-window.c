@@ -225,14 +225,82 @@ make_model (const char *dir,
   return g_steal_pointer (&path);
 }
 
+/* The action of the first button below root that carries css_class. */
+static const char *
+styled_button_action (GtkWidget  *root,
+                      const char *css_class)
+{
+  for (GtkWidget *c = gtk_widget_get_first_child (root); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    {
+      const char *found;
+
+      if (GTK_IS_BUTTON (c) && gtk_widget_has_css_class (c, css_class))
+        return gtk_actionable_get_action_name (GTK_ACTIONABLE (c));
+      if ((found = styled_button_action (c, css_class)) != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+static GtkMenuButton *
+primary_menu_button (GtkWidget *root)
+{
+  for (GtkWidget *c = gtk_widget_get_first_child (root); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    {
+      GtkMenuButton *found;
+
+      if (GTK_IS_MENU_BUTTON (c) && gtk_menu_button_get_primary (GTK_MENU_BUTTON (c)))
+        return GTK_MENU_BUTTON (c);
+      if ((found = primary_menu_button (c)) != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+static gboolean
+menu_has_action (GMenuModel *menu,
+                 const char *action)
+{
+  for (int i = 0; menu != NULL && i < g_menu_model_get_n_items (menu); i++)
+    {
+      g_autofree char *name = NULL;
+      g_autoptr(GMenuModel) section = g_menu_model_get_item_link (menu, i, G_MENU_LINK_SECTION);
+      g_autoptr(GMenuModel) submenu = g_menu_model_get_item_link (menu, i, G_MENU_LINK_SUBMENU);
+
+      if (g_menu_model_get_item_attribute (menu, i, G_MENU_ATTRIBUTE_ACTION, "s", &name)
+          && g_str_equal (name, action))
+        return TRUE;
+      if (menu_has_action (section, action) || menu_has_action (submenu, action))
+        return TRUE;
+    }
+  return FALSE;
+}
+
 static void
 test_no_model (TernWindow *w,
                const char *shot_path)
 {
+  GtkStack *stack = GTK_STACK (gtk_widget_get_template_child (GTK_WIDGET (w), TERN_TYPE_WINDOW,
+                                                              "main_stack"));
+  GtkWidget *page = gtk_stack_get_child_by_name (stack, "no-model");
+  GtkMenuButton *menu = primary_menu_button (GTK_WIDGET (w));
+
   CHECK (save_screenshot (GTK_WIDGET (w), shot_path));
   CHECK (g_str_equal (tern_window_get_page (w), "no-model"));
   CHECK (!tern_window_has_model (w));
   CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
+  /* First run: downloading a model is the primary action; the demo model
+   * is offered on the start page only, not in the main menu. */
+  CHECKF (g_strcmp0 (styled_button_action (page, "suggested-action"), "win.model-manager") == 0,
+          "primary action: %s", styled_button_action (page, "suggested-action"));
+  CHECK (menu != NULL);
+  if (menu != NULL)
+    {
+      CHECK (menu_has_action (gtk_menu_button_get_menu_model (menu), "win.model-manager"));
+      CHECK (!menu_has_action (gtk_menu_button_get_menu_model (menu), "win.use-demo-model"));
+    }
 }
 
 static void
