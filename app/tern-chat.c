@@ -476,6 +476,29 @@ tern_chat_append (TernChat   *self,
   return m;
 }
 
+GPtrArray *
+tern_chat_take_from (TernChat *self,
+                     guint     index)
+{
+  GPtrArray *taken = g_ptr_array_new_with_free_func (message_free);
+
+  while (index < self->messages->len)
+    g_ptr_array_add (taken, g_ptr_array_steal_index (self->messages, index));
+  self->context_start = MIN (self->context_start, index);
+  tern_chat_touch (self);
+  return taken;
+}
+
+void
+tern_chat_restore (TernChat  *self,
+                   GPtrArray *messages)
+{
+  while (messages->len > 0)
+    g_ptr_array_add (self->messages, g_ptr_array_steal_index (messages, 0));
+  update_title (self);
+  tern_chat_touch (self);
+}
+
 void
 tern_chat_truncate (TernChat *self,
                     guint     n_messages)

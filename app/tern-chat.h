@@ -87,6 +87,13 @@ TernMessage *tern_chat_get_message        (TernChat      *self,
 TernMessage *tern_chat_append             (TernChat      *self,
                                            const char    *role,
                                            const char    *text);
+/* Removes the messages from index on and hands them over (an array that
+ * frees them), so that they can be put back with tern_chat_restore. */
+GPtrArray   *tern_chat_take_from          (TernChat      *self,
+                                           guint          index);
+/* Appends messages taken by tern_chat_take_from; empties the array. */
+void         tern_chat_restore            (TernChat      *self,
+                                           GPtrArray     *messages);
 void         tern_chat_truncate           (TernChat      *self,
                                            guint          n_messages);
 void         tern_message_set_stats       (TernMessage   *message,

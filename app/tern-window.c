@@ -99,6 +99,11 @@ struct _TernWindow {
   int settled_frames;      /* frames the end has stayed in view */
   GPtrArray *toasts;       /* shown or waiting */
   GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */
+  /* Edit Last: the messages taken back, while its toast offers Undo. */
+  TernChat *edit_chat;
+  GPtrArray *edit_taken;
+  guint edit_index;
+  AdwToast *edit_toast;
   GtkWidget *chat_menu;    /* the chat list's context menu (a GtkPopoverMenu) */
   char *server_url;        /* while the local server runs */
   char *server_status;
@@ -1664,6 +1669,22 @@ action_regenerate (GSimpleAction *action,
 }
 
 static void
+forget_edit (TernWindow *self)
+{
+  g_clear_object (&self->edit_chat);
+  g_clear_pointer (&self->edit_taken, g_ptr_array_unref);
+  self->edit_toast = NULL;
+}
+
+static void
+on_edit_toast_dismissed (AdwToast   *t,
+                         TernWindow *self)
+{
+  if (t == self->edit_toast)
+    forget_edit (self);
+}
+
+static void
 action_edit_last (GSimpleAction *action,
                   GVariant      *param,
                   gpointer       data)
@@ -1693,12 +1714,55 @@ action_edit_last (GSimpleAction *action,
     for (guint i = 0; m->images != NULL && i < m->images->len; i++)
       attach_image (self, g_ptr_array_index (m->images, i), _("Image"));
   }
-  tern_chat_truncate (self->chat, user_index);
+  /* The old question and answer stay recoverable until the toast goes. */
+  forget_edit (self);
+  self->edit_taken = tern_chat_take_from (self->chat, user_index);
+  self->edit_chat = g_object_ref (self->chat);
+  self->edit_index = user_index;
   remove_rows_from (self, user_index);
   save_chat (self);
   mark_last_rows (self);
   update_actions (self);
+  update_main_page (self);
   gtk_widget_grab_focus (GTK_WIDGET (self->composer));
+  self->edit_toast = adw_toast_new (_("Message taken back for editing"));
+  adw_toast_set_timeout (self->edit_toast, 10);
+  adw_toast_set_button_label (self->edit_toast, _("_Undo"));
+  adw_toast_set_action_name (self->edit_toast, "win.undo-edit");
+  g_ptr_array_add (self->toasts, g_object_ref (self->edit_toast));
+  g_signal_connect_object (self->edit_toast, "dismissed", G_CALLBACK (on_toast_dismissed), self,
+                           0);
+  g_signal_connect_object (self->edit_toast, "dismissed", G_CALLBACK (on_edit_toast_dismissed),
+                           self, 0);
+  adw_toast_overlay_add_toast (self->toast_overlay, self->edit_toast);
+}
+
+/* Puts the taken messages back, while nothing was sent since: the
+ * composer's draft is dropped (it was the old question). */
+static void
+action_undo_edit (GSimpleAction *action,
+                  GVariant      *param,
+                  gpointer       data)
+{
+  TernWindow *self = data;
+
+  (void) action;
+  (void) param;
+  if (self->edit_taken == NULL)
+    return;
+  if (is_generating (self) || self->edit_chat != self->chat
+      || tern_chat_get_n_messages (self->chat) != self->edit_index)
+    {
+      toast (self, _("Too late to undo: the chat has changed since"));
+      forget_edit (self);
+      return;
+    }
+  tern_chat_restore (self->chat, self->edit_taken);
+  forget_edit (self);
+  tern_window_set_composer_text (self, "");
+  clear_attachments (self);
+  show_chat (self, self->chat);
+  save_chat (self);
 }
 
 static void
@@ -2092,6 +2156,7 @@ static const GActionEntry win_entries[] = {
   { "remove-chat", action_remove_chat, "s", NULL, NULL, { 0 } },
   { "rename-chat", action_rename_chat, "s", NULL, NULL, { 0 } },
   { "undo-delete", action_undo_delete, "s", NULL, NULL, { 0 } },
+  { "undo-edit", action_undo_edit, NULL, NULL, NULL, { 0 } },
   { "export-chat", action_export_chat, NULL, NULL, NULL, { 0 } },
   { "export-chat-to", action_export_chat_to, "s", NULL, NULL, { 0 } },
   { "show-toast", action_show_toast, "s", NULL, NULL, { 0 } },
@@ -2465,6 +2530,8 @@ tern_window_finalize (GObject *object)
   g_free (self->server_key);
   g_clear_pointer (&self->toasts, g_ptr_array_unref);
   g_clear_pointer (&self->deleted, g_hash_table_unref);
+  g_clear_object (&self->edit_chat);
+  g_clear_pointer (&self->edit_taken, g_ptr_array_unref);
   g_clear_pointer (&self->attachments, g_ptr_array_unref);
   G_OBJECT_CLASS (tern_window_parent_class)->finalize (object);
 }

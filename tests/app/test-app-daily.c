@@ -1291,6 +1291,40 @@ part_small (Fixture *f)
   spin_for (0.3);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-small-pinned.png"));
 
+  /* Edit Last takes the question back into the composer; Undo on its
+   * toast brings back the question and its answer. */
+  {
+    TernChat *chat;
+    TernMessage *answer;
+    g_autofree char *answer_text = NULL;
+
+    set_mode (f->w, "chat");
+    answer = send_and_wait (f->w, "Keep my answer.");
+    CHECK (answer != NULL && answer->error == NULL);
+    answer_text = g_strdup (answer != NULL ? answer->text : "");
+    chat = tern_window_get_chat (f->w);
+    CHECK (tern_chat_get_n_messages (chat) == 2);
+    activate (f->w, "edit-last", NULL);
+    CHECK (tern_chat_get_n_messages (chat) == 0);
+    CHECK (g_action_group_get_action_enabled (G_ACTION_GROUP (f->w), "undo-edit"));
+    activate (f->w, "undo-edit", NULL);
+    CHECKF (tern_chat_get_n_messages (chat) == 2, "%u messages after Undo",
+            tern_chat_get_n_messages (chat));
+    if (tern_chat_get_n_messages (chat) == 2)
+      {
+        CHECK (g_str_equal (tern_chat_get_message (chat, 0)->text, "Keep my answer."));
+        CHECK (g_str_equal (tern_chat_get_message (chat, 1)->text, answer_text));
+        CHECK (tern_window_get_row (f->w, 1) != NULL);
+      }
+    /* Once something new is sent, Undo no longer rewrites the chat. */
+    activate (f->w, "edit-last", NULL);
+    answer = send_and_wait (f->w, "A new question.");
+    CHECK (answer != NULL);
+    activate (f->w, "undo-edit", NULL);
+    CHECK (tern_chat_get_n_messages (chat) == 2
+           && g_str_equal (tern_chat_get_message (chat, 0)->text, "A new question."));
+  }
+
   /* Ctrl+W's action closes the window. */
   gtk_widget_activate_action (GTK_WIDGET (f->w), "window.close", NULL);
   end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
