@@ -553,11 +553,12 @@ tern_message_format_stats (const TernMessage *m)
   if (st->restored_tokens > 0)
     g_string_append_printf (s, _(" · %d reused"), st->restored_tokens);
   if (st->drafted > 0)
-    /* Translators: speculative decoding: draft tokens the model kept of those proposed */
-    g_string_append_printf (s, _(" · %d/%d drafts accepted"), st->accepted, st->drafted);
+    /* Translators: speculative decoding: of the tokens guessed ahead, how many
+     * the model kept */
+    g_string_append_printf (s, _(" · %d of %d guessed tokens kept"), st->accepted, st->drafted);
   if (st->drafted > 0 && st->verify_steps > 0)
-    /* Translators: speculative decoding: draft tokens kept per verification step */
-    g_string_append_printf (s, _(" · %.2f accepted per step"),
+    /* Translators: speculative decoding: guessed tokens kept per check, on average */
+    g_string_append_printf (s, _(" · %.1f kept per check"),
                             (double) st->accepted / st->verify_steps);
   if (m->cancelled)
     g_string_append_printf (s, " · %s", _("stopped"));

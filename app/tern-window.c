@@ -311,6 +311,8 @@ static void
 show_chat (TernWindow *self,
            TernChat   *chat)
 {
+  if (chat != self->chat)
+    tern_stats_bar_reset (self->stats_bar);
   g_set_object (&self->chat, chat);
   remove_rows_from (self, 0);
   for (guint i = 0; i < tern_chat_get_n_messages (chat); i++)
@@ -708,6 +710,7 @@ on_model_loaded (TernWindow *self,
     }
 
   self->model_loaded = TRUE;
+  tern_stats_bar_reset (self->stats_bar);
   g_free (self->model_description);
   self->model_description = g_strdup (description);
   adw_window_title_set_title (self->window_title, is_demo ? _("Demo Model") : _("Tern"));

@@ -1325,6 +1325,24 @@ part_small (Fixture *f)
            && g_str_equal (tern_chat_get_message (chat, 0)->text, "A new question."));
   }
 
+  /* The speed plot keeps a chat's answers one after another (a prefill
+   * bar for each), and starts again for another chat. */
+  {
+    TernStatsBar *bar = tern_window_get_stats_bar (f->w);
+    guint before = tern_stats_bar_get_n_plot_samples (bar);
+    guint prefill_before = tern_stats_bar_get_n_plot_prefill_samples (bar);
+    TernMessage *answer = send_and_wait (f->w, "One more answer for the plot.");
+
+    CHECK (answer != NULL && answer->error == NULL);
+    CHECKF (tern_stats_bar_get_n_plot_samples (bar) > before, "%u samples, %u before",
+            tern_stats_bar_get_n_plot_samples (bar), before);
+    CHECK (tern_stats_bar_get_n_plot_prefill_samples (bar) == prefill_before + 1);
+    spin_for (0.3);
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-small-plot.png"));
+    activate (f->w, "new-chat", NULL);
+    CHECK (tern_stats_bar_get_n_plot_samples (bar) == 0);
+  }
+
   /* Ctrl+W's action closes the window. */
   gtk_widget_activate_action (GTK_WIDGET (f->w), "window.close", NULL);
   end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;

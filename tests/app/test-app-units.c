@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <locale.h>
+#include <math.h>
 #include <stdio.h>
 
 #include <glib/gstdio.h>
@@ -15,6 +16,7 @@
 #include "tern-context.h"
 #include "tern-engine-worker.h"
 #include "tern-markdown.h"
+#include "tern-throughput-plot.h"
 #include "tn-test.h"
 
 
@@ -325,6 +327,21 @@ test_chat_images (const char *dir)
   g_bytes_unref (b);
 }
 
+/* The plot's scale tops at a round figure just above the peak. */
+static void
+test_plot_scale (void)
+{
+  static const double peak[] = { 0, -3, 0.7, 1, 1.5, 2, 3, 7, 85, 100, 120, 1234, 6e4 };
+  static const double top[] = { 0, 0, 1, 1, 2, 2, 5, 10, 100, 100, 200, 2000, 1e5 };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (peak); i++)
+    CHECKF (fabs (tern_throughput_plot_scale_top (peak[i]) - top[i]) <= 1e-9 * top[i],
+            "peak %g: top %g, want %g", peak[i], tern_throughput_plot_scale_top (peak[i]),
+            top[i]);
+  CHECK (tern_throughput_plot_scale_top (NAN) == 0);
+  CHECK (tern_throughput_plot_scale_top (INFINITY) == 0);
+}
+
 /* ------------------------------------------------------------ the worker */
 
 typedef struct {
@@ -571,6 +588,7 @@ main (void)
   test_markdown_tint ();
   test_chat_json (chats);
   test_chat_images (chats);
+  test_plot_scale ();
   test_context ();
   test_worker (tmp);
 
