@@ -17,7 +17,6 @@ struct _TernPreferencesWindow {
   GtkSpinButton *draft_length_spin;
   GtkSpinButton *threads_spin;
   GtkSpinButton *context_spin;
-  AdwEntryRow *demo_model_row;
   AdwActionRow *draft_model_row;
   GtkButton *draft_model_choose;
   GtkButton *draft_model_clear;
@@ -162,13 +161,6 @@ tern_preferences_window_set_server_status (TernPreferencesWindow *self,
 }
 
 static void
-on_demo_model_apply (TernPreferencesWindow *self)
-{
-  g_settings_set_string (self->settings, "demo-model-path",
-                         gtk_editable_get_text (GTK_EDITABLE (self->demo_model_row)));
-}
-
-static void
 tern_preferences_window_finalize (GObject *object)
 {
   TernPreferencesWindow *self = TERN_PREFERENCES_WINDOW (object);
@@ -195,7 +187,6 @@ tern_preferences_window_class_init (TernPreferencesWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, draft_length_spin);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, threads_spin);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, context_spin);
-  gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, demo_model_row);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, draft_model_row);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, draft_model_choose);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, draft_model_clear);
@@ -220,7 +211,6 @@ tern_preferences_window_new (GtkWindow *parent,
 {
   TernPreferencesWindow *self = g_object_new (TERN_TYPE_PREFERENCES_WINDOW,
                                               "transient-for", parent, NULL);
-  g_autofree char *demo = NULL;
 
   self->settings = g_object_ref (settings);
   g_settings_bind (settings, "temperature", self->temperature_spin, "value",
@@ -241,10 +231,6 @@ tern_preferences_window_new (GtkWindow *parent,
                               (guint) g_settings_get_enum (settings, "default-drafter"));
   g_signal_connect_swapped (self->drafter_row, "notify::selected",
                             G_CALLBACK (on_drafter_selected), self);
-  demo = g_settings_get_string (settings, "demo-model-path");
-  gtk_editable_set_text (GTK_EDITABLE (self->demo_model_row), demo);
-  g_signal_connect_swapped (self->demo_model_row, "apply", G_CALLBACK (on_demo_model_apply),
-                            self);
   g_settings_bind (settings, "server-enabled", self->server_switch, "active",
                    G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "server-port", self->server_port_spin, "value",
