@@ -42,6 +42,8 @@ int cmd_check(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 /* The OpenAI-compatible server (cli/cmd-serve.c, server/). */
 int cmd_serve(int argc, char **argv);
+/* The hardware doctor (cli/cmd-doctor.c, engine/doctor.c). */
+int cmd_doctor(int argc, char **argv);
 /* `-m ARG`: a path is returned as is; an installed tag ("qwen3:0.6b",
  * "local:NAME") becomes the path of its model file, copied into buf. NULL
  * (with a message printed) when ARG is neither. cli_resolve_draft: the
