@@ -10,9 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The requested backend cannot run (docs/BACKENDS.md). */
-#define CLI_EXIT_BACKEND 3
-
 static void usage(FILE *out) {
     fputs(_("usage: tern-cli doctor [-m MODEL] [--backend auto|cpu|xrt] [--quick]\n"
             "                       [--xclbins DIR]\n"

@@ -300,5 +300,31 @@ status "unknown option" 1
 doctor "$t" -m "$tmp/no-such-model.gguf"
 status "missing model" 2
 
+# ---- run and bench --backend (decided before the model loads, on this
+# machine: the XRT backend refuses everywhere today)
+"$cli" run -m "$tmp/no-such-model.gguf" -p hi --backend xrt >"$tmp/out" 2>&1
+rc=$?
+status "run --backend xrt falls back, then the model is missing" 2
+checks=$((checks + 1))
+if grep -q '^tern-cli: xrt: .*; using the CPU$' "$tmp/out"; then
+    echo "ok: run --backend xrt: says why and that the CPU runs"
+else
+    failures=$((failures + 1)); echo "FAIL: run --backend xrt: no fallback line" >&2; cat "$tmp/out" >&2
+fi
+"$cli" run -m "$tmp/no-such-model.gguf" -p hi --backend xrt --no-fallback >"$tmp/out" 2>&1
+rc=$?
+status "run --backend xrt --no-fallback" 3
+no_line "run --no-fallback" "using the CPU"
+"$cli" bench --backend xrt --no-fallback -m "$tmp/no-such-model.gguf" >"$tmp/out" 2>&1
+rc=$?
+status "bench --backend xrt --no-fallback" 3
+"$cli" run --backend tpu -m "$tmp/no-such-model.gguf" >"$tmp/out" 2>&1
+rc=$?
+status "run --backend tpu" 1
+"$cli" run -m "$tmp/no-such-model.gguf" -p hi --backend cpu >"$tmp/out" 2>&1
+rc=$?
+status "run --backend cpu" 2
+no_line "run --backend cpu" "xrt"
+
 printf 'doctor: %d checks, %d failed\n' "$checks" "$failures"
 [ "$failures" -eq 0 ]
