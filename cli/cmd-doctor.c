@@ -34,7 +34,8 @@ static void usage(FILE *out) {
 }
 
 /* Tern's xclbins folder: $TERN_XCLBIN_DIR, else PREFIX/share/tern/xclbins
- * beside the installed executable, else the source tree's (a build tree).
+ * beside the installed executable (PREFIX/bin), else BUILD/xclbins beside
+ * BUILD/cli (a build tree: xclbins/meson.build copies the manifest there).
  * NULL when none exists. */
 static const char *xclbin_dir(char *buf, size_t cap) {
     const char *env = getenv("TERN_XCLBIN_DIR");
@@ -42,20 +43,26 @@ static const char *xclbin_dir(char *buf, size_t cap) {
         return env;
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            snprintf(buf, cap, "%s/../share/tern/xclbins", exe);
-            if (access(buf, F_OK) == 0)
-                return buf;
+    if (n <= 0)
+        return NULL;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return NULL;
+    *slash = '\0';
+    static const char *const rel[] = {"/../share/tern/xclbins", "/../xclbins"};
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+        snprintf(buf, cap, "%s%s", exe, rel[i]);
+        char manifest[PATH_MAX + 64];
+        snprintf(manifest, sizeof manifest, "%s/manifest.json", buf);
+        if (access(manifest, F_OK) == 0) {
+            char *real = realpath(buf, NULL); /* "BUILD/xclbins", not "BUILD/cli/../xclbins" */
+            if (real)
+                snprintf(buf, cap, "%s", real);
+            free(real);
+            return buf;
         }
     }
-#ifdef TN_XCLBIN_SOURCE_DIR
-    if (access(TN_XCLBIN_SOURCE_DIR, F_OK) == 0)
-        return TN_XCLBIN_SOURCE_DIR;
-#endif
     return NULL;
 }
 

@@ -127,6 +127,15 @@ doctor "$t" --backend cpu
 status "no kernels, --backend cpu" 0
 line "no kernels, cpu" "backend cpu: can run"
 
+# Without --xclbins: the build tree's copy of the manifest (BUILD/xclbins).
+build=$(cd "$(dirname "$cli")/.." && pwd -P)
+TERN_DOCTOR_ROOT=$t "$cli" doctor --quick >"$tmp/out" 2>"$tmp/err"
+rc=$?
+status "build tree's manifest" 0
+line "build tree's manifest" "  FAIL  NPU kernels: no kernel images ship in $build/xclbins yet"
+TERN_XCLBIN_DIR=$t/xclbins TERN_DOCTOR_ROOT=$t "$cli" doctor --quick >"$tmp/out" 2>"$tmp/err"
+line "TERN_XCLBIN_DIR" "  FAIL  NPU kernels: no kernel images ship in $t/xclbins yet"
+
 # ---- no device, driver not loaded / loaded
 tree "$t"
 rm -rf "$t/dev/accel" "$t/sys/module/amdxdna" "$t/sys/class/accel"
