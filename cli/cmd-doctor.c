@@ -110,17 +110,16 @@ int cmd_doctor(int argc, char **argv) {
         return CLI_EXIT_USAGE;
     }
 
-    tn_model *model = NULL;
+    /* The file is enough (sizes and names): no load, no repacked copy. */
+    tn_gguf *model = NULL;
     if (model_arg) {
         char buf[4096];
         const char *path = cli_resolve_model(model_arg, buf, sizeof buf);
         if (!path)
             return CLI_EXIT_BAD_INPUT;
-        tn_model_params mp = tn_model_default_params();
-        mp.load_tokenizer = false;
         tn_error err;
         memset(&err, 0, sizeof err);
-        if (tn_model_load(path, mp, &model, &err) != TN_OK) {
+        if (tn_gguf_open(path, &model, &err) != TN_OK) {
             cli_error("%s", cli_engine_message(&err));
             return CLI_EXIT_BAD_INPUT;
         }
@@ -139,7 +138,7 @@ int cmd_doctor(int argc, char **argv) {
     tn_doctor_report *r = calloc(1, sizeof *r);
     if (!r) {
         cli_error(_("doctor: out of memory"));
-        tn_model_free(model);
+        tn_gguf_close(model);
         return CLI_EXIT_BAD_INPUT;
     }
     tn_doctor_run(&p, r);
@@ -181,6 +180,6 @@ int cmd_doctor(int argc, char **argv) {
         printf(_("backend auto: xrt\n"));
     }
     free(r);
-    tn_model_free(model);
+    tn_gguf_close(model);
     return rc;
 }

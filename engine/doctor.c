@@ -137,8 +137,10 @@ static const char *proc_field(const char *text, const char *key, char *out, size
 static void human_bytes(uint64_t b, char *out, size_t cap) {
     if (b >= ((uint64_t)1 << 30))
         snprintf(out, cap, "%.1f GiB", (double)b / (double)((uint64_t)1 << 30));
-    else
+    else if (b >= ((uint64_t)1 << 20))
         snprintf(out, cap, "%.0f MiB", (double)b / (double)((uint64_t)1 << 20));
+    else
+        snprintf(out, cap, "%.0f KiB", (double)b / 1024.0);
 }
 
 /* ----------------------------------------------------------------- CPU */
@@ -209,8 +211,7 @@ static double measure_bandwidth(int threads) {
 
 /* Bytes one decode step reads: every weight, except that only one row of
  * an untied embedding table is read (bench's figure too). */
-static uint64_t weight_bytes_per_token(const tn_model *model) {
-    const tn_gguf *g = tn_model_gguf(model);
+static uint64_t weight_bytes_per_token(const tn_gguf *g) {
     bool tied = tn_gguf_find_tensor(g, "output.weight") == NULL;
     uint64_t total = 0;
     for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
@@ -222,6 +223,25 @@ static uint64_t weight_bytes_per_token(const tn_model *model) {
             total += t->nbytes;
     }
     return total;
+}
+
+static uint64_t weight_bytes(const tn_gguf *g) {
+    uint64_t total = 0;
+    for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++)
+        total += tn_gguf_tensor_at(g, i)->nbytes;
+    return total;
+}
+
+/* general.name, else the file name (as tn_model_name). */
+static void model_name(const tn_gguf *g, char *out, size_t cap) {
+    tn_str s;
+    if (tn_gguf_get_str(g, "general.name", &s) == TN_OK && s.len > 0) {
+        snprintf(out, cap, "%.*s", (int)(s.len < 200 ? s.len : 200), s.ptr);
+        return;
+    }
+    const char *path = tn_gguf_path(g);
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    snprintf(out, cap, "%s", slash ? slash + 1 : path ? path : "?");
 }
 
 static void check_cpu_bandwidth(doc *d) {
@@ -238,21 +258,24 @@ static void check_cpu_bandwidth(doc *d) {
     }
 
     tn_doctor_line *b = line_new(d, "cpu.bound", TN_DOCTOR_CPU);
-    const tn_model *m = d->p->model;
+    const tn_gguf *m = d->p->model;
     if (!m) {
         b->status = TN_DOCTOR_INFO;
         tn_fail(&b->text, TN_OK, "decode bound: no model loaded (doctor -m MODEL)");
         return;
     }
     uint64_t per_tok = weight_bytes_per_token(m);
+    char name[256], per_tok_s[32];
+    model_name(m, name, sizeof name);
+    human_bytes(per_tok, per_tok_s, sizeof per_tok_s);
     if (bw <= 0 || per_tok == 0) {
         b->status = TN_DOCTOR_INFO;
-        tn_fail(&b->text, TN_OK, "decode bound for %s: needs the bandwidth (%.2f GB read per token)",
-                tn_model_name(m), (double)per_tok / 1e9);
+        tn_fail(&b->text, TN_OK, "decode bound for %s: needs the bandwidth (%s read per token)",
+                name, per_tok_s);
         return;
     }
-    tn_fail(&b->text, TN_OK, "decode bound for %s: %.1f tokens/s (%.2f GB read per token)",
-            tn_model_name(m), bw / (double)per_tok, (double)per_tok / 1e9);
+    tn_fail(&b->text, TN_OK, "decode bound for %s: %.1f tokens/s (%s read per token)", name,
+            bw / (double)per_tok, per_tok_s);
 }
 
 /* ------------------------------------------------------------- the NPU */
@@ -618,7 +641,7 @@ static void check_memlock(doc *d) {
     }
     uint64_t need = TN_DOCTOR_MEMLOCK_DEFAULT_NEED;
     if (d->p->model)
-        need = tn_model_weight_bytes(d->p->model);
+        need = weight_bytes(d->p->model);
     char need_s[32];
     human_bytes(need, need_s, sizeof need_s);
     if (!strcmp(soft, "unlimited")) {

@@ -50,7 +50,8 @@ typedef struct tn_doctor_report {
 typedef struct tn_doctor_params {
     const char *root;        /* NULL: the machine itself */
     const char *xclbin_dir;  /* the kernel manifest's folder; NULL: not found */
-    const tn_model *model;   /* NULL: no decode bound, memlock against 1 GiB */
+    const tn_gguf *model;    /* the model's file (tn_gguf_open: no need to load
+                              * it); NULL: no decode bound, memlock against 1 GiB */
     bool measure_bandwidth;  /* false: the bandwidth line says it was skipped */
     int n_threads;           /* for the bandwidth; <= 0: the physical cores */
 } tn_doctor_params;

@@ -191,6 +191,22 @@ printf 'Max locked memory         4294967296           4294967296           byte
 doctor "$t" --backend xrt
 line "memlock 4 GiB" "  OK    memlock limit: 4.0 GiB (needs 1.0 GiB)"
 
+# Against a model's size (-m): a tiny model of 140 KiB of weights.
+"$cli" mkmodel --arch llama --type f32 --embd 32 --layers 1 --heads 2 --kv-heads 1 \
+    --head-dim 16 --ff 64 -o "$tmp/tiny.gguf" >"$tmp/mk.log" 2>&1 ||
+    { echo "mkmodel failed: $(cat "$tmp/mk.log")" >&2; exit 1; }
+printf 'Max locked memory         65536                65536                bytes\n' >"$t/proc/self/limits"
+doctor "$t" --backend xrt -m "$tmp/tiny.gguf"
+status "memlock, model" 3
+line "memlock, model" "  FAIL  memlock limit: 64 KiB, below the 140 KiB the NPU's buffers pin"
+line "decode bound, no bandwidth" "  INFO  decode bound for Tern demo model (random weights): needs the bandwidth (88 KiB read per token)"
+printf 'Max locked memory         8388608              8388608              bytes\n' >"$t/proc/self/limits"
+doctor "$t" --backend xrt -m "$tmp/tiny.gguf"
+line "memlock, model" "  OK    memlock limit: 8 MiB (needs 140 KiB)"
+printf 'GGUF garbage' >"$tmp/bad.gguf"
+doctor "$t" -m "$tmp/bad.gguf"
+status "-m garbage" 2
+
 # ---- firmware too old, too new
 tree "$t"
 echo 1.0.0.166 >"$t/sys/class/accel/accel0/device/fw_version"
