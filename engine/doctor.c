@@ -261,7 +261,7 @@ static void check_cpu_bandwidth(doc *d) {
     const tn_gguf *m = d->p->model;
     if (!m) {
         b->status = TN_DOCTOR_INFO;
-        tn_fail(&b->text, TN_OK, "decode bound: no model loaded (doctor -m MODEL)");
+        tn_fail(&b->text, TN_OK, "decode bound: needs a model (load one, or tern-cli doctor -m MODEL)");
         return;
     }
     uint64_t per_tok = weight_bytes_per_token(m);
