@@ -29,7 +29,7 @@ static void usage(FILE *out) {
             "Exit status: 0 when the requested backend can run (auto: always, as the CPU\n"
             "does), 3 when it cannot, 1 for a usage error, 2 when the model does not load.\n"
             "$TERN_DOCTOR_ROOT makes the checks read a fake device tree instead of / (the\n"
-            "tests' trees: docs/BACKENDS.md).\n"),
+            "tests' trees: docs/DOCTOR.md).\n"),
           out);
 }
 

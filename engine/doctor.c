@@ -2,7 +2,7 @@
  * (the machine's /, or a test's fake tree) and writes one line; the ioctls
  * on the real device only add what no file holds.
  *
- * Where the facts come from (docs/BACKENDS.md, "XRT and the doctor"):
+ * Where the facts come from (docs/DOCTOR.md):
  *   CPU model            ROOT/proc/cpuinfo, "model name"
  *   kernel family        CPUID (engine/cpu), not under the root
  *   NPU device           ROOT/dev/accel/accelN, the first whose
@@ -261,7 +261,8 @@ static void check_cpu_bandwidth(doc *d) {
     const tn_gguf *m = d->p->model;
     if (!m) {
         b->status = TN_DOCTOR_INFO;
-        tn_fail(&b->text, TN_OK, "decode bound: needs a model (load one, or tern-cli doctor -m MODEL)");
+        tn_fail(&b->text, TN_OK,
+                "decode bound: needs a model (load one, or tern-cli doctor -m MODEL)");
         return;
     }
     uint64_t per_tok = weight_bytes_per_token(m);

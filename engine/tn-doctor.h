@@ -3,7 +3,7 @@
  * kernel family, bandwidth, the decode bound of a model) and everything the
  * NPU backend needs (the device node and its permissions, the amdxdna driver
  * and firmware, the kernel, the memlock limit, XRT and its plugin, the kernel
- * manifest). docs/BACKENDS.md, "XRT and the doctor", lists the checks.
+ * manifest). docs/DOCTOR.md lists the checks.
  *
  * Texts are tn_errors made by tn_fail, so that the callers translate them as
  * they translate the engine's errors (tn_error_format, docs/TRANSLATING.md).

@@ -6,7 +6,7 @@
  * A self-contained module with a plain C API, so that the backend registry
  * can call tn_xrt_open as one more backend's constructor. Without XRT at
  * build time (meson -Dxrt=disabled, or no libxrt-dev) the same API exists
- * and says so. docs/BACKENDS.md, "XRT and the doctor", explains every check.
+ * and says so. docs/DOCTOR.md explains every check.
  */
 #ifndef TN_XRT_H
 #define TN_XRT_H

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tern-cli doctor against fake device trees ($TERN_DOCTOR_ROOT: ROOT/dev,
 # ROOT/sys, ROOT/proc, ROOT/etc and ROOT/xrt.fake stand in for the machine;
-# docs/BACKENDS.md). Every problem the doctor knows gets a tree, and each
+# docs/DOCTOR.md). Every problem the doctor knows gets a tree, and each
 # case checks the exact line (and fix) it prints and the exit status:
 # 0 when the requested backend runs, 3 when it cannot, 1 for usage.
 #
