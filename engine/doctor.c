@@ -767,8 +767,12 @@ static void check_manifest(doc *d) {
         return;
     }
     /* Verified, yet no code drives them: still no NPU backend. */
-    tn_fail(&l->text, TN_OK,
-            "NPU kernels: %d images verify, but this Tern has no NPU compute path yet", n);
+    if (n == 1)
+        tn_fail(&l->text, TN_OK,
+                "NPU kernels: 1 image verifies, but this Tern has no NPU compute path yet");
+    else
+        tn_fail(&l->text, TN_OK,
+                "NPU kernels: %d images verify, but this Tern has no NPU compute path yet", n);
 }
 
 void tn_doctor_run(const tn_doctor_params *params, tn_doctor_report *report) {

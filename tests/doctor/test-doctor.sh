@@ -277,7 +277,7 @@ printf '{"format": 1, "kernels": [{"image": "mm_q4_0.xclbin", "op": "matmul", "t
     "$right" >"$t/xclbins/manifest.json"
 doctor "$t" --backend xrt
 status "right sha256, no compute path" 3
-line "right sha256" "  FAIL  NPU kernels: 1 images verify, but this Tern has no NPU compute path yet"
+line "right sha256" "  FAIL  NPU kernels: 1 image verifies, but this Tern has no NPU compute path yet"
 line "right sha256" "backend xrt: cannot run: the kernel images verify, but this Tern has no NPU compute path yet"
 printf '{"format": 1, "kernels": [' >"$t/xclbins/manifest.json"
 doctor "$t" --backend xrt
