@@ -288,10 +288,36 @@ typedef struct {
     struct stat st;
     bool openable;
     int fd;         /* the machine's device, opened; -1 */
+    char driver[64]; /* its DRM driver's name (DRM_IOCTL_VERSION); "" unknown */
+    int drm_major, drm_minor; /* its DRM driver's version; -1 unknown */
 } npu_dev;
+
+/* DRM_IOCTL_VERSION: every DRM driver answers it, so it is safe on any
+ * accel node; the amdxdna ioctls are asked only of amdxdna. */
+static void drm_version(npu_dev *dev) {
+    if (dev->fd < 0)
+        return;
+    struct tn_drm_version v;
+    memset(&v, 0, sizeof v);
+    char name[64] = "";
+    v.name = name;
+    v.name_len = sizeof name - 1;
+    if (ioctl(dev->fd, TN_DRM_IOCTL_VERSION, &v) != 0)
+        return;
+    name[v.name_len < sizeof name ? v.name_len : sizeof name - 1] = '\0';
+    snprintf(dev->driver, sizeof dev->driver, "%s", name);
+    dev->drm_major = v.version_major;
+    dev->drm_minor = v.version_minor;
+}
+
+/* "amdxdna_accel_driver" in Linux's amdxdna_pci_drv.c; "amdxdna" elsewhere. */
+static bool is_amdxdna(const char *driver) {
+    return strncmp(driver, "amdxdna", 7) == 0;
+}
 
 static void find_device(doc *d, npu_dev *dev) {
     dev->fd = -1;
+    dev->drm_major = dev->drm_minor = -1;
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/dev/accel", d->root);
     DIR *dh = opendir(dir);
@@ -466,6 +492,7 @@ static void check_device(doc *d, npu_dev *dev) {
     }
     if (!denied && open_errno == 0) {
         dev->openable = true;
+        drm_version(dev);
         tn_fail(&l->text, TN_OK, "NPU device: %s opens", dev->path);
         return;
     }
@@ -506,18 +533,16 @@ static void check_device(doc *d, npu_dev *dev) {
 
 static void check_driver(doc *d, const npu_dev *dev) {
     tn_doctor_line *l = line_new(d, "npu.driver", TN_DOCTOR_NPU);
-    int major = -1, minor = -1;
-    char name[64] = "";
-    if (dev->fd >= 0) {
-        struct tn_drm_version v;
-        memset(&v, 0, sizeof v);
-        v.name = name;
-        v.name_len = sizeof name - 1;
-        if (ioctl(dev->fd, TN_DRM_IOCTL_VERSION, &v) == 0) {
-            major = v.version_major;
-            minor = v.version_minor;
-            name[v.name_len < sizeof name ? v.name_len : sizeof name - 1] = '\0';
-        }
+    int major = dev->drm_major, minor = dev->drm_minor;
+    if (dev->driver[0] && !is_amdxdna(dev->driver)) {
+        /* Another accelerator (Intel's NPU is /dev/accel too). */
+        l->status = TN_DOCTOR_FAIL;
+        tn_fail(&l->text, TN_OK, "amdxdna driver: %s belongs to another driver (%s)", dev->path,
+                dev->driver);
+        tn_fail(&l->fix, TN_OK,
+                "Tern's NPU backend is for AMD Ryzen AI NPUs (amdxdna); on this one Tern runs on "
+                "the CPU");
+        return;
     }
     char ver[64];
     if (major < 0 && read_file(d, "/sys/module/amdxdna/version", ver, sizeof ver) &&
@@ -555,7 +580,7 @@ static void check_firmware(doc *d, const npu_dev *dev) {
     tn_doctor_line *l = line_new(d, "npu.firmware", TN_DOCTOR_NPU);
     unsigned v[4] = {0, 0, 0, 0};
     bool have = false;
-    if (dev->fd >= 0) {
+    if (dev->fd >= 0 && is_amdxdna(dev->driver)) {
         struct tn_amdxdna_fw_version fw;
         memset(&fw, 0, sizeof fw);
         struct tn_amdxdna_get_info q = {
@@ -789,6 +814,7 @@ void tn_doctor_run(const tn_doctor_params *params, tn_doctor_report *report) {
 
     npu_dev dev;
     memset(&dev, 0, sizeof dev);
+    dev.fd = -1;
     check_device(&d, &dev);
     check_driver(&d, &dev);
     check_firmware(&d, &dev);
