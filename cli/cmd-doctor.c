@@ -77,6 +77,17 @@ static const char *status_word(int status) {
     }
 }
 
+/* Terminal columns of a UTF-8 string: CJK characters take two. */
+static int columns(const char *s) {
+    int n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p & 0xc0) == 0x80)
+            continue;
+        n += *p >= 0xe1 ? 2 : 1; /* 3- and 4-byte sequences start at U+1000 */
+    }
+    return n;
+}
+
 int cmd_doctor(int argc, char **argv) {
     const char *model_arg = NULL, *backend = "auto", *xclbins = NULL;
     bool quick = false;
@@ -143,6 +154,11 @@ int cmd_doctor(int argc, char **argv) {
     }
     tn_doctor_run(&p, r);
 
+    /* The status words in one column as wide as the widest translation. */
+    int width = 0;
+    for (int st = TN_DOCTOR_OK; st <= TN_DOCTOR_FAIL; st++)
+        if (columns(status_word(st)) > width)
+            width = columns(status_word(st));
     int group = -1;
     for (int i = 0; i < r->n_lines; i++) {
         const tn_doctor_line *l = &r->lines[i];
@@ -150,10 +166,10 @@ int cmd_doctor(int argc, char **argv) {
             group = l->group;
             puts(group == TN_DOCTOR_CPU ? _("CPU backend") : _("NPU (XRT backend)"));
         }
-        /* The status word padded to its own width: translations differ. */
-        printf("  %-5s %s\n", status_word(l->status), cli_engine_message(&l->text));
+        const char *word = status_word(l->status);
+        printf("  %s%*s  %s\n", word, width - columns(word), "", cli_engine_message(&l->text));
         if (l->fix.message[0])
-            printf("        %s %s\n", _("fix:"), cli_engine_message(&l->fix));
+            printf("  %*s  %s %s\n", width, "", _("fix:"), cli_engine_message(&l->fix));
     }
 
     int rc = CLI_EXIT_OK;
