@@ -89,6 +89,7 @@ struct _TernWindow {
 
   gboolean model_loaded;
   char *model_description;
+  char *model_path; /* the loaded model's file (Preferences' Hardware page) */
   char *pin_text;          /* the text of the pin request in flight */
   char *last_error;
   guint streaming_index;   /* message index of the answer being generated */
@@ -713,6 +714,8 @@ on_model_loaded (TernWindow *self,
   tern_stats_bar_reset (self->stats_bar);
   g_free (self->model_description);
   self->model_description = g_strdup (description);
+  g_free (self->model_path);
+  self->model_path = g_strdup (path);
   adw_window_title_set_title (self->window_title, is_demo ? _("Demo Model") : _("Tern"));
   adw_window_title_set_subtitle (self->window_title, description);
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->window_title), path);
@@ -2524,6 +2527,7 @@ tern_window_finalize (GObject *object)
   g_clear_object (&self->chats);
   g_clear_object (&self->settings);
   g_free (self->chats_dir);
+  g_free (self->model_path);
   g_free (self->model_description);
   g_free (self->loading_path);
   g_free (self->pin_text);
@@ -2797,6 +2801,12 @@ const char *
 tern_window_get_model_description (TernWindow *self)
 {
   return self->model_description;
+}
+
+const char *
+tern_window_get_model_path (TernWindow *self)
+{
+  return self->model_path;
 }
 
 const char *
