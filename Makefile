@@ -45,11 +45,11 @@ run: demo
 
 $(TEST_BUILD)/build.ninja:
 	meson setup $(TEST_BUILD) -Dbuildtype=debugoptimized -Dapp=enabled -Dmanager=enabled \
-	    -Db_sanitize=address,undefined -Db_lundef=false -Dvocab_dir=$(VOCAB)
+	    -Dxrt=enabled -Db_sanitize=address,undefined -Db_lundef=false -Dvocab_dir=$(VOCAB)
 
 $(FUZZ_BUILD)/build.ninja:
 	CC=clang meson setup $(FUZZ_BUILD) -Dbuildtype=debugoptimized -Dfuzz=true \
-	    -Dapp=disabled -Dmanager=disabled -Db_lundef=false -Dvocab_dir=$(VOCAB)
+	    -Dapp=disabled -Dmanager=disabled -Dxrt=disabled -Db_lundef=false -Dvocab_dir=$(VOCAB)
 
 # The summary "N passed, N failed, N skipped" is the last line, also on
 # failure. make itself would print "make: *** [Makefile:NN: test] Error 1"

@@ -192,6 +192,8 @@ action_preferences (GSimpleAction *action,
     {
       tern_preferences_window_set_server_status (
         prefs, tern_window_get_server_status (TERN_WINDOW (parent)));
+      tern_preferences_window_set_model_path (prefs,
+                                              tern_window_get_model_path (TERN_WINDOW (parent)));
       g_signal_connect_object (parent, "server-status-changed",
                                G_CALLBACK (on_server_status_changed), prefs, 0);
     }

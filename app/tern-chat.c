@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <glib/gi18n.h>
 #include <glib/gstdio.h>
@@ -42,6 +43,189 @@ enum {
 };
 
 static GParamSpec *properties[N_PROPS];
+
+/* ---------------------------------------------------------------- images
+ *
+ * A message's images are kept beside the chat, in DIR/ID.images/, one file
+ * per distinct image named by the sha256 of its bytes ("<64 hex>.png"): the
+ * same picture sent twice is stored once, a name can be checked against
+ * its content on reading, and a name from a file can never reach outside
+ * that folder. */
+
+#define MAX_IMAGE_BYTES (256 * 1024 * 1024)
+
+static const char *
+image_extension (GBytes *bytes)
+{
+  gsize n;
+  const guint8 *b = g_bytes_get_data (bytes, &n);
+
+  if (n >= 8 && memcmp (b, "\x89PNG\r\n\x1a\n", 8) == 0)
+    return "png";
+  if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
+    return "jpg";
+  if (n >= 6 && (memcmp (b, "GIF87a", 6) == 0 || memcmp (b, "GIF89a", 6) == 0))
+    return "gif";
+  if (n >= 12 && memcmp (b, "RIFF", 4) == 0 && memcmp (b + 8, "WEBP", 4) == 0)
+    return "webp";
+  return "img";
+}
+
+static char *
+image_file_name (GBytes *bytes)
+{
+  g_autofree char *hash = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, bytes);
+
+  return g_strconcat (hash, ".", image_extension (bytes), NULL);
+}
+
+/* What image_file_name makes, and nothing else. */
+static gboolean
+image_name_valid (const char *name)
+{
+  static const char *const exts[] = { "png", "jpg", "gif", "webp", "img" };
+
+  for (int i = 0; i < 64; i++)
+    if (!g_ascii_isxdigit (name[i]) || g_ascii_isupper (name[i]))
+      return FALSE;
+  if (name[64] != '.')
+    return FALSE;
+  for (gsize i = 0; i < G_N_ELEMENTS (exts); i++)
+    if (g_str_equal (name + 65, exts[i]))
+      return TRUE;
+  return FALSE;
+}
+
+static char *
+images_dir (const char *dir,
+            const char *id)
+{
+  g_autofree char *name = g_strconcat (id, ".images", NULL);
+
+  return g_build_filename (dir, name, NULL);
+}
+
+/* The images of a chat to write: names and bytes, in parallel arrays. */
+typedef struct {
+  GPtrArray *names; /* char* */
+  GPtrArray *bytes; /* GBytes* */
+} ImageSet;
+
+static void
+image_set_clear (ImageSet *set)
+{
+  g_clear_pointer (&set->names, g_ptr_array_unref);
+  g_clear_pointer (&set->bytes, g_ptr_array_unref);
+}
+
+static void
+image_set_collect (TernChat *self,
+                   ImageSet *set)
+{
+  set->names = g_ptr_array_new_with_free_func (g_free);
+  set->bytes = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  for (guint i = 0; i < self->messages->len; i++)
+    {
+      TernMessage *m = g_ptr_array_index (self->messages, i);
+
+      for (guint k = 0; m->images != NULL && k < m->images->len; k++)
+        {
+          GBytes *b = g_ptr_array_index (m->images, k);
+          char *name = image_file_name (b);
+
+          if (g_ptr_array_find_with_equal_func (set->names, name, g_str_equal, NULL))
+            {
+              g_free (name);
+              continue;
+            }
+          g_ptr_array_add (set->names, name);
+          g_ptr_array_add (set->bytes, g_bytes_ref (b));
+        }
+    }
+}
+
+/* Writes the images not yet on disk, then removes the ones no message uses
+ * any more (an edited message, a truncated chat). Called before the JSON
+ * is written, so a chat file never names an image that is not there. */
+static gboolean
+write_images (const char *dir,
+              const char *id,
+              ImageSet   *set,
+              GError    **error)
+{
+  g_autofree char *folder = images_dir (dir, id);
+  g_autoptr(GDir) d = NULL;
+  const char *entry;
+
+  if (set->names->len > 0)
+    {
+      if (g_mkdir_with_parents (folder, 0700) != 0)
+        {
+          int saved = errno;
+          g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", folder,
+                       g_strerror (saved));
+          return FALSE;
+        }
+      for (guint i = 0; i < set->names->len; i++)
+        {
+          g_autofree char *path = g_build_filename (folder, g_ptr_array_index (set->names, i),
+                                                    NULL);
+          GBytes *b = g_ptr_array_index (set->bytes, i);
+          gsize n;
+          const char *data = g_bytes_get_data (b, &n);
+
+          GStatBuf sb;
+
+          /* Named by its content: a regular file of the right size is the
+           * same picture (a changed one is written again). */
+          if (g_lstat (path, &sb) == 0 && S_ISREG (sb.st_mode) && (gsize) sb.st_size == n)
+            continue;
+          if (g_lstat (path, &sb) == 0 && !S_ISREG (sb.st_mode))
+            g_unlink (path);
+          if (!g_file_set_contents_full (path, data, (gssize) n, G_FILE_SET_CONTENTS_CONSISTENT,
+                                         0600, error))
+            return FALSE;
+        }
+    }
+  d = g_dir_open (folder, 0, NULL);
+  while (d != NULL && (entry = g_dir_read_name (d)) != NULL)
+    if (image_name_valid (entry)
+        && !g_ptr_array_find_with_equal_func (set->names, entry, g_str_equal, NULL))
+      {
+        g_autofree char *path = g_build_filename (folder, entry, NULL);
+        g_unlink (path);
+      }
+  if (set->names->len == 0)
+    g_rmdir (folder); /* only when empty */
+  return TRUE;
+}
+
+/* An image named in a chat file, read back and checked against its name;
+ * NULL when it is missing, not a regular file, too large or changed. */
+static GBytes *
+read_image (const char *folder,
+            const char *name)
+{
+  g_autofree char *path = g_build_filename (folder, name, NULL);
+  g_autofree char *data = NULL;
+  g_autofree char *hash = NULL;
+  GStatBuf sb;
+  gsize len = 0;
+  GBytes *bytes;
+
+  if (g_lstat (path, &sb) != 0 || !S_ISREG (sb.st_mode) || sb.st_size > MAX_IMAGE_BYTES)
+    return NULL;
+  if (!g_file_get_contents (path, &data, &len, NULL))
+    return NULL;
+  bytes = g_bytes_new_take (g_steal_pointer (&data), len);
+  hash = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, bytes);
+  if (strncmp (hash, name, 64) != 0)
+    {
+      g_bytes_unref (bytes);
+      return NULL;
+    }
+  return bytes;
+}
 
 static void
 message_free (gpointer data)
@@ -292,6 +476,29 @@ tern_chat_append (TernChat   *self,
   return m;
 }
 
+GPtrArray *
+tern_chat_take_from (TernChat *self,
+                     guint     index)
+{
+  GPtrArray *taken = g_ptr_array_new_with_free_func (message_free);
+
+  while (index < self->messages->len)
+    g_ptr_array_add (taken, g_ptr_array_steal_index (self->messages, index));
+  self->context_start = MIN (self->context_start, index);
+  tern_chat_touch (self);
+  return taken;
+}
+
+void
+tern_chat_restore (TernChat  *self,
+                   GPtrArray *messages)
+{
+  while (messages->len > 0)
+    g_ptr_array_add (self->messages, g_ptr_array_steal_index (messages, 0));
+  update_title (self);
+  tern_chat_touch (self);
+}
+
 void
 tern_chat_truncate (TernChat *self,
                     guint     n_messages)
@@ -346,11 +553,12 @@ tern_message_format_stats (const TernMessage *m)
   if (st->restored_tokens > 0)
     g_string_append_printf (s, _(" · %d reused"), st->restored_tokens);
   if (st->drafted > 0)
-    /* Translators: speculative decoding: draft tokens the model kept of those proposed */
-    g_string_append_printf (s, _(" · %d/%d drafts accepted"), st->accepted, st->drafted);
+    /* Translators: speculative decoding: of the tokens guessed ahead, how many
+     * the model kept */
+    g_string_append_printf (s, _(" · %d of %d guessed tokens kept"), st->accepted, st->drafted);
   if (st->drafted > 0 && st->verify_steps > 0)
-    /* Translators: speculative decoding: draft tokens kept per verification step */
-    g_string_append_printf (s, _(" · %.2f accepted per step"),
+    /* Translators: speculative decoding: guessed tokens kept per check, on average */
+    g_string_append_printf (s, _(" · %.1f kept per check"),
                             (double) st->accepted / st->verify_steps);
   if (m->cancelled)
     g_string_append_printf (s, " · %s", _("stopped"));
@@ -457,6 +665,18 @@ tern_chat_to_json (TernChat *self)
         }
       if (m->has_stats)
         add_stats (b, &m->stats);
+      if (m->images != NULL && m->images->len > 0)
+        {
+          /* File names in the chat's images folder, in the message's order. */
+          json_builder_set_member_name (b, "images");
+          json_builder_begin_array (b);
+          for (guint k = 0; k < m->images->len; k++)
+            {
+              g_autofree char *name = image_file_name (g_ptr_array_index (m->images, k));
+              json_builder_add_string_value (b, name);
+            }
+          json_builder_end_array (b);
+        }
       if (m->drafted != NULL)
         {
           /* [start, length] byte runs of text from accepted drafts. */
@@ -501,6 +721,9 @@ tern_chat_save (TernChat   *self,
   g_autofree char *name = g_strconcat (self->id, ".json", NULL);
   g_autofree char *path = g_build_filename (dir, name, NULL);
 
+  ImageSet images = { 0 };
+  gboolean ok;
+
   if (g_mkdir_with_parents (dir, 0700) != 0)
     {
       int saved = errno;
@@ -508,17 +731,22 @@ tern_chat_save (TernChat   *self,
                    g_strerror (saved));
       return FALSE;
     }
+  image_set_collect (self, &images);
+  ok = write_images (dir, self->id, &images, error);
+  image_set_clear (&images);
   /* CONSISTENT: a temporary file renamed over the old one, so a crash leaves
    * either the old chat or the new one, never half of one. */
-  return g_file_set_contents_full (path, json, -1,
-                                   G_FILE_SET_CONTENTS_CONSISTENT,
-                                   0600, error);
+  return ok && g_file_set_contents_full (path, json, -1,
+                                         G_FILE_SET_CONTENTS_CONSISTENT,
+                                         0600, error);
 }
 
 typedef struct {
   char *dir;
+  char *id;
   char *path;
   char *json;
+  ImageSet images;
   GWeakRef owner;
   TernChatSaveError error_func;
   GMainContext *context;
@@ -533,8 +761,10 @@ static void
 save_job_free (SaveJob *job)
 {
   g_free (job->dir);
+  g_free (job->id);
   g_free (job->path);
   g_free (job->json);
+  image_set_clear (&job->images);
   g_weak_ref_clear (&job->owner);
   g_main_context_unref (job->context);
   g_free (job->error);
@@ -565,8 +795,9 @@ save_job_run (gpointer data,
       int saved = errno;
       job->error = g_strdup_printf ("%s: %s", job->dir, g_strerror (saved));
     }
-  else if (!g_file_set_contents_full (job->path, job->json, -1, G_FILE_SET_CONTENTS_CONSISTENT,
-                                      0600, &error))
+  else if (!write_images (job->dir, job->id, &job->images, &error)
+           || !g_file_set_contents_full (job->path, job->json, -1,
+                                         G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
     job->error = g_strdup (error->message);
 
   if (job->error != NULL)
@@ -595,8 +826,11 @@ tern_chat_save_in_background (TernChat          *self,
   if (g_once_init_enter (&pool))
     g_once_init_leave (&pool, g_thread_pool_new (save_job_run, NULL, 1, FALSE, NULL));
   job->dir = g_strdup (dir);
+  job->id = g_strdup (self->id);
   job->path = g_build_filename (dir, name, NULL);
   job->json = tern_chat_to_json (self);
+  /* The bytes are shared, not copied: GBytes are immutable. */
+  image_set_collect (self, &job->images);
   g_weak_ref_init (&job->owner, owner);
   job->error_func = error_func;
   job->context = g_main_context_ref_thread_default ();
@@ -623,6 +857,10 @@ tern_chat_delete_file (TernChat   *self,
   g_autofree char *name = g_strconcat (self->id, ".json", NULL);
   g_autofree char *path = g_build_filename (dir, name, NULL);
 
+  g_autofree char *folder = images_dir (dir, self->id);
+  g_autoptr(GDir) d = NULL;
+  const char *entry;
+
   if (g_unlink (path) != 0 && errno != ENOENT)
     {
       int saved = errno;
@@ -630,6 +868,15 @@ tern_chat_delete_file (TernChat   *self,
                    g_strerror (saved));
       return FALSE;
     }
+  /* Its images go with it; only files that Tern named are removed. */
+  d = g_dir_open (folder, 0, NULL);
+  while (d != NULL && (entry = g_dir_read_name (d)) != NULL)
+    if (image_name_valid (entry))
+      {
+        g_autofree char *image = g_build_filename (folder, entry, NULL);
+        g_unlink (image);
+      }
+  g_rmdir (folder);
   return TRUE;
 }
 
@@ -842,6 +1089,40 @@ read_stats (Reader      *r,
   tern_message_set_stats (m, &st);
 }
 
+/* Images named in a message: a name of the wrong form makes the file
+ * refused like any bad member; an image missing from the folder (deleted
+ * by hand, changed on disk) is left out and counted, and the text stays. */
+static void
+read_images (Reader      *r,
+             TernMessage *m,
+             JsonArray   *names,
+             const char  *folder,
+             const char  *where)
+{
+  for (guint i = 0; i < json_array_get_length (names) && !r->failed; i++)
+    {
+      JsonNode *n = json_array_get_element (names, i);
+      const char *name;
+      GBytes *bytes;
+
+      if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING
+          || !image_name_valid (name = json_node_get_string (n)))
+        {
+          bad_member (r, where, "images", _("a list of image file names"));
+          return;
+        }
+      bytes = read_image (folder, name);
+      if (bytes == NULL)
+        {
+          m->images_missing++;
+          continue;
+        }
+      if (m->images == NULL)
+        m->images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+      g_ptr_array_add (m->images, bytes);
+    }
+}
+
 TernChat *
 tern_chat_load (const char *path,
                 GError    **error)
@@ -856,6 +1137,7 @@ tern_chat_load (const char *path,
   JsonObject *o;
   JsonArray *messages;
   const char *id, *format;
+  g_autofree char *folder = NULL;
 
   if (g_stat (path, &sb) == 0 && sb.st_size > MAX_FILE_BYTES)
     {
@@ -906,6 +1188,10 @@ tern_chat_load (const char *path,
 
   self = g_object_new (TERN_TYPE_CHAT, NULL);
   self->id = g_strdup (id);
+  {
+    g_autofree char *dir = g_path_get_dirname (path);
+    folder = images_dir (dir, id);
+  }
   tern_chat_set_mode (self, get_string (&r, o, _("the chat"), "mode", FALSE));
   self->model = g_strdup (get_string (&r, o, _("the chat"), "model", FALSE));
   self->system_prompt = g_strdup (get_string (&r, o, _("the chat"), "system_prompt", FALSE));
@@ -946,6 +1232,8 @@ tern_chat_load (const char *path,
         read_drafted (&r, m, json_node_get_array (node), where);
       if ((node = get_node (&r, mo, where, "stats", JSON_NODE_OBJECT, FALSE, _("an object"))))
         read_stats (&r, m, json_node_get_object (node), where);
+      if ((node = get_node (&r, mo, where, "images", JSON_NODE_ARRAY, FALSE, _("a list"))))
+        read_images (&r, m, json_node_get_array (node), folder, where);
     }
   if (r.failed)
     return NULL;

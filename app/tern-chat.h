@@ -19,9 +19,11 @@ typedef struct {
   /* One flag per byte of text, 1 where the token came from an accepted
    * speculative draft; NULL when none did. Saved as byte runs. */
   GByteArray *drafted;
-  /* User messages: the images sent with it (GBytes of the image files), in
-   * this session only (chats are saved without them); NULL: none. */
+  /* User messages: the images sent with it (GBytes of the image files);
+   * NULL: none. Saved beside the chat (DIR/ID.images/, named by sha256). */
   GPtrArray *images;
+  /* Images a saved chat names that were missing or changed on disk. */
+  guint images_missing;
 } TernMessage;
 
 #define TERN_TYPE_CHAT (tern_chat_get_type ())
@@ -85,6 +87,13 @@ TernMessage *tern_chat_get_message        (TernChat      *self,
 TernMessage *tern_chat_append             (TernChat      *self,
                                            const char    *role,
                                            const char    *text);
+/* Removes the messages from index on and hands them over (an array that
+ * frees them), so that they can be put back with tern_chat_restore. */
+GPtrArray   *tern_chat_take_from          (TernChat      *self,
+                                           guint          index);
+/* Appends messages taken by tern_chat_take_from; empties the array. */
+void         tern_chat_restore            (TernChat      *self,
+                                           GPtrArray     *messages);
 void         tern_chat_truncate           (TernChat      *self,
                                            guint          n_messages);
 void         tern_message_set_stats       (TernMessage   *message,

@@ -73,7 +73,7 @@ update_state (TernPinEditor *self)
                _("Not pinned yet: the first request prefills the system prompt."));
   else if (tern_pin_editor_is_stale (self))
     set_state (self, "dialog-warning-symbolic", "warning",
-               _("Stale: edited since it was pinned. Pin again to use the new text."));
+               _("Edited since it was pinned: pin again to use the new text."));
   else
     {
       g_autofree char *text = NULL;

@@ -5,6 +5,11 @@
 
 #include "tern-preferences-window.h"
 
+#include "tern-engine-worker.h"
+#include "tern-paths.h"
+#include "tn-doctor.h"
+#include "xrt/tn-xrt.h"
+
 struct _TernPreferencesWindow {
   AdwPreferencesWindow parent_instance;
 
@@ -17,7 +22,6 @@ struct _TernPreferencesWindow {
   GtkSpinButton *draft_length_spin;
   GtkSpinButton *threads_spin;
   GtkSpinButton *context_spin;
-  AdwEntryRow *demo_model_row;
   AdwActionRow *draft_model_row;
   GtkButton *draft_model_choose;
   GtkButton *draft_model_clear;
@@ -30,6 +34,21 @@ struct _TernPreferencesWindow {
   AdwEntryRow *server_key_row;
 
   GSettings *settings;
+
+  /* The Hardware page: the doctor's lines (engine/doctor.c), computed on a
+   * worker thread each time the page is filled. */
+  AdwPreferencesGroup *hw_summary_group;
+  AdwPreferencesGroup *hw_cpu_group;
+  AdwPreferencesGroup *hw_npu_group;
+  AdwActionRow *hw_summary_row;
+  GtkButton *hw_measure;
+  GPtrArray *hw_rows;        /* the line rows, to remove before a new report */
+  GString *hw_text;          /* the rows as text: tests and bug reports */
+  char *model_path;          /* the loaded model's file, for its decode bound */
+  GCancellable *hw_cancel;
+  guint hw_idle;
+  guint hw_reports;
+  gboolean hw_running;
 };
 
 G_DEFINE_FINAL_TYPE (TernPreferencesWindow, tern_preferences_window,
@@ -161,11 +180,299 @@ tern_preferences_window_set_server_status (TernPreferencesWindow *self,
   adw_action_row_set_subtitle (self->server_row, escaped);
 }
 
+/* ---------------------------------------------------------------- Hardware */
+
+typedef struct {
+  char *root;        /* $TERN_DOCTOR_ROOT: a fake device tree (tests) */
+  char *xclbin_dir;
+  char *model_path;
+  gboolean bandwidth;
+  tn_doctor_report *report;
+  tn_error why;      /* why the XRT backend does not run */
+  gboolean xrt_runs;
+} HardwareJob;
+
 static void
-on_demo_model_apply (TernPreferencesWindow *self)
+hardware_job_free (gpointer data)
 {
-  g_settings_set_string (self->settings, "demo-model-path",
-                         gtk_editable_get_text (GTK_EDITABLE (self->demo_model_row)));
+  HardwareJob *job = data;
+
+  g_free (job->root);
+  g_free (job->xclbin_dir);
+  g_free (job->model_path);
+  g_free (job->report);
+  g_free (job);
+}
+
+static void
+hardware_thread (GTask        *task,
+                 gpointer      source,
+                 gpointer      data,
+                 GCancellable *cancellable)
+{
+  HardwareJob *job = data;
+  tn_gguf *model = NULL;
+  tn_error err = { 0 };
+  tn_doctor_params params = { 0 };
+
+  (void) source;
+  (void) cancellable;
+  /* The file is enough for the sizes: the loaded model stays the worker's. */
+  if (job->model_path != NULL && tn_gguf_open (job->model_path, &model, &err) != TN_OK)
+    model = NULL;
+  params.root = job->root;
+  params.xclbin_dir = job->xclbin_dir;
+  params.model = model;
+  params.measure_bandwidth = job->bandwidth;
+  job->report = g_new0 (tn_doctor_report, 1);
+  tn_doctor_run (&params, job->report);
+  job->xrt_runs = tn_xrt_open (job->root, job->xclbin_dir, NULL, &job->why) == TN_OK
+                  && job->report->npu_ok;
+  tn_gguf_close (model);
+  g_task_return_boolean (task, TRUE);
+}
+
+static const char *
+hardware_icon (int status)
+{
+  switch (status)
+    {
+    case TN_DOCTOR_OK:
+      return "emblem-ok-symbolic";
+    case TN_DOCTOR_FAIL:
+      return "dialog-warning-symbolic";
+    default:
+      return "dialog-information-symbolic";
+    }
+}
+
+static const char *
+hardware_status_word (int status)
+{
+  switch (status)
+    {
+    case TN_DOCTOR_OK:
+      return _("OK");
+    case TN_DOCTOR_FAIL:
+      return _("Problem");
+    default:
+      return _("Note");
+    }
+}
+
+static void
+hardware_clear (TernPreferencesWindow *self)
+{
+  for (guint i = 0; i < self->hw_rows->len; i++)
+    {
+      GtkWidget *row = g_ptr_array_index (self->hw_rows, i);
+      AdwPreferencesGroup *group = g_object_get_data (G_OBJECT (row), "tern-group");
+
+      adw_preferences_group_remove (group, row);
+    }
+  g_ptr_array_set_size (self->hw_rows, 0);
+}
+
+static void
+hardware_done (GObject      *source,
+               GAsyncResult *result,
+               gpointer      data)
+{
+  TernPreferencesWindow *self = TERN_PREFERENCES_WINDOW (source);
+  HardwareJob *job = g_task_get_task_data (G_TASK (result));
+  g_autoptr(GError) error = NULL;
+  g_autofree char *why = NULL;
+
+  (void) data;
+  if (!g_task_propagate_boolean (G_TASK (result), &error))
+    return; /* cancelled: the window is going away */
+  self->hw_running = FALSE;
+  gtk_widget_set_sensitive (GTK_WIDGET (self->hw_measure), TRUE);
+  hardware_clear (self);
+  g_string_truncate (self->hw_text, 0);
+  why = tern_engine_error_text (&job->why);
+  if (job->xrt_runs)
+    {
+      adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->hw_summary_row),
+                                     _("Tern can run on the NPU"));
+      adw_action_row_set_subtitle (self->hw_summary_row, "");
+    }
+  else
+    {
+      g_autofree char *sub = g_strdup_printf (_("The NPU backend cannot run: %s"), why);
+      g_autofree char *escaped = g_markup_escape_text (sub, -1);
+
+      adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->hw_summary_row),
+                                     job->report->cpu_ok ? _("Tern runs on the CPU")
+                                                         : _("The CPU backend cannot run"));
+      adw_action_row_set_subtitle (self->hw_summary_row, escaped);
+    }
+  for (int i = 0; i < job->report->n_lines; i++)
+    {
+      const tn_doctor_line *l = &job->report->lines[i];
+      AdwPreferencesGroup *group = l->group == TN_DOCTOR_CPU ? self->hw_cpu_group
+                                                             : self->hw_npu_group;
+      g_autofree char *text = tern_engine_error_text (&l->text);
+      g_autofree char *fix = l->fix.message[0] ? tern_engine_error_text (&l->fix) : NULL;
+      g_autofree char *title = g_markup_escape_text (text, -1);
+      GtkWidget *row = adw_action_row_new ();
+      GtkWidget *icon = gtk_image_new_from_icon_name (hardware_icon (l->status));
+
+      adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), title);
+      adw_action_row_set_title_lines (ADW_ACTION_ROW (row), 0);
+      if (fix != NULL)
+        {
+          g_autofree char *fix_line = g_strdup_printf (_("Fix: %s"), fix);
+          g_autofree char *escaped = g_markup_escape_text (fix_line, -1);
+
+          adw_action_row_set_subtitle (ADW_ACTION_ROW (row), escaped);
+          adw_action_row_set_subtitle_lines (ADW_ACTION_ROW (row), 0);
+        }
+      gtk_widget_set_tooltip_text (icon, hardware_status_word (l->status));
+      gtk_accessible_update_property (GTK_ACCESSIBLE (icon), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                      hardware_status_word (l->status), -1);
+      if (l->status == TN_DOCTOR_FAIL)
+        gtk_widget_add_css_class (icon, "warning");
+      else if (l->status == TN_DOCTOR_OK)
+        gtk_widget_add_css_class (icon, "success");
+      adw_action_row_add_prefix (ADW_ACTION_ROW (row), icon);
+      g_object_set_data (G_OBJECT (row), "tern-group", group);
+      adw_preferences_group_add (group, row);
+      g_ptr_array_add (self->hw_rows, row);
+      g_string_append_printf (self->hw_text, "%s %s\n", hardware_status_word (l->status), text);
+      if (fix != NULL)
+        g_string_append_printf (self->hw_text, "  %s\n", fix);
+    }
+  self->hw_reports++;
+}
+
+static void
+hardware_check (TernPreferencesWindow *self,
+                gboolean               bandwidth)
+{
+  g_autoptr(GTask) task = NULL;
+  HardwareJob *job;
+  const char *root = g_getenv ("TERN_DOCTOR_ROOT");
+
+  if (self->hw_running)
+    return;
+  self->hw_running = TRUE;
+  gtk_widget_set_sensitive (GTK_WIDGET (self->hw_measure), FALSE);
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->hw_summary_row),
+                                 bandwidth ? _("Measuring the memory bandwidth…")
+                                           : _("Checking…"));
+  adw_action_row_set_subtitle (self->hw_summary_row, "");
+  job = g_new0 (HardwareJob, 1);
+  job->root = root != NULL && *root != '\0' ? g_strdup (root) : NULL;
+  job->xclbin_dir = tern_paths_xclbin_dir ();
+  job->model_path = g_strdup (self->model_path);
+  job->bandwidth = bandwidth;
+  task = g_task_new (self, self->hw_cancel, hardware_done, NULL);
+  g_task_set_task_data (task, job, hardware_job_free);
+  g_task_run_in_thread (task, hardware_thread);
+}
+
+static gboolean
+hardware_first_check (gpointer data)
+{
+  TernPreferencesWindow *self = data;
+
+  self->hw_idle = 0;
+  hardware_check (self, FALSE);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+on_hardware_measure (TernPreferencesWindow *self)
+{
+  hardware_check (self, TRUE);
+}
+
+static void
+build_hardware_page (TernPreferencesWindow *self)
+{
+  AdwPreferencesPage *page = ADW_PREFERENCES_PAGE (adw_preferences_page_new ());
+
+  adw_preferences_page_set_title (page, _("Hardware"));
+  adw_preferences_page_set_icon_name (page, "computer-symbolic");
+  adw_preferences_page_set_name (page, "hardware");
+
+  self->hw_summary_group = ADW_PREFERENCES_GROUP (adw_preferences_group_new ());
+  adw_preferences_group_set_description (
+    self->hw_summary_group,
+    _("What Tern needs on this computer: each line says it is fine, or what is wrong and how "
+      "to fix it. tern-cli doctor prints the same."));
+  self->hw_summary_row = ADW_ACTION_ROW (adw_action_row_new ());
+  adw_action_row_set_subtitle_lines (self->hw_summary_row, 0);
+  adw_preferences_group_add (self->hw_summary_group, GTK_WIDGET (self->hw_summary_row));
+  adw_preferences_page_add (page, self->hw_summary_group);
+
+  self->hw_cpu_group = ADW_PREFERENCES_GROUP (adw_preferences_group_new ());
+  adw_preferences_group_set_title (self->hw_cpu_group, _("CPU"));
+  self->hw_measure = GTK_BUTTON (gtk_button_new_with_mnemonic (_("_Measure Bandwidth")));
+  gtk_widget_set_valign (GTK_WIDGET (self->hw_measure), GTK_ALIGN_CENTER);
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->hw_measure),
+                               _("Reads up to 1 GiB of memory for a second or two: the decode "
+                                 "bound of the loaded model follows from it"));
+  adw_preferences_group_set_header_suffix (self->hw_cpu_group, GTK_WIDGET (self->hw_measure));
+  g_signal_connect_swapped (self->hw_measure, "clicked", G_CALLBACK (on_hardware_measure), self);
+  adw_preferences_page_add (page, self->hw_cpu_group);
+
+  self->hw_npu_group = ADW_PREFERENCES_GROUP (adw_preferences_group_new ());
+  adw_preferences_group_set_title (self->hw_npu_group, _("NPU"));
+  adw_preferences_group_set_description (
+    self->hw_npu_group,
+    _("AMD Ryzen AI NPUs, through XRT and the amdxdna driver. No NPU kernels ship yet: "
+      "until they do, Tern runs on the CPU."));
+  adw_preferences_page_add (page, self->hw_npu_group);
+
+  adw_preferences_window_add (ADW_PREFERENCES_WINDOW (self), page);
+  self->hw_rows = g_ptr_array_new ();
+  self->hw_text = g_string_new (NULL);
+  self->hw_cancel = g_cancellable_new ();
+  /* After the caller had its say (tern_preferences_window_set_model_path). */
+  self->hw_idle = g_idle_add (hardware_first_check, self);
+}
+
+void
+tern_preferences_window_set_model_path (TernPreferencesWindow *self,
+                                        const char            *path)
+{
+  g_return_if_fail (TERN_IS_PREFERENCES_WINDOW (self));
+  g_free (self->model_path);
+  self->model_path = g_strdup (path);
+}
+
+void
+tern_preferences_window_check_hardware (TernPreferencesWindow *self,
+                                        gboolean               measure_bandwidth)
+{
+  g_return_if_fail (TERN_IS_PREFERENCES_WINDOW (self));
+  hardware_check (self, measure_bandwidth);
+}
+
+guint
+tern_preferences_window_get_hardware_reports (TernPreferencesWindow *self)
+{
+  g_return_val_if_fail (TERN_IS_PREFERENCES_WINDOW (self), 0);
+  return self->hw_reports;
+}
+
+const char *
+tern_preferences_window_get_hardware_text (TernPreferencesWindow *self)
+{
+  g_return_val_if_fail (TERN_IS_PREFERENCES_WINDOW (self), NULL);
+  return self->hw_text->str;
+}
+
+static void
+tern_preferences_window_dispose (GObject *object)
+{
+  TernPreferencesWindow *self = TERN_PREFERENCES_WINDOW (object);
+
+  g_cancellable_cancel (self->hw_cancel);
+  g_clear_handle_id (&self->hw_idle, g_source_remove);
+  G_OBJECT_CLASS (tern_preferences_window_parent_class)->dispose (object);
 }
 
 static void
@@ -174,6 +481,11 @@ tern_preferences_window_finalize (GObject *object)
   TernPreferencesWindow *self = TERN_PREFERENCES_WINDOW (object);
 
   g_clear_object (&self->settings);
+  g_clear_object (&self->hw_cancel);
+  g_clear_pointer (&self->hw_rows, g_ptr_array_unref);
+  if (self->hw_text != NULL)
+    g_string_free (self->hw_text, TRUE);
+  g_free (self->model_path);
   G_OBJECT_CLASS (tern_preferences_window_parent_class)->finalize (object);
 }
 
@@ -183,6 +495,7 @@ tern_preferences_window_class_init (TernPreferencesWindowClass *klass)
   GObjectClass *object_class = G_OBJECT_CLASS (klass);
   GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
 
+  object_class->dispose = tern_preferences_window_dispose;
   object_class->finalize = tern_preferences_window_finalize;
   gtk_widget_class_set_template_from_resource (
     widget_class, "/io/github/tern/Tern/ui/tern-preferences-window.ui");
@@ -195,7 +508,6 @@ tern_preferences_window_class_init (TernPreferencesWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, draft_length_spin);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, threads_spin);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, context_spin);
-  gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, demo_model_row);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, draft_model_row);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, draft_model_choose);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, draft_model_clear);
@@ -212,6 +524,7 @@ static void
 tern_preferences_window_init (TernPreferencesWindow *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  build_hardware_page (self);
 }
 
 TernPreferencesWindow *
@@ -220,7 +533,6 @@ tern_preferences_window_new (GtkWindow *parent,
 {
   TernPreferencesWindow *self = g_object_new (TERN_TYPE_PREFERENCES_WINDOW,
                                               "transient-for", parent, NULL);
-  g_autofree char *demo = NULL;
 
   self->settings = g_object_ref (settings);
   g_settings_bind (settings, "temperature", self->temperature_spin, "value",
@@ -241,10 +553,6 @@ tern_preferences_window_new (GtkWindow *parent,
                               (guint) g_settings_get_enum (settings, "default-drafter"));
   g_signal_connect_swapped (self->drafter_row, "notify::selected",
                             G_CALLBACK (on_drafter_selected), self);
-  demo = g_settings_get_string (settings, "demo-model-path");
-  gtk_editable_set_text (GTK_EDITABLE (self->demo_model_row), demo);
-  g_signal_connect_swapped (self->demo_model_row, "apply", G_CALLBACK (on_demo_model_apply),
-                            self);
   g_settings_bind (settings, "server-enabled", self->server_switch, "active",
                    G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "server-port", self->server_port_spin, "value",

@@ -23,6 +23,7 @@ struct _TernStatsBar {
 
   gint64 last_sample_us;
   gint64 last_text_us;
+  gboolean prefill_sampled; /* this answer has a prefill bar */
 };
 
 /* Figures change faster than anyone reads them; a label that changes
@@ -31,10 +32,19 @@ struct _TernStatsBar {
 
 G_DEFINE_FINAL_TYPE (TernStatsBar, tern_stats_bar, GTK_TYPE_BOX)
 
+/* The plot shows a chat's answers one after another: it starts again only
+ * for another chat or another model. */
+void
+tern_stats_bar_reset (TernStatsBar *self)
+{
+  tern_throughput_plot_clear (self->plot);
+  gtk_label_set_text (self->figures_label, "");
+}
+
 void
 tern_stats_bar_start (TernStatsBar *self)
 {
-  tern_throughput_plot_clear (self->plot);
+  self->prefill_sampled = FALSE;
   self->last_sample_us = 0;
   self->last_text_us = 0;
   gtk_label_set_text (self->phase_label, _("Prefill"));
@@ -64,11 +74,23 @@ tern_stats_bar_update (TernStatsBar    *self,
       /* Translators: prefill progress in tokens, and its speed */
       text = g_strdup_printf (_("%d / %d tokens · %.0f tok/s"), live->prefill_done,
                               live->prefill_total, live->prefill_tok_s);
+      if (live->prefill_tok_s > 0 && now - self->last_sample_us >= SAMPLE_INTERVAL_US)
+        {
+          tern_throughput_plot_add_sample (self->plot, live->prefill_tok_s, TRUE);
+          self->last_sample_us = now;
+          self->prefill_sampled = TRUE;
+        }
     }
   else if (live->phase == TERN_PHASE_DECODE)
     {
       gtk_label_set_text (self->phase_label, _("Decode"));
       gtk_widget_set_visible (GTK_WIDGET (self->prefill_bar), FALSE);
+      /* A prefill shorter than a sample still shows as one bar. */
+      if (!self->prefill_sampled && live->prefill_tok_s > 0)
+        {
+          tern_throughput_plot_add_sample (self->plot, live->prefill_tok_s, TRUE);
+          self->prefill_sampled = TRUE;
+        }
       /* Translators: decode speed, time to first token, tokens so far */
       text = g_strdup_printf (_("%.1f tok/s · first token %.0f ms · %d tokens"),
                               live->decode_tok_s, live->ttft_ms, live->generated_tokens);
@@ -82,7 +104,7 @@ tern_stats_bar_update (TernStatsBar    *self,
         }
       if (live->decode_tok_s > 0 && now - self->last_sample_us >= SAMPLE_INTERVAL_US)
         {
-          tern_throughput_plot_add_sample (self->plot, live->decode_tok_s);
+          tern_throughput_plot_add_sample (self->plot, live->decode_tok_s, FALSE);
           self->last_sample_us = now;
         }
     }
@@ -114,16 +136,19 @@ tern_stats_bar_finish (TernStatsBar    *self,
   if (final->drafted > 0 && final->verify_steps > 0)
     {
       char *with = g_strdup_printf (
-        /* Translators: speculative decoding: draft tokens kept of those proposed, and
-         * kept per verification step */
-        _("%s · %d/%d drafts accepted · %.2f per step"), text, final->accepted,
+        /* Translators: speculative decoding: of the tokens guessed ahead, how
+         * many the model kept, and how many it kept per check on average */
+        _("%s · %d of %d guessed tokens kept (%.1f per check)"), text, final->accepted,
         final->drafted, (double) final->accepted / final->verify_steps);
       g_free (text);
       text = with;
     }
   gtk_label_set_text (self->figures_label, text);
+  if (!self->prefill_sampled && final->prefill_tok_s > 0)
+    tern_throughput_plot_add_sample (self->plot, final->prefill_tok_s, TRUE);
+  self->prefill_sampled = TRUE;
   if (final->decode_tok_s > 0)
-    tern_throughput_plot_add_sample (self->plot, final->decode_tok_s);
+    tern_throughput_plot_add_sample (self->plot, final->decode_tok_s, FALSE);
 }
 
 static char *
@@ -186,6 +211,18 @@ const char *
 tern_stats_bar_get_text (TernStatsBar *self)
 {
   return gtk_label_get_text (self->figures_label);
+}
+
+guint
+tern_stats_bar_get_n_plot_prefill_samples (TernStatsBar *self)
+{
+  return tern_throughput_plot_get_n_prefill_samples (self->plot);
+}
+
+double
+tern_stats_bar_get_plot_scale_top (TernStatsBar *self)
+{
+  return tern_throughput_plot_get_scale_top (self->plot);
 }
 
 guint

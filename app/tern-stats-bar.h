@@ -11,6 +11,9 @@ G_BEGIN_DECLS
 #define TERN_TYPE_STATS_BAR (tern_stats_bar_get_type ())
 G_DECLARE_FINAL_TYPE (TernStatsBar, tern_stats_bar, TERN, STATS_BAR, GtkBox)
 
+/* Another chat or model: the plot and the figures start again. */
+void        tern_stats_bar_reset    (TernStatsBar    *self);
+/* An answer begins (the plot keeps the chat's earlier answers). */
 void        tern_stats_bar_start    (TernStatsBar    *self);
 void        tern_stats_bar_update   (TernStatsBar    *self,
                                      const TernStats *live);
@@ -31,5 +34,7 @@ void        tern_stats_bar_set_context (TernStatsBar *self,
 const char *tern_stats_bar_get_context_text (TernStatsBar *self);
 double      tern_stats_bar_get_context_fraction (TernStatsBar *self);
 guint       tern_stats_bar_get_n_plot_samples (TernStatsBar *self);
+guint       tern_stats_bar_get_n_plot_prefill_samples (TernStatsBar *self);
+double      tern_stats_bar_get_plot_scale_top (TernStatsBar *self);
 
 G_END_DECLS

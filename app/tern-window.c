@@ -16,6 +16,7 @@
 
 #include "tern.h"
 #include "cpu/tn-cpu.h"
+#include "tern-image.h"
 #include "tern-application.h"
 #include "tern-engine-worker.h"
 #include "tern-message-row.h"
@@ -45,6 +46,7 @@ struct _TernWindow {
   GtkDropDown *drafter_dropdown;
   AdwFlap *flap;
   GtkStack *main_stack;
+  GtkButton *send_button;
   AdwStatusPage *loading_page;
   GtkSpinner *loading_spinner;
   char *loading_path;      /* the file being loaded */
@@ -87,6 +89,7 @@ struct _TernWindow {
 
   gboolean model_loaded;
   char *model_description;
+  char *model_path; /* the loaded model's file (Preferences' Hardware page) */
   char *pin_text;          /* the text of the pin request in flight */
   char *last_error;
   guint streaming_index;   /* message index of the answer being generated */
@@ -97,6 +100,11 @@ struct _TernWindow {
   int settled_frames;      /* frames the end has stayed in view */
   GPtrArray *toasts;       /* shown or waiting */
   GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */
+  /* Edit Last: the messages taken back, while its toast offers Undo. */
+  TernChat *edit_chat;
+  GPtrArray *edit_taken;
+  guint edit_index;
+  AdwToast *edit_toast;
   GtkWidget *chat_menu;    /* the chat list's context menu (a GtkPopoverMenu) */
   char *server_url;        /* while the local server runs */
   char *server_status;
@@ -236,6 +244,14 @@ add_row (TernWindow        *self,
   TernMessageRow *row = tern_message_row_new (m->role, m->text);
   g_autofree char *stats = tern_message_format_stats (m);
 
+  if (m->images_missing > 0 && (stats == NULL || *stats == '\0'))
+    {
+      g_free (stats);
+      stats = g_strdup_printf (ngettext ("%u image of this message is missing from the chat’s folder",
+                                         "%u images of this message are missing from the chat’s folder",
+                                         m->images_missing),
+                               m->images_missing);
+    }
   tern_message_row_set_stats (row, stats);
   tern_message_row_set_error (row, m->error);
   if (m->drafted != NULL && m->drafted->len == strlen (m->text))
@@ -278,10 +294,26 @@ update_context_gauge (TernWindow *self)
   tern_stats_bar_set_context (self->stats_bar, used, self->n_ctx, self->kv_bytes);
 }
 
+/* A saved chat can be read without a model: the transcript shows as soon
+ * as the chat has messages; the start page only stands in for an empty
+ * chat. (The loading page stays while a model loads.) */
+static void
+update_main_page (TernWindow *self)
+{
+  gboolean has_messages = self->chat != NULL && tern_chat_get_n_messages (self->chat) > 0;
+
+  if (self->load_id != 0)
+    return;
+  gtk_stack_set_visible_child_name (self->main_stack,
+                                    self->model_loaded || has_messages ? "chat" : "no-model");
+}
+
 static void
 show_chat (TernWindow *self,
            TernChat   *chat)
 {
+  if (chat != self->chat)
+    tern_stats_bar_reset (self->stats_bar);
   g_set_object (&self->chat, chat);
   remove_rows_from (self, 0);
   for (guint i = 0; i < tern_chat_get_n_messages (chat); i++)
@@ -290,6 +322,7 @@ show_chat (TernWindow *self,
   scroll_to_end (self);
   update_context_gauge (self);
   update_actions (self);
+  update_main_page (self);
 }
 
 static gboolean
@@ -678,8 +711,11 @@ on_model_loaded (TernWindow *self,
     }
 
   self->model_loaded = TRUE;
+  tern_stats_bar_reset (self->stats_bar);
   g_free (self->model_description);
   self->model_description = g_strdup (description);
+  g_free (self->model_path);
+  self->model_path = g_strdup (path);
   adw_window_title_set_title (self->window_title, is_demo ? _("Demo Model") : _("Tern"));
   adw_window_title_set_subtitle (self->window_title, description);
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->window_title), path);
@@ -924,6 +960,32 @@ on_remove_attachment (GtkButton  *button,
   update_image_cost (self);
 }
 
+/* A small picture of the image for the composer, decoded by tern-image.
+ * NULL with error set when the bytes are not an image Tern reads. */
+static GdkTexture *
+thumbnail_texture (GBytes      *bytes,
+                   const char  *name,
+                   GError     **error)
+{
+  TernImageOptions options = { .fit_side = 112 };
+  g_autoptr(TernImage) img = tern_image_load_bytes (g_bytes_get_data (bytes, NULL),
+                                                    g_bytes_get_size (bytes), name, &options,
+                                                    error);
+  g_autoptr(GBytes) pixels = NULL;
+  guint8 *rgb;
+  gsize n;
+
+  if (img == NULL)
+    return NULL;
+  n = (gsize) img->width * (gsize) img->height * 3;
+  rgb = g_malloc (n);
+  for (gsize i = 0; i < n; i++)
+    rgb[i] = (guint8) CLAMP (img->rgb[i] * 255.0f + 0.5f, 0.0f, 255.0f);
+  pixels = g_bytes_new_take (rgb, n);
+  return gdk_memory_texture_new (img->width, img->height, GDK_MEMORY_R8G8B8, pixels,
+                                 (gsize) img->width * 3);
+}
+
 /* Adds an image file's bytes to the next message, with a thumbnail. */
 static gboolean
 attach_image (TernWindow *self,
@@ -941,12 +1003,13 @@ attach_image (TernWindow *self,
                          : _("Load a model that can read images first"));
       return FALSE;
     }
-  texture = gdk_texture_new_from_bytes (bytes, &error);
+  /* The same checks as the worker's decoder (format by its magic bytes,
+   * complete files, the pixel limit) before anything is shown: GTK's own
+   * loaders would render an SVG or grey-fill a JPEG cut short. */
+  texture = thumbnail_texture (bytes, name, &error);
   if (texture == NULL)
     {
-      g_autofree char *message = g_strdup_printf (_("%s: not an image Tern can read (%s)"),
-                                                  name, error->message);
-      set_error (self, message);
+      set_error (self, error->message);
       return FALSE;
     }
   g_ptr_array_add (self->attachments, g_bytes_ref (bytes));
@@ -986,6 +1049,33 @@ attach_file (TernWindow *self,
 
   if (self->vision_native < 0)
     return attach_image (self, NULL, name);
+  /* Only a regular file of a plausible size is read: a FIFO would block
+   * the window, and a model dropped by mistake would be read whole. */
+  {
+    g_autoptr(GFileInfo) info = g_file_query_info (file,
+                                                   G_FILE_ATTRIBUTE_STANDARD_TYPE ","
+                                                   G_FILE_ATTRIBUTE_STANDARD_SIZE,
+                                                   G_FILE_QUERY_INFO_NONE, NULL, &error);
+    if (info == NULL)
+      {
+        set_error (self, error->message);
+        return FALSE;
+      }
+    if (g_file_info_get_file_type (info) != G_FILE_TYPE_REGULAR)
+      {
+        g_autofree char *message = g_strdup_printf (_("%s: not a regular file, so not an image Tern reads"),
+                                                    name);
+        set_error (self, message);
+        return FALSE;
+      }
+    if ((guint64) g_file_info_get_size (info) > TERN_IMAGE_MAX_JPEG_BYTES)
+      {
+        g_autofree char *message = g_strdup_printf (_("%s: too large for an image (over %u MiB)"),
+                                                    name, TERN_IMAGE_MAX_JPEG_BYTES >> 20);
+        set_error (self, message);
+        return FALSE;
+      }
+  }
   /* Image files are small next to a model; read here, decoded on the worker. */
   bytes = g_file_load_bytes (file, NULL, NULL, &error);
   if (bytes == NULL)
@@ -1342,6 +1432,10 @@ update_actions (TernWindow *self)
 
   set_enabled (self, "send", ready && !generating);
   set_enabled (self, "send-message", ready && !generating);
+  /* A saved chat read without a model says why it cannot go on. */
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->send_button),
+                               self->model_loaded ? _("Send (Enter)")
+                                                  : _("Load a model to continue this chat"));
   set_enabled (self, "stop", generating || self->pin_id != 0);
   set_enabled (self, "cancel-load", self->load_id != 0);
   set_enabled (self, "pin", ready && self->pin_id == 0 && !generating);
@@ -1390,7 +1484,7 @@ end_loading (TernWindow *self)
 {
   self->load_id = 0;
   gtk_spinner_stop (self->loading_spinner);
-  gtk_stack_set_visible_child_name (self->main_stack, self->model_loaded ? "chat" : "no-model");
+  update_main_page (self);
 }
 
 static void
@@ -1581,6 +1675,22 @@ action_regenerate (GSimpleAction *action,
 }
 
 static void
+forget_edit (TernWindow *self)
+{
+  g_clear_object (&self->edit_chat);
+  g_clear_pointer (&self->edit_taken, g_ptr_array_unref);
+  self->edit_toast = NULL;
+}
+
+static void
+on_edit_toast_dismissed (AdwToast   *t,
+                         TernWindow *self)
+{
+  if (t == self->edit_toast)
+    forget_edit (self);
+}
+
+static void
 action_edit_last (GSimpleAction *action,
                   GVariant      *param,
                   gpointer       data)
@@ -1610,12 +1720,55 @@ action_edit_last (GSimpleAction *action,
     for (guint i = 0; m->images != NULL && i < m->images->len; i++)
       attach_image (self, g_ptr_array_index (m->images, i), _("Image"));
   }
-  tern_chat_truncate (self->chat, user_index);
+  /* The old question and answer stay recoverable until the toast goes. */
+  forget_edit (self);
+  self->edit_taken = tern_chat_take_from (self->chat, user_index);
+  self->edit_chat = g_object_ref (self->chat);
+  self->edit_index = user_index;
   remove_rows_from (self, user_index);
   save_chat (self);
   mark_last_rows (self);
   update_actions (self);
+  update_main_page (self);
   gtk_widget_grab_focus (GTK_WIDGET (self->composer));
+  self->edit_toast = adw_toast_new (_("Message taken back for editing"));
+  adw_toast_set_timeout (self->edit_toast, 10);
+  adw_toast_set_button_label (self->edit_toast, _("_Undo"));
+  adw_toast_set_action_name (self->edit_toast, "win.undo-edit");
+  g_ptr_array_add (self->toasts, g_object_ref (self->edit_toast));
+  g_signal_connect_object (self->edit_toast, "dismissed", G_CALLBACK (on_toast_dismissed), self,
+                           0);
+  g_signal_connect_object (self->edit_toast, "dismissed", G_CALLBACK (on_edit_toast_dismissed),
+                           self, 0);
+  adw_toast_overlay_add_toast (self->toast_overlay, self->edit_toast);
+}
+
+/* Puts the taken messages back, while nothing was sent since: the
+ * composer's draft is dropped (it was the old question). */
+static void
+action_undo_edit (GSimpleAction *action,
+                  GVariant      *param,
+                  gpointer       data)
+{
+  TernWindow *self = data;
+
+  (void) action;
+  (void) param;
+  if (self->edit_taken == NULL)
+    return;
+  if (is_generating (self) || self->edit_chat != self->chat
+      || tern_chat_get_n_messages (self->chat) != self->edit_index)
+    {
+      toast (self, _("Too late to undo: the chat has changed since"));
+      forget_edit (self);
+      return;
+    }
+  tern_chat_restore (self->chat, self->edit_taken);
+  forget_edit (self);
+  tern_window_set_composer_text (self, "");
+  clear_attachments (self);
+  show_chat (self, self->chat);
+  save_chat (self);
 }
 
 static void
@@ -2009,6 +2162,7 @@ static const GActionEntry win_entries[] = {
   { "remove-chat", action_remove_chat, "s", NULL, NULL, { 0 } },
   { "rename-chat", action_rename_chat, "s", NULL, NULL, { 0 } },
   { "undo-delete", action_undo_delete, "s", NULL, NULL, { 0 } },
+  { "undo-edit", action_undo_edit, NULL, NULL, NULL, { 0 } },
   { "export-chat", action_export_chat, NULL, NULL, NULL, { 0 } },
   { "export-chat-to", action_export_chat_to, "s", NULL, NULL, { 0 } },
   { "show-toast", action_show_toast, "s", NULL, NULL, { 0 } },
@@ -2373,6 +2527,7 @@ tern_window_finalize (GObject *object)
   g_clear_object (&self->chats);
   g_clear_object (&self->settings);
   g_free (self->chats_dir);
+  g_free (self->model_path);
   g_free (self->model_description);
   g_free (self->loading_path);
   g_free (self->pin_text);
@@ -2382,6 +2537,8 @@ tern_window_finalize (GObject *object)
   g_free (self->server_key);
   g_clear_pointer (&self->toasts, g_ptr_array_unref);
   g_clear_pointer (&self->deleted, g_hash_table_unref);
+  g_clear_object (&self->edit_chat);
+  g_clear_pointer (&self->edit_taken, g_ptr_array_unref);
   g_clear_pointer (&self->attachments, g_ptr_array_unref);
   G_OBJECT_CLASS (tern_window_parent_class)->finalize (object);
 }
@@ -2426,6 +2583,7 @@ tern_window_class_init (TernWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernWindow, drafter_dropdown);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, flap);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, main_stack);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, send_button);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_page);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_spinner);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, transcript_stack);
@@ -2591,7 +2749,7 @@ tern_window_init (TernWindow *self)
 
   load_chats (self);
   new_chat (self);
-  gtk_stack_set_visible_child_name (self->main_stack, "no-model");
+  update_main_page (self);
   update_actions (self);
 }
 
@@ -2643,6 +2801,12 @@ const char *
 tern_window_get_model_description (TernWindow *self)
 {
   return self->model_description;
+}
+
+const char *
+tern_window_get_model_path (TernWindow *self)
+{
+  return self->model_path;
 }
 
 const char *

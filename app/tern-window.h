@@ -50,6 +50,8 @@ gboolean       tern_window_is_preparing_drafter  (TernWindow     *self);
 /* "no-model", "loading" or "chat". */
 const char    *tern_window_get_page              (TernWindow     *self);
 const char    *tern_window_get_model_description (TernWindow     *self);
+/* The loaded model's file; NULL before one loads. */
+const char    *tern_window_get_model_path        (TernWindow     *self);
 const char    *tern_window_get_last_error        (TernWindow     *self);
 TernChat      *tern_window_get_chat              (TernWindow     *self);
 GListModel    *tern_window_get_chats             (TernWindow     *self);

@@ -22,6 +22,8 @@
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_USAGE 1
 #define CLI_EXIT_BAD_INPUT 2
+/* The requested backend cannot run (doctor --backend, run/bench --no-fallback). */
+#define CLI_EXIT_BACKEND 3
 
 int cmd_info(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
@@ -42,6 +44,17 @@ int cmd_check(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 /* The OpenAI-compatible server (cli/cmd-serve.c, server/). */
 int cmd_serve(int argc, char **argv);
+/* The hardware doctor (cli/cmd-doctor.c, engine/doctor.c). */
+int cmd_doctor(int argc, char **argv);
+/* run and bench (cli/backend-args.c): removes --backend B and --no-fallback
+ * from argv (*argc shrinks) and decides before the model loads. xrt cannot
+ * run today: "xrt: REASON; using the CPU" on stderr, or with --no-fallback
+ * the error and CLI_EXIT_BACKEND. 0 to go on, else the exit status. */
+int cli_backend_take(int *argc, char **argv);
+#define CLI_BACKEND_USAGE                                                                \
+    N_("  --backend B      auto (default), cpu or xrt (the NPU: it cannot run yet, and\n"   \
+    "                   the CPU runs instead; 'tern-cli doctor' says why)\n"              \
+    "  --no-fallback    with --backend xrt: fail instead of running on the CPU\n")
 /* `-m ARG`: a path is returned as is; an installed tag ("qwen3:0.6b",
  * "local:NAME") becomes the path of its model file, copied into buf. NULL
  * (with a message printed) when ARG is neither. cli_resolve_draft: the

@@ -26,7 +26,9 @@ static void usage(FILE *out) {
               "       tern-cli bench --kernels [--types q4_0,q8_0,...] [--shapes 2048x2048,...]\n"
               "                      [--batch 1,2,4,8,16] [--isa best|all|scalar|avx2|avx512]\n"
               "                      [-t N] [-r REPS] [--json]\n"
-              "       tern-cli bench --sampler [-m MODEL] (tern-cli bench --sampler --help)\n\n"
+              "       tern-cli bench --sampler [-m MODEL] (tern-cli bench --sampler --help)\n"
+              "       --backend auto|cpu|xrt [--no-fallback] with any of them: xrt cannot run\n"
+              "       yet, the CPU runs instead (or, with --no-fallback, exit status 3)\n\n"
               "Model mode: pp = prompt tokens/s (one P-token decode), tg = generated tokens/s\n"
               "(N 1-token decodes from an empty context), verify = time of one B-token step\n"
               "over a 1-token step for B = 2, 4, 8, ... up to --verify, measured memory\n"
@@ -635,6 +637,9 @@ out:
 }
 
 int cmd_bench(int argc, char **argv) {
+    const int backend = cli_backend_take(&argc, argv); /* cli/backend-args.c */
+    if (backend)
+        return backend;
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--pin")) return cmd_bench_pin(argc, argv); /* cli/cmd-bench-pin.c */
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--spec")) return cmd_bench_spec(argc, argv); /* cli/bench-spec.c */
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--sampler")) return cmd_bench_sampler(argc, argv); /* cli/bench-sampler.c */

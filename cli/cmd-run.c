@@ -65,6 +65,7 @@ static void usage(FILE *out) {
             "  --think on|off   Qwen3 thinking (default on)\n"), out);
     fputs(_(CLI_SPEC_USAGE), out);
     fputs(_(CLI_IMAGES_USAGE), out);
+    fputs(_(CLI_BACKEND_USAGE), out);
     fputs(_("A stats line (prompt tokens, prefill tok/s, generated tokens, decode tok/s,\n"
             "time to first token) goes to standard error after each answer.\n"), out);
 }
@@ -608,6 +609,9 @@ static int run_session(const opts *o, const tn_model *m) {
 }
 
 int cmd_run(int argc, char **argv) {
+    const int backend = cli_backend_take(&argc, argv); /* cli/backend-args.c */
+    if (backend)
+        return backend;
     if (!cli_resolve_model_argv(argc, argv)) /* -m TAG: an installed model (cli/cmd-models.c) */
         return CLI_EXIT_BAD_INPUT;
     for (int i = 1; i < argc; i++)

@@ -27,6 +27,7 @@ static const cli_command commands[] = {
     {"check", cmd_check, N_("verify the installed models' files again")},
     {"import", cmd_import, N_("add a local .gguf model file as local:NAME")},
     {"serve", cmd_serve, N_("an OpenAI-compatible local HTTP server for a model")},
+    {"doctor", cmd_doctor, N_("check the CPU and the NPU: what runs, and how to fix what does not")},
 };
 
 void cli_error(const char *fmt, ...) {

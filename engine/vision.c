@@ -135,16 +135,36 @@ void tn_vision_free(tn_vision *v) {
 }
 
 static int load_body(tn_vision *v, tn_error *err) {
+    /* A projector for one modality names its type in clip.projector_type;
+     * one holding both an image and an audio encoder (Gemma 4 E2B/E4B)
+     * names each in clip.vision.projector_type / clip.audio.projector_type,
+     * which is how llama.cpp's clip loader reads them. */
+    bool has_vision = false, has_audio = false;
+    (void)tn_gguf_get_bool(v->g, "clip.has_vision_encoder", &has_vision);
+    (void)tn_gguf_get_bool(v->g, "clip.has_audio_encoder", &has_audio);
     tn_str s;
-    if (tn_gguf_get_str(v->g, "clip.projector_type", &s) != TN_OK)
+    bool typed = tn_gguf_get_str(v->g, "clip.projector_type", &s) == TN_OK;
+    if (!typed && has_vision)
+        typed = tn_gguf_get_str(v->g, "clip.vision.projector_type", &s) == TN_OK;
+    if (!typed && has_audio)
+        typed = tn_gguf_get_str(v->g, "clip.audio.projector_type", &s) == TN_OK;
+    if (!typed)
         return tn_fail(err, TN_ERR_FORMAT, "%s: no clip.projector_type: not a vision projector "
                        "(mmproj) file", vpath(v));
+    const int shown = (int)(s.len > 64 ? 64 : s.len);
+    if (!has_vision && has_audio)
+        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: this is an audio projector (type '%.*s'); "
+                       "Tern takes images only for now, so audio input is not supported",
+                       vpath(v), shown, s.ptr);
+    if (tn_str_eq(s, "gemma4v") || tn_str_eq(s, "gemma4uv"))
+        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: Gemma 4 vision projectors (type '%.*s') "
+                       "are not supported yet; Tern runs Gemma 3 vision projectors (type "
+                       "'gemma3')", vpath(v), shown, s.ptr);
     if (!tn_str_eq(s, "gemma3"))
         return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: projector type '%.*s' is not supported "
                        "(Tern runs Gemma 3 vision projectors, type 'gemma3')", vpath(v),
-                       (int)(s.len > 64 ? 64 : s.len), s.ptr);
-    bool has = false;
-    if (tn_gguf_get_bool(v->g, "clip.has_vision_encoder", &has) != TN_OK || !has)
+                       shown, s.ptr);
+    if (!has_vision)
         return tn_fail(err, TN_ERR_FORMAT, "%s: clip.has_vision_encoder is not true", vpath(v));
     tn_vision_info *I = &v->info;
     int rc;
@@ -189,8 +209,12 @@ static int load_body(tn_vision *v, tn_error *err) {
                            stat_keys[k]);
         for (int c = 0; c < 3; c++) {
             dst[c] = (float)tn_gguf_arr_float(a, (uint64_t)c);
-            if (k && !(dst[c] > 0))
+            if (k && !(dst[c] > 0 && isfinite(dst[c])))
                 return tn_fail(err, TN_ERR_FORMAT, "%s: image_std must be positive", vpath(v));
+            /* A NaN mean would turn every pixel, and so every image token,
+             * into NaN. */
+            if (!k && !isfinite(dst[c]))
+                return tn_fail(err, TN_ERR_FORMAT, "%s: image_mean must be finite", vpath(v));
         }
     }
     const int64_t E = I->n_embd, F = I->n_ff, P = I->patch_size;

@@ -1,7 +1,17 @@
 /* Image decoding for vision prompts (tern-image.h says what and why). */
 #include "tern-image.h"
 
+/* Messages reach users of the app and the CLI: translated in Tern's
+ * domain, whatever the program's default domain. */
+#ifndef GETTEXT_PACKAGE
+#define GETTEXT_PACKAGE "tern"
+#endif
+#include <glib/gi18n-lib.h>
+
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +27,110 @@ static gboolean format_accepted(const char *name) {
         if (name && !g_ascii_strcasecmp(name, accepted[i]))
             return TRUE;
     return FALSE;
+}
+
+/* ------------------------------------------------------ sniffing first */
+
+/* The file's first bytes name its format, and only that format's loader
+ * ever sees the data: gdk-pixbuf's own sniffing would hand an SVG, a TIFF
+ * or an XPM to its renderer before we could refuse it (a 330-byte SVG cost
+ * seconds and half a gigabyte in librsvg). */
+static const char *sniff_format(const guint8 *b, gsize n) {
+    if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8))
+        return "png";
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
+        return "jpeg";
+    if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6)))
+        return "gif";
+    if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4))
+        return "webp";
+    return NULL;
+}
+
+/* A JPEG decoder given a file cut short fills the missing rows with grey
+ * and reports success, so completeness is checked on the byte stream: the
+ * marker segments are walked (their lengths skip APP data, whose EXIF
+ * thumbnail holds markers of its own) up to the first scan, and the
+ * entropy-coded data then ends at the EOI marker (FF D9; a data byte FF is
+ * always followed by 00, so FF D9 cannot occur inside a scan). */
+typedef enum {
+    JPEG_MARKER_FF, /* expecting FF */
+    JPEG_MARKER_ID, /* expecting the marker byte */
+    JPEG_LEN_HI,
+    JPEG_LEN_LO,
+    JPEG_SKIP,      /* inside a segment's payload */
+    JPEG_SCAN,      /* entropy-coded data */
+    JPEG_SCAN_FF,   /* entropy-coded data, after an FF */
+    JPEG_END,       /* EOI seen: whatever follows is a trailer */
+    JPEG_BAD,
+} jpeg_state;
+
+typedef struct {
+    jpeg_state state;
+    guint8 marker;
+    guint32 skip;
+    gboolean in_scan_header; /* the segment being skipped is an SOS header */
+} jpeg_walk;
+
+static void jpeg_feed(jpeg_walk *j, const guint8 *b, gsize n) {
+    for (gsize i = 0; i < n && j->state != JPEG_END && j->state != JPEG_BAD; i++) {
+        const guint8 c = b[i];
+        switch (j->state) {
+        case JPEG_MARKER_FF:
+            j->state = c == 0xFF ? JPEG_MARKER_ID : JPEG_BAD;
+            break;
+        case JPEG_MARKER_ID:
+            if (c == 0xFF) /* fill byte */
+                break;
+            j->marker = c;
+            if (c == 0xD9)
+                j->state = JPEG_END;
+            else if (c == 0xD8 || c == 0x01 || (c >= 0xD0 && c <= 0xD7))
+                j->state = JPEG_MARKER_FF; /* no payload */
+            else if (c == 0x00)
+                j->state = JPEG_BAD;
+            else
+                j->state = JPEG_LEN_HI;
+            break;
+        case JPEG_LEN_HI:
+            j->skip = (guint32)c << 8;
+            j->state = JPEG_LEN_LO;
+            break;
+        case JPEG_LEN_LO:
+            j->skip |= c;
+            if (j->skip < 2) {
+                j->state = JPEG_BAD;
+                break;
+            }
+            j->skip -= 2;
+            j->in_scan_header = j->marker == 0xDA;
+            j->state = j->skip ? JPEG_SKIP : (j->in_scan_header ? JPEG_SCAN : JPEG_MARKER_FF);
+            break;
+        case JPEG_SKIP:
+            if (--j->skip == 0)
+                j->state = j->in_scan_header ? JPEG_SCAN : JPEG_MARKER_FF;
+            break;
+        case JPEG_SCAN:
+            if (c == 0xFF)
+                j->state = JPEG_SCAN_FF;
+            break;
+        case JPEG_SCAN_FF:
+            if (c == 0x00 || (c >= 0xD0 && c <= 0xD7))
+                j->state = JPEG_SCAN; /* stuffed byte or restart marker */
+            else if (c == 0xFF)
+                ; /* fill */
+            else if (c == 0xD9)
+                j->state = JPEG_END;
+            else { /* the next segment of a progressive file (DHT, SOS...) */
+                j->marker = c;
+                j->state = JPEG_LEN_HI;
+            }
+            break;
+        case JPEG_END:
+        case JPEG_BAD:
+            break;
+        }
+    }
 }
 
 /* ------------------------------------------------------------- decoding */
@@ -77,17 +191,17 @@ static gssize source_read(source *src, guint8 *buf, gsize cap) {
 static void set_unsupported(GError **error, const char *name, const char *format) {
     if (format)
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
-                    "%s: %s images are not supported (PNG, JPEG, WebP and GIF are)", name,
+                    _("%s: %s images are not supported (PNG, JPEG, WebP and GIF are)"), name,
                     format);
     else
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
-                    "%s: not an image in a format Tern reads (PNG, JPEG, WebP or GIF)", name);
+                    _("%s: not an image in a format Tern reads (PNG, JPEG, WebP or GIF)"), name);
 }
 
 static void set_too_large(GError **error, const char *name, const probe *p) {
     g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE,
-                "%s: the image declares %d x %d pixels (%.0f megapixels); the limit is %.0f "
-                "megapixels (refused before decoding)",
+                _("%s: the image declares %d x %d pixels (%.0f megapixels); the limit is %.0f "
+                "megapixels (refused before decoding)"),
                 name, p->width, p->height, (double)p->width * p->height / (1024.0 * 1024.0),
                 (double)p->max_pixels / (1024.0 * 1024.0));
 }
@@ -107,20 +221,87 @@ static const char *loader_format(GdkPixbufLoader *loader, char buf[16]) {
 /* Feeds the loader chunk by chunk, stopping as soon as the header declares
  * too many pixels or the format is one we refuse. Returns the decoded
  * (first frame) pixbuf with a reference, or NULL with error set. */
+/* Reads until buf holds `want` bytes or the source ends: a pipe or a
+ * socket may hand over the first bytes in pieces. */
+static gssize source_fill(source *src, guint8 *buf, gsize want) {
+    gsize got = 0;
+    while (got < want) {
+        gssize n = source_read(src, buf + got, want - got);
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        got += (gsize)n;
+    }
+    return (gssize)got;
+}
+
+/* One chunk into the loader; FALSE stops the feeding (error or e set). */
+static gboolean feed_loader(GdkPixbufLoader *loader, const guint8 *data, gsize n, probe *p,
+                            const char *name, char fmt_buf[16], GError **e, GError **error) {
+    if (!gdk_pixbuf_loader_write(loader, data, n, e))
+        return FALSE;
+    if (p->too_large)
+        return TRUE;
+    const char *fmt = loader_format(loader, fmt_buf);
+    if (fmt && !format_accepted(fmt)) {
+        set_unsupported(error, name, fmt);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char *format_out,
                          GError **error) {
-    GdkPixbufLoader *loader = gdk_pixbuf_loader_new();
+    enum { CHUNK = 64 * 1024 };
+    guint8 *buf = g_malloc(CHUNK);
+    /* A whole first chunk: some loaders (WebP) need the full header in
+     * their first write. */
+    gssize head = source_fill(src, buf, CHUNK);
+    if (head < 0) {
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_IO, _("%s: read error: %s"), name,
+                    g_strerror(errno));
+        g_free(buf);
+        return NULL;
+    }
+    if (head == 0) {
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT, _("%s: the file is empty"),
+                    name);
+        g_free(buf);
+        return NULL;
+    }
+    const char *sniffed = sniff_format(buf, (gsize)head);
+    GError *e = NULL;
+    GdkPixbufLoader *loader = sniffed ? gdk_pixbuf_loader_new_with_type(sniffed, &e) : NULL;
+    if (!loader) {
+        /* Not one of ours by its magic bytes, or no loader for it here
+         * (WebP without webp-pixbuf-loader). */
+        set_unsupported(error, name, sniffed && e ? sniffed : NULL);
+        g_clear_error(&e);
+        g_free(buf);
+        return NULL;
+    }
+    const gboolean is_jpeg = !strcmp(sniffed, "jpeg"), is_webp = !strcmp(sniffed, "webp");
+    jpeg_walk jpeg = {.state = JPEG_MARKER_FF};
+    /* RIFF's size field counts the bytes after its first 8. */
+    const guint64 riff_total = is_webp ? 8u + ((guint64)buf[4] | (guint64)buf[5] << 8 |
+                                               (guint64)buf[6] << 16 | (guint64)buf[7] << 24)
+                                       : 0;
+    guint64 total = 0;
     probe p = {.max_pixels = max_pixels};
     g_signal_connect(loader, "size-prepared", G_CALLBACK(on_size_prepared), &p);
     g_signal_connect(loader, "area-updated", G_CALLBACK(on_area_updated), &p);
     char fmt_buf[16];
-    guint8 *buf = g_malloc(64 * 1024);
-    GError *e = NULL;
-    gboolean ok = TRUE, any = FALSE;
-    for (;;) {
-        gssize n = source_read(src, buf, 64 * 1024);
+    /* A JPEG is held back until its end marker has arrived: given a short
+     * file, the decoder would first allocate and grey-fill every declared
+     * pixel. Held bytes are bounded by the source (the server's body limit,
+     * a file the user picked) and by TERN_IMAGE_MAX_JPEG_BYTES. */
+    GByteArray *held = is_jpeg ? g_byte_array_new() : NULL;
+    gboolean ok = TRUE, any = FALSE, jpeg_refused = FALSE;
+    for (gboolean first = TRUE;; first = FALSE) {
+        gssize n = first ? head : source_read(src, buf, CHUNK);
         if (n < 0) {
-            g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_IO, "%s: read error: %s", name,
+            g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_IO, _("%s: read error: %s"), name,
                         g_strerror(errno));
             ok = FALSE;
             break;
@@ -128,30 +309,57 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
         if (n == 0)
             break;
         any = TRUE;
-        if (!gdk_pixbuf_loader_write(loader, buf, (gsize)n, &e)) {
+        total += (guint64)n;
+        if (held) {
+            jpeg_feed(&jpeg, buf, (gsize)n);
+            if (held->len + (guint64)n > TERN_IMAGE_MAX_JPEG_BYTES) {
+                g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE,
+                            _("%s: the JPEG file is larger than %u MiB"), name,
+                            TERN_IMAGE_MAX_JPEG_BYTES >> 20);
+                ok = FALSE;
+                jpeg_refused = TRUE;
+                break;
+            }
+            g_byte_array_append(held, buf, (guint)n);
+            continue;
+        }
+        if (!feed_loader(loader, buf, (gsize)n, &p, name, fmt_buf, &e, error)) {
             ok = FALSE;
             break;
         }
         if (p.too_large)
             break;
-        const char *fmt = loader_format(loader, fmt_buf);
-        if (fmt && !format_accepted(fmt)) {
-            set_unsupported(error, name, fmt);
-            ok = FALSE;
-            break;
-        }
     }
     g_free(buf);
+    if (held && ok) {
+        if (jpeg.state != JPEG_END) {
+            g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                        jpeg.state == JPEG_BAD
+                            ? _("%s: damaged JPEG (its marker structure is broken)")
+                            : _("%s: truncated JPEG (the file ends before its end-of-image marker)"),
+                        name);
+            ok = FALSE;
+            jpeg_refused = TRUE;
+        }
+        for (guint off = 0; ok && off < held->len && !p.too_large; off += CHUNK)
+            if (!feed_loader(loader, held->data + off, MIN((guint)CHUNK, held->len - off), &p,
+                             name, fmt_buf, &e, error))
+                ok = FALSE;
+    }
+    if (held)
+        g_byte_array_unref(held);
     GError *close_error = NULL;
     gboolean closed = gdk_pixbuf_loader_close(loader, &close_error);
     if (ok && !any) {
-        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT, "%s: the file is empty",
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT, _("%s: the file is empty"),
                     name);
         ok = FALSE;
     }
     const char *fmt = loader_format(loader, fmt_buf);
     GdkPixbuf *pixbuf = NULL;
-    if (p.too_large) {
+    if (jpeg_refused) {
+        /* error is set; the loader never saw the data */
+    } else if (p.too_large) {
         g_clear_error(error);
         set_too_large(error, name, &p);
     } else if (!ok && e) {
@@ -160,7 +368,7 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
             set_unsupported(error, name, fmt && !format_accepted(fmt) ? fmt : NULL);
         else
             g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
-                        "%s: damaged image data (%s)", name, e->message);
+                        _("%s: damaged image data (%s)"), name, e->message);
     } else if (ok && fmt && !format_accepted(fmt)) {
         set_unsupported(error, name, fmt);
     } else if (ok && !closed) {
@@ -170,11 +378,15 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
             set_unsupported(error, name, NULL);
         else
             g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
-                        "%s: damaged or truncated image (%s)", name,
-                        close_error ? close_error->message : "the decoder gave up");
+                        _("%s: damaged or truncated image (%s)"), name,
+                        close_error ? close_error->message : _("the decoder gave up"));
+    } else if (ok && is_webp && total < riff_total) {
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                    _("%s: truncated WebP (%llu of its %llu bytes arrived)"), name,
+                    (unsigned long long)total, (unsigned long long)riff_total);
     } else if (ok && p.updated && p.rows_done < p.height) {
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
-                    "%s: truncated image (%d of its %d rows arrived)", name, p.rows_done,
+                    _("%s: truncated image (%d of its %d rows arrived)"), name, p.rows_done,
                     p.height);
     } else if (ok) {
         /* For an animation (GIF) this is its first frame. */
@@ -184,7 +396,7 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
             g_strlcpy(format_out, fmt ? fmt : "?", 16);
         } else {
             g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
-                        "%s: the decoder produced no picture", name);
+                        _("%s: the decoder produced no picture"), name);
         }
     }
     g_clear_error(&e);
@@ -210,7 +422,7 @@ static TernImage *convert(GdkPixbuf *pixbuf, const TernImageOptions *opts, const
         gdk_pixbuf_get_bits_per_sample(pixbuf) != 8 ||
         (gdk_pixbuf_get_n_channels(pixbuf) != 3 && gdk_pixbuf_get_n_channels(pixbuf) != 4)) {
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
-                    "%s: unexpected pixel layout from the decoder", name);
+                    _("%s: unexpected pixel layout from the decoder"), name);
         return NULL;
     }
     const int sw = gdk_pixbuf_get_width(pixbuf), sh = gdk_pixbuf_get_height(pixbuf);
@@ -223,7 +435,7 @@ static TernImage *convert(GdkPixbuf *pixbuf, const TernImageOptions *opts, const
     GdkPixbuf *oriented = gdk_pixbuf_apply_embedded_orientation(pixbuf);
     if (!oriented) {
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
-                    "%s: out of memory applying the orientation", name);
+                    _("%s: out of memory applying the orientation"), name);
         return NULL;
     }
     GdkPixbuf *pb = oriented;
@@ -235,7 +447,7 @@ static TernImage *convert(GdkPixbuf *pixbuf, const TernImageOptions *opts, const
         g_object_unref(pb);
         if (!scaled) {
             g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
-                        "%s: out of memory scaling the image", name);
+                        _("%s: out of memory scaling the image"), name);
             return NULL;
         }
         pb = scaled;
@@ -253,7 +465,7 @@ static TernImage *convert(GdkPixbuf *pixbuf, const TernImageOptions *opts, const
         g_object_unref(pb);
         g_free(img);
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE,
-                    "%s: out of memory for %d x %d pixels", name, w, h);
+                    _("%s: out of memory for %d x %d pixels"), name, w, h);
         return NULL;
     }
     const int nc = gdk_pixbuf_get_n_channels(pb), stride = gdk_pixbuf_get_rowstride(pb);
@@ -293,10 +505,29 @@ TernImage *tern_image_load_bytes(const void *data, gsize len, const char *name,
 
 TernImage *tern_image_load_file(const char *path, const TernImageOptions *opts, GError **error) {
     g_return_val_if_fail(path != NULL, NULL);
-    FILE *f = fopen(path, "rb");
+    /* Opened without blocking and checked before reading: a FIFO named
+     * like a picture would otherwise hang the caller in open() or read(). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_IO, "%s: %s", path,
+                    g_strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_IO,
+                    _("%s: not a regular file, so not an image Tern reads"), path);
+        close(fd);
+        return NULL;
+    }
+    (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_IO, "%s: %s", path,
                     g_strerror(errno));
+        close(fd);
         return NULL;
     }
     source src = {.file = f};
@@ -316,13 +547,13 @@ TernImage *tern_image_load_data_uri(const char *uri, const TernImageOptions *opt
     const char *comma = strchr(uri, ',');
     if (g_ascii_strncasecmp(uri, "data:", 5) != 0 || !comma) {
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
-                    "image URL: only data: URIs are read (data:image/png;base64,...)");
+                    _("image URL: only data: URIs are read (data:image/png;base64,...)"));
         return NULL;
     }
     g_autofree char *header = g_strndup(uri + 5, (gsize)(comma - uri - 5));
     if (!g_str_has_suffix(header, ";base64")) {
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
-                    "image URL: the data: URI is not base64-encoded");
+                    _("image URL: the data: URI is not base64-encoded"));
         return NULL;
     }
     /* g_base64_decode skips characters outside the alphabet; a payload that

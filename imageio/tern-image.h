@@ -11,6 +11,13 @@
  * pixel buffer is made (a "decompression bomb" declaring 100000 x 100000
  * pixels costs a few kilobytes of reading); damaged, truncated and unknown
  * data fail with a GError naming the source. Nothing here aborts.
+ *
+ * The format is decided by the first bytes (magic numbers) before any
+ * decoder runs, and only that format's loader is used: gdk-pixbuf's own
+ * sniffing would pass SVG, TIFF or XPM data to their decoders. A JPEG must
+ * be complete (its end marker present) before it is decoded, since JPEG
+ * decoders turn a short file into a grey picture; a WebP must hold the
+ * bytes its RIFF header declares; a PNG must deliver every row.
  */
 #ifndef TERN_IMAGE_H
 #define TERN_IMAGE_H
@@ -33,6 +40,10 @@ typedef enum {
 /* 64 megapixels: any camera photo of today; the decoded buffer of the
  * largest accepted image is then at most 256 MiB. */
 #define TERN_IMAGE_DEFAULT_MAX_PIXELS (64u * 1024u * 1024u)
+
+/* A JPEG is read whole before decoding (to check that it is complete):
+ * the largest file it may be. */
+#define TERN_IMAGE_MAX_JPEG_BYTES (256u * 1024u * 1024u)
 
 typedef struct {
     guint64 max_pixels; /* 0: TERN_IMAGE_DEFAULT_MAX_PIXELS */

@@ -146,3 +146,18 @@ tern_paths_catalog (void)
   datadir = tern_paths_datadir ();
   return g_build_filename (datadir, "tern", "catalog", "models.json", NULL);
 }
+
+char *
+tern_paths_xclbin_dir (void)
+{
+  const char *env = g_getenv ("TERN_XCLBIN_DIR");
+  const char *build = tern_paths_build_root ();
+  g_autofree char *datadir = NULL;
+
+  if (env != NULL && *env != '\0')
+    return g_strdup (env);
+  if (build != NULL)
+    return g_build_filename (build, "xclbins", NULL);
+  datadir = tern_paths_datadir ();
+  return g_build_filename (datadir, "tern", "xclbins", NULL);
+}

@@ -29,5 +29,8 @@ char       *tern_paths_locale_dir      (void);
 /* The model catalog shipped with Tern: the build tree's copy
  * (manager/models.json), else DATADIR/tern/catalog/models.json. */
 char       *tern_paths_catalog         (void);
+/* The NPU kernel manifest's folder (xclbins/README.md): $TERN_XCLBIN_DIR,
+ * else the build tree's xclbins/, else DATADIR/tern/xclbins. */
+char       *tern_paths_xclbin_dir      (void);
 
 G_END_DECLS

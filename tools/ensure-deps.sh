@@ -4,7 +4,10 @@
 set -euo pipefail
 
 base=(meson ninja-build pkg-config gcc python3 ca-certificates)
-test=(clang libclang-rt-14-dev)
+# clang and its runtimes: the fuzz build. libxrt-dev: the tests' build
+# compiles and links the NPU backend's XRT probe (engine/xrt; Debian 12's XRT
+# 2.13, which builds but cannot drive the NPU: docs/DOCTOR.md).
+test=(clang libclang-rt-14-dev libxrt-dev)
 # The desktop app and its tests (tests/app/ run under Xvfb; validators for the data files).
 app=(libgtk-4-dev libadwaita-1-dev libjson-glib-dev libcmark-gfm-dev libcmark-gfm-extensions-dev
      gettext desktop-file-utils appstream xvfb xauth

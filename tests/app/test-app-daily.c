@@ -21,6 +21,7 @@
 #include "tern.h"
 #include "tern-application.h"
 #include "tern-chat.h"
+#include "tern-message-row.h"
 #include "tern-pin-editor.h"
 #include "tern-stats-bar.h"
 #include "tern-window.h"
@@ -299,7 +300,29 @@ part_chat_files (Fixture *f)
   write_file (f->chats_dir, "deep.json", deep, (gssize) k);
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
     write_file (f->chats_dir, bad[i].name, bad[i].text, -1);
-  write_file (f->chats_dir, "good.json", good_chat, -1);
+  /* The good chat's question carries a picture, kept in good.images/. */
+  {
+    g_autoptr(GdkPixbuf) pb = gdk_pixbuf_new (GDK_COLORSPACE_RGB, FALSE, 8, 48, 32);
+    g_autofree gchar *png = NULL;
+    gsize png_len = 0;
+    g_autoptr(GBytes) bytes = NULL;
+    g_autofree char *hash = NULL;
+    g_autofree char *image_name = NULL;
+    g_autofree char *images_dir = g_build_filename (f->chats_dir, "good.images", NULL);
+    g_auto(GStrv) halves = g_strsplit (good_chat, "\"content\":\"Hello there\"", 2);
+    g_autofree char *json = NULL;
+
+    gdk_pixbuf_fill (pb, 0x2a7fffff);
+    CHECK (gdk_pixbuf_save_to_buffer (pb, &png, &png_len, "png", NULL, NULL));
+    bytes = g_bytes_new (png, png_len);
+    hash = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, bytes);
+    image_name = g_strconcat (hash, ".png", NULL);
+    g_mkdir_with_parents (images_dir, 0700);
+    write_file (images_dir, image_name, png, (gssize) png_len);
+    json = g_strdup_printf ("%s\"content\":\"Hello there\",\"images\":[\"%s\"]%s", halves[0],
+                            image_name, halves[1]);
+    write_file (f->chats_dir, "good.json", json, -1);
+  }
 
   /* The loader refuses each with a message naming the file. */
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
@@ -350,6 +373,20 @@ part_chat_files (Fixture *f)
       g_signal_emit_by_name (list, "row-activated", row);
   }
   CHECK (g_str_equal (tern_chat_get_id (tern_window_get_chat (f->w)), "good"));
+  /* Its picture is back with the question. */
+  {
+    GtkWidget *question = tern_window_get_row (f->w, 0);
+
+    CHECK (question != NULL
+           && tern_message_row_get_n_images (TERN_MESSAGE_ROW (question)) == 1);
+    /* It reads without a model: the transcript, not the start page, and
+     * Send says what is missing. */
+    CHECKF (g_str_equal (tern_window_get_page (f->w), "chat"), "page %s",
+            tern_window_get_page (f->w));
+    CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (f->w), "send"));
+    spin_for (0.5);
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-without-model.png"));
+  }
   md_path = g_build_filename (f->tmp, "good.md", NULL);
   activate (f->w, "export-chat-to", g_variant_new_string (md_path));
   CHECK (g_file_get_contents (md_path, &md, NULL, NULL) && strstr (md, "Hello there") != NULL);
@@ -1253,6 +1290,58 @@ part_small (Fixture *f)
   CHECK (!pin_highlighted (f->w));
   spin_for (0.3);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-small-pinned.png"));
+
+  /* Edit Last takes the question back into the composer; Undo on its
+   * toast brings back the question and its answer. */
+  {
+    TernChat *chat;
+    TernMessage *answer;
+    g_autofree char *answer_text = NULL;
+
+    set_mode (f->w, "chat");
+    answer = send_and_wait (f->w, "Keep my answer.");
+    CHECK (answer != NULL && answer->error == NULL);
+    answer_text = g_strdup (answer != NULL ? answer->text : "");
+    chat = tern_window_get_chat (f->w);
+    CHECK (tern_chat_get_n_messages (chat) == 2);
+    activate (f->w, "edit-last", NULL);
+    CHECK (tern_chat_get_n_messages (chat) == 0);
+    CHECK (g_action_group_get_action_enabled (G_ACTION_GROUP (f->w), "undo-edit"));
+    activate (f->w, "undo-edit", NULL);
+    CHECKF (tern_chat_get_n_messages (chat) == 2, "%u messages after Undo",
+            tern_chat_get_n_messages (chat));
+    if (tern_chat_get_n_messages (chat) == 2)
+      {
+        CHECK (g_str_equal (tern_chat_get_message (chat, 0)->text, "Keep my answer."));
+        CHECK (g_str_equal (tern_chat_get_message (chat, 1)->text, answer_text));
+        CHECK (tern_window_get_row (f->w, 1) != NULL);
+      }
+    /* Once something new is sent, Undo no longer rewrites the chat. */
+    activate (f->w, "edit-last", NULL);
+    answer = send_and_wait (f->w, "A new question.");
+    CHECK (answer != NULL);
+    activate (f->w, "undo-edit", NULL);
+    CHECK (tern_chat_get_n_messages (chat) == 2
+           && g_str_equal (tern_chat_get_message (chat, 0)->text, "A new question."));
+  }
+
+  /* The speed plot keeps a chat's answers one after another (a prefill
+   * bar for each), and starts again for another chat. */
+  {
+    TernStatsBar *bar = tern_window_get_stats_bar (f->w);
+    guint before = tern_stats_bar_get_n_plot_samples (bar);
+    guint prefill_before = tern_stats_bar_get_n_plot_prefill_samples (bar);
+    TernMessage *answer = send_and_wait (f->w, "One more answer for the plot.");
+
+    CHECK (answer != NULL && answer->error == NULL);
+    CHECKF (tern_stats_bar_get_n_plot_samples (bar) > before, "%u samples, %u before",
+            tern_stats_bar_get_n_plot_samples (bar), before);
+    CHECK (tern_stats_bar_get_n_plot_prefill_samples (bar) == prefill_before + 1);
+    spin_for (0.3);
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-small-plot.png"));
+    activate (f->w, "new-chat", NULL);
+    CHECK (tern_stats_bar_get_n_plot_samples (bar) == 0);
+  }
 
   /* Ctrl+W's action closes the window. */
   gtk_widget_activate_action (GTK_WIDGET (f->w), "window.close", NULL);

@@ -4,15 +4,19 @@
 #include "config.h"
 
 #include <locale.h>
+#include <math.h>
 #include <stdio.h>
 
 #include <glib/gstdio.h>
 
 #include "tern.h"
+#include <sys/stat.h>
+
 #include "tern-chat.h"
 #include "tern-context.h"
 #include "tern-engine-worker.h"
 #include "tern-markdown.h"
+#include "tern-throughput-plot.h"
 #include "tn-test.h"
 
 
@@ -194,6 +198,148 @@ test_chat_json (const char *dir)
   g_unlink (bad);
   CHECK (tern_chat_delete_file (chat, dir, NULL));
   CHECK (!g_file_test (path, G_FILE_TEST_EXISTS));
+}
+
+/* Images are saved beside the chat, once per distinct picture, checked
+ * against their names on reading, pruned when no message uses them, and
+ * deleted with the chat; hostile names in a chat file are refused. */
+static void
+test_chat_images (const char *dir)
+{
+  static const guint8 png_a[] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 'a', 'a' };
+  static const guint8 jpg_b[] = { 0xFF, 0xD8, 0xFF, 0xE0, 'b', 'b', 'b' };
+  g_autoptr(TernChat) chat = tern_chat_new ("chat");
+  g_autoptr(GError) error = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *folder = NULL;
+  g_autofree char *hash_a = NULL;
+  g_autofree char *file_a = NULL;
+  GBytes *a = g_bytes_new_static (png_a, sizeof png_a);
+  GBytes *b = g_bytes_new_static (jpg_b, sizeof jpg_b);
+  TernMessage *m;
+
+  m = tern_chat_append (chat, "user", "Two pictures, one twice");
+  m->images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  g_ptr_array_add (m->images, g_bytes_ref (a));
+  g_ptr_array_add (m->images, g_bytes_ref (b));
+  g_ptr_array_add (m->images, g_bytes_ref (a));
+  tern_chat_append (chat, "assistant", "Seen.");
+  CHECKF (tern_chat_save (chat, dir, &error), "%s", error ? error->message : "");
+  path = g_strdup_printf ("%s/%s.json", dir, tern_chat_get_id (chat));
+  folder = g_strdup_printf ("%s/%s.images", dir, tern_chat_get_id (chat));
+  hash_a = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, a);
+  file_a = g_strdup_printf ("%s/%s.png", folder, hash_a);
+  CHECKF (g_file_test (file_a, G_FILE_TEST_IS_REGULAR), "%s missing", file_a);
+  {
+    g_autoptr(GDir) d = g_dir_open (folder, 0, NULL);
+    int n = 0;
+    while (d != NULL && g_dir_read_name (d) != NULL)
+      n++;
+    CHECKF (n == 2, "%d files in the images folder, want 2 (one per distinct image)", n);
+  }
+  {
+    g_autoptr(TernChat) back = tern_chat_load (path, &error);
+    TernMessage *u;
+
+    CHECKF (back != NULL, "%s", error ? error->message : "");
+    u = back != NULL ? tern_chat_get_message (back, 0) : NULL;
+    CHECK (u != NULL && u->images != NULL && u->images->len == 3 && u->images_missing == 0);
+    if (u != NULL && u->images != NULL && u->images->len == 3)
+      {
+        CHECK (g_bytes_equal (g_ptr_array_index (u->images, 0), a));
+        CHECK (g_bytes_equal (g_ptr_array_index (u->images, 1), b));
+        CHECK (g_bytes_equal (g_ptr_array_index (u->images, 2), a));
+      }
+  }
+  /* A picture changed on disk is left out (its name no longer matches). */
+  g_file_set_contents (file_a, "changed", -1, NULL);
+  {
+    g_autoptr(TernChat) back = tern_chat_load (path, &error);
+    TernMessage *u = back != NULL ? tern_chat_get_message (back, 0) : NULL;
+
+    CHECK (u != NULL && u->images != NULL && u->images->len == 1 && u->images_missing == 2);
+    CHECK (u != NULL && g_str_equal (u->text, "Two pictures, one twice"));
+  }
+  /* The next save writes the changed picture again, and with the
+   * message's second picture dropped, its unused file is pruned. */
+  g_ptr_array_remove_index (m->images, 1);
+  tern_chat_save_in_background (chat, dir, NULL, NULL);
+  tern_chat_wait_saves ();
+  {
+    g_autofree char *data = NULL;
+    gsize len = 0;
+    CHECK (g_file_get_contents (file_a, &data, &len, NULL) && len == sizeof png_a
+           && memcmp (data, png_a, len) == 0);
+  }
+  {
+    g_autoptr(GDir) d = g_dir_open (folder, 0, NULL);
+    int n = 0;
+    while (d != NULL && g_dir_read_name (d) != NULL)
+      n++;
+    CHECKF (n == 1, "%d files in the images folder after an edit, want 1", n);
+  }
+  /* Hostile names: a path out of the folder, a wrong type, a non-list. */
+  {
+    static const char *const hostile[] = {
+      "[\"../../../etc/passwd\"]",
+      "[\"/etc/passwd\"]",
+      "[5]",
+      "\"abc.png\"",
+      "[\"0000000000000000000000000000000000000000000000000000000000000000.png/..\"]",
+    };
+    g_autofree char *bad = g_build_filename (dir, "hostile.json", NULL);
+
+    for (gsize i = 0; i < G_N_ELEMENTS (hostile); i++)
+      {
+        g_autofree char *json = g_strdup_printf (
+          "{\"format\": \"tern-chat\", \"version\": 1, \"id\": \"hostile\", \"messages\": "
+          "[{\"role\": \"user\", \"content\": \"hi\", \"images\": %s}]}", hostile[i]);
+        g_autoptr(TernChat) back = NULL;
+
+        g_file_set_contents (bad, json, -1, NULL);
+        g_clear_error (&error);
+        back = tern_chat_load (bad, &error);
+        CHECKF (back == NULL && error != NULL && strstr (error->message, "images") != NULL,
+                "images %s: %s", hostile[i], error ? error->message : "loaded");
+      }
+    g_unlink (bad);
+  }
+  /* A FIFO in place of an image never blocks the load. */
+  {
+    g_autofree char *hash_b = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, b);
+    g_autofree char *file_b = g_strdup_printf ("%s/%s.jpg", folder, hash_b);
+    g_autoptr(TernChat) back = NULL;
+
+    tern_chat_truncate (chat, 0);
+    m = tern_chat_append (chat, "user", "a pipe");
+    m->images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+    g_ptr_array_add (m->images, g_bytes_ref (b));
+    CHECK (tern_chat_save (chat, dir, NULL));
+    g_unlink (file_b);
+    CHECK (mkfifo (file_b, 0600) == 0);
+    back = tern_chat_load (path, &error);
+    CHECK (back != NULL && tern_chat_get_message (back, 0)->images_missing == 1);
+    g_unlink (file_b);
+  }
+  CHECK (tern_chat_delete_file (chat, dir, NULL));
+  CHECK (!g_file_test (path, G_FILE_TEST_EXISTS) && !g_file_test (folder, G_FILE_TEST_EXISTS));
+  g_bytes_unref (a);
+  g_bytes_unref (b);
+}
+
+/* The plot's scale tops at a round figure just above the peak. */
+static void
+test_plot_scale (void)
+{
+  static const double peak[] = { 0, -3, 0.7, 1, 1.5, 2, 3, 7, 85, 100, 120, 1234, 6e4 };
+  static const double top[] = { 0, 0, 1, 1, 2, 2, 5, 10, 100, 100, 200, 2000, 1e5 };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (peak); i++)
+    CHECKF (fabs (tern_throughput_plot_scale_top (peak[i]) - top[i]) <= 1e-9 * top[i],
+            "peak %g: top %g, want %g", peak[i], tern_throughput_plot_scale_top (peak[i]),
+            top[i]);
+  CHECK (tern_throughput_plot_scale_top (NAN) == 0);
+  CHECK (tern_throughput_plot_scale_top (INFINITY) == 0);
 }
 
 /* ------------------------------------------------------------ the worker */
@@ -441,6 +587,8 @@ main (void)
   test_markdown ();
   test_markdown_tint ();
   test_chat_json (chats);
+  test_chat_images (chats);
+  test_plot_scale ();
   test_context ();
   test_worker (tmp);
 

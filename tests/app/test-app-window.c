@@ -11,8 +11,10 @@
 
 #include <fcntl.h>
 #include <locale.h>
+#include <math.h>
 #include <stdio.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <adwaita.h>
 #include <glib/gstdio.h>
@@ -165,9 +167,28 @@ load_average (void)
 
 /* --------------------------------------------------------------- screenshot */
 
+static gboolean save_screenshot_once (GtkWidget *widget, const char *path);
+
+/* A loaded machine may not have mapped and drawn the window yet: retry
+ * for up to 5 s before calling it a failure. */
 static gboolean
 save_screenshot (GtkWidget  *widget,
                  const char *path)
+{
+  for (int i = 0; i < 50; i++)
+    {
+      if (save_screenshot_once (widget, path))
+        return TRUE;
+      spin_for (0.1);
+    }
+  fprintf (stderr, "screenshot %s: the window is %d x %d after 5 s\n", path,
+           gtk_widget_get_width (widget), gtk_widget_get_height (widget));
+  return FALSE;
+}
+
+static gboolean
+save_screenshot_once (GtkWidget  *widget,
+                      const char *path)
 {
   int width = gtk_widget_get_width (widget);
   int height = gtk_widget_get_height (widget);
@@ -224,14 +245,82 @@ make_model (const char *dir,
   return g_steal_pointer (&path);
 }
 
+/* The action of the first button below root that carries css_class. */
+static const char *
+styled_button_action (GtkWidget  *root,
+                      const char *css_class)
+{
+  for (GtkWidget *c = gtk_widget_get_first_child (root); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    {
+      const char *found;
+
+      if (GTK_IS_BUTTON (c) && gtk_widget_has_css_class (c, css_class))
+        return gtk_actionable_get_action_name (GTK_ACTIONABLE (c));
+      if ((found = styled_button_action (c, css_class)) != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+static GtkMenuButton *
+primary_menu_button (GtkWidget *root)
+{
+  for (GtkWidget *c = gtk_widget_get_first_child (root); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    {
+      GtkMenuButton *found;
+
+      if (GTK_IS_MENU_BUTTON (c) && gtk_menu_button_get_primary (GTK_MENU_BUTTON (c)))
+        return GTK_MENU_BUTTON (c);
+      if ((found = primary_menu_button (c)) != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+static gboolean
+menu_has_action (GMenuModel *menu,
+                 const char *action)
+{
+  for (int i = 0; menu != NULL && i < g_menu_model_get_n_items (menu); i++)
+    {
+      g_autofree char *name = NULL;
+      g_autoptr(GMenuModel) section = g_menu_model_get_item_link (menu, i, G_MENU_LINK_SECTION);
+      g_autoptr(GMenuModel) submenu = g_menu_model_get_item_link (menu, i, G_MENU_LINK_SUBMENU);
+
+      if (g_menu_model_get_item_attribute (menu, i, G_MENU_ATTRIBUTE_ACTION, "s", &name)
+          && g_str_equal (name, action))
+        return TRUE;
+      if (menu_has_action (section, action) || menu_has_action (submenu, action))
+        return TRUE;
+    }
+  return FALSE;
+}
+
 static void
 test_no_model (TernWindow *w,
                const char *shot_path)
 {
+  GtkStack *stack = GTK_STACK (gtk_widget_get_template_child (GTK_WIDGET (w), TERN_TYPE_WINDOW,
+                                                              "main_stack"));
+  GtkWidget *page = gtk_stack_get_child_by_name (stack, "no-model");
+  GtkMenuButton *menu = primary_menu_button (GTK_WIDGET (w));
+
   CHECK (save_screenshot (GTK_WIDGET (w), shot_path));
   CHECK (g_str_equal (tern_window_get_page (w), "no-model"));
   CHECK (!tern_window_has_model (w));
   CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
+  /* First run: downloading a model is the primary action; the demo model
+   * is offered on the start page only, not in the main menu. */
+  CHECKF (g_strcmp0 (styled_button_action (page, "suggested-action"), "win.model-manager") == 0,
+          "primary action: %s", styled_button_action (page, "suggested-action"));
+  CHECK (menu != NULL);
+  if (menu != NULL)
+    {
+      CHECK (menu_has_action (gtk_menu_button_get_menu_model (menu), "win.model-manager"));
+      CHECK (!menu_has_action (gtk_menu_button_get_menu_model (menu), "win.use-demo-model"));
+    }
 }
 
 static void
@@ -293,7 +382,7 @@ test_load_and_pin (TernWindow *w,
   /* Editing makes the pin stale; pinning again clears it. */
   tern_pin_editor_set_text (pin, "You are Tern's test assistant. Answer briefly, in English.");
   CHECK (tern_pin_editor_is_stale (pin));
-  CHECKF (g_str_has_prefix (tern_pin_editor_get_state_text (pin), "Stale"),
+  CHECKF (g_str_has_prefix (tern_pin_editor_get_state_text (pin), "Edited since it was pinned"),
           "state: %s", tern_pin_editor_get_state_text (pin));
   activate (w, "pin", NULL);
   CHECK (tern_window_is_pinning (w));
@@ -372,6 +461,15 @@ test_flash (TernWindow *w,
   CHECK (!m->cancelled && m->error == NULL);
   CHECK (*tern_stats_bar_get_text (tern_window_get_stats_bar (w)) != '\0');
   CHECK (tern_stats_bar_get_n_plot_samples (tern_window_get_stats_bar (w)) > 0);
+  /* The plot: a prefill bar per answer, and a round figure on its scale. */
+  CHECK (tern_stats_bar_get_n_plot_prefill_samples (tern_window_get_stats_bar (w)) >= 1);
+  {
+    double top = tern_stats_bar_get_plot_scale_top (tern_window_get_stats_bar (w));
+    double mantissa = top / pow (10, floor (log10 (top)));
+    CHECKF (top > 0 && (fabs (mantissa - 1) < 1e-9 || fabs (mantissa - 2) < 1e-9
+                        || fabs (mantissa - 5) < 1e-9),
+            "scale top %g", top);
+  }
   fprintf (stderr, "answer: %d tokens, %.1f tok/s, first token %.1f ms, prompt %d tokens\n",
            m->stats.generated_tokens, m->stats.decode_tok_s, m->stats.ttft_ms,
            m->stats.prompt_tokens);
@@ -819,11 +917,11 @@ test_speculation (TernWindow *w)
   if (m != NULL)
     {
       line = tern_message_format_stats (m);
-      CHECKF (line != NULL && strstr (line, "drafts accepted") != NULL, "stats: %s", line);
+      CHECKF (line != NULL && strstr (line, "guessed tokens kept") != NULL, "stats: %s", line);
       fprintf (stderr, "speculation: %d drafted, %d accepted, %d verify steps; %s\n",
                m->stats.drafted, m->stats.accepted, m->stats.verify_steps, line);
     }
-  CHECK (strstr (tern_stats_bar_get_text (tern_window_get_stats_bar (w)), "drafts accepted")
+  CHECK (strstr (tern_stats_bar_get_text (tern_window_get_stats_bar (w)), "guessed tokens kept")
          != NULL);
 
   /* The tokens from accepted drafts are known per byte, saved with the
@@ -1098,6 +1196,38 @@ test_images (TernWindow *w,
             && strstr (tern_window_get_last_error (w), "notes.png") != NULL,
             "error: %s", tern_window_get_last_error (w));
     fprintf (stderr, "not an image: %s\n", tern_window_get_last_error (w));
+  }
+  /* Hostile files: refused before any decoder (GTK's included) sees them,
+   * and a FIFO is never opened (reading it would block the window). */
+  {
+    g_autofree char *svg = g_build_filename (dir, "huge.svg", NULL);
+    g_autofree char *fifo = g_build_filename (dir, "pipe.png", NULL);
+    g_autofree char *cut = g_build_filename (dir, "cut.jpg", NULL);
+    g_autoptr(GdkPixbuf) pb = gdk_pixbuf_new (GDK_COLORSPACE_RGB, FALSE, 8, 64, 64);
+    gchar *jpg = NULL;
+    gsize len = 0;
+    struct { const char *path, *says; } hostile[] = {
+      { svg, "not an image in a format" },
+      { fifo, "not a regular file" },
+      { cut, "truncated JPEG" },
+    };
+
+    g_file_set_contents (svg, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"60000\" "
+                              "height=\"60000\"><rect width=\"60000\" height=\"60000\"/></svg>",
+                         -1, NULL);
+    CHECK (mkfifo (fifo, 0600) == 0);
+    gdk_pixbuf_fill (pb, 0x336699ff);
+    CHECK (gdk_pixbuf_save_to_buffer (pb, &jpg, &len, "jpeg", NULL, NULL));
+    g_file_set_contents (cut, jpg, (gssize) len / 2, NULL);
+    g_free (jpg);
+    for (gsize i = 0; i < G_N_ELEMENTS (hostile); i++)
+      {
+        CHECK (!drop_file (w, hostile[i].path));
+        CHECK (tern_window_get_n_attachments (w) == 0);
+        CHECKF (tern_window_get_last_error (w) != NULL
+                && strstr (tern_window_get_last_error (w), hostile[i].says) != NULL,
+                "%s: error: %s", hostile[i].path, tern_window_get_last_error (w));
+      }
   }
   CHECK (drop_file (w, png));
   CHECK (tern_window_get_n_attachments (w) == 1);

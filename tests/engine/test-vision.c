@@ -223,8 +223,12 @@ static void compare(const char *what, const float *got, const double *ref, int64
     CHECKF(maxdiff <= TOL * maxref, "%s: max diff %g > %g", what, maxdiff, TOL * maxref);
 }
 
-/* A copy of src's metadata and tensors, with one key replaced or one tensor left out. */
-static int rewrite(const char *src, const char *dst, const char *drop_tensor, const char *ptype) {
+/* A copy of src's metadata and tensors, with one key left out, keys
+ * changed by edit (after the copy: a key set again replaces the copied one),
+ * one tensor left out or the projector type replaced. */
+static int rewrite_full(const char *src, const char *dst, const char *drop_tensor,
+                        const char *ptype, const char *drop_key,
+                        void (*edit)(tn_gguf_writer *w)) {
     tn_gguf *g = NULL;
     if (tn_gguf_open(src, &g, NULL) != TN_OK)
         return -1;
@@ -233,10 +237,14 @@ static int rewrite(const char *src, const char *dst, const char *drop_tensor, co
     for (int64_t i = 0; i < tn_gguf_n_kv(g); i++) {
         tn_str k = tn_gguf_kv_key(g, i);
         snprintf(key_buf, sizeof key_buf, "%.*s", (int)k.len, k.ptr);
+        if (drop_key && !strcmp(key_buf, drop_key))
+            continue;
         tn_gguf_writer_set_value(w, key_buf, tn_gguf_kv_value(g, i));
     }
     if (ptype)
         tn_gguf_writer_set_str(w, "clip.projector_type", ptype);
+    if (edit)
+        edit(w);
     for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
         const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
         snprintf(key_buf, sizeof key_buf, "%.*s", (int)t->name.len, t->name.ptr);
@@ -248,6 +256,73 @@ static int rewrite(const char *src, const char *dst, const char *drop_tensor, co
     tn_gguf_writer_free(w);
     tn_gguf_close(g);
     return rc;
+}
+
+static int rewrite(const char *src, const char *dst, const char *drop_tensor, const char *ptype) {
+    return rewrite_full(src, dst, drop_tensor, ptype, NULL, NULL);
+}
+
+static void nan_mean(tn_gguf_writer *w) {
+    const float m[3] = {0.5f, NAN, 0.5f};
+    tn_gguf_writer_set_arr(w, "clip.vision.image_mean", TN_GGUF_F32, m, 3);
+}
+
+static void nan_std(tn_gguf_writer *w) {
+    const float m[3] = {0.5f, 0.5f, NAN};
+    tn_gguf_writer_set_arr(w, "clip.vision.image_std", TN_GGUF_F32, m, 3);
+}
+
+static void audio_only(tn_gguf_writer *w) {
+    tn_gguf_writer_set_bool(w, "clip.has_vision_encoder", false);
+    tn_gguf_writer_set_bool(w, "clip.has_audio_encoder", true);
+    tn_gguf_writer_set_str(w, "clip.projector_type", "gemma4a");
+}
+
+/* Gemma 4 E2B/E4B's mmproj: both encoders, one type key per modality. */
+static void mixed_gemma3(tn_gguf_writer *w) {
+    tn_gguf_writer_set_bool(w, "clip.has_audio_encoder", true);
+    tn_gguf_writer_set_str(w, "clip.vision.projector_type", "gemma3");
+    tn_gguf_writer_set_str(w, "clip.audio.projector_type", "gemma4a");
+}
+
+static void mixed_gemma4(tn_gguf_writer *w) {
+    tn_gguf_writer_set_bool(w, "clip.has_audio_encoder", true);
+    tn_gguf_writer_set_str(w, "clip.vision.projector_type", "gemma4v");
+    tn_gguf_writer_set_str(w, "clip.audio.projector_type", "gemma4a");
+}
+
+/* Projector files that must be refused with a message naming the reason,
+ * and a mixed-modality file whose image half Tern reads. */
+static void hostile_projectors(const char *path, const char *dir) {
+    char bad[512];
+    tn_error err;
+    tn_vision *vb = NULL;
+    struct {
+        const char *file, *drop_key;
+        void (*edit)(tn_gguf_writer *w);
+        int want;
+        const char *says;
+    } cases[] = {
+        {"nan-mean.gguf", NULL, nan_mean, TN_ERR_FORMAT, "image_mean must be finite"},
+        {"nan-std.gguf", NULL, nan_std, TN_ERR_FORMAT, "image_std must be positive"},
+        {"audio.gguf", NULL, audio_only, TN_ERR_UNSUPPORTED, "audio projector"},
+        {"mixed-gemma4.gguf", "clip.projector_type", mixed_gemma4, TN_ERR_UNSUPPORTED,
+         "Gemma 4 vision projectors"},
+        {"mixed-gemma3.gguf", "clip.projector_type", mixed_gemma3, TN_OK, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(bad, sizeof bad, "%s/%s", dir, cases[i].file);
+        CHECK(rewrite_full(path, bad, NULL, NULL, cases[i].drop_key, cases[i].edit) == TN_OK);
+        vb = NULL;
+        int rc = tn_vision_load(bad, &vb, &err);
+        CHECKF(rc == cases[i].want, "%s: rc %d, want %d (%s)", cases[i].file, rc, cases[i].want,
+               rc ? err.message : "loaded");
+        if (cases[i].says)
+            CHECKF(rc != TN_OK && strstr(err.message, cases[i].says), "%s: %s", cases[i].file,
+                   rc ? err.message : "loaded");
+        CHECK((rc == TN_OK) == (vb != NULL));
+        tn_vision_free(vb);
+    }
 }
 
 int main(void) {
@@ -360,6 +435,7 @@ int main(void) {
     snprintf(bad, sizeof bad, "%s/no-such-file.gguf", dir);
     CHECK(tn_vision_load(bad, &vb, &err) != TN_OK && vb == NULL);
     tn_vision_free(NULL);
+    hostile_projectors(path, dir);
 
     free(rgb), free(out), free(out2);
     tn_vision_free(v);

@@ -3,13 +3,16 @@
  * PNGs assembled by hand with zlib (grayscale, 16-bit, a header declaring
  * 100000 x 100000 pixels), a GIF assembled by hand (two frames), a JPEG
  * given an EXIF orientation by hand, a truncated file, a text file named
- * .png, a data: URI.
+ * .png, a data: URI, and hostile headers (SVG, TIFF, JPEGs cut short or
+ * declaring 8000 x 8000 pixels in 324 bytes, a WebP cut short).
  */
 #include "tern-image.h"
 #include "tn-test.h"
 
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 #include <zlib.h>
 
@@ -429,6 +432,153 @@ static void data_uri_and_fit(void) {
     g_clear_error(&e);
 }
 
+/* ------------------------------------------------- hostile headers */
+
+/* Formats outside the four are refused by their first bytes, before any
+ * decoder runs; JPEG and WebP files cut short are refused rather than
+ * decoded into grey; a JPEG header declaring 8000 x 8000 pixels in a
+ * 324-byte file allocates nothing. */
+static void hostile_headers(void) {
+    GError *e = NULL;
+    /* An SVG that asks the renderer for a huge canvas and a filter chain. */
+    const char *svg =
+        "<?xml version=\"1.0\"?><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"60000\" "
+        "height=\"60000\"><filter id=\"f\"><feGaussianBlur stdDeviation=\"900\"/></filter>"
+        "<rect width=\"60000\" height=\"60000\" filter=\"url(#f)\"/></svg>";
+    static const guint8 tiff[] = {'I', 'I', 42, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const char *xpm = "/* XPM */\nstatic char *x[] = {\"1 1 1 1\", \"a c #000000\", \"a\"};\n";
+    struct {
+        const char *label;
+        const void *data;
+        gsize len;
+    } others[] = {
+        {"svg", svg, strlen(svg)},
+        {"tiff", tiff, sizeof tiff},
+        {"xpm", xpm, strlen(xpm)},
+        {"one byte", "\x89", 1},
+        {"png magic cut", "\x89PNG\r\n", 6},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(others); i++) {
+        TernImage *im = tern_image_load_bytes(others[i].data, others[i].len, others[i].label,
+                                              NULL, &e);
+        CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED),
+               "%s: %s", others[i].label, e ? e->message : "accepted");
+        CHECKF(e && strstr(e->message, "not an image in a format Tern reads"), "%s: %s",
+               others[i].label, e ? e->message : "");
+        tern_image_free(im);
+        g_clear_error(&e);
+    }
+
+    /* A FIFO named like a picture: refused without waiting for a writer. */
+    g_autofree char *fifo = tmp_path("pipe.png");
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    TernImage *fim = load(fifo, NULL, &e);
+    CHECKF(fim == NULL && e && strstr(e->message, "not a regular file"), "fifo: %s",
+           e ? e->message : "accepted");
+    tern_image_free(fim);
+    g_clear_error(&e);
+    g_autofree char *dir_path = tmp_path("");
+    fim = load(dir_path, NULL, &e);
+    CHECKF(fim == NULL && e && strstr(e->message, "not a regular file"), "directory: %s",
+           e ? e->message : "accepted");
+    tern_image_free(fim);
+    g_clear_error(&e);
+
+    /* JPEG: complete, with a trailer after the end marker, and cut short. */
+    GdkPixbuf *pb = two_halves(64, 48, FALSE);
+    gchar *jpg = NULL;
+    gsize len = 0;
+    CHECK(gdk_pixbuf_save_to_buffer(pb, &jpg, &len, "jpeg", &e, "quality", "90", NULL));
+    g_object_unref(pb);
+    CHECK(len > 400 && (guint8)jpg[len - 2] == 0xFF && (guint8)jpg[len - 1] == 0xD9);
+    TernImage *im = tern_image_load_bytes(jpg, len, "whole.jpg", NULL, &e);
+    CHECKF(im != NULL && im->width == 64 && im->height == 48, "whole jpeg: %s",
+           e ? e->message : "");
+    tern_image_free(im);
+    g_clear_error(&e);
+    GByteArray *trailer = g_byte_array_new();
+    g_byte_array_append(trailer, (guint8 *)jpg, (guint)len);
+    g_byte_array_append(trailer, (const guint8 *)"camera trailer", 14);
+    im = tern_image_load_bytes(trailer->data, trailer->len, "trailer.jpg", NULL, &e);
+    CHECKF(im != NULL, "jpeg with a trailer: %s", e ? e->message : "");
+    tern_image_free(im);
+    g_clear_error(&e);
+    g_byte_array_unref(trailer);
+    const gsize cuts[] = {len - 2, len - 1, len / 2, 200, 20, 4};
+    for (size_t i = 0; i < G_N_ELEMENTS(cuts); i++) {
+        im = tern_image_load_bytes(jpg, cuts[i], "cut.jpg", NULL, &e);
+        CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT),
+               "jpeg cut to %zu of %zu bytes: %s", cuts[i], len, e ? e->message : "accepted");
+        tern_image_free(im);
+        g_clear_error(&e);
+    }
+    /* The same file through a path (chunked reads) cut before its end. */
+    g_autofree char *cut_path = tmp_path("cut.jpg");
+    write_file(cut_path, jpg, len - 2);
+    im = load(cut_path, NULL, &e);
+    CHECKF(im == NULL && e && strstr(e->message, "truncated JPEG"), "%s",
+           e ? e->message : "accepted");
+    tern_image_free(im);
+    g_clear_error(&e);
+
+    /* 324 bytes declaring 8000 x 8000 in the frame header (SOF0). */
+    gsize sof = 0;
+    for (gsize i = 2; i + 9 < len; i++)
+        if ((guint8)jpg[i] == 0xFF && (guint8)jpg[i + 1] == 0xC0) {
+            sof = i;
+            break;
+        }
+    CHECKF(sof > 0 && sof + 9 < 324, "no SOF0 early in the JPEG (at %zu)", sof);
+    if (sof > 0 && sof + 9 < 324) {
+        guint8 bomb[324];
+        memcpy(bomb, jpg, sizeof bomb);
+        bomb[sof + 5] = 8000 >> 8;
+        bomb[sof + 6] = 8000 & 0xFF;
+        bomb[sof + 7] = 8000 >> 8;
+        bomb[sof + 8] = 8000 & 0xFF;
+        im = tern_image_load_bytes(bomb, sizeof bomb, "bomb.jpg", NULL, &e);
+        CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT) &&
+                   strstr(e->message, "truncated JPEG"),
+               "8000x8000 in 324 bytes: %s", e ? e->message : "decoded");
+        tern_image_free(im);
+        g_clear_error(&e);
+    }
+    /* Broken marker structure: a segment length of 1. */
+    GByteArray *broken = g_byte_array_new();
+    g_byte_array_append(broken, (guint8 *)jpg, (guint)len);
+    broken->data[4] = 0;
+    broken->data[5] = 1;
+    im = tern_image_load_bytes(broken->data, broken->len, "broken.jpg", NULL, &e);
+    CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT),
+           "broken jpeg: %s", e ? e->message : "accepted");
+    tern_image_free(im);
+    g_clear_error(&e);
+    g_byte_array_unref(broken);
+    g_free(jpg);
+
+    /* WebP: its RIFF header says how many bytes must arrive. */
+    pb = two_halves(32, 16, FALSE);
+    gchar *webp_data = NULL;
+    gsize webp_len = 0;
+    if (gdk_pixbuf_save_to_buffer(pb, &webp_data, &webp_len, "webp", &e, NULL)) {
+        im = tern_image_load_bytes(webp_data, webp_len - 1, "cut.webp", NULL, &e);
+        CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT),
+               "webp cut by one byte: %s", e ? e->message : "accepted");
+        tern_image_free(im);
+        g_free(webp_data);
+    }
+    g_clear_error(&e);
+    g_object_unref(pb);
+
+    /* GIF magic, garbage after it. */
+    static const char bad_gif[] = "GIF89a\xff\xff\xff\xff garbage";
+    im = tern_image_load_bytes(bad_gif, sizeof bad_gif - 1, "bad.gif", NULL, &e);
+    CHECKF(im == NULL && e != NULL, "garbage gif: accepted");
+    tern_image_free(im);
+    g_clear_error(&e);
+}
+
 int main(void) {
     hand_pngs();
     alpha_png();
@@ -437,5 +587,6 @@ int main(void) {
     gif();
     bad_input();
     data_uri_and_fit();
+    hostile_headers();
     return tn_test_finish("image");
 }

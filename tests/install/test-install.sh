@@ -94,6 +94,13 @@ if [ "$manager" = 1 ]; then
     mv "$tmp/models.json" "$share/tern/catalog/models.json"
 fi
 
+# The NPU kernel manifest: installed, and what the installed doctor reads.
+check "NPU kernel manifest installed" test -f "$share/tern/xclbins/manifest.json"
+xclbins_real=$(cd "$share/tern/xclbins" 2>/dev/null && pwd -P)
+"$bin/tern-cli" doctor --quick >"$tmp/doctor.log" 2>&1
+check "tern-cli doctor reads the installed manifest" \
+    grep -qF "no kernel images ship in $xclbins_real yet" "$tmp/doctor.log"
+
 # ------------------------------------------------------------------ the app
 if [ "$app" = 1 ]; then
     # gnome.post_install: each step is wired, and runs on the installed tree.

@@ -212,6 +212,17 @@ cases = [
      "truncated"),
     ("a decompression bomb", [image_part(data_uri(png(16, 16, declared=(100000, 100000))))],
      None, "image_too_large", "100000"),
+    # Refused by its first bytes: no SVG renderer ever runs.
+    ("an SVG", [image_part(data_uri(b'<svg xmlns="http://www.w3.org/2000/svg" width="60000" '
+                                    b'height="60000"><rect width="60000" height="60000"/></svg>'))],
+     None, "invalid_image_format", "not an image in a format"),
+    # SOI, a JFIF APP0 and a frame header declaring 8000 x 8000, then nothing:
+    # a JPEG decoder would grey-fill 64 megapixels.
+    ("a JPEG header declaring 8000 x 8000",
+     [image_part(data_uri(bytes.fromhex("ffd8ffe000104a46494600010100000100010000"
+                                        "ffc0001108") + (8000).to_bytes(2, "big") * 2 +
+                          bytes.fromhex("03012200021101031101")))],
+     None, "invalid_image", "truncated JPEG"),
     ("two native images over the free context", [image_part(photo), image_part(other)], None,
      "context_length_exceeded", "2 images"),
     ("a marker in the text", [text_part("see <__image__>"), image_part(photo)], 16, None,
