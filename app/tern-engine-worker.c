@@ -22,6 +22,7 @@
 #include "tern-server.h"
 #endif
 #ifdef TERN_HAVE_MANAGER
+#include "tern-connections.h"
 #include "tern-remote.h"
 #endif
 #ifdef TERN_HAVE_IMAGEIO
@@ -701,7 +702,7 @@ handle_remote (Engine  *engine,
   g_auto(GStrv) models = NULL;
   TernRemote *remote;
 
-  ev->path = g_strdup_printf ("remote:%s", req->text);
+  ev->path = tern_remote_ref_new (req->text, req->model);
   remote = tern_remote_new (req->text, req->api_key, &error);
   if (remote != NULL && !is_cancelled (engine->shared, req->id))
     {
@@ -816,7 +817,9 @@ handle_remote_generate (Engine  *engine,
   p.max_tokens = req->gen.max_tokens;
   p.seed_set = req->gen.seed != 0;
   p.seed = req->gen.seed;
-  p.thinking = req->gen.thinking ? 1 : 0;
+  /* Only "off" is sent: on is every server's default, and a server that
+   * knows neither switch (OpenAI itself) may refuse unknown fields. */
+  p.thinking = req->gen.thinking ? -1 : 0;
 
   run.live.phase = TERN_PHASE_PREFILL;
   post_live (engine->shared, req->id, &run.live, NULL, FALSE);

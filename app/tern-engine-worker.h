@@ -170,7 +170,7 @@ guint             tern_engine_worker_chat_images       (TernEngineWorker      *s
                                                         const TernGenSettings *settings);
 /* Generation on an OpenAI-compatible server instead of a local model
  * (docs/REMOTE.md): the server at url (api_key NULL or "": none), its model
- * id model. Answers with model-loaded (path "remote:URL", description
+ * id model. Answers with model-loaded (path "remote:URL#MODEL", description
  * "MODEL on URL (remote)", or the error sentence: unreachable, wrong key,
  * no such model) and vision (-1). From then on pin keeps the system
  * prompt, sent first in every request (the server's prefix cache reuses

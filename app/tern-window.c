@@ -684,7 +684,9 @@ on_model_loaded (TernWindow *self,
   adw_window_title_set_title (self->window_title, is_demo ? _("Demo Model") : _("Tern"));
   adw_window_title_set_subtitle (self->window_title, description);
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->window_title), path);
-  if (!is_demo)
+  /* A server is not reopened at start (it may be unreachable, or billed):
+   * the local model stays the one reopened. */
+  if (!is_demo && !g_str_has_prefix (path, "remote:"))
     g_settings_set_string (self->settings, "last-model", path);
   gtk_stack_set_visible_child_name (self->main_stack, "chat");
 
