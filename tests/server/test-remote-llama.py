@@ -29,6 +29,8 @@ checks = serverlib.Checks()
 check = checks.check
 tmp = serverlib.workdir("remote-llama")
 model = serverlib.make_model(tmp)
+no_bus = os.path.join(tmp, "no-bus")
+os.makedirs(no_bus, mode=0o700, exist_ok=True)
 
 
 def free_port():
@@ -61,8 +63,10 @@ def start(args):
 
 
 def cli(args, env_add=None):
-    e = dict(os.environ, LANGUAGE="C", LC_ALL="C")
-    e.pop("DBUS_SESSION_BUS_ADDRESS", None)
+    e = dict(os.environ, LANGUAGE="C", LC_ALL="C", XDG_RUNTIME_DIR=no_bus)
+    # No keyring: GDBus would find a session bus through any of these.
+    for name in ("DBUS_SESSION_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY"):
+        e.pop(name, None)
     e.update(env_add or {})
     r = subprocess.run([CLI] + args, capture_output=True, text=True, env=e, timeout=120,
                        errors="replace")

@@ -36,8 +36,12 @@ def cli(args, env_add=None, timeout=120, stdin=None):
     e = dict(os.environ)
     e["LANGUAGE"] = "C"
     e["LC_ALL"] = "C"
-    # No keyring in a test: a stored key must not leak in.
-    e.pop("DBUS_SESSION_BUS_ADDRESS", None)
+    # No keyring in a test: a stored key must neither leak in nor be
+    # written to the keyring of whoever runs the tests (GDBus finds a
+    # session bus through all three).
+    for name in ("DBUS_SESSION_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY"):
+        e.pop(name, None)
+    e["XDG_RUNTIME_DIR"] = NO_BUS_DIR
     e.update(env_add or {})
     r = subprocess.run([CLI] + args, capture_output=True, text=True, env=e, timeout=timeout,
                        input=stdin, errors="replace")
@@ -68,6 +72,8 @@ def stats_of(err):
 # ------------------------------------------------------------ Tern's server
 
 tmp = serverlib.workdir("remote")
+NO_BUS_DIR = os.path.join(tmp, "no-bus")
+os.makedirs(NO_BUS_DIR, mode=0o700, exist_ok=True)
 model = serverlib.make_model(tmp)
 SYSTEM = "You are a terse assistant who answers in one line."
 PROMPT = "Name three colours."
@@ -351,6 +357,13 @@ rc, out, err = cli(["run", "--remote", URL, "-p", "hi", "--api-key-env", "K"], K
 check(rc == 1 and "serves 2 models" in err, "two models and no -m: %r" % err)
 rc, out, err = cli(["run", "--remote", URL, "--list-models", "--api-key-env", "K"], KEY)
 check(rc == 0 and out.split() == ["m-ok", "m-429"], "--list-models: %r" % out)
+# No Secret Service here: storing the key fails in words, and says what to do.
+rc, out, err = cli(["run", "--remote", URL, "--list-models", "--api-key-env", "K", "--store-key"],
+                   KEY)
+check(rc == 2 and ("system keyring is not available" in err or "without the system keyring" in err)
+      and "environment variable" in err, "--store-key without a keyring: rc %d %r" % (rc, err))
+rc, out, err = cli(["run", "--remote", URL, "--store-key", "-p", "x"])
+check(rc == 1 and "--api-key-env" in err, "--store-key without a key: %r" % err)
 
 # Ctrl-C during a slow answer: cancelled, the text so far printed.
 class Slow(Fake):
