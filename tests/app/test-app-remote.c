@@ -6,7 +6,9 @@
  * a flash answer streams with live figures and throughput samples; the
  * second answer shows the pinned prompt cached by the server; a wrong key
  * and an unknown model end in clear sentences; a server gone mid-session
- * leaves the chat with what was written. Screenshots of Preferences and of
+ * leaves the chat with what was written; a stand-in server drops the
+ * connection mid-answer (the streamed text stays in the chat) and answers
+ * 429 with Retry-After. Screenshots of Preferences and of
  * the remote chat go to TERN_TEST_OUT. Exit 77 without a display. */
 #include "config.h"
 
@@ -76,6 +78,53 @@ save_screenshot (GtkWidget  *widget,
     }
   fprintf (stderr, "screenshot %s: not written\n", name);
   return FALSE;
+}
+
+/* ---- a stand-in server for the failures a real one rarely shows ------------ */
+
+static volatile gint fake_mode; /* 0: drop mid-answer, 1: 429 */
+
+static gboolean
+on_fake_request (GThreadedSocketService *service,
+                 GSocketConnection      *connection,
+                 GObject                *source,
+                 gpointer                data)
+{
+  GInputStream *in = g_io_stream_get_input_stream (G_IO_STREAM (connection));
+  GOutputStream *out = g_io_stream_get_output_stream (G_IO_STREAM (connection));
+  g_autoptr(GString) head = g_string_new (NULL);
+  const char *reply;
+  char c;
+  gsize length = 0;
+
+  (void) service;
+  (void) source;
+  (void) data;
+  /* The request head, then its body (Content-Length), read and dropped. */
+  while (!g_str_has_suffix (head->str, "\r\n\r\n") && head->len < 65536
+         && g_input_stream_read (in, &c, 1, NULL, NULL) == 1)
+    g_string_append_c (head, c);
+  {
+    const char *cl = strstr (head->str, "Content-Length: ");
+    if (cl != NULL)
+      length = (gsize) g_ascii_strtoull (cl + 16, NULL, 10);
+    for (gsize i = 0; i < length && g_input_stream_read (in, &c, 1, NULL, NULL) == 1; i++)
+      ;
+  }
+  if (g_str_has_prefix (head->str, "GET /v1/models"))
+    reply = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 40\r\n"
+            "Connection: close\r\n\r\n{\"object\":\"list\",\"data\":[{\"id\":\"fake\"}]}";
+  else if (g_atomic_int_get (&fake_mode) == 1)
+    reply = "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 9\r\nContent-Type: application/json\r\n"
+            "Content-Length: 2\r\nConnection: close\r\n\r\n{}";
+  else
+    reply = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+            "data: {\"choices\":[{\"delta\":{\"content\":\"partial \"}}]}\n\n"
+            "data: {\"choices\":[{\"delta\":{\"content\":\"text\"}}]}\n\n"
+            "data: {\"choices\":[{\"delta\":{\"content\":\"cut sho";
+  g_output_stream_write_all (out, reply, strlen (reply), NULL, NULL, NULL);
+  g_io_stream_close (G_IO_STREAM (connection), NULL, NULL);
+  return TRUE;
 }
 
 static gpointer
@@ -333,6 +382,46 @@ main (void)
           "server gone: %s", tern_window_get_last_error (w));
   CHECKF (tern_window_get_n_rows (w) >= rows, "%u rows before, %u after", rows,
           tern_window_get_n_rows (w));
+
+  /* A connection dropped mid-answer, then 429: sentences, and the text
+   * streamed before the drop stays in the chat. */
+  {
+    g_autoptr(GSocketService) fake = g_threaded_socket_service_new (2);
+    g_autoptr(GInetAddress) lo = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4);
+    g_autoptr(GSocketAddress) any = g_inet_socket_address_new (lo, 0);
+    g_autoptr(GSocketAddress) bound = NULL;
+    g_autofree char *fake_url = NULL;
+    g_autofree char *fake_ref = NULL;
+    const char *last;
+
+    CHECK (g_socket_listener_add_address (G_SOCKET_LISTENER (fake), any, G_SOCKET_TYPE_STREAM,
+                                          G_SOCKET_PROTOCOL_TCP, NULL, &bound, &error));
+    g_signal_connect (fake, "run", G_CALLBACK (on_fake_request), NULL);
+    g_socket_service_start (fake);
+    fake_url = g_strdup_printf ("http://127.0.0.1:%u/v1",
+                                g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound)));
+    fake_ref = tern_remote_ref_new (fake_url, "fake");
+    tern_window_load_model (w, fake_ref);
+    CHECK (wait_for (w, not_loading, 60));
+    CHECKF (tern_window_has_model (w), "%s", tern_window_get_last_error (w));
+    tern_window_set_composer_text (w, "Say something.");
+    activate (w, "send", NULL);
+    CHECK (wait_for (w, idle_engine, 60));
+    last = tern_window_get_last_error (w);
+    CHECKF (last != NULL && strstr (last, "in the middle of the answer") != NULL, "drop: %s", last);
+    rows = tern_window_get_n_rows (w);
+    CHECKF (rows >= 1 && g_str_has_prefix (tern_window_get_row_text (w, rows - 1), "partial text"),
+            "the text before the drop stays: '%s'", rows ? tern_window_get_row_text (w, rows - 1) : "");
+    g_atomic_int_set (&fake_mode, 1);
+    tern_window_set_composer_text (w, "Again.");
+    activate (w, "send", NULL);
+    CHECK (wait_for (w, idle_engine, 60));
+    last = tern_window_get_last_error (w);
+    CHECKF (last != NULL && strstr (last, "busy (HTTP 429") != NULL && strstr (last, "wait 9 seconds") != NULL,
+            "429: %s", last);
+    g_socket_service_stop (fake);
+    g_socket_listener_close (G_SOCKET_LISTENER (fake));
+  }
 
   tn_model_free (m);
   app_test_remove (tmp);
