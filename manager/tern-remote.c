@@ -926,6 +926,19 @@ tern_remote_chat (TernRemote              *r,
       tern_remote_stream_free (s);
       return ok;
     }
+  if (ctype && g_ascii_strcasecmp (ctype, "text/event-stream"))
+    {
+      /* A web page or a proxy's answer: nothing in it is the stream, and
+       * reading on would end in a misleading "closed mid-answer". */
+      g_autofree char *q = quote_text (ctype, strlen (ctype));
+      g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_PROTOCOL,
+                   _("%s answered with %s, not an event stream: is the address that of an "
+                     "OpenAI-compatible server, such as http://host:8000/v1?"),
+                   r->base, q);
+      finish_stats (s, &clock, stats);
+      tern_remote_stream_free (s);
+      return FALSE;
+    }
   for (;;)
     {
       gssize got = g_input_stream_read (in, buf, sizeof buf, cancellable, &e);

@@ -277,6 +277,8 @@ class Fake(http.server.BaseHTTPRequestHandler):
                     + "\r\n\r\ndata: [DONE]\r\n\r\n").encode()
             for i in range(len(body)):
                 self.w(body[i:i + 1])
+        elif m == "m-html":
+            self.send(200, "<html><body>Welcome to nginx!</body></html>", "text/html")
         elif m == "m-500":
             self.send(500, "<html><body>Internal\nServer Error</body></html>", "text/html")
         elif m == "m-eof":
@@ -347,6 +349,8 @@ rc, out, err = fake_run("m-crlf")
 check(rc == 0 and out == "über", "CRLF cut into bytes: %r %r" % (out, err))
 rc, out, err = fake_run("m-500")
 check(rc == 2 and "answered HTTP 500 (<html><body>Internal Server Error" in err, "500: %r" % err)
+rc, out, err = fake_run("m-html")
+check(rc == 2 and "answered with text/html, not an event stream" in err, "an HTML page: %r" % err)
 rc, out, err = fake_run("m-eof")
 check(rc == 2 and out.rstrip("\n") == "no end" and "closed the connection in the middle" in err,
       "end without [DONE]: %r" % err)
