@@ -21,6 +21,10 @@
 #ifdef TERN_HAVE_SERVER
 #include "tern-server.h"
 #endif
+#ifdef TERN_HAVE_MANAGER
+#include "tern-connections.h"
+#include "tern-remote.h"
+#endif
 #ifdef TERN_HAVE_IMAGEIO
 #include "cpu/tn-cpu.h"
 #include "tern-image.h"
@@ -36,6 +40,7 @@ typedef enum {
   REQ_PIN,
   REQ_ASK,
   REQ_CHAT,
+  REQ_REMOTE,
   REQ_QUIT,
 } RequestKind;
 
@@ -51,6 +56,7 @@ typedef struct {
   TernDrafterKind drafter;
   int port;
   char *api_key;
+  char *model;       /* REQ_REMOTE: the server's model id (text: its URL) */
   GPtrArray *images; /* GBytes */
 } Request;
 
@@ -68,6 +74,7 @@ typedef struct {
 
   GMutex lock;
   tn_session *running_session; /* the session a cancel must reach */
+  GCancellable *running_remote; /* the remote request a cancel must reach */
   GString *pending_text;
   /* One flag per byte of pending_text: 1 where the token came from an
    * accepted speculative draft (the app can tint those). */
@@ -108,7 +115,10 @@ static void
 request_free (Request *req)
 {
   g_free (req->text);
+  if (req->api_key != NULL)
+    memset (req->api_key, 0, strlen (req->api_key));
   g_free (req->api_key);
+  g_free (req->model);
   g_clear_pointer (&req->images, g_ptr_array_unref);
   g_strfreev (req->roles);
   g_strfreev (req->contents);
@@ -125,6 +135,7 @@ shared_clear (gpointer data)
   g_main_context_unref (shared->context);
   g_string_free (shared->pending_text, TRUE);
   g_byte_array_unref (shared->pending_drafted);
+  g_clear_object (&shared->running_remote);
   g_mutex_clear (&shared->lock);
 }
 
@@ -350,6 +361,13 @@ typedef struct {
   int n_ctx;
   char *model_id; /* the file name without .gguf, as tern-cli serve names it */
   tn_vision *vision; /* the projector beside the model; NULL: none */
+#ifdef TERN_HAVE_MANAGER
+  /* Remote mode (docs/REMOTE.md): generation on a server; the local model,
+   * if any, stays loaded but unused until the next load. */
+  TernRemote *remote;
+  char *remote_model;
+  char *remote_pin; /* the system prompt, sent first in every request */
+#endif
 } Engine;
 
 typedef struct {
@@ -638,6 +656,216 @@ load_vision (Engine     *engine,
   event_post (ev);
 }
 
+/* ------------------------------------------------------------ remote mode */
+
+static gboolean
+is_remote (Engine *engine)
+{
+#ifdef TERN_HAVE_MANAGER
+  return engine->remote != NULL;
+#else
+  (void) engine;
+  return FALSE;
+#endif
+}
+
+static void
+end_remote (Engine *engine)
+{
+#ifdef TERN_HAVE_MANAGER
+  g_clear_pointer (&engine->remote, tern_remote_free);
+  g_clear_pointer (&engine->remote_model, g_free);
+  g_clear_pointer (&engine->remote_pin, g_free);
+#else
+  (void) engine;
+#endif
+}
+
+#ifdef TERN_HAVE_MANAGER
+static void
+set_running_remote (Engine       *engine,
+                    GCancellable *cancellable)
+{
+  g_mutex_lock (&engine->shared->lock);
+  g_set_object (&engine->shared->running_remote, cancellable);
+  g_mutex_unlock (&engine->shared->lock);
+}
+
+/* Switches to the server: its model list must name the model, so that a
+ * wrong address, key or model shows now rather than at the first answer. */
+static void
+handle_remote (Engine  *engine,
+               Request *req)
+{
+  Event *ev = event_new (engine->shared, SIGNAL_MODEL_LOADED, req->id);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+  g_auto(GStrv) models = NULL;
+  TernRemote *remote;
+
+  ev->path = tern_remote_ref_new (req->text, req->model);
+  remote = tern_remote_new (req->text, req->api_key, &error);
+  if (remote != NULL && !is_cancelled (engine->shared, req->id))
+    {
+      set_running_remote (engine, cancellable);
+      models = tern_remote_list_models (remote, cancellable, &error);
+      set_running_remote (engine, NULL);
+    }
+  if (models != NULL && !g_strv_contains ((const char * const *) models, req->model))
+    g_set_error (&error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_MODEL,
+                 _("%s has no model '%s': pick one of the models it lists"),
+                 tern_remote_base_url (remote), req->model);
+  if (models == NULL && error == NULL)
+    g_set_error_literal (&error, G_IO_ERROR, G_IO_ERROR_CANCELLED, _("Loading was cancelled"));
+  if (error != NULL)
+    {
+      tern_remote_free (remote);
+      ev->error = g_strdup (error->message);
+      ev->english = g_strdup (error->message);
+      event_post (ev);
+      return;
+    }
+  end_remote (engine);
+  engine->remote = remote;
+  engine->remote_model = g_strdup (req->model);
+  /* Translators: "MODEL on http://host:8000/v1 (remote)" */
+  ev->description = g_strdup_printf (_("%s on %s (remote)"), req->model, tern_remote_base_url (remote));
+  event_post (ev);
+  /* Images go to the server's own projector, not through this client yet. */
+  ev = event_new (engine->shared, SIGNAL_VISION, req->id);
+  ev->n = -1;
+  event_post (ev);
+}
+
+static void
+handle_remote_pin (Engine  *engine,
+                   Request *req)
+{
+  Event *ev = event_new (engine->shared, SIGNAL_PINNED, req->id);
+
+  /* Nothing to compute here: the server caches the prefix when the first
+   * request arrives, and its usage says how much it reused. */
+  g_free (engine->remote_pin);
+  engine->remote_pin = g_strdup (req->text);
+  ev->flag = is_cancelled (engine->shared, req->id);
+  event_post (ev);
+}
+
+typedef struct {
+  RunState *run;
+  gboolean  in_think;
+} RemoteRun;
+
+static gboolean
+on_remote_piece (TernRemotePiece kind,
+                 const char     *text,
+                 gsize           len,
+                 gpointer        user)
+{
+  RemoteRun *rr = user;
+  g_autoptr(GString) piece = g_string_new (NULL);
+
+  /* The thinking arrives apart (reasoning_content); the chat shows it in
+   * the <think> block the local engine streams. */
+  if (kind == TERN_REMOTE_PIECE_REASONING && !rr->in_think)
+    g_string_append (piece, "<think>");
+  else if (kind == TERN_REMOTE_PIECE_CONTENT && rr->in_think)
+    g_string_append (piece, "</think>");
+  g_string_append_len (piece, text, (gssize) len);
+  rr->in_think = kind == TERN_REMOTE_PIECE_REASONING;
+  return on_token (piece->str, -1, rr->run);
+}
+
+static void
+handle_remote_generate (Engine  *engine,
+                        Request *req)
+{
+  Event *ev = event_new (engine->shared, SIGNAL_FINISHED, req->id);
+  RunState run = { .engine = engine, .id = req->id, .start_us = g_get_monotonic_time () };
+  RemoteRun rr = { .run = &run };
+  g_autoptr(GArray) msgs = g_array_new (FALSE, FALSE, sizeof (TernRemoteMessage));
+  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+  g_autoptr(GError) error = NULL;
+  TernRemoteParams p;
+  TernRemoteStats st;
+  gboolean ok;
+
+  if (is_cancelled (engine->shared, req->id))
+    {
+      ev->flag = TRUE;
+      event_post (ev);
+      return;
+    }
+  if (engine->remote_pin != NULL && *engine->remote_pin != '\0')
+    {
+      TernRemoteMessage m = { "system", engine->remote_pin };
+      g_array_append_val (msgs, m);
+    }
+  if (req->kind == REQ_ASK)
+    {
+      TernRemoteMessage m = { "user", req->text };
+      g_array_append_val (msgs, m);
+    }
+  else
+    for (guint i = 0; req->roles[i] != NULL; i++)
+      {
+        TernRemoteMessage m = { req->roles[i], req->contents[i] };
+        g_array_append_val (msgs, m);
+      }
+  tern_remote_params_init (&p);
+  p.temperature = req->gen.temperature;
+  p.top_p = req->gen.top_p;
+  p.max_tokens = req->gen.max_tokens;
+  p.seed_set = req->gen.seed != 0;
+  p.seed = req->gen.seed;
+  /* Only "off" is sent: on is every server's default, and a server that
+   * knows neither switch (OpenAI itself) may refuse unknown fields. */
+  p.thinking = req->gen.thinking ? -1 : 0;
+
+  run.live.phase = TERN_PHASE_PREFILL;
+  post_live (engine->shared, req->id, &run.live, NULL, FALSE);
+  set_running_remote (engine, cancellable);
+  if (is_cancelled (engine->shared, req->id))
+    g_cancellable_cancel (cancellable);
+  ok = tern_remote_chat (engine->remote, engine->remote_model, (const TernRemoteMessage *) msgs->data,
+                         msgs->len, &p, on_remote_piece, &rr, &st, cancellable, &error);
+  set_running_remote (engine, NULL);
+  if (rr.in_think)
+    on_token ("</think>", -1, &run);
+
+  /* The server's figures where it gave them; the live ones otherwise. */
+  ev->stats = run.live;
+  ev->stats.phase = TERN_PHASE_IDLE;
+  if (st.prompt_tokens >= 0)
+    {
+      ev->stats.restored_tokens = (int) MAX (st.cached_tokens, 0);
+      ev->stats.prompt_tokens = (int) (st.prompt_tokens - ev->stats.restored_tokens);
+    }
+  ev->stats.prefill_done = ev->stats.prefill_total = ev->stats.prompt_tokens;
+  ev->stats.generated_tokens = (int) st.completion_tokens;
+  if (st.prefill_tok_s > 0)
+    ev->stats.prefill_tok_s = st.prefill_tok_s;
+  if (st.decode_tok_s > 0)
+    ev->stats.decode_tok_s = st.decode_tok_s;
+  ev->stats.ttft_ms = st.ttft_ms;
+  ev->stats.prefill_ms = st.ttft_ms;
+  ev->stats.elapsed_ms = ms_since (run.start_us);
+  ev->stats.stop_reason = g_str_equal (st.finish_reason, "length") ? "limit"
+                          : g_str_equal (st.finish_reason, "stop") ? "eog" : "none";
+  if (!ok && (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED)
+              || is_cancelled (engine->shared, req->id)))
+    ev->flag = TRUE;
+  else if (!ok)
+    {
+      ev->error = g_strdup (error->message);
+      ev->stats.error_code = TN_ERR_IO;
+    }
+  else if (g_str_equal (st.finish_reason, "cancelled"))
+    ev->flag = TRUE;
+  event_post (ev);
+}
+#endif
+
 static void
 handle_load (Engine  *engine,
              Request *req)
@@ -696,6 +924,7 @@ handle_load (Engine  *engine,
 
   ev->description = g_strdup (tn_model_description (model));
   ev->flag = tn_model_is_demo (model);
+  end_remote (engine);
   event_post (ev);
   load_vision (engine, req->id, req->text);
   return;
@@ -725,7 +954,8 @@ handle_drafter (Engine  *engine,
   tn_drafter_free (engine->chosen);
   engine->chosen = NULL;
   dp.n_threads = req->n_threads;
-  if (req->drafter == TERN_DRAFTER_PROMPT_LOOKUP)
+  /* Remote: speculation is the server's (docs/REMOTE.md). */
+  if (req->drafter == TERN_DRAFTER_PROMPT_LOOKUP || is_remote (engine))
     ;
   else if (engine->model == NULL)
     ev->error = g_strdup (_("No model is loaded"));
@@ -763,7 +993,8 @@ handle_count (Engine  *engine,
     return; /* a newer count is queued */
 
   ev = event_new (engine->shared, SIGNAL_TOKEN_COUNT, req->id);
-  if (engine->session == NULL
+  /* Remote: the server's tokenizer is not here. */
+  if (engine->session == NULL || is_remote (engine)
       || tn_session_count_system_tokens (engine->session, req->text, &n, &err) != TN_OK)
     n = -1;
   ev->n = n;
@@ -1115,6 +1346,24 @@ engine_thread (gpointer data)
         case REQ_SERVE_STOP:
           stop_server (&engine, TRUE);
           break;
+#ifdef TERN_HAVE_MANAGER
+        case REQ_REMOTE:
+          handle_remote (&engine, req);
+          break;
+        case REQ_PIN:
+          if (is_remote (&engine))
+            handle_remote_pin (&engine, req);
+          else
+            handle_pin (&engine, req);
+          break;
+        case REQ_ASK:
+        case REQ_CHAT:
+          if (is_remote (&engine))
+            handle_remote_generate (&engine, req);
+          else
+            handle_generate (&engine, req);
+          break;
+#else
         case REQ_PIN:
           handle_pin (&engine, req);
           break;
@@ -1122,6 +1371,7 @@ engine_thread (gpointer data)
         case REQ_CHAT:
           handle_generate (&engine, req);
           break;
+#endif
         case REQ_QUIT:
         default:
           break;
@@ -1132,6 +1382,7 @@ engine_thread (gpointer data)
     }
 
   stop_server (&engine, FALSE);
+  end_remote (&engine);
   g_free (engine.model_id);
   g_clear_pointer (&engine.vision, tn_vision_free);
   tn_drafter_free (engine.chosen);
@@ -1348,6 +1599,32 @@ tern_engine_worker_chat (TernEngineWorker      *self,
   return push (self, chat_request_new (roles, contents, n_messages, settings));
 }
 
+gboolean
+tern_engine_worker_can_remote (void)
+{
+#ifdef TERN_HAVE_MANAGER
+  return TRUE;
+#else
+  return FALSE;
+#endif
+}
+
+guint
+tern_engine_worker_use_remote (TernEngineWorker *self,
+                               const char       *url,
+                               const char       *api_key,
+                               const char       *model)
+{
+  Request *req;
+
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  g_return_val_if_fail (url != NULL && model != NULL, 0);
+  req = request_new (REQ_REMOTE, url);
+  req->api_key = g_strdup (api_key);
+  req->model = g_strdup (model);
+  return push (self, req);
+}
+
 void
 tern_engine_worker_cancel (TernEngineWorker *self)
 {
@@ -1357,6 +1634,8 @@ tern_engine_worker_cancel (TernEngineWorker *self)
   g_mutex_lock (&self->shared->lock);
   if (self->shared->running_session != NULL)
     tn_session_cancel (self->shared->running_session);
+  if (self->shared->running_remote != NULL)
+    g_cancellable_cancel (self->shared->running_remote);
   g_mutex_unlock (&self->shared->lock);
 }
 

@@ -168,6 +168,21 @@ guint             tern_engine_worker_chat_images       (TernEngineWorker      *s
                                                         guint                  n_messages,
                                                         GPtrArray             *images,
                                                         const TernGenSettings *settings);
+/* Generation on an OpenAI-compatible server instead of a local model
+ * (docs/REMOTE.md): the server at url (api_key NULL or "": none), its model
+ * id model. Answers with model-loaded (path "remote:URL#MODEL", description
+ * "MODEL on URL (remote)", or the error sentence: unreachable, wrong key,
+ * no such model) and vision (-1). From then on pin keeps the system
+ * prompt, sent first in every request (the server's prefix cache reuses
+ * it; finished's restored_tokens are the tokens it reports cached), ask
+ * and chat stream from the server, cancel closes the connection, and
+ * token-count answers -1. Loading a local model ends it. FALSE from
+ * can_remote: this build has no remote client (no manager library). */
+gboolean          tern_engine_worker_can_remote        (void);
+guint             tern_engine_worker_use_remote        (TernEngineWorker      *self,
+                                                        const char            *url,
+                                                        const char            *api_key,
+                                                        const char            *model);
 /* Stops every request queued or running so far: the running one within one
  * decode step. */
 void              tern_engine_worker_cancel            (TernEngineWorker      *self);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tern-model-manager.h"
+#include "tern-connections.h"
 
 typedef struct _Row Row;
 
@@ -34,6 +35,11 @@ struct _TernModelManager {
   GCancellable   *cancellable;
   char           *filter;  /* lowercase, NULL: none */
   gboolean        checking;
+  /* The models of the servers in Preferences > Connections, listed first
+   * and marked remote (docs/REMOTE.md). */
+  GSettings      *settings;
+  AdwPreferencesGroup *remote_group;
+  GPtrArray      *remote_rows;
 };
 
 struct _Row {
@@ -664,6 +670,121 @@ tern_model_manager_use (TernModelManager *self,
   return TRUE;
 }
 
+/* ---- remote models ---------------------------------------------------------- */
+
+static void
+on_remote_use (GtkButton *button,
+               gpointer   data)
+{
+  TernModelManager *self = data;
+  const char *ref = g_object_get_data (G_OBJECT (button), "tern-ref");
+
+  g_signal_emit (self, signals[SIGNAL_USE_MODEL], 0, ref, ref);
+}
+
+static void
+remote_row (TernModelManager *self,
+            const char       *title,
+            const char       *subtitle,
+            const char       *ref)
+{
+  GtkWidget *row = adw_action_row_new ();
+  g_autofree char *t = g_markup_escape_text (title, -1);
+  g_autofree char *st = g_markup_escape_text (subtitle, -1);
+
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), t);
+  adw_action_row_set_subtitle (ADW_ACTION_ROW (row), st);
+  if (ref != NULL)
+    {
+      GtkWidget *use = gtk_button_new_with_mnemonic (_("_Use"));
+
+      gtk_widget_set_valign (use, GTK_ALIGN_CENTER);
+      gtk_widget_set_tooltip_text (use, _("Use this model on its server"));
+      g_object_set_data_full (G_OBJECT (use), "tern-ref", g_strdup (ref), g_free);
+      g_signal_connect (use, "clicked", G_CALLBACK (on_remote_use), self);
+      adw_action_row_add_suffix (ADW_ACTION_ROW (row), use);
+    }
+  else
+    gtk_widget_add_css_class (row, "error");
+  adw_preferences_group_add (self->remote_group, row);
+  g_ptr_array_add (self->remote_rows, row);
+}
+
+typedef struct {
+  TernModelManager *self;
+  char *url;
+} RemoteListing;
+
+static void
+on_remote_models (GObject      *source,
+                  GAsyncResult *result,
+                  gpointer      data)
+{
+  RemoteListing *l = data;
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) models = tern_connections_list_models_finish (result, &error);
+
+  (void) source;
+  if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED) && l->self->remote_group != NULL)
+    {
+      /* Translators: the subtitle of a model served by another machine */
+      g_autofree char *where = g_strdup_printf (_("Remote · %s"), l->url);
+
+      if (models == NULL)
+        remote_row (l->self, l->url, error->message, NULL);
+      for (guint i = 0; models != NULL && models[i] != NULL; i++)
+        {
+          g_autofree char *ref = tern_remote_ref_new (l->url, models[i]);
+          remote_row (l->self, models[i], where, ref);
+        }
+    }
+  g_object_unref (l->self);
+  g_free (l->url);
+  g_free (l);
+}
+
+static void
+list_remote (TernModelManager *self)
+{
+  g_auto(GStrv) urls = NULL;
+
+  for (guint i = 0; i < self->remote_rows->len; i++)
+    adw_preferences_group_remove (self->remote_group, self->remote_rows->pdata[i]);
+  g_ptr_array_set_size (self->remote_rows, 0);
+  urls = g_settings_get_strv (self->settings, "remote-connections");
+  gtk_widget_set_visible (GTK_WIDGET (self->remote_group), urls[0] != NULL);
+  for (guint i = 0; urls[i] != NULL; i++)
+    {
+      RemoteListing *l = g_new0 (RemoteListing, 1);
+
+      l->self = g_object_ref (self);
+      l->url = g_strdup (urls[i]);
+      tern_connections_list_models_async (urls[i], self->cancellable, on_remote_models, l);
+    }
+}
+
+void
+tern_model_manager_set_settings (TernModelManager *self,
+                                 GSettings        *settings)
+{
+  g_return_if_fail (TERN_IS_MODEL_MANAGER (self));
+  if (self->settings != NULL)
+    {
+      list_remote (self); /* presented again: the servers may have changed */
+      return;
+    }
+  self->settings = g_object_ref (settings);
+  self->remote_group = ADW_PREFERENCES_GROUP (adw_preferences_group_new ());
+  adw_preferences_group_set_title (self->remote_group, _("Remote"));
+  adw_preferences_group_set_description (self->remote_group,
+                                         _("Models of the servers in Preferences › Connections"));
+  gtk_box_prepend (self->groups_box, GTK_WIDGET (self->remote_group));
+  self->remote_rows = g_ptr_array_new ();
+  g_signal_connect_object (settings, "changed::remote-connections", G_CALLBACK (list_remote), self,
+                           G_CONNECT_SWAPPED);
+  list_remote (self);
+}
+
 /* ---- import ---------------------------------------------------------------- */
 
 char *
@@ -867,6 +988,9 @@ tern_model_manager_dispose (GObject *object)
   g_cancellable_cancel (self->cancellable);
   if (self->groups != NULL)
     clear_groups (self);
+  self->remote_group = NULL;
+  g_clear_pointer (&self->remote_rows, g_ptr_array_unref);
+  g_clear_object (&self->settings);
   gtk_widget_dispose_template (GTK_WIDGET (self), TERN_TYPE_MODEL_MANAGER);
   g_clear_object (&self->catalog);
   g_clear_object (&self->downloader);

@@ -47,6 +47,12 @@ char           *tern_model_manager_import         (TernModelManager *self,
 void            tern_model_manager_set_filter     (TernModelManager *self,
                                                    const char       *text);
 
+/* Lists the models of the servers in settings' "remote-connections" first,
+ * marked remote; their Use buttons emit "use-model" with a remote reference
+ * (tern-connections.h) as both path and tag. Called again: lists anew. */
+void            tern_model_manager_set_settings   (TernModelManager *self,
+                                                   GSettings        *settings);
+
 /* For tests: the row of a tag (an AdwActionRow), the message line. */
 GtkWidget      *tern_model_manager_get_row        (TernModelManager *self,
                                                    const char       *tag);

@@ -4,6 +4,9 @@
 #include <glib/gi18n.h>
 
 #include "tern-preferences-window.h"
+#ifdef TERN_HAVE_MANAGER
+#include "tern-connections.h"
+#endif
 
 #include "tern-engine-worker.h"
 #include "tern-paths.h"
@@ -49,6 +52,16 @@ struct _TernPreferencesWindow {
   guint hw_idle;
   guint hw_reports;
   gboolean hw_running;
+#ifdef TERN_HAVE_MANAGER
+  /* Connections (docs/REMOTE.md): one row per server, rebuilt when the
+   * list changes; tests run while the window lives. */
+  AdwPreferencesGroup *connections_group;
+  AdwEntryRow *connection_url_row;
+  AdwPasswordEntryRow *connection_key_row;
+  GtkLabel *connection_message;
+  GPtrArray *connection_rows;
+  GCancellable *cancellable;
+#endif
 };
 
 G_DEFINE_FINAL_TYPE (TernPreferencesWindow, tern_preferences_window,
@@ -465,6 +478,221 @@ tern_preferences_window_get_hardware_text (TernPreferencesWindow *self)
   return self->hw_text->str;
 }
 
+#ifdef TERN_HAVE_MANAGER
+/* ---- connections ----------------------------------------------------------- */
+
+static void show_connections (TernPreferencesWindow *self);
+
+static void
+connection_message (TernPreferencesWindow *self,
+                    const char            *text,
+                    gboolean               is_error)
+{
+  gtk_label_set_text (self->connection_message, text ? text : "");
+  gtk_widget_set_visible (GTK_WIDGET (self->connection_message), text != NULL && *text != '\0');
+  if (is_error)
+    gtk_widget_add_css_class (GTK_WIDGET (self->connection_message), "error");
+  else
+    gtk_widget_remove_css_class (GTK_WIDGET (self->connection_message), "error");
+}
+
+static void
+on_test_done (GObject      *source,
+              GAsyncResult *result,
+              gpointer      data)
+{
+  AdwActionRow *row = data;
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) models = tern_connections_list_models_finish (result, &error);
+  g_autofree char *text = NULL;
+  g_autofree char *list = NULL;
+
+  (void) source;
+  /* The window closed meanwhile: its rows are gone. */
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    {
+      g_object_unref (row);
+      return;
+    }
+  if (models == NULL)
+    text = g_strdup (error->message);
+  else
+    {
+      list = g_strjoinv (", ", models);
+      /* Translators: "3 models: qwen3-32b, llama-70b, ..." */
+      text = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "Connected: %u model: %s",
+                                           "Connected: %u models: %s", g_strv_length (models)),
+                              g_strv_length (models), list);
+    }
+  {
+    g_autofree char *escaped = g_markup_escape_text (text, -1);
+    adw_action_row_set_subtitle (row, escaped);
+  }
+  if (models == NULL)
+    gtk_widget_add_css_class (GTK_WIDGET (row), "error");
+  else
+    gtk_widget_remove_css_class (GTK_WIDGET (row), "error");
+  g_object_unref (row);
+}
+
+static void
+on_connection_test (GtkButton *button,
+                    gpointer   data)
+{
+  TernPreferencesWindow *self = data;
+  AdwActionRow *row = g_object_get_data (G_OBJECT (button), "tern-row");
+  const char *url = g_object_get_data (G_OBJECT (row), "tern-url");
+
+  adw_action_row_set_subtitle (row, _("Testing…"));
+  tern_connections_list_models_async (url, self->cancellable, on_test_done, g_object_ref (row));
+}
+
+static void
+on_connection_remove (GtkButton *button,
+                      gpointer   data)
+{
+  TernPreferencesWindow *self = data;
+  AdwActionRow *row = g_object_get_data (G_OBJECT (button), "tern-row");
+  g_autofree char *url = g_strdup (g_object_get_data (G_OBJECT (row), "tern-url"));
+
+  tern_connections_remove (self->settings, url);
+}
+
+static void
+on_connection_add (TernPreferencesWindow *self)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *url = g_strstrip (g_strdup (gtk_editable_get_text (GTK_EDITABLE (self->connection_url_row))));
+  const char *key = gtk_editable_get_text (GTK_EDITABLE (self->connection_key_row));
+  g_autofree char *added = NULL;
+
+  if (*url == '\0')
+    return;
+  if (!tern_connections_add (self->settings, url, key, &added, &error))
+    {
+      connection_message (self, error->message, TRUE);
+      return;
+    }
+  connection_message (self, NULL, FALSE);
+  gtk_editable_set_text (GTK_EDITABLE (self->connection_url_row), "");
+  gtk_editable_set_text (GTK_EDITABLE (self->connection_key_row), "");
+  /* Test it right away: the row says whether address and key work. */
+  for (guint i = 0; i < self->connection_rows->len; i++)
+    {
+      AdwActionRow *row = g_ptr_array_index (self->connection_rows, i);
+      if (g_strcmp0 (g_object_get_data (G_OBJECT (row), "tern-url"), added) == 0)
+        {
+          adw_action_row_set_subtitle (row, _("Testing…"));
+          tern_connections_list_models_async (added, self->cancellable, on_test_done,
+                                              g_object_ref (row));
+        }
+    }
+}
+
+static void
+show_connections (TernPreferencesWindow *self)
+{
+  g_auto(GStrv) urls = g_settings_get_strv (self->settings, "remote-connections");
+
+  for (guint i = 0; i < self->connection_rows->len; i++)
+    adw_preferences_group_remove (self->connections_group,
+                                  g_ptr_array_index (self->connection_rows, i));
+  g_ptr_array_set_size (self->connection_rows, 0);
+  for (guint i = 0; urls[i] != NULL; i++)
+    {
+      GtkWidget *row = adw_action_row_new ();
+      GtkWidget *test = gtk_button_new_with_mnemonic (_("_Test"));
+      GtkWidget *remove = gtk_button_new_from_icon_name ("user-trash-symbolic");
+      g_autofree char *escaped = g_markup_escape_text (urls[i], -1);
+
+      adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), escaped);
+      adw_action_row_set_subtitle (ADW_ACTION_ROW (row), _("Not tested yet"));
+      g_object_set_data_full (G_OBJECT (row), "tern-url", g_strdup (urls[i]), g_free);
+      gtk_widget_set_valign (test, GTK_ALIGN_CENTER);
+      gtk_widget_set_valign (remove, GTK_ALIGN_CENTER);
+      gtk_widget_add_css_class (remove, "flat");
+      gtk_widget_set_tooltip_text (remove, _("Remove this server and its key"));
+      g_object_set_data (G_OBJECT (test), "tern-row", row);
+      g_object_set_data (G_OBJECT (remove), "tern-row", row);
+      g_signal_connect (test, "clicked", G_CALLBACK (on_connection_test), self);
+      g_signal_connect (remove, "clicked", G_CALLBACK (on_connection_remove), self);
+      adw_action_row_add_suffix (ADW_ACTION_ROW (row), test);
+      adw_action_row_add_suffix (ADW_ACTION_ROW (row), remove);
+      adw_preferences_group_add (self->connections_group, row);
+      g_ptr_array_add (self->connection_rows, row);
+    }
+}
+
+static void
+add_connections_page (TernPreferencesWindow *self)
+{
+  AdwPreferencesPage *page = ADW_PREFERENCES_PAGE (adw_preferences_page_new ());
+  AdwPreferencesGroup *add = ADW_PREFERENCES_GROUP (adw_preferences_group_new ());
+  GtkWidget *button = gtk_button_new_with_mnemonic (_("_Add"));
+  GtkWidget *label = gtk_label_new (NULL);
+  const gboolean env_key = g_getenv ("TERN_REMOTE_API_KEY") != NULL;
+
+  adw_preferences_page_set_title (page, _("Connections"));
+  adw_preferences_page_set_icon_name (page, "network-server-symbolic");
+  adw_preferences_group_set_title (add, _("Remote Servers"));
+  adw_preferences_group_set_description (
+    add, _("OpenAI-compatible servers (vLLM, llama-server, Ollama, tern-cli serve) whose models "
+           "the model picker lists beside the local ones. The pinned system prompt is sent first "
+           "in every request, and the server's cached tokens show in the stats."));
+  self->connection_url_row = ADW_ENTRY_ROW (adw_entry_row_new ());
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->connection_url_row),
+                                 _("Server address, such as http://gpu-box:8000/v1"));
+  self->connection_key_row = ADW_PASSWORD_ENTRY_ROW (adw_password_entry_row_new ());
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->connection_key_row),
+                                 _("API key (optional)"));
+  gtk_widget_set_valign (button, GTK_ALIGN_CENTER);
+  gtk_widget_add_css_class (button, "suggested-action");
+  adw_entry_row_add_suffix (self->connection_url_row, button);
+  g_signal_connect_swapped (button, "clicked", G_CALLBACK (on_connection_add), self);
+  g_signal_connect_swapped (self->connection_url_row, "entry-activated",
+                            G_CALLBACK (on_connection_add), self);
+  adw_preferences_group_add (add, GTK_WIDGET (self->connection_url_row));
+  adw_preferences_group_add (add, GTK_WIDGET (self->connection_key_row));
+
+  /* Where keys go, and when they cannot be kept. */
+  gtk_label_set_wrap (GTK_LABEL (label), TRUE);
+  gtk_label_set_xalign (GTK_LABEL (label), 0);
+  gtk_widget_add_css_class (label, "dim-label");
+  gtk_widget_set_margin_top (label, 12);
+  if (env_key)
+    gtk_label_set_text (GTK_LABEL (label),
+                        _("The API key comes from TERN_REMOTE_API_KEY in the environment."));
+  else if (!tern_connections_keyring_built ())
+    gtk_label_set_text (GTK_LABEL (label),
+                        _("This build cannot keep API keys (no libsecret): only servers without "
+                          "a key work, or set TERN_REMOTE_API_KEY."));
+  else
+    gtk_label_set_text (GTK_LABEL (label),
+                        _("API keys are kept in the system keyring, never in the settings. Without "
+                          "a keyring service (a bare session), adding a key fails: set "
+                          "TERN_REMOTE_API_KEY instead."));
+  adw_preferences_group_add (add, label);
+  self->connection_message = GTK_LABEL (gtk_label_new (NULL));
+  gtk_label_set_wrap (self->connection_message, TRUE);
+  gtk_label_set_xalign (self->connection_message, 0);
+  gtk_widget_set_visible (GTK_WIDGET (self->connection_message), FALSE);
+  adw_preferences_group_add (add, GTK_WIDGET (self->connection_message));
+
+  self->connections_group = ADW_PREFERENCES_GROUP (adw_preferences_group_new ());
+  adw_preferences_group_set_title (self->connections_group, _("Servers"));
+  adw_preferences_page_add (page, add);
+  adw_preferences_page_add (page, self->connections_group);
+  adw_preferences_window_add (ADW_PREFERENCES_WINDOW (self), page);
+
+  self->connection_rows = g_ptr_array_new ();
+  self->cancellable = g_cancellable_new ();
+  show_connections (self);
+  g_signal_connect_object (self->settings, "changed::remote-connections",
+                           G_CALLBACK (show_connections), self, G_CONNECT_SWAPPED);
+}
+
+#endif
+
 static void
 tern_preferences_window_dispose (GObject *object)
 {
@@ -472,6 +700,12 @@ tern_preferences_window_dispose (GObject *object)
 
   g_cancellable_cancel (self->hw_cancel);
   g_clear_handle_id (&self->hw_idle, g_source_remove);
+#ifdef TERN_HAVE_MANAGER
+  if (self->cancellable != NULL)
+    g_cancellable_cancel (self->cancellable);
+  g_clear_object (&self->cancellable);
+  g_clear_pointer (&self->connection_rows, g_ptr_array_unref);
+#endif
   G_OBJECT_CLASS (tern_preferences_window_parent_class)->dispose (object);
 }
 
@@ -575,5 +809,8 @@ tern_preferences_window_new (GtkWindow *parent,
   g_signal_connect_swapped (self->draft_model_clear, "clicked",
                             G_CALLBACK (on_draft_model_clear), self);
   g_signal_connect_swapped (self->dflash_clear, "clicked", G_CALLBACK (on_dflash_clear), self);
+#ifdef TERN_HAVE_MANAGER
+  add_connections_page (self);
+#endif
   return self;
 }

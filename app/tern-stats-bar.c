@@ -133,6 +133,16 @@ tern_stats_bar_finish (TernStatsBar    *self,
   text = g_strdup_printf (_("%.1f tok/s · %d tokens · first token %.0f ms · prompt %d tokens at %.0f tok/s"),
                           final->decode_tok_s, final->generated_tokens, final->ttft_ms,
                           final->prompt_tokens, final->prefill_tok_s);
+  if (final->restored_tokens > 0)
+    {
+      /* The pin, the conversation, or a server's prefix cache (remote):
+       * prompt tokens that were not computed again. */
+      char *with = g_strdup_printf (
+        /* Translators: prompt tokens reused instead of computed again */
+        _("%s · %d cached"), text, final->restored_tokens);
+      g_free (text);
+      text = with;
+    }
   if (final->drafted > 0 && final->verify_steps > 0)
     {
       char *with = g_strdup_printf (

@@ -22,6 +22,7 @@
 #include "tern-message-row.h"
 #ifdef TERN_HAVE_MANAGER
 #include "tern-model-manager.h"
+#include "tern-connections.h"
 #endif
 #include "tern-window.h"
 
@@ -719,7 +720,9 @@ on_model_loaded (TernWindow *self,
   adw_window_title_set_title (self->window_title, is_demo ? _("Demo Model") : _("Tern"));
   adw_window_title_set_subtitle (self->window_title, description);
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->window_title), path);
-  if (!is_demo)
+  /* A server is not reopened at start (it may be unreachable, or billed):
+   * the local model stays the one reopened. */
+  if (!is_demo && !g_str_has_prefix (path, "remote:"))
     g_settings_set_string (self->settings, "last-model", path);
   gtk_stack_set_visible_child_name (self->main_stack, "chat");
 
@@ -1513,6 +1516,24 @@ tern_window_load_model (TernWindow *self,
 
   if (is_generating (self))
     return;
+#ifdef TERN_HAVE_MANAGER
+  {
+    g_autofree char *url = NULL;
+    g_autofree char *model = NULL;
+
+    /* A model of a server (Preferences > Connections, docs/REMOTE.md). */
+    if (tern_remote_ref_parse (path, &url, &model))
+      {
+        g_autofree char *key = tern_connections_get_key (url);
+
+        self->load_id = tern_engine_worker_use_remote (self->worker, url, key, model);
+        if (key != NULL)
+          memset (key, 0, strlen (key));
+        show_loading (self, path);
+        return;
+      }
+  }
+#endif
   tern_engine_worker_set_session_size (self->worker,
                                        g_settings_get_int (self->settings, "context-size"),
                                        g_settings_get_int (self->settings, "threads"));
@@ -1580,7 +1601,9 @@ action_model_manager (GSimpleAction *action,
   (void) param;
 #ifdef TERN_HAVE_MANAGER
   /* "use-model" (path, tag) reaches tern_window_load_model (self, path). */
-  tern_model_manager_present (GTK_WINDOW (data), G_CALLBACK (tern_window_load_model), data);
+  tern_model_manager_set_settings (
+    tern_model_manager_present (GTK_WINDOW (data), G_CALLBACK (tern_window_load_model), data),
+    TERN_WINDOW (data)->settings);
 #else
   toast (data, _("This build of Tern has no model manager"));
 #endif

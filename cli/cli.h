@@ -34,6 +34,8 @@ int cmd_bench_pin(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_run_single_turn(int argc, char **argv);
+/* run --remote URL (cli/cmd-run-remote.c): on an OpenAI-compatible server. */
+int cmd_run_remote(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 /* The model manager (cli/cmd-models.c): list, pull, remove, check, import. */

@@ -46,6 +46,7 @@ static void usage(FILE *out) {
             "                    [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
             "                    [--think on|off] [--image PATH [--image-tokens N] [--mmproj P]]\n"
             "       tern-cli run --single-turn | --chat ...   (pinned serving; see --help there)\n"
+            "       tern-cli run --remote URL ...   (on a server; see --help there)\n"
             "\n"
             "With -p: answers PROMPT and exits. Without -p: a multi-turn chat, one line of\n"
             "standard input per turn, until end of input.\n"
@@ -612,6 +613,10 @@ int cmd_run(int argc, char **argv) {
     const int backend = cli_backend_take(&argc, argv); /* cli/backend-args.c */
     if (backend)
         return backend;
+    /* -m then names a model of the server, not one installed here. */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--remote"))
+            return cmd_run_remote(argc, argv);
     if (!cli_resolve_model_argv(argc, argv)) /* -m TAG: an installed model (cli/cmd-models.c) */
         return CLI_EXIT_BAD_INPUT;
     for (int i = 1; i < argc; i++)

@@ -10,6 +10,8 @@ base=(meson ninja-build pkg-config gcc python3 ca-certificates)
 test=(clang libclang-rt-14-dev libxrt-dev)
 # The desktop app and its tests (tests/app/ run under Xvfb; validators for the data files).
 app=(libgtk-4-dev libadwaita-1-dev libjson-glib-dev libcmark-gfm-dev libcmark-gfm-extensions-dev
+     # API keys of remote servers in the system keyring (manager/tern-keyring.c)
+     libsecret-1-dev
      gettext desktop-file-utils appstream xvfb xauth
      # image prompts (imageio/): WebP decoding, and zlib for tests/imageio
      webp-pixbuf-loader zlib1g-dev

@@ -1,0 +1,429 @@
+/* test-app-remote: the app with a remote engine (docs/REMOTE.md), under Xvfb.
+ * A tern server over a tiny model runs in this process (its own thread) with
+ * an API key, which the app gets from TERN_REMOTE_API_KEY (no Secret Service
+ * here). Preferences > Connections lists the server and its Test answers
+ * with the model list; the model picker's reference loads it as the engine;
+ * a flash answer streams with live figures and throughput samples; the
+ * second answer shows the pinned prompt cached by the server; a wrong key
+ * and an unknown model end in clear sentences; a server gone mid-session
+ * leaves the chat with what was written; a stand-in server drops the
+ * connection mid-answer (the streamed text stays in the chat) and answers
+ * 429 with Retry-After. Screenshots of Preferences and of
+ * the remote chat go to TERN_TEST_OUT. Exit 77 without a display. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <adwaita.h>
+
+#include "tern.h"
+#include "tern-application.h"
+#include "tern-connections.h"
+#include "tern-preferences-window.h"
+#include "tern-server.h"
+#include "tern-stats-bar.h"
+#include "tern-window.h"
+#include "app-test.h"
+
+static const char *out_dir;
+
+/* A stack between two pages draws both: wait for its crossfade. */
+static gboolean
+transition_running (GtkWidget *widget)
+{
+  if (GTK_IS_STACK (widget) && gtk_stack_get_transition_running (GTK_STACK (widget)))
+    return TRUE;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
+    if (transition_running (c))
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+save_screenshot (GtkWidget  *widget,
+                 const char *name)
+{
+  g_autofree char *path = g_build_filename (out_dir, name, NULL);
+  int width, height;
+
+  spin_for (0.5);
+  for (int i = 0; i < 50 && transition_running (widget); i++)
+    spin_for (0.1);
+  for (int i = 0; i < 10; i++)
+    {
+      g_autoptr(GtkSnapshot) snapshot = gtk_snapshot_new ();
+      g_autoptr(GskRenderNode) node = NULL;
+      g_autoptr(GdkTexture) texture = NULL;
+      GdkPaintable *paintable;
+
+      spin_for (0.2);
+      width = gtk_widget_get_width (widget);
+      height = gtk_widget_get_height (widget);
+      if (width <= 0 || height <= 0)
+        continue;
+      paintable = gtk_widget_paintable_new (widget);
+      gdk_paintable_snapshot (paintable, snapshot, width, height);
+      g_object_unref (paintable);
+      node = gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
+      if (node == NULL)
+        continue;
+      texture = gsk_renderer_render_texture (gtk_native_get_renderer (gtk_widget_get_native (widget)),
+                                             node, &GRAPHENE_RECT_INIT (0, 0, width, height));
+      if (texture != NULL && gdk_texture_save_to_png (texture, path))
+        {
+          fprintf (stderr, "screenshot: %s\n", path);
+          return TRUE;
+        }
+    }
+  fprintf (stderr, "screenshot %s: not written\n", name);
+  return FALSE;
+}
+
+/* ---- a stand-in server for the failures a real one rarely shows ------------ */
+
+static volatile gint fake_mode; /* 0: drop mid-answer, 1: 429 */
+
+static gboolean
+on_fake_request (GThreadedSocketService *service,
+                 GSocketConnection      *connection,
+                 GObject                *source,
+                 gpointer                data)
+{
+  GInputStream *in = g_io_stream_get_input_stream (G_IO_STREAM (connection));
+  GOutputStream *out = g_io_stream_get_output_stream (G_IO_STREAM (connection));
+  g_autoptr(GString) head = g_string_new (NULL);
+  const char *reply;
+  char c;
+  gsize length = 0;
+
+  (void) service;
+  (void) source;
+  (void) data;
+  /* The request head, then its body (Content-Length), read and dropped. */
+  while (!g_str_has_suffix (head->str, "\r\n\r\n") && head->len < 65536
+         && g_input_stream_read (in, &c, 1, NULL, NULL) == 1)
+    g_string_append_c (head, c);
+  {
+    const char *cl = strstr (head->str, "Content-Length: ");
+    if (cl != NULL)
+      length = (gsize) g_ascii_strtoull (cl + 16, NULL, 10);
+    for (gsize i = 0; i < length && g_input_stream_read (in, &c, 1, NULL, NULL) == 1; i++)
+      ;
+  }
+  if (g_str_has_prefix (head->str, "GET /v1/models"))
+    reply = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 40\r\n"
+            "Connection: close\r\n\r\n{\"object\":\"list\",\"data\":[{\"id\":\"fake\"}]}";
+  else if (g_atomic_int_get (&fake_mode) == 1)
+    reply = "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 9\r\nContent-Type: application/json\r\n"
+            "Content-Length: 2\r\nConnection: close\r\n\r\n{}";
+  else
+    reply = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+            "data: {\"choices\":[{\"delta\":{\"content\":\"partial \"}}]}\n\n"
+            "data: {\"choices\":[{\"delta\":{\"content\":\"text\"}}]}\n\n"
+            "data: {\"choices\":[{\"delta\":{\"content\":\"cut sho";
+  g_output_stream_write_all (out, reply, strlen (reply), NULL, NULL, NULL);
+  g_io_stream_close (G_IO_STREAM (connection), NULL, NULL);
+  return TRUE;
+}
+
+static gpointer
+serve (gpointer data)
+{
+  tern_server_run (data);
+  return NULL;
+}
+
+static gboolean
+text_in_subtitle (AdwActionRow *row,
+                  const char   *words,
+                  double        timeout_s)
+{
+  gint64 end = g_get_monotonic_time () + (gint64) (timeout_s * G_USEC_PER_SEC);
+
+  while (g_get_monotonic_time () < end)
+    {
+      const char *s = adw_action_row_get_subtitle (row);
+      if (s != NULL && strstr (s, words) != NULL)
+        return TRUE;
+      g_main_context_iteration (NULL, FALSE);
+      g_usleep (1000);
+    }
+  return FALSE;
+}
+
+/* The first AdwActionRow under widget whose title is title. */
+static AdwActionRow *
+find_row (GtkWidget  *widget,
+          const char *title)
+{
+  if (ADW_IS_ACTION_ROW (widget)
+      && g_strcmp0 (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (widget)), title) == 0)
+    return ADW_ACTION_ROW (widget);
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
+    {
+      AdwActionRow *r = find_row (c, title);
+      if (r != NULL)
+        return r;
+    }
+  return NULL;
+}
+
+/* The first button under widget whose label is label. */
+static GtkButton *
+find_button (GtkWidget  *widget,
+             const char *label)
+{
+  if (GTK_IS_BUTTON (widget) && g_strcmp0 (gtk_button_get_label (GTK_BUTTON (widget)), label) == 0)
+    return GTK_BUTTON (widget);
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkButton *b = find_button (c, label);
+      if (b != NULL)
+        return b;
+    }
+  return NULL;
+}
+
+static void
+ask (TernWindow *w,
+     const char *text)
+{
+  tern_window_set_composer_text (w, text);
+  activate (w, "send", NULL);
+  CHECK (wait_for (w, has_tokens, 60));
+  CHECK (wait_for (w, idle_engine, 120));
+}
+
+int
+main (void)
+{
+  g_autofree char *tmp = NULL;
+  g_autofree char *model = NULL;
+  g_autofree char *url = NULL;
+  g_autofree char *ref = NULL;
+  g_autofree char *bad_ref = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernApplication) app = NULL;
+  tn_mkmodel_params p = tn_mkmodel_default_params ();
+  tern_server_config cfg = { 0 };
+  tn_model *m = NULL;
+  tn_error err = { 0 };
+  tern_server *srv;
+  GThread *thread;
+  GSettings *settings;
+  TernWindow *w;
+  TernPreferencesWindow *prefs;
+  AdwActionRow *row;
+  const char *stats;
+  guint rows;
+
+  if ((tmp = app_test_start ("tern-app-remote")) == NULL)
+    return 1;
+  out_dir = g_getenv ("TERN_TEST_OUT") ? g_getenv ("TERN_TEST_OUT") : tmp;
+
+  model = g_build_filename (tmp, "remote-model.gguf", NULL);
+  p.arch = "qwen3";
+  p.type = "q8_0";
+  p.n_embd = 128;
+  p.n_layer = 2;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.head_dim = 32;
+  p.n_ff = 384;
+  p.seed = 7;
+  p.n_threads = 1;
+  if (tn_mkmodel (&p, model, &err) != TN_OK || tn_model_load (model, tn_model_default_params (), &m, &err) != TN_OK)
+    {
+      fprintf (stderr, "model: %s\n", err.message);
+      return 1;
+    }
+  cfg.api_key = "sesame";
+  cfg.model_id = "big-model";
+  cfg.n_ctx = 2048;
+  cfg.n_threads = 1;
+  srv = tern_server_new (m, &cfg, &error);
+  if (srv == NULL)
+    {
+      fprintf (stderr, "server: %s\n", error->message);
+      return 1;
+    }
+  thread = g_thread_new ("server", serve, srv);
+  url = g_strdup (tern_server_url (srv));
+  ref = tern_remote_ref_new (url, "big-model");
+  bad_ref = tern_remote_ref_new (url, "no-such-model");
+  g_setenv ("TERN_REMOTE_API_KEY", "sesame", TRUE);
+
+  app = tern_application_new (G_APPLICATION_NON_UNIQUE);
+  if (!g_application_register (G_APPLICATION (app), NULL, &error))
+    {
+      fprintf (stderr, "register: %s\n", error->message);
+      return 1;
+    }
+  settings = tern_application_get_settings (app);
+  g_settings_set_int (settings, "max-tokens", 24);
+  g_settings_set_double (settings, "temperature", 0);
+  w = tern_window_new (GTK_APPLICATION (app));
+  gtk_window_set_default_size (GTK_WINDOW (w), 900, 700);
+  gtk_window_present (GTK_WINDOW (w));
+
+  /* Preferences > Connections: add the server, test it. */
+  CHECK (tern_connections_add (settings, url, NULL, NULL, &error));
+  prefs = tern_preferences_window_new (GTK_WINDOW (w), settings);
+  gtk_window_present (GTK_WINDOW (prefs));
+  row = find_row (GTK_WIDGET (prefs), url);
+  CHECKF (row != NULL, "a row for %s", url);
+  if (row != NULL)
+    {
+      GtkButton *test = find_button (GTK_WIDGET (row), "_Test");
+      CHECK (test != NULL);
+      if (test != NULL)
+        g_signal_emit_by_name (test, "clicked");
+      CHECKF (text_in_subtitle (row, "big-model", 30), "test: %s", adw_action_row_get_subtitle (row));
+      fprintf (stderr, "connection test: %s\n", adw_action_row_get_subtitle (row));
+    }
+  {
+    /* The Connections page in view for the screenshot. */
+    AdwPreferencesPage *page = NULL;
+    GtkWidget *c = GTK_WIDGET (row);
+    while (c != NULL && !ADW_IS_PREFERENCES_PAGE (c))
+      c = gtk_widget_get_parent (c);
+    page = c ? ADW_PREFERENCES_PAGE (c) : NULL;
+    if (page != NULL)
+      adw_preferences_window_set_visible_page (ADW_PREFERENCES_WINDOW (prefs), page);
+    save_screenshot (GTK_WIDGET (prefs), "remote-preferences.png");
+  }
+  gtk_window_destroy (GTK_WINDOW (prefs));
+
+  /* An unknown model: a clear sentence, no model in use. */
+  tern_window_load_model (w, bad_ref);
+  CHECK (wait_for (w, not_loading, 60));
+  CHECKF (tern_window_get_last_error (w) != NULL
+            && strstr (tern_window_get_last_error (w), "has no model 'no-such-model'") != NULL,
+          "unknown model: %s", tern_window_get_last_error (w));
+
+  /* A wrong key: the server's 401 in words. */
+  g_setenv ("TERN_REMOTE_API_KEY", "wrong", TRUE);
+  tern_window_load_model (w, ref);
+  CHECK (wait_for (w, not_loading, 60));
+  CHECKF (tern_window_get_last_error (w) != NULL
+            && strstr (tern_window_get_last_error (w), "refused the API key") != NULL,
+          "wrong key: %s", tern_window_get_last_error (w));
+  g_setenv ("TERN_REMOTE_API_KEY", "sesame", TRUE);
+
+  /* The model picker lists the server's model, marked remote; Use makes it
+   * the engine. */
+  activate (w, "model-manager", NULL);
+  {
+    GtkWidget *models = NULL;
+    AdwActionRow *mrow = NULL;
+    g_autofree char *mark = g_strdup_printf ("Remote · %s", url);
+    gint64 end = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+
+    for (GList *l = gtk_window_list_toplevels (); l != NULL; l = g_list_delete_link (l, l))
+      if (g_strcmp0 (gtk_window_get_title (l->data), "Models") == 0)
+        models = l->data;
+    CHECK (models != NULL);
+    while (models != NULL && mrow == NULL && g_get_monotonic_time () < end)
+      {
+        mrow = find_row (models, "big-model");
+        g_main_context_iteration (NULL, FALSE);
+      }
+    CHECK (mrow != NULL);
+    if (mrow != NULL)
+      {
+        GtkButton *use = find_button (GTK_WIDGET (mrow), "_Use");
+        CHECKF (g_strcmp0 (adw_action_row_get_subtitle (mrow), mark) == 0, "%s",
+                adw_action_row_get_subtitle (mrow));
+        save_screenshot (models, "remote-models.png");
+        CHECK (use != NULL);
+        if (use != NULL)
+          g_signal_emit_by_name (use, "clicked");
+      }
+    else
+      tern_window_load_model (w, ref);
+  }
+  CHECK (wait_for (w, not_loading, 60));
+  CHECK (tern_window_has_model (w));
+  CHECKF (tern_window_get_model_description (w) != NULL
+            && strstr (tern_window_get_model_description (w), "(remote)") != NULL,
+          "%s", tern_window_get_model_description (w));
+  CHECK (wait_for (w, idle_engine, 60));
+  g_action_group_activate_action (G_ACTION_GROUP (w), "mode", g_variant_new_string ("flash"));
+
+  ask (w, "Tell me a story.");
+  rows = tern_window_get_n_rows (w);
+  CHECKF (rows >= 2 && strlen (tern_window_get_row_text (w, rows - 1)) > 0, "%u rows", rows);
+  stats = tern_stats_bar_get_text (tern_window_get_stats_bar (w));
+  fprintf (stderr, "first answer: %s\n", stats);
+  CHECKF (strstr (stats, "tok/s") != NULL, "%s", stats);
+  CHECK (tern_stats_bar_get_n_plot_samples (tern_window_get_stats_bar (w)) > 0);
+
+  /* The pin again: the server reports it cached. */
+  ask (w, "Another one.");
+  stats = tern_stats_bar_get_text (tern_window_get_stats_bar (w));
+  fprintf (stderr, "second answer: %s\n", stats);
+  CHECKF (strstr (stats, " cached") != NULL, "the pin comes back cached: %s", stats);
+  save_screenshot (GTK_WIDGET (w), "remote-chat.png");
+
+  /* The server goes away: the next answer fails in words, the chat keeps
+   * what was written. */
+  rows = tern_window_get_n_rows (w);
+  tern_server_quit (srv);
+  g_thread_join (thread);
+  /* Freed: its socket closes, so connecting is refused. */
+  tern_server_free (srv);
+  srv = NULL;
+  tern_window_set_composer_text (w, "Are you there?");
+  activate (w, "send", NULL);
+  CHECK (wait_for (w, idle_engine, 60));
+  CHECKF (tern_window_get_last_error (w) != NULL
+            && strstr (tern_window_get_last_error (w), "annot reach") != NULL,
+          "server gone: %s", tern_window_get_last_error (w));
+  CHECKF (tern_window_get_n_rows (w) >= rows, "%u rows before, %u after", rows,
+          tern_window_get_n_rows (w));
+
+  /* A connection dropped mid-answer, then 429: sentences, and the text
+   * streamed before the drop stays in the chat. */
+  {
+    g_autoptr(GSocketService) fake = g_threaded_socket_service_new (2);
+    g_autoptr(GInetAddress) lo = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4);
+    g_autoptr(GSocketAddress) any = g_inet_socket_address_new (lo, 0);
+    g_autoptr(GSocketAddress) bound = NULL;
+    g_autofree char *fake_url = NULL;
+    g_autofree char *fake_ref = NULL;
+    const char *last;
+
+    CHECK (g_socket_listener_add_address (G_SOCKET_LISTENER (fake), any, G_SOCKET_TYPE_STREAM,
+                                          G_SOCKET_PROTOCOL_TCP, NULL, &bound, &error));
+    g_signal_connect (fake, "run", G_CALLBACK (on_fake_request), NULL);
+    g_socket_service_start (fake);
+    fake_url = g_strdup_printf ("http://127.0.0.1:%u/v1",
+                                g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound)));
+    fake_ref = tern_remote_ref_new (fake_url, "fake");
+    tern_window_load_model (w, fake_ref);
+    CHECK (wait_for (w, not_loading, 60));
+    CHECKF (tern_window_has_model (w), "%s", tern_window_get_last_error (w));
+    tern_window_set_composer_text (w, "Say something.");
+    activate (w, "send", NULL);
+    CHECK (wait_for (w, idle_engine, 60));
+    last = tern_window_get_last_error (w);
+    CHECKF (last != NULL && strstr (last, "in the middle of the answer") != NULL, "drop: %s", last);
+    rows = tern_window_get_n_rows (w);
+    CHECKF (rows >= 1 && g_str_has_prefix (tern_window_get_row_text (w, rows - 1), "partial text"),
+            "the text before the drop stays: '%s'", rows ? tern_window_get_row_text (w, rows - 1) : "");
+    g_atomic_int_set (&fake_mode, 1);
+    tern_window_set_composer_text (w, "Again.");
+    activate (w, "send", NULL);
+    CHECK (wait_for (w, idle_engine, 60));
+    last = tern_window_get_last_error (w);
+    CHECKF (last != NULL && strstr (last, "busy (HTTP 429") != NULL && strstr (last, "wait 9 seconds") != NULL,
+            "429: %s", last);
+    g_socket_service_stop (fake);
+    g_socket_listener_close (G_SOCKET_LISTENER (fake));
+  }
+
+  tn_model_free (m);
+  app_test_remove (tmp);
+  return tn_test_finish ("test-app-remote");
+}

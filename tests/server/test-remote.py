@@ -1,0 +1,402 @@
+"""tern-cli run --remote (cli/cmd-run-remote.c, manager/tern-remote.c)
+against Tern's own server and against a hostile stand-in.
+
+Tern's server: greedy output through the server equals the local `run` on
+the same model; the pinned system prompt comes back as cached tokens on the
+second request; the API key (right, wrong, missing), an unknown model,
+--list-models, --json, an unreachable port and a bad URL.
+
+The stand-in (http.server in this process) plays what real servers do and
+what broken ones do: 429 with Retry-After, a connection dropped mid-answer,
+bytes that are not JSON, an overlong line, deep nesting, invalid UTF-8, an
+error event, llama-server's timings with reasoning_content, a plain JSON
+answer, CRLF lines cut into single bytes, 500 with an HTML page. Every case
+must end in a clear sentence, keep the text streamed so far, and never
+crash (the binary runs under AddressSanitizer)."""
+
+import http.server
+import json
+import os
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serverlib  # noqa: E402
+
+CLI = serverlib.env("TERN_CLI")
+checks = serverlib.Checks()
+check = checks.check
+
+
+def cli(args, env_add=None, timeout=120, stdin=None):
+    e = dict(os.environ)
+    e["LANGUAGE"] = "C"
+    e["LC_ALL"] = "C"
+    # No keyring in a test: a stored key must neither leak in nor be
+    # written to the keyring of whoever runs the tests (GDBus finds a
+    # session bus through all three).
+    for name in ("DBUS_SESSION_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY"):
+        e.pop(name, None)
+    e["XDG_RUNTIME_DIR"] = NO_BUS_DIR
+    e.update(env_add or {})
+    r = subprocess.run([CLI] + args, capture_output=True, text=True, env=e, timeout=timeout,
+                       input=stdin, errors="replace")
+    return r.returncode, r.stdout, r.stderr
+
+
+def stats_of(err):
+    """The fields of the last stats line: {"prompt": 12, "cached": 4, ...}."""
+    line = [l for l in err.splitlines() if l.startswith("[prompt ")]
+    if not line:
+        return None
+    f = {}
+    for part in line[-1].strip("[]").split(" | "):
+        words = part.replace(",", "").split()
+        if words[0] == "prompt":
+            f["prompt"] = int(words[1])
+            f["prefill"] = float(words[4])
+        elif words[0] == "generated":
+            f["generated"] = int(words[1])
+            f["decode"] = float(words[4])
+        elif words[0] in ("cached", "TTFT"):
+            f[words[0].lower()] = float(words[1])
+        elif words[0] in ("stop:", "timings:"):
+            f[words[0][:-1]] = " ".join(words[1:])
+    return f
+
+
+# ------------------------------------------------------------ Tern's server
+
+tmp = serverlib.workdir("remote")
+NO_BUS_DIR = os.path.join(tmp, "no-bus")
+os.makedirs(NO_BUS_DIR, mode=0o700, exist_ok=True)
+model = serverlib.make_model(tmp)
+SYSTEM = "You are a terse assistant who answers in one line."
+PROMPT = "Name three colours."
+
+rc, local_out, local_err = cli(["run", "-m", model, "-s", SYSTEM, "-p", PROMPT, "-n", "24",
+                                "-t", "1"])
+check(rc == 0 and local_out, "local run: rc %d: %s" % (rc, local_err[-400:]))
+
+srv = serverlib.Server(tmp, "serve", model)
+rc, out, err = cli(["run", "--remote", srv.url, "-s", SYSTEM, "-p", PROMPT, "-n", "24"])
+check(rc == 0, "remote run against tern serve: rc %d: %s" % (rc, err[-400:]))
+check(out == local_out,
+      "greedy remote output equals the local run:\nlocal  %r\nremote %r" % (local_out, out))
+st = stats_of(err)
+check(st is not None and st.get("timings") == "tern",
+      "the stats line takes Tern's timings: %r" % err[-300:])
+check(st and st["prompt"] > 0 and st["generated"] > 0 and st["decode"] > 0,
+      "prompt and generated tokens are reported: %r" % (st,))
+
+# The same system prompt again: the server restores its pin.
+rc, out2, err2 = cli(["run", "--remote", srv.url + "/v1/", "-s", SYSTEM, "-p", "And two more.",
+                      "-n", "8"])
+st2 = stats_of(err2)
+check(rc == 0 and st2 and st2.get("cached", 0) > 0,
+      "the second request reports the pinned prefix as cached: %r" % err2[-300:])
+
+rc, out, err = cli(["run", "--remote", srv.url, "--list-models"])
+check(rc == 0 and len(out.split()) == 1, "--list-models: %r %r" % (out, err))
+model_id = out.strip()
+
+rc, out, err = cli(["run", "--remote", srv.url, "-m", model_id, "-s", SYSTEM, "-p", PROMPT,
+                    "-n", "24", "--json"])
+try:
+    doc = json.loads(out)
+except ValueError:
+    doc = None
+check(rc == 0 and doc and doc["text"] == local_out and doc["stats"]["timings"] == "tern"
+      and doc["stats"]["generated_tokens"] > 0,
+      "--json: %r %r" % (out[:300], err[-300:]))
+
+rc, out, err = cli(["run", "--remote", srv.url, "-m", "no-such-model", "-p", PROMPT])
+check(rc == 2 and "has no model 'no-such-model'" in err, "unknown model: rc %d %r" % (rc, err))
+
+# A multi-turn chat on stdin keeps the conversation.
+rc, out, err = cli(["run", "--remote", srv.url, "-s", SYSTEM, "-n", "6"],
+                   stdin="Hello.\nAgain.\n")
+check(rc == 0 and err.count("[prompt ") == 2, "chat on stdin: two answers: %r" % err[-400:])
+turns = [stats_of(l) for l in err.splitlines() if l.startswith("[prompt ")]
+check(len(turns) == 2 and turns[1]["prompt"] > turns[0]["prompt"],
+      "the second turn sends the first one too: %r" % (turns,))
+srv.stop()
+
+keyed = serverlib.Server(tmp, "keyed", model, ["--api-key", "sesame-42"])
+rc, out, err = cli(["run", "--remote", keyed.url, "-m", model_id, "-p", PROMPT, "-n", "4"])
+check(rc == 2 and "refused the API key" in err and "401" in err, "no key: rc %d %r" % (rc, err))
+rc, out, err = cli(["run", "--remote", keyed.url, "-m", model_id, "-p", PROMPT, "-n", "4",
+                    "--api-key-env", "TEST_KEY"], {"TEST_KEY": "wrong"})
+check(rc == 2 and "refused the API key" in err, "wrong key: rc %d %r" % (rc, err))
+rc, out, err = cli(["run", "--remote", keyed.url, "-m", model_id, "-p", PROMPT, "-n", "4",
+                    "--api-key-env", "TEST_KEY"], {"TEST_KEY": "sesame-42"})
+check(rc == 0 and "[prompt " in err, "right key: rc %d %r" % (rc, err[-300:]))
+rc, out, err = cli(["run", "--remote", keyed.url, "--api-key-env", "UNSET_KEY_VAR", "-p", "x"])
+check(rc == 1 and "UNSET_KEY_VAR" in err, "unset key variable: rc %d %r" % (rc, err))
+keyed.stop()
+
+# Nobody listens on a port just closed.
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+dead_port = s.getsockname()[1]
+s.close()
+rc, out, err = cli(["run", "--remote", "http://127.0.0.1:%d" % dead_port, "-m", "x", "-p", "hi"])
+check(rc == 2 and "cannot reach" in err, "unreachable: rc %d %r" % (rc, err))
+for bad in ["ftp://host/v1", "not a url", "http://", "http://host/v1?x=1"]:
+    rc, out, err = cli(["run", "--remote", bad, "-m", "x", "-p", "hi"])
+    check(rc == 1 and "is not a server address" in err, "bad URL %r: rc %d %r" % (bad, rc, err))
+rc, out, err = cli(["run", "--remote", "http://127.0.0.1:1", "--spec", "lookup", "-p", "hi"])
+check(rc == 1 and "setting of the server" in err, "--spec with --remote: %r" % err)
+
+
+# ------------------------------------------------------- a hostile stand-in
+
+def chunk(delta=None, finish=None, **extra):
+    d = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+         "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
+    d.update(extra)
+    return "data: " + json.dumps(d) + "\n\n"
+
+
+class Fake(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def send(self, status, body, ctype="application/json", headers=()):
+        data = body.encode() if isinstance(body, str) else body
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def stream_head(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def w(self, text):
+        self.wfile.write(text.encode() if isinstance(text, str) else text)
+        self.wfile.flush()
+
+    def do_GET(self):
+        if self.path == "/v1/models":
+            self.send(200, json.dumps({"object": "list", "data": [
+                {"id": "m-ok", "object": "model"}, {"id": "m-429", "object": "model"}]}))
+        else:
+            self.send(404, "{}")
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        req = json.loads(self.rfile.read(n))
+        m = req.get("model")
+        if self.headers.get("Authorization") != "Bearer k":
+            return self.send(401, json.dumps({"error": {"message": "Invalid API Key",
+                                                        "type": "authentication_error"}}))
+        if m == "m-ok":
+            first = req["messages"][0]
+            self.stream_head()
+            self.w(chunk({"role": "assistant", "content": ""}))
+            self.w(chunk({"content": "first=" + first["role"]}))
+            self.w(chunk({"content": " ok"}, "stop"))
+            self.w(chunk(None, None, usage={"prompt_tokens": 30, "completion_tokens": 2,
+                                            "prompt_tokens_details": {"cached_tokens": 20}}))
+            self.w("data: [DONE]\n\n")
+        elif m == "m-429":
+            self.send(429, json.dumps({"error": {"message": "Too many requests"}}),
+                      headers=[("Retry-After", "7")])
+        elif m == "m-429-date":
+            self.send(429, "{}", headers=[("Retry-After", "Wed, 21 Oct 2037 07:28:00 GMT")])
+        elif m == "m-drop":
+            self.stream_head()
+            self.w(chunk({"content": "partial "}))
+            self.w(chunk({"content": "text"}))
+            self.w('data: {"choices": [{"delta": {"content": "cut')
+            self.connection.shutdown(socket.SHUT_RDWR)
+        elif m == "m-garbage":
+            self.stream_head()
+            self.w(chunk({"content": "kept"}))
+            self.w("data: {this is not json\n\n")
+            self.w(chunk({"content": "never"}, "stop"))
+        elif m == "m-huge":
+            self.stream_head()
+            self.w(chunk({"content": "before"}))
+            try:
+                self.w("data: " + "x" * (3 << 20))
+            except OSError:
+                pass
+        elif m == "m-deep":
+            self.stream_head()
+            self.w("data: " + "[" * 100000 + "]" * 100000 + "\n\n")
+        elif m == "m-badutf8":
+            self.stream_head()
+            self.w(b'data: {"choices":[{"delta":{"content":"\xff\xfe"}}]}\n\n')
+        elif m == "m-error-event":
+            self.stream_head()
+            self.w(chunk({"content": "some"}))
+            self.w('data: {"error": {"message": "the engine ran out of memory\\u0007"}}\n\n')
+        elif m == "m-types":
+            # Every member of the wrong type: ignored, nothing printed.
+            self.stream_head()
+            self.w('data: {"choices": 5}\n\n')
+            self.w('data: {"choices": [7, {"delta": 1}]}\n\n')
+            self.w('data: {"choices": [{"delta": {"content": 12, "reasoning_content": []}}]}\n\n')
+            self.w('data: {"usage": {"prompt_tokens": "many", "completion_tokens": -3}}\n\n')
+            self.w('data: {"timings": {"prompt_n": "x", "predicted_ms": 0}}\n\n')
+            self.w(": a comment\nevent: message\nid: 3\nretry: 10\n\n")
+            self.w(chunk({"content": "fine"}, "length"))
+            self.w("data: [DONE]\n\n")
+        elif m == "m-llama":
+            # llama-server: reasoning_content, then timings with cache_n.
+            self.stream_head()
+            self.w(chunk({"reasoning_content": "let me think"}))
+            self.w(chunk({"content": "answer"}))
+            self.w(chunk({}, "stop", timings={
+                "cache_n": 40, "prompt_n": 10, "prompt_ms": 20.0, "predicted_n": 50,
+                "predicted_ms": 500.0}))
+            self.w("data: [DONE]\n\n")
+        elif m == "m-plain-json":
+            self.send(200, json.dumps({"choices": [{"index": 0, "message": {
+                "role": "assistant", "content": "whole answer"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 2}}))
+        elif m == "m-crlf":
+            self.stream_head()
+            body = ("data: " + json.dumps({"choices": [{"delta": {"content": "über"}}]})
+                    + "\r\n\r\n" + "data: " + json.dumps({"choices": [{"delta": {},
+                                                                       "finish_reason": "stop"}]})
+                    + "\r\n\r\ndata: [DONE]\r\n\r\n").encode()
+            for i in range(len(body)):
+                self.w(body[i:i + 1])
+        elif m == "m-html":
+            self.send(200, "<html><body>Welcome to nginx!</body></html>", "text/html")
+        elif m == "m-500":
+            self.send(500, "<html><body>Internal\nServer Error</body></html>", "text/html")
+        elif m == "m-eof":
+            self.stream_head()
+            self.w(chunk({"content": "no end"}))
+        else:
+            self.send(404, json.dumps({"error": {"message": "The model `%s` does not exist." % m,
+                                                 "type": "NotFoundError", "code": 404}}))
+
+
+class ThreadedServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+fake = ThreadedServer(("127.0.0.1", 0), Fake)
+threading.Thread(target=fake.serve_forever, daemon=True).start()
+URL = "http://127.0.0.1:%d/v1" % fake.server_address[1]
+KEY = {"K": "k"}
+
+
+def fake_run(model_id, *more, env=KEY):
+    return cli(["run", "--remote", URL, "-m", model_id, "-s", "pin", "-p", "hi",
+                "--api-key-env", "K"] + list(more), env)
+
+
+rc, out, err = fake_run("m-ok")
+st = stats_of(err)
+check(rc == 0 and out == "first=system ok", "the system prompt is the first message: %r" % out)
+check(st and st["cached"] == 20 and st["prompt"] == 30 and st["generated"] == 2
+      and st["timings"] == "client", "usage and cached tokens: %r" % err)
+rc, out, err = fake_run("m-ok", env={"K": "nope"})
+check(rc == 2 and "refused the API key (HTTP 401 (Invalid API Key))" in err, "401: %r" % err)
+rc, out, err = fake_run("m-429")
+check(rc == 2 and "busy (HTTP 429" in err and "wait 7 seconds" in err, "429: %r" % err)
+rc, out, err = fake_run("m-429-date")
+check(rc == 2 and "until Wed, 21 Oct 2037 07:28:00 GMT" in err, "429 with a date: %r" % err)
+rc, out, err = fake_run("m-drop")
+check(rc == 2 and out.startswith("partial text") and "in the middle of the answer" in err
+      and "text so far is kept" in err, "disconnect mid-stream: %r %r" % (out, err))
+rc, out, err = fake_run("m-garbage")
+check(rc == 2 and out.startswith("kept") and "never" not in out
+      and "not a JSON object" in err, "garbage event: %r %r" % (out, err))
+rc, out, err = fake_run("m-huge")
+check(rc == 2 and out.startswith("before") and "longer than" in err, "huge line: %r" % err[-300:])
+rc, out, err = fake_run("m-deep")
+check(rc == 2 and "not a JSON object" in err, "deep nesting: %r" % err[-300:])
+rc, out, err = fake_run("m-badutf8")
+check(rc == 2 and "not UTF-8" in err, "invalid UTF-8: %r" % err[-300:])
+rc, out, err = fake_run("m-error-event")
+check(rc == 2 and out.startswith("some") and "the engine ran out of memory" in err
+      and "\a" not in err, "error event: %r" % err)
+rc, out, err = fake_run("m-types")
+st = stats_of(err)
+check(rc == 0 and out == "fine" and st and st["stop"] == "limit", "wrong types: %r %r" % (out, err))
+rc, out, err = fake_run("m-llama")
+st = stats_of(err)
+check(rc == 0 and out == "<think>\nlet me think\n</think>\n\nanswer", "reasoning apart: %r" % out)
+check(st and st["timings"] == "llama-server" and st["cached"] == 40 and st["prompt"] == 50
+      and abs(st["prefill"] - 500.0) < 0.5 and abs(st["decode"] - 100.0) < 0.5,
+      "llama-server timings: %r" % err)
+rc, out, err = fake_run("m-llama", "--json")
+doc = json.loads(out) if rc == 0 else None
+check(doc and doc["text"] == "answer" and doc["reasoning"] == "let me think"
+      and doc["stats"]["cached_tokens"] == 40, "--json with reasoning: %r" % out)
+rc, out, err = fake_run("m-plain-json")
+check(rc == 0 and out == "whole answer", "a plain JSON answer: %r %r" % (out, err))
+rc, out, err = fake_run("m-crlf")
+check(rc == 0 and out == "über", "CRLF cut into bytes: %r %r" % (out, err))
+rc, out, err = fake_run("m-500")
+check(rc == 2 and "answered HTTP 500 (<html><body>Internal Server Error" in err, "500: %r" % err)
+rc, out, err = fake_run("m-html")
+check(rc == 2 and "answered with text/html, not an event stream" in err, "an HTML page: %r" % err)
+rc, out, err = fake_run("m-eof")
+check(rc == 2 and out.rstrip("\n") == "no end" and "closed the connection in the middle" in err,
+      "end without [DONE]: %r" % err)
+rc, out, err = fake_run("gpt-nonexistent")
+check(rc == 2 and "has no model 'gpt-nonexistent' (The model `gpt-nonexistent` does not exist.)"
+      in err, "unknown model (vLLM's 404): %r" % err)
+rc, out, err = cli(["run", "--remote", URL, "-p", "hi", "--api-key-env", "K"], KEY)
+check(rc == 1 and "serves 2 models" in err, "two models and no -m: %r" % err)
+rc, out, err = cli(["run", "--remote", URL, "--list-models", "--api-key-env", "K"], KEY)
+check(rc == 0 and out.split() == ["m-ok", "m-429"], "--list-models: %r" % out)
+# No Secret Service here: storing the key fails in words, and says what to do.
+rc, out, err = cli(["run", "--remote", URL, "--list-models", "--api-key-env", "K", "--store-key"],
+                   KEY)
+check(rc == 2 and ("system keyring is not available" in err or "without the system keyring" in err)
+      and "environment variable" in err, "--store-key without a keyring: rc %d %r" % (rc, err))
+rc, out, err = cli(["run", "--remote", URL, "--store-key", "-p", "x"])
+check(rc == 1 and "--api-key-env" in err, "--store-key without a key: %r" % err)
+
+# Ctrl-C during a slow answer: cancelled, the text so far printed.
+class Slow(Fake):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.stream_head()
+        try:
+            for i in range(600):
+                self.w(chunk({"content": "w%d " % i}))
+                time.sleep(0.05)
+        except OSError:
+            pass
+
+
+slow = ThreadedServer(("127.0.0.1", 0), Slow)
+threading.Thread(target=slow.serve_forever, daemon=True).start()
+p = subprocess.Popen([CLI, "run", "--remote", "http://127.0.0.1:%d" % slow.server_address[1],
+                      "-m", "x", "-p", "hi"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     env=dict(os.environ, LANGUAGE="C", LC_ALL="C"))
+time.sleep(3)
+p.send_signal(2)
+try:
+    out, err = p.communicate(timeout=30)
+except subprocess.TimeoutExpired:
+    p.kill()
+    out, err = p.communicate()
+check(p.returncode == 0 and out.startswith(b"w0 w1") and b"stop: cancelled" in err,
+      "Ctrl-C cancels the stream: rc %s %r %r" % (p.returncode, out[-100:], err[-300:]))
+
+fake.shutdown()
+slow.shutdown()
+checks.finish()
