@@ -444,13 +444,14 @@ on_token (const char *piece,
 }
 
 static void
-on_engine_warning (const char *message,
-                   void       *user)
+on_engine_warning (const tn_error *warning,
+                   void           *user)
 {
   Engine *engine = user;
   Event *ev = event_new (engine->shared, SIGNAL_WARNING, 0);
 
-  ev->error = g_strdup (message);
+  /* A warning is carried like an error: shown in the user's language. */
+  ev->error = tern_engine_error_text (warning);
   event_post (ev);
 }
 

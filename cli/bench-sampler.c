@@ -17,13 +17,13 @@ static double now_s(void) {
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: tern-cli bench --sampler [--vocab 151936,262144] [-r REPS]\n"
-            "       tern-cli bench --sampler -m MODEL [-n 128] [-t N] [-r REPS]\n\n"
-            "Without -m: microseconds per tn_sampler_sample call on normal logits (sd 2.5)\n"
-            "for greedy, temperature 0.7 alone (the whole vocabulary), with top-p 0.95,\n"
-            "with min-p 0.05, and with tern-cli run's defaults (top-k 40, top-p 0.95,\n"
-            "min-p 0.05). With -m: decode tokens/s of N tokens, greedy and temperature 0.7\n"
-            "alone, alternated REPS times (default 3), and their ratio.\n");
+            _("usage: tern-cli bench --sampler [--vocab 151936,262144] [-r REPS]\n"
+              "       tern-cli bench --sampler -m MODEL [-n 128] [-t N] [-r REPS]\n\n"
+              "Without -m: microseconds per tn_sampler_sample call on normal logits (sd 2.5)\n"
+              "for greedy, temperature 0.7 alone (the whole vocabulary), with top-p 0.95,\n"
+              "with min-p 0.05, and with tern-cli run's defaults (top-k 40, top-p 0.95,\n"
+              "min-p 0.05). With -m: decode tokens/s of N tokens, greedy and temperature 0.7\n"
+              "alone, alternated REPS times (default 3), and their ratio.\n"));
 }
 
 typedef struct config {
@@ -61,7 +61,7 @@ static int bench_alone(const char *vocab_list, int reps) {
         }
         float *logits = malloc((size_t)V * sizeof *logits);
         if (!logits) {
-            cli_error("out of memory");
+            cli_error(_("out of memory"));
             rc = CLI_EXIT_BAD_INPUT;
             break;
         }
@@ -145,7 +145,7 @@ static int bench_decode(const char *path, long n, long threads, int reps) {
     if (!logits || tn_ctx_new(m, (int32_t)n + 8, (int32_t)threads, &ctx, &err) != TN_OK ||
         tn_sampler_new(V, params_of(&configs[0], 1), &greedy, &err) != TN_OK ||
         tn_sampler_new(V, params_of(&configs[1], 1), &temp, &err) != TN_OK) {
-        cli_error("%s", err.message[0] ? cli_engine_message(&err) : "out of memory");
+        cli_error("%s", err.message[0] ? cli_engine_message(&err) : _("out of memory"));
         goto done;
     }
     printf("decode of %ld tokens, vocabulary %d, %d thread(s):\n", n, V, tn_ctx_n_threads(ctx));
@@ -186,7 +186,7 @@ int cmd_bench_sampler(int argc, char **argv) {
             return CLI_EXIT_OK;
         }
         if (i + 1 >= argc) {
-            cli_error("bench --sampler: option '%s' needs a value (see --help)", a);
+            cli_error(_("bench --sampler: option '%s' needs a value (see --help)"), a);
             return CLI_EXIT_USAGE;
         }
         const char *v = argv[++i];
@@ -202,7 +202,7 @@ int cmd_bench_sampler(int argc, char **argv) {
         else if (!strcmp(a, "-r"))
             ok = cli_parse_long(a, v, 1, 1000, &reps);
         else {
-            cli_error("bench --sampler: unknown option '%s' (see --help)", a);
+            cli_error(_("bench --sampler: unknown option '%s' (see --help)"), a);
             return CLI_EXIT_USAGE;
         }
         if (!ok)

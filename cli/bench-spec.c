@@ -23,16 +23,16 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: tern-cli bench --spec oracle|lookup|draft:PATH|dflash:PATH[,...] -m MODEL\n"
-            "                      [-p 64] [-n 128] [-t N] [-r 3] [--blocks 4,8,16]\n"
-            "                      [--draft-max K]\n\n"
-            "Plain greedy decoding, then the same request with speculation. 'oracle' replays\n"
-            "the plain output (acceptance 100%%): the most verification can give. Also prints\n"
-            "the verify-cost curve c(B) = time(B-row decode) / time(1-row decode) and the\n"
-            "break-even acceptance length c(B) - 1 for each B of --blocks (B = rows per\n"
-            "verify step = drafted tokens + 1, as DFlash counts its block).\n"
-            "-p: prompt tokens (random ids, fixed seed); -n: tokens generated;\n"
-            "-t: threads (default: physical cores); -r: repetitions (median).\n");
+            _("usage: tern-cli bench --spec oracle|lookup|draft:PATH|dflash:PATH[,...] -m MODEL\n"
+              "                      [-p 64] [-n 128] [-t N] [-r 3] [--blocks 4,8,16]\n"
+              "                      [--draft-max K]\n\n"
+              "Plain greedy decoding, then the same request with speculation. 'oracle' replays\n"
+              "the plain output (acceptance 100%%): the most verification can give. Also prints\n"
+              "the verify-cost curve c(B) = time(B-row decode) / time(1-row decode) and the\n"
+              "break-even acceptance length c(B) - 1 for each B of --blocks (B = rows per\n"
+              "verify step = drafted tokens + 1, as DFlash counts its block).\n"
+              "-p: prompt tokens (random ids, fixed seed); -n: tokens generated;\n"
+              "-t: threads (default: physical cores); -r: repetitions (median).\n"));
 }
 
 /* ----------------------------------------------------------- the oracle */
@@ -168,7 +168,7 @@ int cmd_bench_spec(int argc, char **argv) {
             return CLI_EXIT_OK;
         }
         if (i + 1 >= argc) {
-            cli_error("bench: option '%s' needs a value (see 'tern-cli bench --spec x --help')",
+            cli_error(_("bench: option '%s' needs a value (see 'tern-cli bench --spec x --help')"),
                       a);
             return CLI_EXIT_USAGE;
         }
@@ -191,8 +191,8 @@ int cmd_bench_spec(int argc, char **argv) {
         else if (!strcmp(a, "--draft-max"))
             ok = cli_parse_long(a, v, 1, TN_SPEC_MAX_DRAFT, &draft_max);
         else {
-            cli_error("bench: unknown option '%s' with --spec (see 'tern-cli bench --spec x "
-                      "--help')",
+            cli_error(_("bench: unknown option '%s' with --spec (see 'tern-cli bench --spec x "
+                        "--help')"),
                       a);
             return CLI_EXIT_USAGE;
         }
@@ -200,7 +200,7 @@ int cmd_bench_spec(int argc, char **argv) {
             return CLI_EXIT_USAGE;
     }
     if (!model_path || !specs) {
-        cli_error("bench: --spec needs -m MODEL");
+        cli_error(_("bench: --spec needs -m MODEL"));
         return CLI_EXIT_USAGE;
     }
     int32_t blocks[16];
@@ -210,7 +210,7 @@ int cmd_bench_spec(int argc, char **argv) {
         char *end;
         long b = strtol(s, &end, 10);
         if (end == s || b < 2 || b > TN_SPEC_MAX_DRAFT + 1 || (*end && *end != ',')) {
-            cli_error("bench: --blocks needs comma-separated block sizes from 2 to %d, not '%s'",
+            cli_error(_("bench: --blocks needs comma-separated block sizes from 2 to %d, not '%s'"),
                       TN_SPEC_MAX_DRAFT + 1, blocks_s);
             return CLI_EXIT_USAGE;
         }
@@ -234,16 +234,17 @@ int cmd_bench_spec(int argc, char **argv) {
     double *cost = calloc((size_t)max_b + 1, sizeof *cost);
     tn_session *s = NULL;
     tn_session_params sp = tn_session_default_params();
+    sp.warn = cli_engine_warning;
     sp.n_ctx = (int32_t)(n_prompt + n_gen + TN_SPEC_MAX_DRAFT + 2);
     sp.n_threads = (int32_t)threads;
     sp.pin_cache_dir = "";
     if (!prompt || !plain || !seq || !cost) {
-        cli_error("out of memory");
+        cli_error(_("out of memory"));
         status = CLI_EXIT_BAD_INPUT;
         goto out;
     }
     if (sp.n_ctx > tn_model_n_ctx_train(m)) {
-        cli_error("%s: -p %ld and -n %ld need %d tokens of context; the model has %d",
+        cli_error(_("%s: -p %ld and -n %ld need %d tokens of context; the model has %d"),
                   model_path, n_prompt, n_gen, sp.n_ctx, tn_model_n_ctx_train(m));
         status = CLI_EXIT_USAGE;
         goto out;
@@ -269,7 +270,7 @@ int cmd_bench_spec(int argc, char **argv) {
                               NULL, 0, plain, &n_plain);
     if (base.rc != TN_OK || n_plain < 2) {
         if (base.rc == TN_OK)
-            cli_error("bench: the model stopped after %d tokens; nothing to measure", n_plain);
+            cli_error(_("bench: the model stopped after %d tokens; nothing to measure"), n_plain);
         status = CLI_EXIT_BAD_INPUT;
         goto out;
     }
@@ -333,7 +334,7 @@ int cmd_bench_spec(int argc, char **argv) {
         int rc = cli_spec_make(&cs, m, n_threads, &d);
         if (rc != CLI_EXIT_OK || !d) {
             if (rc == CLI_EXIT_OK)
-                cli_error("bench: unknown drafter '%s' (oracle, lookup, draft:PATH, dflash:PATH)",
+                cli_error(_("bench: unknown drafter '%s' (oracle, lookup, draft:PATH, dflash:PATH)"),
                           one);
             status = rc != CLI_EXIT_OK ? rc : CLI_EXIT_USAGE;
             break;
@@ -356,7 +357,7 @@ int cmd_bench_spec(int argc, char **argv) {
     }
     free(list);
     if (status == CLI_EXIT_BAD_INPUT)
-        cli_error("bench: a speculative run failed or gave other tokens than plain decoding");
+        cli_error(_("bench: a speculative run failed or gave other tokens than plain decoding"));
 out:
     tn_session_free(s);
     tn_model_free(m);

@@ -139,6 +139,12 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* An engine error's message in the user's language (docs/TRANSLATING.md), in
  * a buffer of the calling thread, valid until its next call. */
 const char *cli_engine_message(const tn_error *err);
+/* tn_session_params.warn for tern-cli's sessions: the engine's warning as
+ * "tern: MESSAGE" on stderr, in the user's language. */
+void cli_engine_warning(const tn_error *warning, void *user);
+/* A chat-template warning of the engine (tn_model_chat_kind,
+ * tn_chat_template_detect: static English text, its own msgid) translated. */
+const char *cli_engine_text(const char *english);
 /* The user's LC_MESSAGES and tern-cli's translations ($TERN_LOCALEDIR, else
  * the installed ones). */
 void cli_i18n_init(void);

@@ -24,13 +24,13 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: tern-cli bench --pin -m MODEL [--short 10] [--long 900] [--request 20]\n"
-            "                      [-n 16] [-c 1024] [-t N] [-r 5] [--ttft-only] [--json]\n\n"
-            "TTFT of one request (--request tokens, then -n generated) against a --short and\n"
-            "a --long pinned system prompt, and without a pin; the long prompt's prefill\n"
-            "time against saving and loading its pin snapshot (warm and cold).\n"
-            "--ttft-only: the two pinned TTFTs alone (skips the slow unpinned baseline and the\n"
-            "snapshot part; their figures print as 0).\n");
+            _("usage: tern-cli bench --pin -m MODEL [--short 10] [--long 900] [--request 20]\n"
+              "                      [-n 16] [-c 1024] [-t N] [-r 5] [--ttft-only] [--json]\n\n"
+              "TTFT of one request (--request tokens, then -n generated) against a --short and\n"
+              "a --long pinned system prompt, and without a pin; the long prompt's prefill\n"
+              "time against saving and loading its pin snapshot (warm and cold).\n"
+              "--ttft-only: the two pinned TTFTs alone (skips the slow unpinned baseline and the\n"
+              "snapshot part; their figures print as 0).\n"));
 }
 
 static const char *PROSE =
@@ -71,6 +71,7 @@ typedef struct bench {
 
 static tn_session *open_session(const bench *b, const char *cache, tn_error *err) {
     tn_session_params sp = tn_session_default_params();
+    sp.warn = cli_engine_warning;
     sp.n_ctx = b->n_ctx;
     sp.n_threads = b->threads;
     sp.pin_cache_dir = cache;
@@ -247,7 +248,7 @@ int cmd_bench_pin(int argc, char **argv) {
             continue;
         }
         if (i + 1 >= argc) {
-            cli_error("bench: option '%s' needs a value (see tern-cli bench --pin --help)", a);
+            cli_error(_("bench: option '%s' needs a value (see tern-cli bench --pin --help)"), a);
             return CLI_EXIT_USAGE;
         }
         const char *v = argv[++i];
@@ -269,19 +270,19 @@ int cmd_bench_pin(int argc, char **argv) {
         else if (!strcmp(a, "-r"))
             ok = cli_parse_long(a, v, 1, 1000, &reps);
         else {
-            cli_error("bench: unknown option '%s' for --pin (see --help)", a);
+            cli_error(_("bench: unknown option '%s' for --pin (see --help)"), a);
             return CLI_EXIT_USAGE;
         }
         if (!ok)
             return CLI_EXIT_USAGE;
     }
     if (!model_path) {
-        cli_error("bench: --pin needs a model (-m MODEL.gguf)");
+        cli_error(_("bench: --pin needs a model (-m MODEL.gguf)"));
         return CLI_EXIT_USAGE;
     }
     if (n_long + n_req + n_gen > n_ctx || n_short + n_req + n_gen > n_ctx) {
-        cli_error("bench: a %ld-token pin, a %ld-token request and %ld answer tokens do not fit "
-                  "in a context of %ld (raise -c)",
+        cli_error(_("bench: a %ld-token pin, a %ld-token request and %ld answer tokens do not fit "
+                    "in a context of %ld (raise -c)"),
                   n_long > n_short ? n_long : n_short, n_req, n_gen, n_ctx);
         return CLI_EXIT_USAGE;
     }
@@ -292,7 +293,7 @@ int cmd_bench_pin(int argc, char **argv) {
         return CLI_EXIT_BAD_INPUT;
     }
     if (n_ctx > tn_model_n_ctx_train(model)) {
-        cli_error("bench: -c %ld is longer than the model's context (%d)", n_ctx,
+        cli_error(_("bench: -c %ld is longer than the model's context (%d)"), n_ctx,
                   tn_model_n_ctx_train(model));
         tn_model_free(model);
         return CLI_EXIT_USAGE;
@@ -304,7 +305,7 @@ int cmd_bench_pin(int argc, char **argv) {
     const char *tmp = mkdtemp(dir);
     int status = CLI_EXIT_OK;
     if (!pin_long || !pin_short || !req || !tmp) {
-        cli_error("bench: out of memory or no temporary directory");
+        cli_error(_("bench: out of memory or no temporary directory"));
         status = CLI_EXIT_BAD_INPUT;
         goto out;
     }

@@ -21,22 +21,22 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: tern-cli bench -m MODEL [-p 512] [-n 128] [--verify 16] [-t N] [-r REPS]\n"
-            "                      [--json]\n"
-            "       tern-cli bench --kernels [--types q4_0,q8_0,...] [--shapes 2048x2048,...]\n"
-            "                      [--batch 1,2,4,8,16] [--isa best|all|scalar|avx2|avx512]\n"
-            "                      [-t N] [-r REPS] [--json]\n"
-            "       tern-cli bench --sampler [-m MODEL] (tern-cli bench --sampler --help)\n"
-            "       --backend auto|cpu|xrt [--no-fallback] with any of them: xrt cannot run\n"
-            "       yet, the CPU runs instead (or, with --no-fallback, exit status 3)\n\n"
-            "Model mode: pp = prompt tokens/s (one P-token decode), tg = generated tokens/s\n"
-            "(N 1-token decodes from an empty context), verify = time of one B-token step\n"
-            "over a 1-token step for B = 2, 4, 8, ... up to --verify, measured memory\n"
-            "bandwidth, decode bound = bandwidth / bytes read per token, peak RSS.\n"
-            "--kernels: matmul time per call for ROWSxCOLS weights and B activation rows.\n"
-            "-t: threads (default: physical cores). -r: repetitions (default 3).\n"
-            "TERN_ISA=scalar|avx2 in the environment caps the kernels, TERN_REPACK=0 keeps\n"
-            "the file's row layout (no interleaving): the before/after switches.\n");
+            _("usage: tern-cli bench -m MODEL [-p 512] [-n 128] [--verify 16] [-t N] [-r REPS]\n"
+              "                      [--json]\n"
+              "       tern-cli bench --kernels [--types q4_0,q8_0,...] [--shapes 2048x2048,...]\n"
+              "                      [--batch 1,2,4,8,16] [--isa best|all|scalar|avx2|avx512]\n"
+              "                      [-t N] [-r REPS] [--json]\n"
+              "       tern-cli bench --sampler [-m MODEL] (tern-cli bench --sampler --help)\n"
+              "       --backend auto|cpu|xrt [--no-fallback] with any of them: xrt cannot run\n"
+              "       yet, the CPU runs instead (or, with --no-fallback, exit status 3)\n\n"
+              "Model mode: pp = prompt tokens/s (one P-token decode), tg = generated tokens/s\n"
+              "(N 1-token decodes from an empty context), verify = time of one B-token step\n"
+              "over a 1-token step for B = 2, 4, 8, ... up to --verify, measured memory\n"
+              "bandwidth, decode bound = bandwidth / bytes read per token, peak RSS.\n"
+              "--kernels: matmul time per call for ROWSxCOLS weights and B activation rows.\n"
+              "-t: threads (default: physical cores). -r: repetitions (default 3).\n"
+              "TERN_ISA=scalar|avx2 in the environment caps the kernels, TERN_REPACK=0 keeps\n"
+              "the file's row layout (no interleaving): the before/after switches.\n"));
 }
 
 /* Peak resident set (VmHWM) in bytes, 0 if unknown. */
@@ -194,7 +194,7 @@ static bool parse_list(const char *opt, const char *s, char items[][32], int max
         const char *e = strchr(s, ',');
         size_t len = e ? (size_t)(e - s) : strlen(s);
         if (len == 0 || len >= 32 || *n >= max) {
-            cli_error("bench: %s: bad list '%s'", opt, s);
+            cli_error(_("bench: %s: bad list '%s'"), opt, s);
             return false;
         }
         memcpy(items[*n], s, len);
@@ -219,7 +219,7 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
     for (int i = 0; i < n_types; i++) {
         int t = tn_type_from_name(items[i]);
         if (t < 0 || !tn_type_supported((uint32_t)t)) {
-            cli_error("bench: --types: unknown or unsupported type '%s'", items[i]);
+            cli_error(_("bench: --types: unknown or unsupported type '%s'"), items[i]);
             return CLI_EXIT_USAGE;
         }
         types[i] = (uint32_t)t;
@@ -231,7 +231,7 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
         char tail;
         if (sscanf(items[i], "%lldx%lld%c", &r, &c, &tail) != 2 || r <= 0 || c <= 0 ||
             r > (1LL << 24) || c > (1LL << 20)) {
-            cli_error("bench: --shapes: '%s' is not ROWSxCOLS", items[i]);
+            cli_error(_("bench: --shapes: '%s' is not ROWSxCOLS"), items[i]);
             return CLI_EXIT_USAGE;
         }
         shapes[i] = (shape){r, c};
@@ -258,11 +258,11 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
             while (k < TN_ISA_COUNT_ && strcmp(items[i], tn_isa_name((tn_isa)k)))
                 k++;
             if (k == TN_ISA_COUNT_) {
-                cli_error("bench: --isa: unknown family '%s' (scalar, avx2, avx512)", items[i]);
+                cli_error(_("bench: --isa: unknown family '%s' (scalar, avx2, avx512)"), items[i]);
                 return CLI_EXIT_USAGE;
             }
             if (!tn_isa_available((tn_isa)k)) {
-                cli_error("bench: --isa: this CPU or build cannot run %s", items[i]);
+                cli_error(_("bench: --isa: this CPU or build cannot run %s"), items[i]);
                 return CLI_EXIT_BAD_INPUT;
             }
             isas[i] = (tn_isa)k;
@@ -271,7 +271,7 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
 
     tn_cpu *cpu = tn_cpu_new(threads);
     if (!cpu) {
-        cli_error("bench: cannot start %d threads", threads);
+        cli_error(_("bench: cannot start %d threads"), threads);
         return CLI_EXIT_BAD_INPUT;
     }
     int max_b = 1;
@@ -290,7 +290,7 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
         free(y);
         free(samples);
         tn_cpu_free(cpu);
-        cli_error("bench: out of memory");
+        cli_error(_("bench: out of memory"));
         return CLI_EXIT_BAD_INPUT;
     }
     uint64_t seed = 42;
@@ -313,7 +313,7 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
             bench_matrix m;
             int mrc = make_bench_matrix(&m, types[ti], shapes[si], &seed);
             if (mrc != TN_OK) {
-                cli_error("bench: cannot make a %s %lldx%lld matrix (%s)",
+                cli_error(_("bench: cannot make a %s %lldx%lld matrix (%s)"),
                           tn_type_name(types[ti]), (long long)shapes[si].rows,
                           (long long)shapes[si].cols, tn_status_name(mrc));
                 rc = CLI_EXIT_BAD_INPUT;
@@ -448,7 +448,7 @@ static int bench_model(const model_opts *o) {
     double *v = calloc((size_t)(o->reps * 8 + 16), sizeof *v);
     int rc = CLI_EXIT_OK;
     if (!tokens || !logits || !v) {
-        cli_error("bench: out of memory");
+        cli_error(_("bench: out of memory"));
         rc = CLI_EXIT_BAD_INPUT;
         goto out;
     }
@@ -459,7 +459,7 @@ static int bench_model(const model_opts *o) {
     }
     const int threads = tn_ctx_n_threads(ctx);
     if (!o->json)
-        fprintf(stderr, "bench: %s, %d threads, %s kernels\n", tn_model_description(model),
+        fprintf(stderr, _("bench: %s, %d threads, %s kernels\n"), tn_model_description(model),
                 threads, tn_isa_name(tn_isa_best()));
 
     /* Warm-up: page the weights in and grow every scratch buffer. */
@@ -504,7 +504,7 @@ static int bench_model(const model_opts *o) {
         const int samples = (int)o->reps * 5;
         double *t = calloc((size_t)samples * ((size_t)n_vb + 1), sizeof *t);
         if (!t) {
-            cli_error("bench: out of memory");
+            cli_error(_("bench: out of memory"));
             rc = CLI_EXIT_BAD_INPUT;
             goto out;
         }
@@ -548,10 +548,10 @@ static int bench_model(const model_opts *o) {
     bw_probe probe;
     bool have_bw = bw_probe_open(&probe, threads);
     if (!have_bw)
-        fprintf(stderr, "bench: could not measure the memory bandwidth\n");
+        fprintf(stderr, "%s", _("bench: could not measure the memory bandwidth\n"));
     double *bws = calloc((size_t)o->reps * 2, sizeof *bws);
     if (!bws) {
-        cli_error("bench: out of memory");
+        cli_error(_("bench: out of memory"));
         rc = CLI_EXIT_BAD_INPUT;
         bw_probe_close(&probe);
         goto out;
@@ -664,7 +664,7 @@ int cmd_bench(int argc, char **argv) {
             continue;
         }
         if (i + 1 >= argc) {
-            cli_error("bench: option '%s' needs a value (see --help)", a);
+            cli_error(_("bench: option '%s' needs a value (see --help)"), a);
             return CLI_EXIT_USAGE;
         }
         const char *val = argv[++i];
@@ -690,7 +690,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--isa"))
             isa = val;
         else {
-            cli_error("bench: unknown option '%s' (see --help)", a);
+            cli_error(_("bench: unknown option '%s' (see --help)"), a);
             return CLI_EXIT_USAGE;
         }
         if (!ok)
@@ -699,7 +699,7 @@ int cmd_bench(int argc, char **argv) {
     if (kernels)
         return bench_kernels(types, shapes, batch, isa, (int)o.threads, (int)o.reps, o.json);
     if (!o.path) {
-        cli_error("bench: give a model with -m MODEL, or --kernels (see --help)");
+        cli_error(_("bench: give a model with -m MODEL, or --kernels (see --help)"));
         return CLI_EXIT_USAGE;
     }
     return bench_model(&o);

@@ -84,19 +84,19 @@ int cmd_info(int argc, char **argv) {
     bool tensors = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: tern-cli info [--no-tensors] MODEL.gguf\n");
+            printf(_("usage: tern-cli info [--no-tensors] MODEL.gguf\n"));
             return CLI_EXIT_OK;
         } else if (!strcmp(argv[i], "--no-tensors")) {
             tensors = false;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_error("info: unknown option '%s'", argv[i]);
+            cli_error(_("info: unknown option '%s'"), argv[i]);
             return CLI_EXIT_USAGE;
         } else {
             path = argv[i];
         }
     }
     if (!path) {
-        cli_error("info: no file given (usage: tern-cli info MODEL.gguf)");
+        cli_error(_("info: no file given (usage: tern-cli info MODEL.gguf)"));
         return CLI_EXIT_USAGE;
     }
     tn_gguf *g = NULL;

@@ -7,19 +7,19 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: tern-cli mkmodel --arch llama|qwen3|gemma3|gemma4 --type TYPE --embd N\n"
-            "         --layers N --heads N --kv-heads N --head-dim N --ff N [--ctx N] [--window N]\n"
-            "         [--tokenizer PATH/tokenizer.json | --vocab-gguf FILE.gguf] [--seed S]\n"
-            "         [--tied] [--name NAME] [--logit-scale X] [-t THREADS] -o OUT.gguf\n"
-            "       gemma4: [--preset gemma4-e2b|gemma4-e4b|gemma4-31b] [--head-dim-swa N]\n"
-            "         [--kv-heads-full N] [--per-layer N] [--shared-kv N] [--swa-period N]\n"
-            "         [--k-eq-v] [--double-wide] [--untied]   (tied unless --untied)\n"
-            "       tern-cli mkmodel --arch dflash --target TARGET.gguf -o OUT.gguf ...\n"
-            "         (a DFlash draft for TARGET; see 'tern-cli mkmodel --arch dflash --help')\n\n"
-            "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs,\n"
-            "      or the mixes q4_k_m q5_k_m. Without --tokenizer the model gets a tiny\n"
-            "      synthetic vocabulary.\n"
-            "The weights are random: the model's output is meaningless.\n");
+            _("usage: tern-cli mkmodel --arch llama|qwen3|gemma3|gemma4 --type TYPE --embd N\n"
+              "         --layers N --heads N --kv-heads N --head-dim N --ff N [--ctx N] [--window N]\n"
+              "         [--tokenizer PATH/tokenizer.json | --vocab-gguf FILE.gguf] [--seed S]\n"
+              "         [--tied] [--name NAME] [--logit-scale X] [-t THREADS] -o OUT.gguf\n"
+              "       gemma4: [--preset gemma4-e2b|gemma4-e4b|gemma4-31b] [--head-dim-swa N]\n"
+              "         [--kv-heads-full N] [--per-layer N] [--shared-kv N] [--swa-period N]\n"
+              "         [--k-eq-v] [--double-wide] [--untied]   (tied unless --untied)\n"
+              "       tern-cli mkmodel --arch dflash --target TARGET.gguf -o OUT.gguf ...\n"
+              "         (a DFlash draft for TARGET; see 'tern-cli mkmodel --arch dflash --help')\n\n"
+              "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs,\n"
+              "      or the mixes q4_k_m q5_k_m. Without --tokenizer the model gets a tiny\n"
+              "      synthetic vocabulary.\n"
+              "The weights are random: the model's output is meaningless.\n"));
 }
 
 static bool parse_i64(const char *opt, const char *s, int64_t *out) {
@@ -27,7 +27,7 @@ static bool parse_i64(const char *opt, const char *s, int64_t *out) {
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (errno || end == s || *end) {
-        cli_error("mkmodel: %s needs a whole number, not '%s'", opt, s);
+        cli_error(_("mkmodel: %s needs a whole number, not '%s'"), opt, s);
         return false;
     }
     *out = v;
@@ -47,7 +47,7 @@ int cmd_mkmodel(int argc, char **argv) {
     /* A preset first, so that any other option overrides its values. */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--preset") && tn_mkmodel_preset(&p, argv[i + 1]) != TN_OK) {
-            cli_error("mkmodel: unknown preset '%s' (use gemma4-e2b, gemma4-e4b or gemma4-31b)",
+            cli_error(_("mkmodel: unknown preset '%s' (use gemma4-e2b, gemma4-e4b or gemma4-31b)"),
                       argv[i + 1]);
             return CLI_EXIT_USAGE;
         }
@@ -68,7 +68,7 @@ int cmd_mkmodel(int argc, char **argv) {
             continue;
         }
         if (i + 1 >= argc) {
-            cli_error("mkmodel: option '%s' needs a value (see --help)", a);
+            cli_error(_("mkmodel: option '%s' needs a value (see --help)"), a);
             return CLI_EXIT_USAGE;
         }
         const char *v = argv[++i];
@@ -91,7 +91,7 @@ int cmd_mkmodel(int argc, char **argv) {
             char *end;
             p.logit_scale = strtof(v, &end);
             if (end == v || *end) {
-                cli_error("mkmodel: --logit-scale needs a number, not '%s'", v);
+                cli_error(_("mkmodel: --logit-scale needs a number, not '%s'"), v);
                 return CLI_EXIT_USAGE;
             }
         } else {
@@ -107,7 +107,7 @@ int cmd_mkmodel(int argc, char **argv) {
             while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k]))
                 k++;
             if (k == sizeof opts / sizeof opts[0]) {
-                cli_error("mkmodel: unknown option '%s' (see --help)", a);
+                cli_error(_("mkmodel: unknown option '%s' (see --help)"), a);
                 return CLI_EXIT_USAGE;
             }
             if (!parse_i64(a, v, &n))
@@ -127,7 +127,7 @@ int cmd_mkmodel(int argc, char **argv) {
     else if (untied)
         p.tied_output = false;
     if (!out) {
-        cli_error("mkmodel: no output file (-o OUT.gguf)");
+        cli_error(_("mkmodel: no output file (-o OUT.gguf)"));
         return CLI_EXIT_USAGE;
     }
     tn_error err;

@@ -22,22 +22,22 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: tern-cli perplexity -m MODEL -f TEXT [--ctx N] [--chunks K] [-t THREADS]\n"
-            "                           [--dump-top1 FILE]\n"
-            "\n"
-            "Perplexity of the model over TEXT in windows of N tokens (default 512),\n"
-            "scoring the second half of each window, like llama.cpp's perplexity tool.\n"
-            "  --chunks K          stop after K windows\n"
-            "  --dump-top1 FILE    one line per position: POSITION TOKEN_ID LOGIT INPUT_ID\n"
-            "                      (the teacher-forced argmax, its logit, and the token\n"
-            "                      evaluated at that position: BOS first when the\n"
-            "                      vocabulary asks for it)\n");
+            _("usage: tern-cli perplexity -m MODEL -f TEXT [--ctx N] [--chunks K] [-t THREADS]\n"
+              "                           [--dump-top1 FILE]\n"
+              "\n"
+              "Perplexity of the model over TEXT in windows of N tokens (default 512),\n"
+              "scoring the second half of each window, like llama.cpp's perplexity tool.\n"
+              "  --chunks K          stop after K windows\n"
+              "  --dump-top1 FILE    one line per position: POSITION TOKEN_ID LOGIT INPUT_ID\n"
+              "                      (the teacher-forced argmax, its logit, and the token\n"
+              "                      evaluated at that position: BOS first when the\n"
+              "                      vocabulary asks for it)\n"));
 }
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        cli_error("%s: cannot open: %s", path, strerror(errno));
+        cli_error(_("%s: cannot open: %s"), path, strerror(errno));
         return NULL;
     }
     tn_buf b = {0};
@@ -47,7 +47,7 @@ static char *read_file(const char *path, size_t *len) {
     while (ok && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
         ok = tn_buf_append(&b, chunk, got) == TN_OK;
     if (ok && ferror(f)) {
-        cli_error("%s: read error: %s", path, strerror(errno));
+        cli_error(_("%s: read error: %s"), path, strerror(errno));
         ok = false;
     }
     fclose(f);
@@ -79,7 +79,7 @@ int cmd_perplexity(int argc, char **argv) {
         }
         bool ok = true;
         if (!v) {
-            cli_error("%s needs a value (see 'tern-cli perplexity --help')", a);
+            cli_error(_("%s needs a value (see 'tern-cli perplexity --help')"), a);
             return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             model = v;
@@ -94,14 +94,14 @@ int cmd_perplexity(int argc, char **argv) {
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             ok = cli_parse_long(a, v, 1, 1024, &threads);
         } else {
-            cli_error("perplexity: unknown option '%s' (see 'tern-cli perplexity --help')", a);
+            cli_error(_("perplexity: unknown option '%s' (see 'tern-cli perplexity --help')"), a);
             return CLI_EXIT_USAGE;
         }
         if (!ok)
             return CLI_EXIT_USAGE;
     }
     if (!model || !text_path) {
-        cli_error("perplexity: -m MODEL and -f TEXT are required");
+        cli_error(_("perplexity: -m MODEL and -f TEXT are required"));
         return CLI_EXIT_USAGE;
     }
 
@@ -121,7 +121,7 @@ int cmd_perplexity(int argc, char **argv) {
     }
     const tn_tokenizer *tok = tn_model_tokenizer(m);
     if (!tok) {
-        cli_error("%s", tn_model_tokenizer_error(m));
+        cli_error("%s", cli_engine_message(tn_model_tokenizer_failure(m)));
         goto out;
     }
     if (!(text = read_file(text_path, &len)))
@@ -133,8 +133,8 @@ int cmd_perplexity(int argc, char **argv) {
     const size_t N = (size_t)n_ctx;
     size_t n_windows = toks.n / N;
     if (n_windows == 0) {
-        cli_error("%s: the text is %zu tokens; windows of %zu need at least %zu (use a smaller "
-                  "--ctx)",
+        cli_error(_("%s: the text is %zu tokens; windows of %zu need at least %zu (use a smaller "
+                    "--ctx)"),
                   text_path, toks.n, N, N);
         goto out;
     }
@@ -145,7 +145,7 @@ int cmd_perplexity(int argc, char **argv) {
         goto out;
     }
     if (dump_path && !(dump = fopen(dump_path, "w"))) {
-        cli_error("%s: cannot write: %s", dump_path, strerror(errno));
+        cli_error(_("%s: cannot write: %s"), dump_path, strerror(errno));
         goto out;
     }
     const int32_t V = tn_model_n_vocab(m);
@@ -154,14 +154,15 @@ int cmd_perplexity(int argc, char **argv) {
     int32_t *window = malloc(sizeof(int32_t) * N);
     if (!logits || !window) {
         free(window);
-        cli_error("out of memory");
+        cli_error(_("out of memory"));
         goto out;
     }
     const bool bos = tn_tokenizer_add_bos(tok) && tn_tokenizer_bos(tok) >= 0;
     const size_t first = N / 2;
-    fprintf(stderr, "%s\nperplexity: %zu tokens, %zu windows of %zu, scoring positions %zu..%zu "
-                    "of each\n",
-            tn_model_description(m), toks.n, n_windows, N, first + 1, N - 1);
+    fprintf(stderr, "%s\n", tn_model_description(m));
+    fprintf(stderr, _("perplexity: %zu tokens, %zu windows of %zu, scoring positions %zu..%zu "
+                      "of each\n"),
+            toks.n, n_windows, N, first + 1, N - 1);
 
     double nll = 0, nll2 = 0;
     size_t scored = 0;
@@ -219,7 +220,7 @@ int cmd_perplexity(int argc, char **argv) {
     status = CLI_EXIT_OK;
 out:
     if (dump && fclose(dump) != 0 && status == CLI_EXIT_OK) {
-        cli_error("%s: write error", dump_path);
+        cli_error(_("%s: write error"), dump_path);
         status = CLI_EXIT_BAD_INPUT;
     }
     free(logits);

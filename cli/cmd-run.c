@@ -399,11 +399,11 @@ static int run_raw_spec(const opts *o, const tn_model *m, const char *prompt, si
     tn_tokens in = {0};
     if (tn_tokenize(tn_model_tokenizer(m), prompt, prompt_len,
                     TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &in, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         return CLI_EXIT_BAD_INPUT;
     }
     if (in.n == 0) {
-        cli_error("the prompt is empty (and the model adds no BOS)");
+        cli_error(_("the prompt is empty (and the model adds no BOS)"));
         return CLI_EXIT_BAD_INPUT;
     }
     tn_drafter *drafter = NULL;
@@ -413,6 +413,7 @@ static int run_raw_spec(const opts *o, const tn_model *m, const char *prompt, si
         return status;
     }
     tn_session_params sp = tn_session_default_params();
+    sp.warn = cli_engine_warning;
     sp.n_ctx = (int32_t)o->n_ctx;
     sp.n_threads = (int32_t)o->threads;
     sp.pin_cache_dir = "";
@@ -422,10 +423,10 @@ static int run_raw_spec(const opts *o, const tn_model *m, const char *prompt, si
     sp.gen.draft_max = (int32_t)o->spec.draft_max;
     tn_session *s = NULL;
     if (tn_session_new(m, sp, &s, &err) != TN_OK) {
-        cli_error("%s", err.message);
+        cli_error("%s", cli_engine_message(&err));
         status = CLI_EXIT_BAD_INPUT;
     } else if (in.n >= (size_t)sp.n_ctx) {
-        cli_error("%s: the prompt is %zu tokens; the context holds %d (use -c to enlarge it)",
+        cli_error(_("%s: the prompt is %zu tokens; the context holds %d (use -c to enlarge it)"),
                   tn_model_path(m), in.n, sp.n_ctx);
         status = CLI_EXIT_BAD_INPUT;
     } else {
@@ -501,6 +502,7 @@ static int report(const opts *o, int rc, const tn_error *err, answer *a,
 static int run_session(const opts *o, const tn_model *m) {
     tn_error err = {0};
     tn_session_params sp = tn_session_default_params();
+    sp.warn = cli_engine_warning;
     sp.n_ctx = (int32_t)o->n_ctx;
     sp.n_threads = (int32_t)o->threads;
     sp.pin_cache_dir = ""; /* one-shot and chat runs keep nothing on disk */
@@ -637,7 +639,7 @@ int cmd_run(int argc, char **argv) {
         return CLI_EXIT_BAD_INPUT;
     }
     if (!tn_model_tokenizer(m)) {
-        cli_error("%s", tn_model_tokenizer_error(m));
+        cli_error("%s", cli_engine_message(tn_model_tokenizer_failure(m)));
         tn_model_free(m);
         return CLI_EXIT_BAD_INPUT;
     }

@@ -76,6 +76,7 @@ int cmd_serve(int argc, char **argv) {
     tern_server_config cfg = {0};
     cfg.port = 8080;
     cfg.handle_signals = true;
+    cfg.warn = cli_engine_warning;
     const char *model_arg = NULL;
     const char *mmproj = NULL;
     cli_spec spec = {0};

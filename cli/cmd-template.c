@@ -6,20 +6,20 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: tern-cli template (-m MODEL.gguf | --kind NAME) [--system TEXT]\n"
-            "                         [--think on|off] --user TEXT [--assistant TEXT --user TEXT]...\n"
-            "                         [--no-generation-prompt] [--no-bos] [-v]\n"
-            "\n"
-            "Prints the prompt exactly as the chat template renders it, with no newline\n"
-            "added. The template is recognised from the model's tokenizer.chat_template\n"
-            "(or its architecture); --kind forces one of:");
+            _("usage: tern-cli template (-m MODEL.gguf | --kind NAME) [--system TEXT]\n"
+              "                         [--think on|off] --user TEXT [--assistant TEXT --user TEXT]...\n"
+              "                         [--no-generation-prompt] [--no-bos] [-v]\n"
+              "\n"
+              "Prints the prompt exactly as the chat template renders it, with no newline\n"
+              "added. The template is recognised from the model's tokenizer.chat_template\n"
+              "(or its architecture); --kind forces one of:"));
     for (int k = 0; k < TN_CHAT_KIND_COUNT_; k++)
         fprintf(out, " %s", tn_chat_kind_name(k));
     fprintf(out,
-            ".\n"
-            "Messages are rendered in the order given. When the template starts with the\n"
-            "BOS token its text is printed first (read from the model; --no-bos omits it):\n"
-            "Tern adds it as a token id, not as text. -v names the template on stderr.\n");
+            _(".\n"
+              "Messages are rendered in the order given. When the template starts with the\n"
+              "BOS token its text is printed first (read from the model; --no-bos omits it):\n"
+              "Tern adds it as a token id, not as text. -v names the template on stderr.\n"));
 }
 
 /* Text of the BOS token, or NULL when the model does not say. */
@@ -46,7 +46,7 @@ int cmd_template(int argc, char **argv) {
     tn_gguf *g = NULL;
     tn_buf out = {0};
     if (!msgs) {
-        cli_error("template: out of memory");
+        cli_error(_("template: out of memory"));
         return CLI_EXIT_BAD_INPUT;
     }
 
@@ -67,7 +67,7 @@ int cmd_template(int argc, char **argv) {
                    !strcmp(a, "--system") || !strcmp(a, "--think") || !strcmp(a, "--user") ||
                    !strcmp(a, "--assistant")) {
             if (!has_value) {
-                cli_error("template: %s needs a value", a);
+                cli_error(_("template: %s needs a value"), a);
                 goto done;
             }
             const char *v = argv[++i];
@@ -77,7 +77,7 @@ int cmd_template(int argc, char **argv) {
                 kind_name = v;
             } else if (!strcmp(a, "--system")) {
                 if (n > 0 || system) {
-                    cli_error("template: --system must come once, before the messages");
+                    cli_error(_("template: --system must come once, before the messages"));
                     goto done;
                 }
                 system = v;
@@ -88,7 +88,7 @@ int cmd_template(int argc, char **argv) {
                 } else if (!strcmp(v, "off")) {
                     think = false;
                 } else {
-                    cli_error("template: --think takes 'on' or 'off', not '%s'", v);
+                    cli_error(_("template: --think takes 'on' or 'off', not '%s'"), v);
                     goto done;
                 }
             } else if (!strcmp(a, "--user")) {
@@ -98,16 +98,16 @@ int cmd_template(int argc, char **argv) {
                 msgs[n++] = (tn_chat_message){TN_CHAT_ROLE_ASSISTANT, v};
             }
         } else {
-            cli_error("template: unexpected argument '%s' (see 'tern-cli template --help')", a);
+            cli_error(_("template: unexpected argument '%s' (see 'tern-cli template --help')"), a);
             goto done;
         }
     }
     if (!model && !kind_name) {
-        cli_error("template: give a model (-m MODEL.gguf) or a template (--kind NAME)");
+        cli_error(_("template: give a model (-m MODEL.gguf) or a template (--kind NAME)"));
         goto done;
     }
     if (n_user == 0) {
-        cli_error("template: no --user message given");
+        cli_error(_("template: no --user message given"));
         goto done;
     }
 
@@ -117,7 +117,7 @@ int cmd_template(int argc, char **argv) {
     if (kind_name) {
         int k = tn_chat_kind_from_name(kind_name);
         if (k < 0) {
-            cli_error("template: unknown template kind '%s' (see 'tern-cli template --help')",
+            cli_error(_("template: unknown template kind '%s' (see 'tern-cli template --help')"),
                       kind_name);
             goto done;
         }
@@ -144,7 +144,7 @@ int cmd_template(int argc, char **argv) {
         }
     }
     if (warning)
-        cli_error("%s: %s", model, warning);
+        cli_error("%s: %s", model, cli_engine_text(warning));
 
     tn_chat_options opts = tn_chat_default_options();
     opts.add_generation_prompt = gen;
@@ -153,7 +153,7 @@ int cmd_template(int argc, char **argv) {
         size_t len = 0;
         const char *bos = bos_text(g, &len);
         if (bos && tn_buf_append(&out, bos, len) != TN_OK) {
-            cli_error("template: out of memory");
+            cli_error(_("template: out of memory"));
             rc = CLI_EXIT_BAD_INPUT;
             goto done;
         }
@@ -163,10 +163,17 @@ int cmd_template(int argc, char **argv) {
         rc = CLI_EXIT_BAD_INPUT;
         goto done;
     }
-    if (verbose)
-        fprintf(stderr, "tern-cli: template %s%s%s\n", tn_chat_kind_name(kind),
-                kind_name ? " (forced)" : " (from the model)",
-                tn_chat_kind_adds_bos(kind) ? "; the BOS token goes first" : "");
+    /* One sentence per case, so that each is translated whole. */
+    if (verbose && kind_name && tn_chat_kind_adds_bos(kind))
+        fprintf(stderr, _("tern-cli: template %s (forced); the BOS token goes first\n"),
+                tn_chat_kind_name(kind));
+    else if (verbose && kind_name)
+        fprintf(stderr, _("tern-cli: template %s (forced)\n"), tn_chat_kind_name(kind));
+    else if (verbose && tn_chat_kind_adds_bos(kind))
+        fprintf(stderr, _("tern-cli: template %s (from the model); the BOS token goes first\n"),
+                tn_chat_kind_name(kind));
+    else if (verbose)
+        fprintf(stderr, _("tern-cli: template %s (from the model)\n"), tn_chat_kind_name(kind));
     fwrite(out.data, 1, out.len, stdout);
     rc = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
 

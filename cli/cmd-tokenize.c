@@ -9,28 +9,28 @@
 
 static void tokenize_usage(FILE *out) {
     fprintf(out,
-            "usage: tern-cli tokenize -m MODEL.gguf [--special] [--bos] [--json | --pieces]\n"
-            "                         (TEXT... | --file FILE)\n"
-            "       tern-cli tokenize -m MODEL.gguf --bench FILE [--seconds S]\n"
-            "\n"
-            "Prints the token ids of TEXT (the arguments joined by spaces) on one line.\n"
-            "  --special   match control tokens such as <|im_start|> in the text\n"
-            "              (otherwise they are plain text)\n"
-            "  --bos       start with BOS when the vocabulary asks for it\n"
-            "  --json      print a JSON array\n"
-            "  --pieces    print one token per line: id, then its text as the vocabulary\n"
-            "              spells it\n"
-            "  --bench     encode FILE repeatedly on one thread for about S seconds\n"
-            "              (default 2) and print the throughput in MB/s\n");
+            _("usage: tern-cli tokenize -m MODEL.gguf [--special] [--bos] [--json | --pieces]\n"
+              "                         (TEXT... | --file FILE)\n"
+              "       tern-cli tokenize -m MODEL.gguf --bench FILE [--seconds S]\n"
+              "\n"
+              "Prints the token ids of TEXT (the arguments joined by spaces) on one line.\n"
+              "  --special   match control tokens such as <|im_start|> in the text\n"
+              "              (otherwise they are plain text)\n"
+              "  --bos       start with BOS when the vocabulary asks for it\n"
+              "  --json      print a JSON array\n"
+              "  --pieces    print one token per line: id, then its text as the vocabulary\n"
+              "              spells it\n"
+              "  --bench     encode FILE repeatedly on one thread for about S seconds\n"
+              "              (default 2) and print the throughput in MB/s\n"));
 }
 
 static void detokenize_usage(FILE *out) {
     fprintf(out,
-            "usage: tern-cli detokenize -m MODEL.gguf [--special] IDS...\n"
-            "\n"
-            "Prints the text of the token ids, exactly, with no newline added. Ids may be\n"
-            "separated by spaces or commas, or given as a JSON array. --special renders\n"
-            "control tokens (BOS, <|im_end|>, ...) as their text.\n");
+            _("usage: tern-cli detokenize -m MODEL.gguf [--special] IDS...\n"
+              "\n"
+              "Prints the text of the token ids, exactly, with no newline added. Ids may be\n"
+              "separated by spaces or commas, or given as a JSON array. --special renders\n"
+              "control tokens (BOS, <|im_end|>, ...) as their text.\n"));
 }
 
 static int load_tokenizer(const char *path, tn_gguf **g, tn_tokenizer **tok) {
@@ -51,7 +51,7 @@ static int load_tokenizer(const char *path, tn_gguf **g, tn_tokenizer **tok) {
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        cli_error("%s: cannot open: %s", path, strerror(errno));
+        cli_error(_("%s: cannot open: %s"), path, strerror(errno));
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -72,7 +72,7 @@ static char *read_file(const char *path, size_t *len) {
     bool bad = ferror(f);
     fclose(f);
     if (!buf || bad) {
-        cli_error("%s: %s", path, buf ? "read error" : "out of memory");
+        cli_error("%s: %s", path, buf ? _("read error") : _("out of memory"));
         free(buf);
         return NULL;
     }
@@ -128,7 +128,7 @@ int cmd_tokenize(int argc, char **argv) {
     char **words = calloc((size_t)argc + 1, sizeof *words);
     int n_words = 0;
     if (!words) {
-        cli_error("tokenize: out of memory");
+        cli_error(_("tokenize: out of memory"));
         return CLI_EXIT_BAD_INPUT;
     }
     int rc = CLI_EXIT_USAGE;
@@ -149,7 +149,7 @@ int cmd_tokenize(int argc, char **argv) {
             char *end;
             seconds = strtod(argv[++i], &end);
             if (*end || !(seconds >= 0 && seconds <= 3600)) {
-                cli_error("tokenize: --seconds needs a number from 0 to 3600");
+                cli_error(_("tokenize: --seconds needs a number from 0 to 3600"));
                 goto done;
             }
         } else if (!strcmp(a, "--special")) {
@@ -164,22 +164,22 @@ int cmd_tokenize(int argc, char **argv) {
             while (++i < argc)
                 words[n_words++] = argv[i];
         } else if (a[0] == '-' && a[1]) {
-            cli_error("tokenize: unknown or incomplete option '%s' (see --help)", a);
+            cli_error(_("tokenize: unknown or incomplete option '%s' (see --help)"), a);
             goto done;
         } else {
             words[n_words++] = argv[i];
         }
     }
     if (!model) {
-        cli_error("tokenize: -m MODEL.gguf is required (see --help)");
+        cli_error(_("tokenize: -m MODEL.gguf is required (see --help)"));
         goto done;
     }
     if (!bench_file && !file && n_words == 0) {
-        cli_error("tokenize: no text (give TEXT or --file FILE)");
+        cli_error(_("tokenize: no text (give TEXT or --file FILE)"));
         goto done;
     }
     if ((file || bench_file) && n_words) {
-        cli_error("tokenize: give TEXT or a file, not both");
+        cli_error(_("tokenize: give TEXT or a file, not both"));
         goto done;
     }
     tn_gguf *g = NULL;
@@ -210,7 +210,7 @@ int cmd_tokenize(int argc, char **argv) {
                 len += n;
             }
         } else {
-            cli_error("tokenize: out of memory");
+            cli_error(_("tokenize: out of memory"));
         }
     }
     tn_tokens ids = {0};
@@ -263,21 +263,21 @@ int cmd_detokenize(int argc, char **argv) {
         } else if (!strcmp(a, "--special")) {
             flags |= TN_DETOKENIZE_SPECIAL;
         } else if (a[0] == '-' && a[1] && !(a[1] >= '0' && a[1] <= '9')) {
-            cli_error("detokenize: unknown or incomplete option '%s' (see --help)", a);
+            cli_error(_("detokenize: unknown or incomplete option '%s' (see --help)"), a);
             goto done;
         } else {
             /* Numbers separated by anything but digits and minus signs:
              * "1 2", "1,2", "[1, 2]". */
             for (const char *p = a; *p;) {
                 if (*p == '-') {
-                    cli_error("detokenize: '%s': token ids are not negative", a);
+                    cli_error(_("detokenize: '%s': token ids are not negative"), a);
                     rc = CLI_EXIT_BAD_INPUT;
                     goto done;
                 }
                 if (*p < '0' || *p > '9') {
                     if (*p != ' ' && *p != ',' && *p != '[' && *p != ']' && *p != '\t' &&
                         *p != '\n') {
-                        cli_error("detokenize: '%s' is not a list of token ids", a);
+                        cli_error(_("detokenize: '%s' is not a list of token ids"), a);
                         rc = CLI_EXIT_BAD_INPUT;
                         goto done;
                     }
@@ -288,12 +288,12 @@ int cmd_detokenize(int argc, char **argv) {
                 char *end;
                 unsigned long long v = strtoull(p, &end, 10);
                 if (errno || v > INT32_MAX) {
-                    cli_error("detokenize: token id '%.*s' is too large", (int)(end - p), p);
+                    cli_error(_("detokenize: token id '%.*s' is too large"), (int)(end - p), p);
                     rc = CLI_EXIT_BAD_INPUT;
                     goto done;
                 }
                 if (tn_tokens_push(&ids, (int32_t)v)) {
-                    cli_error("detokenize: out of memory");
+                    cli_error(_("detokenize: out of memory"));
                     rc = CLI_EXIT_BAD_INPUT;
                     goto done;
                 }
@@ -302,7 +302,7 @@ int cmd_detokenize(int argc, char **argv) {
         }
     }
     if (!model) {
-        cli_error("detokenize: -m MODEL.gguf is required (see --help)");
+        cli_error(_("detokenize: -m MODEL.gguf is required (see --help)"));
         goto done;
     }
     tn_gguf *g = NULL;

@@ -8,19 +8,19 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: tern-cli mkmodel --arch dflash --target TARGET.gguf -o OUT.gguf\n"
-            "         [--type q8_0] [--layers 1] [--heads N] [--kv-heads N] [--head-dim N]\n"
-            "         [--ff N] [--block-size 16] [--target-layers 2,5,8] [--mask-token ID]\n"
-            "         [--draft-vocab N] [--sliding-window N] [--gemma-layers] [--seed S]\n\n"
-            "Writes a DFlash block draft for TARGET in the layout llama.cpp's 'dflash'\n"
-            "architecture reads (docs/DFLASH.md): its width, vocabulary and hidden-state\n"
-            "ids fit TARGET; heads and FFN width default to TARGET's; --target-layers are\n"
-            "hidden-state ids (0 = embeddings, i = output of layer i-1), default five\n"
-            "spread over the layers. TARGET's softcapping, sliding window and per-layer\n"
-            "pattern carry over (--sliding-window N: that window on every layer, 0: none).\n"
-            "--draft-vocab N: the draft's own head of N rows with a d2t map to TARGET's ids.\n"
-            "--gemma-layers: post norms, GELU, shared K/V, layer scale, partial rope.\n"
-            "The weights are random: drafts are accepted about as often as chance allows.\n");
+            _("usage: tern-cli mkmodel --arch dflash --target TARGET.gguf -o OUT.gguf\n"
+              "         [--type q8_0] [--layers 1] [--heads N] [--kv-heads N] [--head-dim N]\n"
+              "         [--ff N] [--block-size 16] [--target-layers 2,5,8] [--mask-token ID]\n"
+              "         [--draft-vocab N] [--sliding-window N] [--gemma-layers] [--seed S]\n\n"
+              "Writes a DFlash block draft for TARGET in the layout llama.cpp's 'dflash'\n"
+              "architecture reads (docs/DFLASH.md): its width, vocabulary and hidden-state\n"
+              "ids fit TARGET; heads and FFN width default to TARGET's; --target-layers are\n"
+              "hidden-state ids (0 = embeddings, i = output of layer i-1), default five\n"
+              "spread over the layers. TARGET's softcapping, sliding window and per-layer\n"
+              "pattern carry over (--sliding-window N: that window on every layer, 0: none).\n"
+              "--draft-vocab N: the draft's own head of N rows with a d2t map to TARGET's ids.\n"
+              "--gemma-layers: post norms, GELU, shared K/V, layer scale, partial rope.\n"
+              "The weights are random: drafts are accepted about as often as chance allows.\n"));
 }
 
 static bool number(const char *opt, const char *s, long long lo, long long hi, long long *out) {
@@ -28,7 +28,7 @@ static bool number(const char *opt, const char *s, long long lo, long long hi, l
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (errno || end == s || *end || v < lo || v > hi) {
-        cli_error("mkmodel: %s needs a whole number from %lld to %lld, not '%s'", opt, lo, hi, s);
+        cli_error(_("mkmodel: %s needs a whole number from %lld to %lld, not '%s'"), opt, lo, hi, s);
         return false;
     }
     *out = v;
@@ -49,7 +49,7 @@ int cmd_mkmodel_dflash(int argc, char **argv) {
             continue;
         }
         if (i + 1 >= argc) {
-            cli_error("mkmodel: option '%s' needs a value (see --help)", a);
+            cli_error(_("mkmodel: option '%s' needs a value (see --help)"), a);
             return CLI_EXIT_USAGE;
         }
         const char *v = argv[++i];
@@ -70,8 +70,8 @@ int cmd_mkmodel_dflash(int argc, char **argv) {
                 long id = strtol(s, &end, 10);
                 if (errno || end == s || id < 0 || id > 4096 || (*end && *end != ',') ||
                     p.n_target_layers == 16) {
-                    cli_error("mkmodel: --target-layers needs up to 16 comma-separated ids "
-                              "(0 = embeddings), not '%s'",
+                    cli_error(_("mkmodel: --target-layers needs up to 16 comma-separated ids "
+                                "(0 = embeddings), not '%s'"),
                               v);
                     return CLI_EXIT_USAGE;
                 }
@@ -87,7 +87,7 @@ int cmd_mkmodel_dflash(int argc, char **argv) {
             while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k]))
                 k++;
             if (k == sizeof opts / sizeof opts[0]) {
-                cli_error("mkmodel: unknown option '%s' for --arch dflash (see --help)", a);
+                cli_error(_("mkmodel: unknown option '%s' for --arch dflash (see --help)"), a);
                 return CLI_EXIT_USAGE;
             }
             const bool seed = k == sizeof opts / sizeof opts[0] - 1;
@@ -106,7 +106,7 @@ int cmd_mkmodel_dflash(int argc, char **argv) {
         }
     }
     if (!p.target || !out) {
-        cli_error("mkmodel: --arch dflash needs --target TARGET.gguf and -o OUT.gguf");
+        cli_error(_("mkmodel: --arch dflash needs --target TARGET.gguf and -o OUT.gguf"));
         return CLI_EXIT_USAGE;
     }
     tn_error err = {0};

@@ -14,7 +14,7 @@ static bool number(const char *opt, const char *s, long long lo, long long hi, l
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (errno || end == s || *end || v < lo || v > hi) {
-        cli_error("%s needs a whole number from %lld to %lld, not '%s'", opt, lo, hi, s);
+        cli_error(_("%s needs a whole number from %lld to %lld, not '%s'"), opt, lo, hi, s);
         return false;
     }
     *out = v;
@@ -27,15 +27,15 @@ int cmd_mkmodel_vision(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: tern-cli mkmodel --arch gemma3-vision -o OUT.gguf [--target TEXT.gguf]\n"
-                   "         [--type f32|f16] [--image-size 224] [--patch 14] [--embd 64]\n"
-                   "         [--ff 128] [--layers 2] [--heads 4] [--text-embd 64] [--seed S]\n\n"
-                   "Writes a Gemma 3 vision projector (mmproj layout, docs/VISION.md) with\n"
-                   "random weights; --target takes the text width from a model.\n");
+            printf(_("usage: tern-cli mkmodel --arch gemma3-vision -o OUT.gguf [--target TEXT.gguf]\n"
+                     "         [--type f32|f16] [--image-size 224] [--patch 14] [--embd 64]\n"
+                     "         [--ff 128] [--layers 2] [--heads 4] [--text-embd 64] [--seed S]\n\n"
+                     "Writes a Gemma 3 vision projector (mmproj layout, docs/VISION.md) with\n"
+                     "random weights; --target takes the text width from a model.\n"));
             return CLI_EXIT_OK;
         }
         if (i + 1 >= argc) {
-            cli_error("mkmodel: option '%s' needs a value (see --help)", a);
+            cli_error(_("mkmodel: option '%s' needs a value (see --help)"), a);
             return CLI_EXIT_USAGE;
         }
         const char *v = argv[++i];
@@ -62,7 +62,7 @@ int cmd_mkmodel_vision(int argc, char **argv) {
         while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k]))
             k++;
         if (k == sizeof opts / sizeof opts[0]) {
-            cli_error("mkmodel: unknown option '%s' (see --help)", a);
+            cli_error(_("mkmodel: unknown option '%s' (see --help)"), a);
             return CLI_EXIT_USAGE;
         }
         if (!number(a, v, 1, 1LL << 40, &n))
@@ -73,7 +73,7 @@ int cmd_mkmodel_vision(int argc, char **argv) {
             p.seed = (uint64_t)n;
     }
     if (!out) {
-        cli_error("mkmodel: no output file (-o OUT.gguf)");
+        cli_error(_("mkmodel: no output file (-o OUT.gguf)"));
         return CLI_EXIT_USAGE;
     }
     tn_error err;
@@ -97,8 +97,8 @@ int cmd_bench_vision(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: tern-cli bench-vision MMPROJ.gguf [--budget N]... [-t THREADS] [-r REPS]\n"
-                   "Encode time of one synthetic image per token budget (default: native, 70).\n");
+            printf(_("usage: tern-cli bench-vision MMPROJ.gguf [--budget N]... [-t THREADS] [-r REPS]\n"
+                     "Encode time of one synthetic image per token budget (default: native, 70).\n"));
             return CLI_EXIT_OK;
         }
         if (a[0] != '-') {
@@ -106,7 +106,7 @@ int cmd_bench_vision(int argc, char **argv) {
             continue;
         }
         if (i + 1 >= argc) {
-            cli_error("bench-vision: option '%s' needs a value", a);
+            cli_error(_("bench-vision: option '%s' needs a value"), a);
             return CLI_EXIT_USAGE;
         }
         const char *v = argv[++i];
@@ -120,12 +120,12 @@ int cmd_bench_vision(int argc, char **argv) {
             if (!number(a, v, 1, 1000, &reps))
                 return CLI_EXIT_USAGE;
         } else {
-            cli_error("bench-vision: unknown option '%s'", a);
+            cli_error(_("bench-vision: unknown option '%s'"), a);
             return CLI_EXIT_USAGE;
         }
     }
     if (!path) {
-        cli_error("bench-vision: no projector file (see --help)");
+        cli_error(_("bench-vision: no projector file (see --help)"));
         return CLI_EXIT_USAGE;
     }
     if (!n_budgets) {
@@ -145,7 +145,7 @@ int cmd_bench_vision(int argc, char **argv) {
     float *out = malloc((size_t)I->n_image_tokens * I->n_embd_text * sizeof *out);
     int rc = CLI_EXIT_OK;
     if (!cpu || !rgb || !out) {
-        cli_error("bench-vision: out of memory");
+        cli_error(_("bench-vision: out of memory"));
         rc = CLI_EXIT_BAD_INPUT;
     }
     for (int64_t i = 0; rc == CLI_EXIT_OK && i < (int64_t)S * S * 3; i++)

@@ -509,9 +509,11 @@ int cmd_run_single_turn(int argc, char **argv) {
     const char *template_warning = NULL;
     tn_model_chat_kind(model, &template_warning);
     if (template_warning && !o.quiet)
-        fprintf(stderr, "tern: %s: %s\n", o.model, template_warning);
+        fprintf(stderr, "tern: %s: %s\n", o.model, cli_engine_text(template_warning));
 
     tn_session_params sp = tn_session_default_params();
+
+    sp.warn = cli_engine_warning;
     sp.n_ctx = (int32_t)o.n_ctx;
     sp.n_threads = (int32_t)o.threads;
     sp.pin_cache_dir = o.no_pin_cache ? "" : o.pin_cache;

@@ -48,6 +48,15 @@ const char *cli_engine_message(const tn_error *err) {
     return tn_error_format(err, dgettext(GETTEXT_PACKAGE, err->format), text, sizeof text);
 }
 
+void cli_engine_warning(const tn_error *warning, void *user) {
+    (void)user;
+    fprintf(stderr, "tern: %s\n", cli_engine_message(warning));
+}
+
+const char *cli_engine_text(const char *english) {
+    return english ? dgettext(GETTEXT_PACKAGE, english) : NULL;
+}
+
 void cli_i18n_init(void) {
     const char *dir = getenv("TERN_LOCALEDIR");
     /* Only the messages follow the user's locale: numbers stay as scripts and

@@ -137,39 +137,40 @@ tn_chat_kind tn_chat_template_detect(const char *jinja, size_t len, const char *
                 return TN_CHAT_MISTRAL;
             return TN_CHAT_MISTRAL_V3;
         }
-        *warning = "unrecognised chat template: using ChatML (<|im_start|>), which may not "
-                   "be the format this model was trained on";
+        *warning = TN_N_("unrecognised chat template: using ChatML (<|im_start|>), which may not "
+                         "be the format this model was trained on");
         return TN_CHAT_CHATML;
     }
 
     if (arch) {
         if (!strcmp(arch, "llama")) {
-            *warning = "no chat template in the model: using Llama 2 [INST] for architecture "
-                       "'llama'";
+            *warning = TN_N_("no chat template in the model: using Llama 2 [INST] for architecture "
+                             "'llama'");
             return TN_CHAT_LLAMA2;
         }
         if (!strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe")) {
-            *warning = "no chat template in the model: using Qwen3 (ChatML with <think>) for "
-                       "its architecture";
+            *warning = TN_N_("no chat template in the model: using Qwen3 (ChatML with <think>) for "
+                             "its architecture");
             return TN_CHAT_QWEN3;
         }
         if (!strcmp(arch, "qwen2") || !strcmp(arch, "qwen2moe")) {
-            *warning = "no chat template in the model: using ChatML for architecture 'qwen2'";
+            *warning =
+                TN_N_("no chat template in the model: using ChatML for architecture 'qwen2'");
             return TN_CHAT_CHATML;
         }
         if (!strcmp(arch, "gemma4")) {
-            *warning = "no chat template in the model: using Gemma 4 <|turn> for its "
-                       "architecture";
+            *warning = TN_N_("no chat template in the model: using Gemma 4 <|turn> for its "
+                             "architecture");
             return TN_CHAT_GEMMA4;
         }
         if (!strncmp(arch, "gemma", 5)) {
-            *warning = "no chat template in the model: using Gemma 3 <start_of_turn> for its "
-                       "architecture";
+            *warning = TN_N_("no chat template in the model: using Gemma 3 <start_of_turn> for its "
+                             "architecture");
             return TN_CHAT_GEMMA3;
         }
     }
-    *warning = "no chat template in the model and an unfamiliar architecture: using ChatML "
-               "(<|im_start|>), which may not be the format this model was trained on";
+    *warning = TN_N_("no chat template in the model and an unfamiliar architecture: using ChatML "
+                     "(<|im_start|>), which may not be the format this model was trained on");
     return TN_CHAT_CHATML;
 }
 

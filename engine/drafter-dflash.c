@@ -557,12 +557,16 @@ static int load_d2t(ld *l, const tn_gguf_tensor *t) {
     for (int32_t r = 0; rc == TN_OK && r < df->Vd; r++) {
         int64_t id;
         memcpy(&id, (const uint8_t *)t->data + (size_t)r * 8, 8);
-        if (id < 0 || id >= df->V || seen[id])
+        if (id < 0 || id >= df->V)
             rc = tn_fail(l->err, TN_ERR_INVALID,
-                         "%s: d2t row %d maps to target token %lld, %s", l->path, r,
-                         (long long)id,
-                         id < 0 || id >= df->V ? "outside the target's vocabulary"
-                                               : "which an earlier row already maps to");
+                         "%s: d2t row %d maps to target token %lld, outside the target's "
+                         "vocabulary",
+                         l->path, r, (long long)id);
+        else if (seen[id])
+            rc = tn_fail(l->err, TN_ERR_INVALID,
+                         "%s: d2t row %d maps to target token %lld, which an earlier row "
+                         "already maps to",
+                         l->path, r, (long long)id);
         else
             seen[id] = 1, df->d2t[r] = (int32_t)id;
     }

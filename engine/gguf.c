@@ -104,21 +104,43 @@ static const char *printable(tn_str s, char *buf, size_t cap) {
 
 /* ------------------------------------------------------------------ reader */
 
+/* One message format per section rather than its name as an argument, so
+ * that each message is translated as a whole (docs/TRANSLATING.md). */
+typedef enum cursor_section {
+    SECTION_HEADER,
+    SECTION_METADATA, /* the only one with strings, arrays and typed values */
+    SECTION_TENSOR_INFOS,
+} cursor_section;
+
 typedef struct cursor {
     const uint8_t *base;
     uint64_t pos;
     uint64_t size;
     const char *name;
     tn_error *err;
-    const char *what; /* which section we are in, for messages */
+    cursor_section section; /* which section we are in, for messages */
 } cursor;
 
 static int truncated(cursor *c, uint64_t need) {
-    return tn_fail(c->err, TN_ERR_FORMAT,
-                   "%s: file ends inside the %s (needs %llu more bytes at offset %llu, file is "
-                   "%llu bytes; truncated download?)",
-                   c->name, c->what, (unsigned long long)need, (unsigned long long)c->pos,
-                   (unsigned long long)c->size);
+    const unsigned long long n = need, pos = c->pos, size = c->size;
+    switch (c->section) {
+    case SECTION_HEADER:
+        return tn_fail(c->err, TN_ERR_FORMAT,
+                       "%s: file ends inside the header (needs %llu more bytes at offset %llu, "
+                       "file is %llu bytes; truncated download?)",
+                       c->name, n, pos, size);
+    case SECTION_METADATA:
+        return tn_fail(c->err, TN_ERR_FORMAT,
+                       "%s: file ends inside the metadata (needs %llu more bytes at offset %llu, "
+                       "file is %llu bytes; truncated download?)",
+                       c->name, n, pos, size);
+    case SECTION_TENSOR_INFOS:
+    default:
+        return tn_fail(c->err, TN_ERR_FORMAT,
+                       "%s: file ends inside the tensor infos (needs %llu more bytes at offset "
+                       "%llu, file is %llu bytes; truncated download?)",
+                       c->name, n, pos, size);
+    }
 }
 
 static uint64_t remaining(const cursor *c) { return c->size - c->pos; }
@@ -152,12 +174,16 @@ static int rd_str(cursor *c, tn_str *s) {
     int rc = rd_u64(c, &len);
     if (rc)
         return rc;
-    if (len > remaining(c))
+    if (len > remaining(c) && c->section == SECTION_TENSOR_INFOS)
         return tn_fail(c->err, TN_ERR_FORMAT,
-                       "%s: a string in the %s claims %llu bytes but only %llu remain in the "
-                       "file (truncated or corrupt)",
-                       c->name, c->what, (unsigned long long)len,
-                       (unsigned long long)remaining(c));
+                       "%s: a string in the tensor infos claims %llu bytes but only %llu remain "
+                       "in the file (truncated or corrupt)",
+                       c->name, (unsigned long long)len, (unsigned long long)remaining(c));
+    if (len > remaining(c)) /* the header has no strings */
+        return tn_fail(c->err, TN_ERR_FORMAT,
+                       "%s: a string in the metadata claims %llu bytes but only %llu remain in "
+                       "the file (truncated or corrupt)",
+                       c->name, (unsigned long long)len, (unsigned long long)remaining(c));
     const uint8_t *p = NULL;
     rd_bytes(c, len, &p);
     s->ptr = (const char *)p;
@@ -185,11 +211,11 @@ static int rd_array(cursor *c, tn_gguf_value *v, int depth) {
     if ((rc = rd_u32(c, &et)) || (rc = rd_u64(c, &n)))
         return rc;
     if (et >= TN_GGUF_TYPE_COUNT_)
-        return tn_fail(c->err, TN_ERR_FORMAT, "%s: an array in the %s has unknown element type %u",
-                       c->name, c->what, et);
+        return tn_fail(c->err, TN_ERR_FORMAT, "%s: an array in the metadata has unknown element type %u",
+                       c->name, et);
     if (depth >= GGUF_MAX_DEPTH)
-        return tn_fail(c->err, TN_ERR_FORMAT, "%s: arrays nested deeper than %d levels in the %s",
-                       c->name, GGUF_MAX_DEPTH, c->what);
+        return tn_fail(c->err, TN_ERR_FORMAT, "%s: arrays nested deeper than %d levels in the metadata",
+                       c->name, GGUF_MAX_DEPTH);
     v->type = TN_GGUF_ARRAY;
     v->v.arr.type = (tn_gguf_type)et;
     v->v.arr.n = n;
@@ -200,9 +226,9 @@ static int rd_array(cursor *c, tn_gguf_value *v, int depth) {
         uint64_t bytes;
         if (!tn_mul_u64(n, es, &bytes) || bytes > remaining(c))
             return tn_fail(c->err, TN_ERR_FORMAT,
-                           "%s: an array of %llu %s values in the %s does not fit in the %llu "
-                           "bytes left in the file",
-                           c->name, (unsigned long long)n, gguf_type_name(et), c->what,
+                           "%s: an array of %llu %s values in the metadata does not fit in the "
+                           "%llu bytes left in the file",
+                           c->name, (unsigned long long)n, gguf_type_name(et),
                            (unsigned long long)remaining(c));
         rd_bytes(c, bytes, &v->v.arr.data);
         /* the spec makes any bool other than 0 or 1 invalid, in arrays too */
@@ -210,20 +236,24 @@ static int rd_array(cursor *c, tn_gguf_value *v, int depth) {
             for (uint64_t i = 0; i < n; i++)
                 if (v->v.arr.data[i] > 1)
                     return tn_fail(c->err, TN_ERR_FORMAT,
-                                   "%s: item %llu of a bool array in the %s has value %u (not 0 "
-                                   "or 1)",
-                                   c->name, (unsigned long long)i, c->what, v->v.arr.data[i]);
+                                   "%s: item %llu of a bool array in the metadata has value %u "
+                                   "(not 0 or 1)",
+                                   c->name, (unsigned long long)i, v->v.arr.data[i]);
         return TN_OK;
     }
     /* strings take at least 8 bytes each, arrays at least 12: bound n by the
      * remaining bytes before allocating anything */
     uint64_t min_each = et == TN_GGUF_STRING ? 8 : 12;
+    if (n > remaining(c) / min_each && et == TN_GGUF_STRING)
+        return tn_fail(c->err, TN_ERR_FORMAT,
+                       "%s: an array of %llu strings in the metadata cannot fit in the %llu "
+                       "bytes left in the file",
+                       c->name, (unsigned long long)n, (unsigned long long)remaining(c));
     if (n > remaining(c) / min_each)
         return tn_fail(c->err, TN_ERR_FORMAT,
-                       "%s: an array of %llu %ss in the %s cannot fit in the %llu bytes left in "
-                       "the file",
-                       c->name, (unsigned long long)n, gguf_type_name(et), c->what,
-                       (unsigned long long)remaining(c));
+                       "%s: an array of %llu arrays in the metadata cannot fit in the %llu bytes "
+                       "left in the file",
+                       c->name, (unsigned long long)n, (unsigned long long)remaining(c));
     tn_gguf_value *items = calloc(n ? n : 1, sizeof *items);
     if (!items)
         return tn_fail(c->err, TN_ERR_NOMEM, "%s: out of memory reading an array of %llu items",
@@ -251,8 +281,8 @@ static int rd_value(cursor *c, tn_gguf_type type, tn_gguf_value *v, int depth) {
         return rd_array(c, v, depth);
     size_t sz = gguf_scalar_size(type);
     if (!sz)
-        return tn_fail(c->err, TN_ERR_FORMAT, "%s: unknown value type %u in the %s", c->name,
-                       (unsigned)type, c->what);
+        return tn_fail(c->err, TN_ERR_FORMAT, "%s: unknown value type %u in the metadata",
+                       c->name, (unsigned)type);
     const uint8_t *p = NULL;
     int rc = rd_bytes(c, sz, &p);
     if (rc)
@@ -262,8 +292,8 @@ static int rd_value(cursor *c, tn_gguf_type type, tn_gguf_value *v, int depth) {
     case TN_GGUF_I8: v->v.i64 = (int8_t)p[0]; break;
     case TN_GGUF_BOOL:
         if (p[0] > 1)
-            return tn_fail(c->err, TN_ERR_FORMAT, "%s: a bool in the %s has value %u (not 0 or 1)",
-                           c->name, c->what, p[0]);
+            return tn_fail(c->err, TN_ERR_FORMAT, "%s: a bool in the metadata has value %u (not 0 or 1)",
+                           c->name, p[0]);
         v->v.u64 = p[0];
         break;
     case TN_GGUF_U16: v->v.u64 = tn_rd_u16(p); break;
@@ -343,7 +373,7 @@ static int build_tensor_index(tn_gguf *g, tn_error *err) {
 
 static int parse(tn_gguf *g, tn_error *err) {
     cursor c = {.base = g->base, .pos = 0, .size = g->size, .name = g->path, .err = err,
-                .what = "header"};
+                .section = SECTION_HEADER};
     const uint8_t *magic;
     int rc;
     if (g->size == 0)
@@ -380,7 +410,7 @@ static int parse(tn_gguf *g, tn_error *err) {
     g->kvs = calloc(n_kv ? n_kv : 1, sizeof *g->kvs);
     if (!g->kvs)
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", g->path);
-    c.what = "metadata";
+    c.section = SECTION_METADATA;
     g->alignment = TN_GGUF_DEFAULT_ALIGNMENT;
     /* duplicate keys are found through a hash set: comparing every pair
      * would let a hostile file with millions of keys hang the reader */
@@ -430,7 +460,7 @@ static int parse(tn_gguf *g, tn_error *err) {
     g->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
     if (!g->tensors)
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", g->path);
-    c.what = "tensor infos";
+    c.section = SECTION_TENSOR_INFOS;
     for (uint64_t i = 0; i < n_tensors; i++) {
         tn_gguf_tensor *t = &g->tensors[i];
         char nbuf[96];

@@ -521,11 +521,18 @@ static int load_layer_shapes(loader *ld, tn_model *m) {
             int32_t j = hp->n_layer_kv - 1;
             while (j >= 0 && m->layers[j].swa != L->swa)
                 j--;
+            if (j < 0 && L->swa) {
+                rc = tn_fail(ld->err, TN_ERR_FORMAT,
+                             "%s: layer %d shares the KV memory of an earlier sliding-window "
+                             "layer, and there is none",
+                             ld->path, il);
+                goto out;
+            }
             if (j < 0) {
                 rc = tn_fail(ld->err, TN_ERR_FORMAT,
-                             "%s: layer %d shares the KV memory of an earlier %s layer, and "
-                             "there is none",
-                             ld->path, il, L->swa ? "sliding-window" : "full-attention");
+                             "%s: layer %d shares the KV memory of an earlier full-attention "
+                             "layer, and there is none",
+                             ld->path, il);
                 goto out;
             }
             if (m->layers[j].n_head_kv != L->n_head_kv) {
@@ -746,25 +753,24 @@ static void load_text(tn_model *m, tn_model_params params) {
     m->chat_kind = (int)tn_chat_template_detect(jinja.ptr, (size_t)jinja.len,
                                                 tn_arch_name(m->hp.arch), &m->chat_warning);
     if (!params.load_tokenizer) {
-        snprintf(m->tokenizer_error, sizeof m->tokenizer_error, "%s: tokenizer not loaded",
-                 m->path);
+        tn_fail(&m->tokenizer_error, TN_ERR_UNSUPPORTED, "%s: tokenizer not loaded", m->path);
         return;
     }
     if (!tn_gguf_find(m->gguf, "tokenizer.ggml.model")) {
-        snprintf(m->tokenizer_error, sizeof m->tokenizer_error,
-                 "%s: the file has no tokenizer (tokenizer.ggml.* metadata)", m->path);
+        tn_fail(&m->tokenizer_error, TN_ERR_UNSUPPORTED,
+                "%s: the file has no tokenizer (tokenizer.ggml.* metadata)", m->path);
         return;
     }
     tn_error e = {0};
     if (tn_tokenizer_load(m->gguf, &m->tokenizer, &e) != TN_OK) {
         m->tokenizer = NULL;
-        snprintf(m->tokenizer_error, sizeof m->tokenizer_error, "%s", e.message);
+        m->tokenizer_error = e;
         return;
     }
     if (tn_tokenizer_n_vocab(m->tokenizer) > m->hp.n_vocab) {
-        snprintf(m->tokenizer_error, sizeof m->tokenizer_error,
-                 "%s: the tokenizer has %d tokens but the model only %d embeddings", m->path,
-                 tn_tokenizer_n_vocab(m->tokenizer), m->hp.n_vocab);
+        tn_fail(&m->tokenizer_error, TN_ERR_FORMAT,
+                "%s: the tokenizer has %d tokens but the model only %d embeddings", m->path,
+                tn_tokenizer_n_vocab(m->tokenizer), m->hp.n_vocab);
         tn_tokenizer_free(m->tokenizer);
         m->tokenizer = NULL;
     }
@@ -919,7 +925,10 @@ uint64_t tn_model_kv_bytes_per_token(const tn_model *m) {
 }
 const tn_tokenizer *tn_model_tokenizer(const tn_model *m) { return m->tokenizer; }
 const char *tn_model_tokenizer_error(const tn_model *m) {
-    return m->tokenizer ? NULL : m->tokenizer_error;
+    return m->tokenizer ? NULL : m->tokenizer_error.message;
+}
+const tn_error *tn_model_tokenizer_failure(const tn_model *m) {
+    return m->tokenizer ? NULL : &m->tokenizer_error;
 }
 int tn_model_chat_kind(const tn_model *m, const char **warning) {
     if (warning)

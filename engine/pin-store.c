@@ -357,12 +357,13 @@ static uint64_t payload_checksum(const int32_t *tokens, uint32_t n_tokens, const
 
 /* ---------------------------------------------------------------- load */
 
-static int reject(const char *path, tn_error *err, const char *why) {
+/* Called with the tn_fail that says why: one whole format per reason, so that
+ * each is translated as a sentence (docs/TRANSLATING.md). */
+static int reject(const char *path, int rc) {
     /* A bad snapshot would be rejected again at every start: remove it so
      * that the recomputed pin takes its place. */
     unlink(path);
-    return tn_fail(err, TN_ERR_FORMAT, "%s: pin snapshot ignored (%s); recomputing the pin", path,
-                   why);
+    return rc;
 }
 
 int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
@@ -387,34 +388,55 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = reject(path, err, "not a regular file");
+        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
+                                  "%s: pin snapshot ignored (not a regular file); "
+                                  "recomputing the pin",
+                                  path));
         goto done;
     }
     if ((uint64_t)st.st_size < TN_PIN_HEADER_BYTES) {
-        rc = reject(path, err, "truncated: shorter than its header");
+        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
+                                  "%s: pin snapshot ignored (truncated: shorter than its header); "
+                                  "recomputing the pin",
+                                  path));
         goto done;
     }
     /* The header alone first: a file that is not a snapshot for this model
      * and prompt (whatever its size) is refused without reading the rest. */
     uint8_t h[TN_PIN_HEADER_BYTES];
     if (pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h) {
-        rc = reject(path, err, "truncated: shorter than its header");
+        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
+                                  "%s: pin snapshot ignored (truncated: shorter than its header); "
+                                  "recomputing the pin",
+                                  path));
         goto done;
     }
     if (memcmp(h, TN_PIN_MAGIC, 8) != 0) {
-        rc = reject(path, err, "not a Tern pin snapshot");
+        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
+                                  "%s: pin snapshot ignored (not a Tern pin snapshot); "
+                                  "recomputing the pin",
+                                  path));
         goto done;
     }
     if (tn_rd_u32(h + 8) != TN_PIN_FORMAT_VERSION || tn_rd_u32(h + 12) != TN_PIN_HEADER_BYTES) {
-        rc = reject(path, err, "made by another version of Tern");
+        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
+                                  "%s: pin snapshot ignored (made by another version of Tern); "
+                                  "recomputing the pin",
+                                  path));
         goto done;
     }
     if (tn_rd_u64(h + 120) != tn_checksum64(h, 120, 0)) {
-        rc = reject(path, err, "damaged header: checksum mismatch");
+        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
+                                  "%s: pin snapshot ignored (damaged header: checksum mismatch); "
+                                  "recomputing the pin",
+                                  path));
         goto done;
     }
     if (memcmp(h + 16, key->b, 32) != 0) {
-        rc = reject(path, err, "its key does not match its name");
+        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
+                                  "%s: pin snapshot ignored (its key does not match its name); "
+                                  "recomputing the pin",
+                                  path));
         goto done;
     }
     const uint32_t n = tn_rd_u32(h + 48);
@@ -427,16 +449,25 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
         tn_rd_u32(h + 64) != (uint32_t)tn_model_n_vocab(model) ||
         tn_rd_u32(h + 68) != TN_PIN_KV_BF16 ||
         kv_bytes != want_kv || want_kv == 0) {
-        rc = reject(path, err, "made for another model or prompt");
+        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
+                                  "%s: pin snapshot ignored (made for another model or prompt); "
+                                  "recomputing the pin",
+                                  path));
         goto done;
     }
     uint64_t expect_size = TN_PIN_HEADER_BYTES + (uint64_t)n * 4 + kv_bytes;
     if ((uint64_t)st.st_size != expect_size) {
-        char why[128];
-        snprintf(why, sizeof why, "%s: %llu bytes, expected %llu",
-                 (uint64_t)st.st_size < expect_size ? "truncated" : "trailing bytes",
-                 (unsigned long long)st.st_size, (unsigned long long)expect_size);
-        rc = reject(path, err, why);
+        if ((uint64_t)st.st_size < expect_size)
+            rc = tn_fail(err, TN_ERR_FORMAT,
+                         "%s: pin snapshot ignored (truncated: %llu bytes, expected %llu); "
+                         "recomputing the pin",
+                         path, (unsigned long long)st.st_size, (unsigned long long)expect_size);
+        else
+            rc = tn_fail(err, TN_ERR_FORMAT,
+                         "%s: pin snapshot ignored (trailing bytes: %llu bytes, expected %llu); "
+                         "recomputing the pin",
+                         path, (unsigned long long)st.st_size, (unsigned long long)expect_size);
+        rc = reject(path, rc);
         goto done;
     }
     map_size = (size_t)st.st_size;
@@ -448,17 +479,26 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
     }
     const uint8_t *m = map;
     if (memcmp(m, h, sizeof h) != 0) { /* replaced between the read and the map */
-        rc = reject(path, err, "changed while it was read");
+        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
+                                  "%s: pin snapshot ignored (changed while it was read); "
+                                  "recomputing the pin",
+                                  path));
         goto done;
     }
     const uint8_t *tok_bytes = m + TN_PIN_HEADER_BYTES;
     const uint8_t *kv = tok_bytes + (size_t)n * 4;
     if (payload_checksum((const int32_t *)tok_bytes, n, kv, kv_bytes) != tn_rd_u64(h + 80)) {
-        rc = reject(path, err, "damaged data: checksum mismatch");
+        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
+                                  "%s: pin snapshot ignored (damaged data: checksum mismatch); "
+                                  "recomputing the pin",
+                                  path));
         goto done;
     }
     if (memcmp(tok_bytes, tokens, (size_t)n * 4) != 0) {
-        rc = reject(path, err, "made for other system-prompt tokens");
+        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
+                                  "%s: pin snapshot ignored (made for other system-prompt tokens); "
+                                  "recomputing the pin",
+                                  path));
         goto done;
     }
     rc = tn_ctx_kv_state_load(ctx, n_tokens, kv, kv_bytes, err);

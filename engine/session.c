@@ -88,17 +88,13 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void warn(tn_session *s, const char *fmt, ...) TN_PRINTF(2, 3);
-static void warn(tn_session *s, const char *fmt, ...) {
-    char msg[TN_ERROR_MESSAGE_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+/* A warning is a tn_error made by tn_fail, so that its format and arguments
+ * reach the caller, who translates it as an error (docs/TRANSLATING.md). */
+static void warn(tn_session *s, const tn_error *w) {
     if (s->params.warn)
-        s->params.warn(msg, s->params.warn_user);
+        s->params.warn(w, s->params.warn_user);
     else
-        fprintf(stderr, "tern: %s\n", msg);
+        fprintf(stderr, "tern: %s\n", w->message);
 }
 
 static bool cancelled(const tn_session *s) {
@@ -430,9 +426,17 @@ static void begin_call(tn_session *s) {
 static int need_tokenizer(const tn_session *s, tn_error *err) {
     if (s->tok)
         return TN_OK;
-    const char *why = tn_model_tokenizer_error(s->model);
-    return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: no usable tokenizer (%s)",
-                   tn_model_path(s->model), why && why[0] ? why : "none loaded");
+    /* The model's own error (its format and arguments) rather than a wrapper
+     * around its English text, so that the caller can translate it. */
+    const tn_error *why = tn_model_tokenizer_failure(s->model);
+    if (!why || !why->message[0])
+        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: no usable tokenizer",
+                       tn_model_path(s->model));
+    if (err) {
+        *err = *why;
+        err->code = TN_ERR_UNSUPPORTED;
+    }
+    return TN_ERR_UNSUPPORTED;
 }
 
 /* Rendered template text -> tokens, BOS first when the format starts with
@@ -548,7 +552,7 @@ static int establish(tn_session *s, const int32_t *tokens, int32_t n,
             return TN_OK;
         }
         if (rc != TN_ERR_NOT_FOUND)
-            warn(s, "%s", e.message);
+            warn(s, &e);
     }
     kv_cut(s, keep);
     int rc = kv_append(s, tokens + keep, n - keep, false, progress, user, err);
@@ -561,7 +565,7 @@ static int establish(tn_session *s, const int32_t *tokens, int32_t n,
         if (rc == TN_OK)
             *saved = true;
         else
-            warn(s, "%s", e.message);
+            warn(s, &e);
     }
     return TN_OK;
 }

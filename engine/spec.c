@@ -153,11 +153,17 @@ int tn_drafter_check_vocab(const tn_model *target, const tn_gguf *draft, const c
             const bool draft_longer = da->v.arr.n > ta->v.arr.n;
             char qx[64];
             quote(qx, sizeof qx, (draft_longer ? da : ta)->v.arr.items[n].v.str);
+            if (draft_longer)
+                return tn_fail(err, TN_ERR_INVALID,
+                               "%s: the vocabularies differ from token %llu on ('%s' exists only "
+                               "in the draft): the draft has %llu tokens, the target %s %llu",
+                               dp, (unsigned long long)n, qx, (unsigned long long)da->v.arr.n, tp,
+                               (unsigned long long)ta->v.arr.n);
             return tn_fail(err, TN_ERR_INVALID,
                            "%s: the vocabularies differ from token %llu on ('%s' exists only in "
-                           "the %s): the draft has %llu tokens, the target %s %llu",
-                           dp, (unsigned long long)n, qx, draft_longer ? "draft" : "target",
-                           (unsigned long long)da->v.arr.n, tp, (unsigned long long)ta->v.arr.n);
+                           "the target): the draft has %llu tokens, the target %s %llu",
+                           dp, (unsigned long long)n, qx, (unsigned long long)da->v.arr.n, tp,
+                           (unsigned long long)ta->v.arr.n);
         }
     } else if (require && t_ok != d_ok) {
         return tn_fail(err, TN_ERR_INVALID,

@@ -326,6 +326,9 @@ typedef struct tn_tokenizer tn_tokenizer; /* the tokenizer section below */
  * tn_model_tokenizer_error says why. */
 const tn_tokenizer *tn_model_tokenizer(const tn_model *model);
 const char *tn_model_tokenizer_error(const tn_model *model);
+/* The same as an error (NULL with a tokenizer): its format and arguments let
+ * a caller show it in the user's language (tn_error_format). */
+const tn_error *tn_model_tokenizer_failure(const tn_model *model);
 /* The chat format (a tn_chat_kind) from tokenizer.chat_template and the
  * architecture; *warning (may be NULL) as tn_chat_template_detect. */
 int tn_model_chat_kind(const tn_model *model, const char **warning);
@@ -453,8 +456,12 @@ typedef bool (*tn_session_token_cb)(const char *piece, int32_t token, void *user
  * call returns TN_ERR_CANCELLED and changes nothing). */
 typedef bool (*tn_session_progress_cb)(int32_t done, int32_t total, void *user);
 /* Non-fatal problems (a snapshot ignored as corrupt, a cache not writable),
- * one line. NULL in tn_session_params: printed to stderr as "tern: ...". */
-typedef void (*tn_session_warn_cb)(const char *message, void *user);
+ * carried like an error: warning->message is the English line, and
+ * warning->format with its arguments lets the caller show it in the user's
+ * language (tn_error_format, docs/TRANSLATING.md); warning->code says what
+ * went wrong. Valid during the call only. NULL in tn_session_params: the
+ * English message is printed to stderr as "tern: ...". */
+typedef void (*tn_session_warn_cb)(const tn_error *warning, void *user);
 
 #define TN_SESSION_MAX_STOP 8
 
@@ -827,7 +834,9 @@ bool tn_chat_kind_adds_bos(int kind);
  * (Llama 3 GGUFs carry their template; old Llama 2 / Mistral ones often do
  * not), qwen3/qwen3moe -> Qwen3, qwen2 -> ChatML, gemma* -> Gemma 3. Anything
  * else gives ChatML. *warning (may be NULL) is set to NULL, or to a static
- * one-line message the caller should show when the choice is a guess. */
+ * one-line message the caller should show when the choice is a guess; the
+ * English text is its own message id (docs/TRANSLATING.md), so a caller with
+ * gettext shows gettext (warning). */
 tn_chat_kind tn_chat_template_detect(const char *jinja, size_t len, const char *arch,
                                      const char **warning);
 

@@ -18,6 +18,12 @@ int tn_fail(tn_error *err, int code, const char *fmt, ...) TN_PRINTF(3, 4);
 int tn_vfail(tn_error *err, int code, const char *fmt, va_list ap);
 void tn_error_clear(tn_error *err);
 
+/* A message without arguments that the engine hands out as static text (the
+ * chat-template warnings): the English text is the msgid, extracted by
+ * xgettext's --keyword=TN_N_ (po/meson.build) like tn_fail's formats; the
+ * caller translates it. libtern itself has no gettext. */
+#define TN_N_(text) (text)
+
 /* Overflow-checked arithmetic: return false on overflow. */
 static inline bool tn_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
     return !__builtin_add_overflow(a, b, out);

@@ -122,7 +122,9 @@ struct tn_model {
     uint64_t n_params;
     uint64_t weight_bytes;
     tn_tokenizer *tokenizer;  /* NULL: none (tokenizer_error says why) */
-    char tokenizer_error[TN_ERROR_MESSAGE_MAX];
+    /* Why there is no tokenizer, as a tn_fail error: its format and arguments
+     * let a caller show it translated (docs/TRANSLATING.md). */
+    tn_error tokenizer_error;
     int chat_kind;            /* tn_chat_kind */
     const char *chat_warning; /* static text, or NULL */
 };

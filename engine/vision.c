@@ -101,10 +101,14 @@ static int get_int_key(tn_vision *v, const char *key, int64_t lo, int64_t hi, in
                        tn_error *err) {
     int64_t x;
     int rc = tn_gguf_get_int(v->g, key, &x);
-    if (rc != TN_OK || x < lo || x > hi)
-        return tn_fail(err, TN_ERR_FORMAT, "%s: %s '%s' (expected a whole number in [%lld, %lld])",
-                       vpath(v), rc == TN_OK ? "bad value for" : "missing or mistyped key", key,
-                       (long long)lo, (long long)hi);
+    if (rc != TN_OK)
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: missing or mistyped key '%s' (expected a whole number in [%lld, %lld])",
+                       vpath(v), key, (long long)lo, (long long)hi);
+    if (x < lo || x > hi)
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: bad value for '%s' (expected a whole number in [%lld, %lld])",
+                       vpath(v), key, (long long)lo, (long long)hi);
     *out = (int)x;
     return TN_OK;
 }

@@ -89,7 +89,10 @@ tern_catalog_init (TernCatalog *self)
   self->tag_by_name = g_hash_table_new (g_str_hash, g_str_equal);
 }
 
-/* Validation: every check fails with "NAME: FIELD: what is wrong". */
+/* Validation: every check fails with "NAME: FIELD: what is wrong", in the
+ * user's language: whoever edits a catalog file may read it in the app or
+ * tern-cli (docs/TRANSLATING.md). The field and the JSON keys stay as the
+ * file spells them. */
 typedef struct {
   const char *name;
   GError    **error;
@@ -116,18 +119,18 @@ static const char *
 node_kind (JsonNode *node)
 {
   if (node == NULL || JSON_NODE_HOLDS_NULL (node))
-    return "null";
+    return "null"; /* JSON's word */
   if (JSON_NODE_HOLDS_OBJECT (node))
-    return "an object";
+    return _("an object");
   if (JSON_NODE_HOLDS_ARRAY (node))
-    return "an array";
+    return _("an array");
   switch (json_node_get_value_type (node))
     {
-    case G_TYPE_STRING: return "a string";
-    case G_TYPE_BOOLEAN: return "a boolean";
-    case G_TYPE_INT64: return "an integer";
-    case G_TYPE_DOUBLE: return "a number with a fraction";
-    default: return "a value";
+    case G_TYPE_STRING: return _("a string");
+    case G_TYPE_BOOLEAN: return _("a boolean");
+    case G_TYPE_INT64: return _("an integer");
+    case G_TYPE_DOUBLE: return _("a number with a fraction");
+    default: return _("a value");
     }
 }
 
@@ -146,7 +149,7 @@ check_keys (Loader             *loader,
       {
         g_autofree char *names = g_strjoinv (", ", (char **) allowed);
 
-        return fail (loader, field, "unknown field '%s' (allowed: %s)", (const char *) l->data, names);
+        return fail (loader, field, _("unknown field '%s' (allowed: %s)"), (const char *) l->data, names);
       }
   return TRUE;
 }
@@ -165,14 +168,14 @@ get_string (Loader      *loader,
   if (node == NULL || JSON_NODE_HOLDS_NULL (node))
     {
       if (required)
-        return fail (loader, field, "missing '%s'", key);
+        return fail (loader, field, _("missing '%s'"), key);
       return TRUE;
     }
   if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING)
-    return fail (loader, field, "'%s' must be a string, not %s", key, node_kind (node));
+    return fail (loader, field, _("'%s' must be a string, not %s"), key, node_kind (node));
   *out = json_node_get_string (node);
   if (required && **out == '\0')
-    return fail (loader, field, "'%s' is empty", key);
+    return fail (loader, field, _("'%s' is empty"), key);
   return TRUE;
 }
 
@@ -190,11 +193,11 @@ get_int (Loader     *loader,
   if (node == NULL || JSON_NODE_HOLDS_NULL (node))
     return TRUE;
   if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_INT64)
-    return fail (loader, field, "'%s' must be an integer, not %s", key, node_kind (node));
+    return fail (loader, field, _("'%s' must be an integer, not %s"), key, node_kind (node));
   *out = json_node_get_int (node);
   if (*out < min)
-    return fail (loader, field, "'%s' is %" G_GINT64_FORMAT ", must be at least %" G_GINT64_FORMAT,
-                 key, *out, min);
+    return fail (loader, field, _("'%s' is %lld, must be at least %lld"),
+                 key, (long long) *out, (long long) min);
   return TRUE;
 }
 
@@ -211,7 +214,7 @@ get_bool (Loader     *loader,
   if (node == NULL || JSON_NODE_HOLDS_NULL (node))
     return TRUE;
   if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_BOOLEAN)
-    return fail (loader, field, "'%s' must be true or false, not %s", key, node_kind (node));
+    return fail (loader, field, _("'%s' must be true or false, not %s"), key, node_kind (node));
   *out = json_node_get_boolean (node);
   return TRUE;
 }
@@ -228,10 +231,14 @@ get_member (Loader      *loader,
 
   *out = NULL;
   if (node == NULL)
-    return fail (loader, field, "missing '%s'", key);
+    return fail (loader, field, _("missing '%s'"), key);
   if (JSON_NODE_TYPE (node) != type)
-    return fail (loader, field, "'%s' must be %s, not %s", key,
-                 type == JSON_NODE_OBJECT ? "an object" : "an array", node_kind (node));
+    {
+      /* One sentence per kind: the kind is part of what is translated. */
+      if (type == JSON_NODE_OBJECT)
+        return fail (loader, field, _("'%s' must be an object, not %s"), key, node_kind (node));
+      return fail (loader, field, _("'%s' must be an array, not %s"), key, node_kind (node));
+    }
   *out = node;
   return TRUE;
 }
@@ -264,12 +271,12 @@ load_package (Loader     *loader,
 
   if (!tern_manager_safe_name (id))
     {
-      fail (loader, field, "a package id may use only letters, digits and '._+-' and may not start with '.'");
+      fail (loader, field, _("a package id may use only letters, digits and '._+-' and may not start with '.'"));
       return NULL;
     }
   if (!JSON_NODE_HOLDS_OBJECT (node))
     {
-      fail (loader, field, "must be an object, not %s", node_kind (node));
+      fail (loader, field, _("must be an object, not %s"), node_kind (node));
       return NULL;
     }
   object = json_node_get_object (node);
@@ -280,7 +287,7 @@ load_package (Loader     *loader,
   files = json_node_get_array (files_node);
   if (json_array_get_length (files) == 0)
     {
-      fail (loader, field, "'files' is empty: a package needs at least one file");
+      fail (loader, field, _("'files' is empty: a package needs at least one file"));
       return NULL;
     }
 
@@ -300,7 +307,7 @@ load_package (Loader     *loader,
 
       if (!JSON_NODE_HOLDS_OBJECT (file_node))
         {
-          fail (loader, file_field, "must be an object, not %s", node_kind (file_node));
+          fail (loader, file_field, _("must be an object, not %s"), node_kind (file_node));
           goto error;
         }
       file_object = json_node_get_object (file_node);
@@ -313,24 +320,25 @@ load_package (Loader     *loader,
       if (!tern_manager_safe_name (name) || g_str_has_suffix (name, TERN_PARTIAL_SUFFIX)
           || g_str_has_suffix (name, TERN_PARTIAL_META_SUFFIX))
         {
-          fail (loader, file_field, "name '%s' is not a plain file name (letters, digits, '._+-'; "
-                "not starting with '.'; not ending in '" TERN_PARTIAL_SUFFIX "')", name);
+          fail (loader, file_field, _("name '%s' is not a plain file name (letters, digits, '._+-'; "
+                "not starting with '.'; not ending in '%s')"), name,
+                TERN_PARTIAL_SUFFIX);
           goto error;
         }
       if (g_hash_table_contains (names, name))
         {
-          fail (loader, file_field, "name '%s' appears twice in the package", name);
+          fail (loader, file_field, _("name '%s' appears twice in the package"), name);
           goto error;
         }
       g_hash_table_add (names, (gpointer) name);
       if (!tern_manager_valid_url (url))
         {
-          fail (loader, file_field, "url '%s' is not an http:// or https:// URL with a host", url);
+          fail (loader, file_field, _("url '%s' is not an http:// or https:// URL with a host"), url);
           goto error;
         }
       if (sha256 != NULL && !tern_manager_is_sha256 (sha256))
         {
-          fail (loader, file_field, "sha256 '%s' is not 64 hexadecimal digits (use null when unknown)",
+          fail (loader, file_field, _("sha256 '%s' is not 64 hexadecimal digits (use null when unknown)"),
                 sha256);
           goto error;
         }
@@ -378,7 +386,7 @@ resolve_package (TernCatalog *self,
   if (package == NULL)
     {
       g_autofree char *where = g_strdup_printf ("%s.%s", field, key);
-      *ok = fail (loader, where, "unknown package '%s' (not in 'packages')", id);
+      *ok = fail (loader, where, _("unknown package '%s' (not in 'packages')"), id);
     }
   return package;
 }
@@ -404,7 +412,7 @@ load_tag (TernCatalog       *self,
 
   if (!JSON_NODE_HOLDS_OBJECT (node))
     {
-      fail (loader, field, "must be an object, not %s", node_kind (node));
+      fail (loader, field, _("must be an object, not %s"), node_kind (node));
       return NULL;
     }
   object = json_node_get_object (node);
@@ -416,18 +424,18 @@ load_tag (TernCatalog       *self,
     return NULL;
   if (!g_str_has_prefix (name, prefix) || !valid_family_id (name + strlen (prefix)))
     {
-      fail (loader, field, "tag '%s' must be '%sNAME' (NAME: lowercase letters, digits, '._-')",
+      fail (loader, field, _("tag '%s' must be '%sNAME' (NAME: lowercase letters, digits, '._-')"),
             name, prefix);
       return NULL;
     }
   if (g_hash_table_contains (self->tag_by_name, name))
     {
-      fail (loader, field, "tag '%s' is defined twice", name);
+      fail (loader, field, _("tag '%s' is defined twice"), name);
       return NULL;
     }
   if (min_version != NULL && !valid_version (min_version))
     {
-      fail (loader, field, "min_app_version '%s' is not a version like '0.1.0'", min_version);
+      fail (loader, field, _("min_app_version '%s' is not a version like '0.1.0'"), min_version);
       return NULL;
     }
 
@@ -449,7 +457,7 @@ load_tag (TernCatalog       *self,
     goto error;
   if (tag->packages[TERN_PACKAGE_ROLE_DRAFT] == tag->packages[TERN_PACKAGE_ROLE_BASE])
     {
-      fail (loader, field, "'draft' is the same package as 'base'");
+      fail (loader, field, _("'draft' is the same package as 'base'"));
       goto error;
     }
 
@@ -461,7 +469,7 @@ load_tag (TernCatalog       *self,
 
       if (!JSON_NODE_HOLDS_OBJECT (flags_node))
         {
-          fail (loader, flags_field, "must be an object, not %s", node_kind (flags_node));
+          fail (loader, flags_field, _("must be an object, not %s"), node_kind (flags_node));
           goto error;
         }
       flags = json_node_get_object (flags_node);
@@ -473,8 +481,9 @@ load_tag (TernCatalog       *self,
     }
   if (tag->vision != (tag->packages[TERN_PACKAGE_ROLE_VISION] != NULL))
     {
-      fail (loader, field, tag->vision ? "flags.vision is true but there is no 'vision' package"
-                                       : "there is a 'vision' package but flags.vision is not true");
+      fail (loader, field, "%s",
+            tag->vision ? _("flags.vision is true but there is no 'vision' package")
+                        : _("there is a 'vision' package but flags.vision is not true"));
       goto error;
     }
   if (!get_int (loader, field, object, "context_length", 1, &tag->context_length))
@@ -500,19 +509,19 @@ load_root (TernCatalog *self,
   g_autoptr(GList) ids = NULL;
 
   if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
-    return fail (loader, "(top level)", "must be an object, not %s", node_kind (root));
+    return fail (loader, _("(top level)"), _("must be an object, not %s"), node_kind (root));
   object = json_node_get_object (root);
-  if (!check_keys (loader, "(top level)", object, root_keys)
+  if (!check_keys (loader, _("(top level)"), object, root_keys)
       || !get_int (loader, "schema", object, "schema", 0, &schema))
     return FALSE;
   if (!json_object_has_member (object, "schema"))
-    return fail (loader, "schema", "missing (this reader knows schema %d)", CATALOG_SCHEMA);
+    return fail (loader, "schema", _("missing (this reader knows schema %d)"), CATALOG_SCHEMA);
   if (schema != CATALOG_SCHEMA)
-    return fail (loader, "schema", "is %" G_GINT64_FORMAT "; this version of Tern reads schema %d",
-                 schema, CATALOG_SCHEMA);
+    return fail (loader, "schema", _("is %lld; this version of Tern reads schema %d"),
+                 (long long) schema, CATALOG_SCHEMA);
 
-  if (!get_member (loader, "(top level)", object, "packages", JSON_NODE_OBJECT, &packages_node)
-      || !get_member (loader, "(top level)", object, "families", JSON_NODE_ARRAY, &families_node))
+  if (!get_member (loader, _("(top level)"), object, "packages", JSON_NODE_OBJECT, &packages_node)
+      || !get_member (loader, _("(top level)"), object, "families", JSON_NODE_ARRAY, &families_node))
     return FALSE;
 
   ids = json_object_get_members (json_node_get_object (packages_node));
@@ -539,7 +548,7 @@ load_root (TernCatalog *self,
       const char *id, *label, *description;
 
       if (!JSON_NODE_HOLDS_OBJECT (node))
-        return fail (loader, field, "must be an object, not %s", node_kind (node));
+        return fail (loader, field, _("must be an object, not %s"), node_kind (node));
       family_object = json_node_get_object (node);
       if (!check_keys (loader, field, family_object, family_keys)
           || !get_string (loader, field, family_object, "id", TRUE, &id)
@@ -548,12 +557,12 @@ load_root (TernCatalog *self,
           || !get_member (loader, field, family_object, "tags", JSON_NODE_ARRAY, &tags_node))
         return FALSE;
       if (!valid_family_id (id))
-        return fail (loader, field, "id '%s' may use only lowercase letters, digits and '._-'", id);
+        return fail (loader, field, _("id '%s' may use only lowercase letters, digits and '._-'"), id);
       if (g_str_equal (id, TERN_LOCAL_FAMILY))
-        return fail (loader, field, "id '" TERN_LOCAL_FAMILY "' is reserved for imported models");
+        return fail (loader, field, _("id '%s' is reserved for imported models"), TERN_LOCAL_FAMILY);
       for (guint f = 0; f < self->families->len; f++)
         if (g_str_equal (((TernCatalogFamily *) self->families->pdata[f])->id, id))
-          return fail (loader, field, "family '%s' is defined twice", id);
+          return fail (loader, field, _("family '%s' is defined twice"), id);
 
       family = g_new0 (TernCatalogFamily, 1);
       family->id = g_strdup (id);
@@ -564,7 +573,7 @@ load_root (TernCatalog *self,
 
       tags = json_node_get_array (tags_node);
       if (json_array_get_length (tags) == 0)
-        return fail (loader, field, "'tags' is empty");
+        return fail (loader, field, _("'tags' is empty"));
       for (guint t = 0; t < json_array_get_length (tags); t++)
         {
           g_autofree char *tag_field = g_strdup_printf ("families[%u].tags[%u]", i, t);

@@ -381,6 +381,8 @@ static tn_session_params session_params(const tern_server *srv) {
     sp.n_threads = srv->cfg.n_threads;
     sp.pin_cache_dir = srv->cfg.pin_cache_dir;
     sp.pin_cache_max_bytes = srv->cfg.pin_cache_max_bytes;
+    sp.warn = srv->cfg.warn;
+    sp.warn_user = srv->cfg.warn_user;
     return sp;
 }
 

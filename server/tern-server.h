@@ -89,6 +89,12 @@ typedef struct tern_server_config {
     uint64_t pin_cache_max_bytes; /* the snapshots' total size (least recently used
                                      evicted beyond it); 0: the engine's default (4 GiB) */
     int token_delay_ms;      /* tests only: a pause after every token */
+    tn_session_warn_cb warn; /* the sessions' warnings (a pin snapshot ignored as
+                                damaged, ...), called on the server's worker thread;
+                                NULL: the engine prints them to stderr in English.
+                                tern-cli serve passes cli_engine_warning (in the
+                                user's language, docs/TRANSLATING.md). */
+    void *warn_user;
 } tern_server_config;
 
 typedef struct tern_server tern_server;

@@ -4,7 +4,9 @@
 
 #include "tn-internal.h"
 
+#include <dirent.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 static void test_capture(void) {
@@ -51,8 +53,175 @@ static void test_newlines_and_clear(void) {
     CHECK(!strcmp(tn_error_format(&err, "x", out, sizeof out), "out of memory"));
 }
 
+static void write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fwrite(data, 1, n, f) == n);
+        fclose(f);
+    }
+}
+
+/* The GGUF reader's messages name their section in the format, not as an
+ * argument: "the %s" filled with an English word could not be translated. */
+static void test_gguf_sections(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/sections.gguf", tn_test_tmpdir());
+    struct {
+        const char *what;
+        unsigned char bytes[40];
+        size_t n;
+        const char *format_has;
+        int n_args;
+    } cases[] = {
+        /* magic, version 3, then 4 of n_tensors' 8 bytes */
+        {"header", {'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0}, 12, "inside the header (", 4},
+        /* no tensors, one metadata entry whose key claims 200 bytes */
+        {"metadata",
+         {'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 200, 0,
+          0, 0, 0, 0, 0, 0, 'k', 'e', 'y', 0, 0, 0, 0, 0},
+         40, "a string in the metadata claims", 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_file(path, cases[i].bytes, cases[i].n);
+        tn_gguf *g = NULL;
+        tn_error err = {0};
+        int rc = tn_gguf_open(path, &g, &err);
+        CHECKF(rc == TN_ERR_FORMAT && err.format && strstr(err.format, cases[i].format_has),
+               "%s: rc %d, format '%s'", cases[i].what, rc, err.format ? err.format : "(null)");
+        CHECKF(err.n_args == cases[i].n_args && !strcmp(err.args, path), "%s: %d arguments",
+               cases[i].what, err.n_args);
+        /* Every argument is the path or a number: no words to translate. */
+        const char *a = err.args;
+        for (int k = 1; k < err.n_args; k++) {
+            a += strlen(a) + 1;
+            CHECKF(strspn(a, "0123456789") == strlen(a), "%s: argument %d is '%s'",
+                   cases[i].what, k, a);
+        }
+        tn_gguf_close(g);
+    }
+    remove(path);
+}
+
+/* A model without a tokenizer: the session's error is the model's own (its
+ * format and path), not an English message wrapped in another format. */
+static void test_tokenizer_failure(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/no-tokenizer.gguf", tn_test_tmpdir());
+    tn_mkmodel_params p = tn_test_tiny_model("llama", 1);
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, path, &err) == TN_OK, "mkmodel: %s", err.message);
+    tn_model_params mp = tn_model_default_params();
+    mp.load_tokenizer = false;
+    tn_model *m = NULL;
+    if (tn_model_load(path, mp, &m, &err) != TN_OK) {
+        CHECKF(false, "load: %s", err.message);
+        return;
+    }
+    const tn_error *why = tn_model_tokenizer_failure(m);
+    CHECK(why && why->format && !strcmp(why->format, "%s: tokenizer not loaded"));
+    CHECK(why && !strcmp(tn_model_tokenizer_error(m), why->message));
+    tn_session *s = NULL;
+    if (tn_session_new(m, tn_session_default_params(), &s, &err) == TN_OK) {
+        tn_error_clear(&err);
+        int rc = tn_session_pin(s, "You are terse.", NULL, NULL, &err);
+        CHECKF(rc == TN_ERR_UNSUPPORTED && err.code == TN_ERR_UNSUPPORTED, "pin: %d", rc);
+        CHECKF(err.format && !strcmp(err.format, "%s: tokenizer not loaded"), "format '%s'",
+               err.format ? err.format : "(null)");
+        char out[TN_ERROR_MESSAGE_MAX];
+        tn_error_format(&err, "%s: Tokenizer nicht geladen", out, sizeof out);
+        const size_t n = strlen(path);
+        CHECKF(!strncmp(out, path, n) && !strcmp(out + n, ": Tokenizer nicht geladen"), "'%s'",
+               out);
+        tn_session_free(s);
+    } else {
+        CHECKF(false, "session: %s", err.message);
+    }
+    tn_model_free(m);
+    remove(path);
+}
+
+static int n_warnings;
+static tn_error last_warning;
+
+static void on_warning(const tn_error *w, void *user) {
+    (void)user;
+    n_warnings++;
+    last_warning = *w;
+}
+
+/* Session warnings (tn_session_params.warn) are tn_errors too: a damaged pin
+ * snapshot is reported with its format and the snapshot's path as argument,
+ * so that the caller can show it translated. */
+static void test_warning(void) {
+    char path[4096], dir[4096], snapshot[8192] = "";
+    snprintf(path, sizeof path, "%s/warning.gguf", tn_test_tmpdir());
+    snprintf(dir, sizeof dir, "%s/warning-pins", tn_test_tmpdir());
+    tn_mkmodel_params p = tn_test_tiny_model("llama", 2);
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, path, &err) == TN_OK, "mkmodel: %s", err.message);
+    tn_model *m = NULL;
+    if (tn_model_load(path, tn_model_default_params(), &m, &err) != TN_OK) {
+        CHECKF(false, "load: %s", err.message);
+        return;
+    }
+    const char *system = "You are a terse assistant for a hardware store. Answer in one "
+                         "sentence, name the aisle, and never invent prices.";
+    tn_session_params sp = tn_session_default_params();
+    sp.n_ctx = 256;
+    sp.n_threads = 1;
+    sp.pin_cache_dir = dir;
+    sp.warn = on_warning;
+    for (int round = 0; round < 2; round++) {
+        tn_session *s = NULL;
+        if (tn_session_new(m, sp, &s, &err) != TN_OK) {
+            CHECKF(false, "session: %s", err.message);
+            break;
+        }
+        n_warnings = 0;
+        CHECKF(tn_session_pin(s, system, NULL, NULL, &err) == TN_OK, "pin: %s", err.message);
+        tn_session_free(s);
+        if (round == 1)
+            break;
+        CHECKF(n_warnings == 0, "a first pin warned: %s", last_warning.message);
+        /* The snapshot just written, its magic overwritten. */
+        DIR *d = opendir(dir);
+        for (struct dirent *e; d && (e = readdir(d));)
+            if (strstr(e->d_name, ".pin"))
+                snprintf(snapshot, sizeof snapshot, "%s/%s", dir, e->d_name);
+        if (d)
+            closedir(d);
+        FILE *f = snapshot[0] ? fopen(snapshot, "r+b") : NULL;
+        CHECKF(f != NULL, "no snapshot in %s", dir);
+        if (!f)
+            break;
+        fputs("NOTAPIN!", f);
+        fclose(f);
+    }
+    CHECKF(n_warnings == 1, "%d warnings", n_warnings);
+    CHECKF(last_warning.format &&
+               !strcmp(last_warning.format, "%s: pin snapshot ignored (not a Tern pin snapshot); "
+                                            "recomputing the pin"),
+           "format '%s'", last_warning.format ? last_warning.format : "(null)");
+    CHECKF(last_warning.n_args == 1 && !strcmp(last_warning.args, snapshot), "%d arguments",
+           last_warning.n_args);
+    char out[TN_ERROR_MESSAGE_MAX];
+    tn_error_format(&last_warning, "%s: Anheft-Schnappschuss verworfen", out, sizeof out);
+    const size_t n = strlen(snapshot);
+    CHECKF(n > 0 && !strncmp(out, snapshot, n) &&
+               !strcmp(out + n, ": Anheft-Schnappschuss verworfen"),
+           "'%s'", out);
+    tn_model_free(m);
+    remove(snapshot);
+    remove(dir);
+    remove(path);
+}
+
 int main(void) {
     test_capture();
     test_newlines_and_clear();
+    test_gguf_sections();
+    test_tokenizer_failure();
+    test_warning();
     return tn_test_finish("error");
 }

@@ -74,10 +74,13 @@ static bool same(const answer *x, const answer *y) {
 static int warnings;
 static char last_warning[TN_ERROR_MESSAGE_MAX];
 
-static void on_warn(const char *msg, void *user) {
+static tn_error last_warn; /* the warning as the engine gave it */
+
+static void on_warn(const tn_error *w, void *user) {
     (void)user;
     warnings++;
-    snprintf(last_warning, sizeof last_warning, "%s", msg);
+    snprintf(last_warning, sizeof last_warning, "%s", w->message);
+    last_warn = *w;
 }
 
 /* ------------------------------------------------------------- fixtures */
@@ -481,6 +484,28 @@ static void damaged_snapshots(fixture *f) {
                damage, pi.loaded_from_snapshot, pi.snapshot_saved);
         CHECKF(warnings == 1 && strstr(last_warning, "ignored"), "damage %d: warning '%s'",
                damage, last_warning);
+        /* Carried like an error (docs/TRANSLATING.md): its English format, the
+         * msgid, with the reason inside it, and its arguments, which a
+         * translation may reorder. */
+        const char *want_format =
+            damage < 2 ? "%s: pin snapshot ignored (damaged data: checksum mismatch); "
+                         "recomputing the pin"
+                       : "%s: pin snapshot ignored (truncated: %llu bytes, expected %llu); "
+                         "recomputing the pin";
+        CHECKF(last_warn.format && !strcmp(last_warn.format, want_format) &&
+                   last_warn.code == TN_ERR_FORMAT,
+               "damage %d: warning format '%s'", damage,
+               last_warn.format ? last_warn.format : "(null)");
+        char de[TN_ERROR_MESSAGE_MAX], want[TN_ERROR_MESSAGE_MAX];
+        if (damage < 2) {
+            tn_error_format(&last_warn, "%s: Schnappschuss verworfen", de, sizeof de);
+            snprintf(want, sizeof want, "%s: Schnappschuss verworfen", path);
+        } else {
+            tn_error_format(&last_warn, "%1$s: %3$llu statt %2$llu Bytes", de, sizeof de);
+            snprintf(want, sizeof want, "%s: %ld statt %ld Bytes", path, size, size - 100);
+        }
+        CHECKF(!strcmp(de, want), "damage %d: translated warning '%s', want '%s'", damage, de,
+               want);
         answer x;
         ask(s, REQ_A, &g, &x);
         CHECKF(same(&x, &ref), "damage %d: a recomputed pin answers differently", damage);

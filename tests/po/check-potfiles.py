@@ -5,7 +5,7 @@ POTFILES.in names a file that does not exist.
 
 Translatable: C sources and headers with _( N_( C_( NC_( ngettext(
 g_dngettext( g_dgettext( g_dpgettext2( (comments aside), engine sources with
-tn_fail(..., "format", ...) (the engine's messages, docs/TRANSLATING.md),
+tn_fail(..., "format", ...) or TN_N_("text") (the engine's messages, docs/TRANSLATING.md),
 GtkBuilder files with translatable="yes", desktop and AppStream templates
 (*.desktop.in, *.metainfo.xml.in) and GSettings schemas with a summary or a
 description."""
@@ -17,7 +17,7 @@ root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file
 DIRS = ['app', 'cli', 'data', 'engine', 'imageio', 'manager', 'server', 'ui']
 
 GETTEXT_CALL = re.compile(r'(?<![\w.>])(_|N_|C_|NC_|ngettext|g_dngettext|g_dgettext|g_dpgettext2)\s*\(\s*["A-Z]')
-TN_FAIL = re.compile(r'\btn_fail\s*\([^;"]*"')
+TN_FAIL = re.compile(r'\b(tn_fail\s*\([^;"]*|TN_N_\s*\(\s*)"')
 COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*', re.S)
 STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 

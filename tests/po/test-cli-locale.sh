@@ -1,7 +1,8 @@
 #!/bin/sh
 # tern-cli in German (docs/TRANSLATING.md): its help, its own errors and the
-# engine's, from the build tree's catalogs (TERN_LOCALEDIR); English in the C
-# locale. Needs no generated locale:
+# engine's, the developer commands', the catalog's validation errors and an
+# engine warning, from the build tree's catalogs (TERN_LOCALEDIR); English in
+# the C locale. Needs no generated locale:
 # LANGUAGE=de with C.UTF-8.
 # usage: test-cli-locale.sh TERN_CLI LOCALEDIR
 set -u
@@ -29,6 +30,43 @@ printf 'this is not GGUF' > "$tmp/kaputt.gguf"
 out=$(de "$cli" info "$tmp/kaputt.gguf")
 check "the engine's error in German, with its arguments" "$tmp/kaputt.gguf: keine GGUF-Datei" "$out"
 check "an option's range in German" "benötigt eine ganze Zahl von 0 bis" "$(de "$cli" run -m "$tmp/kaputt.gguf" -n x -p hi)"
+# The developer commands (mkmodel, bench, tokenize, ...) are translated too.
+check "a developer command's help in German" "^Aufruf: tern-cli info" "$(de "$cli" info --help)"
+check "a developer command's error in German" "tokenize: -m MODELL.gguf ist erforderlich" \
+    "$(de "$cli" tokenize hallo)"
+check "a developer command's error in English in the C locale" \
+    "tokenize: -m MODEL.gguf is required" "$(en "$cli" tokenize hallo)"
+# The model catalog's validation errors, the JSON kind ("a string") included.
+printf '{"schema": "eins"}' > "$tmp/catalog.json"
+check "a catalog validation error in German" \
+    "schema: »schema« muss eine ganze Zahl sein (gefunden: eine Zeichenkette)" \
+    "$(de env XDG_DATA_HOME="$tmp/data" "$cli" list --catalog "$tmp/catalog.json")"
+check "a catalog validation error in English in the C locale" \
+    "schema: 'schema' must be an integer, not a string" \
+    "$(en env XDG_DATA_HOME="$tmp/data" "$cli" list --catalog "$tmp/catalog.json")"
+# An engine warning (tn_session_params.warn): a damaged pin snapshot is
+# ignored with a warning carried as a tn_error, shown in German with its path.
+if "$cli" mkmodel --arch llama --type q8_0 --embd 64 --layers 2 --heads 2 --kv-heads 1 \
+    --head-dim 32 --ff 128 --ctx 2048 --seed 3 -o "$tmp/m.gguf" >"$tmp/mk.out" 2>&1; then
+    system="You are a terse assistant for a hardware store. Answer in one sentence, name the aisle, and never invent prices."
+    set -- env XDG_CACHE_HOME="$tmp/cache" "$cli" run --single-turn -m "$tmp/m.gguf" \
+        -s "$system" -n 2 -t 2 -p hi
+    en "$@" >/dev/null
+    snapshot=$(ls "$tmp"/cache/tern/pins/*.pin 2>/dev/null | head -n 1)
+    if [ -n "$snapshot" ]; then
+        printf 'XXXXXXXX' | dd of="$snapshot" bs=1 seek=0 conv=notrunc 2>/dev/null
+        check "an engine warning in German, with its argument" \
+            "^tern: $snapshot: Anheft-Schnappschuss verworfen (kein Anheft-Schnappschuss von Tern)" \
+            "$(de "$@")"
+        printf 'XXXXXXXX' | dd of="$snapshot" bs=1 seek=0 conv=notrunc 2>/dev/null
+        check "the engine warning in English in the C locale" \
+            "^tern: $snapshot: pin snapshot ignored (not a Tern pin snapshot)" "$(en "$@")"
+    else
+        echo "FAIL: no pin snapshot written in $tmp/cache"; fail=1
+    fi
+else
+    echo "FAIL: mkmodel:"; cat "$tmp/mk.out"; fail=1
+fi
 check "English in the C locale" "^usage: tern-cli COMMAND" "$(en "$cli" --help)"
 check "the engine's error in English in the C locale" "not a GGUF file" "$(en "$cli" info "$tmp/kaputt.gguf")"
 exit $fail
