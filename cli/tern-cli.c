@@ -47,6 +47,15 @@ const char *cli_engine_message(const tn_error *err) {
     return tn_error_format(err, dgettext(GETTEXT_PACKAGE, err->format), text, sizeof text);
 }
 
+void cli_backend_note(const tn_model *m) {
+    const char *who = NULL;
+    const tn_error *why = tn_model_backend_refusal(m, &who);
+    if (why)
+        /* Translators: "xrt: no NPU found; using cpu": a backend, why not, the one used */
+        fprintf(stderr, _("%s: %s; using %s\n"), who, cli_engine_message(why),
+                tn_model_backend(m));
+}
+
 void cli_i18n_init(void) {
     const char *dir = getenv("TERN_LOCALEDIR");
     /* Only the messages follow the user's locale: numbers stay as scripts and
