@@ -89,12 +89,22 @@ int tn_backend_open_from(tn_backend *be, const char *name, const tn_backend_ops 
     const bool any = !name || !*name || !strcmp(name, "auto");
     const tn_backend_ops *want = any ? NULL : find(table, n, name);
     if (!any && !want) {
+        /* The name as a user can read it back: printable ASCII, short
+         * enough to leave room for the list (it comes from the environment
+         * or a command line, and may be anything). */
+        char shown[40];
+        size_t k = 0;
+        for (const char *c = name; *c && k + 4 < sizeof shown; c++)
+            shown[k++] = *c >= 0x20 && *c < 0x7f ? *c : '?';
+        if (strlen(name) > k)
+            shown[k++] = '.', shown[k++] = '.', shown[k++] = '.';
+        shown[k] = 0;
         char names[128] = "auto";
         for (int i = 0; i < n; i++) {
             size_t used = strlen(names);
             snprintf(names + used, sizeof names - used, ", %s", table[i]->name);
         }
-        return tn_fail(err, TN_ERR_INVALID, "unknown compute backend '%s' (known: %s)", name,
+        return tn_fail(err, TN_ERR_INVALID, "unknown compute backend '%s' (known: %s)", shown,
                        names);
     }
     int rc = tn_backend_cpu_ops.open(be, err);
