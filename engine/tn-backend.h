@@ -28,7 +28,8 @@ typedef struct tn_backend_ops {
 
     /* Opens the backend for a model, or refuses with a tn_fail message a
      * user can act on ("no NPU found", "no kernels for this NPU"); the
-     * model then runs on the CPU and keeps the message. be->state is the
+     * model then runs on the CPU and keeps the message (a refusing open
+     * frees what it made: close is not called). be->state is the
      * backend's own. NULL: nothing to open.
      *
      * Operations that touch the same data must come from one backend:
