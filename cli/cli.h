@@ -124,8 +124,9 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* An engine error's message in the user's language (docs/TRANSLATING.md), in
  * a buffer of the calling thread, valid until its next call. */
 const char *cli_engine_message(const tn_error *err);
-/* When the compute backend asked for refused to open (the model then runs
- * on the CPU): "xrt: REASON; using cpu" on stderr. Nothing otherwise. */
+/* When the compute backend asked for by name (TERN_BACKEND) refused to
+ * open (the model then runs on the CPU): "xrt: REASON; using cpu" on
+ * stderr. Nothing otherwise, also not for one "auto" only tried. */
 void cli_backend_note(const tn_model *m);
 /* The user's LC_MESSAGES and tern-cli's translations ($TERN_LOCALEDIR, else
  * the installed ones). */

@@ -49,8 +49,9 @@ const char *cli_engine_message(const tn_error *err) {
 
 void cli_backend_note(const tn_model *m) {
     const char *who = NULL;
-    const tn_error *why = tn_model_backend_refusal(m, &who);
-    if (why)
+    bool asked = false;
+    const tn_error *why = tn_model_backend_refusal(m, &who, &asked);
+    if (why && asked)
         /* Translators: "xrt: no NPU found; using cpu": a backend, why not, the one used */
         fprintf(stderr, _("%s: %s; using %s\n"), who, cli_engine_message(why),
                 tn_model_backend(m));

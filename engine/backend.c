@@ -62,9 +62,10 @@ static int try_open(tn_backend *be, const tn_backend_ops *ops, tn_error *err) {
 
 /* A refusal is not an error: the model runs on the CPU and says why. The
  * first reason is kept (the backend asked for, or the first "auto" tried). */
-static void note_refusal(tn_backend *be, const char *name, const tn_error *why) {
+static void note_refusal(tn_backend *be, const char *name, const tn_error *why, bool asked) {
     if (be->refused_by[0])
         return;
+    be->refused_asked = asked;
     snprintf(be->refused_by, sizeof be->refused_by, "%s", name);
     be->refusal = *why;
     if (!be->refusal.message[0])
@@ -116,7 +117,7 @@ int tn_backend_open_from(tn_backend *be, const char *name, const tn_backend_ops 
         tn_error why = {0};
         if (try_open(be, table[i], &why) == TN_OK)
             break;
-        note_refusal(be, table[i]->name, &why);
+        note_refusal(be, table[i]->name, &why, !any);
     }
     resolve(be);
     return TN_OK;

@@ -890,9 +890,11 @@ uint64_t tn_model_weight_bytes(const tn_model *m) { return m->weight_bytes; }
 uint64_t tn_model_repacked_bytes(const tn_model *m) { return m->backend.prepared_bytes; }
 const char *tn_model_arithmetic(const tn_model *m) { return m->backend.arith; }
 const char *tn_model_backend(const tn_model *m) { return m->backend.run.name; }
-const tn_error *tn_model_backend_refusal(const tn_model *m, const char **backend) {
+const tn_error *tn_model_backend_refusal(const tn_model *m, const char **backend, bool *asked) {
     if (backend)
         *backend = m->backend.refused_by[0] ? m->backend.refused_by : NULL;
+    if (asked)
+        *asked = m->backend.refused_by[0] && m->backend.refused_asked;
     return m->backend.refused_by[0] ? &m->backend.refusal : NULL;
 }
 const char *tn_model_name(const tn_model *m) { return m->name; }

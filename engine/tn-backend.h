@@ -91,6 +91,7 @@ struct tn_backend {
      * translate it ("xrt: REASON; using cpu"). refused_by[0] == 0: none. */
     char refused_by[16];
     tn_error refusal;
+    bool refused_asked; /* it was asked for by name (not only tried by "auto") */
 };
 
 /* The CPU backend: every entry set. */

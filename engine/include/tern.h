@@ -330,9 +330,12 @@ const char *tn_model_arithmetic(const tn_model *model);
 const char *tn_model_backend(const tn_model *model);
 /* When the backend the params asked for (or the first one "auto" tried)
  * refused to open on this machine: its reason (the model then runs on the
- * CPU), and *backend (may be NULL) its name; NULL when none refused. Show
- * it as "xrt: REASON; using cpu". */
-const tn_error *tn_model_backend_refusal(const tn_model *model, const char **backend);
+ * CPU), *backend (may be NULL) its name and *asked (may be NULL) whether
+ * it was asked for by name; NULL when none refused. Show it as "xrt:
+ * REASON; using cpu" (a refusal under "auto" is news only to a diagnosis:
+ * the user asked for nothing). */
+const tn_error *tn_model_backend_refusal(const tn_model *model, const char **backend,
+                                         bool *asked);
 /* general.name, or the file name without directory. */
 const char *tn_model_name(const tn_model *model);
 /* One line: "NAME (gemma3, 1.00B params, Q4_0)", plus

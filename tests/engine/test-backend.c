@@ -59,6 +59,7 @@ static void selection(void) {
     /* Refused when asked for by name: the CPU, and the reason kept whole. */
     CHECK(tn_backend_open_from(&be, "refusing", table, 4, &err) == TN_OK);
     CHECK(!strcmp(be.run.name, "cpu") && be.run.matmul == tn_backend_cpu_ops.matmul);
+    CHECK(be.refused_asked);
     CHECKF(!strcmp(be.refused_by, "refusing") && be.refusal.code == TN_ERR_UNSUPPORTED &&
                !strcmp(be.refusal.message, "no device at /dev/nothing"),
            "%s: %s", be.refused_by, be.refusal.message);
@@ -75,7 +76,7 @@ static void selection(void) {
     half_opened = half_closed = 0;
     CHECK(tn_backend_open_from(&be, "auto", table, 4, &err) == TN_OK);
     CHECK(!strcmp(be.run.name, "half") && half_opened == 1);
-    CHECK(!strcmp(be.refused_by, "refusing"));
+    CHECK(!strcmp(be.refused_by, "refusing") && !be.refused_asked);
     /* Its one operation is its own; every other is the CPU's. */
     CHECK(be.run.matmul == nameless_matmul && be.run.arith_name == half_arith);
     CHECK(be.run.attention == tn_backend_cpu_ops.attention &&
@@ -149,7 +150,8 @@ static void model_level(void) {
         return;
     const char *who = "unset";
     CHECK(!strcmp(tn_model_backend(m), "cpu"));
-    CHECK(tn_model_backend_refusal(m, &who) == NULL && who == NULL);
+    bool asked = true;
+    CHECK(tn_model_backend_refusal(m, &who, &asked) == NULL && who == NULL && !asked);
     CHECK(strstr(tn_model_arithmetic(m), tn_cpu_kernels()) == tn_model_arithmetic(m));
 
     /* The same logits by name and by "auto", and through a wrapped table:
