@@ -26,7 +26,6 @@
 #include "tern-remote.h"
 #endif
 #ifdef TERN_HAVE_IMAGEIO
-#include "cpu/tn-cpu.h"
 #include "tern-image.h"
 #endif
 
@@ -1079,7 +1078,6 @@ encode_images (Engine        *engine,
 #ifdef TERN_HAVE_IMAGEIO
   int budget = req->gen.image_tokens;
   int n_tok, n_embd;
-  tn_cpu *cpu;
   int rc = TN_OK;
 
   if (engine->vision == NULL)
@@ -1090,7 +1088,6 @@ encode_images (Engine        *engine,
     }
   n_tok = tn_vision_tokens (engine->vision, budget);
   n_embd = tn_vision_get_info (engine->vision)->n_embd_text;
-  cpu = tn_cpu_new (req->n_threads);
   for (guint i = 0; i < req->images->len && rc == TN_OK; i++)
     {
       GBytes *bytes = g_ptr_array_index (req->images, i);
@@ -1118,9 +1115,8 @@ encode_images (Engine        *engine,
       out[i].embd = rows;
       out[i].n_embd = n_embd;
       rc = tn_vision_encode (engine->vision, img->rgb, img->width, img->height, budget, rows,
-                             &out[i].n_tokens, cpu, err);
+                             &out[i].n_tokens, req->n_threads, err);
     }
-  tn_cpu_free (cpu);
   return rc;
 #else
   (void) engine;

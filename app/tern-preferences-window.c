@@ -11,7 +11,7 @@
 #include "tern-engine-worker.h"
 #include "tern-paths.h"
 #include "tn-doctor.h"
-#include "xrt/tn-xrt.h"
+#include "tn-xrt.h"
 
 struct _TernPreferencesWindow {
   AdwPreferencesWindow parent_instance;

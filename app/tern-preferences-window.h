@@ -14,7 +14,7 @@ TernPreferencesWindow *tern_preferences_window_new (GtkWindow *parent,
 /* The local server's state line under its switch. */
 void tern_preferences_window_set_server_status (TernPreferencesWindow *self,
                                                 const char            *status);
-/* The Hardware page (the doctor's report, engine/tn-doctor.h): the loaded
+/* The Hardware page (the doctor's report, engine/include/tn-doctor.h): the loaded
  * model's file for its decode bound, set before the window first shows; a
  * new check (measure_bandwidth: also the bandwidth and the decode bound),
  * how many reports arrived, and the last one as text (status word, line,

@@ -15,7 +15,6 @@
 #include <glib/gi18n.h>
 
 #include "tern.h"
-#include "cpu/tn-cpu.h"
 #include "tern-image.h"
 #include "tern-application.h"
 #include "tern-engine-worker.h"
@@ -652,8 +651,7 @@ show_load_error (TernWindow *self,
 
       /* The types a matrix can have: the engine's own list. */
       for (guint t = 0; t < TN_TYPE_COUNT_; t++)
-        if (tn_type_supported (t) && tn_matmul_has_kernel (TN_ISA_SCALAR, t)
-            && tn_type_name (t) != NULL)
+        if (tn_type_matrix_supported (t) && tn_type_name (t) != NULL)
           g_string_append_printf (types, "%s%s", types->len ? ", " : "", tn_type_name (t));
       /* Translators: %s lists tensor types ("f32, f16, q8_0") */
       hint_owned = g_strdup_printf (_("Tern runs models whose matrices are of these types: %s. Choose a file quantized to one of them."),

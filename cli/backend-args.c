@@ -3,7 +3,7 @@
  * XRT backend's open (engine/xrt) says why it cannot run. */
 #include "cli.h"
 
-#include "xrt/tn-xrt.h"
+#include "tn-xrt.h"
 
 #include <string.h>
 

@@ -145,6 +145,10 @@ void cli_engine_warning(const tn_error *warning, void *user);
 /* A chat-template warning of the engine (tn_model_chat_kind,
  * tn_chat_template_detect: static English text, its own msgid) translated. */
 const char *cli_engine_text(const char *english);
+/* When the compute backend asked for by name (TERN_BACKEND) refused to
+ * open (the model then runs on the CPU): "xrt: REASON; using cpu" on
+ * stderr. Nothing otherwise, also not for one "auto" only tried. */
+void cli_backend_note(const tn_model *m);
 /* The user's LC_MESSAGES and tern-cli's translations ($TERN_LOCALEDIR, else
  * the installed ones). */
 void cli_i18n_init(void);

@@ -11,8 +11,6 @@
  * Figures are medians over repetitions, with the min-max spread. */
 #include "cli.h"
 
-#include "cpu/tn-cpu.h"
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +63,7 @@ static size_t llc_bytes(void) {
 /* Streaming read bandwidth through a pool of the given size over a buffer
  * 16x the LLC (at least 512 MiB). */
 typedef struct {
-    tn_cpu *cpu;
+    tn_probe *probe;
     uint8_t *buf;
     size_t bytes;
 } bw_probe;
@@ -74,7 +72,7 @@ static bool bw_probe_open(bw_probe *p, int threads) {
     p->bytes = llc_bytes() * 16;
     if (p->bytes < (512u << 20))
         p->bytes = 512u << 20;
-    p->cpu = tn_cpu_new(threads);
+    p->probe = tn_probe_new(threads);
     /* In 2 MiB pages, as the repacked weights are (engine/cpu/repack.c):
      * with 4 KiB pages the TLB misses cost a fifth of the rate, and the bound
      * would sit below what decode reaches. */
@@ -85,15 +83,15 @@ static bool bw_probe_open(bw_probe *p, int threads) {
     if (p->buf)
         madvise(p->buf, p->bytes, MADV_HUGEPAGE); /* a hint: without THP nothing changes */
 #endif
-    if (!p->cpu || !p->buf) {
-        tn_cpu_free(p->cpu);
+    if (!p->probe || !p->buf) {
+        tn_probe_free(p->probe);
         free(p->buf);
-        p->cpu = NULL;
+        p->probe = NULL;
         p->buf = NULL;
         return false;
     }
     memset(p->buf, 1, p->bytes); /* fault every page in first */
-    tn_cpu_read_bandwidth(p->cpu, p->buf, p->bytes);
+    tn_probe_read_bandwidth(p->probe, p->buf, p->bytes);
     return true;
 }
 
@@ -103,14 +101,14 @@ static bool bw_probe_open(bw_probe *p, int threads) {
 static double bw_probe_sample(bw_probe *p) {
     double r[3];
     for (int i = 0; i < 3; i++)
-        r[i] = tn_cpu_read_bandwidth(p->cpu, p->buf, p->bytes) / 1e9;
+        r[i] = tn_probe_read_bandwidth(p->probe, p->buf, p->bytes) / 1e9;
     return cli_spread_of(r, 3).median;
 }
 
 static void bw_probe_close(bw_probe *p) {
-    tn_cpu_free(p->cpu);
+    tn_probe_free(p->probe);
     free(p->buf);
-    p->cpu = NULL;
+    p->probe = NULL;
     p->buf = NULL;
 }
 
@@ -119,74 +117,6 @@ static void bw_probe_close(bw_probe *p) {
 typedef struct {
     int64_t rows, cols;
 } shape;
-
-/* A weight matrix of random values: 64 distinct quantized rows repeated, in
- * as many copies as it takes to overflow the last-level cache, so that
- * every call streams its weights from memory like a real decode step. */
-typedef struct {
-    tn_weight w;
-    uint8_t *data;
-    int copies;
-    size_t bytes; /* one copy */
-} bench_matrix;
-
-static int make_bench_matrix(bench_matrix *m, uint32_t type, shape sh, uint64_t *seed) {
-    memset(m, 0, sizeof *m);
-    size_t rb = tn_type_row_bytes(type, (uint64_t)sh.cols);
-    if (!rb)
-        return TN_ERR_INVALID;
-    m->bytes = rb * (size_t)sh.rows;
-    size_t want = llc_bytes() * 8;
-    m->copies = (int)((want + m->bytes - 1) / m->bytes);
-    if (m->copies < 1)
-        m->copies = 1;
-    if (m->copies > 512)
-        m->copies = 512;
-    m->data = aligned_alloc(64, (m->bytes * (size_t)m->copies + 63) / 64 * 64);
-    float *src = malloc(sizeof(float) * (size_t)sh.cols);
-    if (!m->data || !src) {
-        free(m->data);
-        free(src);
-        m->data = NULL;
-        return TN_ERR_NOMEM;
-    }
-    int distinct = sh.rows < 64 ? (int)sh.rows : 64;
-    for (int r = 0; r < distinct; r++) {
-        for (int64_t k = 0; k < sh.cols; k++) {
-            *seed = *seed * 6364136223846793005ULL + 1442695040888963407ULL;
-            src[k] = ((float)(*seed >> 40) / (float)(1 << 24) - 0.5f) * 0.1f;
-        }
-        tn_quantize_row(type, src, m->data + (size_t)r * rb, sh.cols);
-    }
-    for (int64_t r = distinct; r < sh.rows; r++)
-        memcpy(m->data + (size_t)r * rb, m->data + (size_t)(r % distinct) * rb, rb);
-    for (int c = 1; c < m->copies; c++)
-        memcpy(m->data + m->bytes * (size_t)c, m->data, m->bytes);
-    free(src);
-    m->w = (tn_weight){.type = type, .rows = sh.rows, .cols = sh.cols, .data = m->data,
-                       .row_bytes = rb};
-    /* The layout a model load would use on this CPU (TERN_REPACK=0: the
-     * file's rows). */
-    size_t rsize = tn_weight_repack_size(&m->w);
-    if (rsize > 0) {
-        size_t stride = (rsize + 63) / 64 * 64;
-        uint8_t *rp = aligned_alloc(64, stride * (size_t)m->copies);
-        if (!rp)
-            return TN_OK;
-        tn_weight rw = m->w;
-        for (int c = 0; c < m->copies; c++) {
-            tn_weight wc = m->w;
-            wc.data = m->data + m->bytes * (size_t)c;
-            tn_weight_repack(&wc, rp + stride * (size_t)c, rsize, &rw);
-        }
-        free(m->data);
-        m->data = rp;
-        m->bytes = stride;
-        m->w = rw;
-        m->w.data = rp;
-    }
-    return TN_OK;
-}
 
 static bool parse_list(const char *opt, const char *s, char items[][32], int max, int *n) {
     *n = 0;
@@ -212,7 +142,7 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
     uint32_t types[32];
     shape shapes[32];
     int batches[32];
-    tn_isa isas[TN_ISA_COUNT_];
+    int isas[32];
 
     if (!parse_list("--types", types_s, items, 32, &n_types))
         return CLI_EXIT_USAGE;
@@ -245,31 +175,31 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
         batches[i] = (int)b;
     }
     if (!strcmp(isa_s, "best")) {
-        isas[n_isa++] = tn_isa_best();
+        isas[n_isa++] = tn_cpu_kernels_best();
     } else if (!strcmp(isa_s, "all")) {
-        for (int i = 0; i < TN_ISA_COUNT_; i++)
-            if (tn_isa_available((tn_isa)i))
-                isas[n_isa++] = (tn_isa)i;
+        for (int i = 0; i < tn_cpu_kernels_count() && n_isa < 32; i++)
+            if (tn_cpu_kernels_available(i))
+                isas[n_isa++] = i;
     } else {
-        if (!parse_list("--isa", isa_s, items, 32, &n_isa) || n_isa > TN_ISA_COUNT_)
+        if (!parse_list("--isa", isa_s, items, 32, &n_isa) || n_isa > tn_cpu_kernels_count())
             return CLI_EXIT_USAGE;
         for (int i = 0; i < n_isa; i++) {
             int k = 0;
-            while (k < TN_ISA_COUNT_ && strcmp(items[i], tn_isa_name((tn_isa)k)))
+            while (k < tn_cpu_kernels_count() && strcmp(items[i], tn_cpu_kernels_name(k)))
                 k++;
-            if (k == TN_ISA_COUNT_) {
+            if (k == tn_cpu_kernels_count()) {
                 cli_error(_("bench: --isa: unknown family '%s' (scalar, avx2, avx512)"), items[i]);
                 return CLI_EXIT_USAGE;
             }
-            if (!tn_isa_available((tn_isa)k)) {
+            if (!tn_cpu_kernels_available(k)) {
                 cli_error(_("bench: --isa: this CPU or build cannot run %s"), items[i]);
                 return CLI_EXIT_BAD_INPUT;
             }
-            isas[i] = (tn_isa)k;
+            isas[i] = k;
         }
     }
 
-    tn_cpu *cpu = tn_cpu_new(threads);
+    tn_probe *cpu = tn_probe_new(threads);
     if (!cpu) {
         cli_error(_("bench: cannot start %d threads"), threads);
         return CLI_EXIT_BAD_INPUT;
@@ -289,7 +219,7 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
         free(x);
         free(y);
         free(samples);
-        tn_cpu_free(cpu);
+        tn_probe_free(cpu);
         cli_error(_("bench: out of memory"));
         return CLI_EXIT_BAD_INPUT;
     }
@@ -300,18 +230,19 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
     }
 
     if (json)
-        printf("{\"threads\": %d, \"reps\": %d, \"results\": [", tn_cpu_threads(cpu), reps);
+        printf("{\"threads\": %d, \"reps\": %d, \"results\": [", tn_probe_threads(cpu), reps);
     else
         printf("threads %d, %d reps, medians (min-max); GB/s = weight bytes per second\n"
                "%-7s %-6s %-4s %-12s %5s %10s %16s %9s %9s %8s\n",
-               tn_cpu_threads(cpu), reps, "isa", "type", "lay", "shape", "batch", "ms/call",
+               tn_probe_threads(cpu), reps, "isa", "type", "lay", "shape", "batch", "ms/call",
                "(min-max)", "GB/s", "GFLOP/s", "vs b=1");
     bool first = true;
     int rc = CLI_EXIT_OK;
     for (int ti = 0; ti < n_types && rc == CLI_EXIT_OK; ti++)
         for (int si = 0; si < n_shapes && rc == CLI_EXIT_OK; si++) {
-            bench_matrix m;
-            int mrc = make_bench_matrix(&m, types[ti], shapes[si], &seed);
+            tn_probe_matrix *m = NULL;
+            int mrc = tn_probe_matrix_new(types[ti], shapes[si].rows, shapes[si].cols,
+                                          llc_bytes() * 8, &seed, &m);
             if (mrc != TN_OK) {
                 cli_error(_("bench: cannot make a %s %lldx%lld matrix (%s)"),
                           tn_type_name(types[ti]), (long long)shapes[si].rows,
@@ -320,34 +251,32 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
                 break;
             }
             for (int ii = 0; ii < n_isa; ii++) {
-                tn_cpu_set_isa(cpu, isas[ii]);
+                tn_probe_set_kernels(cpu, isas[ii]);
                 double t1 = 0;
                 for (int bi = 0; bi < n_batch; bi++) {
                     int b = batches[bi];
                     /* Enough calls per sample for ~0.1 s, in whole passes over
                      * the copies. */
-                    tn_weight w = m.w;
+                    const int copies = tn_probe_matrix_copies(m);
                     double t0 = cli_now_s();
-                    tn_matmul(cpu, &w, x, b, y); /* warm-up, and a time estimate */
+                    tn_probe_matmul(cpu, m, 0, x, b, y); /* warm-up, and a time estimate */
                     double est = cli_now_s() - t0;
                     int calls = est > 0 ? (int)(0.1 / est) : 1;
-                    calls = (calls + m.copies - 1) / m.copies * m.copies;
-                    if (calls < m.copies)
-                        calls = m.copies;
+                    calls = (calls + copies - 1) / copies * copies;
+                    if (calls < copies)
+                        calls = copies;
                     if (calls > 20000)
                         calls = 20000;
                     for (int r = 0; r < reps; r++) {
                         double ts = cli_now_s();
-                        for (int c = 0; c < calls; c++) {
-                            w.data = m.data + m.bytes * (size_t)(c % m.copies);
-                            tn_matmul(cpu, &w, x, b, y);
-                        }
+                        for (int c = 0; c < calls; c++)
+                            tn_probe_matmul(cpu, m, c % copies, x, b, y);
                         samples[r] = (cli_now_s() - ts) / calls;
                     }
                     cli_spread s = cli_spread_of(samples, reps);
                     if (b == 1 || t1 == 0)
                         t1 = b == 1 ? s.median : t1;
-                    double gbs = (double)m.bytes / s.median / 1e9;
+                    double gbs = (double)tn_probe_matrix_bytes(m) / s.median / 1e9;
                     double gflops = 2.0 * (double)shapes[si].rows * (double)shapes[si].cols * b /
                                     s.median / 1e9;
                     char shp[64];
@@ -357,11 +286,11 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
                         printf("%s\n  {\"isa\": \"%s\", \"type\": \"%s\", \"rows\": %lld, "
                                "\"cols\": %lld, \"batch\": %d, \"ms\": %.4f, \"ms_min\": %.4f, "
                                "\"ms_max\": %.4f, \"weight_gbs\": %.2f, \"gflops\": %.2f, \"layout\": \"%s\"}",
-                               first ? "" : ",", tn_isa_name(isas[ii]),
+                               first ? "" : ",", tn_cpu_kernels_name(isas[ii]),
                                tn_type_name(types[ti]), (long long)shapes[si].rows,
                                (long long)shapes[si].cols, b, s.median * 1e3, s.min * 1e3,
                                s.max * 1e3, gbs, gflops,
-                               m.w.layout == TN_LAYOUT_X16 ? "x16" : "rows");
+                               tn_probe_matrix_layout(m));
                         first = false;
                     } else {
                         char spread[64], rel[16] = "";
@@ -369,21 +298,21 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
                         if (t1 > 0)
                             snprintf(rel, sizeof rel, "%.2fx", s.median / t1);
                         printf("%-7s %-6s %-4s %-12s %5d %10.3f %16s %9.1f %9.1f %8s\n",
-                               tn_isa_name(isas[ii]), tn_type_name(types[ti]),
-                               m.w.layout == TN_LAYOUT_X16 ? "x16" : "rows", shp, b,
+                               tn_cpu_kernels_name(isas[ii]), tn_type_name(types[ti]),
+                               tn_probe_matrix_layout(m), shp, b,
                                s.median * 1e3, spread, gbs, gflops, rel);
                     }
                     fflush(stdout);
                 }
             }
-            free(m.data);
+            tn_probe_matrix_free(m);
         }
     if (json)
         printf("\n]}\n");
     free(x);
     free(y);
     free(samples);
-    tn_cpu_free(cpu);
+    tn_probe_free(cpu);
     return rc;
 }
 
@@ -433,6 +362,7 @@ static int bench_model(const model_opts *o) {
         cli_error("%s", cli_engine_message(&err));
         return CLI_EXIT_BAD_INPUT;
     }
+    cli_backend_note(model);
     /* Positions past the training context are still valid work to time. */
     long need = (o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen) + o->verify + 65;
     tn_ctx *ctx = NULL;
@@ -460,7 +390,7 @@ static int bench_model(const model_opts *o) {
     const int threads = tn_ctx_n_threads(ctx);
     if (!o->json)
         fprintf(stderr, _("bench: %s, %d threads, %s kernels\n"), tn_model_description(model),
-                threads, tn_isa_name(tn_isa_best()));
+                threads, tn_cpu_kernels());
 
     /* Warm-up: page the weights in and grow every scratch buffer. */
     if (decode_or_fail(ctx, tokens, 1, TN_LOGITS_LAST, logits) ||
@@ -582,9 +512,9 @@ static int bench_model(const model_opts *o) {
     double pct = pctst.median;
 
     if (o->json) {
-        printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"arithmetic\": \"%s\",\n"
-               " \"repacked_bytes\": %llu, \"reps\": %ld,\n",
-               tn_model_path(model), threads, tn_isa_name(tn_isa_best()),
+        printf("{\"model\": \"%s\", \"threads\": %d, \"backend\": \"%s\", \"isa\": \"%s\",\n"
+               " \"arithmetic\": \"%s\", \"repacked_bytes\": %llu, \"reps\": %ld,\n",
+               tn_model_path(model), threads, tn_model_backend(model), tn_cpu_kernels(),
                tn_model_arithmetic(model), (unsigned long long)tn_model_repacked_bytes(model),
                o->reps);
         printf(" \"pp\": {\"tokens\": %ld, \"tps\": %.2f, \"tps_min\": %.2f, \"tps_max\": %.2f},\n",

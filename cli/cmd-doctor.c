@@ -3,7 +3,7 @@
 #include "cli.h"
 
 #include "tn-doctor.h"
-#include "xrt/tn-xrt.h"
+#include "tn-xrt.h"
 
 #include <limits.h>
 #include <stdlib.h>

@@ -638,6 +638,7 @@ int cmd_run(int argc, char **argv) {
         cli_error("%s", cli_engine_message(&err));
         return CLI_EXIT_BAD_INPUT;
     }
+    cli_backend_note(m);
     if (!tn_model_tokenizer(m)) {
         cli_error("%s", cli_engine_message(tn_model_tokenizer_failure(m)));
         tn_model_free(m);

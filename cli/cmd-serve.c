@@ -223,6 +223,7 @@ int cmd_serve(int argc, char **argv) {
         g_free(id);
         return CLI_EXIT_BAD_INPUT;
     }
+    cli_backend_note(model);
     /* The projector: named, or the one beside the model (none: text only). */
     tn_vision *vision = NULL;
     int vision_rc = cli_vision_open(mmproj, path, model, false, false, &vision);

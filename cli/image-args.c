@@ -7,7 +7,6 @@
  * "*mmproj*.gguf" file in the model's directory. Exactly one is used (and
  * named on stderr); none or several is an error asking for --mmproj. */
 #include "cli.h"
-#include "cpu/tn-cpu.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -197,8 +196,7 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
     if (!quiet && budget > 0 && n_tok < budget)
         fprintf(stderr, _("image tokens: %d (the largest square grid within %d)\n"), n_tok, budget);
     out->images = calloc((size_t)ci->n, sizeof *out->images);
-    tn_cpu *cpu = tn_cpu_new(n_threads);
-    int status = out->images && cpu ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
+    int status = out->images ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
     if (status != CLI_EXIT_OK)
         cli_error(_("out of memory"));
     const TernImageOptions io = {.fit_side = tn_vision_input_side(v, budget)};
@@ -219,8 +217,8 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
         snprintf(err.message, sizeof err.message, "%s", _("out of memory"));
         err.format = NULL;
         if (rows)
-            rc = tn_vision_encode(v, img->rgb, img->width, img->height, budget, rows, &n, cpu,
-                                  &err);
+            rc = tn_vision_encode(v, img->rgb, img->width, img->height, budget, rows, &n,
+                                  n_threads, &err);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (rc != TN_OK) {
             cli_error("%s: %s", ci->paths[i], cli_engine_message(&err));
@@ -237,7 +235,6 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
         out->n++;
         tern_image_free(img);
     }
-    tn_cpu_free(cpu);
     tn_vision_free(v);
     if (status != CLI_EXIT_OK)
         cli_encoded_free(out);

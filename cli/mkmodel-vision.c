@@ -2,7 +2,6 @@
  * projector) and tern-cli bench-vision (encode time per image at a token
  * budget); docs/VISION.md. */
 #include "cli.h"
-#include "cpu/tn-cpu.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -139,12 +138,11 @@ int cmd_bench_vision(int argc, char **argv) {
         return CLI_EXIT_BAD_INPUT;
     }
     const tn_vision_info *I = tn_vision_get_info(v);
-    tn_cpu *cpu = tn_cpu_new((int)threads);
     const int S = I->image_size;
     float *rgb = malloc((size_t)S * S * 3 * sizeof *rgb);
     float *out = malloc((size_t)I->n_image_tokens * I->n_embd_text * sizeof *out);
     int rc = CLI_EXIT_OK;
-    if (!cpu || !rgb || !out) {
+    if (!rgb || !out) {
         cli_error(_("bench-vision: out of memory"));
         rc = CLI_EXIT_BAD_INPUT;
     }
@@ -152,13 +150,13 @@ int cmd_bench_vision(int argc, char **argv) {
         rgb[i] = (float)((i * 2654435761u) % 1000) / 1000.0f;
     printf("%s: %d px, patch %d, width %d, %d layers, %d heads, %d threads (%s)\n", path, S,
            I->patch_size, I->n_embd, I->n_layer, I->n_head, (int)threads,
-           cpu ? tn_isa_name(tn_cpu_isa(cpu)) : "?");
+           tn_cpu_kernels());
     for (int b = 0; rc == CLI_EXIT_OK && b < n_budgets; b++) {
         double best = 1e30;
         int n = 0;
         for (long long r = 0; r < reps && rc == CLI_EXIT_OK; r++) {
             const double t0 = now_s();
-            if (tn_vision_encode(v, rgb, S, S, (int)budgets[b], out, &n, cpu, &err) != TN_OK) {
+            if (tn_vision_encode(v, rgb, S, S, (int)budgets[b], out, &n, (int)threads, &err) != TN_OK) {
                 cli_error("%s", cli_engine_message(&err));
                 rc = CLI_EXIT_BAD_INPUT;
             }
@@ -171,7 +169,6 @@ int cmd_bench_vision(int argc, char **argv) {
     }
     free(rgb);
     free(out);
-    tn_cpu_free(cpu);
     tn_vision_free(v);
     return rc;
 }

@@ -57,6 +57,16 @@ const char *cli_engine_text(const char *english) {
     return english ? dgettext(GETTEXT_PACKAGE, english) : NULL;
 }
 
+void cli_backend_note(const tn_model *m) {
+    const char *who = NULL;
+    bool asked = false;
+    const tn_error *why = tn_model_backend_refusal(m, &who, &asked);
+    if (why && asked)
+        /* Translators: "xrt: no NPU found; using cpu": a backend, why not, the one used */
+        fprintf(stderr, _("%s: %s; using %s\n"), who, cli_engine_message(why),
+                tn_model_backend(m));
+}
+
 void cli_i18n_init(void) {
     const char *dir = getenv("TERN_LOCALEDIR");
     /* Only the messages follow the user's locale: numbers stay as scripts and

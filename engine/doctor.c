@@ -24,7 +24,7 @@
 
 #include "cpu/tn-cpu.h"
 #include "tn-internal.h"
-#include "xrt/tn-xrt.h"
+#include "tn-xrt.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -2,9 +2,11 @@
  *
  * Batch invariance (docs/DESIGN.md) is the rule every line here keeps: a
  * row's result depends only on its token, its position and the KV rows before
- * it. Weight products go through tn_matmul (batch-invariant by contract);
- * everything else is a per-row operation with one fixed order of arithmetic,
- * and work is split over rows and heads, never over a reduction. So a
+ * it. Weight products, attention and the KV cache's layout belong to the
+ * model's backend (tn-backend.h, docs/BACKENDS.md; batch-invariant by
+ * contract): this file says what to compute, the backend how. Everything
+ * else is a per-row operation with one fixed order of arithmetic, and work
+ * is split over rows and heads, never over a reduction. So a
  * 1-token decode, any row of an N-token prefill or verification, and any
  * thread count give bit-identical logits.
  */
@@ -175,15 +177,12 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
     ctx->n_ctx = n_ctx;
     ctx->kv_rows = (int32_t)kv_rows;
     atomic_init(&ctx->cancel, false);
-    ctx->cpu = tn_cpu_new(n_threads);
+    ctx->cpu = tn_backend_pool_new(&model->backend, n_threads);
     if (!ctx->cpu) {
         tn_ctx_free(ctx);
         return tn_fail(err, TN_ERR_NOMEM, "cannot start the CPU thread pool");
     }
     ctx->n_threads = tn_cpu_threads(ctx->cpu);
-    /* The family fixed at model load (tn_model_arithmetic), not whatever
-     * the environment says now. */
-    tn_cpu_set_isa(ctx->cpu, model->isa);
     bool ok = true;
     ctx->kv_off = xcalloc((size_t)hp->n_layer, sizeof *ctx->kv_off, &ok);
     if (!ok) {
@@ -327,15 +326,7 @@ static void kv_blocks(const tn_ctx *ctx, int32_t n, void *buf, bool save) {
             const int32_t D = L->head_dim;
             const size_t block = (size_t)n * (size_t)D;
             uint16_t *rows = cache + ctx->kv_off[il] + (size_t)kvh * (size_t)ctx->kv_rows * (size_t)D;
-            for (int32_t j = 0; j < n; j++)
-                for (int32_t d = 0; d < D; d++) {
-                    uint16_t *e = rows + (which == 0 ? tn_attn_k_index(j, d, D)
-                                                     : tn_attn_v_index(j, d, D));
-                    if (save)
-                        p[(size_t)j * D + d] = *e;
-                    else
-                        *e = p[(size_t)j * D + d];
-                }
+            m->backend.run.kv_copy(&m->backend, rows, which == 1, n, D, p, save);
             p += block;
         }
     }
@@ -416,12 +407,9 @@ static void task_qk(void *p, int ith, int nth) {
                 tn_rmsnorm(v, v, ctx->model->ones, D, hp->norm_eps);
             rope_apply(k, cs, L->n_rot, hp->rope_kind);
             const int64_t pos = ub->pos0 + i;
-            uint16_t *kc = kv_head_rows(ctx, ctx->k_cache, ub->il, kvh);
-            uint16_t *vc = kv_head_rows(ctx, ctx->v_cache, ub->il, kvh);
-            for (int32_t d = 0; d < D; d++) {
-                kc[tn_attn_k_index(pos, d, D)] = tn_bf16_from_f32(k[d]);
-                vc[tn_attn_v_index(pos, d, D)] = tn_bf16_from_f32(v[d]);
-            }
+            const tn_backend *be = &ctx->model->backend;
+            be->run.kv_store(be, kv_head_rows(ctx, ctx->k_cache, ub->il, kvh),
+                             kv_head_rows(ctx, ctx->v_cache, ub->il, kvh), pos, k, v, D);
         }
     }
 }
@@ -429,8 +417,8 @@ static void task_qk(void *p, int ith, int nth) {
 /* Causal attention. One item = one KV head and a tile of up to
  * TN_ATTN_TILE of its queries (the heads of its GQA group for consecutive
  * rows), so that a block of keys and values is read once for all of them;
- * each query's arithmetic is fixed by tn_attention_tile and does not depend
- * on the tile (engine/cpu/tn-cpu.h): work is split over heads and rows,
+ * each query's arithmetic is fixed by the backend's attention and does not
+ * depend on the tile (engine/cpu/tn-cpu.h): work is split over heads and rows,
  * never over the positions a query attends to. */
 static void task_attention(void *p, int ith, int nth) {
     const ubatch *ub = p;
@@ -440,7 +428,7 @@ static void task_attention(void *p, int ith, int nth) {
     const int32_t D = L->head_dim, H = hp->n_head, KV = L->n_head_kv, group = H / KV;
     const int32_t window = L->swa ? hp->sliding_window : 0;
     float *scratch = ctx->scores + (size_t)ith * tn_attention_scratch_floats(D);
-    const tn_isa isa = tn_cpu_isa(ctx->cpu);
+    const tn_backend *be = &ctx->model->backend;
     const int64_t per_head = (int64_t)ub->n * group;
     const int64_t tiles = (per_head + TN_ATTN_TILE - 1) / TN_ATTN_TILE;
     /* When the heads divide evenly, each thread takes whole heads and reads
@@ -467,7 +455,7 @@ static void task_attention(void *p, int ith, int nth) {
             t.last[t.n] = qpos < ub->see_to ? ub->see_to - 1 : qpos; /* image span */
             t.n++;
         }
-        tn_attention_tile(isa, &t, scratch);
+        be->run.attention(be, &t, scratch);
     }
 }
 
@@ -500,9 +488,16 @@ static void capture(tn_ctx *ctx, int32_t id, int32_t row0, int32_t n) {
     }
 }
 
+/* Runs fn on every thread of the context, through the backend. */
+static void parallel(tn_ctx *ctx, tn_task_fn fn, void *arg) {
+    const tn_backend *be = &ctx->model->backend;
+    be->run.parallel_for(be, ctx->cpu, fn, arg);
+}
+
 static int matmul(tn_ctx *ctx, const tn_weight *w, const float *x, int32_t n, float *y,
                   tn_error *err) {
-    int rc = tn_matmul(ctx->cpu, w, x, n, y);
+    const tn_backend *be = &ctx->model->backend;
+    int rc = be->run.matmul(be, ctx->cpu, w, x, n, y);
     if (rc != TN_OK) {
         const char *t = tn_type_name(w->type);
         return tn_fail(err, rc, "%s: matrix product of %s weights failed (%s)",
@@ -537,7 +532,7 @@ static int per_layer_inputs(tn_ctx *ctx, const int32_t *tokens, int32_t n, tn_er
     const float in_scale = 1.0f / sqrtf(2.0f);
     for (int32_t i = 0; i < n; i++) {
         const int32_t tok = tokens ? tokens[i] : 0;
-        rc = tn_weight_row_f32(&m->pl_tok_embd, tok, ctx->ple_row);
+        rc = m->backend.run.weight_row(&m->backend, &m->pl_tok_embd, tok, ctx->ple_row);
         if (rc != TN_OK)
             return tn_fail(err, rc, "%s: cannot read per-layer embedding row %d", m->path, tok);
         float *r = ctx->ple + (size_t)i * LP;
@@ -614,7 +609,7 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
             memcpy(x, embd + (size_t)i * E, (size_t)E * sizeof(float));
             continue;
         }
-        rc = tn_weight_row_f32(&m->tok_embd, tokens[i], x);
+        rc = m->backend.run.weight_row(&m->backend, &m->tok_embd, tokens[i], x);
         if (rc != TN_OK)
             return tn_fail(err, rc, "%s: cannot read embedding row %d", m->path, tokens[i]);
         if (hp->embd_scale != 1.0f)
@@ -659,7 +654,7 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
             else if ((rc = matmul(ctx, &L->wv, ctx->xn, n, ctx->v, err)))
                 return rc;
         }
-        tn_cpu_parallel(ctx->cpu, task_qk, &ub);
+        parallel(ctx, task_qk, &ub);
         if (il == hp->n_layer - 1 && out_rows < n) {
             if (out_rows == 0)
                 return TN_OK;
@@ -674,7 +669,7 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
             ub.n = n;
             ub.pos0 = pos0;
         }
-        tn_cpu_parallel(ctx->cpu, task_attention, &ub);
+        parallel(ctx, task_attention, &ub);
         if ((rc = matmul(ctx, &L->wo, ctx->att, n, ctx->o, err)))
             return rc;
         for (int32_t i = 0; i < n; i++) {
@@ -688,7 +683,7 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
         if ((rc = matmul(ctx, &L->ffn_gate, ctx->xn, n, ctx->gate, err)) ||
             (rc = matmul(ctx, &L->ffn_up, ctx->xn, n, ctx->up, err)))
             return rc;
-        tn_cpu_parallel(ctx->cpu, task_glu, &ub);
+        parallel(ctx, task_glu, &ub);
         if ((rc = matmul(ctx, &L->ffn_down, ctx->gate, n, ctx->o, err)))
             return rc;
         for (int32_t i = 0; i < n; i++) {

@@ -27,7 +27,7 @@ const char *tn_arch_name(tn_arch arch) {
 }
 
 tn_model_params tn_model_default_params(void) {
-    tn_model_params p = {.load_tokenizer = true};
+    tn_model_params p = {.load_tokenizer = true, .backend = NULL};
     return p;
 }
 
@@ -776,15 +776,15 @@ static void load_text(tn_model *m, tn_model_params params) {
     }
 }
 
-/* The kernel family is fixed here, once, and every context of the model
- * uses it: the arithmetic (family and layout) must not change between the
- * prefill of a pin and the requests answered from it, or between two runs
- * that should answer identically. Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K
- * and Q6_K matrices then go into the family's faster layout; the LM head too (with the embedding, when tied:
- * lookups gather their row from it). An untied embedding stays in place: it
- * is only read one row per token. TERN_REPACK=0 keeps the file's layout. */
-static int repack(tn_model *m, tn_error *err) {
-    m->isa = tn_isa_best();
+/* The backend prepares every matrix once, here, and names the arithmetic:
+ * it must not change between the prefill of a pin and the requests answered
+ * from it, or between two runs that should answer identically. On the CPU
+ * (engine/backend-cpu.c), Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K
+ * matrices go into the kernel family's faster layout; the LM head too (with
+ * the embedding, when tied: lookups gather their row from it). An untied
+ * embedding stays in place: it is only read one row per token. TERN_REPACK=0
+ * keeps the file's layout. */
+static int prepare(tn_model *m, tn_error *err) {
     const int32_t nl = m->hp.n_layer;
     tn_weight **ws = malloc(((size_t)nl * 9 + 3) * sizeof *ws);
     if (!ws)
@@ -805,23 +805,9 @@ static int repack(tn_model *m, tn_error *err) {
     ws[n++] = &m->output;
     if (m->output_tied)
         ws[n++] = &m->tok_embd;
-    int rc = tn_weights_repack(ws, n, true, &m->repacked, &m->repacked_bytes);
-    /* K-quants in X16 round differently from their row kernels (issue 21):
-     * "x16k" keeps pins made before them from being restored. */
-    bool kq = false;
-    for (int i = 0; i < n; i++)
-        kq = kq || (ws[i]->layout == TN_LAYOUT_X16 &&
-                    (ws[i]->type == TN_TYPE_Q4_K || ws[i]->type == TN_TYPE_Q5_K ||
-                     ws[i]->type == TN_TYPE_Q6_K));
+    int rc = tn_backend_prepare(&m->backend, ws, n, true, m->path, err);
     free(ws);
-    if (rc != TN_OK)
-        return tn_fail(err, rc, "%s: out of memory for the repacked weights", m->path);
-    /* "kv-bf16": the KV cache's type (pins made with f32 keys and values
-     * must not be restored into it); then the attention's arithmetic. */
-    snprintf(m->arithmetic, sizeof m->arithmetic, "%s%s/%s/kv-bf16/%s", tn_isa_name(m->isa),
-             m->isa == TN_ISA_AVX512 && tn_isa_has_avx512_bf16() ? "+bf16" : "",
-             m->repacked ? (kq ? "x16k" : "x16") : "rows", TN_ATTN_ARITHMETIC);
-    return TN_OK;
+    return rc;
 }
 
 void tn_model_free(tn_model *m) {
@@ -831,7 +817,7 @@ void tn_model_free(tn_model *m) {
         free(m->owned[i]);
     free(m->owned);
     free(m->layers);
-    free(m->repacked);
+    tn_backend_close(&m->backend);
     free(m->description);
     free(m->name);
     free(m->path);
@@ -849,7 +835,9 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
     tn_model *m = calloc(1, sizeof *m);
     if (!m)
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
-    int rc = tn_gguf_open(path, &m->gguf, err);
+    int rc = tn_backend_open(&m->backend, params.backend, err);
+    if (rc == TN_OK)
+        rc = tn_gguf_open(path, &m->gguf, err);
     if (rc != TN_OK) {
         tn_model_free(m);
         return rc;
@@ -884,7 +872,7 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
         tn_model_free(m);
         return rc;
     }
-    rc = repack(m, err);
+    rc = prepare(m, err);
     if (rc != TN_OK) {
         tn_model_free(m);
         return rc;
@@ -905,8 +893,16 @@ int32_t tn_model_n_head_kv(const tn_model *m) { return m->hp.n_head_kv; }
 int32_t tn_model_head_dim(const tn_model *m) { return m->hp.head_dim; }
 uint64_t tn_model_n_params(const tn_model *m) { return m->n_params; }
 uint64_t tn_model_weight_bytes(const tn_model *m) { return m->weight_bytes; }
-uint64_t tn_model_repacked_bytes(const tn_model *m) { return m->repacked_bytes; }
-const char *tn_model_arithmetic(const tn_model *m) { return m->arithmetic; }
+uint64_t tn_model_repacked_bytes(const tn_model *m) { return m->backend.prepared_bytes; }
+const char *tn_model_arithmetic(const tn_model *m) { return m->backend.arith; }
+const char *tn_model_backend(const tn_model *m) { return m->backend.run.name; }
+const tn_error *tn_model_backend_refusal(const tn_model *m, const char **backend, bool *asked) {
+    if (backend)
+        *backend = m->backend.refused_by[0] ? m->backend.refused_by : NULL;
+    if (asked)
+        *asked = m->backend.refused_by[0] && m->backend.refused_asked;
+    return m->backend.refused_by[0] ? &m->backend.refusal : NULL;
+}
 const char *tn_model_name(const tn_model *m) { return m->name; }
 const char *tn_model_description(const tn_model *m) {
     return m->description ? m->description : m->name;

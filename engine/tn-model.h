@@ -10,7 +10,7 @@
 #define TN_MODEL_H
 
 #include "tern.h"
-#include "cpu/tn-cpu.h"
+#include "tn-backend.h"
 
 #include <stdatomic.h>
 
@@ -111,13 +111,11 @@ struct tn_model {
     float **owned;            /* the f32 copies of 1-D tensors above */
     int32_t n_owned;
     int32_t cap_owned;
-    /* Matrices in a faster layout for this CPU (tn_weights_repack): one
-     * allocation, NULL when none; the file's pages of those matrices are
-     * dropped, so the copy replaces them rather than adding to them. */
-    void *repacked;
-    size_t repacked_bytes;
-    tn_isa isa;               /* kernel family every ctx of this model uses */
-    char arithmetic[48];      /* tn_model_arithmetic: family + layout */
+    /* What computes the forward passes (tn-backend.h): it prepared the
+     * matrices above at load (the CPU's: a faster layout in one allocation
+     * it owns, the file's pages of those matrices dropped) and names the
+     * arithmetic; every ctx of the model calls through backend.run. */
+    tn_backend backend;
     uint32_t main_type;       /* the weight type holding most bytes */
     uint64_t n_params;
     uint64_t weight_bytes;
@@ -141,10 +139,10 @@ struct tn_ctx {
     int32_t kv_len;
     /* KV cache, bf16, per layer and kv head one contiguous region of
      * kv_rows positions (n_ctx rounded up to TN_ATTN_KB), read in position
-     * order by attention. Keys in blocks of TN_ATTN_KB positions, each
-     * [head_dim / 2][TN_ATTN_KB][2] (tn_attn_k_index, engine/cpu/tn-cpu.h);
-     * values in pairs of positions, [pos / 2][head_dim][2]
-     * (tn_attn_v_index). */
+     * order by attention. The backend's layout (kv_store); the CPU's: keys
+     * in blocks of TN_ATTN_KB positions, each [head_dim / 2][TN_ATTN_KB][2]
+     * (tn_attn_k_index, engine/cpu/tn-cpu.h); values in pairs of positions,
+     * [pos / 2][head_dim][2] (tn_attn_v_index). */
     int32_t kv_rows;
     uint16_t *k_cache; /* one mapping (kv_map, forward.c): keys, then values */
     uint16_t *v_cache; /* = k_cache + kv_half_bytes */

@@ -474,8 +474,8 @@ static float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
 }
 
-int tn_vision_encode(tn_vision *v, const float *rgb, int w, int h, int budget, float *out,
-                     int *n_tokens, struct tn_cpu *cpu, tn_error *err) {
+static int encode(tn_vision *v, const float *rgb, int w, int h, int budget, float *out,
+                  int *n_tokens, tn_cpu *cpu, tn_error *err) {
     if (!v || !out)
         return tn_fail(err, TN_ERR_INVALID, "tn_vision_encode: needs a projector and an output");
     if (!rgb || w <= 0 || h <= 0 || w > 65536 || h > 65536)
@@ -629,5 +629,18 @@ mm_fail:
 done:
     free(x), free(t), free(q), free(kk), free(vv), free(u), free(scratch);
     free(ab.qh), free(ab.kh), free(ab.vt), free(ab.oh), free(ab.s);
+    return rc;
+}
+
+/* The pool lives for one call: a projector is shared by threads that encode
+ * at once (one pool must not run two calls), and starting the threads costs
+ * microseconds against the milliseconds of an image. */
+int tn_vision_encode(tn_vision *v, const float *rgb, int w, int h, int budget, float *out,
+                     int *n_tokens, int n_threads, tn_error *err) {
+    tn_cpu *cpu = NULL;
+    if (n_threads != 1 && !(cpu = tn_cpu_new(n_threads)))
+        return tn_fail(err, TN_ERR_NOMEM, "cannot start the CPU thread pool");
+    int rc = encode(v, rgb, w, h, budget, out, n_tokens, cpu, err);
+    tn_cpu_free(cpu);
     return rc;
 }

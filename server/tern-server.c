@@ -16,7 +16,6 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "cpu/tn-cpu.h"
 #ifdef TERN_HAVE_IMAGEIO
 #include "tern-image.h"
 #endif
@@ -172,9 +171,8 @@ struct tern_server {
     gint jobs_alive; /* requests' jobs allocated: 0 again once run returns */
 
     /* Images: decoded by this pool (inside tern_server_run), encoded on the
-     * worker with vision_cpu (worker only, made on first use). */
+     * worker with cfg.n_threads threads. */
     GThreadPool *decode_pool;
-    tn_cpu *vision_cpu;
     GMutex cache_lock; /* guards the cache: looked up by the decode threads,
                           filled by the worker */
     image_cache_entry cache[IMAGE_CACHE_SIZE];
@@ -529,10 +527,6 @@ static void cache_put(tern_server *srv, const char *key, int budget, const float
 static int encode_images(tern_server *srv, job *j) {
 #ifdef TERN_HAVE_IMAGEIO
     tn_vision *v = srv->cfg.vision;
-    if (!srv->vision_cpu && !(srv->vision_cpu = tn_cpu_new(srv->cfg.n_threads))) {
-        g_snprintf(j->err.message, sizeof j->err.message, "out of memory encoding an image");
-        return TN_ERR_NOMEM;
-    }
     const int n_embd = tn_vision_get_info(v)->n_embd_text;
     const int n_tok = tn_vision_tokens(v, j->image_budget);
     j->embd = g_new0(tn_image_embd, j->n_images);
@@ -552,7 +546,7 @@ static int encode_images(tern_server *srv, job *j) {
         tn_error e = {.message = "out of memory"};
         const gint64 t0 = g_get_monotonic_time();
         int rc = rows ? tn_vision_encode(v, img->rgb, img->width, img->height, j->image_budget,
-                                         rows, &n, srv->vision_cpu, &e)
+                                         rows, &n, srv->cfg.n_threads, &e)
                       : TN_ERR_NOMEM;
         j->encode_ms += (double)(g_get_monotonic_time() - t0) / 1000.0;
         tern_image_free(img);
@@ -2722,7 +2716,6 @@ void tern_server_free(tern_server *srv) {
         g_object_unref(srv->socket);
     }
     tn_drafter_free(srv->lookup);
-    tn_cpu_free(srv->vision_cpu);
     for (int i = 0; i < TERN_SERVER_MAX_PINS; i++) {
         tn_session_free(srv->slots[i].session);
         g_free(srv->slots[i].key);

@@ -1,4 +1,4 @@
-/* The XRT backend's probe, manifest and (refusing) open: engine/xrt/tn-xrt.h.
+/* The XRT backend's probe, manifest and (refusing) open: engine/include/tn-xrt.h.
  *
  * The only XRT call is xclProbe(), XRT's C entry point that counts the
  * devices its drivers enumerate: with XRT 2.17+ the xdna plugin registers

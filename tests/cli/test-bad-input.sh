@@ -160,6 +160,40 @@ expect_bad "array of 2^64-1 strings" "$tmp/huge-array.gguf" "cannot fit"
 cp "$tmp/huge-kv.gguf" "$tmp/it's a model.gguf"
 expect_bad "awkward file name" "$tmp/it's a model.gguf" "metadata"
 
+# A compute backend this build does not have (TERN_BACKEND chooses when the
+# caller does not; docs/BACKENDS.md): the load fails, one line listing the
+# backends there are, nothing on stdout.
+for backend in xyz CPU "cpu,xrt" "$(printf 'x\001\377y')"; do
+    TERN_BACKEND=$backend "$cli" run -m "$seed" -p hello >"$tmp/out" 2>"$tmp/err"
+    status=$?
+    checks=$((checks + 1))
+    msg=$(cat "$tmp/err")
+    if [ "$status" -ne 2 ] || [ -s "$tmp/out" ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] ||
+        ! grep -q "unknown compute backend .*(known: auto, cpu" "$tmp/err" ||
+        grep -q -e 'Sanitizer' -e 'runtime error' "$tmp/err"; then
+        fail "TERN_BACKEND=$backend tern-cli run: exit $status: $msg"
+    else
+        printf 'ok: TERN_BACKEND=%s tern-cli run: %s\n' "$backend" "$msg"
+    fi
+done
+
+# The NPU backend asked for by name: it refuses (no kernels ship, or no
+# device, or no XRT in this build), says why on one line, and the answer
+# comes from the CPU, the same as without it.
+"$cli" mkmodel --arch qwen3 --type q8_0 --embd 64 --layers 2 --heads 2 --kv-heads 1 \
+    -o "$tmp/runnable.gguf" >/dev/null 2>&1
+"$cli" run -m "$tmp/runnable.gguf" -p hello -n 4 --raw >"$tmp/cpu-out" 2>/dev/null
+TERN_BACKEND=xrt "$cli" run -m "$tmp/runnable.gguf" -p hello -n 4 --raw >"$tmp/out" 2>"$tmp/err"
+status=$?
+checks=$((checks + 1))
+if [ "$status" -ne 0 ] || ! cmp -s "$tmp/out" "$tmp/cpu-out" ||
+    ! grep -q "^tern-cli: xrt: .*; using cpu$\|^xrt: .*; using cpu$" "$tmp/err" ||
+    grep -q -e 'Sanitizer' -e 'runtime error' "$tmp/err"; then
+    fail "TERN_BACKEND=xrt tern-cli run: exit $status: $(cat "$tmp/err")"
+else
+    printf 'ok: TERN_BACKEND=xrt tern-cli run: %s\n' "$(grep 'using cpu' "$tmp/err")"
+fi
+
 if [ -f "$tmp/failed" ]; then
     failures=$((failures + $(wc -l <"$tmp/failed")))
 fi

@@ -4,7 +4,7 @@
 #include "tn-test.h"
 
 #include "tn-session.h"
-#include "xrt/tn-xrt.h"
+#include "tn-xrt.h"
 
 #include <stdio.h>
 #include <stdlib.h>

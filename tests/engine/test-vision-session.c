@@ -16,7 +16,6 @@
  *   vocabulary without image tokens are refused clearly.
  */
 #include "tn-test.h"
-#include "cpu/tn-cpu.h"
 #include "tn-session.h"
 
 #include <math.h>
@@ -68,12 +67,12 @@ typedef struct image {
     tn_image_embd ie;
 } image;
 
-static bool encode(tn_vision *v, tn_cpu *cpu, uint64_t seed, int budget, image *out) {
+static bool encode(tn_vision *v, int threads, uint64_t seed, int budget, image *out) {
     const tn_vision_info *I = tn_vision_get_info(v);
     float *rgb = picture(40, 30, seed);
     out->embd = calloc((size_t)tn_vision_tokens(v, budget) * I->n_embd_text, sizeof(float));
     tn_error err = {0};
-    int rc = tn_vision_encode(v, rgb, 40, 30, budget, out->embd, &out->n, cpu, &err);
+    int rc = tn_vision_encode(v, rgb, 40, 30, budget, out->embd, &out->n, threads, &err);
     CHECKF(rc == TN_OK, "encode: %s", err.message);
     free(rgb);
     out->ie = (tn_image_embd){out->embd, out->n, I->n_embd_text};
@@ -124,7 +123,7 @@ static tn_session *new_session(tn_model *m, int32_t n_ctx) {
     return s;
 }
 
-static void budgets_and_repeats(tn_model *m, tn_vision *v, tn_cpu *cpu) {
+static void budgets_and_repeats(tn_model *m, tn_vision *v, int threads) {
     tn_session *s = new_session(m, 1024);
     if (!s)
         return;
@@ -143,7 +142,7 @@ static void budgets_and_repeats(tn_model *m, tn_vision *v, tn_cpu *cpu) {
     answer first[3];
     for (int b = 0; b < 3; b++) {
         image im = {0};
-        if (!encode(v, cpu, 5, budgets[b], &im))
+        if (!encode(v, threads, 5, budgets[b], &im))
             continue;
         CHECKF(im.n == want[b], "budget %d: %d image tokens, want %d", budgets[b], im.n,
                want[b]);
@@ -165,7 +164,8 @@ static void budgets_and_repeats(tn_model *m, tn_vision *v, tn_cpu *cpu) {
 
     /* A, B, A: the same image twice gives the same embeddings and answer. */
     image a1 = {0}, a2 = {0}, b1 = {0};
-    if (encode(v, cpu, 5, 0, &a1) && encode(v, cpu, 99, 0, &b1) && encode(v, cpu, 5, 0, &a2)) {
+    if (encode(v, threads, 5, 0, &a1) && encode(v, threads, 99, 0, &b1) &&
+        encode(v, threads, 5, 0, &a2)) {
         CHECKF(!memcmp(a1.embd, a2.embd, (size_t)a1.n * a1.ie.n_embd * sizeof(float)),
                "the same image gave different embeddings");
         CHECK(memcmp(a1.embd, b1.embd, (size_t)a1.n * a1.ie.n_embd * sizeof(float)) != 0);
@@ -220,7 +220,7 @@ static void budgets_and_repeats(tn_model *m, tn_vision *v, tn_cpu *cpu) {
     tn_session_free(s);
 }
 
-static void overflow(tn_model *m, tn_vision *v, tn_cpu *cpu) {
+static void overflow(tn_model *m, tn_vision *v, int threads) {
     tn_session *s = new_session(m, 200);
     if (!s)
         return;
@@ -230,7 +230,7 @@ static void overflow(tn_model *m, tn_vision *v, tn_cpu *cpu) {
     uint64_t pin_size, size2;
     uint8_t *before = kv_bytes(s, n_pin, &pin_size);
     image im = {0};
-    if (encode(v, cpu, 5, 0, &im)) {
+    if (encode(v, threads, 5, 0, &im)) {
         tn_session_stats st;
         int rc = tn_session_ask_images(s, "Describe it.", &im.ie, 1, NULL, NULL, NULL, &st, &err);
         CHECKF(rc == TN_ERR_OVERFLOW, "rc %d", rc);
@@ -245,7 +245,7 @@ static void overflow(tn_model *m, tn_vision *v, tn_cpu *cpu) {
         free(after);
         /* The session still answers (a smaller budget fits). */
         image small = {0};
-        if (encode(v, cpu, 5, 70, &small)) {
+        if (encode(v, threads, 5, 70, &small)) {
             rc = tn_session_ask_images(s, "Describe it.", &small.ie, 1, NULL, NULL, NULL, &st,
                                        &err);
             CHECKF(rc == TN_OK, "budget 70 after the refusal: %s", err.message);
@@ -257,9 +257,9 @@ static void overflow(tn_model *m, tn_vision *v, tn_cpu *cpu) {
     tn_session_free(s);
 }
 
-static void chat(tn_model *m, tn_vision *v, tn_cpu *cpu) {
+static void chat(tn_model *m, tn_vision *v, int threads) {
     image im = {0};
-    if (!encode(v, cpu, 5, 70, &im))
+    if (!encode(v, threads, 5, 70, &im))
         return;
     tn_error err = {0};
     tn_session *s = new_session(m, 1024);
@@ -295,7 +295,7 @@ static void chat(tn_model *m, tn_vision *v, tn_cpu *cpu) {
            a2.text, fresh.text);
     /* Another image in the same place reuses nothing of the image. */
     image other = {0};
-    if (encode(v, cpu, 77, 70, &other)) {
+    if (encode(v, threads, 77, 70, &other)) {
         CHECK(tn_session_chat_images(s, turn2, 3, &other.ie, 1, &g, NULL, NULL, &st, &err) ==
               TN_OK);
         CHECKF(st.restored_tokens < image_end - 64, "a different image reused %d rows",
@@ -376,14 +376,14 @@ int main(void) {
     CHECKF(tn_model_load(g_model, tn_model_default_params(), &m, &err) == TN_OK, "%s",
            err.message);
     CHECKF(tn_vision_load(g_proj, &v, &err) == TN_OK, "%s", err.message);
-    tn_cpu *cpu = tn_cpu_new(2);
+    int threads = 2;
     if (m && v) {
         CHECK(tn_vision_get_info(v)->n_image_tokens == 256);
         CHECK(tn_vision_get_info(v)->n_embd_text == tn_model_n_embd(m));
         forward_entry(m);
-        budgets_and_repeats(m, v, cpu);
-        overflow(m, v, cpu);
-        chat(m, v, cpu);
+        budgets_and_repeats(m, v, threads);
+        overflow(m, v, threads);
+        chat(m, v, threads);
     }
 
     /* A vocabulary without image tokens: refused, clearly. */
@@ -415,7 +415,6 @@ int main(void) {
         CHECKF(false, "plain model: %s", err.message);
     }
     tn_model_free(pm);
-    tn_cpu_free(cpu);
     tn_vision_free(v);
     tn_model_free(m);
     return tn_test_finish("vision-session");

@@ -3,7 +3,6 @@
  * pool, RMSNorm, projection), on synthetic projectors from tn_mkmodel_vision;
  * determinism, the token budget, and bad inputs. */
 #include "tn-test.h"
-#include "cpu/tn-cpu.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -342,8 +341,7 @@ int main(void) {
     CHECK(I->image_size == 224 && I->patch_size == 14 && I->n_embd == 64 && I->n_layer == 2);
     CHECK(I->n_embd_text == 48);
     CHECK(I->n_image_tokens == 16); /* 16 x 16 patches pooled 4 x 4 */
-    tn_cpu *cpu = tn_cpu_new(2);
-    CHECK(cpu != NULL);
+    const int threads = 2;
 
     /* A smooth image plus noise, not at the native size (resampling runs). */
     const int W = 150, H = 100;
@@ -359,7 +357,7 @@ int main(void) {
     float *out = malloc((size_t)I->n_image_tokens * T * sizeof *out);
     float *out2 = malloc((size_t)I->n_image_tokens * T * sizeof *out2);
     int n = -1;
-    CHECKF(tn_vision_encode(v, rgb, W, H, 0, out, &n, cpu, &err) == TN_OK, "%s", err.message);
+    CHECKF(tn_vision_encode(v, rgb, W, H, 0, out, &n, threads, &err) == TN_OK, "%s", err.message);
     CHECK(n == 16);
     int64_t Tr = 0;
     double *ref = reference(path, rgb, W, H, 4, &Tr);
@@ -368,17 +366,15 @@ int main(void) {
         compare("native 16 tokens", out, ref, (int64_t)n * T);
     free(ref);
     /* Same image twice: bit-identical embeddings. */
-    CHECK(tn_vision_encode(v, rgb, W, H, 0, out2, &n, cpu, &err) == TN_OK);
+    CHECK(tn_vision_encode(v, rgb, W, H, 0, out2, &n, threads, &err) == TN_OK);
     CHECK(memcmp(out, out2, (size_t)16 * T * sizeof *out) == 0);
     /* One thread (the caller) gives the same result as the pool of two. */
-    tn_cpu *cpu1 = tn_cpu_new(1);
-    CHECK(tn_vision_encode(v, rgb, W, H, 0, out2, &n, cpu1, &err) == TN_OK);
+    CHECK(tn_vision_encode(v, rgb, W, H, 0, out2, &n, 1, &err) == TN_OK);
     CHECK(memcmp(out, out2, (size_t)16 * T * sizeof *out) == 0);
-    tn_cpu_free(cpu1);
     /* The scalar attention (the reference the matrix-kernel path replaced)
      * agrees with it within float rounding, and with the double reference. */
     setenv("TERN_VISION_ATTENTION", "scalar", 1);
-    CHECK(tn_vision_encode(v, rgb, W, H, 0, out2, &n, cpu, &err) == TN_OK);
+    CHECK(tn_vision_encode(v, rgb, W, H, 0, out2, &n, threads, &err) == TN_OK);
     unsetenv("TERN_VISION_ATTENTION");
     double worst = 0, mag = 0;
     for (int64_t i = 0; i < (int64_t)16 * T; i++) {
@@ -392,14 +388,14 @@ int main(void) {
     free(ref);
 
     /* A budget of 5 -> 2 x 2 tokens: an 8 x 8 patch grid, interpolated positions. */
-    CHECKF(tn_vision_encode(v, rgb, W, H, 5, out, &n, cpu, &err) == TN_OK, "%s", err.message);
+    CHECKF(tn_vision_encode(v, rgb, W, H, 5, out, &n, threads, &err) == TN_OK, "%s", err.message);
     CHECK(n == 4);
     ref = reference(path, rgb, W, H, 2, &Tr);
     if (ref)
         compare("budget 5 -> 4 tokens", out, ref, (int64_t)4 * T);
     free(ref);
     /* A budget of 10 -> 3 x 3 tokens (12 x 12 patches). */
-    CHECK(tn_vision_encode(v, rgb, W, H, 10, out, &n, cpu, &err) == TN_OK);
+    CHECK(tn_vision_encode(v, rgb, W, H, 10, out, &n, threads, &err) == TN_OK);
     CHECK(n == 9);
     ref = reference(path, rgb, W, H, 3, &Tr);
     if (ref)
@@ -414,15 +410,15 @@ int main(void) {
                tn_vision_tokens(v, budgets[i]));
         if (budgets[i] >= 1 && budgets[i] <= 4) {
             n = -1;
-            CHECK(tn_vision_encode(v, rgb, W, H, budgets[i], out, &n, cpu, &err) == TN_OK);
+            CHECK(tn_vision_encode(v, rgb, W, H, budgets[i], out, &n, threads, &err) == TN_OK);
             CHECK(n == expect[i] && n <= budgets[i]);
         }
     }
 
     /* Bad inputs. */
-    CHECK(tn_vision_encode(v, rgb, 0, H, 0, out, &n, cpu, &err) == TN_ERR_INVALID);
+    CHECK(tn_vision_encode(v, rgb, 0, H, 0, out, &n, threads, &err) == TN_ERR_INVALID);
     CHECK(strstr(err.message, "0 x 100") != NULL);
-    CHECK(tn_vision_encode(v, NULL, W, H, 0, out, &n, cpu, &err) == TN_ERR_INVALID);
+    CHECK(tn_vision_encode(v, NULL, W, H, 0, out, &n, threads, &err) == TN_ERR_INVALID);
     snprintf(bad, sizeof bad, "%s/llava.gguf", dir);
     CHECK(rewrite(path, bad, NULL, "llava") == TN_OK);
     tn_vision *vb = NULL;
@@ -439,6 +435,5 @@ int main(void) {
 
     free(rgb), free(out), free(out2);
     tn_vision_free(v);
-    tn_cpu_free(cpu);
     return tn_test_finish("vision");
 }

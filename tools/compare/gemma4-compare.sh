@@ -26,7 +26,7 @@ $cc -O2 -o "$tmp/llama-top2" "$here/llama-top2.c" -I"$lc/include" -I"$lc/ggml/in
     "$lc/build/src/libllama.a" "$lc/build/ggml/src/libggml.a" \
     "$lc/build/ggml/src/libggml-cpu.a" "$lc/build/ggml/src/libggml-base.a" \
     -lstdc++ -lm -lpthread -fopenmp
-$cc -O2 -o "$tmp/tern-top2" "$here/tern-top2.c" -I"$here/../../engine" -I"$tb/engine" \
+$cc -O2 -o "$tmp/tern-top2" "$here/tern-top2.c" -I"$here/../../engine/include" -I"$tb/engine/include" \
     "$tb/engine/libtern.a" $(ls "$tb"/engine/cpu/*.a) -lm -lpthread \
     $(grep -q 'b_sanitize.*address' "$tb/meson-info/intro-buildoptions.json" 2>/dev/null &&
       echo -fsanitize=address,undefined)

@@ -13,7 +13,7 @@
  * fake device trees. The process' credentials come from ROOT/proc/self/status
  * as well, so that a tree decides who may open its fake device; with a root
  * nothing is opened or asked by ioctl, and XRT's answers come from
- * ROOT/xrt.fake (engine/xrt/tn-xrt.h). */
+ * ROOT/xrt.fake (engine/include/tn-xrt.h). */
 #ifndef TN_DOCTOR_H
 #define TN_DOCTOR_H
 

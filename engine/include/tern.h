@@ -90,6 +90,9 @@ size_t tn_type_block_size(uint32_t type);
 size_t tn_type_block_bytes(uint32_t type);
 /* True for the types Tern can dequantize (and so load weights of). */
 bool tn_type_supported(uint32_t type);
+/* True for the types a model's matrix may have: the CPU backend has a
+ * matrix product for them (every backend falls back to it). */
+bool tn_type_matrix_supported(uint32_t type);
 /* Bytes of a row of n values (n must be a multiple of the block size);
  * returns 0 for an unknown type or a row that is not whole blocks. */
 size_t tn_type_row_bytes(uint32_t type, uint64_t n);
@@ -275,9 +278,23 @@ typedef struct tn_model tn_model;
 
 typedef struct tn_model_params {
     bool load_tokenizer; /* default true; false skips the vocabulary */
+    /* The compute backend (docs/BACKENDS.md): "" or "auto" = the first
+     * other backend that opens on this machine, else "cpu"; or a name of
+     * tn_backend_name(); NULL (default) = $TERN_BACKEND, else "auto". A
+     * backend that cannot run here
+     * refuses and the model runs on the CPU (tn_model_backend_refusal says
+     * why); a name no backend has fails the load with TN_ERR_INVALID. */
+    const char *backend;
 } tn_model_params;
 
 tn_model_params tn_model_default_params(void);
+
+/* The compute backends of this build, "cpu" first: i in [0, count). */
+int tn_backend_count(void);
+const char *tn_backend_name(int i);
+/* The CPU kernel family this machine gets ("avx512", "avx2", "scalar"),
+ * chosen from CPUID; TERN_ISA in the environment caps it. */
+const char *tn_cpu_kernels(void);
 
 /* Maps the file and checks everything the forward pass relies on: the
  * architecture, every hyperparameter, every tensor's presence, shape and
@@ -308,6 +325,17 @@ uint64_t tn_model_repacked_bytes(const tn_model *model);
  * e.g. "avx512+bf16/x16". Results are bitwise reproducible between runs
  * with the same string; pin snapshots are keyed by it. */
 const char *tn_model_arithmetic(const tn_model *model);
+/* The compute backend the model runs on: "cpu", or another name of
+ * tn_backend_name(). */
+const char *tn_model_backend(const tn_model *model);
+/* When the backend the params asked for (or the first one "auto" tried)
+ * refused to open on this machine: its reason (the model then runs on the
+ * CPU), *backend (may be NULL) its name and *asked (may be NULL) whether
+ * it was asked for by name; NULL when none refused. Show it as "xrt:
+ * REASON; using cpu" (a refusal under "auto" is news only to a diagnosis:
+ * the user asked for nothing). */
+const tn_error *tn_model_backend_refusal(const tn_model *model, const char **backend,
+                                         bool *asked);
 /* general.name, or the file name without directory. */
 const char *tn_model_name(const tn_model *model);
 /* One line: "NAME (gemma3, 1.00B params, Q4_0)", plus
@@ -1037,6 +1065,50 @@ int tn_detok_stream_push(tn_detok_stream *s, int32_t id, tn_buf *out, tn_error *
 /* End of the sequence: an incomplete character left over becomes U+FFFD. */
 int tn_detok_stream_flush(tn_detok_stream *s, tn_buf *out, tn_error *err);
 
+/* ------------------------------------------------------------------ probes */
+
+/* What tern-cli bench measures without a model: the memory's streaming
+ * rate through the CPU backend's threads, and its matrix products per
+ * kernel family, weight type and batch (docs/BACKENDS.md). */
+typedef struct tn_probe tn_probe;
+
+/* n_threads <= 0: physical cores. NULL when the threads cannot start. */
+tn_probe *tn_probe_new(int n_threads);
+void tn_probe_free(tn_probe *p);
+int tn_probe_threads(const tn_probe *p);
+/* Reads buf[0, bytes) once on every thread (each its own contiguous share,
+ * like the weights of a decode step): bytes per second. */
+double tn_probe_read_bandwidth(tn_probe *p, const void *buf, size_t bytes);
+
+/* The CPU kernel families, i in [0, tn_cpu_kernels_count()): their names
+ * ("scalar", "avx2", "avx512"), whether this CPU and build run them, the
+ * one a model gets (tn_cpu_kernels() is its name). */
+int tn_cpu_kernels_count(void);
+const char *tn_cpu_kernels_name(int i);
+bool tn_cpu_kernels_available(int i);
+int tn_cpu_kernels_best(void);
+/* The family the probe's products use: TN_ERR_UNSUPPORTED when this CPU or
+ * build cannot run it, TN_ERR_INVALID for no such family. */
+int tn_probe_set_kernels(tn_probe *p, int i);
+
+/* A random matrix of rows x cols values of type, in as many copies as it
+ * takes to fill min_bytes (so that a product streams its weights from
+ * memory as in a decode step), each in the layout a model load would give
+ * it on this CPU. seed advances. TN_ERR_INVALID for a type or shape without
+ * rows, TN_ERR_NOMEM. */
+typedef struct tn_probe_matrix tn_probe_matrix;
+int tn_probe_matrix_new(uint32_t type, int64_t rows, int64_t cols, size_t min_bytes,
+                        uint64_t *seed, tn_probe_matrix **out);
+void tn_probe_matrix_free(tn_probe_matrix *m);
+int tn_probe_matrix_copies(const tn_probe_matrix *m);
+/* Bytes of one copy. */
+size_t tn_probe_matrix_bytes(const tn_probe_matrix *m);
+/* "x16" (interleaved for the kernels) or "rows" (as in a file). */
+const char *tn_probe_matrix_layout(const tn_probe_matrix *m);
+/* y[n][rows] = copy `copy` of the matrix times x[n][cols]. */
+int tn_probe_matmul(tn_probe *p, const tn_probe_matrix *m, int copy, const float *x, int64_t n,
+                    float *y);
+
 /* ------------------------------------------------------------------ vision */
 
 /* A Gemma 3 vision projector ("mmproj" GGUF, clip.projector_type = "gemma3"):
@@ -1044,7 +1116,6 @@ int tn_detok_stream_flush(tn_detok_stream *s, tn_buf *out, tn_error *err);
  * (docs/VISION.md). Immutable after load: tn_vision_encode allocates its
  * scratch per call, so several threads may encode with one projector at once. */
 typedef struct tn_vision tn_vision;
-struct tn_cpu; /* engine/cpu/tn-cpu.h */
 
 typedef struct tn_vision_info {
     int image_size;     /* native input side in pixels (896 for Gemma 3) */
@@ -1075,10 +1146,10 @@ int tn_vision_input_side(const tn_vision *v, int budget);
  * encoder resamples it bilinearly to the grid the budget needs (native: the
  * projector's image_size) and applies image_mean / image_std itself. out:
  * [tn_vision_tokens(v, budget)][n_embd_text] floats; *n_tokens (optional)
- * gets the count. cpu: a tn_cpu pool (engine/cpu/tn-cpu.h) or NULL for the
- * calling thread alone. */
+ * gets the count. n_threads: the threads of the call (1: the calling thread
+ * alone; <= 0: physical cores); the result does not depend on it. */
 int tn_vision_encode(tn_vision *v, const float *rgb, int w, int h, int budget, float *out,
-                     int *n_tokens, struct tn_cpu *cpu, tn_error *err);
+                     int *n_tokens, int n_threads, tn_error *err);
 
 /* Random-weight Gemma 3 vision projectors for tests and benchmarks. Zero
  * fields take the defaults (a tiny tower: 224 px, patch 14, width 64, 2

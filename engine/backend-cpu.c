@@ -1,0 +1,124 @@
+/* The CPU backend: the seam's operations (tn-backend.h) mapped one to one
+ * onto engine/cpu/, which does not know about the seam. Every entry is set,
+ * so this table also fills the gaps of any other backend's: its state is
+ * be->cpu_state (opened for every model), never be->state. */
+#include "tn-backend.h"
+#include "tn-internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct cpu_state {
+    void *storage;  /* tn_weights_repack's one allocation, or NULL */
+    bool x16;       /* some matrix is in TN_LAYOUT_X16 */
+    bool x16_kquant; /* ... and some of those are K-quants */
+} cpu_state;
+
+static int cpu_open(tn_backend *be, tn_error *err) {
+    cpu_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    be->cpu_state = s;
+    return TN_OK;
+}
+
+static void cpu_close(tn_backend *be) {
+    cpu_state *s = be->cpu_state;
+    if (s)
+        free(s->storage);
+    free(s);
+    be->cpu_state = NULL;
+}
+
+/* The faster layout of the kernel family (tn_weights_repack), all or
+ * nothing; TERN_REPACK=0 keeps the file's rows. */
+static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, bool file_mapped,
+                               const char *path, uint64_t *bytes, tn_error *err) {
+    cpu_state *s = be->cpu_state;
+    size_t got = 0;
+    int rc = tn_weights_repack(ws, n, file_mapped, &s->storage, &got);
+    if (rc != TN_OK)
+        return tn_fail(err, rc, "%s: out of memory for the repacked weights", path);
+    *bytes = got;
+    s->x16 = s->storage != NULL;
+    /* K-quants in X16 round differently from their row kernels (issue 21):
+     * "x16k" keeps pins made before them from being restored. */
+    for (int i = 0; i < n; i++)
+        s->x16_kquant = s->x16_kquant ||
+                        (ws[i]->layout == TN_LAYOUT_X16 &&
+                         (ws[i]->type == TN_TYPE_Q4_K || ws[i]->type == TN_TYPE_Q5_K ||
+                          ws[i]->type == TN_TYPE_Q6_K));
+    return TN_OK;
+}
+
+/* Family, layout, "kv-bf16" (the KV cache's type: pins made with f32 keys
+ * and values must not be restored into it), the attention's arithmetic. */
+static void cpu_arith_name(const tn_backend *be, char *buf, size_t size) {
+    const cpu_state *s = be->cpu_state;
+    snprintf(buf, size, "%s%s/%s/kv-bf16/%s", tn_isa_name(be->isa),
+             be->isa == TN_ISA_AVX512 && tn_isa_has_avx512_bf16() ? "+bf16" : "",
+             s && s->x16 ? (s->x16_kquant ? "x16k" : "x16") : "rows", TN_ATTN_ARITHMETIC);
+}
+
+static void cpu_parallel_for(const tn_backend *be, tn_cpu *pool, tn_task_fn fn, void *arg) {
+    (void)be;
+    tn_cpu_parallel(pool, fn, arg);
+}
+
+static int cpu_matmul(const tn_backend *be, tn_cpu *pool, const tn_weight *w, const float *x,
+                      int64_t n, float *y) {
+    (void)be;
+    return tn_matmul(pool, w, x, n, y);
+}
+
+static int cpu_weight_row(const tn_backend *be, const tn_weight *w, int64_t r, float *out) {
+    (void)be;
+    return tn_weight_row_f32(w, r, out);
+}
+
+static void cpu_kv_store(const tn_backend *be, uint16_t *k_rows, uint16_t *v_rows, int64_t pos,
+                         const float *k, const float *v, int32_t head_dim) {
+    (void)be;
+    for (int32_t d = 0; d < head_dim; d++) {
+        k_rows[tn_attn_k_index(pos, d, head_dim)] = tn_bf16_from_f32(k[d]);
+        v_rows[tn_attn_v_index(pos, d, head_dim)] = tn_bf16_from_f32(v[d]);
+    }
+}
+
+static void cpu_kv_copy(const tn_backend *be, uint16_t *rows, bool values, int32_t n,
+                        int32_t head_dim, uint16_t *plain, bool to_plain) {
+    (void)be;
+    for (int32_t j = 0; j < n; j++)
+        for (int32_t d = 0; d < head_dim; d++) {
+            uint16_t *e = rows + (values ? tn_attn_v_index(j, d, head_dim)
+                                         : tn_attn_k_index(j, d, head_dim));
+            if (to_plain)
+                plain[(size_t)j * head_dim + d] = *e;
+            else
+                *e = plain[(size_t)j * head_dim + d];
+        }
+}
+
+static void cpu_attention(const tn_backend *be, const tn_attn_tile *t, float *scratch) {
+    tn_attention_tile(be->isa, t, scratch);
+}
+
+const tn_backend_ops tn_backend_cpu_ops = {
+    .name = "cpu",
+    .open = cpu_open,
+    .close = cpu_close,
+    .prepare_weights = cpu_prepare_weights,
+    .arith_name = cpu_arith_name,
+    .parallel_for = cpu_parallel_for,
+    .matmul = cpu_matmul,
+    .weight_row = cpu_weight_row,
+    .kv_store = cpu_kv_store,
+    .kv_copy = cpu_kv_copy,
+    .attention = cpu_attention,
+};
+
+bool tn_type_matrix_supported(uint32_t type) {
+    return tn_type_supported(type) && tn_matmul_has_kernel(TN_ISA_SCALAR, type);
+}
+
+const char *tn_cpu_kernels(void) { return tn_isa_name(tn_isa_best()); }
