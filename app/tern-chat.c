@@ -15,6 +15,7 @@
 #include <json-glib/json-glib.h>
 
 #include "tern-chat.h"
+#include "tern-image.h"
 #include "tern.h"
 
 #define TITLE_MAX_CHARS 48
@@ -59,16 +60,11 @@ image_extension (GBytes *bytes)
 {
   gsize n;
   const guint8 *b = g_bytes_get_data (bytes, &n);
+  const char *format = tern_image_sniff (b, n);
 
-  if (n >= 8 && memcmp (b, "\x89PNG\r\n\x1a\n", 8) == 0)
-    return "png";
-  if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
-    return "jpg";
-  if (n >= 6 && (memcmp (b, "GIF87a", 6) == 0 || memcmp (b, "GIF89a", 6) == 0))
-    return "gif";
-  if (n >= 12 && memcmp (b, "RIFF", 4) == 0 && memcmp (b + 8, "WEBP", 4) == 0)
-    return "webp";
-  return "img";
+  if (format == NULL)
+    return "img";
+  return g_str_equal (format, "jpeg") ? "jpg" : format;
 }
 
 static char *

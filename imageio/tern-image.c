@@ -35,7 +35,9 @@ static gboolean format_accepted(const char *name) {
  * ever sees the data: gdk-pixbuf's own sniffing would hand an SVG, a TIFF
  * or an XPM to its renderer before we could refuse it (a 330-byte SVG cost
  * seconds and half a gigabyte in librsvg). */
-static const char *sniff_format(const guint8 *b, gsize n) {
+const char *tern_image_sniff(const void *data, gsize len) {
+    const guint8 *b = data;
+    const gsize n = data ? len : 0;
     if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8))
         return "png";
     if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
@@ -270,7 +272,7 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
         g_free(buf);
         return NULL;
     }
-    const char *sniffed = sniff_format(buf, (gsize)head);
+    const char *sniffed = tern_image_sniff(buf, (gsize)head);
     GError *e = NULL;
     GdkPixbufLoader *loader = sniffed ? gdk_pixbuf_loader_new_with_type(sniffed, &e) : NULL;
     if (!loader) {

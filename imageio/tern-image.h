@@ -65,6 +65,10 @@ typedef struct {
     gboolean had_alpha;              /* alpha was composited onto white */
 } TernImage;
 
+/* The format its first bytes name: "png", "jpeg", "gif", "webp", or NULL
+ * for anything else (the only formats the loaders below accept). */
+const char *tern_image_sniff(const void *data, gsize len);
+
 /* opts may be NULL (defaults). `name` labels messages for bytes. */
 TernImage *tern_image_load_file(const char *path, const TernImageOptions *opts, GError **error);
 TernImage *tern_image_load_bytes(const void *data, gsize len, const char *name,
