@@ -115,3 +115,61 @@ activate (TernWindow *w,
           "action win.%s is disabled", action);
   g_action_group_activate_action (G_ACTION_GROUP (w), action, param);
 }
+
+static gboolean
+transition_running (GtkWidget *widget)
+{
+  if (GTK_IS_STACK (widget) && gtk_stack_get_transition_running (GTK_STACK (widget)))
+    return TRUE;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    if (transition_running (c))
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+save_screenshot_once (GtkWidget  *widget,
+                      const char *path)
+{
+  int width = gtk_widget_get_width (widget);
+  int height = gtk_widget_get_height (widget);
+  g_autoptr(GtkSnapshot) snapshot = NULL;
+  g_autoptr(GskRenderNode) node = NULL;
+  g_autoptr(GdkTexture) texture = NULL;
+  GdkPaintable *paintable;
+
+  if (width <= 0 || height <= 0 || gtk_widget_get_native (widget) == NULL)
+    return FALSE;
+  paintable = gtk_widget_paintable_new (widget);
+  snapshot = gtk_snapshot_new ();
+  gdk_paintable_snapshot (paintable, snapshot, width, height);
+  g_object_unref (paintable);
+  node = gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
+  if (node == NULL)
+    return FALSE;
+  texture = gsk_renderer_render_texture (gtk_native_get_renderer (gtk_widget_get_native (widget)),
+                                         node, &GRAPHENE_RECT_INIT (0, 0, width, height));
+  return texture != NULL && gdk_texture_save_to_png (texture, path);
+}
+
+gboolean
+app_test_save_screenshot (GtkWidget  *widget,
+                          const char *path)
+{
+  for (int i = 0; i < 50 && transition_running (widget); i++)
+    spin_for (0.1);
+  for (int i = 0; i < 50; i++)
+    {
+      if (save_screenshot_once (widget, path))
+        {
+          fprintf (stderr, "screenshot: %s\n", path);
+          return TRUE;
+        }
+      spin_for (0.1);
+    }
+  fprintf (stderr, "screenshot %s: the widget is %d x %d after 5 s\n", path,
+           gtk_widget_get_width (widget), gtk_widget_get_height (widget));
+  return FALSE;
+}
+

@@ -31,6 +31,13 @@ gboolean idle_engine (TernWindow *w);
 /* The answer being written has its first text (or is done). */
 gboolean has_tokens (TernWindow *w);
 
+/* Saves what widget shows as a PNG at path: first waits (up to 5 s) for
+ * stack crossfades below it to end, since a stack between two pages draws
+ * both, then retries (up to 5 s) until the widget is mapped and drawn, as
+ * a loaded machine may not have drawn a new window yet. */
+gboolean app_test_save_screenshot (GtkWidget  *widget,
+                                   const char *path);
+
 /* Activates win.action, checking first that it is enabled. */
 void activate (TernWindow *w,
                const char *action,

@@ -31,76 +31,15 @@ static const char *out_dir;
 
 /* ---------------------------------------------------------------- helpers */
 
-static gboolean save_screenshot_once (GtkWidget  *widget,
-                                      const char *name);
-
-/* Whether any GtkStack in the tree is between two pages (a crossfade):
- * a screenshot then shows both pages half-drawn over each other. */
-static gboolean
-transition_running (GtkWidget *widget)
-{
-  if (GTK_IS_STACK (widget) && gtk_stack_get_transition_running (GTK_STACK (widget)))
-    return TRUE;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
-    if (transition_running (c))
-      return TRUE;
-  return FALSE;
-}
-
-/* A widget between two frames (a toast sliding in) may draw nothing for a
- * moment on a loaded machine: a few tries, a frame or so apart. Pages
- * still crossfading are waited for first (up to 5 s). */
+/* Screenshots go to out_dir under their own name (app-test.c waits for
+ * crossfades and for the window to be drawn). */
 static gboolean
 save_screenshot (GtkWidget  *widget,
                  const char *name)
 {
-  for (int i = 0; i < 50 && transition_running (widget); i++)
-    spin_for (0.1);
-  for (int i = 0; i < 5; i++)
-    {
-      if (save_screenshot_once (widget, name))
-        return TRUE;
-      spin_for (0.1);
-    }
-  return FALSE;
-}
-
-static gboolean
-save_screenshot_once (GtkWidget  *widget,
-                      const char *name)
-{
-  int width = gtk_widget_get_width (widget);
-  int height = gtk_widget_get_height (widget);
   g_autofree char *path = g_build_filename (out_dir, name, NULL);
-  g_autoptr(GtkSnapshot) snapshot = NULL;
-  g_autoptr(GskRenderNode) node = NULL;
-  g_autoptr(GdkTexture) texture = NULL;
-  GdkPaintable *paintable;
 
-  if (width <= 0 || height <= 0)
-    {
-      fprintf (stderr, "screenshot %s: the widget is %d x %d\n", name, width, height);
-      return FALSE;
-    }
-  paintable = gtk_widget_paintable_new (widget);
-  snapshot = gtk_snapshot_new ();
-  gdk_paintable_snapshot (paintable, snapshot, width, height);
-  g_object_unref (paintable);
-  node = gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
-  if (node == NULL)
-    {
-      fprintf (stderr, "screenshot %s: nothing drawn\n", name);
-      return FALSE;
-    }
-  texture = gsk_renderer_render_texture (gtk_native_get_renderer (gtk_widget_get_native (widget)),
-                                         node, &GRAPHENE_RECT_INIT (0, 0, width, height));
-  if (texture == NULL || !gdk_texture_save_to_png (texture, path))
-    {
-      fprintf (stderr, "screenshot %s: %s\n", name, texture ? "not written" : "not rendered");
-      return FALSE;
-    }
-  fprintf (stderr, "screenshot: %s\n", path);
-  return TRUE;
+  return app_test_save_screenshot (widget, path);
 }
 
 static char *

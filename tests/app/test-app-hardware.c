@@ -26,31 +26,6 @@ put (const char *root,
 }
 
 static gboolean
-save_screenshot (GtkWidget  *widget,
-                 const char *path)
-{
-  int width = gtk_widget_get_width (widget);
-  int height = gtk_widget_get_height (widget);
-  g_autoptr(GtkSnapshot) snapshot = NULL;
-  g_autoptr(GskRenderNode) node = NULL;
-  g_autoptr(GdkTexture) texture = NULL;
-  GdkPaintable *paintable;
-
-  if (width <= 0 || height <= 0)
-    return FALSE;
-  paintable = gtk_widget_paintable_new (widget);
-  snapshot = gtk_snapshot_new ();
-  gdk_paintable_snapshot (paintable, snapshot, width, height);
-  g_object_unref (paintable);
-  node = gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
-  if (node == NULL)
-    return FALSE;
-  texture = gsk_renderer_render_texture (gtk_native_get_renderer (gtk_widget_get_native (widget)),
-                                         node, &GRAPHENE_RECT_INIT (0, 0, width, height));
-  return texture != NULL && gdk_texture_save_to_png (texture, path);
-}
-
-static gboolean
 wait_reports (TernPreferencesWindow *prefs,
               guint                  n,
               double                 seconds)
@@ -136,7 +111,7 @@ main (void)
   }
   spin_for (0.3);
   shot = g_build_filename (out && *out ? out : tmp, "tern-hardware.png", NULL);
-  CHECK (save_screenshot (GTK_WIDGET (prefs), shot));
+  CHECK (app_test_save_screenshot (GTK_WIDGET (prefs), shot));
   fprintf (stderr, "screenshot: %s\n", shot);
 
   /* On request: the bandwidth, measured on the worker as well. */

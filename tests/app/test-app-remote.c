@@ -28,56 +28,16 @@
 
 static const char *out_dir;
 
-/* A stack between two pages draws both: wait for its crossfade. */
-static gboolean
-transition_running (GtkWidget *widget)
-{
-  if (GTK_IS_STACK (widget) && gtk_stack_get_transition_running (GTK_STACK (widget)))
-    return TRUE;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
-    if (transition_running (c))
-      return TRUE;
-  return FALSE;
-}
-
+/* Screenshots go to out_dir under their own name, after the page settles
+ * (app-test.c waits for crossfades and for the window to be drawn). */
 static gboolean
 save_screenshot (GtkWidget  *widget,
                  const char *name)
 {
   g_autofree char *path = g_build_filename (out_dir, name, NULL);
-  int width, height;
 
   spin_for (0.5);
-  for (int i = 0; i < 50 && transition_running (widget); i++)
-    spin_for (0.1);
-  for (int i = 0; i < 10; i++)
-    {
-      g_autoptr(GtkSnapshot) snapshot = gtk_snapshot_new ();
-      g_autoptr(GskRenderNode) node = NULL;
-      g_autoptr(GdkTexture) texture = NULL;
-      GdkPaintable *paintable;
-
-      spin_for (0.2);
-      width = gtk_widget_get_width (widget);
-      height = gtk_widget_get_height (widget);
-      if (width <= 0 || height <= 0)
-        continue;
-      paintable = gtk_widget_paintable_new (widget);
-      gdk_paintable_snapshot (paintable, snapshot, width, height);
-      g_object_unref (paintable);
-      node = gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
-      if (node == NULL)
-        continue;
-      texture = gsk_renderer_render_texture (gtk_native_get_renderer (gtk_widget_get_native (widget)),
-                                             node, &GRAPHENE_RECT_INIT (0, 0, width, height));
-      if (texture != NULL && gdk_texture_save_to_png (texture, path))
-        {
-          fprintf (stderr, "screenshot: %s\n", path);
-          return TRUE;
-        }
-    }
-  fprintf (stderr, "screenshot %s: not written\n", name);
-  return FALSE;
+  return app_test_save_screenshot (widget, path);
 }
 
 /* ---- a stand-in server for the failures a real one rarely shows ------------ */

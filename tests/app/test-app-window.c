@@ -167,52 +167,6 @@ load_average (void)
 
 /* --------------------------------------------------------------- screenshot */
 
-static gboolean save_screenshot_once (GtkWidget *widget, const char *path);
-
-/* A loaded machine may not have mapped and drawn the window yet: retry
- * for up to 5 s before calling it a failure. */
-static gboolean
-save_screenshot (GtkWidget  *widget,
-                 const char *path)
-{
-  for (int i = 0; i < 50; i++)
-    {
-      if (save_screenshot_once (widget, path))
-        return TRUE;
-      spin_for (0.1);
-    }
-  fprintf (stderr, "screenshot %s: the window is %d x %d after 5 s\n", path,
-           gtk_widget_get_width (widget), gtk_widget_get_height (widget));
-  return FALSE;
-}
-
-static gboolean
-save_screenshot_once (GtkWidget  *widget,
-                      const char *path)
-{
-  int width = gtk_widget_get_width (widget);
-  int height = gtk_widget_get_height (widget);
-  g_autoptr(GtkSnapshot) snapshot = NULL;
-  g_autoptr(GskRenderNode) node = NULL;
-  g_autoptr(GdkTexture) texture = NULL;
-  GskRenderer *renderer;
-  GdkPaintable *paintable;
-
-  if (width <= 0 || height <= 0)
-    return FALSE;
-  paintable = gtk_widget_paintable_new (widget);
-  snapshot = gtk_snapshot_new ();
-  gdk_paintable_snapshot (paintable, snapshot, width, height);
-  g_object_unref (paintable);
-  node = gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
-  if (node == NULL)
-    return FALSE;
-  renderer = gtk_native_get_renderer (gtk_widget_get_native (widget));
-  texture = gsk_renderer_render_texture (renderer, node,
-                                         &GRAPHENE_RECT_INIT (0, 0, width, height));
-  return texture != NULL && gdk_texture_save_to_png (texture, path);
-}
-
 /* --------------------------------------------------------------------- run */
 
 static char *
@@ -307,7 +261,7 @@ test_no_model (TernWindow *w,
   GtkWidget *page = gtk_stack_get_child_by_name (stack, "no-model");
   GtkMenuButton *menu = primary_menu_button (GTK_WIDGET (w));
 
-  CHECK (save_screenshot (GTK_WIDGET (w), shot_path));
+  CHECK (app_test_save_screenshot (GTK_WIDGET (w), shot_path));
   CHECK (g_str_equal (tern_window_get_page (w), "no-model"));
   CHECK (!tern_window_has_model (w));
   CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
@@ -478,7 +432,7 @@ test_flash (TernWindow *w,
    * toast of the bad file loaded earlier). */
   tern_window_dismiss_toasts (w);
   spin_for (0.5);
-  CHECK (save_screenshot (GTK_WIDGET (w), shot_path));
+  CHECK (app_test_save_screenshot (GTK_WIDGET (w), shot_path));
   CHECK (g_file_test (shot_path, G_FILE_TEST_IS_REGULAR));
   /* At the default size the header holds the mode switch and the drafter
    * choice in full (not their narrow forms). */
@@ -510,7 +464,7 @@ test_flash (TernWindow *w,
     spin_for (0.8);
     CHECKF (gtk_widget_get_width (GTK_WIDGET (w)) <= 400, "width %d",
             gtk_widget_get_width (GTK_WIDGET (w)));
-    CHECK (save_screenshot (GTK_WIDGET (w), narrow));
+    CHECK (app_test_save_screenshot (GTK_WIDGET (w), narrow));
     CHECKF (tern_pin_editor_state_fits (pin), "pin state: %s",
             tern_pin_editor_get_state_text (pin));
     gtk_window_set_default_size (GTK_WINDOW (w), 1100, 760);
@@ -763,7 +717,7 @@ test_responsiveness (TernWindow *w,
       if (viewport != NULL)
         gtk_adjustment_set_value (gtk_scrollable_get_vadjustment (GTK_SCROLLABLE (viewport)), 0);
       spin_for (0.3);
-      CHECK (save_screenshot (GTK_WIDGET (w), shot));
+      CHECK (app_test_save_screenshot (GTK_WIDGET (w), shot));
     }
 }
 
@@ -954,7 +908,7 @@ test_speculation (TernWindow *w)
         {
           g_autofree char *shot = g_build_filename (g_getenv ("TERN_TEST_OUT"),
                                                     "tern-tinted.png", NULL);
-          CHECK (save_screenshot (GTK_WIDGET (w), shot));
+          CHECK (app_test_save_screenshot (GTK_WIDGET (w), shot));
         }
       g_settings_set_boolean (settings, "tint-drafted", FALSE);
     }
@@ -1244,7 +1198,7 @@ test_images (TernWindow *w,
     g_autofree char *shot = g_build_filename (out && *out ? out : dir, "tern-image-drop.png",
                                               NULL);
     spin_for (0.3);
-    CHECK (save_screenshot (GTK_WIDGET (w), shot));
+    CHECK (app_test_save_screenshot (GTK_WIDGET (w), shot));
   }
 
   g_action_group_activate_action (G_ACTION_GROUP (w), "mode", g_variant_new_string ("flash"));
@@ -1266,7 +1220,7 @@ test_images (TernWindow *w,
     g_autofree char *shot = g_build_filename (out && *out ? out : dir, "tern-image-answer.png",
                                               NULL);
     spin_for (0.3);
-    CHECK (save_screenshot (GTK_WIDGET (w), shot));
+    CHECK (app_test_save_screenshot (GTK_WIDGET (w), shot));
   }
 
   /* Edit takes the message back with its image. */
