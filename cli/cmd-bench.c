@@ -10,6 +10,7 @@
  *
  * Figures are medians over repetitions, with the min-max spread. */
 #include "cli.h"
+#include "tn-doctor.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -318,24 +319,6 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
 
 /* ------------------------------------------------------------------ model */
 
-/* Bytes of weights one decode step reads: every tensor but the token
- * embedding, of which one row is read (unless it doubles as the LM head),
- * and Gemma 4's per-layer token table, of which one row is read always. */
-static uint64_t weight_bytes_per_token(const tn_model *model) {
-    const tn_gguf *g = tn_model_gguf(model);
-    bool tied = tn_gguf_find_tensor(g, "output.weight") == NULL;
-    uint64_t total = 0;
-    for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
-        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
-        if ((tn_str_eq(t->name, "token_embd.weight") && !tied) ||
-            tn_str_eq(t->name, "per_layer_token_embd.weight"))
-            total += t->ne[1] ? t->nbytes / t->ne[1] : 0;
-        else
-            total += t->nbytes;
-    }
-    return total;
-}
-
 typedef struct {
     const char *path;
     long n_prompt, n_gen, verify, threads, reps;
@@ -467,7 +450,7 @@ static int bench_model(const model_opts *o) {
 
     /* Bytes per generated token: the weights, plus the KV cache read at the
      * average position of the tg run. */
-    uint64_t wbytes = weight_bytes_per_token(model);
+    uint64_t wbytes = tn_doctor_weight_bytes_per_token(tn_model_gguf(model));
     double kv = (double)tn_model_kv_bytes_per_token(model) * (double)o->n_gen / 2.0;
     double per_tok = (double)wbytes + kv;
 

@@ -210,8 +210,9 @@ static double measure_bandwidth(int threads) {
 }
 
 /* Bytes one decode step reads: every weight, except that only one row of
- * an untied embedding table is read (bench's figure too). */
-static uint64_t weight_bytes_per_token(const tn_gguf *g) {
+ * an untied embedding table (and of Gemma 4's per-layer token table) is
+ * read. tern-cli bench's bound uses the same count. */
+uint64_t tn_doctor_weight_bytes_per_token(const tn_gguf *g) {
     bool tied = tn_gguf_find_tensor(g, "output.weight") == NULL;
     uint64_t total = 0;
     for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
@@ -265,7 +266,7 @@ static void check_cpu_bandwidth(doc *d) {
                 "decode bound: needs a model (load one, or tern-cli doctor -m MODEL)");
         return;
     }
-    uint64_t per_tok = weight_bytes_per_token(m);
+    uint64_t per_tok = tn_doctor_weight_bytes_per_token(m);
     char name[256], per_tok_s[32];
     model_name(m, name, sizeof name);
     human_bytes(per_tok, per_tok_s, sizeof per_tok_s);

@@ -60,6 +60,10 @@ typedef struct tn_doctor_params {
  * read becomes a line that says so. Measuring the bandwidth takes a second or
  * two and 256 MiB to 1 GiB of memory. */
 void tn_doctor_run(const tn_doctor_params *params, tn_doctor_report *report);
+/* Bytes of weights one decode step reads (the decode bound's numerator):
+ * every tensor, except one row of an untied token embedding and of Gemma
+ * 4's per-layer token table. */
+uint64_t tn_doctor_weight_bytes_per_token(const tn_gguf *g);
 
 /* Facts the doctor compares against, for its tests and docs. */
 #define TN_DOCTOR_KERNEL_MIN_MAJOR 6
