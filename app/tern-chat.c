@@ -75,6 +75,29 @@ image_file_name (GBytes *bytes)
   return g_strconcat (hash, ".", image_extension (bytes), NULL);
 }
 
+/* The file name of a message's K-th image, hashed once per image (the
+ * table holds the bytes, so a pointer is never reused while it is a key). */
+static const char *
+message_image_name (TernMessage *m,
+                    guint        k)
+{
+  GBytes *bytes = g_ptr_array_index (m->images, k);
+  const char *name;
+
+  if (m->image_names == NULL)
+    m->image_names = g_hash_table_new_full (g_direct_hash, g_direct_equal,
+                                            (GDestroyNotify) g_bytes_unref, g_free);
+  name = g_hash_table_lookup (m->image_names, bytes);
+  if (name == NULL)
+    {
+      char *made = image_file_name (bytes);
+
+      g_hash_table_insert (m->image_names, g_bytes_ref (bytes), made);
+      name = made;
+    }
+  return name;
+}
+
 /* What image_file_name makes, and nothing else. */
 static gboolean
 image_name_valid (const char *name)
@@ -127,14 +150,11 @@ image_set_collect (TernChat *self,
       for (guint k = 0; m->images != NULL && k < m->images->len; k++)
         {
           GBytes *b = g_ptr_array_index (m->images, k);
-          char *name = image_file_name (b);
+          const char *name = message_image_name (m, k);
 
           if (g_ptr_array_find_with_equal_func (set->names, name, g_str_equal, NULL))
-            {
-              g_free (name);
-              continue;
-            }
-          g_ptr_array_add (set->names, name);
+            continue;
+          g_ptr_array_add (set->names, g_strdup (name));
           g_ptr_array_add (set->bytes, g_bytes_ref (b));
         }
     }
@@ -234,6 +254,7 @@ message_free (gpointer data)
   g_free (m->error);
   g_clear_pointer (&m->drafted, g_byte_array_unref);
   g_clear_pointer (&m->images, g_ptr_array_unref);
+  g_clear_pointer (&m->image_names, g_hash_table_unref);
   g_free (m);
 }
 
@@ -667,10 +688,7 @@ tern_chat_to_json (TernChat *self)
           json_builder_set_member_name (b, "images");
           json_builder_begin_array (b);
           for (guint k = 0; k < m->images->len; k++)
-            {
-              g_autofree char *name = image_file_name (g_ptr_array_index (m->images, k));
-              json_builder_add_string_value (b, name);
-            }
+            json_builder_add_string_value (b, message_image_name (m, k));
           json_builder_end_array (b);
         }
       if (m->drafted != NULL)

@@ -22,6 +22,10 @@ typedef struct {
   /* User messages: the images sent with it (GBytes of the image files);
    * NULL: none. Saved beside the chat (DIR/ID.images/, named by sha256). */
   GPtrArray *images;
+  /* Their file names by image (GBytes*, held, -> char*), each hashed once,
+   * on the first save that needs it: a long chat with photos is saved after
+   * every message. Private to tern-chat.c. */
+  GHashTable *image_names;
   /* Images a saved chat names that were missing or changed on disk. */
   guint images_missing;
 } TernMessage;
