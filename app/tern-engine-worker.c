@@ -775,6 +775,38 @@ on_remote_piece (TernRemotePiece kind,
   return on_token (piece->str, -1, rr->run);
 }
 
+/* A message for a remote server: the image markers of its text (where a
+ * local model reads an image) come out, and as many of the request's images
+ * as it had markers go with it as image parts, in order. A question with
+ * images but no markers (flash mode) takes them all. */
+static void
+append_remote_message (GArray                *msgs,
+                       GPtrArray             *texts,
+                       const char            *role,
+                       const char            *content,
+                       const TernRemoteImage *images,
+                       guint                  n_images,
+                       guint                 *next_image,
+                       gboolean               take_all)
+{
+  g_auto(GStrv) pieces = g_strsplit (content != NULL ? content : "", TN_IMAGE_MARKER, -1);
+  guint markers = g_strv_length (pieces) - 1;
+  char *text = g_strjoinv ("", pieces);
+  TernRemoteMessage m = { role, text, NULL, 0 };
+
+  if (take_all && markers == 0)
+    markers = n_images - *next_image;
+  markers = MIN (markers, n_images - *next_image);
+  if (markers > 0)
+    {
+      m.images = images + *next_image;
+      m.n_images = markers;
+      *next_image += markers;
+    }
+  g_ptr_array_add (texts, text);
+  g_array_append_val (msgs, m);
+}
+
 static void
 handle_remote_generate (Engine  *engine,
                         Request *req)
@@ -783,8 +815,11 @@ handle_remote_generate (Engine  *engine,
   RunState run = { .engine = engine, .id = req->id, .start_us = g_get_monotonic_time () };
   RemoteRun rr = { .run = &run };
   g_autoptr(GArray) msgs = g_array_new (FALSE, FALSE, sizeof (TernRemoteMessage));
+  g_autoptr(GPtrArray) texts = g_ptr_array_new_with_free_func (g_free);
   g_autoptr(GCancellable) cancellable = g_cancellable_new ();
   g_autoptr(GError) error = NULL;
+  guint n_images = req->images != NULL ? req->images->len : 0, next_image = 0;
+  g_autofree TernRemoteImage *images = g_new0 (TernRemoteImage, n_images ? n_images : 1);
   TernRemoteParams p;
   TernRemoteStats st;
   gboolean ok;
@@ -797,20 +832,25 @@ handle_remote_generate (Engine  *engine,
     }
   if (engine->remote_pin != NULL && *engine->remote_pin != '\0')
     {
-      TernRemoteMessage m = { "system", engine->remote_pin };
+      TernRemoteMessage m = { "system", engine->remote_pin, NULL, 0 };
       g_array_append_val (msgs, m);
+    }
+  for (guint i = 0; i < n_images; i++)
+    {
+      /* Attachments were checked by their magic bytes when attached. */
+      GBytes *bytes = g_ptr_array_index (req->images, i);
+      const char *format = tern_image_sniff (g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes));
+      g_autofree char *mime = g_strconcat ("image/", format != NULL ? format : "png", NULL);
+
+      images[i].bytes = bytes;
+      images[i].mime = g_intern_string (mime);
     }
   if (req->kind == REQ_ASK)
-    {
-      TernRemoteMessage m = { "user", req->text };
-      g_array_append_val (msgs, m);
-    }
+    append_remote_message (msgs, texts, "user", req->text, images, n_images, &next_image, TRUE);
   else
     for (guint i = 0; req->roles[i] != NULL; i++)
-      {
-        TernRemoteMessage m = { req->roles[i], req->contents[i] };
-        g_array_append_val (msgs, m);
-      }
+      append_remote_message (msgs, texts, req->roles[i], req->contents[i], images, n_images,
+                             &next_image, FALSE);
   tern_remote_params_init (&p);
   p.temperature = req->gen.temperature;
   p.top_p = req->gen.top_p;

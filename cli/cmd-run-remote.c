@@ -6,9 +6,11 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifdef TERN_HAVE_MANAGER
@@ -16,6 +18,9 @@
 
 #include "tern-keyring.h"
 #include "tern-remote.h"
+#ifdef TERN_HAVE_IMAGEIO
+#include "tern-image.h"
+#endif
 
 typedef struct ropts {
     const char *url;
@@ -26,6 +31,8 @@ typedef struct ropts {
     bool list;
     bool json;
     bool store_key;
+    const char *images[CLI_MAX_IMAGES]; /* --image: sent with the first question */
+    int n_images;
     TernRemoteParams p;
 } ropts;
 
@@ -34,6 +41,7 @@ static void usage(FILE *out) {
             "                    [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]\n"
             "                    [--repeat-penalty R] [--think on|off] [--json]\n"
             "                    [--api-key-env VAR] [--store-key] [--list-models]\n"
+            "                    [--image PATH]...\n"
             "\n"
             "Generates on an OpenAI-compatible server (vLLM, llama-server, Ollama,\n"
             "tern-cli serve) instead of this machine; see docs/REMOTE.md.\n"
@@ -46,6 +54,8 @@ static void usage(FILE *out) {
             "  --store-key      store the key of --api-key-env in the keyring for URL\n"
             "  --list-models    print the server's model ids and exit\n"
             "  --think on|off   thinking, for servers and models that have it\n"
+            "  --image PATH     send an image (PNG, JPEG, WebP, GIF; up to 20 MiB;\n"
+            "                   repeatable) with the first question, for a vision model\n"
             "A stats line (prompt tokens and how many the server had cached, prefill\n"
             "tok/s, generated tokens, decode tok/s, time to first token) goes to\n"
             "standard error after each answer.\n"),
@@ -114,7 +124,14 @@ static int parse_args(int argc, char **argv, ropts *o) {
         } else if (!strcmp(a, "--store-key")) {
             o->store_key = true;
             takes = false;
-        } else if (!strcmp(a, "--raw") || !strcmp(a, "--spec") || !strcmp(a, "--image") ||
+        } else if (!strcmp(a, "--image")) {
+            if (o->n_images >= CLI_MAX_IMAGES) {
+                cli_error(_("at most %d images per request"), CLI_MAX_IMAGES);
+                return CLI_EXIT_USAGE;
+            }
+            if (v)
+                o->images[o->n_images++] = v;
+        } else if (!strcmp(a, "--raw") || !strcmp(a, "--spec") ||
                    !strcmp(a, "-c") || !strcmp(a, "--ctx") || !strcmp(a, "-t") ||
                    !strcmp(a, "--threads") || !strcmp(a, "--draft-max") ||
                    !strcmp(a, "--mmproj") || !strcmp(a, "--image-tokens")) {
@@ -282,11 +299,63 @@ static int ask(const ropts *o, TernRemote *r, const char *model, GArray *msgs, a
     return CLI_EXIT_OK;
 }
 
+/* An image file to send: a regular file (not a FIFO or a device, which
+ * could block or never end) of at most TERN_REMOTE_MAX_IMAGE_BYTES whose
+ * magic bytes are an image type; the server decodes it. */
+static GBytes *read_image(const char *path, const char **mime) {
+#ifndef TERN_HAVE_IMAGEIO
+    (void)mime;
+    cli_error(_("--image: this tern-cli was built without image support (gdk-pixbuf)"));
+    (void)path;
+    return NULL;
+#else
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+        cli_error("%s: %s", path, g_strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        cli_error(_("%s: not a regular file"), path);
+        close(fd);
+        return NULL;
+    }
+    if (st.st_size > TERN_REMOTE_MAX_IMAGE_BYTES) {
+        cli_error(_("%s: larger than %d MiB, more than servers accept; send a smaller copy"), path,
+                  TERN_REMOTE_MAX_IMAGE_BYTES >> 20);
+        close(fd);
+        return NULL;
+    }
+    char *data = g_malloc((gsize)st.st_size + 1);
+    gsize got = 0;
+    while (got < (gsize)st.st_size) {
+        ssize_t n = read(fd, data + got, (gsize)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (gsize)n;
+    }
+    close(fd);
+    const char *format = tern_image_sniff(data, got);
+    if (got != (gsize)st.st_size || !format) {
+        cli_error(_("%s: not a PNG, JPEG, GIF or WebP image"), path);
+        g_free(data);
+        return NULL;
+    }
+    *mime = g_intern_string(g_str_equal(format, "jpeg") ? "image/jpeg"
+                            : g_str_equal(format, "png") ? "image/png"
+                            : g_str_equal(format, "gif") ? "image/gif"
+                                                         : "image/webp");
+    return g_bytes_new_take(data, got);
+#endif
+}
+
 /* The conversation: messages whose contents `store` owns. */
 static void push(GArray *msgs, GPtrArray *store, const char *role, const char *content) {
     char *copy = g_strdup(content);
     g_ptr_array_add(store, copy);
-    TernRemoteMessage m = {role, copy};
+    TernRemoteMessage m = {role, copy, NULL, 0};
     g_array_append_val(msgs, m);
 }
 
@@ -361,13 +430,27 @@ static int run_remote(const ropts *o) {
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
 
+    TernRemoteImage images[CLI_MAX_IMAGES];
+    for (int i = 0; i < o->n_images; i++) {
+        images[i].bytes = read_image(o->images[i], &images[i].mime);
+        if (!images[i].bytes) {
+            while (i-- > 0)
+                g_bytes_unref(images[i].bytes);
+            tern_remote_free(r);
+            return CLI_EXIT_BAD_INPUT;
+        }
+    }
     answer a = {.json = o->json, .text = g_string_new(NULL), .reasoning = g_string_new(NULL)};
     g_autoptr(GPtrArray) store = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GArray) msgs = g_array_new(FALSE, FALSE, sizeof(TernRemoteMessage));
     if (o->system)
         push(msgs, store, "system", o->system);
+    /* The images go with the first question, as a local run sends them. */
+    bool images_sent = false;
     if (o->prompt) {
         push(msgs, store, "user", o->prompt);
+        g_array_index(msgs, TernRemoteMessage, msgs->len - 1).images = images;
+        g_array_index(msgs, TernRemoteMessage, msgs->len - 1).n_images = (gsize)o->n_images;
         status = ask(o, r, model, msgs, &a);
     } else {
         bool tty = isatty(STDIN_FILENO);
@@ -391,6 +474,12 @@ static int run_remote(const ropts *o) {
                 break;
             }
             push(msgs, store, "user", line);
+            if (!images_sent) {
+                g_array_index(msgs, TernRemoteMessage, msgs->len - 1).images = images;
+                g_array_index(msgs, TernRemoteMessage, msgs->len - 1).n_images =
+                    (gsize)o->n_images;
+                images_sent = true;
+            }
             status = ask(o, r, model, msgs, &a);
             if (status == CLI_EXIT_OK)
                 push(msgs, store, "assistant", a.text->str);
@@ -399,6 +488,8 @@ static int run_remote(const ropts *o) {
     }
     g_string_free(a.text, TRUE);
     g_string_free(a.reasoning, TRUE);
+    for (int i = 0; i < o->n_images; i++)
+        g_bytes_unref(images[i].bytes);
     g_clear_object(&g_cancel);
     tern_remote_free(r);
     return status;

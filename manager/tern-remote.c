@@ -732,7 +732,39 @@ request_body (const char *model, const TernRemoteMessage *msgs, gsize n, const T
       json_builder_set_member_name (b, "role");
       json_builder_add_string_value (b, msgs[i].role);
       json_builder_set_member_name (b, "content");
-      json_builder_add_string_value (b, msgs[i].content ? msgs[i].content : "");
+      if (msgs[i].n_images == 0)
+        json_builder_add_string_value (b, msgs[i].content ? msgs[i].content : "");
+      else
+        {
+          /* [image_url..., text]: images before the question, where a
+           * local run puts them (the servers keep the parts' order). */
+          json_builder_begin_array (b);
+          for (gsize k = 0; k < msgs[i].n_images; k++)
+            {
+              const TernRemoteImage *im = &msgs[i].images[k];
+              gsize len;
+              const guchar *data = g_bytes_get_data (im->bytes, &len);
+              g_autofree char *b64 = g_base64_encode (data, len);
+              g_autofree char *url = g_strconcat ("data:", im->mime, ";base64,", b64, NULL);
+
+              json_builder_begin_object (b);
+              json_builder_set_member_name (b, "type");
+              json_builder_add_string_value (b, "image_url");
+              json_builder_set_member_name (b, "image_url");
+              json_builder_begin_object (b);
+              json_builder_set_member_name (b, "url");
+              json_builder_add_string_value (b, url);
+              json_builder_end_object (b);
+              json_builder_end_object (b);
+            }
+          json_builder_begin_object (b);
+          json_builder_set_member_name (b, "type");
+          json_builder_add_string_value (b, "text");
+          json_builder_set_member_name (b, "text");
+          json_builder_add_string_value (b, msgs[i].content ? msgs[i].content : "");
+          json_builder_end_object (b);
+          json_builder_end_array (b);
+        }
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
@@ -884,6 +916,18 @@ tern_remote_chat (TernRemote              *r,
                    r->base);
       return FALSE;
     }
+  for (gsize i = 0; i < n_messages; i++)
+    for (gsize k = 0; k < messages[i].n_images; k++)
+      if (g_bytes_get_size (messages[i].images[k].bytes) > TERN_REMOTE_MAX_IMAGE_BYTES)
+        {
+          g_autofree char *size = g_format_size (g_bytes_get_size (messages[i].images[k].bytes));
+
+          g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_IMAGE,
+                       _("An image of %s is larger than %d MiB, more than servers accept; "
+                         "send a smaller copy"),
+                       size, TERN_REMOTE_MAX_IMAGE_BYTES >> 20);
+          return FALSE;
+        }
   {
     char *text = request_body (model, messages, n_messages, params);
     req = g_bytes_new_take (text, strlen (text));

@@ -27,6 +27,7 @@ typedef enum {
   TERN_REMOTE_ERROR_PROTOCOL,      /* the answer is not what the API documents */
   TERN_REMOTE_ERROR_DISCONNECTED,  /* the stream ended before the answer did */
   TERN_REMOTE_ERROR_SERVER,        /* the server reported an error mid-stream */
+  TERN_REMOTE_ERROR_IMAGE,         /* an image too large to send */
 } TernRemoteError;
 
 typedef struct _TernRemote TernRemote;
@@ -44,10 +45,26 @@ char      **tern_remote_list_models (TernRemote    *remote,
                                      GCancellable  *cancellable,
                                      GError       **error);
 
+/* An image of a user message, sent as the file's own bytes in a data: URL
+ * (an `image_url` part, as OpenAI's API, vLLM, llama-server and Tern's
+ * server take them); the server fits it to its model. */
 typedef struct {
-  const char *role;     /* "system", "user", "assistant" */
-  const char *content;
+  GBytes     *bytes;
+  const char *mime;     /* "image/png", ...: the caller checked the bytes'
+                         * magic (tern_image_sniff in imageio/) */
+} TernRemoteImage;
+
+/* The largest image sent: OpenAI's own limit per image, and below the
+ * request limits of the servers Tern talks to. */
+#define TERN_REMOTE_MAX_IMAGE_BYTES (20 * 1024 * 1024)
+
+typedef struct {
+  const char            *role;     /* "system", "user", "assistant" */
+  const char            *content;
+  const TernRemoteImage *images;   /* NULL: none */
+  gsize                  n_images;
 } TernRemoteMessage;
+
 
 typedef struct {
   int      max_tokens;      /* 0: the server's default */

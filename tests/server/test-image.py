@@ -250,6 +250,40 @@ checks.check(s == 400 and h.get("content-type", "").startswith("application/json
 s, _, d, raw = ask(srv, question, budget=16)
 checks.check(s == 200 and serverlib.answer_text(d) == serverlib.answer_text(d3),
              "after the errors the same request answers the same (%s)" % raw[:200])
+# run --remote --image against this server answers exactly what a local run
+# with the same image file answers: the same prompt, the same greedy tokens.
+photo_path = os.path.join(tmp, "photo.png")
+with open(photo_path, "wb") as f:
+    f.write(png(60, 40))
+cli_env = dict(os.environ, LANGUAGE="C", LC_ALL="C")
+for name in ("DBUS_SESSION_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY"):
+    cli_env.pop(name, None)
+local = subprocess.run([serverlib.env("TERN_CLI"), "run", "-m", model, "--image", photo_path,
+                        "-p", "What is in this picture?", "-n", "6", "-c", "300"],
+                       capture_output=True, text=True, env=cli_env, errors="replace")
+remote = subprocess.run([serverlib.env("TERN_CLI"), "run", "--remote", srv.url + "/v1", "-m",
+                         "gemma", "--image", photo_path, "-p", "What is in this picture?", "-n",
+                         "6"], capture_output=True, text=True, env=cli_env, errors="replace")
+
+
+def prefilled(err):
+    """Prompt tokens prefilled: a local run counts those (the pin it restored
+    apart); the server reports them all, and the restored ones as cached."""
+    for line in err.splitlines():
+        if line.startswith("[prompt "):
+            fields = line.strip("[]").split(" | ")
+            cached = [f.split()[1] for f in fields if f.startswith("cached ")]
+            return int(line.split()[1]) - (int(cached[0]) if cached else 0)
+    return None
+
+
+checks.check(local.returncode == 0 and remote.returncode == 0 and local.stdout
+             and local.stdout == remote.stdout
+             and prefilled(local.stderr) == prefilled(remote.stderr) is not None
+             and prefilled(local.stderr) > 256,
+             "run --remote --image answers as run --image: %r %r / %r %r"
+             % (local.stdout, local.stderr[-300:], remote.stdout, remote.stderr[-300:]))
+
 code = srv.stop()
 checks.check(code == 0, "the vision server stops cleanly (status %s)" % code)
 

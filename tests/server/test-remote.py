@@ -14,6 +14,8 @@ answer, CRLF lines cut into single bytes, 500 with an HTML page. Every case
 must end in a clear sentence, keep the text streamed so far, and never
 crash (the binary runs under AddressSanitizer)."""
 
+import base64
+import hashlib
 import http.server
 import json
 import os
@@ -212,6 +214,26 @@ class Fake(http.server.BaseHTTPRequestHandler):
             self.w(chunk(None, None, usage={"prompt_tokens": 30, "completion_tokens": 2,
                                             "prompt_tokens_details": {"cached_tokens": 20}}))
             self.w("data: [DONE]\n\n")
+        elif m == "m-images":
+            # What the request carried: the user message's parts, each image's
+            # MIME type and the sha256 of its decoded bytes.
+            parts = []
+            for msg in req["messages"]:
+                c = msg["content"]
+                if isinstance(c, str):
+                    parts.append("%s:text" % msg["role"])
+                    continue
+                for part in c:
+                    if part["type"] == "text":
+                        parts.append("%s:text=%s" % (msg["role"], part["text"]))
+                    else:
+                        url = part["image_url"]["url"]
+                        head, b64 = url.split(",", 1)
+                        parts.append("%s:%s:%s" % (msg["role"], head, hashlib.sha256(
+                            base64.b64decode(b64)).hexdigest()))
+            self.stream_head()
+            self.w(chunk({"content": " ".join(parts)}, "stop"))
+            self.w("data: [DONE]\n\n")
         elif m == "m-429":
             self.send(429, json.dumps({"error": {"message": "Too many requests"}}),
                       headers=[("Retry-After", "7")])
@@ -354,6 +376,37 @@ check(rc == 2 and "answered with text/html, not an event stream" in err, "an HTM
 rc, out, err = fake_run("m-eof")
 check(rc == 2 and out.rstrip("\n") == "no end" and "closed the connection in the middle" in err,
       "end without [DONE]: %r" % err)
+# Images (--image): the file's own bytes in a data: URL before the text,
+# with the type its magic bytes name, whatever the file's name says.
+png = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108020000009077"
+                    "53de0000000c4944415408d763f8cfc000000301010018dd8db00000000049454e44ae426082")
+jpeg_named_png = b"\xff\xd8\xff\xe0" + b"\x00" * 60
+img_dir = serverlib.workdir("remote-images")
+with open(os.path.join(img_dir, "a.png"), "wb") as f:
+    f.write(png)
+with open(os.path.join(img_dir, "b.png"), "wb") as f:
+    f.write(jpeg_named_png)
+rc, out, err = fake_run("m-images", "--image", os.path.join(img_dir, "a.png"),
+                        "--image", os.path.join(img_dir, "b.png"))
+check(rc == 0 and out == "system:text user:data:image/png;base64:%s "
+      "user:data:image/jpeg;base64:%s user:text=hi" % (hashlib.sha256(png).hexdigest(),
+                                                       hashlib.sha256(jpeg_named_png).hexdigest()),
+      "two images before the text, typed by their bytes: %r %r" % (out, err))
+# Refused before anything is sent: not an image, a FIFO (which would block
+# a reader forever), a folder, a missing file, a file over 20 MiB.
+with open(os.path.join(img_dir, "svg.png"), "w") as f:
+    f.write("<svg xmlns='http://www.w3.org/2000/svg'/>")
+os.mkfifo(os.path.join(img_dir, "fifo.png"))
+with open(os.path.join(img_dir, "big.png"), "wb") as f:
+    f.write(png)
+    f.truncate(21 << 20)
+for name, words in (("svg.png", "not a PNG, JPEG, GIF or WebP image"),
+                    ("fifo.png", "not a regular file"), ("", "not a regular file"),
+                    ("none.png", "No such file"), ("big.png", "larger than 20 MiB")):
+    rc, out, err = fake_run("m-images", "--image", os.path.join(img_dir, name))
+    check(rc == 2 and out == "" and words in err, "--image %s refused: rc %d %r" % (name, rc, err))
+rc, out, err = fake_run("m-images", *(["--image", os.path.join(img_dir, "a.png")] * 9))
+check(rc == 1 and "at most 8 images" in err, "nine images: %r" % err)
 rc, out, err = fake_run("gpt-nonexistent")
 check(rc == 2 and "has no model 'gpt-nonexistent' (The model `gpt-nonexistent` does not exist.)"
       in err, "unknown model (vLLM's 404): %r" % err)
