@@ -55,9 +55,8 @@ tn_mkmodel_params tn_mkmodel_default_params(void) {
  * num_attention_heads, num_key_value_heads / num_global_key_value_heads,
  * head_dim / global_head_dim, hidden_size_per_layer_input,
  * num_kv_shared_layers, sliding_window, layer_types, attention_k_eq_v,
- * use_double_wide_mlp) as recalled, not read from a file here: the peer's
- * sources state the layer counts (35, 42, 60) and E2B's period of 5, not
- * the rest. docs/MKMODEL.md lists them. */
+ * use_double_wide_mlp), checked against copies of those configs quoted in
+ * public code (docs/MKMODEL.md lists them and how they were checked). */
 int tn_mkmodel_preset(tn_mkmodel_params *p, const char *name) {
     if (!p || !name)
         return TN_ERR_INVALID;
