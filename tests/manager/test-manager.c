@@ -297,7 +297,9 @@ test_catalog_shipped (void)
   g_autoptr(GError) error = NULL;
   g_autoptr(TernCatalog) catalog = tern_catalog_new_from_file (path, &error);
   const char *required[] = { "qwen3:0.6b", "qwen3:1.7b", "qwen3:0.6b-flash", "gemma3:1b", "gemma3:4b",
-                             "llama3.2:1b", "llama3.2:3b" };
+                             "llama3.2:1b", "llama3.2:3b", "gemma4:e2b", "gemma4:e2b-flash",
+                             "gemma4:e2b-mtp-flash", "gemma4:e4b", "gemma4:e4b-flash",
+                             "gemma4:e4b-mtp-flash" };
   const TernCatalogTag *tag, *flash;
   GPtrArray *tags;
 
@@ -311,7 +313,29 @@ test_catalog_shipped (void)
   g_assert_true (flash->packages[TERN_PACKAGE_ROLE_BASE] == tag->packages[TERN_PACKAGE_ROLE_BASE]);
   g_assert_true (tern_catalog_find_tag (catalog, "gemma3:4b")->vision);
   g_assert_nonnull (tern_catalog_find_tag (catalog, "gemma3:4b")->packages[TERN_PACKAGE_ROLE_VISION]);
+  /* The seed's shape: a flash tag over the base and its MTP head, both
+   * shared with other tags, speculating by default. */
+  for (guint i = 0; i < 2; i++)
+    {
+      const char *size = i == 0 ? "e2b" : "e4b";
+      g_autofree char *base_name = g_strdup_printf ("gemma4:%s", size);
+      g_autofree char *flash_name = g_strdup_printf ("gemma4:%s-flash", size);
+      g_autofree char *mtp_name = g_strdup_printf ("gemma4:%s-mtp-flash", size);
+      const TernCatalogTag *base = tern_catalog_find_tag (catalog, base_name);
+      const TernCatalogTag *plain = tern_catalog_find_tag (catalog, flash_name);
+      const TernCatalogTag *mtp = tern_catalog_find_tag (catalog, mtp_name);
 
+      g_assert_true (base->vision && base->packages[TERN_PACKAGE_ROLE_VISION] != NULL);
+      g_assert_null (base->packages[TERN_PACKAGE_ROLE_DRAFT]);
+      g_assert_true (plain->single_turn && !plain->speculation);
+      g_assert_true (plain->packages[TERN_PACKAGE_ROLE_BASE] == base->packages[TERN_PACKAGE_ROLE_BASE]);
+      g_assert_true (mtp->single_turn && mtp->speculation);
+      g_assert_cmpint (mtp->draft_kind, ==, TERN_DRAFT_KIND_MTP);
+      g_assert_true (mtp->packages[TERN_PACKAGE_ROLE_BASE] == base->packages[TERN_PACKAGE_ROLE_BASE]);
+      g_assert_nonnull (mtp->packages[TERN_PACKAGE_ROLE_DRAFT]);
+      g_assert_true (g_strv_contains ((const char * const *) mtp->requires, "mtp"));
+      g_assert_nonnull (strstr (base->family->description, "Apache"));
+    }
 
   tags = tern_catalog_get_tags (catalog);
   for (guint i = 0; i < tags->len; i++)
