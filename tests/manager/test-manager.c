@@ -300,6 +300,7 @@ test_catalog_shipped (void)
                              "llama3.2:1b", "llama3.2:3b", "gemma4:e2b", "gemma4:e2b-flash",
                              "gemma4:e2b-mtp-flash", "gemma4:e4b", "gemma4:e4b-flash",
                              "gemma4:e4b-mtp-flash" };
+  g_autoptr(GRegex) pinned = g_regex_new ("^https://huggingface\\.co/[^/]+/[^/]+/resolve/[0-9a-f]{40}/", 0, 0, NULL);
   const TernCatalogTag *tag, *flash;
   GPtrArray *tags;
 
@@ -354,6 +355,9 @@ test_catalog_shipped (void)
             TernCatalogFile *file = t->packages[r]->files->pdata[f];
 
             g_assert_true (g_str_has_prefix (file->url, "https://huggingface.co/"));
+            /* Pinned to a commit: the hash below is of that revision's file. */
+            if (!g_regex_match (pinned, file->url, 0, NULL))
+              g_error ("%s: %s is not pinned to a revision", t->tag, file->url);
             g_assert_true (g_str_has_suffix (file->url, file->name));
             g_assert_nonnull (file->sha256);
             /* MTP heads are the smallest files (about 60 MB). */
