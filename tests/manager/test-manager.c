@@ -299,7 +299,8 @@ test_catalog_shipped (void)
   const char *required[] = { "qwen3:0.6b", "qwen3:1.7b", "qwen3:0.6b-flash", "gemma3:1b", "gemma3:4b",
                              "llama3.2:1b", "llama3.2:3b", "gemma4:e2b", "gemma4:e2b-flash",
                              "gemma4:e2b-mtp-flash", "gemma4:e4b", "gemma4:e4b-flash",
-                             "gemma4:e4b-mtp-flash" };
+                             "gemma4:e4b-mtp-flash", "qwen3:8b", "qwen3:8b-flash", "llama3.1:8b",
+                             "llama3.1:8b-flash" };
   g_autoptr(GRegex) pinned = g_regex_new ("^https://huggingface\\.co/[^/]+/[^/]+/resolve/[0-9a-f]{40}/", 0, 0, NULL);
   const TernCatalogTag *tag, *flash;
   GPtrArray *tags;
