@@ -1893,6 +1893,14 @@ test_cli_spec (void)
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
 
+  /* serve takes the same default for every request. */
+  status = run_cli (xdg, catalog_path, &out, &err, "serve", "-m", "t:a-mtp-flash", "--port", "0", NULL);
+  g_assert_cmpint (status, !=, 0);
+  if (strstr (err, expect) == NULL)
+    g_error ("serve: stderr lacks '%s': %s", expect, err);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
   status = run_cli (xdg, catalog_path, &out, &err, "run", "-m", "t:a-mtp-flash", "--spec", "none", "-p", "hi",
                     "-n", "1", NULL);
   g_assert_cmpint (status, !=, 0);
