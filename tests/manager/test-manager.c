@@ -1190,6 +1190,30 @@ test_draft_kinds (void)
   spec = tern_model_store_get_draft_spec (reread, "t:a-mtp", &on);
   g_assert_true (g_str_has_prefix (spec, "mtp:"));
   g_assert_false (on);
+  g_clear_pointer (&spec, g_free);
+
+  /* A damaged kind in installed.json reads as a draft model, never a crash;
+   * a wrong-typed speculation as off. */
+  {
+    g_autofree char *state_path = g_build_filename (root, "installed.json", NULL);
+    g_autofree char *text = NULL;
+    g_autofree char *damaged = NULL;
+    g_autoptr(GRegex) kind = g_regex_new ("\"draft_kind\"\\s*:\\s*\"[a-z]+\"", 0, 0, NULL);
+    g_autoptr(GRegex) speculation = g_regex_new ("\"speculation\"\\s*:\\s*true", 0, 0, NULL);
+    g_autofree char *step = NULL;
+    g_autoptr(TernModelStore) damaged_store = NULL;
+
+    g_assert_true (g_file_get_contents (state_path, &text, NULL, NULL));
+    g_assert_true (g_regex_match (kind, text, 0, NULL));
+    step = g_regex_replace_literal (kind, text, -1, 0, "\"draft_kind\": [\"mtp\", 7]", 0, NULL);
+    damaged = g_regex_replace_literal (speculation, step, -1, 0, "\"speculation\": \"yes\"", 0, NULL);
+    g_assert_cmpstr (damaged, !=, text);
+    g_assert_true (g_file_set_contents (state_path, damaged, -1, NULL));
+    damaged_store = new_store (root);
+    spec = tern_model_store_get_draft_spec (damaged_store, "t:a-mtp-flash", &on);
+    g_assert_true (g_str_has_prefix (spec, "draft:"));
+    g_assert_false (on);
+  }
 }
 
 /* A tag needing an engine feature this build lacks is listed, but never
