@@ -339,6 +339,26 @@ test_catalog_shipped (void)
       g_assert_nonnull (strstr (base->family->description, "Apache"));
     }
 
+  /* Mixture-of-experts tags are listed, and downloadable once the engine
+   * feature they name is in tern_catalog_features (). */
+  {
+    static const struct { const char *tag, *feature; } moe[] = {
+      { "qwen3:30b-a3b", "qwen3moe" }, { "qwen3:30b-a3b-flash", "qwen3moe" },
+      { "gemma4:26b-a4b", "gemma4-moe" }, { "gemma4:26b-a4b-flash", "gemma4-moe" },
+      { "gpt-oss:20b", "gpt-oss" }, { "gpt-oss:20b-flash", "gpt-oss" },
+    };
+
+    for (guint i = 0; i < G_N_ELEMENTS (moe); i++)
+      {
+        const TernCatalogTag *t = tern_catalog_find_tag (catalog, moe[i].tag);
+
+        g_assert_nonnull (t);
+        g_assert_true (g_strv_contains ((const char * const *) t->requires, moe[i].feature));
+        g_assert_true (tern_catalog_tag_supported (t)
+                       == g_strv_contains (tern_catalog_features (), moe[i].feature));
+      }
+  }
+
   tags = tern_catalog_get_tags (catalog);
   for (guint i = 0; i < tags->len; i++)
     {
