@@ -350,7 +350,7 @@ state_text (Row            *row,
     case TERN_MODEL_STATE_AVAILABLE:
     default:
       if (row->catalog_tag != NULL && !tern_catalog_tag_supported (row->catalog_tag))
-        return g_strdup_printf (_("needs Tern %s"), row->catalog_tag->min_app_version);
+        return tern_catalog_tag_unsupported_reason (row->catalog_tag);
       if (row->catalog_tag != NULL && !tern_catalog_tag_size_known (row->catalog_tag))
         return g_strdup (_("available, size unknown"));
       if (row->catalog_tag != NULL && tern_model_store_get_missing_bytes (self->store, row->catalog_tag) == 0)

@@ -63,6 +63,12 @@ int cli_backend_take(int *argc, char **argv);
  * tag's draft model, NULL when it has none or ARG is a path. */
 const char *cli_resolve_model(const char *arg, char *buf, size_t cap);
 const char *cli_resolve_draft(const char *arg, char *buf, size_t cap);
+/* run or serve -m TAG where TAG's catalog entry speculates by default (flags.
+ * speculation) and argv has no --spec: adds "--spec KIND:PATH" for the
+ * tag's draft (draft:, dflash: or mtp: by its draft_kind), says so on
+ * stderr, and points *argv at the longer array. Call before
+ * cli_resolve_model_argv (which replaces the tag by a path). */
+void cli_tag_spec_argv(int *argc, char ***argv);
 /* Replaces the value of every -m / --model in argv by cli_resolve_model's
  * answer; false (message printed) when one names neither a file nor an
  * installed model. */

@@ -89,11 +89,11 @@ static char *tag_size_text(const TernCatalogTag *tag) {
     return tern_catalog_tag_size_known(tag) ? size_text(tern_catalog_tag_size(tag)) : size_text(0);
 }
 
-/* "available", "partial 40%", "installed", "broken", "needs Tern 0.3". */
+/* "available", "partial 40%", "installed", "broken", "needs Tern 0.3", "needs mtp support". */
 static char *state_text(TernModelStore *store, const TernCatalogTag *tag) {
     TernModelState state = tern_model_store_get_state(store, tag->tag, tag);
     if (state == TERN_MODEL_STATE_AVAILABLE && !tern_catalog_tag_supported(tag))
-        return g_strdup_printf(_("needs Tern %s"), tag->min_app_version);
+        return tern_catalog_tag_unsupported_reason(tag);
     if (state == TERN_MODEL_STATE_PARTIAL) {
         guint64 total = tern_catalog_tag_size(tag);
         guint64 missing = tern_model_store_get_missing_bytes(store, tag);
@@ -154,7 +154,19 @@ static void list_json_tag(JsonBuilder *b, TernModelStore *store, const TernCatal
     json_builder_add_boolean_value(b, tag->thinking);
     json_builder_set_member_name(b, "single_turn");
     json_builder_add_boolean_value(b, tag->single_turn);
+    json_builder_set_member_name(b, "speculation");
+    json_builder_add_boolean_value(b, tag->speculation);
     json_builder_end_object(b);
+    json_builder_set_member_name(b, "draft_kind");
+    if (tag->packages[TERN_PACKAGE_ROLE_DRAFT])
+        json_builder_add_string_value(b, tern_draft_kind_to_string(tag->draft_kind));
+    else
+        json_builder_add_null_value(b);
+    json_builder_set_member_name(b, "requires");
+    json_builder_begin_array(b);
+    for (guint i = 0; tag->requires[i]; i++)
+        json_builder_add_string_value(b, tag->requires[i]);
+    json_builder_end_array(b);
     json_builder_set_member_name(b, "packages");
     json_builder_begin_object(b);
     for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++) {
@@ -243,6 +255,12 @@ int cmd_list(int argc, char **argv) {
         tag_width = MAX(tag_width, (int)strlen(((const TernCatalogTag *)all_tags->pdata[i])->tag));
     for (char **t = installed; *t; t++)
         tag_width = MAX(tag_width, (int)strlen(*t));
+    /* States are short but for "needs FEATURE support". */
+    int state_width = 12;
+    for (guint i = 0; i < all_tags->len; i++) {
+        g_autofree char *state = state_text(store, all_tags->pdata[i]);
+        state_width = MAX(state_width, (int)g_utf8_strlen(state, -1));
+    }
     for (guint f = 0; f < families->len; f++) {
         const TernCatalogFamily *family = families->pdata[f];
         printf("%s%s\n", f ? "\n" : "", family->label);
@@ -254,7 +272,10 @@ int cmd_list(int argc, char **argv) {
             if (tern_model_store_get_state(store, tag->tag, tag) == TERN_MODEL_STATE_AVAILABLE &&
                 tern_catalog_tag_size_known(tag) && tern_model_store_get_missing_bytes(store, tag) == 0)
                 note = " (nothing new to download)";
-            printf("  %-*s %12s  %-12s %s%s\n", tag_width, tag->tag, size, state, tag->label, note);
+            /* %-*s pads bytes; a translated state may hold multi-byte letters. */
+            int pad = state_width - (int)g_utf8_strlen(state, -1);
+            printf("  %-*s %12s  %s%*s %s%s\n", tag_width, tag->tag, size, state, MAX(pad, 0), "",
+                   tag->label, note);
         }
     }
     bool header = false;
@@ -266,7 +287,7 @@ int cmd_list(int argc, char **argv) {
         header = true;
         g_autofree char *size = size_text(tern_model_store_get_tag_size(store, *t));
         g_autofree char *path = tern_model_store_get_path(store, *t, TERN_PACKAGE_ROLE_BASE);
-        printf("  %-*s %12s  %-12s %s\n", tag_width, *t, size,
+        printf("  %-*s %12s  %-*s %s\n", tag_width, *t, size, state_width,
                tern_model_state_to_string(tern_model_store_get_state(store, *t, NULL)),
                path ? path : "");
     }
@@ -391,6 +412,9 @@ int cmd_pull(int argc, char **argv) {
         g_autofree char *path = tern_model_store_get_path(store, o.arg, TERN_PACKAGE_ROLE_BASE);
         printf(_("%s is already installed: %s\n"), o.arg, path);
     } else {
+        /* A tag this Tern cannot use is refused by the pull: no promise first. */
+        if (tag && !tern_catalog_tag_supported(tag))
+            tag = NULL;
         if (tag && tern_catalog_tag_size_known(tag)) {
             g_autofree char *need = tern_manager_format_size(tern_model_store_get_missing_bytes(store, tag));
             fprintf(stderr, _("pulling %s (%s to download)\n"), o.arg, need);
@@ -633,6 +657,46 @@ bool cli_resolve_model_argv(int argc, char **argv) {
         i++;
     }
     return true;
+}
+
+void cli_tag_spec_argv(int *argc, char ***argv) {
+    const char *tag = NULL;
+    for (int i = 1; i < *argc; i++) {
+        if (!strcmp((*argv)[i], "--spec"))
+            return; /* the user's choice, "none" included, wins */
+        if ((!strcmp((*argv)[i], "-m") || !strcmp((*argv)[i], "--model")) && i + 1 < *argc)
+            tag = (*argv)[i + 1];
+    }
+    if (!tag || looks_like_path(tag))
+        return;
+#ifdef TERN_HAVE_MANAGER
+    g_autoptr(GError) error = NULL;
+    g_autoptr(TernModelStore) store = tern_model_store_new(NULL, &error);
+    if (!store)
+        return; /* cli_resolve_model_argv reports it */
+    g_autofree char *hub_tag = tern_hub_is_ref(tag) ? tern_hub_tag_for_ref(tag, NULL) : NULL;
+    gboolean on = FALSE;
+    /* argv entries must outlive the command: kept for the process. */
+    static char *spec;
+    static char **grown;
+    g_free(spec);
+    spec = tern_model_store_get_draft_spec(store, hub_tag ? hub_tag : tag, &on);
+    if (!spec || !on)
+        return;
+    fprintf(stderr, _("%s speculates with its draft by default: --spec %s (--spec none turns it off)\n"),
+            tag, spec);
+    /* Right after the command's name, so that it is read as an option
+     * whatever follows. */
+    g_free(grown);
+    grown = g_new0(char *, (size_t)*argc + 3);
+    grown[0] = (*argv)[0];
+    grown[1] = (char *)"--spec";
+    grown[2] = spec;
+    for (int i = 1; i < *argc; i++)
+        grown[i + 2] = (*argv)[i];
+    *argc += 2;
+    *argv = grown;
+#endif
 }
 
 const char *cli_resolve_draft(const char *arg, char *buf, size_t cap) {

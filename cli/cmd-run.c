@@ -617,7 +617,10 @@ int cmd_run(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--remote"))
             return cmd_run_remote(argc, argv);
-    if (!cli_resolve_model_argv(argc, argv)) /* -m TAG: an installed model (cli/cmd-models.c) */
+    /* -m TAG: an installed model, with its draft when it speculates by
+     * default (cli/cmd-models.c). */
+    cli_tag_spec_argv(&argc, &argv);
+    if (!cli_resolve_model_argv(argc, argv))
         return CLI_EXIT_BAD_INPUT;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--single-turn") || !strcmp(argv[i], "--chat"))

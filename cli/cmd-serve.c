@@ -80,6 +80,8 @@ int cmd_serve(int argc, char **argv) {
     const char *model_arg = NULL;
     const char *mmproj = NULL;
     cli_spec spec = {0};
+    /* -m TAG that speculates by default: its draft for every request. */
+    cli_tag_spec_argv(&argc, &argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const int spec_arg = cli_spec_parse_arg(&spec, argc, argv, &i);

@@ -46,6 +46,7 @@ catalog_tag_free (TernCatalogTag *tag)
   g_free (tag->label);
   g_free (tag->description);
   g_free (tag->min_app_version);
+  g_strfreev (tag->requires);
   g_free (tag);
 }
 
@@ -391,6 +392,70 @@ resolve_package (TernCatalog *self,
   return package;
 }
 
+static const char * const draft_kinds[TERN_DRAFT_N_KINDS] = { "model", "dflash", "mtp" };
+
+/* A DFlash draft or an MTP head cannot stand in for a model, and a kind
+ * with no draft is a tag that meant something it did not say: both are
+ * errors rather than silently plain decoding. */
+static gboolean
+parse_draft_kind (Loader        *loader,
+                  const char    *field,
+                  const char    *value,
+                  gboolean       has_draft,
+                  TernDraftKind *out)
+{
+  *out = TERN_DRAFT_KIND_MODEL;
+  if (value == NULL)
+    return TRUE;
+  for (int k = 0; k < TERN_DRAFT_N_KINDS; k++)
+    if (g_str_equal (value, draft_kinds[k]))
+      {
+        *out = (TernDraftKind) k;
+        if (*out != TERN_DRAFT_KIND_MODEL && !has_draft)
+          return fail (loader, field, _("draft_kind is '%s' but there is no 'draft' package"), value);
+        return TRUE;
+      }
+  return fail (loader, field, _("draft_kind '%s' is not one of model, dflash, mtp"), value);
+}
+
+/* Feature names are free-form on purpose: a newer catalog may name a
+ * feature this Tern has never heard of, and the tag is then shown as
+ * needing it instead of the whole catalog failing to load. */
+static gboolean
+load_requires (Loader      *loader,
+               const char  *field,
+               JsonObject  *object,
+               GStrv       *out)
+{
+  JsonNode *node = json_object_get_member (object, "requires");
+  g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  JsonArray *array;
+
+  *out = NULL;
+  if (node != NULL && !JSON_NODE_HOLDS_NULL (node))
+    {
+      if (!JSON_NODE_HOLDS_ARRAY (node))
+        return fail (loader, field, _("'%s' must be an array, not %s"), "requires", node_kind (node));
+      array = json_node_get_array (node);
+      for (guint i = 0; i < json_array_get_length (array); i++)
+        {
+          JsonNode *element = json_array_get_element (array, i);
+          const char *name;
+
+          if (!JSON_NODE_HOLDS_VALUE (element) || json_node_get_value_type (element) != G_TYPE_STRING)
+            return fail (loader, field, _("requires[%u] must be a string, not %s"), i, node_kind (element));
+          name = json_node_get_string (element);
+          if (!valid_family_id (name))
+            return fail (loader, field, _("requires[%u] '%s' is not a feature name (lowercase letters, "
+                                          "digits, '._-')"), i, name);
+          g_ptr_array_add (names, g_strdup (name));
+        }
+    }
+  g_ptr_array_add (names, NULL);
+  *out = (GStrv) g_ptr_array_steal (names, NULL);
+  return TRUE;
+}
+
 static TernCatalogTag *
 load_tag (TernCatalog       *self,
           Loader            *loader,
@@ -399,15 +464,15 @@ load_tag (TernCatalog       *self,
           JsonNode          *node)
 {
   static const char * const tag_keys[] = {
-    "tag", "label", "description", "base", "draft", "vision", "flags", "context_length",
-    "min_app_version", NULL
+    "tag", "label", "description", "base", "draft", "draft_kind", "vision", "flags",
+    "context_length", "min_app_version", "requires", NULL
   };
-  static const char * const flag_keys[] = { "vision", "thinking", "single_turn", NULL };
+  static const char * const flag_keys[] = { "vision", "thinking", "single_turn", "speculation", NULL };
   g_autofree char *prefix = g_strdup_printf ("%s:", family->id);
   TernCatalogTag *tag;
   JsonObject *object;
   JsonNode *flags_node;
-  const char *name, *label, *description, *min_version;
+  const char *name, *label, *description, *min_version, *draft_kind;
   gboolean ok;
 
   if (!JSON_NODE_HOLDS_OBJECT (node))
@@ -420,7 +485,8 @@ load_tag (TernCatalog       *self,
       || !get_string (loader, field, object, "tag", TRUE, &name)
       || !get_string (loader, field, object, "label", TRUE, &label)
       || !get_string (loader, field, object, "description", FALSE, &description)
-      || !get_string (loader, field, object, "min_app_version", FALSE, &min_version))
+      || !get_string (loader, field, object, "min_app_version", FALSE, &min_version)
+      || !get_string (loader, field, object, "draft_kind", FALSE, &draft_kind))
     return NULL;
   if (!g_str_has_prefix (name, prefix) || !valid_family_id (name + strlen (prefix)))
     {
@@ -460,6 +526,10 @@ load_tag (TernCatalog       *self,
       fail (loader, field, _("'draft' is the same package as 'base'"));
       goto error;
     }
+  if (!parse_draft_kind (loader, field, draft_kind, tag->packages[TERN_PACKAGE_ROLE_DRAFT] != NULL,
+                         &tag->draft_kind)
+      || !load_requires (loader, field, object, &tag->requires))
+    goto error;
 
   flags_node = json_object_get_member (object, "flags");
   if (flags_node != NULL)
@@ -476,8 +546,17 @@ load_tag (TernCatalog       *self,
       if (!check_keys (loader, flags_field, flags, flag_keys)
           || !get_bool (loader, flags_field, flags, "vision", &tag->vision)
           || !get_bool (loader, flags_field, flags, "thinking", &tag->thinking)
-          || !get_bool (loader, flags_field, flags, "single_turn", &tag->single_turn))
+          || !get_bool (loader, flags_field, flags, "single_turn", &tag->single_turn)
+          || !get_bool (loader, flags_field, flags, "speculation", &tag->speculation))
         goto error;
+    }
+  /* Speculation without a draft would have to pick a drafter the catalog did
+   * not name; a tag that wants lookup decoding can say so once there is a
+   * kind for it. */
+  if (tag->speculation && tag->packages[TERN_PACKAGE_ROLE_DRAFT] == NULL)
+    {
+      fail (loader, field, _("flags.speculation is true but there is no 'draft' package"));
+      goto error;
     }
   if (tag->vision != (tag->packages[TERN_PACKAGE_ROLE_VISION] != NULL))
     {
@@ -732,11 +811,68 @@ tern_catalog_tag_size_known (const TernCatalogTag *tag)
   return TRUE;
 }
 
+/* What the engine of this build runs, in the words of the catalog's
+ * `requires`. A tag naming anything else is listed but not downloadable:
+ * nothing offers a file this Tern cannot run. Whoever teaches the engine a
+ * new architecture or drafter adds its name here (docs/MODELS.md lists
+ * the names the shipped catalog uses: qwen3moe, gpt-oss, gemma4-moe, mtp). */
+static const char * const engine_features[] = {
+  "llama", "qwen3", "gemma3", "gemma4", "draft-model", "dflash", NULL
+};
+
+const char * const *
+tern_catalog_features (void)
+{
+  return engine_features;
+}
+
+const char *
+tern_catalog_tag_missing_feature (const TernCatalogTag *tag)
+{
+  for (guint i = 0; tag->requires != NULL && tag->requires[i] != NULL; i++)
+    if (!g_strv_contains (engine_features, tag->requires[i]))
+      return tag->requires[i];
+  return NULL;
+}
+
 gboolean
 tern_catalog_tag_supported (const TernCatalogTag *tag)
 {
-  return tag->min_app_version == NULL
-      || tern_manager_version_compare (tern_manager_app_version (), tag->min_app_version) >= 0;
+  return tern_catalog_tag_missing_feature (tag) == NULL
+      && (tag->min_app_version == NULL
+          || tern_manager_version_compare (tern_manager_app_version (), tag->min_app_version) >= 0);
+}
+
+char *
+tern_catalog_tag_unsupported_reason (const TernCatalogTag *tag)
+{
+  const char *feature = tern_catalog_tag_missing_feature (tag);
+
+  if (feature != NULL)
+    /* Translators: %s is an engine feature from the catalog, e.g. "qwen3moe" or "mtp" */
+    return g_strdup_printf (_("needs %s support"), feature);
+  if (!tern_catalog_tag_supported (tag))
+    return g_strdup_printf (_("needs Tern %s"), tag->min_app_version);
+  return NULL;
+}
+
+const char *
+tern_draft_kind_to_string (TernDraftKind kind)
+{
+  return (unsigned) kind < TERN_DRAFT_N_KINDS ? draft_kinds[kind] : "?";
+}
+
+const char *
+tern_draft_kind_spec_prefix (TernDraftKind kind)
+{
+  switch (kind)
+    {
+    case TERN_DRAFT_KIND_MODEL: return "draft";
+    case TERN_DRAFT_KIND_DFLASH: return "dflash";
+    case TERN_DRAFT_KIND_MTP: return "mtp";
+    case TERN_DRAFT_N_KINDS:
+    default: return "?";
+    }
 }
 
 const char *

@@ -2,8 +2,9 @@
  * models.json, or another file named by --catalog / TERN_CATALOG).
  *
  * A family ("qwen3") has tags ("qwen3:0.6b", "qwen3:0.6b-flash"); a tag
- * names a base package and optionally a draft package (a small model of the
- * same vocabulary for speculation) and a vision package (a projector);
+ * names a base package and optionally a draft package (for speculation: a
+ * small model of the same vocabulary, a DFlash block draft or an MTP
+ * assistant head, as its draft_kind says) and a vision package (a projector);
  * a package is a list of files (URL, size, sha256 when known). Tags may share
  * packages: a flash tag reuses the packages of its family, so installing it
  * after its sibling downloads nothing.
@@ -37,6 +38,16 @@ typedef enum {
   TERN_PACKAGE_N_ROLES
 } TernPackageRole;
 
+/* What the draft package is, so that the right drafter loads it
+ * (docs/MODELS.md, docs/DFLASH.md): a whole model with the target's
+ * vocabulary, a DFlash block draft, or a Gemma 4 MTP assistant head. */
+typedef enum {
+  TERN_DRAFT_KIND_MODEL,
+  TERN_DRAFT_KIND_DFLASH,
+  TERN_DRAFT_KIND_MTP,
+  TERN_DRAFT_N_KINDS
+} TernDraftKind;
+
 typedef struct _TernCatalogFamily TernCatalogFamily;
 
 typedef struct {
@@ -48,6 +59,9 @@ typedef struct {
   gboolean                  vision;
   gboolean                  thinking;
   gboolean                  single_turn;      /* flash: pinned system prompt, one-shot asks */
+  gboolean                  speculation;      /* speculate with the draft unless told not to */
+  TernDraftKind             draft_kind;       /* MODEL when there is no draft */
+  GStrv                     requires;         /* engine features the tag needs; never NULL */
   gint64                    context_length;   /* tokens; 0 when not given */
   char                     *min_app_version;  /* may be NULL */
 } TernCatalogTag;
@@ -92,9 +106,22 @@ guint64  tern_catalog_tag_size (const TernCatalogTag *tag);
  * above are lower bounds, and "nothing to download" cannot be said. */
 gboolean tern_catalog_tag_size_known (const TernCatalogTag *tag);
 guint64  tern_catalog_package_size (const TernCatalogPackage *package);
-/* FALSE when the tag needs a newer Tern than this one. */
+/* FALSE when the tag needs a newer Tern than this one, or an engine feature
+ * this build lacks (tern_catalog_tag_missing_feature says which). */
 gboolean tern_catalog_tag_supported (const TernCatalogTag *tag);
+/* The first of the tag's `requires` this build does not have; NULL when it
+ * has them all. */
+const char *tern_catalog_tag_missing_feature (const TernCatalogTag *tag);
+/* Why the tag cannot be used here, short enough for a list column
+ * ("needs Tern 0.3.0", "needs qwen3moe support"); NULL when it can. */
+char *tern_catalog_tag_unsupported_reason (const TernCatalogTag *tag);
 
 const char *tern_package_role_to_string (TernPackageRole role);
+/* "model", "dflash", "mtp": the catalog's words. */
+const char *tern_draft_kind_to_string (TernDraftKind kind);
+/* The --spec prefix that loads such a draft: "draft", "dflash", "mtp". */
+const char *tern_draft_kind_spec_prefix (TernDraftKind kind);
+/* Engine features this build has, as `requires` names them (NULL-terminated). */
+const char * const *tern_catalog_features (void);
 
 G_END_DECLS

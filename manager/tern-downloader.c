@@ -1320,6 +1320,17 @@ tern_downloader_pull_async (TernDownloader      *self,
                                tern_catalog_get_path (catalog));
       return;
     }
+  if (tern_catalog_tag_missing_feature (ctag) != NULL)
+    {
+      /* Refused before a byte moves: the files could not run here. */
+      g_autofree char *have = g_strjoinv (", ", (char **) tern_catalog_features ());
+
+      g_task_return_new_error (task, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_APP_TOO_OLD,
+                               _("%s needs the engine's %s support, which this Tern (%s) does not have "
+                                 "yet (it has: %s)"), tag, tern_catalog_tag_missing_feature (ctag),
+                               tern_manager_app_version (), have);
+      return;
+    }
   if (!tern_catalog_tag_supported (ctag))
     {
       g_task_return_new_error (task, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_APP_TOO_OLD,

@@ -34,6 +34,8 @@ typedef struct {
   char    *packages[TERN_PACKAGE_N_ROLES];  /* package ids, NULL when none */
   gboolean thinking;
   gboolean single_turn;
+  gboolean speculation;
+  TernDraftKind draft_kind;
   gint64   context_length;
   char    *installed;  /* ISO 8601 */
 } StoreTag;
@@ -304,6 +306,12 @@ parse_state (TernModelStore *self,
       tag->label = g_strdup (obj_string (to, "label"));
       tag->thinking = obj_bool (to, "thinking");
       tag->single_turn = obj_bool (to, "single_turn");
+      tag->speculation = obj_bool (to, "speculation");
+      /* Absent in stores written before drafts had kinds: a draft model. */
+      tag->draft_kind = TERN_DRAFT_KIND_MODEL;
+      for (int k = 0; k < TERN_DRAFT_N_KINDS; k++)
+        if (g_strcmp0 (obj_string (to, "draft_kind"), tern_draft_kind_to_string ((TernDraftKind) k)) == 0)
+          tag->draft_kind = (TernDraftKind) k;
       tag->context_length = obj_int (to, "context_length", 0);
       tag->installed = g_strdup (obj_string (to, "installed"));
       for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
@@ -431,6 +439,13 @@ save_state (TernModelStore *self,
       json_builder_add_boolean_value (b, tag->thinking);
       json_builder_set_member_name (b, "single_turn");
       json_builder_add_boolean_value (b, tag->single_turn);
+      if (tag->packages[TERN_PACKAGE_ROLE_DRAFT] != NULL)
+        {
+          json_builder_set_member_name (b, "draft_kind");
+          json_builder_add_string_value (b, tern_draft_kind_to_string (tag->draft_kind));
+          json_builder_set_member_name (b, "speculation");
+          json_builder_add_boolean_value (b, tag->speculation);
+        }
       json_builder_set_member_name (b, "context_length");
       json_builder_add_int_value (b, tag->context_length);
       if (tag->installed)
@@ -789,6 +804,26 @@ tern_model_store_get_path (TernModelStore  *self,
                                          ((StoreFile *) package->files->pdata[0])->name);
 }
 
+char *
+tern_model_store_get_draft_spec (TernModelStore *self,
+                                 const char     *tag,
+                                 gboolean       *on_by_default)
+{
+  g_autofree char *path = NULL;
+  StoreTag *st;
+
+  g_return_val_if_fail (TERN_IS_MODEL_STORE (self), NULL);
+  if (on_by_default != NULL)
+    *on_by_default = FALSE;
+  path = tern_model_store_get_path (self, tag, TERN_PACKAGE_ROLE_DRAFT);
+  st = tag ? g_hash_table_lookup (self->tags, tag) : NULL;
+  if (path == NULL || st == NULL)
+    return NULL;
+  if (on_by_default != NULL)
+    *on_by_default = st->speculation;
+  return g_strdup_printf ("%s:%s", tern_draft_kind_spec_prefix (st->draft_kind), path);
+}
+
 static guint64
 package_bytes (TernModelStore *self,
                const char     *id)
@@ -1084,6 +1119,8 @@ tern_model_store_add_tag (TernModelStore        *self,
     st->packages[r] = tag->packages[r] ? g_strdup (tag->packages[r]->id) : NULL;
   st->thinking = tag->thinking;
   st->single_turn = tag->single_turn;
+  st->speculation = tag->speculation;
+  st->draft_kind = tag->draft_kind;
   st->context_length = tag->context_length;
   st->installed = now_iso8601 ();
   g_hash_table_replace (self->tags, st->tag, st);

@@ -66,6 +66,13 @@ TernModelState  tern_model_store_get_state (TernModelStore       *self,
 char           *tern_model_store_get_path  (TernModelStore  *self,
                                             const char      *tag,
                                             TernPackageRole  role);
+/* How to speculate with an installed tag's draft, as tern-cli's --spec
+ * takes it: "draft:PATH", "dflash:PATH" or "mtp:PATH" by the catalog's
+ * draft_kind; *on_by_default (may be NULL) is the tag's flags.speculation.
+ * NULL when the tag is not installed or has no draft. */
+char           *tern_model_store_get_draft_spec (TernModelStore *self,
+                                                 const char     *tag,
+                                                 gboolean       *on_by_default);
 /* Bytes of an installed tag's distinct packages (or the imported file). */
 guint64         tern_model_store_get_tag_size (TernModelStore *self,
                                                const char     *tag);
