@@ -44,6 +44,9 @@ gboolean        tern_model_manager_use            (TernModelManager *self,
 char           *tern_model_manager_import         (TernModelManager *self,
                                                    GFile            *file,
                                                    GError          **error);
+/* What the offline notice's Retry button does: downloads again what failed
+ * for want of a network. */
+void            tern_model_manager_retry          (TernModelManager *self);
 void            tern_model_manager_set_filter     (TernModelManager *self,
                                                    const char       *text);
 
@@ -53,10 +56,13 @@ void            tern_model_manager_set_filter     (TernModelManager *self,
 void            tern_model_manager_set_settings   (TernModelManager *self,
                                                    GSettings        *settings);
 
-/* For tests: the row of a tag (an AdwActionRow), the message line. */
+/* For tests: the row of a tag (an AdwActionRow, or an AdwExpanderRow for a
+ * model with a flash variant, whose own row is inside it), the message
+ * line, the offline notice (NULL when hidden). */
 GtkWidget      *tern_model_manager_get_row        (TernModelManager *self,
                                                    const char       *tag);
 const char     *tern_model_manager_get_message    (TernModelManager *self);
+const char     *tern_model_manager_get_offline_message (TernModelManager *self);
 
 /* A "Models" window over `parent` with one panel, made on the first call and
  * kept (closing hides it, so downloads go on); on_use_model is connected

@@ -259,7 +259,7 @@ load_package (Loader     *loader,
               const char *id,
               JsonNode   *node)
 {
-  static const char * const package_keys[] = { "label", "files", NULL };
+  static const char * const package_keys[] = { "label", "files", "kv_bytes_per_token", NULL };
   static const char * const file_keys[] = { "name", "url", "size", "sha256", NULL };
   g_autofree char *field = g_strdup_printf ("packages.%s", id);
   g_autoptr(GHashTable) names = g_hash_table_new (g_str_hash, g_str_equal);
@@ -268,6 +268,7 @@ load_package (Loader     *loader,
   JsonNode *files_node;
   JsonArray *files;
   const char *label;
+  gint64 kv_bytes_per_token;
 
   if (!tern_manager_safe_name (id))
     {
@@ -282,6 +283,7 @@ load_package (Loader     *loader,
   object = json_node_get_object (node);
   if (!check_keys (loader, field, object, package_keys)
       || !get_string (loader, field, object, "label", FALSE, &label)
+      || !get_int (loader, field, object, "kv_bytes_per_token", 1, &kv_bytes_per_token)
       || !get_member (loader, field, object, "files", JSON_NODE_ARRAY, &files_node))
     return NULL;
   files = json_node_get_array (files_node);
@@ -294,6 +296,7 @@ load_package (Loader     *loader,
   package = g_new0 (TernCatalogPackage, 1);
   package->id = g_strdup (id);
   package->label = g_strdup (label);
+  package->kv_bytes_per_token = (guint64) kv_bytes_per_token;
   package->files = g_ptr_array_new_with_free_func ((GDestroyNotify) catalog_file_free);
 
   for (guint i = 0; i < json_array_get_length (files); i++)

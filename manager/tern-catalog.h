@@ -28,6 +28,10 @@ typedef struct {
   char      *id;     /* also the directory name in the store */
   char      *label;
   GPtrArray *files;  /* TernCatalogFile*, at least one; the first is the model */
+  /* The model's KV cache per token of context (F16 keys and values, as
+   * tn_model_kv_bytes_per_token counts them); 0 when the catalog does not
+   * say. For the Models panel's memory hint, before the file is here. */
+  guint64    kv_bytes_per_token;
 } TernCatalogPackage;
 
 typedef enum {

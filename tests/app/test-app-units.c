@@ -573,6 +573,37 @@ test_context (void)
   /* Never past the last user message, even when it alone does not fit. */
   CHECK (tern_context_first_kept (tokens, roles, 5, 50, 10, 400) == 4);
   CHECK (tern_context_first_kept (tokens, roles, 0, 50, 10, 400) == 0);
+
+  /* /proc/meminfo, and garbage in its place. */
+  {
+    const char *meminfo = "MemTotal:       16318480 kB\nMemFree:  1 kB\nMemAvailable:    8000000 kB\n";
+    const char *bad[] = { "", "MemAvailable:", "MemAvailable: -5 kB\n", "MemAvailable: 12 MB\n",
+                          "MemAvailable: 99999999999999999999999 kB\n", "MemAvailableX: 5 kB\n",
+                          "MemAvailable: 18446744073709551615 kB\n", "\n\n\n:::", "MemAvailable: kB" };
+
+    CHECK (tern_context_parse_meminfo (meminfo, "MemAvailable") == 8000000ull * 1024);
+    CHECK (tern_context_parse_meminfo (meminfo, "MemTotal") == 16318480ull * 1024);
+    CHECK (tern_context_parse_meminfo (meminfo, "SwapTotal") == 0);
+    for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+      CHECKF (tern_context_parse_meminfo (bad[i], "MemAvailable") == 0, "%s", bad[i]);
+  }
+
+  /* The memory hint: 800 MB of file plus 16384 rows of 32 KiB (512 MiB). */
+  {
+    guint64 need = 0;
+    int n_ctx = -1;
+
+    CHECK (tern_context_fit (800000000, 131072, kv_1b, 24 * gib, 8 * gib, &need, &n_ctx) == TERN_CONTEXT_FIT_YES);
+    CHECK (n_ctx == TERN_CONTEXT_AUTO_MAX);
+    CHECK (need == 800000000 + (guint64) TERN_CONTEXT_AUTO_MAX * kv_1b);
+    CHECK (tern_context_fit (800000000, 131072, kv_1b, 24 * gib, need, NULL, NULL) == TERN_CONTEXT_FIT_TIGHT);
+    CHECK (tern_context_fit (800000000, 131072, kv_1b, 24 * gib, need - 1, NULL, NULL) == TERN_CONTEXT_FIT_NO);
+    /* No KV figure: the file alone, no context. */
+    CHECK (tern_context_fit (800000000, 131072, 0, 24 * gib, gib, &need, &n_ctx) == TERN_CONTEXT_FIT_YES);
+    CHECK (need == 800000000 && n_ctx == 0);
+    CHECK (tern_context_fit (800000000, 131072, kv_1b, 24 * gib, 0, NULL, NULL) == TERN_CONTEXT_FIT_UNKNOWN);
+    CHECK (tern_context_fit (0, 131072, kv_1b, 24 * gib, gib, NULL, NULL) == TERN_CONTEXT_FIT_UNKNOWN);
+  }
 }
 
 int
