@@ -43,6 +43,14 @@ typedef enum {
 
 typedef struct _TernCatalogFamily TernCatalogFamily;
 
+/* A model card's suggested sampling; a field below 0 is not given. */
+typedef struct {
+  double  temperature;
+  double  top_p;
+  gint64  top_k;
+  double  min_p;
+} TernCatalogSampling;
+
 typedef struct {
   char                     *tag;              /* "qwen3:0.6b" */
   char                     *label;            /* for the UI */
@@ -54,6 +62,7 @@ typedef struct {
   gboolean                  single_turn;      /* flash: pinned system prompt, one-shot asks */
   gint64                    context_length;   /* tokens; 0 when not given */
   char                     *min_app_version;  /* may be NULL */
+  TernCatalogSampling       sampling;
 } TernCatalogTag;
 
 struct _TernCatalogFamily {
@@ -86,6 +95,11 @@ const TernCatalogTag     *tern_catalog_find_tag     (TernCatalog *self,
                                                      const char  *tag);
 const TernCatalogPackage *tern_catalog_find_package (TernCatalog *self,
                                                      const char  *id);
+/* The tag whose model file `path` is, as the store keeps it
+ * (.../PACKAGE/FILE, the base package's first file); the first such tag
+ * that is not single-turn. NULL when none. */
+const TernCatalogTag     *tern_catalog_find_tag_for_file (TernCatalog *self,
+                                                          const char  *path);
 /* Every tag, in file order (TernCatalogTag*). */
 GPtrArray *tern_catalog_get_tags (TernCatalog *self);
 
