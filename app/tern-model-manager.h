@@ -1,8 +1,10 @@
-/* tern-model-manager.h: the Models panel: the catalog's models grouped by
- * family with their size and state (available, downloading, installed,
- * broken), progress bars, Download / Cancel / Remove / Use buttons, a search
- * filter, the disk space they take, Import (file chooser, or a .gguf dropped
- * on the panel) and Verify.
+/* tern-model-manager.h: the Models panel: the models on this computer
+ * first, then the catalog's by family, each with its size, state
+ * (available, downloading, installed, broken) and whether it fits in memory;
+ * flash variants inside their model's row; progress bars, Download / Cancel
+ * / Remove / Use buttons, a search filter, the disk space they take, Import
+ * (file chooser, or a .gguf dropped on the panel), Verify, and a notice with
+ * Retry when the download server cannot be reached (docs/MODELS.md).
  *
  * Signal "use-model" (const char *path, const char *tag): the user chose an
  * installed model; path is its GGUF file. The panel keeps downloading while
