@@ -24,6 +24,7 @@
 #include "tern-connections.h"
 #endif
 #include "tern-window.h"
+#include "tern-window-private.h"
 
 #define COUNT_DELAY_MS 300
 
