@@ -20,8 +20,35 @@ G_BEGIN_DECLS
 int      tern_context_auto              (int          n_ctx_train,
                                          guint64      kv_bytes_per_token,
                                          guint64      mem_bytes);
-/* Bytes of physical memory (0 when unknown). */
+/* Bytes of physical memory (0 when unknown). With TERN_MEMINFO set (tests),
+ * the MemTotal of that file, which is in /proc/meminfo's format. */
 guint64  tern_context_physical_memory   (void);
+/* Bytes of memory a new program can have without swapping: MemAvailable of
+ * /proc/meminfo (or of the file TERN_MEMINFO names); 0 when unknown. */
+guint64  tern_context_available_memory  (void);
+/* The value of `key` ("MemAvailable") in /proc/meminfo's format, in bytes;
+ * 0 when absent or garbled. */
+guint64  tern_context_parse_meminfo     (const char  *text,
+                                         const char  *key);
+
+typedef enum {
+  TERN_CONTEXT_FIT_UNKNOWN,  /* no size or no memory figure */
+  TERN_CONTEXT_FIT_YES,
+  TERN_CONTEXT_FIT_TIGHT,    /* fits, with less than a quarter to spare */
+  TERN_CONTEXT_FIT_NO,
+} TernContextFit;
+
+/* Whether a model fits in `available` bytes: its files (file_bytes) plus
+ * its KV cache at the context tern_context_auto gives it on a machine of
+ * `physical` bytes. *need gets the bytes it takes (the files alone when
+ * kv_bytes_per_token is 0, unknown), *n_ctx that context (0: unknown). */
+TernContextFit tern_context_fit         (guint64      file_bytes,
+                                         int          n_ctx_train,
+                                         guint64      kv_bytes_per_token,
+                                         guint64      physical,
+                                         guint64      available,
+                                         guint64     *need,
+                                         int         *n_ctx);
 
 /* Template framing per message (role header and end of turn), added to the
  * tokens of its text when estimating a conversation's length. */

@@ -18,11 +18,13 @@
 #include "tern.h"
 #include "tern-context.h"
 #include "tern-engine-worker.h"
+#include "tern-sampling.h"
 #ifdef TERN_HAVE_SERVER
 #include "tern-server.h"
 #endif
 #ifdef TERN_HAVE_MANAGER
 #include "tern-connections.h"
+#include "tern-manager.h"
 #include "tern-remote.h"
 #endif
 #ifdef TERN_HAVE_IMAGEIO
@@ -91,6 +93,7 @@ struct _TernEngineWorker {
   int n_ctx;
   int n_threads;
   gboolean has_model;
+  TernSampling suggested; /* the loaded model's, as the engine thread found it */
 };
 
 G_DEFINE_FINAL_TYPE (TernEngineWorker, tern_engine_worker, G_TYPE_OBJECT)
@@ -171,6 +174,7 @@ typedef struct {
   int n;
   TernStats stats;
   TernPinState pin;
+  TernSampling sampling; /* model-loaded: the model's suggestion */
 } Event;
 
 static void
@@ -245,7 +249,10 @@ event_dispatch (gpointer data)
     {
     case SIGNAL_MODEL_LOADED:
       if (ev->error == NULL)
-        owner->has_model = TRUE;
+        {
+          owner->has_model = TRUE;
+          owner->suggested = ev->sampling;
+        }
       g_signal_emit (owner, signals[SIGNAL_MODEL_LOADED], 0, ev->id, ev->path,
                      ev->description, ev->flag, ev->error, ev->english);
       break;
@@ -291,6 +298,7 @@ event_new (Shared *shared,
   ev->shared = shared_ref (shared);
   ev->signal = signal;
   ev->id = id;
+  tern_sampling_clear (&ev->sampling);
   return ev;
 }
 
@@ -359,6 +367,7 @@ typedef struct {
 #endif
   int n_ctx;
   char *model_id; /* the file name without .gguf, as tern-cli serve names it */
+  TernSampling suggested; /* the loaded model's own sampling (tern-sampling.h) */
   tn_vision *vision; /* the projector beside the model; NULL: none */
 #ifdef TERN_HAVE_MANAGER
   /* Remote mode (docs/REMOTE.md): generation on a server; the local model,
@@ -852,8 +861,10 @@ handle_remote_generate (Engine  *engine,
       append_remote_message (msgs, texts, req->roles[i], req->contents[i], images, n_images,
                              &next_image, FALSE);
   tern_remote_params_init (&p);
-  p.temperature = req->gen.temperature;
-  p.top_p = req->gen.top_p;
+  /* A server's model suggests through the server; here only Deterministic
+   * and Preferences' values. */
+  p.temperature = req->gen.deterministic ? 0 : req->gen.temperature;
+  p.top_p = req->gen.deterministic ? 1 : req->gen.top_p;
   p.max_tokens = req->gen.max_tokens;
   p.seed_set = req->gen.seed != 0;
   p.seed = req->gen.seed;
@@ -904,6 +915,34 @@ handle_remote_generate (Engine  *engine,
   event_post (ev);
 }
 #endif
+
+/* The model's suggested sampling: its file's general.sampling.* keys, else
+ * the catalog entry of the store's file it is (tern-sampling.h). */
+static void
+suggest_sampling (TernSampling *out,
+                  tn_model     *model,
+                  const char   *path)
+{
+  if (tern_sampling_from_gguf (tn_model_gguf (model), out))
+    return;
+#ifdef TERN_HAVE_MANAGER
+  {
+    g_autofree char *catalog_path = tern_catalog_default_path ();
+    g_autoptr(TernCatalog) catalog = tern_catalog_new_from_file (catalog_path, NULL);
+    const TernCatalogTag *tag = catalog ? tern_catalog_find_tag_for_file (catalog, path) : NULL;
+
+    if (tag != NULL)
+      {
+        tern_sampling_set (out, "temperature", tag->sampling.temperature);
+        tern_sampling_set (out, "top_p", tag->sampling.top_p);
+        tern_sampling_set (out, "top_k", (double) tag->sampling.top_k);
+        tern_sampling_set (out, "min_p", tag->sampling.min_p);
+      }
+  }
+#else
+  (void) path;
+#endif
+}
 
 static void
 handle_load (Engine  *engine,
@@ -960,6 +999,8 @@ handle_load (Engine  *engine,
   engine->model_id = g_path_get_basename (req->text);
   if (g_str_has_suffix (engine->model_id, ".gguf"))
     engine->model_id[strlen (engine->model_id) - 5] = '\0';
+  suggest_sampling (&engine->suggested, model, req->text);
+  ev->sampling = engine->suggested;
 
   ev->description = g_strdup (tn_model_description (model));
   ev->flag = tn_model_is_demo (model);
@@ -1253,8 +1294,16 @@ handle_generate (Engine  *engine,
       return;
     }
 
-  gen.sampler.temperature = (float) req->gen.temperature;
-  gen.sampler.top_p = (float) req->gen.top_p;
+  {
+    TernSampling s;
+
+    tern_sampling_resolve (req->gen.deterministic, req->gen.model_sampling, &engine->suggested,
+                           req->gen.temperature, req->gen.top_p, &s);
+    gen.sampler.temperature = (float) s.temperature;
+    gen.sampler.top_p = (float) s.top_p;
+    gen.sampler.top_k = s.top_k;
+    gen.sampler.min_p = (float) s.min_p;
+  }
   /* Seed 0: a new one per answer, so Regenerate gives new text. */
   gen.sampler.seed = req->gen.seed ? req->gen.seed
                                    : (guint64) g_random_int () << 32 | g_random_int ();
@@ -1359,6 +1408,7 @@ engine_thread (gpointer data)
   GMainContext *own = g_main_context_new ();
 
   g_main_context_push_thread_default (own);
+  tern_sampling_clear (&engine.suggested);
   for (;;)
     {
       Request *req = g_async_queue_pop (engine.shared->requests);
@@ -1765,7 +1815,15 @@ tern_engine_worker_init (TernEngineWorker *self)
   shared->pending_drafted = g_byte_array_new ();
   g_mutex_init (&shared->lock);
   self->shared = shared;
+  tern_sampling_clear (&self->suggested);
   self->thread = g_thread_new ("tern-engine", engine_thread, shared_ref (shared));
+}
+
+const TernSampling *
+tern_engine_worker_get_suggested_sampling (TernEngineWorker *self)
+{
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), NULL);
+  return &self->suggested;
 }
 
 TernEngineWorker *

@@ -9,6 +9,8 @@
 
 #include <gio/gio.h>
 
+#include "tern-sampling.h"
+
 #include "tern.h"
 
 G_BEGIN_DECLS
@@ -66,6 +68,8 @@ typedef enum {
 typedef struct {
   double temperature;
   double top_p;
+  gboolean deterministic;  /* greedy, whatever the rest says */
+  gboolean model_sampling; /* the model's suggestion over temperature, top_p */
   guint64 seed;
   int max_tokens;
   gboolean thinking;
@@ -190,5 +194,9 @@ gboolean          tern_engine_worker_has_model         (TernEngineWorker      *s
 /* Stops the thread (cancelling what runs) and waits for it; also done on
  * dispose. */
 void              tern_engine_worker_shutdown          (TernEngineWorker      *self);
+
+/* The sampling the loaded model suggests (tern-sampling.h; every field
+ * below 0 when none), as of the last "model-loaded" without an error. */
+const TernSampling *tern_engine_worker_get_suggested_sampling (TernEngineWorker *self);
 
 G_END_DECLS

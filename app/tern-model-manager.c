@@ -9,6 +9,7 @@
 
 #include "tern-model-manager.h"
 #include "tern-connections.h"
+#include "tern-context.h"
 
 typedef struct _Row Row;
 
@@ -25,13 +26,23 @@ struct _TernModelManager {
   AdwStatusPage  *error_page;
   GtkBox         *groups_box;
   GtkLabel       *disk_label;
+  GtkRevealer    *offline_revealer;
+  GtkLabel       *offline_label;
+  GtkButton      *retry_button;
 
   TernCatalog    *catalog;
   TernModelStore *store;
   TernDownloader *downloader;
   GHashTable     *rows;    /* tag -> Row* */
   GPtrArray      *groups;  /* AdwPreferencesGroup* in groups_box */
-  AdwPreferencesGroup *local_group;
+  AdwPreferencesGroup *here_group;  /* installed, partial, imported: first */
+  /* The tags in here_group when it was made: a change rebuilds the list. */
+  char           *here_key;
+  GHashTable     *errors;  /* tag -> the last failure to show on its row */
+  GHashTable     *offline; /* tags whose download found no network: Retry */
+  /* Memory for the hint on each row, read when the rows are updated. */
+  guint64         mem_physical;
+  guint64         mem_available;
   GCancellable   *cancellable;
   char           *filter;  /* lowercase, NULL: none */
   gboolean        checking;
@@ -42,18 +53,22 @@ struct _TernModelManager {
   GPtrArray      *remote_rows;
 };
 
+/* A model's row: an AdwActionRow, or an AdwExpanderRow when the model has a
+ * flash variant, which is then a row inside it (an option of its model,
+ * not a second model). */
 struct _Row {
   TernModelManager     *self;
   char                 *tag;
   const TernCatalogTag *catalog_tag;  /* NULL: imported or no longer in the catalog */
   AdwPreferencesGroup  *group;
-  AdwActionRow         *row;
+  GtkWidget            *row;          /* AdwActionRow or AdwExpanderRow */
+  Row                  *parent;       /* set on a flash variant's row */
+  Row                  *variant;      /* the flash variant inside this row */
   GtkProgressBar       *progress;
   GtkButton            *download;
   GtkButton            *cancel;
   GtkButton            *remove;
   GtkButton            *use;
-  char                 *error;
   char                 *haystack;     /* what the filter searches, lowercase */
 };
 
@@ -81,9 +96,18 @@ static void
 row_free (Row *row)
 {
   g_free (row->tag);
-  g_free (row->error);
   g_free (row->haystack);
   g_free (row);
+}
+
+static void
+row_set_subtitle (Row        *row,
+                  const char *text)
+{
+  if (ADW_IS_EXPANDER_ROW (row->row))
+    adw_expander_row_set_subtitle (ADW_EXPANDER_ROW (row->row), text);
+  else
+    adw_action_row_set_subtitle (ADW_ACTION_ROW (row->row), text);
 }
 
 static void
@@ -147,7 +171,19 @@ apply_filter (TernModelManager *self)
       Row *row = value;
       gboolean visible = row_matches (row, self->filter);
 
-      gtk_widget_set_visible (GTK_WIDGET (row->row), visible);
+      if (row->parent != NULL)
+        continue;  /* with its model, below */
+      if (row->variant != NULL)
+        {
+          gboolean variant = row_matches (row->variant, self->filter);
+
+          /* A search that only the flash variant matches opens its model. */
+          gtk_widget_set_visible (row->variant->row, variant);
+          if (self->filter != NULL && variant && !visible)
+            adw_expander_row_set_expanded (ADW_EXPANDER_ROW (row->row), TRUE);
+          visible |= variant;
+        }
+      gtk_widget_set_visible (row->row, visible);
       if (visible)
         {
           g_hash_table_add (visible_groups, row->group);
@@ -204,13 +240,14 @@ on_use_clicked (GtkButton *button,
   tern_model_manager_use (row->self, row->tag);
 }
 
+/* A tag for a callback that may outlive the panel. */
 typedef struct {
   GWeakRef  self;
   char     *tag;
-} PendingRemove;
+} TagRef;
 
 static void
-pending_remove_free (PendingRemove *pending)
+tag_ref_free (TagRef *pending)
 {
   g_weak_ref_clear (&pending->self);
   g_free (pending->tag);
@@ -220,7 +257,7 @@ pending_remove_free (PendingRemove *pending)
 static void
 on_remove_response (AdwMessageDialog *dialog,
                     const char       *response,
-                    PendingRemove    *pending)
+                    TagRef    *pending)
 {
   g_autoptr(TernModelManager) self = g_weak_ref_get (&pending->self);
   g_autoptr(GError) error = NULL;
@@ -239,7 +276,7 @@ on_remove_clicked (GtkButton *button,
   g_autofree char *heading = g_strdup_printf (_("Remove %s?"), row->tag);
   const char *body;
   AdwMessageDialog *dialog;
-  PendingRemove *pending;
+  TagRef *pending;
 
   (void) button;
   if (tern_model_store_is_local (self->store, row->tag))
@@ -254,11 +291,11 @@ on_remove_clicked (GtkButton *button,
   adw_message_dialog_set_response_appearance (dialog, "remove", ADW_RESPONSE_DESTRUCTIVE);
   adw_message_dialog_set_default_response (dialog, "cancel");
   adw_message_dialog_set_close_response (dialog, "cancel");
-  pending = g_new0 (PendingRemove, 1);
+  pending = g_new0 (TagRef, 1);
   g_weak_ref_init (&pending->self, self);
   pending->tag = g_strdup (row->tag);
   g_signal_connect_data (dialog, "response", G_CALLBACK (on_remove_response), pending,
-                         (GClosureNotify) (void (*) (void)) pending_remove_free, 0);
+                         (GClosureNotify) (void (*) (void)) tag_ref_free, 0);
   gtk_window_present (GTK_WINDOW (dialog));
 }
 
@@ -278,11 +315,15 @@ row_button (Row        *row,
   return button;
 }
 
+/* parent: the model whose flash variant this row is (NULL: a model);
+ * with_variant: the model has one, so its row is an expander. */
 static Row *
 add_row (TernModelManager     *self,
          AdwPreferencesGroup  *group,
          const char           *tag,
-         const TernCatalogTag *catalog_tag)
+         const TernCatalogTag *catalog_tag,
+         Row                  *parent,
+         gboolean              with_variant)
 {
   Row *row = g_new0 (Row, 1);
   GtkBox *box = GTK_BOX (gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6));
@@ -292,11 +333,16 @@ add_row (TernModelManager     *self,
   row->tag = g_strdup (tag);
   row->catalog_tag = catalog_tag;
   row->group = group;
-  row->row = ADW_ACTION_ROW (adw_action_row_new ());
-  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row->row), label ? label : tag);
+  row->parent = parent;
+  row->row = with_variant ? adw_expander_row_new () : adw_action_row_new ();
+  if (parent != NULL)
+    /* Translators: the row, inside a model's row, of its single-turn variant */
+    adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row->row), _("Flash (one question at a time)"));
+  else
+    adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row->row), label ? label : tag);
   adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (row->row), FALSE);
   if (catalog_tag != NULL && catalog_tag->description != NULL)
-    gtk_widget_set_tooltip_text (GTK_WIDGET (row->row), catalog_tag->description);
+    gtk_widget_set_tooltip_text (row->row, catalog_tag->description);
   {
     g_autofree char *words = catalog_tag
       ? g_strjoin (" ", tag, catalog_tag->label, catalog_tag->family->label,
@@ -310,14 +356,24 @@ add_row (TernModelManager     *self,
   gtk_widget_set_valign (GTK_WIDGET (row->progress), GTK_ALIGN_CENTER);
   gtk_widget_set_size_request (GTK_WIDGET (row->progress), 120, -1);
   gtk_box_append (box, GTK_WIDGET (row->progress));
+  /* Plain, not suggested-action: one suggested action per view at most
+   * (GNOME HIG), and a list of blue buttons suggests nothing. */
   row->download = row_button (row, box, _("_Download"), NULL, G_CALLBACK (on_download_clicked));
-  gtk_widget_add_css_class (GTK_WIDGET (row->download), "suggested-action");
   row->cancel = row_button (row, box, _("_Cancel"), _("Stop the download; it resumes from here next time"),
                             G_CALLBACK (on_cancel_clicked));
   row->remove = row_button (row, box, _("_Remove"), NULL, G_CALLBACK (on_remove_clicked));
   row->use = row_button (row, box, _("_Use"), _("Load this model"), G_CALLBACK (on_use_clicked));
-  adw_action_row_add_suffix (row->row, GTK_WIDGET (box));
-  adw_preferences_group_add (group, GTK_WIDGET (row->row));
+  if (with_variant)
+    adw_expander_row_add_action (ADW_EXPANDER_ROW (row->row), GTK_WIDGET (box));
+  else
+    adw_action_row_add_suffix (ADW_ACTION_ROW (row->row), GTK_WIDGET (box));
+  if (parent != NULL)
+    {
+      parent->variant = row;
+      adw_expander_row_add_row (ADW_EXPANDER_ROW (parent->row), row->row);
+    }
+  else
+    adw_preferences_group_add (group, row->row);
 
   g_hash_table_replace (self->rows, row->tag, row);
   update_row (row);
@@ -359,6 +415,57 @@ state_text (Row            *row,
     }
 }
 
+/* The memory hint: the files plus the KV cache at the context the app
+ * would give the model (tern_context_auto), against the memory free now.
+ * NULL when a figure is missing. */
+static char *
+fit_text (Row *row)
+{
+  TernModelManager *self = row->self;
+  guint64 files, kv = 0, need = 0;
+  int n_ctx_train = 0, n_ctx = 0;
+  TernContextFit fit;
+  g_autofree char *need_text = NULL;
+  g_autofree char *free_text = NULL;
+  g_autofree char *detail = NULL;
+  const char *verdict;
+
+  if (row->catalog_tag != NULL)
+    {
+      files = tern_catalog_tag_size (row->catalog_tag);
+      kv = row->catalog_tag->packages[TERN_PACKAGE_ROLE_BASE]->kv_bytes_per_token;
+      n_ctx_train = (int) MIN (row->catalog_tag->context_length, G_MAXINT);
+    }
+  else
+    files = tern_model_store_get_tag_size (self->store, row->tag);
+  fit = tern_context_fit (files, n_ctx_train, kv, self->mem_physical, self->mem_available, &need, &n_ctx);
+  if (fit == TERN_CONTEXT_FIT_UNKNOWN)
+    return NULL;
+  need_text = tern_manager_format_size (need);
+  free_text = tern_manager_format_size (self->mem_available);
+  switch (fit)
+    {
+    case TERN_CONTEXT_FIT_YES:
+      verdict = _("Fits in memory");
+      break;
+    case TERN_CONTEXT_FIT_TIGHT:
+      verdict = _("Fits in memory, with little to spare");
+      break;
+    case TERN_CONTEXT_FIT_NO:
+    case TERN_CONTEXT_FIT_UNKNOWN:
+    default:
+      verdict = _("Likely too big for the free memory");
+      break;
+    }
+  if (n_ctx > 0)
+    /* Translators: "about 1.2 GB with a 16384-token context; 6.1 GB free" */
+    detail = g_strdup_printf (_("about %s with a %d-token context; %s free"), need_text, n_ctx, free_text);
+  else
+    /* Translators: an imported model, whose context memory is not known: "at least 1.2 GB; 6.1 GB free" */
+    detail = g_strdup_printf (_("at least %s; %s free"), need_text, free_text);
+  return g_strdup_printf ("%s (%s)", verdict, detail);
+}
+
 static void
 update_row (Row *row)
 {
@@ -370,20 +477,20 @@ update_row (Row *row)
   g_autofree char *size = NULL;
   g_autofree char *status = state_text (row, state);
   g_autofree char *subtitle = NULL;
+  g_autofree char *fit = row->parent == NULL ? fit_text (row) : NULL;
+  const char *error = g_hash_table_lookup (self->errors, row->tag);
   guint64 bytes;
 
   bytes = row->catalog_tag ? tern_catalog_tag_size (row->catalog_tag)
                            : tern_model_store_get_tag_size (self->store, row->tag);
   size = tern_manager_format_size (bytes);
-  if (row->error != NULL)
-    subtitle = g_strdup_printf ("%s · %s · %s", row->tag, size, row->error);
+  subtitle = g_strdup_printf ("%s · %s · %s%s%s", row->tag, size, error != NULL ? error : status,
+                              fit != NULL ? "\n" : "", fit != NULL ? fit : "");
+  row_set_subtitle (row, subtitle);
+  if (error != NULL || state == TERN_MODEL_STATE_BROKEN)
+    gtk_widget_add_css_class (row->row, "error");
   else
-    subtitle = g_strdup_printf ("%s · %s · %s", row->tag, size, status);
-  adw_action_row_set_subtitle (row->row, subtitle);
-  if (row->error != NULL || state == TERN_MODEL_STATE_BROKEN)
-    gtk_widget_add_css_class (GTK_WIDGET (row->row), "error");
-  else
-    gtk_widget_remove_css_class (GTK_WIDGET (row->row), "error");
+    gtk_widget_remove_css_class (row->row, "error");
 
   gtk_widget_set_visible (GTK_WIDGET (row->progress), pulling);
   gtk_widget_set_visible (GTK_WIDGET (row->cancel), pulling);
@@ -413,11 +520,19 @@ update_row (Row *row)
 }
 
 static void
+read_memory (TernModelManager *self)
+{
+  self->mem_physical = tern_context_physical_memory ();
+  self->mem_available = tern_context_available_memory ();
+}
+
+static void
 update_rows (TernModelManager *self)
 {
   GHashTableIter iter;
   gpointer value;
 
+  read_memory (self);
   g_hash_table_iter_init (&iter, self->rows);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     update_row (value);
@@ -431,7 +546,7 @@ clear_groups (TernModelManager *self)
     gtk_box_remove (self->groups_box, self->groups->pdata[i]);
   g_ptr_array_set_size (self->groups, 0);
   g_hash_table_remove_all (self->rows);
-  self->local_group = NULL;
+  self->here_group = NULL;
 }
 
 static AdwPreferencesGroup *
@@ -449,64 +564,145 @@ add_group (TernModelManager *self,
   return group;
 }
 
-/* Installed tags the catalog does not have: imports, and models of an older
- * catalog. Re-made whenever the store changes. */
-static void
-sync_other_rows (TernModelManager *self)
+/* The flash variant of a catalog tag: a single-turn tag of the same family
+ * on the same base package. NULL when it has none, or is one itself. */
+static const TernCatalogTag *
+flash_variant_of (const TernCatalogTag *tag)
+{
+  GPtrArray *tags = tag->family->tags;
+
+  if (tag->single_turn)
+    return NULL;
+  for (guint i = 0; i < tags->len; i++)
+    {
+      const TernCatalogTag *other = tags->pdata[i];
+
+      if (other->single_turn
+          && other->packages[TERN_PACKAGE_ROLE_BASE] == tag->packages[TERN_PACKAGE_ROLE_BASE])
+        return other;
+    }
+  return NULL;
+}
+
+/* The model a flash tag is shown inside, or NULL when it stands alone. */
+static const TernCatalogTag *
+flash_model_of (const TernCatalogTag *tag)
+{
+  GPtrArray *tags = tag->family->tags;
+
+  if (!tag->single_turn)
+    return NULL;
+  for (guint i = 0; i < tags->len; i++)
+    if (flash_variant_of (tags->pdata[i]) == tag)
+      return tags->pdata[i];
+  return NULL;
+}
+
+/* Whether a model (with its flash variant) has anything on this computer:
+ * installed, partly downloaded, damaged. Those are listed first. */
+static gboolean
+model_is_here (TernModelManager     *self,
+               const TernCatalogTag *tag)
+{
+  const TernCatalogTag *variant = flash_variant_of (tag);
+
+  return tern_model_store_get_state (self->store, tag->tag, tag) != TERN_MODEL_STATE_AVAILABLE
+         || (variant != NULL
+             && tern_model_store_get_state (self->store, variant->tag, variant) != TERN_MODEL_STATE_AVAILABLE);
+}
+
+/* The models listed first, as one string: when it changes, the list is
+ * made again. */
+static char *
+here_key (TernModelManager *self)
 {
   g_auto(GStrv) tags = tern_model_store_list_tags (self->store);
-  g_autoptr(GPtrArray) stale = g_ptr_array_new ();
-  GHashTableIter iter;
-  gpointer value;
+  g_autoptr(GString) key = g_string_new (NULL);
+  GPtrArray *all = tern_catalog_get_tags (self->catalog);
 
-  g_hash_table_iter_init (&iter, self->rows);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
+  for (guint i = 0; i < all->len; i++)
     {
-      Row *row = value;
+      const TernCatalogTag *tag = all->pdata[i];
 
-      if (row->catalog_tag == NULL && !g_strv_contains ((const char * const *) tags, row->tag))
-        g_ptr_array_add (stale, row);
+      if (flash_model_of (tag) == NULL && model_is_here (self, tag))
+        g_string_append_printf (key, "%s\n", tag->tag);
     }
-  for (guint i = 0; i < stale->len; i++)
-    {
-      Row *row = stale->pdata[i];
-
-      adw_preferences_group_remove (row->group, GTK_WIDGET (row->row));
-      g_hash_table_remove (self->rows, row->tag);
-    }
-
   for (char **t = tags; *t; t++)
-    {
-      if (g_hash_table_contains (self->rows, *t))
-        continue;
-      if (self->local_group == NULL)
-        self->local_group = add_group (self, _("Imported"),
-                                       _("Models added from files on this computer, and installed models "
-                                         "the catalog no longer lists"));
-      add_row (self, self->local_group, *t, NULL);
-    }
+    if (tern_catalog_find_tag (self->catalog, *t) == NULL)
+      g_string_append_printf (key, "%s\n", *t);
+  return g_string_free (g_steal_pointer (&key), FALSE);
+}
+
+static AdwPreferencesGroup *
+here_group (TernModelManager *self)
+{
+  if (self->here_group == NULL)
+    self->here_group = add_group (self, _("On This Computer"),
+                                  _("Installed and partly downloaded models, and models imported from files"));
+  return self->here_group;
 }
 
 static void
+add_model (TernModelManager     *self,
+           AdwPreferencesGroup  *group,
+           const TernCatalogTag *tag)
+{
+  const TernCatalogTag *variant = flash_variant_of (tag);
+  Row *row = add_row (self, group, tag->tag, tag, NULL, variant != NULL);
+
+  if (variant != NULL)
+    add_row (self, group, variant->tag, variant, row, FALSE);
+}
+
+/* Installed and partial models first (GNOME Software lists what is
+ * installed apart), then the rest of the catalog by family; flash variants
+ * inside their model's row. */
+static void
 rebuild (TernModelManager *self)
 {
+  g_auto(GStrv) tags = NULL;
+  GPtrArray *families;
+
   clear_groups (self);
+  g_clear_pointer (&self->here_key, g_free);
   if (self->catalog == NULL || self->store == NULL)
     return;
+  read_memory (self);
   gtk_stack_set_visible_child_name (self->stack, "list");
-  for (guint f = 0; f < tern_catalog_get_families (self->catalog)->len; f++)
+  families = tern_catalog_get_families (self->catalog);
+  self->here_key = here_key (self);
+  for (guint f = 0; f < families->len; f++)
     {
-      const TernCatalogFamily *family = tern_catalog_get_families (self->catalog)->pdata[f];
-      AdwPreferencesGroup *group = add_group (self, family->label, family->description);
+      const TernCatalogFamily *family = families->pdata[f];
 
       for (guint t = 0; t < family->tags->len; t++)
         {
           const TernCatalogTag *tag = family->tags->pdata[t];
 
-          add_row (self, group, tag->tag, tag);
+          if (flash_model_of (tag) == NULL && model_is_here (self, tag))
+            add_model (self, here_group (self), tag);
         }
     }
-  sync_other_rows (self);
+  tags = tern_model_store_list_tags (self->store);
+  for (char **t = tags; *t; t++)
+    if (tern_catalog_find_tag (self->catalog, *t) == NULL)
+      add_row (self, here_group (self), *t, NULL, NULL, FALSE);
+  for (guint f = 0; f < families->len; f++)
+    {
+      const TernCatalogFamily *family = families->pdata[f];
+      AdwPreferencesGroup *group = NULL;
+
+      for (guint t = 0; t < family->tags->len; t++)
+        {
+          const TernCatalogTag *tag = family->tags->pdata[t];
+
+          if (flash_model_of (tag) != NULL || model_is_here (self, tag))
+            continue;
+          if (group == NULL)
+            group = add_group (self, family->label, family->description);
+          add_model (self, group, tag);
+        }
+    }
   update_disk_label (self);
   apply_filter (self);
 }
@@ -527,9 +723,16 @@ show_error_page (TernModelManager *self,
 static void
 on_store_changed (TernModelManager *self)
 {
-  if (self->catalog == NULL)
+  g_autofree char *key = NULL;
+
+  if (self->catalog == NULL || self->store == NULL)
     return;
-  sync_other_rows (self);
+  key = here_key (self);
+  if (g_strcmp0 (key, self->here_key) != 0)
+    {
+      rebuild (self);
+      return;
+    }
   update_rows (self);
   apply_filter (self);
 }
@@ -562,7 +765,7 @@ on_progress (TernDownloader   *downloader,
                             of, speed, (int) (eta / 60), (int) eta % 60);
   else
     text = g_strdup_printf (_("%d%% of %s"), (int) (100.0 * (double) done / (double) total), of);
-  adw_action_row_set_subtitle (row->row, text);
+  row_set_subtitle (row, text);
 }
 
 static void
@@ -576,11 +779,27 @@ on_pull_finished (TernDownloader   *downloader,
   (void) downloader;
   if (row == NULL)
     return;
-  g_clear_pointer (&row->error, g_free);
+  g_hash_table_remove (self->errors, tag);
   /* A cancel the user asked for is not an error to keep showing. */
   if (error_message != NULL && strstr (error_message, "download cancelled") == NULL)
-    row->error = g_strdup (error_message);
+    g_hash_table_replace (self->errors, g_strdup (tag), g_strdup (error_message));
   update_rows (self);
+}
+
+static void
+show_offline (TernModelManager *self,
+              const char       *details)
+{
+  gboolean any = g_hash_table_size (self->offline) > 0;
+
+  /* One sentence a person can act on; the URL and the resolver's words stay
+   * out of sight, in the tooltip, for whoever asks. */
+  gtk_label_set_text (self->offline_label,
+                      _("Tern cannot reach the download server. Check that this computer is online, "
+                        "then try again."));
+  if (details != NULL)
+    gtk_widget_set_tooltip_text (GTK_WIDGET (self->offline_label), details);
+  gtk_revealer_set_reveal_child (self->offline_revealer, any);
 }
 
 static void
@@ -588,15 +807,55 @@ pull_done (GObject      *source,
            GAsyncResult *result,
            gpointer      data)
 {
-  (void) data;
-  /* "pull-finished" already told the rows. */
-  tern_downloader_pull_finish (TERN_DOWNLOADER (source), result, NULL);
+  TagRef *pending = data;
+  g_autoptr(TernModelManager) self = g_weak_ref_get (&pending->self);
+  g_autoptr(GError) error = NULL;
+
+  /* "pull-finished" already told the rows; an unreachable server is said
+   * once, above the list, with Retry, instead of a raw error on the row. */
+  if (!tern_downloader_pull_finish (TERN_DOWNLOADER (source), result, &error) && self != NULL
+      && g_error_matches (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE))
+    {
+      Row *row = g_hash_table_lookup (self->rows, pending->tag);
+
+      g_hash_table_remove (self->errors, pending->tag);
+      g_hash_table_add (self->offline, g_strdup (pending->tag));
+      show_offline (self, error->message);
+      if (row != NULL)
+        update_row (row);
+    }
+  tag_ref_free (pending);
+}
+
+void
+tern_model_manager_retry (TernModelManager *self)
+{
+  g_autofree gpointer *keys = NULL;
+  g_auto(GStrv) tags = NULL;
+
+  g_return_if_fail (TERN_IS_MODEL_MANAGER (self));
+  keys = g_hash_table_get_keys_as_array (self->offline, NULL);
+  tags = g_strdupv ((char **) keys);
+  g_hash_table_remove_all (self->offline);
+  show_offline (self, NULL);
+  for (guint i = 0; tags[i] != NULL; i++)
+    tern_model_manager_download (self, tags[i]);
+}
+
+const char *
+tern_model_manager_get_offline_message (TernModelManager *self)
+{
+  g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), NULL);
+  if (!gtk_revealer_get_reveal_child (self->offline_revealer))
+    return NULL;
+  return gtk_label_get_text (self->offline_label);
 }
 
 void
 tern_model_manager_download (TernModelManager *self,
                              const char       *tag)
 {
+  TagRef *pending;
   Row *row;
 
   g_return_if_fail (TERN_IS_MODEL_MANAGER (self));
@@ -604,8 +863,11 @@ tern_model_manager_download (TernModelManager *self,
   if (row == NULL || self->catalog == NULL || self->downloader == NULL
       || tern_downloader_is_pulling (self->downloader, tag))
     return;
-  g_clear_pointer (&row->error, g_free);
-  tern_downloader_pull_async (self->downloader, self->catalog, tag, NULL, pull_done, NULL);
+  g_hash_table_remove (self->errors, tag);
+  pending = g_new0 (TagRef, 1);
+  g_weak_ref_init (&pending->self, self);
+  pending->tag = g_strdup (tag);
+  tern_downloader_pull_async (self->downloader, self->catalog, tag, NULL, pull_done, pending);
   /* A pull that could not start has already reported through pull-finished;
    * otherwise show it as running right away. */
   update_row (row);
@@ -1005,6 +1267,9 @@ tern_model_manager_finalize (GObject *object)
 
   g_hash_table_unref (self->rows);
   g_ptr_array_unref (self->groups);
+  g_hash_table_unref (self->errors);
+  g_hash_table_unref (self->offline);
+  g_free (self->here_key);
   g_clear_object (&self->cancellable);
   g_free (self->filter);
   G_OBJECT_CLASS (tern_model_manager_parent_class)->finalize (object);
@@ -1096,6 +1361,9 @@ tern_model_manager_class_init (TernModelManagerClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernModelManager, error_page);
   gtk_widget_class_bind_template_child (widget_class, TernModelManager, groups_box);
   gtk_widget_class_bind_template_child (widget_class, TernModelManager, disk_label);
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, offline_revealer);
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, offline_label);
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, retry_button);
 }
 
 static void
@@ -1112,12 +1380,15 @@ tern_model_manager_init (TernModelManager *self)
   gtk_widget_init_template (GTK_WIDGET (self));
   self->rows = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) row_free);
   self->groups = g_ptr_array_new ();
+  self->errors = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  self->offline = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();
 
   g_signal_connect_swapped (self->search_entry, "search-changed", G_CALLBACK (on_search_changed), self);
   g_signal_connect_swapped (self->import_button, "clicked", G_CALLBACK (on_import_clicked), self);
   g_signal_connect_swapped (self->check_button, "clicked", G_CALLBACK (on_check_clicked), self);
   g_signal_connect_swapped (self->message_close_button, "clicked", G_CALLBACK (on_message_close), self);
+  g_signal_connect_swapped (self->retry_button, "clicked", G_CALLBACK (tern_model_manager_retry), self);
 
   drop = gtk_drop_target_new (GDK_TYPE_FILE_LIST, GDK_ACTION_COPY);
   g_signal_connect (drop, "drop", G_CALLBACK (on_drop), self);
@@ -1162,7 +1433,7 @@ tern_model_manager_get_row (TernModelManager *self,
 
   g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), NULL);
   row = tag ? g_hash_table_lookup (self->rows, tag) : NULL;
-  return row ? GTK_WIDGET (row->row) : NULL;
+  return row ? row->row : NULL;
 }
 
 const char *

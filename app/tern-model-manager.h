@@ -1,8 +1,10 @@
-/* tern-model-manager.h: the Models panel: the catalog's models grouped by
- * family with their size and state (available, downloading, installed,
- * broken), progress bars, Download / Cancel / Remove / Use buttons, a search
- * filter, the disk space they take, Import (file chooser, or a .gguf dropped
- * on the panel) and Verify.
+/* tern-model-manager.h: the Models panel: the models on this computer
+ * first, then the catalog's by family, each with its size, state
+ * (available, downloading, installed, broken) and whether it fits in memory;
+ * flash variants inside their model's row; progress bars, Download / Cancel
+ * / Remove / Use buttons, a search filter, the disk space they take, Import
+ * (file chooser, or a .gguf dropped on the panel), Verify, and a notice with
+ * Retry when the download server cannot be reached (docs/MODELS.md).
  *
  * Signal "use-model" (const char *path, const char *tag): the user chose an
  * installed model; path is its GGUF file. The panel keeps downloading while
@@ -44,6 +46,9 @@ gboolean        tern_model_manager_use            (TernModelManager *self,
 char           *tern_model_manager_import         (TernModelManager *self,
                                                    GFile            *file,
                                                    GError          **error);
+/* What the offline notice's Retry button does: downloads again what failed
+ * for want of a network. */
+void            tern_model_manager_retry          (TernModelManager *self);
 void            tern_model_manager_set_filter     (TernModelManager *self,
                                                    const char       *text);
 
@@ -53,10 +58,13 @@ void            tern_model_manager_set_filter     (TernModelManager *self,
 void            tern_model_manager_set_settings   (TernModelManager *self,
                                                    GSettings        *settings);
 
-/* For tests: the row of a tag (an AdwActionRow), the message line. */
+/* For tests: the row of a tag (an AdwActionRow, or an AdwExpanderRow for a
+ * model with a flash variant, whose own row is inside it), the message
+ * line, the offline notice (NULL when hidden). */
 GtkWidget      *tern_model_manager_get_row        (TernModelManager *self,
                                                    const char       *tag);
 const char     *tern_model_manager_get_message    (TernModelManager *self);
+const char     *tern_model_manager_get_offline_message (TernModelManager *self);
 
 /* A "Models" window over `parent` with one panel, made on the first call and
  * kept (closing hides it, so downloads go on); on_use_model is connected

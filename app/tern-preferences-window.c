@@ -21,6 +21,8 @@ struct _TernPreferencesWindow {
   GtkSpinButton *seed_spin;
   GtkSpinButton *max_tokens_spin;
   GtkSwitch *thinking_switch;
+  GtkSwitch *deterministic_switch;
+  GtkSwitch *model_sampling_switch;
   AdwComboRow *drafter_row;
   GtkSpinButton *draft_length_spin;
   GtkSpinButton *threads_spin;
@@ -738,6 +740,8 @@ tern_preferences_window_class_init (TernPreferencesWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, seed_spin);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, max_tokens_spin);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, thinking_switch);
+  gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, deterministic_switch);
+  gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, model_sampling_switch);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, drafter_row);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, draft_length_spin);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, threads_spin);
@@ -772,6 +776,15 @@ tern_preferences_window_new (GtkWindow *parent,
   g_settings_bind (settings, "temperature", self->temperature_spin, "value",
                    G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "top-p", self->top_p_spin, "value", G_SETTINGS_BIND_DEFAULT);
+  g_settings_bind (settings, "deterministic", self->deterministic_switch, "active", G_SETTINGS_BIND_DEFAULT);
+  g_settings_bind (settings, "model-sampling", self->model_sampling_switch, "active", G_SETTINGS_BIND_DEFAULT);
+  /* Deterministic decides alone: what it overrides is greyed out. */
+  g_settings_bind (settings, "deterministic", self->model_sampling_switch, "sensitive",
+                   G_SETTINGS_BIND_GET | G_SETTINGS_BIND_INVERT_BOOLEAN);
+  g_settings_bind (settings, "deterministic", self->temperature_spin, "sensitive",
+                   G_SETTINGS_BIND_GET | G_SETTINGS_BIND_INVERT_BOOLEAN);
+  g_settings_bind (settings, "deterministic", self->top_p_spin, "sensitive",
+                   G_SETTINGS_BIND_GET | G_SETTINGS_BIND_INVERT_BOOLEAN);
   g_settings_bind (settings, "seed", gtk_spin_button_get_adjustment (self->seed_spin), "value",
                    G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "max-tokens", self->max_tokens_spin, "value",

@@ -24,6 +24,7 @@
 #include "tern-connections.h"
 #endif
 #include "tern-window.h"
+#include "tern-window-private.h"
 
 #define COUNT_DELAY_MS 300
 
@@ -463,6 +464,8 @@ gen_settings (TernWindow *self)
   TernGenSettings gen = {
     .temperature = g_settings_get_double (self->settings, "temperature"),
     .top_p = g_settings_get_double (self->settings, "top-p"),
+    .deterministic = g_settings_get_boolean (self->settings, "deterministic"),
+    .model_sampling = g_settings_get_boolean (self->settings, "model-sampling"),
     .seed = g_settings_get_uint (self->settings, "seed"),
     .max_tokens = g_settings_get_int (self->settings, "max-tokens"),
     .thinking = g_settings_get_boolean (self->settings, "thinking"),

@@ -5,6 +5,7 @@
 #include "tern-paths.h"
 
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <string.h>
 
 struct _TernCatalog {
@@ -260,7 +261,7 @@ load_package (Loader     *loader,
               const char *id,
               JsonNode   *node)
 {
-  static const char * const package_keys[] = { "label", "files", NULL };
+  static const char * const package_keys[] = { "label", "files", "kv_bytes_per_token", NULL };
   static const char * const file_keys[] = { "name", "url", "size", "sha256", NULL };
   g_autofree char *field = g_strdup_printf ("packages.%s", id);
   g_autoptr(GHashTable) names = g_hash_table_new (g_str_hash, g_str_equal);
@@ -269,6 +270,7 @@ load_package (Loader     *loader,
   JsonNode *files_node;
   JsonArray *files;
   const char *label;
+  gint64 kv_bytes_per_token;
 
   if (!tern_manager_safe_name (id))
     {
@@ -283,6 +285,7 @@ load_package (Loader     *loader,
   object = json_node_get_object (node);
   if (!check_keys (loader, field, object, package_keys)
       || !get_string (loader, field, object, "label", FALSE, &label)
+      || !get_int (loader, field, object, "kv_bytes_per_token", 1, &kv_bytes_per_token)
       || !get_member (loader, field, object, "files", JSON_NODE_ARRAY, &files_node))
     return NULL;
   files = json_node_get_array (files_node);
@@ -295,6 +298,7 @@ load_package (Loader     *loader,
   package = g_new0 (TernCatalogPackage, 1);
   package->id = g_strdup (id);
   package->label = g_strdup (label);
+  package->kv_bytes_per_token = (guint64) kv_bytes_per_token;
   package->files = g_ptr_array_new_with_free_func ((GDestroyNotify) catalog_file_free);
 
   for (guint i = 0; i < json_array_get_length (files); i++)
@@ -456,6 +460,68 @@ load_requires (Loader      *loader,
   return TRUE;
 }
 
+/* The number `key` of `object` within [min, max] (min excluded when
+ * min_open), integral when `integer`; absent: *out stays. */
+static gboolean
+get_number (Loader     *loader,
+            const char *field,
+            JsonObject *object,
+            const char *key,
+            double      min,
+            gboolean    min_open,
+            double      max,
+            gboolean    integer,
+            double     *out)
+{
+  JsonNode *node = json_object_get_member (object, key);
+  double value;
+
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return TRUE;
+  if (!JSON_NODE_HOLDS_VALUE (node)
+      || (json_node_get_value_type (node) != G_TYPE_INT64
+          && (integer || json_node_get_value_type (node) != G_TYPE_DOUBLE)))
+    return fail (loader, field, integer ? _("'%s' must be an integer, not %s") : _("'%s' must be a number, not %s"),
+                 key, node_kind (node));
+  value = json_node_get_value_type (node) == G_TYPE_INT64 ? (double) json_node_get_int (node)
+                                                          : json_node_get_double (node);
+  if (!isfinite (value) || value < min || (min_open && value == min) || value > max)
+    return min_open ? fail (loader, field, _("'%s' is %g; it must be above %g and at most %g"), key, value, min, max)
+                    : fail (loader, field, _("'%s' is %g; it must be from %g to %g"), key, value, min, max);
+  *out = value;
+  return TRUE;
+}
+
+/* "sampling": the model card's suggested values. */
+static gboolean
+load_sampling (Loader              *loader,
+               const char          *field,
+               JsonObject          *object,
+               TernCatalogSampling *sampling)
+{
+  static const char * const keys[] = { "temperature", "top_p", "top_k", "min_p", NULL };
+  g_autofree char *where = g_strdup_printf ("%s.sampling", field);
+  JsonNode *node = json_object_get_member (object, "sampling");
+  JsonObject *o;
+  double top_k = -1;
+
+  sampling->temperature = sampling->top_p = sampling->min_p = -1;
+  sampling->top_k = -1;
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return TRUE;
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    return fail (loader, where, _("must be an object, not %s"), node_kind (node));
+  o = json_node_get_object (node);
+  if (!check_keys (loader, where, o, keys)
+      || !get_number (loader, where, o, "temperature", 0, FALSE, 100, FALSE, &sampling->temperature)
+      || !get_number (loader, where, o, "top_p", 0, TRUE, 1, FALSE, &sampling->top_p)
+      || !get_number (loader, where, o, "top_k", 0, FALSE, 100000, TRUE, &top_k)
+      || !get_number (loader, where, o, "min_p", 0, FALSE, 1, FALSE, &sampling->min_p))
+    return FALSE;
+  sampling->top_k = (gint64) top_k;
+  return TRUE;
+}
+
 static TernCatalogTag *
 load_tag (TernCatalog       *self,
           Loader            *loader,
@@ -465,7 +531,7 @@ load_tag (TernCatalog       *self,
 {
   static const char * const tag_keys[] = {
     "tag", "label", "description", "base", "draft", "draft_kind", "vision", "flags",
-    "context_length", "min_app_version", "requires", NULL
+    "context_length", "min_app_version", "requires", "sampling", NULL
   };
   static const char * const flag_keys[] = { "vision", "thinking", "single_turn", "speculation", NULL };
   g_autofree char *prefix = g_strdup_printf ("%s:", family->id);
@@ -565,7 +631,8 @@ load_tag (TernCatalog       *self,
                         : _("there is a 'vision' package but flags.vision is not true"));
       goto error;
     }
-  if (!get_int (loader, field, object, "context_length", 1, &tag->context_length))
+  if (!get_int (loader, field, object, "context_length", 1, &tag->context_length)
+      || !load_sampling (loader, field, object, &tag->sampling))
     goto error;
   return tag;
 
@@ -743,6 +810,32 @@ tern_catalog_get_families (TernCatalog *self)
 {
   g_return_val_if_fail (TERN_IS_CATALOG (self), NULL);
   return self->families;
+}
+
+const TernCatalogTag *
+tern_catalog_find_tag_for_file (TernCatalog *self,
+                                const char  *path)
+{
+  g_autofree char *dir = NULL;
+  g_autofree char *package = NULL;
+  g_autofree char *name = NULL;
+
+  g_return_val_if_fail (TERN_IS_CATALOG (self), NULL);
+  if (path == NULL)
+    return NULL;
+  dir = g_path_get_dirname (path);
+  package = g_path_get_basename (dir);
+  name = g_path_get_basename (path);
+  for (guint i = 0; i < self->tags->len; i++)
+    {
+      const TernCatalogTag *tag = self->tags->pdata[i];
+      const TernCatalogPackage *base = tag->packages[TERN_PACKAGE_ROLE_BASE];
+      const TernCatalogFile *file = base->files->pdata[0];
+
+      if (!tag->single_turn && g_str_equal (base->id, package) && g_str_equal (file->name, name))
+        return tag;
+    }
+  return NULL;
 }
 
 GPtrArray *

@@ -29,6 +29,10 @@ typedef struct {
   char      *id;     /* also the directory name in the store */
   char      *label;
   GPtrArray *files;  /* TernCatalogFile*, at least one; the first is the model */
+  /* The model's KV cache per token of context (F16 keys and values, as
+   * tn_model_kv_bytes_per_token counts them); 0 when the catalog does not
+   * say. For the Models panel's memory hint, before the file is here. */
+  guint64    kv_bytes_per_token;
 } TernCatalogPackage;
 
 typedef enum {
@@ -50,6 +54,14 @@ typedef enum {
 
 typedef struct _TernCatalogFamily TernCatalogFamily;
 
+/* A model card's suggested sampling; a field below 0 is not given. */
+typedef struct {
+  double  temperature;
+  double  top_p;
+  gint64  top_k;
+  double  min_p;
+} TernCatalogSampling;
+
 typedef struct {
   char                     *tag;              /* "qwen3:0.6b" */
   char                     *label;            /* for the UI */
@@ -64,6 +76,7 @@ typedef struct {
   GStrv                     requires;         /* engine features the tag needs; never NULL */
   gint64                    context_length;   /* tokens; 0 when not given */
   char                     *min_app_version;  /* may be NULL */
+  TernCatalogSampling       sampling;
 } TernCatalogTag;
 
 struct _TernCatalogFamily {
@@ -96,6 +109,11 @@ const TernCatalogTag     *tern_catalog_find_tag     (TernCatalog *self,
                                                      const char  *tag);
 const TernCatalogPackage *tern_catalog_find_package (TernCatalog *self,
                                                      const char  *id);
+/* The tag whose model file `path` is, as the store keeps it
+ * (.../PACKAGE/FILE, the base package's first file); the first such tag
+ * that is not single-turn. NULL when none. */
+const TernCatalogTag     *tern_catalog_find_tag_for_file (TernCatalog *self,
+                                                          const char  *path);
 /* Every tag, in file order (TernCatalogTag*). */
 GPtrArray *tern_catalog_get_tags (TernCatalog *self);
 

@@ -386,6 +386,18 @@ retryable_error (const GError *error)
   return FALSE;  /* TLS certificate errors and the like will not go away */
 }
 
+/* Failures to reach the server at all, as opposed to a transfer that broke
+ * off: the machine is offline, the name does not resolve, nothing listens. */
+static gboolean
+unreachable_error (const GError *error)
+{
+  if (error->domain == G_RESOLVER_ERROR)
+    return TRUE;
+  return error->domain == G_IO_ERROR
+         && (error->code == G_IO_ERROR_CONNECTION_REFUSED || error->code == G_IO_ERROR_NETWORK_UNREACHABLE
+             || error->code == G_IO_ERROR_HOST_UNREACHABLE || error->code == G_IO_ERROR_HOST_NOT_FOUND);
+}
+
 static gboolean
 set_file_size (int         fd,
                guint64     size,
@@ -573,8 +585,9 @@ attempt (Transfer *t,
           g_propagate_error (error, g_steal_pointer (&local_error));
           goto out;
         }
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NETWORK, "%s: %s: %s", t->name,
-                   t->url, local_error->message);
+      g_set_error (error, TERN_MANAGER_ERROR,
+                   unreachable_error (local_error) ? TERN_MANAGER_ERROR_OFFLINE : TERN_MANAGER_ERROR_NETWORK,
+                   "%s: %s: %s", t->name, t->url, local_error->message);
       result = retryable_error (local_error) ? ATTEMPT_RETRY : ATTEMPT_FAIL;
       goto out;
     }
@@ -956,6 +969,7 @@ transfer_run (Transfer *t)
   g_autofree char *dir = g_path_get_dirname (t->dest);
   guint delay = self->initial_delay_ms;
   guint failures = 0;
+  gboolean first = TRUE;
   int fd;
 
   if (transfer_adopt_local (t, dir))
@@ -979,6 +993,12 @@ transfer_run (Transfer *t)
       result = attempt (t, fd, &t->error);
       if (result != ATTEMPT_RETRY)
         break;
+      /* Unreachable on the first try: offline, most likely. Backing off for
+       * half a minute would only delay saying so; the user retries. Later
+       * failures of a transfer that got through once are retried. */
+      if (first && g_error_matches (t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE))
+        break;
+      first = FALSE;
       /* Progress resets the count: a flaky link that keeps moving gets there. */
       if (__atomic_load_n (&t->done, __ATOMIC_RELAXED) > before)
         {

@@ -33,6 +33,8 @@ typedef enum {
   TERN_MANAGER_ERROR_BUSY,         /* already being downloaded (here or by another process) */
   TERN_MANAGER_ERROR_IMPORT,       /* the file to import is not a readable GGUF model */
   TERN_MANAGER_ERROR_IO,           /* reading or writing the store failed */
+  TERN_MANAGER_ERROR_OFFLINE,      /* the server cannot be reached at all: no
+                                    * network, name not found, refused */
 } TernManagerError;
 
 /* The version of Tern this library was built for ("0.1.0"). */

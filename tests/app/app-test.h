@@ -6,7 +6,7 @@
 #include <adwaita.h>
 
 #include "tn-test.h"
-#include "tern-window.h"
+#include "tern-window-private.h"
 
 typedef gboolean (*Predicate) (TernWindow *w);
 

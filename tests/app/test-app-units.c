@@ -11,9 +11,14 @@
 
 #include "tern.h"
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tern-chat.h"
 #include "tern-context.h"
+#include "tern-sampling.h"
+#ifdef TERN_HAVE_MANAGER
+#include "tern-manager.h"
+#endif
 #include "tern-engine-worker.h"
 #include "tern-markdown.h"
 #include "tern-throughput-plot.h"
@@ -472,6 +477,8 @@ test_worker (const char *dir)
   id = tern_engine_worker_load_model (w, model);
   CHECK (wait_id (&p.loaded_id, id, 30));
   CHECKF (p.load_error == NULL, "%s", p.load_error);
+  /* A made-up model outside the store suggests no sampling. */
+  CHECK (!tern_sampling_is_set (tern_engine_worker_get_suggested_sampling (w)));
   id = tern_engine_worker_pin (w, "You are a test.");
   CHECK (wait_id (&p.pinned_id, id, 30));
   CHECKF (p.pin.n_pin > 0, "n_pin %d", p.pin.n_pin);
@@ -532,6 +539,47 @@ test_worker (const char *dir)
       g_free (sampled[i]);
   }
 
+  /* Deterministic: hot sampling with a fresh seed each time still gives
+   * the greedy answer, every time. */
+  {
+    TernGenSettings greedy = { .temperature = 0, .top_p = 1, .seed = 1, .max_tokens = 32 };
+    TernGenSettings hot = { .temperature = 1.5, .top_p = 1, .seed = 0, .max_tokens = 32,
+                            .deterministic = TRUE, .model_sampling = TRUE };
+    char *got[3] = { NULL };
+
+    for (int i = 0; i < 3; i++)
+      {
+        g_string_truncate (p.text, 0);
+        p.want_id = id = tern_engine_worker_ask (w, "Hello there", i == 0 ? &greedy : &hot);
+        CHECK (wait_id (&p.finished_id, id, 60));
+        got[i] = g_strdup (p.text->str);
+      }
+    CHECKF (got[0][0] && g_str_equal (got[0], got[1]) && g_str_equal (got[1], got[2]),
+            "greedy \"%s\", deterministic \"%s\", \"%s\"", got[0], got[1], got[2]);
+    for (int i = 0; i < 3; i++)
+      g_free (got[i]);
+  }
+
+  /* The same file where the store keeps Qwen3 0.6B: the shipped catalog's
+   * sampling for it (data/catalog/models.json) is what the model suggests. */
+  {
+    g_autofree char *pkg = g_build_filename (dir, "packages", "qwen3-0.6b-q8_0", NULL);
+    g_autofree char *stored = g_build_filename (pkg, "Qwen3-0.6B-Q8_0.gguf", NULL);
+    const TernSampling *s;
+
+    CHECK (g_mkdir_with_parents (pkg, 0755) == 0 && symlink (model, stored) == 0);
+    id = tern_engine_worker_load_model (w, stored);
+    CHECK (wait_id (&p.loaded_id, id, 30));
+    CHECKF (p.load_error == NULL, "%s", p.load_error);
+    s = tern_engine_worker_get_suggested_sampling (w);
+#ifdef TERN_HAVE_MANAGER
+    CHECKF (fabs (s->temperature - 0.6) < 1e-9 && fabs (s->top_p - 0.95) < 1e-9 && s->top_k == 20
+            && s->min_p == 0, "%g %g %d %g", s->temperature, s->top_p, s->top_k, s->min_p);
+#else
+    CHECK (!tern_sampling_is_set (s));
+#endif
+  }
+
   for (guint i = 0; i < 64; i++)
     if (p.text_of[i] != NULL)
       g_string_free (p.text_of[i], TRUE);
@@ -573,6 +621,190 @@ test_context (void)
   /* Never past the last user message, even when it alone does not fit. */
   CHECK (tern_context_first_kept (tokens, roles, 5, 50, 10, 400) == 4);
   CHECK (tern_context_first_kept (tokens, roles, 0, 50, 10, 400) == 0);
+
+  /* /proc/meminfo, and garbage in its place. */
+  {
+    const char *meminfo = "MemTotal:       16318480 kB\nMemFree:  1 kB\nMemAvailable:    8000000 kB\n";
+    const char *bad[] = { "", "MemAvailable:", "MemAvailable: -5 kB\n", "MemAvailable: 12 MB\n",
+                          "MemAvailable: 99999999999999999999999 kB\n", "MemAvailableX: 5 kB\n",
+                          "MemAvailable: 18446744073709551615 kB\n", "\n\n\n:::", "MemAvailable: kB" };
+
+    CHECK (tern_context_parse_meminfo (meminfo, "MemAvailable") == 8000000ull * 1024);
+    CHECK (tern_context_parse_meminfo (meminfo, "MemTotal") == 16318480ull * 1024);
+    CHECK (tern_context_parse_meminfo (meminfo, "SwapTotal") == 0);
+    for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+      CHECKF (tern_context_parse_meminfo (bad[i], "MemAvailable") == 0, "%s", bad[i]);
+  }
+
+  /* The memory hint: 800 MB of file plus 16384 rows of 32 KiB (512 MiB). */
+  {
+    guint64 need = 0;
+    int n_ctx = -1;
+
+    CHECK (tern_context_fit (800000000, 131072, kv_1b, 24 * gib, 8 * gib, &need, &n_ctx) == TERN_CONTEXT_FIT_YES);
+    CHECK (n_ctx == TERN_CONTEXT_AUTO_MAX);
+    CHECK (need == 800000000 + (guint64) TERN_CONTEXT_AUTO_MAX * kv_1b);
+    CHECK (tern_context_fit (800000000, 131072, kv_1b, 24 * gib, need, NULL, NULL) == TERN_CONTEXT_FIT_TIGHT);
+    CHECK (tern_context_fit (800000000, 131072, kv_1b, 24 * gib, need - 1, NULL, NULL) == TERN_CONTEXT_FIT_NO);
+    /* No KV figure: the file alone, no context. */
+    CHECK (tern_context_fit (800000000, 131072, 0, 24 * gib, gib, &need, &n_ctx) == TERN_CONTEXT_FIT_YES);
+    CHECK (need == 800000000 && n_ctx == 0);
+    CHECK (tern_context_fit (800000000, 131072, kv_1b, 24 * gib, 0, NULL, NULL) == TERN_CONTEXT_FIT_UNKNOWN);
+    CHECK (tern_context_fit (0, 131072, kv_1b, 24 * gib, gib, NULL, NULL) == TERN_CONTEXT_FIT_UNKNOWN);
+  }
+}
+
+/* A GGUF with the given general.sampling.* keys (NULL value: absent;
+ * "s:" prefix: written as a string, garbage). */
+static const tn_gguf *
+sampling_gguf (const char  *dir,
+               const char  *name,
+               const char  *temp,
+               const char  *top_k,
+               tn_gguf    **out)
+{
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  tn_gguf_writer *w = tn_gguf_writer_new ();
+  tn_error err = { 0 };
+
+  *out = NULL;
+  tn_gguf_writer_set_str (w, "general.architecture", "llama");
+  if (temp != NULL && g_str_has_prefix (temp, "s:"))
+    tn_gguf_writer_set_str (w, "general.sampling.temp", temp + 2);
+  else if (temp != NULL)
+    tn_gguf_writer_set_f32 (w, "general.sampling.temp", (float) g_ascii_strtod (temp, NULL));
+  if (top_k != NULL)
+    tn_gguf_writer_set_i32 (w, "general.sampling.top_k", (int32_t) g_ascii_strtoll (top_k, NULL, 10));
+  tn_gguf_writer_set_f32 (w, "general.sampling.top_p", 0.95f);
+  if (tn_gguf_writer_write (w, path, &err) != TN_OK || tn_gguf_open (path, out, &err) != TN_OK)
+    fprintf (stderr, "%s: %s\n", path, err.message);
+  tn_gguf_writer_free (w);
+  return *out;
+}
+
+/* The model's suggested sampling (GGUF keys, catalog entry) and the
+ * Deterministic switch (app/tern-sampling.c). */
+static void
+test_sampling (const char *dir)
+{
+  TernSampling s, r;
+  tn_gguf *g = NULL;
+
+  /* Garbage values are not taken. */
+  tern_sampling_clear (&s);
+  CHECK (!tern_sampling_is_set (&s));
+  CHECK (!tern_sampling_set (&s, "temperature", NAN));
+  CHECK (!tern_sampling_set (&s, "temperature", -0.5));
+  CHECK (!tern_sampling_set (&s, "temperature", 1e9));
+  CHECK (!tern_sampling_set (&s, "top_p", 0));
+  CHECK (!tern_sampling_set (&s, "top_p", 1.5));
+  CHECK (!tern_sampling_set (&s, "top_k", 2.5));
+  CHECK (!tern_sampling_set (&s, "min_p", INFINITY));
+  CHECK (!tern_sampling_set (&s, "typical_p", 0.5));
+  CHECK (!tern_sampling_is_set (&s));
+
+  /* From the file: temp 0.6, top_p 0.95, top_k 20. */
+  if (sampling_gguf (dir, "s1.gguf", "0.6", "20", &g) != NULL)
+    {
+      CHECK (tern_sampling_from_gguf (g, &s));
+      CHECKF (fabs (s.temperature - 0.6) < 1e-6 && fabs (s.top_p - 0.95) < 1e-6 && s.top_k == 20
+              && s.min_p < 0, "%g %g %d %g", s.temperature, s.top_p, s.top_k, s.min_p);
+      tn_gguf_close (g);
+    }
+  else
+    CHECK (FALSE);
+  /* A string where a number belongs, a negative top_k: skipped, the rest kept. */
+  if (sampling_gguf (dir, "s2.gguf", "s:hot", "-3", &g) != NULL)
+    {
+      CHECK (tern_sampling_from_gguf (g, &s));
+      CHECK (s.temperature < 0 && s.top_k < 0 && fabs (s.top_p - 0.95) < 1e-6);
+      tn_gguf_close (g);
+    }
+  else
+    CHECK (FALSE);
+  CHECK (!tern_sampling_from_gguf (NULL, &s));
+
+  /* What a request uses. */
+  tern_sampling_clear (&s);
+  tern_sampling_set (&s, "temperature", 0.6);
+  tern_sampling_set (&s, "top_k", 20);
+  tern_sampling_resolve (FALSE, TRUE, &s, 0.8, 0.9, &r);
+  CHECK (r.temperature == 0.6 && r.top_p == 0.9 && r.top_k == 20 && r.min_p == 0);
+  tern_sampling_resolve (FALSE, FALSE, &s, 0.8, 0.9, &r);
+  CHECK (r.temperature == 0.8 && r.top_p == 0.9 && r.top_k == 0 && r.min_p == 0);
+  /* Deterministic: greedy, whatever the model or Preferences say. */
+  tern_sampling_resolve (TRUE, TRUE, &s, 0.8, 0.9, &r);
+  CHECK (r.temperature == 0 && r.top_p == 1 && r.top_k == 0 && r.min_p == 0);
+  tern_sampling_resolve (TRUE, FALSE, NULL, 1.5, 0.5, &r);
+  CHECK (r.temperature == 0 && r.top_p == 1);
+  /* Nothing suggested: Preferences' values (greedy by default). */
+  tern_sampling_clear (&s);
+  tern_sampling_resolve (FALSE, TRUE, &s, 0, 1, &r);
+  CHECK (r.temperature == 0 && r.top_p == 1 && r.top_k == 0);
+
+#ifdef TERN_HAVE_MANAGER
+  /* The catalog's "sampling", and garbage in it. */
+  {
+    static const char head[] =
+      "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m.gguf\", "
+      "\"url\": \"http://127.0.0.1:9/m.gguf\", \"size\": 4}]}}, \"families\": [{\"id\": \"f\", "
+      "\"label\": \"F\", \"tags\": [{\"tag\": \"f:a\", \"label\": \"A\", \"base\": \"p\"%s}]}]}";
+    struct { const char *sampling, *says; } bad[] = {
+      { ", \"sampling\": \"hot\"", "must be an object" },
+      { ", \"sampling\": {\"temp\": 1}", "unknown field 'temp'" },
+      { ", \"sampling\": {\"temperature\": \"hot\"}", "must be a number" },
+      { ", \"sampling\": {\"temperature\": -1}", "'temperature' is -1" },
+      { ", \"sampling\": {\"top_p\": 0}", "must be above 0" },
+      { ", \"sampling\": {\"top_p\": 1.5}", "'top_p' is 1.5" },
+      { ", \"sampling\": {\"top_k\": 2.5}", "must be an integer" },
+      { ", \"sampling\": {\"min_p\": [0]}", "must be a number" },
+    };
+    g_autofree char *good = g_strdup_printf (head, ", \"sampling\": {\"temperature\": 0.7, \"top_k\": 40}");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(TernCatalog) catalog = tern_catalog_new_from_data (good, -1, "c.json", &error);
+    const TernCatalogTag *tag;
+
+    CHECKF (catalog != NULL, "%s", error ? error->message : "");
+    if (catalog != NULL)
+      {
+        tag = tern_catalog_find_tag_for_file (catalog, "/store/packages/p/m.gguf");
+        CHECK (tag != NULL && g_str_equal (tag->tag, "f:a"));
+        CHECK (tag != NULL && tag->sampling.temperature == 0.7 && tag->sampling.top_k == 40
+               && tag->sampling.top_p < 0 && tag->sampling.min_p < 0);
+        CHECK (tern_catalog_find_tag_for_file (catalog, "/elsewhere/m.gguf") == NULL);
+        CHECK (tern_catalog_find_tag_for_file (catalog, "m.gguf") == NULL);
+        CHECK (tern_catalog_find_tag_for_file (catalog, "") == NULL);
+      }
+    /* The previous commit's per-package KV figure, fed garbage too. */
+    {
+      const char *kv[] = { "\"big\"", "0", "-5", "1.5", "[1]" };
+
+      for (guint i = 0; i < G_N_ELEMENTS (kv); i++)
+        {
+          g_autofree char *json = g_strdup_printf ("{\"schema\": 1, \"packages\": {\"p\": {\"kv_bytes_per_token\": %s, "
+                                                   "\"files\": [{\"name\": \"m.gguf\", \"url\": \"http://127.0.0.1:9/m.gguf\"}]}}, "
+                                                   "\"families\": []}", kv[i]);
+          g_autoptr(TernCatalog) c = NULL;
+
+          g_clear_error (&error);
+          c = tern_catalog_new_from_data (json, -1, "c.json", &error);
+          CHECKF (c == NULL && error != NULL && strstr (error->message, "kv_bytes_per_token") != NULL,
+                  "%s: %s", kv[i], error ? error->message : "(loaded)");
+        }
+    }
+    for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+      {
+        g_autofree char *json = g_strdup_printf (head, bad[i].sampling);
+        g_autoptr(TernCatalog) c = NULL;
+
+        g_clear_error (&error);
+        c = tern_catalog_new_from_data (json, -1, "c.json", &error);
+        CHECKF (c == NULL && error != NULL && strstr (error->message, bad[i].says) != NULL
+                && strstr (error->message, "sampling") != NULL,
+                "%s: %s", bad[i].sampling, error ? error->message : "(loaded)");
+      }
+  }
+#endif
 }
 
 int
@@ -590,6 +822,7 @@ main (void)
   test_chat_images (chats);
   test_plot_scale ();
   test_context ();
+  test_sampling (tmp);
   test_worker (tmp);
 
   cmd = g_strdup_printf ("rm -rf '%s'", tmp);

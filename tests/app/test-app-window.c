@@ -1056,22 +1056,77 @@ write_png (const char *path,
   return gdk_pixbuf_save (pixbuf, path, "png", NULL, NULL);
 }
 
-/* Emits the chat's drop target's "drop" as a drag from a file manager
- * would, with a real GFile. */
+/* The drop target a drag of files over the window's point (x, y) reaches,
+ * found as GTK finds it for a real drop: the widget picked there, then its
+ * ancestors, the first with a GtkDropTarget that takes the offered type. */
+static GtkDropTarget *
+drop_target_at (TernWindow *w,
+                double      x,
+                double      y,
+                GType       offered)
+{
+  g_autoptr(GdkContentFormats) formats = gdk_content_formats_new_for_gtype (offered);
+
+  for (GtkWidget *wd = gtk_widget_pick (GTK_WIDGET (w), x, y, GTK_PICK_DEFAULT); wd != NULL;
+       wd = gtk_widget_get_parent (wd))
+    {
+      g_autoptr(GListModel) controllers = gtk_widget_observe_controllers (wd);
+
+      for (guint i = 0; i < g_list_model_get_n_items (controllers); i++)
+        {
+          g_autoptr(GObject) c = g_list_model_get_item (controllers, i);
+
+          if (GTK_IS_DROP_TARGET (c)
+              && gtk_event_controller_get_propagation_phase (GTK_EVENT_CONTROLLER (c)) != GTK_PHASE_NONE
+              && gdk_content_formats_match (gtk_drop_target_get_formats (GTK_DROP_TARGET (c)), formats))
+            return GTK_DROP_TARGET (c);
+        }
+    }
+  return NULL;
+}
+
+/* Drops a file as a file manager does (a GdkFileList, text/uri-list on the
+ * wire) on the middle of `where`: delivered to the drop target GTK would
+ * pick there, not to one the window hands out, so that the test fails if
+ * the chat stops taking drops. */
+static gboolean
+drop_file_on (TernWindow *w,
+              GtkWidget  *where,
+              const char *path)
+{
+  g_autoptr(GFile) file = g_file_new_for_path (path);
+  graphene_point_t at;
+  GtkDropTarget *target;
+  GValue value = G_VALUE_INIT;
+  gboolean accepted = FALSE;
+
+  if (!gtk_widget_compute_point (where, GTK_WIDGET (w),
+                                 &GRAPHENE_POINT_INIT (gtk_widget_get_width (where) / 2.0,
+                                                       gtk_widget_get_height (where) / 2.0),
+                                 &at))
+    {
+      fprintf (stderr, "drop: the drop point is not on the window\n");
+      return FALSE;
+    }
+  target = drop_target_at (w, at.x, at.y, GDK_TYPE_FILE_LIST);
+  if (target == NULL)
+    {
+      fprintf (stderr, "drop: no drop target takes files at (%.0f, %.0f)\n", at.x, at.y);
+      return FALSE;
+    }
+  g_value_init (&value, GDK_TYPE_FILE_LIST);
+  g_value_take_boxed (&value, gdk_file_list_new_from_array (&file, 1));
+  g_signal_emit_by_name (target, "drop", &value, at.x, at.y, &accepted);
+  g_value_unset (&value);
+  return accepted;
+}
+
+/* On the transcript, the middle of the chat. */
 static gboolean
 drop_file (TernWindow *w,
            const char *path)
 {
-  GtkDropTarget *target = tern_window_get_drop_target (w);
-  g_autoptr(GFile) file = g_file_new_for_path (path);
-  GValue value = G_VALUE_INIT;
-  gboolean accepted = FALSE;
-
-  g_value_init (&value, G_TYPE_FILE);
-  g_value_set_object (&value, file);
-  g_signal_emit_by_name (target, "drop", &value, 100.0, 100.0, &accepted);
-  g_value_unset (&value);
-  return accepted;
+  return drop_file_on (w, tern_window_get_transcript_scroller (w), path);
 }
 
 static gboolean
@@ -1240,6 +1295,10 @@ test_images (TernWindow *w,
         CHECK (wait_for (w, two_attachments, 10));
       }
   }
+  /* Anywhere on the chat: dropped on the stats line, at the foot of the
+   * window, far from the transcript, it attaches a third. */
+  CHECK (drop_file_on (w, GTK_WIDGET (tern_window_get_stats_bar (w)), png));
+  CHECK (tern_window_get_n_attachments (w) == 3);
 }
 
 /* Preferences, shortcuts and about build from their templates and close. */

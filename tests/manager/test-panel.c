@@ -1,6 +1,9 @@
 /* The Models panel (app/tern-model-manager.c) on a display (tests/app/
  * xvfb-run.sh): rows by family with their state, the search filter, Use,
- * Remove, Import, and a failed download shown on its row. */
+ * Remove, Import; the GNOME HIG's rules (no row of blue buttons, flash
+ * variants inside their model's row, installed models first), the memory
+ * hint against a stand-in /proc/meminfo (TERN_MEMINFO), and an unreachable
+ * server said in one sentence with Retry. */
 #include <adwaita.h>
 #include <glib/gstdio.h>
 #include <string.h>
@@ -11,17 +14,24 @@
 
 static char *tmp_root;
 
+/* Port 9 (discard) has no listener: connections are refused, as when the
+ * machine is offline. Beta comes before Alpha in the file, so that Alpha
+ * listed first means "installed first". */
 static const char catalog_json[] =
   "{\"schema\": 1, \"packages\": {"
-  "  \"p-small\": {\"files\": [{\"name\": \"small.gguf\", \"url\": \"http://127.0.0.1:9/small.gguf\", \"size\": 4}]},"
-  "  \"p-big\": {\"files\": [{\"name\": \"big.gguf\", \"url\": \"http://127.0.0.1:9/big.gguf\", \"size\": 5}]}},"
+  "  \"p-small\": {\"kv_bytes_per_token\": 32768,"
+  "     \"files\": [{\"name\": \"small.gguf\", \"url\": \"http://127.0.0.1:9/small.gguf\", \"size\": 4}]},"
+  "  \"p-big\": {\"files\": [{\"name\": \"big.gguf\", \"url\": \"http://127.0.0.1:9/big.gguf\", \"size\": 5}]},"
+  "  \"p-huge\": {\"kv_bytes_per_token\": 131072,"
+  "     \"files\": [{\"name\": \"huge.gguf\", \"url\": \"http://127.0.0.1:9/huge.gguf\", \"size\": 8000000000}]}},"
   " \"families\": ["
-  "  {\"id\": \"alpha\", \"label\": \"Alpha\", \"tags\": ["
-  "    {\"tag\": \"alpha:small\", \"label\": \"Alpha Small\", \"base\": \"p-small\"},"
-  "    {\"tag\": \"alpha:small-flash\", \"label\": \"Alpha Small flash\", \"base\": \"p-small\","
-  "     \"flags\": {\"single_turn\": true}}]},"
   "  {\"id\": \"beta\", \"label\": \"Beta\", \"tags\": ["
-  "    {\"tag\": \"beta:big\", \"label\": \"Beta Big\", \"base\": \"p-big\"}]}]}";
+  "    {\"tag\": \"beta:big\", \"label\": \"Beta Big\", \"base\": \"p-big\"},"
+  "    {\"tag\": \"beta:huge\", \"label\": \"Beta Huge\", \"base\": \"p-huge\", \"context_length\": 131072}]},"
+  "  {\"id\": \"alpha\", \"label\": \"Alpha\", \"tags\": ["
+  "    {\"tag\": \"alpha:small\", \"label\": \"Alpha Small\", \"base\": \"p-small\", \"context_length\": 131072},"
+  "    {\"tag\": \"alpha:small-flash\", \"label\": \"Alpha Small flash\", \"base\": \"p-small\","
+  "     \"flags\": {\"single_turn\": true}}]}]}";
 
 static void
 spin (gboolean *done)
@@ -47,10 +57,11 @@ spin_for (guint ms)
   spin (&done);
 }
 
-/* The panel as drawn, to TERN_TEST_OUT/tern-model-manager.png, for a person
- * to look at; not compared with anything. */
+/* The panel as drawn, to TERN_TEST_OUT/NAME, for a person to look at
+ * (data/screenshots/); not compared with anything. */
 static void
-save_picture (GtkWidget *window)
+save_picture (GtkWidget  *window,
+              const char *name)
 {
   const char *dir = g_getenv ("TERN_TEST_OUT");
   g_autofree char *path = NULL;
@@ -68,7 +79,7 @@ save_picture (GtkWidget *window)
       if (node != NULL)
         texture = gsk_renderer_render_texture (gtk_native_get_renderer (GTK_NATIVE (window)), node,
                                                &GRAPHENE_RECT_INIT (0, 0, width, height));
-      path = g_build_filename (dir, "tern-model-manager.png", NULL);
+      path = g_build_filename (dir, name, NULL);
       if (texture != NULL && gdk_texture_save_to_png (texture, path))
         g_test_message ("picture: %s", path);
     }
@@ -82,7 +93,42 @@ subtitle (TernModelManager *panel,
   GtkWidget *row = tern_model_manager_get_row (panel, tag);
 
   g_assert_nonnull (row);
+  if (ADW_IS_EXPANDER_ROW (row))
+    return adw_expander_row_get_subtitle (ADW_EXPANDER_ROW (row));
   return adw_action_row_get_subtitle (ADW_ACTION_ROW (row));
+}
+
+/* Visible widgets with the suggested-action style under `widget`. */
+static guint
+count_suggested (GtkWidget *widget)
+{
+  guint n = 0;
+
+  if (!gtk_widget_get_visible (widget))
+    return 0;
+  if (gtk_widget_has_css_class (widget, "suggested-action"))
+    n++;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    n += count_suggested (c);
+  return n;
+}
+
+/* The position of a tag's group among the panel's groups, top first. */
+static int
+group_position (TernModelManager *panel,
+                const char       *tag)
+{
+  GtkWidget *row = tern_model_manager_get_row (panel, tag);
+  GtkWidget *group = gtk_widget_get_ancestor (row, ADW_TYPE_PREFERENCES_GROUP);
+  int i = 0;
+
+  g_assert_nonnull (group);
+  for (GtkWidget *w = gtk_widget_get_first_child (gtk_widget_get_parent (group)); w != NULL;
+       w = gtk_widget_get_next_sibling (w), i++)
+    if (w == group)
+      return i;
+  g_assert_not_reached ();
+  return -1;
 }
 
 typedef struct {
@@ -160,6 +206,8 @@ test_panel (void)
   g_autoptr(GError) error = NULL;
   g_autoptr(TernCatalog) catalog = tern_catalog_new_from_data (catalog_json, -1, "panel.json", &error);
   g_autoptr(TernModelStore) store = tern_model_store_new (root, &error);
+  /* The downloader's own retry settings: an unreachable server must not
+   * cost its back-off of 1 + 2 + 4 + 8 s before the panel says so. */
   g_autoptr(TernDownloader) dl = tern_downloader_new (store);
   g_autofree char *model = write_gguf ("mine.gguf");
   g_autoptr(GFile) model_file = g_file_new_for_path (model);
@@ -168,13 +216,12 @@ test_panel (void)
   GtkWidget *window;
   UseLog use = { NULL, NULL };
   gboolean finished = FALSE;
+  gint64 start;
 
   g_assert_no_error (error);
-  tern_downloader_set_retry (dl, 1, 10, 10);
-  tern_downloader_set_timeout (dl, 1);
 
   window = gtk_window_new ();
-  gtk_window_set_default_size (GTK_WINDOW (window), 640, 640);
+  gtk_window_set_default_size (GTK_WINDOW (window), 640, 900);
   panel = TERN_MODEL_MANAGER (tern_model_manager_new (catalog, store, dl));
   gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (panel));
   gtk_window_present (GTK_WINDOW (window));
@@ -184,11 +231,38 @@ test_panel (void)
   g_assert_nonnull (strstr (subtitle (panel, "alpha:small"), "alpha:small · 4 bytes · available"));
   g_assert_nonnull (strstr (subtitle (panel, "beta:big"), "available"));
   g_assert_false (tern_model_manager_use (panel, "alpha:small"));
+  /* Nothing installed: the catalog's order. */
+  g_assert_cmpint (group_position (panel, "beta:big"), <, group_position (panel, "alpha:small"));
 
-  /* Installing one makes its sibling need nothing new. */
+  /* GNOME HIG: at most one suggested action in a view, not a blue Download
+   * on every row. */
+  g_assert_cmpuint (count_suggested (GTK_WIDGET (panel)), <=, 1);
+
+  /* The flash variant is an option inside its model's row, not a row of
+   * its own beside it. */
+  g_assert_true (ADW_IS_EXPANDER_ROW (tern_model_manager_get_row (panel, "alpha:small")));
+  g_assert_true (gtk_widget_is_ancestor (tern_model_manager_get_row (panel, "alpha:small-flash"),
+                                         tern_model_manager_get_row (panel, "alpha:small")));
+  g_assert_false (ADW_IS_EXPANDER_ROW (tern_model_manager_get_row (panel, "beta:big")));
+
+  /* The memory hint (TERN_MEMINFO: 16 GiB, 4 GiB available): 4 bytes plus
+   * 16384 tokens of 32 KiB of KV fit; 8 GB plus 2 GiB of KV do not. */
+  g_assert_nonnull (strstr (subtitle (panel, "alpha:small"), "Fits in memory (about "));
+  /* (g_format_size may put a no-break space before the unit.) */
+  g_assert_nonnull (strstr (subtitle (panel, "alpha:small"), "with a 16384-token context; 4.3"));
+  g_assert_nonnull (strstr (subtitle (panel, "alpha:small"), "GB free)"));
+  g_assert_nonnull (strstr (subtitle (panel, "beta:huge"), "Likely too big for the free memory (about 10.1"));
+  /* No KV figure in the catalog: the file alone, as a lower bound. */
+  g_assert_nonnull (strstr (subtitle (panel, "beta:big"), "Fits in memory (at least 5 bytes; 4.3"));
+
+  /* Installing one makes its sibling need nothing new, and lists it first. */
   install_by_hand (store, catalog, "alpha:small");
   g_assert_nonnull (strstr (subtitle (panel, "alpha:small"), "installed"));
   g_assert_nonnull (strstr (subtitle (panel, "alpha:small-flash"), "nothing new to download"));
+  g_assert_cmpint (group_position (panel, "alpha:small"), ==, 0);
+  g_assert_cmpint (group_position (panel, "alpha:small"), <, group_position (panel, "beta:big"));
+  g_assert_true (gtk_widget_is_ancestor (tern_model_manager_get_row (panel, "alpha:small-flash"),
+                                         tern_model_manager_get_row (panel, "alpha:small")));
   g_assert_true (tern_model_manager_use (panel, "alpha:small"));
   g_assert_cmpstr (use.tag, ==, "alpha:small");
   g_assert_true (g_str_has_suffix (use.path, "/packages/p-small/small.gguf"));
@@ -197,17 +271,21 @@ test_panel (void)
   tern_model_manager_set_filter (panel, "beta");
   g_assert_false (gtk_widget_get_visible (tern_model_manager_get_row (panel, "alpha:small")));
   g_assert_true (gtk_widget_get_visible (tern_model_manager_get_row (panel, "beta:big")));
+  /* Only the variant matches: its model is shown, opened on it. */
   tern_model_manager_set_filter (panel, "SMALL flash");
   g_assert_true (gtk_widget_get_visible (tern_model_manager_get_row (panel, "alpha:small-flash")));
-  g_assert_false (gtk_widget_get_visible (tern_model_manager_get_row (panel, "alpha:small")));
+  g_assert_true (gtk_widget_get_visible (tern_model_manager_get_row (panel, "alpha:small")));
+  g_assert_true (adw_expander_row_get_expanded (ADW_EXPANDER_ROW (tern_model_manager_get_row (panel, "alpha:small"))));
+  g_assert_false (gtk_widget_get_visible (tern_model_manager_get_row (panel, "beta:big")));
   tern_model_manager_set_filter (panel, NULL);
   g_assert_true (gtk_widget_get_visible (tern_model_manager_get_row (panel, "alpha:small")));
 
-  /* Import: a row in the Imported group; a bad file is reported. */
+  /* Import: a row among the models on this computer; a bad file is reported. */
   tag = tern_model_manager_import (panel, model_file, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (tag, ==, "local:mine");
   g_assert_nonnull (tern_model_manager_get_row (panel, "local:mine"));
+  g_assert_cmpint (group_position (panel, "local:mine"), ==, group_position (panel, "alpha:small"));
   g_assert_nonnull (strstr (tern_model_manager_get_message (panel), "local:mine"));
   {
     g_autofree char *junk = g_build_filename (tmp_root, "junk.gguf", NULL);
@@ -223,8 +301,14 @@ test_panel (void)
   }
   g_assert_true (tern_model_manager_use (panel, "local:mine"));
   g_assert_cmpstr (use.path, ==, model);
-  spin_for (300);
-  save_picture (window);
+  adw_expander_row_set_expanded (ADW_EXPANDER_ROW (tern_model_manager_get_row (panel, "alpha:small")), TRUE);
+  /* Opened, the model shows its flash variant's row (once the expander's
+   * revealer has started, which a loaded machine may delay). */
+  for (int i = 0; i < 100 && !gtk_widget_get_mapped (tern_model_manager_get_row (panel, "alpha:small-flash")); i++)
+    spin_for (50);
+  g_assert_true (gtk_widget_get_mapped (tern_model_manager_get_row (panel, "alpha:small-flash")));
+  spin_for (500);
+  save_picture (window, "manager-list.png");
 
   /* Remove: the imported row goes, its file stays. */
   g_assert_true (tern_model_manager_remove (panel, "local:mine", &error));
@@ -232,12 +316,33 @@ test_panel (void)
   g_assert_null (tern_model_manager_get_row (panel, "local:mine"));
   g_assert_true (g_file_test (model, G_FILE_TEST_EXISTS));
 
-  /* A download that cannot connect ends with its error on the row. */
+  /* Offline (nothing listens on the catalog's port): at once, one sentence
+   * and Retry; no URL, no resolver's words on the row. */
   g_signal_connect (dl, "pull-finished", G_CALLBACK (on_pull_finished), &finished);
+  g_assert_null (tern_model_manager_get_offline_message (panel));
+  start = g_get_monotonic_time ();
   tern_model_manager_download (panel, "beta:big");
   spin (&finished);
-  g_assert_nonnull (strstr (subtitle (panel, "beta:big"), "big.gguf"));
+  g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
+  spin_for (50);
+  g_assert_nonnull (tern_model_manager_get_offline_message (panel));
+  g_assert_nonnull (strstr (tern_model_manager_get_offline_message (panel), "cannot reach the download server"));
+  g_assert_null (strstr (subtitle (panel, "beta:big"), "http"));
+  g_assert_null (strstr (subtitle (panel, "beta:big"), "127.0.0.1"));
+  g_assert_false (gtk_widget_has_css_class (tern_model_manager_get_row (panel, "beta:big"), "error"));
   g_assert_false (tern_model_store_has_tag (store, "beta:big"));
+  g_assert_cmpuint (count_suggested (GTK_WIDGET (panel)), <=, 1);
+  spin_for (400);
+  save_picture (window, "manager-offline.png");
+
+  /* Retry downloads it again, and says so again when it fails again. */
+  finished = FALSE;
+  tern_model_manager_retry (panel);
+  g_assert_null (tern_model_manager_get_offline_message (panel));
+  g_assert_true (tern_downloader_is_pulling (dl, "beta:big"));
+  spin (&finished);
+  spin_for (50);
+  g_assert_nonnull (tern_model_manager_get_offline_message (panel));
 
   gtk_window_destroy (GTK_WINDOW (window));
   g_free (use.path);
@@ -276,6 +381,15 @@ main (int    argc,
   adw_init ();
   tmp_root = g_dir_make_tmp ("tern-panel-XXXXXX", &error);
   g_assert_no_error (error);
+  {
+    /* A machine of 16 GiB with 4 GiB available, for the memory hint. */
+    g_autofree char *meminfo = g_build_filename (tmp_root, "meminfo", NULL);
+
+    g_assert_true (g_file_set_contents (meminfo, "MemTotal:       16777216 kB\n"
+                                        "MemFree:          100000 kB\n"
+                                        "MemAvailable:    4194304 kB\n", -1, NULL));
+    g_setenv ("TERN_MEMINFO", meminfo, TRUE);
+  }
   g_test_add_func ("/model-manager/panel", test_panel);
   status = g_test_run ();
   tern_manager_remove_tree (tmp_root, NULL);
