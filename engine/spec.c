@@ -443,6 +443,15 @@ int tn_spec_step(tn_spec *sp, tn_ctx *ctx, tn_sampler *sampler, const int32_t *h
         int rc = check_draft(sp, draft, nd, k, err);
         if (rc != TN_OK)
             return rc;
+        /* TERN_SPEC_TRACE=1: every draft on stderr, to compare a drafter
+         * with another implementation's (tools/compare/mtp-llamacpp.sh). */
+        const char *trace = getenv("TERN_SPEC_TRACE");
+        if (trace && *trace == '1') {
+            fprintf(stderr, "spec trace: %s at pos %d after %d:", d->name, n_kv, token);
+            for (int32_t i = 0; i < nd; i++)
+                fprintf(stderr, " %d", draft[i]);
+            fputc('\n', stderr);
+        }
     }
     sp->block[0] = token;
     const int32_t n_rows = nd + 1;

@@ -6,7 +6,11 @@
 # server's target context). The server's greedy completion with the
 # assistant must equal the same server's without it, with drafts made and
 # verified (timings.draft_n > 0); Tern's own --raw completion with the same
-# assistant must equal Tern's without it. Not run by the test suite.
+# assistant must equal Tern's without it; and Tern's drafts, step by step,
+# must be the first tokens of llama.cpp's (Tern shortens a draft after a
+# rejection, llama.cpp always drafts --spec-draft-n-max): the same
+# assistant arithmetic over the same target memory. Not run by the test
+# suite.
 #
 # usage: tools/compare/mtp-llamacpp.sh TERN_BUILD LLAMA_CPP_DIR [THREADS]
 #   TERN_BUILD: a Tern build directory (cli/tern-cli)
@@ -81,7 +85,7 @@ printf '%b' "$prompt" | "$cli" run -m "$tmp/g4.gguf" --raw -n 48 -t "$threads" -
     >"$tmp/plain.tern" 2>/dev/null
 for d in mtp mtp-small; do
     echo "== llama-server -m g4.gguf -md $d.gguf --spec-type draft-mtp"
-    if ! serve "$tmp/$d.log" -md "$tmp/$d.gguf" --spec-type draft-mtp --spec-draft-n-max 3; then
+    if ! serve "$tmp/$d.log" -md "$tmp/$d.gguf" --spec-type draft-mtp --spec-draft-n-max 3 -v; then
         fail=1
         continue
     fi
@@ -99,8 +103,24 @@ for d in mtp mtp-small; do
     fi
     n=$(field "$tmp/$d.json" draft_n)
     [ -n "$n" ] && [ "$n" -gt 0 ] || { echo "  no drafts were made"; fail=1; }
-    printf '%b' "$prompt" | "$cli" run -m "$tmp/g4.gguf" --raw -n 48 -t "$threads" \
-        --spec "mtp:$tmp/$d.gguf" --json >"$tmp/$d.tern" 2>/dev/null
+    printf '%b' "$prompt" | TERN_SPEC_TRACE=1 "$cli" run -m "$tmp/g4.gguf" --raw -n 48 \
+        -t "$threads" --spec "mtp:$tmp/$d.gguf" --draft-max 3 --json >"$tmp/$d.tern" \
+        2>"$tmp/$d.trace"
+    # llama.cpp's drafts (candidate 0 of each position; position 0 starts one)
+    # and Tern's, one line per verification step.
+    grep 'draft candidate   0' "$tmp/$d.log" | sed 's/.*pos *\([0-9]*\): *\([0-9]*\).*/\1 \2/' |
+        awk '$1 == 0 { if (s != "") print s; s = $2; next } { s = s " " $2 } END { print s }' \
+        >"$tmp/$d.ldrafts"
+    sed -n 's/.*spec trace: mtp at pos [0-9]* after [0-9]*: //p' "$tmp/$d.trace" >"$tmp/$d.tdrafts"
+    if awk 'NR == FNR { l[FNR] = $0; n = FNR; next }
+            FNR <= n { if (index(l[FNR] " ", $0 " ") != 1) bad++; k++ }
+            END { printf "  drafts compared: %d steps, %d differ\n", k, bad; exit !(k > 0 && bad == 0) }' \
+        "$tmp/$d.ldrafts" "$tmp/$d.tdrafts"; then
+        echo "  tern's drafts = llama.cpp's: yes (first: $(head -1 "$tmp/$d.tdrafts") / $(head -1 "$tmp/$d.ldrafts"))"
+    else
+        echo "  tern's drafts = llama.cpp's: NO"
+        fail=1
+    fi
     sed -n 's/.*"drafted":\([0-9]*\),"accepted":\([0-9]*\).*/  tern --raw --spec: drafted \1, accepted \2/p' \
         "$tmp/$d.tern"
     if [ "$(tokens "$tmp/$d.tern")" = "$(tokens "$tmp/plain.tern")" ]; then
