@@ -348,6 +348,18 @@ int cmd_bench_spec(int argc, char **argv) {
             printf("%-28s %8.2f %7.2fx %8.0f%% %8.2f %10s\n", name, r.tok_s,
                    r.tok_s / base.tok_s, r.drafted ? 100.0 * r.accepted / r.drafted : 0.0,
                    r.steps ? (double)r.accepted / r.steps : 0.0, r.same ? "yes" : "NO");
+            /* Its own break-even, drafting cost included: the time of one
+             * target decode (verify step or plain, with the drafter's
+             * proposal before it) in plain tokens. A decode yields one token
+             * plus its accepted drafts, so this cost minus one is the mean
+             * accepted length at which this drafter starts to pay. */
+            const int32_t decodes = n_plain - 1 - r.accepted;
+            if (decodes > 0 && r.tok_s > 0) {
+                const double cost_dec = (n_plain - 1) / r.tok_s * base.tok_s / decodes;
+                printf(_("  one decode with this drafter costs %.2f plain ones: break-even %.2f "
+                         "accepted per decode\n"),
+                       cost_dec, cost_dec - 1);
+            }
             if (!r.same)
                 status = CLI_EXIT_BAD_INPUT;
         } else {

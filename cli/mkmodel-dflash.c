@@ -123,8 +123,7 @@ int cmd_mkmodel_dflash(int argc, char **argv) {
 static void usage_mtp(FILE *out) {
     fprintf(out,
             _("usage: tern-cli mkmodel --arch gemma4-assistant --target TARGET.gguf -o OUT.gguf\n"
-              "         [--preset e2b|e4b] [--type q8_0] [--embd N] [--layers N] [--heads N]\n"
-              "         [--ff N] [--seed S]\n\n"
+              "         [--type q8_0] [--embd N] [--layers N] [--heads N] [--ff N] [--seed S]\n\n"
               "Writes a Gemma 4 MTP assistant for the gemma4 model TARGET in the layout\n"
               "llama.cpp's 'gemma4-assistant' architecture reads (docs/MTP.md): TARGET's\n"
               "width, head sizes, key/value heads, window, rope and tokenizer; the\n"
@@ -154,8 +153,6 @@ int cmd_mkmodel_mtp(int argc, char **argv) {
             p.target = v;
         } else if (!strcmp(a, "--type")) {
             p.type = v;
-        } else if (!strcmp(a, "--preset")) {
-            p.preset = v;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             out = v;
         } else if (!strcmp(a, "--seed")) {

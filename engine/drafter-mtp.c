@@ -510,8 +510,8 @@ static int load(ld *l, const tn_model *target) {
         pattern->v.arr.type == TN_GGUF_STRING || pattern->v.arr.type == TN_GGUF_ARRAY ||
         pattern->v.arr.type == TN_GGUF_F32 || pattern->v.arr.type == TN_GGUF_F64)
         return tn_fail(l->err, TN_ERR_FORMAT,
-                       "%s: '" ARCH ".attention.sliding_window_pattern' needs one flag per layer "
-                       "(%d)",
+                       "%s: 'gemma4-assistant.attention.sliding_window_pattern' needs one flag "
+                       "per layer (%d)",
                        path, a->L);
     a->layers = calloc((size_t)a->L, sizeof *a->layers);
     if (!a->layers)

@@ -413,28 +413,16 @@ int tn_mkmodel_mtp(const tn_mkmodel_mtp_params *pp, const char *out_path, tn_err
                        p.target);
     }
     const char *arch = "gemma4";
-    /* The preset sizes: the published E2B/E4B assistants' text configs as
-     * docs/MTP.md records them. */
-    if (p.preset && !strcmp(p.preset, "e2b")) {
-        if (!p.n_embd) p.n_embd = 256;
-        if (!p.n_layer) p.n_layer = 4;
-        if (!p.n_head) p.n_head = 4;
-        if (!p.n_ff) p.n_ff = 2048;
-    } else if (p.preset && !strcmp(p.preset, "e4b")) {
-        if (!p.n_embd) p.n_embd = 256;
-        if (!p.n_layer) p.n_layer = 4;
-        if (!p.n_head) p.n_head = 4;
-        if (!p.n_ff) p.n_ff = 2048;
-    } else if (p.preset && p.preset[0]) {
-        tn_gguf_close(g);
-        return tn_fail(err, TN_ERR_INVALID,
-                       "mkmodel gemma4-assistant: unknown preset '%s' (e2b or e4b)", p.preset);
-    }
-    if (p.n_embd <= 0) p.n_embd = 256;
-    if (p.n_layer <= 0) p.n_layer = 4;
-    if (p.n_head <= 0) p.n_head = 4;
-    if (p.n_ff <= 0) p.n_ff = 4 * p.n_embd;
-    if (!p.type) p.type = "q8_0";
+    if (p.n_embd <= 0)
+        p.n_embd = 256;
+    if (p.n_layer <= 0)
+        p.n_layer = 4;
+    if (p.n_head <= 0)
+        p.n_head = 4;
+    if (p.n_ff <= 0)
+        p.n_ff = 4 * p.n_embd;
+    if (!p.type)
+        p.type = "q8_0";
     int64_t Eb = 0, L = 0, D = 0, Dswa = 0, rot = 0, rot_swa = 0, kv_full = 0, kv_swa = 0,
             window = 0, n_ctx = 0;
     if (get_u(g, arch, "embedding_length", &Eb) || get_u(g, arch, "block_count", &L) || L < 2 ||

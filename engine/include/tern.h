@@ -757,13 +757,13 @@ int tn_mkmodel_dflash(const tn_mkmodel_dflash_params *p, const char *out_path, t
 
 /* Random-weight Gemma 4 MTP assistants for a gemma4 target (docs/MTP.md),
  * in llama.cpp's gemma4-assistant layout: the target's width, head sizes,
- * key/value heads, window, rope and tokenizer; the assistant's own sizes
- * below. Zero/NULL fields take the preset's, else the defaults (256 wide,
- * 4 layers, 4 heads, FFN 4 x width). */
+ * key/value heads, window, rope and tokenizer (so a real E2B or E4B target
+ * gives the real shapes of everything the assistant shares with it); the
+ * assistant's own sizes below. Zero/NULL fields take the defaults (256
+ * wide, 4 layers, 4 heads, FFN 4 x width). */
 typedef struct tn_mkmodel_mtp_params {
     const char *target;  /* the gemma4 target GGUF */
     const char *type;    /* weight type of the matrices (default "q8_0") */
-    const char *preset;  /* "e2b", "e4b" or NULL */
     int64_t n_embd;      /* the assistant's width (must differ from the target's) */
     int64_t n_layer;     /* sliding layers, then one full layer */
     int64_t n_head;

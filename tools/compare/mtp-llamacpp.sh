@@ -106,17 +106,32 @@ for d in mtp mtp-small; do
     printf '%b' "$prompt" | TERN_SPEC_TRACE=1 "$cli" run -m "$tmp/g4.gguf" --raw -n 48 \
         -t "$threads" --spec "mtp:$tmp/$d.gguf" --draft-max 3 --json >"$tmp/$d.tern" \
         2>"$tmp/$d.trace"
-    # llama.cpp's drafts (candidate 0 of each position; position 0 starts one)
-    # and Tern's, one line per verification step.
-    grep 'draft candidate   0' "$tmp/$d.log" | sed 's/.*pos *\([0-9]*\): *\([0-9]*\).*/\1 \2/' |
-        awk '$1 == 0 { if (s != "") print s; s = $2; next } { s = s " " $2 } END { print s }' \
-        >"$tmp/$d.ldrafts"
+    # llama.cpp's drafts, one line per verification step (position 0 starts
+    # one), each position as TOKEN0:P0:TOKEN1:P1 of its two best candidates;
+    # Tern's drafts, one line per step. A Tern token may be llama.cpp's
+    # second candidate only at a near tie (P0 - P1 < 0.02: llama.cpp keeps
+    # the KV in f16, Tern in bf16); the rest of that step is then not
+    # comparable (the next input differs).
+    grep 'draft candidate   [01],' "$tmp/$d.log" |
+        sed 's/.*candidate *\([0-9]*\), pos *\([0-9]*\): *\([0-9]*\) *( *\([0-9.]*\)).*/\1 \2 \3 \4/' |
+        awk '$1 == 0 && $2 == 0 { if (s != "") print s; s = "" }
+             $1 == 0 { c = $3 ":" $4 } $1 == 1 { s = s (s == "" ? "" : " ") c ":" $3 ":" $4 }
+             END { print s }' >"$tmp/$d.ldrafts"
     sed -n 's/.*spec trace: mtp at pos [0-9]* after [0-9]*: //p' "$tmp/$d.trace" >"$tmp/$d.tdrafts"
     if awk 'NR == FNR { l[FNR] = $0; n = FNR; next }
-            FNR <= n { if (index(l[FNR] " ", $0 " ") != 1) bad++; k++ }
-            END { printf "  drafts compared: %d steps, %d differ\n", k, bad; exit !(k > 0 && bad == 0) }' \
+            FNR <= n {
+                k++; m = split(l[FNR], c, " ")
+                for (i = 1; i <= NF && i <= m; i++) {
+                    split(c[i], x, ":")
+                    if ($i == x[1]) { same++; continue }
+                    if ($i == x[3] && x[2] - x[4] < 0.02) tie++; else bad++
+                    break
+                }
+            }
+            END { printf "  drafts compared: %d steps, %d tokens equal, %d near ties, %d differ\n", k, same, tie, bad
+                  exit !(k > 0 && same > 0 && bad == 0) }' \
         "$tmp/$d.ldrafts" "$tmp/$d.tdrafts"; then
-        echo "  tern's drafts = llama.cpp's: yes (first: $(head -1 "$tmp/$d.tdrafts") / $(head -1 "$tmp/$d.ldrafts"))"
+        echo "  tern's drafts = llama.cpp's: yes (first step: tern $(head -1 "$tmp/$d.tdrafts"), llama.cpp $(head -1 "$tmp/$d.ldrafts"))"
     else
         echo "  tern's drafts = llama.cpp's: NO"
         fail=1
