@@ -10,7 +10,7 @@
  *   3. the ORACLE drafter, which replays the plain run's output (every draft
  *      accepted), at B = 4, 8, 16 rows per step (B - 1 drafted tokens): the
  *      most this engine's verification can give;
- *   4. each drafter asked for (--spec lookup | draft:PATH | dflash:PATH, or
+ *   4. each drafter asked for (--spec lookup | draft:PATH | dflash:PATH | mtp:PATH, or
  *      all of those given): tokens/s, acceptance, mean accepted length.
  * Every speculative run is checked to produce the plain run's tokens.
  * Figures are medians over -r repetitions. */
@@ -23,7 +23,7 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            _("usage: tern-cli bench --spec oracle|lookup|draft:PATH|dflash:PATH[,...] -m MODEL\n"
+            _("usage: tern-cli bench --spec oracle|lookup|draft:PATH|dflash:PATH|mtp:PATH[,...] -m MODEL\n"
               "                      [-p 64] [-n 128] [-t N] [-r 3] [--blocks 4,8,16]\n"
               "                      [--draft-max K]\n\n"
               "Plain greedy decoding, then the same request with speculation. 'oracle' replays\n"
@@ -334,7 +334,7 @@ int cmd_bench_spec(int argc, char **argv) {
         int rc = cli_spec_make(&cs, m, n_threads, &d);
         if (rc != CLI_EXIT_OK || !d) {
             if (rc == CLI_EXIT_OK)
-                cli_error(_("bench: unknown drafter '%s' (oracle, lookup, draft:PATH, dflash:PATH)"),
+                cli_error(_("bench: unknown drafter '%s' (oracle, lookup, draft:PATH, dflash:PATH, mtp:PATH)"),
                           one);
             status = rc != CLI_EXIT_OK ? rc : CLI_EXIT_USAGE;
             break;
@@ -348,6 +348,18 @@ int cmd_bench_spec(int argc, char **argv) {
             printf("%-28s %8.2f %7.2fx %8.0f%% %8.2f %10s\n", name, r.tok_s,
                    r.tok_s / base.tok_s, r.drafted ? 100.0 * r.accepted / r.drafted : 0.0,
                    r.steps ? (double)r.accepted / r.steps : 0.0, r.same ? "yes" : "NO");
+            /* Its own break-even, drafting cost included: the time of one
+             * target decode (verify step or plain, with the drafter's
+             * proposal before it) in plain tokens. A decode yields one token
+             * plus its accepted drafts, so this cost minus one is the mean
+             * accepted length at which this drafter starts to pay. */
+            const int32_t decodes = n_plain - 1 - r.accepted;
+            if (decodes > 0 && r.tok_s > 0) {
+                const double cost_dec = (n_plain - 1) / r.tok_s * base.tok_s / decodes;
+                printf(_("  one decode with this drafter costs %.2f plain ones: break-even %.2f "
+                         "accepted per decode\n"),
+                       cost_dec, cost_dec - 1);
+            }
             if (!r.same)
                 status = CLI_EXIT_BAD_INPUT;
         } else {

@@ -83,8 +83,10 @@ typedef struct cli_spec {
 #define CLI_SPEC_USAGE                                                                  \
     N_("  --spec S         speculative decoding: none (default), lookup (n-grams of the\n"  \
     "                   prompt and output), draft:PATH (a smaller model with the same\n" \
-    "                   vocabulary), dflash:PATH (a DFlash block draft for this model)\n" \
-    "  --draft-max K    tokens per draft (default: lookup 10, draft 8, DFlash block-1)\n")
+    "                   vocabulary), dflash:PATH (a DFlash block draft for this model),\n" \
+    "                   mtp:PATH (a Gemma 4 MTP assistant for this model)\n"           \
+    "  --draft-max K    tokens per draft (default: lookup 10, draft 8, DFlash block-1,\n" \
+    "                   MTP 3)\n")
 /* argv[*i] is --spec or --draft-max: consumes it and its value (*i moves to
  * the value) and returns 1; another option: 0; a bad value: -1, printed. */
 int cli_spec_parse_arg(cli_spec *s, int argc, char **argv, int *i);
@@ -97,6 +99,7 @@ void cli_spec_print_stats(FILE *f, const tn_session_stats *st);
 void cli_spec_json_stats(FILE *f, const tn_session_stats *st);
 /* mkmodel --arch dflash (cli/mkmodel-dflash.c); bench --spec (cli/bench-spec.c). */
 int cmd_mkmodel_dflash(int argc, char **argv);
+int cmd_mkmodel_mtp(int argc, char **argv); /* --arch gemma4-assistant */
 /* mkmodel --arch gemma3-vision and bench-vision (cli/mkmodel-vision.c). */
 int cmd_mkmodel_vision(int argc, char **argv);
 int cmd_bench_vision(int argc, char **argv);

@@ -15,7 +15,9 @@ static void usage(FILE *out) {
               "         [--kv-heads-full N] [--per-layer N] [--shared-kv N] [--swa-period N]\n"
               "         [--k-eq-v] [--double-wide] [--untied]   (tied unless --untied)\n"
               "       tern-cli mkmodel --arch dflash --target TARGET.gguf -o OUT.gguf ...\n"
-              "         (a DFlash draft for TARGET; see 'tern-cli mkmodel --arch dflash --help')\n\n"
+              "         (a DFlash draft for TARGET; see 'tern-cli mkmodel --arch dflash --help')\n"
+              "       tern-cli mkmodel --arch gemma4-assistant --target TARGET.gguf -o OUT.gguf\n"
+              "         (an MTP assistant; see 'tern-cli mkmodel --arch gemma4-assistant --help')\n\n"
               "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs,\n"
               "      or the mixes q4_k_m q5_k_m. Without --tokenizer the model gets a tiny\n"
               "      synthetic vocabulary.\n"
@@ -38,6 +40,8 @@ int cmd_mkmodel(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++) /* DFlash drafts: cli/mkmodel-dflash.c */
         if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "dflash"))
             return cmd_mkmodel_dflash(argc, argv);
+        else if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "gemma4-assistant"))
+            return cmd_mkmodel_mtp(argc, argv);
         else if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "gemma3-vision"))
             return cmd_mkmodel_vision(argc, argv); /* cli/mkmodel-vision.c */
     tn_mkmodel_params p = tn_mkmodel_default_params();

@@ -117,3 +117,75 @@ int cmd_mkmodel_dflash(int argc, char **argv) {
     }
     return CLI_EXIT_OK;
 }
+
+/* tern-cli mkmodel --arch gemma4-assistant: a random-weight MTP assistant
+ * for a gemma4 target (docs/MTP.md). */
+static void usage_mtp(FILE *out) {
+    fprintf(out,
+            _("usage: tern-cli mkmodel --arch gemma4-assistant --target TARGET.gguf -o OUT.gguf\n"
+              "         [--type q8_0] [--embd N] [--layers N] [--heads N] [--ff N] [--seed S]\n\n"
+              "Writes a Gemma 4 MTP assistant for the gemma4 model TARGET in the layout\n"
+              "llama.cpp's 'gemma4-assistant' architecture reads (docs/MTP.md): TARGET's\n"
+              "width, head sizes, key/value heads, window, rope and tokenizer; the\n"
+              "assistant's own width (default 256), layers (default 4: sliding ones, then\n"
+              "one full), heads (default 4) and FFN width (default 4 x width).\n"
+              "The weights are random: drafts are accepted about as often as chance allows.\n"));
+}
+
+int cmd_mkmodel_mtp(int argc, char **argv) {
+    tn_mkmodel_mtp_params p = tn_mkmodel_mtp_default_params();
+    const char *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage_mtp(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (i + 1 >= argc) {
+            cli_error(_("mkmodel: option '%s' needs a value (see --help)"), a);
+            return CLI_EXIT_USAGE;
+        }
+        const char *v = argv[++i];
+        long long n = 0;
+        if (!strcmp(a, "--arch")) {
+            continue; /* gemma4-assistant: how we got here */
+        } else if (!strcmp(a, "--target")) {
+            p.target = v;
+        } else if (!strcmp(a, "--type")) {
+            p.type = v;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            out = v;
+        } else if (!strcmp(a, "--seed")) {
+            if (!number(a, v, 0, (long long)INT64_MAX, &n))
+                return CLI_EXIT_USAGE;
+            p.seed = (uint64_t)n;
+        } else {
+            static const char *opts[] = {"--embd", "--layers", "--heads", "--ff"};
+            int64_t *dst[] = {&p.n_embd, &p.n_layer, &p.n_head, &p.n_ff};
+            size_t k = 0;
+            while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k]))
+                k++;
+            if (k == sizeof opts / sizeof opts[0]) {
+                cli_error(_("mkmodel: unknown option '%s' for --arch gemma4-assistant (see "
+                            "--help)"),
+                          a);
+                return CLI_EXIT_USAGE;
+            }
+            if (!number(a, v, 1, (1LL << 31) - 1, &n))
+                return CLI_EXIT_USAGE;
+            *dst[k] = n;
+        }
+    }
+    if (!p.target || !out) {
+        cli_error(_("mkmodel: --arch gemma4-assistant needs --target TARGET.gguf and -o "
+                    "OUT.gguf"));
+        return CLI_EXIT_USAGE;
+    }
+    tn_error err = {0};
+    int rc = tn_mkmodel_mtp(&p, out, &err);
+    if (rc != TN_OK) {
+        cli_error("%s", cli_engine_message(&err));
+        return rc == TN_ERR_INVALID ? CLI_EXIT_USAGE : CLI_EXIT_BAD_INPUT;
+    }
+    return CLI_EXIT_OK;
+}

@@ -8,7 +8,7 @@
  *
  * Commands on an input line: /pin TEXT (pin another system prompt), /stats
  * (the last request's figures and the pin), /reset (forget the conversation),
- * /think on|off, /spec none|lookup|draft:PATH|dflash:PATH (speculation for the
+ * /think on|off, /spec none|lookup|draft:PATH|dflash:PATH|mtp:PATH (speculation for the
  * next requests, without reloading the model), /help, /quit. With --json every request prints one JSON
  * object on one line (answer and stats, or the error). Ctrl-C stops the
  * answer being generated; at the prompt it quits. */
@@ -51,7 +51,7 @@ static void usage(FILE *out) {
             "options: [--system-file FILE] [-p REQUEST] [-n MAX_TOKENS] [-c CONTEXT]\n"
             "         [-t THREADS] [--temp T] [--top-k K] [--top-p P] [--seed N]\n"
             "         [--stop STRING]... [--pin-cache DIR | --no-pin-cache] [-q]\n"
-            "         [--spec none|lookup|draft:PATH|dflash:PATH] [--draft-max K]\n"
+            "         [--spec none|lookup|draft:PATH|dflash:PATH|mtp:PATH] [--draft-max K]\n"
             "         [--image PATH]... [--image-tokens N] [--mmproj PATH]\n\n"
             "--single-turn: SYSTEM is pinned once (prefilled, or loaded from the pin cache);\n"
             "each line of standard input is an independent request answered from exactly\n"
@@ -60,7 +60,7 @@ static void usage(FILE *out) {
             "-c is the pinned context in tokens (default 1024): system prompt + request +\n"
             "answer. The pin cache defaults to $XDG_CACHE_HOME/tern/pins.\n"
             "Lines starting with '/': /pin TEXT, /stats, /reset, /think on|off,\n"
-            "/spec none|lookup|draft:PATH|dflash:PATH, /help, /quit.\n"
+            "/spec none|lookup|draft:PATH|dflash:PATH|mtp:PATH, /help, /quit.\n"
             "Speculation gives the same tokens as without it (greedy), only faster.\n"
             "--seed N makes sampling (--temp > 0) reproducible; without it every request\n"
             "draws a new seed.\n"
@@ -458,7 +458,7 @@ static bool command(runner *r, char *line) {
                      "/stats     figures of the last request and of the pin\n"
                      "/reset     forget the conversation (the pin stays)\n"
                      "/think on|off\n"
-                     "/spec none|lookup|draft:PATH|dflash:PATH  speculation from now on\n"
+                     "/spec none|lookup|draft:PATH|dflash:PATH|mtp:PATH  speculation from now on\n"
                      "/quit\n"), out);
     } else if (!strncmp(line, "/pin", 4) && (line[4] == ' ' || line[4] == '\0')) {
         const char *text = line[4] ? line + 5 : "";

@@ -22,8 +22,11 @@ int cli_spec_parse_arg(cli_spec *s, int argc, char **argv, int *i) {
     const char *v = argv[++*i];
     if (spec) {
         if (strcmp(v, "none") && strcmp(v, "lookup") &&
-            !((starts(v, "draft:") || starts(v, "dflash:")) && strchr(v, ':')[1])) {
-            cli_error(_("--spec needs none, lookup, draft:PATH or dflash:PATH, not '%s'"), v);
+            !((starts(v, "draft:") || starts(v, "dflash:") || starts(v, "mtp:")) &&
+              strchr(v, ':')[1])) {
+            cli_error(_("--spec needs none, lookup, draft:PATH, dflash:PATH or mtp:PATH, not "
+                        "'%s'"),
+                      v);
             return -1;
         }
         s->spec = v;
@@ -55,6 +58,8 @@ int cli_spec_make(const cli_spec *s, const tn_model *target, int n_threads, tn_d
         rc = tn_drafter_new_lookup(p, out, &err);
     else if (starts(s->spec, "draft:"))
         rc = tn_drafter_new_model(target, s->spec + 6, p, out, &err);
+    else if (starts(s->spec, "mtp:"))
+        rc = tn_drafter_new_mtp(target, s->spec + 4, p, out, &err);
     else
         rc = tn_drafter_new_dflash(target, s->spec + 7, p, out, &err);
     if (rc != TN_OK) {

@@ -373,6 +373,10 @@ static uint16_t *kv_head_rows(const tn_ctx *ctx, uint16_t *cache, int32_t il, in
            (size_t)kvh * (size_t)ctx->kv_rows * (size_t)ctx->model->layers[il].head_dim;
 }
 
+const uint16_t *tn_ctx_kv_head(const tn_ctx *ctx, bool values, int32_t il, int32_t kvh) {
+    return kv_head_rows(ctx, values ? ctx->v_cache : ctx->k_cache, il, kvh);
+}
+
 /* QK-norm and rope of every head of every row, then the keys and values go
  * into the cache. One item = one (row, head). */
 static void task_qk(void *p, int ith, int nth) {

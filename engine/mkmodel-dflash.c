@@ -370,3 +370,231 @@ int tn_mkmodel_dflash(const tn_mkmodel_dflash_params *pp, const char *out_path, 
     tn_gguf_close(g);
     return rc;
 }
+
+/* ------------------------------------------------ Gemma 4 MTP assistants */
+
+tn_mkmodel_mtp_params tn_mkmodel_mtp_default_params(void) {
+    tn_mkmodel_mtp_params p;
+    memset(&p, 0, sizeof p);
+    p.type = "q8_0";
+    p.seed = 1;
+    return p;
+}
+
+/* Key `suffix` of the target's architecture at layer il: one integer, or
+ * element il of a per-layer array. */
+static int get_layer(const tn_gguf *g, const char *arch, const char *suffix, int64_t il,
+                     int64_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    const tn_gguf_value *v = tn_gguf_find(g, key);
+    if (v && v->type == TN_GGUF_ARRAY && (uint64_t)il < v->v.arr.n &&
+        v->v.arr.type != TN_GGUF_STRING && v->v.arr.type != TN_GGUF_ARRAY) {
+        *out = tn_gguf_arr_int(v, (uint64_t)il);
+        return TN_OK;
+    }
+    return tn_gguf_get_int(g, key, out);
+}
+
+int tn_mkmodel_mtp(const tn_mkmodel_mtp_params *pp, const char *out_path, tn_error *err) {
+    if (!pp || !pp->target || !out_path)
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel gemma4-assistant: needs a target model and "
+                                            "an output");
+    tn_mkmodel_mtp_params p = *pp;
+    tn_gguf *g = NULL;
+    int rc = tn_gguf_open(p.target, &g, err);
+    if (rc != TN_OK)
+        return rc;
+    tn_str a;
+    if (tn_gguf_get_str(g, "general.architecture", &a) != TN_OK || !tn_str_eq(a, "gemma4")) {
+        tn_gguf_close(g);
+        return tn_fail(err, TN_ERR_INVALID,
+                       "%s: a Gemma 4 assistant is made for a gemma4 model, and this is not one",
+                       p.target);
+    }
+    const char *arch = "gemma4";
+    if (p.n_embd <= 0)
+        p.n_embd = 256;
+    if (p.n_layer <= 0)
+        p.n_layer = 4;
+    if (p.n_head <= 0)
+        p.n_head = 4;
+    if (p.n_ff <= 0)
+        p.n_ff = 4 * p.n_embd;
+    if (!p.type)
+        p.type = "q8_0";
+    int64_t Eb = 0, L = 0, D = 0, Dswa = 0, rot = 0, rot_swa = 0, kv_full = 0, kv_swa = 0,
+            window = 0, n_ctx = 0;
+    if (get_u(g, arch, "embedding_length", &Eb) || get_u(g, arch, "block_count", &L) || L < 2 ||
+        get_u(g, arch, "attention.key_length", &D) ||
+        get_u(g, arch, "attention.sliding_window", &window) ||
+        get_layer(g, arch, "attention.head_count_kv", L - 1, &kv_full) ||
+        get_layer(g, arch, "attention.head_count_kv", L - 2, &kv_swa)) {
+        tn_gguf_close(g);
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: not a Gemma 4 model Tern can make an assistant for", p.target);
+    }
+    if (get_u(g, arch, "attention.key_length_swa", &Dswa))
+        Dswa = D;
+    if (get_u(g, arch, "rope.dimension_count", &rot))
+        rot = D;
+    if (get_u(g, arch, "rope.dimension_count_swa", &rot_swa))
+        rot_swa = Dswa;
+    if (get_u(g, arch, "context_length", &n_ctx))
+        n_ctx = 32768;
+    const tn_gguf_tensor *te = tn_gguf_find_tensor(g, "token_embd.weight");
+    const int64_t V = te ? (int64_t)te->ne[1] : 0;
+    const int type = tn_type_from_name(p.type);
+    const char *why = NULL;
+    if (V <= 0)
+        why = "the target has no token_embd.weight";
+    else if (type < 0 || !tn_type_supported((uint32_t)type) || type == TN_TYPE_Q8_1 ||
+             type == TN_TYPE_Q8_K)
+        why = "unknown weight type (use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, "
+              "q5_K or q6_K)";
+    else if (p.n_layer > 64 || p.n_head > 256 || p.n_embd > (1 << 14) || p.n_ff > (1 << 18))
+        why = "a dimension is out of range (layers <= 64, heads <= 256)";
+    else if (p.n_embd == Eb)
+        why = "the assistant's width must differ from the target's (llama.cpp requires it)";
+    else if (kv_full < 1 || kv_swa < 1 || p.n_head % kv_full || p.n_head % kv_swa)
+        why = "the heads must be a multiple of the target's key/value heads";
+    const uint32_t base = (uint32_t)(type < 0 ? TN_TYPE_F32 : type);
+    const int64_t rows_in[] = {p.n_embd, 2 * Eb, p.n_head * D, p.n_head * Dswa, p.n_ff};
+    for (size_t i = 0; !why && i < sizeof rows_in / sizeof rows_in[0]; i++)
+        if (tn_type_row_bytes(base, (uint64_t)rows_in[i]) == 0)
+            why = "rows are not whole blocks of that weight type (try q8_0 or f16)";
+    if (why) {
+        tn_gguf_close(g);
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel gemma4-assistant: %s", why);
+    }
+    /* The target's proportional rope of full layers, carried over. */
+    float *freqs = malloc((size_t)(D / 2 + 1) * sizeof *freqs);
+    const tn_gguf_tensor *tf = tn_gguf_find_tensor(g, "rope_freqs.weight");
+    for (int64_t i = 0; freqs && i < D / 2; i++) {
+        freqs[i] = i < rot / 8 ? 1.0f : 1e30f;
+        if (tf && tf->type == TN_TYPE_F32 && tf->ne[0] == (uint64_t)(D / 2))
+            memcpy(&freqs[i], (const uint8_t *)tf->data + 4 * i, 4);
+    }
+    const uint64_t n_tensors = 6 + 11 * (uint64_t)p.n_layer;
+    dtensor *ts = calloc(n_tensors, sizeof *ts);
+    uint8_t *pattern = malloc((size_t)p.n_layer);
+    uint32_t *kv = malloc((size_t)p.n_layer * sizeof *kv);
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    if (!w || !ts || !pattern || !kv || !freqs) {
+        tn_gguf_writer_free(w);
+        free(ts);
+        free(pattern);
+        free(kv);
+        free(freqs);
+        tn_gguf_close(g);
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    }
+    /* Sliding layers, then one full layer last (the published layer_types). */
+    for (int64_t il = 0; il < p.n_layer; il++) {
+        pattern[il] = il < p.n_layer - 1;
+        kv[il] = (uint32_t)(pattern[il] ? kv_swa : kv_full);
+    }
+    const int64_t E = p.n_embd;
+    const float resid = 1.0f / sqrtf(2.0f * (float)p.n_layer);
+    size_t nt = 0;
+    add(ts, &nt, "token_embd.weight", base, E, V, 1.0f, p.seed);
+    add(ts, &nt, "output_norm.weight", base, E, 1, 0.0f, p.seed);
+    add(ts, &nt, "nextn.pre_projection.weight", base, 2 * Eb, E,
+        1.0f / sqrtf((float)(2 * Eb)), p.seed);
+    add(ts, &nt, "nextn.post_projection.weight", base, E, Eb, 1.0f / sqrtf((float)E), p.seed);
+    add(ts, &nt, "rope_freqs.weight", base, D / 2, 1, 0.0f, p.seed);
+    ts[nt - 1].raw = freqs;
+    for (int64_t il = 0; il < p.n_layer; il++) {
+        char name[64];
+        const int64_t HD = p.n_head * (pattern[il] ? Dswa : D), Dl = pattern[il] ? Dswa : D;
+#define BLK(suffix, ne0, ne1, sd)                                                   \
+    do {                                                                            \
+        snprintf(name, sizeof name, "blk.%d." suffix ".weight", (int)il);           \
+        add(ts, &nt, name, base, (ne0), (ne1), (sd), p.seed);                       \
+    } while (0)
+        BLK("attn_norm", E, 1, 0.0f);
+        BLK("attn_q", E, HD, 1.0f / sqrtf((float)E));
+        BLK("attn_q_norm", Dl, 1, 0.0f);
+        BLK("attn_output", HD, E, resid / sqrtf((float)HD));
+        BLK("post_attention_norm", E, 1, 0.0f);
+        BLK("ffn_norm", E, 1, 0.0f);
+        BLK("ffn_gate", E, p.n_ff, 1.0f / sqrtf((float)E));
+        BLK("ffn_up", E, p.n_ff, 1.0f / sqrtf((float)E));
+        BLK("ffn_down", p.n_ff, E, resid / sqrtf((float)p.n_ff));
+        BLK("post_ffw_norm", E, 1, 0.0f);
+        BLK("layer_output_scale", 1, 1, 0.0f);
+#undef BLK
+    }
+    double eps = 1e-6, rope = 1000000.0, rope_swa = 10000.0, softcap = 0;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+    tn_gguf_get_float(g, key, &eps);
+    snprintf(key, sizeof key, "%s.rope.freq_base", arch);
+    tn_gguf_get_float(g, key, &rope);
+    snprintf(key, sizeof key, "%s.rope.freq_base_swa", arch);
+    tn_gguf_get_float(g, key, &rope_swa);
+    snprintf(key, sizeof key, "%s.final_logit_softcapping", arch);
+    tn_gguf_get_float(g, key, &softcap);
+#define SET(call)                \
+    do {                         \
+        if (rc == TN_OK)         \
+            rc = (call);         \
+    } while (0)
+#define K(suffix) "gemma4-assistant." suffix
+    SET(tn_gguf_writer_set_str(w, "general.architecture", "gemma4-assistant"));
+    SET(tn_gguf_writer_set_str(w, "general.name", "Tern Gemma 4 assistant (random weights)"));
+    SET(tn_gguf_writer_set_u32(w, "general.alignment", TN_GGUF_DEFAULT_ALIGNMENT));
+    SET(tn_gguf_writer_set_u32(w, K("context_length"), (uint32_t)n_ctx));
+    SET(tn_gguf_writer_set_u32(w, K("embedding_length"), (uint32_t)E));
+    SET(tn_gguf_writer_set_u32(w, K("block_count"), (uint32_t)p.n_layer));
+    SET(tn_gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)p.n_ff));
+    SET(tn_gguf_writer_set_u32(w, K("attention.head_count"), (uint32_t)p.n_head));
+    SET(tn_gguf_writer_set_arr(w, K("attention.head_count_kv"), TN_GGUF_U32, kv,
+                               (uint64_t)p.n_layer));
+    SET(tn_gguf_writer_set_u32(w, K("attention.key_length"), (uint32_t)D));
+    SET(tn_gguf_writer_set_u32(w, K("attention.value_length"), (uint32_t)D));
+    SET(tn_gguf_writer_set_u32(w, K("attention.key_length_swa"), (uint32_t)Dswa));
+    SET(tn_gguf_writer_set_u32(w, K("attention.value_length_swa"), (uint32_t)Dswa));
+    SET(tn_gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), (float)eps));
+    SET(tn_gguf_writer_set_f32(w, K("rope.freq_base"), (float)rope));
+    SET(tn_gguf_writer_set_f32(w, K("rope.freq_base_swa"), (float)rope_swa));
+    SET(tn_gguf_writer_set_u32(w, K("rope.dimension_count"), (uint32_t)rot));
+    SET(tn_gguf_writer_set_u32(w, K("rope.dimension_count_swa"), (uint32_t)rot_swa));
+    SET(tn_gguf_writer_set_u32(w, K("attention.sliding_window"), (uint32_t)window));
+    SET(tn_gguf_writer_set_arr(w, K("attention.sliding_window_pattern"), TN_GGUF_BOOL, pattern,
+                               (uint64_t)p.n_layer));
+    SET(tn_gguf_writer_set_u32(w, K("attention.shared_kv_layers"), (uint32_t)p.n_layer));
+    SET(tn_gguf_writer_set_u32(w, K("embedding_length_per_layer_input"), 0));
+    SET(tn_gguf_writer_set_u32(w, K("embedding_length_out"), (uint32_t)Eb));
+    SET(tn_gguf_writer_set_u32(w, K("nextn_predict_layers"), (uint32_t)p.n_layer));
+    if (softcap > 0)
+        SET(tn_gguf_writer_set_f32(w, K("final_logit_softcapping"), (float)softcap));
+    /* The whole tokenizer, as the converter writes the assistant's own. */
+    for (int64_t i = 0; rc == TN_OK && i < tn_gguf_n_kv(g); i++) {
+        const tn_str k = tn_gguf_kv_key(g, i);
+        if (k.len < 10 || memcmp(k.ptr, "tokenizer.", 10) || k.len >= sizeof key)
+            continue;
+        memcpy(key, k.ptr, k.len);
+        key[k.len] = '\0';
+        rc = tn_gguf_writer_set_value(w, key, tn_gguf_kv_value(g, i));
+    }
+#undef K
+#undef SET
+    if (rc != TN_OK)
+        tn_fail(err, rc, "mkmodel gemma4-assistant: cannot write metadata");
+    for (size_t i = 0; rc == TN_OK && i < nt; i++) {
+        rc = tn_gguf_writer_add_tensor(w, ts[i].name, ts[i].type, ts[i].n_dims, ts[i].ne, fill,
+                                       &ts[i]);
+        if (rc != TN_OK)
+            tn_fail(err, rc, "mkmodel gemma4-assistant: cannot add %s", ts[i].name);
+    }
+    if (rc == TN_OK)
+        rc = tn_gguf_writer_write(w, out_path, err);
+    tn_gguf_writer_free(w);
+    free(ts);
+    free(pattern);
+    free(kv);
+    free(freqs);
+    tn_gguf_close(g);
+    return rc;
+}

@@ -317,6 +317,8 @@ int tn_spec_begin(tn_spec *sp, tn_ctx *ctx, const tn_gen_params *g, const int32_
     if (d->hooks.begin && (rc = d->hooks.begin(d->self, &g->sampler, err)) != TN_OK)
         return rc;
     sp->d = d;
+    if (d->hooks.bind)
+        d->hooks.bind(d->self, ctx);
     if (d->n_hidden_ids > 0 && d->hooks.observe) {
         rc = tn_ctx_capture_hidden(ctx, d->hidden_ids, d->n_hidden_ids, err);
         int32_t known = d->hooks.known ? d->hooks.known(d->self, kv_tokens, n_kv) : 0;
@@ -333,6 +335,8 @@ int tn_spec_begin(tn_spec *sp, tn_ctx *ctx, const tn_gen_params *g, const int32_
 void tn_spec_end(tn_spec *sp, tn_ctx *ctx) {
     if (sp->d && sp->d->n_hidden_ids > 0)
         tn_ctx_capture_hidden(ctx, NULL, 0, NULL);
+    if (sp->d && sp->d->hooks.bind)
+        sp->d->hooks.bind(sp->d->self, NULL);
     sp->d = NULL;
 }
 
@@ -439,6 +443,15 @@ int tn_spec_step(tn_spec *sp, tn_ctx *ctx, tn_sampler *sampler, const int32_t *h
         int rc = check_draft(sp, draft, nd, k, err);
         if (rc != TN_OK)
             return rc;
+        /* TERN_SPEC_TRACE=1: every draft on stderr, to compare a drafter
+         * with another implementation's (tools/compare/mtp-llamacpp.sh). */
+        const char *trace = getenv("TERN_SPEC_TRACE");
+        if (trace && *trace == '1') {
+            fprintf(stderr, "spec trace: %s at pos %d after %d:", d->name, n_kv, token);
+            for (int32_t i = 0; i < nd; i++)
+                fprintf(stderr, " %d", draft[i]);
+            fputc('\n', stderr);
+        }
     }
     sp->block[0] = token;
     const int32_t n_rows = nd + 1;

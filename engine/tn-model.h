@@ -183,6 +183,11 @@ int tn_gguf_get_weight(const tn_gguf *g, const char *path, const char *kind, con
                        int64_t cols, int64_t rows, bool required, tn_weight *w, bool *found,
                        tn_error *err);
 
+/* Layer il's KV head kvh in the context's cache (keys, or values), in the
+ * backend's layout: what its attention reads (a shared-KV layer's is its
+ * source layer's). The MTP assistant attends over it. */
+const uint16_t *tn_ctx_kv_head(const tn_ctx *ctx, bool values, int32_t il, int32_t kvh);
+
 /* Row ops shared by the forward pass and (later) drafters. All are per row
  * and deterministic: the result depends on the row alone. */
 void tn_rmsnorm(float *y, const float *x, const float *w, int32_t n, float eps);

@@ -24,6 +24,9 @@ typedef struct tn_drafter_hooks {
                    const float *hidden, tn_error *err);
     /* How many leading rows of history the drafter already has features for. */
     int32_t (*known)(void *self, const int32_t *history, int32_t n_history);
+    /* The target's context for the request (NULL when it ends): drafters
+     * that read the target's KV memory (the MTP assistant) keep it. */
+    void (*bind)(void *self, tn_ctx *ctx);
 } tn_drafter_hooks;
 
 struct tn_drafter {

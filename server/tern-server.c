@@ -1345,7 +1345,7 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
             if (j->spec == SPEC_SERVER && !j->server->cfg.drafter) {
                 *param = "tern";
                 *why = g_strdup("tern.speculation \"server\": this server has no drafter "
-                                "(tern-cli serve --spec draft:PATH or dflash:PATH)");
+                                "(tern-cli serve --spec draft:PATH, dflash:PATH or mtp:PATH)");
                 return false;
             }
         }

@@ -656,7 +656,7 @@ void tn_session_cancel(tn_session *s);
 
 typedef struct tn_drafter_params {
     int32_t draft_max; /* most tokens per draft (<= 0: the drafter's default: lookup
-                          10, draft model 8, DFlash block size - 1); capped at
+                          10, draft model 8, DFlash block size - 1, MTP 3); capped at
                           TN_SPEC_MAX_DRAFT. Within a request drafts start this long,
                           grow by 2 (up to it) after a fully accepted one and shrink
                           by 1 after a rejection */
@@ -688,6 +688,15 @@ int tn_drafter_new_model(const tn_model *target, const char *draft_path, tn_draf
 int tn_drafter_new_dflash(const tn_model *target, const char *dflash_path,
                           tn_drafter_params params, tn_drafter **out, tn_error *err);
 
+/* A Gemma 4 MTP assistant (llama.cpp's gemma4-assistant architecture,
+ * docs/MTP.md): a few query-only layers that attend over the target's own
+ * KV memory and, from the target's last hidden state, draft draft_max
+ * tokens (default 3, as llama.cpp) one after another. Refused
+ * (TN_ERR_INVALID) when the target is not a Gemma 4 model it fits (width,
+ * head sizes of its last layers, vocabulary). */
+int tn_drafter_new_mtp(const tn_model *target, const char *assistant_path,
+                       tn_drafter_params params, tn_drafter **out, tn_error *err);
+
 /* Your own drafter (tools, benchmarks, tests). propose writes at most
  * max_draft tokens that should follow history[0..n_history) (the prompt and
  * the output so far; the last token is the one about to be verified) and
@@ -711,7 +720,7 @@ int tn_drafter_new_custom(const tn_drafter_ops *ops, void *self, int32_t draft_m
 void tn_drafter_free(tn_drafter *d);
 /* Forgets every cached state (the next draft starts from nothing). */
 void tn_drafter_reset(tn_drafter *d);
-/* "lookup", "draft model", "dflash" or "custom". */
+/* "lookup", "draft model", "dflash", "mtp" or "custom". */
 const char *tn_drafter_name(const tn_drafter *d);
 int32_t tn_drafter_draft_max(const tn_drafter *d);
 /* DFlash: tokens per block (anchor included); 0 for other drafters. */
@@ -745,6 +754,25 @@ typedef struct tn_mkmodel_dflash_params {
 
 tn_mkmodel_dflash_params tn_mkmodel_dflash_default_params(void);
 int tn_mkmodel_dflash(const tn_mkmodel_dflash_params *p, const char *out_path, tn_error *err);
+
+/* Random-weight Gemma 4 MTP assistants for a gemma4 target (docs/MTP.md),
+ * in llama.cpp's gemma4-assistant layout: the target's width, head sizes,
+ * key/value heads, window, rope and tokenizer (so a real E2B or E4B target
+ * gives the real shapes of everything the assistant shares with it); the
+ * assistant's own sizes below. Zero/NULL fields take the defaults (256
+ * wide, 4 layers, 4 heads, FFN 4 x width). */
+typedef struct tn_mkmodel_mtp_params {
+    const char *target;  /* the gemma4 target GGUF */
+    const char *type;    /* weight type of the matrices (default "q8_0") */
+    int64_t n_embd;      /* the assistant's width (must differ from the target's) */
+    int64_t n_layer;     /* sliding layers, then one full layer */
+    int64_t n_head;
+    int64_t n_ff;
+    uint64_t seed;
+} tn_mkmodel_mtp_params;
+
+tn_mkmodel_mtp_params tn_mkmodel_mtp_default_params(void);
+int tn_mkmodel_mtp(const tn_mkmodel_mtp_params *p, const char *out_path, tn_error *err);
 
 /* Inside a token callback of tn_session_ask/chat: true when the token being
  * delivered came from an accepted draft (the app colours them). */

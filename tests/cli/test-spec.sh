@@ -175,6 +175,45 @@ expect 2 "was made for another model" run -m "$tmp/target.gguf" -p hi \
 expect 1 "--draft-vocab needs" mkmodel --arch dflash --target "$tmp/g4.gguf" --draft-vocab x \
     -o "$tmp/bad.gguf"
 
+# A Gemma 4 MTP assistant in llama.cpp's gemma4-assistant layout: the same
+# answers in plain, raw, flash and chat runs, with drafts made and verified.
+"$cli" mkmodel --arch gemma4-assistant --target "$tmp/g4.gguf" --embd 32 --layers 2 --heads 2 \
+    --ff 64 -o "$tmp/g4-mtp.gguf"
+"$cli" info "$tmp/g4-mtp.gguf" >"$tmp/g4-info" 2>&1
+check "assistant: its architecture" grep -q 'general.architecture = "gemma4-assistant"' "$tmp/g4-info"
+check "assistant: the target's width" grep -q 'gemma4-assistant.embedding_length_out = 64' "$tmp/g4-info"
+"$cli" run -m "$tmp/g4.gguf" -p "$prompt" -n 40 -t 2 --spec "mtp:$tmp/g4-mtp.gguf" \
+    >"$tmp/g4-spec" 2>"$tmp/g4-spec.err"
+check "gemma4 run --spec mtp: same answer" cmp -s "$tmp/g4-plain" "$tmp/g4-spec"
+"$cli" run -m "$tmp/g4.gguf" -p "$prompt" -n 40 -t 2 --raw --json --spec "mtp:$tmp/g4-mtp.gguf" \
+    >"$tmp/g4-spec" 2>"$tmp/g4-spec.err"
+check "gemma4 run --raw --spec mtp: same tokens" \
+    test "$(tokens "$tmp/g4-raw")" = "$(tokens "$tmp/g4-spec")"
+check "gemma4 run --raw --spec mtp: drafts verified" grep -q '"drafted":[1-9]' "$tmp/g4-spec"
+for mode in --single-turn --chat; do
+    printf '%s\n' "$requests" | "$cli" run $mode -m "$tmp/g4.gguf" -s "be brief" -n 24 -t 2 \
+        --no-pin-cache --json >"$tmp/g4-st-plain" 2>/dev/null
+    printf '%s\n' "$requests" | "$cli" run $mode -m "$tmp/g4.gguf" -s "be brief" -n 24 -t 2 \
+        --no-pin-cache --json --spec "mtp:$tmp/g4-mtp.gguf" >"$tmp/g4-st-spec" \
+        2>"$tmp/g4-st-spec.err"
+    answers "$tmp/g4-st-plain" >"$tmp/g4-a1"
+    answers "$tmp/g4-st-spec" >"$tmp/g4-a2"
+    check "gemma4 run $mode --spec mtp: same answers" \
+        sh -c '[ -s "$1" ] && cmp -s "$1" "$2"' _ "$tmp/g4-a1" "$tmp/g4-a2"
+    check "gemma4 run $mode --spec mtp: drafts verified" \
+        grep -q '"verify_steps":[1-9]' "$tmp/g4-st-spec"
+done
+"$cli" bench --spec "mtp:$tmp/g4-mtp.gguf" -m "$tmp/g4.gguf" -p 16 -n 16 -t 2 -r 1 \
+    >"$tmp/bench-mtp" 2>"$tmp/bench-mtp.err"
+check "bench --spec mtp: the assistant's row gives the plain tokens" \
+    grep -q '^mtp.* yes$' "$tmp/bench-mtp"
+expect 2 "Gemma 4 models only" run -m "$tmp/target.gguf" -p hi --spec "mtp:$tmp/g4-mtp.gguf"
+expect 2 "not a Gemma 4 assistant" run -m "$tmp/g4.gguf" -p hi --spec "mtp:$tmp/g4-dflash.gguf"
+expect 1 "must differ from the target" mkmodel --arch gemma4-assistant --target "$tmp/g4.gguf" \
+    --embd 64 -o "$tmp/bad.gguf"
+expect 1 "made for a gemma4 model" mkmodel --arch gemma4-assistant --target "$tmp/target.gguf" \
+    -o "$tmp/bad.gguf"
+
 if grep -q -e 'Sanitizer' -e 'runtime error' "$tmp"/*.err 2>/dev/null; then
     failures=$((failures + 1))
     echo "FAIL: sanitizer report" >&2

@@ -28,6 +28,11 @@
  *                per-token "drafted" flags agree; the lookup drafter's
  *                proposals on known histories;
  *   dflash       the DFlash drafter's features and drafts (Qwen3 targets);
+ *   mtp          the Gemma 4 MTP assistant (llama.cpp's gemma4-assistant): its
+ *                keys and tensors, no drafts outside a request, drafts in one,
+ *                refusals of truncated, garbage and mismatched files; it also
+ *                runs in the greedy-gemma4 suite (flash, chat, toggling);
+ *   sampling-mtp the sampled distribution with the assistant (chi-square);
  *   dflash-layout  llama.cpp's layout for a gemma4 target: the window and
  *                per-layer pattern, softcapping, embedding scale and tokenizer
  *                carried over; d2t drafts only name mapped ids; truncated and
@@ -312,6 +317,7 @@ typedef struct drafters {
     tn_drafter *lookup, *lookup_short, *model, *self_model, *oracle, *corrupt, *noise, *empty;
     tn_drafter *dflash;
     tn_drafter *dflash_alt; /* reduced vocabulary (d2t), Gemma-style layers, two layers */
+    tn_drafter *mtp;        /* a Gemma 4 MTP assistant (gemma4 targets only) */
     oracle oracle_state, corrupt_state;
     noise noise_state;
 } drafters;
@@ -327,10 +333,12 @@ static void drafters_free(drafters *d) {
     tn_drafter_free(d->empty);
     tn_drafter_free(d->dflash);
     tn_drafter_free(d->dflash_alt);
+    tn_drafter_free(d->mtp);
 }
 
 static tn_drafter *dflash_for(const tn_model *target, const char *tag);
 static tn_drafter *dflash_alt_for(const tn_model *target, const char *tag);
+static tn_drafter *mtp_for(const tn_model *target, const char *tag);
 
 static void drafters_make(drafters *d, const tn_model *target, const char *target_path,
                           const char *draft_path, const char *tag) {
@@ -361,6 +369,7 @@ static void drafters_make(drafters *d, const tn_model *target, const char *targe
     d->empty = custom(empty_propose, NULL, 8);
     d->dflash = dflash_for(target, tag);
     d->dflash_alt = dflash_alt_for(target, tag);
+    d->mtp = mtp_for(target, tag);
 }
 
 /* Runs req with every drafter and compares with the plain answer. */
@@ -381,6 +390,7 @@ static void compare_all(const char *what, tn_session *s, drafters *d, const int3
         {"corrupted oracle", d->corrupt, 0}, {"noise", d->noise, 0},
         {"empty", d->empty, 0},           {"dflash", d->dflash, 0},
         {"dflash d2t gemma-layers", d->dflash_alt, 0},
+        {"mtp", d->mtp, 0},               {"mtp K=6", d->mtp, 6},
     };
     const uint64_t h0 = pinned_rows_hash(s);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
@@ -510,7 +520,8 @@ static void greedy_model(const char *arch, const char *type, int64_t embd, uint6
         answer base;
         ask(s, req, n_req, &g, &base);
         tn_drafter *order[] = {d.lookup, NULL,          d.model, d.lookup,
-                               NULL,     d.self_model, d.dflash, d.dflash_alt};
+                               NULL,     d.self_model, d.dflash, d.dflash_alt,
+                               d.mtp,    NULL,         d.mtp};
         for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
             tn_gen_params gs = g;
             gs.drafter = order[i];
@@ -556,7 +567,8 @@ static void greedy_chat(const char *arch) {
         memcpy(ref_kv, kv, (size_t)n_ref * sizeof *kv);
         tn_session_free(s);
     }
-    tn_drafter *list[] = {d.lookup, d.model, d.self_model, d.noise, d.dflash, d.dflash_alt};
+    tn_drafter *list[] = {d.lookup, d.model,      d.self_model, d.noise,
+                          d.dflash, d.dflash_alt, d.mtp};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         if (!list[i])
             continue;
@@ -1499,18 +1511,26 @@ static bool clone_edit(const char *src, const char *dst, const edit *e) {
 }
 
 /* Loading the edited copy fails with rc and a message holding `word`. */
-static void refused(const tn_model *m, const char *src, const edit *e, int rc_want,
-                    const char *word) {
+typedef int (*drafter_ctor)(const tn_model *, const char *, tn_drafter_params, tn_drafter **,
+                            tn_error *);
+
+static void refused_by(drafter_ctor make, const tn_model *m, const char *src, const edit *e,
+                       int rc_want, const char *word) {
     const char *dst = tmp_path("dfg4-edited.gguf");
     CHECKF(clone_edit(src, dst, e), "cannot write the edited copy for '%s'", word);
     tn_drafter_params p = tn_drafter_default_params();
     p.n_threads = 2;
     tn_drafter *x = NULL;
     tn_error err = {0};
-    const int rc = tn_drafter_new_dflash(m, dst, p, &x, &err);
+    const int rc = make(m, dst, p, &x, &err);
     CHECKF(rc == rc_want && !x && strstr(err.message, word) && strstr(err.message, dst),
            "edited draft (%s): rc %d (%s), want %d", word, rc, err.message, rc_want);
     tn_drafter_free(x);
+}
+
+static void refused(const tn_model *m, const char *src, const edit *e, int rc_want,
+                    const char *word) {
+    refused_by(tn_drafter_new_dflash, m, src, e, rc_want, word);
 }
 
 /* Writes a draft; the path lives in out (tmp_path's buffers rotate). */
@@ -1736,6 +1756,291 @@ out:
     tn_model_free(q);
 }
 
+
+/* ------------------------------------------------------------------ mtp */
+
+static bool is_gemma4(const tn_model *m) {
+    tn_str a = {0};
+    return tn_gguf_get_str(tn_model_gguf(m), "general.architecture", &a) == TN_OK &&
+           tn_str_eq(a, "gemma4");
+}
+
+/* An assistant for target (half or twice its width: they must differ),
+ * path in out (tmp_path's buffers rotate). */
+static const char *mtp_write(const tn_model *target, const char *file, char out[4096]) {
+    snprintf(out, 4096, "%s", tmp_path(file));
+    tn_mkmodel_mtp_params p = tn_mkmodel_mtp_default_params();
+    p.target = tn_model_path(target);
+    const int32_t E = tn_model_n_embd(target);
+    p.n_embd = E >= 64 ? E / 2 : 2 * E;
+    p.n_layer = 2;
+    p.n_head = 2;
+    p.n_ff = 64;
+    p.seed = 41;
+    tn_error err = {0};
+    const int rc = tn_mkmodel_mtp(&p, out, &err);
+    CHECKF(rc == TN_OK, "mkmodel gemma4-assistant %s: %s", file, err.message);
+    return rc == TN_OK ? out : NULL;
+}
+
+static tn_drafter *mtp_for(const tn_model *target, const char *tag) {
+    if (!is_gemma4(target))
+        return NULL;
+    char name[128], buf[4096];
+    snprintf(name, sizeof name, "mtp-%s.gguf", tag);
+    const char *path = mtp_write(target, name, buf);
+    if (!path)
+        return NULL;
+    tn_drafter_params p = tn_drafter_default_params();
+    p.n_threads = 2;
+    tn_drafter *d = NULL;
+    tn_error err = {0};
+    const int rc = tn_drafter_new_mtp(target, path, p, &d, &err);
+    CHECKF(rc == TN_OK, "mtp %s: %s", tag, err.message);
+    return d;
+}
+
+/* The assistant's layout (llama.cpp's gemma4-assistant keys and tensors),
+ * its behaviour at the edges, and files that must be refused with one line
+ * naming the file and the problem. */
+static void mtp_suite(void) {
+    tn_model *m = make_model("mtp-target.gguf", "gemma4", "q8_0", 64, 2, 61, 0);
+    tn_model *q = make_model("mtp-qwen.gguf", "qwen3", "q8_0", 64, 2, 62, 0);
+    tn_model *wide = make_model("mtp-wide.gguf", "gemma4", "q8_0", 128, 2, 63, 0);
+    char buf[4096];
+    const char *path = m ? mtp_write(m, "mtp-layout.gguf", buf) : NULL;
+    if (!m || !q || !wide || !path)
+        goto out;
+    tn_drafter_params dp = tn_drafter_default_params();
+    dp.n_threads = 2;
+    tn_error err = {0};
+
+    /* The keys llama.cpp's loader reads, with the target's shapes. */
+    tn_gguf *g = NULL;
+    if (tn_gguf_open(path, &g, &err) == TN_OK) {
+        static const char *const keys[] = {
+            "gemma4-assistant.embedding_length_out", "gemma4-assistant.nextn_predict_layers",
+            "gemma4-assistant.attention.key_length_swa",
+            "gemma4-assistant.attention.value_length_swa",
+            "gemma4-assistant.attention.sliding_window",
+            "gemma4-assistant.attention.sliding_window_pattern",
+            "gemma4-assistant.rope.freq_base_swa", "tokenizer.ggml.tokens"};
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            CHECKF(tn_gguf_find(g, keys[i]), "the assistant lacks %s", keys[i]);
+        int64_t v = 0;
+        CHECK(tn_gguf_get_int(g, "gemma4-assistant.embedding_length_out", &v) == TN_OK && v == 64);
+        static const char *const tensors[] = {"token_embd.weight", "nextn.pre_projection.weight",
+                                              "nextn.post_projection.weight", "rope_freqs.weight",
+                                              "blk.1.layer_output_scale.weight"};
+        for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
+            CHECKF(tn_gguf_find_tensor(g, tensors[i]), "the assistant lacks %s", tensors[i]);
+        CHECK(!tn_gguf_find_tensor(g, "blk.0.attn_k.weight")); /* it reads the target's KV */
+        tn_gguf_close(g);
+    }
+
+    tn_drafter *d = NULL;
+    CHECKF(tn_drafter_new_mtp(m, path, dp, &d, &err) == TN_OK, "load: %s", err.message);
+    if (d) {
+        CHECK(!strcmp(tn_drafter_name(d), "mtp") && tn_drafter_draft_max(d) == 3);
+        /* Outside a request it has no target memory to read: no drafts. */
+        int32_t hist[4] = {5, 6, 7, 8}, draft[8];
+        CHECK(d->ops.propose(d->self, hist, 4, 3, draft, &err) == 0);
+        /* In a request: drafts of the asked length, verified, lossless. */
+        tn_session *s = new_session(m, 256);
+        if (s) {
+            int32_t req[64];
+            const int32_t n_req = make_prompt(0, tn_model_n_vocab(m), req);
+            tn_gen_params g0 = tn_gen_default_params();
+            g0.max_tokens = 20;
+            answer plain, a;
+            ask(s, req, n_req, &g0, &plain);
+            tn_gen_params gs = g0;
+            gs.drafter = d;
+            gs.draft_max = 4;
+            ask(s, req, n_req, &gs, &a);
+            CHECKF(same_answer(&a, &plain), "mtp: %s", a.error);
+            CHECKF(a.st.verify_steps > 0 && a.st.drafted >= a.st.verify_steps,
+                   "mtp: drafted %d in %d steps", a.st.drafted, a.st.verify_steps);
+            /* After the request the drafter is unbound again. */
+            CHECK(d->ops.propose(d->self, hist, 4, 3, draft, &err) == 0);
+            tn_session_free(s);
+        }
+        tn_drafter_free(d);
+    }
+
+    /* Made for another target. */
+    {
+        tn_drafter *x = NULL;
+        int rc = tn_drafter_new_mtp(q, path, dp, &x, &err);
+        CHECKF(rc == TN_ERR_INVALID && !x && strstr(err.message, "Gemma 4 models only"),
+               "assistant on a qwen3 target: %s", err.message);
+        rc = tn_drafter_new_mtp(wide, path, dp, &x, &err);
+        CHECKF(rc == TN_ERR_INVALID && !x && strstr(err.message, "64 wide") &&
+                   strstr(err.message, path),
+               "assistant on a wider gemma4 target: %s", err.message);
+        tn_drafter_free(x);
+    }
+
+    /* Truncated anywhere, or garbage: an error, never a crash. */
+    {
+        FILE *f = fopen(path, "rb");
+        long size = 0;
+        char *bytes = NULL;
+        if (f && !fseek(f, 0, SEEK_END) && (size = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) &&
+            (bytes = malloc((size_t)size)) && fread(bytes, 1, (size_t)size, f) == (size_t)size) {
+            /* size - 40: inside the last tensors (each 32-aligned), past any padding */
+            const long cuts[] = {0, 3, 8, 24, 100, size / 7, size / 3, size / 2, size - 4096,
+                                 size - 40};
+            for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+                if (cuts[c] < 0 || cuts[c] >= size)
+                    continue;
+                const char *cut = tmp_path("mtp-cut.gguf");
+                FILE *o = fopen(cut, "wb");
+                CHECK(o && fwrite(bytes, 1, (size_t)cuts[c], o) == (size_t)cuts[c]);
+                if (o)
+                    fclose(o);
+                tn_drafter *x = NULL;
+                const int rc = tn_drafter_new_mtp(m, cut, dp, &x, &err);
+                CHECKF(rc != TN_OK && !x && err.message[0] && strstr(err.message, cut),
+                       "cut at %ld of %ld: rc %d (%s)", cuts[c], size, rc, err.message);
+                tn_drafter_free(x);
+            }
+            /* The header kept, the rest random bytes. */
+            uint64_t st = 99;
+            for (long i = 64; i < size; i++)
+                bytes[i] = (char)tn_test_rand(&st);
+            const char *junk = tmp_path("mtp-junk.gguf");
+            FILE *o = fopen(junk, "wb");
+            CHECK(o && fwrite(bytes, 1, (size_t)size, o) == (size_t)size);
+            if (o)
+                fclose(o);
+            tn_drafter *x = NULL;
+            const int rc = tn_drafter_new_mtp(m, junk, dp, &x, &err);
+            CHECKF(rc != TN_OK && !x && strstr(err.message, junk), "garbage: rc %d (%s)", rc,
+                   err.message);
+            tn_drafter_free(x);
+        }
+        free(bytes);
+        if (f)
+            fclose(f);
+    }
+
+    /* Mismatched or malformed contents. */
+    edit arch = {.key = "general.architecture",
+                 .val = {.type = TN_GGUF_STRING, .v.str = {"gemma4", 6}}};
+    refused_by(tn_drafter_new_mtp, m, path, &arch, TN_ERR_UNSUPPORTED, "not a Gemma 4 assistant");
+    edit out48 = {.key = "gemma4-assistant.embedding_length_out",
+                  .val = {.type = TN_GGUF_U32, .v.i64 = 48}};
+    refused_by(tn_drafter_new_mtp, m, path, &out48, TN_ERR_INVALID, "48 wide");
+    edit same = {.key = "gemma4-assistant.embedding_length_out",
+                 .val = {.type = TN_GGUF_U32, .v.i64 = 32}};
+    refused_by(tn_drafter_new_mtp, m, path, &same, TN_ERR_FORMAT, "embedding_length_out");
+    edit nextn = {.key = "gemma4-assistant.nextn_predict_layers",
+                  .val = {.type = TN_GGUF_U32, .v.i64 = 1}};
+    refused_by(tn_drafter_new_mtp, m, path, &nextn, TN_ERR_FORMAT, "nextn_predict_layers");
+    edit vlen = {.key = "gemma4-assistant.attention.value_length_swa",
+                 .val = {.type = TN_GGUF_U32, .v.i64 = 16}};
+    refused_by(tn_drafter_new_mtp, m, path, &vlen, TN_ERR_FORMAT, "equal key and value");
+    edit kv = {.key = "gemma4-assistant.attention.head_count_kv",
+               .val = {.type = TN_GGUF_U32, .v.i64 = 2}};
+    refused_by(tn_drafter_new_mtp, m, path, &kv, TN_ERR_INVALID, "made for another model");
+    edit dswa = {.key = "gemma4-assistant.attention.key_length_swa",
+                 .val = {.type = TN_GGUF_U32, .v.i64 = 16}};
+    refused_by(tn_drafter_new_mtp, m, path, &dswa, TN_ERR_FORMAT, "dimension_count_swa");
+    uint8_t flags[3] = {1, 0, 1};
+    edit pat = {.key = "gemma4-assistant.attention.sliding_window_pattern",
+                .val = {.type = TN_GGUF_ARRAY,
+                        .v.arr = {.type = TN_GGUF_BOOL, .n = 3, .data = flags}}};
+    refused_by(tn_drafter_new_mtp, m, path, &pat, TN_ERR_FORMAT, "one flag per layer (2)");
+    edit no_pat = {.drop = "gemma4-assistant.attention.sliding_window_pattern"};
+    refused_by(tn_drafter_new_mtp, m, path, &no_pat, TN_ERR_FORMAT, "sliding_window_pattern");
+    edit no_pre = {.drop = "nextn.pre_projection.weight"};
+    refused_by(tn_drafter_new_mtp, m, path, &no_pre, TN_ERR_FORMAT,
+               "nextn.pre_projection.weight");
+    edit no_scale = {.drop = "blk.1.layer_output_scale.weight"};
+    refused_by(tn_drafter_new_mtp, m, path, &no_scale, TN_ERR_FORMAT,
+               "blk.1.layer_output_scale.weight");
+    const float wq[32 * 8] = {0};
+    edit shape = {.tensor = "blk.0.attn_q.weight", .type = TN_TYPE_F32, .n_dims = 2,
+                  .ne = {32, 8}, .data = wq, .nbytes = sizeof wq};
+    refused_by(tn_drafter_new_mtp, m, path, &shape, TN_ERR_FORMAT, "blk.0.attn_q.weight");
+    float freqs[32]; /* full heads of 64: 32 divisors */
+    for (int i = 0; i < 32; i++)
+        freqs[i] = i == 3 ? 0.0f : 1.0f;
+    edit rf = {.tensor = "rope_freqs.weight", .type = TN_TYPE_F32, .n_dims = 1, .ne = {32, 1},
+               .data = freqs, .nbytes = sizeof freqs};
+    refused_by(tn_drafter_new_mtp, m, path, &rf, TN_ERR_FORMAT, "rope_freqs.weight");
+    float norm[32];
+    for (int i = 0; i < 32; i++)
+        norm[i] = i == 7 ? NAN : 1.0f;
+    edit nan = {.tensor = "output_norm.weight", .type = TN_TYPE_F32, .n_dims = 1, .ne = {32, 1},
+                .data = norm, .nbytes = sizeof norm};
+    refused_by(tn_drafter_new_mtp, m, path, &nan, TN_ERR_FORMAT, "NaN");
+out:
+    tn_model_free(m);
+    tn_model_free(q);
+    tn_model_free(wide);
+}
+
+/* Sampling with the assistant keeps the target's distribution: the joint
+ * of the first three tokens, chi-square as sampling_model. */
+static void sampling_mtp(void) {
+    tn_model *m = make_model("sampling-g4.gguf", "gemma4", "q8_0", 32, 1, 9, 2.0f);
+    tn_drafter *d = m ? mtp_for(m, "sampling") : NULL;
+    tn_session *s = m ? new_session(m, 64) : NULL;
+    tn_error err = {0};
+    const int32_t pin[4] = {1, 40, 41, 42};
+    const int32_t req[5] = {300, 301, 302, 300, 301};
+    if (!m || !d || !s || tn_session_pin_tokens(s, pin, 4, NULL, NULL, &err) != TN_OK) {
+        CHECKF(0, "sampling mtp: setup failed (%s)", err.message);
+        goto out;
+    }
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 3;
+    g.sampler.temperature = 1.0f;
+    g.sampler.top_k = 4;
+    int32_t all[9];
+    memcpy(all, pin, sizeof pin);
+    memcpy(all + 4, req, sizeof req);
+    joint J;
+    exact_joint(m, all, 9, g.sampler, &J);
+    CHECKF(J.n >= 8 && J.n <= 64, "joint distribution with %d categories", J.n);
+    const int N = 3000;
+    int counts[65] = {0}, drafted = 0, accepted = 0;
+    for (int i = 0; i < N; i++) {
+        tn_gen_params gs = g;
+        gs.drafter = d;
+        gs.draft_max = 2;
+        gs.sampler.seed = 7000003ULL + (uint64_t)i;
+        answer a;
+        ask(s, req, 5, &gs, &a);
+        drafted += a.st.drafted;
+        accepted += a.st.accepted;
+        int cat = 64;
+        for (int k = 0; a.n == 3 && k < J.n; k++)
+            if (J.tok[0][k] == a.tokens[0] && J.tok[1][k] == a.tokens[1] &&
+                J.tok[2][k] == a.tokens[2])
+                cat = k;
+        counts[cat]++;
+    }
+    CHECKF(counts[64] == 0, "mtp: %d answers outside the support", counts[64]);
+    int df;
+    const double x2 = chi2_fit(counts, J.prob, J.n, N - counts[64], &df);
+    const double limit = chi2_quantile(df, Z_1E4);
+    CHECKF(x2 < limit, "mtp: chi-square %.1f over %d categories (limit %.1f)", x2, df + 1, limit);
+    /* Seed 9: no end-of-generation token in the support (the exact joint
+     * assumes three tokens), and some drafts are kept, so both branches of
+     * the rejection rule are taken. */
+    CHECKF(drafted > 0 && accepted > 0 && accepted < drafted,
+           "mtp: %d of %d drafts accepted in %d sampled requests", accepted, drafted, N);
+    fprintf(stderr, "sampling %-16s chi2 %6.1f (df %2d, limit %.1f); drafted %d, accepted %d\n",
+            "mtp", x2, df, limit, drafted, accepted);
+out:
+    tn_session_free(s);
+    tn_drafter_free(d);
+    tn_model_free(m);
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -1753,6 +2058,10 @@ int main(int argc, char **argv) {
         sampling_rule();
         sampling_model();
     }
+    if (all || !strcmp(what, "sampling-mtp"))
+        sampling_mtp();
+    if (all || !strcmp(what, "mtp"))
+        mtp_suite();
     if (all || !strcmp(what, "dflash"))
         dflash_suite();
     if (all || !strcmp(what, "dflash-layout"))
