@@ -1042,11 +1042,15 @@ handle_drafter (Engine  *engine,
   else if (req->text == NULL || *req->text == '\0')
     ev->error = g_strdup (req->drafter == TERN_DRAFTER_DFLASH
                             ? _("No DFlash draft file is chosen: choose one in Preferences")
+                          : req->drafter == TERN_DRAFTER_MTP
+                            ? _("No MTP assistant file is chosen: choose one in Preferences")
                             : _("No draft model file is chosen: choose one in Preferences"));
   else
     {
       if (req->drafter == TERN_DRAFTER_DFLASH)
         rc = tn_drafter_new_dflash (engine->model, req->text, dp, &d, &err);
+      else if (req->drafter == TERN_DRAFTER_MTP)
+        rc = tn_drafter_new_mtp (engine->model, req->text, dp, &d, &err);
       else
         rc = tn_drafter_new_model (engine->model, req->text, dp, &d, &err);
       if (rc != TN_OK)

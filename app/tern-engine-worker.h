@@ -62,6 +62,7 @@ typedef enum {
   TERN_DRAFTER_PROMPT_LOOKUP,
   TERN_DRAFTER_DRAFT_MODEL,  /* a smaller GGUF with the same vocabulary */
   TERN_DRAFTER_DFLASH,       /* a DFlash draft GGUF for the loaded model */
+  TERN_DRAFTER_MTP,          /* a Gemma 4 MTP assistant GGUF (docs/MTP.md) */
 } TernDrafterKind;
 
 /* What a generation request uses; filled from the settings. */

@@ -33,6 +33,9 @@ struct _TernPreferencesWindow {
   AdwActionRow *dflash_row;
   GtkButton *dflash_choose;
   GtkButton *dflash_clear;
+  AdwActionRow *mtp_row;
+  GtkButton *mtp_choose;
+  GtkButton *mtp_clear;
   AdwActionRow *server_row;
   GtkSwitch *server_switch;
   GtkSpinButton *server_port_spin;
@@ -81,14 +84,17 @@ static void
 show_path (TernPreferencesWindow *self,
            const char            *key)
 {
-  gboolean dflash = g_str_equal (key, "dflash-path");
-  AdwActionRow *row = dflash ? self->dflash_row : self->draft_model_row;
-  GtkWidget *clear = GTK_WIDGET (dflash ? self->dflash_clear : self->draft_model_clear);
+  gboolean dflash = g_str_equal (key, "dflash-path"), mtp = g_str_equal (key, "mtp-path");
+  AdwActionRow *row = dflash ? self->dflash_row : mtp ? self->mtp_row : self->draft_model_row;
+  GtkWidget *clear = GTK_WIDGET (dflash ? self->dflash_clear
+                                 : mtp  ? self->mtp_clear
+                                        : self->draft_model_clear);
   g_autofree char *path = g_settings_get_string (self->settings, key);
 
   if (*path == '\0')
     {
       adw_action_row_set_subtitle (row, dflash ? _("None chosen: a DFlash draft GGUF made for the loaded model")
+                                        : mtp  ? _("None chosen: a Gemma 4 MTP assistant GGUF made for the loaded model")
                                                : _("None chosen: a smaller GGUF model with the same vocabulary"));
       gtk_widget_set_tooltip_text (GTK_WIDGET (row), NULL);
     }
@@ -164,6 +170,18 @@ static void
 on_dflash_choose (TernPreferencesWindow *self)
 {
   choose_file (self, "dflash-path", _("Choose a DFlash Draft"));
+}
+
+static void
+on_mtp_choose (TernPreferencesWindow *self)
+{
+  choose_file (self, "mtp-path", _("Choose an MTP Assistant"));
+}
+
+static void
+on_mtp_clear (TernPreferencesWindow *self)
+{
+  g_settings_set_string (self->settings, "mtp-path", "");
 }
 
 static void
@@ -752,6 +770,9 @@ tern_preferences_window_class_init (TernPreferencesWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, dflash_row);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, dflash_choose);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, dflash_clear);
+  gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, mtp_row);
+  gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, mtp_choose);
+  gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, mtp_clear);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, server_row);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, server_switch);
   gtk_widget_class_bind_template_child (widget_class, TernPreferencesWindow, server_port_spin);
@@ -812,6 +833,11 @@ tern_preferences_window_new (GtkWindow *parent,
                             self);
   show_path (self, "draft-model-path");
   show_path (self, "dflash-path");
+  show_path (self, "mtp-path");
+  g_signal_connect_object (settings, "changed::mtp-path", G_CALLBACK (on_path_changed), self,
+                           G_CONNECT_SWAPPED);
+  g_signal_connect_swapped (self->mtp_choose, "clicked", G_CALLBACK (on_mtp_choose), self);
+  g_signal_connect_swapped (self->mtp_clear, "clicked", G_CALLBACK (on_mtp_clear), self);
   g_signal_connect_object (settings, "changed::draft-model-path", G_CALLBACK (on_path_changed),
                            self, G_CONNECT_SWAPPED);
   g_signal_connect_object (settings, "changed::dflash-path", G_CALLBACK (on_path_changed), self,

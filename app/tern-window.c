@@ -376,7 +376,7 @@ new_chat (TernWindow *self)
 /* ------------------------------------------------------------ engine side */
 
 /* The header's drafter list is in the order of TernDrafterKind. */
-static const char *const drafter_nicks[] = { "prompt-lookup", "draft-model", "dflash" };
+static const char *const drafter_nicks[] = { "prompt-lookup", "draft-model", "dflash", "mtp" };
 
 static TernDrafterKind
 selected_drafter (TernWindow *self)
@@ -402,6 +402,8 @@ prepare_drafter (TernWindow *self)
     path = g_settings_get_string (self->settings, "draft-model-path");
   else if (kind == TERN_DRAFTER_DFLASH)
     path = g_settings_get_string (self->settings, "dflash-path");
+  else if (kind == TERN_DRAFTER_MTP)
+    path = g_settings_get_string (self->settings, "mtp-path");
   self->drafter_id = tern_engine_worker_prepare_drafter (self->worker, kind, path);
 }
 
@@ -440,7 +442,8 @@ on_draft_path_changed (TernWindow *self,
   TernDrafterKind kind = selected_drafter (self);
 
   if ((kind == TERN_DRAFTER_DRAFT_MODEL && g_str_equal (key, "draft-model-path"))
-      || (kind == TERN_DRAFTER_DFLASH && g_str_equal (key, "dflash-path")))
+      || (kind == TERN_DRAFTER_DFLASH && g_str_equal (key, "dflash-path"))
+      || (kind == TERN_DRAFTER_MTP && g_str_equal (key, "mtp-path")))
     prepare_drafter (self);
 }
 
@@ -2693,6 +2696,8 @@ tern_window_init (TernWindow *self)
   g_signal_connect_object (self->settings, "changed::draft-model-path",
                            G_CALLBACK (on_draft_path_changed), self, G_CONNECT_SWAPPED);
   g_signal_connect_object (self->settings, "changed::dflash-path",
+                           G_CALLBACK (on_draft_path_changed), self, G_CONNECT_SWAPPED);
+  g_signal_connect_object (self->settings, "changed::mtp-path",
                            G_CALLBACK (on_draft_path_changed), self, G_CONNECT_SWAPPED);
 
   g_signal_connect_swapped (self->worker, "model-loaded", G_CALLBACK (on_model_loaded), self);
