@@ -1086,7 +1086,19 @@ encode_images (Engine        *engine,
                  _("This model has no vision projector (*mmproj*.gguf beside it): it cannot read images"));
       return TN_ERR_INVALID;
     }
-  n_tok = tn_vision_tokens (engine->vision, budget);
+  /* Gemma 4 takes five budgets: the preference (any number, for Gemma 3's
+   * square grids) becomes the largest of them within it, at least 70. */
+  if (tn_vision_get_info (engine->vision)->kind == TN_VISION_GEMMA4 && budget > 0)
+    {
+      const int *list = NULL;
+      int n_list = tn_vision_budgets (engine->vision, &list);
+      int pick = n_list > 0 ? list[0] : budget;
+
+      for (int k = 0; k < n_list; k++)
+        if (list[k] <= budget)
+          pick = list[k];
+      budget = pick;
+    }
   n_embd = tn_vision_get_info (engine->vision)->n_embd_text;
   for (guint i = 0; i < req->images->len && rc == TN_OK; i++)
     {
@@ -1103,6 +1115,13 @@ encode_images (Engine        *engine,
         {
           rc = TN_ERR_INVALID;
           set_error (err, rc, error->message);
+          break;
+        }
+      /* Gemma 4's count follows the image's size. */
+      n_tok = tn_vision_image_tokens (engine->vision, budget, img->width, img->height, err);
+      if (n_tok < 0)
+        {
+          rc = n_tok;
           break;
         }
       rows = g_try_new (float, (gsize) n_tok * (gsize) n_embd);

@@ -81,7 +81,7 @@ fail=0
 for p in $projectors; do
     case $p in tiny*) cases="big:640:480:70 big:640:480:280 big:640:480:1120 wide:1000:300:140
                              small:37:90:70 mid:200:130:560" ;;
-               *) cases="mid:200:130:70 wide:1000:300:70 big:640:480:140" ;; esac
+               *) cases="mid:200:130:70 wide:1000:300:70" ;; esac
     for c in $cases; do
         IFS=: read -r img w h budget <<EOF2
 $c
