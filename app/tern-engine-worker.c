@@ -1067,6 +1067,25 @@ copy_stats (TernStats                *out,
   out->stop_reason = tn_stop_reason_name (st->stop_reason);
 }
 
+/* Gemma 4 takes five budgets: the preference (any number, for Gemma 3's
+ * square grids) becomes the largest of them within it, at least 70. */
+static int
+snap_budget (const tn_vision *v,
+             int              budget)
+{
+  const int *list = NULL;
+  int n_list = v != NULL ? tn_vision_budgets (v, &list) : 0;
+  int pick;
+
+  if (n_list == 0 || budget <= 0)
+    return budget;
+  pick = list[0];
+  for (int k = 0; k < n_list; k++)
+    if (list[k] <= budget)
+      pick = list[k];
+  return pick;
+}
+
 /* Decodes and encodes the request's images for the projector (on this
  * thread: it owns the engine). */
 static int
@@ -1086,19 +1105,7 @@ encode_images (Engine        *engine,
                  _("This model has no vision projector (*mmproj*.gguf beside it): it cannot read images"));
       return TN_ERR_INVALID;
     }
-  /* Gemma 4 takes five budgets: the preference (any number, for Gemma 3's
-   * square grids) becomes the largest of them within it, at least 70. */
-  if (tn_vision_get_info (engine->vision)->kind == TN_VISION_GEMMA4 && budget > 0)
-    {
-      const int *list = NULL;
-      int n_list = tn_vision_budgets (engine->vision, &list);
-      int pick = n_list > 0 ? list[0] : budget;
-
-      for (int k = 0; k < n_list; k++)
-        if (list[k] <= budget)
-          pick = list[k];
-      budget = pick;
-    }
+  budget = snap_budget (engine->vision, budget);
   n_embd = tn_vision_get_info (engine->vision)->n_embd_text;
   for (guint i = 0; i < req->images->len && rc == TN_OK; i++)
     {
@@ -1175,7 +1182,9 @@ first_turn_that_fits (Engine  *engine,
     return 0;
   if (req->images != NULL && req->images->len > 0 && engine->vision != NULL)
     image_rows = tn_session_image_cost (engine->session,
-                                        tn_vision_tokens (engine->vision, req->gen.image_tokens));
+                                        tn_vision_tokens (engine->vision,
+                                                          snap_budget (engine->vision,
+                                                                       req->gen.image_tokens)));
   /* Room for a whole answer, but never more than half the context: a long
    * answer limit must not push every earlier turn out. */
   reserve = req->gen.max_tokens > 0 ? MIN (req->gen.max_tokens, engine->n_ctx / 2)
