@@ -1152,6 +1152,25 @@ copy_stats (TernStats                *out,
   out->stop_reason = tn_stop_reason_name (st->stop_reason);
 }
 
+/* Gemma 4 takes five budgets: the preference (any number, for Gemma 3's
+ * square grids) becomes the largest of them within it, at least 70. */
+static int
+snap_budget (const tn_vision *v,
+             int              budget)
+{
+  const int *list = NULL;
+  int n_list = v != NULL ? tn_vision_budgets (v, &list) : 0;
+  int pick;
+
+  if (n_list == 0 || budget <= 0)
+    return budget;
+  pick = list[0];
+  for (int k = 0; k < n_list; k++)
+    if (list[k] <= budget)
+      pick = list[k];
+  return pick;
+}
+
 /* Decodes and encodes the request's images for the projector (on this
  * thread: it owns the engine). */
 static int
@@ -1171,7 +1190,7 @@ encode_images (Engine        *engine,
                  _("This model has no vision projector (*mmproj*.gguf beside it): it cannot read images"));
       return TN_ERR_INVALID;
     }
-  n_tok = tn_vision_tokens (engine->vision, budget);
+  budget = snap_budget (engine->vision, budget);
   n_embd = tn_vision_get_info (engine->vision)->n_embd_text;
   for (guint i = 0; i < req->images->len && rc == TN_OK; i++)
     {
@@ -1188,6 +1207,13 @@ encode_images (Engine        *engine,
         {
           rc = TN_ERR_INVALID;
           set_error (err, rc, error->message);
+          break;
+        }
+      /* Gemma 4's count follows the image's size. */
+      n_tok = tn_vision_image_tokens (engine->vision, budget, img->width, img->height, err);
+      if (n_tok < 0)
+        {
+          rc = n_tok;
           break;
         }
       rows = g_try_new (float, (gsize) n_tok * (gsize) n_embd);
@@ -1241,7 +1267,9 @@ first_turn_that_fits (Engine  *engine,
     return 0;
   if (req->images != NULL && req->images->len > 0 && engine->vision != NULL)
     image_rows = tn_session_image_cost (engine->session,
-                                        tn_vision_tokens (engine->vision, req->gen.image_tokens));
+                                        tn_vision_tokens (engine->vision,
+                                                          snap_budget (engine->vision,
+                                                                       req->gen.image_tokens)));
   /* Room for a whole answer, but never more than half the context: a long
    * answer limit must not push every earlier turn out. */
   reserve = req->gen.max_tokens > 0 ? MIN (req->gen.max_tokens, engine->n_ctx / 2)

@@ -114,13 +114,16 @@ int cmd_bench_sampler(int argc, char **argv);
 typedef struct cli_images {
     const char *paths[CLI_MAX_IMAGES];
     int n;
-    long budget; /* 0: native */
+    long budget; /* 0: the default (Gemma 3: native; Gemma 4: 70 when flash, else 1120) */
     const char *mmproj;
+    bool flash;  /* single-turn (flash) requests: Gemma 4's default budget is 70 */
 } cli_images;
 #define CLI_IMAGES_USAGE                                                                   \
     N_("  --image PATH     ask about an image (PNG, JPEG, WebP, GIF; repeatable); it goes\n"  \
     "                   before the text, or where the text says <__image__>\n"            \
-    "  --image-tokens N image token budget (default: the model's, 256 for Gemma 3)\n"      \
+    "  --image-tokens N image token budget (default: the model's, 256 for Gemma 3;\n"     \
+    "                   Gemma 4: 70, 140, 280, 560 or 1120, default 70 with\n"            \
+    "                   --single-turn, else 1120)\n"                                      \
     "  --mmproj PATH    the vision projector (default: the *mmproj*.gguf beside the\n"     \
     "                   model)\n")
 /* Like cli_spec_parse_arg, for --image, --image-tokens and --mmproj. */

@@ -42,7 +42,8 @@ int cmd_mkmodel(int argc, char **argv) {
             return cmd_mkmodel_dflash(argc, argv);
         else if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "gemma4-assistant"))
             return cmd_mkmodel_mtp(argc, argv);
-        else if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "gemma3-vision"))
+        else if (!strcmp(argv[i], "--arch") && (!strcmp(argv[i + 1], "gemma3-vision") ||
+                                                 !strcmp(argv[i + 1], "gemma4-vision")))
             return cmd_mkmodel_vision(argc, argv); /* cli/mkmodel-vision.c */
     tn_mkmodel_params p = tn_mkmodel_default_params();
     const char *out = NULL;

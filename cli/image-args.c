@@ -191,9 +191,17 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
         return st;
     tn_error err = {0};
     const tn_vision_info *I = tn_vision_get_info(v);
-    const int budget = (int)ci->budget;
+    const bool g4 = I->kind == TN_VISION_GEMMA4;
+    /* Gemma 4's flash default is the seed's 70 tokens; otherwise llama.cpp's
+     * (up to 1120, as the image's size needs). */
+    const int budget = ci->budget > 0 ? (int)ci->budget : g4 && ci->flash ? 70 : 0;
+    if (tn_vision_check_budget(v, budget, &err) != TN_OK) {
+        cli_error("%s", cli_engine_message(&err));
+        tn_vision_free(v);
+        return CLI_EXIT_USAGE;
+    }
     const int n_tok = tn_vision_tokens(v, budget);
-    if (!quiet && budget > 0 && n_tok < budget)
+    if (!quiet && !g4 && budget > 0 && n_tok < budget)
         fprintf(stderr, _("image tokens: %d (the largest square grid within %d)\n"), n_tok, budget);
     out->images = calloc((size_t)ci->n, sizeof *out->images);
     int status = out->images ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
@@ -209,7 +217,15 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
             status = CLI_EXIT_BAD_INPUT;
             break;
         }
-        float *rows = malloc((size_t)n_tok * (size_t)I->n_embd_text * sizeof(float));
+        /* Gemma 4's count follows the image's size (tn_vision_image_tokens). */
+        const int n_img = tn_vision_image_tokens(v, budget, img->width, img->height, &err);
+        if (n_img < 0) {
+            cli_error("%s: %s", ci->paths[i], cli_engine_message(&err));
+            tern_image_free(img);
+            status = CLI_EXIT_BAD_INPUT;
+            break;
+        }
+        float *rows = malloc((size_t)n_img * (size_t)I->n_embd_text * sizeof(float));
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         int n = 0;

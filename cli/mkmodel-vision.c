@@ -23,14 +23,17 @@ static bool number(const char *opt, const char *s, long long lo, long long hi, l
 int cmd_mkmodel_vision(int argc, char **argv) {
     tn_mkmodel_vision_params p = tn_mkmodel_vision_default_params();
     const char *out = NULL;
+    bool patch_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf(_("usage: tern-cli mkmodel --arch gemma3-vision -o OUT.gguf [--target TEXT.gguf]\n"
-                     "         [--type f32|f16] [--image-size 224] [--patch 14] [--embd 64]\n"
-                     "         [--ff 128] [--layers 2] [--heads 4] [--text-embd 64] [--seed S]\n\n"
-                     "Writes a Gemma 3 vision projector (mmproj layout, docs/VISION.md) with\n"
-                     "random weights; --target takes the text width from a model.\n"));
+            printf(_("usage: tern-cli mkmodel --arch gemma3-vision|gemma4-vision -o OUT.gguf\n"
+                     "         [--target TEXT.gguf] [--type f32|f16] [--image-size 224]\n"
+                     "         [--patch 14|16] [--embd 64] [--ff 128] [--layers 2] [--heads 4]\n"
+                     "         [--text-embd 64] [--positions 64] [--seed S]\n\n"
+                     "Writes a Gemma 3 or Gemma 4 vision projector (mmproj layout,\n"
+                     "docs/VISION.md) with random weights; --target takes the text width from\n"
+                     "a model; --positions: rows of Gemma 4's position tables.\n"));
             return CLI_EXIT_OK;
         }
         if (i + 1 >= argc) {
@@ -39,8 +42,10 @@ int cmd_mkmodel_vision(int argc, char **argv) {
         }
         const char *v = argv[++i];
         long long n = 0;
-        if (!strcmp(a, "--arch"))
+        if (!strcmp(a, "--arch")) {
+            p.projector = !strcmp(v, "gemma4-vision") ? "gemma4v" : "gemma3";
             continue;
+        }
         if (!strcmp(a, "--target")) {
             p.target = v;
             continue;
@@ -53,10 +58,10 @@ int cmd_mkmodel_vision(int argc, char **argv) {
             out = v;
             continue;
         }
-        static const char *opts[] = {"--image-size", "--patch", "--embd", "--ff",
-                                     "--layers", "--heads", "--text-embd", "--seed"};
-        int64_t *dst[] = {&p.image_size, &p.patch_size, &p.n_embd, &p.n_ff,
-                          &p.n_layer, &p.n_head, &p.n_embd_text, NULL};
+        static const char *opts[] = {"--image-size", "--patch", "--embd", "--ff", "--layers",
+                                     "--heads", "--text-embd", "--positions", "--seed"};
+        int64_t *dst[] = {&p.image_size, &p.patch_size, &p.n_embd, &p.n_ff, &p.n_layer,
+                          &p.n_head, &p.n_embd_text, &p.n_pos, NULL};
         size_t k = 0;
         while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k]))
             k++;
@@ -66,11 +71,14 @@ int cmd_mkmodel_vision(int argc, char **argv) {
         }
         if (!number(a, v, 1, 1LL << 40, &n))
             return CLI_EXIT_USAGE;
+        patch_given |= dst[k] == &p.patch_size;
         if (dst[k])
             *dst[k] = n;
         else
             p.seed = (uint64_t)n;
     }
+    if (p.projector && !strcmp(p.projector, "gemma4v") && !patch_given)
+        p.patch_size = 16; /* Gemma 4's */
     if (!out) {
         cli_error(_("mkmodel: no output file (-o OUT.gguf)"));
         return CLI_EXIT_USAGE;

@@ -641,8 +641,13 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
         if (atomic_load(&ctx->cancel))
             return tn_fail(err, TN_ERR_CANCELLED, "cancelled");
         const tn_layer *L = &m->layers[il];
+        /* Gemma 4 opens an image span on its sliding layers only; the
+         * full-attention layers stay causal (llama.cpp's
+         * LLAMA_NON_CAUSAL_TYPE_SWA_ONLY, HF use_bidirectional_attention
+         * "vision"). */
+        const bool open = bidir && (hp->arch != TN_ARCH_GEMMA4 || L->swa);
         ubatch ub = {.ctx = ctx, .layer = L, .il = il, .n = n, .pos0 = pos0,
-                     .see_to = bidir ? pos0 + n : 0};
+                     .see_to = open ? pos0 + n : 0};
 
         for (int32_t i = 0; i < n; i++)
             tn_rmsnorm(ctx->xn + (size_t)i * E, ctx->x + (size_t)i * E, L->attn_norm, E,

@@ -22,7 +22,7 @@ tn_mkmodel_vision_params tn_mkmodel_vision_default_params(void) {
     return p;
 }
 
-typedef enum vkind { V_MATRIX, V_NORM, V_BIAS, V_POS } vkind;
+typedef enum vkind { V_MATRIX, V_NORM, V_BIAS, V_POS, V_BOUND, V_SCALE, V_QKNORM } vkind;
 
 typedef struct vtensor {
     char name[64];
@@ -32,6 +32,7 @@ typedef struct vtensor {
     int64_t row_len, rows; /* as filled: rows of row_len values */
     vkind kind;
     uint64_t seed;
+    float sign; /* V_BOUND: -1 for a lower bound, 1 for an upper */
 } vtensor;
 
 static uint64_t splitmix(uint64_t *s) {
@@ -67,7 +68,19 @@ static int fill(void *user, const char *name, void *dst, uint64_t nbytes, tn_err
             row[i] = t->kind == V_MATRIX ? u * mat
                      : t->kind == V_NORM ? 1.0f + 0.2f * u
                      : t->kind == V_BIAS ? 0.05f * u
-                                         : 0.5f * u;
+                     : t->kind == V_POS  ? 0.5f * u
+                     /* clamp bounds that cut the tails of unit-scale
+                      * activations, so the clamps are exercised */
+                     : t->kind == V_BOUND ? t->sign * (2.0f + 0.5f * u)
+                     /* Q and K norms of d values near d^-1/4: the scores
+                      * (scale 1) then have unit spread. Near 1, scores of
+                      * spread sqrt(d) make every softmax an argmax, and a
+                      * deep random tower amplifies rounding into chaos, so
+                      * no two implementations could agree (measured: NMSE
+                      * 5e-3 against llama.cpp at 16 layers of 64-value
+                      * heads, 2e-7 at 2 layers). */
+                     : t->kind == V_QKNORM ? (1.0f + 0.2f * u) / sqrtf(sqrtf((float)t->row_len))
+                                          : 1.0f + 0.3f * u;
         }
         if (tn_quantize_row(t->type, row, (uint8_t *)dst + r * row_bytes, t->row_len) != TN_OK)
             rc = tn_fail(err, TN_ERR_UNSUPPORTED, "mkmodel vision: cannot write %s as %s", name,
@@ -95,10 +108,21 @@ static vtensor *add(vtensor *ts, size_t *nt, const char *name, uint32_t type, vk
     return t;
 }
 
+static int mk_gemma4v(const tn_mkmodel_vision_params *p, int type, const char *out_path,
+                      tn_error *err);
+
 int tn_mkmodel_vision(const tn_mkmodel_vision_params *pp, const char *out_path, tn_error *err) {
     if (!pp || !out_path)
         return tn_fail(err, TN_ERR_INVALID, "mkmodel vision: needs parameters and an output");
     tn_mkmodel_vision_params p = *pp;
+    const bool g4 = p.projector && !strcmp(p.projector, "gemma4v");
+    if (p.projector && !g4 && strcmp(p.projector, "gemma3"))
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel vision: projector type '%s' is not one Tern "
+                       "writes (gemma3 or gemma4v)", p.projector);
+    if (g4 && p.patch_size <= 0)
+        p.patch_size = 16;
+    if (g4 && p.n_pos <= 0)
+        p.n_pos = 64;
     const tn_mkmodel_vision_params d = tn_mkmodel_vision_default_params();
     if (!p.type)
         p.type = d.type;
@@ -129,6 +153,8 @@ int tn_mkmodel_vision(const tn_mkmodel_vision_params *pp, const char *out_path, 
     if (type != TN_TYPE_F32 && type != TN_TYPE_F16)
         return tn_fail(err, TN_ERR_INVALID, "mkmodel vision: --type must be f32 or f16, not '%s'",
                        p.type);
+    if (g4)
+        return mk_gemma4v(&p, type, out_path, err);
     const int64_t side = p.patch_size > 0 ? p.image_size / p.patch_size : 0;
     if (p.image_size % p.patch_size || side % 4 || p.n_embd % p.n_head || p.n_layer > 1000 ||
         p.n_embd > 16384 || p.n_ff > 65536 || p.n_embd_text > 65536 || side > 512)
@@ -196,6 +222,110 @@ int tn_mkmodel_vision(const tn_mkmodel_vision_params *pp, const char *out_path, 
     SET(tn_gguf_writer_set_f32(w, "clip.vision.attention.layer_norm_epsilon", 1e-6f));
     SET(tn_gguf_writer_set_arr(w, "clip.vision.image_mean", TN_GGUF_F32, half, 3));
     SET(tn_gguf_writer_set_arr(w, "clip.vision.image_std", TN_GGUF_F32, half, 3));
+#undef SET
+    if (rc != TN_OK)
+        rc = tn_fail(err, rc, "mkmodel vision: cannot set metadata");
+    for (size_t i = 0; i < nt && rc == TN_OK; i++)
+        if ((rc = tn_gguf_writer_add_tensor(w, ts[i].name, ts[i].type, ts[i].n_dims, ts[i].ne,
+                                            fill, &ts[i])) != TN_OK)
+            rc = tn_fail(err, rc, "mkmodel vision: cannot add tensor %s", ts[i].name);
+    if (rc == TN_OK)
+        rc = tn_gguf_writer_write(w, out_path, err);
+    tn_gguf_writer_free(w);
+    free(ts);
+    return rc;
+}
+
+/* Gemma 4 (llama.cpp's converter, conversion/gemma.py Gemma4VisionAudioModel
+ * and gguf-py's tensor map; read by tools/mtmd/clip.cpp): names, shapes and
+ * types as published mmproj files have them. */
+static int mk_gemma4v(const tn_mkmodel_vision_params *p, int type, const char *out_path,
+                      tn_error *err) {
+    const uint64_t E = (uint64_t)p->n_embd, F = (uint64_t)p->n_ff, T = (uint64_t)p->n_embd_text;
+    const uint64_t ps = (uint64_t)p->patch_size, H = (uint64_t)p->n_head;
+    if (p->n_embd % p->n_head || (p->n_embd / p->n_head) % 4 || p->n_layer > 1000 ||
+        p->n_embd > 16384 || p->n_ff > 65536 || p->n_embd_text > 65536 || p->patch_size > 256 ||
+        p->n_pos > 65536)
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel vision: width %lld must be a multiple of "
+                       "%lld heads of a multiple of 4 values", (long long)p->n_embd,
+                       (long long)p->n_head);
+    const uint64_t d = E / H;
+    const size_t max_t = 16 + 44 * (size_t)p->n_layer;
+    vtensor *ts = calloc(max_t, sizeof *ts);
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    if (!ts || !w) {
+        free(ts);
+        tn_gguf_writer_free(w);
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    }
+    size_t nt = 0;
+    const uint64_t s = p->seed;
+    const uint32_t ty = (uint32_t)type;
+    add(ts, &nt, "v.patch_embd.weight", ty, V_MATRIX, s, 4, (uint64_t[]){ps, ps, 3, E});
+    /* the converter forces the position tables to F32 */
+    add(ts, &nt, "v.position_embd.weight", TN_TYPE_F32, V_POS, s, 3,
+        (uint64_t[]){E, (uint64_t)p->n_pos, 2});
+    char n[96];
+    /* a Gemma4ClippableLinear: the weight and its four scalar bounds */
+#define LIN(base, ne0, ne1)                                                                     \
+    do {                                                                                        \
+        static const char *const sfx[4] = {"input_min", "input_max", "output_min",             \
+                                           "output_max"};                                       \
+        snprintf(n, sizeof n, "%s.weight", base);                                               \
+        add(ts, &nt, n, ty, V_MATRIX, s, 2, (uint64_t[]){ne0, ne1});                            \
+        for (int b_ = 0; b_ < 4; b_++) {                                                        \
+            snprintf(n, sizeof n, "%s.%s", base, sfx[b_]);                                      \
+            add(ts, &nt, n, TN_TYPE_F32, V_BOUND, s, 1, (uint64_t[]){1})->sign =                \
+                b_ % 2 ? 1.0f : -1.0f;                                                          \
+        }                                                                                       \
+    } while (0)
+    for (int64_t l = 0; l < p->n_layer; l++) {
+        char base[64];
+#define B(part) (snprintf(base, sizeof base, "v.blk.%lld.%s", (long long)l, part), base)
+#define V1(part, kind, ne0) add(ts, &nt, B(part), TN_TYPE_F32, kind, s, 1, (uint64_t[]){ne0})
+        V1("ln1.weight", V_NORM, E);
+        LIN(B("attn_q"), E, E);
+        V1("attn_q_norm.weight", V_QKNORM, d);
+        LIN(B("attn_k"), E, E);
+        V1("attn_k_norm.weight", V_QKNORM, d);
+        LIN(B("attn_v"), E, E);
+        LIN(B("attn_out"), E, E);
+        V1("attn_post_norm.weight", V_NORM, E);
+        V1("ln2.weight", V_NORM, E);
+        LIN(B("ffn_gate"), E, F);
+        LIN(B("ffn_up"), E, F);
+        LIN(B("ffn_down"), F, E);
+        V1("ffn_post_norm.weight", V_NORM, E);
+        V1("out_scale.weight", V_SCALE, 1);
+#undef V1
+#undef B
+    }
+#undef LIN
+    add(ts, &nt, "v.std_bias", TN_TYPE_F32, V_BIAS, s, 1, (uint64_t[]){E});
+    add(ts, &nt, "v.std_scale", TN_TYPE_F32, V_NORM, s, 1, (uint64_t[]){E});
+    /* nn.Linear(E, T): T rows of E values, used as is (no transpose) */
+    add(ts, &nt, "mm.input_projection.weight", ty, V_MATRIX, s, 2, (uint64_t[]){E, T});
+    int rc = TN_OK;
+    const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+#define SET(x) if (rc == TN_OK) rc = (x)
+    SET(tn_gguf_writer_set_str(w, "general.architecture", "clip"));
+    SET(tn_gguf_writer_set_str(w, "general.type", "mmproj"));
+    SET(tn_gguf_writer_set_str(w, "general.name", "Tern Gemma 4 vision projector (random weights)"));
+    SET(tn_gguf_writer_set_u32(w, "general.alignment", TN_GGUF_DEFAULT_ALIGNMENT));
+    SET(tn_gguf_writer_set_u32(w, "general.file_type", type == TN_TYPE_F16 ? 1 : 0));
+    SET(tn_gguf_writer_set_bool(w, "clip.has_vision_encoder", true));
+    SET(tn_gguf_writer_set_u32(w, "clip.vision.projection_dim", (uint32_t)T));
+    /* the converter writes 224 ("unused"): the grid follows the image */
+    SET(tn_gguf_writer_set_u32(w, "clip.vision.image_size", 224));
+    SET(tn_gguf_writer_set_u32(w, "clip.vision.patch_size", (uint32_t)ps));
+    SET(tn_gguf_writer_set_u32(w, "clip.vision.embedding_length", (uint32_t)E));
+    SET(tn_gguf_writer_set_u32(w, "clip.vision.feed_forward_length", (uint32_t)F));
+    SET(tn_gguf_writer_set_u32(w, "clip.vision.block_count", (uint32_t)p->n_layer));
+    SET(tn_gguf_writer_set_u32(w, "clip.vision.attention.head_count", (uint32_t)H));
+    SET(tn_gguf_writer_set_arr(w, "clip.vision.image_mean", TN_GGUF_F32, zero, 3));
+    SET(tn_gguf_writer_set_arr(w, "clip.vision.image_std", TN_GGUF_F32, one, 3));
+    SET(tn_gguf_writer_set_str(w, "clip.vision.projector_type", "gemma4v"));
+    SET(tn_gguf_writer_set_f32(w, "clip.vision.attention.layer_norm_epsilon", 1e-6f));
 #undef SET
     if (rc != TN_OK)
         rc = tn_fail(err, rc, "mkmodel vision: cannot set metadata");

@@ -182,6 +182,16 @@ static bool shifted_progress(int32_t done, int32_t total, void *p) {
     return ps->cb(ps->offset + done, ps->total, ps->user);
 }
 
+/* Whether an image span attends both ways: Gemma 3 always; Gemma 4 except
+ * E2B and E4B (text widths 1536 and 2560), which llama.cpp decodes causally
+ * (mtmd_decode_use_non_causal). */
+static bool image_bidirectional(const tn_session *s) {
+    if (tn_model_arch(s->model) != TN_ARCH_GEMMA4)
+        return true;
+    const int32_t E = tn_model_n_embd(s->model);
+    return E != 1536 && E != 2560;
+}
+
 /* kv_append for rows [from, n) of a prompt with images: text runs go
  * through kv_append, each image span through one bidirectional pass of its
  * embeddings. `from` never falls inside a span (callers cut the KV back to
@@ -210,7 +220,7 @@ static int kv_append_plan(tn_session *s, const int32_t *tokens, int32_t from, in
         if (cancelled(s))
             return tn_fail(err, TN_ERR_CANCELLED, "cancelled");
         const bool last = at + sp->n == n;
-        rc = tn_ctx_decode_embd(s->ctx, sp->embd, sp->n, true,
+        rc = tn_ctx_decode_embd(s->ctx, sp->embd, sp->n, image_bidirectional(s),
                                 last && want_logits ? TN_LOGITS_LAST : TN_LOGITS_NONE, s->logits,
                                 err);
         if (rc != TN_OK)
@@ -1138,23 +1148,37 @@ int tn_session_chat(tn_session *s, const tn_session_message *messages, int32_t n
 
 /* ---------------------------------------------------------------- images */
 
-/* What replaces each image marker before tokenizing: Gemma 3's image
- * sequence (HF Gemma3Processor: "\n\n" + boi + image tokens + eoi + "\n\n"),
- * with one placeholder token that is then expanded to the image's rows. */
+/* What replaces each image marker before tokenizing, with one placeholder
+ * token that is then expanded to the image's rows. Gemma 3: its image
+ * sequence (HF Gemma3Processor: "\n\n" + boi + image tokens + eoi +
+ * "\n\n"). Gemma 4: "<|image>" rows "<image|>" (llama.cpp's mtmd for
+ * projector gemma4v; the chat template writes "<|image|>", the soft token,
+ * where an image goes). */
 #define IMAGE_START "<start_of_image>"
 #define IMAGE_END "<end_of_image>"
 #define IMAGE_SOFT "<image_soft_token>"
+#define IMAGE4_START "<|image>"
+#define IMAGE4_END "<image|>"
+#define IMAGE4_SOFT "<|image|>"
 
 typedef struct image_tokens {
     int32_t start, end, soft;
+    const char *seq;  /* the text a marker becomes */
+    const char *soft_s, *start_s, *end_s;
 } image_tokens;
 
 static bool find_image_tokens(const tn_session *s, image_tokens *it) {
+    const bool g4 = s && s->model && tn_model_arch(s->model) == TN_ARCH_GEMMA4;
+    it->start_s = g4 ? IMAGE4_START : IMAGE_START;
+    it->end_s = g4 ? IMAGE4_END : IMAGE_END;
+    it->soft_s = g4 ? IMAGE4_SOFT : IMAGE_SOFT;
+    it->seq = g4 ? IMAGE4_START IMAGE4_SOFT IMAGE4_END
+                 : "\n\n" IMAGE_START IMAGE_SOFT IMAGE_END "\n\n";
     if (!s || !s->tok)
         return false;
-    it->start = tn_tokenizer_find(s->tok, IMAGE_START, strlen(IMAGE_START));
-    it->end = tn_tokenizer_find(s->tok, IMAGE_END, strlen(IMAGE_END));
-    it->soft = tn_tokenizer_find(s->tok, IMAGE_SOFT, strlen(IMAGE_SOFT));
+    it->start = tn_tokenizer_find(s->tok, it->start_s, strlen(it->start_s));
+    it->end = tn_tokenizer_find(s->tok, it->end_s, strlen(it->end_s));
+    it->soft = tn_tokenizer_find(s->tok, it->soft_s, strlen(it->soft_s));
     return it->start >= 0 && it->end >= 0 && it->soft >= 0;
 }
 
@@ -1191,7 +1215,7 @@ static int check_images(const tn_session *s, const tn_image_embd *images, int32_
     if (n_images > 0 && !find_image_tokens(s, &it))
         return tn_fail(err, TN_ERR_UNSUPPORTED,
                        "%s: this model takes no images (its vocabulary has no %s/%s tokens)",
-                       tn_model_path(s->model), IMAGE_START, IMAGE_END);
+                       tn_model_path(s->model), it.start_s, it.end_s);
     const int32_t E = tn_model_n_embd(s->model);
     for (int32_t i = 0; i < n_images; i++) {
         if (!images[i].embd || images[i].n_tokens < 1)
@@ -1273,7 +1297,7 @@ static int expand_images(tn_session *s, const tn_buf *text, const tn_text_spans 
     if (!find_image_tokens(s, &it))
         return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: this model takes no images",
                        tn_model_path(s->model));
-    static const char seq[] = "\n\n" IMAGE_START IMAGE_SOFT IMAGE_END "\n\n";
+    const char *seq = it.seq;
     const size_t lm = strlen(TN_IMAGE_MARKER);
     /* The image sequence is markup (its control tokens must match); the
      * text around the markers keeps its content spans. */
@@ -1327,7 +1351,7 @@ static int expand_images(tn_session *s, const tn_buf *text, const tn_text_spans 
     if (n_soft != n_images) {
         tn_tokens_free(&raw);
         return tn_fail(err, TN_ERR_INVALID,
-                       "the text itself contains the image placeholder token %s", IMAGE_SOFT);
+                       "the text itself contains the image placeholder token %s", it.soft_s);
     }
     for (int32_t i = 0; i < n_images; i++)
         total += images[i].n_tokens - 1;

@@ -9,8 +9,7 @@
  * A smaller token budget shrinks the patch grid (the image is resampled to
  * fewer pixels and the position embeddings bilinearly interpolated), so a
  * cheaper image also costs less to encode. */
-#include "tn-internal.h"
-#include "cpu/tn-cpu.h"
+#include "tn-vision.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -38,6 +37,7 @@ struct tn_vision {
     float *soft_norm;       /* [E], used as stored (the converter already added 1) */
     float *proj_t;          /* [n_embd_text][E]: the file's [E][n_embd_text], transposed */
     tn_weight proj;
+    tn_vision_g4 *g4; /* a Gemma 4 projector: everything else above is unused */
 };
 
 static const char *vpath(const tn_vision *v) { return tn_gguf_path(v->g); }
@@ -130,6 +130,7 @@ void tn_vision_free(tn_vision *v) {
     free(v->post_b);
     free(v->soft_norm);
     free(v->proj_t);
+    tn_vg4_free(v->g4);
     tn_gguf_close(v->g);
     free(v);
 }
@@ -156,14 +157,20 @@ static int load_body(tn_vision *v, tn_error *err) {
         return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: this is an audio projector (type '%.*s'); "
                        "Tern takes images only for now, so audio input is not supported",
                        vpath(v), shown, s.ptr);
-    if (tn_str_eq(s, "gemma4v") || tn_str_eq(s, "gemma4uv"))
-        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: Gemma 4 vision projectors (type '%.*s') "
-                       "are not supported yet; Tern runs Gemma 3 vision projectors (type "
-                       "'gemma3')", vpath(v), shown, s.ptr);
+    if (tn_str_eq(s, "gemma4uv"))
+        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: Gemma 4 unified vision projectors (type "
+                       "'%.*s') are not supported yet; Tern runs types 'gemma3' and 'gemma4v'",
+                       vpath(v), shown, s.ptr);
+    if (tn_str_eq(s, "gemma4v")) {
+        if (!has_vision)
+            return tn_fail(err, TN_ERR_FORMAT, "%s: clip.has_vision_encoder is not true",
+                           vpath(v));
+        return tn_vg4_load(v->g, &v->info, &v->g4, err);
+    }
     if (!tn_str_eq(s, "gemma3"))
         return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: projector type '%.*s' is not supported "
-                       "(Tern runs Gemma 3 vision projectors, type 'gemma3')", vpath(v),
-                       shown, s.ptr);
+                       "(Tern runs Gemma 3 and Gemma 4 vision projectors, types 'gemma3' and "
+                       "'gemma4v')", vpath(v), shown, s.ptr);
     if (!has_vision)
         return tn_fail(err, TN_ERR_FORMAT, "%s: clip.has_vision_encoder is not true", vpath(v));
     tn_vision_info *I = &v->info;
@@ -194,6 +201,7 @@ static int load_body(tn_vision *v, tn_error *err) {
                        I->patch_size, v->pool);
     v->n_side = I->image_size / I->patch_size;
     I->n_image_tokens = (v->n_side / v->pool) * (v->n_side / v->pool);
+    I->kind = TN_VISION_GEMMA3;
     static const char *const stat_keys[2] = {"clip.vision.image_mean", "clip.vision.image_std"};
     for (int k = 0; k < 2; k++) {
         float *dst = k ? I->image_std : I->image_mean;
@@ -315,12 +323,54 @@ static int side_for_budget(const tn_vision *v, int budget) {
 int tn_vision_tokens(const tn_vision *v, int budget) {
     if (!v)
         return 0;
+    if (v->g4) {
+        /* The most an image can cost: tn_vg4_plan refuses any image that
+         * would need more. 0 for a budget the projector does not take. */
+        const int *list;
+        const int n = tn_vg4_budgets(&list);
+        if (budget <= 0)
+            return list[n - 1];
+        for (int i = 0; i < n; i++)
+            if (list[i] == budget)
+                return budget;
+        return 0;
+    }
     const int k = side_for_budget(v, budget);
     return k * k;
 }
 
 int tn_vision_input_side(const tn_vision *v, int budget) {
-    return v ? side_for_budget(v, budget) * v->pool * v->info.patch_size : 0;
+    if (!v || v->g4)
+        return 0; /* Gemma 4 resizes the image itself, keeping its aspect */
+    return side_for_budget(v, budget) * v->pool * v->info.patch_size;
+}
+
+int tn_vision_budgets(const tn_vision *v, const int **list) {
+    if (list)
+        *list = NULL;
+    return v && v->g4 ? tn_vg4_budgets(list) : 0;
+}
+
+int tn_vision_check_budget(const tn_vision *v, int budget, tn_error *err) {
+    if (!v)
+        return tn_fail(err, TN_ERR_INVALID, "no vision projector");
+    if (v->g4 && budget > 0 && tn_vision_tokens(v, budget) == 0)
+        return tn_fail(err, TN_ERR_INVALID, "an image budget of %d tokens is not one Gemma 4 "
+                       "takes (70, 140, 280, 560 or 1120)", budget);
+    return TN_OK;
+}
+
+int tn_vision_image_tokens(const tn_vision *v, int budget, int w, int h, tn_error *err) {
+    if (!v)
+        return tn_fail(err, TN_ERR_INVALID, "no vision projector");
+    if (v->g4) {
+        int tw, th, n;
+        const int rc = tn_vg4_plan(v->g4, budget, w, h, &tw, &th, &n, err);
+        return rc != TN_OK ? rc : n;
+    }
+    if (w <= 0 || h <= 0)
+        return tn_fail(err, TN_ERR_INVALID, "image of %d x %d pixels: nothing to encode", w, h);
+    return tn_vision_tokens(v, budget);
 }
 
 /* Bilinear sampling with pixel centres aligned (torch's align_corners=False). */
@@ -361,6 +411,7 @@ typedef struct attn_ctx {
     float *scratch;         /* [nth][P] */
     int64_t P, E, n_head, d;
     int nth_alloc;
+    float scale;
 } attn_ctx;
 
 /* Non-causal attention; each (head, query row) is one unit of work, computed
@@ -371,7 +422,7 @@ static void attn_task(void *vctx, int ith, int nth) {
     const int64_t per = (units + nth - 1) / nth;
     const int64_t u0 = per * ith, u1 = u0 + per < units ? u0 + per : units;
     float *s = c->scratch + (int64_t)ith * c->P;
-    const float scale = 1.0f / sqrtf((float)c->d);
+    const float scale = c->scale;
     for (int64_t u = u0; u < u1; u++) {
         const int64_t h = u / c->P, i = u % c->P;
         const float *qi = c->q + i * c->E + h * c->d;
@@ -457,7 +508,7 @@ static int attention_matmul(tn_cpu *cpu, const attn_ctx *c, attn_bufs *b) {
         int rc = tn_matmul(cpu, &wk, b->qh, P, b->s);
         if (rc != TN_OK)
             return rc;
-        softmax_ctx sc = {.s = b->s, .P = P, .scale = 1.0f / sqrtf((float)d)};
+        softmax_ctx sc = {.s = b->s, .P = P, .scale = c->scale};
         tn_cpu_parallel(cpu, softmax_task, &sc);
         const tn_weight wv = {.type = TN_TYPE_F32, .rows = d, .cols = P, .data = b->vt,
                               .row_bytes = (size_t)P * sizeof(float)};
@@ -467,6 +518,40 @@ static int attention_matmul(tn_cpu *cpu, const attn_ctx *c, attn_bufs *b) {
             memcpy(c->out + i * E + h * d, b->oh + i * d, (size_t)d * sizeof(float));
     }
     return TN_OK;
+}
+
+int tn_vision_attend(tn_cpu *cpu, const float *q, const float *k, const float *v, float *out,
+                     int64_t P, int64_t E, int64_t n_head, float scale, tn_error *err) {
+    const char *mode = getenv("TERN_VISION_ATTENTION");
+    const bool scalar = mode && !strcmp(mode, "scalar");
+    const int64_t d = E / n_head;
+    int nth = cpu ? tn_cpu_threads(cpu) : 1;
+    if (nth < 1)
+        nth = 1;
+    attn_ctx ac = {.q = q, .k = k, .v = v, .out = out, .P = P, .E = E, .n_head = n_head, .d = d,
+                   .nth_alloc = nth, .scale = scale};
+    attn_bufs ab = {0};
+    int rc = TN_OK;
+    if (scalar) {
+        ac.scratch = malloc((size_t)nth * (size_t)P * sizeof(float));
+        if (!ac.scratch)
+            return tn_fail(err, TN_ERR_NOMEM, "out of memory encoding an image");
+        tn_cpu_parallel(cpu, attn_task, &ac);
+        free(ac.scratch);
+        return TN_OK;
+    }
+    ab.qh = malloc((size_t)(P * d) * sizeof(float));
+    ab.kh = malloc((size_t)(P * d) * sizeof(float));
+    ab.vt = malloc((size_t)(P * d) * sizeof(float));
+    ab.oh = malloc((size_t)(P * d) * sizeof(float));
+    ab.s = malloc((size_t)P * (size_t)P * sizeof(float));
+    if (!ab.qh || !ab.kh || !ab.vt || !ab.oh || !ab.s)
+        rc = tn_fail(err, TN_ERR_NOMEM, "out of memory encoding an image (attention over %lld "
+                     "patches)", (long long)P);
+    else if ((rc = attention_matmul(cpu, &ac, &ab)) != TN_OK)
+        rc = tn_fail(err, rc, "attention: matrix product failed (%s)", tn_status_name(rc));
+    free(ab.qh), free(ab.kh), free(ab.vt), free(ab.oh), free(ab.s);
+    return rc;
 }
 
 static float gelu_tanh(float x) {
@@ -569,7 +654,8 @@ static int encode(tn_vision *v, const float *rgb, int w, int h, int budget, floa
         add_bias(kk, L->k_b, P, E);
         add_bias(vv, L->v_b, P, E);
         attn_ctx ac = {.q = q, .k = kk, .v = vv, .out = t, .scratch = scratch, .P = P, .E = E,
-                       .n_head = I->n_head, .d = E / I->n_head, .nth_alloc = nth};
+                       .n_head = I->n_head, .d = E / I->n_head, .nth_alloc = nth,
+                       .scale = 1.0f / sqrtf((float)(E / I->n_head))};
         if (scalar_attention)
             tn_cpu_parallel(cpu, attn_task, &ac);
         else if ((rc = attention_matmul(cpu, &ac, &ab)) != TN_OK)
@@ -637,10 +723,13 @@ done:
  * microseconds against the milliseconds of an image. */
 int tn_vision_encode(tn_vision *v, const float *rgb, int w, int h, int budget, float *out,
                      int *n_tokens, int n_threads, tn_error *err) {
+    if (v && v->g4 && (!rgb || !out))
+        return tn_fail(err, TN_ERR_INVALID, "tn_vision_encode: needs pixels and an output");
     tn_cpu *cpu = NULL;
     if (n_threads != 1 && !(cpu = tn_cpu_new(n_threads)))
         return tn_fail(err, TN_ERR_NOMEM, "cannot start the CPU thread pool");
-    int rc = encode(v, rgb, w, h, budget, out, n_tokens, cpu, err);
+    int rc = v && v->g4 ? tn_vg4_encode(v->g4, rgb, w, h, budget, out, n_tokens, cpu, err)
+                        : encode(v, rgb, w, h, budget, out, n_tokens, cpu, err);
     tn_cpu_free(cpu);
     return rc;
 }

@@ -61,6 +61,7 @@ typedef struct job_image {
     char *key;     /* SHA-256 of the URI: the encoding cache's key (with the budget) */
     void *decoded; /* TernImage (imageio): pool thread -> worker, freed once encoded */
     float *cached; /* rows found in the encoding cache instead (a copy): not decoded */
+    int cached_n;  /* their token count (Gemma 4's follows the image's size) */
 } job_image;
 
 /* An encoding kept for reuse (see IMAGE_CACHE_SIZE). */
@@ -474,8 +475,9 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
 }
 
 #ifdef TERN_HAVE_IMAGEIO
-/* A copy of the rows encoded for (key, budget), or NULL. */
-static float *cache_get(tern_server *srv, const char *key, int budget) {
+/* A copy of the rows encoded for (key, budget), or NULL; *n_tokens gets
+ * their count. */
+static float *cache_get(tern_server *srv, const char *key, int budget, int *n_tokens) {
     float *rows = NULL;
     g_mutex_lock(&srv->cache_lock);
     for (int i = 0; i < IMAGE_CACHE_SIZE; i++) {
@@ -484,6 +486,7 @@ static float *cache_get(tern_server *srv, const char *key, int budget) {
             rows = g_try_malloc((gsize)e->n_tokens * (gsize)e->n_embd * sizeof(float));
             if (rows)
                 memcpy(rows, e->rows, (size_t)e->n_tokens * (size_t)e->n_embd * sizeof(float));
+            *n_tokens = e->n_tokens;
             e->used = ++srv->cache_clock;
             break;
         }
@@ -528,12 +531,12 @@ static int encode_images(tern_server *srv, job *j) {
 #ifdef TERN_HAVE_IMAGEIO
     tn_vision *v = srv->cfg.vision;
     const int n_embd = tn_vision_get_info(v)->n_embd_text;
-    const int n_tok = tn_vision_tokens(v, j->image_budget);
     j->embd = g_new0(tn_image_embd, j->n_images);
     for (int i = 0; i < j->n_images; i++) {
         if (job_abandoned(j))
             return TN_ERR_CANCELLED;
         if (j->images[i].cached) {
+            const int n_tok = j->images[i].cached_n;
             j->embd[i] = (tn_image_embd){j->images[i].cached, n_tok, n_embd};
             j->images[i].cached = NULL; /* now owned by embd */
             j->image_tokens += n_tok;
@@ -541,13 +544,18 @@ static int encode_images(tern_server *srv, job *j) {
             continue;
         }
         TernImage *img = j->images[i].decoded;
-        float *rows = g_try_malloc((gsize)n_tok * (gsize)n_embd * sizeof(float));
-        int n = 0;
         tn_error e = {.message = "out of memory"};
+        /* Gemma 4's count follows the image's size; a refusal (an aspect
+         * too extreme for the budget) is reported like an encoding error. */
+        const int n_tok = tn_vision_image_tokens(v, j->image_budget, img->width, img->height, &e);
+        float *rows = n_tok > 0 ? g_try_malloc((gsize)n_tok * (gsize)n_embd * sizeof(float))
+                                : NULL;
+        int n = 0;
         const gint64 t0 = g_get_monotonic_time();
-        int rc = rows ? tn_vision_encode(v, img->rgb, img->width, img->height, j->image_budget,
-                                         rows, &n, srv->cfg.n_threads, &e)
-                      : TN_ERR_NOMEM;
+        int rc = n_tok < 0 ? n_tok
+                 : rows    ? tn_vision_encode(v, img->rgb, img->width, img->height,
+                                              j->image_budget, rows, &n, srv->cfg.n_threads, &e)
+                           : TN_ERR_NOMEM;
         j->encode_ms += (double)(g_get_monotonic_time() - t0) / 1000.0;
         tern_image_free(img);
         j->images[i].decoded = NULL;
@@ -1356,6 +1364,13 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
                 return false;
             }
             j->image_budget = (int)v;
+            tn_error be;
+            if (j->server->cfg.vision &&
+                tn_vision_check_budget(j->server->cfg.vision, j->image_budget, &be) != TN_OK) {
+                *param = "tern";
+                *why = g_strdup_printf("tern.image_tokens: %s", be.message);
+                return false;
+            }
         } else if (bad) {
             *param = "tern";
             *why = g_strdup_printf("tern.%s must be a number", bad);
@@ -1692,13 +1707,17 @@ static gboolean images_decoded(gpointer data) {
 static void decode_images(gpointer data, gpointer pool_data) {
     job *j = data;
     tern_server *srv = pool_data;
+    /* Gemma 4 in a single-turn (flash) request: the seed's 70 tokens. */
+    if (!j->image_budget && j->single_turn &&
+        tn_vision_get_info(srv->cfg.vision)->kind == TN_VISION_GEMMA4)
+        j->image_budget = 70;
     const TernImageOptions io = {.fit_side =
                                      tn_vision_input_side(srv->cfg.vision, j->image_budget)};
     const gint64 t0 = g_get_monotonic_time();
     for (int i = 0; i < j->n_images && !j->image_error && !job_abandoned(j); i++) {
         job_image *im = &j->images[i];
         im->key = g_compute_checksum_for_string(G_CHECKSUM_SHA256, im->uri, -1);
-        im->cached = cache_get(srv, im->key, j->image_budget);
+        im->cached = cache_get(srv, im->key, j->image_budget, &im->cached_n);
         if (!im->cached)
             im->decoded = tern_image_load_data_uri(im->uri, &io, &j->image_error);
         j->image_error_at = i;

@@ -1139,11 +1139,18 @@ int tn_probe_matmul(tn_probe *p, const tn_probe_matrix *m, int copy, const float
 
 /* ------------------------------------------------------------------ vision */
 
-/* A Gemma 3 vision projector ("mmproj" GGUF, clip.projector_type = "gemma3"):
- * SigLIP ViT + 4x4 average pool + RMSNorm + projection into the text width
- * (docs/VISION.md). Immutable after load: tn_vision_encode allocates its
- * scratch per call, so several threads may encode with one projector at once. */
+/* A vision projector ("mmproj" GGUF, docs/VISION.md): Gemma 3's
+ * (clip.projector_type "gemma3": SigLIP ViT + 4x4 average pool + RMSNorm +
+ * projection into the text width) or Gemma 4's ("gemma4v": a ViT with 2-D
+ * rope over an aspect-keeping patch grid, 3x3 pool, projection). Immutable
+ * after load: tn_vision_encode allocates its scratch per call, so several
+ * threads may encode with one projector at once. */
 typedef struct tn_vision tn_vision;
+
+typedef enum tn_vision_kind {
+    TN_VISION_GEMMA3 = 0,
+    TN_VISION_GEMMA4 = 1,
+} tn_vision_kind;
 
 typedef struct tn_vision_info {
     int image_size;     /* native input side in pixels (896 for Gemma 3) */
@@ -1157,37 +1164,61 @@ typedef struct tn_vision_info {
     float eps;
     float image_mean[3];
     float image_std[3];
+    int kind;           /* tn_vision_kind */
 } tn_vision_info;
 
 int tn_vision_load(const char *path, tn_vision **out, tn_error *err);
 void tn_vision_free(tn_vision *v);
 const tn_vision_info *tn_vision_get_info(const tn_vision *v);
-/* Tokens an image costs under a budget: k * k with k = floor(sqrt(budget)),
- * at most the native grid; budget <= 0 means native (256 for Gemma 3). */
+/* Tokens an image costs under a budget. Gemma 3: exactly k * k with
+ * k = floor(sqrt(budget)), at most the native grid; budget <= 0 means
+ * native (256). Gemma 4: the budget itself, budget <= 0 meaning 1120
+ * (llama.cpp's default maximum), 0 for a budget Gemma 4 does not take;
+ * an image's own count depends on its size and can exceed this (at most
+ * twice): size buffers with tn_vision_image_tokens. */
 int tn_vision_tokens(const tn_vision *v, int budget);
+/* The budgets a projector takes, in *list: Gemma 4's 70, 140, 280, 560 and
+ * 1120 (returns 5); 0 for Gemma 3, which takes any. */
+int tn_vision_budgets(const tn_vision *v, const int **list);
+/* TN_ERR_INVALID, with a message naming the choices, for a budget the
+ * projector does not take. */
+int tn_vision_check_budget(const tn_vision *v, int budget, tn_error *err);
+/* The tokens this image (w x h pixels) costs under the budget, or a
+ * negative tn_status (TN_ERR_INVALID: unsupported budget, or an aspect so
+ * extreme that the image would need more than twice the budget). */
+int tn_vision_image_tokens(const tn_vision *v, int budget, int w, int h, tn_error *err);
 /* Pixels per side of the square the encoder resamples an image to under a
  * budget (896 native for Gemma 3, 448 for a budget of 70). An image decoder
  * that downscales larger pictures to at most this (with an area filter)
  * avoids the aliasing of the encoder's bilinear resampling. */
 int tn_vision_input_side(const tn_vision *v, int budget);
+/* (Gemma 4: 0. Its encoder resizes the image itself, keeping the aspect,
+ * with the area-filtering bicubic resampler of llama.cpp / Pillow; a
+ * decoder must hand it the picture unscaled to match the reference.) */
 /* rgb: w x h pixels, interleaved RGB (HWC, row-major), values in [0, 1]; the
  * encoder resamples it bilinearly to the grid the budget needs (native: the
- * projector's image_size) and applies image_mean / image_std itself. out:
+ * projector's image_size) and applies image_mean / image_std itself
+ * (Gemma 4: the values are taken as 8-bit, round(255 x), as llama.cpp's
+ * pipeline works on 8-bit pixels, and resampled as described above). out:
  * [tn_vision_tokens(v, budget)][n_embd_text] floats; *n_tokens (optional)
  * gets the count. n_threads: the threads of the call (1: the calling thread
  * alone; <= 0: physical cores); the result does not depend on it. */
 int tn_vision_encode(tn_vision *v, const float *rgb, int w, int h, int budget, float *out,
                      int *n_tokens, int n_threads, tn_error *err);
 
-/* Random-weight Gemma 3 vision projectors for tests and benchmarks. Zero
- * fields take the defaults (a tiny tower: 224 px, patch 14, width 64, 2
- * layers, 4 heads, ffn 128, f32). */
+/* Random-weight vision projectors for tests and benchmarks. Zero fields
+ * take the defaults (a tiny tower: 224 px, patch 14 (gemma4v: 16), width
+ * 64, 2 layers, 4 heads, ffn 128, f32). "gemma4v" writes llama.cpp's
+ * clip layout for Gemma 4 (docs/VISION.md), clamp bounds and layer scalars
+ * included, so llama.cpp's mtmd loads the same file. */
 typedef struct tn_mkmodel_vision_params {
+    const char *projector; /* "gemma3" (default) or "gemma4v" */
     const char *target;  /* optional text model GGUF: n_embd_text from it */
     const char *type;    /* "f32" (default) or "f16" for the matrices */
     int64_t image_size, patch_size, n_embd, n_ff, n_layer, n_head;
     int64_t n_embd_text; /* default 64, or the target's width */
     uint64_t seed;
+    int64_t n_pos;       /* gemma4v: rows of each position table (default 64) */
 } tn_mkmodel_vision_params;
 
 tn_mkmodel_vision_params tn_mkmodel_vision_default_params(void);

@@ -9,7 +9,12 @@
 #     after line (--single-turn);
 #   - bad input: a text file named .png, a header declaring 100000 x 100000
 #     pixels, an image that does not fit the context, no or two projectors,
-#     --raw: exit 2 (or 1) with one line naming the problem.
+#     --raw: exit 2 (or 1) with one line naming the problem;
+#   - a Gemma 4 projector (mkmodel --arch gemma4-vision, beside a copy of the
+#     model: same width): --image-tokens picks one of its budgets and the
+#     image's count follows its size (360 x 240 in 12-px tokens: 60 at 70,
+#     260 at 280), --single-turn defaults to 70, plain run to 1120 (600),
+#     another budget is refused naming the choices.
 #
 # Environment (set by tests/meson.build): TERN_CLI, TERN_TEST_TMP, TERN_VOCAB_DIR.
 set -u
@@ -63,6 +68,7 @@ def png(path, w, h, rows=None, declared=None):
         f.write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', dw, dh, 8, 2, 0, 0, 0))
                 + chunk(b'IDAT', zlib.compress(raw)) + chunk(b'IEND', b''))
 png(sys.argv[1] + '/photo.png', 60, 40)
+png(sys.argv[1] + '/wide.png', 360, 240)
 png(sys.argv[1] + '/bomb.png', 16, 16, declared=(100000, 100000))
 open(sys.argv[1] + '/notes.png', 'w').write('not a picture\n')
 EOF
@@ -117,5 +123,29 @@ cp "$tmp/model/mmproj-gemma-f32.gguf" "$tmp/two/mmproj-b.gguf"
 expect 2 "choose one" run -m "$tmp/two/gemma.gguf" -p hi --image "$img"
 expect 1 "raw" run -m "$model" -p hi --image "$img" --raw
 expect 1 "image-tokens" run -m "$model" -p hi --image "$img" --image-tokens 0
+
+# Gemma 4 projector.
+mkdir -p "$tmp/g4"
+cp "$model" "$tmp/g4/gemma.gguf"
+"$cli" mkmodel --arch gemma4-vision --target "$model" --patch 4 --embd 32 --ff 48 --layers 1 \
+    --heads 2 --positions 128 -o "$tmp/g4/mmproj-gemma-g4.gguf" >/dev/null 2>&1
+check "mkmodel gemma4-vision" test -f "$tmp/g4/mmproj-gemma-g4.gguf"
+g4=$tmp/g4/gemma.gguf
+"$cli" run -m "$g4" -p "What is this?" --image "$tmp/wide.png" --image-tokens 70 -n 2 --seed 1 \
+    --json >"$tmp/g70.json" 2>"$tmp/g70.err"
+check "gemma4 --image-tokens 70 exits 0 ($(head -c 300 "$tmp/g70.err"))" test $? -eq 0
+"$cli" run -m "$g4" -p "What is this?" --image "$tmp/wide.png" --image-tokens 280 -n 2 --seed 1 \
+    --json >"$tmp/g280.json" 2>"$tmp/g280.err"
+q70=$(json_field prompt_tokens "$tmp/g70.json")
+q280=$(json_field prompt_tokens "$tmp/g280.json")
+check "gemma4: the prompt grows by 200 from 70 to 280 ($q70 -> $q280)" \
+    sh -c "[ -n '$q70' ] && [ -n '$q280' ] && [ \$(($q280 - $q70)) -eq 200 ]"
+echo 'Describe it.' | "$cli" run --single-turn -m "$g4" -s "You look at pictures." \
+    --image "$tmp/wide.png" -n 2 --no-pin-cache >/dev/null 2>"$tmp/gst.err"
+check "gemma4 --single-turn defaults to 70: 60 tokens ($(head -c 300 "$tmp/gst.err"))" \
+    grep -q -- "-> 60 tokens" "$tmp/gst.err"
+"$cli" run -m "$g4" -p hi --image "$tmp/wide.png" -n 1 >/dev/null 2>"$tmp/gdef.err"
+check "gemma4 plain run defaults to 1120: 600 tokens" grep -q -- "-> 600 tokens" "$tmp/gdef.err"
+expect 1 "70, 140, 280, 560 or 1120" run -m "$g4" -p hi --image "$tmp/wide.png" --image-tokens 100
 
 checks_done image-cli

@@ -290,6 +290,10 @@ static void mixed_gemma4(tn_gguf_writer *w) {
     tn_gguf_writer_set_str(w, "clip.audio.projector_type", "gemma4a");
 }
 
+static void unified_gemma4(tn_gguf_writer *w) {
+    tn_gguf_writer_set_str(w, "clip.vision.projector_type", "gemma4uv");
+}
+
 /* Projector files that must be refused with a message naming the reason,
  * and a mixed-modality file whose image half Tern reads. */
 static void hostile_projectors(const char *path, const char *dir) {
@@ -305,8 +309,12 @@ static void hostile_projectors(const char *path, const char *dir) {
         {"nan-mean.gguf", NULL, nan_mean, TN_ERR_FORMAT, "image_mean must be finite"},
         {"nan-std.gguf", NULL, nan_std, TN_ERR_FORMAT, "image_std must be positive"},
         {"audio.gguf", NULL, audio_only, TN_ERR_UNSUPPORTED, "audio projector"},
-        {"mixed-gemma4.gguf", "clip.projector_type", mixed_gemma4, TN_ERR_UNSUPPORTED,
-         "Gemma 4 vision projectors"},
+        /* Gemma 3 tensors under Gemma 4's type: read as Gemma 4 (test
+         * vision-gemma4 loads real ones), refused on the first shape. */
+        {"mixed-gemma4.gguf", "clip.projector_type", mixed_gemma4, TN_ERR_FORMAT,
+         "mm.input_projection.weight"},
+        {"unified-gemma4.gguf", "clip.projector_type", unified_gemma4, TN_ERR_UNSUPPORTED,
+         "unified"},
         {"mixed-gemma3.gguf", "clip.projector_type", mixed_gemma3, TN_OK, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

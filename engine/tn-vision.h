@@ -1,0 +1,33 @@
+/* Internal to the vision encoders (engine/vision.c, engine/vision-gemma4.c). */
+#ifndef TN_VISION_H
+#define TN_VISION_H
+
+#include "tn-internal.h"
+#include "cpu/tn-cpu.h"
+
+/* Non-causal multi-head attention over P rows: q, k, v, out are [P][E] with
+ * n_head heads of E / n_head values side by side; scores are scaled by
+ * `scale` before the softmax. TERN_VISION_ATTENTION=scalar selects the
+ * scalar reference loop instead of the matrix kernels. */
+int tn_vision_attend(tn_cpu *cpu, const float *q, const float *k, const float *v, float *out,
+                     int64_t P, int64_t E, int64_t n_head, float scale, tn_error *err);
+
+/* The Gemma 4 vision projector (llama.cpp projector type "gemma4v"). */
+typedef struct tn_vision_g4 tn_vision_g4;
+
+/* Reads the projector from an open file (borrowed: it must outlive the
+ * result) and fills *info. */
+int tn_vg4_load(const tn_gguf *g, tn_vision_info *info, tn_vision_g4 **out, tn_error *err);
+void tn_vg4_free(tn_vision_g4 *v);
+/* The budgets Gemma 4 was trained with (HF Gemma4ImageProcessor's
+ * max_soft_tokens choices); budget <= 0 selects the last one. */
+int tn_vg4_budgets(const int **list);
+/* The pixel size an image of w x h is resized to under a budget, and its
+ * token count. TN_ERR_INVALID for an unsupported budget or an image the
+ * budget cannot hold. */
+int tn_vg4_plan(const tn_vision_g4 *v, int budget, int w, int h, int *tw, int *th,
+                int *n_tokens, tn_error *err);
+int tn_vg4_encode(const tn_vision_g4 *v, const float *rgb, int w, int h, int budget, float *out,
+                  int *n_tokens, tn_cpu *cpu, tn_error *err);
+
+#endif

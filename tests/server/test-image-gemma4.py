@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Gemma 4 vision projectors through the OpenAI API (tern-cli serve, real
+HTTP): a projector written by mkmodel --arch gemma4-vision beside a
+random-weight model of its width (a Gemma 3 one: the test vocabularies have
+no Gemma 4 one; the projector's budgets and the server's plumbing are what is
+tested, the Gemma 4 prompt layout is in tests/engine and tools/compare):
+  - tern.image_tokens picks the budget; the image's count follows its size
+    (llama.cpp's plan: a 360 x 240 picture in 12-px tokens is 60 tokens at
+    70, 260 at 280, 600 uncapped);
+  - a single-turn request defaults to 70 (flash), a conversation to 1120;
+  - the same image at the same budget reuses its encoding, at another budget
+    it is encoded again;
+  - a budget Gemma 4 does not take is a 400 naming the choices."""
+
+import base64
+import os
+import struct
+import subprocess
+import sys
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serverlib  # noqa: E402
+
+checks = serverlib.Checks()
+vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "gemma3", "tokenizer.json")
+if not os.path.isfile(vocab):
+    serverlib.cannot_run("no Gemma 3 vocabulary at %s (tools/fetch-vocab.sh)" % vocab)
+
+tmp = serverlib.workdir("serve-image-gemma4")
+model = serverlib.make_model(tmp, name="gemma", vocab=vocab, arch="gemma3")
+projector = os.path.join(tmp, "mmproj-gemma-g4.gguf")
+r = subprocess.run([serverlib.env("TERN_CLI"), "mkmodel", "--arch", "gemma4-vision", "--target",
+                    model, "--patch", "4", "--embd", "32", "--ff", "48", "--layers", "1",
+                    "--heads", "2", "--positions", "128", "-o", projector],
+                   capture_output=True, text=True)
+if r.returncode != 0:
+    print("FAIL: mkmodel gemma4-vision: " + r.stdout + r.stderr, file=sys.stderr)
+    sys.exit(1)
+
+
+def png(w, h, seed=0):
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    raw = b"".join(b"\0" + bytes((x * 7 + y * 3 + seed) % 256 for x in range(w * 3))
+                   for y in range(h))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+photo = "data:image/png;base64," + base64.b64encode(png(360, 240)).decode()
+
+
+def ask(srv, budget=None, single_turn=None):
+    parts = [{"type": "text", "text": "What is in this picture?"},
+             {"type": "image_url", "image_url": {"url": photo}}]
+    body = {"model": "gemma", "messages": [{"role": "user", "content": parts}], "max_tokens": 2}
+    tern = {}
+    if budget is not None:
+        tern["image_tokens"] = budget
+    if single_turn is not None:
+        tern["single_turn"] = single_turn
+    if tern:
+        body["tern"] = tern
+    return srv.post("/v1/chat/completions", body)
+
+
+def timings(doc):
+    return doc["usage"]["timings"] if doc and "usage" in doc else {}
+
+
+srv = serverlib.Server(tmp, "vision-g4", model, ["-c", "2048"])
+s1, _, d1, raw1 = ask(srv, budget=70)
+checks.check(s1 == 200 and timings(d1).get("image_tokens") == 60,
+             "budget 70: 60 image tokens (%s)" % raw1[:300])
+s2, _, d2, raw2 = ask(srv, budget=280)
+checks.check(s2 == 200 and timings(d2).get("image_tokens") == 260 and
+             timings(d2).get("images_reused") == 0,
+             "budget 280: 260 image tokens, encoded anew (%s)" % raw2[:300])
+if s1 == 200 and s2 == 200:
+    checks.check(d2["usage"]["prompt_tokens"] - d1["usage"]["prompt_tokens"] == 200,
+                 "the prompt grows by exactly 200 tokens (%d vs %d)"
+                 % (d1["usage"]["prompt_tokens"], d2["usage"]["prompt_tokens"]))
+s3, _, d3, raw3 = ask(srv, budget=280)
+checks.check(s3 == 200 and timings(d3).get("images_reused") == 1 and
+             timings(d3).get("image_encode_ms") == 0 and timings(d3).get("image_tokens") == 260,
+             "the same image at the same budget reuses its encoding (%s)" % timings(d3))
+s4, _, d4, raw4 = ask(srv)
+checks.check(s4 == 200 and timings(d4).get("image_tokens") == 60 and
+             timings(d4).get("images_reused") == 1,
+             "a single-turn request defaults to 70 (the cached encoding) (%s)" % raw4[:300])
+s5, _, d5, raw5 = ask(srv, single_turn=False)
+checks.check(s5 == 200 and timings(d5).get("image_tokens") == 600,
+             "a conversation defaults to 1120: 600 tokens (%s)" % raw5[:300])
+s6, _, d6, raw6 = ask(srv, budget=100)
+e = (d6 or {}).get("error") or {}
+checks.check(s6 == 400 and e.get("param") == "tern" and
+             "70, 140, 280, 560 or 1120" in (e.get("message") or ""),
+             "budget 100 is refused with the choices (%s: %s)" % (s6, raw6[:300]))
+checks.check(srv.stop() == 0, "the server stops cleanly")
+checks.finish()
