@@ -1181,8 +1181,20 @@ static void expect_load_error(const spec *s, const char *path, int code, const c
     tn_model_free(m);
 }
 
+static int write_variant_kv(const spec *s, const char *path, const char *drop,
+                            const char *reshape, const char *arch_override, const char *u32_key,
+                            uint32_t u32_value);
+
 static int write_variant(const spec *s, const char *path, const char *drop, const char *reshape,
                          const char *arch_override) {
+    return write_variant_kv(s, path, drop, reshape, arch_override, NULL, 0);
+}
+
+/* As write_variant, and the integer key u32_key (if not NULL) set to
+ * u32_value. */
+static int write_variant_kv(const spec *s, const char *path, const char *drop,
+                            const char *reshape, const char *arch_override, const char *u32_key,
+                            uint32_t u32_value) {
     /* Write a good model, then copy its keys and tensors with one change. */
     char good[4096];
     snprintf(good, sizeof good, "%s.good", path);
@@ -1199,6 +1211,8 @@ static int write_variant(const spec *s, const char *path, const char *drop, cons
         snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
         if (arch_override && !strcmp(key, "general.architecture"))
             tn_gguf_writer_set_str(w, key, arch_override);
+        else if (u32_key && !strcmp(key, u32_key))
+            tn_gguf_writer_set_u32(w, key, u32_value);
         else
             tn_gguf_writer_set_value(w, key, tn_gguf_kv_value(g, i));
     }
@@ -1274,6 +1288,37 @@ static void check_errors(void) {
     }
     remove(good);
     remove(path);
+    /* qwen3moe: a router or experts that do not fit, or too many experts
+     * used per token, are refused naming the key or tensor. */
+    spec q = make_spec("qwen3moe", TN_TYPE_Q8_0, 0);
+    CHECK(write_variant_kv(&q, path, NULL, NULL, NULL, "qwen3moe.expert_used_count", 9) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT,
+                      "qwen3moe.expert_used_count is 9, but a token must use between 1 and the 8 "
+                      "experts of a layer");
+    CHECK(write_variant_kv(&q, path, NULL, NULL, NULL, "qwen3moe.expert_used_count", 0) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "expert_used_count is 0");
+    CHECK(write_variant_kv(&q, path, NULL, NULL, NULL, "qwen3moe.expert_count", 0) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "needs qwen3moe.expert_count > 0");
+    CHECK(write_variant_kv(&q, path, NULL, NULL, NULL, "qwen3moe.expert_count", 100000) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "100000 experts per layer");
+    /* 16 experts declared, 8 in the tensors */
+    CHECK(write_variant_kv(&q, path, NULL, NULL, NULL, "qwen3moe.expert_count", 16) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "'blk.0.ffn_gate_inp.weight' has shape [256, 8]");
+    CHECK(write_variant(&q, path, "blk.1.ffn_down_exps.weight", NULL, NULL) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "'blk.1.ffn_down_exps.weight' is missing");
+    CHECK(write_variant(&q, path, "blk.0.ffn_gate_inp.weight", NULL, NULL) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "'blk.0.ffn_gate_inp.weight' is missing");
+    CHECK(write_variant(&q, path, NULL, "blk.0.ffn_up_exps.weight", NULL) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT,
+                      "'blk.0.ffn_up_exps.weight' has 3 dimensions [128, 256, 8], expected the 8 "
+                      "experts' [256, 128, 8]");
+    CHECK(write_variant(&q, path, NULL, "blk.1.ffn_gate_inp.weight", NULL) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "'blk.1.ffn_gate_inp.weight' has shape [8, 256]");
+    /* a dense model's tensors under the qwen3moe name: no experts */
+    CHECK(write_variant(&s, path, NULL, NULL, "qwen3moe") == 0);
+    expect_load_error(&s, path, TN_ERR_FORMAT, "needs qwen3moe.expert_count > 0");
+    remove(path);
+
     /* A file that is not a GGUF at all. */
     FILE *f = fopen(path, "wb");
     fputs("this is not a model", f);
@@ -1322,6 +1367,53 @@ static void check_mkmodel(void) {
         tn_model_free(m);
         remove(path);
     }
+}
+
+/* qwen3moe from tn_mkmodel: loads, runs, and its experts stay in the
+ * mapped file: what the backend holds besides the file (the repacked dense
+ * matrices) is less than the file without its experts. */
+static void check_mkmodel_moe(void) {
+    tn_mkmodel_params p = tn_mkmodel_default_params();
+    p.arch = "qwen3moe";
+    p.type = "q4_0";
+    p.n_embd = 128;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = 32;
+    p.n_ff = 768;
+    p.n_expert = 16;
+    p.n_expert_used = 4;
+    p.n_ff_exp = 256;
+    p.n_threads = 1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/mk-qwen3moe.gguf", tn_test_tmpdir());
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, path, &err) == 0, "mkmodel qwen3moe: %s", err.message);
+    tn_model *m = NULL;
+    CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == 0, "load: %s",
+           err.message);
+    if (!m)
+        return;
+    CHECK(tn_model_arch(m) == TN_ARCH_QWEN3MOE && !strcmp(tn_arch_name(TN_ARCH_QWEN3MOE),
+                                                          "qwen3moe"));
+    const uint64_t experts = 2ULL * 3 * 16 * 256 * tn_type_row_bytes(TN_TYPE_Q4_0, 128);
+    fprintf(stderr, "mkmodel qwen3moe: %llu weight bytes, %llu of them experts, %llu repacked\n",
+            (unsigned long long)tn_model_weight_bytes(m), (unsigned long long)experts,
+            (unsigned long long)tn_model_repacked_bytes(m));
+    CHECKF(tn_model_repacked_bytes(m) < tn_model_weight_bytes(m) - experts,
+           "%llu bytes repacked: the experts were copied",
+           (unsigned long long)tn_model_repacked_bytes(m));
+    tn_ctx *ctx = NULL;
+    CHECK(tn_ctx_new(m, 64, 2, &ctx, &err) == 0);
+    int32_t toks[6] = {1, 2, 3, 4, 5, 6};
+    float *lg = malloc(sizeof(float) * (size_t)tn_model_n_vocab(m));
+    CHECK(ctx && tn_ctx_decode(ctx, toks, 6, TN_LOGITS_LAST, lg, &err) == 0);
+    CHECK(isfinite(lg[0]));
+    free(lg);
+    tn_ctx_free(ctx);
+    tn_model_free(m);
+    remove(path);
 }
 
 /* The weight layout chosen at load: on an AVX-512 machine Q4_0, Q8_0, Q4_K
@@ -1399,6 +1491,7 @@ int main(int argc, char **argv) {
         check_layouts();
         check_errors();
         check_mkmodel();
+        check_mkmodel_moe();
     } else {
         check_arch(what);
     }
