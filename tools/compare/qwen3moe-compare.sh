@@ -40,7 +40,8 @@ $cc -O2 -o "$tmp/tern-top2" "$here/tern-top2.c" -I"$here/../../engine/include" -
 quant=$lc/build/bin/llama-quantize
 
 shape="--preset qwen3-30b-a3b --layers $layers --ctx 4096 --tokenizer $vocab -t $threads"
-# MODELS=DIR keeps the files there (written once, reused by later runs).
+# MODELS=DIR keeps the files there (written once, reused by later runs);
+# NO_QUANTIZE=1 compares Tern's files only.
 models=${MODELS:-$tmp}
 mkdir -p "$models"
 files="f16 q8_0 q4_k_m"
@@ -48,7 +49,9 @@ for t in $files; do
     [ -f "$models/q3moe-$t.gguf" ] ||
         "$tb/cli/tern-cli" mkmodel $shape --type $t --seed 23 -o "$models/q3moe-$t.gguf"
 done
-if [ -x "$quant" ]; then
+if [ -n "${NO_QUANTIZE:-}" ]; then
+    echo "NO_QUANTIZE: the Q4_K_M of llama-quantize is skipped"
+elif [ -x "$quant" ]; then
     [ -f "$models/q3moe-q4_k_m-llama.gguf" ] ||
         "$quant" "$models/q3moe-f16.gguf" "$models/q3moe-q4_k_m-llama.gguf" Q4_K_M "$threads" >/dev/null 2>&1
     files="$files q4_k_m-llama"
