@@ -41,10 +41,11 @@ quant=$lc/build/bin/llama-quantize
 
 shape="--preset qwen3-30b-a3b --layers $layers --ctx 4096 --tokenizer $vocab -t $threads"
 # MODELS=DIR keeps the files there (written once, reused by later runs);
-# NO_QUANTIZE=1 compares Tern's files only.
+# NO_QUANTIZE=1 compares Tern's files only; FILES="f16 ..." (or FILES= with
+# the llama-quantize file alone) picks Tern's files.
 models=${MODELS:-$tmp}
 mkdir -p "$models"
-files="f16 q8_0 q4_k_m"
+files=${FILES-f16 q8_0 q4_k_m}
 for t in $files; do
     [ -f "$models/q3moe-$t.gguf" ] ||
         "$tb/cli/tern-cli" mkmodel $shape --type $t --seed 23 -o "$models/q3moe-$t.gguf"
