@@ -21,6 +21,7 @@
 #include "tn-test.h"
 
 #include "cpu/tn-cpu.h"
+#include "tn-doctor.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1386,6 +1387,7 @@ static void check_mkmodel_moe(void) {
     p.n_expert_used = 4;
     p.n_ff_exp = 256;
     p.n_threads = 1;
+    p.tied_output = true; /* every byte but the experts' is read per token */
     char path[4096];
     snprintf(path, sizeof path, "%s/mk-qwen3moe.gguf", tn_test_tmpdir());
     tn_error err = {0};
@@ -1404,6 +1406,13 @@ static void check_mkmodel_moe(void) {
     CHECKF(tn_model_repacked_bytes(m) < tn_model_weight_bytes(m) - experts,
            "%llu bytes repacked: the experts were copied",
            (unsigned long long)tn_model_repacked_bytes(m));
+    /* A decode step reads 4 of the 16 experts: the doctor's and bench's
+     * bound count a quarter of the expert bytes. */
+    CHECKF(tn_doctor_weight_bytes_per_token(tn_model_gguf(m)) ==
+               tn_model_weight_bytes(m) - experts + experts / 4,
+           "bytes per token %llu, expected %llu",
+           (unsigned long long)tn_doctor_weight_bytes_per_token(tn_model_gguf(m)),
+           (unsigned long long)(tn_model_weight_bytes(m) - experts + experts / 4));
     tn_ctx *ctx = NULL;
     CHECK(tn_ctx_new(m, 64, 2, &ctx, &err) == 0);
     int32_t toks[6] = {1, 2, 3, 4, 5, 6};
