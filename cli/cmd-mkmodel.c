@@ -7,13 +7,16 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            _("usage: tern-cli mkmodel --arch llama|qwen3|gemma3|gemma4 --type TYPE --embd N\n"
-              "         --layers N --heads N --kv-heads N --head-dim N --ff N [--ctx N] [--window N]\n"
+            _("usage: tern-cli mkmodel --arch llama|qwen3|qwen3moe|gemma3|gemma4 --type TYPE\n"
+              "         --embd N"
+              " --layers N --heads N --kv-heads N --head-dim N --ff N [--ctx N] [--window N]\n"
               "         [--tokenizer PATH/tokenizer.json | --vocab-gguf FILE.gguf] [--seed S]\n"
               "         [--tied] [--name NAME] [--logit-scale X] [-t THREADS] -o OUT.gguf\n"
               "       gemma4: [--preset gemma4-e2b|gemma4-e4b|gemma4-31b] [--head-dim-swa N]\n"
               "         [--kv-heads-full N] [--per-layer N] [--shared-kv N] [--swa-period N]\n"
               "         [--k-eq-v] [--double-wide] [--untied]   (tied unless --untied)\n"
+              "       qwen3moe: [--preset qwen3-30b-a3b] --experts N --experts-used K\n"
+              "         --expert-ff N\n"
               "       tern-cli mkmodel --arch dflash --target TARGET.gguf -o OUT.gguf ...\n"
               "         (a DFlash draft for TARGET; see 'tern-cli mkmodel --arch dflash --help')\n"
               "       tern-cli mkmodel --arch gemma4-assistant --target TARGET.gguf -o OUT.gguf\n"
@@ -52,7 +55,8 @@ int cmd_mkmodel(int argc, char **argv) {
     /* A preset first, so that any other option overrides its values. */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--preset") && tn_mkmodel_preset(&p, argv[i + 1]) != TN_OK) {
-            cli_error(_("mkmodel: unknown preset '%s' (use gemma4-e2b, gemma4-e4b or gemma4-31b)"),
+            cli_error(_("mkmodel: unknown preset '%s' (use gemma4-e2b, gemma4-e4b, gemma4-31b "
+                        "or qwen3-30b-a3b)"),
                       argv[i + 1]);
             return CLI_EXIT_USAGE;
         }
@@ -103,11 +107,13 @@ int cmd_mkmodel(int argc, char **argv) {
             static const char *opts[] = {"--embd", "--layers", "--heads", "--kv-heads",
                                          "--head-dim", "--ff", "--ctx", "--window", "--seed",
                                          "-t", "--head-dim-swa", "--kv-heads-full",
-                                         "--per-layer", "--shared-kv", "--swa-period"};
+                                         "--per-layer", "--shared-kv", "--swa-period",
+                                         "--experts", "--experts-used", "--expert-ff"};
             int64_t *dst[] = {&p.n_embd, &p.n_layer, &p.n_head, &p.n_head_kv, &p.head_dim,
                               &p.n_ff, &p.n_ctx, &p.sliding_window, NULL, NULL,
                               &p.head_dim_swa, &p.n_head_kv_full, &p.n_embd_per_layer,
-                              &p.n_shared_kv, &p.swa_period};
+                              &p.n_shared_kv, &p.swa_period, &p.n_expert,
+                              &p.n_expert_used, &p.n_ff_exp};
             size_t k = 0;
             while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k]))
                 k++;

@@ -211,15 +211,27 @@ static double measure_bandwidth(int threads) {
 
 /* Bytes one decode step reads: every weight, except that only one row of
  * an untied embedding table (and of Gemma 4's per-layer token table) is
- * read. tern-cli bench's bound uses the same count. */
+ * read, and of a mixture's 3-D expert tensors only the experts a token
+ * uses ({arch}.expert_used_count of {arch}.expert_count). tern-cli bench's
+ * bound uses the same count. */
 uint64_t tn_doctor_weight_bytes_per_token(const tn_gguf *g) {
     bool tied = tn_gguf_find_tensor(g, "output.weight") == NULL;
+    int64_t used = 0;
+    tn_str arch;
+    if (tn_gguf_get_str(g, "general.architecture", &arch) == TN_OK && arch.len < 64) {
+        char key[128];
+        snprintf(key, sizeof key, "%.*s.expert_used_count", (int)arch.len, arch.ptr);
+        if (tn_gguf_get_int(g, key, &used) != TN_OK)
+            used = 0;
+    }
     uint64_t total = 0;
     for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
         const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
         if ((tn_str_eq(t->name, "token_embd.weight") && !tied) ||
             tn_str_eq(t->name, "per_layer_token_embd.weight"))
             total += t->ne[1] ? t->nbytes / t->ne[1] : 0;
+        else if (t->n_dims == 3 && t->ne[2] > 1 && used > 0 && (uint64_t)used < t->ne[2])
+            total += t->nbytes / t->ne[2] * (uint64_t)used;
         else
             total += t->nbytes;
     }

@@ -1,4 +1,4 @@
-/* The forward pass of llama, qwen3 and gemma3 models, and the KV cache.
+/* The forward pass of llama, qwen3, qwen3moe, gemma3 and gemma4 models, and the KV cache.
  *
  * Batch invariance (docs/DESIGN.md) is the rule every line here keeps: a
  * row's result depends only on its token, its position and the KV rows before
@@ -147,7 +147,46 @@ void tn_ctx_free(tn_ctx *ctx) {
     free(ctx->ple);
     free(ctx->ple_row);
     free(ctx->plg);
+    free(ctx->moe_logits);
+    free(ctx->moe_sel);
+    free(ctx->moe_w);
+    free(ctx->moe_list);
+    free(ctx->moe_count);
+    free(ctx->moe_in);
+    free(ctx->moe_y);
     free(ctx);
+}
+
+/* The mixture-of-experts scratch for `rows` rows (nothing for a dense
+ * model). False when out of memory; the old buffers are then kept. */
+static bool moe_scratch(tn_ctx *ctx, int32_t rows) {
+    const tn_hparams *hp = &ctx->model->hp;
+    if (hp->n_expert == 0)
+        return true;
+    const size_t U = (size_t)rows, NE = (size_t)hp->n_expert, K = (size_t)hp->n_expert_used;
+    const size_t E = (size_t)hp->n_embd;
+    bool ok = true;
+    float *logits = xcalloc(U * NE, sizeof(float), &ok);
+    int32_t *sel = xcalloc(U * K, sizeof(int32_t), &ok);
+    float *w = xcalloc(U * K, sizeof(float), &ok);
+    int32_t *list = xcalloc(U * K, sizeof(int32_t), &ok);
+    int32_t *count = xcalloc(NE + 1, sizeof(int32_t), &ok);
+    float *in = xcalloc(U * E, sizeof(float), &ok);
+    float *y = xcalloc(U * K * E, sizeof(float), &ok);
+    if (!ok) {
+        free(logits), free(sel), free(w), free(list), free(count), free(in), free(y);
+        return false;
+    }
+    free(ctx->moe_logits), free(ctx->moe_sel), free(ctx->moe_w), free(ctx->moe_list);
+    free(ctx->moe_count), free(ctx->moe_in), free(ctx->moe_y);
+    ctx->moe_logits = logits;
+    ctx->moe_sel = sel;
+    ctx->moe_w = w;
+    ctx->moe_list = list;
+    ctx->moe_count = count;
+    ctx->moe_in = in;
+    ctx->moe_y = y;
+    return true;
 }
 
 int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx **out,
@@ -235,6 +274,7 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
         ctx->plg = xcalloc(U * (size_t)hp->n_embd_per_layer, sizeof(float), &ok);
     }
     ctx->ub_rows = TN_UBATCH;
+    ok = ok && moe_scratch(ctx, TN_UBATCH);
     if (!ok) {
         tn_ctx_free(ctx);
         return tn_fail(err, TN_ERR_NOMEM, "out of memory for the inference scratch");
@@ -581,6 +621,104 @@ static int per_layer_block(tn_ctx *ctx, const tn_layer *L, int32_t il, int32_t n
     return TN_OK;
 }
 
+/* Softmax over one row's router logits p[NE] (in place), the K most probable
+ * experts (best first; of equal ones the lower index, and a NaN row still
+ * yields K distinct valid experts), their probabilities normalized to sum 1
+ * (the sum clamped below at 2^-14, as llama.cpp's build_moe_ffn does with
+ * norm_w, which qwen3moe sets). A function of the row alone. */
+static void moe_route(float *p, int32_t NE, int32_t K, int32_t *sel, float *w) {
+    float mx = p[0];
+    for (int32_t e = 1; e < NE; e++)
+        mx = p[e] > mx ? p[e] : mx;
+    float sum = 0;
+    for (int32_t e = 0; e < NE; e++)
+        sum += (p[e] = expf(p[e] - mx));
+    const float inv = 1.0f / sum;
+    for (int32_t e = 0; e < NE; e++)
+        p[e] *= inv;
+    for (int32_t k = 0; k < K; k++) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < NE; e++)
+            if (p[e] != -2.0f && (best < 0 || p[e] > p[best]))
+                best = e;
+        sel[k] = best;
+        w[k] = p[best];
+        p[best] = -2.0f; /* taken: below every probability */
+    }
+    float ws = 0;
+    for (int32_t k = 0; k < K; k++)
+        ws += w[k];
+    ws = ws > 6.103515625e-5f ? ws : 6.103515625e-5f;
+    for (int32_t k = 0; k < K; k++)
+        w[k] /= ws;
+}
+
+static tn_weight expert(const tn_experts *x, int32_t e) {
+    tn_weight w = x->first;
+    w.data = (const uint8_t *)x->first.data + (size_t)e * x->stride;
+    return w;
+}
+
+/* The mixture-of-experts feed-forward of rows [0, n): ctx->xn in, ctx->o
+ * out. Each row routes to K experts; the rows are then grouped by expert,
+ * so that each chosen expert's three matrices are read once for all its
+ * rows (a decode step reads only the K experts of its token). A product's
+ * result for one row does not depend on the rows beside it (tn-backend.h),
+ * and a row's K outputs are summed in its own slot order, so the output is
+ * batch-invariant like every other sublayer. */
+static int moe_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n, tn_error *err) {
+    const tn_hparams *hp = &ctx->model->hp;
+    const int32_t E = hp->n_embd, NE = hp->n_expert, K = hp->n_expert_used;
+    int rc = matmul(ctx, &L->ffn_gate_inp, ctx->xn, n, ctx->moe_logits, err);
+    if (rc != TN_OK)
+        return rc;
+    for (int32_t i = 0; i < n; i++)
+        moe_route(ctx->moe_logits + (size_t)i * NE, NE, K, ctx->moe_sel + (size_t)i * K,
+                  ctx->moe_w + (size_t)i * K);
+    /* Group (row, slot) pairs by expert: a scan per expert costs NE * n * K
+     * compares, nothing beside the products. */
+    int32_t len = 0;
+    for (int32_t e = 0; e < NE; e++) {
+        ctx->moe_count[e] = len;
+        for (int32_t j = 0; j < n * K; j++)
+            if (ctx->moe_sel[j] == e)
+                ctx->moe_list[len++] = j;
+    }
+    ctx->moe_count[NE] = len;
+    ubatch ub = *ub0;
+    for (int32_t e = 0; e < NE; e++) {
+        const int32_t start = ctx->moe_count[e], c = ctx->moe_count[e + 1] - start;
+        if (c == 0)
+            continue;
+        for (int32_t j = 0; j < c; j++)
+            memcpy(ctx->moe_in + (size_t)j * E,
+                   ctx->xn + (size_t)(ctx->moe_list[start + j] / K) * E, (size_t)E * sizeof(float));
+        const tn_weight wg = expert(&L->gate_exps, e), wu = expert(&L->up_exps, e);
+        const tn_weight wd = expert(&L->down_exps, e);
+        if ((rc = matmul(ctx, &wg, ctx->moe_in, c, ctx->gate, err)) ||
+            (rc = matmul(ctx, &wu, ctx->moe_in, c, ctx->up, err)))
+            return rc;
+        ub.n = c;
+        parallel(ctx, task_glu, &ub);
+        if ((rc = matmul(ctx, &wd, ctx->gate, c, ctx->o, err)))
+            return rc;
+        for (int32_t j = 0; j < c; j++)
+            memcpy(ctx->moe_y + (size_t)ctx->moe_list[start + j] * E, ctx->o + (size_t)j * E,
+                   (size_t)E * sizeof(float));
+    }
+    for (int32_t i = 0; i < n; i++) {
+        float *o = ctx->o + (size_t)i * E;
+        const float *w = ctx->moe_w + (size_t)i * K;
+        const float *y = ctx->moe_y + (size_t)i * K * E;
+        for (int32_t d = 0; d < E; d++)
+            o[d] = w[0] * y[d];
+        for (int32_t k = 1; k < K; k++)
+            for (int32_t d = 0; d < E; d++)
+                o[d] += w[k] * y[(size_t)k * E + d];
+    }
+    return TN_OK;
+}
+
 /* Runs rows [row0, row0 + n) of a decode (n <= ctx->ub_rows) through every
  * layer; leaves the final residual stream in ctx->x. The input rows are the
  * embeddings of tokens, or (tokens NULL) the given embd rows [n][n_embd],
@@ -689,12 +827,17 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
                 x[e] += o[e];
             tn_rmsnorm(ctx->xn + (size_t)i * E, x, L->ffn_norm, E, hp->norm_eps);
         }
-        if ((rc = matmul(ctx, &L->ffn_gate, ctx->xn, n, ctx->gate, err)) ||
-            (rc = matmul(ctx, &L->ffn_up, ctx->xn, n, ctx->up, err)))
-            return rc;
-        parallel(ctx, task_glu, &ub);
-        if ((rc = matmul(ctx, &L->ffn_down, ctx->gate, n, ctx->o, err)))
-            return rc;
+        if (hp->n_expert > 0) {
+            if ((rc = moe_ffn(ctx, L, &ub, n, err)))
+                return rc;
+        } else {
+            if ((rc = matmul(ctx, &L->ffn_gate, ctx->xn, n, ctx->gate, err)) ||
+                (rc = matmul(ctx, &L->ffn_up, ctx->xn, n, ctx->up, err)))
+                return rc;
+            parallel(ctx, task_glu, &ub);
+            if ((rc = matmul(ctx, &L->ffn_down, ctx->gate, n, ctx->o, err)))
+                return rc;
+        }
         for (int32_t i = 0; i < n; i++) {
             float *o = ctx->o + (size_t)i * E, *x = ctx->x + (size_t)i * E;
             if (hp->post_norms)
@@ -763,6 +906,8 @@ static int grow_scratch(tn_ctx *ctx, int32_t rows, tn_error *err) {
         return tn_fail(err, TN_ERR_NOMEM, "out of memory for a %d-row image span", rows);
     free(ctx->qb);
     ctx->qb = qb;
+    if (!moe_scratch(ctx, rows))
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory for a %d-row image span", rows);
     ctx->ub_rows = rows;
     return TN_OK;
 }

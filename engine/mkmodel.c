@@ -60,6 +60,27 @@ tn_mkmodel_params tn_mkmodel_default_params(void) {
 int tn_mkmodel_preset(tn_mkmodel_params *p, const char *name) {
     if (!p || !name)
         return TN_ERR_INVALID;
+    if (!strcmp(name, "qwen3-30b-a3b")) {
+        /* Qwen/Qwen3-30B-A3B's config.json (hidden_size 2048, 48 layers,
+         * 32 query and 4 KV heads of head_dim 128, intermediate_size 6144,
+         * moe_intermediate_size 768, 128 experts, 8 per token,
+         * max_position_embeddings 40960, untied), as recalled: the peer's
+         * sources name the model (conversion/qwen.py, 48 layers = 30B-A3B in
+         * src/models/qwen3moe.cpp) but not these numbers. docs/MKMODEL.md. */
+        p->arch = "qwen3moe";
+        p->n_embd = 2048;
+        p->n_layer = 48;
+        p->n_head = 32;
+        p->n_head_kv = 4;
+        p->head_dim = 128;
+        p->n_ff = 6144;
+        p->n_expert = 128;
+        p->n_expert_used = 8;
+        p->n_ff_exp = 768;
+        p->n_ctx = 40960;
+        p->tied_output = false;
+        return TN_OK;
+    }
     p->arch = "gemma4";
     p->n_head = 8;
     p->head_dim = 512;
@@ -140,7 +161,7 @@ typedef struct tensor_plan {
     char name[64];
     uint32_t type;
     uint32_t n_dims;
-    uint64_t ne[2];
+    uint64_t ne[3]; /* ne[2]: experts of a 3-D tensor (1 otherwise) */
     fill_kind kind;
     float std;
 } tensor_plan;
@@ -169,6 +190,7 @@ static int plan_add(model_plan *m, const char *name, uint32_t type, uint32_t n_d
     t->n_dims = n_dims;
     t->ne[0] = ne0;
     t->ne[1] = ne1;
+    t->ne[2] = 1;
     t->kind = kind;
     t->std = std;
     return TN_OK;
@@ -233,7 +255,8 @@ static int build_plan(model_plan *m, int64_t n_vocab, tn_error *err) {
                        p->type);
     bool g4 = !strcmp(p->arch, "gemma4");
     bool gemma = g4 || !strcmp(p->arch, "gemma3");
-    bool qk_norm = gemma || !strcmp(p->arch, "qwen3");
+    const bool moe = !strcmp(p->arch, "qwen3moe");
+    bool qk_norm = gemma || !strcmp(p->arch, "qwen3") || moe;
     /* Gemma 3 is always tied; Gemma 4 as asked (the presets and the CLI
      * tie it unless told --untied, as the published models are). */
     bool tied = p->tied_output || !strcmp(p->arch, "gemma3");
@@ -301,9 +324,25 @@ static int build_plan(model_plan *m, int64_t n_vocab, tn_error *err) {
         if (gemma)
             T("post_attention_norm.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
         T("ffn_norm.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
-        T("ffn_gate.weight", tc.base, E, F, FILL_RANDOM, in_std);
-        T("ffn_up.weight", tc.base, E, F, FILL_RANDOM, in_std);
-        T("ffn_down.weight", big, F, E, FILL_RANDOM, resid / sqrtf((float)F));
+        if (moe) {
+            /* The router stays f32 (llama-quantize leaves ffn_gate_inp so);
+             * its logits have std ~1, so a token's experts are a few of
+             * many rather than a near-uniform mix. The experts: 3-D
+             * tensors, ne = {in, out, n_expert}, the K-quant mix's larger
+             * type on ffn_down_exps as for a dense ffn_down. */
+            const uint64_t NE = (uint64_t)p->n_expert, FX = (uint64_t)p->n_ff_exp;
+            T("ffn_gate_inp.weight", TN_TYPE_F32, E, NE, FILL_RANDOM, in_std);
+            T("ffn_gate_exps.weight", tc.base, E, FX, FILL_RANDOM, in_std);
+            m->t[m->n - 1].n_dims = 3, m->t[m->n - 1].ne[2] = NE;
+            T("ffn_up_exps.weight", tc.base, E, FX, FILL_RANDOM, in_std);
+            m->t[m->n - 1].n_dims = 3, m->t[m->n - 1].ne[2] = NE;
+            T("ffn_down_exps.weight", big, FX, E, FILL_RANDOM, resid / sqrtf((float)FX));
+            m->t[m->n - 1].n_dims = 3, m->t[m->n - 1].ne[2] = NE;
+        } else {
+            T("ffn_gate.weight", tc.base, E, F, FILL_RANDOM, in_std);
+            T("ffn_up.weight", tc.base, E, F, FILL_RANDOM, in_std);
+            T("ffn_down.weight", big, F, E, FILL_RANDOM, resid / sqrtf((float)F));
+        }
         if (gemma)
             T("post_ffw_norm.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
         if (P > 0) {
@@ -365,7 +404,7 @@ static void fill_rows(fill_job *job, uint64_t r0, uint64_t r1, float *row) {
 static void *fill_thread_main(void *arg) {
     fill_thread *ft = arg;
     fill_job *job = ft->job;
-    uint64_t rows = job->t->ne[1];
+    uint64_t rows = job->t->ne[1] * job->t->ne[2];
     uint64_t r0 = rows * (uint64_t)ft->ith / (uint64_t)ft->nth;
     uint64_t r1 = rows * (uint64_t)(ft->ith + 1) / (uint64_t)ft->nth;
     float *row = malloc(job->t->ne[0] * sizeof *row);
@@ -388,11 +427,12 @@ static int fill_tensor(void *user, const char *name, void *dst, uint64_t nbytes,
     const tensor_plan *t = &fc->m->t[fc->index];
     fill_job job = {.t = t, .seed = fc->m->p->seed, .dst = dst,
                     .row_bytes = tn_type_row_bytes(t->type, t->ne[0])};
-    if (job.row_bytes * t->ne[1] != nbytes)
+    const uint64_t rows = t->ne[1] * t->ne[2];
+    if (job.row_bytes * rows != nbytes)
         return tn_fail(err, TN_ERR_INVALID, "mkmodel: size mismatch for %s", name);
     int nth = fc->m->n_threads;
-    if ((uint64_t)nth > t->ne[1])
-        nth = (int)t->ne[1];
+    if ((uint64_t)nth > rows)
+        nth = (int)rows;
     if (nth < 1)
         nth = 1;
     pthread_t th[64];
@@ -537,7 +577,8 @@ static int write_hparams(tn_gguf_writer *w, const tn_mkmodel_params *p, int64_t 
     char key[128];
     int rc = TN_OK;
     bool g4 = !strcmp(a, "gemma4");
-    bool gemma = g4 || !strcmp(a, "gemma3"), qwen = !strcmp(a, "qwen3");
+    const bool moe = !strcmp(a, "qwen3moe");
+    bool gemma = g4 || !strcmp(a, "gemma3"), qwen = !strcmp(a, "qwen3") || moe;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
     if (!rc) rc = tn_gguf_writer_set_str(w, "general.architecture", a);
     if (!rc) rc = tn_gguf_writer_set_str(w, "general.type", "model");
@@ -563,6 +604,11 @@ static int write_hparams(tn_gguf_writer *w, const tn_mkmodel_params *p, int64_t 
     }
     if (!rc && gemma)
         rc = tn_gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->sliding_window);
+    if (!rc && moe) {
+        rc = tn_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)p->n_expert);
+        if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)p->n_expert_used);
+        if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)p->n_ff_exp);
+    }
     if (!rc && g4) {
         /* the keys llama.cpp's converter writes (conversion/gemma.py,
          * Gemma4Model): per-layer arrays for the pattern, KV heads and FFN */
@@ -598,10 +644,19 @@ static int write_hparams(tn_gguf_writer *w, const tn_mkmodel_params *p, int64_t 
 
 static int check_params(const tn_mkmodel_params *p, tn_error *err) {
     if (!p->arch || (strcmp(p->arch, "llama") && strcmp(p->arch, "qwen3") &&
-                     strcmp(p->arch, "gemma3") && strcmp(p->arch, "gemma4")))
+                     strcmp(p->arch, "qwen3moe") && strcmp(p->arch, "gemma3") &&
+                     strcmp(p->arch, "gemma4")))
         return tn_fail(err, TN_ERR_INVALID,
-                       "mkmodel: unknown architecture '%s' (use llama, qwen3, gemma3 or gemma4)",
+                       "mkmodel: unknown architecture '%s' (use llama, qwen3, qwen3moe, gemma3 or "
+                       "gemma4)",
                        p->arch ? p->arch : "");
+    if (!strcmp(p->arch, "qwen3moe") &&
+        (p->n_expert < 1 || p->n_expert > 512 || p->n_expert_used < 1 ||
+         p->n_expert_used > p->n_expert || p->n_ff_exp < 32 || p->n_ff_exp > (1 << 18) ||
+         p->n_ff_exp % 32))
+        return tn_fail(err, TN_ERR_INVALID,
+                       "mkmodel: qwen3moe needs 1 to 512 experts, 1 to that many used per token, "
+                       "and an expert width that is a positive multiple of 32");
     if (!strcmp(p->arch, "gemma4")) {
         const int64_t period = p->swa_period > 0 ? p->swa_period : 5;
         if (p->head_dim_swa < 0 || p->head_dim_swa % 2 || p->head_dim_swa > 1024 ||

@@ -15,6 +15,8 @@
  * while admitting any real model. */
 #define MAX_DIM (1 << 24)
 #define MAX_LAYERS 4096
+/* llama.cpp's LLAMA_MAX_EXPERTS */
+#define MAX_EXPERTS 512
 
 const char *tn_arch_name(tn_arch arch) {
     switch (arch) {
@@ -22,6 +24,7 @@ const char *tn_arch_name(tn_arch arch) {
     case TN_ARCH_QWEN3: return "qwen3";
     case TN_ARCH_GEMMA3: return "gemma3";
     case TN_ARCH_GEMMA4: return "gemma4";
+    case TN_ARCH_QWEN3MOE: return "qwen3moe";
     }
     return "unknown";
 }
@@ -179,6 +182,55 @@ static int get_matrix(loader *ld, const char *name, int64_t cols, int64_t rows, 
     return TN_OK;
 }
 
+/* The experts of one projection: a 3-D tensor ne = {cols, rows, n_exp},
+ * each expert a [rows][cols] matrix, checked as get_matrix checks one. */
+static int get_experts(loader *ld, const char *name, int64_t cols, int64_t rows, int64_t n_exp,
+                       tn_experts *x) {
+    const tn_gguf_tensor *t = tn_gguf_find_tensor(ld->g, name);
+    if (!t)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: tensor '%s' is missing (incomplete file, or not a %s model)", ld->path,
+                       name, ld->arch);
+    bool three_d = t->n_dims == 3 || (t->n_dims == 4 && t->ne[3] == 1);
+    if (!three_d || (int64_t)t->ne[0] != cols || (int64_t)t->ne[1] != rows ||
+        (int64_t)t->ne[2] != n_exp)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: tensor '%s' has %u dimensions [%llu, %llu, %llu], expected the %lld "
+                       "experts' [%lld, %lld, %lld]",
+                       ld->path, name, t->n_dims, (unsigned long long)t->ne[0],
+                       (unsigned long long)(t->n_dims > 1 ? t->ne[1] : 1),
+                       (unsigned long long)(t->n_dims > 2 ? t->ne[2] : 1), (long long)n_exp,
+                       (long long)cols, (long long)rows, (long long)n_exp);
+    char buf[16];
+    if (!tn_type_supported(t->type) || !tn_matmul_has_kernel(TN_ISA_SCALAR, t->type))
+        return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                       "%s: tensor '%s' has type %s, which Tern cannot run", ld->path, name,
+                       type_label(t->type, buf, sizeof buf));
+    size_t row_bytes = tn_type_row_bytes(t->type, (uint64_t)cols);
+    if (row_bytes == 0)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: tensor '%s': rows of %lld values are not whole %s blocks of %zu",
+                       ld->path, name, (long long)cols, type_label(t->type, buf, sizeof buf),
+                       tn_type_block_size(t->type));
+    uint64_t stride, need;
+    if (!tn_mul_u64(row_bytes, (uint64_t)rows, &stride) ||
+        !tn_mul_u64(stride, (uint64_t)n_exp, &need) || t->nbytes < need)
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor '%s' is shorter than its shape says",
+                       ld->path, name);
+    /* As for a matrix: one pass over the scales, so that a NaN expert is
+     * refused at load rather than found by the token that routes to it. */
+    int64_t bad = tn_weights_first_nonfinite(t->type, t->data, row_bytes, rows * n_exp, cols);
+    if (bad >= 0)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: tensor '%s' holds a NaN or infinite weight (expert %lld, row %lld): "
+                       "the file is damaged, or was written from a model whose training diverged",
+                       ld->path, name, (long long)(bad / rows), (long long)(bad % rows));
+    x->first = (tn_weight){.type = t->type, .rows = rows, .cols = cols, .data = t->data,
+                           .row_bytes = row_bytes};
+    x->stride = (size_t)stride;
+    return TN_OK;
+}
+
 static int own(tn_model *m, float *p) {
     if (m->n_owned == m->cap_owned) {
         int32_t cap = m->cap_owned ? m->cap_owned * 2 : 64;
@@ -216,6 +268,43 @@ static int get_vector(loader *ld, const char *name, int64_t n, bool required, co
     return TN_OK;
 }
 
+/* qwen3moe's router and expert shapes (llama.cpp: src/llama-model.cpp
+ * load_hparams, src/models/qwen3moe.cpp): expert_count and
+ * expert_used_count are required, 0 < used <= count <= 512;
+ * expert_feed_forward_length defaults, as there, to feed_forward_length /
+ * expert_used_count. */
+static int load_moe(loader *ld, tn_hparams *hp, int32_t experts) {
+    int rc;
+    if (experts < 1)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: a %s model needs %s.expert_count > 0 (its feed-forward layers are "
+                       "mixtures of experts)",
+                       ld->path, ld->arch, ld->arch);
+    if (experts > MAX_EXPERTS)
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: %d experts per layer, more than the %d Tern "
+                       "supports", ld->path, experts, MAX_EXPERTS);
+    if ((rc = key_int(ld, "expert_used_count", true, 0, 0, INT32_MAX, &hp->n_expert_used)))
+        return rc;
+    if (hp->n_expert_used < 1 || hp->n_expert_used > experts)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: %s.expert_used_count is %d, but a token must use between 1 and the "
+                       "%d experts of a layer",
+                       ld->path, ld->arch, hp->n_expert_used, experts);
+    hp->n_expert = experts;
+    int32_t ff = 0;
+    if ((rc = key_int(ld, "feed_forward_length", false, 0, 0, MAX_DIM, &ff)))
+        return rc;
+    if ((rc = key_int(ld, "expert_feed_forward_length", ff == 0, ff / hp->n_expert_used, 1,
+                      MAX_DIM, &hp->n_ff_exp)))
+        return rc;
+    if (hp->n_ff_exp < 1)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: %s.expert_feed_forward_length is missing and feed_forward_length is "
+                       "too small to derive it",
+                       ld->path, ld->arch);
+    return TN_OK;
+}
+
 static int load_hparams(loader *ld, tn_hparams *hp) {
     int rc;
     tn_str arch;
@@ -231,6 +320,8 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
         hp->arch = TN_ARCH_GEMMA3;
     else if (tn_str_eq(arch, "gemma4"))
         hp->arch = TN_ARCH_GEMMA4;
+    else if (tn_str_eq(arch, "qwen3moe"))
+        hp->arch = TN_ARCH_QWEN3MOE;
     else if (tn_str_eq(arch, "gemma4-assistant"))
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
                        "%s: 'gemma4-assistant' is Gemma 4's multi-token-prediction drafter, not "
@@ -239,13 +330,18 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
     else
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
                        "%s: architecture '%.*s' is not supported (Tern runs llama, qwen3, "
-                       "gemma3 and gemma4)",
+                       "qwen3moe, gemma3 and gemma4)",
                        ld->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     ld->arch = tn_arch_name(hp->arch);
 
     int32_t experts = 0;
     if ((rc = key_int(ld, "expert_count", false, 0, 0, MAX_DIM, &experts)))
         return rc;
+    if (hp->arch == TN_ARCH_QWEN3MOE) {
+        if ((rc = load_moe(ld, hp, experts)))
+            return rc;
+        experts = 0; /* handled */
+    }
     if (hp->arch == TN_ARCH_GEMMA4 &&
         (experts > 0 || tn_gguf_find_tensor(ld->g, "blk.0.ffn_gate_inp.weight")))
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
@@ -254,8 +350,9 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
                        ld->path, experts);
     if (experts > 0)
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
-                       "%s: mixture-of-experts models (%d experts) are not supported", ld->path,
-                       experts);
+                       "%s: mixture-of-experts models (%d experts) of architecture '%s' are not "
+                       "supported (Tern runs qwen3moe)",
+                       ld->path, experts, ld->arch);
     if (hp->arch == TN_ARCH_GEMMA4)
         for (int64_t i = 0; i < tn_gguf_n_tensors(ld->g); i++) {
             const tn_gguf_tensor *t = tn_gguf_tensor_at(ld->g, i);
@@ -275,8 +372,11 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
     /* Gemma 4 may give these per layer: load_layer_shapes reads them. */
     hp->n_ff = 1;
     hp->n_head_kv = hp->n_head;
+    /* qwen3moe has no dense feed-forward: its scratch is sized by the
+     * experts' width (load_moe); feed_forward_length is optional there. */
     if (hp->arch != TN_ARCH_GEMMA4 &&
-        ((rc = key_int(ld, "feed_forward_length", true, 0, 1, MAX_DIM, &hp->n_ff)) ||
+        ((rc = key_int(ld, "feed_forward_length", hp->n_expert == 0, hp->n_ff_exp, 1, MAX_DIM,
+                       &hp->n_ff)) ||
          (rc = key_int(ld, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head,
                        &hp->n_head_kv))))
         return rc;
@@ -357,6 +457,7 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
     case TN_ARCH_LLAMA:
         break;
     case TN_ARCH_QWEN3:
+    case TN_ARCH_QWEN3MOE:
         hp->qk_norm = true;
         break;
     case TN_ARCH_GEMMA4:
@@ -469,7 +570,9 @@ static int load_layer_shapes(loader *ld, tn_model *m) {
     }
     for (int32_t il = 0; il < NL; il++) {
         kv[il] = hp->n_head_kv;
-        ff[il] = hp->n_ff;
+        /* A mixture's per-layer width is its experts' (the scratch of
+         * the feed-forward holds one expert's rows at a time). */
+        ff[il] = hp->n_expert > 0 ? hp->n_ff_exp : hp->n_ff;
     }
     if (hp->arch == TN_ARCH_GEMMA4) {
         int32_t v_swa, r_swa;
@@ -670,9 +773,24 @@ static int load_tensors(loader *ld, tn_model *m) {
         if (hp->post_norms)
             VEC(post_attn_norm, "post_attention_norm", E);
         VEC(ffn_norm, "ffn_norm", E);
-        MAT(ffn_gate, "ffn_gate", E, F);
-        MAT(ffn_up, "ffn_up", E, F);
-        MAT(ffn_down, "ffn_down", F, E);
+        if (hp->n_expert > 0) {
+            const int64_t NE = hp->n_expert, FX = hp->n_ff_exp;
+            MAT(ffn_gate_inp, "ffn_gate_inp", E, NE);
+#define EXPS(field, suffix, cols, rows)                                              \
+    do {                                                                             \
+        snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);                 \
+        if ((rc = get_experts(ld, name, (cols), (rows), NE, &L->field)))             \
+            return rc;                                                               \
+    } while (0)
+            EXPS(gate_exps, "ffn_gate_exps", E, FX);
+            EXPS(up_exps, "ffn_up_exps", E, FX);
+            EXPS(down_exps, "ffn_down_exps", FX, E);
+#undef EXPS
+        } else {
+            MAT(ffn_gate, "ffn_gate", E, F);
+            MAT(ffn_up, "ffn_up", E, F);
+            MAT(ffn_down, "ffn_down", F, E);
+        }
         if (hp->post_norms)
             VEC(post_ffw_norm, "post_ffw_norm", E);
         if (hp->arch == TN_ARCH_GEMMA4) {
@@ -786,20 +904,24 @@ static void load_text(tn_model *m, tn_model_params params) {
  * keeps the file's layout. */
 static int prepare(tn_model *m, tn_error *err) {
     const int32_t nl = m->hp.n_layer;
-    tn_weight **ws = malloc(((size_t)nl * 9 + 3) * sizeof *ws);
+    tn_weight **ws = malloc(((size_t)nl * 10 + 3) * sizeof *ws);
     if (!ws)
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", m->path);
     int n = 0;
     for (int32_t il = 0; il < nl; il++) {
         tn_layer *L = &m->layers[il];
         tn_weight *mats[] = {&L->wq,       &L->wk,     &L->wv,       &L->wo,     &L->ffn_gate,
-                             &L->ffn_up,   &L->ffn_down, &L->pl_gate, &L->pl_proj};
+                             &L->ffn_up,   &L->ffn_down, &L->pl_gate, &L->pl_proj,
+                             &L->ffn_gate_inp};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
             if (mats[i]->data) /* absent: shared-KV layers, no attn_v, no per-layer input */
                 ws[n++] = mats[i];
     }
     /* Gemma 4's per_layer_token_embd (most of an E2B/E4B file) is not here:
-     * it stays in the mapping and is read one row per token. */
+     * it stays in the mapping and is read one row per token. Nor are the
+     * experts of a mixture (most of a qwen3moe file): a token reads 8 of
+     * 128, so a private copy of all would cost their whole size in memory
+     * for a sixteenth of them used per step (docs/MODEL.md). */
     if (m->pl_model_proj.data)
         ws[n++] = &m->pl_model_proj;
     ws[n++] = &m->output;

@@ -57,7 +57,21 @@ typedef struct tn_hparams {
     int32_t max_head_dim;   /* the largest head_dim of any layer */
     int32_t max_kv_dim;     /* the largest n_head_kv * head_dim of any layer */
     int32_t max_rot;        /* max(n_rot, n_rot_swa) */
+    /* Mixture of experts (qwen3moe); 0 experts: a dense model. */
+    int32_t n_expert;       /* {arch}.expert_count */
+    int32_t n_expert_used;  /* {arch}.expert_used_count: experts per token */
+    int32_t n_ff_exp;       /* {arch}.expert_feed_forward_length */
 } tn_hparams;
+
+/* The experts of one layer's projection, one 3-D GGUF tensor (ne = {cols,
+ * rows, n_expert}): expert e is the matrix `first` with its data moved by
+ * e * stride bytes. They stay in the mapped file, in its row layout: a
+ * decode step reads only the experts its tokens chose, so neither the
+ * backend's weight preparation nor a private copy applies to them. */
+typedef struct tn_experts {
+    tn_weight first;
+    size_t stride;
+} tn_experts;
 
 typedef struct tn_layer {
     bool swa;                  /* sliding-window layer (Gemma 3 local attention) */
@@ -82,6 +96,11 @@ typedef struct tn_layer {
     tn_weight ffn_up;          /* [n_ff][n_embd] */
     tn_weight ffn_down;        /* [n_embd][n_ff] */
     const float *post_ffw_norm; /* [n_embd] (post_norms) */
+    /* Mixture of experts (hp.n_expert > 0) instead of ffn_gate/up/down: */
+    tn_weight ffn_gate_inp;    /* [n_expert][n_embd] the router */
+    tn_experts gate_exps;      /* n_expert x [n_ff_exp][n_embd] */
+    tn_experts up_exps;        /* n_expert x [n_ff_exp][n_embd] */
+    tn_experts down_exps;      /* n_expert x [n_embd][n_ff_exp] */
     /* Gemma 4 per-layer input (n_embd_per_layer = P > 0): */
     tn_weight pl_gate;         /* [P][n_embd] inp_gate */
     tn_weight pl_proj;         /* [n_embd][P] proj */
@@ -165,6 +184,14 @@ struct tn_ctx {
     float *ple_row; /* [n_layer * n_embd_per_layer] one row of per_layer_token_embd */
     float *plg;    /* [U][n_embd_per_layer] the per-layer gate */
     float *scores; /* [n_threads][tn_attention_scratch_floats] attention scratch */
+    /* Mixture of experts (forward.c, moe_ffn), for U rows and K = n_expert_used: */
+    float *moe_logits; /* [U][n_expert] router logits, then probabilities */
+    int32_t *moe_sel;  /* [U][K] the chosen experts, best first */
+    float *moe_w;      /* [U][K] their normalized weights */
+    int32_t *moe_list; /* [U * K] (row * K + slot) grouped by expert */
+    int32_t *moe_count; /* [n_expert + 1] start of each expert's group in moe_list */
+    float *moe_in;     /* [U][n_embd] the rows of one expert, gathered */
+    float *moe_y;      /* [U][K][n_embd] each chosen expert's output per row */
     int32_t ub_rows; /* rows the scratch above holds (U): TN_UBATCH, more once an
                         image span had to run as one pass (tn_ctx_decode_embd) */
     /* Hidden-state capture (speculation drafters read these). */

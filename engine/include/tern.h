@@ -268,6 +268,7 @@ typedef enum tn_arch {
     TN_ARCH_QWEN3 = 1,
     TN_ARCH_GEMMA3 = 2,
     TN_ARCH_GEMMA4 = 3, /* the dense Gemma 4 models (E2B, E4B, 31B) */
+    TN_ARCH_QWEN3MOE = 4, /* Qwen3 mixture of experts (30B-A3B, 235B-A22B) */
 } tn_arch;
 
 /* "llama", "qwen3", "gemma3". */
@@ -785,7 +786,7 @@ const uint8_t *tn_session_drafted_flags(const tn_session *s, int32_t *n);
 
 /* Random-weight test models with real shapes and a real tokenizer. */
 typedef struct tn_mkmodel_params {
-    const char *arch;      /* "llama", "qwen3", "gemma3" or "gemma4" */
+    const char *arch;      /* "llama", "qwen3", "qwen3moe", "gemma3" or "gemma4" */
     const char *type;      /* a tensor type name ("q4_0", "q8_0", "f16", ...) or a
                               mix: "q4_k_m", "q5_k_m" */
     int64_t n_embd;
@@ -816,10 +817,16 @@ typedef struct tn_mkmodel_params {
     bool double_wide_ffn;   /* shared-KV layers have a 2 x n_ff feed-forward */
     const char *vocab_gguf; /* copy the tokenizer.* metadata of this GGUF (its vocabulary
                                and chat template) instead of `tokenizer` */
+    /* qwen3moe only: every layer's feed-forward is n_expert experts of width
+     * n_ff_exp, n_expert_used per token (n_ff is written as
+     * feed_forward_length, unused by the forward pass). */
+    int64_t n_expert;
+    int64_t n_expert_used;
+    int64_t n_ff_exp;
 } tn_mkmodel_params;
 
-/* Real shapes of a published model: "gemma4-e2b", "gemma4-e4b", "gemma4-31b"
- * (arch, every dimension; type, vocabulary and seed are left as they are).
+/* Real shapes of a published model: "gemma4-e2b", "gemma4-e4b", "gemma4-31b",
+ * "qwen3-30b-a3b" (arch, every dimension; type, vocabulary and seed are left as they are).
  * TN_ERR_INVALID for an unknown name. */
 int tn_mkmodel_preset(tn_mkmodel_params *p, const char *name);
 

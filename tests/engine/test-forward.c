@@ -5,7 +5,8 @@
  * Llama 3 rope factors and Gemma 3's linear rope scaling and sliding window,
  * so that a mistake in any of them shows.
  *
- * Usage: test-forward llama|qwen3|gemma3|gemma4   (reference + determinism, all types)
+ * Usage: test-forward llama|qwen3|qwen3moe|gemma3|gemma4
+ *                                          (reference + determinism, all types)
  *        test-forward api                  (KV cache, capture, cancel, errors)
  *
  * Tolerance (stated): for every position, max |engine - reference| over the
@@ -20,6 +21,7 @@
 #include "tn-test.h"
 
 #include "cpu/tn-cpu.h"
+#include "tn-doctor.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -43,7 +45,16 @@ typedef struct spec {
      * the last G4_SHARED layers reuse KV memory; full layers have their own
      * head size and KV head count; per-layer inputs of width G4_P. */
     bool k_eq_v;       /* gemma4: full layers without attn_v */
+    int NE, K, FX;     /* qwen3moe: experts, experts per token, expert FFN width */
 } spec;
+
+/* qwen3moe: the router's logits have std ~MOE_ROUTER_STD (a real router's
+ * are a few units wide). A reference whose K-th and (K+1)-th router logits
+ * are closer than the engine's rounding of them (0.01 for f32/f16 weights,
+ * 0.05 otherwise: about 3x the measured differences) can choose another
+ * expert than the engine: such a position is a routing tie (see
+ * check_arch), at most a quarter of the positions. */
+#define MOE_ROUTER_STD 3.0f
 
 #define G4_PERIOD 3
 #define G4_SHARED 4   /* layers 3-6 of 7: KV from layer 1 (sliding) or 2 (full) */
@@ -79,6 +90,14 @@ static spec make_spec(const char *arch, uint32_t type, int variant) {
         s.tied = true;
         s.rope_base = 1000000.0f;
         s.eps = 1e-6f;
+    } else if (!strcmp(arch, "qwen3moe")) {
+        s.tied = variant % 2 == 0;
+        s.rope_base = 1000000.0f;
+        s.eps = 1e-6f;
+        s.NE = 8;
+        s.K = 3;
+        s.FX = 128;
+        s.F = 0; /* no dense feed-forward */
     } else if (!strcmp(arch, "gemma4")) {
         s.L = 7; /* sliding, sliding, full, ...; layers 3-6 share KV */
         s.window = 8;
@@ -120,6 +139,22 @@ static void add(writer *wr, const char *name, uint32_t type, int64_t rows, int64
     free(buf);
 }
 
+/* n_exp matrices [rows][cols] as one 3-D tensor ne = {cols, rows, n_exp}. */
+static void add3(writer *wr, const char *name, uint32_t type, int64_t n_exp, int64_t rows,
+                 int64_t cols, const float *data) {
+    if (wr->rc)
+        return;
+    size_t rb = tn_type_row_bytes(type, (uint64_t)cols);
+    const int64_t all = rows * n_exp;
+    uint8_t *buf = malloc(rb * (size_t)all);
+    for (int64_t r = 0; r < all && !wr->rc; r++)
+        wr->rc = tn_quantize_row(type, data + r * cols, buf + (size_t)r * rb, cols);
+    uint64_t ne[3] = {(uint64_t)cols, (uint64_t)rows, (uint64_t)n_exp};
+    if (!wr->rc)
+        wr->rc = tn_gguf_writer_add_tensor_data(wr->w, name, type, 3, ne, buf, rb * (size_t)all);
+    free(buf);
+}
+
 /* Uniform values with standard deviation std. */
 static void fill(writer *wr, float *x, int64_t n, float std) {
     for (int64_t i = 0; i < n; i++)
@@ -144,6 +179,15 @@ static void add_norm(writer *wr, const char *name, int64_t n) {
 }
 
 static int write_model_g4(const spec *s, const char *path);
+static uint32_t fit(uint32_t type, int64_t cols);
+
+static void add_random3(writer *wr, const char *name, uint32_t type, int64_t n_exp, int64_t rows,
+                        int64_t cols, float std) {
+    float *x = malloc(sizeof(float) * (size_t)(n_exp * rows * cols));
+    fill(wr, x, n_exp * rows * cols, std);
+    add3(wr, name, type, n_exp, rows, cols, x);
+    free(x);
+}
 
 static int write_model(const spec *s, const char *path) {
     if (!strcmp(s->arch, "gemma4"))
@@ -157,7 +201,16 @@ static int write_model(const spec *s, const char *path) {
     tn_gguf_writer_set_u32(w, K("context_length"), 2048);
     tn_gguf_writer_set_u32(w, K("embedding_length"), (uint32_t)s->E);
     tn_gguf_writer_set_u32(w, K("block_count"), (uint32_t)s->L);
-    tn_gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)s->F);
+    if (s->NE > 0) {
+        /* as Qwen3-30B-A3B's file: feed_forward_length is the dense width
+         * the model would have (unused), the experts have their own */
+        tn_gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)(s->FX * 6));
+        tn_gguf_writer_set_u32(w, K("expert_count"), (uint32_t)s->NE);
+        tn_gguf_writer_set_u32(w, K("expert_used_count"), (uint32_t)s->K);
+        tn_gguf_writer_set_u32(w, K("expert_feed_forward_length"), (uint32_t)s->FX);
+    } else {
+        tn_gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)s->F);
+    }
     tn_gguf_writer_set_u32(w, K("attention.head_count"), (uint32_t)s->H);
     tn_gguf_writer_set_u32(w, K("attention.head_count_kv"), (uint32_t)s->KV);
     tn_gguf_writer_set_u32(w, K("attention.key_length"), (uint32_t)s->D);
@@ -202,9 +255,18 @@ static int write_model(const spec *s, const char *path) {
         if (gemma)
             add_norm(&wr, N("post_attention_norm"), E);
         add_norm(&wr, N("ffn_norm"), E);
-        add_random(&wr, N("ffn_gate"), s->type, s->F, E, proj);
-        add_random(&wr, N("ffn_up"), s->type, s->F, E, proj);
-        add_random(&wr, N("ffn_down"), s->type, E, s->F, resid / sqrtf((float)s->F));
+        if (s->NE > 0) {
+            /* the router stays f32, as llama-quantize leaves it */
+            add_random(&wr, N("ffn_gate_inp"), TN_TYPE_F32, s->NE, E, MOE_ROUTER_STD * proj);
+            add_random3(&wr, N("ffn_gate_exps"), s->type, s->NE, s->FX, E, proj);
+            add_random3(&wr, N("ffn_up_exps"), s->type, s->NE, s->FX, E, proj);
+            add_random3(&wr, N("ffn_down_exps"), fit(s->type, s->FX), s->NE, E, s->FX,
+                        resid / sqrtf((float)s->FX));
+        } else {
+            add_random(&wr, N("ffn_gate"), s->type, s->F, E, proj);
+            add_random(&wr, N("ffn_up"), s->type, s->F, E, proj);
+            add_random(&wr, N("ffn_down"), s->type, E, s->F, resid / sqrtf((float)s->F));
+        }
         if (gemma)
             add_norm(&wr, N("post_ffw_norm"), E);
 #undef N
@@ -334,6 +396,7 @@ typedef struct ref_layer {
     double *attn_norm, *wq, *wk, *wv, *wo, *q_norm, *k_norm, *post_attn_norm;
     double *ffn_norm, *gate, *up, *down, *post_ffw_norm;
     double *pl_gate, *pl_proj, *pl_post_norm, *out_scale; /* gemma4 */
+    double *router, *gate_x, *up_x, *down_x; /* qwen3moe: [NE][..], experts one after another */
 } ref_layer;
 
 typedef struct ref_model {
@@ -344,6 +407,8 @@ typedef struct ref_model {
     ref_layer *layers;
     double *kc, *vc; /* [L][CTX][KV * D] */
     int n;           /* positions done */
+    double route_gap; /* qwen3moe: the smallest gap between the K-th and (K+1)-th router
+                         logit of any layer at the last position */
 } ref_model;
 
 static double *deq(tn_gguf *g, const char *name, int64_t rows, int64_t cols) {
@@ -436,6 +501,12 @@ static void ref_load(ref_model *m, const spec *s, tn_gguf *g) {
         l->up = deq(g, N("ffn_up"), s->F, E);
         l->down = deq(g, N("ffn_down"), E, s->F);
         l->post_ffw_norm = deq(g, N("post_ffw_norm"), 1, E);
+        if (s->NE > 0) {
+            l->router = deq(g, N("ffn_gate_inp"), s->NE, E);
+            l->gate_x = deq(g, N("ffn_gate_exps"), (int64_t)s->NE * s->FX, E);
+            l->up_x = deq(g, N("ffn_up_exps"), (int64_t)s->NE * s->FX, E);
+            l->down_x = deq(g, N("ffn_down_exps"), (int64_t)s->NE * E, s->FX);
+        }
 #undef N
     }
     m->kd = (int)KD;
@@ -457,7 +528,8 @@ static void ref_free(ref_model *m) {
         double *all[] = {l->attn_norm,  l->wq,           l->wk,      l->wv,   l->wo,
                          l->q_norm,     l->k_norm,       l->post_attn_norm, l->ffn_norm,
                          l->gate,       l->up,           l->down,    l->post_ffw_norm,
-                         l->pl_gate,    l->pl_proj,      l->pl_post_norm, l->out_scale};
+                         l->pl_gate,    l->pl_proj,      l->pl_post_norm, l->out_scale,
+                         l->router,     l->gate_x,       l->up_x,    l->down_x};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             free(all[i]);
     }
@@ -630,6 +702,51 @@ static void ref_step_g4(ref_model *m, int token, double *logits) {
     free(sc); free(ple); free(pg); free(ones);
 }
 
+/* Qwen3-MoE's feed-forward (HF Qwen3MoeSparseMoeBlock, norm_topk_prob):
+ * softmax over the router's logits, the K most probable experts, their
+ * probabilities renormalized to sum 1, the weighted sum of those experts'
+ * SwiGLU outputs. o[E] from xn[E]; lowers m->route_gap. */
+static void ref_moe(ref_model *m, const ref_layer *l, const double *xn, double *o) {
+    const spec *s = &m->s;
+    const int E = s->E, NE = s->NE, K = s->K, FX = s->FX;
+    double lg[64], p[64], g[512], u[512], y[1024];
+    int taken[64] = {0}, sel[64];
+    mv(lg, l->router, xn, NE, E);
+    double mx = lg[0], sum = 0;
+    for (int e = 1; e < NE; e++)
+        mx = fmax(mx, lg[e]);
+    for (int e = 0; e < NE; e++)
+        sum += (p[e] = exp(lg[e] - mx));
+    for (int k = 0; k <= K && k < NE; k++) {
+        int best = -1;
+        for (int e = 0; e < NE; e++)
+            if (!taken[e] && (best < 0 || p[e] > p[best]))
+                best = e;
+        if (k < K) {
+            taken[best] = 1;
+            sel[k] = best;
+        } else {
+            m->route_gap = fmin(m->route_gap, lg[sel[K - 1]] - lg[best]);
+        }
+    }
+    double wsum = 0;
+    for (int k = 0; k < K; k++)
+        wsum += p[sel[k]] / sum;
+    for (int e = 0; e < E; e++)
+        o[e] = 0;
+    for (int k = 0; k < K; k++) {
+        const int x = sel[k];
+        mv(g, l->gate_x + (size_t)x * FX * E, xn, FX, E);
+        mv(u, l->up_x + (size_t)x * FX * E, xn, FX, E);
+        for (int f = 0; f < FX; f++)
+            g[f] = g[f] / (1 + exp(-g[f])) * u[f];
+        mv(y, l->down_x + (size_t)x * E * FX, g, E, FX);
+        const double w = p[x] / sum / wsum;
+        for (int e = 0; e < E; e++)
+            o[e] += w * y[e];
+    }
+}
+
 /* One token at position m->n; writes logits[V]. */
 static void ref_step(ref_model *m, int token, double *logits) {
     if (!strcmp(m->s.arch, "gemma4")) {
@@ -643,8 +760,9 @@ static void ref_step(ref_model *m, int token, double *logits) {
     double *x = malloc(sizeof(double) * E), *xn = malloc(sizeof(double) * E);
     double *q = malloc(sizeof(double) * QD), *k = malloc(sizeof(double) * KD);
     double *v = malloc(sizeof(double) * KD), *att = malloc(sizeof(double) * QD);
-    double *o = malloc(sizeof(double) * E), *g = malloc(sizeof(double) * F);
-    double *u = malloc(sizeof(double) * F), *sc = malloc(sizeof(double) * CTX);
+    double *o = malloc(sizeof(double) * E), *g = malloc(sizeof(double) * (F ? F : 1));
+    double *u = malloc(sizeof(double) * (F ? F : 1)), *sc = malloc(sizeof(double) * CTX);
+    m->route_gap = INFINITY;
     for (int e = 0; e < E; e++)
         x[e] = m->embd[(size_t)token * E + e] * (gemma ? sqrt((double)E) : 1.0);
     for (int il = 0; il < s->L; il++) {
@@ -696,15 +814,20 @@ static void ref_step(ref_model *m, int token, double *logits) {
         for (int e = 0; e < E; e++)
             x[e] += o[e];
         rms(xn, x, l->ffn_norm, E, s->eps);
-        mv(g, l->gate, xn, F, E);
-        mv(u, l->up, xn, F, E);
-        for (int f = 0; f < F; f++) {
-            double a = g[f];
-            double act = gemma ? 0.5 * a * (1 + tanh(sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)))
-                               : a / (1 + exp(-a));
-            g[f] = act * u[f];
+        if (s->NE > 0) {
+            ref_moe(m, l, xn, o);
+        } else {
+            mv(g, l->gate, xn, F, E);
+            mv(u, l->up, xn, F, E);
+            for (int f = 0; f < F; f++) {
+                double a = g[f];
+                double act = gemma ? 0.5 * a * (1 + tanh(sqrt(2 / M_PI) *
+                                                             (a + 0.044715 * a * a * a)))
+                                   : a / (1 + exp(-a));
+                g[f] = act * u[f];
+            }
+            mv(o, l->down, g, E, F);
         }
-        mv(o, l->down, g, E, F);
         if (gemma)
             rms(o, o, l->post_ffw_norm, E, s->eps);
         for (int e = 0; e < E; e++)
@@ -831,9 +954,18 @@ static void check_arch(const char *arch) {
         ref_load(&ref, &s, g);
         double *rl = malloc(sizeof(double) * (size_t)V);
         double worst = 0, se = 0, sv = 0;
-        int ties = 0, real_diffs = 0, first_diff = -1;
+        int ties = 0, real_diffs = 0, first_diff = -1, route_ties = 0;
         for (int i = 0; i < T; i++) {
             ref_step(&ref, tok[i], rl);
+            /* qwen3moe: where the reference's K-th and (K+1)-th experts are
+             * closer than the engine's rounding of the router's input, the
+             * two may route differently, and that position's output
+             * differs by a whole expert's share: not compared (counted,
+             * and bounded below). */
+            if (s.NE > 0 && ref.route_gap < (exact_activations(s.type) ? 0.01 : 0.05)) {
+                route_ties++;
+                continue;
+            }
             double lo = rl[0], hi = rl[0], mean = 0, maxdiff = 0;
             int best = 0;
             for (int t = 0; t < V; t++) {
@@ -863,8 +995,13 @@ static void check_arch(const char *arch) {
             }
         }
         printf("%-6s %-5s: max error %.2e of the logit spread, NMSE %.2e, greedy %d/%d "
-               "identical (%d ties)\n",
+               "identical (%d ties)",
                arch, tn_type_name(s.type), worst, se / sv, G - ties - real_diffs, G, ties);
+        if (s.NE > 0)
+            printf(", %d of %d positions with a routing tie", route_ties, T);
+        printf("\n");
+        CHECKF(route_ties <= T / 4, "%s %s: %d of %d positions with a routing tie", arch,
+               tn_type_name(s.type), route_ties, T);
         CHECKF(worst <= tolerance(s.type), "%s %s: logits differ by %.3g of their spread", arch,
                tn_type_name(s.type), worst);
         CHECKF(real_diffs == 0, "%s %s: greedy sequences differ from step %d", arch,
@@ -1045,8 +1182,20 @@ static void expect_load_error(const spec *s, const char *path, int code, const c
     tn_model_free(m);
 }
 
+static int write_variant_kv(const spec *s, const char *path, const char *drop,
+                            const char *reshape, const char *arch_override, const char *u32_key,
+                            uint32_t u32_value);
+
 static int write_variant(const spec *s, const char *path, const char *drop, const char *reshape,
                          const char *arch_override) {
+    return write_variant_kv(s, path, drop, reshape, arch_override, NULL, 0);
+}
+
+/* As write_variant, and the integer key u32_key (if not NULL) set to
+ * u32_value. */
+static int write_variant_kv(const spec *s, const char *path, const char *drop,
+                            const char *reshape, const char *arch_override, const char *u32_key,
+                            uint32_t u32_value) {
     /* Write a good model, then copy its keys and tensors with one change. */
     char good[4096];
     snprintf(good, sizeof good, "%s.good", path);
@@ -1063,6 +1212,8 @@ static int write_variant(const spec *s, const char *path, const char *drop, cons
         snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
         if (arch_override && !strcmp(key, "general.architecture"))
             tn_gguf_writer_set_str(w, key, arch_override);
+        else if (u32_key && !strcmp(key, u32_key))
+            tn_gguf_writer_set_u32(w, key, u32_value);
         else
             tn_gguf_writer_set_value(w, key, tn_gguf_kv_value(g, i));
     }
@@ -1138,6 +1289,37 @@ static void check_errors(void) {
     }
     remove(good);
     remove(path);
+    /* qwen3moe: a router or experts that do not fit, or too many experts
+     * used per token, are refused naming the key or tensor. */
+    spec q = make_spec("qwen3moe", TN_TYPE_Q8_0, 0);
+    CHECK(write_variant_kv(&q, path, NULL, NULL, NULL, "qwen3moe.expert_used_count", 9) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT,
+                      "qwen3moe.expert_used_count is 9, but a token must use between 1 and the 8 "
+                      "experts of a layer");
+    CHECK(write_variant_kv(&q, path, NULL, NULL, NULL, "qwen3moe.expert_used_count", 0) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "expert_used_count is 0");
+    CHECK(write_variant_kv(&q, path, NULL, NULL, NULL, "qwen3moe.expert_count", 0) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "needs qwen3moe.expert_count > 0");
+    CHECK(write_variant_kv(&q, path, NULL, NULL, NULL, "qwen3moe.expert_count", 100000) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "100000 experts per layer");
+    /* 16 experts declared, 8 in the tensors */
+    CHECK(write_variant_kv(&q, path, NULL, NULL, NULL, "qwen3moe.expert_count", 16) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "'blk.0.ffn_gate_inp.weight' has shape [256, 8]");
+    CHECK(write_variant(&q, path, "blk.1.ffn_down_exps.weight", NULL, NULL) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "'blk.1.ffn_down_exps.weight' is missing");
+    CHECK(write_variant(&q, path, "blk.0.ffn_gate_inp.weight", NULL, NULL) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "'blk.0.ffn_gate_inp.weight' is missing");
+    CHECK(write_variant(&q, path, NULL, "blk.0.ffn_up_exps.weight", NULL) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT,
+                      "'blk.0.ffn_up_exps.weight' has 3 dimensions [128, 256, 8], expected the 8 "
+                      "experts' [256, 128, 8]");
+    CHECK(write_variant(&q, path, NULL, "blk.1.ffn_gate_inp.weight", NULL) == 0);
+    expect_load_error(&q, path, TN_ERR_FORMAT, "'blk.1.ffn_gate_inp.weight' has shape [8, 256]");
+    /* a dense model's tensors under the qwen3moe name: no experts */
+    CHECK(write_variant(&s, path, NULL, NULL, "qwen3moe") == 0);
+    expect_load_error(&s, path, TN_ERR_FORMAT, "needs qwen3moe.expert_count > 0");
+    remove(path);
+
     /* A file that is not a GGUF at all. */
     FILE *f = fopen(path, "wb");
     fputs("this is not a model", f);
@@ -1186,6 +1368,61 @@ static void check_mkmodel(void) {
         tn_model_free(m);
         remove(path);
     }
+}
+
+/* qwen3moe from tn_mkmodel: loads, runs, and its experts stay in the
+ * mapped file: what the backend holds besides the file (the repacked dense
+ * matrices) is less than the file without its experts. */
+static void check_mkmodel_moe(void) {
+    tn_mkmodel_params p = tn_mkmodel_default_params();
+    p.arch = "qwen3moe";
+    p.type = "q4_0";
+    p.n_embd = 128;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = 32;
+    p.n_ff = 768;
+    p.n_expert = 16;
+    p.n_expert_used = 4;
+    p.n_ff_exp = 256;
+    p.n_threads = 1;
+    p.tied_output = true; /* every byte but the experts' is read per token */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/mk-qwen3moe.gguf", tn_test_tmpdir());
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, path, &err) == 0, "mkmodel qwen3moe: %s", err.message);
+    tn_model *m = NULL;
+    CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == 0, "load: %s",
+           err.message);
+    if (!m)
+        return;
+    CHECK(tn_model_arch(m) == TN_ARCH_QWEN3MOE && !strcmp(tn_arch_name(TN_ARCH_QWEN3MOE),
+                                                          "qwen3moe"));
+    const uint64_t experts = 2ULL * 3 * 16 * 256 * tn_type_row_bytes(TN_TYPE_Q4_0, 128);
+    fprintf(stderr, "mkmodel qwen3moe: %llu weight bytes, %llu of them experts, %llu repacked\n",
+            (unsigned long long)tn_model_weight_bytes(m), (unsigned long long)experts,
+            (unsigned long long)tn_model_repacked_bytes(m));
+    CHECKF(tn_model_repacked_bytes(m) < tn_model_weight_bytes(m) - experts,
+           "%llu bytes repacked: the experts were copied",
+           (unsigned long long)tn_model_repacked_bytes(m));
+    /* A decode step reads 4 of the 16 experts: the doctor's and bench's
+     * bound count a quarter of the expert bytes. */
+    CHECKF(tn_doctor_weight_bytes_per_token(tn_model_gguf(m)) ==
+               tn_model_weight_bytes(m) - experts + experts / 4,
+           "bytes per token %llu, expected %llu",
+           (unsigned long long)tn_doctor_weight_bytes_per_token(tn_model_gguf(m)),
+           (unsigned long long)(tn_model_weight_bytes(m) - experts + experts / 4));
+    tn_ctx *ctx = NULL;
+    CHECK(tn_ctx_new(m, 64, 2, &ctx, &err) == 0);
+    int32_t toks[6] = {1, 2, 3, 4, 5, 6};
+    float *lg = malloc(sizeof(float) * (size_t)tn_model_n_vocab(m));
+    CHECK(ctx && tn_ctx_decode(ctx, toks, 6, TN_LOGITS_LAST, lg, &err) == 0);
+    CHECK(isfinite(lg[0]));
+    free(lg);
+    tn_ctx_free(ctx);
+    tn_model_free(m);
+    remove(path);
 }
 
 /* The weight layout chosen at load: on an AVX-512 machine Q4_0, Q8_0, Q4_K
@@ -1263,6 +1500,7 @@ int main(int argc, char **argv) {
         check_layouts();
         check_errors();
         check_mkmodel();
+        check_mkmodel_moe();
     } else {
         check_arch(what);
     }

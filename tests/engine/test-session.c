@@ -2,7 +2,8 @@
  *
  * On small random-weight models written with tn_mkmodel (the synthetic
  * vocabulary with a ChatML template, and the real Qwen3 vocabulary when it
- * was fetched, thinking on and off):
+ * was fetched, thinking on and off; a Gemma 4 and a qwen3moe mixture of
+ * experts on the synthetic vocabulary):
  *   - requests A, B, A, B, A (greedy and seeded sampling): every A identical,
  *     every B identical, each equal to the answer of a fresh session that
  *     pinned the same prompt, and again after the pin is reloaded from disk
@@ -677,6 +678,16 @@ int main(void) {
         chat(&g4);
     }
     tn_model_free(g4.model);
+
+    /* qwen3moe: a mixture of experts (rows of a prefill grouped by expert,
+     * a decode step reading 2 of 8) pins and restores like a dense model. */
+    fixture moe = {0};
+    if (make_model(&moe, "qwen3moe", "qwen3moe", NULL, 15)) {
+        abab(&moe, false, false);
+        abab(&moe, false, true);
+        chat(&moe);
+    }
+    tn_model_free(moe.model);
 
     const char *vocab = tn_test_vocab("qwen3");
     if (vocab) {

@@ -135,6 +135,12 @@ static tn_model *make_model(const char *file, const char *arch, const char *type
     p.n_ff = 2 * embd;
     p.n_ctx = 2048;
     p.sliding_window = 16; /* gemma3: short enough to matter in these contexts */
+    if (!strcmp(arch, "qwen3moe")) {
+        /* 8 experts, 2 per token: verify batches group rows by expert */
+        p.n_expert = 8;
+        p.n_expert_used = 2;
+        p.n_ff_exp = embd;
+    }
     if (!strcmp(arch, "gemma4")) {
         /* sliding, sliding, full, ...: the last three layers of six reuse
          * layers 1 and 2's KV; full layers with twice the head size and a
@@ -2054,6 +2060,8 @@ int main(int argc, char **argv) {
         greedy_suite("gemma3");
     if (all || !strcmp(what, "greedy-gemma4"))
         greedy_suite("gemma4");
+    if (all || !strcmp(what, "greedy-qwen3moe"))
+        greedy_suite("qwen3moe");
     if (all || !strcmp(what, "sampling")) {
         sampling_rule();
         sampling_model();

@@ -21,6 +21,12 @@ tn_mkmodel_params tn_test_tiny_model(const char *arch, uint64_t seed) {
     p.n_ctx = 2048;
     p.seed = seed;
     p.n_threads = 2;
+    if (!strcmp(arch, "qwen3moe")) {
+        /* 8 experts, 2 per token */
+        p.n_expert = 8;
+        p.n_expert_used = 2;
+        p.n_ff_exp = 64;
+    }
     if (!strcmp(arch, "gemma4")) {
         /* sliding, sliding, full, ...: layers 3-5 reuse the KV of layers 1
          * (sliding) and 2 (full); full layers have twice the head size;
