@@ -12,6 +12,7 @@
  * Batch invariance is not needed here (a draft only decides speed, never
  * the output), but the arithmetic is deterministic all the same: the same
  * history gives the same draft whatever the thread count. */
+#include "tn-drafter-math.h"
 #include "tn-internal.h"
 #include "tn-model.h"
 #include "tn-spec.h"
@@ -80,37 +81,6 @@ typedef struct dflash {
 
 /* ---------------------------------------------------------------- maths */
 
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
-
-static inline float gelu_tanh(float x) {
-    const float k = 0.79788456080286535588f; /* sqrt(2 / pi) */
-    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
-}
-
-/* cos, sin of pos * base^(-2i / n_rot) / freqs[i] for i < n_rot / 2: the
- * rotation of the two halves of the first n_rot dimensions of a head (NeoX
- * order, as Qwen3 and llama.cpp's DFlash graph). freqs (rope_freqs.weight)
- * divides the frequencies; Gemma-style drafts park the dimensions they do
- * not rotate behind a huge divisor. */
-static void rope_table(float *cs, int64_t pos, int32_t n_rot, float base, const float *freqs) {
-    for (int32_t i = 0; i < n_rot / 2; i++) {
-        double theta = (double)pos * pow((double)base, -2.0 * i / n_rot);
-        if (freqs)
-            theta /= (double)freqs[i];
-        cs[2 * i] = (float)cos(theta);
-        cs[2 * i + 1] = (float)sin(theta);
-    }
-}
-
-static void rope(float *v, const float *cs, int32_t n_rot) {
-    const int32_t half = n_rot / 2;
-    for (int32_t i = 0; i < half; i++) {
-        const float c = cs[2 * i], s = cs[2 * i + 1], x0 = v[i], x1 = v[i + half];
-        v[i] = x0 * c - x1 * s;
-        v[i + half] = x0 * s + x1 * c;
-    }
-}
-
 static int mm(dflash *df, const tn_weight *w, const float *x, int32_t n, float *y, tn_error *err) {
     int rc = tn_matmul(df->cpu, w, x, n, y);
     if (rc != TN_OK)
@@ -131,7 +101,7 @@ static void key_values(dflash *df, const dlayer *ly, int32_t n) {
             if (ly->shared_kv)
                 tn_rmsnorm(df->v + at, k, df->ones, D, df->eps);
             tn_rmsnorm(k, k, ly->k_norm, D, df->eps);
-            rope(k, df->cs + (size_t)i * D, df->n_rot);
+            tn_draft_rope(k, df->cs + (size_t)i * D, df->n_rot);
         }
 }
 
@@ -188,7 +158,8 @@ static int context_rows(dflash *df, int32_t pos0, const int32_t *tokens, int32_t
     for (int32_t i = 0; i < n; i++)
         tn_rmsnorm(df->feat + (size_t)i * E, df->feat + (size_t)i * E, df->enc_norm, E, df->eps);
     for (int32_t i = 0; i < n; i++)
-        rope_table(df->cs + (size_t)i * D, pos0 + i, df->n_rot, df->rope_base, df->rope_freqs);
+        tn_draft_rope_table(df->cs + (size_t)i * D, pos0 + i, df->n_rot, df->rope_base,
+                            df->rope_freqs);
     for (int32_t l = 0; l < df->L; l++) {
         dlayer *ly = &df->layers[l];
         if ((rc = mm(df, &ly->wk, df->feat, n, df->k, err)) ||
@@ -301,7 +272,8 @@ static int block_forward(dflash *df, int32_t anchor, int64_t pos0, int32_t n_ctx
         if (df->in_scale != 1.0f)
             for (int32_t e = 0; e < E; e++)
                 x[e] *= df->in_scale;
-        rope_table(df->cs + (size_t)i * D, pos0 + i, df->n_rot, df->rope_base, df->rope_freqs);
+        tn_draft_rope_table(df->cs + (size_t)i * D, pos0 + i, df->n_rot, df->rope_base,
+                            df->rope_freqs);
     }
     for (int32_t l = 0; l < df->L; l++) {
         const dlayer *ly = &df->layers[l];
@@ -316,7 +288,7 @@ static int block_forward(dflash *df, int32_t anchor, int64_t pos0, int32_t n_ctx
             for (int32_t h = 0; h < H; h++) {
                 float *q = df->q + ((size_t)i * H + (size_t)h) * D;
                 tn_rmsnorm(q, q, ly->q_norm, D, df->eps);
-                rope(q, cs, df->n_rot);
+                tn_draft_rope(q, cs, df->n_rot);
             }
         }
         key_values(df, ly, nb);
@@ -336,7 +308,8 @@ static int block_forward(dflash *df, int32_t anchor, int64_t pos0, int32_t n_ctx
             (rc = mm(df, &ly->up, df->xn, nb, df->up, err)))
             return rc;
         for (size_t e = 0; e < (size_t)nb * (size_t)df->F; e++)
-            df->gate[e] = (df->gelu ? gelu_tanh(df->gate[e]) : silu(df->gate[e])) * df->up[e];
+            df->gate[e] = (df->gelu ? tn_draft_gelu_tanh(df->gate[e])
+                                    : tn_draft_silu(df->gate[e])) * df->up[e];
         if ((rc = mm(df, &ly->down, df->gate, nb, df->o, err)))
             return rc;
         for (int32_t i = 0; i < nb; i++) {

@@ -18,6 +18,7 @@
  * and that row's normed hidden state. A draft only decides speed, never the
  * output (the target verifies every token), but the arithmetic is
  * deterministic all the same. */
+#include "tn-drafter-math.h"
 #include "tn-internal.h"
 #include "tn-model.h"
 #include "tn-spec.h"
@@ -75,33 +76,6 @@ typedef struct mtp {
 } mtp;
 
 /* ---------------------------------------------------------------- maths */
-
-static inline float gelu_tanh(float x) {
-    const float k = 0.79788456080286535588f; /* sqrt(2 / pi) */
-    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
-}
-
-/* NeoX rotation (halves), as llama.cpp's Gemma 4 graphs; freqs divides the
- * frequencies (proportional rope parks the unrotated dimensions behind a
- * huge divisor). */
-static void rope_table(float *cs, int64_t pos, int32_t n_rot, float base, const float *freqs) {
-    for (int32_t i = 0; i < n_rot / 2; i++) {
-        double theta = (double)pos * pow((double)base, -2.0 * i / n_rot);
-        if (freqs)
-            theta /= (double)freqs[i];
-        cs[2 * i] = (float)cos(theta);
-        cs[2 * i + 1] = (float)sin(theta);
-    }
-}
-
-static void rope(float *v, const float *cs, int32_t n_rot) {
-    const int32_t half = n_rot / 2;
-    for (int32_t i = 0; i < half; i++) {
-        const float c = cs[2 * i], s = cs[2 * i + 1], x0 = v[i], x1 = v[i + half];
-        v[i] = x0 * c - x1 * s;
-        v[i + half] = x0 * s + x1 * c;
-    }
-}
 
 static int mm(mtp *a, const tn_weight *w, const float *x, float *y, tn_error *err) {
     int rc = tn_matmul(a->cpu, w, x, 1, y);
@@ -164,11 +138,11 @@ static int step(mtp *a, int32_t token, int64_t pos, tn_error *err) {
         tn_rmsnorm(a->xn, a->x, ly->attn_norm, E, a->eps);
         if ((rc = mm(a, &ly->wq, a->xn, a->q, err)))
             return rc;
-        rope_table(a->cs, pos, ly->n_rot, ly->rope_base, ly->freqs);
+        tn_draft_rope_table(a->cs, pos, ly->n_rot, ly->rope_base, ly->freqs);
         for (int32_t h = 0; h < a->H; h++) {
             float *q = a->q + (size_t)h * (size_t)ly->D;
             tn_rmsnorm(q, q, ly->q_norm, ly->D, a->eps);
-            rope(q, a->cs, ly->n_rot);
+            tn_draft_rope(q, a->cs, ly->n_rot);
             uint16_t *qb = a->qb + (size_t)h * (size_t)ly->D;
             for (int32_t d = 0; d < ly->D; d++)
                 qb[d] = tn_bf16_from_f32(q[d]);
@@ -185,7 +159,7 @@ static int step(mtp *a, int32_t token, int64_t pos, tn_error *err) {
             (rc = mm(a, &ly->up, a->xn, a->up, err)))
             return rc;
         for (int32_t f = 0; f < ly->F; f++)
-            a->gate[f] = gelu_tanh(a->gate[f]) * a->up[f];
+            a->gate[f] = tn_draft_gelu_tanh(a->gate[f]) * a->up[f];
         if ((rc = mm(a, &ly->down, a->gate, a->o, err)))
             return rc;
         tn_rmsnorm(a->o, a->o, ly->post_ffn, E, a->eps);
