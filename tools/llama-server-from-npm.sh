@@ -35,12 +35,17 @@ for tool in npm git g++ cmake; do
         exit 77
     fi
 done
+# --ignore-scripts: only the package's files are needed, not its postinstall
+# script, which is written for Node.js 20 (the package's engines field) while
+# Debian 12 has 18. npm's own words go to stderr when the install fails.
 if [ ! -d "$nlc/node_modules/node-llama-cpp" ] || [ ! -d "$nlc/node_modules/@node-llama-cpp/linux-x64" ]; then
     mkdir -p "$nlc"
     if ! (cd "$nlc" && { [ -f package.json ] || npm init -y >/dev/null; } &&
         NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --omit=optional --no-audit --no-fund \
-            node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1 >/dev/null 2>&1); then
-        say "cannot fetch node-llama-cpp@3.22.1 from the npm registry"
+            --ignore-scripts \
+            node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1 >"$nlc/npm-install.log" 2>&1); then
+        say "cannot fetch node-llama-cpp@3.22.1 from the npm registry:"
+        tail -n 5 "$nlc/npm-install.log" >&2
         exit 77
     fi
 fi
