@@ -224,7 +224,7 @@ static int get_int(tn_vision_g4 *v, const char *key, int64_t lo, int64_t hi, int
 
 static int load_all(tn_vision_g4 *v, tn_vision_info *I, tn_error *err) {
     int rc;
-    int64_t image_size;
+    int64_t image_size = 0; /* set by get_int; -O3 cannot see that tn_fail never returns TN_OK */
     if ((rc = get_int(v, "clip.vision.image_size", 1, 1 << 16, &image_size, err)) ||
         (rc = get_int(v, "clip.vision.patch_size", 1, 256, &v->patch, err)) ||
         (rc = get_int(v, "clip.vision.embedding_length", 4, 1 << 16, &v->E, err)) ||
