@@ -588,6 +588,10 @@ static int write_hparams(tn_gguf_writer *w, const tn_mkmodel_params *p, int64_t 
                                          "vocabulary, meaningless output.");
     if (!rc) rc = tn_gguf_writer_set_u32(w, "general.alignment", TN_GGUF_DEFAULT_ALIGNMENT);
     if (!rc) rc = tn_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    /* So that llama.cpp and Tern name the file as llama-quantize's would be
+     * named ("Q4_K_M", not its largest tensor's type or "guessed"). */
+    const int file_type = tn_file_type_for(p->type);
+    if (!rc && file_type >= 0) rc = tn_gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type);
     if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)p->n_ctx);
     if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)p->n_embd);
     if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)p->n_layer);

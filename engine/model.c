@@ -846,12 +846,21 @@ static void describe(tn_model *m) {
     else
         snprintf(params, sizeof params, "%.1fK", m->n_params / 1e3);
     const char *tname = tn_type_name(m->main_type);
+    /* A mix is named by the file's own key when it has one: a Q4_K_M file's
+     * largest tensors may be its Q6_K embeddings. */
+    int64_t file_type;
+    const char *ftname = tn_gguf_get_int(g, "general.file_type", &file_type) == TN_OK &&
+                                 file_type >= 0 && file_type <= UINT32_MAX
+                             ? tn_file_type_name((uint32_t)file_type)
+                             : NULL;
     m->demo = contains_ci(m->name, "random") || contains_ci(m->name, "demo");
     size_t n = strlen(m->name) + 128;
     m->description = malloc(n);
     if (m->description) {
         char up[16] = "?";
-        if (tname) {
+        if (ftname)
+            snprintf(up, sizeof up, "%s", ftname);
+        else if (tname) {
             size_t i = 0;
             for (; tname[i] && i + 1 < sizeof up; i++)
                 up[i] = (char)toupper((unsigned char)tname[i]);

@@ -66,6 +66,46 @@ const char *tn_type_name(uint32_t type) {
     return t ? t->name : NULL;
 }
 
+/* llama.cpp's llama_ftype values (include/llama.h at de3ff81): ids 4-6 and
+ * 33-35 were removed there and are not names here either. */
+static const struct {
+    uint32_t id;
+    const char *name;
+} file_types[] = {
+    {0, "F32"},       {1, "F16"},      {2, "Q4_0"},     {3, "Q4_1"},     {7, "Q8_0"},
+    {8, "Q5_0"},      {9, "Q5_1"},     {10, "Q2_K"},    {11, "Q3_K_S"},  {12, "Q3_K_M"},
+    {13, "Q3_K_L"},   {14, "Q4_K_S"},  {15, "Q4_K_M"},  {16, "Q5_K_S"},  {17, "Q5_K_M"},
+    {18, "Q6_K"},     {19, "IQ2_XXS"}, {20, "IQ2_XS"},  {21, "Q2_K_S"},  {22, "IQ3_XS"},
+    {23, "IQ3_XXS"},  {24, "IQ1_S"},   {25, "IQ4_NL"},  {26, "IQ3_S"},   {27, "IQ3_M"},
+    {28, "IQ2_S"},    {29, "IQ2_M"},   {30, "IQ4_XS"},  {31, "IQ1_M"},   {32, "BF16"},
+    {36, "TQ1_0"},    {37, "TQ2_0"},   {38, "MXFP4_MOE"}, {39, "NVFP4"},
+};
+
+const char *tn_file_type_name(uint32_t file_type) {
+    for (size_t i = 0; i < sizeof file_types / sizeof file_types[0]; i++)
+        if (file_types[i].id == file_type)
+            return file_types[i].name;
+    return NULL;
+}
+
+int tn_file_type_for(const char *type_or_mix) {
+    /* mkmodel's pure K types (q3_K, q4_K, q5_K) are not llama.cpp's _S
+     * mixes, so they get no file_type rather than a wrong one. */
+    static const char *const exact[] = {"f32", "f16", "q4_0", "q4_1", "q8_0", "q5_0", "q5_1",
+                                        "q2_K", "q4_k_m", "q5_k_m", "q6_K", "iq4_nl",
+                                        "iq4_xs", "bf16"};
+    if (!type_or_mix)
+        return -1;
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
+        if (strcasecmp(type_or_mix, exact[i]))
+            continue;
+        for (size_t j = 0; j < sizeof file_types / sizeof file_types[0]; j++)
+            if (!strcasecmp(file_types[j].name, type_or_mix))
+                return (int)file_types[j].id;
+    }
+    return -1;
+}
+
 int tn_type_from_name(const char *name) {
     if (!name)
         return -1;

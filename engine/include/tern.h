@@ -85,6 +85,13 @@ typedef enum tn_type {
 const char *tn_type_name(uint32_t type);
 /* Parses a name case-insensitively ("Q4_K", "q8_0", "f32"); -1 if unknown. */
 int tn_type_from_name(const char *name);
+/* A file's `general.file_type` (llama.cpp's llama_ftype: 15 = "Q4_K_M") as
+ * llama.cpp prints it; NULL for a value it does not define. Mixes such as
+ * Q4_K_M are named by this key, not by any one tensor's type. */
+const char *tn_file_type_name(uint32_t file_type);
+/* The file_type a file of mkmodel's TYPE (a tn_type name or a mix such as
+ * "q4_k_m") is; -1 where no llama_ftype says exactly that (a pure q4_K). */
+int tn_file_type_for(const char *type_or_mix);
 /* Values per block (1 for F32/F16/BF16) and bytes per block; 0 if unknown. */
 size_t tn_type_block_size(uint32_t type);
 size_t tn_type_block_bytes(uint32_t type);

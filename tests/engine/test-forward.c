@@ -1357,6 +1357,8 @@ static void check_mkmodel(void) {
             continue;
         CHECKF(tn_model_is_demo(m) && strstr(tn_model_description(m), "demo model, random weights"),
                "description: %s", tn_model_description(m));
+        CHECKF(strstr(tn_model_description(m), ", Q4_0)") != NULL, "description names Q4_0: %s",
+               tn_model_description(m));
         tn_ctx *ctx = NULL;
         CHECK(tn_ctx_new(m, 64, 1, &ctx, &err) == 0);
         int32_t toks[4] = {1, 2, 3, 4};
@@ -1368,6 +1370,29 @@ static void check_mkmodel(void) {
         tn_model_free(m);
         remove(path);
     }
+    /* A Q4_K_M file is named by its general.file_type, not by its largest
+     * tensors' type (here the Q6_K LM head and the mix's Q6_K layers). */
+    tn_mkmodel_params p = tn_mkmodel_default_params();
+    p.arch = "llama";
+    p.type = "q4_k_m";
+    p.n_embd = 256;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = 64;
+    p.n_ff = 256;
+    p.n_threads = 1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/mk-q4_k_m.gguf", tn_test_tmpdir());
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, path, &err) == 0, "mkmodel q4_k_m: %s", err.message);
+    tn_model *m = NULL;
+    CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == 0, "load: %s", err.message);
+    if (m)
+        CHECKF(strstr(tn_model_description(m), ", Q4_K_M)") != NULL, "description: %s",
+               tn_model_description(m));
+    tn_model_free(m);
+    remove(path);
 }
 
 /* qwen3moe from tn_mkmodel: loads, runs, and its experts stay in the

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 /* ------------------------------------------------------------ helpers */
 
@@ -854,7 +855,32 @@ static void test_non_finite(void) {
     }
 }
 
+/* general.file_type names as llama.cpp prints them, and mkmodel's TYPE
+ * mapped only where a llama_ftype says exactly that. */
+static void test_file_types(void) {
+    CHECK(tn_file_type_name(15) && !strcmp(tn_file_type_name(15), "Q4_K_M"));
+    CHECK(tn_file_type_name(2) && !strcmp(tn_file_type_name(2), "Q4_0"));
+    CHECK(tn_file_type_name(30) && !strcmp(tn_file_type_name(30), "IQ4_XS"));
+    CHECK(tn_file_type_name(4) == NULL && tn_file_type_name(33) == NULL);
+    CHECK(tn_file_type_name(1024) == NULL && tn_file_type_name(UINT32_MAX) == NULL);
+    CHECK(tn_file_type_for("q4_k_m") == 15 && tn_file_type_for("Q5_K_M") == 17);
+    CHECK(tn_file_type_for("q8_0") == 7 && tn_file_type_for("bf16") == 32);
+    CHECK(tn_file_type_for("f16") == 1 && tn_file_type_for("q6_K") == 18);
+    CHECK(tn_file_type_for("q4_K") == -1 && tn_file_type_for("q3_K") == -1);
+    CHECK(tn_file_type_for("") == -1 && tn_file_type_for(NULL) == -1 && tn_file_type_for("x") == -1);
+    /* Every name the mapping gives back is the table's. */
+    const char *types[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+                           "q2_K", "q6_K", "iq4_nl", "iq4_xs", "q4_k_m", "q5_k_m"};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        int ft = tn_file_type_for(types[i]);
+        CHECKF(ft >= 0 && tn_file_type_name((uint32_t)ft) &&
+                   !strcasecmp(tn_file_type_name((uint32_t)ft), types[i]),
+               "file type of %s", types[i]);
+    }
+}
+
 int main(void) {
+    test_file_types();
     test_type_table();
     test_dispatch_errors();
     test_fp16();
