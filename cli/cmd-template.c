@@ -81,7 +81,7 @@ int cmd_template(int argc, char **argv) {
                     goto done;
                 }
                 system = v;
-                msgs[n++] = (tn_chat_message){TN_CHAT_ROLE_SYSTEM, v};
+                msgs[n++] = (tn_chat_message){.role = TN_CHAT_ROLE_SYSTEM, .content = v};
             } else if (!strcmp(a, "--think")) {
                 if (!strcmp(v, "on")) {
                     think = true;
@@ -92,10 +92,10 @@ int cmd_template(int argc, char **argv) {
                     goto done;
                 }
             } else if (!strcmp(a, "--user")) {
-                msgs[n++] = (tn_chat_message){TN_CHAT_ROLE_USER, v};
+                msgs[n++] = (tn_chat_message){.role = TN_CHAT_ROLE_USER, .content = v};
                 n_user++;
             } else {
-                msgs[n++] = (tn_chat_message){TN_CHAT_ROLE_ASSISTANT, v};
+                msgs[n++] = (tn_chat_message){.role = TN_CHAT_ROLE_ASSISTANT, .content = v};
             }
         } else {
             cli_error(_("template: unexpected argument '%s' (see 'tern-cli template --help')"), a);

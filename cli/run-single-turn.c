@@ -331,7 +331,7 @@ static bool chat_push(chat_state *c, const char *role, const char *content) {
     if (!copy)
         return false;
     c->owned[c->n] = copy;
-    c->msgs[c->n] = (tn_session_message){role, copy};
+    c->msgs[c->n] = (tn_session_message){.role = role, .content = copy};
     c->n++;
     return true;
 }

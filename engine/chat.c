@@ -12,8 +12,12 @@
 #endif
 #include "tern.h"
 #include "tn-internal.h"
+#include "tn-json.h"
 #include "tn-unicode.h"
 
+#include <locale.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -526,12 +530,12 @@ static void render_gemma3(sink *s, const tn_chat_message *m, size_t n, const tn_
         put(s, "<start_of_turn>model\n");
 }
 
-/* Gemma 4 (google-gemma-4-31B-it.jinja, without tools): an optional system
- * turn that also carries <|think|> when thinking is on, user turns trimmed,
- * model turns with their thought channels removed (strip_thinking) and
- * trimmed, a model turn right after another one continuing it without a new
- * header; the generation prompt opens a model turn and, thinking off, an
- * empty thought channel. */
+/* Gemma 4 (google-gemma-4-31B-it.jinja): an optional system turn that also
+ * carries <|think|> when thinking is on, user turns trimmed, model turns with
+ * their thought channels removed (strip_thinking) and trimmed, a model turn
+ * right after another one (tool results between them do not count)
+ * continuing it without a new header; the generation prompt opens a model
+ * turn and, thinking off, an empty thought channel. */
 static void gemma4_system(sink *s, const char *system, bool thinking) {
     if (!system && !thinking)
         return;
@@ -573,24 +577,375 @@ static void gemma4_generation_prompt(sink *s, bool thinking) {
         put(s, "<|channel>thought\n<channel|>");
 }
 
+/* The template prints JSON values (the arguments of a call, after llama.cpp
+ * and transformers have parsed them into Python objects) in its own syntax,
+ * format_argument: strings between <|"|> with nothing escaped, objects with
+ * their keys sorted by dictsort, numbers and None as Python's str() writes
+ * them. These helpers reproduce those Python spellings. */
+
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+static locale_t c_locale;
+static void make_c_locale(void) { c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
+
+/* Python's repr(float): the shortest digits that read back as x, written
+ * positionally when the decimal point falls within -4 < decpt <= 16
+ * ("100000.0", "0.0001") and as "1e+16" / "1.5e-05" otherwise. */
+static void py_float_repr(double x, char out[48]) {
+    if (isnan(x)) {
+        strcpy(out, "nan");
+        return;
+    }
+    if (isinf(x)) {
+        strcpy(out, x < 0 ? "-inf" : "inf");
+        return;
+    }
+    if (x == 0) {
+        strcpy(out, signbit(x) ? "-0.0" : "0.0");
+        return;
+    }
+    /* "%e" and strtod follow the process locale's decimal separator. */
+    pthread_once(&c_locale_once, make_c_locale);
+    locale_t old = c_locale ? uselocale(c_locale) : (locale_t)0;
+    char e[48];
+    for (int prec = 0; prec < 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec, x);
+        if (strtod(e, NULL) == x)
+            break;
+    }
+    if (old)
+        uselocale(old);
+    const char *p = e;
+    const bool neg = *p == '-';
+    if (neg)
+        p++;
+    char digits[24];
+    int nd = 0;
+    for (; *p && *p != 'e' && nd < 20; p++)
+        if (*p >= '0' && *p <= '9')
+            digits[nd++] = *p;
+    const int exp10 = *p == 'e' ? atoi(p + 1) : 0;
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    const int decpt = exp10 + 1;
+    char *o = out;
+    if (neg)
+        *o++ = '-';
+    if (decpt <= -4 || decpt > 16) {
+        *o++ = digits[0];
+        if (nd > 1) {
+            *o++ = '.';
+            memcpy(o, digits + 1, (size_t)nd - 1);
+            o += nd - 1;
+        }
+        sprintf(o, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+        return;
+    }
+    if (decpt <= 0) {
+        *o++ = '0';
+        *o++ = '.';
+        for (int i = 0; i < -decpt; i++)
+            *o++ = '0';
+        memcpy(o, digits, (size_t)nd);
+        o += nd;
+    } else if (decpt >= nd) {
+        memcpy(o, digits, (size_t)nd);
+        o += nd;
+        for (int i = nd; i < decpt; i++)
+            *o++ = '0';
+        memcpy(o, ".0", 2);
+        o += 2;
+    } else {
+        memcpy(o, digits, (size_t)decpt);
+        o += decpt;
+        *o++ = '.';
+        memcpy(o, digits + decpt, (size_t)(nd - decpt));
+        o += nd - decpt;
+    }
+    *o = '\0';
+}
+
+/* A JSON number as Python's json.loads + str() gives it back: integers
+ * exactly as written (Python's are unbounded; "-0" is 0), the others
+ * through a double. */
+static void py_number(sink *s, const tn_json *v, view src) {
+    size_t len = 0;
+    const char *t = tn_json_number_text(v, src.p, src.n, &len);
+    if (t && !memchr(t, '.', len) && !memchr(t, 'e', len) && !memchr(t, 'E', len)) {
+        if (len == 2 && !memcmp(t, "-0", 2))
+            textv(s, (view){"0", 1});
+        else
+            textv(s, (view){t, len});
+        return;
+    }
+    char buf[48];
+    py_float_repr(tn_json_num(v, 0), buf);
+    text(s, buf);
+}
+
+/* Object members in dictsort order: by key, compared as Python compares
+ * str.lower() (here: simple case folding, which is lower() but for a few
+ * letters such as U+017F and final sigma), ties in the order of the object.
+ * A key given twice counts once, at its first place, with its last value
+ * (a Python dict). */
+typedef struct {
+    const tn_json *key; /* the member that names it */
+    const tn_json *val;
+    size_t first;
+} member;
+
+static int cmp_exact(const void *a, const void *b) {
+    const member *x = a, *y = b;
+    size_t n = x->key->key_len < y->key->key_len ? x->key->key_len : y->key->key_len;
+    int c = memcmp(x->key->key, y->key->key, n);
+    if (c)
+        return c;
+    if (x->key->key_len != y->key->key_len)
+        return x->key->key_len < y->key->key_len ? -1 : 1;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+static uint32_t lower_cp(uint32_t cp) {
+    if (cp < 0x80)
+        return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
+    return tn_unicode_fold(cp);
+}
+
+static int cmp_folded(const void *a, const void *b) {
+    const member *x = a, *y = b;
+    const char *p = x->key->key, *q = y->key->key;
+    size_t i = 0, j = 0, n = x->key->key_len, m = y->key->key_len;
+    while (i < n && j < m) {
+        size_t ai, bj;
+        uint32_t ca = lower_cp(tn_utf8_decode(p + i, n - i, &ai));
+        uint32_t cb = lower_cp(tn_utf8_decode(q + j, m - j, &bj));
+        if (ca != cb)
+            return ca < cb ? -1 : 1;
+        i += ai;
+        j += bj;
+    }
+    if ((i < n) != (j < m))
+        return i < n ? 1 : -1;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* The members to print, in order; *out malloc'd. TN_ERR_NOMEM or TN_OK. */
+static int sorted_members(const tn_json *obj, member **out, size_t *n_out) {
+    size_t n = tn_json_count(obj);
+    *out = NULL;
+    *n_out = 0;
+    if (n == 0)
+        return TN_OK;
+    member *m = malloc(n * sizeof *m);
+    if (!m)
+        return TN_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        m[i] = (member){&obj->v.items[i], &obj->v.items[i], i};
+    qsort(m, n, sizeof *m, cmp_exact);
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && m[j].key->key_len == m[i].key->key_len &&
+               !memcmp(m[j].key->key, m[i].key->key, m[i].key->key_len))
+            j++;
+        m[k++] = (member){m[i].key, m[j - 1].val, m[i].first};
+        i = j;
+    }
+    qsort(m, k, sizeof *m, cmp_folded);
+    *out = m;
+    *n_out = k;
+    return TN_OK;
+}
+
+/* format_argument(value, escape_keys=False). */
+static void gemma4_value(sink *s, const tn_json *v, view src) {
+    if (s->rc != TN_OK)
+        return;
+    switch ((tn_json_type)v->type) {
+    case TN_JSON_STRING:
+        put(s, "<|\"|>");
+        textv(s, (view){v->v.str, v->n});
+        put(s, "<|\"|>");
+        break;
+    case TN_JSON_BOOL: text(s, v->b ? "true" : "false"); break;
+    case TN_JSON_NULL: text(s, "None"); break;
+    case TN_JSON_NUMBER: py_number(s, v, src); break;
+    case TN_JSON_ARRAY:
+        put(s, "[");
+        for (uint32_t i = 0; i < v->n; i++) {
+            if (i)
+                put(s, ",");
+            gemma4_value(s, &v->v.items[i], src);
+        }
+        put(s, "]");
+        break;
+    case TN_JSON_OBJECT: {
+        member *m;
+        size_t n;
+        if (s->rc == TN_OK)
+            s->rc = sorted_members(v, &m, &n);
+        if (s->rc != TN_OK)
+            return;
+        put(s, "{");
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                put(s, ",");
+            textv(s, (view){m[i].key->key, m[i].key->key_len});
+            put(s, ":");
+            gemma4_value(s, m[i].val, src);
+        }
+        put(s, "}");
+        free(m);
+        break;
+    }
+    }
+}
+
+/* Parses a call's arguments (checked before rendering: only memory can
+ * fail here). */
+static int parse_arguments(const char *args, tn_json_doc **doc, tn_error *err) {
+    return tn_json_parse(args, strlen(args), "arguments", doc, err);
+}
+
+/* <|tool_call>call:NAME{ARGS}<tool_call|>: an object's members unbraced
+ * (the braces are the template's), a string as it is, anything else
+ * nothing; no arguments at all are "{}". */
+static void gemma4_tool_call(sink *s, const tn_chat_tool_call *call) {
+    put(s, "<|tool_call>call:");
+    text(s, call->name);
+    put(s, "{");
+    if (call->arguments && s->rc == TN_OK) {
+        tn_json_doc *doc = NULL;
+        if (parse_arguments(call->arguments, &doc, NULL) != TN_OK) {
+            s->rc = TN_ERR_NOMEM;
+            return;
+        }
+        const tn_json *root = tn_json_root(doc);
+        view src = mkview(call->arguments);
+        if (root->type == TN_JSON_OBJECT) {
+            member *m;
+            size_t n;
+            s->rc = sorted_members(root, &m, &n);
+            for (size_t i = 0; s->rc == TN_OK && i < n; i++) {
+                if (i)
+                    put(s, ",");
+                textv(s, (view){m[i].key->key, m[i].key->key_len});
+                put(s, ":");
+                gemma4_value(s, m[i].val, src);
+            }
+            free(m);
+        } else if (root->type == TN_JSON_STRING) {
+            textv(s, (view){root->v.str, root->n});
+        }
+        tn_json_free(doc);
+    }
+    put(s, "}<tool_call|>");
+}
+
+static bool same_id(const char *a, const char *b) {
+    /* The template compares with ==: two missing ids (None) are equal. */
+    return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+/* The function name a tool result is shown under: that of the (last) call
+ * of its assistant message whose id equals its tool_call_id, else its own
+ * name; NULL when neither (the template then fails on None). */
+static const char *gemma4_result_name(const tn_chat_message *call_msg,
+                                      const tn_chat_message *result) {
+    const char *name = result->name;
+    for (size_t c = 0; c < call_msg->n_tool_calls; c++)
+        if (same_id(call_msg->tool_calls[c].id, result->tool_call_id))
+            name = call_msg->tool_calls[c].name;
+    return name;
+}
+
 static void render_gemma4(sink *s, const tn_chat_message *m, size_t n, const tn_chat_options *o) {
     convo c = split_convo(m, n);
     gemma4_system(s, c.system, o->enable_thinking);
+    /* What the last message ended with, as the template's prev_message_type:
+     * after a call or its results the model's turn stays open and there is
+     * no generation prompt (the model goes on in the same turn). */
+    enum { PREV_NONE, PREV_CALL, PREV_RESULT } prev = PREV_NONE;
+    bool prev_model = false; /* the previous message that is not a tool result */
     for (size_t i = c.first; i < n; i++) {
+        if (m[i].role == TN_CHAT_ROLE_TOOL)
+            continue; /* written with the call it answers (checked) */
         const bool model = m[i].role == TN_CHAT_ROLE_ASSISTANT;
-        if (!(model && i > c.first && m[i - 1].role == TN_CHAT_ROLE_ASSISTANT)) {
+        prev = PREV_NONE;
+        if (!(model && prev_model)) {
             put(s, "<|turn>");
             put(s, model ? "model" : role_name(m[i].role));
             put(s, "\n");
+        }
+        prev_model = model;
+        bool results = false;
+        if (m[i].n_tool_calls > 0) {
+            for (size_t k = 0; k < m[i].n_tool_calls; k++)
+                gemma4_tool_call(s, &m[i].tool_calls[k]);
+            prev = PREV_CALL;
+            for (size_t k = i + 1; k < n && m[k].role == TN_CHAT_ROLE_TOOL; k++) {
+                put(s, "<|tool_response>response:");
+                text(s, gemma4_result_name(&m[i], &m[k]));
+                put(s, "{value:<|\"|>");
+                text(s, m[k].content);
+                put(s, "<|\"|>}<tool_response|>");
+                results = true;
+                prev = PREV_RESULT;
+            }
         }
         if (model)
             gemma4_model_content(s, mkview(m[i].content));
         else
             textv(s, py_strip(mkview(m[i].content)));
-        put(s, "<turn|>\n");
+        if (prev == PREV_CALL)
+            put(s, "<|tool_response>");
+        else if (!(results && !m[i].content[0]))
+            put(s, "<turn|>\n");
     }
-    if (o->add_generation_prompt)
+    if (o->add_generation_prompt && prev == PREV_NONE)
         gemma4_generation_prompt(s, o->enable_thinking);
+}
+
+/* Gemma 4's rules for tool use, checked before rendering: a result follows
+ * the call it answers (the template drops one that does not), is linked to
+ * a function name, and arguments are JSON (llama.cpp parses them first and
+ * refuses a request whose arguments are not). */
+static int gemma4_check_tools(const tn_chat_message *m, size_t n, tn_error *err) {
+    size_t call_msg = SIZE_MAX; /* the assistant message a run of results follows */
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].role == TN_CHAT_ROLE_TOOL) {
+            if (call_msg == SIZE_MAX)
+                return tn_fail(err, TN_ERR_INVALID,
+                               "chat template gemma4: message %zu is a tool result that does not "
+                               "follow an assistant message with tool calls; the template shows "
+                               "results only right after the calls they answer",
+                               i);
+            if (!gemma4_result_name(&m[call_msg], &m[i]))
+                return tn_fail(err, TN_ERR_INVALID,
+                               "chat template gemma4: tool result %zu names no function: give "
+                               "the id of the call it answers (tool_call_id) or the function's "
+                               "name",
+                               i);
+            continue;
+        }
+        call_msg = m[i].n_tool_calls > 0 ? i : SIZE_MAX;
+        for (size_t k = 0; k < m[i].n_tool_calls; k++) {
+            const tn_chat_tool_call *tc = &m[i].tool_calls[k];
+            if (!tc->arguments)
+                continue;
+            tn_json_doc *doc = NULL;
+            tn_error jerr;
+            int rc = parse_arguments(tc->arguments, &doc, &jerr);
+            tn_json_free(doc);
+            if (rc == TN_ERR_NOMEM)
+                return tn_fail(err, rc, "chat template: out of memory rendering the prompt");
+            if (rc != TN_OK)
+                return tn_fail(err, TN_ERR_INVALID,
+                               "message %zu, tool call %zu (%s): the arguments are not valid "
+                               "JSON: %s",
+                               i, k, tc->name, jerr.message);
+        }
+    }
+    return TN_OK;
 }
 
 /* Llama 2: the system block is glued to the first message's content and the
@@ -675,11 +1030,12 @@ static void render_mistral(sink *s, tn_chat_kind kind, const tn_chat_message *m,
 
 /* Kinds whose templates render a "tool" message: Qwen3 as <tool_response>
  * in a user turn, Llama 3.1 as "ipython", ChatML, Llama 3 and Gemma 3 with
- * the role's own name. Llama 2 drops other roles and the Mistral templates
- * raise an exception (or want tool call ids): refused there. */
+ * the role's own name, Gemma 4 inside the model turn that made the call.
+ * Llama 2 drops other roles and the Mistral templates raise an exception (or
+ * want tool call ids): refused there. */
 static bool has_tool_role(tn_chat_kind kind) {
     return kind == TN_CHAT_CHATML || kind == TN_CHAT_QWEN3 || kind == TN_CHAT_LLAMA3 ||
-           kind == TN_CHAT_LLAMA31 || kind == TN_CHAT_GEMMA3;
+           kind == TN_CHAT_LLAMA31 || kind == TN_CHAT_GEMMA3 || kind == TN_CHAT_GEMMA4;
 }
 
 static bool system_anywhere(tn_chat_kind kind) {
@@ -731,12 +1087,30 @@ int tn_chat_render_spans(tn_chat_kind kind, const tn_chat_message *msgs, size_t 
         return rc;
     if (n_msgs && !msgs)
         return tn_fail(err, TN_ERR_INVALID, "chat template: no messages");
+    size_t no_content = 0; /* assistant messages with calls and no content */
     for (size_t i = 0; i < n_msgs; i++) {
-        if (!msgs[i].content)
-            return tn_fail(err, TN_ERR_INVALID, "chat template: message %zu has no content", i);
         if ((int)msgs[i].role < 0 || (int)msgs[i].role > TN_CHAT_ROLE_TOOL)
             return tn_fail(err, TN_ERR_INVALID, "chat template: message %zu has role %d", i,
                            (int)msgs[i].role);
+        if (msgs[i].n_tool_calls > 0) {
+            if (msgs[i].role != TN_CHAT_ROLE_ASSISTANT || !msgs[i].tool_calls)
+                return tn_fail(err, TN_ERR_INVALID,
+                               "chat template: message %zu has tool calls, which only an "
+                               "assistant message makes",
+                               i);
+            for (size_t k = 0; k < msgs[i].n_tool_calls; k++)
+                if (!msgs[i].tool_calls[k].name)
+                    return tn_fail(err, TN_ERR_INVALID,
+                                   "chat template: message %zu, tool call %zu has no function "
+                                   "name",
+                                   i, k);
+        }
+        if (!msgs[i].content) {
+            if (msgs[i].n_tool_calls == 0)
+                return tn_fail(err, TN_ERR_INVALID, "chat template: message %zu has no content",
+                               i);
+            no_content++;
+        }
         if (msgs[i].role == TN_CHAT_ROLE_TOOL && !has_tool_role(kind))
             return tn_fail(err, TN_ERR_INVALID,
                            "chat template %s: message %zu is a tool result, and this template "
@@ -746,6 +1120,24 @@ int tn_chat_render_spans(tn_chat_kind kind, const tn_chat_message *msgs, size_t 
             return tn_fail(err, TN_ERR_INVALID,
                            "chat template %s: a system message may only come first",
                            kind_names[kind]);
+    }
+    if (kind == TN_CHAT_GEMMA4) {
+        rc = gemma4_check_tools(msgs, n_msgs, err);
+        if (rc != TN_OK)
+            return rc;
+    }
+    /* A call without content renders as one with "" (what llama.cpp passes
+     * the template for a null content). */
+    tn_chat_message *copy = NULL;
+    if (no_content) {
+        copy = malloc(n_msgs * sizeof *copy);
+        if (!copy)
+            return tn_fail(err, TN_ERR_NOMEM, "chat template: out of memory rendering the prompt");
+        memcpy(copy, msgs, n_msgs * sizeof *copy);
+        for (size_t i = 0; i < n_msgs; i++)
+            if (!copy[i].content)
+                copy[i].content = "";
+        msgs = copy;
     }
     tn_chat_options o = opts ? *opts : tn_chat_default_options();
     size_t start = out->len, start_spans = content ? content->n : 0;
@@ -765,6 +1157,7 @@ int tn_chat_render_spans(tn_chat_kind kind, const tn_chat_message *msgs, size_t 
     case TN_CHAT_MISTRAL_V3: render_mistral(&s, kind, msgs, n_msgs); break;
     case TN_CHAT_KIND_COUNT_: break;
     }
+    free(copy);
     return finish(&s, start, start_spans, err);
 }
 

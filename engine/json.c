@@ -336,6 +336,8 @@ static int parse_number(parser *ps, tn_json *v) {
     }
     ps->p = p;
     v->type = TN_JSON_NUMBER;
+    /* Where the text is, for tn_json_number_text. */
+    v->n = (size_t)(s - ps->src) < UINT32_MAX ? (uint32_t)(s - ps->src) : UINT32_MAX;
     if (integral && n_int_digits <= 15) {
         /* Exact in a double: no need for strtod. */
         int64_t x = 0;
@@ -649,6 +651,18 @@ bool tn_json_depth_ok(const char *data, size_t len, unsigned max_depth) {
         }
     }
     return true;
+}
+
+const char *tn_json_number_text(const tn_json *v, const char *input, size_t input_len,
+                                size_t *len) {
+    if (!v || v->type != TN_JSON_NUMBER || !input || v->n >= input_len || !len)
+        return NULL;
+    const char *p = input + v->n, *end = input + input_len, *q = p;
+    while (q < end && ((*q >= '0' && *q <= '9') || *q == '-' || *q == '+' || *q == '.' ||
+                       *q == 'e' || *q == 'E'))
+        q++;
+    *len = (size_t)(q - p);
+    return *len ? p : NULL;
 }
 
 bool tn_json_is(const tn_json *v, tn_json_type type) { return v && v->type == type; }

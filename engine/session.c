@@ -1097,11 +1097,15 @@ static int render_chat_text(tn_session *s, const tn_session_message *messages,
     bool first_is_system = n_messages > 0 && messages[0].role &&
                            !strcmp(messages[0].role, "system");
     if (!first_is_system && s->pin_kind == PIN_TEXT && s->pin_text)
-        msgs[n++] = (tn_chat_message){TN_CHAT_ROLE_SYSTEM, s->pin_text};
+        msgs[n++] = (tn_chat_message){.role = TN_CHAT_ROLE_SYSTEM, .content = s->pin_text};
     for (int32_t i = 0; i < n_messages; i++) {
         bool ok;
         msgs[n].role = role_of(messages[i].role, &ok);
         msgs[n].content = messages[i].content ? messages[i].content : "";
+        msgs[n].tool_calls = messages[i].tool_calls;
+        msgs[n].n_tool_calls = messages[i].n_tool_calls;
+        msgs[n].tool_call_id = messages[i].tool_call_id;
+        msgs[n].name = messages[i].name;
         if (!ok) {
             free(msgs);
             return tn_fail(err, TN_ERR_INVALID,

@@ -33,7 +33,9 @@ typedef struct tn_json tn_json;
 struct tn_json {
     uint8_t type;     /* tn_json_type */
     bool b;           /* TN_JSON_BOOL */
-    uint32_t n;       /* string: bytes (without the NUL); array/object: count */
+    uint32_t n;       /* string: bytes (without the NUL); array/object: count;
+                         number: where its text starts in the input (internal:
+                         tn_json_number_text) */
     union {
         double num;          /* TN_JSON_NUMBER */
         const char *str;     /* TN_JSON_STRING: NUL-terminated, may hold \0 */
@@ -65,5 +67,11 @@ bool tn_json_bool(const tn_json *v, bool fallback);
 double tn_json_num(const tn_json *v, double fallback);
 /* An integral number in [INT64_MIN, INT64_MAX] into *out; false otherwise. */
 bool tn_json_int(const tn_json *v, int64_t *out);
+/* A number's text as written in the input that was parsed (input, input_len:
+ * that same text), *len its length: to print 12345678901234567890 or 1.10
+ * as given rather than through a double. NULL unless a number (or past
+ * 4 GiB into the input). */
+const char *tn_json_number_text(const tn_json *v, const char *input, size_t input_len,
+                                size_t *len);
 
 #endif

@@ -432,15 +432,18 @@ int tn_vg4_plan(const tn_vision_g4 *v, int budget, int w, int h, int *tw, int *t
     const int64_t n = (int64_t)(a / align) * (b / align);
     /* The count is near the budget, not bounded by it: an image enlarged to
      * the 70-token minimum rounds each side up (a 200 x 130 picture costs 77
-     * tokens at 70), and an extreme aspect keeps its short side at one token.
-     * Beyond twice the budget (an aspect past about 1:50) Tern refuses the
-     * image where llama.cpp would take it; the position tables bound each
-     * side. */
-    if (n > 2 * (int64_t)budget || gx > v->pos_size || gy > v->pos_size)
+     * tokens at 70), and an extreme aspect keeps its short side at one token
+     * while the long one takes what the area allows (past an aspect of about
+     * 4 x budget : 1, more than twice the budget). llama.cpp takes all of
+     * these with the same counts.
+     * What neither can encode is a side longer than the position tables:
+     * llama.cpp's row lookup would fail an assertion; Tern says so. */
+    if (gx > v->pos_size || gy > v->pos_size)
         return tn_fail(err, TN_ERR_INVALID, "an image of %d x %d pixels is too narrow for a "
-                       "budget of %d tokens (it would need %lld tokens, %lld x %lld patches of "
-                       "at most %lld per side); crop it closer to square", w, h, budget,
-                       (long long)n, (long long)gx, (long long)gy, (long long)v->pos_size);
+                       "budget of %d tokens: its long side would need %lld patches, and the "
+                       "projector's position tables hold %lld; crop it closer to square or "
+                       "choose a smaller budget", w, h, budget,
+                       (long long)(gx > gy ? gx : gy), (long long)v->pos_size);
     *tw = a;
     *th = b;
     if (n_tokens)

@@ -324,8 +324,8 @@ int tn_vision_tokens(const tn_vision *v, int budget) {
     if (!v)
         return 0;
     if (v->g4) {
-        /* The most an image can cost: tn_vg4_plan refuses any image that
-         * would need more. 0 for a budget the projector does not take. */
+        /* What an image costs about (tn_vg4_plan: its own count follows its
+         * size). 0 for a budget the projector does not take. */
         const int *list;
         const int n = tn_vg4_budgets(&list);
         if (budget <= 0)

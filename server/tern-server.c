@@ -206,8 +206,17 @@ static void job_unref(job *j) {
     g_free(j->user);
     g_free(j->prompt);
     for (int i = 0; i < j->n_messages; i++) {
-        g_free((char *)j->messages[i].role);
-        g_free((char *)j->messages[i].content);
+        tn_session_message *m = &j->messages[i];
+        g_free((char *)m->role);
+        g_free((char *)m->content);
+        for (size_t k = 0; k < m->n_tool_calls; k++) {
+            g_free((char *)m->tool_calls[k].id);
+            g_free((char *)m->tool_calls[k].name);
+            g_free((char *)m->tool_calls[k].arguments);
+        }
+        g_free((tn_chat_tool_call *)m->tool_calls);
+        g_free((char *)m->tool_call_id);
+        g_free((char *)m->name);
     }
     g_free(j->messages);
     for (int i = 0; i < TN_SESSION_MAX_STOP; i++)
@@ -1392,6 +1401,124 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
     return true;
 }
 
+/* A member that must be a string when present: *out the copy (NULL when
+ * absent or null). False with *why when it is something else. */
+static bool optional_string(JsonObject *o, const char *member, const char *where, char **out,
+                            char **why) {
+    JsonNode *n = json_object_get_member(o, member);
+    *out = NULL;
+    if (!n || JSON_NODE_HOLDS_NULL(n))
+        return true;
+    if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING) {
+        *why = g_strdup_printf("%s.%s must be a string", where, member);
+        return false;
+    }
+    *out = g_strdup(json_node_get_string(n));
+    return true;
+}
+
+/* function.arguments: JSON text (what OpenAI sends), or a JSON object,
+ * which some clients send instead and which is taken as its text. */
+static bool call_arguments(JsonObject *fn, const char *where, char **out, char **why) {
+    JsonNode *n = json_object_get_member(fn, "arguments");
+    *out = NULL;
+    if (!n || JSON_NODE_HOLDS_NULL(n))
+        return true;
+    if (JSON_NODE_HOLDS_OBJECT(n)) {
+        JsonGenerator *g = json_generator_new();
+        json_generator_set_root(g, n);
+        *out = json_generator_to_data(g, NULL);
+        g_object_unref(g);
+        return true;
+    }
+    if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING) {
+        *why = g_strdup_printf("%s.arguments must be a string of JSON (or an object)", where);
+        return false;
+    }
+    const char *text = json_node_get_string(n);
+    JsonParser *parser = json_parser_new();
+    GError *e = NULL;
+    bool ok = json_parser_load_from_data(parser, text, -1, &e) && json_parser_get_root(parser);
+    g_object_unref(parser);
+    if (!ok) {
+        *why = g_strdup_printf("%s.arguments is not JSON%s%s", where, e ? ": " : "",
+                               e ? e->message : "");
+        g_clear_error(&e);
+        return false;
+    }
+    *out = g_strdup(text);
+    return true;
+}
+
+/* messages[index].tool_calls (assistant) or .tool_call_id and .name (tool),
+ * into m. False with *why (allocated) when refused. */
+static bool parse_tool_fields(JsonObject *o, guint index, const char *role, tn_session_message *m,
+                              char **why) {
+    char *where = g_strdup_printf("messages[%u]", index);
+    bool ok = true;
+    if (!strcmp(role, "tool")) {
+        char *id = NULL, *name = NULL;
+        ok = optional_string(o, "tool_call_id", where, &id, why) &&
+             optional_string(o, "name", where, &name, why);
+        m->tool_call_id = id;
+        m->name = name;
+    }
+    JsonNode *tc = json_object_get_member(o, "tool_calls");
+    if (ok && tc && !JSON_NODE_HOLDS_NULL(tc)) {
+        if (!JSON_NODE_HOLDS_ARRAY(tc)) {
+            *why = g_strdup_printf("%s.tool_calls must be an array", where);
+            ok = false;
+        } else if (json_array_get_length(json_node_get_array(tc)) > 0 &&
+                   strcmp(role, "assistant")) {
+            *why = g_strdup_printf("%s: only assistant messages have tool_calls", where);
+            ok = false;
+        }
+    }
+    if (ok && tc && JSON_NODE_HOLDS_ARRAY(tc)) {
+        JsonArray *a = json_node_get_array(tc);
+        guint n = json_array_get_length(a);
+        tn_chat_tool_call *calls = n ? g_new0(tn_chat_tool_call, n) : NULL;
+        m->tool_calls = calls;
+        for (guint k = 0; ok && k < n; k++) {
+            char *at = g_strdup_printf("%s.tool_calls[%u]", where, k);
+            JsonNode *e = json_array_get_element(a, k);
+            JsonObject *c = JSON_NODE_HOLDS_OBJECT(e) ? json_node_get_object(e) : NULL;
+            JsonNode *fn = c ? json_object_get_member(c, "function") : NULL;
+            char *id = NULL, *name = NULL, *args = NULL, *type = NULL;
+            if (!c) {
+                *why = g_strdup_printf("%s must be an object", at);
+                ok = false;
+            } else if (!optional_string(c, "type", at, &type, why)) {
+                ok = false;
+            } else if (type && strcmp(type, "function")) {
+                *why = g_strdup_printf("%s: only tool calls of type 'function' are supported",
+                                       at);
+                ok = false;
+            } else if (!fn || !JSON_NODE_HOLDS_OBJECT(fn)) {
+                *why = g_strdup_printf("%s.function must be an object", at);
+                ok = false;
+            } else {
+                char *fn_at = g_strdup_printf("%s.function", at);
+                JsonObject *f = json_node_get_object(fn);
+                ok = optional_string(c, "id", at, &id, why) &&
+                     optional_string(f, "name", fn_at, &name, why) &&
+                     call_arguments(f, fn_at, &args, why);
+                if (ok && !name) {
+                    *why = g_strdup_printf("%s.name is required", fn_at);
+                    ok = false;
+                }
+                g_free(fn_at);
+            }
+            calls[k] = (tn_chat_tool_call){.id = id, .name = name, .arguments = args};
+            m->n_tool_calls = k + 1;
+            g_free(type);
+            g_free(at);
+        }
+    }
+    g_free(where);
+    return ok;
+}
+
 static bool parse_chat(JsonObject *o, job *j, const char **param, char **why) {
     JsonNode *mn = json_object_get_member(o, "messages");
     if (!mn || !JSON_NODE_HOLDS_ARRAY(mn) || json_array_get_length(json_node_get_array(mn)) == 0) {
@@ -1436,6 +1563,10 @@ static bool parse_chat(JsonObject *o, job *j, const char **param, char **why) {
         j->messages[j->n_messages].role = g_strdup(role);
         j->messages[j->n_messages].content = text;
         j->n_messages++;
+        if (!parse_tool_fields(m, i, role, &j->messages[j->n_messages - 1], why)) {
+            *param = "messages";
+            return false;
+        }
         if (!strcmp(role, "system") && i == 0)
             j->system = g_strdup(text);
         else if (!strcmp(role, "user"))

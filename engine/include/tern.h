@@ -617,11 +617,19 @@ int tn_session_ask_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens
                           const tn_gen_params *gen, tn_session_token_cb cb, void *user,
                           tn_session_stats *stats, tn_error *err);
 
+struct tn_chat_tool_call; /* chat templates, below */
+
 /* A message of a conversation; role is "system", "user", "assistant" or
  * "tool" (where the template has one: tn_chat_role). */
 typedef struct tn_session_message {
     const char *role;
     const char *content;
+    /* Tool use, as in tn_chat_message (zero: none): an assistant message's
+     * calls, a tool message's link to the call it answers. */
+    const struct tn_chat_tool_call *tool_calls;
+    size_t n_tool_calls;
+    const char *tool_call_id;
+    const char *name;
 } tn_session_message;
 
 /* Multi-turn: renders messages (when the first is not a system message the
@@ -915,14 +923,36 @@ typedef enum tn_chat_role {
     TN_CHAT_ROLE_USER = 1,
     TN_CHAT_ROLE_ASSISTANT = 2,
     TN_CHAT_ROLE_TOOL = 3, /* a tool's result: Qwen3 <tool_response> in a user turn,
-                              Llama 3.1 "ipython", ChatML / Llama 3 / Gemma 3 "tool";
+                              Llama 3.1 "ipython", ChatML / Llama 3 / Gemma 3 "tool",
+                              Gemma 4 <|tool_response> right after the assistant
+                              message whose call it answers (elsewhere refused);
                               refused (TN_ERR_INVALID) by Llama 2 and Mistral */
 } tn_chat_role;
 
+/* One function call an assistant message made (OpenAI "tool_calls"). */
+typedef struct tn_chat_tool_call {
+    const char *id;        /* the call's id; NULL: none */
+    const char *name;      /* the function's name (required) */
+    const char *arguments; /* the arguments as JSON text, as the model wrote them
+                              (an object); NULL: none ("{}") */
+} tn_chat_tool_call;
+
+/* A message. The fields after content were added for tool use; zero (as in
+ * `{.role = ..., .content = ...}`) means none, which is all a message without
+ * tools needs. */
 typedef struct tn_chat_message {
     tn_chat_role role;
     const char *content; /* NUL-terminated UTF-8; for Qwen3 an assistant message
-                            may hold "<think>...</think>answer" */
+                            may hold "<think>...</think>answer". May be NULL
+                            (meaning "") for an assistant message with tool calls */
+    /* Assistant messages: the calls it made, in order. Rendered by the Gemma 4
+     * kind; the other kinds render the content alone (docs/CHAT-TEMPLATES.md). */
+    const tn_chat_tool_call *tool_calls;
+    size_t n_tool_calls;
+    /* Tool messages: which call this result answers, by the call's id and/or
+     * the function's name (OpenAI "tool_call_id", "name"); NULL: not given. */
+    const char *tool_call_id;
+    const char *name;
 } tn_chat_message;
 
 typedef struct tn_chat_options {
@@ -1188,8 +1218,10 @@ const tn_vision_info *tn_vision_get_info(const tn_vision *v);
  * k = floor(sqrt(budget)), at most the native grid; budget <= 0 means
  * native (256). Gemma 4: the budget itself, budget <= 0 meaning 1120
  * (llama.cpp's default maximum), 0 for a budget Gemma 4 does not take;
- * an image's own count depends on its size and can exceed this (at most
- * twice): size buffers with tn_vision_image_tokens. */
+ * an image's own count depends on its size and can exceed this (an extreme
+ * aspect ratio keeps one token across its short side and lets the long one
+ * take what the area allows, as llama.cpp does): size buffers with
+ * tn_vision_image_tokens. */
 int tn_vision_tokens(const tn_vision *v, int budget);
 /* The budgets a projector takes, in *list: Gemma 4's 70, 140, 280, 560 and
  * 1120 (returns 5); 0 for Gemma 3, which takes any. */
@@ -1198,8 +1230,9 @@ int tn_vision_budgets(const tn_vision *v, const int **list);
  * projector does not take. */
 int tn_vision_check_budget(const tn_vision *v, int budget, tn_error *err);
 /* The tokens this image (w x h pixels) costs under the budget, or a
- * negative tn_status (TN_ERR_INVALID: unsupported budget, or an aspect so
- * extreme that the image would need more than twice the budget). */
+ * negative tn_status (TN_ERR_INVALID: unsupported budget, or, Gemma 4, an
+ * aspect so extreme that its long side would need more patches than the
+ * projector has positions, which llama.cpp cannot encode either). */
 int tn_vision_image_tokens(const tn_vision *v, int budget, int w, int h, tn_error *err);
 /* Pixels per side of the square the encoder resamples an image to under a
  * budget (896 native for Gemma 3, 448 for a budget of 70). An image decoder
@@ -1214,7 +1247,7 @@ int tn_vision_input_side(const tn_vision *v, int budget);
  * projector's image_size) and applies image_mean / image_std itself
  * (Gemma 4: the values are taken as 8-bit, round(255 x), as llama.cpp's
  * pipeline works on 8-bit pixels, and resampled as described above). out:
- * [tn_vision_tokens(v, budget)][n_embd_text] floats; *n_tokens (optional)
+ * [tn_vision_image_tokens(v, budget, w, h)][n_embd_text] floats; *n_tokens (optional)
  * gets the count. n_threads: the threads of the call (1: the calling thread
  * alone; <= 0: physical cores); the result does not depend on it. */
 int tn_vision_encode(tn_vision *v, const float *rgb, int w, int h, int budget, float *out,

@@ -303,7 +303,32 @@ static void check_depth_scan(void) {
     }
 }
 
+/* A number's text as written, for printing it exactly (chat.c's Gemma 4
+ * tool arguments); NULL for anything else. */
+static void check_number_text(void) {
+    static const char text[] = "[123456789012345678901234567890, -0, 1.10, 2E+3, \"7\"]";
+    int rc;
+    tn_error err = {0};
+    tn_json_doc *doc = parse(text, sizeof text - 1, &rc, &err);
+    CHECKF(rc == TN_OK, "%s", err.message);
+    const tn_json *a = tn_json_root(doc);
+    static const char *const want[] = {"123456789012345678901234567890", "-0", "1.10", "2E+3"};
+    for (size_t i = 0; i < 4; i++) {
+        size_t len = 0;
+        const char *t = tn_json_number_text(tn_json_at(a, i), text, sizeof text - 1, &len);
+        CHECKF(t && len == strlen(want[i]) && !memcmp(t, want[i], len), "number %zu: %.*s", i,
+               t ? (int)len : 4, t ? t : "NULL");
+    }
+    size_t len = 0;
+    CHECK(!tn_json_number_text(tn_json_at(a, 4), text, sizeof text - 1, &len));
+    CHECK(!tn_json_number_text(a, text, sizeof text - 1, &len));
+    CHECK(!tn_json_number_text(tn_json_at(a, 1), text, 3, &len)); /* past the text given */
+    CHECK(!tn_json_number_text(NULL, text, sizeof text - 1, &len));
+    tn_json_free(doc);
+}
+
 int main(void) {
+    check_number_text();
     check_depth_scan();
     check_values();
     check_invalid();

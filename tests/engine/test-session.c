@@ -239,7 +239,8 @@ static void abab(fixture *f, bool thinking, bool sampled) {
 
     /* Multi-turn chat with another system prompt cuts into the pinned rows;
      * the next request restores the pin and answers as before. */
-    tn_session_message conv[2] = {{"system", "Another prompt entirely."}, {"user", REQ_A}};
+    tn_session_message conv[2] = {{.role = "system", .content = "Another prompt entirely."},
+                                  {.role = "user", .content = REQ_A}};
     answer c;
     memset(&c, 0, sizeof c);
     collect cc = {.a = &c, .s = s, .expect_kv = -1};
@@ -263,7 +264,7 @@ static void stop_token(fixture *f) {
     }
     tn_gen_params g = tn_gen_default_params();
     g.max_tokens = 16;
-    tn_session_message conv[1] = {{"user", REQ_B}};
+    tn_session_message conv[1] = {{.role = "user", .content = REQ_B}};
     answer a;
     memset(&a, 0, sizeof a);
     collect c = {.a = &a, .s = s, .expect_kv = -1};
@@ -548,7 +549,9 @@ static void chat(fixture *f) {
     tn_session *fresh = new_session(f, 512, false);
     if (!s || !fresh || pin(s, SYSTEM) != TN_OK || pin(fresh, SYSTEM) != TN_OK)
         goto out;
-    tn_session_message conv[3] = {{"user", REQ_A}, {"assistant", ""}, {"user", REQ_B}};
+    tn_session_message conv[3] = {{.role = "user", .content = REQ_A},
+                                  {.role = "assistant", .content = ""},
+                                  {.role = "user", .content = REQ_B}};
     answer a1, a2, a3;
     memset(&a1, 0, sizeof a1);
     collect c = {.a = &a1, .s = s, .expect_kv = -1};
@@ -639,7 +642,7 @@ static void tokens_api(fixture *f) {
     bg.n_stop = 1;
     bg.stop[0] = "";
     CHECK(tn_session_ask_tokens(s, req, 8, &bg, NULL, NULL, NULL, &err) == TN_ERR_INVALID);
-    tn_session_message m = {"robot", "hi"};
+    tn_session_message m = {.role = "robot", .content = "hi"};
     CHECK(tn_session_chat(s, &m, 1, &g, NULL, NULL, NULL, &err) == TN_ERR_INVALID);
     CHECK(tn_session_pin_info(s).n_pin == 20);
     tn_session_unpin(s);

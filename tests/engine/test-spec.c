@@ -560,7 +560,9 @@ static void greedy_chat(const char *arch) {
         tn_session *s = new_session(m, 512);
         collect c = {.a = &r1, .s = s};
         memset(&r1, 0, sizeof r1);
-        tn_session_message msgs[3] = {{"user", u1}, {"assistant", NULL}, {"user", u2}};
+        tn_session_message msgs[3] = {{.role = "user", .content = u1},
+                                      {.role = "assistant", .content = NULL},
+                                      {.role = "user", .content = u2}};
         tn_error err = {0};
         r1.rc = tn_session_chat(s, msgs, 1, &g, on_token, &c, &r1.st, &err);
         CHECKF(r1.rc == TN_OK, "chat: %s", err.message);
@@ -587,7 +589,9 @@ static void greedy_chat(const char *arch) {
         memset(&a1, 0, sizeof a1);
         memset(&a2, 0, sizeof a2);
         collect c = {.a = &a1, .s = s};
-        tn_session_message msgs[3] = {{"user", u1}, {"assistant", r1.text}, {"user", u2}};
+        tn_session_message msgs[3] = {{.role = "user", .content = u1},
+                                      {.role = "assistant", .content = r1.text},
+                                      {.role = "user", .content = u2}};
         tn_error err = {0};
         a1.rc = tn_session_chat(s, msgs, 1, &gs, on_token, &c, &a1.st, &err);
         c.a = &a2;

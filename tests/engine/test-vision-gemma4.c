@@ -237,7 +237,7 @@ static float *to_float(const unsigned char *px, int w, int h) {
     return f;
 }
 
-static char *write_projector(const char *type, const char *name) {
+static char *write_projector_pos(const char *type, const char *name, int n_pos) {
     static char paths[4][512];
     static int k = 0;
     char *path = paths[k++ % 4];
@@ -251,11 +251,15 @@ static char *write_projector(const char *type, const char *name) {
     p.n_layer = 2;
     p.n_head = 2;
     p.n_embd_text = 24;
-    p.n_pos = 128; /* 114 patches a side at 1120 tokens */
+    p.n_pos = n_pos;
     p.seed = 5;
     tn_error err;
     CHECKF(tn_mkmodel_vision(&p, path, &err) == TN_OK, "%s", err.message);
     return path;
+}
+
+static char *write_projector(const char *type, const char *name) {
+    return write_projector_pos(type, name, 128); /* 114 patches a side at 1120 tokens */
 }
 
 static void test_reference(const char *path, const char *what) {
@@ -453,6 +457,54 @@ static void test_garbage(const char *good) {
     free(b), free(c);
 }
 
+/* Extreme aspect ratios, with position tables long enough for them (1024
+ * patches a side; patch 4, so 12 pixels a token as above). The counts are
+ * llama.cpp's (libmtmd at de3ff81, through tools/compare/mtmd-embd.cpp on a
+ * projector of this geometry): it keeps one token across the short side
+ * and lets the long side take what the area allows, past twice the budget
+ * (4000 x 14 at 70: 141 tokens); only a side beyond the position tables is
+ * refused, where llama.cpp's row lookup would fail an assertion. */
+static void test_extreme_aspect(const char *path) {
+    tn_vision *v = NULL;
+    tn_error err;
+    if (tn_vision_load(path, &v, &err) != TN_OK) {
+        CHECKF(0, "%s", err.message);
+        return;
+    }
+    static const struct {
+        int w, h, budget, want;
+    } cases[] = {
+        {4000, 60, 70, 68},    {4000, 60, 140, 96},    {4000, 60, 280, 272},
+        {4000, 60, 560, 386},  {4000, 60, 1120, 1092}, {60, 4000, 70, 68},
+        {60, 4000, 140, 96},   {60, 4000, 280, 272},   {60, 4000, 560, 386},
+        {60, 4000, 1120, 1092}, {4000, 14, 70, 141},   {14, 4000, 70, 141},
+        {4000, 14, 1120, 333}, {4000, 4, 70, 264},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int got = tn_vision_image_tokens(v, cases[i].budget, cases[i].w, cases[i].h, &err);
+        CHECKF(got == cases[i].want, "%d x %d at %d: %d tokens (%s), want %d", cases[i].w,
+               cases[i].h, cases[i].budget, got, got < 0 ? err.message : "", cases[i].want);
+    }
+    /* 4000 x 4 at 140 would need 1122 patches along its long side
+     * (llama.cpp aborts on it: GGML_ASSERT in get_rows). */
+    CHECK(tn_vision_image_tokens(v, 140, 4000, 4, &err) == TN_ERR_INVALID);
+    CHECKF(strstr(err.message, "1122") && strstr(err.message, "1024"), "%s", err.message);
+    /* One of them encoded: the plan's count of finite rows. */
+    unsigned char *px = image(4000, 14, 7);
+    float *rgb = to_float(px, 4000, 14);
+    float *out = malloc((size_t)141 * 24 * sizeof *out);
+    int n = -1;
+    CHECKF(tn_vision_encode(v, rgb, 4000, 14, 70, out, &n, 2, &err) == TN_OK, "%s",
+           err.message);
+    CHECK(n == 141);
+    bool finite = true;
+    for (int i = 0; n == 141 && i < 141 * 24; i++)
+        finite &= isfinite(out[i]) != 0;
+    CHECK(finite);
+    free(px), free(rgb), free(out);
+    tn_vision_free(v);
+}
+
 int main(void) {
     const char *f32 = write_projector("f32", "g4v-f32.gguf");
     const char *f16 = write_projector("f16", "g4v-f16.gguf");
@@ -460,5 +512,6 @@ int main(void) {
     test_reference(f16, "f16");
     test_budgets(f32);
     test_garbage(f32);
+    test_extreme_aspect(write_projector_pos("f32", "g4v-wide.gguf", 1024));
     return tn_test_finish("vision-gemma4");
 }

@@ -267,7 +267,7 @@ static void chat(tn_model *m, tn_vision *v, int threads) {
     tn_gen_params g = gen16();
     /* Explicit markers: the image stays in the first message (without one
      * it would go before the last user message of each call). */
-    tn_session_message turn1[1] = {{"user", TN_IMAGE_MARKER "What is this?"}};
+    tn_session_message turn1[1] = {{.role = "user", .content = TN_IMAGE_MARKER "What is this?"}};
     tn_session_stats st;
     CHECKF(tn_session_chat_images(s, turn1, 1, &im.ie, 1, &g, collect, &a1, &st, &err) == TN_OK,
            "chat: %s", err.message);
@@ -281,9 +281,9 @@ static void chat(tn_model *m, tn_vision *v, int threads) {
     CHECKF(rows == 64, "%d image rows in the KV", rows);
     const int32_t image_end = st.prompt_tokens; /* everything after it is the answer */
 
-    tn_session_message turn2[3] = {{"user", TN_IMAGE_MARKER "What is this?"},
-                                   {"assistant", a1.text},
-                                   {"user", "And the colours?"}};
+    tn_session_message turn2[3] = {{.role = "user", .content = TN_IMAGE_MARKER "What is this?"},
+                                   {.role = "assistant", .content = a1.text},
+                                   {.role = "user", .content = "And the colours?"}};
     CHECKF(tn_session_chat_images(s, turn2, 3, &im.ie, 1, &g, collect, &a2, &st, &err) == TN_OK,
            "chat turn 2: %s", err.message);
     CHECKF(st.restored_tokens >= image_end - 8, "turn 2 reused %d rows; the image ends near %d",
@@ -405,7 +405,7 @@ int main(void) {
         CHECK(tn_session_ask_images(s, "hi", NULL, 0, &g, collect, &a1, NULL, &err) == TN_OK);
         CHECK(tn_session_ask(s, "hi", &g, collect, &a2, NULL, &err) == TN_OK);
         CHECK(!strcmp(a1.text, a2.text));
-        tn_session_message hi[1] = {{"user", "hi"}};
+        tn_session_message hi[1] = {{.role = "user", .content = "hi"}};
         CHECK(tn_session_chat_images(s, hi, 1, NULL, 0, &g, NULL, NULL, NULL, &err) == TN_OK);
         CHECK(tn_session_ask_images(s, "hi", &ie, 1, NULL, NULL, NULL, NULL, &err) ==
               TN_ERR_UNSUPPORTED);

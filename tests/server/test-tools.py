@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Tool calls and tool results through the OpenAI API (tern-cli serve, real
+HTTP), for a model whose chat template is Gemma 4's:
+
+  - an agent's second request (the assistant's tool_calls with content null,
+    then role "tool" messages with tool_call_id) is rendered as the template
+    renders it: its prompt_tokens equal those of the raw prompt that jinja2
+    renders from google-gemma-4-31B-it.jinja (tests/engine/gemma4-tool-records.h,
+    tools/gemma4-tool-records.py), sent to /v1/completions; the same with the
+    final answer and a new question after the results;
+  - arguments sent as an object render as the same arguments sent as text;
+  - hostile shapes (tool_calls not an array, a call without a function name,
+    arguments that are not JSON, ids that are not strings, a result that
+    follows no call...) are a 400 that names the field.
+
+The model is a random-weight one with the Gemma 3 vocabulary (the test
+vocabularies have no Gemma 4 one); its tokenizer_config.json's template is a
+stand-in that Tern recognises as Gemma 4 (it has "<|turn>")."""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serverlib  # noqa: E402
+
+checks = serverlib.Checks()
+check = checks.check
+vocab_dir = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "gemma3")
+if not os.path.isfile(os.path.join(vocab_dir, "tokenizer.json")):
+    serverlib.cannot_run("no Gemma 3 vocabulary in %s (tools/fetch-vocab.sh)" % vocab_dir)
+
+tmp = serverlib.workdir("serve-tools")
+g4 = os.path.join(tmp, "vocab-g4")
+os.makedirs(g4, exist_ok=True)
+link = os.path.join(g4, "tokenizer.json")
+if not os.path.exists(link):
+    os.symlink(os.path.join(vocab_dir, "tokenizer.json"), link)
+with open(os.path.join(vocab_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+    config = json.load(f)
+config["chat_template"] = "{{ bos_token }}{#- a stand-in for Gemma 4's: '<|turn>' -#}"
+with open(os.path.join(g4, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+    json.dump(config, f)
+model = serverlib.make_model(tmp, name="g4tools", vocab=link, arch="gemma3")
+
+# What jinja2 renders from the template (thinking off), without <bos>.
+PENDING = (
+    '<|turn>system\nYou are a weather bot.<turn|>\n<|turn>user\nWeather in Paris and Tokyo?'
+    '<turn|>\n<|turn>model\n<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,units:<|"|>'
+    'metric<|"|>}<tool_call|><|tool_call>call:get_weather{city:<|"|>Tokyo<|"|>}<tool_call|>'
+    '<|tool_response>response:get_weather{value:<|"|>{"temp": 21, "sky": "clear"}<|"|>}'
+    '<tool_response|><|tool_response>response:get_weather{value:<|"|> 18 C, rain <|"|>}'
+    '<tool_response|>')
+ANSWERED = (
+    PENDING + 'Paris: 21 C and clear; Tokyo: 18 C with rain.<turn|>\n<|turn>user\n'
+    'Thanks! And Oslo?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>')
+
+
+def calls(paris_args='{"city": "Paris", "units": "metric"}'):
+    return [{"id": "c1", "type": "function",
+             "function": {"name": "get_weather", "arguments": paris_args}},
+            {"id": "c2", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city":"Tokyo"}'}}]
+
+
+def agent(tool_calls=None, extra=()):
+    return [{"role": "system", "content": "You are a weather bot."},
+            {"role": "user", "content": "Weather in Paris and Tokyo?"},
+            {"role": "assistant", "content": None,
+             "tool_calls": calls() if tool_calls is None else tool_calls},
+            {"role": "tool", "tool_call_id": "c1", "content": '{"temp": 21, "sky": "clear"}'},
+            {"role": "tool", "tool_call_id": "c2", "content": " 18 C, rain "}] + list(extra)
+
+
+srv = serverlib.Server(tmp, "tools", model, ["-c", "2048"])
+
+
+def chat(messages):
+    return srv.post("/v1/chat/completions", {"model": "g4tools", "messages": messages,
+                                             "max_tokens": 1, "tern": {"thinking": False}})
+
+
+def prompt_tokens(doc):
+    return doc["usage"]["prompt_tokens"] if doc and "usage" in doc else None
+
+
+def raw_tokens(text):
+    st, _, doc, raw = srv.post("/v1/completions", {"model": "g4tools", "prompt": text,
+                                                   "max_tokens": 1})
+    return prompt_tokens(doc) if st == 200 else "status %s: %s" % (st, raw[:200])
+
+
+for name, messages, want in (
+        ("results pending", agent(), PENDING),
+        ("answered", agent(extra=[{"role": "assistant",
+                                   "content": "Paris: 21 C and clear; Tokyo: 18 C with rain."},
+                                  {"role": "user", "content": "Thanks! And Oslo?"}]), ANSWERED)):
+    st, _, doc, raw = chat(messages)
+    want_n = raw_tokens(want)
+    check(st == 200 and prompt_tokens(doc) == want_n and isinstance(want_n, int),
+          "%s: the chat prompt is the template's (%s tokens, the rendered text %s; %s)" %
+          (name, prompt_tokens(doc), want_n, raw[:300]))
+
+# Arguments as an object: the same prompt.
+as_object = calls()
+as_object[0]["function"]["arguments"] = {"units": "metric", "city": "Paris"}
+st, _, doc, raw = chat(agent(as_object))
+check(st == 200 and prompt_tokens(doc) == raw_tokens(PENDING),
+      "arguments as an object render as the same text (%s)" % raw[:300])
+# A different result really changes the prompt (the count is not blind).
+other = agent()
+other[3]["content"] = "a much longer result than the one before, with many more words in it"
+st, _, doc, raw = chat(other)
+check(st == 200 and prompt_tokens(doc) != raw_tokens(PENDING),
+      "another result gives another prompt (%s)" % raw[:300])
+
+
+def refused(what, messages, field):
+    st, _, doc, raw = chat(messages)
+    err = (doc or {}).get("error") or {}
+    check(st == 400 and field in (err.get("message") or ""),
+          "%s: 400 naming %s (%s: %s)" % (what, field, st, raw[:300]))
+
+
+def with_call(**change):
+    c = calls()
+    c[0].update(change)
+    return agent(c)
+
+
+def with_function(**change):
+    c = calls()
+    c[0]["function"].update(change)
+    for k, v in change.items():
+        if v is None:
+            del c[0]["function"][k]
+    return agent(c)
+
+
+msgs = agent()
+msgs[2]["tool_calls"] = {"id": "c1"}
+refused("tool_calls an object", msgs, "messages[2].tool_calls")
+msgs = agent()
+msgs[2]["tool_calls"] = ["call"]
+refused("a call that is a string", msgs, "messages[2].tool_calls[0]")
+refused("a call without function", with_call(function=None), "messages[2].tool_calls[0].function")
+refused("a call of another type", with_call(type="retrieval"), "type 'function'")
+refused("a call whose type is a number", with_call(type=7), "messages[2].tool_calls[0].type")
+refused("an id that is a number", with_call(id=12), "messages[2].tool_calls[0].id")
+refused("no function name", with_function(name=None), "tool_calls[0].function.name")
+refused("a name that is a list", with_function(name=["f"]), "tool_calls[0].function.name")
+refused("arguments that are not JSON", with_function(arguments="{city: Paris"),
+        "tool_calls[0].function.arguments")
+refused("arguments that are a number", with_function(arguments=5),
+        "tool_calls[0].function.arguments")
+msgs = agent()
+msgs[3]["tool_call_id"] = 1
+refused("a tool_call_id that is a number", msgs, "messages[3].tool_call_id")
+msgs = agent()
+msgs[4]["name"] = {"x": 1}
+refused("a tool name that is an object", msgs, "messages[4].name")
+msgs = agent()
+msgs[1]["tool_calls"] = calls()
+refused("tool calls on a user message", msgs, "only assistant messages")
+refused("a result that follows no call",
+        [{"role": "user", "content": "Hi"},
+         {"role": "tool", "tool_call_id": "c1", "content": "r"}], "tool")
+refused("a result that names no function",
+        [{"role": "user", "content": "Hi"},
+         {"role": "assistant", "content": None, "tool_calls": calls()},
+         {"role": "tool", "tool_call_id": "nope", "content": "r"}], "tool_call_id")
+# The server is still answering.
+st, _, doc, raw = chat(agent())
+check(st == 200, "after the refusals the same request is still answered (%s)" % raw[:200])
+srv.stop()
+checks.finish()

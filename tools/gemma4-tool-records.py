@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Writes tests/engine/gemma4-tool-records.h: conversations with tool calls
+and tool results, and what jinja2 renders for each from llama.cpp's
+models/templates/google-gemma-4-31B-it.jinja (Google's current template),
+which test-chat.c compares Tern's Gemma 4 renderer with, byte for byte.
+
+The environment is transformers' (ImmutableSandboxedEnvironment with
+trim_blocks and lstrip_blocks); the messages are what llama.cpp's server
+hands the template for an OpenAI request: a tool call's arguments parsed from
+their JSON text into objects (func_args_not_string), a null content as ""
+(requires_non_null_content). The leading bos_token is cut off: Tern puts BOS
+in as a token.
+
+The -interleaved variant of the template is older: it has no code for
+OpenAI's role "tool" messages (it shows them as "<|turn>tool" turns, and
+llama.cpp rewrites them into Gemma's own tool_responses before rendering with
+it). The script reports on stderr which cases it renders differently; Tern
+follows the current file (docs/CHAT-TEMPLATES.md).
+
+Usage (jinja2 from Debian's python3-jinja2, or pip's):
+  tools/gemma4-tool-records.py LLAMA_CPP_DIR > tests/engine/gemma4-tool-records.h
+"""
+import json
+import sys
+
+import jinja2
+import jinja2.ext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+root = sys.argv[1]
+
+
+def load(name):
+    with open("%s/models/templates/%s" % (root, name), encoding="utf-8") as f:
+        return f.read()
+
+
+def environment():
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                       extensions=[jinja2.ext.loopcontrols])
+
+    def raise_exception(msg):
+        raise jinja2.exceptions.TemplateError(msg)
+
+    env.globals["raise_exception"] = raise_exception
+    return env
+
+
+env = environment()
+plain = env.from_string(load("google-gemma-4-31B-it.jinja"))
+interleaved = env.from_string(load("google-gemma-4-31B-it-interleaved.jinja"))
+
+S, U, A, T = "system", "user", "assistant", "tool"
+
+
+def call(name, arguments, id=None):
+    return {"id": id, "name": name, "arguments": arguments}
+
+
+def msg(role, content=None, calls=None, tool_call_id=None, name=None):
+    return {"role": role, "content": content, "calls": calls or [],
+            "tool_call_id": tool_call_id, "name": name}
+
+
+weather = [
+    msg(S, "You are a weather bot."),
+    msg(U, "Weather in Paris and Tokyo?"),
+    msg(A, None, [call("get_weather", '{"city": "Paris", "units": "metric"}', "c1"),
+                  call("get_weather", '{"city":"Tokyo"}', "c2")]),
+    msg(T, '{"temp": 21, "sky": "clear"}', tool_call_id="c1"),
+    msg(T, " 18 C, rain ", tool_call_id="c2"),
+]
+answered = weather + [
+    msg(A, "Paris: 21 C and clear; Tokyo: 18 C with rain."),
+    msg(U, "Thanks! And Oslo?"),
+]
+answered_thought = weather + [
+    msg(A, "<|channel>thought\nSummarise both.<channel|>Paris: 21 C, Tokyo: 18 C."),
+    msg(U, "And Oslo?"),
+]
+zoo_args = ('{"s": "say \\"hi\\"\\n\\ttab \\\\ back", "n": 42, "neg": -7, "zero": -0, '
+            '"big": 12345678901234567890123, "f": 2.5, "tenth": 0.1, "exp": 1e20, '
+            '"tiny": 1.5e-7, "one": 1.0, "e16": 1E16, "e15": 1e15, "small": 0.0001, '
+            '"smaller": 0.00001, "nf": -2.50e3, "t": true, "no": false, "nil": null, '
+            '"arr": [1, "two", [3.0], {"k": "v"}, []], '
+            '"obj": {"b": 1, "A": 2, "a": 3, "_": 4, "Z": {"y": [true, null]}}, '
+            '"empty": {}, "uni": "h\\u00e9llo \\u65e5\\u672c", "Apple": 1, "apple": 2, '
+            '"dup": 1, "dup": 2, "\\u00c9clair": 1, "\\u00e9clat": 2, "z\\u00e8bre": 3}')
+zoo = [
+    msg(U, "Test every kind of value."),
+    msg(A, "", [call("zoo", zoo_args, "z")]),
+    msg(T, "ok", tool_call_id="z"),
+]
+linking = [
+    msg(U, "Look up x, fetch k2."),
+    msg(A, None, [call("lookup", '{"q":"x"}'), call("fetch", "{}", "k2")]),
+    msg(T, "A1"),
+    msg(T, "A2", tool_call_id="k2"),
+    msg(T, "A3", tool_call_id="nope", name="manual"),
+    msg(U, "next"),
+]
+with_content = [
+    msg(U, "Check it."),
+    msg(A, "Let me check.", [call("check", '{"q": 1}', "k")]),
+    msg(T, "r", tool_call_id="k"),
+    msg(U, "ok"),
+]
+blank_content = [
+    msg(U, "Check it."),
+    msg(A, "  ", [call("check", '{"q": 1}', "k")]),
+    msg(T, "r", tool_call_id="k"),
+    msg(U, "ok"),
+]
+no_results = [
+    msg(U, "Check it."),
+    msg(A, None, [call("check", '{"q": 1}', "k")]),
+    msg(U, "Never mind."),
+]
+call_last = [
+    msg(S, "Use tools."),
+    msg(U, "Check it."),
+    msg(A, None, [call("check", '{"q": 1}', "k")]),
+]
+odd_arguments = [
+    msg(U, "Odd arguments."),
+    msg(A, None, [call("raw", '"city=Paris"', "r1"), call("list", "[1, 2]", "r2"),
+                  call("none", None, "r3")]),
+    msg(T, "x", tool_call_id="r1"),
+    msg(U, "ok"),
+]
+thought_call = [
+    msg(U, "Think, then call."),
+    msg(A, "<|channel>thought\nI need the tool.<channel|>", [call("check", "{}", "k")]),
+    msg(T, "done", tool_call_id="k"),
+]
+two_rounds = [
+    msg(U, "Two steps."),
+    msg(A, None, [call("step", '{"n": 1}', "s1")]),
+    msg(T, "one", tool_call_id="s1"),
+    msg(A, None, [call("step", '{"n": 2}', "s2")]),
+    msg(T, "two", tool_call_id="s2"),
+    msg(A, "Done."),
+]
+
+# name, messages, enable_thinking, add_generation_prompt
+cases = [
+    ("results_pending", weather, False, True),
+    ("results_pending_think", weather, True, True),
+    ("answered", answered, False, True),
+    ("answered_think", answered_thought, True, True),
+    ("value_zoo", zoo, False, True),
+    ("linking", linking, False, True),
+    ("with_content", with_content, False, True),
+    ("blank_content", blank_content, False, True),
+    ("no_results", no_results, False, True),
+    ("call_last", call_last, False, True),
+    ("call_last_think", call_last, True, True),
+    ("odd_arguments", odd_arguments, False, True),
+    ("thought_call", thought_call, True, True),
+    ("two_rounds", two_rounds, False, True),
+    ("two_rounds_nogen", two_rounds, True, False),
+]
+
+
+def openai(messages):
+    """The messages as llama.cpp gives them to the template."""
+    out = []
+    for m in messages:
+        o = {"role": m["role"], "content": m["content"] if m["content"] is not None else ""}
+        if m["calls"]:
+            o["tool_calls"] = []
+            for c in m["calls"]:
+                fn = {"name": c["name"]}
+                if c["arguments"] is not None:
+                    fn["arguments"] = json.loads(c["arguments"])
+                tc = {"type": "function", "function": fn}
+                if c["id"] is not None:
+                    tc["id"] = c["id"]
+                o["tool_calls"].append(tc)
+        if m["tool_call_id"] is not None:
+            o["tool_call_id"] = m["tool_call_id"]
+        if m["name"] is not None:
+            o["name"] = m["name"]
+        out.append(o)
+    return out
+
+
+def render(template, messages, thinking, gen):
+    text = template.render(messages=openai(messages), bos_token="<bos>",
+                           add_generation_prompt=gen, enable_thinking=thinking)
+    assert text.startswith("<bos>")
+    return text[len("<bos>"):]
+
+
+def c_string(s):
+    """A C string literal (split every line) for s's UTF-8 bytes."""
+    out, col = ['"'], 0
+    prev_hex = False
+    for b in s.encode("utf-8"):
+        ch = chr(b)
+        if b >= 0x80 or (b < 0x20 and ch not in "\n\t"):
+            piece = "\\x%02x" % b
+            prev_hex = True
+        else:
+            piece = {"\n": "\\n", "\t": "\\t", '"': '\\"', "\\": "\\\\"}.get(ch, ch)
+            if prev_hex and ch in "0123456789abcdefABCDEF":
+                piece = '""' + piece
+            prev_hex = False
+        out.append(piece)
+        col += len(piece)
+        if col > 72 or ch == "\n":
+            out.append('"\n    "')
+            col = 0
+            prev_hex = False
+    out.append('"')
+    return "".join(out).replace('\n    ""', "")
+
+
+def c_opt(s):
+    return "NULL" if s is None else c_string(s)
+
+
+roles = {S: "TN_CHAT_ROLE_SYSTEM", U: "TN_CHAT_ROLE_USER", A: "TN_CHAT_ROLE_ASSISTANT",
+         T: "TN_CHAT_ROLE_TOOL"}
+
+print("/* Generated by tools/gemma4-tool-records.py from llama.cpp's")
+print(" * models/templates/google-gemma-4-31B-it.jinja (jinja2 %s): do not edit;" %
+      jinja2.__version__)
+print(" * run the script again instead. */")
+print()
+print("typedef struct g4_record {")
+print("    const char *name;")
+print("    bool thinking, generation_prompt;")
+print("    const tn_chat_message *msgs;")
+print("    size_t n;")
+print("    const char *want;")
+print("} g4_record;")
+print()
+seen = {}
+for name, messages, thinking, gen in cases:
+    key = id(messages)
+    if key in seen:
+        continue
+    seen[key] = name
+    for i, m in enumerate(messages):
+        if m["calls"]:
+            print("static const tn_chat_tool_call g4_%s_calls%d[] = {" % (name, i))
+            for c in m["calls"]:
+                print("    {.id = %s, .name = %s,\n     .arguments = %s}," %
+                      (c_opt(c["id"]), c_string(c["name"]), c_opt(c["arguments"])))
+            print("};")
+    print("static const tn_chat_message g4_%s[] = {" % name)
+    for i, m in enumerate(messages):
+        fields = [".role = " + roles[m["role"]], ".content = " + c_opt(m["content"])]
+        if m["calls"]:
+            fields.append(".tool_calls = g4_%s_calls%d" % (name, i))
+            fields.append(".n_tool_calls = %d" % len(m["calls"]))
+        if m["tool_call_id"] is not None:
+            fields.append(".tool_call_id = " + c_string(m["tool_call_id"]))
+        if m["name"] is not None:
+            fields.append(".name = " + c_string(m["name"]))
+        print("    {" + ",\n     ".join(fields) + "},")
+    print("};")
+print()
+print("static const g4_record g4_records[] = {")
+differ = []
+for name, messages, thinking, gen in cases:
+    want = render(plain, messages, thinking, gen)
+    try:
+        if render(interleaved, messages, thinking, gen) != want:
+            differ.append(name)
+    except Exception as e:  # noqa: BLE001 (a template error is a difference too)
+        differ.append("%s (%s)" % (name, e))
+    arr = "g4_" + seen[id(messages)]
+    print("    {%s, %s, %s, %s, %d,\n     %s}," %
+          (c_string(name), "true" if thinking else "false", "true" if gen else "false", arr,
+           len(messages), c_string(want).replace("\n    ", "\n     ")))
+print("};")
+print("interleaved template renders differently: %s" % (", ".join(differ) or "none"),
+      file=sys.stderr)
