@@ -2393,6 +2393,47 @@ test_hub_search (void)
   g_clear_error (&error);
   hub_env_clear ();
 
+  /* tern-cli search prints the same. */
+  {
+    g_autofree char *xdg = g_build_filename (tmp_root, "cli-search", NULL);
+    g_autofree char *endpoint = g_strdup_printf ("HF_ENDPOINT=%s", base_url);
+    const char *env[] = { endpoint, NULL };
+    const char * const *saved_env = cli_env;
+    char *out = NULL, *err = NULL;
+    int status;
+
+    cli_env = env;
+    status = run_cli (xdg, NULL, &out, &err, "search", "tiny-chat", NULL);
+    if (status != 0)
+      g_error ("search tiny-chat: %s", err);
+    g_assert_nonnull (strstr (out, "tern-test/Tiny-Chat-7B-GGUF"));
+    g_assert_nonnull (strstr (out, "1523004"));
+    g_assert_nonnull (strstr (out, "gated"));
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    status = run_cli (xdg, NULL, &out, &err, "search", "hf.co/tern-test/Tiny-Chat-7B-GGUF", NULL);
+    if (status != 0)
+      g_error ("search hf.co/...: %s", err);
+    g_assert_nonnull (strstr (out, "hf.co/tern-test/Tiny-Chat-7B-GGUF:Q4_K_M"));
+    g_assert_nonnull (strstr (out, "4.7"));
+    g_assert_null (strstr (out, "mmproj"));
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    status = run_cli (xdg, NULL, &out, &err, "search", "garbage-html", NULL);
+    g_assert_cmpint (status, ==, 2);
+    g_assert_nonnull (strstr (err, "did not answer with the list of models"));
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    status = run_cli (xdg, NULL, &out, &err, "search", NULL);
+    g_assert_cmpint (status, ==, 1);
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    status = run_cli (xdg, NULL, &out, &err, "search", "--limit", "0", "x", NULL);
+    g_assert_cmpint (status, ==, 1);
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    cli_env = saved_env;
+  }
 }
 
 /* A repository's quantizations: split parts summed, projectors left out,
