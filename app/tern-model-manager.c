@@ -10,8 +10,24 @@
 #include "tern-model-manager.h"
 #include "tern-connections.h"
 #include "tern-context.h"
+#include "tern-hub.h"
 
 typedef struct _Row Row;
+typedef struct _HubResult HubResult;
+
+/* The Hugging Face search under the list (docs/MODELS.md, "Searching
+ * Hugging Face"). */
+typedef enum {
+  HUB_IDLE,       /* no search: the text is too short */
+  HUB_SEARCHING,
+  HUB_DONE,
+  HUB_FAILED,
+} HubState;
+
+/* Typing pauses this long before the Hub is asked. */
+#define HUB_DEBOUNCE_MS 300
+/* Shorter text matches too much of the Hub to be a search. */
+#define HUB_MIN_CHARS 2
 
 struct _TernModelManager {
   GtkBox          parent_instance;
@@ -51,6 +67,53 @@ struct _TernModelManager {
   GSettings      *settings;
   AdwPreferencesGroup *remote_group;
   GPtrArray      *remote_rows;
+
+  AdwStatusPage  *no_results_page;
+  /* Hugging Face: a group after the catalog's, its header spinner, the
+   * sentence row (searching, nothing found, offline or failed, with Retry)
+   * and one expander row per repository found. */
+  AdwPreferencesGroup *hub_group;
+  GtkSpinner     *hub_spinner;
+  AdwActionRow   *hub_status;
+  GtkImage       *hub_status_icon;
+  GtkSpinner     *hub_status_spinner;
+  GtkButton      *hub_retry;
+  GPtrArray      *hub_results;     /* HubResult*, shown in hub_group */
+  GHashTable     *hub_rows;        /* tag -> HubQuantRow* of hub_results */
+  GCancellable   *hub_cancellable; /* the search and listings in flight */
+  guint           hub_timeout;     /* the pause after typing */
+  char           *hub_query;       /* searched, or being searched */
+  HubState        hub_state;
+  guint           hub_generation;  /* answers of older searches are dropped */
+};
+
+/* One quantization of a repository found: a row inside its repository's. */
+typedef struct {
+  HubResult      *result;
+  TernHubQuant   *quant;     /* in result->repo */
+  GtkWidget      *row;       /* AdwActionRow */
+  GtkProgressBar *progress;
+  GtkButton      *download;
+  GtkButton      *cancel;
+  GtkButton      *use;
+  gboolean        resolving; /* asking the Hub which files, before the pull */
+} HubQuantRow;
+
+/* One repository found: an expander row that lists its quantizations the
+ * first time it is opened. */
+struct _HubResult {
+  TernModelManager *self;
+  char             *id;
+  gboolean          gated;
+  guint64           downloads;
+  guint64           likes;
+  GtkWidget        *row;          /* AdwExpanderRow */
+  GtkWidget        *gated_icon;
+  GPtrArray        *children;     /* rows inside it */
+  GPtrArray        *quant_rows;   /* HubQuantRow* */
+  TernHubRepo      *repo;
+  gboolean          loading;
+  gboolean          loaded;
 };
 
 /* A model's row: an AdwActionRow, or an AdwExpanderRow when the model has a
@@ -91,6 +154,12 @@ static GParamSpec *properties[N_PROPS];
 static guint signals[N_SIGNALS];
 
 static void update_row (Row *row);
+static gboolean hub_update_view (TernModelManager *self,
+                                 guint             shown);
+static void hub_update_rows (TernModelManager *self);
+static void hub_update_quant_row (HubQuantRow *qr);
+static void hub_download (TernModelManager *self,
+                          HubQuantRow      *qr);
 
 static void
 row_free (Row *row)
@@ -164,6 +233,7 @@ apply_filter (TernModelManager *self)
   GHashTableIter iter;
   gpointer value;
   guint shown = 0;
+  gboolean hub_shown;
 
   g_hash_table_iter_init (&iter, self->rows);
   while (g_hash_table_iter_next (&iter, NULL, &value))
@@ -192,9 +262,10 @@ apply_filter (TernModelManager *self)
     }
   for (guint i = 0; i < self->groups->len; i++)
     gtk_widget_set_visible (self->groups->pdata[i], g_hash_table_contains (visible_groups, self->groups->pdata[i]));
+  hub_shown = hub_update_view (self, shown);
   if (g_strcmp0 (gtk_stack_get_visible_child_name (self->stack), "error") == 0)
     return;
-  gtk_stack_set_visible_child_name (self->stack, shown > 0 || g_hash_table_size (self->rows) == 0
+  gtk_stack_set_visible_child_name (self->stack, shown > 0 || hub_shown || g_hash_table_size (self->rows) == 0
                                                    ? "list" : "no-results");
 }
 
@@ -417,27 +488,22 @@ state_text (Row            *row,
 
 /* The memory hint: the files plus the KV cache at the context the app
  * would give the model (tern_context_auto), against the memory free now.
- * NULL when a figure is missing. */
+ * kv 0 (not known): the files alone, as a lower bound. NULL when a figure is
+ * missing. */
 static char *
-fit_text (Row *row)
+fit_sentence (TernModelManager *self,
+              guint64           files,
+              int               n_ctx_train,
+              guint64           kv)
 {
-  TernModelManager *self = row->self;
-  guint64 files, kv = 0, need = 0;
-  int n_ctx_train = 0, n_ctx = 0;
+  guint64 need = 0;
+  int n_ctx = 0;
   TernContextFit fit;
   g_autofree char *need_text = NULL;
   g_autofree char *free_text = NULL;
   g_autofree char *detail = NULL;
   const char *verdict;
 
-  if (row->catalog_tag != NULL)
-    {
-      files = tern_catalog_tag_size (row->catalog_tag);
-      kv = row->catalog_tag->packages[TERN_PACKAGE_ROLE_BASE]->kv_bytes_per_token;
-      n_ctx_train = (int) MIN (row->catalog_tag->context_length, G_MAXINT);
-    }
-  else
-    files = tern_model_store_get_tag_size (self->store, row->tag);
   fit = tern_context_fit (files, n_ctx_train, kv, self->mem_physical, self->mem_available, &need, &n_ctx);
   if (fit == TERN_CONTEXT_FIT_UNKNOWN)
     return NULL;
@@ -464,6 +530,24 @@ fit_text (Row *row)
     /* Translators: an imported model, whose context memory is not known: "at least 1.2 GB; 6.1 GB free" */
     detail = g_strdup_printf (_("at least %s; %s free"), need_text, free_text);
   return g_strdup_printf ("%s (%s)", verdict, detail);
+}
+
+static char *
+fit_text (Row *row)
+{
+  TernModelManager *self = row->self;
+  guint64 files, kv = 0;
+  int n_ctx_train = 0;
+
+  if (row->catalog_tag != NULL)
+    {
+      files = tern_catalog_tag_size (row->catalog_tag);
+      kv = row->catalog_tag->packages[TERN_PACKAGE_ROLE_BASE]->kv_bytes_per_token;
+      n_ctx_train = (int) MIN (row->catalog_tag->context_length, G_MAXINT);
+    }
+  else
+    files = tern_model_store_get_tag_size (self->store, row->tag);
+  return fit_sentence (self, files, n_ctx_train, kv);
 }
 
 static void
@@ -703,6 +787,10 @@ rebuild (TernModelManager *self)
           add_model (self, group, tag);
         }
     }
+  /* The Hub's results come after everything the catalog has. */
+  if (self->hub_group != NULL)
+    gtk_box_reorder_child_after (self->groups_box, GTK_WIDGET (self->hub_group),
+                                 gtk_widget_get_last_child (GTK_WIDGET (self->groups_box)));
   update_disk_label (self);
   apply_filter (self);
 }
@@ -731,9 +819,11 @@ on_store_changed (TernModelManager *self)
   if (g_strcmp0 (key, self->here_key) != 0)
     {
       rebuild (self);
+      hub_update_rows (self);
       return;
     }
   update_rows (self);
+  hub_update_rows (self);
   apply_filter (self);
 }
 
@@ -752,6 +842,20 @@ on_progress (TernDownloader   *downloader,
   g_autofree char *text = NULL;
 
   (void) downloader;
+  if (row == NULL && total > 0 && self->hub_rows != NULL)
+    {
+      HubQuantRow *qr = g_hash_table_lookup (self->hub_rows, tag);
+
+      if (qr == NULL)
+        return;
+      if (!gtk_widget_get_visible (GTK_WIDGET (qr->progress)) || qr->resolving)
+        {
+          qr->resolving = FALSE;
+          hub_update_quant_row (qr);
+        }
+      gtk_progress_bar_set_fraction (qr->progress, (double) done / (double) total);
+      return;
+    }
   if (row == NULL || total == 0)
     return;
   if (!gtk_widget_get_visible (GTK_WIDGET (row->progress)))
@@ -775,14 +879,17 @@ on_pull_finished (TernDownloader   *downloader,
                   TernModelManager *self)
 {
   Row *row = g_hash_table_lookup (self->rows, tag);
+  HubQuantRow *qr = self->hub_rows != NULL ? g_hash_table_lookup (self->hub_rows, tag) : NULL;
 
   (void) downloader;
-  if (row == NULL)
+  if (row == NULL && qr == NULL)
     return;
   g_hash_table_remove (self->errors, tag);
   /* A cancel the user asked for is not an error to keep showing. */
   if (error_message != NULL && strstr (error_message, "download cancelled") == NULL)
     g_hash_table_replace (self->errors, g_strdup (tag), g_strdup (error_message));
+  if (qr != NULL)
+    hub_update_quant_row (qr);
   update_rows (self);
 }
 
@@ -860,6 +967,14 @@ tern_model_manager_download (TernModelManager *self,
 
   g_return_if_fail (TERN_IS_MODEL_MANAGER (self));
   row = tag ? g_hash_table_lookup (self->rows, tag) : NULL;
+  if (row == NULL && tag != NULL && self->hub_rows != NULL && self->downloader != NULL)
+    {
+      HubQuantRow *qr = g_hash_table_lookup (self->hub_rows, tag);
+
+      if (qr != NULL)
+        hub_download (self, qr);
+      return;
+    }
   if (row == NULL || self->catalog == NULL || self->downloader == NULL
       || tern_downloader_is_pulling (self->downloader, tag))
     return;
@@ -1045,6 +1160,759 @@ tern_model_manager_set_settings (TernModelManager *self,
   g_signal_connect_object (settings, "changed::remote-connections", G_CALLBACK (list_remote), self,
                            G_CONNECT_SWAPPED);
   list_remote (self);
+}
+
+/* ---- Hugging Face search ------------------------------------------------------ */
+
+/* An answer that may come after the panel is gone or its search replaced. */
+typedef struct {
+  GWeakRef  self;
+  guint     generation;
+  char     *key;   /* the repository's id, or the tag being resolved */
+} HubPending;
+
+static HubPending *
+hub_pending_new (TernModelManager *self,
+                 const char       *key)
+{
+  HubPending *p = g_new0 (HubPending, 1);
+
+  g_weak_ref_init (&p->self, self);
+  p->generation = self->hub_generation;
+  p->key = g_strdup (key);
+  return p;
+}
+
+static void
+hub_pending_free (HubPending *p)
+{
+  g_weak_ref_clear (&p->self);
+  g_free (p->key);
+  g_free (p);
+}
+
+static void
+hub_quant_row_free (HubQuantRow *qr)
+{
+  g_free (qr);
+}
+
+static void
+hub_result_free (HubResult *r)
+{
+  g_ptr_array_unref (r->children);
+  g_ptr_array_unref (r->quant_rows);
+  g_clear_pointer (&r->repo, tern_hub_repo_free);
+  g_free (r->id);
+  g_free (r);
+}
+
+/* The sentence a failure is shown as; the words of the error itself stay in
+ * the tooltip, for whoever asks. */
+static const char *
+hub_failure_sentence (const GError *error)
+{
+  if (g_error_matches (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE))
+    return _("Tern cannot reach Hugging Face. Check that this computer is online, then try again.");
+  return _("Hugging Face did not answer as expected. Try again later.");
+}
+
+/* The digits grouped as the user's locale groups them. */
+static char *
+format_count (guint64 n)
+{
+  return g_strdup_printf ("%'" G_GUINT64_FORMAT, n);
+}
+
+static gulong
+plural_n (guint64 n)
+{
+  return (gulong) MIN (n, (guint64) G_MAXULONG);
+}
+
+static void
+hub_result_set_subtitle (HubResult *r)
+{
+  g_autofree char *count = format_count (r->downloads);
+  g_autofree char *likes_count = format_count (r->likes);
+  g_autofree char *downloads = NULL;
+  g_autofree char *likes = NULL;
+  g_autofree char *text = NULL;
+
+  /* Translators: the Hub counts the downloads of the last 30 days */
+  downloads = g_strdup_printf (ngettext ("%s download last month", "%s downloads last month",
+                                         plural_n (r->downloads)), count);
+  likes = g_strdup_printf (ngettext ("%s like", "%s likes", plural_n (r->likes)), likes_count);
+  if (r->gated)
+    /* Translators: a repository whose files need an access token */
+    text = g_strdup_printf ("%s · %s · %s", downloads, likes, _("gated"));
+  else
+    text = g_strdup_printf ("%s · %s", downloads, likes);
+  adw_expander_row_set_subtitle (ADW_EXPANDER_ROW (r->row), text);
+  gtk_widget_set_visible (r->gated_icon, r->gated);
+}
+
+static void
+hub_result_clear_children (HubResult *r)
+{
+  TernModelManager *self = r->self;
+
+  for (guint i = 0; i < r->quant_rows->len; i++)
+    {
+      HubQuantRow *qr = r->quant_rows->pdata[i];
+
+      if (qr->quant->tag != NULL && g_hash_table_lookup (self->hub_rows, qr->quant->tag) == qr)
+        g_hash_table_remove (self->hub_rows, qr->quant->tag);
+    }
+  g_ptr_array_set_size (r->quant_rows, 0);
+  for (guint i = 0; i < r->children->len; i++)
+    adw_expander_row_remove (ADW_EXPANDER_ROW (r->row), r->children->pdata[i]);
+  g_ptr_array_set_size (r->children, 0);
+}
+
+/* A row inside a repository's that says something (loading, failed, none). */
+static GtkWidget *
+hub_result_add_note (HubResult  *r,
+                     const char *text,
+                     const char *details,
+                     gboolean    busy)
+{
+  GtkWidget *row = adw_action_row_new ();
+
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), text);
+  adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (row), FALSE);
+  if (details != NULL)
+    gtk_widget_set_tooltip_text (row, details);
+  if (busy)
+    {
+      GtkWidget *spinner = gtk_spinner_new ();
+
+      gtk_spinner_start (GTK_SPINNER (spinner));
+      adw_action_row_add_prefix (ADW_ACTION_ROW (row), spinner);
+    }
+  adw_expander_row_add_row (ADW_EXPANDER_ROW (r->row), row);
+  g_ptr_array_add (r->children, row);
+  return row;
+}
+
+static void hub_load_quants (HubResult *r);
+
+static void
+on_hub_quants_retry (GtkButton *button,
+                     HubResult *r)
+{
+  (void) button;
+  hub_load_quants (r);
+}
+
+static void
+on_hub_download_clicked (GtkButton   *button,
+                         HubQuantRow *qr)
+{
+  (void) button;
+  if (qr->quant->tag != NULL)
+    tern_model_manager_download (qr->result->self, qr->quant->tag);
+}
+
+static void
+on_hub_cancel_clicked (GtkButton   *button,
+                       HubQuantRow *qr)
+{
+  (void) button;
+  if (qr->quant->tag != NULL)
+    tern_model_manager_cancel (qr->result->self, qr->quant->tag);
+}
+
+static void
+on_hub_use_clicked (GtkButton   *button,
+                    HubQuantRow *qr)
+{
+  (void) button;
+  if (qr->quant->tag != NULL)
+    tern_model_manager_use (qr->result->self, qr->quant->tag);
+}
+
+static GtkButton *
+hub_row_button (GtkBox      *box,
+                const char  *label,
+                const char  *tooltip,
+                GCallback    callback,
+                HubQuantRow *qr)
+{
+  GtkButton *button = GTK_BUTTON (gtk_button_new_with_mnemonic (label));
+
+  gtk_widget_set_valign (GTK_WIDGET (button), GTK_ALIGN_CENTER);
+  if (tooltip != NULL)
+    gtk_widget_set_tooltip_text (GTK_WIDGET (button), tooltip);
+  g_signal_connect (button, "clicked", callback, qr);
+  gtk_box_append (box, GTK_WIDGET (button));
+  return button;
+}
+
+static void
+hub_add_quant_row (HubResult    *r,
+                   TernHubQuant *quant)
+{
+  TernModelManager *self = r->self;
+  HubQuantRow *qr = g_new0 (HubQuantRow, 1);
+  GtkBox *box = GTK_BOX (gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6));
+
+  qr->result = r;
+  qr->quant = quant;
+  qr->row = adw_action_row_new ();
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (qr->row), quant->name);
+  adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (qr->row), FALSE);
+  qr->progress = GTK_PROGRESS_BAR (gtk_progress_bar_new ());
+  gtk_widget_set_valign (GTK_WIDGET (qr->progress), GTK_ALIGN_CENTER);
+  gtk_widget_set_size_request (GTK_WIDGET (qr->progress), 120, -1);
+  gtk_box_append (box, GTK_WIDGET (qr->progress));
+  /* Plain buttons, as the catalog's (GNOME HIG: no row of blue buttons). */
+  qr->download = hub_row_button (box, _("_Download"), NULL, G_CALLBACK (on_hub_download_clicked), qr);
+  qr->cancel = hub_row_button (box, _("_Cancel"), _("Stop the download; it resumes from here next time"),
+                               G_CALLBACK (on_hub_cancel_clicked), qr);
+  qr->use = hub_row_button (box, _("_Use"), _("Load this model"), G_CALLBACK (on_hub_use_clicked), qr);
+  adw_action_row_add_suffix (ADW_ACTION_ROW (qr->row), GTK_WIDGET (box));
+  adw_expander_row_add_row (ADW_EXPANDER_ROW (r->row), qr->row);
+  g_ptr_array_add (r->children, qr->row);
+  g_ptr_array_add (r->quant_rows, qr);
+  if (quant->tag != NULL)
+    g_hash_table_replace (self->hub_rows, quant->tag, qr);
+  hub_update_quant_row (qr);
+}
+
+static HubResult *
+hub_find_result (TernModelManager *self,
+                 const char       *id)
+{
+  for (guint i = 0; self->hub_results != NULL && i < self->hub_results->len; i++)
+    {
+      HubResult *r = self->hub_results->pdata[i];
+
+      if (g_str_equal (r->id, id))
+        return r;
+    }
+  return NULL;
+}
+
+static void
+on_hub_quants (GObject      *source,
+               GAsyncResult *result,
+               gpointer      data)
+{
+  HubPending *pending = data;
+  g_autoptr(TernModelManager) self = g_weak_ref_get (&pending->self);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernHubRepo) repo = tern_hub_list_quants_finish (result, &error);
+  HubResult *r;
+
+  (void) source;
+  if (self == NULL || pending->generation != self->hub_generation
+      || (r = hub_find_result (self, pending->key)) == NULL)
+    {
+      hub_pending_free (pending);
+      return;
+    }
+  hub_pending_free (pending);
+  r->loading = FALSE;
+  hub_result_clear_children (r);
+  if (repo == NULL)
+    {
+      GtkWidget *note;
+      GtkWidget *retry;
+
+      if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        return;
+      /* A gated repository without a token says so in its own words. */
+      if (g_error_matches (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP) && strstr (error->message, "HF_TOKEN"))
+        note = hub_result_add_note (r, _("This repository is gated: accept its terms on Hugging Face, then set "
+                                         "HF_TOKEN to an access token and start Tern again."),
+                                    error->message, FALSE);
+      else
+        note = hub_result_add_note (r, hub_failure_sentence (error), error->message, FALSE);
+      gtk_widget_add_css_class (note, "error");
+      retry = gtk_button_new_with_mnemonic (_("_Retry"));
+      gtk_widget_set_valign (retry, GTK_ALIGN_CENTER);
+      g_signal_connect (retry, "clicked", G_CALLBACK (on_hub_quants_retry), r);
+      adw_action_row_add_suffix (ADW_ACTION_ROW (note), retry);
+      return;
+    }
+  r->loaded = TRUE;
+  r->gated |= repo->gated;
+  hub_result_set_subtitle (r);
+  g_clear_pointer (&r->repo, tern_hub_repo_free);
+  r->repo = g_steal_pointer (&repo);
+  read_memory (self);
+  if (r->repo->quants->len == 0)
+    hub_result_add_note (r, _("This repository has no GGUF model files."), NULL, FALSE);
+  for (guint i = 0; i < r->repo->quants->len; i++)
+    hub_add_quant_row (r, r->repo->quants->pdata[i]);
+}
+
+static void
+hub_load_quants (HubResult *r)
+{
+  TernModelManager *self = r->self;
+
+  if (r->loading)
+    return;
+  r->loading = TRUE;
+  hub_result_clear_children (r);
+  hub_result_add_note (r, _("Asking Hugging Face for the files…"), NULL, TRUE);
+  tern_hub_list_quants_async (r->id, self->hub_cancellable, on_hub_quants, hub_pending_new (self, r->id));
+}
+
+static void
+on_hub_expanded (GObject    *row,
+                 GParamSpec *pspec,
+                 HubResult  *r)
+{
+  (void) pspec;
+  if (adw_expander_row_get_expanded (ADW_EXPANDER_ROW (row)) && !r->loaded)
+    hub_load_quants (r);
+}
+
+static void
+hub_add_result (TernModelManager   *self,
+                const TernHubModel *model)
+{
+  HubResult *r = g_new0 (HubResult, 1);
+
+  r->self = self;
+  r->id = g_strdup (model->id);
+  r->gated = model->gated;
+  r->downloads = model->downloads;
+  r->likes = model->likes;
+  r->children = g_ptr_array_new ();
+  r->quant_rows = g_ptr_array_new_with_free_func ((GDestroyNotify) hub_quant_row_free);
+  r->row = adw_expander_row_new ();
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (r->row), model->id);
+  adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (r->row), FALSE);
+  r->gated_icon = gtk_image_new_from_icon_name ("changes-prevent-symbolic");
+  gtk_widget_set_tooltip_text (r->gated_icon, _("Gated: its files need an access token. Accept the repository's "
+                                                "terms on Hugging Face, then set HF_TOKEN."));
+  adw_expander_row_add_action (ADW_EXPANDER_ROW (r->row), r->gated_icon);
+  hub_result_set_subtitle (r);
+  g_signal_connect (r->row, "notify::expanded", G_CALLBACK (on_hub_expanded), r);
+  adw_preferences_group_add (self->hub_group, r->row);
+  g_ptr_array_add (self->hub_results, r);
+}
+
+static void
+hub_clear_results (TernModelManager *self)
+{
+  g_hash_table_remove_all (self->hub_rows);
+  for (guint i = 0; i < self->hub_results->len; i++)
+    adw_preferences_group_remove (self->hub_group, ((HubResult *) self->hub_results->pdata[i])->row);
+  g_ptr_array_set_size (self->hub_results, 0);
+}
+
+static void
+hub_set_status (TernModelManager *self,
+                const char       *text,
+                const char       *icon,
+                const char       *details,
+                gboolean          retry)
+{
+  gboolean busy = text != NULL && icon == NULL;
+
+  gtk_widget_set_visible (GTK_WIDGET (self->hub_status), text != NULL);
+  if (text == NULL)
+    return;
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->hub_status), text);
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->hub_status), details);
+  gtk_widget_set_visible (GTK_WIDGET (self->hub_status_icon), icon != NULL);
+  if (icon != NULL)
+    gtk_image_set_from_icon_name (self->hub_status_icon, icon);
+  gtk_widget_set_visible (GTK_WIDGET (self->hub_status_spinner), busy);
+  gtk_spinner_set_spinning (self->hub_status_spinner, busy);
+  gtk_widget_set_visible (GTK_WIDGET (self->hub_retry), retry);
+}
+
+/* Shows what the search has come to; TRUE when the group is shown. shown:
+ * the catalog's rows that match. */
+static gboolean
+hub_update_view (TernModelManager *self,
+                 guint             shown)
+{
+  gboolean visible = TRUE;
+
+  if (self->hub_group == NULL)
+    return FALSE;
+  gtk_widget_set_visible (GTK_WIDGET (self->hub_spinner), self->hub_state == HUB_SEARCHING);
+  gtk_spinner_set_spinning (self->hub_spinner, self->hub_state == HUB_SEARCHING);
+  adw_status_page_set_description (self->no_results_page, NULL);
+  switch (self->hub_state)
+    {
+    case HUB_IDLE:
+      visible = FALSE;
+      break;
+    case HUB_SEARCHING:
+      hub_set_status (self, self->hub_results->len == 0 ? _("Searching Hugging Face…") : NULL, NULL, NULL, FALSE);
+      break;
+    case HUB_DONE:
+      if (self->hub_results->len > 0)
+        hub_set_status (self, NULL, NULL, NULL, FALSE);
+      else if (shown > 0)
+        {
+          g_autofree char *text = g_strdup_printf (_("No GGUF models on Hugging Face match “%s”."), self->hub_query);
+
+          hub_set_status (self, text, "edit-find-symbolic", NULL, FALSE);
+        }
+      else
+        {
+          g_autofree char *text = g_strdup_printf (_("Nothing in the catalog, on this computer or on Hugging Face "
+                                                     "matches “%s”."), self->hub_query);
+
+          /* Nothing anywhere: the panel's own empty page says it. */
+          adw_status_page_set_description (self->no_results_page, text);
+          visible = FALSE;
+        }
+      break;
+    case HUB_FAILED:
+    default:
+      break;
+    }
+  gtk_widget_set_visible (GTK_WIDGET (self->hub_group), visible);
+  return visible;
+}
+
+static void
+on_hub_search_done (GObject      *source,
+                    GAsyncResult *result,
+                    gpointer      data)
+{
+  HubPending *pending = data;
+  g_autoptr(TernModelManager) self = g_weak_ref_get (&pending->self);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) found = tern_hub_search_finish (result, &error);
+  gboolean current = self != NULL && pending->generation == self->hub_generation;
+
+  (void) source;
+  hub_pending_free (pending);
+  if (!current)
+    return;
+  hub_clear_results (self);
+  if (found == NULL)
+    {
+      self->hub_state = HUB_FAILED;
+      hub_set_status (self, hub_failure_sentence (error),
+                      g_error_matches (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE)
+                        ? "network-offline-symbolic" : "dialog-warning-symbolic",
+                      error->message, TRUE);
+    }
+  else
+    {
+      self->hub_state = HUB_DONE;
+      for (guint i = 0; i < found->len; i++)
+        hub_add_result (self, found->pdata[i]);
+    }
+  apply_filter (self);
+}
+
+/* Asks the Hub now, instead of whatever it was asked before. */
+static void
+hub_search_now (TernModelManager *self,
+                const char       *text)
+{
+  g_cancellable_cancel (self->hub_cancellable);
+  g_clear_object (&self->hub_cancellable);
+  self->hub_cancellable = g_cancellable_new ();
+  self->hub_generation++;
+  if (text != self->hub_query)
+    {
+      g_free (self->hub_query);
+      self->hub_query = g_strdup (text);
+    }
+  self->hub_state = HUB_SEARCHING;
+  tern_hub_search_async (self->hub_query, TERN_HUB_SEARCH_LIMIT_DEFAULT, self->hub_cancellable,
+                         on_hub_search_done, hub_pending_new (self, NULL));
+  apply_filter (self);
+}
+
+static gboolean
+on_hub_pause (gpointer data)
+{
+  TernModelManager *self = data;
+  g_autofree char *text = g_strstrip (g_strdup (gtk_editable_get_text (GTK_EDITABLE (self->search_entry))));
+
+  self->hub_timeout = 0;
+  hub_search_now (self, text);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+on_search_text_changed (TernModelManager *self)
+{
+  g_autofree char *text = g_strstrip (g_strdup (gtk_editable_get_text (GTK_EDITABLE (self->search_entry))));
+
+  g_clear_handle_id (&self->hub_timeout, g_source_remove);
+  if (self->hub_results == NULL)
+    return;  /* disposed */
+  if (g_utf8_strlen (text, -1) < HUB_MIN_CHARS)
+    {
+      /* Nothing to search for: whatever was under way goes, with its rows. */
+      g_cancellable_cancel (self->hub_cancellable);
+      self->hub_generation++;
+      g_clear_pointer (&self->hub_query, g_free);
+      self->hub_state = HUB_IDLE;
+      hub_clear_results (self);
+      apply_filter (self);
+      return;
+    }
+  if (self->hub_query != NULL && g_str_equal (text, self->hub_query) && self->hub_state != HUB_FAILED)
+    return;
+  self->hub_timeout = g_timeout_add (HUB_DEBOUNCE_MS, on_hub_pause, self);
+}
+
+static void
+on_search_activate (TernModelManager *self)
+{
+  if (self->hub_timeout != 0)
+    {
+      g_clear_handle_id (&self->hub_timeout, g_source_remove);
+      on_hub_pause (self);
+    }
+}
+
+void
+tern_model_manager_hub_retry (TernModelManager *self)
+{
+  g_return_if_fail (TERN_IS_MODEL_MANAGER (self));
+  if (self->hub_query != NULL)
+    hub_search_now (self, self->hub_query);
+}
+
+static void
+hub_update_quant_row (HubQuantRow *qr)
+{
+  TernModelManager *self = qr->result->self;
+  const TernHubQuant *q = qr->quant;
+  const char *tag = q->tag;
+  TernModelState state = tag != NULL && self->store != NULL ? tern_model_store_get_state (self->store, tag, NULL)
+                                                            : TERN_MODEL_STATE_AVAILABLE;
+  gboolean pulling = tag != NULL && self->downloader != NULL && tern_downloader_is_pulling (self->downloader, tag);
+  gboolean installed = state == TERN_MODEL_STATE_INSTALLED;
+  const char *error = tag != NULL ? g_hash_table_lookup (self->errors, tag) : NULL;
+  g_autoptr(GString) subtitle = g_string_new (NULL);
+  g_autofree char *fit = q->size > 0 ? fit_sentence (self, q->size, 0, 0) : NULL;
+  guint64 with_projector = q->size + qr->result->repo->mmproj_size;
+
+  if (q->size > 0)
+    {
+      g_autofree char *size = tern_manager_format_size (q->size);
+
+      g_string_append (subtitle, size);
+    }
+  else
+    g_string_append (subtitle, _("size unknown"));
+  if (q->n_files > 1)
+    {
+      g_string_append (subtitle, " · ");
+      /* Translators: a model split into several files */
+      g_string_append_printf (subtitle, ngettext ("%u file", "%u files", q->n_files), q->n_files);
+    }
+  if (qr->resolving)
+    g_string_append_printf (subtitle, " · %s", _("asking Hugging Face for the files…"));
+  else if (pulling)
+    g_string_append_printf (subtitle, " · %s", _("downloading"));
+  else if (installed)
+    g_string_append_printf (subtitle, " · %s", _("installed"));
+  else if (state == TERN_MODEL_STATE_BROKEN)
+    g_string_append_printf (subtitle, " · %s", _("damaged: download it again"));
+  else if (error != NULL)
+    g_string_append_printf (subtitle, " · %s", error);
+  if (fit != NULL)
+    g_string_append_printf (subtitle, "\n%s", fit);
+  adw_action_row_set_subtitle (ADW_ACTION_ROW (qr->row), subtitle->str);
+  if (error != NULL && !pulling && !installed && !qr->resolving)
+    gtk_widget_add_css_class (qr->row, "error");
+  else
+    gtk_widget_remove_css_class (qr->row, "error");
+
+  gtk_widget_set_visible (GTK_WIDGET (qr->progress), pulling || qr->resolving);
+  gtk_widget_set_visible (GTK_WIDGET (qr->cancel), pulling);
+  gtk_widget_set_visible (GTK_WIDGET (qr->use), installed && !pulling);
+  gtk_widget_set_visible (GTK_WIDGET (qr->download), !installed && !pulling && !qr->resolving);
+  gtk_widget_set_sensitive (GTK_WIDGET (qr->download), q->ref != NULL);
+  if (q->ref == NULL)
+    gtk_widget_set_tooltip_text (GTK_WIDGET (qr->download),
+                                 _("Tern cannot tell these files from the repository's other models by name"));
+  else if (with_projector > q->size && q->size > 0)
+    {
+      g_autofree char *size = tern_manager_format_size (with_projector);
+      /* Translators: "Download 4.9 GB, with the vision projector" */
+      g_autofree char *tip = g_strdup_printf (_("Download %s, with the vision projector"), size);
+
+      gtk_widget_set_tooltip_text (GTK_WIDGET (qr->download), tip);
+    }
+  else if (q->size > 0)
+    {
+      g_autofree char *size = tern_manager_format_size (q->size);
+      g_autofree char *tip = g_strdup_printf (_("Download %s"), size);
+
+      gtk_widget_set_tooltip_text (GTK_WIDGET (qr->download), tip);
+    }
+  else
+    gtk_widget_set_tooltip_text (GTK_WIDGET (qr->download), NULL);
+}
+
+static void
+hub_update_rows (TernModelManager *self)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  if (self->hub_rows == NULL)
+    return;
+  g_hash_table_iter_init (&iter, self->hub_rows);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    hub_update_quant_row (value);
+}
+
+static void
+hub_pull_done (GObject      *source,
+               GAsyncResult *result,
+               gpointer      data)
+{
+  HubPending *pending = data;
+  g_autoptr(TernModelManager) self = g_weak_ref_get (&pending->self);
+  g_autoptr(GError) error = NULL;
+
+  /* "pull-finished" has set the row's error; an unreachable server is said
+   * as one sentence instead of the transfer's words. */
+  if (!tern_downloader_pull_finish (TERN_DOWNLOADER (source), result, &error) && self != NULL
+      && self->hub_rows != NULL && g_error_matches (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE))
+    {
+      HubQuantRow *qr = g_hash_table_lookup (self->hub_rows, pending->key);
+
+      g_hash_table_replace (self->errors, g_strdup (pending->key), g_strdup (hub_failure_sentence (error)));
+      if (qr != NULL)
+        hub_update_quant_row (qr);
+    }
+  hub_pending_free (pending);
+}
+
+static void
+on_hub_resolved (GObject      *source,
+                 GAsyncResult *result,
+                 gpointer      data)
+{
+  HubPending *pending = data;
+  g_autoptr(TernModelManager) self = g_weak_ref_get (&pending->self);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *tag = NULL;
+  g_autoptr(TernCatalog) catalog = tern_hub_resolve_finish (result, &tag, &error);
+  HubQuantRow *qr;
+
+  (void) source;
+  if (self == NULL || self->downloader == NULL || self->hub_rows == NULL)
+    {
+      hub_pending_free (pending);
+      return;
+    }
+  qr = g_hash_table_lookup (self->hub_rows, pending->key);
+  if (qr != NULL)
+    qr->resolving = FALSE;
+  if (catalog == NULL || g_strcmp0 (tag, pending->key) != 0)
+    {
+      if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        g_hash_table_replace (self->errors, g_strdup (pending->key),
+                              g_strdup (error == NULL ? _("Hugging Face named other files than it listed. "
+                                                          "Search again.")
+                                        : g_error_matches (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE)
+                                        ? hub_failure_sentence (error) : error->message));
+      if (qr != NULL)
+        hub_update_quant_row (qr);
+      hub_pending_free (pending);
+      return;
+    }
+  /* From here it is the pull `tern-cli pull REF` makes, with the same
+   * one-tag catalog; the pending answer goes on to the pull. */
+  tern_downloader_pull_async (self->downloader, catalog, tag, NULL, hub_pull_done, pending);
+  if (qr != NULL)
+    {
+      hub_update_quant_row (qr);
+      gtk_progress_bar_set_fraction (qr->progress, 0);
+    }
+}
+
+/* Download of a quantization found: the reference is resolved (the files
+ * at the commit main names now), then pulled. */
+static void
+hub_download (TernModelManager *self,
+              HubQuantRow      *qr)
+{
+  if (qr->quant->ref == NULL || qr->resolving || tern_downloader_is_pulling (self->downloader, qr->quant->tag))
+    return;
+  g_hash_table_remove (self->errors, qr->quant->tag);
+  qr->resolving = TRUE;
+  hub_update_quant_row (qr);
+  gtk_progress_bar_pulse (qr->progress);
+  tern_hub_resolve_async (qr->quant->ref, self->cancellable, on_hub_resolved,
+                          hub_pending_new (self, qr->quant->tag));
+}
+
+GtkWidget *
+tern_model_manager_get_hub_row (TernModelManager *self,
+                                const char       *key)
+{
+  HubQuantRow *qr;
+  HubResult *r;
+
+  g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), NULL);
+  if (key == NULL || self->hub_results == NULL)
+    return NULL;
+  qr = g_hash_table_lookup (self->hub_rows, key);
+  if (qr != NULL)
+    return qr->row;
+  r = hub_find_result (self, key);
+  return r ? r->row : NULL;
+}
+
+const char *
+tern_model_manager_get_hub_message (TernModelManager *self)
+{
+  g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), NULL);
+  if (self->hub_group == NULL || !gtk_widget_get_visible (GTK_WIDGET (self->hub_group))
+      || !gtk_widget_get_visible (GTK_WIDGET (self->hub_status)))
+    return NULL;
+  return adw_preferences_row_get_title (ADW_PREFERENCES_ROW (self->hub_status));
+}
+
+/* The group, its sentence row and the header spinner, made once. */
+static void
+hub_init (TernModelManager *self)
+{
+  GtkWidget *retry;
+
+  self->hub_results = g_ptr_array_new_with_free_func ((GDestroyNotify) hub_result_free);
+  self->hub_rows = g_hash_table_new (g_str_hash, g_str_equal);
+  self->hub_cancellable = g_cancellable_new ();
+  self->hub_group = ADW_PREFERENCES_GROUP (adw_preferences_group_new ());
+  adw_preferences_group_set_title (self->hub_group, _("Hugging Face"));
+  adw_preferences_group_set_description (self->hub_group,
+                                         _("GGUF models on the Hub, most downloaded first. Open one to see its "
+                                           "quantizations."));
+  self->hub_spinner = GTK_SPINNER (gtk_spinner_new ());
+  gtk_widget_set_valign (GTK_WIDGET (self->hub_spinner), GTK_ALIGN_CENTER);
+  adw_preferences_group_set_header_suffix (self->hub_group, GTK_WIDGET (self->hub_spinner));
+
+  self->hub_status = ADW_ACTION_ROW (adw_action_row_new ());
+  adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (self->hub_status), FALSE);
+  self->hub_status_icon = GTK_IMAGE (gtk_image_new ());
+  self->hub_status_spinner = GTK_SPINNER (gtk_spinner_new ());
+  adw_action_row_add_prefix (self->hub_status, GTK_WIDGET (self->hub_status_icon));
+  adw_action_row_add_prefix (self->hub_status, GTK_WIDGET (self->hub_status_spinner));
+  retry = gtk_button_new_with_mnemonic (_("_Retry"));
+  gtk_widget_set_valign (retry, GTK_ALIGN_CENTER);
+  gtk_widget_set_tooltip_text (retry, _("Search Hugging Face again"));
+  g_signal_connect_swapped (retry, "clicked", G_CALLBACK (tern_model_manager_hub_retry), self);
+  adw_action_row_add_suffix (self->hub_status, retry);
+  self->hub_retry = GTK_BUTTON (retry);
+  adw_preferences_group_add (self->hub_group, GTK_WIDGET (self->hub_status));
+  gtk_widget_set_visible (GTK_WIDGET (self->hub_status), FALSE);
+  gtk_widget_set_visible (GTK_WIDGET (self->hub_group), FALSE);
+  gtk_box_append (self->groups_box, GTK_WIDGET (self->hub_group));
 }
 
 /* ---- import ---------------------------------------------------------------- */
@@ -1248,12 +2116,20 @@ tern_model_manager_dispose (GObject *object)
   TernModelManager *self = TERN_MODEL_MANAGER (object);
 
   g_cancellable_cancel (self->cancellable);
+  g_clear_handle_id (&self->hub_timeout, g_source_remove);
+  g_cancellable_cancel (self->hub_cancellable);
+  /* Answers still on their way find nothing to fill in. */
+  self->hub_generation++;
   if (self->groups != NULL)
     clear_groups (self);
   self->remote_group = NULL;
   g_clear_pointer (&self->remote_rows, g_ptr_array_unref);
   g_clear_object (&self->settings);
   gtk_widget_dispose_template (GTK_WIDGET (self), TERN_TYPE_MODEL_MANAGER);
+  /* The rows went with the template's widgets; their records go now. */
+  g_clear_pointer (&self->hub_rows, g_hash_table_unref);
+  g_clear_pointer (&self->hub_results, g_ptr_array_unref);
+  self->hub_group = NULL;
   g_clear_object (&self->catalog);
   g_clear_object (&self->downloader);
   g_clear_object (&self->store);
@@ -1271,6 +2147,8 @@ tern_model_manager_finalize (GObject *object)
   g_hash_table_unref (self->offline);
   g_free (self->here_key);
   g_clear_object (&self->cancellable);
+  g_clear_object (&self->hub_cancellable);
+  g_free (self->hub_query);
   g_free (self->filter);
   G_OBJECT_CLASS (tern_model_manager_parent_class)->finalize (object);
 }
@@ -1364,6 +2242,7 @@ tern_model_manager_class_init (TernModelManagerClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernModelManager, offline_revealer);
   gtk_widget_class_bind_template_child (widget_class, TernModelManager, offline_label);
   gtk_widget_class_bind_template_child (widget_class, TernModelManager, retry_button);
+  gtk_widget_class_bind_template_child (widget_class, TernModelManager, no_results_page);
 }
 
 static void
@@ -1385,6 +2264,11 @@ tern_model_manager_init (TernModelManager *self)
   self->cancellable = g_cancellable_new ();
 
   g_signal_connect_swapped (self->search_entry, "search-changed", G_CALLBACK (on_search_changed), self);
+  /* Each keystroke restarts the pause before the Hub is asked; Enter asks
+   * at once. */
+  g_signal_connect_swapped (self->search_entry, "changed", G_CALLBACK (on_search_text_changed), self);
+  g_signal_connect_swapped (self->search_entry, "activate", G_CALLBACK (on_search_activate), self);
+  hub_init (self);
   g_signal_connect_swapped (self->import_button, "clicked", G_CALLBACK (on_import_clicked), self);
   g_signal_connect_swapped (self->check_button, "clicked", G_CALLBACK (on_check_clicked), self);
   g_signal_connect_swapped (self->message_close_button, "clicked", G_CALLBACK (on_message_close), self);

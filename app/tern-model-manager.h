@@ -5,6 +5,10 @@
  * / Remove / Use buttons, a search filter, the disk space they take, Import
  * (file chooser, or a .gguf dropped on the panel), Verify, and a notice with
  * Retry when the download server cannot be reached (docs/MODELS.md).
+ * Searching also asks Hugging Face (after a pause in typing): the GGUF
+ * repositories found are listed last, each opening on its quantizations with
+ * their sizes, the memory hint and Download, which pulls what
+ * `tern-cli pull hf.co/OWNER/REPO:QUANT` pulls.
  *
  * Signal "use-model" (const char *path, const char *tag): the user chose an
  * installed model; path is its GGUF file. The panel keeps downloading while
@@ -65,6 +69,16 @@ GtkWidget      *tern_model_manager_get_row        (TernModelManager *self,
                                                    const char       *tag);
 const char     *tern_model_manager_get_message    (TernModelManager *self);
 const char     *tern_model_manager_get_offline_message (TernModelManager *self);
+/* For tests: the Hugging Face search's row of a repository ("OWNER/REPO",
+ * an AdwExpanderRow) or of a quantization found inside one (by its store
+ * tag, "hf:owner--repo--q4_k_m"; listed once the repository's row was
+ * opened), NULL when not shown; the sentence the search shows (searching,
+ * nothing found, offline...), NULL when none; what its Retry button does.
+ * tern_model_manager_download () takes a quantization's tag too. */
+GtkWidget      *tern_model_manager_get_hub_row    (TernModelManager *self,
+                                                   const char       *key);
+const char     *tern_model_manager_get_hub_message (TernModelManager *self);
+void            tern_model_manager_hub_retry      (TernModelManager *self);
 
 /* A "Models" window over `parent` with one panel, made on the first call and
  * kept (closing hides it, so downloads go on); on_use_model is connected

@@ -41,6 +41,7 @@ int cmd_detokenize(int argc, char **argv);
 /* The model manager (cli/cmd-models.c): list, pull, remove, check, import. */
 int cmd_list(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
+int cmd_search(int argc, char **argv);
 int cmd_remove(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_import(int argc, char **argv);

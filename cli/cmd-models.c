@@ -1,4 +1,4 @@
-/* tern-cli list / pull / remove / check / import: the model manager from the
+/* tern-cli list / pull / remove / check / import / search: the model manager from the
  * command line, and the resolver that lets `-m TAG` name an installed model.
  * Without the manager (built without libsoup/json-glib) the commands say so
  * and exit 2; the resolver then passes its argument through. */
@@ -590,6 +590,86 @@ static const char *resolve_role(const char *arg, TernPackageRole role, char *buf
     return buf;
 }
 
+/* tern-cli search: the Hub's search, as the Models panel shows it. */
+int cmd_search(int argc, char **argv) {
+    g_autoptr(GString) query = g_string_new(NULL);
+    guint limit = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(_("usage: tern-cli search [--limit N] TEXT...\n"
+                   "       tern-cli search hf.co/OWNER/REPO\n\n"
+                   "Searches Hugging Face for GGUF models whose OWNER/REPO contains TEXT,\n"
+                   "most downloaded first (at most N, default 20, up to 100). Given a\n"
+                   "repository, lists its quantizations with their sizes and what\n"
+                   "'tern-cli pull' takes for each. HF_ENDPOINT (a mirror) and HF_TOKEN are\n"
+                   "honoured, as by pull.\n"), stdout);
+            return CLI_EXIT_OK;
+        } else if (!strcmp(a, "--limit")) {
+            char *end = NULL;
+            guint64 n = i + 1 < argc ? g_ascii_strtoull(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || end == argv[i + 1] || *end != '\0' || n == 0 || n > TERN_HUB_SEARCH_LIMIT_MAX) {
+                cli_error(_("%s: --limit takes a number from 1 to %d"), argv[0], TERN_HUB_SEARCH_LIMIT_MAX);
+                return CLI_EXIT_USAGE;
+            }
+            limit = (guint)n;
+            i++;
+        } else if (a[0] == '-' && a[1]) {
+            cli_error(_("%s: unknown option '%s' (see 'tern-cli %s --help')"), argv[0], a, argv[0]);
+            return CLI_EXIT_USAGE;
+        } else {
+            g_string_append_printf(query, "%s%s", query->len ? " " : "", a);
+        }
+    }
+    if (query->len == 0) {
+        cli_error(_("%s: search for what? (usage: tern-cli search TEXT)"), argv[0]);
+        return CLI_EXIT_USAGE;
+    }
+
+    g_autoptr(GError) error = NULL;
+    if (g_str_has_prefix(query->str, "hf.co/") || g_str_has_prefix(query->str, "huggingface.co/")) {
+        const char *id = strchr(query->str, '/') + 1;
+        g_autoptr(TernHubRepo) repo = tern_hub_list_quants(id, NULL, &error);
+        if (!repo) {
+            cli_error("%s: %s", argv[0], error->message);
+            return CLI_EXIT_BAD_INPUT;
+        }
+        if (repo->quants->len == 0)
+            printf(_("%s has no GGUF model files.\n"), repo->id);
+        for (guint i = 0; i < repo->quants->len; i++) {
+            const TernHubQuant *q = repo->quants->pdata[i];
+            g_autofree char *size = size_text(q->size);
+            printf("%-24s %10s  %s\n", q->name, size,
+                   q->ref ? q->ref : _("(no reference picks just these files)"));
+        }
+        if (repo->mmproj_size > 0) {
+            g_autofree char *size = size_text(repo->mmproj_size);
+            printf(_("Each comes with the repository's vision projector (%s).\n"), size);
+        }
+        if (repo->gated)
+            fputs(_("The repository is gated: accept its terms on Hugging Face and set HF_TOKEN.\n"), stdout);
+        return CLI_EXIT_OK;
+    }
+
+    g_autoptr(GPtrArray) found = tern_hub_search(query->str, limit, NULL, &error);
+    if (!found) {
+        cli_error("%s: %s", argv[0], error->message);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    if (found->len == 0) {
+        fprintf(stderr, _("No GGUF models on Hugging Face match '%s'.\n"), query->str);
+        return CLI_EXIT_OK;
+    }
+    for (guint i = 0; i < found->len; i++) {
+        const TernHubModel *m = found->pdata[i];
+        printf("%-56s %12" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT "%s\n", m->id, m->downloads, m->likes,
+               m->gated ? _("  gated") : "");
+    }
+    fputs(_("(repository, downloads last month, likes; 'tern-cli search hf.co/OWNER/REPO' lists "
+            "its quantizations)\n"), stderr);
+    return CLI_EXIT_OK;
+}
+
 #else /* !TERN_HAVE_MANAGER */
 
 static int no_manager(const char *command) {
@@ -619,6 +699,11 @@ int cmd_check(int argc, char **argv) {
 }
 
 int cmd_import(int argc, char **argv) {
+    (void)argc;
+    return no_manager(argv[0]);
+}
+
+int cmd_search(int argc, char **argv) {
     (void)argc;
     return no_manager(argv[0]);
 }

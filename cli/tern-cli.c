@@ -23,6 +23,7 @@ static const cli_command commands[] = {
     {"detokenize", cmd_detokenize, N_("print the text of token ids")},
     {"list", cmd_list, N_("the models of the catalog and which are installed")},
     {"pull", cmd_pull, N_("download a model of the catalog (resumable, verified)")},
+    {"search", cmd_search, N_("search Hugging Face for GGUF models and list their quantizations")},
     {"remove", cmd_remove, N_("remove an installed model")},
     {"check", cmd_check, N_("verify the installed models' files again")},
     {"import", cmd_import, N_("add a local .gguf model file as local:NAME")},

@@ -386,18 +386,6 @@ retryable_error (const GError *error)
   return FALSE;  /* TLS certificate errors and the like will not go away */
 }
 
-/* Failures to reach the server at all, as opposed to a transfer that broke
- * off: the machine is offline, the name does not resolve, nothing listens. */
-static gboolean
-unreachable_error (const GError *error)
-{
-  if (error->domain == G_RESOLVER_ERROR)
-    return TRUE;
-  return error->domain == G_IO_ERROR
-         && (error->code == G_IO_ERROR_CONNECTION_REFUSED || error->code == G_IO_ERROR_NETWORK_UNREACHABLE
-             || error->code == G_IO_ERROR_HOST_UNREACHABLE || error->code == G_IO_ERROR_HOST_NOT_FOUND);
-}
-
 static gboolean
 set_file_size (int         fd,
                guint64     size,
@@ -586,7 +574,7 @@ attempt (Transfer *t,
           goto out;
         }
       g_set_error (error, TERN_MANAGER_ERROR,
-                   unreachable_error (local_error) ? TERN_MANAGER_ERROR_OFFLINE : TERN_MANAGER_ERROR_NETWORK,
+                   tern_manager_unreachable (local_error) ? TERN_MANAGER_ERROR_OFFLINE : TERN_MANAGER_ERROR_NETWORK,
                    "%s: %s: %s", t->name, t->url, local_error->message);
       result = retryable_error (local_error) ? ATTEMPT_RETRY : ATTEMPT_FAIL;
       goto out;

@@ -324,25 +324,32 @@ file_url (const HubRef *ref,
   return g_strdup_printf ("%s/%s/%s/resolve/%s/%s", ref->base, ref->owner, ref->repo, commit, escaped);
 }
 
-static JsonNode *
-api_get (const HubRef  *ref,
+/* A GET to the Hub (or the mirror HF_ENDPOINT names) with the token when
+ * the URL is the Hub's. The body is read only when the status is 200, and
+ * at most max bytes of it: a larger answer (Content-Length or counted) sets
+ * *too_big and returns NULL without an error. A request that failed to
+ * complete returns NULL with the transport's error. */
+static GBytes *
+hub_get (const char    *url,
+         gsize          max,
          GCancellable  *cancellable,
+         SoupMessage  **msg_out,
+         gboolean      *too_big,
          GError       **error)
 {
-  g_autofree char *url = g_strdup_printf ("%s/api/models/%s/%s/revision/%s?blobs=true", ref->base,
-                                          ref->owner, ref->repo, ref->revision);
   g_autoptr(SoupSession) session = NULL;
   g_autoptr(SoupMessage) msg = soup_message_new (SOUP_METHOD_GET, url);
   g_autoptr(GProxyResolver) proxy = tern_manager_proxy_resolver_from_env ();
-  g_autoptr(GBytes) body = NULL;
-  g_autoptr(JsonParser) parser = json_parser_new ();
   g_autofree char *auth = tern_hub_authorization_for (url);
-  g_autoptr(GError) local_error = NULL;
-  guint status;
+  g_autoptr(GInputStream) stream = NULL;
+  g_autoptr(GByteArray) body = NULL;
+  goffset length;
 
+  *too_big = FALSE;
+  *msg_out = NULL;
   if (msg == NULL)
     {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, _("cannot request '%s'"), url);
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, _("cannot request '%s'"), url);
       return NULL;
     }
   session = soup_session_new_with_options ("timeout", 30, NULL);
@@ -350,15 +357,102 @@ api_get (const HubRef  *ref,
     soup_session_set_proxy_resolver (session, proxy);
   if (auth != NULL)
     soup_message_headers_replace (soup_message_get_request_headers (msg), "Authorization", auth);
-  body = soup_session_send_and_read (session, msg, cancellable, &local_error);
-  if (body == NULL)
+  soup_message_headers_replace (soup_message_get_request_headers (msg), "Accept", "application/json");
+  stream = soup_session_send (session, msg, cancellable, error);
+  if (stream == NULL)
+    return NULL;
+  *msg_out = g_object_ref (msg);
+  if (soup_message_get_status (msg) != SOUP_STATUS_OK)
     {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NETWORK,
+      g_input_stream_close (stream, NULL, NULL);
+      return g_bytes_new (NULL, 0);
+    }
+  length = soup_message_headers_get_content_length (soup_message_get_response_headers (msg));
+  if (length > 0 && (guint64) length > max)
+    {
+      *too_big = TRUE;
+      g_input_stream_close (stream, NULL, NULL);
+      return NULL;
+    }
+  body = g_byte_array_sized_new (length > 0 ? (guint) length : 65536);
+  for (;;)
+    {
+      guint8 buffer[65536];
+      gssize n = g_input_stream_read (stream, buffer, sizeof buffer, cancellable, error);
+
+      if (n < 0)
+        {
+          g_clear_object (msg_out);
+          return NULL;
+        }
+      if (n == 0)
+        break;
+      if (body->len + (gsize) n > max)
+        {
+          /* Not read to the end: the connection is dropped, not drained. */
+          *too_big = TRUE;
+          g_input_stream_close (stream, NULL, NULL);
+          return NULL;
+        }
+      g_byte_array_append (body, buffer, (guint) n);
+    }
+  g_input_stream_close (stream, NULL, NULL);
+  return g_byte_array_free_to_bytes (g_steal_pointer (&body));
+}
+
+/* The body as JSON whose root has the type wanted, after the checks that
+ * keep json-glib safe: UTF-8 (json-glib would take invalid bytes into its
+ * strings) and nesting at most max_depth (its parser recurses per level). */
+static JsonNode *
+hub_parse (GBytes    *body,
+           guint      max_depth,
+           JsonNodeType want)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  const char *data = g_bytes_get_data (body, NULL);
+  gsize size = g_bytes_get_size (body);
+  JsonNode *root;
+
+  if (data == NULL || size == 0 || !g_utf8_validate_len (data, size, NULL)
+      || !tn_json_depth_ok (data, size, max_depth)
+      || !json_parser_load_from_data (parser, data, (gssize) size, NULL))
+    return NULL;
+  root = json_parser_get_root (parser);
+  if (root == NULL || JSON_NODE_TYPE (root) != want)
+    return NULL;
+  return json_node_copy (root);
+}
+
+static JsonNode *
+api_get (const HubRef  *ref,
+         GCancellable  *cancellable,
+         GError       **error)
+{
+  g_autofree char *url = g_strdup_printf ("%s/api/models/%s/%s/revision/%s?blobs=true", ref->base,
+                                          ref->owner, ref->repo, ref->revision);
+  g_autoptr(SoupMessage) msg = NULL;
+  g_autoptr(GBytes) body = NULL;
+  g_autofree char *auth = tern_hub_authorization_for (url);
+  g_autoptr(GError) local_error = NULL;
+  JsonNode *root;
+  gboolean too_big;
+  guint status;
+
+  body = hub_get (url, HUB_ANSWER_MAX, cancellable, &msg, &too_big, &local_error);
+  if (body == NULL && !too_big)
+    {
+      if (g_error_matches (local_error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        {
+          g_propagate_error (error, g_steal_pointer (&local_error));
+          return NULL;
+        }
+      g_set_error (error, TERN_MANAGER_ERROR,
+                   tern_manager_unreachable (local_error) ? TERN_MANAGER_ERROR_OFFLINE : TERN_MANAGER_ERROR_NETWORK,
                    _("%s/%s: cannot reach the Hugging Face API at %s: %s"), ref->owner, ref->repo, ref->base,
                    local_error->message);
       return NULL;
     }
-  status = soup_message_get_status (msg);
+  status = msg != NULL ? soup_message_get_status (msg) : SOUP_STATUS_OK;
   if (status == SOUP_STATUS_UNAUTHORIZED || status == SOUP_STATUS_FORBIDDEN)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
@@ -382,18 +476,15 @@ api_get (const HubRef  *ref,
                    ref->owner, ref->repo, status, soup_message_get_reason_phrase (msg), url);
       return NULL;
     }
-  if (g_bytes_get_size (body) > HUB_ANSWER_MAX
-      || !tn_json_depth_ok (g_bytes_get_data (body, NULL), g_bytes_get_size (body), HUB_ANSWER_MAX_DEPTH)
-      || !json_parser_load_from_data (parser, g_bytes_get_data (body, NULL), (gssize) g_bytes_get_size (body),
-                                      &local_error)
-      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+  root = body != NULL ? hub_parse (body, HUB_ANSWER_MAX_DEPTH, JSON_NODE_OBJECT) : NULL;
+  if (root == NULL)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
                    _("%s/%s: the Hub's answer from %s is not the JSON object it documents"), ref->owner, ref->repo,
                    url);
       return NULL;
     }
-  return json_node_copy (json_parser_get_root (parser));
+  return root;
 }
 
 /* The siblings, type-checked: a missing or odd field is the Hub's mistake,
@@ -721,5 +812,587 @@ tern_hub_resolve (const char    *ref_text,
   catalog = tern_catalog_new_from_data (json, -1, source, error);
   if (catalog != NULL && tag_out != NULL)
     *tag_out = g_steal_pointer (&tag);
+  return catalog;
+}
+
+/* ---- search ----------------------------------------------------------------- */
+
+/* A page of at most TERN_HUB_SEARCH_LIMIT_MAX entries of a few hundred bytes
+ * each (tags included); a megabyte is ample, 8 is generous. */
+#define HUB_SEARCH_MAX (8u << 20)
+/* list, entry, tags, tag: 3 levels; room for what the Hub may add. */
+#define HUB_SEARCH_MAX_DEPTH 16
+/* The Hub matches substrings of repository names: more is never needed. */
+#define HUB_QUERY_MAX 100
+
+void
+tern_hub_model_free (TernHubModel *model)
+{
+  if (model == NULL)
+    return;
+  g_free (model->id);
+  g_free (model);
+}
+
+/* "OWNER/REPO" with both names as the Hub allows them. */
+static gboolean
+repo_id_ok (const char *id)
+{
+  const char *slash = id ? strchr (id, '/') : NULL;
+  g_autofree char *owner = NULL;
+
+  if (slash == NULL || strchr (slash + 1, '/') != NULL)
+    return FALSE;
+  owner = g_strndup (id, (gsize) (slash - id));
+  return hub_name_ok (owner, HUB_NAME_MAX) && hub_name_ok (slash + 1, HUB_NAME_MAX);
+}
+
+static guint64
+count_member (JsonObject *o,
+              const char *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+
+  if (n == NULL || json_node_get_value_type (n) != G_TYPE_INT64 || json_node_get_int (n) < 0)
+    return 0;
+  return (guint64) json_node_get_int (n);
+}
+
+/* The Hub writes "gated": false, "auto" or "manual". */
+static gboolean
+gated_member (JsonObject *o)
+{
+  JsonNode *n = json_object_get_member (o, "gated");
+
+  if (n == NULL || JSON_NODE_TYPE (n) != JSON_NODE_VALUE)
+    return FALSE;
+  if (json_node_get_value_type (n) == G_TYPE_BOOLEAN)
+    return json_node_get_boolean (n);
+  if (json_node_get_value_type (n) == G_TYPE_STRING)
+    {
+      const char *s = json_node_get_string (n);
+
+      return s[0] != '\0' && g_ascii_strcasecmp (s, "false") != 0;
+    }
+  return FALSE;
+}
+
+static const char *
+string_member (JsonObject *o,
+               const char *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+
+  if (n == NULL || JSON_NODE_TYPE (n) != JSON_NODE_VALUE || json_node_get_value_type (n) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (n);
+}
+
+/* The query as the Hub gets it: trimmed, at most HUB_QUERY_MAX bytes cut at
+ * a character's start. NULL when it is not UTF-8. */
+static char *
+clean_query (const char *query)
+{
+  g_autofree char *copy = NULL;
+  char *end;
+
+  if (query == NULL)
+    return g_strdup ("");
+  if (!g_utf8_validate (query, -1, NULL))
+    return NULL;
+  copy = g_strstrip (g_strdup (query));
+  if (strlen (copy) > HUB_QUERY_MAX)
+    {
+      end = g_utf8_find_prev_char (copy, copy + HUB_QUERY_MAX + 1);
+      *end = '\0';
+    }
+  return g_steal_pointer (&copy);
+}
+
+GPtrArray *
+tern_hub_search (const char    *query,
+                 guint          limit,
+                 GCancellable  *cancellable,
+                 GError       **error)
+{
+  g_autofree char *base = hub_endpoint ();
+  g_autofree char *clean = clean_query (query);
+  g_autofree char *escaped = NULL;
+  g_autofree char *url = NULL;
+  g_autoptr(SoupMessage) msg = NULL;
+  g_autoptr(GBytes) body = NULL;
+  g_autoptr(GError) local_error = NULL;
+  g_autoptr(JsonNode) root = NULL;
+  g_autoptr(GPtrArray) models = NULL;
+  JsonArray *list;
+  gboolean too_big;
+  guint status;
+
+  if (clean == NULL)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
+                   _("the search text is not valid UTF-8"));
+      return NULL;
+    }
+  if (limit == 0)
+    limit = TERN_HUB_SEARCH_LIMIT_DEFAULT;
+  limit = MIN (limit, TERN_HUB_SEARCH_LIMIT_MAX);
+  escaped = g_uri_escape_string (clean, NULL, FALSE);
+  url = g_strdup_printf ("%s/api/models?search=%s&filter=gguf&sort=downloads&direction=-1&limit=%u", base,
+                         escaped, limit);
+
+  body = hub_get (url, HUB_SEARCH_MAX, cancellable, &msg, &too_big, &local_error);
+  if (body == NULL && !too_big)
+    {
+      if (g_error_matches (local_error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        {
+          g_propagate_error (error, g_steal_pointer (&local_error));
+          return NULL;
+        }
+      g_set_error (error, TERN_MANAGER_ERROR,
+                   tern_manager_unreachable (local_error) ? TERN_MANAGER_ERROR_OFFLINE : TERN_MANAGER_ERROR_NETWORK,
+                   _("cannot reach the Hugging Face search at %s: %s"), base, local_error->message);
+      return NULL;
+    }
+  status = msg != NULL ? soup_message_get_status (msg) : SOUP_STATUS_OK;
+  if (status == SOUP_STATUS_UNAUTHORIZED || status == SOUP_STATUS_FORBIDDEN)
+    {
+      /* The Hub searches without a token; a refusal means the token sent is
+       * not (or no longer) valid. */
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                   _("the Hugging Face search at %s refused the request (HTTP %u): check the access token "
+                     "in HF_TOKEN"), base, status);
+      return NULL;
+    }
+  if (status != SOUP_STATUS_OK)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                   _("the Hugging Face search at %s answered HTTP %u %s"), base, status,
+                   soup_message_get_reason_phrase (msg));
+      return NULL;
+    }
+  if (too_big)
+    {
+      g_autofree char *cap = tern_manager_format_size (HUB_SEARCH_MAX);
+
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                   _("the Hugging Face search at %s answered with more than %s, which is not a list of "
+                     "models"), base, cap);
+      return NULL;
+    }
+  root = hub_parse (body, HUB_SEARCH_MAX_DEPTH, JSON_NODE_ARRAY);
+  if (root == NULL)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                   _("the Hugging Face search at %s did not answer with the list of models it documents"), base);
+      return NULL;
+    }
+
+  models = g_ptr_array_new_with_free_func ((GDestroyNotify) tern_hub_model_free);
+  list = json_node_get_array (root);
+  for (guint i = 0; i < json_array_get_length (list) && models->len < limit; i++)
+    {
+      JsonNode *e = json_array_get_element (list, i);
+      JsonObject *o;
+      const char *id;
+      TernHubModel *m;
+
+      if (JSON_NODE_TYPE (e) != JSON_NODE_OBJECT)
+        continue;
+      o = json_node_get_object (e);
+      id = string_member (o, "id");
+      if (id == NULL)
+        id = string_member (o, "modelId");
+      /* A name the Hub would not give a repository cannot be pulled, nor
+       * shown without doubt about what it is. */
+      if (id == NULL || !repo_id_ok (id))
+        continue;
+      m = g_new0 (TernHubModel, 1);
+      m->id = g_strdup (id);
+      m->downloads = count_member (o, "downloads");
+      m->likes = count_member (o, "likes");
+      m->gated = gated_member (o);
+      g_ptr_array_add (models, m);
+    }
+  return g_steal_pointer (&models);
+}
+
+typedef struct {
+  char  *text;
+  guint  limit;
+} SearchArgs;
+
+static void
+search_args_free (SearchArgs *args)
+{
+  g_free (args->text);
+  g_free (args);
+}
+
+static void
+search_thread (GTask        *task,
+               gpointer      source,
+               gpointer      data,
+               GCancellable *cancellable)
+{
+  SearchArgs *args = data;
+  GError *error = NULL;
+  GPtrArray *models = tern_hub_search (args->text, args->limit, cancellable, &error);
+
+  (void) source;
+  if (models == NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_pointer (task, models, (GDestroyNotify) g_ptr_array_unref);
+}
+
+void
+tern_hub_search_async (const char          *query,
+                       guint                limit,
+                       GCancellable        *cancellable,
+                       GAsyncReadyCallback  callback,
+                       gpointer             user_data)
+{
+  g_autoptr(GTask) task = g_task_new (NULL, cancellable, callback, user_data);
+  SearchArgs *args = g_new0 (SearchArgs, 1);
+
+  args->text = g_strdup (query);
+  args->limit = limit;
+  g_task_set_source_tag (task, tern_hub_search_async);
+  g_task_set_task_data (task, args, (GDestroyNotify) search_args_free);
+  /* A new search replaces the old at once; its thread ends on its own. */
+  g_task_set_return_on_cancel (task, TRUE);
+  g_task_run_in_thread (task, search_thread);
+}
+
+GPtrArray *
+tern_hub_search_finish (GAsyncResult  *result,
+                        GError       **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, NULL), NULL);
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* ---- a repository's quantizations -------------------------------------- */
+
+static void
+hub_quant_free (TernHubQuant *q)
+{
+  g_free (q->name);
+  g_free (q->ref);
+  g_free (q->tag);
+  g_free (q);
+}
+
+void
+tern_hub_repo_free (TernHubRepo *repo)
+{
+  if (repo == NULL)
+    return;
+  g_free (repo->id);
+  g_free (repo->commit);
+  g_clear_pointer (&repo->quants, g_ptr_array_unref);
+  g_free (repo);
+}
+
+/* The files that one model is made of: one file, or the parts of one split
+ * file, which share the name before "-NNNNN-of-NNNNN.gguf". */
+static char *
+set_key (const char *path)
+{
+  guint part, count;
+
+  if (split_part (path, &part, &count))
+    return g_strndup (path, strlen (path) - 20);
+  return g_strdup (path);
+}
+
+static gboolean
+same_files (GPtrArray *a,
+            GPtrArray *b)
+{
+  if (a->len != b->len)
+    return FALSE;
+  for (guint i = 0; i < a->len; i++)
+    if (!g_ptr_array_find (b, a->pdata[i], NULL))
+      return FALSE;
+  return TRUE;
+}
+
+/* A split set with every part, numbered 1..N, once each. */
+static gboolean
+set_complete (GPtrArray *set)
+{
+  guint count = 0;
+  g_autofree gboolean *seen = NULL;
+
+  for (guint i = 0; i < set->len; i++)
+    {
+      guint part, parts;
+
+      if (!split_part (((HubFile *) set->pdata[i])->path, &part, &parts))
+        return set->len == 1;
+      if (count == 0)
+        {
+          count = parts;
+          seen = g_new0 (gboolean, count + 1);
+        }
+      if (parts != count || seen[part])
+        return FALSE;
+      seen[part] = TRUE;
+    }
+  return count == set->len;
+}
+
+static gint
+compare_quants (gconstpointer a,
+                gconstpointer b)
+{
+  const TernHubQuant *qa = *(TernHubQuant * const *) a;
+  const TernHubQuant *qb = *(TernHubQuant * const *) b;
+
+  /* Unknown sizes last. */
+  if (qa->size != qb->size)
+    return qa->size == 0 ? 1 : qb->size == 0 ? -1 : qa->size < qb->size ? -1 : 1;
+  return g_ascii_strcasecmp (qa->name, qb->name);
+}
+
+/* The quantizations, each with the reference that pulls exactly its files:
+ * hf.co/OWNER/REPO:QUANT when the pull's own choice by that name
+ * (pick_model_files) is this set, else the single file's URL at the commit. */
+static GPtrArray *
+group_quants (const HubRef *ref,
+              const char   *commit,
+              GPtrArray    *files)
+{
+  GPtrArray *quants = g_ptr_array_new_with_free_func ((GDestroyNotify) hub_quant_free);
+  g_autoptr(GHashTable) sets = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                      (GDestroyNotify) g_ptr_array_unref);
+  g_autoptr(GPtrArray) order = g_ptr_array_new ();
+
+  for (guint i = 0; i < files->len; i++)
+    {
+      HubFile *f = files->pdata[i];
+      char *key;
+      GPtrArray *set;
+
+      if (!is_gguf (f->path) || is_mmproj (f->path))
+        continue;
+      key = set_key (f->path);
+      set = g_hash_table_lookup (sets, key);
+      if (set == NULL)
+        {
+          set = g_ptr_array_new ();
+          g_hash_table_insert (sets, key, set);
+          g_ptr_array_add (order, key);
+        }
+      else
+        g_free (key);
+      g_ptr_array_add (set, f);
+    }
+
+  for (guint i = 0; i < order->len; i++)
+    {
+      GPtrArray *set = g_hash_table_lookup (sets, order->pdata[i]);
+      HubFile *first = set->pdata[0];
+      g_autofree char *quant = NULL;
+      g_autoptr(GPtrArray) picked = NULL;
+      TernHubQuant *q;
+      HubRef by_quant = *ref;
+
+      if (!set_complete (set))
+        continue;  /* a part is missing: nothing could open it */
+      g_ptr_array_sort (set, compare_paths);
+      first = set->pdata[0];
+      quant = quant_of (first->path);
+      q = g_new0 (TernHubQuant, 1);
+      q->n_files = set->len;
+      for (guint j = 0; j < set->len; j++)
+        {
+          HubFile *f = set->pdata[j];
+
+          if (f->size == 0)
+            {
+              q->size = 0;
+              break;
+            }
+          q->size += f->size;
+        }
+
+      by_quant.quant = quant;
+      by_quant.file = NULL;
+      if (hub_name_ok (quant, 32))
+        picked = pick_model_files (&by_quant, files, NULL);
+      if (picked != NULL && same_files (picked, set))
+        {
+          q->name = g_ascii_strup (quant, -1);
+          q->ref = g_strdup_printf ("hf.co/%s/%s:%s", ref->owner, ref->repo, q->name);
+        }
+      else
+        {
+          g_autofree char *base = g_path_get_basename (order->pdata[i]);
+
+          if (g_str_has_suffix (base, ".gguf") || g_str_has_suffix (base, ".GGUF"))
+            base[strlen (base) - 5] = '\0';
+          q->name = g_steal_pointer (&base);
+          if (set->len == 1)
+            q->ref = file_url (ref, commit, first->path);
+        }
+      if (q->ref != NULL)
+        q->tag = tern_hub_tag_for_ref (q->ref, NULL);
+      if (q->tag == NULL)
+        g_clear_pointer (&q->ref, g_free);
+      g_ptr_array_add (quants, q);
+    }
+  g_ptr_array_sort (quants, compare_quants);
+  return quants;
+}
+
+TernHubRepo *
+tern_hub_list_quants (const char    *repo_id,
+                      GCancellable  *cancellable,
+                      GError       **error)
+{
+  g_auto(HubRef) ref = { 0 };
+  g_autoptr(JsonNode) root = NULL;
+  g_autoptr(GPtrArray) files = NULL;
+  g_autoptr(TernHubRepo) repo = NULL;
+  const char *commit;
+  HubFile *mmproj;
+
+  if (repo_id == NULL || !repo_id_ok (repo_id))
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
+                   _("'%s' is not a Hugging Face repository: write OWNER/REPO"), repo_id ? repo_id : "");
+      return NULL;
+    }
+  ref.base = hub_endpoint ();
+  ref.owner = g_strndup (repo_id, (gsize) (strchr (repo_id, '/') - repo_id));
+  ref.repo = g_strdup (strchr (repo_id, '/') + 1);
+  ref.revision = g_strdup ("main");
+  root = api_get (&ref, cancellable, error);
+  if (root == NULL)
+    return NULL;
+  commit = string_member (json_node_get_object (root), "sha");
+  if (commit == NULL || !hub_name_ok (commit, 64))
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                   _("%s/%s: the Hub's answer names no commit ('sha') for revision %s"), ref.owner, ref.repo,
+                   ref.revision);
+      return NULL;
+    }
+  files = read_siblings (json_node_get_object (root));
+  repo = g_new0 (TernHubRepo, 1);
+  repo->id = g_strdup (repo_id);
+  repo->commit = g_strdup (commit);
+  repo->gated = gated_member (json_node_get_object (root));
+  repo->quants = group_quants (&ref, commit, files);
+  mmproj = pick_mmproj (files);
+  repo->mmproj_size = mmproj ? mmproj->size : 0;
+  return g_steal_pointer (&repo);
+}
+
+static void
+list_quants_thread (GTask        *task,
+                    gpointer      source,
+                    gpointer      data,
+                    GCancellable *cancellable)
+{
+  GError *error = NULL;
+  TernHubRepo *repo = tern_hub_list_quants (data, cancellable, &error);
+
+  (void) source;
+  if (repo == NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_pointer (task, repo, (GDestroyNotify) tern_hub_repo_free);
+}
+
+void
+tern_hub_list_quants_async (const char          *repo_id,
+                            GCancellable        *cancellable,
+                            GAsyncReadyCallback  callback,
+                            gpointer             user_data)
+{
+  g_autoptr(GTask) task = g_task_new (NULL, cancellable, callback, user_data);
+
+  g_task_set_source_tag (task, tern_hub_list_quants_async);
+  g_task_set_task_data (task, g_strdup (repo_id), g_free);
+  g_task_set_return_on_cancel (task, TRUE);
+  g_task_run_in_thread (task, list_quants_thread);
+}
+
+TernHubRepo *
+tern_hub_list_quants_finish (GAsyncResult  *result,
+                             GError       **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, NULL), NULL);
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* ---- resolving off the main thread -------------------------------------- */
+
+typedef struct {
+  TernCatalog *catalog;
+  char        *tag;
+} Resolved;
+
+static void
+resolved_free (Resolved *r)
+{
+  g_clear_object (&r->catalog);
+  g_free (r->tag);
+  g_free (r);
+}
+
+static void
+resolve_thread (GTask        *task,
+                gpointer      source,
+                gpointer      data,
+                GCancellable *cancellable)
+{
+  GError *error = NULL;
+  Resolved *r = g_new0 (Resolved, 1);
+
+  (void) source;
+  r->catalog = tern_hub_resolve (data, cancellable, &r->tag, &error);
+  if (r->catalog == NULL)
+    {
+      resolved_free (r);
+      g_task_return_error (task, error);
+    }
+  else
+    g_task_return_pointer (task, r, (GDestroyNotify) resolved_free);
+}
+
+void
+tern_hub_resolve_async (const char          *ref,
+                        GCancellable        *cancellable,
+                        GAsyncReadyCallback  callback,
+                        gpointer             user_data)
+{
+  g_autoptr(GTask) task = g_task_new (NULL, cancellable, callback, user_data);
+
+  g_task_set_source_tag (task, tern_hub_resolve_async);
+  g_task_set_task_data (task, g_strdup (ref), g_free);
+  g_task_run_in_thread (task, resolve_thread);
+}
+
+TernCatalog *
+tern_hub_resolve_finish (GAsyncResult  *result,
+                         char         **tag,
+                         GError       **error)
+{
+  Resolved *r;
+  TernCatalog *catalog;
+
+  g_return_val_if_fail (g_task_is_valid (result, NULL), NULL);
+  r = g_task_propagate_pointer (G_TASK (result), error);
+  if (r == NULL)
+    return NULL;
+  catalog = g_steal_pointer (&r->catalog);
+  if (tag != NULL)
+    *tag = g_steal_pointer (&r->tag);
+  resolved_free (r);
   return catalog;
 }

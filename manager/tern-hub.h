@@ -35,4 +35,89 @@ TernCatalog *tern_hub_resolve (const char    *ref,
  * alone, never to the CDN it redirects downloads to. */
 char        *tern_hub_authorization_for (const char *url);
 
+/* ---- search (docs/MODELS.md, "Searching Hugging Face") ------------------ */
+
+/* One repository a search found. */
+typedef struct {
+  char     *id;         /* "OWNER/REPO" */
+  guint64   downloads;  /* the Hub's count (recent downloads); 0 when absent */
+  guint64   likes;
+  gboolean  gated;      /* the Hub marks it gated ("auto" or "manual"); only
+                         * known when the Hub's answer says so */
+} TernHubModel;
+
+void tern_hub_model_free (TernHubModel *model);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TernHubModel, tern_hub_model_free)
+
+/* Results asked for when limit is 0, and the most a search asks for. */
+#define TERN_HUB_SEARCH_LIMIT_DEFAULT 20
+#define TERN_HUB_SEARCH_LIMIT_MAX 100
+
+/* The Hub's model search, GGUF repositories only, most downloaded first:
+ * GET {HF_ENDPOINT}/api/models?search=QUERY&filter=gguf&sort=downloads&
+ * direction=-1&limit=N, with $HF_TOKEN when set. Returns TernHubModel*
+ * (empty when nothing matches). An unreachable Hub is
+ * TERN_MANAGER_ERROR_OFFLINE; an answer that is not the documented list
+ * (too big, too deep, not UTF-8, not JSON, not an array) is
+ * TERN_MANAGER_ERROR_HTTP. Entries of the wrong shape are left out. */
+GPtrArray   *tern_hub_search        (const char           *query,
+                                     guint                 limit,
+                                     GCancellable         *cancellable,
+                                     GError              **error);
+/* The same in a worker thread; the callback runs in the caller's
+ * thread-default main context. */
+void         tern_hub_search_async  (const char           *query,
+                                     guint                 limit,
+                                     GCancellable         *cancellable,
+                                     GAsyncReadyCallback   callback,
+                                     gpointer              user_data);
+GPtrArray   *tern_hub_search_finish (GAsyncResult         *result,
+                                     GError              **error);
+
+/* One quantization of a repository: the GGUF files that one reference
+ * downloads (every part of a split model), vision projectors left out. */
+typedef struct {
+  char    *name;     /* "Q4_K_M"; the file's name when the quantization
+                      * alone does not tell its files from others */
+  char    *ref;      /* hf.co/OWNER/REPO:QUANT, or the file's URL pinned to
+                      * the commit; NULL when no reference picks exactly
+                      * these files (they cannot be pulled one by one) */
+  char    *tag;      /* the store's tag for ref (NULL with ref) */
+  guint64  size;     /* all its files; 0 when the Hub gave no size for one */
+  guint    n_files;  /* parts */
+} TernHubQuant;
+
+typedef struct {
+  char      *id;           /* "OWNER/REPO" */
+  char      *commit;       /* what main pointed to */
+  gboolean   gated;
+  GPtrArray *quants;       /* TernHubQuant*, smallest first */
+  guint64    mmproj_size;  /* the vision projector a pull takes along; 0: none */
+} TernHubRepo;
+
+void tern_hub_repo_free (TernHubRepo *repo);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TernHubRepo, tern_hub_repo_free)
+
+/* A repository's quantizations with their sizes, from the same listing
+ * tern_hub_resolve reads (GET /api/models/OWNER/REPO/revision/main?blobs=true).
+ * repo_id is "OWNER/REPO". Blocking; errors as tern_hub_resolve's. */
+TernHubRepo *tern_hub_list_quants        (const char          *repo_id,
+                                          GCancellable        *cancellable,
+                                          GError             **error);
+void         tern_hub_list_quants_async  (const char          *repo_id,
+                                          GCancellable        *cancellable,
+                                          GAsyncReadyCallback  callback,
+                                          gpointer             user_data);
+TernHubRepo *tern_hub_list_quants_finish (GAsyncResult        *result,
+                                          GError             **error);
+
+/* tern_hub_resolve in a worker thread (the panel's Download). */
+void         tern_hub_resolve_async      (const char          *ref,
+                                          GCancellable        *cancellable,
+                                          GAsyncReadyCallback  callback,
+                                          gpointer             user_data);
+TernCatalog *tern_hub_resolve_finish     (GAsyncResult        *result,
+                                          char               **tag,
+                                          GError             **error);
+
 G_END_DECLS

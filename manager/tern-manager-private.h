@@ -79,6 +79,11 @@ gboolean tern_manager_link_copy (const char  *source,
  * (either case), or NULL when none of them is set. */
 GProxyResolver *tern_manager_proxy_resolver_from_env (void);
 
+/* A failure to reach a server at all, as opposed to a transfer that broke
+ * off: the machine is offline, the name does not resolve, nothing listens.
+ * Such failures are TERN_MANAGER_ERROR_OFFLINE. */
+gboolean tern_manager_unreachable (const GError *error);
+
 G_END_DECLS
 
 G_BEGIN_DECLS

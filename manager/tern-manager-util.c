@@ -331,6 +331,18 @@ tern_manager_proxy_resolver_from_env (void)
   return resolver;
 }
 
+gboolean
+tern_manager_unreachable (const GError *error)
+{
+  if (error == NULL)
+    return FALSE;
+  if (error->domain == G_RESOLVER_ERROR)
+    return TRUE;
+  return error->domain == G_IO_ERROR
+         && (error->code == G_IO_ERROR_CONNECTION_REFUSED || error->code == G_IO_ERROR_NETWORK_UNREACHABLE
+             || error->code == G_IO_ERROR_HOST_UNREACHABLE || error->code == G_IO_ERROR_HOST_NOT_FOUND);
+}
+
 char *
 tern_manager_engine_message (const tn_error *err)
 {

@@ -34,10 +34,21 @@ A small Hugging Face Hub, with the API's documented JSON shapes:
   GET /api/models/OWNER/REPO/revision/REV   {"sha", "siblings": [{"rfilename",
                                             "size", "lfs": {"sha256", "size"}}]}
   GET /OWNER/REPO/resolve/COMMIT/PATH       the file (served like /ok/)
+  GET /api/models?search=Q&filter=gguf&sort=downloads&direction=-1&limit=N
+                                            the search: a list of {"_id", "id",
+                                            "modelId", "downloads", "likes",
+                                            "tags", "gated", ...}, ids
+                                            containing Q (any case), most
+                                            downloaded first; 400 unless
+                                            filter=gguf
 Repositories: test/repo (quants, two projectors, a split model),
-test/gated (401 without "Authorization: Bearer sekrit") and garbage/* (200
-with a body that is not the listing: HTML, 200,000 nested brackets, wrong
-types, a cut-off answer).
+test/gated (401 without "Authorization: Bearer sekrit"), test/ambiguous (two
+models of one quantization, a split model missing a part), listings only
+(realistic sizes, nothing to download: HUB_SIZED) and garbage/* (200 with a
+body that is not the listing: HTML, 200,000 nested brackets, wrong types, a
+cut-off answer). Searches for "garbage-*" answer like a broken Hub: HTML,
+100,000 nested brackets, an object, wrong types, 50 MiB (with and without
+Content-Length), bytes that are not UTF-8, 500, a cut-off list.
 """
 import hashlib
 import json
@@ -69,6 +80,47 @@ HUB_REPOS = {
         "README.md": None,
     },
     "test/gated": {"gated-Q4_K_M.gguf": "a.bin"},
+    "test/ambiguous": {
+        "model-Q4_K_M.gguf": "a.bin",
+        "model-instruct-Q4_K_M.gguf": "b.bin",
+        "part-Q2_K-00001-of-00003.gguf": "a.bin",
+        "part-Q2_K-00003-of-00003.gguf": "b.bin",
+    },
+}
+# Listings with the sizes real repositories have (files not served).
+GB = 1000 ** 3
+HUB_SIZED = {
+    "tern-test/Tiny-Chat-7B-GGUF": {
+        "Tiny-Chat-7B-Q2_K.gguf": int(3.02 * GB),
+        "Tiny-Chat-7B-Q4_K_M.gguf": int(4.68 * GB),
+        "Tiny-Chat-7B-Q8_0.gguf": int(8.10 * GB),
+        "Tiny-Chat-7B-F16-00001-of-00002.gguf": int(7.9 * GB),
+        "Tiny-Chat-7B-F16-00002-of-00002.gguf": int(7.34 * GB),
+        "mmproj-Tiny-Chat-7B-f16.gguf": int(0.62 * GB),
+    },
+    "tern-test/Tiny-Chat-70B-GGUF": {
+        "Tiny-Chat-70B-Q4_K_M-00001-of-00002.gguf": int(21.5 * GB),
+        "Tiny-Chat-70B-Q4_K_M-00002-of-00002.gguf": int(21.0 * GB),
+    },
+}
+HUB_GATED = {"test/gated", "tern-test/Tiny-Chat-70B-GGUF"}
+# What the search finds, in the documented shape (downloads as the Hub
+# counts them, likes, tags, gated: false, "auto" or "manual").
+HUB_SEARCH = [
+    ("test/repo", 1200, 8), ("test/gated", 300, 2), ("test/ambiguous", 20, 0),
+    ("tern-test/Tiny-Chat-7B-GGUF", 1523004, 412), ("tern-test/Tiny-Chat-70B-GGUF", 88231, 97),
+]
+# Searches that answer like a broken Hub (or a captive portal) would.
+HUB_SEARCH_GARBAGE = {
+    "garbage-html": "<html><body>Please log in to the Wi-Fi</body></html>",
+    "garbage-deep": "[" * 100000,
+    "garbage-object": json.dumps({"error": "Invalid search"}),
+    "garbage-types": json.dumps([
+        5, None, "x", [], {"id": 5}, {"id": "../etc/passwd"}, {"id": "a/b/c"}, {"id": "no-slash"},
+        {"modelId": "ok/by-model-id", "downloads": "many", "likes": -3, "gated": 7},
+        {"id": "ok/fine", "downloads": 12, "likes": 3, "gated": "auto", "tags": "not a list"},
+        {"id": "ok/nested", "downloads": {"n": 1}, "likes": [1], "gated": {"x": True}}]),
+    "garbage-truncated": '[{"id": "a/b", "downl',
 }
 HUB_TOKEN = "Bearer sekrit"
 # Answers a broken or hostile Hub (or mirror) could give: 200 with a body
@@ -118,6 +170,15 @@ class Handler(BaseHTTPRequestHandler):
         rev = parts[3].split("?")[0]
         if repo in HUB_GARBAGE:
             return self.send_plain(200, HUB_GARBAGE[repo], {"Content-Type": "application/json"})
+        if repo in HUB_SIZED and rev in ("main", HUB_COMMIT):
+            siblings = [{"rfilename": name, "size": size, "blobId": "1" * 40,
+                         "lfs": {"sha256": sha256_of(name.encode()), "size": size, "pointerSize": 134}}
+                        for name, size in HUB_SIZED[repo].items()]
+            siblings.append({"rfilename": "README.md", "size": 5000, "blobId": "2" * 40})
+            body = json.dumps({"_id": "y", "id": repo, "sha": HUB_COMMIT, "private": False,
+                               "gated": "manual" if repo in HUB_GATED else False,
+                               "siblings": siblings})
+            return self.send_plain(200, body, {"Content-Type": "application/json"})
         if repo not in HUB_REPOS or rev not in ("main", HUB_COMMIT):
             return self.send_plain(404, "Repository not found")
         if repo == "test/gated" and auth != HUB_TOKEN:
@@ -132,8 +193,69 @@ class Handler(BaseHTTPRequestHandler):
             siblings.append({"rfilename": rfilename, "size": len(data), "blobId": "1" * 40,
                              "lfs": {"sha256": sha256_of(data), "size": len(data), "pointerSize": 134}})
         body = json.dumps({"_id": "x", "id": repo, "sha": HUB_COMMIT, "private": False,
+                           "gated": "manual" if repo in HUB_GATED else False,
                            "siblings": siblings})
         return self.send_plain(200, body, {"Content-Type": "application/json"})
+
+    def hub_search(self, query):
+        q = urllib.parse.parse_qs(query, keep_blank_values=True)
+        search = q.get("search", [""])[0]
+        if search in HUB_SEARCH_GARBAGE:
+            return self.send_plain(200, HUB_SEARCH_GARBAGE[search], {"Content-Type": "application/json"})
+        if search == "garbage-utf8":
+            body = b'[{"id": "ok/\xff\xfe-GGUF", "downloads": 1}]'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+            self.close_connection = True
+            return None
+        if search == "garbage-500":
+            return self.send_plain(500, "Internal Error")
+        if search in ("garbage-big", "garbage-big-unsized"):
+            # 50 MiB of a well-formed list, announced or not.
+            entry = b'{"id": "big/model", "downloads": 1, "likes": 1, "tags": ["gguf"]},'
+            count = (50 << 20) // len(entry)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if search == "garbage-big":
+                self.send_header("Content-Length", str(1 + count * len(entry) + len(b'{"id": "e/nd"}]')))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                self.wfile.write(b"[")
+                chunk = entry * 16384
+                sent = 0
+                while sent < count:
+                    n = min(16384, count - sent)
+                    self.wfile.write(chunk if n == 16384 else entry * n)
+                    sent += n
+                self.wfile.write(b'{"id": "e/nd"}]')
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return None
+        if q.get("filter", [""])[0] != "gguf":
+            return self.send_plain(400, "the test Hub expects filter=gguf")
+        found = []
+        for repo, downloads, likes in HUB_SEARCH:
+            if search.lower() not in repo.lower():
+                continue
+            found.append({"_id": sha256_of(repo.encode())[:24], "id": repo, "modelId": repo,
+                          "likes": likes, "trendingScore": 1, "private": False,
+                          "downloads": downloads, "tags": ["gguf", "text-generation", "endpoints_compatible"],
+                          "pipeline_tag": "text-generation", "library_name": "gguf",
+                          "createdAt": "2025-06-01T00:00:00.000Z",
+                          "gated": "manual" if repo in HUB_GATED else False})
+        if q.get("sort", [""])[0] == "downloads":
+            found.sort(key=lambda m: -m["downloads"])
+        try:
+            limit = int(q.get("limit", ["1000"])[0])
+        except ValueError:
+            return self.send_plain(400, "bad limit")
+        return self.send_plain(200, json.dumps(found[:limit]), {"Content-Type": "application/json"})
 
     def do_GET(self):
         proxied = False
@@ -159,6 +281,12 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_plain(200, "ok")
 
         auth = self.headers.get("Authorization")
+        split = urllib.parse.urlsplit(self.path)
+        if split.path == "/api/models":
+            with LOCK:
+                LOG.append({"path": split.path, "mode": "search", "query": split.query,
+                            "authorization": auth, "status": None})
+            return self.hub_search(split.query)
         hub = path.strip("/").split("/")
         if path.startswith("/api/models/"):
             with LOCK:

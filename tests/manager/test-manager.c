@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tern-hub.h"
 #include "tern-manager-private.h"
 #include "tern.h"
 
@@ -2221,6 +2222,415 @@ test_hub_garbage (void)
   cli_env = saved_env;
 }
 
+/* ---- Hugging Face search (docs/MODELS.md, "Searching Hugging Face") ------ */
+
+#define HUB_TEST_COMMIT "0123456789abcdef0123456789abcdef01234567"
+
+static void
+hub_env (const char *endpoint,
+         const char *token)
+{
+  g_setenv ("HF_ENDPOINT", endpoint, TRUE);
+  if (token != NULL)
+    g_setenv ("HF_TOKEN", token, TRUE);
+  else
+    g_unsetenv ("HF_TOKEN");
+}
+
+static void
+hub_env_clear (void)
+{
+  g_unsetenv ("HF_ENDPOINT");
+  g_unsetenv ("HF_TOKEN");
+}
+
+/* The search requests the server saw (their query strings and tokens). */
+static GPtrArray *
+search_requests (void)
+{
+  g_autoptr(GPtrArray) all = server_requests ("/api/models", NULL);
+  GPtrArray *found = g_ptr_array_new_with_free_func ((GDestroyNotify) json_object_unref);
+
+  for (guint i = 0; i < all->len; i++)
+    if (g_strcmp0 (req_string (all, i, "mode"), "search") == 0)
+      g_ptr_array_add (found, json_object_ref (all->pdata[i]));
+  return found;
+}
+
+static TernHubQuant *
+find_quant (TernHubRepo *repo,
+            const char  *name)
+{
+  for (guint i = 0; i < repo->quants->len; i++)
+    if (g_str_equal (((TernHubQuant *) repo->quants->pdata[i])->name, name))
+      return repo->quants->pdata[i];
+  return NULL;
+}
+
+/* Leaves the outcome in *data: the search's error, or G_IO_ERROR_EXISTS
+ * "done" for results (so that the waiting loop has one thing to watch). */
+static void
+on_search_done (GObject      *source,
+                GAsyncResult *result,
+                gpointer      data)
+{
+  GError **error = data;
+  GPtrArray *found;
+
+  (void) source;
+  found = tern_hub_search_finish (result, error);
+  g_assert_true ((found == NULL) == (*error != NULL));
+  if (found != NULL)
+    {
+      g_ptr_array_unref (found);
+      *error = g_error_new_literal (G_IO_ERROR, G_IO_ERROR_EXISTS, "done");
+    }
+}
+
+/* The search sends the documented parameters (and the token when there is
+ * one), reads the documented list, most downloaded first, and marks gated
+ * repositories; async, and cancellable. */
+static void
+test_hub_search (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) found = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  TernHubModel *m;
+  const char *query;
+
+  server_reset ();
+  hub_env (base_url, NULL);
+  /* Substrings of OWNER/REPO, as the Hub matches them. */
+  found = tern_hub_search ("  TEST/ ", 0, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (found->len, ==, 5);
+  g_assert_cmpstr (((TernHubModel *) found->pdata[0])->id, ==, "tern-test/Tiny-Chat-7B-GGUF");
+  g_assert_cmpstr (((TernHubModel *) found->pdata[1])->id, ==, "tern-test/Tiny-Chat-70B-GGUF");
+  g_assert_true (((TernHubModel *) found->pdata[1])->gated);
+  m = found->pdata[2];
+  g_assert_cmpstr (m->id, ==, "test/repo");
+  g_assert_cmpuint (m->downloads, ==, 1200);
+  g_assert_cmpuint (m->likes, ==, 8);
+  g_assert_false (m->gated);
+  m = found->pdata[3];
+  g_assert_cmpstr (m->id, ==, "test/gated");
+  g_assert_true (m->gated);
+  g_assert_cmpstr (((TernHubModel *) found->pdata[4])->id, ==, "test/ambiguous");
+
+  requests = search_requests ();
+  g_assert_cmpuint (requests->len, ==, 1);
+  query = req_string (requests, 0, "query");
+  g_assert_nonnull (strstr (query, "search=TEST%2F&"));
+  g_assert_nonnull (strstr (query, "filter=gguf"));
+  g_assert_nonnull (strstr (query, "sort=downloads"));
+  g_assert_nonnull (strstr (query, "limit=20"));
+  g_assert_null (req_string (requests, 0, "authorization"));
+  g_clear_pointer (&requests, g_ptr_array_unref);
+  g_clear_pointer (&found, g_ptr_array_unref);
+
+  /* A limit, and the token. */
+  hub_env (base_url, "sekrit");
+  found = tern_hub_search ("tiny", 1, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (found->len, ==, 1);
+  g_assert_cmpstr (((TernHubModel *) found->pdata[0])->id, ==, "tern-test/Tiny-Chat-7B-GGUF");
+  g_assert_cmpuint (((TernHubModel *) found->pdata[0])->downloads, ==, 1523004);
+  requests = search_requests ();
+  g_assert_cmpuint (requests->len, ==, 2);
+  g_assert_nonnull (strstr (req_string (requests, 1, "query"), "limit=1"));
+  g_assert_cmpstr (req_string (requests, 1, "authorization"), ==, "Bearer sekrit");
+  g_clear_pointer (&requests, g_ptr_array_unref);
+  g_clear_pointer (&found, g_ptr_array_unref);
+
+  /* Nothing found is an empty list, not an error; the limit is capped;
+   * text that is not UTF-8 is refused before anything is sent. */
+  found = tern_hub_search ("no such model anywhere", 100000, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (found->len, ==, 0);
+  g_clear_pointer (&found, g_ptr_array_unref);
+  requests = search_requests ();
+  g_assert_nonnull (strstr (req_string (requests, 2, "query"), "search=no%20such%20model%20anywhere&"));
+  g_assert_nonnull (strstr (req_string (requests, 2, "query"), "limit=100"));
+  g_assert_null (strstr (req_string (requests, 2, "query"), "limit=1000"));
+  g_clear_pointer (&requests, g_ptr_array_unref);
+  found = tern_hub_search ("\xff\xfe", 0, NULL, &error);
+  g_assert_null (found);
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG);
+  g_clear_error (&error);
+  requests = search_requests ();
+  g_assert_cmpuint (requests->len, ==, 3);
+  g_clear_pointer (&requests, g_ptr_array_unref);
+
+  /* Async: the answer arrives in this thread's main context. */
+  {
+    GError *async_error = NULL;
+
+    tern_hub_search_async ("repo", 5, NULL, on_search_done, &async_error);
+    while (async_error == NULL)
+      g_main_context_iteration (NULL, TRUE);
+    g_assert_error (async_error, G_IO_ERROR, G_IO_ERROR_EXISTS);
+    g_clear_error (&async_error);
+  }
+  /* Cancelled: reported as such, at once. */
+  {
+    g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+    GError *async_error = NULL;
+
+    tern_hub_search_async ("repo", 5, cancellable, on_search_done, &async_error);
+    g_cancellable_cancel (cancellable);
+    while (async_error == NULL)
+      g_main_context_iteration (NULL, TRUE);
+    g_assert_error (async_error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+    g_clear_error (&async_error);
+  }
+
+  /* Nothing listens on port 9: offline, which the panel says as such. */
+  hub_env ("http://127.0.0.1:9", NULL);
+  found = tern_hub_search ("repo", 0, NULL, &error);
+  g_assert_null (found);
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE);
+  g_clear_error (&error);
+  hub_env_clear ();
+
+  /* tern-cli search prints the same. */
+  {
+    g_autofree char *xdg = g_build_filename (tmp_root, "cli-search", NULL);
+    g_autofree char *endpoint = g_strdup_printf ("HF_ENDPOINT=%s", base_url);
+    const char *env[] = { endpoint, NULL };
+    const char * const *saved_env = cli_env;
+    char *out = NULL, *err = NULL;
+    int status;
+
+    cli_env = env;
+    status = run_cli (xdg, NULL, &out, &err, "search", "tiny-chat", NULL);
+    if (status != 0)
+      g_error ("search tiny-chat: %s", err);
+    g_assert_nonnull (strstr (out, "tern-test/Tiny-Chat-7B-GGUF"));
+    g_assert_nonnull (strstr (out, "1523004"));
+    g_assert_nonnull (strstr (out, "gated"));
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    status = run_cli (xdg, NULL, &out, &err, "search", "hf.co/tern-test/Tiny-Chat-7B-GGUF", NULL);
+    if (status != 0)
+      g_error ("search hf.co/...: %s", err);
+    g_assert_nonnull (strstr (out, "hf.co/tern-test/Tiny-Chat-7B-GGUF:Q4_K_M"));
+    g_assert_nonnull (strstr (out, "4.7"));
+    g_assert_null (strstr (out, "mmproj"));
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    status = run_cli (xdg, NULL, &out, &err, "search", "garbage-html", NULL);
+    g_assert_cmpint (status, ==, 2);
+    g_assert_nonnull (strstr (err, "did not answer with the list of models"));
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    status = run_cli (xdg, NULL, &out, &err, "search", NULL);
+    g_assert_cmpint (status, ==, 1);
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    status = run_cli (xdg, NULL, &out, &err, "search", "--limit", "0", "x", NULL);
+    g_assert_cmpint (status, ==, 1);
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    cli_env = saved_env;
+  }
+}
+
+/* A repository's quantizations: split parts summed, projectors left out,
+ * each with the reference that `tern-cli pull` takes, and that reference
+ * resolves to exactly those files. */
+static void
+test_hub_quants (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernHubRepo) repo = NULL;
+  TernHubQuant *q;
+
+  hub_env (base_url, NULL);
+  repo = tern_hub_list_quants ("test/repo", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (repo->id, ==, "test/repo");
+  g_assert_cmpstr (repo->commit, ==, HUB_TEST_COMMIT);
+  g_assert_false (repo->gated);
+  g_assert_cmpuint (repo->mmproj_size, ==, FILE_B_SIZE);  /* the F16 projector, d.bin */
+  g_assert_cmpuint (repo->quants->len, ==, 3);
+  /* Smallest first. */
+  q = repo->quants->pdata[0];
+  g_assert_cmpstr (q->name, ==, "Q8_0");
+  g_assert_cmpuint (q->size, ==, FILE_B_SIZE);
+  g_assert_cmpuint (q->n_files, ==, 1);
+  g_assert_cmpstr (q->ref, ==, "hf.co/test/repo:Q8_0");
+  g_assert_cmpstr (q->tag, ==, "hf:test--repo--q8_0");
+  q = repo->quants->pdata[1];
+  g_assert_cmpstr (q->name, ==, "Q4_K_M");
+  g_assert_cmpuint (q->size, ==, FILE_A_SIZE);
+  q = repo->quants->pdata[2];
+  g_assert_cmpstr (q->name, ==, "Q4_0");
+  g_assert_cmpuint (q->n_files, ==, 2);
+  g_assert_cmpuint (q->size, ==, FILE_C_SIZE + FILE_B_SIZE);
+  for (guint i = 0; i < repo->quants->len; i++)
+    {
+      g_autofree char *tag = NULL;
+      g_autoptr(TernCatalog) catalog = NULL;
+      const TernCatalogTag *ctag;
+
+      q = repo->quants->pdata[i];
+      g_assert_null (strstr (q->name, "mmproj"));
+      catalog = tern_hub_resolve (q->ref, NULL, &tag, &error);
+      g_assert_no_error (error);
+      g_assert_cmpstr (tag, ==, q->tag);
+      ctag = tern_catalog_find_tag (catalog, tag);
+      g_assert_nonnull (ctag);
+      g_assert_cmpuint (ctag->packages[TERN_PACKAGE_ROLE_BASE]->files->len, ==, q->n_files);
+      /* The model's files, and the projector that comes along. */
+      g_assert_cmpuint (tern_catalog_tag_size (ctag), ==, q->size + repo->mmproj_size);
+    }
+  g_clear_pointer (&repo, tern_hub_repo_free);
+
+  /* Two models of one quantization are told apart by file (pinned to the
+   * commit); a split model missing a part is not offered. */
+  repo = tern_hub_list_quants ("test/ambiguous", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (repo->quants->len, ==, 2);
+  g_assert_cmpuint (repo->mmproj_size, ==, 0);
+  q = find_quant (repo, "model-Q4_K_M");
+  g_assert_nonnull (q);
+  g_assert_cmpuint (q->size, ==, FILE_A_SIZE);
+  g_assert_true (g_str_has_prefix (q->ref, base_url));
+  g_assert_nonnull (strstr (q->ref, "/test/ambiguous/resolve/" HUB_TEST_COMMIT "/model-Q4_K_M.gguf"));
+  q = find_quant (repo, "model-instruct-Q4_K_M");
+  g_assert_nonnull (q);
+  {
+    g_autofree char *tag = NULL;
+    g_autoptr(TernCatalog) catalog = tern_hub_resolve (q->ref, NULL, &tag, &error);
+
+    g_assert_no_error (error);
+    g_assert_cmpstr (tag, ==, q->tag);
+  }
+  g_clear_pointer (&repo, tern_hub_repo_free);
+
+  /* Real sizes past 4 GiB; gated as the listing says. */
+  repo = tern_hub_list_quants ("tern-test/Tiny-Chat-7B-GGUF", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (repo->quants->len, ==, 4);
+  g_assert_cmpuint (find_quant (repo, "F16")->size, ==, (guint64) (7.9 * 1e9) + (guint64) (7.34 * 1e9));
+  g_assert_cmpuint (find_quant (repo, "F16")->n_files, ==, 2);
+  g_assert_cmpuint (find_quant (repo, "Q4_K_M")->size, ==, (guint64) (4.68 * 1e9));
+  g_assert_cmpstr (((TernHubQuant *) repo->quants->pdata[0])->name, ==, "Q2_K");
+  g_assert_false (repo->gated);
+  g_clear_pointer (&repo, tern_hub_repo_free);
+  repo = tern_hub_list_quants ("tern-test/Tiny-Chat-70B-GGUF", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (repo->gated);
+  g_clear_pointer (&repo, tern_hub_repo_free);
+
+  /* Gated: the token opens it, and only the token. */
+  repo = tern_hub_list_quants ("test/gated", NULL, &error);
+  g_assert_null (repo);
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP);
+  g_assert_nonnull (strstr (error->message, "HF_TOKEN"));
+  g_clear_error (&error);
+  hub_env (base_url, "sekrit");
+  repo = tern_hub_list_quants ("test/gated", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (repo->gated);
+  g_assert_cmpstr (find_quant (repo, "Q4_K_M")->ref, ==, "hf.co/test/gated:Q4_K_M");
+  g_clear_pointer (&repo, tern_hub_repo_free);
+
+  /* Not repository names: refused before anything is sent. */
+  for (const char *const *bad = (const char *const[]) { "", "x", "a/b/c", "../x", "a/..", "a b/c", "/x",
+                                                         "x/", NULL }; *bad; bad++)
+    {
+      repo = tern_hub_list_quants (*bad, NULL, &error);
+      g_assert_null (repo);
+      g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG);
+      g_clear_error (&error);
+    }
+  repo = tern_hub_list_quants ("test/nothing", NULL, &error);
+  g_assert_null (repo);
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG);
+  g_clear_error (&error);
+
+  /* Offline. */
+  hub_env ("http://127.0.0.1:9", NULL);
+  repo = tern_hub_list_quants ("test/repo", NULL, &error);
+  g_assert_null (repo);
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE);
+  g_clear_error (&error);
+  hub_env_clear ();
+}
+
+/* A Hub (or a captive portal, or a mirror gone wrong) answering the search
+ * with garbage: each is a clean error naming the Hub, or, for entries of the
+ * wrong types, those entries left out; never a crash (ASan: no leak). */
+static void
+test_hub_search_garbage (void)
+{
+  const char *bad[] = { "garbage-html", "garbage-deep", "garbage-object", "garbage-truncated", "garbage-utf8",
+                        "garbage-500", "garbage-big", "garbage-big-unsized" };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) found = NULL;
+  TernHubModel *m;
+
+  hub_env (base_url, NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      gint64 start = g_get_monotonic_time ();
+
+      found = tern_hub_search (bad[i], 0, NULL, &error);
+      if (found != NULL || !g_error_matches (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP)
+          || strstr (error->message, base_url) == NULL)
+        g_error ("search %s: expected an HTTP error naming %s, got %s", bad[i], base_url,
+                 error ? error->message : "results");
+      g_test_message ("%s: %s", bad[i], error->message);
+      g_clear_error (&error);
+      /* 50 MiB is not read to the end before it is refused. */
+      g_assert_cmpint (g_get_monotonic_time () - start, <, 20 * G_USEC_PER_SEC);
+    }
+
+  found = tern_hub_search ("garbage-types", 0, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (found->len, ==, 3);
+  m = found->pdata[0];
+  g_assert_cmpstr (m->id, ==, "ok/by-model-id");
+  g_assert_cmpuint (m->downloads, ==, 0);
+  g_assert_cmpuint (m->likes, ==, 0);
+  g_assert_false (m->gated);
+  m = found->pdata[1];
+  g_assert_cmpstr (m->id, ==, "ok/fine");
+  g_assert_cmpuint (m->downloads, ==, 12);
+  g_assert_cmpuint (m->likes, ==, 3);
+  g_assert_true (m->gated);
+  m = found->pdata[2];
+  g_assert_cmpstr (m->id, ==, "ok/nested");
+  g_assert_cmpuint (m->downloads, ==, 0);
+  g_assert_false (m->gated);
+  g_clear_pointer (&found, g_ptr_array_unref);
+
+  /* The repository listing read for the quantizations, fed the same. */
+  for (const char *const *repo = (const char *const[]) { "garbage/not-json", "garbage/deep",
+                                                          "garbage/deep-member", "garbage/array",
+                                                          "garbage/types", "garbage/truncated", NULL };
+       *repo; repo++)
+    {
+      g_autoptr(TernHubRepo) listing = tern_hub_list_quants (*repo, NULL, &error);
+
+      g_assert_null (listing);
+      g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP);
+      g_assert_nonnull (strstr (error->message, *repo));
+      g_clear_error (&error);
+    }
+  {
+    /* Siblings of the wrong types: skipped, the rest listed. */
+    g_autoptr(TernHubRepo) listing = tern_hub_list_quants ("garbage/sibling-types", NULL, &error);
+
+    g_assert_no_error (error);
+    for (guint i = 0; i < listing->quants->len; i++)
+      g_assert_nonnull (((TernHubQuant *) listing->quants->pdata[i])->name);
+  }
+  hub_env_clear ();
+}
+
 static void
 put_fixture_at (const char *path,
                 const char *fixture_name)
@@ -2395,6 +2805,9 @@ main (int    argc,
   g_test_add_func ("/manager/cli/two-processes", test_cli_two_processes);
   g_test_add_func ("/manager/cli/hub", test_hub);
   g_test_add_func ("/manager/cli/hub-garbage", test_hub_garbage);
+  g_test_add_func ("/manager/hub/search", test_hub_search);
+  g_test_add_func ("/manager/hub/quants", test_hub_quants);
+  g_test_add_func ("/manager/hub/search-garbage", test_hub_search_garbage);
   g_test_add_func ("/manager/cli/adopt", test_adopt);
 
   status = g_test_run ();

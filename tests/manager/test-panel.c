@@ -3,9 +3,14 @@
  * Remove, Import; the GNOME HIG's rules (no row of blue buttons, flash
  * variants inside their model's row, installed models first), the memory
  * hint against a stand-in /proc/meminfo (TERN_MEMINFO), and an unreachable
- * server said in one sentence with Retry. */
+ * server said in one sentence with Retry. The Hugging Face search against
+ * tests/manager/http-server.py's Hub: typed text asked once after a pause,
+ * repositories found, opened on their quantizations with sizes and the
+ * memory hint, one downloaded, nothing found, offline and Retry. */
 #include <adwaita.h>
 #include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <libsoup/soup.h>
 #include <string.h>
 
 #include "tern-manager-private.h"
@@ -349,6 +354,272 @@ test_panel (void)
   g_free (use.tag);
 }
 
+/* ---- Hugging Face search ---------------------------------------------------- */
+
+static GSubprocess *hub_server;
+static char *hub_url;
+
+/* The test Hub (tests/manager/http-server.py) over small files of its own. */
+static void
+start_hub (void)
+{
+  const char *python = g_getenv ("TERN_PYTHON");
+  const char *source = g_getenv ("TERN_SOURCE_ROOT");
+  g_autofree char *script = g_build_filename (source ? source : ".", "tests", "manager", "http-server.py", NULL);
+  g_autofree char *served = g_build_filename (tmp_root, "served", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GDataInputStream) out = NULL;
+  g_autofree char *line = NULL;
+  const struct { const char *name; gsize size; } files[] = {
+    { "a.bin", 3000 }, { "b.bin", 2000 }, { "c.bin", 6500 }, { "d.bin", 2000 }, { "e.bin", 6500 } };
+
+  g_assert_cmpint (g_mkdir_with_parents (served, 0755), ==, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      g_autofree char *path = g_build_filename (served, files[i].name, NULL);
+      g_autofree char *data = g_malloc (files[i].size);
+
+      for (gsize j = 0; j < files[i].size; j++)
+        data[j] = (char) (j * 7 + i);
+      g_assert_true (g_file_set_contents (path, data, (gssize) files[i].size, NULL));
+    }
+  hub_server = g_subprocess_new (G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error,
+                                 python && *python ? python : "python3", script, served, NULL);
+  g_assert_no_error (error);
+  out = g_data_input_stream_new (g_subprocess_get_stdout_pipe (hub_server));
+  line = g_data_input_stream_read_line (out, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (line);
+  hub_url = g_strdup_printf ("http://127.0.0.1:%s", line);
+}
+
+static void
+stop_hub (void)
+{
+  /* Closing its stdin ends it. */
+  g_output_stream_close (g_subprocess_get_stdin_pipe (hub_server), NULL, NULL);
+  g_subprocess_wait (hub_server, NULL, NULL);
+  g_clear_object (&hub_server);
+  g_clear_pointer (&hub_url, g_free);
+}
+
+/* The search requests the test Hub has seen, as their query strings. */
+static GPtrArray *
+hub_searches (void)
+{
+  g_autoptr(SoupSession) session = soup_session_new ();
+  g_autofree char *url = g_strdup_printf ("%s/_log", hub_url);
+  g_autoptr(SoupMessage) msg = soup_message_new ("GET", url);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) body = soup_session_send_and_read (session, msg, NULL, &error);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  GPtrArray *found = g_ptr_array_new_with_free_func (g_free);
+  JsonArray *requests;
+
+  g_assert_no_error (error);
+  g_assert_true (json_parser_load_from_data (parser, g_bytes_get_data (body, NULL),
+                                             (gssize) g_bytes_get_size (body), &error));
+  requests = json_object_get_array_member (json_node_get_object (json_parser_get_root (parser)), "requests");
+  for (guint i = 0; i < json_array_get_length (requests); i++)
+    {
+      JsonObject *r = json_array_get_object_element (requests, i);
+
+      if (g_strcmp0 (json_object_get_string_member (r, "mode"), "search") == 0)
+        g_ptr_array_add (found, g_strdup (json_object_get_string_member (r, "query")));
+    }
+  return found;
+}
+
+static GtkWidget *
+find_widget (GtkWidget *widget,
+             GType      type)
+{
+  if (G_TYPE_CHECK_INSTANCE_TYPE (widget, type))
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_widget (c, type);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* The empty page's sentence, when the panel shows it. */
+static const char *
+empty_page_text (TernModelManager *panel)
+{
+  GtkStack *stack = GTK_STACK (find_widget (GTK_WIDGET (panel), GTK_TYPE_STACK));
+  GtkWidget *page;
+
+  if (g_strcmp0 (gtk_stack_get_visible_child_name (stack), "no-results") != 0)
+    return NULL;
+  page = gtk_stack_get_visible_child (stack);
+  return adw_status_page_get_description (ADW_STATUS_PAGE (page));
+}
+
+static const char *
+row_subtitle (GtkWidget *row)
+{
+  if (ADW_IS_EXPANDER_ROW (row))
+    return adw_expander_row_get_subtitle (ADW_EXPANDER_ROW (row));
+  return adw_action_row_get_subtitle (ADW_ACTION_ROW (row));
+}
+
+/* Spins until cond holds, 20 s at most (a loaded machine, ASan). */
+#define WAIT_FOR(cond) \
+  G_STMT_START { \
+    for (int wait_i_ = 0; wait_i_ < 1000 && !(cond); wait_i_++) \
+      spin_for (20); \
+    if (!(cond)) \
+      g_error ("%s:%d: still not %s after 20 s", __FILE__, __LINE__, #cond); \
+  } G_STMT_END
+
+static void
+type_text (GtkEditable *entry,
+           const char  *text)
+{
+  gtk_editable_set_text (entry, text);
+}
+
+static void
+test_hub_search (void)
+{
+  g_autofree char *root = g_build_filename (tmp_root, "hub-store", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernCatalog) catalog = tern_catalog_new_from_data (catalog_json, -1, "panel.json", &error);
+  g_autoptr(TernModelStore) store = tern_model_store_new (root, &error);
+  g_autoptr(TernDownloader) dl = tern_downloader_new (store);
+  g_autoptr(GPtrArray) searches = NULL;
+  TernModelManager *panel;
+  GtkEditable *entry;
+  GtkWidget *window, *row;
+  gboolean finished = FALSE;
+  const char *q4 = "hf:tern-test--tiny-chat-7b-gguf--q4_k_m";
+  const char *q2 = "hf:tern-test--tiny-chat-7b-gguf--q2_k";
+  const char *f16 = "hf:tern-test--tiny-chat-7b-gguf--f16";
+
+  g_assert_no_error (error);
+  start_hub ();
+  g_setenv ("HF_ENDPOINT", hub_url, TRUE);
+  g_unsetenv ("HF_TOKEN");
+
+  window = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (window), 640, 900);
+  panel = TERN_MODEL_MANAGER (tern_model_manager_new (catalog, store, dl));
+  gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (panel));
+  gtk_window_present (GTK_WINDOW (window));
+  entry = GTK_EDITABLE (find_widget (GTK_WIDGET (panel), GTK_TYPE_SEARCH_ENTRY));
+  g_assert_nonnull (entry);
+
+  /* Typing: the Hub is asked once, after the pause, for the whole word. */
+  type_text (entry, "t");
+  spin_for (40);
+  type_text (entry, "ti");
+  spin_for (40);
+  type_text (entry, "tin");
+  spin_for (40);
+  type_text (entry, "tiny");
+  WAIT_FOR (tern_model_manager_get_hub_row (panel, "tern-test/Tiny-Chat-7B-GGUF") != NULL);
+  searches = hub_searches ();
+  g_assert_cmpuint (searches->len, ==, 1);
+  g_assert_nonnull (strstr (searches->pdata[0], "search=tiny&"));
+  g_assert_nonnull (strstr (searches->pdata[0], "filter=gguf"));
+  g_clear_pointer (&searches, g_ptr_array_unref);
+  /* No catalog model matches, yet the list (with the Hub's group) shows. */
+  g_assert_null (empty_page_text (panel));
+  g_assert_null (tern_model_manager_get_hub_message (panel));
+  row = tern_model_manager_get_hub_row (panel, "tern-test/Tiny-Chat-7B-GGUF");
+  g_assert_true (gtk_widget_get_mapped (row));
+  g_assert_nonnull (strstr (row_subtitle (row), "downloads last month"));
+  g_assert_null (strstr (row_subtitle (row), "gated"));
+  g_assert_nonnull (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, "tern-test/Tiny-Chat-70B-GGUF")),
+                            "gated"));
+
+  /* Opened: its quantizations, smallest first, with sizes (split parts
+   * summed, the projector left out) and whether each fits (4 GiB free). */
+  adw_expander_row_set_expanded (ADW_EXPANDER_ROW (row), TRUE);
+  WAIT_FOR (tern_model_manager_get_hub_row (panel, q4) != NULL);
+  g_assert_nonnull (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, q2)), "3.0"));
+  g_assert_nonnull (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, q2)), "Fits in memory (at least"));
+  g_assert_nonnull (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, q4)), "4.7"));
+  g_assert_nonnull (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, q4)),
+                            "Likely too big for the free memory"));
+  g_assert_nonnull (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, f16)), "15.2"));
+  g_assert_nonnull (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, f16)), "2 files"));
+  g_assert_null (tern_model_manager_get_hub_row (panel, "hf:tern-test--tiny-chat-7b-gguf--mmproj"));
+  g_assert_cmpuint (count_suggested (GTK_WIDGET (panel)), <=, 1);
+  for (int i = 0; i < 100 && !gtk_widget_get_mapped (tern_model_manager_get_hub_row (panel, q4)); i++)
+    spin_for (50);
+  spin_for (500);
+  save_picture (window, "manager-search.png");
+
+  /* Download: what `tern-cli pull hf.co/test/repo:Q4_K_M` pulls. */
+  type_text (entry, "test/repo");
+  WAIT_FOR (tern_model_manager_get_hub_row (panel, "test/repo") != NULL);
+  adw_expander_row_set_expanded (ADW_EXPANDER_ROW (tern_model_manager_get_hub_row (panel, "test/repo")), TRUE);
+  WAIT_FOR (tern_model_manager_get_hub_row (panel, "hf:test--repo--q4_k_m") != NULL);
+  g_signal_connect (dl, "pull-finished", G_CALLBACK (on_pull_finished), &finished);
+  tern_model_manager_download (panel, "hf:test--repo--q4_k_m");
+  spin (&finished);
+  spin_for (50);
+  g_assert_cmpint (tern_model_store_get_state (store, "hf:test--repo--q4_k_m", NULL), ==, TERN_MODEL_STATE_INSTALLED);
+  {
+    g_autofree char *path = tern_model_store_get_path (store, "hf:test--repo--q4_k_m", TERN_PACKAGE_ROLE_BASE);
+    g_autofree char *data = NULL;
+    gsize length = 0;
+
+    g_assert_true (g_str_has_suffix (path, "/repo-Q4_K_M.gguf"));
+    g_assert_true (g_file_get_contents (path, &data, &length, NULL));
+    g_assert_cmpuint (length, ==, 3000);  /* a.bin */
+  }
+  WAIT_FOR (tern_model_manager_get_hub_row (panel, "hf:test--repo--q4_k_m") != NULL
+            && strstr (row_subtitle (tern_model_manager_get_hub_row (panel, "hf:test--repo--q4_k_m")), "installed"));
+  /* ...and it is on this computer now, among the installed models. */
+  g_assert_nonnull (tern_model_manager_get_row (panel, "hf:test--repo--q4_k_m"));
+
+  /* Nothing anywhere: the panel's empty page says so. */
+  type_text (entry, "zzz-nothing");
+  WAIT_FOR (empty_page_text (panel) != NULL && strstr (empty_page_text (panel), "Hugging Face") != NULL);
+  g_assert_nonnull (strstr (empty_page_text (panel), "zzz-nothing"));
+
+  /* Offline: one sentence and Retry, which searches again. */
+  g_setenv ("HF_ENDPOINT", "http://127.0.0.1:9", TRUE);
+  type_text (entry, "tiny-chat");
+  WAIT_FOR (tern_model_manager_get_hub_message (panel) != NULL
+            && strstr (tern_model_manager_get_hub_message (panel), "cannot reach Hugging Face") != NULL);
+  g_assert_null (strstr (tern_model_manager_get_hub_message (panel), "127.0.0.1"));
+  g_assert_null (empty_page_text (panel));
+  spin_for (400);
+  save_picture (window, "manager-search-offline.png");
+  g_setenv ("HF_ENDPOINT", hub_url, TRUE);
+  tern_model_manager_hub_retry (panel);
+  WAIT_FOR (tern_model_manager_get_hub_row (panel, "tern-test/Tiny-Chat-7B-GGUF") != NULL);
+  g_assert_null (tern_model_manager_get_hub_message (panel));
+
+  /* A Hub answering garbage: a sentence, not a crash. */
+  type_text (entry, "garbage-deep");
+  WAIT_FOR (tern_model_manager_get_hub_message (panel) != NULL
+            && strstr (tern_model_manager_get_hub_message (panel), "did not answer as expected") != NULL);
+  g_assert_null (tern_model_manager_get_hub_row (panel, "tern-test/Tiny-Chat-7B-GGUF"));
+
+  /* Too short to search: the group goes, and nothing more is asked. */
+  searches = hub_searches ();
+  type_text (entry, "g");
+  spin_for (600);
+  g_assert_null (tern_model_manager_get_hub_message (panel));
+  {
+    g_autoptr(GPtrArray) after = hub_searches ();
+
+    g_assert_cmpuint (after->len, ==, searches->len);
+  }
+
+  gtk_window_destroy (GTK_WINDOW (window));
+  g_unsetenv ("HF_ENDPOINT");
+  stop_hub ();
+}
+
 /* Xvfb has no D-Bus session: GTK says so once, which is no failure here. */
 static gboolean
 not_fatal_without_session_bus (const char     *domain,
@@ -370,6 +641,11 @@ main (int    argc,
   int status;
 
   g_setenv ("XDG_DATA_HOME", "/nonexistent-use-explicit-store", TRUE);
+  /* The test Hub is on 127.0.0.1: a proxy from the environment would be in
+   * the way. */
+  for (const char *const *v = (const char *const[]) { "http_proxy", "HTTP_PROXY", "https_proxy",
+                                                       "HTTPS_PROXY", "all_proxy", "ALL_PROXY", NULL }; *v; v++)
+    g_unsetenv (*v);
   g_setenv ("GTK_A11Y", "none", TRUE);
   g_test_init (&argc, &argv, NULL);
   g_test_log_set_fatal_handler (not_fatal_without_session_bus, NULL);
@@ -391,6 +667,7 @@ main (int    argc,
     g_setenv ("TERN_MEMINFO", meminfo, TRUE);
   }
   g_test_add_func ("/model-manager/panel", test_panel);
+  g_test_add_func ("/model-manager/hub-search", test_hub_search);
   status = g_test_run ();
   tern_manager_remove_tree (tmp_root, NULL);
   g_free (tmp_root);
