@@ -29,6 +29,7 @@
 #endif
 #ifdef TERN_HAVE_IMAGEIO
 #include "tern-image.h"
+#include "tern-image-cache.h"
 #endif
 
 typedef enum {
@@ -83,6 +84,10 @@ typedef struct {
   TernStats live;
   guint live_id;
   gboolean update_pending;
+  /* The engine thread's projector, for the main thread's questions about
+   * an image's cost (tn_vision is immutable once loaded, and callable from
+   * any thread); replaced and freed only under the lock. */
+  const tn_vision *vision;
 } Shared;
 
 struct _TernEngineWorker {
@@ -630,6 +635,19 @@ find_projector (const char *model_path)
   return found;
 }
 
+/* Puts v in place of the projector (NULL: none), freeing the old one once
+ * the main thread can no longer be asking it. */
+static void
+set_vision (Engine    *engine,
+            tn_vision *v)
+{
+  g_mutex_lock (&engine->shared->lock);
+  engine->shared->vision = v;
+  g_mutex_unlock (&engine->shared->lock);
+  tn_vision_free (engine->vision);
+  engine->vision = v;
+}
+
 /* Loads the projector for the model just loaded and tells the UI what an
  * image costs (or that images are refused). */
 static void
@@ -642,14 +660,14 @@ load_vision (Engine     *engine,
   tn_error err = { 0 };
   tn_vision *v = NULL;
 
-  g_clear_pointer (&engine->vision, tn_vision_free);
+  set_vision (engine, NULL);
   ev->n = -1;
 #ifdef TERN_HAVE_IMAGEIO
   if (projector != NULL && tn_vision_load (projector, &v, &err) == TN_OK
       && tn_vision_get_info (v)->n_embd_text == tn_model_n_embd (engine->model)
       && tn_session_image_cost (engine->session, 1) > 0)
     {
-      engine->vision = v;
+      set_vision (engine, v);
       ev->n = tn_vision_tokens (v, 0);
       ev->pin.n_pin = tn_session_image_cost (engine->session, 1) - 1;
       ev->path = g_strdup (projector);
@@ -985,7 +1003,7 @@ handle_load (Engine  *engine,
   /* The new model is in place before the old one goes; what uses the old
    * one goes first: the server, the drafters, the projector. */
   stop_server (engine, TRUE);
-  g_clear_pointer (&engine->vision, tn_vision_free);
+  set_vision (engine, NULL);
   tn_drafter_free (engine->chosen);
   engine->chosen = NULL;
   tn_drafter_free (engine->lookup);
@@ -1195,12 +1213,15 @@ encode_images (Engine        *engine,
   for (guint i = 0; i < req->images->len && rc == TN_OK; i++)
     {
       GBytes *bytes = g_ptr_array_index (req->images, i);
-      TernImageOptions io = { .fit_side = tn_vision_input_side (engine->vision, budget) };
       g_autoptr(GError) error = NULL;
       g_autofree char *name = g_strdup_printf (_("image %u"), i + 1);
-      g_autoptr(TernImage) img = tern_image_load_bytes (g_bytes_get_data (bytes, NULL),
-                                                        g_bytes_get_size (bytes), name, &io,
-                                                        &error);
+      /* The composer decoded it when it was attached (with the fitting
+       * asked of tern_engine_worker_image_fit_side), and so did an earlier
+       * turn for the images of the conversation. */
+      g_autoptr(TernCachedImage) cached =
+        tern_image_cache_load (bytes, name, tn_vision_input_side (engine->vision, budget),
+                               &error);
+      const TernImage *img = cached != NULL ? tern_cached_image_get (cached) : NULL;
       float *rows;
 
       if (img == NULL)
@@ -1502,7 +1523,7 @@ engine_thread (gpointer data)
   stop_server (&engine, FALSE);
   end_remote (&engine);
   g_free (engine.model_id);
-  g_clear_pointer (&engine.vision, tn_vision_free);
+  set_vision (&engine, NULL);
   tn_drafter_free (engine.chosen);
   tn_drafter_free (engine.lookup);
   tn_session_free (engine.session);
@@ -1849,6 +1870,51 @@ tern_engine_worker_init (TernEngineWorker *self)
   self->shared = shared;
   tern_sampling_clear (&self->suggested);
   self->thread = g_thread_new ("tern-engine", engine_thread, shared_ref (shared));
+}
+
+int
+tern_engine_worker_image_fit_side (TernEngineWorker *self,
+                                   int               budget)
+{
+  int side = 0;
+
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  g_mutex_lock (&self->shared->lock);
+  if (self->shared->vision != NULL)
+    side = tn_vision_input_side (self->shared->vision, snap_budget (self->shared->vision, budget));
+  g_mutex_unlock (&self->shared->lock);
+  return side;
+}
+
+int
+tern_engine_worker_image_tokens (TernEngineWorker  *self,
+                                 int                budget,
+                                 int                width,
+                                 int                height,
+                                 GError           **error)
+{
+  tn_error err = { 0 };
+  int n;
+
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), -1);
+  g_mutex_lock (&self->shared->lock);
+  if (self->shared->vision != NULL)
+    n = tn_vision_image_tokens (self->shared->vision, snap_budget (self->shared->vision, budget),
+                                width, height, &err);
+  else
+    {
+      set_error (&err, TN_ERR_INVALID,
+                 _("This model has no vision projector (*mmproj*.gguf beside it): it cannot read images"));
+      n = TN_ERR_INVALID;
+    }
+  g_mutex_unlock (&self->shared->lock);
+  if (n < 0)
+    {
+      g_autofree char *text = tern_engine_error_text (&err);
+
+      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, text);
+    }
+  return n;
 }
 
 const TernSampling *

@@ -196,6 +196,24 @@ gboolean          tern_engine_worker_has_model         (TernEngineWorker      *s
  * dispose. */
 void              tern_engine_worker_shutdown          (TernEngineWorker      *self);
 
+/* What an image costs with the projector of the model last loaded, asked
+ * from the main thread while the engine thread works (tn_vision is
+ * immutable; the worker swaps it under a lock). budget is the preference:
+ * snapped to one Gemma 4 takes, as the worker does at send. */
+/* The side to fit a picture to before encoding (tn_vision_input_side;
+ * 0: unscaled, Gemma 4's and without a projector). */
+int               tern_engine_worker_image_fit_side    (TernEngineWorker      *self,
+                                                        int                    budget);
+/* The tokens a picture of width x height pixels costs
+ * (tn_vision_image_tokens): Gemma 4's follow its size. Negative, with
+ * error set, when the projector refuses it (an aspect too extreme for the budget) or
+ * there is none. */
+int               tern_engine_worker_image_tokens      (TernEngineWorker      *self,
+                                                        int                    budget,
+                                                        int                    width,
+                                                        int                    height,
+                                                        GError               **error);
+
 /* The sampling the loaded model suggests (tern-sampling.h; every field
  * below 0 when none), as of the last "model-loaded" without an error. */
 const TernSampling *tern_engine_worker_get_suggested_sampling (TernEngineWorker *self);

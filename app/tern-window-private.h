@@ -3,6 +3,7 @@
  * Editor keeps its -private.h. Not for the rest of the app. */
 #pragma once
 
+#include "tern-composer.h"
 #include "tern-window.h"
 
 G_BEGIN_DECLS
@@ -11,7 +12,10 @@ G_BEGIN_DECLS
  * lists, textures), how many are attached, whether the model can read them,
  * and the cost preview line. */
 GtkDropTarget *tern_window_get_drop_target       (TernWindow     *self);
+/* Attached, decoded or still decoding (tern_window_is_attaching). */
 guint          tern_window_get_n_attachments     (TernWindow     *self);
+gboolean       tern_window_is_attaching          (TernWindow     *self);
+TernComposer  *tern_window_get_composer          (TernWindow     *self);
 gboolean       tern_window_has_vision            (TernWindow     *self);
 const char    *tern_window_get_image_cost_text   (TernWindow     *self);
 

@@ -15,8 +15,8 @@
 #include <glib/gi18n.h>
 
 #include "tern.h"
-#include "tern-image.h"
 #include "tern-application.h"
+#include "tern-composer.h"
 #include "tern-engine-worker.h"
 #include "tern-message-row.h"
 #ifdef TERN_HAVE_MANAGER
@@ -47,7 +47,6 @@ struct _TernWindow {
   GtkDropDown *drafter_dropdown;
   AdwFlap *flap;
   GtkStack *main_stack;
-  GtkButton *send_button;
   AdwStatusPage *loading_page;
   GtkSpinner *loading_spinner;
   char *loading_path;      /* the file being loaded */
@@ -57,19 +56,8 @@ struct _TernWindow {
   GtkButton *jump_button;
   GtkBox *message_box;
   TernStatsBar *stats_bar;
-  GtkTextView *composer;
-  GtkStack *send_stack;
+  TernComposer *composer;
   TernPinEditor *pin_editor;
-  GtkButton *attach_button;
-  GtkBox *attachments_bar;
-  GtkBox *attachments_box;
-  GtkSpinButton *image_tokens_spin;
-  GtkLabel *image_cost_label;
-  GtkDropTarget *drop_target;
-  GPtrArray *attachments;  /* GBytes of image files, for the next message */
-  int vision_native;       /* image tokens at the native size; -1: no vision */
-  int vision_extra;        /* KV rows an image adds besides its tokens */
-  double prefill_tok_s;    /* measured on the last request */
   int n_ctx;               /* the session's context, once pinned */
   int n_pin;
   guint64 kv_bytes;
@@ -120,7 +108,6 @@ static void update_actions (TernWindow *self);
 static void scroll_to_end (TernWindow *self);
 static void end_loading (TernWindow *self);
 static void apply_server (TernWindow *self);
-static void clear_attachments (TernWindow *self);
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -174,16 +161,6 @@ static gboolean
 is_generating (TernWindow *self)
 {
   return self->gen_id != 0;
-}
-
-static char *
-composer_text (TernWindow *self)
-{
-  GtkTextBuffer *buffer = gtk_text_view_get_buffer (self->composer);
-  GtkTextIter start, end;
-
-  gtk_text_buffer_get_bounds (buffer, &start, &end);
-  return gtk_text_buffer_get_text (buffer, &start, &end, FALSE);
 }
 
 static void
@@ -475,7 +452,7 @@ gen_settings (TernWindow *self)
     .speculate = g_settings_get_boolean (self->settings, "speculation"),
     .drafter = selected_drafter (self),
     .draft_max = g_settings_get_int (self->settings, "draft-length"),
-    .image_tokens = gtk_spin_button_get_value_as_int (self->image_tokens_spin),
+    .image_tokens = tern_composer_get_image_budget (self->composer),
   };
   return gen;
 }
@@ -587,7 +564,7 @@ start_generation (TernWindow *self)
   self->streaming_index = n_before;
   self->streaming_row = add_row (self, answer);
   tern_stats_bar_start (self->stats_bar);
-  gtk_stack_set_visible_child_name (self->send_stack, "stop");
+  tern_composer_set_generating (self->composer, TRUE);
 
   if (!chat_in_list (self, self->chat, &pos))
     g_list_store_insert (self->chats, 0, self->chat);
@@ -610,18 +587,20 @@ send_text (TernWindow *self,
 
   TernMessage *m;
 
-  if (!self->model_loaded || is_generating (self) || *trimmed == '\0')
+  /* Images still decoding would be left out: Send waits for them. */
+  if (!self->model_loaded || is_generating (self) || *trimmed == '\0'
+      || tern_composer_is_busy (self->composer))
     return;
   m = tern_chat_append (self->chat, "user", trimmed);
-  if (self->attachments->len > 0)
-    {
-      m->images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
-      for (guint i = 0; i < self->attachments->len; i++)
-        g_ptr_array_add (m->images, g_bytes_ref (g_ptr_array_index (self->attachments, i)));
-    }
+  {
+    g_autoptr(GPtrArray) images = tern_composer_get_images (self->composer);
+
+    if (images->len > 0)
+      m->images = g_steal_pointer (&images);
+  }
   add_row (self, m);
   scroll_to_end (self);
-  clear_attachments (self);
+  tern_composer_clear_images (self->composer);
   start_generation (self);
 }
 
@@ -741,7 +720,7 @@ on_model_loaded (TernWindow *self,
   if (g_settings_get_boolean (self->settings, "server-enabled"))
     apply_server (self);
   update_actions (self);
-  gtk_widget_grab_focus (GTK_WIDGET (self->composer));
+  tern_composer_focus (self->composer);
 }
 
 static void
@@ -872,7 +851,7 @@ on_finished (TernWindow      *self,
     }
   tern_chat_touch (self->chat);
   if (stats->prefill_tok_s > 0 && stats->prompt_tokens >= 8)
-    self->prefill_tok_s = stats->prefill_tok_s;
+    tern_composer_set_prefill_speed (self->composer, stats->prefill_tok_s);
 
   tern_message_row_flush (self->streaming_row);
   figures = tern_message_format_stats (m);
@@ -884,7 +863,7 @@ on_finished (TernWindow      *self,
     set_error (self, m->error);
   update_context_gauge (self);
 
-  gtk_stack_set_visible_child_name (self->send_stack, "send");
+  tern_composer_set_generating (self->composer, FALSE);
   save_chat (self);
   mark_last_rows (self);
   update_actions (self);
@@ -899,279 +878,12 @@ on_engine_warning (TernWindow *self,
 
 /* ---------------------------------------------------------------- images */
 
-/* Tokens an image costs under budget: the largest square grid within it, at
- * most the native one (tn_vision_tokens' rule). */
-static int
-image_tokens_for (int native,
-                  int budget)
-{
-  int side = (int) (sqrt ((double) native) + 0.5);
-  int k;
-
-  if (native <= 0)
-    return 0;
-  if (budget <= 0 || budget >= native)
-    return native;
-  k = (int) sqrt ((double) budget);
-  while ((k + 1) * (k + 1) <= budget)
-    k++;
-  while (k > 1 && k * k > budget)
-    k--;
-  return MIN (MAX (k, 1), side) * MIN (MAX (k, 1), side);
-}
-
-/* The cost preview: image tokens, and the prefill time they add at the
- * prefill speed last measured. */
+/* The composer's refusals and failures (tern-composer.h). */
 static void
-update_image_cost (TernWindow *self)
+on_composer_error (TernWindow *self,
+                   const char *message)
 {
-  guint n = self->attachments->len;
-  int per = image_tokens_for (self->vision_native,
-                              gtk_spin_button_get_value_as_int (self->image_tokens_spin));
-  int rows = (int) n * (per + self->vision_extra);
-  g_autofree char *text = NULL;
-
-  gtk_widget_set_visible (GTK_WIDGET (self->attachments_bar), n > 0);
-  if (n == 0)
-    return;
-  if (self->prefill_tok_s > 0)
-    {
-      double ms = 1000.0 * rows / self->prefill_tok_s;
-      g_autofree char *time = ms < 1000 ? g_strdup_printf (_("%.0f ms"), ms)
-                                        : g_strdup_printf (_("%.1f s"), ms / 1000);
-
-      /* Translators: images attached, tokens each, total, and the prefill time
-       * they add ("120 ms", "2.5 s") */
-      text = g_strdup_printf (ngettext ("%u image · %d tokens each · %d tokens · about %s of prefill",
-                                        "%u images · %d tokens each · %d tokens · about %s of prefill", n),
-                              n, per, rows, time);
-    }
-  else
-    text = g_strdup_printf (ngettext ("%u image · %d tokens each · %d tokens (prefill speed measured after the first answer)",
-                                      "%u images · %d tokens each · %d tokens (prefill speed measured after the first answer)", n),
-                            n, per, rows);
-  gtk_label_set_text (self->image_cost_label, text);
-}
-
-static void
-on_remove_attachment (GtkButton  *button,
-                      TernWindow *self)
-{
-  GBytes *bytes = g_object_get_data (G_OBJECT (button), "tern-image");
-  guint index;
-
-  if (g_ptr_array_find (self->attachments, bytes, &index))
-    g_ptr_array_remove_index (self->attachments, index);
-  gtk_box_remove (self->attachments_box,
-                  gtk_widget_get_parent (GTK_WIDGET (button)));
-  update_image_cost (self);
-}
-
-/* A small picture of the image for the composer, decoded by tern-image.
- * NULL with error set when the bytes are not an image Tern reads. */
-static GdkTexture *
-thumbnail_texture (GBytes      *bytes,
-                   const char  *name,
-                   GError     **error)
-{
-  TernImageOptions options = { .fit_side = 112 };
-  g_autoptr(TernImage) img = tern_image_load_bytes (g_bytes_get_data (bytes, NULL),
-                                                    g_bytes_get_size (bytes), name, &options,
-                                                    error);
-  g_autoptr(GBytes) pixels = NULL;
-  guint8 *rgb;
-  gsize n;
-
-  if (img == NULL)
-    return NULL;
-  n = (gsize) img->width * (gsize) img->height * 3;
-  rgb = g_malloc (n);
-  for (gsize i = 0; i < n; i++)
-    rgb[i] = (guint8) CLAMP (img->rgb[i] * 255.0f + 0.5f, 0.0f, 255.0f);
-  pixels = g_bytes_new_take (rgb, n);
-  return gdk_memory_texture_new (img->width, img->height, GDK_MEMORY_R8G8B8, pixels,
-                                 (gsize) img->width * 3);
-}
-
-/* Adds an image file's bytes to the next message, with a thumbnail. */
-static gboolean
-attach_image (TernWindow *self,
-              GBytes     *bytes,
-              const char *name)
-{
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GdkTexture) texture = NULL;
-  GtkWidget *overlay, *picture, *remove;
-
-  if (self->vision_native < 0)
-    {
-      set_error (self, self->model_loaded
-                         ? _("This model cannot read images: it has no vision projector (a *mmproj*.gguf file beside the model)")
-                         : _("Load a model that can read images first"));
-      return FALSE;
-    }
-  /* The same checks as the worker's decoder (format by its magic bytes,
-   * complete files, the pixel limit) before anything is shown: GTK's own
-   * loaders would render an SVG or grey-fill a JPEG cut short. */
-  texture = thumbnail_texture (bytes, name, &error);
-  if (texture == NULL)
-    {
-      set_error (self, error->message);
-      return FALSE;
-    }
-  g_ptr_array_add (self->attachments, g_bytes_ref (bytes));
-
-  overlay = gtk_overlay_new ();
-  picture = gtk_picture_new_for_paintable (GDK_PAINTABLE (texture));
-  gtk_widget_set_size_request (picture, 56, 56);
-  gtk_picture_set_can_shrink (GTK_PICTURE (picture), TRUE);
-  gtk_widget_set_tooltip_text (picture, name);
-  gtk_accessible_update_property (GTK_ACCESSIBLE (picture), GTK_ACCESSIBLE_PROPERTY_LABEL, name,
-                                  -1);
-  gtk_overlay_set_child (GTK_OVERLAY (overlay), picture);
-  remove = gtk_button_new_from_icon_name ("window-close-symbolic");
-  gtk_widget_set_halign (remove, GTK_ALIGN_END);
-  gtk_widget_set_valign (remove, GTK_ALIGN_START);
-  gtk_widget_add_css_class (remove, "circular");
-  gtk_widget_add_css_class (remove, "osd");
-  gtk_widget_set_tooltip_text (remove, _("Remove Image"));
-  gtk_accessible_update_property (GTK_ACCESSIBLE (remove), GTK_ACCESSIBLE_PROPERTY_LABEL,
-                                  _("Remove Image"), -1);
-  g_object_set_data_full (G_OBJECT (remove), "tern-image", g_bytes_ref (bytes),
-                          (GDestroyNotify) g_bytes_unref);
-  g_signal_connect (remove, "clicked", G_CALLBACK (on_remove_attachment), self);
-  gtk_overlay_add_overlay (GTK_OVERLAY (overlay), remove);
-  gtk_box_append (self->attachments_box, overlay);
-  update_image_cost (self);
-  return TRUE;
-}
-
-static gboolean
-attach_file (TernWindow *self,
-             GFile      *file)
-{
-  g_autoptr(GError) error = NULL;
-  g_autofree char *name = g_file_get_basename (file);
-  g_autoptr(GBytes) bytes = NULL;
-
-  if (self->vision_native < 0)
-    return attach_image (self, NULL, name);
-  /* Only a regular file of a plausible size is read: a FIFO would block
-   * the window, and a model dropped by mistake would be read whole. */
-  {
-    g_autoptr(GFileInfo) info = g_file_query_info (file,
-                                                   G_FILE_ATTRIBUTE_STANDARD_TYPE ","
-                                                   G_FILE_ATTRIBUTE_STANDARD_SIZE,
-                                                   G_FILE_QUERY_INFO_NONE, NULL, &error);
-    if (info == NULL)
-      {
-        set_error (self, error->message);
-        return FALSE;
-      }
-    if (g_file_info_get_file_type (info) != G_FILE_TYPE_REGULAR)
-      {
-        g_autofree char *message = g_strdup_printf (_("%s: not a regular file, so not an image Tern reads"),
-                                                    name);
-        set_error (self, message);
-        return FALSE;
-      }
-    if ((guint64) g_file_info_get_size (info) > TERN_IMAGE_MAX_JPEG_BYTES)
-      {
-        g_autofree char *message = g_strdup_printf (_("%s: too large for an image (over %u MiB)"),
-                                                    name, TERN_IMAGE_MAX_JPEG_BYTES >> 20);
-        set_error (self, message);
-        return FALSE;
-      }
-  }
-  /* Image files are small next to a model; read here, decoded on the worker. */
-  bytes = g_file_load_bytes (file, NULL, NULL, &error);
-  if (bytes == NULL)
-    {
-      set_error (self, error->message);
-      return FALSE;
-    }
-  return attach_image (self, bytes, name);
-}
-
-static gboolean
-attach_texture (TernWindow *self,
-                GdkTexture *texture)
-{
-  g_autoptr(GBytes) png = NULL;
-
-  if (self->vision_native < 0)
-    return attach_image (self, NULL, _("Pasted image"));
-  png = gdk_texture_save_to_png_bytes (texture);
-  return attach_image (self, png, _("Pasted image"));
-}
-
-static void
-clear_attachments (TernWindow *self)
-{
-  GtkWidget *child;
-
-  g_ptr_array_set_size (self->attachments, 0);
-  while ((child = gtk_widget_get_first_child (GTK_WIDGET (self->attachments_box))) != NULL)
-    gtk_box_remove (self->attachments_box, child);
-  update_image_cost (self);
-}
-
-/* Files from a file manager, or image data from another app. */
-static gboolean
-on_drop (GtkDropTarget *target,
-         const GValue  *value,
-         double         x,
-         double         y,
-         TernWindow    *self)
-{
-  gboolean any = FALSE;
-
-  (void) target;
-  (void) x;
-  (void) y;
-  if (G_VALUE_HOLDS (value, GDK_TYPE_FILE_LIST))
-    {
-      for (GSList *l = g_value_get_boxed (value); l != NULL; l = l->next)
-        if (attach_file (self, l->data))
-          any = TRUE;
-        else
-          break;
-    }
-  else if (G_VALUE_HOLDS (value, G_TYPE_FILE))
-    any = attach_file (self, g_value_get_object (value));
-  else if (G_VALUE_HOLDS (value, GDK_TYPE_TEXTURE))
-    any = attach_texture (self, g_value_get_object (value));
-  return any;
-}
-
-static void
-on_paste_texture (GObject      *clipboard,
-                  GAsyncResult *result,
-                  gpointer      data)
-{
-  g_autoptr(TernWindow) self = data;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GdkTexture) texture = gdk_clipboard_read_texture_finish (GDK_CLIPBOARD (clipboard),
-                                                                     result, &error);
-
-  if (texture != NULL)
-    attach_texture (self, texture);
-  else
-    set_error (self, error->message);
-}
-
-/* Ctrl+V with a picture on the clipboard attaches it; text pastes as usual. */
-static gboolean
-paste_image (TernWindow *self)
-{
-  GdkClipboard *clipboard = gtk_widget_get_clipboard (GTK_WIDGET (self));
-  GdkContentFormats *formats = gdk_clipboard_get_formats (clipboard);
-
-  if (!gdk_content_formats_contain_gtype (formats, GDK_TYPE_TEXTURE)
-      || gdk_content_formats_contain_gtype (formats, G_TYPE_STRING))
-    return FALSE;
-  gdk_clipboard_read_texture_async (clipboard, NULL, on_paste_texture, g_object_ref (self));
-  return TRUE;
+  set_error (self, message);
 }
 
 static void
@@ -1183,27 +895,8 @@ action_paste_image (GSimpleAction *action,
 
   (void) action;
   (void) param;
-  if (!paste_image (self))
+  if (!tern_composer_paste_image (self->composer))
     toast (self, _("The clipboard holds no image"));
-}
-
-static void
-on_add_image_response (GtkNativeDialog *dialog,
-                       int              response,
-                       TernWindow      *self)
-{
-  if (response == GTK_RESPONSE_ACCEPT)
-    {
-      g_autoptr(GListModel) files = gtk_file_chooser_get_files (GTK_FILE_CHOOSER (dialog));
-
-      for (guint i = 0; i < g_list_model_get_n_items (files); i++)
-        {
-          g_autoptr(GFile) file = g_list_model_get_item (files, i);
-          if (!attach_file (self, file))
-            break;
-        }
-    }
-  g_object_unref (dialog);
 }
 
 static void
@@ -1212,27 +905,10 @@ action_add_image (GSimpleAction *action,
                   gpointer       data)
 {
   TernWindow *self = data;
-  GtkFileChooserNative *dialog;
-  g_autoptr(GtkFileFilter) filter = gtk_file_filter_new ();
 
   (void) action;
   (void) param;
-  if (self->vision_native < 0)
-    {
-      attach_image (self, NULL, "");
-      return;
-    }
-  dialog = gtk_file_chooser_native_new (_("Add Images"), GTK_WINDOW (self),
-                                        GTK_FILE_CHOOSER_ACTION_OPEN, _("_Add"), _("_Cancel"));
-  gtk_file_chooser_set_select_multiple (GTK_FILE_CHOOSER (dialog), TRUE);
-  gtk_file_filter_set_name (filter, _("Images (PNG, JPEG, WebP, GIF)"));
-  gtk_file_filter_add_mime_type (filter, "image/png");
-  gtk_file_filter_add_mime_type (filter, "image/jpeg");
-  gtk_file_filter_add_mime_type (filter, "image/webp");
-  gtk_file_filter_add_mime_type (filter, "image/gif");
-  gtk_file_chooser_add_filter (GTK_FILE_CHOOSER (dialog), filter);
-  g_signal_connect (dialog, "response", G_CALLBACK (on_add_image_response), self);
-  gtk_native_dialog_show (GTK_NATIVE_DIALOG (dialog));
+  tern_composer_choose_images (self->composer, GTK_WINDOW (self));
 }
 
 static void
@@ -1244,39 +920,44 @@ on_vision (TernWindow *self,
 {
   (void) id;
   (void) projector;
-  self->vision_native = native_tokens;
-  self->vision_extra = MAX (extra_rows, 0);
-  clear_attachments (self);
-  if (native_tokens > 0)
-    gtk_spin_button_set_range (self->image_tokens_spin, 1, native_tokens);
-  gtk_widget_set_tooltip_text (GTK_WIDGET (self->attach_button),
-                               native_tokens > 0 ? _("Add Image… (or drop or paste one)")
-                                                 : _("This model cannot read images: it has no vision projector (a *mmproj*.gguf file beside the model)"));
+  tern_composer_set_vision (self->composer, self->model_loaded, native_tokens, extra_rows);
   update_actions (self);
 }
 
 GtkDropTarget *
 tern_window_get_drop_target (TernWindow *self)
 {
-  return self->drop_target;
+  return tern_composer_get_drop_target (self->composer);
 }
 
 guint
 tern_window_get_n_attachments (TernWindow *self)
 {
-  return self->attachments->len;
+  return tern_composer_get_n_images (self->composer);
+}
+
+gboolean
+tern_window_is_attaching (TernWindow *self)
+{
+  return tern_composer_is_busy (self->composer);
 }
 
 gboolean
 tern_window_has_vision (TernWindow *self)
 {
-  return self->vision_native > 0;
+  return tern_composer_has_vision (self->composer);
 }
 
 const char *
 tern_window_get_image_cost_text (TernWindow *self)
 {
-  return gtk_label_get_text (self->image_cost_label);
+  return tern_composer_get_cost_text (self->composer);
+}
+
+TernComposer *
+tern_window_get_composer (TernWindow *self)
+{
+  return self->composer;
 }
 
 /* -------------------------------------------------------- local server */
@@ -1437,12 +1118,15 @@ update_actions (TernWindow *self)
   guint n = self->chat ? tern_chat_get_n_messages (self->chat) : 0;
   TernMessage *last = n ? tern_chat_get_message (self->chat, n - 1) : NULL;
 
-  set_enabled (self, "send", ready && !generating);
-  set_enabled (self, "send-message", ready && !generating);
+  /* Not while an attached image is still being decoded (a moment). */
+  gboolean attaching = tern_composer_is_busy (self->composer);
+
+  set_enabled (self, "send", ready && !generating && !attaching);
+  set_enabled (self, "send-message", ready && !generating && !attaching);
   /* A saved chat read without a model says why it cannot go on. */
-  gtk_widget_set_tooltip_text (GTK_WIDGET (self->send_button),
-                               self->model_loaded ? _("Send (Enter)")
-                                                  : _("Load a model to continue this chat"));
+  tern_composer_set_send_tooltip (self->composer,
+                                  self->model_loaded ? _("Send (Enter)")
+                                                     : _("Load a model to continue this chat"));
   set_enabled (self, "stop", generating || self->pin_id != 0);
   set_enabled (self, "cancel-load", self->load_id != 0);
   set_enabled (self, "pin", ready && self->pin_id == 0 && !generating);
@@ -1456,7 +1140,7 @@ update_actions (TernWindow *self)
   set_enabled (self, "export-chat-to", n > 0);
   set_enabled (self, "open-model", !generating);
   /* Greyed out (with a tooltip that says why) for a model without vision. */
-  set_enabled (self, "add-image", self->vision_native > 0);
+  set_enabled (self, "add-image", tern_composer_has_vision (self->composer));
   set_enabled (self, "load-model", !generating);
   set_enabled (self, "use-demo-model", !generating);
   gtk_widget_set_sensitive (GTK_WIDGET (self->chat_list), !generating);
@@ -1651,14 +1335,14 @@ action_send (GSimpleAction *action,
              gpointer       data)
 {
   TernWindow *self = data;
-  g_autofree char *text = composer_text (self);
+  g_autofree char *text = tern_composer_get_text (self->composer);
   g_autofree char *trimmed = g_strstrip (g_strdup (text));
 
   (void) action;
   (void) param;
-  if (*trimmed == '\0' || is_generating (self))
+  if (*trimmed == '\0' || is_generating (self) || tern_composer_is_busy (self->composer))
     return;
-  gtk_text_buffer_set_text (gtk_text_view_get_buffer (self->composer), "", 0);
+  tern_composer_set_text (self->composer, "");
   send_text (self, trimmed);
 }
 
@@ -1743,9 +1427,9 @@ action_edit_last (GSimpleAction *action,
     /* Its images go back to the composer with its text. */
     TernMessage *m = tern_chat_get_message (self->chat, user_index);
 
-    clear_attachments (self);
+    tern_composer_clear_images (self->composer);
     for (guint i = 0; m->images != NULL && i < m->images->len; i++)
-      attach_image (self, g_ptr_array_index (m->images, i), _("Image"));
+      tern_composer_attach_bytes (self->composer, g_ptr_array_index (m->images, i), _("Image"));
   }
   /* The old question and answer stay recoverable until the toast goes. */
   forget_edit (self);
@@ -1757,7 +1441,7 @@ action_edit_last (GSimpleAction *action,
   mark_last_rows (self);
   update_actions (self);
   update_main_page (self);
-  gtk_widget_grab_focus (GTK_WIDGET (self->composer));
+  tern_composer_focus (self->composer);
   self->edit_toast = adw_toast_new (_("Message taken back for editing"));
   adw_toast_set_timeout (self->edit_toast, 10);
   adw_toast_set_button_label (self->edit_toast, _("_Undo"));
@@ -1793,7 +1477,7 @@ action_undo_edit (GSimpleAction *action,
   tern_chat_restore (self->chat, self->edit_taken);
   forget_edit (self);
   tern_window_set_composer_text (self, "");
-  clear_attachments (self);
+  tern_composer_clear_images (self->composer);
   show_chat (self, self->chat);
   save_chat (self);
 }
@@ -2199,27 +1883,6 @@ static const GActionEntry win_entries[] = {
 
 /* -------------------------------------------------------------- the rest */
 
-static gboolean
-on_composer_key (GtkEventControllerKey *controller,
-                 guint                  keyval,
-                 guint                  keycode,
-                 GdkModifierType        state,
-                 TernWindow            *self)
-{
-  (void) controller;
-  (void) keycode;
-  if ((keyval == GDK_KEY_Return || keyval == GDK_KEY_KP_Enter)
-      && (state & (GDK_SHIFT_MASK | GDK_CONTROL_MASK | GDK_ALT_MASK)) == 0)
-    {
-      gtk_widget_activate_action (GTK_WIDGET (self), "win.send", NULL);
-      return TRUE;
-    }
-  if ((keyval == GDK_KEY_v || keyval == GDK_KEY_V)
-      && (state & (GDK_SHIFT_MASK | GDK_CONTROL_MASK | GDK_ALT_MASK)) == GDK_CONTROL_MASK)
-    return paste_image (self);
-  return FALSE;
-}
-
 /* Following the end of the transcript. Setting the scroll position when
  * the adjustment's upper bound changes is too early: the rows' heights are
  * still being measured (a saved chat opened at its end showed a blank pane
@@ -2324,7 +1987,7 @@ static void
 on_jump_clicked (TernWindow *self)
 {
   scroll_to_end (self);
-  gtk_widget_grab_focus (GTK_WIDGET (self->composer));
+  tern_composer_focus (self->composer);
 }
 
 static GtkWidget *
@@ -2566,7 +2229,6 @@ tern_window_finalize (GObject *object)
   g_clear_pointer (&self->deleted, g_hash_table_unref);
   g_clear_object (&self->edit_chat);
   g_clear_pointer (&self->edit_taken, g_ptr_array_unref);
-  g_clear_pointer (&self->attachments, g_ptr_array_unref);
   G_OBJECT_CLASS (tern_window_parent_class)->finalize (object);
 }
 
@@ -2583,6 +2245,7 @@ tern_window_class_init (TernWindowClass *klass)
     g_signal_new ("server-status-changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL,
                   NULL, NULL, G_TYPE_NONE, 0);
 
+  g_type_ensure (TERN_TYPE_COMPOSER);
   g_type_ensure (TERN_TYPE_PIN_EDITOR);
   g_type_ensure (TERN_TYPE_STATS_BAR);
 
@@ -2610,7 +2273,6 @@ tern_window_class_init (TernWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernWindow, drafter_dropdown);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, flap);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, main_stack);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, send_button);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_page);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_spinner);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, transcript_stack);
@@ -2620,13 +2282,7 @@ tern_window_class_init (TernWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernWindow, message_box);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, stats_bar);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, composer);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, send_stack);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, pin_editor);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, attach_button);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, attachments_bar);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, attachments_box);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, image_tokens_spin);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, image_cost_label);
 }
 
 static void
@@ -2635,15 +2291,12 @@ tern_window_init (TernWindow *self)
   g_autoptr(GAction) mode = NULL;
   g_autoptr(GAction) tint = NULL;
   g_autofree char *system_prompt = NULL;
-  GtkEventController *keys;
   GtkAdjustment *vadj;
 
   gtk_widget_init_template (GTK_WIDGET (self));
 
   self->settings = tern_settings_new ();
   self->toasts = g_ptr_array_new_with_free_func (g_object_unref);
-  self->attachments = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
-  self->vision_native = -1;
   self->chats_dir = tern_chats_dir ();
   self->chats = g_list_store_new (TERN_TYPE_CHAT);
   self->worker = tern_engine_worker_new ();
@@ -2709,20 +2362,12 @@ tern_window_init (TernWindow *self)
   g_signal_connect_swapped (self->worker, "drafter-ready", G_CALLBACK (on_drafter_ready), self);
   g_signal_connect_swapped (self->worker, "server-state", G_CALLBACK (on_server_state), self);
   g_signal_connect_swapped (self->worker, "vision", G_CALLBACK (on_vision), self);
-  g_settings_bind (self->settings, "image-tokens", self->image_tokens_spin, "value",
-                   G_SETTINGS_BIND_DEFAULT);
-  g_signal_connect_swapped (self->image_tokens_spin, "value-changed",
-                            G_CALLBACK (update_image_cost), self);
-  {
-    /* Anywhere on the chat: files from a file manager or image data. */
-    GType types[] = { GDK_TYPE_FILE_LIST, G_TYPE_FILE, GDK_TYPE_TEXTURE };
-
-    self->drop_target = gtk_drop_target_new (G_TYPE_INVALID, GDK_ACTION_COPY);
-    gtk_drop_target_set_gtypes (self->drop_target, types, G_N_ELEMENTS (types));
-    g_signal_connect (self->drop_target, "drop", G_CALLBACK (on_drop), self);
-    gtk_widget_add_controller (GTK_WIDGET (self->content),
-                               GTK_EVENT_CONTROLLER (self->drop_target));
-  }
+  tern_composer_set_worker (self->composer, self->worker);
+  g_signal_connect_object (self->composer, "error", G_CALLBACK (on_composer_error), self,
+                           G_CONNECT_SWAPPED);
+  g_signal_connect_object (self->composer, "notify::busy", G_CALLBACK (update_actions), self,
+                           G_CONNECT_SWAPPED);
+  tern_composer_take_drops_on (self->composer, GTK_WIDGET (self->content));
   g_signal_connect_object (self->settings, "changed::server-enabled",
                            G_CALLBACK (on_server_setting_changed), self, G_CONNECT_SWAPPED);
   g_signal_connect_object (self->settings, "changed::server-port",
@@ -2738,11 +2383,6 @@ tern_window_init (TernWindow *self)
   tern_pin_editor_set_text (self->pin_editor, system_prompt);
   g_signal_connect_swapped (self->pin_editor, "changed", G_CALLBACK (on_pin_editor_changed),
                             self);
-
-  keys = gtk_event_controller_key_new ();
-  gtk_event_controller_set_propagation_phase (keys, GTK_PHASE_CAPTURE);
-  g_signal_connect (keys, "key-pressed", G_CALLBACK (on_composer_key), self);
-  gtk_widget_add_controller (GTK_WIDGET (self->composer), keys);
 
   vadj = gtk_scrolled_window_get_vadjustment (self->transcript_scroller);
   g_signal_connect (vadj, "notify::upper", G_CALLBACK (on_scroll_bounds), self);
@@ -2924,11 +2564,11 @@ void
 tern_window_set_composer_text (TernWindow *self,
                                const char *text)
 {
-  gtk_text_buffer_set_text (gtk_text_view_get_buffer (self->composer), text ? text : "", -1);
+  tern_composer_set_text (self->composer, text);
 }
 
 char *
 tern_window_get_composer_text (TernWindow *self)
 {
-  return composer_text (self);
+  return tern_composer_get_text (self->composer);
 }
