@@ -4,6 +4,10 @@
  * what comes back only when the request id is the one it waits for (a model
  * loaded after another was chosen, or tokens of a stopped answer, are
  * dropped).
+ *
+ * Here: construction and state. The actions (win.*) are in
+ * tern-window-actions.c, the composer in tern-composer.c; the instance
+ * struct and what the two window files share in tern-window-private.h.
  */
 #include "config.h"
 
@@ -28,85 +32,9 @@
 
 #define COUNT_DELAY_MS 300
 
-struct _TernWindow {
-  AdwApplicationWindow parent_instance;
-
-  /* template */
-  AdwToastOverlay *toast_overlay;
-  AdwLeaflet *leaflet;
-  GtkBox *sidebar;
-  GtkListBox *chat_list;
-  GtkBox *content;
-  GtkButton *back_button;
-  AdwWindowTitle *window_title;
-  GtkBox *speculation_box;
-  GtkToggleButton *speculation_toggle;
-  GtkToggleButton *speculation_toggle_narrow;
-  GtkMenuButton *mode_menu_button;
-  GtkButton *server_indicator;
-  GtkDropDown *drafter_dropdown;
-  AdwFlap *flap;
-  GtkStack *main_stack;
-  AdwStatusPage *loading_page;
-  GtkSpinner *loading_spinner;
-  char *loading_path;      /* the file being loaded */
-  GtkStack *transcript_stack;
-  GtkScrolledWindow *transcript_scroller;
-  GtkRevealer *jump_revealer;
-  GtkButton *jump_button;
-  GtkBox *message_box;
-  TernStatsBar *stats_bar;
-  TernComposer *composer;
-  TernPinEditor *pin_editor;
-  int n_ctx;               /* the session's context, once pinned */
-  int n_pin;
-  guint64 kv_bytes;
-  guint sent_start;        /* the first message the request in flight sent */
-
-  GSettings *settings;
-  TernEngineWorker *worker;
-  GListStore *chats;
-  TernChat *chat;
-  char *chats_dir;
-
-  guint load_id;
-  guint pin_id;
-  guint count_id;
-  guint gen_id;
-  guint drafter_id;        /* the drafter being prepared */
-  guint count_timeout;
-
-  gboolean model_loaded;
-  char *model_description;
-  char *model_path; /* the loaded model's file (Preferences' Hardware page) */
-  char *pin_text;          /* the text of the pin request in flight */
-  char *last_error;
-  guint streaming_index;   /* message index of the answer being generated */
-  TernMessageRow *streaming_row;
-  gboolean stick_to_bottom; /* follow the end: the user has not scrolled up */
-  gboolean scrolling;      /* our own change of the scroll position */
-  guint follow_tick;       /* the frame callback that keeps the end in view */
-  int settled_frames;      /* frames the end has stayed in view */
-  GPtrArray *toasts;       /* shown or waiting */
-  GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */
-  /* Edit Last: the messages taken back, while its toast offers Undo. */
-  TernChat *edit_chat;
-  GPtrArray *edit_taken;
-  guint edit_index;
-  AdwToast *edit_toast;
-  GtkWidget *chat_menu;    /* the chat list's context menu (a GtkPopoverMenu) */
-  char *server_url;        /* while the local server runs */
-  char *server_status;
-  int server_port;         /* what the running (or starting) server was asked for */
-  char *server_key;
-  gboolean server_asked;
-};
-
 G_DEFINE_FINAL_TYPE (TernWindow, tern_window, ADW_TYPE_APPLICATION_WINDOW)
 
-static void update_actions (TernWindow *self);
 static void scroll_to_end (TernWindow *self);
-static void end_loading (TernWindow *self);
 static void apply_server (TernWindow *self);
 
 /* ---------------------------------------------------------------- helpers */
@@ -114,23 +42,23 @@ static void apply_server (TernWindow *self);
 /* The overlay may still animate a dismissed toast; the reference kept in
  * self->toasts lasts as long as the window (dropping it at "dismissed" freed
  * a toast under libadwaita 1.2's hide animation). */
-static void
-on_toast_dismissed (AdwToast   *t,
+void
+_tern_window_on_toast_dismissed (AdwToast   *t,
                     TernWindow *self)
 {
   (void) self;
   g_object_set_data (G_OBJECT (t), "tern-dismissed", GINT_TO_POINTER (1));
 }
 
-static void
-toast (TernWindow *self,
+void
+_tern_window_toast (TernWindow *self,
        const char *text)
 {
   AdwToast *t = adw_toast_new (text);
 
   adw_toast_set_timeout (t, 4);
   g_ptr_array_add (self->toasts, g_object_ref (t));
-  g_signal_connect_object (t, "dismissed", G_CALLBACK (on_toast_dismissed), self, 0);
+  g_signal_connect_object (t, "dismissed", G_CALLBACK (_tern_window_on_toast_dismissed), self, 0);
   adw_toast_overlay_add_toast (self->toast_overlay, t);
 }
 
@@ -147,35 +75,35 @@ tern_window_dismiss_toasts (TernWindow *self)
       adw_toast_dismiss (g_ptr_array_index (all, i));
 }
 
-static void
-set_error (TernWindow *self,
+void
+_tern_window_set_error (TernWindow *self,
            const char *message)
 {
   g_free (self->last_error);
   self->last_error = g_strdup (message);
   if (message != NULL)
-    toast (self, message);
+    _tern_window_toast (self, message);
 }
 
-static gboolean
-is_generating (TernWindow *self)
+gboolean
+_tern_window_is_generating (TernWindow *self)
 {
   return self->gen_id != 0;
 }
 
-static void
-on_save_error (GObject    *owner,
+void
+_tern_window_on_save_error (GObject    *owner,
                const char *message)
 {
-  set_error (TERN_WINDOW (owner), message);
+  _tern_window_set_error (TERN_WINDOW (owner), message);
 }
 
-static void
-save_chat (TernWindow *self)
+void
+_tern_window_save_chat (TernWindow *self)
 {
   if (self->chat == NULL || tern_chat_get_n_messages (self->chat) == 0)
     return;
-  tern_chat_save_in_background (self->chat, self->chats_dir, G_OBJECT (self), on_save_error);
+  tern_chat_save_in_background (self->chat, self->chats_dir, G_OBJECT (self), _tern_window_on_save_error);
 }
 
 static TernMessageRow *
@@ -189,8 +117,8 @@ row_at (TernWindow *self,
   return child ? TERN_MESSAGE_ROW (child) : NULL;
 }
 
-static void
-mark_last_rows (TernWindow *self)
+void
+_tern_window_mark_last_rows (TernWindow *self)
 {
   guint n = tern_chat_get_n_messages (self->chat);
   guint i = 0;
@@ -199,7 +127,7 @@ mark_last_rows (TernWindow *self)
        c = gtk_widget_get_next_sibling (c), i++)
     /* Edit goes with the last user message, Regenerate with the last answer. */
     {
-      tern_message_row_set_last (TERN_MESSAGE_ROW (c), !is_generating (self) && i + 2 >= n);
+      tern_message_row_set_last (TERN_MESSAGE_ROW (c), !_tern_window_is_generating (self) && i + 2 >= n);
       /* Left out of the model's context: shown dimmed, never sent again. */
       if (i < tern_chat_get_context_start (self->chat))
         {
@@ -240,8 +168,8 @@ add_row (TernWindow        *self,
   return row;
 }
 
-static void
-remove_rows_from (TernWindow *self,
+void
+_tern_window_remove_rows_from (TernWindow *self,
                   guint       index)
 {
   TernMessageRow *row;
@@ -275,8 +203,8 @@ update_context_gauge (TernWindow *self)
 /* A saved chat can be read without a model: the transcript shows as soon
  * as the chat has messages; the start page only stands in for an empty
  * chat. (The loading page stays while a model loads.) */
-static void
-update_main_page (TernWindow *self)
+void
+_tern_window_update_main_page (TernWindow *self)
 {
   gboolean has_messages = self->chat != NULL && tern_chat_get_n_messages (self->chat) > 0;
 
@@ -286,43 +214,43 @@ update_main_page (TernWindow *self)
                                     self->model_loaded || has_messages ? "chat" : "no-model");
 }
 
-static void
-show_chat (TernWindow *self,
+void
+_tern_window_show_chat (TernWindow *self,
            TernChat   *chat)
 {
   if (chat != self->chat)
     tern_stats_bar_reset (self->stats_bar);
   g_set_object (&self->chat, chat);
-  remove_rows_from (self, 0);
+  _tern_window_remove_rows_from (self, 0);
   for (guint i = 0; i < tern_chat_get_n_messages (chat); i++)
     add_row (self, tern_chat_get_message (chat, i));
-  mark_last_rows (self);
+  _tern_window_mark_last_rows (self);
   scroll_to_end (self);
   update_context_gauge (self);
-  update_actions (self);
-  update_main_page (self);
+  _tern_window_update_actions (self);
+  _tern_window_update_main_page (self);
 }
 
-static gboolean
-chat_in_list (TernWindow *self,
+gboolean
+_tern_window_chat_in_list (TernWindow *self,
               TernChat   *chat,
               guint      *position)
 {
   return g_list_store_find (self->chats, chat, position);
 }
 
-static void
-select_current_chat (TernWindow *self)
+void
+_tern_window_select_current_chat (TernWindow *self)
 {
   guint pos;
 
-  if (chat_in_list (self, self->chat, &pos))
+  if (_tern_window_chat_in_list (self, self->chat, &pos))
     gtk_list_box_select_row (self->chat_list, gtk_list_box_get_row_at_index (self->chat_list,
                                                                              (int) pos));
 }
 
-static void
-new_chat (TernWindow *self)
+void
+_tern_window_new_chat (TernWindow *self)
 {
   g_autoptr(TernChat) chat = NULL;
   g_autofree char *mode = g_settings_get_string (self->settings, "mode");
@@ -339,15 +267,15 @@ new_chat (TernWindow *self)
         {
           g_list_store_remove (self->chats, i);
           g_list_store_insert (self->chats, 0, other);
-          show_chat (self, other);
-          select_current_chat (self);
+          _tern_window_show_chat (self, other);
+          _tern_window_select_current_chat (self);
           return;
         }
     }
   chat = tern_chat_new (mode);
   g_list_store_insert (self->chats, 0, chat);
-  show_chat (self, chat);
-  select_current_chat (self);
+  _tern_window_show_chat (self, chat);
+  _tern_window_select_current_chat (self);
 }
 
 /* ------------------------------------------------------------ engine side */
@@ -407,7 +335,7 @@ on_drafter_ready (TernWindow *self,
   self->drafter_id = 0;
   if (error != NULL)
     {
-      set_error (self, error);
+      _tern_window_set_error (self, error);
       gtk_drop_down_set_selected (self->drafter_dropdown, TERN_DRAFTER_PROMPT_LOOKUP);
     }
 }
@@ -457,15 +385,15 @@ gen_settings (TernWindow *self)
   return gen;
 }
 
-static void
-request_pin (TernWindow *self,
+void
+_tern_window_request_pin (TernWindow *self,
              const char *text)
 {
   g_free (self->pin_text);
   self->pin_text = g_strdup (text);
   self->pin_id = tern_engine_worker_pin (self->worker, text);
   tern_pin_editor_set_pinning (self->pin_editor, TRUE);
-  update_actions (self);
+  _tern_window_update_actions (self);
 }
 
 /* Requests go to the engine thread in order, so a pin queued here is in
@@ -480,7 +408,7 @@ ensure_pinned (TernWindow *self)
   if (self->pin_id == 0 && !tern_pin_editor_is_stale (self->pin_editor)
       && tern_pin_editor_get_pinned_text (self->pin_editor) != NULL)
     return;
-  request_pin (self, text);
+  _tern_window_request_pin (self, text);
 }
 
 static void
@@ -511,8 +439,8 @@ on_pin_editor_changed (TernWindow *self)
   self->count_timeout = g_timeout_add (COUNT_DELAY_MS, on_count_timeout, self);
 }
 
-static void
-start_generation (TernWindow *self)
+void
+_tern_window_start_generation (TernWindow *self)
 {
   TernGenSettings gen = gen_settings (self);
   g_autofree char *mode = g_settings_get_string (self->settings, "mode");
@@ -566,7 +494,7 @@ start_generation (TernWindow *self)
   tern_stats_bar_start (self->stats_bar);
   tern_composer_set_generating (self->composer, TRUE);
 
-  if (!chat_in_list (self, self->chat, &pos))
+  if (!_tern_window_chat_in_list (self, self->chat, &pos))
     g_list_store_insert (self->chats, 0, self->chat);
   else if (pos != 0)
     {
@@ -574,13 +502,13 @@ start_generation (TernWindow *self)
       g_list_store_remove (self->chats, pos);
       g_list_store_insert (self->chats, 0, keep);
     }
-  select_current_chat (self);
-  mark_last_rows (self);
-  update_actions (self);
+  _tern_window_select_current_chat (self);
+  _tern_window_mark_last_rows (self);
+  _tern_window_update_actions (self);
 }
 
-static void
-send_text (TernWindow *self,
+void
+_tern_window_send_text (TernWindow *self,
            const char *text)
 {
   g_autofree char *trimmed = g_strstrip (g_strdup (text ? text : ""));
@@ -588,7 +516,7 @@ send_text (TernWindow *self,
   TernMessage *m;
 
   /* Images still decoding would be left out: Send waits for them. */
-  if (!self->model_loaded || is_generating (self) || *trimmed == '\0'
+  if (!self->model_loaded || _tern_window_is_generating (self) || *trimmed == '\0'
       || tern_composer_is_busy (self->composer))
     return;
   m = tern_chat_append (self->chat, "user", trimmed);
@@ -601,7 +529,7 @@ send_text (TernWindow *self,
   add_row (self, m);
   scroll_to_end (self);
   tern_composer_clear_images (self->composer);
-  start_generation (self);
+  _tern_window_start_generation (self);
 }
 
 /* An open error, in a dialog: a sentence that says what happened and what
@@ -684,13 +612,13 @@ on_model_loaded (TernWindow *self,
 
   if (id != self->load_id)
     return;
-  end_loading (self);
+  _tern_window_end_loading (self);
   if (error != NULL)
     {
       g_free (self->last_error);
       self->last_error = g_strdup (error);
       show_load_error (self, path, error, english);
-      update_actions (self);
+      _tern_window_update_actions (self);
       return;
     }
 
@@ -713,13 +641,13 @@ on_model_loaded (TernWindow *self,
   tern_pin_editor_set_pinned (self->pin_editor, NULL, NULL);
   system_prompt = tern_pin_editor_get_text (self->pin_editor);
   request_count (self);
-  request_pin (self, system_prompt);
+  _tern_window_request_pin (self, system_prompt);
   /* The old model's draft and server went with it. */
   if (selected_drafter (self) != TERN_DRAFTER_PROMPT_LOOKUP)
     prepare_drafter (self);
   if (g_settings_get_boolean (self->settings, "server-enabled"))
     apply_server (self);
-  update_actions (self);
+  _tern_window_update_actions (self);
   tern_composer_focus (self->composer);
 }
 
@@ -746,7 +674,7 @@ on_pinned (TernWindow         *self,
   if (error != NULL)
     {
       tern_pin_editor_set_error (self->pin_editor, error);
-      set_error (self, error);
+      _tern_window_set_error (self, error);
     }
   else if (!cancelled)
     {
@@ -758,7 +686,7 @@ on_pinned (TernWindow         *self,
       g_settings_set_string (self->settings, "system-prompt", self->pin_text);
     }
   g_clear_pointer (&self->pin_text, g_free);
-  update_actions (self);
+  _tern_window_update_actions (self);
 }
 
 static void
@@ -847,7 +775,7 @@ on_finished (TernWindow      *self,
                                         "The conversation outgrew the %d-token context: its %d oldest messages are left out (the system prompt stays)",
                                         (gulong) tern_chat_get_context_start (self->chat)),
                               stats->n_ctx, (int) tern_chat_get_context_start (self->chat));
-      toast (self, note);
+      _tern_window_toast (self, note);
     }
   tern_chat_touch (self->chat);
   if (stats->prefill_tok_s > 0 && stats->prompt_tokens >= 8)
@@ -860,20 +788,20 @@ on_finished (TernWindow      *self,
   tern_stats_bar_finish (self->stats_bar, stats, cancelled, outcome);
   self->streaming_row = NULL;
   if (m->error != NULL)
-    set_error (self, m->error);
+    _tern_window_set_error (self, m->error);
   update_context_gauge (self);
 
   tern_composer_set_generating (self->composer, FALSE);
-  save_chat (self);
-  mark_last_rows (self);
-  update_actions (self);
+  _tern_window_save_chat (self);
+  _tern_window_mark_last_rows (self);
+  _tern_window_update_actions (self);
 }
 
 static void
 on_engine_warning (TernWindow *self,
                    const char *message)
 {
-  toast (self, message);
+  _tern_window_toast (self, message);
 }
 
 /* ---------------------------------------------------------------- images */
@@ -883,32 +811,7 @@ static void
 on_composer_error (TernWindow *self,
                    const char *message)
 {
-  set_error (self, message);
-}
-
-static void
-action_paste_image (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-
-  (void) action;
-  (void) param;
-  if (!tern_composer_paste_image (self->composer))
-    toast (self, _("The clipboard holds no image"));
-}
-
-static void
-action_add_image (GSimpleAction *action,
-                  GVariant      *param,
-                  gpointer       data)
-{
-  TernWindow *self = data;
-
-  (void) action;
-  (void) param;
-  tern_composer_choose_images (self->composer, GTK_WINDOW (self));
+  _tern_window_set_error (self, message);
 }
 
 static void
@@ -921,7 +824,7 @@ on_vision (TernWindow *self,
   (void) id;
   (void) projector;
   tern_composer_set_vision (self->composer, self->model_loaded, native_tokens, extra_rows);
-  update_actions (self);
+  _tern_window_update_actions (self);
 }
 
 GtkDropTarget *
@@ -1037,13 +940,13 @@ on_server_state (TernWindow *self,
       /* Translators: %s is the server's base URL, http://127.0.0.1:8080/v1 */
       status = g_strdup_printf (_("Serving the loaded model at %s"), url);
       set_server_status (self, status);
-      toast (self, status);
+      _tern_window_toast (self, status);
     }
   else if (error != NULL)
     {
       /* A switch left on would claim a server that does not run. */
       self->server_asked = FALSE;
-      set_error (self, error);
+      _tern_window_set_error (self, error);
       g_settings_set_boolean (self->settings, "server-enabled", FALSE);
       set_server_status (self, error);
     }
@@ -1097,55 +1000,6 @@ on_dark_changed (TernWindow *self)
     tern_message_row_refresh (TERN_MESSAGE_ROW (c));
 }
 
-/* ---------------------------------------------------------------- actions */
-
-static void
-set_enabled (TernWindow *self,
-             const char *name,
-             gboolean    enabled)
-{
-  GAction *action = g_action_map_lookup_action (G_ACTION_MAP (self), name);
-
-  if (G_IS_SIMPLE_ACTION (action))
-    g_simple_action_set_enabled (G_SIMPLE_ACTION (action), enabled);
-}
-
-static void
-update_actions (TernWindow *self)
-{
-  gboolean generating = is_generating (self);
-  gboolean ready = self->model_loaded && self->load_id == 0;
-  guint n = self->chat ? tern_chat_get_n_messages (self->chat) : 0;
-  TernMessage *last = n ? tern_chat_get_message (self->chat, n - 1) : NULL;
-
-  /* Not while an attached image is still being decoded (a moment). */
-  gboolean attaching = tern_composer_is_busy (self->composer);
-
-  set_enabled (self, "send", ready && !generating && !attaching);
-  set_enabled (self, "send-message", ready && !generating && !attaching);
-  /* A saved chat read without a model says why it cannot go on. */
-  tern_composer_set_send_tooltip (self->composer,
-                                  self->model_loaded ? _("Send (Enter)")
-                                                     : _("Load a model to continue this chat"));
-  set_enabled (self, "stop", generating || self->pin_id != 0);
-  set_enabled (self, "cancel-load", self->load_id != 0);
-  set_enabled (self, "pin", ready && self->pin_id == 0 && !generating);
-  set_enabled (self, "regenerate", ready && !generating && last != NULL
-               && g_str_equal (last->role, "assistant"));
-  set_enabled (self, "edit-last", ready && !generating && last != NULL);
-  set_enabled (self, "new-chat", !generating);
-  set_enabled (self, "delete-chat", !generating && n > 0);
-  set_enabled (self, "remove-chat", !generating);
-  set_enabled (self, "export-chat", n > 0);
-  set_enabled (self, "export-chat-to", n > 0);
-  set_enabled (self, "open-model", !generating);
-  /* Greyed out (with a tooltip that says why) for a model without vision. */
-  set_enabled (self, "add-image", tern_composer_has_vision (self->composer));
-  set_enabled (self, "load-model", !generating);
-  set_enabled (self, "use-demo-model", !generating);
-  gtk_widget_set_sensitive (GTK_WIDGET (self->chat_list), !generating);
-}
-
 static void
 show_loading (TernWindow *self,
               const char *path)
@@ -1167,33 +1021,15 @@ show_loading (TernWindow *self,
   adw_status_page_set_description (self->loading_page, line ? line : name);
   gtk_spinner_start (self->loading_spinner);
   gtk_stack_set_visible_child_name (self->main_stack, "loading");
-  update_actions (self);
+  _tern_window_update_actions (self);
 }
 
-static void
-end_loading (TernWindow *self)
+void
+_tern_window_end_loading (TernWindow *self)
 {
   self->load_id = 0;
   gtk_spinner_stop (self->loading_spinner);
-  update_main_page (self);
-}
-
-static void
-action_cancel_load (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-
-  (void) action;
-  (void) param;
-  if (self->load_id == 0)
-    return;
-  /* The worker drops the half-loaded model; the one in use stays. */
-  tern_engine_worker_cancel (self->worker);
-  end_loading (self);
-  toast (self, _("Loading cancelled"));
-  update_actions (self);
+  _tern_window_update_main_page (self);
 }
 
 void
@@ -1202,7 +1038,7 @@ tern_window_load_model (TernWindow *self,
 {
   g_return_if_fail (TERN_IS_WINDOW (self));
 
-  if (is_generating (self))
+  if (_tern_window_is_generating (self))
     return;
 #ifdef TERN_HAVE_MANAGER
   {
@@ -1235,457 +1071,13 @@ tern_window_use_demo_model (TernWindow *self)
   g_autofree char *path = tern_demo_model_path (self->settings);
 
   g_return_if_fail (TERN_IS_WINDOW (self));
-  if (is_generating (self))
+  if (_tern_window_is_generating (self))
     return;
   tern_engine_worker_set_session_size (self->worker,
                                        g_settings_get_int (self->settings, "context-size"),
                                        g_settings_get_int (self->settings, "threads"));
   self->load_id = tern_engine_worker_load_demo (self->worker, path);
   show_loading (self, path);
-}
-
-static void
-on_open_response (GtkNativeDialog *dialog,
-                  int              response,
-                  TernWindow      *self)
-{
-  if (response == GTK_RESPONSE_ACCEPT)
-    {
-      g_autoptr(GFile) file = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (dialog));
-      g_autofree char *path = g_file_get_path (file);
-
-      if (path != NULL)
-        tern_window_load_model (self, path);
-    }
-  g_object_unref (dialog);
-}
-
-static void
-action_open_model (GSimpleAction *action,
-                   GVariant      *param,
-                   gpointer       data)
-{
-  TernWindow *self = data;
-  GtkFileChooserNative *dialog;
-  g_autoptr(GtkFileFilter) filter = gtk_file_filter_new ();
-
-  (void) action;
-  (void) param;
-  dialog = gtk_file_chooser_native_new (_("Open GGUF File"), GTK_WINDOW (self),
-                                        GTK_FILE_CHOOSER_ACTION_OPEN, _("_Open"), _("_Cancel"));
-  gtk_file_filter_set_name (filter, _("GGUF models"));
-  gtk_file_filter_add_pattern (filter, "*.gguf");
-  gtk_file_chooser_add_filter (GTK_FILE_CHOOSER (dialog), filter);
-  g_signal_connect (dialog, "response", G_CALLBACK (on_open_response), self);
-  gtk_native_dialog_show (GTK_NATIVE_DIALOG (dialog));
-}
-
-static void
-action_model_manager (GSimpleAction *action,
-                      GVariant      *param,
-                      gpointer       data)
-{
-  (void) action;
-  (void) param;
-#ifdef TERN_HAVE_MANAGER
-  /* "use-model" (path, tag) reaches tern_window_load_model (self, path). */
-  tern_model_manager_set_settings (
-    tern_model_manager_present (GTK_WINDOW (data), G_CALLBACK (tern_window_load_model), data),
-    TERN_WINDOW (data)->settings);
-#else
-  toast (data, _("This build of Tern has no model manager"));
-#endif
-}
-
-static void
-action_load_model (GSimpleAction *action,
-                   GVariant      *param,
-                   gpointer       data)
-{
-  (void) action;
-  tern_window_load_model (data, g_variant_get_string (param, NULL));
-}
-
-static void
-action_use_demo_model (GSimpleAction *action,
-                       GVariant      *param,
-                       gpointer       data)
-{
-  (void) action;
-  (void) param;
-  tern_window_use_demo_model (data);
-}
-
-static void
-action_pin (GSimpleAction *action,
-            GVariant      *param,
-            gpointer       data)
-{
-  TernWindow *self = data;
-  g_autofree char *text = tern_pin_editor_get_text (self->pin_editor);
-
-  (void) action;
-  (void) param;
-  request_pin (self, text);
-}
-
-static void
-action_send (GSimpleAction *action,
-             GVariant      *param,
-             gpointer       data)
-{
-  TernWindow *self = data;
-  g_autofree char *text = tern_composer_get_text (self->composer);
-  g_autofree char *trimmed = g_strstrip (g_strdup (text));
-
-  (void) action;
-  (void) param;
-  if (*trimmed == '\0' || is_generating (self) || tern_composer_is_busy (self->composer))
-    return;
-  tern_composer_set_text (self->composer, "");
-  send_text (self, trimmed);
-}
-
-static void
-action_send_message (GSimpleAction *action,
-                     GVariant      *param,
-                     gpointer       data)
-{
-  (void) action;
-  send_text (data, g_variant_get_string (param, NULL));
-}
-
-static void
-action_stop (GSimpleAction *action,
-             GVariant      *param,
-             gpointer       data)
-{
-  TernWindow *self = data;
-
-  (void) action;
-  (void) param;
-  tern_engine_worker_cancel (self->worker);
-}
-
-static void
-action_regenerate (GSimpleAction *action,
-                   GVariant      *param,
-                   gpointer       data)
-{
-  TernWindow *self = data;
-  guint n = tern_chat_get_n_messages (self->chat);
-
-  (void) action;
-  (void) param;
-  if (n < 2 || is_generating (self)
-      || !g_str_equal (tern_chat_get_message (self->chat, n - 1)->role, "assistant"))
-    return;
-  tern_chat_truncate (self->chat, n - 1);
-  remove_rows_from (self, n - 1);
-  start_generation (self);
-}
-
-static void
-forget_edit (TernWindow *self)
-{
-  g_clear_object (&self->edit_chat);
-  g_clear_pointer (&self->edit_taken, g_ptr_array_unref);
-  self->edit_toast = NULL;
-}
-
-static void
-on_edit_toast_dismissed (AdwToast   *t,
-                         TernWindow *self)
-{
-  if (t == self->edit_toast)
-    forget_edit (self);
-}
-
-static void
-action_edit_last (GSimpleAction *action,
-                  GVariant      *param,
-                  gpointer       data)
-{
-  TernWindow *self = data;
-  guint n = tern_chat_get_n_messages (self->chat);
-  guint user_index = n;
-
-  (void) action;
-  (void) param;
-  if (is_generating (self))
-    return;
-  for (guint i = n; i > 0; i--)
-    if (g_str_equal (tern_chat_get_message (self->chat, i - 1)->role, "user"))
-      {
-        user_index = i - 1;
-        break;
-      }
-  if (user_index == n)
-    return;
-  tern_window_set_composer_text (self, tern_chat_get_message (self->chat, user_index)->text);
-  {
-    /* Its images go back to the composer with its text. */
-    TernMessage *m = tern_chat_get_message (self->chat, user_index);
-
-    tern_composer_clear_images (self->composer);
-    for (guint i = 0; m->images != NULL && i < m->images->len; i++)
-      tern_composer_attach_bytes (self->composer, g_ptr_array_index (m->images, i), _("Image"));
-  }
-  /* The old question and answer stay recoverable until the toast goes. */
-  forget_edit (self);
-  self->edit_taken = tern_chat_take_from (self->chat, user_index);
-  self->edit_chat = g_object_ref (self->chat);
-  self->edit_index = user_index;
-  remove_rows_from (self, user_index);
-  save_chat (self);
-  mark_last_rows (self);
-  update_actions (self);
-  update_main_page (self);
-  tern_composer_focus (self->composer);
-  self->edit_toast = adw_toast_new (_("Message taken back for editing"));
-  adw_toast_set_timeout (self->edit_toast, 10);
-  adw_toast_set_button_label (self->edit_toast, _("_Undo"));
-  adw_toast_set_action_name (self->edit_toast, "win.undo-edit");
-  g_ptr_array_add (self->toasts, g_object_ref (self->edit_toast));
-  g_signal_connect_object (self->edit_toast, "dismissed", G_CALLBACK (on_toast_dismissed), self,
-                           0);
-  g_signal_connect_object (self->edit_toast, "dismissed", G_CALLBACK (on_edit_toast_dismissed),
-                           self, 0);
-  adw_toast_overlay_add_toast (self->toast_overlay, self->edit_toast);
-}
-
-/* Puts the taken messages back, while nothing was sent since: the
- * composer's draft is dropped (it was the old question). */
-static void
-action_undo_edit (GSimpleAction *action,
-                  GVariant      *param,
-                  gpointer       data)
-{
-  TernWindow *self = data;
-
-  (void) action;
-  (void) param;
-  if (self->edit_taken == NULL)
-    return;
-  if (is_generating (self) || self->edit_chat != self->chat
-      || tern_chat_get_n_messages (self->chat) != self->edit_index)
-    {
-      toast (self, _("Too late to undo: the chat has changed since"));
-      forget_edit (self);
-      return;
-    }
-  tern_chat_restore (self->chat, self->edit_taken);
-  forget_edit (self);
-  tern_window_set_composer_text (self, "");
-  tern_composer_clear_images (self->composer);
-  show_chat (self, self->chat);
-  save_chat (self);
-}
-
-static void
-action_new_chat (GSimpleAction *action,
-                 GVariant      *param,
-                 gpointer       data)
-{
-  (void) action;
-  (void) param;
-  new_chat (data);
-}
-
-static TernChat *
-chat_by_id (TernWindow *self,
-            const char *id,
-            guint      *position)
-{
-  for (guint i = 0; i < g_list_model_get_n_items (G_LIST_MODEL (self->chats)); i++)
-    {
-      g_autoptr(TernChat) chat = g_list_model_get_item (G_LIST_MODEL (self->chats), i);
-
-      if (g_str_equal (tern_chat_get_id (chat), id))
-        {
-          if (position != NULL)
-            *position = i;
-          return chat; /* the list holds it */
-        }
-    }
-  return NULL;
-}
-
-/* Undo is no longer offered: the deleted chat goes for good. */
-static void
-on_delete_toast_dismissed (AdwToast   *t,
-                           TernWindow *self)
-{
-  const char *id = g_object_get_data (G_OBJECT (t), "tern-chat-id");
-
-  if (id != NULL && self->deleted != NULL)
-    g_hash_table_remove (self->deleted, id);
-}
-
-/* Deletes the chat's file now (a crash must not bring it back) and keeps
- * the chat in memory while its toast offers Undo, which saves it again. */
-static void
-delete_chat (TernWindow *self,
-             TernChat   *chat)
-{
-  g_autoptr(GError) error = NULL;
-  g_autoptr(TernChat) doomed = g_object_ref (chat);
-  g_autofree char *text = NULL;
-  AdwToast *t;
-  guint pos = 0;
-
-  if (is_generating (self) && chat == self->chat)
-    return;
-  /* A save still on its way would bring the file back. */
-  tern_chat_wait_saves ();
-  if (!tern_chat_delete_file (doomed, self->chats_dir, &error))
-    {
-      set_error (self, error->message);
-      return;
-    }
-  if (chat_in_list (self, doomed, &pos))
-    g_list_store_remove (self->chats, pos);
-  if (doomed == self->chat)
-    {
-      if (g_list_model_get_n_items (G_LIST_MODEL (self->chats)) > 0)
-        {
-          g_autoptr(TernChat) next =
-            g_list_model_get_item (G_LIST_MODEL (self->chats),
-                                   MIN (pos, g_list_model_get_n_items (G_LIST_MODEL (self->chats)) - 1));
-          show_chat (self, next);
-          select_current_chat (self);
-        }
-      else
-        {
-          g_clear_object (&self->chat);
-          new_chat (self);
-        }
-    }
-  if (tern_chat_get_n_messages (doomed) == 0)
-    return; /* nothing worth an Undo */
-  g_object_set_data (G_OBJECT (doomed), "tern-position", GUINT_TO_POINTER (pos));
-  g_hash_table_replace (self->deleted, g_strdup (tern_chat_get_id (doomed)),
-                        g_object_ref (doomed));
-  /* Translators: a chat was deleted; %s is its title */
-  text = g_strdup_printf (_("“%s” deleted"), tern_chat_get_title (doomed));
-  t = adw_toast_new (text);
-  adw_toast_set_timeout (t, 8);
-  adw_toast_set_button_label (t, _("_Undo"));
-  adw_toast_set_action_name (t, "win.undo-delete");
-  adw_toast_set_action_target_value (t, g_variant_new_string (tern_chat_get_id (doomed)));
-  g_ptr_array_add (self->toasts, g_object_ref (t));
-  g_signal_connect_object (t, "dismissed", G_CALLBACK (on_toast_dismissed), self, 0);
-  g_signal_connect_object (t, "dismissed", G_CALLBACK (on_delete_toast_dismissed), self, 0);
-  g_object_set_data_full (G_OBJECT (t), "tern-chat-id", g_strdup (tern_chat_get_id (doomed)),
-                          g_free);
-  adw_toast_overlay_add_toast (self->toast_overlay, t);
-}
-
-static void
-action_delete_chat (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-
-  (void) action;
-  (void) param;
-  if (self->chat != NULL)
-    delete_chat (self, self->chat);
-}
-
-static void
-action_remove_chat (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-  TernChat *chat = chat_by_id (self, g_variant_get_string (param, NULL), NULL);
-
-  (void) action;
-  if (chat != NULL)
-    delete_chat (self, chat);
-}
-
-static void
-action_undo_delete (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-  const char *id = g_variant_get_string (param, NULL);
-  TernChat *chat = g_hash_table_lookup (self->deleted, id);
-  guint pos, n = g_list_model_get_n_items (G_LIST_MODEL (self->chats));
-
-  (void) action;
-  if (chat == NULL)
-    return;
-  g_object_ref (chat);
-  g_hash_table_remove (self->deleted, id);
-  pos = GPOINTER_TO_UINT (g_object_get_data (G_OBJECT (chat), "tern-position"));
-  g_list_store_insert (self->chats, MIN (pos, n), chat);
-  tern_chat_save_in_background (chat, self->chats_dir, G_OBJECT (self), on_save_error);
-  if (!is_generating (self))
-    {
-      show_chat (self, chat);
-      select_current_chat (self);
-    }
-  g_object_unref (chat);
-}
-
-static void
-on_rename_response (AdwMessageDialog *dialog,
-                    const char       *response,
-                    TernWindow       *self)
-{
-  const char *id = g_object_get_data (G_OBJECT (dialog), "tern-chat-id");
-  TernChat *chat = chat_by_id (self, id, NULL);
-  GtkEditable *entry = GTK_EDITABLE (adw_message_dialog_get_extra_child (dialog));
-
-  if (chat == NULL || !g_str_equal (response, "rename"))
-    return;
-  tern_chat_set_title (chat, gtk_editable_get_text (entry));
-  if (tern_chat_get_n_messages (chat) > 0)
-    tern_chat_save_in_background (chat, self->chats_dir, G_OBJECT (self), on_save_error);
-}
-
-static void
-rename_chat (TernWindow *self,
-             TernChat   *chat)
-{
-  AdwMessageDialog *dialog;
-  GtkWidget *entry = gtk_entry_new ();
-
-  dialog = ADW_MESSAGE_DIALOG (adw_message_dialog_new (GTK_WINDOW (self), _("Rename Chat"),
-                                                       NULL));
-  gtk_editable_set_text (GTK_EDITABLE (entry), tern_chat_get_title (chat));
-  gtk_entry_set_activates_default (GTK_ENTRY (entry), TRUE);
-  gtk_entry_set_placeholder_text (GTK_ENTRY (entry), _("Empty: named after the first message"));
-  gtk_accessible_update_property (GTK_ACCESSIBLE (entry), GTK_ACCESSIBLE_PROPERTY_LABEL,
-                                  _("Chat name"), -1);
-  adw_message_dialog_set_extra_child (dialog, entry);
-  adw_message_dialog_add_responses (dialog, "cancel", _("_Cancel"), "rename", _("_Rename"), NULL);
-  adw_message_dialog_set_response_appearance (dialog, "rename", ADW_RESPONSE_SUGGESTED);
-  adw_message_dialog_set_default_response (dialog, "rename");
-  adw_message_dialog_set_close_response (dialog, "cancel");
-  g_object_set_data_full (G_OBJECT (dialog), "tern-chat-id", g_strdup (tern_chat_get_id (chat)),
-                          g_free);
-  g_signal_connect_object (dialog, "response", G_CALLBACK (on_rename_response), self, 0);
-  gtk_window_present (GTK_WINDOW (dialog));
-  gtk_widget_grab_focus (entry);
-}
-
-static void
-action_rename_chat (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-  TernChat *chat = chat_by_id (self, g_variant_get_string (param, NULL), NULL);
-
-  (void) action;
-  if (chat != NULL)
-    rename_chat (self, chat);
 }
 
 /* The chat of the list's selected row (the keyboard's), else NULL. */
@@ -1716,12 +1108,12 @@ on_chat_list_key (GtkEventControllerKey *controller,
     return FALSE;
   if (keyval == GDK_KEY_Delete || keyval == GDK_KEY_KP_Delete)
     {
-      delete_chat (self, chat);
+      _tern_window_delete_chat (self, chat);
       return TRUE;
     }
   if (keyval == GDK_KEY_F2)
     {
-      rename_chat (self, chat);
+      _tern_window_rename_chat (self, chat);
       return TRUE;
     }
   return FALSE;
@@ -1788,98 +1180,6 @@ tern_window_export_markdown (TernWindow *self,
   return g_file_set_contents_full (path, markdown, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0644,
                                    error);
 }
-
-static void
-export_to (TernWindow *self,
-           const char *path)
-{
-  g_autoptr(GError) error = NULL;
-
-  if (tern_window_export_markdown (self, path, &error))
-    toast (self, _("Chat exported"));
-  else
-    set_error (self, error->message);
-}
-
-static void
-on_export_response (GtkNativeDialog *dialog,
-                    int              response,
-                    TernWindow      *self)
-{
-  if (response == GTK_RESPONSE_ACCEPT)
-    {
-      g_autoptr(GFile) file = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (dialog));
-      g_autofree char *path = g_file_get_path (file);
-
-      if (path != NULL)
-        export_to (self, path);
-    }
-  g_object_unref (dialog);
-}
-
-static void
-action_export_chat (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-  GtkFileChooserNative *dialog;
-  g_autofree char *name = NULL;
-
-  (void) action;
-  (void) param;
-  dialog = gtk_file_chooser_native_new (_("Export Chat as Markdown"), GTK_WINDOW (self),
-                                        GTK_FILE_CHOOSER_ACTION_SAVE, _("_Export"),
-                                        _("_Cancel"));
-  name = g_strdup_printf ("%s.md", tern_chat_get_title (self->chat));
-  g_strdelimit (name, "/", '-');
-  gtk_file_chooser_set_current_name (GTK_FILE_CHOOSER (dialog), name);
-  g_signal_connect (dialog, "response", G_CALLBACK (on_export_response), self);
-  gtk_native_dialog_show (GTK_NATIVE_DIALOG (dialog));
-}
-
-static void
-action_export_chat_to (GSimpleAction *action,
-                       GVariant      *param,
-                       gpointer       data)
-{
-  (void) action;
-  export_to (data, g_variant_get_string (param, NULL));
-}
-
-static void
-action_show_toast (GSimpleAction *action,
-                   GVariant      *param,
-                   gpointer       data)
-{
-  (void) action;
-  toast (data, g_variant_get_string (param, NULL));
-}
-
-static const GActionEntry win_entries[] = {
-  { "open-model", action_open_model, NULL, NULL, NULL, { 0 } },
-  { "load-model", action_load_model, "s", NULL, NULL, { 0 } },
-  { "model-manager", action_model_manager, NULL, NULL, NULL, { 0 } },
-  { "use-demo-model", action_use_demo_model, NULL, NULL, NULL, { 0 } },
-  { "pin", action_pin, NULL, NULL, NULL, { 0 } },
-  { "send", action_send, NULL, NULL, NULL, { 0 } },
-  { "send-message", action_send_message, "s", NULL, NULL, { 0 } },
-  { "stop", action_stop, NULL, NULL, NULL, { 0 } },
-  { "cancel-load", action_cancel_load, NULL, NULL, NULL, { 0 } },
-  { "regenerate", action_regenerate, NULL, NULL, NULL, { 0 } },
-  { "edit-last", action_edit_last, NULL, NULL, NULL, { 0 } },
-  { "new-chat", action_new_chat, NULL, NULL, NULL, { 0 } },
-  { "delete-chat", action_delete_chat, NULL, NULL, NULL, { 0 } },
-  { "remove-chat", action_remove_chat, "s", NULL, NULL, { 0 } },
-  { "rename-chat", action_rename_chat, "s", NULL, NULL, { 0 } },
-  { "undo-delete", action_undo_delete, "s", NULL, NULL, { 0 } },
-  { "undo-edit", action_undo_edit, NULL, NULL, NULL, { 0 } },
-  { "export-chat", action_export_chat, NULL, NULL, NULL, { 0 } },
-  { "export-chat-to", action_export_chat_to, "s", NULL, NULL, { 0 } },
-  { "show-toast", action_show_toast, "s", NULL, NULL, { 0 } },
-  { "add-image", action_add_image, NULL, NULL, NULL, { 0 } },
-  { "paste-image", action_paste_image, NULL, NULL, NULL, { 0 } },
-};
 
 /* -------------------------------------------------------------- the rest */
 
@@ -2013,12 +1313,12 @@ on_chat_row_activated (GtkListBox    *box,
   g_autoptr(TernChat) chat = NULL;
 
   (void) box;
-  if (is_generating (self))
+  if (_tern_window_is_generating (self))
     return;
   chat = g_list_model_get_item (G_LIST_MODEL (self->chats),
                                 (guint) gtk_list_box_row_get_index (row));
   if (chat != self->chat)
-    show_chat (self, chat);
+    _tern_window_show_chat (self, chat);
   adw_leaflet_navigate (self->leaflet, ADW_NAVIGATION_DIRECTION_FORWARD);
 }
 
@@ -2100,7 +1400,7 @@ load_chats (TernWindow *self)
                                    n_bad),
                          n_bad, self->chats_dir);
       g_message ("%s (the first: %s)", message, first_error);
-      set_error (self, message);
+      _tern_window_set_error (self, message);
     }
 }
 
@@ -2108,7 +1408,7 @@ static gboolean
 on_close_request (TernWindow *self)
 {
   /* A window closed mid-answer keeps what was generated so far. */
-  if (is_generating (self))
+  if (_tern_window_is_generating (self))
     {
       tern_engine_worker_cancel (self->worker);
       if (self->streaming_row != NULL)
@@ -2118,7 +1418,7 @@ on_close_request (TernWindow *self)
           m->text = g_strdup (tern_message_row_get_text (self->streaming_row));
           m->cancelled = TRUE;
         }
-      save_chat (self);
+      _tern_window_save_chat (self);
     }
   /* Stop the engine thread now, while the window still exists. */
   tern_engine_worker_shutdown (self->worker);
@@ -2301,8 +1601,7 @@ tern_window_init (TernWindow *self)
   self->chats = g_list_store_new (TERN_TYPE_CHAT);
   self->worker = tern_engine_worker_new ();
 
-  g_action_map_add_action_entries (G_ACTION_MAP (self), win_entries, G_N_ELEMENTS (win_entries),
-                                   self);
+  _tern_window_actions_init (self);
   {
     g_autoptr(GSimpleAction) show_pin = g_simple_action_new_stateful ("show-pin-panel", NULL,
                                                                       g_variant_new_boolean (FALSE));
@@ -2365,7 +1664,7 @@ tern_window_init (TernWindow *self)
   tern_composer_set_worker (self->composer, self->worker);
   g_signal_connect_object (self->composer, "error", G_CALLBACK (on_composer_error), self,
                            G_CONNECT_SWAPPED);
-  g_signal_connect_object (self->composer, "notify::busy", G_CALLBACK (update_actions), self,
+  g_signal_connect_object (self->composer, "notify::busy", G_CALLBACK (_tern_window_update_actions), self,
                            G_CONNECT_SWAPPED);
   tern_composer_take_drops_on (self->composer, GTK_WIDGET (self->content));
   g_signal_connect_object (self->settings, "changed::server-enabled",
@@ -2417,9 +1716,9 @@ tern_window_init (TernWindow *self)
   g_signal_connect (self, "close-request", G_CALLBACK (on_close_request), NULL);
 
   load_chats (self);
-  new_chat (self);
-  update_main_page (self);
-  update_actions (self);
+  _tern_window_new_chat (self);
+  _tern_window_update_main_page (self);
+  _tern_window_update_actions (self);
 }
 
 /* --------------------------------------------------------------- queries */
@@ -2457,7 +1756,7 @@ tern_window_is_preparing_drafter (TernWindow *self)
 gboolean
 tern_window_is_generating (TernWindow *self)
 {
-  return is_generating (self);
+  return _tern_window_is_generating (self);
 }
 
 const char *
