@@ -79,8 +79,6 @@ struct _TernWindow {
   guint edit_index;
   AdwToast *edit_toast;
   GtkWidget *chat_menu;    /* the chat list's context menu (a GtkPopoverMenu) */
-  char *server_url;        /* while the local server runs */
-  char *server_status;
   int server_port;         /* what the running (or starting) server was asked for */
   char *server_key;
   gboolean server_asked;

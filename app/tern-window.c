@@ -865,20 +865,38 @@ tern_window_get_composer (TernWindow *self)
 
 /* -------------------------------------------------------- local server */
 
-enum { SIGNAL_SERVER_STATUS_CHANGED, N_WINDOW_SIGNALS };
-static guint window_signals[N_WINDOW_SIGNALS];
+/* The server runs on this window's engine thread, so the window starts and
+ * stops it; its state belongs to the application, which tells the header
+ * and Preferences. */
+static TernApplication *
+application (TernWindow *self)
+{
+  GtkApplication *app = gtk_window_get_application (GTK_WINDOW (self));
+
+  return TERN_IS_APPLICATION (app) ? TERN_APPLICATION (app) : NULL;
+}
 
 static void
 set_server_status (TernWindow *self,
+                   const char *url,
                    const char *status)
 {
-  g_free (self->server_status);
-  self->server_status = g_strdup (status);
-  /* The header says so while the server runs (others may be using it). */
-  gtk_widget_set_visible (GTK_WIDGET (self->server_indicator), self->server_url != NULL);
-  if (self->server_url != NULL)
-    gtk_widget_set_tooltip_text (GTK_WIDGET (self->server_indicator), status);
-  g_signal_emit (self, window_signals[SIGNAL_SERVER_STATUS_CHANGED], 0);
+  if (application (self) != NULL)
+    tern_application_set_server_state (application (self), url, status);
+}
+
+/* The header says so while the server runs (others may be using it). */
+static void
+on_server_status_changed (TernWindow *self)
+{
+  const char *url = tern_window_get_server_url (self);
+
+  if (self->server_indicator == NULL) /* disposed */
+    return;
+  gtk_widget_set_visible (GTK_WIDGET (self->server_indicator), url != NULL);
+  if (url != NULL)
+    gtk_widget_set_tooltip_text (GTK_WIDGET (self->server_indicator),
+                                 tern_window_get_server_status (self));
 }
 
 /* Starts, restarts (new port or key) or stops the server as the settings
@@ -888,7 +906,7 @@ apply_server (TernWindow *self)
 {
   if (!tern_engine_worker_can_serve ())
     {
-      set_server_status (self, _("This build of Tern has no server"));
+      set_server_status (self, NULL, _("This build of Tern has no server"));
       return;
     }
   if (g_settings_get_boolean (self->settings, "server-enabled"))
@@ -899,7 +917,7 @@ apply_server (TernWindow *self)
 
       if (!self->model_loaded)
         {
-          set_server_status (self, _("Starts when a model is loaded"));
+          set_server_status (self, NULL, _("Starts when a model is loaded"));
           return;
         }
       /* Settings written again with the same values change nothing. */
@@ -911,8 +929,7 @@ apply_server (TernWindow *self)
       g_free (self->server_key);
       self->server_key = g_strdup (key);
       /* The URL of a server being replaced is no longer good. */
-      g_clear_pointer (&self->server_url, g_free);
-      set_server_status (self, _("Starting…"));
+      set_server_status (self, NULL, _("Starting…"));
       tern_engine_worker_serve (self->worker, port, key);
     }
   else
@@ -920,8 +937,7 @@ apply_server (TernWindow *self)
       if (self->server_asked)
         tern_engine_worker_stop_serving (self->worker);
       self->server_asked = FALSE;
-      g_clear_pointer (&self->server_url, g_free);
-      set_server_status (self, _("Off"));
+      set_server_status (self, NULL, _("Off"));
     }
 }
 
@@ -931,15 +947,13 @@ on_server_state (TernWindow *self,
                  const char *url,
                  const char *error)
 {
-  g_clear_pointer (&self->server_url, g_free);
   if (running)
     {
       g_autofree char *status = NULL;
 
-      self->server_url = g_strdup (url);
       /* Translators: %s is the server's base URL, http://127.0.0.1:8080/v1 */
       status = g_strdup_printf (_("Serving the loaded model at %s"), url);
-      set_server_status (self, status);
+      set_server_status (self, url, status);
       _tern_window_toast (self, status);
     }
   else if (error != NULL)
@@ -948,15 +962,16 @@ on_server_state (TernWindow *self,
       self->server_asked = FALSE;
       _tern_window_set_error (self, error);
       g_settings_set_boolean (self->settings, "server-enabled", FALSE);
-      set_server_status (self, error);
+      set_server_status (self, NULL, error);
     }
   else
     {
       /* Stopped: asked to, or its model is being replaced (model-loaded
        * starts it again). */
       self->server_asked = FALSE;
-      set_server_status (self, g_settings_get_boolean (self->settings, "server-enabled")
-                                 ? _("Restarting with the new model…") : _("Off"));
+      set_server_status (self, NULL,
+                         g_settings_get_boolean (self->settings, "server-enabled")
+                           ? _("Restarting with the new model…") : _("Off"));
     }
 }
 
@@ -969,16 +984,27 @@ on_server_setting_changed (TernWindow *self,
   apply_server (self);
 }
 
+/* "application" is not a construct property: it is set after init. */
+static void
+on_application_set (TernWindow *self)
+{
+  if (application (self) == NULL)
+    return;
+  g_signal_connect_object (application (self), "server-status-changed",
+                           G_CALLBACK (on_server_status_changed), self, G_CONNECT_SWAPPED);
+  on_server_status_changed (self);
+}
+
 const char *
 tern_window_get_server_url (TernWindow *self)
 {
-  return self->server_url;
+  return application (self) ? tern_application_get_server_url (application (self)) : NULL;
 }
 
 const char *
 tern_window_get_server_status (TernWindow *self)
 {
-  return self->server_status ? self->server_status : _("Off");
+  return application (self) ? tern_application_get_server_status (application (self)) : _("Off");
 }
 
 static void
@@ -1500,6 +1526,12 @@ tern_window_dispose (GObject *object)
       g_signal_handlers_disconnect_by_data (self->worker, self);
       tern_engine_worker_shutdown (self->worker);
       g_clear_object (&self->worker);
+      /* The server ran on that engine thread: it is gone with it. */
+      if (self->server_asked)
+        {
+          self->server_asked = FALSE;
+          set_server_status (self, NULL, _("Off"));
+        }
     }
   /* Quitting must not lose the last answer. */
   tern_chat_wait_saves ();
@@ -1522,8 +1554,6 @@ tern_window_finalize (GObject *object)
   g_free (self->loading_path);
   g_free (self->pin_text);
   g_free (self->last_error);
-  g_free (self->server_url);
-  g_free (self->server_status);
   g_free (self->server_key);
   g_clear_pointer (&self->toasts, g_ptr_array_unref);
   g_clear_pointer (&self->deleted, g_hash_table_unref);
@@ -1541,9 +1571,6 @@ tern_window_class_init (TernWindowClass *klass)
   object_class->dispose = tern_window_dispose;
   object_class->finalize = tern_window_finalize;
 
-  window_signals[SIGNAL_SERVER_STATUS_CHANGED] =
-    g_signal_new ("server-status-changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL,
-                  NULL, NULL, G_TYPE_NONE, 0);
 
   g_type_ensure (TERN_TYPE_COMPOSER);
   g_type_ensure (TERN_TYPE_PIN_EDITOR);
@@ -1667,6 +1694,7 @@ tern_window_init (TernWindow *self)
   g_signal_connect_object (self->composer, "notify::busy", G_CALLBACK (_tern_window_update_actions), self,
                            G_CONNECT_SWAPPED);
   tern_composer_take_drops_on (self->composer, GTK_WIDGET (self->content));
+  g_signal_connect (self, "notify::application", G_CALLBACK (on_application_set), NULL);
   g_signal_connect_object (self->settings, "changed::server-enabled",
                            G_CALLBACK (on_server_setting_changed), self, G_CONNECT_SWAPPED);
   g_signal_connect_object (self->settings, "changed::server-port",
