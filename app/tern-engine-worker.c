@@ -167,6 +167,199 @@ is_cancelled (Shared *shared,
 
 /* ------------------------------------------------------------- events out */
 
+/* The signals' payloads (tern-engine-worker.h): copies own their strings. */
+
+static gpointer
+model_loaded_event_copy (gpointer data)
+{
+  const TernModelLoadedEvent *e = data;
+  TernModelLoadedEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->path = g_strdup (e->path);
+  c->description = g_strdup (e->description);
+  c->error = g_strdup (e->error);
+  c->english = g_strdup (e->english);
+  return c;
+}
+
+static void
+model_loaded_event_free (gpointer data)
+{
+  TernModelLoadedEvent *e = data;
+
+  g_free (e->path);
+  g_free (e->description);
+  g_free (e->error);
+  g_free (e->english);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernModelLoadedEvent, tern_model_loaded_event, model_loaded_event_copy,
+                     model_loaded_event_free)
+
+static gpointer
+token_count_event_copy (gpointer data)
+{
+  return g_memdup2 (data, sizeof (TernTokenCountEvent));
+}
+
+G_DEFINE_BOXED_TYPE (TernTokenCountEvent, tern_token_count_event, token_count_event_copy, g_free)
+
+static gpointer
+pinned_event_copy (gpointer data)
+{
+  const TernPinnedEvent *e = data;
+  TernPinnedEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->error = g_strdup (e->error);
+  return c;
+}
+
+static void
+pinned_event_free (gpointer data)
+{
+  TernPinnedEvent *e = data;
+
+  g_free (e->error);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernPinnedEvent, tern_pinned_event, pinned_event_copy, pinned_event_free)
+
+static gpointer
+update_event_copy (gpointer data)
+{
+  const TernUpdateEvent *e = data;
+  TernUpdateEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->text = g_strdup (e->text);
+  c->drafted = e->drafted != NULL && e->text != NULL
+                 ? g_memdup2 (e->drafted, strlen (e->text)) : NULL;
+  return c;
+}
+
+static void
+update_event_free (gpointer data)
+{
+  TernUpdateEvent *e = data;
+
+  g_free (e->text);
+  g_free (e->drafted);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernUpdateEvent, tern_update_event, update_event_copy, update_event_free)
+
+static gpointer
+finished_event_copy (gpointer data)
+{
+  const TernFinishedEvent *e = data;
+  TernFinishedEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->error = g_strdup (e->error);
+  return c;
+}
+
+static void
+finished_event_free (gpointer data)
+{
+  TernFinishedEvent *e = data;
+
+  g_free (e->error);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernFinishedEvent, tern_finished_event, finished_event_copy,
+                     finished_event_free)
+
+static gpointer
+drafter_ready_event_copy (gpointer data)
+{
+  const TernDrafterReadyEvent *e = data;
+  TernDrafterReadyEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->error = g_strdup (e->error);
+  return c;
+}
+
+static void
+drafter_ready_event_free (gpointer data)
+{
+  TernDrafterReadyEvent *e = data;
+
+  g_free (e->error);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernDrafterReadyEvent, tern_drafter_ready_event, drafter_ready_event_copy,
+                     drafter_ready_event_free)
+
+static gpointer
+server_state_event_copy (gpointer data)
+{
+  const TernServerStateEvent *e = data;
+  TernServerStateEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->url = g_strdup (e->url);
+  c->error = g_strdup (e->error);
+  return c;
+}
+
+static void
+server_state_event_free (gpointer data)
+{
+  TernServerStateEvent *e = data;
+
+  g_free (e->url);
+  g_free (e->error);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernServerStateEvent, tern_server_state_event, server_state_event_copy,
+                     server_state_event_free)
+
+static gpointer
+vision_event_copy (gpointer data)
+{
+  const TernVisionEvent *e = data;
+  TernVisionEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->projector = g_strdup (e->projector);
+  return c;
+}
+
+static void
+vision_event_free (gpointer data)
+{
+  TernVisionEvent *e = data;
+
+  g_free (e->projector);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernVisionEvent, tern_vision_event, vision_event_copy, vision_event_free)
+
+static gpointer
+warning_event_copy (gpointer data)
+{
+  const TernWarningEvent *e = data;
+  TernWarningEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->message = g_strdup (e->message);
+  return c;
+}
+
+static void
+warning_event_free (gpointer data)
+{
+  TernWarningEvent *e = data;
+
+  g_free (e->message);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernWarningEvent, tern_warning_event, warning_event_copy, warning_event_free)
+
 typedef struct {
   Shared *shared;
   guint signal;
@@ -221,7 +414,11 @@ flush_update (Shared           *shared,
   shared->update_pending = FALSE;
   g_mutex_unlock (&shared->lock);
 
-  g_signal_emit (owner, signals[SIGNAL_UPDATE], 0, id, text, &live, drafted->data);
+  {
+    TernUpdateEvent e = { .id = id, .text = text, .drafted = drafted->data, .stats = live };
+
+    g_signal_emit (owner, signals[SIGNAL_UPDATE], 0, &e);
+  }
 }
 
 static gboolean
@@ -258,34 +455,69 @@ event_dispatch (gpointer data)
           owner->has_model = TRUE;
           owner->suggested = ev->sampling;
         }
-      g_signal_emit (owner, signals[SIGNAL_MODEL_LOADED], 0, ev->id, ev->path,
-                     ev->description, ev->flag, ev->error, ev->english);
+      {
+        TernModelLoadedEvent e = { .id = ev->id, .path = ev->path, .description = ev->description,
+                                   .is_demo = ev->flag, .error = ev->error,
+                                   .english = ev->english };
+
+        g_signal_emit (owner, signals[SIGNAL_MODEL_LOADED], 0, &e);
+      }
       break;
     case SIGNAL_TOKEN_COUNT:
-      g_signal_emit (owner, signals[SIGNAL_TOKEN_COUNT], 0, ev->id, ev->n);
+      {
+        TernTokenCountEvent e = { .id = ev->id, .n_tokens = ev->n };
+
+        g_signal_emit (owner, signals[SIGNAL_TOKEN_COUNT], 0, &e);
+      }
       break;
     case SIGNAL_PINNED:
       flush_update (ev->shared, owner);
-      g_signal_emit (owner, signals[SIGNAL_PINNED], 0, ev->id, &ev->pin, ev->error, ev->flag);
+      {
+        TernPinnedEvent e = { .id = ev->id, .state = ev->pin, .error = ev->error,
+                              .cancelled = ev->flag };
+
+        g_signal_emit (owner, signals[SIGNAL_PINNED], 0, &e);
+      }
       break;
     case SIGNAL_FINISHED:
       /* The last tokens must land before "finished". */
       flush_update (ev->shared, owner);
-      g_signal_emit (owner, signals[SIGNAL_FINISHED], 0, ev->id, &ev->stats, ev->error,
-                     ev->flag);
+      {
+        TernFinishedEvent e = { .id = ev->id, .stats = ev->stats, .error = ev->error,
+                                .cancelled = ev->flag };
+
+        g_signal_emit (owner, signals[SIGNAL_FINISHED], 0, &e);
+      }
       break;
     case SIGNAL_WARNING:
-      g_signal_emit (owner, signals[SIGNAL_WARNING], 0, ev->error);
+      {
+        TernWarningEvent e = { .message = ev->error };
+
+        g_signal_emit (owner, signals[SIGNAL_WARNING], 0, &e);
+      }
       break;
     case SIGNAL_VISION:
-      g_signal_emit (owner, signals[SIGNAL_VISION], 0, ev->id, ev->n, (int) ev->pin.n_pin,
-                     ev->path);
+      {
+        TernVisionEvent e = { .id = ev->id, .native_tokens = ev->n,
+                              .extra_rows = (int) ev->pin.n_pin, .projector = ev->path };
+
+        g_signal_emit (owner, signals[SIGNAL_VISION], 0, &e);
+      }
       break;
     case SIGNAL_SERVER_STATE:
-      g_signal_emit (owner, signals[SIGNAL_SERVER_STATE], 0, ev->flag, ev->path, ev->error);
+      {
+        TernServerStateEvent e = { .running = ev->flag, .url = ev->path, .error = ev->error };
+
+        g_signal_emit (owner, signals[SIGNAL_SERVER_STATE], 0, &e);
+      }
       break;
     case SIGNAL_DRAFTER_READY:
-      g_signal_emit (owner, signals[SIGNAL_DRAFTER_READY], 0, ev->id, ev->n, ev->error);
+      {
+        TernDrafterReadyEvent e = { .id = ev->id, .kind = (TernDrafterKind) ev->n,
+                                    .error = ev->error };
+
+        g_signal_emit (owner, signals[SIGNAL_DRAFTER_READY], 0, &e);
+      }
       break;
     default:
       g_assert_not_reached ();
@@ -1823,37 +2055,35 @@ tern_engine_worker_class_init (TernEngineWorkerClass *klass)
   object_class->dispose = tern_engine_worker_dispose;
   object_class->finalize = tern_engine_worker_finalize;
 
+  /* One boxed event each (tern-engine-worker.h), the emitter's for the
+   * emission: handlers copy what they keep. */
   signals[SIGNAL_MODEL_LOADED] =
-    g_signal_new ("model-loaded", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 6, G_TYPE_UINT, G_TYPE_STRING, G_TYPE_STRING,
-                  G_TYPE_BOOLEAN, G_TYPE_STRING, G_TYPE_STRING);
+    g_signal_new ("model-loaded", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_MODEL_LOADED_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_TOKEN_COUNT] =
-    g_signal_new ("token-count", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_INT);
+    g_signal_new ("token-count", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_TOKEN_COUNT_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_PINNED] =
-    g_signal_new ("pinned", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_POINTER, G_TYPE_STRING,
-                  G_TYPE_BOOLEAN);
+    g_signal_new ("pinned", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_PINNED_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_UPDATE] =
-    g_signal_new ("update", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_STRING, G_TYPE_POINTER,
-                  G_TYPE_POINTER);
+    g_signal_new ("update", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_UPDATE_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_FINISHED] =
-    g_signal_new ("finished", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_POINTER, G_TYPE_STRING,
-                  G_TYPE_BOOLEAN);
+    g_signal_new ("finished", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_FINISHED_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_DRAFTER_READY] =
-    g_signal_new ("drafter-ready", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 3, G_TYPE_UINT, G_TYPE_INT, G_TYPE_STRING);
+    g_signal_new ("drafter-ready", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_DRAFTER_READY_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_VISION] =
     g_signal_new ("vision", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
-                  G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_INT, G_TYPE_INT, G_TYPE_STRING);
+                  G_TYPE_NONE, 1, TERN_TYPE_VISION_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_SERVER_STATE] =
-    g_signal_new ("server-state", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 3, G_TYPE_BOOLEAN, G_TYPE_STRING, G_TYPE_STRING);
+    g_signal_new ("server-state", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_SERVER_STATE_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_WARNING] =
-    g_signal_new ("warning", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+    g_signal_new ("warning", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_WARNING_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
 }
 
 static void

@@ -324,13 +324,12 @@ on_drafter_selected (TernWindow *self)
 }
 
 static void
-on_drafter_ready (TernWindow *self,
-                  guint       id,
-                  int         kind,
-                  const char *error)
+on_drafter_ready (TernWindow                  *self,
+                  const TernDrafterReadyEvent *ev)
 {
-  (void) kind;
-  if (id != self->drafter_id)
+  const char *error = ev->error;
+
+  if (ev->id != self->drafter_id)
     return;
   self->drafter_id = 0;
   if (error != NULL)
@@ -600,24 +599,23 @@ show_load_error (TernWindow *self,
 }
 
 static void
-on_model_loaded (TernWindow *self,
-                 guint       id,
-                 const char *path,
-                 const char *description,
-                 gboolean    is_demo,
-                 const char *error,
-                 const char *english)
+on_model_loaded (TernWindow                 *self,
+                 const TernModelLoadedEvent *ev)
 {
+  const char *path = ev->path;
+  const char *description = ev->description;
+  gboolean is_demo = ev->is_demo;
+  const char *error = ev->error;
   g_autofree char *system_prompt = NULL;
 
-  if (id != self->load_id)
+  if (ev->id != self->load_id)
     return;
   _tern_window_end_loading (self);
   if (error != NULL)
     {
       g_free (self->last_error);
       self->last_error = g_strdup (error);
-      show_load_error (self, path, error, english);
+      show_load_error (self, path, error, ev->english);
       _tern_window_update_actions (self);
       return;
     }
@@ -652,22 +650,22 @@ on_model_loaded (TernWindow *self,
 }
 
 static void
-on_token_count (TernWindow *self,
-                guint       id,
-                int         n_tokens)
+on_token_count (TernWindow                *self,
+                const TernTokenCountEvent *ev)
 {
-  if (id == self->count_id)
-    tern_pin_editor_set_token_count (self->pin_editor, n_tokens);
+  if (ev->id == self->count_id)
+    tern_pin_editor_set_token_count (self->pin_editor, ev->n_tokens);
 }
 
 static void
-on_pinned (TernWindow         *self,
-           guint               id,
-           const TernPinState *state,
-           const char         *error,
-           gboolean            cancelled)
+on_pinned (TernWindow            *self,
+           const TernPinnedEvent *ev)
 {
-  if (id != self->pin_id)
+  const TernPinState *state = &ev->state;
+  const char *error = ev->error;
+  gboolean cancelled = ev->cancelled;
+
+  if (ev->id != self->pin_id)
     return;
   self->pin_id = 0;
   tern_pin_editor_set_pinning (self->pin_editor, FALSE);
@@ -690,17 +688,16 @@ on_pinned (TernWindow         *self,
 }
 
 static void
-on_update (TernWindow      *self,
-           guint            id,
-           const char      *text,
-           const TernStats *live,
-           const guint8    *drafted)
+on_update (TernWindow            *self,
+           const TernUpdateEvent *ev)
 {
-  if (id == self->pin_id && live->phase == TERN_PHASE_PIN)
+  const TernStats *live = &ev->stats;
+
+  if (ev->id == self->pin_id && live->phase == TERN_PHASE_PIN)
     tern_pin_editor_set_progress (self->pin_editor, live->prefill_done, live->prefill_total);
-  else if (id == self->gen_id && self->streaming_row != NULL)
+  else if (ev->id == self->gen_id && self->streaming_row != NULL)
     {
-      tern_message_row_append_drafted (self->streaming_row, text, drafted);
+      tern_message_row_append_drafted (self->streaming_row, ev->text, ev->drafted);
       tern_stats_bar_update (self->stats_bar, live);
     }
 }
@@ -728,17 +725,17 @@ human_error (TernWindow      *self,
 }
 
 static void
-on_finished (TernWindow      *self,
-             guint            id,
-             const TernStats *stats,
-             const char      *error,
-             gboolean         cancelled)
+on_finished (TernWindow              *self,
+             const TernFinishedEvent *ev)
 {
+  const TernStats *stats = &ev->stats;
+  const char *error = ev->error;
+  gboolean cancelled = ev->cancelled;
   TernMessage *m;
   g_autofree char *figures = NULL;
   const char *outcome = NULL;
 
-  if (id != self->gen_id)
+  if (ev->id != self->gen_id)
     return;
   self->gen_id = 0;
 
@@ -798,10 +795,10 @@ on_finished (TernWindow      *self,
 }
 
 static void
-on_engine_warning (TernWindow *self,
-                   const char *message)
+on_engine_warning (TernWindow             *self,
+                   const TernWarningEvent *ev)
 {
-  _tern_window_toast (self, message);
+  _tern_window_toast (self, ev->message);
 }
 
 /* ---------------------------------------------------------------- images */
@@ -815,15 +812,11 @@ on_composer_error (TernWindow *self,
 }
 
 static void
-on_vision (TernWindow *self,
-           guint       id,
-           int         native_tokens,
-           int         extra_rows,
-           const char *projector)
+on_vision (TernWindow            *self,
+           const TernVisionEvent *ev)
 {
-  (void) id;
-  (void) projector;
-  tern_composer_set_vision (self->composer, self->model_loaded, native_tokens, extra_rows);
+  tern_composer_set_vision (self->composer, self->model_loaded, ev->native_tokens,
+                            ev->extra_rows);
   _tern_window_update_actions (self);
 }
 
@@ -942,12 +935,13 @@ apply_server (TernWindow *self)
 }
 
 static void
-on_server_state (TernWindow *self,
-                 gboolean    running,
-                 const char *url,
-                 const char *error)
+on_server_state (TernWindow                 *self,
+                 const TernServerStateEvent *ev)
 {
-  if (running)
+  const char *url = ev->url;
+  const char *error = ev->error;
+
+  if (ev->running)
     {
       g_autofree char *status = NULL;
 
