@@ -14,9 +14,42 @@ struct _TernApplication {
   AdwApplication parent_instance;
   GSettings *settings;
   gboolean demo;
+  char *server_url;    /* while the local server runs */
+  char *server_status;
 };
 
 G_DEFINE_FINAL_TYPE (TernApplication, tern_application, ADW_TYPE_APPLICATION)
+
+enum { SIGNAL_SERVER_STATUS_CHANGED, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+void
+tern_application_set_server_state (TernApplication *self,
+                                   const char      *url,
+                                   const char      *status)
+{
+  g_return_if_fail (TERN_IS_APPLICATION (self));
+
+  g_free (self->server_url);
+  self->server_url = g_strdup (url);
+  g_free (self->server_status);
+  self->server_status = g_strdup (status);
+  g_signal_emit (self, signals[SIGNAL_SERVER_STATUS_CHANGED], 0);
+}
+
+const char *
+tern_application_get_server_url (TernApplication *self)
+{
+  g_return_val_if_fail (TERN_IS_APPLICATION (self), NULL);
+  return self->server_url;
+}
+
+const char *
+tern_application_get_server_status (TernApplication *self)
+{
+  g_return_val_if_fail (TERN_IS_APPLICATION (self), NULL);
+  return self->server_status ? self->server_status : _("Off");
+}
 
 void
 tern_i18n_init (void)
@@ -169,10 +202,10 @@ action_quit (GSimpleAction *action,
 }
 
 static void
-on_server_status_changed (TernWindow            *window,
+on_server_status_changed (TernApplication       *self,
                           TernPreferencesWindow *prefs)
 {
-  tern_preferences_window_set_server_status (prefs, tern_window_get_server_status (window));
+  tern_preferences_window_set_server_status (prefs, tern_application_get_server_status (self));
 }
 
 static void
@@ -187,16 +220,13 @@ action_preferences (GSimpleAction *action,
   (void) action;
   (void) param;
   prefs = tern_preferences_window_new (parent, self->settings);
-  /* The server switch shows what the window's server does. */
+  /* The server switch shows what the server does. */
+  tern_preferences_window_set_server_status (prefs, tern_application_get_server_status (self));
+  g_signal_connect_object (self, "server-status-changed", G_CALLBACK (on_server_status_changed),
+                           prefs, 0);
   if (TERN_IS_WINDOW (parent))
-    {
-      tern_preferences_window_set_server_status (
-        prefs, tern_window_get_server_status (TERN_WINDOW (parent)));
-      tern_preferences_window_set_model_path (prefs,
-                                              tern_window_get_model_path (TERN_WINDOW (parent)));
-      g_signal_connect_object (parent, "server-status-changed",
-                               G_CALLBACK (on_server_status_changed), prefs, 0);
-    }
+    tern_preferences_window_set_model_path (prefs,
+                                            tern_window_get_model_path (TERN_WINDOW (parent)));
   gtk_window_present (GTK_WINDOW (prefs));
 }
 
@@ -299,6 +329,8 @@ tern_application_finalize (GObject *object)
   TernApplication *self = TERN_APPLICATION (object);
 
   g_clear_object (&self->settings);
+  g_free (self->server_url);
+  g_free (self->server_status);
   G_OBJECT_CLASS (tern_application_parent_class)->finalize (object);
 }
 
@@ -313,6 +345,10 @@ tern_application_class_init (TernApplicationClass *klass)
   app_class->open = tern_application_open;
   app_class->startup = tern_application_startup;
   app_class->handle_local_options = tern_application_handle_local_options;
+
+  signals[SIGNAL_SERVER_STATUS_CHANGED] =
+    g_signal_new ("server-status-changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL,
+                  NULL, NULL, G_TYPE_NONE, 0);
 }
 
 static void

@@ -13,6 +13,16 @@ G_DECLARE_FINAL_TYPE (TernApplication, tern_application, TERN, APPLICATION, AdwA
 TernApplication *tern_application_new          (GApplicationFlags flags);
 GSettings       *tern_application_get_settings (TernApplication  *self);
 
+/* The local server (Preferences > Local Server): its base URL while it
+ * runs (else NULL), and a line for Preferences ("Serving at ...", an error,
+ * "Off"). The window whose engine runs it sets them; the signal
+ * "server-status-changed" tells the window's header and Preferences. */
+void             tern_application_set_server_state  (TernApplication *self,
+                                                     const char      *url,
+                                                     const char      *status);
+const char      *tern_application_get_server_url    (TernApplication *self);
+const char      *tern_application_get_server_status (TernApplication *self);
+
 /* The user's locale and the app's translations: from $TERN_LOCALEDIR when set
  * (the tests, `make run`: the build tree's po/), else the installed ones. */
 void             tern_i18n_init                (void);

@@ -29,6 +29,7 @@
 #endif
 #ifdef TERN_HAVE_IMAGEIO
 #include "tern-image.h"
+#include "tern-image-cache.h"
 #endif
 
 typedef enum {
@@ -83,6 +84,10 @@ typedef struct {
   TernStats live;
   guint live_id;
   gboolean update_pending;
+  /* The engine thread's projector, for the main thread's questions about
+   * an image's cost (tn_vision is immutable once loaded, and callable from
+   * any thread); replaced and freed only under the lock. */
+  const tn_vision *vision;
 } Shared;
 
 struct _TernEngineWorker {
@@ -162,6 +167,199 @@ is_cancelled (Shared *shared,
 
 /* ------------------------------------------------------------- events out */
 
+/* The signals' payloads (tern-engine-worker.h): copies own their strings. */
+
+static gpointer
+model_loaded_event_copy (gpointer data)
+{
+  const TernModelLoadedEvent *e = data;
+  TernModelLoadedEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->path = g_strdup (e->path);
+  c->description = g_strdup (e->description);
+  c->error = g_strdup (e->error);
+  c->english = g_strdup (e->english);
+  return c;
+}
+
+static void
+model_loaded_event_free (gpointer data)
+{
+  TernModelLoadedEvent *e = data;
+
+  g_free (e->path);
+  g_free (e->description);
+  g_free (e->error);
+  g_free (e->english);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernModelLoadedEvent, tern_model_loaded_event, model_loaded_event_copy,
+                     model_loaded_event_free)
+
+static gpointer
+token_count_event_copy (gpointer data)
+{
+  return g_memdup2 (data, sizeof (TernTokenCountEvent));
+}
+
+G_DEFINE_BOXED_TYPE (TernTokenCountEvent, tern_token_count_event, token_count_event_copy, g_free)
+
+static gpointer
+pinned_event_copy (gpointer data)
+{
+  const TernPinnedEvent *e = data;
+  TernPinnedEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->error = g_strdup (e->error);
+  return c;
+}
+
+static void
+pinned_event_free (gpointer data)
+{
+  TernPinnedEvent *e = data;
+
+  g_free (e->error);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernPinnedEvent, tern_pinned_event, pinned_event_copy, pinned_event_free)
+
+static gpointer
+update_event_copy (gpointer data)
+{
+  const TernUpdateEvent *e = data;
+  TernUpdateEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->text = g_strdup (e->text);
+  c->drafted = e->drafted != NULL && e->text != NULL
+                 ? g_memdup2 (e->drafted, strlen (e->text)) : NULL;
+  return c;
+}
+
+static void
+update_event_free (gpointer data)
+{
+  TernUpdateEvent *e = data;
+
+  g_free (e->text);
+  g_free (e->drafted);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernUpdateEvent, tern_update_event, update_event_copy, update_event_free)
+
+static gpointer
+finished_event_copy (gpointer data)
+{
+  const TernFinishedEvent *e = data;
+  TernFinishedEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->error = g_strdup (e->error);
+  return c;
+}
+
+static void
+finished_event_free (gpointer data)
+{
+  TernFinishedEvent *e = data;
+
+  g_free (e->error);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernFinishedEvent, tern_finished_event, finished_event_copy,
+                     finished_event_free)
+
+static gpointer
+drafter_ready_event_copy (gpointer data)
+{
+  const TernDrafterReadyEvent *e = data;
+  TernDrafterReadyEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->error = g_strdup (e->error);
+  return c;
+}
+
+static void
+drafter_ready_event_free (gpointer data)
+{
+  TernDrafterReadyEvent *e = data;
+
+  g_free (e->error);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernDrafterReadyEvent, tern_drafter_ready_event, drafter_ready_event_copy,
+                     drafter_ready_event_free)
+
+static gpointer
+server_state_event_copy (gpointer data)
+{
+  const TernServerStateEvent *e = data;
+  TernServerStateEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->url = g_strdup (e->url);
+  c->error = g_strdup (e->error);
+  return c;
+}
+
+static void
+server_state_event_free (gpointer data)
+{
+  TernServerStateEvent *e = data;
+
+  g_free (e->url);
+  g_free (e->error);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernServerStateEvent, tern_server_state_event, server_state_event_copy,
+                     server_state_event_free)
+
+static gpointer
+vision_event_copy (gpointer data)
+{
+  const TernVisionEvent *e = data;
+  TernVisionEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->projector = g_strdup (e->projector);
+  return c;
+}
+
+static void
+vision_event_free (gpointer data)
+{
+  TernVisionEvent *e = data;
+
+  g_free (e->projector);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernVisionEvent, tern_vision_event, vision_event_copy, vision_event_free)
+
+static gpointer
+warning_event_copy (gpointer data)
+{
+  const TernWarningEvent *e = data;
+  TernWarningEvent *c = g_memdup2 (e, sizeof *e);
+
+  c->message = g_strdup (e->message);
+  return c;
+}
+
+static void
+warning_event_free (gpointer data)
+{
+  TernWarningEvent *e = data;
+
+  g_free (e->message);
+  g_free (e);
+}
+
+G_DEFINE_BOXED_TYPE (TernWarningEvent, tern_warning_event, warning_event_copy, warning_event_free)
+
 typedef struct {
   Shared *shared;
   guint signal;
@@ -216,7 +414,11 @@ flush_update (Shared           *shared,
   shared->update_pending = FALSE;
   g_mutex_unlock (&shared->lock);
 
-  g_signal_emit (owner, signals[SIGNAL_UPDATE], 0, id, text, &live, drafted->data);
+  {
+    TernUpdateEvent e = { .id = id, .text = text, .drafted = drafted->data, .stats = live };
+
+    g_signal_emit (owner, signals[SIGNAL_UPDATE], 0, &e);
+  }
 }
 
 static gboolean
@@ -253,34 +455,69 @@ event_dispatch (gpointer data)
           owner->has_model = TRUE;
           owner->suggested = ev->sampling;
         }
-      g_signal_emit (owner, signals[SIGNAL_MODEL_LOADED], 0, ev->id, ev->path,
-                     ev->description, ev->flag, ev->error, ev->english);
+      {
+        TernModelLoadedEvent e = { .id = ev->id, .path = ev->path, .description = ev->description,
+                                   .is_demo = ev->flag, .error = ev->error,
+                                   .english = ev->english };
+
+        g_signal_emit (owner, signals[SIGNAL_MODEL_LOADED], 0, &e);
+      }
       break;
     case SIGNAL_TOKEN_COUNT:
-      g_signal_emit (owner, signals[SIGNAL_TOKEN_COUNT], 0, ev->id, ev->n);
+      {
+        TernTokenCountEvent e = { .id = ev->id, .n_tokens = ev->n };
+
+        g_signal_emit (owner, signals[SIGNAL_TOKEN_COUNT], 0, &e);
+      }
       break;
     case SIGNAL_PINNED:
       flush_update (ev->shared, owner);
-      g_signal_emit (owner, signals[SIGNAL_PINNED], 0, ev->id, &ev->pin, ev->error, ev->flag);
+      {
+        TernPinnedEvent e = { .id = ev->id, .state = ev->pin, .error = ev->error,
+                              .cancelled = ev->flag };
+
+        g_signal_emit (owner, signals[SIGNAL_PINNED], 0, &e);
+      }
       break;
     case SIGNAL_FINISHED:
       /* The last tokens must land before "finished". */
       flush_update (ev->shared, owner);
-      g_signal_emit (owner, signals[SIGNAL_FINISHED], 0, ev->id, &ev->stats, ev->error,
-                     ev->flag);
+      {
+        TernFinishedEvent e = { .id = ev->id, .stats = ev->stats, .error = ev->error,
+                                .cancelled = ev->flag };
+
+        g_signal_emit (owner, signals[SIGNAL_FINISHED], 0, &e);
+      }
       break;
     case SIGNAL_WARNING:
-      g_signal_emit (owner, signals[SIGNAL_WARNING], 0, ev->error);
+      {
+        TernWarningEvent e = { .message = ev->error };
+
+        g_signal_emit (owner, signals[SIGNAL_WARNING], 0, &e);
+      }
       break;
     case SIGNAL_VISION:
-      g_signal_emit (owner, signals[SIGNAL_VISION], 0, ev->id, ev->n, (int) ev->pin.n_pin,
-                     ev->path);
+      {
+        TernVisionEvent e = { .id = ev->id, .native_tokens = ev->n,
+                              .extra_rows = (int) ev->pin.n_pin, .projector = ev->path };
+
+        g_signal_emit (owner, signals[SIGNAL_VISION], 0, &e);
+      }
       break;
     case SIGNAL_SERVER_STATE:
-      g_signal_emit (owner, signals[SIGNAL_SERVER_STATE], 0, ev->flag, ev->path, ev->error);
+      {
+        TernServerStateEvent e = { .running = ev->flag, .url = ev->path, .error = ev->error };
+
+        g_signal_emit (owner, signals[SIGNAL_SERVER_STATE], 0, &e);
+      }
       break;
     case SIGNAL_DRAFTER_READY:
-      g_signal_emit (owner, signals[SIGNAL_DRAFTER_READY], 0, ev->id, ev->n, ev->error);
+      {
+        TernDrafterReadyEvent e = { .id = ev->id, .kind = (TernDrafterKind) ev->n,
+                                    .error = ev->error };
+
+        g_signal_emit (owner, signals[SIGNAL_DRAFTER_READY], 0, &e);
+      }
       break;
     default:
       g_assert_not_reached ();
@@ -630,6 +867,19 @@ find_projector (const char *model_path)
   return found;
 }
 
+/* Puts v in place of the projector (NULL: none), freeing the old one once
+ * the main thread can no longer be asking it. */
+static void
+set_vision (Engine    *engine,
+            tn_vision *v)
+{
+  g_mutex_lock (&engine->shared->lock);
+  engine->shared->vision = v;
+  g_mutex_unlock (&engine->shared->lock);
+  tn_vision_free (engine->vision);
+  engine->vision = v;
+}
+
 /* Loads the projector for the model just loaded and tells the UI what an
  * image costs (or that images are refused). */
 static void
@@ -642,14 +892,14 @@ load_vision (Engine     *engine,
   tn_error err = { 0 };
   tn_vision *v = NULL;
 
-  g_clear_pointer (&engine->vision, tn_vision_free);
+  set_vision (engine, NULL);
   ev->n = -1;
 #ifdef TERN_HAVE_IMAGEIO
   if (projector != NULL && tn_vision_load (projector, &v, &err) == TN_OK
       && tn_vision_get_info (v)->n_embd_text == tn_model_n_embd (engine->model)
       && tn_session_image_cost (engine->session, 1) > 0)
     {
-      engine->vision = v;
+      set_vision (engine, v);
       ev->n = tn_vision_tokens (v, 0);
       ev->pin.n_pin = tn_session_image_cost (engine->session, 1) - 1;
       ev->path = g_strdup (projector);
@@ -985,7 +1235,7 @@ handle_load (Engine  *engine,
   /* The new model is in place before the old one goes; what uses the old
    * one goes first: the server, the drafters, the projector. */
   stop_server (engine, TRUE);
-  g_clear_pointer (&engine->vision, tn_vision_free);
+  set_vision (engine, NULL);
   tn_drafter_free (engine->chosen);
   engine->chosen = NULL;
   tn_drafter_free (engine->lookup);
@@ -1195,12 +1445,15 @@ encode_images (Engine        *engine,
   for (guint i = 0; i < req->images->len && rc == TN_OK; i++)
     {
       GBytes *bytes = g_ptr_array_index (req->images, i);
-      TernImageOptions io = { .fit_side = tn_vision_input_side (engine->vision, budget) };
       g_autoptr(GError) error = NULL;
       g_autofree char *name = g_strdup_printf (_("image %u"), i + 1);
-      g_autoptr(TernImage) img = tern_image_load_bytes (g_bytes_get_data (bytes, NULL),
-                                                        g_bytes_get_size (bytes), name, &io,
-                                                        &error);
+      /* The composer decoded it when it was attached (with the fitting
+       * asked of tern_engine_worker_image_fit_side), and so did an earlier
+       * turn for the images of the conversation. */
+      g_autoptr(TernCachedImage) cached =
+        tern_image_cache_load (bytes, name, tn_vision_input_side (engine->vision, budget),
+                               &error);
+      const TernImage *img = cached != NULL ? tern_cached_image_get (cached) : NULL;
       float *rows;
 
       if (img == NULL)
@@ -1502,7 +1755,7 @@ engine_thread (gpointer data)
   stop_server (&engine, FALSE);
   end_remote (&engine);
   g_free (engine.model_id);
-  g_clear_pointer (&engine.vision, tn_vision_free);
+  set_vision (&engine, NULL);
   tn_drafter_free (engine.chosen);
   tn_drafter_free (engine.lookup);
   tn_session_free (engine.session);
@@ -1802,37 +2055,35 @@ tern_engine_worker_class_init (TernEngineWorkerClass *klass)
   object_class->dispose = tern_engine_worker_dispose;
   object_class->finalize = tern_engine_worker_finalize;
 
+  /* One boxed event each (tern-engine-worker.h), the emitter's for the
+   * emission: handlers copy what they keep. */
   signals[SIGNAL_MODEL_LOADED] =
-    g_signal_new ("model-loaded", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 6, G_TYPE_UINT, G_TYPE_STRING, G_TYPE_STRING,
-                  G_TYPE_BOOLEAN, G_TYPE_STRING, G_TYPE_STRING);
+    g_signal_new ("model-loaded", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_MODEL_LOADED_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_TOKEN_COUNT] =
-    g_signal_new ("token-count", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_INT);
+    g_signal_new ("token-count", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_TOKEN_COUNT_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_PINNED] =
-    g_signal_new ("pinned", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_POINTER, G_TYPE_STRING,
-                  G_TYPE_BOOLEAN);
+    g_signal_new ("pinned", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_PINNED_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_UPDATE] =
-    g_signal_new ("update", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_STRING, G_TYPE_POINTER,
-                  G_TYPE_POINTER);
+    g_signal_new ("update", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_UPDATE_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_FINISHED] =
-    g_signal_new ("finished", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_POINTER, G_TYPE_STRING,
-                  G_TYPE_BOOLEAN);
+    g_signal_new ("finished", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_FINISHED_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_DRAFTER_READY] =
-    g_signal_new ("drafter-ready", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 3, G_TYPE_UINT, G_TYPE_INT, G_TYPE_STRING);
+    g_signal_new ("drafter-ready", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_DRAFTER_READY_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_VISION] =
     g_signal_new ("vision", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
-                  G_TYPE_NONE, 4, G_TYPE_UINT, G_TYPE_INT, G_TYPE_INT, G_TYPE_STRING);
+                  G_TYPE_NONE, 1, TERN_TYPE_VISION_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_SERVER_STATE] =
-    g_signal_new ("server-state", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 3, G_TYPE_BOOLEAN, G_TYPE_STRING, G_TYPE_STRING);
+    g_signal_new ("server-state", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_SERVER_STATE_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_WARNING] =
-    g_signal_new ("warning", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                  NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+    g_signal_new ("warning", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, TERN_TYPE_WARNING_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
 }
 
 static void
@@ -1849,6 +2100,51 @@ tern_engine_worker_init (TernEngineWorker *self)
   self->shared = shared;
   tern_sampling_clear (&self->suggested);
   self->thread = g_thread_new ("tern-engine", engine_thread, shared_ref (shared));
+}
+
+int
+tern_engine_worker_image_fit_side (TernEngineWorker *self,
+                                   int               budget)
+{
+  int side = 0;
+
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  g_mutex_lock (&self->shared->lock);
+  if (self->shared->vision != NULL)
+    side = tn_vision_input_side (self->shared->vision, snap_budget (self->shared->vision, budget));
+  g_mutex_unlock (&self->shared->lock);
+  return side;
+}
+
+int
+tern_engine_worker_image_tokens (TernEngineWorker  *self,
+                                 int                budget,
+                                 int                width,
+                                 int                height,
+                                 GError           **error)
+{
+  tn_error err = { 0 };
+  int n;
+
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), -1);
+  g_mutex_lock (&self->shared->lock);
+  if (self->shared->vision != NULL)
+    n = tn_vision_image_tokens (self->shared->vision, snap_budget (self->shared->vision, budget),
+                                width, height, &err);
+  else
+    {
+      set_error (&err, TN_ERR_INVALID,
+                 _("This model has no vision projector (*mmproj*.gguf beside it): it cannot read images"));
+      n = TN_ERR_INVALID;
+    }
+  g_mutex_unlock (&self->shared->lock);
+  if (n < 0)
+    {
+      g_autofree char *text = tern_engine_error_text (&err);
+
+      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, text);
+    }
+  return n;
 }
 
 const TernSampling *

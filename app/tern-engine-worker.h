@@ -96,24 +96,103 @@ void              tern_engine_worker_set_session_size  (TernEngineWorker      *s
                                                         int                    n_ctx,
                                                         int                    n_threads);
 
-/* Each returns the request id. Signals:
- *   model-loaded (id, path, description, is_demo, error-or-NULL, english-or-NULL)
- *                                             error in the user's language, english
- *                                             as the engine wrote it
- *   token-count (id, n_tokens or -1)
- *   pinned (id, TernPinState *, error-or-NULL, cancelled)
- *   update (id, new_text, TernStats *, const guint8 *drafted)
- *                                             coalesced: at most one pending;
- *                                             drafted: one flag per byte of
- *                                             new_text (1: from an accepted draft)
- *   finished (id, TernStats *, error-or-NULL, cancelled)
- *   drafter-ready (id, TernDrafterKind, error-or-NULL)
- *   server-state (running, url-or-NULL, error-or-NULL)
- *   vision (id of the load, native image tokens or -1 (no vision), extra KV
- *           rows per image (its start/end markers), projector path or NULL)
- *           after each model-loaded: the projector is the one *mmproj*.gguf
- *           beside the model, as tern-cli run finds it
- */
+/* What the worker's signals carry: one event each, a boxed type, so that
+ * handlers read named fields and a new field changes no signature. During
+ * the emission the event and its strings are the worker's
+ * (G_SIGNAL_TYPE_STATIC_SCOPE); a handler that keeps one copies it
+ * (g_boxed_copy). Errors are in the user's language. */
+
+/* "model-loaded": a load ended (error NULL: the model is in place). */
+typedef struct {
+  guint id;
+  char *path;
+  char *description;
+  gboolean is_demo;
+  char *error;
+  char *english;          /* the error as the engine wrote it */
+} TernModelLoadedEvent;
+
+/* "token-count": the system prompt's tokens (-1: cannot count, remote). */
+typedef struct {
+  guint id;
+  int n_tokens;
+} TernTokenCountEvent;
+
+/* "pinned": a system prompt's pin ended. */
+typedef struct {
+  guint id;
+  TernPinState state;
+  char *error;
+  gboolean cancelled;
+} TernPinnedEvent;
+
+/* "update": text written since the last update (coalesced: at most one
+ * pending), with the live figures. */
+typedef struct {
+  guint id;
+  char *text;
+  guint8 *drafted;        /* one flag per byte of text (1: from an accepted draft) */
+  TernStats stats;
+} TernUpdateEvent;
+
+/* "finished": a request ended; its final figures. */
+typedef struct {
+  guint id;
+  TernStats stats;
+  char *error;
+  gboolean cancelled;
+} TernFinishedEvent;
+
+/* "drafter-ready": a draft file was loaded, or refused (error). */
+typedef struct {
+  guint id;
+  TernDrafterKind kind;
+  char *error;
+} TernDrafterReadyEvent;
+
+/* "server-state": the local server started (url), stopped, or failed. */
+typedef struct {
+  gboolean running;
+  char *url;
+  char *error;
+} TernServerStateEvent;
+
+/* "vision", after each model-loaded: the projector is the one
+ * *mmproj*.gguf beside the model, as tern-cli run finds it. */
+typedef struct {
+  guint id;               /* of the load */
+  int native_tokens;      /* image tokens at the native size; -1: no vision */
+  int extra_rows;         /* KV rows per image besides its tokens (its markers) */
+  char *projector;        /* its path, or NULL */
+} TernVisionEvent;
+
+/* "warning": something the user should know that is not an error. */
+typedef struct {
+  char *message;
+} TernWarningEvent;
+
+#define TERN_TYPE_MODEL_LOADED_EVENT (tern_model_loaded_event_get_type ())
+#define TERN_TYPE_TOKEN_COUNT_EVENT (tern_token_count_event_get_type ())
+#define TERN_TYPE_PINNED_EVENT (tern_pinned_event_get_type ())
+#define TERN_TYPE_UPDATE_EVENT (tern_update_event_get_type ())
+#define TERN_TYPE_FINISHED_EVENT (tern_finished_event_get_type ())
+#define TERN_TYPE_DRAFTER_READY_EVENT (tern_drafter_ready_event_get_type ())
+#define TERN_TYPE_SERVER_STATE_EVENT (tern_server_state_event_get_type ())
+#define TERN_TYPE_VISION_EVENT (tern_vision_event_get_type ())
+#define TERN_TYPE_WARNING_EVENT (tern_warning_event_get_type ())
+GType tern_model_loaded_event_get_type (void) G_GNUC_CONST;
+GType tern_token_count_event_get_type (void) G_GNUC_CONST;
+GType tern_pinned_event_get_type (void) G_GNUC_CONST;
+GType tern_update_event_get_type (void) G_GNUC_CONST;
+GType tern_finished_event_get_type (void) G_GNUC_CONST;
+GType tern_drafter_ready_event_get_type (void) G_GNUC_CONST;
+GType tern_server_state_event_get_type (void) G_GNUC_CONST;
+GType tern_vision_event_get_type (void) G_GNUC_CONST;
+GType tern_warning_event_get_type (void) G_GNUC_CONST;
+
+/* Each request returns its id; the signals above carry it (but
+ * server-state and warning), so that the UI applies only the result of the
+ * request it waits for. */
 guint             tern_engine_worker_load_model        (TernEngineWorker      *self,
                                                         const char            *path);
 /* Loads the demo model at path, writing a small random-weight model there
@@ -195,6 +274,24 @@ gboolean          tern_engine_worker_has_model         (TernEngineWorker      *s
 /* Stops the thread (cancelling what runs) and waits for it; also done on
  * dispose. */
 void              tern_engine_worker_shutdown          (TernEngineWorker      *self);
+
+/* What an image costs with the projector of the model last loaded, asked
+ * from the main thread while the engine thread works (tn_vision is
+ * immutable; the worker swaps it under a lock). budget is the preference:
+ * snapped to one Gemma 4 takes, as the worker does at send. */
+/* The side to fit a picture to before encoding (tn_vision_input_side;
+ * 0: unscaled, Gemma 4's and without a projector). */
+int               tern_engine_worker_image_fit_side    (TernEngineWorker      *self,
+                                                        int                    budget);
+/* The tokens a picture of width x height pixels costs
+ * (tn_vision_image_tokens): Gemma 4's follow its size. Negative, with
+ * error set, when the projector refuses it (an aspect too extreme for the budget) or
+ * there is none. */
+int               tern_engine_worker_image_tokens      (TernEngineWorker      *self,
+                                                        int                    budget,
+                                                        int                    width,
+                                                        int                    height,
+                                                        GError               **error);
 
 /* The sampling the loaded model suggests (tern-sampling.h; every field
  * below 0 when none), as of the last "model-loaded" without an error. */

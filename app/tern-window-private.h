@@ -1,17 +1,136 @@
-/* tern-window-private.h: what tests read and drive in the chat window
- * (tests/app), apart from the window's API in tern-window.h, as GNOME Text
- * Editor keeps its -private.h. Not for the rest of the app. */
+/* tern-window-private.h: the chat window's insides, as GNOME Text Editor
+ * keeps its -private.h: the instance struct and the functions that
+ * tern-window.c and tern-window-actions.c share (prefixed _tern_window_),
+ * and what tests read and drive (tests/app), apart from the window's API in
+ * tern-window.h. Not for the rest of the app. */
 #pragma once
 
+#include "tern-composer.h"
+#include "tern-engine-worker.h"
+#include "tern-message-row.h"
 #include "tern-window.h"
 
 G_BEGIN_DECLS
+
+struct _TernWindow {
+  AdwApplicationWindow parent_instance;
+
+  /* template */
+  AdwToastOverlay *toast_overlay;
+  AdwLeaflet *leaflet;
+  GtkBox *sidebar;
+  GtkListBox *chat_list;
+  GtkBox *content;
+  GtkButton *back_button;
+  AdwWindowTitle *window_title;
+  GtkBox *speculation_box;
+  GtkToggleButton *speculation_toggle;
+  GtkToggleButton *speculation_toggle_narrow;
+  GtkMenuButton *mode_menu_button;
+  GtkButton *server_indicator;
+  GtkDropDown *drafter_dropdown;
+  AdwFlap *flap;
+  GtkStack *main_stack;
+  AdwStatusPage *loading_page;
+  GtkSpinner *loading_spinner;
+  char *loading_path;      /* the file being loaded */
+  GtkStack *transcript_stack;
+  GtkScrolledWindow *transcript_scroller;
+  GtkRevealer *jump_revealer;
+  GtkButton *jump_button;
+  GtkBox *message_box;
+  TernStatsBar *stats_bar;
+  TernComposer *composer;
+  TernPinEditor *pin_editor;
+  int n_ctx;               /* the session's context, once pinned */
+  int n_pin;
+  guint64 kv_bytes;
+  guint sent_start;        /* the first message the request in flight sent */
+
+  GSettings *settings;
+  TernEngineWorker *worker;
+  GListStore *chats;
+  TernChat *chat;
+  char *chats_dir;
+
+  guint load_id;
+  guint pin_id;
+  guint count_id;
+  guint gen_id;
+  guint drafter_id;        /* the drafter being prepared */
+  guint count_timeout;
+
+  gboolean model_loaded;
+  char *model_description;
+  char *model_path; /* the loaded model's file (Preferences' Hardware page) */
+  char *pin_text;          /* the text of the pin request in flight */
+  char *last_error;
+  guint streaming_index;   /* message index of the answer being generated */
+  TernMessageRow *streaming_row;
+  gboolean stick_to_bottom; /* follow the end: the user has not scrolled up */
+  gboolean scrolling;      /* our own change of the scroll position */
+  guint follow_tick;       /* the frame callback that keeps the end in view */
+  int settled_frames;      /* frames the end has stayed in view */
+  GPtrArray *toasts;       /* shown or waiting */
+  GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */
+  /* Edit Last: the messages taken back, while its toast offers Undo. */
+  TernChat *edit_chat;
+  GPtrArray *edit_taken;
+  guint edit_index;
+  AdwToast *edit_toast;
+  GtkWidget *chat_menu;    /* the chat list's context menu (a GtkPopoverMenu) */
+  int server_port;         /* what the running (or starting) server was asked for */
+  char *server_key;
+  gboolean server_asked;
+};
+
+/* Shared by tern-window.c and tern-window-actions.c. */
+void           _tern_window_actions_init         (TernWindow     *self);
+/* Enables the actions the window's state allows. */
+void           _tern_window_update_actions       (TernWindow     *self);
+void           _tern_window_toast                (TernWindow     *self,
+                                                  const char     *text);
+/* Remembers message as the last error and shows it in a toast. */
+void           _tern_window_set_error            (TernWindow     *self,
+                                                  const char     *message);
+void           _tern_window_on_toast_dismissed   (AdwToast       *t,
+                                                  TernWindow     *self);
+void           _tern_window_on_save_error        (GObject        *owner,
+                                                  const char     *message);
+gboolean       _tern_window_is_generating        (TernWindow     *self);
+void           _tern_window_save_chat            (TernWindow     *self);
+void           _tern_window_show_chat            (TernWindow     *self,
+                                                  TernChat       *chat);
+void           _tern_window_new_chat             (TernWindow     *self);
+gboolean       _tern_window_chat_in_list         (TernWindow     *self,
+                                                  TernChat       *chat,
+                                                  guint          *position);
+void           _tern_window_select_current_chat  (TernWindow     *self);
+void           _tern_window_delete_chat          (TernWindow     *self,
+                                                  TernChat       *chat);
+void           _tern_window_rename_chat          (TernWindow     *self,
+                                                  TernChat       *chat);
+void           _tern_window_mark_last_rows       (TernWindow     *self);
+void           _tern_window_remove_rows_from     (TernWindow     *self,
+                                                  guint           index);
+void           _tern_window_update_main_page     (TernWindow     *self);
+void           _tern_window_request_pin          (TernWindow     *self,
+                                                  const char     *text);
+void           _tern_window_start_generation     (TernWindow     *self);
+void           _tern_window_send_text            (TernWindow     *self,
+                                                  const char     *text);
+void           _tern_window_end_loading          (TernWindow     *self);
+
+/* For tests. */
 
 /* Images for the next message: the drop target on the chat (files, file
  * lists, textures), how many are attached, whether the model can read them,
  * and the cost preview line. */
 GtkDropTarget *tern_window_get_drop_target       (TernWindow     *self);
+/* Attached, decoded or still decoding (tern_window_is_attaching). */
 guint          tern_window_get_n_attachments     (TernWindow     *self);
+gboolean       tern_window_is_attaching          (TernWindow     *self);
+TernComposer  *tern_window_get_composer          (TernWindow     *self);
 gboolean       tern_window_has_vision            (TernWindow     *self);
 const char    *tern_window_get_image_cost_text   (TernWindow     *self);
 

@@ -4,6 +4,10 @@
  * what comes back only when the request id is the one it waits for (a model
  * loaded after another was chosen, or tokens of a stopped answer, are
  * dropped).
+ *
+ * Here: construction and state. The actions (win.*) are in
+ * tern-window-actions.c, the composer in tern-composer.c; the instance
+ * struct and what the two window files share in tern-window-private.h.
  */
 #include "config.h"
 
@@ -15,8 +19,8 @@
 #include <glib/gi18n.h>
 
 #include "tern.h"
-#include "tern-image.h"
 #include "tern-application.h"
+#include "tern-composer.h"
 #include "tern-engine-worker.h"
 #include "tern-message-row.h"
 #ifdef TERN_HAVE_MANAGER
@@ -28,122 +32,33 @@
 
 #define COUNT_DELAY_MS 300
 
-struct _TernWindow {
-  AdwApplicationWindow parent_instance;
-
-  /* template */
-  AdwToastOverlay *toast_overlay;
-  AdwLeaflet *leaflet;
-  GtkBox *sidebar;
-  GtkListBox *chat_list;
-  GtkBox *content;
-  GtkButton *back_button;
-  AdwWindowTitle *window_title;
-  GtkBox *speculation_box;
-  GtkToggleButton *speculation_toggle;
-  GtkToggleButton *speculation_toggle_narrow;
-  GtkMenuButton *mode_menu_button;
-  GtkButton *server_indicator;
-  GtkDropDown *drafter_dropdown;
-  AdwFlap *flap;
-  GtkStack *main_stack;
-  GtkButton *send_button;
-  AdwStatusPage *loading_page;
-  GtkSpinner *loading_spinner;
-  char *loading_path;      /* the file being loaded */
-  GtkStack *transcript_stack;
-  GtkScrolledWindow *transcript_scroller;
-  GtkRevealer *jump_revealer;
-  GtkButton *jump_button;
-  GtkBox *message_box;
-  TernStatsBar *stats_bar;
-  GtkTextView *composer;
-  GtkStack *send_stack;
-  TernPinEditor *pin_editor;
-  GtkButton *attach_button;
-  GtkBox *attachments_bar;
-  GtkBox *attachments_box;
-  GtkSpinButton *image_tokens_spin;
-  GtkLabel *image_cost_label;
-  GtkDropTarget *drop_target;
-  GPtrArray *attachments;  /* GBytes of image files, for the next message */
-  int vision_native;       /* image tokens at the native size; -1: no vision */
-  int vision_extra;        /* KV rows an image adds besides its tokens */
-  double prefill_tok_s;    /* measured on the last request */
-  int n_ctx;               /* the session's context, once pinned */
-  int n_pin;
-  guint64 kv_bytes;
-  guint sent_start;        /* the first message the request in flight sent */
-
-  GSettings *settings;
-  TernEngineWorker *worker;
-  GListStore *chats;
-  TernChat *chat;
-  char *chats_dir;
-
-  guint load_id;
-  guint pin_id;
-  guint count_id;
-  guint gen_id;
-  guint drafter_id;        /* the drafter being prepared */
-  guint count_timeout;
-
-  gboolean model_loaded;
-  char *model_description;
-  char *model_path; /* the loaded model's file (Preferences' Hardware page) */
-  char *pin_text;          /* the text of the pin request in flight */
-  char *last_error;
-  guint streaming_index;   /* message index of the answer being generated */
-  TernMessageRow *streaming_row;
-  gboolean stick_to_bottom; /* follow the end: the user has not scrolled up */
-  gboolean scrolling;      /* our own change of the scroll position */
-  guint follow_tick;       /* the frame callback that keeps the end in view */
-  int settled_frames;      /* frames the end has stayed in view */
-  GPtrArray *toasts;       /* shown or waiting */
-  GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */
-  /* Edit Last: the messages taken back, while its toast offers Undo. */
-  TernChat *edit_chat;
-  GPtrArray *edit_taken;
-  guint edit_index;
-  AdwToast *edit_toast;
-  GtkWidget *chat_menu;    /* the chat list's context menu (a GtkPopoverMenu) */
-  char *server_url;        /* while the local server runs */
-  char *server_status;
-  int server_port;         /* what the running (or starting) server was asked for */
-  char *server_key;
-  gboolean server_asked;
-};
-
 G_DEFINE_FINAL_TYPE (TernWindow, tern_window, ADW_TYPE_APPLICATION_WINDOW)
 
-static void update_actions (TernWindow *self);
 static void scroll_to_end (TernWindow *self);
-static void end_loading (TernWindow *self);
 static void apply_server (TernWindow *self);
-static void clear_attachments (TernWindow *self);
 
 /* ---------------------------------------------------------------- helpers */
 
 /* The overlay may still animate a dismissed toast; the reference kept in
  * self->toasts lasts as long as the window (dropping it at "dismissed" freed
  * a toast under libadwaita 1.2's hide animation). */
-static void
-on_toast_dismissed (AdwToast   *t,
+void
+_tern_window_on_toast_dismissed (AdwToast   *t,
                     TernWindow *self)
 {
   (void) self;
   g_object_set_data (G_OBJECT (t), "tern-dismissed", GINT_TO_POINTER (1));
 }
 
-static void
-toast (TernWindow *self,
+void
+_tern_window_toast (TernWindow *self,
        const char *text)
 {
   AdwToast *t = adw_toast_new (text);
 
   adw_toast_set_timeout (t, 4);
   g_ptr_array_add (self->toasts, g_object_ref (t));
-  g_signal_connect_object (t, "dismissed", G_CALLBACK (on_toast_dismissed), self, 0);
+  g_signal_connect_object (t, "dismissed", G_CALLBACK (_tern_window_on_toast_dismissed), self, 0);
   adw_toast_overlay_add_toast (self->toast_overlay, t);
 }
 
@@ -160,45 +75,35 @@ tern_window_dismiss_toasts (TernWindow *self)
       adw_toast_dismiss (g_ptr_array_index (all, i));
 }
 
-static void
-set_error (TernWindow *self,
+void
+_tern_window_set_error (TernWindow *self,
            const char *message)
 {
   g_free (self->last_error);
   self->last_error = g_strdup (message);
   if (message != NULL)
-    toast (self, message);
+    _tern_window_toast (self, message);
 }
 
-static gboolean
-is_generating (TernWindow *self)
+gboolean
+_tern_window_is_generating (TernWindow *self)
 {
   return self->gen_id != 0;
 }
 
-static char *
-composer_text (TernWindow *self)
-{
-  GtkTextBuffer *buffer = gtk_text_view_get_buffer (self->composer);
-  GtkTextIter start, end;
-
-  gtk_text_buffer_get_bounds (buffer, &start, &end);
-  return gtk_text_buffer_get_text (buffer, &start, &end, FALSE);
-}
-
-static void
-on_save_error (GObject    *owner,
+void
+_tern_window_on_save_error (GObject    *owner,
                const char *message)
 {
-  set_error (TERN_WINDOW (owner), message);
+  _tern_window_set_error (TERN_WINDOW (owner), message);
 }
 
-static void
-save_chat (TernWindow *self)
+void
+_tern_window_save_chat (TernWindow *self)
 {
   if (self->chat == NULL || tern_chat_get_n_messages (self->chat) == 0)
     return;
-  tern_chat_save_in_background (self->chat, self->chats_dir, G_OBJECT (self), on_save_error);
+  tern_chat_save_in_background (self->chat, self->chats_dir, G_OBJECT (self), _tern_window_on_save_error);
 }
 
 static TernMessageRow *
@@ -212,8 +117,8 @@ row_at (TernWindow *self,
   return child ? TERN_MESSAGE_ROW (child) : NULL;
 }
 
-static void
-mark_last_rows (TernWindow *self)
+void
+_tern_window_mark_last_rows (TernWindow *self)
 {
   guint n = tern_chat_get_n_messages (self->chat);
   guint i = 0;
@@ -222,7 +127,7 @@ mark_last_rows (TernWindow *self)
        c = gtk_widget_get_next_sibling (c), i++)
     /* Edit goes with the last user message, Regenerate with the last answer. */
     {
-      tern_message_row_set_last (TERN_MESSAGE_ROW (c), !is_generating (self) && i + 2 >= n);
+      tern_message_row_set_last (TERN_MESSAGE_ROW (c), !_tern_window_is_generating (self) && i + 2 >= n);
       /* Left out of the model's context: shown dimmed, never sent again. */
       if (i < tern_chat_get_context_start (self->chat))
         {
@@ -263,8 +168,8 @@ add_row (TernWindow        *self,
   return row;
 }
 
-static void
-remove_rows_from (TernWindow *self,
+void
+_tern_window_remove_rows_from (TernWindow *self,
                   guint       index)
 {
   TernMessageRow *row;
@@ -298,8 +203,8 @@ update_context_gauge (TernWindow *self)
 /* A saved chat can be read without a model: the transcript shows as soon
  * as the chat has messages; the start page only stands in for an empty
  * chat. (The loading page stays while a model loads.) */
-static void
-update_main_page (TernWindow *self)
+void
+_tern_window_update_main_page (TernWindow *self)
 {
   gboolean has_messages = self->chat != NULL && tern_chat_get_n_messages (self->chat) > 0;
 
@@ -309,43 +214,43 @@ update_main_page (TernWindow *self)
                                     self->model_loaded || has_messages ? "chat" : "no-model");
 }
 
-static void
-show_chat (TernWindow *self,
+void
+_tern_window_show_chat (TernWindow *self,
            TernChat   *chat)
 {
   if (chat != self->chat)
     tern_stats_bar_reset (self->stats_bar);
   g_set_object (&self->chat, chat);
-  remove_rows_from (self, 0);
+  _tern_window_remove_rows_from (self, 0);
   for (guint i = 0; i < tern_chat_get_n_messages (chat); i++)
     add_row (self, tern_chat_get_message (chat, i));
-  mark_last_rows (self);
+  _tern_window_mark_last_rows (self);
   scroll_to_end (self);
   update_context_gauge (self);
-  update_actions (self);
-  update_main_page (self);
+  _tern_window_update_actions (self);
+  _tern_window_update_main_page (self);
 }
 
-static gboolean
-chat_in_list (TernWindow *self,
+gboolean
+_tern_window_chat_in_list (TernWindow *self,
               TernChat   *chat,
               guint      *position)
 {
   return g_list_store_find (self->chats, chat, position);
 }
 
-static void
-select_current_chat (TernWindow *self)
+void
+_tern_window_select_current_chat (TernWindow *self)
 {
   guint pos;
 
-  if (chat_in_list (self, self->chat, &pos))
+  if (_tern_window_chat_in_list (self, self->chat, &pos))
     gtk_list_box_select_row (self->chat_list, gtk_list_box_get_row_at_index (self->chat_list,
                                                                              (int) pos));
 }
 
-static void
-new_chat (TernWindow *self)
+void
+_tern_window_new_chat (TernWindow *self)
 {
   g_autoptr(TernChat) chat = NULL;
   g_autofree char *mode = g_settings_get_string (self->settings, "mode");
@@ -362,15 +267,15 @@ new_chat (TernWindow *self)
         {
           g_list_store_remove (self->chats, i);
           g_list_store_insert (self->chats, 0, other);
-          show_chat (self, other);
-          select_current_chat (self);
+          _tern_window_show_chat (self, other);
+          _tern_window_select_current_chat (self);
           return;
         }
     }
   chat = tern_chat_new (mode);
   g_list_store_insert (self->chats, 0, chat);
-  show_chat (self, chat);
-  select_current_chat (self);
+  _tern_window_show_chat (self, chat);
+  _tern_window_select_current_chat (self);
 }
 
 /* ------------------------------------------------------------ engine side */
@@ -419,18 +324,17 @@ on_drafter_selected (TernWindow *self)
 }
 
 static void
-on_drafter_ready (TernWindow *self,
-                  guint       id,
-                  int         kind,
-                  const char *error)
+on_drafter_ready (TernWindow                  *self,
+                  const TernDrafterReadyEvent *ev)
 {
-  (void) kind;
-  if (id != self->drafter_id)
+  const char *error = ev->error;
+
+  if (ev->id != self->drafter_id)
     return;
   self->drafter_id = 0;
   if (error != NULL)
     {
-      set_error (self, error);
+      _tern_window_set_error (self, error);
       gtk_drop_down_set_selected (self->drafter_dropdown, TERN_DRAFTER_PROMPT_LOOKUP);
     }
 }
@@ -475,20 +379,20 @@ gen_settings (TernWindow *self)
     .speculate = g_settings_get_boolean (self->settings, "speculation"),
     .drafter = selected_drafter (self),
     .draft_max = g_settings_get_int (self->settings, "draft-length"),
-    .image_tokens = gtk_spin_button_get_value_as_int (self->image_tokens_spin),
+    .image_tokens = tern_composer_get_image_budget (self->composer),
   };
   return gen;
 }
 
-static void
-request_pin (TernWindow *self,
+void
+_tern_window_request_pin (TernWindow *self,
              const char *text)
 {
   g_free (self->pin_text);
   self->pin_text = g_strdup (text);
   self->pin_id = tern_engine_worker_pin (self->worker, text);
   tern_pin_editor_set_pinning (self->pin_editor, TRUE);
-  update_actions (self);
+  _tern_window_update_actions (self);
 }
 
 /* Requests go to the engine thread in order, so a pin queued here is in
@@ -503,7 +407,7 @@ ensure_pinned (TernWindow *self)
   if (self->pin_id == 0 && !tern_pin_editor_is_stale (self->pin_editor)
       && tern_pin_editor_get_pinned_text (self->pin_editor) != NULL)
     return;
-  request_pin (self, text);
+  _tern_window_request_pin (self, text);
 }
 
 static void
@@ -534,8 +438,8 @@ on_pin_editor_changed (TernWindow *self)
   self->count_timeout = g_timeout_add (COUNT_DELAY_MS, on_count_timeout, self);
 }
 
-static void
-start_generation (TernWindow *self)
+void
+_tern_window_start_generation (TernWindow *self)
 {
   TernGenSettings gen = gen_settings (self);
   g_autofree char *mode = g_settings_get_string (self->settings, "mode");
@@ -587,9 +491,9 @@ start_generation (TernWindow *self)
   self->streaming_index = n_before;
   self->streaming_row = add_row (self, answer);
   tern_stats_bar_start (self->stats_bar);
-  gtk_stack_set_visible_child_name (self->send_stack, "stop");
+  tern_composer_set_generating (self->composer, TRUE);
 
-  if (!chat_in_list (self, self->chat, &pos))
+  if (!_tern_window_chat_in_list (self, self->chat, &pos))
     g_list_store_insert (self->chats, 0, self->chat);
   else if (pos != 0)
     {
@@ -597,32 +501,34 @@ start_generation (TernWindow *self)
       g_list_store_remove (self->chats, pos);
       g_list_store_insert (self->chats, 0, keep);
     }
-  select_current_chat (self);
-  mark_last_rows (self);
-  update_actions (self);
+  _tern_window_select_current_chat (self);
+  _tern_window_mark_last_rows (self);
+  _tern_window_update_actions (self);
 }
 
-static void
-send_text (TernWindow *self,
+void
+_tern_window_send_text (TernWindow *self,
            const char *text)
 {
   g_autofree char *trimmed = g_strstrip (g_strdup (text ? text : ""));
 
   TernMessage *m;
 
-  if (!self->model_loaded || is_generating (self) || *trimmed == '\0')
+  /* Images still decoding would be left out: Send waits for them. */
+  if (!self->model_loaded || _tern_window_is_generating (self) || *trimmed == '\0'
+      || tern_composer_is_busy (self->composer))
     return;
   m = tern_chat_append (self->chat, "user", trimmed);
-  if (self->attachments->len > 0)
-    {
-      m->images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
-      for (guint i = 0; i < self->attachments->len; i++)
-        g_ptr_array_add (m->images, g_bytes_ref (g_ptr_array_index (self->attachments, i)));
-    }
+  {
+    g_autoptr(GPtrArray) images = tern_composer_get_images (self->composer);
+
+    if (images->len > 0)
+      m->images = g_steal_pointer (&images);
+  }
   add_row (self, m);
   scroll_to_end (self);
-  clear_attachments (self);
-  start_generation (self);
+  tern_composer_clear_images (self->composer);
+  _tern_window_start_generation (self);
 }
 
 /* An open error, in a dialog: a sentence that says what happened and what
@@ -693,25 +599,24 @@ show_load_error (TernWindow *self,
 }
 
 static void
-on_model_loaded (TernWindow *self,
-                 guint       id,
-                 const char *path,
-                 const char *description,
-                 gboolean    is_demo,
-                 const char *error,
-                 const char *english)
+on_model_loaded (TernWindow                 *self,
+                 const TernModelLoadedEvent *ev)
 {
+  const char *path = ev->path;
+  const char *description = ev->description;
+  gboolean is_demo = ev->is_demo;
+  const char *error = ev->error;
   g_autofree char *system_prompt = NULL;
 
-  if (id != self->load_id)
+  if (ev->id != self->load_id)
     return;
-  end_loading (self);
+  _tern_window_end_loading (self);
   if (error != NULL)
     {
       g_free (self->last_error);
       self->last_error = g_strdup (error);
-      show_load_error (self, path, error, english);
-      update_actions (self);
+      show_load_error (self, path, error, ev->english);
+      _tern_window_update_actions (self);
       return;
     }
 
@@ -734,40 +639,40 @@ on_model_loaded (TernWindow *self,
   tern_pin_editor_set_pinned (self->pin_editor, NULL, NULL);
   system_prompt = tern_pin_editor_get_text (self->pin_editor);
   request_count (self);
-  request_pin (self, system_prompt);
+  _tern_window_request_pin (self, system_prompt);
   /* The old model's draft and server went with it. */
   if (selected_drafter (self) != TERN_DRAFTER_PROMPT_LOOKUP)
     prepare_drafter (self);
   if (g_settings_get_boolean (self->settings, "server-enabled"))
     apply_server (self);
-  update_actions (self);
-  gtk_widget_grab_focus (GTK_WIDGET (self->composer));
+  _tern_window_update_actions (self);
+  tern_composer_focus (self->composer);
 }
 
 static void
-on_token_count (TernWindow *self,
-                guint       id,
-                int         n_tokens)
+on_token_count (TernWindow                *self,
+                const TernTokenCountEvent *ev)
 {
-  if (id == self->count_id)
-    tern_pin_editor_set_token_count (self->pin_editor, n_tokens);
+  if (ev->id == self->count_id)
+    tern_pin_editor_set_token_count (self->pin_editor, ev->n_tokens);
 }
 
 static void
-on_pinned (TernWindow         *self,
-           guint               id,
-           const TernPinState *state,
-           const char         *error,
-           gboolean            cancelled)
+on_pinned (TernWindow            *self,
+           const TernPinnedEvent *ev)
 {
-  if (id != self->pin_id)
+  const TernPinState *state = &ev->state;
+  const char *error = ev->error;
+  gboolean cancelled = ev->cancelled;
+
+  if (ev->id != self->pin_id)
     return;
   self->pin_id = 0;
   tern_pin_editor_set_pinning (self->pin_editor, FALSE);
   if (error != NULL)
     {
       tern_pin_editor_set_error (self->pin_editor, error);
-      set_error (self, error);
+      _tern_window_set_error (self, error);
     }
   else if (!cancelled)
     {
@@ -779,21 +684,20 @@ on_pinned (TernWindow         *self,
       g_settings_set_string (self->settings, "system-prompt", self->pin_text);
     }
   g_clear_pointer (&self->pin_text, g_free);
-  update_actions (self);
+  _tern_window_update_actions (self);
 }
 
 static void
-on_update (TernWindow      *self,
-           guint            id,
-           const char      *text,
-           const TernStats *live,
-           const guint8    *drafted)
+on_update (TernWindow            *self,
+           const TernUpdateEvent *ev)
 {
-  if (id == self->pin_id && live->phase == TERN_PHASE_PIN)
+  const TernStats *live = &ev->stats;
+
+  if (ev->id == self->pin_id && live->phase == TERN_PHASE_PIN)
     tern_pin_editor_set_progress (self->pin_editor, live->prefill_done, live->prefill_total);
-  else if (id == self->gen_id && self->streaming_row != NULL)
+  else if (ev->id == self->gen_id && self->streaming_row != NULL)
     {
-      tern_message_row_append_drafted (self->streaming_row, text, drafted);
+      tern_message_row_append_drafted (self->streaming_row, ev->text, ev->drafted);
       tern_stats_bar_update (self->stats_bar, live);
     }
 }
@@ -821,17 +725,17 @@ human_error (TernWindow      *self,
 }
 
 static void
-on_finished (TernWindow      *self,
-             guint            id,
-             const TernStats *stats,
-             const char      *error,
-             gboolean         cancelled)
+on_finished (TernWindow              *self,
+             const TernFinishedEvent *ev)
 {
+  const TernStats *stats = &ev->stats;
+  const char *error = ev->error;
+  gboolean cancelled = ev->cancelled;
   TernMessage *m;
   g_autofree char *figures = NULL;
   const char *outcome = NULL;
 
-  if (id != self->gen_id)
+  if (ev->id != self->gen_id)
     return;
   self->gen_id = 0;
 
@@ -868,11 +772,11 @@ on_finished (TernWindow      *self,
                                         "The conversation outgrew the %d-token context: its %d oldest messages are left out (the system prompt stays)",
                                         (gulong) tern_chat_get_context_start (self->chat)),
                               stats->n_ctx, (int) tern_chat_get_context_start (self->chat));
-      toast (self, note);
+      _tern_window_toast (self, note);
     }
   tern_chat_touch (self->chat);
   if (stats->prefill_tok_s > 0 && stats->prompt_tokens >= 8)
-    self->prefill_tok_s = stats->prefill_tok_s;
+    tern_composer_set_prefill_speed (self->composer, stats->prefill_tok_s);
 
   tern_message_row_flush (self->streaming_row);
   figures = tern_message_format_stats (m);
@@ -881,420 +785,111 @@ on_finished (TernWindow      *self,
   tern_stats_bar_finish (self->stats_bar, stats, cancelled, outcome);
   self->streaming_row = NULL;
   if (m->error != NULL)
-    set_error (self, m->error);
+    _tern_window_set_error (self, m->error);
   update_context_gauge (self);
 
-  gtk_stack_set_visible_child_name (self->send_stack, "send");
-  save_chat (self);
-  mark_last_rows (self);
-  update_actions (self);
+  tern_composer_set_generating (self->composer, FALSE);
+  _tern_window_save_chat (self);
+  _tern_window_mark_last_rows (self);
+  _tern_window_update_actions (self);
 }
 
 static void
-on_engine_warning (TernWindow *self,
-                   const char *message)
+on_engine_warning (TernWindow             *self,
+                   const TernWarningEvent *ev)
 {
-  toast (self, message);
+  _tern_window_toast (self, ev->message);
 }
 
 /* ---------------------------------------------------------------- images */
 
-/* Tokens an image costs under budget: the largest square grid within it, at
- * most the native one (tn_vision_tokens' rule). */
-static int
-image_tokens_for (int native,
-                  int budget)
-{
-  int side = (int) (sqrt ((double) native) + 0.5);
-  int k;
-
-  if (native <= 0)
-    return 0;
-  if (budget <= 0 || budget >= native)
-    return native;
-  k = (int) sqrt ((double) budget);
-  while ((k + 1) * (k + 1) <= budget)
-    k++;
-  while (k > 1 && k * k > budget)
-    k--;
-  return MIN (MAX (k, 1), side) * MIN (MAX (k, 1), side);
-}
-
-/* The cost preview: image tokens, and the prefill time they add at the
- * prefill speed last measured. */
+/* The composer's refusals and failures (tern-composer.h). */
 static void
-update_image_cost (TernWindow *self)
+on_composer_error (TernWindow *self,
+                   const char *message)
 {
-  guint n = self->attachments->len;
-  int per = image_tokens_for (self->vision_native,
-                              gtk_spin_button_get_value_as_int (self->image_tokens_spin));
-  int rows = (int) n * (per + self->vision_extra);
-  g_autofree char *text = NULL;
-
-  gtk_widget_set_visible (GTK_WIDGET (self->attachments_bar), n > 0);
-  if (n == 0)
-    return;
-  if (self->prefill_tok_s > 0)
-    {
-      double ms = 1000.0 * rows / self->prefill_tok_s;
-      g_autofree char *time = ms < 1000 ? g_strdup_printf (_("%.0f ms"), ms)
-                                        : g_strdup_printf (_("%.1f s"), ms / 1000);
-
-      /* Translators: images attached, tokens each, total, and the prefill time
-       * they add ("120 ms", "2.5 s") */
-      text = g_strdup_printf (ngettext ("%u image · %d tokens each · %d tokens · about %s of prefill",
-                                        "%u images · %d tokens each · %d tokens · about %s of prefill", n),
-                              n, per, rows, time);
-    }
-  else
-    text = g_strdup_printf (ngettext ("%u image · %d tokens each · %d tokens (prefill speed measured after the first answer)",
-                                      "%u images · %d tokens each · %d tokens (prefill speed measured after the first answer)", n),
-                            n, per, rows);
-  gtk_label_set_text (self->image_cost_label, text);
+  _tern_window_set_error (self, message);
 }
 
 static void
-on_remove_attachment (GtkButton  *button,
-                      TernWindow *self)
+on_vision (TernWindow            *self,
+           const TernVisionEvent *ev)
 {
-  GBytes *bytes = g_object_get_data (G_OBJECT (button), "tern-image");
-  guint index;
-
-  if (g_ptr_array_find (self->attachments, bytes, &index))
-    g_ptr_array_remove_index (self->attachments, index);
-  gtk_box_remove (self->attachments_box,
-                  gtk_widget_get_parent (GTK_WIDGET (button)));
-  update_image_cost (self);
-}
-
-/* A small picture of the image for the composer, decoded by tern-image.
- * NULL with error set when the bytes are not an image Tern reads. */
-static GdkTexture *
-thumbnail_texture (GBytes      *bytes,
-                   const char  *name,
-                   GError     **error)
-{
-  TernImageOptions options = { .fit_side = 112 };
-  g_autoptr(TernImage) img = tern_image_load_bytes (g_bytes_get_data (bytes, NULL),
-                                                    g_bytes_get_size (bytes), name, &options,
-                                                    error);
-  g_autoptr(GBytes) pixels = NULL;
-  guint8 *rgb;
-  gsize n;
-
-  if (img == NULL)
-    return NULL;
-  n = (gsize) img->width * (gsize) img->height * 3;
-  rgb = g_malloc (n);
-  for (gsize i = 0; i < n; i++)
-    rgb[i] = (guint8) CLAMP (img->rgb[i] * 255.0f + 0.5f, 0.0f, 255.0f);
-  pixels = g_bytes_new_take (rgb, n);
-  return gdk_memory_texture_new (img->width, img->height, GDK_MEMORY_R8G8B8, pixels,
-                                 (gsize) img->width * 3);
-}
-
-/* Adds an image file's bytes to the next message, with a thumbnail. */
-static gboolean
-attach_image (TernWindow *self,
-              GBytes     *bytes,
-              const char *name)
-{
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GdkTexture) texture = NULL;
-  GtkWidget *overlay, *picture, *remove;
-
-  if (self->vision_native < 0)
-    {
-      set_error (self, self->model_loaded
-                         ? _("This model cannot read images: it has no vision projector (a *mmproj*.gguf file beside the model)")
-                         : _("Load a model that can read images first"));
-      return FALSE;
-    }
-  /* The same checks as the worker's decoder (format by its magic bytes,
-   * complete files, the pixel limit) before anything is shown: GTK's own
-   * loaders would render an SVG or grey-fill a JPEG cut short. */
-  texture = thumbnail_texture (bytes, name, &error);
-  if (texture == NULL)
-    {
-      set_error (self, error->message);
-      return FALSE;
-    }
-  g_ptr_array_add (self->attachments, g_bytes_ref (bytes));
-
-  overlay = gtk_overlay_new ();
-  picture = gtk_picture_new_for_paintable (GDK_PAINTABLE (texture));
-  gtk_widget_set_size_request (picture, 56, 56);
-  gtk_picture_set_can_shrink (GTK_PICTURE (picture), TRUE);
-  gtk_widget_set_tooltip_text (picture, name);
-  gtk_accessible_update_property (GTK_ACCESSIBLE (picture), GTK_ACCESSIBLE_PROPERTY_LABEL, name,
-                                  -1);
-  gtk_overlay_set_child (GTK_OVERLAY (overlay), picture);
-  remove = gtk_button_new_from_icon_name ("window-close-symbolic");
-  gtk_widget_set_halign (remove, GTK_ALIGN_END);
-  gtk_widget_set_valign (remove, GTK_ALIGN_START);
-  gtk_widget_add_css_class (remove, "circular");
-  gtk_widget_add_css_class (remove, "osd");
-  gtk_widget_set_tooltip_text (remove, _("Remove Image"));
-  gtk_accessible_update_property (GTK_ACCESSIBLE (remove), GTK_ACCESSIBLE_PROPERTY_LABEL,
-                                  _("Remove Image"), -1);
-  g_object_set_data_full (G_OBJECT (remove), "tern-image", g_bytes_ref (bytes),
-                          (GDestroyNotify) g_bytes_unref);
-  g_signal_connect (remove, "clicked", G_CALLBACK (on_remove_attachment), self);
-  gtk_overlay_add_overlay (GTK_OVERLAY (overlay), remove);
-  gtk_box_append (self->attachments_box, overlay);
-  update_image_cost (self);
-  return TRUE;
-}
-
-static gboolean
-attach_file (TernWindow *self,
-             GFile      *file)
-{
-  g_autoptr(GError) error = NULL;
-  g_autofree char *name = g_file_get_basename (file);
-  g_autoptr(GBytes) bytes = NULL;
-
-  if (self->vision_native < 0)
-    return attach_image (self, NULL, name);
-  /* Only a regular file of a plausible size is read: a FIFO would block
-   * the window, and a model dropped by mistake would be read whole. */
-  {
-    g_autoptr(GFileInfo) info = g_file_query_info (file,
-                                                   G_FILE_ATTRIBUTE_STANDARD_TYPE ","
-                                                   G_FILE_ATTRIBUTE_STANDARD_SIZE,
-                                                   G_FILE_QUERY_INFO_NONE, NULL, &error);
-    if (info == NULL)
-      {
-        set_error (self, error->message);
-        return FALSE;
-      }
-    if (g_file_info_get_file_type (info) != G_FILE_TYPE_REGULAR)
-      {
-        g_autofree char *message = g_strdup_printf (_("%s: not a regular file, so not an image Tern reads"),
-                                                    name);
-        set_error (self, message);
-        return FALSE;
-      }
-    if ((guint64) g_file_info_get_size (info) > TERN_IMAGE_MAX_JPEG_BYTES)
-      {
-        g_autofree char *message = g_strdup_printf (_("%s: too large for an image (over %u MiB)"),
-                                                    name, TERN_IMAGE_MAX_JPEG_BYTES >> 20);
-        set_error (self, message);
-        return FALSE;
-      }
-  }
-  /* Image files are small next to a model; read here, decoded on the worker. */
-  bytes = g_file_load_bytes (file, NULL, NULL, &error);
-  if (bytes == NULL)
-    {
-      set_error (self, error->message);
-      return FALSE;
-    }
-  return attach_image (self, bytes, name);
-}
-
-static gboolean
-attach_texture (TernWindow *self,
-                GdkTexture *texture)
-{
-  g_autoptr(GBytes) png = NULL;
-
-  if (self->vision_native < 0)
-    return attach_image (self, NULL, _("Pasted image"));
-  png = gdk_texture_save_to_png_bytes (texture);
-  return attach_image (self, png, _("Pasted image"));
-}
-
-static void
-clear_attachments (TernWindow *self)
-{
-  GtkWidget *child;
-
-  g_ptr_array_set_size (self->attachments, 0);
-  while ((child = gtk_widget_get_first_child (GTK_WIDGET (self->attachments_box))) != NULL)
-    gtk_box_remove (self->attachments_box, child);
-  update_image_cost (self);
-}
-
-/* Files from a file manager, or image data from another app. */
-static gboolean
-on_drop (GtkDropTarget *target,
-         const GValue  *value,
-         double         x,
-         double         y,
-         TernWindow    *self)
-{
-  gboolean any = FALSE;
-
-  (void) target;
-  (void) x;
-  (void) y;
-  if (G_VALUE_HOLDS (value, GDK_TYPE_FILE_LIST))
-    {
-      for (GSList *l = g_value_get_boxed (value); l != NULL; l = l->next)
-        if (attach_file (self, l->data))
-          any = TRUE;
-        else
-          break;
-    }
-  else if (G_VALUE_HOLDS (value, G_TYPE_FILE))
-    any = attach_file (self, g_value_get_object (value));
-  else if (G_VALUE_HOLDS (value, GDK_TYPE_TEXTURE))
-    any = attach_texture (self, g_value_get_object (value));
-  return any;
-}
-
-static void
-on_paste_texture (GObject      *clipboard,
-                  GAsyncResult *result,
-                  gpointer      data)
-{
-  g_autoptr(TernWindow) self = data;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GdkTexture) texture = gdk_clipboard_read_texture_finish (GDK_CLIPBOARD (clipboard),
-                                                                     result, &error);
-
-  if (texture != NULL)
-    attach_texture (self, texture);
-  else
-    set_error (self, error->message);
-}
-
-/* Ctrl+V with a picture on the clipboard attaches it; text pastes as usual. */
-static gboolean
-paste_image (TernWindow *self)
-{
-  GdkClipboard *clipboard = gtk_widget_get_clipboard (GTK_WIDGET (self));
-  GdkContentFormats *formats = gdk_clipboard_get_formats (clipboard);
-
-  if (!gdk_content_formats_contain_gtype (formats, GDK_TYPE_TEXTURE)
-      || gdk_content_formats_contain_gtype (formats, G_TYPE_STRING))
-    return FALSE;
-  gdk_clipboard_read_texture_async (clipboard, NULL, on_paste_texture, g_object_ref (self));
-  return TRUE;
-}
-
-static void
-action_paste_image (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-
-  (void) action;
-  (void) param;
-  if (!paste_image (self))
-    toast (self, _("The clipboard holds no image"));
-}
-
-static void
-on_add_image_response (GtkNativeDialog *dialog,
-                       int              response,
-                       TernWindow      *self)
-{
-  if (response == GTK_RESPONSE_ACCEPT)
-    {
-      g_autoptr(GListModel) files = gtk_file_chooser_get_files (GTK_FILE_CHOOSER (dialog));
-
-      for (guint i = 0; i < g_list_model_get_n_items (files); i++)
-        {
-          g_autoptr(GFile) file = g_list_model_get_item (files, i);
-          if (!attach_file (self, file))
-            break;
-        }
-    }
-  g_object_unref (dialog);
-}
-
-static void
-action_add_image (GSimpleAction *action,
-                  GVariant      *param,
-                  gpointer       data)
-{
-  TernWindow *self = data;
-  GtkFileChooserNative *dialog;
-  g_autoptr(GtkFileFilter) filter = gtk_file_filter_new ();
-
-  (void) action;
-  (void) param;
-  if (self->vision_native < 0)
-    {
-      attach_image (self, NULL, "");
-      return;
-    }
-  dialog = gtk_file_chooser_native_new (_("Add Images"), GTK_WINDOW (self),
-                                        GTK_FILE_CHOOSER_ACTION_OPEN, _("_Add"), _("_Cancel"));
-  gtk_file_chooser_set_select_multiple (GTK_FILE_CHOOSER (dialog), TRUE);
-  gtk_file_filter_set_name (filter, _("Images (PNG, JPEG, WebP, GIF)"));
-  gtk_file_filter_add_mime_type (filter, "image/png");
-  gtk_file_filter_add_mime_type (filter, "image/jpeg");
-  gtk_file_filter_add_mime_type (filter, "image/webp");
-  gtk_file_filter_add_mime_type (filter, "image/gif");
-  gtk_file_chooser_add_filter (GTK_FILE_CHOOSER (dialog), filter);
-  g_signal_connect (dialog, "response", G_CALLBACK (on_add_image_response), self);
-  gtk_native_dialog_show (GTK_NATIVE_DIALOG (dialog));
-}
-
-static void
-on_vision (TernWindow *self,
-           guint       id,
-           int         native_tokens,
-           int         extra_rows,
-           const char *projector)
-{
-  (void) id;
-  (void) projector;
-  self->vision_native = native_tokens;
-  self->vision_extra = MAX (extra_rows, 0);
-  clear_attachments (self);
-  if (native_tokens > 0)
-    gtk_spin_button_set_range (self->image_tokens_spin, 1, native_tokens);
-  gtk_widget_set_tooltip_text (GTK_WIDGET (self->attach_button),
-                               native_tokens > 0 ? _("Add Image… (or drop or paste one)")
-                                                 : _("This model cannot read images: it has no vision projector (a *mmproj*.gguf file beside the model)"));
-  update_actions (self);
+  tern_composer_set_vision (self->composer, self->model_loaded, ev->native_tokens,
+                            ev->extra_rows);
+  _tern_window_update_actions (self);
 }
 
 GtkDropTarget *
 tern_window_get_drop_target (TernWindow *self)
 {
-  return self->drop_target;
+  return tern_composer_get_drop_target (self->composer);
 }
 
 guint
 tern_window_get_n_attachments (TernWindow *self)
 {
-  return self->attachments->len;
+  return tern_composer_get_n_images (self->composer);
+}
+
+gboolean
+tern_window_is_attaching (TernWindow *self)
+{
+  return tern_composer_is_busy (self->composer);
 }
 
 gboolean
 tern_window_has_vision (TernWindow *self)
 {
-  return self->vision_native > 0;
+  return tern_composer_has_vision (self->composer);
 }
 
 const char *
 tern_window_get_image_cost_text (TernWindow *self)
 {
-  return gtk_label_get_text (self->image_cost_label);
+  return tern_composer_get_cost_text (self->composer);
+}
+
+TernComposer *
+tern_window_get_composer (TernWindow *self)
+{
+  return self->composer;
 }
 
 /* -------------------------------------------------------- local server */
 
-enum { SIGNAL_SERVER_STATUS_CHANGED, N_WINDOW_SIGNALS };
-static guint window_signals[N_WINDOW_SIGNALS];
+/* The server runs on this window's engine thread, so the window starts and
+ * stops it; its state belongs to the application, which tells the header
+ * and Preferences. */
+static TernApplication *
+application (TernWindow *self)
+{
+  GtkApplication *app = gtk_window_get_application (GTK_WINDOW (self));
+
+  return TERN_IS_APPLICATION (app) ? TERN_APPLICATION (app) : NULL;
+}
 
 static void
 set_server_status (TernWindow *self,
+                   const char *url,
                    const char *status)
 {
-  g_free (self->server_status);
-  self->server_status = g_strdup (status);
-  /* The header says so while the server runs (others may be using it). */
-  gtk_widget_set_visible (GTK_WIDGET (self->server_indicator), self->server_url != NULL);
-  if (self->server_url != NULL)
-    gtk_widget_set_tooltip_text (GTK_WIDGET (self->server_indicator), status);
-  g_signal_emit (self, window_signals[SIGNAL_SERVER_STATUS_CHANGED], 0);
+  if (application (self) != NULL)
+    tern_application_set_server_state (application (self), url, status);
+}
+
+/* The header says so while the server runs (others may be using it). */
+static void
+on_server_status_changed (TernWindow *self)
+{
+  const char *url = tern_window_get_server_url (self);
+
+  if (self->server_indicator == NULL) /* disposed */
+    return;
+  gtk_widget_set_visible (GTK_WIDGET (self->server_indicator), url != NULL);
+  if (url != NULL)
+    gtk_widget_set_tooltip_text (GTK_WIDGET (self->server_indicator),
+                                 tern_window_get_server_status (self));
 }
 
 /* Starts, restarts (new port or key) or stops the server as the settings
@@ -1304,7 +899,7 @@ apply_server (TernWindow *self)
 {
   if (!tern_engine_worker_can_serve ())
     {
-      set_server_status (self, _("This build of Tern has no server"));
+      set_server_status (self, NULL, _("This build of Tern has no server"));
       return;
     }
   if (g_settings_get_boolean (self->settings, "server-enabled"))
@@ -1315,7 +910,7 @@ apply_server (TernWindow *self)
 
       if (!self->model_loaded)
         {
-          set_server_status (self, _("Starts when a model is loaded"));
+          set_server_status (self, NULL, _("Starts when a model is loaded"));
           return;
         }
       /* Settings written again with the same values change nothing. */
@@ -1327,8 +922,7 @@ apply_server (TernWindow *self)
       g_free (self->server_key);
       self->server_key = g_strdup (key);
       /* The URL of a server being replaced is no longer good. */
-      g_clear_pointer (&self->server_url, g_free);
-      set_server_status (self, _("Starting…"));
+      set_server_status (self, NULL, _("Starting…"));
       tern_engine_worker_serve (self->worker, port, key);
     }
   else
@@ -1336,43 +930,42 @@ apply_server (TernWindow *self)
       if (self->server_asked)
         tern_engine_worker_stop_serving (self->worker);
       self->server_asked = FALSE;
-      g_clear_pointer (&self->server_url, g_free);
-      set_server_status (self, _("Off"));
+      set_server_status (self, NULL, _("Off"));
     }
 }
 
 static void
-on_server_state (TernWindow *self,
-                 gboolean    running,
-                 const char *url,
-                 const char *error)
+on_server_state (TernWindow                 *self,
+                 const TernServerStateEvent *ev)
 {
-  g_clear_pointer (&self->server_url, g_free);
-  if (running)
+  const char *url = ev->url;
+  const char *error = ev->error;
+
+  if (ev->running)
     {
       g_autofree char *status = NULL;
 
-      self->server_url = g_strdup (url);
       /* Translators: %s is the server's base URL, http://127.0.0.1:8080/v1 */
       status = g_strdup_printf (_("Serving the loaded model at %s"), url);
-      set_server_status (self, status);
-      toast (self, status);
+      set_server_status (self, url, status);
+      _tern_window_toast (self, status);
     }
   else if (error != NULL)
     {
       /* A switch left on would claim a server that does not run. */
       self->server_asked = FALSE;
-      set_error (self, error);
+      _tern_window_set_error (self, error);
       g_settings_set_boolean (self->settings, "server-enabled", FALSE);
-      set_server_status (self, error);
+      set_server_status (self, NULL, error);
     }
   else
     {
       /* Stopped: asked to, or its model is being replaced (model-loaded
        * starts it again). */
       self->server_asked = FALSE;
-      set_server_status (self, g_settings_get_boolean (self->settings, "server-enabled")
-                                 ? _("Restarting with the new model…") : _("Off"));
+      set_server_status (self, NULL,
+                         g_settings_get_boolean (self->settings, "server-enabled")
+                           ? _("Restarting with the new model…") : _("Off"));
     }
 }
 
@@ -1385,16 +978,27 @@ on_server_setting_changed (TernWindow *self,
   apply_server (self);
 }
 
+/* "application" is not a construct property: it is set after init. */
+static void
+on_application_set (TernWindow *self)
+{
+  if (application (self) == NULL)
+    return;
+  g_signal_connect_object (application (self), "server-status-changed",
+                           G_CALLBACK (on_server_status_changed), self, G_CONNECT_SWAPPED);
+  on_server_status_changed (self);
+}
+
 const char *
 tern_window_get_server_url (TernWindow *self)
 {
-  return self->server_url;
+  return application (self) ? tern_application_get_server_url (application (self)) : NULL;
 }
 
 const char *
 tern_window_get_server_status (TernWindow *self)
 {
-  return self->server_status ? self->server_status : _("Off");
+  return application (self) ? tern_application_get_server_status (application (self)) : _("Off");
 }
 
 static void
@@ -1414,52 +1018,6 @@ on_dark_changed (TernWindow *self)
   for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (self->message_box)); c;
        c = gtk_widget_get_next_sibling (c))
     tern_message_row_refresh (TERN_MESSAGE_ROW (c));
-}
-
-/* ---------------------------------------------------------------- actions */
-
-static void
-set_enabled (TernWindow *self,
-             const char *name,
-             gboolean    enabled)
-{
-  GAction *action = g_action_map_lookup_action (G_ACTION_MAP (self), name);
-
-  if (G_IS_SIMPLE_ACTION (action))
-    g_simple_action_set_enabled (G_SIMPLE_ACTION (action), enabled);
-}
-
-static void
-update_actions (TernWindow *self)
-{
-  gboolean generating = is_generating (self);
-  gboolean ready = self->model_loaded && self->load_id == 0;
-  guint n = self->chat ? tern_chat_get_n_messages (self->chat) : 0;
-  TernMessage *last = n ? tern_chat_get_message (self->chat, n - 1) : NULL;
-
-  set_enabled (self, "send", ready && !generating);
-  set_enabled (self, "send-message", ready && !generating);
-  /* A saved chat read without a model says why it cannot go on. */
-  gtk_widget_set_tooltip_text (GTK_WIDGET (self->send_button),
-                               self->model_loaded ? _("Send (Enter)")
-                                                  : _("Load a model to continue this chat"));
-  set_enabled (self, "stop", generating || self->pin_id != 0);
-  set_enabled (self, "cancel-load", self->load_id != 0);
-  set_enabled (self, "pin", ready && self->pin_id == 0 && !generating);
-  set_enabled (self, "regenerate", ready && !generating && last != NULL
-               && g_str_equal (last->role, "assistant"));
-  set_enabled (self, "edit-last", ready && !generating && last != NULL);
-  set_enabled (self, "new-chat", !generating);
-  set_enabled (self, "delete-chat", !generating && n > 0);
-  set_enabled (self, "remove-chat", !generating);
-  set_enabled (self, "export-chat", n > 0);
-  set_enabled (self, "export-chat-to", n > 0);
-  set_enabled (self, "open-model", !generating);
-  /* Greyed out (with a tooltip that says why) for a model without vision. */
-  set_enabled (self, "add-image", self->vision_native > 0);
-  set_enabled (self, "load-model", !generating);
-  set_enabled (self, "use-demo-model", !generating);
-  gtk_widget_set_sensitive (GTK_WIDGET (self->chat_list), !generating);
 }
 
 static void
@@ -1483,33 +1041,15 @@ show_loading (TernWindow *self,
   adw_status_page_set_description (self->loading_page, line ? line : name);
   gtk_spinner_start (self->loading_spinner);
   gtk_stack_set_visible_child_name (self->main_stack, "loading");
-  update_actions (self);
+  _tern_window_update_actions (self);
 }
 
-static void
-end_loading (TernWindow *self)
+void
+_tern_window_end_loading (TernWindow *self)
 {
   self->load_id = 0;
   gtk_spinner_stop (self->loading_spinner);
-  update_main_page (self);
-}
-
-static void
-action_cancel_load (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-
-  (void) action;
-  (void) param;
-  if (self->load_id == 0)
-    return;
-  /* The worker drops the half-loaded model; the one in use stays. */
-  tern_engine_worker_cancel (self->worker);
-  end_loading (self);
-  toast (self, _("Loading cancelled"));
-  update_actions (self);
+  _tern_window_update_main_page (self);
 }
 
 void
@@ -1518,7 +1058,7 @@ tern_window_load_model (TernWindow *self,
 {
   g_return_if_fail (TERN_IS_WINDOW (self));
 
-  if (is_generating (self))
+  if (_tern_window_is_generating (self))
     return;
 #ifdef TERN_HAVE_MANAGER
   {
@@ -1551,457 +1091,13 @@ tern_window_use_demo_model (TernWindow *self)
   g_autofree char *path = tern_demo_model_path (self->settings);
 
   g_return_if_fail (TERN_IS_WINDOW (self));
-  if (is_generating (self))
+  if (_tern_window_is_generating (self))
     return;
   tern_engine_worker_set_session_size (self->worker,
                                        g_settings_get_int (self->settings, "context-size"),
                                        g_settings_get_int (self->settings, "threads"));
   self->load_id = tern_engine_worker_load_demo (self->worker, path);
   show_loading (self, path);
-}
-
-static void
-on_open_response (GtkNativeDialog *dialog,
-                  int              response,
-                  TernWindow      *self)
-{
-  if (response == GTK_RESPONSE_ACCEPT)
-    {
-      g_autoptr(GFile) file = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (dialog));
-      g_autofree char *path = g_file_get_path (file);
-
-      if (path != NULL)
-        tern_window_load_model (self, path);
-    }
-  g_object_unref (dialog);
-}
-
-static void
-action_open_model (GSimpleAction *action,
-                   GVariant      *param,
-                   gpointer       data)
-{
-  TernWindow *self = data;
-  GtkFileChooserNative *dialog;
-  g_autoptr(GtkFileFilter) filter = gtk_file_filter_new ();
-
-  (void) action;
-  (void) param;
-  dialog = gtk_file_chooser_native_new (_("Open GGUF File"), GTK_WINDOW (self),
-                                        GTK_FILE_CHOOSER_ACTION_OPEN, _("_Open"), _("_Cancel"));
-  gtk_file_filter_set_name (filter, _("GGUF models"));
-  gtk_file_filter_add_pattern (filter, "*.gguf");
-  gtk_file_chooser_add_filter (GTK_FILE_CHOOSER (dialog), filter);
-  g_signal_connect (dialog, "response", G_CALLBACK (on_open_response), self);
-  gtk_native_dialog_show (GTK_NATIVE_DIALOG (dialog));
-}
-
-static void
-action_model_manager (GSimpleAction *action,
-                      GVariant      *param,
-                      gpointer       data)
-{
-  (void) action;
-  (void) param;
-#ifdef TERN_HAVE_MANAGER
-  /* "use-model" (path, tag) reaches tern_window_load_model (self, path). */
-  tern_model_manager_set_settings (
-    tern_model_manager_present (GTK_WINDOW (data), G_CALLBACK (tern_window_load_model), data),
-    TERN_WINDOW (data)->settings);
-#else
-  toast (data, _("This build of Tern has no model manager"));
-#endif
-}
-
-static void
-action_load_model (GSimpleAction *action,
-                   GVariant      *param,
-                   gpointer       data)
-{
-  (void) action;
-  tern_window_load_model (data, g_variant_get_string (param, NULL));
-}
-
-static void
-action_use_demo_model (GSimpleAction *action,
-                       GVariant      *param,
-                       gpointer       data)
-{
-  (void) action;
-  (void) param;
-  tern_window_use_demo_model (data);
-}
-
-static void
-action_pin (GSimpleAction *action,
-            GVariant      *param,
-            gpointer       data)
-{
-  TernWindow *self = data;
-  g_autofree char *text = tern_pin_editor_get_text (self->pin_editor);
-
-  (void) action;
-  (void) param;
-  request_pin (self, text);
-}
-
-static void
-action_send (GSimpleAction *action,
-             GVariant      *param,
-             gpointer       data)
-{
-  TernWindow *self = data;
-  g_autofree char *text = composer_text (self);
-  g_autofree char *trimmed = g_strstrip (g_strdup (text));
-
-  (void) action;
-  (void) param;
-  if (*trimmed == '\0' || is_generating (self))
-    return;
-  gtk_text_buffer_set_text (gtk_text_view_get_buffer (self->composer), "", 0);
-  send_text (self, trimmed);
-}
-
-static void
-action_send_message (GSimpleAction *action,
-                     GVariant      *param,
-                     gpointer       data)
-{
-  (void) action;
-  send_text (data, g_variant_get_string (param, NULL));
-}
-
-static void
-action_stop (GSimpleAction *action,
-             GVariant      *param,
-             gpointer       data)
-{
-  TernWindow *self = data;
-
-  (void) action;
-  (void) param;
-  tern_engine_worker_cancel (self->worker);
-}
-
-static void
-action_regenerate (GSimpleAction *action,
-                   GVariant      *param,
-                   gpointer       data)
-{
-  TernWindow *self = data;
-  guint n = tern_chat_get_n_messages (self->chat);
-
-  (void) action;
-  (void) param;
-  if (n < 2 || is_generating (self)
-      || !g_str_equal (tern_chat_get_message (self->chat, n - 1)->role, "assistant"))
-    return;
-  tern_chat_truncate (self->chat, n - 1);
-  remove_rows_from (self, n - 1);
-  start_generation (self);
-}
-
-static void
-forget_edit (TernWindow *self)
-{
-  g_clear_object (&self->edit_chat);
-  g_clear_pointer (&self->edit_taken, g_ptr_array_unref);
-  self->edit_toast = NULL;
-}
-
-static void
-on_edit_toast_dismissed (AdwToast   *t,
-                         TernWindow *self)
-{
-  if (t == self->edit_toast)
-    forget_edit (self);
-}
-
-static void
-action_edit_last (GSimpleAction *action,
-                  GVariant      *param,
-                  gpointer       data)
-{
-  TernWindow *self = data;
-  guint n = tern_chat_get_n_messages (self->chat);
-  guint user_index = n;
-
-  (void) action;
-  (void) param;
-  if (is_generating (self))
-    return;
-  for (guint i = n; i > 0; i--)
-    if (g_str_equal (tern_chat_get_message (self->chat, i - 1)->role, "user"))
-      {
-        user_index = i - 1;
-        break;
-      }
-  if (user_index == n)
-    return;
-  tern_window_set_composer_text (self, tern_chat_get_message (self->chat, user_index)->text);
-  {
-    /* Its images go back to the composer with its text. */
-    TernMessage *m = tern_chat_get_message (self->chat, user_index);
-
-    clear_attachments (self);
-    for (guint i = 0; m->images != NULL && i < m->images->len; i++)
-      attach_image (self, g_ptr_array_index (m->images, i), _("Image"));
-  }
-  /* The old question and answer stay recoverable until the toast goes. */
-  forget_edit (self);
-  self->edit_taken = tern_chat_take_from (self->chat, user_index);
-  self->edit_chat = g_object_ref (self->chat);
-  self->edit_index = user_index;
-  remove_rows_from (self, user_index);
-  save_chat (self);
-  mark_last_rows (self);
-  update_actions (self);
-  update_main_page (self);
-  gtk_widget_grab_focus (GTK_WIDGET (self->composer));
-  self->edit_toast = adw_toast_new (_("Message taken back for editing"));
-  adw_toast_set_timeout (self->edit_toast, 10);
-  adw_toast_set_button_label (self->edit_toast, _("_Undo"));
-  adw_toast_set_action_name (self->edit_toast, "win.undo-edit");
-  g_ptr_array_add (self->toasts, g_object_ref (self->edit_toast));
-  g_signal_connect_object (self->edit_toast, "dismissed", G_CALLBACK (on_toast_dismissed), self,
-                           0);
-  g_signal_connect_object (self->edit_toast, "dismissed", G_CALLBACK (on_edit_toast_dismissed),
-                           self, 0);
-  adw_toast_overlay_add_toast (self->toast_overlay, self->edit_toast);
-}
-
-/* Puts the taken messages back, while nothing was sent since: the
- * composer's draft is dropped (it was the old question). */
-static void
-action_undo_edit (GSimpleAction *action,
-                  GVariant      *param,
-                  gpointer       data)
-{
-  TernWindow *self = data;
-
-  (void) action;
-  (void) param;
-  if (self->edit_taken == NULL)
-    return;
-  if (is_generating (self) || self->edit_chat != self->chat
-      || tern_chat_get_n_messages (self->chat) != self->edit_index)
-    {
-      toast (self, _("Too late to undo: the chat has changed since"));
-      forget_edit (self);
-      return;
-    }
-  tern_chat_restore (self->chat, self->edit_taken);
-  forget_edit (self);
-  tern_window_set_composer_text (self, "");
-  clear_attachments (self);
-  show_chat (self, self->chat);
-  save_chat (self);
-}
-
-static void
-action_new_chat (GSimpleAction *action,
-                 GVariant      *param,
-                 gpointer       data)
-{
-  (void) action;
-  (void) param;
-  new_chat (data);
-}
-
-static TernChat *
-chat_by_id (TernWindow *self,
-            const char *id,
-            guint      *position)
-{
-  for (guint i = 0; i < g_list_model_get_n_items (G_LIST_MODEL (self->chats)); i++)
-    {
-      g_autoptr(TernChat) chat = g_list_model_get_item (G_LIST_MODEL (self->chats), i);
-
-      if (g_str_equal (tern_chat_get_id (chat), id))
-        {
-          if (position != NULL)
-            *position = i;
-          return chat; /* the list holds it */
-        }
-    }
-  return NULL;
-}
-
-/* Undo is no longer offered: the deleted chat goes for good. */
-static void
-on_delete_toast_dismissed (AdwToast   *t,
-                           TernWindow *self)
-{
-  const char *id = g_object_get_data (G_OBJECT (t), "tern-chat-id");
-
-  if (id != NULL && self->deleted != NULL)
-    g_hash_table_remove (self->deleted, id);
-}
-
-/* Deletes the chat's file now (a crash must not bring it back) and keeps
- * the chat in memory while its toast offers Undo, which saves it again. */
-static void
-delete_chat (TernWindow *self,
-             TernChat   *chat)
-{
-  g_autoptr(GError) error = NULL;
-  g_autoptr(TernChat) doomed = g_object_ref (chat);
-  g_autofree char *text = NULL;
-  AdwToast *t;
-  guint pos = 0;
-
-  if (is_generating (self) && chat == self->chat)
-    return;
-  /* A save still on its way would bring the file back. */
-  tern_chat_wait_saves ();
-  if (!tern_chat_delete_file (doomed, self->chats_dir, &error))
-    {
-      set_error (self, error->message);
-      return;
-    }
-  if (chat_in_list (self, doomed, &pos))
-    g_list_store_remove (self->chats, pos);
-  if (doomed == self->chat)
-    {
-      if (g_list_model_get_n_items (G_LIST_MODEL (self->chats)) > 0)
-        {
-          g_autoptr(TernChat) next =
-            g_list_model_get_item (G_LIST_MODEL (self->chats),
-                                   MIN (pos, g_list_model_get_n_items (G_LIST_MODEL (self->chats)) - 1));
-          show_chat (self, next);
-          select_current_chat (self);
-        }
-      else
-        {
-          g_clear_object (&self->chat);
-          new_chat (self);
-        }
-    }
-  if (tern_chat_get_n_messages (doomed) == 0)
-    return; /* nothing worth an Undo */
-  g_object_set_data (G_OBJECT (doomed), "tern-position", GUINT_TO_POINTER (pos));
-  g_hash_table_replace (self->deleted, g_strdup (tern_chat_get_id (doomed)),
-                        g_object_ref (doomed));
-  /* Translators: a chat was deleted; %s is its title */
-  text = g_strdup_printf (_("“%s” deleted"), tern_chat_get_title (doomed));
-  t = adw_toast_new (text);
-  adw_toast_set_timeout (t, 8);
-  adw_toast_set_button_label (t, _("_Undo"));
-  adw_toast_set_action_name (t, "win.undo-delete");
-  adw_toast_set_action_target_value (t, g_variant_new_string (tern_chat_get_id (doomed)));
-  g_ptr_array_add (self->toasts, g_object_ref (t));
-  g_signal_connect_object (t, "dismissed", G_CALLBACK (on_toast_dismissed), self, 0);
-  g_signal_connect_object (t, "dismissed", G_CALLBACK (on_delete_toast_dismissed), self, 0);
-  g_object_set_data_full (G_OBJECT (t), "tern-chat-id", g_strdup (tern_chat_get_id (doomed)),
-                          g_free);
-  adw_toast_overlay_add_toast (self->toast_overlay, t);
-}
-
-static void
-action_delete_chat (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-
-  (void) action;
-  (void) param;
-  if (self->chat != NULL)
-    delete_chat (self, self->chat);
-}
-
-static void
-action_remove_chat (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-  TernChat *chat = chat_by_id (self, g_variant_get_string (param, NULL), NULL);
-
-  (void) action;
-  if (chat != NULL)
-    delete_chat (self, chat);
-}
-
-static void
-action_undo_delete (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-  const char *id = g_variant_get_string (param, NULL);
-  TernChat *chat = g_hash_table_lookup (self->deleted, id);
-  guint pos, n = g_list_model_get_n_items (G_LIST_MODEL (self->chats));
-
-  (void) action;
-  if (chat == NULL)
-    return;
-  g_object_ref (chat);
-  g_hash_table_remove (self->deleted, id);
-  pos = GPOINTER_TO_UINT (g_object_get_data (G_OBJECT (chat), "tern-position"));
-  g_list_store_insert (self->chats, MIN (pos, n), chat);
-  tern_chat_save_in_background (chat, self->chats_dir, G_OBJECT (self), on_save_error);
-  if (!is_generating (self))
-    {
-      show_chat (self, chat);
-      select_current_chat (self);
-    }
-  g_object_unref (chat);
-}
-
-static void
-on_rename_response (AdwMessageDialog *dialog,
-                    const char       *response,
-                    TernWindow       *self)
-{
-  const char *id = g_object_get_data (G_OBJECT (dialog), "tern-chat-id");
-  TernChat *chat = chat_by_id (self, id, NULL);
-  GtkEditable *entry = GTK_EDITABLE (adw_message_dialog_get_extra_child (dialog));
-
-  if (chat == NULL || !g_str_equal (response, "rename"))
-    return;
-  tern_chat_set_title (chat, gtk_editable_get_text (entry));
-  if (tern_chat_get_n_messages (chat) > 0)
-    tern_chat_save_in_background (chat, self->chats_dir, G_OBJECT (self), on_save_error);
-}
-
-static void
-rename_chat (TernWindow *self,
-             TernChat   *chat)
-{
-  AdwMessageDialog *dialog;
-  GtkWidget *entry = gtk_entry_new ();
-
-  dialog = ADW_MESSAGE_DIALOG (adw_message_dialog_new (GTK_WINDOW (self), _("Rename Chat"),
-                                                       NULL));
-  gtk_editable_set_text (GTK_EDITABLE (entry), tern_chat_get_title (chat));
-  gtk_entry_set_activates_default (GTK_ENTRY (entry), TRUE);
-  gtk_entry_set_placeholder_text (GTK_ENTRY (entry), _("Empty: named after the first message"));
-  gtk_accessible_update_property (GTK_ACCESSIBLE (entry), GTK_ACCESSIBLE_PROPERTY_LABEL,
-                                  _("Chat name"), -1);
-  adw_message_dialog_set_extra_child (dialog, entry);
-  adw_message_dialog_add_responses (dialog, "cancel", _("_Cancel"), "rename", _("_Rename"), NULL);
-  adw_message_dialog_set_response_appearance (dialog, "rename", ADW_RESPONSE_SUGGESTED);
-  adw_message_dialog_set_default_response (dialog, "rename");
-  adw_message_dialog_set_close_response (dialog, "cancel");
-  g_object_set_data_full (G_OBJECT (dialog), "tern-chat-id", g_strdup (tern_chat_get_id (chat)),
-                          g_free);
-  g_signal_connect_object (dialog, "response", G_CALLBACK (on_rename_response), self, 0);
-  gtk_window_present (GTK_WINDOW (dialog));
-  gtk_widget_grab_focus (entry);
-}
-
-static void
-action_rename_chat (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-  TernChat *chat = chat_by_id (self, g_variant_get_string (param, NULL), NULL);
-
-  (void) action;
-  if (chat != NULL)
-    rename_chat (self, chat);
 }
 
 /* The chat of the list's selected row (the keyboard's), else NULL. */
@@ -2032,12 +1128,12 @@ on_chat_list_key (GtkEventControllerKey *controller,
     return FALSE;
   if (keyval == GDK_KEY_Delete || keyval == GDK_KEY_KP_Delete)
     {
-      delete_chat (self, chat);
+      _tern_window_delete_chat (self, chat);
       return TRUE;
     }
   if (keyval == GDK_KEY_F2)
     {
-      rename_chat (self, chat);
+      _tern_window_rename_chat (self, chat);
       return TRUE;
     }
   return FALSE;
@@ -2105,120 +1201,7 @@ tern_window_export_markdown (TernWindow *self,
                                    error);
 }
 
-static void
-export_to (TernWindow *self,
-           const char *path)
-{
-  g_autoptr(GError) error = NULL;
-
-  if (tern_window_export_markdown (self, path, &error))
-    toast (self, _("Chat exported"));
-  else
-    set_error (self, error->message);
-}
-
-static void
-on_export_response (GtkNativeDialog *dialog,
-                    int              response,
-                    TernWindow      *self)
-{
-  if (response == GTK_RESPONSE_ACCEPT)
-    {
-      g_autoptr(GFile) file = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (dialog));
-      g_autofree char *path = g_file_get_path (file);
-
-      if (path != NULL)
-        export_to (self, path);
-    }
-  g_object_unref (dialog);
-}
-
-static void
-action_export_chat (GSimpleAction *action,
-                    GVariant      *param,
-                    gpointer       data)
-{
-  TernWindow *self = data;
-  GtkFileChooserNative *dialog;
-  g_autofree char *name = NULL;
-
-  (void) action;
-  (void) param;
-  dialog = gtk_file_chooser_native_new (_("Export Chat as Markdown"), GTK_WINDOW (self),
-                                        GTK_FILE_CHOOSER_ACTION_SAVE, _("_Export"),
-                                        _("_Cancel"));
-  name = g_strdup_printf ("%s.md", tern_chat_get_title (self->chat));
-  g_strdelimit (name, "/", '-');
-  gtk_file_chooser_set_current_name (GTK_FILE_CHOOSER (dialog), name);
-  g_signal_connect (dialog, "response", G_CALLBACK (on_export_response), self);
-  gtk_native_dialog_show (GTK_NATIVE_DIALOG (dialog));
-}
-
-static void
-action_export_chat_to (GSimpleAction *action,
-                       GVariant      *param,
-                       gpointer       data)
-{
-  (void) action;
-  export_to (data, g_variant_get_string (param, NULL));
-}
-
-static void
-action_show_toast (GSimpleAction *action,
-                   GVariant      *param,
-                   gpointer       data)
-{
-  (void) action;
-  toast (data, g_variant_get_string (param, NULL));
-}
-
-static const GActionEntry win_entries[] = {
-  { "open-model", action_open_model, NULL, NULL, NULL, { 0 } },
-  { "load-model", action_load_model, "s", NULL, NULL, { 0 } },
-  { "model-manager", action_model_manager, NULL, NULL, NULL, { 0 } },
-  { "use-demo-model", action_use_demo_model, NULL, NULL, NULL, { 0 } },
-  { "pin", action_pin, NULL, NULL, NULL, { 0 } },
-  { "send", action_send, NULL, NULL, NULL, { 0 } },
-  { "send-message", action_send_message, "s", NULL, NULL, { 0 } },
-  { "stop", action_stop, NULL, NULL, NULL, { 0 } },
-  { "cancel-load", action_cancel_load, NULL, NULL, NULL, { 0 } },
-  { "regenerate", action_regenerate, NULL, NULL, NULL, { 0 } },
-  { "edit-last", action_edit_last, NULL, NULL, NULL, { 0 } },
-  { "new-chat", action_new_chat, NULL, NULL, NULL, { 0 } },
-  { "delete-chat", action_delete_chat, NULL, NULL, NULL, { 0 } },
-  { "remove-chat", action_remove_chat, "s", NULL, NULL, { 0 } },
-  { "rename-chat", action_rename_chat, "s", NULL, NULL, { 0 } },
-  { "undo-delete", action_undo_delete, "s", NULL, NULL, { 0 } },
-  { "undo-edit", action_undo_edit, NULL, NULL, NULL, { 0 } },
-  { "export-chat", action_export_chat, NULL, NULL, NULL, { 0 } },
-  { "export-chat-to", action_export_chat_to, "s", NULL, NULL, { 0 } },
-  { "show-toast", action_show_toast, "s", NULL, NULL, { 0 } },
-  { "add-image", action_add_image, NULL, NULL, NULL, { 0 } },
-  { "paste-image", action_paste_image, NULL, NULL, NULL, { 0 } },
-};
-
 /* -------------------------------------------------------------- the rest */
-
-static gboolean
-on_composer_key (GtkEventControllerKey *controller,
-                 guint                  keyval,
-                 guint                  keycode,
-                 GdkModifierType        state,
-                 TernWindow            *self)
-{
-  (void) controller;
-  (void) keycode;
-  if ((keyval == GDK_KEY_Return || keyval == GDK_KEY_KP_Enter)
-      && (state & (GDK_SHIFT_MASK | GDK_CONTROL_MASK | GDK_ALT_MASK)) == 0)
-    {
-      gtk_widget_activate_action (GTK_WIDGET (self), "win.send", NULL);
-      return TRUE;
-    }
-  if ((keyval == GDK_KEY_v || keyval == GDK_KEY_V)
-      && (state & (GDK_SHIFT_MASK | GDK_CONTROL_MASK | GDK_ALT_MASK)) == GDK_CONTROL_MASK)
-    return paste_image (self);
-  return FALSE;
-}
 
 /* Following the end of the transcript. Setting the scroll position when
  * the adjustment's upper bound changes is too early: the rows' heights are
@@ -2324,7 +1307,7 @@ static void
 on_jump_clicked (TernWindow *self)
 {
   scroll_to_end (self);
-  gtk_widget_grab_focus (GTK_WIDGET (self->composer));
+  tern_composer_focus (self->composer);
 }
 
 static GtkWidget *
@@ -2350,12 +1333,12 @@ on_chat_row_activated (GtkListBox    *box,
   g_autoptr(TernChat) chat = NULL;
 
   (void) box;
-  if (is_generating (self))
+  if (_tern_window_is_generating (self))
     return;
   chat = g_list_model_get_item (G_LIST_MODEL (self->chats),
                                 (guint) gtk_list_box_row_get_index (row));
   if (chat != self->chat)
-    show_chat (self, chat);
+    _tern_window_show_chat (self, chat);
   adw_leaflet_navigate (self->leaflet, ADW_NAVIGATION_DIRECTION_FORWARD);
 }
 
@@ -2437,7 +1420,7 @@ load_chats (TernWindow *self)
                                    n_bad),
                          n_bad, self->chats_dir);
       g_message ("%s (the first: %s)", message, first_error);
-      set_error (self, message);
+      _tern_window_set_error (self, message);
     }
 }
 
@@ -2445,7 +1428,7 @@ static gboolean
 on_close_request (TernWindow *self)
 {
   /* A window closed mid-answer keeps what was generated so far. */
-  if (is_generating (self))
+  if (_tern_window_is_generating (self))
     {
       tern_engine_worker_cancel (self->worker);
       if (self->streaming_row != NULL)
@@ -2455,7 +1438,7 @@ on_close_request (TernWindow *self)
           m->text = g_strdup (tern_message_row_get_text (self->streaming_row));
           m->cancelled = TRUE;
         }
-      save_chat (self);
+      _tern_window_save_chat (self);
     }
   /* Stop the engine thread now, while the window still exists. */
   tern_engine_worker_shutdown (self->worker);
@@ -2537,6 +1520,12 @@ tern_window_dispose (GObject *object)
       g_signal_handlers_disconnect_by_data (self->worker, self);
       tern_engine_worker_shutdown (self->worker);
       g_clear_object (&self->worker);
+      /* The server ran on that engine thread: it is gone with it. */
+      if (self->server_asked)
+        {
+          self->server_asked = FALSE;
+          set_server_status (self, NULL, _("Off"));
+        }
     }
   /* Quitting must not lose the last answer. */
   tern_chat_wait_saves ();
@@ -2559,14 +1548,11 @@ tern_window_finalize (GObject *object)
   g_free (self->loading_path);
   g_free (self->pin_text);
   g_free (self->last_error);
-  g_free (self->server_url);
-  g_free (self->server_status);
   g_free (self->server_key);
   g_clear_pointer (&self->toasts, g_ptr_array_unref);
   g_clear_pointer (&self->deleted, g_hash_table_unref);
   g_clear_object (&self->edit_chat);
   g_clear_pointer (&self->edit_taken, g_ptr_array_unref);
-  g_clear_pointer (&self->attachments, g_ptr_array_unref);
   G_OBJECT_CLASS (tern_window_parent_class)->finalize (object);
 }
 
@@ -2579,10 +1565,8 @@ tern_window_class_init (TernWindowClass *klass)
   object_class->dispose = tern_window_dispose;
   object_class->finalize = tern_window_finalize;
 
-  window_signals[SIGNAL_SERVER_STATUS_CHANGED] =
-    g_signal_new ("server-status-changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL,
-                  NULL, NULL, G_TYPE_NONE, 0);
 
+  g_type_ensure (TERN_TYPE_COMPOSER);
   g_type_ensure (TERN_TYPE_PIN_EDITOR);
   g_type_ensure (TERN_TYPE_STATS_BAR);
 
@@ -2610,7 +1594,6 @@ tern_window_class_init (TernWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernWindow, drafter_dropdown);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, flap);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, main_stack);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, send_button);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_page);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_spinner);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, transcript_stack);
@@ -2620,13 +1603,7 @@ tern_window_class_init (TernWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernWindow, message_box);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, stats_bar);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, composer);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, send_stack);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, pin_editor);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, attach_button);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, attachments_bar);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, attachments_box);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, image_tokens_spin);
-  gtk_widget_class_bind_template_child (widget_class, TernWindow, image_cost_label);
 }
 
 static void
@@ -2635,21 +1612,17 @@ tern_window_init (TernWindow *self)
   g_autoptr(GAction) mode = NULL;
   g_autoptr(GAction) tint = NULL;
   g_autofree char *system_prompt = NULL;
-  GtkEventController *keys;
   GtkAdjustment *vadj;
 
   gtk_widget_init_template (GTK_WIDGET (self));
 
   self->settings = tern_settings_new ();
   self->toasts = g_ptr_array_new_with_free_func (g_object_unref);
-  self->attachments = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
-  self->vision_native = -1;
   self->chats_dir = tern_chats_dir ();
   self->chats = g_list_store_new (TERN_TYPE_CHAT);
   self->worker = tern_engine_worker_new ();
 
-  g_action_map_add_action_entries (G_ACTION_MAP (self), win_entries, G_N_ELEMENTS (win_entries),
-                                   self);
+  _tern_window_actions_init (self);
   {
     g_autoptr(GSimpleAction) show_pin = g_simple_action_new_stateful ("show-pin-panel", NULL,
                                                                       g_variant_new_boolean (FALSE));
@@ -2709,20 +1682,13 @@ tern_window_init (TernWindow *self)
   g_signal_connect_swapped (self->worker, "drafter-ready", G_CALLBACK (on_drafter_ready), self);
   g_signal_connect_swapped (self->worker, "server-state", G_CALLBACK (on_server_state), self);
   g_signal_connect_swapped (self->worker, "vision", G_CALLBACK (on_vision), self);
-  g_settings_bind (self->settings, "image-tokens", self->image_tokens_spin, "value",
-                   G_SETTINGS_BIND_DEFAULT);
-  g_signal_connect_swapped (self->image_tokens_spin, "value-changed",
-                            G_CALLBACK (update_image_cost), self);
-  {
-    /* Anywhere on the chat: files from a file manager or image data. */
-    GType types[] = { GDK_TYPE_FILE_LIST, G_TYPE_FILE, GDK_TYPE_TEXTURE };
-
-    self->drop_target = gtk_drop_target_new (G_TYPE_INVALID, GDK_ACTION_COPY);
-    gtk_drop_target_set_gtypes (self->drop_target, types, G_N_ELEMENTS (types));
-    g_signal_connect (self->drop_target, "drop", G_CALLBACK (on_drop), self);
-    gtk_widget_add_controller (GTK_WIDGET (self->content),
-                               GTK_EVENT_CONTROLLER (self->drop_target));
-  }
+  tern_composer_set_worker (self->composer, self->worker);
+  g_signal_connect_object (self->composer, "error", G_CALLBACK (on_composer_error), self,
+                           G_CONNECT_SWAPPED);
+  g_signal_connect_object (self->composer, "notify::busy", G_CALLBACK (_tern_window_update_actions), self,
+                           G_CONNECT_SWAPPED);
+  tern_composer_take_drops_on (self->composer, GTK_WIDGET (self->content));
+  g_signal_connect (self, "notify::application", G_CALLBACK (on_application_set), NULL);
   g_signal_connect_object (self->settings, "changed::server-enabled",
                            G_CALLBACK (on_server_setting_changed), self, G_CONNECT_SWAPPED);
   g_signal_connect_object (self->settings, "changed::server-port",
@@ -2738,11 +1704,6 @@ tern_window_init (TernWindow *self)
   tern_pin_editor_set_text (self->pin_editor, system_prompt);
   g_signal_connect_swapped (self->pin_editor, "changed", G_CALLBACK (on_pin_editor_changed),
                             self);
-
-  keys = gtk_event_controller_key_new ();
-  gtk_event_controller_set_propagation_phase (keys, GTK_PHASE_CAPTURE);
-  g_signal_connect (keys, "key-pressed", G_CALLBACK (on_composer_key), self);
-  gtk_widget_add_controller (GTK_WIDGET (self->composer), keys);
 
   vadj = gtk_scrolled_window_get_vadjustment (self->transcript_scroller);
   g_signal_connect (vadj, "notify::upper", G_CALLBACK (on_scroll_bounds), self);
@@ -2777,9 +1738,9 @@ tern_window_init (TernWindow *self)
   g_signal_connect (self, "close-request", G_CALLBACK (on_close_request), NULL);
 
   load_chats (self);
-  new_chat (self);
-  update_main_page (self);
-  update_actions (self);
+  _tern_window_new_chat (self);
+  _tern_window_update_main_page (self);
+  _tern_window_update_actions (self);
 }
 
 /* --------------------------------------------------------------- queries */
@@ -2817,7 +1778,7 @@ tern_window_is_preparing_drafter (TernWindow *self)
 gboolean
 tern_window_is_generating (TernWindow *self)
 {
-  return is_generating (self);
+  return _tern_window_is_generating (self);
 }
 
 const char *
@@ -2924,11 +1885,11 @@ void
 tern_window_set_composer_text (TernWindow *self,
                                const char *text)
 {
-  gtk_text_buffer_set_text (gtk_text_view_get_buffer (self->composer), text ? text : "", -1);
+  tern_composer_set_text (self->composer, text);
 }
 
 char *
 tern_window_get_composer_text (TernWindow *self)
 {
-  return composer_text (self);
+  return tern_composer_get_text (self->composer);
 }

@@ -21,9 +21,10 @@ gboolean       tern_window_export_markdown       (TernWindow     *self,
                                                   const char     *path,
                                                   GError        **error);
 
-/* The local server: its base URL while it runs (else NULL), and a line for
- * Preferences ("Serving at ...", an error, or "Off"). The signal
- * "server-status-changed" tells of a change. */
+/* The local server, as the application holds it
+ * (tern_application_get_server_url, _get_server_status, and its signal
+ * "server-status-changed"): its base URL while it runs (else NULL), and a
+ * line for Preferences ("Serving at ...", an error, or "Off"). */
 const char    *tern_window_get_server_url        (TernWindow     *self);
 const char    *tern_window_get_server_status     (TernWindow     *self);
 

@@ -1203,8 +1203,8 @@ part_small (Fixture *f)
 
   fixture_window (f, 1300, 760);
   pin = tern_window_get_pin_editor (f->w);
-  attach = GTK_WIDGET (gtk_widget_get_template_child (GTK_WIDGET (f->w), TERN_TYPE_WINDOW,
-                                                      "attach_button"));
+  attach = GTK_WIDGET (gtk_widget_get_template_child (GTK_WIDGET (tern_window_get_composer (f->w)),
+                                                      TERN_TYPE_COMPOSER, "attach_button"));
   CHECK (has_accel (app, "win.new-chat", "<Control>n"));
   CHECK (has_accel (app, "window.close", "<Control>w"));
 

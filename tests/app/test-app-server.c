@@ -67,6 +67,15 @@ http_get (const char *base,
 
 /* The Preferences switch: the app's loaded model served on 127.0.0.1, with
  * an optional API key; off again; back after the model is replaced. */
+static guint server_changes;
+
+static void
+on_server_status_changed (TernApplication *app)
+{
+  (void) app;
+  server_changes++;
+}
+
 static void
 test_local_server (TernWindow *w,
                    const char *model)
@@ -89,6 +98,16 @@ test_local_server (TernWindow *w,
   CHECKF (g_str_has_prefix (tern_window_get_server_url (w), "http://127.0.0.1:"), "%s",
           tern_window_get_server_url (w));
   CHECK (strstr (tern_window_get_server_status (w), tern_window_get_server_url (w)) != NULL);
+  /* The application holds the server's state (Preferences read it there),
+   * and told of each change. */
+  {
+    TernApplication *app = TERN_APPLICATION (gtk_window_get_application (GTK_WINDOW (w)));
+
+    CHECK (g_strcmp0 (tern_application_get_server_url (app), tern_window_get_server_url (w)) == 0);
+    CHECK (g_strcmp0 (tern_application_get_server_status (app),
+                      tern_window_get_server_status (w)) == 0);
+    CHECKF (server_changes >= 2, "%u server-status-changed", server_changes);
+  }
   /* The header says the server runs. */
   CHECK (gtk_widget_get_visible (GTK_WIDGET (gtk_widget_get_template_child (
     GTK_WIDGET (w), TERN_TYPE_WINDOW, "server_indicator"))));
@@ -220,6 +239,7 @@ main (void)
   settings = tern_application_get_settings (app);
   g_settings_set_int (settings, "max-tokens", 400);
   g_settings_set_int (settings, "threads", 1);
+  g_signal_connect (app, "server-status-changed", G_CALLBACK (on_server_status_changed), NULL);
   w = tern_window_new (GTK_APPLICATION (app));
   gtk_window_present (GTK_WINDOW (w));
 

@@ -370,29 +370,29 @@ typedef struct {
 } Probe;
 
 static void
-on_loaded (TernEngineWorker *w, guint id, const char *path, const char *desc, gboolean demo,
-           const char *error, const char *english, Probe *p)
+on_loaded (TernEngineWorker *w, const TernModelLoadedEvent *ev, Probe *p)
 {
-  (void) w; (void) path; (void) desc; (void) demo; (void) english;
-  p->loaded_id = id;
+  (void) w;
+  p->loaded_id = ev->id;
   g_free (p->load_error);
-  p->load_error = g_strdup (error);
+  p->load_error = g_strdup (ev->error);
 }
 
 static void
-on_pinned (TernEngineWorker *w, guint id, const TernPinState *state, const char *error,
-           gboolean cancelled, Probe *p)
+on_pinned (TernEngineWorker *w, const TernPinnedEvent *ev, Probe *p)
 {
-  (void) w; (void) error; (void) cancelled;
-  p->pinned_id = id;
-  p->pin = *state;
+  (void) w;
+  p->pinned_id = ev->id;
+  p->pin = ev->state;
 }
 
 static void
-on_update (TernEngineWorker *w, guint id, const char *text, const TernStats *live,
-           const guint8 *drafted, Probe *p)
+on_update (TernEngineWorker *w, const TernUpdateEvent *ev, Probe *p)
 {
-  (void) w; (void) live; (void) drafted;
+  guint id = ev->id;
+  const char *text = ev->text;
+
+  (void) w;
   if (id < 64)
     {
       if (p->text_of[id] == NULL)
@@ -411,9 +411,13 @@ on_update (TernEngineWorker *w, guint id, const char *text, const TernStats *liv
 }
 
 static void
-on_finished (TernEngineWorker *w, guint id, const TernStats *st, const char *error,
-             gboolean cancelled, Probe *p)
+on_finished (TernEngineWorker *w, const TernFinishedEvent *ev, Probe *p)
 {
+  guint id = ev->id;
+  const TernStats *st = &ev->stats;
+  const char *error = ev->error;
+  gboolean cancelled = ev->cancelled;
+
   (void) w;
   if (id < 64)
     {
@@ -427,6 +431,40 @@ on_finished (TernEngineWorker *w, guint id, const TernStats *st, const char *err
   p->cancelled = cancelled;
   g_free (p->error);
   p->error = g_strdup (error);
+}
+
+/* The signals' events are boxed: a copy owns its strings and flags, so a
+ * handler may keep one past the emission. */
+static void
+test_events (void)
+{
+  char text[] = "abc";
+  guint8 drafted[] = { 1, 0, 1 };
+  char error[] = "out of memory";
+  TernUpdateEvent update = { .id = 7, .text = text, .drafted = drafted };
+  TernFinishedEvent finished = { .id = 8, .error = error, .cancelled = TRUE };
+  TernModelLoadedEvent loaded = { .id = 9, .path = text, .error = NULL };
+  TernUpdateEvent *u;
+  TernFinishedEvent *f;
+  TernModelLoadedEvent *l;
+
+  update.stats.generated_tokens = 3;
+  u = g_boxed_copy (TERN_TYPE_UPDATE_EVENT, &update);
+  f = g_boxed_copy (TERN_TYPE_FINISHED_EVENT, &finished);
+  l = g_boxed_copy (TERN_TYPE_MODEL_LOADED_EVENT, &loaded);
+  /* The emitter's buffers change or go after the emission. */
+  text[0] = 'X';
+  drafted[0] = 9;
+  error[0] = 'X';
+  CHECK (u->id == 7 && u->stats.generated_tokens == 3);
+  CHECKF (u->text != text && g_str_equal (u->text, "abc"), "%s", u->text);
+  CHECK (u->drafted != drafted && u->drafted[0] == 1 && u->drafted[1] == 0 && u->drafted[2] == 1);
+  CHECK (f->id == 8 && f->cancelled && g_str_equal (f->error, "out of memory"));
+  CHECK (l->id == 9 && l->error == NULL && l->description == NULL
+         && g_str_equal (l->path, "abc"));
+  g_boxed_free (TERN_TYPE_UPDATE_EVENT, u);
+  g_boxed_free (TERN_TYPE_FINISHED_EVENT, f);
+  g_boxed_free (TERN_TYPE_MODEL_LOADED_EVENT, l);
 }
 
 static gboolean
@@ -823,6 +861,7 @@ main (void)
   test_plot_scale ();
   test_context ();
   test_sampling (tmp);
+  test_events ();
   test_worker (tmp);
 
   cmd = g_strdup_printf ("rm -rf '%s'", tmp);

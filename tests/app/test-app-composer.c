@@ -1,0 +1,333 @@
+/* The composer (app/tern-composer.c) with a Gemma 4 projector (issue 22:
+ * an attachment "shows its token cost before sending"). Gemma 4's count
+ * follows the picture's size: the cost line must show the count the engine
+ * reports for the attached picture's size and the budget
+ * (tn_vision_image_tokens), not Gemma 3's square grid, which the composer
+ * used for every projector (for 200 x 130 at a budget of 70: 64 instead of
+ * the engine's count). The picture is decoded once, off the main loop: the
+ * worker finds it in the cache at send. Garbage is refused with a sentence
+ * naming the file.
+ *
+ * The projector is what tern-cli mkmodel --arch gemma4-vision writes
+ * (tn_mkmodel_vision with projector "gemma4v", the sizes of
+ * tests/server/test-image-gemma4.py), beside a tiny Gemma 3 text model with
+ * the real Gemma 3 vocabulary (TERN_VOCAB_DIR). */
+#include "app-test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tern.h"
+#include "tern-application.h"
+#include "tern-composer.h"
+#include "tern-image-cache.h"
+
+static gboolean
+not_attaching (TernWindow *w)
+{
+  return !tern_window_is_attaching (w);
+}
+
+static gboolean
+not_generating (TernWindow *w)
+{
+  return !tern_window_is_generating (w);
+}
+
+static gboolean
+write_png (const char *path,
+           int         width,
+           int         height)
+{
+  g_autoptr(GdkPixbuf) pixbuf = gdk_pixbuf_new (GDK_COLORSPACE_RGB, FALSE, 8, width, height);
+  guchar *pixels = gdk_pixbuf_get_pixels (pixbuf);
+  int stride = gdk_pixbuf_get_rowstride (pixbuf);
+
+  for (int y = 0; y < height; y++)
+    for (int x = 0; x < width; x++)
+      {
+        guchar *p = pixels + y * stride + x * 3;
+        p[0] = (guchar) (x * 255 / MAX (width - 1, 1));
+        p[1] = (guchar) (y * 255 / MAX (height - 1, 1));
+        p[2] = 128;
+      }
+  return gdk_pixbuf_save (pixbuf, path, "png", NULL, NULL);
+}
+
+/* What the composer showed for every projector before: the largest square
+ * grid within the budget, at most the native one. */
+static int
+square_rule (int native,
+             int budget)
+{
+  int k = 1;
+
+  if (budget <= 0 || budget >= native)
+    return native;
+  while ((k + 1) * (k + 1) <= budget)
+    k++;
+  return k * k;
+}
+
+/* The engine's count for a picture of w x h under budget. */
+static int
+engine_count (const char *mmproj,
+              int         budget,
+              int         w,
+              int         h)
+{
+  tn_vision *v = NULL;
+  tn_error err = { 0 };
+  int n;
+
+  if (tn_vision_load (mmproj, &v, &err) != TN_OK)
+    {
+      fprintf (stderr, "%s: %s\n", mmproj, err.message);
+      return -1000;
+    }
+  n = tn_vision_image_tokens (v, budget, w, h, &err);
+  tn_vision_free (v);
+  return n;
+}
+
+static gboolean
+attach (TernWindow *w,
+        const char *path)
+{
+  g_autoptr(GFile) file = g_file_new_for_path (path);
+  gboolean taken = tern_composer_attach_file (tern_window_get_composer (w), file);
+
+  CHECK (wait_for (w, not_attaching, 30));
+  return taken;
+}
+
+/* "N image(s) · P tokens each · T tokens ...": P and T, or FALSE. (Not
+ * sscanf: glibc's stops at the middle dot, a multibyte character, in the
+ * UTF-8 locale GTK sets.) */
+static gboolean
+parse_each (const char *text,
+            int        *per,
+            int        *total)
+{
+  static const char each[] = " tokens each · ";
+  const char *p = strstr (text, " · ");
+  char *end = NULL;
+
+  if (p == NULL)
+    return FALSE;
+  *per = (int) strtol (p + strlen (" · "), &end, 10);
+  if (end == NULL || strncmp (end, each, strlen (each)) != 0)
+    return FALSE;
+  *total = (int) strtol (end + strlen (each), &end, 10);
+  return end != NULL && g_str_has_prefix (end, " tokens");
+}
+
+/* Refused: nothing attached, and an error that names the file. */
+static void
+check_refused (TernWindow *w,
+               const char *path,
+               gboolean    taken)
+{
+  g_autofree char *name = g_path_get_basename (path);
+  const char *error = tern_window_get_last_error (w);
+
+  CHECKF (tern_window_get_n_attachments (w) == 0, "%s: %u attached", name,
+          tern_window_get_n_attachments (w));
+  CHECKF (error != NULL && strstr (error, name) != NULL, "%s (taken %d): error %s", name, taken,
+          error ? error : "(none)");
+  fprintf (stderr, "refused %s: %s\n", name, error ? error : "(none)");
+}
+
+int
+main (int   argc,
+      char *argv[])
+{
+  g_autofree char *tmp = NULL;
+  g_autofree char *gemma = NULL;
+  g_autofree char *mmproj = NULL;
+  g_autofree char *vocab = NULL;
+  g_autofree char *wide = NULL;
+  g_autofree char *small = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernApplication) app = NULL;
+  tn_mkmodel_params p = tn_test_tiny_model ("gemma3", 3);
+  tn_mkmodel_vision_params vp = tn_mkmodel_vision_default_params ();
+  tn_error err = { 0 };
+  GSettings *settings;
+  TernWindow *w;
+  int c70, c140, c_small, per = 0, total = 0, extra;
+  guint decoded;
+
+  (void) argc;
+  (void) argv;
+  if ((tmp = app_test_start ("tern-app-composer")) == NULL)
+    return 1;
+  if (g_getenv ("TERN_VOCAB_DIR") == NULL)
+    {
+      fprintf (stderr, "TERN_VOCAB_DIR is not set (tools/fetch-vocab.sh)\n");
+      CHECK (FALSE);
+      return tn_test_finish ("app-composer");
+    }
+  vocab = g_build_filename (g_getenv ("TERN_VOCAB_DIR"), "gemma3", "tokenizer.json", NULL);
+  gemma = g_build_filename (tmp, "gemma.gguf", NULL);
+  mmproj = g_build_filename (tmp, "mmproj-gemma-g4.gguf", NULL);
+  p.tokenizer = vocab;
+  p.n_threads = 1;
+  CHECKF (tn_mkmodel (&p, gemma, &err) == TN_OK, "%s", err.message);
+  vp.projector = "gemma4v";
+  vp.target = gemma;
+  vp.patch_size = 4;
+  vp.n_embd = 32;
+  vp.n_ff = 48;
+  vp.n_layer = 1;
+  vp.n_head = 2;
+  vp.n_pos = 128;
+  CHECKF (tn_mkmodel_vision (&vp, mmproj, &err) == TN_OK, "%s", err.message);
+
+  app = tern_application_new (G_APPLICATION_NON_UNIQUE);
+  if (!g_application_register (G_APPLICATION (app), NULL, &error))
+    {
+      fprintf (stderr, "register: %s\n", error->message);
+      return 1;
+    }
+  settings = tern_application_get_settings (app);
+  g_settings_set_int (settings, "image-tokens", 70);
+  g_settings_set_string (settings, "mode", "flash");
+  g_settings_set_int (settings, "max-tokens", 2);
+  w = tern_window_new (GTK_APPLICATION (app));
+  gtk_window_present (GTK_WINDOW (w));
+  spin_for (0.3);
+
+  activate (w, "load-model", g_variant_new_string (gemma));
+  CHECK (wait_for (w, not_loading, 60));
+  CHECK (wait_for (w, idle_engine, 60));
+  spin_for (0.2);
+  CHECKF (tern_window_has_vision (w), "no vision after loading %s (error: %s)", gemma,
+          tern_window_get_last_error (w));
+  if (!tern_window_has_vision (w))
+    goto out;
+
+  /* Garbage first. Text named .png: refused by its first bytes, at once. */
+  {
+    g_autofree char *text = g_build_filename (tmp, "notes.png", NULL);
+    gboolean taken;
+
+    g_file_set_contents (text, "not a picture\n", -1, NULL);
+    taken = attach (w, text);
+    CHECK (!taken);
+    check_refused (w, text, taken);
+  }
+  /* A PNG signature over garbage: taken, then dropped when its decoding
+   * (on a thread) fails. */
+  {
+    g_autofree char *fake = g_build_filename (tmp, "fake.png", NULL);
+    char data[4096];
+    gboolean taken;
+
+    memcpy (data, "\x89PNG\r\n\x1a\n", 8);
+    for (gsize i = 8; i < sizeof data; i++)
+      data[i] = (char) (i * 131 + 7);
+    g_file_set_contents (fake, data, sizeof data, NULL);
+    taken = attach (w, fake);
+    check_refused (w, fake, taken);
+  }
+  /* An empty file, and a PNG cut short. */
+  {
+    g_autofree char *empty = g_build_filename (tmp, "empty.png", NULL);
+    g_autofree char *whole = g_build_filename (tmp, "whole.png", NULL);
+    g_autofree char *cut = g_build_filename (tmp, "cut.png", NULL);
+    g_autofree char *bytes = NULL;
+    gsize len = 0;
+
+    g_file_set_contents (empty, "", 0, NULL);
+    check_refused (w, empty, attach (w, empty));
+    CHECK (write_png (whole, 300, 200));
+    CHECK (g_file_get_contents (whole, &bytes, &len, NULL));
+    g_file_set_contents (cut, bytes, (gssize) len / 2, NULL);
+    check_refused (w, cut, attach (w, cut));
+  }
+  /* An aspect Gemma 4 refuses at this budget (more than twice the budget
+   * would be needed): refused with the engine's reason, at attach time. */
+  {
+    g_autofree char *thin = g_build_filename (tmp, "thin.png", NULL);
+    int expect = engine_count (mmproj, 70, 4000, 2);
+
+    CHECK (write_png (thin, 4000, 2));
+    fprintf (stderr, "engine: 4000 x 2 at 70: %d\n", expect);
+    CHECKF (expect < 0, "the engine takes 4000 x 2 at 70 (%d tokens): pick another size", expect);
+    check_refused (w, thin, attach (w, thin));
+  }
+
+  /* A non-square picture: the engine's count, not the square grid's. */
+  wide = g_build_filename (tmp, "wide.png", NULL);
+  CHECK (write_png (wide, 200, 130));
+  c70 = engine_count (mmproj, 70, 200, 130);
+  c140 = engine_count (mmproj, 140, 200, 130);
+  fprintf (stderr, "engine: 200 x 130 at 70: %d, at 140: %d; square rule at 70: %d\n", c70, c140,
+           square_rule (1120, 70));
+  CHECKF (c70 > 0 && c70 != square_rule (1120, 70),
+          "the engine's count (%d) must differ from the square rule's for the test to tell", c70);
+  CHECK (attach (w, wide));
+  CHECK (tern_window_get_n_attachments (w) == 1);
+  fprintf (stderr, "cost at 70: %s\n", tern_window_get_image_cost_text (w));
+  CHECKF (parse_each (tern_window_get_image_cost_text (w), &per, &total) && per == c70,
+          "cost line \"%s\": the engine says %d tokens", tern_window_get_image_cost_text (w), c70);
+  extra = total - per;
+  CHECKF (extra >= 0 && extra < 16, "%d rows besides the image's tokens", extra);
+
+  /* Another budget: the line follows, again with the engine's count. */
+  g_settings_set_int (settings, "image-tokens", 140);
+  spin_for (0.1);
+  fprintf (stderr, "cost at 140: %s\n", tern_window_get_image_cost_text (w));
+  CHECKF (parse_each (tern_window_get_image_cost_text (w), &per, &total) && per == c140
+          && total == c140 + extra,
+          "cost line \"%s\": the engine says %d tokens", tern_window_get_image_cost_text (w), c140);
+
+  /* A second picture, of another size: the line gives the sum of the
+   * engine's counts ("tokens each" only when they are the same). */
+  small = g_build_filename (tmp, "small.png", NULL);
+  CHECK (write_png (small, 50, 40));
+  c_small = engine_count (mmproj, 140, 50, 40);
+  CHECK (attach (w, small));
+  CHECK (tern_window_get_n_attachments (w) == 2);
+  {
+    int sum = c140 + c_small + 2 * extra;
+    g_autofree char *want = c_small != c140
+                              ? g_strdup_printf ("2 images · %d tokens", sum)
+                              : g_strdup_printf ("2 images · %d tokens each · %d tokens", c140, sum);
+    const char *got = tern_window_get_image_cost_text (w);
+
+    fprintf (stderr, "engine: 50 x 40 at 140: %d; cost of two: %s\n", c_small, got);
+    CHECKF (g_str_has_prefix (got, want) && (c_small == c140 || strstr (got, "each") == NULL),
+            "\"%s\", want \"%s\"", got, want);
+  }
+
+  /* Sent: the worker finds both pictures decoded (no decode at send), and
+   * the prompt holds their tokens. */
+  decoded = tern_image_cache_n_decoded ();
+  tern_window_set_composer_text (w, "What is in these pictures?");
+  activate (w, "send", NULL);
+  CHECK (tern_window_is_generating (w));
+  CHECK (wait_for (w, not_generating, 120));
+  CHECK (tern_window_get_n_attachments (w) == 0);
+  CHECKF (tern_image_cache_n_decoded () == decoded, "%u decodes at send",
+          tern_image_cache_n_decoded () - decoded);
+  {
+    TernChat *chat = tern_window_get_chat (w);
+    guint n = tern_chat_get_n_messages (chat);
+    TernMessage *m = n ? tern_chat_get_message (chat, n - 1) : NULL;
+
+    CHECKF (m != NULL && m->error == NULL, "error: %s", m ? m->error : "(no answer)");
+    CHECKF (m != NULL && m->stats.prompt_tokens >= c140 + c_small, "prompt %d tokens, images %d",
+            m ? m->stats.prompt_tokens : -1, c140 + c_small);
+    if (m != NULL)
+      fprintf (stderr, "sent: prompt %d tokens (%d of them the images)\n", m->stats.prompt_tokens,
+               c140 + c_small);
+  }
+
+out:
+  gtk_window_destroy (GTK_WINDOW (w));
+  spin_for (0.2);
+  app_test_remove (tmp);
+  return tn_test_finish ("app-composer");
+}
