@@ -1431,7 +1431,7 @@ encode_images (Engine        *engine,
 {
 #ifdef TERN_HAVE_IMAGEIO
   int budget = req->gen.image_tokens;
-  int n_tok, n_embd;
+  int n_embd;
   int rc = TN_OK;
 
   if (engine->vision == NULL)
@@ -1462,24 +1462,11 @@ encode_images (Engine        *engine,
           set_error (err, rc, error->message);
           break;
         }
-      /* Gemma 4's count follows the image's size. */
-      n_tok = tn_vision_image_tokens (engine->vision, budget, img->width, img->height, err);
-      if (n_tok < 0)
-        {
-          rc = n_tok;
-          break;
-        }
-      rows = g_try_new (float, (gsize) n_tok * (gsize) n_embd);
-      if (rows == NULL)
-        {
-          rc = TN_ERR_NOMEM;
-          set_error (err, rc, _("out of memory"));
-          break;
-        }
+      /* Gemma 4's count follows the image's size: tn_vision_encode_new counts. */
+      rc = tn_vision_encode_new (engine->vision, img->rgb, img->width, img->height, budget,
+                                 req->n_threads, &rows, &out[i].n_tokens, err);
       out[i].embd = rows;
       out[i].n_embd = n_embd;
-      rc = tn_vision_encode (engine->vision, img->rgb, img->width, img->height, budget, rows,
-                             &out[i].n_tokens, req->n_threads, err);
     }
   return rc;
 #else
@@ -1661,7 +1648,7 @@ handle_generate (Engine  *engine,
 
 done:
   for (guint i = 0; i < n_images; i++)
-    g_free ((float *) images[i].embd);
+    free ((void *) images[i].embd); /* tn_vision_encode_new's rows */
   g_free (images);
 
   {

@@ -217,28 +217,16 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
             status = CLI_EXIT_BAD_INPUT;
             break;
         }
-        /* Gemma 4's count follows the image's size (tn_vision_image_tokens). */
-        const int n_img = tn_vision_image_tokens(v, budget, img->width, img->height, &err);
-        if (n_img < 0) {
-            cli_error("%s: %s", ci->paths[i], cli_engine_message(&err));
-            tern_image_free(img);
-            status = CLI_EXIT_BAD_INPUT;
-            break;
-        }
-        float *rows = malloc((size_t)n_img * (size_t)I->n_embd_text * sizeof(float));
+        float *rows = NULL;
+        int n = 0;
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        int n = 0;
-        int rc = TN_ERR_NOMEM;
-        snprintf(err.message, sizeof err.message, "%s", _("out of memory"));
-        err.format = NULL;
-        if (rows)
-            rc = tn_vision_encode(v, img->rgb, img->width, img->height, budget, rows, &n,
-                                  n_threads, &err);
+        /* Gemma 4's count follows the image's size: tn_vision_encode_new counts. */
+        int rc = tn_vision_encode_new(v, img->rgb, img->width, img->height, budget, n_threads,
+                                      &rows, &n, &err);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (rc != TN_OK) {
             cli_error("%s: %s", ci->paths[i], cli_engine_message(&err));
-            free(rows);
             tern_image_free(img);
             status = CLI_EXIT_BAD_INPUT;
             break;

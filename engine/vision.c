@@ -733,3 +733,27 @@ int tn_vision_encode(tn_vision *v, const float *rgb, int w, int h, int budget, f
     tn_cpu_free(cpu);
     return rc;
 }
+
+int tn_vision_encode_new(tn_vision *v, const float *rgb, int w, int h, int budget, int n_threads,
+                         float **rows, int *n_tokens, tn_error *err) {
+    if (!rows || !n_tokens)
+        return tn_fail(err, TN_ERR_INVALID, "tn_vision_encode: needs pixels and an output");
+    *rows = NULL;
+    *n_tokens = 0;
+    const int n_tok = tn_vision_image_tokens(v, budget, w, h, err);
+    if (n_tok < 0)
+        return n_tok;
+    const size_t n_embd = (size_t)tn_vision_get_info(v)->n_embd_text;
+    float *out = malloc((size_t)n_tok * n_embd * sizeof(float));
+    if (!out)
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory for a %d-row image span", n_tok);
+    int n = 0;
+    const int rc = tn_vision_encode(v, rgb, w, h, budget, out, &n, n_threads, err);
+    if (rc != TN_OK) {
+        free(out);
+        return rc;
+    }
+    *rows = out;
+    *n_tokens = n;
+    return TN_OK;
+}

@@ -225,12 +225,12 @@ static void job_unref(job *j) {
         g_free(j->images[i].uri);
         g_free(j->images[i].where);
         g_free(j->images[i].key);
-        g_free(j->images[i].cached);
+        free(j->images[i].cached);
 #ifdef TERN_HAVE_IMAGEIO
         tern_image_free(j->images[i].decoded);
 #endif
         if (j->embd)
-            g_free((float *)j->embd[i].embd);
+            free((void *)j->embd[i].embd);
     }
     g_free(j->images);
     g_free(j->embd);
@@ -492,7 +492,8 @@ static float *cache_get(tern_server *srv, const char *key, int budget, int *n_to
     for (int i = 0; i < IMAGE_CACHE_SIZE; i++) {
         image_cache_entry *e = &srv->cache[i];
         if (e->key && e->budget == budget && !strcmp(e->key, key)) {
-            rows = g_try_malloc((gsize)e->n_tokens * (gsize)e->n_embd * sizeof(float));
+            /* malloc, as tn_vision_encode_new's rows: a job frees both with free(). */
+            rows = malloc((size_t)e->n_tokens * (size_t)e->n_embd * sizeof(float));
             if (rows)
                 memcpy(rows, e->rows, (size_t)e->n_tokens * (size_t)e->n_embd * sizeof(float));
             *n_tokens = e->n_tokens;
@@ -553,23 +554,18 @@ static int encode_images(tern_server *srv, job *j) {
             continue;
         }
         TernImage *img = j->images[i].decoded;
-        tn_error e = {.message = "out of memory"};
+        tn_error e = {0};
         /* Gemma 4's count follows the image's size; a refusal (an aspect
          * too extreme for the budget) is reported like an encoding error. */
-        const int n_tok = tn_vision_image_tokens(v, j->image_budget, img->width, img->height, &e);
-        float *rows = n_tok > 0 ? g_try_malloc((gsize)n_tok * (gsize)n_embd * sizeof(float))
-                                : NULL;
+        float *rows = NULL;
         int n = 0;
         const gint64 t0 = g_get_monotonic_time();
-        int rc = n_tok < 0 ? n_tok
-                 : rows    ? tn_vision_encode(v, img->rgb, img->width, img->height,
-                                              j->image_budget, rows, &n, srv->cfg.n_threads, &e)
-                           : TN_ERR_NOMEM;
+        int rc = tn_vision_encode_new(v, img->rgb, img->width, img->height, j->image_budget,
+                                      srv->cfg.n_threads, &rows, &n, &e);
         j->encode_ms += (double)(g_get_monotonic_time() - t0) / 1000.0;
         tern_image_free(img);
         j->images[i].decoded = NULL;
         if (rc != TN_OK) {
-            g_free(rows);
             g_snprintf(j->err.message, sizeof j->err.message, "%s: %s", j->images[i].where,
                        e.message);
             return rc;

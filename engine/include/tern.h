@@ -1286,6 +1286,13 @@ int tn_mkmodel_vision(const tn_mkmodel_vision_params *p, const char *out_path, t
  * text (what Gemma's template renders for [image..., text]). */
 #define TN_IMAGE_MARKER "<__image__>"
 
+/* The step the CLI, the server and the app share: the image's token count
+ * (tn_vision_image_tokens), a buffer of that many rows, tn_vision_encode
+ * into it. *rows gets [*n_tokens][n_embd_text] floats, freed with free();
+ * NULL and 0 on an error, which names the reason (budget, aspect, memory). */
+int tn_vision_encode_new(tn_vision *v, const float *rgb, int w, int h, int budget, int n_threads,
+                         float **rows, int *n_tokens, tn_error *err);
+
 /* One image as embeddings: tn_vision_encode's output, borrowed for the call. */
 typedef struct tn_image_embd {
     const float *embd; /* [n_tokens][n_embd] */

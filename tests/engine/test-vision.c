@@ -376,6 +376,20 @@ int main(void) {
     /* Same image twice: bit-identical embeddings. */
     CHECK(tn_vision_encode(v, rgb, W, H, 0, out2, &n, threads, &err) == TN_OK);
     CHECK(memcmp(out, out2, (size_t)16 * T * sizeof *out) == 0);
+    /* tn_vision_encode_new (the CLI's, the server's and the app's one step)
+     * counts, allocates and gives the same rows; a refused budget leaves
+     * nothing allocated and says why. */
+    float *fresh = NULL;
+    int n_fresh = -1;
+    CHECKF(tn_vision_encode_new(v, rgb, W, H, 0, threads, &fresh, &n_fresh, &err) == TN_OK,
+           "%s", err.message);
+    CHECK(fresh && n_fresh == n && memcmp(out, fresh, (size_t)16 * T * sizeof *out) == 0);
+    free(fresh);
+    fresh = (float *)&n_fresh;
+    CHECK(tn_vision_encode_new(v, rgb, 0, H, 0, threads, &fresh, &n_fresh, &err) != TN_OK &&
+          fresh == NULL && n_fresh == 0 && err.message[0]);
+    CHECK(tn_vision_encode_new(NULL, rgb, W, H, 0, threads, &fresh, &n_fresh, &err) != TN_OK);
+    CHECK(tn_vision_encode_new(v, rgb, W, H, 0, threads, NULL, &n_fresh, &err) != TN_OK);
     /* One thread (the caller) gives the same result as the pool of two. */
     CHECK(tn_vision_encode(v, rgb, W, H, 0, out2, &n, 1, &err) == TN_OK);
     CHECK(memcmp(out, out2, (size_t)16 * T * sizeof *out) == 0);
