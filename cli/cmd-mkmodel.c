@@ -12,9 +12,11 @@ static void usage(FILE *out) {
               " --layers N --heads N --kv-heads N --head-dim N --ff N [--ctx N] [--window N]\n"
               "         [--tokenizer PATH/tokenizer.json | --vocab-gguf FILE.gguf] [--seed S]\n"
               "         [--tied] [--name NAME] [--logit-scale X] [-t THREADS] -o OUT.gguf\n"
-              "       gemma4: [--preset gemma4-e2b|gemma4-e4b|gemma4-31b] [--head-dim-swa N]\n"
-              "         [--kv-heads-full N] [--per-layer N] [--shared-kv N] [--swa-period N]\n"
-              "         [--k-eq-v] [--double-wide] [--untied]   (tied unless --untied)\n"
+              "       gemma4: [--preset gemma4-e2b|gemma4-e4b|gemma4-26b-a4b|gemma4-31b]\n"
+              "         [--head-dim-swa N] [--kv-heads-full N] [--per-layer N] [--shared-kv N]\n"
+              "         [--swa-period N] [--k-eq-v] [--double-wide] [--untied]"
+              "   (tied unless --untied)\n"
+              "         [--experts N --experts-used K --expert-ff N]   (the 26B-A4B layout)\n"
               "       qwen3moe: [--preset qwen3-30b-a3b] --experts N --experts-used K\n"
               "         --expert-ff N\n"
               "       tern-cli mkmodel --arch dflash --target TARGET.gguf -o OUT.gguf ...\n"
@@ -55,8 +57,8 @@ int cmd_mkmodel(int argc, char **argv) {
     /* A preset first, so that any other option overrides its values. */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--preset") && tn_mkmodel_preset(&p, argv[i + 1]) != TN_OK) {
-            cli_error(_("mkmodel: unknown preset '%s' (use gemma4-e2b, gemma4-e4b, gemma4-31b "
-                        "or qwen3-30b-a3b)"),
+            cli_error(_("mkmodel: unknown preset '%s' (use gemma4-e2b, gemma4-e4b, "
+                        "gemma4-26b-a4b, gemma4-31b or qwen3-30b-a3b)"),
                       argv[i + 1]);
             return CLI_EXIT_USAGE;
         }

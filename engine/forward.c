@@ -154,6 +154,7 @@ void tn_ctx_free(tn_ctx *ctx) {
     free(ctx->moe_count);
     free(ctx->moe_in);
     free(ctx->moe_y);
+    free(ctx->moe_dense);
     free(ctx);
 }
 
@@ -173,12 +174,15 @@ static bool moe_scratch(tn_ctx *ctx, int32_t rows) {
     int32_t *count = xcalloc(NE + 1, sizeof(int32_t), &ok);
     float *in = xcalloc(U * E, sizeof(float), &ok);
     float *y = xcalloc(U * K * E, sizeof(float), &ok);
+    float *dense = hp->moe_dense ? xcalloc(U * E, sizeof(float), &ok) : NULL;
     if (!ok) {
         free(logits), free(sel), free(w), free(list), free(count), free(in), free(y);
+        free(dense);
         return false;
     }
     free(ctx->moe_logits), free(ctx->moe_sel), free(ctx->moe_w), free(ctx->moe_list);
-    free(ctx->moe_count), free(ctx->moe_in), free(ctx->moe_y);
+    free(ctx->moe_count), free(ctx->moe_in), free(ctx->moe_y), free(ctx->moe_dense);
+    ctx->moe_dense = dense;
     ctx->moe_logits = logits;
     ctx->moe_sel = sel;
     ctx->moe_w = w;
@@ -405,6 +409,7 @@ typedef struct ubatch {
     int64_t pos0;  /* position of row 0 */
     int64_t see_to; /* rows at positions below this see every key below it: an image
                        span attends bidirectionally (Gemma 3); 0: causal */
+    int32_t ff;    /* width of the feed-forward rows in ctx->gate and ctx->up (task_glu) */
 } ubatch;
 
 /* Layer il's KV head kvh: a shared-KV layer gets its source layer's. */
@@ -508,7 +513,7 @@ static void task_glu(void *p, int ith, int nth) {
     const ubatch *ub = p;
     tn_ctx *ctx = ub->ctx;
     const tn_hparams *hp = &ctx->model->hp;
-    const int64_t total = (int64_t)ub->n * ub->layer->n_ff;
+    const int64_t total = (int64_t)ub->n * ub->ff;
     const int64_t chunk = (total + nth - 1) / nth;
     const int64_t lo = chunk * ith, hi = lo + chunk < total ? lo + chunk : total;
     float *g = ctx->gate;
@@ -659,17 +664,20 @@ static tn_weight expert(const tn_experts *x, int32_t e) {
     return w;
 }
 
-/* The mixture-of-experts feed-forward of rows [0, n): ctx->xn in, ctx->o
- * out. Each row routes to K experts; the rows are then grouped by expert,
- * so that each chosen expert's three matrices are read once for all its
- * rows (a decode step reads only the K experts of its token). A product's
- * result for one row does not depend on the rows beside it (tn-backend.h),
- * and a row's K outputs are summed in its own slot order, so the output is
- * batch-invariant like every other sublayer. */
-static int moe_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n, tn_error *err) {
+/* The mixture-of-experts feed-forward of rows [0, n): ctx->xn in (the
+ * experts' input), router_in [n][n_embd] the router's input (qwen3moe: the
+ * same rows; it may be ctx->moe_in, read before the gathering reuses it),
+ * ctx->o out. Each row routes to K experts; the rows are then grouped by
+ * expert, so that each chosen expert's three matrices are read once for all
+ * its rows (a decode step reads only the K experts of its token). A
+ * product's result for one row does not depend on the rows beside it
+ * (tn-backend.h), and a row's K outputs are summed in its own slot order,
+ * so the output is batch-invariant like every other sublayer. */
+static int moe_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n,
+                   const float *router_in, tn_error *err) {
     const tn_hparams *hp = &ctx->model->hp;
     const int32_t E = hp->n_embd, NE = hp->n_expert, K = hp->n_expert_used;
-    int rc = matmul(ctx, &L->ffn_gate_inp, ctx->xn, n, ctx->moe_logits, err);
+    int rc = matmul(ctx, &L->ffn_gate_inp, router_in, n, ctx->moe_logits, err);
     if (rc != TN_OK)
         return rc;
     for (int32_t i = 0; i < n; i++)
@@ -686,6 +694,7 @@ static int moe_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n,
     }
     ctx->moe_count[NE] = len;
     ubatch ub = *ub0;
+    ub.ff = hp->n_ff_exp;
     for (int32_t e = 0; e < NE; e++) {
         const int32_t start = ctx->moe_count[e], c = ctx->moe_count[e + 1] - start;
         if (c == 0)
@@ -702,6 +711,9 @@ static int moe_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n,
         parallel(ctx, task_glu, &ub);
         if ((rc = matmul(ctx, &wd, ctx->gate, c, ctx->o, err)))
             return rc;
+        if (L->down_exps_s) /* before the routing weight, as ggml's build_lora_mm_id */
+            for (size_t d = 0; d < (size_t)c * (size_t)E; d++)
+                ctx->o[d] *= L->down_exps_s[e];
         for (int32_t j = 0; j < c; j++)
             memcpy(ctx->moe_y + (size_t)ctx->moe_list[start + j] * E, ctx->o + (size_t)j * E,
                    (size_t)E * sizeof(float));
@@ -715,6 +727,58 @@ static int moe_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n,
         for (int32_t k = 1; k < K; k++)
             for (int32_t d = 0; d < E; d++)
                 o[d] += w[k] * y[(size_t)k * E + d];
+    }
+    return TN_OK;
+}
+
+/* The dense gated feed-forward of rows [0, n): ctx->xn in, ctx->o out. */
+static int dense_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n,
+                     tn_error *err) {
+    int rc;
+    if ((rc = matmul(ctx, &L->ffn_gate, ctx->xn, n, ctx->gate, err)) ||
+        (rc = matmul(ctx, &L->ffn_up, ctx->xn, n, ctx->up, err)))
+        return rc;
+    ubatch ub = *ub0;
+    ub.ff = L->n_ff;
+    parallel(ctx, task_glu, &ub);
+    return matmul(ctx, &L->ffn_down, ctx->gate, n, ctx->o, err);
+}
+
+/* Gemma 4 26B-A4B's feed-forward of rows [0, n) (src/models/gemma4.cpp, the
+ * is_moe_layer branch): ctx->x (the residual after attention) and ctx->xn
+ * (its ffn_norm) in, ctx->o out, before post_ffw_norm:
+ *   post_ffw_norm_1(dense(ffn_norm(x)))
+ *   + post_ffw_norm_2(experts(pre_ffw_norm_2(x), routed by
+ *                     ffn_gate_inp (rmsnorm(x) / sqrt(n_embd) * ffn_gate_inp.scale)))
+ * with the experts' GELU-tanh gate, softmax top-K routing and normalized
+ * weights as qwen3moe (llama.cpp passes norm_w true, scale 1). */
+static int g4_moe_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub, int32_t n,
+                      tn_error *err) {
+    const tn_model *m = ctx->model;
+    const tn_hparams *hp = &m->hp;
+    const int32_t E = hp->n_embd;
+    int rc = dense_ffn(ctx, L, ub, n, err);
+    if (rc != TN_OK)
+        return rc;
+    const float inv_sqrt_e = 1.0f / sqrtf((float)E);
+    for (int32_t i = 0; i < n; i++) {
+        const size_t r = (size_t)i * E;
+        const float *x = ctx->x + r;
+        tn_rmsnorm(ctx->moe_dense + r, ctx->o + r, L->post_ffw_norm_1, E, hp->norm_eps);
+        tn_rmsnorm(ctx->xn + r, x, L->pre_ffw_norm_2, E, hp->norm_eps);
+        float *ri = ctx->moe_in + r;
+        tn_rmsnorm(ri, x, m->ones, E, hp->norm_eps);
+        for (int32_t e = 0; e < E; e++)
+            ri[e] = ri[e] * inv_sqrt_e * L->router_s[e];
+    }
+    if ((rc = moe_ffn(ctx, L, ub, n, ctx->moe_in, err)))
+        return rc;
+    for (int32_t i = 0; i < n; i++) {
+        float *o = ctx->o + (size_t)i * E;
+        const float *d = ctx->moe_dense + (size_t)i * E;
+        tn_rmsnorm(o, o, L->post_ffw_norm_2, E, hp->norm_eps);
+        for (int32_t e = 0; e < E; e++)
+            o[e] = d[e] + o[e];
     }
     return TN_OK;
 }
@@ -827,17 +891,14 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
                 x[e] += o[e];
             tn_rmsnorm(ctx->xn + (size_t)i * E, x, L->ffn_norm, E, hp->norm_eps);
         }
-        if (hp->n_expert > 0) {
-            if ((rc = moe_ffn(ctx, L, &ub, n, err)))
-                return rc;
-        } else {
-            if ((rc = matmul(ctx, &L->ffn_gate, ctx->xn, n, ctx->gate, err)) ||
-                (rc = matmul(ctx, &L->ffn_up, ctx->xn, n, ctx->up, err)))
-                return rc;
-            parallel(ctx, task_glu, &ub);
-            if ((rc = matmul(ctx, &L->ffn_down, ctx->gate, n, ctx->o, err)))
-                return rc;
-        }
+        if (hp->moe_dense)
+            rc = g4_moe_ffn(ctx, L, &ub, n, err);
+        else if (hp->n_expert > 0)
+            rc = moe_ffn(ctx, L, &ub, n, ctx->xn, err);
+        else
+            rc = dense_ffn(ctx, L, &ub, n, err);
+        if (rc != TN_OK)
+            return rc;
         for (int32_t i = 0; i < n; i++) {
             float *o = ctx->o + (size_t)i * E, *x = ctx->x + (size_t)i * E;
             if (hp->post_norms)

@@ -82,6 +82,7 @@ int tn_mkmodel_preset(tn_mkmodel_params *p, const char *name) {
         return TN_OK;
     }
     p->arch = "gemma4";
+    p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
     p->n_head = 8;
     p->head_dim = 512;
     p->head_dim_swa = 256;
@@ -108,6 +109,31 @@ int tn_mkmodel_preset(tn_mkmodel_params *p, const char *name) {
         p->n_shared_kv = 18;
         p->swa_period = 6;
         p->double_wide_ffn = false;
+    } else if (!strcmp(name, "gemma4-26b-a4b")) {
+        /* google/gemma-4-26B-A4B's text_config: hidden_size 2816, 30
+         * layers, 16 query heads, num_key_value_heads 8 (sliding) and
+         * num_global_key_value_heads 2 (full, attention_k_eq_v), head_dim
+         * 256 / global_head_dim 512, intermediate_size 2112 (the dense
+         * branch), enable_moe_block with num_experts 128, top_k_experts 8,
+         * moe_intermediate_size 704, sliding_window 1024, five sliding
+         * layers then one full, no per-layer inputs, no shared KV, tied,
+         * max_position_embeddings 262144 (docs/MKMODEL.md: how checked). */
+        p->n_embd = 2816;
+        p->n_layer = 30;
+        p->n_head = 16;
+        p->n_head_kv = 8;
+        p->n_head_kv_full = 2;
+        p->n_ff = 2112;
+        p->n_embd_per_layer = 0;
+        p->n_shared_kv = 0;
+        p->swa_period = 6;
+        p->sliding_window = 1024;
+        p->k_eq_v = true;
+        p->double_wide_ffn = false;
+        p->n_expert = 128;
+        p->n_expert_used = 8;
+        p->n_ff_exp = 704;
+        p->n_ctx = 262144;
     } else if (!strcmp(name, "gemma4-31b")) {
         p->n_embd = 5376;
         p->n_layer = 60;
@@ -256,6 +282,7 @@ static int build_plan(model_plan *m, int64_t n_vocab, tn_error *err) {
     bool g4 = !strcmp(p->arch, "gemma4");
     bool gemma = g4 || !strcmp(p->arch, "gemma3");
     const bool moe = !strcmp(p->arch, "qwen3moe");
+    const bool g4moe = g4 && p->n_expert > 0;
     bool qk_norm = gemma || !strcmp(p->arch, "qwen3") || moe;
     /* Gemma 3 is always tied; Gemma 4 as asked (the presets and the CLI
      * tie it unless told --untied, as the published models are). */
@@ -342,6 +369,25 @@ static int build_plan(model_plan *m, int64_t n_vocab, tn_error *err) {
             T("ffn_gate.weight", tc.base, E, F, FILL_RANDOM, in_std);
             T("ffn_up.weight", tc.base, E, F, FILL_RANDOM, in_std);
             T("ffn_down.weight", big, F, E, FILL_RANDOM, resid / sqrtf((float)F));
+        }
+        if (g4moe) {
+            /* Gemma 4 26B-A4B: the dense FFN above is the shared branch; the
+             * experts beside it as llama.cpp's converter writes them (gate
+             * and up fused, ne = {embd, 2 expert_ff, experts}; the router's
+             * input scale and per-expert output scale as 1-D tensors). The
+             * router's std 1 gives its logits std ~1: its input is a unit
+             * RMS row scaled by 1/sqrt(embd). */
+            const uint64_t NE = (uint64_t)p->n_expert, FX = (uint64_t)p->n_ff_exp, FX2 = 2 * FX;
+            T("post_ffw_norm_1.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
+            T("pre_ffw_norm_2.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
+            T("post_ffw_norm_2.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
+            T("ffn_gate_inp.weight", TN_TYPE_F32, E, NE, FILL_RANDOM, 1.0f);
+            T("ffn_gate_inp.scale", TN_TYPE_F32, E, 0, FILL_ONES, 0);
+            T("ffn_gate_up_exps.weight", tc.base, E, FX2, FILL_RANDOM, in_std);
+            m->t[m->n - 1].n_dims = 3, m->t[m->n - 1].ne[2] = NE;
+            T("ffn_down_exps.weight", big, FX, E, FILL_RANDOM, resid / sqrtf((float)FX));
+            m->t[m->n - 1].n_dims = 3, m->t[m->n - 1].ne[2] = NE;
+            T("ffn_down_exps.scale", TN_TYPE_F32, NE, 0, FILL_ONES, 0);
         }
         if (gemma)
             T("post_ffw_norm.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
@@ -608,7 +654,7 @@ static int write_hparams(tn_gguf_writer *w, const tn_mkmodel_params *p, int64_t 
     }
     if (!rc && gemma)
         rc = tn_gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->sliding_window);
-    if (!rc && moe) {
+    if (!rc && (moe || (g4 && p->n_expert > 0))) {
         rc = tn_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)p->n_expert);
         if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)p->n_expert_used);
         if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)p->n_ff_exp);
@@ -654,13 +700,15 @@ static int check_params(const tn_mkmodel_params *p, tn_error *err) {
                        "mkmodel: unknown architecture '%s' (use llama, qwen3, qwen3moe, gemma3 or "
                        "gemma4)",
                        p->arch ? p->arch : "");
-    if (!strcmp(p->arch, "qwen3moe") &&
+    /* gemma4 with experts is the 26B-A4B layout; without, the dense one */
+    if ((!strcmp(p->arch, "qwen3moe") || (!strcmp(p->arch, "gemma4") && p->n_expert != 0)) &&
         (p->n_expert < 1 || p->n_expert > 512 || p->n_expert_used < 1 ||
          p->n_expert_used > p->n_expert || p->n_ff_exp < 32 || p->n_ff_exp > (1 << 18) ||
          p->n_ff_exp % 32))
         return tn_fail(err, TN_ERR_INVALID,
-                       "mkmodel: qwen3moe needs 1 to 512 experts, 1 to that many used per token, "
-                       "and an expert width that is a positive multiple of 32");
+                       "mkmodel: %s needs 1 to 512 experts, 1 to that many used per token, "
+                       "and an expert width that is a positive multiple of 32",
+                       p->arch);
     if (!strcmp(p->arch, "gemma4")) {
         const int64_t period = p->swa_period > 0 ? p->swa_period : 5;
         if (p->head_dim_swa < 0 || p->head_dim_swa % 2 || p->head_dim_swa > 1024 ||

@@ -268,11 +268,11 @@ static int get_vector(loader *ld, const char *name, int64_t n, bool required, co
     return TN_OK;
 }
 
-/* qwen3moe's router and expert shapes (llama.cpp: src/llama-model.cpp
- * load_hparams, src/models/qwen3moe.cpp): expert_count and
- * expert_used_count are required, 0 < used <= count <= 512;
- * expert_feed_forward_length defaults, as there, to feed_forward_length /
- * expert_used_count. */
+/* The router and expert shapes of qwen3moe and Gemma 4 26B-A4B (llama.cpp:
+ * src/llama-model.cpp load_hparams, src/models/qwen3moe.cpp, gemma4.cpp):
+ * expert_count and expert_used_count are required, 0 < used <= count <=
+ * 512; expert_feed_forward_length defaults, as there, to
+ * feed_forward_length / expert_used_count (qwen3moe; Gemma 4 needs it). */
 static int load_moe(loader *ld, tn_hparams *hp, int32_t experts) {
     int rc;
     if (experts < 1)
@@ -292,7 +292,10 @@ static int load_moe(loader *ld, tn_hparams *hp, int32_t experts) {
                        ld->path, ld->arch, hp->n_expert_used, experts);
     hp->n_expert = experts;
     int32_t ff = 0;
-    if ((rc = key_int(ld, "feed_forward_length", false, 0, 0, MAX_DIM, &ff)))
+    /* Gemma 4's feed_forward_length is the dense branch's (often a per-layer
+     * array): its experts' width must be given. */
+    if (hp->arch != TN_ARCH_GEMMA4 &&
+        (rc = key_int(ld, "feed_forward_length", false, 0, 0, MAX_DIM, &ff)))
         return rc;
     if ((rc = key_int(ld, "expert_feed_forward_length", ff == 0, ff / hp->n_expert_used, 1,
                       MAX_DIM, &hp->n_ff_exp)))
@@ -325,7 +328,8 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
     else if (tn_str_eq(arch, "gemma4-assistant"))
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
                        "%s: 'gemma4-assistant' is Gemma 4's multi-token-prediction drafter, not "
-                       "a model Tern runs (Tern runs the dense Gemma 4 models: E2B, E4B, 31B)",
+                       "a model Tern runs (Tern runs the Gemma 4 models: E2B, E4B, 26B-A4B, "
+                       "31B)",
                        ld->path);
     else
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
@@ -342,16 +346,21 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
             return rc;
         experts = 0; /* handled */
     }
+    /* Gemma 4 26B-A4B: every layer a mixture beside its dense feed-forward.
+     * A router tensor without expert_count is refused by load_moe, naming
+     * the key (llama.cpp would mix dense and mixture layers; no published
+     * Gemma 4 does). */
     if (hp->arch == TN_ARCH_GEMMA4 &&
-        (experts > 0 || tn_gguf_find_tensor(ld->g, "blk.0.ffn_gate_inp.weight")))
-        return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
-                       "%s: Gemma 4 mixture-of-experts models (26B-A4B, %d experts) are not "
-                       "supported; Tern runs the dense Gemma 4 models (E2B, E4B, 31B)",
-                       ld->path, experts);
+        (experts > 0 || tn_gguf_find_tensor(ld->g, "blk.0.ffn_gate_inp.weight"))) {
+        if ((rc = load_moe(ld, hp, experts)))
+            return rc;
+        hp->moe_dense = true;
+        experts = 0; /* handled */
+    }
     if (experts > 0)
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
                        "%s: mixture-of-experts models (%d experts) of architecture '%s' are not "
-                       "supported (Tern runs qwen3moe)",
+                       "supported (Tern runs qwen3moe and Gemma 4 26B-A4B)",
                        ld->path, experts, ld->arch);
     if (hp->arch == TN_ARCH_GEMMA4)
         for (int64_t i = 0; i < tn_gguf_n_tensors(ld->g); i++) {
@@ -360,7 +369,7 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
                 (t->name.len > 5 && !memcmp(t->name.ptr, "audio", 5)))
                 return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
                                "%s: tensor '%.*s': Gemma 4 audio is not supported; Tern runs the "
-                               "text of the dense Gemma 4 models (E2B, E4B, 31B)",
+                               "text of the Gemma 4 models (E2B, E4B, 26B-A4B, 31B)",
                                ld->path, (int)(t->name.len > 64 ? 64 : t->name.len), t->name.ptr);
         }
 
@@ -654,12 +663,81 @@ static int load_layer_shapes(loader *ld, tn_model *m) {
         if (L->n_head_kv * L->head_dim > hp->max_kv_dim)
             hp->max_kv_dim = L->n_head_kv * L->head_dim;
     }
+    /* The feed-forward scratch holds the dense branch's rows or one
+     * expert's, in turn. */
+    if (hp->moe_dense && hp->n_ff_exp > hp->n_ff)
+        hp->n_ff = hp->n_ff_exp;
     hp->n_head_kv = m->layers[0].n_head_kv;
     hp->max_rot = hp->n_rot > hp->n_rot_swa ? hp->n_rot : hp->n_rot_swa;
 out:
     free(kv);
     free(ff);
     return rc;
+}
+
+/* Layer il's router and experts. The gate and up experts may be one fused
+ * 3-D tensor, ffn_gate_up_exps (ne = {n_embd, 2 n_ff_exp, n_expert}: each
+ * expert's gate rows, then its up rows, as llama.cpp's converter writes
+ * Gemma 4's experts.gate_up_proj); they are then two views of it with the
+ * fused stride. ffn_down_exps.scale, if present, scales each expert's
+ * output (Gemma 4's router.per_expert_scale; llama.cpp's down_exps_s).
+ * Gemma 4 adds the router's input scale and the branch norms. */
+static int load_layer_experts(loader *ld, tn_model *m, int32_t il) {
+    const tn_hparams *hp = &m->hp;
+    tn_layer *L = &m->layers[il];
+    const int64_t E = hp->n_embd, NE = hp->n_expert, FX = hp->n_ff_exp;
+    char name[96];
+    int rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", il);
+    if ((rc = get_matrix(ld, name, E, NE, true, &L->ffn_gate_inp, NULL)))
+        return rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", il);
+    if (tn_gguf_find_tensor(ld->g, name)) {
+        tn_experts gu;
+        if ((rc = get_experts(ld, name, E, 2 * FX, NE, &gu)))
+            return rc;
+        L->gate_exps = gu;
+        L->gate_exps.first.rows = FX;
+        L->up_exps = L->gate_exps;
+        L->up_exps.first.data = (const uint8_t *)gu.first.data + (size_t)FX * gu.first.row_bytes;
+    } else {
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", il);
+        if ((rc = get_experts(ld, name, E, FX, NE, &L->gate_exps)))
+            return rc;
+        snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", il);
+        if ((rc = get_experts(ld, name, E, FX, NE, &L->up_exps)))
+            return rc;
+    }
+    snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", il);
+    if ((rc = get_experts(ld, name, FX, E, NE, &L->down_exps)))
+        return rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_down_exps.scale", il);
+    if ((rc = get_vector(ld, name, NE, false, &L->down_exps_s)))
+        return rc;
+    /* llama.cpp would also scale the gate and up experts' outputs by these;
+     * no converter writes them for these architectures. */
+    static const char *const scales[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_gate_up_exps"};
+    for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++) {
+        snprintf(name, sizeof name, "blk.%d.%s.scale", il, scales[i]);
+        if (tn_gguf_find_tensor(ld->g, name))
+            return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                           "%s: tensor '%s': per-expert scales of the gate and up projections "
+                           "are not supported",
+                           ld->path, name);
+    }
+    if (!hp->moe_dense)
+        return TN_OK;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.scale", il);
+    if ((rc = get_vector(ld, name, E, true, &L->router_s)))
+        return rc;
+    snprintf(name, sizeof name, "blk.%d.post_ffw_norm_1.weight", il);
+    if ((rc = get_vector(ld, name, E, true, &L->post_ffw_norm_1)))
+        return rc;
+    snprintf(name, sizeof name, "blk.%d.pre_ffw_norm_2.weight", il);
+    if ((rc = get_vector(ld, name, E, true, &L->pre_ffw_norm_2)))
+        return rc;
+    snprintf(name, sizeof name, "blk.%d.post_ffw_norm_2.weight", il);
+    return get_vector(ld, name, E, true, &L->post_ffw_norm_2);
 }
 
 static int load_tensors(loader *ld, tn_model *m) {
@@ -706,12 +784,14 @@ static int load_tensors(loader *ld, tn_model *m) {
             return rc;
     }
     if (hp->v_norm) {
-        float *ones = malloc((size_t)hp->max_head_dim * sizeof *ones);
+        /* also the weight of Gemma 4's router norm (n_embd values) */
+        const int32_t n_ones = hp->max_head_dim > hp->n_embd ? hp->max_head_dim : hp->n_embd;
+        float *ones = malloc((size_t)n_ones * sizeof *ones);
         if (!ones || own(m, ones) != TN_OK) {
             free(ones);
             return tn_fail(ld->err, TN_ERR_NOMEM, "%s: out of memory", ld->path);
         }
-        for (int32_t i = 0; i < hp->max_head_dim; i++)
+        for (int32_t i = 0; i < n_ones; i++)
             ones[i] = 1.0f;
         m->ones = ones;
     }
@@ -773,24 +853,13 @@ static int load_tensors(loader *ld, tn_model *m) {
         if (hp->post_norms)
             VEC(post_attn_norm, "post_attention_norm", E);
         VEC(ffn_norm, "ffn_norm", E);
-        if (hp->n_expert > 0) {
-            const int64_t NE = hp->n_expert, FX = hp->n_ff_exp;
-            MAT(ffn_gate_inp, "ffn_gate_inp", E, NE);
-#define EXPS(field, suffix, cols, rows)                                              \
-    do {                                                                             \
-        snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);                 \
-        if ((rc = get_experts(ld, name, (cols), (rows), NE, &L->field)))             \
-            return rc;                                                               \
-    } while (0)
-            EXPS(gate_exps, "ffn_gate_exps", E, FX);
-            EXPS(up_exps, "ffn_up_exps", E, FX);
-            EXPS(down_exps, "ffn_down_exps", FX, E);
-#undef EXPS
-        } else {
+        if (hp->n_expert == 0 || hp->moe_dense) {
             MAT(ffn_gate, "ffn_gate", E, F);
             MAT(ffn_up, "ffn_up", E, F);
             MAT(ffn_down, "ffn_down", F, E);
         }
+        if (hp->n_expert > 0 && (rc = load_layer_experts(ld, m, il)))
+            return rc;
         if (hp->post_norms)
             VEC(post_ffw_norm, "post_ffw_norm", E);
         if (hp->arch == TN_ARCH_GEMMA4) {
@@ -928,8 +997,8 @@ static int prepare(tn_model *m, tn_error *err) {
     }
     /* Gemma 4's per_layer_token_embd (most of an E2B/E4B file) is not here:
      * it stays in the mapping and is read one row per token. Nor are the
-     * experts of a mixture (most of a qwen3moe file): a token reads 8 of
-     * 128, so a private copy of all would cost their whole size in memory
+     * experts of a mixture (most of a qwen3moe or 26B-A4B file): a token
+     * reads 8 of 128, so a private copy of all would cost their whole size in memory
      * for a sixteenth of them used per step (docs/MODEL.md). */
     if (m->pl_model_proj.data)
         ws[n++] = &m->pl_model_proj;

@@ -57,10 +57,14 @@ typedef struct tn_hparams {
     int32_t max_head_dim;   /* the largest head_dim of any layer */
     int32_t max_kv_dim;     /* the largest n_head_kv * head_dim of any layer */
     int32_t max_rot;        /* max(n_rot, n_rot_swa) */
-    /* Mixture of experts (qwen3moe); 0 experts: a dense model. */
+    /* Mixture of experts (qwen3moe, Gemma 4 26B-A4B); 0 experts: a dense model. */
     int32_t n_expert;       /* {arch}.expert_count */
     int32_t n_expert_used;  /* {arch}.expert_used_count: experts per token */
     int32_t n_ff_exp;       /* {arch}.expert_feed_forward_length */
+    /* Gemma 4's mixture: the dense feed-forward runs beside the experts (a
+     * shared expert), each branch with its own norms, and the router reads
+     * its own scaled norm of the residual (src/models/gemma4.cpp). */
+    bool moe_dense;
 } tn_hparams;
 
 /* The experts of one layer's projection, one 3-D GGUF tensor (ne = {cols,
@@ -101,6 +105,12 @@ typedef struct tn_layer {
     tn_experts gate_exps;      /* n_expert x [n_ff_exp][n_embd] */
     tn_experts up_exps;        /* n_expert x [n_ff_exp][n_embd] */
     tn_experts down_exps;      /* n_expert x [n_embd][n_ff_exp] */
+    const float *down_exps_s;  /* [n_expert] each expert's output scale, or NULL */
+    /* Gemma 4 mixture (hp.moe_dense), beside ffn_gate/up/down: */
+    const float *router_s;     /* [n_embd] ffn_gate_inp.scale: the router input's scale */
+    const float *post_ffw_norm_1; /* [n_embd] of the dense branch's output */
+    const float *pre_ffw_norm_2;  /* [n_embd] of the experts' input */
+    const float *post_ffw_norm_2; /* [n_embd] of the experts' weighted sum */
     /* Gemma 4 per-layer input (n_embd_per_layer = P > 0): */
     tn_weight pl_gate;         /* [P][n_embd] inp_gate */
     tn_weight pl_proj;         /* [n_embd][P] proj */
@@ -120,7 +130,8 @@ struct tn_model {
     const float *output_norm; /* [n_embd] */
     const float *rope_freqs;  /* [n_rot / 2] Llama 3 frequency divisors (Gemma 4: the
                                  full-attention layers' proportional rope), or NULL */
-    const float *ones;        /* [max_head_dim] of 1: the weight of Gemma 4's value norm */
+    const float *ones;        /* [max(max_head_dim, n_embd)] of 1: the weight of Gemma 4's value
+                                 norm and router norm */
     /* Gemma 4 per-layer inputs (hp.n_embd_per_layer = P > 0): */
     tn_weight pl_tok_embd;    /* [n_vocab][n_layer * P]: stays in the mapped file, read
                                  one row per token (never repacked) */
@@ -192,6 +203,7 @@ struct tn_ctx {
     int32_t *moe_count; /* [n_expert + 1] start of each expert's group in moe_list */
     float *moe_in;     /* [U][n_embd] the rows of one expert, gathered */
     float *moe_y;      /* [U][K][n_embd] each chosen expert's output per row */
+    float *moe_dense;  /* [U][n_embd] Gemma 4: the dense branch's normed output */
     int32_t ub_rows; /* rows the scratch above holds (U): TN_UBATCH, more once an
                         image span had to run as one pass (tn_ctx_decode_embd) */
     /* Hidden-state capture (speculation drafters read these). */

@@ -274,7 +274,7 @@ typedef enum tn_arch {
     TN_ARCH_LLAMA = 0,  /* Llama 2/3, Mistral-style */
     TN_ARCH_QWEN3 = 1,
     TN_ARCH_GEMMA3 = 2,
-    TN_ARCH_GEMMA4 = 3, /* the dense Gemma 4 models (E2B, E4B, 31B) */
+    TN_ARCH_GEMMA4 = 3, /* the Gemma 4 models (E2B, E4B, 31B; 26B-A4B with experts) */
     TN_ARCH_QWEN3MOE = 4, /* Qwen3 mixture of experts (30B-A3B, 235B-A22B) */
 } tn_arch;
 
@@ -832,16 +832,18 @@ typedef struct tn_mkmodel_params {
     bool double_wide_ffn;   /* shared-KV layers have a 2 x n_ff feed-forward */
     const char *vocab_gguf; /* copy the tokenizer.* metadata of this GGUF (its vocabulary
                                and chat template) instead of `tokenizer` */
-    /* qwen3moe only: every layer's feed-forward is n_expert experts of width
+    /* qwen3moe: every layer's feed-forward is n_expert experts of width
      * n_ff_exp, n_expert_used per token (n_ff is written as
-     * feed_forward_length, unused by the forward pass). */
+     * feed_forward_length, unused by the forward pass). gemma4 with
+     * n_expert > 0: the 26B-A4B layout, the experts beside the dense n_ff
+     * feed-forward of every layer. */
     int64_t n_expert;
     int64_t n_expert_used;
     int64_t n_ff_exp;
 } tn_mkmodel_params;
 
-/* Real shapes of a published model: "gemma4-e2b", "gemma4-e4b", "gemma4-31b",
- * "qwen3-30b-a3b" (arch, every dimension; type, vocabulary and seed are left as they are).
+/* Real shapes of a published model: "gemma4-e2b", "gemma4-e4b", "gemma4-26b-a4b",
+ * "gemma4-31b", "qwen3-30b-a3b" (arch, every dimension; type, vocabulary and seed are left as they are).
  * TN_ERR_INVALID for an unknown name. */
 int tn_mkmodel_preset(tn_mkmodel_params *p, const char *name);
 

@@ -2,8 +2,8 @@
  *
  * On small random-weight models written with tn_mkmodel (the synthetic
  * vocabulary with a ChatML template, and the real Qwen3 vocabulary when it
- * was fetched, thinking on and off; a Gemma 4 and a qwen3moe mixture of
- * experts on the synthetic vocabulary):
+ * was fetched, thinking on and off; a Gemma 4, a qwen3moe mixture of
+ * experts and a Gemma 4 with 26B-A4B's mixture on the synthetic vocabulary):
  *   - requests A, B, A, B, A (greedy and seeded sampling): every A identical,
  *     every B identical, each equal to the answer of a fresh session that
  *     pinned the same prompt, and again after the pin is reloaded from disk
@@ -691,6 +691,15 @@ int main(void) {
         chat(&moe);
     }
     tn_model_free(moe.model);
+
+    /* Gemma 4 26B-A4B's layers: the dense feed-forward beside a mixture. */
+    fixture g4moe = {0};
+    if (make_model(&g4moe, "gemma4moe", "gemma4moe", NULL, 17)) {
+        abab(&g4moe, false, false);
+        abab(&g4moe, false, true);
+        chat(&g4moe);
+    }
+    tn_model_free(g4moe.model);
 
     const char *vocab = tn_test_vocab("qwen3");
     if (vocab) {

@@ -125,6 +125,11 @@ static const char *tmp_path(const char *name) {
 static tn_model *make_model(const char *file, const char *arch, const char *type, int64_t embd,
                             int64_t layers, uint64_t seed, float logit_scale) {
     tn_mkmodel_params p = tn_mkmodel_default_params();
+    /* gemma4moe: the gemma4 model below with 26B-A4B's mixture beside each
+     * dense feed-forward (8 experts, 2 per token) */
+    const bool g4moe = !strcmp(arch, "gemma4moe");
+    if (g4moe)
+        arch = "gemma4";
     p.arch = arch;
     p.type = type;
     p.n_embd = embd;
@@ -135,7 +140,7 @@ static tn_model *make_model(const char *file, const char *arch, const char *type
     p.n_ff = 2 * embd;
     p.n_ctx = 2048;
     p.sliding_window = 16; /* gemma3: short enough to matter in these contexts */
-    if (!strcmp(arch, "qwen3moe")) {
+    if (!strcmp(arch, "qwen3moe") || g4moe) {
         /* 8 experts, 2 per token: verify batches group rows by expert */
         p.n_expert = 8;
         p.n_expert_used = 2;
@@ -2066,6 +2071,8 @@ int main(int argc, char **argv) {
         greedy_suite("gemma4");
     if (all || !strcmp(what, "greedy-qwen3moe"))
         greedy_suite("qwen3moe");
+    if (all || !strcmp(what, "greedy-gemma4moe"))
+        greedy_suite("gemma4moe");
     if (all || !strcmp(what, "sampling")) {
         sampling_rule();
         sampling_model();

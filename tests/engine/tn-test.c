@@ -10,6 +10,15 @@ int tn_test_checks;
 
 tn_mkmodel_params tn_test_tiny_model(const char *arch, uint64_t seed) {
     tn_mkmodel_params p = tn_mkmodel_default_params();
+    /* gemma4moe: the gemma4 model below with Gemma 4 26B-A4B's mixture (8
+     * experts, 2 per token) beside each dense feed-forward */
+    const bool g4moe = !strcmp(arch, "gemma4moe");
+    if (g4moe) {
+        arch = "gemma4";
+        p.n_expert = 8;
+        p.n_expert_used = 2;
+        p.n_ff_exp = 64;
+    }
     p.arch = arch;
     p.type = "q8_0";
     p.n_embd = 64;
