@@ -102,6 +102,46 @@ set_pending (TernComposer *self,
 
 /* The tokens a, decoded, costs under the current budget; negative with
  * error set when the projector refuses its size. */
+/* The budget the pictures are sent with: the preference, or, at 0
+ * ("Auto"), what the worker says automatic means in the current mode. */
+static int
+effective_budget (TernComposer *self)
+{
+  int budget = gtk_spin_button_get_value_as_int (self->image_tokens_spin);
+  g_autofree char *mode = NULL;
+
+  if (budget > 0 || self->worker == NULL)
+    return budget;
+  mode = g_settings_get_string (self->settings, "mode");
+  return tern_engine_worker_auto_image_budget (self->worker, g_strcmp0 (mode, "flash") == 0);
+}
+
+/* The spin shows "Auto" for 0 and reads it back. */
+static gboolean
+on_budget_output (GtkSpinButton *spin,
+                  gpointer       user_data)
+{
+  (void) user_data;
+  if (gtk_spin_button_get_value_as_int (spin) != 0)
+    return FALSE;
+  gtk_editable_set_text (GTK_EDITABLE (spin), C_("image budget", "Auto"));
+  return TRUE;
+}
+
+static int
+on_budget_input (GtkSpinButton *spin,
+                 double        *new_value,
+                 gpointer       user_data)
+{
+  const char *text = gtk_editable_get_text (GTK_EDITABLE (spin));
+
+  (void) user_data;
+  if (g_strcmp0 (text, C_("image budget", "Auto")) != 0 && g_ascii_strcasecmp (text, "auto") != 0)
+    return FALSE;
+  *new_value = 0;
+  return TRUE;
+}
+
 static int
 tokens_of (TernComposer  *self,
            Attachment    *a,
@@ -112,9 +152,8 @@ tokens_of (TernComposer  *self,
       g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_FAILED, no_vision_message (self));
       return -1;
     }
-  return tern_engine_worker_image_tokens (self->worker,
-                                          gtk_spin_button_get_value_as_int (self->image_tokens_spin),
-                                          a->width, a->height, error);
+  return tern_engine_worker_image_tokens (self->worker, effective_budget (self), a->width,
+                                          a->height, error);
 }
 
 /* The cost line: image tokens, and the prefill time they add at the
@@ -437,8 +476,7 @@ tern_composer_attach_bytes (TernComposer *self,
   d->bytes = g_bytes_ref (bytes);
   d->name = g_strdup (name);
   d->fit_side = self->worker != NULL
-                  ? tern_engine_worker_image_fit_side (self->worker,
-                                                       gtk_spin_button_get_value_as_int (self->image_tokens_spin))
+                  ? tern_engine_worker_image_fit_side (self->worker, effective_budget (self))
                   : 0;
   task = g_task_new (self, NULL, on_decoded, GUINT_TO_POINTER (a->serial));
   g_task_set_task_data (task, d, (GDestroyNotify) decode_free);
@@ -681,7 +719,7 @@ tern_composer_set_vision (TernComposer *self,
   self->vision_extra = MAX (extra_rows, 0);
   tern_composer_clear_images (self);
   if (native_tokens > 0)
-    gtk_spin_button_set_range (self->image_tokens_spin, 1, native_tokens);
+    gtk_spin_button_set_range (self->image_tokens_spin, 0, native_tokens);
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->attach_button),
                                native_tokens > 0 ? _("Add Image… (or drop or paste one)")
                                                  : _("This model cannot read images: it has no vision projector (a *mmproj*.gguf file beside the model)"));
@@ -707,7 +745,7 @@ int
 tern_composer_get_image_budget (TernComposer *self)
 {
   g_return_val_if_fail (TERN_IS_COMPOSER (self), 0);
-  return gtk_spin_button_get_value_as_int (self->image_tokens_spin);
+  return effective_budget (self);
 }
 
 char *
@@ -880,6 +918,10 @@ tern_composer_init (TernComposer *self)
                    G_SETTINGS_BIND_DEFAULT);
   g_signal_connect_swapped (self->image_tokens_spin, "value-changed", G_CALLBACK (update_cost),
                             self);
+  g_signal_connect (self->image_tokens_spin, "output", G_CALLBACK (on_budget_output), NULL);
+  g_signal_connect (self->image_tokens_spin, "input", G_CALLBACK (on_budget_input), NULL);
+  /* "Auto" means another budget in flash mode than in chat. */
+  g_signal_connect_swapped (self->settings, "changed::mode", G_CALLBACK (update_cost), self);
 
   keys = gtk_event_controller_key_new ();
   gtk_event_controller_set_propagation_phase (keys, GTK_PHASE_CAPTURE);

@@ -606,6 +606,10 @@ typedef struct {
   char *model_id; /* the file name without .gguf, as tern-cli serve names it */
   TernSampling suggested; /* the loaded model's own sampling (tern-sampling.h) */
   tn_vision *vision; /* the projector beside the model; NULL: none */
+  /* Encodings of recent pictures for this projector, keyed by the file's
+   * sha256 and the budget (docs/VISION.md): a picture sent again, or kept
+   * in a chat that is sent turn after turn, is encoded once. */
+  GQueue encodings; /* of Encoding, most recently used first */
 #ifdef TERN_HAVE_MANAGER
   /* Remote mode (docs/REMOTE.md): generation on a server; the local model,
    * if any, stays loaded but unused until the next load. */
@@ -867,6 +871,117 @@ find_projector (const char *model_path)
   return found;
 }
 
+typedef struct {
+  char *sha256;
+  int budget;
+  float *rows; /* [n_tokens][n_embd], malloc'd */
+  int n_tokens;
+  int n_embd;
+} Encoding;
+
+/* At most this many encodings are kept, and at most this many bytes of
+ * rows (a 1120-token Gemma 4 picture is about 11 MiB at 2,560 wide). */
+#define ENCODINGS_MAX 16
+#define ENCODINGS_MAX_BYTES ((gsize) 256 << 20)
+
+static guint encodings_made; /* for tests: tern_engine_worker_n_encoded */
+
+guint
+tern_engine_worker_n_encoded (void)
+{
+  return g_atomic_int_get (&encodings_made);
+}
+
+static void
+encoding_free (gpointer data)
+{
+  Encoding *e = data;
+
+  g_free (e->sha256);
+  free (e->rows);
+  g_free (e);
+}
+
+static void
+encodings_clear (Engine *engine)
+{
+  g_queue_clear_full (&engine->encodings, encoding_free);
+}
+
+/* A copy of the cached rows for (sha256, budget) in *rows (free()), or FALSE. */
+static gboolean
+encodings_get (Engine     *engine,
+               const char *sha256,
+               int         budget,
+               float     **rows,
+               int        *n_tokens)
+{
+  for (GList *l = engine->encodings.head; l != NULL; l = l->next)
+    {
+      Encoding *e = l->data;
+      gsize bytes;
+
+      if (e->budget != budget || strcmp (e->sha256, sha256) != 0)
+        continue;
+      bytes = (gsize) e->n_tokens * (gsize) e->n_embd * sizeof (float);
+      *rows = malloc (bytes);
+      if (*rows == NULL)
+        return FALSE;
+      memcpy (*rows, e->rows, bytes);
+      *n_tokens = e->n_tokens;
+      g_queue_unlink (&engine->encodings, l);
+      g_queue_push_head_link (&engine->encodings, l);
+      return TRUE;
+    }
+  return FALSE;
+}
+
+static void
+encodings_put (Engine      *engine,
+               const char  *sha256,
+               int          budget,
+               const float *rows,
+               int          n_tokens,
+               int          n_embd)
+{
+  gsize bytes = (gsize) n_tokens * (gsize) n_embd * sizeof (float), total = bytes;
+  Encoding *e;
+
+  if (bytes > ENCODINGS_MAX_BYTES)
+    return;
+  e = g_new0 (Encoding, 1);
+  e->rows = malloc (bytes);
+  if (e->rows == NULL)
+    {
+      g_free (e);
+      return;
+    }
+  memcpy (e->rows, rows, bytes);
+  e->sha256 = g_strdup (sha256);
+  e->budget = budget;
+  e->n_tokens = n_tokens;
+  e->n_embd = n_embd;
+  g_queue_push_head (&engine->encodings, e);
+  /* Drop the least recently used past either bound. */
+  for (GList *l = engine->encodings.head; l != NULL;)
+    {
+      GList *next = l->next;
+      Encoding *o = l->data;
+
+      if (l != engine->encodings.head)
+        {
+          total += (gsize) o->n_tokens * (gsize) o->n_embd * sizeof (float);
+          if (total > ENCODINGS_MAX_BYTES
+              || g_queue_link_index (&engine->encodings, l) >= ENCODINGS_MAX)
+            {
+              g_queue_delete_link (&engine->encodings, l);
+              encoding_free (o);
+            }
+        }
+      l = next;
+    }
+}
+
 /* Puts v in place of the projector (NULL: none), freeing the old one once
  * the main thread can no longer be asking it. */
 static void
@@ -878,6 +993,7 @@ set_vision (Engine    *engine,
   g_mutex_unlock (&engine->shared->lock);
   tn_vision_free (engine->vision);
   engine->vision = v;
+  encodings_clear (engine); /* they were the old projector's */
 }
 
 /* Loads the projector for the model just loaded and tells the UI what an
@@ -1454,7 +1570,8 @@ encode_images (Engine        *engine,
         tern_image_cache_load (bytes, name, tn_vision_input_side (engine->vision, budget),
                                &error);
       const TernImage *img = cached != NULL ? tern_cached_image_get (cached) : NULL;
-      float *rows;
+      g_autofree char *sha256 = NULL;
+      float *rows = NULL;
 
       if (img == NULL)
         {
@@ -1462,11 +1579,22 @@ encode_images (Engine        *engine,
           set_error (err, rc, error->message);
           break;
         }
+      out[i].n_embd = n_embd;
+      sha256 = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, bytes);
+      if (encodings_get (engine, sha256, budget, &rows, &out[i].n_tokens))
+        {
+          out[i].embd = rows;
+          continue;
+        }
       /* Gemma 4's count follows the image's size: tn_vision_encode_new counts. */
       rc = tn_vision_encode_new (engine->vision, img->rgb, img->width, img->height, budget,
                                  req->n_threads, &rows, &out[i].n_tokens, err);
       out[i].embd = rows;
-      out[i].n_embd = n_embd;
+      if (rc == TN_OK)
+        {
+          g_atomic_int_inc (&encodings_made);
+          encodings_put (engine, sha256, budget, rows, out[i].n_tokens, n_embd);
+        }
     }
   return rc;
 #else
@@ -2101,6 +2229,21 @@ tern_engine_worker_image_fit_side (TernEngineWorker *self,
     side = tn_vision_input_side (self->shared->vision, snap_budget (self->shared->vision, budget));
   g_mutex_unlock (&self->shared->lock);
   return side;
+}
+
+int
+tern_engine_worker_auto_image_budget (TernEngineWorker *self,
+                                      gboolean          flash)
+{
+  const int *list = NULL;
+  int n_list = 0;
+
+  g_return_val_if_fail (TERN_IS_ENGINE_WORKER (self), 0);
+  g_mutex_lock (&self->shared->lock);
+  if (self->shared->vision != NULL)
+    n_list = tn_vision_budgets (self->shared->vision, &list);
+  g_mutex_unlock (&self->shared->lock);
+  return flash && n_list > 0 ? list[0] : 0;
 }
 
 int

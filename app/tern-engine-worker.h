@@ -279,6 +279,13 @@ void              tern_engine_worker_shutdown          (TernEngineWorker      *s
  * from the main thread while the engine thread works (tn_vision is
  * immutable; the worker swaps it under a lock). budget is the preference:
  * snapped to one Gemma 4 takes, as the worker does at send. */
+/* The budget "automatic" (the image-tokens preference at 0) stands for:
+ * in flash mode, the smallest budget of a projector that takes several
+ * (Gemma 4's 70, the seed's flash budget, as tern-cli --single-turn and
+ * the server's single-turn requests); otherwise 0, the projector's most
+ * (Gemma 4's 1120, Gemma 3's native 256). */
+int               tern_engine_worker_auto_image_budget (TernEngineWorker      *self,
+                                                        gboolean               flash);
 /* The side to fit a picture to before encoding (tn_vision_input_side;
  * 0: unscaled, Gemma 4's and without a projector). */
 int               tern_engine_worker_image_fit_side    (TernEngineWorker      *self,
@@ -296,5 +303,9 @@ int               tern_engine_worker_image_tokens      (TernEngineWorker      *s
 /* The sampling the loaded model suggests (tern-sampling.h; every field
  * below 0 when none), as of the last "model-loaded" without an error. */
 const TernSampling *tern_engine_worker_get_suggested_sampling (TernEngineWorker *self);
+
+/* Pictures encoded by the projector since the process started, encodings
+ * reused from the worker's cache not counted (tests). */
+guint tern_engine_worker_n_encoded (void);
 
 G_END_DECLS

@@ -20,6 +20,7 @@
 #include "tern.h"
 #include "tern-application.h"
 #include "tern-composer.h"
+#include "tern-engine-worker.h"
 #include "tern-image-cache.h"
 
 static gboolean
@@ -156,7 +157,7 @@ main (int   argc,
   GSettings *settings;
   TernWindow *w;
   int c70, c140, c_small, per = 0, total = 0, extra;
-  guint decoded;
+  guint decoded, encoded;
 
   (void) argc;
   (void) argv;
@@ -283,6 +284,40 @@ main (int   argc,
           && total == c140 + extra,
           "cost line \"%s\": the engine says %d tokens", tern_window_get_image_cost_text (w), c140);
 
+  /* Auto (0): 70 in flash mode for a projector that takes several budgets
+   * (the seed's flash budget), the projector's most in chat mode. */
+  {
+    int c_auto_chat = engine_count (mmproj, 0, 200, 130);
+
+    g_settings_set_int (settings, "image-tokens", 0);
+    spin_for (0.1);
+    fprintf (stderr, "cost at auto, flash: %s\n", tern_window_get_image_cost_text (w));
+    {
+      g_autofree char *shot = g_build_filename (g_getenv ("TERN_SCREENSHOT_DIR") != NULL
+                                                  ? g_getenv ("TERN_SCREENSHOT_DIR")
+                                                  : tmp,
+                                                "composer-auto.png", NULL);
+
+      CHECK (app_test_save_screenshot (GTK_WIDGET (w), shot));
+      fprintf (stderr, "screenshot: %s\n", shot);
+    }
+    CHECKF (parse_each (tern_window_get_image_cost_text (w), &per, &total) && per == c70,
+            "auto in flash: \"%s\", the engine says %d at 70", tern_window_get_image_cost_text (w),
+            c70);
+    g_settings_set_string (settings, "mode", "chat");
+    spin_for (0.1);
+    fprintf (stderr, "cost at auto, chat: %s (engine at 0: %d)\n",
+             tern_window_get_image_cost_text (w), c_auto_chat);
+    CHECKF (c_auto_chat > 0 && c_auto_chat != c70, "the projector's most (%d) must differ from 70's (%d)",
+            c_auto_chat, c70);
+    CHECKF (parse_each (tern_window_get_image_cost_text (w), &per, &total) && per == c_auto_chat,
+            "auto in chat: \"%s\", the engine says %d", tern_window_get_image_cost_text (w),
+            c_auto_chat);
+    g_settings_set_string (settings, "mode", "flash");
+    g_settings_set_int (settings, "image-tokens", 140);
+    spin_for (0.1);
+  }
+
   /* A second picture, of another size: the line gives the sum of the
    * engine's counts ("tokens each" only when they are the same). */
   small = g_build_filename (tmp, "small.png", NULL);
@@ -305,6 +340,7 @@ main (int   argc,
   /* Sent: the worker finds both pictures decoded (no decode at send), and
    * the prompt holds their tokens. */
   decoded = tern_image_cache_n_decoded ();
+  encoded = tern_engine_worker_n_encoded ();
   tern_window_set_composer_text (w, "What is in these pictures?");
   activate (w, "send", NULL);
   CHECK (tern_window_is_generating (w));
@@ -323,6 +359,25 @@ main (int   argc,
     if (m != NULL)
       fprintf (stderr, "sent: prompt %d tokens (%d of them the images)\n", m->stats.prompt_tokens,
                c140 + c_small);
+  }
+  CHECKF (tern_engine_worker_n_encoded () - encoded == 2, "%u encodings for two pictures",
+          tern_engine_worker_n_encoded () - encoded);
+
+  /* The same picture sent again at the same budget reuses its encoding
+   * (keyed by content and budget), in flash and in chat mode alike. */
+  encoded = tern_engine_worker_n_encoded ();
+  CHECK (attach (w, wide));
+  tern_window_set_composer_text (w, "And this one again?");
+  activate (w, "send", NULL);
+  CHECK (wait_for (w, not_generating, 120));
+  CHECKF (tern_engine_worker_n_encoded () == encoded, "%u encodings for a picture sent again",
+          tern_engine_worker_n_encoded () - encoded);
+  {
+    TernChat *chat = tern_window_get_chat (w);
+    guint n = tern_chat_get_n_messages (chat);
+    TernMessage *m = n ? tern_chat_get_message (chat, n - 1) : NULL;
+
+    CHECKF (m != NULL && m->error == NULL, "error: %s", m ? m->error : "(no answer)");
   }
 
 out:
