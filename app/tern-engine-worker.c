@@ -28,6 +28,7 @@
 #include "tern-remote.h"
 #endif
 #ifdef TERN_HAVE_IMAGEIO
+#include "tern-embed-cache.h"
 #include "tern-image.h"
 #include "tern-image-cache.h"
 #endif
@@ -606,10 +607,13 @@ typedef struct {
   char *model_id; /* the file name without .gguf, as tern-cli serve names it */
   TernSampling suggested; /* the loaded model's own sampling (tern-sampling.h) */
   tn_vision *vision; /* the projector beside the model; NULL: none */
+#ifdef TERN_HAVE_IMAGEIO
   /* Encodings of recent pictures for this projector, keyed by the file's
    * sha256 and the budget (docs/VISION.md): a picture sent again, or kept
-   * in a chat that is sent turn after turn, is encoded once. */
-  GQueue encodings; /* of Encoding, most recently used first */
+   * in a chat that is sent turn after turn, is encoded once. Made on first
+   * use. */
+  TernEmbedCache *encodings;
+#endif
 #ifdef TERN_HAVE_MANAGER
   /* Remote mode (docs/REMOTE.md): generation on a server; the local model,
    * if any, stays loaded but unused until the next load. */
@@ -871,14 +875,6 @@ find_projector (const char *model_path)
   return found;
 }
 
-typedef struct {
-  char *sha256;
-  int budget;
-  float *rows; /* [n_tokens][n_embd], malloc'd */
-  int n_tokens;
-  int n_embd;
-} Encoding;
-
 /* At most this many encodings are kept, and at most this many bytes of
  * rows (a 1120-token Gemma 4 picture is about 11 MiB at 2,560 wide). */
 #define ENCODINGS_MAX 16
@@ -892,96 +888,6 @@ tern_engine_worker_n_encoded (void)
   return g_atomic_int_get (&encodings_made);
 }
 
-static void
-encoding_free (gpointer data)
-{
-  Encoding *e = data;
-
-  g_free (e->sha256);
-  free (e->rows);
-  g_free (e);
-}
-
-static void
-encodings_clear (Engine *engine)
-{
-  g_queue_clear_full (&engine->encodings, encoding_free);
-}
-
-/* A copy of the cached rows for (sha256, budget) in *rows (free()), or FALSE. */
-static gboolean
-encodings_get (Engine     *engine,
-               const char *sha256,
-               int         budget,
-               float     **rows,
-               int        *n_tokens)
-{
-  for (GList *l = engine->encodings.head; l != NULL; l = l->next)
-    {
-      Encoding *e = l->data;
-      gsize bytes;
-
-      if (e->budget != budget || strcmp (e->sha256, sha256) != 0)
-        continue;
-      bytes = (gsize) e->n_tokens * (gsize) e->n_embd * sizeof (float);
-      *rows = malloc (bytes);
-      if (*rows == NULL)
-        return FALSE;
-      memcpy (*rows, e->rows, bytes);
-      *n_tokens = e->n_tokens;
-      g_queue_unlink (&engine->encodings, l);
-      g_queue_push_head_link (&engine->encodings, l);
-      return TRUE;
-    }
-  return FALSE;
-}
-
-static void
-encodings_put (Engine      *engine,
-               const char  *sha256,
-               int          budget,
-               const float *rows,
-               int          n_tokens,
-               int          n_embd)
-{
-  gsize bytes = (gsize) n_tokens * (gsize) n_embd * sizeof (float), total = bytes;
-  Encoding *e;
-
-  if (bytes > ENCODINGS_MAX_BYTES)
-    return;
-  e = g_new0 (Encoding, 1);
-  e->rows = malloc (bytes);
-  if (e->rows == NULL)
-    {
-      g_free (e);
-      return;
-    }
-  memcpy (e->rows, rows, bytes);
-  e->sha256 = g_strdup (sha256);
-  e->budget = budget;
-  e->n_tokens = n_tokens;
-  e->n_embd = n_embd;
-  g_queue_push_head (&engine->encodings, e);
-  /* Drop the least recently used past either bound. */
-  for (GList *l = engine->encodings.head; l != NULL;)
-    {
-      GList *next = l->next;
-      Encoding *o = l->data;
-
-      if (l != engine->encodings.head)
-        {
-          total += (gsize) o->n_tokens * (gsize) o->n_embd * sizeof (float);
-          if (total > ENCODINGS_MAX_BYTES
-              || g_queue_link_index (&engine->encodings, l) >= ENCODINGS_MAX)
-            {
-              g_queue_delete_link (&engine->encodings, l);
-              encoding_free (o);
-            }
-        }
-      l = next;
-    }
-}
-
 /* Puts v in place of the projector (NULL: none), freeing the old one once
  * the main thread can no longer be asking it. */
 static void
@@ -993,7 +899,13 @@ set_vision (Engine    *engine,
   g_mutex_unlock (&engine->shared->lock);
   tn_vision_free (engine->vision);
   engine->vision = v;
-  encodings_clear (engine); /* they were the old projector's */
+#ifdef TERN_HAVE_IMAGEIO
+  /* They were the old projector's; none is kept once there is none. */
+  if (v == NULL)
+    g_clear_pointer (&engine->encodings, tern_embed_cache_free);
+  else if (engine->encodings != NULL)
+    tern_embed_cache_clear (engine->encodings);
+#endif
 }
 
 /* Loads the projector for the model just loaded and tells the UI what an
@@ -1581,7 +1493,10 @@ encode_images (Engine        *engine,
         }
       out[i].n_embd = n_embd;
       sha256 = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, bytes);
-      if (encodings_get (engine, sha256, budget, &rows, &out[i].n_tokens))
+      if (engine->encodings == NULL)
+        engine->encodings = tern_embed_cache_new (ENCODINGS_MAX, ENCODINGS_MAX_BYTES);
+      rows = tern_embed_cache_get (engine->encodings, sha256, budget, &out[i].n_tokens);
+      if (rows != NULL)
         {
           out[i].embd = rows;
           continue;
@@ -1593,7 +1508,7 @@ encode_images (Engine        *engine,
       if (rc == TN_OK)
         {
           g_atomic_int_inc (&encodings_made);
-          encodings_put (engine, sha256, budget, rows, out[i].n_tokens, n_embd);
+          tern_embed_cache_put (engine->encodings, sha256, budget, rows, out[i].n_tokens, n_embd);
         }
     }
   return rc;

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #ifdef TERN_HAVE_IMAGEIO
+#include "tern-embed-cache.h"
 #include "tern-image.h"
 #endif
 
@@ -32,6 +33,8 @@
  * to minutes on a CPU, docs/VISION.md), so the last few are kept. Gemma 3 4B:
  * 256 x 2560 floats, 2.6 MiB each. */
 #define IMAGE_CACHE_SIZE 8
+/* and at most this many bytes of them (Gemma 4 31B at 1120 tokens: 23 MiB). */
+#define IMAGE_CACHE_BYTES ((gsize)512 << 20)
 #define DEFAULT_PINS 4
 /* OpenAI's default for the legacy completions endpoint: a raw continuation
  * of a base model may never reach an end token. */
@@ -63,15 +66,6 @@ typedef struct job_image {
     float *cached; /* rows found in the encoding cache instead (a copy): not decoded */
     int cached_n;  /* their token count (Gemma 4's follows the image's size) */
 } job_image;
-
-/* An encoding kept for reuse (see IMAGE_CACHE_SIZE). */
-typedef struct image_cache_entry {
-    char *key; /* NULL: empty */
-    int budget;
-    float *rows; /* [n_tokens][n_embd] */
-    int n_tokens, n_embd;
-    guint64 used;
-} image_cache_entry;
 
 typedef struct job {
     gint refs;
@@ -174,10 +168,11 @@ struct tern_server {
     /* Images: decoded by this pool (inside tern_server_run), encoded on the
      * worker with cfg.n_threads threads. */
     GThreadPool *decode_pool;
-    GMutex cache_lock; /* guards the cache: looked up by the decode threads,
-                          filled by the worker */
-    image_cache_entry cache[IMAGE_CACHE_SIZE];
-    guint64 cache_clock;
+#ifdef TERN_HAVE_IMAGEIO
+    /* Encodings kept for reuse (see IMAGE_CACHE_SIZE): looked up by the
+     * decode threads, filled by the worker (it locks itself). */
+    TernEmbedCache *encodings;
+#endif
 
     /* The engine side. */
     GAsyncQueue *queue;
@@ -484,53 +479,16 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
 }
 
 #ifdef TERN_HAVE_IMAGEIO
-/* A copy of the rows encoded for (key, budget), or NULL; *n_tokens gets
- * their count. */
+/* A copy of the rows encoded for (key, budget) (malloc'd, as
+ * tn_vision_encode_new's rows: a job frees both with free()), or NULL;
+ * *n_tokens gets their count. */
 static float *cache_get(tern_server *srv, const char *key, int budget, int *n_tokens) {
-    float *rows = NULL;
-    g_mutex_lock(&srv->cache_lock);
-    for (int i = 0; i < IMAGE_CACHE_SIZE; i++) {
-        image_cache_entry *e = &srv->cache[i];
-        if (e->key && e->budget == budget && !strcmp(e->key, key)) {
-            /* malloc, as tn_vision_encode_new's rows: a job frees both with free(). */
-            rows = malloc((size_t)e->n_tokens * (size_t)e->n_embd * sizeof(float));
-            if (rows)
-                memcpy(rows, e->rows, (size_t)e->n_tokens * (size_t)e->n_embd * sizeof(float));
-            *n_tokens = e->n_tokens;
-            e->used = ++srv->cache_clock;
-            break;
-        }
-    }
-    g_mutex_unlock(&srv->cache_lock);
-    return rows;
+    return tern_embed_cache_get(srv->encodings, key, budget, n_tokens);
 }
 
-/* Keeps a copy of rows, replacing the least recently used entry. */
 static void cache_put(tern_server *srv, const char *key, int budget, const float *rows,
                       int n_tokens, int n_embd) {
-    const gsize bytes = (gsize)n_tokens * (gsize)n_embd * sizeof(float);
-    float *copy = g_try_malloc(bytes);
-    if (!copy || !key) {
-        g_free(copy);
-        return;
-    }
-    memcpy(copy, rows, bytes);
-    g_mutex_lock(&srv->cache_lock);
-    image_cache_entry *slot = &srv->cache[0];
-    for (int i = 0; i < IMAGE_CACHE_SIZE; i++) {
-        image_cache_entry *e = &srv->cache[i];
-        if (!e->key || (e->budget == budget && !strcmp(e->key, key))) {
-            slot = e;
-            break;
-        }
-        if (e->used < slot->used)
-            slot = e;
-    }
-    g_free(slot->key);
-    g_free(slot->rows);
-    *slot = (image_cache_entry){g_strdup(key), budget, copy, n_tokens, n_embd,
-                                ++srv->cache_clock};
-    g_mutex_unlock(&srv->cache_lock);
+    tern_embed_cache_put(srv->encodings, key, budget, rows, n_tokens, n_embd);
 }
 #endif
 
@@ -2680,7 +2638,9 @@ tern_server *tern_server_new(const tn_model *model, const tern_server_config *co
     g_snprintf(srv->id_base, sizeof srv->id_base, "%08x%08x", g_random_int(), g_random_int());
     g_mutex_init(&srv->current_lock);
     g_mutex_init(&srv->quit_lock);
-    g_mutex_init(&srv->cache_lock);
+#ifdef TERN_HAVE_IMAGEIO
+    srv->encodings = tern_embed_cache_new(IMAGE_CACHE_SIZE, IMAGE_CACHE_BYTES);
+#endif
     srv->queue = g_async_queue_new();
     srv->context = config->context ? g_main_context_ref(config->context) : g_main_context_new();
     srv->loop = g_main_loop_new(srv->context, FALSE);
@@ -2875,11 +2835,9 @@ void tern_server_free(tern_server *srv) {
     g_main_loop_unref(srv->loop);
     g_main_context_unref(srv->context);
     g_async_queue_unref(srv->queue);
-    for (int i = 0; i < IMAGE_CACHE_SIZE; i++) {
-        g_free(srv->cache[i].key);
-        g_free(srv->cache[i].rows);
-    }
-    g_mutex_clear(&srv->cache_lock);
+#ifdef TERN_HAVE_IMAGEIO
+    tern_embed_cache_free(srv->encodings);
+#endif
     g_mutex_clear(&srv->current_lock);
     g_mutex_clear(&srv->quit_lock);
     g_free(srv->host);

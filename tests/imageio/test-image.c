@@ -6,10 +6,13 @@
  * .png, a data: URI, and hostile headers (SVG, TIFF, JPEGs cut short or
  * declaring 8000 x 8000 pixels in 324 bytes, a WebP cut short).
  */
+#include "tern-embed-cache.h"
 #include "tern-image.h"
 #include "tn-test.h"
 
 #include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -579,7 +582,113 @@ static void hostile_headers(void) {
     g_clear_error(&e);
 }
 
+/* The encodings cache the server and the app share: copies out, keyed by
+ * content and budget, bounded by entries and bytes, least recently used
+ * first out, and safe from several threads. */
+static float *rows_of(int n_tokens, int n_embd, float base) {
+    float *r = malloc(sizeof(float) * (size_t)n_tokens * (size_t)n_embd);
+    for (int i = 0; r && i < n_tokens * n_embd; i++)
+        r[i] = base + (float)i;
+    return r;
+}
+
+static bool holds(TernEmbedCache *c, const char *key, int budget, int n_tokens, int n_embd,
+                  float base) {
+    int n = -1;
+    float *got = tern_embed_cache_get(c, key, budget, &n);
+    bool ok = got && n == n_tokens;
+    for (int i = 0; ok && i < n_tokens * n_embd; i++)
+        ok = got[i] == base + (float)i;
+    free(got);
+    return ok;
+}
+
+typedef struct {
+    TernEmbedCache *cache;
+    int seed;
+} hammer_arg;
+
+static gpointer hammer(gpointer data) {
+    hammer_arg *a = data;
+    float *r = rows_of(4, 8, (float)a->seed);
+    for (int i = 0; i < 2000; i++) {
+        char key[32];
+        g_snprintf(key, sizeof key, "k%d", (i * 7 + a->seed) % 13);
+        if (i % 3 == 0) {
+            tern_embed_cache_put(a->cache, key, i % 2, r, 4, 8);
+        } else {
+            int n = 0;
+            free(tern_embed_cache_get(a->cache, key, i % 2, &n));
+        }
+        if (i % 500 == 499)
+            tern_embed_cache_clear(a->cache);
+    }
+    free(r);
+    return NULL;
+}
+
+static void embed_cache(void) {
+    TernEmbedCache *c = tern_embed_cache_new(3, 1 << 20);
+    float *a = rows_of(2, 4, 1), *b = rows_of(3, 4, 100);
+    int n = -7;
+    CHECK(tern_embed_cache_get(c, "a", 70, &n) == NULL && n == -7);
+    tern_embed_cache_put(c, "a", 70, a, 2, 4);
+    a[0] = -1; /* the cache holds its own copy */
+    CHECK(holds(c, "a", 70, 2, 4, 1));
+    CHECK(tern_embed_cache_get(c, "a", 140, &n) == NULL); /* the budget is part of the key */
+    tern_embed_cache_put(c, "a", 70, b, 3, 4);           /* same key and budget: replaced */
+    CHECK(holds(c, "a", 70, 3, 4, 100) && tern_embed_cache_size(c) == 1);
+    /* Entries bound (3): "a" used last stays, the least recently used goes. */
+    tern_embed_cache_put(c, "b", 70, b, 3, 4);
+    tern_embed_cache_put(c, "c", 70, b, 3, 4);
+    CHECK(holds(c, "a", 70, 3, 4, 100));
+    tern_embed_cache_put(c, "d", 70, b, 3, 4);
+    CHECK(tern_embed_cache_size(c) == 3);
+    CHECK(tern_embed_cache_get(c, "b", 70, &n) == NULL);
+    CHECK(holds(c, "a", 70, 3, 4, 100) && holds(c, "c", 70, 3, 4, 100) &&
+          holds(c, "d", 70, 3, 4, 100));
+    /* Garbage in: nothing kept, nothing read. */
+    tern_embed_cache_put(c, NULL, 70, b, 3, 4);
+    tern_embed_cache_put(c, "e", 70, NULL, 3, 4);
+    tern_embed_cache_put(c, "e", 70, b, 0, 4);
+    tern_embed_cache_put(c, "e", 70, b, -3, 4);
+    CHECK(tern_embed_cache_get(c, NULL, 70, &n) == NULL && tern_embed_cache_size(c) == 3);
+    tern_embed_cache_clear(c);
+    CHECK(tern_embed_cache_size(c) == 0 && tern_embed_cache_get(c, "a", 70, &n) == NULL);
+    tern_embed_cache_free(c);
+
+    /* Bytes bound: 3 entries of 48 bytes in 100 bytes keep 2; one entry
+     * larger than the bound is not kept at all. */
+    c = tern_embed_cache_new(8, 100);
+    tern_embed_cache_put(c, "x", 1, b, 3, 4);
+    tern_embed_cache_put(c, "y", 1, b, 3, 4);
+    tern_embed_cache_put(c, "z", 1, b, 3, 4);
+    CHECK(tern_embed_cache_size(c) == 2 && tern_embed_cache_get(c, "x", 1, &n) == NULL);
+    float *big = rows_of(10, 4, 0);
+    tern_embed_cache_put(c, "big", 1, big, 10, 4);
+    CHECK(tern_embed_cache_get(c, "big", 1, &n) == NULL && tern_embed_cache_size(c) == 2);
+    free(big);
+    tern_embed_cache_free(c);
+    free(a);
+    free(b);
+
+    /* Four threads putting, getting and clearing at once. */
+    c = tern_embed_cache_new(5, 1 << 20);
+    GThread *t[4];
+    hammer_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (hammer_arg){c, i};
+        t[i] = g_thread_new("hammer", hammer, &args[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        g_thread_join(t[i]);
+    CHECK(tern_embed_cache_size(c) <= 5);
+    tern_embed_cache_free(c);
+    tern_embed_cache_free(NULL);
+}
+
 int main(void) {
+    embed_cache();
     hand_pngs();
     alpha_png();
     exif_jpeg();
