@@ -1390,6 +1390,14 @@ static bool call_arguments(JsonObject *fn, const char *where, char **out, char *
         return false;
     }
     const char *text = json_node_get_string(n);
+    /* The body's own depth check does not look inside strings, and
+     * json-glib's parser recurses once per level: 300,000 '[' here
+     * overflowed the stack and took the server down. */
+    if (!tn_json_depth_ok(text, strlen(text), MAX_JSON_DEPTH)) {
+        *why = g_strdup_printf("%s.arguments is nested deeper than %d levels", where,
+                               MAX_JSON_DEPTH);
+        return false;
+    }
     JsonParser *parser = json_parser_new();
     GError *e = NULL;
     bool ok = json_parser_load_from_data(parser, text, -1, &e) && json_parser_get_root(parser);

@@ -151,6 +151,12 @@ refused("no function name", with_function(name=None), "tool_calls[0].function.na
 refused("a name that is a list", with_function(name=["f"]), "tool_calls[0].function.name")
 refused("arguments that are not JSON", with_function(arguments="{city: Paris"),
         "tool_calls[0].function.arguments")
+# JSON text nested past any limit inside the arguments string (the body's
+# own depth check does not look inside strings): a 400, not a crash.
+refused("arguments nested 300,000 deep", with_function(arguments="[" * 300000 + "]" * 300000),
+        "tool_calls[0].function.arguments")
+refused("arguments nested 129 deep", with_function(arguments="[" * 129 + "]" * 129),
+        "tool_calls[0].function.arguments")
 refused("arguments that are a number", with_function(arguments=5),
         "tool_calls[0].function.arguments")
 msgs = agent()
