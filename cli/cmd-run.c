@@ -465,8 +465,8 @@ static bool chat_push(chat *c, const char *role, const char *content) {
     char *copy = strdup(content);
     if (!copy)
         return false;
-    c->msgs[c->n].role = role;
-    c->msgs[c->n].content = copy;
+    /* The whole message: fields left out (tool calls) must read as none. */
+    c->msgs[c->n] = (tn_session_message){.role = role, .content = copy};
     c->n++;
     return true;
 }
