@@ -1482,7 +1482,7 @@ encode_images (Engine        *engine,
         tern_image_cache_load (bytes, name, tn_vision_input_side (engine->vision, budget),
                                &error);
       const TernImage *img = cached != NULL ? tern_cached_image_get (cached) : NULL;
-      g_autofree char *sha256 = NULL;
+      const char *sha256;
       float *rows = NULL;
 
       if (img == NULL)
@@ -1492,7 +1492,7 @@ encode_images (Engine        *engine,
           break;
         }
       out[i].n_embd = n_embd;
-      sha256 = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, bytes);
+      sha256 = tern_cached_image_get_sha256 (cached);
       if (engine->encodings == NULL)
         engine->encodings = tern_embed_cache_new (ENCODINGS_MAX, ENCODINGS_MAX_BYTES);
       rows = tern_embed_cache_get (engine->encodings, sha256, budget, &out[i].n_tokens);

@@ -11,6 +11,10 @@
 
 struct _TernCachedImage {
   TernImage *image;
+  /* Of the file's bytes, computed once when decoded: the worker keys the
+   * picture's encodings by it, and Chat sends every earlier picture again
+   * at each turn. */
+  char *sha256;
 };
 
 typedef struct {
@@ -49,6 +53,12 @@ const TernImage *
 tern_cached_image_get (TernCachedImage *image)
 {
   return image->image;
+}
+
+const char *
+tern_cached_image_get_sha256 (TernCachedImage *image)
+{
+  return image->sha256;
 }
 
 static void

@@ -27,6 +27,8 @@ TernCachedImage *tern_image_cache_load      (GBytes           *bytes,
                                              int               fit_side,
                                              GError          **error);
 const TernImage *tern_cached_image_get      (TernCachedImage  *image);
+/* The sha256 of the file's bytes, hex, computed once when decoded. */
+const char      *tern_cached_image_get_sha256 (TernCachedImage *image);
 TernCachedImage *tern_cached_image_ref      (TernCachedImage  *image);
 void             tern_cached_image_unref    (TernCachedImage  *image);
 
