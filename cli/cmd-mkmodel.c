@@ -11,7 +11,8 @@ static void usage(FILE *out) {
               "         --embd N"
               " --layers N --heads N --kv-heads N --head-dim N --ff N [--ctx N] [--window N]\n"
               "         [--tokenizer PATH/tokenizer.json | --vocab-gguf FILE.gguf] [--seed S]\n"
-              "         [--tied] [--name NAME] [--logit-scale X] [-t THREADS] -o OUT.gguf\n"
+              "         [--tied] [--name NAME] [--logit-scale X] [-t THREADS] [--row-pool N]\n"
+              "         -o OUT.gguf\n"
               "       gemma4: [--preset gemma4-e2b|gemma4-e4b|gemma4-26b-a4b|gemma4-31b]\n"
               "         [--head-dim-swa N] [--kv-heads-full N] [--per-layer N] [--shared-kv N]\n"
               "         [--swa-period N] [--k-eq-v] [--double-wide] [--untied]"
@@ -110,12 +111,13 @@ int cmd_mkmodel(int argc, char **argv) {
                                          "--head-dim", "--ff", "--ctx", "--window", "--seed",
                                          "-t", "--head-dim-swa", "--kv-heads-full",
                                          "--per-layer", "--shared-kv", "--swa-period",
-                                         "--experts", "--experts-used", "--expert-ff"};
+                                         "--experts", "--experts-used", "--expert-ff",
+                                         "--row-pool"};
             int64_t *dst[] = {&p.n_embd, &p.n_layer, &p.n_head, &p.n_head_kv, &p.head_dim,
                               &p.n_ff, &p.n_ctx, &p.sliding_window, NULL, NULL,
                               &p.head_dim_swa, &p.n_head_kv_full, &p.n_embd_per_layer,
                               &p.n_shared_kv, &p.swa_period, &p.n_expert,
-                              &p.n_expert_used, &p.n_ff_exp};
+                              &p.n_expert_used, &p.n_ff_exp, &p.row_pool};
             size_t k = 0;
             while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k]))
                 k++;

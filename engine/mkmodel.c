@@ -416,6 +416,7 @@ typedef struct fill_job {
     uint64_t seed;
     uint8_t *dst;
     size_t row_bytes;
+    uint64_t rows; /* the rows quantized: all, or the pool's */
     int status;
 } fill_job;
 
@@ -450,7 +451,7 @@ static void fill_rows(fill_job *job, uint64_t r0, uint64_t r1, float *row) {
 static void *fill_thread_main(void *arg) {
     fill_thread *ft = arg;
     fill_job *job = ft->job;
-    uint64_t rows = job->t->ne[1] * job->t->ne[2];
+    uint64_t rows = job->rows;
     uint64_t r0 = rows * (uint64_t)ft->ith / (uint64_t)ft->nth;
     uint64_t r1 = rows * (uint64_t)(ft->ith + 1) / (uint64_t)ft->nth;
     float *row = malloc(job->t->ne[0] * sizeof *row);
@@ -471,14 +472,18 @@ typedef struct fill_ctx {
 static int fill_tensor(void *user, const char *name, void *dst, uint64_t nbytes, tn_error *err) {
     fill_ctx *fc = user;
     const tensor_plan *t = &fc->m->t[fc->index];
-    fill_job job = {.t = t, .seed = fc->m->p->seed, .dst = dst,
-                    .row_bytes = tn_type_row_bytes(t->type, t->ne[0])};
     const uint64_t rows = t->ne[1] * t->ne[2];
+    const uint64_t pool = fc->m->p->row_pool > 0 && (uint64_t)fc->m->p->row_pool < rows &&
+                                  t->kind == FILL_RANDOM
+                              ? (uint64_t)fc->m->p->row_pool
+                              : rows;
+    fill_job job = {.t = t, .seed = fc->m->p->seed, .dst = dst,
+                    .row_bytes = tn_type_row_bytes(t->type, t->ne[0]), .rows = pool};
     if (job.row_bytes * rows != nbytes)
         return tn_fail(err, TN_ERR_INVALID, "mkmodel: size mismatch for %s", name);
     int nth = fc->m->n_threads;
-    if ((uint64_t)nth > rows)
-        nth = (int)rows;
+    if ((uint64_t)nth > pool)
+        nth = (int)pool;
     if (nth < 1)
         nth = 1;
     pthread_t th[64];
@@ -500,6 +505,11 @@ static int fill_tensor(void *user, const char *name, void *dst, uint64_t nbytes,
     if (job.status)
         return tn_fail(err, job.status, "mkmodel: cannot produce %s as %s", name,
                        tn_type_name(t->type));
+    /* The rest of the rows: copies of the pool's, picked by the seed. */
+    uint64_t s = job.seed ^ name_hash(t->name) ^ 0x706f6f6cULL;
+    for (uint64_t r = pool; r < rows; r++)
+        memcpy(job.dst + r * job.row_bytes, job.dst + (splitmix(&s) % pool) * job.row_bytes,
+               job.row_bytes);
     return TN_OK;
 }
 

@@ -840,6 +840,11 @@ typedef struct tn_mkmodel_params {
     int64_t n_expert;
     int64_t n_expert_used;
     int64_t n_ff_exp;
+    /* > 0: each tensor quantizes only this many random rows and fills the
+     * rest with copies of them, chosen per row by the seed. For memory and
+     * speed measurements of full-size files (a 30B Q4_K_M quantized row by
+     * row takes hours here); the logits are not those of independent rows. */
+    int64_t row_pool;
 } tn_mkmodel_params;
 
 /* Real shapes of a published model: "gemma4-e2b", "gemma4-e4b", "gemma4-26b-a4b",

@@ -1455,6 +1455,60 @@ static void check_errors(void) {
 }
 
 /* A model from tn_mkmodel (the project's own writer) loads and runs. */
+/* --row-pool: every row of a large tensor is one of the pool's (byte for
+ * byte), the pool's rows differ, small tensors are whole, and the file runs. */
+static void check_mkmodel_row_pool(void) {
+    tn_mkmodel_params p = tn_mkmodel_default_params();
+    p.arch = "llama";
+    p.type = "q4_k_m";
+    p.n_embd = 256;
+    p.n_layer = 1;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = 64;
+    p.n_ff = 512;
+    p.n_threads = 2;
+    p.row_pool = 8;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/mk-pool.gguf", tn_test_tmpdir());
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, path, &err) == 0, "mkmodel --row-pool: %s", err.message);
+    tn_gguf *g = NULL;
+    CHECK(tn_gguf_open(path, &g, &err) == 0);
+    const tn_gguf_tensor *t = g ? tn_gguf_find_tensor(g, "blk.0.ffn_up.weight") : NULL;
+    CHECK(t != NULL);
+    if (t) {
+        const size_t rb = tn_type_row_bytes(t->type, (uint64_t)t->ne[0]);
+        const uint8_t *d = t->data;
+        int distinct = 0, unmatched = 0;
+        for (uint64_t r = 0; r < t->ne[1]; r++) {
+            bool seen = false;
+            for (uint64_t q = 0; q < 8 && !seen; q++)
+                seen = !memcmp(d + r * rb, d + q * rb, rb);
+            unmatched += !seen;
+        }
+        for (uint64_t q = 1; q < 8; q++)
+            distinct += memcmp(d, d + q * rb, rb) != 0;
+        CHECKF(unmatched == 0, "%d rows of ffn_up are not among the pool's 8", unmatched);
+        CHECKF(distinct == 7, "only %d of the pool's rows differ from row 0", distinct);
+    }
+    tn_gguf_close(g);
+    tn_model *m = NULL;
+    CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == 0, "load: %s", err.message);
+    if (m) {
+        tn_ctx *ctx = NULL;
+        CHECK(tn_ctx_new(m, 64, 1, &ctx, &err) == 0);
+        int32_t toks[4] = {1, 2, 3, 4};
+        float *lg = malloc(sizeof(float) * (size_t)tn_model_n_vocab(m));
+        CHECK(ctx && tn_ctx_decode(ctx, toks, 4, TN_LOGITS_LAST, lg, &err) == 0);
+        CHECK(isfinite(lg[0]));
+        free(lg);
+        tn_ctx_free(ctx);
+        tn_model_free(m);
+    }
+    remove(path);
+}
+
 static void check_mkmodel(void) {
     static const char *const archs[] = {"llama", "qwen3", "gemma3"};
     for (int a = 0; a < 3; a++) {
@@ -1679,6 +1733,7 @@ int main(int argc, char **argv) {
         check_layouts();
         check_errors();
         check_mkmodel();
+        check_mkmodel_row_pool();
         check_mkmodel_moe("qwen3moe");
         check_mkmodel_moe("gemma4");
         check_presets();
