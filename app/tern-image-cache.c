@@ -35,6 +35,7 @@ cached_image_clear (gpointer data)
   TernCachedImage *c = data;
 
   tern_image_free (c->image);
+  g_free (c->sha256);
 }
 
 TernCachedImage *
@@ -117,6 +118,7 @@ tern_image_cache_load (GBytes      *bytes,
     return NULL;
   found = g_atomic_rc_box_new0 (TernCachedImage);
   found->image = img;
+  found->sha256 = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, bytes);
 
   e = g_new0 (Entry, 1);
   e->bytes = g_bytes_ref (bytes);
