@@ -417,7 +417,12 @@ _tern_window_speculation_model_loaded (TernWindow *self)
   g_settings_set_string (self->settings, "last-model-tag", origin->tag ? origin->tag : "");
   if (origin->apply_flags && origin->tag != NULL)
     {
-      g_settings_set_string (self->settings, "mode", origin->single_turn ? "flash" : "chat");
+      /* A catalog tag and its -flash sibling differ by this flag; a Hub
+       * download ("hf:...") has no flash sibling and leaves the mode alone. */
+      if (origin->single_turn)
+        g_settings_set_string (self->settings, "mode", "flash");
+      else if (!g_str_has_prefix (origin->tag, "hf:"))
+        g_settings_set_string (self->settings, "mode", "chat");
       if (origin->draft_path != NULL && origin->speculation)
         {
           want = origin->draft_kind;

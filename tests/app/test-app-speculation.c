@@ -9,7 +9,8 @@
  *   in Preferences adds its drafter; a file that does not fit the model is
  *   refused with the engine's words, dropped from the list and the choice
  *   goes back to lookup, with the chat and the settings as they were;
- * - a tag without a draft lists only lookup and opens in chat mode.
+ * - a tag without a draft lists only lookup and opens in chat mode; a
+ *   Hugging Face download keeps the mode.
  * The models are what tern-cli mkmodel writes (random weights): a small
  * gemma4 target and its gemma4-assistant, a qwen3 model and its draft. */
 #include "app-test.h"
@@ -28,6 +29,7 @@
 
 #define MTP_TAG "gemma4:test-mtp-flash"
 #define PLAIN_TAG "gemma4:test"
+#define HUB_TAG "hf:someone--gemma-test--q8_0"
 
 static GSettings *
 settings_of (TernWindow *w)
@@ -237,7 +239,10 @@ make_store (const char *data_dir,
     " \"draft\": \"g4-mtp\", \"vision\": null, \"thinking\": false, \"single_turn\": true,"
     " \"draft_kind\": \"mtp\", \"speculation\": true, \"context_length\": 2048},\n"
     "  \"" PLAIN_TAG "\": {\"label\": \"Gemma 4 test\", \"base\": \"g4-base\", \"draft\": null,"
-    " \"vision\": null, \"thinking\": false, \"single_turn\": false, \"context_length\": 2048}},\n"
+    " \"vision\": null, \"thinking\": false, \"single_turn\": false, \"context_length\": 2048},\n"
+    "  \"" HUB_TAG "\": {\"label\": \"someone/gemma-test Q8_0\", \"base\": \"g4-base\","
+    " \"draft\": null, \"vision\": null, \"thinking\": false, \"single_turn\": false,"
+    " \"context_length\": 2048}},\n"
     " \"packages\": {\n"
     "  \"g4-base\": {\"complete\": true, \"files\": [{\"name\": \"target.gguf\", \"size\": %"
     G_GUINT64_FORMAT ", \"sha256\": null}]},\n"
@@ -506,6 +511,14 @@ test_plain_tag (TernWindow *w)
   expect_drafters (w, "prompt-lookup", PLAIN_TAG);
   mode = g_settings_get_string (settings, "mode");
   CHECKF (g_str_equal (mode, "chat"), "%s opened in %s mode", PLAIN_TAG, mode);
+
+  /* A Hub download has no flash sibling: the mode stays as it was. */
+  g_settings_set_string (settings, "mode", "flash");
+  use_tag (w, HUB_TAG);
+  expect_drafters (w, "prompt-lookup", HUB_TAG);
+  g_free (mode);
+  mode = g_settings_get_string (settings, "mode");
+  CHECKF (g_str_equal (mode, "flash"), "%s opened in %s mode", HUB_TAG, mode);
 }
 #endif
 
