@@ -141,9 +141,12 @@ tern_application_activate (GApplication *app)
   else
     {
       g_autofree char *last = g_settings_get_string (self->settings, "last-model");
+      g_autofree char *tag = g_settings_get_string (self->settings, "last-model-tag");
 
+      /* A store tag's model comes back with its drafters, not its flags
+       * (the mode and speculation stay as they were left). */
       if (last != NULL && *last && g_file_test (last, G_FILE_TEST_IS_REGULAR))
-        tern_window_load_model (window, last);
+        tern_window_load_tag (window, last, *tag ? tag : NULL, FALSE);
     }
 }
 

@@ -20,6 +20,7 @@ struct _TernStatsBar {
   GtkBox *context_box;
   GtkLevelBar *context_level;
   GtkLabel *context_label;
+  GtkLabel *legend_label;
 
   gint64 last_sample_us;
   gint64 last_text_us;
@@ -198,6 +199,45 @@ tern_stats_bar_set_context (TernStatsBar *self,
                                   GTK_ACCESSIBLE_PROPERTY_DESCRIPTION, tip, -1);
 }
 
+void
+tern_stats_bar_set_tint_legend (TernStatsBar *self,
+                                gboolean      shown)
+{
+  GdkRGBA rgba = { 0.21f, 0.52f, 0.89f, 1.0f };
+  g_autofree char *escaped = NULL;
+  g_autofree char *markup = NULL;
+
+  gtk_widget_set_visible (GTK_WIDGET (self->legend_label), shown);
+  if (!shown)
+    return;
+  /* The colour the message rows tint with: the theme's accent. */
+  G_GNUC_BEGIN_IGNORE_DEPRECATIONS
+  gtk_style_context_lookup_color (gtk_widget_get_style_context (GTK_WIDGET (self)),
+                                  "accent_color", &rgba);
+  G_GNUC_END_IGNORE_DEPRECATIONS
+  /* Translators: the legend of the tint of drafted tokens, after a square
+   * of that colour; short (the status bar must fit a narrow window) */
+  escaped = g_markup_escape_text (_("from accepted drafts"), -1);
+  markup = g_strdup_printf ("<span foreground=\"#%02x%02x%02x\">\u25a0</span> %s",
+                            (int) (CLAMP (rgba.red, 0, 1) * 255 + 0.5),
+                            (int) (CLAMP (rgba.green, 0, 1) * 255 + 0.5),
+                            (int) (CLAMP (rgba.blue, 0, 1) * 255 + 0.5), escaped);
+  gtk_label_set_markup (self->legend_label, markup);
+}
+
+const char *
+tern_stats_bar_get_tint_legend (TernStatsBar *self)
+{
+  return gtk_widget_get_visible (GTK_WIDGET (self->legend_label))
+           ? gtk_label_get_label (self->legend_label) : NULL;
+}
+
+const char *
+tern_stats_bar_get_tint_legend_tooltip (TernStatsBar *self)
+{
+  return gtk_widget_get_tooltip_text (GTK_WIDGET (self->legend_label));
+}
+
 const char *
 tern_stats_bar_get_context_text (TernStatsBar *self)
 {
@@ -265,6 +305,7 @@ tern_stats_bar_class_init (TernStatsBarClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernStatsBar, context_box);
   gtk_widget_class_bind_template_child (widget_class, TernStatsBar, context_level);
   gtk_widget_class_bind_template_child (widget_class, TernStatsBar, context_label);
+  gtk_widget_class_bind_template_child (widget_class, TernStatsBar, legend_label);
 }
 
 static void

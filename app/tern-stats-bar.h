@@ -32,6 +32,14 @@ void        tern_stats_bar_set_context (TernStatsBar *self,
                                         int           n_ctx,
                                         guint64       kv_bytes);
 const char *tern_stats_bar_get_context_text (TernStatsBar *self);
+/* The legend of the tint of tokens from accepted drafts (a square of the
+ * message rows' tint colour and a few words, with a tooltip that says what
+ * it means); shown again after the theme changes, for its colour. */
+void        tern_stats_bar_set_tint_legend (TernStatsBar *self,
+                                            gboolean      shown);
+/* Its markup while shown, else NULL; its tooltip. */
+const char *tern_stats_bar_get_tint_legend (TernStatsBar *self);
+const char *tern_stats_bar_get_tint_legend_tooltip (TernStatsBar *self);
 double      tern_stats_bar_get_context_fraction (TernStatsBar *self);
 guint       tern_stats_bar_get_n_plot_samples (TernStatsBar *self);
 guint       tern_stats_bar_get_n_plot_prefill_samples (TernStatsBar *self);

@@ -142,6 +142,17 @@ action_open_model (GSimpleAction *action,
   gtk_native_dialog_show (GTK_NATIVE_DIALOG (dialog));
 }
 
+#ifdef TERN_HAVE_MANAGER
+/* "use-model" (path, tag): the tag's drafters and flags come with it. */
+static void
+on_use_model (TernWindow *self,
+              const char *path,
+              const char *tag)
+{
+  tern_window_load_tag (self, path, tag, TRUE);
+}
+#endif
+
 static void
 action_model_manager (GSimpleAction *action,
                       GVariant      *param,
@@ -150,9 +161,8 @@ action_model_manager (GSimpleAction *action,
   (void) action;
   (void) param;
 #ifdef TERN_HAVE_MANAGER
-  /* "use-model" (path, tag) reaches tern_window_load_model (self, path). */
   tern_model_manager_set_settings (
-    tern_model_manager_present (GTK_WINDOW (data), G_CALLBACK (tern_window_load_model), data),
+    tern_model_manager_present (GTK_WINDOW (data), G_CALLBACK (on_use_model), data),
     TERN_WINDOW (data)->settings);
 #else
   _tern_window_toast (data, _("This build of Tern has no model manager"));

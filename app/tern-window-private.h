@@ -12,6 +12,21 @@
 
 G_BEGIN_DECLS
 
+#define TERN_N_DRAFTERS 4 /* TernDrafterKind's values */
+
+/* Where a model came from, which says the drafters it offers
+ * (tern-window-speculation.c). */
+typedef struct {
+  char *tag;                   /* the store tag it was opened from; NULL: a file from disk */
+  gboolean remote;             /* a server's model: speculation is the server's */
+  TernDrafterKind draft_kind;  /* the tag's draft package: its drafter */
+  char *draft_path;            /* and file (NULL: the tag has no draft) */
+  gboolean speculation;        /* the tag's flags.speculation */
+  gboolean single_turn;        /* the tag's flags.single_turn */
+  gboolean apply_flags;        /* chosen now in the Models window: its flags set the
+                                  mode and speculation (not when reopened at start) */
+} TernModelOrigin;
+
 struct _TernWindow {
   AdwApplicationWindow parent_instance;
 
@@ -82,6 +97,16 @@ struct _TernWindow {
   int server_port;         /* what the running (or starting) server was asked for */
   char *server_key;
   gboolean server_asked;
+
+  /* Speculation (tern-window-speculation.c). */
+  GMenu *speculation_menu;   /* the main menu's section: the switch, then the drafters */
+  TernModelOrigin *origin;   /* the loaded model's (NULL: none yet, as from disk) */
+  TernModelOrigin *loading_origin; /* the model being loaded's */
+  TernDrafterKind offered[TERN_N_DRAFTERS]; /* the header's drafters, in its order */
+  guint n_offered;
+  TernDrafterKind drafter_kind; /* the one chosen */
+  gboolean refused[TERN_N_DRAFTERS]; /* refused for the loaded model until its file changes */
+  gboolean syncing_drafters; /* the list is being rebuilt: its selection changes are ours */
 };
 
 /* Shared by tern-window.c and tern-window-actions.c. */
@@ -120,6 +145,24 @@ void           _tern_window_start_generation     (TernWindow     *self);
 void           _tern_window_send_text            (TernWindow     *self,
                                                   const char     *text);
 void           _tern_window_end_loading          (TernWindow     *self);
+
+/* Shows the stats bar's legend of the tint where a tint can be seen. */
+void           _tern_window_update_tint_legend   (TernWindow     *self);
+
+/* tern-window-speculation.c */
+void             _tern_window_speculation_init         (TernWindow      *self);
+/* After the model being loaded (its origin set below) loaded. */
+void             _tern_window_speculation_model_loaded (TernWindow      *self);
+TernDrafterKind  _tern_window_selected_drafter         (TernWindow      *self);
+/* path and tag as the Models window's "use-model" gives them (tag NULL: a
+ * file from disk, or a server's model reference). */
+TernModelOrigin *_tern_model_origin_new                (const char      *path,
+                                                        const char      *tag,
+                                                        gboolean         apply_flags);
+void             _tern_model_origin_free               (TernModelOrigin *origin);
+/* Takes origin. */
+void             _tern_window_set_loading_origin       (TernWindow      *self,
+                                                        TernModelOrigin *origin);
 
 /* For tests. */
 
@@ -162,6 +205,11 @@ TernPinEditor *tern_window_get_pin_editor        (TernWindow     *self);
 TernStatsBar  *tern_window_get_stats_bar         (TernWindow     *self);
 /* The speculation toggle and drafter choice (one linked box). */
 GtkWidget     *tern_window_get_speculation_box   (TernWindow     *self);
+/* The drafters the header offers, as the action win.drafter names them
+ * ("prompt-lookup", "mtp"...), in its order (g_strfreev). */
+char         **tern_window_get_drafters          (TernWindow     *self);
+/* The store tag the loaded model was opened from; NULL: from disk. */
+const char    *tern_window_get_model_tag         (TernWindow     *self);
 /* The text the transcript shows for message index (the rendered rows). */
 const char    *tern_window_get_row_text          (TernWindow     *self,
                                                   guint           index);

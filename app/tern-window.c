@@ -227,6 +227,7 @@ _tern_window_show_chat (TernWindow *self,
   _tern_window_mark_last_rows (self);
   scroll_to_end (self);
   update_context_gauge (self);
+  _tern_window_update_tint_legend (self);
   _tern_window_update_actions (self);
   _tern_window_update_main_page (self);
 }
@@ -280,91 +281,6 @@ _tern_window_new_chat (TernWindow *self)
 
 /* ------------------------------------------------------------ engine side */
 
-/* The header's drafter list is in the order of TernDrafterKind. */
-static const char *const drafter_nicks[] = { "prompt-lookup", "draft-model", "dflash", "mtp" };
-
-static TernDrafterKind
-selected_drafter (TernWindow *self)
-{
-  guint i = gtk_drop_down_get_selected (self->drafter_dropdown);
-
-  return i < G_N_ELEMENTS (drafter_nicks) ? (TernDrafterKind) i : TERN_DRAFTER_PROMPT_LOOKUP;
-}
-
-/* A draft model or a DFlash draft is a file loaded against the model in
- * use: the worker loads it now, and a refusal (no file chosen, a missing
- * file, another vocabulary) comes back as a toast with the engine's words,
- * and the choice goes back to prompt lookup. */
-static void
-prepare_drafter (TernWindow *self)
-{
-  TernDrafterKind kind = selected_drafter (self);
-  g_autofree char *path = NULL;
-
-  if (!self->model_loaded)
-    return;
-  if (kind == TERN_DRAFTER_DRAFT_MODEL)
-    path = g_settings_get_string (self->settings, "draft-model-path");
-  else if (kind == TERN_DRAFTER_DFLASH)
-    path = g_settings_get_string (self->settings, "dflash-path");
-  else if (kind == TERN_DRAFTER_MTP)
-    path = g_settings_get_string (self->settings, "mtp-path");
-  self->drafter_id = tern_engine_worker_prepare_drafter (self->worker, kind, path);
-}
-
-static void
-on_drafter_selected (TernWindow *self)
-{
-  GAction *action = g_action_map_lookup_action (G_ACTION_MAP (self), "drafter");
-
-  if (action != NULL)
-    g_simple_action_set_state (G_SIMPLE_ACTION (action),
-                               g_variant_new_string (drafter_nicks[selected_drafter (self)]));
-  prepare_drafter (self);
-}
-
-static void
-on_drafter_ready (TernWindow                  *self,
-                  const TernDrafterReadyEvent *ev)
-{
-  const char *error = ev->error;
-
-  if (ev->id != self->drafter_id)
-    return;
-  self->drafter_id = 0;
-  if (error != NULL)
-    {
-      _tern_window_set_error (self, error);
-      gtk_drop_down_set_selected (self->drafter_dropdown, TERN_DRAFTER_PROMPT_LOOKUP);
-    }
-}
-
-static void
-on_draft_path_changed (TernWindow *self,
-                       const char *key)
-{
-  TernDrafterKind kind = selected_drafter (self);
-
-  if ((kind == TERN_DRAFTER_DRAFT_MODEL && g_str_equal (key, "draft-model-path"))
-      || (kind == TERN_DRAFTER_DFLASH && g_str_equal (key, "dflash-path"))
-      || (kind == TERN_DRAFTER_MTP && g_str_equal (key, "mtp-path")))
-    prepare_drafter (self);
-}
-
-static void
-action_drafter (GSimpleAction *action,
-                GVariant      *state,
-                gpointer       data)
-{
-  TernWindow *self = data;
-  const char *nick = g_variant_get_string (state, NULL);
-
-  (void) action;
-  for (guint i = 0; i < G_N_ELEMENTS (drafter_nicks); i++)
-    if (g_str_equal (nick, drafter_nicks[i]))
-      gtk_drop_down_set_selected (self->drafter_dropdown, i);
-}
-
 static TernGenSettings
 gen_settings (TernWindow *self)
 {
@@ -377,7 +293,7 @@ gen_settings (TernWindow *self)
     .max_tokens = g_settings_get_int (self->settings, "max-tokens"),
     .thinking = g_settings_get_boolean (self->settings, "thinking"),
     .speculate = g_settings_get_boolean (self->settings, "speculation"),
-    .drafter = selected_drafter (self),
+    .drafter = _tern_window_selected_drafter (self),
     .draft_max = g_settings_get_int (self->settings, "draft-length"),
     .image_tokens = tern_composer_get_image_budget (self->composer),
   };
@@ -633,6 +549,8 @@ on_model_loaded (TernWindow                 *self,
    * the local model stays the one reopened. */
   if (!is_demo && !g_str_has_prefix (path, "remote:"))
     g_settings_set_string (self->settings, "last-model", path);
+  /* The old model's draft went with it: the new one's drafters. */
+  _tern_window_speculation_model_loaded (self);
   gtk_stack_set_visible_child_name (self->main_stack, "chat");
 
   /* The pin belongs to the old model: pin the prompt again for this one. */
@@ -640,9 +558,7 @@ on_model_loaded (TernWindow                 *self,
   system_prompt = tern_pin_editor_get_text (self->pin_editor);
   request_count (self);
   _tern_window_request_pin (self, system_prompt);
-  /* The old model's draft and server went with it. */
-  if (selected_drafter (self) != TERN_DRAFTER_PROMPT_LOOKUP)
-    prepare_drafter (self);
+  /* The old model's server went with it. */
   if (g_settings_get_boolean (self->settings, "server-enabled"))
     apply_server (self);
   _tern_window_update_actions (self);
@@ -784,6 +700,7 @@ on_finished (TernWindow              *self,
   tern_message_row_set_error (self->streaming_row, m->error);
   tern_stats_bar_finish (self->stats_bar, stats, cancelled, outcome);
   self->streaming_row = NULL;
+  _tern_window_update_tint_legend (self);
   if (m->error != NULL)
     _tern_window_set_error (self, m->error);
   update_context_gauge (self);
@@ -1001,6 +918,29 @@ tern_window_get_server_status (TernWindow *self)
   return application (self) ? tern_application_get_server_status (application (self)) : _("Off");
 }
 
+/* The legend says what the tint means wherever a tint can be seen: the
+ * tint on, and speculation on or an answer of this chat with drafted
+ * tokens. */
+void
+_tern_window_update_tint_legend (TernWindow *self)
+{
+  gboolean shown = FALSE;
+
+  if (self->stats_bar == NULL) /* disposed */
+    return;
+  if (g_settings_get_boolean (self->settings, "tint-drafted"))
+    {
+      shown = g_settings_get_boolean (self->settings, "speculation");
+      for (guint i = 0; !shown && self->chat != NULL && i < tern_chat_get_n_messages (self->chat); i++)
+        {
+          TernMessage *m = tern_chat_get_message (self->chat, i);
+
+          shown = m->drafted != NULL && memchr (m->drafted->data, 1, m->drafted->len) != NULL;
+        }
+    }
+  tern_stats_bar_set_tint_legend (self->stats_bar, shown);
+}
+
 static void
 on_tint_changed (TernWindow *self)
 {
@@ -1009,6 +949,7 @@ on_tint_changed (TernWindow *self)
   for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (self->message_box)); c;
        c = gtk_widget_get_next_sibling (c))
     tern_message_row_set_tint (TERN_MESSAGE_ROW (c), tint);
+  _tern_window_update_tint_legend (self);
 }
 
 /* The tint is the theme's accent colour, which differs in the dark style. */
@@ -1018,6 +959,7 @@ on_dark_changed (TernWindow *self)
   for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (self->message_box)); c;
        c = gtk_widget_get_next_sibling (c))
     tern_message_row_refresh (TERN_MESSAGE_ROW (c));
+  _tern_window_update_tint_legend (self);
 }
 
 static void
@@ -1052,14 +994,18 @@ _tern_window_end_loading (TernWindow *self)
   _tern_window_update_main_page (self);
 }
 
-void
-tern_window_load_model (TernWindow *self,
-                        const char *path)
+/* Loads path, whose drafters and flags come with origin (taken). */
+static void
+load_model (TernWindow      *self,
+            const char      *path,
+            TernModelOrigin *origin)
 {
-  g_return_if_fail (TERN_IS_WINDOW (self));
-
   if (_tern_window_is_generating (self))
-    return;
+    {
+      _tern_model_origin_free (origin);
+      return;
+    }
+  _tern_window_set_loading_origin (self, origin);
 #ifdef TERN_HAVE_MANAGER
   {
     g_autofree char *url = NULL;
@@ -1086,6 +1032,24 @@ tern_window_load_model (TernWindow *self,
 }
 
 void
+tern_window_load_model (TernWindow *self,
+                        const char *path)
+{
+  g_return_if_fail (TERN_IS_WINDOW (self));
+  load_model (self, path, _tern_model_origin_new (path, NULL, FALSE));
+}
+
+void
+tern_window_load_tag (TernWindow *self,
+                      const char *path,
+                      const char *tag,
+                      gboolean    apply_flags)
+{
+  g_return_if_fail (TERN_IS_WINDOW (self));
+  load_model (self, path, _tern_model_origin_new (path, tag, apply_flags));
+}
+
+void
 tern_window_use_demo_model (TernWindow *self)
 {
   g_autofree char *path = tern_demo_model_path (self->settings);
@@ -1093,6 +1057,7 @@ tern_window_use_demo_model (TernWindow *self)
   g_return_if_fail (TERN_IS_WINDOW (self));
   if (_tern_window_is_generating (self))
     return;
+  _tern_window_set_loading_origin (self, _tern_model_origin_new (path, NULL, FALSE));
   tern_engine_worker_set_session_size (self->worker,
                                        g_settings_get_int (self->settings, "context-size"),
                                        g_settings_get_int (self->settings, "threads"));
@@ -1549,6 +1514,8 @@ tern_window_finalize (GObject *object)
   g_free (self->pin_text);
   g_free (self->last_error);
   g_free (self->server_key);
+  g_clear_pointer (&self->origin, _tern_model_origin_free);
+  g_clear_pointer (&self->loading_origin, _tern_model_origin_free);
   g_clear_pointer (&self->toasts, g_ptr_array_unref);
   g_clear_pointer (&self->deleted, g_hash_table_unref);
   g_clear_object (&self->edit_chat);
@@ -1592,6 +1559,7 @@ tern_window_class_init (TernWindowClass *klass)
   gtk_widget_class_bind_template_child_full (widget_class, "pin_toggle", FALSE, 0);
   gtk_widget_class_bind_template_child_full (widget_class, "menu_button", FALSE, 0);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, drafter_dropdown);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, speculation_menu);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, flap);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, main_stack);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_page);
@@ -1652,26 +1620,7 @@ tern_window_init (TernWindow *self)
   g_settings_bind (self->settings, "speculation", self->speculation_toggle_narrow, "active",
                    G_SETTINGS_BIND_DEFAULT);
   g_signal_connect_swapped (self->leaflet, "notify::folded", G_CALLBACK (on_folded), self);
-  /* Only prompt lookup works without a draft file, whatever the default says. */
-  /* The header starts at the default drafter; a file drafter is loaded with
-   * the model (and refused there, with a toast, when its file is missing). */
-  gtk_drop_down_set_selected (self->drafter_dropdown,
-                              (guint) g_settings_get_enum (self->settings, "default-drafter"));
-  {
-    g_autoptr(GSimpleAction) drafter = g_simple_action_new_stateful (
-      "drafter", G_VARIANT_TYPE_STRING,
-      g_variant_new_string (drafter_nicks[selected_drafter (self)]));
-    g_signal_connect (drafter, "change-state", G_CALLBACK (action_drafter), self);
-    g_action_map_add_action (G_ACTION_MAP (self), G_ACTION (drafter));
-  }
-  g_signal_connect_swapped (self->drafter_dropdown, "notify::selected",
-                            G_CALLBACK (on_drafter_selected), self);
-  g_signal_connect_object (self->settings, "changed::draft-model-path",
-                           G_CALLBACK (on_draft_path_changed), self, G_CONNECT_SWAPPED);
-  g_signal_connect_object (self->settings, "changed::dflash-path",
-                           G_CALLBACK (on_draft_path_changed), self, G_CONNECT_SWAPPED);
-  g_signal_connect_object (self->settings, "changed::mtp-path",
-                           G_CALLBACK (on_draft_path_changed), self, G_CONNECT_SWAPPED);
+  _tern_window_speculation_init (self);
 
   g_signal_connect_swapped (self->worker, "model-loaded", G_CALLBACK (on_model_loaded), self);
   g_signal_connect_swapped (self->worker, "token-count", G_CALLBACK (on_token_count), self);
@@ -1679,7 +1628,6 @@ tern_window_init (TernWindow *self)
   g_signal_connect_swapped (self->worker, "update", G_CALLBACK (on_update), self);
   g_signal_connect_swapped (self->worker, "finished", G_CALLBACK (on_finished), self);
   g_signal_connect_swapped (self->worker, "warning", G_CALLBACK (on_engine_warning), self);
-  g_signal_connect_swapped (self->worker, "drafter-ready", G_CALLBACK (on_drafter_ready), self);
   g_signal_connect_swapped (self->worker, "server-state", G_CALLBACK (on_server_state), self);
   g_signal_connect_swapped (self->worker, "vision", G_CALLBACK (on_vision), self);
   tern_composer_set_worker (self->composer, self->worker);
@@ -1697,6 +1645,8 @@ tern_window_init (TernWindow *self)
                            G_CALLBACK (on_server_setting_changed), self, G_CONNECT_SWAPPED);
   g_signal_connect_object (self->settings, "changed::tint-drafted", G_CALLBACK (on_tint_changed),
                            self, G_CONNECT_SWAPPED);
+  g_signal_connect_object (self->settings, "changed::speculation",
+                           G_CALLBACK (_tern_window_update_tint_legend), self, G_CONNECT_SWAPPED);
   g_signal_connect_object (adw_style_manager_get_default (), "notify::dark",
                            G_CALLBACK (on_dark_changed), self, G_CONNECT_SWAPPED);
 

@@ -16,6 +16,15 @@ TernWindow    *tern_window_new                   (GtkApplication *application);
 /* Loads a GGUF file (on the engine thread); also the action win.load-model. */
 void           tern_window_load_model            (TernWindow     *self,
                                                   const char     *path);
+/* A model of the store (the Models window's Use): path is its tag's model
+ * file. The header then offers the drafters the tag's packages bring, and
+ * with apply_flags the tag's flags set the mode (flash or chat) and turn
+ * speculation on with its drafter (flags.speculation). A tag that is not
+ * installed with path as its model loads path as a file from disk. */
+void           tern_window_load_tag              (TernWindow     *self,
+                                                  const char     *path,
+                                                  const char     *tag,
+                                                  gboolean        apply_flags);
 void           tern_window_use_demo_model        (TernWindow     *self);
 gboolean       tern_window_export_markdown       (TernWindow     *self,
                                                   const char     *path,

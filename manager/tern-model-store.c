@@ -824,6 +824,17 @@ tern_model_store_get_draft_spec (TernModelStore *self,
   return g_strdup_printf ("%s:%s", tern_draft_kind_spec_prefix (st->draft_kind), path);
 }
 
+gboolean
+tern_model_store_get_single_turn (TernModelStore *self,
+                                  const char     *tag)
+{
+  StoreTag *st;
+
+  g_return_val_if_fail (TERN_IS_MODEL_STORE (self), FALSE);
+  st = tag ? g_hash_table_lookup (self->tags, tag) : NULL;
+  return st != NULL && st->single_turn;
+}
+
 static guint64
 package_bytes (TernModelStore *self,
                const char     *id)

@@ -73,6 +73,10 @@ char           *tern_model_store_get_path  (TernModelStore  *self,
 char           *tern_model_store_get_draft_spec (TernModelStore *self,
                                                  const char     *tag,
                                                  gboolean       *on_by_default);
+/* An installed catalog tag's flags.single_turn (flash: a pinned system
+ * prompt, one question at a time); FALSE for a local or unknown tag. */
+gboolean        tern_model_store_get_single_turn (TernModelStore *self,
+                                                  const char     *tag);
 /* Bytes of an installed tag's distinct packages (or the imported file). */
 guint64         tern_model_store_get_tag_size (TernModelStore *self,
                                                const char     *tag);

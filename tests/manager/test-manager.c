@@ -1200,8 +1200,16 @@ test_draft_kinds (void)
   g_assert_true (on);
   g_clear_pointer (&spec, g_free);
 
+  /* The flash flag too (the app opens such a tag in flash mode). */
+  g_assert_true (tern_model_store_get_single_turn (store, "t:a-mtp-flash"));
+  g_assert_false (tern_model_store_get_single_turn (store, "t:a-mtp"));
+  g_assert_false (tern_model_store_get_single_turn (store, "t:nonexistent"));
+  g_assert_false (tern_model_store_get_single_turn (store, NULL));
+
   /* Kinds survive installed.json: another program reads the same. */
   reread = new_store (root);
+  g_assert_true (tern_model_store_get_single_turn (reread, "t:a-dflash-flash"));
+  g_assert_false (tern_model_store_get_single_turn (reread, "t:a-draft"));
   spec = tern_model_store_get_draft_spec (reread, "t:a-dflash-flash", &on);
   g_clear_pointer (&expect, g_free);
   expect = g_strdup_printf ("dflash:%s", draft);
