@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
         int32_t t = 1000;
         for (int i = 0; i < N; i++) tn_ctx_decode(c, &t, 1, TN_LOGITS_LAST, lg, &err);
         double t2 = cpu();
-        printf("%s pp%d %.1f tok/cpu-s  tg%d %.2f tok/cpu-s (%s)\n", argv[1], P, P / (t1 - t0), N, N / (t2 - t1), tn_model_arithmetic(m));
+        printf("%s pp%d %.1f tok/cpu-s  tg%d %.2f tok/cpu-s (%s, %s)\n", argv[1], P, P / (t1 - t0), N, N / (t2 - t1), tn_model_arithmetic(m), tn_model_repack_source(m));
         if (V > 1) {
             double one[8], ver[8];
             for (int k = 0; k < 8; k++) {
