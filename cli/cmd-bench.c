@@ -496,10 +496,11 @@ static int bench_model(const model_opts *o) {
 
     if (o->json) {
         printf("{\"model\": \"%s\", \"threads\": %d, \"backend\": \"%s\", \"isa\": \"%s\",\n"
-               " \"arithmetic\": \"%s\", \"repacked_bytes\": %llu, \"reps\": %ld,\n",
+               " \"arithmetic\": \"%s\", \"repacked_bytes\": %llu, \"repack_source\": \"%s\",\n"
+               " \"reps\": %ld,\n",
                tn_model_path(model), threads, tn_model_backend(model), tn_cpu_kernels(),
                tn_model_arithmetic(model), (unsigned long long)tn_model_repacked_bytes(model),
-               o->reps);
+               tn_model_repack_source(model), o->reps);
         printf(" \"pp\": {\"tokens\": %ld, \"tps\": %.2f, \"tps_min\": %.2f, \"tps_max\": %.2f},\n",
                o->n_prompt, pp.median, pp.min, pp.max);
         printf(" \"tg\": {\"tokens\": %ld, \"tps\": %.2f, \"tps_min\": %.2f, \"tps_max\": %.2f},\n",
@@ -521,8 +522,11 @@ static int bench_model(const model_opts *o) {
         printf("model      %s\n", tn_model_description(model));
         printf("threads    %d (%s kernels), %ld reps: median (min-max)\n", threads,
                tn_model_arithmetic(model), o->reps);
-        printf("repacked   %8.1f MB     (copied at load; the file's pages of them dropped)\n",
-               (double)tn_model_repacked_bytes(model) / 1e6);
+        const char *src = tn_model_repack_source(model);
+        printf("repacked   %8.1f MB     (%s)\n", (double)tn_model_repacked_bytes(model) / 1e6,
+               !strcmp(src, "cache")       ? "mapped from the repack cache, shared"
+               : !strcmp(src, "cache-new") ? "written to the repack cache, mapped, shared"
+                                           : "copied at load; the file's pages of them dropped");
         if (o->n_prompt > 0)
             printf("pp%-5ld    %8.2f tok/s  (%.2f-%.2f)\n", o->n_prompt, pp.median, pp.min,
                    pp.max);

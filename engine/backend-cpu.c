@@ -4,12 +4,15 @@
  * be->cpu_state (opened for every model), never be->state. */
 #include "tn-backend.h"
 #include "tn-internal.h"
+#include "tn-repack-cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 typedef struct cpu_state {
     void *storage;  /* tn_weights_repack's one allocation, or NULL */
+    void *map;      /* or the repack cache's file, mapped (tn-repack-cache.h) */
+    size_t map_bytes;
     bool x16;       /* some matrix is in TN_LAYOUT_X16 */
     bool x16_kquant; /* ... and some of those are K-quants */
 } cpu_state;
@@ -24,23 +27,52 @@ static int cpu_open(tn_backend *be, tn_error *err) {
 
 static void cpu_close(tn_backend *be) {
     cpu_state *s = be->cpu_state;
-    if (s)
+    if (s) {
         free(s->storage);
+        tn_repack_cache_unmap(s->map, s->map_bytes);
+    }
     free(s);
     be->cpu_state = NULL;
 }
 
 /* The faster layout of the kernel family (tn_weights_repack), all or
- * nothing; TERN_REPACK=0 keeps the file's rows. */
+ * nothing; TERN_REPACK=0 keeps the file's rows. Through the repack cache
+ * when the weights come from a file (be->gguf) and the cache is on: a
+ * problem with the cache only costs the sharing, with a one-line notice. */
 static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, bool file_mapped,
                                const char *path, uint64_t *bytes, tn_error *err) {
     cpu_state *s = be->cpu_state;
     size_t got = 0;
-    int rc = tn_weights_repack(ws, n, file_mapped, &s->storage, &got);
+    int rc;
+    snprintf(be->repack_source, sizeof be->repack_source, "none");
+    be->repack_cache[0] = '\0';
+    if (file_mapped && be->gguf) {
+        tn_repack_cache_result r;
+        rc = tn_repack_cache_prepare(ws, n, be->gguf, NULL, &r);
+        s->storage = r.storage;
+        s->map = r.map;
+        s->map_bytes = r.map_bytes;
+        got = r.bytes;
+        if (rc == TN_OK && r.outcome == TN_REPACK_CACHE_PRIVATE && r.why[0])
+            fprintf(stderr, "tern: repack cache: %s; the weights are repacked in this "
+                            "process's memory instead\n",
+                    r.why);
+        if (r.outcome != TN_REPACK_CACHE_OFF)
+            snprintf(be->repack_source, sizeof be->repack_source, "%s",
+                     r.outcome == TN_REPACK_CACHE_HIT       ? "cache"
+                     : r.outcome == TN_REPACK_CACHE_WRITTEN ? "cache-new"
+                                                            : "memory");
+        if (r.map)
+            snprintf(be->repack_cache, sizeof be->repack_cache, "%s", r.path);
+    } else {
+        rc = tn_weights_repack(ws, n, file_mapped, &s->storage, &got);
+        if (rc == TN_OK && s->storage)
+            snprintf(be->repack_source, sizeof be->repack_source, "memory");
+    }
     if (rc != TN_OK)
         return tn_fail(err, rc, "%s: out of memory for the repacked weights", path);
     *bytes = got;
-    s->x16 = s->storage != NULL;
+    s->x16 = s->storage != NULL || s->map != NULL;
     /* K-quants in X16 round differently from their row kernels (issue 21):
      * "x16k" keeps pins made before them from being restored. */
     for (int i = 0; i < n; i++)

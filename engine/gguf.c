@@ -757,6 +757,9 @@ uint32_t tn_gguf_version(const tn_gguf *g) { return g->version; }
 uint64_t tn_gguf_alignment(const tn_gguf *g) { return g->alignment; }
 uint64_t tn_gguf_file_size(const tn_gguf *g) { return g->total_size ? g->total_size : g->size; }
 int32_t tn_gguf_n_parts(const tn_gguf *g) { return 1 + g->n_parts; }
+const char *tn_gguf_part_path(const tn_gguf *g, int32_t k) {
+    return k == 0 ? g->path : k > 0 && k <= g->n_parts ? g->parts[k - 1]->path : NULL;
+}
 uint64_t tn_gguf_data_offset(const tn_gguf *g) { return g->data_offset; }
 int64_t tn_gguf_n_kv(const tn_gguf *g) { return g->n_kv; }
 

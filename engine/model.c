@@ -1005,6 +1005,7 @@ static int prepare(tn_model *m, tn_error *err) {
     ws[n++] = &m->output;
     if (m->output_tied)
         ws[n++] = &m->tok_embd;
+    m->backend.gguf = m->gguf; /* the repack cache's key (engine/repack-cache.c) */
     int rc = tn_backend_prepare(&m->backend, ws, n, true, m->path, err);
     free(ws);
     return rc;
@@ -1094,6 +1095,10 @@ int32_t tn_model_head_dim(const tn_model *m) { return m->hp.head_dim; }
 uint64_t tn_model_n_params(const tn_model *m) { return m->n_params; }
 uint64_t tn_model_weight_bytes(const tn_model *m) { return m->weight_bytes; }
 uint64_t tn_model_repacked_bytes(const tn_model *m) { return m->backend.prepared_bytes; }
+const char *tn_model_repack_source(const tn_model *m) {
+    return m->backend.repack_source[0] ? m->backend.repack_source : "none";
+}
+const char *tn_model_repack_cache_path(const tn_model *m) { return m->backend.repack_cache; }
 const char *tn_model_arithmetic(const tn_model *m) { return m->backend.arith; }
 const char *tn_model_backend(const tn_model *m) { return m->backend.run.name; }
 const tn_error *tn_model_backend_refusal(const tn_model *m, const char **backend, bool *asked) {

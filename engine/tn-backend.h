@@ -92,6 +92,11 @@ struct tn_backend {
     void *cpu_state;           /* the CPU backend's: it is always open, for the gaps */
     tn_isa isa;                /* CPU kernel family of the CPU operations, fixed at open */
     uint64_t prepared_bytes;   /* prepare_weights' *bytes */
+    /* The model's file, set before prepare (NULL: weights not from a file):
+     * the CPU backend keys its repack cache by it. */
+    const tn_gguf *gguf;
+    char repack_source[12];    /* tn_model_repack_source's answer */
+    char repack_cache[512];    /* tn_model_repack_cache_path's */
     char arith[48];            /* arith_name's */
     /* When the requested backend (or the first one "auto" tried) refused
      * to open: its name and its reason, kept whole so that a caller can

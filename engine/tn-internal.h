@@ -18,6 +18,10 @@ int tn_fail(tn_error *err, int code, const char *fmt, ...) TN_PRINTF(3, 4);
 int tn_vfail(tn_error *err, int code, const char *fmt, va_list ap);
 void tn_error_clear(tn_error *err);
 
+/* The file of part k (0: the one opened) of a model, NULL past the last
+ * (tn_gguf_n_parts). */
+const char *tn_gguf_part_path(const tn_gguf *g, int32_t k);
+
 /* A message without arguments that the engine hands out as static text (the
  * chat-template warnings): the English text is the msgid, extracted by
  * xgettext's --keyword=TN_N_ (po/meson.build) like tn_fail's formats; the

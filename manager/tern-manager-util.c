@@ -1,7 +1,7 @@
 /* tern-manager-util.c: small helpers of the model manager. */
 #include "tern-manager-private.h"
 
-#include "tern.h" /* TN_VERSION_STRING */
+#include "tern.h" /* TN_VERSION_STRING, tn_repack_cache_forget */
 
 #include <dirent.h>
 #include <errno.h>
@@ -247,7 +247,13 @@ tern_manager_remove_tree (const char  *path,
   if (lstat (path, &st) != 0)
     return errno == ENOENT ? TRUE : io_error (error, errno, _("cannot read"), path);
   if (!S_ISDIR (st.st_mode))
-    return unlink (path) == 0 || errno == ENOENT ? TRUE : io_error (error, errno, _("cannot delete"), path);
+    {
+      /* A deleted model's repacked weights (docs/QUANT.md, "The repack
+       * cache") would otherwise wait for the next prune. */
+      if (g_str_has_suffix (path, ".gguf"))
+        tn_repack_cache_forget (NULL, path, NULL);
+      return unlink (path) == 0 || errno == ENOENT ? TRUE : io_error (error, errno, _("cannot delete"), path);
+    }
 
   dir = opendir (path);
   if (dir == NULL)

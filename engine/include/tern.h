@@ -328,6 +328,43 @@ uint64_t tn_model_weight_bytes(const tn_model *model);
  * matrices are dropped, so resident memory does not grow by this much
  * after the load. TERN_REPACK=0 in the environment turns it off. */
 uint64_t tn_model_repacked_bytes(const tn_model *model);
+/* Where those repacked matrices live (docs/QUANT.md, "The repack cache"):
+ * "none" (nothing repacked), "memory" (this process's own copy), "cache"
+ * (a file of the repack cache, mapped read-only and shared with every
+ * process that loads the same model), "cache-new" (written by this load,
+ * then mapped). */
+const char *tn_model_repack_source(const tn_model *model);
+/* The repack cache's file of this model ("" when none is used). */
+const char *tn_model_repack_cache_path(const tn_model *model);
+
+/* The repack cache directory: $TERN_REPACK_CACHE when it is an absolute
+ * path, else $XDG_CACHE_HOME/tern/repack, else $HOME/.cache/tern/repack;
+ * NULL when TERN_REPACK_CACHE is "0" or "off" (no cache) or no variable
+ * gives a place. malloc'd. */
+char *tn_repack_cache_dir(void);
+/* One file of the repack cache, for tn_repack_cache_list. */
+typedef struct tn_repack_cache_entry {
+    const char *file;  /* the cache file */
+    const char *model; /* the model file it was made from ("" when unreadable) */
+    uint64_t bytes;    /* its size */
+    int64_t last_used; /* Unix time of the last load that used it */
+    bool stale;        /* its model is gone or changed (or it is no cache file):
+                          tn_repack_cache_prune removes it */
+} tn_repack_cache_entry;
+typedef void (*tn_repack_cache_fn)(const tn_repack_cache_entry *entry, void *user);
+/* dir NULL: tn_repack_cache_dir(). TN_ERR_NOT_FOUND when there is no such
+ * directory (or the cache is off), TN_ERR_IO when it cannot be read. */
+int tn_repack_cache_list(const char *dir, tn_repack_cache_fn fn, void *user);
+/* Removes stale files, then the least recently used until the rest fits in
+ * max_bytes (0: $TERN_REPACK_CACHE_MAX_MB, else 32 GiB). A load that writes
+ * a new file prunes the same way. *freed (may be NULL) gets the bytes. */
+int tn_repack_cache_prune(const char *dir, uint64_t max_bytes, uint64_t *freed);
+/* Removes the cache files made from model_path (call it before deleting
+ * the model: the path is resolved). */
+int tn_repack_cache_forget(const char *dir, const char *model_path, uint64_t *freed);
+/* Removes every file of the cache. Files still mapped by a running process
+ * stay readable by it until it exits. */
+int tn_repack_cache_clear(const char *dir, uint64_t *freed);
 /* The arithmetic of this model's forward passes on this machine: the CPU
  * kernel family (chosen once from CPUID at load) and the weight layout,
  * e.g. "avx512+bf16/x16". Results are bitwise reproducible between runs

@@ -18,7 +18,9 @@ int main(int argc, char **argv) {
     if (tn_ctx_new(m, 1024, 1, &c, &err)) return 1;
     float *lg = malloc(sizeof(float) * tn_model_n_vocab(m) * (V > 1 ? V : 1));
     int32_t *toks = malloc(sizeof(int32_t) * (P + V));
-    for (int i = 0; i < P + V; i++) toks[i] = 1000 + (i * 7919) % 50000;
+    /* Inside any vocabulary of more than 2000 tokens (a 32k one too). */
+    const int span = tn_model_n_vocab(m) > 51000 ? 50000 : tn_model_n_vocab(m) - 1000;
+    for (int i = 0; i < P + V; i++) toks[i] = 1000 + (i * 7919) % span;
     tn_ctx_decode(c, toks, 8, TN_LOGITS_LAST, lg, &err); tn_ctx_kv_truncate(c, 0); /* warm-up */
     for (int r = 0; r < R; r++) {
         tn_ctx_kv_truncate(c, 0);
@@ -28,7 +30,7 @@ int main(int argc, char **argv) {
         int32_t t = 1000;
         for (int i = 0; i < N; i++) tn_ctx_decode(c, &t, 1, TN_LOGITS_LAST, lg, &err);
         double t2 = cpu();
-        printf("%s pp%d %.1f tok/cpu-s  tg%d %.2f tok/cpu-s (%s)\n", argv[1], P, P / (t1 - t0), N, N / (t2 - t1), tn_model_arithmetic(m));
+        printf("%s pp%d %.1f tok/cpu-s  tg%d %.2f tok/cpu-s (%s, %s)\n", argv[1], P, P / (t1 - t0), N, N / (t2 - t1), tn_model_arithmetic(m), tn_model_repack_source(m));
         if (V > 1) {
             double one[8], ver[8];
             for (int k = 0; k < 8; k++) {

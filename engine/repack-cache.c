@@ -1,0 +1,932 @@
+/* The on-disk cache of repacked weights (tn-repack-cache.h; docs/QUANT.md,
+ * "The repack cache", has the format, the key and the threat model).
+ *
+ * One file per model file and CPU kind, DIR/<32 hex>.x16, little-endian:
+ *
+ *   0    magic "TERNX16\0"
+ *   8    u32 format version (1)
+ *   12   u32 n: matrices in the payload
+ *   16   u8  key[32]        (below); a file for anything else is rebuilt
+ *   48   u64 payload offset P (4096, or 2 MiB for a payload of 8 MiB or
+ *            more, so that the payload can sit on 2 MiB boundaries)
+ *   56   u64 payload bytes
+ *   64   u64 the model file's size, 72 mtime s, 80 mtime ns, 88 inode,
+ *   96   u64 device: what prune compares to find a cache whose model is
+ *            gone or changed
+ *   104  u64 payload checksum (tn_checksum64, seed 0x16)
+ *   112  u32 path bytes L, 116 u32 reserved (0)
+ *   120  u64 unused (0)
+ *   128  n x {u64 offset in the payload, u64 bytes}
+ *        L bytes: the model file's resolved path (no NUL)
+ *        u64 checksum (tn_checksum64, seed 0) of every header byte before it
+ *   P    the payload: what tn_weights_repack's storage holds, byte for byte
+ *
+ * The key is a SHA-256 over: this format's version, the CPU's kernel family
+ * (tn_weight_repack_size depends on it), every part's identity (device,
+ * inode, size, mtime, ctime), the GGUF tensor table (names, types, shapes,
+ * offsets) and, for every matrix handed in, which tensor it is and its
+ * shape. It is cheap (no weight byte is read): the weights themselves are
+ * checked by repacking the first and last group of 16 rows of every matrix
+ * from the file and comparing them with the cache's bytes at every load, so
+ * that a layout changed by a newer Tern, or a file rewritten in place with
+ * its old times, is caught and the cache rebuilt.
+ *
+ * Diagnostics are plain text (why[]): the cache never fails a load, it only
+ * says on stderr why it fell back, so they are not translated messages. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "tn-repack-cache.h"
+
+#include "tn-internal.h"
+#include "tn-session.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HUGE_2M ((size_t)2 << 20)
+#define TMP_STALE_S (6 * 3600) /* a temp file older than this is a dead writer's */
+#define DEFAULT_MAX_BYTES ((uint64_t)32 << 30)
+
+static void why_set(tn_repack_cache_result *r, const char *fmt, ...) TN_PRINTF(2, 3);
+static void why_set(tn_repack_cache_result *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->why, sizeof r->why, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------ locations */
+
+static char *join(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 1);
+    if (s) {
+        memcpy(s, a, la);
+        memcpy(s + la, b, lb + 1);
+    }
+    return s;
+}
+
+/* Off unless asked for: where the file system gives the page cache no
+ * 2 MiB folios (ext4 before Linux 6.16, so Debian 12's 6.1) the mapped
+ * cache runs on 4 KiB pages and decode measured a third slower than the
+ * private THP copy (docs/QUANT.md). "1"/"on": the XDG location; an absolute
+ * path: there. */
+char *tn_repack_cache_dir(void) {
+    const char *e = getenv("TERN_REPACK_CACHE");
+    if (!e || (strcmp(e, "1") && strcmp(e, "on") && e[0] != '/'))
+        return NULL;
+    if (e[0] == '/')
+        return strdup(e);
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    if (xdg && xdg[0] == '/') /* the XDG spec: a relative value is ignored */
+        return join(xdg, "/tern/repack");
+    const char *home = getenv("HOME");
+    if (home && home[0] == '/')
+        return join(home, "/.cache/tern/repack");
+    return NULL;
+}
+
+static void hex(const uint8_t *b, int n, char *out) {
+    static const char d[] = "0123456789abcdef";
+    for (int i = 0; i < n; i++) {
+        out[2 * i] = d[b[i] >> 4];
+        out[2 * i + 1] = d[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static void sha_u64(tn_sha256 *c, uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    tn_sha256_update(c, b, 8);
+}
+
+static void sha_bytes(tn_sha256 *c, const void *p, size_t n) {
+    sha_u64(c, n);
+    tn_sha256_update(c, p, n);
+}
+
+/* The name depends on where the model is and on the CPU kind, not on its
+ * contents: a model replaced at the same path replaces its cache file
+ * instead of leaving the old one behind. */
+int tn_repack_cache_name(const char *model_path, char *out, size_t size) {
+    char resolved[PATH_MAX];
+    if (!model_path || size < 37)
+        return TN_ERR_INVALID;
+    const char *p = realpath(model_path, resolved) ? resolved : model_path;
+    tn_sha256 c;
+    tn_sha256_init(&c);
+    sha_bytes(&c, "tern repack cache name", 22);
+    sha_bytes(&c, p, strlen(p));
+    const char *isa = tn_isa_name(tn_isa_best());
+    sha_bytes(&c, isa, strlen(isa));
+    uint8_t h[32];
+    tn_sha256_final(&c, h);
+    hex(h, 16, out);
+    memcpy(out + 32, ".x16", 5);
+    return TN_OK;
+}
+
+/* mkdir -p, 0700 (weights of the user's models are the user's business). */
+static int make_dirs(const char *dir) {
+    char *p = strdup(dir);
+    if (!p)
+        return ENOMEM;
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char saved = *s;
+        *s = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST) {
+            int e = errno;
+            free(p);
+            return e;
+        }
+        *s = saved;
+        if (saved == '\0')
+            break;
+    }
+    free(p);
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return errno;
+    return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+}
+
+/* ------------------------------------------------------------ the plan */
+
+typedef struct entry {
+    int w;          /* index in ws */
+    uint64_t off;   /* in the payload */
+    uint64_t bytes; /* tn_weight_repack_size */
+} entry;
+
+typedef struct plan {
+    entry *e;
+    int n;
+    uint64_t payload;     /* bytes, as tn_weights_repack's total */
+    uint64_t payload_off; /* P */
+    uint8_t key[32];
+    char model[PATH_MAX];
+    struct stat model_st; /* the first part's */
+    size_t header_bytes;  /* up to and with the header checksum */
+} plan;
+
+/* The tensor of g that holds p, or -1. */
+static int64_t tensor_of(const tn_gguf *g, const void *p, uint64_t *within) {
+    const int64_t nt = tn_gguf_n_tensors(g);
+    for (int64_t t = 0; t < nt; t++) {
+        const tn_gguf_tensor *ti = tn_gguf_tensor_at(g, t);
+        const uint8_t *d = ti->data;
+        if (d && (const uint8_t *)p >= d && (const uint8_t *)p < d + ti->nbytes) {
+            *within = (uint64_t)((const uint8_t *)p - d);
+            return t;
+        }
+    }
+    return -1;
+}
+
+static void sha_stat(tn_sha256 *c, const struct stat *st) {
+    sha_u64(c, (uint64_t)st->st_dev);
+    sha_u64(c, (uint64_t)st->st_ino);
+    sha_u64(c, (uint64_t)st->st_size);
+    sha_u64(c, (uint64_t)st->st_mtim.tv_sec);
+    sha_u64(c, (uint64_t)st->st_mtim.tv_nsec);
+    /* ctime too: `cp -p` over the file (same inode, old mtime) moves it. */
+    sha_u64(c, (uint64_t)st->st_ctim.tv_sec);
+    sha_u64(c, (uint64_t)st->st_ctim.tv_nsec);
+}
+
+/* Offsets as tn_weights_repack lays its storage out (checked against it
+ * after a build: a plan that disagrees is never written), and the key. */
+static bool make_plan(tn_weight *const *ws, int n, const tn_gguf *g, plan *p,
+                      tn_repack_cache_result *r) {
+    p->e = calloc((size_t)(n > 0 ? n : 1), sizeof *p->e);
+    if (!p->e) {
+        why_set(r, "out of memory");
+        return false;
+    }
+    const char *path = tn_gguf_path(g);
+    if (!realpath(path, p->model) || stat(p->model, &p->model_st) != 0) {
+        why_set(r, "%s: cannot stat the model file: %s", path, strerror(errno));
+        return false;
+    }
+    tn_sha256 c;
+    tn_sha256_init(&c);
+    sha_bytes(&c, "tern repack cache", 17);
+    sha_u64(&c, TN_REPACK_CACHE_VERSION);
+    const char *isa = tn_isa_name(tn_isa_best());
+    sha_bytes(&c, isa, strlen(isa));
+    const int32_t parts = tn_gguf_n_parts(g);
+    sha_u64(&c, (uint64_t)parts);
+    for (int32_t k = 0; k < parts; k++) {
+        const char *pp = tn_gguf_part_path(g, k);
+        struct stat st;
+        if (!pp || stat(pp, &st) != 0) {
+            why_set(r, "%s: cannot stat part %d of the model: %s", path, k + 1,
+                    pp ? strerror(errno) : "unknown");
+            return false;
+        }
+        sha_stat(&c, &st);
+    }
+    const int64_t nt = tn_gguf_n_tensors(g);
+    sha_u64(&c, (uint64_t)nt);
+    for (int64_t t = 0; t < nt; t++) {
+        const tn_gguf_tensor *ti = tn_gguf_tensor_at(g, t);
+        sha_bytes(&c, ti->name.ptr, (size_t)ti->name.len);
+        sha_u64(&c, ti->type);
+        sha_u64(&c, ti->n_dims);
+        for (int d = 0; d < TN_MAX_DIMS; d++)
+            sha_u64(&c, ti->ne[d]);
+        sha_u64(&c, ti->offset);
+        sha_u64(&c, ti->part);
+        sha_u64(&c, ti->nbytes);
+    }
+    sha_u64(&c, (uint64_t)n);
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const tn_weight *w = ws[i];
+        uint64_t within = 0;
+        const int64_t t = tensor_of(g, w->data, &within);
+        if (t < 0 || w->layout != TN_LAYOUT_ROWS) {
+            why_set(r, "%s: a matrix is not read from the file", path);
+            return false;
+        }
+        bool dup = false;
+        for (int j = 0; j < i && !dup; j++) {
+            if (ws[j]->data != w->data)
+                continue;
+            if (ws[j]->type != w->type || ws[j]->rows != w->rows || ws[j]->cols != w->cols) {
+                why_set(r, "%s: two matrices of different shapes share their data", path);
+                return false;
+            }
+            dup = true;
+        }
+        const size_t size = dup ? 0 : tn_weight_repack_size(w);
+        sha_u64(&c, (uint64_t)t);
+        sha_u64(&c, within);
+        sha_u64(&c, w->type);
+        sha_u64(&c, (uint64_t)w->rows);
+        sha_u64(&c, (uint64_t)w->cols);
+        sha_u64(&c, w->row_bytes);
+        sha_u64(&c, size);
+        if (!size)
+            continue;
+        p->e[p->n++] = (entry){.w = i, .off = off, .bytes = size};
+        off += (size + 63) / 64 * 64;
+    }
+    tn_sha256_final(&c, p->key);
+    p->payload = off;
+    p->header_bytes = TN_REPACK_CACHE_FIXED + 16 * (size_t)p->n + strlen(p->model) + 8;
+    const size_t align = off >= 4 * HUGE_2M ? HUGE_2M : 4096;
+    p->payload_off = (p->header_bytes + align - 1) / align * align;
+    return true;
+}
+
+static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+
+static uint8_t *header_encode(const plan *p, uint64_t payload_checksum) {
+    uint8_t *h = calloc(1, p->header_bytes);
+    if (!h)
+        return NULL;
+    memcpy(h, TN_REPACK_CACHE_MAGIC, 8);
+    put_u32(h + 8, TN_REPACK_CACHE_VERSION);
+    put_u32(h + 12, (uint32_t)p->n);
+    memcpy(h + 16, p->key, 32);
+    put_u64(h + 48, p->payload_off);
+    put_u64(h + 56, p->payload);
+    put_u64(h + 64, (uint64_t)p->model_st.st_size);
+    put_u64(h + 72, (uint64_t)p->model_st.st_mtim.tv_sec);
+    put_u64(h + 80, (uint64_t)p->model_st.st_mtim.tv_nsec);
+    put_u64(h + 88, (uint64_t)p->model_st.st_ino);
+    put_u64(h + 96, (uint64_t)p->model_st.st_dev);
+    put_u64(h + 104, payload_checksum);
+    const size_t L = strlen(p->model);
+    put_u32(h + 112, (uint32_t)L);
+    uint8_t *q = h + TN_REPACK_CACHE_FIXED;
+    for (int i = 0; i < p->n; i++, q += 16) {
+        put_u64(q, p->e[i].off);
+        put_u64(q + 8, p->e[i].bytes);
+    }
+    memcpy(q, p->model, L);
+    q += L;
+    put_u64(q, tn_checksum64(h, (size_t)(q - h), 0));
+    return h;
+}
+
+/* ------------------------------------------------------------ reading */
+
+typedef enum { FILE_OK, FILE_ABSENT, FILE_BAD, FILE_BLOCKED } file_state;
+
+/* Opens path and checks its header against the plan. FILE_OK: *fd is open
+ * and the size is right. FILE_BAD: something is there that is not this
+ * cache (replace it). FILE_BLOCKED: something is there that a rename
+ * cannot replace (a directory), or the file cannot be opened. */
+static file_state open_valid(const char *path, const plan *p, int *fd_out, uint64_t *size_out,
+                             tn_repack_cache_result *r) {
+    *fd_out = -1;
+    /* O_NONBLOCK: a FIFO put where the file belongs would block open() for
+     * ever; O_NOFOLLOW: a symbolic link is not this cache's file. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return FILE_ABSENT;
+        if (e == ELOOP) {
+            why_set(r, "%s: a symbolic link, not a cache file", path);
+            return FILE_BAD;
+        }
+        if (e == EISDIR) {
+            why_set(r, "%s: a directory is in the way", path);
+            return FILE_BLOCKED;
+        }
+        why_set(r, "%s: cannot open: %s", path, strerror(e));
+        /* A file we may not read can still be renamed over. */
+        return e == EACCES || e == EPERM ? FILE_BAD : FILE_BLOCKED;
+    }
+    struct stat st;
+    file_state bad = FILE_BAD;
+    if (fstat(fd, &st) != 0) {
+        why_set(r, "%s: cannot stat: %s", path, strerror(errno));
+        bad = FILE_BLOCKED;
+        goto fail;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        why_set(r, "%s: a directory is in the way", path);
+        bad = FILE_BLOCKED;
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        why_set(r, "%s: not a regular file", path);
+        goto fail;
+    }
+    /* Another user's file in our directory could hold any weights. */
+    if (st.st_uid != geteuid()) {
+        why_set(r, "%s: owned by another user", path);
+        goto fail;
+    }
+    uint8_t fixed[TN_REPACK_CACHE_FIXED];
+    if ((uint64_t)st.st_size < sizeof fixed || pread(fd, fixed, sizeof fixed, 0) != (ssize_t)sizeof fixed) {
+        why_set(r, "%s: truncated (%lld bytes)", path, (long long)st.st_size);
+        goto fail;
+    }
+    if (memcmp(fixed, TN_REPACK_CACHE_MAGIC, 8) != 0) {
+        why_set(r, "%s: not a Tern repack cache file", path);
+        goto fail;
+    }
+    if (tn_rd_u32(fixed + 8) != TN_REPACK_CACHE_VERSION) {
+        why_set(r, "%s: format version %u, this Tern writes %u", path, tn_rd_u32(fixed + 8),
+                TN_REPACK_CACHE_VERSION);
+        goto fail;
+    }
+    if (memcmp(fixed + 16, p->key, 32) != 0) {
+        why_set(r, "%s: made from another model file, or by another Tern or CPU", path);
+        goto fail;
+    }
+    /* The key matches: the rest must be what this plan would write, byte
+     * for byte (header) and in size (payload). */
+    uint8_t *want = header_encode(p, tn_rd_u64(fixed + 104));
+    uint8_t *have = want ? malloc(p->header_bytes) : NULL;
+    bool same = want && have &&
+                (uint64_t)st.st_size >= p->header_bytes &&
+                pread(fd, have, p->header_bytes, 0) == (ssize_t)p->header_bytes &&
+                memcmp(want, have, p->header_bytes) == 0;
+    free(want);
+    free(have);
+    if (!same) {
+        why_set(r, "%s: its header does not match the model", path);
+        goto fail;
+    }
+    uint64_t expect = p->payload_off + p->payload;
+    if ((uint64_t)st.st_size != expect) {
+        why_set(r, "%s: %s (%lld bytes, expected %llu)", path,
+                (uint64_t)st.st_size < expect ? "truncated" : "trailing bytes",
+                (long long)st.st_size, (unsigned long long)expect);
+        goto fail;
+    }
+    *fd_out = fd;
+    *size_out = expect;
+    return FILE_OK;
+fail:
+    close(fd);
+    return bad;
+}
+
+/* A read-only shared mapping of the whole file; the payload (at P, a
+ * multiple of 2 MiB when the payload is large) on a 2 MiB boundary, so
+ * that the kernel can map page-cache folios of that size whole. */
+static void *map_file(int fd, uint64_t size, uint64_t payload_off) {
+    if (size > SIZE_MAX - HUGE_2M)
+        return NULL;
+    if (payload_off % HUGE_2M != 0) {
+        void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+        return m == MAP_FAILED ? NULL : m;
+    }
+    const size_t span = (size_t)size + HUGE_2M;
+    uint8_t *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (res == MAP_FAILED)
+        return NULL;
+    uint8_t *at = (uint8_t *)(((uintptr_t)res + HUGE_2M - 1) & ~(uintptr_t)(HUGE_2M - 1));
+    void *m = mmap(at, (size_t)size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (m == MAP_FAILED) {
+        munmap(res, span);
+        return NULL;
+    }
+    if (at > res)
+        munmap(res, (size_t)(at - res));
+    const size_t tail = (size_t)((res + span) - (at + size));
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uint8_t *end = (uint8_t *)(((uintptr_t)(at + size) + page - 1) & ~(uintptr_t)(page - 1));
+    if (tail && end < res + span)
+        munmap(end, (size_t)((res + span) - end));
+#ifdef MADV_HUGEPAGE
+    /* A hint: where the file system keeps large folios, faults may then map
+     * 2 MiB at once (docs/PERFORMANCE.md has what it measured). */
+    madvise(at, (size_t)size, MADV_HUGEPAGE);
+#endif
+    return at;
+}
+
+void tn_repack_cache_unmap(void *map, size_t bytes) {
+    if (map)
+        munmap(map, bytes);
+}
+
+/* The first and the last group of 16 rows of every matrix, repacked again
+ * from the file and compared with the cache's bytes: a layout changed by
+ * another Tern, or weights changed without the file's times changing, show
+ * here. */
+static bool spot_check(tn_weight *const *ws, const plan *p, const uint8_t *payload,
+                       tn_repack_cache_result *r) {
+    uint8_t *tmp = NULL;
+    size_t tmp_size = 0;
+    bool ok = true;
+    for (int i = 0; i < p->n && ok; i++) {
+        const tn_weight *w = ws[p->e[i].w];
+        const size_t group = p->e[i].bytes / (size_t)((w->rows + 15) / 16);
+        if (group > tmp_size) {
+            free(tmp);
+            tmp_size = (group + 63) / 64 * 64;
+            tmp = aligned_alloc(64, tmp_size);
+            if (!tmp) {
+                why_set(r, "out of memory");
+                return false;
+            }
+        }
+        const int64_t last = (w->rows - 1) / 16 * 16;
+        const int64_t firsts[2] = {0, last};
+        for (int k = 0; k < (last ? 2 : 1) && ok; k++) {
+            const int64_t r0 = firsts[k];
+            tn_weight sub = *w, out;
+            sub.rows = w->rows - r0 < 16 ? w->rows - r0 : 16;
+            sub.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+            ok = tn_weight_repack(&sub, tmp, tmp_size, &out) == TN_OK &&
+                 memcmp(tmp, payload + p->e[i].off + (size_t)(r0 / 16) * group, group) == 0;
+        }
+        if (!ok)
+            why_set(r, "%s: its weights differ from the model file's (a file changed in place, "
+                       "or another layout)",
+                    r->path);
+    }
+    free(tmp);
+    return ok;
+}
+
+/* Points the weights into the payload, as tn_weights_repack would have. */
+static void point_weights(tn_weight *const *ws, int n, const plan *p, const uint8_t *payload) {
+    for (int i = 0; i < p->n; i++) {
+        tn_weight *w = ws[p->e[i].w];
+        const void *orig = w->data;
+        tn_weight out = *w;
+        out.data = payload + p->e[i].off;
+        out.layout = TN_LAYOUT_X16;
+        for (int j = p->e[i].w + 1; j < n; j++)
+            if (ws[j]->data == orig && ws[j]->layout == TN_LAYOUT_ROWS)
+                *ws[j] = out;
+        *w = out;
+    }
+}
+
+/* The file's pages of the originals, no longer read (as repack.c does). */
+static void drop_pages(const void *p, size_t n) {
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0)
+        return;
+    uintptr_t a = ((uintptr_t)p + (uintptr_t)ps - 1) & ~((uintptr_t)ps - 1);
+    uintptr_t e = ((uintptr_t)p + n) & ~((uintptr_t)ps - 1);
+    if (e > a)
+        madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+/* Maps a valid file (fd) and checks its weights: true with the weights
+ * pointing into it. */
+static bool use_file(int fd, uint64_t size, tn_weight *const *ws, int n, const plan *p,
+                     tn_repack_cache_result *r) {
+    uint8_t *m = map_file(fd, size, p->payload_off);
+    if (!m) {
+        why_set(r, "%s: cannot map: %s", r->path, strerror(errno));
+        return false;
+    }
+    if (!spot_check(ws, p, m + p->payload_off, r)) {
+        munmap(m, (size_t)size);
+        return false;
+    }
+    const void **orig = malloc((size_t)(p->n ? p->n : 1) * sizeof *orig);
+    size_t *orig_bytes = malloc((size_t)(p->n ? p->n : 1) * sizeof *orig_bytes);
+    for (int i = 0; orig && orig_bytes && i < p->n; i++) {
+        orig[i] = ws[p->e[i].w]->data;
+        orig_bytes[i] = ws[p->e[i].w]->row_bytes * (size_t)ws[p->e[i].w]->rows;
+    }
+    point_weights(ws, n, p, m + p->payload_off);
+    for (int i = 0; orig && orig_bytes && i < p->n; i++)
+        drop_pages(orig[i], orig_bytes[i]);
+    free(orig);
+    free(orig_bytes);
+    r->map = m;
+    r->map_bytes = (size_t)size;
+    r->bytes = (size_t)p->payload;
+    return true;
+}
+
+/* ------------------------------------------------------------ writing */
+
+static int write_at(int fd, const void *data, size_t n, uint64_t off) {
+    const uint8_t *q = data;
+    while (n > 0) {
+        /* 64 MiB at a time: one call per chunk keeps a huge write
+         * interruptible and its error prompt. */
+        size_t k = n < ((size_t)64 << 20) ? n : ((size_t)64 << 20);
+        ssize_t w = pwrite(fd, q, k, (off_t)off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        if (w == 0)
+            return EIO;
+        q += w;
+        off += (uint64_t)w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Moves the weights from the private storage to the same bytes in m. */
+static void move_to_map(tn_weight *const *ws, int n, const plan *p, const uint8_t *payload) {
+    for (int i = 0; i < p->n; i++) {
+        const void *old = ws[p->e[i].w]->data;
+        for (int j = 0; j < n; j++)
+            if (ws[j]->data == old)
+                ws[j]->data = payload + p->e[i].off;
+    }
+}
+
+/* Someone else's valid file at r->path with exactly these payload bytes,
+ * mapped; NULL when there is none (or it differs: then it is replaced). */
+static uint8_t *map_theirs(const plan *p, const void *storage, tn_repack_cache_result *r,
+                           uint64_t *size) {
+    int fd = -1;
+    tn_repack_cache_result scratch = {0};
+    if (open_valid(r->path, p, &fd, size, &scratch) != FILE_OK)
+        return NULL;
+    uint8_t *m = map_file(fd, *size, p->payload_off);
+    close(fd);
+    if (m && memcmp(m + p->payload_off, storage, (size_t)p->payload) != 0) {
+        munmap(m, (size_t)*size);
+        m = NULL;
+    }
+    return m;
+}
+
+/* The private repack, then the file: written to a temporary name in the
+ * directory, synced, and renamed into place, so a reader sees the whole
+ * file or none. Two processes that build at once each write their own
+ * temporary file; the second to finish finds the first's file valid and
+ * maps that one instead (both then share it). Any failure leaves the
+ * private repack in use (outcome PRIVATE, why says why). */
+static int build(tn_weight *const *ws, int n, const plan *p, const char *dir,
+                 tn_repack_cache_result *r, bool write_ok) {
+    void *storage = NULL;
+    size_t got = 0;
+    int rc = tn_weights_repack(ws, n, true, &storage, &got);
+    if (rc != TN_OK)
+        return rc;
+    r->outcome = storage ? TN_REPACK_CACHE_PRIVATE : TN_REPACK_CACHE_OFF;
+    r->storage = storage;
+    r->bytes = got;
+    if (!storage || !write_ok)
+        return TN_OK; /* why was set by the caller */
+    bool agree = got == p->payload;
+    for (int i = 0; i < p->n && agree; i++) {
+        const tn_weight *w = ws[p->e[i].w];
+        agree = w->layout == TN_LAYOUT_X16 &&
+                (const uint8_t *)w->data == (uint8_t *)storage + p->e[i].off;
+    }
+    if (!agree) {
+        why_set(r, "%s: the repacked layout is not the planned one; not cached", r->path);
+        return TN_OK;
+    }
+    const size_t tmp_size = strlen(dir) + 64;
+    char *tmp = malloc(tmp_size);
+    if (!tmp) {
+        why_set(r, "out of memory");
+        return TN_OK;
+    }
+    snprintf(tmp, tmp_size, "%s/.%.32s.XXXXXX", dir, strrchr(r->path, '/') + 1);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        why_set(r, "%s: cannot write in the cache directory: %s", dir, strerror(errno));
+        free(tmp);
+        return TN_OK;
+    }
+    uint8_t *h = header_encode(p, tn_checksum64(storage, (size_t)p->payload, 0x16));
+    int e = h ? 0 : ENOMEM;
+    if (!e)
+        e = write_at(fd, h, p->header_bytes, 0);
+    free(h);
+    if (!e)
+        e = write_at(fd, storage, (size_t)p->payload, p->payload_off);
+    if (!e && fsync(fd) != 0)
+        e = errno;
+    uint64_t size = p->payload_off + p->payload;
+    uint8_t *m = NULL;
+    if (e) {
+        why_set(r, "%s: cannot write the cache file: %s", tmp, strerror(e));
+    } else if ((m = map_theirs(p, storage, r, &size))) {
+        r->outcome = TN_REPACK_CACHE_HIT; /* another process finished first */
+    } else if (rename(tmp, r->path) != 0) {
+        why_set(r, "%s: cannot rename into place: %s", r->path, strerror(errno));
+    } else {
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd); /* the rename is durable only once the directory is */
+            close(dfd);
+        }
+        m = map_file(fd, size, p->payload_off);
+        if (m)
+            r->outcome = TN_REPACK_CACHE_WRITTEN;
+        else
+            why_set(r, "%s: cannot map: %s", r->path, strerror(errno));
+    }
+    if (r->outcome != TN_REPACK_CACHE_WRITTEN)
+        unlink(tmp);
+    close(fd);
+    free(tmp);
+    if (m) {
+        move_to_map(ws, n, p, m + p->payload_off);
+        free(storage);
+        r->storage = NULL;
+        r->map = m;
+        r->map_bytes = (size_t)size;
+        r->why[0] = '\0';
+    }
+    return TN_OK;
+}
+
+int tn_repack_cache_prepare(tn_weight *const *ws, int n, const tn_gguf *g, const char *dir,
+                            tn_repack_cache_result *res) {
+    *res = (tn_repack_cache_result){.outcome = TN_REPACK_CACHE_OFF};
+    char *own_dir = NULL;
+    if (!dir)
+        dir = own_dir = tn_repack_cache_dir();
+    size_t any = 0;
+    for (int i = 0; i < n && !any; i++)
+        any = tn_weight_repack_size(ws[i]);
+    if (!dir || !g || !any) {
+        free(own_dir);
+        int rc = tn_weights_repack(ws, n, true, &res->storage, &res->bytes);
+        if (rc == TN_OK && res->storage)
+            res->outcome = TN_REPACK_CACHE_PRIVATE; /* no why: nothing went wrong */
+        return rc;
+    }
+    plan p = {0};
+    int rc = TN_OK;
+    bool can_write = true;
+    char name[40];
+    if (!make_plan(ws, n, g, &p, res) || tn_repack_cache_name(p.model, name, sizeof name) != TN_OK) {
+        rc = build(ws, n, &p, dir, res, false);
+        goto out;
+    }
+    snprintf(res->path, sizeof res->path, "%s/%s", dir, name);
+    int e = make_dirs(dir);
+    if (e) {
+        why_set(res, "%s: cannot create the cache directory: %s", dir, strerror(e));
+        rc = build(ws, n, &p, dir, res, false);
+        goto out;
+    }
+    int fd = -1;
+    uint64_t size = 0;
+    switch (open_valid(res->path, &p, &fd, &size, res)) {
+    case FILE_OK: {
+        bool ok = use_file(fd, size, ws, n, &p, res);
+        if (ok) {
+            /* The file's time is its last use: pruning removes the oldest. */
+            futimens(fd, NULL);
+            close(fd);
+            res->outcome = TN_REPACK_CACHE_HIT;
+            res->why[0] = '\0';
+            goto out;
+        }
+        close(fd); /* spot check failed: rebuild it */
+        break;
+    }
+    case FILE_ABSENT:
+    case FILE_BAD:
+        break;
+    case FILE_BLOCKED:
+        can_write = false;
+        break;
+    }
+    rc = build(ws, n, &p, dir, res, can_write);
+    if (rc == TN_OK && res->outcome == TN_REPACK_CACHE_WRITTEN)
+        tn_repack_cache_prune_dir(dir, 0, res->path, NULL);
+out:
+    free(p.e);
+    free(own_dir);
+    return rc;
+}
+
+/* ------------------------------------------------------------ housekeeping */
+
+/* A cache file of dir (by name), as tn_repack_cache_list reports it. */
+static bool read_entry(int dfd, const char *name, const char *full, tn_repack_cache_entry *e,
+                       char *model, size_t model_size) {
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return false;
+    *e = (tn_repack_cache_entry){.file = full, .model = "", .bytes = (uint64_t)st.st_size,
+                                 .last_used = (int64_t)st.st_mtim.tv_sec, .stale = true};
+    model[0] = '\0';
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
+        return true;
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0)
+        return true;
+    uint8_t h[TN_REPACK_CACHE_FIXED];
+    bool ok = pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h &&
+              !memcmp(h, TN_REPACK_CACHE_MAGIC, 8) &&
+              tn_rd_u32(h + 8) == TN_REPACK_CACHE_VERSION;
+    const uint32_t n = ok ? tn_rd_u32(h + 12) : 0, L = ok ? tn_rd_u32(h + 112) : 0;
+    ok = ok && L > 0 && L < model_size &&
+         pread(fd, model, L, (off_t)(TN_REPACK_CACHE_FIXED + 16 * (uint64_t)n)) == (ssize_t)L;
+    close(fd);
+    if (!ok) {
+        model[0] = '\0';
+        return true;
+    }
+    model[L] = '\0';
+    e->model = model;
+    struct stat ms;
+    e->stale = stat(model, &ms) != 0 || (uint64_t)ms.st_size != tn_rd_u64(h + 64) ||
+               (uint64_t)ms.st_mtim.tv_sec != tn_rd_u64(h + 72) ||
+               (uint64_t)ms.st_mtim.tv_nsec != tn_rd_u64(h + 80) ||
+               (uint64_t)ms.st_ino != tn_rd_u64(h + 88) || (uint64_t)ms.st_dev != tn_rd_u64(h + 96);
+    return true;
+}
+
+static bool is_cache_name(const char *s) {
+    size_t n = strlen(s);
+    return n > 4 && s[0] != '.' && !strcmp(s + n - 4, ".x16");
+}
+
+/* ".<32 hex>.XXXXXX": a writer's temporary file. */
+static bool is_temp_name(const char *s) { return s[0] == '.' && strlen(s) == 40 && s[33] == '.'; }
+
+typedef struct scan_item {
+    char *file;
+    uint64_t bytes;
+    int64_t last_used;
+} scan_item;
+
+/* mode 0: list, 1: prune, 2: forget `model`, 3: clear. */
+static int scan(const char *dir, int mode, uint64_t max_bytes, const char *keep,
+                const char *model, tn_repack_cache_fn fn, void *user, uint64_t *freed) {
+    if (freed)
+        *freed = 0;
+    char *own = NULL;
+    if (!dir)
+        dir = own = tn_repack_cache_dir();
+    if (!dir)
+        return TN_ERR_NOT_FOUND;
+    DIR *d = opendir(dir);
+    if (!d) {
+        int e = errno;
+        free(own);
+        return e == ENOENT ? TN_ERR_NOT_FOUND : TN_ERR_IO;
+    }
+    char resolved[PATH_MAX];
+    if (model && !realpath(model, resolved))
+        snprintf(resolved, sizeof resolved, "%s", model);
+    scan_item *items = NULL;
+    size_t n_items = 0, cap = 0;
+    uint64_t total = 0;
+    int rc = TN_OK;
+    const time_t now = time(NULL);
+    char full[PATH_MAX + 64], mpath[PATH_MAX];
+    for (struct dirent *de; (de = readdir(d));) {
+        snprintf(full, sizeof full, "%s/%s", dir, de->d_name);
+        if (is_temp_name(de->d_name)) {
+            struct stat st;
+            if (mode != 0 && fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                (mode == 3 || now - st.st_mtim.tv_sec > TMP_STALE_S) && unlink(full) == 0 && freed)
+                *freed += (uint64_t)st.st_size;
+            continue;
+        }
+        if (!is_cache_name(de->d_name))
+            continue;
+        tn_repack_cache_entry e;
+        if (!read_entry(dirfd(d), de->d_name, full, &e, mpath, sizeof mpath))
+            continue;
+        bool drop = mode == 3 || (mode == 1 && e.stale) ||
+                    (mode == 2 && !strcmp(e.model, resolved));
+        if (keep && !strcmp(full, keep))
+            drop = false;
+        if (mode == 0 && fn)
+            fn(&e, user);
+        if (drop) {
+            if (unlink(full) == 0 && freed)
+                *freed += e.bytes;
+            continue;
+        }
+        total += e.bytes;
+        if (mode == 1 && !(keep && !strcmp(full, keep))) {
+            if (n_items == cap) {
+                cap = cap ? 2 * cap : 16;
+                scan_item *ni = realloc(items, cap * sizeof *ni);
+                if (!ni) {
+                    rc = TN_ERR_NOMEM;
+                    break;
+                }
+                items = ni;
+            }
+            items[n_items] = (scan_item){strdup(full), e.bytes, e.last_used};
+            if (items[n_items].file)
+                n_items++;
+        }
+    }
+    closedir(d);
+    /* Least recently used first, until the rest fits. */
+    while (rc == TN_OK && mode == 1 && total > max_bytes && n_items > 0) {
+        size_t oldest = 0;
+        for (size_t i = 1; i < n_items; i++)
+            if (items[i].last_used < items[oldest].last_used)
+                oldest = i;
+        if (unlink(items[oldest].file) == 0) {
+            total -= items[oldest].bytes;
+            if (freed)
+                *freed += items[oldest].bytes;
+        }
+        free(items[oldest].file);
+        items[oldest] = items[--n_items];
+    }
+    for (size_t i = 0; i < n_items; i++)
+        free(items[i].file);
+    free(items);
+    free(own);
+    return rc;
+}
+
+static uint64_t max_bytes_default(void) {
+    const char *e = getenv("TERN_REPACK_CACHE_MAX_MB");
+    char *end = NULL;
+    unsigned long long mb = e ? strtoull(e, &end, 10) : 0;
+    return e && end != e && !*end && mb < (1ull << 40) ? (uint64_t)mb << 20 : DEFAULT_MAX_BYTES;
+}
+
+int tn_repack_cache_prune_dir(const char *dir, uint64_t max_bytes, const char *keep,
+                              uint64_t *freed) {
+    return scan(dir, 1, max_bytes ? max_bytes : max_bytes_default(), keep, NULL, NULL, NULL,
+                freed);
+}
+
+int tn_repack_cache_list(const char *dir, tn_repack_cache_fn fn, void *user) {
+    return scan(dir, 0, 0, NULL, NULL, fn, user, NULL);
+}
+
+int tn_repack_cache_prune(const char *dir, uint64_t max_bytes, uint64_t *freed) {
+    return tn_repack_cache_prune_dir(dir, max_bytes, NULL, freed);
+}
+
+int tn_repack_cache_forget(const char *dir, const char *model_path, uint64_t *freed) {
+    if (!model_path)
+        return TN_ERR_INVALID;
+    return scan(dir, 2, 0, NULL, model_path, NULL, NULL, freed);
+}
+
+int tn_repack_cache_clear(const char *dir, uint64_t *freed) {
+    return scan(dir, 3, 0, NULL, NULL, NULL, NULL, freed);
+}

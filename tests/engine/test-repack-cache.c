@@ -1,0 +1,537 @@
+/* The repack cache (engine/repack-cache.c, docs/QUANT.md): the first load
+ * writes the X16 weights to a file, later loads map it; the logits are the
+ * same bits with and without it. Whatever sits where the file belongs
+ * (truncated file, wrong magic, another model's file, changed weights, a
+ * symbolic link, a FIFO, a directory), an unwritable directory, two
+ * processes writing at once: the load succeeds, rebuilds or repacks in
+ * memory, and never crashes or hangs. Two processes on one model share the
+ * file's pages (Pss < Rss). The cache lives in this test's scratch
+ * directory, never in ~/.cache. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "tn-test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char cache_dir[1024];
+static const int32_t toks[] = {1, 7, 42, 3, 60, 12};
+#define NT ((int32_t)(sizeof toks / sizeof toks[0]))
+
+/* Loads path; *src gets the repack source, logits (n_vocab floats, may be
+ * NULL) those of the last of toks. False when the load or decode failed. */
+static bool run(const char *path, char *src, size_t src_size, float *logits, char *cache_path,
+                size_t cp_size) {
+    tn_model *m = NULL;
+    tn_ctx *ctx = NULL;
+    tn_error err = {0};
+    bool ok = tn_model_load(path, tn_model_default_params(), &m, &err) == TN_OK;
+    CHECKF(ok, "load %s: %s", path, err.message);
+    if (!ok)
+        return false;
+    snprintf(src, src_size, "%s", tn_model_repack_source(m));
+    if (cache_path)
+        snprintf(cache_path, cp_size, "%s", tn_model_repack_cache_path(m));
+    if (logits) {
+        ok = tn_ctx_new(m, 64, 2, &ctx, &err) == TN_OK &&
+             tn_ctx_decode(ctx, toks, NT, TN_LOGITS_LAST, logits, &err) == TN_OK;
+        CHECKF(ok, "decode %s: %s", path, err.message);
+    }
+    tn_ctx_free(ctx);
+    tn_model_free(m);
+    return ok;
+}
+
+static int n_vocab_of(const char *path) {
+    tn_model *m = NULL;
+    tn_error err = {0};
+    if (tn_model_load(path, tn_model_default_params(), &m, &err) != TN_OK)
+        return -1;
+    int n = tn_model_n_vocab(m);
+    tn_model_free(m);
+    return n;
+}
+
+/* Files in dir: cache files (*.x16) and writers' temporary files (.*). */
+static void count_files(const char *dir, int *caches, int *temps) {
+    *caches = *temps = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *de; (de = readdir(d));) {
+        size_t n = strlen(de->d_name);
+        if (de->d_name[0] == '.' && n > 2)
+            (*temps)++;
+        else if (n > 4 && !strcmp(de->d_name + n - 4, ".x16"))
+            (*caches)++;
+    }
+    closedir(d);
+}
+
+static bool copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    bool ok = a && b;
+    char buf[65536];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0)
+        ok = fwrite(buf, 1, n, b) == n;
+    if (a)
+        fclose(a);
+    if (b && fclose(b) != 0)
+        ok = false;
+    return ok;
+}
+
+static uint64_t file_u64(const char *path, long at) {
+    uint64_t v = 0;
+    FILE *f = fopen(path, "rb");
+    if (f && fseek(f, at, SEEK_SET) == 0 && fread(&v, 8, 1, f) == 1) {
+    }
+    if (f)
+        fclose(f);
+    return v;
+}
+
+static bool flip_byte(const char *path, long at) {
+    FILE *f = fopen(path, "r+b");
+    int c = -1;
+    bool ok = f && fseek(f, at, SEEK_SET) == 0 && (c = fgetc(f)) != EOF &&
+              fseek(f, at, SEEK_SET) == 0 && fputc(c ^ 0x5a, f) != EOF;
+    if (f && fclose(f) != 0)
+        ok = false;
+    return ok;
+}
+
+static ino_t inode_of(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+/* Something put where the cache file belongs; the next load must succeed
+ * with the same logits and end as `want` ("cache-new": rebuilt, "memory":
+ * the directory entry could not be replaced). */
+static void expect_after(const char *what, const char *model, const char *cpath, const float *ref,
+                         int nv, const char *want) {
+    char src[32], cp[1024];
+    float *lg = malloc(sizeof(float) * (size_t)nv);
+    if (!lg)
+        return;
+    bool ok = run(model, src, sizeof src, lg, cp, sizeof cp);
+    CHECKF(ok && !strcmp(src, want), "%s: source %s, expected %s", what, src, want);
+    CHECKF(ok && memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0, "%s: other logits", what);
+    free(lg);
+    if (!strcmp(want, "cache-new")) {
+        /* A second load uses what the first rebuilt. */
+        ok = run(model, src, sizeof src, NULL, NULL, 0);
+        CHECKF(ok && !strcmp(src, "cache"), "%s: after the rebuild, source %s", what, src);
+        (void)cpath;
+    }
+}
+
+/* Pss and Rss (kB) of the mappings of `file` in this process. */
+static void pss_of(const char *name, long *rss, long *pss) {
+    *rss = *pss = 0;
+    char file[4096];
+    if (!realpath(name, file))
+        return;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return;
+    char line[2048];
+    bool in = false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        long kb;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            char *nl = strchr(line, '\n');
+            if (nl)
+                *nl = '\0';
+            size_t n = strlen(line), fl = strlen(file);
+            in = n >= fl && !strcmp(line + n - fl, file);
+        } else if (in && sscanf(line, "Rss: %ld kB", &kb) == 1) {
+            *rss += kb;
+        } else if (in && sscanf(line, "Pss: %ld kB", &kb) == 1) {
+            *pss += kb;
+        }
+    }
+    fclose(f);
+}
+
+/* Two processes load the model at once into an empty cache: both succeed
+ * with the reference logits, one file is left, no temporary file. */
+static void concurrent_first_loads(const char *model, const float *ref, int nv) {
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/concurrent", cache_dir);
+    setenv("TERN_REPACK_CACHE", dir, 1);
+    int go[2];
+    if (pipe(go) != 0) {
+        CHECK(0);
+        return;
+    }
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            char c;
+            close(go[1]);
+            if (read(go[0], &c, 1) < 0)
+                _exit(3);
+            char src[32];
+            float *lg = malloc(sizeof(float) * (size_t)nv);
+            bool ok = lg && run(model, src, sizeof src, lg, NULL, 0) &&
+                      memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0;
+            fprintf(stderr, "concurrent load %d: %s\n", k, ok ? src : "FAILED");
+            _exit(ok && (!strcmp(src, "cache-new") || !strcmp(src, "cache")) ? 0 : 1);
+        }
+    }
+    close(go[0]);
+    if (write(go[1], "gg", 2) != 2)
+        CHECK(0);
+    close(go[1]);
+    for (int k = 0; k < 2; k++) {
+        int st = 0;
+        CHECK(kids[k] > 0 && waitpid(kids[k], &st, 0) == kids[k]);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "concurrent load %d: status %d", k, st);
+    }
+    int caches, temps;
+    count_files(dir, &caches, &temps);
+    CHECKF(caches == 1 && temps == 0, "after two concurrent first loads: %d cache files, %d temps",
+           caches, temps);
+    char src[32];
+    CHECK(run(model, src, sizeof src, NULL, NULL, 0) && !strcmp(src, "cache"));
+    setenv("TERN_REPACK_CACHE", cache_dir, 1);
+}
+
+/* A child maps the cache and touches every page (a decode), then waits; the
+ * parent does the same: each then holds the file's pages at about half
+ * their Rss as Pss. */
+static void shared_pages(const char *model, int nv) {
+    int ready[2], done[2];
+    if (pipe(ready) != 0 || pipe(done) != 0) {
+        CHECK(0);
+        return;
+    }
+    pid_t kid = fork();
+    if (kid == 0) {
+        close(ready[0]);
+        close(done[1]);
+        tn_model *m = NULL;
+        tn_ctx *ctx = NULL;
+        tn_error err = {0};
+        float *lg = malloc(sizeof(float) * (size_t)nv);
+        bool ok = lg && tn_model_load(model, tn_model_default_params(), &m, &err) == TN_OK &&
+                  tn_ctx_new(m, 64, 1, &ctx, &err) == TN_OK &&
+                  tn_ctx_decode(ctx, toks, NT, TN_LOGITS_LAST, lg, &err) == TN_OK;
+        char c = ok ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1 || read(done[0], &c, 1) < 0)
+            ok = false;
+        tn_ctx_free(ctx);
+        tn_model_free(m);
+        free(lg);
+        _exit(ok ? 0 : 1);
+    }
+    close(ready[1]);
+    close(done[0]);
+    char c = 'n';
+    CHECK(kid > 0 && read(ready[0], &c, 1) == 1 && c == 'y');
+    tn_model *m = NULL;
+    tn_ctx *ctx = NULL;
+    tn_error err = {0};
+    float *lg = malloc(sizeof(float) * (size_t)nv);
+    if (lg && tn_model_load(model, tn_model_default_params(), &m, &err) == TN_OK &&
+        tn_ctx_new(m, 64, 1, &ctx, &err) == TN_OK &&
+        tn_ctx_decode(ctx, toks, NT, TN_LOGITS_LAST, lg, &err) == TN_OK) {
+        const char *file = tn_model_repack_cache_path(m);
+        long rss, pss;
+        pss_of(file, &rss, &pss);
+        fprintf(stderr, "two processes on %s: this one's Rss %ld kB, Pss %ld kB\n", file, rss,
+                pss);
+        CHECKF(!strcmp(tn_model_repack_source(m), "cache"), "source %s",
+               tn_model_repack_source(m));
+        CHECKF(rss > 0 && pss * 10 < rss * 7, "the cache's pages are not shared: Rss %ld, Pss %ld",
+               rss, pss);
+    } else {
+        CHECKF(0, "load: %s", err.message);
+    }
+    tn_ctx_free(ctx);
+    tn_model_free(m);
+    free(lg);
+    c = 'x';
+    if (write(done[1], &c, 1) != 1)
+        CHECK(0);
+    int st = 0;
+    CHECK(kid > 0 && waitpid(kid, &st, 0) == kid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(ready[0]);
+    close(done[1]);
+}
+
+static void count_entry(const tn_repack_cache_entry *e, void *user) {
+    int *n = user;
+    n[0]++;
+    n[1] += e->stale;
+}
+
+/* list, forget, prune (stale files, temporary files, least recently used), clear. */
+static void housekeeping(const char *model, const char *cpath) {
+    char dir[1100], copy[1100], src[32], cp[1200];
+    snprintf(dir, sizeof dir, "%s/house", cache_dir);
+    snprintf(copy, sizeof copy, "%s/house-copy.gguf", tn_test_tmpdir());
+    setenv("TERN_REPACK_CACHE", dir, 1);
+    CHECK(copy_file(model, copy));
+    CHECK(run(model, src, sizeof src, NULL, NULL, 0) && !strcmp(src, "cache-new"));
+    CHECK(run(copy, src, sizeof src, NULL, cp, sizeof cp) && !strcmp(src, "cache-new"));
+    int n[2] = {0, 0};
+    CHECK(tn_repack_cache_list(dir, count_entry, n) == TN_OK);
+    CHECKF(n[0] == 2 && n[1] == 0, "list: %d files, %d stale", n[0], n[1]);
+    /* The copy's model gone: its file is stale; prune removes it alone. */
+    remove(copy);
+    n[0] = n[1] = 0;
+    CHECK(tn_repack_cache_list(dir, count_entry, n) == TN_OK);
+    CHECKF(n[0] == 2 && n[1] == 1, "list after removing a model: %d files, %d stale", n[0], n[1]);
+    /* A dead writer's temporary file (old) goes, a live one (new) stays. */
+    char old_tmp[1200], new_tmp[1200];
+    snprintf(old_tmp, sizeof old_tmp, "%s/.0123456789abcdef0123456789abcdef.AbCdEf", dir);
+    snprintf(new_tmp, sizeof new_tmp, "%s/.0123456789abcdef0123456789abcdef.XyZxYz", dir);
+    FILE *f = fopen(old_tmp, "w");
+    if (f)
+        fclose(f);
+    f = fopen(new_tmp, "w");
+    if (f)
+        fclose(f);
+    struct timespec past[2] = {{.tv_sec = time(NULL) - 86400}, {.tv_sec = time(NULL) - 86400}};
+    CHECK(utimensat(AT_FDCWD, old_tmp, past, 0) == 0);
+    uint64_t freed = 0;
+    CHECK(tn_repack_cache_prune(dir, 0, &freed) == TN_OK);
+    CHECKF(access(cp, F_OK) != 0, "prune left the stale %s", cp);
+    CHECKF(access(old_tmp, F_OK) != 0 && access(new_tmp, F_OK) == 0,
+           "prune: the old temporary file must go, the new one stay");
+    CHECK(freed > 0);
+    n[0] = n[1] = 0;
+    CHECK(tn_repack_cache_list(dir, count_entry, n) == TN_OK);
+    CHECKF(n[0] == 1 && n[1] == 0, "after prune: %d files, %d stale", n[0], n[1]);
+    /* Least recently used first: the copy again, made older than the model's. */
+    CHECK(copy_file(model, copy));
+    CHECK(run(copy, src, sizeof src, NULL, cp, sizeof cp) && !strcmp(src, "cache-new"));
+    CHECK(utimensat(AT_FDCWD, cp, past, 0) == 0);
+    struct stat st;
+    CHECK(stat(cp, &st) == 0);
+    CHECK(tn_repack_cache_prune(dir, (uint64_t)st.st_size + 1, &freed) == TN_OK);
+    CHECKF(access(cp, F_OK) != 0 && freed == (uint64_t)st.st_size,
+           "prune to one file's size: the least recently used must go");
+    /* forget: before deleting the model. */
+    CHECK(run(copy, src, sizeof src, NULL, cp, sizeof cp) && !strcmp(src, "cache-new"));
+    CHECK(tn_repack_cache_forget(dir, copy, &freed) == TN_OK && freed > 0);
+    CHECKF(access(cp, F_OK) != 0, "forget left %s", cp);
+    n[0] = n[1] = 0;
+    CHECK(tn_repack_cache_list(dir, count_entry, n) == TN_OK && n[0] == 1);
+    CHECK(tn_repack_cache_clear(dir, &freed) == TN_OK && freed > 0);
+    n[0] = n[1] = 0;
+    CHECK(tn_repack_cache_list(dir, count_entry, n) == TN_OK && n[0] == 0);
+    CHECK(tn_repack_cache_list("/nonexistent/tern-cache", count_entry, n) == TN_ERR_NOT_FOUND);
+    remove(copy);
+    remove(new_tmp);
+    (void)cpath;
+    setenv("TERN_REPACK_CACHE", cache_dir, 1);
+}
+
+static void one_model(const char *type, bool big) {
+    char model[1100];
+    const char *tmp = tn_test_tmpdir();
+    snprintf(model, sizeof model, "%s/%s%s.gguf", tmp, type, big ? "-big" : "");
+    snprintf(cache_dir, sizeof cache_dir, "%s/cache-%s%s", tmp, type, big ? "-big" : "");
+    tn_mkmodel_params p = tn_test_tiny_model("llama", 21);
+    p.type = type;
+    if (strstr(type, "_k") || big) {
+        p.n_embd = 256; /* K-quants: whole super-blocks */
+        p.n_ff = 512;
+        p.n_head = 4;
+        p.head_dim = 64;
+    }
+    if (big) {
+        p.n_ff = 2048; /* 11 MB of Q8_0: a payload on 2 MiB boundaries */
+        p.n_layer = 6;
+    }
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, model, &err) == TN_OK, "mkmodel %s: %s", type, err.message);
+    const int nv = n_vocab_of(model);
+    CHECK(nv > 0);
+    if (nv <= 0)
+        return;
+    float *ref = malloc(sizeof(float) * (size_t)nv), *lg = malloc(sizeof(float) * (size_t)nv);
+    char src[32], cpath[1024];
+    /* The reference: no cache. */
+    setenv("TERN_REPACK_CACHE", "0", 1);
+    CHECK(run(model, src, sizeof src, ref, NULL, 0));
+    if (!strcmp(src, "none")) {
+        fprintf(stderr, "%s: no faster layout on this CPU: nothing to cache\n", type);
+        free(ref);
+        free(lg);
+        return;
+    }
+    CHECKF(!strcmp(src, "memory"), "TERN_REPACK_CACHE=0: source %s", src);
+    setenv("TERN_REPACK_CACHE", cache_dir, 1);
+    CHECK(run(model, src, sizeof src, lg, cpath, sizeof cpath));
+    CHECKF(!strcmp(src, "cache-new"), "first load: source %s", src);
+    CHECK(memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0);
+    const ino_t ino = inode_of(cpath);
+    CHECK(ino != 0);
+    memset(lg, 0, sizeof(float) * (size_t)nv);
+    CHECK(run(model, src, sizeof src, lg, NULL, 0));
+    CHECKF(!strcmp(src, "cache"), "second load: source %s", src);
+    CHECK(memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0);
+    CHECKF(inode_of(cpath) == ino, "the second load rewrote the cache file");
+    const uint64_t payload_off = file_u64(cpath, 48), payload = file_u64(cpath, 56);
+    CHECK(payload_off % 4096 == 0 && payload > 0);
+    if (big)
+        CHECKF(payload_off == (2u << 20), "payload at %llu", (unsigned long long)payload_off);
+    fprintf(stderr, "%s: cache file %s: payload %llu bytes at %llu\n", type, cpath,
+            (unsigned long long)payload, (unsigned long long)payload_off);
+    if (big) {
+        shared_pages(model, nv);
+        free(ref);
+        free(lg);
+        return;
+    }
+
+    /* Garbage where the file belongs. */
+    struct stat st;
+    CHECK(stat(cpath, &st) == 0);
+    CHECK(truncate(cpath, st.st_size / 2) == 0);
+    expect_after("truncated", model, cpath, ref, nv, "cache-new");
+    CHECK(truncate(cpath, 64) == 0);
+    expect_after("truncated inside the header", model, cpath, ref, nv, "cache-new");
+    CHECK(truncate(cpath, 0) == 0);
+    expect_after("empty", model, cpath, ref, nv, "cache-new");
+    CHECK(flip_byte(cpath, 0));
+    expect_after("wrong magic", model, cpath, ref, nv, "cache-new");
+    CHECK(flip_byte(cpath, 20));
+    expect_after("wrong key", model, cpath, ref, nv, "cache-new");
+    CHECK(flip_byte(cpath, 130));
+    expect_after("damaged header table", model, cpath, ref, nv, "cache-new");
+    /* The first group of a matrix: the spot check must see it. */
+    CHECK(flip_byte(cpath, (long)payload_off + 100));
+    expect_after("changed weights", model, cpath, ref, nv, "cache-new");
+    CHECK(stat(cpath, &st) == 0);
+    FILE *f = fopen(cpath, "ab");
+    CHECK(f && fputc(0, f) != EOF);
+    if (f)
+        fclose(f);
+    expect_after("trailing bytes", model, cpath, ref, nv, "cache-new");
+    /* Random bytes of the right size. */
+    f = fopen(cpath, "r+b");
+    uint64_t rng = 77;
+    for (long i = 0; f && i < (long)st.st_size; i++)
+        fputc((int)(tn_test_rand(&rng) & 255), f);
+    if (f)
+        fclose(f);
+    expect_after("garbage", model, cpath, ref, nv, "cache-new");
+    /* Another model's cache file under this model's name. */
+    char other[1100], other_cache[1100];
+    snprintf(other, sizeof other, "%s/other-%s.gguf", tmp, type);
+    snprintf(other_cache, sizeof other_cache, "%s/other", cache_dir);
+    tn_mkmodel_params po = p;
+    po.seed = 99;
+    CHECK(tn_mkmodel(&po, other, &err) == TN_OK);
+    setenv("TERN_REPACK_CACHE", other_cache, 1);
+    char ocp[1024];
+    CHECK(run(other, src, sizeof src, NULL, ocp, sizeof ocp) && !strcmp(src, "cache-new"));
+    setenv("TERN_REPACK_CACHE", cache_dir, 1);
+    CHECK(copy_file(ocp, cpath));
+    expect_after("another model's file", model, cpath, ref, nv, "cache-new");
+    /* The model rewritten in place (new mtime): the old cache must not be used. */
+    {
+        float *lo = malloc(sizeof(float) * (size_t)nv);
+        char backup[1200];
+        snprintf(backup, sizeof backup, "%s.backup", model);
+        CHECK(copy_file(model, backup)); /* keep the original */
+        CHECK(copy_file(other, model));
+        CHECK(run(model, src, sizeof src, lo, NULL, 0) && !strcmp(src, "cache-new"));
+        setenv("TERN_REPACK_CACHE", "0", 1);
+        CHECK(run(model, src, sizeof src, lg, NULL, 0));
+        setenv("TERN_REPACK_CACHE", cache_dir, 1);
+        CHECKF(lo && memcmp(lo, lg, sizeof(float) * (size_t)nv) == 0,
+               "a model replaced in place ran with its old cache");
+        CHECK(copy_file(backup, model));
+        remove(backup);
+        expect_after("the model back", model, cpath, ref, nv, "cache-new");
+        free(lo);
+    }
+    /* A symbolic link (to a valid file even) is not followed, but replaced. */
+    char elsewhere[1200];
+    snprintf(elsewhere, sizeof elsewhere, "%s.elsewhere", cpath);
+    CHECK(rename(cpath, elsewhere) == 0 && symlink(elsewhere, cpath) == 0);
+    expect_after("a symbolic link", model, cpath, ref, nv, "cache-new");
+    CHECK(lstat(cpath, &st) == 0 && S_ISREG(st.st_mode));
+    remove(elsewhere);
+    /* A FIFO: opening it must not block. */
+    CHECK(remove(cpath) == 0 && mkfifo(cpath, 0600) == 0);
+    expect_after("a FIFO", model, cpath, ref, nv, "cache-new");
+    /* A directory cannot be renamed over: repacked in memory, the
+     * directory left alone. */
+    CHECK(remove(cpath) == 0 && mkdir(cpath, 0700) == 0);
+    expect_after("a directory in the way", model, cpath, ref, nv, "memory");
+    CHECK(stat(cpath, &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK(rmdir(cpath) == 0);
+    /* Owned by someone else (only root can make such a file). */
+    if (geteuid() == 0) {
+        CHECK(run(model, src, sizeof src, NULL, NULL, 0) && !strcmp(src, "cache-new"));
+        CHECK(chown(cpath, 1, 1) == 0);
+        expect_after("another user's file", model, cpath, ref, nv, "cache-new");
+    }
+    /* No place to write: the cache directory is a file, or read-only. */
+    char blocked[1200];
+    snprintf(blocked, sizeof blocked, "%s/a-file", cache_dir);
+    f = fopen(blocked, "w");
+    if (f)
+        fclose(f);
+    char below[1300];
+    snprintf(below, sizeof below, "%s/below", blocked);
+    setenv("TERN_REPACK_CACHE", below, 1);
+    expect_after("the cache directory is a file", model, cpath, ref, nv, "memory");
+    char ro[1200];
+    snprintf(ro, sizeof ro, "%s/read-only", cache_dir);
+    CHECK(mkdir(ro, 0700) == 0 || errno == EEXIST);
+    if (geteuid() != 0) {
+        CHECK(chmod(ro, 0500) == 0);
+        setenv("TERN_REPACK_CACHE", ro, 1);
+    } else {
+        /* Root writes anywhere: a directory of /proc takes no files. */
+        setenv("TERN_REPACK_CACHE", "/proc/self/fdinfo", 1);
+    }
+    expect_after("a read-only cache directory", model, cpath, ref, nv, "memory");
+    chmod(ro, 0700);
+    /* The cache off. */
+    setenv("TERN_REPACK_CACHE", "off", 1);
+    CHECK(run(model, src, sizeof src, lg, NULL, 0) && !strcmp(src, "memory"));
+    CHECK(memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0);
+    setenv("TERN_REPACK_CACHE", cache_dir, 1);
+    /* TERN_REPACK=0: nothing repacked, nothing cached. */
+    setenv("TERN_REPACK", "0", 1);
+    CHECK(run(model, src, sizeof src, NULL, NULL, 0) && !strcmp(src, "none"));
+    unsetenv("TERN_REPACK");
+
+    concurrent_first_loads(model, ref, nv);
+    housekeeping(model, cpath);
+    free(ref);
+    free(lg);
+}
+
+int main(void) {
+    /* Never the user's ~/.cache, whatever the caller's environment says. */
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", "/nonexistent", 1);
+    one_model("q8_0", false);
+    one_model("q4_0", false);
+    one_model("q4_k_m", false);
+    one_model("q8_0", true);
+    return tn_test_finish("repack-cache");
+}
