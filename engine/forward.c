@@ -91,11 +91,13 @@ static void rope_angles(float *cs, int64_t pos, int32_t n_rot, float base, float
         hi = hi < nd - 1 ? hi : nd - 1;
     }
     for (int32_t i = 0; i < n_rot / 2; i++) {
-        double extrap = pow((double)base, -2.0 * i / n_rot);
+        double inv = pow((double)base, -2.0 * i / n_rot) * (double)scale;
         if (freqs)
-            extrap /= (double)freqs[i];
-        double inv = extrap * (double)scale;
+            inv /= (double)freqs[i];
         if (yarn) {
+            double extrap = pow((double)base, -2.0 * i / n_rot);
+            if (freqs)
+                extrap /= (double)freqs[i];
             const float y = ((float)i - lo) / (hi - lo > 0.001f ? hi - lo : 0.001f);
             const double mix = 1.0 - (y < 0 ? 0.0 : y > 1 ? 1.0 : (double)y);
             inv = inv * (1.0 - mix) + extrap * mix;
