@@ -7,7 +7,7 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            _("usage: tern-cli mkmodel --arch llama|qwen3|qwen3moe|gemma3|gemma4 --type TYPE\n"
+            _("usage: tern-cli mkmodel --arch llama|qwen3|qwen3moe|gemma3|gemma4|gpt-oss --type TYPE\n"
               "         --embd N"
               " --layers N --heads N --kv-heads N --head-dim N --ff N [--ctx N] [--window N]\n"
               "         [--tokenizer PATH/tokenizer.json | --vocab-gguf FILE.gguf] [--seed S]\n"
@@ -20,12 +20,15 @@ static void usage(FILE *out) {
               "         [--experts N --experts-used K --expert-ff N]   (the 26B-A4B layout)\n"
               "       qwen3moe: [--preset qwen3-30b-a3b] --experts N --experts-used K\n"
               "         --expert-ff N\n"
+              "       gpt-oss: [--preset gpt-oss-20b] --experts N --experts-used K --expert-ff N\n"
+              "         [--window N]   (always untied)\n"
               "       tern-cli mkmodel --arch dflash --target TARGET.gguf -o OUT.gguf ...\n"
               "         (a DFlash draft for TARGET; see 'tern-cli mkmodel --arch dflash --help')\n"
               "       tern-cli mkmodel --arch gemma4-assistant --target TARGET.gguf -o OUT.gguf\n"
               "         (an MTP assistant; see 'tern-cli mkmodel --arch gemma4-assistant --help')\n\n"
               "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs,\n"
-              "      or the mixes q4_k_m q5_k_m. Without --tokenizer the model gets a tiny\n"
+              "      or the mixes q4_k_m q5_k_m, or mxfp4 (experts MXFP4, other matrices Q8_0,\n"
+              "      as llama-quantize's MXFP4_MOE). Without --tokenizer the model gets a tiny\n"
               "      synthetic vocabulary.\n"
               "The weights are random: the model's output is meaningless.\n"));
 }
@@ -59,7 +62,7 @@ int cmd_mkmodel(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--preset") && tn_mkmodel_preset(&p, argv[i + 1]) != TN_OK) {
             cli_error(_("mkmodel: unknown preset '%s' (use gemma4-e2b, gemma4-e4b, "
-                        "gemma4-26b-a4b, gemma4-31b or qwen3-30b-a3b)"),
+                        "gemma4-26b-a4b, gemma4-31b, qwen3-30b-a3b or gpt-oss-20b)"),
                       argv[i + 1]);
             return CLI_EXIT_USAGE;
         }

@@ -73,6 +73,7 @@ static const char *const kind_names[TN_CHAT_KIND_COUNT_] = {
     [TN_CHAT_QWEN3] = "qwen3",
     [TN_CHAT_GEMMA3] = "gemma3",
     [TN_CHAT_GEMMA4] = "gemma4",
+    [TN_CHAT_GPTOSS] = "gpt-oss",
 };
 
 const char *tn_chat_kind_name(int kind) {
@@ -91,7 +92,8 @@ int tn_chat_kind_from_name(const char *name) {
 }
 
 bool tn_chat_kind_adds_bos(int kind) {
-    return kind > 0 && kind < TN_CHAT_KIND_COUNT_ && kind != TN_CHAT_QWEN3;
+    return kind > 0 && kind < TN_CHAT_KIND_COUNT_ && kind != TN_CHAT_QWEN3 &&
+           kind != TN_CHAT_GPTOSS;
 }
 
 tn_chat_options tn_chat_default_options(void) {
@@ -120,6 +122,8 @@ tn_chat_kind tn_chat_template_detect(const char *jinja, size_t len, const char *
         len = 0;
 
     if (len > 0) {
+        if (contains(jinja, len, "<|start|>") && contains(jinja, len, "<|channel|>"))
+            return TN_CHAT_GPTOSS;
         if (contains(jinja, len, "<|im_start|>"))
             return contains(jinja, len, "enable_thinking") ? TN_CHAT_QWEN3 : TN_CHAT_CHATML;
         if (contains(jinja, len, "<|turn>"))
@@ -166,6 +170,11 @@ tn_chat_kind tn_chat_template_detect(const char *jinja, size_t len, const char *
             *warning = TN_N_("no chat template in the model: using Gemma 4 <|turn> for its "
                              "architecture");
             return TN_CHAT_GEMMA4;
+        }
+        if (!strcmp(arch, "gpt-oss")) {
+            *warning = TN_N_("no chat template in the model: using gpt-oss's harmony format for "
+                             "its architecture");
+            return TN_CHAT_GPTOSS;
         }
         if (!strncmp(arch, "gemma", 5)) {
             *warning = TN_N_("no chat template in the model: using Gemma 3 <start_of_turn> for its "
@@ -507,6 +516,116 @@ static void render_llama31(sink *s, const tn_chat_message *m, size_t n, const tn
     }
     if (o->add_generation_prompt)
         put(s, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+/* gpt-oss's harmony format, as its template (llama.cpp's
+ * models/templates/openai-gpt-oss-120b.jinja) renders a conversation
+ * without tools: a fixed system message (model identity, knowledge cutoff,
+ * the date, reasoning effort medium, the valid channels), the system
+ * prompt, when not empty, as the developer message's "# Instructions",
+ * then the turns; earlier answers in the final channel (their analysis is
+ * dropped, as the template drops it), the last one ending with <|return|>
+ * when no generation prompt follows. The template asks strftime_now for
+ * the date: a fixed one here, so that pins stay valid (docs/CHAT-TEMPLATES.md). */
+static void gptoss_system(sink *s, const char *system, const tn_chat_options *o) {
+    put(s, "<|start|>system<|message|>You are ChatGPT, a large language model trained by "
+           "OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: ");
+    put(s, o->date_string ? o->date_string : "2025-08-05");
+    put(s, "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel "
+           "must be included for every message.<|end|>");
+    if (system && *system) {
+        put(s, "<|start|>developer<|message|># Instructions\n\n");
+        text(s, system);
+        put(s, "\n\n<|end|>");
+    }
+}
+
+static void gptoss_user(sink *s, view u) {
+    put(s, "<|start|>user<|message|>");
+    textv(s, u);
+    put(s, "<|end|>");
+}
+
+static void render_gptoss(sink *s, const tn_chat_message *m, size_t n, const tn_chat_options *o) {
+    convo c = split_convo(m, n);
+    gptoss_system(s, c.system, o);
+    for (size_t i = c.first; i < n; i++) {
+        if (m[i].role == TN_CHAT_ROLE_USER) {
+            gptoss_user(s, mkview(m[i].content));
+        } else if (m[i].role == TN_CHAT_ROLE_ASSISTANT) {
+            /* An answer streamed by the session carries its analysis as
+             * "<think>...</think>" (session.c): dropped, as the template
+             * drops earlier analysis messages. */
+            view c = mkview(m[i].content);
+            const char *et = find_last(c, "</think>");
+            if (et)
+                c = (view){et + 8, (size_t)(c.p + c.n - (et + 8))};
+            put(s, "<|start|>assistant<|channel|>final<|message|>");
+            textv(s, c);
+            put(s, i + 1 == n && !o->add_generation_prompt ? "<|return|>" : "<|end|>");
+        }
+    }
+    if (o->add_generation_prompt)
+        put(s, "<|start|>assistant");
+}
+
+void tn_harmony_init_ids(tn_harmony *h, int32_t start, int32_t channel, int32_t message,
+                         int32_t end) {
+    memset(h, 0, sizeof *h);
+    h->start = start;
+    h->channel = channel;
+    h->message = message;
+    h->end = end;
+    h->on = start >= 0 && channel >= 0 && message >= 0 && end >= 0;
+}
+
+void tn_harmony_init(tn_harmony *h, const tn_tokenizer *tok) {
+    if (!tok) {
+        tn_harmony_init_ids(h, -1, -1, -1, -1);
+        return;
+    }
+    tn_harmony_init_ids(h, tn_tokenizer_find(tok, "<|start|>", 9),
+                        tn_tokenizer_find(tok, "<|channel|>", 11),
+                        tn_tokenizer_find(tok, "<|message|>", 11),
+                        tn_tokenizer_find(tok, "<|end|>", 7));
+}
+
+bool tn_harmony_ends_message(const tn_harmony *h, int32_t token) {
+    return h->on && token == h->end;
+}
+
+int tn_harmony_piece(tn_harmony *h, int32_t token, const char *piece, size_t len, tn_buf *out) {
+    out->len = 0;
+    int rc = tn_buf_append(out, "", 0);
+    if (token == h->channel) {
+        h->state = 2;
+        h->n_name = 0;
+    } else if (token == h->message) {
+        const bool analysis = h->n_name >= 8 && !memcmp(h->name, "analysis", 8);
+        if (rc == TN_OK && analysis != h->think_open)
+            rc = tn_buf_append_str(out, analysis ? "<think>" : "</think>");
+        h->think_open = analysis;
+        h->state = 0;
+    } else if (token == h->end || token == h->start) {
+        h->state = 1;
+    } else if (h->state == 2) {
+        for (size_t i = 0; i < len && h->n_name < sizeof h->name; i++)
+            h->name[h->n_name++] = piece[i];
+    } else if (h->state == 0 && len && rc == TN_OK) {
+        rc = tn_buf_append(out, piece, len);
+    }
+    return rc;
+}
+
+int tn_harmony_finish(tn_harmony *h, const char *piece, size_t len, tn_buf *out) {
+    out->len = 0;
+    int rc = tn_buf_append(out, "", 0);
+    if (rc == TN_OK && h->state == 0 && len)
+        rc = tn_buf_append(out, piece, len);
+    if (rc == TN_OK && h->think_open)
+        rc = tn_buf_append_str(out, "</think>");
+    h->think_open = false;
+    return rc;
 }
 
 static void gemma3_open(sink *s, tn_chat_role role) {
@@ -1126,6 +1245,12 @@ int tn_chat_render_spans(tn_chat_kind kind, const tn_chat_message *msgs, size_t 
         if (rc != TN_OK)
             return rc;
     }
+    for (size_t i = 0; kind == TN_CHAT_GPTOSS && i < n_msgs; i++)
+        if (msgs[i].n_tool_calls > 0)
+            return tn_fail(err, TN_ERR_UNSUPPORTED,
+                           "chat template %s: message %zu has tool calls, which Tern does not "
+                           "render in this format yet",
+                           kind_names[kind], i);
     /* A call without content renders as one with "" (what llama.cpp passes
      * the template for a null content). */
     tn_chat_message *copy = NULL;
@@ -1151,6 +1276,7 @@ int tn_chat_render_spans(tn_chat_kind kind, const tn_chat_message *msgs, size_t 
     case TN_CHAT_LLAMA31: render_llama31(&s, msgs, n_msgs, &o); break;
     case TN_CHAT_GEMMA3: render_gemma3(&s, msgs, n_msgs, &o); break;
     case TN_CHAT_GEMMA4: render_gemma4(&s, msgs, n_msgs, &o); break;
+    case TN_CHAT_GPTOSS: render_gptoss(&s, msgs, n_msgs, &o); break;
     case TN_CHAT_LLAMA2: render_llama2(&s, msgs, n_msgs); break;
     case TN_CHAT_MISTRAL:
     case TN_CHAT_MISTRAL_V1:
@@ -1195,6 +1321,7 @@ int tn_chat_render_system_spans(tn_chat_kind kind, const char *system,
          * template's default), whatever opts says (render_turn matches). */
         gemma4_system(&s, system, false);
         break;
+    case TN_CHAT_GPTOSS: gptoss_system(&s, system, &o); break;
     case TN_CHAT_LLAMA2:
         /* strip() of the glued content cannot reach into the system block
          * while the user text has something that is not whitespace. */
@@ -1257,6 +1384,10 @@ int tn_chat_render_turn_spans(tn_chat_kind kind, bool has_system, const char *us
         textv(&s, py_strip(u));
         put(&s, "<turn|>\n");
         gemma4_generation_prompt(&s, false); /* thinking off: see render_system */
+        break;
+    case TN_CHAT_GPTOSS:
+        gptoss_user(&s, u);
+        put(&s, "<|start|>assistant");
         break;
     case TN_CHAT_LLAMA2:
         if (has_system) {

@@ -1,4 +1,5 @@
-/* The forward pass of llama, qwen3, qwen3moe, gemma3 and gemma4 models, and the KV cache.
+/* The forward pass of llama, qwen3, qwen3moe, gemma3, gemma4 and gpt-oss models, and the KV
+ * cache.
  *
  * Batch invariance (docs/DESIGN.md) is the rule every line here keeps: a
  * row's result depends only on its token, its position and the KV rows before
@@ -69,16 +70,42 @@ static void rope_apply(float *v, const float *cs, int32_t n_rot, tn_rope_kind ki
 }
 
 /* cos and sin of pos * scale * base^(-2i / n_rot) / freq[i], in double so
- * that large positions keep their precision. */
+ * that large positions keep their precision.
+ *
+ * With YaRN (hp->yarn_orig_ctx > 0, gpt-oss), as ggml's rope_yarn: pair i
+ * turns by a mix of the scaled angle and the unscaled one, all scaled
+ * below the correction range [lo, hi] of pair indices, none above it,
+ * linearly between (ext_factor 1); lo and hi are where a pair makes 32
+ * and 1 turns over the original context (ggml_rope_yarn_corr_dims, floored
+ * and ceiled); cos and sin are multiplied by yarn_mscale. */
 static void rope_angles(float *cs, int64_t pos, int32_t n_rot, float base, float scale,
-                        const float *freqs) {
+                        const float *freqs, const tn_hparams *hp) {
+    float lo = 0, hi = 0;
+    const bool yarn = hp->yarn_orig_ctx > 0;
+    if (yarn) {
+        const float two_pi = 6.28318530717958647692f, lb = 2.0f * logf(base);
+        const float n_ctx = (float)hp->yarn_orig_ctx, nd = (float)n_rot;
+        lo = floorf(nd * logf(n_ctx / (32.0f * two_pi)) / lb);
+        hi = ceilf(nd * logf(n_ctx / (1.0f * two_pi)) / lb);
+        lo = lo > 0 ? lo : 0;
+        hi = hi < nd - 1 ? hi : nd - 1;
+    }
     for (int32_t i = 0; i < n_rot / 2; i++) {
         double inv = pow((double)base, -2.0 * i / n_rot) * (double)scale;
         if (freqs)
             inv /= (double)freqs[i];
+        if (yarn) {
+            double extrap = pow((double)base, -2.0 * i / n_rot);
+            if (freqs)
+                extrap /= (double)freqs[i];
+            const float y = ((float)i - lo) / (hi - lo > 0.001f ? hi - lo : 0.001f);
+            const double mix = 1.0 - (y < 0 ? 0.0 : y > 1 ? 1.0 : (double)y);
+            inv = inv * (1.0 - mix) + extrap * mix;
+        }
         const double theta = (double)pos * inv;
-        cs[2 * i] = (float)cos(theta);
-        cs[2 * i + 1] = (float)sin(theta);
+        const float ms = yarn ? hp->yarn_mscale : 1.0f;
+        cs[2 * i] = (float)cos(theta) * ms;
+        cs[2 * i + 1] = (float)sin(theta) * ms;
     }
 }
 
@@ -500,6 +527,10 @@ static void task_attention(void *p, int ith, int nth) {
             const int64_t qpos = ub->pos0 + i;
             t.q[t.n] = ctx->qb + ((size_t)i * H + (size_t)h) * D;
             t.out[t.n] = ctx->att + ((size_t)i * H + (size_t)h) * D;
+            if (L->sinks) {
+                t.has_sinks = true;
+                t.sink[t.n] = L->sinks[h];
+            }
             t.first[t.n] = window > 0 && qpos - window + 1 > 0 ? qpos - window + 1 : 0;
             t.last[t.n] = qpos < ub->see_to ? ub->see_to - 1 : qpos; /* image span */
             t.n++;
@@ -518,7 +549,13 @@ static void task_glu(void *p, int ith, int nth) {
     const int64_t lo = chunk * ith, hi = lo + chunk < total ? lo + chunk : total;
     float *g = ctx->gate;
     const float *u = ctx->up;
-    if (hp->gelu)
+    if (hp->oai) /* ggml_swiglu_oai, alpha 1.702 and limit 7 (llama.cpp's constants) */
+        for (int64_t e = lo; e < hi; e++) {
+            const float x = g[e] < 7.0f ? g[e] : 7.0f;
+            const float y = u[e] < -7.0f ? -7.0f : u[e] > 7.0f ? 7.0f : u[e];
+            g[e] = x / (1.0f + expf(1.702f * -x)) * (y + 1.0f);
+        }
+    else if (hp->gelu)
         for (int64_t e = lo; e < hi; e++)
             g[e] = gelu_tanh(g[e]) * u[e];
     else
@@ -626,6 +663,53 @@ static int per_layer_block(tn_ctx *ctx, const tn_layer *L, int32_t il, int32_t n
     return TN_OK;
 }
 
+/* gpt-oss: the biases of the q, k and v projections of rows [0, n), before
+ * rope (llama.cpp's build_qkv adds them right after each product). */
+static void add_qkv_bias(tn_ctx *ctx, const tn_layer *L, int32_t il, int32_t n) {
+    const size_t QD = (size_t)ctx->model->hp.n_head * (size_t)L->head_dim;
+    const size_t KD = (size_t)L->n_head_kv * (size_t)L->head_dim;
+    for (int32_t i = 0; i < n; i++) {
+        float *q = ctx->q + (size_t)i * QD;
+        for (size_t e = 0; e < QD; e++)
+            q[e] += L->bq[e];
+        if (L->kv_layer != il)
+            continue;
+        float *k = ctx->k + (size_t)i * KD, *v = ctx->v + (size_t)i * KD;
+        for (size_t e = 0; e < KD; e++) {
+            k[e] += L->bk[e];
+            v[e] += L->bv[e];
+        }
+    }
+}
+
+/* gpt-oss's routing of one row (llama.cpp's build_moe_ffn with
+ * LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT, norm_w false): the K
+ * largest logits p[NE] (with the router bias already added; best first, of
+ * equal ones the lower index, NaNs last), their weights a softmax over
+ * those K logits alone (max, exp and sum in slot order). */
+static void moe_route_topk_softmax(const float *p, int32_t NE, int32_t K, int32_t *sel,
+                                   float *w) {
+    bool taken[512] = {false}; /* NE <= 512 (the loader's bound) */
+    for (int32_t k = 0; k < K; k++) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < NE; e++)
+            if (!taken[e] && (best < 0 || p[e] > p[best] || (isnan(p[best]) && !isnan(p[e]))))
+                best = e;
+        taken[best] = true;
+        sel[k] = best;
+        w[k] = p[best];
+    }
+    float mx = w[0];
+    for (int32_t k = 1; k < K; k++)
+        mx = w[k] > mx ? w[k] : mx;
+    float sum = 0;
+    for (int32_t k = 0; k < K; k++)
+        sum += (w[k] = expf(w[k] - mx));
+    const float inv = 1.0f / sum;
+    for (int32_t k = 0; k < K; k++)
+        w[k] *= inv;
+}
+
 /* Softmax over one row's router logits p[NE] (in place), the K most probable
  * experts (best first; of equal ones the lower index, and a NaN row still
  * yields K distinct valid experts), their probabilities normalized to sum 1
@@ -680,9 +764,17 @@ static int moe_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n,
     int rc = matmul(ctx, &L->ffn_gate_inp, router_in, n, ctx->moe_logits, err);
     if (rc != TN_OK)
         return rc;
-    for (int32_t i = 0; i < n; i++)
-        moe_route(ctx->moe_logits + (size_t)i * NE, NE, K, ctx->moe_sel + (size_t)i * K,
-                  ctx->moe_w + (size_t)i * K);
+    for (int32_t i = 0; i < n; i++) {
+        float *p = ctx->moe_logits + (size_t)i * NE;
+        if (hp->oai) {
+            for (int32_t e = 0; e < NE; e++)
+                p[e] += L->gate_inp_b[e];
+            moe_route_topk_softmax(p, NE, K, ctx->moe_sel + (size_t)i * K,
+                                   ctx->moe_w + (size_t)i * K);
+        } else {
+            moe_route(p, NE, K, ctx->moe_sel + (size_t)i * K, ctx->moe_w + (size_t)i * K);
+        }
+    }
     /* Group (row, slot) pairs by expert: a scan per expert costs NE * n * K
      * compares, nothing beside the products. */
     int32_t len = 0;
@@ -707,6 +799,15 @@ static int moe_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n,
         if ((rc = matmul(ctx, &wg, ctx->moe_in, c, ctx->gate, err)) ||
             (rc = matmul(ctx, &wu, ctx->moe_in, c, ctx->up, err)))
             return rc;
+        if (L->gate_exps_b) { /* gpt-oss: biases after each product, as ggml_add_id */
+            const size_t FX = (size_t)hp->n_ff_exp;
+            const float *bg = L->gate_exps_b + (size_t)e * FX, *bu = L->up_exps_b + (size_t)e * FX;
+            for (int32_t j = 0; j < c; j++)
+                for (size_t f = 0; f < FX; f++) {
+                    ctx->gate[(size_t)j * FX + f] += bg[f];
+                    ctx->up[(size_t)j * FX + f] += bu[f];
+                }
+        }
         ub.n = c;
         parallel(ctx, task_glu, &ub);
         if ((rc = matmul(ctx, &wd, ctx->gate, c, ctx->o, err)))
@@ -714,6 +815,9 @@ static int moe_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n,
         if (L->down_exps_s) /* before the routing weight, as ggml's build_lora_mm_id */
             for (size_t d = 0; d < (size_t)c * (size_t)E; d++)
                 ctx->o[d] *= L->down_exps_s[e];
+        if (L->down_exps_b) /* gpt-oss: also before the routing weight */
+            for (size_t d = 0; d < (size_t)c * (size_t)E; d++)
+                ctx->o[d] += L->down_exps_b[(size_t)e * (size_t)E + d % (size_t)E];
         for (int32_t j = 0; j < c; j++)
             memcpy(ctx->moe_y + (size_t)ctx->moe_list[start + j] * E, ctx->o + (size_t)j * E,
                    (size_t)E * sizeof(float));
@@ -832,10 +936,10 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
     const size_t R = (size_t)hp->max_rot, half_table = (size_t)ctx->ub_rows * R;
     for (int32_t i = 0; i < n; i++) {
         rope_angles(ctx->rope_cs + (size_t)i * R, pos0 + i, hp->n_rot, hp->rope_base,
-                    hp->rope_scale, m->rope_freqs);
+                    hp->rope_scale, m->rope_freqs, hp);
         if (hp->sliding_window > 0)
             rope_angles(ctx->rope_cs + half_table + (size_t)i * R, pos0 + i, hp->n_rot_swa,
-                        hp->rope_base_swa, hp->rope_scale_swa, freqs_swa);
+                        hp->rope_base_swa, hp->rope_scale_swa, freqs_swa, hp);
     }
     int32_t ple_skip = 0; /* rows dropped before the last layer (per-layer inputs) */
 
@@ -865,6 +969,8 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
             else if ((rc = matmul(ctx, &L->wv, ctx->xn, n, ctx->v, err)))
                 return rc;
         }
+        if (hp->oai)
+            add_qkv_bias(ctx, L, il, n);
         parallel(ctx, task_qk, &ub);
         if (il == hp->n_layer - 1 && out_rows < n) {
             if (out_rows == 0)
@@ -885,6 +991,9 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
             return rc;
         for (int32_t i = 0; i < n; i++) {
             float *o = ctx->o + (size_t)i * E, *x = ctx->x + (size_t)i * E;
+            if (L->bo)
+                for (int32_t e = 0; e < E; e++)
+                    o[e] += L->bo[e];
             if (hp->post_norms)
                 tn_rmsnorm(o, o, L->post_attn_norm, E, hp->norm_eps);
             for (int32_t e = 0; e < E; e++)

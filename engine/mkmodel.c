@@ -60,6 +60,30 @@ tn_mkmodel_params tn_mkmodel_default_params(void) {
 int tn_mkmodel_preset(tn_mkmodel_params *p, const char *name) {
     if (!p || !name)
         return TN_ERR_INVALID;
+    if (!strcmp(name, "gpt-oss-20b")) {
+        /* openai/gpt-oss-20b's config.json as the GGUF keys llama.cpp reads
+         * carry it (conversion/gpt_oss.py + the base converter): hidden_size
+         * 2880, 24 layers, 64 query and 8 KV heads of head_dim 64,
+         * intermediate_size 2880 (each expert's width), 32 local experts,
+         * 4 per token, sliding_window 128 on every other layer (even
+         * layers, llama.cpp's pattern 2), rope_theta 150000 with YaRN
+         * factor 32 over 4096 original positions, vocab_size 201088,
+         * max_position_embeddings 131072, untied (docs/MKMODEL.md). */
+        p->arch = "gpt-oss";
+        p->n_embd = 2880;
+        p->n_layer = 24;
+        p->n_head = 64;
+        p->n_head_kv = 8;
+        p->head_dim = 64;
+        p->n_ff = 2880;
+        p->n_expert = 32;
+        p->n_expert_used = 4;
+        p->n_ff_exp = 2880;
+        p->n_ctx = 131072;
+        p->sliding_window = 128;
+        p->tied_output = false;
+        return TN_OK;
+    }
     if (!strcmp(name, "qwen3-30b-a3b")) {
         /* Qwen/Qwen3-30B-A3B's config.json (hidden_size 2048, 48 layers,
          * 32 query and 4 KV heads of head_dim 128, intermediate_size 6144,
@@ -277,16 +301,24 @@ static int build_plan(model_plan *m, int64_t n_vocab, tn_error *err) {
     if (parse_type(p->type, &tc))
         return tn_fail(err, TN_ERR_INVALID,
                        "unknown weight type '%s' (use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
-                       "q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, q4_k_m or q5_k_m)",
+                       "q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4, q4_k_m or "
+                       "q5_k_m)",
                        p->type);
     bool g4 = !strcmp(p->arch, "gemma4");
     bool gemma = g4 || !strcmp(p->arch, "gemma3");
     const bool moe = !strcmp(p->arch, "qwen3moe");
+    const bool oss = !strcmp(p->arch, "gpt-oss");
+    /* mxfp4 is llama-quantize's MXFP4_MOE: the experts MXFP4, every other
+     * matrix Q8_0 (the published gpt-oss files are so). */
+    const uint32_t exp_type = tc.base;
+    if (tc.base == TN_TYPE_MXFP4)
+        tc.base = TN_TYPE_Q8_0;
     const bool g4moe = g4 && p->n_expert > 0;
     bool qk_norm = gemma || !strcmp(p->arch, "qwen3") || moe;
     /* Gemma 3 is always tied; Gemma 4 as asked (the presets and the CLI
      * tie it unless told --untied, as the published models are). */
-    bool tied = p->tied_output || !strcmp(p->arch, "gemma3");
+    bool tied = (p->tied_output || !strcmp(p->arch, "gemma3")) && !oss; /* llama.cpp needs
+                                                                            gpt-oss's output */
     uint64_t E = (uint64_t)p->n_embd, V = (uint64_t)n_vocab;
     const uint64_t P = g4 ? (uint64_t)p->n_embd_per_layer : 0;
     const int64_t n_kv_layers = p->n_layer - (g4 ? p->n_shared_kv : 0);
@@ -322,6 +354,7 @@ static int build_plan(model_plan *m, int64_t n_vocab, tn_error *err) {
     }
     for (int64_t il = 0; il < p->n_layer; il++) {
         uint32_t big = tc.mix && use_more_bits(il, p->n_layer) ? tc.more : tc.base;
+        const uint32_t exp_big = exp_type == TN_TYPE_MXFP4 ? exp_type : big;
         const bool swa = g4 && g4_swa(p, il);
         const int64_t hd = g4 && swa && p->head_dim_swa > 0 ? p->head_dim_swa : p->head_dim;
         const int64_t nkv = g4 && !swa && p->n_head_kv_full > 0 ? p->n_head_kv_full : p->n_head_kv;
@@ -335,6 +368,39 @@ static int build_plan(model_plan *m, int64_t n_vocab, tn_error *err) {
                            (ne1) ? 2 : 1, ne0, (ne1) ? (ne1) : 1, kind, std)))      \
             return rc;                                                              \
     } while (0)
+        if (oss) {
+            /* gpt-oss (src/models/openai-moe.cpp): biases everywhere, one
+             * sink logit per head (std 1: some heads' sinks take a real
+             * share of the softmax), post_attention_norm before the
+             * mixture. Router and its bias std 1 (logits std ~1.4); the
+             * gate and up experts 3 times wider than unit so that some of
+             * their outputs pass swiglu_oai's clamp at 7, the down experts
+             * narrowed to match. */
+            const uint64_t NE = (uint64_t)p->n_expert, FX = (uint64_t)p->n_ff_exp;
+            T("attn_norm.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
+            T("attn_q.weight", tc.base, E, Q, FILL_RANDOM, in_std);
+            T("attn_q.bias", TN_TYPE_F32, Q, 0, FILL_RANDOM, 0.1f);
+            T("attn_k.weight", tc.base, E, KV, FILL_RANDOM, in_std);
+            T("attn_k.bias", TN_TYPE_F32, KV, 0, FILL_RANDOM, 0.1f);
+            T("attn_v.weight", big, E, KV, FILL_RANDOM, in_std);
+            T("attn_v.bias", TN_TYPE_F32, KV, 0, FILL_RANDOM, 0.1f);
+            T("attn_output.weight", tc.base, Q, E, FILL_RANDOM, resid / sqrtf((float)Q));
+            T("attn_output.bias", TN_TYPE_F32, E, 0, FILL_RANDOM, 0.1f * resid);
+            T("attn_sinks.weight", TN_TYPE_F32, (uint64_t)p->n_head, 0, FILL_RANDOM, 1.0f);
+            T("post_attention_norm.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
+            T("ffn_gate_inp.weight", TN_TYPE_F32, E, NE, FILL_RANDOM, in_std);
+            T("ffn_gate_inp.bias", TN_TYPE_F32, NE, 0, FILL_RANDOM, 1.0f);
+            T("ffn_gate_exps.weight", exp_type, E, FX, FILL_RANDOM, 3.0f * in_std);
+            m->t[m->n - 1].n_dims = 3, m->t[m->n - 1].ne[2] = NE;
+            T("ffn_gate_exps.bias", TN_TYPE_F32, FX, NE, FILL_RANDOM, 0.5f);
+            T("ffn_up_exps.weight", exp_type, E, FX, FILL_RANDOM, 3.0f * in_std);
+            m->t[m->n - 1].n_dims = 3, m->t[m->n - 1].ne[2] = NE;
+            T("ffn_up_exps.bias", TN_TYPE_F32, FX, NE, FILL_RANDOM, 0.5f);
+            T("ffn_down_exps.weight", exp_big, FX, E, FILL_RANDOM, resid / sqrtf((float)FX) / 6.0f);
+            m->t[m->n - 1].n_dims = 3, m->t[m->n - 1].ne[2] = NE;
+            T("ffn_down_exps.bias", TN_TYPE_F32, E, NE, FILL_RANDOM, 0.1f * resid);
+            continue;
+        }
         T("attn_norm.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
         T("attn_q.weight", tc.base, E, Q, FILL_RANDOM, in_std);
         if (own_kv) {
@@ -359,11 +425,13 @@ static int build_plan(model_plan *m, int64_t n_vocab, tn_error *err) {
              * type on ffn_down_exps as for a dense ffn_down. */
             const uint64_t NE = (uint64_t)p->n_expert, FX = (uint64_t)p->n_ff_exp;
             T("ffn_gate_inp.weight", TN_TYPE_F32, E, NE, FILL_RANDOM, in_std);
-            T("ffn_gate_exps.weight", tc.base, E, FX, FILL_RANDOM, in_std);
+            T("ffn_gate_exps.weight", exp_type == TN_TYPE_MXFP4 ? exp_type : tc.base, E, FX,
+              FILL_RANDOM, in_std);
             m->t[m->n - 1].n_dims = 3, m->t[m->n - 1].ne[2] = NE;
-            T("ffn_up_exps.weight", tc.base, E, FX, FILL_RANDOM, in_std);
+            T("ffn_up_exps.weight", exp_type == TN_TYPE_MXFP4 ? exp_type : tc.base, E, FX,
+              FILL_RANDOM, in_std);
             m->t[m->n - 1].n_dims = 3, m->t[m->n - 1].ne[2] = NE;
-            T("ffn_down_exps.weight", big, FX, E, FILL_RANDOM, resid / sqrtf((float)FX));
+            T("ffn_down_exps.weight", exp_big, FX, E, FILL_RANDOM, resid / sqrtf((float)FX));
             m->t[m->n - 1].n_dims = 3, m->t[m->n - 1].ne[2] = NE;
         } else {
             T("ffn_gate.weight", tc.base, E, F, FILL_RANDOM, in_std);
@@ -383,9 +451,10 @@ static int build_plan(model_plan *m, int64_t n_vocab, tn_error *err) {
             T("post_ffw_norm_2.weight", TN_TYPE_F32, E, 0, FILL_ONES, 0);
             T("ffn_gate_inp.weight", TN_TYPE_F32, E, NE, FILL_RANDOM, 1.0f);
             T("ffn_gate_inp.scale", TN_TYPE_F32, E, 0, FILL_ONES, 0);
-            T("ffn_gate_up_exps.weight", tc.base, E, FX2, FILL_RANDOM, in_std);
+            T("ffn_gate_up_exps.weight", exp_type == TN_TYPE_MXFP4 ? exp_type : tc.base, E, FX2,
+              FILL_RANDOM, in_std);
             m->t[m->n - 1].n_dims = 3, m->t[m->n - 1].ne[2] = NE;
-            T("ffn_down_exps.weight", big, FX, E, FILL_RANDOM, resid / sqrtf((float)FX));
+            T("ffn_down_exps.weight", exp_big, FX, E, FILL_RANDOM, resid / sqrtf((float)FX));
             m->t[m->n - 1].n_dims = 3, m->t[m->n - 1].ne[2] = NE;
             T("ffn_down_exps.scale", TN_TYPE_F32, NE, 0, FILL_ONES, 0);
         }
@@ -633,7 +702,7 @@ static int write_hparams(tn_gguf_writer *w, const tn_mkmodel_params *p, int64_t 
     char key[128];
     int rc = TN_OK;
     bool g4 = !strcmp(a, "gemma4");
-    const bool moe = !strcmp(a, "qwen3moe");
+    const bool moe = !strcmp(a, "qwen3moe"), oss = !strcmp(a, "gpt-oss");
     bool gemma = g4 || !strcmp(a, "gemma3"), qwen = !strcmp(a, "qwen3") || moe;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
     if (!rc) rc = tn_gguf_writer_set_str(w, "general.architecture", a);
@@ -657,14 +726,21 @@ static int write_hparams(tn_gguf_writer *w, const tn_mkmodel_params *p, int64_t 
     if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)p->head_dim);
     if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)p->head_dim);
     if (!rc) rc = tn_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), gemma || qwen ? 1e-6f : 1e-5f);
-    if (!rc) rc = tn_gguf_writer_set_f32(w, KEY("rope.freq_base"), gemma || qwen ? 1000000.0f : 500000.0f);
+    if (!rc) rc = tn_gguf_writer_set_f32(w, KEY("rope.freq_base"), oss ? 150000.0f : gemma || qwen ? 1000000.0f : 500000.0f);
     if (!rc && !strcmp(a, "llama")) {
         rc = tn_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)p->head_dim);
         if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
     }
     if (!rc && gemma)
         rc = tn_gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->sliding_window);
-    if (!rc && (moe || (g4 && p->n_expert > 0))) {
+    if (!rc && oss) {
+        /* the converter's YaRN keys (rope_scaling of config.json) */
+        if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->sliding_window);
+        if (!rc) rc = tn_gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn");
+        if (!rc) rc = tn_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 32.0f);
+        if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 4096);
+    }
+    if (!rc && (moe || oss || (g4 && p->n_expert > 0))) {
         rc = tn_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)p->n_expert);
         if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)p->n_expert_used);
         if (!rc) rc = tn_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)p->n_ff_exp);
@@ -705,13 +781,14 @@ static int write_hparams(tn_gguf_writer *w, const tn_mkmodel_params *p, int64_t 
 static int check_params(const tn_mkmodel_params *p, tn_error *err) {
     if (!p->arch || (strcmp(p->arch, "llama") && strcmp(p->arch, "qwen3") &&
                      strcmp(p->arch, "qwen3moe") && strcmp(p->arch, "gemma3") &&
-                     strcmp(p->arch, "gemma4")))
+                     strcmp(p->arch, "gemma4") && strcmp(p->arch, "gpt-oss")))
         return tn_fail(err, TN_ERR_INVALID,
-                       "mkmodel: unknown architecture '%s' (use llama, qwen3, qwen3moe, gemma3 or "
-                       "gemma4)",
+                       "mkmodel: unknown architecture '%s' (use llama, qwen3, qwen3moe, gemma3, "
+                       "gemma4 or gpt-oss)",
                        p->arch ? p->arch : "");
     /* gemma4 with experts is the 26B-A4B layout; without, the dense one */
-    if ((!strcmp(p->arch, "qwen3moe") || (!strcmp(p->arch, "gemma4") && p->n_expert != 0)) &&
+    if ((!strcmp(p->arch, "qwen3moe") || !strcmp(p->arch, "gpt-oss") ||
+         (!strcmp(p->arch, "gemma4") && p->n_expert != 0)) &&
         (p->n_expert < 1 || p->n_expert > 512 || p->n_expert_used < 1 ||
          p->n_expert_used > p->n_expert || p->n_ff_exp < 32 || p->n_ff_exp > (1 << 18) ||
          p->n_ff_exp % 32))
@@ -737,6 +814,8 @@ static int check_params(const tn_mkmodel_params *p, tn_error *err) {
     if (p->n_embd <= 0 || p->n_layer <= 0 || p->n_head <= 0 || p->n_head_kv <= 0 ||
         p->head_dim <= 0 || p->n_ff <= 0 || p->n_ctx <= 0)
         return tn_fail(err, TN_ERR_INVALID, "mkmodel: every dimension must be positive");
+    if (!strcmp(p->arch, "gpt-oss") && p->sliding_window < 1)
+        return tn_fail(err, TN_ERR_INVALID, "mkmodel: gpt-oss needs a sliding window of 1 or more");
     if (p->n_embd > (1 << 16) || p->n_layer > 256 || p->n_head > 256 || p->head_dim > 1024 ||
         p->n_ff > (1 << 18) || p->n_ctx > (1 << 24))
         return tn_fail(err, TN_ERR_INVALID, "mkmodel: a dimension is unreasonably large");

@@ -25,6 +25,7 @@ const char *tn_arch_name(tn_arch arch) {
     case TN_ARCH_GEMMA3: return "gemma3";
     case TN_ARCH_GEMMA4: return "gemma4";
     case TN_ARCH_QWEN3MOE: return "qwen3moe";
+    case TN_ARCH_GPTOSS: return "gpt-oss";
     }
     return "unknown";
 }
@@ -268,6 +269,35 @@ static int get_vector(loader *ld, const char *name, int64_t n, bool required, co
     return TN_OK;
 }
 
+/* A 2-D tensor [rows][cols] kept as an f32 copy (gpt-oss's per-expert
+ * biases), checked as a matrix. */
+static int get_table(loader *ld, const char *name, int64_t cols, int64_t rows,
+                     const float **out) {
+    tn_weight w = {0};
+    *out = NULL;
+    int rc = get_matrix(ld, name, cols, rows, true, &w, NULL);
+    if (rc != TN_OK)
+        return rc;
+    float *v = malloc((size_t)cols * (size_t)rows * sizeof *v);
+    if (!v || own(ld->m, v) != TN_OK) {
+        free(v);
+        return tn_fail(ld->err, TN_ERR_NOMEM, "%s: out of memory", ld->path);
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        rc = tn_dequantize_row(w.type, (const uint8_t *)w.data + (size_t)r * w.row_bytes,
+                               v + (size_t)r * (size_t)cols, cols);
+        if (rc != TN_OK)
+            return tn_fail(ld->err, rc, "%s: tensor '%s' cannot be converted to f32", ld->path,
+                           name);
+    }
+    for (size_t i = 0; i < (size_t)cols * (size_t)rows; i++)
+        if (!isfinite(v[i]))
+            return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value",
+                           ld->path, name);
+    *out = v;
+    return TN_OK;
+}
+
 /* The router and expert shapes of qwen3moe and Gemma 4 26B-A4B (llama.cpp:
  * src/llama-model.cpp load_hparams, src/models/qwen3moe.cpp, gemma4.cpp):
  * expert_count and expert_used_count are required, 0 < used <= count <=
@@ -325,6 +355,8 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
         hp->arch = TN_ARCH_GEMMA4;
     else if (tn_str_eq(arch, "qwen3moe"))
         hp->arch = TN_ARCH_QWEN3MOE;
+    else if (tn_str_eq(arch, "gpt-oss"))
+        hp->arch = TN_ARCH_GPTOSS;
     else if (tn_str_eq(arch, "gemma4-assistant"))
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
                        "%s: 'gemma4-assistant' is Gemma 4's multi-token-prediction drafter, not "
@@ -334,14 +366,14 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
     else
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
                        "%s: architecture '%.*s' is not supported (Tern runs llama, qwen3, "
-                       "qwen3moe, gemma3 and gemma4)",
+                       "qwen3moe, gemma3, gemma4 and gpt-oss)",
                        ld->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     ld->arch = tn_arch_name(hp->arch);
 
     int32_t experts = 0;
     if ((rc = key_int(ld, "expert_count", false, 0, 0, MAX_DIM, &experts)))
         return rc;
-    if (hp->arch == TN_ARCH_QWEN3MOE) {
+    if (hp->arch == TN_ARCH_QWEN3MOE || hp->arch == TN_ARCH_GPTOSS) {
         if ((rc = load_moe(ld, hp, experts)))
             return rc;
         experts = 0; /* handled */
@@ -360,7 +392,7 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
     if (experts > 0)
         return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
                        "%s: mixture-of-experts models (%d experts) of architecture '%s' are not "
-                       "supported (Tern runs qwen3moe and Gemma 4 26B-A4B)",
+                       "supported (Tern runs qwen3moe, Gemma 4 26B-A4B and gpt-oss)",
                        ld->path, experts, ld->arch);
     if (hp->arch == TN_ARCH_GEMMA4)
         for (int64_t i = 0; i < tn_gguf_n_tensors(ld->g); i++) {
@@ -432,18 +464,24 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
                        ld->path, d);
     hp->rope_base = (float)d;
 
-    /* Rope scaling: linear is a divisor of the position; anything else
-     * changes the frequencies in ways Tern does not implement. */
+    /* Rope scaling: linear is a divisor of the position; YaRN (gpt-oss
+     * only) as ggml's rope computes it; anything else changes the
+     * frequencies in ways Tern does not implement. */
     double factor = 1.0;
     char key[256];
     snprintf(key, sizeof key, "%s.rope.scaling.type", ld->arch);
     tn_str stype;
     if (tn_gguf_get_str(ld->g, key, &stype) == TN_OK && !tn_str_eq(stype, "none")) {
-        if (!tn_str_eq(stype, "linear"))
+        const bool yarn = tn_str_eq(stype, "yarn") && hp->arch == TN_ARCH_GPTOSS;
+        if (!tn_str_eq(stype, "linear") && !yarn)
             return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
-                           "%s: rope scaling '%.*s' is not supported (only linear)", ld->path,
-                           (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
+                           "%s: rope scaling '%.*s' is not supported (only linear; YaRN for "
+                           "gpt-oss)",
+                           ld->path, (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
         if ((rc = key_float(ld, "rope.scaling.factor", false, 1.0, &factor)))
+            return rc;
+        if (yarn && (rc = key_int(ld, "rope.scaling.original_context_length", false,
+                                  hp->n_ctx_train, 1, INT32_MAX, &hp->yarn_orig_ctx)))
             return rc;
     } else {
         if ((rc = key_float(ld, "rope.scale_linear", false, 1.0, &factor)))
@@ -453,6 +491,23 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
         return tn_fail(ld->err, TN_ERR_FORMAT, "%s: rope scaling factor %g is out of range",
                        ld->path, factor);
     hp->rope_scale = (float)(1.0 / factor);
+    if (hp->yarn_orig_ctx > 0) {
+        /* llama.cpp's context set-up (llama-context.cpp: get_mscale(factor,
+         * 1) over 1 + 0.1 ln factor, times rope.scaling.attn_factor) and
+         * ggml's rope (x 1 + 0.1 ln(1 / freq_scale)), in the same float
+         * operations: about 1 + 0.1 ln factor in all. */
+        double attn;
+        if ((rc = key_float(ld, "rope.scaling.attn_factor", false, 1.0, &attn)))
+            return rc;
+        if (!(attn > 0 && attn < 1e3))
+            return tn_fail(ld->err, TN_ERR_FORMAT, "%s: rope attention factor %g is out of range",
+                           ld->path, attn);
+        const float fs = hp->rope_scale, f = 1.0f / fs;
+        float a = f <= 1.0f ? 1.0f : 0.1f * logf(f) + 1.0f;
+        a *= 1.0f / (1.0f + 0.1f * logf(f));
+        a *= (float)attn;
+        hp->yarn_mscale = a * (1.0f + 0.1f * logf(1.0f / fs));
+    }
     hp->rope_base_swa = hp->rope_base;
     hp->rope_scale_swa = hp->rope_scale;
     hp->rope_kind = hp->arch == TN_ARCH_LLAMA ? TN_ROPE_ADJACENT : TN_ROPE_HALVES;
@@ -497,6 +552,21 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
             return rc;
         hp->n_layer_kv = hp->n_layer - shared;
         break;
+    case TN_ARCH_GPTOSS:
+        /* src/models/openai-moe.cpp: NEOX rope on every layer with the same
+         * scaling (rope.freq_base_swa, when given, for the sliding ones),
+         * the sliding window on the layers load_swa_pattern says. */
+        hp->oai = true;
+        if ((rc = key_float(ld, "rope.freq_base_swa", false, hp->rope_base, &d)))
+            return rc;
+        if (!(d > 1))
+            return tn_fail(ld->err, TN_ERR_FORMAT, "%s: rope frequency base %g is out of range",
+                           ld->path, d);
+        hp->rope_base_swa = (float)d;
+        if ((rc = key_int(ld, "attention.sliding_window", true, 0, 1, INT32_MAX,
+                          &hp->sliding_window)))
+            return rc;
+        break;
     case TN_ARCH_GEMMA3:
         hp->qk_norm = true;
         hp->post_norms = true;
@@ -533,7 +603,8 @@ static int load_swa_pattern(loader *ld, tn_model *m) {
     char key[256];
     snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", ld->arch);
     const tn_gguf_value *v = tn_gguf_find(ld->g, key);
-    int64_t period = 6;
+    /* gpt-oss: llama.cpp's load_swa_pattern(ml, 2), even layers sliding */
+    int64_t period = hp->arch == TN_ARCH_GPTOSS ? 2 : 6;
     if (v && v->type == TN_GGUF_ARRAY) {
         if (v->v.arr.n != (uint64_t)hp->n_layer ||
             (v->v.arr.type != TN_GGUF_BOOL && v->v.arr.type != TN_GGUF_U8 &&
@@ -802,7 +873,7 @@ static int load_tensors(loader *ld, tn_model *m) {
                        ld->path);
 
     static const char *const biases[] = {"attn_q", "attn_k", "attn_v", "attn_output"};
-    for (size_t i = 0; i < sizeof biases / sizeof biases[0]; i++) {
+    for (size_t i = 0; !hp->oai && i < sizeof biases / sizeof biases[0]; i++) {
         char name[96];
         snprintf(name, sizeof name, "blk.0.%s.bias", biases[i]);
         if (tn_gguf_find_tensor(ld->g, name))
@@ -852,7 +923,11 @@ static int load_tensors(loader *ld, tn_model *m) {
         }
         if (hp->post_norms)
             VEC(post_attn_norm, "post_attention_norm", E);
-        VEC(ffn_norm, "ffn_norm", E);
+        /* gpt-oss's norm before the mixture is post_attention_norm */
+        if (hp->oai)
+            VEC(ffn_norm, "post_attention_norm", E);
+        else
+            VEC(ffn_norm, "ffn_norm", E);
         if (hp->n_expert == 0 || hp->moe_dense) {
             MAT(ffn_gate, "ffn_gate", E, F);
             MAT(ffn_up, "ffn_up", E, F);
@@ -860,6 +935,31 @@ static int load_tensors(loader *ld, tn_model *m) {
         }
         if (hp->n_expert > 0 && (rc = load_layer_experts(ld, m, il)))
             return rc;
+        if (hp->oai) {
+            const int64_t NE = hp->n_expert, FX = hp->n_ff_exp;
+#define BIAS(field, suffix, n)                                          \
+    do {                                                                \
+        snprintf(name, sizeof name, "blk.%d." suffix ".bias", il);      \
+        if ((rc = get_vector(ld, name, (n), true, &L->field)))          \
+            return rc;                                                  \
+    } while (0)
+            BIAS(bq, "attn_q", QD);
+            BIAS(bk, "attn_k", KD);
+            BIAS(bv, "attn_v", KD);
+            BIAS(bo, "attn_output", E);
+            BIAS(gate_inp_b, "ffn_gate_inp", NE);
+#undef BIAS
+            VEC(sinks, "attn_sinks", hp->n_head);
+            snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.bias", il);
+            if ((rc = get_table(ld, name, FX, NE, &L->gate_exps_b)))
+                return rc;
+            snprintf(name, sizeof name, "blk.%d.ffn_up_exps.bias", il);
+            if ((rc = get_table(ld, name, FX, NE, &L->up_exps_b)))
+                return rc;
+            snprintf(name, sizeof name, "blk.%d.ffn_down_exps.bias", il);
+            if ((rc = get_table(ld, name, E, NE, &L->down_exps_b)))
+                return rc;
+        }
         if (hp->post_norms)
             VEC(post_ffw_norm, "post_ffw_norm", E);
         if (hp->arch == TN_ARCH_GEMMA4) {

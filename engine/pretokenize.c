@@ -8,6 +8,10 @@
  * Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *          ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
  * Qwen2:   as Llama 3 with \p{N} (one digit per piece).
+ * GPT-4o (o200k, gpt-oss):
+ *          [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|...)?|
+ *          [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|...)?|
+ *          \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
  *
  * Every code point falls into one of four classes here: letter, number,
  * whitespace, other; CR and LF are whitespace with a mark of their own.
@@ -24,6 +28,11 @@ const char tn_pretok_regex_llama3[] =
 const char tn_pretok_regex_qwen2[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const char tn_pretok_regex_gpt4o[] =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}"
+    "\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}"
+    "\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 enum { C_OTHER = 0, C_L = 1, C_N = 2, C_W = 4, C_CRLF = 8 };
 
@@ -212,6 +221,141 @@ static size_t next_llama3(const char *text, size_t len, int max_digits) {
     return whitespace_tail(text, len);
 }
 
+/* ---------------------------------------------------------------- GPT-4o
+ *
+ * Its letters split by case: the "upper" set [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+ * (G_UP) and the "lower" set [\p{Ll}\p{Lm}\p{Lo}\p{M}] (G_LO) share Lm, Lo
+ * and the marks. Marks are neither \p{L} nor \p{N}, so they also belong to
+ * [^\r\n\p{L}\p{N}] and [^\s\p{L}\p{N}]. */
+enum { G_UP = 1, G_LO = 2, G_L = 4, G_N = 8, G_W = 16, G_CRLF = 32 };
+
+static inline unsigned class_4o(const char *text, size_t len, size_t i, size_t *adv) {
+    unsigned char c = (unsigned char)text[i];
+    if (c < 0x80) {
+        *adv = 1;
+        if (c >= 'A' && c <= 'Z')
+            return G_UP | G_L;
+        if (c >= 'a' && c <= 'z')
+            return G_LO | G_L;
+        const unsigned a = ascii_class[c];
+        return (a & C_N ? G_N : 0) | (a & C_W ? G_W : 0) | (a & C_CRLF ? G_CRLF : 0);
+    }
+    const uint32_t f = tn_unicode_flags(tn_utf8_decode(text + i, len - i, adv));
+    if (f & TN_UC_WHITESPACE)
+        return G_W;
+    if (f & TN_UC_LETTER)
+        return G_L | (f & TN_UC_UPPER ? G_UP : f & TN_UC_LOWER ? G_LO : G_UP | G_LO);
+    if (f & TN_UC_MARK)
+        return G_UP | G_LO;
+    return f & TN_UC_NUMBER ? G_N : 0;
+}
+
+/* [^\r\n\p{L}\p{N}] */
+static inline bool prefix_4o(unsigned c) { return !(c & (G_CRLF | G_L | G_N)); }
+
+static size_t run_4o(const char *text, size_t len, size_t i, unsigned want) {
+    while (i < len) {
+        size_t adv;
+        if (!(class_4o(text, len, i, &adv) & want))
+            break;
+        i += adv;
+    }
+    return i;
+}
+
+/* An optional contraction at text[i] (case-insensitive). */
+static size_t contraction_4o(const char *text, size_t len, size_t i) {
+    return i < len && text[i] == '\'' ? i + contraction(text + i, len - i, true) : i;
+}
+
+/* The first alternative from i (after any prefix): UP* LO+ contraction?,
+ * with UP* backtracking to the longest length after which LO+ can start.
+ * Returns the end, or 0 when it cannot match at i. */
+static size_t upper_lower_4o(const char *text, size_t len, size_t i) {
+    size_t up_end = i, last_lo = SIZE_MAX, last_lo_adv = 0;
+    while (up_end < len) {
+        size_t adv;
+        const unsigned c = class_4o(text, len, up_end, &adv);
+        if (!(c & G_UP))
+            break;
+        if (c & G_LO) {
+            last_lo = up_end;
+            last_lo_adv = adv;
+        }
+        up_end += adv;
+    }
+    size_t adv;
+    if (up_end < len && (class_4o(text, len, up_end, &adv) & G_LO))
+        return contraction_4o(text, len, run_4o(text, len, up_end, G_LO));
+    /* LO+ starts at the last code point of the UP run that is also LO; the
+     * ones after it are UP only, so it ends right after that one. */
+    if (last_lo != SIZE_MAX)
+        return contraction_4o(text, len, last_lo + last_lo_adv);
+    return 0;
+}
+
+/* The second alternative from i: UP+ LO* contraction?, or 0. */
+static size_t upper_4o(const char *text, size_t len, size_t i) {
+    const size_t up_end = run_4o(text, len, i, G_UP);
+    if (up_end == i)
+        return 0;
+    return contraction_4o(text, len, run_4o(text, len, up_end, G_LO));
+}
+
+static size_t next_gpt4o(const char *text, size_t len) {
+    size_t adv0, e;
+    const unsigned c0 = class_4o(text, len, 0, &adv0);
+    const bool pfx = prefix_4o(c0) && adv0 < len;
+    /* each alternative with the optional prefix first (greedy ?), then
+     * without, before the next alternative */
+    if ((pfx && (e = upper_lower_4o(text, len, adv0))) || (e = upper_lower_4o(text, len, 0)))
+        return e;
+    if ((pfx && (e = upper_4o(text, len, adv0))) || (e = upper_4o(text, len, 0)))
+        return e;
+    /* \p{N}{1,3} */
+    if (c0 & G_N) {
+        size_t i = adv0;
+        for (int k = 1; k < 3 && i < len; k++) {
+            size_t adv;
+            if (!(class_4o(text, len, i, &adv) & G_N))
+                break;
+            i += adv;
+        }
+        return i;
+    }
+    /* ' ?[^\s\p{L}\p{N}]+[\r\n/]*' */
+    const unsigned not_other = G_W | G_L | G_N;
+    size_t start = 0, adv1;
+    if (text[0] == ' ' && len > 1 && !(class_4o(text, len, 1, &adv1) & not_other))
+        start = 1;
+    if (start == 1 || !(c0 & not_other)) {
+        size_t i = start;
+        while (i < len) {
+            size_t adv;
+            if (class_4o(text, len, i, &adv) & not_other)
+                break;
+            i += adv;
+        }
+        while (i < len && (text[i] == '\r' || text[i] == '\n' || text[i] == '/'))
+            i++;
+        return i;
+    }
+    /* whitespace: \s*[\r\n]+ up to the last CR/LF of the run, else the tail */
+    size_t i = 0, after_last_crlf = 0;
+    while (i < len) {
+        size_t adv;
+        const unsigned c = class_4o(text, len, i, &adv);
+        if (!(c & G_W))
+            break;
+        i += adv;
+        if (c & G_CRLF)
+            after_last_crlf = i;
+    }
+    if (after_last_crlf)
+        return after_last_crlf;
+    return whitespace_tail(text, len);
+}
+
 size_t tn_pretok_next(tn_pretok kind, const char *text, size_t len) {
     if (len == 0)
         return 0;
@@ -222,6 +366,8 @@ size_t tn_pretok_next(tn_pretok kind, const char *text, size_t len) {
         return next_llama3(text, len, 3);
     case TN_PRETOK_QWEN2:
         return next_llama3(text, len, 1);
+    case TN_PRETOK_GPT4O:
+        return next_gpt4o(text, len);
     case TN_PRETOK_NONE:
     default:
         return len;
@@ -240,6 +386,7 @@ int tn_pretok_from_name(const char *name, size_t len) {
         {"smaug-bpe", TN_PRETOK_LLAMA3},
         {"qwen2", TN_PRETOK_QWEN2},
         {"deepseek-r1-qwen", TN_PRETOK_QWEN2},
+        {"gpt-4o", TN_PRETOK_GPT4O},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strlen(names[i].name) == len && !memcmp(names[i].name, name, len))

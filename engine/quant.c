@@ -52,7 +52,7 @@ static const tn_type_info type_table[TN_TYPE_COUNT_] = {
     [TN_TYPE_BF16] = {"bf16", 1, 2},
     [34] = {"tq1_0", TN_QK_K, 54},
     [35] = {"tq2_0", TN_QK_K, 66},
-    [39] = {"mxfp4", 32, 17},
+    [TN_TYPE_MXFP4] = {"mxfp4", TN_QK_MXFP4, sizeof(tn_block_mxfp4)},
 };
 
 static const tn_type_info *type_info(uint32_t type) {
@@ -96,6 +96,10 @@ int tn_file_type_for(const char *type_or_mix) {
                                         "iq4_xs", "bf16"};
     if (!type_or_mix)
         return -1;
+    /* mkmodel's mxfp4 is llama-quantize's MXFP4_MOE rule: experts MXFP4,
+     * every other matrix Q8_0. */
+    if (!strcasecmp(type_or_mix, "mxfp4"))
+        return 38;
     for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
         if (strcasecmp(type_or_mix, exact[i]))
             continue;
@@ -144,6 +148,7 @@ bool tn_type_supported(uint32_t type) {
     case TN_TYPE_Q3_K:
     case TN_TYPE_IQ4_NL:
     case TN_TYPE_IQ4_XS:
+    case TN_TYPE_MXFP4:
         return true;
     default:
         return false;
@@ -1136,6 +1141,51 @@ void tn_quant_ref_iq4_xs(const float *x, tn_block_iq4_xs *y, int64_t n) {
     }
 }
 
+/* ---------------------------------------------------------------- MXFP4 */
+
+const int8_t tn_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+void tn_dequant_ref_mxfp4(const tn_block_mxfp4 *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n / TN_QK_MXFP4; i++, y += TN_QK_MXFP4) {
+        const float d = tn_e8m0_half(x[i].e);
+        for (int j = 0; j < TN_QK_MXFP4 / 2; j++) {
+            y[j] = (float)tn_mxfp4_values[x[i].qs[j] & 0x0f] * d;
+            y[j + TN_QK_MXFP4 / 2] = (float)tn_mxfp4_values[x[i].qs[j] >> 4] * d;
+        }
+    }
+}
+
+static inline int mxfp4_index(float x, float d) {
+    int best = 0;
+    float err = fabsf((float)tn_mxfp4_values[0] * d - x);
+    for (int k = 1; k < 16; k++) {
+        const float e = fabsf((float)tn_mxfp4_values[k] * d - x);
+        if (e < err) {
+            best = k;
+            err = e;
+        }
+    }
+    return best;
+}
+
+void tn_quant_ref_mxfp4(const float *x, tn_block_mxfp4 *y, int64_t n) {
+    float tmp[TN_QK_MXFP4];
+    for (int64_t i = 0; i < n / TN_QK_MXFP4; i++, x += TN_QK_MXFP4) {
+        const float *v = finite_block(x, tmp, TN_QK_MXFP4);
+        float amax = 0.f;
+        for (int j = 0; j < TN_QK_MXFP4; j++)
+            amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
+        /* ggml's exponent, kept from going below 0 (ggml's cast is
+         * undefined for blocks below 2^-125); FLT_MAX gives 252 at most. */
+        float e = amax > 0.f ? floorf(log2f(amax)) - 2.f + 127.f : 0.f;
+        e = e < 0.f ? 0.f : e > 252.f ? 252.f : e;
+        y[i].e = (uint8_t)e;
+        const float d = tn_e8m0_half(y[i].e);
+        for (int j = 0; j < TN_QK_MXFP4 / 2; j++)
+            y[i].qs[j] = (uint8_t)(mxfp4_index(v[j], d) | mxfp4_index(v[j + 16], d) << 4);
+    }
+}
+
 /* ---------------------------------------------------------- dispatch */
 
 typedef void (*dequant_fn)(const void *x, float *y, int64_t n);
@@ -1192,6 +1242,7 @@ TN_BLOCK_OPS(q2_K, tn_dequant_ref_q2_K, tn_quant_ref_q2_K)
 TN_BLOCK_OPS(q3_K, tn_dequant_ref_q3_K, tn_quant_ref_q3_K)
 TN_BLOCK_OPS(iq4_nl, tn_dequant_ref_iq4_nl, tn_quant_ref_iq4_nl)
 TN_BLOCK_OPS(iq4_xs, tn_dequant_ref_iq4_xs, tn_quant_ref_iq4_xs)
+TN_BLOCK_OPS(mxfp4, tn_dequant_ref_mxfp4, tn_quant_ref_mxfp4)
 
 typedef struct {
     dequant_fn dequant;
@@ -1220,6 +1271,7 @@ static tn_type_ops type_ops(uint32_t type) {
     case TN_TYPE_Q3_K: return (tn_type_ops)OPS(q3_K);
     case TN_TYPE_IQ4_NL: return (tn_type_ops)OPS(iq4_nl);
     case TN_TYPE_IQ4_XS: return (tn_type_ops)OPS(iq4_xs);
+    case TN_TYPE_MXFP4: return (tn_type_ops)OPS(mxfp4);
     default: return (tn_type_ops){NULL, NULL, 0};
     }
 }

@@ -502,10 +502,13 @@ static int render_turn_tokens(tn_session *s, const char *user_text, bool thinkin
     return rc;
 }
 
-static bool is_eog(const tn_session *s, const tn_gen_params *g, int32_t token) {
+static bool is_eog(const tn_session *s, const tn_gen_params *g, const tn_harmony *h,
+                   int32_t token) {
     for (int32_t i = 0; i < g->n_stop_tokens; i++)
         if (g->stop_tokens[i] == token)
             return true;
+    if (tn_harmony_ends_message(h, token))
+        return false; /* the end of one gpt-oss message, not of the answer */
     if (s->tok)
         return tn_token_is_eog(s->tok, token);
     return token == s->eos;
@@ -783,7 +786,10 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
     if (s->tok)
         tn_detok_stream_init(&detok, s->tok, 0);
     stop_filter sf = {.g = g};
-    tn_buf piece = {0};
+    tn_buf piece = {0}, shown = {0};
+    /* gpt-oss: its channels as text (tn_harmony, chat.c) */
+    tn_harmony h;
+    tn_harmony_init(&h, s->chat_kind == TN_CHAT_GPTOSS ? s->tok : NULL);
     int rc = TN_OK;
     int32_t steps = 0;
     double t_first = 0;
@@ -801,7 +807,7 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
             t_first = now_ms();
             st->ttft_ms = t_first - t_call;
         }
-        if (is_eog(s, g, token)) {
+        if (is_eog(s, g, &h, token)) {
             st->stop_reason = TN_STOP_EOG;
             break;
         }
@@ -811,7 +817,15 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
         piece.len = 0;
         if (s->tok && (rc = tn_detok_stream_push(&detok, token, &piece, err)) != TN_OK)
             break;
-        if (stop_filter_push(&sf, piece.data, piece.len, false) != TN_OK) {
+        const tn_buf *text = &piece;
+        if (h.on) {
+            if (tn_harmony_piece(&h, token, piece.data, piece.len, &shown) != TN_OK) {
+                rc = tn_fail(err, TN_ERR_NOMEM, "out of memory");
+                break;
+            }
+            text = &shown;
+        }
+        if (stop_filter_push(&sf, text->data, text->len, false) != TN_OK) {
             rc = tn_fail(err, TN_ERR_NOMEM, "out of memory");
             break;
         }
@@ -864,7 +878,12 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
         piece.len = 0;
         if (s->tok)
             tn_detok_stream_flush(&detok, &piece, NULL);
-        if (stop_filter_push(&sf, piece.data, piece.len, true) == TN_OK && sf.emit.len && cb)
+        const tn_buf *text = &piece;
+        if (h.on) { /* held-back bytes of a body; an unclosed analysis closes */
+            tn_harmony_finish(&h, piece.data, piece.len, &shown);
+            text = &shown;
+        }
+        if (stop_filter_push(&sf, text->data, text->len, true) == TN_OK && sf.emit.len && cb)
             cb(sf.emit.data, -1, user);
     }
     if (t_first > 0) {
@@ -872,6 +891,7 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
         st->decode_tok_s = st->decode_ms > 0 ? steps * 1e3 / st->decode_ms : 0;
     }
     tn_buf_free(&piece);
+    tn_buf_free(&shown);
     tn_buf_free(&sf.pending);
     tn_buf_free(&sf.emit);
     return rc;

@@ -49,6 +49,37 @@ float tn_sampler_exp_neg(float x);
 /* out[t] = e^((w[t] - max) * scale), four at a time where SSE2 is there. */
 void tn_sampler_exp_neg_all(const float *w, float *out, int32_t n, float max, float scale);
 
+/* gpt-oss's harmony answers as text (chat.c; the session streams through
+ * it for TN_CHAT_GPTOSS): messages, each "<|channel|>NAME<|message|>TEXT",
+ * the next introduced by "<|end|><|start|>assistant", the last ended by
+ * <|return|> (or <|call|>: a tool call). The analysis channel's text comes
+ * out as "<think>TEXT</think>", as Qwen3's reasoning comes, so that the
+ * app, the CLI and the server (reasoning_content) show it as thinking; the
+ * other channels' text is the answer; roles and channel names are not text.
+ * <|end|> ends a message, not the answer (tn_harmony_ends_message). Text
+ * before any channel header (a model that does not follow the format) is
+ * answer text. A function of the token stream alone. */
+typedef struct tn_harmony {
+    bool on;
+    int32_t start, channel, message, end;
+    int state; /* 0 body, 1 header, 2 channel name */
+    char name[16];
+    size_t n_name;
+    bool think_open;
+} tn_harmony;
+
+/* On when tok has the harmony tokens (tok NULL: off, a no-op filter). */
+void tn_harmony_init(tn_harmony *h, const tn_tokenizer *tok);
+/* The ids given (tests). */
+void tn_harmony_init_ids(tn_harmony *h, int32_t start, int32_t channel, int32_t message,
+                         int32_t end);
+/* out = what token (whose detokenized text is piece[0..len)) shows. */
+int tn_harmony_piece(tn_harmony *h, int32_t token, const char *piece, size_t len, tn_buf *out);
+/* out = the held-back text at the end (piece) as shown, and the closing
+ * "</think>" of an analysis that did not end. */
+int tn_harmony_finish(tn_harmony *h, const char *piece, size_t len, tn_buf *out);
+bool tn_harmony_ends_message(const tn_harmony *h, int32_t token);
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "libtern reads GGUF in place and needs a little-endian host"
 #endif

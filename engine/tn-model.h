@@ -65,6 +65,17 @@ typedef struct tn_hparams {
      * shared expert), each branch with its own norms, and the router reads
      * its own scaled norm of the residual (src/models/gemma4.cpp). */
     bool moe_dense;
+    /* gpt-oss (src/models/openai-moe.cpp): biases on the q, k, v and output
+     * projections, one attention-sink logit per head, and a mixture whose
+     * router has a bias and weighs the top K by a softmax over their logits,
+     * whose experts have biases and a clamped SwiGLU (ggml_swiglu_oai). */
+    bool oai;
+    /* YaRN (rope.scaling.type "yarn"; gpt-oss only), as ggml's rope applies
+     * it: yarn_orig_ctx > 0 turns it on; the correction range comes from
+     * betas 32 and 1 (llama.cpp's defaults, which it does not read from the
+     * file), and cos and sin are multiplied by yarn_mscale. */
+    int32_t yarn_orig_ctx;  /* rope.scaling.original_context_length */
+    float yarn_mscale;
 } tn_hparams;
 
 /* The experts of one layer's projection, one 3-D GGUF tensor (ne = {cols,
@@ -111,6 +122,16 @@ typedef struct tn_layer {
     const float *post_ffw_norm_1; /* [n_embd] of the dense branch's output */
     const float *pre_ffw_norm_2;  /* [n_embd] of the experts' input */
     const float *post_ffw_norm_2; /* [n_embd] of the experts' weighted sum */
+    /* gpt-oss (hp.oai): */
+    const float *bq;           /* [n_head * head_dim] */
+    const float *bk;           /* [n_head_kv * head_dim] */
+    const float *bv;           /* [n_head_kv * head_dim] */
+    const float *bo;           /* [n_embd] */
+    const float *sinks;        /* [n_head] attention-sink logits */
+    const float *gate_inp_b;   /* [n_expert] router bias */
+    const float *gate_exps_b;  /* [n_expert][n_ff_exp] */
+    const float *up_exps_b;    /* [n_expert][n_ff_exp] */
+    const float *down_exps_b;  /* [n_expert][n_embd] */
     /* Gemma 4 per-layer input (n_embd_per_layer = P > 0): */
     tn_weight pl_gate;         /* [P][n_embd] inp_gate */
     tn_weight pl_proj;         /* [n_embd][P] proj */

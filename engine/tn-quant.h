@@ -6,6 +6,7 @@
 #include "tern.h"
 
 #include <assert.h>
+#include <string.h>
 
 #define TN_QK4_0 32
 #define TN_QK4_1 32
@@ -111,6 +112,29 @@ _Static_assert(sizeof(tn_block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
 /* The 16 levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl). */
 extern const int8_t tn_iq4nl_values[16];
 
+/* MXFP4 (OCP microscaling, gpt-oss's expert weights): 32 values, one E8M0
+ * scale byte (a power of two, 2^(e - 127)) and 4-bit E2M1 codes, nibbles
+ * laid out as Q4_0's. The codes index tn_mxfp4_values, which are twice
+ * the E2M1 values (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives) so that
+ * they are integers; the scale is halved to match (tn_e8m0_half), as
+ * ggml's kvalues_mxfp4 and GGML_E8M0_TO_FP32_HALF do. */
+#define TN_QK_MXFP4 32
+typedef struct { uint8_t e; uint8_t qs[TN_QK_MXFP4 / 2]; } tn_block_mxfp4;
+_Static_assert(sizeof(tn_block_mxfp4) == 17, "mxfp4 block is 17 bytes");
+extern const int8_t tn_mxfp4_values[16];
+
+/* 2^(e - 128) as a float: half the E8M0 scale. e 0 and 1 are the denormals
+ * 2^-128 and 2^-127; e 255 (NaN in the MX format) reads as 2^127, as in
+ * ggml. From e 253 on the top codes overflow to infinity (8 x 2^125 is
+ * 2^128): the quantizer never writes such a block (its largest is 252) and
+ * the loader refuses one (tn_weights_first_nonfinite). */
+static inline float tn_e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
 /* Scalar reference dequantizers, one per type: n is a multiple of the block. */
 void tn_dequant_ref_q4_0(const tn_block_q4_0 *x, float *y, int64_t n);
 void tn_dequant_ref_q4_1(const tn_block_q4_1 *x, float *y, int64_t n);
@@ -124,6 +148,7 @@ void tn_dequant_ref_q2_K(const tn_block_q2_K *x, float *y, int64_t n);
 void tn_dequant_ref_q3_K(const tn_block_q3_K *x, float *y, int64_t n);
 void tn_dequant_ref_iq4_nl(const tn_block_iq4_nl *x, float *y, int64_t n);
 void tn_dequant_ref_iq4_xs(const tn_block_iq4_xs *x, float *y, int64_t n);
+void tn_dequant_ref_mxfp4(const tn_block_mxfp4 *x, float *y, int64_t n);
 
 /* Scalar reference quantizers (round-to-nearest with ggml's scale search
  * for the K types), same byte layout as ggml's reference quantizers. */
@@ -143,6 +168,10 @@ void tn_quant_ref_q2_K(const float *x, tn_block_q2_K *y, int64_t n);
 void tn_quant_ref_q3_K(const float *x, tn_block_q3_K *y, int64_t n);
 void tn_quant_ref_iq4_nl(const float *x, tn_block_iq4_nl *y, int64_t n);
 void tn_quant_ref_iq4_xs(const float *x, tn_block_iq4_xs *y, int64_t n);
+/* ggml's quantize_row_mxfp4_ref: the scale from the block's largest |x|
+ * (2^(floor(log2 amax) - 2), so that amax lands in the top codes), each
+ * value to the nearest level (the first of equal ones). */
+void tn_quant_ref_mxfp4(const float *x, tn_block_mxfp4 *y, int64_t n);
 
 /* The first row of a weight matrix [rows][cols] of `type` (rows row_bytes
  * apart) that holds a NaN or an infinity, or -1 when none does. Block types

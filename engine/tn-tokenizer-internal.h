@@ -243,6 +243,7 @@ typedef enum tn_pretok {
     TN_PRETOK_GPT2,       /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
     TN_PRETOK_LLAMA3,     /* (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
     TN_PRETOK_QWEN2,      /* as LLAMA3 with \p{N} one digit at a time */
+    TN_PRETOK_GPT4O,      /* o200k (gpt-oss): letters split by case, pretokenize.c */
 } tn_pretok;
 
 /* Length in bytes of the next piece of text[0..len) under the split
@@ -261,5 +262,6 @@ int tn_pretok_from_name(const char *name, size_t len);
 extern const char tn_pretok_regex_gpt2[];
 extern const char tn_pretok_regex_llama3[];
 extern const char tn_pretok_regex_qwen2[];
+extern const char tn_pretok_regex_gpt4o[];
 
 #endif

@@ -409,6 +409,9 @@ static int load_merges(tn_tokenizer *tok, const tn_gguf *g, const char *path, tn
 static const char *const eog_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
     "<EOT>", "_<EOT>", "<|end_of_text|>", "<eos>", "</s>", "<turn|>",
+    /* gpt-oss: <|return|> (its eos) ends an answer, <|call|> a tool call;
+     * its <|end|> ends one message of an answer (the session goes on) */
+    "<|return|>", "<|call|>",
     /* DeepSeek: "<｜end▁of▁sentence｜>" */
     "<\xEF\xBD\x9C\x65nd\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
 };
@@ -571,13 +574,14 @@ int tn_tokenizer_load(const tn_gguf *g, tn_tokenizer **out, tn_error *err) {
         if (kind_pre < 0) {
             rc = tn_fail(err, TN_ERR_UNSUPPORTED,
                          "%s: pre-tokenizer \"%.*s\" is not supported (Tern knows gpt-2, "
-                         "llama-bpe and qwen2)",
+                         "llama-bpe, qwen2 and gpt-4o)",
                          path, (int)(pre.len > 40 ? 40 : pre.len), pre.ptr);
             goto fail;
         }
         tok->pretok = (tn_pretok)kind_pre;
         tok->nfc = tok->pretok == TN_PRETOK_QWEN2;
-        tok->ignore_merges = tok->pretok == TN_PRETOK_LLAMA3;
+        /* as the tokenizer.json files say (model.ignore_merges) */
+        tok->ignore_merges = tok->pretok == TN_PRETOK_LLAMA3 || tok->pretok == TN_PRETOK_GPT4O;
         tok->add_bos = get_flag(g, "tokenizer.ggml.add_bos_token",
                                 tok->pretok == TN_PRETOK_LLAMA3);
         tok->add_space_prefix = false;

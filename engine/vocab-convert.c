@@ -575,9 +575,11 @@ static const char *pre_name_for(const component_scan *pre, conv *c, int *rc) {
             return "llama-bpe";
         if (!strcmp(pre->split_regex, tn_pretok_regex_gpt2))
             return "gpt-2";
+        if (!strcmp(pre->split_regex, tn_pretok_regex_gpt4o))
+            return "gpt-4o";
         *rc = tn_fail(c->err, TN_ERR_UNSUPPORTED,
                       "%s: the pre-tokenizer's split expression is not one Tern knows "
-                      "(GPT-2, Llama 3, Qwen2): %.120s",
+                      "(GPT-2, Llama 3, Qwen2, GPT-4o): %.120s",
                       c->path, pre->split_regex);
         return NULL;
     }

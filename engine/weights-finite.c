@@ -1,8 +1,9 @@
 /* Non-finite weights (NaN, Inf) found at load time: such a file would
  * otherwise load, and every logit of every step would be NaN (the sampler
  * then picks token 0 forever). In a block type only the f16 scale fields
- * (d, m, dmin) can hold one, as the quants are integers; F32, F16 and BF16
- * are read whole. */
+ * (d, m, dmin) can hold one, as the quants are integers (MXFP4: a scale
+ * byte so large that its top codes overflow); F32, F16 and BF16 are read
+ * whole. */
 #include "tn-quant.h"
 
 #include <stddef.h>
@@ -91,6 +92,13 @@ int64_t tn_weights_first_nonfinite(uint32_t type, const void *data, size_t row_b
                     ok = (h & mask) != mask;
                 }
             }
+        } else if (type == TN_TYPE_MXFP4) {
+            /* A scale byte of 253 or more makes the top codes overflow
+             * (8 x 2^125 is 2^128): such a block reads as infinities. */
+            unsigned bad = 0;
+            for (int64_t k = 0; k < cols / TN_QK_MXFP4; k++)
+                bad |= row[(size_t)k * sizeof(tn_block_mxfp4)] >= 253;
+            ok = !bad;
         } else if (fields && bs) {
             const int64_t nblk = cols / (int64_t)bs;
             unsigned bad = 0;

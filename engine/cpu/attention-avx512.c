@@ -281,8 +281,8 @@ bool TN_ATTN_AVX512_KERNEL(const tn_attn_tile *t, float *scratch) {
         }
     }
     for (int i = 0; i < n; i++) {
-        const __m512 inv =
-            _mm512_set1_ps(1.0f / sum8(_mm256_loadu_ps(lsum + (size_t)i * TN_ATTN_KB)));
+        const __m512 inv = _mm512_set1_ps(
+            tn_attn_inv_denom(t, i, sum8(_mm256_loadu_ps(lsum + (size_t)i * TN_ATTN_KB)), mx[i], c));
         for (int32_t d = 0; d < D; d += 16)
             _mm512_storeu_ps(t->out[i] + d,
                              _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)i * D + d), inv));

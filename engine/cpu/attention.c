@@ -98,7 +98,7 @@ void tn_attention_scalar(const tn_attn_tile *t, float *scratch) {
                     acc[d] = tn_attn_dot_pair(acc[d], pw, tn_attn_pair_at(v + 2 * d) & keep);
             }
         }
-        const float inv = 1.0f / sum8(l);
+        const float inv = tn_attn_inv_denom(t, i, sum8(l), m, c);
         for (int32_t d = 0; d < D; d++)
             t->out[i][d] = acc[d] * inv;
     }

@@ -739,6 +739,50 @@ static bool mm_ops_new_types(tn_mm_ops *ops, uint32_t type) {
     }
 }
 
+/* ------------------------------------------------------------------ MXFP4
+ *
+ * As IQ4_NL: the nibbles index the 16 E2M1 levels (doubled, so integers)
+ * with vpshufb, the signed levels go through vpmaddubsw as |w| times x with
+ * w's sign; the block scale is the E8M0 byte's power of two, halved
+ * (tn_e8m0_half). Activations: Q8_0's blocks of 32 (act32). */
+INLINE void rows_mxfp4(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
+                       float *y, int64_t ys) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tn_mxfp4_values));
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < nblk; k++) {
+        const uint8_t *blk = w + k * sizeof(tn_block_mxfp4);
+        const __m256i q = iq4_levels(blk + 1, table);
+        const __m256i aq = _mm256_sign_epi8(q, q);
+        const float dw = tn_e8m0_half(blk[0]);
+#pragma GCC unroll 8
+        for (int j = 0; j < nb; j++) {
+            const act32 *a = (const act32 *)(act + j * as) + k;
+            __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
+            __m256i i32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), ones);
+            acc[j] = block_update(acc[j], i32, dw, a);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+#define CALL_rows_mxfp4(N) rows_mxfp4(wr, nblk, act, mm->act_row, N, y, w->rows)
+QUANT_TILE(tile_mxfp4, rows_mxfp4, 32, 8)
+
+static bool mm_ops_mxfp4(tn_mm_ops *ops, uint32_t type) {
+    if (type != TN_TYPE_MXFP4)
+        return false;
+    ops->act_bytes = act32_bytes;
+    ops->convert = convert_act32;
+    ops->tile = tile_mxfp4;
+    return true;
+}
+
 bool tn_mm_ops_avx2(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
     if (layout != TN_LAYOUT_ROWS)
         return false;
@@ -770,6 +814,6 @@ bool tn_mm_ops_avx2(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
         ops->tile = tile_q6k;
         return true;
     default:
-        return mm_ops_new_types(ops, type);
+        return mm_ops_new_types(ops, type) || mm_ops_mxfp4(ops, type);
     }
 }

@@ -816,6 +816,61 @@ static bool mm_ops_new_types(tn_mm_ops *ops, uint32_t type) {
     }
 }
 
+/* ------------------------------------------------------------------ MXFP4
+ *
+ * As IQ4_NL: the nibbles look up the 16 E2M1 levels (doubled: integers)
+ * + 128 with vpshufb, unsigned for vpdpbusd, and the 128 * sum(x) this adds
+ * comes off through the accumulator's start value (16 * ci in each of the 8
+ * lanes of a block). Each block's scale is the E8M0 byte's power of two,
+ * halved (tn_e8m0_half). Activations: Q4_0's (act32, signed). */
+INLINE void rows_mxfp4(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
+                       float *y, int64_t ys) {
+    const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
+                                            0x0004000400040004, 0x0004000400040004, 0, 0);
+    const __m512i lo4 = _mm512_set1_epi8(0x0f);
+    const __m512i table = _mm512_broadcast_i32x4(_mm_add_epi8(
+        _mm_loadu_si128((const __m128i *)tn_mxfp4_values), _mm_set1_epi8((char)128)));
+    __m512 acc[KB];
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < nblk; k += 2) {
+        const uint8_t *b0 = w + k * sizeof(tn_block_mxfp4), *b1 = b0 + sizeof(tn_block_mxfp4);
+        const bool two = k + 1 < nblk;
+        __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 1)));
+        __m256i q1 = two ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 1)))
+                         : _mm256_setzero_si256();
+        __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+        __m512i q = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srlv_epi16(raw, shifts), lo4));
+        /* An odd last block pairs with zero activations: its scale is 0. */
+        const __m512 dwv = _mm512_insertf32x8(_mm512_set1_ps(tn_e8m0_half(b0[0])),
+                                              _mm256_set1_ps(two ? tn_e8m0_half(b1[0]) : 0.0f), 1);
+        const act32 *a0 = (const act32 *)act + k / 2;
+#pragma GCC unroll 16
+        for (int j = 0; j < nb; j++) {
+            const act32 *a = (const act32 *)((const uint8_t *)a0 + j * as);
+            __m512i start = _mm512_slli_epi32(_mm512_load_si512(a->ci), 4);
+            __m512i dot = _mm512_dpbusd_epi32(start, q, _mm512_load_si512(a->qs));
+            acc[j] = pair_update(acc[j], dot, a, dwv);
+        }
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        y[j * ys] = hsum(acc[j]);
+}
+
+#define CALL_rows_mxfp4(N) rows_mxfp4(wr, nblk, act, mm->act_row, N, y, w->rows)
+QUANT_TILE(tile_mxfp4, rows_mxfp4, 32, 16)
+
+static bool mm_ops_mxfp4(tn_mm_ops *ops, uint32_t type) {
+    if (type != TN_TYPE_MXFP4)
+        return false;
+    ops->act_bytes = act32_bytes;
+    ops->convert = convert_q4_0;
+    ops->tile = tile_mxfp4;
+    return true;
+}
+
 /* ------------------------------------------- X16 layout: Q4_0 and Q8_0
  *
  * Weights interleaved 16 rows at a time (repack.c): register j of a block
@@ -1407,6 +1462,6 @@ bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
         ops->tile = tile_q6k;
         return true;
     default:
-        return mm_ops_new_types(ops, type);
+        return mm_ops_new_types(ops, type) || mm_ops_mxfp4(ops, type);
     }
 }

@@ -182,6 +182,19 @@ static inline uint32_t tn_attn_pair_keep(int64_t w, int64_t u0, int64_t u1) {
 #define TN_EXP2_C2 0.24024087190628052f
 #define TN_EXP2_C1 0.6931243538856506f
 
+/* 1 / the softmax denominator of query i of a tile: the sum l of its
+ * probabilities (relative to its running maximum score m, c = scale *
+ * log2 e), plus, with attention sinks, the sink's own term 2^(sink log2 e -
+ * m c): the explicit fmaf and the double exp2 make it the same bits in
+ * every family's file, whatever each compiler contracts. Without sinks
+ * exactly 1 / l, as before sinks existed. */
+static inline float tn_attn_inv_denom(const tn_attn_tile *t, int i, float l, float m, float c) {
+    if (!t->has_sinks)
+        return 1.0f / l;
+    const float x = fmaf(t->sink[i], TN_EXP_LOG2E, -(m * c));
+    return (float)(1.0 / ((double)l + exp2((double)x)));
+}
+
 /* The X16 layout (repack.c): quant bytes of one block for 16 rows (0: the
  * type has no such layout), the f16 header of a pair of blocks (scales,
  * then mins where the type has them), and bytes of one group of 16 rows. */

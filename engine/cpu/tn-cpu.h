@@ -179,6 +179,13 @@ typedef struct tn_attn_tile {
     const uint16_t *k;               /* the head's key blocks (position 0 first) */
     const uint16_t *v;               /* the head's value pairs (positions 0 and 1 first) */
     float scale;                     /* multiplies q.k; > 0 */
+    /* Attention sinks (gpt-oss): when has_sinks, query i's softmax has one
+     * more logit, sink[i] (in the units of scale * q.k), that weighs no
+     * value: its denominator gains e^(sink - scale * max score), computed
+     * at the end as tn_attn_inv_denom does (tn-cpu-internal.h), the same
+     * for every family. A zeroed tile has none. */
+    bool has_sinks;
+    float sink[TN_ATTN_TILE];
 } tn_attn_tile;
 
 /* Floats of scratch tn_attention_tile needs (per thread). */

@@ -78,6 +78,7 @@ typedef enum tn_type {
     TN_TYPE_IQ4_NL = 20,
     TN_TYPE_IQ4_XS = 23,
     TN_TYPE_BF16 = 30,
+    TN_TYPE_MXFP4 = 39, /* gpt-oss's experts: 32 E2M1 values and one E8M0 scale */
     TN_TYPE_COUNT_ = 40,
 } tn_type;
 
@@ -276,6 +277,7 @@ typedef enum tn_arch {
     TN_ARCH_GEMMA3 = 2,
     TN_ARCH_GEMMA4 = 3, /* the Gemma 4 models (E2B, E4B, 31B; 26B-A4B with experts) */
     TN_ARCH_QWEN3MOE = 4, /* Qwen3 mixture of experts (30B-A3B, 235B-A22B) */
+    TN_ARCH_GPTOSS = 5, /* OpenAI gpt-oss (20B, 120B): "gpt-oss" in GGUF */
 } tn_arch;
 
 /* "llama", "qwen3", "gemma3". */
@@ -838,7 +840,7 @@ const uint8_t *tn_session_drafted_flags(const tn_session *s, int32_t *n);
 
 /* Random-weight test models with real shapes and a real tokenizer. */
 typedef struct tn_mkmodel_params {
-    const char *arch;      /* "llama", "qwen3", "qwen3moe", "gemma3" or "gemma4" */
+    const char *arch;      /* "llama", "qwen3", "qwen3moe", "gemma3", "gemma4" or "gpt-oss" */
     const char *type;      /* a tensor type name ("q4_0", "q8_0", "f16", ...) or a
                               mix: "q4_k_m", "q5_k_m" */
     int64_t n_embd;
@@ -885,7 +887,8 @@ typedef struct tn_mkmodel_params {
 } tn_mkmodel_params;
 
 /* Real shapes of a published model: "gemma4-e2b", "gemma4-e4b", "gemma4-26b-a4b",
- * "gemma4-31b", "qwen3-30b-a3b" (arch, every dimension; type, vocabulary and seed are left as they are).
+ * "gemma4-31b", "qwen3-30b-a3b", "gpt-oss-20b" (arch, every dimension; type, vocabulary and seed
+ * are left as they are).
  * TN_ERR_INVALID for an unknown name. */
 int tn_mkmodel_preset(tn_mkmodel_params *p, const char *name);
 
@@ -930,11 +933,14 @@ typedef enum tn_chat_kind {
     TN_CHAT_GEMMA3 = 8,     /* <start_of_turn>user/model, system folded into 1st user turn */
     TN_CHAT_GEMMA4 = 9,     /* <|turn>system/user/model ...<turn|>, <|think|> in the system
                                turn when thinking, an empty thought channel when not */
-    TN_CHAT_KIND_COUNT_ = 10,
+    TN_CHAT_GPTOSS = 10,    /* gpt-oss's harmony format: <|start|>role<|message|>...<|end|>,
+                               a fixed system message, the system prompt as the developer
+                               message's instructions, answers in the final channel */
+    TN_CHAT_KIND_COUNT_ = 11,
 } tn_chat_kind;
 
 /* "chatml", "llama2", "mistral", "mistral-v1", "mistral-v3", "llama3",
- * "llama3.1", "qwen3", "gemma3", "gemma4"; NULL for an unknown value. */
+ * "llama3.1", "qwen3", "gemma3", "gemma4", "gpt-oss"; NULL for an unknown value. */
 const char *tn_chat_kind_name(int kind);
 /* The inverse (exact names above); -1 if unknown. */
 int tn_chat_kind_from_name(const char *name);
@@ -1005,7 +1011,9 @@ typedef struct tn_chat_options {
     bool enable_thinking;       /* Qwen3 (default true); false adds the empty
                                    "<think>\n\n</think>\n\n" after the assistant header */
     const char *date_string;    /* Llama 3.1 "Today Date: " (NULL: "26 Jul 2024", the
-                                   template's default; fixed so pins stay valid) */
+                                   template's default; fixed so pins stay valid); gpt-oss
+                                   "Current date: " (NULL: "2025-08-05", see
+                                   docs/CHAT-TEMPLATES.md) */
 } tn_chat_options;
 
 tn_chat_options tn_chat_default_options(void);

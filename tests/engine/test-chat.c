@@ -2,6 +2,7 @@
  * detection (including the real templates of the fetched vocabularies) and
  * `tern-cli template`. The expected strings were also checked against the
  * real Jinja templates rendered by jinja2 (see docs/CHAT-TEMPLATES.md). */
+#include "tn-internal.h"
 #include "tn-json.h"
 #include "tn-test.h"
 
@@ -483,6 +484,112 @@ static int render_err(tn_chat_kind kind, const tn_chat_message *m, size_t n, tn_
 
 /* Gemma 4 tool calls and results: the recorded jinja2 renders, what the
  * template cannot render, hostile content, garbage arguments. */
+/* gpt-oss's harmony format: what jinja2 3.1.6 renders from llama.cpp's
+ * models/templates/openai-gpt-oss-120b.jinja (trim_blocks, lstrip_blocks,
+ * strftime_now giving 2025-08-05) for these conversations. */
+#define OSS_SYS0 "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: "
+#define OSS_SYS1 "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>"
+#define OSS_SYS OSS_SYS0 "2025-08-05" OSS_SYS1
+#define OSS_DEV "<|start|>developer<|message|># Instructions\n\nYou are terse.\n\n<|end|>"
+
+static void test_gptoss(void) {
+    tn_chat_options o = tn_chat_default_options(), nogen = o, dated = o;
+    nogen.add_generation_prompt = false;
+    dated.date_string = "2030-01-01";
+    static const tn_chat_message multi[] = {
+        {.role = TN_CHAT_ROLE_SYSTEM, .content = SYS},
+        {.role = TN_CHAT_ROLE_USER, .content = U1},
+        {.role = TN_CHAT_ROLE_ASSISTANT, .content = A1},
+        {.role = TN_CHAT_ROLE_USER, .content = U2},
+    };
+    static const tn_chat_message empty_sys[] = {{.role = TN_CHAT_ROLE_SYSTEM, .content = ""},
+                                                {.role = TN_CHAT_ROLE_USER, .content = U1}};
+    CHECK(renders_as(TN_CHAT_GPTOSS, multi, 2, &o,
+                     OSS_SYS OSS_DEV "<|start|>user<|message|>Hi<|end|><|start|>assistant"));
+    CHECK(renders_as(TN_CHAT_GPTOSS, multi + 1, 1, &o,
+                     OSS_SYS "<|start|>user<|message|>Hi<|end|><|start|>assistant"));
+    CHECK(renders_as(TN_CHAT_GPTOSS, multi, 4, &o,
+                     OSS_SYS OSS_DEV "<|start|>user<|message|>Hi<|end|><|start|>assistant"
+                                     "<|channel|>final<|message|>Hello!<|end|><|start|>user"
+                                     "<|message|>Name a colour.<|end|><|start|>assistant"));
+    CHECK(renders_as(TN_CHAT_GPTOSS, empty_sys, 2, &o,
+                     OSS_SYS "<|start|>user<|message|>Hi<|end|><|start|>assistant"));
+    CHECK(renders_as(TN_CHAT_GPTOSS, multi, 3, &nogen,
+                     OSS_SYS OSS_DEV "<|start|>user<|message|>Hi<|end|><|start|>assistant"
+                                     "<|channel|>final<|message|>Hello!<|return|>"));
+    CHECK(renders_as(TN_CHAT_GPTOSS, multi + 1, 1, &dated,
+                     OSS_SYS0 "2030-01-01" OSS_SYS1
+                              "<|start|>user<|message|>Hi<|end|><|start|>assistant"));
+    /* an answer as the session streams it: its analysis is dropped */
+    static const tn_chat_message thought[] = {
+        {.role = TN_CHAT_ROLE_USER, .content = U1},
+        {.role = TN_CHAT_ROLE_ASSISTANT, .content = "<think>Greet back.</think>Hello!"},
+        {.role = TN_CHAT_ROLE_USER, .content = U2}};
+    CHECK(renders_as(TN_CHAT_GPTOSS, thought, 3, &o,
+                     OSS_SYS "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>"
+                             "final<|message|>Hello!<|end|><|start|>user<|message|>Name a "
+                             "colour.<|end|><|start|>assistant"));
+    /* no BOS (the template writes none), detection, refusals */
+    CHECK(!tn_chat_kind_adds_bos(TN_CHAT_GPTOSS));
+    CHECK(tn_chat_kind_from_name("gpt-oss") == TN_CHAT_GPTOSS);
+    const char *t = "{{- \"<|start|>system<|message|>\" }} ... <|channel|>final<|message|>";
+    const char *w = "unset";
+    CHECK(tn_chat_template_detect(t, strlen(t), "gpt-oss", &w) == TN_CHAT_GPTOSS && !w);
+    CHECK(tn_chat_template_detect(NULL, 0, "gpt-oss", &w) == TN_CHAT_GPTOSS && w);
+    tn_buf b = {0};
+    tn_error err;
+    static const tn_chat_message tool[] = {{.role = TN_CHAT_ROLE_USER, .content = "U"},
+                                           {.role = TN_CHAT_ROLE_TOOL, .content = "R"}};
+    CHECK(tn_chat_render(TN_CHAT_GPTOSS, tool, 2, &o, &b, &err) == TN_ERR_INVALID);
+    static const tn_chat_tool_call call = {.name = "f", .arguments = "{}"};
+    static const tn_chat_message calls[] = {
+        {.role = TN_CHAT_ROLE_USER, .content = "U"},
+        {.role = TN_CHAT_ROLE_ASSISTANT, .content = "", .tool_calls = &call, .n_tool_calls = 1}};
+    CHECK(tn_chat_render(TN_CHAT_GPTOSS, calls, 2, &o, &b, &err) == TN_ERR_UNSUPPORTED &&
+          strstr(err.message, "tool calls"));
+    CHECK(b.len == 0);
+    tn_buf_free(&b);
+}
+
+/* The session's harmony filter (tn_harmony, chat.c) on a scripted answer:
+ * ids 1 <|start|>, 2 <|channel|>, 3 <|message|>, 4 <|end|>, others text. */
+static void test_harmony(void) {
+    static const struct {
+        int32_t id;
+        const char *text;
+    } answer[] = {{2, ""},       {10, "analysis"}, {3, ""},   {11, "Think "}, {12, "more."},
+                  {4, ""},       {1, ""},          {13, "assistant"}, {2, ""}, {14, "final"},
+                  {3, ""},       {15, "The "},     {16, "answer."}};
+    tn_harmony h;
+    tn_harmony_init_ids(&h, 1, 2, 3, 4);
+    CHECK(h.on && tn_harmony_ends_message(&h, 4) && !tn_harmony_ends_message(&h, 3));
+    tn_buf all = {0}, piece = {0};
+    for (size_t i = 0; i < N_ELEMS(answer); i++) {
+        CHECK(tn_harmony_piece(&h, answer[i].id, answer[i].text, strlen(answer[i].text), &piece) ==
+              TN_OK);
+        tn_buf_append(&all, piece.data, piece.len);
+    }
+    CHECK(tn_harmony_finish(&h, "", 0, &piece) == TN_OK && piece.len == 0);
+    CHECKF(all.data && !strcmp(all.data, "<think>Think more.</think>The answer."), "harmony: %s",
+           all.data ? all.data : "");
+    /* an analysis cut short is closed; text before any header is answer
+     * text; a filter without the tokens passes everything */
+    tn_harmony_init_ids(&h, 1, 2, 3, 4);
+    all.len = 0;
+    for (size_t i = 0; i < 5; i++) {
+        CHECK(tn_harmony_piece(&h, i == 0 ? 20 : answer[i - 1].id, i == 0 ? "Hi " : answer[i - 1].text,
+                               i == 0 ? 3 : strlen(answer[i - 1].text), &piece) == TN_OK);
+        tn_buf_append(&all, piece.data, piece.len);
+    }
+    CHECK(tn_harmony_finish(&h, "", 0, &piece) == TN_OK);
+    tn_buf_append(&all, piece.data, piece.len);
+    CHECKF(!strcmp(all.data, "Hi <think>Think </think>"), "harmony cut: %s", all.data);
+    tn_harmony_init(&h, NULL);
+    CHECK(!h.on && !tn_harmony_ends_message(&h, 4));
+    tn_buf_free(&all);
+    tn_buf_free(&piece);
+}
+
 static void test_gemma4_tools(void) {
     for (size_t i = 0; i < N_ELEMS(g4_records); i++) {
         const g4_record *r = &g4_records[i];
@@ -796,6 +903,8 @@ static void test_cli(void) {
 
 int main(void) {
     test_families();
+    test_gptoss();
+    test_harmony();
     test_gemma4();
     test_gemma4_tools();
     test_split();

@@ -5,7 +5,7 @@
  * Llama 3 rope factors and Gemma 3's linear rope scaling and sliding window,
  * so that a mistake in any of them shows.
  *
- * Usage: test-forward llama|qwen3|qwen3moe|gemma3|gemma4|gemma4moe
+ * Usage: test-forward llama|qwen3|qwen3moe|gemma3|gemma4|gemma4moe|gptoss
  *                                          (reference + determinism, all types)
  *        test-forward api                  (KV cache, capture, cancel, errors)
  *
@@ -48,7 +48,15 @@ typedef struct spec {
     int NE, K, FX;     /* qwen3moe, gemma4moe: experts, experts per token, expert FFN width */
     bool fused_exps;   /* gemma4moe: ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps */
     bool down_scale;   /* gemma4moe: an ffn_down_exps.scale tensor */
+    bool oss;          /* gpt-oss: biases, sinks, YaRN, swiglu_oai, top-k-then-softmax */
 } spec;
+
+/* gpt-oss's test model: YaRN with factor OSS_YARN over OSS_YARN_CTX original
+ * positions, so that with 64-value heads and base 150000 the correction
+ * range covers pairs 0..7 (llama.cpp's floor/ceil) and the angles of the
+ * pairs in and above it are scaled; sliding window 8 on even layers. */
+#define OSS_YARN 4.0
+#define OSS_YARN_CTX 64
 
 /* qwen3moe: the router's logits have std ~MOE_ROUTER_STD (a real router's
  * are a few units wide). A reference whose K-th and (K+1)-th router logits
@@ -100,6 +108,16 @@ static spec make_spec(const char *arch, uint32_t type, int variant) {
         s.K = 3;
         s.FX = 128;
         s.F = 0; /* no dense feed-forward */
+    } else if (!strcmp(arch, "gptoss")) {
+        s.arch = "gpt-oss";
+        s.oss = true;
+        s.tied = false; /* llama.cpp requires gpt-oss's output.weight */
+        s.rope_base = 150000.0f;
+        s.window = 8;
+        s.NE = 8;
+        s.K = 3;
+        s.FX = 128;
+        s.F = 0;
     } else if (!strcmp(arch, "gemma4") || !strcmp(arch, "gemma4moe")) {
         /* gemma4moe: Gemma 4 26B-A4B's layers (a mixture of 8 experts, 3
          * per token, beside the dense feed-forward) in the small gemma4
@@ -237,26 +255,61 @@ static int write_model(const spec *s, const char *path) {
         tn_gguf_writer_set_str(w, K("rope.scaling.type"), "linear");
         tn_gguf_writer_set_f32(w, K("rope.scaling.factor"), s->rope_linear);
     }
+    if (s->oss) {
+        tn_gguf_writer_set_str(w, K("rope.scaling.type"), "yarn");
+        tn_gguf_writer_set_f32(w, K("rope.scaling.factor"), (float)OSS_YARN);
+        tn_gguf_writer_set_u32(w, K("rope.scaling.original_context_length"), OSS_YARN_CTX);
+    }
 #undef K
     const int64_t E = s->E, QD = (int64_t)s->H * s->D, KD = (int64_t)s->KV * s->D;
     const float proj = 1.0f / sqrtf((float)E);
     const float resid = 1.0f / sqrtf(2.0f * (float)s->L);
     /* The LM head gives logits of std ~10: a clear argmax (see docs/MKMODEL.md). */
     const float head = 10.0f / sqrtf((float)E);
-    add_random(&wr, "token_embd.weight", s->type, s->V, E, s->tied ? head : 1.0f);
+    const uint32_t mt0 = s->type == TN_TYPE_MXFP4 ? TN_TYPE_Q8_0 : s->type;
+    add_random(&wr, "token_embd.weight", mt0, s->V, E, s->tied ? head : 1.0f);
     add_norm(&wr, "output_norm.weight", E);
     if (!s->tied)
-        add_random(&wr, "output.weight", s->type, s->V, E, head);
+        add_random(&wr, "output.weight", mt0, s->V, E, head);
     if (s->rope_freqs) {
         float f[64];
         for (int i = 0; i < s->D / 2; i++)
             f[i] = 1.0f + 3.0f * fabsf(tn_test_randf(&wr.rng));
         add(&wr, "rope_freqs.weight", TN_TYPE_F32, 1, s->D / 2, f);
     }
-    bool qk = strcmp(s->arch, "llama") != 0, gemma = !strcmp(s->arch, "gemma3");
+    bool qk = strcmp(s->arch, "llama") != 0 && !s->oss, gemma = !strcmp(s->arch, "gemma3");
+    /* gpt-oss: every type's experts; MXFP4 files as llama-quantize's
+     * MXFP4_MOE writes them (the experts MXFP4, other matrices Q8_0) */
+    const uint32_t mt = s->type == TN_TYPE_MXFP4 ? TN_TYPE_Q8_0 : s->type;
     for (int il = 0; il < s->L; il++) {
         char n[64];
 #define N(suffix) (snprintf(n, sizeof n, "blk.%d." suffix ".weight", il), n)
+#define B(suffix) (snprintf(n, sizeof n, "blk.%d." suffix ".bias", il), n)
+        if (s->oss) {
+            /* gate and up 4x wider than unit, so that some of their
+             * outputs pass swiglu_oai's limit of 7 (and its clamp shows) */
+            add_norm(&wr, N("attn_norm"), E);
+            add_random(&wr, N("attn_q"), mt, QD, E, proj);
+            add_random(&wr, B("attn_q"), TN_TYPE_F32, 1, QD, 0.2f);
+            add_random(&wr, N("attn_k"), mt, KD, E, proj);
+            add_random(&wr, B("attn_k"), TN_TYPE_F32, 1, KD, 0.2f);
+            add_random(&wr, N("attn_v"), mt, KD, E, proj);
+            add_random(&wr, B("attn_v"), TN_TYPE_F32, 1, KD, 0.2f);
+            add_random(&wr, N("attn_output"), mt, E, QD, resid / sqrtf((float)QD));
+            add_random(&wr, B("attn_output"), TN_TYPE_F32, 1, E, 0.2f * resid);
+            add_random(&wr, N("attn_sinks"), TN_TYPE_F32, 1, s->H, 1.0f);
+            add_norm(&wr, N("post_attention_norm"), E);
+            add_random(&wr, N("ffn_gate_inp"), TN_TYPE_F32, s->NE, E, MOE_ROUTER_STD * proj);
+            add_random(&wr, B("ffn_gate_inp"), TN_TYPE_F32, 1, s->NE, 1.0f);
+            add_random3(&wr, N("ffn_gate_exps"), s->type, s->NE, s->FX, E, 4.0f * proj);
+            add_random(&wr, B("ffn_gate_exps"), TN_TYPE_F32, s->NE, s->FX, 0.5f);
+            add_random3(&wr, N("ffn_up_exps"), s->type, s->NE, s->FX, E, 4.0f * proj);
+            add_random(&wr, B("ffn_up_exps"), TN_TYPE_F32, s->NE, s->FX, 0.5f);
+            add_random3(&wr, N("ffn_down_exps"), fit(s->type, s->FX), s->NE, E, s->FX,
+                        resid / sqrtf((float)s->FX) / 8.0f);
+            add_random(&wr, B("ffn_down_exps"), TN_TYPE_F32, s->NE, E, 0.2f * resid);
+            continue;
+        }
         add_norm(&wr, N("attn_norm"), E);
         add_random(&wr, N("attn_q"), s->type, QD, E, proj);
         add_random(&wr, N("attn_k"), s->type, KD, E, proj);
@@ -284,6 +337,7 @@ static int write_model(const spec *s, const char *path) {
         if (gemma)
             add_norm(&wr, N("post_ffw_norm"), E);
 #undef N
+#undef B
     }
     tn_error err = {0};
     int rc = wr.rc ? wr.rc : tn_gguf_writer_write(w, path, &err);
@@ -443,6 +497,7 @@ typedef struct ref_layer {
     double *pl_gate, *pl_proj, *pl_post_norm, *out_scale; /* gemma4 */
     double *router, *gate_x, *up_x, *down_x; /* qwen3moe: [NE][..], experts one after another */
     double *router_s, *down_s, *post_ffw_norm_1, *pre_ffw_norm_2, *post_ffw_norm_2; /* gemma4moe */
+    double *bq, *bk, *bv, *bo, *sinks, *router_b, *gate_b, *up_b, *down_b; /* gpt-oss */
 } ref_layer;
 
 typedef struct ref_model {
@@ -581,6 +636,23 @@ static void ref_load(ref_model *m, const spec *s, tn_gguf *g) {
             l->up_x = deq(g, N("ffn_up_exps"), (int64_t)s->NE * s->FX, E);
             l->down_x = deq(g, N("ffn_down_exps"), (int64_t)s->NE * E, s->FX);
         }
+        if (s->oss) {
+#define B(suffix) (snprintf(n, sizeof n, "blk.%d." suffix ".bias", il), n)
+            free(l->ffn_norm);
+            l->ffn_norm = deq(g, N("post_attention_norm"), 1, E);
+            free(l->post_attn_norm);
+            l->post_attn_norm = NULL;
+            l->bq = deq(g, B("attn_q"), 1, QD);
+            l->bk = deq(g, B("attn_k"), 1, KD);
+            l->bv = deq(g, B("attn_v"), 1, KD);
+            l->bo = deq(g, B("attn_output"), 1, E);
+            l->sinks = deq(g, N("attn_sinks"), 1, s->H);
+            l->router_b = deq(g, B("ffn_gate_inp"), 1, s->NE);
+            l->gate_b = deq(g, B("ffn_gate_exps"), s->NE, s->FX);
+            l->up_b = deq(g, B("ffn_up_exps"), s->NE, s->FX);
+            l->down_b = deq(g, B("ffn_down_exps"), s->NE, E);
+#undef B
+        }
 #undef N
     }
     m->kd = (int)KD;
@@ -605,7 +677,8 @@ static void ref_free(ref_model *m) {
                          l->pl_gate,    l->pl_proj,      l->pl_post_norm, l->out_scale,
                          l->router,     l->gate_x,       l->up_x,    l->down_x,
                          l->router_s,   l->down_s,       l->post_ffw_norm_1,
-                         l->pre_ffw_norm_2, l->post_ffw_norm_2};
+                         l->pre_ffw_norm_2, l->post_ffw_norm_2, l->bq, l->bk, l->bv, l->bo,
+                         l->sinks, l->router_b, l->gate_b, l->up_b, l->down_b};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             free(all[i]);
     }
@@ -646,6 +719,75 @@ static void rope(const ref_model *m, double *v, int pos, double base, double sca
         double x0 = v[a], x1 = v[b];
         v[a] = x0 * cos(th) - x1 * sin(th);
         v[b] = x0 * sin(th) + x1 * cos(th);
+    }
+}
+
+/* gpt-oss's rope with YaRN, from its definition (llama.cpp's ggml rope_yarn
+ * and ggml_rope_yarn_corr_dims): pair i's angle mixes the interpolated
+ * angle (theta / factor) and the original one with weight ramp(i), 1 below
+ * the correction range [lo, hi], 0 above, linear between; lo and hi the
+ * (floored, ceiled) pair indices that make 32 and 1 turns over the
+ * original context; then cos and sin times 1 + 0.1 ln(factor). */
+static void rope_yarn(const ref_model *m, double *v, int pos) {
+    const int D = m->s.D;
+    const double base = m->s.rope_base, f = OSS_YARN;
+    const double lo = fmax(0, floor(D * log(OSS_YARN_CTX / (32 * 2 * M_PI)) / (2 * log(base))));
+    const double hi = fmin(D - 1, ceil(D * log(OSS_YARN_CTX / (1 * 2 * M_PI)) / (2 * log(base))));
+    const double ms = 1 + 0.1 * log(f);
+    for (int i = 0; i < D / 2; i++) {
+        const double extrap = pos * pow(base, -2.0 * i / D), interp = extrap / f;
+        const double y = (i - lo) / fmax(0.001, hi - lo);
+        const double ramp = 1 - fmin(1, fmax(0, y));
+        const double th = interp * (1 - ramp) + extrap * ramp;
+        const int a = i, b = i + D / 2;
+        const double x0 = v[a], x1 = v[b];
+        v[a] = (x0 * cos(th) - x1 * sin(th)) * ms;
+        v[b] = (x0 * sin(th) + x1 * cos(th)) * ms;
+    }
+}
+
+/* gpt-oss's mixture (llama.cpp's build_moe_ffn for it, HF GptOssMLP): the
+ * router's logits plus its bias, the K largest, their weights a softmax
+ * over those K logits; each expert's gate and up with their biases, the
+ * clamped SwiGLU min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1),
+ * the down projection plus its bias; the weighted sum. */
+static void ref_moe_oss(ref_model *m, const ref_layer *l, const double *xn, double *o) {
+    const spec *s = &m->s;
+    const int E = s->E, NE = s->NE, K = s->K, FX = s->FX;
+    double lg[64], w[64], g[512], u[512], y[1024];
+    int taken[64] = {0}, sel[64];
+    mv(lg, l->router, xn, NE, E);
+    for (int e = 0; e < NE; e++)
+        lg[e] += l->router_b[e];
+    for (int k = 0; k <= K && k < NE; k++) {
+        int best = -1;
+        for (int e = 0; e < NE; e++)
+            if (!taken[e] && (best < 0 || lg[e] > lg[best]))
+                best = e;
+        if (k < K) {
+            taken[best] = 1;
+            sel[k] = best;
+        } else {
+            m->route_gap = fmin(m->route_gap, lg[sel[K - 1]] - lg[best]);
+        }
+    }
+    double sum = 0;
+    for (int k = 0; k < K; k++)
+        sum += (w[k] = exp(lg[sel[k]] - lg[sel[0]]));
+    for (int e = 0; e < E; e++)
+        o[e] = 0;
+    for (int k = 0; k < K; k++) {
+        const int x = sel[k];
+        mv(g, l->gate_x + (size_t)x * FX * E, xn, FX, E);
+        mv(u, l->up_x + (size_t)x * FX * E, xn, FX, E);
+        for (int f = 0; f < FX; f++) {
+            const double a = fmin(g[f] + l->gate_b[x * FX + f], 7.0);
+            const double b = fmax(-7.0, fmin(7.0, u[f] + l->up_b[x * FX + f]));
+            g[f] = a / (1 + exp(-1.702 * a)) * (b + 1);
+        }
+        mv(y, l->down_x + (size_t)x * E * FX, g, E, FX);
+        for (int e = 0; e < E; e++)
+            o[e] += w[k] / sum * (y[e] + l->down_b[x * E + e]);
     }
 }
 
@@ -854,7 +996,7 @@ static void ref_step(ref_model *m, int token, double *logits) {
     const spec *s = &m->s;
     const int E = s->E, H = s->H, KV = s->KV, D = s->D, F = s->F, pos = m->n;
     const int QD = H * D, KD = KV * D;
-    bool gemma = !strcmp(s->arch, "gemma3"), qk = strcmp(s->arch, "llama") != 0;
+    bool gemma = !strcmp(s->arch, "gemma3"), qk = strcmp(s->arch, "llama") != 0 && !s->oss;
     double *x = malloc(sizeof(double) * E), *xn = malloc(sizeof(double) * E);
     double *q = malloc(sizeof(double) * QD), *k = malloc(sizeof(double) * KD);
     double *v = malloc(sizeof(double) * KD), *att = malloc(sizeof(double) * QD);
@@ -865,22 +1007,37 @@ static void ref_step(ref_model *m, int token, double *logits) {
         x[e] = m->embd[(size_t)token * E + e] * (gemma ? sqrt((double)E) : 1.0);
     for (int il = 0; il < s->L; il++) {
         const ref_layer *l = &m->layers[il];
-        bool local = s->window > 0 && (il + 1) % 6 != 0;
+        /* gpt-oss: even layers sliding (llama.cpp's pattern 2) */
+        bool local = s->window > 0 && (s->oss ? il % 2 == 0 : (il + 1) % 6 != 0);
         double base = local ? 10000.0 : s->rope_base;
         double scale = local || s->rope_linear <= 0 ? 1.0 : 1.0 / s->rope_linear;
         rms(xn, x, l->attn_norm, E, s->eps);
         mv(q, l->wq, xn, QD, E);
         mv(k, l->wk, xn, KD, E);
         mv(v, l->wv, xn, KD, E);
+        if (s->oss) {
+            for (int c = 0; c < QD; c++)
+                q[c] += l->bq[c];
+            for (int c = 0; c < KD; c++) {
+                k[c] += l->bk[c];
+                v[c] += l->bv[c];
+            }
+        }
         for (int h = 0; h < H; h++) {
             if (qk)
                 rms(q + h * D, q + h * D, l->q_norm, D, s->eps);
-            rope(m, q + h * D, pos, base, scale);
+            if (s->oss)
+                rope_yarn(m, q + h * D, pos);
+            else
+                rope(m, q + h * D, pos, base, scale);
         }
         for (int h = 0; h < KV; h++) {
             if (qk)
                 rms(k + h * D, k + h * D, l->k_norm, D, s->eps);
-            rope(m, k + h * D, pos, base, scale);
+            if (s->oss)
+                rope_yarn(m, k + h * D, pos);
+            else
+                rope(m, k + h * D, pos, base, scale);
         }
         double *kc = m->kc + ((size_t)il * CTX) * KD, *vc = m->vc + ((size_t)il * CTX) * KD;
         memcpy(kc + (size_t)pos * KD, k, sizeof(double) * KD);
@@ -899,6 +1056,8 @@ static void ref_step(ref_model *m, int token, double *logits) {
             }
             for (int j = first; j <= pos; j++)
                 sum += (sc[j] = exp(sc[j] - mx));
+            if (s->oss) /* the head's sink: one more softmax term, no value */
+                sum += exp(l->sinks[h] - mx);
             for (int c = 0; c < D; c++) {
                 double a = 0;
                 for (int j = first; j <= pos; j++)
@@ -907,12 +1066,17 @@ static void ref_step(ref_model *m, int token, double *logits) {
             }
         }
         mv(o, l->wo, att, E, QD);
+        if (s->oss)
+            for (int e = 0; e < E; e++)
+                o[e] += l->bo[e];
         if (gemma)
             rms(o, o, l->post_attn_norm, E, s->eps);
         for (int e = 0; e < E; e++)
             x[e] += o[e];
         rms(xn, x, l->ffn_norm, E, s->eps);
-        if (s->NE > 0) {
+        if (s->oss) {
+            ref_moe_oss(m, l, xn, o);
+        } else if (s->NE > 0) {
             ref_moe(m, l, xn, xn, false, o);
         } else {
             mv(g, l->gate, xn, F, E);
@@ -1016,9 +1180,12 @@ static void check_arch(const char *arch) {
     static const uint32_t types[] = {TN_TYPE_F32,  TN_TYPE_F16,  TN_TYPE_BF16, TN_TYPE_Q8_0,
                                      TN_TYPE_Q4_0, TN_TYPE_Q4_1, TN_TYPE_Q5_0, TN_TYPE_Q5_1,
                                      TN_TYPE_Q4_K, TN_TYPE_Q5_K, TN_TYPE_Q6_K, TN_TYPE_Q2_K,
-                                     TN_TYPE_Q3_K, TN_TYPE_IQ4_NL, TN_TYPE_IQ4_XS};
+                                     TN_TYPE_Q3_K, TN_TYPE_IQ4_NL, TN_TYPE_IQ4_XS,
+                                     TN_TYPE_MXFP4};
     const int G = 64;
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+    /* MXFP4 (the last type): gpt-oss's experts */
+    const size_t n_types = sizeof types / sizeof types[0] - (strcmp(arch, "gptoss") ? 1 : 0);
+    for (size_t ti = 0; ti < n_types; ti++) {
         spec s = make_spec(arch, types[ti], (int)ti);
         /* Gemma 3: a prompt longer than the sliding window. */
         const int P = s.window ? 2 * s.window + 8 : 8, T = P + G, V = s.V;
@@ -1443,6 +1610,32 @@ static void check_errors(void) {
     expect_load_error(&s, path, TN_ERR_FORMAT, "needs qwen3moe.expert_count > 0");
     remove(path);
 
+    /* gpt-oss: every bias, the sinks and the norm before the mixture are
+     * required; misshaped expert biases, a window of 0 and a dense file
+     * under its name are refused by name. */
+    spec o = make_spec("gptoss", TN_TYPE_Q8_0, 0);
+    static const char *const oss_needed[] = {
+        "blk.1.attn_sinks.weight", "blk.0.attn_q.bias", "blk.1.attn_v.bias",
+        "blk.0.attn_output.bias", "blk.0.ffn_gate_inp.bias", "blk.1.ffn_up_exps.bias",
+        "blk.0.ffn_down_exps.bias", "blk.0.post_attention_norm.weight"};
+    for (size_t i = 0; i < sizeof oss_needed / sizeof oss_needed[0]; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "'%s' is missing", oss_needed[i]);
+        CHECK(write_variant(&o, path, oss_needed[i], NULL, NULL) == 0);
+        expect_load_error(&o, path, TN_ERR_FORMAT, want);
+    }
+    CHECK(write_variant(&o, path, NULL, "blk.1.ffn_gate_exps.bias", NULL) == 0);
+    expect_load_error(&o, path, TN_ERR_FORMAT,
+                      "'blk.1.ffn_gate_exps.bias' has shape [8, 128], expected [128, 8]");
+    CHECK(write_variant_kv(&o, path, NULL, NULL, NULL, "gpt-oss.attention.sliding_window", 0) ==
+          0);
+    expect_load_error(&o, path, TN_ERR_FORMAT, "'gpt-oss.attention.sliding_window' is 0");
+    CHECK(write_variant_kv(&o, path, NULL, NULL, NULL, "gpt-oss.expert_count", 16) == 0);
+    expect_load_error(&o, path, TN_ERR_FORMAT, "'blk.0.ffn_gate_inp.weight' has shape [256, 8]");
+    CHECK(write_variant(&s, path, NULL, NULL, "gpt-oss") == 0);
+    expect_load_error(&s, path, TN_ERR_FORMAT, "needs gpt-oss.expert_count > 0");
+    remove(path);
+
     /* A file that is not a GGUF at all. */
     FILE *f = fopen(path, "wb");
     fputs("this is not a model", f);
@@ -1631,6 +1824,81 @@ static void check_mkmodel_moe(const char *arch) {
     remove(path);
 }
 
+/* gpt-oss from tn_mkmodel as --type mxfp4: the published file's types
+ * (experts MXFP4, other matrices Q8_0, vectors and biases F32, an untied
+ * head, llama-quantize's MXFP4_MOE file type); it loads, its experts stay
+ * in the mapping, and it runs. */
+static void check_mkmodel_oss(void) {
+    tn_mkmodel_params p = tn_mkmodel_default_params();
+    CHECK(tn_mkmodel_preset(&p, "gpt-oss-20b") == TN_OK);
+    p.type = "mxfp4";
+    p.n_embd = 128;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = 32;
+    p.n_ff = 256;
+    p.n_expert = 8;
+    p.n_expert_used = 2;
+    p.n_ff_exp = 256;
+    p.sliding_window = 4;
+    p.tied_output = true; /* ignored: gpt-oss is always untied */
+    p.n_threads = 1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/mk-gpt-oss.gguf", tn_test_tmpdir());
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, path, &err) == 0, "mkmodel gpt-oss: %s", err.message);
+    tn_gguf *g = NULL;
+    CHECK(tn_gguf_open(path, &g, &err) == 0);
+    if (g) {
+        static const struct {
+            const char *name;
+            uint32_t type;
+        } want[] = {{"token_embd.weight", TN_TYPE_Q8_0},        {"output.weight", TN_TYPE_Q8_0},
+                    {"blk.0.attn_q.weight", TN_TYPE_Q8_0},      {"blk.0.attn_q.bias", TN_TYPE_F32},
+                    {"blk.1.attn_sinks.weight", TN_TYPE_F32},   {"blk.1.ffn_gate_inp.weight", TN_TYPE_F32},
+                    {"blk.1.ffn_gate_exps.weight", TN_TYPE_MXFP4},
+                    {"blk.1.ffn_up_exps.weight", TN_TYPE_MXFP4},
+                    {"blk.1.ffn_down_exps.weight", TN_TYPE_MXFP4},
+                    {"blk.1.ffn_down_exps.bias", TN_TYPE_F32},
+                    {"blk.0.post_attention_norm.weight", TN_TYPE_F32}};
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            const tn_gguf_tensor *t = tn_gguf_find_tensor(g, want[i].name);
+            CHECKF(t && t->type == want[i].type, "mkmodel gpt-oss: %s is %s", want[i].name,
+                   t ? tn_type_name(t->type) : "missing");
+        }
+        int64_t ft = -1;
+        CHECK(tn_gguf_get_int(g, "general.file_type", &ft) == TN_OK && ft == 38);
+        tn_str st = {0};
+        CHECK(tn_gguf_get_str(g, "gpt-oss.rope.scaling.type", &st) == TN_OK &&
+              tn_str_eq(st, "yarn"));
+        tn_gguf_close(g);
+    }
+    tn_model *m = NULL;
+    CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == 0, "load gpt-oss: %s",
+           err.message);
+    if (!m)
+        return;
+    CHECK(tn_model_arch(m) == TN_ARCH_GPTOSS && !strcmp(tn_arch_name(TN_ARCH_GPTOSS), "gpt-oss"));
+    const uint64_t experts = 2ULL * 3 * 8 * 256 * tn_type_row_bytes(TN_TYPE_MXFP4, 128);
+    CHECKF(tn_model_repacked_bytes(m) < tn_model_weight_bytes(m) - experts,
+           "gpt-oss: %llu bytes repacked: the experts were copied",
+           (unsigned long long)tn_model_repacked_bytes(m));
+    tn_ctx *ctx = NULL;
+    CHECK(tn_ctx_new(m, 64, 2, &ctx, &err) == 0);
+    int32_t toks[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    float *lg = malloc(sizeof(float) * (size_t)tn_model_n_vocab(m));
+    CHECK(ctx && tn_ctx_decode(ctx, toks, 12, TN_LOGITS_LAST, lg, &err) == 0);
+    bool finite = true;
+    for (int32_t t = 0; t < tn_model_n_vocab(m); t++)
+        finite = finite && isfinite(lg[t]);
+    CHECK(finite);
+    free(lg);
+    tn_ctx_free(ctx);
+    tn_model_free(m);
+    remove(path);
+}
+
 /* The 26B-A4B preset has the published shapes (google/gemma-4-26B-A4B's
  * text_config; docs/MKMODEL.md), and a gemma4 preset does not keep the
  * experts of an earlier one. */
@@ -1644,6 +1912,12 @@ static void check_presets(void) {
           p.swa_period == 6 && p.k_eq_v && p.tied_output && p.n_embd_per_layer == 0 &&
           p.n_shared_kv == 0 && p.n_ctx == 262144);
     CHECK(tn_mkmodel_preset(&p, "gemma4-31b") == TN_OK && p.n_expert == 0);
+    /* gpt-oss-20b: openai/gpt-oss-20b's config.json (docs/MKMODEL.md) */
+    CHECK(tn_mkmodel_preset(&p, "gpt-oss-20b") == TN_OK);
+    CHECK(!strcmp(p.arch, "gpt-oss") && p.n_embd == 2880 && p.n_layer == 24 && p.n_head == 64 &&
+          p.n_head_kv == 8 && p.head_dim == 64 && p.n_expert == 32 && p.n_expert_used == 4 &&
+          p.n_ff_exp == 2880 && p.sliding_window == 128 && !p.tied_output &&
+          p.n_ctx == 131072);
     CHECK(tn_mkmodel_preset(&p, "gemma4-26b") == TN_ERR_INVALID);
     /* an impossible mixture is refused, naming the architecture */
     p = tn_mkmodel_default_params();
@@ -1736,6 +2010,7 @@ int main(int argc, char **argv) {
         check_mkmodel_row_pool();
         check_mkmodel_moe("qwen3moe");
         check_mkmodel_moe("gemma4");
+        check_mkmodel_oss();
         check_presets();
     } else {
         check_arch(what);

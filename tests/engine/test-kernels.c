@@ -30,7 +30,7 @@ static const type_case cases[] = {
     {TN_TYPE_Q5_0, 1e-10, 1e-4},  {TN_TYPE_Q5_1, 1e-10, 1e-4},  {TN_TYPE_Q4_K, 1e-10, 1e-4},
     {TN_TYPE_Q5_K, 1e-10, 1e-4},  {TN_TYPE_Q6_K, 1e-10, 1e-4},
     {TN_TYPE_Q2_K, 1e-10, 1e-4},  {TN_TYPE_Q3_K, 1e-10, 1e-4},  {TN_TYPE_IQ4_NL, 1e-10, 1e-4},
-    {TN_TYPE_IQ4_XS, 1e-10, 1e-4},
+    {TN_TYPE_IQ4_XS, 1e-10, 1e-4}, {TN_TYPE_MXFP4, 1e-10, 1e-4},
 };
 
 #define ROWS 37  /* odd: chunks and tiles end mid-way */
@@ -306,7 +306,7 @@ static void test_weights_repack(tn_cpu *cpu, const float *x) {
  * rows, and the rows read back from the interleaved layout. */
 static void test_odd_blocks(tn_cpu *cpu, const float *x) {
     static const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0, TN_TYPE_Q4_1, TN_TYPE_Q5_0,
-                                     TN_TYPE_Q5_1};
+                                     TN_TYPE_Q5_1, TN_TYPE_MXFP4};
     enum { R = 21, C = 96, NB = 5 };
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t type = types[ti];
@@ -377,8 +377,11 @@ static void test_odd_blocks(tn_cpu *cpu, const float *x) {
 
 static double bf(uint16_t b) { return (double)tn_bf16_to_f32(b); }
 
+/* sink: NULL, or the query's attention-sink logit (one more softmax term
+ * that weighs no value). */
 static double attn_exact(const uint16_t *q, const uint16_t *k, const uint16_t *v, int32_t D,
-                         int64_t first, int64_t last, float scale, int32_t d_out) {
+                         int64_t first, int64_t last, float scale, int32_t d_out,
+                         const float *sink) {
     double mx = -INFINITY, sum = 0, acc = 0;
     for (int64_t j = first; j <= last; j++) {
         double s = 0;
@@ -394,7 +397,22 @@ static double attn_exact(const uint16_t *q, const uint16_t *k, const uint16_t *v
         sum += e;
         acc += e * bf(v[tn_attn_v_index(j, d_out, D)]);
     }
+    if (sink)
+        sum += exp((double)*sink - mx);
     return acc / sum;
+}
+
+/* The largest scaled score of a query (to place its sink near it). */
+static double attn_max(const uint16_t *q, const uint16_t *k, int32_t D, int64_t first,
+                       int64_t last, float scale) {
+    double mx = -INFINITY;
+    for (int64_t j = first; j <= last; j++) {
+        double s = 0;
+        for (int32_t d = 0; d < D; d++)
+            s += bf(q[d]) * bf(k[tn_attn_k_index(j, d, D)]);
+        mx = fmax(mx, s * scale);
+    }
+    return mx;
 }
 
 /* The AVX-512 kernel without BF16 (its FMA pairs stand in for VDPBF16PS):
@@ -416,7 +434,10 @@ static void attention_avx512_fma(const tn_attn_tile *t, float *scratch) {
 #endif
 }
 
-static void test_attention_dim(int32_t D) {
+/* sinks: every query gets an attention-sink logit, from 3 below to 3 above
+ * its largest score (gpt-oss): the same bitwise rule across families and
+ * tiles, and the exact softmax with the sink as one more term. */
+static void test_attention_dim(int32_t D, bool sinks) {
     const int NQ = 13;
     const size_t kv = (size_t)(ATT_POS + TN_ATTN_KB) * (size_t)D;
     uint16_t *k = malloc(kv * sizeof *k), *v = malloc(kv * sizeof *v);
@@ -454,24 +475,32 @@ static void test_attention_dim(int32_t D) {
             first[i] = last[i] > 300 ? last[i] - 300 : last[i] > 40 ? last[i] - 40 : 0;
     }
     const float scale = 1.0f / sqrtf((float)D);
+    float sinkv[13];
+    for (int i = 0; i < NQ; i++)
+        sinkv[i] = (float)attn_max(q + (size_t)i * D, k, D, first[i], last[i], scale) +
+                   1.5f * (float)(i % 5 - 2);
     double num = 0, den = 0;
     for (int i = 0; i < NQ; i++) {
-        tn_attn_tile t = {.head_dim = D, .n = 1, .k = k, .v = v, .scale = scale};
+        tn_attn_tile t = {.head_dim = D, .n = 1, .k = k, .v = v, .scale = scale,
+                          .has_sinks = sinks};
+        t.sink[0] = sinkv[i];
         t.q[0] = q + (size_t)i * D;
         t.out[0] = ref + (size_t)i * D;
         t.first[0] = first[i];
         t.last[0] = last[i];
         tn_attention_tile(TN_ISA_SCALAR, &t, scratch);
         for (int32_t d = 0; d < D; d++) {
-            const double e = attn_exact(q + (size_t)i * D, k, v, D, first[i], last[i], scale, d);
+            const double e = attn_exact(q + (size_t)i * D, k, v, D, first[i], last[i], scale, d,
+                                        sinks ? &sinkv[i] : NULL);
             CHECKF(isfinite(ref[(size_t)i * D + d]), "D=%d query %d: non-finite output", D, i);
             num += (ref[(size_t)i * D + d] - e) * (ref[(size_t)i * D + d] - e);
             den += e * e;
         }
     }
     const double nmse = num / den;
-    fprintf(stderr, "attention D=%d: scalar vs exact NMSE %.2e\n", D, nmse);
-    CHECKF(nmse < 4e-6, "D=%d: attention NMSE %.3e above 4e-6", D, nmse);
+    fprintf(stderr, "attention D=%d%s: scalar vs exact NMSE %.2e\n", D, sinks ? " (sinks)" : "",
+            nmse);
+    CHECKF(nmse < 4e-6, "D=%d%s: attention NMSE %.3e above 4e-6", D, sinks ? " (sinks)" : "", nmse);
 
     /* The families, then (isa == TN_ISA_COUNT_) the AVX-512 FMA kernel. */
     for (int isa = TN_ISA_SCALAR + 1; isa <= TN_ISA_COUNT_; isa++) {
@@ -482,9 +511,11 @@ static void test_attention_dim(int32_t D) {
         /* Tiles of every size, starting at every query (wrapping round). */
         for (int n = 1; n <= TN_ATTN_TILE; n++)
             for (int start = 0; start < NQ; start++) {
-                tn_attn_tile t = {.head_dim = D, .n = n, .k = k, .v = v, .scale = scale};
+                tn_attn_tile t = {.head_dim = D, .n = n, .k = k, .v = v, .scale = scale,
+                                  .has_sinks = sinks};
                 for (int j = 0; j < n; j++) {
                     const int i = (start + j) % NQ;
+                    t.sink[j] = sinkv[i];
                     t.q[j] = q + (size_t)i * D;
                     t.out[j] = out + (size_t)i * D;
                     t.first[j] = first[i];
@@ -498,9 +529,10 @@ static void test_attention_dim(int32_t D) {
                 for (int j = 0; j < n; j++) {
                     const int i = (start + j) % NQ;
                     CHECKF(!memcmp(out + (size_t)i * D, ref + (size_t)i * D, (size_t)D * 4),
-                           "attention %s D=%d: query %d in a tile of %d at %d differs from "
+                           "attention %s D=%d%s: query %d in a tile of %d at %d differs from "
                            "the scalar reference alone",
-                           fma512 ? "avx512 (fma)" : tn_isa_name((tn_isa)isa), D, i, n, j);
+                           fma512 ? "avx512 (fma)" : tn_isa_name((tn_isa)isa), D,
+                           sinks ? " (sinks)" : "", i, n, j);
                 }
             }
     }
@@ -518,7 +550,10 @@ static void test_attention(void) {
      * multiple of 16); 36: the scalar reference everywhere. */
     const int32_t dims[] = {64, 40, 36, 256};
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
-        test_attention_dim(dims[i]);
+        test_attention_dim(dims[i], false);
+    /* gpt-oss's attention sinks: its head size, AVX2's, the scalar's */
+    for (size_t i = 0; i < 3; i++)
+        test_attention_dim(dims[i], true);
 }
 
 int main(void) {

@@ -69,6 +69,7 @@ static const quant_case quant_cases[] = {
     {TN_TYPE_Q2_K, 0.307, 0.36, 0.25},
     {TN_TYPE_IQ4_NL, 0.080, 0.097, 0.135},
     {TN_TYPE_IQ4_XS, 0.081, 0.096, 0.124},
+    {TN_TYPE_MXFP4, 0.124, 0.179, 0.194},
 };
 #define N_QUANT_CASES (int)(sizeof quant_cases / sizeof quant_cases[0])
 
@@ -93,7 +94,7 @@ static void test_type_table(void) {
         /* types Tern cannot run but must size and name in messages */
         {16, "iq2_xxs", 256, 66, false},        {21, "iq3_s", 256, 110, false},
         {28, "f64", 1, 8, false},
-        {35, "tq2_0", 256, 66, false},          {39, "mxfp4", 32, 17, false},
+        {35, "tq2_0", 256, 66, false},          {39, "mxfp4", 32, 17, true},
     };
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
         const char *name = tn_type_name(expect[i].type);
@@ -767,8 +768,10 @@ static void test_round_trips(void) {
             CHECK(tn_quantize_row(t, x, q, RT_N) == TN_OK);
             CHECK(tn_dequantize_row(t, q, y, RT_N) == TN_OK);
             double e = rel_rmse(x, y, RT_N);
-            CHECKF(e <= (t == TN_TYPE_BF16 ? 4e-3 : 2e-3), "%s: constant %g: relative RMSE %.5f",
-                   name, consts[k], e);
+            /* MXFP4: a power-of-two scale and 3-bit levels (..., 4, 6, 8,
+             * 12 times it): a constant comes back within a quarter */
+            CHECKF(e <= (t == TN_TYPE_BF16 ? 4e-3 : t == TN_TYPE_MXFP4 ? 0.25 : 2e-3),
+                   "%s: constant %g: relative RMSE %.5f", name, consts[k], e);
         }
 
         /* A destination or source at an odd address gives the same bytes. */
@@ -823,7 +826,10 @@ static void test_non_finite(void) {
         for (int i = 40 / bs * bs; i < 40 / bs * bs + bs; i++)
             if (isfinite(x[i]))
                 amax = fmaxf(amax, fabsf(x[i]));
-        CHECKF(fabsf(y[40] - amax) <= 0.15f * amax && fabsf(y[41] + amax) <= 0.15f * amax,
+        /* MXFP4's scale (ggml's: 2^(floor(log2 amax) - 2), top level 6)
+         * clips a block's largest values by up to a quarter */
+        const float tol = t == TN_TYPE_MXFP4 ? 0.25f : 0.15f;
+        CHECKF(fabsf(y[40] - amax) <= tol * amax && fabsf(y[41] + amax) <= tol * amax,
                "%s: inf -> %g, -inf -> %g, block max %g", name, y[40], y[41], amax);
         CHECKF(fabsf(y[3]) <= 0.15f * 4.f, "%s: NaN -> %g", name, y[3]);
         /* the finite values of those blocks still come back */
@@ -855,6 +861,99 @@ static void test_non_finite(void) {
     }
 }
 
+/* MXFP4: hand-made blocks against the format's definition (the E8M0 byte
+ * a power of two, the codes E2M1 numbers), and the reference quantizer
+ * against ggml's quantize_row_mxfp4_ref written out here in its own
+ * terms. */
+static double e2m1(int code) {
+    static const double mag[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    return (code & 8 ? -1 : 1) * mag[code & 7];
+}
+
+static void test_blocks_mxfp4(void) {
+    /* The scale byte: 2^(e - 127), halved against the doubled codes. */
+    static const uint8_t es[] = {0, 1, 2, 3, 100, 126, 127, 128, 200, 252, 253, 254, 255};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        CHECKF(tn_e8m0_half(es[i]) == (float)ldexp(1.0, (int)es[i] - 128), "e8m0 %u", es[i]);
+    tn_block_mxfp4 b;
+    float y[32];
+    int bad = 0;
+    /* every code at every scale a file may hold (253 and up overflow: the
+     * loader refuses them, below) */
+    for (size_t ie = 0; es[ie] <= 252; ie++) {
+        b.e = es[ie];
+        for (int j = 0; j < 16; j++)
+            b.qs[j] = (uint8_t)(j | (15 - j) << 4);
+        CHECK(tn_dequantize_row(TN_TYPE_MXFP4, &b, y, 32) == TN_OK);
+        for (int j = 0; j < 16; j++) {
+            bad += (double)y[j] != e2m1(j) * ldexp(1.0, (int)b.e - 127);
+            bad += (double)y[j + 16] != e2m1(15 - j) * ldexp(1.0, (int)b.e - 127);
+        }
+    }
+    CHECKF(bad == 0, "%d mxfp4 values wrong", bad);
+    /* e = 127 (scale 1): code 7 is 6, code 9 is -0.5, codes 0 and 8 are 0 */
+    b.e = 127;
+    memset(b.qs, 0, sizeof b.qs);
+    b.qs[0] = 0x97;
+    b.qs[1] = 0x08;
+    CHECK(tn_dequantize_row(TN_TYPE_MXFP4, &b, y, 32) == TN_OK);
+    CHECK(y[0] == 6.0f && y[16] == -0.5f && y[1] == 0.0f && y[17] == 0.0f);
+    /* the load-time check: a scale byte of 253 or more is refused, by row */
+    tn_block_mxfp4 rows[3][2];
+    memset(rows, 0, sizeof rows);
+    rows[0][1].e = 252;
+    rows[2][0].e = 127;
+    CHECK(tn_weights_first_nonfinite(TN_TYPE_MXFP4, rows, sizeof rows[0], 3, 64) == -1);
+    rows[2][1].e = 253;
+    CHECK(tn_weights_first_nonfinite(TN_TYPE_MXFP4, rows, sizeof rows[0], 3, 64) == 2);
+    rows[1][0].e = 255;
+    CHECK(tn_weights_first_nonfinite(TN_TYPE_MXFP4, rows, sizeof rows[0], 3, 64) == 1);
+
+    /* The quantizer: e = floor(log2(amax)) - 2 + 127, each value to the
+     * nearest of the 16 levels (the first on a tie), as ggml. */
+    uint64_t st = 7;
+    float x[64];
+    tn_block_mxfp4 q[2];
+    int qbad = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        const float scale = ldexpf(1.0f, trial % 40 - 20);
+        for (int j = 0; j < 64; j++)
+            x[j] = scale * gauss(&st) * (j % 13 == 0 ? 5.0f : 1.0f);
+        CHECK(tn_quantize_row(TN_TYPE_MXFP4, x, q, 64) == TN_OK);
+        for (int blk = 0; blk < 2; blk++) {
+            float amax = 0;
+            for (int j = 0; j < 32; j++)
+                amax = fabsf(x[32 * blk + j]) > amax ? fabsf(x[32 * blk + j]) : amax;
+            const int e = (int)(floorf(log2f(amax)) - 2 + 127);
+            qbad += q[blk].e != e;
+            const double d = ldexp(1.0, e - 128);
+            for (int j = 0; j < 32; j++) {
+                const float v = x[32 * blk + j];
+                int best = 0;
+                for (int k = 1; k < 16; k++)
+                    if (fabsf((float)tn_mxfp4_values[k] * (float)d - v) <
+                        fabsf((float)tn_mxfp4_values[best] * (float)d - v))
+                        best = k;
+                const int code = j < 16 ? q[blk].qs[j] & 15 : q[blk].qs[j - 16] >> 4;
+                qbad += code != best;
+            }
+        }
+    }
+    CHECKF(qbad == 0, "mxfp4 quantizer: %d scales or codes differ from ggml's rule", qbad);
+    /* Blocks far out of range keep a valid scale byte (ggml's cast would be
+     * undefined there), and zeros give zeros. */
+    for (int j = 0; j < 32; j++)
+        x[j] = j == 3 ? 1e-40f : 0.0f;
+    CHECK(tn_quantize_row(TN_TYPE_MXFP4, x, q, 32) == TN_OK);
+    CHECK(q[0].e == 0);
+    for (int j = 0; j < 32; j++)
+        x[j] = j == 3 ? 3e38f : 1.0f;
+    CHECK(tn_quantize_row(TN_TYPE_MXFP4, x, q, 32) == TN_OK);
+    CHECK(q[0].e == 252);
+    CHECK(tn_dequantize_row(TN_TYPE_MXFP4, q, y, 32) == TN_OK);
+    CHECK(isfinite(y[3]) && y[3] > 1e38f);
+}
+
 /* general.file_type names as llama.cpp prints them, and mkmodel's TYPE
  * mapped only where a llama_ftype says exactly that. */
 static void test_file_types(void) {
@@ -867,6 +966,7 @@ static void test_file_types(void) {
     CHECK(tn_file_type_for("q8_0") == 7 && tn_file_type_for("bf16") == 32);
     CHECK(tn_file_type_for("f16") == 1 && tn_file_type_for("q6_K") == 18);
     CHECK(tn_file_type_for("q4_K") == -1 && tn_file_type_for("q3_K") == -1);
+    CHECK(tn_file_type_for("mxfp4") == 38 && !strcmp(tn_file_type_name(38), "MXFP4_MOE"));
     CHECK(tn_file_type_for("") == -1 && tn_file_type_for(NULL) == -1 && tn_file_type_for("x") == -1);
     /* Every name the mapping gives back is the table's. */
     const char *types[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
@@ -889,6 +989,7 @@ int main(void) {
     test_blocks_32();
     test_blocks_k();
     test_blocks_new();
+    test_blocks_mxfp4();
     test_quant_rounding();
     test_round_trips();
     test_non_finite();

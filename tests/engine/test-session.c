@@ -692,6 +692,16 @@ int main(void) {
     }
     tn_model_free(moe.model);
 
+    /* gpt-oss: attention sinks, biases, sliding and full layers, MXFP4
+     * experts. */
+    fixture oss = {0};
+    if (make_model(&oss, "gpt-oss", "gpt-oss", NULL, 19)) {
+        abab(&oss, false, false);
+        abab(&oss, false, true);
+        chat(&oss);
+    }
+    tn_model_free(oss.model);
+
     /* Gemma 4 26B-A4B's layers: the dense feed-forward beside a mixture. */
     fixture g4moe = {0};
     if (make_model(&g4moe, "gemma4moe", "gemma4moe", NULL, 17)) {

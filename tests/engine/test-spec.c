@@ -140,7 +140,7 @@ static tn_model *make_model(const char *file, const char *arch, const char *type
     p.n_ff = 2 * embd;
     p.n_ctx = 2048;
     p.sliding_window = 16; /* gemma3: short enough to matter in these contexts */
-    if (!strcmp(arch, "qwen3moe") || g4moe) {
+    if (!strcmp(arch, "qwen3moe") || !strcmp(arch, "gpt-oss") || g4moe) {
         /* 8 experts, 2 per token: verify batches group rows by expert */
         p.n_expert = 8;
         p.n_expert_used = 2;
@@ -624,6 +624,8 @@ static void greedy_suite(const char *arch) {
     /* K-quants need 256-wide rows; the Q4_K_M mix runs Q4_K and Q6_K (both
      * X16 on AVX-512: verify batches and decode share their kernels). */
     greedy_model(arch, "q4_k_m", 256, 21);
+    if (!strcmp(arch, "gpt-oss")) /* as published: MXFP4 experts, Q8_0 elsewhere */
+        greedy_model(arch, "mxfp4", 64, 31);
     greedy_chat(arch);
 }
 
@@ -2073,6 +2075,8 @@ int main(int argc, char **argv) {
         greedy_suite("qwen3moe");
     if (all || !strcmp(what, "greedy-gemma4moe"))
         greedy_suite("gemma4moe");
+    if (all || !strcmp(what, "greedy-gptoss"))
+        greedy_suite("gpt-oss");
     if (all || !strcmp(what, "sampling")) {
         sampling_rule();
         sampling_model();

