@@ -95,6 +95,9 @@ void tn_mm_ops_scalar(tn_mm_ops *ops, uint32_t type);
 #if defined(TN_CPU_X86)
 bool tn_mm_ops_avx2(tn_mm_ops *ops, uint32_t type, uint32_t layout);
 bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type, uint32_t layout);
+/* The X16 kernels of Q2_K, Q3_K and IQ4_XS (kernels-avx512-x16k.c); false
+ * for other types. */
+bool tn_mm_ops_avx512_x16k2(tn_mm_ops *ops, uint32_t type);
 #if defined(TN_CPU_AVX512_BF16)
 bool tn_mm_ops_avx512bf16(tn_mm_ops *ops, uint32_t type);
 #endif
