@@ -60,13 +60,15 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, bool
 }
 
 /* Family, layout, "kv-bf16" (the KV cache's type: pins made with f32 keys
- * and values must not be restored into it), the attention's arithmetic. */
+ * and values must not be restored into it), the attention's arithmetic, the
+ * gated feed-forward's SiLU (forward.c calls tn_silu_mul whatever the
+ * backend: its name rides here). */
 static void cpu_arith_name(const tn_backend *be, char *buf, size_t size) {
     const cpu_state *s = be->cpu_state;
-    snprintf(buf, size, "%s%s/%s/kv-bf16/%s", tn_isa_name(be->isa),
+    snprintf(buf, size, "%s%s/%s/kv-bf16/%s/%s", tn_isa_name(be->isa),
              be->isa == TN_ISA_AVX512 && tn_isa_has_avx512_bf16() ? "+bf16" : "",
              s && s->x16 ? (s->x16_kquant2 ? "x16k2" : s->x16_kquant ? "x16k" : "x16") : "rows",
-             TN_ATTN_ARITHMETIC);
+             TN_ATTN_ARITHMETIC, TN_ACT_ARITHMETIC);
 }
 
 static void cpu_parallel_for(const tn_backend *be, tn_cpu *pool, tn_task_fn fn, void *arg) {

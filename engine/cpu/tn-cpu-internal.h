@@ -185,6 +185,25 @@ static inline uint32_t tn_attn_pair_keep(int64_t w, int64_t u0, int64_t u1) {
 #define TN_EXP2_C2 0.24024087190628052f
 #define TN_EXP2_C1 0.6931243538856506f
 
+/* SiLU's constants (tn-cpu.h, act.c): the clamp of z = -x, log2 e, the
+ * rounding shift 1.5 * 2^23, ln 2 as a high part with 16 trailing zero bits
+ * plus the rest, and the Taylor coefficients 1/k! of e^r rounded to float. */
+#define TN_SILU_ZMIN -20.0f
+#define TN_SILU_ZMAX 88.0f
+#define TN_SILU_LOG2E 1.44269502f
+#define TN_SILU_SHIFT 12582912.0f
+#define TN_SILU_LN2_HI 0.693145751953125f
+#define TN_SILU_LN2_LO 1.42860677e-06f
+#define TN_SILU_C2 0.5f
+#define TN_SILU_C3 0.166666672f
+#define TN_SILU_C4 0.0416666679f
+#define TN_SILU_C5 0.00833333377f
+#define TN_SILU_C6 0.00138888892f
+#define TN_SILU_C7 0.000198412701f
+#if defined(TN_CPU_X86)
+void tn_silu_mul_avx2(float *g, const float *u, int64_t n);
+#endif
+
 /* The X16 layout (repack.c): quant bytes of one block for 16 rows (0: the
  * type has no such layout), the f16 header of a pair of blocks (scales,
  * then mins where the type has them), and bytes of one group of 16 rows. */
