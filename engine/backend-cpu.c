@@ -15,6 +15,7 @@ typedef struct cpu_state {
     size_t map_bytes;
     bool x16;       /* some matrix is in TN_LAYOUT_X16 */
     bool x16_kquant; /* ... and some of those are K-quants */
+    bool x16_kquant2; /* ... Q2_K, Q3_K or IQ4_XS among them */
 } cpu_state;
 
 static int cpu_open(tn_backend *be, tn_error *err) {
@@ -80,16 +81,26 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, bool
                         (ws[i]->layout == TN_LAYOUT_X16 &&
                          (ws[i]->type == TN_TYPE_Q4_K || ws[i]->type == TN_TYPE_Q5_K ||
                           ws[i]->type == TN_TYPE_Q6_K));
+    /* So do Q2_K, Q3_K and IQ4_XS (X16 since issue 21's kquant session): a
+     * file of them said "x16k" before (its Q6_K output) with row kernels. */
+    for (int i = 0; i < n; i++)
+        s->x16_kquant2 = s->x16_kquant2 ||
+                         (ws[i]->layout == TN_LAYOUT_X16 &&
+                          (ws[i]->type == TN_TYPE_Q2_K || ws[i]->type == TN_TYPE_Q3_K ||
+                           ws[i]->type == TN_TYPE_IQ4_XS));
     return TN_OK;
 }
 
 /* Family, layout, "kv-bf16" (the KV cache's type: pins made with f32 keys
- * and values must not be restored into it), the attention's arithmetic. */
+ * and values must not be restored into it), the attention's arithmetic, the
+ * gated feed-forward's SiLU (forward.c calls tn_silu_mul whatever the
+ * backend: its name rides here). */
 static void cpu_arith_name(const tn_backend *be, char *buf, size_t size) {
     const cpu_state *s = be->cpu_state;
-    snprintf(buf, size, "%s%s/%s/kv-bf16/%s", tn_isa_name(be->isa),
+    snprintf(buf, size, "%s%s/%s/kv-bf16/%s/%s", tn_isa_name(be->isa),
              be->isa == TN_ISA_AVX512 && tn_isa_has_avx512_bf16() ? "+bf16" : "",
-             s && s->x16 ? (s->x16_kquant ? "x16k" : "x16") : "rows", TN_ATTN_ARITHMETIC);
+             s && s->x16 ? (s->x16_kquant2 ? "x16k2" : s->x16_kquant ? "x16k" : "x16") : "rows",
+             TN_ATTN_ARITHMETIC, TN_ACT_ARITHMETIC);
 }
 
 static void cpu_parallel_for(const tn_backend *be, tn_cpu *pool, tn_task_fn fn, void *arg) {

@@ -48,8 +48,6 @@ void tn_rmsnorm(float *y, const float *x, const float *w, int32_t n, float eps) 
         y[i] = x[i] * scale * w[i];
 }
 
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
-
 static inline float gelu_tanh(float x) {
     const float k = 0.79788456080286535588f; /* sqrt(2 / pi) */
     return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
@@ -558,9 +556,8 @@ static void task_glu(void *p, int ith, int nth) {
     else if (hp->gelu)
         for (int64_t e = lo; e < hi; e++)
             g[e] = gelu_tanh(g[e]) * u[e];
-    else
-        for (int64_t e = lo; e < hi; e++)
-            g[e] = silu(g[e]) * u[e];
+    else if (hi > lo)
+        tn_silu_mul(g + lo, u + lo, hi - lo);
 }
 
 static void capture(tn_ctx *ctx, int32_t id, int32_t row0, int32_t n) {

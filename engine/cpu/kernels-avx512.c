@@ -1412,7 +1412,7 @@ static bool x16k_ops(tn_mm_ops *ops, uint32_t type) {
 
 bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
     if (layout == TN_LAYOUT_X16) {
-        if (x16m_ops(ops, type) || x16k_ops(ops, type))
+        if (x16m_ops(ops, type) || x16k_ops(ops, type) || tn_mm_ops_avx512_x16k2(ops, type))
             return true;
         if (type != TN_TYPE_Q4_0 && type != TN_TYPE_Q8_0)
             return false;

@@ -18,9 +18,9 @@
  * block keeps its bytes (QB + the header's share is the file's block size
  * times 16): the layout costs no memory bandwidth.
  *
- * K-quants (Q4_K, Q5_K, Q6_K): one chunk per 256-value super-block and group of
- * 16 rows, again the file's bytes times 16, 64-byte registers whose 4-byte
- * lane i belongs to row i:
+ * K-quants (Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS): one chunk per 256-value
+ * super-block and group of 16 rows, again the file's bytes times 16,
+ * 64-byte registers whose 4-byte lane i belongs to row i:
  *   Q4_K (2304 bytes): 32 bytes f16 d (16 rows), 32 bytes f16 dmin, then
  *     three registers w = 0..2, lane i = scales[4w .. 4w + 3] of row i (the
  *     packed 6-bit scales and mins, unpacked by the kernel), then for each
@@ -36,7 +36,23 @@
  *     N0, N1, H; byte u of lane i holds, for row i and the 6-bit quants q
  *     of values v = 16k + 4t + u (t = 0..3): N0 = q(t=0) & 15 | (q(t=1) & 15)
  *     << 4, N1 the same for t = 2, 3, and H = the top two bits of q(t) at
- *     bits 2t, 2t + 1. */
+ *     bits 2t, 2t + 1.
+ *   Q2_K (1344 bytes): 32 bytes f16 d, 32 bytes f16 dmin, 256 bytes of
+ *     scale bytes as in the file (sub-block k of row i at 16k + i: low
+ *     nibble the scale, high the min), then per 16-value sub-block k one
+ *     register whose byte u of lane i holds, at bits 2t, 2t + 1 (t =
+ *     0..3), the 2-bit quant of value 16k + 4t + u of row i.
+ *   Q3_K (1760 bytes): first the 16 registers of low 2 bits as Q2_K's,
+ *     then 512 bytes of third bits: for sub-block k and t = 0..3 one
+ *     64-bit mask at 1024 + 32k + 8t whose bit 4i + u is the hmask bit of
+ *     value 16k + 4t + u of row i (as Q5_0's masks), then three registers
+ *     w = 0..2 with lane i = scales[4w .. 4w + 3] of row i (packed, as
+ *     Q4_K's), then 32 bytes f16 d. (Quants first: each chunk is 27.5
+ *     cache lines, so every other one starts aligned, with its registers.)
+ *   IQ4_XS (2176 bytes): 32 bytes f16 d, 32 bytes of u16 scales_h, one
+ *     register with lane i = scales_l[0..3] of row i, then per 32-value
+ *     sub-block j four registers p, lane i = qs[16j + 4p .. 16j + 4p + 3]
+ *     of row i: low nibbles values 4p.., high 16 + 4p.. of the sub-block. */
 #include "tn-cpu-internal.h"
 
 #include "tn-quant.h"
@@ -86,6 +102,12 @@ static size_t kq_chunk_bytes(uint32_t type) {
         return 16 * sizeof(tn_block_q5_K);
     case TN_TYPE_Q6_K:
         return 16 * sizeof(tn_block_q6_K);
+    case TN_TYPE_Q2_K:
+        return 16 * sizeof(tn_block_q2_K);
+    case TN_TYPE_Q3_K:
+        return 16 * sizeof(tn_block_q3_K);
+    case TN_TYPE_IQ4_XS:
+        return 16 * sizeof(tn_block_iq4_xs);
     default:
         return 0;
     }
@@ -145,8 +167,78 @@ static void q6k_set(uint8_t *blk, int v, int qv) {
     qh[q] |= (uint8_t)(((qv >> 4) & 3) << (2 * part));
 }
 
+/* The 2-bit quant of value v (0..255) in the qs[64] of a Q2_K or Q3_K
+ * block, and its inverse (into zeroed bytes): bits 2j of qs[32h + l] for
+ * v = 128h + 32j + l. */
+static int q2k_get(const uint8_t *qs, int v) {
+    return (qs[32 * (v / 128) + v % 32] >> (2 * ((v % 128) / 32))) & 3;
+}
+
+static void q2k_set(uint8_t *qs, int v, int q) {
+    qs[32 * (v / 128) + v % 32] |= (uint8_t)((q & 3) << (2 * ((v % 128) / 32)));
+}
+
+/* Q2_K, Q3_K and IQ4_XS (the layouts at the top of this file): super-block
+ * s of row i (file bytes blk) into or out of its chunk c. */
+static void kq2_block_x16(uint32_t type, uint8_t *c, uint8_t *blk, int i, bool to_x16) {
+#define KQ2_MOVE(cp, bp, n) (to_x16 ? memcpy((cp), (bp), (n)) : memcpy((bp), (cp), (n)))
+    if (type == TN_TYPE_IQ4_XS) {
+        KQ2_MOVE(c + 2 * i, blk, 2);          /* d */
+        KQ2_MOVE(c + 32 + 2 * i, blk + 2, 2); /* scales_h */
+        KQ2_MOVE(c + 64 + 4 * i, blk + 4, 4); /* scales_l */
+        for (int j = 0; j < 8; j++)
+            for (int p = 0; p < 4; p++)
+                KQ2_MOVE(c + 128 + 256 * j + 64 * p + 4 * i, blk + 8 + 16 * j + 4 * p, 4);
+        return;
+    }
+    const bool q3 = type == TN_TYPE_Q3_K;
+    uint8_t *qs = blk + (q3 ? 32 : 16), *hmask = blk;
+    uint8_t *regs = c + (q3 ? 0 : 320);
+    if (q3) {
+        KQ2_MOVE(c + 1728 + 2 * i, blk + 108, 2);
+        for (int w = 0; w < 3; w++)
+            KQ2_MOVE(c + 1536 + 64 * w + 4 * i, blk + 96 + 4 * w, 4);
+    } else {
+        KQ2_MOVE(c + 2 * i, blk + 80, 2);       /* d */
+        KQ2_MOVE(c + 32 + 2 * i, blk + 82, 2);  /* dmin */
+        for (int k = 0; k < 16; k++)
+            KQ2_MOVE(c + 64 + 16 * k + i, blk + k, 1);
+    }
+#undef KQ2_MOVE
+    if (!to_x16) {
+        memset(qs, 0, 64);
+        if (q3)
+            memset(hmask, 0, 32);
+    }
+    for (int k = 0; k < 16; k++)
+        for (int t = 0; t < 4; t++)
+            for (int u = 0; u < 4; u++) {
+                const int v = 16 * k + 4 * t + u;
+                uint8_t *r = regs + 64 * k + 4 * i + u;
+                if (to_x16)
+                    *r |= (uint8_t)(q2k_get(qs, v) << (2 * t));
+                else
+                    q2k_set(qs, v, *r >> (2 * t));
+                if (!q3)
+                    continue;
+                /* The hmask bit of value v: bit 4h + j of hmask[l]; in the
+                 * chunk, bit 4(i & 1) + u of byte i / 2 of mask (k, t). */
+                const int l = v % 32, hbit = 4 * (v / 128) + (v % 128) / 32;
+                uint8_t *mb = c + 1024 + 32 * k + 8 * t + i / 2;
+                const int mbit = 4 * (i & 1) + u;
+                if (to_x16)
+                    *mb |= (uint8_t)(((hmask[l] >> hbit) & 1) << mbit);
+                else
+                    hmask[l] |= (uint8_t)(((*mb >> mbit) & 1) << hbit);
+            }
+}
+
 /* Super-block s of row i (file bytes blk) into or out of its chunk c. */
 static void kq_block_x16(uint32_t type, uint8_t *c, uint8_t *blk, int i, bool to_x16) {
+    if (type == TN_TYPE_Q2_K || type == TN_TYPE_Q3_K || type == TN_TYPE_IQ4_XS) {
+        kq2_block_x16(type, c, blk, i, to_x16);
+        return;
+    }
 #define KQ_MOVE(cp, bp, n) (to_x16 ? memcpy((cp), (bp), (n)) : memcpy((bp), (cp), (n)))
     if (type == TN_TYPE_Q4_K || type == TN_TYPE_Q5_K) {
         const bool q5 = type == TN_TYPE_Q5_K;

@@ -95,6 +95,9 @@ void tn_mm_ops_scalar(tn_mm_ops *ops, uint32_t type);
 #if defined(TN_CPU_X86)
 bool tn_mm_ops_avx2(tn_mm_ops *ops, uint32_t type, uint32_t layout);
 bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type, uint32_t layout);
+/* The X16 kernels of Q2_K, Q3_K and IQ4_XS (kernels-avx512-x16k.c); false
+ * for other types. */
+bool tn_mm_ops_avx512_x16k2(tn_mm_ops *ops, uint32_t type);
 #if defined(TN_CPU_AVX512_BF16)
 bool tn_mm_ops_avx512bf16(tn_mm_ops *ops, uint32_t type);
 #endif
@@ -194,6 +197,25 @@ static inline float tn_attn_inv_denom(const tn_attn_tile *t, int i, float l, flo
     const float x = fmaf(t->sink[i], TN_EXP_LOG2E, -(m * c));
     return (float)(1.0 / ((double)l + exp2((double)x)));
 }
+
+/* SiLU's constants (tn-cpu.h, act.c): the clamp of z = -x, log2 e, the
+ * rounding shift 1.5 * 2^23, ln 2 as a high part with 16 trailing zero bits
+ * plus the rest, and the Taylor coefficients 1/k! of e^r rounded to float. */
+#define TN_SILU_ZMIN -20.0f
+#define TN_SILU_ZMAX 88.0f
+#define TN_SILU_LOG2E 1.44269502f
+#define TN_SILU_SHIFT 12582912.0f
+#define TN_SILU_LN2_HI 0.693145751953125f
+#define TN_SILU_LN2_LO 1.42860677e-06f
+#define TN_SILU_C2 0.5f
+#define TN_SILU_C3 0.166666672f
+#define TN_SILU_C4 0.0416666679f
+#define TN_SILU_C5 0.00833333377f
+#define TN_SILU_C6 0.00138888892f
+#define TN_SILU_C7 0.000198412701f
+#if defined(TN_CPU_X86)
+void tn_silu_mul_avx2(float *g, const float *u, int64_t n);
+#endif
 
 /* The X16 layout (repack.c): quant bytes of one block for 16 rows (0: the
  * type has no such layout), the f16 header of a pair of blocks (scales,

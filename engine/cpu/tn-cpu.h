@@ -121,6 +121,22 @@ int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, i
  * scalar path runs it). */
 bool tn_matmul_has_kernel(tn_isa isa, uint32_t type);
 
+/* ------------------------------------------------------------ SiLU
+ *
+ * g[i] = silu(g[i]) * u[i], silu(x) = x / (1 + e^-x), for the gated
+ * feed-forward. One arithmetic for every instruction set (act.c): e^z with z
+ * = -x clamped to [-20, 88] (outside, 1 + e^z is 1, or e^z huge: silu(x) is
+ * then x, or 0 within 6e-37), n = round(z log2 e) by the shift constant, r =
+ * z - n ln 2 in two FMAs, a degree-7 polynomial by FMAs, 2^n by an integer
+ * add into the exponent; then a division and a product, each correctly
+ * rounded. The scalar reference and the AVX2 kernel agree bit for bit
+ * (tested), so the family does not enter the result. Its name,
+ * TN_ACT_ARITHMETIC, is part of the model's arithmetic string: every row
+ * past layer 0 depends on it, so pins made with another are recomputed. */
+#define TN_ACT_ARITHMETIC "silu1"
+float tn_silu_ref(float x);
+void tn_silu_mul(float *g, const float *u, int64_t n);
+
 /* ------------------------------------------------------------ attention
  *
  * Causal attention of a tile of query vectors against the keys and values

@@ -1932,13 +1932,15 @@ static void check_presets(void) {
           strstr(err.message, "gemma4 needs 1 to 512 experts"));
 }
 
-/* The weight layout chosen at load: on an AVX-512 machine Q4_0, Q8_0, Q4_K
- * and Q6_K matrices are repacked (X16) unless TERN_REPACK=0; tn_model_arithmetic
+/* The weight layout chosen at load: on an AVX-512 machine Q4_0, Q8_0, Q4_K,
+ * Q6_K, Q2_K, Q3_K and IQ4_XS matrices are repacked (X16) unless
+ * TERN_REPACK=0; tn_model_arithmetic
  * names the choice (pin snapshots are keyed by it). Both layouts must give
  * the same logits within the integer kernels' tolerance, and each one the
  * same bits on every run. */
 static void check_layouts(void) {
-    const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0, TN_TYPE_Q4_K, TN_TYPE_Q6_K};
+    const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0, TN_TYPE_Q4_K, TN_TYPE_Q6_K,
+                              TN_TYPE_Q2_K, TN_TYPE_Q3_K, TN_TYPE_IQ4_XS};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         spec s = make_spec("qwen3", types[t], 0); /* tied: the LM head is the embedding */
         char path[4096];
@@ -1977,6 +1979,11 @@ static void check_layouts(void) {
         CHECKF(x16 ? strstr(arith[0], "/x16") && repacked[0] > 0 : strstr(arith[0], "/rows") != NULL,
                "default layout '%s' on a machine whose best family is %s", arith[0],
                tn_isa_name(tn_isa_best()));
+        /* These three ran row kernels inside files that already said "x16k". */
+        const bool k2 = types[t] == TN_TYPE_Q2_K || types[t] == TN_TYPE_Q3_K ||
+                        types[t] == TN_TYPE_IQ4_XS;
+        CHECKF(!x16 || !k2 || strstr(arith[0], "/x16k2/"), "%s: arithmetic '%s' lacks x16k2",
+               tn_type_name(types[t]), arith[0]);
         CHECKF(!strcmp(arith[0], arith[2]) && !memcmp(lg[0], lg[2], sizeof(float) * N * s.V),
                "two loads with the same arithmetic gave different logits");
         double worst = 0;

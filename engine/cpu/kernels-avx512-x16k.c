@@ -1,0 +1,428 @@
+/* AVX-512 VNNI kernels of the X16 layout (repack.c) for Q2_K, Q3_K and
+ * IQ4_XS: prefill and verify batches reuse each weight register across
+ * activation rows, as Q4_K's and Q6_K's X16 kernels do (kernels-avx512.c,
+ * where the ideas are explained; this file repeats the few helpers it
+ * needs). Compiled with the AVX-512 flags; reached only through
+ * tn_mm_ops_avx512, after CPUID said yes.
+ *
+ * One weight register holds 4 bytes of each of 16 rows; vpdpbusd against 4
+ * activation bytes broadcast gives the 16 rows' partial sums in 16 lanes.
+ * A sub-block's sum S is multiplied by the rows' sub-block scales (vpmulld)
+ * and added up in int32 over the super-block (exact, so the order inside a
+ * super-block does not matter); then one float update per super-block and
+ * row, in the same order for every pass size:
+ *   Q2_K:   acc += isum * (d * dx); acc -= msum * (dmin * dx), msum the
+ *           mins times the activation's per-16 sums (vpdpwssd on pairs)
+ *   Q3_K:   quants 0..7 (low 2 bits + 4 * the hmask bit) with an offset of
+ *           4: S starts at -4 * (the sub-block's activation sum)
+ *   IQ4_XS: the levels looked up (vpshufb) + 128, unsigned; S starts at
+ *           -128 * (the sub-block's activation sum)
+ *           acc += isum * (d * dx) for both.
+ *
+ * Activations, per row: qs[cols] int8 in row order with one scale per 256
+ * values (as the other K-quants' X16 kernels), dx[cols / 256] f32, then 16
+ * int32 words per super-block: Q2_K: 8 int16 pairs (per-16 sums 2p, 2p +
+ * 1); Q3_K: -4 * the 16 per-16 sums; IQ4_XS: -128 * the 8 per-32 sums. */
+#include "tn-cpu-internal.h"
+
+#include "tn-quant.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* Activation rows per pass: a pass of nb rows holds nb int32 and nb float
+ * accumulators (the kernels below are written for at most 8, as Q4_K's). */
+#ifndef KB2
+#define KB2 8
+#endif
+#ifndef TN_Q2K_LOOKUP
+#define TN_Q2K_LOOKUP 1
+#endif
+
+enum { K2_Q2K, K2_Q3K, K2_IQ4XS };
+
+static size_t act_x16k2_bytes(int64_t cols) { return (size_t)cols + 68 * (size_t)(cols / 256); }
+
+static void convert_x16k2(const float *x, void *dst, int64_t cols, int kind) {
+    int8_t *qs = dst;
+    const int64_t nsb = cols / 256;
+    float *dx = (float *)(qs + cols);
+    int32_t *extra = (int32_t *)(dx + nsb);
+    for (int64_t s = 0; s < nsb; s++, x += 256) {
+        __m512 m = _mm512_setzero_ps();
+        for (int i = 0; i < 256; i += 16)
+            m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+        const float amax = _mm512_reduce_max_ps(m);
+        dx[s] = amax / 127.0f;
+        const __m512 vid = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+        int32_t sum16[16];
+        for (int i = 0; i < 16; i++) {
+            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * i), vid));
+            sum16[i] = _mm512_reduce_add_epi32(q);
+            _mm_storeu_si128((__m128i *)(qs + 256 * s + 16 * i), _mm512_cvtsepi32_epi8(q));
+        }
+        int32_t *e = extra + 16 * s;
+        memset(e, 0, 16 * sizeof *e);
+        for (int k = 0; k < 16; k++) {
+            if (kind == K2_Q3K)
+                e[k] = -4 * sum16[k];
+            else if (kind == K2_IQ4XS && k < 8)
+                e[k] = -128 * (sum16[2 * k] + sum16[2 * k + 1]);
+            else if (kind == K2_Q2K && k < 8)
+                e[k] = (int32_t)((uint32_t)(uint16_t)sum16[2 * k] |
+                                 (uint32_t)(uint16_t)sum16[2 * k + 1] << 16);
+        }
+    }
+}
+
+static void convert_x16_q2k(const float *x, void *dst, int64_t cols) {
+    convert_x16k2(x, dst, cols, K2_Q2K);
+}
+static void convert_x16_q3k(const float *x, void *dst, int64_t cols) {
+    convert_x16k2(x, dst, cols, K2_Q3K);
+}
+static void convert_x16_iq4xs(const float *x, void *dst, int64_t cols) {
+    convert_x16k2(x, dst, cols, K2_IQ4XS);
+}
+
+INLINE __m512i bcast32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* The chunk two super-blocks on, a hint only (as x16k_prefetch in
+ * kernels-avx512.c: at one row the hardware prefetcher alone left these
+ * kernels short of the memory's rate). */
+#define X16K2_PREFETCH 2
+INLINE void x16k2_prefetch(const uint8_t *c, size_t cb) {
+    const uintptr_t pf = (uintptr_t)c + X16K2_PREFETCH * cb;
+    for (size_t o = 0; o < cb; o += 64)
+        _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
+}
+
+/* The four quant registers of one 16-value sub-block from its 2-bit
+ * register: byte u of lane i of wq[t] = the quant of value 16k + 4t + u. */
+INLINE void q2_regs(__m512i r, __m512i wq[4]) {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    wq[0] = _mm512_and_si512(r, m3);
+    wq[1] = _mm512_and_si512(_mm512_srli_epi16(r, 2), m3);
+    wq[2] = _mm512_and_si512(_mm512_srli_epi16(r, 4), m3);
+    wq[3] = _mm512_and_si512(_mm512_srli_epi16(r, 6), m3);
+}
+
+/* S of one 16-value sub-block for one activation row: 4 vpdpbusd. */
+INLINE __m512i dot16(__m512i start, const __m512i wq[4], const uint8_t *x) {
+    __m512i t = start;
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; u++)
+        t = _mm512_dpbusd_epi32(t, wq[u], bcast32(x + 4 * u));
+    return t;
+}
+
+INLINE void rows_x16_q2k(const uint8_t *g, int64_t cols, const uint8_t *act, size_t as, int nb,
+                         float *y, int64_t ys, int valid) {
+    const int64_t nsb = cols / 256;
+    const size_t cb = 16 * sizeof(tn_block_q2_K);
+    const __m512i m4 = _mm512_set1_epi32(15);
+#if TN_Q2K_LOOKUP
+    /* ia: byte e of lane L reads scale 4L + e / 4 (its row); rowc: 4 * the
+     * byte's row within its lane; kodd, khigh: bytes whose e % 4 (the
+     * quant it stands for) has bit 0, bit 1 set. */
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3);
+    const __m512i ia = _mm512_set_epi32(0x0f0f0f0f, 0x0e0e0e0e, 0x0d0d0d0d, 0x0c0c0c0c,
+                                        0x0b0b0b0b, 0x0a0a0a0a, 0x09090909, 0x08080808,
+                                        0x07070707, 0x06060606, 0x05050505, 0x04040404,
+                                        0x03030303, 0x02020202, 0x01010101, 0x00000000);
+    const __m512i rowc = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c));
+    const __mmask64 kodd = _cvtu64_mask64(0xaaaaaaaaaaaaaaaaull);
+    const __mmask64 khigh = _cvtu64_mask64(0xccccccccccccccccull);
+    (void)m4;
+#endif
+    __m512 acc[KB2];
+#pragma GCC unroll 16
+    for (int b = 0; b < nb; b++)
+        acc[b] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *c = g + (size_t)s * cb;
+        x16k2_prefetch(c, cb);
+        __m512i isum[KB2];
+#pragma GCC unroll 16
+        for (int b = 0; b < nb; b++)
+            isum[b] = _mm512_setzero_si512();
+#if TN_Q2K_LOOKUP
+        /* q * sc <= 45 fits a byte: one vpshufb per register gives the
+         * scaled quants from a per-lane table of the four multiples of the
+         * lane's four rows' scales, and S of every sub-block adds up in
+         * the same vpdpbusd chain, with no vpmulld (two chains per row,
+         * values 0..7 and 8..15 of each sub-block, so that one row alone
+         * is not held up by the chain's latency; exact integers, so the
+         * split does not enter the result). */
+        __m512i isum2[KB2];
+#pragma GCC unroll 16
+        for (int b = 0; b < nb; b++)
+            isum2[b] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int k = 0; k < 16; k++) {
+            const __m512i sv = _mm512_and_si512(
+                _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(c + 64 + 16 * k))), lo4);
+            const __m512i a = _mm512_shuffle_epi8(sv, ia);
+            __m512i tab = _mm512_maskz_mov_epi8(kodd, a);
+            tab = _mm512_mask_add_epi8(tab, khigh, tab, _mm512_add_epi8(a, a));
+            const __m512i r = _mm512_loadu_si512(c + 320 + 64 * k);
+            __m512i wq[4];
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++)
+                wq[t] = _mm512_shuffle_epi8(
+                    tab, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r, 2 * t), m3), rowc));
+#pragma GCC unroll 16
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *x = act + (size_t)b * as + 256 * s + 16 * k;
+                isum[b] = _mm512_dpbusd_epi32(isum[b], wq[0], bcast32(x));
+                isum2[b] = _mm512_dpbusd_epi32(isum2[b], wq[2], bcast32(x + 8));
+                isum[b] = _mm512_dpbusd_epi32(isum[b], wq[1], bcast32(x + 4));
+                isum2[b] = _mm512_dpbusd_epi32(isum2[b], wq[3], bcast32(x + 12));
+            }
+        }
+#pragma GCC unroll 16
+        for (int b = 0; b < nb; b++)
+            isum[b] = _mm512_add_epi32(isum[b], isum2[b]);
+#else
+#pragma GCC unroll 1
+        for (int k = 0; k < 16; k++) {
+            const __m512i sc = _mm512_and_si512(
+                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(c + 64 + 16 * k))), m4);
+            __m512i wq[4];
+            q2_regs(_mm512_loadu_si512(c + 320 + 64 * k), wq);
+#pragma GCC unroll 16
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *x = act + (size_t)b * as + 256 * s + 16 * k;
+                isum[b] = _mm512_add_epi32(
+                    isum[b], _mm512_mullo_epi32(dot16(_mm512_setzero_si512(), wq, x), sc));
+            }
+        }
+#endif
+        /* The mins as int16 pairs (m 2p, m 2p + 1) per row. */
+        __m512i mp[8];
+#pragma GCC unroll 16
+        for (int p = 0; p < 8; p++) {
+            const __m512i lo = _mm512_srli_epi32(
+                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(c + 64 + 32 * p))), 4);
+            const __m512i hi = _mm512_srli_epi32(
+                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(c + 80 + 32 * p))), 4);
+            mp[p] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)c));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(c + 32)));
+#pragma GCC unroll 16
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *a = act + (size_t)b * as;
+            const float *dx = (const float *)(a + cols);
+            const uint8_t *bp = (const uint8_t *)(dx + nsb) + 64 * s;
+            __m512i ms = _mm512_setzero_si512();
+#pragma GCC unroll 16
+            for (int p = 0; p < 8; p++)
+                ms = _mm512_dpwssd_epi32(ms, mp[p], bcast32(bp + 4 * p));
+            const __m512 vdx = _mm512_set1_ps(dx[s]);
+            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]), _mm512_mul_ps(d, vdx), acc[b]);
+            acc[b] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, vdx), acc[b]);
+        }
+    }
+    const __mmask16 m = (__mmask16)((1u << valid) - 1);
+#pragma GCC unroll 16
+    for (int b = 0; b < nb; b++)
+        _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+}
+
+/* Q3_K's scale k (stored + 32) of 16 rows from the packed registers w0
+ * (scales[0..3]), w1 ([4..7]), w2 ([8..11]): low 4 bits in byte k % 8,
+ * its high nibble when k >= 8; top 2 bits at bit 2 (k / 4) of byte
+ * 8 + k % 4. */
+INLINE __m512i q3k_scale(__m512i w0, __m512i w1, __m512i w2, int k) {
+    const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
+    const __m512i src = (k % 8) < 4 ? w0 : w1;
+    const __m512i lo = _mm512_and_si512(
+        _mm512_srl_epi32(src, _mm_cvtsi32_si128(8 * (k % 4) + (k >= 8 ? 4 : 0))), m4);
+    const __m512i hi = _mm512_and_si512(
+        _mm512_srl_epi32(w2, _mm_cvtsi32_si128(8 * (k % 4) + 2 * (k / 4))), m2);
+    return _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+}
+
+INLINE void rows_x16_q3k(const uint8_t *g, int64_t cols, const uint8_t *act, size_t as, int nb,
+                         float *y, int64_t ys, int valid) {
+    const int64_t nsb = cols / 256;
+    const size_t cb = 16 * sizeof(tn_block_q3_K);
+    const __m512i v4 = _mm512_set1_epi8(4);
+    __m512 acc[KB2];
+#pragma GCC unroll 16
+    for (int b = 0; b < nb; b++)
+        acc[b] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *c = g + (size_t)s * cb;
+        x16k2_prefetch(c, cb);
+        const __m512i w0 = _mm512_loadu_si512(c + 1536), w1 = _mm512_loadu_si512(c + 1600);
+        const __m512i w2 = _mm512_loadu_si512(c + 1664);
+        __m512i isum[KB2];
+#pragma GCC unroll 16
+        for (int b = 0; b < nb; b++)
+            isum[b] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int k = 0; k < 16; k++) {
+            const __m512i sc = q3k_scale(w0, w1, w2, k);
+            __m512i wq[4];
+            q2_regs(_mm512_loadu_si512(c + 64 * k), wq);
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) { /* the third bits: one masked byte add each */
+                uint64_t mk;
+                memcpy(&mk, c + 1024 + 32 * k + 8 * t, 8);
+                wq[t] = _mm512_mask_add_epi8(wq[t], _cvtu64_mask64(mk), wq[t], v4);
+            }
+#pragma GCC unroll 16
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *a = act + (size_t)b * as;
+                const int32_t *ci = (const int32_t *)((const float *)(a + cols) + nsb) + 16 * s;
+                const __m512i t = dot16(_mm512_set1_epi32(ci[k]), wq, a + 256 * s + 16 * k);
+                isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(c + 1728)));
+#pragma GCC unroll 16
+        for (int b = 0; b < nb; b++) {
+            const float *dx = (const float *)(act + (size_t)b * as + cols);
+            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]),
+                                     _mm512_mul_ps(d, _mm512_set1_ps(dx[s])), acc[b]);
+        }
+    }
+    const __mmask16 m = (__mmask16)((1u << valid) - 1);
+#pragma GCC unroll 16
+    for (int b = 0; b < nb; b++)
+        _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+}
+
+INLINE void rows_x16_iq4xs(const uint8_t *g, int64_t cols, const uint8_t *act, size_t as, int nb,
+                           float *y, int64_t ys, int valid) {
+    const int64_t nsb = cols / 256;
+    const size_t cb = 16 * sizeof(tn_block_iq4_xs);
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), m4 = _mm512_set1_epi32(15);
+    const __m512i m2 = _mm512_set1_epi32(3), k32 = _mm512_set1_epi32(32);
+    /* The levels + 128 (1..241) in every 128-bit lane, unsigned for vpdpbusd. */
+    const __m512i table = _mm512_broadcast_i32x4(_mm_add_epi8(
+        _mm_loadu_si128((const __m128i *)tn_iq4nl_values), _mm_set1_epi8((char)128)));
+    __m512 acc[KB2];
+#pragma GCC unroll 16
+    for (int b = 0; b < nb; b++)
+        acc[b] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *c = g + (size_t)s * cb;
+        x16k2_prefetch(c, cb);
+        const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(c + 32)));
+        const __m512i sl = _mm512_loadu_si512(c + 64);
+        __m512i isum[KB2];
+#pragma GCC unroll 16
+        for (int b = 0; b < nb; b++)
+            isum[b] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int j = 0; j < 8; j++) {
+            /* ls = scales_l nibble j | (scales_h bits 2j, 2j + 1) << 4, less 32. */
+            const __m512i lo = _mm512_and_si512(_mm512_srl_epi32(sl, _mm_cvtsi32_si128(4 * j)), m4);
+            const __m512i hi = _mm512_and_si512(_mm512_srl_epi32(sh, _mm_cvtsi32_si128(2 * j)), m2);
+            const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), k32);
+            const uint8_t *qb = c + 128 + 256 * j;
+            __m512i wq[8];
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                const __m512i v = _mm512_loadu_si512(qb + 64 * p);
+                wq[p] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, lo4));
+                wq[p + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4));
+            }
+#pragma GCC unroll 16
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *a = act + (size_t)b * as;
+                const int32_t *ci = (const int32_t *)((const float *)(a + cols) + nsb) + 16 * s;
+                const uint8_t *x = a + 256 * s + 32 * j;
+                __m512i t = _mm512_set1_epi32(ci[j]);
+#pragma GCC unroll 16
+                for (int p = 0; p < 8; p++) /* low nibbles: values 4p..; high: 16 + 4(p - 4).. */
+                    t = _mm512_dpbusd_epi32(t, wq[p], bcast32(x + (p < 4 ? 4 * p : 16 + 4 * (p - 4))));
+                isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)c));
+#pragma GCC unroll 16
+        for (int b = 0; b < nb; b++) {
+            const float *dx = (const float *)(act + (size_t)b * as + cols);
+            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]),
+                                     _mm512_mul_ps(d, _mm512_set1_ps(dx[s])), acc[b]);
+        }
+    }
+    const __mmask16 m = (__mmask16)((1u << valid) - 1);
+#pragma GCC unroll 16
+    for (int b = 0; b < nb; b++)
+        _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+}
+
+/* A tile of nb rows runs as passes of 8, 4, 2, 1 rows (nb = 13: 8 + 4 + 1),
+ * each with a compile-time row count; a row's instructions are the same in
+ * every pass size. */
+static inline int pass_rows(int left) {
+    int n = KB2;
+    while (n > left)
+        n >>= 1;
+    return n;
+}
+
+#define X16K2_CALL(N)                                                                  \
+    (KIND == K2_Q2K   ? rows_x16_q2k(g, w->cols, act, mm->act_row, N, y, w->rows, valid) \
+     : KIND == K2_Q3K ? rows_x16_q3k(g, w->cols, act, mm->act_row, N, y, w->rows, valid) \
+                      : rows_x16_iq4xs(g, w->cols, act, mm->act_row, N, y, w->rows, valid))
+#define X16K2_TILE(NAME, K)                                                            \
+    static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0, \
+                     int nb) {                                                        \
+        (void)thr;                                                                    \
+        const int KIND = K;                                                           \
+        const tn_weight *w = mm->w;                                                   \
+        const size_t gb = tn_x16_group_bytes(w->type, w->cols);                       \
+        for (int64_t r = r0; r < r1; r += 16) {                                       \
+            const uint8_t *g = (const uint8_t *)w->data + (size_t)(r / 16) * gb;      \
+            const int valid = w->rows - r < 16 ? (int)(w->rows - r) : 16;              \
+            for (int j0 = 0, n; j0 < nb; j0 += n) {                                   \
+                const uint8_t *act = (const uint8_t *)mm->act + (b0 + j0) * mm->act_row; \
+                float *y = mm->y + (b0 + j0) * w->rows + r;                           \
+                n = pass_rows(nb - j0);                                               \
+                switch (n) {                                                          \
+                case 1: X16K2_CALL(1); break;                                         \
+                case 2: X16K2_CALL(2); break;                                         \
+                case 4: X16K2_CALL(4); break;                                         \
+                case 8: X16K2_CALL(8); break;                                         \
+                default: X16K2_CALL(KB2); break;                                      \
+                }                                                                     \
+            }                                                                         \
+        }                                                                             \
+    }
+X16K2_TILE(tile_x16_q2k, K2_Q2K)
+X16K2_TILE(tile_x16_q3k, K2_Q3K)
+X16K2_TILE(tile_x16_iq4xs, K2_IQ4XS)
+
+bool tn_mm_ops_avx512_x16k2(tn_mm_ops *ops, uint32_t type) {
+    switch (type) {
+    case TN_TYPE_Q2_K:
+        ops->convert = convert_x16_q2k;
+        ops->tile = tile_x16_q2k;
+        break;
+    case TN_TYPE_Q3_K:
+        ops->convert = convert_x16_q3k;
+        ops->tile = tile_x16_q3k;
+        break;
+    case TN_TYPE_IQ4_XS:
+        ops->convert = convert_x16_iq4xs;
+        ops->tile = tile_x16_iq4xs;
+        break;
+    default:
+        return false;
+    }
+    ops->act_bytes = act_x16k2_bytes;
+    ops->row_align = 16;
+    return true;
+}
