@@ -1062,6 +1062,11 @@ INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, con
             const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_CHUNKS * chunk + (size_t)h * (chunk / 2);
             for (size_t o = 0; o < chunk / 2; o += 64)
                 _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
+        } else { /* as Q4_0's decode in rows_x16: Gemma 3 1B's Q5_0 decode
+                  * went from 32.8-36.2 to 38.5-41.0 tok/s */
+            const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_DECODE_CHUNKS * chunk + (size_t)h * (chunk / 2);
+            for (size_t o = 0; o < chunk / 2; o += 64)
+                _mm_prefetch((const char *)(pf + o), _MM_HINT_T1);
         }
         const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
         __m512 mw = _mm512_setzero_ps();
@@ -1091,11 +1096,24 @@ INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, con
             const int32_t *ci = (const int32_t *)(dx + nblk);
             const float *sx = dx + nblk;
             __m512i s = has_min ? _mm512_setzero_si512() : _mm512_set1_epi32(ci[k]);
+            if (nb <= 2) { /* as in rows_x16: same bits */
+                __m512i s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int j = 0; j < 8; j += 2) {
+                    int32_t xw0, xw1;
+                    memcpy(&xw0, a + 32 * k + 4 * j, 4);
+                    memcpy(&xw1, a + 32 * k + 4 * j + 4, 4);
+                    s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw0));
+                    s1 = _mm512_dpbusd_epi32(s1, wq[j + 1], _mm512_set1_epi32(xw1));
+                }
+                s = _mm512_add_epi32(s, s1);
+            } else {
 #pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) {
-                int32_t xw;
-                memcpy(&xw, a + 32 * k + 4 * j, 4);
-                s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw));
+                for (int j = 0; j < 8; j++) {
+                    int32_t xw;
+                    memcpy(&xw, a + 32 * k + 4 * j, 4);
+                    s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw));
+                }
             }
             acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
                                      _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), acc[b]);
