@@ -16,6 +16,7 @@ typedef struct cpu_state {
     bool x16;       /* some matrix is in TN_LAYOUT_X16 */
     bool x16_kquant; /* ... and some of those are K-quants */
     bool x16_kquant2; /* ... Q2_K, Q3_K or IQ4_XS among them */
+    bool x16_iq4nl;   /* ... IQ4_NL among them (rows before session 11) */
 } cpu_state;
 
 static int cpu_open(tn_backend *be, tn_error *err) {
@@ -88,6 +89,9 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, bool
                          (ws[i]->layout == TN_LAYOUT_X16 &&
                           (ws[i]->type == TN_TYPE_Q2_K || ws[i]->type == TN_TYPE_Q3_K ||
                            ws[i]->type == TN_TYPE_IQ4_XS));
+    for (int i = 0; i < n; i++)
+        s->x16_iq4nl = s->x16_iq4nl ||
+                       (ws[i]->layout == TN_LAYOUT_X16 && ws[i]->type == TN_TYPE_IQ4_NL);
     return TN_OK;
 }
 
@@ -97,10 +101,10 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, bool
  * backend: its name rides here). */
 static void cpu_arith_name(const tn_backend *be, char *buf, size_t size) {
     const cpu_state *s = be->cpu_state;
-    snprintf(buf, size, "%s%s/%s/kv-bf16/%s/%s", tn_isa_name(be->isa),
+    snprintf(buf, size, "%s%s/%s%s/kv-bf16/%s/%s", tn_isa_name(be->isa),
              be->isa == TN_ISA_AVX512 && tn_isa_has_avx512_bf16() ? "+bf16" : "",
              s && s->x16 ? (s->x16_kquant2 ? "x16k2" : s->x16_kquant ? "x16k" : "x16") : "rows",
-             TN_ATTN_ARITHMETIC, TN_ACT_ARITHMETIC);
+             s && s->x16_iq4nl ? "+nl" : "", TN_ATTN_ARITHMETIC, TN_ACT_ARITHMETIC);
 }
 
 static void cpu_parallel_for(const tn_backend *be, tn_cpu *pool, tn_task_fn fn, void *arg) {

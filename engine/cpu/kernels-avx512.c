@@ -905,16 +905,21 @@ static void convert_x16_q4_0(const float *x, void *dst, int64_t cols) {
 static void convert_x16_q8_0(const float *x, void *dst, int64_t cols) {
     convert_x16(x, dst, cols, 128);
 }
+/* IQ4_NL's levels go in + 128 (unsigned for vpdpbusd), as Q8_0's quants. */
+static void convert_x16_iq4nl(const float *x, void *dst, int64_t cols) {
+    convert_x16(x, dst, cols, 128);
+}
 
 #define X16_PREFETCH_MIN_ROWS 4
 #define X16_PREFETCH_CHUNKS 2
 #define X16_PREFETCH_DECODE_CHUNKS 8
 
-INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, const uint8_t *act, size_t as,
-                     int nb, float *y, int64_t ys, int valid) {
+INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uint8_t *act,
+                     size_t as, int nb, float *y, int64_t ys, int valid) {
     const int64_t nblk = cols / 32;
     const size_t qb = q8 ? 512 : 256, chunk = 64 + 2 * qb;
     const __m512i lo4 = _mm512_set1_epi8(0x0f);
+    const __m512i nl_table = nl ? iq4_table512(128) : _mm512_setzero_si512();
     __m512 acc[KB];
 #pragma GCC unroll 16
     for (int j = 0; j < nb; j++)
@@ -955,6 +960,11 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, const uint8_t *act
                 __m512i v = _mm512_load_si512(q + 64 * p);
                 wq[p] = _mm512_and_si512(v, lo4);
                 wq[p + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+            }
+            if (nl) { /* IQ4_NL: the nibbles index its levels (+ 128) */
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; j++)
+                    wq[j] = _mm512_shuffle_epi8(nl_table, wq[j]);
             }
         }
 #pragma GCC unroll 16
@@ -997,12 +1007,12 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, const uint8_t *act
         _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
 }
 
-#define CALL_x16(N) rows_x16(g, w->cols, Q8, act, mm->act_row, N, y, w->rows, valid)
-#define X16_TILE(NAME, IS_Q8)                                                               \
+#define CALL_x16(N) rows_x16(g, w->cols, Q8, NL, act, mm->act_row, N, y, w->rows, valid)
+#define X16_TILE(NAME, IS_Q8, IS_NL)                                                        \
     static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,      \
                      int nb) {                                                             \
         (void)thr;                                                                         \
-        const bool Q8 = IS_Q8;                                                             \
+        const bool Q8 = IS_Q8, NL = IS_NL;                                                 \
         const tn_weight *w = mm->w;                                                        \
         const size_t gb = tn_x16_group_bytes(w->type, w->cols);                            \
         for (int64_t r = r0; r < r1; r += 16) {                                            \
@@ -1016,8 +1026,9 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, const uint8_t *act
             }                                                                              \
         }                                                                                  \
     }
-X16_TILE(tile_x16_q4_0, false)
-X16_TILE(tile_x16_q8_0, true)
+X16_TILE(tile_x16_q4_0, false, false)
+X16_TILE(tile_x16_q8_0, true, false)
+X16_TILE(tile_x16_iq4nl, false, true)
 
 /* ------------------------------------- X16 layout: Q4_1, Q5_0 and Q5_1
  *
@@ -1432,11 +1443,15 @@ bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
     if (layout == TN_LAYOUT_X16) {
         if (x16m_ops(ops, type) || x16k_ops(ops, type) || tn_mm_ops_avx512_x16k2(ops, type))
             return true;
-        if (type != TN_TYPE_Q4_0 && type != TN_TYPE_Q8_0)
+        if (type != TN_TYPE_Q4_0 && type != TN_TYPE_Q8_0 && type != TN_TYPE_IQ4_NL)
             return false;
         ops->act_bytes = act_x16_bytes;
-        ops->convert = type == TN_TYPE_Q4_0 ? convert_x16_q4_0 : convert_x16_q8_0;
-        ops->tile = type == TN_TYPE_Q4_0 ? tile_x16_q4_0 : tile_x16_q8_0;
+        ops->convert = type == TN_TYPE_Q4_0   ? convert_x16_q4_0
+                       : type == TN_TYPE_Q8_0 ? convert_x16_q8_0
+                                              : convert_x16_iq4nl;
+        ops->tile = type == TN_TYPE_Q4_0   ? tile_x16_q4_0
+                    : type == TN_TYPE_Q8_0 ? tile_x16_q8_0
+                                           : tile_x16_iq4nl;
         ops->row_align = 16;
         return true;
     }

@@ -75,6 +75,9 @@ static bool x16_format(uint32_t type, x16_fmt *f) {
     case TN_TYPE_Q4_0:
         *f = (x16_fmt){1, 4, false, false, sizeof(tn_block_q4_0)};
         return true;
+    case TN_TYPE_IQ4_NL: /* Q4_0's block: the nibbles index a table instead */
+        *f = (x16_fmt){1, 4, false, false, sizeof(tn_block_iq4_nl)};
+        return true;
     case TN_TYPE_Q8_0:
         *f = (x16_fmt){1, 8, false, true, sizeof(tn_block_q8_0)};
         return true;

@@ -306,7 +306,7 @@ static void test_weights_repack(tn_cpu *cpu, const float *x) {
  * rows, and the rows read back from the interleaved layout. */
 static void test_odd_blocks(tn_cpu *cpu, const float *x) {
     static const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0, TN_TYPE_Q4_1, TN_TYPE_Q5_0,
-                                     TN_TYPE_Q5_1, TN_TYPE_MXFP4};
+                                     TN_TYPE_Q5_1, TN_TYPE_MXFP4, TN_TYPE_IQ4_NL};
     enum { R = 21, C = 96, NB = 5 };
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t type = types[ti];
