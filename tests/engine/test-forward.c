@@ -1940,7 +1940,7 @@ static void check_presets(void) {
  * same bits on every run. */
 static void check_layouts(void) {
     const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0, TN_TYPE_Q4_K, TN_TYPE_Q6_K,
-                              TN_TYPE_Q2_K, TN_TYPE_Q3_K, TN_TYPE_IQ4_XS};
+                              TN_TYPE_Q2_K, TN_TYPE_Q3_K, TN_TYPE_IQ4_XS, TN_TYPE_IQ4_NL};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         spec s = make_spec("qwen3", types[t], 0); /* tied: the LM head is the embedding */
         char path[4096];
@@ -1984,6 +1984,9 @@ static void check_layouts(void) {
                         types[t] == TN_TYPE_IQ4_XS;
         CHECKF(!x16 || !k2 || strstr(arith[0], "/x16k2/"), "%s: arithmetic '%s' lacks x16k2",
                tn_type_name(types[t]), arith[0]);
+        /* IQ4_NL ran row kernels until session 11: its pins must not match. */
+        CHECKF(!x16 || types[t] != TN_TYPE_IQ4_NL || strstr(arith[0], "+nl/"),
+               "iq4_nl: arithmetic '%s' lacks +nl", arith[0]);
         CHECKF(!strcmp(arith[0], arith[2]) && !memcmp(lg[0], lg[2], sizeof(float) * N * s.V),
                "two loads with the same arithmetic gave different logits");
         double worst = 0;
