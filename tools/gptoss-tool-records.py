@@ -160,6 +160,11 @@ odd_names = [
     msg(A, "", [call("ns.do-it_2", '{"a": []}', "n1")]),
     msg(T, "r", tool_call_id="n1"),
 ]
+empty_think_call = [
+    msg(U, "Call."),
+    msg(A, "<think></think>Calling.", [call("f", "{}", "a"), call("g", None, "b")]),
+    msg(T, "r", tool_call_id="b"),
+]
 answer_last = [
     msg(U, "Hi"),
     msg(A, "<think>Greet back.</think>Hello!"),
@@ -186,6 +191,7 @@ cases = [
     ("result_after_user", result_after_user, True),
     ("odd_names", odd_names, True),
     ("answer_last_nogen", answer_last, False),
+    ("empty_think_call", empty_think_call, True),
 ]
 
 # What the template raises on: Tern refuses these (name, messages).

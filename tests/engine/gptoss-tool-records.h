@@ -317,6 +317,23 @@ static const tn_chat_message oss_answer_last_nogen[] = {
     {.role = TN_CHAT_ROLE_ASSISTANT,
      .content = "<think>Greet back.</think>Hello!"},
 };
+static const tn_chat_tool_call oss_empty_think_call_calls1[] = {
+    {.id = "a", .name = "f",
+     .arguments = "{}"},
+    {.id = "b", .name = "g",
+     .arguments = NULL},
+};
+static const tn_chat_message oss_empty_think_call[] = {
+    {.role = TN_CHAT_ROLE_USER,
+     .content = "Call."},
+    {.role = TN_CHAT_ROLE_ASSISTANT,
+     .content = "<think></think>Calling.",
+     .tool_calls = oss_empty_think_call_calls1,
+     .n_tool_calls = 2},
+    {.role = TN_CHAT_ROLE_TOOL,
+     .content = "r",
+     .tool_call_id = "b"},
+};
 static const tn_chat_message oss_orphan_result[] = {
     {.role = TN_CHAT_ROLE_USER,
      .content = "U"},
@@ -693,6 +710,20 @@ static const oss_record oss_records[] = {
      "or every message.<|end|><|start|>user<|message|>Hi<|end|><|start|>assista"
      "nt<|channel|>analysis<|message|>Greet back.<|end|><|start|>assistant<|cha"
      "nnel|>final<|message|>Hello!<|return|>"},
+    {"empty_think_call", true, oss_empty_think_call, 3,
+     "<|start|>system<|message|>You are ChatGPT, a large language model trained"
+     " by OpenAI.\n"
+     "Knowledge cutoff: 2024-06\n"
+     "Current date: 2025-08-05\n"
+     "\n"
+     "Reasoning: medium\n"
+     "\n"
+     "# Valid channels: analysis, commentary, final. Channel must be included f"
+     "or every message.<|end|><|start|>user<|message|>Call.<|end|><|start|>assi"
+     "stant<|channel|>analysis<|message|>Calling.<|end|><|start|>assistant to=f"
+     "unctions.f<|channel|>commentary json<|message|>{}<|call|><|start|>functio"
+     "ns.f to=assistant<|channel|>commentary<|message|>\"r\"<|end|><|start|>ass"
+     "istant"},
     {"orphan_result", true, oss_orphan_result, 2, NULL},
     {"result_after_answer", true, oss_result_after_answer, 5, NULL},
     {"channel_in_content", true, oss_channel_in_content, 3, NULL},
