@@ -145,7 +145,7 @@ odd_results = [
     msg(U, "Odd results."),
     msg(A, None, [call("fetch", "{}", "f")]),
     msg(T, "", tool_call_id="f"),
-    msg(T, 'line 1\nline 2\t"quoted" \\ back\r\n \u00e9\u65e5 \U0001F600 \x01\x7f </s>',
+    msg(T, 'line 1\nline 2\t"quoted" \\ back\r\n \u00e9\u65e5 \U0001F600 \x01\x7f <b>',
         tool_call_id="f"),
     msg(T, '{"json": [1, 2]}', tool_call_id="f"),
 ]

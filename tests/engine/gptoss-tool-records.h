@@ -273,7 +273,7 @@ static const tn_chat_message oss_odd_results[] = {
     {.role = TN_CHAT_ROLE_TOOL,
      .content = "line 1\n"
     "line 2\t\"quoted\" \\ back\x0d\n"
-    " \xc3\xa9\xe6\x97\xa5 \xf0\x9f\x98\x80 \x01\x7f </s>",
+    " \xc3\xa9\xe6\x97\xa5 \xf0\x9f\x98\x80 \x01\x7f <b>",
      .tool_call_id = "f"},
     {.role = TN_CHAT_ROLE_TOOL,
      .content = "{\"json\": [1, 2]}",
@@ -668,9 +668,9 @@ static const oss_record oss_records[] = {
      "all|><|start|>functions.fetch to=assistant<|channel|>commentary<|message|"
      ">\"\"<|end|><|start|>functions.fetch to=assistant<|channel|>commentary<|m"
      "essage|>\"line 1\\nline 2\\t\\\"quoted\\\" \\\\ back\\r\\n \xc3\xa9\xe6\x97"
-     "\xa5 \xf0\x9f\x98\x80 \\u0001\x7f </s>\"<|end|><|start|>functions.fetch t"
-     "o=assistant<|channel|>commentary<|message|>\"{\\\"json\\\": [1, 2]}\"<|en"
-     "d|><|start|>assistant"},
+     "\xa5 \xf0\x9f\x98\x80 \\u0001\x7f <b>\"<|end|><|start|>functions.fetch to"
+     "=assistant<|channel|>commentary<|message|>\"{\\\"json\\\": [1, 2]}\"<|end"
+     "|><|start|>assistant"},
     {"result_after_user", true, oss_result_after_user, 4,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
