@@ -95,6 +95,10 @@ thought_call_text = [
     msg(T, "done", tool_call_id="k"),
     msg(A, "<think>It is done.</think>Done."),
 ]
+thought_text_call = [
+    msg(U, "Think, say, call."),
+    msg(A, "<think>I need the tool.</think>One moment.", [call("check", '{"a": [1]}', "k")]),
+]
 several = [
     msg(S, "Use tools."),
     msg(U, "Weather in Paris and Tokyo?"),
@@ -180,6 +184,7 @@ cases = [
     ("blank_content", blank_content, True),
     ("thought_call", thought_call, True),
     ("thought_call_text", thought_call_text, False),
+    ("thought_text_call", thought_text_call, True),
     ("several_calls", several, True),
     ("call_last", call_last, True),
     ("call_last_nogen", call_last, False),

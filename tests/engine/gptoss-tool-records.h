@@ -129,6 +129,18 @@ static const tn_chat_message oss_thought_call_text[] = {
     {.role = TN_CHAT_ROLE_ASSISTANT,
      .content = "<think>It is done.</think>Done."},
 };
+static const tn_chat_tool_call oss_thought_text_call_calls1[] = {
+    {.id = "k", .name = "check",
+     .arguments = "{\"a\": [1]}"},
+};
+static const tn_chat_message oss_thought_text_call[] = {
+    {.role = TN_CHAT_ROLE_USER,
+     .content = "Think, say, call."},
+    {.role = TN_CHAT_ROLE_ASSISTANT,
+     .content = "<think>I need the tool.</think>One moment.",
+     .tool_calls = oss_thought_text_call_calls1,
+     .n_tool_calls = 1},
+};
 static const tn_chat_tool_call oss_several_calls_calls2[] = {
     {.id = "c1", .name = "get_weather",
      .arguments = "{\"city\": \"Paris\"}"},
@@ -530,6 +542,19 @@ static const oss_record oss_records[] = {
      "sage|>\"done\"<|end|><|start|>assistant<|channel|>analysis<|message|>It i"
      "s done.<|end|><|start|>assistant<|channel|>final<|message|>Done.<|return|"
      ">"},
+    {"thought_text_call", true, oss_thought_text_call, 2,
+     "<|start|>system<|message|>You are ChatGPT, a large language model trained"
+     " by OpenAI.\n"
+     "Knowledge cutoff: 2024-06\n"
+     "Current date: 2025-08-05\n"
+     "\n"
+     "Reasoning: medium\n"
+     "\n"
+     "# Valid channels: analysis, commentary, final. Channel must be included f"
+     "or every message.<|end|><|start|>user<|message|>Think, say, call.<|end|><"
+     "|start|>assistant<|channel|>analysis<|message|>I need the tool.<|end|><|s"
+     "tart|>assistant to=functions.check<|channel|>commentary json<|message|>{\""
+     "a\": [1]}<|call|><|start|>assistant"},
     {"several_calls", true, oss_several_calls, 5,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"

@@ -574,7 +574,7 @@ static void test_gptoss_tools(void) {
         refused++;
         tn_buf_free(&b);
     }
-    CHECK(rendered >= 20 && refused >= 6);
+    CHECK(rendered >= 21 && refused >= 6);
 
     /* Markup typed into a function name, arguments or a result is content:
      * it cannot end the call or forge a message. */
