@@ -570,8 +570,9 @@ bool tn_harmony_ends_message(const tn_harmony *h, int32_t token) {
 }
 
 /* Header text: finds "to=" and keeps the recipient that follows it, up to
- * a space ("to=functions.f<|channel|>" and "to=functions.f <|constrain|>"
- * both end the name). */
+ * a space, a newline or a '<' (a control token's text: "to=functions.f
+ * <|constrain|>json" and "to=functions.f<|constrain|>json" both name
+ * functions.f; <|channel|> and <|message|> end it too). */
 static void harmony_header(tn_harmony *h, const char *piece, size_t len) {
     static const char to[] = "to=";
     for (size_t i = 0; i < len; i++) {
