@@ -519,14 +519,12 @@ static void render_llama31(sink *s, const tn_chat_message *m, size_t n, const tn
 }
 
 /* gpt-oss's harmony format, as its template (llama.cpp's
- * models/templates/openai-gpt-oss-120b.jinja) renders a conversation
- * without tools: a fixed system message (model identity, knowledge cutoff,
- * the date, reasoning effort medium, the valid channels), the system
- * prompt, when not empty, as the developer message's "# Instructions",
- * then the turns; earlier answers in the final channel (their analysis is
- * dropped, as the template drops it), the last one ending with <|return|>
- * when no generation prompt follows. The template asks strftime_now for
- * the date: a fixed one here, so that pins stay valid (docs/CHAT-TEMPLATES.md). */
+ * models/templates/openai-gpt-oss-120b.jinja) renders it: a fixed system
+ * message (model identity, knowledge cutoff, the date, reasoning effort
+ * medium, the valid channels), the system prompt, when not empty, as the
+ * developer message's "# Instructions", then the turns (render_gptoss).
+ * The template asks strftime_now for the date: a fixed one here, so that
+ * pins stay valid (docs/CHAT-TEMPLATES.md). */
 static void gptoss_system(sink *s, const char *system, const tn_chat_options *o) {
     put(s, "<|start|>system<|message|>You are ChatGPT, a large language model trained by "
            "OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: ");
@@ -544,29 +542,6 @@ static void gptoss_user(sink *s, view u) {
     put(s, "<|start|>user<|message|>");
     textv(s, u);
     put(s, "<|end|>");
-}
-
-static void render_gptoss(sink *s, const tn_chat_message *m, size_t n, const tn_chat_options *o) {
-    convo c = split_convo(m, n);
-    gptoss_system(s, c.system, o);
-    for (size_t i = c.first; i < n; i++) {
-        if (m[i].role == TN_CHAT_ROLE_USER) {
-            gptoss_user(s, mkview(m[i].content));
-        } else if (m[i].role == TN_CHAT_ROLE_ASSISTANT) {
-            /* An answer streamed by the session carries its analysis as
-             * "<think>...</think>" (session.c): dropped, as the template
-             * drops earlier analysis messages. */
-            view c = mkview(m[i].content);
-            const char *et = find_last(c, "</think>");
-            if (et)
-                c = (view){et + 8, (size_t)(c.p + c.n - (et + 8))};
-            put(s, "<|start|>assistant<|channel|>final<|message|>");
-            textv(s, c);
-            put(s, i + 1 == n && !o->add_generation_prompt ? "<|return|>" : "<|end|>");
-        }
-    }
-    if (o->add_generation_prompt)
-        put(s, "<|start|>assistant");
 }
 
 void tn_harmony_init_ids(tn_harmony *h, int32_t start, int32_t channel, int32_t message,
@@ -594,24 +569,68 @@ bool tn_harmony_ends_message(const tn_harmony *h, int32_t token) {
     return h->on && token == h->end;
 }
 
+/* Header text: finds "to=" and keeps the recipient that follows it, up to
+ * a space, a newline or a '<' (a control token's text: "to=functions.f
+ * <|constrain|>json" and "to=functions.f<|constrain|>json" both name
+ * functions.f; <|channel|> and <|message|> end it too). */
+static void harmony_header(tn_harmony *h, const char *piece, size_t len) {
+    static const char to[] = "to=";
+    for (size_t i = 0; i < len; i++) {
+        const char ch = piece[i];
+        if (h->in_recipient) {
+            if (ch == ' ' || ch == '\n' || ch == '<') {
+                h->in_recipient = false;
+            } else if (h->n_recipient + 1 < sizeof h->recipient) {
+                h->recipient[h->n_recipient++] = ch;
+                h->recipient[h->n_recipient] = '\0';
+            }
+            continue;
+        }
+        h->to_seen = ch == to[h->to_seen] ? h->to_seen + 1 : ch == 't';
+        if (h->to_seen == 3) {
+            h->to_seen = 0;
+            h->in_recipient = true;
+            h->n_recipient = 0;
+            h->recipient[0] = '\0';
+        }
+    }
+}
+
+/* A call: addressed to anyone but the assistant. */
+static bool harmony_addressed(const tn_harmony *h) {
+    return h->n_recipient > 0 && strcmp(h->recipient, "assistant");
+}
+
 int tn_harmony_piece(tn_harmony *h, int32_t token, const char *piece, size_t len, tn_buf *out) {
     out->len = 0;
     int rc = tn_buf_append(out, "", 0);
     if (token == h->channel) {
         h->state = 2;
         h->n_name = 0;
+        h->to_seen = 0;
+        h->in_recipient = false;
     } else if (token == h->message) {
-        const bool analysis = h->n_name >= 8 && !memcmp(h->name, "analysis", 8);
+        const bool analysis =
+            h->n_name >= 8 && !memcmp(h->name, "analysis", 8) && !harmony_addressed(h);
         if (rc == TN_OK && analysis != h->think_open)
             rc = tn_buf_append_str(out, analysis ? "<think>" : "</think>");
         h->think_open = analysis;
         h->state = 0;
+        h->to_seen = 0;
+        h->in_recipient = false;
     } else if (token == h->end || token == h->start) {
         h->state = 1;
-    } else if (h->state == 2) {
-        for (size_t i = 0; i < len && h->n_name < sizeof h->name; i++)
-            h->name[h->n_name++] = piece[i];
-    } else if (h->state == 0 && len && rc == TN_OK) {
+        h->to_seen = 0;
+        h->in_recipient = false;
+        h->n_recipient = 0;
+        h->recipient[0] = '\0';
+    } else if (h->state != 0) {
+        /* A header: its role, channel name and recipient are not text. */
+        if (h->state == 2)
+            for (size_t i = 0; i < len && h->n_name < sizeof h->name; i++)
+                h->name[h->n_name++] = piece[i];
+        harmony_header(h, piece, len);
+    } else if (len && rc == TN_OK) {
         rc = tn_buf_append(out, piece, len);
     }
     return rc;
@@ -847,8 +866,16 @@ static int cmp_folded(const void *a, const void *b) {
     return x->first < y->first ? -1 : x->first > y->first;
 }
 
-/* The members to print, in order; *out malloc'd. TN_ERR_NOMEM or TN_OK. */
-static int sorted_members(const tn_json *obj, member **out, size_t *n_out) {
+static int cmp_first(const void *a, const void *b) {
+    const member *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* An object's members as a Python dict holds them, sorted by cmp: a key
+ * given twice counts once, at its first place, with its last value; *out
+ * malloc'd. TN_ERR_NOMEM or TN_OK. */
+static int dict_members(const tn_json *obj, int (*cmp)(const void *, const void *), member **out,
+                        size_t *n_out) {
     size_t n = tn_json_count(obj);
     *out = NULL;
     *n_out = 0;
@@ -869,10 +896,15 @@ static int sorted_members(const tn_json *obj, member **out, size_t *n_out) {
         m[k++] = (member){m[i].key, m[j - 1].val, m[i].first};
         i = j;
     }
-    qsort(m, k, sizeof *m, cmp_folded);
+    qsort(m, k, sizeof *m, cmp);
     *out = m;
     *n_out = k;
     return TN_OK;
+}
+
+/* The members to print, in dictsort order. */
+static int sorted_members(const tn_json *obj, member **out, size_t *n_out) {
+    return dict_members(obj, cmp_folded, out, n_out);
 }
 
 /* format_argument(value, escape_keys=False). */
@@ -1067,6 +1099,224 @@ static int gemma4_check_tools(const tn_chat_message *m, size_t n, tn_error *err)
     return TN_OK;
 }
 
+/* gpt-oss: what the template sees of an assistant message. The session
+ * streams an answer's analysis as "<think>X</think>Y"; llama.cpp hands the
+ * template X (its reasoning_content) as "thinking", when not empty, and Y
+ * as "content", erasing the content of a message with tool calls that has
+ * thinking. */
+typedef struct {
+    view thinking, content;
+    bool has_thinking, has_content;
+} oss_parts;
+
+static oss_parts gptoss_parts(const tn_chat_message *m) {
+    view c = mkview(m->content ? m->content : ""); /* none beside calls: "" */
+    oss_parts p = {{"", 0}, c, false, true};
+    const char *et = find_last(c, "</think>");
+    if (et) {
+        view t = {c.p, (size_t)(et - c.p)};
+        if (t.n >= 7 && !memcmp(t.p, "<think>", 7))
+            t = (view){t.p + 7, t.n - 7};
+        p.thinking = t;
+        p.has_thinking = t.n > 0;
+        p.content = (view){et + 8, (size_t)(c.p + c.n - (et + 8))};
+    }
+    if (p.has_thinking && m->n_tool_calls > 0)
+        p.has_content = false;
+    return p;
+}
+
+/* The template raises on a field holding an analysis or final channel
+ * header. */
+static bool gptoss_has_channel(view v) {
+    return find_first(v, "<|channel|>analysis<|message|>") ||
+           find_first(v, "<|channel|>final<|message|>");
+}
+
+/* json.dumps(value, ensure_ascii=False), what transformers' tojson filter
+ * writes for a call's arguments once llama.cpp has parsed them: ", " and
+ * ": " between items, keys in the object's order (a key given twice once,
+ * at its first place, with its last value), strings escaped as
+ * json_string, numbers as Python reads and writes them (py_number; a
+ * float that overflows is Infinity). All of it derives from content. */
+static void py_json(sink *s, const tn_json *v, view src) {
+    if (s->rc != TN_OK)
+        return;
+    switch ((tn_json_type)v->type) {
+    case TN_JSON_STRING: json_string(s, (view){v->v.str, v->n}); break;
+    case TN_JSON_BOOL: text(s, v->b ? "true" : "false"); break;
+    case TN_JSON_NULL: text(s, "null"); break;
+    case TN_JSON_NUMBER: {
+        size_t len = 0;
+        const char *t = tn_json_number_text(v, src.p, src.n, &len);
+        const bool integer =
+            t && !memchr(t, '.', len) && !memchr(t, 'e', len) && !memchr(t, 'E', len);
+        const double d = tn_json_num(v, 0);
+        if (!integer && isinf(d))
+            text(s, d < 0 ? "-Infinity" : "Infinity");
+        else
+            py_number(s, v, src);
+        break;
+    }
+    case TN_JSON_ARRAY:
+        text(s, "[");
+        for (uint32_t i = 0; i < v->n; i++) {
+            if (i)
+                text(s, ", ");
+            py_json(s, &v->v.items[i], src);
+        }
+        text(s, "]");
+        break;
+    case TN_JSON_OBJECT: {
+        member *m;
+        size_t n;
+        s->rc = dict_members(v, cmp_first, &m, &n);
+        if (s->rc != TN_OK)
+            return;
+        text(s, "{");
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                text(s, ", ");
+            json_string(s, (view){m[i].key->key, m[i].key->key_len});
+            text(s, ": ");
+            py_json(s, m[i].val, src);
+        }
+        text(s, "}");
+        free(m);
+        break;
+    }
+    }
+}
+
+static void gptoss_analysis(sink *s, view v) {
+    put(s, "<|start|>assistant<|channel|>analysis<|message|>");
+    textv(s, v);
+    put(s, "<|end|>");
+}
+
+/* The template, message by message (gptoss_check has refused what it
+ * raises on): a message with tool calls shows its first call only ("we
+ * assume max 1 tool call per message"), as
+ * <|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>ARGS<|call|>,
+ * after its content or thinking in the analysis channel unless an answer
+ * without calls follows later; a tool result is written from
+ * functions.NAME, NAME that of the last call shown (a later answer without
+ * calls forgets it), its content JSON-quoted; answers in the final
+ * channel, the last one with its thinking and <|return|> when no
+ * generation prompt follows. */
+static void render_gptoss(sink *s, const tn_chat_message *m, size_t n, const tn_chat_options *o) {
+    convo c = split_convo(m, n);
+    gptoss_system(s, c.system, o);
+    const char *last_call = NULL;
+    for (size_t i = c.first; i < n; i++) {
+        if (m[i].role == TN_CHAT_ROLE_USER) {
+            gptoss_user(s, mkview(m[i].content));
+            continue;
+        }
+        if (m[i].role == TN_CHAT_ROLE_TOOL) {
+            put(s, "<|start|>functions.");
+            text(s, last_call ? last_call : "");
+            put(s, " to=assistant<|channel|>commentary<|message|>");
+            json_string(s, mkview(m[i].content));
+            put(s, "<|end|>");
+            continue;
+        }
+        if (m[i].role != TN_CHAT_ROLE_ASSISTANT)
+            continue; /* a later system message: refused before */
+        const oss_parts p = gptoss_parts(&m[i]);
+        if (m[i].n_tool_calls > 0) {
+            bool answer_later = false;
+            for (size_t k = i + 1; k < n && !answer_later; k++)
+                answer_later = m[k].role == TN_CHAT_ROLE_ASSISTANT && m[k].n_tool_calls == 0;
+            if (!answer_later && p.has_content && p.content.n)
+                gptoss_analysis(s, p.content);
+            else if (!answer_later && p.has_thinking)
+                gptoss_analysis(s, p.thinking);
+            const tn_chat_tool_call *tc = &m[i].tool_calls[0];
+            put(s, "<|start|>assistant to=functions.");
+            text(s, tc->name);
+            put(s, "<|channel|>commentary json<|message|>");
+            tn_json_doc *doc = NULL;
+            if (s->rc == TN_OK && parse_arguments(tc->arguments, &doc, NULL) != TN_OK)
+                s->rc = TN_ERR_NOMEM; /* checked: only memory fails here */
+            if (s->rc == TN_OK)
+                py_json(s, tn_json_root(doc), mkview(tc->arguments));
+            tn_json_free(doc);
+            put(s, "<|call|>");
+            last_call = tc->name;
+        } else if (i + 1 == n && !o->add_generation_prompt) {
+            if (p.has_thinking)
+                gptoss_analysis(s, p.thinking);
+            put(s, "<|start|>assistant<|channel|>final<|message|>");
+            textv(s, p.content);
+            put(s, "<|return|>");
+        } else {
+            put(s, "<|start|>assistant<|channel|>final<|message|>");
+            textv(s, p.content);
+            put(s, "<|end|>");
+            last_call = NULL;
+        }
+    }
+    if (o->add_generation_prompt)
+        put(s, "<|start|>assistant");
+}
+
+/* What the gpt-oss template raises on, refused with its reason: a channel
+ * header in an answer, a tool result with no call before it, a call
+ * without arguments (tojson of nothing); and what llama.cpp refuses before
+ * rendering: arguments that are not JSON. */
+static int gptoss_check(const tn_chat_message *m, size_t n, tn_error *err) {
+    convo c = split_convo(m, n);
+    bool have_call = false;
+    for (size_t i = c.first; i < n; i++) {
+        if (m[i].role == TN_CHAT_ROLE_TOOL && !have_call)
+            return tn_fail(err, TN_ERR_INVALID,
+                           "chat template gpt-oss: message %zu is a tool result, but there was "
+                           "no assistant message with a tool call before it (the template "
+                           "names a result after the last call)",
+                           i);
+        if (m[i].role != TN_CHAT_ROLE_ASSISTANT)
+            continue;
+        const oss_parts p = gptoss_parts(&m[i]);
+        if ((p.has_thinking && gptoss_has_channel(p.thinking)) ||
+            (p.has_content && gptoss_has_channel(p.content)))
+            return tn_fail(err, TN_ERR_INVALID,
+                           "chat template gpt-oss: message %zu contains a <|channel|> header; "
+                           "pass an answer's analysis as <think>...</think> and its final text "
+                           "after it, without harmony's markup",
+                           i);
+        if (m[i].n_tool_calls == 0) {
+            have_call = false;
+            continue;
+        }
+        have_call = true;
+        for (size_t k = 0; k < m[i].n_tool_calls; k++) {
+            const tn_chat_tool_call *tc = &m[i].tool_calls[k];
+            if (!tc->arguments) {
+                if (k > 0)
+                    continue; /* the template shows the first call only */
+                return tn_fail(err, TN_ERR_INVALID,
+                               "chat template gpt-oss: message %zu, tool call %zu (%s) has no "
+                               "arguments; the template writes them as JSON (give \"{}\" for "
+                               "none)",
+                               i, k, tc->name);
+            }
+            tn_json_doc *doc = NULL;
+            tn_error jerr;
+            int rc = parse_arguments(tc->arguments, &doc, &jerr);
+            tn_json_free(doc);
+            if (rc == TN_ERR_NOMEM)
+                return tn_fail(err, rc, "chat template: out of memory rendering the prompt");
+            if (rc != TN_OK)
+                return tn_fail(err, TN_ERR_INVALID,
+                               "message %zu, tool call %zu (%s): the arguments are not valid "
+                               "JSON: %s",
+                               i, k, tc->name, jerr.message);
+        }
+    }
+    return TN_OK;
+}
+
 /* Llama 2: the system block is glued to the first message's content and the
  * whole is strip()ped; every user turn but the first opens with BOS. */
 static void render_llama2(sink *s, const tn_chat_message *m, size_t n) {
@@ -1149,12 +1399,14 @@ static void render_mistral(sink *s, tn_chat_kind kind, const tn_chat_message *m,
 
 /* Kinds whose templates render a "tool" message: Qwen3 as <tool_response>
  * in a user turn, Llama 3.1 as "ipython", ChatML, Llama 3 and Gemma 3 with
- * the role's own name, Gemma 4 inside the model turn that made the call.
- * Llama 2 drops other roles and the Mistral templates raise an exception (or
- * want tool call ids): refused there. */
+ * the role's own name, Gemma 4 inside the model turn that made the call,
+ * gpt-oss from functions.NAME (NAME that of the call before it). Llama 2
+ * drops other roles and the Mistral templates raise an exception (or want
+ * tool call ids): refused there. */
 static bool has_tool_role(tn_chat_kind kind) {
     return kind == TN_CHAT_CHATML || kind == TN_CHAT_QWEN3 || kind == TN_CHAT_LLAMA3 ||
-           kind == TN_CHAT_LLAMA31 || kind == TN_CHAT_GEMMA3 || kind == TN_CHAT_GEMMA4;
+           kind == TN_CHAT_LLAMA31 || kind == TN_CHAT_GEMMA3 || kind == TN_CHAT_GEMMA4 ||
+           kind == TN_CHAT_GPTOSS;
 }
 
 static bool system_anywhere(tn_chat_kind kind) {
@@ -1245,12 +1497,11 @@ int tn_chat_render_spans(tn_chat_kind kind, const tn_chat_message *msgs, size_t 
         if (rc != TN_OK)
             return rc;
     }
-    for (size_t i = 0; kind == TN_CHAT_GPTOSS && i < n_msgs; i++)
-        if (msgs[i].n_tool_calls > 0)
-            return tn_fail(err, TN_ERR_UNSUPPORTED,
-                           "chat template %s: message %zu has tool calls, which Tern does not "
-                           "render in this format yet",
-                           kind_names[kind], i);
+    if (kind == TN_CHAT_GPTOSS) {
+        rc = gptoss_check(msgs, n_msgs, err);
+        if (rc != TN_OK)
+            return rc;
+    }
     /* A call without content renders as one with "" (what llama.cpp passes
      * the template for a null content). */
     tn_chat_message *copy = NULL;

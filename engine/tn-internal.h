@@ -58,7 +58,11 @@ void tn_sampler_exp_neg_all(const float *w, float *out, int32_t n, float max, fl
  * other channels' text is the answer; roles and channel names are not text.
  * <|end|> ends a message, not the answer (tn_harmony_ends_message). Text
  * before any channel header (a model that does not follow the format) is
- * answer text. A function of the token stream alone. */
+ * answer text. A message addressed to a recipient other than the assistant
+ * ("to=functions.NAME" in its role or channel header: a tool call, whose
+ * body is the call's arguments) is never analysis: its body is answer
+ * text, and `recipient` keeps the name. A function of the token stream
+ * alone. */
 typedef struct tn_harmony {
     bool on;
     int32_t start, channel, message, end;
@@ -66,6 +70,10 @@ typedef struct tn_harmony {
     char name[16];
     size_t n_name;
     bool think_open;
+    int to_seen;        /* bytes of "to=" matched in the header */
+    bool in_recipient;  /* after "to=", until a space or a control token */
+    char recipient[64]; /* this message's recipient, NUL-terminated ("" none) */
+    size_t n_recipient;
 } tn_harmony;
 
 /* On when tok has the harmony tokens (tok NULL: off, a no-op filter). */

@@ -984,7 +984,8 @@ typedef struct tn_chat_tool_call {
     const char *id;        /* the call's id; NULL: none */
     const char *name;      /* the function's name (required) */
     const char *arguments; /* the arguments as JSON text, as the model wrote them
-                              (an object); NULL: none ("{}") */
+                              (an object); NULL: none ("{}"; gpt-oss's template
+                              refuses a call without arguments) */
 } tn_chat_tool_call;
 
 /* A message. The fields after content were added for tool use; zero (as in
@@ -996,7 +997,8 @@ typedef struct tn_chat_message {
                             may hold "<think>...</think>answer". May be NULL
                             (meaning "") for an assistant message with tool calls */
     /* Assistant messages: the calls it made, in order. Rendered by the Gemma 4
-     * kind; the other kinds render the content alone (docs/CHAT-TEMPLATES.md). */
+     * and gpt-oss kinds (gpt-oss: the first call only, as its template); the
+     * other kinds render the content alone (docs/CHAT-TEMPLATES.md). */
     const tn_chat_tool_call *tool_calls;
     size_t n_tool_calls;
     /* Tool messages: which call this result answers, by the call's id and/or
