@@ -97,8 +97,9 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, bool
 
 /* Family, layout, "kv-bf16" (the KV cache's type: pins made with f32 keys
  * and values must not be restored into it), the attention's arithmetic, the
- * gated feed-forward's SiLU (forward.c calls tn_silu_mul whatever the
- * backend: its name rides here). */
+ * gated feed-forward's SiLU and GELU and the logit softcap's tanh (forward.c
+ * calls tn_silu_mul, tn_gelu_mul and tn_softcap whatever the backend: their
+ * name rides here). */
 static void cpu_arith_name(const tn_backend *be, char *buf, size_t size) {
     const cpu_state *s = be->cpu_state;
     snprintf(buf, size, "%s%s/%s%s/kv-bf16/%s/%s", tn_isa_name(be->isa),

@@ -48,11 +48,6 @@ void tn_rmsnorm(float *y, const float *x, const float *w, int32_t n, float eps) 
         y[i] = x[i] * scale * w[i];
 }
 
-static inline float gelu_tanh(float x) {
-    const float k = 0.79788456080286535588f; /* sqrt(2 / pi) */
-    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
-}
-
 /* Rotates the first n_rot values of one head by the angles of cs
  * ([n_rot / 2][2] cos, sin). */
 static void rope_apply(float *v, const float *cs, int32_t n_rot, tn_rope_kind kind) {
@@ -553,10 +548,11 @@ static void task_glu(void *p, int ith, int nth) {
             const float y = u[e] < -7.0f ? -7.0f : u[e] > 7.0f ? 7.0f : u[e];
             g[e] = x / (1.0f + expf(1.702f * -x)) * (y + 1.0f);
         }
+    else if (hi <= lo)
+        return;
     else if (hp->gelu)
-        for (int64_t e = lo; e < hi; e++)
-            g[e] = gelu_tanh(g[e]) * u[e];
-    else if (hi > lo)
+        tn_gelu_mul(g + lo, u + lo, hi - lo);
+    else
         tn_silu_mul(g + lo, u + lo, hi - lo);
 }
 
@@ -646,8 +642,7 @@ static int per_layer_block(tn_ctx *ctx, const tn_layer *L, int32_t il, int32_t n
     for (int32_t i = 0; i < n; i++) {
         float *g = ctx->plg + (size_t)i * P;
         const float *in = ctx->ple + (size_t)(i + skip) * LP + (size_t)il * P;
-        for (int32_t e = 0; e < P; e++)
-            g[e] = gelu_tanh(g[e]) * in[e];
+        tn_gelu_mul(g, in, P);
     }
     if ((rc = matmul(ctx, &L->pl_proj, ctx->plg, n, ctx->o, err)))
         return rc;
@@ -1029,13 +1024,14 @@ typedef struct {
     float cap;
 } softcap_job;
 
-/* v = cap * tanh(v / cap), element-wise: contiguous chunks per thread. */
+/* v = cap * tanh(v / cap), element-wise (tn_softcap): contiguous chunks
+ * per thread. */
 static void task_softcap(void *p, int ith, int nth) {
     const softcap_job *job = p;
     const int64_t chunk = (job->n + nth - 1) / nth;
     const int64_t lo = chunk * ith, hi = lo + chunk < job->n ? lo + chunk : job->n;
-    for (int64_t e = lo; e < hi; e++)
-        job->v[e] = job->cap * tanhf(job->v[e] / job->cap);
+    if (hi > lo)
+        tn_softcap(job->v + lo, hi - lo, job->cap);
 }
 
 static int output_rows(tn_ctx *ctx, int32_t first, int32_t n, float *out, tn_error *err) {
@@ -1049,9 +1045,10 @@ static int output_rows(tn_ctx *ctx, int32_t first, int32_t n, float *out, tn_err
     if (rc != TN_OK)
         return rc;
     if (hp->final_softcap > 0) {
-        /* On every thread: 262,144 tanhf a token for Gemma's vocabulary
-         * were 2-3 % of a decode step on one thread while the others
-         * waited. Element-wise: the same bits however it is split. */
+        /* On every thread: 262,144 tanh a token for Gemma's vocabulary
+         * (libm's tanhf were 2-3 % of a decode step on one thread while
+         * the others waited). Element-wise, one arithmetic in every lane
+         * (tn_softcap): the same bits however it is split. */
         softcap_job job = {.v = out, .n = (int64_t)n * hp->n_vocab, .cap = hp->final_softcap};
         parallel(ctx, task_softcap, &job);
     }

@@ -213,8 +213,22 @@ static inline float tn_attn_inv_denom(const tn_attn_tile *t, int i, float l, flo
 #define TN_SILU_C5 0.00833333377f
 #define TN_SILU_C6 0.00138888892f
 #define TN_SILU_C7 0.000198412701f
+/* GELU-tanh's (tn-cpu.h, act.c): the clamp of x from below, z's
+ * coefficients -2 sqrt(2 / pi) and -2 sqrt(2 / pi) * 0.044715 in double,
+ * z's clamp, and the double rounding shift 1.5 * 2^52 with log2 e and ln 2
+ * in double; the polynomial is SiLU's. */
+#define TN_GELU_XMIN -10.0f
+#define TN_GELU_K1 -1.5957691216057308
+#define TN_GELU_K3 -0.07135481627260025
+#define TN_GELU_ZMIN -20.0
+#define TN_GELU_ZMAX 88.0
+#define TN_GELU_LOG2E 1.4426950408889634
+#define TN_GELU_LN2 0.6931471805599453
+#define TN_GELU_SHIFT 6755399441055744.0
 #if defined(TN_CPU_X86)
 void tn_silu_mul_avx2(float *g, const float *u, int64_t n);
+void tn_gelu_mul_avx2(float *g, const float *u, int64_t n);
+void tn_softcap_avx2(float *v, int64_t n, float cap);
 #endif
 
 /* The X16 layout (repack.c): quant bytes of one block for 16 rows (0: the

@@ -133,9 +133,40 @@ bool tn_matmul_has_kernel(tn_isa isa, uint32_t type);
  * (tested), so the family does not enter the result. Its name,
  * TN_ACT_ARITHMETIC, is part of the model's arithmetic string: every row
  * past layer 0 depends on it, so pins made with another are recomputed. */
-#define TN_ACT_ARITHMETIC "silu1"
+#define TN_ACT_ARITHMETIC "silu1/gelu1"
 float tn_silu_ref(float x);
 void tn_silu_mul(float *g, const float *u, int64_t n);
+
+/* ------------------------------------------------------------ GELU, tanh
+ *
+ * g[i] = gelu(g[i]) * u[i] with GELU's tanh form, gelu(x) = x / 2 (1 +
+ * tanh(sqrt(2 / pi) (x + 0.044715 x^3))) = x / (1 + e^z), z = -2 sqrt(2 /
+ * pi) (x + 0.044715 x^3): no 1 + tanh to cancel where x < 0. One arithmetic
+ * for every instruction set (act.c), named "gelu1" in TN_ACT_ARITHMETIC: x
+ * clamped to >= -10 (NaN kept; below, gelu is under 1.5e-37 in magnitude
+ * and the result is gelu(-10) = -1.2e-37), z computed in double (x^2, times
+ * the x^3 coefficient, plus the x coefficient, times x; a float z would
+ * carry |z| * 2^-23 of relative error into e^z, 1e-5 at z = 80), clamped
+ * to [-20, 88] (NaN -> -20), n = round(z log2 e) by the shift 1.5 * 2^52, r
+ * = z - n ln 2 (double product and difference), r rounded to float, SiLU's
+ * degree-7 polynomial, 2^n by an integer add into the exponent, then a float
+ * division and a product. Relative error against GELU in double at most
+ * 2e-7 for every x >= -10 (test `kernels`; measured 1.5e-7). llama.cpp's
+ * CPU GELU reads a table indexed by x rounded to f16.
+ *
+ * v[i] = cap * tanh(v[i] / cap), the final logit softcap: y = v / cap
+ * (correctly rounded division), w = e^(-2|y|) - 1 from z = -2|y| clamped to
+ * >= -20 (where tanh rounds to 1), n, r as SiLU's (float, two FMAs), the
+ * polynomial without its constant term times r (e^r - 1 without
+ * cancellation), w = fma(2^n, e^r - 1, 2^n - 1); tanh|y| = -w / (2 + w),
+ * the sign of y copied on, NaN returned as it came; then times cap. Relative
+ * error of tanh against double at most 2.5e-7 (test `kernels`; measured
+ * 1.7e-7). The scalar references and the AVX2 kernels agree bit for bit
+ * (tested), so no family enters the result. */
+float tn_gelu_ref(float x);
+void tn_gelu_mul(float *g, const float *u, int64_t n);
+float tn_tanh_ref(float y);
+void tn_softcap(float *v, int64_t n, float cap);
 
 /* ------------------------------------------------------------ attention
  *

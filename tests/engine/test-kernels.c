@@ -7,6 +7,7 @@
 
 #include "cpu/tn-cpu.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 #if defined(__x86_64__)
@@ -627,6 +628,154 @@ done:
     free(g);
 }
 
+/* ------------------------------------------------------------ GELU, tanh
+ *
+ * tn_gelu_mul and tn_softcap (whatever family this CPU runs) against the
+ * scalar references bitwise, at every length 0..40 (the SIMD tail) and on
+ * the whole array: values in [-12, 12] and [-120, 120], special values
+ * (zeros, infinities, NaN, the clamps and their neighbours, subnormals,
+ * FLT_MAX). The references against double: GELU within 2e-7 relative for
+ * every x >= -10 (below, a tiny non-positive value), tanh within 2.5e-7, over
+ * a sweep of a million float bit patterns of both signs. */
+static bool same_float(float a, float b) { return !memcmp(&a, &b, 4) || (isnan(a) && isnan(b)); }
+
+static double gelu_double(double x) {
+    const double z = -2.0 * sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+    return x / (1.0 + exp(z));
+}
+
+static float sweep_value(uint32_t i) {
+    float f;
+    memcpy(&f, &i, 4);
+    return f;
+}
+
+static void test_gelu_tanh(void) {
+    enum { N = 4096, NSPECIAL = 28 };
+    float *x = malloc(N * sizeof *x), *u = malloc(N * sizeof *u), *g = malloc(N * sizeof *g);
+    CHECK(x && u && g);
+    if (!x || !u || !g)
+        goto done;
+    for (int i = 0; i < N; i++) {
+        x[i] = (i % 3 == 0 ? 120.0f : 12.0f) * tn_test_randf(&rng);
+        u[i] = 1.0f + tn_test_randf(&rng);
+    }
+    const float special[NSPECIAL] = {
+        0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, -10.0f, nextafterf(-10.0f, 0.0f),
+        nextafterf(-10.0f, -20.0f), -9.3f, 3.9f, 4.1f, 10.0f, -1e-30f, 1e-30f, 0x1p-140f,
+        -0x1p-149f, FLT_MIN, -FLT_MIN, FLT_MAX, -FLT_MAX, 1e20f, -1e20f, 0.5f, -0.5f,
+        0x1p-13f, -3.0f, 9.1f};
+    for (int i = 0; i < NSPECIAL; i++)
+        x[i * 37] = special[i]; /* spread over SIMD lanes and tail positions */
+
+    /* Accuracy of the references. */
+    double worst_g = 0, worst_t = 0;
+    float at_g = 0, at_t = 0;
+    bool tail_ok = true;
+    for (int sgn = 0; sgn < 2; sgn++)
+        for (uint32_t b = 0; b < 0x7f800000u; b += 4099) {
+            const float v = sweep_value(b | (uint32_t)sgn << 31);
+            const float r = tn_gelu_ref(v);
+            /* Subnormal results are checked to their spacing, 2^-149. */
+            if (v >= -10.0f) {
+                const double e = gelu_double(v);
+                if (fabs(e) < FLT_MIN) {
+                    tail_ok = tail_ok && fabs((double)r - e) <= 0x1p-149;
+                } else if (fabs((double)r - e) / fabs(e) > worst_g) {
+                    worst_g = fabs((double)r - e) / fabs(e);
+                    at_g = v;
+                }
+            } else {
+                tail_ok = tail_ok && r <= 0 && r >= -1.5e-37f;
+            }
+            const float t = tn_tanh_ref(v);
+            const double et = tanh((double)v);
+            if (fabs(et) < FLT_MIN) {
+                tail_ok = tail_ok && fabs((double)t - et) <= 0x1p-149;
+            } else if (fabs((double)t - et) / fabs(et) > worst_t) {
+                worst_t = fabs((double)t - et) / fabs(et);
+                at_t = v;
+            }
+        }
+    fprintf(stderr, "gelu: reference vs double, max relative error %.2e (x = %a)\n", worst_g, at_g);
+    fprintf(stderr, "tanh: reference vs double, max relative error %.2e (y = %a)\n", worst_t, at_t);
+    CHECKF(worst_g <= 2e-7, "gelu: relative error %.3g above 2e-7 at %a", worst_g, at_g);
+    CHECKF(worst_t <= 2.5e-7, "tanh: relative error %.3g above 2.5e-7 at %a", worst_t, at_t);
+    CHECKF(tail_ok, "gelu below -10 not tiny and non-positive, or a subnormal result off");
+
+    /* Special values of the references. */
+    const float gz = tn_gelu_ref(0.0f), gnz = tn_gelu_ref(-0.0f);
+    CHECKF(gz == 0 && !signbit(gz) && gnz == 0 && signbit(gnz), "gelu(+-0) = %g, %g", gz, gnz);
+    CHECKF(tn_gelu_ref(INFINITY) == INFINITY, "gelu(inf) = %g", tn_gelu_ref(INFINITY));
+    const float gni = tn_gelu_ref(-INFINITY);
+    CHECKF(gni <= 0 && gni >= -1.5e-37f, "gelu(-inf) = %g", gni);
+    CHECKF(isnan(tn_gelu_ref(NAN)), "gelu(NaN) = %g", tn_gelu_ref(NAN));
+    CHECKF(tn_gelu_ref(FLT_MAX) == FLT_MAX, "gelu(FLT_MAX) = %g", tn_gelu_ref(FLT_MAX));
+    CHECKF(tn_gelu_ref(0x1p-140f) == 0x1p-141f, "gelu(2^-140) = %a", tn_gelu_ref(0x1p-140f));
+    const float tz = tn_tanh_ref(0.0f), tnz = tn_tanh_ref(-0.0f);
+    CHECKF(tz == 0 && !signbit(tz) && tnz == 0 && signbit(tnz), "tanh(+-0) = %g, %g", tz, tnz);
+    CHECKF(tn_tanh_ref(INFINITY) == 1.0f && tn_tanh_ref(-INFINITY) == -1.0f, "tanh(+-inf) = %g, %g",
+           tn_tanh_ref(INFINITY), tn_tanh_ref(-INFINITY));
+    CHECKF(tn_tanh_ref(-FLT_MAX) == -1.0f, "tanh(-FLT_MAX) = %g", tn_tanh_ref(-FLT_MAX));
+    CHECKF(isnan(tn_tanh_ref(NAN)), "tanh(NaN) = %g", tn_tanh_ref(NAN));
+    CHECKF(tn_tanh_ref(0x1p-149f) == 0x1p-149f, "tanh(2^-149) = %a", tn_tanh_ref(0x1p-149f));
+
+    /* The fast paths against the references, bit for bit. */
+    const float cap = 30.0f;
+    bool same_g = true, same_t = true;
+    for (int len = 0; len <= 40 && (same_g || same_t); len++)
+        for (int start = 0; start + len <= N; start += 37 + len) {
+            memcpy(g, x + start, (size_t)len * sizeof *g);
+            tn_gelu_mul(g, u + start, len);
+            for (int i = 0; i < len && same_g; i++) {
+                const float r = tn_gelu_ref(x[start + i]) * u[start + i];
+                if (!same_float(r, g[i])) {
+                    CHECKF(0, "gelu: length %d, value %d (x = %a): %a, reference %a", len, i,
+                           x[start + i], g[i], r);
+                    same_g = false;
+                }
+            }
+            memcpy(g, x + start, (size_t)len * sizeof *g);
+            tn_softcap(g, len, cap);
+            for (int i = 0; i < len && same_t; i++) {
+                const float r = cap * tn_tanh_ref(x[start + i] / cap);
+                if (!same_float(r, g[i])) {
+                    CHECKF(0, "softcap: length %d, value %d (v = %a): %a, reference %a", len, i,
+                           x[start + i], g[i], r);
+                    same_t = false;
+                }
+            }
+        }
+    CHECK(same_g && same_t);
+    memcpy(g, x, N * sizeof *g);
+    tn_gelu_mul(g, u, N);
+    for (int i = 0; i < N && same_g; i++)
+        same_g = same_float(tn_gelu_ref(x[i]) * u[i], g[i]);
+    CHECKF(same_g, "gelu: the whole array differs from the reference");
+    /* Over the sweep too, with u = 1 (the product is then exact). */
+    for (int i = 0; i < N; i++)
+        u[i] = 1.0f;
+    for (int sgn = 0; sgn < 2 && same_g && same_t; sgn++)
+        for (uint32_t b = 0; b < 0x7f800000u && same_g && same_t; b += N * 977u) {
+            for (int i = 0; i < N; i++)
+                x[i] = sweep_value((b + (uint32_t)i * 977u) | (uint32_t)sgn << 31);
+            memcpy(g, x, N * sizeof *g);
+            tn_gelu_mul(g, u, N);
+            for (int i = 0; i < N && same_g; i++)
+                same_g = same_float(tn_gelu_ref(x[i]), g[i]);
+            memcpy(g, x, N * sizeof *g);
+            tn_softcap(g, N, 1.0f);
+            for (int i = 0; i < N && same_t; i++)
+                same_t = same_float(tn_tanh_ref(x[i]), g[i]);
+        }
+    CHECKF(same_g && same_t, "gelu/tanh: the sweep differs from the reference (gelu %d, tanh %d)",
+           same_g, same_t);
+done:
+    free(x);
+    free(u);
+    free(g);
+}
+
 int main(void) {
     tn_cpu *pools[3] = {tn_cpu_new(1), tn_cpu_new(2), tn_cpu_new(3)};
     CHECK(pools[0] && pools[1] && pools[2]);
@@ -651,6 +800,7 @@ int main(void) {
     test_weight_row();
     test_attention();
     test_silu();
+    test_gelu_tanh();
     for (int t = 0; t < 3; t++)
         tn_cpu_free(pools[t]);
     return tn_test_finish("kernels");
