@@ -245,6 +245,15 @@ static void convert_act32(const float *x, void *dst, int64_t cols, bool unsigned
                 ap->dxv[8 * h + l] = d;
                 ap->ci[8 * h + l] = -sum;
             }
+            /* MXFP4 (d16): each lane's own offset, -128 times the sum of
+             * its 4 quants, so that every lane holds its exact integer dot
+             * product; a block-wide -16 sum per lane leaves lane values
+             * near 128 x 4 x 127 that cancel only after the f32 products,
+             * losing up to 2e-5 of the result against ggml's. */
+            for (int l = 0; d16 && l < 8; l++) {
+                const int8_t *q4 = ap->qs + 32 * h + 4 * l;
+                ap->ci[8 * h + l] = -128 * (q4[0] + q4[1] + q4[2] + q4[3]);
+            }
         }
         if (unsigned_q) {
             __m512i q = _mm512_load_si512(ap->qs);
@@ -834,8 +843,8 @@ static bool mm_ops_new_types(tn_mm_ops *ops, uint32_t type) {
  *
  * As IQ4_NL: the nibbles look up the 16 E2M1 levels (doubled: integers)
  * + 128 with vpshufb, unsigned for vpdpbusd, and the 128 * sum(x) this adds
- * comes off through the accumulator's start value (16 * ci in each of the 8
- * lanes of a block). Each block's scale is the E8M0 byte's power of two,
+ * comes off through the accumulator's start value (each lane's -128 times
+ * the sum of its own 4 quants, convert_mxfp4: every lane exact). Each block's scale is the E8M0 byte's power of two,
  * halved (tn_e8m0_half). Activations: Q4_0's (act32, signed), their scales
  * rounded to fp16 as ggml's Q8_0 (convert_mxfp4). */
 INLINE void rows_mxfp4(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
@@ -864,8 +873,8 @@ INLINE void rows_mxfp4(const uint8_t *w, int64_t nblk, const uint8_t *act, size_
 #pragma GCC unroll 16
         for (int j = 0; j < nb; j++) {
             const act32 *a = (const act32 *)((const uint8_t *)a0 + j * as);
-            __m512i start = _mm512_slli_epi32(_mm512_load_si512(a->ci), 4);
-            __m512i dot = _mm512_dpbusd_epi32(start, q, _mm512_load_si512(a->qs));
+            __m512i dot = _mm512_dpbusd_epi32(_mm512_load_si512(a->ci), q,
+                                              _mm512_load_si512(a->qs));
             /* ggml's order: the two scales' product (exact: dw is a power
              * of two) times the integer sum, added by one fma. */
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),

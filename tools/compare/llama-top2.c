@@ -8,7 +8,7 @@
  *   position i: "i top1 logit1 top2 logit2" for the logits after token i.
  *   GREEDY_N > 0: then prints "greedy t1 t2 ..." for GREEDY_N greedy steps
  *   after the whole token list.
- * LLAMA_TOP2_ROUTER=NAME (e.g. ffn_moe_logits_biased for gpt-oss,
+ * LLAMA_TOP2_ROUTER=NAME (e.g. ffn_moe_probs for gpt-oss: its biased logits,
  * ffn_moe_logits for qwen3moe): also prints, on stderr, "router IL POS l0
  * l1 ..." with every position's router logits of layer IL, taken from the
  * graph's tensors NAME-IL by an eval callback (Tern's TERN_DEBUG_ROUTER

@@ -58,7 +58,9 @@ gpt-oss)
     files=${FILES-f16 mxfp4}
     qtype=MXFP4_MOE
     first=199998 # <|startoftext|>
-    router=ffn_moe_logits_biased topk=4
+    # the biased logits: build_moe_ffn names them ffn_moe_probs last
+    # (SOFTMAX_WEIGHT gating takes the logits as the probabilities)
+    router=ffn_moe_probs topk=4
     prefix=gptoss ;;
 qwen3moe)
     layers=${5:-4}
