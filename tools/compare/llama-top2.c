@@ -32,7 +32,10 @@ typedef struct {
 static bool router_cb(struct ggml_tensor *t, bool ask, void *user) {
     router_dump *r = user;
     const size_t len = strlen(r->name);
-    if (strncmp(t->name, r->name, len) || t->name[len] != '-' || t->type != GGML_TYPE_F32)
+    /* ne[0] < 2: a one-column tensor of the same name also shows up (seen
+     * for gpt-oss's ffn_moe_probs); the router's rows are n_expert wide. */
+    if (strncmp(t->name, r->name, len) || t->name[len] != '-' || t->type != GGML_TYPE_F32 ||
+        t->ne[0] < 2)
         return false;
     if (ask)
         return true;

@@ -155,8 +155,8 @@ router_report() {
             return s
         }
         # one line per (layer, position) and engine; positions past P are the greedy steps
-        FILENAME == ARGV[1] { if ($3 < P) rank(1); next }
-        FILENAME == ARGV[2] { if ($3 < P) rank(2); next }
+        FILENAME == ARGV[1] { if ($3 < P && NF > K + 4) rank(1); next }
+        FILENAME == ARGV[2] { if ($3 < P && NF > K + 4) rank(2); next }
         FILENAME == ARGV[3] { if ($1 != "greedy") { t1[$1] = $2 }; next }
         $1 != "greedy" && $1 < P { l1[$1] = $2; l2[$1] = $4; lg[$1] = $3 - $5 }
         END {
