@@ -756,11 +756,21 @@ static int moe_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n,
     int rc = matmul(ctx, &L->ffn_gate_inp, router_in, n, ctx->moe_logits, err);
     if (rc != TN_OK)
         return rc;
+    /* TERN_DEBUG_ROUTER: every row's router logits (biased) on stderr, to
+     * compare routings with llama.cpp's (tools/compare/router-compare.sh). */
+    const bool dump = getenv("TERN_DEBUG_ROUTER") != NULL;
     for (int32_t i = 0; i < n; i++) {
         float *p = ctx->moe_logits + (size_t)i * NE;
-        if (hp->oai) {
+        if (hp->oai)
             for (int32_t e = 0; e < NE; e++)
                 p[e] += L->gate_inp_b[e];
+        if (dump) {
+            fprintf(stderr, "router %d %lld", (int)ub0->il, (long long)(ub0->pos0 + i));
+            for (int32_t e = 0; e < NE; e++)
+                fprintf(stderr, " %.6f", (double)p[e]);
+            fputc('\n', stderr);
+        }
+        if (hp->oai) {
             moe_route_topk_softmax(p, NE, K, ctx->moe_sel + (size_t)i * K,
                                    ctx->moe_w + (size_t)i * K);
         } else {

@@ -1107,6 +1107,22 @@ static int prepare(tn_model *m, tn_error *err) {
         ws[n++] = &m->tok_embd;
     m->backend.gguf = m->gguf; /* the repack cache's key (engine/repack-cache.c) */
     int rc = tn_backend_prepare(&m->backend, ws, n, true, m->path, err);
+    /* MXFP4 products round their activations' block scales to fp16 as
+     * ggml does (since issue 23's mxfp4 session): "mx16" keeps pins made
+     * before from being restored. The experts are not among ws. */
+    bool mxfp4 = false;
+    for (int i = 0; i < n; i++)
+        mxfp4 = mxfp4 || ws[i]->type == TN_TYPE_MXFP4;
+    for (int32_t il = 0; il < nl; il++) {
+        const tn_layer *L = &m->layers[il];
+        mxfp4 = mxfp4 || (L->gate_exps.first.data && L->gate_exps.first.type == TN_TYPE_MXFP4) ||
+                (L->up_exps.first.data && L->up_exps.first.type == TN_TYPE_MXFP4) ||
+                (L->down_exps.first.data && L->down_exps.first.type == TN_TYPE_MXFP4);
+    }
+    if (rc == TN_OK && mxfp4) {
+        const size_t len = strlen(m->backend.arith);
+        snprintf(m->backend.arith + len, sizeof m->backend.arith - len, "/mx16");
+    }
     free(ws);
     return rc;
 }

@@ -183,6 +183,19 @@ static void convert_act32(const float *x, void *dst, int64_t cols) {
     }
 }
 
+/* MXFP4: ggml's Q8_0 activations exactly, their scales rounded to fp16 as
+ * block_q8_0 stores them (the quants keep the f32 inverse), so that a
+ * gpt-oss router near a tie sees the products llama.cpp sees
+ * (docs/MODEL.md). A scale past fp16's range (|x| above 8.3e6) keeps its
+ * f32 value rather than becoming infinity. */
+static void convert_mxfp4(const float *x, void *dst, int64_t cols) {
+    convert_act32(x, dst, cols);
+    act32 *a = dst;
+    for (int64_t k = 0; k < cols / 32; k++)
+        if (a[k].d < 65504.0f)
+            a[k].d = _cvtsh_ss(_cvtss_sh(a[k].d, _MM_FROUND_TO_NEAREST_INT));
+}
+
 INLINE __m256 block_update(__m256 acc, __m256i i32, float dw, const act32 *a) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_set1_ps(dw * a->d), acc);
 }
@@ -744,7 +757,9 @@ static bool mm_ops_new_types(tn_mm_ops *ops, uint32_t type) {
  * As IQ4_NL: the nibbles index the 16 E2M1 levels (doubled, so integers)
  * with vpshufb, the signed levels go through vpmaddubsw as |w| times x with
  * w's sign; the block scale is the E8M0 byte's power of two, halved
- * (tn_e8m0_half). Activations: Q8_0's blocks of 32 (act32). */
+ * (tn_e8m0_half). Activations: Q8_0's blocks of 32 (act32) with fp16
+ * scales (convert_mxfp4); each block adds its integer sum times the two
+ * scales' product, as ggml does. */
 INLINE void rows_mxfp4(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
                        float *y, int64_t ys) {
     const __m256i ones = _mm256_set1_epi16(1);
@@ -778,7 +793,7 @@ static bool mm_ops_mxfp4(tn_mm_ops *ops, uint32_t type) {
     if (type != TN_TYPE_MXFP4)
         return false;
     ops->act_bytes = act32_bytes;
-    ops->convert = convert_act32;
+    ops->convert = convert_mxfp4;
     ops->tile = tile_mxfp4;
     return true;
 }

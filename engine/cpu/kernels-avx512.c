@@ -220,7 +220,14 @@ INLINE int32_t quant_block32(const float *x, float *d_out, int8_t *q) {
     return _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
 }
 
-static void convert_act32(const float *x, void *dst, int64_t cols, bool unsigned_q) {
+/* The scale through fp16 and back, as ggml's block_q8_0 stores it (the
+ * quants keep the f32 inverse). A scale past fp16's range (|x| above
+ * 8.3e6) keeps its f32 value rather than becoming infinity. */
+INLINE float scale_f16(float d) {
+    return d < 65504.0f ? _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT)) : d;
+}
+
+static void convert_act32(const float *x, void *dst, int64_t cols, bool unsigned_q, bool d16) {
     act32 *a = dst;
     const int64_t nblk = cols / 32;
     for (int64_t p = 0; p < (nblk + 1) / 2; p++) {
@@ -233,9 +240,20 @@ static void convert_act32(const float *x, void *dst, int64_t cols, bool unsigned
                 sum = quant_block32(x + k * 32, &d, ap->qs + 32 * h);
             else
                 memset(ap->qs + 32 * h, 0, 32);
+            if (d16)
+                d = scale_f16(d);
             for (int l = 0; l < 8; l++) {
                 ap->dxv[8 * h + l] = d;
                 ap->ci[8 * h + l] = -sum;
+            }
+            /* MXFP4 (d16): each lane's own offset, -128 times the sum of
+             * its 4 quants, so that every lane holds its exact integer dot
+             * product; a block-wide -16 sum per lane leaves lane values
+             * near 128 x 4 x 127 that cancel only after the f32 products,
+             * losing up to 2e-5 of the result against ggml's. */
+            for (int l = 0; d16 && l < 8; l++) {
+                const int8_t *q4 = ap->qs + 32 * h + 4 * l;
+                ap->ci[8 * h + l] = -128 * (q4[0] + q4[1] + q4[2] + q4[3]);
             }
         }
         if (unsigned_q) {
@@ -246,10 +264,15 @@ static void convert_act32(const float *x, void *dst, int64_t cols, bool unsigned
 }
 
 static void convert_q4_0(const float *x, void *dst, int64_t cols) {
-    convert_act32(x, dst, cols, false);
+    convert_act32(x, dst, cols, false, false);
 }
 static void convert_q8_0(const float *x, void *dst, int64_t cols) {
-    convert_act32(x, dst, cols, true);
+    convert_act32(x, dst, cols, true, false);
+}
+/* MXFP4: ggml's Q8_0 activations exactly (fp16 scales), so that a gpt-oss
+ * router near a tie sees the products llama.cpp sees (docs/MODEL.md). */
+static void convert_mxfp4(const float *x, void *dst, int64_t cols) {
+    convert_act32(x, dst, cols, false, true);
 }
 
 /* [d0 x 8, d1 x 8] as floats from two f16 scales. */
@@ -821,9 +844,10 @@ static bool mm_ops_new_types(tn_mm_ops *ops, uint32_t type) {
  *
  * As IQ4_NL: the nibbles look up the 16 E2M1 levels (doubled: integers)
  * + 128 with vpshufb, unsigned for vpdpbusd, and the 128 * sum(x) this adds
- * comes off through the accumulator's start value (16 * ci in each of the 8
- * lanes of a block). Each block's scale is the E8M0 byte's power of two,
- * halved (tn_e8m0_half). Activations: Q4_0's (act32, signed). */
+ * comes off through the accumulator's start value (each lane's -128 times
+ * the sum of its own 4 quants, convert_mxfp4: every lane exact). Each block's scale is the E8M0 byte's power of two,
+ * halved (tn_e8m0_half). Activations: Q4_0's (act32, signed), their scales
+ * rounded to fp16 as ggml's Q8_0 (convert_mxfp4). */
 INLINE void rows_mxfp4(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
                        float *y, int64_t ys) {
     const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
@@ -850,9 +874,12 @@ INLINE void rows_mxfp4(const uint8_t *w, int64_t nblk, const uint8_t *act, size_
 #pragma GCC unroll 16
         for (int j = 0; j < nb; j++) {
             const act32 *a = (const act32 *)((const uint8_t *)a0 + j * as);
-            __m512i start = _mm512_slli_epi32(_mm512_load_si512(a->ci), 4);
-            __m512i dot = _mm512_dpbusd_epi32(start, q, _mm512_load_si512(a->qs));
-            acc[j] = pair_update(acc[j], dot, a, dwv);
+            __m512i dot = _mm512_dpbusd_epi32(_mm512_load_si512(a->ci), q,
+                                              _mm512_load_si512(a->qs));
+            /* ggml's order: the two scales' product (exact: dw is a power
+             * of two) times the integer sum, added by one fma. */
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                     _mm512_mul_ps(_mm512_load_ps(a->dxv), dwv), acc[j]);
         }
     }
 #pragma GCC unroll 16
@@ -867,7 +894,7 @@ static bool mm_ops_mxfp4(tn_mm_ops *ops, uint32_t type) {
     if (type != TN_TYPE_MXFP4)
         return false;
     ops->act_bytes = act32_bytes;
-    ops->convert = convert_q4_0;
+    ops->convert = convert_mxfp4;
     ops->tile = tile_mxfp4;
     return true;
 }

@@ -1880,6 +1880,10 @@ static void check_mkmodel_oss(void) {
     if (!m)
         return;
     CHECK(tn_model_arch(m) == TN_ARCH_GPTOSS && !strcmp(tn_arch_name(TN_ARCH_GPTOSS), "gpt-oss"));
+    /* Its MXFP4 experts round activations' scales to fp16 (ggml's Q8_0):
+     * pins made before that must not be restored into it. */
+    CHECKF(strstr(tn_model_arithmetic(m), "/mx16") != NULL, "gpt-oss: arithmetic '%s' lacks mx16",
+           tn_model_arithmetic(m));
     const uint64_t experts = 2ULL * 3 * 8 * 256 * tn_type_row_bytes(TN_TYPE_MXFP4, 128);
     CHECKF(tn_model_repacked_bytes(m) < tn_model_weight_bytes(m) - experts,
            "gpt-oss: %llu bytes repacked: the experts were copied",
@@ -1987,6 +1991,9 @@ static void check_layouts(void) {
         /* IQ4_NL ran row kernels until session 11: its pins must not match. */
         CHECKF(!x16 || types[t] != TN_TYPE_IQ4_NL || strstr(arith[0], "+nl/"),
                "iq4_nl: arithmetic '%s' lacks +nl", arith[0]);
+        CHECKF(!strstr(arith[0], "/mx16") && !strstr(arith[1], "/mx16"),
+               "%s: arithmetic '%s' names MXFP4 products in a file without any",
+               tn_type_name(types[t]), arith[0]);
         CHECKF(!strcmp(arith[0], arith[2]) && !memcmp(lg[0], lg[2], sizeof(float) * N * s.V),
                "two loads with the same arithmetic gave different logits");
         double worst = 0;

@@ -6,6 +6,7 @@
 #include "tn-test.h"
 
 #include "cpu/tn-cpu.h"
+#include "tn-quant.h"
 
 #include <float.h>
 #include <math.h>
@@ -357,6 +358,106 @@ static void test_odd_blocks(tn_cpu *cpu, const float *x) {
         }
         free(buf);
     }
+}
+
+/* MXFP4 against ggml's arithmetic (ggml-cpu: quantize_row_q8_0, then
+ * ggml_vec_dot_mxfp4_q8_0 or its repacked gemv): each activation block of
+ * 32 to int8 with q = rint(x * (127 / amax)) (f32, to nearest even), its
+ * scale amax / 127 STORED AS FP16; per block the exact integer sum of
+ * level x q times fp16 scale x E8M0 half-scale. The SIMD families must
+ * give that up to f32 accumulation: |y - ref| <= 2e-6 * S, S the sum of
+ * the blocks' |terms| (at most ~14 f32 roundings of u = 6e-8 on the way).
+ * An f32 activation scale instead of fp16 moves each block by up to 4.9e-4
+ * of itself (about 6e-5 S per output), and one quant off by one moves it
+ * by about 1e-3 S: either fails here. Block magnitudes span 1e-4..3e3 so
+ * that the scales' fp16 rounding varies; one block is all zero. The
+ * scalar reference (f32 activations, unrounded) is not held to this. */
+static double f16_round(double d) {
+    if (d == 0)
+        return 0;
+    int e;
+    frexp(d, &e); /* d = m 2^e, m in [0.5, 1); fp16: 11 bits, quantum at least 2^-24 */
+    const int q = e - 11 < -24 ? -24 : e - 11;
+    return ldexp(nearbyint(ldexp(d, -q)), q);
+}
+
+static void test_mxfp4_ggml(tn_cpu *cpu) {
+    enum { R = 24, C = 512, NB = 6, NBLK = C / 32 };
+    const size_t rb = tn_type_row_bytes(TN_TYPE_MXFP4, C);
+    uint8_t *w = malloc(rb * R);
+    float *x = malloc(sizeof(float) * NB * C), *y = malloc(sizeof(float) * NB * R);
+    double *ref = malloc(sizeof(double) * NB * R), *mag = malloc(sizeof(double) * NB * R);
+    if (!w || !x || !y || !ref || !mag) {
+        CHECKF(0, "mxfp4 ggml: out of memory");
+        goto out;
+    }
+    for (int r = 0; r < R; r++) {
+        float src[C];
+        for (int k = 0; k < C; k++)
+            src[k] = 0.03f * (1.0f + (float)(r % 4)) * tn_test_randf(&rng);
+        CHECK(tn_quantize_row(TN_TYPE_MXFP4, src, w + (size_t)r * rb, C) == TN_OK);
+    }
+    for (int b = 0; b < NB; b++)
+        for (int k = 0; k < C; k++) {
+            const int blk = k / 32;
+            const float e10 = -4.0f + 7.5f * (float)((b * 7 + blk * 5) % 23) / 22.0f;
+            const float scale = (b * NBLK + blk) % 17 == 5 ? 0.0f : powf(10.0f, e10);
+            x[b * C + k] = scale * tn_test_randf(&rng);
+        }
+    for (int b = 0; b < NB; b++) {
+        int8_t q[C];
+        double dx[NBLK];
+        for (int blk = 0; blk < NBLK; blk++) {
+            const float *v = x + b * C + blk * 32;
+            float amax = 0;
+            for (int i = 0; i < 32; i++)
+                amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+            const float id = amax > 0 ? 127.0f / amax : 0.0f;
+            for (int i = 0; i < 32; i++)
+                q[blk * 32 + i] = (int8_t)nearbyintf(v[i] * id);
+            dx[blk] = f16_round((double)(amax / 127.0f));
+        }
+        for (int r = 0; r < R; r++) {
+            const tn_block_mxfp4 *wb = (const tn_block_mxfp4 *)(w + (size_t)r * rb);
+            double sum = 0, abs_sum = 0;
+            for (int blk = 0; blk < NBLK; blk++) {
+                int32_t isum = 0;
+                for (int j = 0; j < 16; j++) {
+                    isum += tn_mxfp4_values[wb[blk].qs[j] & 15] * q[blk * 32 + j];
+                    isum += tn_mxfp4_values[wb[blk].qs[j] >> 4] * q[blk * 32 + j + 16];
+                }
+                const double term = (double)isum * dx[blk] * (double)tn_e8m0_half(wb[blk].e);
+                sum += term;
+                abs_sum += fabs(term);
+            }
+            ref[b * R + r] = sum;
+            mag[b * R + r] = abs_sum;
+        }
+    }
+    tn_weight wt = {.type = TN_TYPE_MXFP4, .rows = R, .cols = C, .data = w, .row_bytes = rb};
+    for (int isa = 1; isa < TN_ISA_COUNT_; isa++) {
+        if (!tn_isa_available((tn_isa)isa))
+            continue;
+        CHECK(tn_matmul_isa(cpu, (tn_isa)isa, &wt, x, NB, y) == TN_OK);
+        int bad = 0;
+        double worst = 0;
+        for (int i = 0; i < NB * R; i++) {
+            const double e = fabs((double)y[i] - ref[i]) / (mag[i] > 0 ? mag[i] : 1);
+            worst = e > worst ? e : worst;
+            bad += e > 2e-6;
+        }
+        CHECKF(bad == 0, "%s/mxfp4: %d of %d products differ from ggml's arithmetic (worst %.3g of S)",
+               tn_isa_name((tn_isa)isa), bad, NB * R, worst);
+        if (getenv("TERN_TEST_VERBOSE"))
+            fprintf(stderr, "%s/mxfp4 against ggml's arithmetic: worst %.3g of S\n",
+                    tn_isa_name((tn_isa)isa), worst);
+    }
+out:
+    free(w);
+    free(x);
+    free(y);
+    free(ref);
+    free(mag);
 }
 
 /* ------------------------------------------------------------ attention
@@ -794,6 +895,7 @@ int main(void) {
             test_type(&cases[i], x, pools);
         test_weights_repack(pools[1], x);
         test_odd_blocks(pools[1], x);
+        test_mxfp4_ggml(pools[1]);
         free(x);
     }
     test_errors(pools[0]);

@@ -7,12 +7,58 @@
  *   TOKENS: a file of whitespace-separated token ids. Prints one line per
  *   position i: "i top1 logit1 top2 logit2" for the logits after token i.
  *   GREEDY_N > 0: then prints "greedy t1 t2 ..." for GREEDY_N greedy steps
- *   after the whole token list. */
+ *   after the whole token list.
+ * LLAMA_TOP2_ROUTER=NAME (e.g. ffn_moe_probs for gpt-oss: its biased logits,
+ * ffn_moe_logits for qwen3moe): also prints, on stderr, "router IL POS l0
+ * l1 ..." with every position's router logits of layer IL, taken from the
+ * graph's tensors NAME-IL by an eval callback (Tern's TERN_DEBUG_ROUTER
+ * prints the same lines). */
+#include "ggml-backend.h"
+#include "ggml.h"
 #include "llama.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+typedef struct {
+    const char *name; /* the tensor name before "-IL" */
+    int pos0;         /* position of the batch's first token */
+    float *buf;
+    size_t cap;
+} router_dump;
+
+static bool router_cb(struct ggml_tensor *t, bool ask, void *user) {
+    router_dump *r = user;
+    const size_t len = strlen(r->name);
+    /* ne[0] < 2: a one-column tensor of the same name also shows up (seen
+     * for gpt-oss's ffn_moe_probs); the router's rows are n_expert wide. */
+    if (strncmp(t->name, r->name, len) || t->name[len] != '-' || t->type != GGML_TYPE_F32 ||
+        t->ne[0] < 2)
+        return false;
+    if (ask)
+        return true;
+    if (!ggml_is_contiguous(t))
+        return true;
+    const size_t n = (size_t)ggml_nelements(t);
+    if (n > r->cap) {
+        float *b = realloc(r->buf, n * sizeof *b);
+        if (!b)
+            return true;
+        r->buf = b;
+        r->cap = n;
+    }
+    ggml_backend_tensor_get(t, r->buf, 0, n * sizeof(float));
+    const int il = atoi(t->name + len + 1);
+    for (int64_t i = 0; i < t->ne[1]; i++) {
+        fprintf(stderr, "router %d %d", il, r->pos0 + (int)i);
+        for (int64_t e = 0; e < t->ne[0]; e++)
+            fprintf(stderr, " %.6f", (double)r->buf[i * t->ne[0] + e]);
+        fputc('\n', stderr);
+    }
+    return true;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -63,6 +109,11 @@ int main(int argc, char **argv) {
     cp.n_ubatch = 512;
     cp.n_threads = threads;
     cp.n_threads_batch = threads;
+    router_dump rd = {.name = getenv("LLAMA_TOP2_ROUTER")};
+    if (rd.name && *rd.name) {
+        cp.cb_eval = router_cb;
+        cp.cb_eval_user_data = &rd;
+    }
     struct llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx)
         return 1;
@@ -79,6 +130,7 @@ int main(int argc, char **argv) {
             batch.logits[i] = 1;
         }
         double tb = now_s();
+        rd.pos0 = p0;
         if (llama_decode(ctx, batch) != 0)
             return 1;
         t_pp += now_s() - tb;
@@ -99,6 +151,7 @@ int main(int argc, char **argv) {
             top2(l, V, &a, &b);
             printf(" %d", a);
             llama_token t = a;
+            rd.pos0 = n + g;
             if (llama_decode(ctx, llama_batch_get_one(&t, 1)) != 0)
                 return 1;
             l = llama_get_logits_ith(ctx, -1);
@@ -107,6 +160,7 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr, "timing: %d positions in %.2f s (%.2f tok/s, all logits); %d greedy steps in %.2f s (%.2f tok/s)\n",
             n, t_pp, n / t_pp, greedy, now_s() - tg0, greedy > 0 ? greedy / (now_s() - tg0) : 0.0);
+    free(rd.buf);
     llama_batch_free(batch);
     llama_free(ctx);
     llama_model_free(model);
