@@ -16,7 +16,6 @@
 #include "tn-quant.h"
 
 #include <immintrin.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Activation rows per pass, one zmm accumulator each (K-quants keep more
@@ -1281,41 +1280,16 @@ INLINE __m512i bcast32(const uint8_t *p) {
 /* Prefetch of the chunk X16K_PREFETCH ahead, a hint only. Unlike Q4_0's
  * (rows_x16) it pays at one row too: Q4_K at B = 1 streamed 17 GB/s
  * without it and 27-28 with it, Q5_K 10-14 -> 26-29, Q6_K unchanged
- * (tools/cputime/kernels.c, 8192x2048, one thread, alternated runs).
- *
- * At one or two activation rows (decode) TERN_EXP_KPF, read once, picks an
- * experiment for the lead to measure on a quiet machine without a rebuild
- * (docs/PERFORMANCE.md): 0 or unset, the above (T0, two super-blocks on);
- * 1, into L2 (T1) at the same distance (4.6 KB for Q4_K, as far as Q4_0's
- * decode prefetch); 2, T1 four super-blocks on. Q4_0 gained from T1 at one
- * row (rows_x16). Hints only: no bit of any result changes. */
+ * (tools/cputime/kernels.c, 8192x2048, one thread, alternated runs). */
 #define X16K_PREFETCH 2
-static _Atomic int x16k_decode_pf = -1;
-
-static int x16k_decode_pf_read(void) {
-    int m = atomic_load_explicit(&x16k_decode_pf, memory_order_relaxed);
-    if (m < 0) {
-        const char *e = getenv("TERN_EXP_KPF");
-        m = e && (e[0] == '1' || e[0] == '2') && !e[1] ? e[0] - '0' : 0;
-        atomic_store_explicit(&x16k_decode_pf, m, memory_order_relaxed);
-    }
-    return m;
-}
-
-INLINE void x16k_prefetch(const uint8_t *c, size_t cb, int nb, int pf_mode) {
-    if (nb <= 2 && pf_mode > 0) {
-        const uintptr_t pf = (uintptr_t)c + (pf_mode == 1 ? 2 : 4) * cb;
-        for (size_t o = 0; o < cb; o += 64)
-            _mm_prefetch((const char *)(pf + o), _MM_HINT_T1);
-        return;
-    }
+INLINE void x16k_prefetch(const uint8_t *c, size_t cb) {
     const uintptr_t pf = (uintptr_t)c + X16K_PREFETCH * cb;
     for (size_t o = 0; o < cb; o += 64)
         _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
 }
 
 INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t *act, size_t as,
-                         int nb, float *y, int64_t ys, int valid, int pf_mode) {
+                         int nb, float *y, int64_t ys, int valid) {
     const int64_t nsb = cols / 256;
     const size_t cb = q5 ? 16 * sizeof(tn_block_q5_K) : 16 * sizeof(tn_block_q4_K);
     const __m512i v16 = _mm512_set1_epi8(0x10);
@@ -1327,7 +1301,7 @@ INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t 
         acc[b] = _mm512_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
-        x16k_prefetch(c, cb, nb, pf_mode);
+        x16k_prefetch(c, cb);
         /* scales[0..3] (w0): sc 0..3 low 6 bits, top bits of sc 4..7;
          * scales[4..7] (w1): the same for the mins; scales[8..11] (w2):
          * low 4 bits of sc 4..7 (low nibbles) and of m 4..7 (high). */
@@ -1401,7 +1375,7 @@ INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t 
 }
 
 INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, size_t as, int nb,
-                         float *y, int64_t ys, int valid, int pf_mode) {
+                         float *y, int64_t ys, int valid) {
     const int64_t nsb = cols / 256;
     const size_t cb = 16 * sizeof(tn_block_q6_K);
     const __m512i lo4 = _mm512_set1_epi8(0x0f), b45 = _mm512_set1_epi8(0x30);
@@ -1411,7 +1385,7 @@ INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
         acc[b] = _mm512_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
-        x16k_prefetch(c, cb, nb, pf_mode);
+        x16k_prefetch(c, cb);
         __m512i isum[KB_K];
 #pragma GCC unroll 8
         for (int b = 0; b < nb; b++)
@@ -1457,14 +1431,13 @@ INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 }
 
 #define CALL_x16k(N)                                                                         \
-    (Q6 ? rows_x16_q6k(g, w->cols, act, mm->act_row, N, y, w->rows, valid, pf_mode)           \
-        : rows_x16_q4k(g, w->cols, Q5, act, mm->act_row, N, y, w->rows, valid, pf_mode))
+    (Q6 ? rows_x16_q6k(g, w->cols, act, mm->act_row, N, y, w->rows, valid)                    \
+        : rows_x16_q4k(g, w->cols, Q5, act, mm->act_row, N, y, w->rows, valid))
 #define X16K_TILE(NAME, IS_Q5, IS_Q6)                                                       \
     static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,      \
                      int nb) {                                                             \
         (void)thr;                                                                         \
         const bool Q5 = IS_Q5, Q6 = IS_Q6;                                                 \
-        const int pf_mode = atomic_load_explicit(&x16k_decode_pf, memory_order_relaxed);  \
         const tn_weight *w = mm->w;                                                        \
         const size_t gb = tn_x16_group_bytes(w->type, w->cols);                            \
         for (int64_t r = r0; r < r1; r += 16) {                                            \
@@ -1486,7 +1459,6 @@ X16K_TILE(tile_x16_q6k, false, true)
 static bool x16k_ops(tn_mm_ops *ops, uint32_t type) {
     if (type != TN_TYPE_Q4_K && type != TN_TYPE_Q5_K && type != TN_TYPE_Q6_K)
         return false;
-    (void)x16k_decode_pf_read(); /* before any tile runs; -1 there reads as 0 */
     ops->act_bytes = act_x16k_bytes;
     ops->convert = type == TN_TYPE_Q6_K ? convert_x16_q6k : convert_x16_q4k;
     ops->tile = type == TN_TYPE_Q4_K ? tile_x16_q4k : type == TN_TYPE_Q5_K ? tile_x16_q5k : tile_x16_q6k;
