@@ -15,8 +15,11 @@
 #              tokens); LAYERS default 2: layer 0 sliding, layer 1 full.
 #              Files: f16, mxfp4 (experts MXFP4, the rest Q8_0, as the
 #              published file) and llama-quantize's MXFP4_MOE of the f16 file.
-#   qwen3moe   and gemma4moe: as tools/compare/qwen3moe-compare.sh and
-#              gemma4moe-compare.sh (kept; their tables here are the same).
+#   qwen3moe   Qwen3-30B-A3B (2048 wide, 32/4 heads of 128, 128 experts of 768,
+#              8 per token), LAYERS default 4; files f16, q8_0, q4_k_m and
+#              llama-quantize's Q4_K_M of the f16 file.
+#   gemma4moe  Gemma 4 26B-A4B, LAYERS default 2 (one sliding, one full),
+#              untied; files f16, q8_0 and llama-quantize's Q4_K_M.
 #
 # usage: tools/compare/moe-compare.sh ARCH TERN_BUILD LLAMA_CPP_DIR [THREADS] [LAYERS]
 #   ARCH: gpt-oss | qwen3moe | gemma4moe
