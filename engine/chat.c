@@ -957,6 +957,22 @@ static int parse_arguments(const char *args, tn_json_doc **doc, tn_error *err) {
     return tn_json_parse(args, strlen(args), "arguments", doc, err);
 }
 
+/* Message i's call k must carry JSON arguments (Gemma 4's and gpt-oss's
+ * templates both parse them): a clear error before anything renders. */
+static int check_arguments(const tn_chat_tool_call *tc, size_t i, size_t k, tn_error *err) {
+    tn_json_doc *doc = NULL;
+    tn_error jerr;
+    int rc = parse_arguments(tc->arguments, &doc, &jerr);
+    tn_json_free(doc);
+    if (rc == TN_ERR_NOMEM)
+        return tn_fail(err, rc, "chat template: out of memory rendering the prompt");
+    if (rc != TN_OK)
+        return tn_fail(err, TN_ERR_INVALID,
+                       "message %zu, tool call %zu (%s): the arguments are not valid JSON: %s",
+                       i, k, tc->name, jerr.message);
+    return TN_OK;
+}
+
 /* <|tool_call>call:NAME{ARGS}<tool_call|>: an object's members unbraced
  * (the braces are the template's), a string as it is, anything else
  * nothing; no arguments at all are "{}". */
@@ -1083,17 +1099,9 @@ static int gemma4_check_tools(const tn_chat_message *m, size_t n, tn_error *err)
             const tn_chat_tool_call *tc = &m[i].tool_calls[k];
             if (!tc->arguments)
                 continue;
-            tn_json_doc *doc = NULL;
-            tn_error jerr;
-            int rc = parse_arguments(tc->arguments, &doc, &jerr);
-            tn_json_free(doc);
-            if (rc == TN_ERR_NOMEM)
-                return tn_fail(err, rc, "chat template: out of memory rendering the prompt");
+            int rc = check_arguments(tc, i, k, err);
             if (rc != TN_OK)
-                return tn_fail(err, TN_ERR_INVALID,
-                               "message %zu, tool call %zu (%s): the arguments are not valid "
-                               "JSON: %s",
-                               i, k, tc->name, jerr.message);
+                return rc;
         }
     }
     return TN_OK;
@@ -1301,17 +1309,9 @@ static int gptoss_check(const tn_chat_message *m, size_t n, tn_error *err) {
                                "none)",
                                i, k, tc->name);
             }
-            tn_json_doc *doc = NULL;
-            tn_error jerr;
-            int rc = parse_arguments(tc->arguments, &doc, &jerr);
-            tn_json_free(doc);
-            if (rc == TN_ERR_NOMEM)
-                return tn_fail(err, rc, "chat template: out of memory rendering the prompt");
+            int rc = check_arguments(tc, i, k, err);
             if (rc != TN_OK)
-                return tn_fail(err, TN_ERR_INVALID,
-                               "message %zu, tool call %zu (%s): the arguments are not valid "
-                               "JSON: %s",
-                               i, k, tc->name, jerr.message);
+                return rc;
         }
     }
     return TN_OK;
