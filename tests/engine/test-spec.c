@@ -187,18 +187,6 @@ static tn_session *new_session(const tn_model *m, int32_t n_ctx) {
     return s;
 }
 
-static uint64_t pinned_rows_hash(tn_session *s) {
-    int32_t n_pin = tn_session_pin_info(s).n_pin;
-    tn_ctx *c = tn_session_ctx(s);
-    uint64_t bytes = tn_ctx_kv_state_bytes(c, n_pin);
-    void *buf = malloc(bytes ? bytes : 1);
-    uint64_t h = 0;
-    if (tn_ctx_kv_len(c) >= n_pin && tn_ctx_kv_state_save(c, n_pin, buf, bytes, NULL) == TN_OK)
-        h = tn_checksum64(buf, bytes, 0);
-    free(buf);
-    return h;
-}
-
 static void ask(tn_session *s, const int32_t *req, int32_t n_req, const tn_gen_params *g,
                 answer *a) {
     memset(a, 0, sizeof *a);
@@ -403,7 +391,7 @@ static void compare_all(const char *what, tn_session *s, drafters *d, const int3
         {"dflash d2t gemma-layers", d->dflash_alt, 0},
         {"mtp", d->mtp, 0},               {"mtp K=6", d->mtp, 6},
     };
-    const uint64_t h0 = pinned_rows_hash(s);
+    const uint64_t h0 = tn_test_pinned_rows_hash(s);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         if (!runs[i].dr)
             continue;
@@ -428,7 +416,7 @@ static void compare_all(const char *what, tn_session *s, drafters *d, const int3
         if (!strcmp(runs[i].name, "empty"))
             CHECK(a.st.drafted == 0 && a.st.verify_steps == 0);
     }
-    CHECKF(pinned_rows_hash(s) == h0, "%s: the pinned rows changed", what);
+    CHECKF(tn_test_pinned_rows_hash(s) == h0, "%s: the pinned rows changed", what);
 }
 
 static void greedy_model(const char *arch, const char *type, int64_t embd, uint64_t seed) {
