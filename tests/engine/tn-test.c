@@ -1,5 +1,6 @@
 #include "tn-test.h"
 
+#include "tn-internal.h"
 #include "tn-session.h"
 
 #include <stdio.h>
@@ -103,12 +104,7 @@ const char *tn_test_vocab(const char *name) {
     return path;
 }
 
-uint64_t tn_test_rand(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+uint64_t tn_test_rand(uint64_t *state) { return tn_splitmix64(state); }
 
 float tn_test_randf(uint64_t *state) {
     return (float)((tn_test_rand(state) >> 40) * (1.0 / (1ULL << 24))) * 2.0f - 1.0f;
