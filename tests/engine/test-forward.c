@@ -1680,8 +1680,10 @@ static tn_model *mk_load(const tn_mkmodel_params *p, const char *name, char path
  * must be finite. */
 static void check_decode(tn_model *m, int threads, int n) {
     int32_t toks[16];
-    CHECK(n <= 16);
-    for (int i = 0; i < n && i < 16; i++)
+    CHECK(n >= 1 && n <= 16);
+    if (n < 1 || n > 16)
+        return;
+    for (int i = 0; i < n; i++)
         toks[i] = i + 1;
     tn_error err = {0};
     tn_ctx *ctx = NULL;
