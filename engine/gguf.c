@@ -70,15 +70,6 @@ static const char *gguf_type_name(uint32_t t) {
     return t < TN_GGUF_TYPE_COUNT_ ? names[t] : "unknown";
 }
 
-static uint64_t hash_bytes(const char *p, uint64_t n) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (uint64_t i = 0; i < n; i++) {
-        h ^= (uint8_t)p[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
 bool tn_str_eq(tn_str s, const char *cstr) {
     size_t n = strlen(cstr);
     return s.len == n && memcmp(s.ptr, cstr, n) == 0;
@@ -356,7 +347,7 @@ static int build_tensor_index(tn_gguf *g, tn_error *err) {
     g->tensor_index_cap = cap;
     for (int64_t i = 0; i < g->n_tensors; i++) {
         tn_str name = g->tensors[i].name;
-        uint64_t slot = hash_bytes(name.ptr, name.len) & (cap - 1);
+        uint64_t slot = tn_fnv1a(name.ptr, name.len) & (cap - 1);
         while (g->tensor_index[slot]) {
             const tn_gguf_tensor *other = &g->tensors[g->tensor_index[slot] - 1];
             if (str_eq2(other->name, name)) {
@@ -429,7 +420,7 @@ static int parse(tn_gguf *g, tn_error *err) {
         if (type >= TN_GGUF_TYPE_COUNT_)
             return tn_fail(err, TN_ERR_FORMAT, "%s: metadata key '%s' has unknown type %u",
                            g->path, printable(kv->key, kbuf, sizeof kbuf), type);
-        uint64_t slot = hash_bytes(kv->key.ptr, kv->key.len) & (key_cap - 1);
+        uint64_t slot = tn_fnv1a(kv->key.ptr, kv->key.len) & (key_cap - 1);
         for (; g->key_index[slot]; slot = (slot + 1) & (key_cap - 1))
             if (str_eq2(g->kvs[g->key_index[slot] - 1].key, kv->key))
                 return tn_fail(err, TN_ERR_FORMAT, "%s: metadata key '%s' appears twice",
@@ -892,7 +883,7 @@ const tn_gguf_tensor *tn_gguf_find_tensor(const tn_gguf *g, const char *name) {
     if (!g->tensor_index_cap)
         return NULL;
     size_t n = strlen(name);
-    uint64_t slot = hash_bytes(name, n) & (g->tensor_index_cap - 1);
+    uint64_t slot = tn_fnv1a(name, n) & (g->tensor_index_cap - 1);
     while (g->tensor_index[slot]) {
         const tn_gguf_tensor *t = &g->tensors[g->tensor_index[slot] - 1];
         if (t->name.len == n && memcmp(t->name.ptr, name, n) == 0)

@@ -30,20 +30,6 @@ typedef struct dtensor {
     const void *raw; /* when set: the tensor's bytes as they are (d2t, rope_freqs) */
 } dtensor;
 
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t fnv(const char *s) {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ULL;
-    return h;
-}
-
 /* Uniform rows of the given std (ones for norms), quantized row by row; a
  * row depends only on (seed, name, row). */
 static int fill(void *user, const char *name, void *dst, uint64_t nbytes, tn_error *err) {
@@ -61,9 +47,9 @@ static int fill(void *user, const char *name, void *dst, uint64_t nbytes, tn_err
     const float a = t->std * sqrtf(3.0f);
     int rc = TN_OK;
     for (uint64_t r = 0; r < t->ne[1] && rc == TN_OK; r++) {
-        uint64_t s = t->seed ^ fnv(t->name) ^ (r * 0x9e3779b97f4a7c15ULL);
+        uint64_t s = t->seed ^ tn_fnv1a_str(t->name) ^ (r * 0x9e3779b97f4a7c15ULL);
         for (uint64_t i = 0; i < t->ne[0]; i++) {
-            const double u = (double)(splitmix(&s) >> 11) * (1.0 / 9007199254740992.0);
+            const double u = (double)(tn_splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0);
             row[i] = t->std > 0 ? (float)((2.0 * u - 1.0) * a) : 1.0f;
         }
         if (tn_quantize_row(t->type, row, (uint8_t *)dst + r * row_bytes, (int64_t)t->ne[0]) !=

@@ -35,20 +35,6 @@ typedef struct vtensor {
     float sign; /* V_BOUND: -1 for a lower bound, 1 for an upper */
 } vtensor;
 
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t fnv(const char *s) {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ULL;
-    return h;
-}
-
 /* Norm weights near 1, small biases, position embeddings and matrices of
  * unit-variance-preserving scale; a row depends only on (seed, name, row). */
 static int fill(void *user, const char *name, void *dst, uint64_t nbytes, tn_error *err) {
@@ -62,9 +48,9 @@ static int fill(void *user, const char *name, void *dst, uint64_t nbytes, tn_err
     const float mat = sqrtf(3.0f / (float)t->row_len);
     int rc = TN_OK;
     for (int64_t r = 0; r < t->rows && rc == TN_OK; r++) {
-        uint64_t s = t->seed ^ fnv(t->name) ^ ((uint64_t)r * 0x9e3779b97f4a7c15ULL);
+        uint64_t s = t->seed ^ tn_fnv1a_str(t->name) ^ ((uint64_t)r * 0x9e3779b97f4a7c15ULL);
         for (int64_t i = 0; i < t->row_len; i++) {
-            const float u = (float)((double)(splitmix(&s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+            const float u = (float)((double)(tn_splitmix64(&s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
             row[i] = t->kind == V_MATRIX ? u * mat
                      : t->kind == V_NORM ? 1.0f + 0.2f * u
                      : t->kind == V_BIAS ? 0.05f * u

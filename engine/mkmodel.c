@@ -183,24 +183,6 @@ static bool g4_swa(const tn_mkmodel_params *p, int64_t il) {
     return il % period != period - 1;
 }
 
-/* ------------------------------------------------------------- randomness */
-
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t name_hash(const char *s) {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) {
-        h ^= (uint8_t)*s;
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
 /* ------------------------------------------------------------ tensor plan */
 
 /* FILL_ROPE_PROP: Gemma 4's rope_freqs for partial_rotary_factor 0.25, the
@@ -498,7 +480,7 @@ static void fill_rows(fill_job *job, uint64_t r0, uint64_t r1, float *row) {
     const tensor_plan *t = job->t;
     /* uniform on [-a, a] has std a / sqrt(3) */
     float a = t->std * sqrtf(3.0f);
-    uint64_t base = job->seed ^ name_hash(t->name);
+    uint64_t base = job->seed ^ tn_fnv1a_str(t->name);
     for (uint64_t r = r0; r < r1; r++) {
         uint64_t s = base + r * 0x9e3779b97f4a7c15ULL;
         for (uint64_t i = 0; i < t->ne[0]; i++) {
@@ -507,7 +489,7 @@ static void fill_rows(fill_job *job, uint64_t r0, uint64_t r1, float *row) {
             } else if (t->kind == FILL_ROPE_PROP) {
                 row[i] = i < t->ne[0] / 4 ? 1.0f : 1e30f;
             } else {
-                double u = (double)(splitmix(&s) >> 11) * (1.0 / 9007199254740992.0);
+                double u = (double)(tn_splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0);
                 row[i] = (float)((2.0 * u - 1.0) * a);
             }
         }
@@ -575,9 +557,9 @@ static int fill_tensor(void *user, const char *name, void *dst, uint64_t nbytes,
         return tn_fail(err, job.status, "mkmodel: cannot produce %s as %s", name,
                        tn_type_name(t->type));
     /* The rest of the rows: copies of the pool's, picked by the seed. */
-    uint64_t s = job.seed ^ name_hash(t->name) ^ 0x706f6f6cULL;
+    uint64_t s = job.seed ^ tn_fnv1a_str(t->name) ^ 0x706f6f6cULL;
     for (uint64_t r = pool; r < rows; r++)
-        memcpy(job.dst + r * job.row_bytes, job.dst + (splitmix(&s) % pool) * job.row_bytes,
+        memcpy(job.dst + r * job.row_bytes, job.dst + (tn_splitmix64(&s) % pool) * job.row_bytes,
                job.row_bytes);
     return TN_OK;
 }

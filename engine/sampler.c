@@ -52,13 +52,6 @@ tn_sampler_params tn_sampler_default_params(void) {
     return p;
 }
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 static uint64_t xoshiro_next(uint64_t s[4]) {
@@ -82,7 +75,7 @@ void tn_sampler_reset(tn_sampler *s) {
         return;
     uint64_t x = s->p.seed;
     for (int i = 0; i < 4; i++)
-        s->rng[i] = splitmix64(&x);
+        s->rng[i] = tn_splitmix64(&x);
     s->hist_len = 0;
     s->hist_pos = 0;
 }

@@ -43,6 +43,25 @@ static inline uint16_t tn_rd_u16(const void *p) { uint16_t v; memcpy(&v, p, 2); 
 static inline uint32_t tn_rd_u32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint64_t tn_rd_u64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
+/* splitmix64: the next number of the stream *state. tn_mkmodel's weights and
+ * the sampler's seeding come from it: a change changes every demo model. */
+static inline uint64_t tn_splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* FNV-1a of n bytes (GGUF's key index; tn_mkmodel's per-tensor seeds). */
+static inline uint64_t tn_fnv1a(const void *p, size_t n) {
+    const uint8_t *b = p;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+static inline uint64_t tn_fnv1a_str(const char *s) { return tn_fnv1a(s, strlen(s)); }
+
 /* The sampler's vectorizable e^x for x <= 0 (engine/sampler.c), for its
  * test against exp(). */
 float tn_sampler_exp_neg(float x);

@@ -12,6 +12,18 @@
 int tn_vision_attend(tn_cpu *cpu, const float *q, const float *k, const float *v, float *out,
                      int64_t P, int64_t E, int64_t n_head, float scale, tn_error *err);
 
+/* A projector's tensors, for both encoders (gemma4: which model the
+ * messages name). A vector: n values of any type tn_dequantize_row reads,
+ * all finite, in a new array; an absent one sets *out = NULL and is an
+ * error only when required. A matrix: `rows` output features of a type with
+ * a matrix kernel, all dimensions but the last forming the reduction (the
+ * 4-D patch kernel [patch, patch, 3, E] included); *w points into the
+ * file's mapping. */
+int tn_vision_load_vec(const tn_gguf *g, bool gemma4, const char *name, int64_t n,
+                       bool required, float **out, tn_error *err);
+int tn_vision_load_mat(const tn_gguf *g, bool gemma4, const char *name, int64_t rows,
+                       int64_t cols, tn_weight *w, tn_error *err);
+
 /* The Gemma 4 vision projector (llama.cpp projector type "gemma4v"). */
 typedef struct tn_vision_g4 tn_vision_g4;
 

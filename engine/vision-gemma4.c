@@ -72,70 +72,14 @@ int tn_vg4_budgets(const int **list) {
 
 static const char *gpath(const tn_vision_g4 *v) { return tn_gguf_path(v->g); }
 
-/* A vector of n values of any readable type; absent: *out = NULL, and an
- * error only when required. */
 static int load_vec(tn_vision_g4 *v, const char *name, int64_t n, bool required, float **out,
                     tn_error *err) {
-    *out = NULL;
-    const tn_gguf_tensor *t = tn_gguf_find_tensor(v->g, name);
-    if (!t) {
-        if (!required)
-            return TN_OK;
-        return tn_fail(err, TN_ERR_FORMAT, "%s: missing tensor '%s' (not a complete Gemma 4 "
-                       "vision projector)", gpath(v), name);
-    }
-    uint64_t count = 1;
-    for (uint32_t d = 0; d < t->n_dims; d++)
-        count *= t->ne[d];
-    if ((int64_t)count != n || tn_type_row_bytes(t->type, count) != t->nbytes)
-        return tn_fail(err, TN_ERR_FORMAT, "%s: tensor '%s' has %llu values of type %s, expected "
-                       "%lld", gpath(v), name, (unsigned long long)count,
-                       tn_type_name(t->type) ? tn_type_name(t->type) : "?", (long long)n);
-    float *buf = malloc((size_t)n * sizeof *buf);
-    if (!buf)
-        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", gpath(v));
-    if (tn_dequantize_row(t->type, t->data, buf, n) != TN_OK) {
-        free(buf);
-        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: tensor '%s' has a type Tern cannot read",
-                       gpath(v), name);
-    }
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(buf[i])) {
-            free(buf);
-            return tn_fail(err, TN_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value",
-                           gpath(v), name);
-        }
-    *out = buf;
-    return TN_OK;
+    return tn_vision_load_vec(v->g, true, name, n, required, out, err);
 }
 
 static int load_mat(tn_vision_g4 *v, const char *name, int64_t rows, int64_t cols, tn_weight *w,
                     tn_error *err) {
-    const tn_gguf_tensor *t = tn_gguf_find_tensor(v->g, name);
-    if (!t)
-        return tn_fail(err, TN_ERR_FORMAT, "%s: missing tensor '%s' (not a complete Gemma 4 "
-                       "vision projector)", gpath(v), name);
-    uint64_t inner = 1;
-    for (uint32_t d = 0; d + 1 < t->n_dims; d++)
-        inner *= t->ne[d];
-    const size_t row_bytes = tn_type_row_bytes(t->type, inner);
-    if (t->n_dims < 2 || (int64_t)inner != cols || (int64_t)t->ne[t->n_dims - 1] != rows ||
-        row_bytes == 0 || row_bytes * (uint64_t)rows != t->nbytes)
-        return tn_fail(err, TN_ERR_FORMAT, "%s: tensor '%s' has shape [%llu x %llu], expected "
-                       "[%lld x %lld] (inputs x outputs)", gpath(v), name,
-                       (unsigned long long)inner,
-                       (unsigned long long)t->ne[t->n_dims > 1 ? t->n_dims - 1 : 0],
-                       (long long)cols, (long long)rows);
-    if (!tn_type_matrix_supported(t->type))
-        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: tensor '%s' has a type Tern cannot run (%s)",
-                       gpath(v), name, tn_type_name(t->type) ? tn_type_name(t->type) : "?");
-    memset(w, 0, sizeof *w);
-    w->type = t->type;
-    w->rows = rows;
-    w->cols = cols;
-    w->data = t->data;
-    w->row_bytes = row_bytes;
-    return TN_OK;
+    return tn_vision_load_mat(v->g, true, name, rows, cols, w, err);
 }
 
 /* A clamp bound: as llama.cpp's get_scalar, a one-value F32 tensor. */

@@ -42,38 +42,51 @@ struct tn_vision {
 
 static const char *vpath(const tn_vision *v) { return tn_gguf_path(v->g); }
 
-static int load_vec(tn_vision *v, const char *name, int64_t n, float **out, tn_error *err) {
-    const tn_gguf_tensor *t = tn_gguf_find_tensor(v->g, name);
+/* Whole sentences, one for each model, for the translators. */
+static int missing_tensor(const tn_gguf *g, bool gemma4, const char *name, tn_error *err) {
+    if (gemma4)
+        return tn_fail(err, TN_ERR_FORMAT, "%s: missing tensor '%s' (not a complete Gemma 4 "
+                       "vision projector)", tn_gguf_path(g), name);
+    return tn_fail(err, TN_ERR_FORMAT, "%s: missing tensor '%s' (not a complete Gemma 3 "
+                   "vision projector)", tn_gguf_path(g), name);
+}
+
+int tn_vision_load_vec(const tn_gguf *g, bool gemma4, const char *name, int64_t n,
+                       bool required, float **out, tn_error *err) {
+    *out = NULL;
+    const tn_gguf_tensor *t = tn_gguf_find_tensor(g, name);
     if (!t)
-        return tn_fail(err, TN_ERR_FORMAT, "%s: missing tensor '%s' (not a complete Gemma 3 "
-                       "vision projector)", vpath(v), name);
+        return required ? missing_tensor(g, gemma4, name, err) : TN_OK;
     uint64_t count = 1;
     for (uint32_t d = 0; d < t->n_dims; d++)
         count *= t->ne[d];
     if ((int64_t)count != n || tn_type_row_bytes(t->type, count) != t->nbytes)
         return tn_fail(err, TN_ERR_FORMAT, "%s: tensor '%s' has %llu values of type %s, expected "
-                       "%lld", vpath(v), name, (unsigned long long)count,
+                       "%lld", tn_gguf_path(g), name, (unsigned long long)count,
                        tn_type_name(t->type) ? tn_type_name(t->type) : "?", (long long)n);
     float *buf = malloc((size_t)n * sizeof *buf);
     if (!buf)
-        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", vpath(v));
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", tn_gguf_path(g));
     if (tn_dequantize_row(t->type, t->data, buf, n) != TN_OK) {
         free(buf);
         return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: tensor '%s' has a type Tern cannot read",
-                       vpath(v), name);
+                       tn_gguf_path(g), name);
     }
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(buf[i])) {
+            free(buf);
+            return tn_fail(err, TN_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value",
+                           tn_gguf_path(g), name);
+        }
     *out = buf;
     return TN_OK;
 }
 
-/* A matrix of `rows` output features; all dimensions but the last form the
- * reduction (the 4-D patch kernel [patch, patch, 3, E] included). */
-static int load_mat(tn_vision *v, const char *name, int64_t rows, int64_t cols, tn_weight *w,
-                    tn_error *err) {
-    const tn_gguf_tensor *t = tn_gguf_find_tensor(v->g, name);
+int tn_vision_load_mat(const tn_gguf *g, bool gemma4, const char *name, int64_t rows,
+                       int64_t cols, tn_weight *w, tn_error *err) {
+    const tn_gguf_tensor *t = tn_gguf_find_tensor(g, name);
     if (!t)
-        return tn_fail(err, TN_ERR_FORMAT, "%s: missing tensor '%s' (not a complete Gemma 3 "
-                       "vision projector)", vpath(v), name);
+        return missing_tensor(g, gemma4, name, err);
     uint64_t inner = 1;
     for (uint32_t d = 0; d + 1 < t->n_dims; d++)
         inner *= t->ne[d];
@@ -81,13 +94,17 @@ static int load_mat(tn_vision *v, const char *name, int64_t rows, int64_t cols, 
     if (t->n_dims < 2 || (int64_t)inner != cols || (int64_t)t->ne[t->n_dims - 1] != rows ||
         row_bytes == 0 || row_bytes * (uint64_t)rows != t->nbytes)
         return tn_fail(err, TN_ERR_FORMAT, "%s: tensor '%s' has shape [%llu x %llu], expected "
-                       "[%lld x %lld] (inputs x outputs)", vpath(v), name,
+                       "[%lld x %lld] (inputs x outputs)", tn_gguf_path(g), name,
                        (unsigned long long)inner,
                        (unsigned long long)t->ne[t->n_dims > 1 ? t->n_dims - 1 : 0],
                        (long long)cols, (long long)rows);
-    if (!tn_type_supported(t->type))
+    /* Gemma 3's message (translated as it is) does not name the type. */
+    if (!tn_type_matrix_supported(t->type) && gemma4)
+        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: tensor '%s' has a type Tern cannot run (%s)",
+                       tn_gguf_path(g), name, tn_type_name(t->type) ? tn_type_name(t->type) : "?");
+    if (!tn_type_matrix_supported(t->type))
         return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: tensor '%s' has a type Tern cannot run",
-                       vpath(v), name);
+                       tn_gguf_path(g), name);
     memset(w, 0, sizeof *w);
     w->type = t->type;
     w->rows = rows;
@@ -95,6 +112,15 @@ static int load_mat(tn_vision *v, const char *name, int64_t rows, int64_t cols, 
     w->data = t->data;
     w->row_bytes = row_bytes;
     return TN_OK;
+}
+
+static int load_vec(tn_vision *v, const char *name, int64_t n, float **out, tn_error *err) {
+    return tn_vision_load_vec(v->g, false, name, n, true, out, err);
+}
+
+static int load_mat(tn_vision *v, const char *name, int64_t rows, int64_t cols, tn_weight *w,
+                    tn_error *err) {
+    return tn_vision_load_mat(v->g, false, name, rows, cols, w, err);
 }
 
 static int get_int_key(tn_vision *v, const char *key, int64_t lo, int64_t hi, int *out,

@@ -200,6 +200,22 @@ INLINE __m256 block_update(__m256 acc, __m256i i32, float dw, const act32 *a) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_set1_ps(dw * a->d), acc);
 }
 
+/* Adds one block of 32 signed weights q (scale dw) times block k of each of
+ * the nb act32 rows to acc: |w| times x with w's sign, as vpmaddubsw wants
+ * (unsigned x signed). Shared by Q8_0, IQ4_NL and MXFP4, whose blocks differ
+ * only in how q and dw are read. */
+INLINE void signed_block32(__m256 *acc, __m256i q, float dw, const uint8_t *act, size_t as,
+                           int64_t k, int nb) {
+    const __m256i ones = _mm256_set1_epi16(1), aq = _mm256_sign_epi8(q, q);
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++) {
+        const act32 *a = (const act32 *)(act + j * as) + k;
+        __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
+        __m256i i32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), ones);
+        acc[j] = block_update(acc[j], i32, dw, a);
+    }
+}
+
 INLINE void rows_q4_0(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
                       float *y, int64_t ys) {
     const __m256i lo4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
@@ -227,24 +243,15 @@ INLINE void rows_q4_0(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t
 
 INLINE void rows_q8_0(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
                       float *y, int64_t ys) {
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int j = 0; j < nb; j++)
         acc[j] = _mm256_setzero_ps();
     for (int64_t k = 0; k < nblk; k++) {
         const uint8_t *blk = w + k * 34;
-        __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));
-        /* |w| times x with w's sign: unsigned x signed, as vpmaddubsw wants. */
-        __m256i aq = _mm256_sign_epi8(q, q);
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));
         const float dw = _cvtsh_ss(rd16(blk));
-#pragma GCC unroll 8
-        for (int j = 0; j < nb; j++) {
-            const act32 *a = (const act32 *)(act + j * as) + k;
-            __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-            __m256i i32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), ones);
-            acc[j] = block_update(acc[j], i32, dw, a);
-        }
+        signed_block32(acc, q, dw, act, as, k, nb);
     }
 #pragma GCC unroll 8
     for (int j = 0; j < nb; j++)
@@ -661,7 +668,7 @@ INLINE __m256i iq4_table(void) {
 
 INLINE void rows_iq4nl(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
                        float *y, int64_t ys) {
-    const __m256i ones = _mm256_set1_epi16(1), table = iq4_table();
+    const __m256i table = iq4_table();
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int j = 0; j < nb; j++)
@@ -669,15 +676,8 @@ INLINE void rows_iq4nl(const uint8_t *w, int64_t nblk, const uint8_t *act, size_
     for (int64_t k = 0; k < nblk; k++) {
         const uint8_t *blk = w + k * sizeof(tn_block_iq4_nl);
         const __m256i q = iq4_levels(blk + 2, table);
-        const __m256i aq = _mm256_sign_epi8(q, q);
         const float dw = _cvtsh_ss(rd16(blk));
-#pragma GCC unroll 8
-        for (int j = 0; j < nb; j++) {
-            const act32 *a = (const act32 *)(act + j * as) + k;
-            __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-            __m256i i32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), ones);
-            acc[j] = block_update(acc[j], i32, dw, a);
-        }
+        signed_block32(acc, q, dw, act, as, k, nb);
     }
 #pragma GCC unroll 8
     for (int j = 0; j < nb; j++)
@@ -762,7 +762,6 @@ static bool mm_ops_new_types(tn_mm_ops *ops, uint32_t type) {
  * scales' product, as ggml does. */
 INLINE void rows_mxfp4(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
                        float *y, int64_t ys) {
-    const __m256i ones = _mm256_set1_epi16(1);
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tn_mxfp4_values));
     __m256 acc[8];
 #pragma GCC unroll 8
@@ -771,15 +770,8 @@ INLINE void rows_mxfp4(const uint8_t *w, int64_t nblk, const uint8_t *act, size_
     for (int64_t k = 0; k < nblk; k++) {
         const uint8_t *blk = w + k * sizeof(tn_block_mxfp4);
         const __m256i q = iq4_levels(blk + 1, table);
-        const __m256i aq = _mm256_sign_epi8(q, q);
         const float dw = tn_e8m0_half(blk[0]);
-#pragma GCC unroll 8
-        for (int j = 0; j < nb; j++) {
-            const act32 *a = (const act32 *)(act + j * as) + k;
-            __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-            __m256i i32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), ones);
-            acc[j] = block_update(acc[j], i32, dw, a);
-        }
+        signed_block32(acc, q, dw, act, as, k, nb);
     }
 #pragma GCC unroll 8
     for (int j = 0; j < nb; j++)

@@ -91,6 +91,36 @@ not_loading (TernWindow *w)
 }
 
 gboolean
+not_generating (TernWindow *w)
+{
+  return !tern_window_is_generating (w);
+}
+
+gboolean
+not_attaching (TernWindow *w)
+{
+  return !tern_window_is_attaching (w);
+}
+
+tn_mkmodel_params
+app_test_model_params (void)
+{
+  tn_mkmodel_params p = tn_mkmodel_default_params ();
+
+  p.arch = "qwen3";
+  p.type = "q8_0";
+  p.n_embd = 128;
+  p.n_layer = 2;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.head_dim = 32;
+  p.n_ff = 384;
+  p.seed = 7;
+  p.n_threads = 1;
+  return p;
+}
+
+gboolean
 idle_engine (TernWindow *w)
 {
   return !tern_window_is_loading (w) && !tern_window_is_pinning (w)

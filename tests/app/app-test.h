@@ -26,10 +26,18 @@ gboolean wait_for (TernWindow *w,
 void spin_for (double seconds);
 
 gboolean not_loading (TernWindow *w);
+gboolean not_generating (TernWindow *w);
+/* Attached images are decoded on a thread: done with all of them. */
+gboolean not_attaching (TernWindow *w);
 /* Nothing loading, pinning or generating. */
 gboolean idle_engine (TernWindow *w);
 /* The answer being written has its first text (or is done). */
 gboolean has_tokens (TernWindow *w);
+
+/* The app tests' model: a small qwen3 (Q8_0, 128 wide, 2 layers of 4
+ * heads sharing 2 KV heads, a feed-forward of 384), seed 7, written on one
+ * thread. */
+tn_mkmodel_params app_test_model_params (void);
 
 /* Saves what widget shows as a PNG at path: first waits (up to 5 s) for
  * stack crossfades below it to end, since a stack between two pages draws

@@ -24,18 +24,6 @@
 #include "tern-image-cache.h"
 
 static gboolean
-not_attaching (TernWindow *w)
-{
-  return !tern_window_is_attaching (w);
-}
-
-static gboolean
-not_generating (TernWindow *w)
-{
-  return !tern_window_is_generating (w);
-}
-
-static gboolean
 write_png (const char *path,
            int         width,
            int         height)

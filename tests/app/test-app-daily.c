@@ -46,21 +46,11 @@ static char *
 make_model (const char *dir)
 {
   g_autofree char *path = g_build_filename (dir, "test-model.gguf", NULL);
-  tn_mkmodel_params p = tn_mkmodel_default_params ();
+  tn_mkmodel_params p = app_test_model_params ();
   tn_error err = { 0 };
 
-  p.arch = "qwen3";
-  p.type = "q8_0";
-  p.n_embd = 128;
-  p.n_layer = 2;
-  p.n_head = 4;
-  p.n_head_kv = 2;
-  p.head_dim = 32;
-  p.n_ff = 384;
   p.n_ctx = 32768;
   p.tokenizer = NULL;
-  p.seed = 7;
-  p.n_threads = 1;
   if (tn_mkmodel (&p, path, &err) != TN_OK)
     {
       fprintf (stderr, "mkmodel: %s\n", err.message);
@@ -128,12 +118,6 @@ fixture_end (Fixture *f)
   g_free (f->tmp);
   g_free (f->data_dir);
   g_free (f->chats_dir);
-}
-
-static gboolean
-not_generating (TernWindow *w)
-{
-  return !tern_window_is_generating (w);
 }
 
 static void

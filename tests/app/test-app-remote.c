@@ -165,7 +165,7 @@ main (void)
   g_autofree char *bad_ref = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(TernApplication) app = NULL;
-  tn_mkmodel_params p = tn_mkmodel_default_params ();
+  tn_mkmodel_params p = app_test_model_params ();
   tern_server_config cfg = { 0 };
   tn_model *m = NULL;
   tn_error err = { 0 };
@@ -183,16 +183,6 @@ main (void)
   out_dir = g_getenv ("TERN_TEST_OUT") ? g_getenv ("TERN_TEST_OUT") : tmp;
 
   model = g_build_filename (tmp, "remote-model.gguf", NULL);
-  p.arch = "qwen3";
-  p.type = "q8_0";
-  p.n_embd = 128;
-  p.n_layer = 2;
-  p.n_head = 4;
-  p.n_head_kv = 2;
-  p.head_dim = 32;
-  p.n_ff = 384;
-  p.seed = 7;
-  p.n_threads = 1;
   if (tn_mkmodel (&p, model, &err) != TN_OK || tn_model_load (model, tn_model_default_params (), &m, &err) != TN_OK)
     {
       fprintf (stderr, "model: %s\n", err.message);

@@ -205,7 +205,7 @@ main (void)
   g_autofree char *model = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(TernApplication) app = NULL;
-  tn_mkmodel_params p = tn_mkmodel_default_params ();
+  tn_mkmodel_params p = app_test_model_params ();
   tn_error err = { 0 };
   GSettings *settings;
   TernWindow *w;
@@ -214,16 +214,6 @@ main (void)
     return 1;
 
   model = g_build_filename (tmp, "test-model.gguf", NULL);
-  p.arch = "qwen3";
-  p.type = "q8_0";
-  p.n_embd = 128;
-  p.n_layer = 2;
-  p.n_head = 4;
-  p.n_head_kv = 2;
-  p.head_dim = 32;
-  p.n_ff = 384;
-  p.seed = 7;
-  p.n_threads = 1;
   if (tn_mkmodel (&p, model, &err) != TN_OK)
     {
       fprintf (stderr, "mkmodel: %s\n", err.message);

@@ -107,12 +107,6 @@ choose_drafter (TernWindow *w,
   CHECK (wait_for (w, drafter_settled, 60));
 }
 
-static gboolean
-not_generating (TernWindow *w)
-{
-  return !tern_window_is_generating (w);
-}
-
 static TernMessage *
 last_message (TernWindow *w)
 {

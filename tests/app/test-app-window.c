@@ -67,12 +67,6 @@ not_pinning (TernWindow *w)
 }
 
 static gboolean
-not_generating (TernWindow *w)
-{
-  return !tern_window_is_generating (w);
-}
-
-static gboolean
 token_count_known (TernWindow *w)
 {
   return tern_pin_editor_get_token_count (tern_window_get_pin_editor (w)) > 0;
@@ -1133,13 +1127,6 @@ static gboolean
 two_attachments (TernWindow *w)
 {
   return tern_window_get_n_attachments (w) == 2;
-}
-
-/* Attached images are decoded on a thread: done with all of them. */
-static gboolean
-not_attaching (TernWindow *w)
-{
-  return !tern_window_is_attaching (w);
 }
 
 /* Image prompts: a model without a vision projector refuses a dropped PNG

@@ -1647,25 +1647,74 @@ static void check_errors(void) {
     remove(path);
 }
 
+/* ------------------------------------------------ tn_mkmodel's files */
+
+/* A small model of p's architecture: 4 query heads, 2 KV heads, 1 thread. */
+static void small_params(tn_mkmodel_params *p, const char *type, int n_embd, int n_layer,
+                         int head_dim, int n_ff) {
+    p->type = type;
+    p->n_embd = n_embd;
+    p->n_layer = n_layer;
+    p->n_head = 4;
+    p->n_head_kv = 2;
+    p->head_dim = head_dim;
+    p->n_ff = n_ff;
+    p->n_threads = 1;
+}
+
+/* Writes p's model to path ("<tmpdir>/mk-<name>.gguf") and loads it;
+ * NULL (and a failed check) if either fails. */
+static tn_model *mk_load(const tn_mkmodel_params *p, const char *name, char path[4096]) {
+    snprintf(path, 4096, "%s/mk-%s.gguf", tn_test_tmpdir(), name);
+    tn_error err = {0};
+    tn_model *m = NULL;
+    const int rc = tn_mkmodel(p, path, &err);
+    CHECKF(rc == 0, "mkmodel %s: %s", name, err.message);
+    if (rc == 0)
+        CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == 0, "load %s: %s", name,
+               err.message);
+    return m;
+}
+
+/* Tokens 1..n in one call on threads threads: every logit after the last
+ * must be finite. */
+static void check_decode(tn_model *m, int threads, int n) {
+    int32_t toks[16];
+    CHECK(n >= 1 && n <= 16);
+    if (n < 1 || n > 16)
+        return;
+    for (int i = 0; i < n; i++)
+        toks[i] = i + 1;
+    tn_error err = {0};
+    tn_ctx *ctx = NULL;
+    CHECKF(tn_ctx_new(m, 64, threads, &ctx, &err) == 0, "ctx: %s", err.message);
+    const int32_t nv = tn_model_n_vocab(m);
+    float *lg = malloc(sizeof(float) * (size_t)nv);
+    const bool ok = ctx && tn_ctx_decode(ctx, toks, n, TN_LOGITS_LAST, lg, &err) == 0;
+    CHECKF(ok, "decode: %s", err.message);
+    bool finite = ok;
+    for (int32_t t = 0; finite && t < nv; t++)
+        finite = isfinite(lg[t]);
+    CHECK(finite);
+    free(lg);
+    tn_ctx_free(ctx);
+}
+
 /* A model from tn_mkmodel (the project's own writer) loads and runs. */
 /* --row-pool: every row of a large tensor is one of the pool's (byte for
  * byte), the pool's rows differ, small tensors are whole, and the file runs. */
 static void check_mkmodel_row_pool(void) {
     tn_mkmodel_params p = tn_mkmodel_default_params();
     p.arch = "llama";
-    p.type = "q4_k_m";
-    p.n_embd = 256;
-    p.n_layer = 1;
-    p.n_head = 4;
-    p.n_head_kv = 2;
-    p.head_dim = 64;
-    p.n_ff = 512;
+    small_params(&p, "q4_k_m", 256, 1, 64, 512);
     p.n_threads = 2;
     p.row_pool = 8;
     char path[4096];
-    snprintf(path, sizeof path, "%s/mk-pool.gguf", tn_test_tmpdir());
+    tn_model *m = mk_load(&p, "pool", path);
+    if (m)
+        check_decode(m, 1, 4);
+    tn_model_free(m);
     tn_error err = {0};
-    CHECKF(tn_mkmodel(&p, path, &err) == 0, "mkmodel --row-pool: %s", err.message);
     tn_gguf *g = NULL;
     CHECK(tn_gguf_open(path, &g, &err) == 0);
     const tn_gguf_tensor *t = g ? tn_gguf_find_tensor(g, "blk.0.ffn_up.weight") : NULL;
@@ -1686,19 +1735,6 @@ static void check_mkmodel_row_pool(void) {
         CHECKF(distinct == 7, "only %d of the pool's rows differ from row 0", distinct);
     }
     tn_gguf_close(g);
-    tn_model *m = NULL;
-    CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == 0, "load: %s", err.message);
-    if (m) {
-        tn_ctx *ctx = NULL;
-        CHECK(tn_ctx_new(m, 64, 1, &ctx, &err) == 0);
-        int32_t toks[4] = {1, 2, 3, 4};
-        float *lg = malloc(sizeof(float) * (size_t)tn_model_n_vocab(m));
-        CHECK(ctx && tn_ctx_decode(ctx, toks, 4, TN_LOGITS_LAST, lg, &err) == 0);
-        CHECK(isfinite(lg[0]));
-        free(lg);
-        tn_ctx_free(ctx);
-        tn_model_free(m);
-    }
     remove(path);
 }
 
@@ -1707,36 +1743,16 @@ static void check_mkmodel(void) {
     for (int a = 0; a < 3; a++) {
         tn_mkmodel_params p = tn_mkmodel_default_params();
         p.arch = archs[a];
-        p.type = "q4_0";
-        p.n_embd = 128;
-        p.n_layer = 2;
-        p.n_head = 4;
-        p.n_head_kv = 2;
-        p.head_dim = 32;
-        p.n_ff = 256;
-        p.n_threads = 1;
+        small_params(&p, "q4_0", 128, 2, 32, 256);
         char path[4096];
-        snprintf(path, sizeof path, "%s/mk-%s.gguf", tn_test_tmpdir(), archs[a]);
-        tn_error err = {0};
-        int rc = tn_mkmodel(&p, path, &err);
-        CHECKF(rc == 0, "mkmodel %s: %s", archs[a], err.message);
-        tn_model *m = NULL;
-        rc = tn_model_load(path, tn_model_default_params(), &m, &err);
-        CHECKF(rc == 0, "load mkmodel %s: %s", archs[a], err.message);
+        tn_model *m = mk_load(&p, archs[a], path);
         if (!m)
             continue;
         CHECKF(tn_model_is_demo(m) && strstr(tn_model_description(m), "demo model, random weights"),
                "description: %s", tn_model_description(m));
         CHECKF(strstr(tn_model_description(m), ", Q4_0)") != NULL, "description names Q4_0: %s",
                tn_model_description(m));
-        tn_ctx *ctx = NULL;
-        CHECK(tn_ctx_new(m, 64, 1, &ctx, &err) == 0);
-        int32_t toks[4] = {1, 2, 3, 4};
-        float *lg = malloc(sizeof(float) * (size_t)tn_model_n_vocab(m));
-        CHECK(tn_ctx_decode(ctx, toks, 4, TN_LOGITS_LAST, lg, &err) == 0);
-        CHECK(isfinite(lg[0]));
-        free(lg);
-        tn_ctx_free(ctx);
+        check_decode(m, 1, 4);
         tn_model_free(m);
         remove(path);
     }
@@ -1744,20 +1760,9 @@ static void check_mkmodel(void) {
      * tensors' type (here the Q6_K LM head and the mix's Q6_K layers). */
     tn_mkmodel_params p = tn_mkmodel_default_params();
     p.arch = "llama";
-    p.type = "q4_k_m";
-    p.n_embd = 256;
-    p.n_layer = 2;
-    p.n_head = 4;
-    p.n_head_kv = 2;
-    p.head_dim = 64;
-    p.n_ff = 256;
-    p.n_threads = 1;
+    small_params(&p, "q4_k_m", 256, 2, 64, 256);
     char path[4096];
-    snprintf(path, sizeof path, "%s/mk-q4_k_m.gguf", tn_test_tmpdir());
-    tn_error err = {0};
-    CHECKF(tn_mkmodel(&p, path, &err) == 0, "mkmodel q4_k_m: %s", err.message);
-    tn_model *m = NULL;
-    CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == 0, "load: %s", err.message);
+    tn_model *m = mk_load(&p, "q4_k_m", path);
     if (m)
         CHECKF(strstr(tn_model_description(m), ", Q4_K_M)") != NULL, "description: %s",
                tn_model_description(m));
@@ -1771,29 +1776,18 @@ static void check_mkmodel(void) {
 static void check_mkmodel_moe(const char *arch) {
     tn_mkmodel_params p = tn_mkmodel_default_params();
     p.arch = arch;
-    p.type = "q4_0";
-    p.n_embd = 128;
-    p.n_layer = 2;
-    p.n_head = 4;
-    p.n_head_kv = 2;
-    p.head_dim = 32;
-    p.n_ff = 768;
+    small_params(&p, "q4_0", 128, 2, 32, 768);
     p.n_expert = 16;
     p.n_expert_used = 4;
     p.n_ff_exp = 256;
-    p.n_threads = 1;
     p.tied_output = true; /* every byte but the experts' is read per token */
     if (!strcmp(arch, "gemma4")) {
         p.swa_period = 2; /* layer 0 sliding, layer 1 full */
         p.k_eq_v = true;
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/mk-%s-moe.gguf", tn_test_tmpdir(), arch);
-    tn_error err = {0};
-    CHECKF(tn_mkmodel(&p, path, &err) == 0, "mkmodel %s: %s", arch, err.message);
-    tn_model *m = NULL;
-    CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == 0, "load %s: %s", arch,
-           err.message);
+    char path[4096], name[64];
+    snprintf(name, sizeof name, "%s-moe", arch);
+    tn_model *m = mk_load(&p, name, path);
     if (!m)
         return;
     CHECK(!strcmp(tn_arch_name(tn_model_arch(m)), arch));
@@ -1812,14 +1806,7 @@ static void check_mkmodel_moe(const char *arch) {
            "%s: bytes per token %llu, expected %llu", arch,
            (unsigned long long)tn_doctor_weight_bytes_per_token(tn_model_gguf(m)),
            (unsigned long long)(tn_model_weight_bytes(m) - experts + experts / 4));
-    tn_ctx *ctx = NULL;
-    CHECK(tn_ctx_new(m, 64, 2, &ctx, &err) == 0);
-    int32_t toks[6] = {1, 2, 3, 4, 5, 6};
-    float *lg = malloc(sizeof(float) * (size_t)tn_model_n_vocab(m));
-    CHECK(ctx && tn_ctx_decode(ctx, toks, 6, TN_LOGITS_LAST, lg, &err) == 0);
-    CHECK(isfinite(lg[0]));
-    free(lg);
-    tn_ctx_free(ctx);
+    check_decode(m, 2, 6);
     tn_model_free(m);
     remove(path);
 }
@@ -1831,23 +1818,17 @@ static void check_mkmodel_moe(const char *arch) {
 static void check_mkmodel_oss(void) {
     tn_mkmodel_params p = tn_mkmodel_default_params();
     CHECK(tn_mkmodel_preset(&p, "gpt-oss-20b") == TN_OK);
-    p.type = "mxfp4";
-    p.n_embd = 128;
-    p.n_layer = 2;
-    p.n_head = 4;
-    p.n_head_kv = 2;
-    p.head_dim = 32;
-    p.n_ff = 256;
+    small_params(&p, "mxfp4", 128, 2, 32, 256);
     p.n_expert = 8;
     p.n_expert_used = 2;
     p.n_ff_exp = 256;
     p.sliding_window = 4;
     p.tied_output = true; /* ignored: gpt-oss is always untied */
-    p.n_threads = 1;
     char path[4096];
-    snprintf(path, sizeof path, "%s/mk-gpt-oss.gguf", tn_test_tmpdir());
+    tn_model *m = mk_load(&p, "gpt-oss", path);
+    if (!m)
+        return;
     tn_error err = {0};
-    CHECKF(tn_mkmodel(&p, path, &err) == 0, "mkmodel gpt-oss: %s", err.message);
     tn_gguf *g = NULL;
     CHECK(tn_gguf_open(path, &g, &err) == 0);
     if (g) {
@@ -1874,11 +1855,6 @@ static void check_mkmodel_oss(void) {
               tn_str_eq(st, "yarn"));
         tn_gguf_close(g);
     }
-    tn_model *m = NULL;
-    CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == 0, "load gpt-oss: %s",
-           err.message);
-    if (!m)
-        return;
     CHECK(tn_model_arch(m) == TN_ARCH_GPTOSS && !strcmp(tn_arch_name(TN_ARCH_GPTOSS), "gpt-oss"));
     /* Its MXFP4 experts round activations' scales to fp16 (ggml's Q8_0):
      * pins made before that must not be restored into it. */
@@ -1888,17 +1864,7 @@ static void check_mkmodel_oss(void) {
     CHECKF(tn_model_repacked_bytes(m) < tn_model_weight_bytes(m) - experts,
            "gpt-oss: %llu bytes repacked: the experts were copied",
            (unsigned long long)tn_model_repacked_bytes(m));
-    tn_ctx *ctx = NULL;
-    CHECK(tn_ctx_new(m, 64, 2, &ctx, &err) == 0);
-    int32_t toks[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-    float *lg = malloc(sizeof(float) * (size_t)tn_model_n_vocab(m));
-    CHECK(ctx && tn_ctx_decode(ctx, toks, 12, TN_LOGITS_LAST, lg, &err) == 0);
-    bool finite = true;
-    for (int32_t t = 0; t < tn_model_n_vocab(m); t++)
-        finite = finite && isfinite(lg[t]);
-    CHECK(finite);
-    free(lg);
-    tn_ctx_free(ctx);
+    check_decode(m, 2, 12);
     tn_model_free(m);
     remove(path);
 }

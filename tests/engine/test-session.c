@@ -147,18 +147,6 @@ static void ask(tn_session *s, const char *text, const tn_gen_params *g, answer 
     CHECK(a->st.generated_tokens == a->n);
 }
 
-static uint64_t pinned_rows_hash(tn_session *s) {
-    int32_t n_pin = tn_session_pin_info(s).n_pin;
-    tn_ctx *c = tn_session_ctx(s);
-    uint64_t bytes = tn_ctx_kv_state_bytes(c, n_pin);
-    void *buf = malloc(bytes ? bytes : 1);
-    uint64_t h = 0;
-    if (tn_ctx_kv_len(c) >= n_pin && tn_ctx_kv_state_save(c, n_pin, buf, bytes, NULL) == TN_OK)
-        h = tn_checksum64(buf, bytes, 0);
-    free(buf);
-    return h;
-}
-
 static const char *SYSTEM =
     "You are a terse assistant for a hardware store. Answer in one sentence, name the aisle, "
     "and never invent prices.";
@@ -189,13 +177,13 @@ static void abab(fixture *f, bool thinking, bool sampled) {
     int32_t counted = 0;
     CHECK(tn_session_count_system_tokens(s, SYSTEM, &counted, NULL) == TN_OK &&
           counted == pi.n_pin);
-    const uint64_t h0 = pinned_rows_hash(s);
+    const uint64_t h0 = tn_test_pinned_rows_hash(s);
 
     answer r[5];
     const char *order[5] = {REQ_A, REQ_B, REQ_A, REQ_B, REQ_A};
     for (int i = 0; i < 5; i++) {
         ask(s, order[i], &g, &r[i]);
-        CHECKF(pinned_rows_hash(s) == h0, "%s %s think=%d: request %d changed the pinned rows",
+        CHECKF(tn_test_pinned_rows_hash(s) == h0, "%s %s think=%d: request %d changed the pinned rows",
                f->name, mode, thinking, i);
     }
     CHECK(r[0].n > 0 && r[1].n > 0);
@@ -226,7 +214,7 @@ static void abab(fixture *f, bool thinking, bool sampled) {
         tn_pin_info p2 = tn_session_pin_info(again);
         CHECKF(p2.loaded_from_snapshot, "%s: the pin was not reloaded from disk", f->name);
         CHECK(p2.n_pin == pi.n_pin);
-        CHECK(pinned_rows_hash(again) == h0);
+        CHECK(tn_test_pinned_rows_hash(again) == h0);
         answer x;
         ask(again, REQ_A, &g, &x);
         CHECKF(same(&x, &r[0]), "%s %s think=%d: after reloading the pin, A differs", f->name,
@@ -250,7 +238,7 @@ static void abab(fixture *f, bool thinking, bool sampled) {
     answer x;
     ask(s, REQ_A, &g, &x);
     CHECKF(same(&x, &r[0]), "%s %s think=%d: after a chat, A differs", f->name, mode, thinking);
-    CHECK(pinned_rows_hash(s) == h0);
+    CHECK(tn_test_pinned_rows_hash(s) == h0);
     tn_session_free(s);
 }
 
@@ -345,7 +333,7 @@ static void overflow(fixture *f) {
     const int32_t *kv = tn_session_kv_tokens(s, &n_kv0);
     int32_t *kv0 = malloc((size_t)n_kv0 * 4 + 4);
     memcpy(kv0, kv, (size_t)n_kv0 * 4);
-    const uint64_t h0 = pinned_rows_hash(s);
+    const uint64_t h0 = tn_test_pinned_rows_hash(s);
 
     char longtext[2000] = "";
     for (int i = 0; i < 40; i++)
@@ -384,7 +372,7 @@ static void overflow(fixture *f) {
     int32_t n_kv1;
     kv = tn_session_kv_tokens(s, &n_kv1);
     CHECK(n_kv1 == n_kv0 && !memcmp(kv, kv0, (size_t)n_kv0 * 4));
-    CHECK(pinned_rows_hash(s) == h0);
+    CHECK(tn_test_pinned_rows_hash(s) == h0);
     answer after;
     ask(s, REQ_A, &g, &after);
     CHECK(same(&before, &after));

@@ -187,18 +187,6 @@ static tn_session *new_session(const tn_model *m, int32_t n_ctx) {
     return s;
 }
 
-static uint64_t pinned_rows_hash(tn_session *s) {
-    int32_t n_pin = tn_session_pin_info(s).n_pin;
-    tn_ctx *c = tn_session_ctx(s);
-    uint64_t bytes = tn_ctx_kv_state_bytes(c, n_pin);
-    void *buf = malloc(bytes ? bytes : 1);
-    uint64_t h = 0;
-    if (tn_ctx_kv_len(c) >= n_pin && tn_ctx_kv_state_save(c, n_pin, buf, bytes, NULL) == TN_OK)
-        h = tn_checksum64(buf, bytes, 0);
-    free(buf);
-    return h;
-}
-
 static void ask(tn_session *s, const int32_t *req, int32_t n_req, const tn_gen_params *g,
                 answer *a) {
     memset(a, 0, sizeof *a);
@@ -403,7 +391,7 @@ static void compare_all(const char *what, tn_session *s, drafters *d, const int3
         {"dflash d2t gemma-layers", d->dflash_alt, 0},
         {"mtp", d->mtp, 0},               {"mtp K=6", d->mtp, 6},
     };
-    const uint64_t h0 = pinned_rows_hash(s);
+    const uint64_t h0 = tn_test_pinned_rows_hash(s);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         if (!runs[i].dr)
             continue;
@@ -428,7 +416,7 @@ static void compare_all(const char *what, tn_session *s, drafters *d, const int3
         if (!strcmp(runs[i].name, "empty"))
             CHECK(a.st.drafted == 0 && a.st.verify_steps == 0);
     }
-    CHECKF(pinned_rows_hash(s) == h0, "%s: the pinned rows changed", what);
+    CHECKF(tn_test_pinned_rows_hash(s) == h0, "%s: the pinned rows changed", what);
 }
 
 static void greedy_model(const char *arch, const char *type, int64_t embd, uint64_t seed) {
@@ -1550,6 +1538,43 @@ static void refused(const tn_model *m, const char *src, const edit *e, int rc_wa
     refused_by(tn_drafter_new_dflash, m, src, e, rc_want, word);
 }
 
+/* The whole file at path (*size bytes), or NULL. */
+static char *read_all(const char *path, long *size) {
+    FILE *f = fopen(path, "rb");
+    char *bytes = NULL;
+    *size = 0;
+    if (f && !fseek(f, 0, SEEK_END) && (*size = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) &&
+        (bytes = malloc((size_t)*size)) && fread(bytes, 1, (size_t)*size, f) != (size_t)*size) {
+        free(bytes);
+        bytes = NULL;
+    }
+    if (f)
+        fclose(f);
+    return bytes;
+}
+
+/* make refuses the first cuts[c] bytes of a draft (each cut inside its size
+ * bytes), written to tmp_path(file), with an error naming that file. */
+static void refuses_cuts(drafter_ctor make, const tn_model *m, tn_drafter_params dp,
+                         const char *bytes, long size, const long *cuts, size_t n_cuts,
+                         const char *file) {
+    for (size_t c = 0; c < n_cuts; c++) {
+        if (cuts[c] < 0 || cuts[c] >= size)
+            continue;
+        const char *cut = tmp_path(file);
+        FILE *o = fopen(cut, "wb");
+        CHECK(o && fwrite(bytes, 1, (size_t)cuts[c], o) == (size_t)cuts[c]);
+        if (o)
+            fclose(o);
+        tn_drafter *x = NULL;
+        tn_error err = {0};
+        const int rc = make(m, cut, dp, &x, &err);
+        CHECKF(rc != TN_OK && !x && err.message[0] && strstr(err.message, cut),
+               "cut at %ld of %ld: rc %d (%s)", cuts[c], size, rc, err.message);
+        tn_drafter_free(x);
+    }
+}
+
 /* Writes a draft; the path lives in out (tmp_path's buffers rotate). */
 static const char *dflash_write(const tn_model *target, const char *file,
                                 tn_mkmodel_dflash_params p, char out[4096]) {
@@ -1687,32 +1712,17 @@ static void dflash_layout_suite(void) {
 
     /* Truncated anywhere: an error, never a crash. */
     if (d2t_path) {
-        FILE *f = fopen(d2t_path, "rb");
         long size = 0;
-        char *bytes = NULL;
-        if (f && !fseek(f, 0, SEEK_END) && (size = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) &&
-            (bytes = malloc((size_t)size)) && fread(bytes, 1, (size_t)size, f) == (size_t)size) {
+        char *bytes = read_all(d2t_path, &size);
+        CHECK(bytes != NULL);
+        if (bytes) {
             const long cuts[] = {0,         3,         8,           24,          100, size / 7,
                                  size / 3,  size / 2,  data_end - 4096, data_end - 9,
                                  data_end - 1};
-            for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
-                if (cuts[c] < 0 || cuts[c] >= size)
-                    continue;
-                const char *cut = tmp_path("dfg4-cut.gguf");
-                FILE *o = fopen(cut, "wb");
-                CHECK(o && fwrite(bytes, 1, (size_t)cuts[c], o) == (size_t)cuts[c]);
-                if (o)
-                    fclose(o);
-                tn_drafter *x = NULL;
-                const int rc = tn_drafter_new_dflash(m, cut, dp, &x, &err);
-                CHECKF(rc != TN_OK && !x && err.message[0] && strstr(err.message, cut),
-                       "cut at %ld of %ld: rc %d (%s)", cuts[c], size, rc, err.message);
-                tn_drafter_free(x);
-            }
+            refuses_cuts(tn_drafter_new_dflash, m, dp, bytes, size, cuts,
+                         sizeof cuts / sizeof cuts[0], "dfg4-cut.gguf");
         }
         free(bytes);
-        if (f)
-            fclose(f);
     }
 
     /* Mismatched or unsupported contents: one line naming the problem. */
@@ -1900,28 +1910,15 @@ static void mtp_suite(void) {
 
     /* Truncated anywhere, or garbage: an error, never a crash. */
     {
-        FILE *f = fopen(path, "rb");
         long size = 0;
-        char *bytes = NULL;
-        if (f && !fseek(f, 0, SEEK_END) && (size = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) &&
-            (bytes = malloc((size_t)size)) && fread(bytes, 1, (size_t)size, f) == (size_t)size) {
+        char *bytes = read_all(path, &size);
+        CHECK(bytes != NULL);
+        if (bytes) {
             /* size - 40: inside the last tensors (each 32-aligned), past any padding */
             const long cuts[] = {0, 3, 8, 24, 100, size / 7, size / 3, size / 2, size - 4096,
                                  size - 40};
-            for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
-                if (cuts[c] < 0 || cuts[c] >= size)
-                    continue;
-                const char *cut = tmp_path("mtp-cut.gguf");
-                FILE *o = fopen(cut, "wb");
-                CHECK(o && fwrite(bytes, 1, (size_t)cuts[c], o) == (size_t)cuts[c]);
-                if (o)
-                    fclose(o);
-                tn_drafter *x = NULL;
-                const int rc = tn_drafter_new_mtp(m, cut, dp, &x, &err);
-                CHECKF(rc != TN_OK && !x && err.message[0] && strstr(err.message, cut),
-                       "cut at %ld of %ld: rc %d (%s)", cuts[c], size, rc, err.message);
-                tn_drafter_free(x);
-            }
+            refuses_cuts(tn_drafter_new_mtp, m, dp, bytes, size, cuts,
+                         sizeof cuts / sizeof cuts[0], "mtp-cut.gguf");
             /* The header kept, the rest random bytes. */
             uint64_t st = 99;
             for (long i = 64; i < size; i++)
@@ -1938,8 +1935,6 @@ static void mtp_suite(void) {
             tn_drafter_free(x);
         }
         free(bytes);
-        if (f)
-            fclose(f);
     }
 
     /* Mismatched or malformed contents. */

@@ -14,28 +14,10 @@
 
 #define TOL 1e-4
 
-static double *tensor(const tn_gguf *g, const char *name, int64_t *n) {
-    const tn_gguf_tensor *t = tn_gguf_find_tensor(g, name);
-    if (!t)
-        return NULL;
-    int64_t c = 1;
-    for (uint32_t d = 0; d < t->n_dims; d++)
-        c *= (int64_t)t->ne[d];
-    float *f = malloc((size_t)c * sizeof *f);
-    double *out = malloc((size_t)c * sizeof *out);
-    tn_dequantize_row(t->type, t->data, f, c);
-    for (int64_t i = 0; i < c; i++)
-        out[i] = f[i];
-    free(f);
-    if (n)
-        *n = c;
-    return out;
-}
-
 static double scalar(const tn_gguf *g, const char *base, const char *sfx, double dflt) {
     char n[128];
     snprintf(n, sizeof n, "%s.%s", base, sfx);
-    double *v = tensor(g, n, NULL);
+    double *v = tn_test_tensor(g, n, NULL);
     const double r = v ? v[0] : dflt;
     free(v);
     return r;
@@ -64,7 +46,7 @@ static void clin(const tn_gguf *g, const char *base, const double *x, int64_t ro
     char n[128];
     snprintf(n, sizeof n, "%s.weight", base);
     int64_t c;
-    double *W = tensor(g, n, &c);
+    double *W = tn_test_tensor(g, n, &c);
     const int64_t out = c / in;
     const double ilo = scalar(g, base, "input_min", -DBL_MAX);
     const double ihi = scalar(g, base, "input_max", DBL_MAX);
@@ -103,8 +85,8 @@ static double *reference(const char *path, const unsigned char *px, int gw, int 
     const double eps = 1e-6;
     const int64_t P = (int64_t)gw * gh, K = 3 * ps * ps, W = gw * ps;
     int64_t c;
-    double *pw = tensor(g, "v.patch_embd.weight", NULL);
-    double *pos = tensor(g, "v.position_embd.weight", &c);
+    double *pw = tn_test_tensor(g, "v.patch_embd.weight", NULL);
+    double *pos = tn_test_tensor(g, "v.position_embd.weight", &c);
     const int64_t npos = c / (2 * E);
     double *x = calloc((size_t)(P * E), sizeof *x), *t = malloc((size_t)(P * E) * sizeof *t);
     double *q = malloc((size_t)(P * E) * sizeof *q), *k = malloc((size_t)(P * E) * sizeof *k);
@@ -131,12 +113,12 @@ static double *reference(const char *path, const unsigned char *px, int gw, int 
     for (int64_t l = 0; l < L; l++) {
 #define NM(p) (snprintf(n, sizeof n, "v.blk.%lld.%s", (long long)l, p), n)
 #define BS(p) (snprintf(b, sizeof b, "v.blk.%lld.%s", (long long)l, p), b)
-        double *ln1 = tensor(g, NM("ln1.weight"), NULL), *ln2 = tensor(g, NM("ln2.weight"), NULL);
-        double *qn = tensor(g, NM("attn_q_norm.weight"), NULL);
-        double *kn = tensor(g, NM("attn_k_norm.weight"), NULL);
-        double *apn = tensor(g, NM("attn_post_norm.weight"), NULL);
-        double *fpn = tensor(g, NM("ffn_post_norm.weight"), NULL);
-        double *osc = tensor(g, NM("out_scale.weight"), NULL);
+        double *ln1 = tn_test_tensor(g, NM("ln1.weight"), NULL), *ln2 = tn_test_tensor(g, NM("ln2.weight"), NULL);
+        double *qn = tn_test_tensor(g, NM("attn_q_norm.weight"), NULL);
+        double *kn = tn_test_tensor(g, NM("attn_k_norm.weight"), NULL);
+        double *apn = tn_test_tensor(g, NM("attn_post_norm.weight"), NULL);
+        double *fpn = tn_test_tensor(g, NM("ffn_post_norm.weight"), NULL);
+        double *osc = tn_test_tensor(g, NM("out_scale.weight"), NULL);
         memcpy(t, x, (size_t)(P * E) * sizeof *t);
         for (int64_t i = 0; i < P; i++)
             rms(t + i * E, E, ln1, eps);
@@ -196,7 +178,7 @@ static double *reference(const char *path, const unsigned char *px, int gw, int 
 #undef NM
 #undef BS
     }
-    double *sb = tensor(g, "v.std_bias", NULL), *ss = tensor(g, "v.std_scale", NULL);
+    double *sb = tn_test_tensor(g, "v.std_bias", NULL), *ss = tn_test_tensor(g, "v.std_scale", NULL);
     const int64_t ox = gw / m, oy = gh / m, nt = ox * oy;
     for (int64_t ty = 0; ty < oy; ty++)
         for (int64_t tx = 0; tx < ox; tx++) {

@@ -13,24 +13,6 @@
  * and f32 accumulation over widths <= 128 stay near 1e-6 (measured). */
 #define TOL 1e-4
 
-static double *tensor(const tn_gguf *g, const char *name, int64_t *n) {
-    const tn_gguf_tensor *t = tn_gguf_find_tensor(g, name);
-    if (!t)
-        return NULL;
-    int64_t c = 1;
-    for (uint32_t d = 0; d < t->n_dims; d++)
-        c *= (int64_t)t->ne[d];
-    float *f = malloc((size_t)c * sizeof *f);
-    double *out = malloc((size_t)c * sizeof *out);
-    tn_dequantize_row(t->type, t->data, f, c);
-    for (int64_t i = 0; i < c; i++)
-        out[i] = f[i];
-    free(f);
-    if (n)
-        *n = c;
-    return out;
-}
-
 static int64_t key(const tn_gguf *g, const char *k) {
     int64_t v = 0;
     tn_gguf_get_int(g, k, &v);
@@ -106,8 +88,8 @@ static double *reference(const char *path, const float *rgb, int w, int h, int k
                 pix[((y / ps) * gs + x / ps) * K + c * ps * ps + (y % ps) * ps + x % ps] = val;
             }
         }
-    double *pw = tensor(g, "v.patch_embd.weight", NULL), *pb = tensor(g, "v.patch_embd.bias", NULL);
-    double *pos = tensor(g, "v.position_embd.weight", NULL);
+    double *pw = tn_test_tensor(g, "v.patch_embd.weight", NULL), *pb = tn_test_tensor(g, "v.patch_embd.bias", NULL);
+    double *pos = tn_test_tensor(g, "v.position_embd.weight", NULL);
     double *x = malloc((size_t)(P * E) * sizeof *x);
     lin(pw, pb, pix, P, K, E, x);
     for (int gy = 0; gy < gs; gy++)
@@ -130,7 +112,7 @@ static double *reference(const char *path, const float *rgb, int w, int h, int k
     double *s = malloc((size_t)P * sizeof *s);
     for (int64_t l = 0; l < L; l++) {
         char n[64];
-#define LT(part) (snprintf(n, sizeof n, "v.blk.%lld.%s", (long long)l, part), tensor(g, n, NULL))
+#define LT(part) (snprintf(n, sizeof n, "v.blk.%lld.%s", (long long)l, part), tn_test_tensor(g, n, NULL))
         double *l1w = LT("ln1.weight"), *l1b = LT("ln1.bias"), *l2w = LT("ln2.weight"),
                *l2b = LT("ln2.bias"), *qw = LT("attn_q.weight"), *qb = LT("attn_q.bias"),
                *kw = LT("attn_k.weight"), *kb = LT("attn_k.bias"), *vw = LT("attn_v.weight"),
@@ -177,9 +159,9 @@ static double *reference(const char *path, const float *rgb, int w, int h, int k
         free(l1w), free(l1b), free(l2w), free(l2b), free(qw), free(qb), free(kw), free(kb);
         free(vw), free(vb), free(ow), free(ob), free(uw), free(ub), free(dw), free(db);
     }
-    double *plw = tensor(g, "v.post_ln.weight", NULL), *plb = tensor(g, "v.post_ln.bias", NULL);
-    double *sn = tensor(g, "mm.soft_emb_norm.weight", NULL);
-    double *proj = tensor(g, "mm.input_projection.weight", NULL); /* [E][T] */
+    double *plw = tn_test_tensor(g, "v.post_ln.weight", NULL), *plb = tn_test_tensor(g, "v.post_ln.bias", NULL);
+    double *sn = tn_test_tensor(g, "mm.soft_emb_norm.weight", NULL);
+    double *proj = tn_test_tensor(g, "mm.input_projection.weight", NULL); /* [E][T] */
     for (int64_t r = 0; r < P; r++)
         ln(x + r * E, plw, plb, E, eps, t + r * E);
     double *out = calloc((size_t)(k * k * T), sizeof *out);

@@ -1,5 +1,8 @@
 #include "tn-test.h"
 
+#include "tn-internal.h"
+#include "tn-session.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -101,13 +104,38 @@ const char *tn_test_vocab(const char *name) {
     return path;
 }
 
-uint64_t tn_test_rand(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+uint64_t tn_test_rand(uint64_t *state) { return tn_splitmix64(state); }
 
 float tn_test_randf(uint64_t *state) {
     return (float)((tn_test_rand(state) >> 40) * (1.0 / (1ULL << 24))) * 2.0f - 1.0f;
+}
+
+double *tn_test_tensor(const tn_gguf *g, const char *name, int64_t *n) {
+    const tn_gguf_tensor *t = tn_gguf_find_tensor(g, name);
+    if (!t)
+        return NULL;
+    int64_t c = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++)
+        c *= (int64_t)t->ne[d];
+    float *f = malloc((size_t)c * sizeof *f);
+    double *out = malloc((size_t)c * sizeof *out);
+    tn_dequantize_row(t->type, t->data, f, c);
+    for (int64_t i = 0; i < c; i++)
+        out[i] = f[i];
+    free(f);
+    if (n)
+        *n = c;
+    return out;
+}
+
+uint64_t tn_test_pinned_rows_hash(tn_session *s) {
+    int32_t n_pin = tn_session_pin_info(s).n_pin;
+    tn_ctx *c = tn_session_ctx(s);
+    uint64_t bytes = tn_ctx_kv_state_bytes(c, n_pin);
+    void *buf = malloc(bytes ? bytes : 1);
+    uint64_t h = 0;
+    if (tn_ctx_kv_len(c) >= n_pin && tn_ctx_kv_state_save(c, n_pin, buf, bytes, NULL) == TN_OK)
+        h = tn_checksum64(buf, bytes, 0);
+    free(buf);
+    return h;
 }

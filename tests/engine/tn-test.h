@@ -53,4 +53,10 @@ const char *tn_test_vocab(const char *name);
 uint64_t tn_test_rand(uint64_t *state);
 float tn_test_randf(uint64_t *state); /* uniform in [-1, 1) */
 
+/* Every value of g's tensor name, dequantized, as doubles (*n: how many,
+ * if n), or NULL when g has no such tensor; the caller frees it. */
+double *tn_test_tensor(const tn_gguf *g, const char *name, int64_t *n);
+/* A hash of the KV rows of s's pin: 0 when they cannot be saved. */
+uint64_t tn_test_pinned_rows_hash(tn_session *s);
+
 #endif
