@@ -96,6 +96,8 @@ bool tn_chat_kind_adds_bos(int kind) {
            kind != TN_CHAT_GPTOSS;
 }
 
+bool tn_chat_kind_renders_tools(int kind) { return kind == TN_CHAT_QWEN3; }
+
 tn_chat_options tn_chat_default_options(void) {
     tn_chat_options o = {
         .add_generation_prompt = true,
@@ -381,10 +383,76 @@ static void qwen3_generation_prompt(sink *s, const tn_chat_options *o) {
         put(s, "<think>\n\n</think>\n\n");
 }
 
+static void json_string(sink *s, view v);
+static void py_json(sink *s, const tn_json *v, view src);
+
+/* A tool as transformers' tojson filter writes the request's entry:
+ * json.dumps(ensure_ascii=False) of {"type": "function", "function":
+ * {"name", "description", "parameters"}}, the schema's members in its own
+ * order (py_json). The schema was checked (check_tools): only memory can
+ * fail here. */
+static void tool_json(sink *s, const tn_chat_tool *t) {
+    text(s, "{\"type\": \"function\", \"function\": {\"name\": ");
+    json_string(s, mkview(t->name));
+    if (t->description) {
+        text(s, ", \"description\": ");
+        json_string(s, mkview(t->description));
+    }
+    if (t->parameters && s->rc == TN_OK) {
+        text(s, ", \"parameters\": ");
+        tn_json_doc *doc = NULL;
+        if (tn_json_parse(t->parameters, strlen(t->parameters), "parameters", &doc, NULL) !=
+            TN_OK)
+            s->rc = TN_ERR_NOMEM;
+        else
+            py_json(s, tn_json_root(doc), mkview(t->parameters));
+        tn_json_free(doc);
+    }
+    text(s, "}}");
+}
+
+/* Qwen3's system turn with tools: the system message's content as it is,
+ * then the "# Tools" block, one tojson line per tool. */
+static void qwen3_tools(sink *s, const char *system, const tn_chat_options *o) {
+    put(s, "<|im_start|>system\n");
+    if (system) {
+        text(s, system);
+        put(s, "\n\n");
+    }
+    put(s, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+           "You are provided with function signatures within <tools></tools> XML tags:\n"
+           "<tools>");
+    for (size_t i = 0; i < o->n_tools; i++) {
+        put(s, "\n");
+        tool_json(s, &o->tools[i]);
+    }
+    put(s, "\n</tools>\n\nFor each function call, return a json object with function name and "
+           "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+           "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+}
+
+/* An assistant message's calls, after its content: each on a line of its
+ * own (the first right after the content when there is none), the name and
+ * the arguments as written (a string is not re-encoded; none: "{}"). */
+static void qwen3_tool_calls(sink *s, const tn_chat_message *m, view content) {
+    for (size_t k = 0; k < m->n_tool_calls; k++) {
+        const tn_chat_tool_call *tc = &m->tool_calls[k];
+        if (k > 0 || content.n > 0)
+            put(s, "\n");
+        put(s, "<tool_call>\n{\"name\": \"");
+        text(s, tc->name);
+        put(s, "\", \"arguments\": ");
+        text(s, tc->arguments ? tc->arguments : "{}");
+        put(s, "}\n</tool_call>");
+    }
+}
+
 /* Qwen3: ChatML, but assistant turns before the last user query lose their
  * <think> block, and those after it keep (or get an empty) one. */
 static void render_qwen3(sink *s, const tn_chat_message *m, size_t n, const tn_chat_options *o) {
-    if (n > 0 && m[0].role == TN_CHAT_ROLE_SYSTEM)
+    if (o->n_tools > 0)
+        qwen3_tools(s, n > 0 && m[0].role == TN_CHAT_ROLE_SYSTEM ? m[0].content : NULL, o);
+    else if (n > 0 && m[0].role == TN_CHAT_ROLE_SYSTEM)
         chatml_turn(s, "system", mkview(m[0].content));
 
     size_t last_query = n ? n - 1 : 0;
@@ -438,6 +506,7 @@ static void render_qwen3(sink *s, const tn_chat_message *m, size_t n, const tn_c
         } else {
             textv(s, content);
         }
+        qwen3_tool_calls(s, &m[i], content);
         put(s, "<|im_end|>\n");
     }
     if (o->add_generation_prompt)
@@ -1414,6 +1483,54 @@ static bool system_anywhere(tn_chat_kind kind) {
            kind == TN_CHAT_LLAMA31 || kind == TN_CHAT_GEMMA4;
 }
 
+/* Tool definitions: refused by the kinds that cannot show them (a model
+ * that is never told of its tools would answer as if it had none), and
+ * checked where they render: a name, and parameters that are a JSON
+ * object. */
+static int check_tools(tn_chat_kind kind, const tn_chat_options *o, tn_error *err) {
+    if (!o || o->n_tools == 0)
+        return TN_OK;
+    if (!tn_chat_kind_renders_tools(kind))
+        return tn_fail(err, TN_ERR_UNSUPPORTED,
+                       "chat template %s: Tern cannot show this model tool definitions (it "
+                       "renders them for qwen3 only); send the request without tools",
+                       kind_names[kind]);
+    if (!o->tools)
+        return tn_fail(err, TN_ERR_INVALID, "chat template: no tools");
+    for (size_t i = 0; i < o->n_tools; i++) {
+        const tn_chat_tool *t = &o->tools[i];
+        if (!t->name || !t->name[0])
+            return tn_fail(err, TN_ERR_INVALID, "chat template: tool %zu has no function name", i);
+        if (!t->parameters)
+            continue;
+        tn_json_doc *doc = NULL;
+        tn_error jerr;
+        int rc = tn_json_parse(t->parameters, strlen(t->parameters), "parameters", &doc, &jerr);
+        const bool object = rc == TN_OK && tn_json_root(doc)->type == TN_JSON_OBJECT;
+        tn_json_free(doc);
+        if (rc == TN_ERR_NOMEM)
+            return tn_fail(err, rc, "chat template: out of memory rendering the prompt");
+        if (rc != TN_OK)
+            return tn_fail(err, TN_ERR_INVALID,
+                           "tool %zu (%s): the parameters are not valid JSON: %s", i, t->name,
+                           jerr.message);
+        if (!object)
+            return tn_fail(err, TN_ERR_INVALID,
+                           "tool %zu (%s): the parameters must be a JSON object (a JSON schema)",
+                           i, t->name);
+    }
+    return TN_OK;
+}
+
+/* The split renders serve pins, which hold no tools. */
+static int no_tools(const tn_chat_options *o, tn_error *err) {
+    if (o && o->n_tools > 0)
+        return tn_fail(err, TN_ERR_INVALID,
+                       "chat template: tool definitions need a whole conversation "
+                       "(tn_chat_render), not a pinned system prompt and turn");
+    return TN_OK;
+}
+
 static int check_args(tn_chat_kind kind, tn_buf *out, tn_error *err) {
     if ((int)kind < 0 || kind >= TN_CHAT_KIND_COUNT_)
         return tn_fail(err, TN_ERR_INVALID, "unknown chat template kind %d", (int)kind);
@@ -1492,6 +1609,9 @@ int tn_chat_render_spans(tn_chat_kind kind, const tn_chat_message *msgs, size_t 
                            "chat template %s: a system message may only come first",
                            kind_names[kind]);
     }
+    rc = check_tools(kind, opts, err);
+    if (rc != TN_OK)
+        return rc;
     if (kind == TN_CHAT_GEMMA4) {
         rc = gemma4_check_tools(msgs, n_msgs, err);
         if (rc != TN_OK)
@@ -1542,6 +1662,8 @@ int tn_chat_render_system_spans(tn_chat_kind kind, const char *system,
                                 const tn_chat_options *opts, tn_buf *out, tn_text_spans *content,
                                 tn_error *err) {
     int rc = check_args(kind, out, err);
+    if (rc == TN_OK)
+        rc = no_tools(opts, err);
     if (rc != TN_OK)
         return rc;
     tn_chat_options o = opts ? *opts : tn_chat_default_options();
@@ -1600,6 +1722,8 @@ int tn_chat_render_turn_spans(tn_chat_kind kind, bool has_system, const char *us
                               const tn_chat_options *opts, tn_buf *out, tn_text_spans *content,
                               tn_error *err) {
     int rc = check_args(kind, out, err);
+    if (rc == TN_OK)
+        rc = no_tools(opts, err);
     if (rc != TN_OK)
         return rc;
     if (!user)
