@@ -61,6 +61,45 @@ def tool(name, description=None, parameters=None):
     return {"name": name, "description": description, "parameters": parameters}
 
 
+# Tool definitions the record scripts share: a plain pair, and odd schemas
+# (nested objects and arrays, enums of mixed types, unicode, quotes, control
+# characters, number spellings, a key given twice, a tool without
+# description or parameters, an empty schema, an odd name, spacing).
+weather_tool = tool("get_weather", "Get the current weather in a city.",
+                    '{"type": "object", "properties": {"city": {"type": "string", '
+                    '"description": "The city, e.g. Paris"}, "units": {"type": "string", '
+                    '"enum": ["metric", "imperial"]}}, "required": ["city"]}')
+time_tool = tool("get_time", "The local time.",
+                 '{"type":"object","properties":{"tz":{"type":"string"}},"required":["tz"]}')
+weather_tools = [weather_tool, time_tool]
+
+odd_schema = ('{"type": "object", "properties": {'
+              '"q": {"type": "string", "description": "say \\"hi\\"\\n\\ttab \\\\ back / '
+              '<b>&\'x\' \\u00e9t\\u00e9 \\u65e5\\u672c \\ud83d\\ude00 \u00fcber"}, '
+              '"nested": {"type": "object", "properties": {"deep": {"type": "object", '
+              '"properties": {"deeper": {"type": "array", "items": {"type": "integer", '
+              '"minimum": -0, "maximum": 12345678901234567890123}}}}}, '
+              '"required": ["deep"], "additionalProperties": false}, '
+              '"mode": {"enum": ["a", "B", "\\u00e7", 1, 2.5, null, true]}, '
+              '"nums": {"type": "number", "default": 1.0, "multipleOf": 0.1, '
+              '"exclusiveMaximum": 1e20, "minimum": -2.50e3, "tiny": 1.5e-7, "e16": 1E16, '
+              '"huge": 1e400}, '
+              '"ctl": {"type": "string", "pattern": "^\\\\d+\\u0001\\u001f\\u007f\\b\\f\\r$"}, '
+              '"z": {}, "A": [], "dup": 1, "dup": {"type": "boolean"}, '
+              '"any": {"anyOf": [{"type": "string"}, {"type": ["integer", "null"]}]}}, '
+              '"required": ["q", "nested"], "$defs": {"x": {"type": "string"}}}')
+odd_tools = [
+    tool("zoo", "Every kind of schema: nested objects, enums, arrays, unicode, quotes.",
+         odd_schema),
+    tool("bare"),
+    tool("no_params", "Takes nothing."),
+    tool("empty_params", "", "{}"),
+    tool("ns.do-it_2 \u00e9", 'A "quoted" <name>\n\tand lines.',
+         ' {\n  "properties" : { "b" : {"type":"string"} , "a" : {"type" : "integer"} },\n'
+         '  "type" : "object"\n} '),
+]
+
+
 def openai_tools(tools):
     """The request's "tools" as transformers gets them (apply_chat_template's
     tools=): {"type": "function", "function": {name, description,

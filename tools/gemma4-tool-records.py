@@ -24,7 +24,8 @@ import sys
 
 import jinja2
 
-from chat_records import A, S, T, U, Emitter, c_string, call, environment, load, msg, openai
+from chat_records import (A, S, T, U, Emitter, c_string, call, environment, load, msg, odd_tools,
+                          openai, openai_tools, tool, weather_tools)
 
 root = sys.argv[1]
 env = environment(transformers_tojson=False)
@@ -112,7 +113,42 @@ two_rounds = [
     msg(A, "Done."),
 ]
 
-# name, messages, enable_thinking, add_generation_prompt
+# Schemas for the declaration macros' branches: string enums, array items
+# (their properties, required, a type list, other members through
+# format_argument, nulls skipped), nullable, objects with and without
+# properties, required as a string (iterated by character), a type list
+# (Python's str() of it, upper-cased), a description that is a number,
+# standard keys as property names (skipped), a property that is not an
+# object, a schema without a type (its brace left open, as the template
+# leaves it), one without properties, an empty one.
+macro_schema = (
+    '{"type": "object", "properties": {'
+    '"s": {"type": "string", "description": "A string.", "enum": ["a", "b\\"c", 1, null]}, '
+    '"n": {"type": "integer", "description": 5, "minimum": 0}, '
+    '"arr": {"type": "array", "description": "list", "items": {"type": "object", '
+    '"properties": {"x": {"type": "number"}, "Y": {"type": "string", "nullable": true}}, '
+    '"required": ["x"], "extra": [1, {"k": null, "A": 2.50}], "gone": null}}, '
+    '"arr2": {"type": "array", "items": {"type": ["string", "null"]}}, '
+    '"arr3": {"type": "Array", "items": {}}, '
+    '"arr4": {"type": "array", "items": {"enum": ["x", true], "required": "ab"}}, '
+    '"obj": {"type": "object", "properties": {"inner": {"type": "boolean", "nullable": true}}, '
+    '"required": ["inner"]}, '
+    '"bare_obj": {"type": "object", "additionalProperties": false, "description": ""}, '
+    '"nul": {"type": ["string", "null"], "description": "maybe \u00e9"}, '
+    '"Upper": {"type": "String", "enum": []}, '
+    '"req_str": {"type": "object", "properties": {}, "required": "ab"}, '
+    '"zz": true, "type": {"type": "string"}, "description": 1, '
+    '"dup": {"type": "string"}, "dup": {"type": "number", "nullable": 1}}, '
+    '"required": ["s", "n"]}')
+g4_tools = [
+    tool("macros", "Every branch of the declaration macros.", macro_schema),
+    tool("untyped", "No type at the top.", '{"properties": {"a": {"type": "string"}}}'),
+    tool("required_only", None, '{"required": ["a", "b"], "type": "object"}'),
+    tool("empty", "Empty schema.", "{}"),
+    tool("no_props", "Object without properties.", '{"type": "object", "properties": {}}'),
+]
+
+# name, messages, enable_thinking, add_generation_prompt[, tools]
 cases = [
     ("results_pending", weather, False, True),
     ("results_pending_think", weather, True, True),
@@ -129,12 +165,19 @@ cases = [
     ("thought_call", thought_call, True, True),
     ("two_rounds", two_rounds, False, True),
     ("two_rounds_nogen", two_rounds, True, False),
+    ("tools_plain", [msg(U, "Weather in Paris?")], False, True, weather_tools),
+    ("tools_system_think", [msg(S, " You are a weather bot. "), msg(U, "Weather?")], True, True,
+     weather_tools),
+    ("tools_odd", [msg(U, "Odd schemas.")], False, True, odd_tools),
+    ("tools_macros", [msg(S, "Sys."), msg(U, "Macros.")], False, True, g4_tools),
+    ("tools_called", weather, False, True, weather_tools),
 ]
 
 
-def render(template, messages, thinking, gen):
+def render(template, messages, thinking, gen, tools=()):
+    kwargs = {"tools": openai_tools(tools)} if tools else {}
     text = template.render(messages=openai(messages), bos_token="<bos>",
-                           add_generation_prompt=gen, enable_thinking=thinking)
+                           add_generation_prompt=gen, enable_thinking=thinking, **kwargs)
     assert text.startswith("<bos>")
     return text[len("<bos>"):]
 
@@ -150,25 +193,31 @@ print("    bool thinking, generation_prompt;")
 print("    const tn_chat_message *msgs;")
 print("    size_t n;")
 print("    const char *want;")
+print("    const tn_chat_tool *tools;")
+print("    size_t n_tools;")
 print("} g4_record;")
 print()
 emit = Emitter("g4")
-for name, messages, thinking, gen in cases:
+tool_arrays = {}
+for name, messages, thinking, gen, *tools in cases:
     emit.messages(name, messages)
+    tool_arrays[name] = emit.tools(name, tools[0] if tools else [])
 print()
 print("static const g4_record g4_records[] = {")
 differ = []
-for name, messages, thinking, gen in cases:
-    want = render(plain, messages, thinking, gen)
+for name, messages, thinking, gen, *tools in cases:
+    tools = tools[0] if tools else []
+    want = render(plain, messages, thinking, gen, tools)
     try:
-        if render(interleaved, messages, thinking, gen) != want:
+        if render(interleaved, messages, thinking, gen, tools) != want:
             differ.append(name)
     except Exception as e:  # noqa: BLE001 (a template error is a difference too)
         differ.append("%s (%s)" % (name, e))
     arr = "g4_" + emit.messages(name, messages)
-    print("    {%s, %s, %s, %s, %d,\n     %s}," %
+    print("    {%s, %s, %s, %s, %d,\n     %s,\n     %s, %d}," %
           (c_string(name), "true" if thinking else "false", "true" if gen else "false", arr,
-           len(messages), c_string(want).replace("\n    ", "\n     ")))
+           len(messages), c_string(want).replace("\n    ", "\n     "), tool_arrays[name],
+           len(tools)))
 print("};")
 print("interleaved template renders differently: %s" % (", ".join(differ) or "none"),
       file=sys.stderr)

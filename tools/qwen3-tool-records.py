@@ -20,45 +20,11 @@ import sys
 
 import jinja2
 
-from chat_records import (A, S, T, U, Emitter, c_string, call, environment, load, msg, openai,
-                          openai_tools, tool)
+from chat_records import (A, S, T, U, Emitter, c_string, call, environment, load, msg, odd_tools,
+                          openai, openai_tools, time_tool, tool, weather_tool, weather_tools)
 
 root = sys.argv[1]
 template = environment().from_string(load(root, "Qwen-Qwen3-0.6B.jinja"))
-
-weather_tool = tool("get_weather", "Get the current weather in a city.",
-                    '{"type": "object", "properties": {"city": {"type": "string", '
-                    '"description": "The city, e.g. Paris"}, "units": {"type": "string", '
-                    '"enum": ["metric", "imperial"]}}, "required": ["city"]}')
-time_tool = tool("get_time", "The local time.",
-                 '{"type":"object","properties":{"tz":{"type":"string"}},"required":["tz"]}')
-weather_tools = [weather_tool, time_tool]
-
-odd_schema = ('{"type": "object", "properties": {'
-              '"q": {"type": "string", "description": "say \\"hi\\"\\n\\ttab \\\\ back / '
-              '<b>&\'x\' \\u00e9t\\u00e9 \\u65e5\\u672c \\ud83d\\ude00 \u00fcber"}, '
-              '"nested": {"type": "object", "properties": {"deep": {"type": "object", '
-              '"properties": {"deeper": {"type": "array", "items": {"type": "integer", '
-              '"minimum": -0, "maximum": 12345678901234567890123}}}}}, '
-              '"required": ["deep"], "additionalProperties": false}, '
-              '"mode": {"enum": ["a", "B", "\\u00e7", 1, 2.5, null, true]}, '
-              '"nums": {"type": "number", "default": 1.0, "multipleOf": 0.1, '
-              '"exclusiveMaximum": 1e20, "minimum": -2.50e3, "tiny": 1.5e-7, "e16": 1E16, '
-              '"huge": 1e400}, '
-              '"ctl": {"type": "string", "pattern": "^\\\\d+\\u0001\\u001f\\u007f\\b\\f\\r$"}, '
-              '"z": {}, "A": [], "dup": 1, "dup": {"type": "boolean"}, '
-              '"any": {"anyOf": [{"type": "string"}, {"type": ["integer", "null"]}]}}, '
-              '"required": ["q", "nested"], "$defs": {"x": {"type": "string"}}}')
-odd_tools = [
-    tool("zoo", "Every kind of schema: nested objects, enums, arrays, unicode, quotes.",
-         odd_schema),
-    tool("bare"),
-    tool("no_params", "Takes nothing."),
-    tool("empty_params", "", "{}"),
-    tool("ns.do-it_2 \u00e9", 'A "quoted" <name>\n\tand lines.',
-         ' {\n  "properties" : { "b" : {"type":"string"} , "a" : {"type" : "integer"} },\n'
-         '  "type" : "object"\n} '),
-]
 
 # What tests/server/test-tooldefs.py sends through the server (which refuses
 # whole numbers beyond 64 bits anywhere in a body): its schema's own text,

@@ -960,7 +960,8 @@ int tn_chat_kind_from_name(const char *name);
  * special tokens allowed. */
 bool tn_chat_kind_adds_bos(int kind);
 
-/* Whether the kind renders tool definitions (tn_chat_options.tools): Qwen3. */
+/* Whether the kind renders tool definitions (tn_chat_options.tools): Qwen3
+ * and Gemma 4. */
 bool tn_chat_kind_renders_tools(int kind);
 
 /* Recognises a template by its content ("<|im_start|>" with "enable_thinking"
@@ -1019,9 +1020,11 @@ typedef struct tn_chat_message {
 
 /* A function the model may call: one entry of an OpenAI request's "tools"
  * ({"type": "function", "function": {...}}). The templates that show the
- * model its tools (Qwen3) render it as the request would reach them, with
- * the members in this order: name, then description and parameters where
- * given. */
+ * model its tools (Qwen3, Gemma 4) render it as the request would reach
+ * them, with the members in this order: name, then description and
+ * parameters where given. Gemma 4 refuses (TN_ERR_UNSUPPORTED) a schema
+ * its template would print through Python's str() of a list or an object
+ * (docs/CHAT-TEMPLATES.md). */
 typedef struct tn_chat_tool {
     const char *name;        /* required */
     const char *description; /* NULL: none */

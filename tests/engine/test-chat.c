@@ -791,7 +791,37 @@ static void test_gemma4_tools(void) {
         tn_chat_options o = tn_chat_default_options();
         o.enable_thinking = r->thinking;
         o.add_generation_prompt = r->generation_prompt;
+        o.tools = r->tools;
+        o.n_tools = r->n_tools;
         CHECKF(renders_as(TN_CHAT_GEMMA4, r->msgs, r->n, &o, r->want), "record %s", r->name);
+    }
+    /* Declarations the template would print through Python's str() of a
+     * list or an object, or upper-case beyond ASCII: refused, saying why. */
+    static const char *const odd_schemas[] = {
+        "{\"type\": \"object\", \"properties\": {\"a\": {\"description\": [\"x\"]}}}",
+        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"stra\u00dfe\"}}}",
+        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": [\"string\", 1]}}}",
+        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": {\"x\": 1}}}}",
+        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"object\", "
+        "\"required\": 5}}}",
+        "{\"type\": \"object\", \"required\": [[\"a\"]]}",
+        "{\"type\": \"object\", \"properties\": [1]}",
+        "{\"type\": [\"object\", \"it's\"]}",
+        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"array\", "
+        "\"items\": {\"type\": [[\"x\"]]}}}}",
+    };
+    const tn_chat_message user1[] = {{.role = TN_CHAT_ROLE_USER, .content = "U"}};
+    for (size_t i = 0; i < N_ELEMS(odd_schemas); i++) {
+        const tn_chat_tool t = {.name = "f", .parameters = odd_schemas[i]};
+        tn_chat_options o = tn_chat_default_options();
+        o.tools = &t;
+        o.n_tools = 1;
+        tn_buf b = {0};
+        tn_error e = {0};
+        int rc = tn_chat_render(TN_CHAT_GEMMA4, user1, 1, &o, &b, &e);
+        CHECKF(rc == TN_ERR_UNSUPPORTED && strstr(e.message, "gemma4: tool 0 (f)") && b.len == 0,
+               "odd schema %zu: rc %d, \"%s\"", i, rc, e.message);
+        tn_buf_free(&b);
     }
 
     tn_error err = {0};
@@ -965,7 +995,7 @@ static void test_qwen3_tools(void) {
         o.n_tools = r->n_tools;
         CHECKF(renders_as(TN_CHAT_QWEN3, r->msgs, r->n, &o, r->want), "record %s", r->name);
     }
-    CHECK(tn_chat_kind_renders_tools(TN_CHAT_QWEN3));
+    CHECK(tn_chat_kind_renders_tools(TN_CHAT_QWEN3) && tn_chat_kind_renders_tools(TN_CHAT_GEMMA4));
     CHECK(!tn_chat_kind_renders_tools(-1) && !tn_chat_kind_renders_tools(TN_CHAT_KIND_COUNT_));
 
     const tn_chat_message user[] = {{.role = TN_CHAT_ROLE_USER, .content = "U"}};
@@ -974,7 +1004,7 @@ static void test_qwen3_tools(void) {
     tn_buf b = {0};
     /* Every other kind refuses tools rather than drop them. */
     for (int k = 0; k < TN_CHAT_KIND_COUNT_; k++) {
-        if (k == TN_CHAT_QWEN3)
+        if (k == TN_CHAT_QWEN3 || k == TN_CHAT_GEMMA4)
             continue;
         CHECK(!tn_chat_kind_renders_tools(k));
         err.message[0] = '\0';
