@@ -278,8 +278,8 @@ static const char *find_first(view v, const char *needle) {
 typedef struct {
     tn_buf *out;
     int rc;
-    tn_text_spans *spans;    /* NULL: not recorded */
-    const char *unsupported; /* rc TN_ERR_UNSUPPORTED: what Tern cannot render */
+    tn_text_spans *spans; /* NULL: not recorded */
+    int unsupported;      /* rc TN_ERR_UNSUPPORTED: what Tern cannot render (g4_why) */
 } sink;
 
 static void put(sink *s, const char *str) {
@@ -766,7 +766,7 @@ static void gemma4_system(sink *s, const char *system, bool thinking, const tn_c
  * "<|channel>" in it (or all of it), the whole trimmed. */
 static void gemma4_model_content(sink *s, view c) {
     tn_buf tmp = {0};
-    sink t = {&tmp, TN_OK, NULL, NULL};
+    sink t = {&tmp, TN_OK, NULL, 0};
     put(&t, "");
     static const char close[] = "<channel|>", open[] = "<|channel>";
     for (;;) {
@@ -1043,7 +1043,18 @@ static void gemma4_value(sink *s, const tn_json *v, view src, bool escape_keys) 
  * str() of a list or an object, or upper-case non-ASCII text, Tern refuses
  * the schema (unsupported) rather than guess. */
 
-static void unsupported(sink *s, const char *why) {
+/* What a Gemma 4 declaration cannot show (check_tools words each). */
+enum g4_why {
+    G4_STR_OF_CONTAINER = 1, /* Python's str() of a list or an object */
+    G4_TYPE_LIST,            /* a type list that is not plain ASCII strings */
+    G4_TYPE_OBJECT,          /* a type that is an object */
+    G4_TYPE_NOT_ASCII,       /* upper() beyond ASCII */
+    G4_REQUIRED_SCALAR,      /* a required that cannot be iterated */
+    G4_ITEMS_TYPE,           /* an items type that is neither a string nor a list */
+    G4_PROPERTIES,           /* properties that are not an object */
+};
+
+static void unsupported(sink *s, enum g4_why why) {
     if (s->rc != TN_OK)
         return;
     s->rc = TN_ERR_UNSUPPORTED;
@@ -1089,7 +1100,7 @@ static void py_str(sink *s, const tn_json *v, view src) {
     case TN_JSON_NUMBER: py_number(s, v, src); break;
     case TN_JSON_ARRAY:
     case TN_JSON_OBJECT:
-        unsupported(s, "a list or an object where the template prints Python's str() of it");
+        unsupported(s, G4_STR_OF_CONTAINER);
         break;
     }
 }
@@ -1128,19 +1139,19 @@ static void type_upper(sink *s, const tn_json *v, view src, tn_buf *b) {
                  ascii_upper(b, (view){e->v.str, e->n}) && tn_buf_append_str(b, "'") == TN_OK;
         }
         if (!ok || tn_buf_append_str(b, "]") != TN_OK)
-            unsupported(s, "a type list holding anything but plain ASCII strings");
+            unsupported(s, G4_TYPE_LIST);
         return;
     }
     if (v->type == TN_JSON_OBJECT) {
-        unsupported(s, "a type that is an object");
+        unsupported(s, G4_TYPE_OBJECT);
         return;
     }
     tn_buf tmp = {0};
-    sink t = {&tmp, TN_OK, NULL, NULL};
+    sink t = {&tmp, TN_OK, NULL, 0};
     put(&t, "");
     py_str(&t, v, src);
     if (t.rc != TN_OK || !ascii_upper(b, (view){tmp.data, tmp.len}))
-        unsupported(s, "a type that is not ASCII");
+        unsupported(s, G4_TYPE_NOT_ASCII);
     tn_buf_free(&tmp);
 }
 
@@ -1184,8 +1195,7 @@ static void g4_items(sink *s, const tn_json *v, view src) {
         }
         free(m);
     } else {
-        unsupported(s, "a required list that is a number, a boolean or null (the template "
-                       "cannot iterate it)");
+        unsupported(s, G4_REQUIRED_SCALAR);
     }
 }
 
@@ -1242,7 +1252,7 @@ static void g4_items_schema(sink *s, const tn_json *items, view src) {
                         put(s, ",");
                     const tn_json *e = &iv->v.items[k];
                     if (e->type == TN_JSON_ARRAY) {
-                        unsupported(s, "a type list holding a list");
+                        unsupported(s, G4_TYPE_LIST);
                         break;
                     }
                     type_upper(s, e, src, &up);
@@ -1252,7 +1262,7 @@ static void g4_items_schema(sink *s, const tn_json *items, view src) {
                 }
                 put(s, "]");
             } else {
-                unsupported(s, "an items type that is not a string or a list of strings");
+                unsupported(s, G4_ITEMS_TYPE);
             }
         } else {
             textv(s, (view){m[i].key->key, m[i].key->key_len});
@@ -1366,7 +1376,7 @@ static void gemma4_declaration(sink *s, const tn_chat_tool *t) {
         const tn_json *props = dict_get(params, "properties");
         if (truthy(props)) {
             if (props->type != TN_JSON_OBJECT) {
-                unsupported(s, "properties that are not an object (the template raises)");
+                unsupported(s, G4_PROPERTIES);
             } else {
                 put(s, "properties:{");
                 g4_parameters(s, props, src);
@@ -1768,7 +1778,7 @@ static void render_llama2(sink *s, const tn_chat_message *m, size_t n) {
         view content = mkview(m[i].content);
         if (i == c.first && c.system) {
             tmp.len = 0;
-            sink t = {&tmp, TN_OK, NULL, NULL};
+            sink t = {&tmp, TN_OK, NULL, 0};
             put(&t, "<<SYS>>\n");
             put(&t, c.system);
             put(&t, "\n<</SYS>>\n\n");
@@ -1856,6 +1866,49 @@ static bool system_anywhere(tn_chat_kind kind) {
            kind == TN_CHAT_LLAMA31 || kind == TN_CHAT_GEMMA4;
 }
 
+/* Why a Gemma 4 declaration is refused, one message per case. */
+static int gemma4_refusal(int why, size_t i, const char *name, tn_error *err) {
+    const int rc = TN_ERR_UNSUPPORTED;
+    switch ((enum g4_why)why) {
+    case G4_STR_OF_CONTAINER:
+        return tn_fail(err, rc,
+                       "chat template gemma4: tool %zu (%s): the schema has a list or an object "
+                       "where the template prints Python's str() of it, which Tern does not "
+                       "reproduce",
+                       i, name);
+    case G4_TYPE_LIST:
+        return tn_fail(err, rc,
+                       "chat template gemma4: tool %zu (%s): a type list may hold only plain "
+                       "ASCII strings (the template prints Python's str() of it)",
+                       i, name);
+    case G4_TYPE_OBJECT:
+        return tn_fail(err, rc, "chat template gemma4: tool %zu (%s): a type is an object", i,
+                       name);
+    case G4_TYPE_NOT_ASCII:
+        return tn_fail(err, rc,
+                       "chat template gemma4: tool %zu (%s): a type is not ASCII (the template "
+                       "upper-cases it as Python does, which Tern does not reproduce)",
+                       i, name);
+    case G4_REQUIRED_SCALAR:
+        return tn_fail(err, rc,
+                       "chat template gemma4: tool %zu (%s): required is a number, a boolean or "
+                       "null, which the template cannot iterate",
+                       i, name);
+    case G4_ITEMS_TYPE:
+        return tn_fail(err, rc,
+                       "chat template gemma4: tool %zu (%s): an items type is neither a string "
+                       "nor a list of strings",
+                       i, name);
+    case G4_PROPERTIES:
+        return tn_fail(err, rc,
+                       "chat template gemma4: tool %zu (%s): properties is not an object (the "
+                       "template raises)",
+                       i, name);
+    }
+    return tn_fail(err, rc, "chat template gemma4: tool %zu (%s): Tern cannot render this schema",
+                   i, name);
+}
+
 /* Tool definitions: refused by the kinds that cannot show them (a model
  * that is never told of its tools would answer as if it had none), and
  * checked where they render: a name, and parameters that are a JSON
@@ -1894,14 +1947,11 @@ static int check_tools(tn_chat_kind kind, const tn_chat_options *o, tn_error *er
         if (kind == TN_CHAT_GEMMA4) {
             /* A dry render finds what Gemma 4's declaration cannot show. */
             tn_buf tmp = {0};
-            sink d = {&tmp, TN_OK, NULL, NULL};
+            sink d = {&tmp, TN_OK, NULL, 0};
             gemma4_declaration(&d, t);
             tn_buf_free(&tmp);
             if (d.rc == TN_ERR_UNSUPPORTED)
-                return tn_fail(err, TN_ERR_UNSUPPORTED,
-                               "chat template gemma4: tool %zu (%s): Tern cannot render this "
-                               "schema as the template would: %s",
-                               i, t->name, d.unsupported);
+                return gemma4_refusal(d.unsupported, i, t->name, err);
             if (d.rc != TN_OK)
                 return tn_fail(err, d.rc, "chat template: out of memory rendering the prompt");
         }
@@ -2024,7 +2074,7 @@ int tn_chat_render_spans(tn_chat_kind kind, const tn_chat_message *msgs, size_t 
     }
     tn_chat_options o = opts ? *opts : tn_chat_default_options();
     size_t start = out->len, start_spans = content ? content->n : 0;
-    sink s = {out, TN_OK, content, NULL};
+    sink s = {out, TN_OK, content, 0};
     /* An empty render still leaves a NUL-terminated buffer. */
     put(&s, "");
     switch (kind) {
@@ -2055,7 +2105,7 @@ int tn_chat_render_system_spans(tn_chat_kind kind, const char *system,
         return rc;
     tn_chat_options o = opts ? *opts : tn_chat_default_options();
     size_t start = out->len, start_spans = content ? content->n : 0;
-    sink s = {out, TN_OK, content, NULL};
+    sink s = {out, TN_OK, content, 0};
     put(&s, "");
     switch (kind) {
     case TN_CHAT_CHATML:
@@ -2118,7 +2168,7 @@ int tn_chat_render_turn_spans(tn_chat_kind kind, bool has_system, const char *us
     tn_chat_options o = opts ? *opts : tn_chat_default_options();
     view u = mkview(user);
     size_t start = out->len, start_spans = content ? content->n : 0;
-    sink s = {out, TN_OK, content, NULL};
+    sink s = {out, TN_OK, content, 0};
     put(&s, "");
     switch (kind) {
     case TN_CHAT_CHATML:

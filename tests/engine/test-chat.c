@@ -797,29 +797,41 @@ static void test_gemma4_tools(void) {
     }
     /* Declarations the template would print through Python's str() of a
      * list or an object, or upper-case beyond ASCII: refused, saying why. */
-    static const char *const odd_schemas[] = {
-        "{\"type\": \"object\", \"properties\": {\"a\": {\"description\": [\"x\"]}}}",
-        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"stra\u00dfe\"}}}",
-        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": [\"string\", 1]}}}",
-        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": {\"x\": 1}}}}",
-        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"object\", "
-        "\"required\": 5}}}",
-        "{\"type\": \"object\", \"required\": [[\"a\"]]}",
-        "{\"type\": \"object\", \"properties\": [1]}",
-        "{\"type\": [\"object\", \"it's\"]}",
-        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"array\", "
-        "\"items\": {\"type\": [[\"x\"]]}}}}",
+    static const struct {
+        const char *schema, *says;
+    } odd_schemas[] = {
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"description\": [\"x\"]}}}",
+         "Python's str()"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"stra\u00dfe\"}}}",
+         "not ASCII"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": [\"string\", 1]}}}",
+         "type list"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": {\"x\": 1}}}}",
+         "a type is an object"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"object\", "
+         "\"required\": 5}}}",
+         "cannot iterate"},
+        {"{\"type\": \"object\", \"required\": [[\"a\"]]}", "Python's str()"},
+        {"{\"type\": \"object\", \"properties\": [1]}", "properties is not an object"},
+        {"{\"type\": [\"object\", \"it's\"]}", "type list"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"array\", "
+         "\"items\": {\"type\": [[\"x\"]]}}}}",
+         "type list"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"array\", "
+         "\"items\": {\"type\": 5}}}}",
+         "neither a string"},
     };
     const tn_chat_message user1[] = {{.role = TN_CHAT_ROLE_USER, .content = "U"}};
     for (size_t i = 0; i < N_ELEMS(odd_schemas); i++) {
-        const tn_chat_tool t = {.name = "f", .parameters = odd_schemas[i]};
+        const tn_chat_tool t = {.name = "f", .parameters = odd_schemas[i].schema};
         tn_chat_options o = tn_chat_default_options();
         o.tools = &t;
         o.n_tools = 1;
         tn_buf b = {0};
         tn_error e = {0};
         int rc = tn_chat_render(TN_CHAT_GEMMA4, user1, 1, &o, &b, &e);
-        CHECKF(rc == TN_ERR_UNSUPPORTED && strstr(e.message, "gemma4: tool 0 (f)") && b.len == 0,
+        CHECKF(rc == TN_ERR_UNSUPPORTED && strstr(e.message, "gemma4: tool 0 (f)") &&
+                   strstr(e.message, odd_schemas[i].says) && b.len == 0,
                "odd schema %zu: rc %d, \"%s\"", i, rc, e.message);
         tn_buf_free(&b);
     }
