@@ -138,6 +138,7 @@ macro_schema = (
     '"Upper": {"type": "String", "enum": []}, '
     '"req_str": {"type": "object", "properties": {}, "required": "ab"}, '
     '"zz": true, "type": {"type": "string"}, "description": 1, '
+    '"flag": {"type": "boolean", "nullable": false, "description": 0}, '
     '"dup": {"type": "string"}, "dup": {"type": "number", "nullable": 1}}, '
     '"required": ["s", "n"]}')
 g4_tools = [
