@@ -19,7 +19,6 @@ model with Qwen3's real chat template (the fetched Qwen3 vocabulary's):
 
 import json
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -34,43 +33,7 @@ RECORDS = os.path.join(serverlib.env("TERN_SOURCE_ROOT"), "tests", "engine",
                        "qwen3-tool-records.h")
 
 
-def c_literal(text):
-    """The value of adjacent C string literals ("NULL": None)."""
-    if text.strip() == "NULL":
-        return None
-    out = bytearray()
-    for piece in re.findall(r'"((?:[^"\\]|\\.)*)"', text):
-        i = 0
-        while i < len(piece):
-            c = piece[i]
-            if c != "\\":
-                out += c.encode()
-                i += 1
-                continue
-            e = piece[i + 1]
-            if e == "x":
-                out.append(int(piece[i + 2:i + 4], 16))
-                i += 4
-                continue
-            out += {"n": b"\n", "t": b"\t", '"': b'"', "\\": b"\\"}[e]
-            i += 2
-    return out.decode("utf-8")
-
-
-with open(RECORDS, encoding="utf-8") as f:
-    header = f.read()
-tool_arrays = {}
-for name, body in re.findall(r"static const tn_chat_tool (\w+)\[\] = \{\n(.*?)\n\};", header,
-                             re.S):
-    tool_arrays[name] = [
-        (c_literal(n), c_literal(d), c_literal(p)) for n, d, p in re.findall(
-            r"\{\.name = (.*?),\n\s+\.description = (.*?),\n\s+\.parameters = (.*?)\},(?=\n|$)",
-            body, re.S)]
-records = {}
-for name, thinking, gen, tools, want in re.findall(
-        r'\{"(\w+)", (true|false), (true|false), q3_\w+, \d+, (\w+), \d+,\n(.*?)\},\n', header,
-        re.S):
-    records[name] = (tool_arrays.get(tools, []), c_literal(want))
+records = serverlib.tool_records(RECORDS, "q3")
 check(len(records) > 10 and len(records.get("server_tools", ([], ""))[0]) == 3 and
       len(records.get("called", ([], ""))[0]) == 2,
       "the records and their tools are read (%d)" % len(records))
@@ -81,17 +44,7 @@ model = serverlib.make_model(tmp, name="q3tools",
 srv = serverlib.Server(tmp, "tooldefs", model, ["-c", "2048"])
 
 
-def tools_json(tools):
-    """The request's "tools" as JSON text, each schema its own text."""
-    out = []
-    for name, desc, params in tools:
-        fn = '"name": ' + json.dumps(name)
-        if desc is not None:
-            fn += ', "description": ' + json.dumps(desc)
-        if params is not None:
-            fn += ', "parameters": ' + params
-        out.append('{"type": "function", "function": {' + fn + '}}')
-    return "[" + ", ".join(out) + "]"
+tools_json = serverlib.tools_json
 
 
 def chat(messages, tools=None, extra=None, raw_tools=None):
