@@ -21,7 +21,7 @@ import sys
 import jinja2
 
 from chat_records import (A, S, T, U, Emitter, c_string, call, environment, load, msg, odd_tools,
-                          openai, openai_tools, time_tool, tool, weather_tool, weather_tools)
+                          openai, openai_tools, tool, weather_tool, weather_tools)
 
 root = sys.argv[1]
 template = environment().from_string(load(root, "Qwen-Qwen3-0.6B.jinja"))
