@@ -96,6 +96,10 @@ bool tn_chat_kind_adds_bos(int kind) {
            kind != TN_CHAT_GPTOSS;
 }
 
+bool tn_chat_kind_renders_tools(int kind) {
+    return kind == TN_CHAT_QWEN3 || kind == TN_CHAT_GEMMA4;
+}
+
 tn_chat_options tn_chat_default_options(void) {
     tn_chat_options o = {
         .add_generation_prompt = true,
@@ -275,6 +279,7 @@ typedef struct {
     tn_buf *out;
     int rc;
     tn_text_spans *spans; /* NULL: not recorded */
+    int unsupported;      /* rc TN_ERR_UNSUPPORTED: what Tern cannot render (g4_why) */
 } sink;
 
 static void put(sink *s, const char *str) {
@@ -381,10 +386,76 @@ static void qwen3_generation_prompt(sink *s, const tn_chat_options *o) {
         put(s, "<think>\n\n</think>\n\n");
 }
 
+static void json_string(sink *s, view v);
+static void py_json(sink *s, const tn_json *v, view src);
+
+/* A tool as transformers' tojson filter writes the request's entry:
+ * json.dumps(ensure_ascii=False) of {"type": "function", "function":
+ * {"name", "description", "parameters"}}, the schema's members in its own
+ * order (py_json). The schema was checked (check_tools): only memory can
+ * fail here. */
+static void tool_json(sink *s, const tn_chat_tool *t) {
+    text(s, "{\"type\": \"function\", \"function\": {\"name\": ");
+    json_string(s, mkview(t->name));
+    if (t->description) {
+        text(s, ", \"description\": ");
+        json_string(s, mkview(t->description));
+    }
+    if (t->parameters && s->rc == TN_OK) {
+        text(s, ", \"parameters\": ");
+        tn_json_doc *doc = NULL;
+        if (tn_json_parse(t->parameters, strlen(t->parameters), "parameters", &doc, NULL) !=
+            TN_OK)
+            s->rc = TN_ERR_NOMEM;
+        else
+            py_json(s, tn_json_root(doc), mkview(t->parameters));
+        tn_json_free(doc);
+    }
+    text(s, "}}");
+}
+
+/* Qwen3's system turn with tools: the system message's content as it is,
+ * then the "# Tools" block, one tojson line per tool. */
+static void qwen3_tools(sink *s, const char *system, const tn_chat_options *o) {
+    put(s, "<|im_start|>system\n");
+    if (system) {
+        text(s, system);
+        put(s, "\n\n");
+    }
+    put(s, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+           "You are provided with function signatures within <tools></tools> XML tags:\n"
+           "<tools>");
+    for (size_t i = 0; i < o->n_tools; i++) {
+        put(s, "\n");
+        tool_json(s, &o->tools[i]);
+    }
+    put(s, "\n</tools>\n\nFor each function call, return a json object with function name and "
+           "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+           "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+}
+
+/* An assistant message's calls, after its content: each on a line of its
+ * own (the first right after the content when there is none), the name and
+ * the arguments as written (a string is not re-encoded; none: "{}"). */
+static void qwen3_tool_calls(sink *s, const tn_chat_message *m, view content) {
+    for (size_t k = 0; k < m->n_tool_calls; k++) {
+        const tn_chat_tool_call *tc = &m->tool_calls[k];
+        if (k > 0 || content.n > 0)
+            put(s, "\n");
+        put(s, "<tool_call>\n{\"name\": \"");
+        text(s, tc->name);
+        put(s, "\", \"arguments\": ");
+        text(s, tc->arguments ? tc->arguments : "{}");
+        put(s, "}\n</tool_call>");
+    }
+}
+
 /* Qwen3: ChatML, but assistant turns before the last user query lose their
  * <think> block, and those after it keep (or get an empty) one. */
 static void render_qwen3(sink *s, const tn_chat_message *m, size_t n, const tn_chat_options *o) {
-    if (n > 0 && m[0].role == TN_CHAT_ROLE_SYSTEM)
+    if (o->n_tools > 0)
+        qwen3_tools(s, n > 0 && m[0].role == TN_CHAT_ROLE_SYSTEM ? m[0].content : NULL, o);
+    else if (n > 0 && m[0].role == TN_CHAT_ROLE_SYSTEM)
         chatml_turn(s, "system", mkview(m[0].content));
 
     size_t last_query = n ? n - 1 : 0;
@@ -438,6 +509,7 @@ static void render_qwen3(sink *s, const tn_chat_message *m, size_t n, const tn_c
         } else {
             textv(s, content);
         }
+        qwen3_tool_calls(s, &m[i], content);
         put(s, "<|im_end|>\n");
     }
     if (o->add_generation_prompt)
@@ -674,14 +746,19 @@ static void render_gemma3(sink *s, const tn_chat_message *m, size_t n, const tn_
  * right after another one (tool results between them do not count)
  * continuing it without a new header; the generation prompt opens a model
  * turn and, thinking off, an empty thought channel. */
-static void gemma4_system(sink *s, const char *system, bool thinking) {
-    if (!system && !thinking)
+static void gemma4_declaration(sink *s, const tn_chat_tool *t);
+
+static void gemma4_system(sink *s, const char *system, bool thinking, const tn_chat_options *o) {
+    const size_t n_tools = o ? o->n_tools : 0;
+    if (!system && !thinking && !n_tools)
         return;
     put(s, "<|turn>system\n");
     if (thinking)
         put(s, "<|think|>\n");
     if (system)
         textv(s, py_strip(mkview(system)));
+    for (size_t i = 0; i < n_tools; i++)
+        gemma4_declaration(s, &o->tools[i]);
     put(s, "<turn|>\n");
 }
 
@@ -689,7 +766,7 @@ static void gemma4_system(sink *s, const char *system, bool thinking) {
  * "<|channel>" in it (or all of it), the whole trimmed. */
 static void gemma4_model_content(sink *s, view c) {
     tn_buf tmp = {0};
-    sink t = {&tmp, TN_OK, NULL};
+    sink t = {&tmp, TN_OK, NULL, 0};
     put(&t, "");
     static const char close[] = "<channel|>", open[] = "<|channel>";
     for (;;) {
@@ -907,8 +984,8 @@ static int sorted_members(const tn_json *obj, member **out, size_t *n_out) {
     return dict_members(obj, cmp_folded, out, n_out);
 }
 
-/* format_argument(value, escape_keys=False). */
-static void gemma4_value(sink *s, const tn_json *v, view src) {
+/* format_argument(value, escape_keys): keys between <|"|> when escaped. */
+static void gemma4_value(sink *s, const tn_json *v, view src, bool escape_keys) {
     if (s->rc != TN_OK)
         return;
     switch ((tn_json_type)v->type) {
@@ -925,7 +1002,7 @@ static void gemma4_value(sink *s, const tn_json *v, view src) {
         for (uint32_t i = 0; i < v->n; i++) {
             if (i)
                 put(s, ",");
-            gemma4_value(s, &v->v.items[i], src);
+            gemma4_value(s, &v->v.items[i], src, escape_keys);
         }
         put(s, "]");
         break;
@@ -940,15 +1017,390 @@ static void gemma4_value(sink *s, const tn_json *v, view src) {
         for (size_t i = 0; i < n; i++) {
             if (i)
                 put(s, ",");
+            if (escape_keys)
+                put(s, "<|\"|>");
             textv(s, (view){m[i].key->key, m[i].key->key_len});
+            if (escape_keys)
+                put(s, "<|\"|>");
             put(s, ":");
-            gemma4_value(s, m[i].val, src);
+            gemma4_value(s, m[i].val, src, escape_keys);
         }
         put(s, "}");
         free(m);
         break;
     }
     }
+}
+
+/* ------------------------------------------- Gemma 4 tool declarations */
+
+/* The template's format_function_declaration and format_parameters
+ * macros, over the schema as Python holds it (a dict: a key given twice
+ * has its last value), in the same order and with the same Jinja quirks:
+ * a missing member is Undefined (printed as nothing), truthiness decides
+ * what is printed, types are upper-cased, a property that is not an object
+ * is looked up like an empty one. Where the template would print Python's
+ * str() of a list or an object, or upper-case non-ASCII text, Tern refuses
+ * the schema (unsupported) rather than guess. */
+
+/* What a Gemma 4 declaration cannot show (check_tools words each). */
+enum g4_why {
+    G4_STR_OF_CONTAINER = 1, /* Python's str() of a list or an object */
+    G4_TYPE_LIST,            /* a type list that is not plain ASCII strings */
+    G4_TYPE_OBJECT,          /* a type that is an object */
+    G4_TYPE_NOT_ASCII,       /* upper() beyond ASCII */
+    G4_REQUIRED_SCALAR,      /* a required that cannot be iterated */
+    G4_ITEMS_TYPE,           /* an items type that is neither a string nor a list */
+    G4_PROPERTIES,           /* properties that are not an object */
+};
+
+static void unsupported(sink *s, enum g4_why why) {
+    if (s->rc != TN_OK)
+        return;
+    s->rc = TN_ERR_UNSUPPORTED;
+    s->unsupported = why;
+}
+
+/* value[key] as Jinja sees it: the last member of that name; NULL
+ * (Undefined) when value is not an object or has none. */
+static const tn_json *dict_get(const tn_json *v, const char *key) {
+    if (!v || v->type != TN_JSON_OBJECT)
+        return NULL;
+    const size_t n = strlen(key);
+    const tn_json *found = NULL;
+    for (uint32_t i = 0; i < v->n; i++)
+        if (v->v.items[i].key_len == n && !memcmp(v->v.items[i].key, key, n))
+            found = &v->v.items[i];
+    return found;
+}
+
+/* Python's truthiness of a JSON value (Undefined: false). */
+static bool truthy(const tn_json *v) {
+    if (!v)
+        return false;
+    switch ((tn_json_type)v->type) {
+    case TN_JSON_NULL: return false;
+    case TN_JSON_BOOL: return v->b;
+    case TN_JSON_NUMBER: return tn_json_num(v, 0) != 0;
+    case TN_JSON_STRING:
+    case TN_JSON_ARRAY:
+    case TN_JSON_OBJECT: return v->n > 0;
+    }
+    return false;
+}
+
+/* {{ v }}: Python's str() of a scalar (a string as it is). */
+static void py_str(sink *s, const tn_json *v, view src) {
+    if (!v)
+        return; /* Undefined prints nothing */
+    switch ((tn_json_type)v->type) {
+    case TN_JSON_STRING: textv(s, (view){v->v.str, v->n}); break;
+    case TN_JSON_BOOL: text(s, v->b ? "True" : "False"); break;
+    case TN_JSON_NULL: text(s, "None"); break;
+    case TN_JSON_NUMBER: py_number(s, v, src); break;
+    case TN_JSON_ARRAY:
+    case TN_JSON_OBJECT:
+        unsupported(s, G4_STR_OF_CONTAINER);
+        break;
+    }
+}
+
+/* Appends upper(text) for ASCII text; false for any other byte (Python's
+ * Unicode upper() is not reproduced). */
+static bool ascii_upper(tn_buf *b, view v) {
+    for (size_t i = 0; i < v.n; i++) {
+        const unsigned char c = (unsigned char)v.p[i];
+        if (c >= 0x80)
+            return false;
+        const char u = (char)(c >= 'a' && c <= 'z' ? c - 32 : c);
+        if (tn_buf_append(b, &u, 1) != TN_OK)
+            return false;
+    }
+    return tn_buf_append(b, "", 0) == TN_OK;
+}
+
+/* v | upper into *b (NUL-terminated): str(v).upper(). A list of plain
+ * ASCII strings is written as Python's str() of it ("['STRING', 'NULL']");
+ * other lists and objects are unsupported. */
+static void type_upper(sink *s, const tn_json *v, view src, tn_buf *b) {
+    b->len = 0;
+    bool ok = tn_buf_append(b, "", 0) == TN_OK;
+    if (!ok || s->rc != TN_OK || !v)
+        return;
+    if (v->type == TN_JSON_ARRAY) {
+        ok = tn_buf_append_str(b, "[") == TN_OK;
+        for (uint32_t i = 0; ok && i < v->n; i++) {
+            const tn_json *e = &v->v.items[i];
+            ok = e->type == TN_JSON_STRING;
+            for (uint32_t k = 0; ok && k < e->n; k++)
+                ok = e->v.str[k] >= 0x20 && e->v.str[k] < 0x7f && e->v.str[k] != '\'' &&
+                     e->v.str[k] != '\\';
+            ok = ok && tn_buf_append_str(b, i ? ", '" : "'") == TN_OK &&
+                 ascii_upper(b, (view){e->v.str, e->n}) && tn_buf_append_str(b, "'") == TN_OK;
+        }
+        if (!ok || tn_buf_append_str(b, "]") != TN_OK)
+            unsupported(s, G4_TYPE_LIST);
+        return;
+    }
+    if (v->type == TN_JSON_OBJECT) {
+        unsupported(s, G4_TYPE_OBJECT);
+        return;
+    }
+    tn_buf tmp = {0};
+    sink t = {&tmp, TN_OK, NULL, 0};
+    put(&t, "");
+    py_str(&t, v, src);
+    if (t.rc != TN_OK || !ascii_upper(b, (view){tmp.data, tmp.len}))
+        unsupported(s, G4_TYPE_NOT_ASCII);
+    tn_buf_free(&tmp);
+}
+
+/* {% for item in v %}<|"|>{{ item }}<|"|>{% if not loop.last %},{% endif %}:
+ * a list's items, a string's characters, an object's keys. */
+static void g4_items(sink *s, const tn_json *v, view src) {
+    if (!v || s->rc != TN_OK)
+        return;
+    if (v->type == TN_JSON_ARRAY) {
+        for (uint32_t i = 0; i < v->n; i++) {
+            if (i)
+                put(s, ",");
+            put(s, "<|\"|>");
+            py_str(s, &v->v.items[i], src);
+            put(s, "<|\"|>");
+        }
+    } else if (v->type == TN_JSON_STRING) {
+        for (size_t i = 0; i < v->n;) {
+            size_t adv;
+            tn_utf8_decode(v->v.str + i, v->n - i, &adv);
+            if (adv == 0)
+                adv = 1;
+            if (i)
+                put(s, ",");
+            put(s, "<|\"|>");
+            textv(s, (view){v->v.str + i, adv});
+            put(s, "<|\"|>");
+            i += adv;
+        }
+    } else if (v->type == TN_JSON_OBJECT) {
+        member *m;
+        size_t n;
+        if ((s->rc = dict_members(v, cmp_first, &m, &n)) != TN_OK)
+            return;
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                put(s, ",");
+            put(s, "<|\"|>");
+            textv(s, (view){m[i].key->key, m[i].key->key_len});
+            put(s, "<|\"|>");
+        }
+        free(m);
+    } else {
+        unsupported(s, G4_REQUIRED_SCALAR);
+    }
+}
+
+/* The template's add_comma: a comma before every item but the first. */
+static void g4_comma(sink *s, bool *add_comma) {
+    if (*add_comma)
+        put(s, ",");
+    *add_comma = true;
+}
+
+static bool key_is(const member *m, const char *key) {
+    return m->key->key_len == strlen(key) && !memcmp(m->key->key, key, m->key->key_len);
+}
+
+static void g4_parameters(sink *s, const tn_json *props, view src);
+
+/* An array property's items: every member but nulls, in dictsort order. */
+static void g4_items_schema(sink *s, const tn_json *items, view src) {
+    member *m;
+    size_t n;
+    if (s->rc != TN_OK || (s->rc = sorted_members(items, &m, &n)) != TN_OK)
+        return;
+    put(s, "items:{");
+    bool first = true;
+    tn_buf up = {0};
+    for (size_t i = 0; i < n && s->rc == TN_OK; i++) {
+        const tn_json *iv = m[i].val;
+        if (iv->type == TN_JSON_NULL)
+            continue;
+        if (!first)
+            put(s, ",");
+        first = false;
+        if (key_is(&m[i], "properties")) {
+            put(s, "properties:{");
+            if (iv->type == TN_JSON_OBJECT)
+                g4_parameters(s, iv, src);
+            put(s, "}");
+        } else if (key_is(&m[i], "required")) {
+            put(s, "required:[");
+            g4_items(s, iv, src);
+            put(s, "]");
+        } else if (key_is(&m[i], "type")) {
+            put(s, "type:");
+            if (iv->type == TN_JSON_STRING) {
+                type_upper(s, iv, src, &up);
+                put(s, "<|\"|>");
+                text(s, up.data ? up.data : "");
+                put(s, "<|\"|>");
+            } else if (iv->type == TN_JSON_ARRAY) {
+                /* item_value | map('upper') | list, then format_argument */
+                put(s, "[");
+                for (uint32_t k = 0; k < iv->n && s->rc == TN_OK; k++) {
+                    if (k)
+                        put(s, ",");
+                    const tn_json *e = &iv->v.items[k];
+                    if (e->type == TN_JSON_ARRAY) {
+                        unsupported(s, G4_TYPE_LIST);
+                        break;
+                    }
+                    type_upper(s, e, src, &up);
+                    put(s, "<|\"|>");
+                    text(s, up.data ? up.data : "");
+                    put(s, "<|\"|>");
+                }
+                put(s, "]");
+            } else {
+                unsupported(s, G4_ITEMS_TYPE);
+            }
+        } else {
+            textv(s, (view){m[i].key->key, m[i].key->key_len});
+            put(s, ":");
+            gemma4_value(s, iv, src, true);
+        }
+    }
+    put(s, "}");
+    tn_buf_free(&up);
+    free(m);
+}
+
+/* format_parameters(properties): each property but the standard keys, in
+ * dictsort order, as NAME:{description,enum|items,nullable,properties,
+ * required,type}. */
+static void g4_parameters(sink *s, const tn_json *props, view src) {
+    static const char *const standard[] = {"description", "type", "properties", "required",
+                                           "nullable"};
+    member *m;
+    size_t n;
+    if (s->rc != TN_OK || (s->rc = sorted_members(props, &m, &n)) != TN_OK)
+        return;
+    bool found_first = false;
+    tn_buf up = {0};
+    for (size_t i = 0; i < n && s->rc == TN_OK; i++) {
+        bool is_standard = false;
+        for (size_t k = 0; k < sizeof standard / sizeof *standard; k++)
+            is_standard |= key_is(&m[i], standard[k]);
+        if (is_standard)
+            continue;
+        const tn_json *value = m[i].val;
+        if (found_first)
+            put(s, ",");
+        found_first = true;
+        textv(s, (view){m[i].key->key, m[i].key->key_len});
+        put(s, ":{");
+        bool add_comma = false;
+        const tn_json *desc = dict_get(value, "description");
+        if (truthy(desc)) {
+            put(s, "description:<|\"|>");
+            py_str(s, desc, src);
+            put(s, "<|\"|>");
+            add_comma = true;
+        }
+        type_upper(s, dict_get(value, "type"), src, &up);
+        const char *type = up.data ? up.data : "";
+        if (!strcmp(type, "STRING")) {
+            const tn_json *e = dict_get(value, "enum");
+            if (truthy(e)) {
+                g4_comma(s, &add_comma);
+                put(s, "enum:");
+                gemma4_value(s, e, src, true);
+            }
+        } else if (!strcmp(type, "ARRAY")) {
+            const tn_json *items = dict_get(value, "items");
+            if (items && items->type == TN_JSON_OBJECT && items->n > 0) {
+                g4_comma(s, &add_comma);
+                g4_items_schema(s, items, src);
+            }
+        }
+        if (truthy(dict_get(value, "nullable"))) {
+            g4_comma(s, &add_comma);
+            put(s, "nullable:true");
+        }
+        if (!strcmp(type, "OBJECT")) {
+            const tn_json *p = dict_get(value, "properties");
+            const tn_json *of = p && p->type == TN_JSON_OBJECT ? p : value;
+            if (of && of->type == TN_JSON_OBJECT) {
+                g4_comma(s, &add_comma);
+                put(s, "properties:{");
+                g4_parameters(s, of, src);
+                put(s, "}");
+            }
+            const tn_json *req = dict_get(value, "required");
+            if (truthy(req)) {
+                g4_comma(s, &add_comma);
+                put(s, "required:[");
+                g4_items(s, req, src);
+                put(s, "]");
+            }
+        }
+        g4_comma(s, &add_comma);
+        put(s, "type:<|\"|>");
+        /* upper of the type, again: the nested renders reused the buffer */
+        type_upper(s, dict_get(value, "type"), src, &up);
+        text(s, up.data ? up.data : "");
+        put(s, "<|\"|>}");
+    }
+    tn_buf_free(&up);
+    free(m);
+}
+
+/* <|tool>declaration:NAME{description:<|"|>D<|"|>[,parameters:{...}]}<tool|>
+ * (format_function_declaration; its parameters brace is closed only when
+ * the schema has a type, as in the template). */
+static void gemma4_declaration(sink *s, const tn_chat_tool *t) {
+    put(s, "<|tool>declaration:");
+    text(s, t->name);
+    put(s, "{description:<|\"|>");
+    if (t->description)
+        text(s, t->description);
+    put(s, "<|\"|>");
+    tn_json_doc *doc = NULL;
+    if (t->parameters && s->rc == TN_OK &&
+        tn_json_parse(t->parameters, strlen(t->parameters), "parameters", &doc, NULL) != TN_OK)
+        s->rc = TN_ERR_NOMEM; /* checked: only memory fails here */
+    const tn_json *params = doc ? tn_json_root(doc) : NULL;
+    const view src = mkview(t->parameters);
+    if (s->rc == TN_OK && truthy(params)) {
+        put(s, ",parameters:{");
+        const tn_json *props = dict_get(params, "properties");
+        if (truthy(props)) {
+            if (props->type != TN_JSON_OBJECT) {
+                unsupported(s, G4_PROPERTIES);
+            } else {
+                put(s, "properties:{");
+                g4_parameters(s, props, src);
+                put(s, "},");
+            }
+        }
+        const tn_json *req = dict_get(params, "required");
+        if (truthy(req)) {
+            put(s, "required:[");
+            g4_items(s, req, src);
+            put(s, "],");
+        }
+        const tn_json *type = dict_get(params, "type");
+        if (truthy(type)) {
+            tn_buf up = {0};
+            type_upper(s, type, src, &up);
+            put(s, "type:<|\"|>");
+            text(s, up.data ? up.data : "");
+            put(s, "<|\"|>}");
+            tn_buf_free(&up);
+        }
+    }
+    tn_json_free(doc);
+    put(s, "}<tool|>");
 }
 
 /* Parses a call's arguments (checked before rendering: only memory can
@@ -997,7 +1449,7 @@ static void gemma4_tool_call(sink *s, const tn_chat_tool_call *call) {
                     put(s, ",");
                 textv(s, (view){m[i].key->key, m[i].key->key_len});
                 put(s, ":");
-                gemma4_value(s, m[i].val, src);
+                gemma4_value(s, m[i].val, src, false);
             }
             free(m);
         } else if (root->type == TN_JSON_STRING) {
@@ -1027,7 +1479,7 @@ static const char *gemma4_result_name(const tn_chat_message *call_msg,
 
 static void render_gemma4(sink *s, const tn_chat_message *m, size_t n, const tn_chat_options *o) {
     convo c = split_convo(m, n);
-    gemma4_system(s, c.system, o->enable_thinking);
+    gemma4_system(s, c.system, o->enable_thinking, o);
     /* What the last message ended with, as the template's prev_message_type:
      * after a call or its results the model's turn stays open and there is
      * no generation prompt (the model goes on in the same turn). */
@@ -1326,7 +1778,7 @@ static void render_llama2(sink *s, const tn_chat_message *m, size_t n) {
         view content = mkview(m[i].content);
         if (i == c.first && c.system) {
             tmp.len = 0;
-            sink t = {&tmp, TN_OK, NULL};
+            sink t = {&tmp, TN_OK, NULL, 0};
             put(&t, "<<SYS>>\n");
             put(&t, c.system);
             put(&t, "\n<</SYS>>\n\n");
@@ -1414,6 +1866,108 @@ static bool system_anywhere(tn_chat_kind kind) {
            kind == TN_CHAT_LLAMA31 || kind == TN_CHAT_GEMMA4;
 }
 
+/* Why a Gemma 4 declaration is refused, one message per case. */
+static int gemma4_refusal(int why, size_t i, const char *name, tn_error *err) {
+    const int rc = TN_ERR_UNSUPPORTED;
+    switch ((enum g4_why)why) {
+    case G4_STR_OF_CONTAINER:
+        return tn_fail(err, rc,
+                       "chat template gemma4: tool %zu (%s): the schema has a list or an object "
+                       "where the template prints Python's str() of it, which Tern does not "
+                       "reproduce",
+                       i, name);
+    case G4_TYPE_LIST:
+        return tn_fail(err, rc,
+                       "chat template gemma4: tool %zu (%s): a type list may hold only plain "
+                       "ASCII strings (the template prints Python's str() of it)",
+                       i, name);
+    case G4_TYPE_OBJECT:
+        return tn_fail(err, rc, "chat template gemma4: tool %zu (%s): a type is an object", i,
+                       name);
+    case G4_TYPE_NOT_ASCII:
+        return tn_fail(err, rc,
+                       "chat template gemma4: tool %zu (%s): a type is not ASCII (the template "
+                       "upper-cases it as Python does, which Tern does not reproduce)",
+                       i, name);
+    case G4_REQUIRED_SCALAR:
+        return tn_fail(err, rc,
+                       "chat template gemma4: tool %zu (%s): required is a number, a boolean or "
+                       "null, which the template cannot iterate",
+                       i, name);
+    case G4_ITEMS_TYPE:
+        return tn_fail(err, rc,
+                       "chat template gemma4: tool %zu (%s): an items type is neither a string "
+                       "nor a list of strings",
+                       i, name);
+    case G4_PROPERTIES:
+        return tn_fail(err, rc,
+                       "chat template gemma4: tool %zu (%s): properties is not an object (the "
+                       "template raises)",
+                       i, name);
+    }
+    return tn_fail(err, rc, "chat template gemma4: tool %zu (%s): Tern cannot render this schema",
+                   i, name);
+}
+
+/* Tool definitions: refused by the kinds that cannot show them (a model
+ * that is never told of its tools would answer as if it had none), and
+ * checked where they render: a name, and parameters that are a JSON
+ * object. */
+static int check_tools(tn_chat_kind kind, const tn_chat_options *o, tn_error *err) {
+    if (!o || o->n_tools == 0)
+        return TN_OK;
+    if (!tn_chat_kind_renders_tools(kind))
+        return tn_fail(err, TN_ERR_UNSUPPORTED,
+                       "chat template %s: Tern cannot show this model tool definitions (it "
+                       "renders them for qwen3 and gemma4 only); send the request without tools",
+                       kind_names[kind]);
+    if (!o->tools)
+        return tn_fail(err, TN_ERR_INVALID, "chat template: no tools");
+    for (size_t i = 0; i < o->n_tools; i++) {
+        const tn_chat_tool *t = &o->tools[i];
+        if (!t->name || !t->name[0])
+            return tn_fail(err, TN_ERR_INVALID, "chat template: tool %zu has no function name", i);
+        if (!t->parameters)
+            continue;
+        tn_json_doc *doc = NULL;
+        tn_error jerr;
+        int rc = tn_json_parse(t->parameters, strlen(t->parameters), "parameters", &doc, &jerr);
+        const bool object = rc == TN_OK && tn_json_root(doc)->type == TN_JSON_OBJECT;
+        tn_json_free(doc);
+        if (rc == TN_ERR_NOMEM)
+            return tn_fail(err, rc, "chat template: out of memory rendering the prompt");
+        if (rc != TN_OK)
+            return tn_fail(err, TN_ERR_INVALID,
+                           "tool %zu (%s): the parameters are not valid JSON: %s", i, t->name,
+                           jerr.message);
+        if (!object)
+            return tn_fail(err, TN_ERR_INVALID,
+                           "tool %zu (%s): the parameters must be a JSON object (a JSON schema)",
+                           i, t->name);
+        if (kind == TN_CHAT_GEMMA4) {
+            /* A dry render finds what Gemma 4's declaration cannot show. */
+            tn_buf tmp = {0};
+            sink d = {&tmp, TN_OK, NULL, 0};
+            gemma4_declaration(&d, t);
+            tn_buf_free(&tmp);
+            if (d.rc == TN_ERR_UNSUPPORTED)
+                return gemma4_refusal(d.unsupported, i, t->name, err);
+            if (d.rc != TN_OK)
+                return tn_fail(err, d.rc, "chat template: out of memory rendering the prompt");
+        }
+    }
+    return TN_OK;
+}
+
+/* The split renders serve pins, which hold no tools. */
+static int no_tools(const tn_chat_options *o, tn_error *err) {
+    if (o && o->n_tools > 0)
+        return tn_fail(err, TN_ERR_INVALID,
+                       "chat template: tool definitions need a whole conversation "
+                       "(tn_chat_render), not a pinned system prompt and turn");
+    return TN_OK;
+}
+
 static int check_args(tn_chat_kind kind, tn_buf *out, tn_error *err) {
     if ((int)kind < 0 || kind >= TN_CHAT_KIND_COUNT_)
         return tn_fail(err, TN_ERR_INVALID, "unknown chat template kind %d", (int)kind);
@@ -1492,6 +2046,9 @@ int tn_chat_render_spans(tn_chat_kind kind, const tn_chat_message *msgs, size_t 
                            "chat template %s: a system message may only come first",
                            kind_names[kind]);
     }
+    rc = check_tools(kind, opts, err);
+    if (rc != TN_OK)
+        return rc;
     if (kind == TN_CHAT_GEMMA4) {
         rc = gemma4_check_tools(msgs, n_msgs, err);
         if (rc != TN_OK)
@@ -1517,7 +2074,7 @@ int tn_chat_render_spans(tn_chat_kind kind, const tn_chat_message *msgs, size_t 
     }
     tn_chat_options o = opts ? *opts : tn_chat_default_options();
     size_t start = out->len, start_spans = content ? content->n : 0;
-    sink s = {out, TN_OK, content};
+    sink s = {out, TN_OK, content, 0};
     /* An empty render still leaves a NUL-terminated buffer. */
     put(&s, "");
     switch (kind) {
@@ -1542,11 +2099,13 @@ int tn_chat_render_system_spans(tn_chat_kind kind, const char *system,
                                 const tn_chat_options *opts, tn_buf *out, tn_text_spans *content,
                                 tn_error *err) {
     int rc = check_args(kind, out, err);
+    if (rc == TN_OK)
+        rc = no_tools(opts, err);
     if (rc != TN_OK)
         return rc;
     tn_chat_options o = opts ? *opts : tn_chat_default_options();
     size_t start = out->len, start_spans = content ? content->n : 0;
-    sink s = {out, TN_OK, content};
+    sink s = {out, TN_OK, content, 0};
     put(&s, "");
     switch (kind) {
     case TN_CHAT_CHATML:
@@ -1570,7 +2129,7 @@ int tn_chat_render_system_spans(tn_chat_kind kind, const char *system,
         /* Gemma 4's thinking switch lives in the system turn, which a pin
          * fixes: pinned prompts are rendered with thinking off (the
          * template's default), whatever opts says (render_turn matches). */
-        gemma4_system(&s, system, false);
+        gemma4_system(&s, system, false, NULL);
         break;
     case TN_CHAT_GPTOSS: gptoss_system(&s, system, &o); break;
     case TN_CHAT_LLAMA2:
@@ -1600,6 +2159,8 @@ int tn_chat_render_turn_spans(tn_chat_kind kind, bool has_system, const char *us
                               const tn_chat_options *opts, tn_buf *out, tn_text_spans *content,
                               tn_error *err) {
     int rc = check_args(kind, out, err);
+    if (rc == TN_OK)
+        rc = no_tools(opts, err);
     if (rc != TN_OK)
         return rc;
     if (!user)
@@ -1607,7 +2168,7 @@ int tn_chat_render_turn_spans(tn_chat_kind kind, bool has_system, const char *us
     tn_chat_options o = opts ? *opts : tn_chat_default_options();
     view u = mkview(user);
     size_t start = out->len, start_spans = content ? content->n : 0;
-    sink s = {out, TN_OK, content};
+    sink s = {out, TN_OK, content, 0};
     put(&s, "");
     switch (kind) {
     case TN_CHAT_CHATML:

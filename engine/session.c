@@ -328,6 +328,9 @@ int tn_session_new(const tn_model *model, tn_session_params params, tn_session *
     s->model = model;
     s->n_vocab = tn_model_n_vocab(model);
     s->params = params;
+    /* Tools are a request's: the defaults hold none (documented in tern.h). */
+    s->params.gen.tools = NULL;
+    s->params.gen.n_tools = 0;
     atomic_init(&s->cancel, false);
     for (int32_t i = 0; i < params.gen.n_stop; i++) {
         s->stop_copies[i] = strdup(params.gen.stop[i]);
@@ -984,9 +987,17 @@ static int check_images(const tn_session *s, const tn_image_embd *images, int32_
 
 /* What every request checks before it touches the KV: the generation
  * parameters, the tokenizer when text is involved, the images if any. */
-static int check_request(tn_session *s, const tn_gen_params *g, bool text,
+enum { NO_TEXT, ASK_TEXT, CHAT_TEXT };
+
+static int check_request(tn_session *s, const tn_gen_params *g, int text,
                          const tn_image_embd *images, int32_t n_images, tn_error *err) {
     int rc = check_gen(g, s->n_vocab, err);
+    /* Tools live in the system part a pin fixes without them: only a whole
+     * conversation (chat) carries them. */
+    if (rc == TN_OK && g->n_tools > 0 && text != CHAT_TEXT)
+        rc = tn_fail(err, TN_ERR_INVALID,
+                     "tool definitions need a conversation (tn_session_chat), not a "
+                     "single-turn request against the pinned system prompt");
     if (rc == TN_OK && text)
         rc = need_tokenizer(s, err);
     if (rc == TN_OK && n_images != 0)
@@ -1014,7 +1025,7 @@ int tn_session_ask_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens
     if (!s || n_tokens < 0 || (n_tokens > 0 && !tokens))
         return tn_fail(err, TN_ERR_INVALID, "tn_session_ask_tokens: bad arguments");
     const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_request(s, g, false, NULL, 0, err);
+    int rc = check_request(s, g, NO_TEXT, NULL, 0, err);
     if (rc != TN_OK)
         return rc;
     begin_call(s);
@@ -1031,7 +1042,7 @@ int tn_session_ask(tn_session *s, const char *user_text, const tn_gen_params *ge
     if (!s || !user_text)
         return tn_fail(err, TN_ERR_INVALID, "tn_session_ask: bad arguments");
     const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_request(s, g, true, NULL, 0, err);
+    int rc = check_request(s, g, ASK_TEXT, NULL, 0, err);
     if (rc != TN_OK)
         return rc;
     begin_call(s);
@@ -1137,6 +1148,8 @@ static int render_chat_text(tn_session *s, const tn_session_message *messages,
     tn_chat_options o = tn_chat_default_options();
     o.add_generation_prompt = true;
     o.enable_thinking = g->thinking;
+    o.tools = g->tools;
+    o.n_tools = g->n_tools;
     int rc = tn_chat_render_spans(s->chat_kind, msgs, n, &o, text, content, err);
     free(msgs);
     return rc;
@@ -1151,7 +1164,7 @@ int tn_session_chat(tn_session *s, const tn_session_message *messages, int32_t n
     if (!s || n_messages < 0 || (n_messages > 0 && !messages))
         return tn_fail(err, TN_ERR_INVALID, "tn_session_chat: bad arguments");
     const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_request(s, g, true, NULL, 0, err);
+    int rc = check_request(s, g, CHAT_TEXT, NULL, 0, err);
     if (rc != TN_OK)
         return rc;
     begin_call(s);
@@ -1426,7 +1439,7 @@ int tn_session_ask_images(tn_session *s, const char *user_text, const tn_image_e
     if (n_images == 0 && count_markers(user_text) == 0) /* also for models without images */
         return tn_session_ask(s, user_text, gen, cb, user, stats, err);
     const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_request(s, g, true, images, n_images, err);
+    int rc = check_request(s, g, ASK_TEXT, images, n_images, err);
     if (rc != TN_OK)
         return rc;
     begin_call(s);
@@ -1476,7 +1489,7 @@ int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
     if (n_images == 0 && markers == 0) /* also for models without images */
         return tn_session_chat(s, messages, n_messages, gen, cb, user, stats, err);
     const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_request(s, g, true, images, n_images, err);
+    int rc = check_request(s, g, CHAT_TEXT, images, n_images, err);
     if (rc != TN_OK)
         return rc;
     begin_call(s);

@@ -2,6 +2,7 @@
  * engine worker (one thread, owning every session). */
 #include "tern-server.h"
 #include "tern-reasoning.h"
+#include "tern-toolcall.h"
 
 #include <glib-unix.h>
 #include <gio/gunixsocketaddress.h>
@@ -103,6 +104,17 @@ typedef struct job {
     double encode_ms;
     int images_reused;       /* taken from the encoding cache */
     const char *error_code;  /* parsing: the OpenAI error code of a refusal, or NULL */
+
+    /* Tool definitions (request "tools"), strings owned; gen.tools points here. */
+    tn_chat_tool *tools;
+    int n_tools;
+    char *raw_tools;        /* parsing: the body's "tools" text, for the schemas' own text */
+    bool tool_choice_none;  /* "none": the answer is never taken as calls */
+    int chat_kind;          /* the model's template (tn_chat_kind), for its call format */
+    /* Streams with tools: content is sent up to a call's marker, the rest
+     * held (server's context only). */
+    GString *tool_text;     /* held: a possible marker's start, or the calls */
+    bool in_calls;          /* the marker was seen */
 
     /* Set by the server's context when the client is gone; read by the worker. */
     gint gone;
@@ -214,6 +226,15 @@ static void job_unref(job *j) {
         g_free((char *)m->name);
     }
     g_free(j->messages);
+    for (int i = 0; i < j->n_tools; i++) {
+        g_free((char *)j->tools[i].name);
+        g_free((char *)j->tools[i].description);
+        g_free((char *)j->tools[i].parameters);
+    }
+    g_free(j->tools);
+    g_free(j->raw_tools);
+    if (j->tool_text)
+        g_string_free(j->tool_text, TRUE);
     for (int i = 0; i < TN_SESSION_MAX_STOP; i++)
         g_free(j->stop_store[i]);
     for (int i = 0; i < j->n_images; i++) {
@@ -773,6 +794,118 @@ static void sse_reasoning(job *j, const char *text) {
     g_object_unref(b);
 }
 
+/* Calls taken out of an answer's content (tern_tool_calls_parse): none
+ * when the request has no tools or said tool_choice "none", or when the
+ * answer was cut off by the length limit. */
+static int answer_calls(job *j, const char *content, char **rest, tern_tool_call **calls) {
+    if (j->n_tools == 0 || j->tool_choice_none || !strcmp(finish_reason(j), "length"))
+        return 0;
+    return tern_tool_calls_parse(j->chat_kind, content, rest, calls);
+}
+
+/* "tool_calls": [{"id", "type": "function", "function": {"name",
+ * "arguments"}}], with "index" in a stream's delta. */
+static void builder_tool_calls(JsonBuilder *b, job *j, const tern_tool_call *calls, int n,
+                               bool stream) {
+    json_builder_set_member_name(b, "tool_calls");
+    json_builder_begin_array(b);
+    for (int i = 0; i < n; i++) {
+        json_builder_begin_object(b);
+        if (stream)
+            member_int(b, "index", i);
+        char *id = g_strdup_printf("call_%s_%d", j->id, i);
+        member_string(b, "id", id);
+        g_free(id);
+        member_string(b, "type", "function");
+        json_builder_set_member_name(b, "function");
+        json_builder_begin_object(b);
+        member_string(b, "name", calls[i].name);
+        member_string(b, "arguments", calls[i].arguments);
+        json_builder_end_object(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+/* A chunk whose delta holds the calls, whole. */
+static void sse_tool_calls(job *j, const tern_tool_call *calls, int n) {
+    JsonBuilder *b = json_builder_new();
+    builder_head(b, j, "chat.completion.chunk");
+    builder_choice_start(b);
+    json_builder_set_member_name(b, "delta");
+    json_builder_begin_object(b);
+    builder_tool_calls(b, j, calls, n, true);
+    json_builder_end_object(b);
+    json_builder_set_member_name(b, "logprobs");
+    json_builder_add_null_value(b);
+    json_builder_set_member_name(b, "finish_reason");
+    json_builder_add_null_value(b);
+    json_builder_end_object(b);
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    sse_send(j, json_to_text(b));
+    g_object_unref(b);
+}
+
+/* Streams content. With tools, a call's marker and all after it are held
+ * for stream_calls, and so is what may yet become a marker (with the
+ * whitespace before it): a client never sees half a call as text. */
+static void stream_content(job *j, const char *text) {
+    const char *marker =
+        j->tool_text && !j->tool_choice_none ? tern_tool_call_marker(j->chat_kind) : NULL;
+    if (!marker) {
+        if (*text)
+            sse_delta(j, NULL, text, NULL);
+        return;
+    }
+    GString *t = j->tool_text;
+    g_string_append(t, text);
+    if (j->in_calls)
+        return;
+    const char *m = strstr(t->str, marker);
+    size_t send;
+    if (m) {
+        send = (size_t)(m - t->str);
+        j->in_calls = true;
+    } else {
+        const size_t ml = strlen(marker);
+        size_t keep = 0;
+        for (size_t k = MIN(ml - 1, t->len); k > 0 && !keep; k--)
+            if (!memcmp(t->str + t->len - k, marker, k))
+                keep = k;
+        send = t->len - keep;
+    }
+    while (send > 0 && g_ascii_isspace(t->str[send - 1]))
+        send--;
+    if (send > 0) {
+        char *out = g_strndup(t->str, send);
+        sse_delta(j, NULL, out, NULL);
+        g_free(out);
+        g_string_erase(t, 0, (gssize)send);
+    }
+}
+
+/* The end of a stream's content: the held calls as a tool_calls delta, or
+ * as text when they are not calls after all; the finish_reason to send. */
+static const char *stream_calls(job *j) {
+    const char *finish = finish_reason(j);
+    if (!j->tool_text || !j->tool_text->len)
+        return finish;
+    char *rest = NULL;
+    tern_tool_call *calls = NULL;
+    int n = j->in_calls ? answer_calls(j, j->tool_text->str, &rest, &calls) : 0;
+    if (n > 0 && !rest) {
+        sse_tool_calls(j, calls, n);
+        finish = "tool_calls";
+    } else {
+        sse_delta(j, NULL, j->tool_text->str, NULL);
+    }
+    g_free(rest);
+    tern_tool_calls_free(calls, n);
+    g_string_truncate(j->tool_text, 0);
+    return finish;
+}
+
 /* Streams text through the reasoning splitter; last: the answer ended. */
 static void stream_split(job *j, const char *text, bool last) {
     GString *content = g_string_new(NULL), *reasoning = g_string_new(NULL);
@@ -782,7 +915,7 @@ static void stream_split(job *j, const char *text, bool last) {
     if (reasoning->len)
         sse_reasoning(j, reasoning->str);
     if (content->len)
-        sse_delta(j, NULL, content->str, NULL);
+        stream_content(j, content->str);
     g_string_free(content, TRUE);
     g_string_free(reasoning, TRUE);
 }
@@ -800,8 +933,8 @@ static void stream_pending(job *j) {
     }
     if (j->split_reasoning)
         stream_split(j, text, false);
-    else if (*text)
-        sse_delta(j, NULL, text, NULL);
+    else
+        stream_content(j, text);
     g_free(text);
 }
 
@@ -867,7 +1000,7 @@ static gboolean finish_job(gpointer data) {
             stream_pending(j);
             if (j->split_reasoning)
                 stream_split(j, "", true);
-            sse_delta(j, NULL, NULL, finish_reason(j));
+            sse_delta(j, NULL, NULL, stream_calls(j));
             if (j->include_usage) {
                 JsonBuilder *b = json_builder_new();
                 builder_head(b, j,
@@ -894,6 +1027,7 @@ static gboolean finish_job(gpointer data) {
         soup_server_message_unpause(j->msg);
         return G_SOURCE_REMOVE;
     }
+    int n_calls = 0;
     JsonBuilder *b = json_builder_new();
     builder_head(b, j, j->kind == JOB_CHAT ? "chat.completion" : "text_completion");
     builder_choice_start(b);
@@ -901,25 +1035,36 @@ static gboolean finish_job(gpointer data) {
         json_builder_set_member_name(b, "message");
         json_builder_begin_object(b);
         member_string(b, "role", "assistant");
+        GString *content = g_string_new(NULL), *reasoning = g_string_new(NULL);
         if (j->split_reasoning) {
-            GString *content = g_string_new(NULL), *reasoning = g_string_new(NULL);
             tern_reasoning_feed(&j->reasoning, j->full->str, content, reasoning);
             tern_reasoning_finish(&j->reasoning, content, reasoning);
-            member_string(b, "content", content->str);
-            if (reasoning->len)
-                member_string(b, "reasoning_content", reasoning->str);
-            g_string_free(content, TRUE);
-            g_string_free(reasoning, TRUE);
         } else {
-            member_string(b, "content", j->full->str);
+            g_string_assign(content, j->full->str);
         }
+        char *rest = NULL;
+        tern_tool_call *calls = NULL;
+        n_calls = answer_calls(j, content->str, &rest, &calls);
+        json_builder_set_member_name(b, "content");
+        if (n_calls > 0 && !rest)
+            json_builder_add_null_value(b);
+        else
+            json_builder_add_string_value(b, n_calls > 0 ? rest : content->str);
+        if (reasoning->len)
+            member_string(b, "reasoning_content", reasoning->str);
+        if (n_calls > 0)
+            builder_tool_calls(b, j, calls, n_calls, false);
+        g_free(rest);
+        tern_tool_calls_free(calls, n_calls);
+        g_string_free(content, TRUE);
+        g_string_free(reasoning, TRUE);
         json_builder_end_object(b);
     } else {
         member_string(b, "text", j->full->str);
     }
     json_builder_set_member_name(b, "logprobs");
     json_builder_add_null_value(b);
-    member_string(b, "finish_reason", finish_reason(j));
+    member_string(b, "finish_reason", n_calls > 0 ? "tool_calls" : finish_reason(j));
     json_builder_end_object(b);
     json_builder_end_array(b);
     builder_usage(b, j);
@@ -1481,6 +1626,120 @@ static bool parse_tool_fields(JsonObject *o, guint index, const char *role, tn_s
     return ok;
 }
 
+/* At most this many tools per request: each is rendered into every prompt. */
+#define MAX_TOOLS 128
+
+/* tools[index].function.parameters as text: the body's own bytes (so that
+ * the template sees the schema's key order and number spellings, as
+ * transformers would), else json-glib's writing of it. */
+static char *schema_text(job *j, guint index, JsonNode *node) {
+    const char *raw = j->raw_tools;
+    const size_t n = raw ? strlen(raw) : 0;
+    size_t ts, te, fs, fe, ps, pe;
+    if (raw && tern_json_raw_element(raw, n, 0, index, &ts, &te) && raw[ts] == '{' &&
+        tern_json_raw_member(raw, n, ts, "function", &fs, &fe) && raw[fs] == '{' &&
+        tern_json_raw_member(raw, n, fs, "parameters", &ps, &pe) && raw[ps] == '{')
+        return g_strndup(raw + ps, pe - ps);
+    JsonGenerator *g = json_generator_new();
+    json_generator_set_root(g, node);
+    char *text = json_generator_to_data(g, NULL);
+    g_object_unref(g);
+    return text;
+}
+
+/* tools and tool_choice: function declarations into j->tools, checked the
+ * way the template will use them (an engine render refuses what it cannot
+ * show). False with *param, *why when refused. */
+static bool parse_tools(JsonObject *o, job *j, const char **param, char **why) {
+    JsonNode *cn = json_object_get_member(o, "tool_choice");
+    if (cn && !JSON_NODE_HOLDS_NULL(cn)) {
+        const char *c = JSON_NODE_HOLDS_VALUE(cn) && json_node_get_value_type(cn) == G_TYPE_STRING
+                            ? json_node_get_string(cn)
+                            : NULL;
+        if (!c || (strcmp(c, "auto") && strcmp(c, "none"))) {
+            *param = "tool_choice";
+            *why = g_strdup("tool_choice must be \"auto\" or \"none\": Tern cannot force "
+                            "a call (\"required\" or a named function)");
+            return false;
+        }
+        j->tool_choice_none = !strcmp(c, "none");
+    }
+    JsonNode *tn = json_object_get_member(o, "tools");
+    if (!tn || JSON_NODE_HOLDS_NULL(tn))
+        return true;
+    *param = "tools";
+    if (!JSON_NODE_HOLDS_ARRAY(tn)) {
+        *why = g_strdup("tools must be an array of {\"type\": \"function\", \"function\": "
+                        "{\"name\", \"description\", \"parameters\"}}");
+        return false;
+    }
+    JsonArray *a = json_node_get_array(tn);
+    const guint n = json_array_get_length(a);
+    if (n > MAX_TOOLS) {
+        *why = g_strdup_printf("tools: %u tools; at most %d per request", n, MAX_TOOLS);
+        return false;
+    }
+    if (n == 0)
+        return true;
+    j->tools = g_new0(tn_chat_tool, n);
+    for (guint i = 0; i < n; i++) {
+        char *at = g_strdup_printf("tools[%u]", i);
+        char *fn_at = g_strdup_printf("tools[%u].function", i);
+        JsonNode *e = json_array_get_element(a, i);
+        JsonObject *t = JSON_NODE_HOLDS_OBJECT(e) ? json_node_get_object(e) : NULL;
+        JsonNode *fn = t ? json_object_get_member(t, "function") : NULL;
+        JsonObject *f = fn && JSON_NODE_HOLDS_OBJECT(fn) ? json_node_get_object(fn) : NULL;
+        JsonNode *pn = f ? json_object_get_member(f, "parameters") : NULL;
+        char *type = NULL, *name = NULL, *desc = NULL, *params = NULL;
+        bool ok = true;
+        if (!t) {
+            *why = g_strdup_printf("%s must be an object", at);
+            ok = false;
+        } else if (!optional_string(t, "type", at, &type, why)) {
+            ok = false;
+        } else if (!type || strcmp(type, "function")) {
+            *why = g_strdup_printf("%s.type must be \"function\"", at);
+            ok = false;
+        } else if (!f) {
+            *why = g_strdup_printf("%s must be an object", fn_at);
+            ok = false;
+        } else if (!optional_string(f, "name", fn_at, &name, why) ||
+                   !optional_string(f, "description", fn_at, &desc, why)) {
+            ok = false;
+        } else if (!name || !*name) {
+            *why = g_strdup_printf("%s.name is required", fn_at);
+            ok = false;
+        } else if (pn && !JSON_NODE_HOLDS_NULL(pn) && !JSON_NODE_HOLDS_OBJECT(pn)) {
+            *why = g_strdup_printf("%s.parameters must be an object (a JSON schema)", fn_at);
+            ok = false;
+        } else if (pn && JSON_NODE_HOLDS_OBJECT(pn)) {
+            params = schema_text(j, i, pn);
+        }
+        j->tools[i] = (tn_chat_tool){.name = name, .description = desc, .parameters = params};
+        j->n_tools = (int)i + 1;
+        g_free(type);
+        g_free(at);
+        g_free(fn_at);
+        if (!ok)
+            return false;
+    }
+    /* The template's own checks (and whether it shows tools at all), before
+     * the request waits in the queue. */
+    tn_chat_options co = tn_chat_default_options();
+    co.tools = j->tools;
+    co.n_tools = (size_t)j->n_tools;
+    tn_buf b = {0};
+    tn_error e = {0};
+    int rc = tn_chat_render((tn_chat_kind)j->chat_kind, NULL, 0, &co, &b, &e);
+    tn_buf_free(&b);
+    if (rc != TN_OK) {
+        *why = g_strdup_printf("tools: %s", e.message);
+        return false;
+    }
+    *param = NULL;
+    return true;
+}
+
 static bool parse_chat(JsonObject *o, job *j, const char **param, char **why) {
     JsonNode *mn = json_object_get_member(o, "messages");
     if (!mn || !JSON_NODE_HOLDS_ARRAY(mn) || json_array_get_length(json_node_get_array(mn)) == 0) {
@@ -1552,7 +1811,16 @@ static bool parse_chat(JsonObject *o, job *j, const char **param, char **why) {
                         "remove it from the text");
         return false;
     }
-    return parse_gen(o, j, param, why);
+    if (!parse_gen(o, j, param, why) || !parse_tools(o, j, param, why))
+        return false;
+    if (j->n_tools > 0) {
+        /* The tools are in the system part a pin holds without them. */
+        j->single_turn = false;
+        j->gen.tools = j->tools;
+        j->gen.n_tools = (size_t)j->n_tools;
+        j->tool_text = g_string_new(NULL);
+    }
+    return true;
 }
 
 static bool parse_completion(JsonObject *o, job *j, const char **param, char **why) {
@@ -1879,6 +2147,15 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
         g_bytes_unref(bytes);
         return;
     }
+    /* The text of "tools", for its schemas' own bytes (schema_text). */
+    g_autofree char *raw_tools = NULL;
+    {
+        size_t at = 0, ts = 0, te = 0;
+        while (at < len && g_ascii_isspace(data[at]))
+            at++;
+        if (tern_json_raw_member(data, len, at, "tools", &ts, &te))
+            raw_tools = g_strndup(data + ts, te - ts);
+    }
     g_bytes_unref(bytes);
     JsonObject *o = json_node_get_object(json_parser_get_root(parser));
 
@@ -1910,6 +2187,8 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     j->full = g_string_new(NULL);
     tern_reasoning_init(&j->reasoning);
     j->split_reasoning = kind == JOB_CHAT;
+    j->raw_tools = g_steal_pointer(&raw_tools);
+    j->chat_kind = tn_model_chat_kind(srv->model, NULL);
     j->created = g_get_real_time() / G_USEC_PER_SEC;
     g_snprintf(j->id, sizeof j->id, "%s-%s%" G_GUINT64_FORMAT,
                kind == JOB_CHAT ? "chatcmpl" : "cmpl", srv->id_base, ++srv->next_id);

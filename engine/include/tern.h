@@ -558,6 +558,12 @@ typedef struct tn_gen_params {
     void *progress_user;
     tn_drafter *drafter;       /* NULL: no speculation */
     int32_t draft_max;         /* tokens per draft; <= 0: the drafter's default */
+    /* Functions the model may call (tn_chat_options.tools), for
+     * tn_session_chat and tn_session_chat_images only: a single-turn ask
+     * with tools is refused, and tn_session_new ignores them in its params.
+     * They only need to outlive the call. */
+    const struct tn_chat_tool *tools;
+    size_t n_tools;
 } tn_gen_params;
 
 tn_gen_params tn_gen_default_params(void);
@@ -954,6 +960,10 @@ int tn_chat_kind_from_name(const char *name);
  * special tokens allowed. */
 bool tn_chat_kind_adds_bos(int kind);
 
+/* Whether the kind renders tool definitions (tn_chat_options.tools): Qwen3
+ * and Gemma 4. */
+bool tn_chat_kind_renders_tools(int kind);
+
 /* Recognises a template by its content ("<|im_start|>" with "enable_thinking"
  * -> Qwen3, other "<|im_start|>" -> ChatML, "<start_of_turn>" -> Gemma 3,
  * "<|start_header_id|>" -> Llama 3 / 3.1 ("Cutting Knowledge Date"), "[INST]"
@@ -996,9 +1006,10 @@ typedef struct tn_chat_message {
     const char *content; /* NUL-terminated UTF-8; for Qwen3 an assistant message
                             may hold "<think>...</think>answer". May be NULL
                             (meaning "") for an assistant message with tool calls */
-    /* Assistant messages: the calls it made, in order. Rendered by the Gemma 4
-     * and gpt-oss kinds (gpt-oss: the first call only, as its template); the
-     * other kinds render the content alone (docs/CHAT-TEMPLATES.md). */
+    /* Assistant messages: the calls it made, in order. Rendered by the Qwen3,
+     * Gemma 4 and gpt-oss kinds (gpt-oss: the first call only, as its
+     * template); the other kinds render the content alone
+     * (docs/CHAT-TEMPLATES.md). */
     const tn_chat_tool_call *tool_calls;
     size_t n_tool_calls;
     /* Tool messages: which call this result answers, by the call's id and/or
@@ -1006,6 +1017,20 @@ typedef struct tn_chat_message {
     const char *tool_call_id;
     const char *name;
 } tn_chat_message;
+
+/* A function the model may call: one entry of an OpenAI request's "tools"
+ * ({"type": "function", "function": {...}}). The templates that show the
+ * model its tools (Qwen3, Gemma 4) render it as the request would reach
+ * them, with the members in this order: name, then description and
+ * parameters where given. Gemma 4 refuses (TN_ERR_UNSUPPORTED) a schema
+ * its template would print through Python's str() of a list or an object
+ * (docs/CHAT-TEMPLATES.md). */
+typedef struct tn_chat_tool {
+    const char *name;        /* required */
+    const char *description; /* NULL: none */
+    const char *parameters;  /* the JSON schema as the request's JSON text (an
+                                object; its key order is kept); NULL: none */
+} tn_chat_tool;
 
 typedef struct tn_chat_options {
     bool add_generation_prompt; /* end with the assistant header (default true); the
@@ -1016,6 +1041,13 @@ typedef struct tn_chat_options {
                                    template's default; fixed so pins stay valid); gpt-oss
                                    "Current date: " (NULL: "2025-08-05", see
                                    docs/CHAT-TEMPLATES.md) */
+    /* The functions the model may call (zero: none). Only the kinds whose
+     * templates show tools render them (tn_chat_kind_renders_tools); the
+     * others refuse a render with tools (TN_ERR_UNSUPPORTED) rather than drop
+     * them, and so do render_system / render_turn, which pins never carry
+     * tools through. */
+    const tn_chat_tool *tools;
+    size_t n_tools;
 } tn_chat_options;
 
 tn_chat_options tn_chat_default_options(void);

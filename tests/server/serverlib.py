@@ -8,6 +8,7 @@ import atexit
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -154,3 +155,60 @@ def sse_events(raw):
 def answer_text(doc):
     c = doc["choices"][0]
     return c["message"]["content"] if "message" in c else c["text"]
+
+
+def c_literal(text):
+    """The value of the adjacent C string literals in text ("NULL": None)."""
+    if text.strip() == "NULL":
+        return None
+    out = bytearray()
+    for piece in re.findall(r'"((?:[^"\\]|\\.)*)"', text):
+        i = 0
+        while i < len(piece):
+            c = piece[i]
+            if c != "\\":
+                out += c.encode()
+                i += 1
+                continue
+            e = piece[i + 1]
+            if e == "x":
+                out.append(int(piece[i + 2:i + 4], 16))
+                i += 4
+                continue
+            out += {"n": b"\n", "t": b"\t", '"': b'"', "\\": b"\\"}[e]
+            i += 2
+    return out.decode("utf-8")
+
+
+def tool_records(path, prefix):
+    """The records of tests/engine/PREFIX-tool-records.h (written by
+    tools/*-tool-records.py): {name: (tools, want)}, each tool a (name,
+    description, parameters JSON text) tuple, None where not given."""
+    with open(path, encoding="utf-8") as f:
+        header = f.read()
+    arrays = {}
+    for name, body in re.findall(r"static const tn_chat_tool (\w+)\[\] = \{\n(.*?)\n\};",
+                                 header, re.S):
+        arrays[name] = [
+            (c_literal(n), c_literal(d), c_literal(p)) for n, d, p in re.findall(
+                r"\{\.name = (.*?),\n\s+\.description = (.*?),\n\s+\.parameters = (.*?)\},"
+                r"(?=\n|$)", body, re.S)]
+    records = {}
+    for name, body in re.findall(r'\{"(\w+)", (?:true|false), (?:true|false), %s_\w+, \d+,'
+                                 r'(.*?)\},\n' % prefix, header, re.S):
+        tools = re.search(r"\b(%s_\w+_tools)\b" % prefix, body)
+        records[name] = (arrays.get(tools.group(1), []) if tools else [], c_literal(body))
+    return records
+
+
+def tools_json(tools):
+    """A request's "tools" as JSON text, each schema its own text."""
+    out = []
+    for name, desc, params in tools:
+        fn = '"name": ' + json.dumps(name)
+        if desc is not None:
+            fn += ', "description": ' + json.dumps(desc)
+        if params is not None:
+            fn += ', "parameters": ' + params
+        out.append('{"type": "function", "function": {' + fn + '}}')
+    return "[" + ", ".join(out) + "]"

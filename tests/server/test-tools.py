@@ -9,6 +9,9 @@ HTTP), for a model whose chat template is Gemma 4's:
     tools/gemma4-tool-records.py), sent to /v1/completions; the same with the
     final answer and a new question after the results;
   - arguments sent as an object render as the same arguments sent as text;
+  - the request's tools render as the recorded jinja2 render with tools=
+    (read from tests/engine/gemma4-tool-records.h), and a schema the
+    declaration cannot show is a 400;
   - hostile shapes (tool_calls not an array, a call without a function name,
     arguments that are not JSON, ids that are not strings, a result that
     follows no call...) are a 400 that names the field.
@@ -100,6 +103,28 @@ for name, messages, want in (
     check(st == 200 and prompt_tokens(doc) == want_n and isinstance(want_n, int),
           "%s: the chat prompt is the template's (%s tokens, the rendered text %s; %s)" %
           (name, prompt_tokens(doc), want_n, raw[:300]))
+
+# Tool definitions too (the request's tools, their schemas' own text): the
+# prompt of the recorded jinja2 render with tools=.
+records = serverlib.tool_records(os.path.join(serverlib.env("TERN_SOURCE_ROOT"), "tests",
+                                              "engine", "gemma4-tool-records.h"), "g4")
+tools, want = records.get("tools_called", ([], ""))
+body = json.dumps({"model": "g4tools", "messages": agent(), "max_tokens": 1,
+                   "tern": {"thinking": False}})
+st, _, doc, raw = srv.post("/v1/chat/completions",
+                           (body[:-1] + ', "tools": ' + serverlib.tools_json(tools) + "}").encode())
+want_n = raw_tokens(want)
+check(len(tools) == 2 and st == 200 and isinstance(want_n, int) and
+      prompt_tokens(doc) == want_n and want_n != raw_tokens(PENDING),
+      "with tools: the chat prompt is the template's (%s tokens, the rendered text %s; %s)" %
+      (prompt_tokens(doc), want_n, raw[:300]))
+# A schema the declaration cannot show: a 400 that says so.
+st, _, doc, raw = srv.post("/v1/chat/completions", {
+    "model": "g4tools", "messages": agent(), "max_tokens": 1,
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": {"x": 1}}}}}}]})
+check(st == 400 and b"gemma4: tool 0 (f)" in raw, "an unrenderable schema: 400 (%s: %s)" %
+      (st, raw[:300]))
 
 # Arguments as an object: the same prompt.
 as_object = calls()

@@ -1,0 +1,44 @@
+/* Tool calls in a model's answer, back out as OpenAI tool_calls, and the
+ * raw JSON text of a member of a request body (docs/SERVER.md, "Tool
+ * calling"). */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* One call the model made: the function's name and its arguments as the
+ * JSON text the model wrote (an object's text, byte for byte, so that the
+ * call sent back in the next request renders as it was generated). */
+typedef struct tern_tool_call {
+    char *name;
+    char *arguments;
+} tern_tool_call;
+
+/* Splits a finished answer's content (its reasoning already taken out) in
+ * the call format of chat kind `kind` (tn_chat_kind; Qwen3:
+ * <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, one block
+ * per call, whitespace between them). Returns the number of calls, with
+ * *content the text before the first call (NULL when it is only
+ * whitespace) and *calls the calls (free with tern_tool_calls_free).
+ * Returns 0, and sets nothing, when the answer is no call or not one made
+ * exactly that way (text after a call, a block that is not closed, a name
+ * that is not a string, JSON that does not parse): then it is all plain
+ * content. */
+int tern_tool_calls_parse(int kind, const char *text, char **content, tern_tool_call **calls);
+void tern_tool_calls_free(tern_tool_call *calls, int n);
+
+/* The marker that opens a call in kind's answers; NULL when Tern does not
+ * take calls out of its answers. */
+const char *tern_tool_call_marker(int kind);
+
+/* In JSON text p[0..n) that a parser has accepted, the value of member
+ * `key` (the last one of that name, as json-glib and Python keep it) of the
+ * object whose '{' is at `at`: its bytes [*start, *end). False when there is
+ * none or the text is not what was expected. Keys are compared as written
+ * (a key spelled with escapes does not match). */
+bool tern_json_raw_member(const char *p, size_t n, size_t at, const char *key, size_t *start,
+                          size_t *end);
+/* The same for element `index` of the array whose '[' is at `at`. */
+bool tern_json_raw_element(const char *p, size_t n, size_t at, size_t index, size_t *start,
+                           size_t *end);
