@@ -62,10 +62,10 @@ typedef struct tn_backend_ops {
     /* Runs fn(arg, ith, nth) on every thread of the pool. */
     void (*parallel_for)(const tn_backend *be, tn_cpu *pool, tn_task_fn fn, void *arg);
     /* y[b][rows] = W x[b][cols] for b < n, batch-invariant (tn-cpu.h).
-     * Weights are as prepare_weights left them, except the experts of a
-     * mixture (tn_experts, tn-model.h), which prepare_weights never sees:
-     * they come in the file's row layout (TN_LAYOUT_ROWS), straight from
-     * the mapping. */
+     * Weights are as prepare_weights left them. The experts of a mixture
+     * (tn_experts, tn-model.h) too: prepare_weights sees them only as
+     * file-only matrices when the repack cache is on; otherwise they come
+     * in the file's row layout (TN_LAYOUT_ROWS), straight from the mapping. */
     int (*matmul)(const tn_backend *be, tn_cpu *pool, const tn_weight *w, const float *x,
                   int64_t n, float *y);
     /* Row r of a weight as f32 (embedding lookups), in the prepared layout. */
