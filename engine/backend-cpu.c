@@ -41,8 +41,9 @@ static void cpu_close(tn_backend *be) {
  * nothing; TERN_REPACK=0 keeps the file's rows. Through the repack cache
  * when the weights come from a file (be->gguf) and the cache is on: a
  * problem with the cache only costs the sharing, with a one-line notice. */
-static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, bool file_mapped,
-                               const char *path, uint64_t *bytes, tn_error *err) {
+static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, int n_file_only,
+                               bool file_mapped, const char *path, uint64_t *bytes,
+                               tn_error *err) {
     cpu_state *s = be->cpu_state;
     size_t got = 0;
     int rc;
@@ -50,7 +51,7 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, bool
     be->repack_cache[0] = '\0';
     if (file_mapped && be->gguf) {
         tn_repack_cache_result r;
-        rc = tn_repack_cache_prepare(ws, n, be->gguf, NULL, &r);
+        rc = tn_repack_cache_prepare(ws, n, n_file_only, be->gguf, NULL, &r);
         s->storage = r.storage;
         s->map = r.map;
         s->map_bytes = r.map_bytes;
@@ -64,10 +65,10 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, bool
                      r.outcome == TN_REPACK_CACHE_HIT       ? "cache"
                      : r.outcome == TN_REPACK_CACHE_WRITTEN ? "cache-new"
                                                             : "memory");
-        if (r.map)
+        if (r.outcome == TN_REPACK_CACHE_HIT || r.outcome == TN_REPACK_CACHE_WRITTEN)
             snprintf(be->repack_cache, sizeof be->repack_cache, "%s", r.path);
     } else {
-        rc = tn_weights_repack(ws, n, file_mapped, &s->storage, &got);
+        rc = tn_weights_repack(ws, n - n_file_only, file_mapped, &s->storage, &got);
         if (rc == TN_OK && s->storage)
             snprintf(be->repack_source, sizeof be->repack_source, "memory");
     }

@@ -125,9 +125,10 @@ int tn_backend_open_from(tn_backend *be, const char *name, const tn_backend_ops 
     return TN_OK;
 }
 
-int tn_backend_prepare(tn_backend *be, tn_weight *const *ws, int n, bool file_mapped,
-                       const char *path, tn_error *err) {
-    int rc = be->run.prepare_weights(be, ws, n, file_mapped, path, &be->prepared_bytes, err);
+int tn_backend_prepare(tn_backend *be, tn_weight *const *ws, int n, int n_file_only,
+                       bool file_mapped, const char *path, tn_error *err) {
+    int rc = be->run.prepare_weights(be, ws, n, n_file_only, file_mapped, path,
+                                     &be->prepared_bytes, err);
     if (rc != TN_OK)
         return rc;
     be->run.arith_name(be, be->arith, sizeof be->arith);

@@ -3,6 +3,7 @@
 #include "tn-internal.h"
 #include "tn-model.h"
 #include "tn-quant.h"
+#include "tn-repack-cache.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -10,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* Generous bounds that keep every product of dimensions far from overflow
  * while admitting any real model. */
@@ -41,6 +44,10 @@ typedef struct loader {
     const char *path;
     const char *arch;
     tn_error *err;
+    /* The repack cache most likely holds this file's experts: their
+     * NaN/Inf pass (a read of most of the file) waits for prepare, which
+     * skips it when they do come from the cache (checked when it was made). */
+    bool defer_expert_checks;
 } loader;
 
 static int key_int(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo,
@@ -183,6 +190,36 @@ static int get_matrix(loader *ld, const char *name, int64_t cols, int64_t rows, 
     return TN_OK;
 }
 
+static void advise_huge(const void *p, uint64_t n) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    uintptr_t e = ((uintptr_t)p + (uintptr_t)n) & ~(huge - 1);
+    if (e > a)
+        madvise((void *)a, e - a, MADV_HUGEPAGE); /* a hint: failing changes nothing */
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
+/* A 3-D tensor of experts ne = {cols, rows, n_exp} without NaN or Inf
+ * (its shape already checked). */
+static int check_experts_finite(const char *path, const tn_gguf_tensor *t, int64_t rows,
+                                tn_error *err) {
+    const int64_t cols = (int64_t)t->ne[0], n_exp = (int64_t)t->ne[2];
+    size_t row_bytes = tn_type_row_bytes(t->type, (uint64_t)cols);
+    int64_t bad = tn_weights_first_nonfinite(t->type, t->data, row_bytes, rows * n_exp, cols);
+    if (bad < 0)
+        return TN_OK;
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+    return tn_fail(err, TN_ERR_FORMAT,
+                   "%s: tensor '%s' holds a NaN or infinite weight (expert %lld, row %lld): "
+                   "the file is damaged, or was written from a model whose training diverged",
+                   path, name, (long long)(bad / rows), (long long)(bad % rows));
+}
+
 /* The experts of one projection: a 3-D tensor ne = {cols, rows, n_exp},
  * each expert a [rows][cols] matrix, checked as get_matrix checks one. */
 static int get_experts(loader *ld, const char *name, int64_t cols, int64_t rows, int64_t n_exp,
@@ -218,14 +255,32 @@ static int get_experts(loader *ld, const char *name, int64_t cols, int64_t rows,
         !tn_mul_u64(stride, (uint64_t)n_exp, &need) || t->nbytes < need)
         return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor '%s' is shorter than its shape says",
                        ld->path, name);
+    /* A step reads its K experts anywhere in gigabytes of mapping: in 2 MiB
+     * pages rather than 4 KiB ones (where the file system gives the page
+     * cache such folios: ext4 since Linux 6.16), Qwen3-30B-A3B's decode
+     * with the experts in rows measured 7.8 -> 11.9 tok/s
+     * (docs/PERFORMANCE.md). Asked for before the check below faults the
+     * pages in; only whole 2 MiB pages of the tensor, none of its
+     * neighbours'. */
+    advise_huge(t->data, t->nbytes);
     /* As for a matrix: one pass over the scales, so that a NaN expert is
      * refused at load rather than found by the token that routes to it. */
-    int64_t bad = tn_weights_first_nonfinite(t->type, t->data, row_bytes, rows * n_exp, cols);
-    if (bad >= 0)
-        return tn_fail(ld->err, TN_ERR_FORMAT,
-                       "%s: tensor '%s' holds a NaN or infinite weight (expert %lld, row %lld): "
-                       "the file is damaged, or was written from a model whose training diverged",
-                       ld->path, name, (long long)(bad / rows), (long long)(bad % rows));
+    if (ld->defer_expert_checks && ld->m) {
+        tn_model *m = ld->m;
+        if (m->n_expert_checks == m->cap_expert_checks) {
+            int32_t cap = m->cap_expert_checks ? 2 * m->cap_expert_checks : 64;
+            const tn_gguf_tensor **c = realloc(m->expert_checks, (size_t)cap * sizeof *c);
+            if (!c)
+                return tn_fail(ld->err, TN_ERR_NOMEM, "%s: out of memory", ld->path);
+            m->expert_checks = c;
+            m->cap_expert_checks = cap;
+        }
+        m->expert_checks[m->n_expert_checks++] = t;
+    } else {
+        int rc = check_experts_finite(ld->path, t, rows, ld->err);
+        if (rc != TN_OK)
+            return rc;
+    }
     x->first = (tn_weight){.type = t->type, .rows = rows, .cols = cols, .data = t->data,
                            .row_bytes = row_bytes};
     x->stride = (size_t)stride;
@@ -1080,9 +1135,85 @@ static void load_text(tn_model *m, tn_model_params params) {
  * the embedding, when tied: lookups gather their row from it). An untied
  * embedding stays in place: it is only read one row per token. TERN_REPACK=0
  * keeps the file's layout. */
+/* The experts as matrices of their own, for the repack cache: per layer and
+ * expert gate, up, down, so that the cache file holds each layer's experts
+ * at one stride. Only where the cache is on and the experts have a faster
+ * layout: 0 (and nothing allocated) otherwise. */
+static int expert_weights(tn_model *m, tn_error *err) {
+    const tn_hparams *hp = &m->hp;
+    if (hp->n_expert == 0)
+        return 0;
+    char *dir = tn_repack_cache_dir();
+    free(dir);
+    if (!dir)
+        return 0;
+    size_t n = 0;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const tn_layer *L = &m->layers[il];
+        const tn_experts *x[3] = {&L->gate_exps, &L->up_exps, &L->down_exps};
+        for (int k = 0; k < 3; k++)
+            if (x[k]->first.data && tn_weight_repack_size(&x[k]->first) > 0)
+                n++;
+    }
+    if (n == 0)
+        return 0;
+    m->expert_ws = calloc((size_t)hp->n_layer * (size_t)hp->n_expert * 3, sizeof *m->expert_ws);
+    if (!m->expert_ws)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", m->path);
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const tn_layer *L = &m->layers[il];
+        const tn_experts *x[3] = {&L->gate_exps, &L->up_exps, &L->down_exps};
+        for (int32_t e = 0; e < hp->n_expert; e++)
+            for (int k = 0; k < 3; k++) {
+                tn_weight *w = &m->expert_ws[((size_t)il * (size_t)hp->n_expert + (size_t)e) * 3 +
+                                             (size_t)k];
+                if (!x[k]->first.data || tn_weight_repack_size(&x[k]->first) == 0)
+                    continue; /* data NULL: not handed to the backend */
+                *w = x[k]->first;
+                w->data = (const uint8_t *)x[k]->first.data + (size_t)e * x[k]->stride;
+            }
+    }
+    return 0;
+}
+
+/* After prepare: each expert tensor whose experts all came back in the
+ * faster layout, at one stride, reads them there. Returns how many did. */
+static int adopt_expert_weights(tn_model *m) {
+    const tn_hparams *hp = &m->hp;
+    int adopted = 0;
+    for (int32_t il = 0; m->expert_ws && il < hp->n_layer; il++) {
+        tn_layer *L = &m->layers[il];
+        tn_experts *x[3] = {&L->gate_exps, &L->up_exps, &L->down_exps};
+        for (int k = 0; k < 3; k++) {
+            const size_t NE = (size_t)hp->n_expert;
+            const tn_weight *w0 = &m->expert_ws[(size_t)il * NE * 3 + (size_t)k];
+            if (!w0->data || w0->layout == TN_LAYOUT_ROWS)
+                continue;
+            const uint8_t *d0 = w0->data;
+            const size_t stride =
+                NE > 1 ? (size_t)((const uint8_t *)w0[3].data - d0) : x[k]->stride;
+            bool regular = true;
+            for (size_t e = 0; e < NE && regular; e++) {
+                const tn_weight *w = w0 + 3 * e;
+                regular = w->layout == w0->layout && (const uint8_t *)w->data == d0 + e * stride;
+            }
+            if (!regular)
+                continue; /* never seen: then they stay in the file's rows */
+            x[k]->first = *w0;
+            x[k]->stride = stride;
+            adopted++;
+        }
+    }
+    return adopted;
+}
+
 static int prepare(tn_model *m, tn_error *err) {
     const int32_t nl = m->hp.n_layer;
-    tn_weight **ws = malloc(((size_t)nl * 10 + 3) * sizeof *ws);
+    int rc = expert_weights(m, err);
+    if (rc != TN_OK)
+        return rc;
+    const size_t n_exp_ws = m->expert_ws ? (size_t)nl * (size_t)m->hp.n_expert * 3 : 0;
+    tn_weight **ws = malloc(((size_t)nl * 10 + 3 + n_exp_ws) * sizeof *ws);
     if (!ws)
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", m->path);
     int n = 0;
@@ -1097,16 +1228,35 @@ static int prepare(tn_model *m, tn_error *err) {
     }
     /* Gemma 4's per_layer_token_embd (most of an E2B/E4B file) is not here:
      * it stays in the mapping and is read one row per token. Nor are the
-     * experts of a mixture (most of a qwen3moe or 26B-A4B file): a token
-     * reads 8 of 128, so a private copy of all would cost their whole size in memory
-     * for a sixteenth of them used per step (docs/MODEL.md). */
+     * experts of a mixture (most of a qwen3moe or 26B-A4B file) unless the
+     * repack cache is on: a token reads 8 of 128, so a private copy of all
+     * would cost their whole size in memory for a sixteenth of them used per
+     * step (docs/MODEL.md); the cache's file holds them instead, shared and
+     * droppable like the model file's pages. */
     if (m->pl_model_proj.data)
         ws[n++] = &m->pl_model_proj;
     ws[n++] = &m->output;
     if (m->output_tied)
         ws[n++] = &m->tok_embd;
+    int n_file_only = 0;
+    for (size_t i = 0; i < n_exp_ws; i++)
+        if (m->expert_ws[i].data) {
+            ws[n++] = &m->expert_ws[i];
+            n_file_only++;
+        }
     m->backend.gguf = m->gguf; /* the repack cache's key (engine/repack-cache.c) */
-    int rc = tn_backend_prepare(&m->backend, ws, n, true, m->path, err);
+    rc = tn_backend_prepare(&m->backend, ws, n, n_file_only, true, m->path, err);
+    const bool from_cache = !strcmp(m->backend.repack_source, "cache");
+    /* Deferred NaN/Inf passes: skipped only for experts the cache gave (the
+     * cache was made by a load that ran them). A cache file just made from
+     * a damaged model goes, so that the next load checks again. */
+    for (int32_t i = 0; rc == TN_OK && !from_cache && i < m->n_expert_checks; i++) {
+        const tn_gguf_tensor *t = m->expert_checks[i];
+        rc = check_experts_finite(m->path, t, (int64_t)t->ne[1], err);
+        if (rc != TN_OK && m->backend.repack_cache[0])
+            unlink(m->backend.repack_cache);
+    }
+    const bool experts_x16 = rc == TN_OK && adopt_expert_weights(m) > 0;
     /* MXFP4 products round their activations' block scales to fp16 as
      * ggml does (since issue 23's mxfp4 session): "mx16" keeps pins made
      * before from being restored. The experts are not among ws. */
@@ -1123,6 +1273,13 @@ static int prepare(tn_model *m, tn_error *err) {
         const size_t len = strlen(m->backend.arith);
         snprintf(m->backend.arith + len, sizeof m->backend.arith - len, "/mx16");
     }
+    /* Experts in the cache's layout round as its kernels do, not as the
+     * row kernels that read them from the model file: a pin made one way
+     * must not be restored the other. */
+    if (experts_x16) {
+        const size_t len = strlen(m->backend.arith);
+        snprintf(m->backend.arith + len, sizeof m->backend.arith - len, "/exp16");
+    }
     free(ws);
     return rc;
 }
@@ -1133,6 +1290,8 @@ void tn_model_free(tn_model *m) {
     for (int32_t i = 0; i < m->n_owned; i++)
         free(m->owned[i]);
     free(m->owned);
+    free(m->expert_checks);
+    free(m->expert_ws);
     free(m->layers);
     tn_backend_close(&m->backend);
     free(m->description);
@@ -1172,7 +1331,8 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
         tn_model_free(m);
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
     }
-    loader ld = {.m = m, .g = m->gguf, .path = path, .arch = "?", .err = err};
+    loader ld = {.m = m, .g = m->gguf, .path = path, .arch = "?", .err = err,
+                 .defer_expert_checks = tn_repack_cache_likely(m->gguf, NULL)};
     rc = load_hparams(&ld, &m->hp);
     if (rc == TN_OK) {
         m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);

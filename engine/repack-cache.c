@@ -177,6 +177,7 @@ typedef struct entry {
 typedef struct plan {
     entry *e;
     int n;
+    int file_only; /* ws[file_only..) go only into the file (experts), never private */
     uint64_t payload;     /* bytes, as tn_weights_repack's total */
     uint64_t payload_off; /* P */
     uint8_t key[32];
@@ -429,11 +430,11 @@ fail:
 /* A read-only shared mapping of the whole file; the payload (at P, a
  * multiple of 2 MiB when the payload is large) on a 2 MiB boundary, so
  * that the kernel can map page-cache folios of that size whole. */
-static void *map_file(int fd, uint64_t size, uint64_t payload_off) {
+static void *map_file_as(int fd, uint64_t size, uint64_t payload_off, int prot) {
     if (size > SIZE_MAX - HUGE_2M)
         return NULL;
     if (payload_off % HUGE_2M != 0) {
-        void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+        void *m = mmap(NULL, (size_t)size, prot, MAP_SHARED, fd, 0);
         return m == MAP_FAILED ? NULL : m;
     }
     const size_t span = (size_t)size + HUGE_2M;
@@ -441,7 +442,7 @@ static void *map_file(int fd, uint64_t size, uint64_t payload_off) {
     if (res == MAP_FAILED)
         return NULL;
     uint8_t *at = (uint8_t *)(((uintptr_t)res + HUGE_2M - 1) & ~(uintptr_t)(HUGE_2M - 1));
-    void *m = mmap(at, (size_t)size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+    void *m = mmap(at, (size_t)size, prot, MAP_SHARED | MAP_FIXED, fd, 0);
     if (m == MAP_FAILED) {
         munmap(res, span);
         return NULL;
@@ -461,6 +462,10 @@ static void *map_file(int fd, uint64_t size, uint64_t payload_off) {
     return at;
 }
 
+static void *map_file(int fd, uint64_t size, uint64_t payload_off) {
+    return map_file_as(fd, size, payload_off, PROT_READ);
+}
+
 void tn_repack_cache_unmap(void *map, size_t bytes) {
     if (map)
         munmap(map, bytes);
@@ -476,6 +481,11 @@ static bool spot_check(tn_weight *const *ws, const plan *p, const uint8_t *paylo
     size_t tmp_size = 0;
     bool ok = true;
     for (int i = 0; i < p->n && ok; i++) {
+        /* Experts (file-only) are thousands of matrices: one in 64 and the
+         * last, which still sees another layout or a rewritten file, at a
+         * read of a few MB of the model rather than 4 % of it. */
+        if (p->e[i].w >= p->file_only && i % 64 != 0 && i != p->n - 1)
+            continue;
         const tn_weight *w = ws[p->e[i].w];
         const size_t group = p->e[i].bytes / (size_t)((w->rows + 15) / 16);
         if (group > tmp_size) {
@@ -612,94 +622,124 @@ static uint8_t *map_theirs(const plan *p, const void *storage, tn_repack_cache_r
     return m;
 }
 
-/* The private repack, then the file: written to a temporary name in the
- * directory, synced, and renamed into place, so a reader sees the whole
- * file or none. Two processes that build at once each write their own
- * temporary file; the second to finish finds the first's file valid and
- * maps that one instead (both then share it). Any failure leaves the
- * private repack in use (outcome PRIVATE, why says why). */
-static int build(tn_weight *const *ws, int n, const plan *p, const char *dir,
-                 tn_repack_cache_result *r, bool write_ok) {
-    void *storage = NULL;
-    size_t got = 0;
-    int rc = tn_weights_repack(ws, n, true, &storage, &got);
-    if (rc != TN_OK)
-        return rc;
-    r->outcome = storage ? TN_REPACK_CACHE_PRIVATE : TN_REPACK_CACHE_OFF;
-    r->storage = storage;
-    r->bytes = got;
-    if (!storage || !write_ok)
-        return TN_OK; /* why was set by the caller */
-    bool agree = got == p->payload;
-    for (int i = 0; i < p->n && agree; i++) {
-        const tn_weight *w = ws[p->e[i].w];
-        agree = w->layout == TN_LAYOUT_X16 &&
-                (const uint8_t *)w->data == (uint8_t *)storage + p->e[i].off;
-    }
-    if (!agree) {
-        why_set(r, "%s: the repacked layout is not the planned one; not cached", r->path);
-        return TN_OK;
-    }
+/* Repacks straight into a temporary file in the directory (its space
+ * reserved first, so that a full disk is an error here and never a SIGBUS
+ * in the repack), syncs it and renames it into place, so a reader sees the
+ * whole file or none. Two processes that build at once each write their
+ * own temporary file; the second to finish finds the first's file valid and
+ * maps that one instead (both then share it). Writing through the mapping
+ * keeps a payload larger than memory (a mixture's experts) out of private
+ * memory. Returns false, with ws untouched, when the file cannot be made;
+ * after the repack a failure keeps the (unlinked) temporary mapping as the
+ * storage: outcome PRIVATE with why set. */
+static bool build_file(tn_weight *const *ws, int n, const plan *p, const char *dir,
+                       tn_repack_cache_result *r) {
     const size_t tmp_size = strlen(dir) + 64;
     char *tmp = malloc(tmp_size);
     if (!tmp) {
         why_set(r, "out of memory");
-        return TN_OK;
+        return false;
     }
     snprintf(tmp, tmp_size, "%s/.%.32s.XXXXXX", dir, strrchr(r->path, '/') + 1);
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
         why_set(r, "%s: cannot write in the cache directory: %s", dir, strerror(errno));
         free(tmp);
-        return TN_OK;
+        return false;
     }
-    uint8_t *h = header_encode(p, tn_checksum64(storage, (size_t)p->payload, 0x16));
-    int e = h ? 0 : ENOMEM;
-    if (!e)
-        e = write_at(fd, h, p->header_bytes, 0);
-    free(h);
-    if (!e)
-        e = write_at(fd, storage, (size_t)p->payload, p->payload_off);
-    if (!e && fsync(fd) != 0)
-        e = errno;
     uint64_t size = p->payload_off + p->payload;
-    uint8_t *m = NULL;
-    if (e) {
-        why_set(r, "%s: cannot write the cache file: %s", tmp, strerror(e));
-    } else if ((m = map_theirs(p, storage, r, &size))) {
-        r->outcome = TN_REPACK_CACHE_HIT; /* another process finished first */
-    } else if (rename(tmp, r->path) != 0) {
+    int e = size > (uint64_t)INT64_MAX ? EFBIG : posix_fallocate(fd, 0, (off_t)size);
+    uint8_t *m = e ? NULL : map_file_as(fd, size, p->payload_off, PROT_READ | PROT_WRITE);
+    if (!m) {
+        if (e)
+            why_set(r, "%s: cannot reserve %llu bytes for the cache file: %s", dir,
+                    (unsigned long long)size, strerror(e));
+        else
+            why_set(r, "%s: cannot map: %s", tmp, strerror(errno));
+        unlink(tmp);
+        close(fd);
+        free(tmp);
+        return false;
+    }
+    uint8_t *payload = m + p->payload_off;
+    tn_weights_repack_into(ws, n, true, payload);
+    r->outcome = TN_REPACK_CACHE_PRIVATE;
+    r->map = m;
+    r->map_bytes = (size_t)size;
+    r->bytes = (size_t)p->payload;
+    bool agree = true;
+    for (int i = 0; i < p->n && agree; i++) {
+        const tn_weight *w = ws[p->e[i].w];
+        agree = w->layout == TN_LAYOUT_X16 && (const uint8_t *)w->data == payload + p->e[i].off;
+    }
+    e = 0;
+    if (!agree) {
+        why_set(r, "%s: the repacked layout is not the planned one; not cached", r->path);
+        e = -1;
+    }
+    /* From here on nothing may write the weights. */
+    mprotect(m, (size_t)size, PROT_READ);
+    uint8_t *h = NULL;
+    if (!e) {
+        h = header_encode(p, tn_checksum64(payload, (size_t)p->payload, 0x16));
+        e = h ? write_at(fd, h, p->header_bytes, 0) : ENOMEM;
+        free(h);
+        if (!e && fsync(fd) != 0)
+            e = errno;
+        if (e)
+            why_set(r, "%s: cannot write the cache file: %s", tmp, strerror(e));
+    }
+    uint64_t theirs_size = size;
+    uint8_t *theirs = NULL;
+    if (!e && (theirs = map_theirs(p, payload, r, &theirs_size))) {
+        move_to_map(ws, n, p, theirs + p->payload_off); /* another process finished first */
+        munmap(m, (size_t)size);
+        r->map = theirs;
+        r->map_bytes = (size_t)theirs_size;
+        r->outcome = TN_REPACK_CACHE_HIT;
+    } else if (!e && rename(tmp, r->path) != 0) {
         why_set(r, "%s: cannot rename into place: %s", r->path, strerror(errno));
-    } else {
+    } else if (!e) {
         int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
             fsync(dfd); /* the rename is durable only once the directory is */
             close(dfd);
         }
-        m = map_file(fd, size, p->payload_off);
-        if (m)
-            r->outcome = TN_REPACK_CACHE_WRITTEN;
-        else
-            why_set(r, "%s: cannot map: %s", r->path, strerror(errno));
+        r->outcome = TN_REPACK_CACHE_WRITTEN;
     }
     if (r->outcome != TN_REPACK_CACHE_WRITTEN)
         unlink(tmp);
+    else
+        r->why[0] = '\0';
+    if (r->outcome == TN_REPACK_CACHE_HIT)
+        r->why[0] = '\0';
     close(fd);
     free(tmp);
-    if (m) {
-        move_to_map(ws, n, p, m + p->payload_off);
-        free(storage);
-        r->storage = NULL;
-        r->map = m;
-        r->map_bytes = (size_t)size;
-        r->why[0] = '\0';
-    }
-    return TN_OK;
+    return true;
 }
 
-int tn_repack_cache_prepare(tn_weight *const *ws, int n, const tn_gguf *g, const char *dir,
-                            tn_repack_cache_result *res) {
+/* The file (when write_ok), else the private repack of ws[0..file_only):
+ * the file-only weights (experts) then stay in the model file's layout. */
+static int build(tn_weight *const *ws, int n, const plan *p, const char *dir,
+                 tn_repack_cache_result *r, bool write_ok) {
+    if (write_ok && p->payload > 0 && build_file(ws, n, p, dir, r))
+        return TN_OK;
+    void *storage = NULL;
+    size_t got = 0;
+    int rc = tn_weights_repack(ws, p->file_only, true, &storage, &got);
+    if (rc != TN_OK)
+        return rc;
+    r->outcome = storage ? TN_REPACK_CACHE_PRIVATE : TN_REPACK_CACHE_OFF;
+    r->storage = storage;
+    r->bytes = got;
+    return TN_OK; /* why was set by the caller */
+}
+
+int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const tn_gguf *g,
+                            const char *dir, tn_repack_cache_result *res) {
     *res = (tn_repack_cache_result){.outcome = TN_REPACK_CACHE_OFF};
+    if (n_file_only < 0 || n_file_only > n)
+        return TN_ERR_INVALID;
     char *own_dir = NULL;
     if (!dir)
         dir = own_dir = tn_repack_cache_dir();
@@ -708,12 +748,12 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, const tn_gguf *g, const
         any = tn_weight_repack_size(ws[i]);
     if (!dir || !g || !any) {
         free(own_dir);
-        int rc = tn_weights_repack(ws, n, true, &res->storage, &res->bytes);
+        int rc = tn_weights_repack(ws, n - n_file_only, true, &res->storage, &res->bytes);
         if (rc == TN_OK && res->storage)
             res->outcome = TN_REPACK_CACHE_PRIVATE; /* no why: nothing went wrong */
         return rc;
     }
-    plan p = {0};
+    plan p = {.file_only = n - n_file_only};
     int rc = TN_OK;
     bool can_write = true;
     char name[40];
@@ -758,6 +798,35 @@ out:
     free(p.e);
     free(own_dir);
     return rc;
+}
+
+bool tn_repack_cache_likely(const tn_gguf *g, const char *dir) {
+    char *own_dir = NULL;
+    if (!dir)
+        dir = own_dir = tn_repack_cache_dir();
+    char model[PATH_MAX], name[40], path[PATH_MAX + 48];
+    struct stat st;
+    bool likely = false;
+    if (dir && g && realpath(tn_gguf_path(g), model) && stat(model, &st) == 0 &&
+        tn_repack_cache_name(model, name, sizeof name) == TN_OK) {
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+        uint8_t h[TN_REPACK_CACHE_FIXED];
+        struct stat cs;
+        if (fd >= 0 && fstat(fd, &cs) == 0 && S_ISREG(cs.st_mode) && cs.st_uid == geteuid() &&
+            pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h)
+            likely = memcmp(h, TN_REPACK_CACHE_MAGIC, 8) == 0 &&
+                     tn_rd_u32(h + 8) == TN_REPACK_CACHE_VERSION &&
+                     tn_rd_u64(h + 64) == (uint64_t)st.st_size &&
+                     tn_rd_u64(h + 72) == (uint64_t)st.st_mtim.tv_sec &&
+                     tn_rd_u64(h + 80) == (uint64_t)st.st_mtim.tv_nsec &&
+                     tn_rd_u64(h + 88) == (uint64_t)st.st_ino &&
+                     tn_rd_u64(h + 96) == (uint64_t)st.st_dev;
+        if (fd >= 0)
+            close(fd);
+    }
+    free(own_dir);
+    return likely;
 }
 
 /* ------------------------------------------------------------ housekeeping */

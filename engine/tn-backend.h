@@ -48,9 +48,12 @@ typedef struct tn_backend_ops {
      * layout or data (one layout for all, as the arithmetic string must
      * name it). file_mapped: the originals are read-only file pages the
      * backend may drop. *bytes gets what the backend holds in memory
-     * besides the file. path names the model in messages. */
-    int (*prepare_weights)(tn_backend *be, tn_weight *const *ws, int n, bool file_mapped,
-                           const char *path, uint64_t *bytes, tn_error *err);
+     * besides the file. path names the model in messages. The last
+     * n_file_only of ws (a mixture's experts, when the repack cache is
+     * on) may change layout only into a shared file, never into private
+     * memory: most of the model, they would not fit twice. */
+    int (*prepare_weights)(tn_backend *be, tn_weight *const *ws, int n, int n_file_only,
+                           bool file_mapped, const char *path, uint64_t *bytes, tn_error *err);
     /* Writes the arithmetic of this backend's forward passes (pins are
      * keyed by it; two backends that round differently must not share a
      * string). Called once, after prepare_weights. */
@@ -59,10 +62,10 @@ typedef struct tn_backend_ops {
     /* Runs fn(arg, ith, nth) on every thread of the pool. */
     void (*parallel_for)(const tn_backend *be, tn_cpu *pool, tn_task_fn fn, void *arg);
     /* y[b][rows] = W x[b][cols] for b < n, batch-invariant (tn-cpu.h).
-     * Weights are as prepare_weights left them, except the experts of a
-     * mixture (tn_experts, tn-model.h), which prepare_weights never sees:
-     * they come in the file's row layout (TN_LAYOUT_ROWS), straight from
-     * the mapping. */
+     * Weights are as prepare_weights left them. The experts of a mixture
+     * (tn_experts, tn-model.h) too: prepare_weights sees them only as
+     * file-only matrices when the repack cache is on; otherwise they come
+     * in the file's row layout (TN_LAYOUT_ROWS), straight from the mapping. */
     int (*matmul)(const tn_backend *be, tn_cpu *pool, const tn_weight *w, const float *x,
                   int64_t n, float *y);
     /* Row r of a weight as f32 (embedding lookups), in the prepared layout. */
@@ -97,7 +100,7 @@ struct tn_backend {
     const tn_gguf *gguf;
     char repack_source[12];    /* tn_model_repack_source's answer */
     char repack_cache[512];    /* tn_model_repack_cache_path's */
-    char arith[64];            /* arith_name's (and model.c's "/mx16") */
+    char arith[64];            /* arith_name's (and model.c's "/mx16", "/exp16") */
     /* When the requested backend (or the first one "auto" tried) refused
      * to open: its name and its reason, kept whole so that a caller can
      * translate it ("xrt: REASON; using cpu"). refused_by[0] == 0: none. */
@@ -123,8 +126,8 @@ int tn_backend_open(tn_backend *be, const char *name, tn_error *err);
 int tn_backend_open_from(tn_backend *be, const char *name, const tn_backend_ops *const *table,
                          int n, tn_error *err);
 /* Prepares the weights and names the arithmetic: call once after open. */
-int tn_backend_prepare(tn_backend *be, tn_weight *const *ws, int n, bool file_mapped,
-                       const char *path, tn_error *err);
+int tn_backend_prepare(tn_backend *be, tn_weight *const *ws, int n, int n_file_only,
+                       bool file_mapped, const char *path, tn_error *err);
 void tn_backend_close(tn_backend *be);
 
 /* CPU threads for one context of the backend's model, set to its kernel

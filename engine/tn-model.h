@@ -162,6 +162,13 @@ struct tn_model {
     float **owned;            /* the f32 copies of 1-D tensors above */
     int32_t n_owned;
     int32_t cap_owned;
+    /* Expert tensors whose NaN/Inf pass waits for prepare (model.c) */
+    const tn_gguf_tensor **expert_checks;
+    int32_t n_expert_checks;
+    int32_t cap_expert_checks;
+    /* Experts in the backend's layout, from the repack cache file (model.c
+     * prepare): [n_layer][n_expert][3], gate, up, down */
+    tn_weight *expert_ws;
     /* What computes the forward passes (tn-backend.h): it prepared the
      * matrices above at load (the CPU's: a faster layout in one allocation
      * it owns, the file's pages of those matrices dropped) and names the

@@ -40,14 +40,21 @@ typedef struct tn_repack_cache_result {
 
 /* Repacks ws[0..n) (all from the mapped file g, as tn_weights_repack with
  * release_originals) through the cache in `dir` (NULL: tn_repack_cache_dir).
+ * The last n_file_only of them (a mixture's experts: more than memory can
+ * hold twice) are repacked only into the cache file: without one they stay
+ * as they are.
  * Never fails the load for the cache's sake: any problem with the cache
  * (unwritable directory, full disk, a FIFO, a directory or garbage where
  * the file belongs, a file for another model) ends in a private repack
  * (outcome PRIVATE, with the reason in why) or a rebuilt file. Returns
  * TN_ERR_NOMEM only when even the private repack has no memory (the
  * weights are then as they were). */
-int tn_repack_cache_prepare(tn_weight *const *ws, int n, const tn_gguf *g, const char *dir,
-                            tn_repack_cache_result *res);
+int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const tn_gguf *g,
+                            const char *dir, tn_repack_cache_result *res);
+/* True when dir (NULL: tn_repack_cache_dir) holds a cache file made from
+ * the model file g as it is now (size, times, inode, device): a load will
+ * most likely map it. Reads one header, no weight. */
+bool tn_repack_cache_likely(const tn_gguf *g, const char *dir);
 void tn_repack_cache_unmap(void *map, size_t bytes);
 /* tn_repack_cache_prune that never removes `keep` (the file just made). */
 int tn_repack_cache_prune_dir(const char *dir, uint64_t max_bytes, const char *keep,

@@ -422,13 +422,7 @@ static void release_pages(const void *p, size_t n) {
         madvise((void *)a, e - a, MADV_DONTNEED);
 }
 
-int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void **storage,
-                      size_t *bytes) {
-    if (!storage || n < 0 || (n > 0 && !ws))
-        return TN_ERR_INVALID;
-    *storage = NULL;
-    if (bytes)
-        *bytes = 0;
+size_t tn_weights_repack_bytes(tn_weight *const *ws, int n) {
     size_t total = 0;
     for (int i = 0; i < n; i++) {
         bool dup = false;
@@ -437,25 +431,10 @@ int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void 
         if (!dup)
             total += (tn_weight_repack_size(ws[i]) + 63) / 64 * 64;
     }
-    if (total == 0)
-        return TN_OK;
-    /* A decode step streams every byte of this buffer once: in 4 KiB pages
-     * that is a TLB miss, and a restart of the hardware prefetcher, every
-     * 4 KiB. 2 MiB pages (transparent huge pages, asked for before the
-     * first write faults the pages in) measured +16-26 % decode speed on
-     * the 1B Q4_0 model (docs/PERFORMANCE.md). Small models keep 64-byte
-     * alignment: a huge page would cost them up to 2 MiB of RSS. */
-    const char *thp = getenv("TERN_THP");
-    const size_t huge_page = (size_t)2 << 20;
-    const bool huge = total >= 4 * huge_page && !(thp && *thp == '0');
-    const size_t alloc = huge ? (total + huge_page - 1) / huge_page * huge_page : total;
-    uint8_t *buf = aligned_alloc(huge ? huge_page : 64, alloc);
-    if (!buf)
-        return TN_ERR_NOMEM;
-#ifdef MADV_HUGEPAGE
-    if (huge)
-        madvise(buf, alloc, MADV_HUGEPAGE); /* a hint: without THP it changes nothing */
-#endif
+    return total;
+}
+
+void tn_weights_repack_into(tn_weight *const *ws, int n, bool release_originals, uint8_t *buf) {
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         tn_weight *w = ws[i];
@@ -476,6 +455,36 @@ int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void 
             release_pages(orig, orig_bytes);
         off += (size + 63) / 64 * 64;
     }
+}
+
+int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void **storage,
+                      size_t *bytes) {
+    if (!storage || n < 0 || (n > 0 && !ws))
+        return TN_ERR_INVALID;
+    *storage = NULL;
+    if (bytes)
+        *bytes = 0;
+    const size_t total = tn_weights_repack_bytes(ws, n);
+    if (total == 0)
+        return TN_OK;
+    /* A decode step streams every byte of this buffer once: in 4 KiB pages
+     * that is a TLB miss, and a restart of the hardware prefetcher, every
+     * 4 KiB. 2 MiB pages (transparent huge pages, asked for before the
+     * first write faults the pages in) measured +16-26 % decode speed on
+     * the 1B Q4_0 model (docs/PERFORMANCE.md). Small models keep 64-byte
+     * alignment: a huge page would cost them up to 2 MiB of RSS. */
+    const char *thp = getenv("TERN_THP");
+    const size_t huge_page = (size_t)2 << 20;
+    const bool huge = total >= 4 * huge_page && !(thp && *thp == '0');
+    const size_t alloc = huge ? (total + huge_page - 1) / huge_page * huge_page : total;
+    uint8_t *buf = aligned_alloc(huge ? huge_page : 64, alloc);
+    if (!buf)
+        return TN_ERR_NOMEM;
+#ifdef MADV_HUGEPAGE
+    if (huge)
+        madvise(buf, alloc, MADV_HUGEPAGE); /* a hint: without THP it changes nothing */
+#endif
+    tn_weights_repack_into(ws, n, release_originals, buf);
     *storage = buf;
     if (bytes)
         *bytes = total;

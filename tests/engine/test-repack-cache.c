@@ -13,6 +13,7 @@
 #include "tn-test.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -525,6 +526,140 @@ static void one_model(const char *type, bool big) {
     free(lg);
 }
 
+/* Logits of the last of toks, decoded one token at a time (stepwise) or as
+ * one batch, and the model's arithmetic string and repack source. */
+static bool moe_logits(const char *path, bool stepwise, float *logits, char *arith, size_t as,
+                       char *src, size_t ss) {
+    tn_model *m = NULL;
+    tn_ctx *ctx = NULL;
+    tn_error err = {0};
+    bool ok = tn_model_load(path, tn_model_default_params(), &m, &err) == TN_OK;
+    CHECKF(ok, "load %s: %s", path, err.message);
+    if (!ok)
+        return false;
+    snprintf(arith, as, "%s", tn_model_arithmetic(m));
+    snprintf(src, ss, "%s", tn_model_repack_source(m));
+    ok = tn_ctx_new(m, 64, 2, &ctx, &err) == TN_OK;
+    for (int32_t i = 0; ok && i < (stepwise ? NT : 1); i++)
+        ok = tn_ctx_decode(ctx, stepwise ? &toks[i] : toks, stepwise ? 1 : NT, TN_LOGITS_LAST,
+                           logits, &err) == TN_OK;
+    CHECKF(ok, "decode %s: %s", path, err.message);
+    tn_ctx_free(ctx);
+    tn_model_free(m);
+    return ok;
+}
+
+/* A mixture's experts (issue 23): with the cache on they are repacked
+ * straight into its file (never into private memory) and read from there
+ * in the X16 layout ("/exp16" in the arithmetic); without a usable cache
+ * they stay in the model file's rows, bit for bit as with the cache off. A
+ * cache file made from an expert poisoned with NaN is refused and removed,
+ * even when the expert check was put off because a cache file existed. */
+static void moe_model(const char *type) {
+    char model[1100];
+    const char *tmp = tn_test_tmpdir();
+    snprintf(model, sizeof model, "%s/moe-%s.gguf", tmp, type);
+    snprintf(cache_dir, sizeof cache_dir, "%s/cache-moe-%s", tmp, type);
+    tn_mkmodel_params p = tn_test_tiny_model("qwen3moe", 23);
+    p.type = type;
+    p.n_embd = 256; /* K-quants: whole super-blocks, rows and columns */
+    p.n_ff = 512;
+    p.n_ff_exp = 256;
+    p.n_head = 4;
+    p.head_dim = 64;
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, model, &err) == TN_OK, "mkmodel moe %s: %s", type, err.message);
+    const int nv = n_vocab_of(model);
+    CHECK(nv > 0);
+    if (nv <= 0)
+        return;
+    const size_t lb = sizeof(float) * (size_t)nv;
+    float *ref = malloc(lb), *lg = malloc(lb), *step = malloc(lb);
+    char arith[96], src[32];
+    setenv("TERN_REPACK_CACHE", "0", 1);
+    CHECK(moe_logits(model, false, ref, arith, sizeof arith, src, sizeof src));
+    if (!strcmp(src, "none")) {
+        fprintf(stderr, "moe %s: no faster layout on this CPU: nothing to cache\n", type);
+        goto out;
+    }
+    CHECKF(!strstr(arith, "exp16"), "cache off: arithmetic %s", arith);
+
+    /* No usable directory: the dense matrices go private, the experts stay. */
+    char blocked[1200];
+    snprintf(blocked, sizeof blocked, "%s/moe-%s.gguf/cache", tmp, type); /* under a file */
+    setenv("TERN_REPACK_CACHE", blocked, 1);
+    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "memory") && !strstr(arith, "exp16"), "unusable cache: %s, %s", src,
+           arith);
+    CHECKF(memcmp(lg, ref, lb) == 0, "unusable cache: the experts' logits changed");
+
+    setenv("TERN_REPACK_CACHE", cache_dir, 1);
+    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "cache-new") && strstr(arith, "/exp16"), "first load: %s, %s", src,
+           arith);
+    /* Another kernel family for the experts: close to the rows' logits,
+     * not the same bits (a pin keyed "/exp16" is not restored without). */
+    float scale = 0, diff = 0;
+    for (int i = 0; i < nv; i++) {
+        scale = fmaxf(scale, fabsf(ref[i]));
+        diff = fmaxf(diff, fabsf(lg[i] - ref[i]));
+    }
+    CHECKF(scale > 0 && diff <= 0.02f * scale, "X16 experts: logits off by %g (of %g)",
+           (double)diff, (double)scale);
+    /* Batch-invariant (speculation's verify relies on it): one token at a
+     * time gives the batch's bits; and the mapped file gives the first
+     * load's bits. */
+    CHECK(moe_logits(model, true, step, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "cache") && strstr(arith, "/exp16"), "second load: %s, %s", src, arith);
+    CHECKF(memcmp(step, lg, lb) == 0, "X16 experts: stepwise logits differ from the batch's");
+    int caches, temps;
+    count_files(cache_dir, &caches, &temps);
+    CHECKF(caches == 1 && temps == 0, "cache dir: %d files, %d temporary", caches, temps);
+
+    /* An expert's scale turned NaN in place, the file's mtime put back:
+     * the cache file still looks like this model's, so the expert check
+     * waits for prepare; the key (ctime) differs, so the cache is rebuilt
+     * from the poisoned weights, and then the check must refuse the model
+     * and remove what it wrote. */
+    tn_gguf *g = NULL;
+    long pos = -1;
+    /* The f16 scale at the start of the block in the middle of the tensor
+     * (Q8_0: d; Q4_K: d, then dmin). */
+    if (tn_gguf_open(model, &g, &err) == TN_OK) {
+        const tn_gguf_tensor *t = tn_gguf_find_tensor(g, "blk.1.ffn_up_exps.weight");
+        const size_t bsize = t ? tn_type_block_bytes(t->type) : 0;
+        if (bsize)
+            pos = (long)(tn_gguf_data_offset(g) + t->offset + (t->nbytes / 2) / bsize * bsize);
+        tn_gguf_close(g);
+    }
+    struct stat before;
+    CHECK(pos > 0 && stat(model, &before) == 0);
+    const uint8_t nan16[2] = {0x00, 0x7e};
+    FILE *f = fopen(model, "r+b");
+    CHECK(f && fseek(f, pos, SEEK_SET) == 0 && fwrite(nan16, 1, 2, f) == 2);
+    if (f)
+        fclose(f);
+    const struct timespec times[2] = {before.st_atim, before.st_mtim};
+    CHECK(utimensat(AT_FDCWD, model, times, 0) == 0);
+    tn_model *m = NULL;
+    int rc = tn_model_load(model, tn_model_default_params(), &m, &err);
+    CHECKF(rc == TN_ERR_FORMAT && strstr(err.message, "ffn_up_exps") && strstr(err.message, "NaN"),
+           "poisoned expert behind a cache file: rc %d: %s", rc, rc ? err.message : "loaded");
+    tn_model_free(m);
+    count_files(cache_dir, &caches, &temps);
+    CHECKF(caches == 0 && temps == 0, "after the refusal: %d cache files, %d temporary", caches,
+           temps);
+    m = NULL;
+    rc = tn_model_load(model, tn_model_default_params(), &m, &err);
+    CHECKF(rc == TN_ERR_FORMAT && strstr(err.message, "NaN"), "poisoned expert: rc %d", rc);
+    tn_model_free(m);
+out:
+    unsetenv("TERN_REPACK_CACHE");
+    free(ref);
+    free(lg);
+    free(step);
+}
+
 int main(void) {
     /* Never the user's ~/.cache, whatever the caller's environment says. */
     unsetenv("XDG_CACHE_HOME");
@@ -533,5 +668,7 @@ int main(void) {
     one_model("q4_0", false);
     one_model("q4_k_m", false);
     one_model("q8_0", true);
+    moe_model("q8_0");
+    moe_model("q4_k_m");
     return tn_test_finish("repack-cache");
 }
