@@ -1163,11 +1163,14 @@ static int expert_weights(tn_model *m, tn_error *err) {
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const tn_layer *L = &m->layers[il];
         const tn_experts *x[3] = {&L->gate_exps, &L->up_exps, &L->down_exps};
+        bool take[3];
+        for (int k = 0; k < 3; k++)
+            take[k] = x[k]->first.data && tn_weight_repack_size(&x[k]->first) > 0;
         for (int32_t e = 0; e < hp->n_expert; e++)
             for (int k = 0; k < 3; k++) {
                 tn_weight *w = &m->expert_ws[((size_t)il * (size_t)hp->n_expert + (size_t)e) * 3 +
                                              (size_t)k];
-                if (!x[k]->first.data || tn_weight_repack_size(&x[k]->first) == 0)
+                if (!take[k])
                     continue; /* data NULL: not handed to the backend */
                 *w = x[k]->first;
                 w->data = (const uint8_t *)x[k]->first.data + (size_t)e * x[k]->stride;

@@ -724,23 +724,18 @@ static void sse_send(job *j, char *json) {
     g_free(json);
 }
 
-static void sse_delta(job *j, const char *role, const char *content, const char *finish) {
+/* A chat chunk up to its open "delta" object. */
+static JsonBuilder *chunk_delta_begin(job *j) {
     JsonBuilder *b = json_builder_new();
-    builder_head(b, j, j->kind == JOB_CHAT ? "chat.completion.chunk" : "text_completion");
+    builder_head(b, j, "chat.completion.chunk");
     builder_choice_start(b);
-    if (j->kind == JOB_CHAT) {
-        json_builder_set_member_name(b, "delta");
-        json_builder_begin_object(b);
-        if (role) {
-            member_string(b, "role", role);
-        }
-        if (content) {
-            member_string(b, "content", content);
-        }
-        json_builder_end_object(b);
-    } else {
-        member_string(b, "text", content ? content : "");
-    }
+    json_builder_set_member_name(b, "delta");
+    json_builder_begin_object(b);
+    return b;
+}
+
+/* The rest of a chunk after its delta (or text), sent. */
+static void chunk_finish_send(job *j, JsonBuilder *b, const char *finish) {
     json_builder_set_member_name(b, "logprobs");
     json_builder_add_null_value(b);
     json_builder_set_member_name(b, "finish_reason");
@@ -753,6 +748,24 @@ static void sse_delta(job *j, const char *role, const char *content, const char 
     json_builder_end_object(b);
     sse_send(j, json_to_text(b));
     g_object_unref(b);
+}
+
+static void sse_delta(job *j, const char *role, const char *content, const char *finish) {
+    JsonBuilder *b;
+    if (j->kind == JOB_CHAT) {
+        b = chunk_delta_begin(j);
+        if (role)
+            member_string(b, "role", role);
+        if (content)
+            member_string(b, "content", content);
+        json_builder_end_object(b);
+    } else {
+        b = json_builder_new();
+        builder_head(b, j, "text_completion");
+        builder_choice_start(b);
+        member_string(b, "text", content ? content : "");
+    }
+    chunk_finish_send(j, b, finish);
 }
 
 /* A stream's status and headers go out with its first text, not when it is
@@ -776,22 +789,10 @@ static void stream_start(job *j) {
 
 /* A chunk whose delta is {"reasoning_content": text}. */
 static void sse_reasoning(job *j, const char *text) {
-    JsonBuilder *b = json_builder_new();
-    builder_head(b, j, "chat.completion.chunk");
-    builder_choice_start(b);
-    json_builder_set_member_name(b, "delta");
-    json_builder_begin_object(b);
+    JsonBuilder *b = chunk_delta_begin(j);
     member_string(b, "reasoning_content", text);
     json_builder_end_object(b);
-    json_builder_set_member_name(b, "logprobs");
-    json_builder_add_null_value(b);
-    json_builder_set_member_name(b, "finish_reason");
-    json_builder_add_null_value(b);
-    json_builder_end_object(b);
-    json_builder_end_array(b);
-    json_builder_end_object(b);
-    sse_send(j, json_to_text(b));
-    g_object_unref(b);
+    chunk_finish_send(j, b, NULL);
 }
 
 /* Calls taken out of an answer's content (tern_tool_calls_parse): none
@@ -829,22 +830,10 @@ static void builder_tool_calls(JsonBuilder *b, job *j, const tern_tool_call *cal
 
 /* A chunk whose delta holds the calls, whole. */
 static void sse_tool_calls(job *j, const tern_tool_call *calls, int n) {
-    JsonBuilder *b = json_builder_new();
-    builder_head(b, j, "chat.completion.chunk");
-    builder_choice_start(b);
-    json_builder_set_member_name(b, "delta");
-    json_builder_begin_object(b);
+    JsonBuilder *b = chunk_delta_begin(j);
     builder_tool_calls(b, j, calls, n, true);
     json_builder_end_object(b);
-    json_builder_set_member_name(b, "logprobs");
-    json_builder_add_null_value(b);
-    json_builder_set_member_name(b, "finish_reason");
-    json_builder_add_null_value(b);
-    json_builder_end_object(b);
-    json_builder_end_array(b);
-    json_builder_end_object(b);
-    sse_send(j, json_to_text(b));
-    g_object_unref(b);
+    chunk_finish_send(j, b, NULL);
 }
 
 /* Streams content. With tools, a call's marker and all after it are held
