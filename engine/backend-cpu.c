@@ -120,6 +120,12 @@ static int cpu_matmul(const tn_backend *be, tn_cpu *pool, const tn_weight *w, co
     return tn_matmul(pool, w, x, n, y);
 }
 
+static int cpu_matmul_group(const tn_backend *be, tn_cpu *pool, const tn_matmul_item *items,
+                            int n) {
+    (void)be;
+    return tn_matmul_group(pool, items, n);
+}
+
 static int cpu_weight_row(const tn_backend *be, const tn_weight *w, int64_t r, float *out) {
     (void)be;
     return tn_weight_row_f32(w, r, out);
@@ -160,6 +166,7 @@ const tn_backend_ops tn_backend_cpu_ops = {
     .arith_name = cpu_arith_name,
     .parallel_for = cpu_parallel_for,
     .matmul = cpu_matmul,
+    .matmul_group = cpu_matmul_group,
     .weight_row = cpu_weight_row,
     .kv_store = cpu_kv_store,
     .kv_copy = cpu_kv_copy,

@@ -26,6 +26,17 @@ int tn_backend_count(void) { return N_REGISTRY; }
 
 const char *tn_backend_name(int i) { return i >= 0 && i < N_REGISTRY ? registry[i]->name : NULL; }
 
+/* A backend's own matmul, item by item: the CPU's group would run the CPU's
+ * kernels on weights in that backend's layout. */
+static int matmul_each(const tn_backend *be, tn_cpu *pool, const tn_matmul_item *items, int n) {
+    for (int i = 0; i < n; i++) {
+        int rc = be->run.matmul(be, pool, items[i].w, items[i].x, items[i].n, items[i].y);
+        if (rc != TN_OK)
+            return rc;
+    }
+    return TN_OK;
+}
+
 /* The table callers use: the backend's entries, the CPU's in the gaps. */
 static void resolve(tn_backend *be) {
     const tn_backend_ops *o = be->ops, *c = &tn_backend_cpu_ops;
@@ -38,6 +49,8 @@ static void resolve(tn_backend *be) {
     TAKE(arith_name);
     TAKE(parallel_for);
     TAKE(matmul);
+    if (o->matmul)
+        be->run.matmul_group = o->matmul_group ? o->matmul_group : matmul_each;
     TAKE(weight_row);
     TAKE(kv_store);
     TAKE(kv_copy);

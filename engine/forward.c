@@ -172,10 +172,20 @@ void tn_ctx_free(tn_ctx *ctx) {
     free(ctx->moe_w);
     free(ctx->moe_list);
     free(ctx->moe_count);
+    free(ctx->moe_at);
     free(ctx->moe_in);
     free(ctx->moe_y);
+    free(ctx->moe_mats);
+    free(ctx->moe_items);
     free(ctx->moe_dense);
     free(ctx);
+}
+
+/* Floats of ctx->gate and ctx->up for `rows` rows: a dense layer's rows, or
+ * a mixture's K experts' rows for each (moe_ffn runs them in one pass). */
+static size_t ff_floats(const tn_hparams *hp, size_t rows) {
+    size_t f = (size_t)hp->n_ff, fx = (size_t)hp->n_expert_used * (size_t)hp->n_ff_exp;
+    return rows * (fx > f ? fx : f);
 }
 
 /* The mixture-of-experts scratch for `rows` rows (nothing for a dense
@@ -191,25 +201,32 @@ static bool moe_scratch(tn_ctx *ctx, int32_t rows) {
     int32_t *sel = xcalloc(U * K, sizeof(int32_t), &ok);
     float *w = xcalloc(U * K, sizeof(float), &ok);
     int32_t *list = xcalloc(U * K, sizeof(int32_t), &ok);
+    int32_t *at = xcalloc(U * K, sizeof(int32_t), &ok);
     int32_t *count = xcalloc(NE + 1, sizeof(int32_t), &ok);
-    float *in = xcalloc(U * E, sizeof(float), &ok);
+    float *in = xcalloc(U * K * E, sizeof(float), &ok);
     float *y = xcalloc(U * K * E, sizeof(float), &ok);
     float *dense = hp->moe_dense ? xcalloc(U * E, sizeof(float), &ok) : NULL;
+    tn_weight *mats = xcalloc(3 * NE, sizeof(tn_weight), &ok);
+    tn_matmul_item *items = xcalloc(2 * NE, sizeof(tn_matmul_item), &ok);
     if (!ok) {
-        free(logits), free(sel), free(w), free(list), free(count), free(in), free(y);
-        free(dense);
+        free(logits), free(sel), free(w), free(list), free(at), free(count), free(in), free(y);
+        free(dense), free(mats), free(items);
         return false;
     }
     free(ctx->moe_logits), free(ctx->moe_sel), free(ctx->moe_w), free(ctx->moe_list);
-    free(ctx->moe_count), free(ctx->moe_in), free(ctx->moe_y), free(ctx->moe_dense);
+    free(ctx->moe_at), free(ctx->moe_count), free(ctx->moe_in), free(ctx->moe_y);
+    free(ctx->moe_dense), free(ctx->moe_mats), free(ctx->moe_items);
     ctx->moe_dense = dense;
     ctx->moe_logits = logits;
     ctx->moe_sel = sel;
     ctx->moe_w = w;
     ctx->moe_list = list;
+    ctx->moe_at = at;
     ctx->moe_count = count;
     ctx->moe_in = in;
     ctx->moe_y = y;
+    ctx->moe_mats = mats;
+    ctx->moe_items = items;
     return true;
 }
 
@@ -275,7 +292,7 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
                        "context)",
                        n_ctx, 2.0 * (double)kv_elems * sizeof(uint16_t) / (1 << 20));
     }
-    const size_t U = TN_UBATCH, E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
+    const size_t U = TN_UBATCH, E = (size_t)hp->n_embd;
     const size_t QD = (size_t)hp->n_head * (size_t)hp->max_head_dim;
     const size_t KD = (size_t)hp->max_kv_dim;
     const size_t LP = (size_t)hp->n_layer * (size_t)hp->n_embd_per_layer;
@@ -287,8 +304,8 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
     ctx->v = xcalloc(U * KD, sizeof(float), &ok);
     ctx->att = xcalloc(U * QD, sizeof(float), &ok);
     ctx->o = xcalloc(U * E, sizeof(float), &ok);
-    ctx->gate = xcalloc(U * F, sizeof(float), &ok);
-    ctx->up = xcalloc(U * F, sizeof(float), &ok);
+    ctx->gate = xcalloc(ff_floats(hp, U), sizeof(float), &ok);
+    ctx->up = xcalloc(ff_floats(hp, U), sizeof(float), &ok);
     ctx->rope_cs = xcalloc(2 * U * (size_t)hp->max_rot, sizeof(float), &ok);
     ctx->scores = xcalloc((size_t)ctx->n_threads * tn_attention_scratch_floats(hp->max_head_dim),
                           sizeof(float), &ok);
@@ -585,6 +602,18 @@ static int matmul(tn_ctx *ctx, const tn_weight *w, const float *x, int32_t n, fl
     return TN_OK;
 }
 
+/* Independent products in one hand-off to the threads (tn-backend.h). */
+static int matmul_group(tn_ctx *ctx, const tn_matmul_item *items, int n, tn_error *err) {
+    const tn_backend *be = &ctx->model->backend;
+    int rc = be->run.matmul_group(be, ctx->cpu, items, n);
+    if (rc != TN_OK) {
+        const char *t = n > 0 ? tn_type_name(items[0].w->type) : NULL;
+        return tn_fail(err, rc, "%s: matrix product of %s weights failed (%s)",
+                       ctx->model->path, t ? t : "?", tn_status_name(rc));
+    }
+    return TN_OK;
+}
+
 /* True when some capture wants the last layer's output of every row. */
 static bool captures_last_layer(const tn_ctx *ctx) {
     for (int32_t c = 0; c < ctx->n_cap; c++)
@@ -783,56 +812,89 @@ static int moe_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n,
     for (int32_t e = 0; e < NE; e++) {
         ctx->moe_count[e] = len;
         for (int32_t j = 0; j < n * K; j++)
-            if (ctx->moe_sel[j] == e)
+            if (ctx->moe_sel[j] == e) {
+                ctx->moe_at[j] = len;
                 ctx->moe_list[len++] = j;
+            }
     }
     ctx->moe_count[NE] = len;
-    ubatch ub = *ub0;
-    ub.ff = hp->n_ff_exp;
+    /* The chosen experts' gate and up products in one hand-off to the
+     * threads, then one GLU over all their rows, then every down product in
+     * one more: three sections a layer rather than four per chosen expert,
+     * whose matrices at decode are too small to pay for their own. A
+     * decode step's K experts read the token's row where it is. */
+    const size_t FX = (size_t)hp->n_ff_exp;
+    if (n > 1)
+        for (int32_t g = 0; g < len; g++)
+            memcpy(ctx->moe_in + (size_t)g * E, ctx->xn + (size_t)(ctx->moe_list[g] / K) * E,
+                   (size_t)E * sizeof(float));
+    tn_matmul_item *items = ctx->moe_items;
+    int n_items = 0;
     for (int32_t e = 0; e < NE; e++) {
         const int32_t start = ctx->moe_count[e], c = ctx->moe_count[e + 1] - start;
         if (c == 0)
             continue;
-        for (int32_t j = 0; j < c; j++)
-            memcpy(ctx->moe_in + (size_t)j * E,
-                   ctx->xn + (size_t)(ctx->moe_list[start + j] / K) * E, (size_t)E * sizeof(float));
-        const tn_weight wg = expert(&L->gate_exps, e), wu = expert(&L->up_exps, e);
-        const tn_weight wd = expert(&L->down_exps, e);
-        if ((rc = matmul(ctx, &wg, ctx->moe_in, c, ctx->gate, err)) ||
-            (rc = matmul(ctx, &wu, ctx->moe_in, c, ctx->up, err)))
-            return rc;
-        if (L->gate_exps_b) { /* gpt-oss: biases after each product, as ggml_add_id */
-            const size_t FX = (size_t)hp->n_ff_exp;
-            const float *bg = L->gate_exps_b + (size_t)e * FX, *bu = L->up_exps_b + (size_t)e * FX;
-            for (int32_t j = 0; j < c; j++)
-                for (size_t f = 0; f < FX; f++) {
-                    ctx->gate[(size_t)j * FX + f] += bg[f];
-                    ctx->up[(size_t)j * FX + f] += bu[f];
-                }
-        }
-        ub.n = c;
-        parallel(ctx, task_glu, &ub);
-        if ((rc = matmul(ctx, &wd, ctx->gate, c, ctx->o, err)))
-            return rc;
-        if (L->down_exps_s) /* before the routing weight, as ggml's build_lora_mm_id */
-            for (size_t d = 0; d < (size_t)c * (size_t)E; d++)
-                ctx->o[d] *= L->down_exps_s[e];
-        if (L->down_exps_b) /* gpt-oss: also before the routing weight */
-            for (size_t d = 0; d < (size_t)c * (size_t)E; d++)
-                ctx->o[d] += L->down_exps_b[(size_t)e * (size_t)E + d % (size_t)E];
-        for (int32_t j = 0; j < c; j++)
-            memcpy(ctx->moe_y + (size_t)ctx->moe_list[start + j] * E, ctx->o + (size_t)j * E,
-                   (size_t)E * sizeof(float));
+        tn_weight *m = ctx->moe_mats + 3 * (n_items / 2);
+        m[0] = expert(&L->gate_exps, e);
+        m[1] = expert(&L->up_exps, e);
+        m[2] = expert(&L->down_exps, e);
+        const float *x = n > 1 ? ctx->moe_in + (size_t)start * E : ctx->xn;
+        items[n_items++] = (tn_matmul_item){.w = &m[0], .x = x, .n = c,
+                                            .y = ctx->gate + (size_t)start * FX};
+        items[n_items++] = (tn_matmul_item){.w = &m[1], .x = x, .n = c,
+                                            .y = ctx->up + (size_t)start * FX};
     }
+    if ((rc = matmul_group(ctx, items, n_items, err)))
+        return rc;
+    if (L->gate_exps_b) /* gpt-oss: biases after each product, as ggml_add_id */
+        for (int32_t g = 0; g < len; g++) {
+            const int32_t e = ctx->moe_sel[ctx->moe_list[g]];
+            const float *bg = L->gate_exps_b + (size_t)e * FX, *bu = L->up_exps_b + (size_t)e * FX;
+            float *gr = ctx->gate + (size_t)g * FX, *ur = ctx->up + (size_t)g * FX;
+            for (size_t f = 0; f < FX; f++) {
+                gr[f] += bg[f];
+                ur[f] += bu[f];
+            }
+        }
+    ubatch ub = *ub0;
+    ub.ff = hp->n_ff_exp;
+    ub.n = len;
+    parallel(ctx, task_glu, &ub);
+    n_items = 0;
+    for (int32_t e = 0; e < NE; e++) {
+        const int32_t start = ctx->moe_count[e], c = ctx->moe_count[e + 1] - start;
+        if (c == 0)
+            continue;
+        items[n_items] = (tn_matmul_item){.w = &ctx->moe_mats[3 * n_items + 2],
+                                          .x = ctx->gate + (size_t)start * FX, .n = c,
+                                          .y = ctx->moe_y + (size_t)start * E};
+        n_items++;
+    }
+    if ((rc = matmul_group(ctx, items, n_items, err)))
+        return rc;
+    if (L->down_exps_s || L->down_exps_b)
+        for (int32_t g = 0; g < len; g++) {
+            const int32_t e = ctx->moe_sel[ctx->moe_list[g]];
+            float *yr = ctx->moe_y + (size_t)g * E;
+            if (L->down_exps_s) /* before the routing weight, as ggml's build_lora_mm_id */
+                for (int32_t d = 0; d < E; d++)
+                    yr[d] *= L->down_exps_s[e];
+            if (L->down_exps_b) /* gpt-oss: also before the routing weight */
+                for (int32_t d = 0; d < E; d++)
+                    yr[d] += L->down_exps_b[(size_t)e * (size_t)E + (size_t)d];
+        }
     for (int32_t i = 0; i < n; i++) {
         float *o = ctx->o + (size_t)i * E;
         const float *w = ctx->moe_w + (size_t)i * K;
-        const float *y = ctx->moe_y + (size_t)i * K * E;
+        const int32_t *at = ctx->moe_at + (size_t)i * K;
+        const float *y = ctx->moe_y + (size_t)at[0] * E;
         for (int32_t d = 0; d < E; d++)
             o[d] = w[0] * y[d];
-        for (int32_t k = 1; k < K; k++)
+        for (int32_t k = 1; k < K; k++) {
+            y = ctx->moe_y + (size_t)at[k] * E;
             for (int32_t d = 0; d < E; d++)
-                o[d] += w[k] * y[(size_t)k * E + d];
+                o[d] += w[k] * y[d];
+        }
     }
     return TN_OK;
 }
@@ -840,9 +902,10 @@ static int moe_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n,
 /* The dense gated feed-forward of rows [0, n): ctx->xn in, ctx->o out. */
 static int dense_ffn(tn_ctx *ctx, const tn_layer *L, const ubatch *ub0, int32_t n,
                      tn_error *err) {
-    int rc;
-    if ((rc = matmul(ctx, &L->ffn_gate, ctx->xn, n, ctx->gate, err)) ||
-        (rc = matmul(ctx, &L->ffn_up, ctx->xn, n, ctx->up, err)))
+    const tn_matmul_item gate_up[2] = {{.w = &L->ffn_gate, .x = ctx->xn, .n = n, .y = ctx->gate},
+                                       {.w = &L->ffn_up, .x = ctx->xn, .n = n, .y = ctx->up}};
+    int rc = matmul_group(ctx, gate_up, 2, err);
+    if (rc)
         return rc;
     ubatch ub = *ub0;
     ub.ff = L->n_ff;
@@ -960,17 +1023,20 @@ static int forward_ubatch(tn_ctx *ctx, const int32_t *tokens, const float *embd,
         for (int32_t i = 0; i < n; i++)
             tn_rmsnorm(ctx->xn + (size_t)i * E, ctx->x + (size_t)i * E, L->attn_norm, E,
                        hp->norm_eps);
-        if ((rc = matmul(ctx, &L->wq, ctx->xn, n, ctx->q, err)))
-            return rc;
+        /* A shared-KV layer projects only queries; a Gemma 4 layer without
+         * attn_v takes its values from the raw key projection. */
+        tn_matmul_item qkv[3] = {{.w = &L->wq, .x = ctx->xn, .n = n, .y = ctx->q}};
+        int n_qkv = 1;
         if (L->kv_layer == il) {
-            if ((rc = matmul(ctx, &L->wk, ctx->xn, n, ctx->k, err)))
-                return rc;
-            if (L->v_is_k) /* Gemma 4 without attn_v: values from the raw key projection */
-                memcpy(ctx->v, ctx->k,
-                       (size_t)n * (size_t)L->n_head_kv * (size_t)L->head_dim * sizeof(float));
-            else if ((rc = matmul(ctx, &L->wv, ctx->xn, n, ctx->v, err)))
-                return rc;
+            qkv[n_qkv++] = (tn_matmul_item){.w = &L->wk, .x = ctx->xn, .n = n, .y = ctx->k};
+            if (!L->v_is_k)
+                qkv[n_qkv++] = (tn_matmul_item){.w = &L->wv, .x = ctx->xn, .n = n, .y = ctx->v};
         }
+        if ((rc = matmul_group(ctx, qkv, n_qkv, err)))
+            return rc;
+        if (L->kv_layer == il && L->v_is_k)
+            memcpy(ctx->v, ctx->k,
+                   (size_t)n * (size_t)L->n_head_kv * (size_t)L->head_dim * sizeof(float));
         if (hp->oai)
             add_qkv_bias(ctx, L, il, n);
         parallel(ctx, task_qk, &ub);
@@ -1071,7 +1137,7 @@ static int grow_scratch(tn_ctx *ctx, int32_t rows, tn_error *err) {
     if (rows <= ctx->ub_rows)
         return TN_OK;
     const tn_hparams *hp = &ctx->model->hp;
-    const size_t U = (size_t)rows, E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
+    const size_t U = (size_t)rows, E = (size_t)hp->n_embd;
     const size_t QD = (size_t)hp->n_head * (size_t)hp->max_head_dim;
     const size_t KD = (size_t)hp->max_kv_dim;
     const size_t LP = (size_t)hp->n_layer * (size_t)hp->n_embd_per_layer;
@@ -1079,7 +1145,8 @@ static int grow_scratch(tn_ctx *ctx, int32_t rows, tn_error *err) {
     float **bufs[] = {&ctx->x, &ctx->xn, &ctx->q, &ctx->k, &ctx->v, &ctx->att, &ctx->o,
                       &ctx->gate, &ctx->up, &ctx->rope_cs, &ctx->ple, &ctx->plg};
     const size_t sizes[] = {U * E, U * E, U * QD, U * KD, U * KD, U * QD, U * E,
-                            U * F, U * F, 2 * U * (size_t)hp->max_rot, U * LP, U * P};
+                            ff_floats(hp, U), ff_floats(hp, U), 2 * U * (size_t)hp->max_rot,
+                            U * LP, U * P};
     for (size_t b = 0; b < sizeof sizes / sizeof sizes[0]; b++) {
         float *p = calloc(sizes[b] ? sizes[b] : 1, sizeof(float));
         if (!p)

@@ -68,6 +68,12 @@ typedef struct tn_backend_ops {
      * in the file's row layout (TN_LAYOUT_ROWS), straight from the mapping. */
     int (*matmul)(const tn_backend *be, tn_cpu *pool, const tn_weight *w, const float *x,
                   int64_t n, float *y);
+    /* Several independent products in one hand-off to the threads
+     * (tn_matmul_group): each item's result exactly as matmul gives it. A
+     * backend with its own matmul and no matmul_group gets one that calls
+     * its matmul per item (tn_backend_open). */
+    int (*matmul_group)(const tn_backend *be, tn_cpu *pool, const tn_matmul_item *items,
+                        int n);
     /* Row r of a weight as f32 (embedding lookups), in the prepared layout. */
     int (*weight_row)(const tn_backend *be, const tn_weight *w, int64_t r, float *out);
 

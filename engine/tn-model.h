@@ -229,8 +229,13 @@ struct tn_ctx {
     float *moe_w;      /* [U][K] their normalized weights */
     int32_t *moe_list; /* [U * K] (row * K + slot) grouped by expert */
     int32_t *moe_count; /* [n_expert + 1] start of each expert's group in moe_list */
-    float *moe_in;     /* [U][n_embd] the rows of one expert, gathered */
-    float *moe_y;      /* [U][K][n_embd] each chosen expert's output per row */
+    int32_t *moe_at;   /* [U * K] where (row * K + slot) sits in moe_list */
+    float *moe_in;     /* [U * K][n_embd] the rows in moe_list's order, gathered */
+    float *moe_y;      /* [U * K][n_embd] the experts' outputs, in moe_list's order */
+    /* [3 * n_expert] one layer's chosen experts' matrices, [2 * n_expert]
+     * the products of one hand-off (gate and up, then down) */
+    tn_weight *moe_mats;
+    tn_matmul_item *moe_items;
     float *moe_dense;  /* [U][n_embd] Gemma 4: the dense branch's normed output */
     int32_t ub_rows; /* rows the scratch above holds (U): TN_UBATCH, more once an
                         image span had to run as one pass (tn_ctx_decode_embd) */

@@ -156,17 +156,36 @@ typedef struct mm_job {
     tn_mm_ops ops;
     int64_t chunk_rows;
     int64_t n_chunks;
-    atomic_llong *next; /* NULL: one thread walks every chunk */
 } mm_job;
 
+/* Products handed to the threads at once (tn_matmul_group); a longer group
+ * runs as several sections. */
+#define MM_GROUP_MAX 64
+
+typedef struct mm_group {
+    mm_job jobs[MM_GROUP_MAX];
+    int n;
+    /* jobs[j]'s chunks are [first[j], first[j + 1]) of the section's; its
+     * rows to convert [conv[j], conv[j + 1]) (none when it shares another
+     * job's activations or reads f32). */
+    int64_t first[MM_GROUP_MAX + 1];
+    int64_t conv[MM_GROUP_MAX + 1];
+    atomic_llong *next; /* NULL: each thread walks every nth chunk */
+} mm_group;
+
 static void convert_task(void *ctx, int ith, int nth) {
-    mm_job *job = ctx;
-    const int64_t cols = job->mm.w->cols;
-    for (int64_t b = ith; b < job->mm.n; b += nth)
+    mm_group *g = ctx;
+    int j = 0;
+    for (int64_t f = ith; f < g->conv[g->n]; f += nth) {
+        while (f >= g->conv[j + 1])
+            j++;
+        const mm_job *job = &g->jobs[j];
+        const int64_t b = f - g->conv[j], cols = job->mm.w->cols;
         job->ops.convert(job->mm.x + b * cols, (uint8_t *)job->mm.act + b * job->mm.act_row, cols);
+    }
 }
 
-static void run_chunk(mm_job *job, void *thr, int64_t c) {
+static void run_chunk(const mm_job *job, void *thr, int64_t c) {
     const int64_t r0 = c * job->chunk_rows;
     int64_t r1 = r0 + job->chunk_rows;
     if (r1 > job->mm.w->rows)
@@ -182,18 +201,21 @@ static void run_chunk(mm_job *job, void *thr, int64_t c) {
 }
 
 static void matmul_task(void *ctx, int ith, int nth) {
-    mm_job *job = ctx;
-    void *thr = job->mm.thr ? (uint8_t *)job->mm.thr + (size_t)ith * job->mm.thr_stride : NULL;
-    if (!job->next) {
-        for (int64_t c = ith; c < job->n_chunks; c += nth)
-            run_chunk(job, thr, c);
-        return;
-    }
-    for (;;) {
-        int64_t c = atomic_fetch_add_explicit(job->next, 1, memory_order_relaxed);
-        if (c >= job->n_chunks)
+    mm_group *g = ctx;
+    const int64_t total = g->first[g->n];
+    /* Chunks are taken in increasing order, so a thread's job index only
+     * moves forward. */
+    int j = 0;
+    for (int64_t c = ith;; c += nth) {
+        if (g->next)
+            c = atomic_fetch_add_explicit(g->next, 1, memory_order_relaxed);
+        if (c >= total)
             break;
-        run_chunk(job, thr, c);
+        while (c >= g->first[j + 1])
+            j++;
+        const mm_job *job = &g->jobs[j];
+        void *thr = job->mm.thr ? (uint8_t *)job->mm.thr + (size_t)ith * job->mm.thr_stride : NULL;
+        run_chunk(job, thr, c - g->first[j]);
     }
 }
 
@@ -230,45 +252,64 @@ static int check_weight(const tn_weight *w) {
     return TN_OK;
 }
 
-int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, int64_t n,
-                  float *y) {
-    int rc = check_weight(w);
-    if (rc != TN_OK)
-        return rc;
-    if (n < 0 || (n > 0 && (!x || !y)))
-        return TN_ERR_INVALID;
-    if (!tn_isa_available(isa))
-        return TN_ERR_UNSUPPORTED;
-    if (n == 0 || w->rows == 0)
-        return TN_OK;
-
-    mm_job job;
-    memset(&job, 0, sizeof job);
-    get_ops(isa, w->type, w->layout, &job.ops);
-    if (!job.ops.tile)
-        return TN_ERR_UNSUPPORTED;
+/* One section: items[0..n) with n <= MM_GROUP_MAX, already checked. */
+static int run_group(tn_cpu *cpu, tn_isa isa, const tn_matmul_item *items, int n) {
+    mm_group g; /* 9 KiB: filled as far as used, not cleared per product */
+    g.n = 0;
+    g.next = NULL;
     const int nth = tn_cpu_threads(cpu);
-    job.mm.w = w;
-    job.mm.x = x;
-    job.mm.y = y;
-    job.mm.n = n;
-
-    uint64_t act_bytes = 0, thr_bytes = 0;
-    if (job.ops.convert) {
-        job.mm.act_row = round_up(job.ops.act_bytes(w->cols), TN_CACHE_LINE);
-        /* Rows a multiple of 4 KiB apart share L1 sets: 16 of them thrash an
-         * 8-way cache. One line of padding spreads them. */
-        if (job.mm.act_row % 4096 == 0)
-            job.mm.act_row += TN_CACHE_LINE;
-        if (!tn_mul_u64((uint64_t)n, job.mm.act_row, &act_bytes))
-            return TN_ERR_NOMEM;
+    uint64_t act_bytes = 0, thr_stride = 0, rows_total = 0;
+    int64_t conv_rows = 0;
+    for (int i = 0; i < n; i++) {
+        const tn_matmul_item *it = &items[i];
+        if (it->n == 0 || it->w->rows == 0)
+            continue;
+        mm_job *job = &g.jobs[g.n];
+        *job = (mm_job){0};
+        get_ops(isa, it->w->type, it->w->layout, &job->ops);
+        if (!job->ops.tile)
+            return TN_ERR_UNSUPPORTED;
+        job->mm.w = it->w;
+        job->mm.x = it->x;
+        job->mm.y = it->y;
+        job->mm.n = it->n;
+        g.conv[g.n] = conv_rows;
+        if (job->ops.convert) {
+            job->mm.act_row = round_up(job->ops.act_bytes(it->w->cols), TN_CACHE_LINE);
+            /* Rows a multiple of 4 KiB apart share L1 sets: 16 of them
+             * thrash an 8-way cache. One line of padding spreads them. */
+            if (job->mm.act_row % 4096 == 0)
+                job->mm.act_row += TN_CACHE_LINE;
+            const mm_job *prev = g.n > 0 ? &g.jobs[g.n - 1] : NULL;
+            /* q/k/v, gate/up: products of one input convert it once. */
+            job->mm.act = NULL;
+            if (prev && prev->mm.x == it->x && prev->mm.n == it->n &&
+                prev->mm.w->cols == it->w->cols && prev->ops.convert == job->ops.convert &&
+                prev->mm.act_row == job->mm.act_row) {
+                job->mm.act = prev->mm.act; /* an offset until the buffer exists */
+            } else {
+                uint64_t bytes;
+                if (!tn_mul_u64((uint64_t)it->n, job->mm.act_row, &bytes) ||
+                    act_bytes + bytes < act_bytes)
+                    return TN_ERR_NOMEM;
+                job->mm.act = (void *)(uintptr_t)act_bytes;
+                act_bytes += bytes;
+                conv_rows += it->n;
+            }
+        }
+        if (job->ops.thr_bytes) {
+            uint64_t s = round_up(job->ops.thr_bytes(it->w->cols), TN_CACHE_LINE);
+            thr_stride = s > thr_stride ? s : thr_stride;
+        }
+        rows_total += (uint64_t)it->w->rows;
+        g.n++;
     }
-    if (job.ops.thr_bytes) {
-        job.mm.thr_stride = round_up(job.ops.thr_bytes(w->cols), TN_CACHE_LINE);
-        if (!tn_mul_u64((uint64_t)nth, job.mm.thr_stride, &thr_bytes))
-            return TN_ERR_NOMEM;
-    }
-    if (act_bytes > SIZE_MAX / 2 || thr_bytes > SIZE_MAX / 2)
+    g.conv[g.n] = conv_rows;
+    if (g.n == 0)
+        return TN_OK;
+    uint64_t thr_bytes = 0;
+    if (!tn_mul_u64((uint64_t)nth, thr_stride, &thr_bytes) || act_bytes > SIZE_MAX / 2 ||
+        thr_bytes > SIZE_MAX / 2)
         return TN_ERR_NOMEM;
 
     void *act = NULL, *thr = NULL;
@@ -283,42 +324,81 @@ int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, i
         free(thr);
         return TN_ERR_NOMEM;
     }
-    job.mm.act = act_bytes ? *act_p : NULL;
-    job.mm.thr = thr_bytes ? *thr_p : NULL;
-
-    if (job.ops.convert) {
-        /* A decode step's single row is converted faster than the workers
-         * wake up; a prompt's rows are spread over the pool. */
-        if (n >= 4 && nth > 1)
-            tn_cpu_parallel(cpu, convert_task, &job);
-        else
-            convert_task(&job, 0, 1);
-    }
 
     /* Chunks of about 64 KiB of weights (they stay in L2 while the tiles of
-     * a long batch pass), but at least four per thread so that a thread
-     * slowed by other work on the machine does not hold the rest up. */
-    int64_t chunk = (int64_t)(65536 / w->row_bytes);
-    int64_t fair = (w->rows + (int64_t)nth * 4 - 1) / ((int64_t)nth * 4);
-    if (chunk > fair)
-        chunk = fair;
-    if (chunk > 4)
-        chunk = chunk / 4 * 4;
-    if (job.ops.row_align > 1)
-        chunk = (chunk + job.ops.row_align - 1) / job.ops.row_align * job.ops.row_align;
-    if (chunk < 1)
-        chunk = 1;
-    job.chunk_rows = chunk;
-    job.n_chunks = (w->rows + chunk - 1) / chunk;
+     * a long batch pass), but at least four per thread over the section so
+     * that a thread slowed by other work on the machine does not hold the
+     * rest up. */
+    const int64_t fair = (int64_t)((rows_total + (uint64_t)nth * 4 - 1) / ((uint64_t)nth * 4));
+    int64_t chunks = 0;
+    for (int j = 0; j < g.n; j++) {
+        mm_job *job = &g.jobs[j];
+        if (job->ops.convert)
+            job->mm.act = (uint8_t *)*act_p + (uintptr_t)job->mm.act;
+        job->mm.thr = thr_bytes ? *thr_p : NULL;
+        job->mm.thr_stride = (size_t)thr_stride;
+        int64_t chunk = (int64_t)(65536 / job->mm.w->row_bytes);
+        if (chunk > fair)
+            chunk = fair;
+        if (chunk > 4)
+            chunk = chunk / 4 * 4;
+        if (job->ops.row_align > 1)
+            chunk = (chunk + job->ops.row_align - 1) / job->ops.row_align * job->ops.row_align;
+        if (chunk < 1)
+            chunk = 1;
+        job->chunk_rows = chunk;
+        job->n_chunks = (job->mm.w->rows + chunk - 1) / chunk;
+        g.first[j] = chunks;
+        chunks += job->n_chunks;
+    }
+    g.first[g.n] = chunks;
+
+    /* A decode step's rows are converted faster than the workers wake up; a
+     * prompt's rows are spread over the pool. */
+    if (conv_rows >= 4 && nth > 1)
+        tn_cpu_parallel(cpu, convert_task, &g);
+    else if (conv_rows > 0)
+        convert_task(&g, 0, 1);
+
     if (cpu && nth > 1) {
         atomic_store_explicit(&cpu->next_chunk, 0, memory_order_relaxed);
-        job.next = &cpu->next_chunk;
+        g.next = &cpu->next_chunk;
     }
-    tn_cpu_parallel(cpu, matmul_task, &job);
+    tn_cpu_parallel(cpu, matmul_task, &g);
 
     free(act);
     free(thr);
     return TN_OK;
+}
+
+int tn_matmul_group_isa(tn_cpu *cpu, tn_isa isa, const tn_matmul_item *items, int n) {
+    if (n < 0 || (n > 0 && !items))
+        return TN_ERR_INVALID;
+    for (int i = 0; i < n; i++) {
+        int rc = check_weight(items[i].w);
+        if (rc != TN_OK)
+            return rc;
+        if (items[i].n < 0 || (items[i].n > 0 && (!items[i].x || !items[i].y)))
+            return TN_ERR_INVALID;
+    }
+    if (!tn_isa_available(isa))
+        return TN_ERR_UNSUPPORTED;
+    for (int i = 0; i < n; i += MM_GROUP_MAX) {
+        int rc = run_group(cpu, isa, items + i, n - i < MM_GROUP_MAX ? n - i : MM_GROUP_MAX);
+        if (rc != TN_OK)
+            return rc;
+    }
+    return TN_OK;
+}
+
+int tn_matmul_group(tn_cpu *cpu, const tn_matmul_item *items, int n) {
+    return tn_matmul_group_isa(cpu, tn_cpu_isa(cpu), items, n);
+}
+
+int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, int64_t n,
+                  float *y) {
+    const tn_matmul_item item = {.w = w, .x = x, .n = n, .y = y};
+    return tn_matmul_group_isa(cpu, isa, &item, 1);
 }
 
 int tn_matmul(tn_cpu *cpu, const tn_weight *w, const float *x, int64_t n, float *y) {

@@ -95,6 +95,23 @@ void tn_weights_repack_into(tn_weight *const *ws, int n, bool release_originals,
  * TN_ERR_UNSUPPORTED for a weight type without a kernel, TN_ERR_NOMEM. */
 int tn_matmul(tn_cpu *cpu, const tn_weight *w, const float *x, int64_t n, float *y);
 
+/* One product of a group: y[b * w->rows + r] = W x[b] for b < n. */
+typedef struct tn_matmul_item {
+    const tn_weight *w;
+    const float *x;
+    int64_t n;
+    float *y;
+} tn_matmul_item;
+
+/* The products of items[0..n), each exactly as tn_matmul computes it (the
+ * same kernels; a row's result never depends on how rows are chunked), but
+ * with the threads handed work once for all of them rather than once per
+ * product: a mixture's experts at decode are many small products, each
+ * shorter than a hand-off is worth. Consecutive items that read the same
+ * input (same x, n and width) share one activation conversion. No item's y
+ * may overlap another item's x or y. */
+int tn_matmul_group(tn_cpu *cpu, const tn_matmul_item *items, int n);
+
 /* Row r of a weight matrix as f32 (embedding lookup). */
 int tn_weight_row_f32(const tn_weight *w, int64_t r, float *out);
 
@@ -124,6 +141,7 @@ int tn_cpu_set_isa(tn_cpu *cpu, tn_isa isa);
 /* As tn_matmul, with an explicit family (cpu may be NULL): for tests. */
 int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, int64_t n,
                   float *y);
+int tn_matmul_group_isa(tn_cpu *cpu, tn_isa isa, const tn_matmul_item *items, int n);
 /* True when tn_matmul has a kernel of this family for the type (else the
  * scalar path runs it). */
 bool tn_matmul_has_kernel(tn_isa isa, uint32_t type);

@@ -17,9 +17,11 @@ static int refuse_open(tn_backend *be, tn_error *err) {
 }
 static const tn_backend_ops refusing = {.name = "refusing", .open = refuse_open};
 
+static int nameless_calls;
 static int nameless_matmul(const tn_backend *be, tn_cpu *pool, const tn_weight *w,
                            const float *x, int64_t n, float *y) {
     (void)be;
+    nameless_calls++;
     return tn_matmul(pool, w, x, n, y);
 }
 static const tn_backend_ops nameless = {.name = "nameless", .matmul = nameless_matmul};
@@ -58,7 +60,8 @@ static void selection(void) {
 
     /* Refused when asked for by name: the CPU, and the reason kept whole. */
     CHECK(tn_backend_open_from(&be, "refusing", table, 4, &err) == TN_OK);
-    CHECK(!strcmp(be.run.name, "cpu") && be.run.matmul == tn_backend_cpu_ops.matmul);
+    CHECK(!strcmp(be.run.name, "cpu") && be.run.matmul == tn_backend_cpu_ops.matmul &&
+          be.run.matmul_group == tn_backend_cpu_ops.matmul_group);
     CHECK(be.refused_asked);
     CHECKF(!strcmp(be.refused_by, "refusing") && be.refusal.code == TN_ERR_UNSUPPORTED &&
                !strcmp(be.refusal.message, "no device at /dev/nothing"),
@@ -85,6 +88,19 @@ static void selection(void) {
           be.run.parallel_for == tn_backend_cpu_ops.parallel_for &&
           be.run.weight_row == tn_backend_cpu_ops.weight_row &&
           be.run.prepare_weights == tn_backend_cpu_ops.prepare_weights);
+    /* A group of products runs through its own matmul, never the CPU's
+     * group (which would run the CPU's kernels on the backend's layout). */
+    CHECK(be.run.matmul_group && be.run.matmul_group != tn_backend_cpu_ops.matmul_group);
+    {
+        float wd[6] = {1, 2, 3, 4, 5, 6}, x[3] = {1, -1, 2}, y[4] = {0};
+        tn_weight w = {.type = TN_TYPE_F32, .rows = 2, .cols = 3, .row_bytes = 12, .data = wd};
+        tn_matmul_item items[2] = {{.w = &w, .x = x, .n = 1, .y = y},
+                                   {.w = &w, .x = x, .n = 1, .y = y + 2}};
+        nameless_calls = 0;
+        CHECK(be.run.matmul_group(&be, NULL, items, 2) == TN_OK);
+        CHECKF(nameless_calls == 2 && y[0] == 5 && y[1] == 11 && y[2] == 5 && y[3] == 11,
+               "%d calls, %g %g %g %g", nameless_calls, y[0], y[1], y[2], y[3]);
+    }
     tn_backend_close(&be);
     CHECK(half_closed == 1);
 
@@ -117,6 +133,18 @@ static int counted_matmul(const tn_backend *be, tn_cpu *pool, const tn_weight *w
                           const float *x, int64_t n, float *y) {
     counted_calls++;
     return tn_backend_cpu_ops.matmul(be, pool, w, x, n, y);
+}
+/* Groups counted, their products through counted_matmul. */
+static int counted_groups;
+static int counted_group(const tn_backend *be, tn_cpu *pool, const tn_matmul_item *items,
+                         int n) {
+    counted_groups++;
+    for (int i = 0; i < n; i++) {
+        int rc = be->run.matmul(be, pool, items[i].w, items[i].x, items[i].n, items[i].y);
+        if (rc != TN_OK)
+            return rc;
+    }
+    return TN_OK;
 }
 
 static void model_level(void) {
@@ -169,10 +197,13 @@ static void model_level(void) {
         CHECK(!strcmp(tn_model_arithmetic(m), tn_model_arithmetic(a)));
         CHECK(tn_ctx_decode(c1, toks, 5, TN_LOGITS_LAST, l1, &err) == TN_OK);
         a->backend.run.matmul = counted_matmul;
-        counted_calls = 0;
+        a->backend.run.matmul_group = counted_group;
+        counted_calls = counted_groups = 0;
         CHECK(tn_ctx_decode(c2, toks, 5, TN_LOGITS_LAST, l2, &err) == TN_OK);
-        /* Per layer: q, k, v, o, gate, up, down; then the LM head. */
-        CHECKF(counted_calls == 2 * 7 + 1, "%d matmul calls", counted_calls);
+        /* Per layer: q, k, v, o, gate, up, down, with q/k/v and gate/up
+         * each one group; then the LM head. */
+        CHECKF(counted_calls == 2 * 7 + 1 && counted_groups == 2 * 2, "%d matmul calls, %d groups",
+               counted_calls, counted_groups);
         CHECK(memcmp(l1, l2, sizeof(float) * (size_t)V) == 0);
     }
     tn_ctx_free(c1);

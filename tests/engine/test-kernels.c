@@ -6,6 +6,7 @@
 #include "tn-test.h"
 
 #include "cpu/tn-cpu.h"
+#include "tn-internal.h"
 #include "tn-quant.h"
 
 #include <float.h>
@@ -234,6 +235,101 @@ out:
     free(ref);
     free(scalar_big);
     free_matrix(&m);
+}
+
+/* tn_matmul_group: every item's result bit for bit as its own tn_matmul,
+ * in every family and pool, over more items than one section takes, with
+ * items that share an input (one conversion), items of no rows, and types
+ * of different activation formats side by side. */
+static void test_group(const float *x, tn_cpu *pools[3]) {
+    enum { N_ITEMS = 70 };
+    const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q4_K, TN_TYPE_Q6_K, TN_TYPE_F16,
+                              TN_TYPE_Q8_0, TN_TYPE_Q5_0};
+    enum { N_TYPES = sizeof types / sizeof types[0] };
+    matrix ms[N_TYPES];
+    tn_weight ws[2 * N_TYPES]; /* rows, then X16 where the type has it */
+    void *bufs[N_TYPES] = {0};
+    int nw = 0;
+    for (int t = 0; t < N_TYPES; t++) {
+        if (!make_matrix(&ms[t], types[t])) {
+            CHECKF(0, "group: out of memory");
+            for (int u = 0; u < t; u++)
+                free_matrix(&ms[u]);
+            return;
+        }
+        ws[nw++] = ms[t].w;
+        size_t size = tn_weight_repack_size(&ms[t].w);
+        if (size > 0 && (bufs[t] = aligned_alloc(64, (size + 63) / 64 * 64)) &&
+            tn_weight_repack(&ms[t].w, bufs[t], size, &ws[nw]) == TN_OK)
+            nw++;
+    }
+    CHECK(nw > N_TYPES);
+    tn_matmul_item items[N_ITEMS];
+    float *ys = calloc((size_t)N_ITEMS * 17 * ROWS, sizeof(float));
+    float *want = calloc((size_t)N_ITEMS * 17 * ROWS, sizeof(float));
+    CHECK(ys && want);
+    uint64_t r = 0x9e37;
+    for (int i = 0; i < N_ITEMS && ys; i++) {
+        static const int64_t ns[] = {1, 1, 5, 17, 0, 2};
+        items[i] = (tn_matmul_item){.w = &ws[tn_splitmix64(&r) % (uint64_t)nw],
+                                    .x = x + (size_t)i * COLS,
+                                    .n = ns[tn_splitmix64(&r) % 6],
+                                    .y = ys + (size_t)i * 17 * ROWS};
+        const uint64_t how = i > 0 ? tn_splitmix64(&r) % 3 : 0;
+        if (how == 1) { /* a run on one input, as q/k/v or a decode step's experts */
+            items[i].x = items[i - 1].x;
+            items[i].n = items[i - 1].n;
+        } else if (how == 2) { /* the same shape on another input: its own conversion */
+            items[i].w = items[i - 1].w;
+            items[i].n = items[i - 1].n;
+        }
+        if (items[i].n == 0)
+            items[i].x = NULL;
+    }
+    for (tn_isa isa = TN_ISA_SCALAR; isa < TN_ISA_COUNT_ && ys && want; isa++) {
+        if (!tn_isa_available(isa))
+            continue;
+        for (int i = 0; i < N_ITEMS; i++)
+            if (items[i].n)
+                CHECK(tn_matmul_isa(pools[1], isa, items[i].w, items[i].x, items[i].n,
+                                    want + (size_t)i * 17 * ROWS) == TN_OK);
+        for (int p = 0; p < 3; p++) {
+            memset(ys, 0xff, sizeof(float) * N_ITEMS * 17 * ROWS);
+            CHECK(tn_matmul_group_isa(pools[p], isa, items, N_ITEMS) == TN_OK);
+            int bad = -1;
+            for (int i = 0; i < N_ITEMS && bad < 0; i++)
+                if (items[i].n && !same_bits(ys + (size_t)i * 17 * ROWS,
+                                             want + (size_t)i * 17 * ROWS,
+                                             (size_t)items[i].n * ROWS))
+                    bad = i;
+            CHECKF(bad < 0, "group (%s, %d threads): item %d (%s) differs from its own product",
+                   tn_isa_name(isa), tn_cpu_threads(pools[p]), bad,
+                   bad >= 0 ? tn_type_name(items[bad].w->type) : "");
+        }
+    }
+    /* Garbage: a bad item anywhere refuses the group before any product. */
+    CHECK(tn_matmul_group(pools[1], NULL, 2) == TN_ERR_INVALID);
+    CHECK(tn_matmul_group(pools[1], items, -1) == TN_ERR_INVALID);
+    CHECK(tn_matmul_group(pools[1], items, 0) == TN_OK);
+    if (ys) {
+        tn_matmul_item bad[3] = {items[0], items[1], items[2]};
+        bad[0].n = bad[1].n = bad[2].n = 1;
+        bad[0].x = bad[1].x = bad[2].x = x;
+        bad[2].x = NULL;
+        ys[0] = 12345.0f;
+        CHECK(tn_matmul_group(pools[1], bad, 3) == TN_ERR_INVALID && ys[0] == 12345.0f);
+        bad[2] = bad[1];
+        tn_weight wrong = *bad[1].w;
+        wrong.cols = COLS - 1;
+        bad[2].w = &wrong;
+        CHECK(tn_matmul_group(pools[1], bad, 3) != TN_OK && ys[0] == 12345.0f);
+    }
+    free(ys);
+    free(want);
+    for (int t = 0; t < N_TYPES; t++) {
+        free(bufs[t]);
+        free_matrix(&ms[t]);
+    }
 }
 
 static void test_errors(tn_cpu *cpu) {
@@ -896,6 +992,7 @@ int main(void) {
         test_weights_repack(pools[1], x);
         test_odd_blocks(pools[1], x);
         test_mxfp4_ggml(pools[1]);
+        test_group(x, pools);
         free(x);
     }
     test_errors(pools[0]);
