@@ -177,6 +177,7 @@ typedef struct entry {
 typedef struct plan {
     entry *e;
     int n;
+    int *alias; /* tn_weights_aliases' of ws, taken before any repack */
     int file_only; /* ws[file_only..) go only into the file (experts), never private */
     uint64_t payload;     /* bytes, as tn_weights_repack's total */
     uint64_t payload_off; /* P */
@@ -216,7 +217,9 @@ static void sha_stat(tn_sha256 *c, const struct stat *st) {
 static bool make_plan(tn_weight *const *ws, int n, const tn_gguf *g, plan *p,
                       tn_repack_cache_result *r) {
     p->e = calloc((size_t)(n > 0 ? n : 1), sizeof *p->e);
-    if (!p->e) {
+    p->alias = malloc((size_t)(n > 0 ? n : 1) * sizeof *p->alias);
+    bool mixed = false;
+    if (!p->e || !p->alias || !tn_weights_aliases(ws, n, p->alias, &mixed)) {
         why_set(r, "out of memory");
         return false;
     }
@@ -266,17 +269,11 @@ static bool make_plan(tn_weight *const *ws, int n, const tn_gguf *g, plan *p,
             why_set(r, "%s: a matrix is not read from the file", path);
             return false;
         }
-        bool dup = false;
-        for (int j = 0; j < i && !dup; j++) {
-            if (ws[j]->data != w->data)
-                continue;
-            if (ws[j]->type != w->type || ws[j]->rows != w->rows || ws[j]->cols != w->cols) {
-                why_set(r, "%s: two matrices of different shapes share their data", path);
-                return false;
-            }
-            dup = true;
+        if (mixed) {
+            why_set(r, "%s: two matrices of different shapes share their data", path);
+            return false;
         }
-        const size_t size = dup ? 0 : tn_weight_repack_size(w);
+        const size_t size = p->alias[i] != i ? 0 : tn_weight_repack_size(w);
         sha_u64(&c, (uint64_t)t);
         sha_u64(&c, within);
         sha_u64(&c, w->type);
@@ -517,18 +514,22 @@ static bool spot_check(tn_weight *const *ws, const plan *p, const uint8_t *paylo
 }
 
 /* Points the weights into the payload, as tn_weights_repack would have. */
+/* A matrix that shares its first holder's data takes its new place too. */
+static void point_aliases(tn_weight *const *ws, int n, const plan *p) {
+    for (int i = 0; i < n; i++) {
+        const int a = p->alias[i];
+        if (a != i && ws[a]->layout == TN_LAYOUT_X16)
+            *ws[i] = *ws[a];
+    }
+}
+
 static void point_weights(tn_weight *const *ws, int n, const plan *p, const uint8_t *payload) {
     for (int i = 0; i < p->n; i++) {
         tn_weight *w = ws[p->e[i].w];
-        const void *orig = w->data;
-        tn_weight out = *w;
-        out.data = payload + p->e[i].off;
-        out.layout = TN_LAYOUT_X16;
-        for (int j = p->e[i].w + 1; j < n; j++)
-            if (ws[j]->data == orig && ws[j]->layout == TN_LAYOUT_ROWS)
-                *ws[j] = out;
-        *w = out;
+        w->data = payload + p->e[i].off;
+        w->layout = TN_LAYOUT_X16;
     }
+    point_aliases(ws, n, p);
 }
 
 /* The file's pages of the originals, no longer read (as repack.c does). */
@@ -597,12 +598,9 @@ static int write_at(int fd, const void *data, size_t n, uint64_t off) {
 
 /* Moves the weights from the private storage to the same bytes in m. */
 static void move_to_map(tn_weight *const *ws, int n, const plan *p, const uint8_t *payload) {
-    for (int i = 0; i < p->n; i++) {
-        const void *old = ws[p->e[i].w]->data;
-        for (int j = 0; j < n; j++)
-            if (ws[j]->data == old)
-                ws[j]->data = payload + p->e[i].off;
-    }
+    for (int i = 0; i < p->n; i++)
+        ws[p->e[i].w]->data = payload + p->e[i].off;
+    point_aliases(ws, n, p);
 }
 
 /* Someone else's valid file at r->path with exactly these payload bytes,
@@ -662,7 +660,7 @@ static bool build_file(tn_weight *const *ws, int n, const plan *p, const char *d
         return false;
     }
     uint8_t *payload = m + p->payload_off;
-    tn_weights_repack_into(ws, n, true, payload);
+    tn_weights_repack_into(ws, n, p->alias, true, payload);
     r->outcome = TN_REPACK_CACHE_PRIVATE;
     r->map = m;
     r->map_bytes = (size_t)size;
@@ -796,6 +794,7 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
         tn_repack_cache_prune_dir(dir, 0, res->path, NULL);
 out:
     free(p.e);
+    free(p.alias);
     free(own_dir);
     return rc;
 }

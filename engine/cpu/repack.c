@@ -422,22 +422,73 @@ static void release_pages(const void *p, size_t n) {
         madvise((void *)a, e - a, MADV_DONTNEED);
 }
 
-size_t tn_weights_repack_bytes(tn_weight *const *ws, int n) {
-    size_t total = 0;
-    for (int i = 0; i < n; i++) {
-        bool dup = false;
-        for (int j = 0; j < i && !dup; j++)
-            dup = ws[j]->data == ws[i]->data;
-        if (!dup)
-            total += (tn_weight_repack_size(ws[i]) + 63) / 64 * 64;
+typedef struct alias_key {
+    const tn_weight *w;
+    int i;
+} alias_key;
+
+/* By data, then type, layout and shape, then position. */
+static int alias_cmp(const void *pa, const void *pb) {
+    const alias_key *a = pa, *b = pb;
+    const tn_weight *x = a->w, *y = b->w;
+    if (x->data != y->data)
+        return (uintptr_t)x->data < (uintptr_t)y->data ? -1 : 1;
+    if (x->type != y->type)
+        return x->type < y->type ? -1 : 1;
+    if (x->layout != y->layout)
+        return x->layout < y->layout ? -1 : 1;
+    if (x->rows != y->rows)
+        return x->rows < y->rows ? -1 : 1;
+    if (x->cols != y->cols)
+        return x->cols < y->cols ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+static bool same_matrix(const tn_weight *x, const tn_weight *y) {
+    return x->data == y->data && x->type == y->type && x->layout == y->layout &&
+           x->rows == y->rows && x->cols == y->cols;
+}
+
+bool tn_weights_aliases(tn_weight *const *ws, int n, int *alias, bool *mixed) {
+    if (mixed)
+        *mixed = false;
+    if (n <= 0)
+        return true;
+    alias_key *k = malloc((size_t)n * sizeof *k);
+    if (!k)
+        return false;
+    for (int i = 0; i < n; i++)
+        k[i] = (alias_key){.w = ws[i], .i = i};
+    qsort(k, (size_t)n, sizeof *k, alias_cmp);
+    for (int s = 0; s < n; s++) {
+        const bool same = s > 0 && same_matrix(k[s - 1].w, k[s].w);
+        alias[k[s].i] = same ? alias[k[s - 1].i] : k[s].i;
+        if (mixed && s > 0 && !same && k[s - 1].w->data == k[s].w->data)
+            *mixed = true;
     }
+    free(k);
+    return true;
+}
+
+size_t tn_weights_repack_bytes(tn_weight *const *ws, int n, const int *alias) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        if (alias[i] == i)
+            total += (tn_weight_repack_size(ws[i]) + 63) / 64 * 64;
     return total;
 }
 
-void tn_weights_repack_into(tn_weight *const *ws, int n, bool release_originals, uint8_t *buf) {
+void tn_weights_repack_into(tn_weight *const *ws, int n, const int *alias,
+                            bool release_originals, uint8_t *buf) {
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         tn_weight *w = ws[i];
+        if (alias[i] != i) {
+            /* Its first holder is repacked (or left as it was) already. */
+            if (w->layout == TN_LAYOUT_ROWS && ws[alias[i]]->layout == TN_LAYOUT_X16)
+                *w = *ws[alias[i]];
+            continue;
+        }
         size_t size = tn_weight_repack_size(w);
         if (!size)
             continue;
@@ -446,10 +497,6 @@ void tn_weights_repack_into(tn_weight *const *ws, int n, bool release_originals,
         tn_weight out;
         if (tn_weight_repack(w, buf + off, size, &out) != TN_OK)
             continue;
-        for (int j = i + 1; j < n; j++)
-            if (ws[j]->data == orig && ws[j]->layout == TN_LAYOUT_ROWS &&
-                ws[j]->type == w->type && ws[j]->rows == w->rows && ws[j]->cols == w->cols)
-                *ws[j] = out;
         *w = out;
         if (release_originals)
             release_pages(orig, orig_bytes);
@@ -464,9 +511,16 @@ int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void 
     *storage = NULL;
     if (bytes)
         *bytes = 0;
-    const size_t total = tn_weights_repack_bytes(ws, n);
-    if (total == 0)
+    int *alias = malloc((size_t)(n > 0 ? n : 1) * sizeof *alias);
+    if (!alias || !tn_weights_aliases(ws, n, alias, NULL)) {
+        free(alias);
+        return TN_ERR_NOMEM;
+    }
+    const size_t total = tn_weights_repack_bytes(ws, n, alias);
+    if (total == 0) {
+        free(alias);
         return TN_OK;
+    }
     /* A decode step streams every byte of this buffer once: in 4 KiB pages
      * that is a TLB miss, and a restart of the hardware prefetcher, every
      * 4 KiB. 2 MiB pages (transparent huge pages, asked for before the
@@ -478,13 +532,16 @@ int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void 
     const bool huge = total >= 4 * huge_page && !(thp && *thp == '0');
     const size_t alloc = huge ? (total + huge_page - 1) / huge_page * huge_page : total;
     uint8_t *buf = aligned_alloc(huge ? huge_page : 64, alloc);
-    if (!buf)
+    if (!buf) {
+        free(alias);
         return TN_ERR_NOMEM;
+    }
 #ifdef MADV_HUGEPAGE
     if (huge)
         madvise(buf, alloc, MADV_HUGEPAGE); /* a hint: without THP it changes nothing */
 #endif
-    tn_weights_repack_into(ws, n, release_originals, buf);
+    tn_weights_repack_into(ws, n, alias, release_originals, buf);
+    free(alias);
     *storage = buf;
     if (bytes)
         *bytes = total;

@@ -81,13 +81,20 @@ int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out)
  * every weight as it was. */
 int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void **storage,
                       size_t *bytes);
+/* alias[i] (n entries): the first j <= i whose matrix is ws[i]'s (the same
+ * data, type, layout and shape; i itself when none before it), found by
+ * one sort rather than a scan per matrix: a mixture has tens of thousands.
+ * *mixed (may be NULL): two matrices share data with different types or
+ * shapes. False when out of memory. */
+bool tn_weights_aliases(tn_weight *const *ws, int n, int *alias, bool *mixed);
 /* The parts of tn_weights_repack, for a caller that provides the memory (the
  * repack cache writes straight into its file's mapping): the bytes it
  * needs, and the repack into buf (64-byte aligned, that many bytes), each
- * matrix at the next multiple of 64 in ws order, entries with the same
- * data sharing one copy. */
-size_t tn_weights_repack_bytes(tn_weight *const *ws, int n);
-void tn_weights_repack_into(tn_weight *const *ws, int n, bool release_originals, uint8_t *buf);
+ * matrix at the next multiple of 64 in ws order, a matrix and its aliases
+ * (tn_weights_aliases, taken before either call) sharing one copy. */
+size_t tn_weights_repack_bytes(tn_weight *const *ws, int n, const int *alias);
+void tn_weights_repack_into(tn_weight *const *ws, int n, const int *alias,
+                            bool release_originals, uint8_t *buf);
 
 /* y[b * w->rows + r] = sum_k W[r][k] * x[b * w->cols + k] for b < n.
  * Batch-invariant as described above. May use scratch memory owned by cpu

@@ -394,6 +394,21 @@ static void test_weights_repack(tn_cpu *cpu, const float *x) {
         free(solo);
     }
     free(storage);
+
+    /* Aliases: the first holder of the same matrix; a shorter view of the
+     * same data is a matrix of its own, and is reported as mixed. */
+    tn_weight v0 = a.w, v1 = b.w, v2 = a.w, v3 = a.w, v4 = a.w;
+    v3.rows = ROWS - 1;
+    tn_weight *views[5] = {&v0, &v1, &v2, &v3, &v4};
+    int alias[5] = {-1, -1, -1, -1, -1};
+    bool mixed = false;
+    CHECK(tn_weights_aliases(views, 5, alias, &mixed));
+    CHECKF(alias[0] == 0 && alias[1] == 1 && alias[2] == 0 && alias[3] == 3 && alias[4] == 0 &&
+               mixed,
+           "aliases %d %d %d %d %d, mixed %d", alias[0], alias[1], alias[2], alias[3], alias[4],
+           mixed);
+    views[3] = &v2;
+    CHECK(tn_weights_aliases(views, 5, alias, &mixed) && !mixed && alias[3] == 0);
     free_matrix(&a);
     free_matrix(&b);
 }

@@ -54,6 +54,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }
+    /* Which kernels ran: with TERN_REPACK_CACHE set, a mixture's experts
+     * run X16 ("/exp16"), otherwise the file's rows. */
+    fprintf(stderr, "tern: %s\n", tn_model_arithmetic(m));
     const int V = tn_model_n_vocab(m);
     float *lg = malloc(sizeof(float) * (size_t)V * 64);
     double t0 = now_s(), t_pp = 0;
