@@ -639,6 +639,7 @@ void tn_harmony_init_ids(tn_harmony *h, int32_t start, int32_t channel, int32_t 
     h->channel = channel;
     h->message = message;
     h->end = end;
+    h->call = -1;
     h->on = start >= 0 && channel >= 0 && message >= 0 && end >= 0;
 }
 
@@ -651,6 +652,19 @@ void tn_harmony_init(tn_harmony *h, const tn_tokenizer *tok) {
                         tn_tokenizer_find(tok, "<|channel|>", 11),
                         tn_tokenizer_find(tok, "<|message|>", 11),
                         tn_tokenizer_find(tok, "<|end|>", 7));
+    h->call = tn_tokenizer_find(tok, "<|call|>", 8);
+}
+
+void tn_harmony_stop(tn_harmony *h, int32_t token) {
+    h->called = h->on && token >= 0 && token == h->call;
+}
+
+/* The end of an addressed message written whole. */
+static int harmony_close_call(tn_harmony *h, tn_buf *out) {
+    if (!h->in_call)
+        return TN_OK;
+    h->in_call = false;
+    return tn_buf_append_str(out, "<|call|>");
 }
 
 bool tn_harmony_ends_message(const tn_harmony *h, int32_t token) {
@@ -703,10 +717,22 @@ int tn_harmony_piece(tn_harmony *h, int32_t token, const char *piece, size_t len
         if (rc == TN_OK && analysis != h->think_open)
             rc = tn_buf_append_str(out, analysis ? "<think>" : "</think>");
         h->think_open = analysis;
+        if (rc == TN_OK && h->calls_as_text && harmony_addressed(h)) {
+            rc = harmony_close_call(h, out);
+            if (rc == TN_OK)
+                rc = tn_buf_append_str(out, "<|start|>assistant to=");
+            if (rc == TN_OK)
+                rc = tn_buf_append_str(out, h->recipient);
+            if (rc == TN_OK)
+                rc = tn_buf_append_str(out, "<|channel|>commentary json<|message|>");
+            h->in_call = true;
+        }
         h->state = 0;
         h->to_seen = 0;
         h->in_recipient = false;
     } else if (token == h->end || token == h->start) {
+        if (rc == TN_OK)
+            rc = harmony_close_call(h, out);
         h->state = 1;
         h->to_seen = 0;
         h->in_recipient = false;
@@ -729,6 +755,9 @@ int tn_harmony_finish(tn_harmony *h, const char *piece, size_t len, tn_buf *out)
     int rc = tn_buf_append(out, "", 0);
     if (rc == TN_OK && h->state == 0 && len)
         rc = tn_buf_append(out, piece, len);
+    if (rc == TN_OK && h->in_call && h->called)
+        rc = harmony_close_call(h, out);
+    h->in_call = false;
     if (rc == TN_OK && h->think_open)
         rc = tn_buf_append_str(out, "</think>");
     h->think_open = false;

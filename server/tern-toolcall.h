@@ -16,9 +16,17 @@ typedef struct tern_tool_call {
 } tern_tool_call;
 
 /* Splits a finished answer's content (its reasoning already taken out) in
- * the call format of chat kind `kind` (tn_chat_kind; Qwen3:
- * <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, one block
- * per call, whitespace between them). Returns the number of calls, with
+ * the call format of chat kind `kind` (tn_chat_kind), the calls one after
+ * the other, whitespace between them:
+ *  - Qwen3: <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>;
+ *  - Gemma 4: <|tool_call>call:NAME{key:value,...}<tool_call|> in its own
+ *    notation (strings between <|"|>), the arguments turned into compact
+ *    JSON in the model's key order; a <|tool_response> after the last call
+ *    is allowed;
+ *  - gpt-oss: <|start|>assistant to=functions.NAME<|channel|>commentary
+ *    json<|message|>ARGS<|call|>, as the session writes a harmony call when
+ *    the request has tools (tn_harmony), ARGS any JSON, kept as written.
+ * Returns the number of calls, with
  * *content the text before the first call (NULL when it is only
  * whitespace) and *calls the calls (free with tern_tool_calls_free).
  * Returns 0, and sets nothing, when the answer is no call or not one made

@@ -804,6 +804,31 @@ static bool harmony_run(const harmony_tok *t, size_t n, const char *want, const 
     return ok;
 }
 
+/* The same with calls_as_text (a request with tools; 5 is <|call|>), the
+ * answer stopped by end-of-generation token `stop` (-1: another reason). */
+static bool harmony_calls(const harmony_tok *t, size_t n, int32_t stop, const char *want) {
+    tn_harmony h;
+    tn_harmony_init_ids(&h, 1, 2, 3, 4);
+    h.calls_as_text = true;
+    h.call = 5;
+    tn_buf all = {0}, piece = {0};
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) {
+        ok &= tn_harmony_piece(&h, t[i].id, t[i].text, strlen(t[i].text), &piece) == TN_OK;
+        tn_buf_append(&all, piece.data, piece.len);
+    }
+    tn_harmony_stop(&h, stop);
+    ok &= tn_harmony_finish(&h, "", 0, &piece) == TN_OK;
+    tn_buf_append(&all, piece.data, piece.len);
+    ok &= all.data && !strcmp(all.data, want);
+    if (!ok)
+        fprintf(stderr, "harmony calls: got \"%s\", want \"%s\"\n", all.data ? all.data : "",
+                want);
+    tn_buf_free(&all);
+    tn_buf_free(&piece);
+    return ok;
+}
+
 /* The session's harmony filter (tn_harmony, chat.c) on a scripted answer:
  * ids 1 <|start|>, 2 <|channel|>, 3 <|message|>, 4 <|end|>, others text. */
 static void test_harmony(void) {
@@ -875,6 +900,38 @@ static void test_harmony(void) {
     const harmony_tok long_call[] = {{1, ""}, {13, "assistant to="}, {19, long_name},
                                      {2, ""}, {21, "commentary"}, {3, ""}, {23, "{}"}};
     CHECK(harmony_run(long_call, N_ELEMS(long_call), "{}", NULL));
+
+    /* With tools, a call is written whole, as the template shows it in
+     * history (the server parses it): ended by <|call|> only when the
+     * answer stopped at <|call|> or the message at <|end|>. */
+#define OSS_CALL_HEAD "<|start|>assistant to=functions."
+#define OSS_CALL_MID "<|channel|>commentary json<|message|>"
+    CHECK(harmony_calls(role_call, N_ELEMS(role_call), 5,
+                        "<think>Need weather.</think>" OSS_CALL_HEAD "get_weather" OSS_CALL_MID
+                        "{\"city\":\"Paris\"}<|call|>"));
+    CHECK(harmony_calls(role_call, N_ELEMS(role_call), -1,
+                        "<think>Need weather.</think>" OSS_CALL_HEAD "get_weather" OSS_CALL_MID
+                        "{\"city\":\"Paris\"}"));
+    CHECK(harmony_calls(role_call, N_ELEMS(role_call), 4,
+                        "<think>Need weather.</think>" OSS_CALL_HEAD "get_weather" OSS_CALL_MID
+                        "{\"city\":\"Paris\"}"));
+    CHECK(harmony_calls(channel_call, N_ELEMS(channel_call), 5,
+                        OSS_CALL_HEAD "f" OSS_CALL_MID "{}<|call|>"));
+    CHECK(harmony_calls(glued, N_ELEMS(glued), 5, OSS_CALL_HEAD "g" OSS_CALL_MID "[1]<|call|>"));
+    CHECK(harmony_calls(stray, N_ELEMS(stray), 5, "<think>hmm</think>ok"));
+    static const harmony_tok preamble_call_more[] = {
+        {2, ""}, {21, "commentary"}, {3, ""}, {11, "Let me check."}, {4, ""}, {1, ""},
+        {13, "assistant"}, {2, ""}, {21, "commentary"}, {17, " to=functions.f"}, {3, ""},
+        {23, "{}"}, {4, ""}, {1, ""}, {13, "assistant"}, {2, ""}, {14, "final"}, {3, ""},
+        {15, "done"}};
+    CHECK(harmony_calls(preamble_call_more, N_ELEMS(preamble_call_more), 5,
+                        "Let me check." OSS_CALL_HEAD "f" OSS_CALL_MID "{}<|call|>done"));
+    const harmony_tok long_call_end[] = {{1, ""}, {13, "assistant to="}, {19, long_name},
+                                         {2, ""}, {21, "commentary"}, {3, ""}, {23, "{}"}};
+    char want_long[256];
+    snprintf(want_long, sizeof want_long, "<|start|>assistant to=%.63s" OSS_CALL_MID "{}<|call|>",
+             long_name);
+    CHECK(harmony_calls(long_call_end, N_ELEMS(long_call_end), 5, want_long));
 }
 
 static void test_gemma4_tools(void) {
