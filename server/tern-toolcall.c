@@ -122,6 +122,113 @@ bool tern_json_raw_element(const char *p, size_t n, size_t at, size_t index, siz
     }
 }
 
+/* ------------------------------------------------------------ tools */
+
+/* o[member]: a string (copied), or absent / null (NULL); false with *why
+ * when it is anything else. */
+static bool opt_string(JsonObject *o, const char *member, const char *where, char **out,
+                       char **why) {
+    JsonNode *n = json_object_get_member(o, member);
+    *out = NULL;
+    if (!n || JSON_NODE_HOLDS_NULL(n))
+        return true;
+    if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING) {
+        *why = g_strdup_printf("%s.%s must be a string", where, member);
+        return false;
+    }
+    *out = g_strdup(json_node_get_string(n));
+    return true;
+}
+
+/* tools[index].function.parameters as text: raw's own bytes (so that the
+ * template sees the schema's key order and number spellings, as
+ * transformers would), else json-glib's writing of it. */
+static char *schema_text(const char *raw, guint index, JsonNode *node) {
+    const size_t n = raw ? strlen(raw) : 0;
+    size_t at = n ? skip_ws(raw, n, 0) : 0;
+    size_t ts, te, fs, fe, ps, pe;
+    if (raw && at < n && tern_json_raw_element(raw, n, at, index, &ts, &te) && raw[ts] == '{' &&
+        tern_json_raw_member(raw, n, ts, "function", &fs, &fe) && raw[fs] == '{' &&
+        tern_json_raw_member(raw, n, fs, "parameters", &ps, &pe) && raw[ps] == '{')
+        return g_strndup(raw + ps, pe - ps);
+    JsonGenerator *g = json_generator_new();
+    json_generator_set_root(g, node);
+    char *text = json_generator_to_data(g, NULL);
+    g_object_unref(g);
+    return text;
+}
+
+bool tern_tools_parse(JsonNode *tools, const char *raw, tn_chat_tool **out, int *n_out,
+                      char **why) {
+    *out = NULL;
+    *n_out = 0;
+    if (!tools || !JSON_NODE_HOLDS_ARRAY(tools)) {
+        *why = g_strdup("tools must be an array of {\"type\": \"function\", \"function\": "
+                        "{\"name\", \"description\", \"parameters\"}}");
+        return false;
+    }
+    JsonArray *a = json_node_get_array(tools);
+    const guint n = json_array_get_length(a);
+    if (n > TERN_MAX_TOOLS) {
+        *why = g_strdup_printf("tools: %u tools; at most %d per request", n, TERN_MAX_TOOLS);
+        return false;
+    }
+    if (n == 0)
+        return true;
+    *out = g_new0(tn_chat_tool, n);
+    for (guint i = 0; i < n; i++) {
+        char *at = g_strdup_printf("tools[%u]", i);
+        char *fn_at = g_strdup_printf("tools[%u].function", i);
+        JsonNode *e = json_array_get_element(a, i);
+        JsonObject *t = JSON_NODE_HOLDS_OBJECT(e) ? json_node_get_object(e) : NULL;
+        JsonNode *fn = t ? json_object_get_member(t, "function") : NULL;
+        JsonObject *f = fn && JSON_NODE_HOLDS_OBJECT(fn) ? json_node_get_object(fn) : NULL;
+        JsonNode *pn = f ? json_object_get_member(f, "parameters") : NULL;
+        char *type = NULL, *name = NULL, *desc = NULL, *params = NULL;
+        bool ok = true;
+        if (!t) {
+            *why = g_strdup_printf("%s must be an object", at);
+            ok = false;
+        } else if (!opt_string(t, "type", at, &type, why)) {
+            ok = false;
+        } else if (!type || strcmp(type, "function")) {
+            *why = g_strdup_printf("%s.type must be \"function\"", at);
+            ok = false;
+        } else if (!f) {
+            *why = g_strdup_printf("%s must be an object", fn_at);
+            ok = false;
+        } else if (!opt_string(f, "name", fn_at, &name, why) ||
+                   !opt_string(f, "description", fn_at, &desc, why)) {
+            ok = false;
+        } else if (!name || !*name) {
+            *why = g_strdup_printf("%s.name is required", fn_at);
+            ok = false;
+        } else if (pn && !JSON_NODE_HOLDS_NULL(pn) && !JSON_NODE_HOLDS_OBJECT(pn)) {
+            *why = g_strdup_printf("%s.parameters must be an object (a JSON schema)", fn_at);
+            ok = false;
+        } else if (pn && JSON_NODE_HOLDS_OBJECT(pn)) {
+            params = schema_text(raw, i, pn);
+        }
+        (*out)[i] = (tn_chat_tool){.name = name, .description = desc, .parameters = params};
+        *n_out = (int)i + 1;
+        g_free(type);
+        g_free(at);
+        g_free(fn_at);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+void tern_tools_free(tn_chat_tool *tools, int n) {
+    for (int i = 0; tools && i < n; i++) {
+        g_free((char *)tools[i].name);
+        g_free((char *)tools[i].description);
+        g_free((char *)tools[i].parameters);
+    }
+    g_free(tools);
+}
+
 /* ------------------------------------------------------------ calls */
 
 #define QWEN3_OPEN "<tool_call>"

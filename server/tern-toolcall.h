@@ -3,9 +3,27 @@
  * calling"). */
 #pragma once
 
+#include "tern.h"
+
 #include <glib.h>
+#include <json-glib/json-glib.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+/* At most this many tools per request: each is rendered into every prompt. */
+#define TERN_MAX_TOOLS 128
+
+/* An OpenAI request's "tools" (an array of {"type": "function", "function":
+ * {"name", "description", "parameters"}}) as tn_chat_tool entries, strings
+ * owned (free with tern_tools_free, also after a refusal: *out then holds
+ * the entries read so far, *n_out of them). raw: the array's own JSON text,
+ * whose schemas are taken byte for byte (key order, number spellings);
+ * NULL: json-glib's writing of them. False, with *why (g_free) naming the
+ * field, for a shape that is not that; the schemas are not checked against
+ * a template here (tn_chat_render does). */
+bool tern_tools_parse(JsonNode *tools, const char *raw, tn_chat_tool **out, int *n_out,
+                      char **why);
+void tern_tools_free(tn_chat_tool *tools, int n);
 
 /* One call the model made: the function's name and its arguments as the
  * JSON text the model wrote (an object's text, byte for byte, so that the

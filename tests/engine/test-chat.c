@@ -1461,6 +1461,72 @@ static void test_cli(void) {
     out = run_cli("template --kind gemma3 --user U --system late", &st);
     CHECK(st == 1);
     free(out);
+
+    /* --tools: the tool definitions of a file (a "tools" array, or a body
+     * with one, its schemas' own text) render as the recorded jinja2
+     * render of the same tools. */
+    const oss_record *plain = NULL;
+    for (size_t i = 0; i < N_ELEMS(oss_records); i++)
+        if (!strcmp(oss_records[i].name, "tools_plain"))
+            plain = &oss_records[i];
+    CHECK(plain && plain->n_tools == 2 && plain->n == 1);
+    if (!plain)
+        return;
+    char tools_json[4096] = "[", body[4200];
+    for (size_t i = 0; i < plain->n_tools; i++) {
+        const tn_chat_tool *t = &plain->tools[i];
+        const size_t k = strlen(tools_json);
+        snprintf(tools_json + k, sizeof tools_json - k,
+                 "%s\n {\"type\": \"function\", \"function\": {\"name\": \"%s\", "
+                 "\"description\": \"%s\", \"parameters\": %s}}",
+                 i ? "," : "", t->name, t->description, t->parameters);
+    }
+    strcat(tools_json, "]");
+    snprintf(body, sizeof body, " {\"model\": \"x\", \"tools\": %s}", tools_json);
+    const char *const files[] = {tools_json, body};
+    for (int f = 0; f < 2; f++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tools%d.json", tn_test_tmpdir(), f);
+        FILE *fp = fopen(path, "w");
+        CHECK(fp != NULL);
+        if (!fp)
+            return;
+        fputs(files[f], fp);
+        fclose(fp);
+        snprintf(args, sizeof args, "template --kind gpt-oss --tools '%s' --user '%s'", path,
+                 plain->msgs[0].content);
+        out = run_cli(args, &st);
+        CHECKF(st == 0 && out && !strcmp(out, plain->want), "--tools (%s): status %d, \"%s\"",
+               f ? "a body" : "an array", st, out ? out : "");
+        free(out);
+        /* a template that cannot show them refuses them */
+        snprintf(args, sizeof args, "template --kind llama3 --tools '%s' --user U", path);
+        out = run_cli(args, &st);
+        CHECK(st == 2 && out && !out[0]);
+        free(out);
+    }
+    /* A file that is missing, not JSON, or not tools: refused. */
+    static const char *const bad_files[] = {"[1", "{\"tools\": 5}", "[{\"type\": \"function\"}]",
+                                           "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]"};
+    for (size_t i = 0; i < N_ELEMS(bad_files); i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/bad-tools%zu.json", tn_test_tmpdir(), i);
+        FILE *fp = fopen(path, "w");
+        CHECK(fp != NULL);
+        if (!fp)
+            return;
+        fputs(bad_files[i], fp);
+        fclose(fp);
+        snprintf(args, sizeof args, "template --kind gpt-oss --tools '%s' --user U", path);
+        out = run_cli(args, &st);
+        CHECKF(st == 2 && out && !out[0], "bad tools file %zu: status %d", i, st);
+        free(out);
+    }
+    snprintf(args, sizeof args, "template --kind qwen3 --tools '%s/none.json' --user U",
+             tn_test_tmpdir());
+    out = run_cli(args, &st);
+    CHECK(st == 2);
+    free(out);
 }
 
 int main(void) {
