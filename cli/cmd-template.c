@@ -1,6 +1,10 @@
 /* tern-cli template: the exact prompt a model's chat template renders. */
 #include "cli.h"
 
+#ifdef TERN_HAVE_SERVER
+#include "tern-toolcall.h"
+#endif
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,7 +12,7 @@ static void usage(FILE *out) {
     fprintf(out,
             _("usage: tern-cli template (-m MODEL.gguf | --kind NAME) [--system TEXT]\n"
               "                         [--think on|off] --user TEXT [--assistant TEXT --user TEXT]...\n"
-              "                         [--no-generation-prompt] [--no-bos] [-v]\n"
+              "                         [--tools FILE.json] [--no-generation-prompt] [--no-bos] [-v]\n"
               "\n"
               "Prints the prompt exactly as the chat template renders it, with no newline\n"
               "added. The template is recognised from the model's tokenizer.chat_template\n"
@@ -19,8 +23,59 @@ static void usage(FILE *out) {
             _(".\n"
               "Messages are rendered in the order given. When the template starts with the\n"
               "BOS token its text is printed first (read from the model; --no-bos omits it):\n"
-              "Tern adds it as a token id, not as text. -v names the template on stderr.\n"));
+              "Tern adds it as a token id, not as text. -v names the template on stderr.\n"
+              "--tools reads an OpenAI request's \"tools\" array (or a request body that has\n"
+              "one) and renders the tool definitions as the template shows them.\n"));
 }
+
+#ifdef TERN_HAVE_SERVER
+/* The tools of FILE: a "tools" array, or an object (a request body) with
+ * one, each schema taken as its own text. CLI_EXIT_OK or an error said. */
+static int read_tools(const char *path, tn_chat_tool **tools, int *n) {
+    char *text = NULL;
+    gsize len = 0;
+    GError *e = NULL;
+    if (!g_file_get_contents(path, &text, &len, &e)) {
+        cli_error(_("template: cannot read %s: %s"), path, e->message);
+        g_error_free(e);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    int rc = CLI_EXIT_BAD_INPUT;
+    JsonParser *parser = json_parser_new();
+    char *why = NULL;
+    if (strlen(text) != len || !tn_json_depth_ok(text, len, 128)) {
+        cli_error(_("template: %s: not a JSON document Tern takes (a NUL byte, or nested deeper "
+                    "than 128 levels)"),
+                  path);
+    } else if (!json_parser_load_from_data(parser, text, (gssize)len, &e)) {
+        cli_error(_("template: %s is not JSON: %s"), path, e->message);
+        g_error_free(e);
+    } else {
+        JsonNode *root = json_parser_get_root(parser);
+        JsonNode *node = root;
+        const char *raw = text;
+        char *member = NULL;
+        if (root && JSON_NODE_HOLDS_OBJECT(root)) {
+            node = json_object_get_member(json_node_get_object(root), "tools");
+            size_t at = 0, s = 0, end = 0;
+            while (at < len && strchr(" \t\r\n", text[at]))
+                at++;
+            if (tern_json_raw_member(text, len, at, "tools", &s, &end))
+                member = g_strndup(text + s, end - s);
+            raw = member;
+        }
+        if (!tern_tools_parse(node, raw, tools, n, &why))
+            cli_error(_("template: %s: %s"), path, why);
+        else
+            rc = CLI_EXIT_OK;
+        g_free(member);
+    }
+    g_free(why);
+    g_object_unref(parser);
+    g_free(text);
+    return rc;
+}
+#endif
 
 /* Text of the BOS token, or NULL when the model does not say. */
 static const char *bos_text(const tn_gguf *g, size_t *len) {
@@ -37,7 +92,9 @@ static const char *bos_text(const tn_gguf *g, size_t *len) {
 }
 
 int cmd_template(int argc, char **argv) {
-    const char *model = NULL, *kind_name = NULL, *system = NULL;
+    const char *model = NULL, *kind_name = NULL, *system = NULL, *tools_path = NULL;
+    tn_chat_tool *tools = NULL;
+    int n_tools = 0;
     bool think = true, gen = true, with_bos = true, verbose = false;
     tn_chat_message *msgs = calloc((size_t)argc + 1, sizeof *msgs);
     size_t n = 0;
@@ -65,7 +122,7 @@ int cmd_template(int argc, char **argv) {
             verbose = true;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--kind") ||
                    !strcmp(a, "--system") || !strcmp(a, "--think") || !strcmp(a, "--user") ||
-                   !strcmp(a, "--assistant")) {
+                   !strcmp(a, "--assistant") || !strcmp(a, "--tools")) {
             if (!has_value) {
                 cli_error(_("template: %s needs a value"), a);
                 goto done;
@@ -75,6 +132,8 @@ int cmd_template(int argc, char **argv) {
                 model = v;
             } else if (!strcmp(a, "--kind")) {
                 kind_name = v;
+            } else if (!strcmp(a, "--tools")) {
+                tools_path = v;
             } else if (!strcmp(a, "--system")) {
                 if (n > 0 || system) {
                     cli_error(_("template: --system must come once, before the messages"));
@@ -149,6 +208,19 @@ int cmd_template(int argc, char **argv) {
     tn_chat_options opts = tn_chat_default_options();
     opts.add_generation_prompt = gen;
     opts.enable_thinking = think;
+    if (tools_path) {
+#ifdef TERN_HAVE_SERVER
+        if ((rc = read_tools(tools_path, &tools, &n_tools)) != CLI_EXIT_OK)
+            goto done;
+        rc = CLI_EXIT_USAGE;
+        opts.tools = tools;
+        opts.n_tools = (size_t)n_tools;
+#else
+        cli_error(_("template: --tools needs a build with json-glib (the server's)"));
+        rc = CLI_EXIT_BAD_INPUT;
+        goto done;
+#endif
+    }
     if (tn_chat_kind_adds_bos(kind) && with_bos && g) {
         size_t len = 0;
         const char *bos = bos_text(g, &len);
@@ -178,6 +250,12 @@ int cmd_template(int argc, char **argv) {
     rc = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
 
 done:
+#ifdef TERN_HAVE_SERVER
+    tern_tools_free(tools, n_tools);
+#else
+    (void)tools;
+    (void)n_tools;
+#endif
     tn_buf_free(&out);
     tn_gguf_close(g);
     free(msgs);

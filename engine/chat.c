@@ -97,7 +97,7 @@ bool tn_chat_kind_adds_bos(int kind) {
 }
 
 bool tn_chat_kind_renders_tools(int kind) {
-    return kind == TN_CHAT_QWEN3 || kind == TN_CHAT_GEMMA4;
+    return kind == TN_CHAT_QWEN3 || kind == TN_CHAT_GEMMA4 || kind == TN_CHAT_GPTOSS;
 }
 
 tn_chat_options tn_chat_default_options(void) {
@@ -597,17 +597,33 @@ static void render_llama31(sink *s, const tn_chat_message *m, size_t n, const tn
  * developer message's "# Instructions", then the turns (render_gptoss).
  * The template asks strftime_now for the date: a fixed one here, so that
  * pins stay valid (docs/CHAT-TEMPLATES.md). */
+static void gptoss_declaration(sink *s, const tn_chat_tool *t);
+
 static void gptoss_system(sink *s, const char *system, const tn_chat_options *o) {
     put(s, "<|start|>system<|message|>You are ChatGPT, a large language model trained by "
            "OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: ");
     put(s, o->date_string ? o->date_string : "2025-08-05");
     put(s, "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel "
-           "must be included for every message.<|end|>");
+           "must be included for every message.");
+    const size_t n_tools = o->n_tools;
+    if (n_tools)
+        put(s, "\nCalls to these tools must go to the commentary channel: 'functions'.");
+    put(s, "<|end|>");
+    if ((!system || !*system) && !n_tools)
+        return;
+    put(s, "<|start|>developer<|message|>");
     if (system && *system) {
-        put(s, "<|start|>developer<|message|># Instructions\n\n");
+        put(s, "# Instructions\n\n");
         text(s, system);
-        put(s, "\n\n<|end|>");
+        put(s, "\n\n");
     }
+    if (n_tools) {
+        put(s, "# Tools\n\n## functions\n\nnamespace functions {\n\n");
+        for (size_t i = 0; i < n_tools; i++)
+            gptoss_declaration(s, &o->tools[i]);
+        put(s, "} // namespace functions");
+    }
+    put(s, "<|end|>");
 }
 
 static void gptoss_user(sink *s, view u) {
@@ -623,6 +639,7 @@ void tn_harmony_init_ids(tn_harmony *h, int32_t start, int32_t channel, int32_t 
     h->channel = channel;
     h->message = message;
     h->end = end;
+    h->call = -1;
     h->on = start >= 0 && channel >= 0 && message >= 0 && end >= 0;
 }
 
@@ -635,6 +652,19 @@ void tn_harmony_init(tn_harmony *h, const tn_tokenizer *tok) {
                         tn_tokenizer_find(tok, "<|channel|>", 11),
                         tn_tokenizer_find(tok, "<|message|>", 11),
                         tn_tokenizer_find(tok, "<|end|>", 7));
+    h->call = tn_tokenizer_find(tok, "<|call|>", 8);
+}
+
+void tn_harmony_stop(tn_harmony *h, int32_t token) {
+    h->called = h->on && token >= 0 && token == h->call;
+}
+
+/* The end of an addressed message written whole. */
+static int harmony_close_call(tn_harmony *h, tn_buf *out) {
+    if (!h->in_call)
+        return TN_OK;
+    h->in_call = false;
+    return tn_buf_append_str(out, "<|call|>");
 }
 
 bool tn_harmony_ends_message(const tn_harmony *h, int32_t token) {
@@ -687,10 +717,22 @@ int tn_harmony_piece(tn_harmony *h, int32_t token, const char *piece, size_t len
         if (rc == TN_OK && analysis != h->think_open)
             rc = tn_buf_append_str(out, analysis ? "<think>" : "</think>");
         h->think_open = analysis;
+        if (rc == TN_OK && h->calls_as_text && harmony_addressed(h)) {
+            rc = harmony_close_call(h, out);
+            if (rc == TN_OK)
+                rc = tn_buf_append_str(out, "<|start|>assistant to=");
+            if (rc == TN_OK)
+                rc = tn_buf_append_str(out, h->recipient);
+            if (rc == TN_OK)
+                rc = tn_buf_append_str(out, "<|channel|>commentary json<|message|>");
+            h->in_call = true;
+        }
         h->state = 0;
         h->to_seen = 0;
         h->in_recipient = false;
     } else if (token == h->end || token == h->start) {
+        if (rc == TN_OK)
+            rc = harmony_close_call(h, out);
         h->state = 1;
         h->to_seen = 0;
         h->in_recipient = false;
@@ -713,6 +755,9 @@ int tn_harmony_finish(tn_harmony *h, const char *piece, size_t len, tn_buf *out)
     int rc = tn_buf_append(out, "", 0);
     if (rc == TN_OK && h->state == 0 && len)
         rc = tn_buf_append(out, piece, len);
+    if (rc == TN_OK && h->in_call && h->called)
+        rc = harmony_close_call(h, out);
+    h->in_call = false;
     if (rc == TN_OK && h->think_open)
         rc = tn_buf_append_str(out, "</think>");
     h->think_open = false;
@@ -1648,6 +1693,290 @@ static void py_json(sink *s, const tn_json *v, view src) {
     }
 }
 
+/* ------------------------------------------- gpt-oss tool declarations */
+
+/* The template's render_tool_namespace and render_typescript_type macros
+ * over the schema as Python holds it (a dict: a key given twice has its
+ * last value, at its first place), with their Jinja quirks kept: a nested
+ * object's member types follow a newline and 16 spaces, a oneOf variant's
+ * default 20 spaces; has_object_variants is set inside a loop and so never
+ * seen (oneOf always lists its variants); "required" is tested with Python's
+ * `in` (a string: a substring test; an object: its keys); lists are joined
+ * with Python's str() of each item. Where jinja2 raises (a description or a
+ * default concatenated that is not a string, properties that cannot be
+ * iterated as a dict, `in` on a number) or would print Python's str() of a
+ * list or an object, Tern refuses the schema (gptoss_refusal). */
+enum oss_why {
+    OSS_NO_DESCRIPTION = 1, /* "// " + an undefined description */
+    OSS_PROPERTIES,         /* properties that are not an object */
+    OSS_DESCRIPTION,        /* a property's or variant's description that is not a string */
+    OSS_DEFAULT,            /* an enum's or oneOf's default that is not a string */
+    OSS_REQUIRED,           /* required that `in` cannot search */
+    OSS_CONTAINER,          /* Python's str() of a list or an object */
+    OSS_ITERATE,            /* an enum or oneOf that is not a list */
+};
+
+static void oss_unsupported(sink *s, enum oss_why why) {
+    if (s->rc != TN_OK)
+        return;
+    s->rc = TN_ERR_UNSUPPORTED;
+    s->unsupported = why;
+}
+
+static bool json_is_str(const tn_json *v, const char *str) {
+    return v && v->type == TN_JSON_STRING && v->n == strlen(str) && !memcmp(v->v.str, str, v->n);
+}
+
+/* str(v) of a scalar; containers refused. */
+static void oss_str(sink *s, const tn_json *v, view src) {
+    if (v && (v->type == TN_JSON_ARRAY || v->type == TN_JSON_OBJECT))
+        oss_unsupported(s, OSS_CONTAINER);
+    else
+        py_str(s, v, src);
+}
+
+/* list | join(sep): the items' str() between sep (a string or an object
+ * would be iterated by character or key: refused). */
+static void oss_join(sink *s, const tn_json *list, const char *sep, view src) {
+    if (list->type != TN_JSON_ARRAY) {
+        oss_unsupported(s, OSS_ITERATE);
+        return;
+    }
+    for (uint32_t i = 0; i < list->n; i++) {
+        if (i)
+            text(s, sep);
+        oss_str(s, &list->v.items[i], src);
+    }
+}
+
+/* name in (required or []). */
+static bool oss_required(sink *s, const tn_json *req, view name) {
+    if (!truthy(req))
+        return false;
+    switch ((tn_json_type)req->type) {
+    case TN_JSON_STRING: return name.n == 0 || memmem(req->v.str, req->n, name.p, name.n);
+    case TN_JSON_ARRAY:
+        for (uint32_t i = 0; i < req->n; i++) {
+            const tn_json *e = &req->v.items[i];
+            if (e->type == TN_JSON_STRING && e->n == name.n && !memcmp(e->v.str, name.p, name.n))
+                return true;
+        }
+        return false;
+    case TN_JSON_OBJECT:
+        for (uint32_t i = 0; i < req->n; i++)
+            if (req->v.items[i].key_len == name.n &&
+                !memcmp(req->v.items[i].key, name.p, name.n))
+                return true;
+        return false;
+    default: oss_unsupported(s, OSS_REQUIRED); return false;
+    }
+}
+
+/* "// " + v: a string, or refused (TypeError) when truthy; nothing when not. */
+static bool oss_comment(sink *s, const tn_json *v) {
+    if (!truthy(v))
+        return false;
+    if (v->type != TN_JSON_STRING) {
+        oss_unsupported(s, OSS_DESCRIPTION);
+        return false;
+    }
+    put(s, "// ");
+    textv(s, (view){v->v.str, v->n});
+    return true;
+}
+
+static size_t utf8_chars(const char *p, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += ((unsigned char)p[i] & 0xC0) != 0x80;
+    return k;
+}
+
+static void oss_type(sink *s, const tn_json *spec, view src);
+
+/* An object's members as "{\nNAME?: \n                TYPE, ...}". */
+static void oss_object(sink *s, const tn_json *spec, const tn_json *props, view src) {
+    if (props->type != TN_JSON_OBJECT) {
+        oss_unsupported(s, OSS_PROPERTIES);
+        return;
+    }
+    member *m;
+    size_t n;
+    if (s->rc == TN_OK)
+        s->rc = dict_members(props, cmp_first, &m, &n);
+    if (s->rc != TN_OK)
+        return;
+    const tn_json *req = dict_get(spec, "required");
+    put(s, "{\n");
+    for (size_t i = 0; i < n && s->rc == TN_OK; i++) {
+        const view name = {m[i].key->key, m[i].key->key_len};
+        textv(s, name);
+        if (!oss_required(s, req, name))
+            put(s, "?");
+        put(s, ": \n                ");
+        oss_type(s, m[i].val, src);
+        if (i + 1 < n)
+            put(s, ", ");
+    }
+    put(s, "}");
+    free(m);
+}
+
+/* array: its items' type + "[]" (the simple ones named, others rendered
+ * and replaced by any[] when "object | object" or over 50 characters). */
+static void oss_array(sink *s, const tn_json *spec, view src) {
+    const tn_json *items = dict_get(spec, "items");
+    if (!truthy(items)) {
+        put(s, "any[]");
+    } else {
+        const tn_json *it = dict_get(items, "type");
+        if (json_is_str(it, "string")) {
+            put(s, "string[]");
+        } else if (json_is_str(it, "number") || json_is_str(it, "integer")) {
+            put(s, "number[]");
+        } else if (json_is_str(it, "boolean")) {
+            put(s, "boolean[]");
+        } else {
+            tn_buf inner = {0};
+            sink sub = {&inner, TN_OK, NULL, 0};
+            put(&sub, "");
+            oss_type(&sub, items, src);
+            if (sub.rc != TN_OK) {
+                if (s->rc == TN_OK) {
+                    s->rc = sub.rc;
+                    s->unsupported = sub.unsupported;
+                }
+            } else if (!strcmp(inner.data, "object | object") ||
+                       utf8_chars(inner.data, inner.len) > 50) {
+                put(s, "any[]");
+            } else {
+                textv(s, (view){inner.data, inner.len});
+                put(s, "[]");
+            }
+            tn_buf_free(&inner);
+        }
+    }
+    if (truthy(dict_get(spec, "nullable")))
+        put(s, " | null");
+}
+
+/* oneOf: each variant's type, its description and default after it. */
+static void oss_one_of(sink *s, const tn_json *variants, view src) {
+    if (variants->type != TN_JSON_ARRAY) {
+        oss_unsupported(s, OSS_ITERATE);
+        return;
+    }
+    for (uint32_t i = 0; i < variants->n && s->rc == TN_OK; i++) {
+        const tn_json *v = &variants->v.items[i];
+        oss_type(s, v, src);
+        oss_comment(s, dict_get(v, "description"));
+        const tn_json *def = dict_get(v, "default");
+        if (def) {
+            put(s, "                    // default: ");
+            py_json(s, def, src);
+        }
+        if (i + 1 < variants->n)
+            put(s, " | \n");
+    }
+}
+
+/* render_typescript_type(spec). */
+static void oss_type(sink *s, const tn_json *spec, view src) {
+    if (s->rc != TN_OK)
+        return;
+    const tn_json *type = dict_get(spec, "type"), *one_of = dict_get(spec, "oneOf");
+    if (json_is_str(type, "array")) {
+        oss_array(s, spec, src);
+    } else if (type && type->type == TN_JSON_ARRAY && type->n > 0) {
+        oss_join(s, type, " | ", src);
+    } else if (truthy(one_of)) {
+        oss_one_of(s, one_of, src);
+    } else if (json_is_str(type, "string")) {
+        const tn_json *e = dict_get(spec, "enum");
+        if (truthy(e)) {
+            put(s, "\"");
+            oss_join(s, e, "\" | \"", src);
+            put(s, "\"");
+        } else {
+            put(s, "string");
+            if (truthy(dict_get(spec, "nullable")))
+                put(s, " | null");
+        }
+    } else if (json_is_str(type, "number") || json_is_str(type, "integer")) {
+        put(s, "number");
+    } else if (json_is_str(type, "boolean")) {
+        put(s, "boolean");
+    } else if (json_is_str(type, "object")) {
+        const tn_json *props = dict_get(spec, "properties");
+        if (truthy(props))
+            oss_object(s, spec, props, src);
+        else
+            put(s, "object");
+    } else {
+        put(s, "any");
+    }
+}
+
+/* One tool of render_tool_namespace: "// D\ntype NAME = (_: {...}) => any;\n\n". */
+static void gptoss_declaration(sink *s, const tn_chat_tool *t) {
+    if (!t->description) {
+        oss_unsupported(s, OSS_NO_DESCRIPTION);
+        return;
+    }
+    put(s, "// ");
+    text(s, t->description);
+    put(s, "\ntype ");
+    text(s, t->name);
+    put(s, " = ");
+    tn_json_doc *doc = NULL;
+    if (t->parameters && s->rc == TN_OK &&
+        tn_json_parse(t->parameters, strlen(t->parameters), "parameters", &doc, NULL) != TN_OK)
+        s->rc = TN_ERR_NOMEM; /* checked: only memory fails here */
+    const tn_json *params = doc ? tn_json_root(doc) : NULL;
+    const tn_json *props = truthy(params) ? dict_get(params, "properties") : NULL;
+    const view src = mkview(t->parameters);
+    if (s->rc == TN_OK && truthy(props)) {
+        member *m = NULL;
+        size_t n = 0;
+        if (props->type != TN_JSON_OBJECT)
+            oss_unsupported(s, OSS_PROPERTIES);
+        else
+            s->rc = dict_members(props, cmp_first, &m, &n);
+        const tn_json *req = dict_get(params, "required");
+        put(s, "(_: {\n");
+        for (size_t i = 0; i < n && s->rc == TN_OK; i++) {
+            const tn_json *spec = m[i].val;
+            if (oss_comment(s, dict_get(spec, "description")))
+                put(s, "\n");
+            const view name = {m[i].key->key, m[i].key->key_len};
+            textv(s, name);
+            if (!oss_required(s, req, name))
+                put(s, "?");
+            put(s, ": ");
+            oss_type(s, spec, src);
+            const tn_json *def = dict_get(spec, "default");
+            const bool is_enum = truthy(dict_get(spec, "enum"));
+            if (def && (is_enum || truthy(dict_get(spec, "oneOf")))) {
+                if (def->type != TN_JSON_STRING) {
+                    oss_unsupported(s, OSS_DEFAULT);
+                } else {
+                    put(s, is_enum ? ", // default: " : "// default: ");
+                    textv(s, (view){def->v.str, def->n});
+                }
+            } else if (def) {
+                put(s, ", // default: ");
+                py_json(s, def, src);
+            }
+            put(s, ",\n");
+        }
+        free(m);
+        put(s, "}) => any;\n\n");
+    } else {
+        put(s, "() => any;\n\n");
+    }
+    tn_json_free(doc);
+}
+
 static void gptoss_analysis(sink *s, view v) {
     put(s, "<|start|>assistant<|channel|>analysis<|message|>");
     textv(s, v);
@@ -1909,6 +2238,52 @@ static int gemma4_refusal(int why, size_t i, const char *name, tn_error *err) {
                    i, name);
 }
 
+/* Why a gpt-oss declaration is refused: what jinja2 raises on with the
+ * template, or would print as Python's str() of a container. */
+static int gptoss_refusal(int why, size_t i, const char *name, tn_error *err) {
+    const int rc = TN_ERR_UNSUPPORTED;
+    switch ((enum oss_why)why) {
+    case OSS_NO_DESCRIPTION:
+        return tn_fail(err, rc,
+                       "chat template gpt-oss: tool %zu (%s) has no description, which the "
+                       "template writes as a comment (it raises without one); give one, even \"\"",
+                       i, name);
+    case OSS_PROPERTIES:
+        return tn_fail(err, rc,
+                       "chat template gpt-oss: tool %zu (%s): properties is not an object (the "
+                       "template raises)",
+                       i, name);
+    case OSS_DESCRIPTION:
+        return tn_fail(err, rc,
+                       "chat template gpt-oss: tool %zu (%s): a description in the schema is "
+                       "not a string (the template raises)",
+                       i, name);
+    case OSS_DEFAULT:
+        return tn_fail(err, rc,
+                       "chat template gpt-oss: tool %zu (%s): the default of an enum or oneOf "
+                       "property is not a string (the template raises)",
+                       i, name);
+    case OSS_REQUIRED:
+        return tn_fail(err, rc,
+                       "chat template gpt-oss: tool %zu (%s): required is a number or a "
+                       "boolean, which the template cannot search (it raises)",
+                       i, name);
+    case OSS_CONTAINER:
+        return tn_fail(err, rc,
+                       "chat template gpt-oss: tool %zu (%s): a type list or an enum holds a list "
+                       "or an object, which the template prints as Python's str() of it; Tern "
+                       "does not reproduce that",
+                       i, name);
+    case OSS_ITERATE:
+        return tn_fail(err, rc,
+                       "chat template gpt-oss: tool %zu (%s): an enum or oneOf is not a list",
+                       i, name);
+    }
+    return tn_fail(err, rc,
+                   "chat template gpt-oss: tool %zu (%s): Tern cannot render this schema", i,
+                   name);
+}
+
 /* Tool definitions: refused by the kinds that cannot show them (a model
  * that is never told of its tools would answer as if it had none), and
  * checked where they render: a name, and parameters that are a JSON
@@ -1919,7 +2294,8 @@ static int check_tools(tn_chat_kind kind, const tn_chat_options *o, tn_error *er
     if (!tn_chat_kind_renders_tools(kind))
         return tn_fail(err, TN_ERR_UNSUPPORTED,
                        "chat template %s: Tern cannot show this model tool definitions (it "
-                       "renders them for qwen3 and gemma4 only); send the request without tools",
+                       "renders them for qwen3, gemma4 and gpt-oss only); send the request without "
+                       "tools",
                        kind_names[kind]);
     if (!o->tools)
         return tn_fail(err, TN_ERR_INVALID, "chat template: no tools");
@@ -1952,6 +2328,16 @@ static int check_tools(tn_chat_kind kind, const tn_chat_options *o, tn_error *er
             tn_buf_free(&tmp);
             if (d.rc == TN_ERR_UNSUPPORTED)
                 return gemma4_refusal(d.unsupported, i, t->name, err);
+            if (d.rc != TN_OK)
+                return tn_fail(err, d.rc, "chat template: out of memory rendering the prompt");
+        }
+        if (kind == TN_CHAT_GPTOSS) {
+            tn_buf tmp = {0};
+            sink d = {&tmp, TN_OK, NULL, 0};
+            gptoss_declaration(&d, t);
+            tn_buf_free(&tmp);
+            if (d.rc == TN_ERR_UNSUPPORTED)
+                return gptoss_refusal(d.unsupported, i, t->name, err);
             if (d.rc != TN_OK)
                 return tn_fail(err, d.rc, "chat template: out of memory rendering the prompt");
         }

@@ -793,6 +793,7 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
     /* gpt-oss: its channels as text (tn_harmony, chat.c) */
     tn_harmony h;
     tn_harmony_init(&h, s->chat_kind == TN_CHAT_GPTOSS ? s->tok : NULL);
+    h.calls_as_text = g->n_tools > 0; /* the server parses them (docs/SERVER.md) */
     int rc = TN_OK;
     int32_t steps = 0;
     double t_first = 0;
@@ -811,6 +812,7 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
             st->ttft_ms = t_first - t_call;
         }
         if (is_eog(s, g, &h, token)) {
+            tn_harmony_stop(&h, token);
             st->stop_reason = TN_STOP_EOG;
             break;
         }

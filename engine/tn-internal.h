@@ -80,8 +80,12 @@ void tn_sampler_exp_neg_all(const float *w, float *out, int32_t n, float max, fl
  * answer text. A message addressed to a recipient other than the assistant
  * ("to=functions.NAME" in its role or channel header: a tool call, whose
  * body is the call's arguments) is never analysis: its body is answer
- * text, and `recipient` keeps the name. A function of the token stream
- * alone. */
+ * text, and `recipient` keeps the name; with calls_as_text (the request
+ * has tools) such a message is written whole, as the template shows a call
+ * in history: "<|start|>assistant to=RECIPIENT<|channel|>commentary
+ * json<|message|>BODY<|call|>" (the server's tool-call parser reads it;
+ * <|call|> only when the message was ended by it or by <|end|>). A
+ * function of the token stream alone. */
 typedef struct tn_harmony {
     bool on;
     int32_t start, channel, message, end;
@@ -93,6 +97,10 @@ typedef struct tn_harmony {
     bool in_recipient;  /* after "to=", until a space or a control token */
     char recipient[64]; /* this message's recipient, NUL-terminated ("" none) */
     size_t n_recipient;
+    bool calls_as_text; /* write addressed messages whole (set after init) */
+    int32_t call;       /* <|call|> (-1: none) */
+    bool in_call;       /* in the body of an addressed message written whole */
+    bool called;        /* the answer stopped at <|call|> (tn_harmony_stop) */
 } tn_harmony;
 
 /* On when tok has the harmony tokens (tok NULL: off, a no-op filter). */
@@ -106,6 +114,9 @@ int tn_harmony_piece(tn_harmony *h, int32_t token, const char *piece, size_t len
  * "</think>" of an analysis that did not end. */
 int tn_harmony_finish(tn_harmony *h, const char *piece, size_t len, tn_buf *out);
 bool tn_harmony_ends_message(const tn_harmony *h, int32_t token);
+/* The answer stopped at end-of-generation token `token` (before
+ * tn_harmony_finish). */
+void tn_harmony_stop(tn_harmony *h, int32_t token);
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "libtern reads GGUF in place and needs a little-endian host"

@@ -445,6 +445,13 @@ static int setup_specials(tn_tokenizer *tok, const tn_gguf *g) {
         if (id >= 0 && is_control(tok->type[id]))
             tok->eog[id] = 1;
     }
+    /* Gemma 4 opens <|tool_response> (a user-defined token) right after its
+     * calls, to be given the results: the answer ends there, as in
+     * llama.cpp, so that the calls are the answer's end (the server's
+     * tool-call parser). */
+    int32_t tool_response = tn_strmap_get(&tok->by_text, "<|tool_response>", 16);
+    if (tool_response >= 0 && tok->type[tool_response] != TN_TOKEN_TYPE_NORMAL)
+        tok->eog[tool_response] = 1;
 
     for (int i = 0; i < 256; i++)
         tok->trie_root[i] = -1;

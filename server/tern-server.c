@@ -1615,27 +1615,6 @@ static bool parse_tool_fields(JsonObject *o, guint index, const char *role, tn_s
     return ok;
 }
 
-/* At most this many tools per request: each is rendered into every prompt. */
-#define MAX_TOOLS 128
-
-/* tools[index].function.parameters as text: the body's own bytes (so that
- * the template sees the schema's key order and number spellings, as
- * transformers would), else json-glib's writing of it. */
-static char *schema_text(job *j, guint index, JsonNode *node) {
-    const char *raw = j->raw_tools;
-    const size_t n = raw ? strlen(raw) : 0;
-    size_t ts, te, fs, fe, ps, pe;
-    if (raw && tern_json_raw_element(raw, n, 0, index, &ts, &te) && raw[ts] == '{' &&
-        tern_json_raw_member(raw, n, ts, "function", &fs, &fe) && raw[fs] == '{' &&
-        tern_json_raw_member(raw, n, fs, "parameters", &ps, &pe) && raw[ps] == '{')
-        return g_strndup(raw + ps, pe - ps);
-    JsonGenerator *g = json_generator_new();
-    json_generator_set_root(g, node);
-    char *text = json_generator_to_data(g, NULL);
-    g_object_unref(g);
-    return text;
-}
-
 /* tools and tool_choice: function declarations into j->tools, checked the
  * way the template will use them (an engine render refuses what it cannot
  * show). False with *param, *why when refused. */
@@ -1662,56 +1641,10 @@ static bool parse_tools(JsonObject *o, job *j, const char **param, char **why) {
                         "{\"name\", \"description\", \"parameters\"}}");
         return false;
     }
-    JsonArray *a = json_node_get_array(tn);
-    const guint n = json_array_get_length(a);
-    if (n > MAX_TOOLS) {
-        *why = g_strdup_printf("tools: %u tools; at most %d per request", n, MAX_TOOLS);
+    if (!tern_tools_parse(tn, j->raw_tools, &j->tools, &j->n_tools, why))
         return false;
-    }
-    if (n == 0)
+    if (j->n_tools == 0)
         return true;
-    j->tools = g_new0(tn_chat_tool, n);
-    for (guint i = 0; i < n; i++) {
-        char *at = g_strdup_printf("tools[%u]", i);
-        char *fn_at = g_strdup_printf("tools[%u].function", i);
-        JsonNode *e = json_array_get_element(a, i);
-        JsonObject *t = JSON_NODE_HOLDS_OBJECT(e) ? json_node_get_object(e) : NULL;
-        JsonNode *fn = t ? json_object_get_member(t, "function") : NULL;
-        JsonObject *f = fn && JSON_NODE_HOLDS_OBJECT(fn) ? json_node_get_object(fn) : NULL;
-        JsonNode *pn = f ? json_object_get_member(f, "parameters") : NULL;
-        char *type = NULL, *name = NULL, *desc = NULL, *params = NULL;
-        bool ok = true;
-        if (!t) {
-            *why = g_strdup_printf("%s must be an object", at);
-            ok = false;
-        } else if (!optional_string(t, "type", at, &type, why)) {
-            ok = false;
-        } else if (!type || strcmp(type, "function")) {
-            *why = g_strdup_printf("%s.type must be \"function\"", at);
-            ok = false;
-        } else if (!f) {
-            *why = g_strdup_printf("%s must be an object", fn_at);
-            ok = false;
-        } else if (!optional_string(f, "name", fn_at, &name, why) ||
-                   !optional_string(f, "description", fn_at, &desc, why)) {
-            ok = false;
-        } else if (!name || !*name) {
-            *why = g_strdup_printf("%s.name is required", fn_at);
-            ok = false;
-        } else if (pn && !JSON_NODE_HOLDS_NULL(pn) && !JSON_NODE_HOLDS_OBJECT(pn)) {
-            *why = g_strdup_printf("%s.parameters must be an object (a JSON schema)", fn_at);
-            ok = false;
-        } else if (pn && JSON_NODE_HOLDS_OBJECT(pn)) {
-            params = schema_text(j, i, pn);
-        }
-        j->tools[i] = (tn_chat_tool){.name = name, .description = desc, .parameters = params};
-        j->n_tools = (int)i + 1;
-        g_free(type);
-        g_free(at);
-        g_free(fn_at);
-        if (!ok)
-            return false;
-    }
     /* The template's own checks (and whether it shows tools at all), before
      * the request waits in the queue. */
     tn_chat_options co = tn_chat_default_options();

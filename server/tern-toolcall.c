@@ -122,13 +122,135 @@ bool tern_json_raw_element(const char *p, size_t n, size_t at, size_t index, siz
     }
 }
 
+/* ------------------------------------------------------------ tools */
+
+/* o[member]: a string (copied), or absent / null (NULL); false with *why
+ * when it is anything else. */
+static bool opt_string(JsonObject *o, const char *member, const char *where, char **out,
+                       char **why) {
+    JsonNode *n = json_object_get_member(o, member);
+    *out = NULL;
+    if (!n || JSON_NODE_HOLDS_NULL(n))
+        return true;
+    if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING) {
+        *why = g_strdup_printf("%s.%s must be a string", where, member);
+        return false;
+    }
+    *out = g_strdup(json_node_get_string(n));
+    return true;
+}
+
+/* tools[index].function.parameters as text: raw's own bytes (so that the
+ * template sees the schema's key order and number spellings, as
+ * transformers would), else json-glib's writing of it. */
+static char *schema_text(const char *raw, guint index, JsonNode *node) {
+    const size_t n = raw ? strlen(raw) : 0;
+    size_t at = n ? skip_ws(raw, n, 0) : 0;
+    size_t ts, te, fs, fe, ps, pe;
+    if (raw && at < n && tern_json_raw_element(raw, n, at, index, &ts, &te) && raw[ts] == '{' &&
+        tern_json_raw_member(raw, n, ts, "function", &fs, &fe) && raw[fs] == '{' &&
+        tern_json_raw_member(raw, n, fs, "parameters", &ps, &pe) && raw[ps] == '{')
+        return g_strndup(raw + ps, pe - ps);
+    JsonGenerator *g = json_generator_new();
+    json_generator_set_root(g, node);
+    char *text = json_generator_to_data(g, NULL);
+    g_object_unref(g);
+    return text;
+}
+
+bool tern_tools_parse(JsonNode *tools, const char *raw, tn_chat_tool **out, int *n_out,
+                      char **why) {
+    *out = NULL;
+    *n_out = 0;
+    if (!tools || !JSON_NODE_HOLDS_ARRAY(tools)) {
+        *why = g_strdup("tools must be an array of {\"type\": \"function\", \"function\": "
+                        "{\"name\", \"description\", \"parameters\"}}");
+        return false;
+    }
+    JsonArray *a = json_node_get_array(tools);
+    const guint n = json_array_get_length(a);
+    if (n > TERN_MAX_TOOLS) {
+        *why = g_strdup_printf("tools: %u tools; at most %d per request", n, TERN_MAX_TOOLS);
+        return false;
+    }
+    if (n == 0)
+        return true;
+    *out = g_new0(tn_chat_tool, n);
+    for (guint i = 0; i < n; i++) {
+        char *at = g_strdup_printf("tools[%u]", i);
+        char *fn_at = g_strdup_printf("tools[%u].function", i);
+        JsonNode *e = json_array_get_element(a, i);
+        JsonObject *t = JSON_NODE_HOLDS_OBJECT(e) ? json_node_get_object(e) : NULL;
+        JsonNode *fn = t ? json_object_get_member(t, "function") : NULL;
+        JsonObject *f = fn && JSON_NODE_HOLDS_OBJECT(fn) ? json_node_get_object(fn) : NULL;
+        JsonNode *pn = f ? json_object_get_member(f, "parameters") : NULL;
+        char *type = NULL, *name = NULL, *desc = NULL, *params = NULL;
+        bool ok = true;
+        if (!t) {
+            *why = g_strdup_printf("%s must be an object", at);
+            ok = false;
+        } else if (!opt_string(t, "type", at, &type, why)) {
+            ok = false;
+        } else if (!type || strcmp(type, "function")) {
+            *why = g_strdup_printf("%s.type must be \"function\"", at);
+            ok = false;
+        } else if (!f) {
+            *why = g_strdup_printf("%s must be an object", fn_at);
+            ok = false;
+        } else if (!opt_string(f, "name", fn_at, &name, why) ||
+                   !opt_string(f, "description", fn_at, &desc, why)) {
+            ok = false;
+        } else if (!name || !*name) {
+            *why = g_strdup_printf("%s.name is required", fn_at);
+            ok = false;
+        } else if (pn && !JSON_NODE_HOLDS_NULL(pn) && !JSON_NODE_HOLDS_OBJECT(pn)) {
+            *why = g_strdup_printf("%s.parameters must be an object (a JSON schema)", fn_at);
+            ok = false;
+        } else if (pn && JSON_NODE_HOLDS_OBJECT(pn)) {
+            params = schema_text(raw, i, pn);
+        }
+        (*out)[i] = (tn_chat_tool){.name = name, .description = desc, .parameters = params};
+        *n_out = (int)i + 1;
+        g_free(type);
+        g_free(at);
+        g_free(fn_at);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+void tern_tools_free(tn_chat_tool *tools, int n) {
+    for (int i = 0; tools && i < n; i++) {
+        g_free((char *)tools[i].name);
+        g_free((char *)tools[i].description);
+        g_free((char *)tools[i].parameters);
+    }
+    g_free(tools);
+}
+
 /* ------------------------------------------------------------ calls */
 
 #define QWEN3_OPEN "<tool_call>"
 #define QWEN3_CLOSE "</tool_call>"
 
+#define GEMMA4_OPEN "<|tool_call>call:"
+#define GEMMA4_CLOSE "<tool_call|>"
+#define GEMMA4_QUOTE "<|\"|>"
+/* What the session writes for a gpt-oss call (tn_harmony with tools): the
+ * harmony message as the template shows a call in history. */
+#define OSS_OPEN "<|start|>assistant to="
+#define OSS_FUNCTIONS "functions."
+#define OSS_MESSAGE "<|message|>"
+#define OSS_CALL "<|call|>"
+
 const char *tern_tool_call_marker(int kind) {
-    return kind == TN_CHAT_QWEN3 ? QWEN3_OPEN : NULL;
+    switch (kind) {
+    case TN_CHAT_QWEN3: return QWEN3_OPEN;
+    case TN_CHAT_GEMMA4: return "<|tool_call>";
+    case TN_CHAT_GPTOSS: return OSS_OPEN;
+    default: return NULL;
+    }
 }
 
 void tern_tool_calls_free(tern_tool_call *calls, int n) {
@@ -236,10 +358,324 @@ static int parse_qwen3(const char *text, char **content, tern_tool_call **calls)
     return n;
 }
 
+/* ------------------------------------------------------------ Gemma 4 */
+
+/* Gemma 4 writes a call's arguments in its own notation (the template's
+ * format_argument, what engine/chat.c renders a call in history with):
+ * {key:value,...} with bare keys (or keys between <|"|>), strings between
+ * <|"|> and <|"|> taken as they are, numbers, true, false, null (None as
+ * Python prints it), lists [a,b]. g4_value turns one value into JSON text;
+ * false on anything else. */
+typedef struct {
+    const char *p;
+    size_t n, i;
+} g4_in;
+
+static bool g4_lit(g4_in *in, const char *lit) {
+    const size_t k = strlen(lit);
+    if (in->n - in->i < k || memcmp(in->p + in->i, lit, k))
+        return false;
+    in->i += k;
+    return true;
+}
+
+static void g4_ws(g4_in *in) { in->i = skip_ws(in->p, in->n, in->i); }
+
+/* A JSON string for p[0..n): quotes, backslashes and control characters
+ * escaped. */
+static void json_quote(GString *out, const char *p, size_t n) {
+    g_string_append_c(out, '"');
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)p[i];
+        if (c == '"' || c == '\\')
+            g_string_append_printf(out, "\\%c", c);
+        else if (c == '\n')
+            g_string_append(out, "\\n");
+        else if (c == '\t')
+            g_string_append(out, "\\t");
+        else if (c == '\r')
+            g_string_append(out, "\\r");
+        else if (c < 0x20 || c == 0x7f)
+            g_string_append_printf(out, "\\u%04x", c);
+        else
+            g_string_append_c(out, (char)c);
+    }
+    g_string_append_c(out, '"');
+}
+
+/* <|"|>TEXT<|"|>: TEXT as a JSON string. */
+static bool g4_string(g4_in *in, GString *out) {
+    if (!g4_lit(in, GEMMA4_QUOTE))
+        return false;
+    const char *end = g_strstr_len(in->p + in->i, (gssize)(in->n - in->i), GEMMA4_QUOTE);
+    if (!end)
+        return false;
+    json_quote(out, in->p + in->i, (size_t)(end - (in->p + in->i)));
+    in->i = (size_t)(end - in->p) + strlen(GEMMA4_QUOTE);
+    return true;
+}
+
+/* A JSON number as RFC 8259 spells it. */
+static bool g4_number(g4_in *in, GString *out) {
+    const char *p = in->p;
+    size_t i = in->i;
+    const size_t from = i;
+    if (i < in->n && p[i] == '-')
+        i++;
+    if (i >= in->n || !g_ascii_isdigit(p[i]))
+        return false;
+    if (p[i] == '0')
+        i++;
+    else
+        while (i < in->n && g_ascii_isdigit(p[i]))
+            i++;
+    if (i < in->n && p[i] == '.') {
+        if (++i >= in->n || !g_ascii_isdigit(p[i]))
+            return false;
+        while (i < in->n && g_ascii_isdigit(p[i]))
+            i++;
+    }
+    if (i < in->n && (p[i] == 'e' || p[i] == 'E')) {
+        i++;
+        if (i < in->n && (p[i] == '+' || p[i] == '-'))
+            i++;
+        if (i >= in->n || !g_ascii_isdigit(p[i]))
+            return false;
+        while (i < in->n && g_ascii_isdigit(p[i]))
+            i++;
+    }
+    g_string_append_len(out, p + from, (gssize)(i - from));
+    in->i = i;
+    return true;
+}
+
+static bool g4_value(g4_in *in, GString *out, int depth);
+
+/* {key:value,...}: keys bare (up to ':', without '}') or quoted. */
+static bool g4_object(g4_in *in, GString *out, int depth) {
+    if (!g4_lit(in, "{"))
+        return false;
+    g_string_append_c(out, '{');
+    g4_ws(in);
+    if (g4_lit(in, "}")) {
+        g_string_append_c(out, '}');
+        return true;
+    }
+    for (bool first = true;; first = false) {
+        if (!first)
+            g_string_append_c(out, ',');
+        if (in->i < in->n && !strncmp(in->p + in->i, GEMMA4_QUOTE, strlen(GEMMA4_QUOTE))) {
+            if (!g4_string(in, out))
+                return false;
+        } else {
+            const size_t from = in->i;
+            while (in->i < in->n && in->p[in->i] != ':' && in->p[in->i] != '}')
+                in->i++;
+            if (in->i == from)
+                return false;
+            json_quote(out, in->p + from, in->i - from);
+        }
+        if (!g4_lit(in, ":"))
+            return false;
+        g_string_append_c(out, ':');
+        g4_ws(in);
+        if (!g4_value(in, out, depth + 1))
+            return false;
+        g4_ws(in);
+        if (g4_lit(in, "}")) {
+            g_string_append_c(out, '}');
+            return true;
+        }
+        if (!g4_lit(in, ","))
+            return false;
+        g4_ws(in);
+    }
+}
+
+static bool g4_array(g4_in *in, GString *out, int depth) {
+    if (!g4_lit(in, "["))
+        return false;
+    g_string_append_c(out, '[');
+    g4_ws(in);
+    if (g4_lit(in, "]")) {
+        g_string_append_c(out, ']');
+        return true;
+    }
+    for (bool first = true;; first = false) {
+        if (!first)
+            g_string_append_c(out, ',');
+        if (!g4_value(in, out, depth + 1))
+            return false;
+        g4_ws(in);
+        if (g4_lit(in, "]")) {
+            g_string_append_c(out, ']');
+            return true;
+        }
+        if (!g4_lit(in, ","))
+            return false;
+        g4_ws(in);
+    }
+}
+
+static bool g4_value(g4_in *in, GString *out, int depth) {
+    if (depth > CALL_MAX_DEPTH || in->i >= in->n)
+        return false;
+    const char c = in->p[in->i];
+    if (c == '<')
+        return g4_string(in, out);
+    if (c == '{')
+        return g4_object(in, out, depth);
+    if (c == '[')
+        return g4_array(in, out, depth);
+    static const char *const lits[][2] = {
+        {"true", "true"}, {"false", "false"}, {"null", "null"}, {"None", "null"}};
+    for (size_t k = 0; k < G_N_ELEMENTS(lits); k++)
+        if (g4_lit(in, lits[k][0])) {
+            g_string_append(out, lits[k][1]);
+            return true;
+        }
+    return g4_number(in, out);
+}
+
+/* One call: NAME{ARGS}<tool_call|> at in (after "<|tool_call>call:"). */
+static bool gemma4_call(g4_in *in, tern_tool_call *out) {
+    const size_t from = in->i;
+    while (in->i < in->n && !strchr("{<\n", in->p[in->i]))
+        in->i++;
+    if (in->i == from || in->i >= in->n || in->p[in->i] != '{')
+        return false;
+    const size_t name_end = in->i;
+    GString *args = g_string_new(NULL);
+    bool ok = g4_object(in, args, 0) && g4_lit(in, GEMMA4_CLOSE) &&
+              g_utf8_validate(in->p + from, (gssize)(name_end - from), NULL) &&
+              g_utf8_validate(args->str, (gssize)args->len, NULL);
+    if (ok) {
+        out->name = g_strndup(in->p + from, name_end - from);
+        out->arguments = g_string_free(args, FALSE);
+    } else {
+        g_string_free(args, TRUE);
+    }
+    return ok;
+}
+
+/* <|tool_call>call:NAME{ARGS}<tool_call|>, one or more, whitespace between
+ * them; after the last, whitespace and perhaps the <|tool_response> that
+ * Gemma 4 opens next (the session ends the answer at it). */
+static int parse_gemma4(const char *text, char **content, tern_tool_call **calls) {
+    const char *first = strstr(text, GEMMA4_OPEN);
+    if (!first)
+        return 0;
+    GArray *got = g_array_new(FALSE, TRUE, sizeof(tern_tool_call));
+    g4_in in = {text, strlen(text), (size_t)(first - text)};
+    bool ok = true;
+    for (;;) {
+        g4_ws(&in);
+        if (in.i >= in.n)
+            break;
+        if (!g4_lit(&in, GEMMA4_OPEN)) {
+            ok = g4_lit(&in, "<|tool_response>") && only_space(in.p + in.i, in.n - in.i);
+            break;
+        }
+        tern_tool_call c = {0};
+        if (!gemma4_call(&in, &c)) {
+            ok = false;
+            break;
+        }
+        g_array_append_val(got, c);
+    }
+    int n = (int)got->len;
+    if (!ok || n == 0) {
+        tern_tool_calls_free((tern_tool_call *)(void *)g_array_free(got, FALSE), n);
+        return 0;
+    }
+    const size_t before = (size_t)(first - text);
+    *content = only_space(text, before) ? NULL : g_strndup(text, before);
+    *calls = (tern_tool_call *)(void *)g_array_free(got, FALSE);
+    return n;
+}
+
+/* ------------------------------------------------------------ gpt-oss */
+
+/* <|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>ARGS<|call|>:
+ * NAME up to a space or a '<', the rest of the header free up to
+ * <|message|> (on one line, no other message in it), ARGS JSON (any value,
+ * as the template writes whatever tojson gives) kept as written, trimmed. */
+static const char *oss_call(const char *p, tern_tool_call *out) {
+    p += strlen(OSS_OPEN);
+    if (strncmp(p, OSS_FUNCTIONS, strlen(OSS_FUNCTIONS)))
+        return NULL; /* another recipient (a built-in tool): not a function */
+    p += strlen(OSS_FUNCTIONS);
+    const size_t name_len = strcspn(p, " <\n");
+    if (name_len == 0)
+        return NULL;
+    const char *msg = strstr(p + name_len, OSS_MESSAGE);
+    const char *nl = strchr(p + name_len, '\n');
+    const char *next = strstr(p + name_len, OSS_OPEN);
+    if (!msg || (nl && nl < msg) || (next && next < msg))
+        return NULL;
+    const char *args = msg + strlen(OSS_MESSAGE);
+    const char *end = strstr(args, OSS_CALL);
+    if (!end)
+        return NULL;
+    size_t a = 0, b = (size_t)(end - args);
+    while (a < b && g_ascii_isspace(args[a]))
+        a++;
+    while (b > a && g_ascii_isspace(args[b - 1]))
+        b--;
+    /* One value and nothing else (json-glib takes "{} {}"). */
+    if (a == b || skip_value(args, b, a) != b || !tn_json_depth_ok(args + a, b - a, CALL_MAX_DEPTH) ||
+        !g_utf8_validate(p, (gssize)name_len, NULL))
+        return NULL;
+    JsonParser *parser = json_parser_new();
+    const bool ok = json_parser_load_from_data(parser, args + a, (gssize)(b - a), NULL) &&
+                    json_parser_get_root(parser);
+    g_object_unref(parser);
+    if (!ok)
+        return NULL;
+    out->name = g_strndup(p, name_len);
+    out->arguments = g_strndup(args + a, b - a);
+    return end + strlen(OSS_CALL);
+}
+
+static int parse_gptoss(const char *text, char **content, tern_tool_call **calls) {
+    const char *first = strstr(text, OSS_OPEN);
+    if (!first)
+        return 0;
+    GArray *got = g_array_new(FALSE, TRUE, sizeof(tern_tool_call));
+    const char *p = first;
+    bool ok = true;
+    for (;;) {
+        while (g_ascii_isspace(*p))
+            p++;
+        if (!*p)
+            break;
+        tern_tool_call c = {0};
+        const char *after = strncmp(p, OSS_OPEN, strlen(OSS_OPEN)) ? NULL : oss_call(p, &c);
+        if (!after) {
+            ok = false;
+            break;
+        }
+        g_array_append_val(got, c);
+        p = after;
+    }
+    int n = (int)got->len;
+    if (!ok || n == 0) {
+        tern_tool_calls_free((tern_tool_call *)(void *)g_array_free(got, FALSE), n);
+        return 0;
+    }
+    const size_t before = (size_t)(first - text);
+    *content = only_space(text, before) ? NULL : g_strndup(text, before);
+    *calls = (tern_tool_call *)(void *)g_array_free(got, FALSE);
+    return n;
+}
+
 int tern_tool_calls_parse(int kind, const char *text, char **content, tern_tool_call **calls) {
     if (!text || !content || !calls)
         return 0;
-    if (kind == TN_CHAT_QWEN3)
-        return parse_qwen3(text, content, calls);
-    return 0;
+    switch (kind) {
+    case TN_CHAT_QWEN3: return parse_qwen3(text, content, calls);
+    case TN_CHAT_GEMMA4: return parse_gemma4(text, content, calls);
+    case TN_CHAT_GPTOSS: return parse_gptoss(text, content, calls);
+    default: return 0;
+    }
 }

@@ -23,7 +23,8 @@ import sys
 
 import jinja2
 
-from chat_records import A, S, T, U, Emitter, c_string, call, environment, load, msg, openai_calls
+from chat_records import (A, S, T, U, Emitter, c_string, call, environment, load, msg, odd_tools,
+                          openai_calls, openai_tools, tool, weather_tools)
 
 root = sys.argv[1]
 template = environment().from_string(load(root, "openai-gpt-oss-120b.jinja"))
@@ -140,7 +141,64 @@ answer_last = [
     msg(A, "<think>Greet back.</think>Hello!"),
 ]
 
-# name, messages, add_generation_prompt
+# Schemas for render_typescript_type's branches: arrays of each simple
+# type, of objects, of arrays, without items, nullable, of a type list; a
+# type list of one and of several (numbers and null among them, printed
+# with str()); oneOf (variants with descriptions and defaults, objects among
+# them: has_object_variants never takes, set inside a loop); string enums
+# (numbers, booleans and null printed with str()), nullable strings; nested
+# objects (required as a list, a substring test on a string, keys of an
+# object), objects without properties; unknown types; defaults (tojson,
+# a string beside an enum or a oneOf); descriptions with quotes, unicode,
+# newlines; a property that is not an object; a key given twice; an inner
+# type over 50 characters; "object | object".
+oss_schema = (
+    '{"type": "object", "properties": {'
+    '"s": {"type": "string", "description": "A \\"quoted\\" <b>\\n\\u00e9t\\u00e9 \\ud83d\\ude00"}, '
+    '"ns": {"type": "string", "nullable": true, "default": "x\\"y"}, '
+    '"en": {"type": "string", "enum": ["a", "b\\"c", 1, 2.5, true, null, "\\u65e5"], '
+    '"default": "a"}, '
+    '"n": {"type": "integer", "default": 3, "minimum": 0}, '
+    '"f": {"type": "number", "default": 1.0}, '
+    '"b": {"type": "boolean", "default": false, "description": ""}, '
+    '"as": {"type": "array", "items": {"type": "string"}, "nullable": 1}, '
+    '"an": {"type": "array", "items": {"type": "number"}}, '
+    '"ai": {"type": "array", "items": {"type": "integer"}, "default": [1, 2]}, '
+    '"ab": {"type": "array", "items": {"type": "boolean"}}, '
+    '"ao": {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"}}, '
+    '"required": ["k"]}}, '
+    '"aa": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}}, '
+    '"anone": {"type": "array"}, "anull": {"type": "array", "items": {}, "nullable": true}, '
+    '"along": {"type": "array", "items": {"type": "object", "properties": {'
+    '"first_member": {"type": "string"}, "second_member": {"type": "number"}}}}, '
+    '"aoo": {"type": "array", "items": {"type": ["object", "object"]}}, '
+    '"alist": {"type": "array", "items": {"type": ["string", "null"]}}, '
+    '"tl": {"type": ["string", "number", null, 1, 2.5]}, "t1": {"type": ["integer"]}, '
+    '"t0": {"type": [], "description": "empty type list"}, '
+    '"one": {"oneOf": [{"type": "string", "description": "s", "default": "q"}, '
+    '{"type": "number", "default": 3}, {"type": "object"}, {"type": "object", '
+    '"properties": {"z": {"type": "boolean"}}}], "default": "dd"}, '
+    '"one1": {"oneOf": [{"type": "integer"}], "description": "single"}, '
+    '"obj": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "object", '
+    '"properties": {"z": {"type": "string"}, "zz": {"type": "integer"}}, "required": "zzz"}}, '
+    '"required": ["x"]}, '
+    '"objk": {"type": "object", "properties": {"p": {}, "q": 1}, "required": {"q": 1}}, '
+    '"bare_obj": {"type": "object", "properties": {}}, "obj0": {"type": "object"}, '
+    '"weird": {"type": "Array"}, "nul": {"type": "null"}, "z": {}, "lst": [1], "str": "x", '
+    '"anyof": {"anyOf": [{"type": "string"}]}, '
+    '"dflt": {"default": {"a": [1, "\\u00e9", null], "b": 1e400}}, '
+    '"dup": {"type": "string"}, "dup": {"type": "number", "description": "last wins"}}, '
+    '"required": ["s", "n", "as", "dup", "zzz"]}')
+oss_tools = [
+    tool("branches", "Every branch of render_typescript_type.", oss_schema),
+    tool("no_props", "An object without properties.", '{"type": "object", "properties": {}}'),
+    tool("req_str", "required as a string.",
+         '{"type": "object", "properties": {"ab": {"type": "string"}, "abc": {"type": "string"},'
+         ' "": {"type": "number"}}, "required": "xabx"}'),
+]
+described_odd = [t for t in odd_tools if t["description"] is not None]
+
+# name, messages, add_generation_prompt[, tools]
 cases = [
     ("result_pending", weather, True),
     ("result_pending_nogen", weather, False),
@@ -163,6 +221,31 @@ cases = [
     ("odd_names", odd_names, True),
     ("answer_last_nogen", answer_last, False),
     ("empty_think_call", empty_think_call, True),
+    ("tools_plain", [msg(U, "Weather in Paris?")], True, weather_tools),
+    ("tools_system", [msg(S, "You are a weather bot."), msg(U, "Weather?")], True, weather_tools),
+    ("tools_empty_system", [msg(S, ""), msg(U, "Weather?")], True, weather_tools),
+    ("tools_called", weather, True, weather_tools),
+    ("tools_odd", [msg(U, "Odd schemas.")], True, described_odd),
+    ("tools_branches", [msg(S, "Sys."), msg(U, "Branches.")], True, oss_tools),
+]
+
+# Tool lists the template raises on: Tern refuses them (name, tools).
+tool_refusals = [
+    ("no_description", [tool("f", None, '{"type": "object"}')]),
+    ("props_list", [tool("f", "D", '{"type": "object", "properties": [1]}')]),
+    ("param_desc_number", [tool("f", "D", '{"properties": {"a": {"description": 5}}}')]),
+    ("enum_default_number", [tool("f", "D",
+                                  '{"properties": {"a": {"type": "string", "enum": ["x"], '
+                                  '"default": 1}}}')]),
+    ("oneof_default_null", [tool("f", "D",
+                                 '{"properties": {"a": {"oneOf": [{"type": "string"}], '
+                                 '"default": null}}}')]),
+    ("required_number", [tool("f", "D", '{"properties": {"a": {}}, "required": 5}')]),
+    ("variant_desc_list", [tool("f", "D",
+                                '{"properties": {"a": {"oneOf": [{"description": ["x"]}]}}}')]),
+    ("nested_required_true", [tool("f", "D",
+                                   '{"properties": {"a": {"type": "object", "properties": '
+                                   '{"b": {}}, "required": true}}}')]),
 ]
 
 # What the template raises on: Tern refuses these (name, messages).
@@ -215,8 +298,9 @@ def openai(messages):
     return out
 
 
-def render(messages, gen):
-    return template.render(messages=openai(messages), add_generation_prompt=gen)
+def render(messages, gen, tools=()):
+    kwargs = {"tools": openai_tools(tools)} if tools else {}
+    return template.render(messages=openai(messages), add_generation_prompt=gen, **kwargs)
 
 
 print("/* Generated by tools/gptoss-tool-records.py from llama.cpp's")
@@ -230,20 +314,29 @@ print("    bool generation_prompt;")
 print("    const tn_chat_message *msgs;")
 print("    size_t n;")
 print("    const char *want; /* NULL: the template raises */")
+print("    const tn_chat_tool *tools;")
+print("    size_t n_tools;")
 print("} oss_record;")
 print()
 emit = Emitter("oss")
-for name, messages, gen in cases:
+tool_arrays = {}
+for name, messages, gen, *tools in cases:
     emit.messages(name, messages)
+    tool_arrays[name] = emit.tools(name, tools[0] if tools else [])
 for name, messages in refusals:
     emit.messages(name, messages)
+refusal_user = [msg(U, "U")]
+emit.messages("refusal_user", refusal_user)
+for name, tools in tool_refusals:
+    tool_arrays[name] = emit.tools(name, tools)
 print()
 print("static const oss_record oss_records[] = {")
-for name, messages, gen in cases:
-    want = render(messages, gen)
-    print("    {%s, %s, oss_%s, %d,\n     %s}," %
+for name, messages, gen, *tools in cases:
+    tools = tools[0] if tools else []
+    want = render(messages, gen, tools)
+    print("    {%s, %s, oss_%s, %d,\n     %s,\n     %s, %d}," %
           (c_string(name), "true" if gen else "false", emit.messages(name, messages), len(messages),
-           c_string(want).replace("\n    ", "\n     ")))
+           c_string(want).replace("\n    ", "\n     "), tool_arrays[name], len(tools)))
 for name, messages in refusals:
     try:
         render(messages, True)
@@ -251,5 +344,14 @@ for name, messages in refusals:
         print("%s: %s: %s" % (name, type(e).__name__, e), file=sys.stderr)
     else:
         sys.exit("%s: the template renders it, expected it to raise" % name)
-    print("    {%s, true, oss_%s, %d, NULL}," % (c_string(name), name, len(messages)))
+    print("    {%s, true, oss_%s, %d, NULL, NULL, 0}," % (c_string(name), name, len(messages)))
+for name, tools in tool_refusals:
+    try:
+        render(refusal_user, True, tools)
+    except Exception as e:  # noqa: BLE001 (TemplateError, TypeError, UndefinedError)
+        print("%s: %s: %s" % (name, type(e).__name__, e), file=sys.stderr)
+    else:
+        sys.exit("%s: the template renders it, expected it to raise" % name)
+    print("    {%s, true, oss_refusal_user, 1, NULL, %s, %d}," %
+          (c_string(name), tool_arrays[name], len(tools)))
 print("};")

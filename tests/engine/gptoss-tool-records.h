@@ -8,6 +8,8 @@ typedef struct oss_record {
     const tn_chat_message *msgs;
     size_t n;
     const char *want; /* NULL: the template raises */
+    const tn_chat_tool *tools;
+    size_t n_tools;
 } oss_record;
 
 static const tn_chat_tool_call oss_result_pending_calls2[] = {
@@ -346,6 +348,127 @@ static const tn_chat_message oss_empty_think_call[] = {
      .content = "r",
      .tool_call_id = "b"},
 };
+static const tn_chat_message oss_tools_plain[] = {
+    {.role = TN_CHAT_ROLE_USER,
+     .content = "Weather in Paris?"},
+};
+static const tn_chat_tool oss_tools_plain_tools[] = {
+    {.name = "get_weather",
+     .description = "Get the current weather in a city.",
+     .parameters = "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", "
+    "\"description\": \"The city, e.g. Paris\"}, \"units\": {\"type\": \"strin"
+    "g\", \"enum\": [\"metric\", \"imperial\"]}}, \"required\": [\"city\"]}"},
+    {.name = "get_time",
+     .description = "The local time.",
+     .parameters = "{\"type\":\"object\",\"properties\":{\"tz\":{\"type\":\"string\"}},\"requ"
+    "ired\":[\"tz\"]}"},
+};
+static const tn_chat_message oss_tools_system[] = {
+    {.role = TN_CHAT_ROLE_SYSTEM,
+     .content = "You are a weather bot."},
+    {.role = TN_CHAT_ROLE_USER,
+     .content = "Weather?"},
+};
+static const tn_chat_message oss_tools_empty_system[] = {
+    {.role = TN_CHAT_ROLE_SYSTEM,
+     .content = ""},
+    {.role = TN_CHAT_ROLE_USER,
+     .content = "Weather?"},
+};
+static const tn_chat_message oss_tools_odd[] = {
+    {.role = TN_CHAT_ROLE_USER,
+     .content = "Odd schemas."},
+};
+static const tn_chat_tool oss_tools_odd_tools[] = {
+    {.name = "zoo",
+     .description = "Every kind of schema: nested objects, enums, arrays, unicode, quotes.",
+     .parameters = "{\"type\": \"object\", \"properties\": {\"q\": {\"type\": \"string\", \"d"
+    "escription\": \"say \\\"hi\\\"\\n\\ttab \\\\ back / <b>&'x' \\u00e9t\\u00"
+    "e9 \\u65e5\\u672c \\ud83d\\ude00 \xc3\xbc""ber\"}, \"nested\": {\"type\":"
+    " \"object\", \"properties\": {\"deep\": {\"type\": \"object\", \"properti"
+    "es\": {\"deeper\": {\"type\": \"array\", \"items\": {\"type\": \"integer\""
+    ", \"minimum\": -0, \"maximum\": 12345678901234567890123}}}}}, \"required\""
+    ": [\"deep\"], \"additionalProperties\": false}, \"mode\": {\"enum\": [\"a"
+    "\", \"B\", \"\\u00e7\", 1, 2.5, null, true]}, \"nums\": {\"type\": \"numb"
+    "er\", \"default\": 1.0, \"multipleOf\": 0.1, \"exclusiveMaximum\": 1e20, "
+    "\"minimum\": -2.50e3, \"tiny\": 1.5e-7, \"e16\": 1E16, \"huge\": 1e400}, "
+    "\"ctl\": {\"type\": \"string\", \"pattern\": \"^\\\\d+\\u0001\\u001f\\u00"
+    "7f\\b\\f\\r$\"}, \"z\": {}, \"A\": [], \"dup\": 1, \"dup\": {\"type\": \""
+    "boolean\"}, \"any\": {\"anyOf\": [{\"type\": \"string\"}, {\"type\": [\"i"
+    "nteger\", \"null\"]}]}}, \"required\": [\"q\", \"nested\"], \"$defs\": {\""
+    "x\": {\"type\": \"string\"}}}"},
+    {.name = "no_params",
+     .description = "Takes nothing.",
+     .parameters = NULL},
+    {.name = "empty_params",
+     .description = "",
+     .parameters = "{}"},
+    {.name = "ns.do-it_2 \xc3\xa9",
+     .description = "A \"quoted\" <name>\n"
+    "\tand lines.",
+     .parameters = " {\n"
+    "  \"properties\" : { \"b\" : {\"type\":\"string\"} , \"a\" : {\"type\" : "
+    "\"integer\"} },\n"
+    "  \"type\" : \"object\"\n"
+    "} "},
+};
+static const tn_chat_message oss_tools_branches[] = {
+    {.role = TN_CHAT_ROLE_SYSTEM,
+     .content = "Sys."},
+    {.role = TN_CHAT_ROLE_USER,
+     .content = "Branches."},
+};
+static const tn_chat_tool oss_tools_branches_tools[] = {
+    {.name = "branches",
+     .description = "Every branch of render_typescript_type.",
+     .parameters = "{\"type\": \"object\", \"properties\": {\"s\": {\"type\": \"string\", \"d"
+    "escription\": \"A \\\"quoted\\\" <b>\\n\\u00e9t\\u00e9 \\ud83d\\ude00\"},"
+    " \"ns\": {\"type\": \"string\", \"nullable\": true, \"default\": \"x\\\"y"
+    "\"}, \"en\": {\"type\": \"string\", \"enum\": [\"a\", \"b\\\"c\", 1, 2.5,"
+    " true, null, \"\\u65e5\"], \"default\": \"a\"}, \"n\": {\"type\": \"integ"
+    "er\", \"default\": 3, \"minimum\": 0}, \"f\": {\"type\": \"number\", \"de"
+    "fault\": 1.0}, \"b\": {\"type\": \"boolean\", \"default\": false, \"descr"
+    "iption\": \"\"}, \"as\": {\"type\": \"array\", \"items\": {\"type\": \"st"
+    "ring\"}, \"nullable\": 1}, \"an\": {\"type\": \"array\", \"items\": {\"ty"
+    "pe\": \"number\"}}, \"ai\": {\"type\": \"array\", \"items\": {\"type\": \""
+    "integer\"}, \"default\": [1, 2]}, \"ab\": {\"type\": \"array\", \"items\""
+    ": {\"type\": \"boolean\"}}, \"ao\": {\"type\": \"array\", \"items\": {\"t"
+    "ype\": \"object\", \"properties\": {\"k\": {\"type\": \"string\"}}, \"req"
+    "uired\": [\"k\"]}}, \"aa\": {\"type\": \"array\", \"items\": {\"type\": \""
+    "array\", \"items\": {\"type\": \"string\"}}}, \"anone\": {\"type\": \"arr"
+    "ay\"}, \"anull\": {\"type\": \"array\", \"items\": {}, \"nullable\": true"
+    "}, \"along\": {\"type\": \"array\", \"items\": {\"type\": \"object\", \"p"
+    "roperties\": {\"first_member\": {\"type\": \"string\"}, \"second_member\""
+    ": {\"type\": \"number\"}}}}, \"aoo\": {\"type\": \"array\", \"items\": {\""
+    "type\": [\"object\", \"object\"]}}, \"alist\": {\"type\": \"array\", \"it"
+    "ems\": {\"type\": [\"string\", \"null\"]}}, \"tl\": {\"type\": [\"string\""
+    ", \"number\", null, 1, 2.5]}, \"t1\": {\"type\": [\"integer\"]}, \"t0\": "
+    "{\"type\": [], \"description\": \"empty type list\"}, \"one\": {\"oneOf\""
+    ": [{\"type\": \"string\", \"description\": \"s\", \"default\": \"q\"}, {\""
+    "type\": \"number\", \"default\": 3}, {\"type\": \"object\"}, {\"type\": \""
+    "object\", \"properties\": {\"z\": {\"type\": \"boolean\"}}}], \"default\""
+    ": \"dd\"}, \"one1\": {\"oneOf\": [{\"type\": \"integer\"}], \"description"
+    "\": \"single\"}, \"obj\": {\"type\": \"object\", \"properties\": {\"x\": "
+    "{\"type\": \"number\"}, \"y\": {\"type\": \"object\", \"properties\": {\""
+    "z\": {\"type\": \"string\"}, \"zz\": {\"type\": \"integer\"}}, \"required"
+    "\": \"zzz\"}}, \"required\": [\"x\"]}, \"objk\": {\"type\": \"object\", \""
+    "properties\": {\"p\": {}, \"q\": 1}, \"required\": {\"q\": 1}}, \"bare_ob"
+    "j\": {\"type\": \"object\", \"properties\": {}}, \"obj0\": {\"type\": \"o"
+    "bject\"}, \"weird\": {\"type\": \"Array\"}, \"nul\": {\"type\": \"null\"}"
+    ", \"z\": {}, \"lst\": [1], \"str\": \"x\", \"anyof\": {\"anyOf\": [{\"typ"
+    "e\": \"string\"}]}, \"dflt\": {\"default\": {\"a\": [1, \"\\u00e9\", null"
+    "], \"b\": 1e400}}, \"dup\": {\"type\": \"string\"}, \"dup\": {\"type\": \""
+    "number\", \"description\": \"last wins\"}}, \"required\": [\"s\", \"n\", "
+    "\"as\", \"dup\", \"zzz\"]}"},
+    {.name = "no_props",
+     .description = "An object without properties.",
+     .parameters = "{\"type\": \"object\", \"properties\": {}}"},
+    {.name = "req_str",
+     .description = "required as a string.",
+     .parameters = "{\"type\": \"object\", \"properties\": {\"ab\": {\"type\": \"string\"}, \""
+    "abc\": {\"type\": \"string\"}, \"\": {\"type\": \"number\"}}, \"required\""
+    ": \"xabx\"}"},
+};
 static const tn_chat_message oss_orphan_result[] = {
     {.role = TN_CHAT_ROLE_USER,
      .content = "U"},
@@ -413,6 +536,53 @@ static const tn_chat_message oss_no_arguments[] = {
      .tool_calls = oss_no_arguments_calls1,
      .n_tool_calls = 1},
 };
+static const tn_chat_message oss_refusal_user[] = {
+    {.role = TN_CHAT_ROLE_USER,
+     .content = "U"},
+};
+static const tn_chat_tool oss_no_description_tools[] = {
+    {.name = "f",
+     .description = NULL,
+     .parameters = "{\"type\": \"object\"}"},
+};
+static const tn_chat_tool oss_props_list_tools[] = {
+    {.name = "f",
+     .description = "D",
+     .parameters = "{\"type\": \"object\", \"properties\": [1]}"},
+};
+static const tn_chat_tool oss_param_desc_number_tools[] = {
+    {.name = "f",
+     .description = "D",
+     .parameters = "{\"properties\": {\"a\": {\"description\": 5}}}"},
+};
+static const tn_chat_tool oss_enum_default_number_tools[] = {
+    {.name = "f",
+     .description = "D",
+     .parameters = "{\"properties\": {\"a\": {\"type\": \"string\", \"enum\": [\"x\"], \"defa"
+    "ult\": 1}}}"},
+};
+static const tn_chat_tool oss_oneof_default_null_tools[] = {
+    {.name = "f",
+     .description = "D",
+     .parameters = "{\"properties\": {\"a\": {\"oneOf\": [{\"type\": \"string\"}], \"default\""
+    ": null}}}"},
+};
+static const tn_chat_tool oss_required_number_tools[] = {
+    {.name = "f",
+     .description = "D",
+     .parameters = "{\"properties\": {\"a\": {}}, \"required\": 5}"},
+};
+static const tn_chat_tool oss_variant_desc_list_tools[] = {
+    {.name = "f",
+     .description = "D",
+     .parameters = "{\"properties\": {\"a\": {\"oneOf\": [{\"description\": [\"x\"]}]}}}"},
+};
+static const tn_chat_tool oss_nested_required_true_tools[] = {
+    {.name = "f",
+     .description = "D",
+     .parameters = "{\"properties\": {\"a\": {\"type\": \"object\", \"properties\": {\"b\": {"
+    "}}, \"required\": true}}}"},
+};
 
 static const oss_record oss_records[] = {
     {"result_pending", true, oss_result_pending, 4,
@@ -432,7 +602,8 @@ static const oss_record oss_records[] = {
      " to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": "
      "\"Paris\", \"units\": \"metric\"}<|call|><|start|>functions.get_weather t"
      "o=assistant<|channel|>commentary<|message|>\"{\\\"temp\\\": 21, \\\"sky\\"
-     "\": \\\"clear\\\"}\"<|end|><|start|>assistant"},
+     "\": \\\"clear\\\"}\"<|end|><|start|>assistant",
+     NULL, 0},
     {"result_pending_nogen", false, oss_result_pending, 4,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -450,7 +621,8 @@ static const oss_record oss_records[] = {
      " to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": "
      "\"Paris\", \"units\": \"metric\"}<|call|><|start|>functions.get_weather t"
      "o=assistant<|channel|>commentary<|message|>\"{\\\"temp\\\": 21, \\\"sky\\"
-     "\": \\\"clear\\\"}\"<|end|>"},
+     "\": \\\"clear\\\"}\"<|end|>",
+     NULL, 0},
     {"answered", true, oss_answered, 6,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -470,7 +642,8 @@ static const oss_record oss_records[] = {
      "o=assistant<|channel|>commentary<|message|>\"{\\\"temp\\\": 21, \\\"sky\\"
      "\": \\\"clear\\\"}\"<|end|><|start|>assistant<|channel|>final<|message|>P"
      "aris: 21 C and clear.<|end|><|start|>user<|message|>Thanks! And Oslo?<|en"
-     "d|><|start|>assistant"},
+     "d|><|start|>assistant",
+     NULL, 0},
     {"with_content", true, oss_with_content, 3,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -484,7 +657,8 @@ static const oss_record oss_records[] = {
      "assistant<|channel|>analysis<|message|>Let me check.<|end|><|start|>assis"
      "tant to=functions.check<|channel|>commentary json<|message|>{\"q\": 1}<|c"
      "all|><|start|>functions.check to=assistant<|channel|>commentary<|message|"
-     ">\"r\"<|end|><|start|>assistant"},
+     ">\"r\"<|end|><|start|>assistant",
+     NULL, 0},
     {"content_answered", true, oss_content_answered, 5,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -498,7 +672,8 @@ static const oss_record oss_records[] = {
      "assistant to=functions.check<|channel|>commentary json<|message|>{\"q\": "
      "1}<|call|><|start|>functions.check to=assistant<|channel|>commentary<|mes"
      "sage|>\"r\"<|end|><|start|>assistant<|channel|>final<|message|>It is fine"
-     ".<|end|><|start|>user<|message|>ok<|end|><|start|>assistant"},
+     ".<|end|><|start|>user<|message|>ok<|end|><|start|>assistant",
+     NULL, 0},
     {"blank_content", true, oss_blank_content, 3,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -512,7 +687,8 @@ static const oss_record oss_records[] = {
      "assistant<|channel|>analysis<|message|>  <|end|><|start|>assistant to=fun"
      "ctions.check<|channel|>commentary json<|message|>{\"q\": 1}<|call|><|star"
      "t|>functions.check to=assistant<|channel|>commentary<|message|>\"r\"<|end"
-     "|><|start|>assistant"},
+     "|><|start|>assistant",
+     NULL, 0},
     {"thought_call", true, oss_thought_call, 3,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -526,7 +702,8 @@ static const oss_record oss_records[] = {
      "|start|>assistant<|channel|>analysis<|message|>I need the tool.<|end|><|s"
      "tart|>assistant to=functions.check<|channel|>commentary json<|message|>{}"
      "<|call|><|start|>functions.check to=assistant<|channel|>commentary<|messa"
-     "ge|>\"done\"<|end|><|start|>assistant"},
+     "ge|>\"done\"<|end|><|start|>assistant",
+     NULL, 0},
     {"thought_call_text", false, oss_thought_call_text, 4,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -541,7 +718,8 @@ static const oss_record oss_records[] = {
      "{}<|call|><|start|>functions.check to=assistant<|channel|>commentary<|mes"
      "sage|>\"done\"<|end|><|start|>assistant<|channel|>analysis<|message|>It i"
      "s done.<|end|><|start|>assistant<|channel|>final<|message|>Done.<|return|"
-     ">"},
+     ">",
+     NULL, 0},
     {"thought_text_call", true, oss_thought_text_call, 2,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -554,7 +732,8 @@ static const oss_record oss_records[] = {
      "or every message.<|end|><|start|>user<|message|>Think, say, call.<|end|><"
      "|start|>assistant<|channel|>analysis<|message|>I need the tool.<|end|><|s"
      "tart|>assistant to=functions.check<|channel|>commentary json<|message|>{\""
-     "a\": [1]}<|call|><|start|>assistant"},
+     "a\": [1]}<|call|><|start|>assistant",
+     NULL, 0},
     {"several_calls", true, oss_several_calls, 5,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -573,7 +752,8 @@ static const oss_record oss_records[] = {
      "\"city\": \"Paris\"}<|call|><|start|>functions.get_weather to=assistant<|"
      "channel|>commentary<|message|>\"21 C\"<|end|><|start|>functions.get_weath"
      "er to=assistant<|channel|>commentary<|message|>\"09:00\"<|end|><|start|>a"
-     "ssistant"},
+     "ssistant",
+     NULL, 0},
     {"call_last", true, oss_call_last, 3,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -589,7 +769,8 @@ static const oss_record oss_records[] = {
      "\n"
      "<|end|><|start|>user<|message|>Check it.<|end|><|start|>assistant to=func"
      "tions.check<|channel|>commentary json<|message|>{\"q\": 1}<|call|><|start"
-     "|>assistant"},
+     "|>assistant",
+     NULL, 0},
     {"call_last_nogen", false, oss_call_last, 3,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -604,7 +785,8 @@ static const oss_record oss_records[] = {
      "Use tools.\n"
      "\n"
      "<|end|><|start|>user<|message|>Check it.<|end|><|start|>assistant to=func"
-     "tions.check<|channel|>commentary json<|message|>{\"q\": 1}<|call|>"},
+     "tions.check<|channel|>commentary json<|message|>{\"q\": 1}<|call|>",
+     NULL, 0},
     {"two_rounds", true, oss_two_rounds, 6,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -620,7 +802,8 @@ static const oss_record oss_records[] = {
      "age|>\"one\"<|end|><|start|>assistant to=functions.step<|channel|>comment"
      "ary json<|message|>{\"n\": 2}<|call|><|start|>functions.step to=assistant"
      "<|channel|>commentary<|message|>\"two\"<|end|><|start|>assistant<|channel"
-     "|>final<|message|>Done.<|end|><|start|>assistant"},
+     "|>final<|message|>Done.<|end|><|start|>assistant",
+     NULL, 0},
     {"two_rounds_nogen", false, oss_two_rounds, 6,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -637,7 +820,8 @@ static const oss_record oss_records[] = {
      "ary json<|message|>{\"n\": 2}<|call|><|start|>functions.step to=assistant"
      "<|channel|>commentary<|message|>\"two\"<|end|><|start|>assistant<|channel"
      "|>analysis<|message|>Both done.<|end|><|start|>assistant<|channel|>final<"
-     "|message|>Done.<|return|>"},
+     "|message|>Done.<|return|>",
+     NULL, 0},
     {"odd_arguments", true, oss_odd_arguments, 3,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -660,7 +844,8 @@ static const oss_record oss_records[] = {
      "bj\": {\"b\": 1, \"A\": 2, \"a\": 3, \"_\": 4, \"Z\": {\"y\": [true, null"
      "]}}, \"empty\": {}, \"Apple\": 1, \"apple\": 2, \"dup\": 2, \"k\\\"ey\\n\""
      ": \"v\", \"\xc3\x89""clair\": 1}<|call|><|start|>functions.zoo to=assista"
-     "nt<|channel|>commentary<|message|>\"ok\"<|end|><|start|>assistant"},
+     "nt<|channel|>commentary<|message|>\"ok\"<|end|><|start|>assistant",
+     NULL, 0},
     {"non_objects", true, oss_non_objects, 7,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -678,7 +863,8 @@ static const oss_record oss_records[] = {
      "=assistant<|channel|>commentary<|message|>\"y\"<|end|><|start|>assistant "
      "to=functions.none<|channel|>commentary json<|message|>null<|call|><|start"
      "|>functions.none to=assistant<|channel|>commentary<|message|>\"z\"<|end|>"
-     "<|start|>assistant"},
+     "<|start|>assistant",
+     NULL, 0},
     {"odd_results", true, oss_odd_results, 5,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -695,7 +881,8 @@ static const oss_record oss_records[] = {
      "essage|>\"line 1\\nline 2\\t\\\"quoted\\\" \\\\ back\\r\\n \xc3\xa9\xe6\x97"
      "\xa5 \xf0\x9f\x98\x80 \\u0001\x7f <b>\"<|end|><|start|>functions.fetch to"
      "=assistant<|channel|>commentary<|message|>\"{\\\"json\\\": [1, 2]}\"<|end"
-     "|><|start|>assistant"},
+     "|><|start|>assistant",
+     NULL, 0},
     {"result_after_user", true, oss_result_after_user, 4,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -709,7 +896,8 @@ static const oss_record oss_records[] = {
      "ant to=functions.go<|channel|>commentary json<|message|>{}<|call|><|start"
      "|>user<|message|>Wait, here is the result.<|end|><|start|>functions.go to"
      "=assistant<|channel|>commentary<|message|>\"late\"<|end|><|start|>assista"
-     "nt"},
+     "nt",
+     NULL, 0},
     {"odd_names", true, oss_odd_names, 3,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -722,7 +910,8 @@ static const oss_record oss_records[] = {
      "or every message.<|end|><|start|>user<|message|>Odd names.<|end|><|start|"
      ">assistant to=functions.ns.do-it_2<|channel|>commentary json<|message|>{\""
      "a\": []}<|call|><|start|>functions.ns.do-it_2 to=assistant<|channel|>comm"
-     "entary<|message|>\"r\"<|end|><|start|>assistant"},
+     "entary<|message|>\"r\"<|end|><|start|>assistant",
+     NULL, 0},
     {"answer_last_nogen", false, oss_answer_last_nogen, 2,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -734,7 +923,8 @@ static const oss_record oss_records[] = {
      "# Valid channels: analysis, commentary, final. Channel must be included f"
      "or every message.<|end|><|start|>user<|message|>Hi<|end|><|start|>assista"
      "nt<|channel|>analysis<|message|>Greet back.<|end|><|start|>assistant<|cha"
-     "nnel|>final<|message|>Hello!<|return|>"},
+     "nnel|>final<|message|>Hello!<|return|>",
+     NULL, 0},
     {"empty_think_call", true, oss_empty_think_call, 3,
      "<|start|>system<|message|>You are ChatGPT, a large language model trained"
      " by OpenAI.\n"
@@ -748,11 +938,307 @@ static const oss_record oss_records[] = {
      "stant<|channel|>analysis<|message|>Calling.<|end|><|start|>assistant to=f"
      "unctions.f<|channel|>commentary json<|message|>{}<|call|><|start|>functio"
      "ns.f to=assistant<|channel|>commentary<|message|>\"r\"<|end|><|start|>ass"
-     "istant"},
-    {"orphan_result", true, oss_orphan_result, 2, NULL},
-    {"result_after_answer", true, oss_result_after_answer, 5, NULL},
-    {"channel_in_content", true, oss_channel_in_content, 3, NULL},
-    {"channel_in_thinking", true, oss_channel_in_thinking, 3, NULL},
-    {"channel_beside_call", true, oss_channel_beside_call, 2, NULL},
-    {"no_arguments", true, oss_no_arguments, 2, NULL},
+     "istant",
+     NULL, 0},
+    {"tools_plain", true, oss_tools_plain, 1,
+     "<|start|>system<|message|>You are ChatGPT, a large language model trained"
+     " by OpenAI.\n"
+     "Knowledge cutoff: 2024-06\n"
+     "Current date: 2025-08-05\n"
+     "\n"
+     "Reasoning: medium\n"
+     "\n"
+     "# Valid channels: analysis, commentary, final. Channel must be included f"
+     "or every message.\n"
+     "Calls to these tools must go to the commentary channel: 'functions'.<|end"
+     "|><|start|>developer<|message|># Tools\n"
+     "\n"
+     "## functions\n"
+     "\n"
+     "namespace functions {\n"
+     "\n"
+     "// Get the current weather in a city.\n"
+     "type get_weather = (_: {\n"
+     "// The city, e.g. Paris\n"
+     "city: string,\n"
+     "units?: \"metric\" | \"imperial\",\n"
+     "}) => any;\n"
+     "\n"
+     "// The local time.\n"
+     "type get_time = (_: {\n"
+     "tz: string,\n"
+     "}) => any;\n"
+     "\n"
+     "} // namespace functions<|end|><|start|>user<|message|>Weather in Paris?<"
+     "|end|><|start|>assistant",
+     oss_tools_plain_tools, 2},
+    {"tools_system", true, oss_tools_system, 2,
+     "<|start|>system<|message|>You are ChatGPT, a large language model trained"
+     " by OpenAI.\n"
+     "Knowledge cutoff: 2024-06\n"
+     "Current date: 2025-08-05\n"
+     "\n"
+     "Reasoning: medium\n"
+     "\n"
+     "# Valid channels: analysis, commentary, final. Channel must be included f"
+     "or every message.\n"
+     "Calls to these tools must go to the commentary channel: 'functions'.<|end"
+     "|><|start|>developer<|message|># Instructions\n"
+     "\n"
+     "You are a weather bot.\n"
+     "\n"
+     "# Tools\n"
+     "\n"
+     "## functions\n"
+     "\n"
+     "namespace functions {\n"
+     "\n"
+     "// Get the current weather in a city.\n"
+     "type get_weather = (_: {\n"
+     "// The city, e.g. Paris\n"
+     "city: string,\n"
+     "units?: \"metric\" | \"imperial\",\n"
+     "}) => any;\n"
+     "\n"
+     "// The local time.\n"
+     "type get_time = (_: {\n"
+     "tz: string,\n"
+     "}) => any;\n"
+     "\n"
+     "} // namespace functions<|end|><|start|>user<|message|>Weather?<|end|><|s"
+     "tart|>assistant",
+     oss_tools_plain_tools, 2},
+    {"tools_empty_system", true, oss_tools_empty_system, 2,
+     "<|start|>system<|message|>You are ChatGPT, a large language model trained"
+     " by OpenAI.\n"
+     "Knowledge cutoff: 2024-06\n"
+     "Current date: 2025-08-05\n"
+     "\n"
+     "Reasoning: medium\n"
+     "\n"
+     "# Valid channels: analysis, commentary, final. Channel must be included f"
+     "or every message.\n"
+     "Calls to these tools must go to the commentary channel: 'functions'.<|end"
+     "|><|start|>developer<|message|># Tools\n"
+     "\n"
+     "## functions\n"
+     "\n"
+     "namespace functions {\n"
+     "\n"
+     "// Get the current weather in a city.\n"
+     "type get_weather = (_: {\n"
+     "// The city, e.g. Paris\n"
+     "city: string,\n"
+     "units?: \"metric\" | \"imperial\",\n"
+     "}) => any;\n"
+     "\n"
+     "// The local time.\n"
+     "type get_time = (_: {\n"
+     "tz: string,\n"
+     "}) => any;\n"
+     "\n"
+     "} // namespace functions<|end|><|start|>user<|message|>Weather?<|end|><|s"
+     "tart|>assistant",
+     oss_tools_plain_tools, 2},
+    {"tools_called", true, oss_result_pending, 4,
+     "<|start|>system<|message|>You are ChatGPT, a large language model trained"
+     " by OpenAI.\n"
+     "Knowledge cutoff: 2024-06\n"
+     "Current date: 2025-08-05\n"
+     "\n"
+     "Reasoning: medium\n"
+     "\n"
+     "# Valid channels: analysis, commentary, final. Channel must be included f"
+     "or every message.\n"
+     "Calls to these tools must go to the commentary channel: 'functions'.<|end"
+     "|><|start|>developer<|message|># Instructions\n"
+     "\n"
+     "You are a weather bot.\n"
+     "\n"
+     "# Tools\n"
+     "\n"
+     "## functions\n"
+     "\n"
+     "namespace functions {\n"
+     "\n"
+     "// Get the current weather in a city.\n"
+     "type get_weather = (_: {\n"
+     "// The city, e.g. Paris\n"
+     "city: string,\n"
+     "units?: \"metric\" | \"imperial\",\n"
+     "}) => any;\n"
+     "\n"
+     "// The local time.\n"
+     "type get_time = (_: {\n"
+     "tz: string,\n"
+     "}) => any;\n"
+     "\n"
+     "} // namespace functions<|end|><|start|>user<|message|>Weather in Paris?<"
+     "|end|><|start|>assistant to=functions.get_weather<|channel|>commentary js"
+     "on<|message|>{\"city\": \"Paris\", \"units\": \"metric\"}<|call|><|start|"
+     ">functions.get_weather to=assistant<|channel|>commentary<|message|>\"{\\\""
+     "temp\\\": 21, \\\"sky\\\": \\\"clear\\\"}\"<|end|><|start|>assistant",
+     oss_tools_plain_tools, 2},
+    {"tools_odd", true, oss_tools_odd, 1,
+     "<|start|>system<|message|>You are ChatGPT, a large language model trained"
+     " by OpenAI.\n"
+     "Knowledge cutoff: 2024-06\n"
+     "Current date: 2025-08-05\n"
+     "\n"
+     "Reasoning: medium\n"
+     "\n"
+     "# Valid channels: analysis, commentary, final. Channel must be included f"
+     "or every message.\n"
+     "Calls to these tools must go to the commentary channel: 'functions'.<|end"
+     "|><|start|>developer<|message|># Tools\n"
+     "\n"
+     "## functions\n"
+     "\n"
+     "namespace functions {\n"
+     "\n"
+     "// Every kind of schema: nested objects, enums, arrays, unicode, quotes.\n"
+     "type zoo = (_: {\n"
+     "// say \"hi\"\n"
+     "\ttab \\ back / <b>&'x' \xc3\xa9t\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f"
+     "\x98\x80 \xc3\xbc""ber\n"
+     "q: string,\n"
+     "nested: {\n"
+     "deep: \n"
+     "                {\n"
+     "deeper?: \n"
+     "                number[]}},\n"
+     "mode?: any,\n"
+     "nums?: number, // default: 1.0,\n"
+     "ctl?: string,\n"
+     "z?: any,\n"
+     "A?: any,\n"
+     "dup?: boolean,\n"
+     "any?: any,\n"
+     "}) => any;\n"
+     "\n"
+     "// Takes nothing.\n"
+     "type no_params = () => any;\n"
+     "\n"
+     "// \n"
+     "type empty_params = () => any;\n"
+     "\n"
+     "// A \"quoted\" <name>\n"
+     "\tand lines.\n"
+     "type ns.do-it_2 \xc3\xa9 = (_: {\n"
+     "b?: string,\n"
+     "a?: number,\n"
+     "}) => any;\n"
+     "\n"
+     "} // namespace functions<|end|><|start|>user<|message|>Odd schemas.<|end|"
+     "><|start|>assistant",
+     oss_tools_odd_tools, 4},
+    {"tools_branches", true, oss_tools_branches, 2,
+     "<|start|>system<|message|>You are ChatGPT, a large language model trained"
+     " by OpenAI.\n"
+     "Knowledge cutoff: 2024-06\n"
+     "Current date: 2025-08-05\n"
+     "\n"
+     "Reasoning: medium\n"
+     "\n"
+     "# Valid channels: analysis, commentary, final. Channel must be included f"
+     "or every message.\n"
+     "Calls to these tools must go to the commentary channel: 'functions'.<|end"
+     "|><|start|>developer<|message|># Instructions\n"
+     "\n"
+     "Sys.\n"
+     "\n"
+     "# Tools\n"
+     "\n"
+     "## functions\n"
+     "\n"
+     "namespace functions {\n"
+     "\n"
+     "// Every branch of render_typescript_type.\n"
+     "type branches = (_: {\n"
+     "// A \"quoted\" <b>\n"
+     "\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80\n"
+     "s: string,\n"
+     "ns?: string | null, // default: \"x\\\"y\",\n"
+     "en?: \"a\" | \"b\"c\" | \"1\" | \"2.5\" | \"True\" | \"None\" | \"\xe6\x97"
+     "\xa5\", // default: a,\n"
+     "n: number, // default: 3,\n"
+     "f?: number, // default: 1.0,\n"
+     "b?: boolean, // default: false,\n"
+     "as: string[] | null,\n"
+     "an?: number[],\n"
+     "ai?: number[], // default: [1, 2],\n"
+     "ab?: boolean[],\n"
+     "ao?: {\n"
+     "k: \n"
+     "                string}[],\n"
+     "aa?: string[][],\n"
+     "anone?: any[],\n"
+     "anull?: any[] | null,\n"
+     "along?: any[],\n"
+     "aoo?: any[],\n"
+     "alist?: string | null[],\n"
+     "tl?: string | number | None | 1 | 2.5,\n"
+     "t1?: integer,\n"
+     "// empty type list\n"
+     "t0?: any,\n"
+     "one?: string// s                    // default: \"q\" | \n"
+     "number                    // default: 3 | \n"
+     "object | \n"
+     "{\n"
+     "z?: \n"
+     "                boolean}// default: dd,\n"
+     "// single\n"
+     "one1?: number,\n"
+     "obj?: {\n"
+     "x: \n"
+     "                number, y?: \n"
+     "                {\n"
+     "z: \n"
+     "                string, zz: \n"
+     "                number}},\n"
+     "objk?: {\n"
+     "p?: \n"
+     "                any, q: \n"
+     "                any},\n"
+     "bare_obj?: object,\n"
+     "obj0?: object,\n"
+     "weird?: any,\n"
+     "nul?: any,\n"
+     "z?: any,\n"
+     "lst?: any,\n"
+     "str?: any,\n"
+     "anyof?: any,\n"
+     "dflt?: any, // default: {\"a\": [1, \"\xc3\xa9\", null], \"b\": Infinity}"
+     ",\n"
+     "// last wins\n"
+     "dup: number,\n"
+     "}) => any;\n"
+     "\n"
+     "// An object without properties.\n"
+     "type no_props = () => any;\n"
+     "\n"
+     "// required as a string.\n"
+     "type req_str = (_: {\n"
+     "ab: string,\n"
+     "abc?: string,\n"
+     ": number,\n"
+     "}) => any;\n"
+     "\n"
+     "} // namespace functions<|end|><|start|>user<|message|>Branches.<|end|><|"
+     "start|>assistant",
+     oss_tools_branches_tools, 3},
+    {"orphan_result", true, oss_orphan_result, 2, NULL, NULL, 0},
+    {"result_after_answer", true, oss_result_after_answer, 5, NULL, NULL, 0},
+    {"channel_in_content", true, oss_channel_in_content, 3, NULL, NULL, 0},
+    {"channel_in_thinking", true, oss_channel_in_thinking, 3, NULL, NULL, 0},
+    {"channel_beside_call", true, oss_channel_beside_call, 2, NULL, NULL, 0},
+    {"no_arguments", true, oss_no_arguments, 2, NULL, NULL, 0},
+    {"no_description", true, oss_refusal_user, 1, NULL, oss_no_description_tools, 1},
+    {"props_list", true, oss_refusal_user, 1, NULL, oss_props_list_tools, 1},
+    {"param_desc_number", true, oss_refusal_user, 1, NULL, oss_param_desc_number_tools, 1},
+    {"enum_default_number", true, oss_refusal_user, 1, NULL, oss_enum_default_number_tools, 1},
+    {"oneof_default_null", true, oss_refusal_user, 1, NULL, oss_oneof_default_null_tools, 1},
+    {"required_number", true, oss_refusal_user, 1, NULL, oss_required_number_tools, 1},
+    {"variant_desc_list", true, oss_refusal_user, 1, NULL, oss_variant_desc_list_tools, 1},
+    {"nested_required_true", true, oss_refusal_user, 1, NULL, oss_nested_required_true_tools, 1},
 };

@@ -1060,6 +1060,21 @@ static void check_gemma4(void) {
     }
     CHECK(!strcmp(tn_tokenizer_model(tok), "gemma4"));
     CHECK(tn_tokenizer_bos(tok) == 2 && tn_tokenizer_eot(tok) == 106);
+    /* The answer ends at <turn|> and at the <|tool_response> Gemma 4 opens
+     * after its calls (a user-defined token: by text, as llama.cpp); the
+     * calls and their strings are text and go on. */
+    CHECK(tn_token_is_eog(tok, 106) && tn_token_is_eog(tok, 50) &&
+          tn_tokenizer_find(tok, "<|tool_response>", 16) == 50);
+    CHECK(!tn_token_is_eog(tok, 48) && !tn_token_is_eog(tok, 49) && !tn_token_is_eog(tok, 52) &&
+          !tn_token_is_eog(tok, 51));
+    {
+        /* <|tool_call>, <tool_call|> and <|"|> come out as their text. */
+        const int32_t call[] = {48, 52, 49};
+        tn_buf cb = {0};
+        CHECK(tn_detokenize(tok, call, 3, 0, &cb, &err) == TN_OK && cb.data &&
+              !strcmp(cb.data, "<|tool_call><|\"|><tool_call|>"));
+        tn_buf_free(&cb);
+    }
 
     size_t in_len, out_len;
     snprintf(path, sizeof path, "%s/tests/data/gemma4-vocab.inp", root ? root : ".");

@@ -194,7 +194,7 @@ def tool_records(path, prefix):
                 r"\{\.name = (.*?),\n\s+\.description = (.*?),\n\s+\.parameters = (.*?)\},"
                 r"(?=\n|$)", body, re.S)]
     records = {}
-    for name, body in re.findall(r'\{"(\w+)", (?:true|false), (?:true|false), %s_\w+, \d+,'
+    for name, body in re.findall(r'\{"(\w+)", (?:(?:true|false), ){1,2}%s_\w+, \d+,'
                                  r'(.*?)\},\n' % prefix, header, re.S):
         tools = re.search(r"\b(%s_\w+_tools)\b" % prefix, body)
         records[name] = (arrays.get(tools.group(1), []) if tools else [], c_literal(body))

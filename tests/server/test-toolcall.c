@@ -1,19 +1,25 @@
-/* The server's tool-call parser (server/tern-toolcall.c): Qwen3 answers
- * with calls become content + calls with the arguments' own text; anything
- * not made exactly that way stays plain content; garbage never crashes.
+/* The server's tool-call parser (server/tern-toolcall.c): Qwen3, Gemma 4
+ * and gpt-oss answers with calls become content + calls (Qwen3's and
+ * gpt-oss's arguments their own text, Gemma 4's turned into JSON); anything
+ * not made exactly that way stays plain content; garbage, truncation and
+ * nesting never crash; what the engine renders a call as in history parses
+ * back to the same arguments.
  * And the raw member walker the request parser takes a schema's text with. */
 #include "tern-toolcall.h"
 #include "tern.h"
 #include "tn-test.h"
 
+#include <json-glib/json-glib.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* Parses text; checks the content and the calls (name, arguments pairs). */
-static void expect(const char *text, const char *want_content, int want_n,
-                   const char *const *want) {
+/* Parses text as kind's answer; checks the content and the calls (name,
+ * arguments pairs). */
+static void expect_kind(int kind, const char *text, const char *want_content, int want_n,
+                        const char *const *want) {
     char *content = (char *)"unset";
     tern_tool_call *calls = NULL;
-    int n = tern_tool_calls_parse(TN_CHAT_QWEN3, text, &content, &calls);
+    int n = tern_tool_calls_parse(kind, text, &content, &calls);
     bool ok = n == want_n;
     if (ok && n > 0) {
         ok = want_content ? content && !strcmp(content, want_content) : content == NULL;
@@ -31,6 +37,11 @@ static void expect(const char *text, const char *want_content, int want_n,
         g_free(content);
         tern_tool_calls_free(calls, n);
     }
+}
+
+static void expect(const char *text, const char *want_content, int want_n,
+                   const char *const *want) {
+    expect_kind(TN_CHAT_QWEN3, text, want_content, want_n, want);
 }
 
 static void plain(const char *text) { expect(text, NULL, 0, NULL); }
@@ -173,8 +184,267 @@ static void test_raw(void) {
     }
 }
 
+/* True when JSON texts a and b hold the same value (object members in
+ * any order). */
+static bool same_json(const char *a, const char *b) {
+    JsonParser *pa = json_parser_new(), *pb = json_parser_new();
+    bool ok = json_parser_load_from_data(pa, a, -1, NULL) &&
+              json_parser_load_from_data(pb, b, -1, NULL) &&
+              json_node_equal(json_parser_get_root(pa), json_parser_get_root(pb));
+    g_object_unref(pa);
+    g_object_unref(pb);
+    return ok;
+}
+
+/* A call rendered by the engine as it shows one in history (the template's
+ * notation), cut out of the prompt from `open` to `close` inclusive,
+ * parses back to the same name and arguments. */
+static void round_trip(int kind, const char *name, const char *args, const char *open,
+                       const char *close) {
+    const tn_chat_tool_call call = {.id = "a", .name = name, .arguments = args};
+    const tn_chat_message m[] = {{.role = TN_CHAT_ROLE_USER, .content = "U"},
+                                 {.role = TN_CHAT_ROLE_ASSISTANT, .tool_calls = &call,
+                                  .n_tool_calls = 1}};
+    tn_chat_options o = tn_chat_default_options();
+    o.add_generation_prompt = false;
+    tn_buf b = {0};
+    tn_error err = {0};
+    bool ok = tn_chat_render((tn_chat_kind)kind, m, 2, &o, &b, &err) == TN_OK;
+    const char *at = ok ? strstr(b.data, open) : NULL;
+    const char *end = at ? strstr(at, close) : NULL;
+    char *text = end ? g_strndup(at, (size_t)(end - at) + strlen(close)) : NULL;
+    char *content = NULL;
+    tern_tool_call *calls = NULL;
+    int n = text ? tern_tool_calls_parse(kind, text, &content, &calls) : 0;
+    CHECKF(n == 1 && !content && !strcmp(calls[0].name, name) &&
+               same_json(calls[0].arguments, args),
+           "round trip %s of %s: %d calls from \"%s\" (%s)", tn_chat_kind_name(kind), args, n,
+           text ? text : "(none)", n > 0 ? calls[0].arguments : err.message);
+    if (n > 0) {
+        g_free(content);
+        tern_tool_calls_free(calls, n);
+    }
+    g_free(text);
+    tn_buf_free(&b);
+}
+
+/* Every prefix of text parses to no call or to want_n calls (the whole),
+ * read within its bounds (ASan watches); only the whole gives calls. */
+static void truncations(int kind, const char *text, int want_n) {
+    const size_t len = strlen(text);
+    int whole = 0, cut = 0;
+    for (size_t k = 0; k <= len; k++) {
+        char *t = g_strndup(text, k);
+        char *content = NULL;
+        tern_tool_call *calls = NULL;
+        int n = tern_tool_calls_parse(kind, t, &content, &calls);
+        if (n > 0) {
+            g_free(content);
+            tern_tool_calls_free(calls, n);
+        }
+        if (k == len)
+            whole = n;
+        else
+            cut += n > 0;
+        g_free(t);
+    }
+    CHECKF(whole == want_n && cut == 0, "truncations of %s: %d whole, %d cut parsed", text, whole,
+           cut);
+}
+
+/* Random bytes from alphabet spliced into a call's arguments: calls or
+ * plain content, never a crash; some parse, some not. */
+static void garbage(int kind, const char *head, const char *tail, const char *alphabet,
+                    uint32_t seed) {
+    int parsed = 0;
+    const size_t na = strlen(alphabet);
+    for (int t = 0; t < 5000; t++) {
+        GString *g = g_string_new(head);
+        seed = seed * 1103515245u + 12345u;
+        size_t len = (seed >> 16) % 8;
+        for (size_t i = 0; i < len; i++) {
+            seed = seed * 1103515245u + 12345u;
+            g_string_append_c(g, alphabet[(seed >> 16) % na]);
+        }
+        g_string_append(g, tail);
+        char *gc = NULL;
+        tern_tool_call *gcalls = NULL;
+        int n = tern_tool_calls_parse(kind, g->str, &gc, &gcalls);
+        if (n > 0) {
+            parsed++;
+            CHECK(gcalls[0].arguments && g_utf8_validate(gcalls[0].arguments, -1, NULL));
+            g_free(gc);
+            tern_tool_calls_free(gcalls, n);
+        }
+        g_string_free(g, TRUE);
+    }
+    CHECKF(parsed > 0 && parsed < 5000, "garbage %s: %d of 5000 parsed", head, parsed);
+}
+
+#define G4Q "<|\"|>"
+
+static void test_gemma4(void) {
+    const int K = TN_CHAT_GEMMA4;
+    CHECK(tern_tool_call_marker(K) && !strcmp(tern_tool_call_marker(K), "<|tool_call>"));
+    static const char *const weather[] = {"get_weather", "{\"city\":\"Paris\",\"units\":\"metric\"}"};
+    expect_kind(K, "<|tool_call>call:get_weather{city:" G4Q "Paris" G4Q ",units:" G4Q "metric" G4Q
+                   "}<tool_call|>",
+                NULL, 1, weather);
+    /* Text (a thought block too) before the calls is content; whitespace
+     * around them and the <|tool_response> Gemma 4 opens next are not. */
+    static const char *const two[] = {"a", "{}", "b", "{\"x\":[1,{\"y\":null}],\"z\":null}"};
+    expect_kind(K, "<|channel>thought\nhmm<channel|>Sure.\n<|tool_call>call:a{}<tool_call|>\n"
+                   "<|tool_call>call:b{x:[1, {y:null}], z:None}<tool_call|><|tool_response>\n",
+                "<|channel>thought\nhmm<channel|>Sure.\n", 2, two);
+    /* Values: numbers as JSON spells them, booleans, nulls, nesting, empty
+     * containers, strings taken as they are (quotes, backslashes, newlines,
+     * control characters, markup, unicode escaped for JSON), keys between
+     * <|"|> (any text), spacing after commas and colons. */
+    static const char *const values[] = {
+        "zoo", "{\"n\":-1.5e3,\"i\":0,\"t\":true,\"f\":false,\"e\":[],\"o\":{},"
+               "\"s\":\"say \\\"hi\\\"\\n\\\\ <b>}\\t\\u0001 \u00e9\","
+               "\"a b:c\":[[[]]],\"deep\":{\"k\":{\"l\":[true,\"x\"]}}}"};
+    expect_kind(K, "<|tool_call>call:zoo{n:-1.5e3,i:0, t:true,f: false,e:[],o:{},s:" G4Q
+                   "say \"hi\"\n\\ <b>}\t\x01 \xc3\xa9" G4Q "," G4Q "a b:c" G4Q
+                   ":[[[]]],deep:{k:{l:[true," G4Q "x" G4Q "]}}}<tool_call|>",
+                NULL, 1, values);
+    /* Not calls: plain content. */
+    static const char *const bad[] = {
+        "<|tool_call>call:f{}",                              /* not closed */
+        "<|tool_call>call:f{}<tool_call|> and more",         /* text after */
+        "<|tool_call>call:f{}<tool_call|>x<|tool_call>call:g{}<tool_call|>",
+        "<|tool_call>call:{a:1}<tool_call|>",                /* no name */
+        "<|tool_call>call:f<b>{}<tool_call|>",
+        "<|tool_call>call:f\n{}<tool_call|>",
+        "<|tool_call>call:f<tool_call|>",                    /* no arguments */
+        "<|tool_call>call:f[1]<tool_call|>",
+        "<|tool_call>call:f{a:}<tool_call|>",
+        "<|tool_call>call:f{a:1,}<tool_call|>",
+        "<|tool_call>call:f{:1}<tool_call|>",
+        "<|tool_call>call:f{a}<tool_call|>",
+        "<|tool_call>call:f{a:1}}<tool_call|>",
+        "<|tool_call>call:f{a:" G4Q "open}<tool_call|>",      /* unterminated string */
+        "<|tool_call>call:f{a:inf}<tool_call|>",
+        "<|tool_call>call:f{a:01}<tool_call|>",
+        "<|tool_call>call:f{a:1.}<tool_call|>",
+        "<|tool_call>call:f{a:truex}<tool_call|>",
+        "<|tool_call>call:f{a:\"json\"}<tool_call|>",        /* JSON quotes are not Gemma's */
+        "<|tool_call>call:f{a:[1 2]}<tool_call|>",
+        "<|tool_call>call:f{a:1}<tool_call|><|tool_response>x",
+        "<|tool_call>call:\xff{a:1}<tool_call|>",             /* not UTF-8 */
+        "<|tool_call>call:f{a:" G4Q "\xc3" G4Q "}<tool_call|>",
+        "<|tool_call>",
+        "I would call <|tool_call> here",
+        "<tool_call>{\"name\": \"f\"}</tool_call>",        /* Qwen3's */
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++)
+        expect_kind(K, bad[i], NULL, 0, NULL);
+    /* Nested past the limit, and huge arguments. */
+    GString *deep = g_string_new("<|tool_call>call:f{a:");
+    for (int i = 0; i < 200000; i++)
+        g_string_append_c(deep, '[');
+    g_string_append(deep, "<tool_call|>");
+    expect_kind(K, deep->str, NULL, 0, NULL);
+    g_string_free(deep, TRUE);
+    GString *huge = g_string_new("<|tool_call>call:f{a:" G4Q);
+    for (int i = 0; i < 1 << 20; i++)
+        g_string_append_c(huge, "x\"\n"[i % 3]);
+    g_string_append(huge, G4Q "}<tool_call|>");
+    char *content = NULL;
+    tern_tool_call *calls = NULL;
+    int n = tern_tool_calls_parse(K, huge->str, &content, &calls);
+    CHECK(n == 1 && !content && strlen(calls[0].arguments) > (1u << 20) &&
+          same_json(calls[0].arguments, calls[0].arguments));
+    if (n > 0)
+        tern_tool_calls_free(calls, n);
+    g_string_free(huge, TRUE);
+    truncations(K, "<|tool_call>call:f{a:" G4Q "x" G4Q ",b:[1,{c:None}]}<tool_call|>", 1);
+    garbage(K, "<|tool_call>call:f{k:", "}<tool_call|>", "{}[]:,0123456789.eE+- tfnrulsNo<|\">_",
+            7);
+    /* What the engine writes for a call in history parses back. */
+    static const char *const args[] = {
+        "{\"city\": \"Paris\", \"units\": \"metric\"}",
+        "{}",
+        "{\"s\": \"say \\\"hi\\\"\\n\\ttab \\\\ back <b>\", \"n\": -7, \"f\": 2.5, \"big\": 123456789012345,"
+        " \"t\": true, \"no\": false, \"nil\": null, \"arr\": [1, \"two\", [3.5], {\"k\": \"v\"}, []],"
+        " \"obj\": {\"b\": 1, \"A\": {\"y\": [true, null]}}, \"uni\": \"h\\u00e9llo \\u65e5\"}",
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(args); i++)
+        round_trip(K, "get_weather", args[i], "<|tool_call>", "<tool_call|>");
+}
+
+#define OSS_HEAD "<|start|>assistant to=functions."
+#define OSS_MID "<|channel|>commentary json<|message|>"
+
+static void test_gptoss(void) {
+    const int K = TN_CHAT_GPTOSS;
+    CHECK(tern_tool_call_marker(K) && !strcmp(tern_tool_call_marker(K), "<|start|>assistant to="));
+    static const char *const weather[] = {"get_weather", "{\"city\":\"Paris\"}"};
+    expect_kind(K, OSS_HEAD "get_weather" OSS_MID "{\"city\":\"Paris\"}<|call|>", NULL, 1,
+                weather);
+    /* A preamble before the call is content; the arguments are kept as
+     * written (trimmed), whatever JSON they are; a header as the model
+     * spells it (a constraint) is taken too. */
+    static const char *const pre[] = {"f", "{ \"b\" : 1.0,\"a\":[1e2] }"};
+    expect_kind(K, "Let me check. " OSS_HEAD "f" OSS_MID "\n { \"b\" : 1.0,\"a\":[1e2] } <|call|>\n",
+                "Let me check. ", 1, pre);
+    static const char *const other[] = {"f", "\"city=Paris\"", "g", "[1, 2]"};
+    expect_kind(K, OSS_HEAD "f <|constrain|>json<|message|>\"city=Paris\"<|call|>" OSS_HEAD
+                   "g" OSS_MID "[1, 2]<|call|>",
+                NULL, 2, other);
+    static const char *const bad[] = {
+        OSS_HEAD "f" OSS_MID "{}",                             /* no <|call|>: cut off */
+        OSS_HEAD "f" OSS_MID "{}<|call|> and more",
+        OSS_HEAD "f" OSS_MID "{x: 1}<|call|>",                  /* not JSON */
+        OSS_HEAD "f" OSS_MID "<|call|>",
+        OSS_HEAD "f" OSS_MID "{} {}<|call|>",
+        OSS_HEAD "f" OSS_MID "{\"s\": \"<|call|>\"}<|call|>", /* the first <|call|> ends it */
+        OSS_HEAD OSS_MID "{}<|call|>",                          /* no name */
+        OSS_HEAD "f\n" OSS_MID "{}<|call|>",
+        OSS_HEAD "f" OSS_MID "\"\xff\"<|call|>",                /* not UTF-8 */
+        OSS_HEAD "\xff" OSS_MID "{}<|call|>",
+        OSS_HEAD "f<|channel|>commentary json" OSS_HEAD "g" OSS_MID "{}<|call|>",
+        "<|start|>assistant to=browser.search" OSS_MID "{}<|call|>", /* a built-in tool */
+        "<|start|>assistant to=" OSS_MID "{}<|call|>",
+        "<|start|>assistant to=functions",
+        "I would call " OSS_HEAD "f here",
+        "<|tool_call>call:f{}<tool_call|>",
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++)
+        expect_kind(K, bad[i], NULL, 0, NULL);
+    GString *deep = g_string_new(OSS_HEAD "f" OSS_MID "{\"a\": ");
+    for (int i = 0; i < 200000; i++)
+        g_string_append_c(deep, '[');
+    g_string_append(deep, "<|call|>");
+    expect_kind(K, deep->str, NULL, 0, NULL);
+    g_string_free(deep, TRUE);
+    GString *huge = g_string_new(OSS_HEAD "f" OSS_MID "{\"a\": \"");
+    for (int i = 0; i < 1 << 20; i++)
+        g_string_append_c(huge, 'x');
+    g_string_append(huge, "\"}<|call|>");
+    char *content = NULL;
+    tern_tool_call *calls = NULL;
+    int n = tern_tool_calls_parse(K, huge->str, &content, &calls);
+    CHECK(n == 1 && !content && strlen(calls[0].arguments) == (1u << 20) + 9);
+    if (n > 0)
+        tern_tool_calls_free(calls, n);
+    g_string_free(huge, TRUE);
+    truncations(K, OSS_HEAD "f" OSS_MID "{\"a\": [1, {\"b\": null}]}<|call|>", 1);
+    garbage(K, OSS_HEAD "f" OSS_MID "{\"k\": ", "}<|call|>", "{}[]\":,0123456789 tfnrul<|>",
+            11);
+    static const char *const args[] = {
+        "{\"city\": \"Paris\", \"units\": \"metric\"}",
+        "{}",
+        "[1, \"two\", {\"k\": null}]",
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(args); i++)
+        round_trip(K, "get_weather", args[i], OSS_HEAD, "<|call|>");
+}
+
 int main(void) {
     test_qwen3();
+    test_gemma4();
+    test_gptoss();
     test_raw();
     return tn_test_finish("serve-toolcall");
 }

@@ -204,4 +204,60 @@ refused("a result that names no function",
 st, _, doc, raw = chat(agent())
 check(st == 200, "after the refusals the same request is still answered (%s)" % raw[:200])
 srv.stop()
+
+# gpt-oss: the same vocabulary with a stand-in template that Tern
+# recognises as harmony's; the request's tools render as the recorded
+# jinja2 render of openai-gpt-oss-120b.jinja (tests/engine/gptoss-tool-records.h),
+# and tool lists the template raises on are a 400 that says why.
+oss = os.path.join(tmp, "vocab-oss")
+os.makedirs(oss, exist_ok=True)
+link = os.path.join(oss, "tokenizer.json")
+if not os.path.exists(link):
+    os.symlink(os.path.join(vocab_dir, "tokenizer.json"), link)
+config["chat_template"] = "{#- a stand-in for gpt-oss's: '<|start|>', '<|channel|>' -#}"
+with open(os.path.join(oss, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+    json.dump(config, f)
+srv = serverlib.Server(tmp, "osstools", serverlib.make_model(tmp, name="osstools", vocab=link,
+                                                             arch="gemma3"), ["-c", "2048"])
+oss_records = serverlib.tool_records(os.path.join(serverlib.env("TERN_SOURCE_ROOT"), "tests",
+                                                  "engine", "gptoss-tool-records.h"), "oss")
+oss_agent = [{"role": "system", "content": "You are a weather bot."},
+             {"role": "user", "content": "Weather in Paris?"},
+             {"role": "assistant", "content": None, "tool_calls": [
+                 {"id": "c1", "type": "function", "function": {
+                     "name": "get_weather", "arguments": '{"city": "Paris", "units": "metric"}'}}]},
+             {"role": "tool", "tool_call_id": "c1", "content": '{"temp": 21, "sky": "clear"}'}]
+for name, messages in (("tools_called", oss_agent),
+                       ("tools_branches", [{"role": "system", "content": "Sys."},
+                                           {"role": "user", "content": "Branches."}])):
+    tools, want = oss_records.get(name, ([], ""))
+    body = json.dumps({"model": "osstools", "messages": messages, "max_tokens": 1})
+    st, _, doc, raw = srv.post("/v1/chat/completions",
+                               (body[:-1] + ', "tools": ' + serverlib.tools_json(tools) +
+                                "}").encode())
+    rs, _, rdoc, rraw = srv.post("/v1/completions", {"model": "osstools", "prompt": want,
+                                                     "max_tokens": 1})
+    want_n = prompt_tokens(rdoc) if rs == 200 else None
+    # /v1/completions puts the (Gemma 3) vocabulary's BOS first; gpt-oss's
+    # chat prompt has none.
+    check(len(tools) > 0 and st == 200 and isinstance(want_n, int) and
+          prompt_tokens(doc) == want_n - 1,
+          "gpt-oss %s: the chat prompt is the template's (%s tokens, the rendered text %s; %s)" %
+          (name, prompt_tokens(doc), want_n, raw[:300]))
+for what, fn, says in (
+        ("no description", {"name": "f", "parameters": {"type": "object"}}, b"no description"),
+        ("a description that is a number",
+         {"name": "f", "description": "D", "parameters": {"properties": {"a": {
+             "description": 5}}}}, b"not a string"),
+        ("required a number", {"name": "f", "description": "D", "parameters": {
+            "properties": {"a": {}}, "required": 5}}, b"required is a number")):
+    st, _, doc, raw = srv.post("/v1/chat/completions", {
+        "model": "osstools", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1,
+        "tools": [{"type": "function", "function": fn}]})
+    check(st == 400 and b"gpt-oss: tool 0 (f)" in raw and says in raw,
+          "gpt-oss, %s: 400 (%s: %s)" % (what, st, raw[:300]))
+st, _, doc, raw = srv.post("/v1/chat/completions", {
+    "model": "osstools", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1})
+check(st == 200, "gpt-oss: after the refusals a request is still answered (%s)" % raw[:200])
+srv.stop()
 checks.finish()
