@@ -12,7 +12,7 @@ static void usage(FILE *out) {
               " --layers N --heads N --kv-heads N --head-dim N --ff N [--ctx N] [--window N]\n"
               "         [--tokenizer PATH/tokenizer.json | --vocab-gguf FILE.gguf] [--seed S]\n"
               "         [--tied] [--name NAME] [--logit-scale X] [-t THREADS] [--row-pool N]\n"
-              "         -o OUT.gguf\n"
+              "         [--vocab-size N] -o OUT.gguf\n"
               "       gemma4: [--preset gemma4-e2b|gemma4-e4b|gemma4-26b-a4b|gemma4-31b]\n"
               "         [--head-dim-swa N] [--kv-heads-full N] [--per-layer N] [--shared-kv N]\n"
               "         [--swa-period N] [--k-eq-v] [--double-wide] [--untied]"
@@ -29,7 +29,8 @@ static void usage(FILE *out) {
               "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs,\n"
               "      or the mixes q4_k_m q5_k_m, or mxfp4 (experts MXFP4, other matrices Q8_0,\n"
               "      as llama-quantize's MXFP4_MOE). Without --tokenizer the model gets a tiny\n"
-              "      synthetic vocabulary.\n"
+              "      synthetic vocabulary. --vocab-size pads --tokenizer's vocabulary to N rows\n"
+              "      with unused [PADn] tokens, as llama.cpp's converter does (gpt-oss: 201088).\n"
               "The weights are random: the model's output is meaningless.\n"));
 }
 
@@ -115,12 +116,12 @@ int cmd_mkmodel(int argc, char **argv) {
                                          "-t", "--head-dim-swa", "--kv-heads-full",
                                          "--per-layer", "--shared-kv", "--swa-period",
                                          "--experts", "--experts-used", "--expert-ff",
-                                         "--row-pool"};
+                                         "--row-pool", "--vocab-size"};
             int64_t *dst[] = {&p.n_embd, &p.n_layer, &p.n_head, &p.n_head_kv, &p.head_dim,
                               &p.n_ff, &p.n_ctx, &p.sliding_window, NULL, NULL,
                               &p.head_dim_swa, &p.n_head_kv_full, &p.n_embd_per_layer,
                               &p.n_shared_kv, &p.swa_period, &p.n_expert,
-                              &p.n_expert_used, &p.n_ff_exp, &p.row_pool};
+                              &p.n_expert_used, &p.n_ff_exp, &p.row_pool, &p.vocab_size};
             size_t k = 0;
             while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k]))
                 k++;

@@ -768,6 +768,10 @@ static int check_params(const tn_mkmodel_params *p, tn_error *err) {
                        "mkmodel: unknown architecture '%s' (use llama, qwen3, qwen3moe, gemma3, "
                        "gemma4 or gpt-oss)",
                        p->arch ? p->arch : "");
+    if (p->vocab_size < 0 || p->vocab_size >= (1 << 24) || (p->vocab_size && !p->tokenizer))
+        return tn_fail(err, TN_ERR_INVALID,
+                       "mkmodel: --vocab-size pads a --tokenizer vocabulary (at most 16,777,215 "
+                       "rows); the synthetic vocabulary and --vocab-gguf keep their own size");
     /* gemma4 with experts is the 26B-A4B layout; without, the dense one */
     if ((!strcmp(p->arch, "qwen3moe") || !strcmp(p->arch, "gpt-oss") ||
          (!strcmp(p->arch, "gemma4") && p->n_expert != 0)) &&
@@ -832,7 +836,7 @@ int tn_mkmodel(const tn_mkmodel_params *p, const char *out_path, tn_error *err) 
     if (p->vocab_gguf) {
         rc = copy_vocab(p->vocab_gguf, w, &n_vocab, err);
     } else if (p->tokenizer) {
-        rc = tn_vocab_convert_hf(p->tokenizer, w, &n_vocab, err);
+        rc = tn_vocab_convert_hf_sized(p->tokenizer, p->vocab_size, w, &n_vocab, err);
     } else {
         rc = synthetic_vocab(w, &n_vocab);
         if (rc)

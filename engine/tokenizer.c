@@ -259,6 +259,11 @@ static size_t decode_token(const tn_tokenizer *tok, int32_t id, char *out) {
         memcpy(out, s, len);
         return len;
     }
+    /* Unused rows (a converter's "[PADn]" padding, reserved slots) decode to
+     * nothing, as in llama.cpp's token_to_piece: a model that samples one
+     * shows no made-up text. */
+    if (t == TN_TOKEN_TYPE_UNUSED)
+        return 0;
     if (tok->kind == KIND_SPM || tok->kind == KIND_G4) {
         if (t == TN_TOKEN_TYPE_BYTE && len == 6 && !memcmp(s, "<0x", 3) && s[5] == '>') {
             unsigned v;

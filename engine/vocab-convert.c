@@ -232,6 +232,37 @@ static int read_text_file(const char *path, char **out, size_t *out_len, tn_erro
 
 /* ---------------------------------------------------- common metadata */
 
+/* The number of token rows: the ids the tokenizer uses (used), padded up to
+ * the model's vocab_size when a config.json beside the tokenizer gives one,
+ * or to `want` (mkmodel's --vocab-size) when larger. llama.cpp's converter
+ * pads the same way ("[PADn]", unused: fill_holes), which is how gpt-oss's
+ * 200,019 tokens become the published file's 201,088 rows. */
+static int padded_size(conv *c, const char *path, int64_t used, int64_t want, int64_t *out) {
+    int64_t n = used > want ? used : want;
+    char *cfg_path = sibling(path, "config.json");
+    if (!cfg_path)
+        return nomem(c);
+    int rc = TN_OK;
+    if (is_file(cfg_path)) {
+        tn_json_doc *doc = NULL;
+        if ((rc = tn_json_parse_file(cfg_path, &doc, c->err)) == TN_OK) {
+            const tn_json *v = tn_json_get(tn_json_root(doc), "vocab_size");
+            int64_t size;
+            if (v && !tn_json_int(v, &size))
+                rc = tn_fail(c->err, TN_ERR_FORMAT, "%s: vocab_size is not an integer", cfg_path);
+            else if (v && size > n)
+                n = size;
+        }
+        tn_json_free(doc);
+    }
+    free(cfg_path);
+    if (rc == TN_OK && n >= MAX_VOCAB)
+        rc = tn_fail(c->err, TN_ERR_FORMAT, "%s: %lld token rows; Tern takes at most %d", path,
+                     (long long)n, MAX_VOCAB - 1);
+    *out = n;
+    return rc;
+}
+
 static const char *special_content(const tn_json *v) {
     /* A plain string, or an AddedToken object {"content": ..., ...}. */
     if (tn_json_is(v, TN_JSON_STRING))
@@ -590,8 +621,8 @@ static const char *pre_name_for(const component_scan *pre, conv *c, int *rc) {
     return NULL;
 }
 
-static int convert_tokenizer_json(const char *path, tn_gguf_writer *w, int64_t *n_vocab,
-                                  tn_error *err) {
+static int convert_tokenizer_json(const char *path, int64_t vocab_size, tn_gguf_writer *w,
+                                  int64_t *n_vocab, tn_error *err) {
     conv c = {.path = path, .err = err};
     tn_json_doc *doc = NULL, *cfg_doc = NULL;
     int rc = tn_json_parse_file(path, &doc, err);
@@ -702,7 +733,9 @@ static int convert_tokenizer_json(const char *path, tn_gguf_writer *w, int64_t *
         rc = tn_fail(err, TN_ERR_FORMAT, "%s: the vocabulary is empty", path);
         goto out;
     }
-    if ((rc = conv_alloc(&c, max_id + 1, fam == FAMILY_SPM)))
+    if ((rc = padded_size(&c, path, max_id + 1, vocab_size, &vocab_size)))
+        goto out;
+    if ((rc = conv_alloc(&c, vocab_size, fam == FAMILY_SPM)))
         goto out;
 
     const char *unk_text = tn_json_str(tn_json_get(model, "unk_token"));
@@ -826,8 +859,8 @@ out:
 
 /* ------------------------------------------------ GPT-2 encoder + merges */
 
-static int convert_gpt2_files(const char *encoder_path, const char *bpe_path, tn_gguf_writer *w,
-                              int64_t *n_vocab, tn_error *err) {
+static int convert_gpt2_files(const char *encoder_path, const char *bpe_path, int64_t vocab_size,
+                              tn_gguf_writer *w, int64_t *n_vocab, tn_error *err) {
     conv c = {.path = encoder_path, .err = err};
     tn_json_doc *doc = NULL;
     char *bpe = NULL;
@@ -852,7 +885,9 @@ static int convert_gpt2_files(const char *encoder_path, const char *bpe_path, tn
         if (id > max_id)
             max_id = id;
     }
-    if ((rc = conv_alloc(&c, max_id + 1, false)))
+    if ((rc = padded_size(&c, encoder_path, max_id + 1, vocab_size, &vocab_size)))
+        goto out;
+    if ((rc = conv_alloc(&c, vocab_size, false)))
         goto out;
     for (size_t i = 0; i < tn_json_count(enc); i++) {
         const tn_json *m = tn_json_at(enc, i);
@@ -949,7 +984,12 @@ out:
 /* ------------------------------------------------------------------ API */
 
 int tn_vocab_convert_hf(const char *path, tn_gguf_writer *w, int64_t *n_vocab, tn_error *err) {
-    if (!path || !w)
+    return tn_vocab_convert_hf_sized(path, 0, w, n_vocab, err);
+}
+
+int tn_vocab_convert_hf_sized(const char *path, int64_t vocab_size, tn_gguf_writer *w,
+                              int64_t *n_vocab, tn_error *err) {
+    if (!path || !w || vocab_size < 0)
         return tn_fail(err, TN_ERR_INVALID, "tn_vocab_convert_hf: no path or writer");
     if (n_vocab)
         *n_vocab = 0;
@@ -964,9 +1004,9 @@ int tn_vocab_convert_hf(const char *path, tn_gguf_writer *w, int64_t *n_vocab, t
         if (!tj || !enc || !bpe)
             rc = tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
         else if (is_file(tj))
-            rc = convert_tokenizer_json(tj, w, n_vocab, err);
+            rc = convert_tokenizer_json(tj, vocab_size, w, n_vocab, err);
         else if (is_file(enc) && is_file(bpe))
-            rc = convert_gpt2_files(enc, bpe, w, n_vocab, err);
+            rc = convert_gpt2_files(enc, bpe, vocab_size, w, n_vocab, err);
         else
             rc = tn_fail(err, TN_ERR_NOT_FOUND,
                          "%s: no tokenizer.json, nor encoder.json + vocab.bpe, in this folder",
@@ -991,10 +1031,10 @@ int tn_vocab_convert_hf(const char *path, tn_gguf_writer *w, int64_t *n_vocab, t
                          "%s: a GPT-2 vocabulary needs encoder.json and vocab.bpe side by side",
                          path);
         else
-            rc = convert_gpt2_files(enc, bpe, w, n_vocab, err);
+            rc = convert_gpt2_files(enc, bpe, vocab_size, w, n_vocab, err);
         free(enc);
         free(bpe);
         return rc;
     }
-    return convert_tokenizer_json(path, w, n_vocab, err);
+    return convert_tokenizer_json(path, vocab_size, w, n_vocab, err);
 }

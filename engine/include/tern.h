@@ -890,6 +890,10 @@ typedef struct tn_mkmodel_params {
      * speed measurements of full-size files (a 30B Q4_K_M quantized row by
      * row takes hours here); the logits are not those of independent rows. */
     int64_t row_pool;
+    /* > 0: at least this many token rows, the tokenizer's vocabulary padded
+     * with unused "[PADn]" tokens (needs tokenizer; see
+     * tn_vocab_convert_hf_sized). */
+    int64_t vocab_size;
 } tn_mkmodel_params;
 
 /* Real shapes of a published model: "gemma4-e2b", "gemma4-e4b", "gemma4-26b-a4b",
@@ -906,6 +910,12 @@ int tn_mkmodel(const tn_mkmodel_params *p, const char *out_path, tn_error *err);
  * a Hugging Face tokenizer.json (tokenizer_config.json is read from beside
  * it), or from a GPT-2 encoder.json + vocab.bpe directory. */
 int tn_vocab_convert_hf(const char *path, tn_gguf_writer *w, int64_t *n_vocab, tn_error *err);
+/* The same, with at least vocab_size token rows (0: the tokenizer's own
+ * count, or config.json's vocab_size beside it): the rows past the
+ * tokenizer's ids are "[PADn]" tokens typed unused, as llama.cpp's converter
+ * writes them (gpt-oss: 200,019 tokens in 201,088 rows). */
+int tn_vocab_convert_hf_sized(const char *path, int64_t vocab_size, tn_gguf_writer *w,
+                              int64_t *n_vocab, tn_error *err);
 
 /* ---------------------------------------------------------- chat templates */
 

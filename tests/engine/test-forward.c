@@ -1876,6 +1876,28 @@ static void check_mkmodel_oss(void) {
     check_decode(m, 2, 12);
     tn_model_free(m);
     remove(path);
+
+    /* --vocab-size pads a real vocabulary only: the synthetic one is refused. */
+    tn_mkmodel_params padded = p;
+    padded.vocab_size = 300;
+    CHECK(tn_mkmodel(&padded, path, &err) == TN_ERR_INVALID && strstr(err.message, "--vocab-size"));
+    /* gpt-oss's o200k vocabulary padded to the published file's 201,088 rows:
+     * the embedding and the head have that many rows, and the model runs. */
+    const char *dir = tn_test_vocab("gptoss");
+    if (!dir)
+        return;
+    char tok[4096];
+    snprintf(tok, sizeof tok, "%s/tokenizer.json", dir);
+    padded.tokenizer = tok;
+    padded.vocab_size = 201088;
+    m = mk_load(&padded, "gpt-oss-padded", path);
+    if (!m)
+        return;
+    CHECK(tn_model_n_vocab(m) == 201088);
+    CHECK(tn_tokenizer_n_vocab(tn_model_tokenizer(m)) == 201088);
+    check_decode(m, 2, 4);
+    tn_model_free(m);
+    remove(path);
 }
 
 /* The 26B-A4B preset has the published shapes (google/gemma-4-26B-A4B's

@@ -27,7 +27,14 @@ typedef struct vocab {
     tn_tokenizer *tok;
 } vocab;
 
+static tn_tokenizer *load_vocab_sized(vocab *v, int64_t vocab_size);
+
 static tn_tokenizer *load_vocab(vocab *v) {
+    return load_vocab_sized(v, 0);
+}
+
+/* The vocabulary converted with at least vocab_size rows (0: its own). */
+static tn_tokenizer *load_vocab_sized(vocab *v, int64_t vocab_size) {
     const char *dir = tn_test_vocab(v->name);
     if (!dir) {
         fprintf(stderr, "%s: vocabulary not fetched, skipped\n", v->name);
@@ -38,14 +45,15 @@ static tn_tokenizer *load_vocab(vocab *v) {
         snprintf(src, sizeof src, "%s", dir);
     else
         snprintf(src, sizeof src, "%s/tokenizer.json", dir);
-    snprintf(out, sizeof out, "%s/%s.gguf", tn_test_tmpdir(), v->name);
+    snprintf(out, sizeof out, "%s/%s-%lld.gguf", tn_test_tmpdir(), v->name,
+             (long long)vocab_size);
 
     double t0 = now_s();
     tn_error err = {0};
     tn_gguf_writer *w = tn_gguf_writer_new();
     CHECK(w != NULL);
     int64_t n_vocab = 0;
-    int rc = tn_vocab_convert_hf(src, w, &n_vocab, &err);
+    int rc = tn_vocab_convert_hf_sized(src, vocab_size, w, &n_vocab, &err);
     CHECKF(rc == TN_OK, "%s: convert: %s", v->name, err.message);
     if (rc == TN_OK) {
         rc = tn_gguf_writer_write(w, out, &err);
@@ -923,6 +931,48 @@ static void check_convert_errors(void) {
     CHECK(strstr(err.message, "/nonexistent/tokenizer.json") != NULL);
     CHECK(tn_vocab_convert_hf(tn_test_tmpdir(), w, NULL, &err) == TN_ERR_NOT_FOUND);
     tn_gguf_writer_free(w);
+
+    /* A config.json beside the tokenizer pads the rows to its vocab_size, as
+     * llama.cpp's converter does; a larger request pads further; a
+     * vocab_size that is not a number is refused. */
+    static const struct {
+        const char *config;
+        int64_t want, rows;
+        int code;
+    } sized[] = {
+        {NULL, 0, 3, TN_OK},
+        {NULL, 7, 7, TN_OK},
+        {"{\"vocab_size\": 10}", 0, 10, TN_OK},
+        {"{\"vocab_size\": 10}", 12, 12, TN_OK},
+        {"{\"vocab_size\": 2}", 0, 3, TN_OK},
+        {"{\"vocab_size\": \"ten\"}", 0, 0, TN_ERR_FORMAT},
+        {"{\"vocab_size\": 99999999}", 0, 0, TN_ERR_FORMAT},
+        {"{\"vocab_size\": ", 0, 0, TN_ERR_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof sized / sizeof sized[0]; i++) {
+        char dir[4096], path[4200];
+        snprintf(dir, sizeof dir, "%s/sized-tokenizer-%zu", tn_test_tmpdir(), i);
+        mkdir(dir, 0755);
+        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+        FILE *f = fopen(path, "wb");
+        fputs("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2},"
+              " \"merges\": [\"a b\"]}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"},"
+              " \"decoder\": {\"type\": \"ByteLevel\"}}",
+              f);
+        fclose(f);
+        if (sized[i].config) {
+            snprintf(path, sizeof path, "%s/config.json", dir);
+            f = fopen(path, "wb");
+            fputs(sized[i].config, f);
+            fclose(f);
+        }
+        w = tn_gguf_writer_new();
+        int64_t n = -1;
+        int rc = tn_vocab_convert_hf_sized(dir, sized[i].want, w, &n, &err);
+        CHECKF(rc == sized[i].code && (rc || n == sized[i].rows), "sized case %zu: %d, %lld rows: %s",
+               i, rc, (long long)n, rc ? err.message : "");
+        tn_gguf_writer_free(w);
+    }
 }
 
 /* ------------------------------------------------------------ Gemma 4 */
@@ -1188,6 +1238,42 @@ int main(void) {
             check_stream_split(oss.name, tok);
             check_hostile(oss.name, tok, oss_cases, false);
         }
+        /* Padded as the published gpt-oss file is (201,088 rows, llama.cpp's
+         * converter: "[PADn]", unused): the same ids for every text, the
+         * padding never matched as text and decoded to nothing. */
+        const int64_t n_own = tok ? tn_tokenizer_n_vocab(tok) : 0;
+        vocab padded = {"gptoss", 0, 0};
+        tn_tokenizer *ptok = tok ? load_vocab_sized(&padded, 201088) : NULL;
+        CHECK(!tok || ptok);
+        if (ptok) {
+            CHECK(n_own == 200019 && tn_tokenizer_n_vocab(ptok) == 201088);
+            CHECK(check_vectors(oss.name, ptok, oss_cases) == (int)tn_json_count(oss_cases));
+            size_t len = 0;
+            const char *t = tn_token_text(ptok, 201087, &len);
+            CHECK(t && len == 11 && !memcmp(t, "[PAD201087]", 11));
+            CHECK(tn_token_type_of(ptok, (int32_t)n_own) == TN_TOKEN_TYPE_UNUSED &&
+                  tn_token_type_of(ptok, 201087) == TN_TOKEN_TYPE_UNUSED &&
+                  tn_token_type_of(ptok, (int32_t)n_own - 1) != TN_TOKEN_TYPE_UNUSED);
+            tn_tokens a = {0}, b = {0};
+            tn_error e = {0};
+            CHECK(tn_tokenize(tok, "x[PAD200019]y", 13, TN_TOKENIZE_SPECIAL, &a, &e) == TN_OK);
+            CHECK(tn_tokenize(ptok, "x[PAD200019]y", 13, TN_TOKENIZE_SPECIAL, &b, &e) == TN_OK);
+            CHECK(a.n == b.n && a.n > 1 && !memcmp(a.ids, b.ids, a.n * sizeof *a.ids));
+            tn_buf text = {0};
+            const int32_t ids[] = {b.ids[0], 200019, 201087, b.ids[b.n - 1]};
+            CHECK(tn_detokenize(ptok, ids, 4, 0, &text, &e) == TN_OK);
+            tn_buf want = {0};
+            const int32_t ends[] = {b.ids[0], b.ids[b.n - 1]};
+            CHECK(tn_detokenize(tok, ends, 2, 0, &want, &e) == TN_OK);
+            CHECKF(text.len == want.len && !memcmp(text.data, want.data, want.len),
+                   "padded rows decode to \"%.*s\"", (int)text.len, text.data);
+            tn_buf_free(&text);
+            tn_buf_free(&want);
+            tn_tokens_free(&a);
+            tn_tokens_free(&b);
+        }
+        tn_tokenizer_free(padded.tok);
+        tn_gguf_close(padded.gguf);
         tn_tokenizer_free(oss.tok);
         tn_gguf_close(oss.gguf);
         tn_json_free(doc);

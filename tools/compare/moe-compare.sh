@@ -57,7 +57,7 @@ case $arch in
 gpt-oss)
     layers=${5:-2}
     shape="--preset gpt-oss-20b --layers $layers --ctx 4096
-           --tokenizer $vocab_dir/gptoss/tokenizer.json"
+           --tokenizer $vocab_dir/gptoss/tokenizer.json --vocab-size 201088"
     files=${FILES-f16 mxfp4}
     qtype=MXFP4_MOE
     first=199998 # <|startoftext|>
