@@ -1249,7 +1249,7 @@ static int prepare(tn_model *m, tn_error *err) {
         }
     m->backend.gguf = m->gguf; /* the repack cache's key (engine/repack-cache.c) */
     rc = tn_backend_prepare(&m->backend, ws, n, n_file_only, true, m->path, err);
-    const bool from_cache = !strcmp(m->backend.repack_source, "cache");
+    const bool from_cache = m->backend.repack_cache_hit;
     /* Deferred NaN/Inf passes: skipped only for experts the cache gave (the
      * cache was made by a load that ran them). A cache file just made from
      * a damaged model goes, so that the next load checks again. */
