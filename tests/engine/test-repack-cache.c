@@ -1024,6 +1024,120 @@ out:
     free(lg);
 }
 
+/* A mixture whose dense matrices make 8 MiB (so that a private copy of
+ * them gets 2 MiB pages) where the cache's pages are 4 KiB (forced): the
+ * dense matrices are copied into private memory ("memory") and the
+ * experts stay X16 in the cache file when the model file is on the same
+ * file system (its pages are as small); on another file system (/dev/shm,
+ * where it is one) they go back to the model file's rows and no file is
+ * left. The logits are those of the explicit cache, or of the cache off. */
+static void default_experts_small_pages(void) {
+    const char *tmp = tn_test_tmpdir();
+    char model[1100], xdg[1100], dir[1200], text[8192], src[32], arith[96], cpath[1024];
+    snprintf(model, sizeof model, "%s/small-pages-moe.gguf", tmp);
+    tn_mkmodel_params p = tn_test_tiny_model("qwen3moe", 41);
+    p.n_embd = 1024;
+    p.n_head = 8;
+    p.n_head_kv = 2;
+    p.head_dim = 128;
+    p.n_ff = 512;
+    p.n_ff_exp = 256;
+    p.n_layer = 4;
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, model, &err) == TN_OK, "mkmodel moe: %s", err.message);
+    const int nv = n_vocab_of(model);
+    CHECK(nv > 0);
+    if (nv <= 0)
+        return;
+    const size_t lb = sizeof(float) * (size_t)nv;
+    float *ref = malloc(lb), *ref16 = malloc(lb), *lg = malloc(lb);
+    setenv("TERN_REPACK_CACHE", "0", 1);
+    CHECK(moe_logits(model, false, ref, arith, sizeof arith, src, sizeof src));
+    if (!strcmp(src, "none")) {
+        fprintf(stderr, "small pages, moe: no faster layout on this CPU\n");
+        goto out;
+    }
+    snprintf(dir, sizeof dir, "%s/explicit-small-pages", tmp);
+    setenv("TERN_REPACK_CACHE", dir, 1);
+    CHECK(moe_logits(model, false, ref16, arith, sizeof arith, src, sizeof src));
+    CHECKF(strstr(arith, "/exp16"), "explicit cache: %s", arith);
+    unsetenv("TERN_REPACK_CACHE");
+
+    snprintf(xdg, sizeof xdg, "%s/xdg-small-pages", tmp);
+    snprintf(dir, sizeof dir, "%s/tern/repack", xdg);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_4K);
+    {
+        fflush(stderr);
+        char file[1200];
+        snprintf(file, sizeof file, "%s/stderr.txt", tmp);
+        const int saved = dup(2), fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        CHECK(saved >= 0 && fd >= 0 && dup2(fd, 2) >= 0);
+        tn_model *m = NULL;
+        bool ok = tn_model_load(model, tn_model_default_params(), &m, &err) == TN_OK;
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        ssize_t k = pread(fd, text, sizeof text - 1, 0);
+        text[k > 0 ? k : 0] = '\0';
+        close(fd);
+        fputs(text, stderr);
+        CHECKF(ok, "load: %s", err.message);
+        snprintf(cpath, sizeof cpath, "%s", ok ? tn_model_repack_cache_path(m) : "");
+        tn_model_free(m);
+    }
+    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "memory") && strstr(arith, "/exp16"),
+           "4 KiB pages, same file system: %s, %s", src, arith);
+    CHECKF(memcmp(lg, ref16, lb) == 0, "4 KiB pages, same file system: other logits");
+    CHECKF(cpath[0] && access(cpath, F_OK) == 0, "4 KiB pages: the experts' file is gone");
+    CHECKF(strstr(text, "experts stay in the cache file"), "4 KiB pages: no line on stderr");
+
+    /* Another file system: /dev/shm, when it is one. */
+    struct stat a, b;
+    snprintf(xdg, sizeof xdg, "/dev/shm/tern-test-repack-%d", (int)getpid());
+    if (stat(tmp, &a) != 0 || stat("/dev/shm", &b) != 0 || a.st_dev == b.st_dev ||
+        access("/dev/shm", W_OK) != 0) {
+        fprintf(stderr, "small pages, moe: SKIP another file system (no /dev/shm)\n");
+        goto out;
+    }
+    snprintf(dir, sizeof dir, "%s/tern/repack", xdg);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "memory") && !strstr(arith, "exp16"),
+           "4 KiB pages, another file system: %s, %s", src, arith);
+    CHECKF(memcmp(lg, ref, lb) == 0, "4 KiB pages, another file system: not the rows' logits");
+    CHECKF(count_caches(dir) == 0, "4 KiB pages, another file system: %d files left",
+           count_caches(dir));
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_2M); /* the verdict is remembered */
+    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "memory") && !strstr(arith, "exp16") && count_caches(dir) == 0,
+           "4 KiB verdict, another file system: %s, %s", src, arith);
+    CHECK(memcmp(lg, ref, lb) == 0);
+    /* Nothing of this test stays in /dev/shm. */
+    CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
+    DIR *d = opendir(dir);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        char f[1600];
+        snprintf(f, sizeof f, "%s/%s", dir, de->d_name);
+        if (de->d_name[0] != '.' || (de->d_name[1] && strcmp(de->d_name, "..")))
+            unlink(f);
+    }
+    if (d)
+        closedir(d);
+    char part[1300];
+    rmdir(dir);
+    snprintf(part, sizeof part, "%s/tern", xdg);
+    rmdir(part);
+    CHECKF(rmdir(xdg) == 0, "%s left behind", xdg);
+out:
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_UNKNOWN);
+    restore_cache_env();
+    free(ref);
+    free(ref16);
+    free(lg);
+}
+
 int main(void) {
     /* Never the user's ~/.cache, whatever the caller's environment says. */
     unsetenv("XDG_CACHE_HOME");
@@ -1033,6 +1147,7 @@ int main(void) {
     default_dirs();
     default_pages();
     default_experts_room();
+    default_experts_small_pages();
     one_model("q8_0", false);
     one_model("q4_0", false);
     one_model("q4_k_m", false);
