@@ -53,7 +53,9 @@ typedef struct tn_repack_cache_result {
 } tn_repack_cache_result;
 
 /* Repacks ws[0..n) (all from the mapped file g, as tn_weights_repack with
- * release_originals) through the cache in `dir` (NULL: tn_repack_cache_dir).
+ * release_originals) through the cache in `dir` (NULL: tn_repack_cache_config's,
+ * with the default setting's checks of the pages and of the room for
+ * experts when TERN_REPACK_CACHE is unset; a dir given is used as asked).
  * The last n_file_only of them (a mixture's experts: more than memory can
  * hold twice) are repacked only into the cache file: without one they stay
  * as they are.
