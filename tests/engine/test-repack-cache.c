@@ -27,6 +27,25 @@
 #include <unistd.h>
 
 static char cache_dir[1024];
+
+/* The caller's TERN_REPACK_CACHE (tests/meson.build: the build tree), put
+ * back after each test that changes it: with it unset a load writes at the
+ * default place. $HOME is a directory of the scratch tree that must never
+ * come to exist (checked at the end): a load that ran with the default
+ * place by mistake fails the test instead of writing into a real home
+ * (root could create /nonexistent). */
+static char *suite_cache;
+static char never_home[1100];
+
+static void restore_cache_env(void) {
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", never_home, 1);
+    if (suite_cache)
+        setenv("TERN_REPACK_CACHE", suite_cache, 1);
+    else
+        setenv("TERN_REPACK_CACHE", "0", 1);
+}
+
 static const int32_t toks[] = {1, 7, 42, 3, 60, 12};
 #define NT ((int32_t)(sizeof toks / sizeof toks[0]))
 
@@ -656,28 +675,13 @@ static void moe_model(const char *type) {
     CHECKF(rc == TN_ERR_FORMAT && strstr(err.message, "NaN"), "poisoned expert: rc %d", rc);
     tn_model_free(m);
 out:
-    unsetenv("TERN_REPACK_CACHE");
+    restore_cache_env();
     free(ref);
     free(lg);
     free(step);
 }
 
 /* ------------------------------------------------ the default (issue 23) */
-
-/* The caller's TERN_REPACK_CACHE (tests/meson.build: the build tree), put
- * back after each default-setting test: with it unset a load would write
- * at the default place ($HOME is /nonexistent here, which root could
- * create). */
-static char *suite_cache;
-
-static void restore_cache_env(void) {
-    unsetenv("XDG_CACHE_HOME");
-    setenv("HOME", "/nonexistent", 1);
-    if (suite_cache)
-        setenv("TERN_REPACK_CACHE", suite_cache, 1);
-    else
-        setenv("TERN_REPACK_CACHE", "0", 1);
-}
 
 /* Where TERN_REPACK_CACHE puts the cache: unset or empty is the default
  * (on, at the XDG place); "1"/"on" the same place, asked for; an absolute
@@ -1140,10 +1144,10 @@ out:
 
 int main(void) {
     /* Never the user's ~/.cache, whatever the caller's environment says. */
-    unsetenv("XDG_CACHE_HOME");
-    setenv("HOME", "/nonexistent", 1);
+    snprintf(never_home, sizeof never_home, "%s/home-never-written", tn_test_tmpdir());
     const char *suite = getenv("TERN_REPACK_CACHE");
     suite_cache = suite && suite[0] == '/' ? strdup(suite) : NULL;
+    restore_cache_env();
     default_dirs();
     default_pages();
     default_experts_room();
@@ -1154,6 +1158,7 @@ int main(void) {
     one_model("q8_0", true);
     moe_model("q8_0");
     moe_model("q4_k_m");
+    CHECKF(access(never_home, F_OK) != 0, "a load wrote at the default place, %s", never_home);
     free(suite_cache);
     return tn_test_finish("repack-cache");
 }
