@@ -49,6 +49,7 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, int 
     int rc;
     snprintf(be->repack_source, sizeof be->repack_source, "none");
     be->repack_cache[0] = '\0';
+    be->repack_cache_hit = false;
     if (file_mapped && be->gguf) {
         tn_repack_cache_result r;
         rc = tn_repack_cache_prepare(ws, n, n_file_only, be->gguf, NULL, &r);
@@ -60,13 +61,18 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, int 
             fprintf(stderr, "tern: repack cache: %s; the weights are repacked in this "
                             "process's memory instead\n",
                     r.why);
+        if (rc == TN_OK && r.note[0])
+            fprintf(stderr, "tern: repack cache: %s\n", r.note);
         if (r.outcome != TN_REPACK_CACHE_OFF)
             snprintf(be->repack_source, sizeof be->repack_source, "%s",
                      r.outcome == TN_REPACK_CACHE_HIT       ? "cache"
                      : r.outcome == TN_REPACK_CACHE_WRITTEN ? "cache-new"
                                                             : "memory");
-        if (r.outcome == TN_REPACK_CACHE_HIT || r.outcome == TN_REPACK_CACHE_WRITTEN)
+        /* Also when PRIVATE: a mixture's experts may stay in the file while
+         * the dense matrices were copied out (4 KiB pages). */
+        if (r.in_file)
             snprintf(be->repack_cache, sizeof be->repack_cache, "%s", r.path);
+        be->repack_cache_hit = rc == TN_OK && r.hit;
     } else {
         rc = tn_weights_repack(ws, n - n_file_only, file_mapped, &s->storage, &got);
         if (rc == TN_OK && s->storage)

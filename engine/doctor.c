@@ -19,11 +19,15 @@
  *                        device's sysfs fw_version ("major.minor.patch.build")
  *   kernel               ROOT/proc/sys/kernel/osrelease
  *   memlock              ROOT/proc/self/limits, "Max locked memory" (soft)
+ *   repack cache         TERN_REPACK_CACHE, its directory's files and the
+ *                        page verdict a load left there (DIR/pages), on
+ *                        the machine even with a fake root
  *   XRT                  engine/xrt (xclProbe, the plugin next to XRT) */
 #include "tn-doctor.h"
 
 #include "cpu/tn-cpu.h"
 #include "tn-internal.h"
+#include "tn-repack-cache.h"
 #include "tn-xrt.h"
 
 #include <ctype.h>
@@ -290,6 +294,51 @@ static void check_cpu_bandwidth(doc *d) {
     }
     tn_fail(&b->text, TN_OK, "decode bound for %s: %.1f tokens/s (%s read per token)", name,
             bw / (double)per_tok, per_tok_s);
+}
+
+/* The repack cache (docs/QUANT.md, "The repack cache"): where, how much,
+ * and what a load found about its pages. Never a failure: without it
+ * Tern repacks in memory as before. */
+static void add_entry(const tn_repack_cache_entry *e, void *user) {
+    uint64_t *t = user;
+    t[0]++;
+    t[1] += e->bytes;
+}
+
+static void check_repack_cache(doc *d) {
+    tn_doctor_line *l = line_new(d, "cpu.repack_cache", TN_DOCTOR_CPU);
+    char *dir = NULL;
+    const tn_repack_cache_setting set = tn_repack_cache_config(&dir);
+    const char *env = getenv("TERN_REPACK_CACHE");
+    l->status = TN_DOCTOR_INFO;
+    if (set == TN_REPACK_CACHE_OFF_ASKED) {
+        tn_fail(&l->text, TN_OK, "repack cache: off (TERN_REPACK_CACHE=%s)", env);
+    } else if (set == TN_REPACK_CACHE_NOT_UNDERSTOOD) {
+        tn_fail(&l->text, TN_OK, "repack cache: off: TERN_REPACK_CACHE=%s is not understood", env);
+        tn_fail(&l->fix, TN_OK,
+                "unset it for the default, or set 0 or off, 1 or on, or an absolute directory");
+    } else if (!dir) {
+        tn_fail(&l->text, TN_OK,
+                "repack cache: off: neither XDG_CACHE_HOME nor HOME is an absolute path");
+    } else {
+        uint64_t t[2] = {0, 0};
+        tn_repack_cache_list(dir, add_entry, t);
+        char size[32];
+        human_bytes(t[1], size, sizeof size);
+        const tn_repack_pages pages = tn_repack_cache_pages(dir);
+        const bool asked = set == TN_REPACK_CACHE_ASKED;
+        l->status = pages == TN_REPACK_PAGES_4K ? TN_DOCTOR_INFO : TN_DOCTOR_OK;
+        tn_fail(&l->text, TN_OK, "repack cache: %s (%s), %llu file%s, %s; %s", dir,
+                asked ? "TERN_REPACK_CACHE" : "default", (unsigned long long)t[0],
+                t[0] == 1 ? "" : "s", size,
+                pages == TN_REPACK_PAGES_2M ? "mapped in 2 MiB pages"
+                : pages == TN_REPACK_PAGES_4K
+                    ? (asked ? "4 KiB pages on this kernel and file system, used anyway"
+                             : "4 KiB pages on this kernel and file system: the weights "
+                               "stay in private memory")
+                    : "pages not checked yet (a load of a model of 8 MiB or more checks)");
+    }
+    free(dir);
 }
 
 /* ------------------------------------------------------------- the NPU */
@@ -824,6 +873,7 @@ void tn_doctor_run(const tn_doctor_params *params, tn_doctor_report *report) {
     check_cpu_model(&d);
     check_cpu_kernels(&d);
     check_cpu_bandwidth(&d);
+    check_repack_cache(&d);
 
     npu_dev dev;
     memset(&dev, 0, sizeof dev);

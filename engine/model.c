@@ -1249,10 +1249,12 @@ static int prepare(tn_model *m, tn_error *err) {
         }
     m->backend.gguf = m->gguf; /* the repack cache's key (engine/repack-cache.c) */
     rc = tn_backend_prepare(&m->backend, ws, n, n_file_only, true, m->path, err);
-    const bool from_cache = !strcmp(m->backend.repack_source, "cache");
-    /* Deferred NaN/Inf passes: skipped only for experts the cache gave (the
-     * cache was made by a load that ran them). A cache file just made from
-     * a damaged model goes, so that the next load checks again. */
+    const bool from_cache = m->backend.repack_cache_hit;
+    /* Deferred NaN/Inf passes: skipped only when a cache file made by an
+     * earlier load of this model file as it is now was mapped (that load ran
+     * them), even if its experts then went back to rows (4 KiB pages,
+     * docs/QUANT.md). A cache file just made from a damaged model goes, so
+     * that the next load checks again. */
     for (int32_t i = 0; rc == TN_OK && !from_cache && i < m->n_expert_checks; i++) {
         const tn_gguf_tensor *t = m->expert_checks[i];
         rc = check_experts_finite(m->path, t, (int64_t)t->ne[1], err);

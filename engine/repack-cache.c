@@ -51,6 +51,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -78,24 +81,180 @@ static char *join(const char *a, const char *b) {
     return s;
 }
 
-/* Off unless asked for: where the file system gives the page cache no
- * 2 MiB folios (ext4 before Linux 6.16, so Debian 12's 6.1) the mapped
- * cache runs on 4 KiB pages and decode measured a third slower than the
- * private THP copy (docs/QUANT.md). "1"/"on": the XDG location; an absolute
- * path: there. */
-char *tn_repack_cache_dir(void) {
+/* On by default since issue 23 (docs/QUANT.md, "Where"): unset (or empty),
+ * at $XDG_CACHE_HOME/tern/repack else ~/.cache/tern/repack, with the
+ * default's checks (its pages, room for experts). "1"/"on": the same place
+ * without them; an absolute path: there, without them; "0"/"off": off.
+ * Anything else (a relative path, "yes") is off: a variable someone set
+ * and Tern does not understand must not make it write gigabytes into a
+ * place nobody chose; `tern-cli doctor` says so. */
+tn_repack_cache_setting tn_repack_cache_config(char **dir_out) {
     const char *e = getenv("TERN_REPACK_CACHE");
-    if (!e || (strcmp(e, "1") && strcmp(e, "on") && e[0] != '/'))
-        return NULL;
-    if (e[0] == '/')
-        return strdup(e);
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    if (xdg && xdg[0] == '/') /* the XDG spec: a relative value is ignored */
-        return join(xdg, "/tern/repack");
-    const char *home = getenv("HOME");
-    if (home && home[0] == '/')
-        return join(home, "/.cache/tern/repack");
-    return NULL;
+    tn_repack_cache_setting set = TN_REPACK_CACHE_DEFAULT;
+    char *dir = NULL;
+    if (e && e[0]) {
+        if (!strcmp(e, "0") || !strcmp(e, "off"))
+            set = TN_REPACK_CACHE_OFF_ASKED;
+        else if (!strcmp(e, "1") || !strcmp(e, "on") || e[0] == '/')
+            set = TN_REPACK_CACHE_ASKED;
+        else
+            set = TN_REPACK_CACHE_NOT_UNDERSTOOD;
+    }
+    if (set == TN_REPACK_CACHE_ASKED && e[0] == '/') {
+        dir = strdup(e);
+    } else if (set == TN_REPACK_CACHE_DEFAULT || set == TN_REPACK_CACHE_ASKED) {
+        const char *xdg = getenv("XDG_CACHE_HOME");
+        const char *home = getenv("HOME");
+        if (xdg && xdg[0] == '/') /* the XDG spec: a relative value is ignored */
+            dir = join(xdg, "/tern/repack");
+        else if (home && home[0] == '/')
+            dir = join(home, "/.cache/tern/repack");
+    }
+    if (dir_out)
+        *dir_out = dir;
+    else
+        free(dir);
+    return set;
+}
+
+char *tn_repack_cache_dir(void) {
+    char *dir = NULL;
+    tn_repack_cache_config(&dir);
+    return dir;
+}
+
+/* ------------------------------------------------------------ pages */
+
+/* Where the file system gives the page cache no 2 MiB folios (ext4 before
+ * Linux 6.16, so Debian 12's 6.1) the mapped cache runs on 4 KiB pages,
+ * and dense decode measured about a third slower than the private copy in
+ * transparent huge pages (docs/PERFORMANCE.md, "Pages"). The default
+ * setting checks the first mapping of a payload of 8 MiB or more (the
+ * size from which it sits on 2 MiB boundaries, as the private copy does)
+ * and remembers the answer in DIR/pages, keyed by the directory's file
+ * system and the kernel release, so that later loads neither check again
+ * nor write a file they would not use. */
+#define PAGES_FILE "pages"
+
+static tn_repack_pages forced_pages;
+
+static int write_at(int fd, const void *data, size_t n, uint64_t off);
+
+void tn_repack_cache_force_pages(tn_repack_pages v) { forced_pages = v; }
+
+/* The marker's text up to the verdict, for dir's file system and this
+ * kernel. */
+static bool pages_key(const char *dir, char *out, size_t size) {
+    struct stat st;
+    struct statfs sf;
+    struct utsname u;
+    if (stat(dir, &st) != 0 || statfs(dir, &sf) != 0 || uname(&u) != 0)
+        return false;
+    snprintf(out, size, "tern repack pages 1\ndevice %llu\nfstype %llx\nkernel %s\npages ",
+             (unsigned long long)st.st_dev, (unsigned long long)sf.f_type, u.release);
+    return true;
+}
+
+tn_repack_pages tn_repack_cache_pages(const char *dir) {
+    char key[512], path[PATH_MAX], buf[600];
+    if (!dir || !pages_key(dir, key, sizeof key))
+        return TN_REPACK_PAGES_UNKNOWN;
+    snprintf(path, sizeof path, "%s/" PAGES_FILE, dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0)
+        return TN_REPACK_PAGES_UNKNOWN;
+    ssize_t k = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    const size_t kl = strlen(key);
+    if (k <= 0 || (size_t)k < kl || memcmp(buf, key, kl) != 0)
+        return TN_REPACK_PAGES_UNKNOWN; /* another kernel or file system: check again */
+    buf[k] = '\0';
+    return !strcmp(buf + kl, "2m\n")   ? TN_REPACK_PAGES_2M
+           : !strcmp(buf + kl, "4k\n") ? TN_REPACK_PAGES_4K
+                                       : TN_REPACK_PAGES_UNKNOWN;
+}
+
+/* Best effort: without the marker the next load checks again. */
+static void pages_record(const char *dir, tn_repack_pages v) {
+    char key[512], path[PATH_MAX];
+    if (tn_repack_cache_pages(dir) == v || !pages_key(dir, key, sizeof key))
+        return;
+    snprintf(path, sizeof path, "%s/" PAGES_FILE, dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return;
+    char text[600];
+    const int n = snprintf(text, sizeof text, "%s%s\n", key, v == TN_REPACK_PAGES_4K ? "4k" : "2m");
+    const bool bad = n <= 0 || write_at(fd, text, (size_t)n, 0) != 0;
+    close(fd);
+    if (bad)
+        unlink(path);
+}
+
+/* Whether a private copy would get 2 MiB pages: not with TERN_THP=0, nor
+ * with transparent huge pages "never" (or absent from the kernel). Then
+ * the cache's pages cost nothing against it, and are not checked. */
+static bool private_gets_huge_pages(void) {
+    const char *thp = getenv("TERN_THP");
+    if (thp && *thp == '0')
+        return false;
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+    char b[128] = "";
+    if (!f)
+        return false;
+    if (!fgets(b, sizeof b, f))
+        b[0] = '\0';
+    fclose(f);
+    return b[0] && !strstr(b, "[never]");
+}
+
+/* FilePmdMapped of the mapping that holds addr, from /proc/self/smaps
+ * (read up to that mapping only): 1 when some of it is mapped in 2 MiB
+ * pages, 0 when none, -1 when it cannot be told (no /proc, no THP in the
+ * kernel: no such field). */
+static int pmd_mapped(const void *addr) {
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (!f)
+        return -1;
+    char line[4096];
+    bool in = false;
+    int res = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        long kb;
+        if (line[strspn(line, "0123456789abcdef")] == '-' &&
+            sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+            if (in)
+                break;
+            in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+        } else if (in && sscanf(line, "FilePmdMapped: %ld kB", &kb) == 1) {
+            res = kb > 0;
+            break;
+        }
+    }
+    fclose(f);
+    return res;
+}
+
+/* The check: the first 2 MiB of the payload (2 MiB aligned in memory and
+ * in the file) dropped from this mapping and, unless another process maps
+ * them, from the page cache, then read again: on a file system with large
+ * folios the read brings one 2 MiB folio that the kernel maps whole. So
+ * the answer is the file system's, not that of pages some earlier reader
+ * left in small folios; it costs one 2 MiB read and the smaps of the
+ * mappings below this one. */
+static tn_repack_pages probe_pages(uint8_t *payload, const char *path, uint64_t payload_off) {
+    if (forced_pages != TN_REPACK_PAGES_UNKNOWN)
+        return forced_pages;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0)
+        return TN_REPACK_PAGES_UNKNOWN;
+    madvise(payload, HUGE_2M, MADV_DONTNEED); /* shared and clean: the file keeps the bytes */
+    posix_fadvise(fd, (off_t)payload_off, (off_t)HUGE_2M, POSIX_FADV_DONTNEED);
+    close(fd);
+    (void)*(volatile const uint8_t *)payload;
+    const int pmd = pmd_mapped(payload);
+    return pmd < 0 ? TN_REPACK_PAGES_UNKNOWN : pmd ? TN_REPACK_PAGES_2M : TN_REPACK_PAGES_4K;
 }
 
 static void hex(const uint8_t *b, int n, char *out) {
@@ -695,6 +854,7 @@ static bool build_file(tn_weight *const *ws, int n, const plan *p, const char *d
         r->map = theirs;
         r->map_bytes = (size_t)theirs_size;
         r->outcome = TN_REPACK_CACHE_HIT;
+        r->hit = r->in_file = true;
     } else if (!e && rename(tmp, r->path) != 0) {
         why_set(r, "%s: cannot rename into place: %s", r->path, strerror(errno));
     } else if (!e) {
@@ -704,6 +864,7 @@ static bool build_file(tn_weight *const *ws, int n, const plan *p, const char *d
             close(dfd);
         }
         r->outcome = TN_REPACK_CACHE_WRITTEN;
+        r->in_file = true;
     }
     if (r->outcome != TN_REPACK_CACHE_WRITTEN)
         unlink(tmp);
@@ -733,14 +894,159 @@ static int build(tn_weight *const *ws, int n, const plan *p, const char *dir,
     return TN_OK; /* why was set by the caller */
 }
 
+static void plan_free(plan *p) {
+    free(p->e);
+    free(p->alias);
+    p->e = NULL;
+    p->alias = NULL;
+    p->n = 0;
+}
+
+/* The plan again for ws[0..n) only (the dense matrices: the experts left
+ * in the model file's rows). */
+static bool replan(tn_weight *const *ws, int n, const tn_gguf *g, plan *p,
+                   tn_repack_cache_result *r) {
+    plan_free(p);
+    *p = (plan){.file_only = n};
+    return make_plan(ws, n, g, p, r);
+}
+
+/* Bytes of the payload before the first expert: the dense matrices come
+ * first (plan order is ws order). */
+static uint64_t plan_dense_bytes(const plan *p) {
+    for (int i = 0; i < p->n; i++)
+        if (p->e[i].w >= p->file_only)
+            return p->e[i].off;
+    return p->payload;
+}
+
+static uint64_t env_mb(const char *name, uint64_t dflt) {
+    const char *e = getenv(name);
+    char *end = NULL;
+    unsigned long long mb = e ? strtoull(e, &end, 10) : 0;
+    return e && end != e && !*end && mb < (1ull << 40) ? (uint64_t)mb << 20 : dflt;
+}
+
+static uint64_t max_bytes_default(void) {
+    return env_mb("TERN_REPACK_CACHE_MAX_MB", DEFAULT_MAX_BYTES);
+}
+
+static void gib(uint64_t b, char *out, size_t size) {
+    if (b >= ((uint64_t)1 << 30))
+        snprintf(out, size, "%.1f GiB", (double)b / (double)((uint64_t)1 << 30));
+    else
+        snprintf(out, size, "%.1f MiB", (double)b / (double)((uint64_t)1 << 20));
+}
+
+/* The default setting writes a mixture's experts (a second file of about
+ * the model's size: 18 GB for Qwen3-30B-A3B) only when the file system
+ * keeps, after the write, max(10 % of its size, 4 GiB) free
+ * ($TERN_REPACK_CACHE_MIN_FREE_MB instead when set) and the file fits in
+ * $TERN_REPACK_CACHE_MAX_MB; otherwise the experts stay in the model
+ * file's rows (docs/QUANT.md, "Experts"). */
+static bool room_for_experts(const char *dir, const plan *p, tn_repack_cache_result *r) {
+    const uint64_t need = p->payload_off + p->payload, max = max_bytes_default();
+    char a[32], b[32], c[32];
+    gib(need, a, sizeof a);
+    if (need > max) {
+        gib(max, b, sizeof b);
+        snprintf(r->note, sizeof r->note,
+                 "%s: with this mixture's experts the cache file would take %s, more than "
+                 "TERN_REPACK_CACHE_MAX_MB allows (%s): the experts are read from the model file "
+                 "in its own layout (TERN_REPACK_CACHE=%s writes them anyway)",
+                 dir, a, b, dir);
+        return false;
+    }
+    struct statvfs sv;
+    if (statvfs(dir, &sv) != 0)
+        return true; /* cannot tell: posix_fallocate still refuses a full disk */
+    const uint64_t size = (uint64_t)sv.f_blocks * sv.f_frsize;
+    const uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    const uint64_t tenth = size / 10, four = (uint64_t)4 << 30;
+    const uint64_t keep = env_mb("TERN_REPACK_CACHE_MIN_FREE_MB", tenth > four ? tenth : four);
+    if (avail >= need && avail - need >= keep)
+        return true;
+    gib(avail, b, sizeof b);
+    gib(keep, c, sizeof c);
+    snprintf(r->note, sizeof r->note,
+             "%s: %s free; with this mixture's experts the cache file (%s) would leave less "
+             "than %s: the experts are read from the model file in its own layout "
+             "(TERN_REPACK_CACHE=%s writes them anyway)",
+             dir, b, a, c, dir);
+    return false;
+}
+
+/* The cache's pages are 4 KiB (default setting): the dense matrices, when a
+ * private copy of them gets 2 MiB pages (dense_out), are copied out of the
+ * mapping into private memory, byte for byte; a mixture's experts stay in
+ * the file when the model file is on the same file system (experts_ok:
+ * its mapping is in 4 KiB pages too, and the row kernels read slower than
+ * X16), else they go back to the model file's rows (saved: their weights
+ * before the cache). A file nothing reads from is unmapped, and deleted
+ * when this load wrote it. say: the verdict is this load's (a note). */
+static void small_pages(tn_weight *const *ws, int n_use, const plan *p, const char *dir,
+                        tn_repack_cache_result *r, bool dense_out, bool experts_ok,
+                        const tn_weight *saved, bool say) {
+    const uint8_t *payload = (const uint8_t *)r->map + p->payload_off;
+    const uint64_t dense = plan_dense_bytes(p);
+    const bool had_experts = n_use > p->file_only;
+    const bool drop_experts = had_experts && !experts_ok && saved;
+    void *buf = NULL;
+    if (dense_out && dense > 0) {
+        buf = tn_weights_storage_alloc((size_t)dense);
+        if (!buf)
+            return; /* no memory for the copy: the mapping serves */
+        memcpy(buf, payload, (size_t)dense);
+        for (int i = 0; i < p->n && p->e[i].w < p->file_only; i++)
+            ws[p->e[i].w]->data = (const uint8_t *)buf + p->e[i].off;
+        point_aliases(ws, n_use, p);
+    }
+    if (drop_experts)
+        for (int i = p->file_only; i < n_use; i++)
+            *ws[i] = saved[i - p->file_only];
+    const bool experts_mapped = had_experts && !drop_experts;
+    if (!experts_mapped && (buf || dense == 0)) {
+        tn_repack_cache_unmap(r->map, r->map_bytes);
+        r->map = NULL;
+        r->map_bytes = 0;
+        r->in_file = false;
+        if (r->outcome == TN_REPACK_CACHE_WRITTEN)
+            unlink(r->path); /* no load of the default setting would map it */
+    }
+    if (buf) {
+        r->outcome = TN_REPACK_CACHE_PRIVATE;
+        r->storage = buf;
+    }
+    if (!experts_mapped)
+        r->bytes = (size_t)dense;
+    if (!say || (!buf && !drop_experts))
+        return;
+    snprintf(r->note, sizeof r->note,
+             "%s: this kernel maps the files of this file system in 4 KiB pages, slower than "
+             "the 2 MiB pages of a private copy: %s (remembered in %s/" PAGES_FILE
+             "; TERN_REPACK_CACHE=%s uses the cache anyway)",
+             dir,
+             buf && experts_mapped ? "the dense weights are copied into this process's memory, "
+                                     "the experts stay in the cache file (the model file's "
+                                     "pages are as small)"
+             : buf && drop_experts ? "the weights are kept in this process's memory, the "
+                                     "experts read from the model file"
+             : buf                 ? "the weights are kept in this process's memory"
+                                   : "the experts are read from the model file",
+             dir, dir);
+}
+
 int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const tn_gguf *g,
                             const char *dir, tn_repack_cache_result *res) {
     *res = (tn_repack_cache_result){.outcome = TN_REPACK_CACHE_OFF};
     if (n_file_only < 0 || n_file_only > n)
         return TN_ERR_INVALID;
     char *own_dir = NULL;
-    if (!dir)
-        dir = own_dir = tn_repack_cache_dir();
+    bool dflt = false; /* the default setting: its checks apply */
+    if (!dir) {
+        dflt = tn_repack_cache_config(&own_dir) == TN_REPACK_CACHE_DEFAULT;
+        dir = own_dir;
+    }
     size_t any = 0;
     for (int i = 0; i < n && !any; i++)
         any = tn_weight_repack_size(ws[i]);
@@ -754,6 +1060,7 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
     plan p = {.file_only = n - n_file_only};
     int rc = TN_OK;
     bool can_write = true;
+    tn_weight *saved = NULL;
     char name[40];
     if (!make_plan(ws, n, g, &p, res) || tn_repack_cache_name(p.model, name, sizeof name) != TN_OK) {
         rc = build(ws, n, &p, dir, res, false);
@@ -766,35 +1073,88 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
         rc = build(ws, n, &p, dir, res, false);
         goto out;
     }
-    int fd = -1;
-    uint64_t size = 0;
-    switch (open_valid(res->path, &p, &fd, &size, res)) {
-    case FILE_OK: {
-        bool ok = use_file(fd, size, ws, n, &p, res);
-        if (ok) {
-            /* The file's time is its last use: pruning removes the oldest. */
-            futimens(fd, NULL);
-            close(fd);
-            res->outcome = TN_REPACK_CACHE_HIT;
-            res->why[0] = '\0';
+    /* The default setting's page check (docs/QUANT.md, "Pages"): only
+     * where a private copy would have 2 MiB pages to lose. */
+    const bool watch =
+        dflt && (forced_pages != TN_REPACK_PAGES_UNKNOWN || private_gets_huge_pages());
+    tn_repack_pages pages = watch ? tn_repack_cache_pages(dir) : TN_REPACK_PAGES_UNKNOWN;
+    const bool dense_out = plan_dense_bytes(&p) >= TN_WEIGHTS_HUGE_MIN;
+    struct stat dst;
+    const bool experts_ok = stat(dir, &dst) == 0 && dst.st_dev == p.model_st.st_dev;
+    int n_use = n; /* ws[0..n_use) go through the cache */
+    if (pages == TN_REPACK_PAGES_4K && n_file_only > 0 && !experts_ok) {
+        n_use = p.file_only;
+        if (!replan(ws, n_use, g, &p, res)) {
+            rc = build(ws, n, &p, dir, res, false);
             goto out;
         }
-        close(fd); /* spot check failed: rebuild it */
-        break;
     }
-    case FILE_ABSENT:
-    case FILE_BAD:
-        break;
-    case FILE_BLOCKED:
-        can_write = false;
-        break;
+    if (pages == TN_REPACK_PAGES_4K && n_use == p.file_only && dense_out) {
+        /* Nothing this load would read from a cache file: no file is
+         * written, the weights are repacked as with the cache off. */
+        rc = build(ws, n, &p, dir, res, false);
+        res->path[0] = '\0';
+        goto out;
     }
-    rc = build(ws, n, &p, dir, res, can_write);
+    if (watch && pages == TN_REPACK_PAGES_UNKNOWN && n_use > p.file_only && !experts_ok) {
+        saved = malloc((size_t)(n_use - p.file_only) * sizeof *saved);
+        for (int i = p.file_only; saved && i < n_use; i++)
+            saved[i - p.file_only] = *ws[i];
+    }
+    for (;;) {
+        int fd = -1;
+        uint64_t size = 0;
+        switch (open_valid(res->path, &p, &fd, &size, res)) {
+        case FILE_OK: {
+            bool ok = use_file(fd, size, ws, n_use, &p, res);
+            if (ok) {
+                /* The file's time is its last use: pruning removes the oldest. */
+                futimens(fd, NULL);
+                close(fd);
+                res->outcome = TN_REPACK_CACHE_HIT;
+                res->hit = res->in_file = true;
+                res->why[0] = '\0';
+                goto mapped;
+            }
+            close(fd); /* spot check failed: rebuild it */
+            break;
+        }
+        case FILE_ABSENT:
+        case FILE_BAD:
+            break;
+        case FILE_BLOCKED:
+            can_write = false;
+            break;
+        }
+        if (!dflt || !can_write || n_use == p.file_only || room_for_experts(dir, &p, res))
+            break;
+        /* No room for the experts: the dense matrices alone (maybe a file
+         * of them is there already). */
+        n_use = p.file_only;
+        if (!replan(ws, n_use, g, &p, res)) {
+            rc = build(ws, n_use, &p, dir, res, false);
+            goto out;
+        }
+    }
+    rc = build(ws, n_use, &p, dir, res, can_write);
     if (rc == TN_OK && res->outcome == TN_REPACK_CACHE_WRITTEN)
         tn_repack_cache_prune_dir(dir, 0, res->path, NULL);
+mapped:
+    if (rc == TN_OK && watch && p.payload_off % HUGE_2M == 0 &&
+        (res->outcome == TN_REPACK_CACHE_HIT || res->outcome == TN_REPACK_CACHE_WRITTEN)) {
+        bool fresh = false;
+        if (pages == TN_REPACK_PAGES_UNKNOWN) {
+            pages = probe_pages((uint8_t *)res->map + p.payload_off, res->path, p.payload_off);
+            if (pages != TN_REPACK_PAGES_UNKNOWN)
+                pages_record(dir, pages);
+            fresh = true;
+        }
+        if (pages == TN_REPACK_PAGES_4K)
+            small_pages(ws, n_use, &p, dir, res, dense_out, experts_ok, saved, fresh);
+    }
 out:
-    free(p.e);
-    free(p.alias);
+    plan_free(&p);
+    free(saved);
     free(own_dir);
     return rc;
 }
@@ -947,6 +1307,11 @@ static int scan(const char *dir, int mode, uint64_t max_bytes, const char *keep,
         }
     }
     closedir(d);
+    if (mode == 3) {
+        /* The page verdict too: clearing is how a user has it checked again. */
+        snprintf(full, sizeof full, "%s/" PAGES_FILE, dir);
+        unlink(full);
+    }
     /* Least recently used first, until the rest fits. */
     while (rc == TN_OK && mode == 1 && total > max_bytes && n_items > 0) {
         size_t oldest = 0;
@@ -966,13 +1331,6 @@ static int scan(const char *dir, int mode, uint64_t max_bytes, const char *keep,
     free(items);
     free(own);
     return rc;
-}
-
-static uint64_t max_bytes_default(void) {
-    const char *e = getenv("TERN_REPACK_CACHE_MAX_MB");
-    char *end = NULL;
-    unsigned long long mb = e ? strtoull(e, &end, 10) : 0;
-    return e && end != e && !*end && mb < (1ull << 40) ? (uint64_t)mb << 20 : DEFAULT_MAX_BYTES;
 }
 
 int tn_repack_cache_prune_dir(const char *dir, uint64_t max_bytes, const char *keep,

@@ -36,10 +36,26 @@ typedef struct tn_repack_cache_result {
     size_t bytes;     /* bytes of repacked weights (either way) */
     char path[512];   /* the cache file (HIT, WRITTEN, and PRIVATE when it got that far) */
     char why[384];    /* PRIVATE: one line, "PATH: what went wrong" */
+    /* A decision of the default setting the user should hear of, one line
+     * (any outcome): the cache's pages found to be 4 KiB, or no room for a
+     * mixture's experts. "" when none. */
+    char note[640];
+    /* A cache file made by an earlier load was mapped (its key matched):
+     * that load checked the weights for NaN/Inf, so this one may skip the
+     * experts' check (model.c). PRIVATE may still have map set: a
+     * mixture's experts kept in the file while the dense matrices were
+     * copied out (4 KiB pages, docs/QUANT.md). */
+    bool hit;
+    /* map is the file at path (HIT, WRITTEN, and PRIVATE with a mixture's
+     * experts kept in it); not the unlinked temporary file of a failed
+     * write. */
+    bool in_file;
 } tn_repack_cache_result;
 
 /* Repacks ws[0..n) (all from the mapped file g, as tn_weights_repack with
- * release_originals) through the cache in `dir` (NULL: tn_repack_cache_dir).
+ * release_originals) through the cache in `dir` (NULL: tn_repack_cache_config's,
+ * with the default setting's checks of the pages and of the room for
+ * experts when TERN_REPACK_CACHE is unset; a dir given is used as asked).
  * The last n_file_only of them (a mixture's experts: more than memory can
  * hold twice) are repacked only into the cache file: without one they stay
  * as they are.
@@ -59,6 +75,30 @@ void tn_repack_cache_unmap(void *map, size_t bytes);
 /* tn_repack_cache_prune that never removes `keep` (the file just made). */
 int tn_repack_cache_prune_dir(const char *dir, uint64_t max_bytes, const char *keep,
                               uint64_t *freed);
+
+/* How TERN_REPACK_CACHE sets the cache (docs/QUANT.md, "Where"). *dir
+ * (may be NULL) gets the directory, malloc'd, or NULL when off or no
+ * variable gives a place. */
+typedef enum tn_repack_cache_setting {
+    TN_REPACK_CACHE_DEFAULT = 0, /* unset or empty: on at the XDG place, with the checks */
+    TN_REPACK_CACHE_ASKED,       /* "1", "on" or an absolute directory: on, no checks */
+    TN_REPACK_CACHE_OFF_ASKED,   /* "0" or "off" */
+    TN_REPACK_CACHE_NOT_UNDERSTOOD, /* anything else: off */
+} tn_repack_cache_setting;
+tn_repack_cache_setting tn_repack_cache_config(char **dir);
+
+/* What a load found about the pages of the cache directory's files on
+ * this kernel (docs/QUANT.md, "Pages"), remembered in DIR/pages for the
+ * directory's file system (device, type) and the kernel release. */
+typedef enum tn_repack_pages {
+    TN_REPACK_PAGES_UNKNOWN = 0, /* not checked on this kernel and file system */
+    TN_REPACK_PAGES_2M,          /* mapped in 2 MiB pages */
+    TN_REPACK_PAGES_4K,          /* in 4 KiB pages only */
+} tn_repack_pages;
+tn_repack_pages tn_repack_cache_pages(const char *dir);
+/* Tests: the page check's answer instead of the kernel's (UNKNOWN: the
+ * kernel's again). Forced, it also applies where THP is off. */
+void tn_repack_cache_force_pages(tn_repack_pages v);
 
 /* The file name (without directory) that the cache uses for the model file
  * at `model_path` on this CPU: 32 hex digits and ".x16". */

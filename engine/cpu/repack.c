@@ -504,6 +504,26 @@ void tn_weights_repack_into(tn_weight *const *ws, int n, const int *alias,
     }
 }
 
+/* A decode step streams every byte of this buffer once: in 4 KiB pages
+ * that is a TLB miss, and a restart of the hardware prefetcher, every
+ * 4 KiB. 2 MiB pages (transparent huge pages, asked for before the first
+ * write faults the pages in) measured +16-26 % decode speed on the 1B Q4_0
+ * model (docs/PERFORMANCE.md). Small models keep 64-byte alignment: a huge
+ * page would cost them up to 2 MiB of RSS. */
+void *tn_weights_storage_alloc(size_t total) {
+    const char *thp = getenv("TERN_THP");
+    const size_t huge_page = (size_t)2 << 20;
+    const bool huge = total >= TN_WEIGHTS_HUGE_MIN && !(thp && *thp == '0');
+    const size_t alloc = huge ? (total + huge_page - 1) / huge_page * huge_page
+                              : (total + 63) / 64 * 64;
+    void *buf = aligned_alloc(huge ? huge_page : 64, alloc ? alloc : 64);
+#ifdef MADV_HUGEPAGE
+    if (buf && huge)
+        madvise(buf, alloc, MADV_HUGEPAGE); /* a hint: without THP it changes nothing */
+#endif
+    return buf;
+}
+
 int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void **storage,
                       size_t *bytes) {
     if (!storage || n < 0 || (n > 0 && !ws))
@@ -521,25 +541,11 @@ int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void 
         free(alias);
         return TN_OK;
     }
-    /* A decode step streams every byte of this buffer once: in 4 KiB pages
-     * that is a TLB miss, and a restart of the hardware prefetcher, every
-     * 4 KiB. 2 MiB pages (transparent huge pages, asked for before the
-     * first write faults the pages in) measured +16-26 % decode speed on
-     * the 1B Q4_0 model (docs/PERFORMANCE.md). Small models keep 64-byte
-     * alignment: a huge page would cost them up to 2 MiB of RSS. */
-    const char *thp = getenv("TERN_THP");
-    const size_t huge_page = (size_t)2 << 20;
-    const bool huge = total >= 4 * huge_page && !(thp && *thp == '0');
-    const size_t alloc = huge ? (total + huge_page - 1) / huge_page * huge_page : total;
-    uint8_t *buf = aligned_alloc(huge ? huge_page : 64, alloc);
+    uint8_t *buf = tn_weights_storage_alloc(total);
     if (!buf) {
         free(alias);
         return TN_ERR_NOMEM;
     }
-#ifdef MADV_HUGEPAGE
-    if (huge)
-        madvise(buf, alloc, MADV_HUGEPAGE); /* a hint: without THP it changes nothing */
-#endif
     tn_weights_repack_into(ws, n, alias, release_originals, buf);
     free(alias);
     *storage = buf;

@@ -93,6 +93,13 @@ bool tn_weights_aliases(tn_weight *const *ws, int n, int *alias, bool *mixed);
  * matrix at the next multiple of 64 in ws order, a matrix and its aliases
  * (tn_weights_aliases, taken before either call) sharing one copy. */
 size_t tn_weights_repack_bytes(tn_weight *const *ws, int n, const int *alias);
+/* Storage for `total` bytes of repacked weights as tn_weights_repack takes
+ * it (free()): from TN_WEIGHTS_HUGE_MIN bytes on 2 MiB aligned and asked
+ * for in transparent huge pages (unless TERN_THP=0), else 64-byte aligned.
+ * The repack cache copies weights into it when its mapping would be slower
+ * (engine/repack-cache.c). NULL when out of memory. */
+#define TN_WEIGHTS_HUGE_MIN ((size_t)8 << 20)
+void *tn_weights_storage_alloc(size_t total);
 void tn_weights_repack_into(tn_weight *const *ws, int n, const int *alias,
                             bool release_originals, uint8_t *buf);
 

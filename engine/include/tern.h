@@ -331,18 +331,22 @@ uint64_t tn_model_weight_bytes(const tn_model *model);
  * after the load. TERN_REPACK=0 in the environment turns it off. */
 uint64_t tn_model_repacked_bytes(const tn_model *model);
 /* Where those repacked matrices live (docs/QUANT.md, "The repack cache"):
- * "none" (nothing repacked), "memory" (this process's own copy), "cache"
- * (a file of the repack cache, mapped read-only and shared with every
- * process that loads the same model), "cache-new" (written by this load,
- * then mapped). */
+ * "none" (nothing repacked), "memory" (this process's own copy: the cache
+ * off or unusable, or its pages found to be 4 KiB; a mixture's experts may
+ * still be mapped from a cache file, see tn_model_repack_cache_path),
+ * "cache" (a file of the repack cache, mapped read-only and shared with
+ * every process that loads the same model), "cache-new" (written by this
+ * load, then mapped). */
 const char *tn_model_repack_source(const tn_model *model);
-/* The repack cache's file of this model ("" when none is used). */
+/* The repack cache's file of this model ("" when no weight is read from one). */
 const char *tn_model_repack_cache_path(const tn_model *model);
 
-/* The repack cache directory: $TERN_REPACK_CACHE when it is an absolute
- * path, else $XDG_CACHE_HOME/tern/repack, else $HOME/.cache/tern/repack;
- * NULL when TERN_REPACK_CACHE is "0" or "off" (no cache) or no variable
- * gives a place. malloc'd. */
+/* The repack cache directory (on by default, docs/QUANT.md "Where"):
+ * $TERN_REPACK_CACHE when it is an absolute path, else
+ * $XDG_CACHE_HOME/tern/repack (an absolute XDG_CACHE_HOME), else
+ * $HOME/.cache/tern/repack; NULL when TERN_REPACK_CACHE is "0" or "off",
+ * or any value but "", "1", "on" or an absolute path (no cache), or no
+ * variable gives a place. malloc'd. */
 char *tn_repack_cache_dir(void);
 /* One file of the repack cache, for tn_repack_cache_list. */
 typedef struct tn_repack_cache_entry {

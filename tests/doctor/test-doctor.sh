@@ -299,8 +299,8 @@ status "garbage" 3
 no_line "garbage" "runtime error"
 checks=$((checks + 1))
 n=$(grep -cE '^  (OK|INFO|FAIL) ' "$tmp/out")
-if [ "$n" = 12 ]; then
-    echo "ok: garbage: 12 lines"
+if [ "$n" = 13 ]; then # 12 checks + the repack cache's line
+    echo "ok: garbage: 13 lines"
 else
     failures=$((failures + 1)); echo "FAIL: garbage: $n lines" >&2; cat "$tmp/out" "$tmp/err" >&2
 fi
@@ -350,6 +350,51 @@ status "run --backend tpu" 1
 rc=$?
 status "run --backend cpu" 2
 no_line "run --backend cpu" "xrt"
+
+# ---- the repack cache (docs/QUANT.md, "The repack cache"): where it is,
+# how much it holds, and the page verdict a load left in DIR/pages (for
+# this file system and kernel: the engine ignores another's).
+# cache_doctor ENV-ARGS...: the doctor under env(1) with these arguments
+# (-u first), output in $tmp/out.
+cache_doctor() {
+    env "$@" "$cli" doctor --quick --xclbins "$t/xclbins" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+}
+# verdict DIR 4k|2m: what a load would have written there.
+verdict() {
+    mkdir -p "$1"
+    printf 'tern repack pages 1\ndevice %s\nfstype %s\nkernel %s\npages %s\n' \
+        "$(stat -c %d "$1")" "$(stat -f -c %t "$1")" "$(uname -r)" "$2" >"$1/pages"
+}
+tree "$t"
+rc_dir=$tmp/repack
+mkdir -p "$rc_dir"
+head -c 2048 /dev/zero >"$rc_dir/0123456789abcdef0123456789abcdef.x16"
+verdict "$rc_dir" 4k
+cache_doctor TERN_DOCTOR_ROOT="$t" TERN_REPACK_CACHE="$rc_dir"
+status "repack cache asked for" 0
+line "repack cache asked for, 4 KiB" \
+    "  INFO  repack cache: $rc_dir (TERN_REPACK_CACHE), 1 file, 2 KiB; 4 KiB pages on this kernel and file system, used anyway"
+xdg=$tmp/xdg
+verdict "$xdg/tern/repack" 4k
+cache_doctor -u TERN_REPACK_CACHE TERN_DOCTOR_ROOT="$t" XDG_CACHE_HOME="$xdg"
+line "repack cache default, 4 KiB" \
+    "  INFO  repack cache: $xdg/tern/repack (default), 0 files, 0 KiB; 4 KiB pages on this kernel and file system: the weights stay in private memory"
+verdict "$xdg/tern/repack" 2m
+cache_doctor -u TERN_REPACK_CACHE TERN_DOCTOR_ROOT="$t" XDG_CACHE_HOME="$xdg"
+line "repack cache default, 2 MiB" \
+    "  OK    repack cache: $xdg/tern/repack (default), 0 files, 0 KiB; mapped in 2 MiB pages"
+# A verdict of another kernel: not this one's.
+sed -i 's/^kernel .*/kernel 0.0-other/' "$xdg/tern/repack/pages"
+cache_doctor -u TERN_REPACK_CACHE TERN_DOCTOR_ROOT="$t" XDG_CACHE_HOME="$xdg"
+line "repack cache default, another kernel's verdict" \
+    "  OK    repack cache: $xdg/tern/repack (default), 0 files, 0 KiB; pages not checked yet (a load of a model of 8 MiB or more checks)"
+cache_doctor TERN_DOCTOR_ROOT="$t" TERN_REPACK_CACHE=0
+line "repack cache off" "  INFO  repack cache: off (TERN_REPACK_CACHE=0)"
+cache_doctor TERN_DOCTOR_ROOT="$t" TERN_REPACK_CACHE=yes
+line "repack cache not understood" "  INFO  repack cache: off: TERN_REPACK_CACHE=yes is not understood"
+line "repack cache not understood" "        fix: unset it for the default, or set 0 or off, 1 or on, or an absolute directory"
+status "repack cache not understood" 0
 
 printf 'doctor: %d checks, %d failed\n' "$checks" "$failures"
 [ "$failures" -eq 0 ]

@@ -10,6 +10,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "tn-repack-cache.h"
 #include "tn-test.h"
 
 #include <dirent.h>
@@ -19,12 +20,32 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 static char cache_dir[1024];
+
+/* The caller's TERN_REPACK_CACHE (tests/meson.build: the build tree), put
+ * back after each test that changes it: with it unset a load writes at the
+ * default place. $HOME is a directory of the scratch tree that must never
+ * come to exist (checked at the end): a load that ran with the default
+ * place by mistake fails the test instead of writing into a real home
+ * (root could create /nonexistent). */
+static char *suite_cache;
+static char never_home[1100];
+
+static void restore_cache_env(void) {
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", never_home, 1);
+    if (suite_cache)
+        setenv("TERN_REPACK_CACHE", suite_cache, 1);
+    else
+        setenv("TERN_REPACK_CACHE", "0", 1);
+}
+
 static const int32_t toks[] = {1, 7, 42, 3, 60, 12};
 #define NT ((int32_t)(sizeof toks / sizeof toks[0]))
 
@@ -654,21 +675,490 @@ static void moe_model(const char *type) {
     CHECKF(rc == TN_ERR_FORMAT && strstr(err.message, "NaN"), "poisoned expert: rc %d", rc);
     tn_model_free(m);
 out:
-    unsetenv("TERN_REPACK_CACHE");
+    restore_cache_env();
     free(ref);
     free(lg);
     free(step);
 }
 
+/* ------------------------------------------------ the default (issue 23) */
+
+/* Where TERN_REPACK_CACHE puts the cache: unset or empty is the default
+ * (on, at the XDG place); "1"/"on" the same place, asked for; an absolute
+ * path there; "0"/"off" and anything else off. */
+static void expect_dir(const char *value, const char *xdg, const char *home, const char *want,
+                       tn_repack_cache_setting want_set) {
+    if (value)
+        setenv("TERN_REPACK_CACHE", value, 1);
+    else
+        unsetenv("TERN_REPACK_CACHE");
+    if (xdg)
+        setenv("XDG_CACHE_HOME", xdg, 1);
+    else
+        unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", home, 1);
+    char *dir = NULL;
+    const tn_repack_cache_setting set = tn_repack_cache_config(&dir);
+    char *dir2 = tn_repack_cache_dir();
+    CHECKF(set == want_set, "TERN_REPACK_CACHE=%s: setting %d, expected %d",
+           value ? value : "(unset)", (int)set, (int)want_set);
+    CHECKF(want ? dir && !strcmp(dir, want) : !dir, "TERN_REPACK_CACHE=%s XDG_CACHE_HOME=%s: %s",
+           value ? value : "(unset)", xdg ? xdg : "(unset)", dir ? dir : "(none)");
+    CHECKF((!dir && !dir2) || (dir && dir2 && !strcmp(dir, dir2)),
+           "tn_repack_cache_dir and tn_repack_cache_config disagree");
+    free(dir);
+    free(dir2);
+}
+
+static void default_dirs(void) {
+    expect_dir(NULL, "/x/cache", "/h", "/x/cache/tern/repack", TN_REPACK_CACHE_DEFAULT);
+    expect_dir("", "/x/cache", "/h", "/x/cache/tern/repack", TN_REPACK_CACHE_DEFAULT);
+    expect_dir(NULL, NULL, "/h", "/h/.cache/tern/repack", TN_REPACK_CACHE_DEFAULT);
+    /* The XDG spec: a relative XDG_CACHE_HOME is ignored. */
+    expect_dir(NULL, "relative/cache", "/h", "/h/.cache/tern/repack", TN_REPACK_CACHE_DEFAULT);
+    expect_dir(NULL, "relative/cache", "relative-home", NULL, TN_REPACK_CACHE_DEFAULT);
+    expect_dir("1", "/x/cache", "/h", "/x/cache/tern/repack", TN_REPACK_CACHE_ASKED);
+    expect_dir("on", NULL, "/h", "/h/.cache/tern/repack", TN_REPACK_CACHE_ASKED);
+    expect_dir("/some/dir", "/x/cache", "/h", "/some/dir", TN_REPACK_CACHE_ASKED);
+    expect_dir("0", "/x/cache", "/h", NULL, TN_REPACK_CACHE_OFF_ASKED);
+    expect_dir("off", "/x/cache", "/h", NULL, TN_REPACK_CACHE_OFF_ASKED);
+    expect_dir("yes", "/x/cache", "/h", NULL, TN_REPACK_CACHE_NOT_UNDERSTOOD);
+    expect_dir("some/dir", "/x/cache", "/h", NULL, TN_REPACK_CACHE_NOT_UNDERSTOOD);
+    restore_cache_env();
+}
+
+/* run(), with what the load wrote on stderr in text (and echoed). */
+static bool run_stderr(const char *path, char *src, size_t ss, float *logits, char *text,
+                       size_t ts) {
+    char file[1200];
+    snprintf(file, sizeof file, "%s/stderr.txt", tn_test_tmpdir());
+    fflush(stderr);
+    const int saved = dup(2);
+    const int fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (saved < 0 || fd < 0 || dup2(fd, 2) < 0) {
+        CHECK(0);
+        return false;
+    }
+    bool ok = run(path, src, ss, logits, NULL, 0);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ssize_t k = pread(fd, text, ts - 1, 0);
+    text[k > 0 ? k : 0] = '\0';
+    close(fd);
+    unlink(file);
+    fputs(text, stderr);
+    return ok;
+}
+
+static int count_caches(const char *dir) {
+    int caches, temps;
+    count_files(dir, &caches, &temps);
+    return caches;
+}
+
+/* The kernel's own answer, found the way the engine should find it: a
+ * fresh 8 MiB file in dir, its pages dropped, mapped 2 MiB aligned with
+ * MADV_HUGEPAGE and read: 1 when smaps shows it PMD-mapped, 0 when not, -1
+ * when it cannot be told (then the test skips that assertion). */
+static int kernel_maps_huge(const char *dir) {
+    char path[1300];
+    snprintf(path, sizeof path, "%s/.probe-oracle", dir);
+    const size_t huge = (size_t)2 << 20, size = 4 * huge;
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    unlink(path);
+    char *block = calloc(1, huge);
+    bool ok = block != NULL;
+    for (size_t off = 0; ok && off < size; off += huge)
+        ok = pwrite(fd, block, huge, (off_t)off) == (ssize_t)huge;
+    free(block);
+    ok = ok && fsync(fd) == 0 && posix_fadvise(fd, 0, (off_t)size, POSIX_FADV_DONTNEED) == 0;
+    uint8_t *res = ok ? mmap(NULL, size + huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                      : MAP_FAILED;
+    int verdict = -1;
+    if (res != MAP_FAILED) {
+        uint8_t *at = (uint8_t *)(((uintptr_t)res + huge - 1) & ~(uintptr_t)(huge - 1));
+        if (mmap(at, size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED) {
+            madvise(at, size, MADV_HUGEPAGE);
+            (void)*(volatile uint8_t *)(at + huge);
+            FILE *f = fopen("/proc/self/smaps", "r");
+            char line[4096];
+            bool in = false;
+            while (f && fgets(line, sizeof line, f)) {
+                unsigned long lo, hi;
+                long kb;
+                if (line[strspn(line, "0123456789abcdef")] == '-' &&
+                    sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+                    if (in)
+                        break;
+                    in = (uintptr_t)at >= lo && (uintptr_t)at < hi;
+                } else if (in && sscanf(line, "FilePmdMapped: %ld kB", &kb) == 1) {
+                    verdict = kb > 0;
+                    break;
+                }
+            }
+            if (f)
+                fclose(f);
+        }
+        munmap(res, size + huge);
+    }
+    close(fd);
+    return verdict;
+}
+
+static bool thp_not_never(void) {
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char b[128] = "";
+    if (f) {
+        if (!fgets(b, sizeof b, f))
+            b[0] = '\0';
+        fclose(f);
+    }
+    return b[0] && !strstr(b, "[never]");
+}
+
+/* The default setting on a dense model of 11 MB (a payload on 2 MiB
+ * boundaries): where the cache's pages are 4 KiB (forced here) the load
+ * keeps the weights private ("memory", the same logits), says so once on
+ * stderr, deletes the file it wrote and remembers the verdict in DIR/pages,
+ * so that the next load neither checks nor writes a file; asked for
+ * explicitly, the cache is used anyway. Then the kernel's own check, where
+ * the page cache has 2 MiB folios: "cache-new", verdict 2 MiB. */
+static void default_pages(void) {
+    const char *tmp = tn_test_tmpdir();
+    char model[1100], xdg[1100], dir[1200], text[8192], src[32];
+    snprintf(model, sizeof model, "%s/pages-q8_0.gguf", tmp);
+    snprintf(xdg, sizeof xdg, "%s/xdg-pages", tmp);
+    snprintf(dir, sizeof dir, "%s/tern/repack", xdg);
+    tn_mkmodel_params p = tn_test_tiny_model("llama", 31);
+    p.n_embd = 256;
+    p.n_ff = 2048;
+    p.n_head = 4;
+    p.head_dim = 64;
+    p.n_layer = 6;
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, model, &err) == TN_OK, "mkmodel: %s", err.message);
+    const int nv = n_vocab_of(model);
+    CHECK(nv > 0);
+    if (nv <= 0)
+        return;
+    float *ref = malloc(sizeof(float) * (size_t)nv), *lg = malloc(sizeof(float) * (size_t)nv);
+    setenv("TERN_REPACK_CACHE", "0", 1);
+    CHECK(run(model, src, sizeof src, ref, NULL, 0));
+    if (!strcmp(src, "none")) {
+        fprintf(stderr, "pages: no faster layout on this CPU: nothing to cache\n");
+        goto out;
+    }
+    unsetenv("TERN_REPACK_CACHE");
+    setenv("XDG_CACHE_HOME", xdg, 1);
+
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_4K);
+    CHECK(run_stderr(model, src, sizeof src, lg, text, sizeof text));
+    CHECKF(!strcmp(src, "memory"), "4 KiB pages, default: source %s", src);
+    CHECKF(memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0, "4 KiB pages: other logits");
+    CHECKF(strstr(text, "tern: repack cache: ") && strstr(text, "4 KiB pages") &&
+               strstr(text, "this process's memory"),
+           "4 KiB pages: no line on stderr");
+    CHECKF(tn_repack_cache_pages(dir) == TN_REPACK_PAGES_4K, "4 KiB pages: verdict %d",
+           (int)tn_repack_cache_pages(dir));
+    CHECKF(count_caches(dir) == 0, "4 KiB pages: %d cache files left", count_caches(dir));
+    /* The next load honours the verdict: it does not check (forced to say
+     * 2 MiB, a check would use the cache) and writes nothing; silent. */
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_2M);
+    CHECK(run_stderr(model, src, sizeof src, lg, text, sizeof text));
+    CHECKF(!strcmp(src, "memory"), "4 KiB verdict remembered: source %s", src);
+    CHECKF(memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0, "4 KiB verdict: other logits");
+    CHECKF(!strstr(text, "repack cache"), "4 KiB verdict remembered: said it again");
+    CHECKF(count_caches(dir) == 0, "4 KiB verdict remembered: %d cache files written",
+           count_caches(dir));
+    /* Asked for: used anyway, whatever the pages. */
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_4K);
+    setenv("TERN_REPACK_CACHE", dir, 1);
+    CHECK(run(model, src, sizeof src, lg, NULL, 0));
+    CHECKF(!strcmp(src, "cache-new"), "4 KiB pages, TERN_REPACK_CACHE=DIR: source %s", src);
+    CHECK(memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0);
+    setenv("TERN_REPACK_CACHE", "1", 1);
+    CHECK(run(model, src, sizeof src, NULL, NULL, 0));
+    CHECKF(!strcmp(src, "cache"), "4 KiB pages, TERN_REPACK_CACHE=1: source %s", src);
+    unsetenv("TERN_REPACK_CACHE");
+    /* The default ignores the file the explicit loads left. */
+    CHECK(run(model, src, sizeof src, NULL, NULL, 0));
+    CHECKF(!strcmp(src, "memory"), "4 KiB verdict, a file there: source %s", src);
+    /* Clearing the cache forgets the verdict: the next load checks again. */
+    CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
+    CHECK(tn_repack_cache_pages(dir) == TN_REPACK_PAGES_UNKNOWN);
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_2M);
+    CHECK(run_stderr(model, src, sizeof src, lg, text, sizeof text));
+    CHECKF(!strcmp(src, "cache-new") && tn_repack_cache_pages(dir) == TN_REPACK_PAGES_2M,
+           "2 MiB pages, default: source %s, verdict %d", src, (int)tn_repack_cache_pages(dir));
+    CHECK(memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0);
+    CHECKF(!strstr(text, "repack cache"), "2 MiB pages: a line on stderr");
+    /* A verdict made on another kernel or file system is not this one's. */
+    {
+        char marker[1300];
+        snprintf(marker, sizeof marker, "%s/pages", dir);
+        FILE *f = fopen(marker, "w");
+        CHECK(f && fputs("tern repack pages 1\ndevice 1\nfstype 0\nkernel 0.0\npages 4k\n", f) >= 0);
+        if (f)
+            fclose(f);
+        CHECK(tn_repack_cache_pages(dir) == TN_REPACK_PAGES_UNKNOWN);
+    }
+
+    /* The kernel's own check (no forcing), in a fresh directory. */
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_UNKNOWN);
+    snprintf(xdg, sizeof xdg, "%s/xdg-pages-real", tmp);
+    snprintf(dir, sizeof dir, "%s/tern/repack", xdg);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    CHECK(run(model, src, sizeof src, lg, NULL, 0));
+    CHECK(memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0);
+    const int huge = thp_not_never() && !getenv("TERN_THP") ? kernel_maps_huge(dir) : -1;
+    const tn_repack_pages v = tn_repack_cache_pages(dir);
+    fprintf(stderr, "pages: the kernel maps %s; the load's verdict %s, source %s\n",
+            huge < 0 ? "(cannot tell)" : huge ? "2 MiB pages" : "4 KiB pages",
+            v == TN_REPACK_PAGES_2M ? "2 MiB" : v == TN_REPACK_PAGES_4K ? "4 KiB" : "none", src);
+    if (huge == 1)
+        CHECKF(v == TN_REPACK_PAGES_2M && !strcmp(src, "cache-new"),
+               "the page cache has 2 MiB folios, but: verdict %d, source %s", (int)v, src);
+    else if (huge == 0)
+        CHECKF(v == TN_REPACK_PAGES_4K && !strcmp(src, "memory"),
+               "the page cache has 4 KiB pages, but: verdict %d, source %s", (int)v, src);
+    else
+        fprintf(stderr, "pages: SKIP the kernel's verdict (THP off or no smaps)\n");
+out:
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_UNKNOWN);
+    restore_cache_env();
+    free(ref);
+    free(lg);
+}
+
+/* The default setting writes a mixture's experts only with room to spare
+ * (TERN_REPACK_CACHE_MIN_FREE_MB stands in for the file system's 10 % / 4
+ * GiB, TERN_REPACK_CACHE_MAX_MB for the cache's size): without, they stay
+ * in the model file's rows (no "/exp16"), the dense matrices still go to
+ * the cache, and one line on stderr says why; with room, they go in. A
+ * file that holds them is used whatever the room. Asked for explicitly:
+ * written whatever the room. */
+static void default_experts_room(void) {
+    const char *tmp = tn_test_tmpdir();
+    char model[1100], xdg[1100], dir[1200], text[8192], src[32], arith[96];
+    snprintf(model, sizeof model, "%s/room-moe.gguf", tmp);
+    snprintf(xdg, sizeof xdg, "%s/xdg-room", tmp);
+    snprintf(dir, sizeof dir, "%s/tern/repack", xdg);
+    tn_mkmodel_params p = tn_test_tiny_model("qwen3moe", 37);
+    p.n_embd = 256;
+    p.n_ff = 512;
+    p.n_ff_exp = 256;
+    p.n_head = 4;
+    p.head_dim = 64;
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, model, &err) == TN_OK, "mkmodel moe: %s", err.message);
+    const int nv = n_vocab_of(model);
+    CHECK(nv > 0);
+    if (nv <= 0)
+        return;
+    const size_t lb = sizeof(float) * (size_t)nv;
+    float *ref = malloc(lb), *lg = malloc(lb);
+    setenv("TERN_REPACK_CACHE", "0", 1);
+    CHECK(moe_logits(model, false, ref, arith, sizeof arith, src, sizeof src));
+    if (!strcmp(src, "none")) {
+        fprintf(stderr, "room: no faster layout on this CPU: nothing to cache\n");
+        goto out;
+    }
+    unsetenv("TERN_REPACK_CACHE");
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    /* No file system has this much free. */
+    setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "1000000000000", 1);
+    char file[1200];
+    snprintf(file, sizeof file, "%s/stderr.txt", tmp);
+    {
+        fflush(stderr);
+        const int saved = dup(2), fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        CHECK(saved >= 0 && fd >= 0 && dup2(fd, 2) >= 0);
+        CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        ssize_t k = pread(fd, text, sizeof text - 1, 0);
+        text[k > 0 ? k : 0] = '\0';
+        close(fd);
+        fputs(text, stderr);
+    }
+    CHECKF(!strcmp(src, "cache-new") && !strstr(arith, "exp16"),
+           "no room for the experts: %s, %s", src, arith);
+    CHECKF(memcmp(lg, ref, lb) == 0, "no room: the experts' logits changed");
+    CHECKF(strstr(text, "tern: repack cache: ") && strstr(text, "free") &&
+               strstr(text, "experts are read from the model file"),
+           "no room: no line on stderr");
+    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "cache") && !strstr(arith, "exp16"), "no room, again: %s, %s", src,
+           arith);
+    /* Room: the file is rebuilt with the experts. */
+    setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "0", 1);
+    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "cache-new") && strstr(arith, "/exp16"), "room for the experts: %s, %s",
+           src, arith);
+    /* A file with the experts is used even without room for another. */
+    setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "1000000000000", 1);
+    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "cache") && strstr(arith, "/exp16"), "the experts' file, no room: %s, %s",
+           src, arith);
+    /* The cache's size limit: 1 MiB holds no experts. */
+    CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
+    setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "0", 1);
+    setenv("TERN_REPACK_CACHE_MAX_MB", "1", 1);
+    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "cache-new") && !strstr(arith, "exp16"),
+           "experts over TERN_REPACK_CACHE_MAX_MB: %s, %s", src, arith);
+    CHECK(memcmp(lg, ref, lb) == 0);
+    unsetenv("TERN_REPACK_CACHE_MAX_MB");
+    /* Asked for: the experts are written without looking at the room. */
+    CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
+    setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "1000000000000", 1);
+    setenv("TERN_REPACK_CACHE", dir, 1);
+    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "cache-new") && strstr(arith, "/exp16"),
+           "TERN_REPACK_CACHE=DIR, no room: %s, %s", src, arith);
+out:
+    unsetenv("TERN_REPACK_CACHE_MIN_FREE_MB");
+    unsetenv("TERN_REPACK_CACHE_MAX_MB");
+    restore_cache_env();
+    free(ref);
+    free(lg);
+}
+
+/* A mixture whose dense matrices make 8 MiB (so that a private copy of
+ * them gets 2 MiB pages) where the cache's pages are 4 KiB (forced): the
+ * dense matrices are copied into private memory ("memory") and the
+ * experts stay X16 in the cache file when the model file is on the same
+ * file system (its pages are as small); on another file system (/dev/shm,
+ * where it is one) they go back to the model file's rows and no file is
+ * left. The logits are those of the explicit cache, or of the cache off. */
+static void default_experts_small_pages(void) {
+    const char *tmp = tn_test_tmpdir();
+    char model[1100], xdg[1100], dir[1200], text[8192], src[32], arith[96], cpath[1024];
+    snprintf(model, sizeof model, "%s/small-pages-moe.gguf", tmp);
+    tn_mkmodel_params p = tn_test_tiny_model("qwen3moe", 41);
+    p.n_embd = 1024;
+    p.n_head = 8;
+    p.n_head_kv = 2;
+    p.head_dim = 128;
+    p.n_ff = 512;
+    p.n_ff_exp = 256;
+    p.n_layer = 4;
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, model, &err) == TN_OK, "mkmodel moe: %s", err.message);
+    const int nv = n_vocab_of(model);
+    CHECK(nv > 0);
+    if (nv <= 0)
+        return;
+    const size_t lb = sizeof(float) * (size_t)nv;
+    float *ref = malloc(lb), *ref16 = malloc(lb), *lg = malloc(lb);
+    setenv("TERN_REPACK_CACHE", "0", 1);
+    CHECK(moe_logits(model, false, ref, arith, sizeof arith, src, sizeof src));
+    if (!strcmp(src, "none")) {
+        fprintf(stderr, "small pages, moe: no faster layout on this CPU\n");
+        goto out;
+    }
+    snprintf(dir, sizeof dir, "%s/explicit-small-pages", tmp);
+    setenv("TERN_REPACK_CACHE", dir, 1);
+    CHECK(moe_logits(model, false, ref16, arith, sizeof arith, src, sizeof src));
+    CHECKF(strstr(arith, "/exp16"), "explicit cache: %s", arith);
+    unsetenv("TERN_REPACK_CACHE");
+
+    snprintf(xdg, sizeof xdg, "%s/xdg-small-pages", tmp);
+    snprintf(dir, sizeof dir, "%s/tern/repack", xdg);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_4K);
+    {
+        fflush(stderr);
+        char file[1200];
+        snprintf(file, sizeof file, "%s/stderr.txt", tmp);
+        const int saved = dup(2), fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        CHECK(saved >= 0 && fd >= 0 && dup2(fd, 2) >= 0);
+        tn_model *m = NULL;
+        bool ok = tn_model_load(model, tn_model_default_params(), &m, &err) == TN_OK;
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        ssize_t k = pread(fd, text, sizeof text - 1, 0);
+        text[k > 0 ? k : 0] = '\0';
+        close(fd);
+        fputs(text, stderr);
+        CHECKF(ok, "load: %s", err.message);
+        snprintf(cpath, sizeof cpath, "%s", ok ? tn_model_repack_cache_path(m) : "");
+        tn_model_free(m);
+    }
+    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "memory") && strstr(arith, "/exp16"),
+           "4 KiB pages, same file system: %s, %s", src, arith);
+    CHECKF(memcmp(lg, ref16, lb) == 0, "4 KiB pages, same file system: other logits");
+    CHECKF(cpath[0] && access(cpath, F_OK) == 0, "4 KiB pages: the experts' file is gone");
+    CHECKF(strstr(text, "experts stay in the cache file"), "4 KiB pages: no line on stderr");
+
+    /* Another file system: /dev/shm, when it is one. */
+    struct stat a, b;
+    snprintf(xdg, sizeof xdg, "/dev/shm/tern-test-repack-%d", (int)getpid());
+    if (stat(tmp, &a) != 0 || stat("/dev/shm", &b) != 0 || a.st_dev == b.st_dev ||
+        access("/dev/shm", W_OK) != 0) {
+        fprintf(stderr, "small pages, moe: SKIP another file system (no /dev/shm)\n");
+        goto out;
+    }
+    snprintf(dir, sizeof dir, "%s/tern/repack", xdg);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "memory") && !strstr(arith, "exp16"),
+           "4 KiB pages, another file system: %s, %s", src, arith);
+    CHECKF(memcmp(lg, ref, lb) == 0, "4 KiB pages, another file system: not the rows' logits");
+    CHECKF(count_caches(dir) == 0, "4 KiB pages, another file system: %d files left",
+           count_caches(dir));
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_2M); /* the verdict is remembered */
+    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
+    CHECKF(!strcmp(src, "memory") && !strstr(arith, "exp16") && count_caches(dir) == 0,
+           "4 KiB verdict, another file system: %s, %s", src, arith);
+    CHECK(memcmp(lg, ref, lb) == 0);
+    /* Nothing of this test stays in /dev/shm. */
+    CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
+    DIR *d = opendir(dir);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        char f[1600];
+        snprintf(f, sizeof f, "%s/%s", dir, de->d_name);
+        if (de->d_name[0] != '.' || (de->d_name[1] && strcmp(de->d_name, "..")))
+            unlink(f);
+    }
+    if (d)
+        closedir(d);
+    char part[1300];
+    rmdir(dir);
+    snprintf(part, sizeof part, "%s/tern", xdg);
+    rmdir(part);
+    CHECKF(rmdir(xdg) == 0, "%s left behind", xdg);
+out:
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_UNKNOWN);
+    restore_cache_env();
+    free(ref);
+    free(ref16);
+    free(lg);
+}
+
 int main(void) {
     /* Never the user's ~/.cache, whatever the caller's environment says. */
-    unsetenv("XDG_CACHE_HOME");
-    setenv("HOME", "/nonexistent", 1);
+    snprintf(never_home, sizeof never_home, "%s/home-never-written", tn_test_tmpdir());
+    const char *suite = getenv("TERN_REPACK_CACHE");
+    suite_cache = suite && suite[0] == '/' ? strdup(suite) : NULL;
+    restore_cache_env();
+    default_dirs();
+    default_pages();
+    default_experts_room();
+    default_experts_small_pages();
     one_model("q8_0", false);
     one_model("q4_0", false);
     one_model("q4_k_m", false);
     one_model("q8_0", true);
     moe_model("q8_0");
     moe_model("q4_k_m");
+    CHECKF(access(never_home, F_OK) != 0, "a load wrote at the default place, %s", never_home);
+    free(suite_cache);
     return tn_test_finish("repack-cache");
 }
