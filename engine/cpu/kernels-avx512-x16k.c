@@ -189,51 +189,25 @@ INLINE void rows_x16_q2k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
         _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
 }
 
-/* Q3_K's scales 4q .. 4q + 3 (stored + 32) of 16 rows as signed bytes:
- * byte i of lane L of the result is row L's scale 4q + i, less 32. From
- * the packed registers w0 (scales[0..3]), w1 ([4..7]), w2 ([8..11]): the
- * low 4 bits of scale k are byte k % 8's low nibble (k < 8) or high nibble
- * (k >= 8); its top 2 bits are bits 2 (k / 4) of byte 8 + k % 4. The
- * 16-bit shifts move bits across bytes only where the masks drop them. */
-INLINE __m512i q3k_scale_bytes(__m512i w0, __m512i w1, __m512i w2, int q) {
-    const __m512i lo4 = _mm512_set1_epi8(0x0f), b45 = _mm512_set1_epi8(0x30);
-    __m512i lo, hi;
-    switch (q) {
-    case 0:
-        lo = w0;
-        hi = _mm512_slli_epi16(w2, 4);
-        break;
-    case 1:
-        lo = w1;
-        hi = _mm512_slli_epi16(w2, 2);
-        break;
-    case 2:
-        lo = _mm512_srli_epi16(w0, 4);
-        hi = w2;
-        break;
-    default:
-        lo = _mm512_srli_epi16(w1, 4);
-        hi = _mm512_srli_epi16(w2, 2);
-        break;
-    }
-    return _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(lo, lo4), _mm512_and_si512(hi, b45)),
-                           _mm512_set1_epi8(32));
+/* Q3_K's scale k (stored + 32) of 16 rows from the packed registers w0
+ * (scales[0..3]), w1 ([4..7]), w2 ([8..11]): low 4 bits in byte k % 8,
+ * its high nibble when k >= 8; top 2 bits at bit 2 (k / 4) of byte
+ * 8 + k % 4. */
+INLINE __m512i q3k_scale(__m512i w0, __m512i w1, __m512i w2, int k) {
+    const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
+    const __m512i src = (k % 8) < 4 ? w0 : w1;
+    const __m512i lo = _mm512_and_si512(
+        _mm512_srl_epi32(src, _mm_cvtsi32_si128(8 * (k % 4) + (k >= 8 ? 4 : 0))), m4);
+    const __m512i hi = _mm512_and_si512(
+        _mm512_srl_epi32(w2, _mm_cvtsi32_si128(8 * (k % 4) + 2 * (k / 4))), m2);
+    return _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
 }
 
-/* Q3_K. S of a 16-value sub-block (quants 0..7 less the offset 4: at most
- * 16 * 4 * 127 in magnitude) fits the low int16 word of its lane, so one
- * vpdpwssd against the rows' signed scales, sign-extended to a word with a
- * high word of 0, adds S * sc to the super-block's int32 sum: the integer
- * the vpmulld and add of before gave. The scales come as bytes, four
- * sub-blocks a register, and to words with 16-bit shifts: about a quarter
- * of the instructions per weight byte that unpacking each scale from the
- * 12 bytes took (session 13; with it Q3_K ran short of the memory's rate
- * at one activation row). */
 INLINE void rows_x16_q3k(const uint8_t *g, int64_t cols, const uint8_t *act, size_t as, int nb,
                          float *y, int64_t ys, int valid) {
     const int64_t nsb = cols / 256;
     const size_t cb = 16 * sizeof(tn_block_q3_K);
-    const __m512i v4 = _mm512_set1_epi8(4), m3 = _mm512_set1_epi8(3), w16 = _mm512_set1_epi32(0xffff);
+    const __m512i v4 = _mm512_set1_epi8(4);
     __m512 acc[KB2];
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
@@ -247,37 +221,23 @@ INLINE void rows_x16_q3k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 #pragma GCC unroll 16
         for (int b = 0; b < nb; b++)
             isum[b] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int k = 0; k < 16; k++) {
+            const __m512i sc = q3k_scale(w0, w1, w2, k);
+            __m512i wq[4];
+            q2_regs(_mm512_loadu_si512(c + 64 * k), wq);
 #pragma GCC unroll 4
-        for (int q = 0; q < 4; q++) {
-            const __m512i sb = q3k_scale_bytes(w0, w1, w2, q);
-            /* Words (sc 4q, sc 4q + 2) and (sc 4q + 1, sc 4q + 3), each
-             * then alone in the low word. */
-            const __m512i ev = _mm512_srai_epi16(_mm512_slli_epi16(sb, 8), 8);
-            const __m512i od = _mm512_srai_epi16(sb, 8);
-            const __m512i sc[4] = {_mm512_and_si512(ev, w16), _mm512_and_si512(od, w16),
-                                   _mm512_srli_epi32(ev, 16), _mm512_srli_epi32(od, 16)};
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) {
-                const int k = 4 * q + i;
-                /* Quant register t: its 2-bit field, and 4 where its byte's
-                 * third bit is set (a zero-masked byte move, then one
-                 * vpternlogd for the and and the or). */
-                const __m512i r = _mm512_loadu_si512(c + 64 * k);
-                __m512i wq[4];
-#pragma GCC unroll 4
-                for (int t = 0; t < 4; t++) {
-                    uint64_t mk;
-                    memcpy(&mk, c + 1024 + 32 * k + 8 * t, 8);
-                    const __m512i h = _mm512_maskz_mov_epi8(_cvtu64_mask64(mk), v4);
-                    wq[t] = _mm512_or_si512(_mm512_and_si512(t ? _mm512_srli_epi16(r, 2 * t) : r, m3), h);
-                }
+            for (int t = 0; t < 4; t++) { /* the third bits: one masked byte add each */
+                uint64_t mk;
+                memcpy(&mk, c + 1024 + 32 * k + 8 * t, 8);
+                wq[t] = _mm512_mask_add_epi8(wq[t], _cvtu64_mask64(mk), wq[t], v4);
+            }
 #pragma GCC unroll 16
-                for (int b = 0; b < nb; b++) {
-                    const uint8_t *a = act + (size_t)b * as;
-                    const int32_t *ci = (const int32_t *)((const float *)(a + cols) + nsb) + 16 * s;
-                    const __m512i t = dot16(_mm512_set1_epi32(ci[k]), wq, a + 256 * s + 16 * k);
-                    isum[b] = _mm512_dpwssd_epi32(isum[b], t, sc[i]);
-                }
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *a = act + (size_t)b * as;
+                const int32_t *ci = (const int32_t *)((const float *)(a + cols) + nsb) + 16 * s;
+                const __m512i t = dot16(_mm512_set1_epi32(ci[k]), wq, a + 256 * s + 16 * k);
+                isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
             }
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(c + 1728)));
