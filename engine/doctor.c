@@ -328,9 +328,8 @@ static void check_repack_cache(doc *d) {
         const tn_repack_pages pages = tn_repack_cache_pages(dir);
         const bool asked = set == TN_REPACK_CACHE_ASKED;
         l->status = pages == TN_REPACK_PAGES_4K ? TN_DOCTOR_INFO : TN_DOCTOR_OK;
-        tn_fail(&l->text, TN_OK, "repack cache: %s (%s), %llu file%s, %s; %s", dir,
-                asked ? "TERN_REPACK_CACHE" : "default", (unsigned long long)t[0],
-                t[0] == 1 ? "" : "s", size,
+        tn_fail(&l->text, TN_OK, "repack cache: %s (%s), files: %llu, %s; %s", dir,
+                asked ? "TERN_REPACK_CACHE" : "default", (unsigned long long)t[0], size,
                 pages == TN_REPACK_PAGES_2M ? "mapped in 2 MiB pages"
                 : pages == TN_REPACK_PAGES_4K
                     ? (asked ? "4 KiB pages on this kernel and file system, used anyway"

@@ -374,21 +374,21 @@ verdict "$rc_dir" 4k
 cache_doctor TERN_DOCTOR_ROOT="$t" TERN_REPACK_CACHE="$rc_dir"
 status "repack cache asked for" 0
 line "repack cache asked for, 4 KiB" \
-    "  INFO  repack cache: $rc_dir (TERN_REPACK_CACHE), 1 file, 2 KiB; 4 KiB pages on this kernel and file system, used anyway"
+    "  INFO  repack cache: $rc_dir (TERN_REPACK_CACHE), files: 1, 2 KiB; 4 KiB pages on this kernel and file system, used anyway"
 xdg=$tmp/xdg
 verdict "$xdg/tern/repack" 4k
 cache_doctor -u TERN_REPACK_CACHE TERN_DOCTOR_ROOT="$t" XDG_CACHE_HOME="$xdg"
 line "repack cache default, 4 KiB" \
-    "  INFO  repack cache: $xdg/tern/repack (default), 0 files, 0 KiB; 4 KiB pages on this kernel and file system: the weights stay in private memory"
+    "  INFO  repack cache: $xdg/tern/repack (default), files: 0, 0 KiB; 4 KiB pages on this kernel and file system: the weights stay in private memory"
 verdict "$xdg/tern/repack" 2m
 cache_doctor -u TERN_REPACK_CACHE TERN_DOCTOR_ROOT="$t" XDG_CACHE_HOME="$xdg"
 line "repack cache default, 2 MiB" \
-    "  OK    repack cache: $xdg/tern/repack (default), 0 files, 0 KiB; mapped in 2 MiB pages"
+    "  OK    repack cache: $xdg/tern/repack (default), files: 0, 0 KiB; mapped in 2 MiB pages"
 # A verdict of another kernel: not this one's.
 sed -i 's/^kernel .*/kernel 0.0-other/' "$xdg/tern/repack/pages"
 cache_doctor -u TERN_REPACK_CACHE TERN_DOCTOR_ROOT="$t" XDG_CACHE_HOME="$xdg"
 line "repack cache default, another kernel's verdict" \
-    "  OK    repack cache: $xdg/tern/repack (default), 0 files, 0 KiB; pages not checked yet (a load of a model of 8 MiB or more checks)"
+    "  OK    repack cache: $xdg/tern/repack (default), files: 0, 0 KiB; pages not checked yet (a load of a model of 8 MiB or more checks)"
 cache_doctor TERN_DOCTOR_ROOT="$t" TERN_REPACK_CACHE=0
 line "repack cache off" "  INFO  repack cache: off (TERN_REPACK_CACHE=0)"
 cache_doctor TERN_DOCTOR_ROOT="$t" TERN_REPACK_CACHE=yes
