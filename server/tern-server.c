@@ -226,12 +226,7 @@ static void job_unref(job *j) {
         g_free((char *)m->name);
     }
     g_free(j->messages);
-    for (int i = 0; i < j->n_tools; i++) {
-        g_free((char *)j->tools[i].name);
-        g_free((char *)j->tools[i].description);
-        g_free((char *)j->tools[i].parameters);
-    }
-    g_free(j->tools);
+    tern_tools_free(j->tools, j->n_tools);
     g_free(j->raw_tools);
     if (j->tool_text)
         g_string_free(j->tool_text, TRUE);
@@ -1489,22 +1484,6 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
     return true;
 }
 
-/* A member that must be a string when present: *out the copy (NULL when
- * absent or null). False with *why when it is something else. */
-static bool optional_string(JsonObject *o, const char *member, const char *where, char **out,
-                            char **why) {
-    JsonNode *n = json_object_get_member(o, member);
-    *out = NULL;
-    if (!n || JSON_NODE_HOLDS_NULL(n))
-        return true;
-    if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING) {
-        *why = g_strdup_printf("%s.%s must be a string", where, member);
-        return false;
-    }
-    *out = g_strdup(json_node_get_string(n));
-    return true;
-}
-
 /* function.arguments: JSON text (what OpenAI sends), or a JSON object,
  * which some clients send instead and which is taken as its text. */
 static bool call_arguments(JsonObject *fn, const char *where, char **out, char **why) {
@@ -1554,8 +1533,8 @@ static bool parse_tool_fields(JsonObject *o, guint index, const char *role, tn_s
     bool ok = true;
     if (!strcmp(role, "tool")) {
         char *id = NULL, *name = NULL;
-        ok = optional_string(o, "tool_call_id", where, &id, why) &&
-             optional_string(o, "name", where, &name, why);
+        ok = tern_json_optional_string(o, "tool_call_id", where, &id, why) &&
+             tern_json_optional_string(o, "name", where, &name, why);
         m->tool_call_id = id;
         m->name = name;
     }
@@ -1584,7 +1563,7 @@ static bool parse_tool_fields(JsonObject *o, guint index, const char *role, tn_s
             if (!c) {
                 *why = g_strdup_printf("%s must be an object", at);
                 ok = false;
-            } else if (!optional_string(c, "type", at, &type, why)) {
+            } else if (!tern_json_optional_string(c, "type", at, &type, why)) {
                 ok = false;
             } else if (type && strcmp(type, "function")) {
                 *why = g_strdup_printf("%s: only tool calls of type 'function' are supported",
@@ -1596,8 +1575,8 @@ static bool parse_tool_fields(JsonObject *o, guint index, const char *role, tn_s
             } else {
                 char *fn_at = g_strdup_printf("%s.function", at);
                 JsonObject *f = json_node_get_object(fn);
-                ok = optional_string(c, "id", at, &id, why) &&
-                     optional_string(f, "name", fn_at, &name, why) &&
+                ok = tern_json_optional_string(c, "id", at, &id, why) &&
+                     tern_json_optional_string(f, "name", fn_at, &name, why) &&
                      call_arguments(f, fn_at, &args, why);
                 if (ok && !name) {
                     *why = g_strdup_printf("%s.name is required", fn_at);

@@ -124,9 +124,7 @@ bool tern_json_raw_element(const char *p, size_t n, size_t at, size_t index, siz
 
 /* ------------------------------------------------------------ tools */
 
-/* o[member]: a string (copied), or absent / null (NULL); false with *why
- * when it is anything else. */
-static bool opt_string(JsonObject *o, const char *member, const char *where, char **out,
+bool tern_json_optional_string(JsonObject *o, const char *member, const char *where, char **out,
                        char **why) {
     JsonNode *n = json_object_get_member(o, member);
     *out = NULL;
@@ -189,7 +187,7 @@ bool tern_tools_parse(JsonNode *tools, const char *raw, tn_chat_tool **out, int 
         if (!t) {
             *why = g_strdup_printf("%s must be an object", at);
             ok = false;
-        } else if (!opt_string(t, "type", at, &type, why)) {
+        } else if (!tern_json_optional_string(t, "type", at, &type, why)) {
             ok = false;
         } else if (!type || strcmp(type, "function")) {
             *why = g_strdup_printf("%s.type must be \"function\"", at);
@@ -197,8 +195,8 @@ bool tern_tools_parse(JsonNode *tools, const char *raw, tn_chat_tool **out, int 
         } else if (!f) {
             *why = g_strdup_printf("%s must be an object", fn_at);
             ok = false;
-        } else if (!opt_string(f, "name", fn_at, &name, why) ||
-                   !opt_string(f, "description", fn_at, &desc, why)) {
+        } else if (!tern_json_optional_string(f, "name", fn_at, &name, why) ||
+                   !tern_json_optional_string(f, "description", fn_at, &desc, why)) {
             ok = false;
         } else if (!name || !*name) {
             *why = g_strdup_printf("%s.name is required", fn_at);

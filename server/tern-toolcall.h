@@ -10,6 +10,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* o[member]: a string (copied, g_free), or absent / null (*out NULL); false
+ * with *why naming where.member when it is anything else. */
+bool tern_json_optional_string(JsonObject *o, const char *member, const char *where, char **out,
+                               char **why);
+
 /* At most this many tools per request: each is rendered into every prompt. */
 #define TERN_MAX_TOOLS 128
 
