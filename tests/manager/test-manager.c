@@ -301,7 +301,7 @@ test_catalog_shipped (void)
                              "llama3.2:1b", "llama3.2:3b", "gemma4:e2b", "gemma4:e2b-flash",
                              "gemma4:e2b-mtp-flash", "gemma4:e4b", "gemma4:e4b-flash",
                              "gemma4:e4b-mtp-flash", "qwen3:8b", "qwen3:8b-flash", "llama3.1:8b",
-                             "llama3.1:8b-flash" };
+                             "llama3.1:8b-flash", "gemma4:31b", "gemma4:31b-flash" };
   g_autoptr(GRegex) pinned = g_regex_new ("^https://huggingface\\.co/[^/]+/[^/]+/resolve/[0-9a-f]{40}/", 0, 0, NULL);
   const TernCatalogTag *tag, *flash;
   GPtrArray *tags;
@@ -316,6 +316,14 @@ test_catalog_shipped (void)
   g_assert_true (flash->packages[TERN_PACKAGE_ROLE_BASE] == tag->packages[TERN_PACKAGE_ROLE_BASE]);
   g_assert_true (tern_catalog_find_tag (catalog, "gemma3:4b")->vision);
   g_assert_nonnull (tern_catalog_find_tag (catalog, "gemma3:4b")->packages[TERN_PACKAGE_ROLE_VISION]);
+  /* The dense 31B: one base package under the vision tag and its flash tag,
+   * runnable by the dense gemma4 engine alone. */
+  tag = tern_catalog_find_tag (catalog, "gemma4:31b");
+  flash = tern_catalog_find_tag (catalog, "gemma4:31b-flash");
+  g_assert_true (tag->vision && tag->packages[TERN_PACKAGE_ROLE_VISION] != NULL);
+  g_assert_true (flash->single_turn && !flash->vision);
+  g_assert_true (flash->packages[TERN_PACKAGE_ROLE_BASE] == tag->packages[TERN_PACKAGE_ROLE_BASE]);
+  g_assert_true (tern_catalog_tag_supported (tag) && tern_catalog_tag_supported (flash));
   /* The seed's shape: a flash tag over the base and its MTP head, both
    * shared with other tags, speculating by default. */
   for (guint i = 0; i < 2; i++)
