@@ -99,8 +99,7 @@ $cc -O2 -o "$tmp/llama-top2" "$here/llama-top2.c" -I"$lc/include" -I"$lc/ggml/in
     -lstdc++ -lm -lpthread -fopenmp
 $cc -O2 -o "$tmp/tern-top2" "$here/tern-top2.c" -I"$here/../../engine/include" -I"$tb/engine/include" \
     "$tb/engine/libtern.a" $(ls "$tb"/engine/cpu/*.a) -lm -lpthread -ldl \
-    $(grep -q '"name": "xrt", "value": "enabled"' "$tb/meson-info/intro-buildoptions.json" 2>/dev/null &&
-      pkg-config --libs xrt 2>/dev/null | sed 's|-L[^ ]*||g') \
+    $(grep -q libxrt_core "$tb/build.ninja" 2>/dev/null && echo -lxrt_core -lxrt_coreutil) \
     $(grep -q 'b_sanitize.*address' "$tb/meson-info/intro-buildoptions.json" 2>/dev/null &&
       echo -fsanitize=address,undefined)
 quant=$lc/build/bin/llama-quantize
