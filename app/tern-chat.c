@@ -15,6 +15,7 @@
 #include <json-glib/json-glib.h>
 
 #include "tern-chat.h"
+#include "tern-engine-worker.h"
 #include "tern-image.h"
 #include "tern.h"
 
@@ -229,9 +230,12 @@ read_image (const char *folder,
   gsize len = 0;
   GBytes *bytes;
 
+  /* lstat: a symbolic link put in the chat's folder is not followed;
+   * tern_read_file checks the type and size again on what it opened (a
+   * FIFO swapped in after the lstat is still refused, unread). */
   if (g_lstat (path, &sb) != 0 || !S_ISREG (sb.st_mode) || sb.st_size > MAX_IMAGE_BYTES)
     return NULL;
-  if (!g_file_get_contents (path, &data, &len, NULL))
+  if (!tern_read_file (path, MAX_IMAGE_BYTES, &data, &len, NULL))
     return NULL;
   bytes = g_bytes_new_take (g_steal_pointer (&data), len);
   hash = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, bytes);
@@ -1145,7 +1149,6 @@ tern_chat_load (const char *path,
   g_autoptr(TernChat) self = NULL;
   g_autofree char *data = NULL;
   gsize len = 0;
-  GStatBuf sb;
   Reader r = { .path = path, .error = error };
   JsonNode *root, *node;
   JsonObject *o;
@@ -1153,13 +1156,10 @@ tern_chat_load (const char *path,
   const char *id, *format;
   g_autofree char *folder = NULL;
 
-  if (g_stat (path, &sb) == 0 && sb.st_size > MAX_FILE_BYTES)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   _("%s: too large for a chat (%lld bytes)"), path, (long long) sb.st_size);
-      return NULL;
-    }
-  if (!g_file_get_contents (path, &data, &len, error))
+  /* Not g_stat + g_file_get_contents: a FIFO passes a size check (0
+   * bytes) and then blocks the window's thread for ever, /dev/zero never
+   * ends. tern_read_file refuses both unread. */
+  if (!tern_read_file (path, MAX_FILE_BYTES, &data, &len, error))
     return NULL;
   if (!tn_json_depth_ok (data, len, MAX_DEPTH))
     {

@@ -14,6 +14,7 @@
 
 #include "tern-application.h"
 #include "tern-composer.h"
+#include "tern-engine-worker.h"
 #include "tern-image-cache.h"
 #include "tern-image.h"
 
@@ -491,6 +492,7 @@ tern_composer_attach_file (TernComposer *self,
   g_autoptr(GError) error = NULL;
   g_autofree char *name = g_file_get_basename (file);
   g_autoptr(GBytes) bytes = NULL;
+  g_autofree char *path = NULL;
 
   g_return_val_if_fail (TERN_IS_COMPOSER (self), FALSE);
 
@@ -523,8 +525,20 @@ tern_composer_attach_file (TernComposer *self,
         return FALSE;
       }
   }
-  /* Image files are small next to a model: read here, decoded on a thread. */
-  bytes = g_file_load_bytes (file, NULL, NULL, &error);
+  /* Image files are small next to a model: read here, decoded on a thread.
+   * A local file through tern_read_file, which checks again what it opened:
+   * a FIFO swapped in after the query is refused, not waited on. */
+  path = g_file_get_path (file);
+  if (path != NULL)
+    {
+      char *data = NULL;
+      gsize len = 0;
+
+      if (tern_read_file (path, TERN_IMAGE_MAX_JPEG_BYTES, &data, &len, &error))
+        bytes = g_bytes_new_take (data, len);
+    }
+  else
+    bytes = g_file_load_bytes (file, NULL, NULL, &error);
   if (bytes == NULL)
     {
       fail (self, error->message);

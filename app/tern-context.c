@@ -1,6 +1,8 @@
 /* tern-context.c: see tern-context.h. */
 #include "tern-context.h"
 
+#include "tern.h"
+
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
@@ -67,7 +69,10 @@ read_meminfo (const char *key)
   const char *path = g_getenv ("TERN_MEMINFO");
   g_autofree char *text = NULL;
 
-  if (!g_file_get_contents (path && *path ? path : "/proc/meminfo", &text, NULL, NULL))
+  /* tn_read_file reads /proc's files (0 bytes by their size) to their end,
+   * and refuses a FIFO or a device named by TERN_MEMINFO instead of
+   * blocking the window; 1 MiB is a hundred times /proc/meminfo. */
+  if (tn_read_file (path && *path ? path : "/proc/meminfo", 1 << 20, &text, NULL, NULL) != TN_OK)
     return 0;
   return tern_context_parse_meminfo (text, key);
 }

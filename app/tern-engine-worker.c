@@ -731,6 +731,38 @@ tern_engine_error_text (const tn_error *err)
                                     sizeof text));
 }
 
+gboolean
+tern_read_file (const char  *path,
+                guint64      max,
+                char       **out,
+                gsize       *len,
+                GError     **error)
+{
+  tn_error err = { 0 };
+  char *data = NULL;
+  size_t n = 0;
+  int rc = tn_read_file (path, max, &data, &n, &err);
+
+  *out = NULL;
+  if (rc != TN_OK)
+    {
+      g_autofree char *text = tern_engine_error_text (&err);
+
+      g_set_error_literal (error, G_IO_ERROR,
+                           rc == TN_ERR_NOT_FOUND ? G_IO_ERROR_NOT_FOUND
+                           : rc == TN_ERR_OVERFLOW ? G_IO_ERROR_INVALID_DATA
+                           : rc == TN_ERR_NOMEM ? G_IO_ERROR_NO_SPACE
+                                                : G_IO_ERROR_FAILED,
+                           text);
+      return FALSE;
+    }
+  /* libtern's buffer comes from malloc, which g_free releases (GLib >= 2.46). */
+  *out = data;
+  if (len != NULL)
+    *len = n;
+  return TRUE;
+}
+
 /* A message of the app's own in place of the engine's (already translated). */
 static void
 set_error (tn_error   *err,

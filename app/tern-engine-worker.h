@@ -89,6 +89,18 @@ TernEngineWorker *tern_engine_worker_new               (void);
 /* An engine error's message in the user's language (docs/TRANSLATING.md). */
 char             *tern_engine_error_text               (const tn_error        *err);
 
+/* A file a user or a chat names, read whole through tn_read_file: only a
+ * regular file of at most max bytes (a FIFO, a device or a directory is
+ * refused without blocking or reading, docs/DESIGN.md "Files a user names").
+ * TRUE with *out (g_free; NUL-terminated, *len bytes before the NUL; len may
+ * be NULL), or FALSE with error set (G_IO_ERROR, the engine's message in the
+ * user's language). */
+gboolean          tern_read_file                       (const char            *path,
+                                                        guint64                max,
+                                                        char                 **out,
+                                                        gsize                 *len,
+                                                        GError               **error);
+
 /* Session size for the next load: context rows and threads. n_ctx <= 0:
  * tern_context_auto for the model and this machine; threads <= 0: every
  * physical core. */

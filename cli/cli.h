@@ -147,6 +147,18 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
                       int n_threads, bool quiet, cli_encoded *out);
 void cli_encoded_free(cli_encoded *e);
 
+/* A file the user names (--tools, --system-file, -f, --file): the whole of
+ * it through tn_read_file (a FIFO, a device, a directory or a file over max
+ * is refused, never read), NUL-terminated, *len its length (len may be
+ * NULL). NULL after printing why. */
+char *cli_read_file(const char *path, uint64_t max, size_t *len);
+/* The largest prompt file (a system prompt, a tools list): no model's
+ * context holds more text than this. */
+#define CLI_MAX_PROMPT_BYTES ((uint64_t)64 << 20)
+/* The largest text to measure (perplexity -f, tokenize --file/--bench):
+ * corpora such as wikitext-103's training text (~540 MB) fit. */
+#define CLI_MAX_CORPUS_BYTES ((uint64_t)1 << 30)
+
 /* Prints "tern-cli: MESSAGE" on one line to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* An engine error's message in the user's language (docs/TRANSLATING.md), in

@@ -35,30 +35,7 @@ static void usage(FILE *out) {
 }
 
 static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error(_("%s: cannot open: %s"), path, strerror(errno));
-        return NULL;
-    }
-    tn_buf b = {0};
-    char chunk[65536];
-    size_t got;
-    bool ok = true;
-    while (ok && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
-        ok = tn_buf_append(&b, chunk, got) == TN_OK;
-    if (ok && ferror(f)) {
-        cli_error(_("%s: read error: %s"), path, strerror(errno));
-        ok = false;
-    }
-    fclose(f);
-    if (ok && !b.data)
-        ok = tn_buf_append(&b, "", 0) == TN_OK;
-    if (!ok) {
-        tn_buf_free(&b);
-        return NULL;
-    }
-    *len = b.len;
-    return b.data;
+    return cli_read_file(path, CLI_MAX_CORPUS_BYTES, len);
 }
 
 static double now_s(void) {

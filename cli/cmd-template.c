@@ -32,14 +32,13 @@ static void usage(FILE *out) {
 /* The tools of FILE: a "tools" array, or an object (a request body) with
  * one, each schema taken as its own text. CLI_EXIT_OK or an error said. */
 static int read_tools(const char *path, tn_chat_tool **tools, int *n) {
-    char *text = NULL;
-    gsize len = 0;
+    size_t len = 0;
     GError *e = NULL;
-    if (!g_file_get_contents(path, &text, &len, &e)) {
-        cli_error(_("template: cannot read %s: %s"), path, e->message);
-        g_error_free(e);
+    /* Not g_file_get_contents: it would wait for ever on a FIFO and read
+     * /dev/zero until memory ran out. */
+    char *text = cli_read_file(path, CLI_MAX_PROMPT_BYTES, &len);
+    if (!text)
         return CLI_EXIT_BAD_INPUT;
-    }
     int rc = CLI_EXIT_BAD_INPUT;
     JsonParser *parser = json_parser_new();
     char *why = NULL;
@@ -72,7 +71,7 @@ static int read_tools(const char *path, tn_chat_tool **tools, int *n) {
     }
     g_free(why);
     g_object_unref(parser);
-    g_free(text);
+    free(text);
     return rc;
 }
 #endif

@@ -49,35 +49,7 @@ static int load_tokenizer(const char *path, tn_gguf **g, tn_tokenizer **tok) {
 }
 
 static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error(_("%s: cannot open: %s"), path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        cli_error("%s: %s", path, buf ? _("read error") : _("out of memory"));
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
+    return cli_read_file(path, CLI_MAX_CORPUS_BYTES, len);
 }
 
 static double clock_s(clockid_t id) {

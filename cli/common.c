@@ -29,6 +29,19 @@ bool cli_parse_double(const char *opt, const char *s, double lo, double hi, doub
     return true;
 }
 
+char *cli_read_file(const char *path, uint64_t max, size_t *len) {
+    tn_error err = {0};
+    char *text = NULL;
+    size_t n = 0;
+    if (tn_read_file(path, max, &text, &n, &err) != TN_OK) {
+        cli_error("%s", cli_engine_message(&err));
+        return NULL;
+    }
+    if (len)
+        *len = n;
+    return text;
+}
+
 /* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid
  * (overlong forms, surrogates and code points past U+10FFFF included). */
 static size_t utf8_valid_len(const unsigned char *s, size_t n) {

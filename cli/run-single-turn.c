@@ -258,34 +258,14 @@ static int parse_args(int argc, char **argv, run_opts *o) {
 }
 
 static char *read_text_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error(_("%s: cannot open: %s"), path, strerror(errno));
+    size_t len = 0;
+    char *text = cli_read_file(path, CLI_MAX_PROMPT_BYTES, &len);
+    if (!text)
         return NULL;
-    }
-    tn_buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if (tn_buf_append(&b, chunk, n) != TN_OK) {
-            fclose(f);
-            tn_buf_free(&b);
-            cli_error(_("%s: out of memory"), path);
-            return NULL;
-        }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        tn_buf_free(&b);
-        cli_error(_("%s: read error"), path);
-        return NULL;
-    }
-    if (!b.data)
-        return strdup("");
     /* A trailing newline ends the file, not the prompt. */
-    while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r'))
-        b.data[--b.len] = '\0';
-    return b.data;
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        text[--len] = '\0';
+    return text;
 }
 
 /* ------------------------------------------------------------- the loop */

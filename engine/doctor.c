@@ -327,15 +327,39 @@ static void check_repack_cache(doc *d) {
         human_bytes(t[1], size, sizeof size);
         const tn_repack_pages pages = tn_repack_cache_pages(dir);
         const bool asked = set == TN_REPACK_CACHE_ASKED;
+        const unsigned long long n = (unsigned long long)t[0];
         l->status = pages == TN_REPACK_PAGES_4K ? TN_DOCTOR_INFO : TN_DOCTOR_OK;
-        tn_fail(&l->text, TN_OK, "repack cache: %s (%s), files: %llu, %s; %s", dir,
-                asked ? "TERN_REPACK_CACHE" : "default", (unsigned long long)t[0], size,
-                pages == TN_REPACK_PAGES_2M ? "mapped in 2 MiB pages"
-                : pages == TN_REPACK_PAGES_4K
-                    ? (asked ? "4 KiB pages on this kernel and file system, used anyway"
-                             : "4 KiB pages on this kernel and file system: the weights "
-                               "stay in private memory")
-                    : "pages not checked yet (a load of a model of 8 MiB or more checks)");
+        /* One whole format per case, not English words as arguments: each
+         * is translated as a sentence (docs/TRANSLATING.md; the German
+         * Hardware page showed the pages clause in English). */
+        if (pages == TN_REPACK_PAGES_2M && asked)
+            tn_fail(&l->text, TN_OK,
+                    "repack cache: %s (TERN_REPACK_CACHE), files: %llu, %s; mapped in 2 MiB pages",
+                    dir, n, size);
+        else if (pages == TN_REPACK_PAGES_2M)
+            tn_fail(&l->text, TN_OK,
+                    "repack cache: %s (default), files: %llu, %s; mapped in 2 MiB pages", dir, n,
+                    size);
+        else if (pages == TN_REPACK_PAGES_4K && asked)
+            tn_fail(&l->text, TN_OK,
+                    "repack cache: %s (TERN_REPACK_CACHE), files: %llu, %s; 4 KiB pages on this "
+                    "kernel and file system, used anyway",
+                    dir, n, size);
+        else if (pages == TN_REPACK_PAGES_4K)
+            tn_fail(&l->text, TN_OK,
+                    "repack cache: %s (default), files: %llu, %s; 4 KiB pages on this kernel and "
+                    "file system: the weights stay in private memory",
+                    dir, n, size);
+        else if (asked)
+            tn_fail(&l->text, TN_OK,
+                    "repack cache: %s (TERN_REPACK_CACHE), files: %llu, %s; pages not checked yet "
+                    "(a load of a model of 8 MiB or more checks)",
+                    dir, n, size);
+        else
+            tn_fail(&l->text, TN_OK,
+                    "repack cache: %s (default), files: %llu, %s; pages not checked yet (a load "
+                    "of a model of 8 MiB or more checks)",
+                    dir, n, size);
     }
     free(dir);
 }

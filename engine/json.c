@@ -539,49 +539,12 @@ int tn_json_parse_file(const char *path, tn_json_doc **out, tn_error *err) {
     if (!out)
         return tn_fail(err, TN_ERR_INVALID, "tn_json_parse_file: out is NULL");
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tn_fail(err, TN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* tokenizer.json, config.json: files a user points the converter at, so
+     * read as any named file is (a FIFO or a device refused); the parser's
+     * offsets are 32-bit, which bounds the size. */
     char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int rc = TN_OK;
-    if (fseeko(f, 0, SEEK_END) == 0) {
-        off_t size = ftello(f);
-        if (size > 0 && (uint64_t)size < UINT32_MAX)
-            cap = (size_t)size + 1;
-        rewind(f);
-    }
-    for (;;) {
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 1 << 16;
-            char *nb = realloc(buf, ncap);
-            if (!nb) {
-                rc = tn_fail(err, TN_ERR_NOMEM, "%s: out of memory reading the file", path);
-                break;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        if (!buf) {
-            buf = malloc(cap);
-            if (!buf) {
-                rc = tn_fail(err, TN_ERR_NOMEM, "%s: out of memory reading the file", path);
-                break;
-            }
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f))
-                rc = tn_fail(err, TN_ERR_IO, "%s: read error: %s", path, strerror(errno));
-            break;
-        }
-        if (len >= UINT32_MAX) {
-            rc = tn_fail(err, TN_ERR_UNSUPPORTED, "%s: file too large for a JSON document", path);
-            break;
-        }
-    }
-    fclose(f);
+    size_t len = 0;
+    int rc = tn_read_file(path, UINT32_MAX - 1, &buf, &len, err);
     if (rc == TN_OK)
         rc = tn_json_parse(buf, len, path, out, err);
     free(buf);

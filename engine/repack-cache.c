@@ -129,11 +129,13 @@ char *tn_repack_cache_dir(void) {
  * Linux 6.16, so Debian 12's 6.1) the mapped cache runs on 4 KiB pages,
  * and dense decode measured about a third slower than the private copy in
  * transparent huge pages (docs/PERFORMANCE.md, "Pages"). The default
- * setting checks the first mapping of a payload of 8 MiB or more (the
- * size from which it sits on 2 MiB boundaries, as the private copy does)
+ * setting checks, before it writes a file whose payload is 8 MiB or more
+ * (the size from which it sits on 2 MiB boundaries, as the private copy
+ * does), with a probe file of 4 MiB in the directory (probe_dir_pages),
  * and remembers the answer in DIR/pages, keyed by the directory's file
- * system and the kernel release, so that later loads neither check again
- * nor write a file they would not use. */
+ * system and the kernel release, so that later loads do not check again.
+ * Before, not after: checking the cache file itself meant writing a file
+ * of about the model's size only to delete it where the pages are 4 KiB. */
 #define PAGES_FILE "pages"
 
 static tn_repack_pages forced_pages;
@@ -236,25 +238,48 @@ static int pmd_mapped(const void *addr) {
     return res;
 }
 
-/* The check: the first 2 MiB of the payload (2 MiB aligned in memory and
- * in the file) dropped from this mapping and, unless another process maps
- * them, from the page cache, then read again: on a file system with large
- * folios the read brings one 2 MiB folio that the kernel maps whole. So
- * the answer is the file system's, not that of pages some earlier reader
- * left in small folios; it costs one 2 MiB read and the smaps of the
- * mappings below this one. */
-static tn_repack_pages probe_pages(uint8_t *payload, const char *path, uint64_t payload_off) {
+static void *map_file_as(int fd, uint64_t size, uint64_t payload_off, int prot);
+
+/* The check: a probe file of 4 MiB written into dir (unnamed where the
+ * file system has O_TMPFILE, else unlinked at once), synced and dropped
+ * from the page cache, mapped as a cache file is (2 MiB aligned,
+ * MADV_HUGEPAGE) and read again: on a file system with large folios the
+ * read brings one 2 MiB folio that the kernel maps whole, which
+ * FilePmdMapped of that mapping shows. The answer is the file system's
+ * (it is what test-repack-cache's own probe compares with the verdict);
+ * it costs a 4 MiB write and read once per directory, file system and
+ * kernel. UNKNOWN when it cannot be told (no room, no smaps field). */
+static tn_repack_pages probe_dir_pages(const char *dir) {
     if (forced_pages != TN_REPACK_PAGES_UNKNOWN)
         return forced_pages;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0)
-        return TN_REPACK_PAGES_UNKNOWN;
-    madvise(payload, HUGE_2M, MADV_DONTNEED); /* shared and clean: the file keeps the bytes */
-    posix_fadvise(fd, (off_t)payload_off, (off_t)HUGE_2M, POSIX_FADV_DONTNEED);
+    const size_t size = 2 * HUGE_2M;
+    int fd = -1;
+#ifdef O_TMPFILE
+    fd = open(dir, O_RDWR | O_TMPFILE | O_CLOEXEC, 0600);
+#endif
+    if (fd < 0) {
+        char tmp[PATH_MAX];
+        snprintf(tmp, sizeof tmp, "%s/.pages-probe.XXXXXX", dir);
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0)
+            return TN_REPACK_PAGES_UNKNOWN;
+        unlink(tmp);
+    }
+    tn_repack_pages v = TN_REPACK_PAGES_UNKNOWN;
+    uint8_t *block = calloc(1, HUGE_2M);
+    bool ok = block && write_at(fd, block, HUGE_2M, 0) == 0 &&
+              write_at(fd, block, HUGE_2M, HUGE_2M) == 0 && fdatasync(fd) == 0 &&
+              posix_fadvise(fd, 0, (off_t)size, POSIX_FADV_DONTNEED) == 0;
+    free(block);
+    uint8_t *m = ok ? map_file_as(fd, size, 0, PROT_READ) : NULL;
+    if (m) {
+        (void)*(volatile const uint8_t *)m;
+        const int pmd = pmd_mapped(m);
+        v = pmd < 0 ? TN_REPACK_PAGES_UNKNOWN : pmd ? TN_REPACK_PAGES_2M : TN_REPACK_PAGES_4K;
+        munmap(m, size);
+    }
     close(fd);
-    (void)*(volatile const uint8_t *)payload;
-    const int pmd = pmd_mapped(payload);
-    return pmd < 0 ? TN_REPACK_PAGES_UNKNOWN : pmd ? TN_REPACK_PAGES_2M : TN_REPACK_PAGES_4K;
+    return v;
 }
 
 static void hex(const uint8_t *b, int n, char *out) {
@@ -944,11 +969,53 @@ static void gib(uint64_t b, char *out, size_t size) {
  * ($TERN_REPACK_CACHE_MIN_FREE_MB instead when set) and the file fits in
  * $TERN_REPACK_CACHE_MAX_MB; otherwise the experts stay in the model
  * file's rows (docs/QUANT.md, "Experts"). */
+/* The verdict on the room for a mixture's experts is said once: PATH.room
+ * (beside the cache file PATH) holds the reason last said, "max" or "free".
+ * A load that finds the same reason again says nothing (the experts stay
+ * out all the same: the room is checked at every load, so more free space
+ * later lets them in); a load with room removes the marker, so a later
+ * lack of room is said again, as is a change of reason.
+ * tn_repack_cache_clear and a cache file's removal take the marker too.
+ * Best effort, like DIR/pages: without it the line is said again. True
+ * when `reason` was said before for PATH; records it otherwise. */
+#define ROOM_SUFFIX ".room"
+
+static bool room_told(const char *cache_path, const char *reason) {
+    char path[PATH_MAX + 80], buf[16];
+    snprintf(path, sizeof path, "%s" ROOM_SUFFIX, cache_path);
+    const size_t rl = strlen(reason);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd >= 0) {
+        ssize_t k = read(fd, buf, sizeof buf);
+        close(fd);
+        if (k == (ssize_t)rl + 1 && memcmp(buf, reason, rl) == 0 && buf[rl] == '\n')
+            return true;
+    }
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+        char line[16];
+        const int n = snprintf(line, sizeof line, "%s\n", reason);
+        const bool bad = write_at(fd, line, (size_t)n, 0) != 0;
+        close(fd);
+        if (bad)
+            unlink(path);
+    }
+    return false;
+}
+
+static void room_forget(const char *cache_path) {
+    char path[PATH_MAX + 80];
+    snprintf(path, sizeof path, "%s" ROOM_SUFFIX, cache_path);
+    unlink(path);
+}
+
 static bool room_for_experts(const char *dir, const plan *p, tn_repack_cache_result *r) {
     const uint64_t need = p->payload_off + p->payload, max = max_bytes_default();
     char a[32], b[32], c[32];
     gib(need, a, sizeof a);
     if (need > max) {
+        if (room_told(r->path, "max"))
+            return false;
         gib(max, b, sizeof b);
         snprintf(r->note, sizeof r->note,
                  "%s: with this mixture's experts the cache file would take %s, more than "
@@ -958,14 +1025,20 @@ static bool room_for_experts(const char *dir, const plan *p, tn_repack_cache_res
         return false;
     }
     struct statvfs sv;
-    if (statvfs(dir, &sv) != 0)
+    if (statvfs(dir, &sv) != 0) {
+        room_forget(r->path);
         return true; /* cannot tell: posix_fallocate still refuses a full disk */
+    }
     const uint64_t size = (uint64_t)sv.f_blocks * sv.f_frsize;
     const uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
     const uint64_t tenth = size / 10, four = (uint64_t)4 << 30;
     const uint64_t keep = env_mb("TERN_REPACK_CACHE_MIN_FREE_MB", tenth > four ? tenth : four);
-    if (avail >= need && avail - need >= keep)
+    if (avail >= need && avail - need >= keep) {
+        room_forget(r->path);
         return true;
+    }
+    if (room_told(r->path, "free"))
+        return false;
     gib(avail, b, sizeof b);
     gib(keep, c, sizeof c);
     snprintf(r->note, sizeof r->note,
@@ -976,64 +1049,56 @@ static bool room_for_experts(const char *dir, const plan *p, tn_repack_cache_res
     return false;
 }
 
-/* The cache's pages are 4 KiB (default setting): the dense matrices, when a
- * private copy of them gets 2 MiB pages (dense_out), are copied out of the
- * mapping into private memory, byte for byte; a mixture's experts stay in
- * the file when the model file is on the same file system (experts_ok:
- * its mapping is in 4 KiB pages too, and the row kernels read slower than
- * X16), else they go back to the model file's rows (saved: their weights
- * before the cache). A file nothing reads from is unmapped, and deleted
- * when this load wrote it. say: the verdict is this load's (a note). */
-static void small_pages(tn_weight *const *ws, int n_use, const plan *p, const char *dir,
-                        tn_repack_cache_result *r, bool dense_out, bool experts_ok,
-                        const tn_weight *saved, bool say) {
-    const uint8_t *payload = (const uint8_t *)r->map + p->payload_off;
-    const uint64_t dense = plan_dense_bytes(p);
-    const bool had_experts = n_use > p->file_only;
-    const bool drop_experts = had_experts && !experts_ok && saved;
-    void *buf = NULL;
-    if (dense_out && dense > 0) {
-        buf = tn_weights_storage_alloc((size_t)dense);
-        if (!buf)
-            return; /* no memory for the copy: the mapping serves */
-        memcpy(buf, payload, (size_t)dense);
-        for (int i = 0; i < p->n && p->e[i].w < p->file_only; i++)
-            ws[p->e[i].w]->data = (const uint8_t *)buf + p->e[i].off;
-        point_aliases(ws, n_use, p);
-    }
-    if (drop_experts)
-        for (int i = p->file_only; i < n_use; i++)
-            *ws[i] = saved[i - p->file_only];
-    const bool experts_mapped = had_experts && !drop_experts;
-    if (!experts_mapped && (buf || dense == 0)) {
-        tn_repack_cache_unmap(r->map, r->map_bytes);
-        r->map = NULL;
-        r->map_bytes = 0;
-        r->in_file = false;
-        if (r->outcome == TN_REPACK_CACHE_WRITTEN)
-            unlink(r->path); /* no load of the default setting would map it */
-    }
-    if (buf) {
-        r->outcome = TN_REPACK_CACHE_PRIVATE;
-        r->storage = buf;
-    }
-    if (!experts_mapped)
-        r->bytes = (size_t)dense;
-    if (!say || (!buf && !drop_experts))
-        return;
+/* The line of the default setting that says the cache's pages are 4 KiB
+ * and what the load did instead (`what`), when the verdict is this load's. */
+static void say_small_pages(tn_repack_cache_result *r, const char *dir, const char *what) {
     snprintf(r->note, sizeof r->note,
              "%s: this kernel maps the files of this file system in 4 KiB pages, slower than "
              "the 2 MiB pages of a private copy: %s (remembered in %s/" PAGES_FILE
              "; TERN_REPACK_CACHE=%s uses the cache anyway)",
-             dir,
-             buf && experts_mapped ? "the dense weights are copied into this process's memory, "
-                                     "the experts stay in the cache file (the model file's "
-                                     "pages are as small)"
-             : buf && drop_experts ? "the weights are kept in this process's memory, the "
-                                     "experts read from the model file"
-             : buf                 ? "the weights are kept in this process's memory"
-                                   : "the experts are read from the model file",
-             dir, dir);
+             dir, what, dir, dir);
+}
+
+/* The cache's pages are 4 KiB (default setting) and this load mapped a
+ * file: the dense matrices, when a private copy of them gets 2 MiB pages
+ * (dense_out), are copied out of the mapping into private memory, byte for
+ * byte. A mixture's experts that the file holds stay there (the model file
+ * is on the same file system, its pages as small, and the row kernels read
+ * slower than X16: on another file system the load left them out of the
+ * file before writing it). A file nothing reads from is unmapped. say: the
+ * verdict is this load's (a note). */
+static void small_pages(tn_weight *const *ws, int n_use, const plan *p, const char *dir,
+                        tn_repack_cache_result *r, bool dense_out, bool say) {
+    const uint8_t *payload = (const uint8_t *)r->map + p->payload_off;
+    const uint64_t dense = plan_dense_bytes(p);
+    const bool experts_mapped = n_use > p->file_only;
+    void *buf = NULL;
+    if (!dense_out || dense == 0)
+        return;
+    buf = tn_weights_storage_alloc((size_t)dense);
+    if (!buf)
+        return; /* no memory for the copy: the mapping serves */
+    memcpy(buf, payload, (size_t)dense);
+    for (int i = 0; i < p->n && p->e[i].w < p->file_only; i++)
+        ws[p->e[i].w]->data = (const uint8_t *)buf + p->e[i].off;
+    point_aliases(ws, n_use, p);
+    if (!experts_mapped) {
+        tn_repack_cache_unmap(r->map, r->map_bytes);
+        r->map = NULL;
+        r->map_bytes = 0;
+        r->in_file = false;
+        r->bytes = (size_t)dense;
+        if (r->outcome == TN_REPACK_CACHE_WRITTEN)
+            unlink(r->path); /* no load of the default setting would map it */
+    }
+    r->outcome = TN_REPACK_CACHE_PRIVATE;
+    r->storage = buf;
+    if (say)
+        say_small_pages(r, dir,
+                        experts_mapped ? "the dense weights are copied into this process's "
+                                         "memory, the experts stay in the cache file (the model "
+                                         "file's pages are as small)"
+                                       : "the weights are kept in this process's memory");
 }
 
 int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const tn_gguf *g,
@@ -1060,7 +1125,6 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
     plan p = {.file_only = n - n_file_only};
     int rc = TN_OK;
     bool can_write = true;
-    tn_weight *saved = NULL;
     char name[40];
     if (!make_plan(ws, n, g, &p, res) || tn_repack_cache_name(p.model, name, sizeof name) != TN_OK) {
         rc = build(ws, n, &p, dir, res, false);
@@ -1078,28 +1142,41 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
     const bool watch =
         dflt && (forced_pages != TN_REPACK_PAGES_UNKNOWN || private_gets_huge_pages());
     tn_repack_pages pages = watch ? tn_repack_cache_pages(dir) : TN_REPACK_PAGES_UNKNOWN;
+    bool fresh = false; /* the verdict is this load's: a note says it */
+    if (watch && pages == TN_REPACK_PAGES_UNKNOWN && p.payload_off % HUGE_2M == 0) {
+        pages = probe_dir_pages(dir);
+        if (pages != TN_REPACK_PAGES_UNKNOWN) {
+            pages_record(dir, pages);
+            fresh = true;
+        }
+    }
     const bool dense_out = plan_dense_bytes(&p) >= TN_WEIGHTS_HUGE_MIN;
     struct stat dst;
     const bool experts_ok = stat(dir, &dst) == 0 && dst.st_dev == p.model_st.st_dev;
     int n_use = n; /* ws[0..n_use) go through the cache */
-    if (pages == TN_REPACK_PAGES_4K && n_file_only > 0 && !experts_ok) {
+    const bool experts_out = pages == TN_REPACK_PAGES_4K && n_file_only > 0 && !experts_ok;
+    if (experts_out) {
+        /* The model file is on another file system, maybe in 2 MiB pages:
+         * the experts stay in its rows. */
         n_use = p.file_only;
         if (!replan(ws, n_use, g, &p, res)) {
             rc = build(ws, n, &p, dir, res, false);
             goto out;
         }
+        if (fresh && !dense_out)
+            say_small_pages(res, dir, "the experts are read from the model file");
     }
     if (pages == TN_REPACK_PAGES_4K && n_use == p.file_only && dense_out) {
         /* Nothing this load would read from a cache file: no file is
          * written, the weights are repacked as with the cache off. */
         rc = build(ws, n, &p, dir, res, false);
         res->path[0] = '\0';
+        if (rc == TN_OK && fresh)
+            say_small_pages(res, dir,
+                            experts_out ? "the weights are kept in this process's memory, the "
+                                          "experts read from the model file"
+                                        : "the weights are kept in this process's memory");
         goto out;
-    }
-    if (watch && pages == TN_REPACK_PAGES_UNKNOWN && n_use > p.file_only && !experts_ok) {
-        saved = malloc((size_t)(n_use - p.file_only) * sizeof *saved);
-        for (int i = p.file_only; saved && i < n_use; i++)
-            saved[i - p.file_only] = *ws[i];
     }
     for (;;) {
         int fd = -1;
@@ -1135,26 +1212,23 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
             rc = build(ws, n_use, &p, dir, res, false);
             goto out;
         }
+        if (pages == TN_REPACK_PAGES_4K && dense_out) {
+            /* In 4 KiB pages the dense matrices alone are kept private:
+             * no file of them is written, or read. */
+            rc = build(ws, n_use, &p, dir, res, false);
+            res->path[0] = '\0';
+            goto out;
+        }
     }
     rc = build(ws, n_use, &p, dir, res, can_write);
     if (rc == TN_OK && res->outcome == TN_REPACK_CACHE_WRITTEN)
         tn_repack_cache_prune_dir(dir, 0, res->path, NULL);
 mapped:
-    if (rc == TN_OK && watch && p.payload_off % HUGE_2M == 0 &&
-        (res->outcome == TN_REPACK_CACHE_HIT || res->outcome == TN_REPACK_CACHE_WRITTEN)) {
-        bool fresh = false;
-        if (pages == TN_REPACK_PAGES_UNKNOWN) {
-            pages = probe_pages((uint8_t *)res->map + p.payload_off, res->path, p.payload_off);
-            if (pages != TN_REPACK_PAGES_UNKNOWN)
-                pages_record(dir, pages);
-            fresh = true;
-        }
-        if (pages == TN_REPACK_PAGES_4K)
-            small_pages(ws, n_use, &p, dir, res, dense_out, experts_ok, saved, fresh);
-    }
+    if (rc == TN_OK && pages == TN_REPACK_PAGES_4K && p.payload_off % HUGE_2M == 0 &&
+        (res->outcome == TN_REPACK_CACHE_HIT || res->outcome == TN_REPACK_CACHE_WRITTEN))
+        small_pages(ws, n_use, &p, dir, res, dense_out, fresh);
 out:
     plan_free(&p);
-    free(saved);
     free(own_dir);
     return rc;
 }
@@ -1274,8 +1348,13 @@ static int scan(const char *dir, int mode, uint64_t max_bytes, const char *keep,
                 *freed += (uint64_t)st.st_size;
             continue;
         }
-        if (!is_cache_name(de->d_name))
+        if (!is_cache_name(de->d_name)) {
+            const size_t nl = strlen(de->d_name), sl = strlen(ROOM_SUFFIX);
+            if (mode == 3 && de->d_name[0] != '.' && nl > sl &&
+                !strcmp(de->d_name + nl - sl, ROOM_SUFFIX))
+                unlink(full); /* a room verdict: cleared with the files */
             continue;
+        }
         tn_repack_cache_entry e;
         if (!read_entry(dirfd(d), de->d_name, full, &e, mpath, sizeof mpath))
             continue;
@@ -1288,6 +1367,7 @@ static int scan(const char *dir, int mode, uint64_t max_bytes, const char *keep,
         if (drop) {
             if (unlink(full) == 0 && freed)
                 *freed += e.bytes;
+            room_forget(full);
             continue;
         }
         total += e.bytes;
@@ -1319,6 +1399,7 @@ static int scan(const char *dir, int mode, uint64_t max_bytes, const char *keep,
             if (items[i].last_used < items[oldest].last_used)
                 oldest = i;
         if (unlink(items[oldest].file) == 0) {
+            room_forget(items[oldest].file);
             total -= items[oldest].bytes;
             if (freed)
                 *freed += items[oldest].bytes;

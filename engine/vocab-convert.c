@@ -189,45 +189,10 @@ static char *sibling(const char *path, const char *name) {
     return join_path(path, dl ? dl : 1, name);
 }
 
+/* A chat template (.jinja) or vocab.bpe beside the tokenizer: through
+ * tn_read_file, so a FIFO or a device there is refused instead of read. */
 static int read_text_file(const char *path, char **out, size_t *out_len, tn_error *err) {
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tn_fail(err, TN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) {
-            fclose(f);
-            return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
-        }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0)
-            break;
-        if (len + 1 == cap) {
-            if (cap >= ((size_t)1 << 31)) {
-                free(buf);
-                fclose(f);
-                return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: file too large", path);
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return tn_fail(err, TN_ERR_IO, "%s: read error", path);
-    }
-    buf[len] = '\0';
-    *out = buf;
-    *out_len = len;
-    return TN_OK;
+    return tn_read_file(path, (uint64_t)1 << 31, out, out_len, err);
 }
 
 /* ---------------------------------------------------- common metadata */
@@ -1016,8 +981,15 @@ int tn_vocab_convert_hf_sized(const char *path, int64_t vocab_size, tn_gguf_writ
         free(bpe);
         return rc;
     }
-    if (!is_file(path))
+    if (!is_file(path)) {
+        /* A FIFO or a device named as the tokenizer is there, just not
+         * readable as one: say so rather than "no such file". */
+        struct stat st;
+        if (stat(path, &st) == 0)
+            return tn_fail(err, TN_ERR_IO,
+                           "%s is not a regular file (a FIFO, a device or a directory)", path);
         return tn_fail(err, TN_ERR_IO, "%s: no such file", path);
+    }
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     if (!strcmp(base, "encoder.json") || !strcmp(base, "vocab.bpe")) {

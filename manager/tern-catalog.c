@@ -21,6 +21,8 @@ struct _TernCatalog {
 G_DEFINE_FINAL_TYPE (TernCatalog, tern_catalog, G_TYPE_OBJECT)
 
 #define CATALOG_SCHEMA 1
+/* The shipped catalog is tens of KiB; a thousand times that is not a catalog. */
+#define CATALOG_MAX_BYTES ((guint64) 64 << 20)
 
 static void
 catalog_file_free (TernCatalogFile *file)
@@ -774,15 +776,19 @@ tern_catalog_new_from_file (const char  *path,
                             GError     **error)
 {
   g_autofree char *data = NULL;
-  g_autoptr(GError) read_error = NULL;
-  gsize length;
+  size_t length = 0;
+  tn_error read_error = { 0 };
 
   g_return_val_if_fail (path != NULL, NULL);
 
-  if (!g_file_get_contents (path, &data, &length, &read_error))
+  /* $TERN_CATALOG names any file: a FIFO or a device there is refused, not
+   * waited on or read without end (docs/DESIGN.md, "Files a user names"). */
+  if (tn_read_file (path, CATALOG_MAX_BYTES, &data, &length, &read_error) != TN_OK)
     {
+      g_autofree char *why = tern_manager_engine_message (&read_error);
+
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG,
-                   _("cannot read the model catalog: %s"), read_error->message);
+                   _("cannot read the model catalog: %s"), why);
       return NULL;
     }
   return tern_catalog_new_from_data (data, (gssize) length, path, error);

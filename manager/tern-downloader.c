@@ -287,7 +287,7 @@ read_meta (Transfer    *t,
 
   /* Four flat members; anything nested is not ours (and json-glib would
    * recurse on it). A meta file that cannot be read means a fresh start. */
-  if (!g_file_get_contents (t->meta, &data, &length, NULL) || length > 65536
+  if (tn_read_file (t->meta, 65536, &data, &length, NULL) != TN_OK
       || !tn_json_depth_ok (data, length, 4)
       || !json_parser_load_from_data (parser, data, (gssize) length, NULL))
     return FALSE;

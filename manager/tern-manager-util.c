@@ -224,11 +224,20 @@ tern_manager_sha256_file (const char    *path,
                           GError       **error)
 {
   char *sha;
-  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  /* O_NONBLOCK and the fstat: a FIFO or a device where a model file
+   * belongs would block open() or never end; only a regular file is hashed. */
+  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
   if (fd < 0)
     {
       io_error (error, errno, _("cannot open"), path);
+      return NULL;
+    }
+  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, _("%s: not a regular file"), path);
+      close (fd);
       return NULL;
     }
   sha = tern_manager_sha256_fd (fd, path, cancellable, error);

@@ -13,6 +13,8 @@
 
 #define STATE_SCHEMA 1
 #define STATE_FILE "installed.json"
+/* A thousand models take well under 1 MiB of state. */
+#define STATE_MAX_BYTES ((guint64) 64 << 20)
 #define LOCK_FILE ".lock"
 
 typedef struct {
@@ -356,14 +358,21 @@ load_state (TernModelStore *self,
   g_autofree char *data = NULL;
   g_autoptr(GError) local_error = NULL;
   g_autoptr(JsonParser) parser = json_parser_new ();
-  gsize length;
+  size_t length = 0;
+  tn_error read_error = { 0 };
+  int rc;
 
   clear_state (self);
-  if (!g_file_get_contents (self->state_path, &data, &length, &local_error))
+  /* The models folder may be one the caller chose (tern_model_store_new's
+   * root): what sits there under our name is read as any named file is. */
+  rc = tn_read_file (self->state_path, STATE_MAX_BYTES, &data, &length, &read_error);
+  if (rc == TN_ERR_NOT_FOUND)
+    return TRUE;
+  if (rc != TN_OK)
     {
-      if (g_error_matches (local_error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
-        return TRUE;
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE, "%s", local_error->message);
+      g_autofree char *why = tern_manager_engine_message (&read_error);
+
+      g_set_error_literal (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE, why);
       return FALSE;
     }
   /* json-glib recurses once per nesting level: measured first. */

@@ -936,6 +936,22 @@ void tn_buf_free(tn_buf *b);
 int tn_buf_append(tn_buf *b, const char *s, size_t n);
 int tn_buf_append_str(tn_buf *b, const char *s);
 
+/* The whole of the file `path`, a file a user or a request names (a prompt,
+ * a tools list, a chat, a config.json): *out gets malloc'd bytes with a NUL
+ * after the last (not counted in *out_len; the bytes may hold NULs of their
+ * own), or NULL on failure. Only a regular file of at most max_bytes is
+ * read: a FIFO or a device would block or never end, a directory has no
+ * bytes, so each is refused (TN_ERR_IO, "PATH is not a regular file (a
+ * FIFO, a device or a directory)") without a byte read, and a file over
+ * max_bytes is refused (TN_ERR_OVERFLOW) before any memory is taken for it.
+ * The file is opened without blocking and its type and size come from the
+ * open descriptor (fstat), not from the name, so a swap between the check
+ * and the read changes nothing; a file that grows past max_bytes while
+ * being read (/proc's files say 0 bytes) is refused too. A missing file is
+ * TN_ERR_NOT_FOUND. engine/file-read.c. */
+int tn_read_file(const char *path, uint64_t max_bytes, char **out, size_t *out_len,
+                 tn_error *err);
+
 /* The chat formats Tern renders natively (no Jinja engine): each reproduces
  * the byte output of the model family's real Jinja template for system /
  * user / assistant messages. docs/CHAT-TEMPLATES.md describes each. */

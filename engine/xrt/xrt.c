@@ -13,9 +13,11 @@
 #include "tn-session.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifdef TN_HAVE_XRT
@@ -231,10 +233,25 @@ int tn_xrt_manifest_verify(const tn_xrt_manifest *m, const char *dir, tn_error *
         const tn_xrt_kernel *k = &m->kernels[i];
         char path[1200];
         snprintf(path, sizeof path, "%s/%s", dir, k->image);
-        FILE *f = fopen(path, "rb");
-        if (!f)
+        /* $TERN_XCLBIN_DIR names the folder: a FIFO or a device named like
+         * a kernel image is refused, not waited on or hashed without end. */
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        struct stat st;
+        if (fd < 0)
             return tn_fail(err, TN_ERR_IO, "%s: cannot read the kernel image: %s", path,
                            strerror(errno));
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            return tn_fail(err, TN_ERR_IO,
+                           "%s is not a regular file (a FIFO, a device or a directory)", path);
+        }
+        FILE *f = fdopen(fd, "rb");
+        if (!f) {
+            int e = errno;
+            close(fd);
+            return tn_fail(err, TN_ERR_IO, "%s: cannot read the kernel image: %s", path,
+                           strerror(e));
+        }
         tn_sha256 c;
         tn_sha256_init(&c);
         uint8_t buf[1 << 14];

@@ -10,6 +10,7 @@
 #include <glib/gstdio.h>
 
 #include "tern.h"
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -203,6 +204,55 @@ test_chat_json (const char *dir)
   g_unlink (bad);
   CHECK (tern_chat_delete_file (chat, dir, NULL));
   CHECK (!g_file_test (path, G_FILE_TEST_EXISTS));
+}
+
+/* Files that are not chats to read: a FIFO (which g_file_get_contents
+ * waited on for ever, with the window's thread), /dev/zero (read until
+ * memory ran out), a directory and a file over 64 MiB are refused unread,
+ * each with an error naming the file and why. A FIFO in TERN_MEMINFO's
+ * place leaves the free memory unknown (0) instead of hanging. meson's
+ * timeout ends a run that hangs. */
+static void
+test_chat_not_files (const char *dir)
+{
+  g_autofree char *fifo = g_build_filename (dir, "fifo.json", NULL);
+  g_autofree char *huge = g_build_filename (dir, "huge.json", NULL);
+  const char *not_regular = "is not a regular file (a FIFO, a device or a directory)";
+  struct { const char *path; const char *why; } cases[] = {
+    { fifo, not_regular },
+    { "/dev/zero", not_regular },
+    { dir, not_regular },
+    { huge, "67108865 bytes, more than the 67108864 this takes" },
+  };
+  int fd;
+
+  g_mkdir_with_parents (dir, 0700);
+  CHECK (mkfifo (fifo, 0600) == 0);
+  fd = open (huge, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CHECK (fd >= 0 && ftruncate (fd, (64 << 20) + 1) == 0); /* sparse: no disk used */
+  if (fd >= 0)
+    close (fd);
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(TernChat) chat = tern_chat_load (cases[i].path, &error);
+
+      CHECKF (chat == NULL && error != NULL, "%s: loaded", cases[i].path);
+      if (error == NULL)
+        continue;
+      CHECKF (strstr (error->message, cases[i].path) != NULL && strstr (error->message, cases[i].why) != NULL,
+              "%s: %s", cases[i].path, error->message);
+    }
+
+  g_setenv ("TERN_MEMINFO", fifo, TRUE);
+  CHECK (tern_context_available_memory () == 0);
+  g_setenv ("TERN_MEMINFO", "/dev/zero", TRUE);
+  CHECK (tern_context_available_memory () == 0);
+  g_unsetenv ("TERN_MEMINFO");
+  /* The real one still reads (a /proc file says 0 bytes by its size). */
+  CHECK (tern_context_available_memory () > 0);
+  g_unlink (fifo);
+  g_unlink (huge);
 }
 
 /* Images are saved beside the chat, once per distinct picture, checked
@@ -858,6 +908,7 @@ main (void)
   test_markdown_tint ();
   test_chat_json (chats);
   test_chat_images (chats);
+  test_chat_not_files (chats);
   test_plot_scale ();
   test_context ();
   test_sampling (tmp);

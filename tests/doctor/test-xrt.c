@@ -156,6 +156,18 @@ static void test_manifest(void) {
         CHECK(tn_xrt_manifest_verify(m, dir, &e) == TN_ERR_FORMAT);
         CHECKF(strstr(e.message, "does not match the manifest") && strstr(e.message, hex),
                "%s", e.message);
+        /* A FIFO named like the image ($TERN_XCLBIN_DIR is the user's to
+         * set): refused at once, not waited on (meson's timeout ends a
+         * hang). */
+        char image_path[800];
+        snprintf(image_path, sizeof image_path, "%s/gemv_q4_0.xclbin", dir);
+        remove(image_path);
+        CHECK(mkfifo(image_path, 0600) == 0);
+        CHECK(tn_xrt_manifest_verify(m, dir, &e) == TN_ERR_IO);
+        CHECKF(strstr(e.message, "is not a regular file (a FIFO, a device or a directory)"), "%s",
+               e.message);
+        remove(image_path);
+        write_file("gemv_q4_0.xclbin", image, sizeof image - 1);
         tn_xrt_manifest_free(m);
     }
     /* The open verifies before anything else would use the images. */

@@ -161,8 +161,11 @@ static void check_invalid(void) {
     tn_json_free(doc);
     CHECK(tn_json_parse(NULL, 0, NULL, &doc, &err) == TN_ERR_FORMAT);
     CHECK(tn_json_parse("1", 1, "x", NULL, &err) == TN_ERR_INVALID);
-    CHECK(tn_json_parse_file("/nonexistent/tokenizer.json", &doc, &err) == TN_ERR_IO);
+    CHECK(tn_json_parse_file("/nonexistent/tokenizer.json", &doc, &err) == TN_ERR_NOT_FOUND);
     CHECK(strstr(err.message, "/nonexistent/tokenizer.json") != NULL);
+    /* A device is refused unread (tn_read_file), not read without end. */
+    CHECK(tn_json_parse_file("/dev/zero", &doc, &err) == TN_ERR_IO);
+    CHECKF(strstr(err.message, "/dev/zero is not a regular file"), "%s", err.message);
 }
 
 static void check_depth(void) {

@@ -727,28 +727,104 @@ static void default_dirs(void) {
     restore_cache_env();
 }
 
-/* run(), with what the load wrote on stderr in text (and echoed). */
-static bool run_stderr(const char *path, char *src, size_t ss, float *logits, char *text,
-                       size_t ts) {
+/* One load of the default setting's cases: the model, and what the last
+ * load did and said. */
+typedef struct dload {
+    char model[1100];
+    size_t lb;  /* bytes of logits: n_vocab floats */
+    float *ref; /* the logits with the cache off */
+    float *lg;  /* the last load's logits */
+    char src[32], arith[96], path[1024];
+    char text[8192]; /* what it wrote on stderr */
+} dload;
+
+static void load_as(dload *d, const char *what, const char *want_src, int exp16,
+                    const float *ref);
+
+/* Writes the model p at TMP/name and loads it with the cache off for
+ * d->ref: false when that fails, or when this CPU has no faster layout
+ * (nothing to cache; said). dload_end in either case. */
+static bool dload_start(dload *d, const tn_mkmodel_params *p, const char *name) {
+    *d = (dload){.lb = 0};
+    snprintf(d->model, sizeof d->model, "%s/%s", tn_test_tmpdir(), name);
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(p, d->model, &err) == TN_OK, "mkmodel %s: %s", name, err.message);
+    const int nv = n_vocab_of(d->model);
+    CHECK(nv > 0);
+    if (nv <= 0)
+        return false;
+    d->lb = sizeof(float) * (size_t)nv;
+    d->ref = malloc(d->lb);
+    d->lg = malloc(d->lb);
+    setenv("TERN_REPACK_CACHE", "0", 1);
+    load_as(d, "cache off", d->src, 0, NULL);
+    memcpy(d->ref, d->lg, d->lb);
+    unsetenv("TERN_REPACK_CACHE");
+    if (!strcmp(d->src, "none"))
+        fprintf(stderr, "%s: no faster layout on this CPU: nothing to cache\n", name);
+    return strcmp(d->src, "none") != 0;
+}
+
+/* Puts back what the default setting's cases change. */
+static void dload_end(dload *d) {
+    unsetenv("TERN_REPACK_CACHE_MIN_FREE_MB");
+    unsetenv("TERN_REPACK_CACHE_MAX_MB");
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_UNKNOWN);
+    restore_cache_env();
+    free(d->ref);
+    free(d->lg);
+}
+
+/* Loads d->model with stderr captured (and echoed) and decodes toks:
+ * checks that the repack source is want_src, that the experts are read as
+ * X16 ("/exp16" in the arithmetic) when exp16 is 1 and not when 0 (-1:
+ * either), and, when ref, that the logits are ref's. */
+static void load_as(dload *d, const char *what, const char *want_src, int exp16,
+                    const float *ref) {
     char file[1200];
     snprintf(file, sizeof file, "%s/stderr.txt", tn_test_tmpdir());
     fflush(stderr);
     const int saved = dup(2);
     const int fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (saved < 0 || fd < 0 || dup2(fd, 2) < 0) {
-        CHECK(0);
-        return false;
-    }
-    bool ok = run(path, src, ss, logits, NULL, 0);
+    CHECK(saved >= 0 && fd >= 0 && dup2(fd, 2) >= 0);
+    tn_model *m = NULL;
+    tn_ctx *ctx = NULL;
+    tn_error err = {0};
+    bool ok = tn_model_load(d->model, tn_model_default_params(), &m, &err) == TN_OK;
+    snprintf(d->src, sizeof d->src, "%s", ok ? tn_model_repack_source(m) : "(no load)");
+    snprintf(d->arith, sizeof d->arith, "%s", ok ? tn_model_arithmetic(m) : "");
+    snprintf(d->path, sizeof d->path, "%s", ok ? tn_model_repack_cache_path(m) : "");
+    ok = ok && tn_ctx_new(m, 64, 2, &ctx, &err) == TN_OK &&
+         tn_ctx_decode(ctx, toks, NT, TN_LOGITS_LAST, d->lg, &err) == TN_OK;
+    tn_ctx_free(ctx);
+    tn_model_free(m);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
-    ssize_t k = pread(fd, text, ts - 1, 0);
-    text[k > 0 ? k : 0] = '\0';
+    ssize_t k = pread(fd, d->text, sizeof d->text - 1, 0);
+    d->text[k > 0 ? k : 0] = '\0';
     close(fd);
     unlink(file);
-    fputs(text, stderr);
-    return ok;
+    fputs(d->text, stderr);
+    CHECKF(ok, "%s: load %s: %s", what, d->model, err.message);
+    CHECKF(!strcmp(d->src, want_src), "%s: source %s, expected %s", what, d->src, want_src);
+    if (exp16 >= 0)
+        CHECKF((strstr(d->arith, "/exp16") != NULL) == (exp16 == 1), "%s: arithmetic %s", what,
+               d->arith);
+    if (ref)
+        CHECKF(ok && memcmp(d->lg, ref, d->lb) == 0, "%s: other logits", what);
+}
+
+/* The last load said one "tern: repack cache:" line holding `words`, or
+ * (words NULL) nothing about the cache. */
+static void expect_said(const dload *d, const char *what, const char *words) {
+    if (!words) {
+        CHECKF(!strstr(d->text, "repack cache"), "%s: said %s", what, d->text);
+        return;
+    }
+    const char *line = strstr(d->text, "tern: repack cache: ");
+    CHECKF(line && strstr(line, words) && !strstr(line + 1, "tern: repack cache: "),
+           "%s: no one line with '%s' on stderr", what, words);
 }
 
 static int count_caches(const char *dir) {
@@ -822,14 +898,15 @@ static bool thp_not_never(void) {
 /* The default setting on a dense model of 11 MB (a payload on 2 MiB
  * boundaries): where the cache's pages are 4 KiB (forced here) the load
  * keeps the weights private ("memory", the same logits), says so once on
- * stderr, deletes the file it wrote and remembers the verdict in DIR/pages,
- * so that the next load neither checks nor writes a file; asked for
- * explicitly, the cache is used anyway. Then the kernel's own check, where
- * the page cache has 2 MiB folios: "cache-new", verdict 2 MiB. */
+ * stderr, writes no cache file (the pages are checked before: no file is
+ * named) and remembers the verdict in DIR/pages, so that the next load
+ * neither checks nor writes a file; asked for explicitly, the cache is
+ * used anyway. Then the kernel's own check, where the page cache has 2
+ * MiB folios: "cache-new", verdict 2 MiB; and in /dev/shm, when it is
+ * another file system, the same against the test's own probe there. */
 static void default_pages(void) {
     const char *tmp = tn_test_tmpdir();
-    char model[1100], xdg[1100], dir[1200], text[8192], src[32];
-    snprintf(model, sizeof model, "%s/pages-q8_0.gguf", tmp);
+    char xdg[1100], dir[1200];
     snprintf(xdg, sizeof xdg, "%s/xdg-pages", tmp);
     snprintf(dir, sizeof dir, "%s/tern/repack", xdg);
     tn_mkmodel_params p = tn_test_tiny_model("llama", 31);
@@ -838,63 +915,44 @@ static void default_pages(void) {
     p.n_head = 4;
     p.head_dim = 64;
     p.n_layer = 6;
-    tn_error err = {0};
-    CHECKF(tn_mkmodel(&p, model, &err) == TN_OK, "mkmodel: %s", err.message);
-    const int nv = n_vocab_of(model);
-    CHECK(nv > 0);
-    if (nv <= 0)
-        return;
-    float *ref = malloc(sizeof(float) * (size_t)nv), *lg = malloc(sizeof(float) * (size_t)nv);
-    setenv("TERN_REPACK_CACHE", "0", 1);
-    CHECK(run(model, src, sizeof src, ref, NULL, 0));
-    if (!strcmp(src, "none")) {
-        fprintf(stderr, "pages: no faster layout on this CPU: nothing to cache\n");
+    dload d;
+    if (!dload_start(&d, &p, "pages-q8_0.gguf"))
         goto out;
-    }
-    unsetenv("TERN_REPACK_CACHE");
+    const float *ref = d.ref;
     setenv("XDG_CACHE_HOME", xdg, 1);
 
     tn_repack_cache_force_pages(TN_REPACK_PAGES_4K);
-    CHECK(run_stderr(model, src, sizeof src, lg, text, sizeof text));
-    CHECKF(!strcmp(src, "memory"), "4 KiB pages, default: source %s", src);
-    CHECKF(memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0, "4 KiB pages: other logits");
-    CHECKF(strstr(text, "tern: repack cache: ") && strstr(text, "4 KiB pages") &&
-               strstr(text, "this process's memory"),
-           "4 KiB pages: no line on stderr");
+    load_as(&d, "4 KiB pages, default", "memory", -1, ref);
+    expect_said(&d, "4 KiB pages", "4 KiB pages");
+    expect_said(&d, "4 KiB pages", "this process's memory");
+    CHECKF(!d.path[0], "4 KiB pages: a cache file was named (written?): %s", d.path);
     CHECKF(tn_repack_cache_pages(dir) == TN_REPACK_PAGES_4K, "4 KiB pages: verdict %d",
            (int)tn_repack_cache_pages(dir));
     CHECKF(count_caches(dir) == 0, "4 KiB pages: %d cache files left", count_caches(dir));
     /* The next load honours the verdict: it does not check (forced to say
      * 2 MiB, a check would use the cache) and writes nothing; silent. */
     tn_repack_cache_force_pages(TN_REPACK_PAGES_2M);
-    CHECK(run_stderr(model, src, sizeof src, lg, text, sizeof text));
-    CHECKF(!strcmp(src, "memory"), "4 KiB verdict remembered: source %s", src);
-    CHECKF(memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0, "4 KiB verdict: other logits");
-    CHECKF(!strstr(text, "repack cache"), "4 KiB verdict remembered: said it again");
+    load_as(&d, "4 KiB verdict remembered", "memory", -1, ref);
+    expect_said(&d, "4 KiB verdict remembered", NULL);
     CHECKF(count_caches(dir) == 0, "4 KiB verdict remembered: %d cache files written",
            count_caches(dir));
     /* Asked for: used anyway, whatever the pages. */
     tn_repack_cache_force_pages(TN_REPACK_PAGES_4K);
     setenv("TERN_REPACK_CACHE", dir, 1);
-    CHECK(run(model, src, sizeof src, lg, NULL, 0));
-    CHECKF(!strcmp(src, "cache-new"), "4 KiB pages, TERN_REPACK_CACHE=DIR: source %s", src);
-    CHECK(memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0);
+    load_as(&d, "4 KiB pages, TERN_REPACK_CACHE=DIR", "cache-new", -1, ref);
     setenv("TERN_REPACK_CACHE", "1", 1);
-    CHECK(run(model, src, sizeof src, NULL, NULL, 0));
-    CHECKF(!strcmp(src, "cache"), "4 KiB pages, TERN_REPACK_CACHE=1: source %s", src);
+    load_as(&d, "4 KiB pages, TERN_REPACK_CACHE=1", "cache", -1, NULL);
     unsetenv("TERN_REPACK_CACHE");
     /* The default ignores the file the explicit loads left. */
-    CHECK(run(model, src, sizeof src, NULL, NULL, 0));
-    CHECKF(!strcmp(src, "memory"), "4 KiB verdict, a file there: source %s", src);
+    load_as(&d, "4 KiB verdict, a file there", "memory", -1, NULL);
     /* Clearing the cache forgets the verdict: the next load checks again. */
     CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
     CHECK(tn_repack_cache_pages(dir) == TN_REPACK_PAGES_UNKNOWN);
     tn_repack_cache_force_pages(TN_REPACK_PAGES_2M);
-    CHECK(run_stderr(model, src, sizeof src, lg, text, sizeof text));
-    CHECKF(!strcmp(src, "cache-new") && tn_repack_cache_pages(dir) == TN_REPACK_PAGES_2M,
-           "2 MiB pages, default: source %s, verdict %d", src, (int)tn_repack_cache_pages(dir));
-    CHECK(memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0);
-    CHECKF(!strstr(text, "repack cache"), "2 MiB pages: a line on stderr");
+    load_as(&d, "2 MiB pages, default", "cache-new", -1, ref);
+    CHECKF(tn_repack_cache_pages(dir) == TN_REPACK_PAGES_2M, "2 MiB pages: verdict %d",
+           (int)tn_repack_cache_pages(dir));
+    expect_said(&d, "2 MiB pages", NULL);
     /* A verdict made on another kernel or file system is not this one's. */
     {
         char marker[1300];
@@ -906,45 +964,61 @@ static void default_pages(void) {
         CHECK(tn_repack_cache_pages(dir) == TN_REPACK_PAGES_UNKNOWN);
     }
 
-    /* The kernel's own check (no forcing), in a fresh directory. */
+    /* The kernel's own check (no forcing), in a fresh directory of this
+     * file system, then of /dev/shm (tmpfs: 4 KiB pages unless its huge
+     * pages are on) when that is another one. */
     tn_repack_cache_force_pages(TN_REPACK_PAGES_UNKNOWN);
-    snprintf(xdg, sizeof xdg, "%s/xdg-pages-real", tmp);
-    snprintf(dir, sizeof dir, "%s/tern/repack", xdg);
-    setenv("XDG_CACHE_HOME", xdg, 1);
-    CHECK(run(model, src, sizeof src, lg, NULL, 0));
-    CHECK(memcmp(lg, ref, sizeof(float) * (size_t)nv) == 0);
-    const int huge = thp_not_never() && !getenv("TERN_THP") ? kernel_maps_huge(dir) : -1;
-    const tn_repack_pages v = tn_repack_cache_pages(dir);
-    fprintf(stderr, "pages: the kernel maps %s; the load's verdict %s, source %s\n",
-            huge < 0 ? "(cannot tell)" : huge ? "2 MiB pages" : "4 KiB pages",
-            v == TN_REPACK_PAGES_2M ? "2 MiB" : v == TN_REPACK_PAGES_4K ? "4 KiB" : "none", src);
-    if (huge == 1)
-        CHECKF(v == TN_REPACK_PAGES_2M && !strcmp(src, "cache-new"),
-               "the page cache has 2 MiB folios, but: verdict %d, source %s", (int)v, src);
-    else if (huge == 0)
-        CHECKF(v == TN_REPACK_PAGES_4K && !strcmp(src, "memory"),
-               "the page cache has 4 KiB pages, but: verdict %d, source %s", (int)v, src);
-    else
-        fprintf(stderr, "pages: SKIP the kernel's verdict (THP off or no smaps)\n");
+    struct stat a, b;
+    const bool shm = stat(tmp, &a) == 0 && stat("/dev/shm", &b) == 0 && a.st_dev != b.st_dev &&
+                     access("/dev/shm", W_OK) == 0;
+    for (int where = 0; where < (shm ? 2 : 1); where++) {
+        if (where == 0)
+            snprintf(xdg, sizeof xdg, "%s/xdg-pages-real", tmp);
+        else
+            snprintf(xdg, sizeof xdg, "/dev/shm/tern-test-pages-%d", (int)getpid());
+        snprintf(dir, sizeof dir, "%s/tern/repack", xdg);
+        setenv("XDG_CACHE_HOME", xdg, 1);
+        load_as(&d, "the kernel's check", d.src, -1, ref);
+        const int huge = thp_not_never() && !getenv("TERN_THP") ? kernel_maps_huge(dir) : -1;
+        const tn_repack_pages v = tn_repack_cache_pages(dir);
+        fprintf(stderr, "pages: %s: the kernel maps %s; the load's verdict %s, source %s\n",
+                where ? "/dev/shm" : "the test's file system",
+                huge < 0 ? "(cannot tell)" : huge ? "2 MiB pages" : "4 KiB pages",
+                v == TN_REPACK_PAGES_2M ? "2 MiB" : v == TN_REPACK_PAGES_4K ? "4 KiB" : "none",
+                d.src);
+        if (huge == 1)
+            CHECKF(v == TN_REPACK_PAGES_2M && !strcmp(d.src, "cache-new"),
+                   "the page cache has 2 MiB folios, but: verdict %d, source %s", (int)v, d.src);
+        else if (huge == 0)
+            CHECKF(v == TN_REPACK_PAGES_4K && !strcmp(d.src, "memory") && !d.path[0],
+                   "the page cache has 4 KiB pages, but: verdict %d, source %s, file %s", (int)v,
+                   d.src, d.path);
+        else
+            fprintf(stderr, "pages: SKIP the kernel's verdict (THP off or no smaps)\n");
+        if (where == 1) {
+            CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
+            char part[1300];
+            rmdir(dir);
+            snprintf(part, sizeof part, "%s/tern", xdg);
+            rmdir(part);
+            CHECKF(rmdir(xdg) == 0, "%s left behind", xdg);
+        }
+    }
 out:
-    tn_repack_cache_force_pages(TN_REPACK_PAGES_UNKNOWN);
-    restore_cache_env();
-    free(ref);
-    free(lg);
+    dload_end(&d);
 }
 
 /* The default setting writes a mixture's experts only with room to spare
  * (TERN_REPACK_CACHE_MIN_FREE_MB stands in for the file system's 10 % / 4
  * GiB, TERN_REPACK_CACHE_MAX_MB for the cache's size): without, they stay
  * in the model file's rows (no "/exp16"), the dense matrices still go to
- * the cache, and one line on stderr says why; with room, they go in. A
- * file that holds them is used whatever the room. Asked for explicitly:
- * written whatever the room. */
+ * the cache, and one line on stderr says why, once: the next load without
+ * room is silent, a new reason (or a lack of room after room) is said
+ * again; with room, they go in. A file that holds them is used whatever
+ * the room. Asked for explicitly: written whatever the room. */
 static void default_experts_room(void) {
-    const char *tmp = tn_test_tmpdir();
-    char model[1100], xdg[1100], dir[1200], text[8192], src[32], arith[96];
-    snprintf(model, sizeof model, "%s/room-moe.gguf", tmp);
-    snprintf(xdg, sizeof xdg, "%s/xdg-room", tmp);
+    char xdg[1100], dir[1200];
+    snprintf(xdg, sizeof xdg, "%s/xdg-room", tn_test_tmpdir());
     snprintf(dir, sizeof dir, "%s/tern/repack", xdg);
     tn_mkmodel_params p = tn_test_tiny_model("qwen3moe", 37);
     p.n_embd = 256;
@@ -952,80 +1026,53 @@ static void default_experts_room(void) {
     p.n_ff_exp = 256;
     p.n_head = 4;
     p.head_dim = 64;
-    tn_error err = {0};
-    CHECKF(tn_mkmodel(&p, model, &err) == TN_OK, "mkmodel moe: %s", err.message);
-    const int nv = n_vocab_of(model);
-    CHECK(nv > 0);
-    if (nv <= 0)
-        return;
-    const size_t lb = sizeof(float) * (size_t)nv;
-    float *ref = malloc(lb), *lg = malloc(lb);
-    setenv("TERN_REPACK_CACHE", "0", 1);
-    CHECK(moe_logits(model, false, ref, arith, sizeof arith, src, sizeof src));
-    if (!strcmp(src, "none")) {
-        fprintf(stderr, "room: no faster layout on this CPU: nothing to cache\n");
+    dload d;
+    if (!dload_start(&d, &p, "room-moe.gguf"))
         goto out;
-    }
-    unsetenv("TERN_REPACK_CACHE");
+    const float *ref = d.ref;
+    const char *model = d.model;
     setenv("XDG_CACHE_HOME", xdg, 1);
-    /* No file system has this much free. */
-    setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "1000000000000", 1);
-    char file[1200];
-    snprintf(file, sizeof file, "%s/stderr.txt", tmp);
-    {
-        fflush(stderr);
-        const int saved = dup(2), fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0600);
-        CHECK(saved >= 0 && fd >= 0 && dup2(fd, 2) >= 0);
-        CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
-        fflush(stderr);
-        dup2(saved, 2);
-        close(saved);
-        ssize_t k = pread(fd, text, sizeof text - 1, 0);
-        text[k > 0 ? k : 0] = '\0';
-        close(fd);
-        fputs(text, stderr);
-    }
-    CHECKF(!strcmp(src, "cache-new") && !strstr(arith, "exp16"),
-           "no room for the experts: %s, %s", src, arith);
-    CHECKF(memcmp(lg, ref, lb) == 0, "no room: the experts' logits changed");
-    CHECKF(strstr(text, "tern: repack cache: ") && strstr(text, "free") &&
-               strstr(text, "experts are read from the model file"),
-           "no room: no line on stderr");
-    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
-    CHECKF(!strcmp(src, "cache") && !strstr(arith, "exp16"), "no room, again: %s, %s", src,
-           arith);
+    const char *no_room = "1000000000000"; /* MiB: no file system has this much free */
+    const char *from_rows = "experts are read from the model file";
+
+    setenv("TERN_REPACK_CACHE_MIN_FREE_MB", no_room, 1);
+    load_as(&d, "no room for the experts", "cache-new", 0, ref);
+    expect_said(&d, "no room", "free");
+    expect_said(&d, "no room", from_rows);
+    load_as(&d, "no room, again", "cache", 0, ref);
+    expect_said(&d, "no room, again: said once", NULL);
     /* Room: the file is rebuilt with the experts. */
     setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "0", 1);
-    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
-    CHECKF(!strcmp(src, "cache-new") && strstr(arith, "/exp16"), "room for the experts: %s, %s",
-           src, arith);
+    load_as(&d, "room for the experts", "cache-new", 1, NULL);
+    expect_said(&d, "room for the experts", NULL);
     /* A file with the experts is used even without room for another. */
-    setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "1000000000000", 1);
-    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
-    CHECKF(!strcmp(src, "cache") && strstr(arith, "/exp16"), "the experts' file, no room: %s, %s",
-           src, arith);
-    /* The cache's size limit: 1 MiB holds no experts. */
-    CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
+    setenv("TERN_REPACK_CACHE_MIN_FREE_MB", no_room, 1);
+    load_as(&d, "the experts' file, no room", "cache", 1, NULL);
+    expect_said(&d, "the experts' file, no room", NULL);
+    /* No room after room (the file gone): said again. */
+    CHECK(tn_repack_cache_forget(dir, model, NULL) == TN_OK);
+    load_as(&d, "no room after room", "cache-new", 0, ref);
+    expect_said(&d, "no room after room", from_rows);
+    /* The cache's size limit: 1 MiB holds no experts. Another reason:
+     * said, then not again. */
     setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "0", 1);
     setenv("TERN_REPACK_CACHE_MAX_MB", "1", 1);
-    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
-    CHECKF(!strcmp(src, "cache-new") && !strstr(arith, "exp16"),
-           "experts over TERN_REPACK_CACHE_MAX_MB: %s, %s", src, arith);
-    CHECK(memcmp(lg, ref, lb) == 0);
+    load_as(&d, "experts over TERN_REPACK_CACHE_MAX_MB", "cache", 0, ref);
+    expect_said(&d, "over TERN_REPACK_CACHE_MAX_MB", "TERN_REPACK_CACHE_MAX_MB allows");
+    load_as(&d, "over TERN_REPACK_CACHE_MAX_MB, again", "cache", 0, ref);
+    expect_said(&d, "over TERN_REPACK_CACHE_MAX_MB, again: said once", NULL);
+    /* Clearing the cache forgets what was said. */
+    CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
+    load_as(&d, "over TERN_REPACK_CACHE_MAX_MB, cleared", "cache-new", 0, ref);
+    expect_said(&d, "over TERN_REPACK_CACHE_MAX_MB, cleared", from_rows);
     unsetenv("TERN_REPACK_CACHE_MAX_MB");
     /* Asked for: the experts are written without looking at the room. */
     CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
-    setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "1000000000000", 1);
+    setenv("TERN_REPACK_CACHE_MIN_FREE_MB", no_room, 1);
     setenv("TERN_REPACK_CACHE", dir, 1);
-    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
-    CHECKF(!strcmp(src, "cache-new") && strstr(arith, "/exp16"),
-           "TERN_REPACK_CACHE=DIR, no room: %s, %s", src, arith);
+    load_as(&d, "TERN_REPACK_CACHE=DIR, no room", "cache-new", 1, NULL);
 out:
-    unsetenv("TERN_REPACK_CACHE_MIN_FREE_MB");
-    unsetenv("TERN_REPACK_CACHE_MAX_MB");
-    restore_cache_env();
-    free(ref);
-    free(lg);
+    dload_end(&d);
 }
 
 /* A mixture whose dense matrices make 8 MiB (so that a private copy of
@@ -1033,12 +1080,12 @@ out:
  * dense matrices are copied into private memory ("memory") and the
  * experts stay X16 in the cache file when the model file is on the same
  * file system (its pages are as small); on another file system (/dev/shm,
- * where it is one) they go back to the model file's rows and no file is
- * left. The logits are those of the explicit cache, or of the cache off. */
+ * where it is one) they stay in the model file's rows and no file is
+ * written. The logits are those of the explicit cache, or of the cache
+ * off. */
 static void default_experts_small_pages(void) {
     const char *tmp = tn_test_tmpdir();
-    char model[1100], xdg[1100], dir[1200], text[8192], src[32], arith[96], cpath[1024];
-    snprintf(model, sizeof model, "%s/small-pages-moe.gguf", tmp);
+    char xdg[1100], dir[1200];
     tn_mkmodel_params p = tn_test_tiny_model("qwen3moe", 41);
     p.n_embd = 1024;
     p.n_head = 8;
@@ -1047,55 +1094,30 @@ static void default_experts_small_pages(void) {
     p.n_ff = 512;
     p.n_ff_exp = 256;
     p.n_layer = 4;
-    tn_error err = {0};
-    CHECKF(tn_mkmodel(&p, model, &err) == TN_OK, "mkmodel moe: %s", err.message);
-    const int nv = n_vocab_of(model);
-    CHECK(nv > 0);
-    if (nv <= 0)
-        return;
-    const size_t lb = sizeof(float) * (size_t)nv;
-    float *ref = malloc(lb), *ref16 = malloc(lb), *lg = malloc(lb);
-    setenv("TERN_REPACK_CACHE", "0", 1);
-    CHECK(moe_logits(model, false, ref, arith, sizeof arith, src, sizeof src));
-    if (!strcmp(src, "none")) {
-        fprintf(stderr, "small pages, moe: no faster layout on this CPU\n");
+    dload d;
+    float *ref16 = NULL;
+    if (!dload_start(&d, &p, "small-pages-moe.gguf"))
         goto out;
-    }
+    const float *ref = d.ref;
+    ref16 = malloc(d.lb);
     snprintf(dir, sizeof dir, "%s/explicit-small-pages", tmp);
     setenv("TERN_REPACK_CACHE", dir, 1);
-    CHECK(moe_logits(model, false, ref16, arith, sizeof arith, src, sizeof src));
-    CHECKF(strstr(arith, "/exp16"), "explicit cache: %s", arith);
+    load_as(&d, "explicit cache", "cache-new", 1, NULL);
+    memcpy(ref16, d.lg, d.lb);
     unsetenv("TERN_REPACK_CACHE");
 
     snprintf(xdg, sizeof xdg, "%s/xdg-small-pages", tmp);
     snprintf(dir, sizeof dir, "%s/tern/repack", xdg);
     setenv("XDG_CACHE_HOME", xdg, 1);
+    /* The room for the experts is default_experts_room's: here any free
+     * space will do, whatever the machine's disk holds. */
+    setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "0", 1);
     tn_repack_cache_force_pages(TN_REPACK_PAGES_4K);
-    {
-        fflush(stderr);
-        char file[1200];
-        snprintf(file, sizeof file, "%s/stderr.txt", tmp);
-        const int saved = dup(2), fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0600);
-        CHECK(saved >= 0 && fd >= 0 && dup2(fd, 2) >= 0);
-        tn_model *m = NULL;
-        bool ok = tn_model_load(model, tn_model_default_params(), &m, &err) == TN_OK;
-        fflush(stderr);
-        dup2(saved, 2);
-        close(saved);
-        ssize_t k = pread(fd, text, sizeof text - 1, 0);
-        text[k > 0 ? k : 0] = '\0';
-        close(fd);
-        fputs(text, stderr);
-        CHECKF(ok, "load: %s", err.message);
-        snprintf(cpath, sizeof cpath, "%s", ok ? tn_model_repack_cache_path(m) : "");
-        tn_model_free(m);
-    }
-    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
-    CHECKF(!strcmp(src, "memory") && strstr(arith, "/exp16"),
-           "4 KiB pages, same file system: %s, %s", src, arith);
-    CHECKF(memcmp(lg, ref16, lb) == 0, "4 KiB pages, same file system: other logits");
-    CHECKF(cpath[0] && access(cpath, F_OK) == 0, "4 KiB pages: the experts' file is gone");
-    CHECKF(strstr(text, "experts stay in the cache file"), "4 KiB pages: no line on stderr");
+    load_as(&d, "4 KiB pages, same file system", "memory", 1, ref16);
+    CHECKF(d.path[0] && access(d.path, F_OK) == 0, "4 KiB pages: the experts' file is gone");
+    expect_said(&d, "4 KiB pages, same file system", "experts stay in the cache file");
+    load_as(&d, "4 KiB verdict, same file system", "memory", 1, ref16);
+    expect_said(&d, "4 KiB verdict, same file system", NULL);
 
     /* Another file system: /dev/shm, when it is one. */
     struct stat a, b;
@@ -1107,39 +1129,33 @@ static void default_experts_small_pages(void) {
     }
     snprintf(dir, sizeof dir, "%s/tern/repack", xdg);
     setenv("XDG_CACHE_HOME", xdg, 1);
-    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
-    CHECKF(!strcmp(src, "memory") && !strstr(arith, "exp16"),
-           "4 KiB pages, another file system: %s, %s", src, arith);
-    CHECKF(memcmp(lg, ref, lb) == 0, "4 KiB pages, another file system: not the rows' logits");
-    CHECKF(count_caches(dir) == 0, "4 KiB pages, another file system: %d files left",
-           count_caches(dir));
+    load_as(&d, "4 KiB pages, another file system", "memory", 0, ref);
+    expect_said(&d, "4 KiB pages, another file system", "experts read from the model file");
+    CHECKF(!d.path[0] && count_caches(dir) == 0,
+           "4 KiB pages, another file system: %d files written", count_caches(dir));
     tn_repack_cache_force_pages(TN_REPACK_PAGES_2M); /* the verdict is remembered */
-    CHECK(moe_logits(model, false, lg, arith, sizeof arith, src, sizeof src));
-    CHECKF(!strcmp(src, "memory") && !strstr(arith, "exp16") && count_caches(dir) == 0,
-           "4 KiB verdict, another file system: %s, %s", src, arith);
-    CHECK(memcmp(lg, ref, lb) == 0);
+    load_as(&d, "4 KiB verdict, another file system", "memory", 0, ref);
+    CHECKF(count_caches(dir) == 0, "4 KiB verdict, another file system: %d files written",
+           count_caches(dir));
     /* Nothing of this test stays in /dev/shm. */
     CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
-    DIR *d = opendir(dir);
-    for (struct dirent *de; d && (de = readdir(d));) {
+    DIR *dd = opendir(dir);
+    for (struct dirent *de; dd && (de = readdir(dd));) {
         char f[1600];
         snprintf(f, sizeof f, "%s/%s", dir, de->d_name);
         if (de->d_name[0] != '.' || (de->d_name[1] && strcmp(de->d_name, "..")))
             unlink(f);
     }
-    if (d)
-        closedir(d);
+    if (dd)
+        closedir(dd);
     char part[1300];
     rmdir(dir);
     snprintf(part, sizeof part, "%s/tern", xdg);
     rmdir(part);
     CHECKF(rmdir(xdg) == 0, "%s left behind", xdg);
 out:
-    tn_repack_cache_force_pages(TN_REPACK_PAGES_UNKNOWN);
-    restore_cache_env();
-    free(ref);
     free(ref16);
-    free(lg);
+    dload_end(&d);
 }
 
 int main(void) {

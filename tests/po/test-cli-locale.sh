@@ -67,6 +67,17 @@ if "$cli" mkmodel --arch llama --type q8_0 --embd 64 --layers 2 --heads 2 --kv-h
 else
     echo "FAIL: mkmodel:"; cat "$tmp/mk.out"; fail=1
 fi
+# A file that is not a regular file (tn_read_file), and the doctor's repack
+# cache line: whole sentences, no English words passed as arguments.
+mkfifo "$tmp/werkzeuge.json"
+check "a FIFO refused in German" "$tmp/werkzeuge.json ist keine reguläre Datei (ein FIFO, ein Gerät oder ein Verzeichnis)" \
+    "$(de timeout 20 "$cli" template --kind qwen3 --user hallo --tools "$tmp/werkzeuge.json")"
+check "the repack cache's doctor line in German" \
+    "Umpack-Cache: $tmp/rc (TERN_REPACK_CACHE), Dateien: 0, 0 KiB; Seiten noch nicht geprüft" \
+    "$(de env TERN_REPACK_CACHE="$tmp/rc" "$cli" doctor)"
+check "the repack cache's doctor line in English in the C locale" \
+    "repack cache: $tmp/rc (TERN_REPACK_CACHE), files: 0, 0 KiB; pages not checked yet" \
+    "$(en env TERN_REPACK_CACHE="$tmp/rc" "$cli" doctor)"
 check "English in the C locale" "^usage: tern-cli COMMAND" "$(en "$cli" --help)"
 check "the engine's error in English in the C locale" "not a GGUF file" "$(en "$cli" info "$tmp/kaputt.gguf")"
 exit $fail
