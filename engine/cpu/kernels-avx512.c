@@ -1349,7 +1349,7 @@ INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t 
                 __m512i t = _mm512_setzero_si512();
 #pragma GCC unroll 8
                 for (int p = 0; p < 8; p++)
-                    t = _mm512_dpbusd_epi32(t, wq[p], bcast32(x + 4 * p));
+                    t = dpbusd_bcast(t, wq[p], x + 4 * p);
                 isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
             }
         }
