@@ -1290,7 +1290,7 @@ INLINE void x16k_prefetch(const uint8_t *c, size_t cb) {
 
 /* vpdpbusd with the 4 activation bytes at x as its embedded broadcast
  * ({1to16}): GCC does not fold _mm512_set1_epi32 into vpdpbusd and issues
- * a separate vpbroadcastd per word. The Q6_K X16 kernel gained about 15 %
+ * a separate vpbroadcastd per word. The Q6_K X16 kernel gained about 5 %
  * from it at 16 activation rows (docs/PERFORMANCE.md, "Q6_K in X16
  * (session 15)"); same instructions otherwise, same results. */
 typedef int32_t tn_i32_alias __attribute__((may_alias));
