@@ -1288,6 +1288,17 @@ INLINE void x16k_prefetch(const uint8_t *c, size_t cb) {
         _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
 }
 
+/* vpdpbusd with the 4 activation bytes at x as its embedded broadcast
+ * ({1to16}): GCC does not fold _mm512_set1_epi32 into vpdpbusd and issues
+ * a separate vpbroadcastd per word. The Q6_K X16 kernel gained about 5 %
+ * from it at 16 activation rows (docs/PERFORMANCE.md, "Q6_K in X16
+ * (session 15)"); same instructions otherwise, same results. */
+typedef int32_t tn_i32_alias __attribute__((may_alias));
+INLINE __m512i dpbusd_bcast(__m512i acc, __m512i w, const uint8_t *x) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const tn_i32_alias *)x));
+    return acc;
+}
+
 INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t *act, size_t as,
                          int nb, float *y, int64_t ys, int valid) {
     const int64_t nsb = cols / 256;
@@ -1338,7 +1349,7 @@ INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t 
                 __m512i t = _mm512_setzero_si512();
 #pragma GCC unroll 8
                 for (int p = 0; p < 8; p++)
-                    t = _mm512_dpbusd_epi32(t, wq[p], bcast32(x + 4 * p));
+                    t = dpbusd_bcast(t, wq[p], x + 4 * p);
                 isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
             }
         }
@@ -1378,7 +1389,8 @@ INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
                          float *y, int64_t ys, int valid) {
     const int64_t nsb = cols / 256;
     const size_t cb = 16 * sizeof(tn_block_q6_K);
-    const __m512i lo4 = _mm512_set1_epi8(0x0f), b45 = _mm512_set1_epi8(0x30);
+    const __m512i m6 = _mm512_set1_epi8(0x3f), m2 = _mm512_set1_epi8(0x03);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[KB_K];
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
@@ -1394,16 +1406,21 @@ INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
         for (int k = 0; k < 16; k++) {
             const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + 32 + 16 * k)));
             const uint8_t *q = c + 288 + 192 * k;
-            const __m512i n0 = _mm512_loadu_si512(q), n1 = _mm512_loadu_si512(q + 64);
-            const __m512i h = _mm512_loadu_si512(q + 128);
+            const __m512i r0 = _mm512_loadu_si512(q), r1 = _mm512_loadu_si512(q + 64);
+            const __m512i r2 = _mm512_loadu_si512(q + 128);
+            /* q(0..2): bits 0..5 of r0..r2; q(3): their bits 6, 7 (repack.c).
+             * 0xe4 is C ? A : B: q(3)'s bits 0, 1 from r0, 2, 3 from r1,
+             * then 4, 5 from r2, and the AND clears what the word shifts
+             * brought in from the next byte. 9 vector ops (the old layout,
+             * two nibble registers and one of top bits, took 17). */
             __m512i wq[4];
-            wq[0] = _mm512_or_si512(_mm512_and_si512(n0, lo4),
-                                    _mm512_and_si512(_mm512_slli_epi16(h, 4), b45));
-            wq[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n0, 4), lo4),
-                                    _mm512_and_si512(_mm512_slli_epi16(h, 2), b45));
-            wq[2] = _mm512_or_si512(_mm512_and_si512(n1, lo4), _mm512_and_si512(h, b45));
-            wq[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n1, 4), lo4),
-                                    _mm512_and_si512(_mm512_srli_epi16(h, 2), b45));
+            wq[0] = _mm512_and_si512(r0, m6);
+            wq[1] = _mm512_and_si512(r1, m6);
+            wq[2] = _mm512_and_si512(r2, m6);
+            const __m512i t01 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(r0, 6),
+                                                          _mm512_srli_epi16(r1, 4), m2, 0xe4);
+            wq[3] = _mm512_and_si512(
+                _mm512_ternarylogic_epi32(t01, _mm512_srli_epi16(r2, 2), m4, 0xe4), m6);
 #pragma GCC unroll 8
             for (int b = 0; b < nb; b++) {
                 const uint8_t *a = act + (size_t)b * as;
@@ -1412,7 +1429,7 @@ INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
                 __m512i t = _mm512_set1_epi32(ci[k]);
 #pragma GCC unroll 4
                 for (int u = 0; u < 4; u++)
-                    t = _mm512_dpbusd_epi32(t, wq[u], bcast32(x + 4 * u));
+                    t = dpbusd_bcast(t, wq[u], x + 4 * u);
                 isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
             }
         }

@@ -33,10 +33,10 @@
  *     4i + t is the fifth bit of byte t of lane i (as Q5_0's).
  *   Q6_K (3360 bytes): 32 bytes f16 d, 256 bytes of int8 scales (sub-block
  *     k of row i at 16k + i), then per 16-value sub-block k three registers
- *     N0, N1, H; byte u of lane i holds, for row i and the 6-bit quants q
- *     of values v = 16k + 4t + u (t = 0..3): N0 = q(t=0) & 15 | (q(t=1) & 15)
- *     << 4, N1 the same for t = 2, 3, and H = the top two bits of q(t) at
- *     bits 2t, 2t + 1.
+ *     R0, R1, R2; byte u of lane i of Rt holds, for row i and the 6-bit
+ *     quants q of values v = 16k + 4t + u (t = 0..3), q(t) in its bits
+ *     0..5 and bits 2t, 2t + 1 of q(3) in its bits 6, 7: three quants come
+ *     out with one AND each, the fourth from the three top bit pairs.
  *   Q2_K (1344 bytes): 32 bytes f16 d, 32 bytes f16 dmin, 256 bytes of
  *     scale bytes as in the file (sub-block k of row i at 16k + i: low
  *     nibble the scale, high the min), then per 16-value sub-block k one
@@ -285,16 +285,15 @@ static void kq_block_x16(uint32_t type, uint8_t *c, uint8_t *blk, int i, bool to
                 int q[4];
                 for (int t = 0; t < 4; t++)
                     q[t] = q6k_get(blk, 16 * k + 4 * t + u);
-                r[u] = (uint8_t)((q[0] & 15) | (q[1] & 15) << 4);
-                r[64 + u] = (uint8_t)((q[2] & 15) | (q[3] & 15) << 4);
-                r[128 + u] = (uint8_t)((q[0] >> 4) | (q[1] >> 4) << 2 | (q[2] >> 4) << 4 |
-                                       (q[3] >> 4) << 6);
+                for (int t = 0; t < 3; t++)
+                    r[64 * t + u] = (uint8_t)(q[t] | ((q[3] >> (2 * t)) & 3) << 6);
             } else {
-                for (int t = 0; t < 4; t++) {
-                    int lo = (r[64 * (t / 2) + u] >> (4 * (t % 2))) & 15;
-                    int hi = (r[128 + u] >> (2 * t)) & 3;
-                    q6k_set(blk, 16 * k + 4 * t + u, lo | hi << 4);
+                int q3 = 0;
+                for (int t = 0; t < 3; t++) {
+                    q6k_set(blk, 16 * k + 4 * t + u, r[64 * t + u] & 63);
+                    q3 |= (r[64 * t + u] >> 6) << (2 * t);
                 }
+                q6k_set(blk, 16 * k + 4 * 3 + u, q3);
             }
         }
     }
