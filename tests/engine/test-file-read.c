@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static char dir[4096];
@@ -115,6 +117,21 @@ static void test_refused(void) {
            (const char *const[]){"more than the 16 this takes", NULL});
 }
 
+/* A socket: open() cannot open one (ENXIO, "No such device or address",
+ * which tells a user nothing), so its type is looked at before open. */
+static void test_socket(void) {
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/sock", dir);
+    if (n <= 0 || (size_t)n >= sizeof a.sun_path)
+        return; /* the scratch directory's name is too long for a socket */
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0);
+    expect("socket", a.sun_path, 1 << 20, TN_ERR_IO,
+           (const char *const[]){a.sun_path, "is not a regular file", NULL});
+    if (s >= 0)
+        close(s);
+}
+
 /* A file name may hold any byte but '/' and NUL: the message, shown by the
  * CLI on a terminal, in logs and in the app, stays one line with no control
  * character (an escape sequence would recolour or rewrite the terminal). */
@@ -138,6 +155,7 @@ int main(void) {
     snprintf(dir, sizeof dir, "%s", tn_test_tmpdir());
     test_regular();
     test_refused();
+    test_socket();
     test_odd_name();
     /* tn_read_file(path, max, NULL, ...) is a caller's mistake, not a crash. */
     tn_error err = {0};
