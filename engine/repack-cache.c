@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -759,8 +760,22 @@ static bool use_file(int fd, uint64_t size, tn_weight *const *ws, int n, const p
 
 /* ------------------------------------------------------------ writing */
 
+/* Whether a file may reach `end` bytes under this process's file size
+ * limit (ulimit -f, RLIMIT_FSIZE): a write or a posix_fallocate past it
+ * raises SIGXFSZ, whose default action ends the process (with a core
+ * dump) rather than failing the call, so every file this cache writes
+ * (the probe, the markers, the cache file) is checked first and is an
+ * error (EFBIG) instead, as no room is. */
+static bool under_fsize_limit(uint64_t end) {
+    struct rlimit rl;
+    return getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+           end <= (uint64_t)rl.rlim_cur;
+}
+
 static int write_at(int fd, const void *data, size_t n, uint64_t off) {
     const uint8_t *q = data;
+    if (!under_fsize_limit(off + n))
+        return EFBIG;
     while (n > 0) {
         /* 64 MiB at a time: one call per chunk keeps a huge write
          * interruptible and its error prompt. */
@@ -830,7 +845,9 @@ static bool build_file(tn_weight *const *ws, int n, const plan *p, const char *d
         return false;
     }
     uint64_t size = p->payload_off + p->payload;
-    int e = size > (uint64_t)INT64_MAX ? EFBIG : posix_fallocate(fd, 0, (off_t)size);
+    int e = size > (uint64_t)INT64_MAX || !under_fsize_limit(size)
+                ? EFBIG
+                : posix_fallocate(fd, 0, (off_t)size);
     uint8_t *m = e ? NULL : map_file_as(fd, size, p->payload_off, PROT_READ | PROT_WRITE);
     if (!m) {
         if (e)
