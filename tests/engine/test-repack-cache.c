@@ -1009,6 +1009,45 @@ out:
     dload_end(&d);
 }
 
+static void put_text(const char *dir, const char *name, const char *text) {
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    CHECK(f && fputs(text, f) >= 0);
+    if (f)
+        fclose(f);
+}
+
+static bool exists_in(const char *dir, const char *name) {
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* TERN_REPACK_CACHE=DIR may name a directory that holds the user's own
+ * files: clearing takes the cache's files only, a room marker by its
+ * exact name (32 hex digits, ".x16.room") and DIR/pages by its first
+ * line, never another "*.room" or a "pages" of the user's. */
+static void clear_keeps_foreign_files(void) {
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/foreign", tn_test_tmpdir());
+    CHECK(mkdir(dir, 0700) == 0);
+    static const char ours[] = "0123456789abcdef0123456789abcdef.x16.room";
+    put_text(dir, ours, "max\n");
+    put_text(dir, "living.room", "a user's file\n");
+    put_text(dir, "0123456789ABCDEF0123456789ABCDEF.x16.room", "not hex as tern writes it\n");
+    put_text(dir, "pages", "a user's pages\n");
+    CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
+    CHECKF(!exists_in(dir, ours), "clear left the room marker %s", ours);
+    CHECKF(exists_in(dir, "living.room"), "clear deleted a user's living.room");
+    CHECKF(exists_in(dir, "0123456789ABCDEF0123456789ABCDEF.x16.room"),
+           "clear deleted a user's file named like a marker in capitals");
+    CHECKF(exists_in(dir, "pages"), "clear deleted a user's file named pages");
+    put_text(dir, "pages", "tern repack pages 1\ndevice 1\nfstype 0\nkernel 0.0\npages 4k\n");
+    CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
+    CHECKF(!exists_in(dir, "pages"), "clear left the page verdict");
+}
+
 /* Loads d->model in a child process whose file size limit (ulimit -f,
  * RLIMIT_FSIZE) is `limit` bytes, its stderr on /dev/null (a device: no
  * limit), and decodes toks: true when the child exits by itself with
@@ -1250,6 +1289,7 @@ int main(void) {
     default_experts_room();
     default_experts_small_pages();
     default_fsize_limit();
+    clear_keeps_foreign_files();
     one_model("q8_0", false);
     one_model("q4_0", false);
     one_model("q4_k_m", false);
