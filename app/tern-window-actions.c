@@ -440,7 +440,7 @@ _tern_window_delete_chat (TernWindow *self,
                         g_object_ref (doomed));
   /* Translators: a chat was deleted; %s is its title */
   text = g_strdup_printf (_("“%s” deleted"), tern_chat_get_title (doomed));
-  t = adw_toast_new (text);
+  t = _tern_window_toast_new (text);
   adw_toast_set_timeout (t, 8);
   adw_toast_set_button_label (t, _("_Undo"));
   adw_toast_set_action_name (t, "win.undo-delete");

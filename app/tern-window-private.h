@@ -113,6 +113,8 @@ struct _TernWindow {
 void           _tern_window_actions_init         (TernWindow     *self);
 /* Enables the actions the window's state allows. */
 void           _tern_window_update_actions       (TernWindow     *self);
+/* A toast showing `text` as it is (escaped from the title's markup). */
+AdwToast      *_tern_window_toast_new            (const char     *text);
 void           _tern_window_toast                (TernWindow     *self,
                                                   const char     *text);
 /* Remembers message as the last error and shows it in a toast. */

@@ -50,11 +50,24 @@ _tern_window_on_toast_dismissed (AdwToast   *t,
   g_object_set_data (G_OBJECT (t), "tern-dismissed", GINT_TO_POINTER (1));
 }
 
+AdwToast *
+_tern_window_toast_new (const char *text)
+{
+  /* A toast's title is Pango markup (libadwaita), but what is shown here
+   * is plain text that can hold a file name, a chat title or a model's
+   * token: "Tom & Jerry.png" failed to parse, leaving an empty toast and a
+   * Gtk-WARNING. A name may also be invalid UTF-8, which Pango refuses. */
+  g_autofree char *valid = g_utf8_make_valid (text != NULL ? text : "", -1);
+  g_autofree char *markup = g_markup_escape_text (valid, -1);
+
+  return adw_toast_new (markup);
+}
+
 void
 _tern_window_toast (TernWindow *self,
        const char *text)
 {
-  AdwToast *t = adw_toast_new (text);
+  AdwToast *t = _tern_window_toast_new (text);
 
   adw_toast_set_timeout (t, 4);
   g_ptr_array_add (self->toasts, g_object_ref (t));
@@ -980,7 +993,13 @@ show_loading (TernWindow *self,
       /* Translators: a model file's name and size */
       line = g_strdup_printf (_("%s (%s)"), name, size);
     }
-  adw_status_page_set_description (self->loading_page, line ? line : name);
+  /* The description is Pango markup: "Q&A.gguf" would not parse. */
+  {
+    g_autofree char *valid = g_utf8_make_valid (line ? line : name, -1);
+    g_autofree char *escaped = g_markup_escape_text (valid, -1);
+
+    adw_status_page_set_description (self->loading_page, escaped);
+  }
   gtk_spinner_start (self->loading_spinner);
   gtk_stack_set_visible_child_name (self->main_stack, "loading");
   _tern_window_update_actions (self);

@@ -5,10 +5,19 @@
 #include <string.h>
 #include <sys/types.h>
 
+/* One line of text a terminal, a log or a GTK label shows as it is: a
+ * newline or a tab from an argument (a file name may hold any byte but '/'
+ * and NUL) becomes a space, and any other control character a '?', so that
+ * an escape sequence in a name cannot recolour or rewrite the terminal or
+ * forge a log line. */
 static void one_line(char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (s[i] == '\n' || s[i] == '\r')
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c == '\n' || c == '\r' || c == '\t')
             s[i] = ' ';
+        else if (c < 0x20 || c == 0x7f)
+            s[i] = '?';
+    }
 }
 
 /* Prints each argument of fmt with its own conversion into err->args, so that

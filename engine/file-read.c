@@ -21,15 +21,25 @@ int tn_read_file(const char *path, uint64_t max_bytes, char **out, size_t *out_l
     /* The buffer holds max_bytes + 1 (the NUL) and its length is a size_t. */
     if (max_bytes > (uint64_t)SIZE_MAX - 2)
         max_bytes = (uint64_t)SIZE_MAX - 2;
+    /* What the name is now, before anything is opened: opening a device
+     * can act on it (a tape rewinds at close, a watchdog starts, a terminal
+     * may become the process's controlling one), and a socket cannot be
+     * opened at all ("No such device or address" would say nothing useful).
+     * The name may change before open: fstat below decides on what was
+     * opened. */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return tn_fail(err, TN_ERR_IO, "%s is not a regular file (a FIFO, a device or a directory)",
+                       path);
     /* O_NONBLOCK: opening a FIFO with no writer would block for ever; it is
-     * refused below, once fstat says what was opened. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+     * refused below, once fstat says what was opened. O_NOCTTY: a terminal
+     * swapped in after the stat does not become the controlling one. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
         return tn_fail(err, e == ENOENT ? TN_ERR_NOT_FOUND : TN_ERR_IO, "%s: cannot open: %s",
                        path, strerror(e));
     }
-    struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);

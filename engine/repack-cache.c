@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -759,8 +760,22 @@ static bool use_file(int fd, uint64_t size, tn_weight *const *ws, int n, const p
 
 /* ------------------------------------------------------------ writing */
 
+/* Whether a file may reach `end` bytes under this process's file size
+ * limit (ulimit -f, RLIMIT_FSIZE): a write or a posix_fallocate past it
+ * raises SIGXFSZ, whose default action ends the process (with a core
+ * dump) rather than failing the call, so every file this cache writes
+ * (the probe, the markers, the cache file) is checked first and is an
+ * error (EFBIG) instead, as no room is. */
+static bool under_fsize_limit(uint64_t end) {
+    struct rlimit rl;
+    return getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+           end <= (uint64_t)rl.rlim_cur;
+}
+
 static int write_at(int fd, const void *data, size_t n, uint64_t off) {
     const uint8_t *q = data;
+    if (!under_fsize_limit(off + n))
+        return EFBIG;
     while (n > 0) {
         /* 64 MiB at a time: one call per chunk keeps a huge write
          * interruptible and its error prompt. */
@@ -830,7 +845,9 @@ static bool build_file(tn_weight *const *ws, int n, const plan *p, const char *d
         return false;
     }
     uint64_t size = p->payload_off + p->payload;
-    int e = size > (uint64_t)INT64_MAX ? EFBIG : posix_fallocate(fd, 0, (off_t)size);
+    int e = size > (uint64_t)INT64_MAX || !under_fsize_limit(size)
+                ? EFBIG
+                : posix_fallocate(fd, 0, (off_t)size);
     uint8_t *m = e ? NULL : map_file_as(fd, size, p->payload_off, PROT_READ | PROT_WRITE);
     if (!m) {
         if (e)
@@ -1305,6 +1322,18 @@ static bool is_cache_name(const char *s) {
     return n > 4 && s[0] != '.' && !strcmp(s + n - 4, ".x16");
 }
 
+/* "<32 hex>.x16.room": a room marker (room_told), the only name that
+ * clearing takes beside the cache files: the directory may be one the user
+ * named (TERN_REPACK_CACHE=DIR) that holds files of theirs. */
+static bool is_room_name(const char *s) {
+    if (strlen(s) != 32 + strlen(".x16" ROOM_SUFFIX) || strcmp(s + 32, ".x16" ROOM_SUFFIX) != 0)
+        return false;
+    for (int i = 0; i < 32; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
 /* ".<32 hex>.XXXXXX": a writer's temporary file. */
 static bool is_temp_name(const char *s) { return s[0] == '.' && strlen(s) == 40 && s[33] == '.'; }
 
@@ -1349,9 +1378,7 @@ static int scan(const char *dir, int mode, uint64_t max_bytes, const char *keep,
             continue;
         }
         if (!is_cache_name(de->d_name)) {
-            const size_t nl = strlen(de->d_name), sl = strlen(ROOM_SUFFIX);
-            if (mode == 3 && de->d_name[0] != '.' && nl > sl &&
-                !strcmp(de->d_name + nl - sl, ROOM_SUFFIX))
+            if (mode == 3 && is_room_name(de->d_name))
                 unlink(full); /* a room verdict: cleared with the files */
             continue;
         }
@@ -1388,9 +1415,19 @@ static int scan(const char *dir, int mode, uint64_t max_bytes, const char *keep,
     }
     closedir(d);
     if (mode == 3) {
-        /* The page verdict too: clearing is how a user has it checked again. */
+        /* The page verdict too: clearing is how a user has it checked again.
+         * Only when it is one (its first line): a file of the user's named
+         * "pages" in a directory they named stays. */
+        static const char magic[] = "tern repack pages 1\n";
+        char head[sizeof magic - 1];
         snprintf(full, sizeof full, "%s/" PAGES_FILE, dir);
-        unlink(full);
+        int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+        const bool ours = fd >= 0 && read(fd, head, sizeof head) == (ssize_t)sizeof head &&
+                          memcmp(head, magic, sizeof head) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (ours)
+            unlink(full);
     }
     /* Least recently used first, until the rest fits. */
     while (rc == TN_OK && mode == 1 && total > max_bytes && n_items > 0) {

@@ -38,7 +38,7 @@ typedef enum tn_status {
 
 typedef struct tn_error {
     int code;                           /* a tn_status */
-    char message[TN_ERROR_MESSAGE_MAX]; /* one line, no trailing newline */
+    char message[TN_ERROR_MESSAGE_MAX]; /* one line, no control character */
     /* What a caller needs to show the message in the user's language
      * (docs/TRANSLATING.md): libtern has no gettext of its own. format is the
      * English printf format message was made from (a string literal, the
@@ -944,7 +944,8 @@ int tn_buf_append_str(tn_buf *b, const char *s);
  * bytes, so each is refused (TN_ERR_IO, "PATH is not a regular file (a
  * FIFO, a device or a directory)") without a byte read, and a file over
  * max_bytes is refused (TN_ERR_OVERFLOW) before any memory is taken for it.
- * The file is opened without blocking and its type and size come from the
+ * A name that is not a regular file (a socket too) is refused before it is
+ * opened. The file is opened without blocking and its type and size come from the
  * open descriptor (fstat), not from the name, so a swap between the check
  * and the read changes nothing; a file that grows past max_bytes while
  * being read (/proc's files say 0 bytes) is refused too. A missing file is

@@ -111,6 +111,21 @@ parse_each (const char *text,
   return end != NULL && g_str_has_prefix (end, " tokens");
 }
 
+/* Whether a label under w shows a text holding `needle` (what the user
+ * sees, not what was asked for: markup that does not parse shows nothing). */
+static gboolean
+label_shows (GtkWidget  *w,
+             const char *needle)
+{
+  if (GTK_IS_LABEL (w) && gtk_widget_get_visible (w)
+      && strstr (gtk_label_get_text (GTK_LABEL (w)), needle) != NULL)
+    return TRUE;
+  for (GtkWidget *c = gtk_widget_get_first_child (w); c != NULL; c = gtk_widget_get_next_sibling (c))
+    if (label_shows (c, needle))
+      return TRUE;
+  return FALSE;
+}
+
 /* Refused: nothing attached, and an error that names the file. */
 static void
 check_refused (TernWindow *w,
@@ -158,7 +173,8 @@ main (int   argc,
       return tn_test_finish ("app-composer");
     }
   vocab = g_build_filename (g_getenv ("TERN_VOCAB_DIR"), "gemma3", "tokenizer.json", NULL);
-  gemma = g_build_filename (tmp, "gemma.gguf", NULL);
+  /* A name with markup's characters: the loading page shows it as it is. */
+  gemma = g_build_filename (tmp, "gemma & <co>.gguf", NULL);
   mmproj = g_build_filename (tmp, "mmproj-gemma-g4.gguf", NULL);
   p.tokenizer = vocab;
   p.n_threads = 1;
@@ -188,6 +204,8 @@ main (int   argc,
   spin_for (0.3);
 
   activate (w, "load-model", g_variant_new_string (gemma));
+  CHECKF (label_shows (GTK_WIDGET (w), "gemma & <co>.gguf"),
+          "the loading page does not show the model's name");
   CHECK (wait_for (w, not_loading, 60));
   CHECK (wait_for (w, idle_engine, 60));
   spin_for (0.2);
@@ -205,6 +223,20 @@ main (int   argc,
     taken = attach (w, text);
     CHECK (!taken);
     check_refused (w, text, taken);
+  }
+  /* A file name with markup's characters: the toast shows it as it is
+   * (markup that does not parse would leave it empty). */
+  {
+    g_autofree char *odd = g_build_filename (tmp, "Tom & Jerry <1>.png", NULL);
+
+    g_file_set_contents (odd, "not a picture\n", -1, NULL);
+    tern_window_dismiss_toasts (w); /* one toast at a time: the others queue */
+    spin_for (0.3);
+    check_refused (w, odd, attach (w, odd));
+    spin_for (0.3);
+    CHECKF (label_shows (GTK_WIDGET (w), "Tom & Jerry <1>.png"),
+            "no toast shows the refusal of 'Tom & Jerry <1>.png'");
+    tern_window_dismiss_toasts (w);
   }
   /* A PNG signature over garbage: taken, then dropped when its decoding
    * (on a thread) fails. */

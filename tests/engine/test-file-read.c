@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static char dir[4096];
@@ -115,10 +117,46 @@ static void test_refused(void) {
            (const char *const[]){"more than the 16 this takes", NULL});
 }
 
+/* A socket: open() cannot open one (ENXIO, "No such device or address",
+ * which tells a user nothing), so its type is looked at before open. */
+static void test_socket(void) {
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/sock", dir);
+    if (n <= 0 || (size_t)n >= sizeof a.sun_path)
+        return; /* the scratch directory's name is too long for a socket */
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0);
+    expect("socket", a.sun_path, 1 << 20, TN_ERR_IO,
+           (const char *const[]){a.sun_path, "is not a regular file", NULL});
+    if (s >= 0)
+        close(s);
+}
+
+/* A file name may hold any byte but '/' and NUL: the message, shown by the
+ * CLI on a terminal, in logs and in the app, stays one line with no control
+ * character (an escape sequence would recolour or rewrite the terminal). */
+static void test_odd_name(void) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/a\nb\tc\033[31md\a\x7f.txt", dir);
+    write_file(path, "four", 4);
+    tn_error err = {0};
+    char *out = NULL;
+    CHECK(tn_read_file(path, 3, &out, NULL, &err) == TN_ERR_OVERFLOW && out == NULL);
+    for (const char *p = err.message; *p; p++)
+        CHECKF((unsigned char)*p >= 0x20 && *p != 0x7f, "control character 0x%02x in: %s",
+               (unsigned char)*p, err.message);
+    CHECKF(strstr(err.message, "a b c?[31md??.txt: 4 bytes, more than the 3") != NULL, "%s",
+           err.message);
+    /* The arguments kept for the translated message are cleaned the same way. */
+    CHECK(err.n_args > 0 && strchr(err.args, '\033') == NULL);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "%s", tn_test_tmpdir());
     test_regular();
     test_refused();
+    test_socket();
+    test_odd_name();
     /* tn_read_file(path, max, NULL, ...) is a caller's mistake, not a crash. */
     tn_error err = {0};
     CHECK(tn_read_file(dir, 1, NULL, NULL, &err) == TN_ERR_INVALID);

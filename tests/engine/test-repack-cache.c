@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1008,6 +1009,125 @@ out:
     dload_end(&d);
 }
 
+static void put_text(const char *dir, const char *name, const char *text) {
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    CHECK(f && fputs(text, f) >= 0);
+    if (f)
+        fclose(f);
+}
+
+static bool exists_in(const char *dir, const char *name) {
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* TERN_REPACK_CACHE=DIR may name a directory that holds the user's own
+ * files: clearing takes the cache's files only, a room marker by its
+ * exact name (32 hex digits, ".x16.room") and DIR/pages by its first
+ * line, never another "*.room" or a "pages" of the user's. */
+static void clear_keeps_foreign_files(void) {
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/foreign", tn_test_tmpdir());
+    CHECK(mkdir(dir, 0700) == 0);
+    static const char ours[] = "0123456789abcdef0123456789abcdef.x16.room";
+    put_text(dir, ours, "max\n");
+    put_text(dir, "living.room", "a user's file\n");
+    put_text(dir, "0123456789ABCDEF0123456789ABCDEF.x16.room", "not hex as tern writes it\n");
+    put_text(dir, "pages", "a user's pages\n");
+    CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
+    CHECKF(!exists_in(dir, ours), "clear left the room marker %s", ours);
+    CHECKF(exists_in(dir, "living.room"), "clear deleted a user's living.room");
+    CHECKF(exists_in(dir, "0123456789ABCDEF0123456789ABCDEF.x16.room"),
+           "clear deleted a user's file named like a marker in capitals");
+    CHECKF(exists_in(dir, "pages"), "clear deleted a user's file named pages");
+    put_text(dir, "pages", "tern repack pages 1\ndevice 1\nfstype 0\nkernel 0.0\npages 4k\n");
+    CHECK(tn_repack_cache_clear(dir, NULL) == TN_OK);
+    CHECKF(!exists_in(dir, "pages"), "clear left the page verdict");
+}
+
+/* Loads d->model in a child process whose file size limit (ulimit -f,
+ * RLIMIT_FSIZE) is `limit` bytes, its stderr on /dev/null (a device: no
+ * limit), and decodes toks: true when the child exits by itself with
+ * d->ref's logits. A write or a posix_fallocate past the limit raises
+ * SIGXFSZ, whose default action ends the process. */
+static bool load_under_fsize_limit(const dload *d, rlim_t limit, const char *what) {
+    fflush(stderr);
+    pid_t kid = fork();
+    if (kid == 0) {
+        struct rlimit rl;
+        int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (nul < 0 || dup2(nul, 2) < 0 || getrlimit(RLIMIT_FSIZE, &rl) != 0)
+            _exit(3);
+        rl.rlim_cur = limit;
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+            _exit(3);
+        tn_model *m = NULL;
+        tn_ctx *ctx = NULL;
+        float *lg = malloc(d->lb);
+        bool ok = lg && tn_model_load(d->model, tn_model_default_params(), &m, NULL) == TN_OK &&
+                  tn_ctx_new(m, 64, 2, &ctx, NULL) == TN_OK &&
+                  tn_ctx_decode(ctx, toks, NT, TN_LOGITS_LAST, lg, NULL) == TN_OK;
+        ok = ok && memcmp(lg, d->ref, d->lb) == 0;
+        tn_ctx_free(ctx);
+        tn_model_free(m);
+        free(lg);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    const bool waited = kid > 0 && waitpid(kid, &status, 0) == kid;
+    const bool ok = waited && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    CHECKF(ok, "%s: the loading process %s %d", what,
+           waited && WIFSIGNALED(status) ? "was killed by signal" : "exited with",
+           waited && WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    return ok;
+}
+
+/* A file size limit below what the cache writes: the load goes on as
+ * with no room (the same logits), it does not end by SIGXFSZ. A dense
+ * model under ulimit -f 1024 (1 MiB): with the kernel's own check (the 4
+ * MiB probe, when transparent huge pages are on), then with 2 MiB pages
+ * forced (the cache file itself, 11 MB). A mixture without room for its
+ * experts, whose dense matrices' file is there: under ulimit -f 0 only
+ * the 4-byte "no room" marker is left to write. */
+static void default_fsize_limit(void) {
+    char xdg[1100], marker[1300];
+    tn_mkmodel_params p = tn_test_tiny_model("llama", 43);
+    p.n_embd = 256;
+    p.n_ff = 2048;
+    p.n_head = 4;
+    p.head_dim = 64;
+    p.n_layer = 6;
+    dload d;
+    if (dload_start(&d, &p, "fsize-q8_0.gguf")) {
+        snprintf(xdg, sizeof xdg, "%s/xdg-fsize", tn_test_tmpdir());
+        setenv("XDG_CACHE_HOME", xdg, 1);
+        load_under_fsize_limit(&d, (rlim_t)1 << 20, "ulimit -f 1024, the kernel's check");
+        tn_repack_cache_force_pages(TN_REPACK_PAGES_2M);
+        load_under_fsize_limit(&d, (rlim_t)1 << 20, "ulimit -f 1024, 2 MiB pages");
+    }
+    dload_end(&d);
+
+    tn_mkmodel_params q = tn_test_tiny_model("qwen3moe", 47);
+    q.n_embd = 256;
+    q.n_ff = 512;
+    q.n_ff_exp = 256;
+    q.n_head = 4;
+    q.head_dim = 64;
+    if (dload_start(&d, &q, "fsize-moe.gguf")) {
+        snprintf(xdg, sizeof xdg, "%s/xdg-fsize-moe", tn_test_tmpdir());
+        setenv("XDG_CACHE_HOME", xdg, 1);
+        setenv("TERN_REPACK_CACHE_MAX_MB", "1", 1);
+        load_as(&d, "moe, no room for the experts", "cache-new", 0, d.ref);
+        snprintf(marker, sizeof marker, "%s.room", d.path);
+        CHECKF(unlink(marker) == 0, "no marker %s", marker);
+        load_under_fsize_limit(&d, 0, "ulimit -f 0, the room marker");
+    }
+    dload_end(&d);
+}
+
 /* The default setting writes a mixture's experts only with room to spare
  * (TERN_REPACK_CACHE_MIN_FREE_MB stands in for the file system's 10 % / 4
  * GiB, TERN_REPACK_CACHE_MAX_MB for the cache's size): without, they stay
@@ -1168,6 +1288,8 @@ int main(void) {
     default_pages();
     default_experts_room();
     default_experts_small_pages();
+    default_fsize_limit();
+    clear_keeps_foreign_files();
     one_model("q8_0", false);
     one_model("q4_0", false);
     one_model("q4_k_m", false);
