@@ -820,7 +820,9 @@ backoff_sleep (GCancellable *cancellable,
 static gboolean
 transfer_adopt (Transfer *t)
 {
-  int fd = open (t->dest, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  /* O_NONBLOCK: the caller saw a regular file, but a FIFO put there since
+   * must not block the download in open(); fstat refuses it below. */
+  int fd = open (t->dest, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   struct stat st;
   char *sha;
 
