@@ -26,6 +26,7 @@
 #include "tn-cpu-internal.h"
 
 #include "tn-quant.h"
+#include "tn-avx512-dpbusd.h"
 
 #include <immintrin.h>
 #include <string.h>

@@ -14,6 +14,7 @@
 #include "tn-cpu-internal.h"
 
 #include "tn-quant.h"
+#include "tn-avx512-dpbusd.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -1286,17 +1287,6 @@ INLINE void x16k_prefetch(const uint8_t *c, size_t cb) {
     const uintptr_t pf = (uintptr_t)c + X16K_PREFETCH * cb;
     for (size_t o = 0; o < cb; o += 64)
         _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
-}
-
-/* vpdpbusd with the 4 activation bytes at x as its embedded broadcast
- * ({1to16}): GCC does not fold _mm512_set1_epi32 into vpdpbusd and issues
- * a separate vpbroadcastd per word. The Q6_K X16 kernel gained about 5 %
- * from it at 16 activation rows (docs/PERFORMANCE.md, "Q6_K in X16
- * (session 15)"); same instructions otherwise, same results. */
-typedef int32_t tn_i32_alias __attribute__((may_alias));
-INLINE __m512i dpbusd_bcast(__m512i acc, __m512i w, const uint8_t *x) {
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const tn_i32_alias *)x));
-    return acc;
 }
 
 INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t *act, size_t as,
