@@ -116,7 +116,7 @@ INLINE __m512i dot16(__m512i start, const __m512i wq[4], const uint8_t *x) {
     __m512i t = start;
 #pragma GCC unroll 4
     for (int u = 0; u < 4; u++)
-        t = _mm512_dpbusd_epi32(t, wq[u], bcast32(x + 4 * u));
+        t = dpbusd_bcast(t, wq[u], x + 4 * u);
     return t;
 }
 
@@ -299,7 +299,7 @@ INLINE void rows_x16_iq4xs(const uint8_t *g, int64_t cols, const uint8_t *act, s
                 __m512i t = _mm512_set1_epi32(ci[j]);
 #pragma GCC unroll 16
                 for (int p = 0; p < 8; p++) /* low nibbles: values 4p..; high: 16 + 4(p - 4).. */
-                    t = _mm512_dpbusd_epi32(t, wq[p], bcast32(x + (p < 4 ? 4 * p : 16 + 4 * (p - 4))));
+                    t = dpbusd_bcast(t, wq[p], x + (p < 4 ? 4 * p : 16 + 4 * (p - 4)));
                 isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
             }
         }

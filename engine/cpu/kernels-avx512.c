@@ -1006,7 +1006,10 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uin
                  * one or two rows nothing else hides the eight back-to-back
                  * vpdpbusd latencies. Integer sums: the same bits either
                  * way. (With more rows the rows' chains overlap, and the
-                 * extra add would only cost.) */
+                 * extra add would only cost.) Separate broadcasts here,
+                 * not dpbusd_bcast: at one row from DRAM no gain from it
+                 * could be told from the noise (docs/PERFORMANCE.md, "The
+                 * other X16 kernels"), so decode keeps the code it had. */
                 __m512i s1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int j = 0; j < 8; j += 2) {
@@ -1019,11 +1022,8 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uin
                 s = _mm512_add_epi32(s, s1);
             } else {
 #pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) {
-                    int32_t xw;
-                    memcpy(&xw, a + 32 * k + 4 * j, 4);
-                    s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw));
-                }
+                for (int j = 0; j < 8; j++) /* embedded broadcasts: +15-29 % at 16 rows in L2 */
+                    s = dpbusd_bcast(s, wq[j], a + 32 * k + 4 * j);
             }
             acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
                                      _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), acc[b]);
@@ -1135,7 +1135,7 @@ INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, con
             const int32_t *ci = (const int32_t *)(dx + nblk);
             const float *sx = dx + nblk;
             __m512i s = has_min ? _mm512_setzero_si512() : _mm512_set1_epi32(ci[k]);
-            if (nb <= 2) { /* as in rows_x16: same bits */
+            if (nb <= 2) { /* as in rows_x16: same bits, separate broadcasts */
                 __m512i s1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int j = 0; j < 8; j += 2) {
@@ -1148,11 +1148,8 @@ INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, con
                 s = _mm512_add_epi32(s, s1);
             } else {
 #pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) {
-                    int32_t xw;
-                    memcpy(&xw, a + 32 * k + 4 * j, 4);
-                    s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw));
-                }
+                for (int j = 0; j < 8; j++) /* embedded broadcasts: +15-29 % at 16 rows in L2 */
+                    s = dpbusd_bcast(s, wq[j], a + 32 * k + 4 * j);
             }
             acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
                                      _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), acc[b]);
