@@ -2,7 +2,7 @@
  * IQ4_XS: prefill and verify batches reuse each weight register across
  * activation rows, as Q4_K's and Q6_K's X16 kernels do (kernels-avx512.c,
  * where the ideas are explained; this file repeats the few helpers it
- * needs). Compiled with the AVX-512 flags; reached only through
+ * needs, and shares dpbusd_bcast through tn-avx512-dpbusd.h). Compiled with the AVX-512 flags; reached only through
  * tn_mm_ops_avx512, after CPUID said yes.
  *
  * One weight register holds 4 bytes of each of 16 rows; vpdpbusd against 4
