@@ -2,7 +2,7 @@
  * IQ4_XS: prefill and verify batches reuse each weight register across
  * activation rows, as Q4_K's and Q6_K's X16 kernels do (kernels-avx512.c,
  * where the ideas are explained; this file repeats the few helpers it
- * needs). Compiled with the AVX-512 flags; reached only through
+ * needs, and shares dpbusd_bcast through tn-avx512-dpbusd.h). Compiled with the AVX-512 flags; reached only through
  * tn_mm_ops_avx512, after CPUID said yes.
  *
  * One weight register holds 4 bytes of each of 16 rows; vpdpbusd against 4
@@ -26,6 +26,7 @@
 #include "tn-cpu-internal.h"
 
 #include "tn-quant.h"
+#include "tn-avx512-dpbusd.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -115,7 +116,7 @@ INLINE __m512i dot16(__m512i start, const __m512i wq[4], const uint8_t *x) {
     __m512i t = start;
 #pragma GCC unroll 4
     for (int u = 0; u < 4; u++)
-        t = _mm512_dpbusd_epi32(t, wq[u], bcast32(x + 4 * u));
+        t = dpbusd_bcast(t, wq[u], x + 4 * u);
     return t;
 }
 
@@ -298,7 +299,7 @@ INLINE void rows_x16_iq4xs(const uint8_t *g, int64_t cols, const uint8_t *act, s
                 __m512i t = _mm512_set1_epi32(ci[j]);
 #pragma GCC unroll 16
                 for (int p = 0; p < 8; p++) /* low nibbles: values 4p..; high: 16 + 4(p - 4).. */
-                    t = _mm512_dpbusd_epi32(t, wq[p], bcast32(x + (p < 4 ? 4 * p : 16 + 4 * (p - 4))));
+                    t = dpbusd_bcast(t, wq[p], x + (p < 4 ? 4 * p : 16 + 4 * (p - 4)));
                 isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
             }
         }

@@ -14,6 +14,7 @@
 #include "tn-cpu-internal.h"
 
 #include "tn-quant.h"
+#include "tn-avx512-dpbusd.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -1005,7 +1006,10 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uin
                  * one or two rows nothing else hides the eight back-to-back
                  * vpdpbusd latencies. Integer sums: the same bits either
                  * way. (With more rows the rows' chains overlap, and the
-                 * extra add would only cost.) */
+                 * extra add would only cost.) Separate broadcasts here,
+                 * not dpbusd_bcast: at one row from DRAM no gain from it
+                 * could be told from the noise (docs/PERFORMANCE.md, "The
+                 * other X16 kernels"), so decode keeps the code it had. */
                 __m512i s1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int j = 0; j < 8; j += 2) {
@@ -1018,11 +1022,8 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uin
                 s = _mm512_add_epi32(s, s1);
             } else {
 #pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) {
-                    int32_t xw;
-                    memcpy(&xw, a + 32 * k + 4 * j, 4);
-                    s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw));
-                }
+                for (int j = 0; j < 8; j++) /* embedded broadcasts: +15-29 % at 16 rows in L2 */
+                    s = dpbusd_bcast(s, wq[j], a + 32 * k + 4 * j);
             }
             acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
                                      _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), acc[b]);
@@ -1134,7 +1135,7 @@ INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, con
             const int32_t *ci = (const int32_t *)(dx + nblk);
             const float *sx = dx + nblk;
             __m512i s = has_min ? _mm512_setzero_si512() : _mm512_set1_epi32(ci[k]);
-            if (nb <= 2) { /* as in rows_x16: same bits */
+            if (nb <= 2) { /* as in rows_x16: same bits, separate broadcasts */
                 __m512i s1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int j = 0; j < 8; j += 2) {
@@ -1147,11 +1148,8 @@ INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, con
                 s = _mm512_add_epi32(s, s1);
             } else {
 #pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) {
-                    int32_t xw;
-                    memcpy(&xw, a + 32 * k + 4 * j, 4);
-                    s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw));
-                }
+                for (int j = 0; j < 8; j++) /* embedded broadcasts: +15-29 % at 16 rows in L2 */
+                    s = dpbusd_bcast(s, wq[j], a + 32 * k + 4 * j);
             }
             acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
                                      _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), acc[b]);
@@ -1286,17 +1284,6 @@ INLINE void x16k_prefetch(const uint8_t *c, size_t cb) {
     const uintptr_t pf = (uintptr_t)c + X16K_PREFETCH * cb;
     for (size_t o = 0; o < cb; o += 64)
         _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
-}
-
-/* vpdpbusd with the 4 activation bytes at x as its embedded broadcast
- * ({1to16}): GCC does not fold _mm512_set1_epi32 into vpdpbusd and issues
- * a separate vpbroadcastd per word. The Q6_K X16 kernel gained about 5 %
- * from it at 16 activation rows (docs/PERFORMANCE.md, "Q6_K in X16
- * (session 15)"); same instructions otherwise, same results. */
-typedef int32_t tn_i32_alias __attribute__((may_alias));
-INLINE __m512i dpbusd_bcast(__m512i acc, __m512i w, const uint8_t *x) {
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const tn_i32_alias *)x));
-    return acc;
 }
 
 INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t *act, size_t as,
