@@ -31,13 +31,27 @@ static const cli_command commands[] = {
     {"doctor", cmd_doctor, N_("check the CPU and the NPU: what runs, and how to fix what does not")},
 };
 
+/* Arguments in an error are often what the user typed or a file's name,
+ * which may hold any byte: control characters other than newline and tab
+ * become '?', so that an escape sequence cannot recolour or rewrite the
+ * terminal (libtern's own messages are cleaned the same way, engine/error.c). */
 void cli_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("tern-cli: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    char *text = NULL;
+    const int n = vasprintf(&text, fmt, ap);
     va_end(ap);
+    fputs("tern-cli: ", stderr);
+    if (n >= 0 && text) {
+        for (unsigned char *c = (unsigned char *)text; *c; c++)
+            if ((*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7f)
+                *c = '?';
+        fputs(text, stderr);
+    } else {
+        fputs(fmt, stderr); /* out of memory: the untranslated shape at least */
+    }
+    fputc('\n', stderr);
+    free(text);
 }
 
 const char *cli_engine_message(const tn_error *err) {

@@ -194,6 +194,20 @@ else
     printf 'ok: TERN_BACKEND=xrt tern-cli run: %s\n' "$(grep 'using cpu' "$tmp/err")"
 fi
 
+# An argument that holds an escape sequence (ESC, BEL, DEL) comes back in
+# the error with those bytes as '?': a pasted or hostile value must not
+# recolour or rewrite the terminal.
+esc=$(printf '\033[31mred\007\177')
+"$cli" run -m "$tmp/runnable.gguf" -p hello -n "$esc" >"$tmp/out" 2>"$tmp/err"
+status=$?
+checks=$((checks + 1))
+if [ "$status" -eq 0 ] || LC_ALL=C grep -q "$(printf '[\033\007\177]')" "$tmp/err" ||
+    ! grep -q "?\[31mred??" "$tmp/err"; then
+    fail "tern-cli run -n ESC...: exit $status: $(od -c "$tmp/err" | head -3)"
+else
+    printf 'ok: tern-cli run -n ESC...: %s\n' "$(cat "$tmp/err")"
+fi
+
 if [ -f "$tmp/failed" ]; then
     failures=$((failures + $(wc -l <"$tmp/failed")))
 fi
