@@ -50,15 +50,23 @@ _tern_window_on_toast_dismissed (AdwToast   *t,
   g_object_set_data (G_OBJECT (t), "tern-dismissed", GINT_TO_POINTER (1));
 }
 
+/* Plain text for a libadwaita property read as Pango markup (a toast's
+ * title, a status page's description): the text can hold a file name, a
+ * chat title or a model's token, and "Tom & Jerry.png" failed to parse,
+ * leaving it empty with a Gtk-WARNING. A name may also be invalid UTF-8,
+ * which Pango refuses. */
+static char *
+plain_as_markup (const char *text)
+{
+  g_autofree char *valid = g_utf8_make_valid (text != NULL ? text : "", -1);
+
+  return g_markup_escape_text (valid, -1);
+}
+
 AdwToast *
 _tern_window_toast_new (const char *text)
 {
-  /* A toast's title is Pango markup (libadwaita), but what is shown here
-   * is plain text that can hold a file name, a chat title or a model's
-   * token: "Tom & Jerry.png" failed to parse, leaving an empty toast and a
-   * Gtk-WARNING. A name may also be invalid UTF-8, which Pango refuses. */
-  g_autofree char *valid = g_utf8_make_valid (text != NULL ? text : "", -1);
-  g_autofree char *markup = g_markup_escape_text (valid, -1);
+  g_autofree char *markup = plain_as_markup (text);
 
   return adw_toast_new (markup);
 }
@@ -993,12 +1001,10 @@ show_loading (TernWindow *self,
       /* Translators: a model file's name and size */
       line = g_strdup_printf (_("%s (%s)"), name, size);
     }
-  /* The description is Pango markup: "Q&A.gguf" would not parse. */
   {
-    g_autofree char *valid = g_utf8_make_valid (line ? line : name, -1);
-    g_autofree char *escaped = g_markup_escape_text (valid, -1);
+    g_autofree char *markup = plain_as_markup (line ? line : name);
 
-    adw_status_page_set_description (self->loading_page, escaped);
+    adw_status_page_set_description (self->loading_page, markup);
   }
   gtk_spinner_start (self->loading_spinner);
   gtk_stack_set_visible_child_name (self->main_stack, "loading");

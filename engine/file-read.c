@@ -9,18 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int tn_read_file(const char *path, uint64_t max_bytes, char **out, size_t *out_len,
-                 tn_error *err) {
+int tn_open_regular_file(const char *path, int *fd_out, uint64_t *size_out, tn_error *err) {
     tn_error_clear(err);
-    if (out)
-        *out = NULL;
-    if (out_len)
-        *out_len = 0;
-    if (!path || !out)
-        return tn_fail(err, TN_ERR_INVALID, "tn_read_file: path or out is NULL");
-    /* The buffer holds max_bytes + 1 (the NUL) and its length is a size_t. */
-    if (max_bytes > (uint64_t)SIZE_MAX - 2)
-        max_bytes = (uint64_t)SIZE_MAX - 2;
+    if (!path || !fd_out)
+        return tn_fail(err, TN_ERR_INVALID, "tn_open_regular_file: path or fd_out is NULL");
+    *fd_out = -1;
     /* What the name is now, before anything is opened: opening a device
      * can act on it (a tape rewinds at close, a watchdog starts, a terminal
      * may become the process's controlling one), and a socket cannot be
@@ -50,16 +43,39 @@ int tn_read_file(const char *path, uint64_t max_bytes, char **out, size_t *out_l
         return tn_fail(err, TN_ERR_IO, "%s is not a regular file (a FIFO, a device or a directory)",
                        path);
     }
-    if (st.st_size < 0 || (uint64_t)st.st_size > max_bytes) {
+    *fd_out = fd;
+    if (size_out)
+        *size_out = st.st_size > 0 ? (uint64_t)st.st_size : 0;
+    return TN_OK;
+}
+
+int tn_read_file(const char *path, uint64_t max_bytes, char **out, size_t *out_len,
+                 tn_error *err) {
+    tn_error_clear(err);
+    if (out)
+        *out = NULL;
+    if (out_len)
+        *out_len = 0;
+    if (!path || !out)
+        return tn_fail(err, TN_ERR_INVALID, "tn_read_file: path or out is NULL");
+    /* The buffer holds max_bytes + 1 (the NUL) and its length is a size_t. */
+    if (max_bytes > (uint64_t)SIZE_MAX - 2)
+        max_bytes = (uint64_t)SIZE_MAX - 2;
+    int fd;
+    uint64_t size;
+    const int opened = tn_open_regular_file(path, &fd, &size, err);
+    if (opened != TN_OK)
+        return opened;
+    if (size > max_bytes) {
         close(fd);
         return tn_fail(err, TN_ERR_OVERFLOW, "%s: %lld bytes, more than the %lld this takes", path,
-                       (long long)st.st_size, (long long)max_bytes);
+                       (long long)size, (long long)max_bytes);
     }
     /* Read to the end, not to st_size: the file may have changed since
      * fstat, and /proc's files say 0. One byte of room past the size asks
      * the file whether it has more; max_bytes bounds it either way (the
      * buffer too, whatever st_size said). */
-    uint64_t first = (uint64_t)st.st_size < max_bytes ? (uint64_t)st.st_size : max_bytes;
+    uint64_t first = size < max_bytes ? size : max_bytes;
     size_t cap = (size_t)first + 1, len = 0;
     char *buf = malloc(cap + 1);
     int rc = buf ? TN_OK : tn_fail(err, TN_ERR_NOMEM, "%s: out of memory reading the file", path);

@@ -224,20 +224,16 @@ tern_manager_sha256_file (const char    *path,
                           GError       **error)
 {
   char *sha;
-  struct stat st;
-  /* O_NONBLOCK and the fstat: a FIFO or a device where a model file
-   * belongs would block open() or never end; only a regular file is hashed. */
-  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  tn_error open_error = { 0 };
+  int fd;
 
-  if (fd < 0)
+  /* A FIFO or a device where a model file belongs would block open() or
+   * never end: only a regular file is hashed. */
+  if (tn_open_regular_file (path, &fd, NULL, &open_error) != TN_OK)
     {
-      io_error (error, errno, _("cannot open"), path);
-      return NULL;
-    }
-  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
-    {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, _("%s: not a regular file"), path);
-      close (fd);
+      g_autofree char *why = tern_manager_engine_message (&open_error);
+
+      g_set_error_literal (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, why);
       return NULL;
     }
   sha = tern_manager_sha256_fd (fd, path, cancellable, error);

@@ -13,11 +13,9 @@
 #include "tn-session.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #ifdef TN_HAVE_XRT
@@ -235,16 +233,13 @@ int tn_xrt_manifest_verify(const tn_xrt_manifest *m, const char *dir, tn_error *
         snprintf(path, sizeof path, "%s/%s", dir, k->image);
         /* $TERN_XCLBIN_DIR names the folder: a FIFO or a device named like
          * a kernel image is refused, not waited on or hashed without end. */
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-        struct stat st;
-        if (fd < 0)
+        int fd;
+        const int opened = tn_open_regular_file(path, &fd, NULL, err);
+        if (opened == TN_ERR_NOT_FOUND)
             return tn_fail(err, TN_ERR_IO, "%s: cannot read the kernel image: %s", path,
-                           strerror(errno));
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            close(fd);
-            return tn_fail(err, TN_ERR_IO,
-                           "%s is not a regular file (a FIFO, a device or a directory)", path);
-        }
+                           strerror(ENOENT));
+        if (opened != TN_OK)
+            return opened;
         FILE *f = fdopen(fd, "rb");
         if (!f) {
             int e = errno;
