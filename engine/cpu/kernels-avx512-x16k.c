@@ -190,25 +190,38 @@ INLINE void rows_x16_q2k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
         _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
 }
 
-/* Q3_K's scale k (stored + 32) of 16 rows from the packed registers w0
- * (scales[0..3]), w1 ([4..7]), w2 ([8..11]): low 4 bits in byte k % 8,
- * its high nibble when k >= 8; top 2 bits at bit 2 (k / 4) of byte
- * 8 + k % 4. */
-INLINE __m512i q3k_scale(__m512i w0, __m512i w1, __m512i w2, int k) {
-    const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
-    const __m512i src = (k % 8) < 4 ? w0 : w1;
-    const __m512i lo = _mm512_and_si512(
-        _mm512_srl_epi32(src, _mm_cvtsi32_si128(8 * (k % 4) + (k >= 8 ? 4 : 0))), m4);
-    const __m512i hi = _mm512_and_si512(
-        _mm512_srl_epi32(w2, _mm_cvtsi32_si128(8 * (k % 4) + 2 * (k / 4))), m2);
-    return _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+/* Q3_K's 16 scales of 16 rows as signed bytes, from the packed registers
+ * w0 (scales[0..3]), w1 ([4..7]) and w2 ([8..11]): byte u of lane i of
+ * sc[m] is scale 4m + u of row i, less 32. Scale k's low 4 bits are in
+ * byte k % 8 (w0 for k % 8 < 4, else w1), its high nibble when k >= 8;
+ * its top 2 bits are bits 2(k / 4), 2(k / 4) + 1 of byte 8 + k % 4 (w2).
+ * Five vector ops per 4 scales: once per super-block, where extracting
+ * each scale inside the sub-block loop (as before session 16) took eight
+ * per scale. */
+INLINE void q3k_scales(__m512i w0, __m512i w1, __m512i w2, __m512i sc[4]) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi8(0x3f);
+    const __m512i k32 = _mm512_set1_epi8(32);
+    const __m512i lo[4] = {w0, w1, _mm512_srli_epi32(w0, 4), _mm512_srli_epi32(w1, 4)};
+    const __m512i hi[4] = {_mm512_slli_epi32(w2, 4), _mm512_slli_epi32(w2, 2), w2,
+                           _mm512_srli_epi32(w2, 2)};
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) /* 0xe4: lo4 ? lo : hi, bit by bit */
+        sc[m] = _mm512_sub_epi8(_mm512_and_si512(_mm512_ternarylogic_epi32(lo[m], hi[m], lo4, 0xe4), m6),
+                                k32);
 }
 
+/* Q3_K. A sub-block's S (16 values, quants less 4: at most 16 * 4 * 127 in
+ * magnitude) fits an int16, and so does a scale; sub-blocks k and k + 2
+ * go into the low and high words of one int32 lane, their scales likewise,
+ * and one vpdpwssd adds S_k * sc_k + S_k+2 * sc_k+2 to the super-block's
+ * int32 sum: the same integer as two vpmulld and two adds, so the same
+ * results, in fewer instructions (Q2_K does the same with one sub-block
+ * per lane). */
 INLINE void rows_x16_q3k(const uint8_t *g, int64_t cols, const uint8_t *act, size_t as, int nb,
                          float *y, int64_t ys, int valid) {
     const int64_t nsb = cols / 256;
     const size_t cb = 16 * sizeof(tn_block_q3_K);
-    const __m512i v4 = _mm512_set1_epi8(4);
+    const __m512i v4 = _mm512_set1_epi8(4), low16 = _mm512_set1_epi32(0xffff);
     __m512 acc[KB2];
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
@@ -216,29 +229,41 @@ INLINE void rows_x16_q3k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
         x16k2_prefetch(c, cb);
-        const __m512i w0 = _mm512_loadu_si512(c + 1536), w1 = _mm512_loadu_si512(c + 1600);
-        const __m512i w2 = _mm512_loadu_si512(c + 1664);
+        __m512i sc8[4];
+        q3k_scales(_mm512_loadu_si512(c + 1536), _mm512_loadu_si512(c + 1600), _mm512_loadu_si512(c + 1664),
+                   sc8);
         __m512i isum[KB2];
 #pragma GCC unroll 16
         for (int b = 0; b < nb; b++)
             isum[b] = _mm512_setzero_si512();
 #pragma GCC unroll 1
-        for (int k = 0; k < 16; k++) {
-            const __m512i sc = q3k_scale(w0, w1, w2, k);
-            __m512i wq[4];
-            q2_regs(_mm512_loadu_si512(c + 64 * k), wq);
+        for (int m = 0; m < 4; m++) {
+            /* Words (scale 4m, scale 4m + 2) and (4m + 1, 4m + 3), signed. */
+            const __m512i pair[2] = {_mm512_srai_epi16(_mm512_slli_epi16(sc8[m], 8), 8),
+                                     _mm512_srai_epi16(sc8[m], 8)};
+#pragma GCC unroll 2
+            for (int u = 0; u < 2; u++) {
+                const int ka = 4 * m + u, kb = ka + 2;
+                __m512i wa[4], wb[4];
+                q2_regs(_mm512_loadu_si512(c + 64 * ka), wa);
+                q2_regs(_mm512_loadu_si512(c + 64 * kb), wb);
 #pragma GCC unroll 4
-            for (int t = 0; t < 4; t++) { /* the third bits: one masked byte add each */
-                uint64_t mk;
-                memcpy(&mk, c + 1024 + 32 * k + 8 * t, 8);
-                wq[t] = _mm512_mask_add_epi8(wq[t], _cvtu64_mask64(mk), wq[t], v4);
-            }
+                for (int t = 0; t < 4; t++) { /* the third bits: one masked byte add each */
+                    uint64_t mka, mkb;
+                    memcpy(&mka, c + 1024 + 32 * ka + 8 * t, 8);
+                    memcpy(&mkb, c + 1024 + 32 * kb + 8 * t, 8);
+                    wa[t] = _mm512_mask_add_epi8(wa[t], _cvtu64_mask64(mka), wa[t], v4);
+                    wb[t] = _mm512_mask_add_epi8(wb[t], _cvtu64_mask64(mkb), wb[t], v4);
+                }
 #pragma GCC unroll 16
-            for (int b = 0; b < nb; b++) {
-                const uint8_t *a = act + (size_t)b * as;
-                const int32_t *ci = (const int32_t *)((const float *)(a + cols) + nsb) + 16 * s;
-                const __m512i t = dot16(_mm512_set1_epi32(ci[k]), wq, a + 256 * s + 16 * k);
-                isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
+                for (int b = 0; b < nb; b++) {
+                    const uint8_t *a = act + (size_t)b * as;
+                    const int32_t *ci = (const int32_t *)((const float *)(a + cols) + nsb) + 16 * s;
+                    const __m512i sa = dot16(_mm512_set1_epi32(ci[ka]), wa, a + 256 * s + 16 * ka);
+                    const __m512i sb = dot16(_mm512_set1_epi32(ci[kb]), wb, a + 256 * s + 16 * kb);
+                    const __m512i both = _mm512_ternarylogic_epi32(sa, _mm512_slli_epi32(sb, 16), low16, 0xe4);
+                    isum[b] = _mm512_dpwssd_epi32(isum[b], both, pair[u]);
+                }
             }
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(c + 1728)));
