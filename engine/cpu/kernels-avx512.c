@@ -1292,6 +1292,7 @@ INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t 
     const size_t cb = q5 ? 16 * sizeof(tn_block_q5_K) : 16 * sizeof(tn_block_q4_K);
     const __m512i v16 = _mm512_set1_epi8(0x10);
     const __m512i lo4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi32(63);
+    const __m512i hi4 = _mm512_set1_epi8((char)0xf0);
     const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
     __m512 acc[KB_K];
 #pragma GCC unroll 8
@@ -1319,11 +1320,21 @@ INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t 
                     _mm512_and_si512(_mm512_srli_epi32(w2, 8 * (j - 4)), m4),
                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 8 * (j - 4) + 6), m2), 4));
             const uint8_t *qb = c + (q5 ? 768 : 256) + 512 * (j / 2);
+            const bool in_place = !q5 && (j & 1) && nb == 1;
             __m512i wq[8];
 #pragma GCC unroll 8
             for (int p = 0; p < 8; p++) {
                 __m512i v = _mm512_loadu_si512(qb + 64 * p);
-                wq[p] = _mm512_and_si512(j & 1 ? _mm512_srli_epi16(v, 4) : v, lo4);
+                /* At one row (decode) Q4_K's high nibbles stay in place
+                 * (16 q): the row's sum is then 16 S, shifted back exactly
+                 * below, one op where a shift per register cost eight:
+                 * 5-10 % faster with the weights in L2. (At 2 to 8 rows it
+                 * measured no faster or slower, so they keep the shifts.)
+                 * Q5_K's fifth bit would not fit a byte above them. */
+                if (in_place)
+                    wq[p] = _mm512_and_si512(v, hi4);
+                else
+                    wq[p] = _mm512_and_si512(j & 1 ? _mm512_srli_epi16(v, 4) : v, lo4);
                 if (q5) { /* the fifth bits, as Q5_0's: one masked byte add */
                     uint64_t mk;
                     memcpy(&mk, c + 256 + 64 * j + 8 * p, 8);
@@ -1337,6 +1348,8 @@ INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t 
 #pragma GCC unroll 8
                 for (int p = 0; p < 8; p++)
                     t = dpbusd_bcast(t, wq[p], x + 4 * p);
+                if (in_place) /* 16 S, a multiple of 16: exact */
+                    t = _mm512_srai_epi32(t, 4);
                 isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
             }
         }
