@@ -561,42 +561,34 @@ int tn_gguf_open_memory(const void *data, size_t size, const char *name, tn_gguf
 }
 
 static int open_file(const char *path, tn_gguf **out, tn_error *err) {
-    /* O_NONBLOCK: opening a FIFO must not hang; it is refused below */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return tn_fail(err, errno == ENOENT ? TN_ERR_NOT_FOUND : TN_ERR_IO, "%s: cannot open: %s",
-                       path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return tn_fail(err, TN_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (S_ISDIR(st.st_mode)) {
-        close(fd);
-        return tn_fail(err, TN_ERR_IO, "%s: is a directory, not a GGUF file", path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return tn_fail(err, TN_ERR_IO, "%s: not a regular file", path);
-    }
-    if (st.st_size == 0) {
+    /* A FIFO, a device, a socket or a directory is refused by name before
+     * it is opened, and by descriptor after (engine/file-read.c). */
+    int fd = -1;
+    uint64_t size = 0;
+    int rc = tn_open_regular_file(path, &fd, &size, err);
+    if (rc != TN_OK)
+        return rc;
+    if (size == 0) {
         close(fd);
         return tn_fail(err, TN_ERR_FORMAT, "%s: the file is empty (interrupted download?)", path);
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (size > SIZE_MAX) {
+        close(fd);
+        return tn_fail(err, TN_ERR_OVERFLOW, "%s: too large to map on this system", path);
+    }
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
     if (map == MAP_FAILED)
         return tn_fail(err, TN_ERR_IO, "%s: cannot map the file: %s", path, strerror(e));
     tn_gguf *g = NULL;
-    int rc = gguf_new(path, &g, err);
+    rc = gguf_new(path, &g, err);
     if (rc) {
-        munmap(map, (size_t)st.st_size);
+        munmap(map, (size_t)size);
         return rc;
     }
     g->base = map;
-    g->size = (uint64_t)st.st_size;
+    g->size = size;
     g->mapped = true;
     rc = parse(g, err);
     if (rc) {

@@ -952,6 +952,19 @@ static void open_paths(void) {
         unlink(path);
     }
 
+    /* A device, or a symlink to one, is refused (by its name, before open:
+     * engine/file-read.c). */
+    rc = tn_gguf_open("/dev/zero", &g, &err);
+    CHECKF(rc != TN_OK && !g && contains(err.message, "not a regular file"), "device: %d %s", rc,
+           err.message);
+    snprintf(path, sizeof path, "%s/null.gguf", tn_test_tmpdir());
+    if (symlink("/dev/null", path) == 0) {
+        rc = tn_gguf_open(path, &g, &err);
+        CHECKF(rc != TN_OK && !g && contains(err.message, "not a regular file"),
+               "symlink to a device: %d %s", rc, err.message);
+        unlink(path);
+    }
+
     rc = tn_gguf_open_memory(NULL, 0, NAME, &g, &err);
     CHECKF(rc == TN_ERR_FORMAT && !g && contains(err.message, "empty"), "no bytes: %s",
            err.message);
