@@ -48,6 +48,12 @@ typedef struct {
     float *deq; /* [ROWS, COLS] the weights as the kernels must see them */
 } matrix;
 
+/* The weights' values: random (real-looking), or a pattern that drives
+ * every quant to one end of its range, where an integer kernel's partial
+ * sums are largest (an int16 or int32 that overflows shows there). */
+enum { W_RANDOM, W_ALL_MIN, W_ALL_MAX, W_SIGNS };
+static int weight_pattern = W_RANDOM;
+
 static bool make_matrix(matrix *m, uint32_t type) {
     memset(m, 0, sizeof *m);
     size_t rb = tn_type_row_bytes(type, COLS);
@@ -62,8 +68,12 @@ static bool make_matrix(matrix *m, uint32_t type) {
         /* Per-row scale and an occasional outlier, like real weights. */
         float scale = 0.02f * (1.0f + (float)(r % 5));
         for (int k = 0; k < COLS; k++)
-            src[k] = scale * tn_test_randf(&rng);
-        src[(r * 7) % COLS] *= 8.0f;
+            src[k] = weight_pattern == W_RANDOM    ? scale * tn_test_randf(&rng)
+                     : weight_pattern == W_ALL_MIN ? -scale
+                     : weight_pattern == W_ALL_MAX ? scale
+                                                   : (k / 16 + r) % 2 ? scale : -scale;
+        if (weight_pattern == W_RANDOM)
+            src[(r * 7) % COLS] *= 8.0f;
         CHECK(tn_quantize_row(type, src, (uint8_t *)m->data + (size_t)r * rb, COLS) == TN_OK);
         CHECK(tn_dequantize_row(type, (uint8_t *)m->data + (size_t)r * rb, m->deq + r * COLS,
                                 COLS) == TN_OK);
@@ -234,6 +244,50 @@ static void test_type(const type_case *tc, const float *x, tn_cpu *pools[3]) {
 out:
     free(ref);
     free(scalar_big);
+    free_matrix(&m);
+}
+
+/* One weight matrix at the ends of its range (weight_pattern) against
+ * activations x: every family, in both layouts, at each pass size a kernel
+ * has (1, 2, 4, 8, 16 rows and a prompt's 512), within the type's bound of
+ * the exact product: cheaper than test_type, which also checks batch
+ * invariance on these. */
+static void test_extremes(const type_case *tc, const float *x, tn_cpu *cpu) {
+    const char *tname = tn_type_name(tc->type);
+    matrix m;
+    if (!make_matrix(&m, tc->type)) {
+        CHECKF(0, "%s: out of memory", tname);
+        return;
+    }
+    double *ref = malloc(sizeof(double) * BIG * ROWS);
+    float *y = malloc(sizeof(float) * BIG * ROWS);
+    size_t size = tn_weight_repack_size(&m.w);
+    void *buf = size ? aligned_alloc(64, (size + 63) / 64 * 64) : NULL;
+    tn_weight ws[2] = {m.w};
+    const int nw = buf && tn_weight_repack(&m.w, buf, size, &ws[1]) == TN_OK ? 2 : 1;
+    if (!ref || !y) {
+        CHECKF(0, "%s: out of memory", tname);
+        goto out;
+    }
+    oracle(&m, x, BIG, ref);
+    static const int ns[] = {1, 2, 4, 8, 16, BIG};
+    for (int isa = 0; isa < TN_ISA_COUNT_; isa++) {
+        if (!tn_isa_available((tn_isa)isa))
+            continue;
+        for (int l = 0; l < nw; l++)
+            for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+                CHECK(tn_matmul_isa(cpu, (tn_isa)isa, &ws[l], x, ns[k], y) == TN_OK);
+                const double e = nmse(y, ref, (int64_t)ns[k] * ROWS);
+                const double bound = isa == TN_ISA_SCALAR ? tc->nmse_scalar : tc->nmse_simd;
+                CHECKF(e <= bound, "%s/%s/%s, weights pattern %d, %d rows: NMSE %.3g exceeds %.3g",
+                       tn_isa_name((tn_isa)isa), tname, l ? "x16" : "rows", weight_pattern,
+                       ns[k], e, bound);
+            }
+    }
+out:
+    free(ref);
+    free(y);
+    free(buf);
     free_matrix(&m);
 }
 
@@ -1004,6 +1058,21 @@ int main(void) {
             x[i] = tn_test_randf(&rng);
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             test_type(&cases[i], x, pools);
+        /* The extremes: every activation at the top of its 8-bit range
+         * (one value), then alternating in sign per 16, against weights at
+         * the ends of theirs. */
+        float *ones = malloc(sizeof(float) * BIG * COLS);
+        CHECK(ones != NULL);
+        for (int xp = 0; ones && xp < 2; xp++) {
+            for (int i = 0; i < BIG * COLS; i++)
+                ones[i] = xp == 0 || (i / 16) % 2 ? 1.0f : -1.0f;
+            for (weight_pattern = W_ALL_MIN; weight_pattern <= W_SIGNS; weight_pattern++)
+                for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+                    if (tn_type_block_size(cases[i].type) > 1)
+                        test_extremes(&cases[i], ones, pools[1]);
+        }
+        weight_pattern = W_RANDOM;
+        free(ones);
         test_weights_repack(pools[1], x);
         test_odd_blocks(pools[1], x);
         test_mxfp4_ggml(pools[1]);
