@@ -7,7 +7,8 @@
  *
  * One weight register holds 4 bytes of each of 16 rows; vpdpbusd against 4
  * activation bytes broadcast gives the 16 rows' partial sums in 16 lanes.
- * A sub-block's sum S is multiplied by the rows' sub-block scales (vpmulld)
+ * A sub-block's sum S is multiplied by the rows' sub-block scales (vpmulld
+ * for IQ4_XS; vpdpwssd on int16 words for Q2_K and Q3_K, where S fits one)
  * and added up in int32 over the super-block (exact, so the order inside a
  * super-block does not matter); then one float update per super-block and
  * row, in the same order for every pass size:
