@@ -955,8 +955,8 @@ int tn_read_file(const char *path, uint64_t max_bytes, char **out, size_t *out_l
 
 /* Opens PATH for reading only when it is a regular file, by its name and
  * again by the descriptor (O_NONBLOCK, so that a FIFO put there cannot block
- * the open), with tn_read_file's messages: for readers that stream a named
- * file (hashing) instead of loading it whole. *fd_out is the descriptor
+ * the open), with tn_read_file's messages: for readers that stream or map a
+ * named file (hashing, a model) instead of loading it whole. *fd_out is the descriptor
  * (the caller closes it), *size_out (may be NULL) its size. A missing file
  * is TN_ERR_NOT_FOUND. engine/file-read.c. */
 int tn_open_regular_file(const char *path, int *fd_out, uint64_t *size_out, tn_error *err);

@@ -54,6 +54,7 @@ typedef struct {
 enum { W_RANDOM, W_ALL_MIN, W_ALL_MAX, W_SIGNS };
 static int weight_pattern = W_RANDOM;
 
+/* False (reported, nothing left allocated) when out of memory. */
 static bool make_matrix(matrix *m, uint32_t type) {
     memset(m, 0, sizeof *m);
     size_t rb = tn_type_row_bytes(type, COLS);
@@ -61,7 +62,11 @@ static bool make_matrix(matrix *m, uint32_t type) {
     m->data = malloc(rb * ROWS);
     m->deq = malloc(sizeof(float) * ROWS * COLS);
     if (!src || !m->data || !m->deq) {
+        CHECKF(0, "%s: out of memory for a test matrix", tn_type_name(type));
         free(src);
+        free(m->data);
+        free(m->deq);
+        memset(m, 0, sizeof *m);
         return false;
     }
     for (int r = 0; r < ROWS; r++) {
@@ -206,10 +211,8 @@ out:
 static void test_type(const type_case *tc, const float *x, tn_cpu *pools[3]) {
     const char *tname = tn_type_name(tc->type);
     matrix m;
-    if (!make_matrix(&m, tc->type)) {
-        CHECKF(0, "%s: out of memory", tname);
+    if (!make_matrix(&m, tc->type))
         return;
-    }
     double *ref = malloc(sizeof(double) * BIG * ROWS);
     float *scalar_big = malloc(sizeof(float) * BIG * ROWS);
     if (!ref || !scalar_big) {
@@ -255,10 +258,8 @@ out:
 static void test_extremes(const type_case *tc, const float *x, tn_cpu *cpu) {
     const char *tname = tn_type_name(tc->type);
     matrix m;
-    if (!make_matrix(&m, tc->type)) {
-        CHECKF(0, "%s: out of memory", tname);
+    if (!make_matrix(&m, tc->type))
         return;
-    }
     double *ref = malloc(sizeof(double) * BIG * ROWS);
     float *y = malloc(sizeof(float) * BIG * ROWS);
     size_t size = tn_weight_repack_size(&m.w);
@@ -306,7 +307,6 @@ static void test_group(const float *x, tn_cpu *pools[3]) {
     int nw = 0;
     for (int t = 0; t < N_TYPES; t++) {
         if (!make_matrix(&ms[t], types[t])) {
-            CHECKF(0, "group: out of memory");
             for (int u = 0; u < t; u++)
                 free_matrix(&ms[u]);
             return;
