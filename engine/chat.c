@@ -200,7 +200,8 @@ typedef struct {
 } view;
 
 static view mkview(const char *s) {
-    view v = {s, s ? strlen(s) : 0};
+    /* "" for NULL: an offset added to a null pointer, even 0, is undefined. */
+    view v = {s ? s : "", s ? strlen(s) : 0};
     return v;
 }
 
@@ -2553,6 +2554,14 @@ int tn_chat_render_turn_spans(tn_chat_kind kind, bool has_system, const char *us
         return tn_fail(err, TN_ERR_INVALID, "chat template: no user text");
     tn_chat_options o = opts ? *opts : tn_chat_default_options();
     view u = mkview(user);
+    /* Llama 2's template strips the system block glued to the user text:
+     * with nothing but white space after it, the strip reaches into the
+     * block's "\n\n", which a pinned system part already holds. Refused
+     * rather than rendered unlike the template (tests/fuzz/fuzz-chat.c). */
+    if (kind == TN_CHAT_LLAMA2 && has_system && rstrip_len(u) == 0)
+        return tn_fail(err, TN_ERR_INVALID,
+                       "the message is empty: with a system prompt, Llama 2's chat template "
+                       "needs some text in it");
     size_t start = out->len, start_spans = content ? content->n : 0;
     sink s = {out, TN_OK, content, 0};
     put(&s, "");
