@@ -94,7 +94,8 @@ INLINE __m512i bcast32(const uint8_t *p) {
 
 /* The chunk two super-blocks on, a hint only (as x16k_prefetch in
  * kernels-avx512.c: at one row the hardware prefetcher alone left these
- * kernels short of the memory's rate). */
+ * kernels short of the memory's rate on session 11's host; at one to three
+ * rows TERN_DECODE_PREFETCH=0 leaves it out). */
 #define X16K2_PREFETCH 2
 INLINE void x16k2_prefetch(const uint8_t *c, size_t cb) {
     const uintptr_t pf = (uintptr_t)c + X16K2_PREFETCH * cb;
@@ -141,9 +142,11 @@ INLINE void rows_x16_q2k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
+    const bool decode_pf = nb >= 4 || tn_cpu_decode_prefetch();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
-        x16k2_prefetch(c, cb);
+        if (decode_pf)
+            x16k2_prefetch(c, cb);
         __m512i isum[KB2];
 #pragma GCC unroll 16
         for (int b = 0; b < nb; b++)
@@ -227,9 +230,11 @@ INLINE void rows_x16_q3k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
+    const bool decode_pf = nb >= 4 || tn_cpu_decode_prefetch();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
-        x16k2_prefetch(c, cb);
+        if (decode_pf)
+            x16k2_prefetch(c, cb);
         __m512i sc8[4];
         q3k_scales(_mm512_loadu_si512(c + 1536), _mm512_loadu_si512(c + 1600), _mm512_loadu_si512(c + 1664),
                    sc8);
@@ -294,9 +299,11 @@ INLINE void rows_x16_iq4xs(const uint8_t *g, int64_t cols, const uint8_t *act, s
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
+    const bool decode_pf = nb >= 4 || tn_cpu_decode_prefetch();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
-        x16k2_prefetch(c, cb);
+        if (decode_pf)
+            x16k2_prefetch(c, cb);
         const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(c + 32)));
         const __m512i sl = _mm512_loadu_si512(c + 64);
         __m512i isum[KB2];

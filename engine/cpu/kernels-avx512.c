@@ -952,6 +952,7 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uin
 #pragma GCC unroll 16
     for (int j = 0; j < nb; j++)
         acc[j] = _mm512_setzero_ps();
+    const bool decode_pf = nb >= X16_PREFETCH_MIN_ROWS || tn_cpu_decode_prefetch();
     for (int64_t k = 0; k < nblk; k++) {
         const uint8_t *c = g + (size_t)(k / 2) * chunk;
         const int h = (int)(k & 1);
@@ -970,7 +971,7 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uin
             const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_CHUNKS * chunk + (size_t)h * (chunk / 2);
             for (size_t o = 0; o < chunk / 2; o += 64)
                 _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
-        } else if (!q8) {
+        } else if (!q8 && decode_pf) {
             const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_DECODE_CHUNKS * chunk + (size_t)h * (chunk / 2);
             for (size_t o = 0; o < chunk / 2; o += 64)
                 _mm_prefetch((const char *)(pf + o), _MM_HINT_T1);
@@ -1094,6 +1095,7 @@ INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, con
 #pragma GCC unroll 16
     for (int j = 0; j < nb; j++)
         acc[j] = _mm512_setzero_ps();
+    const bool decode_pf = nb >= X16_PREFETCH_MIN_ROWS || tn_cpu_decode_prefetch();
     for (int64_t k = 0; k < nblk; k++) {
         const uint8_t *c = g + (size_t)(k / 2) * chunk;
         const int h = (int)(k & 1);
@@ -1101,7 +1103,7 @@ INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, con
             const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_CHUNKS * chunk + (size_t)h * (chunk / 2);
             for (size_t o = 0; o < chunk / 2; o += 64)
                 _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
-        } else { /* as Q4_0's decode in rows_x16: Gemma 3 1B's Q5_0 decode
+        } else if (decode_pf) { /* as Q4_0's decode in rows_x16: Gemma 3 1B's Q5_0 decode
                   * went from 32.8-36.2 to 38.5-41.0 tok/s */
             const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_DECODE_CHUNKS * chunk + (size_t)h * (chunk / 2);
             for (size_t o = 0; o < chunk / 2; o += 64)
@@ -1275,10 +1277,12 @@ INLINE __m512i bcast32(const uint8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* Prefetch of the chunk X16K_PREFETCH ahead, a hint only. Unlike Q4_0's
- * (rows_x16) it pays at one row too: Q4_K at B = 1 streamed 17 GB/s
- * without it and 27-28 with it, Q5_K 10-14 -> 26-29, Q6_K unchanged
- * (tools/cputime/kernels.c, 8192x2048, one thread, alternated runs). */
+/* Prefetch of the chunk X16K_PREFETCH ahead, a hint only. Session 11's host
+ * streamed Q4_K at B = 1 at 17 GB/s without it and 27-28 with it, Q5_K
+ * 10-14 -> 26-29, Q6_K unchanged (tools/cputime/kernels.c, 8192x2048, one
+ * thread, alternated runs); session 17's host the other way round (Q4_K
+ * 17.4 -> 23.5, Q6_K 16.1 -> 25.2 without it), so at one to three rows
+ * TERN_DECODE_PREFETCH=0 leaves it out (tn_cpu_decode_prefetch). */
 #define X16K_PREFETCH 2
 INLINE void x16k_prefetch(const uint8_t *c, size_t cb) {
     const uintptr_t pf = (uintptr_t)c + X16K_PREFETCH * cb;
@@ -1298,9 +1302,11 @@ INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t 
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
+    const bool decode_pf = nb >= X16_PREFETCH_MIN_ROWS || tn_cpu_decode_prefetch();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
-        x16k_prefetch(c, cb);
+        if (decode_pf)
+            x16k_prefetch(c, cb);
         /* scales[0..3] (w0): sc 0..3 low 6 bits, top bits of sc 4..7;
          * scales[4..7] (w1): the same for the mins; scales[8..11] (w2):
          * low 4 bits of sc 4..7 (low nibbles) and of m 4..7 (high). */
@@ -1395,9 +1401,11 @@ INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
+    const bool decode_pf = nb >= X16_PREFETCH_MIN_ROWS || tn_cpu_decode_prefetch();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
-        x16k_prefetch(c, cb);
+        if (decode_pf)
+            x16k_prefetch(c, cb);
         __m512i isum[KB_K];
 #pragma GCC unroll 8
         for (int b = 0; b < nb; b++)

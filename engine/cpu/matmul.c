@@ -101,6 +101,22 @@ tn_isa tn_isa_best(void) {
     return best;
 }
 
+static atomic_int decode_prefetch = -1; /* -1: not read from the environment yet */
+
+bool tn_cpu_decode_prefetch(void) {
+    int v = atomic_load_explicit(&decode_prefetch, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("TERN_DECODE_PREFETCH");
+        v = !(e && e[0] == '0' && e[1] == '\0');
+        atomic_store_explicit(&decode_prefetch, v, memory_order_relaxed);
+    }
+    return v != 0;
+}
+
+void tn_cpu_set_decode_prefetch(bool on) {
+    atomic_store_explicit(&decode_prefetch, on ? 1 : 0, memory_order_relaxed);
+}
+
 tn_isa tn_cpu_isa(const tn_cpu *cpu) { return cpu ? cpu->isa : tn_isa_best(); }
 
 int tn_cpu_set_isa(tn_cpu *cpu, tn_isa isa) {
