@@ -938,7 +938,6 @@ static void convert_x16_iq4nl(const float *x, void *dst, int64_t cols) {
     convert_x16(x, dst, cols, 128);
 }
 
-#define X16_PREFETCH_MIN_ROWS 4
 #define X16_PREFETCH_CHUNKS 2
 #define X16_PREFETCH_DECODE_CHUNKS 8
 
@@ -952,7 +951,7 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uin
 #pragma GCC unroll 16
     for (int j = 0; j < nb; j++)
         acc[j] = _mm512_setzero_ps();
-    const bool decode_pf = nb >= X16_PREFETCH_MIN_ROWS || tn_cpu_decode_prefetch();
+    const bool decode_pf = tn_x16_prefetches(nb);
     for (int64_t k = 0; k < nblk; k++) {
         const uint8_t *c = g + (size_t)(k / 2) * chunk;
         const int h = (int)(k & 1);
@@ -967,7 +966,7 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uin
          * Hints only: the arithmetic is unchanged. An address, not a
          * pointer: past the last group it points beyond the weights, which
          * a prefetch may do and C may not. */
-        if (nb >= X16_PREFETCH_MIN_ROWS) {
+        if (nb >= TN_X16_PREFETCH_MIN_ROWS) {
             const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_CHUNKS * chunk + (size_t)h * (chunk / 2);
             for (size_t o = 0; o < chunk / 2; o += 64)
                 _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
@@ -1095,11 +1094,11 @@ INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, con
 #pragma GCC unroll 16
     for (int j = 0; j < nb; j++)
         acc[j] = _mm512_setzero_ps();
-    const bool decode_pf = nb >= X16_PREFETCH_MIN_ROWS || tn_cpu_decode_prefetch();
+    const bool decode_pf = tn_x16_prefetches(nb);
     for (int64_t k = 0; k < nblk; k++) {
         const uint8_t *c = g + (size_t)(k / 2) * chunk;
         const int h = (int)(k & 1);
-        if (nb >= X16_PREFETCH_MIN_ROWS) { /* as in rows_x16 */
+        if (nb >= TN_X16_PREFETCH_MIN_ROWS) { /* as in rows_x16 */
             const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_CHUNKS * chunk + (size_t)h * (chunk / 2);
             for (size_t o = 0; o < chunk / 2; o += 64)
                 _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
@@ -1302,7 +1301,7 @@ INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t 
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
-    const bool decode_pf = nb >= X16_PREFETCH_MIN_ROWS || tn_cpu_decode_prefetch();
+    const bool decode_pf = tn_x16_prefetches(nb);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
         if (decode_pf)
@@ -1401,7 +1400,7 @@ INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
-    const bool decode_pf = nb >= X16_PREFETCH_MIN_ROWS || tn_cpu_decode_prefetch();
+    const bool decode_pf = tn_x16_prefetches(nb);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
         if (decode_pf)

@@ -88,6 +88,14 @@ typedef struct tn_mm_ops {
     void (*tile)(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0, int nb);
 } tn_mm_ops;
 
+/* From this many activation rows on (a verify step, a prompt) the X16
+ * kernels always request their weights ahead; below it (decode) only when
+ * tn_cpu_decode_prefetch() says so. */
+#define TN_X16_PREFETCH_MIN_ROWS 4
+static inline bool tn_x16_prefetches(int nb) {
+    return nb >= TN_X16_PREFETCH_MIN_ROWS || tn_cpu_decode_prefetch();
+}
+
 /* Kernel tables: fill ops for a weight type and layout and return true, or
  * return false (no kernel in that family). The scalar table takes every
  * type libtern can dequantize, in every layout. */
