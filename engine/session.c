@@ -82,12 +82,6 @@ struct tn_session {
 
 /* --------------------------------------------------------------- helpers */
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* A warning is a tn_error made by tn_fail, so that its format and arguments
  * reach the caller, who translates it as an error (docs/TRANSLATING.md). */
 static void warn(tn_session *s, const tn_error *w) {
@@ -601,7 +595,7 @@ static int pin_impl(tn_session *s, pin_kind kind, const char *text, const int32_
     }
     if (n > 0)
         memcpy(copy, tokens, (size_t)n * sizeof(int32_t));
-    const double t0 = now_ms();
+    const double t0 = tn_now_ms();
     bool loaded, saved;
     int rc = establish(s, copy, n, progress, user, &loaded, &saved, err);
     if (rc != TN_OK) {
@@ -619,7 +613,7 @@ static int pin_impl(tn_session *s, pin_kind kind, const char *text, const int32_
     s->info.n_pin = n;
     s->info.n_ctx = s->n_ctx;
     s->info.n_free = s->n_ctx - n;
-    s->info.prefill_ms = now_ms() - t0;
+    s->info.prefill_ms = tn_now_ms() - t0;
     s->info.loaded_from_snapshot = loaded;
     s->info.snapshot_saved = saved;
     return TN_OK;
@@ -808,7 +802,7 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
         if (from_spec == TN_SPEC_NONE)
             token = tn_sampler_sample(s->sampler, s->logits);
         if (st->generated_tokens == 0) {
-            t_first = now_ms();
+            t_first = tn_now_ms();
             st->ttft_ms = t_first - t_call;
         }
         if (is_eog(s, g, &h, token)) {
@@ -892,7 +886,7 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
             cb(sf.emit.data, -1, user);
     }
     if (t_first > 0) {
-        st->decode_ms = now_ms() - t_first;
+        st->decode_ms = tn_now_ms() - t_first;
         st->decode_tok_s = st->decode_ms > 0 ? steps * 1e3 / st->decode_ms : 0;
     }
     tn_buf_free(&piece);
@@ -937,21 +931,21 @@ static int ask_impl(tn_session *s, const int32_t *req, int32_t n_req, const prom
         if (req[i] < 0 || req[i] >= s->n_vocab)
             return tn_fail(err, TN_ERR_INVALID, "token %d is outside the vocabulary (0..%d)",
                            req[i], s->n_vocab - 1);
-    const double t_restore = now_ms();
+    const double t_restore = tn_now_ms();
     int rc = restore_pin(s, err);
-    st->restore_ms = now_ms() - t_restore;
+    st->restore_ms = tn_now_ms() - t_restore;
     if (rc != TN_OK)
         return rc;
     st->restored_tokens = s->n_pin;
     rc = tn_spec_begin(s->spec, s->ctx, g, s->kv_tokens, s->n_kv, err);
     if (rc != TN_OK)
         return rc;
-    const double t_prefill = now_ms();
+    const double t_prefill = tn_now_ms();
     if (plan)
         rc = kv_append_plan(s, req, 0, n_req, plan, true, g->progress, g->progress_user, err);
     else
         rc = kv_append(s, req, n_req, true, g->progress, g->progress_user, err);
-    st->prefill_ms = now_ms() - t_prefill;
+    st->prefill_ms = tn_now_ms() - t_prefill;
     st->prompt_tokens = s->n_kv - s->n_pin;
     if (st->prefill_ms > 0)
         st->prefill_tok_s = st->prompt_tokens * 1e3 / st->prefill_ms;
@@ -1012,9 +1006,9 @@ static int check_request(tn_session *s, const tn_gen_params *g, int text,
 static int pin_if_none(tn_session *s, tn_session_stats *st, tn_error *err) {
     if (s->pin_kind != PIN_NONE)
         return TN_OK;
-    const double t0 = now_ms();
+    const double t0 = tn_now_ms();
     int rc = tn_session_pin(s, NULL, NULL, NULL, err);
-    st->restore_ms += now_ms() - t0;
+    st->restore_ms += tn_now_ms() - t0;
     return rc;
 }
 
@@ -1023,7 +1017,7 @@ int tn_session_ask_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens
                           tn_session_stats *stats, tn_error *err) {
     tn_session_stats local;
     tn_session_stats *st = stats_start(stats, &local);
-    const double t_call = now_ms();
+    const double t_call = tn_now_ms();
     if (!s || n_tokens < 0 || (n_tokens > 0 && !tokens))
         return tn_fail(err, TN_ERR_INVALID, "tn_session_ask_tokens: bad arguments");
     const tn_gen_params *g = gen ? gen : &s->params.gen;
@@ -1040,7 +1034,7 @@ int tn_session_ask(tn_session *s, const char *user_text, const tn_gen_params *ge
                    tn_session_token_cb cb, void *user, tn_session_stats *stats, tn_error *err) {
     tn_session_stats local;
     tn_session_stats *st = stats_start(stats, &local);
-    const double t_call = now_ms();
+    const double t_call = tn_now_ms();
     if (!s || !user_text)
         return tn_fail(err, TN_ERR_INVALID, "tn_session_ask: bad arguments");
     const tn_gen_params *g = gen ? gen : &s->params.gen;
@@ -1071,7 +1065,7 @@ static int chat_impl(tn_session *s, const int32_t *tokens, int32_t n, const prom
                        "the conversation is %d tokens; the context holds %d (start a new chat "
                        "or raise the context size)",
                        n, s->n_ctx);
-    const double t_restore = now_ms();
+    const double t_restore = tn_now_ms();
     int32_t keep = kv_prefix(s, tokens, plan ? plan->keys : NULL, n);
     if (keep == n)
         keep = n - 1; /* the last row is run again for its logits */
@@ -1081,16 +1075,16 @@ static int chat_impl(tn_session *s, const int32_t *tokens, int32_t n, const prom
             keep = plan->spans[i].start;
     kv_cut(s, keep);
     st->restored_tokens = keep;
-    st->restore_ms = now_ms() - t_restore;
+    st->restore_ms = tn_now_ms() - t_restore;
     int rc = tn_spec_begin(s->spec, s->ctx, g, s->kv_tokens, s->n_kv, err);
     if (rc != TN_OK)
         return rc;
-    const double t_prefill = now_ms();
+    const double t_prefill = tn_now_ms();
     if (plan)
         rc = kv_append_plan(s, tokens, keep, n, plan, true, g->progress, g->progress_user, err);
     else
         rc = kv_append(s, tokens + keep, n - keep, true, g->progress, g->progress_user, err);
-    st->prefill_ms = now_ms() - t_prefill;
+    st->prefill_ms = tn_now_ms() - t_prefill;
     st->prompt_tokens = s->n_kv - keep;
     if (st->prefill_ms > 0)
         st->prefill_tok_s = st->prompt_tokens * 1e3 / st->prefill_ms;
@@ -1162,7 +1156,7 @@ int tn_session_chat(tn_session *s, const tn_session_message *messages, int32_t n
                     tn_session_stats *stats, tn_error *err) {
     tn_session_stats local;
     tn_session_stats *st = stats_start(stats, &local);
-    const double t_call = now_ms();
+    const double t_call = tn_now_ms();
     if (!s || n_messages < 0 || (n_messages > 0 && !messages))
         return tn_fail(err, TN_ERR_INVALID, "tn_session_chat: bad arguments");
     const tn_gen_params *g = gen ? gen : &s->params.gen;
@@ -1435,7 +1429,7 @@ int tn_session_ask_images(tn_session *s, const char *user_text, const tn_image_e
                           void *user, tn_session_stats *stats, tn_error *err) {
     tn_session_stats local;
     tn_session_stats *st = stats_start(stats, &local);
-    const double t_call = now_ms();
+    const double t_call = tn_now_ms();
     if (!s || !user_text)
         return tn_fail(err, TN_ERR_INVALID, "tn_session_ask_images: bad arguments");
     if (n_images == 0 && count_markers(user_text) == 0) /* also for models without images */
@@ -1478,7 +1472,7 @@ int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
                            tn_session_stats *stats, tn_error *err) {
     tn_session_stats local;
     tn_session_stats *st = stats_start(stats, &local);
-    const double t_call = now_ms();
+    const double t_call = tn_now_ms();
     if (!s || n_messages < 0 || (n_messages > 0 && !messages))
         return tn_fail(err, TN_ERR_INVALID, "tn_session_chat_images: bad arguments");
     size_t markers = 0;

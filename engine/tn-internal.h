@@ -36,6 +36,14 @@ static inline bool tn_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
     return !__builtin_mul_overflow(a, b, out);
 }
 
+/* Milliseconds of the monotonic clock (for durations). */
+#include <time.h>
+static inline double tn_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 /* Unaligned little-endian loads (GGUF is little-endian; Tern targets
  * little-endian hosts, checked at build time). */
 #include <string.h>
