@@ -408,6 +408,20 @@ static int bench_model(const model_opts *o) {
         goto out;
     }
 
+    /* The context chooses its decode prefetch on its first one-token
+     * decodes (tn_decode_tuning): let it do so here, so that every timed
+     * step below runs with its choice. */
+    tn_decode_tuning tune;
+    tn_ctx_decode_tuning(ctx, &tune);
+    for (long i = 0; tune.state == TN_DECODE_TUNE_MEASURING && i < 64 && i < need - 1; i++) {
+        if (decode_or_fail(ctx, tokens + i, 1, TN_LOGITS_LAST, logits)) {
+            rc = CLI_EXIT_BAD_INPUT;
+            goto out;
+        }
+        tn_ctx_decode_tuning(ctx, &tune);
+    }
+    tn_ctx_kv_truncate(ctx, 0);
+
     cli_spread pp = {0}, tg = {0};
     if (o->n_prompt > 0) {
         for (long r = 0; r < o->reps; r++) {
@@ -541,9 +555,23 @@ static int bench_model(const model_opts *o) {
                bw.median, bw.min, bw.max);
         printf(" \"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %.0f,\n"
                " \"decode_bound_tps\": %.2f, \"decode_pct_of_bound\": %.1f,\n"
-               " \"decode_pct_min\": %.1f, \"decode_pct_max\": %.1f, \"peak_rss_bytes\": %llu}\n",
+               " \"decode_pct_min\": %.1f, \"decode_pct_max\": %.1f, \"peak_rss_bytes\": %llu,\n"
+               " \"decode_prefetch\": {\"chosen_by\": \"%s\", \"ms_with\": %.3f, "
+               "\"ms_without\": %.3f, \"types\": [",
                (unsigned long long)wbytes, kv, bound, pct, pctst.min, pctst.max,
-               (unsigned long long)rss);
+               (unsigned long long)rss,
+               tune.state == TN_DECODE_TUNE_FORCED    ? "environment"
+               : tune.state == TN_DECODE_TUNE_CHOSEN ? "measurement"
+                                                      : "default",
+               tune.ms_with, tune.ms_without);
+        for (int t = 0, k = 0; t < TN_TYPE_COUNT_; t++)
+            if (tune.type_ms_with[t] > 0 || tune.type_ms_without[t] > 0)
+                printf("%s{\"type\": \"%s\", \"prefetch\": %s, \"ms_with\": %.3f, "
+                       "\"ms_without\": %.3f}",
+                       k++ ? ", " : "", tn_type_name((uint32_t)t),
+                       tune.prefetch_types >> t & 1 ? "true" : "false", tune.type_ms_with[t],
+                       tune.type_ms_without[t]);
+        printf("]}}\n");
     } else {
         printf("model      %s\n", tn_model_description(model));
         printf("threads    %d (%s kernels), %ld reps: median (min-max)\n", threads,
@@ -568,6 +596,21 @@ static int bench_model(const model_opts *o) {
                per_tok / 1e6, (double)wbytes / 1e6, kv / 1e6);
         printf("bound      %8.2f tok/s  decode at %.1f%% of it (%.1f-%.1f, per repetition)\n",
                bound, pct, pctst.min, pctst.max);
+        if (tune.state == TN_DECODE_TUNE_CHOSEN) {
+            printf("prefetch   decode steps %.2f ms with it, %.2f without; per type:", tune.ms_with,
+                   tune.ms_without);
+            for (int t = 0; t < TN_TYPE_COUNT_; t++)
+                if (tune.type_ms_with[t] > 0 || tune.type_ms_without[t] > 0)
+                    printf(" %s %s (%.2f/%.2f ms)", tn_type_name((uint32_t)t),
+                           tune.prefetch_types >> t & 1 ? "with" : "without",
+                           tune.type_ms_with[t], tune.type_ms_without[t]);
+            printf("\n");
+        } else {
+            printf("prefetch   decode steps %s, %s\n",
+                   tune.prefetch_types ? "with" : "without",
+                   tune.state == TN_DECODE_TUNE_FORCED ? "set by TERN_DECODE_PREFETCH"
+                                                       : "not measured");
+        }
         printf("peak RSS   %8.1f MB\n", (double)rss / 1e6);
     }
 out:

@@ -257,6 +257,7 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
     ctx->n_ctx = n_ctx;
     ctx->kv_rows = (int32_t)kv_rows;
     atomic_init(&ctx->cancel, false);
+    tn_decode_tune_init(&ctx->decode_tune);
     ctx->cpu = tn_backend_pool_new(&model->backend, n_threads);
     if (!ctx->cpu) {
         tn_ctx_free(ctx);
@@ -593,7 +594,9 @@ static void parallel(tn_ctx *ctx, tn_task_fn fn, void *arg) {
 static int matmul(tn_ctx *ctx, const tn_weight *w, const float *x, int32_t n, float *y,
                   tn_error *err) {
     const tn_backend *be = &ctx->model->backend;
+    const double t0 = tn_decode_tune_mm_begin(&ctx->decode_tune);
     int rc = be->run.matmul(be, ctx->cpu, w, x, n, y);
+    tn_decode_tune_mm_end(&ctx->decode_tune, t0, &(tn_matmul_item){.w = w}, 1);
     if (rc != TN_OK) {
         const char *t = tn_type_name(w->type);
         return tn_fail(err, rc, "%s: matrix product of %s weights failed (%s)",
@@ -605,7 +608,9 @@ static int matmul(tn_ctx *ctx, const tn_weight *w, const float *x, int32_t n, fl
 /* Independent products in one hand-off to the threads (tn-backend.h). */
 static int matmul_group(tn_ctx *ctx, const tn_matmul_item *items, int n, tn_error *err) {
     const tn_backend *be = &ctx->model->backend;
+    const double t0 = tn_decode_tune_mm_begin(&ctx->decode_tune);
     int rc = be->run.matmul_group(be, ctx->cpu, items, n);
+    tn_decode_tune_mm_end(&ctx->decode_tune, t0, items, n);
     if (rc != TN_OK) {
         const char *t = n > 0 ? tn_type_name(items[0].w->type) : NULL;
         return tn_fail(err, rc, "%s: matrix product of %s weights failed (%s)",
@@ -1172,8 +1177,8 @@ static int grow_scratch(tn_ctx *ctx, int32_t rows, tn_error *err) {
 
 /* The checks and the micro-batch loop shared by token and embedding input.
  * span: rows per pass (TN_UBATCH, or all n for a bidirectional span). */
-static int decode_rows(tn_ctx *ctx, const int32_t *tokens, const float *embd, int32_t n,
-                       bool bidir, tn_logits_mode mode, float *logits, tn_error *err) {
+static int decode_rows_run(tn_ctx *ctx, const int32_t *tokens, const float *embd, int32_t n,
+                           bool bidir, tn_logits_mode mode, float *logits, tn_error *err) {
     const tn_hparams *hp = &ctx->model->hp;
     if (n > ctx->n_ctx - ctx->kv_len)
         return tn_fail(err, TN_ERR_OVERFLOW,
@@ -1219,6 +1224,27 @@ static int decode_rows(tn_ctx *ctx, const int32_t *tokens, const float *embd, in
     if (ctx->n_cap > 0)
         ctx->cap_rows = n;
     return TN_OK;
+}
+
+/* decode_rows_run with this context's decode prefetch (decode-tune.c). */
+static int decode_rows(tn_ctx *ctx, const int32_t *tokens, const float *embd, int32_t n,
+                       bool bidir, tn_logits_mode mode, float *logits, tn_error *err) {
+    /* only token decodes are samples: an image span is another kind of step */
+    const double t0 = tn_decode_tune_begin(&ctx->decode_tune, tokens ? n : 0);
+    const int rc = decode_rows_run(ctx, tokens, embd, n, bidir, mode, logits, err);
+    tn_decode_tune_end(&ctx->decode_tune, t0, rc == TN_OK);
+    return rc;
+}
+
+void tn_ctx_decode_tuning(const tn_ctx *ctx, tn_decode_tuning *out) {
+    const tn_decode_tune *t = &ctx->decode_tune;
+    *out = (tn_decode_tuning){.state = t->state,
+                              .prefetch_types = t->mask,
+                              .samples = t->n,
+                              .ms_with = t->ms_with,
+                              .ms_without = t->ms_without};
+    memcpy(out->type_ms_with, t->type_ms_with, sizeof out->type_ms_with);
+    memcpy(out->type_ms_without, t->type_ms_without, sizeof out->type_ms_without);
 }
 
 static int check_decode_args(tn_ctx *ctx, const void *in, int32_t n, tn_logits_mode mode,

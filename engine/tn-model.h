@@ -189,6 +189,35 @@ struct tn_model {
  * nothing in the result (batch invariance). */
 #define TN_UBATCH 64
 
+/* The decode prefetch choice of one context (decode-tune.c). */
+#define TN_DECODE_TUNE_SAMPLES 10 /* one-token decodes per side */
+typedef struct {
+    tn_decode_tune_state state;
+    uint64_t mask;     /* tn_cpu_set_decode_prefetch_mask's for this context's decodes */
+    int skipped;       /* one-token decodes left out before measuring */
+    int n;             /* samples taken */
+    bool sampling;     /* the running step is one: its matrix products are timed */
+    double step_type_ms[TN_TYPE_COUNT_]; /* the running step's time per weight type */
+    double ms[2][TN_DECODE_TUNE_SAMPLES]; /* [with, without][sample] whole steps */
+    double type_ms[2][TN_DECODE_TUNE_SAMPLES][TN_TYPE_COUNT_];
+    double ms_with, ms_without;            /* the medians, once chosen */
+    double type_ms_with[TN_TYPE_COUNT_], type_ms_without[TN_TYPE_COUNT_];
+} tn_decode_tune;
+
+/* Reads TERN_DECODE_PREFETCH (set: forced, no measuring). */
+void tn_decode_tune_init(tn_decode_tune *t);
+/* Around every forward call of n_rows token rows (0: not tokens): begin
+ * sets the process-wide mask for this context and returns a start time
+ * when the call is a sample (else -1); end records it if the call
+ * succeeded. Around each matrix product in between: mm_begin returns a
+ * start time while sampling (else -1), mm_end books the time to the items'
+ * weight types. */
+double tn_decode_tune_begin(tn_decode_tune *t, int32_t n_rows);
+void tn_decode_tune_end(tn_decode_tune *t, double started_ms, bool ok);
+double tn_decode_tune_mm_begin(const tn_decode_tune *t);
+void tn_decode_tune_mm_end(tn_decode_tune *t, double started_ms, const tn_matmul_item *items,
+                           int n);
+
 struct tn_ctx {
     const tn_model *model;
     tn_cpu *cpu;
@@ -245,6 +274,7 @@ struct tn_ctx {
     float *cap;        /* [cap_rows][n_cap][n_embd] */
     int32_t cap_rows;  /* rows of the last decode */
     int32_t cap_alloc; /* rows allocated */
+    tn_decode_tune decode_tune;
     atomic_bool cancel;
 };
 

@@ -142,7 +142,7 @@ INLINE void rows_x16_q2k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
-    const bool decode_pf = tn_x16_prefetches(nb);
+    const bool decode_pf = tn_x16_prefetches(nb, TN_TYPE_Q2_K);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
         if (decode_pf)
@@ -230,7 +230,7 @@ INLINE void rows_x16_q3k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
-    const bool decode_pf = tn_x16_prefetches(nb);
+    const bool decode_pf = tn_x16_prefetches(nb, TN_TYPE_Q3_K);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
         if (decode_pf)
@@ -299,7 +299,7 @@ INLINE void rows_x16_iq4xs(const uint8_t *g, int64_t cols, const uint8_t *act, s
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
-    const bool decode_pf = tn_x16_prefetches(nb);
+    const bool decode_pf = tn_x16_prefetches(nb, TN_TYPE_IQ4_XS);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
         if (decode_pf)

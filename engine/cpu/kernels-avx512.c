@@ -951,7 +951,8 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uin
 #pragma GCC unroll 16
     for (int j = 0; j < nb; j++)
         acc[j] = _mm512_setzero_ps();
-    const bool decode_pf = tn_x16_prefetches(nb);
+    const uint32_t type = q8 ? TN_TYPE_Q8_0 : nl ? TN_TYPE_IQ4_NL : TN_TYPE_Q4_0;
+    const bool decode_pf = tn_x16_prefetches(nb, type);
     for (int64_t k = 0; k < nblk; k++) {
         const uint8_t *c = g + (size_t)(k / 2) * chunk;
         const int h = (int)(k & 1);
@@ -1094,7 +1095,8 @@ INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, con
 #pragma GCC unroll 16
     for (int j = 0; j < nb; j++)
         acc[j] = _mm512_setzero_ps();
-    const bool decode_pf = tn_x16_prefetches(nb);
+    const uint32_t type = has_min ? (q5 ? TN_TYPE_Q5_1 : TN_TYPE_Q4_1) : TN_TYPE_Q5_0;
+    const bool decode_pf = tn_x16_prefetches(nb, type);
     for (int64_t k = 0; k < nblk; k++) {
         const uint8_t *c = g + (size_t)(k / 2) * chunk;
         const int h = (int)(k & 1);
@@ -1281,7 +1283,8 @@ INLINE __m512i bcast32(const uint8_t *p) {
  * 10-14 -> 26-29, Q6_K unchanged (tools/cputime/kernels.c, 8192x2048, one
  * thread, alternated runs); session 17's host the other way round (Q4_K
  * 17.4 -> 23.5, Q6_K 16.1 -> 25.2 without it), so at one to three rows
- * TERN_DECODE_PREFETCH=0 leaves it out (tn_cpu_decode_prefetch). */
+ * TERN_DECODE_PREFETCH=0 leaves it out, and a context may choose per type
+ * (tn_cpu_decode_prefetch_type, engine/decode-tune.c). */
 #define X16K_PREFETCH 2
 INLINE void x16k_prefetch(const uint8_t *c, size_t cb) {
     const uintptr_t pf = (uintptr_t)c + X16K_PREFETCH * cb;
@@ -1301,7 +1304,7 @@ INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t 
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
-    const bool decode_pf = tn_x16_prefetches(nb);
+    const bool decode_pf = tn_x16_prefetches(nb, q5 ? TN_TYPE_Q5_K : TN_TYPE_Q4_K);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
         if (decode_pf)
@@ -1400,7 +1403,7 @@ INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
-    const bool decode_pf = tn_x16_prefetches(nb);
+    const bool decode_pf = tn_x16_prefetches(nb, TN_TYPE_Q6_K);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
         if (decode_pf)

@@ -101,20 +101,27 @@ tn_isa tn_isa_best(void) {
     return best;
 }
 
-static atomic_int decode_prefetch = -1; /* -1: not read from the environment yet */
+/* Bit t: the X16 kernels of weight type t prefetch at one to three rows. */
+static _Atomic uint64_t decode_prefetch_mask = TN_DECODE_PREFETCH_ALL;
+static atomic_bool decode_prefetch_read = false; /* the environment looked at */
 
-bool tn_cpu_decode_prefetch(void) {
-    int v = atomic_load_explicit(&decode_prefetch, memory_order_relaxed);
-    if (v < 0) {
+uint64_t tn_cpu_decode_prefetch_mask(void) {
+    if (!atomic_load_explicit(&decode_prefetch_read, memory_order_acquire)) {
         const char *e = getenv("TERN_DECODE_PREFETCH");
-        v = !(e && e[0] == '0' && e[1] == '\0');
-        atomic_store_explicit(&decode_prefetch, v, memory_order_relaxed);
+        if (e && e[0] == '0' && e[1] == '\0')
+            atomic_store_explicit(&decode_prefetch_mask, 0, memory_order_relaxed);
+        atomic_store_explicit(&decode_prefetch_read, true, memory_order_release);
     }
-    return v != 0;
+    return atomic_load_explicit(&decode_prefetch_mask, memory_order_relaxed);
 }
 
-void tn_cpu_set_decode_prefetch(bool on) {
-    atomic_store_explicit(&decode_prefetch, on ? 1 : 0, memory_order_relaxed);
+bool tn_cpu_decode_prefetch_type(uint32_t type) {
+    return type >= 64 || (tn_cpu_decode_prefetch_mask() >> type & 1);
+}
+
+void tn_cpu_set_decode_prefetch_mask(uint64_t mask) {
+    atomic_store_explicit(&decode_prefetch_read, true, memory_order_release);
+    atomic_store_explicit(&decode_prefetch_mask, mask, memory_order_relaxed);
 }
 
 tn_isa tn_cpu_isa(const tn_cpu *cpu) { return cpu ? cpu->isa : tn_isa_best(); }

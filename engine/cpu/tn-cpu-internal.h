@@ -90,10 +90,10 @@ typedef struct tn_mm_ops {
 
 /* From this many activation rows on (a verify step, a prompt) the X16
  * kernels always request their weights ahead; below it (decode) only when
- * tn_cpu_decode_prefetch() says so. */
+ * tn_cpu_decode_prefetch_type() says so for their weight type. */
 #define TN_X16_PREFETCH_MIN_ROWS 4
-static inline bool tn_x16_prefetches(int nb) {
-    return nb >= TN_X16_PREFETCH_MIN_ROWS || tn_cpu_decode_prefetch();
+static inline bool tn_x16_prefetches(int nb, uint32_t type) {
+    return nb >= TN_X16_PREFETCH_MIN_ROWS || tn_cpu_decode_prefetch_type(type);
 }
 
 /* Kernel tables: fill ops for a weight type and layout and return true, or

@@ -153,14 +153,18 @@ tn_isa tn_cpu_isa(const tn_cpu *cpu);
 /* TN_ERR_UNSUPPORTED when this CPU or build cannot run isa. */
 int tn_cpu_set_isa(tn_cpu *cpu, tn_isa isa);
 
-/* Whether the X16 kernels request the weights ahead in software at one to
- * three activation rows (decode): yes unless TERN_DECODE_PREFETCH=0 is in
- * the environment (read once) or the setter said otherwise (process-wide:
- * for tests and benches). Hints only: the arithmetic is the same either
- * way. Which is faster depends on the host (docs/PERFORMANCE.md, "Decode
- * prefetch, measured with builds that differ (session 17)"). */
-bool tn_cpu_decode_prefetch(void);
-void tn_cpu_set_decode_prefetch(bool on);
+/* Whether the X16 kernels of each weight type request the weights ahead in
+ * software at one to three activation rows (decode): bit t of the mask for
+ * type t. All set unless TERN_DECODE_PREFETCH=0 is in the environment (read
+ * once) or the setter said otherwise. Process-wide: a context sets its own
+ * choice before each of its steps (engine/decode-tune.c). Hints only: the
+ * arithmetic is the same either way. Which is faster depends on the host
+ * and the type (docs/PERFORMANCE.md, "Choosing the decode prefetch per
+ * context"). */
+#define TN_DECODE_PREFETCH_ALL UINT64_MAX
+uint64_t tn_cpu_decode_prefetch_mask(void);
+bool tn_cpu_decode_prefetch_type(uint32_t type);
+void tn_cpu_set_decode_prefetch_mask(uint64_t mask);
 /* As tn_matmul, with an explicit family (cpu may be NULL): for tests. */
 int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, int64_t n,
                   float *y);

@@ -464,6 +464,29 @@ uint64_t tn_ctx_kv_state_bytes(const tn_ctx *ctx, int32_t n);
 int tn_ctx_kv_state_save(const tn_ctx *ctx, int32_t n, void *dst, uint64_t size, tn_error *err);
 int tn_ctx_kv_state_load(tn_ctx *ctx, int32_t n, const void *src, uint64_t size, tn_error *err);
 
+/* Which weight types' CPU kernels request weights ahead in software in this
+ * context's decode steps (one to three rows). Both ways give the same bits;
+ * which is faster depends on the host and the type, so a context measures
+ * both on its first one-token decodes (after two it leaves out: ten with,
+ * ten without, alternated, each matrix product timed and booked to its
+ * type) and keeps per type the faster; TERN_DECODE_PREFETCH=0 or =1 in the
+ * environment decides instead (docs/PERFORMANCE.md). */
+typedef enum {
+    TN_DECODE_TUNE_MEASURING = 0, /* still taking samples; every type prefetches meanwhile */
+    TN_DECODE_TUNE_CHOSEN = 1,    /* chosen by the medians below */
+    TN_DECODE_TUNE_FORCED = 2,    /* set by TERN_DECODE_PREFETCH */
+} tn_decode_tune_state;
+typedef struct {
+    tn_decode_tune_state state;
+    uint64_t prefetch_types; /* bit t: type t prefetches */
+    int samples;             /* one-token decodes measured so far, both sides */
+    double ms_with;          /* CHOSEN: median one-token decode, every type prefetching */
+    double ms_without;       /* and none */
+    double type_ms_with[TN_TYPE_COUNT_]; /* the same per weight type (0: none of it) */
+    double type_ms_without[TN_TYPE_COUNT_];
+} tn_decode_tuning;
+void tn_ctx_decode_tuning(const tn_ctx *ctx, tn_decode_tuning *out);
+
 /* ----------------------------------------------------------------- sampler */
 
 typedef struct tn_sampler_params {

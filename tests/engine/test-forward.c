@@ -1738,6 +1738,117 @@ static void check_mkmodel_row_pool(void) {
     remove(path);
 }
 
+/* Runs the step sequence of check_decode_tuning on a new context: a prompt
+ * of 8, ten one-token decodes, one of 3 tokens, twelve of one. Keeps the
+ * last row's logits of every step in lg[23][nv] and checks the tuning
+ * state after each one-token step when measuring. */
+static tn_ctx *tuning_steps(tn_model *m, float *lg, int32_t nv) {
+    tn_error err = {0};
+    tn_ctx *ctx = NULL;
+    CHECKF(tn_ctx_new(m, 64, 2, &ctx, &err) == 0, "ctx: %s", err.message);
+    if (!ctx)
+        return NULL;
+    int32_t toks[8];
+    for (int i = 0; i < 8; i++)
+        toks[i] = 3 + 5 * i;
+    CHECK(tn_ctx_decode(ctx, toks, 8, TN_LOGITS_LAST, lg, &err) == 0);
+    tn_decode_tuning t;
+    tn_ctx_decode_tuning(ctx, &t);
+    const bool measuring = t.state == TN_DECODE_TUNE_MEASURING;
+    CHECKF(t.samples == 0, "a prompt was a sample (%d)", t.samples);
+    int ones = 0;
+    for (int step = 1; step < 24; step++) {
+        const int n = step == 11 ? 3 : 1;
+        for (int i = 0; i < n; i++)
+            toks[i] = (7 * step + i) % nv;
+        const int rc = tn_ctx_decode(ctx, toks, n, TN_LOGITS_LAST, lg + (size_t)step * nv, &err);
+        CHECKF(rc == 0, "step %d: %s", step, err.message);
+        ones += n == 1;
+        tn_ctx_decode_tuning(ctx, &t);
+        if (!measuring)
+            continue;
+        /* two left out, then ten with and ten without */
+        const int want = ones <= 2 ? 0 : ones - 2;
+        if (want < 20) {
+            CHECKF(t.state == TN_DECODE_TUNE_MEASURING && t.samples == want &&
+                       t.prefetch_types == UINT64_MAX,
+                   "after %d one-token steps: state %d, %d samples (want %d), prefetch %llx",
+                   ones, t.state, t.samples, want, (unsigned long long)t.prefetch_types);
+        } else {
+            CHECKF(t.state == TN_DECODE_TUNE_CHOSEN && t.samples == 20,
+                   "after %d one-token steps: state %d, %d samples", ones, t.state, t.samples);
+            CHECKF(t.ms_with > 0 && t.ms_without > 0, "medians %g %g", t.ms_with, t.ms_without);
+            /* Q4_K_M: q4_K and q6_K products, each a part of the step */
+            for (int type = TN_TYPE_Q4_K; type <= TN_TYPE_Q6_K; type += 2)
+                CHECKF(t.type_ms_with[type] > 0 && t.type_ms_with[type] < t.ms_with &&
+                           t.type_ms_without[type] > 0 &&
+                           t.type_ms_without[type] < t.ms_without,
+                       "%s: %g ms of %g with, %g of %g without", tn_type_name((uint32_t)type),
+                       t.type_ms_with[type], t.ms_with, t.type_ms_without[type], t.ms_without);
+            for (int type = 0; type < TN_TYPE_COUNT_; type++) {
+                const bool faster = t.type_ms_without[type] > 0 &&
+                                    t.type_ms_without[type] < 0.97 * t.type_ms_with[type];
+                CHECKF((t.prefetch_types >> type & 1) == !faster,
+                       "%s: chose %s at %g ms with, %g without", tn_type_name((uint32_t)type),
+                       t.prefetch_types >> type & 1 ? "with" : "without", t.type_ms_with[type],
+                       t.type_ms_without[type]);
+            }
+        }
+    }
+    return ctx;
+}
+
+/* The decode prefetch: a context measures both ways on its first one-token
+ * steps and keeps the faster; TERN_DECODE_PREFETCH forces one. Every step's
+ * logits are the same bits whichever it runs (the prefetch is a hint). */
+static void check_decode_tuning(void) {
+    tn_mkmodel_params p = tn_mkmodel_default_params();
+    p.arch = "llama";
+    small_params(&p, "q4_k_m", 256, 2, 64, 512);
+    p.n_threads = 2;
+    char path[4096];
+    tn_model *m = mk_load(&p, "tuning", path);
+    if (!m)
+        return;
+    const char *was = getenv("TERN_DECODE_PREFETCH");
+    char *saved = was ? strdup(was) : NULL;
+    const int32_t nv = tn_model_n_vocab(m);
+    float *lg[3];
+    for (int k = 0; k < 3; k++)
+        lg[k] = calloc((size_t)24 * (size_t)nv, sizeof(float));
+
+    unsetenv("TERN_DECODE_PREFETCH");
+    tn_ctx *measured = tuning_steps(m, lg[0], nv);
+    tn_decode_tuning t = {0};
+    if (measured)
+        tn_ctx_decode_tuning(measured, &t);
+    CHECKF(t.state == TN_DECODE_TUNE_CHOSEN, "state %d after 22 one-token steps", t.state);
+    for (int k = 1; k < 3; k++) {
+        setenv("TERN_DECODE_PREFETCH", k == 1 ? "0" : "1", 1);
+        tn_ctx *forced = tuning_steps(m, lg[k], nv);
+        tn_decode_tuning f = {0};
+        if (forced)
+            tn_ctx_decode_tuning(forced, &f);
+        CHECKF(f.state == TN_DECODE_TUNE_FORCED && f.samples == 0 &&
+                   f.prefetch_types == (k == 2 ? UINT64_MAX : 0),
+               "TERN_DECODE_PREFETCH=%d: state %d, %d samples, prefetch %llx", k - 1, f.state,
+               f.samples, (unsigned long long)f.prefetch_types);
+        CHECKF(!memcmp(lg[0], lg[k], sizeof(float) * 24 * (size_t)nv),
+               "logits with TERN_DECODE_PREFETCH=%d differ from the measuring context's", k - 1);
+        tn_ctx_free(forced);
+    }
+    if (saved)
+        setenv("TERN_DECODE_PREFETCH", saved, 1);
+    else
+        unsetenv("TERN_DECODE_PREFETCH");
+    free(saved);
+    tn_ctx_free(measured);
+    for (int k = 0; k < 3; k++)
+        free(lg[k]);
+    tn_model_free(m);
+    remove(path);
+}
+
 static void check_mkmodel(void) {
     static const char *const archs[] = {"llama", "qwen3", "gemma3"};
     for (int a = 0; a < 3; a++) {
@@ -2022,6 +2133,7 @@ int main(int argc, char **argv) {
         check_errors();
         check_mkmodel();
         check_mkmodel_row_pool();
+        check_decode_tuning();
         check_mkmodel_moe("qwen3moe");
         check_mkmodel_moe("gemma4");
         check_mkmodel_oss();

@@ -185,18 +185,18 @@ static void check_weight(const type_case *tc, const char *layout, const tn_weigh
                "%s/%s/%s: a row alone differs from the same row in a 512-row batch", iname,
                tname, layout);
 
-        /* Without the decode prefetch (a hint, TERN_DECODE_PREFETCH=0), one
-         * to three rows give the same bits. */
-        const bool prefetch_was = tn_cpu_decode_prefetch();
-        tn_cpu_set_decode_prefetch(!prefetch_was);
+        /* With every type's decode prefetch flipped (a hint,
+         * TERN_DECODE_PREFETCH=0), one to three rows give the same bits. */
+        const uint64_t prefetch_was = tn_cpu_decode_prefetch_mask();
+        tn_cpu_set_decode_prefetch_mask(~prefetch_was);
         bool prefetch_ok = true;
         for (int nb = 1; nb <= 3; nb++) {
             CHECK(tn_matmul(pools[1], w, x + (size_t)nb * COLS, nb, batch) == TN_OK);
             prefetch_ok &= same_bits(batch, single + (size_t)nb * ROWS, (size_t)nb * ROWS);
         }
-        tn_cpu_set_decode_prefetch(prefetch_was);
+        tn_cpu_set_decode_prefetch_mask(prefetch_was);
         CHECKF(prefetch_ok, "%s/%s/%s: the decode prefetch %s changes the result", iname, tname,
-               layout, prefetch_was ? "off" : "on");
+               layout, tn_cpu_decode_prefetch_type(w->type) ? "off" : "on");
 
         /* Batches of 2..16 (a verify step) starting anywhere: each row sits
          * at every position of some batch. */
