@@ -92,15 +92,18 @@ INLINE __m512i bcast32(const uint8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* The chunk two super-blocks on, a hint only (as x16k_prefetch in
- * kernels-avx512.c: at one row the hardware prefetcher alone left these
- * kernels short of the memory's rate on session 11's host; at one to three
- * rows TERN_DECODE_PREFETCH=0 leaves it out). */
-#define X16K2_PREFETCH 2
+/* The chunk eight super-blocks on, into L2 (T1), a hint only (as
+ * x16k_prefetch in kernels-avx512.c: at one row the hardware prefetcher
+ * alone left these kernels short of the memory's rate on session 11's host;
+ * two ahead into L1 held Q3_K at 9-15 GB/s at B = 1 on session 18's, eight
+ * ahead into L2 gives 21-24, and 277 -> 310-316 GFLOP/s at B = 16; Q2_K and
+ * IQ4_XS the same or better). At one to three rows a context may leave it
+ * out per type (engine/decode-tune.c). */
+#define X16K2_PREFETCH 8
 INLINE void x16k2_prefetch(const uint8_t *c, size_t cb) {
     const uintptr_t pf = (uintptr_t)c + X16K2_PREFETCH * cb;
     for (size_t o = 0; o < cb; o += 64)
-        _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
+        _mm_prefetch((const char *)(pf + o), _MM_HINT_T1);
 }
 
 /* The four quant registers of one 16-value sub-block from its 2-bit
