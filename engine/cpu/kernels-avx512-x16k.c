@@ -1,9 +1,9 @@
 /* AVX-512 VNNI kernels of the X16 layout (repack.c) for Q2_K, Q3_K and
  * IQ4_XS: prefill and verify batches reuse each weight register across
  * activation rows, as Q4_K's and Q6_K's X16 kernels do (kernels-avx512.c,
- * where the ideas are explained; this file repeats the few helpers it
- * needs, and shares dpbusd_bcast through tn-avx512-dpbusd.h). Compiled with the AVX-512 flags; reached only through
- * tn_mm_ops_avx512, after CPUID said yes.
+ * where the ideas are explained; the helpers both files use are in
+ * tn-avx512-dpbusd.h). Compiled with the AVX-512 flags; reached only
+ * through tn_mm_ops_avx512, after CPUID said yes.
  *
  * One weight register holds 4 bytes of each of 16 rows; vpdpbusd against 4
  * activation bytes broadcast gives the 16 rows' partial sums in 16 lanes.
@@ -86,26 +86,6 @@ static void convert_x16_iq4xs(const float *x, void *dst, int64_t cols) {
     convert_x16k2(x, dst, cols, K2_IQ4XS);
 }
 
-INLINE __m512i bcast32(const uint8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
-/* The chunk eight super-blocks on, into L2 (T1), a hint only (as
- * x16k_prefetch in kernels-avx512.c: at one row the hardware prefetcher
- * alone left these kernels short of the memory's rate on session 11's host;
- * two ahead into L1 held Q3_K at 9-15 GB/s at B = 1 on session 18's, eight
- * ahead into L2 gives 21-24, and 277 -> 310-316 GFLOP/s at B = 16; Q2_K and
- * IQ4_XS the same or better). At one to three rows a context may leave it
- * out per type (engine/decode-tune.c). */
-#define X16K2_PREFETCH 8
-INLINE void x16k2_prefetch(const uint8_t *c, size_t cb) {
-    const uintptr_t pf = (uintptr_t)c + X16K2_PREFETCH * cb;
-    for (size_t o = 0; o < cb; o += 64)
-        _mm_prefetch((const char *)(pf + o), _MM_HINT_T1);
-}
-
 /* The four quant registers of one 16-value sub-block from its 2-bit
  * register: byte u of lane i of wq[t] = the quant of value 16k + 4t + u. */
 INLINE void q2_regs(__m512i r, __m512i wq[4]) {
@@ -149,7 +129,7 @@ INLINE void rows_x16_q2k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
         if (decode_pf)
-            x16k2_prefetch(c, cb);
+            x16k_prefetch(c, cb);
         __m512i isum[KB2];
 #pragma GCC unroll 16
         for (int b = 0; b < nb; b++)
@@ -237,7 +217,7 @@ INLINE void rows_x16_q3k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
         if (decode_pf)
-            x16k2_prefetch(c, cb);
+            x16k_prefetch(c, cb);
         __m512i sc8[4];
         q3k_scales(_mm512_loadu_si512(c + 1536), _mm512_loadu_si512(c + 1600), _mm512_loadu_si512(c + 1664),
                    sc8);
@@ -306,7 +286,7 @@ INLINE void rows_x16_iq4xs(const uint8_t *g, int64_t cols, const uint8_t *act, s
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
         if (decode_pf)
-            x16k2_prefetch(c, cb);
+            x16k_prefetch(c, cb);
         const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(c + 32)));
         const __m512i sl = _mm512_loadu_si512(c + 64);
         __m512i isum[KB2];

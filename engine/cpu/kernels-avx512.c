@@ -1272,31 +1272,6 @@ static void convert_x16_q6k(const float *x, void *dst, int64_t cols) {
     convert_x16k(x, dst, cols, true);
 }
 
-INLINE __m512i bcast32(const uint8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
-/* Prefetch of the chunk X16K_PREFETCH ahead into L2 (T1), a hint only.
- * Session 11's host streamed Q4_K at B = 1 at 17 GB/s without any and 27-28
- * with the chunk two ahead into L1 (T0); session 17's host the other way
- * round (Q4_K 17.4 -> 23.5, Q6_K 16.1 -> 25.2 without it). Session 18, one
- * thread from DRAM (tools/cputime/kernels.c 8192x2048, three alternated
- * rounds of builds that differ): eight ahead into L2 against two into L1,
- * Q4_K 14-16 -> 23-25 GB/s at B = 1 and 205-207 -> 283-310 GFLOP/s at
- * B = 16, Q5_K 11-16 -> 19-23 and 164-188 -> 247-271, Q6_K 16-17 -> 19-24
- * and 163-188 -> 226-307 (likely: 1.7 KB of weights a super-block into L1
- * pushed out what the kernel still needed). At one to three rows a context may
- * still leave it out per type (tn_cpu_decode_prefetch_type,
- * engine/decode-tune.c). */
-#define X16K_PREFETCH 8
-INLINE void x16k_prefetch(const uint8_t *c, size_t cb) {
-    const uintptr_t pf = (uintptr_t)c + X16K_PREFETCH * cb;
-    for (size_t o = 0; o < cb; o += 64)
-        _mm_prefetch((const char *)(pf + o), _MM_HINT_T1);
-}
-
 INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t *act, size_t as,
                          int nb, float *y, int64_t ys, int valid) {
     const int64_t nsb = cols / 256;
