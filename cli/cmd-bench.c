@@ -35,7 +35,9 @@ static void usage(FILE *out) {
               "--kernels: matmul time per call for ROWSxCOLS weights and B activation rows.\n"
               "-t: threads (default: physical cores). -r: repetitions (default 3).\n"
               "TERN_ISA=scalar|avx2 in the environment caps the kernels, TERN_REPACK=0 keeps\n"
-              "the file's row layout (no interleaving): the before/after switches.\n"));
+              "the file's row layout (no interleaving): the before/after switches.\n"
+              "TERN_DECODE_PREFETCH=0 or =1 leaves the decode prefetch out of every weight\n"
+              "type or in all; unset, each context measures both and chooses per type.\n"));
 }
 
 /* Peak resident set (VmHWM) in bytes, 0 if unknown. */
