@@ -26,16 +26,11 @@
  */
 #include "tern.h"
 #include "tn-internal.h"
+#include "fuzz-promise.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define PROMISE(cond)         \
-    do {                      \
-        if (!(cond))          \
-            __builtin_trap(); \
-    } while (0)
 
 enum { MAX_FIELDS = 16 };
 

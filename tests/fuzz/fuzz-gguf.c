@@ -12,16 +12,11 @@
  * Run:   build-fuzz/tests/fuzz/fuzz-gguf -max_len=65536 tests/fuzz/corpus/gguf
  */
 #include "tern.h"
+#include "fuzz-promise.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define PROMISE(cond)            \
-    do {                         \
-        if (!(cond))             \
-            __builtin_trap();    \
-    } while (0)
 
 static const uint8_t *in_lo, *in_hi; /* the input buffer */
 static volatile uint8_t sink;

@@ -23,18 +23,13 @@
 #include "tn-json.h"
 #include "tn-tokenizer-internal.h"
 #include "tn-unicode.h"
+#include "fuzz-promise.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define PROMISE(cond)         \
-    do {                      \
-        if (!(cond))          \
-            __builtin_trap(); \
-    } while (0)
 
 enum { V_SPM, V_SPM_NOPREFIX, V_GPT2, V_QWEN2, N_VOCABS };
 static tn_gguf *ggufs[N_VOCABS];

@@ -25,17 +25,12 @@
 #include "tern-toolcall.h"
 #include "tern.h"
 #include "tn-json.h"
+#include "fuzz-promise.h"
 
 #include <json-glib/json-glib.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define PROMISE(cond)         \
-    do {                      \
-        if (!(cond))          \
-            __builtin_trap(); \
-    } while (0)
 
 static JsonNode *parse(const char *text, size_t len) {
     g_autoptr(JsonParser) p = json_parser_new();
