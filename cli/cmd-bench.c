@@ -558,13 +558,16 @@ static int bench_model(const model_opts *o) {
         printf(" \"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %.0f,\n"
                " \"decode_bound_tps\": %.2f, \"decode_pct_of_bound\": %.1f,\n"
                " \"decode_pct_min\": %.1f, \"decode_pct_max\": %.1f, \"peak_rss_bytes\": %llu,\n"
-               " \"decode_prefetch\": {\"chosen_by\": \"%s\", \"ms_with\": %.3f, "
-               "\"ms_without\": %.3f, \"types\": [",
+               " \"decode_prefetch\": {\"chosen_by\": \"%s\", \"prefetch\": \"%s\", "
+               "\"ms_with\": %.3f, \"ms_without\": %.3f, \"types\": [",
                (unsigned long long)wbytes, kv, bound, pct, pctst.min, pctst.max,
                (unsigned long long)rss,
                tune.state == TN_DECODE_TUNE_FORCED    ? "environment"
                : tune.state == TN_DECODE_TUNE_CHOSEN ? "measurement"
                                                       : "default",
+               tune.prefetch_types == UINT64_MAX ? "every type"
+               : tune.prefetch_types == 0        ? "no type"
+                                                 : "per type",
                tune.ms_with, tune.ms_without);
         for (int t = 0, k = 0; t < TN_TYPE_COUNT_; t++)
             if (tune.type_ms_with[t] > 0 || tune.type_ms_without[t] > 0)

@@ -119,6 +119,24 @@ assert b["verify"][0]["vs_1"] == 1.0 and all(v["ms"] > 0 for v in b["verify"])
 assert b["decode_bound_tps"] > 0 and b["bandwidth_gbs"]["median"] > 0 and b["peak_rss_bytes"] > 0
 assert b["decode_pct_of_bound"] > 0
 ' "$tmp/bench.json"
+# The context chose its decode prefetch before the timed steps, by measuring
+# (this q8_0 model: its q8_0 products timed both ways), and says what it chose.
+check "bench --json: the decode prefetch measured per type and reported" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))["decode_prefetch"]
+assert p["chosen_by"] == "measurement" and p["ms_with"] > 0 and p["ms_without"] > 0
+t = {x["type"]: x for x in p["types"]}
+assert "q8_0" in t and t["q8_0"]["ms_with"] > 0 and t["q8_0"]["ms_without"] > 0
+on = [x["prefetch"] for x in p["types"]]
+assert p["prefetch"] == ("every type" if all(on) else "no type" if not any(on) else "per type")
+' "$tmp/bench.json"
+TERN_DECODE_PREFETCH=0 "$cli" bench -m "$model" -p 4 -n 4 -r 1 -t 2 --json >"$tmp/bench0.json" \
+    2>"$tmp/bench.err"
+check "bench --json with TERN_DECODE_PREFETCH=0: set by the environment, no type" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))["decode_prefetch"]
+assert p["chosen_by"] == "environment" and p["prefetch"] == "no type" and p["types"] == []
+' "$tmp/bench0.json"
 
 # Seeds: sampled requests draw a new seed each without --seed (the same
 # question twice gets two answers), and repeat exactly with one.
