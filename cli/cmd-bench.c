@@ -36,8 +36,8 @@ static void usage(FILE *out) {
               "-t: threads (default: physical cores). -r: repetitions (default 3).\n"
               "TERN_ISA=scalar|avx2 in the environment caps the kernels, TERN_REPACK=0 keeps\n"
               "the file's row layout (no interleaving): the before/after switches.\n"
-              "TERN_DECODE_PREFETCH=0 or =1 leaves the decode prefetch out of every weight\n"
-              "type or in all; unset, each context measures both and chooses per type.\n"));
+              "TERN_DECODE_PREFETCH=0, =near or =1 sets every weight type's decode prefetch\n"
+              "to none, near or far; unset, each context measures the modes and chooses per type.\n"));
 }
 
 /* Peak resident set (VmHWM) in bytes, 0 if unknown. */
@@ -363,6 +363,70 @@ static int decode_or_fail(tn_ctx *ctx, const int32_t *tok, int32_t n, tn_logits_
     return rc;
 }
 
+static const char *const prefetch_mode_names[TN_PREFETCH_MODES] = {"none", "near", "far"};
+
+static const char *tuning_source(const tn_prefetch_tuning *t) {
+    return t->state == TN_DECODE_TUNE_FORCED    ? "environment"
+           : t->state == TN_DECODE_TUNE_CHOSEN ? "measurement"
+                                                : "default";
+}
+
+static bool type_measured(const tn_prefetch_tuning *t, int type) {
+    for (int m = 0; m < TN_PREFETCH_MODES; m++)
+        if (t->type_ms[m][type] > 0)
+            return true;
+    return false;
+}
+
+/* {"chosen_by": ..., "ms": {"far": ..}, "types": [{"type": .., "mode": .., "ms": {..}}]};
+ * types only once measured. */
+static void print_prefetch_json(const tn_prefetch_tuning *t) {
+    printf("{\"chosen_by\": \"%s\", \"samples\": %d, \"ms\": {", tuning_source(t), t->samples);
+    for (int m = 0, k = 0; m < TN_PREFETCH_MODES; m++)
+        if (t->tried[m] && t->ms[m] > 0)
+            printf("%s\"%s\": %.4f", k++ ? ", " : "", prefetch_mode_names[m], t->ms[m]);
+    printf("}, \"types\": [");
+    for (int type = 0, k = 0; type < TN_TYPE_COUNT_; type++) {
+        if (!type_measured(t, type))
+            continue;
+        printf("%s{\"type\": \"%s\", \"mode\": \"%s\", \"ms\": {", k++ ? ", " : "",
+               tn_type_name((uint32_t)type), prefetch_mode_names[t->mode[type] % TN_PREFETCH_MODES]);
+        for (int m = 0, j = 0; m < TN_PREFETCH_MODES; m++)
+            if (t->tried[m])
+                printf("%s\"%s\": %.4f", j++ ? ", " : "", prefetch_mode_names[m], t->type_ms[m][type]);
+        printf("}}");
+    }
+    printf("]}");
+}
+
+/* One line: the medians per mode (batch: per row) and each type's choice. */
+static void print_prefetch_text(const char *what, const tn_prefetch_tuning *t, bool relevant) {
+    if (!relevant)
+        return;
+    if (t->state != TN_DECODE_TUNE_CHOSEN) {
+        printf("prefetch   %s: %s\n", what,
+               t->state == TN_DECODE_TUNE_FORCED ? "set by TERN_DECODE_PREFETCH"
+                                                 : "the defaults, not measured");
+        return;
+    }
+    printf("prefetch   %s steps:", what);
+    for (int m = TN_PREFETCH_MODES - 1; m >= 0; m--)
+        if (t->tried[m])
+            printf(" %s %.2f ms", prefetch_mode_names[m], t->ms[m]);
+    printf("; per type:");
+    for (int type = 0; type < TN_TYPE_COUNT_; type++) {
+        if (!type_measured(t, type))
+            continue;
+        printf(" %s %s (", tn_type_name((uint32_t)type),
+               prefetch_mode_names[t->mode[type] % TN_PREFETCH_MODES]);
+        for (int m = TN_PREFETCH_MODES - 1, j = 0; m >= 0; m--)
+            if (t->tried[m])
+                printf("%s%.2f", j++ ? "/" : "", t->type_ms[m][type]);
+        printf(")");
+    }
+    printf("\n");
+}
+
 static int bench_model(const model_opts *o) {
     tn_error err;
     memset(&err, 0, sizeof err);
@@ -410,12 +474,12 @@ static int bench_model(const model_opts *o) {
         goto out;
     }
 
-    /* The context chooses its decode prefetch on its first one-token
-     * decodes (tn_decode_tuning): let it do so here, so that every timed
-     * step below runs with its choice. */
+    /* The context chooses its prefetch modes on its first one-token decodes
+     * and on its first steps of 4 to 32 rows (tn_decode_tuning): let it do
+     * so here, so that every timed step below runs with its choice. */
     tn_decode_tuning tune;
     tn_ctx_decode_tuning(ctx, &tune);
-    for (long i = 0; tune.state == TN_DECODE_TUNE_MEASURING && i < 64 && i < need - 1; i++) {
+    for (long i = 0; tune.decode.state == TN_DECODE_TUNE_MEASURING && i < 64 && i < need - 1; i++) {
         if (decode_or_fail(ctx, tokens + i, 1, TN_LOGITS_LAST, logits)) {
             rc = CLI_EXIT_BAD_INPUT;
             goto out;
@@ -423,6 +487,19 @@ static int bench_model(const model_opts *o) {
         tn_ctx_decode_tuning(ctx, &tune);
     }
     tn_ctx_kv_truncate(ctx, 0);
+    /* the rows of the timed steps that are batch samples: verify, else a short prompt */
+    const int32_t tune_rows = o->verify >= 4                       ? (int32_t)(o->verify < 32 ? o->verify : 32)
+                              : o->n_prompt >= 4 && o->n_prompt <= 32 ? (int32_t)o->n_prompt
+                                                                     : 0;
+    for (int i = 0; tune_rows && tune.batch.state == TN_DECODE_TUNE_MEASURING && i < 64; i++) {
+        if (decode_or_fail(ctx, tokens, tune_rows, o->verify >= 4 ? TN_LOGITS_ALL : TN_LOGITS_LAST,
+                           logits)) {
+            rc = CLI_EXIT_BAD_INPUT;
+            goto out;
+        }
+        tn_ctx_kv_truncate(ctx, 0);
+        tn_ctx_decode_tuning(ctx, &tune);
+    }
 
     cli_spread pp = {0}, tg = {0};
     if (o->n_prompt > 0) {
@@ -558,25 +635,13 @@ static int bench_model(const model_opts *o) {
         printf(" \"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %.0f,\n"
                " \"decode_bound_tps\": %.2f, \"decode_pct_of_bound\": %.1f,\n"
                " \"decode_pct_min\": %.1f, \"decode_pct_max\": %.1f, \"peak_rss_bytes\": %llu,\n"
-               " \"decode_prefetch\": {\"chosen_by\": \"%s\", \"prefetch\": \"%s\", "
-               "\"ms_with\": %.3f, \"ms_without\": %.3f, \"types\": [",
+               " \"decode_prefetch\": ",
                (unsigned long long)wbytes, kv, bound, pct, pctst.min, pctst.max,
-               (unsigned long long)rss,
-               tune.state == TN_DECODE_TUNE_FORCED    ? "environment"
-               : tune.state == TN_DECODE_TUNE_CHOSEN ? "measurement"
-                                                      : "default",
-               tune.prefetch_types == UINT64_MAX ? "every type"
-               : tune.prefetch_types == 0        ? "no type"
-                                                 : "per type",
-               tune.ms_with, tune.ms_without);
-        for (int t = 0, k = 0; t < TN_TYPE_COUNT_; t++)
-            if (tune.type_ms_with[t] > 0 || tune.type_ms_without[t] > 0)
-                printf("%s{\"type\": \"%s\", \"prefetch\": %s, \"ms_with\": %.3f, "
-                       "\"ms_without\": %.3f}",
-                       k++ ? ", " : "", tn_type_name((uint32_t)t),
-                       tune.prefetch_types >> t & 1 ? "true" : "false", tune.type_ms_with[t],
-                       tune.type_ms_without[t]);
-        printf("]}}\n");
+               (unsigned long long)rss);
+        print_prefetch_json(&tune.decode);
+        printf(",\n \"batch_prefetch\": ");
+        print_prefetch_json(&tune.batch);
+        printf("}\n");
     } else {
         printf("model      %s\n", tn_model_description(model));
         printf("threads    %d (%s kernels), %ld reps: median (min-max)\n", threads,
@@ -601,21 +666,8 @@ static int bench_model(const model_opts *o) {
                per_tok / 1e6, (double)wbytes / 1e6, kv / 1e6);
         printf("bound      %8.2f tok/s  decode at %.1f%% of it (%.1f-%.1f, per repetition)\n",
                bound, pct, pctst.min, pctst.max);
-        if (tune.state == TN_DECODE_TUNE_CHOSEN) {
-            printf("prefetch   decode steps %.2f ms with it, %.2f without; per type:", tune.ms_with,
-                   tune.ms_without);
-            for (int t = 0; t < TN_TYPE_COUNT_; t++)
-                if (tune.type_ms_with[t] > 0 || tune.type_ms_without[t] > 0)
-                    printf(" %s %s (%.2f/%.2f ms)", tn_type_name((uint32_t)t),
-                           tune.prefetch_types >> t & 1 ? "with" : "without",
-                           tune.type_ms_with[t], tune.type_ms_without[t]);
-            printf("\n");
-        } else {
-            printf("prefetch   decode steps %s, %s\n",
-                   tune.prefetch_types ? "with" : "without",
-                   tune.state == TN_DECODE_TUNE_FORCED ? "set by TERN_DECODE_PREFETCH"
-                                                       : "not measured");
-        }
+        print_prefetch_text("decode", &tune.decode, tune_rows > 0 || o->n_gen > 0);
+        print_prefetch_text("batch", &tune.batch, tune_rows > 0);
         printf("peak RSS   %8.1f MB\n", (double)rss / 1e6);
     }
 out:

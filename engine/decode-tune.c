@@ -1,22 +1,24 @@
-/* Which weight types' kernels prefetch in a context's decode steps, chosen
- * by measuring the model's own one-token decodes.
+/* How a context's kernels request their weights ahead (tn_prefetch_mode:
+ * none, near into L1, far into L2), per weight type, chosen by measuring the
+ * model's own steps.
  *
- * The X16 kernels can request the weights ahead in software at one to three
- * activation rows, or leave that to the hardware prefetcher. Which is faster
- * depends on the host and on the weight type: on one Zen 4 VM Q4_K and Q6_K
- * stream a quarter to a third faster without it while Q3_K, whose unpacking
- * is heavier, loses 30-40 % at two threads; an earlier host measured Q4_K the
- * other way (docs/PERFORMANCE.md, "Choosing the decode prefetch per
- * context"). The prefetch is a hint and changes no bits, so a context can
- * simply try both on its first one-token decodes and keep, per type, the
- * faster.
+ * Which mode is fastest depends on the host and the weight type. One Zen 4
+ * VM streamed Q4_K and Q6_K a quarter to a third faster with no software
+ * prefetch at one row, while Q3_K, whose unpacking is heavier, lost 30-40 %
+ * without; on another, Q4_K ran 30 % faster two groups ahead into L1 than
+ * eight ahead into L2, and a 16-row verify step 15 % faster, while the host
+ * before measured the opposite (docs/PERFORMANCE.md, "Three prefetch
+ * modes"). The prefetch is a hint and changes no bits, so a context simply
+ * tries the modes on its first steps and keeps, per type, the fastest.
  *
- * Samples alternate ABBA (every type with, every type without, without,
- * with, ...), so that a machine that speeds up or slows down, and the KV
- * cache growing under the steps, move both sides alike. Within a sample each
- * matrix product is timed and its time goes to its weight type (a group of
- * products of several types shares its time by bytes); per type, the median
- * over the samples of each side decides.
+ * Two classes, each measured on its own steps: one-token decodes (after two
+ * it leaves out) for the decode modes, steps of 4 to 32 rows (verify steps,
+ * short prompts; per row) for the batch modes. Within a class the modes
+ * take turns in blocks that go forward and back (ABCCBA), so that a machine
+ * that speeds up or slows down, and the KV cache growing under the steps,
+ * move every mode alike. Within a sample each matrix product is timed and
+ * its time goes to its weight type (a group of products of several types
+ * shares its time by bytes); per type, the medians decide.
  */
 #include "tn-internal.h"
 #include "tn-model.h"
@@ -29,21 +31,46 @@
 #define TUNE_SKIP 2
 /* Leaving the default takes a measured 3 % gain at least: below that, noise. */
 #define TUNE_MARGIN 0.97
+/* Batch samples: steps of this many rows. Longer prompts reuse each weight
+ * load over so many rows that the prefetch hardly shows; they are left out
+ * (and run in the chosen batch modes). */
+#define TUNE_BATCH_MIN 4
+#define TUNE_BATCH_MAX 32
 
-void tn_decode_tune_init(tn_decode_tune *t) {
-    memset(t, 0, sizeof *t);
-    const char *e = getenv("TERN_DECODE_PREFETCH");
-    if (e && *e) {
-        t->state = TN_DECODE_TUNE_FORCED;
-        t->mask = e[0] == '0' && e[1] == '\0' ? 0 : TN_DECODE_PREFETCH_ALL;
+static void class_init(tn_prefetch_tune *c, bool batch, int forced) {
+    memset(c, 0, sizeof *c);
+    for (uint32_t type = 0; type < TN_TYPE_COUNT_; type++)
+        c->mode[type] = (uint8_t)tn_cpu_default_prefetch_mode(batch, type);
+    if (batch) { /* no software prefetch at all lost 25-30 % of a verify step: not tried */
+        c->modes[c->n_modes++] = TN_PREFETCH_NEAR;
+        c->modes[c->n_modes++] = TN_PREFETCH_FAR;
     } else {
-        t->state = TN_DECODE_TUNE_MEASURING;
-        t->mask = TN_DECODE_PREFETCH_ALL; /* until measured: the long-standing default */
+        c->modes[c->n_modes++] = TN_PREFETCH_FAR;
+        c->modes[c->n_modes++] = TN_PREFETCH_NEAR;
+        c->modes[c->n_modes++] = TN_PREFETCH_NONE;
+    }
+    c->state = TN_DECODE_TUNE_MEASURING;
+    if (!batch && forced >= 0) {
+        c->state = TN_DECODE_TUNE_FORCED;
+        memset(c->mode, forced, sizeof c->mode);
     }
 }
 
-/* ABBA: sample i runs with the prefetch for i = 0, 3, 4, 7, 8, ... */
-static bool sample_prefetches(int i) { return ((i ^ (i >> 1)) & 1) == 0; }
+void tn_decode_tune_init(tn_decode_tune *t) {
+    memset(t, 0, sizeof *t);
+    const int forced = tn_cpu_decode_prefetch_env();
+    class_init(&t->one_row, false, forced);
+    class_init(&t->batch, true, forced);
+}
+
+/* Sample n runs in the class's mode (n % k) in blocks of k that go forward
+ * and back (ABBA for two, ABCCBA for three), so that a machine that speeds
+ * up or slows down, and the KV cache growing under the steps, move every
+ * mode alike. Each block holds one sample of each mode. */
+static int sample_mode_index(const tn_prefetch_tune *c, int n) {
+    const int k = c->n_modes, pos = n % k;
+    return (n / k) % 2 ? k - 1 - pos : pos;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -60,22 +87,27 @@ static double median(const double *v, size_t stride, int n) {
 }
 
 double tn_decode_tune_begin(tn_decode_tune *t, int32_t n_rows) {
-    t->sampling = false;
-    if (t->state == TN_DECODE_TUNE_MEASURING && n_rows == 1) {
-        if (t->skipped < TUNE_SKIP)
-            t->skipped++;
+    t->sampling = NULL;
+    tn_prefetch_tune *c = n_rows == 1 ? &t->one_row
+                          : n_rows >= TUNE_BATCH_MIN && n_rows <= TUNE_BATCH_MAX ? &t->batch
+                                                                                 : NULL;
+    if (c && c->state == TN_DECODE_TUNE_MEASURING) {
+        if (c == &t->one_row && c->skipped < TUNE_SKIP)
+            c->skipped++;
         else
-            t->sampling = true;
+            t->sampling = c;
     }
     /* Set on every call: another context (a draft model's) may have set its
-     * own choice in between; the switch is process-wide. */
+     * own choice in between; the modes are process-wide. */
+    uint8_t trial[TN_TYPE_COUNT_];
     if (t->sampling) {
+        memset(trial, c->modes[sample_mode_index(c, c->n)], sizeof trial);
         memset(t->step_type_ms, 0, sizeof t->step_type_ms);
-        tn_cpu_set_decode_prefetch_mask(sample_prefetches(t->n) ? TN_DECODE_PREFETCH_ALL : 0);
-        return tn_now_ms();
+        t->rows = n_rows;
     }
-    tn_cpu_set_decode_prefetch_mask(t->mask);
-    return -1;
+    tn_cpu_set_prefetch_modes(t->sampling == &t->one_row ? trial : t->one_row.mode,
+                              t->sampling == &t->batch ? trial : t->batch.mode);
+    return t->sampling ? tn_now_ms() : -1;
 }
 
 static double item_bytes(const tn_weight *w) {
@@ -97,29 +129,60 @@ void tn_decode_tune_mm_end(tn_decode_tune *t, double started_ms, const tn_matmul
             t->step_type_ms[items[i].w->type] += ms * item_bytes(items[i].w) / total;
 }
 
-void tn_decode_tune_end(tn_decode_tune *t, double started_ms, bool ok) {
-    if (started_ms < 0 || !t->sampling)
-        return;
-    t->sampling = false;
-    if (!ok)
-        return;
-    const double ms = tn_now_ms() - started_ms;
-    const int side = sample_prefetches(t->n) ? 0 : 1, slot = t->n / 2;
-    t->ms[side][slot] = ms;
-    memcpy(t->type_ms[side][slot], t->step_type_ms, sizeof t->step_type_ms);
-    if (++t->n < 2 * TN_DECODE_TUNE_SAMPLES)
-        return;
+/* Per type: the mode with the lowest median, where it beats the type's
+ * default by the margin. */
+static void choose(tn_prefetch_tune *c, bool batch) {
     const int S = TN_DECODE_TUNE_SAMPLES;
-    t->ms_with = median(t->ms[0], 1, S);
-    t->ms_without = median(t->ms[1], 1, S);
-    uint64_t mask = TN_DECODE_PREFETCH_ALL;
-    for (int type = 0; type < TN_TYPE_COUNT_; type++) {
-        t->type_ms_with[type] = median(&t->type_ms[0][0][type], TN_TYPE_COUNT_, S);
-        t->type_ms_without[type] = median(&t->type_ms[1][0][type], TN_TYPE_COUNT_, S);
-        if (t->type_ms_without[type] > 0 &&
-            t->type_ms_without[type] < TUNE_MARGIN * t->type_ms_with[type])
-            mask &= ~((uint64_t)1 << type);
+    for (int i = 0; i < c->n_modes; i++) {
+        const int m = c->modes[i];
+        c->med[m] = median(c->ms[m], 1, S);
+        for (int type = 0; type < TN_TYPE_COUNT_; type++)
+            c->type_med[m][type] = median(&c->type_ms[m][0][type], TN_TYPE_COUNT_, S);
     }
-    t->mask = mask;
-    t->state = TN_DECODE_TUNE_CHOSEN;
+    for (uint32_t type = 0; type < TN_TYPE_COUNT_; type++) {
+        const int def = tn_cpu_default_prefetch_mode(batch, type);
+        int best = def;
+        for (int i = 0; i < c->n_modes; i++) {
+            const int m = c->modes[i];
+            if (c->type_med[m][type] > 0 && c->type_med[m][type] < c->type_med[best][type])
+                best = m;
+        }
+        c->mode[type] = (uint8_t)(c->type_med[best][type] < TUNE_MARGIN * c->type_med[def][type]
+                                      ? best
+                                      : def);
+    }
+    c->state = TN_DECODE_TUNE_CHOSEN;
+}
+
+void tn_decode_tune_end(tn_decode_tune *t, double started_ms, bool ok) {
+    tn_prefetch_tune *c = t->sampling;
+    t->sampling = NULL;
+    if (started_ms < 0 || !c || !ok)
+        return;
+    /* batch steps per row: their row counts differ */
+    const double per = c == &t->batch ? 1.0 / t->rows : 1.0;
+    const int m = c->modes[sample_mode_index(c, c->n)], slot = c->n / c->n_modes;
+    c->ms[m][slot] = (tn_now_ms() - started_ms) * per;
+    for (int type = 0; type < TN_TYPE_COUNT_; type++)
+        c->type_ms[m][slot][type] = t->step_type_ms[type] * per;
+    if (++c->n == c->n_modes * TN_DECODE_TUNE_SAMPLES)
+        choose(c, c == &t->batch);
+}
+
+static void report(const tn_prefetch_tune *c, tn_prefetch_tuning *out) {
+    memset(out, 0, sizeof *out);
+    out->state = c->state;
+    out->samples = c->n;
+    memcpy(out->mode, c->mode, sizeof out->mode);
+    for (int i = 0; i < c->n_modes; i++)
+        out->tried[c->modes[i]] = true;
+    if (c->state != TN_DECODE_TUNE_CHOSEN)
+        return;
+    memcpy(out->ms, c->med, sizeof out->ms);
+    memcpy(out->type_ms, c->type_med, sizeof out->type_ms);
+}
+
+void tn_decode_tune_report(const tn_decode_tune *t, tn_decode_tuning *out) {
+    report(&t->one_row, &out->decode);
+    report(&t->batch, &out->batch);
 }

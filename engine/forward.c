@@ -1237,14 +1237,7 @@ static int decode_rows(tn_ctx *ctx, const int32_t *tokens, const float *embd, in
 }
 
 void tn_ctx_decode_tuning(const tn_ctx *ctx, tn_decode_tuning *out) {
-    const tn_decode_tune *t = &ctx->decode_tune;
-    *out = (tn_decode_tuning){.state = t->state,
-                              .prefetch_types = t->mask,
-                              .samples = t->n,
-                              .ms_with = t->ms_with,
-                              .ms_without = t->ms_without};
-    memcpy(out->type_ms_with, t->type_ms_with, sizeof out->type_ms_with);
-    memcpy(out->type_ms_without, t->type_ms_without, sizeof out->type_ms_without);
+    tn_decode_tune_report(&ctx->decode_tune, out);
 }
 
 static int check_decode_args(tn_ctx *ctx, const void *in, int32_t n, tn_logits_mode mode,

@@ -189,25 +189,31 @@ struct tn_model {
  * nothing in the result (batch invariance). */
 #define TN_UBATCH 64
 
-/* The decode prefetch choice of one context (decode-tune.c). */
-#define TN_DECODE_TUNE_SAMPLES 10 /* one-token decodes per side */
+/* The prefetch modes of one context, measured (decode-tune.c). */
+#define TN_DECODE_TUNE_SAMPLES 8 /* steps per mode */
 typedef struct {
     tn_decode_tune_state state;
-    uint64_t mask;     /* tn_cpu_set_decode_prefetch_mask's for this context's decodes */
-    int skipped;       /* one-token decodes left out before measuring */
-    int n;             /* samples taken */
-    bool sampling;     /* the running step is one: its matrix products are timed */
-    double step_type_ms[TN_TYPE_COUNT_]; /* the running step's time per weight type */
-    double ms[2][TN_DECODE_TUNE_SAMPLES]; /* [with, without][sample] whole steps */
-    double type_ms[2][TN_DECODE_TUNE_SAMPLES][TN_TYPE_COUNT_];
-    double ms_with, ms_without;            /* the medians, once chosen */
-    double type_ms_with[TN_TYPE_COUNT_], type_ms_without[TN_TYPE_COUNT_];
+    int n_modes;                      /* the modes tried, in turn */
+    uint8_t modes[TN_PREFETCH_MODES];
+    uint8_t mode[TN_TYPE_COUNT_];     /* the choice (the defaults until made) */
+    int skipped;                      /* steps left out before measuring */
+    int n;                            /* samples taken */
+    double ms[TN_PREFETCH_MODES][TN_DECODE_TUNE_SAMPLES]; /* [mode][sample] whole steps */
+    double type_ms[TN_PREFETCH_MODES][TN_DECODE_TUNE_SAMPLES][TN_TYPE_COUNT_];
+    double med[TN_PREFETCH_MODES];    /* the medians, once chosen */
+    double type_med[TN_PREFETCH_MODES][TN_TYPE_COUNT_];
+} tn_prefetch_tune;
+typedef struct {
+    tn_prefetch_tune one_row, batch;
+    tn_prefetch_tune *sampling;          /* the class the running step samples, or NULL */
+    int32_t rows;                        /* its rows */
+    double step_type_ms[TN_TYPE_COUNT_]; /* its time per weight type */
 } tn_decode_tune;
 
-/* Reads TERN_DECODE_PREFETCH (set: forced, no measuring). */
+/* Reads TERN_DECODE_PREFETCH (set: the decode mode forced, no measuring). */
 void tn_decode_tune_init(tn_decode_tune *t);
 /* Around every forward call of n_rows token rows (0: not tokens): begin
- * sets the process-wide mask for this context and returns a start time
+ * sets the process-wide modes for this context and returns a start time
  * when the call is a sample (else -1); end records it if the call
  * succeeded. Around each matrix product in between: mm_begin returns a
  * start time while sampling (else -1), mm_end books the time to the items'
@@ -215,6 +221,7 @@ void tn_decode_tune_init(tn_decode_tune *t);
 double tn_decode_tune_begin(tn_decode_tune *t, int32_t n_rows);
 void tn_decode_tune_end(tn_decode_tune *t, double started_ms, bool ok);
 double tn_decode_tune_mm_begin(const tn_decode_tune *t);
+void tn_decode_tune_report(const tn_decode_tune *t, tn_decode_tuning *out);
 void tn_decode_tune_mm_end(tn_decode_tune *t, double started_ms, const tn_matmul_item *items,
                            int n);
 

@@ -125,11 +125,10 @@ INLINE void rows_x16_q2k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
-    const bool decode_pf = tn_x16_prefetches(nb, TN_TYPE_Q2_K);
+    const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, TN_TYPE_Q2_K);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
-        if (decode_pf)
-            x16k_prefetch(c, cb);
+        x16_prefetch(c, cb, 0, cb, pf_mode);
         __m512i isum[KB2];
 #pragma GCC unroll 16
         for (int b = 0; b < nb; b++)
@@ -213,11 +212,10 @@ INLINE void rows_x16_q3k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
-    const bool decode_pf = tn_x16_prefetches(nb, TN_TYPE_Q3_K);
+    const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, TN_TYPE_Q3_K);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
-        if (decode_pf)
-            x16k_prefetch(c, cb);
+        x16_prefetch(c, cb, 0, cb, pf_mode);
         __m512i sc8[4];
         q3k_scales(_mm512_loadu_si512(c + 1536), _mm512_loadu_si512(c + 1600), _mm512_loadu_si512(c + 1664),
                    sc8);
@@ -282,11 +280,10 @@ INLINE void rows_x16_iq4xs(const uint8_t *g, int64_t cols, const uint8_t *act, s
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
-    const bool decode_pf = tn_x16_prefetches(nb, TN_TYPE_IQ4_XS);
+    const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, TN_TYPE_IQ4_XS);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
-        if (decode_pf)
-            x16k_prefetch(c, cb);
+        x16_prefetch(c, cb, 0, cb, pf_mode);
         const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(c + 32)));
         const __m512i sl = _mm512_loadu_si512(c + 64);
         __m512i isum[KB2];

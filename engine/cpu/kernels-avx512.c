@@ -938,8 +938,6 @@ static void convert_x16_iq4nl(const float *x, void *dst, int64_t cols) {
     convert_x16(x, dst, cols, 128);
 }
 
-#define X16_PREFETCH_CHUNKS 2
-#define X16_PREFETCH_DECODE_CHUNKS 8
 
 INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uint8_t *act,
                      size_t as, int nb, float *y, int64_t ys, int valid) {
@@ -952,30 +950,19 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uin
     for (int j = 0; j < nb; j++)
         acc[j] = _mm512_setzero_ps();
     const uint32_t type = q8 ? TN_TYPE_Q8_0 : nl ? TN_TYPE_IQ4_NL : TN_TYPE_Q4_0;
-    const bool decode_pf = tn_x16_prefetches(nb, type);
+    const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, type);
     for (int64_t k = 0; k < nblk; k++) {
         const uint8_t *c = g + (size_t)(k / 2) * chunk;
         const int h = (int)(k & 1);
         /* With several activation rows the weights are consumed slower than
          * DRAM delivers them and the hardware prefetcher stops running ahead:
-         * asking for the block two chunks on made a 16-row verify step
-         * 25-30 % faster. At one or two rows (decode) Q4_0 needs the stream
-         * requested further ahead, into L2 (more misses in flight than L1
-         * holds): 8 chunks (4.6 KB) on took Gemma 4 E4B's decode from
-         * 9.0-11.2 to 12.1 tok/s (docs/PERFORMANCE.md); Q8_0's stream, twice
-         * the bytes per instruction, measured the same with or without it.
-         * Hints only: the arithmetic is unchanged. An address, not a
-         * pointer: past the last group it points beyond the weights, which
-         * a prefetch may do and C may not. */
-        if (nb >= TN_X16_PREFETCH_MIN_ROWS) {
-            const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_CHUNKS * chunk + (size_t)h * (chunk / 2);
-            for (size_t o = 0; o < chunk / 2; o += 64)
-                _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
-        } else if (!q8 && decode_pf) {
-            const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_DECODE_CHUNKS * chunk + (size_t)h * (chunk / 2);
-            for (size_t o = 0; o < chunk / 2; o += 64)
-                _mm_prefetch((const char *)(pf + o), _MM_HINT_T1);
-        }
+         * asking for the block two chunks on (near) made a 16-row verify step
+         * 25-30 % faster. At one or two rows (decode) Q4_0 on session 10's
+         * host needed the stream requested further ahead, into L2 (far): 8
+         * chunks (4.6 KB) on took Gemma 4 E4B's decode from 9.0-11.2 to 12.1
+         * tok/s (docs/PERFORMANCE.md). Each context now measures the modes
+         * (x16_prefetch). */
+        x16_prefetch(c, chunk, (size_t)h * (chunk / 2), chunk / 2, pf_mode);
         const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
         const uint8_t *q = c + 64 + (size_t)h * qb;
         __m512i wq[8];
@@ -1096,20 +1083,13 @@ INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, con
     for (int j = 0; j < nb; j++)
         acc[j] = _mm512_setzero_ps();
     const uint32_t type = has_min ? (q5 ? TN_TYPE_Q5_1 : TN_TYPE_Q4_1) : TN_TYPE_Q5_0;
-    const bool decode_pf = tn_x16_prefetches(nb, type);
+    const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, type);
     for (int64_t k = 0; k < nblk; k++) {
         const uint8_t *c = g + (size_t)(k / 2) * chunk;
         const int h = (int)(k & 1);
-        if (nb >= TN_X16_PREFETCH_MIN_ROWS) { /* as in rows_x16 */
-            const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_CHUNKS * chunk + (size_t)h * (chunk / 2);
-            for (size_t o = 0; o < chunk / 2; o += 64)
-                _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
-        } else if (decode_pf) { /* as Q4_0's decode in rows_x16: Gemma 3 1B's Q5_0 decode
-                  * went from 32.8-36.2 to 38.5-41.0 tok/s */
-            const uintptr_t pf = (uintptr_t)c + X16_PREFETCH_DECODE_CHUNKS * chunk + (size_t)h * (chunk / 2);
-            for (size_t o = 0; o < chunk / 2; o += 64)
-                _mm_prefetch((const char *)(pf + o), _MM_HINT_T1);
-        }
+        /* as in rows_x16; far at one row took Gemma 3 1B's Q5_0 decode from
+         * 32.8-36.2 to 38.5-41.0 tok/s on session 14's host */
+        x16_prefetch(c, chunk, (size_t)h * (chunk / 2), chunk / 2, pf_mode);
         const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
         __m512 mw = _mm512_setzero_ps();
         if (has_min)
@@ -1284,11 +1264,10 @@ INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t 
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
-    const bool decode_pf = tn_x16_prefetches(nb, q5 ? TN_TYPE_Q5_K : TN_TYPE_Q4_K);
+    const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, q5 ? TN_TYPE_Q5_K : TN_TYPE_Q4_K);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
-        if (decode_pf)
-            x16k_prefetch(c, cb);
+        x16_prefetch(c, cb, 0, cb, pf_mode);
         /* scales[0..3] (w0): sc 0..3 low 6 bits, top bits of sc 4..7;
          * scales[4..7] (w1): the same for the mins; scales[8..11] (w2):
          * low 4 bits of sc 4..7 (low nibbles) and of m 4..7 (high). */
@@ -1383,11 +1362,10 @@ INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
-    const bool decode_pf = tn_x16_prefetches(nb, TN_TYPE_Q6_K);
+    const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, TN_TYPE_Q6_K);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *c = g + (size_t)s * cb;
-        if (decode_pf)
-            x16k_prefetch(c, cb);
+        x16_prefetch(c, cb, 0, cb, pf_mode);
         __m512i isum[KB_K];
 #pragma GCC unroll 8
         for (int b = 0; b < nb; b++)

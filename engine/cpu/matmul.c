@@ -101,27 +101,73 @@ tn_isa tn_isa_best(void) {
     return best;
 }
 
-/* Bit t: the X16 kernels of weight type t prefetch at one to three rows. */
-static _Atomic uint64_t decode_prefetch_mask = TN_DECODE_PREFETCH_ALL;
-static atomic_bool decode_prefetch_read = false; /* the environment looked at */
+/* [0]: one to three activation rows, [1]: four and more; per weight type. */
+static _Atomic uint8_t prefetch_modes[2][TN_TYPE_COUNT_];
+static atomic_bool prefetch_modes_set = false; /* defaults and environment applied */
 
-uint64_t tn_cpu_decode_prefetch_mask(void) {
-    if (!atomic_load_explicit(&decode_prefetch_read, memory_order_acquire)) {
-        const char *e = getenv("TERN_DECODE_PREFETCH");
-        if (e && e[0] == '0' && e[1] == '\0')
-            atomic_store_explicit(&decode_prefetch_mask, 0, memory_order_relaxed);
-        atomic_store_explicit(&decode_prefetch_read, true, memory_order_release);
+tn_prefetch_mode tn_cpu_default_prefetch_mode(bool batch, uint32_t type) {
+    /* The modes each family used before they were measured per context:
+     * far at one row (Q8_0 none); at several rows the Q4_0 family near (a 16-row verify
+     * step 25-30 % faster than none), the K-quants far. */
+    if (!batch) /* Q8_0's stream, twice the bytes per instruction, measured the same */
+        return type == TN_TYPE_Q8_0 ? TN_PREFETCH_NONE : TN_PREFETCH_FAR;
+    switch (type) {
+    case TN_TYPE_Q2_K: case TN_TYPE_Q3_K: case TN_TYPE_Q4_K: case TN_TYPE_Q5_K:
+    case TN_TYPE_Q6_K: case TN_TYPE_IQ4_XS:
+        return TN_PREFETCH_FAR;
+    default:
+        return TN_PREFETCH_NEAR;
     }
-    return atomic_load_explicit(&decode_prefetch_mask, memory_order_relaxed);
 }
 
-bool tn_cpu_decode_prefetch_type(uint32_t type) {
-    return type >= 64 || (tn_cpu_decode_prefetch_mask() >> type & 1);
+int tn_cpu_decode_prefetch_env(void) {
+    const char *e = getenv("TERN_DECODE_PREFETCH");
+    if (!e || !*e)
+        return -1;
+    if (strcmp(e, "0") == 0 || strcmp(e, "none") == 0)
+        return TN_PREFETCH_NONE;
+    return strcmp(e, "near") == 0 ? TN_PREFETCH_NEAR : TN_PREFETCH_FAR;
 }
 
-void tn_cpu_set_decode_prefetch_mask(uint64_t mask) {
-    atomic_store_explicit(&decode_prefetch_read, true, memory_order_release);
-    atomic_store_explicit(&decode_prefetch_mask, mask, memory_order_relaxed);
+static void prefetch_modes_init(void) {
+    if (atomic_load_explicit(&prefetch_modes_set, memory_order_acquire))
+        return;
+    const int forced = tn_cpu_decode_prefetch_env();
+    for (uint32_t t = 0; t < TN_TYPE_COUNT_; t++) {
+        atomic_store_explicit(&prefetch_modes[0][t],
+                              (uint8_t)(forced >= 0 ? forced : (int)tn_cpu_default_prefetch_mode(false, t)),
+                              memory_order_relaxed);
+        atomic_store_explicit(&prefetch_modes[1][t], (uint8_t)tn_cpu_default_prefetch_mode(true, t),
+                              memory_order_relaxed);
+    }
+    atomic_store_explicit(&prefetch_modes_set, true, memory_order_release);
+}
+
+tn_prefetch_mode tn_cpu_prefetch_mode(int nb, uint32_t type) {
+    prefetch_modes_init();
+    if (type >= TN_TYPE_COUNT_)
+        return TN_PREFETCH_FAR;
+    return (tn_prefetch_mode)atomic_load_explicit(&prefetch_modes[nb >= TN_X16_PREFETCH_MIN_ROWS][type],
+                                                  memory_order_relaxed);
+}
+
+void tn_cpu_set_prefetch_modes(const uint8_t one_row[TN_TYPE_COUNT_],
+                               const uint8_t batch[TN_TYPE_COUNT_]) {
+    prefetch_modes_init();
+    for (int t = 0; t < TN_TYPE_COUNT_; t++) {
+        if (one_row)
+            atomic_store_explicit(&prefetch_modes[0][t], one_row[t], memory_order_relaxed);
+        if (batch)
+            atomic_store_explicit(&prefetch_modes[1][t], batch[t], memory_order_relaxed);
+    }
+}
+
+void tn_cpu_get_prefetch_modes(uint8_t one_row[TN_TYPE_COUNT_], uint8_t batch[TN_TYPE_COUNT_]) {
+    prefetch_modes_init();
+    for (int t = 0; t < TN_TYPE_COUNT_; t++) {
+        one_row[t] = atomic_load_explicit(&prefetch_modes[0][t], memory_order_relaxed);
+        batch[t] = atomic_load_explicit(&prefetch_modes[1][t], memory_order_relaxed);
+    }
 }
 
 tn_isa tn_cpu_isa(const tn_cpu *cpu) { return cpu ? cpu->isa : tn_isa_best(); }

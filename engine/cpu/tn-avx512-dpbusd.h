@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "tern.h"
+
 /* acc + w . (the 4 activation bytes at x in every lane), with those bytes
  * as vpdpbusd's embedded broadcast ({1to16}) memory operand: GCC does not
  * fold _mm512_set1_epi32 into vpdpbusd and issues a separate vpbroadcastd
@@ -29,26 +31,35 @@ static inline __attribute__((always_inline)) __m512i bcast32(const uint8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* The X16 K-quants' prefetch: the super-block group TN_X16K_PREFETCH
- * groups (each cb bytes) after c, into L2 (T1), a hint only. Session 11's
- * host streamed Q4_K at B = 1 at 17 GB/s without any and 27-28 with the
- * group two ahead into L1 (T0); session 17's host the other way round
- * (Q4_K 17.4 -> 23.5, Q6_K 16.1 -> 25.2 without it). Session 18, one thread
- * from DRAM (tools/cputime/kernels.c 8192x2048, three alternated rounds of
- * builds that differ), eight ahead into L2 against two into L1: Q3_K
- * 9-15 -> 21-24 GB/s at B = 1 and 277 -> 310-316 GFLOP/s at B = 16; Q4_K
- * 14-16 -> 23-25 and 205-207 -> 283-310; Q5_K 11-16 -> 19-23 and 164-188 ->
- * 247-271; Q6_K 16-17 -> 19-24 and 163-188 -> 226-307; Q2_K and IQ4_XS the
- * same or better (docs/PERFORMANCE.md, "The K-quants' prefetch"). At one
- * to three rows a context may leave it out per type
- * (tn_cpu_decode_prefetch_type, engine/decode-tune.c). An address, not a
- * pointer: past the last group it points beyond the weights, which a
- * prefetch may do and C may not. */
-#define TN_X16K_PREFETCH 8
-static inline __attribute__((always_inline)) void x16k_prefetch(const uint8_t *c, size_t cb) {
-    const uintptr_t pf = (uintptr_t)c + TN_X16K_PREFETCH * cb;
-    for (size_t o = 0; o < cb; o += 64)
-        _mm_prefetch((const char *)(pf + o), _MM_HINT_T1);
+/* The X16 kernels' software prefetch, in the mode of their weight type
+ * (tn_cpu_prefetch_mode): bytes [off, off + n) of the unit (a K-quant
+ * super-block group, a Q4_0-family chunk; unit bytes each) NEAR units
+ * ahead into L1 (T0), or FAR units ahead into L2 (T1), or nothing. No mode
+ * is best everywhere: session 11's host streamed Q4_K at one row at 17 GB/s
+ * without a prefetch and 27-28 with the group two ahead into L1; session
+ * 17's host the other way round (Q4_K 17.4 -> 23.5, Q6_K 16.1 -> 25.2
+ * without); session 18's, one thread, eight ahead into L2 against two into
+ * L1: Q3_K 9-15 -> 21-24 GB/s at one row and 277 -> 310-316 GFLOP/s at 16;
+ * session 19's, two threads, the other way: two ahead into L1 Q4_K 31-33 ->
+ * 49-52 GB/s at one row and 416-485 -> 698-792 GFLOP/s at 16, Q6_K best with
+ * none (docs/PERFORMANCE.md, "Three prefetch modes"). So each context
+ * measures (engine/decode-tune.c). An address, not a pointer: past the last
+ * unit it points beyond the weights, which a prefetch may do and C may
+ * not. */
+#define TN_X16_PREFETCH_NEAR 2
+#define TN_X16_PREFETCH_FAR 8
+static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *unit, size_t unit_bytes,
+                                                               size_t off, size_t n,
+                                                               tn_prefetch_mode mode) {
+    if (mode == TN_PREFETCH_NEAR) {
+        const uintptr_t pf = (uintptr_t)unit + TN_X16_PREFETCH_NEAR * unit_bytes + off;
+        for (size_t o = 0; o < n; o += 64)
+            _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
+    } else if (mode == TN_PREFETCH_FAR) {
+        const uintptr_t pf = (uintptr_t)unit + TN_X16_PREFETCH_FAR * unit_bytes + off;
+        for (size_t o = 0; o < n; o += 64)
+            _mm_prefetch((const char *)(pf + o), _MM_HINT_T1);
+    }
 }
 
 #endif

@@ -89,12 +89,9 @@ typedef struct tn_mm_ops {
 } tn_mm_ops;
 
 /* From this many activation rows on (a verify step, a prompt) the X16
- * kernels always request their weights ahead; below it (decode) only when
- * tn_cpu_decode_prefetch_type() says so for their weight type. */
+ * kernels use the batch prefetch mode of their weight type, below it the
+ * one-row (decode) mode (tn_cpu_prefetch_mode). */
 #define TN_X16_PREFETCH_MIN_ROWS 4
-static inline bool tn_x16_prefetches(int nb, uint32_t type) {
-    return nb >= TN_X16_PREFETCH_MIN_ROWS || tn_cpu_decode_prefetch_type(type);
-}
 
 /* Kernel tables: fill ops for a weight type and layout and return true, or
  * return false (no kernel in that family). The scalar table takes every

@@ -153,18 +153,27 @@ tn_isa tn_cpu_isa(const tn_cpu *cpu);
 /* TN_ERR_UNSUPPORTED when this CPU or build cannot run isa. */
 int tn_cpu_set_isa(tn_cpu *cpu, tn_isa isa);
 
-/* Whether the X16 kernels of each weight type request the weights ahead in
- * software at one to three activation rows (decode): bit t of the mask for
- * type t. All set unless TERN_DECODE_PREFETCH=0 is in the environment (read
- * once) or the setter said otherwise. Process-wide: a context sets its own
- * choice before each of its steps (engine/decode-tune.c). Hints only: the
- * arithmetic is the same either way. Which is faster depends on the host
- * and the type (docs/PERFORMANCE.md, "Choosing the decode prefetch per
- * context"). */
-#define TN_DECODE_PREFETCH_ALL UINT64_MAX
-uint64_t tn_cpu_decode_prefetch_mask(void);
-bool tn_cpu_decode_prefetch_type(uint32_t type);
-void tn_cpu_set_decode_prefetch_mask(uint64_t mask);
+/* How the X16 kernels of each weight type request their weights ahead in
+ * software (tn_prefetch_mode, tern.h): one mode per type for one to three
+ * activation rows (decode) and one for four rows and more (a verify step, a
+ * prompt). Which is fastest depends on the host and the type: one host
+ * streams Q4_K's decode 30 % faster two groups ahead into L1, another 40 %
+ * faster eight groups ahead into L2, and Q6_K faster with no software
+ * prefetch at all (docs/PERFORMANCE.md, "Three prefetch modes"). Process-
+ * wide: a context sets its own choice before each of its steps
+ * (engine/decode-tune.c). Hints only: the arithmetic is the same in every
+ * mode. Until set: tn_cpu_default_prefetch_mode, or what
+ * TERN_DECODE_PREFETCH forces for decode. */
+tn_prefetch_mode tn_cpu_default_prefetch_mode(bool batch, uint32_t type);
+/* TERN_DECODE_PREFETCH as set: -1 unset or empty, else the decode mode it
+ * forces ("0" or "none": none; "near": near; any other value: far). One
+ * reading for the kernels' default and a context's choice. */
+int tn_cpu_decode_prefetch_env(void);
+tn_prefetch_mode tn_cpu_prefetch_mode(int nb, uint32_t type);
+/* Every type's modes; NULL leaves that side as it is. */
+void tn_cpu_set_prefetch_modes(const uint8_t one_row[TN_TYPE_COUNT_],
+                               const uint8_t batch[TN_TYPE_COUNT_]);
+void tn_cpu_get_prefetch_modes(uint8_t one_row[TN_TYPE_COUNT_], uint8_t batch[TN_TYPE_COUNT_]);
 /* As tn_matmul, with an explicit family (cpu may be NULL): for tests. */
 int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, int64_t n,
                   float *y);

@@ -464,26 +464,40 @@ uint64_t tn_ctx_kv_state_bytes(const tn_ctx *ctx, int32_t n);
 int tn_ctx_kv_state_save(const tn_ctx *ctx, int32_t n, void *dst, uint64_t size, tn_error *err);
 int tn_ctx_kv_state_load(tn_ctx *ctx, int32_t n, const void *src, uint64_t size, tn_error *err);
 
-/* Which weight types' CPU kernels request weights ahead in software in this
- * context's decode steps (one to three rows). Both ways give the same bits;
- * which is faster depends on the host and the type, so a context measures
- * both on its first one-token decodes (after two it leaves out: ten with,
- * ten without, alternated, each matrix product timed and booked to its
- * type) and keeps per type the faster; TERN_DECODE_PREFETCH=0 or =1 in the
- * environment decides instead (docs/PERFORMANCE.md). */
+/* How a matrix kernel requests its weights ahead of use: not at all (the
+ * hardware prefetcher alone), two blocks ahead into L1, or eight ahead into
+ * L2. Hints: every mode gives the same bits. */
 typedef enum {
-    TN_DECODE_TUNE_MEASURING = 0, /* still taking samples; every type prefetches meanwhile */
+    TN_PREFETCH_NONE = 0,
+    TN_PREFETCH_NEAR = 1,
+    TN_PREFETCH_FAR = 2,
+} tn_prefetch_mode;
+#define TN_PREFETCH_MODES 3
+/* The prefetch mode of each weight type in this context's steps. Which mode
+ * is fastest depends on the host and the type, so a context measures them
+ * on its own steps: one-token decodes (after two it leaves out) for the
+ * decode modes, steps of 4 to 32 rows (verify steps, short prompts) for the
+ * batch modes. The modes take turns (every type in one mode per step),
+ * each matrix product is timed and booked to its type, and per type the
+ * mode with the lowest median wins if it beats the default by 3 %.
+ * TERN_DECODE_PREFETCH=0|near|1 forces the decode mode (none, near, far)
+ * instead (docs/PERFORMANCE.md, "Three prefetch modes"). */
+typedef enum {
+    TN_DECODE_TUNE_MEASURING = 0, /* still taking samples; the defaults meanwhile */
     TN_DECODE_TUNE_CHOSEN = 1,    /* chosen by the medians below */
     TN_DECODE_TUNE_FORCED = 2,    /* set by TERN_DECODE_PREFETCH */
 } tn_decode_tune_state;
 typedef struct {
     tn_decode_tune_state state;
-    uint64_t prefetch_types; /* bit t: type t prefetches */
-    int samples;             /* one-token decodes measured so far, both sides */
-    double ms_with;          /* CHOSEN: median one-token decode, every type prefetching */
-    double ms_without;       /* and none */
-    double type_ms_with[TN_TYPE_COUNT_]; /* the same per weight type (0: none of it) */
-    double type_ms_without[TN_TYPE_COUNT_];
+    int samples;                       /* steps measured so far, every mode */
+    uint8_t mode[TN_TYPE_COUNT_];      /* tn_prefetch_mode each type runs in */
+    bool tried[TN_PREFETCH_MODES];     /* the modes measured */
+    double ms[TN_PREFETCH_MODES];      /* CHOSEN: median step (batch: per row), every type in the mode */
+    double type_ms[TN_PREFETCH_MODES][TN_TYPE_COUNT_]; /* the same per weight type (0: none of it) */
+} tn_prefetch_tuning;
+typedef struct {
+    tn_prefetch_tuning decode; /* one to three rows */
+    tn_prefetch_tuning batch;  /* four rows and more */
 } tn_decode_tuning;
 void tn_ctx_decode_tuning(const tn_ctx *ctx, tn_decode_tuning *out);
 

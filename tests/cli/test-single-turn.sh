@@ -119,23 +119,28 @@ assert b["verify"][0]["vs_1"] == 1.0 and all(v["ms"] > 0 for v in b["verify"])
 assert b["decode_bound_tps"] > 0 and b["bandwidth_gbs"]["median"] > 0 and b["peak_rss_bytes"] > 0
 assert b["decode_pct_of_bound"] > 0
 ' "$tmp/bench.json"
-# The context chose its decode prefetch before the timed steps, by measuring
-# (this q8_0 model: its q8_0 products timed both ways), and says what it chose.
-check "bench --json: the decode prefetch measured per type and reported" python3 -c '
+# The context chose its prefetch modes before the timed steps, by measuring
+# (this q8_0 model: its q8_0 products timed in every mode; the decode modes
+# on one-token steps, the batch modes on the 4-row verify steps), and says
+# what it chose.
+check "bench --json: the prefetch modes measured per type and reported" python3 -c '
 import json, sys
-p = json.load(open(sys.argv[1]))["decode_prefetch"]
-assert p["chosen_by"] == "measurement" and p["ms_with"] > 0 and p["ms_without"] > 0
-t = {x["type"]: x for x in p["types"]}
-assert "q8_0" in t and t["q8_0"]["ms_with"] > 0 and t["q8_0"]["ms_without"] > 0
-on = [x["prefetch"] for x in p["types"]]
-assert p["prefetch"] == ("every type" if all(on) else "no type" if not any(on) else "per type")
+b = json.load(open(sys.argv[1]))
+for key, modes in (("decode_prefetch", {"none", "near", "far"}), ("batch_prefetch", {"near", "far"})):
+    p = b[key]
+    assert p["chosen_by"] == "measurement", key
+    assert set(p["ms"]) == modes and all(v > 0 for v in p["ms"].values()), key
+    t = {x["type"]: x for x in p["types"]}
+    assert "q8_0" in t and set(t["q8_0"]["ms"]) == modes, key
+    assert all(v > 0 for v in t["q8_0"]["ms"].values()), key
+    assert t["q8_0"]["mode"] in modes, key
 ' "$tmp/bench.json"
 TERN_DECODE_PREFETCH=0 "$cli" bench -m "$model" -p 4 -n 4 -r 1 -t 2 --json >"$tmp/bench0.json" \
     2>"$tmp/bench.err"
-check "bench --json with TERN_DECODE_PREFETCH=0: set by the environment, no type" python3 -c '
+check "bench --json with TERN_DECODE_PREFETCH=0: the decode mode set by the environment" python3 -c '
 import json, sys
 p = json.load(open(sys.argv[1]))["decode_prefetch"]
-assert p["chosen_by"] == "environment" and p["prefetch"] == "no type" and p["types"] == []
+assert p["chosen_by"] == "environment" and p["types"] == [] and p["samples"] == 0
 ' "$tmp/bench0.json"
 
 # Seeds: sampled requests draw a new seed each without --seed (the same

@@ -1738,69 +1738,102 @@ static void check_mkmodel_row_pool(void) {
     remove(path);
 }
 
+#define TUNING_STEPS 45 /* the steps of tuning_steps, the prompt included */
+
+/* The choice tn_decode_tuning must report for one type of one class: the
+ * tried mode with the lowest median if it beats the default by 3 %. */
+static void check_tuning_rule(const char *what, const tn_prefetch_tuning *t, const uint8_t *initial) {
+    for (int type = 0; type < TN_TYPE_COUNT_; type++) {
+        const int def = initial[type];
+        int best = def;
+        for (int m = 0; m < TN_PREFETCH_MODES; m++)
+            if (t->tried[m] && t->type_ms[m][type] > 0 && t->type_ms[m][type] < t->type_ms[best][type])
+                best = m;
+        const int want = t->type_ms[best][type] < 0.97 * t->type_ms[def][type] ? best : def;
+        CHECKF(t->mode[type] == want, "%s, %s: mode %d, want %d (ms %g/%g/%g, default %d)", what,
+               tn_type_name((uint32_t)type), t->mode[type], want, t->type_ms[0][type],
+               t->type_ms[1][type], t->type_ms[2][type], def);
+    }
+}
+
+/* One class once chosen: every tried mode has a median, and a Q4_K_M's
+ * q4_K and q6_K products each got a part of every mode's step. */
+static void check_tuning_chosen(const char *what, const tn_prefetch_tuning *t, int samples,
+                                const uint8_t *initial) {
+    CHECKF(t->state == TN_DECODE_TUNE_CHOSEN && t->samples == samples, "%s: state %d, %d samples",
+           what, t->state, t->samples);
+    for (int m = 0; m < TN_PREFETCH_MODES; m++) {
+        if (!t->tried[m])
+            continue;
+        CHECKF(t->ms[m] > 0, "%s: mode %d has no median", what, m);
+        for (int type = TN_TYPE_Q4_K; type <= TN_TYPE_Q6_K; type += 2)
+            CHECKF(t->type_ms[m][type] > 0 && t->type_ms[m][type] < t->ms[m],
+                   "%s, %s, mode %d: %g ms of %g", what, tn_type_name((uint32_t)type), m,
+                   t->type_ms[m][type], t->ms[m]);
+    }
+    check_tuning_rule(what, t, initial);
+}
+
 /* Runs the step sequence of check_decode_tuning on a new context: a prompt
- * of 8, ten one-token decodes, one of 3 tokens, twelve of one. Keeps the
- * last row's logits of every step in lg[23][nv] and checks the tuning
- * state after each one-token step when measuring. */
+ * of 3, 26 one-token decodes with one of 3 tokens among them, then 16 steps
+ * of 5 rows with one of 40 among them. Keeps the last row's logits of every
+ * step in lg[TUNING_STEPS][nv] and, when measuring, checks the sample
+ * counts after each step. */
 static tn_ctx *tuning_steps(tn_model *m, float *lg, int32_t nv) {
     tn_error err = {0};
     tn_ctx *ctx = NULL;
-    CHECKF(tn_ctx_new(m, 64, 2, &ctx, &err) == 0, "ctx: %s", err.message);
+    CHECKF(tn_ctx_new(m, 256, 2, &ctx, &err) == 0, "ctx: %s", err.message);
     if (!ctx)
         return NULL;
-    int32_t toks[8];
-    for (int i = 0; i < 8; i++)
+    int32_t toks[40];
+    for (int i = 0; i < 3; i++)
         toks[i] = 3 + 5 * i;
-    CHECK(tn_ctx_decode(ctx, toks, 8, TN_LOGITS_LAST, lg, &err) == 0);
-    tn_decode_tuning t;
-    tn_ctx_decode_tuning(ctx, &t);
-    const bool measuring = t.state == TN_DECODE_TUNE_MEASURING;
-    CHECKF(t.samples == 0, "a prompt was a sample (%d)", t.samples);
-    int ones = 0;
-    for (int step = 1; step < 24; step++) {
-        const int n = step == 11 ? 3 : 1;
+    CHECK(tn_ctx_decode(ctx, toks, 3, TN_LOGITS_LAST, lg, &err) == 0);
+    tn_decode_tuning t, first;
+    tn_ctx_decode_tuning(ctx, &first);
+    const bool measuring = first.decode.state == TN_DECODE_TUNE_MEASURING;
+    CHECKF(first.decode.samples == 0 && first.batch.samples == 0, "a 3-token prompt was a sample");
+    CHECKF(first.batch.state == TN_DECODE_TUNE_MEASURING, "batch modes: state %d", first.batch.state);
+    CHECKF(first.decode.mode[TN_TYPE_Q4_K] == (measuring ? TN_PREFETCH_FAR : first.decode.mode[0]),
+           "q4_K starts in mode %d", first.decode.mode[TN_TYPE_Q4_K]);
+    int ones = 0, batches = 0;
+    for (int step = 1; step < TUNING_STEPS; step++) {
+        const int n = step == 11 ? 3 : step < 28 ? 1 : step == 35 ? 40 : 5;
         for (int i = 0; i < n; i++)
             toks[i] = (7 * step + i) % nv;
         const int rc = tn_ctx_decode(ctx, toks, n, TN_LOGITS_LAST, lg + (size_t)step * nv, &err);
         CHECKF(rc == 0, "step %d: %s", step, err.message);
         ones += n == 1;
+        batches += n == 5;
         tn_ctx_decode_tuning(ctx, &t);
+        /* batch: every 5-row step is a sample, the 40-row one is not */
+        if (batches < 16)
+            CHECKF(t.batch.state == TN_DECODE_TUNE_MEASURING && t.batch.samples == batches &&
+                       !memcmp(t.batch.mode, first.batch.mode, sizeof t.batch.mode),
+                   "after %d 5-row steps: batch state %d, %d samples", batches, t.batch.state,
+                   t.batch.samples);
         if (!measuring)
             continue;
-        /* two left out, then ten with and ten without */
+        /* decode: two left out, then 8 in each of the three modes */
         const int want = ones <= 2 ? 0 : ones - 2;
-        if (want < 20) {
-            CHECKF(t.state == TN_DECODE_TUNE_MEASURING && t.samples == want &&
-                       t.prefetch_types == UINT64_MAX,
-                   "after %d one-token steps: state %d, %d samples (want %d), prefetch %llx",
-                   ones, t.state, t.samples, want, (unsigned long long)t.prefetch_types);
-        } else {
-            CHECKF(t.state == TN_DECODE_TUNE_CHOSEN && t.samples == 20,
-                   "after %d one-token steps: state %d, %d samples", ones, t.state, t.samples);
-            CHECKF(t.ms_with > 0 && t.ms_without > 0, "medians %g %g", t.ms_with, t.ms_without);
-            /* Q4_K_M: q4_K and q6_K products, each a part of the step */
-            for (int type = TN_TYPE_Q4_K; type <= TN_TYPE_Q6_K; type += 2)
-                CHECKF(t.type_ms_with[type] > 0 && t.type_ms_with[type] < t.ms_with &&
-                           t.type_ms_without[type] > 0 &&
-                           t.type_ms_without[type] < t.ms_without,
-                       "%s: %g ms of %g with, %g of %g without", tn_type_name((uint32_t)type),
-                       t.type_ms_with[type], t.ms_with, t.type_ms_without[type], t.ms_without);
-            for (int type = 0; type < TN_TYPE_COUNT_; type++) {
-                const bool faster = t.type_ms_without[type] > 0 &&
-                                    t.type_ms_without[type] < 0.97 * t.type_ms_with[type];
-                CHECKF((t.prefetch_types >> type & 1) == !faster,
-                       "%s: chose %s at %g ms with, %g without", tn_type_name((uint32_t)type),
-                       t.prefetch_types >> type & 1 ? "with" : "without", t.type_ms_with[type],
-                       t.type_ms_without[type]);
-            }
-        }
+        if (want < 24)
+            CHECKF(t.decode.state == TN_DECODE_TUNE_MEASURING && t.decode.samples == want &&
+                       !memcmp(t.decode.mode, first.decode.mode, sizeof t.decode.mode),
+                   "after %d one-token steps: state %d, %d samples (want %d)", ones, t.decode.state,
+                   t.decode.samples, want);
     }
+    CHECKF(ones == 26 && batches == 16, "%d one-token steps, %d of 5 rows", ones, batches);
+    tn_ctx_decode_tuning(ctx, &t);
+    if (measuring)
+        check_tuning_chosen("decode", &t.decode, 24, first.decode.mode);
+    check_tuning_chosen("batch", &t.batch, 16, first.batch.mode);
     return ctx;
 }
 
-/* The decode prefetch: a context measures both ways on its first one-token
- * steps and keeps the faster; TERN_DECODE_PREFETCH forces one. Every step's
- * logits are the same bits whichever it runs (the prefetch is a hint). */
+/* The prefetch modes: a context measures them on its first one-token steps
+ * and on its first steps of 4 to 32 rows, and keeps per type the fastest;
+ * TERN_DECODE_PREFETCH forces the decode mode. Every step's logits are the
+ * same bits whichever mode it runs in (the prefetch is a hint). */
 static void check_decode_tuning(void) {
     tn_mkmodel_params p = tn_mkmodel_default_params();
     p.arch = "llama";
@@ -1813,28 +1846,35 @@ static void check_decode_tuning(void) {
     const char *was = getenv("TERN_DECODE_PREFETCH");
     char *saved = was ? strdup(was) : NULL;
     const int32_t nv = tn_model_n_vocab(m);
-    float *lg[3];
-    for (int k = 0; k < 3; k++)
-        lg[k] = calloc((size_t)24 * (size_t)nv, sizeof(float));
+    static const char *const forced_env[] = {NULL, "0", "near", "1"};
+    static const tn_prefetch_mode forced_mode[] = {0, TN_PREFETCH_NONE, TN_PREFETCH_NEAR,
+                                                   TN_PREFETCH_FAR};
+    float *lg[4];
+    for (int k = 0; k < 4; k++)
+        lg[k] = calloc((size_t)TUNING_STEPS * (size_t)nv, sizeof(float));
 
     unsetenv("TERN_DECODE_PREFETCH");
     tn_ctx *measured = tuning_steps(m, lg[0], nv);
     tn_decode_tuning t = {0};
     if (measured)
         tn_ctx_decode_tuning(measured, &t);
-    CHECKF(t.state == TN_DECODE_TUNE_CHOSEN, "state %d after 22 one-token steps", t.state);
-    for (int k = 1; k < 3; k++) {
-        setenv("TERN_DECODE_PREFETCH", k == 1 ? "0" : "1", 1);
+    CHECKF(t.decode.state == TN_DECODE_TUNE_CHOSEN, "state %d after 26 one-token steps",
+           t.decode.state);
+    for (int k = 1; k < 4; k++) {
+        setenv("TERN_DECODE_PREFETCH", forced_env[k], 1);
         tn_ctx *forced = tuning_steps(m, lg[k], nv);
         tn_decode_tuning f = {0};
         if (forced)
             tn_ctx_decode_tuning(forced, &f);
-        CHECKF(f.state == TN_DECODE_TUNE_FORCED && f.samples == 0 &&
-                   f.prefetch_types == (k == 2 ? UINT64_MAX : 0),
-               "TERN_DECODE_PREFETCH=%d: state %d, %d samples, prefetch %llx", k - 1, f.state,
-               f.samples, (unsigned long long)f.prefetch_types);
-        CHECKF(!memcmp(lg[0], lg[k], sizeof(float) * 24 * (size_t)nv),
-               "logits with TERN_DECODE_PREFETCH=%d differ from the measuring context's", k - 1);
+        bool all = true;
+        for (int type = 0; type < TN_TYPE_COUNT_; type++)
+            all &= f.decode.mode[type] == forced_mode[k];
+        CHECKF(f.decode.state == TN_DECODE_TUNE_FORCED && f.decode.samples == 0 && all,
+               "TERN_DECODE_PREFETCH=%s: state %d, %d samples, q4_K mode %d", forced_env[k],
+               f.decode.state, f.decode.samples, f.decode.mode[TN_TYPE_Q4_K]);
+        CHECKF(!memcmp(lg[0], lg[k], sizeof(float) * TUNING_STEPS * (size_t)nv),
+               "logits with TERN_DECODE_PREFETCH=%s differ from the measuring context's",
+               forced_env[k]);
         tn_ctx_free(forced);
     }
     if (saved)
@@ -1843,7 +1883,7 @@ static void check_decode_tuning(void) {
         unsetenv("TERN_DECODE_PREFETCH");
     free(saved);
     tn_ctx_free(measured);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         free(lg[k]);
     tn_model_free(m);
     remove(path);

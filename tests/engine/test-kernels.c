@@ -185,18 +185,33 @@ static void check_weight(const type_case *tc, const char *layout, const tn_weigh
                "%s/%s/%s: a row alone differs from the same row in a 512-row batch", iname,
                tname, layout);
 
-        /* With every type's decode prefetch flipped (a hint,
-         * TERN_DECODE_PREFETCH=0), one to three rows give the same bits. */
-        const uint64_t prefetch_was = tn_cpu_decode_prefetch_mask();
-        tn_cpu_set_decode_prefetch_mask(~prefetch_was);
+        /* In every prefetch mode (a hint; TERN_DECODE_PREFETCH, a context's
+         * measured choice), one to three rows and a 16-row batch give the
+         * same bits. */
+        uint8_t one_was[TN_TYPE_COUNT_], batch_was[TN_TYPE_COUNT_];
+        tn_cpu_get_prefetch_modes(one_was, batch_was);
         bool prefetch_ok = true;
-        for (int nb = 1; nb <= 3; nb++) {
-            CHECK(tn_matmul(pools[1], w, x + (size_t)nb * COLS, nb, batch) == TN_OK);
-            prefetch_ok &= same_bits(batch, single + (size_t)nb * ROWS, (size_t)nb * ROWS);
+        int bad_mode = -1;
+        for (int mode = 0; mode < TN_PREFETCH_MODES; mode++) {
+            uint8_t all[TN_TYPE_COUNT_];
+            memset(all, mode, sizeof all);
+            tn_cpu_set_prefetch_modes(all, all);
+            CHECK(tn_cpu_prefetch_mode(1, w->type) == (tn_prefetch_mode)mode &&
+                  tn_cpu_prefetch_mode(16, w->type) == (tn_prefetch_mode)mode);
+            bool ok = true;
+            for (int nb = 1; nb <= 3; nb++) {
+                CHECK(tn_matmul(pools[1], w, x + (size_t)nb * COLS, nb, batch) == TN_OK);
+                ok &= same_bits(batch, single + (size_t)nb * ROWS, (size_t)nb * ROWS);
+            }
+            CHECK(tn_matmul(pools[1], w, x, 16, batch) == TN_OK);
+            ok &= same_bits(batch, single, (size_t)16 * ROWS);
+            if (!ok && bad_mode < 0)
+                bad_mode = mode;
+            prefetch_ok &= ok;
         }
-        tn_cpu_set_decode_prefetch_mask(prefetch_was);
-        CHECKF(prefetch_ok, "%s/%s/%s: the decode prefetch %s changes the result", iname, tname,
-               layout, tn_cpu_decode_prefetch_type(w->type) ? "off" : "on");
+        tn_cpu_set_prefetch_modes(one_was, batch_was);
+        CHECKF(prefetch_ok, "%s/%s/%s: prefetch mode %d changes the result", iname, tname, layout,
+               bad_mode);
 
         /* Batches of 2..16 (a verify step) starting anywhere: each row sits
          * at every position of some batch. */
