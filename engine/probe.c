@@ -59,6 +59,18 @@ int tn_probe_set_kernels(tn_probe *p, int i) {
     return tn_cpu_set_isa(p->cpu, (tn_isa)i);
 }
 
+int tn_probe_set_prefetch(tn_probe *p, bool batch, tn_prefetch_mode mode) {
+    (void)p;
+    if ((int)mode < 0 || mode >= TN_PREFETCH_MODES)
+        return TN_ERR_INVALID;
+    uint8_t all[TN_TYPE_COUNT_];
+    memset(all, mode, sizeof all);
+    tn_cpu_set_prefetch_modes(batch ? NULL : all, batch ? all : NULL);
+    return TN_OK;
+}
+
+int tn_probe_decode_prefetch_forced(void) { return tn_cpu_decode_prefetch_env(); }
+
 /* The copies in 2 MiB pages, as a model's repacked weights are
  * (engine/cpu/repack.c): in 4 KiB pages a TLB miss every 4 KiB held
  * the B = 1 rates a fifth below what the same kernels reach in a model. */

@@ -1324,6 +1324,12 @@ int tn_cpu_kernels_best(void);
 /* The family the probe's products use: TN_ERR_UNSUPPORTED when this CPU or
  * build cannot run it, TN_ERR_INVALID for no such family. */
 int tn_probe_set_kernels(tn_probe *p, int i);
+/* The prefetch mode of every weight type's kernels at one to three rows
+ * (batch false) or more (true), process-wide, as a context sets it for its
+ * steps (tn_decode_tuning). TN_ERR_INVALID for no such mode. */
+int tn_probe_set_prefetch(tn_probe *p, bool batch, tn_prefetch_mode mode);
+/* The decode mode TERN_DECODE_PREFETCH forces, or -1 when it is not set. */
+int tn_probe_decode_prefetch_forced(void);
 
 /* A random matrix of rows x cols values of type, in as many copies as it
  * takes to fill min_bytes (so that a product streams its weights from

@@ -142,6 +142,25 @@ import json, sys
 p = json.load(open(sys.argv[1]))["decode_prefetch"]
 assert p["chosen_by"] == "environment" and p["types"] == [] and p["samples"] == 0
 ' "$tmp/bench0.json"
+# bench --kernels reports each product in its fastest prefetch mode, as a
+# context would choose it: at one row among all three, at four among near
+# and far; with TERN_DECODE_PREFETCH set, one row runs only in that mode.
+"$cli" bench --kernels --types q4_K,q8_0 --shapes 256x512 --batch 1,4 -r 1 -t 2 --json \
+    >"$tmp/kern.json" 2>"$tmp/kern.err"
+TERN_DECODE_PREFETCH=near "$cli" bench --kernels --types q4_K,q8_0 --shapes 256x512 --batch 1,4 \
+    -r 1 -t 2 --json >"$tmp/kern-near.json" 2>>"$tmp/kern.err"
+check "bench --kernels --json: the fastest prefetch mode per product, the forced one alone" python3 -c '
+import json, sys
+def rows(path):
+    d = json.load(open(path))
+    r = [x for x in (d["results"] if isinstance(d, dict) else d)]
+    assert len(r) == 4, r
+    return r
+for x in rows(sys.argv[1]):
+    assert x["prefetch"] in (("none", "near", "far") if x["batch"] == 1 else ("near", "far")), x
+for x in rows(sys.argv[2]):
+    assert x["batch"] != 1 or x["prefetch"] == "near", x
+' "$tmp/kern.json" "$tmp/kern-near.json"
 
 # Seeds: sampled requests draw a new seed each without --seed (the same
 # question twice gets two answers), and repeat exactly with one.
