@@ -402,7 +402,8 @@ static bool type_measured(const tn_prefetch_tuning *t, int type) {
     return false;
 }
 
-/* {"chosen_by": ..., "ms": {"far": ..}, "types": [{"type": .., "mode": .., "ms": {..}}]};
+/* {"chosen_by": ..., "ms": {"far": ..}, "types": [{"type": .., "mode": .., "ms": {..},
+ * "wins": {..}}]};
  * types only once measured. */
 static void print_prefetch_json(const tn_prefetch_tuning *t) {
     printf("{\"chosen_by\": \"%s\", \"samples\": %d, \"ms\": {", tuning_source(t), t->samples);
@@ -418,6 +419,10 @@ static void print_prefetch_json(const tn_prefetch_tuning *t) {
         for (int m = 0, j = 0; m < TN_PREFETCH_MODES; m++)
             if (t->tried[m])
                 printf("%s\"%s\": %.4f", j++ ? ", " : "", prefetch_mode_names[m], t->type_ms[m][type]);
+        printf("}, \"wins\": {");
+        for (int m = 0, j = 0; m < TN_PREFETCH_MODES; m++)
+            if (t->tried[m])
+                printf("%s\"%s\": %d", j++ ? ", " : "", prefetch_mode_names[m], t->wins[m][type]);
         printf("}}");
     }
     printf("]}");

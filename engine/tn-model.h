@@ -202,6 +202,7 @@ typedef struct {
     double type_ms[TN_PREFETCH_MODES][TN_DECODE_TUNE_SAMPLES][TN_TYPE_COUNT_];
     double med[TN_PREFETCH_MODES];    /* the medians, once chosen */
     double type_med[TN_PREFETCH_MODES][TN_TYPE_COUNT_];
+    uint8_t wins[TN_PREFETCH_MODES][TN_TYPE_COUNT_]; /* blocks in which the mode beat the default */
 } tn_prefetch_tune;
 typedef struct {
     tn_prefetch_tune one_row, batch;

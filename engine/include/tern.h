@@ -479,7 +479,8 @@ typedef enum {
  * decode modes, steps of 4 to 32 rows (verify steps, short prompts) for the
  * batch modes. The modes take turns (every type in one mode per step),
  * each matrix product is timed and booked to its type, and per type the
- * mode with the lowest median wins if it beats the default by 3 %.
+ * mode with the lowest median wins if it beats the default by 3 % and was
+ * faster than the default in 6 of the 8 blocks of samples.
  * TERN_DECODE_PREFETCH=0|near|1 forces the decode mode (none, near, far)
  * instead (docs/PERFORMANCE.md, "Three prefetch modes"). */
 typedef enum {
@@ -494,6 +495,9 @@ typedef struct {
     bool tried[TN_PREFETCH_MODES];     /* the modes measured */
     double ms[TN_PREFETCH_MODES];      /* CHOSEN: median step (batch: per row), every type in the mode */
     double type_ms[TN_PREFETCH_MODES][TN_TYPE_COUNT_]; /* the same per weight type (0: none of it) */
+    /* CHOSEN: of the blocks of samples (one step in each mode, side by side
+     * in time), how many the mode won against the type's default */
+    uint8_t wins[TN_PREFETCH_MODES][TN_TYPE_COUNT_];
 } tn_prefetch_tuning;
 typedef struct {
     tn_prefetch_tuning decode; /* one to three rows */

@@ -134,6 +134,7 @@ for key, modes in (("decode_prefetch", {"none", "near", "far"}), ("batch_prefetc
     assert "q8_0" in t and set(t["q8_0"]["ms"]) == modes, key
     assert all(v > 0 for v in t["q8_0"]["ms"].values()), key
     assert t["q8_0"]["mode"] in modes, key
+    assert set(t["q8_0"]["wins"]) == modes and all(0 <= v <= 8 for v in t["q8_0"]["wins"].values()), key
 ' "$tmp/bench.json"
 TERN_DECODE_PREFETCH=0 "$cli" bench -m "$model" -p 4 -n 4 -r 1 -t 2 --json >"$tmp/bench0.json" \
     2>"$tmp/bench.err"

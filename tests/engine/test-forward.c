@@ -1745,14 +1745,22 @@ static void check_mkmodel_row_pool(void) {
 static void check_tuning_rule(const char *what, const tn_prefetch_tuning *t, const uint8_t *initial) {
     for (int type = 0; type < TN_TYPE_COUNT_; type++) {
         const int def = initial[type];
-        int best = def;
+        int want = def;
         for (int m = 0; m < TN_PREFETCH_MODES; m++)
-            if (t->tried[m] && t->type_ms[m][type] > 0 && t->type_ms[m][type] < t->type_ms[best][type])
-                best = m;
-        const int want = t->type_ms[best][type] < 0.97 * t->type_ms[def][type] ? best : def;
-        CHECKF(t->mode[type] == want, "%s, %s: mode %d, want %d (ms %g/%g/%g, default %d)", what,
+            if (t->tried[m] && m != def && t->wins[m][type] >= 6 && t->type_ms[m][type] > 0 &&
+                t->type_ms[m][type] < 0.97 * t->type_ms[def][type] &&
+                (want == def || t->type_ms[m][type] < t->type_ms[want][type]))
+                want = m;
+        CHECKF(t->mode[type] == want,
+               "%s, %s: mode %d, want %d (ms %g/%g/%g, wins %d/%d/%d, default %d)", what,
                tn_type_name((uint32_t)type), t->mode[type], want, t->type_ms[0][type],
-               t->type_ms[1][type], t->type_ms[2][type], def);
+               t->type_ms[1][type], t->type_ms[2][type], t->wins[0][type], t->wins[1][type],
+               t->wins[2][type], def);
+        CHECKF(t->wins[def][type] == 0, "%s, %s: the default won %d blocks against itself", what,
+               tn_type_name((uint32_t)type), t->wins[def][type]);
+        for (int m = 0; m < TN_PREFETCH_MODES; m++)
+            CHECKF(t->wins[m][type] <= 8, "%s, %s: mode %d won %d of 8 blocks", what,
+                   tn_type_name((uint32_t)type), m, t->wins[m][type]);
     }
 }
 
