@@ -1203,15 +1203,20 @@ static bool x16m_ops(tn_mm_ops *ops, uint32_t type) {
  * float update per super-block and row: acc += isum * (d * dx), and for
  * Q4_K acc -= msum * (dmin * dx) with msum = sum over sub-blocks of
  * min * (sum of the sub-block's activation quants), two vpdpwssd on pairs
- * of int16. Q6_K's quants are stored + 32: each sub-block's S starts at
- * -32 * (sum of its 16 activation quants), so (S - 32 B) * sc is exact.
+ * of int16. Q6_K's quants are stored + 32, so its sum is
+ * sum(sc * S) - 32 * sum(sc * B), B the sum of a sub-block's 16 activation
+ * quants: the second sum is taken once per super-block and row, eight
+ * vpdpwssd of (sc 2p, sc 2p + 1) int16 pairs, exact as before. (Starting
+ * each S at -32 B instead cost a broadcast and a live pointer per row and
+ * sub-block; with eight rows the pointers spilled, and the 8- and 16-row
+ * tiles ran 15 % slower.)
  * Each weight register, unpacked once per pass, serves up to KB_K
  * activation rows; a row's instructions are the same in every pass size.
  *
  * Activations, per row: qs[cols] int8 in row order (one scale per 256
  * values, as act256), then dx[nsb] f32, then per super-block Q4_K: 4 int32
- * words (int16 pairs: sums of sub-blocks 2p and 2p + 1), Q6_K: 16 int32
- * -32 * (sum of each 16 quants). */
+ * words (int16 pairs: sums of sub-blocks 2p and 2p + 1 of 32), Q6_K: 8 such
+ * words for its sub-blocks of 16. */
 static size_t act_x16k_bytes(int64_t cols) { return (size_t)cols + 68 * (size_t)(cols / 256); }
 
 static void convert_x16k(const float *x, void *dst, int64_t cols, bool q6) {
@@ -1233,8 +1238,9 @@ static void convert_x16k(const float *x, void *dst, int64_t cols, bool q6) {
             _mm_storeu_si128((__m128i *)(qs + 256 * s + 16 * i), _mm512_cvtsepi32_epi8(q));
         }
         if (q6) {
-            for (int k = 0; k < 16; k++)
-                extra[16 * s + k] = -32 * sum16[k];
+            for (int p = 0; p < 8; p++)
+                extra[8 * s + p] = (int32_t)((uint32_t)(uint16_t)sum16[2 * p] |
+                                              (uint32_t)(uint16_t)sum16[2 * p + 1] << 16);
         } else {
             for (int p = 0; p < 4; p++) {
                 const int32_t b0 = sum16[4 * p] + sum16[4 * p + 1];
@@ -1391,15 +1397,33 @@ INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
                 _mm512_ternarylogic_epi32(t01, _mm512_srli_epi16(r2, 2), m4, 0xe4), m6);
 #pragma GCC unroll 8
             for (int b = 0; b < nb; b++) {
-                const uint8_t *a = act + (size_t)b * as;
-                const uint8_t *x = a + 256 * s + 16 * k;
-                const int32_t *ci = (const int32_t *)((const float *)(a + cols) + nsb) + 16 * s;
-                __m512i t = _mm512_set1_epi32(ci[k]);
+                const uint8_t *x = act + (size_t)b * as + 256 * s + 16 * k;
+                __m512i t = _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int u = 0; u < 4; u++)
                     t = dpbusd_bcast(t, wq[u], x + 4 * u);
                 isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
             }
+        }
+        /* - 32 * sum(sc * B): the 16 rows' scales of sub-blocks 2p, 2p + 1
+         * as int16 pairs (one vpermw interleaves the two), against the row's
+         * pairs of activation sums. */
+        const __m512i pair_idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                                  23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        __m512i scp[8];
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; p++)
+            scp[p] = _mm512_permutexvar_epi16(
+                pair_idx, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(c + 32 + 32 * p))));
+#pragma GCC unroll 8
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *a = act + (size_t)b * as;
+            const uint8_t *bp = (const uint8_t *)((const float *)(a + cols) + nsb) + 32 * s;
+            __m512i bs = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; p++)
+                bs = _mm512_dpwssd_epi32(bs, scp[p], bcast32(bp + 4 * p));
+            isum[b] = _mm512_sub_epi32(isum[b], _mm512_slli_epi32(bs, 5));
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)c));
 #pragma GCC unroll 8
