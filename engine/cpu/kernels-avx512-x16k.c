@@ -273,11 +273,7 @@ INLINE void rows_x16_q3k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
         for (int b = 0; b < nb; b++) {
             const uint8_t *a = act + (size_t)b * as;
             const uint8_t *bp = (const uint8_t *)((const float *)(a + cols) + nsb) + 64 * s;
-            __m512i bs = _mm512_setzero_si512();
-#pragma GCC unroll 8
-            for (int k = 0; k < 8; k++)
-                bs = _mm512_dpwssd_epi32(bs, pairs[k], bcast32(bp + 4 * k));
-            isum[b] = _mm512_sub_epi32(isum[b], _mm512_slli_epi32(bs, 2));
+            isum[b] = _mm512_sub_epi32(isum[b], _mm512_slli_epi32(pair_dot8(pairs, bp), 2));
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(c + 1728)));
 #pragma GCC unroll 16

@@ -31,6 +31,18 @@ static inline __attribute__((always_inline)) __m512i bcast32(const uint8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
+/* sum over 8 of the int16 pairs in pairs[k] times the pair in bytes 4k..4k+3
+ * of bp (broadcast): a quant offset's term, sum(sc * B), of a K-quant
+ * super-block for one activation row (Q3_K, Q6_K). */
+static inline __attribute__((always_inline)) __m512i pair_dot8(const __m512i pairs[8],
+                                                             const uint8_t *bp) {
+    __m512i bs = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++)
+        bs = _mm512_dpwssd_epi32(bs, pairs[k], bcast32(bp + 4 * k));
+    return bs;
+}
+
 /* The X16 kernels' software prefetch, in the mode of their weight type
  * (tn_cpu_prefetch_mode): bytes [off, off + n) of the unit (a K-quant
  * super-block group, a Q4_0-family chunk; unit bytes each) NEAR units
