@@ -239,7 +239,7 @@ typedef struct mm_group {
      * job's activations or reads f32). */
     int64_t first[MM_GROUP_MAX + 1];
     int64_t conv[MM_GROUP_MAX + 1];
-    atomic_llong *next; /* NULL: each thread walks every nth chunk */
+    tn_chunk_range *ranges; /* one per slot; NULL: a single thread runs all */
 } mm_group;
 
 static void convert_task(void *ctx, int ith, int nth) {
@@ -269,23 +269,39 @@ static void run_chunk(const mm_job *job, void *thr, int64_t c) {
     }
 }
 
-static void matmul_task(void *ctx, int ith, int nth) {
-    mm_group *g = ctx;
-    const int64_t total = g->first[g->n];
-    /* Chunks are taken in increasing order, so a thread's job index only
-     * moves forward. */
+/* Runs the chunks left in r, claiming one at a time: its owner and any
+ * thread whose own range is spent share it. */
+static void run_range(const mm_group *g, tn_chunk_range *r, int ith) {
     int j = 0;
-    for (int64_t c = ith;; c += nth) {
-        if (g->next)
-            c = atomic_fetch_add_explicit(g->next, 1, memory_order_relaxed);
-        if (c >= total)
-            break;
+    for (;;) {
+        const int64_t c = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+        if (c >= r->end)
+            return;
         while (c >= g->first[j + 1])
             j++;
         const mm_job *job = &g->jobs[j];
         void *thr = job->mm.thr ? (uint8_t *)job->mm.thr + (size_t)ith * job->mm.thr_stride : NULL;
         run_chunk(job, thr, c - g->first[j]);
     }
+}
+
+/* Each slot owns a contiguous range of the section's chunks and takes them
+ * in order: its weights are one stream, which the hardware prefetcher
+ * follows and the kernels' own prefetch runs ahead in (with chunks handed
+ * out alternately, the prefetch past a chunk's end fetched the other
+ * thread's next chunk, and every claim moved one shared cache line between
+ * the cores). A thread that finishes its range then takes what is left of
+ * the others', so one slowed by other work on the machine holds no one up. */
+static void matmul_task(void *ctx, int ith, int nth) {
+    mm_group *g = ctx;
+    if (!g->ranges) { /* one thread */
+        tn_chunk_range all = {.end = g->first[g->n]};
+        atomic_init(&all.next, 0);
+        run_range(g, &all, ith);
+        return;
+    }
+    for (int k = 0; k < nth; k++)
+        run_range(g, &g->ranges[(ith + k) % nth], ith);
 }
 
 static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
@@ -325,7 +341,7 @@ static int check_weight(const tn_weight *w) {
 static int run_group(tn_cpu *cpu, tn_isa isa, const tn_matmul_item *items, int n) {
     mm_group g; /* 9 KiB: filled as far as used, not cleared per product */
     g.n = 0;
-    g.next = NULL;
+    g.ranges = NULL;
     const int nth = tn_cpu_threads(cpu);
     uint64_t act_bytes = 0, thr_stride = 0, rows_total = 0;
     int64_t conv_rows = 0;
@@ -430,8 +446,11 @@ static int run_group(tn_cpu *cpu, tn_isa isa, const tn_matmul_item *items, int n
         convert_task(&g, 0, 1);
 
     if (cpu && nth > 1) {
-        atomic_store_explicit(&cpu->next_chunk, 0, memory_order_relaxed);
-        g.next = &cpu->next_chunk;
+        for (int i = 0; i < nth; i++) {
+            atomic_store_explicit(&cpu->ranges[i].next, chunks * i / nth, memory_order_relaxed);
+            cpu->ranges[i].end = chunks * (i + 1) / nth;
+        }
+        g.ranges = cpu->ranges; /* published by the dispatch's store */
     }
     tn_cpu_parallel(cpu, matmul_task, &g);
 

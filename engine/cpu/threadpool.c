@@ -169,10 +169,19 @@ tn_cpu *tn_cpu_new(int n_threads) {
     atomic_init(&cpu->sleepers, 0);
     atomic_init(&cpu->caller_sleeping, 0);
     atomic_init(&cpu->stop, false);
-    atomic_init(&cpu->next_chunk, 0);
+    cpu->ranges = aligned_alloc(TN_CACHE_LINE, sizeof *cpu->ranges * (size_t)n_threads);
+    if (!cpu->ranges) {
+        free(cpu);
+        return NULL;
+    }
+    for (int i = 0; i < n_threads; i++) {
+        atomic_init(&cpu->ranges[i].next, 0);
+        cpu->ranges[i].end = 0;
+    }
     if (n_threads > 1) {
         cpu->workers = calloc((size_t)n_threads - 1, sizeof *cpu->workers);
         if (!cpu->workers) {
+            free(cpu->ranges);
             free(cpu);
             return NULL;
         }
@@ -201,6 +210,7 @@ void tn_cpu_free(tn_cpu *cpu) {
             pthread_join(cpu->workers[i - 1].thread, NULL);
     }
     free(cpu->workers);
+    free(cpu->ranges);
     free(cpu->act);
     free(cpu->thr);
     free(cpu);

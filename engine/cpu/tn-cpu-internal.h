@@ -26,6 +26,13 @@ typedef struct tn_worker {
     int ith;
 } tn_worker;
 
+/* The chunks [next, end) of one slot of a matmul section. Its owner takes
+ * them in order; a thread whose own range is spent takes them too. */
+typedef struct {
+    _Alignas(TN_CACHE_LINE) atomic_llong next;
+    int64_t end;
+} tn_chunk_range;
+
 struct tn_cpu {
     int n_threads;
     tn_isa isa;
@@ -54,8 +61,9 @@ struct tn_cpu {
     void *thr;
     size_t thr_cap;
 
-    /* Shared row counter for dynamic scheduling of matmul chunks. */
-    _Alignas(TN_CACHE_LINE) atomic_llong next_chunk;
+    /* A matmul section's chunks, one contiguous range per slot (n_threads
+     * entries, one cache line each): tn_matmul's scheduling. */
+    tn_chunk_range *ranges;
 };
 
 /* One matmul as seen by a kernel. */
