@@ -65,10 +65,7 @@ static void read_task(void *ctx, int ith, int nth) {
     const int own = ith < job->n_ranges ? ith : job->n_ranges - 1;
     for (int k = 0; k < job->n_ranges; k++) {
         tn_chunk_range *r = &job->ranges[(own + k) % job->n_ranges];
-        for (;;) {
-            const int64_t c = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
-            if (c >= r->end)
-                break;
+        for (int64_t c; (c = tn_chunk_claim(r)) >= 0;) {
             const size_t off = (size_t)c * READ_CHUNK;
             const size_t n = job->bytes - off < READ_CHUNK ? job->bytes - off : READ_CHUNK;
             s += job->wide ? read_range_wide(job->buf + off, n) : read_range(job->buf + off, n);
@@ -86,10 +83,7 @@ double tn_cpu_read_bandwidth(tn_cpu *cpu, const void *buf, size_t bytes) {
     const int nth = tn_cpu_threads(cpu);
     job.n_ranges = nth < READ_RANGES ? nth : READ_RANGES;
     const int64_t chunks = (int64_t)((bytes + READ_CHUNK - 1) / READ_CHUNK);
-    for (int i = 0; i < job.n_ranges; i++) {
-        atomic_init(&job.ranges[i].next, chunks * i / job.n_ranges);
-        job.ranges[i].end = chunks * (i + 1) / job.n_ranges;
-    }
+    tn_chunk_ranges_split(job.ranges, job.n_ranges, chunks);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     tn_cpu_parallel(cpu, read_task, &job);

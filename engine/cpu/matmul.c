@@ -273,10 +273,7 @@ static void run_chunk(const mm_job *job, void *thr, int64_t c) {
  * thread whose own range is spent share it. */
 static void run_range(const mm_group *g, tn_chunk_range *r, int ith) {
     int j = 0;
-    for (;;) {
-        const int64_t c = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
-        if (c >= r->end)
-            return;
+    for (int64_t c; (c = tn_chunk_claim(r)) >= 0;) {
         while (c >= g->first[j + 1])
             j++;
         const mm_job *job = &g->jobs[j];
@@ -295,8 +292,8 @@ static void run_range(const mm_group *g, tn_chunk_range *r, int ith) {
 static void matmul_task(void *ctx, int ith, int nth) {
     mm_group *g = ctx;
     if (!g->ranges) { /* one thread */
-        tn_chunk_range all = {.end = g->first[g->n]};
-        atomic_init(&all.next, 0);
+        tn_chunk_range all;
+        tn_chunk_ranges_split(&all, 1, g->first[g->n]);
         run_range(g, &all, ith);
         return;
     }
@@ -446,10 +443,7 @@ static int run_group(tn_cpu *cpu, tn_isa isa, const tn_matmul_item *items, int n
         convert_task(&g, 0, 1);
 
     if (cpu && nth > 1) {
-        for (int i = 0; i < nth; i++) {
-            atomic_store_explicit(&cpu->ranges[i].next, chunks * i / nth, memory_order_relaxed);
-            cpu->ranges[i].end = chunks * (i + 1) / nth;
-        }
+        tn_chunk_ranges_split(cpu->ranges, nth, chunks);
         g.ranges = cpu->ranges; /* published by the dispatch's store */
     }
     tn_cpu_parallel(cpu, matmul_task, &g);

@@ -174,10 +174,7 @@ tn_cpu *tn_cpu_new(int n_threads) {
         free(cpu);
         return NULL;
     }
-    for (int i = 0; i < n_threads; i++) {
-        atomic_init(&cpu->ranges[i].next, 0);
-        cpu->ranges[i].end = 0;
-    }
+    tn_chunk_ranges_split(cpu->ranges, n_threads, 0);
     if (n_threads > 1) {
         cpu->workers = calloc((size_t)n_threads - 1, sizeof *cpu->workers);
         if (!cpu->workers) {

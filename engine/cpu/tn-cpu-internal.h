@@ -26,12 +26,27 @@ typedef struct tn_worker {
     int ith;
 } tn_worker;
 
-/* The chunks [next, end) of one slot of a matmul section. Its owner takes
- * them in order; a thread whose own range is spent takes them too. */
+/* The chunks [next, end) of one slot of a matmul section (or of the
+ * bandwidth probe's read). Its owner takes them in order; a thread whose own
+ * range is spent takes them too. */
 typedef struct {
     _Alignas(TN_CACHE_LINE) atomic_llong next;
     int64_t end;
 } tn_chunk_range;
+
+/* Chunks [0, chunks) as n contiguous ranges of (almost) equal length. */
+static inline void tn_chunk_ranges_split(tn_chunk_range *r, int n, int64_t chunks) {
+    for (int i = 0; i < n; i++) {
+        atomic_store_explicit(&r[i].next, chunks * i / n, memory_order_relaxed);
+        r[i].end = chunks * (i + 1) / n;
+    }
+}
+
+/* The next chunk of r, or -1 when none is left. */
+static inline int64_t tn_chunk_claim(tn_chunk_range *r) {
+    const int64_t c = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+    return c < r->end ? c : -1;
+}
 
 struct tn_cpu {
     int n_threads;
