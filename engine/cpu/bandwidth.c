@@ -12,13 +12,11 @@ typedef uint64_t v8u64 __attribute__((vector_size(64), aligned(8)));
  * a descheduled thread's half the measurement and read lower than what
  * decode actually gets). */
 #define READ_CHUNK ((size_t)64 << 10)
-#define READ_RANGES 64 /* more threads share the last range */
 
 typedef struct {
     const uint8_t *buf;
     size_t bytes;
-    int n_ranges;
-    tn_chunk_range ranges[READ_RANGES];
+    tn_chunk_range *ranges; /* the pool's, one per slot */
     bool wide; /* AVX-512 loads: the kernels' own width reads 5-15 % faster here */
     uint64_t sums[512];
 } read_job;
@@ -59,17 +57,13 @@ __attribute__((target("avx512f"))) static uint64_t read_range_wide(const uint8_t
 }
 
 static void read_task(void *ctx, int ith, int nth) {
-    (void)nth;
     read_job *job = ctx;
     uint64_t s = 0;
-    const int own = ith < job->n_ranges ? ith : job->n_ranges - 1;
-    for (int k = 0; k < job->n_ranges; k++) {
-        tn_chunk_range *r = &job->ranges[(own + k) % job->n_ranges];
-        for (int64_t c; (c = tn_chunk_claim(r)) >= 0;) {
-            const size_t off = (size_t)c * READ_CHUNK;
-            const size_t n = job->bytes - off < READ_CHUNK ? job->bytes - off : READ_CHUNK;
-            s += job->wide ? read_range_wide(job->buf + off, n) : read_range(job->buf + off, n);
-        }
+    int step = 0;
+    for (int64_t c; (c = tn_chunk_next(job->ranges, nth, ith, &step)) >= 0;) {
+        const size_t off = (size_t)c * READ_CHUNK;
+        const size_t n = job->bytes - off < READ_CHUNK ? job->bytes - off : READ_CHUNK;
+        s += job->wide ? read_range_wide(job->buf + off, n) : read_range(job->buf + off, n);
     }
     if (ith < 512)
         job->sums[ith] = s; /* keeps the loads alive */
@@ -81,9 +75,9 @@ double tn_cpu_read_bandwidth(tn_cpu *cpu, const void *buf, size_t bytes) {
     read_job job = {.buf = buf, .bytes = bytes};
     job.wide = tn_cpu_isa(cpu) == TN_ISA_AVX512;
     const int nth = tn_cpu_threads(cpu);
-    job.n_ranges = nth < READ_RANGES ? nth : READ_RANGES;
-    const int64_t chunks = (int64_t)((bytes + READ_CHUNK - 1) / READ_CHUNK);
-    tn_chunk_ranges_split(job.ranges, job.n_ranges, chunks);
+    tn_chunk_range one;
+    job.ranges = cpu ? cpu->ranges : &one;
+    tn_chunk_ranges_split(job.ranges, nth, (int64_t)((bytes + READ_CHUNK - 1) / READ_CHUNK));
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     tn_cpu_parallel(cpu, read_task, &job);

@@ -269,19 +269,6 @@ static void run_chunk(const mm_job *job, void *thr, int64_t c) {
     }
 }
 
-/* Runs the chunks left in r, claiming one at a time: its owner and any
- * thread whose own range is spent share it. */
-static void run_range(const mm_group *g, tn_chunk_range *r, int ith) {
-    int j = 0;
-    for (int64_t c; (c = tn_chunk_claim(r)) >= 0;) {
-        while (c >= g->first[j + 1])
-            j++;
-        const mm_job *job = &g->jobs[j];
-        void *thr = job->mm.thr ? (uint8_t *)job->mm.thr + (size_t)ith * job->mm.thr_stride : NULL;
-        run_chunk(job, thr, c - g->first[j]);
-    }
-}
-
 /* Each slot owns a contiguous range of the section's chunks and takes them
  * in order: its weights are one stream, which the hardware prefetcher
  * follows and the kernels' own prefetch runs ahead in (with chunks handed
@@ -291,14 +278,23 @@ static void run_range(const mm_group *g, tn_chunk_range *r, int ith) {
  * the others', so one slowed by other work on the machine holds no one up. */
 static void matmul_task(void *ctx, int ith, int nth) {
     mm_group *g = ctx;
-    if (!g->ranges) { /* one thread */
-        tn_chunk_range all;
+    tn_chunk_range all;
+    tn_chunk_range *ranges = g->ranges;
+    if (!ranges) { /* one thread */
         tn_chunk_ranges_split(&all, 1, g->first[g->n]);
-        run_range(g, &all, ith);
-        return;
+        ranges = &all;
+        nth = 1;
     }
-    for (int k = 0; k < nth; k++)
-        run_range(g, &g->ranges[(ith + k) % nth], ith);
+    int step = 0, j = 0;
+    for (int64_t c; (c = tn_chunk_next(ranges, nth, ith, &step)) >= 0;) {
+        if (c < g->first[j]) /* another range, further back */
+            j = 0;
+        while (c >= g->first[j + 1])
+            j++;
+        const mm_job *job = &g->jobs[j];
+        void *thr = job->mm.thr ? (uint8_t *)job->mm.thr + (size_t)ith * job->mm.thr_stride : NULL;
+        run_chunk(job, thr, c - g->first[j]);
+    }
 }
 
 static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }

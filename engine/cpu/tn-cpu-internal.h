@@ -26,7 +26,7 @@ typedef struct tn_worker {
     int ith;
 } tn_worker;
 
-/* The chunks [next, end) of one slot of a matmul section (or of the
+/* The chunks [next, end) of one slot of a parallel section (a matmul's, the
  * bandwidth probe's read). Its owner takes them in order; a thread whose own
  * range is spent takes them too. */
 typedef struct {
@@ -42,10 +42,18 @@ static inline void tn_chunk_ranges_split(tn_chunk_range *r, int n, int64_t chunk
     }
 }
 
-/* The next chunk of r, or -1 when none is left. */
-static inline int64_t tn_chunk_claim(tn_chunk_range *r) {
-    const int64_t c = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
-    return c < r->end ? c : -1;
+/* The next chunk for the owner of ranges[own] (of n): from its own range,
+ * then from what is left of the others' in turn; -1 when none is left.
+ * *step starts at 0 and belongs to the caller. Within one range the chunks
+ * come in increasing order. */
+static inline int64_t tn_chunk_next(tn_chunk_range *ranges, int n, int own, int *step) {
+    for (; *step < n; ++*step) {
+        tn_chunk_range *r = &ranges[(own + *step) % n];
+        const int64_t c = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+        if (c < r->end)
+            return c;
+    }
+    return -1;
 }
 
 struct tn_cpu {
@@ -76,8 +84,8 @@ struct tn_cpu {
     void *thr;
     size_t thr_cap;
 
-    /* A matmul section's chunks, one contiguous range per slot (n_threads
-     * entries, one cache line each): tn_matmul's scheduling. */
+    /* A section's chunks, one contiguous range per slot (n_threads entries,
+     * one cache line each): tn_matmul's and the bandwidth probe's split. */
     tn_chunk_range *ranges;
 };
 
