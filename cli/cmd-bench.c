@@ -36,7 +36,8 @@ static void usage(FILE *out) {
               "in the fastest prefetch mode (pf: none, near or far), as a context chooses.\n"
               "-t: threads (default: physical cores). -r: repetitions (default 3).\n"
               "TERN_ISA=scalar|avx2 in the environment caps the kernels, TERN_REPACK=0 keeps\n"
-              "the file's row layout (no interleaving): the before/after switches.\n"
+              "the file's row layout (no interleaving), TERN_TWO_STREAMS=0 reads a decode\n"
+              "step's weights as one stream per thread, not two: the before/after switches.\n"
               "TERN_DECODE_PREFETCH=0, =near or =1 sets every weight type's decode prefetch\n"
               "to none, near or far; unset, each context measures the modes and chooses per type.\n"));
 }

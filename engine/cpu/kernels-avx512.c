@@ -939,19 +939,12 @@ static void convert_x16_iq4nl(const float *x, void *dst, int64_t cols) {
 }
 
 
-INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uint8_t *act,
-                     size_t as, int nb, float *y, int64_t ys, int valid) {
-    const int64_t nblk = cols / 32;
+/* Block k of one group of 16 rows against nb activation rows. */
+INLINE void x16_block(const uint8_t *g, int64_t k, int64_t nblk, bool q8, bool nl, __m512i nl_table,
+                      tn_prefetch_mode pf_mode, const uint8_t *act, size_t as, int nb, __m512 *acc) {
     const size_t qb = q8 ? 512 : 256, chunk = 64 + 2 * qb;
     const __m512i lo4 = _mm512_set1_epi8(0x0f);
-    const __m512i nl_table = nl ? iq4_table512(128) : _mm512_setzero_si512();
-    __m512 acc[KB];
-#pragma GCC unroll 16
-    for (int j = 0; j < nb; j++)
-        acc[j] = _mm512_setzero_ps();
-    const uint32_t type = q8 ? TN_TYPE_Q8_0 : nl ? TN_TYPE_IQ4_NL : TN_TYPE_Q4_0;
-    const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, type);
-    for (int64_t k = 0; k < nblk; k++) {
+    {
         const uint8_t *c = g + (size_t)(k / 2) * chunk;
         const int h = (int)(k & 1);
         /* With several activation rows the weights are consumed slower than
@@ -986,7 +979,7 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uin
 #pragma GCC unroll 16
         for (int b = 0; b < nb; b++) {
             const uint8_t *a = act + (size_t)b * as;
-            const float *dx = (const float *)(a + cols);
+            const float *dx = (const float *)(a + 32 * nblk);
             const int32_t *ci = (const int32_t *)(dx + nblk);
             __m512i s = _mm512_set1_epi32(ci[k]);
             if (nb <= 2) {
@@ -1017,13 +1010,37 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uin
                                      _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), acc[b]);
         }
     }
+}
+
+/* One group of 16 rows against nb activation rows; with g2, a second group
+ * against the first activation row alone (nb == 1), its blocks read beside
+ * the first's: two streams (tile_pair). Each group's arithmetic is the same
+ * either way. */
+INLINE void rows_x16(const uint8_t *g, const uint8_t *g2, int64_t cols, bool q8, bool nl,
+                     const uint8_t *act, const uint8_t *act2, size_t as, int nb, float *y,
+                     float *y2, int64_t ys, int valid, int valid2) {
+    const int64_t nblk = cols / 32;
+    const __m512i nl_table = nl ? iq4_table512(128) : _mm512_setzero_si512();
+    __m512 acc[KB], acc2[1] = {_mm512_setzero_ps()};
+#pragma GCC unroll 16
+    for (int j = 0; j < nb; j++)
+        acc[j] = _mm512_setzero_ps();
+    const uint32_t type = q8 ? TN_TYPE_Q8_0 : nl ? TN_TYPE_IQ4_NL : TN_TYPE_Q4_0;
+    const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, type);
+    for (int64_t k = 0; k < nblk; k++) {
+        x16_block(g, k, nblk, q8, nl, nl_table, pf_mode, act, as, nb, acc);
+        if (g2)
+            x16_block(g2, k, nblk, q8, nl, nl_table, pf_mode, act2, as, 1, acc2);
+    }
     const __mmask16 m = (__mmask16)((1u << valid) - 1);
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+    if (g2)
+        _mm512_mask_storeu_ps(y2, (__mmask16)((1u << valid2) - 1), acc2[0]);
 }
 
-#define CALL_x16(N) rows_x16(g, w->cols, Q8, NL, act, mm->act_row, N, y, w->rows, valid)
+#define CALL_x16(N) rows_x16(g, NULL, w->cols, Q8, NL, act, NULL, mm->act_row, N, y, NULL, w->rows, valid, 0)
 #define X16_TILE(NAME, IS_Q8, IS_NL)                                                        \
     static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,      \
                      int nb) {                                                             \
@@ -1045,6 +1062,36 @@ INLINE void rows_x16(const uint8_t *g, int64_t cols, bool q8, bool nl, const uin
 X16_TILE(tile_x16_q4_0, false, false)
 X16_TILE(tile_x16_q8_0, true, false)
 X16_TILE(tile_x16_iq4nl, false, true)
+
+/* tile_pair (tn_mm_ops): the groups of two row ranges side by side, one
+ * activation row; what one range has past the other's end goes alone. */
+#define X16_TILE_PAIR(NAME, TILE, IS_Q8, IS_NL)                                            \
+    static void NAME(const tn_mm *ma, int64_t ra0, int64_t ra1, const tn_mm *mb, int64_t rb0, \
+                     int64_t rb1) {                                                        \
+        const tn_weight *wa = ma->w, *wb = mb->w;                                          \
+        const size_t gba = tn_x16_group_bytes(wa->type, wa->cols);                         \
+        const size_t gbb = tn_x16_group_bytes(wb->type, wb->cols);                         \
+        if (wa->cols != wb->cols || ma->act_row != mb->act_row) {                                  \
+            TILE(ma, NULL, ra0, ra1, 0, 1);                                                \
+            TILE(mb, NULL, rb0, rb1, 0, 1);                                                \
+            return;                                                                        \
+        }                                                                                  \
+        int64_t a = ra0, b = rb0;                                                          \
+        for (; a < ra1 && b < rb1; a += 16, b += 16) {                                     \
+            const int va = wa->rows - a < 16 ? (int)(wa->rows - a) : 16;                    \
+            const int vb = wb->rows - b < 16 ? (int)(wb->rows - b) : 16;                    \
+            rows_x16((const uint8_t *)wa->data + (size_t)(a / 16) * gba,                   \
+                     (const uint8_t *)wb->data + (size_t)(b / 16) * gbb, wa->cols, IS_Q8,   \
+                     IS_NL, ma->act, mb->act, ma->act_row, 1, ma->y + a, mb->y + b, wa->rows, va, vb); \
+        }                                                                                  \
+        if (a < ra1)                                                                       \
+            TILE(ma, NULL, a, ra1, 0, 1);                                                  \
+        if (b < rb1)                                                                       \
+            TILE(mb, NULL, b, rb1, 0, 1);                                                  \
+    }
+X16_TILE_PAIR(pair_x16_q4_0, tile_x16_q4_0, false, false)
+X16_TILE_PAIR(pair_x16_q8_0, tile_x16_q8_0, true, false)
+X16_TILE_PAIR(pair_x16_iq4nl, tile_x16_iq4nl, false, true)
 
 /* ------------------------------------- X16 layout: Q4_1, Q5_0 and Q5_1
  *
@@ -1485,6 +1532,9 @@ bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
                     : type == TN_TYPE_Q8_0 ? tile_x16_q8_0
                                            : tile_x16_iq4nl;
         ops->row_align = 16;
+        ops->tile_pair = type == TN_TYPE_Q4_0   ? pair_x16_q4_0
+                         : type == TN_TYPE_Q8_0 ? pair_x16_q8_0
+                                                : pair_x16_iq4nl;
         return true;
     }
     if (layout != TN_LAYOUT_ROWS)

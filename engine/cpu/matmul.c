@@ -240,6 +240,7 @@ typedef struct mm_group {
     int64_t first[MM_GROUP_MAX + 1];
     int64_t conv[MM_GROUP_MAX + 1];
     tn_chunk_range *ranges; /* one per slot; NULL: a single thread runs all */
+    bool paired; /* ranges holds two halves per slot, read side by side (tile_pair) */
 } mm_group;
 
 static void convert_task(void *ctx, int ith, int nth) {
@@ -276,22 +277,88 @@ static void run_chunk(const mm_job *job, void *thr, int64_t c) {
  * thread's next chunk, and every claim moved one shared cache line between
  * the cores). A thread that finishes its range then takes what is left of
  * the others', so one slowed by other work on the machine holds no one up. */
+/* TERN_TWO_STREAMS=0 in the environment: one stream per thread in decode
+ * too (the before/after switch of tile_pair). Read once. */
+static bool two_streams_enabled(void) {
+    static atomic_int state = 0; /* 0: not read, 1: on, 2: off */
+    int v = atomic_load_explicit(&state, memory_order_relaxed);
+    if (v == 0) {
+        const char *e = getenv("TERN_TWO_STREAMS");
+        v = e && strcmp(e, "0") == 0 ? 2 : 1;
+        atomic_store_explicit(&state, v, memory_order_relaxed);
+    }
+    return v == 1;
+}
+
+/* The job that section chunk c belongs to; *j is a hint (the last one). */
+static const mm_job *job_at(const mm_group *g, int64_t c, int *j) {
+    if (c < g->first[*j])
+        *j = 0;
+    while (c >= g->first[*j + 1])
+        ++*j;
+    return &g->jobs[*j];
+}
+
+static void chunk_rows(const mm_job *job, int64_t c, int64_t *r0, int64_t *r1) {
+    *r0 = c * job->chunk_rows;
+    *r1 = *r0 + job->chunk_rows < job->mm.w->rows ? *r0 + job->chunk_rows : job->mm.w->rows;
+}
+
+/* Decode (every product one activation row, tile_pair): each slot's range
+ * is two halves read side by side, chunk i of the front with chunk i of the
+ * back, each half in order; a thread that finishes its own halves takes
+ * what is left of the others'. */
+static void matmul_task_paired(mm_group *g, tn_chunk_range *ranges, int ith, int nth) {
+    int step_a = 0, step_b = 0, ja = 0, jb = 0;
+    for (;;) {
+        const int64_t ca = tn_chunk_next(ranges, nth, ith, &step_a);
+        const int64_t cb = tn_chunk_next(ranges + nth, nth, ith, &step_b);
+        if (ca < 0 && cb < 0)
+            break;
+        const mm_job *a = ca >= 0 ? job_at(g, ca, &ja) : NULL;
+        const mm_job *b = cb >= 0 ? job_at(g, cb, &jb) : NULL;
+        int64_t ra0 = 0, ra1 = 0, rb0 = 0, rb1 = 0;
+        if (a)
+            chunk_rows(a, ca - g->first[ja], &ra0, &ra1);
+        if (b)
+            chunk_rows(b, cb - g->first[jb], &rb0, &rb1);
+        if (a && b && a->ops.tile_pair == b->ops.tile_pair) {
+            a->ops.tile_pair(&a->mm, ra0, ra1, &b->mm, rb0, rb1);
+            continue;
+        }
+        if (a)
+            a->ops.tile(&a->mm, NULL, ra0, ra1, 0, 1);
+        if (b)
+            b->ops.tile(&b->mm, NULL, rb0, rb1, 0, 1);
+    }
+}
+
+/* Each slot owns a contiguous range of the section's chunks and takes them
+ * in order: its weights are one stream, which the hardware prefetcher
+ * follows and the kernels' own prefetch runs ahead in (with chunks handed
+ * out alternately, the prefetch past a chunk's end fetched the other
+ * thread's next chunk, and every claim moved one shared cache line between
+ * the cores). A thread that finishes its range then takes what is left of
+ * the others', so one slowed by other work on the machine holds no one up. */
 static void matmul_task(void *ctx, int ith, int nth) {
     mm_group *g = ctx;
-    tn_chunk_range all;
+    tn_chunk_range all[2];
     tn_chunk_range *ranges = g->ranges;
     if (!ranges) { /* one thread */
-        tn_chunk_ranges_split(&all, 1, g->first[g->n]);
-        ranges = &all;
         nth = 1;
+        ranges = all;
+        if (g->paired)
+            tn_chunk_ranges_split_halves(all, 1, g->first[g->n]);
+        else
+            tn_chunk_ranges_split(all, 1, g->first[g->n]);
+    }
+    if (g->paired) {
+        matmul_task_paired(g, ranges, ith, nth);
+        return;
     }
     int step = 0, j = 0;
     for (int64_t c; (c = tn_chunk_next(ranges, nth, ith, &step)) >= 0;) {
-        if (c < g->first[j]) /* another range, further back */
-            j = 0;
-        while (c >= g->first[j + 1])
-            j++;
-        const mm_job *job = &g->jobs[j];
+        const mm_job *job = job_at(g, c, &j);
         void *thr = job->mm.thr ? (uint8_t *)job->mm.thr + (size_t)ith * job->mm.thr_stride : NULL;
         run_chunk(job, thr, c - g->first[j]);
     }
@@ -335,6 +402,7 @@ static int run_group(tn_cpu *cpu, tn_isa isa, const tn_matmul_item *items, int n
     mm_group g; /* 9 KiB: filled as far as used, not cleared per product */
     g.n = 0;
     g.ranges = NULL;
+    g.paired = two_streams_enabled();
     const int nth = tn_cpu_threads(cpu);
     uint64_t act_bytes = 0, thr_stride = 0, rows_total = 0;
     int64_t conv_rows = 0;
@@ -380,6 +448,8 @@ static int run_group(tn_cpu *cpu, tn_isa isa, const tn_matmul_item *items, int n
             thr_stride = s > thr_stride ? s : thr_stride;
         }
         rows_total += (uint64_t)it->w->rows;
+        if (it->n != 1 || !job->ops.tile_pair)
+            g.paired = false;
         g.n++;
     }
     g.conv[g.n] = conv_rows;
@@ -439,7 +509,10 @@ static int run_group(tn_cpu *cpu, tn_isa isa, const tn_matmul_item *items, int n
         convert_task(&g, 0, 1);
 
     if (cpu && nth > 1) {
-        tn_chunk_ranges_split(cpu->ranges, nth, chunks);
+        if (g.paired)
+            tn_chunk_ranges_split_halves(cpu->ranges, nth, chunks);
+        else
+            tn_chunk_ranges_split(cpu->ranges, nth, chunks);
         g.ranges = cpu->ranges; /* published by the dispatch's store */
     }
     tn_cpu_parallel(cpu, matmul_task, &g);

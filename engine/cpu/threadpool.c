@@ -169,7 +169,7 @@ tn_cpu *tn_cpu_new(int n_threads) {
     atomic_init(&cpu->sleepers, 0);
     atomic_init(&cpu->caller_sleeping, 0);
     atomic_init(&cpu->stop, false);
-    cpu->ranges = aligned_alloc(TN_CACHE_LINE, sizeof *cpu->ranges * (size_t)n_threads);
+    cpu->ranges = aligned_alloc(TN_CACHE_LINE, sizeof *cpu->ranges * 2 * (size_t)n_threads);
     if (!cpu->ranges) {
         free(cpu);
         return NULL;

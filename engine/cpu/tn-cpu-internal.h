@@ -42,6 +42,18 @@ static inline void tn_chunk_ranges_split(tn_chunk_range *r, int n, int64_t chunk
     }
 }
 
+/* As tn_chunk_ranges_split, each slot's range cut in two: r[i] is slot i's
+ * front half, r[n + i] its back half (2n entries). */
+static inline void tn_chunk_ranges_split_halves(tn_chunk_range *r, int n, int64_t chunks) {
+    for (int i = 0; i < n; i++) {
+        const int64_t s = chunks * i / n, e = chunks * (i + 1) / n, m = s + (e - s + 1) / 2;
+        atomic_store_explicit(&r[i].next, s, memory_order_relaxed);
+        r[i].end = m;
+        atomic_store_explicit(&r[n + i].next, m, memory_order_relaxed);
+        r[n + i].end = e;
+    }
+}
+
 /* The next chunk for the owner of ranges[own] (of n): from its own range,
  * then from what is left of the others' in turn; -1 when none is left.
  * *step starts at 0 and belongs to the caller. Within one range the chunks
@@ -84,8 +96,9 @@ struct tn_cpu {
     void *thr;
     size_t thr_cap;
 
-    /* A section's chunks, one contiguous range per slot (n_threads entries,
-     * one cache line each): tn_matmul's and the bandwidth probe's split. */
+    /* A section's chunks, one contiguous range per slot, or two (front and
+     * back halves) when a slot reads two streams (2 * n_threads entries, one
+     * cache line each): tn_matmul's and the bandwidth probe's split. */
     tn_chunk_range *ranges;
 };
 
@@ -117,6 +130,14 @@ typedef struct tn_mm_ops {
      * other half: the arithmetic for (b, r) does not depend on nb, b0, r0
      * or r1. */
     void (*tile)(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0, int nb);
+    /* Optional, for one activation row (decode): tile() of rows [ra0, ra1)
+     * of a and [rb0, rb1) of b (the same ops), the two ranges' weights read
+     * side by side. Two streams per core keep more of DRAM's bandwidth busy
+     * than one while the kernel works on what has arrived
+     * (docs/PERFORMANCE.md, "Two streams per thread"); every y comes out as
+     * tile() computes it. */
+    void (*tile_pair)(const tn_mm *a, int64_t ra0, int64_t ra1, const tn_mm *b, int64_t rb0,
+                      int64_t rb1);
 } tn_mm_ops;
 
 /* From this many activation rows on (a verify step, a prompt) the X16

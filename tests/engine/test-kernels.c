@@ -414,6 +414,109 @@ static void test_group(const float *x, tn_cpu *pools[3]) {
     }
 }
 
+/* Decode groups (every item one activation row), which the pool reads as
+ * two streams per thread (tile_pair): each item's row bit for bit as the
+ * first row of its own two-row product, for every type with an interleaved
+ * layout, with shapes whose chunks hold different numbers of 16-row groups
+ * (a pair's longer side finishes alone), different widths side by side (no
+ * pair), and types mixed. */
+static void test_pairs(tn_cpu *pools[3]) {
+    static const struct { int rows, cols; } shapes[] = {{37, 512}, {700, 512}, {2100, 256},
+                                                        {90, 1024}, {16, 512}};
+    enum { N_SHAPES = sizeof shapes / sizeof shapes[0], N_ITEMS = 9, MAXC = 1024 };
+    static const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0, TN_TYPE_IQ4_NL, TN_TYPE_Q4_1,
+                                     TN_TYPE_Q5_0, TN_TYPE_Q5_1, TN_TYPE_Q4_K, TN_TYPE_Q5_K,
+                                     TN_TYPE_Q6_K, TN_TYPE_Q2_K, TN_TYPE_Q3_K, TN_TYPE_IQ4_XS};
+    enum { N_TYPES = sizeof types / sizeof types[0] };
+    /* items: shape index per item (3 and 0 differ in width from 1) */
+    static const int item_shape[N_ITEMS] = {0, 1, 1, 2, 3, 1, 4, 0, 2};
+    tn_weight ws[N_TYPES][N_SHAPES];
+    void *raw[N_TYPES][N_SHAPES] = {{0}}, *packed[N_TYPES][N_SHAPES] = {{0}};
+    bool have[N_TYPES] = {0};
+    float *src = malloc(sizeof(float) * MAXC), *x = malloc(sizeof(float) * 2 * N_ITEMS * MAXC);
+    float *ys = malloc(sizeof(float) * N_ITEMS * 2100), *want = malloc(sizeof(float) * 2 * 2100);
+    CHECK(src && x && ys && want);
+    if (!src || !x || !ys || !want)
+        goto out;
+    for (int i = 0; i < N_ITEMS * MAXC; i++)
+        x[i] = tn_test_randf(&rng);
+    for (int t = 0; t < N_TYPES; t++) {
+        have[t] = true;
+        for (int s = 0; s < N_SHAPES && have[t]; s++) {
+            const int rows = shapes[s].rows, cols = shapes[s].cols;
+            const size_t rb = tn_type_row_bytes(types[t], (uint64_t)cols);
+            uint8_t *d = raw[t][s] = malloc(rb * (size_t)rows);
+            CHECK(d != NULL);
+            if (!d) {
+                have[t] = false;
+                break;
+            }
+            for (int r = 0; r < rows; r++) {
+                for (int k = 0; k < cols; k++)
+                    src[k] = 0.05f * tn_test_randf(&rng);
+                CHECK(tn_quantize_row(types[t], src, d + (size_t)r * rb, cols) == TN_OK);
+            }
+            tn_weight w = {.type = types[t], .rows = rows, .cols = cols, .data = d, .row_bytes = rb};
+            const size_t size = tn_weight_repack_size(&w);
+            have[t] = size > 0 && (packed[t][s] = aligned_alloc(64, (size + 63) / 64 * 64)) &&
+                      tn_weight_repack(&w, packed[t][s], size, &ws[t][s]) == TN_OK;
+        }
+    }
+    for (int mixed = 0; mixed < 2; mixed++)
+        for (int t = 0; t < N_TYPES; t++) {
+            if (!have[t])
+                continue;
+            tn_matmul_item items[N_ITEMS];
+            for (int i = 0; i < N_ITEMS; i++) {
+                /* mixed: every other item of the next type that has the layout */
+                int u = t;
+                if (mixed && i % 2)
+                    for (int v = 1; v < N_TYPES; v++)
+                        if (have[(t + v) % N_TYPES]) {
+                            u = (t + v) % N_TYPES;
+                            break;
+                        }
+                items[i] = (tn_matmul_item){.w = &ws[u][item_shape[i]],
+                                            .x = x + (size_t)(i == 2 ? 1 : i) * MAXC, /* 1, 2 share one */
+                                            .n = 1,
+                                            .y = ys + (size_t)i * 2100};
+            }
+            for (tn_isa isa = TN_ISA_SCALAR; isa < TN_ISA_COUNT_; isa++) {
+                if (!tn_isa_available(isa))
+                    continue;
+                for (int p = 0; p < 3; p++) {
+                    memset(ys, 0xff, sizeof(float) * N_ITEMS * 2100);
+                    CHECK(tn_matmul_group_isa(pools[p], isa, items, N_ITEMS) == TN_OK);
+                    int bad = -1;
+                    for (int i = 0; i < N_ITEMS && bad < 0; i++) {
+                        const int cols = (int)items[i].w->cols;
+                        float *x2 = x + (size_t)N_ITEMS * MAXC; /* two copies of the row */
+                        memcpy(x2, items[i].x, sizeof(float) * cols);
+                        memcpy(x2 + cols, items[i].x, sizeof(float) * cols);
+                        CHECK(tn_matmul_isa(pools[1], isa, items[i].w, x2, 2, want) == TN_OK);
+                        if (!same_bits(ys + (size_t)i * 2100, want, (size_t)items[i].w->rows))
+                            bad = i;
+                    }
+                    CHECKF(bad < 0, "pairs (%s, %s%s, %d threads): item %d (%s, %lld rows) differs "
+                           "from its own product", tn_isa_name(isa), tn_type_name(types[t]),
+                           mixed ? " mixed" : "", tn_cpu_threads(pools[p]), bad,
+                           bad >= 0 ? tn_type_name(items[bad].w->type) : "",
+                           bad >= 0 ? (long long)items[bad].w->rows : 0LL);
+                }
+            }
+        }
+out:
+    for (int t = 0; t < N_TYPES; t++)
+        for (int s = 0; s < N_SHAPES; s++) {
+            free(raw[t][s]);
+            free(packed[t][s]);
+        }
+    free(src);
+    free(x);
+    free(ys);
+    free(want);
+}
+
 static void test_errors(tn_cpu *cpu) {
     float x[256] = {0}, y[4];
     uint8_t data[4 * 256 * 4] = {0};
@@ -1105,6 +1208,7 @@ int main(void) {
         test_odd_blocks(pools[1], x);
         test_mxfp4_ggml(pools[1]);
         test_group(x, pools);
+        test_pairs(pools);
         free(x);
     }
     test_errors(pools[0]);
