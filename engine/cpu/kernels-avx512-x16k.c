@@ -126,64 +126,74 @@ INLINE __m512i dot16(__m512i start, const __m512i wq[4], const uint8_t *x) {
  * are widened once for both the scales (low nibbles) and the mins (high
  * nibbles, as int16 pairs for the vpdpwssd against the activation's
  * per-16 sums). */
-INLINE void rows_x16_q2k(const uint8_t *g, int64_t cols, const uint8_t *act, size_t as, int nb,
-                         float *y, int64_t ys, int valid) {
+INLINE void rows_x16_q2k(const uint8_t *g, const uint8_t *g2, int streams,
+                         int64_t cols, const uint8_t *act, const uint8_t *act2, size_t as, int nb,
+                         float *y, float *y2, int64_t ys, int valid, int valid2) {
     const int64_t nsb = cols / 256;
     const size_t cb = 16 * sizeof(tn_block_q2_K);
     const __m512i m4 = _mm512_set1_epi32(15), m4p = _mm512_set1_epi32(0x000f000f);
     __m512 acc[KB2];
+    __m512 acc2[1] = {_mm512_setzero_ps()};
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
     const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, TN_TYPE_Q2_K);
     for (int64_t s = 0; s < nsb; s++) {
-        const uint8_t *c = g + (size_t)s * cb;
-        x16_prefetch(c, cb, 0, cb, pf_mode);
-        __m512i isum[KB2];
-#pragma GCC unroll 16
-        for (int b = 0; b < nb; b++)
-            isum[b] = _mm512_setzero_si512();
-        /* The mins as int16 pairs (m 2p, m 2p + 1) per row. */
-        __m512i mp[8];
-#pragma GCC unroll 1
-        for (int p = 0; p < 8; p++) {
-            const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(c + 64 + 32 * p)));
-            const __m512i hi = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(c + 80 + 32 * p)));
-            mp[p] = _mm512_and_si512(_mm512_or_si512(_mm512_srli_epi32(lo, 4), _mm512_slli_epi32(hi, 12)),
-                                     m4p);
-            const __m512i sc[2] = {_mm512_and_si512(lo, m4), _mm512_and_si512(hi, m4)};
 #pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const int k = 2 * p + h;
-                __m512i wq[4];
-                q2_regs(_mm512_loadu_si512(c + 320 + 64 * k), wq);
+        for (int u = 0; u < streams; u++) { /* 2: the second stream, one row */
+            const uint8_t *const g_u = u ? g2 : g, *const act_u = u ? act2 : act;
+            __m512 *const acc_u = u ? acc2 : acc;
+            const int nb_u = u ? 1 : nb;
+            const uint8_t *c = g_u + (size_t)s * cb;
+            x16_prefetch(c, cb, 0, cb, pf_mode);
+            __m512i isum[KB2];
 #pragma GCC unroll 16
-                for (int b = 0; b < nb; b++) {
-                    const uint8_t *x = act + (size_t)b * as + 256 * s + 16 * k;
-                    isum[b] = _mm512_dpwssd_epi32(isum[b], dot16(_mm512_setzero_si512(), wq, x), sc[h]);
+            for (int b = 0; b < nb_u; b++)
+                isum[b] = _mm512_setzero_si512();
+            /* The mins as int16 pairs (m 2p, m 2p + 1) per row. */
+            __m512i mp[8];
+#pragma GCC unroll 1
+            for (int p = 0; p < 8; p++) {
+                const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(c + 64 + 32 * p)));
+                const __m512i hi = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(c + 80 + 32 * p)));
+                mp[p] = _mm512_and_si512(_mm512_or_si512(_mm512_srli_epi32(lo, 4), _mm512_slli_epi32(hi, 12)),
+                                         m4p);
+                const __m512i sc[2] = {_mm512_and_si512(lo, m4), _mm512_and_si512(hi, m4)};
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    const int k = 2 * p + h;
+                    __m512i wq[4];
+                    q2_regs(_mm512_loadu_si512(c + 320 + 64 * k), wq);
+#pragma GCC unroll 16
+                    for (int b = 0; b < nb_u; b++) {
+                        const uint8_t *x = act_u + (size_t)b * as + 256 * s + 16 * k;
+                        isum[b] = _mm512_dpwssd_epi32(isum[b], dot16(_mm512_setzero_si512(), wq, x), sc[h]);
+                    }
                 }
             }
-        }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)c));
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(c + 32)));
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)c));
+            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(c + 32)));
 #pragma GCC unroll 16
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *a = act + (size_t)b * as;
-            const float *dx = (const float *)(a + cols);
-            const uint8_t *bp = (const uint8_t *)(dx + nsb) + 64 * s;
-            __m512i ms = _mm512_setzero_si512();
+            for (int b = 0; b < nb_u; b++) {
+                const uint8_t *a = act_u + (size_t)b * as;
+                const float *dx = (const float *)(a + cols);
+                const uint8_t *bp = (const uint8_t *)(dx + nsb) + 64 * s;
+                __m512i ms = _mm512_setzero_si512();
 #pragma GCC unroll 16
-            for (int p = 0; p < 8; p++)
-                ms = _mm512_dpwssd_epi32(ms, mp[p], bcast32(bp + 4 * p));
-            const __m512 vdx = _mm512_set1_ps(dx[s]);
-            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]), _mm512_mul_ps(d, vdx), acc[b]);
-            acc[b] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, vdx), acc[b]);
+                for (int p = 0; p < 8; p++)
+                    ms = _mm512_dpwssd_epi32(ms, mp[p], bcast32(bp + 4 * p));
+                const __m512 vdx = _mm512_set1_ps(dx[s]);
+                acc_u[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]), _mm512_mul_ps(d, vdx), acc_u[b]);
+                acc_u[b] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, vdx), acc_u[b]);
+            }
         }
     }
     const __mmask16 m = (__mmask16)((1u << valid) - 1);
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+    if (streams == 2)
+        _mm512_mask_storeu_ps(y2, (__mmask16)((1u << valid2) - 1), acc2[0]);
 }
 
 /* Q3_K's 16 scales of 16 rows as signed bytes, from the packed registers
@@ -213,84 +223,95 @@ INLINE void q3k_scales(__m512i w0, __m512i w1, __m512i w2, __m512i sc[4]) {
  * int32 sum: the same integer as two vpmulld and two adds, so the same
  * results, in fewer instructions (Q2_K does the same with one sub-block
  * per lane). */
-INLINE void rows_x16_q3k(const uint8_t *g, int64_t cols, const uint8_t *act, size_t as, int nb,
-                         float *y, int64_t ys, int valid) {
+INLINE void rows_x16_q3k(const uint8_t *g, const uint8_t *g2, int streams,
+                         int64_t cols, const uint8_t *act, const uint8_t *act2, size_t as, int nb,
+                         float *y, float *y2, int64_t ys, int valid, int valid2) {
     const int64_t nsb = cols / 256;
     const size_t cb = 16 * sizeof(tn_block_q3_K);
     const __m512i v4 = _mm512_set1_epi8(4), low16 = _mm512_set1_epi32(0xffff);
     __m512 acc[KB2];
+    __m512 acc2[1] = {_mm512_setzero_ps()};
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
     const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, TN_TYPE_Q3_K);
     for (int64_t s = 0; s < nsb; s++) {
-        const uint8_t *c = g + (size_t)s * cb;
-        x16_prefetch(c, cb, 0, cb, pf_mode);
-        __m512i sc8[4];
-        q3k_scales(_mm512_loadu_si512(c + 1536), _mm512_loadu_si512(c + 1600), _mm512_loadu_si512(c + 1664),
-                   sc8);
-        __m512i isum[KB2];
-#pragma GCC unroll 16
-        for (int b = 0; b < nb; b++)
-            isum[b] = _mm512_setzero_si512();
-#pragma GCC unroll 1
-        for (int m = 0; m < 4; m++) {
-            /* Words (scale 4m, scale 4m + 2) and (4m + 1, 4m + 3), signed. */
-            const __m512i pair[2] = {_mm512_srai_epi16(_mm512_slli_epi16(sc8[m], 8), 8),
-                                     _mm512_srai_epi16(sc8[m], 8)};
 #pragma GCC unroll 2
-            for (int u = 0; u < 2; u++) {
-                const int ka = 4 * m + u, kb = ka + 2;
-                __m512i wa[4], wb[4];
-                q2_regs(_mm512_loadu_si512(c + 64 * ka), wa);
-                q2_regs(_mm512_loadu_si512(c + 64 * kb), wb);
-#pragma GCC unroll 4
-                for (int t = 0; t < 4; t++) { /* the third bits: one masked byte add each */
-                    uint64_t mka, mkb;
-                    memcpy(&mka, c + 1024 + 32 * ka + 8 * t, 8);
-                    memcpy(&mkb, c + 1024 + 32 * kb + 8 * t, 8);
-                    wa[t] = _mm512_mask_add_epi8(wa[t], _cvtu64_mask64(mka), wa[t], v4);
-                    wb[t] = _mm512_mask_add_epi8(wb[t], _cvtu64_mask64(mkb), wb[t], v4);
-                }
+        for (int u = 0; u < streams; u++) { /* 2: the second stream, one row */
+            const uint8_t *const g_u = u ? g2 : g, *const act_u = u ? act2 : act;
+            __m512 *const acc_u = u ? acc2 : acc;
+            const int nb_u = u ? 1 : nb;
+            const uint8_t *c = g_u + (size_t)s * cb;
+            x16_prefetch(c, cb, 0, cb, pf_mode);
+            __m512i sc8[4];
+            q3k_scales(_mm512_loadu_si512(c + 1536), _mm512_loadu_si512(c + 1600), _mm512_loadu_si512(c + 1664),
+                       sc8);
+            __m512i isum[KB2];
 #pragma GCC unroll 16
-                for (int b = 0; b < nb; b++) {
-                    const uint8_t *a = act + (size_t)b * as;
-                    const __m512i sa = dot16(_mm512_setzero_si512(), wa, a + 256 * s + 16 * ka);
-                    const __m512i sb = dot16(_mm512_setzero_si512(), wb, a + 256 * s + 16 * kb);
-                    const __m512i both = _mm512_ternarylogic_epi32(sa, _mm512_slli_epi32(sb, 16), low16, 0xe4);
-                    isum[b] = _mm512_dpwssd_epi32(isum[b], both, pair[u]);
+            for (int b = 0; b < nb_u; b++)
+                isum[b] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+            for (int m = 0; m < 4; m++) {
+                /* Words (scale 4m, scale 4m + 2) and (4m + 1, 4m + 3), signed. */
+                const __m512i pair[2] = {_mm512_srai_epi16(_mm512_slli_epi16(sc8[m], 8), 8),
+                                         _mm512_srai_epi16(sc8[m], 8)};
+#pragma GCC unroll 2
+                for (int u = 0; u < 2; u++) {
+                    const int ka = 4 * m + u, kb = ka + 2;
+                    __m512i wa[4], wb[4];
+                    q2_regs(_mm512_loadu_si512(c + 64 * ka), wa);
+                    q2_regs(_mm512_loadu_si512(c + 64 * kb), wb);
+#pragma GCC unroll 4
+                    for (int t = 0; t < 4; t++) { /* the third bits: one masked byte add each */
+                        uint64_t mka, mkb;
+                        memcpy(&mka, c + 1024 + 32 * ka + 8 * t, 8);
+                        memcpy(&mkb, c + 1024 + 32 * kb + 8 * t, 8);
+                        wa[t] = _mm512_mask_add_epi8(wa[t], _cvtu64_mask64(mka), wa[t], v4);
+                        wb[t] = _mm512_mask_add_epi8(wb[t], _cvtu64_mask64(mkb), wb[t], v4);
+                    }
+#pragma GCC unroll 16
+                    for (int b = 0; b < nb_u; b++) {
+                        const uint8_t *a = act_u + (size_t)b * as;
+                        const __m512i sa = dot16(_mm512_setzero_si512(), wa, a + 256 * s + 16 * ka);
+                        const __m512i sb = dot16(_mm512_setzero_si512(), wb, a + 256 * s + 16 * kb);
+                        const __m512i both = _mm512_ternarylogic_epi32(sa, _mm512_slli_epi32(sb, 16), low16, 0xe4);
+                        isum[b] = _mm512_dpwssd_epi32(isum[b], both, pair[u]);
+                    }
                 }
             }
-        }
-        /* - 4 * sum(sc * B): the same scale pairs against the row's B pairs. */
-        __m512i pairs[8];
+            /* - 4 * sum(sc * B): the same scale pairs against the row's B pairs. */
+            __m512i pairs[8];
 #pragma GCC unroll 4
-        for (int m = 0; m < 4; m++) {
-            pairs[2 * m] = _mm512_srai_epi16(_mm512_slli_epi16(sc8[m], 8), 8);
-            pairs[2 * m + 1] = _mm512_srai_epi16(sc8[m], 8);
-        }
+            for (int m = 0; m < 4; m++) {
+                pairs[2 * m] = _mm512_srai_epi16(_mm512_slli_epi16(sc8[m], 8), 8);
+                pairs[2 * m + 1] = _mm512_srai_epi16(sc8[m], 8);
+            }
 #pragma GCC unroll 16
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *a = act + (size_t)b * as;
-            const uint8_t *bp = (const uint8_t *)((const float *)(a + cols) + nsb) + 64 * s;
-            isum[b] = _mm512_sub_epi32(isum[b], _mm512_slli_epi32(pair_dot8(pairs, bp), 2));
-        }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(c + 1728)));
+            for (int b = 0; b < nb_u; b++) {
+                const uint8_t *a = act_u + (size_t)b * as;
+                const uint8_t *bp = (const uint8_t *)((const float *)(a + cols) + nsb) + 64 * s;
+                isum[b] = _mm512_sub_epi32(isum[b], _mm512_slli_epi32(pair_dot8(pairs, bp), 2));
+            }
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(c + 1728)));
 #pragma GCC unroll 16
-        for (int b = 0; b < nb; b++) {
-            const float *dx = (const float *)(act + (size_t)b * as + cols);
-            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]),
-                                     _mm512_mul_ps(d, _mm512_set1_ps(dx[s])), acc[b]);
+            for (int b = 0; b < nb_u; b++) {
+                const float *dx = (const float *)(act_u + (size_t)b * as + cols);
+                acc_u[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]),
+                                         _mm512_mul_ps(d, _mm512_set1_ps(dx[s])), acc_u[b]);
+            }
         }
     }
     const __mmask16 m = (__mmask16)((1u << valid) - 1);
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+    if (streams == 2)
+        _mm512_mask_storeu_ps(y2, (__mmask16)((1u << valid2) - 1), acc2[0]);
 }
 
-INLINE void rows_x16_iq4xs(const uint8_t *g, int64_t cols, const uint8_t *act, size_t as, int nb,
-                           float *y, int64_t ys, int valid) {
+INLINE void rows_x16_iq4xs(const uint8_t *g, const uint8_t *g2, int streams,
+                         int64_t cols, const uint8_t *act, const uint8_t *act2, size_t as, int nb,
+                           float *y, float *y2, int64_t ys, int valid, int valid2) {
     const int64_t nsb = cols / 256;
     const size_t cb = 16 * sizeof(tn_block_iq4_xs);
     const __m512i lo4 = _mm512_set1_epi8(0x0f), m4 = _mm512_set1_epi32(15);
@@ -299,57 +320,66 @@ INLINE void rows_x16_iq4xs(const uint8_t *g, int64_t cols, const uint8_t *act, s
     const __m512i table = _mm512_broadcast_i32x4(_mm_add_epi8(
         _mm_loadu_si128((const __m128i *)tn_iq4nl_values), _mm_set1_epi8((char)128)));
     __m512 acc[KB2];
+    __m512 acc2[1] = {_mm512_setzero_ps()};
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
     const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, TN_TYPE_IQ4_XS);
     for (int64_t s = 0; s < nsb; s++) {
-        const uint8_t *c = g + (size_t)s * cb;
-        x16_prefetch(c, cb, 0, cb, pf_mode);
-        const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(c + 32)));
-        const __m512i sl = _mm512_loadu_si512(c + 64);
-        __m512i isum[KB2];
+#pragma GCC unroll 2
+        for (int u = 0; u < streams; u++) { /* 2: the second stream, one row */
+            const uint8_t *const g_u = u ? g2 : g, *const act_u = u ? act2 : act;
+            __m512 *const acc_u = u ? acc2 : acc;
+            const int nb_u = u ? 1 : nb;
+            const uint8_t *c = g_u + (size_t)s * cb;
+            x16_prefetch(c, cb, 0, cb, pf_mode);
+            const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(c + 32)));
+            const __m512i sl = _mm512_loadu_si512(c + 64);
+            __m512i isum[KB2];
 #pragma GCC unroll 16
-        for (int b = 0; b < nb; b++)
-            isum[b] = _mm512_setzero_si512();
+            for (int b = 0; b < nb_u; b++)
+                isum[b] = _mm512_setzero_si512();
 #pragma GCC unroll 1
-        for (int j = 0; j < 8; j++) {
-            /* ls = scales_l nibble j | (scales_h bits 2j, 2j + 1) << 4, less 32. */
-            const __m512i lo = _mm512_and_si512(_mm512_srl_epi32(sl, _mm_cvtsi32_si128(4 * j)), m4);
-            const __m512i hi = _mm512_and_si512(_mm512_srl_epi32(sh, _mm_cvtsi32_si128(2 * j)), m2);
-            const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), k32);
-            const uint8_t *qb = c + 128 + 256 * j;
-            __m512i wq[8];
+            for (int j = 0; j < 8; j++) {
+                /* ls = scales_l nibble j | (scales_h bits 2j, 2j + 1) << 4, less 32. */
+                const __m512i lo = _mm512_and_si512(_mm512_srl_epi32(sl, _mm_cvtsi32_si128(4 * j)), m4);
+                const __m512i hi = _mm512_and_si512(_mm512_srl_epi32(sh, _mm_cvtsi32_si128(2 * j)), m2);
+                const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), k32);
+                const uint8_t *qb = c + 128 + 256 * j;
+                __m512i wq[8];
 #pragma GCC unroll 4
-            for (int p = 0; p < 4; p++) {
-                const __m512i v = _mm512_loadu_si512(qb + 64 * p);
-                wq[p] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, lo4));
-                wq[p + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4));
+                for (int p = 0; p < 4; p++) {
+                    const __m512i v = _mm512_loadu_si512(qb + 64 * p);
+                    wq[p] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, lo4));
+                    wq[p + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4));
+                }
+#pragma GCC unroll 16
+                for (int b = 0; b < nb_u; b++) {
+                    const uint8_t *a = act_u + (size_t)b * as;
+                    const int32_t *ci = (const int32_t *)((const float *)(a + cols) + nsb) + 16 * s;
+                    const uint8_t *x = a + 256 * s + 32 * j;
+                    __m512i t = _mm512_set1_epi32(ci[j]);
+#pragma GCC unroll 16
+                    for (int p = 0; p < 8; p++) /* low nibbles: values 4p..; high: 16 + 4(p - 4).. */
+                        t = dpbusd_bcast(t, wq[p], x + (p < 4 ? 4 * p : 16 + 4 * (p - 4)));
+                    isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
+                }
             }
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)c));
 #pragma GCC unroll 16
-            for (int b = 0; b < nb; b++) {
-                const uint8_t *a = act + (size_t)b * as;
-                const int32_t *ci = (const int32_t *)((const float *)(a + cols) + nsb) + 16 * s;
-                const uint8_t *x = a + 256 * s + 32 * j;
-                __m512i t = _mm512_set1_epi32(ci[j]);
-#pragma GCC unroll 16
-                for (int p = 0; p < 8; p++) /* low nibbles: values 4p..; high: 16 + 4(p - 4).. */
-                    t = dpbusd_bcast(t, wq[p], x + (p < 4 ? 4 * p : 16 + 4 * (p - 4)));
-                isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
+            for (int b = 0; b < nb_u; b++) {
+                const float *dx = (const float *)(act_u + (size_t)b * as + cols);
+                acc_u[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]),
+                                         _mm512_mul_ps(d, _mm512_set1_ps(dx[s])), acc_u[b]);
             }
-        }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)c));
-#pragma GCC unroll 16
-        for (int b = 0; b < nb; b++) {
-            const float *dx = (const float *)(act + (size_t)b * as + cols);
-            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]),
-                                     _mm512_mul_ps(d, _mm512_set1_ps(dx[s])), acc[b]);
         }
     }
     const __mmask16 m = (__mmask16)((1u << valid) - 1);
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+    if (streams == 2)
+        _mm512_mask_storeu_ps(y2, (__mmask16)((1u << valid2) - 1), acc2[0]);
 }
 
 /* A tile of nb rows runs as passes of 8, 4, 2, 1 rows (nb = 13: 8 + 4 + 1),
@@ -363,9 +393,11 @@ static inline int pass_rows(int left) {
 }
 
 #define X16K2_CALL(N)                                                                  \
-    (KIND == K2_Q2K   ? rows_x16_q2k(g, w->cols, act, mm->act_row, N, y, w->rows, valid) \
-     : KIND == K2_Q3K ? rows_x16_q3k(g, w->cols, act, mm->act_row, N, y, w->rows, valid) \
-                      : rows_x16_iq4xs(g, w->cols, act, mm->act_row, N, y, w->rows, valid))
+    (KIND == K2_Q2K ? rows_x16_q2k(g, NULL, 1, w->cols, act, NULL, mm->act_row, N, y, NULL, w->rows, \
+                                   valid, 0)                                                     \
+     : KIND == K2_Q3K                                                                             \
+         ? rows_x16_q3k(g, NULL, 1, w->cols, act, NULL, mm->act_row, N, y, NULL, w->rows, valid, 0) \
+         : rows_x16_iq4xs(g, NULL, 1, w->cols, act, NULL, mm->act_row, N, y, NULL, w->rows, valid, 0))
 #define X16K2_TILE(NAME, K)                                                            \
     static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0, \
                      int nb) {                                                        \
@@ -393,20 +425,27 @@ static inline int pass_rows(int left) {
 X16K2_TILE(tile_x16_q2k, K2_Q2K)
 X16K2_TILE(tile_x16_q3k, K2_Q3K)
 X16K2_TILE(tile_x16_iq4xs, K2_IQ4XS)
+#define ROWS2_x16k2(FN) FN(ga, gb, 2, wa->cols, ma->act, mb->act, ma->act_row, 1, ya, yb, wa->rows, va, vb)
+TN_X16_TILE_PAIR(pair_x16_q2k, tile_x16_q2k, ROWS2_x16k2(rows_x16_q2k))
+TN_X16_TILE_PAIR(pair_x16_q3k, tile_x16_q3k, ROWS2_x16k2(rows_x16_q3k))
+TN_X16_TILE_PAIR(pair_x16_iq4xs, tile_x16_iq4xs, ROWS2_x16k2(rows_x16_iq4xs))
 
 bool tn_mm_ops_avx512_x16k2(tn_mm_ops *ops, uint32_t type) {
     switch (type) {
     case TN_TYPE_Q2_K:
         ops->convert = convert_x16_q2k;
         ops->tile = tile_x16_q2k;
+        ops->tile_pair = pair_x16_q2k;
         break;
     case TN_TYPE_Q3_K:
         ops->convert = convert_x16_q3k;
         ops->tile = tile_x16_q3k;
+        ops->tile_pair = pair_x16_q3k;
         break;
     case TN_TYPE_IQ4_XS:
         ops->convert = convert_x16_iq4xs;
         ops->tile = tile_x16_iq4xs;
+        ops->tile_pair = pair_x16_iq4xs;
         break;
     default:
         return false;

@@ -1063,35 +1063,11 @@ X16_TILE(tile_x16_q4_0, false, false)
 X16_TILE(tile_x16_q8_0, true, false)
 X16_TILE(tile_x16_iq4nl, false, true)
 
-/* tile_pair (tn_mm_ops): the groups of two row ranges side by side, one
- * activation row; what one range has past the other's end goes alone. */
-#define X16_TILE_PAIR(NAME, TILE, IS_Q8, IS_NL)                                            \
-    static void NAME(const tn_mm *ma, int64_t ra0, int64_t ra1, const tn_mm *mb, int64_t rb0, \
-                     int64_t rb1) {                                                        \
-        const tn_weight *wa = ma->w, *wb = mb->w;                                          \
-        const size_t gba = tn_x16_group_bytes(wa->type, wa->cols);                         \
-        const size_t gbb = tn_x16_group_bytes(wb->type, wb->cols);                         \
-        if (wa->cols != wb->cols || ma->act_row != mb->act_row) {                                  \
-            TILE(ma, NULL, ra0, ra1, 0, 1);                                                \
-            TILE(mb, NULL, rb0, rb1, 0, 1);                                                \
-            return;                                                                        \
-        }                                                                                  \
-        int64_t a = ra0, b = rb0;                                                          \
-        for (; a < ra1 && b < rb1; a += 16, b += 16) {                                     \
-            const int va = wa->rows - a < 16 ? (int)(wa->rows - a) : 16;                    \
-            const int vb = wb->rows - b < 16 ? (int)(wb->rows - b) : 16;                    \
-            rows_x16((const uint8_t *)wa->data + (size_t)(a / 16) * gba,                   \
-                     (const uint8_t *)wb->data + (size_t)(b / 16) * gbb, wa->cols, IS_Q8,   \
-                     IS_NL, ma->act, mb->act, ma->act_row, 1, ma->y + a, mb->y + b, wa->rows, va, vb); \
-        }                                                                                  \
-        if (a < ra1)                                                                       \
-            TILE(ma, NULL, a, ra1, 0, 1);                                                  \
-        if (b < rb1)                                                                       \
-            TILE(mb, NULL, b, rb1, 0, 1);                                                  \
-    }
-X16_TILE_PAIR(pair_x16_q4_0, tile_x16_q4_0, false, false)
-X16_TILE_PAIR(pair_x16_q8_0, tile_x16_q8_0, true, false)
-X16_TILE_PAIR(pair_x16_iq4nl, tile_x16_iq4nl, false, true)
+#define ROWS2_x16(Q8, NL)                                                                   \
+    rows_x16(ga, gb, wa->cols, Q8, NL, ma->act, mb->act, ma->act_row, 1, ya, yb, wa->rows, va, vb)
+TN_X16_TILE_PAIR(pair_x16_q4_0, tile_x16_q4_0, ROWS2_x16(false, false))
+TN_X16_TILE_PAIR(pair_x16_q8_0, tile_x16_q8_0, ROWS2_x16(true, false))
+TN_X16_TILE_PAIR(pair_x16_iq4nl, tile_x16_iq4nl, ROWS2_x16(false, true))
 
 /* ------------------------------------- X16 layout: Q4_1, Q5_0 and Q5_1
  *
@@ -1120,80 +1096,91 @@ static void convert_x16_q5_0(const float *x, void *dst, int64_t cols) {
     convert_x16(x, dst, cols, 16);
 }
 
-INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, const uint8_t *act,
-                      size_t as, int nb, float *y, int64_t ys, int valid) {
+INLINE void rows_x16m(const uint8_t *g, const uint8_t *g2, int streams,
+                         int64_t cols, bool has_min, bool q5, const uint8_t *act, const uint8_t *act2,
+                      size_t as, int nb, float *y, float *y2, int64_t ys, int valid, int valid2) {
     const int64_t nblk = cols / 32;
     const size_t hdr = has_min ? 128 : 64, qb = q5 ? 320 : 256, chunk = hdr + 2 * qb;
     const __m512i lo4 = _mm512_set1_epi8(0x0f), v16 = _mm512_set1_epi8(0x10);
     __m512 acc[KB];
+    __m512 acc2[1] = {_mm512_setzero_ps()};
 #pragma GCC unroll 16
     for (int j = 0; j < nb; j++)
         acc[j] = _mm512_setzero_ps();
     const uint32_t type = has_min ? (q5 ? TN_TYPE_Q5_1 : TN_TYPE_Q4_1) : TN_TYPE_Q5_0;
     const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, type);
     for (int64_t k = 0; k < nblk; k++) {
-        const uint8_t *c = g + (size_t)(k / 2) * chunk;
-        const int h = (int)(k & 1);
-        /* as in rows_x16; far at one row took Gemma 3 1B's Q5_0 decode from
-         * 32.8-36.2 to 38.5-41.0 tok/s on session 14's host */
-        x16_prefetch(c, chunk, (size_t)h * (chunk / 2), chunk / 2, pf_mode);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
-        __m512 mw = _mm512_setzero_ps();
-        if (has_min)
-            mw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 64 + 32 * h)));
-        const uint8_t *q = c + hdr + (size_t)h * qb;
-        const uint8_t *nib = q5 ? q + 64 : q;
-        __m512i wq[8];
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            __m512i v = _mm512_load_si512(nib + 64 * p);
-            wq[p] = _mm512_and_si512(v, lo4);
-            wq[p + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
-        }
-        if (q5) {
-#pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) {
-                uint64_t m;
-                memcpy(&m, q + 8 * j, 8);
-                wq[j] = _mm512_mask_add_epi8(wq[j], _cvtu64_mask64(m), wq[j], v16);
-            }
-        }
-#pragma GCC unroll 16
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *a = act + (size_t)b * as;
-            const float *dx = (const float *)(a + cols);
-            const int32_t *ci = (const int32_t *)(dx + nblk);
-            const float *sx = dx + nblk;
-            __m512i s = has_min ? _mm512_setzero_si512() : _mm512_set1_epi32(ci[k]);
-            if (nb <= 2) { /* as in rows_x16: same bits, separate broadcasts */
-                __m512i s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                for (int j = 0; j < 8; j += 2) {
-                    int32_t xw0, xw1;
-                    memcpy(&xw0, a + 32 * k + 4 * j, 4);
-                    memcpy(&xw1, a + 32 * k + 4 * j + 4, 4);
-                    s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw0));
-                    s1 = _mm512_dpbusd_epi32(s1, wq[j + 1], _mm512_set1_epi32(xw1));
-                }
-                s = _mm512_add_epi32(s, s1);
-            } else {
-#pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) /* embedded broadcasts: +15-29 % at 16 rows in L2 */
-                    s = dpbusd_bcast(s, wq[j], a + 32 * k + 4 * j);
-            }
-            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
-                                     _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), acc[b]);
+#pragma GCC unroll 2
+        for (int u = 0; u < streams; u++) { /* 2: the second stream, one row */
+            const uint8_t *const g_u = u ? g2 : g, *const act_u = u ? act2 : act;
+            __m512 *const acc_u = u ? acc2 : acc;
+            const int nb_u = u ? 1 : nb;
+            const uint8_t *c = g_u + (size_t)(k / 2) * chunk;
+            const int h = (int)(k & 1);
+            /* as in rows_x16; far at one row took Gemma 3 1B's Q5_0 decode from
+             * 32.8-36.2 to 38.5-41.0 tok/s on session 14's host */
+            x16_prefetch(c, chunk, (size_t)h * (chunk / 2), chunk / 2, pf_mode);
+            const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
+            __m512 mw = _mm512_setzero_ps();
             if (has_min)
-                acc[b] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx[k]), acc[b]);
+                mw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 64 + 32 * h)));
+            const uint8_t *q = c + hdr + (size_t)h * qb;
+            const uint8_t *nib = q5 ? q + 64 : q;
+            __m512i wq[8];
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                __m512i v = _mm512_load_si512(nib + 64 * p);
+                wq[p] = _mm512_and_si512(v, lo4);
+                wq[p + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+            }
+            if (q5) {
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; j++) {
+                    uint64_t m;
+                    memcpy(&m, q + 8 * j, 8);
+                    wq[j] = _mm512_mask_add_epi8(wq[j], _cvtu64_mask64(m), wq[j], v16);
+                }
+            }
+#pragma GCC unroll 16
+            for (int b = 0; b < nb_u; b++) {
+                const uint8_t *a = act_u + (size_t)b * as;
+                const float *dx = (const float *)(a + cols);
+                const int32_t *ci = (const int32_t *)(dx + nblk);
+                const float *sx = dx + nblk;
+                __m512i s = has_min ? _mm512_setzero_si512() : _mm512_set1_epi32(ci[k]);
+                if (nb_u <= 2) { /* as in rows_x16: same bits, separate broadcasts */
+                    __m512i s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                    for (int j = 0; j < 8; j += 2) {
+                        int32_t xw0, xw1;
+                        memcpy(&xw0, a + 32 * k + 4 * j, 4);
+                        memcpy(&xw1, a + 32 * k + 4 * j + 4, 4);
+                        s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw0));
+                        s1 = _mm512_dpbusd_epi32(s1, wq[j + 1], _mm512_set1_epi32(xw1));
+                    }
+                    s = _mm512_add_epi32(s, s1);
+                } else {
+#pragma GCC unroll 8
+                    for (int j = 0; j < 8; j++) /* embedded broadcasts: +15-29 % at 16 rows in L2 */
+                        s = dpbusd_bcast(s, wq[j], a + 32 * k + 4 * j);
+                }
+                acc_u[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
+                                         _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), acc_u[b]);
+                if (has_min)
+                    acc_u[b] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx[k]), acc_u[b]);
+            }
         }
     }
     const __mmask16 m = (__mmask16)((1u << valid) - 1);
 #pragma GCC unroll 16
     for (int b = 0; b < nb; b++)
         _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+    if (streams == 2)
+        _mm512_mask_storeu_ps(y2, (__mmask16)((1u << valid2) - 1), acc2[0]);
 }
 
-#define CALL_x16m(N) rows_x16m(g, w->cols, HAS_MIN, Q5, act, mm->act_row, N, y, w->rows, valid)
+#define CALL_x16m(N) \
+    rows_x16m(g, NULL, 1, w->cols, HAS_MIN, Q5, act, NULL, mm->act_row, N, y, NULL, w->rows, valid, 0)
 #define X16M_TILE(NAME, IS_MIN, IS_Q5)                                                     \
     static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,      \
                      int nb) {                                                             \
@@ -1215,6 +1202,12 @@ INLINE void rows_x16m(const uint8_t *g, int64_t cols, bool has_min, bool q5, con
 X16M_TILE(tile_x16_q4_1, true, false)
 X16M_TILE(tile_x16_q5_0, false, true)
 X16M_TILE(tile_x16_q5_1, true, true)
+#define ROWS2_x16m(MIN, Q5)                                                                 \
+    rows_x16m(ga, gb, 2, wa->cols, MIN, Q5, ma->act, mb->act, ma->act_row, 1, ya, yb, wa->rows, \
+              va, vb)
+TN_X16_TILE_PAIR(pair_x16_q4_1, tile_x16_q4_1, ROWS2_x16m(true, false))
+TN_X16_TILE_PAIR(pair_x16_q5_0, tile_x16_q5_0, ROWS2_x16m(false, true))
+TN_X16_TILE_PAIR(pair_x16_q5_1, tile_x16_q5_1, ROWS2_x16m(true, true))
 
 /* The X16 kernels of Q4_1, Q5_0 and Q5_1; false for other types. */
 static bool x16m_ops(tn_mm_ops *ops, uint32_t type) {
@@ -1224,14 +1217,17 @@ static bool x16m_ops(tn_mm_ops *ops, uint32_t type) {
     case TN_TYPE_Q4_1:
         ops->convert = convert_x16_min;
         ops->tile = tile_x16_q4_1;
+        ops->tile_pair = pair_x16_q4_1;
         return true;
     case TN_TYPE_Q5_0:
         ops->convert = convert_x16_q5_0;
         ops->tile = tile_x16_q5_0;
+        ops->tile_pair = pair_x16_q5_0;
         return true;
     case TN_TYPE_Q5_1:
         ops->convert = convert_x16_min;
         ops->tile = tile_x16_q5_1;
+        ops->tile_pair = pair_x16_q5_1;
         return true;
     default:
         return false;
@@ -1305,8 +1301,9 @@ static void convert_x16_q6k(const float *x, void *dst, int64_t cols) {
     convert_x16k(x, dst, cols, true);
 }
 
-INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t *act, size_t as,
-                         int nb, float *y, int64_t ys, int valid) {
+INLINE void rows_x16_q4k(const uint8_t *g, const uint8_t *g2, int streams,
+                         int64_t cols, bool q5, const uint8_t *act, const uint8_t *act2, size_t as,
+                         int nb, float *y, float *y2, int64_t ys, int valid, int valid2) {
     const int64_t nsb = cols / 256;
     const size_t cb = q5 ? 16 * sizeof(tn_block_q5_K) : 16 * sizeof(tn_block_q4_K);
     const __m512i v16 = _mm512_set1_epi8(0x10);
@@ -1314,177 +1311,196 @@ INLINE void rows_x16_q4k(const uint8_t *g, int64_t cols, bool q5, const uint8_t 
     const __m512i hi4 = _mm512_set1_epi8((char)0xf0);
     const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
     __m512 acc[KB_K];
+    __m512 acc2[1] = {_mm512_setzero_ps()};
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
     const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, q5 ? TN_TYPE_Q5_K : TN_TYPE_Q4_K);
     for (int64_t s = 0; s < nsb; s++) {
-        const uint8_t *c = g + (size_t)s * cb;
-        x16_prefetch(c, cb, 0, cb, pf_mode);
-        /* scales[0..3] (w0): sc 0..3 low 6 bits, top bits of sc 4..7;
-         * scales[4..7] (w1): the same for the mins; scales[8..11] (w2):
-         * low 4 bits of sc 4..7 (low nibbles) and of m 4..7 (high). */
-        const __m512i w0 = _mm512_loadu_si512(c + 64), w1 = _mm512_loadu_si512(c + 128);
-        const __m512i w2 = _mm512_loadu_si512(c + 192);
-        __m512i isum[KB_K];
+#pragma GCC unroll 2
+        for (int u = 0; u < streams; u++) { /* 2: the second stream, one row */
+            const uint8_t *const g_u = u ? g2 : g, *const act_u = u ? act2 : act;
+            __m512 *const acc_u = u ? acc2 : acc;
+            const int nb_u = u ? 1 : nb;
+            const uint8_t *c = g_u + (size_t)s * cb;
+            x16_prefetch(c, cb, 0, cb, pf_mode);
+            /* scales[0..3] (w0): sc 0..3 low 6 bits, top bits of sc 4..7;
+             * scales[4..7] (w1): the same for the mins; scales[8..11] (w2):
+             * low 4 bits of sc 4..7 (low nibbles) and of m 4..7 (high). */
+            const __m512i w0 = _mm512_loadu_si512(c + 64), w1 = _mm512_loadu_si512(c + 128);
+            const __m512i w2 = _mm512_loadu_si512(c + 192);
+            __m512i isum[KB_K];
 #pragma GCC unroll 8
-        for (int b = 0; b < nb; b++)
-            isum[b] = _mm512_setzero_si512();
+            for (int b = 0; b < nb_u; b++)
+                isum[b] = _mm512_setzero_si512();
 #pragma GCC unroll 1
-        for (int j = 0; j < 8; j++) {
-            __m512i sc;
-            if (j < 4)
-                sc = _mm512_and_si512(_mm512_srli_epi32(w0, 8 * j), m6);
-            else
-                sc = _mm512_or_si512(
-                    _mm512_and_si512(_mm512_srli_epi32(w2, 8 * (j - 4)), m4),
-                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 8 * (j - 4) + 6), m2), 4));
-            const uint8_t *qb = c + (q5 ? 768 : 256) + 512 * (j / 2);
-            const bool in_place = !q5 && (j & 1) && nb == 1;
-            __m512i wq[8];
-#pragma GCC unroll 8
-            for (int p = 0; p < 8; p++) {
-                __m512i v = _mm512_loadu_si512(qb + 64 * p);
-                /* At one row (decode) Q4_K's high nibbles stay in place
-                 * (16 q): the row's sum is then 16 S, shifted back exactly
-                 * below, one op where a shift per register cost eight:
-                 * 5-10 % faster with the weights in L2. (At 2 to 8 rows it
-                 * measured no faster or slower, so they keep the shifts.)
-                 * Q5_K's fifth bit would not fit a byte above them. */
-                if (in_place)
-                    wq[p] = _mm512_and_si512(v, hi4);
+            for (int j = 0; j < 8; j++) {
+                __m512i sc;
+                if (j < 4)
+                    sc = _mm512_and_si512(_mm512_srli_epi32(w0, 8 * j), m6);
                 else
-                    wq[p] = _mm512_and_si512(j & 1 ? _mm512_srli_epi16(v, 4) : v, lo4);
-                if (q5) { /* the fifth bits, as Q5_0's: one masked byte add */
-                    uint64_t mk;
-                    memcpy(&mk, c + 256 + 64 * j + 8 * p, 8);
-                    wq[p] = _mm512_mask_add_epi8(wq[p], _cvtu64_mask64(mk), wq[p], v16);
+                    sc = _mm512_or_si512(
+                        _mm512_and_si512(_mm512_srli_epi32(w2, 8 * (j - 4)), m4),
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 8 * (j - 4) + 6), m2), 4));
+                const uint8_t *qb = c + (q5 ? 768 : 256) + 512 * (j / 2);
+                const bool in_place = !q5 && (j & 1) && nb_u == 1;
+                __m512i wq[8];
+#pragma GCC unroll 8
+                for (int p = 0; p < 8; p++) {
+                    __m512i v = _mm512_loadu_si512(qb + 64 * p);
+                    /* At one row (decode) Q4_K's high nibbles stay in place
+                     * (16 q): the row's sum is then 16 S, shifted back exactly
+                     * below, one op where a shift per register cost eight:
+                     * 5-10 % faster with the weights in L2. (At 2 to 8 rows it
+                     * measured no faster or slower, so they keep the shifts.)
+                     * Q5_K's fifth bit would not fit a byte above them. */
+                    if (in_place)
+                        wq[p] = _mm512_and_si512(v, hi4);
+                    else
+                        wq[p] = _mm512_and_si512(j & 1 ? _mm512_srli_epi16(v, 4) : v, lo4);
+                    if (q5) { /* the fifth bits, as Q5_0's: one masked byte add */
+                        uint64_t mk;
+                        memcpy(&mk, c + 256 + 64 * j + 8 * p, 8);
+                        wq[p] = _mm512_mask_add_epi8(wq[p], _cvtu64_mask64(mk), wq[p], v16);
+                    }
+                }
+#pragma GCC unroll 8
+                for (int b = 0; b < nb_u; b++) {
+                    const uint8_t *x = act_u + (size_t)b * as + 256 * s + 32 * j;
+                    __m512i t = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                    for (int p = 0; p < 8; p++)
+                        t = dpbusd_bcast(t, wq[p], x + 4 * p);
+                    if (in_place) /* 16 S, a multiple of 16: exact */
+                        t = _mm512_srai_epi32(t, 4);
+                    isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
                 }
             }
-#pragma GCC unroll 8
-            for (int b = 0; b < nb; b++) {
-                const uint8_t *x = act + (size_t)b * as + 256 * s + 32 * j;
-                __m512i t = _mm512_setzero_si512();
-#pragma GCC unroll 8
-                for (int p = 0; p < 8; p++)
-                    t = dpbusd_bcast(t, wq[p], x + 4 * p);
-                if (in_place) /* 16 S, a multiple of 16: exact */
-                    t = _mm512_srai_epi32(t, 4);
-                isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
-            }
-        }
-        /* The mins as int16 pairs (m 2p, m 2p + 1) per row. */
-        __m512i mn[8], mp[4];
-        for (int j = 0; j < 8; j++)
-            mn[j] = j < 4 ? _mm512_and_si512(_mm512_srli_epi32(w1, 8 * j), m6)
-                          : _mm512_or_si512(
-                                _mm512_and_si512(_mm512_srli_epi32(w2, 8 * (j - 4) + 4), m4),
-                                _mm512_slli_epi32(
-                                    _mm512_and_si512(_mm512_srli_epi32(w1, 8 * (j - 4) + 6), m2), 4));
-        for (int p = 0; p < 4; p++)
-            mp[p] = _mm512_or_si512(mn[2 * p], _mm512_slli_epi32(mn[2 * p + 1], 16));
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)c));
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(c + 32)));
-#pragma GCC unroll 8
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *a = act + (size_t)b * as;
-            const float *dx = (const float *)(a + cols);
-            const uint8_t *bp = (const uint8_t *)(dx + nsb) + 16 * s;
-            __m512i ms = _mm512_setzero_si512();
-#pragma GCC unroll 4
+            /* The mins as int16 pairs (m 2p, m 2p + 1) per row. */
+            __m512i mn[8], mp[4];
+            for (int j = 0; j < 8; j++)
+                mn[j] = j < 4 ? _mm512_and_si512(_mm512_srli_epi32(w1, 8 * j), m6)
+                              : _mm512_or_si512(
+                                    _mm512_and_si512(_mm512_srli_epi32(w2, 8 * (j - 4) + 4), m4),
+                                    _mm512_slli_epi32(
+                                        _mm512_and_si512(_mm512_srli_epi32(w1, 8 * (j - 4) + 6), m2), 4));
             for (int p = 0; p < 4; p++)
-                ms = _mm512_dpwssd_epi32(ms, mp[p], bcast32(bp + 4 * p));
-            const __m512 vdx = _mm512_set1_ps(dx[s]);
-            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]), _mm512_mul_ps(d, vdx), acc[b]);
-            acc[b] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, vdx), acc[b]);
+                mp[p] = _mm512_or_si512(mn[2 * p], _mm512_slli_epi32(mn[2 * p + 1], 16));
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)c));
+            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(c + 32)));
+#pragma GCC unroll 8
+            for (int b = 0; b < nb_u; b++) {
+                const uint8_t *a = act_u + (size_t)b * as;
+                const float *dx = (const float *)(a + cols);
+                const uint8_t *bp = (const uint8_t *)(dx + nsb) + 16 * s;
+                __m512i ms = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++)
+                    ms = _mm512_dpwssd_epi32(ms, mp[p], bcast32(bp + 4 * p));
+                const __m512 vdx = _mm512_set1_ps(dx[s]);
+                acc_u[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]), _mm512_mul_ps(d, vdx), acc_u[b]);
+                acc_u[b] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, vdx), acc_u[b]);
+            }
         }
     }
     const __mmask16 m = (__mmask16)((1u << valid) - 1);
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
         _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+    if (streams == 2)
+        _mm512_mask_storeu_ps(y2, (__mmask16)((1u << valid2) - 1), acc2[0]);
 }
 
-INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, size_t as, int nb,
-                         float *y, int64_t ys, int valid) {
+INLINE void rows_x16_q6k(const uint8_t *g, const uint8_t *g2, int streams,
+                         int64_t cols, const uint8_t *act, const uint8_t *act2, size_t as, int nb,
+                         float *y, float *y2, int64_t ys, int valid, int valid2) {
     const int64_t nsb = cols / 256;
     const size_t cb = 16 * sizeof(tn_block_q6_K);
     const __m512i m6 = _mm512_set1_epi8(0x3f), m2 = _mm512_set1_epi8(0x03);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[KB_K];
+    __m512 acc2[1] = {_mm512_setzero_ps()};
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
         acc[b] = _mm512_setzero_ps();
     const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, TN_TYPE_Q6_K);
     for (int64_t s = 0; s < nsb; s++) {
-        const uint8_t *c = g + (size_t)s * cb;
-        x16_prefetch(c, cb, 0, cb, pf_mode);
-        __m512i isum[KB_K];
+#pragma GCC unroll 2
+        for (int u = 0; u < streams; u++) { /* 2: the second stream, one row */
+            const uint8_t *const g_u = u ? g2 : g, *const act_u = u ? act2 : act;
+            __m512 *const acc_u = u ? acc2 : acc;
+            const int nb_u = u ? 1 : nb;
+            const uint8_t *c = g_u + (size_t)s * cb;
+            x16_prefetch(c, cb, 0, cb, pf_mode);
+            __m512i isum[KB_K];
 #pragma GCC unroll 8
-        for (int b = 0; b < nb; b++)
-            isum[b] = _mm512_setzero_si512();
+            for (int b = 0; b < nb_u; b++)
+                isum[b] = _mm512_setzero_si512();
 #pragma GCC unroll 1
-        for (int k = 0; k < 16; k++) {
-            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + 32 + 16 * k)));
-            const uint8_t *q = c + 288 + 192 * k;
-            const __m512i r0 = _mm512_loadu_si512(q), r1 = _mm512_loadu_si512(q + 64);
-            const __m512i r2 = _mm512_loadu_si512(q + 128);
-            /* q(0..2): bits 0..5 of r0..r2; q(3): their bits 6, 7 (repack.c).
-             * 0xe4 is C ? A : B: q(3)'s bits 0, 1 from r0, 2, 3 from r1,
-             * then 4, 5 from r2, and the AND clears what the word shifts
-             * brought in from the next byte. 9 vector ops (the old layout,
-             * two nibble registers and one of top bits, took 17). */
-            __m512i wq[4];
-            wq[0] = _mm512_and_si512(r0, m6);
-            wq[1] = _mm512_and_si512(r1, m6);
-            wq[2] = _mm512_and_si512(r2, m6);
-            const __m512i t01 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(r0, 6),
-                                                          _mm512_srli_epi16(r1, 4), m2, 0xe4);
-            wq[3] = _mm512_and_si512(
-                _mm512_ternarylogic_epi32(t01, _mm512_srli_epi16(r2, 2), m4, 0xe4), m6);
+            for (int k = 0; k < 16; k++) {
+                const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + 32 + 16 * k)));
+                const uint8_t *q = c + 288 + 192 * k;
+                const __m512i r0 = _mm512_loadu_si512(q), r1 = _mm512_loadu_si512(q + 64);
+                const __m512i r2 = _mm512_loadu_si512(q + 128);
+                /* q(0..2): bits 0..5 of r0..r2; q(3): their bits 6, 7 (repack.c).
+                 * 0xe4 is C ? A : B: q(3)'s bits 0, 1 from r0, 2, 3 from r1,
+                 * then 4, 5 from r2, and the AND clears what the word shifts
+                 * brought in from the next byte. 9 vector ops (the old layout,
+                 * two nibble registers and one of top bits, took 17). */
+                __m512i wq[4];
+                wq[0] = _mm512_and_si512(r0, m6);
+                wq[1] = _mm512_and_si512(r1, m6);
+                wq[2] = _mm512_and_si512(r2, m6);
+                const __m512i t01 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(r0, 6),
+                                                              _mm512_srli_epi16(r1, 4), m2, 0xe4);
+                wq[3] = _mm512_and_si512(
+                    _mm512_ternarylogic_epi32(t01, _mm512_srli_epi16(r2, 2), m4, 0xe4), m6);
 #pragma GCC unroll 8
-            for (int b = 0; b < nb; b++) {
-                const uint8_t *x = act + (size_t)b * as + 256 * s + 16 * k;
-                __m512i t = _mm512_setzero_si512();
+                for (int b = 0; b < nb_u; b++) {
+                    const uint8_t *x = act_u + (size_t)b * as + 256 * s + 16 * k;
+                    __m512i t = _mm512_setzero_si512();
 #pragma GCC unroll 4
-                for (int u = 0; u < 4; u++)
-                    t = dpbusd_bcast(t, wq[u], x + 4 * u);
-                isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
+                    for (int u = 0; u < 4; u++)
+                        t = dpbusd_bcast(t, wq[u], x + 4 * u);
+                    isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
+                }
             }
-        }
-        /* - 32 * sum(sc * B): the 16 rows' scales of sub-blocks 2p, 2p + 1
-         * as int16 pairs (one vpermw interleaves the two), against the row's
-         * pairs of activation sums. */
-        const __m512i pair_idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                                  23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-        __m512i scp[8];
+            /* - 32 * sum(sc * B): the 16 rows' scales of sub-blocks 2p, 2p + 1
+             * as int16 pairs (one vpermw interleaves the two), against the row's
+             * pairs of activation sums. */
+            const __m512i pair_idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                                      23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+            __m512i scp[8];
 #pragma GCC unroll 8
-        for (int p = 0; p < 8; p++)
-            scp[p] = _mm512_permutexvar_epi16(
-                pair_idx, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(c + 32 + 32 * p))));
+            for (int p = 0; p < 8; p++)
+                scp[p] = _mm512_permutexvar_epi16(
+                    pair_idx, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(c + 32 + 32 * p))));
 #pragma GCC unroll 8
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *a = act + (size_t)b * as;
-            const uint8_t *bp = (const uint8_t *)((const float *)(a + cols) + nsb) + 32 * s;
-            isum[b] = _mm512_sub_epi32(isum[b], _mm512_slli_epi32(pair_dot8(scp, bp), 5));
-        }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)c));
+            for (int b = 0; b < nb_u; b++) {
+                const uint8_t *a = act_u + (size_t)b * as;
+                const uint8_t *bp = (const uint8_t *)((const float *)(a + cols) + nsb) + 32 * s;
+                isum[b] = _mm512_sub_epi32(isum[b], _mm512_slli_epi32(pair_dot8(scp, bp), 5));
+            }
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)c));
 #pragma GCC unroll 8
-        for (int b = 0; b < nb; b++) {
-            const float *dx = (const float *)(act + (size_t)b * as + cols);
-            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]),
-                                     _mm512_mul_ps(d, _mm512_set1_ps(dx[s])), acc[b]);
+            for (int b = 0; b < nb_u; b++) {
+                const float *dx = (const float *)(act_u + (size_t)b * as + cols);
+                acc_u[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[b]),
+                                         _mm512_mul_ps(d, _mm512_set1_ps(dx[s])), acc_u[b]);
+            }
         }
     }
     const __mmask16 m = (__mmask16)((1u << valid) - 1);
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
         _mm512_mask_storeu_ps(y + b * ys, m, acc[b]);
+    if (streams == 2)
+        _mm512_mask_storeu_ps(y2, (__mmask16)((1u << valid2) - 1), acc2[0]);
 }
 
 #define CALL_x16k(N)                                                                         \
-    (Q6 ? rows_x16_q6k(g, w->cols, act, mm->act_row, N, y, w->rows, valid)                    \
-        : rows_x16_q4k(g, w->cols, Q5, act, mm->act_row, N, y, w->rows, valid))
+    (Q6 ? rows_x16_q6k(g, NULL, 1, w->cols, act, NULL, mm->act_row, N, y, NULL, w->rows, valid, 0) \
+        : rows_x16_q4k(g, NULL, 1, w->cols, Q5, act, NULL, mm->act_row, N, y, NULL, w->rows, valid, 0))
 #define X16K_TILE(NAME, IS_Q5, IS_Q6)                                                       \
     static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,      \
                      int nb) {                                                             \
@@ -1506,6 +1522,11 @@ INLINE void rows_x16_q6k(const uint8_t *g, int64_t cols, const uint8_t *act, siz
 X16K_TILE(tile_x16_q4k, false, false)
 X16K_TILE(tile_x16_q5k, true, false)
 X16K_TILE(tile_x16_q6k, false, true)
+#define ROWS2_x16k(FN, ...) \
+    FN(ga, gb, 2, wa->cols, __VA_ARGS__ ma->act, mb->act, ma->act_row, 1, ya, yb, wa->rows, va, vb)
+TN_X16_TILE_PAIR(pair_x16_q4k, tile_x16_q4k, ROWS2_x16k(rows_x16_q4k, false,))
+TN_X16_TILE_PAIR(pair_x16_q5k, tile_x16_q5k, ROWS2_x16k(rows_x16_q4k, true,))
+TN_X16_TILE_PAIR(pair_x16_q6k, tile_x16_q6k, ROWS2_x16k(rows_x16_q6k, ))
 
 /* The X16 kernels of the K-quants; false for other types. */
 static bool x16k_ops(tn_mm_ops *ops, uint32_t type) {
@@ -1514,6 +1535,9 @@ static bool x16k_ops(tn_mm_ops *ops, uint32_t type) {
     ops->act_bytes = act_x16k_bytes;
     ops->convert = type == TN_TYPE_Q6_K ? convert_x16_q6k : convert_x16_q4k;
     ops->tile = type == TN_TYPE_Q4_K ? tile_x16_q4k : type == TN_TYPE_Q5_K ? tile_x16_q5k : tile_x16_q6k;
+    ops->tile_pair = type == TN_TYPE_Q4_K   ? pair_x16_q4k
+                     : type == TN_TYPE_Q5_K ? pair_x16_q5k
+                                            : pair_x16_q6k;
     ops->row_align = 16;
     return true;
 }

@@ -74,4 +74,36 @@ static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *un
     }
 }
 
+/* tile_pair (tn_mm_ops) of an X16 family: the 16-row groups of two row
+ * ranges side by side, one activation row, through ROWS2 (a call of the
+ * family's rows function reading two streams: groups ga and gb of ma's and
+ * mb's weights wa and wb, va and vb rows valid, results to ya and yb); what
+ * one range has past the other's end goes alone through TILE, and so do
+ * two ranges of different widths. */
+#define TN_X16_TILE_PAIR(NAME, TILE, ROWS2)                                                   \
+    static void NAME(const tn_mm *ma, int64_t ra0, int64_t ra1, const tn_mm *mb, int64_t rb0, \
+                     int64_t rb1) {                                                           \
+        const tn_weight *wa = ma->w, *wb = mb->w;                                             \
+        if (wa->cols != wb->cols || ma->act_row != mb->act_row) {                             \
+            TILE(ma, NULL, ra0, ra1, 0, 1);                                                   \
+            TILE(mb, NULL, rb0, rb1, 0, 1);                                                   \
+            return;                                                                           \
+        }                                                                                     \
+        const size_t gba = tn_x16_group_bytes(wa->type, wa->cols);                            \
+        const size_t gbb = tn_x16_group_bytes(wb->type, wb->cols);                            \
+        int64_t a = ra0, b = rb0;                                                             \
+        for (; a < ra1 && b < rb1; a += 16, b += 16) {                                       \
+            const uint8_t *ga = (const uint8_t *)wa->data + (size_t)(a / 16) * gba;           \
+            const uint8_t *gb = (const uint8_t *)wb->data + (size_t)(b / 16) * gbb;           \
+            const int va = wa->rows - a < 16 ? (int)(wa->rows - a) : 16;                       \
+            const int vb = wb->rows - b < 16 ? (int)(wb->rows - b) : 16;                       \
+            float *ya = ma->y + a, *yb = mb->y + b;                                           \
+            ROWS2;                                                                            \
+        }                                                                                     \
+        if (a < ra1)                                                                          \
+            TILE(ma, NULL, a, ra1, 0, 1);                                                     \
+        if (b < rb1)                                                                          \
+            TILE(mb, NULL, b, rb1, 0, 1);                                                     \
+    }
+
 #endif
