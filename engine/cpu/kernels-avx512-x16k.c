@@ -140,10 +140,8 @@ INLINE void rows_x16_q2k(const uint8_t *g, const uint8_t *g2, int streams,
     const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, TN_TYPE_Q2_K);
     for (int64_t s = 0; s < nsb; s++) {
 #pragma GCC unroll 2
-        for (int u = 0; u < streams; u++) { /* 2: the second stream, one row */
-            const uint8_t *const g_u = u ? g2 : g, *const act_u = u ? act2 : act;
-            __m512 *const acc_u = u ? acc2 : acc;
-            const int nb_u = u ? 1 : nb;
+        for (int u = 0; u < streams; u++) {
+            TN_X16_STREAM(u);
             const uint8_t *c = g_u + (size_t)s * cb;
             x16_prefetch(c, cb, 0, cb, pf_mode);
             __m512i isum[KB2];
@@ -237,10 +235,8 @@ INLINE void rows_x16_q3k(const uint8_t *g, const uint8_t *g2, int streams,
     const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, TN_TYPE_Q3_K);
     for (int64_t s = 0; s < nsb; s++) {
 #pragma GCC unroll 2
-        for (int u = 0; u < streams; u++) { /* 2: the second stream, one row */
-            const uint8_t *const g_u = u ? g2 : g, *const act_u = u ? act2 : act;
-            __m512 *const acc_u = u ? acc2 : acc;
-            const int nb_u = u ? 1 : nb;
+        for (int u = 0; u < streams; u++) {
+            TN_X16_STREAM(u);
             const uint8_t *c = g_u + (size_t)s * cb;
             x16_prefetch(c, cb, 0, cb, pf_mode);
             __m512i sc8[4];
@@ -327,10 +323,8 @@ INLINE void rows_x16_iq4xs(const uint8_t *g, const uint8_t *g2, int streams,
     const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, TN_TYPE_IQ4_XS);
     for (int64_t s = 0; s < nsb; s++) {
 #pragma GCC unroll 2
-        for (int u = 0; u < streams; u++) { /* 2: the second stream, one row */
-            const uint8_t *const g_u = u ? g2 : g, *const act_u = u ? act2 : act;
-            __m512 *const acc_u = u ? acc2 : acc;
-            const int nb_u = u ? 1 : nb;
+        for (int u = 0; u < streams; u++) {
+            TN_X16_STREAM(u);
             const uint8_t *c = g_u + (size_t)s * cb;
             x16_prefetch(c, cb, 0, cb, pf_mode);
             const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(c + 32)));

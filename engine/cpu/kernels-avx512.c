@@ -939,6 +939,21 @@ static void convert_x16_iq4nl(const float *x, void *dst, int64_t cols) {
 }
 
 
+/* s + the eight dot products of a 32-value block (wq) with its activation
+ * bytes x, as two chains of four: integer sums, the same bits as one chain. */
+INLINE __m512i dot8_two_chains(__m512i s, const __m512i wq[8], const uint8_t *x) {
+    __m512i s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int j = 0; j < 8; j += 2) {
+        int32_t xw0, xw1;
+        memcpy(&xw0, x + 4 * j, 4);
+        memcpy(&xw1, x + 4 * j + 4, 4);
+        s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw0));
+        s1 = _mm512_dpbusd_epi32(s1, wq[j + 1], _mm512_set1_epi32(xw1));
+    }
+    return _mm512_add_epi32(s, s1);
+}
+
 /* Block k of one group of 16 rows against nb activation rows. */
 INLINE void x16_block(const uint8_t *g, int64_t k, int64_t nblk, bool q8, bool nl, __m512i nl_table,
                       tn_prefetch_mode pf_mode, const uint8_t *act, size_t as, int nb, __m512 *acc) {
@@ -991,16 +1006,7 @@ INLINE void x16_block(const uint8_t *g, int64_t k, int64_t nblk, bool q8, bool n
                  * not dpbusd_bcast: at one row from DRAM no gain from it
                  * could be told from the noise (docs/PERFORMANCE.md, "The
                  * other X16 kernels"), so decode keeps the code it had. */
-                __m512i s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                for (int j = 0; j < 8; j += 2) {
-                    int32_t xw0, xw1;
-                    memcpy(&xw0, a + 32 * k + 4 * j, 4);
-                    memcpy(&xw1, a + 32 * k + 4 * j + 4, 4);
-                    s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw0));
-                    s1 = _mm512_dpbusd_epi32(s1, wq[j + 1], _mm512_set1_epi32(xw1));
-                }
-                s = _mm512_add_epi32(s, s1);
+                s = dot8_two_chains(s, wq, a + 32 * k);
             } else {
 #pragma GCC unroll 8
                 for (int j = 0; j < 8; j++) /* embedded broadcasts: +15-29 % at 16 rows in L2 */
@@ -1111,10 +1117,8 @@ INLINE void rows_x16m(const uint8_t *g, const uint8_t *g2, int streams,
     const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, type);
     for (int64_t k = 0; k < nblk; k++) {
 #pragma GCC unroll 2
-        for (int u = 0; u < streams; u++) { /* 2: the second stream, one row */
-            const uint8_t *const g_u = u ? g2 : g, *const act_u = u ? act2 : act;
-            __m512 *const acc_u = u ? acc2 : acc;
-            const int nb_u = u ? 1 : nb;
+        for (int u = 0; u < streams; u++) {
+            TN_X16_STREAM(u);
             const uint8_t *c = g_u + (size_t)(k / 2) * chunk;
             const int h = (int)(k & 1);
             /* as in rows_x16; far at one row took Gemma 3 1B's Q5_0 decode from
@@ -1149,16 +1153,7 @@ INLINE void rows_x16m(const uint8_t *g, const uint8_t *g2, int streams,
                 const float *sx = dx + nblk;
                 __m512i s = has_min ? _mm512_setzero_si512() : _mm512_set1_epi32(ci[k]);
                 if (nb_u <= 2) { /* as in rows_x16: same bits, separate broadcasts */
-                    __m512i s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                    for (int j = 0; j < 8; j += 2) {
-                        int32_t xw0, xw1;
-                        memcpy(&xw0, a + 32 * k + 4 * j, 4);
-                        memcpy(&xw1, a + 32 * k + 4 * j + 4, 4);
-                        s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(xw0));
-                        s1 = _mm512_dpbusd_epi32(s1, wq[j + 1], _mm512_set1_epi32(xw1));
-                    }
-                    s = _mm512_add_epi32(s, s1);
+                    s = dot8_two_chains(s, wq, a + 32 * k);
                 } else {
 #pragma GCC unroll 8
                     for (int j = 0; j < 8; j++) /* embedded broadcasts: +15-29 % at 16 rows in L2 */
@@ -1318,10 +1313,8 @@ INLINE void rows_x16_q4k(const uint8_t *g, const uint8_t *g2, int streams,
     const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, q5 ? TN_TYPE_Q5_K : TN_TYPE_Q4_K);
     for (int64_t s = 0; s < nsb; s++) {
 #pragma GCC unroll 2
-        for (int u = 0; u < streams; u++) { /* 2: the second stream, one row */
-            const uint8_t *const g_u = u ? g2 : g, *const act_u = u ? act2 : act;
-            __m512 *const acc_u = u ? acc2 : acc;
-            const int nb_u = u ? 1 : nb;
+        for (int u = 0; u < streams; u++) {
+            TN_X16_STREAM(u);
             const uint8_t *c = g_u + (size_t)s * cb;
             x16_prefetch(c, cb, 0, cb, pf_mode);
             /* scales[0..3] (w0): sc 0..3 low 6 bits, top bits of sc 4..7;
@@ -1426,10 +1419,8 @@ INLINE void rows_x16_q6k(const uint8_t *g, const uint8_t *g2, int streams,
     const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, TN_TYPE_Q6_K);
     for (int64_t s = 0; s < nsb; s++) {
 #pragma GCC unroll 2
-        for (int u = 0; u < streams; u++) { /* 2: the second stream, one row */
-            const uint8_t *const g_u = u ? g2 : g, *const act_u = u ? act2 : act;
-            __m512 *const acc_u = u ? acc2 : acc;
-            const int nb_u = u ? 1 : nb;
+        for (int u = 0; u < streams; u++) {
+            TN_X16_STREAM(u);
             const uint8_t *c = g_u + (size_t)s * cb;
             x16_prefetch(c, cb, 0, cb, pf_mode);
             __m512i isum[KB_K];

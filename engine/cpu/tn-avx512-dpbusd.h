@@ -74,6 +74,14 @@ static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *un
     }
 }
 
+/* Inside a rows function's loop over its blocks, `for (u = 0; u < streams;
+ * u++)`: stream u's group, activation row(s), accumulators and row count
+ * (u = 1: the second group of tile_pair, against one row). */
+#define TN_X16_STREAM(u)                                                   \
+    const uint8_t *const g_u = (u) ? g2 : g, *const act_u = (u) ? act2 : act; \
+    __m512 *const acc_u = (u) ? acc2 : acc;                                \
+    const int nb_u = (u) ? 1 : nb
+
 /* tile_pair (tn_mm_ops) of an X16 family: the 16-row groups of two row
  * ranges side by side, one activation row, through ROWS2 (a call of the
  * family's rows function reading two streams: groups ga and gb of ma's and
