@@ -270,13 +270,6 @@ static void run_chunk(const mm_job *job, void *thr, int64_t c) {
     }
 }
 
-/* Each slot owns a contiguous range of the section's chunks and takes them
- * in order: its weights are one stream, which the hardware prefetcher
- * follows and the kernels' own prefetch runs ahead in (with chunks handed
- * out alternately, the prefetch past a chunk's end fetched the other
- * thread's next chunk, and every claim moved one shared cache line between
- * the cores). A thread that finishes its range then takes what is left of
- * the others', so one slowed by other work on the machine holds no one up. */
 /* TERN_TWO_STREAMS=0 in the environment: one stream per thread in decode
  * too (the before/after switch of tile_pair). Read once. */
 static bool two_streams_enabled(void) {
@@ -297,6 +290,10 @@ static const mm_job *job_at(const mm_group *g, int64_t c, int *j) {
     while (c >= g->first[*j + 1])
         ++*j;
     return &g->jobs[*j];
+}
+
+static void *thread_scratch(const mm_job *job, int ith) {
+    return job->mm.thr ? (uint8_t *)job->mm.thr + (size_t)ith * job->mm.thr_stride : NULL;
 }
 
 static void chunk_rows(const mm_job *job, int64_t c, int64_t *r0, int64_t *r1) {
@@ -327,9 +324,9 @@ static void matmul_task_paired(mm_group *g, tn_chunk_range *ranges, int ith, int
             continue;
         }
         if (a)
-            a->ops.tile(&a->mm, NULL, ra0, ra1, 0, 1);
+            a->ops.tile(&a->mm, thread_scratch(a, ith), ra0, ra1, 0, 1);
         if (b)
-            b->ops.tile(&b->mm, NULL, rb0, rb1, 0, 1);
+            b->ops.tile(&b->mm, thread_scratch(b, ith), rb0, rb1, 0, 1);
     }
 }
 
@@ -359,8 +356,7 @@ static void matmul_task(void *ctx, int ith, int nth) {
     int step = 0, j = 0;
     for (int64_t c; (c = tn_chunk_next(ranges, nth, ith, &step)) >= 0;) {
         const mm_job *job = job_at(g, c, &j);
-        void *thr = job->mm.thr ? (uint8_t *)job->mm.thr + (size_t)ith * job->mm.thr_stride : NULL;
-        run_chunk(job, thr, c - g->first[j]);
+        run_chunk(job, thread_scratch(job, ith), c - g->first[j]);
     }
 }
 

@@ -130,10 +130,10 @@ typedef struct tn_mm_ops {
      * other half: the arithmetic for (b, r) does not depend on nb, b0, r0
      * or r1. */
     void (*tile)(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0, int nb);
-    /* Optional, for one activation row (decode): tile() of rows [ra0, ra1)
-     * of a and [rb0, rb1) of b (the same ops), the two ranges' weights read
-     * side by side. Two streams per core keep more of DRAM's bandwidth busy
-     * than one while the kernel works on what has arrived
+    /* Optional, for one activation row (decode) and kernels that need no
+     * scratch: tile() of rows [ra0, ra1) of a and [rb0, rb1) of b (the same
+     * ops), the two ranges' weights read side by side. Two streams per core
+     * keep DRAM busier than one while the kernel works on what has arrived
      * (docs/PERFORMANCE.md, "Two streams per thread"); every y comes out as
      * tile() computes it. */
     void (*tile_pair)(const tn_mm *a, int64_t ra0, int64_t ra1, const tn_mm *b, int64_t rb0,
