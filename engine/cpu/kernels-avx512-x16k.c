@@ -305,9 +305,9 @@ INLINE void rows_x16_q3k(const uint8_t *g, const uint8_t *g2, int streams,
         _mm512_mask_storeu_ps(y2, (__mmask16)((1u << valid2) - 1), acc2[0]);
 }
 
-INLINE void rows_x16_iq4xs(const uint8_t *g, const uint8_t *g2, int streams,
-                         int64_t cols, const uint8_t *act, const uint8_t *act2, size_t as, int nb,
-                           float *y, float *y2, int64_t ys, int valid, int valid2) {
+INLINE void rows_x16_iq4xs(const uint8_t *g, const uint8_t *g2, int streams, int64_t cols,
+                           const uint8_t *act, const uint8_t *act2, size_t as, int nb, float *y,
+                           float *y2, int64_t ys, int valid, int valid2) {
     const int64_t nsb = cols / 256;
     const size_t cb = 16 * sizeof(tn_block_iq4_xs);
     const __m512i lo4 = _mm512_set1_epi8(0x0f), m4 = _mm512_set1_epi32(15);

@@ -959,62 +959,60 @@ INLINE void x16_block(const uint8_t *g, int64_t k, int64_t nblk, bool q8, bool n
                       tn_prefetch_mode pf_mode, const uint8_t *act, size_t as, int nb, __m512 *acc) {
     const size_t qb = q8 ? 512 : 256, chunk = 64 + 2 * qb;
     const __m512i lo4 = _mm512_set1_epi8(0x0f);
-    {
-        const uint8_t *c = g + (size_t)(k / 2) * chunk;
-        const int h = (int)(k & 1);
-        /* With several activation rows the weights are consumed slower than
-         * DRAM delivers them and the hardware prefetcher stops running ahead:
-         * asking for the block two chunks on (near) made a 16-row verify step
-         * 25-30 % faster. At one or two rows (decode) Q4_0 on session 10's
-         * host needed the stream requested further ahead, into L2 (far): 8
-         * chunks (4.6 KB) on took Gemma 4 E4B's decode from 9.0-11.2 to 12.1
-         * tok/s (docs/PERFORMANCE.md). Each context now measures the modes
-         * (x16_prefetch). */
-        x16_prefetch(c, chunk, (size_t)h * (chunk / 2), chunk / 2, pf_mode);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
-        const uint8_t *q = c + 64 + (size_t)h * qb;
-        __m512i wq[8];
-        if (q8) {
+    const uint8_t *c = g + (size_t)(k / 2) * chunk;
+    const int h = (int)(k & 1);
+    /* With several activation rows the weights are consumed slower than
+     * DRAM delivers them and the hardware prefetcher stops running ahead:
+     * asking for the block two chunks on (near) made a 16-row verify step
+     * 25-30 % faster. At one or two rows (decode) Q4_0 on session 10's
+     * host needed the stream requested further ahead, into L2 (far): 8
+     * chunks (4.6 KB) on took Gemma 4 E4B's decode from 9.0-11.2 to 12.1
+     * tok/s (docs/PERFORMANCE.md). Each context now measures the modes
+     * (x16_prefetch). */
+    x16_prefetch(c, chunk, (size_t)h * (chunk / 2), chunk / 2, pf_mode);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
+    const uint8_t *q = c + 64 + (size_t)h * qb;
+    __m512i wq[8];
+    if (q8) {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            wq[j] = _mm512_load_si512(q + 64 * j);
+    } else {
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            __m512i v = _mm512_load_si512(q + 64 * p);
+            wq[p] = _mm512_and_si512(v, lo4);
+            wq[p + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+        }
+        if (nl) { /* IQ4_NL: the nibbles index its levels (+ 128) */
 #pragma GCC unroll 8
             for (int j = 0; j < 8; j++)
-                wq[j] = _mm512_load_si512(q + 64 * j);
-        } else {
-#pragma GCC unroll 4
-            for (int p = 0; p < 4; p++) {
-                __m512i v = _mm512_load_si512(q + 64 * p);
-                wq[p] = _mm512_and_si512(v, lo4);
-                wq[p + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
-            }
-            if (nl) { /* IQ4_NL: the nibbles index its levels (+ 128) */
-#pragma GCC unroll 8
-                for (int j = 0; j < 8; j++)
-                    wq[j] = _mm512_shuffle_epi8(nl_table, wq[j]);
-            }
+                wq[j] = _mm512_shuffle_epi8(nl_table, wq[j]);
         }
+    }
 #pragma GCC unroll 16
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *a = act + (size_t)b * as;
-            const float *dx = (const float *)(a + 32 * nblk);
-            const int32_t *ci = (const int32_t *)(dx + nblk);
-            __m512i s = _mm512_set1_epi32(ci[k]);
-            if (nb <= 2) {
-                /* Two chains of four dot products, not one of eight: with
-                 * one or two rows nothing else hides the eight back-to-back
-                 * vpdpbusd latencies. Integer sums: the same bits either
-                 * way. (With more rows the rows' chains overlap, and the
-                 * extra add would only cost.) Separate broadcasts here,
-                 * not dpbusd_bcast: at one row from DRAM no gain from it
-                 * could be told from the noise (docs/PERFORMANCE.md, "The
-                 * other X16 kernels"), so decode keeps the code it had. */
-                s = dot8_two_chains(s, wq, a + 32 * k);
-            } else {
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *a = act + (size_t)b * as;
+        const float *dx = (const float *)(a + 32 * nblk);
+        const int32_t *ci = (const int32_t *)(dx + nblk);
+        __m512i s = _mm512_set1_epi32(ci[k]);
+        if (nb <= 2) {
+            /* Two chains of four dot products, not one of eight: with
+             * one or two rows nothing else hides the eight back-to-back
+             * vpdpbusd latencies. Integer sums: the same bits either
+             * way. (With more rows the rows' chains overlap, and the
+             * extra add would only cost.) Separate broadcasts here,
+             * not dpbusd_bcast: at one row from DRAM no gain from it
+             * could be told from the noise (docs/PERFORMANCE.md, "The
+             * other X16 kernels"), so decode keeps the code it had. */
+            s = dot8_two_chains(s, wq, a + 32 * k);
+        } else {
 #pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) /* embedded broadcasts: +15-29 % at 16 rows in L2 */
-                    s = dpbusd_bcast(s, wq[j], a + 32 * k + 4 * j);
-            }
-            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
-                                     _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), acc[b]);
+            for (int j = 0; j < 8; j++) /* embedded broadcasts: +15-29 % at 16 rows in L2 */
+                s = dpbusd_bcast(s, wq[j], a + 32 * k + 4 * j);
         }
+        acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
+                                 _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), acc[b]);
     }
 }
 
@@ -1102,9 +1100,9 @@ static void convert_x16_q5_0(const float *x, void *dst, int64_t cols) {
     convert_x16(x, dst, cols, 16);
 }
 
-INLINE void rows_x16m(const uint8_t *g, const uint8_t *g2, int streams,
-                         int64_t cols, bool has_min, bool q5, const uint8_t *act, const uint8_t *act2,
-                      size_t as, int nb, float *y, float *y2, int64_t ys, int valid, int valid2) {
+INLINE void rows_x16m(const uint8_t *g, const uint8_t *g2, int streams, int64_t cols, bool has_min,
+                      bool q5, const uint8_t *act, const uint8_t *act2, size_t as, int nb, float *y,
+                      float *y2, int64_t ys, int valid, int valid2) {
     const int64_t nblk = cols / 32;
     const size_t hdr = has_min ? 128 : 64, qb = q5 ? 320 : 256, chunk = hdr + 2 * qb;
     const __m512i lo4 = _mm512_set1_epi8(0x0f), v16 = _mm512_set1_epi8(0x10);
