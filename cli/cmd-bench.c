@@ -33,13 +33,14 @@ static void usage(FILE *out) {
               "over a 1-token step for B = 2, 4, 8, ... up to --verify, measured memory\n"
               "bandwidth, decode bound = bandwidth / bytes read per token, peak RSS.\n"
               "--kernels: matmul time per call for ROWSxCOLS weights and B activation rows,\n"
-              "in the fastest prefetch mode (pf: none, near or far), as a context chooses.\n"
+              "in the fastest prefetch mode (pf: none, near or far) and, at B = 1, weight\n"
+              "streams per thread (st: 1 or 2), as a context chooses.\n"
               "-t: threads (default: physical cores). -r: repetitions (default 3).\n"
               "TERN_ISA=scalar|avx2 in the environment caps the kernels, TERN_REPACK=0 keeps\n"
-              "the file's row layout (no interleaving), TERN_TWO_STREAMS=0 reads a decode\n"
-              "step's weights as one stream per thread, not two: the before/after switches.\n"
+              "the file's row layout (no interleaving): the before/after switches.\n"
               "TERN_DECODE_PREFETCH=0, =near or =1 sets every weight type's decode prefetch\n"
-              "to none, near or far; unset, each context measures the modes and chooses per type.\n"));
+              "to none, near or far, TERN_TWO_STREAMS=0 or =1 its decode weight streams per\n"
+              "thread to one or two; unset, each context measures them and chooses per type.\n"));
 }
 
 /* Peak resident set (VmHWM) in bytes, 0 if unknown. */
@@ -257,8 +258,8 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
         printf("{\"threads\": %d, \"reps\": %d, \"results\": [", tn_probe_threads(cpu), reps);
     else
         printf("threads %d, %d reps, medians (min-max); GB/s = weight bytes per second\n"
-               "%-7s %-6s %-4s %-4s %-12s %5s %10s %16s %9s %9s %8s %s\n",
-               tn_probe_threads(cpu), reps, "isa", "type", "lay", "pf", "shape", "batch", "ms/call",
+               "%-7s %-6s %-4s %-4s %-2s %-12s %5s %10s %16s %9s %9s %8s %s\n",
+               tn_probe_threads(cpu), reps, "isa", "type", "lay", "pf", "st", "shape", "batch", "ms/call",
                "(min-max)", "GB/s", "GFLOP/s", "vs b=1", have_bw ? "  of read bandwidth" : "");
     bool first = true;
     int rc = CLI_EXIT_OK;
@@ -303,20 +304,29 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
                     else
                         for (int md = batch ? TN_PREFETCH_NEAR : TN_PREFETCH_NONE; md < TN_PREFETCH_MODES; md++)
                             modes[n_modes++] = md;
+                    /* At one row, each in one and two weight streams per
+                     * thread too (the count TERN_TWO_STREAMS forces, if set). */
+                    const int forced_streams = tn_probe_decode_streams_forced();
+                    const int streams_from = b == 1 && forced_streams < 0 ? 1 : 2;
                     cli_spread s = {0};
-                    int s_mode = modes[0];
-                    for (int mi = 0; mi < n_modes; mi++) {
-                        tn_probe_set_prefetch(cpu, batch, (tn_prefetch_mode)modes[mi]);
-                        for (int r = 0; r < reps; r++) {
-                            double ts = cli_now_s();
-                            for (int c = 0; c < calls; c++)
-                                tn_probe_matmul(cpu, m, c % copies, x, b, y);
-                            samples[r] = (cli_now_s() - ts) / calls;
-                        }
-                        cli_spread sm = cli_spread_of(samples, reps);
-                        if (mi == 0 || sm.median < s.median) {
-                            s = sm;
-                            s_mode = modes[mi];
+                    int s_mode = modes[0], s_streams = 2;
+                    for (int st = streams_from; st <= 2; st++) {
+                        const int streams = forced_streams > 0 ? forced_streams : st;
+                        tn_probe_set_decode_streams(cpu, streams);
+                        for (int mi = 0; mi < n_modes; mi++) {
+                            tn_probe_set_prefetch(cpu, batch, (tn_prefetch_mode)modes[mi]);
+                            for (int r = 0; r < reps; r++) {
+                                double ts = cli_now_s();
+                                for (int c = 0; c < calls; c++)
+                                    tn_probe_matmul(cpu, m, c % copies, x, b, y);
+                                samples[r] = (cli_now_s() - ts) / calls;
+                            }
+                            cli_spread sm = cli_spread_of(samples, reps);
+                            if ((st == streams_from && mi == 0) || sm.median < s.median) {
+                                s = sm;
+                                s_mode = modes[mi];
+                                s_streams = streams;
+                            }
                         }
                     }
                     if (b == 1 || t1 == 0)
@@ -338,6 +348,8 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
                                (long long)shapes[si].cols, b, s.median * 1e3, s.min * 1e3,
                                s.max * 1e3, gbs, gflops,
                                tn_probe_matrix_layout(m), prefetch_mode_names[s_mode]);
+                        if (b == 1)
+                            printf(", \"streams\": %d", s_streams);
                         if (bw > 0)
                             printf(", \"read_gbs\": %.2f, \"of_read_bandwidth\": %.3f", bw,
                                    gbs / bw);
@@ -352,9 +364,10 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
                         if (bw > 0)
                             snprintf(of_bw, sizeof of_bw, "  %5.1f%% of %.1f GB/s",
                                      100.0 * gbs / bw, bw);
-                        printf("%-7s %-6s %-4s %-4s %-12s %5d %10.3f %16s %9.1f %9.1f %8s%s\n",
+                        printf("%-7s %-6s %-4s %-4s %-2s %-12s %5d %10.3f %16s %9.1f %9.1f %8s%s\n",
                                tn_cpu_kernels_name(isas[ii]), tn_type_name(types[ti]),
-                               tn_probe_matrix_layout(m), prefetch_mode_names[s_mode], shp, b,
+                               tn_probe_matrix_layout(m), prefetch_mode_names[s_mode],
+                               b == 1 ? (s_streams == 1 ? "1" : "2") : "-", shp, b,
                                s.median * 1e3, spread, gbs, gflops, rel, of_bw);
                     }
                     fflush(stdout);
@@ -403,52 +416,65 @@ static bool type_measured(const tn_prefetch_tuning *t, int type) {
     return false;
 }
 
+/* What a tn_prefetch_tuning measured: the prefetch modes, or the stream
+ * counts (indexed by the count). */
+typedef struct {
+    const char *label; /* the text line's first word */
+    const char *env;   /* the variable that forces it */
+    const char *const *names;
+} tuning_kind;
+static const char *const stream_count_names[TN_PREFETCH_MODES] = {"", "one", "two"};
+static const tuning_kind prefetch_kind = {"prefetch", "TERN_DECODE_PREFETCH", prefetch_mode_names};
+static const tuning_kind streams_kind = {"streams ", "TERN_TWO_STREAMS", stream_count_names};
+
 /* {"chosen_by": ..., "ms": {"far": ..}, "types": [{"type": .., "mode": .., "ms": {..},
  * "wins": {..}}]};
  * types only once measured. */
-static void print_prefetch_json(const tn_prefetch_tuning *t) {
+static void print_prefetch_json(const tuning_kind *kind, const tn_prefetch_tuning *t) {
+    const char *const *names = kind->names;
     printf("{\"chosen_by\": \"%s\", \"samples\": %d, \"ms\": {", tuning_source(t), t->samples);
     for (int m = 0, k = 0; m < TN_PREFETCH_MODES; m++)
         if (t->tried[m] && t->ms[m] > 0)
-            printf("%s\"%s\": %.4f", k++ ? ", " : "", prefetch_mode_names[m], t->ms[m]);
+            printf("%s\"%s\": %.4f", k++ ? ", " : "", names[m], t->ms[m]);
     printf("}, \"types\": [");
     for (int type = 0, k = 0; type < TN_TYPE_COUNT_; type++) {
         if (!type_measured(t, type))
             continue;
         printf("%s{\"type\": \"%s\", \"mode\": \"%s\", \"ms\": {", k++ ? ", " : "",
-               tn_type_name((uint32_t)type), prefetch_mode_names[t->mode[type] % TN_PREFETCH_MODES]);
+               tn_type_name((uint32_t)type), names[t->mode[type] % TN_PREFETCH_MODES]);
         for (int m = 0, j = 0; m < TN_PREFETCH_MODES; m++)
             if (t->tried[m])
-                printf("%s\"%s\": %.4f", j++ ? ", " : "", prefetch_mode_names[m], t->type_ms[m][type]);
+                printf("%s\"%s\": %.4f", j++ ? ", " : "", names[m], t->type_ms[m][type]);
         printf("}, \"wins\": {");
         for (int m = 0, j = 0; m < TN_PREFETCH_MODES; m++)
             if (t->tried[m])
-                printf("%s\"%s\": %d", j++ ? ", " : "", prefetch_mode_names[m], t->wins[m][type]);
+                printf("%s\"%s\": %d", j++ ? ", " : "", names[m], t->wins[m][type]);
         printf("}}");
     }
     printf("]}");
 }
 
 /* One line: the medians per mode (batch: per row) and each type's choice. */
-static void print_prefetch_text(const char *what, const tn_prefetch_tuning *t, bool relevant) {
+static void print_prefetch_text(const tuning_kind *kind, const char *what,
+                                const tn_prefetch_tuning *t, bool relevant) {
+    const char *const *names = kind->names;
     if (!relevant)
         return;
     if (t->state != TN_DECODE_TUNE_CHOSEN) {
-        printf("prefetch   %s: %s\n", what,
-               t->state == TN_DECODE_TUNE_FORCED ? "set by TERN_DECODE_PREFETCH"
-                                                 : "the defaults, not measured");
+        printf("%s   %s: %s%s\n", kind->label, what,
+               t->state == TN_DECODE_TUNE_FORCED ? "set by " : "the defaults, not measured",
+               t->state == TN_DECODE_TUNE_FORCED ? kind->env : "");
         return;
     }
-    printf("prefetch   %s steps:", what);
+    printf("%s   %s steps:", kind->label, what);
     for (int m = TN_PREFETCH_MODES - 1; m >= 0; m--)
         if (t->tried[m])
-            printf(" %s %.2f ms", prefetch_mode_names[m], t->ms[m]);
+            printf(" %s %.2f ms", names[m], t->ms[m]);
     printf("; per type:");
     for (int type = 0; type < TN_TYPE_COUNT_; type++) {
         if (!type_measured(t, type))
             continue;
-        printf(" %s %s (", tn_type_name((uint32_t)type),
-               prefetch_mode_names[t->mode[type] % TN_PREFETCH_MODES]);
+        printf(" %s %s (", tn_type_name((uint32_t)type), names[t->mode[type] % TN_PREFETCH_MODES]);
         for (int m = TN_PREFETCH_MODES - 1, j = 0; m >= 0; m--)
             if (t->tried[m])
                 printf("%s%.2f", j++ ? "/" : "", t->type_ms[m][type]);
@@ -504,12 +530,15 @@ static int bench_model(const model_opts *o) {
         goto out;
     }
 
-    /* The context chooses its prefetch modes on its first one-token decodes
+    /* The context chooses its prefetch modes and stream counts on its first one-token decodes
      * and on its first steps of 4 to 32 rows (tn_decode_tuning): let it do
      * so here, so that every timed step below runs with its choice. */
     tn_decode_tuning tune;
     tn_ctx_decode_tuning(ctx, &tune);
-    for (long i = 0; tune.decode.state == TN_DECODE_TUNE_MEASURING && i < 64 && i < need - 1; i++) {
+    for (long i = 0; (tune.decode.state == TN_DECODE_TUNE_MEASURING ||
+                      tune.streams.state == TN_DECODE_TUNE_MEASURING) &&
+                     i < 64 && i < need - 1;
+         i++) {
         if (decode_or_fail(ctx, tokens + i, 1, TN_LOGITS_LAST, logits)) {
             rc = CLI_EXIT_BAD_INPUT;
             goto out;
@@ -668,9 +697,11 @@ static int bench_model(const model_opts *o) {
                " \"decode_prefetch\": ",
                (unsigned long long)wbytes, kv, bound, pct, pctst.min, pctst.max,
                (unsigned long long)rss);
-        print_prefetch_json(&tune.decode);
+        print_prefetch_json(&prefetch_kind, &tune.decode);
         printf(",\n \"batch_prefetch\": ");
-        print_prefetch_json(&tune.batch);
+        print_prefetch_json(&prefetch_kind, &tune.batch);
+        printf(",\n \"decode_streams\": ");
+        print_prefetch_json(&streams_kind, &tune.streams);
         printf("}\n");
     } else {
         printf("model      %s\n", tn_model_description(model));
@@ -696,8 +727,9 @@ static int bench_model(const model_opts *o) {
                per_tok / 1e6, (double)wbytes / 1e6, kv / 1e6);
         printf("bound      %8.2f tok/s  decode at %.1f%% of it (%.1f-%.1f, per repetition)\n",
                bound, pct, pctst.min, pctst.max);
-        print_prefetch_text("decode", &tune.decode, tune_rows > 0 || o->n_gen > 0);
-        print_prefetch_text("batch", &tune.batch, tune_rows > 0);
+        print_prefetch_text(&prefetch_kind, "decode", &tune.decode, tune_rows > 0 || o->n_gen > 0);
+        print_prefetch_text(&prefetch_kind, "batch", &tune.batch, tune_rows > 0);
+        print_prefetch_text(&streams_kind, "decode", &tune.streams, o->n_gen > 0);
         printf("peak RSS   %8.1f MB\n", (double)rss / 1e6);
     }
 out:

@@ -71,6 +71,18 @@ int tn_probe_set_prefetch(tn_probe *p, bool batch, tn_prefetch_mode mode) {
 
 int tn_probe_decode_prefetch_forced(void) { return tn_cpu_decode_prefetch_env(); }
 
+int tn_probe_set_decode_streams(tn_probe *p, int streams) {
+    (void)p;
+    if (streams != 1 && streams != 2)
+        return TN_ERR_INVALID;
+    uint8_t all[TN_TYPE_COUNT_];
+    memset(all, streams, sizeof all);
+    tn_cpu_set_decode_streams(all);
+    return TN_OK;
+}
+
+int tn_probe_decode_streams_forced(void) { return tn_cpu_decode_streams_env(); }
+
 /* The copies in 2 MiB pages, as a model's repacked weights are
  * (engine/cpu/repack.c): in 4 KiB pages a TLB miss every 4 KiB held
  * the B = 1 rates a fifth below what the same kernels reach in a model. */

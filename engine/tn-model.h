@@ -195,6 +195,7 @@ typedef struct {
     tn_decode_tune_state state;
     int n_modes;                      /* the modes tried, in turn */
     uint8_t modes[TN_PREFETCH_MODES];
+    uint8_t def[TN_TYPE_COUNT_];      /* the defaults: a mode leaves them only on a clear win */
     uint8_t mode[TN_TYPE_COUNT_];     /* the choice (the defaults until made) */
     int skipped;                      /* steps left out before measuring */
     int n;                            /* samples taken */
@@ -205,13 +206,17 @@ typedef struct {
     uint8_t wins[TN_PREFETCH_MODES][TN_TYPE_COUNT_]; /* blocks in which the mode beat the default */
 } tn_prefetch_tune;
 typedef struct {
-    tn_prefetch_tune one_row, batch;
+    /* one_row and batch: prefetch modes; streams: weight streams per thread
+     * in one-token decodes, the "modes" 1 and 2 (the count itself), measured
+     * once one_row is chosen */
+    tn_prefetch_tune one_row, batch, streams;
     tn_prefetch_tune *sampling;          /* the class the running step samples, or NULL */
     int32_t rows;                        /* its rows */
     double step_type_ms[TN_TYPE_COUNT_]; /* its time per weight type */
 } tn_decode_tune;
 
-/* Reads TERN_DECODE_PREFETCH (set: the decode mode forced, no measuring). */
+/* Reads TERN_DECODE_PREFETCH (set: the decode mode forced, no measuring)
+ * and TERN_TWO_STREAMS (set: the stream count forced). */
 void tn_decode_tune_init(tn_decode_tune *t);
 /* Around every forward call of n_rows token rows (0: not tokens): begin
  * sets the process-wide modes for this context and returns a start time

@@ -270,17 +270,38 @@ static void run_chunk(const mm_job *job, void *thr, int64_t c) {
     }
 }
 
-/* TERN_TWO_STREAMS=0 in the environment: one stream per thread in decode
- * too (the before/after switch of tile_pair). Read once. */
-static bool two_streams_enabled(void) {
-    static atomic_int state = 0; /* 0: not read, 1: on, 2: off */
-    int v = atomic_load_explicit(&state, memory_order_relaxed);
-    if (v == 0) {
-        const char *e = getenv("TERN_TWO_STREAMS");
-        v = e && strcmp(e, "0") == 0 ? 2 : 1;
-        atomic_store_explicit(&state, v, memory_order_relaxed);
-    }
-    return v == 1;
+int tn_cpu_decode_streams_env(void) {
+    const char *e = getenv("TERN_TWO_STREAMS");
+    if (!e || !*e)
+        return -1;
+    return strcmp(e, "0") == 0 ? 1 : 2;
+}
+
+/* Weight streams per thread at one activation row, per weight type: 2 runs
+ * tile_pair where the type has one. */
+static _Atomic uint8_t decode_streams[TN_TYPE_COUNT_];
+static atomic_bool decode_streams_set = false; /* default and environment applied */
+
+static void decode_streams_init(void) {
+    if (atomic_load_explicit(&decode_streams_set, memory_order_acquire))
+        return;
+    const int forced = tn_cpu_decode_streams_env();
+    for (uint32_t t = 0; t < TN_TYPE_COUNT_; t++)
+        atomic_store_explicit(&decode_streams[t], (uint8_t)(forced > 0 ? forced : 2),
+                              memory_order_relaxed);
+    atomic_store_explicit(&decode_streams_set, true, memory_order_release);
+}
+
+int tn_cpu_decode_streams(uint32_t type) {
+    decode_streams_init();
+    return type < TN_TYPE_COUNT_ ? atomic_load_explicit(&decode_streams[type], memory_order_relaxed)
+                                 : 1;
+}
+
+void tn_cpu_set_decode_streams(const uint8_t streams[TN_TYPE_COUNT_]) {
+    decode_streams_init();
+    for (int t = 0; t < TN_TYPE_COUNT_; t++)
+        atomic_store_explicit(&decode_streams[t], streams[t] == 1 ? 1 : 2, memory_order_relaxed);
 }
 
 /* The job that section chunk c belongs to; *j is a hint (the last one). */
@@ -398,7 +419,7 @@ static int run_group(tn_cpu *cpu, tn_isa isa, const tn_matmul_item *items, int n
     mm_group g; /* 9 KiB: filled as far as used, not cleared per product */
     g.n = 0;
     g.ranges = NULL;
-    g.paired = two_streams_enabled();
+    g.paired = true;
     const int nth = tn_cpu_threads(cpu);
     uint64_t act_bytes = 0, thr_stride = 0, rows_total = 0;
     int64_t conv_rows = 0;
@@ -444,7 +465,8 @@ static int run_group(tn_cpu *cpu, tn_isa isa, const tn_matmul_item *items, int n
             thr_stride = s > thr_stride ? s : thr_stride;
         }
         rows_total += (uint64_t)it->w->rows;
-        if (it->n != 1 || !job->ops.tile_pair)
+        /* a group in which any type runs one stream runs in one stream */
+        if (it->n != 1 || !job->ops.tile_pair || tn_cpu_decode_streams(it->w->type) < 2)
             g.paired = false;
         g.n++;
     }

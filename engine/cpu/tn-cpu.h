@@ -174,6 +174,19 @@ tn_prefetch_mode tn_cpu_prefetch_mode(int nb, uint32_t type);
 void tn_cpu_set_prefetch_modes(const uint8_t one_row[TN_TYPE_COUNT_],
                                const uint8_t batch[TN_TYPE_COUNT_]);
 void tn_cpu_get_prefetch_modes(uint8_t one_row[TN_TYPE_COUNT_], uint8_t batch[TN_TYPE_COUNT_]);
+/* Weight streams per thread in a one-row product (decode), per weight type:
+ * 2 reads two halves of each thread's rows side by side (tile_pair), which
+ * overlaps the arithmetic of one with the memory wait of the other; 1 reads
+ * them as one stream. Which is faster depends on the host and the type (an
+ * E4B-shaped Q4_0 decode gained 10-20 %, one IQ4_XS product lost 8 %:
+ * docs/PERFORMANCE.md, "Two streams per thread"), so a context measures it
+ * per type (engine/decode-tune.c). The same bits either way. Process-wide,
+ * as the prefetch modes; 2 until set, or what TERN_TWO_STREAMS forces. A
+ * product group runs two streams only where every one of its types does. */
+int tn_cpu_decode_streams(uint32_t type);
+void tn_cpu_set_decode_streams(const uint8_t streams[TN_TYPE_COUNT_]);
+/* TERN_TWO_STREAMS as set: -1 unset or empty, 1 for "0", else 2. */
+int tn_cpu_decode_streams_env(void);
 /* As tn_matmul, with an explicit family (cpu may be NULL): for tests. */
 int tn_matmul_isa(tn_cpu *cpu, tn_isa isa, const tn_weight *w, const float *x, int64_t n,
                   float *y);

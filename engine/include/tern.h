@@ -502,6 +502,12 @@ typedef struct {
 typedef struct {
     tn_prefetch_tuning decode; /* one to three rows */
     tn_prefetch_tuning batch;  /* four rows and more */
+    /* Weight streams per thread in one-token decodes, measured as the modes
+     * are on the one-token decodes after the decode modes are chosen: mode[]
+     * holds the count (1 or 2, the default 2), and tried, ms, type_ms and
+     * wins are indexed by it. TERN_TWO_STREAMS=0 forces one, any other
+     * value two (FORCED). */
+    tn_prefetch_tuning streams;
 } tn_decode_tuning;
 void tn_ctx_decode_tuning(const tn_ctx *ctx, tn_decode_tuning *out);
 
@@ -1334,6 +1340,12 @@ int tn_probe_set_kernels(tn_probe *p, int i);
 int tn_probe_set_prefetch(tn_probe *p, bool batch, tn_prefetch_mode mode);
 /* The decode mode TERN_DECODE_PREFETCH forces, or -1 when it is not set. */
 int tn_probe_decode_prefetch_forced(void);
+/* Weight streams per thread in one-row products (1 or 2), every type,
+ * process-wide, as a context sets them for its steps (tn_decode_tuning).
+ * TN_ERR_INVALID for another count. */
+int tn_probe_set_decode_streams(tn_probe *p, int streams);
+/* The count TERN_TWO_STREAMS forces, or -1 when it is not set. */
+int tn_probe_decode_streams_forced(void);
 
 /* A random matrix of rows x cols values of type, in as many copies as it
  * takes to fill min_bytes (so that a product streams its weights from

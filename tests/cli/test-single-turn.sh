@@ -123,10 +123,11 @@ assert b["decode_pct_of_bound"] > 0
 # (this q8_0 model: its q8_0 products timed in every mode; the decode modes
 # on one-token steps, the batch modes on the 4-row verify steps), and says
 # what it chose.
-check "bench --json: the prefetch modes measured per type and reported" python3 -c '
+check "bench --json: the prefetch modes and stream counts measured per type and reported" python3 -c '
 import json, sys
 b = json.load(open(sys.argv[1]))
-for key, modes in (("decode_prefetch", {"none", "near", "far"}), ("batch_prefetch", {"near", "far"})):
+for key, modes in (("decode_prefetch", {"none", "near", "far"}), ("batch_prefetch", {"near", "far"}),
+                   ("decode_streams", {"one", "two"})):
     p = b[key]
     assert p["chosen_by"] == "measurement", key
     assert set(p["ms"]) == modes and all(v > 0 for v in p["ms"].values()), key
@@ -136,16 +137,18 @@ for key, modes in (("decode_prefetch", {"none", "near", "far"}), ("batch_prefetc
     assert t["q8_0"]["mode"] in modes, key
     assert set(t["q8_0"]["wins"]) == modes and all(0 <= v <= 8 for v in t["q8_0"]["wins"].values()), key
 ' "$tmp/bench.json"
-TERN_DECODE_PREFETCH=0 "$cli" bench -m "$model" -p 4 -n 4 -r 1 -t 2 --json >"$tmp/bench0.json" \
-    2>"$tmp/bench.err"
-check "bench --json with TERN_DECODE_PREFETCH=0: the decode mode set by the environment" python3 -c '
+TERN_DECODE_PREFETCH=0 TERN_TWO_STREAMS=0 "$cli" bench -m "$model" -p 4 -n 4 -r 1 -t 2 --json \
+    >"$tmp/bench0.json" 2>"$tmp/bench.err"
+check "bench --json with TERN_DECODE_PREFETCH=0 TERN_TWO_STREAMS=0: both set by the environment" python3 -c '
 import json, sys
-p = json.load(open(sys.argv[1]))["decode_prefetch"]
-assert p["chosen_by"] == "environment" and p["types"] == [] and p["samples"] == 0
+for key in ("decode_prefetch", "decode_streams"):
+    p = json.load(open(sys.argv[1]))[key]
+    assert p["chosen_by"] == "environment" and p["types"] == [] and p["samples"] == 0, key
 ' "$tmp/bench0.json"
 # bench --kernels reports each product in its fastest prefetch mode, as a
-# context would choose it: at one row among all three, at four among near
-# and far; with TERN_DECODE_PREFETCH set, one row runs only in that mode.
+# context would choose it: at one row among all three and in one or two
+# weight streams, at four among near and far; with TERN_DECODE_PREFETCH set,
+# one row runs only in that mode.
 "$cli" bench --kernels --types q4_K,q8_0 --shapes 256x512 --batch 1,4 -r 1 -t 2 --json \
     >"$tmp/kern.json" 2>"$tmp/kern.err"
 TERN_DECODE_PREFETCH=near "$cli" bench --kernels --types q4_K,q8_0 --shapes 256x512 --batch 1,4 \
@@ -159,6 +162,7 @@ def rows(path):
     return r
 for x in rows(sys.argv[1]):
     assert x["prefetch"] in (("none", "near", "far") if x["batch"] == 1 else ("near", "far")), x
+    assert x.get("streams") in ((1, 2) if x["batch"] == 1 else (None,)), x
 for x in rows(sys.argv[2]):
     assert x["batch"] != 1 or x["prefetch"] == "near", x
 ' "$tmp/kern.json" "$tmp/kern-near.json"

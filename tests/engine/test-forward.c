@@ -1738,7 +1738,7 @@ static void check_mkmodel_row_pool(void) {
     remove(path);
 }
 
-#define TUNING_STEPS 45 /* the steps of tuning_steps, the prompt included */
+#define TUNING_STEPS 61 /* the steps of tuning_steps, the prompt included */
 
 /* The choice tn_decode_tuning must report for one type of one class: the
  * tried mode with the lowest median if it beats the default by 3 %. */
@@ -1783,7 +1783,7 @@ static void check_tuning_chosen(const char *what, const tn_prefetch_tuning *t, i
 }
 
 /* Runs the step sequence of check_decode_tuning on a new context: a prompt
- * of 3, 26 one-token decodes with one of 3 tokens among them, then 16 steps
+ * of 3, 42 one-token decodes with one of 3 tokens among them, then 16 steps
  * of 5 rows with one of 40 among them. Keeps the last row's logits of every
  * step in lg[TUNING_STEPS][nv] and, when measuring, checks the sample
  * counts after each step. */
@@ -1800,13 +1800,15 @@ static tn_ctx *tuning_steps(tn_model *m, float *lg, int32_t nv) {
     tn_decode_tuning t, first;
     tn_ctx_decode_tuning(ctx, &first);
     const bool measuring = first.decode.state == TN_DECODE_TUNE_MEASURING;
+    const bool streams_measuring = first.streams.state == TN_DECODE_TUNE_MEASURING;
+    CHECKF(first.streams.samples == 0, "a 3-token prompt was a streams sample");
     CHECKF(first.decode.samples == 0 && first.batch.samples == 0, "a 3-token prompt was a sample");
     CHECKF(first.batch.state == TN_DECODE_TUNE_MEASURING, "batch modes: state %d", first.batch.state);
     CHECKF(first.decode.mode[TN_TYPE_Q4_K] == (measuring ? TN_PREFETCH_FAR : first.decode.mode[0]),
            "q4_K starts in mode %d", first.decode.mode[TN_TYPE_Q4_K]);
     int ones = 0, batches = 0;
     for (int step = 1; step < TUNING_STEPS; step++) {
-        const int n = step == 11 ? 3 : step < 28 ? 1 : step == 35 ? 40 : 5;
+        const int n = step == 11 ? 3 : step < 44 ? 1 : step == 51 ? 40 : 5;
         for (int i = 0; i < n; i++)
             toks[i] = (7 * step + i) % nv;
         const int rc = tn_ctx_decode(ctx, toks, n, TN_LOGITS_LAST, lg + (size_t)step * nv, &err);
@@ -1820,28 +1822,41 @@ static tn_ctx *tuning_steps(tn_model *m, float *lg, int32_t nv) {
                        !memcmp(t.batch.mode, first.batch.mode, sizeof t.batch.mode),
                    "after %d 5-row steps: batch state %d, %d samples", batches, t.batch.state,
                    t.batch.samples);
+        /* decode: two left out, then 8 in each of the three modes (where
+         * measured), then 8 in each stream count */
+        const int want = ones <= 2 ? 0 : ones - 2;
+        const int want_streams = measuring ? (want <= 24 ? 0 : want - 24) : want;
+        if (streams_measuring && want_streams < 16)
+            CHECKF(t.streams.state == TN_DECODE_TUNE_MEASURING && t.streams.samples == want_streams &&
+                       !memcmp(t.streams.mode, first.streams.mode, sizeof t.streams.mode),
+                   "after %d one-token steps: streams state %d, %d samples (want %d)", ones,
+                   t.streams.state, t.streams.samples, want_streams);
         if (!measuring)
             continue;
-        /* decode: two left out, then 8 in each of the three modes */
-        const int want = ones <= 2 ? 0 : ones - 2;
         if (want < 24)
             CHECKF(t.decode.state == TN_DECODE_TUNE_MEASURING && t.decode.samples == want &&
                        !memcmp(t.decode.mode, first.decode.mode, sizeof t.decode.mode),
                    "after %d one-token steps: state %d, %d samples (want %d)", ones, t.decode.state,
                    t.decode.samples, want);
     }
-    CHECKF(ones == 26 && batches == 16, "%d one-token steps, %d of 5 rows", ones, batches);
+    CHECKF(ones == 42 && batches == 16, "%d one-token steps, %d of 5 rows", ones, batches);
     tn_ctx_decode_tuning(ctx, &t);
     if (measuring)
         check_tuning_chosen("decode", &t.decode, 24, first.decode.mode);
+    if (streams_measuring) {
+        CHECKF(first.streams.mode[TN_TYPE_Q4_K] == 2, "q4_K starts in %d streams",
+               first.streams.mode[TN_TYPE_Q4_K]);
+        check_tuning_chosen("streams", &t.streams, 16, first.streams.mode);
+    }
     check_tuning_chosen("batch", &t.batch, 16, first.batch.mode);
     return ctx;
 }
 
 /* The prefetch modes: a context measures them on its first one-token steps
  * and on its first steps of 4 to 32 rows, and keeps per type the fastest;
- * TERN_DECODE_PREFETCH forces the decode mode. Every step's logits are the
- * same bits whichever mode it runs in (the prefetch is a hint). */
+ * TERN_DECODE_PREFETCH forces the decode mode. Then the stream counts on the
+ * one-token steps that follow (TERN_TWO_STREAMS forces them). Every step's
+ * logits are the same bits whichever mode it runs in. */
 static void check_decode_tuning(void) {
     tn_mkmodel_params p = tn_mkmodel_default_params();
     p.arch = "llama";
@@ -1866,8 +1881,8 @@ static void check_decode_tuning(void) {
     tn_decode_tuning t = {0};
     if (measured)
         tn_ctx_decode_tuning(measured, &t);
-    CHECKF(t.decode.state == TN_DECODE_TUNE_CHOSEN, "state %d after 26 one-token steps",
-           t.decode.state);
+    CHECKF(t.decode.state == TN_DECODE_TUNE_CHOSEN && t.streams.state == TN_DECODE_TUNE_CHOSEN,
+           "states %d, %d after 42 one-token steps", t.decode.state, t.streams.state);
     for (int k = 1; k < 4; k++) {
         setenv("TERN_DECODE_PREFETCH", forced_env[k], 1);
         tn_ctx *forced = tuning_steps(m, lg[k], nv);
@@ -1889,6 +1904,34 @@ static void check_decode_tuning(void) {
         setenv("TERN_DECODE_PREFETCH", saved, 1);
     else
         unsetenv("TERN_DECODE_PREFETCH");
+    free(saved);
+    /* TERN_TWO_STREAMS forces the stream count: no streams samples, the
+     * prefetch modes still measured, the same logits */
+    was = getenv("TERN_TWO_STREAMS");
+    saved = was ? strdup(was) : NULL;
+    static const char *const streams_env[] = {"0", "1"};
+    for (int k = 0; k < 2; k++) {
+        setenv("TERN_TWO_STREAMS", streams_env[k], 1);
+        tn_ctx *forced = tuning_steps(m, lg[1], nv);
+        tn_decode_tuning f = {0};
+        if (forced)
+            tn_ctx_decode_tuning(forced, &f);
+        bool all = true;
+        for (int type = 0; type < TN_TYPE_COUNT_; type++)
+            all &= f.streams.mode[type] == k + 1;
+        CHECKF(f.streams.state == TN_DECODE_TUNE_FORCED && f.streams.samples == 0 && all &&
+                   f.decode.state == TN_DECODE_TUNE_CHOSEN,
+               "TERN_TWO_STREAMS=%s: streams state %d, %d samples, q4_K %d streams, decode state %d",
+               streams_env[k], f.streams.state, f.streams.samples, f.streams.mode[TN_TYPE_Q4_K],
+               f.decode.state);
+        CHECKF(!memcmp(lg[0], lg[1], sizeof(float) * TUNING_STEPS * (size_t)nv),
+               "logits with TERN_TWO_STREAMS=%s differ from the measuring context's", streams_env[k]);
+        tn_ctx_free(forced);
+    }
+    if (saved)
+        setenv("TERN_TWO_STREAMS", saved, 1);
+    else
+        unsetenv("TERN_TWO_STREAMS");
     free(saved);
     tn_ctx_free(measured);
     for (int k = 0; k < 4; k++)

@@ -484,9 +484,16 @@ static void test_pairs(tn_cpu *pools[3]) {
             for (tn_isa isa = TN_ISA_SCALAR; isa < TN_ISA_COUNT_; isa++) {
                 if (!tn_isa_available(isa))
                     continue;
-                for (int p = 0; p < 3; p++) {
+                /* and with the item type in one stream (a mixed group
+                 * then runs in one stream whole) */
+                for (int p = 0; p < 6; p++) {
+                    uint8_t streams[TN_TYPE_COUNT_];
+                    memset(streams, 2, sizeof streams);
+                    if (p >= 3)
+                        streams[types[t]] = 1;
+                    tn_cpu_set_decode_streams(streams);
                     memset(ys, 0xff, sizeof(float) * N_ITEMS * 2100);
-                    CHECK(tn_matmul_group_isa(pools[p], isa, items, N_ITEMS) == TN_OK);
+                    CHECK(tn_matmul_group_isa(pools[p % 3], isa, items, N_ITEMS) == TN_OK);
                     int bad = -1;
                     for (int i = 0; i < N_ITEMS && bad < 0; i++) {
                         const int cols = (int)items[i].w->cols;
@@ -497,14 +504,18 @@ static void test_pairs(tn_cpu *pools[3]) {
                         if (!same_bits(ys + (size_t)i * 2100, want, (size_t)items[i].w->rows))
                             bad = i;
                     }
-                    CHECKF(bad < 0, "pairs (%s, %s%s, %d threads): item %d (%s, %lld rows) differs "
+                    CHECKF(bad < 0, "pairs (%s, %s%s%s, %d threads): item %d (%s, %lld rows) differs "
                            "from its own product", tn_isa_name(isa), tn_type_name(types[t]),
-                           mixed ? " mixed" : "", tn_cpu_threads(pools[p]), bad,
+                           mixed ? " mixed" : "", p >= 3 ? ", one stream" : "",
+                           tn_cpu_threads(pools[p % 3]), bad,
                            bad >= 0 ? tn_type_name(items[bad].w->type) : "",
                            bad >= 0 ? (long long)items[bad].w->rows : 0LL);
                 }
             }
         }
+    uint8_t two[TN_TYPE_COUNT_];
+    memset(two, 2, sizeof two);
+    tn_cpu_set_decode_streams(two);
 out:
     for (int t = 0; t < N_TYPES; t++)
         for (int s = 0; s < N_SHAPES; s++) {
