@@ -125,8 +125,8 @@ double tn_decode_tune_begin(tn_decode_tune *t, int32_t n_rows) {
     else if (n_rows >= TUNE_BATCH_MIN && n_rows <= TUNE_BATCH_MAX)
         c = &t->batch;
     if (c && c->state == TN_DECODE_TUNE_MEASURING) {
-        if (c != &t->batch && t->one_row.skipped < TUNE_SKIP)
-            t->one_row.skipped++;
+        if (c != &t->batch && t->one_token_skipped < TUNE_SKIP)
+            t->one_token_skipped++;
         else
             t->sampling = c;
     }

@@ -197,7 +197,6 @@ typedef struct {
     uint8_t modes[TN_PREFETCH_MODES];
     uint8_t def[TN_TYPE_COUNT_];      /* the defaults: a mode leaves them only on a clear win */
     uint8_t mode[TN_TYPE_COUNT_];     /* the choice (the defaults until made) */
-    int skipped;                      /* steps left out before measuring */
     int n;                            /* samples taken */
     double ms[TN_PREFETCH_MODES][TN_DECODE_TUNE_SAMPLES]; /* [mode][sample] whole steps */
     double type_ms[TN_PREFETCH_MODES][TN_DECODE_TUNE_SAMPLES][TN_TYPE_COUNT_];
@@ -210,6 +209,7 @@ typedef struct {
      * in one-token decodes, the "modes" 1 and 2 (the count itself), measured
      * once one_row is chosen */
     tn_prefetch_tune one_row, batch, streams;
+    int one_token_skipped;               /* first one-token steps left out before measuring */
     tn_prefetch_tune *sampling;          /* the class the running step samples, or NULL */
     int32_t rows;                        /* its rows */
     double step_type_ms[TN_TYPE_COUNT_]; /* its time per weight type */
