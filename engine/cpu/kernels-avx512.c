@@ -731,6 +731,12 @@ INLINE __m512i iq4_table512(int bias) {
     return _mm512_broadcast_i32x4(t);
 }
 
+/* MXFP4's levels + bias in every 128-bit lane (the row kernel's table). */
+INLINE __m512i mxfp4_table512(int bias) {
+    return _mm512_broadcast_i32x4(
+        _mm_add_epi8(_mm_loadu_si128((const __m128i *)tn_mxfp4_values), _mm_set1_epi8((char)bias)));
+}
+
 INLINE void rows_iq4nl(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
                        float *y, int64_t ys) {
     const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
@@ -914,7 +920,7 @@ static bool mm_ops_mxfp4(tn_mm_ops *ops, uint32_t type) {
  * unsigned weights carry. */
 static size_t act_x16_bytes(int64_t cols) { return (size_t)cols + 8 * (size_t)(cols / 32); }
 
-static void convert_x16(const float *x, void *dst, int64_t cols, int32_t offset) {
+static void convert_x16(const float *x, void *dst, int64_t cols, int32_t offset, bool d16) {
     int8_t *qs = dst;
     const int64_t nblk = cols / 32;
     float *dx = (float *)(qs + cols);
@@ -922,20 +928,24 @@ static void convert_x16(const float *x, void *dst, int64_t cols, int32_t offset)
     for (int64_t k = 0; k < nblk; k++) {
         float d;
         int32_t sum = quant_block32(x + 32 * k, &d, qs + 32 * k);
-        dx[k] = d;
+        dx[k] = d16 ? scale_f16(d) : d;
         ci[k] = -offset * sum;
     }
 }
 
 static void convert_x16_q4_0(const float *x, void *dst, int64_t cols) {
-    convert_x16(x, dst, cols, 8);
+    convert_x16(x, dst, cols, 8, false);
 }
 static void convert_x16_q8_0(const float *x, void *dst, int64_t cols) {
-    convert_x16(x, dst, cols, 128);
+    convert_x16(x, dst, cols, 128, false);
 }
 /* IQ4_NL's levels go in + 128 (unsigned for vpdpbusd), as Q8_0's quants. */
 static void convert_x16_iq4nl(const float *x, void *dst, int64_t cols) {
-    convert_x16(x, dst, cols, 128);
+    convert_x16(x, dst, cols, 128, false);
+}
+/* MXFP4's too, with ggml's fp16 activation scales (as convert_mxfp4). */
+static void convert_x16_mxfp4(const float *x, void *dst, int64_t cols) {
+    convert_x16(x, dst, cols, 128, true);
 }
 
 
@@ -954,10 +964,25 @@ INLINE __m512i dot8_two_chains(__m512i s, const __m512i wq[8], const uint8_t *x)
     return _mm512_add_epi32(s, s1);
 }
 
-/* Block k of one group of 16 rows against nb activation rows. */
-INLINE void x16_block(const uint8_t *g, int64_t k, int64_t nblk, bool q8, bool nl, __m512i nl_table,
-                      tn_prefetch_mode pf_mode, const uint8_t *act, size_t as, int nb, __m512 *acc) {
-    const size_t qb = q8 ? 512 : 256, chunk = 64 + 2 * qb;
+/* The 16 rows' E8M0 scales of an MXFP4 block (16 bytes at e), halved as
+ * tn_e8m0_half: 2^(e - 128). e << 23 is the float 2^(e - 127) for e >= 1;
+ * the max gives e = 0 the float 2^-127; halving is then exact (2^-128 and
+ * 2^-127 come out as the denormals tn_e8m0_half writes). Only e = 255
+ * differs (infinite here, 2^127 there), and the loader refuses e >= 253
+ * (weights-finite.c): such a block overflows either way. */
+INLINE __m512 e8m0_half16(const uint8_t *e) {
+    const __m512i bits = _mm512_max_epu32(
+        _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)e)), 23),
+        _mm512_set1_epi32(0x00400000));
+    return _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(0.5f));
+}
+
+/* Block k of one group of 16 rows against nb activation rows. mx: MXFP4,
+ * IQ4_NL's nibbles with E8M0 scales (a 32-byte header, repack.c). */
+INLINE void x16_block(const uint8_t *g, int64_t k, int64_t nblk, bool q8, bool nl, bool mx,
+                      __m512i nl_table, tn_prefetch_mode pf_mode, const uint8_t *act, size_t as,
+                      int nb, __m512 *acc) {
+    const size_t qb = q8 ? 512 : 256, hdr = mx ? 32 : 64, chunk = hdr + 2 * qb;
     const __m512i lo4 = _mm512_set1_epi8(0x0f);
     const uint8_t *c = g + (size_t)(k / 2) * chunk;
     const int h = (int)(k & 1);
@@ -970,8 +995,9 @@ INLINE void x16_block(const uint8_t *g, int64_t k, int64_t nblk, bool q8, bool n
      * tok/s (docs/PERFORMANCE.md). Each context now measures the modes
      * (x16_prefetch). */
     x16_prefetch(c, chunk, (size_t)h * (chunk / 2), chunk / 2, pf_mode);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
-    const uint8_t *q = c + 64 + (size_t)h * qb;
+    const __m512 dw = mx ? e8m0_half16(c + 16 * h)
+                         : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
+    const uint8_t *q = c + hdr + (size_t)h * qb;
     __m512i wq[8];
     if (q8) {
 #pragma GCC unroll 8
@@ -980,11 +1006,11 @@ INLINE void x16_block(const uint8_t *g, int64_t k, int64_t nblk, bool q8, bool n
     } else {
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
-            __m512i v = _mm512_load_si512(q + 64 * p);
+            __m512i v = mx ? _mm512_loadu_si512(q + 64 * p) : _mm512_load_si512(q + 64 * p);
             wq[p] = _mm512_and_si512(v, lo4);
             wq[p + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
         }
-        if (nl) { /* IQ4_NL: the nibbles index its levels (+ 128) */
+        if (nl) { /* IQ4_NL, MXFP4: the nibbles index their levels (+ 128) */
 #pragma GCC unroll 8
             for (int j = 0; j < 8; j++)
                 wq[j] = _mm512_shuffle_epi8(nl_table, wq[j]);
@@ -1020,21 +1046,23 @@ INLINE void x16_block(const uint8_t *g, int64_t k, int64_t nblk, bool q8, bool n
  * against the first activation row alone (nb == 1), its blocks read beside
  * the first's: two streams (tile_pair). Each group's arithmetic is the same
  * either way. */
-INLINE void rows_x16(const uint8_t *g, const uint8_t *g2, int64_t cols, bool q8, bool nl,
+INLINE void rows_x16(const uint8_t *g, const uint8_t *g2, int64_t cols, bool q8, bool nl, bool mx,
                      const uint8_t *act, const uint8_t *act2, size_t as, int nb, float *y,
                      float *y2, int64_t ys, int valid, int valid2) {
     const int64_t nblk = cols / 32;
-    const __m512i nl_table = nl ? iq4_table512(128) : _mm512_setzero_si512();
+    const __m512i nl_table = mx   ? mxfp4_table512(128)
+                             : nl ? iq4_table512(128)
+                                  : _mm512_setzero_si512();
     __m512 acc[KB], acc2[1] = {_mm512_setzero_ps()};
 #pragma GCC unroll 16
     for (int j = 0; j < nb; j++)
         acc[j] = _mm512_setzero_ps();
-    const uint32_t type = q8 ? TN_TYPE_Q8_0 : nl ? TN_TYPE_IQ4_NL : TN_TYPE_Q4_0;
+    const uint32_t type = q8 ? TN_TYPE_Q8_0 : mx ? TN_TYPE_MXFP4 : nl ? TN_TYPE_IQ4_NL : TN_TYPE_Q4_0;
     const tn_prefetch_mode pf_mode = tn_cpu_prefetch_mode(nb, type);
     for (int64_t k = 0; k < nblk; k++) {
-        x16_block(g, k, nblk, q8, nl, nl_table, pf_mode, act, as, nb, acc);
+        x16_block(g, k, nblk, q8, nl, mx, nl_table, pf_mode, act, as, nb, acc);
         if (g2)
-            x16_block(g2, k, nblk, q8, nl, nl_table, pf_mode, act2, as, 1, acc2);
+            x16_block(g2, k, nblk, q8, nl, mx, nl_table, pf_mode, act2, as, 1, acc2);
     }
     const __mmask16 m = (__mmask16)((1u << valid) - 1);
 #pragma GCC unroll 16
@@ -1044,12 +1072,12 @@ INLINE void rows_x16(const uint8_t *g, const uint8_t *g2, int64_t cols, bool q8,
         _mm512_mask_storeu_ps(y2, (__mmask16)((1u << valid2) - 1), acc2[0]);
 }
 
-#define CALL_x16(N) rows_x16(g, NULL, w->cols, Q8, NL, act, NULL, mm->act_row, N, y, NULL, w->rows, valid, 0)
-#define X16_TILE(NAME, IS_Q8, IS_NL)                                                        \
+#define CALL_x16(N) rows_x16(g, NULL, w->cols, Q8, NL, MX, act, NULL, mm->act_row, N, y, NULL, w->rows, valid, 0)
+#define X16_TILE(NAME, IS_Q8, IS_NL, IS_MX)                                                 \
     static void NAME(const tn_mm *mm, void *thr, int64_t r0, int64_t r1, int64_t b0,      \
                      int nb) {                                                             \
         (void)thr;                                                                         \
-        const bool Q8 = IS_Q8, NL = IS_NL;                                                 \
+        const bool Q8 = IS_Q8, NL = IS_NL, MX = IS_MX;                                     \
         const tn_weight *w = mm->w;                                                        \
         const size_t gb = tn_x16_group_bytes(w->type, w->cols);                            \
         for (int64_t r = r0; r < r1; r += 16) {                                            \
@@ -1063,15 +1091,17 @@ INLINE void rows_x16(const uint8_t *g, const uint8_t *g2, int64_t cols, bool q8,
             }                                                                              \
         }                                                                                  \
     }
-X16_TILE(tile_x16_q4_0, false, false)
-X16_TILE(tile_x16_q8_0, true, false)
-X16_TILE(tile_x16_iq4nl, false, true)
+X16_TILE(tile_x16_q4_0, false, false, false)
+X16_TILE(tile_x16_q8_0, true, false, false)
+X16_TILE(tile_x16_iq4nl, false, true, false)
+X16_TILE(tile_x16_mxfp4, false, true, true)
 
-#define ROWS2_x16(Q8, NL)                                                                   \
-    rows_x16(ga, gb, wa->cols, Q8, NL, ma->act, mb->act, ma->act_row, 1, ya, yb, wa->rows, va, vb)
-TN_X16_TILE_PAIR(pair_x16_q4_0, tile_x16_q4_0, ROWS2_x16(false, false))
-TN_X16_TILE_PAIR(pair_x16_q8_0, tile_x16_q8_0, ROWS2_x16(true, false))
-TN_X16_TILE_PAIR(pair_x16_iq4nl, tile_x16_iq4nl, ROWS2_x16(false, true))
+#define ROWS2_x16(Q8, NL, MX)                                                               \
+    rows_x16(ga, gb, wa->cols, Q8, NL, MX, ma->act, mb->act, ma->act_row, 1, ya, yb, wa->rows, va, vb)
+TN_X16_TILE_PAIR(pair_x16_q4_0, tile_x16_q4_0, ROWS2_x16(false, false, false))
+TN_X16_TILE_PAIR(pair_x16_q8_0, tile_x16_q8_0, ROWS2_x16(true, false, false))
+TN_X16_TILE_PAIR(pair_x16_iq4nl, tile_x16_iq4nl, ROWS2_x16(false, true, false))
+TN_X16_TILE_PAIR(pair_x16_mxfp4, tile_x16_mxfp4, ROWS2_x16(false, true, true))
 
 /* ------------------------------------- X16 layout: Q4_1, Q5_0 and Q5_1
  *
@@ -1097,7 +1127,7 @@ static void convert_x16_min(const float *x, void *dst, int64_t cols) {
 }
 
 static void convert_x16_q5_0(const float *x, void *dst, int64_t cols) {
-    convert_x16(x, dst, cols, 16);
+    convert_x16(x, dst, cols, 16, false);
 }
 
 INLINE void rows_x16m(const uint8_t *g, const uint8_t *g2, int streams, int64_t cols, bool has_min,
@@ -1535,19 +1565,23 @@ bool tn_mm_ops_avx512(tn_mm_ops *ops, uint32_t type, uint32_t layout) {
     if (layout == TN_LAYOUT_X16) {
         if (x16m_ops(ops, type) || x16k_ops(ops, type) || tn_mm_ops_avx512_x16k2(ops, type))
             return true;
-        if (type != TN_TYPE_Q4_0 && type != TN_TYPE_Q8_0 && type != TN_TYPE_IQ4_NL)
+        if (type != TN_TYPE_Q4_0 && type != TN_TYPE_Q8_0 && type != TN_TYPE_IQ4_NL &&
+            type != TN_TYPE_MXFP4)
             return false;
         ops->act_bytes = act_x16_bytes;
-        ops->convert = type == TN_TYPE_Q4_0   ? convert_x16_q4_0
-                       : type == TN_TYPE_Q8_0 ? convert_x16_q8_0
-                                              : convert_x16_iq4nl;
-        ops->tile = type == TN_TYPE_Q4_0   ? tile_x16_q4_0
-                    : type == TN_TYPE_Q8_0 ? tile_x16_q8_0
-                                           : tile_x16_iq4nl;
+        ops->convert = type == TN_TYPE_Q4_0     ? convert_x16_q4_0
+                       : type == TN_TYPE_Q8_0   ? convert_x16_q8_0
+                       : type == TN_TYPE_MXFP4 ? convert_x16_mxfp4
+                                                : convert_x16_iq4nl;
+        ops->tile = type == TN_TYPE_Q4_0     ? tile_x16_q4_0
+                    : type == TN_TYPE_Q8_0   ? tile_x16_q8_0
+                    : type == TN_TYPE_MXFP4 ? tile_x16_mxfp4
+                                             : tile_x16_iq4nl;
         ops->row_align = 16;
-        ops->tile_pair = type == TN_TYPE_Q4_0   ? pair_x16_q4_0
-                         : type == TN_TYPE_Q8_0 ? pair_x16_q8_0
-                                                : pair_x16_iq4nl;
+        ops->tile_pair = type == TN_TYPE_Q4_0     ? pair_x16_q4_0
+                         : type == TN_TYPE_Q8_0   ? pair_x16_q8_0
+                         : type == TN_TYPE_MXFP4 ? pair_x16_mxfp4
+                                                  : pair_x16_iq4nl;
         return true;
     }
     if (layout != TN_LAYOUT_ROWS)

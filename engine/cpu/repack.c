@@ -14,6 +14,11 @@
  *                      of row i (low nibbles: values 4p.., high: 16 + 4p..)
  *     Q8_0 (QB = 512): register j = 0..7, lane i = qs[4j .. 4j + 3] of row i,
  *                      stored + 128 (as unsigned bytes) for VNNI
+ * MXFP4 keeps its one-byte E8M0 scales: a 32-byte header, the 16 rows' e of
+ * block 2kk, then of 2kk + 1, then Q4_0's registers (IQ4_NL's nibble
+ * order). Its chunk (544 bytes) is then exactly the file's bytes, and its
+ * registers sit 32 bytes off a cache line in every other chunk (the kernel
+ * loads them unaligned).
  * Missing rows (past the last) and a missing odd block are zero. Every
  * block keeps its bytes (QB + the header's share is the file's block size
  * times 16): the layout costs no memory bandwidth.
@@ -67,28 +72,32 @@
 typedef struct {
     int fields, words;
     bool qh, xor80;
-    size_t bb; /* file block bytes */
+    size_t bb;  /* file block bytes */
+    bool e8m0;  /* MXFP4: one scale byte first, instead of f16 fields */
 } x16_fmt;
 
 static bool x16_format(uint32_t type, x16_fmt *f) {
     switch (type) {
     case TN_TYPE_Q4_0:
-        *f = (x16_fmt){1, 4, false, false, sizeof(tn_block_q4_0)};
+        *f = (x16_fmt){1, 4, false, false, sizeof(tn_block_q4_0), false};
         return true;
     case TN_TYPE_IQ4_NL: /* Q4_0's block: the nibbles index a table instead */
-        *f = (x16_fmt){1, 4, false, false, sizeof(tn_block_iq4_nl)};
+        *f = (x16_fmt){1, 4, false, false, sizeof(tn_block_iq4_nl), false};
         return true;
     case TN_TYPE_Q8_0:
-        *f = (x16_fmt){1, 8, false, true, sizeof(tn_block_q8_0)};
+        *f = (x16_fmt){1, 8, false, true, sizeof(tn_block_q8_0), false};
         return true;
     case TN_TYPE_Q4_1:
-        *f = (x16_fmt){2, 4, false, false, sizeof(tn_block_q4_1)};
+        *f = (x16_fmt){2, 4, false, false, sizeof(tn_block_q4_1), false};
         return true;
     case TN_TYPE_Q5_0:
-        *f = (x16_fmt){1, 4, true, false, sizeof(tn_block_q5_0)};
+        *f = (x16_fmt){1, 4, true, false, sizeof(tn_block_q5_0), false};
         return true;
     case TN_TYPE_Q5_1:
-        *f = (x16_fmt){2, 4, true, false, sizeof(tn_block_q5_1)};
+        *f = (x16_fmt){2, 4, true, false, sizeof(tn_block_q5_1), false};
+        return true;
+    case TN_TYPE_MXFP4:
+        *f = (x16_fmt){0, 4, false, false, sizeof(tn_block_mxfp4), true};
         return true;
     default:
         return false;
@@ -125,7 +134,7 @@ size_t tn_x16_quant_bytes(uint32_t type) {
 
 size_t tn_x16_header_bytes(uint32_t type) {
     x16_fmt f;
-    return x16_format(type, &f) ? 64 * (size_t)f.fields : 0;
+    return x16_format(type, &f) ? (f.e8m0 ? 32 : 64 * (size_t)f.fields) : 0;
 }
 
 size_t tn_x16_group_bytes(uint32_t type, int64_t cols) {
@@ -329,7 +338,7 @@ int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out)
     if (!x16_format(w->type, &f))
         return TN_ERR_UNSUPPORTED;
     const size_t qb = tn_x16_quant_bytes(w->type), hdr = tn_x16_header_bytes(w->type);
-    const size_t chunk = hdr + 2 * qb, qoff = 2 * (size_t)f.fields + (f.qh ? 4 : 0);
+    const size_t chunk = hdr + 2 * qb, qoff = 2 * (size_t)f.fields + (f.qh ? 4 : 0) + f.e8m0;
     const int64_t nblk = w->cols / 32;
     const size_t group = tn_x16_group_bytes(w->type, w->cols);
     for (int64_t r = 0; r < w->rows; r++) {
@@ -342,6 +351,8 @@ int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out)
             const int h = (int)(k % 2);
             for (int fi = 0; fi < f.fields; fi++)
                 memcpy(c + 64 * fi + 32 * h + 2 * i, blk + 2 * fi, 2);
+            if (f.e8m0)
+                c[16 * h + i] = blk[0];
             uint8_t *q = c + hdr + (size_t)h * qb;
             if (f.qh) {
                 uint32_t qh;
@@ -380,7 +391,7 @@ const uint8_t *tn_weight_row_raw(const tn_weight *w, int64_t r, uint8_t *tmp) {
     x16_fmt f = {0};
     x16_format(w->type, &f); /* check_weight let only X16 types through */
     const size_t qb = tn_x16_quant_bytes(w->type), hdr = tn_x16_header_bytes(w->type);
-    const size_t chunk = hdr + 2 * qb, qoff = 2 * (size_t)f.fields + (f.qh ? 4 : 0);
+    const size_t chunk = hdr + 2 * qb, qoff = 2 * (size_t)f.fields + (f.qh ? 4 : 0) + f.e8m0;
     const int64_t nblk = w->cols / 32;
     const uint8_t *g = (const uint8_t *)w->data + (size_t)(r / 16) * tn_x16_group_bytes(w->type, w->cols);
     const int i = (int)(r % 16);
@@ -390,6 +401,8 @@ const uint8_t *tn_weight_row_raw(const tn_weight *w, int64_t r, uint8_t *tmp) {
         const int h = (int)(k % 2);
         for (int fi = 0; fi < f.fields; fi++)
             memcpy(blk + 2 * fi, c + 64 * fi + 32 * h + 2 * i, 2);
+        if (f.e8m0)
+            blk[0] = c[16 * h + i];
         const uint8_t *q = c + hdr + (size_t)h * qb;
         if (f.qh) {
             uint32_t qh = 0;

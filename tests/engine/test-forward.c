@@ -2025,7 +2025,8 @@ static void check_mkmodel_moe(const char *arch) {
 /* gpt-oss from tn_mkmodel as --type mxfp4: the published file's types
  * (experts MXFP4, other matrices Q8_0, vectors and biases F32, an untied
  * head, llama-quantize's MXFP4_MOE file type); it loads, its experts stay
- * in the mapping, and it runs. */
+ * in the mapping without the repack cache, go into the cache's file (in
+ * X16) with it, and it runs either way. */
 static void check_mkmodel_oss(void) {
     tn_mkmodel_params p = tn_mkmodel_default_params();
     CHECK(tn_mkmodel_preset(&p, "gpt-oss-20b") == TN_OK);
@@ -2036,9 +2037,17 @@ static void check_mkmodel_oss(void) {
     p.sliding_window = 4;
     p.tied_output = true; /* ignored: gpt-oss is always untied */
     char path[4096];
+    char *cache = getenv("TERN_REPACK_CACHE") ? strdup(getenv("TERN_REPACK_CACHE")) : NULL;
+    setenv("TERN_REPACK_CACHE", "0", 1);
     tn_model *m = mk_load(&p, "gpt-oss", path);
-    if (!m)
+    if (cache)
+        setenv("TERN_REPACK_CACHE", cache, 1);
+    else
+        unsetenv("TERN_REPACK_CACHE");
+    if (!m) {
+        free(cache);
         return;
+    }
     tn_error err = {0};
     tn_gguf *g = NULL;
     CHECK(tn_gguf_open(path, &g, &err) == 0);
@@ -2075,8 +2084,27 @@ static void check_mkmodel_oss(void) {
     CHECKF(tn_model_repacked_bytes(m) < tn_model_weight_bytes(m) - experts,
            "gpt-oss: %llu bytes repacked: the experts were copied",
            (unsigned long long)tn_model_repacked_bytes(m));
+    CHECKF(!strstr(tn_model_arithmetic(m), "/exp16"), "gpt-oss, cache off: arithmetic '%s'",
+           tn_model_arithmetic(m));
     check_decode(m, 2, 12);
     tn_model_free(m);
+    /* With a cache directory (room or not): the MXFP4 experts in X16 from
+     * its file, read by the X16 kernels. */
+    if (cache && strcmp(cache, "0") != 0) {
+        setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "0", 1);
+        m = NULL;
+        CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == 0, "gpt-oss: %s",
+               err.message);
+        unsetenv("TERN_REPACK_CACHE_MIN_FREE_MB");
+        if (m) {
+            CHECKF(strstr(tn_model_arithmetic(m), "/exp16") && *tn_model_repack_cache_path(m),
+                   "gpt-oss, cache %s: arithmetic '%s', cache file '%s'", cache,
+                   tn_model_arithmetic(m), tn_model_repack_cache_path(m));
+            check_decode(m, 2, 12);
+            tn_model_free(m);
+        }
+    }
+    free(cache);
     remove(path);
 
     /* --vocab-size pads a real vocabulary only: the synthetic one is refused. */

@@ -426,7 +426,8 @@ static void test_pairs(tn_cpu *pools[3]) {
     enum { N_SHAPES = sizeof shapes / sizeof shapes[0], N_ITEMS = 9, MAXC = 1024 };
     static const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0, TN_TYPE_IQ4_NL, TN_TYPE_Q4_1,
                                      TN_TYPE_Q5_0, TN_TYPE_Q5_1, TN_TYPE_Q4_K, TN_TYPE_Q5_K,
-                                     TN_TYPE_Q6_K, TN_TYPE_Q2_K, TN_TYPE_Q3_K, TN_TYPE_IQ4_XS};
+                                     TN_TYPE_Q6_K, TN_TYPE_Q2_K, TN_TYPE_Q3_K, TN_TYPE_IQ4_XS,
+                                     TN_TYPE_MXFP4};
     enum { N_TYPES = sizeof types / sizeof types[0] };
     /* items: shape index per item (3 and 0 differ in width from 1) */
     static const int item_shape[N_ITEMS] = {0, 1, 1, 2, 3, 1, 4, 0, 2};
@@ -694,6 +695,7 @@ static void test_mxfp4_ggml(tn_cpu *cpu) {
     uint8_t *w = malloc(rb * R);
     float *x = malloc(sizeof(float) * NB * C), *y = malloc(sizeof(float) * NB * R);
     double *ref = malloc(sizeof(double) * NB * R), *mag = malloc(sizeof(double) * NB * R);
+    void *packed = NULL;
     if (!w || !x || !y || !ref || !mag) {
         CHECKF(0, "mxfp4 ggml: out of memory");
         goto out;
@@ -741,30 +743,97 @@ static void test_mxfp4_ggml(tn_cpu *cpu) {
             mag[b * R + r] = abs_sum;
         }
     }
-    tn_weight wt = {.type = TN_TYPE_MXFP4, .rows = R, .cols = C, .data = w, .row_bytes = rb};
+    tn_weight wt[2] = {{.type = TN_TYPE_MXFP4, .rows = R, .cols = C, .data = w, .row_bytes = rb}};
+    /* And the X16 layout (the experts' through the repack cache), in the
+     * family that has X16 kernels (the others run the scalar reference on
+     * it, which is not held to this). */
+    const size_t size = tn_weight_repack_size(&wt[0]);
+    packed = size ? aligned_alloc(64, (size + 63) / 64 * 64) : NULL;
+    const int nl = packed && tn_weight_repack(&wt[0], packed, size, &wt[1]) == TN_OK ? 2 : 1;
     for (int isa = 1; isa < TN_ISA_COUNT_; isa++) {
         if (!tn_isa_available((tn_isa)isa))
             continue;
-        CHECK(tn_matmul_isa(cpu, (tn_isa)isa, &wt, x, NB, y) == TN_OK);
-        int bad = 0;
-        double worst = 0;
-        for (int i = 0; i < NB * R; i++) {
-            const double e = fabs((double)y[i] - ref[i]) / (mag[i] > 0 ? mag[i] : 1);
-            worst = e > worst ? e : worst;
-            bad += e > 2e-6;
+        for (int l = 0; l < (isa == TN_ISA_AVX512 ? nl : 1); l++) {
+            CHECK(tn_matmul_isa(cpu, (tn_isa)isa, &wt[l], x, NB, y) == TN_OK);
+            int bad = 0;
+            double worst = 0;
+            for (int i = 0; i < NB * R; i++) {
+                const double e = fabs((double)y[i] - ref[i]) / (mag[i] > 0 ? mag[i] : 1);
+                worst = e > worst ? e : worst;
+                bad += e > 2e-6;
+            }
+            CHECKF(bad == 0,
+                   "%s/mxfp4/%s: %d of %d products differ from ggml's arithmetic (worst %.3g of S)",
+                   tn_isa_name((tn_isa)isa), l ? "x16" : "rows", bad, NB * R, worst);
+            if (getenv("TERN_TEST_VERBOSE"))
+                fprintf(stderr, "%s/mxfp4/%s against ggml's arithmetic: worst %.3g of S\n",
+                        tn_isa_name((tn_isa)isa), l ? "x16" : "rows", worst);
         }
-        CHECKF(bad == 0, "%s/mxfp4: %d of %d products differ from ggml's arithmetic (worst %.3g of S)",
-               tn_isa_name((tn_isa)isa), bad, NB * R, worst);
-        if (getenv("TERN_TEST_VERBOSE"))
-            fprintf(stderr, "%s/mxfp4 against ggml's arithmetic: worst %.3g of S\n",
-                    tn_isa_name((tn_isa)isa), worst);
     }
 out:
+    free(packed);
     free(w);
     free(x);
     free(y);
     free(ref);
     free(mag);
+}
+
+/* MXFP4's E8M0 scales at their edges, exactly: e = 0 and 1 are the
+ * denormal half-scales 2^-128 and 2^-127, e = 2 the smallest normal one,
+ * then ordinary ones. With activations that are integers up to 127 (each
+ * block's largest 127, so their int8 quants are the values themselves,
+ * scale 1) every product is an integer times a power of two that f32 holds
+ * exactly: each family and layout must give the exact sum, bit for bit. A
+ * scale decoded one binade off, or a denormal flushed to zero, fails. */
+static void test_mxfp4_e8m0_exact(tn_cpu *cpu) {
+    enum { R = 19, C = 96, NB = 3, NBLK = C / 32 };
+    static const uint8_t es[] = {0, 1, 2, 3, 100, 127, 130, 0, 1};
+    const size_t rb = tn_type_row_bytes(TN_TYPE_MXFP4, C);
+    uint8_t w[R * NBLK * sizeof(tn_block_mxfp4)];
+    float x[NB * C], y[NB * R], want[NB * R];
+    for (int r = 0; r < R; r++)
+        for (int blk = 0; blk < NBLK; blk++) {
+            tn_block_mxfp4 *b = (tn_block_mxfp4 *)(w + (size_t)r * rb) + blk;
+            b->e = es[r % (int)sizeof es]; /* one scale a row: every partial sum exact */
+            for (int j = 0; j < 16; j++)
+                b->qs[j] = (uint8_t)(tn_test_rand(&rng) & 0xff);
+        }
+    for (int b = 0; b < NB; b++)
+        for (int k = 0; k < C; k++)
+            x[b * C + k] = k % 32 == 0 ? 127.0f : (float)((int)(tn_test_rand(&rng) % 255) - 127);
+    for (int b = 0; b < NB; b++)
+        for (int r = 0; r < R; r++) {
+            const tn_block_mxfp4 *wb = (const tn_block_mxfp4 *)(w + (size_t)r * rb);
+            double sum = 0;
+            for (int blk = 0; blk < NBLK; blk++) {
+                int32_t isum = 0;
+                for (int j = 0; j < 16; j++) {
+                    isum += tn_mxfp4_values[wb[blk].qs[j] & 15] * (int32_t)x[b * C + blk * 32 + j];
+                    isum += tn_mxfp4_values[wb[blk].qs[j] >> 4] *
+                            (int32_t)x[b * C + blk * 32 + j + 16];
+                }
+                sum += (double)isum * (double)tn_e8m0_half(wb[blk].e);
+            }
+            want[b * R + r] = (float)sum;
+            CHECKF((double)want[b * R + r] == sum, "mxfp4 e8m0: reference row %d not exact", r);
+        }
+    tn_weight wt[2] = {{.type = TN_TYPE_MXFP4, .rows = R, .cols = C, .data = w, .row_bytes = rb}};
+    const size_t size = tn_weight_repack_size(&wt[0]);
+    void *packed = size ? aligned_alloc(64, (size + 63) / 64 * 64) : NULL;
+    const int nl = packed && tn_weight_repack(&wt[0], packed, size, &wt[1]) == TN_OK ? 2 : 1;
+    for (int isa = 1; isa < TN_ISA_COUNT_; isa++) {
+        if (!tn_isa_available((tn_isa)isa))
+            continue;
+        for (int l = 0; l < nl; l++)
+            for (int n = 1; n <= NB; n++) {
+                CHECK(tn_matmul_isa(cpu, (tn_isa)isa, &wt[l], x, n, y) == TN_OK);
+                CHECKF(same_bits(y, want, (size_t)n * R),
+                       "%s/mxfp4/%s, %d rows: E8M0 edge scales not exact", tn_isa_name((tn_isa)isa),
+                       l ? "x16" : "rows", n);
+            }
+    }
+    free(packed);
 }
 
 /* ------------------------------------------------------------ attention
@@ -1218,6 +1287,7 @@ int main(void) {
         test_weights_repack(pools[1], x);
         test_odd_blocks(pools[1], x);
         test_mxfp4_ggml(pools[1]);
+        test_mxfp4_e8m0_exact(pools[1]);
         test_group(x, pools);
         test_pairs(pools);
         free(x);
