@@ -318,9 +318,7 @@ action_edit_last (GSimpleAction *action,
   adw_toast_set_timeout (self->edit_toast, 10);
   adw_toast_set_button_label (self->edit_toast, _("_Undo"));
   adw_toast_set_action_name (self->edit_toast, "win.undo-edit");
-  g_ptr_array_add (self->toasts, g_object_ref (self->edit_toast));
-  g_signal_connect_object (self->edit_toast, "dismissed", G_CALLBACK (_tern_window_on_toast_dismissed), self,
-                           0);
+  _tern_window_keep_toast (self, self->edit_toast);
   g_signal_connect_object (self->edit_toast, "dismissed", G_CALLBACK (on_edit_toast_dismissed),
                            self, 0);
   adw_toast_overlay_add_toast (self->toast_overlay, self->edit_toast);
@@ -445,8 +443,7 @@ _tern_window_delete_chat (TernWindow *self,
   adw_toast_set_button_label (t, _("_Undo"));
   adw_toast_set_action_name (t, "win.undo-delete");
   adw_toast_set_action_target_value (t, g_variant_new_string (tern_chat_get_id (doomed)));
-  g_ptr_array_add (self->toasts, g_object_ref (t));
-  g_signal_connect_object (t, "dismissed", G_CALLBACK (_tern_window_on_toast_dismissed), self, 0);
+  _tern_window_keep_toast (self, t);
   g_signal_connect_object (t, "dismissed", G_CALLBACK (on_delete_toast_dismissed), self, 0);
   g_object_set_data_full (G_OBJECT (t), "tern-chat-id", g_strdup (tern_chat_get_id (doomed)),
                           g_free);

@@ -87,6 +87,7 @@ struct _TernWindow {
   guint follow_tick;       /* the frame callback that keeps the end in view */
   int settled_frames;      /* frames the end has stayed in view */
   GPtrArray *toasts;       /* shown or waiting */
+  gint64     toast_dismissed_us; /* when a toast was last dismissed (monotonic) */
   GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */
   /* Edit Last: the messages taken back, while its toast offers Undo. */
   TernChat *edit_chat;
@@ -120,6 +121,8 @@ void           _tern_window_toast                (TernWindow     *self,
 /* Remembers message as the last error and shows it in a toast. */
 void           _tern_window_set_error            (TernWindow     *self,
                                                   const char     *message);
+void           _tern_window_keep_toast           (TernWindow     *self,
+                                                  AdwToast       *t);
 void           _tern_window_on_toast_dismissed   (AdwToast       *t,
                                                   TernWindow     *self);
 void           _tern_window_on_save_error        (GObject        *owner,
