@@ -313,8 +313,7 @@ INLINE void rows_x16_iq4xs(const uint8_t *g, const uint8_t *g2, int streams, int
     const __m512i lo4 = _mm512_set1_epi8(0x0f), m4 = _mm512_set1_epi32(15);
     const __m512i m2 = _mm512_set1_epi32(3), k32 = _mm512_set1_epi32(32);
     /* The levels + 128 (1..241) in every 128-bit lane, unsigned for vpdpbusd. */
-    const __m512i table = _mm512_broadcast_i32x4(_mm_add_epi8(
-        _mm_loadu_si128((const __m128i *)tn_iq4nl_values), _mm_set1_epi8((char)128)));
+    const __m512i table = levels_table512(tn_iq4nl_values, 128);
     __m512 acc[KB2];
     __m512 acc2[1] = {_mm512_setzero_ps()};
 #pragma GCC unroll 16

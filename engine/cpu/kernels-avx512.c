@@ -725,23 +725,11 @@ INLINE void rows_q3k(const uint8_t *w, int64_t nsb, const uint8_t *act, size_t a
 }
 
 /* The IQ4 table in every 128-bit lane, plus `bias` on each level. */
-INLINE __m512i iq4_table512(int bias) {
-    __m128i t = _mm_loadu_si128((const __m128i *)tn_iq4nl_values);
-    t = _mm_add_epi8(t, _mm_set1_epi8((char)bias));
-    return _mm512_broadcast_i32x4(t);
-}
-
-/* MXFP4's levels + bias in every 128-bit lane (the row kernel's table). */
-INLINE __m512i mxfp4_table512(int bias) {
-    return _mm512_broadcast_i32x4(
-        _mm_add_epi8(_mm_loadu_si128((const __m128i *)tn_mxfp4_values), _mm_set1_epi8((char)bias)));
-}
-
 INLINE void rows_iq4nl(const uint8_t *w, int64_t nblk, const uint8_t *act, size_t as, int nb,
                        float *y, int64_t ys) {
     const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
                                             0x0004000400040004, 0x0004000400040004, 0, 0);
-    const __m512i lo4 = _mm512_set1_epi8(0x0f), table = iq4_table512(128);
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), table = levels_table512(tn_iq4nl_values, 128);
     __m512 acc[KB];
 #pragma GCC unroll 16
     for (int j = 0; j < nb; j++)
@@ -773,7 +761,7 @@ INLINE void rows_iq4xs(const uint8_t *w, int64_t nsb, const uint8_t *act, size_t
                        float *y, int64_t ys) {
     const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
                                             0x0004000400040004, 0x0004000400040004, 0, 0);
-    const __m512i lo4 = _mm512_set1_epi8(0x0f), table = iq4_table512(0);
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), table = levels_table512(tn_iq4nl_values, 0);
     __m512 acc[KB_K];
 #pragma GCC unroll 8
     for (int j = 0; j < nb; j++)
@@ -859,8 +847,7 @@ INLINE void rows_mxfp4(const uint8_t *w, int64_t nblk, const uint8_t *act, size_
     const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
                                             0x0004000400040004, 0x0004000400040004, 0, 0);
     const __m512i lo4 = _mm512_set1_epi8(0x0f);
-    const __m512i table = _mm512_broadcast_i32x4(_mm_add_epi8(
-        _mm_loadu_si128((const __m128i *)tn_mxfp4_values), _mm_set1_epi8((char)128)));
+    const __m512i table = levels_table512(tn_mxfp4_values, 128);
     __m512 acc[KB];
 #pragma GCC unroll 16
     for (int j = 0; j < nb; j++)
@@ -1050,8 +1037,8 @@ INLINE void rows_x16(const uint8_t *g, const uint8_t *g2, int64_t cols, bool q8,
                      const uint8_t *act, const uint8_t *act2, size_t as, int nb, float *y,
                      float *y2, int64_t ys, int valid, int valid2) {
     const int64_t nblk = cols / 32;
-    const __m512i nl_table = mx   ? mxfp4_table512(128)
-                             : nl ? iq4_table512(128)
+    const __m512i nl_table = mx   ? levels_table512(tn_mxfp4_values, 128)
+                             : nl ? levels_table512(tn_iq4nl_values, 128)
                                   : _mm512_setzero_si512();
     __m512 acc[KB], acc2[1] = {_mm512_setzero_ps()};
 #pragma GCC unroll 16

@@ -24,6 +24,14 @@ static inline __attribute__((always_inline)) __m512i dpbusd_bcast(__m512i acc, _
     return acc;
 }
 
+/* A 16-level table (IQ4_NL's or MXFP4's) + bias in every 128-bit lane,
+ * for vpshufb on the nibbles. */
+static inline __attribute__((always_inline)) __m512i levels_table512(const int8_t levels[16],
+                                                                     int bias) {
+    return _mm512_broadcast_i32x4(
+        _mm_add_epi8(_mm_loadu_si128((const __m128i *)levels), _mm_set1_epi8((char)bias)));
+}
+
 /* The 4 bytes at p (any alignment) in every 32-bit lane. */
 static inline __attribute__((always_inline)) __m512i bcast32(const uint8_t *p) {
     int32_t v;

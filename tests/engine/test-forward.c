@@ -1857,6 +1857,21 @@ static tn_ctx *tuning_steps(tn_model *m, float *lg, int32_t nv) {
  * TERN_DECODE_PREFETCH forces the decode mode. Then the stream counts on the
  * one-token steps that follow (TERN_TWO_STREAMS forces them). Every step's
  * logits are the same bits whichever mode it runs in. */
+/* The environment variable's value (a copy, NULL when unset), to give back
+ * to env_restore after a test changed it. */
+static char *env_save(const char *name) {
+    const char *v = getenv(name);
+    return v ? strdup(v) : NULL;
+}
+
+static void env_restore(const char *name, char *saved) {
+    if (saved)
+        setenv(name, saved, 1);
+    else
+        unsetenv(name);
+    free(saved);
+}
+
 static void check_decode_tuning(void) {
     tn_mkmodel_params p = tn_mkmodel_default_params();
     p.arch = "llama";
@@ -1866,8 +1881,7 @@ static void check_decode_tuning(void) {
     tn_model *m = mk_load(&p, "tuning", path);
     if (!m)
         return;
-    const char *was = getenv("TERN_DECODE_PREFETCH");
-    char *saved = was ? strdup(was) : NULL;
+    char *saved = env_save("TERN_DECODE_PREFETCH");
     const int32_t nv = tn_model_n_vocab(m);
     static const char *const forced_env[] = {NULL, "0", "near", "1"};
     static const tn_prefetch_mode forced_mode[] = {0, TN_PREFETCH_NONE, TN_PREFETCH_NEAR,
@@ -1900,15 +1914,10 @@ static void check_decode_tuning(void) {
                forced_env[k]);
         tn_ctx_free(forced);
     }
-    if (saved)
-        setenv("TERN_DECODE_PREFETCH", saved, 1);
-    else
-        unsetenv("TERN_DECODE_PREFETCH");
-    free(saved);
+    env_restore("TERN_DECODE_PREFETCH", saved);
     /* TERN_TWO_STREAMS forces the stream count: no streams samples, the
      * prefetch modes still measured, the same logits */
-    was = getenv("TERN_TWO_STREAMS");
-    saved = was ? strdup(was) : NULL;
+    saved = env_save("TERN_TWO_STREAMS");
     static const char *const streams_env[] = {"0", "1"};
     for (int k = 0; k < 2; k++) {
         setenv("TERN_TWO_STREAMS", streams_env[k], 1);
@@ -1928,11 +1937,7 @@ static void check_decode_tuning(void) {
                "logits with TERN_TWO_STREAMS=%s differ from the measuring context's", streams_env[k]);
         tn_ctx_free(forced);
     }
-    if (saved)
-        setenv("TERN_TWO_STREAMS", saved, 1);
-    else
-        unsetenv("TERN_TWO_STREAMS");
-    free(saved);
+    env_restore("TERN_TWO_STREAMS", saved);
     tn_ctx_free(measured);
     for (int k = 0; k < 4; k++)
         free(lg[k]);
@@ -1991,14 +1996,10 @@ static void check_mkmodel_moe(const char *arch) {
     snprintf(name, sizeof name, "%s-moe", arch);
     /* Without the repack cache (with it, the experts go into its file:
      * test-repack-cache) */
-    char *cache = getenv("TERN_REPACK_CACHE") ? strdup(getenv("TERN_REPACK_CACHE")) : NULL;
+    char *cache = env_save("TERN_REPACK_CACHE");
     setenv("TERN_REPACK_CACHE", "0", 1);
     tn_model *m = mk_load(&p, name, path);
-    if (cache)
-        setenv("TERN_REPACK_CACHE", cache, 1);
-    else
-        unsetenv("TERN_REPACK_CACHE");
-    free(cache);
+    env_restore("TERN_REPACK_CACHE", cache);
     if (!m)
         return;
     CHECK(!strcmp(tn_arch_name(tn_model_arch(m)), arch));
@@ -2037,13 +2038,10 @@ static void check_mkmodel_oss(void) {
     p.sliding_window = 4;
     p.tied_output = true; /* ignored: gpt-oss is always untied */
     char path[4096];
-    char *cache = getenv("TERN_REPACK_CACHE") ? strdup(getenv("TERN_REPACK_CACHE")) : NULL;
+    char *cache = env_save("TERN_REPACK_CACHE");
     setenv("TERN_REPACK_CACHE", "0", 1);
     tn_model *m = mk_load(&p, "gpt-oss", path);
-    if (cache)
-        setenv("TERN_REPACK_CACHE", cache, 1);
-    else
-        unsetenv("TERN_REPACK_CACHE");
+    env_restore("TERN_REPACK_CACHE", cache ? strdup(cache) : NULL);
     if (!m) {
         free(cache);
         return;
@@ -2091,11 +2089,12 @@ static void check_mkmodel_oss(void) {
     /* With a cache directory (room or not): the MXFP4 experts in X16 from
      * its file, read by the X16 kernels. */
     if (cache && strcmp(cache, "0") != 0) {
+        char *min_free = env_save("TERN_REPACK_CACHE_MIN_FREE_MB");
         setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "0", 1);
         m = NULL;
         CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == 0, "gpt-oss: %s",
                err.message);
-        unsetenv("TERN_REPACK_CACHE_MIN_FREE_MB");
+        env_restore("TERN_REPACK_CACHE_MIN_FREE_MB", min_free);
         if (m) {
             CHECKF(strstr(tn_model_arithmetic(m), "/exp16") && *tn_model_repack_cache_path(m),
                    "gpt-oss, cache %s: arithmetic '%s', cache file '%s'", cache,
