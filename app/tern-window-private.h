@@ -87,7 +87,7 @@ struct _TernWindow {
   guint follow_tick;       /* the frame callback that keeps the end in view */
   int settled_frames;      /* frames the end has stayed in view */
   GPtrArray *toasts;       /* shown or waiting */
-  gint64     toast_dismissed_us; /* when a toast was last dismissed (monotonic) */
+  gint64     toast_dismissed_us; /* when a dismissal last reached the overlay (monotonic) */
   GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */
   /* Edit Last: the messages taken back, while its toast offers Undo. */
   TernChat *edit_chat;
