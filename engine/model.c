@@ -44,11 +44,34 @@ typedef struct loader {
     const char *path;
     const char *arch;
     tn_error *err;
-    /* The repack cache most likely holds this file's experts: their
-     * NaN/Inf pass (a read of most of the file) waits for prepare, which
-     * skips it when they do come from the cache (checked when it was made). */
-    bool defer_expert_checks;
+    /* The repack cache most likely holds this file's weights: the NaN/Inf
+     * pass over the experts and over the matrices it may serve (a read of
+     * most of the file) waits for prepare, which skips it when a cache
+     * file made by an earlier load of this file as it is now is mapped
+     * (that load ran it). */
+    bool defer_checks;
 } loader;
+
+/* A NaN/Inf pass put off until prepare: a matrix [rows][cols], or an
+ * experts tensor of rows x n_exp rows. */
+struct tn_deferred_check {
+    const tn_gguf_tensor *t;
+    int64_t rows;
+};
+
+static int defer_check(loader *ld, const tn_gguf_tensor *t, int64_t rows) {
+    tn_model *m = ld->m;
+    if (m->n_deferred_checks == m->cap_deferred_checks) {
+        int32_t cap = m->cap_deferred_checks ? 2 * m->cap_deferred_checks : 64;
+        struct tn_deferred_check *c = realloc(m->deferred_checks, (size_t)cap * sizeof *c);
+        if (!c)
+            return tn_fail(ld->err, TN_ERR_NOMEM, "%s: out of memory", ld->path);
+        m->deferred_checks = c;
+        m->cap_deferred_checks = cap;
+    }
+    m->deferred_checks[m->n_deferred_checks++] = (struct tn_deferred_check){.t = t, .rows = rows};
+    return TN_OK;
+}
 
 static int key_int(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo,
                    int64_t hi, int32_t *out) {
@@ -133,6 +156,32 @@ static const char *type_label(uint32_t type, char *buf, size_t n) {
     return buf;
 }
 
+/* A tensor without NaN or Inf (its shape already checked): a matrix
+ * ne = {cols, rows}, or experts ne = {cols, rows, n_exp}. */
+static int check_finite(tn_model *m, const char *path, const tn_gguf_tensor *t, int64_t rows,
+                        tn_error *err) {
+    const int64_t cols = (int64_t)t->ne[0];
+    const bool experts = t->n_dims >= 3 && t->ne[2] > 1;
+    const int64_t n_exp = experts ? (int64_t)t->ne[2] : 1;
+    size_t row_bytes = tn_type_row_bytes(t->type, (uint64_t)cols);
+    if (m)
+        m->finite_checked_bytes += (uint64_t)row_bytes * (uint64_t)rows * (uint64_t)n_exp;
+    int64_t bad = tn_weights_first_nonfinite(t->type, t->data, row_bytes, rows * n_exp, cols);
+    if (bad < 0)
+        return TN_OK;
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+    if (!experts)
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: tensor '%s' holds a NaN or infinite weight (row %lld): the file is "
+                       "damaged, or was written from a model whose training diverged",
+                       path, name, (long long)bad);
+    return tn_fail(err, TN_ERR_FORMAT,
+                   "%s: tensor '%s' holds a NaN or infinite weight (expert %lld, row %lld): "
+                   "the file is damaged, or was written from a model whose training diverged",
+                   path, name, (long long)(bad / rows), (long long)(bad % rows));
+}
+
 /* A 2-D weight [rows][cols] (GGUF ne = {cols, rows}). *found tells an
  * optional absent tensor from a present one. */
 static int get_matrix(loader *ld, const char *name, int64_t cols, int64_t rows, bool required,
@@ -172,22 +221,20 @@ static int get_matrix(loader *ld, const char *name, int64_t cols, int64_t rows, 
     if (!tn_mul_u64(row_bytes, (uint64_t)rows, &need) || t->nbytes < need)
         return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor '%s' is shorter than its shape says",
                        ld->path, name);
-    /* One pass over the scales (block types) or the values (float types):
-     * a NaN or Inf weight would make every logit NaN, so the file is
-     * refused here, naming the tensor. Cost: docs/PERFORMANCE.md (issue 21),
-     * mostly the page faults that the repacking would otherwise take. */
-    int64_t bad = tn_weights_first_nonfinite(t->type, t->data, row_bytes, rows, cols);
-    if (bad >= 0)
-        return tn_fail(ld->err, TN_ERR_FORMAT,
-                       "%s: tensor '%s' holds a NaN or infinite weight (row %lld): the file is "
-                       "damaged, or was written from a model whose training diverged",
-                       ld->path, name, (long long)bad);
     w->type = t->type;
     w->rows = rows;
     w->cols = cols;
     w->data = t->data;
     w->row_bytes = row_bytes;
-    return TN_OK;
+    /* One pass over the scales (block types) or the values (float types):
+     * a NaN or Inf weight would make every logit NaN, so the file is
+     * refused, naming the tensor. Cost: docs/PERFORMANCE.md (issue 21),
+     * mostly the page faults that the repacking would otherwise take; a
+     * matrix the repack cache may serve waits for prepare (defer_checks),
+     * as on a cache hit nothing else reads it from the file. */
+    if (ld->defer_checks && ld->m && rows > 1 && tn_weight_repack_size(w) > 0)
+        return defer_check(ld, t, rows);
+    return check_finite(ld->m, ld->path, t, rows, ld->err);
 }
 
 static void advise_huge(const void *p, uint64_t n) {
@@ -203,22 +250,6 @@ static void advise_huge(const void *p, uint64_t n) {
 #endif
 }
 
-/* A 3-D tensor of experts ne = {cols, rows, n_exp} without NaN or Inf
- * (its shape already checked). */
-static int check_experts_finite(const char *path, const tn_gguf_tensor *t, int64_t rows,
-                                tn_error *err) {
-    const int64_t cols = (int64_t)t->ne[0], n_exp = (int64_t)t->ne[2];
-    size_t row_bytes = tn_type_row_bytes(t->type, (uint64_t)cols);
-    int64_t bad = tn_weights_first_nonfinite(t->type, t->data, row_bytes, rows * n_exp, cols);
-    if (bad < 0)
-        return TN_OK;
-    char name[256];
-    snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-    return tn_fail(err, TN_ERR_FORMAT,
-                   "%s: tensor '%s' holds a NaN or infinite weight (expert %lld, row %lld): "
-                   "the file is damaged, or was written from a model whose training diverged",
-                   path, name, (long long)(bad / rows), (long long)(bad % rows));
-}
 
 /* The experts of one projection: a 3-D tensor ne = {cols, rows, n_exp},
  * each expert a [rows][cols] matrix, checked as get_matrix checks one. */
@@ -265,19 +296,12 @@ static int get_experts(loader *ld, const char *name, int64_t cols, int64_t rows,
     advise_huge(t->data, t->nbytes);
     /* As for a matrix: one pass over the scales, so that a NaN expert is
      * refused at load rather than found by the token that routes to it. */
-    if (ld->defer_expert_checks && ld->m) {
-        tn_model *m = ld->m;
-        if (m->n_expert_checks == m->cap_expert_checks) {
-            int32_t cap = m->cap_expert_checks ? 2 * m->cap_expert_checks : 64;
-            const tn_gguf_tensor **c = realloc(m->expert_checks, (size_t)cap * sizeof *c);
-            if (!c)
-                return tn_fail(ld->err, TN_ERR_NOMEM, "%s: out of memory", ld->path);
-            m->expert_checks = c;
-            m->cap_expert_checks = cap;
-        }
-        m->expert_checks[m->n_expert_checks++] = t;
+    if (ld->defer_checks && ld->m) {
+        int rc = defer_check(ld, t, rows);
+        if (rc != TN_OK)
+            return rc;
     } else {
-        int rc = check_experts_finite(ld->path, t, rows, ld->err);
+        int rc = check_finite(ld->m, ld->path, t, rows, ld->err);
         if (rc != TN_OK)
             return rc;
     }
@@ -1255,9 +1279,8 @@ static int prepare(tn_model *m, tn_error *err) {
      * them), even if its experts then went back to rows (4 KiB pages,
      * docs/QUANT.md). A cache file just made from a damaged model goes, so
      * that the next load checks again. */
-    for (int32_t i = 0; rc == TN_OK && !from_cache && i < m->n_expert_checks; i++) {
-        const tn_gguf_tensor *t = m->expert_checks[i];
-        rc = check_experts_finite(m->path, t, (int64_t)t->ne[1], err);
+    for (int32_t i = 0; rc == TN_OK && !from_cache && i < m->n_deferred_checks; i++) {
+        rc = check_finite(m, m->path, m->deferred_checks[i].t, m->deferred_checks[i].rows, err);
         if (rc != TN_OK && m->backend.repack_cache[0])
             unlink(m->backend.repack_cache);
     }
@@ -1295,7 +1318,7 @@ void tn_model_free(tn_model *m) {
     for (int32_t i = 0; i < m->n_owned; i++)
         free(m->owned[i]);
     free(m->owned);
-    free(m->expert_checks);
+    free(m->deferred_checks);
     free(m->expert_ws);
     free(m->layers);
     tn_backend_close(&m->backend);
@@ -1337,7 +1360,7 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
     }
     loader ld = {.m = m, .g = m->gguf, .path = path, .arch = "?", .err = err,
-                 .defer_expert_checks = tn_repack_cache_likely(m->gguf, NULL)};
+                 .defer_checks = tn_repack_cache_likely(m->gguf, NULL)};
     rc = load_hparams(&ld, &m->hp);
     if (rc == TN_OK) {
         m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);

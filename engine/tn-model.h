@@ -162,10 +162,12 @@ struct tn_model {
     float **owned;            /* the f32 copies of 1-D tensors above */
     int32_t n_owned;
     int32_t cap_owned;
-    /* Expert tensors whose NaN/Inf pass waits for prepare (model.c) */
-    const tn_gguf_tensor **expert_checks;
-    int32_t n_expert_checks;
-    int32_t cap_expert_checks;
+    /* Tensors whose NaN/Inf pass waits for prepare (model.c): the
+     * matrices the repack cache may serve, and the experts */
+    struct tn_deferred_check *deferred_checks;
+    int32_t n_deferred_checks;
+    int32_t cap_deferred_checks;
+    uint64_t finite_checked_bytes; /* what the NaN/Inf passes of the load read (tests) */
     /* Experts in the backend's layout, from the repack cache file (model.c
      * prepare): [n_layer][n_expert][3], gate, up, down */
     tn_weight *expert_ws;

@@ -3,10 +3,15 @@
  * token 0 forever. Models written by mkmodel, then one value poisoned in
  * place: an f16 scale of a block type, an f32/f16 weight, a K-quant's d
  * and dmin, the token embedding. A poisoned quant byte (which is an
- * integer, never non-finite) must still load, and so must the clean file. */
+ * integer, never non-finite) must still load, and so must the clean file.
+ * With the repack cache on, the pass over the matrices it serves waits for
+ * the cache: a load that maps a cache file made by an earlier load of the
+ * same file (which ran the pass) skips it. */
 #include "tn-test.h"
+#include "tn-model.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool copy_file(const char *from, const char *to) {
@@ -55,6 +60,51 @@ static void expect_load(const char *path, bool expect_ok, const char *name, cons
                "%s: the message does not name '%s': %s", what, name, err.message);
     }
     tn_model_free(m);
+}
+
+/* A second load of a clean model, through the cache file the first one
+ * wrote, does not run the NaN/Inf pass over the matrices the cache serves
+ * (the first load ran it): on a hit nothing else would read them from the
+ * model file. Only the norms' pass is left (they are copied to f32 anyway). */
+static void cache_hit_skips_the_pass(const char *dir) {
+    const char *cache = getenv("TERN_REPACK_CACHE");
+    if (!cache || !*cache || !strcmp(cache, "0")) {
+        fprintf(stderr, "bad-weights: the repack cache is off: the hit check is not run\n");
+        return;
+    }
+    tn_mkmodel_params p = tn_test_tiny_model("llama", 11);
+    char path[512];
+    snprintf(path, sizeof path, "%s/hit.gguf", dir);
+    tn_error err;
+    CHECKF(tn_mkmodel(&p, path, &err) == TN_OK, "mkmodel: %s", err.message);
+    uint64_t matrices = 0; /* the bytes of the 2-D tensors of more than one row */
+    tn_gguf *g = NULL;
+    CHECK(tn_gguf_open(path, &g, &err) == TN_OK);
+    for (int64_t i = 0; g && i < tn_gguf_n_tensors(g); i++) {
+        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
+        if (t->n_dims >= 2 && t->ne[1] > 1)
+            matrices += t->nbytes;
+    }
+    tn_gguf_close(g);
+    for (int load = 0; load < 2; load++) {
+        tn_model *m = NULL;
+        int rc = tn_model_load(path, tn_model_default_params(), &m, &err);
+        CHECKF(rc == TN_OK, "load %d: %s", load, err.message);
+        if (rc != TN_OK)
+            return;
+        const char *source = tn_model_repack_source(m);
+        if (load == 0) {
+            CHECKF(!strcmp(source, "cache-new"), "first load: %s", source);
+            CHECKF(m->finite_checked_bytes >= matrices, "first load: %llu bytes checked of %llu",
+                   (unsigned long long)m->finite_checked_bytes, (unsigned long long)matrices);
+        } else {
+            CHECKF(!strcmp(source, "cache"), "second load: %s", source);
+            CHECKF(m->finite_checked_bytes < matrices / 20,
+                   "second load (a cache hit): %llu bytes checked, the matrices are %llu",
+                   (unsigned long long)m->finite_checked_bytes, (unsigned long long)matrices);
+        }
+        tn_model_free(m);
+    }
 }
 
 int main(void) {
@@ -119,5 +169,6 @@ int main(void) {
         expect_load(bad, cases[i].loads, cases[i].tensor, what);
         remove(bad);
     }
+    cache_hit_skips_the_pass(dir);
     return tn_test_finish("bad-weights");
 }
