@@ -72,9 +72,11 @@ repeat_toast_dismissal (gpointer data)
   return G_SOURCE_REMOVE;
 }
 
-/* The overlay may still animate a dismissed toast; the reference kept in
- * self->toasts lasts as long as the window (dropping it at "dismissed" freed
- * a toast under libadwaita 1.2's hide animation). */
+/* The overlay may still animate a dismissed toast: the reference kept in
+ * self->toasts lasts until a later toast is added at least
+ * TOAST_FORGET_MS after the dismissal (dropping it at "dismissed" freed a
+ * toast under libadwaita 1.2's hide animation), so that a long session's
+ * toasts do not pile up. */
 void
 _tern_window_on_toast_dismissed (AdwToast   *t,
                     TernWindow *self)
@@ -104,12 +106,22 @@ _tern_window_on_toast_dismissed (AdwToast   *t,
         }
     }
   g_object_set_data (G_OBJECT (t), "tern-dismissed", GINT_TO_POINTER (1));
+  if (g_object_get_data (G_OBJECT (t), "tern-dismissed-us") == NULL)
+    {
+      gint64 *at = g_new (gint64, 1);
+
+      *at = now;
+      g_object_set_data_full (G_OBJECT (t), "tern-dismissed-us", at, g_free);
+    }
   self->toast_dismissed_us = now;
 }
 
 /* Every toast the window shows goes through here before
  * adw_toast_overlay_add_toast, so that our "dismissed" handler runs before
  * the overlay's: kept until the window goes, its time noted. */
+/* Long after the overlay's hide animation (300 ms) */
+#define TOAST_FORGET_MS 2000
+
 void
 _tern_window_keep_toast (TernWindow *self,
                          AdwToast   *t)
@@ -117,6 +129,14 @@ _tern_window_keep_toast (TernWindow *self,
   gint64 *added = g_new (gint64, 1);
 
   *added = g_get_monotonic_time ();
+  for (guint i = self->toasts->len; i-- > 0;)
+    {
+      const gint64 *gone = g_object_get_data (g_ptr_array_index (self->toasts, i),
+                                              "tern-dismissed-us");
+
+      if (gone != NULL && *added - *gone > TOAST_FORGET_MS * G_TIME_SPAN_MILLISECOND)
+        g_ptr_array_remove_index (self->toasts, i);
+    }
   g_object_set_data_full (G_OBJECT (t), "tern-added-us", added, g_free);
   g_ptr_array_add (self->toasts, g_object_ref (t));
   g_signal_connect_object (t, "dismissed", G_CALLBACK (_tern_window_on_toast_dismissed), self, 0);
