@@ -116,12 +116,13 @@ _tern_window_on_toast_dismissed (AdwToast   *t,
   self->toast_dismissed_us = now;
 }
 
-/* Every toast the window shows goes through here before
- * adw_toast_overlay_add_toast, so that our "dismissed" handler runs before
- * the overlay's: kept until the window goes, its time noted. */
 /* Long after the overlay's hide animation (300 ms) */
 #define TOAST_FORGET_MS 2000
 
+/* Every toast the window shows goes through here before
+ * adw_toast_overlay_add_toast, so that our "dismissed" handler runs before
+ * the overlay's: its time noted, kept until TOAST_FORGET_MS after its
+ * dismissal (the toasts dismissed that long ago go now). */
 void
 _tern_window_keep_toast (TernWindow *self,
                          AdwToast   *t)
