@@ -552,7 +552,8 @@ static int load(ld *l, const tn_model *target) {
     const char *path = l->path;
     const char *tp = tn_model_path(target);
     int rc;
-    tn_str arch;
+    /* empty when the key is missing or not a string: the message prints it */
+    tn_str arch = {0};
     if (tn_gguf_get_str(df->gguf, "general.architecture", &arch) != TN_OK ||
         !tn_str_eq(arch, "dflash"))
         return tn_fail(l->err, TN_ERR_UNSUPPORTED,
