@@ -17,6 +17,14 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
+/* Activation quants: v (x * 127 / max|x|) to int32, clamped to int8's
+ * range, as cvt_q8_512 (tn-avx512-dpbusd.h): a NaN or infinite activation
+ * gives INT32_MIN, whose block sums overflow; finite ones are unchanged. */
+INLINE __m256i cvt_q8_256(__m256 v) {
+    return _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(v), _mm256_set1_epi32(127)),
+                            _mm256_set1_epi32(-128));
+}
+
 static inline uint16_t rd16(const uint8_t *p) {
     uint16_t v;
     memcpy(&v, p, 2);
@@ -168,7 +176,7 @@ static void convert_act32(const float *x, void *dst, int64_t cols) {
         __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
         __m256i q[4];
         for (int i = 0; i < 4; i++)
-            q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
+            q[i] = cvt_q8_256(_mm256_mul_ps(v[i], id));
         /* Pack 32-bit to 8-bit; packs interleave 128-bit lanes, fixed up by
          * a final dword permutation. */
         __m256i p01 = _mm256_packs_epi32(q[0], q[1]), p23 = _mm256_packs_epi32(q[2], q[3]);
@@ -381,8 +389,8 @@ static void convert_act256(const float *x, void *dst, int64_t cols, bool per32) 
         __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
         memset(as->bs, 0, sizeof as->bs);
         for (int i = 0; i < 16; i++) {
-            __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * i), id));
-            __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * i + 8), id));
+            __m256i q0 = cvt_q8_256(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * i), id));
+            __m256i q1 = cvt_q8_256(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * i + 8), id));
             __m256i p = _mm256_packs_epi32(q0, q1); /* 16-bit, lanes interleaved */
             p = _mm256_permute4x64_epi64(p, 0xd8);
             __m128i b = _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));

@@ -66,7 +66,7 @@ static void convert_x16k2(const float *x, void *dst, int64_t cols, int kind) {
         const __m512 vid = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
         int32_t sum16[16];
         for (int i = 0; i < 16; i++) {
-            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * i), vid));
+            __m512i q = cvt_q8_512(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * i), vid));
             sum16[i] = _mm512_reduce_add_epi32(q);
             _mm_storeu_si128((__m128i *)(qs + 256 * s + 16 * i), _mm512_cvtsepi32_epi8(q));
         }

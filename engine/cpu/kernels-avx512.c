@@ -212,8 +212,8 @@ INLINE int32_t quant_block32(const float *x, float *d_out, int8_t *q) {
     float d = amax / 127.0f;
     float id = amax > 0 ? 127.0f / amax : 0.0f;
     __m512 vid = _mm512_set1_ps(id);
-    __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, vid));
-    __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, vid));
+    __m512i qa = cvt_q8_512(_mm512_mul_ps(a, vid));
+    __m512i qb = cvt_q8_512(_mm512_mul_ps(b, vid));
     _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(qa));
     _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(qb));
     *d_out = d;
@@ -405,7 +405,7 @@ static void convert_act256(const float *x, void *dst, int64_t cols, bool kq_orde
         __m512 vid = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
         int32_t sum16[16];
         for (int i = 0; i < 16; i++) {
-            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * i), vid));
+            __m512i q = cvt_q8_512(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * i), vid));
             sum16[i] = _mm512_reduce_add_epi32(q);
             int dst_i = kq_order ? 2 * order[i / 2] + (i & 1) : i;
             _mm_storeu_si128((__m128i *)(as->qs + 16 * dst_i), _mm512_cvtsepi32_epi8(q));
@@ -1286,7 +1286,7 @@ static void convert_x16k(const float *x, void *dst, int64_t cols, bool q6) {
         const __m512 vid = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
         int32_t sum16[16];
         for (int i = 0; i < 16; i++) {
-            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * i), vid));
+            __m512i q = cvt_q8_512(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * i), vid));
             sum16[i] = _mm512_reduce_add_epi32(q);
             _mm_storeu_si128((__m128i *)(qs + 256 * s + 16 * i), _mm512_cvtsepi32_epi8(q));
         }

@@ -24,6 +24,17 @@ static inline __attribute__((always_inline)) __m512i dpbusd_bcast(__m512i acc, _
     return acc;
 }
 
+/* Activation quants: v (x * 127 / max|x|) to int32, clamped to int8's
+ * range. A NaN or infinite activation (finite but extreme weights overflow
+ * to them) converts to INT32_MIN, whose sums over a block overflow in the
+ * callers' block offsets (undefined behaviour) and disagree with the
+ * saturated int8 stored; a finite v is within [-127, 127] already, so the
+ * clamp changes nothing else. */
+static inline __attribute__((always_inline)) __m512i cvt_q8_512(__m512 v) {
+    return _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(127)),
+                            _mm512_set1_epi32(-128));
+}
+
 /* A 16-level table (IQ4_NL's or MXFP4's) + bias in every 128-bit lane,
  * for vpshufb on the nibbles. */
 static inline __attribute__((always_inline)) __m512i levels_table512(const int8_t levels[16],
