@@ -32,7 +32,7 @@
  * in other builds. */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) {
-    return "max_allocation_size=268435456:allocator_may_return_null=0";
+    return "max_allocation_size_mb=256:allocator_may_return_null=0";
 }
 
 typedef enum { BASE_MODEL, BASE_DFLASH, BASE_MTP, BASE_VISION } base_kind;
