@@ -17,7 +17,8 @@
  * ASan (TERN_HOSTILE_ALL=1: every change of every tensor). Non-finite
  * logits are allowed (counted): a tensor given another type rereads the
  * old bytes, finite but extreme values that overflow in the forward pass.
- * `test-model-hostile NAME` sweeps one base model (names in bases[]). */
+ * `test-model-hostile NAME` sweeps one base model (names in bases[]);
+ * TERN_HOSTILE_VERBOSE=1 prints every refusal. */
 #include "tn-test.h"
 
 #include <math.h>
@@ -49,6 +50,8 @@ typedef struct base {
 
 /* The variant being tried, for the watchdog's message. */
 static char current[512];
+/* TERN_HOSTILE_VERBOSE set: every refusal printed (to read the messages). */
+static bool verbose;
 
 static void on_alarm(int sig) {
     (void)sig;
@@ -305,7 +308,7 @@ static int try_variant(base *b, const char *path) {
         }
     }
     alarm(0);
-    if (b->must_run && rc != TN_OK)
+    if ((b->must_run || verbose) && rc != TN_OK)
         fprintf(stderr, "%s: %s\n", current, err.message);
     /* a refusal names the file, so that a user knows which one to replace */
     CHECKF(rc == TN_OK || strstr(err.message, path), "%s: the message does not name the file: '%s'",
@@ -759,6 +762,7 @@ int main(int argc, char **argv) {
     /* every variant is a new file: nothing to gain from the repack cache */
     setenv("TERN_REPACK_CACHE", "0", 1);
     signal(SIGALRM, on_alarm);
+    verbose = getenv("TERN_HOSTILE_VERBOSE") != NULL;
     if (__sanitizer_set_death_callback)
         __sanitizer_set_death_callback(on_death);
     base bases[] = {
