@@ -18,7 +18,7 @@
  * logits are allowed (counted): a tensor given another type rereads the
  * old bytes, finite but extreme values that overflow in the forward pass.
  * `test-model-hostile NAME` sweeps one base model (names in bases[]);
- * TERN_HOSTILE_VERBOSE=1 prints every refusal. */
+ * TERN_HOSTILE_VERBOSE=1 prints every variant and refusal. */
 #include "tn-test.h"
 
 #include <math.h>
@@ -50,7 +50,8 @@ typedef struct base {
 
 /* The variant being tried, for the watchdog's message. */
 static char current[512];
-/* TERN_HOSTILE_VERBOSE set: every refusal printed (to read the messages). */
+/* TERN_HOSTILE_VERBOSE set: every variant and refusal printed (to read the
+ * messages, or to find the variant before a UBSan report). */
 static bool verbose;
 
 static void on_alarm(int sig) {
@@ -239,6 +240,8 @@ static void exercise_tokenizer(const tn_tokenizer *tok) {
 static int try_variant(base *b, const char *path) {
     tn_error err = {0};
     int rc;
+    if (verbose) /* a UBSan report has no death callback: it follows this line */
+        fprintf(stderr, "trying %s\n", current);
     alarm(60);
     if (b->kind == BASE_MODEL) {
         tn_model *m = NULL;
