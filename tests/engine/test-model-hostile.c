@@ -1,7 +1,8 @@
 /* A systematic sweep of hostile metadata and tensors over every architecture
  * the loader reads: for each tiny model tn_mkmodel writes (llama, qwen3,
  * gemma3, gemma4 dense with per-layer inputs and shared KV, gemma4 MoE,
- * qwen3moe, gpt-oss with MXFP4 experts, DFlash drafts, gemma4-assistant MTP
+ * qwen3moe, gpt-oss with MXFP4 experts, DFlash drafts (Qwen3-style, Gemma-style
+ * with a reduced vocabulary, windowed for a gemma4 target), gemma4-assistant MTP
  * drafters, both vision projectors), every metadata key is rewritten with
  * edge values (0, 1, -1, the type's maximum, 1 << 20, NaN, Inf, the wrong
  * GGUF type; arrays empty, shortened, lengthened, of the wrong element type,
@@ -149,10 +150,13 @@ static int make_base(base *b, tn_error *err) {
     }
     /* Drafters: the target first, then the draft for it. */
     const bool mtp = b->kind == BASE_MTP;
+    /* dflash-swa: a gemma4 target, whose window and per-layer pattern the
+     * draft takes (its sliding_window keys) */
+    const bool g4 = mtp || !strcmp(n, "dflash-swa");
     char tpath[4096];
     snprintf(tpath, sizeof tpath, "%s-target.gguf", b->path);
-    tn_mkmodel_params tp = mtp ? tiny_gemma4(15, false) : tiny("qwen3", 15);
-    if (mtp) {
+    tn_mkmodel_params tp = g4 ? tiny_gemma4(15, false) : tiny("qwen3", 15);
+    if (g4) {
         /* the assistant reads the target's last sliding and full layers'
          * memory: sliding, sliding, full */
         tp.n_layer = 3;
@@ -778,6 +782,7 @@ int main(int argc, char **argv) {
         {.name = "gpt-oss", .kind = BASE_MODEL},
         {.name = "dflash", .kind = BASE_DFLASH},
         {.name = "dflash-gemma", .kind = BASE_DFLASH},
+        {.name = "dflash-swa", .kind = BASE_DFLASH},
         {.name = "mtp", .kind = BASE_MTP},
         {.name = "vision-gemma3", .kind = BASE_VISION},
         {.name = "vision-gemma4v", .kind = BASE_VISION},
