@@ -47,6 +47,7 @@ typedef struct base {
     tn_session *sess;   /* drafters: a session of the target */
     int variants, loaded, refused, nonfinite;
     bool must_run; /* the valid file: it must load and run (refusals printed) */
+    bool chat;     /* a tokenizer key changed: a chat turn through a session too */
 } base;
 
 /* The variant being tried, for the watchdog's message. */
@@ -239,6 +240,27 @@ static void exercise_tokenizer(const tn_tokenizer *tok) {
     tn_tokens_free(&ids);
 }
 
+/* One short chat turn (template, tokenizer, sampling, stop tokens) on a
+ * model whose tokenizer.* metadata is hostile. */
+static void exercise_session(const base *b, const tn_model *m) {
+    tn_session_params sp = tn_session_default_params();
+    sp.n_ctx = 64;
+    sp.n_threads = 1;
+    sp.pin_cache_dir = "";
+    tn_session *s = NULL;
+    tn_error err = {0};
+    int rc = tn_session_new(m, sp, &s, &err);
+    CHECKF(ran(b, rc, &err), "%s: session: '%s'", current, err.message);
+    if (rc != TN_OK)
+        return;
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 2;
+    tn_session_stats st;
+    rc = tn_session_ask(s, "Hi <|im_end|> <end_of_turn>", &g, NULL, NULL, &st, &err);
+    CHECKF(ran(b, rc, &err), "%s: ask: '%s'", current, err.message);
+    tn_session_free(s);
+}
+
 /* Opens path as b's kind and, if it opens, runs it briefly. Returns the
  * status of the open; checks every message on the way. */
 static int try_variant(base *b, const char *path) {
@@ -273,6 +295,8 @@ static int try_variant(base *b, const char *path) {
                 tn_ctx_free(ctx);
             }
             exercise_tokenizer(tn_model_tokenizer(m));
+            if (b->chat)
+                exercise_session(b, m);
             tn_model_free(m);
         }
     } else if (b->kind == BASE_VISION) {
@@ -677,8 +701,10 @@ static void sweep(base *b) {
     /* 1. the file as written loads and runs */
     snprintf(current, sizeof current, "%s as written", b->name);
     b->must_run = true;
+    b->chat = b->kind == BASE_MODEL;
     CHECKF(try_variant(b, b->path) == TN_OK, "%s: the valid file is refused", b->name);
     b->must_run = false;
+    b->chat = false;
 
     tn_gguf *g = NULL;
     rc = tn_gguf_open(b->path, &g, &err);
@@ -707,8 +733,10 @@ static void sweep(base *b) {
                      op_names[op]);
             rc = rewrite(g, dst, i, op, -1, 0, 0);
             CHECKF(rc == TN_OK, "%s: cannot write the variant", current);
+            b->chat = b->kind == BASE_MODEL && k.len > 10 && !memcmp(k.ptr, "tokenizer.", 10);
             if (rc == TN_OK)
                 try_variant(b, dst);
+            b->chat = false;
         }
     }
     /* 3. tensors: each one missing, each dimension + 1, halved and zero,
