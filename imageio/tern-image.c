@@ -135,6 +135,104 @@ static void jpeg_feed(jpeg_walk *j, const guint8 *b, gsize n) {
     }
 }
 
+/* Only a GIF's first frame is used, and gdk-pixbuf's GIF loader parses every
+ * frame of a file, in time quadratic in their number (a 2 MB GIF of 100000
+ * tiny frames took 16 s; a 20 MB request body holds ten times as many). So
+ * the block structure is walked as it arrives, and the loader is given the
+ * bytes up to the end of the first image's data, then the trailer: the
+ * cost is that of one frame, whatever follows it. The walk also says
+ * whether the first frame arrived whole. */
+typedef enum {
+    GIF_HEADER,     /* signature and logical screen descriptor (13 bytes) */
+    GIF_BLOCK,      /* expecting an introducer: extension, image or trailer */
+    GIF_EXT_LABEL,
+    GIF_SUB_LEN,    /* a data sub-block's length byte (0 ends the block) */
+    GIF_SKIP,       /* inside a colour table or a sub-block */
+    GIF_IMAGE_DESC, /* the 9 bytes after an image separator */
+    GIF_LZW_MIN,
+    GIF_FIRST_DONE, /* the first image's data is complete */
+    GIF_TRAILER,    /* the trailer came before any image */
+    GIF_BAD,
+} gif_state;
+
+typedef struct {
+    gif_state state, after_skip;
+    guint32 count;  /* bytes seen of the header or descriptor, or left to skip */
+    guint8 flags;   /* the packed byte of the screen or image descriptor */
+    gboolean image; /* the sub-blocks being read are the first image's data */
+} gif_walk;
+
+static void gif_skip_then(gif_walk *g, guint8 flags, gif_state next) {
+    /* A colour table follows the descriptor when its flags say so. */
+    const guint32 table = flags & 0x80 ? 3u << ((flags & 7) + 1) : 0;
+    g->count = table;
+    g->after_skip = next;
+    g->state = table ? GIF_SKIP : next;
+}
+
+/* Walks n bytes; returns how many of them the stream has up to the end of
+ * the first image's data (n until that end is among them). */
+static gsize gif_feed(gif_walk *g, const guint8 *b, gsize n) {
+    for (gsize i = 0; i < n; i++) {
+        const guint8 c = b[i];
+        switch (g->state) {
+        case GIF_HEADER:
+            if (++g->count == 11)
+                g->flags = c;
+            else if (g->count == 13)
+                gif_skip_then(g, g->flags, GIF_BLOCK);
+            break;
+        case GIF_BLOCK:
+            if (c == 0x21) {
+                g->state = GIF_EXT_LABEL;
+            } else if (c == 0x2C) {
+                g->count = 0;
+                g->state = GIF_IMAGE_DESC;
+            } else if (c == 0x3B) {
+                g->state = GIF_TRAILER;
+                return n;
+            } else {
+                g->state = GIF_BAD;
+                return i;
+            }
+            break;
+        case GIF_EXT_LABEL:
+            g->image = FALSE;
+            g->state = GIF_SUB_LEN;
+            break;
+        case GIF_SUB_LEN:
+            if (c) {
+                g->count = c;
+                g->after_skip = GIF_SUB_LEN;
+                g->state = GIF_SKIP;
+            } else if (g->image) {
+                g->state = GIF_FIRST_DONE;
+                return i + 1;
+            } else {
+                g->state = GIF_BLOCK;
+            }
+            break;
+        case GIF_SKIP:
+            if (--g->count == 0)
+                g->state = g->after_skip;
+            break;
+        case GIF_IMAGE_DESC:
+            if (++g->count == 9)
+                gif_skip_then(g, c, GIF_LZW_MIN);
+            break;
+        case GIF_LZW_MIN:
+            g->image = TRUE;
+            g->state = GIF_SUB_LEN;
+            break;
+        case GIF_FIRST_DONE:
+        case GIF_TRAILER:
+        case GIF_BAD:
+            return i;
+        }
+    }
+    return n;
+}
+
 /* ------------------------------------------------------------- decoding */
 
 typedef struct {
@@ -284,7 +382,9 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
         return NULL;
     }
     const gboolean is_jpeg = !strcmp(sniffed, "jpeg"), is_webp = !strcmp(sniffed, "webp");
+    const gboolean is_gif = !strcmp(sniffed, "gif");
     jpeg_walk jpeg = {.state = JPEG_MARKER_FF};
+    gif_walk gif = {.state = GIF_HEADER};
     /* RIFF's size field counts the bytes after its first 8. */
     const guint64 riff_total = is_webp ? 8u + ((guint64)buf[4] | (guint64)buf[5] << 8 |
                                                (guint64)buf[6] << 16 | (guint64)buf[7] << 24)
@@ -299,7 +399,8 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
      * pixel. Held bytes are bounded by the source (the server's body limit,
      * a file the user picked) and by TERN_IMAGE_MAX_JPEG_BYTES. */
     GByteArray *held = is_jpeg ? g_byte_array_new() : NULL;
-    gboolean ok = TRUE, any = FALSE, jpeg_refused = FALSE;
+    /* refused: error is set by a walk of the byte stream (JPEG, GIF). */
+    gboolean ok = TRUE, any = FALSE, refused = FALSE;
     for (gboolean first = TRUE;; first = FALSE) {
         gssize n = first ? head : source_read(src, buf, CHUNK);
         if (n < 0) {
@@ -319,18 +420,44 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
                             _("%s: the JPEG file is larger than %u MiB"), name,
                             TERN_IMAGE_MAX_JPEG_BYTES >> 20);
                 ok = FALSE;
-                jpeg_refused = TRUE;
+                refused = TRUE;
                 break;
             }
             g_byte_array_append(held, buf, (guint)n);
             continue;
         }
-        if (!feed_loader(loader, buf, (gsize)n, &p, name, fmt_buf, &e, error)) {
+        gsize use = (gsize)n;
+        if (is_gif) {
+            use = gif_feed(&gif, buf, (gsize)n);
+            if (gif.state == GIF_BAD) {
+                g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                            _("%s: damaged GIF (its block structure is broken)"), name);
+                ok = FALSE;
+                refused = TRUE;
+                break;
+            }
+        }
+        if (!feed_loader(loader, buf, use, &p, name, fmt_buf, &e, error)) {
             ok = FALSE;
             break;
         }
-        if (p.too_large)
+        if (p.too_large || gif.state == GIF_TRAILER)
             break;
+        if (gif.state == GIF_FIRST_DONE) {
+            /* The trailer right after the first frame: the rest is unread. */
+            static const guint8 trailer = 0x3B;
+            if (!feed_loader(loader, &trailer, 1, &p, name, fmt_buf, &e, error))
+                ok = FALSE;
+            break;
+        }
+    }
+    if (is_gif && ok && !p.too_large && gif.state != GIF_FIRST_DONE &&
+        gif.state != GIF_TRAILER && any) {
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                    _("%s: truncated GIF (the file ends before its first frame is complete)"),
+                    name);
+        ok = FALSE;
+        refused = TRUE;
     }
     g_free(buf);
     if (held && ok) {
@@ -341,7 +468,7 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
                             : _("%s: truncated JPEG (the file ends before its end-of-image marker)"),
                         name);
             ok = FALSE;
-            jpeg_refused = TRUE;
+            refused = TRUE;
         }
         for (guint off = 0; ok && off < held->len && !p.too_large; off += CHUNK)
             if (!feed_loader(loader, held->data + off, MIN((guint)CHUNK, held->len - off), &p,
@@ -359,8 +486,8 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
     }
     const char *fmt = loader_format(loader, fmt_buf);
     GdkPixbuf *pixbuf = NULL;
-    if (jpeg_refused) {
-        /* error is set; the loader never saw the data */
+    if (refused) {
+        /* error is set by the walk (for a JPEG, the loader never saw the data) */
     } else if (p.too_large) {
         g_clear_error(error);
         set_too_large(error, name, &p);
