@@ -513,7 +513,10 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
                     _("%s: truncated WebP (%llu of its %llu bytes arrived)"), name,
                     (unsigned long long)total, (unsigned long long)riff_total);
-    } else if (ok && p.updated && p.rows_done < p.height) {
+    } else if (ok && !is_gif && p.updated && p.rows_done < p.height) {
+        /* Not for a GIF: its walk saw the first frame whole, and the loader
+         * reports that frame's area, which may rightly cover only a part of
+         * the logical screen (the rest is transparent). */
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
                     _("%s: truncated image (%d of its %d rows arrived)"), name, p.rows_done,
                     p.height);

@@ -329,6 +329,30 @@ static void gif(void) {
     tern_image_free(im);
     g_clear_error(&e);
 
+    /* A still image of 2 x 2 red pixels at (1, 1) on a 4 x 4 screen: the
+     * rest of the screen is transparent, so white. */
+    static const guint8 part[] = {
+        'G', 'I', 'F', '8', '9', 'a', 4, 0, 4, 0, 0x80, 0, 0, 0xff, 0, 0, 0, 0, 0,
+        0x2C, 1, 0, 1, 0, 2, 0, 2, 0, 0, /* at (1, 1), 2 x 2 */
+        2, 4, 0x04, 0x41, 0x10, 0x05, 0, /* clear, 0 (four times), end */
+        0x3B,
+    };
+    im = tern_image_load_bytes(part, sizeof part, "part.gif", NULL, &e);
+    CHECKF(im != NULL, "gif with a first frame smaller than its screen: %s",
+           e ? e->message : "");
+    if (im) {
+        CHECK(im->width == 4 && im->height == 4 && im->had_alpha);
+        for (int y = 0; y < 4; y++)
+            for (int x = 0; x < 4; x++) {
+                const bool red = x >= 1 && x <= 2 && y >= 1 && y <= 2;
+                CHECKF(near3(px(im, x, y), 1, red ? 0 : 1, red ? 0 : 1, 1e-6f),
+                       "part.gif (%d, %d): %g %g %g", x, y, px(im, x, y)[0], px(im, x, y)[1],
+                       px(im, x, y)[2]);
+            }
+    }
+    tern_image_free(im);
+    g_clear_error(&e);
+
     /* The same two frames, then 200000 more (4.6 MB): gdk-pixbuf parses
      * every frame, in time quadratic in their number (100000 took 16 s);
      * only the first is read. */
