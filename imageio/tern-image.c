@@ -233,6 +233,29 @@ static gsize gif_feed(gif_walk *g, const guint8 *b, gsize n) {
     return n;
 }
 
+/* An animated WebP (VP8X with the animation flag) is decoded by the loader
+ * at close, every frame into a canvas of its own, and only then does it
+ * report the size: a 124-byte file declaring a 16000 x 16000 canvas cost
+ * 2.9 GB before it was refused, and 2000 frames on an 8000 x 8000 canvas
+ * (160 KB) crashed the loader once its allocations failed. So the canvas
+ * is checked from the VP8X chunk before anything is fed, and the loader is
+ * given the chunks up to the end of the first frame (ANMF), with the RIFF
+ * size made to match: one canvas, whatever follows. Returns the length of
+ * that prefix, or 0 while it has not all arrived. */
+static gsize webp_first_frame_end(const guint8 *b, gsize len) {
+    for (guint64 pos = 12; pos + 8 <= len;) {
+        const guint32 size = (guint32)b[pos + 4] | (guint32)b[pos + 5] << 8 |
+                             (guint32)b[pos + 6] << 16 | (guint32)b[pos + 7] << 24;
+        const guint64 end = pos + 8 + size + (size & 1);
+        if (end > len)
+            return 0;
+        if (!memcmp(b + pos, "ANMF", 4))
+            return (gsize)end;
+        pos = end;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------- decoding */
 
 typedef struct {
@@ -386,11 +409,24 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
     jpeg_walk jpeg = {.state = JPEG_MARKER_FF};
     gif_walk gif = {.state = GIF_HEADER};
     /* RIFF's size field counts the bytes after its first 8. */
-    const guint64 riff_total = is_webp ? 8u + ((guint64)buf[4] | (guint64)buf[5] << 8 |
+    guint64 riff_total = is_webp ? 8u + ((guint64)buf[4] | (guint64)buf[5] << 8 |
                                                (guint64)buf[6] << 16 | (guint64)buf[7] << 24)
                                        : 0;
     guint64 total = 0;
     probe p = {.max_pixels = max_pixels};
+    /* VP8X: flags at 20, canvas width - 1 and height - 1 (24 bits each). */
+    GByteArray *webp_anim = NULL;
+    if (is_webp && head >= 30 && !memcmp(buf + 12, "VP8X", 4)) {
+        const guint32 cw = 1 + ((guint32)buf[24] | (guint32)buf[25] << 8 | (guint32)buf[26] << 16);
+        const guint32 ch = 1 + ((guint32)buf[27] | (guint32)buf[28] << 8 | (guint32)buf[29] << 16);
+        if ((guint64)cw * ch > max_pixels) {
+            p.seen = p.too_large = TRUE;
+            p.width = (int)cw;
+            p.height = (int)ch;
+        } else if (buf[20] & 0x02) {
+            webp_anim = g_byte_array_new();
+        }
+    }
     g_signal_connect(loader, "size-prepared", G_CALLBACK(on_size_prepared), &p);
     g_signal_connect(loader, "area-updated", G_CALLBACK(on_area_updated), &p);
     char fmt_buf[16];
@@ -401,7 +437,7 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
     GByteArray *held = is_jpeg ? g_byte_array_new() : NULL;
     /* refused: error is set by a walk of the byte stream (JPEG, GIF). */
     gboolean ok = TRUE, any = FALSE, refused = FALSE;
-    for (gboolean first = TRUE;; first = FALSE) {
+    for (gboolean first = TRUE; !p.too_large; first = FALSE) {
         gssize n = first ? head : source_read(src, buf, CHUNK);
         if (n < 0) {
             g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_IO, _("%s: read error: %s"), name,
@@ -425,6 +461,30 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
             }
             g_byte_array_append(held, buf, (guint)n);
             continue;
+        }
+        if (webp_anim) {
+            /* Held until the first frame is whole (bounded as a JPEG is). */
+            if (webp_anim->len + (guint64)n > TERN_IMAGE_MAX_JPEG_BYTES) {
+                g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE,
+                            _("%s: the first frame of the WebP animation is larger than %u MiB"),
+                            name, TERN_IMAGE_MAX_JPEG_BYTES >> 20);
+                ok = FALSE;
+                refused = TRUE;
+                break;
+            }
+            g_byte_array_append(webp_anim, buf, (guint)n);
+            const gsize cut = webp_first_frame_end(webp_anim->data, webp_anim->len);
+            if (!cut)
+                continue;
+            const guint32 riff = (guint32)(cut - 8);
+            for (int i = 0; i < 4; i++)
+                webp_anim->data[4 + i] = (guint8)(riff >> (8 * i));
+            total = riff_total = cut;
+            if (!feed_loader(loader, webp_anim->data, cut, &p, name, fmt_buf, &e, error))
+                ok = FALSE;
+            g_byte_array_unref(webp_anim);
+            webp_anim = NULL;
+            break;
         }
         gsize use = (gsize)n;
         if (is_gif) {
@@ -450,6 +510,18 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
                 ok = FALSE;
             break;
         }
+    }
+    if (webp_anim) {
+        /* The source ended (or failed) before the first frame was whole. */
+        if (ok) {
+            g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                        _("%s: truncated WebP (the file ends before its first frame is "
+                          "complete)"),
+                        name);
+            ok = FALSE;
+            refused = TRUE;
+        }
+        g_byte_array_unref(webp_anim);
     }
     if (is_gif && ok && !p.too_large && gif.state != GIF_FIRST_DONE &&
         gif.state != GIF_TRAILER && any) {

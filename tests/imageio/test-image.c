@@ -303,6 +303,70 @@ static void webp(void) {
         CHECK(l[0] > 0.8f && l[2] < 0.2f && r[2] > 0.8f && r[0] < 0.2f);
     }
     tern_image_free(im);
+    /* Animations, made of that picture (its chunks after the RIFF header)
+     * as frames: the loader decodes an animation at close, every frame into
+     * a canvas of its own, and reported the canvas size only then. */
+    struct {
+        guint32 side, frames;
+        gboolean refused;
+    } anims[] = {
+        {1024, 256, FALSE}, /* 1 GB of canvases (12 s under ASan) for one frame */
+        {9000, 1, TRUE},    /* 81 megapixels: refused before any canvas */
+    };
+    for (size_t a = 0; a < G_N_ELEMENTS(anims); a++) {
+        GByteArray *w = g_byte_array_new();
+        const guint8 head[] = {'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'E', 'B', 'P'};
+        g_byte_array_append(w, head, sizeof head);
+        const guint32 c = anims[a].side - 1;
+        const guint8 vp8x[] = {'V', 'P', '8', 'X', 10, 0, 0, 0, 0x02, 0, 0, 0,
+                               c & 255, (c >> 8) & 255, c >> 16, c & 255, (c >> 8) & 255, c >> 16};
+        const guint8 anim[] = {'A', 'N', 'I', 'M', 6, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        g_byte_array_append(w, vp8x, sizeof vp8x);
+        g_byte_array_append(w, anim, sizeof anim);
+        const guint32 sub = (guint32)(len - 12), body = 16 + sub + (sub & 1);
+        for (guint32 f = 0; f < anims[a].frames; f++) {
+            const guint8 anmf[] = {'A', 'N', 'M', 'F', body & 255, (body >> 8) & 255,
+                                   (body >> 16) & 255, body >> 24,
+                                   0, 0, 0, 0, 0, 0, /* at (0, 0) */
+                                   31, 0, 0, 15, 0, 0, /* 32 x 16 */
+                                   100, 0, 0, 0};
+            g_byte_array_append(w, anmf, sizeof anmf);
+            g_byte_array_append(w, (const guint8 *)data + 12, sub);
+            if (sub & 1)
+                g_byte_array_append(w, (const guint8 *)"", 1);
+        }
+        const guint32 riff = w->len - 8;
+        for (int i = 0; i < 4; i++)
+            w->data[4 + i] = (guint8)(riff >> (8 * i));
+        const double t0 = now_s();
+        im = tern_image_load_bytes(w->data, w->len, "anim.webp", NULL, &e);
+        const double took = now_s() - t0;
+        if (anims[a].refused)
+            CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE),
+                   "animated WebP on a %u px canvas: %s", anims[a].side,
+                   e ? e->message : "accepted");
+        else
+            CHECKF(im != NULL && im->width == (int)anims[a].side, "animated WebP: %s",
+                   e ? e->message : "wrong size");
+        if (im) {
+            float l[3];
+            mean_rgb(im, 2, 2, 12, 14, l);
+            CHECK(l[0] > 0.8f && l[2] < 0.2f); /* the first frame's left half, red */
+        }
+        CHECKF(took < 2.0, "animated WebP (%u frames on %u x %u) took %.2f s", anims[a].frames,
+               anims[a].side, anims[a].side, took);
+        tern_image_free(im);
+        g_clear_error(&e);
+        /* Cut inside the first frame: refused. */
+        if (a == 0) {
+            im = tern_image_load_bytes(w->data, 60, "cut.webp", NULL, &e);
+            CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT),
+                   "animated WebP cut: %s", e ? e->message : "accepted");
+            tern_image_free(im);
+            g_clear_error(&e);
+        }
+        g_byte_array_unref(w);
+    }
     g_free(data);
     g_clear_error(&e);
 }
