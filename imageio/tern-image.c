@@ -306,7 +306,8 @@ static gssize source_read(source *src, guint8 *buf, gsize cap) {
         return (gssize)n;
     }
     gsize n = MIN(cap, src->len - src->pos);
-    memcpy(buf, src->data + src->pos, n);
+    if (n) /* data may be NULL when len is 0 (an empty GBytes gives NULL) */
+        memcpy(buf, src->data + src->pos, n);
     src->pos += n;
     return (gssize)n;
 }

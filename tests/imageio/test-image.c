@@ -487,6 +487,12 @@ static void bad_input(void) {
     im = load(empty, NULL, &e);
     CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT));
     g_clear_error(&e);
+    /* No bytes at all, as an empty GBytes gives them (data NULL): the app
+     * passes g_bytes_get_data() of a dropped or pasted payload. */
+    im = tern_image_load_bytes(NULL, 0, "empty drop", NULL, &e);
+    CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT),
+           "NULL, 0: %s", e ? e->message : "accepted");
+    g_clear_error(&e);
     im = load("/nonexistent/picture.png", NULL, &e);
     CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_IO));
     CHECKF(e && strstr(e->message, "/nonexistent/picture.png"), "%s", e ? e->message : "");
