@@ -406,7 +406,7 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
         return NULL;
     }
     const gboolean is_jpeg = !strcmp(sniffed, "jpeg"), is_webp = !strcmp(sniffed, "webp");
-    const gboolean is_gif = !strcmp(sniffed, "gif");
+    const gboolean is_gif = !strcmp(sniffed, "gif"), is_png = !strcmp(sniffed, "png");
     jpeg_walk jpeg = {.state = JPEG_MARKER_FF};
     gif_walk gif = {.state = GIF_HEADER};
     /* RIFF's size field counts the bytes after its first 8. */
@@ -586,10 +586,13 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
                     _("%s: truncated WebP (%llu of its %llu bytes arrived)"), name,
                     (unsigned long long)total, (unsigned long long)riff_total);
-    } else if (ok && !is_gif && p.updated && p.rows_done < p.height) {
+    } else if (ok && !is_gif && (p.updated || is_png) && p.rows_done < p.height) {
         /* Not for a GIF: its walk saw the first frame whole, and the loader
          * reports that frame's area, which may rightly cover only a part of
-         * the logical screen (the rest is transparent). */
+         * the logical screen (the rest is transparent). A PNG cut before its
+         * first row closes without an error and without any area reported,
+         * its pixels never written (uninitialized memory): none counts as
+         * zero rows. */
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
                     _("%s: truncated image (%d of its %d rows arrived)"), name, p.rows_done,
                     p.height);

@@ -473,6 +473,23 @@ static void bad_input(void) {
     CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT));
     CHECKF(e && strstr(e->message, "cut.png"), "%s", e ? e->message : "");
     g_clear_error(&e);
+    /* Cut a few bytes into the image data, before any row decodes: the
+     * loader closes without an error and reports no rows at all; its
+     * pixels were never written. */
+    gsize idat = 0;
+    for (gsize i = 8; i + 4 < len; i++)
+        if (!memcmp(data + i, "IDAT", 4)) {
+            idat = i;
+            break;
+        }
+    CHECK(idat > 0);
+    for (gsize extra = 0; idat && extra <= 6; extra += 3) {
+        im = tern_image_load_bytes(data, idat + 4 + extra, "cut.png", NULL, &e);
+        CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT),
+               "png cut %zu bytes into its IDAT: %s", extra, e ? e->message : "accepted");
+        tern_image_free(im);
+        g_clear_error(&e);
+    }
     /* Damaged: bytes of the middle flipped (CRC and zlib checks). */
     for (gsize i = len / 3; i < len / 3 + 64; i++)
         data[i] ^= 0x5a;
