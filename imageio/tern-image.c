@@ -233,6 +233,42 @@ static gsize gif_feed(gif_walk *g, const guint8 *b, gsize n) {
     return n;
 }
 
+/* gdk-pixbuf's PNG loader closes without an error on a file cut short, and
+ * an interlaced PNG reports the whole image as updated from the first rows
+ * of its first pass on: rows that never arrived stay uninitialized memory.
+ * libpng does refuse image data that ends short once it sees the next
+ * chunk, so a PNG counts as complete when its chunks, walked by their
+ * lengths, reach the end of IEND. */
+typedef struct {
+    guint64 pos;    /* bytes walked */
+    guint64 skip;   /* of the current chunk's data and CRC */
+    guint8 head[8]; /* length and type of the next chunk */
+    int n_head;
+    gboolean iend;  /* the chunk being skipped is IEND */
+} png_walk;
+
+static gboolean png_complete(const png_walk *w) {
+    return w->iend && w->skip == 0;
+}
+
+static void png_feed(png_walk *w, const guint8 *b, gsize n) {
+    for (gsize i = 0; i < n && !png_complete(w); i++) {
+        if (w->pos++ < 8) /* the signature */
+            continue;
+        if (w->skip) {
+            w->skip--;
+            continue;
+        }
+        w->head[w->n_head++] = b[i];
+        if (w->n_head == 8) {
+            w->n_head = 0;
+            w->skip = ((guint64)w->head[0] << 24 | (guint64)w->head[1] << 16 |
+                       (guint64)w->head[2] << 8 | w->head[3]) + 4;
+            w->iend = !memcmp(w->head + 4, "IEND", 4);
+        }
+    }
+}
+
 /* An animated WebP (VP8X with the animation flag) is decoded by the loader
  * at close, every frame into a canvas of its own, and only then does it
  * report the size: a 124-byte file declaring a 16000 x 16000 canvas cost
@@ -409,6 +445,7 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
     const gboolean is_gif = !strcmp(sniffed, "gif"), is_png = !strcmp(sniffed, "png");
     jpeg_walk jpeg = {.state = JPEG_MARKER_FF};
     gif_walk gif = {.state = GIF_HEADER};
+    png_walk png = {0};
     /* RIFF's size field counts the bytes after its first 8. */
     guint64 riff_total = is_webp ? 8u + ((guint64)buf[4] | (guint64)buf[5] << 8 |
                                                (guint64)buf[6] << 16 | (guint64)buf[7] << 24)
@@ -488,6 +525,8 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
             break;
         }
         gsize use = (gsize)n;
+        if (is_png)
+            png_feed(&png, buf, (gsize)n);
         if (is_gif) {
             use = gif_feed(&gif, buf, (gsize)n);
             if (gif.state == GIF_BAD) {
@@ -523,6 +562,12 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
             refused = TRUE;
         }
         g_byte_array_unref(webp_anim);
+    }
+    if (is_png && ok && !p.too_large && any && !png_complete(&png)) {
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                    _("%s: truncated PNG (the file ends before its IEND chunk)"), name);
+        ok = FALSE;
+        refused = TRUE;
     }
     if (is_gif && ok && !p.too_large && gif.state != GIF_FIRST_DONE &&
         gif.state != GIF_TRAILER && any) {

@@ -490,6 +490,50 @@ static void bad_input(void) {
         tern_image_free(im);
         g_clear_error(&e);
     }
+    /* An interlaced PNG (Adam7, 40 x 30 noise, stored uncompressed) cut
+     * anywhere before its IEND: the loader reports the whole image updated
+     * from the first pass on, the rows still missing never written. */
+    {
+        static const int pass[7][4] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4},
+                                       {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};
+        enum { W = 40, H = 30 };
+        GByteArray *raw = g_byte_array_new();
+        for (int k = 0; k < 7; k++)
+            for (int y = pass[k][1]; y < H; y += pass[k][3]) {
+                g_byte_array_append(raw, (const guint8 *)"", 1); /* filter: none */
+                for (int x = pass[k][0]; x < W; x += pass[k][2])
+                    for (int c = 0; c < 3; c++) {
+                        const guint8 v = (guint8)tn_test_rand(&st);
+                        g_byte_array_append(raw, &v, 1);
+                    }
+            }
+        uLongf zlen = compressBound(raw->len);
+        guint8 *z = g_malloc(zlen);
+        CHECK(compress2(z, &zlen, raw->data, raw->len, 0) == Z_OK);
+        GByteArray *il = g_byte_array_new();
+        g_byte_array_append(il, (const guint8 *)"\x89PNG\r\n\x1a\n", 8);
+        const guint8 ihdr[13] = {0, 0, 0, W, 0, 0, 0, H, 8, 2, 0, 0, 1 /* Adam7 */};
+        chunk(il, "IHDR", ihdr, 13);
+        chunk(il, "IDAT", z, (guint32)zlen);
+        chunk(il, "IEND", NULL, 0);
+        im = tern_image_load_bytes(il->data, il->len, "interlaced.png", NULL, &e);
+        CHECKF(im != NULL && im->width == W && im->height == H, "interlaced png: %s",
+               e ? e->message : "");
+        tern_image_free(im);
+        g_clear_error(&e);
+        const gsize il_cuts[] = {il->len / 4, il->len / 2, il->len - 12, il->len - 1};
+        for (size_t i = 0; i < G_N_ELEMENTS(il_cuts); i++) {
+            im = tern_image_load_bytes(il->data, il_cuts[i], "interlaced.png", NULL, &e);
+            CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT),
+                   "interlaced png cut to %zu of %u bytes: %s", il_cuts[i], il->len,
+                   e ? e->message : "accepted");
+            tern_image_free(im);
+            g_clear_error(&e);
+        }
+        g_free(z);
+        g_byte_array_unref(raw);
+        g_byte_array_unref(il);
+    }
     /* Damaged: bytes of the middle flipped (CRC and zlib checks). */
     for (gsize i = len / 3; i < len / 3 + 64; i++)
         data[i] ^= 0x5a;
