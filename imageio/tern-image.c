@@ -810,9 +810,24 @@ TernImage *tern_image_load_data_uri(const char *uri, const TernImageOptions *opt
         return NULL;
     }
     /* g_base64_decode skips characters outside the alphabet; a payload that
-     * is not an image then fails to decode, with the same clear message. */
+     * is not an image then fails to decode, with the same clear message.
+     * It also drops a last group of 2 or 3 characters that has no '='
+     * padding (which some encoders leave out): the image would lose its
+     * last byte or two, and a JPEG or PNG is then refused as truncated. So
+     * the padding is restored first. */
+    gsize n_alpha = 0;
+    gboolean padded = FALSE;
+    for (const char *c = comma + 1; *c; c++) {
+        if (g_ascii_isalnum(*c) || *c == '+' || *c == '/')
+            n_alpha++;
+        else if (*c == '=')
+            padded = TRUE;
+    }
+    g_autofree char *repadded = NULL;
+    if (!padded && n_alpha % 4 >= 2)
+        repadded = g_strconcat(comma + 1, n_alpha % 4 == 2 ? "==" : "=", NULL);
     gsize len = 0;
-    g_autofree guchar *bytes = g_base64_decode(comma + 1, &len);
+    g_autofree guchar *bytes = g_base64_decode(repadded ? repadded : comma + 1, &len);
     return tern_image_load_bytes(bytes ? (const void *)bytes : "", bytes ? len : 0,
                                  "image URL", opts, error);
 }

@@ -604,6 +604,34 @@ static void data_uri_and_fit(void) {
     g_free(png);
     g_clear_error(&e);
 
+    /* Without its '=' padding, and wrapped in lines as MIME writes it: the
+     * same picture (JPEGs, whose last two bytes are their end marker, of
+     * lengths that need padding). */
+    int unpadded = 0;
+    for (int jw = 20; jw < 40 && unpadded < 4; jw++) {
+        GdkPixbuf *jp = two_halves(jw, 16, FALSE);
+        gchar *jpg = NULL;
+        gsize jlen = 0;
+        CHECK(gdk_pixbuf_save_to_buffer(jp, &jpg, &jlen, "jpeg", &e, NULL));
+        g_object_unref(jp);
+        if (jlen % 3 != 0) {
+            unpadded++;
+            g_autofree char *enc = g_base64_encode((const guchar *)jpg, jlen);
+            *strchr(enc, '=') = '\0';
+            GString *wrapped = g_string_new("data:image/jpeg;base64,");
+            for (size_t i = 0; i < strlen(enc); i += 76)
+                g_string_append_printf(wrapped, "%.76s\r\n", enc + i);
+            im = tern_image_load_data_uri(wrapped->str, NULL, &e);
+            CHECKF(im != NULL && im->width == jw, "unpadded base64 of %zu bytes: %s", jlen,
+                   e ? e->message : "");
+            tern_image_free(im);
+            g_clear_error(&e);
+            g_string_free(wrapped, TRUE);
+        }
+        g_free(jpg);
+    }
+    CHECK(unpadded == 4);
+
     im = tern_image_load_data_uri("data:image/png,notbase64", NULL, &e);
     CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED));
     g_clear_error(&e);
