@@ -366,8 +366,11 @@ int tn_vg4_plan(const tn_vision_g4 *v, int budget, int w, int h, int *tw, int *t
     if (!ok)
         return tn_fail(err, TN_ERR_INVALID, "an image budget of %d tokens is not one Gemma 4 "
                        "takes (70, 140, 280, 560 or 1120)", budget);
-    if (w <= 0 || h <= 0 || w > 65536 || h > 65536)
+    if (w <= 0 || h <= 0)
         return tn_fail(err, TN_ERR_INVALID, "image of %d x %d pixels: nothing to encode", w, h);
+    if (w > 65536 || h > 65536) /* "nothing to encode" would mislead here */
+        return tn_fail(err, TN_ERR_INVALID, "an image of %d x %d pixels is too large to encode: "
+                       "at most 65536 pixels a side; crop or scale it down", w, h);
     const int align = (int)(v->patch * v->pool);
     const int64_t area = (int64_t)align * align;
     int a, b;

@@ -589,8 +589,11 @@ static int encode(tn_vision *v, const float *rgb, int w, int h, int budget, floa
                   int *n_tokens, tn_cpu *cpu, tn_error *err) {
     if (!v || !out)
         return tn_fail(err, TN_ERR_INVALID, "tn_vision_encode: needs a projector and an output");
-    if (!rgb || w <= 0 || h <= 0 || w > 65536 || h > 65536)
+    if (!rgb || w <= 0 || h <= 0)
         return tn_fail(err, TN_ERR_INVALID, "image of %d x %d pixels: nothing to encode", w, h);
+    if (w > 65536 || h > 65536) /* "nothing to encode" would mislead here */
+        return tn_fail(err, TN_ERR_INVALID, "an image of %d x %d pixels is too large to encode: "
+                       "at most 65536 pixels a side; crop or scale it down", w, h);
     const tn_vision_info *I = &v->info;
     const int k = side_for_budget(v, budget);
     const int g = k * v->pool;             /* patches per side */

@@ -346,6 +346,11 @@ static void test_budgets(const char *path) {
     /* beyond the position tables (128 patches a side) */
     CHECK(tn_vision_image_tokens(v, 1120, 3000, 900, &err) == TN_ERR_INVALID);
     CHECKF(strstr(err.message, "too narrow") != NULL, "%s", err.message);
+    /* A side over 65536 pixels is too large, not empty (the server
+     * answered "image of 70000 x 900 pixels: nothing to encode"). */
+    CHECK(tn_vision_image_tokens(v, 70, 70000, 900, &err) == TN_ERR_INVALID);
+    CHECKF(strstr(err.message, "70000 x 900") && strstr(err.message, "too large"), "%s",
+           err.message);
     CHECK(tn_vision_encode(v, rgb, 0, 130, 70, dummy, NULL, 1, &err) == TN_ERR_INVALID);
     CHECK(tn_vision_encode(v, NULL, 200, 130, 70, dummy, NULL, 1, &err) == TN_ERR_INVALID);
     free(px), free(rgb);

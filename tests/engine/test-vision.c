@@ -422,6 +422,9 @@ int main(void) {
     /* Bad inputs. */
     CHECK(tn_vision_encode(v, rgb, 0, H, 0, out, &n, threads, &err) == TN_ERR_INVALID);
     CHECK(strstr(err.message, "0 x 100") != NULL);
+    CHECK(tn_vision_encode(v, rgb, 65537, 1, 0, out, &n, threads, &err) == TN_ERR_INVALID);
+    CHECKF(strstr(err.message, "65537 x 1") && strstr(err.message, "too large"), "%s",
+           err.message);
     CHECK(tn_vision_encode(v, NULL, W, H, 0, out, &n, threads, &err) == TN_ERR_INVALID);
     snprintf(bad, sizeof bad, "%s/llava.gguf", dir);
     CHECK(rewrite(path, bad, NULL, "llava") == TN_OK);
