@@ -498,6 +498,13 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
                 break;
             }
             g_byte_array_append(held, buf, (guint)n);
+            /* Past the end marker is a trailer the decoder does not need,
+             * and a broken structure will not mend: reading on would only
+             * fill the buffer (a 653-byte JPEG with a 2 GB trailer, or a
+             * header followed by zeros, was refused as larger than 256 MiB
+             * after reading that much). */
+            if (jpeg.state == JPEG_END || jpeg.state == JPEG_BAD)
+                break;
             continue;
         }
         if (webp_anim) {

@@ -733,6 +733,26 @@ static void hostile_headers(void) {
     tern_image_free(im);
     g_clear_error(&e);
 
+    /* A 300 MiB file (sparse): the whole JPEG, then a trailer of zeros; and
+     * its first 20 bytes, then zeros. The first is a picture, the second
+     * damaged; neither is read past its first chunk. */
+    for (int broken = 0; broken < 2; broken++) {
+        g_autofree char *big = tmp_path(broken ? "zeros.jpg" : "long-trailer.jpg");
+        write_file(big, jpg, broken ? 20 : len);
+        CHECK(truncate(big, 300 << 20) == 0);
+        const double t0 = now_s();
+        im = load(big, NULL, &e);
+        if (broken)
+            CHECKF(im == NULL && e && strstr(e->message, "damaged JPEG"), "zeros.jpg: %s",
+                   e ? e->message : "accepted");
+        else
+            CHECKF(im != NULL && im->width == 64, "long-trailer.jpg: %s", e ? e->message : "");
+        CHECKF(now_s() - t0 < 1.0, "a 300 MiB JPEG file took %.2f s", now_s() - t0);
+        tern_image_free(im);
+        g_clear_error(&e);
+        unlink(big);
+    }
+
     /* 324 bytes declaring 8000 x 8000 in the frame header (SOF0). */
     gsize sof = 0;
     for (gsize i = 2; i + 9 < len; i++)
