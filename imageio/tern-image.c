@@ -548,7 +548,10 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
             ok = FALSE;
             break;
         }
-        if (p.too_large || gif.state == GIF_TRAILER)
+        /* Nothing after a PNG's IEND or a WebP's RIFF size is image data:
+         * a trailer (1 GB, say) is not read. */
+        if (p.too_large || gif.state == GIF_TRAILER || (is_png && png_complete(&png)) ||
+            (is_webp && total >= riff_total))
             break;
         if (gif.state == GIF_FIRST_DONE) {
             /* The trailer right after the first frame: the rest is unread. */

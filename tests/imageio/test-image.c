@@ -534,6 +534,19 @@ static void bad_input(void) {
         g_byte_array_unref(raw);
         g_byte_array_unref(il);
     }
+    /* The whole PNG, then 1 GiB of trailer (a sparse file): not read. */
+    {
+        g_autofree char *trail = tmp_path("trailer.png");
+        write_file(trail, data, len);
+        CHECK(truncate(trail, 1 << 30) == 0);
+        const double t0 = now_s();
+        im = load(trail, NULL, &e);
+        CHECKF(im != NULL && now_s() - t0 < 1.0, "a PNG with a 1 GiB trailer: %.2f s, %s",
+               now_s() - t0, e ? e->message : "");
+        tern_image_free(im);
+        g_clear_error(&e);
+        unlink(trail);
+    }
     /* Damaged: bytes of the middle flipped (CRC and zlib checks). */
     for (gsize i = len / 3; i < len / 3 + 64; i++)
         data[i] ^= 0x5a;
