@@ -98,6 +98,8 @@ typedef struct job {
     int image_budget;   /* tern.image_tokens; 0: the projector's native count */
     GError *image_error;     /* decoding failed (decode thread), for images[image_error_at] */
     int image_error_at;
+    bool images_busy;        /* image_error: other requests' images fill the budget */
+    guint64 image_pixels;    /* of images[].decoded, counted in srv->image_pixels_held */
     double decode_ms;        /* decode thread */
     tn_image_embd *embd;     /* worker: the encoded images, rows owned */
     int32_t image_tokens;
@@ -184,6 +186,10 @@ struct tern_server {
     /* Encodings kept for reuse (see IMAGE_CACHE_SIZE): looked up by the
      * decode threads, filled by the worker (it locks itself). */
     TernEmbedCache *encodings;
+    /* Pixels of decoded images not yet encoded, all requests (cfg.image_pixels_max):
+     * decode threads add, the worker and job_free take away. */
+    GMutex image_lock;
+    guint64 image_pixels_held;
 #endif
 
     /* The engine side. */
@@ -202,6 +208,24 @@ static job *job_ref(job *j) {
     g_atomic_int_inc(&j->refs);
     return j;
 }
+
+
+#ifdef TERN_HAVE_IMAGEIO
+/* Frees images[i]'s decoded picture and takes it out of the server's count. */
+static void release_decoded(job *j, int i) {
+    TernImage *img = j->images[i].decoded;
+    if (!img)
+        return;
+    const guint64 px = (guint64)img->width * (guint64)img->height;
+    tern_server *srv = j->server;
+    g_mutex_lock(&srv->image_lock);
+    srv->image_pixels_held -= px;
+    j->image_pixels -= px;
+    g_mutex_unlock(&srv->image_lock);
+    tern_image_free(img);
+    j->images[i].decoded = NULL;
+}
+#endif
 
 static void job_unref(job *j) {
     if (!g_atomic_int_dec_and_test(&j->refs))
@@ -238,7 +262,7 @@ static void job_unref(job *j) {
         g_free(j->images[i].key);
         free(j->images[i].cached);
 #ifdef TERN_HAVE_IMAGEIO
-        tern_image_free(j->images[i].decoded);
+        release_decoded(j, i);
 #endif
         if (j->embd)
             free((void *)j->embd[i].embd);
@@ -537,8 +561,7 @@ static int encode_images(tern_server *srv, job *j) {
         int rc = tn_vision_encode_new(v, img->rgb, img->width, img->height, j->image_budget,
                                       srv->cfg.n_threads, &rows, &n, &e);
         j->encode_ms += (double)(g_get_monotonic_time() - t0) / 1000.0;
-        tern_image_free(img);
-        j->images[i].decoded = NULL;
+        release_decoded(j, i);
         if (rc != TN_OK) {
             g_snprintf(j->err.message, sizeof j->err.message, "%s: %s", j->images[i].where,
                        e.message);
@@ -1946,6 +1969,14 @@ static gboolean images_decoded(gpointer data) {
         soup_server_message_unpause(j->msg);
         return G_SOURCE_REMOVE;
     }
+    if (j->image_error && j->images_busy) {
+        srv->pending--;
+        srv->n_served++;
+        respond_error(srv, j->msg, 503, "server_error", "messages", "images_busy", "%s: %s",
+                      j->images[j->image_error_at].where, j->image_error->message);
+        soup_server_message_unpause(j->msg);
+        return G_SOURCE_REMOVE;
+    }
     if (j->image_error) {
         const GError *e = j->image_error;
         const char *code = "invalid_image";
@@ -1962,6 +1993,41 @@ static gboolean images_decoded(gpointer data) {
     }
     enqueue(job_ref(j));
     return G_SOURCE_REMOVE;
+}
+
+/* Counts images[i]'s decoded picture against the server's budget, or
+ * refuses it (j->image_error): a request whose own pictures exceed the
+ * budget can never run (400); one that meets other requests' pictures may
+ * later (503). A Gemma 4 projector takes pictures whole (for its
+ * arithmetic to be llama.cpp's), 12 bytes a pixel until encoded: sixteen
+ * 8000 x 8000 PNGs of 195 KB each were 12 GiB. */
+static void hold_decoded(tern_server *srv, job *j, int i) {
+    const TernImage *img = j->images[i].decoded;
+    const guint64 px = (guint64)img->width * (guint64)img->height;
+    const guint64 max = srv->cfg.image_pixels_max;
+    g_mutex_lock(&srv->image_lock);
+    const guint64 others = srv->image_pixels_held - j->image_pixels;
+    const bool fits = srv->image_pixels_held + px <= max;
+    if (fits) {
+        srv->image_pixels_held += px;
+        j->image_pixels += px;
+    }
+    g_mutex_unlock(&srv->image_lock);
+    if (fits)
+        return;
+    tern_image_free(j->images[i].decoded);
+    j->images[i].decoded = NULL;
+    j->images_busy = others > 0 && j->image_pixels + px <= max;
+    if (j->images_busy)
+        g_set_error(&j->image_error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE,
+                    "other requests' images (%.1f megapixels) are waiting to be encoded, and "
+                    "this one's would pass the server's %.1f; retry later",
+                    (double)others / 1e6, (double)max / 1e6);
+    else
+        g_set_error(&j->image_error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE,
+                    "the request's images hold %.1f megapixels once decoded, more than the "
+                    "server's %.1f: send them smaller, or fewer",
+                    (double)(j->image_pixels + px) / 1e6, (double)max / 1e6);
 }
 
 /* Decode-pool thread: the data: URIs into pictures no larger than the
@@ -1983,6 +2049,8 @@ static void decode_images(gpointer data, gpointer pool_data) {
         if (!im->cached)
             im->decoded = tern_image_load_data_uri(im->uri, &io, &j->image_error);
         j->image_error_at = i;
+        if (im->decoded)
+            hold_decoded(srv, j, i);
         g_clear_pointer(&im->uri, g_free);
     }
     j->decode_ms = (double)(g_get_monotonic_time() - t0) / 1000.0;
@@ -2827,6 +2895,12 @@ tern_server *tern_server_new(const tn_model *model, const tern_server_config *co
     g_mutex_init(&srv->current_lock);
     g_mutex_init(&srv->quit_lock);
 #ifdef TERN_HAVE_IMAGEIO
+    g_mutex_init(&srv->image_lock);
+    if (srv->cfg.image_pixels_max == 0) {
+        const char *e = g_getenv("TERN_SERVER_IMAGE_MEGAPIXELS");
+        const guint64 mib = e && *e ? g_ascii_strtoull(e, NULL, 10) : 0;
+        srv->cfg.image_pixels_max = (mib > 0 && mib < (1u << 20) ? mib : 128) << 20;
+    }
     srv->encodings = tern_embed_cache_new(IMAGE_CACHE_SIZE, IMAGE_CACHE_BYTES);
 #endif
     srv->queue = g_async_queue_new();
@@ -3025,6 +3099,7 @@ void tern_server_free(tern_server *srv) {
     g_async_queue_unref(srv->queue);
 #ifdef TERN_HAVE_IMAGEIO
     tern_embed_cache_free(srv->encodings);
+    g_mutex_clear(&srv->image_lock);
 #endif
     g_mutex_clear(&srv->current_lock);
     g_mutex_clear(&srv->quit_lock);

@@ -81,6 +81,12 @@ typedef struct tern_server_config {
                                 encode keeps its scratch per call), so an app may pass
                                 the projector it uses itself. Not owned; must outlive
                                 the server. */
+    uint64_t image_pixels_max; /* decoded images held at once, over all requests (a
+                                Gemma 4 projector sees them whole: 12 bytes a pixel
+                                until the worker encodes them); beyond it a request
+                                gets 400 (its own images) or 503 (other requests');
+                                0: TERN_SERVER_IMAGE_MEGAPIXELS from the environment
+                                (MiB of pixels), else 128 Mi pixels */
     int request_timeout_s;   /* a client has this long from connecting to the end of its
                                 request's headers and body (slow or unfinished requests
                                 are cut: slowloris); <= 0: 30 */

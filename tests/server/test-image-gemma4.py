@@ -10,7 +10,10 @@ tested, the Gemma 4 prompt layout is in tests/engine and tools/compare):
   - a single-turn request defaults to 70 (flash), a conversation to 1120;
   - the same image at the same budget reuses its encoding, at another budget
     it is encoded again;
-  - a budget Gemma 4 does not take is a 400 naming the choices."""
+  - a budget Gemma 4 does not take is a 400 naming the choices;
+  - decoded pictures count against the server's budget of pixels held
+    (TERN_SERVER_IMAGE_MEGAPIXELS): a request whose own pictures pass it is
+    a 400 naming the megapixels, and what a request held is given back."""
 
 import base64
 import os
@@ -98,4 +101,35 @@ checks.check(s6 == 400 and e.get("param") == "tern" and
              "70, 140, 280, 560 or 1120" in (e.get("message") or ""),
              "budget 100 is refused with the choices (%s: %s)" % (s6, raw6[:300]))
 checks.check(srv.stop() == 0, "the server stops cleanly")
+
+# A budget of 1 Mi pixels: two 800 x 800 pictures (0.64 Mpx each, whole for
+# Gemma 4) do not fit together, one does, again and again once given back.
+# Each picture is new (seeded), so that none comes from the encoding cache.
+os.environ["TERN_SERVER_IMAGE_MEGAPIXELS"] = "1"
+small = serverlib.Server(tmp, "vision-g4-budget", model, ["-c", "2048"])
+del os.environ["TERN_SERVER_IMAGE_MEGAPIXELS"]
+
+
+def ask_pictures(srv, seeds):
+    parts = [{"type": "text", "text": "Compare these."}]
+    for sd in seeds:
+        url = "data:image/png;base64," + base64.b64encode(png(800, 800, sd)).decode()
+        parts.append({"type": "image_url", "image_url": {"url": url}})
+    body = {"model": "gemma", "messages": [{"role": "user", "content": parts}], "max_tokens": 1,
+            "tern": {"image_tokens": 70}}
+    return srv.post("/v1/chat/completions", body)
+
+
+s7, _, d7, raw7 = ask_pictures(small, [1, 2])
+e7 = (d7 or {}).get("error") or {}
+checks.check(s7 == 400 and e7.get("code") == "image_too_large" and
+             "1.3 megapixels" in (e7.get("message") or "") and
+             "1.0" in (e7.get("message") or ""),
+             "two 800 x 800 pictures pass a 1 Mi pixel budget: 400 (%s: %s)" % (s7, raw7[:300]))
+for sd in (3, 4, 5):
+    s8, _, d8, raw8 = ask_pictures(small, [sd])
+    checks.check(s8 == 200 and timings(d8).get("images_reused") == 0,
+                 "one new 800 x 800 picture fits, its pixels given back after (%s: %s)"
+                 % (s8, raw8[:300]))
+checks.check(small.stop() == 0, "the server with the small budget stops cleanly")
 checks.finish()
