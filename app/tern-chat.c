@@ -819,8 +819,19 @@ save_job_run (gpointer data,
     job->error = g_strdup (error->message);
 
   if (job->error != NULL)
-    g_main_context_invoke_full (job->context, G_PRIORITY_DEFAULT, save_job_report, job,
-                                (GDestroyNotify) save_job_free);
+    {
+      /* A source of the owner's context, not g_main_context_invoke_full:
+       * that would run the report (a toast) on this pool thread whenever
+       * the main loop is between iterations (this thread's default context
+       * is the main one, and nobody holds it then). */
+      GSource *source = g_idle_source_new ();
+
+      g_source_set_priority (source, G_PRIORITY_DEFAULT);
+      g_source_set_callback (source, save_job_report, job, (GDestroyNotify) save_job_free);
+      g_source_set_static_name (source, "[tern] chat save report");
+      g_source_attach (source, job->context);
+      g_source_unref (source);
+    }
   else
     save_job_free (job);
 

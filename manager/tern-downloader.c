@@ -1043,7 +1043,22 @@ pool_func (gpointer data,
   }
   transfer_run (t);
   g_atomic_int_add (&t->downloader->active, -1);
-  g_main_context_invoke_full (t->downloader->context, G_PRIORITY_DEFAULT, transfer_reported, t, NULL);
+  /* Always as a source of the creator's context, never
+   * g_main_context_invoke_full: that runs the function right here when the
+   * context is this thread's default (a pool thread's is the main one) and
+   * nobody holds it, as when the creator is between iterations. A pull
+   * then finished on this thread while its creator was still setting it
+   * up, and used it after it was freed (test-manager, http-errors, under
+   * load). */
+  {
+    GSource *source = g_idle_source_new ();
+
+    g_source_set_priority (source, G_PRIORITY_DEFAULT);
+    g_source_set_callback (source, transfer_reported, t, NULL);
+    g_source_set_static_name (source, "[tern] transfer reported");
+    g_source_attach (source, t->downloader->context);
+    g_source_unref (source);
+  }
 }
 
 /* ---- pulls -------------------------------------------------------------- */

@@ -790,6 +790,68 @@ test_download_advertised_hash (void)
   }
 }
 
+/* The transfers report to the downloader's context, whatever that context
+ * is doing: with the main loop between iterations (here, asleep), a pool
+ * thread once took the unowned main context and finished the pull on its
+ * own thread (g_main_context_invoke_full), which freed the pull while its
+ * creator was still setting it up. The pull must finish on this thread, in
+ * an iteration. */
+typedef struct {
+  GThread *thread;
+  gboolean done, ok;
+  GError *error;
+} ReportThread;
+
+static void
+on_report_thread_finished (TernDownloader *dl,
+                           const char     *tag,
+                           const char     *message,
+                           ReportThread   *r)
+{
+  (void) dl;
+  (void) tag;
+  (void) message;
+  r->thread = g_thread_self ();
+}
+
+static void
+report_thread_done (GObject      *source,
+                    GAsyncResult *result,
+                    gpointer      data)
+{
+  ReportThread *r = data;
+
+  r->ok = tern_downloader_pull_finish (TERN_DOWNLOADER (source), result, &r->error);
+  r->done = TRUE;
+}
+
+static void
+test_download_report_thread (void)
+{
+  for (int round = 0; round < 3; round++)
+    {
+      g_autofree char *root = new_store_root ();
+      g_autoptr(TernModelStore) store = new_store (root);
+      g_autoptr(TernDownloader) dl = new_downloader (store);
+      g_autoptr(TernCatalog) catalog = single_catalog ("404", "a.bin", TRUE);
+      ReportThread r = { NULL, FALSE, FALSE, NULL };
+
+      server_reset ();
+      g_signal_connect (dl, "pull-finished", G_CALLBACK (on_report_thread_finished), &r);
+      tern_downloader_pull_async (dl, catalog, "t:one", NULL, report_thread_done, &r);
+      /* The 404 comes back within this; nobody iterates the context. */
+      g_usleep (300 * G_TIME_SPAN_MILLISECOND);
+      g_assert_null (r.thread);
+      while (!r.done)
+        g_main_context_iteration (NULL, TRUE);
+      g_assert_true (r.thread == g_thread_self ());
+      g_assert_false (r.ok);
+      g_assert_error (r.error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP);
+      g_clear_error (&r.error);
+      g_signal_handlers_disconnect_by_data (dl, &r);
+    }
+}
+
 static void
 test_download_http_errors (void)
 {
@@ -2802,6 +2864,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/wrong-bytes", test_download_wrong_bytes);
   g_test_add_func ("/manager/download/advertised-hash", test_download_advertised_hash);
   g_test_add_func ("/manager/download/http-errors", test_download_http_errors);
+  g_test_add_func ("/manager/download/report-thread", test_download_report_thread);
   g_test_add_func ("/manager/download/timeout", test_download_timeout);
   g_test_add_func ("/manager/download/cancel-and-restart", test_download_cancel_and_restart);
   g_test_add_func ("/manager/download/cancel-by-tag", test_download_cancel_by_tag);
