@@ -1376,9 +1376,22 @@ INLINE void rows_x16_q4k(const uint8_t *g, const uint8_t *g2, int streams,
                 for (int b = 0; b < nb_u; b++) {
                     const uint8_t *x = act_u + (size_t)b * as + 256 * s + 32 * j;
                     __m512i t = _mm512_setzero_si512();
+                    if (nb_u > 1) {
+                        /* Two chains of 4: the rows' 8 chains of 8 left the
+                         * multiply-add pipes idle on its latency (4-6 % of a
+                         * 16-row tile, docs/PERFORMANCE.md, session 26). */
+                        __m512i t1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                        for (int p = 0; p < 8; p += 2) {
+                            t = dpbusd_bcast(t, wq[p], x + 4 * p);
+                            t1 = dpbusd_bcast(t1, wq[p + 1], x + 4 * p + 4);
+                        }
+                        t = _mm512_add_epi32(t, t1);
+                    } else {
 #pragma GCC unroll 8
-                    for (int p = 0; p < 8; p++)
-                        t = dpbusd_bcast(t, wq[p], x + 4 * p);
+                        for (int p = 0; p < 8; p++)
+                            t = dpbusd_bcast(t, wq[p], x + 4 * p);
+                    }
                     if (in_place) /* 16 S, a multiple of 16: exact */
                         t = _mm512_srai_epi32(t, 4);
                     isum[b] = _mm512_add_epi32(isum[b], _mm512_mullo_epi32(t, sc));
