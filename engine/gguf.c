@@ -54,7 +54,7 @@ struct tn_gguf {
 
 /* ------------------------------------------------------------ small helpers */
 
-static size_t gguf_scalar_size(tn_gguf_type t) {
+size_t tn_gguf_type_size(tn_gguf_type t) {
     switch (t) {
     case TN_GGUF_U8: case TN_GGUF_I8: case TN_GGUF_BOOL: return 1;
     case TN_GGUF_U16: case TN_GGUF_I16: return 2;
@@ -212,7 +212,7 @@ static int rd_array(cursor *c, tn_gguf_value *v, int depth) {
     v->v.arr.n = n;
     v->v.arr.data = NULL;
     v->v.arr.items = NULL;
-    size_t es = gguf_scalar_size((tn_gguf_type)et);
+    size_t es = tn_gguf_type_size((tn_gguf_type)et);
     if (es) {
         uint64_t bytes;
         if (!tn_mul_u64(n, es, &bytes) || bytes > remaining(c))
@@ -270,7 +270,7 @@ static int rd_value(cursor *c, tn_gguf_type type, tn_gguf_value *v, int depth) {
         return rd_str(c, &v->v.str);
     if (type == TN_GGUF_ARRAY)
         return rd_array(c, v, depth);
-    size_t sz = gguf_scalar_size(type);
+    size_t sz = tn_gguf_type_size(type);
     if (!sz)
         return tn_fail(c->err, TN_ERR_FORMAT, "%s: unknown value type %u in the metadata",
                        c->name, (unsigned)type);
@@ -972,7 +972,7 @@ static int copy_value(const tn_gguf_value *src, tn_gguf_value *dst, int depth) {
         return TN_ERR_INVALID;
     uint64_t n = src->v.arr.n;
     dst->v.arr.type = src->v.arr.type;
-    size_t es = gguf_scalar_size(src->v.arr.type);
+    size_t es = tn_gguf_type_size(src->v.arr.type);
     if (es) {
         uint64_t bytes;
         if (!tn_mul_u64(n, es, &bytes))
@@ -1075,7 +1075,7 @@ int tn_gguf_writer_set_str(tn_gguf_writer *w, const char *key, const char *s) {
 
 int tn_gguf_writer_set_arr(tn_gguf_writer *w, const char *key, tn_gguf_type et, const void *data,
                            uint64_t n) {
-    if (!gguf_scalar_size(et))
+    if (!tn_gguf_type_size(et))
         return TN_ERR_INVALID;
     /* Host layout -> the little-endian bytes the value tree carries; f32
      * arrays are given as float, which is already their file layout. */
@@ -1243,7 +1243,7 @@ static void put_value(wout *o, const tn_gguf_value *v, bool with_type) {
     } else if (v->type == TN_GGUF_ARRAY) {
         put_u32(o, (uint32_t)v->v.arr.type);
         put_u64(o, v->v.arr.n);
-        size_t es = gguf_scalar_size(v->v.arr.type);
+        size_t es = tn_gguf_type_size(v->v.arr.type);
         if (es)
             put(o, v->v.arr.data, (size_t)(v->v.arr.n * es));
         else

@@ -133,6 +133,11 @@ typedef enum tn_gguf_type {
     TN_GGUF_TYPE_COUNT_ = 13,
 } tn_gguf_type;
 
+/* Bytes of one value of a fixed-size metadata type (u8 .. f64, bool): 1,
+ * 2, 4 or 8; 0 for string, array and anything outside the enum. The size
+ * of a fixed-size array's raw element, as the file stores it. */
+size_t tn_gguf_type_size(tn_gguf_type t);
+
 #define TN_GGUF_DEFAULT_ALIGNMENT 32
 #define TN_MAX_DIMS 4
 

@@ -305,7 +305,29 @@ static void test_fill_callback(void) {
     CHECK(system(cmd) != 0); /* grep found no leftover temporary file */
 }
 
+/* The size the reader gives each metadata type is the C size of the
+ * value the spec stores (the hostile-model test and the fuzzer rely on it to
+ * build and walk arrays), and 0 for the variable-size and unknown types. */
+static void test_type_sizes(void) {
+    CHECK(tn_gguf_type_size(TN_GGUF_U8) == sizeof(uint8_t));
+    CHECK(tn_gguf_type_size(TN_GGUF_I8) == sizeof(int8_t));
+    CHECK(tn_gguf_type_size(TN_GGUF_BOOL) == 1);
+    CHECK(tn_gguf_type_size(TN_GGUF_U16) == sizeof(uint16_t));
+    CHECK(tn_gguf_type_size(TN_GGUF_I16) == sizeof(int16_t));
+    CHECK(tn_gguf_type_size(TN_GGUF_U32) == sizeof(uint32_t));
+    CHECK(tn_gguf_type_size(TN_GGUF_I32) == sizeof(int32_t));
+    CHECK(tn_gguf_type_size(TN_GGUF_F32) == sizeof(float));
+    CHECK(tn_gguf_type_size(TN_GGUF_U64) == sizeof(uint64_t));
+    CHECK(tn_gguf_type_size(TN_GGUF_I64) == sizeof(int64_t));
+    CHECK(tn_gguf_type_size(TN_GGUF_F64) == sizeof(double));
+    CHECK(tn_gguf_type_size(TN_GGUF_STRING) == 0);
+    CHECK(tn_gguf_type_size(TN_GGUF_ARRAY) == 0);
+    CHECK(tn_gguf_type_size(TN_GGUF_TYPE_COUNT_) == 0);
+    CHECK(tn_gguf_type_size((tn_gguf_type)1000) == 0);
+}
+
 int main(void) {
+    test_type_sizes();
     test_metadata_round_trip();
     test_tensor_round_trip(32);
     test_tensor_round_trip(64);

@@ -383,16 +383,6 @@ static bool is_sint(tn_gguf_type t) {
 }
 static bool is_float(tn_gguf_type t) { return t == TN_GGUF_F32 || t == TN_GGUF_F64; }
 
-static size_t elem_size(tn_gguf_type t) {
-    switch (t) {
-    case TN_GGUF_U8: case TN_GGUF_I8: case TN_GGUF_BOOL: return 1;
-    case TN_GGUF_U16: case TN_GGUF_I16: return 2;
-    case TN_GGUF_U32: case TN_GGUF_I32: case TN_GGUF_F32: return 4;
-    case TN_GGUF_U64: case TN_GGUF_I64: case TN_GGUF_F64: return 8;
-    default: return 0;
-    }
-}
-
 /* Writes integer x as type t (truncated as a cast would). */
 static void set_int(tn_gguf_writer *w, const char *key, tn_gguf_type t, int64_t x) {
     switch (t) {
@@ -416,7 +406,7 @@ static void put_elem(uint8_t *dst, tn_gguf_type t, int64_t x, double f) {
     case TN_GGUF_BOOL: *dst = x != 0; break;
     default: {
         uint64_t u = (uint64_t)x; /* little-endian hosts only, as the writer */
-        memcpy(dst, &u, elem_size(t));
+        memcpy(dst, &u, tn_gguf_type_size(t));
     }
     }
 }
@@ -433,7 +423,7 @@ static bool apply_key(tn_gguf_writer *w, const char *key, const tn_gguf_value *v
             [OP_ZERO] = 0, [OP_ONE] = 1, [OP_NEG1] = -1, [OP_I32MAX] = INT32_MAX,
             [OP_U32MAX] = UINT32_MAX, [OP_BIG] = 1 << 20};
         if (op <= OP_BIG) {
-            if (op == OP_U32MAX && elem_size(t) < 4)
+            if (op == OP_U32MAX && tn_gguf_type_size(t) < 4)
                 return false;
             if (w)
                 set_int(w, key, t, vals[op]);
@@ -510,7 +500,7 @@ static bool apply_key(tn_gguf_writer *w, const char *key, const tn_gguf_value *v
         return false;
     const tn_gguf_type et = v->v.arr.type;
     const uint64_t n = v->v.arr.n;
-    const size_t es = elem_size(et);
+    const size_t es = tn_gguf_type_size(et);
     if (et == TN_GGUF_STRING) {
         uint64_t m;
         switch (op) {

@@ -30,16 +30,6 @@ static void touch(const void *p, uint64_t n) {
     sink ^= b[n - 1];
 }
 
-static size_t scalar_size(tn_gguf_type t) {
-    switch (t) {
-    case TN_GGUF_U8: case TN_GGUF_I8: case TN_GGUF_BOOL: return 1;
-    case TN_GGUF_U16: case TN_GGUF_I16: return 2;
-    case TN_GGUF_U32: case TN_GGUF_I32: case TN_GGUF_F32: return 4;
-    case TN_GGUF_U64: case TN_GGUF_I64: case TN_GGUF_F64: return 8;
-    default: return 0;
-    }
-}
-
 static void walk(const tn_gguf_value *v, int depth) {
     PROMISE(depth <= 64);
     switch (v->type) {
@@ -51,7 +41,7 @@ static void walk(const tn_gguf_value *v, int depth) {
         break;
     case TN_GGUF_ARRAY: {
         uint64_t n = v->v.arr.n;
-        size_t es = scalar_size(v->v.arr.type);
+        size_t es = tn_gguf_type_size(v->v.arr.type);
         if (es) {
             touch(v->v.arr.data, n * es);
             if (n) {
