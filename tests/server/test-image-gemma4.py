@@ -13,13 +13,17 @@ tested, the Gemma 4 prompt layout is in tests/engine and tools/compare):
   - a budget Gemma 4 does not take is a 400 naming the choices;
   - decoded pictures count against the server's budget of pixels held
     (TERN_SERVER_IMAGE_MEGAPIXELS): a request whose own pictures pass it is
-    a 400 naming the megapixels, and what a request held is given back."""
+    a 400 naming the megapixels, one meeting another request's pictures
+    still waiting to be encoded a 503 images_busy, and what a request held
+    is given back."""
 
 import base64
 import os
 import struct
 import subprocess
 import sys
+import threading
+import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -106,7 +110,8 @@ checks.check(srv.stop() == 0, "the server stops cleanly")
 # Gemma 4) do not fit together, one does, again and again once given back.
 # Each picture is new (seeded), so that none comes from the encoding cache.
 os.environ["TERN_SERVER_IMAGE_MEGAPIXELS"] = "1"
-small = serverlib.Server(tmp, "vision-g4-budget", model, ["-c", "2048"])
+# Each answer's tokens come 200 ms apart, so that a request can wait.
+small = serverlib.Server(tmp, "vision-g4-budget", model, ["-c", "2048", "--debug-token-delay", "200"])
 del os.environ["TERN_SERVER_IMAGE_MEGAPIXELS"]
 
 
@@ -131,5 +136,51 @@ for sd in (3, 4, 5):
     checks.check(s8 == 200 and timings(d8).get("images_reused") == 0,
                  "one new 800 x 800 picture fits, its pixels given back after (%s: %s)"
                  % (s8, raw8[:300]))
+
+# A text answer of 20 tokens (4 s) holds the engine; a request with one
+# picture comes in behind it, its picture decoded and held until the engine
+# encodes it; a third with one picture of its own meets those pixels: 503
+# images_busy (it would fit alone), and once the others are done it passes.
+results = {}
+
+
+def send(name, body):
+    try:
+        results[name] = small.post("/v1/chat/completions", body)
+    except Exception as err:  # noqa: BLE001 - a dropped connection is a result too
+        results[name] = (None, None, None, repr(err).encode())
+
+
+def picture_body(seed):
+    url = "data:image/png;base64," + base64.b64encode(png(800, 800, seed)).decode()
+    return {"model": "gemma", "max_tokens": 1, "tern": {"image_tokens": 70},
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "What is it?"},
+                                                       {"type": "image_url",
+                                                        "image_url": {"url": url}}]}]}
+
+
+story = {"model": "gemma", "max_tokens": 20,
+         "messages": [{"role": "user", "content": "Tell me a long story."}]}
+long_answer = threading.Thread(target=send, args=("story", story))
+long_answer.start()
+time.sleep(1.0)
+queued = threading.Thread(target=send, args=("queued", picture_body(6)))
+queued.start()
+time.sleep(1.0)
+s9, _, d9, raw9 = small.post("/v1/chat/completions", picture_body(7))
+e9 = (d9 or {}).get("error") or {}
+checks.check(s9 == 503 and e9.get("code") == "images_busy" and
+             "retry later" in (e9.get("message") or ""),
+             "a picture meeting a queued request's picture: 503 images_busy (%s: %s)"
+             % (s9, raw9[:300]))
+long_answer.join(60)
+queued.join(60)
+checks.check(results.get("story", (None,))[0] == 200 and results.get("queued", (None,))[0] == 200,
+             "the long answer and the queued picture both finish (%s, %s)"
+             % (results.get("story", (None, None, None, b"none"))[3][:200],
+                results.get("queued", (None, None, None, b"none"))[3][:200]))
+s10, _, d10, raw10 = small.post("/v1/chat/completions", picture_body(7))
+checks.check(s10 == 200, "the refused picture passes once the others are done (%s: %s)"
+             % (s10, raw10[:300]))
 checks.check(small.stop() == 0, "the server with the small budget stops cleanly")
 checks.finish()
