@@ -255,6 +255,63 @@ test_chat_not_files (const char *dir)
   g_unlink (huge);
 }
 
+/* A background save that fails reports on the thread that asked for it,
+ * in an iteration of its main context, never on the save's pool thread
+ * (g_main_context_invoke_full ran it there whenever the main loop was
+ * between iterations: a toast from a pool thread). The owner going away
+ * first drops the report. */
+static GThread *save_report_thread;
+static char *save_report_message;
+
+static void
+save_report (GObject    *owner,
+             const char *message)
+{
+  (void) owner;
+  save_report_thread = g_thread_self ();
+  g_free (save_report_message);
+  save_report_message = g_strdup (message);
+}
+
+static void
+test_chat_save_report (const char *dir)
+{
+  g_autoptr(TernChat) chat = tern_chat_new ("chat");
+  g_autofree char *file = g_build_filename (dir, "not-a-folder", NULL);
+  g_autofree char *under = g_build_filename (file, "chats", NULL);
+  g_autoptr(GObject) owner = g_object_new (G_TYPE_OBJECT, NULL);
+  GMainContext *main_context = g_main_context_default ();
+  gint64 until;
+
+  g_mkdir_with_parents (dir, 0700);
+  CHECK (g_file_set_contents (file, "x", 1, NULL));
+  tern_chat_append (chat, "user", "Hello");
+  /* The folder cannot be made (a file is in its path): the save fails. */
+  tern_chat_save_in_background (chat, under, owner, save_report);
+  tern_chat_wait_saves ();
+  g_usleep (100 * 1000); /* the pool thread is done; nobody iterates the context */
+  CHECKF (save_report_thread == NULL, "the report ran %s before an iteration",
+          save_report_thread == g_thread_self () ? "on this thread" : "on the pool thread");
+  until = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+  while (save_report_thread == NULL && g_get_monotonic_time () < until)
+    g_main_context_iteration (main_context, FALSE);
+  CHECK (save_report_thread == g_thread_self ());
+  CHECKF (save_report_message != NULL && strstr (save_report_message, under) != NULL,
+          "report: %s", save_report_message ? save_report_message : "(none)");
+
+  /* The owner gone before the report: nothing runs. */
+  save_report_thread = NULL;
+  tern_chat_save_in_background (chat, under, owner, save_report);
+  tern_chat_wait_saves ();
+  g_clear_object (&owner);
+  until = g_get_monotonic_time () + 300 * 1000;
+  while (g_get_monotonic_time () < until)
+    g_main_context_iteration (main_context, FALSE);
+  CHECK (save_report_thread == NULL);
+  g_clear_pointer (&save_report_message, g_free);
+  g_unlink (file);
+}
+
 /* Images are saved beside the chat, once per distinct picture, checked
  * against their names on reading, pruned when no message uses them, and
  * deleted with the chat; hostile names in a chat file are refused. */
@@ -909,6 +966,7 @@ main (void)
   test_chat_json (chats);
   test_chat_images (chats);
   test_chat_not_files (chats);
+  test_chat_save_report (tmp);
   test_plot_scale ();
   test_context ();
   test_sampling (tmp);
