@@ -1027,6 +1027,26 @@ transfer_run (Transfer *t)
   close (fd);
 }
 
+/* Runs func (data) in an iteration of context, whichever thread asks: the
+ * reports of pool threads, and cancellations that may come from inside a
+ * signal emission or a walk of the pulls. */
+static void
+post_to_context (GMainContext   *context,
+                 gint            priority,
+                 GSourceFunc     func,
+                 gpointer        data,
+                 GDestroyNotify  destroy,
+                 const char     *name)
+{
+  GSource *source = g_idle_source_new ();
+
+  g_source_set_priority (source, priority);
+  g_source_set_callback (source, func, data, destroy);
+  g_source_set_static_name (source, name);
+  g_source_attach (source, context);
+  g_source_unref (source);
+}
+
 static void
 pool_func (gpointer data,
            gpointer user_data)
@@ -1050,15 +1070,8 @@ pool_func (gpointer data,
    * then finished on this thread while its creator was still setting it
    * up, and used it after it was freed (test-manager, http-errors, under
    * load). */
-  {
-    GSource *source = g_idle_source_new ();
-
-    g_source_set_priority (source, G_PRIORITY_DEFAULT);
-    g_source_set_callback (source, transfer_reported, t, NULL);
-    g_source_set_static_name (source, "[tern] transfer reported");
-    g_source_attach (source, t->downloader->context);
-    g_source_unref (source);
-  }
+  post_to_context (t->downloader->context, G_PRIORITY_DEFAULT, transfer_reported, t, NULL,
+                   "[tern] transfer reported");
 }
 
 /* ---- pulls -------------------------------------------------------------- */
@@ -1285,13 +1298,10 @@ pull_cancelled (GCancellable *cancellable,
 {
   GTask *task = data;
   TernDownloader *self = g_task_get_source_object (task);
-  GSource *source = g_idle_source_new ();
 
   (void) cancellable;
-  g_source_set_callback (source, pull_cancel_in_context, g_object_ref (task), g_object_unref);
-  g_source_set_static_name (source, "[tern] cancel pull");
-  g_source_attach (source, self->context);
-  g_source_unref (source);
+  post_to_context (self->context, G_PRIORITY_DEFAULT_IDLE, pull_cancel_in_context,
+                   g_object_ref (task), g_object_unref, "[tern] cancel pull");
 }
 
 static void
@@ -1535,16 +1545,10 @@ tern_downloader_cancel (TernDownloader *self,
   if (g_task_get_cancellable (pull->task) != NULL)
     g_cancellable_cancel (g_task_get_cancellable (pull->task));
   else
-    {
-      /* Deferred like a cancellable's: the caller may be a "progress"
-       * handler, in the middle of walking the pulls. */
-      GSource *source = g_idle_source_new ();
-
-      g_source_set_callback (source, pull_cancel_in_context, g_object_ref (pull->task), g_object_unref);
-      g_source_set_static_name (source, "[tern] cancel pull");
-      g_source_attach (source, self->context);
-      g_source_unref (source);
-    }
+    /* Deferred like a cancellable's: the caller may be a "progress"
+     * handler, in the middle of walking the pulls. */
+    post_to_context (self->context, G_PRIORITY_DEFAULT_IDLE, pull_cancel_in_context,
+                     g_object_ref (pull->task), g_object_unref, "[tern] cancel pull");
 }
 
 guint64
