@@ -115,14 +115,17 @@ small = serverlib.Server(tmp, "vision-g4-budget", model, ["-c", "2048", "--debug
 del os.environ["TERN_SERVER_IMAGE_MEGAPIXELS"]
 
 
-def ask_pictures(srv, seeds):
+def pictures_body(seeds):
     parts = [{"type": "text", "text": "Compare these."}]
     for sd in seeds:
         url = "data:image/png;base64," + base64.b64encode(png(800, 800, sd)).decode()
         parts.append({"type": "image_url", "image_url": {"url": url}})
-    body = {"model": "gemma", "messages": [{"role": "user", "content": parts}], "max_tokens": 1,
+    return {"model": "gemma", "messages": [{"role": "user", "content": parts}], "max_tokens": 1,
             "tern": {"image_tokens": 70}}
-    return srv.post("/v1/chat/completions", body)
+
+
+def ask_pictures(srv, seeds):
+    return srv.post("/v1/chat/completions", pictures_body(seeds))
 
 
 s7, _, d7, raw7 = ask_pictures(small, [1, 2])
@@ -151,23 +154,15 @@ def send(name, body):
         results[name] = (None, None, None, repr(err).encode())
 
 
-def picture_body(seed):
-    url = "data:image/png;base64," + base64.b64encode(png(800, 800, seed)).decode()
-    return {"model": "gemma", "max_tokens": 1, "tern": {"image_tokens": 70},
-            "messages": [{"role": "user", "content": [{"type": "text", "text": "What is it?"},
-                                                       {"type": "image_url",
-                                                        "image_url": {"url": url}}]}]}
-
-
 story = {"model": "gemma", "max_tokens": 20,
          "messages": [{"role": "user", "content": "Tell me a long story."}]}
 long_answer = threading.Thread(target=send, args=("story", story))
 long_answer.start()
 time.sleep(1.0)
-queued = threading.Thread(target=send, args=("queued", picture_body(6)))
+queued = threading.Thread(target=send, args=("queued", pictures_body([6])))
 queued.start()
 time.sleep(1.0)
-s9, _, d9, raw9 = small.post("/v1/chat/completions", picture_body(7))
+s9, _, d9, raw9 = ask_pictures(small, [7])
 e9 = (d9 or {}).get("error") or {}
 checks.check(s9 == 503 and e9.get("code") == "images_busy" and
              "retry later" in (e9.get("message") or ""),
@@ -179,7 +174,7 @@ checks.check(results.get("story", (None,))[0] == 200 and results.get("queued", (
              "the long answer and the queued picture both finish (%s, %s)"
              % (results.get("story", (None, None, None, b"none"))[3][:200],
                 results.get("queued", (None, None, None, b"none"))[3][:200]))
-s10, _, d10, raw10 = small.post("/v1/chat/completions", picture_body(7))
+s10, _, d10, raw10 = ask_pictures(small, [7])
 checks.check(s10 == 200, "the refused picture passes once the others are done (%s: %s)"
              % (s10, raw10[:300]))
 checks.check(small.stop() == 0, "the server with the small budget stops cleanly")
