@@ -154,7 +154,7 @@ static int make_base(base *b, tn_error *err) {
     /* dflash-swa: a gemma4 target, whose window and per-layer pattern the
      * draft takes (its sliding_window keys) */
     const bool g4 = mtp || !strcmp(n, "dflash-swa");
-    char tpath[4096];
+    char tpath[sizeof b->path + sizeof "-target.gguf"]; /* always fits: -Wformat-truncation at -O0 */
     snprintf(tpath, sizeof tpath, "%s-target.gguf", b->path);
     tn_mkmodel_params tp = g4 ? tiny_gemma4(15, false) : tiny("qwen3", 15);
     if (g4) {
@@ -773,7 +773,7 @@ static void sweep(base *b) {
     tn_gguf_close(g);
     remove(dst);
     remove(b->path);
-    char tpath[4096];
+    char tpath[sizeof b->path + sizeof "-target.gguf"]; /* always fits: -Wformat-truncation at -O0 */
     snprintf(tpath, sizeof tpath, "%s-target.gguf", b->path);
     remove(tpath);
     fprintf(stderr,
