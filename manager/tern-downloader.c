@@ -959,6 +959,7 @@ transfer_run (Transfer *t)
   g_autofree char *dir = g_path_get_dirname (t->dest);
   guint delay = self->initial_delay_ms;
   guint failures = 0;
+  guint64 furthest = 0;
   gboolean first = TRUE;
   int fd;
 
@@ -976,7 +977,6 @@ transfer_run (Transfer *t)
 
   for (;;)
     {
-      guint64 before = __atomic_load_n (&t->done, __ATOMIC_RELAXED);
       AttemptResult result;
 
       g_clear_error (&t->error);
@@ -989,9 +989,14 @@ transfer_run (Transfer *t)
       if (first && g_error_matches (t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE))
         break;
       first = FALSE;
-      /* Progress resets the count: a flaky link that keeps moving gets there. */
-      if (__atomic_load_n (&t->done, __ATOMIC_RELAXED) > before)
+      /* Progress resets the count: a flaky link that keeps moving gets there.
+       * Progress means bytes beyond the furthest this transfer ever got: a
+       * server that answers each resume so that the partial starts over
+       * (another range, 416, a changed file) and then breaks off again
+       * would otherwise be retried for ever, downloading the same bytes. */
+      if (__atomic_load_n (&t->done, __ATOMIC_RELAXED) > furthest)
         {
+          furthest = __atomic_load_n (&t->done, __ATOMIC_RELAXED);
           failures = 0;
           delay = self->initial_delay_ms;
         }

@@ -22,6 +22,11 @@ on the first line of stdout. The first path component picks a behaviour:
                   Hugging Face answers for large files
   /hfwrong/NAME   302 to /wrong/NAME with the right X-Linked-Etag
   /hflie/NAME     302 to /ok/NAME advertising a sha256 that is not the file's
+  /badrange/NAME  without Range: half the body, then hangs up; a Range request
+                  is answered 206 with a Content-Range from byte 0 (not the
+                  range asked for): a resume that never gets anywhere
+  /range416/NAME  without Range: half the body, then hangs up; 416 for any Range
+  /scheme/NAME    302 to file:///etc/passwd
 
 Requests in absolute form (GET http://host/MODE/NAME, as sent to a proxy) are
 served the same way and logged with "proxied": true.
@@ -324,6 +329,13 @@ class Handler(BaseHTTPRequestHandler):
             data = f.read()
         sha = sha256_of(data)
 
+        if mode == "scheme":
+            entry["status"] = 302
+            return self.send_plain(302, "redirect", {"Location": "file:///etc/passwd"})
+        if mode == "range416" and self.headers.get("Range"):
+            entry["status"] = 416
+            return self.send_plain(416, "range not satisfiable", {"Content-Range": "bytes */%d" % len(data)})
+
         if mode in ("hf", "hfwrong", "hflie"):
             target = {"hf": "ok", "hfwrong": "wrong", "hflie": "ok"}[mode]
             advertised = sha if mode != "hflie" else sha256_of(data + b"lie")
@@ -349,6 +361,21 @@ class Handler(BaseHTTPRequestHandler):
         start = 0
         status = 200
         rng = self.headers.get("Range")
+        if mode == "badrange" and rng:
+            # 206 with the first bytes of the file, whatever was asked for.
+            entry["status"] = 206
+            self.send_response(206)
+            self.send_header("Content-Length", str(len(data) // 2))
+            self.send_header("Content-Range", "bytes 0-%d/%d" % (len(data) // 2 - 1, len(data)))
+            self.send_header("ETag", etag)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                self.wfile.write(data[: len(data) // 2])
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return None
         if_range = self.headers.get("If-Range")
         if rng and mode != "norange" and (if_range is None or if_range == etag):
             spec = rng.strip()
@@ -378,6 +405,10 @@ class Handler(BaseHTTPRequestHandler):
             MAX_ACTIVE[0] = max(MAX_ACTIVE[0], ACTIVE[0])
         try:
             if mode == "drop" and count == 0:
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                return
+            if mode in ("badrange", "range416"):
                 self.wfile.write(body[: len(body) // 2])
                 self.wfile.flush()
                 return

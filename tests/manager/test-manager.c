@@ -683,6 +683,50 @@ test_download_ignored_range (void)
   g_assert_cmpint (req_status (requests, 0), ==, 200);
 }
 
+static gboolean
+cancel_after_timeout (gpointer data)
+{
+  g_cancellable_cancel (data);
+  return G_SOURCE_REMOVE;
+}
+
+/* A server that answers every resume so that the partial must start over
+ * (a Content-Range from byte 0, or 416), then breaks off halfway again:
+ * each fresh start "moves forward", yet the download never gets further.
+ * The pull must give up after the retry limit, not fetch the first half for
+ * ever (the watchdog's cancel only turns such a hang into a failure). */
+static void
+test_download_endless_restarts (void)
+{
+  const char *modes[] = { "badrange", "range416" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (modes); i++)
+    {
+      g_autofree char *root = new_store_root ();
+      g_autoptr(TernModelStore) store = new_store (root);
+      g_autoptr(TernDownloader) dl = new_downloader (store);
+      g_autoptr(TernCatalog) catalog = single_catalog (modes[i], "a.bin", TRUE);
+      g_autoptr(GCancellable) watchdog = g_cancellable_new ();
+      g_autofree char *served = g_strdup_printf ("/%s/a.bin", modes[i]);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(GPtrArray) requests = NULL;
+      guint timer;
+
+      server_reset ();
+      tern_downloader_set_retry (dl, 3, 10, 40);
+      timer = g_timeout_add_seconds (30, cancel_after_timeout, watchdog);
+      g_assert_false (tern_downloader_pull (dl, catalog, "t:one", watchdog, &error));
+      if (!g_cancellable_is_cancelled (watchdog))
+        g_source_remove (timer);
+      g_assert_nonnull (error);
+      g_assert_true (error->domain == TERN_MANAGER_ERROR);
+      g_assert_nonnull (strstr (error->message, "gave up after 3 attempts"));
+      requests = server_requests (served, NULL);
+      g_assert_cmpuint (requests->len, <=, 8);
+      g_assert_false (tern_model_store_has_package (store, "pkg-one"));
+    }
+}
+
 static void
 assert_nothing_installed (TernModelStore *store,
                           const char     *package,
@@ -2861,6 +2905,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/drop-resume", test_download_drop_resume);
   g_test_add_func ("/manager/download/dropping-server", test_download_dropping_server);
   g_test_add_func ("/manager/download/ignored-range", test_download_ignored_range);
+  g_test_add_func ("/manager/download/endless-restarts", test_download_endless_restarts);
   g_test_add_func ("/manager/download/wrong-bytes", test_download_wrong_bytes);
   g_test_add_func ("/manager/download/advertised-hash", test_download_advertised_hash);
   g_test_add_func ("/manager/download/http-errors", test_download_http_errors);
