@@ -505,6 +505,18 @@ send_request (Transfer     *t,
                            _("%s: %s redirects to an invalid URL '%s'"), t->name, url, location);
               return NULL;
             }
+          /* file://, ftp://, http:///x and the like: never followed
+           * (libsoup would assert on some and speak HTTP to the others'
+           * ports). */
+          if ((g_ascii_strcasecmp (g_uri_get_scheme (next), "http") != 0
+               && g_ascii_strcasecmp (g_uri_get_scheme (next), "https") != 0)
+              || g_uri_get_host (next) == NULL || g_uri_get_host (next)[0] == '\0')
+            {
+              g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                           _("%s: %s redirects to '%s', which is not an http:// or https:// URL"),
+                           t->name, url, location);
+              return NULL;
+            }
           g_free (url);
           url = g_uri_to_string (next);
           continue;
@@ -568,7 +580,9 @@ attempt (Transfer *t,
                          &advertised_size, &local_error);
   if (stream == NULL)
     {
-      if (g_error_matches (local_error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+      /* Ours (a redirect refused) already name the file and the URL. */
+      if (g_error_matches (local_error, G_IO_ERROR, G_IO_ERROR_CANCELLED)
+          || local_error->domain == TERN_MANAGER_ERROR)
         {
           g_propagate_error (error, g_steal_pointer (&local_error));
           goto out;

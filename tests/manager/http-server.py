@@ -26,7 +26,8 @@ on the first line of stdout. The first path component picks a behaviour:
                   is answered 206 with a Content-Range from byte 0 (not the
                   range asked for): a resume that never gets anywhere
   /range416/NAME  without Range: half the body, then hangs up; 416 for any Range
-  /scheme/NAME    302 to file:///etc/passwd
+  /scheme/NAME    302 to file:///etc/passwd;  /nohost/NAME  302 to http:///NAME
+  /loop/NAME      302 to itself
 
 Requests in absolute form (GET http://host/MODE/NAME, as sent to a proxy) are
 served the same way and logged with "proxied": true.
@@ -329,9 +330,13 @@ class Handler(BaseHTTPRequestHandler):
             data = f.read()
         sha = sha256_of(data)
 
-        if mode == "scheme":
+        if mode == "loop":
             entry["status"] = 302
-            return self.send_plain(302, "redirect", {"Location": "file:///etc/passwd"})
+            return self.send_plain(302, "redirect", {"Location": "/loop/" + name})
+        if mode in ("scheme", "nohost"):
+            entry["status"] = 302
+            return self.send_plain(302, "redirect", {
+                "Location": "file:///etc/passwd" if mode == "scheme" else "http:///" + name})
         if mode == "range416" and self.headers.get("Range"):
             entry["status"] = 416
             return self.send_plain(416, "range not satisfiable", {"Content-Range": "bytes */%d" % len(data)})

@@ -908,6 +908,10 @@ test_download_http_errors (void)
     { "404", FALSE, 1, "a.bin: HTTP 404 Not Found from http://127.0.0.1" },
     { "500", FALSE, 4, "gave up after 4 attempts: a.bin: HTTP 500 Internal Server Error from" },
     { "500once", TRUE, 2, NULL },
+    /* Redirects that are not to an http(s) URL: refused, not asserted on. */
+    { "scheme", FALSE, 1, "redirects to 'file:///etc/passwd', which is not an http:// or https:// URL" },
+    { "nohost", FALSE, 1, "redirects to 'http:///a.bin', which is not an http:// or https:// URL" },
+    { "loop", FALSE, 11, "/loop/a.bin: too many redirects" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
