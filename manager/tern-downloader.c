@@ -864,6 +864,17 @@ transfer_adopt (Transfer *t)
   return TRUE;
 }
 
+/* A regular file at path itself: not a symbolic link to one, which
+ * transfer_adopt (O_NOFOLLOW) never takes; asking g_file_test, which
+ * follows links, made transfer_open_partial loop for ever over a link. */
+static gboolean
+is_regular_no_follow (const char *path)
+{
+  struct stat st;
+
+  return lstat (path, &st) == 0 && S_ISREG (st.st_mode);
+}
+
 #define OPEN_ADOPTED (-2)
 #define WAIT_POLL_MS 200
 
@@ -886,7 +897,7 @@ transfer_open_partial (Transfer   *t,
 
       if (g_cancellable_set_error_if_cancelled (t->cancellable, &t->error))
         break;
-      if (g_file_test (t->dest, G_FILE_TEST_IS_REGULAR) && !g_file_test (t->partial, G_FILE_TEST_EXISTS))
+      if (is_regular_no_follow (t->dest) && !g_file_test (t->partial, G_FILE_TEST_EXISTS))
         {
           if (transfer_adopt (t))
             {
@@ -928,7 +939,7 @@ transfer_open_partial (Transfer   *t,
           close (fd);  /* that file is gone or renamed: look again */
           continue;
         }
-      if (g_file_test (t->dest, G_FILE_TEST_IS_REGULAR))
+      if (is_regular_no_follow (t->dest))
         {
           /* The other program finished just before we made this partial. */
           unlink (t->partial);

@@ -7,6 +7,7 @@
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tern-hub.h"
@@ -725,6 +726,44 @@ test_download_endless_restarts (void)
       g_assert_cmpuint (requests->len, <=, 8);
       g_assert_false (tern_model_store_has_package (store, "pkg-one"));
     }
+}
+
+/* The file's place holds a symbolic link (the store makes them when it
+ * adopts another tool's copy across file systems) to bytes that are not the
+ * catalog's, with no record in the store: the target was changed since, or
+ * the record lost. The pull used to spin for ever (the link counted as a
+ * finished file, yet was never adopted); it downloads the file in the
+ * link's place and leaves what the link pointed to alone. */
+static void
+test_download_symlink_in_place (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("ok", "a.bin", TRUE);
+  g_autoptr(GCancellable) watchdog = g_cancellable_new ();
+  g_autofree char *dest = store_file (store, "pkg-one", "a.bin", NULL);
+  g_autofree char *dir = g_path_get_dirname (dest);
+  g_autofree char *other = g_strdup_printf ("%s-other-tool.gguf", root);
+  g_autofree char *other_data = NULL;
+  g_autoptr(GError) error = NULL;
+  struct stat st;
+  guint timer;
+
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (other, "another tool's file", -1, NULL));
+  g_assert_cmpint (symlink (other, dest), ==, 0);
+
+  server_reset ();
+  timer = g_timeout_add_seconds (30, cancel_after_timeout, watchdog);
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:one", watchdog, &error));
+  g_assert_no_error (error);
+  g_source_remove (timer);
+  g_assert_cmpint (lstat (dest, &st), ==, 0);
+  g_assert_true (S_ISREG (st.st_mode));
+  assert_file_is (dest, "a.bin");
+  g_assert_true (g_file_get_contents (other, &other_data, NULL, NULL));
+  g_assert_cmpstr (other_data, ==, "another tool's file");
 }
 
 static void
@@ -2910,6 +2949,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/dropping-server", test_download_dropping_server);
   g_test_add_func ("/manager/download/ignored-range", test_download_ignored_range);
   g_test_add_func ("/manager/download/endless-restarts", test_download_endless_restarts);
+  g_test_add_func ("/manager/download/symlink-in-place", test_download_symlink_in_place);
   g_test_add_func ("/manager/download/wrong-bytes", test_download_wrong_bytes);
   g_test_add_func ("/manager/download/advertised-hash", test_download_advertised_hash);
   g_test_add_func ("/manager/download/http-errors", test_download_http_errors);
