@@ -215,10 +215,14 @@ tern_hub_authorization_for (const char *url)
   hub = g_uri_parse (endpoint, G_URI_FLAGS_ENCODED, NULL);
   if (target == NULL || g_uri_get_host (target) == NULL)
     return NULL;
+  /* The scheme too: a redirect from https to http://huggingface.co (or to
+   * the endpoint's host over http) would send the token in clear text. */
   if ((hub != NULL && g_uri_get_host (hub) != NULL
        && g_ascii_strcasecmp (g_uri_get_host (target), g_uri_get_host (hub)) == 0
-       && g_uri_get_port (target) == g_uri_get_port (hub))
-      || g_ascii_strcasecmp (g_uri_get_host (target), "huggingface.co") == 0)
+       && g_uri_get_port (target) == g_uri_get_port (hub)
+       && g_ascii_strcasecmp (g_uri_get_scheme (target), g_uri_get_scheme (hub)) == 0)
+      || (g_ascii_strcasecmp (g_uri_get_host (target), "huggingface.co") == 0
+          && g_ascii_strcasecmp (g_uri_get_scheme (target), "https") == 0))
     return g_strdup_printf ("Bearer %s", trimmed);
   return NULL;
 }

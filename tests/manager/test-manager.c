@@ -2410,6 +2410,40 @@ hub_env_clear (void)
 }
 
 /* The search requests the server saw (their query strings and tokens). */
+/* The token goes to the Hub's own hosts only, and never in clear text: a
+ * server may redirect a download anywhere, http://huggingface.co included. */
+static void
+test_hub_token_scheme (void)
+{
+  static const struct {
+    const char *endpoint;
+    const char *url;
+    gboolean    sent;
+  } cases[] = {
+    { "https://hub.example", "https://hub.example/o/r/resolve/c/x.gguf", TRUE },
+    { "https://hub.example", "http://hub.example/o/r/resolve/c/x.gguf", FALSE },
+    { "https://hub.example", "https://other.example/x.gguf", FALSE },
+    { "https://hub.example", "https://hub.example:8443/x.gguf", FALSE },
+    { "http://127.0.0.1:8080", "http://127.0.0.1:8080/x.gguf", TRUE },
+    { "https://hub.example", "https://huggingface.co/o/r/resolve/c/x.gguf", TRUE },
+    { "https://hub.example", "http://huggingface.co/o/r/resolve/c/x.gguf", FALSE },
+    { "https://hub.example", "HTTP://HuggingFace.co/x.gguf", FALSE },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *auth = NULL;
+
+      hub_env (cases[i].endpoint, "sekrit");
+      auth = tern_hub_authorization_for (cases[i].url);
+      if (cases[i].sent)
+        g_assert_cmpstr (auth, ==, "Bearer sekrit");
+      else if (auth != NULL)
+        g_error ("case %u: %s got the token", i, cases[i].url);
+    }
+  hub_env_clear ();
+}
+
 static GPtrArray *
 search_requests (void)
 {
@@ -2976,6 +3010,7 @@ main (int    argc,
   g_test_add_func ("/manager/hub/search", test_hub_search);
   g_test_add_func ("/manager/hub/quants", test_hub_quants);
   g_test_add_func ("/manager/hub/search-garbage", test_hub_search_garbage);
+  g_test_add_func ("/manager/hub/token-scheme", test_hub_token_scheme);
   g_test_add_func ("/manager/cli/adopt", test_adopt);
 
   status = g_test_run ();
