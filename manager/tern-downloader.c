@@ -1442,12 +1442,19 @@ tern_downloader_pull_async (TernDownloader      *self,
       if (package == NULL || tern_model_store_has_package (self->store, package->id))
         continue;
       job = g_hash_table_lookup (self->jobs, package->id);
+      /* A job winding down after a cancel (or a failed file) would end
+       * this pull with its error: start a fresh one, whose transfers wait
+       * for the old ones' locks on the partial files, then resume them. */
+      if (job != NULL && g_cancellable_is_cancelled (job->cancellable))
+        job = NULL;
       if (job != NULL && g_ptr_array_find (jobs, job, NULL))
         continue;
       if (job == NULL)
         {
           job = package_job_new (self, catalog, package);
-          g_hash_table_insert (self->jobs, package->id, job);
+          /* replace: the key of a job still winding down may be its own
+           * catalog's string, gone once that job is. */
+          g_hash_table_replace (self->jobs, package->id, job);
           for (guint i = 0; i < job->transfers->len; i++)
             {
               Transfer *t = job->transfers->pdata[i];

@@ -1114,6 +1114,110 @@ cancel_tag_on_progress (TernDownloader *dl,
 }
 
 /* The panel's Cancel: by tag, from inside a progress handler. */
+/* A free-space function that holds the first download thread that asks
+ * (the catalog gives no size, so the thread asks once the server has said)
+ * until the test lets it go: a transfer held at a known point. */
+typedef struct {
+  GMutex   lock;
+  GCond    cond;
+  GThread *main_thread;
+  gboolean entered;
+  gboolean released;
+} HeldSpace;
+
+static guint64
+held_space (const char *path,
+            gpointer    data)
+{
+  HeldSpace *h = data;
+
+  (void) path;
+  if (g_thread_self () == h->main_thread)
+    return G_GUINT64_CONSTANT (1) << 40;
+  g_mutex_lock (&h->lock);
+  h->entered = TRUE;
+  g_cond_broadcast (&h->cond);
+  while (!h->released)
+    g_cond_wait (&h->cond, &h->lock);
+  g_mutex_unlock (&h->lock);
+  return G_GUINT64_CONSTANT (1) << 40;
+}
+
+static void
+pull_done_store (GObject      *source,
+                 GAsyncResult *result,
+                 gpointer      data)
+{
+  GError **slot = data;
+
+  if (!tern_downloader_pull_finish (TERN_DOWNLOADER (source), result, slot) && *slot == NULL)
+    g_assert_not_reached ();
+  slot[1] = (GError *) GINT_TO_POINTER (1);  /* done */
+}
+
+/* A pull is cancelled; before its package's transfer has wound down, the
+ * user pulls another tag that shares the package (qwen3:0.6b, then
+ * qwen3:0.6b-flash). The second pull must not join the cancelled package
+ * job and fail as "cancelled": it downloads the package itself. */
+static void
+test_download_cancel_then_sibling (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = tern_downloader_new (store);
+  g_autoptr(GCancellable) cancel_a = g_cancellable_new ();
+  Fixture *f = fixture ("a.bin");
+  g_autofree char *package = g_strdup_printf ("\"pkg-a\": {\"label\": \"A\", \"files\": [{\"name\": \"a.bin\", "
+                                              "\"url\": \"%s/ok/a.bin\", \"size\": null, \"sha256\": \"%s\"}]}",
+                                              base_url, f->sha256);
+  g_autofree char *t1 = tag_json ("t:a", "pkg-a", NULL, FALSE);
+  g_autofree char *t2 = tag_json ("t:a-flash", "pkg-a", NULL, TRUE);
+  g_autofree char *tags = g_strdup_printf ("%s, %s", t1, t2);
+  g_autoptr(TernCatalog) catalog = catalog_from (package, tags);
+  g_autofree char *path = NULL;
+  HeldSpace h = { 0 };
+  GError *result_a[2] = { NULL, NULL };
+  GError *result_b[2] = { NULL, NULL };
+
+  g_mutex_init (&h.lock);
+  g_cond_init (&h.cond);
+  h.main_thread = g_thread_self ();
+  tern_downloader_set_retry (dl, 4, 10, 40);
+  tern_downloader_set_timeout (dl, 10);
+  tern_downloader_set_free_space_func (dl, held_space, &h, NULL);
+
+  server_reset ();
+  tern_downloader_pull_async (dl, catalog, "t:a", cancel_a, pull_done_store, result_a);
+  g_mutex_lock (&h.lock);
+  while (!h.entered)
+    g_cond_wait (&h.cond, &h.lock);
+  g_mutex_unlock (&h.lock);
+
+  /* The cancel is handled in an idle of the main context: let it run. */
+  g_cancellable_cancel (cancel_a);
+  while (g_main_context_pending (NULL))
+    g_main_context_iteration (NULL, FALSE);
+  g_assert_null (result_a[1]);  /* still winding down: its transfer is held */
+
+  tern_downloader_pull_async (dl, catalog, "t:a-flash", NULL, pull_done_store, result_b);
+  g_mutex_lock (&h.lock);
+  h.released = TRUE;
+  g_cond_broadcast (&h.cond);
+  g_mutex_unlock (&h.lock);
+  while (result_a[1] == NULL || result_b[1] == NULL)
+    g_main_context_iteration (NULL, TRUE);
+
+  g_assert_error (result_a[0], G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_assert_no_error (result_b[0]);
+  g_assert_true (tern_model_store_has_tag (store, "t:a-flash"));
+  g_assert_false (tern_model_store_has_tag (store, "t:a"));
+  path = tern_model_store_get_path (store, "t:a-flash", TERN_PACKAGE_ROLE_BASE);
+  assert_file_is (path, "a.bin");
+  g_clear_error (&result_a[0]);
+  g_mutex_clear (&h.lock);
+  g_cond_clear (&h.cond);
+}
+
 static void
 test_download_cancel_by_tag (void)
 {
@@ -2991,6 +3095,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/timeout", test_download_timeout);
   g_test_add_func ("/manager/download/cancel-and-restart", test_download_cancel_and_restart);
   g_test_add_func ("/manager/download/cancel-by-tag", test_download_cancel_by_tag);
+  g_test_add_func ("/manager/download/cancel-then-sibling", test_download_cancel_then_sibling);
   g_test_add_func ("/manager/download/no-space", test_download_no_space);
   g_test_add_func ("/manager/download/bad-tags", test_bad_tags);
   g_test_add_func ("/manager/download/concurrency", test_concurrency);
