@@ -75,6 +75,8 @@ typedef struct {
   char           *root;         /* for the free-space check */
   guint64         size;         /* 0: unknown until the server says */
   char           *expected_sha; /* from the catalog, may be NULL */
+  char           *broken_sha;   /* recorded for the file that check found
+                                 * damaged at dest; NULL when none */
   GCancellable   *cancellable;  /* the job's */
   SoupSession    *session;
   TernDownloader *downloader;   /* borrowed: the job keeps it alive */
@@ -130,6 +132,7 @@ transfer_free (Transfer *t)
   g_free (t->meta);
   g_free (t->root);
   g_free (t->expected_sha);
+  g_free (t->broken_sha);
   g_clear_object (&t->cancellable);
   g_clear_object (&t->session);
   g_clear_error (&t->error);
@@ -236,6 +239,7 @@ package_job_new (TernDownloader           *self,
       t->size = file->size;
       t->known_size = file->size;
       t->expected_sha = g_strdup (file->sha256);
+      t->broken_sha = g_strdup (tern_model_store_broken_file_sha256 (self->store, package->id, file->name));
       t->cancellable = g_object_ref (job->cancellable);
       t->downloader = self;
       g_ptr_array_add (job->transfers, t);
@@ -828,8 +832,9 @@ backoff_sleep (GCancellable *cancellable,
 /* The file at t->dest is complete: another program downloaded it while we
  * waited, or a crash came between the rename and the store's record. It is
  * taken as ours only when its bytes match the catalog's sha256 (or, with no
- * hash in the catalog, as they are: the program that wrote it checked what
- * the server advertised). TRUE: settled, adopted or failed (t->error);
+ * hash in the catalog, the one recorded for it when check marked it broken;
+ * else as they are: the program that wrote it checked what the server
+ * advertised). TRUE: settled, adopted or failed (t->error);
  * FALSE: it did not match and was deleted, so download it again. */
 static gboolean
 transfer_adopt (Transfer *t)
@@ -850,7 +855,11 @@ transfer_adopt (Transfer *t)
   close (fd);
   if (sha == NULL)
     return t->error != NULL;
-  if (t->expected_sha != NULL && g_ascii_strcasecmp (sha, t->expected_sha) != 0)
+  /* Without a hash in the catalog, a file that check found damaged must
+   * have its recorded bytes again: taking it as it is would record the
+   * damage as the truth ("installed", then "all files intact"). */
+  if ((t->expected_sha != NULL && g_ascii_strcasecmp (sha, t->expected_sha) != 0)
+      || (t->expected_sha == NULL && t->broken_sha != NULL && g_ascii_strcasecmp (sha, t->broken_sha) != 0))
     {
       g_free (sha);
       unlink (t->dest);

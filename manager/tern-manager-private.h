@@ -97,6 +97,11 @@ gboolean tern_model_store_lookup_file      (TernModelStore            *self,
                                             const char                *name,
                                             guint64                   *size,
                                             const char               **sha256);
+/* The sha256 recorded for a file that is marked broken (NULL otherwise):
+ * what its bytes should be when the catalog gives no hash. */
+const char *tern_model_store_broken_file_sha256 (TernModelStore            *self,
+                                                 const char                *package_id,
+                                                 const char                *name);
 /* Records a file that was verified and renamed into the package directory. */
 gboolean tern_model_store_record_file      (TernModelStore            *self,
                                             const char                *package_id,

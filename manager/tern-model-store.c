@@ -954,6 +954,16 @@ tern_model_store_lookup_file (TernModelStore  *self,
   return TRUE;
 }
 
+const char *
+tern_model_store_broken_file_sha256 (TernModelStore *self,
+                                     const char     *package_id,
+                                     const char     *name)
+{
+  StoreFile *file = find_file (g_hash_table_lookup (self->packages, package_id), name);
+
+  return file != NULL && file->broken ? file->sha256 : NULL;
+}
+
 guint64
 tern_model_store_get_missing_bytes (TernModelStore       *self,
                                     const TernCatalogTag *tag)

@@ -1675,6 +1675,42 @@ test_check_corrupted (void)
   g_assert_cmpint (tern_model_store_get_state (store, "t:b", NULL), ==, TERN_MODEL_STATE_INSTALLED);
 }
 
+/* The same repair with a catalog that gives no sha256 (a user's own
+ * catalog): the pull used to take the damaged file as it was, record its
+ * hash, and call the model installed; check then said "intact". */
+static void
+test_check_corrupted_no_hash (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("ok", "b.bin", FALSE);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) problems = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  g_autofree char *path = NULL;
+
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+  g_assert_no_error (error);
+  path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+  flip_byte (path, 4321);
+  g_assert_true (tern_model_store_check (store, NULL, &problems, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (problems->len, ==, 1);
+  g_assert_cmpint (tern_model_store_get_state (store, "t:one", NULL), ==, TERN_MODEL_STATE_BROKEN);
+  g_clear_pointer (&problems, g_ptr_array_unref);
+
+  server_reset ();
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+  g_assert_no_error (error);
+  requests = server_requests ("/ok/b.bin", NULL);
+  g_assert_cmpuint (requests->len, ==, 1);
+  assert_file_is (path, "b.bin");
+  g_assert_true (tern_model_store_check (store, NULL, &problems, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (problems->len, ==, 0);
+}
+
 static void
 store_check_ready (GObject      *source,
                    GAsyncResult *result,
@@ -3104,6 +3140,7 @@ main (int    argc,
   g_test_add_func ("/manager/store/draft-kinds", test_draft_kinds);
   g_test_add_func ("/manager/catalog/requires", test_requires);
   g_test_add_func ("/manager/store/check", test_check_corrupted);
+  g_test_add_func ("/manager/store/check-no-hash", test_check_corrupted_no_hash);
   g_test_add_func ("/manager/store/check-async", test_check_async);
   g_test_add_func ("/manager/store/import", test_import);
   g_test_add_func ("/manager/store/state-errors", test_state_file_errors);
