@@ -931,6 +931,14 @@ transfer_open_partial (Transfer   *t,
 
           if (errsv == ENOENT)
             continue;  /* a remove took the folder between mkdir and open */
+          if (errsv == ELOOP || errsv == ENXIO)
+            {
+              /* O_NOFOLLOW met a symbolic link; ENXIO: a socket. */
+              g_set_error (&t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO,
+                           _("%s is not a regular file; downloads are written there: move it away and pull again"),
+                           t->partial);
+              break;
+            }
           g_set_error (&t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s: %s", t->partial,
                        g_strerror (errsv));
           break;
@@ -947,6 +955,16 @@ transfer_open_partial (Transfer   *t,
         {
           close (fd);  /* that file is gone or renamed: look again */
           continue;
+        }
+      if (!S_ISREG (by_fd.st_mode))
+        {
+          /* A FIFO opens O_RDWR without blocking, then fails as "cannot
+           * seek": say what is wrong instead. */
+          close (fd);
+          g_set_error (&t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO,
+                       _("%s is not a regular file; downloads are written there: move it away and pull again"),
+                       t->partial);
+          break;
         }
       if (is_regular_no_follow (t->dest))
         {

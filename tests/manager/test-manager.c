@@ -766,6 +766,41 @@ test_download_symlink_in_place (void)
   g_assert_cmpstr (other_data, ==, "another tool's file");
 }
 
+/* Something that is not a regular file where the partial download goes: a
+ * clear error that names it, and it is left as it was. */
+static void
+test_download_odd_partial (void)
+{
+  for (guint i = 0; i < 2; i++)
+    {
+      g_autofree char *root = new_store_root ();
+      g_autoptr(TernModelStore) store = new_store (root);
+      g_autoptr(TernDownloader) dl = new_downloader (store);
+      g_autoptr(TernCatalog) catalog = single_catalog ("ok", "a.bin", TRUE);
+      g_autofree char *partial = store_file (store, "pkg-one", "a.bin", ".partial");
+      g_autofree char *dir = g_path_get_dirname (partial);
+      g_autofree char *target = g_strdup_printf ("%s-target", root);
+      g_autofree char *expected = g_strdup_printf ("%s is not a regular file", partial);
+      g_autoptr(GError) error = NULL;
+      struct stat st;
+
+      g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+      if (i == 0)
+        g_assert_cmpint (mkfifo (partial, 0644), ==, 0);
+      else
+        g_assert_cmpint (symlink (target, partial), ==, 0);
+
+      g_assert_false (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+      g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO);
+      if (strstr (error->message, expected) == NULL)
+        g_error ("'%s' lacks '%s'", error->message, expected);
+      g_assert_cmpint (lstat (partial, &st), ==, 0);
+      g_assert_true (i == 0 ? S_ISFIFO (st.st_mode) : S_ISLNK (st.st_mode));
+      g_assert_false (g_file_test (target, G_FILE_TEST_EXISTS));
+      g_assert_false (tern_model_store_has_package (store, "pkg-one"));
+    }
+}
+
 static void
 assert_nothing_installed (TernModelStore *store,
                           const char     *package,
@@ -3124,6 +3159,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/ignored-range", test_download_ignored_range);
   g_test_add_func ("/manager/download/endless-restarts", test_download_endless_restarts);
   g_test_add_func ("/manager/download/symlink-in-place", test_download_symlink_in_place);
+  g_test_add_func ("/manager/download/odd-partial", test_download_odd_partial);
   g_test_add_func ("/manager/download/wrong-bytes", test_download_wrong_bytes);
   g_test_add_func ("/manager/download/advertised-hash", test_download_advertised_hash);
   g_test_add_func ("/manager/download/http-errors", test_download_http_errors);
