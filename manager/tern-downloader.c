@@ -599,8 +599,10 @@ attempt (Transfer *t,
     }
 
   status = soup_message_get_status (msg);
+  /* 416 to a request without Range (offset 0) is just an error: there is
+   * no partial to start over from, and asking again will not change it. */
   if (status != SOUP_STATUS_OK && status != SOUP_STATUS_PARTIAL_CONTENT
-      && status != SOUP_STATUS_REQUESTED_RANGE_NOT_SATISFIABLE)
+      && (status != SOUP_STATUS_REQUESTED_RANGE_NOT_SATISFIABLE || offset == 0))
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, _("%s: HTTP %u %s from %s"),
                    t->name, status, soup_message_get_reason_phrase (msg), t->url);

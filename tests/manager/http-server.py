@@ -26,6 +26,7 @@ on the first line of stdout. The first path component picks a behaviour:
                   is answered 206 with a Content-Range from byte 0 (not the
                   range asked for): a resume that never gets anywhere
   /range416/NAME  without Range: half the body, then hangs up; 416 for any Range
+  /416/NAME       416 every time, Range or not
   /scheme/NAME    302 to file:///etc/passwd;  /nohost/NAME  302 to http:///NAME
   /loop/NAME      302 to itself
 
@@ -337,7 +338,7 @@ class Handler(BaseHTTPRequestHandler):
             entry["status"] = 302
             return self.send_plain(302, "redirect", {
                 "Location": "file:///etc/passwd" if mode == "scheme" else "http:///" + name})
-        if mode == "range416" and self.headers.get("Range"):
+        if mode == "416" or (mode == "range416" and self.headers.get("Range")):
             entry["status"] = 416
             return self.send_plain(416, "range not satisfiable", {"Content-Range": "bytes */%d" % len(data)})
 

@@ -986,6 +986,8 @@ test_download_http_errors (void)
     { "scheme", FALSE, 1, "redirects to 'file:///etc/passwd', which is not an http:// or https:// URL" },
     { "nohost", FALSE, 1, "redirects to 'http:///a.bin', which is not an http:// or https:// URL" },
     { "loop", FALSE, 11, "/loop/a.bin: too many redirects" },
+    /* 416 without a Range asked for: not retried as a resume "at byte 0". */
+    { "416", FALSE, 1, "a.bin: HTTP 416 Requested Range Not Satisfiable from http://127.0.0.1" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
