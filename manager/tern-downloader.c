@@ -546,6 +546,7 @@ attempt (Transfer *t,
   PartialMeta meta = { NULL, NULL };
   guint64 advertised_size = 0;
   guint64 offset, expected_size;
+  guint64 resumed_at = 0;  /* > 0: the bytes before came from an earlier answer */
   const char *expected_sha;
   struct stat st;
   guint status;
@@ -668,6 +669,7 @@ attempt (Transfer *t,
           goto out;
         }
       expected_size = total > 0 ? (guint64) total : 0;
+      resumed_at = offset;
     }
   else
     {
@@ -783,6 +785,20 @@ attempt (Transfer *t,
     goto out;
   if (expected_sha == NULL)
     expected_sha = meta.advertised;
+  if (expected_sha != NULL && g_ascii_strcasecmp (t->sha256, expected_sha) != 0 && resumed_at > 0)
+    {
+      /* The bytes kept from before may be what is wrong (a partial file
+       * damaged by a crash, another file once served at this URL): the
+       * server's word is only tested by a download from the start. */
+      if (!set_file_size (fd, 0, t, error))
+        goto out;
+      unlink (t->meta);
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CHECKSUM,
+                   _("%s: sha256 %s, expected %s, after resuming at byte %" PRIu64 "; starting over"),
+                   t->name, t->sha256, expected_sha, resumed_at);
+      result = ATTEMPT_RETRY;
+      goto out;
+    }
   if (expected_sha != NULL && g_ascii_strcasecmp (t->sha256, expected_sha) != 0)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CHECKSUM,

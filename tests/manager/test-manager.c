@@ -801,6 +801,46 @@ test_download_odd_partial (void)
     }
 }
 
+/* A partial download of the right URL whose bytes are damaged (a crash
+ * before they reached the disk, say): the resume completes it, the hash
+ * does not match, and the download starts over instead of failing with
+ * "the bytes downloaded from URL are wrong" (they were not the server's). */
+static void
+test_download_damaged_partial (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("ok", "a.bin", TRUE);
+  g_autofree char *partial = store_file (store, "pkg-one", "a.bin", ".partial");
+  g_autofree char *meta = store_file (store, "pkg-one", "a.bin", ".partial.json");
+  g_autofree char *meta_json = NULL;
+  g_autofree char *dir = g_path_get_dirname (partial);
+  g_autofree char *bytes = g_malloc0 (FILE_A_SIZE / 2);
+  g_autofree char *path = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+
+  /* The first half as it should be, then a run of zeros. */
+  memcpy (bytes, fixture ("a.bin")->data, FILE_A_SIZE / 4);
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (partial, bytes, FILE_A_SIZE / 2, NULL));
+  meta_json = g_strdup_printf ("{\"url\": \"%s/ok/a.bin\", \"etag\": null, \"sha256\": null}", base_url);
+  g_assert_true (g_file_set_contents (meta, meta_json, -1, NULL));
+
+  server_reset ();
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+  g_assert_no_error (error);
+  path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+  assert_file_is (path, "a.bin");
+  requests = server_requests ("/ok/a.bin", NULL);
+  g_assert_cmpuint (requests->len, ==, 2);
+  g_assert_cmpint (req_status (requests, 0), ==, 206);
+  g_assert_null (req_string (requests, 1, "range"));
+  g_assert_false (g_file_test (partial, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (meta, G_FILE_TEST_EXISTS));
+}
+
 static void
 assert_nothing_installed (TernModelStore *store,
                           const char     *package,
@@ -3162,6 +3202,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/endless-restarts", test_download_endless_restarts);
   g_test_add_func ("/manager/download/symlink-in-place", test_download_symlink_in_place);
   g_test_add_func ("/manager/download/odd-partial", test_download_odd_partial);
+  g_test_add_func ("/manager/download/damaged-partial", test_download_damaged_partial);
   g_test_add_func ("/manager/download/wrong-bytes", test_download_wrong_bytes);
   g_test_add_func ("/manager/download/advertised-hash", test_download_advertised_hash);
   g_test_add_func ("/manager/download/http-errors", test_download_http_errors);
