@@ -683,8 +683,22 @@ attempt (Transfer *t,
             goto out;
           offset = 0;
         }
-      expected_size = soup_message_headers_get_encoding (response) == SOUP_ENCODING_CONTENT_LENGTH
-                        ? (guint64) soup_message_headers_get_content_length (response) : 0;
+      expected_size = 0;
+      if (soup_message_headers_get_encoding (response) == SOUP_ENCODING_CONTENT_LENGTH)
+        {
+          goffset length = soup_message_headers_get_content_length (response);
+
+          /* "-5" or more digits than 64 bits hold: not a size to compare
+           * with the catalog's or to ask the disk for ("needs 18.4 EB"). */
+          if (length < 0)
+            {
+              g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                           _("%s: %s answered with an invalid Content-Length '%s'"), t->name, t->url,
+                           soup_message_headers_get_one (response, "Content-Length"));
+              goto out;
+            }
+          expected_size = (guint64) length;
+        }
     }
   if (expected_size == 0)
     expected_size = advertised_size;

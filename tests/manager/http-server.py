@@ -27,6 +27,7 @@ on the first line of stdout. The first path component picks a behaviour:
                   range asked for): a resume that never gets anywhere
   /range416/NAME  without Range: half the body, then hangs up; 416 for any Range
   /416/NAME       416 every time, Range or not
+  /badlength/NAME 200 with Content-Length: 99999999999999999999999 (the file follows)
   /scheme/NAME    302 to file:///etc/passwd;  /nohost/NAME  302 to http:///NAME
   /loop/NAME      302 to itself
 
@@ -331,6 +332,18 @@ class Handler(BaseHTTPRequestHandler):
             data = f.read()
         sha = sha256_of(data)
 
+        if mode == "badlength":
+            entry["status"] = 200
+            self.send_response(200)
+            self.send_header("Content-Length", "99999999999999999999999")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return None
         if mode == "loop":
             entry["status"] = 302
             return self.send_plain(302, "redirect", {"Location": "/loop/" + name})

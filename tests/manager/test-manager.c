@@ -1028,6 +1028,8 @@ test_download_http_errors (void)
     { "loop", FALSE, 11, "/loop/a.bin: too many redirects" },
     /* 416 without a Range asked for: not retried as a resume "at byte 0". */
     { "416", FALSE, 1, "a.bin: HTTP 416 Requested Range Not Satisfiable from http://127.0.0.1" },
+    /* A Content-Length beyond 64 bits: not "the server's file has 18446744073709551615 bytes". */
+    { "badlength", FALSE, 1, "answered with an invalid Content-Length '99999999999999999999999'" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
