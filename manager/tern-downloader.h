@@ -11,7 +11,8 @@
  *   a server that ignores Range (200) is read from the start again.
  * - Retries: network errors, time-outs and 5xx/408/429 are retried with
  *   exponential backoff; other 4xx, wrong sizes and wrong hashes are not.
- *   Attempts that made progress do not count against the limit.
+ *   Attempts that got further into the file than any before do not count
+ *   against the limit.
  * - At most max-concurrent (2) files at once over all pulls; a package wanted
  *   by two pulls at once is downloaded once.
  * - Refused before anything is downloaded when the free space of the store's
