@@ -134,9 +134,11 @@ static void list_json_tag(JsonBuilder *b, TernModelStore *store, const TernCatal
     json_builder_set_member_name(b, "local");
     json_builder_add_boolean_value(b, false);
     json_builder_set_member_name(b, "size");
-    json_builder_add_int_value(b, (gint64)tern_catalog_tag_size(tag));
+    /* JSON's integers are signed: a saturated sum stays positive. */
+    json_builder_add_int_value(b, (gint64)MIN(tern_catalog_tag_size(tag), (guint64)G_MAXINT64));
     json_builder_set_member_name(b, "download_size");
-    json_builder_add_int_value(b, installed ? 0 : (gint64)tern_model_store_get_missing_bytes(store, tag));
+    json_builder_add_int_value(b, installed ? 0 : (gint64)MIN(tern_model_store_get_missing_bytes(store, tag),
+                                                                 (guint64)G_MAXINT64));
     json_builder_set_member_name(b, "supported");
     json_builder_add_boolean_value(b, tern_catalog_tag_supported(tag));
     json_builder_set_member_name(b, "min_app_version");

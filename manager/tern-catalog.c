@@ -872,8 +872,9 @@ tern_catalog_package_size (const TernCatalogPackage *package)
 {
   guint64 total = 0;
 
+  /* Saturating: a catalog may give sizes up to 2^63-1 each. */
   for (guint i = 0; i < package->files->len; i++)
-    total += ((TernCatalogFile *) package->files->pdata[i])->size;
+    total = tern_manager_add_size (total, ((TernCatalogFile *) package->files->pdata[i])->size);
   return total;
 }
 
@@ -891,7 +892,7 @@ tern_catalog_tag_size (const TernCatalogTag *tag)
       for (int other = 0; other < role; other++)
         seen |= tag->packages[other] == tag->packages[role];
       if (!seen)
-        total += tern_catalog_package_size (tag->packages[role]);
+        total = tern_manager_add_size (total, tern_catalog_package_size (tag->packages[role]));
     }
   return total;
 }

@@ -1477,7 +1477,7 @@ tern_downloader_pull_async (TernDownloader      *self,
     {
       guint64 free_bytes = free_space_of (self, tern_model_store_get_root (self->store));
 
-      if (free_bytes < missing + TERN_DOWNLOADER_FREE_SPACE_RESERVE)
+      if (free_bytes < missing || free_bytes - missing < TERN_DOWNLOADER_FREE_SPACE_RESERVE)
         {
           g_autofree char *need = tern_manager_format_size (missing);
           g_autofree char *have = tern_manager_format_size (free_bytes);

@@ -34,6 +34,14 @@ gboolean tern_manager_valid_url (const char *url);
 char    *tern_manager_engine_message (const tn_error *err);
 /* 64 hexadecimal digits (either case). */
 gboolean tern_manager_is_sha256 (const char *text);
+/* a + b, or G_MAXUINT64 where that would wrap: sums of catalog sizes
+ * (each up to 2^63-1) must not come out small. */
+static inline guint64
+tern_manager_add_size (guint64 a,
+                       guint64 b)
+{
+  return a > G_MAXUINT64 - b ? G_MAXUINT64 : a + b;
+}
 
 /* Writes `contents` to `path` atomically and durably: a temporary file in the
  * same directory, fsync, rename, fsync of the directory. */

@@ -993,7 +993,7 @@ tern_model_store_get_missing_bytes (TernModelStore       *self,
           path = tern_model_store_get_file_path (self, package->id, file->name);
           partial = g_strconcat (path, TERN_PARTIAL_SUFFIX, NULL);
           have = file_size_on_disk (partial);
-          total += file->size > have ? file->size - have : 0;
+          total = tern_manager_add_size (total, file->size > have ? file->size - have : 0);
         }
     }
   return total;

@@ -1347,6 +1347,36 @@ test_download_no_space (void)
   g_assert_false (g_file_test (dir, G_FILE_TEST_EXISTS));
 }
 
+/* Sizes a catalog may give (up to 2^63-1 each) whose sum passes 2^64: the
+ * sums used to wrap round to a small number (and so did the free-space
+ * check's sum plus the reserve with two such files), letting the pull
+ * start; it is refused before a request, and the sizes stay huge. */
+static void
+test_download_huge_sizes (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autofree char *package = g_strdup_printf ("\"pkg-huge\": {\"label\": \"H\", \"files\": ["
+                                              "{\"name\": \"a.bin\", \"url\": \"%s/ok/a.bin\", \"size\": %" G_GINT64_FORMAT "}, "
+                                              "{\"name\": \"b.bin\", \"url\": \"%s/ok/b.bin\", \"size\": %" G_GINT64_FORMAT "}, "
+                                              "{\"name\": \"c.bin\", \"url\": \"%s/ok/c.bin\", \"size\": %" G_GINT64_FORMAT "}]}",
+                                              base_url, G_MAXINT64, base_url, G_MAXINT64, base_url, G_MAXINT64);
+  g_autofree char *tag = tag_json ("t:huge", "pkg-huge", NULL, FALSE);
+  g_autoptr(TernCatalog) catalog = catalog_from (package, tag);
+  const TernCatalogTag *ctag = tern_catalog_find_tag (catalog, "t:huge");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+
+  g_assert_cmpuint (tern_catalog_tag_size (ctag), ==, G_MAXUINT64);
+  g_assert_cmpuint (tern_model_store_get_missing_bytes (store, ctag), ==, G_MAXUINT64);
+  server_reset ();
+  g_assert_false (tern_downloader_pull (dl, catalog, "t:huge", NULL, &error));
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NO_SPACE);
+  requests = server_requests (NULL, NULL);
+  g_assert_cmpuint (requests->len, ==, 0);
+}
+
 static void
 test_bad_tags (void)
 {
@@ -3215,6 +3245,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/cancel-then-sibling", test_download_cancel_then_sibling);
   g_test_add_func ("/manager/download/no-space", test_download_no_space);
   g_test_add_func ("/manager/download/bad-tags", test_bad_tags);
+  g_test_add_func ("/manager/download/huge-sizes", test_download_huge_sizes);
   g_test_add_func ("/manager/download/concurrency", test_concurrency);
   g_test_add_func ("/manager/download/proxy", test_proxy_from_environment);
   g_test_add_func ("/manager/store/shared-packages", test_shared_packages);
