@@ -623,6 +623,22 @@ attempt (Transfer *t,
       goto out;
     }
 
+  {
+    /* Asked for identity; the decoder is off, so compressed bytes would be
+     * stored as they came and fail as a wrong size or hash, which blames
+     * the wrong thing. */
+    const char *coding = soup_message_headers_get_one (soup_message_get_response_headers (msg),
+                                                       "Content-Encoding");
+
+    if (coding != NULL && *coding != '\0' && g_ascii_strcasecmp (coding, "identity") != 0)
+      {
+        g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                     _("%s: %s sent the file compressed (Content-Encoding: %s) although asked not to"),
+                     t->name, t->url, coding);
+        goto out;
+      }
+  }
+
   /* X-Linked-Etag is, by Hugging Face's documentation, the file's sha256; a
    * plain ETag merely may look like one (a CDN's own 64-digit hash would
    * too): only a fallback when the catalog has no hash, never a reason to

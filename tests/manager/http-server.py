@@ -28,6 +28,8 @@ on the first line of stdout. The first path component picks a behaviour:
   /range416/NAME  without Range: half the body, then hangs up; 416 for any Range
   /416/NAME       416 every time, Range or not
   /badlength/NAME 200 with Content-Length: 99999999999999999999999 (the file follows)
+  /gzip/NAME      200 with the file gzip-compressed (Content-Encoding: gzip), whatever
+                  Accept-Encoding said
   /scheme/NAME    302 to file:///etc/passwd;  /nohost/NAME  302 to http:///NAME
   /loop/NAME      302 to itself
 
@@ -58,6 +60,7 @@ cut-off answer). Searches for "garbage-*" answer like a broken Hub: HTML,
 100,000 nested brackets, an object, wrong types, 50 MiB (with and without
 Content-Length), bytes that are not UTF-8, 500, a cut-off list.
 """
+import gzip
 import hashlib
 import json
 import os
@@ -332,6 +335,20 @@ class Handler(BaseHTTPRequestHandler):
             data = f.read()
         sha = sha256_of(data)
 
+        if mode == "gzip":
+            packed = gzip.compress(data)
+            entry["status"] = 200
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(packed)))
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                self.wfile.write(packed)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return None
         if mode == "badlength":
             entry["status"] = 200
             self.send_response(200)

@@ -1030,6 +1030,8 @@ test_download_http_errors (void)
     { "416", FALSE, 1, "a.bin: HTTP 416 Requested Range Not Satisfiable from http://127.0.0.1" },
     /* A Content-Length beyond 64 bits: not "the server's file has 18446744073709551615 bytes". */
     { "badlength", FALSE, 1, "answered with an invalid Content-Length '99999999999999999999999'" },
+    /* Compressed though asked for identity: said so, not "the file has 300113 bytes". */
+    { "gzip", FALSE, 1, "/gzip/a.bin sent the file compressed (Content-Encoding: gzip) although asked not to" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
