@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <glib/gi18n.h>
+#include <signal.h>
 
 #include "tern-application.h"
 
@@ -11,6 +12,10 @@ main (int   argc,
 {
   g_autoptr(TernApplication) app = NULL;
   tern_i18n_init ();
+  /* Past a file size limit (ulimit -f), a write (a download, a saved chat)
+   * should fail with EFBIG and be reported, not kill the app and its
+   * unsaved work. */
+  signal (SIGXFSZ, SIG_IGN);
 
   g_set_application_name (_("Tern"));
   app = tern_application_new (G_APPLICATION_DEFAULT_FLAGS);

@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <locale.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,9 @@ static void usage(FILE *out) {
 
 int main(int argc, char **argv) {
     cli_i18n_init();
+    /* Past a file size limit (ulimit -f), a write should fail with EFBIG
+     * and be reported like a full disk, not kill the process silently. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return CLI_EXIT_USAGE;

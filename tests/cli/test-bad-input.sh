@@ -194,6 +194,20 @@ else
     printf 'ok: TERN_BACKEND=xrt tern-cli run: %s\n' "$(grep 'using cpu' "$tmp/err")"
 fi
 
+# Past a file size limit (ulimit -f), a write fails with EFBIG: tern-cli
+# says so (exit 2, one line) and leaves no partial file, instead of being
+# killed by SIGXFSZ with no word.
+(ulimit -f 8 && exec "$cli" mkmodel --arch qwen3 --type q8_0 --embd 64 --layers 2 --heads 2 \
+    --kv-heads 1 -o "$tmp/too-big.gguf") >"$tmp/out" 2>"$tmp/err"
+status=$?
+checks=$((checks + 1))
+if [ "$status" -ne 2 ] || [ -e "$tmp/too-big.gguf" ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] ||
+    ! grep -q "too-big.gguf: .*File too large" "$tmp/err"; then
+    fail "tern-cli mkmodel past ulimit -f: exit $status: $(cat "$tmp/err")"
+else
+    printf 'ok: tern-cli mkmodel past ulimit -f: %s\n' "$(cat "$tmp/err")"
+fi
+
 # An argument that holds an escape sequence (ESC, BEL, DEL) comes back in
 # the error with those bytes as '?': a pasted or hostile value must not
 # recolour or rewrite the terminal.
