@@ -2446,6 +2446,7 @@ typedef struct conn {
     GSocketConnection *stream; /* once handed to libsoup */
     GSource *wait;             /* before: waiting for the first bytes */
     gint64 deadline;           /* monotonic us; 0: none */
+    gint64 since;              /* monotonic us: accepted, or its last request finished */
     gint64 shut;               /* when it was shut down for its deadline; 0: not */
     bool refused;              /* answered by conn_refuse: closed at its deadline */
     int busy;                  /* requests begun and not yet finished */
@@ -2500,6 +2501,8 @@ static void conn_request_finished(SoupServerMessage *msg, gpointer data) {
     conn *c = conn_of(data, msg);
     if (c && c->busy > 0)
         c->busy--;
+    if (c)
+        c->since = g_get_monotonic_time();
 }
 
 static void conn_request_started(tern_server *srv, SoupServerMessage *msg) {
@@ -2706,15 +2709,18 @@ static gboolean on_accept(GSocket *listener, GIOCondition cond, gpointer data) {
             sweep_conns(srv); /* connections closed since the last sweep */
         if ((int)g_hash_table_size(srv->conns) >= srv->conns_max) {
             /* Full of clients that have not sent a whole request yet (slow
-             * or idle ones, maybe an attack): the oldest of them makes room,
-             * so that they cannot lock the others out for a whole timeout. */
+             * or idle ones, maybe an attack) or kept alive between requests:
+             * the oldest of them makes room, so that they cannot lock the
+             * others out for a whole timeout, or for ever (kept-alive ones
+             * have no deadline). A request waiting or running is never cut. */
             conn *oldest = NULL;
             GHashTableIter it;
             gpointer key, value;
             g_hash_table_iter_init(&it, srv->conns);
             while (g_hash_table_iter_next(&it, &key, &value)) {
                 conn *o = value;
-                if (!o->stream && !o->refused && (!oldest || o->deadline < oldest->deadline))
+                const bool idle = o->stream ? o->busy == 0 && !o->shut : !o->refused;
+                if (idle && (!oldest || o->since < oldest->since))
                     oldest = o;
             }
             if (oldest)
@@ -2738,6 +2744,7 @@ static gboolean on_accept(GSocket *listener, GIOCondition cond, gpointer data) {
         c->key = key;
         c->sock = sock;
         c->deadline = request_deadline(srv);
+        c->since = g_get_monotonic_time();
         conn_watch(c);
         /* A key still there is a connection closed, not yet swept. */
         g_hash_table_replace(srv->conns, c->key, c);

@@ -5,7 +5,9 @@ the server, and after ~1,015 of them the process had no descriptors left.
 Under `ulimit -n 256`: 3,000 sequential requests, one connection each,
 half asking for keep-alive (HTTP/1.1's default) and half Connection: close,
 plus connections opened and closed without a request, and generations in
-between; then the server must still answer and hold few descriptors."""
+between; then the server must still answer and hold few descriptors. More
+slow clients, or kept-alive idle ones, than the connection cap must not
+lock a new client out."""
 
 import http.client
 import os
@@ -93,6 +95,34 @@ except OSError as e:
 checks.check(s == 200, "served while %d slow clients hold connections (%s, %.1f s)" %
              (len(slow), s, serverlib.time.time() - t0))
 for c in slow:
+    c.close()
+
+# More kept-alive idle connections than the cap, each after a whole request
+# and answer: they have no deadline, so unless the oldest idle one makes
+# room, they lock every new client out for as long as they stay open.
+idle = []
+for i in range(150):
+    try:
+        c = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        c.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        got = b""
+        while not got.endswith(b"}"):
+            b = c.recv(4096)
+            if not b:
+                break
+            got += b
+        idle.append(c)
+        if not got.endswith(b"}"):
+            break
+    except OSError:
+        break
+try:
+    s, _, _ = srv.request("GET", "/health", timeout=10)
+except OSError as e:
+    s = str(e)
+checks.check(s == 200, "served while %d kept-alive idle clients hold connections (%s)" %
+             (len(idle), s))
+for c in idle:
     c.close()
 end_fds = fds()
 for _ in range(50):  # a connection closed by its client is noticed within a second
