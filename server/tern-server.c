@@ -2561,11 +2561,14 @@ static void conn_refuse(conn *c, int status, const char *reason, const char *fmt
 }
 
 /* The request's framing: one Content-Length, a byte count, not together with
- * a Transfer-Encoding (a request smuggling trick). NULL when fine, else
- * what is wrong. */
-static const char *framing_problem(const char *head, size_t n) {
-    int lengths = 0;
-    bool te = false;
+ * a Transfer-Encoding (a request smuggling trick); at most one
+ * Transfer-Encoding, "chunked" or "identity" (libsoup 3.2 leaks the request's
+ * path on any other, "gzip" or "chunked, chunked": fixed in libsoup 3.5.2).
+ * NULL when fine, else what is wrong; *status: 400, or 501 for a coding
+ * this server does not know. */
+static const char *framing_problem(const char *head, size_t n, int *status) {
+    int lengths = 0, te = 0;
+    *status = 400;
     for (const char *line = head; line < head + n;) {
         const char *eol = memchr(line, '\n', (size_t)(head + n - line));
         if (!eol)
@@ -2584,12 +2587,24 @@ static const char *framing_problem(const char *head, size_t n) {
                 return "Content-Length is not a byte count";
             lengths++;
         } else if (len >= 18 && !g_ascii_strncasecmp(line, "Transfer-Encoding:", 18)) {
-            te = true;
+            const char *v = line + 18, *e = eol;
+            while (v < e && (*v == ' ' || *v == '\t'))
+                v++;
+            while (e > v && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
+                e--;
+            if (!((e - v == 7 && !g_ascii_strncasecmp(v, "chunked", 7)) ||
+                  (e - v == 8 && !g_ascii_strncasecmp(v, "identity", 8)))) {
+                *status = 501;
+                return "only Transfer-Encoding: chunked is supported";
+            }
+            te++;
         }
         line = eol + 1;
     }
     if (lengths > 1)
         return "more than one Content-Length";
+    if (te > 1)
+        return "more than one Transfer-Encoding";
     if (lengths && te)
         return "both Content-Length and Transfer-Encoding";
     return NULL;
@@ -2640,10 +2655,11 @@ static gboolean conn_first_bytes(GSocket *sock, GIOCondition cond, gpointer data
         g_source_attach(c->wait, srv->context);
         return G_SOURCE_REMOVE;
     }
-    const char *why = framing_problem(buf, (size_t)(end - buf) + 2);
+    int status;
+    const char *why = framing_problem(buf, (size_t)(end - buf) + 2, &status);
     g_free(buf);
     if (why) {
-        conn_refuse(c, 400, "Bad Request", "%s", why);
+        conn_refuse(c, status, status == 501 ? "Not Implemented" : "Bad Request", "%s", why);
         return G_SOURCE_REMOVE;
     }
     c->stream = g_socket_connection_factory_create_connection(sock);

@@ -7,9 +7,10 @@ HTTP on 127.0.0.1, on a tiny synthetic model:
 - cross-site requests: a Host that is not the server's (DNS rebinding) 403,
   a body that is not Content-Type: application/json 415, the CORS preflight
   allows the headers the openai SDK sends;
-- Content-Length: -1 400; headers or a body that do not arrive in time
-  (--request-timeout) get the connection closed, also for many slow
-  clients at once, while others are served;
+- Content-Length: -1 400, a Transfer-Encoding other than chunked 501;
+  headers or a body that do not arrive in time (--request-timeout) get the
+  connection closed, also for many slow clients at once, while others are
+  served;
 - protocol details: a stream that fails before its first token gets the
   HTTP status and a JSON body; GET /v1/models/{id}; the paths without /v1;
   HTTP/1.0 never gets chunked encoding; ids unique across restarts;
@@ -181,6 +182,20 @@ for extra in ["Content-Length: %d\r\nContent-Length: %d\r\n" % (len(good), len(g
                                 "Content-Type: application/json\r\n" + extra + "\r\n" +
                                 good).encode())
     check(st == 400, "%s: 400 (got %s %r)" % (extra.replace("\r\n", " | "), st, body[:100]))
+# A Transfer-Encoding other than chunked: libsoup 3.2 answered 501 itself and
+# leaked the request's path each time (a 60 KB path: 60 KB a request).
+for te in ["gzip", "chunked, chunked", "xchunked"]:
+    st, _, body, _ = raw(port, ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                "Content-Type: application/json\r\nTransfer-Encoding: %s\r\n\r\n"
+                                "%x\r\n%s\r\n0\r\n\r\n" % (te, len(good), good)).encode())
+    check(st == 501 and b"Transfer-Encoding" in body,
+          "Transfer-Encoding: %s 501 naming it (got %s %r)" % (te, st, body[:100]))
+st, _, body, _ = raw(port, ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                            "Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" %
+                            (len(good), good)).encode())
+check(st == 400 and b"Transfer-Encoding" in body,
+      "two Transfer-Encoding headers: 400 (got %s %r)" % (st, body[:100]))
 # Huge headers are refused, the server lives on.
 st, _, _, _ = raw(port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 200000 +
                   b"\r\n\r\n")
