@@ -2633,9 +2633,16 @@ static gboolean conn_first_bytes(GSocket *sock, GIOCondition cond, gpointer data
         g_hash_table_remove(srv->conns, c->key);
         return G_SOURCE_REMOVE;
     }
-    const char *end = g_strstr_len(buf, n, "\r\n\r\n");
+    /* memmem, not g_strstr_len, which stops at a NUL: headers with one
+     * were never complete, and their client got no answer at all. */
+    const char *end = memmem(buf, (size_t)n, "\r\n\r\n", 4);
     if (!end)
-        end = g_strstr_len(buf, n, "\n\n");
+        end = memmem(buf, (size_t)n, "\n\n", 2);
+    if (memchr(buf, '\0', end ? (size_t)(end - buf) : (size_t)n)) {
+        conn_refuse(c, 400, "Bad Request", "a NUL byte in the request's headers");
+        g_free(buf);
+        return G_SOURCE_REMOVE;
+    }
     if (!end && n == MAX_HEADER_BYTES) {
         conn_refuse(c, 431, "Request Header Fields Too Large",
                     "the request's headers are over %d bytes", MAX_HEADER_BYTES);

@@ -196,6 +196,14 @@ st, _, body, _ = raw(port, ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0
                             (len(good), good)).encode())
 check(st == 400 and b"Transfer-Encoding" in body,
       "two Transfer-Encoding headers: 400 (got %s %r)" % (st, body[:100]))
+# A NUL byte in the headers: 400 at once (the end of the headers was looked
+# for with a C string search, so they were never complete: no answer, and
+# the connection closed at the timeout).
+for req in [b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: a\x00b\r\n\r\n",
+            b"GET /hea\x00lth HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"]:
+    st, _, body, dt = raw(port, req)
+    check(st == 400 and b"NUL" in body and dt < 2,
+          "a NUL in the headers %r: 400 at once (got %s in %.1f s)" % (req[:20], st, dt))
 # Huge headers are refused, the server lives on.
 st, _, _, _ = raw(port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 200000 +
                   b"\r\n\r\n")
