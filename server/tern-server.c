@@ -1139,6 +1139,20 @@ static gboolean watch_running(gpointer data) {
 
 /* ------------------------------------------------------------ request parsing */
 
+/* A string member: fallback when absent or null, NULL when it is something
+ * else. (json_object_get_string_member_with_default gives NULL for a number
+ * and the fallback, with a critical, for an object: {"role": 5} or
+ * {"type": "text", "text": 5} reached strcmp and strstr as NULL and took
+ * the server down.) */
+static const char *string_member(JsonObject *o, const char *name, const char *fallback) {
+    JsonNode *n = json_object_get_member(o, name);
+    if (!n || JSON_NODE_HOLDS_NULL(n))
+        return fallback;
+    if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING)
+        return NULL;
+    return json_node_get_string(n);
+}
+
 static int count_markers(const char *text) {
     int n = 0;
     for (const char *p = text; (p = strstr(p, TN_IMAGE_MARKER)); p += strlen(TN_IMAGE_MARKER))
@@ -1178,7 +1192,7 @@ static bool add_image(job *j, JsonObject *part, guint index, guint part_index, c
     JsonNode *iu = json_object_get_member(part, "image_url");
     const char *url = NULL;
     if (iu && JSON_NODE_HOLDS_OBJECT(iu))
-        url = json_object_get_string_member_with_default(json_node_get_object(iu), "url", NULL);
+        url = string_member(json_node_get_object(iu), "url", NULL);
     else if (iu && JSON_NODE_HOLDS_VALUE(iu) && json_node_get_value_type(iu) == G_TYPE_STRING)
         url = json_node_get_string(iu);
     j->error_code = "invalid_image_url";
@@ -1232,7 +1246,14 @@ static char *content_text(job *j, JsonNode *node, guint index, const char *role,
             return NULL;
         }
         JsonObject *po = json_node_get_object(p);
-        const char *type = json_object_get_string_member_with_default(po, "type", "");
+        const char *type = string_member(po, "type", "");
+        const char *t = string_member(po, "text", "");
+        if (!type || (!strcmp(type, "text") && !t)) {
+            *why = g_strdup_printf("messages[%u].content[%u].%s must be a string", index, i,
+                                   type ? "text" : "type");
+            g_string_free(s, TRUE);
+            return NULL;
+        }
         if (!strcmp(type, "image_url")) {
             if (!add_image(j, po, index, i, role, why)) {
                 g_string_free(s, TRUE);
@@ -1240,7 +1261,6 @@ static char *content_text(job *j, JsonNode *node, guint index, const char *role,
             }
             g_string_append(s, TN_IMAGE_MARKER);
         } else if (!strcmp(type, "text")) {
-            const char *t = json_object_get_string_member_with_default(po, "text", "");
             j->text_markers += count_markers(t);
             g_string_append(s, t);
         } else {
@@ -1683,7 +1703,12 @@ static bool parse_chat(JsonObject *o, job *j, const char **param, char **why) {
             return false;
         }
         JsonObject *m = json_node_get_object(e);
-        const char *role = json_object_get_string_member_with_default(m, "role", "");
+        const char *role = string_member(m, "role", "");
+        if (!role) {
+            *param = "messages";
+            *why = g_strdup_printf("messages[%u].role must be a string", i);
+            return false;
+        }
         if (!strcmp(role, "developer"))
             role = "system";
         if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
@@ -1769,8 +1794,8 @@ static bool parse_completion(JsonObject *o, job *j, const char **param, char **w
         *why = g_strdup("only best_of = 1 is supported (one engine, one answer per request)");
         return false;
     }
-    const char *suffix = json_object_get_string_member_with_default(o, "suffix", NULL);
-    if (suffix && *suffix) {
+    const char *suffix = string_member(o, "suffix", "");
+    if (!suffix || *suffix) {
         *param = "suffix";
         *why = g_strdup("suffix (insertion) is not supported");
         return false;

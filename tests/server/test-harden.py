@@ -14,8 +14,9 @@ HTTP on 127.0.0.1, on a tiny synthetic model:
 - protocol details: a stream that fails before its first token gets the
   HTTP status and a JSON body; GET /v1/models/{id}; the paths without /v1;
   HTTP/1.0 never gets chunked encoding; ids unique across restarts;
-  `created` is the time; bad numbers, NUL in content and a user message
-  without content are 400 naming the field;
+  `created` is the time; bad numbers, NUL in content, a user message
+  without content and a number where a string goes (role, a content
+  part's type or text) are 400 naming the field;
 - start-up: a blank --api-key is refused; --no-pin-cache and
   --pin-cache-max keep pin snapshots off the disk; a FIFO where a pin
   snapshot should be does not hang the server."""
@@ -293,13 +294,26 @@ for bad, param in [({"seed": 1.5}, "seed"), ({"seed": -1}, "seed"),
                    ({"messages": [{"role": "user", "content": None}]}, "messages"),
                    ({"messages": [{"role": "user", "content": [{"type": "text",
                                                                 "text": "a\u0000"}]}]},
-                    "messages")]:
+                    "messages"),
+                   # Not strings where strings go: NULL reached strcmp/strstr
+                   # and took the server down.
+                   ({"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]},
+                    "messages"),
+                   ({"messages": [{"role": "user", "content": [{"type": 5, "text": "a"}]}]},
+                    "messages"),
+                   ({"messages": [{"role": "user", "content": [{"type": "text", "text": {}}]}]},
+                    "messages"),
+                   ({"messages": [{"role": 5, "content": "a"}]}, "messages"),
+                   ({"messages": [{"role": [], "content": "a"}]}, "messages")]:
     s, _, doc, out = chat(bad)
     check(s == 400 and error_of(doc).get("param") == param,
           "%s: 400 naming %s (got %s %r)" % (json.dumps(bad), param, s, out[:200]))
 s, _, doc, out = srv.post("/v1/completions", {"prompt": "a\u0000b", "max_tokens": 2})
 check(s == 400 and error_of(doc).get("param") == "prompt",
       "completions: a NUL in the prompt 400 naming prompt (got %s %r)" % (s, out[:200]))
+s, _, doc, out = srv.post("/v1/completions", {"prompt": "a", "suffix": 5, "max_tokens": 2})
+check(s == 400 and error_of(doc).get("param") == "suffix",
+      "completions: a suffix that is a number 400 naming suffix (got %s %r)" % (s, out[:200]))
 s, _, doc, _ = chat({"seed": 12345678901})
 check(s == 200, "a large whole seed is fine (got %s)" % s)
 s, _, doc, _ = chat({"messages": [{"role": "assistant"}, {"role": "user", "content": "x"}]})
