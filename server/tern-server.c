@@ -2393,10 +2393,20 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
                       "localhost)",
                       host);
     } else if (cl && (digits == 0 || cl[digits] || digits > 18)) {
-        /* conn_first_bytes refuses these before libsoup reads them */
+        /* conn_first_bytes refuses these before libsoup reads them, on a
+         * connection's first request; later ones on a kept-alive
+         * connection come here (two Content-Lengths read as "5, 6") */
         respond_error(srv, msg, 400, "invalid_request_error", NULL, NULL,
                       "Content-Length '%s' is not a byte count", cl);
+    } else if (cl && soup_message_headers_get_one(req, "Transfer-Encoding")) {
+        /* the same: libsoup would read the body as chunked */
+        respond_error(srv, msg, 400, "invalid_request_error", NULL, NULL,
+                      "both Content-Length and Transfer-Encoding");
     }
+    if (soup_server_message_get_status(msg) == 400)
+        /* the request's framing is in doubt, so is the next one's */
+        soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+                                     "Connection", "close");
     if (soup_server_message_get_status(msg) != 0) {
         soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
         return;

@@ -23,6 +23,7 @@ HTTP on 127.0.0.1, on a tiny synthetic model:
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -183,6 +184,31 @@ for extra in ["Content-Length: %d\r\nContent-Length: %d\r\n" % (len(good), len(g
                                 "Content-Type: application/json\r\n" + extra + "\r\n" +
                                 good).encode())
     check(st == 400, "%s: 400 (got %s %r)" % (extra.replace("\r\n", " | "), st, body[:100]))
+# The same framing on a kept-alive connection's second request (which libsoup
+# reads itself): 400 and the connection closed, the request after it unread.
+for extra in ["Content-Length: %d\r\nTransfer-Encoding: chunked\r\n" % len(good),
+              "Content-Length: %d\r\nContent-Length: 3\r\n" % len(good)]:
+    data = ("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+            "application/json\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n"
+            "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" %
+            (extra, len(good), good)).encode()
+    sk = socket.create_connection(("127.0.0.1", port), timeout=10)
+    got = b""
+    try:
+        sk.sendall(data)
+        while True:
+            b = sk.recv(65536)
+            if not b:
+                break
+            got += b
+    except OSError:
+        pass
+    sk.close()
+    statuses = [int(x) for x in re.findall(rb"HTTP/1\.1 (\d{3}) ", got)]
+    check(statuses == [200, 400],
+          "%s on a second request: 400, then closed (got %s)" %
+          (extra.replace("\r\n", " | "), statuses))
 # A Transfer-Encoding other than chunked: libsoup 3.2 answered 501 itself and
 # leaked the request's path each time (a 60 KB path: 60 KB a request).
 for te in ["gzip", "chunked, chunked", "xchunked"]:
