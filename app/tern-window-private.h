@@ -94,6 +94,9 @@ struct _TernWindow {
   GPtrArray *edit_taken;
   guint edit_index;
   AdwToast *edit_toast;
+  /* The last "the conversation outgrew the context" toast, until it is
+   * dismissed: the next one replaces it instead of queueing behind it. */
+  AdwToast *context_toast;
   GtkWidget *chat_menu;    /* the chat list's context menu (a GtkPopoverMenu) */
   int server_port;         /* what the running (or starting) server was asked for */
   char *server_key;

@@ -175,6 +175,41 @@ _tern_window_toast (TernWindow *self,
   adw_toast_overlay_add_toast (self->toast_overlay, t);
 }
 
+static void
+on_context_toast_dismissed (AdwToast   *t,
+                            TernWindow *self)
+{
+  if (t == self->context_toast)
+    self->context_toast = NULL;
+}
+
+/* Once a chat is past its context, every turn leaves out more of it: one
+ * toast per turn queued behind the last (4 s each), and a minute after the
+ * last turn they still came, each with an older count, over other chats.
+ * The one still up (or waiting) goes; the new one has the current count. */
+static void
+dismiss_context_toast (TernWindow *self)
+{
+  AdwToast *old = self->context_toast;
+
+  self->context_toast = NULL;
+  if (old != NULL && g_object_get_data (G_OBJECT (old), "tern-dismissed") == NULL)
+    adw_toast_dismiss (old);
+}
+
+static void
+show_context_toast (TernWindow *self,
+                    const char *text)
+{
+  dismiss_context_toast (self);
+  self->context_toast = _tern_window_toast_new (text);
+  adw_toast_set_timeout (self->context_toast, 4);
+  _tern_window_keep_toast (self, self->context_toast);
+  g_signal_connect_object (self->context_toast, "dismissed",
+                           G_CALLBACK (on_context_toast_dismissed), self, 0);
+  adw_toast_overlay_add_toast (self->toast_overlay, self->context_toast);
+}
+
 /* For the tests: the app itself never dismisses a toast. Every toast not
  * yet dismissed is; the main loop runs until each dismissal has reached the
  * overlay (those _tern_window_on_toast_dismissed holds back included), for
@@ -355,7 +390,11 @@ _tern_window_show_chat (TernWindow *self,
            TernChat   *chat)
 {
   if (chat != self->chat)
-    tern_stats_bar_reset (self->stats_bar);
+    {
+      tern_stats_bar_reset (self->stats_bar);
+      /* It spoke of the chat left. */
+      dismiss_context_toast (self);
+    }
   g_set_object (&self->chat, chat);
   _tern_window_remove_rows_from (self, 0);
   for (guint i = 0; i < tern_chat_get_n_messages (chat); i++)
@@ -824,7 +863,7 @@ on_finished (TernWindow              *self,
                                         "The conversation outgrew the %d-token context: its %d oldest messages are left out (the system prompt stays)",
                                         (gulong) tern_chat_get_context_start (self->chat)),
                               stats->n_ctx, (int) tern_chat_get_context_start (self->chat));
-      _tern_window_toast (self, note);
+      show_context_toast (self, note);
     }
   tern_chat_touch (self->chat);
   if (stats->prefill_tok_s > 0 && stats->prompt_tokens >= 8)

@@ -364,6 +364,37 @@ set_mode (TernWindow *w,
   g_action_group_activate_action (G_ACTION_GROUP (w), "mode", g_variant_new_string (mode));
 }
 
+/* "The conversation outgrew the context" toasts showing or queued (with
+ * `with` in their title, when given). */
+static guint
+context_toasts (TernWindow *w,
+                const char *with)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < w->toasts->len; i++)
+    {
+      AdwToast *t = g_ptr_array_index (w->toasts, i);
+      const char *title = adw_toast_get_title (t);
+
+      n += g_object_get_data (G_OBJECT (t), "tern-dismissed") == NULL
+           && strstr (title, "outgrew") != NULL && (with == NULL || strstr (title, with) != NULL);
+    }
+  return n;
+}
+
+static gboolean
+at_most_one_context_toast (TernWindow *w)
+{
+  return context_toasts (w, NULL) <= 1;
+}
+
+static gboolean
+no_context_toast (TernWindow *w)
+{
+  return context_toasts (w, NULL) == 0;
+}
+
 static void
 part_context (Fixture *f)
 {
@@ -437,6 +468,34 @@ part_context (Fixture *f)
     /* The next turn sends only what fits, without an error. */
     m = send_and_wait (f->w, "One more?");
     CHECKF (m != NULL && m->error == NULL, "after the drop: %s", m ? m->error : "(none)");
+    /* Each turn past the limit leaves out more: one toast says so, with the
+     * latest count, not one queued per turn (a minute of stale counts,
+     * over other chats, after 30 turns). */
+    {
+      guint drops = 0;
+      g_autofree char *want = NULL;
+
+      for (int turn = 1; turn <= 3; turn++)
+        {
+          guint before = tern_chat_get_context_start (chat);
+
+          m = send_and_wait (f->w, "And another one, about the sea and its birds?");
+          CHECKF (m != NULL && m->error == NULL, "late turn %d: %s", turn, m ? m->error : "(none)");
+          drops += tern_chat_get_context_start (chat) > before;
+        }
+      CHECKF (drops >= 2, "only %u of 3 turns left messages out", drops);
+      /* A dismissal within 300 ms of the toast's showing is held back
+       * (libadwaita 1.2, _tern_window_on_toast_dismissed): up to a second.
+       * Queued ones would stay 4 s each. */
+      CHECKF (wait_for (f->w, at_most_one_context_toast, 3), "%u context toasts showing or queued",
+              context_toasts (f->w, NULL));
+      want = g_strdup_printf ("its %u oldest messages", tern_chat_get_context_start (chat));
+      CHECK (context_toasts (f->w, want) == 1);
+      /* Another chat: the toast spoke of this one. */
+      activate (f->w, "new-chat", NULL);
+      CHECKF (wait_for (f->w, no_context_toast, 3), "%u context toasts over another chat",
+              context_toasts (f->w, NULL));
+    }
   }
   spin_for (0.5);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-dropped.png"));
