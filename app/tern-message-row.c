@@ -196,6 +196,100 @@ tern_message_row_get_drafted (TernMessageRow *self)
   return self->drafted->len ? self->drafted->data : none;
 }
 
+/* The pictures of a message are shown at most this big (twice the 160 x 120
+ * they are laid out in, for a scale of 2). */
+#define PICTURE_SIDE 320
+/* As imageio's TERN_IMAGE_DEFAULT_MAX_PIXELS: no picture a user could
+ * attach is larger. */
+#define PICTURE_MAX_PIXELS (64u * 1024u * 1024u)
+
+static void
+on_size_prepared (GdkPixbufLoader *loader,
+                  int              width,
+                  int              height,
+                  gpointer         data)
+{
+  gboolean *too_large = data;
+
+  if (width <= 0 || height <= 0 || (guint64) width * (guint64) height > PICTURE_MAX_PIXELS)
+    {
+      *too_large = TRUE;
+      return;
+    }
+  if (width > PICTURE_SIDE || height > PICTURE_SIDE)
+    {
+      double scale = (double) PICTURE_SIDE / MAX (width, height);
+
+      gdk_pixbuf_loader_set_size (loader, MAX (1, (int) (width * scale + 0.5)),
+                                  MAX (1, (int) (height * scale + 0.5)));
+    }
+}
+
+/* A thread: the picture's bytes, decoded and reduced. A 64-megapixel photo
+ * took seconds on the main loop (gdk_texture_new_from_bytes), each time a
+ * chat with it was shown, and its row then held 256 MiB of texture. */
+static void
+decode_picture (GTask        *task,
+                gpointer      source,
+                gpointer      data,
+                GCancellable *cancellable)
+{
+  GBytes *bytes = data;
+  g_autoptr(GdkPixbufLoader) loader = gdk_pixbuf_loader_new ();
+  gboolean too_large = FALSE;
+  const guint8 *p = g_bytes_get_data (bytes, NULL);
+  gsize len = g_bytes_get_size (bytes);
+  GError *error = NULL;
+  GdkPixbuf *pixbuf;
+
+  (void) source;
+  (void) cancellable;
+  g_signal_connect (loader, "size-prepared", G_CALLBACK (on_size_prepared), &too_large);
+  for (gsize off = 0; off < len && !too_large && error == NULL; off += 64 * 1024)
+    gdk_pixbuf_loader_write (loader, p + off, MIN (len - off, 64 * 1024), &error);
+  /* A failed write closed the loader already (closing twice is a critical). */
+  if (error == NULL)
+    gdk_pixbuf_loader_close (loader, too_large ? NULL : &error);
+  pixbuf = gdk_pixbuf_loader_get_pixbuf (loader);
+  if (error != NULL || too_large || pixbuf == NULL)
+    {
+      g_clear_error (&error);
+      g_task_return_pointer (task, NULL, NULL);
+      return;
+    }
+  g_task_return_pointer (task, g_object_ref (pixbuf), g_object_unref);
+}
+
+static void
+on_picture_decoded (GObject      *source,
+                    GAsyncResult *result,
+                    gpointer      data)
+{
+  GWeakRef *ref = data;
+  g_autoptr(GdkPixbuf) pixbuf = g_task_propagate_pointer (G_TASK (result), NULL);
+  g_autoptr(GtkWidget) picture = g_weak_ref_get (ref);
+
+  (void) source;
+  g_weak_ref_clear (ref);
+  g_free (ref);
+  if (picture == NULL)
+    return;
+  if (pixbuf == NULL)
+    {
+      /* Not a picture after all: as before, it is not shown. */
+      GtkWidget *box = gtk_widget_get_parent (picture);
+
+      if (box != NULL)
+        gtk_box_remove (GTK_BOX (box), picture);
+      return;
+    }
+  {
+    g_autoptr(GdkTexture) texture = gdk_texture_new_for_pixbuf (pixbuf);
+
+    gtk_picture_set_paintable (GTK_PICTURE (picture), GDK_PAINTABLE (texture));
+  }
+}
+
 void
 tern_message_row_set_images (TernMessageRow *self,
                              GPtrArray      *images)
@@ -210,19 +304,25 @@ tern_message_row_set_images (TernMessageRow *self,
   self->images_box = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
   for (guint i = 0; i < images->len; i++)
     {
-      g_autoptr(GdkTexture) texture = gdk_texture_new_from_bytes (g_ptr_array_index (images, i),
-                                                                  NULL);
-      GtkWidget *picture;
+      GtkWidget *picture = gtk_picture_new ();
+      g_autoptr(GTask) task = NULL;
+      GWeakRef *ref = g_new0 (GWeakRef, 1);
 
-      if (texture == NULL)
-        continue;
-      picture = gtk_picture_new_for_paintable (GDK_PAINTABLE (texture));
       gtk_widget_set_size_request (picture, 160, 120);
       gtk_picture_set_can_shrink (GTK_PICTURE (picture), TRUE);
       gtk_widget_add_css_class (picture, "card");
       gtk_accessible_update_property (GTK_ACCESSIBLE (picture), GTK_ACCESSIBLE_PROPERTY_LABEL,
                                       _("Image sent with the message"), -1);
       gtk_box_append (GTK_BOX (self->images_box), picture);
+      /* The picture is filled in when decoded (a weak reference: the
+       * row may be gone by then; widgets are not finalized off the main
+       * thread, where the task may drop its last reference). */
+      g_weak_ref_init (ref, picture);
+      task = g_task_new (NULL, NULL, on_picture_decoded, ref);
+      g_task_set_source_tag (task, tern_message_row_set_images);
+      g_task_set_task_data (task, g_bytes_ref (g_ptr_array_index (images, i)),
+                            (GDestroyNotify) g_bytes_unref);
+      g_task_run_in_thread (task, decode_picture);
     }
   gtk_box_insert_child_after (GTK_BOX (self), self->images_box,
                               gtk_widget_get_first_child (GTK_WIDGET (self)));
