@@ -68,7 +68,7 @@ static guint signals[N_SIGNALS];
 static void
 attachment_free (Attachment *a)
 {
-  g_bytes_unref (a->bytes);
+  g_clear_pointer (&a->bytes, g_bytes_unref);
   g_free (a->name);
   g_free (a);
 }
@@ -273,6 +273,9 @@ on_remove_clicked (GtkButton    *button,
 
 typedef struct {
   GBytes *bytes;
+  /* A pasted picture: encoded as PNG on the thread (bytes is NULL until
+   * then); a 64-megapixel paste took seconds of the main loop. */
+  GdkTexture *texture;
   char *name;
   int fit_side;
   /* results */
@@ -284,7 +287,8 @@ typedef struct {
 static void
 decode_free (Decode *d)
 {
-  g_bytes_unref (d->bytes);
+  g_clear_pointer (&d->bytes, g_bytes_unref);
+  g_clear_object (&d->texture);
   g_free (d->name);
   g_clear_pointer (&d->thumb, g_bytes_unref);
   g_free (d);
@@ -341,12 +345,14 @@ decode_thread (GTask        *task,
 {
   Decode *d = data;
   GError *error = NULL;
-  g_autoptr(TernCachedImage) cached = tern_image_cache_load (d->bytes, d->name, d->fit_side,
-                                                             &error);
+  g_autoptr(TernCachedImage) cached = NULL;
   const TernImage *img;
 
   (void) source;
   (void) cancellable;
+  if (d->bytes == NULL)
+    d->bytes = gdk_texture_save_to_png_bytes (d->texture);
+  cached = tern_image_cache_load (d->bytes, d->name, d->fit_side, &error);
   if (cached == NULL)
     {
       g_task_return_error (task, error);
@@ -386,6 +392,8 @@ on_decoded (GObject      *source,
     }
   if ((a = find_serial (self, serial, &index)) == NULL)
     return;
+  if (a->bytes == NULL)
+    a->bytes = g_bytes_ref (d->bytes);
   a->width = d->width;
   a->height = d->height;
   a->ready = TRUE;
@@ -410,19 +418,35 @@ on_decoded (GObject      *source,
 
 /* Takes bytes for the next message: checked at once as far as that is
  * cheap (the magic bytes), decoded on a thread. */
+static gboolean attach (TernComposer *self,
+                        GBytes       *bytes,
+                        GdkTexture   *texture,
+                        const char   *name);
+
 gboolean
 tern_composer_attach_bytes (TernComposer *self,
                             GBytes       *bytes,
                             const char   *name)
+{
+  g_return_val_if_fail (TERN_IS_COMPOSER (self), FALSE);
+
+  return attach (self, bytes, NULL, name);
+}
+
+/* bytes, or (a pasted picture, a memory texture) texture, whose PNG the
+ * decoding thread writes first. */
+static gboolean
+attach (TernComposer *self,
+        GBytes       *bytes,
+        GdkTexture   *texture,
+        const char   *name)
 {
   g_autoptr(GTask) task = NULL;
   Attachment *a;
   Decode *d;
   GtkWidget *remove;
 
-  g_return_val_if_fail (TERN_IS_COMPOSER (self), FALSE);
-
-  if (self->vision_native < 0 || bytes == NULL)
+  if (self->vision_native < 0 || (bytes == NULL && texture == NULL))
     {
       fail (self, no_vision_message (self));
       return FALSE;
@@ -431,7 +455,8 @@ tern_composer_attach_bytes (TernComposer *self,
    * the decoder's own refusal, which it gives before decoding anything, so
    * that nothing is shown. GTK's loaders would render an SVG or grey-fill a
    * JPEG cut short; only tern-image decodes. */
-  if (tern_image_sniff (g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes)) == NULL)
+  if (bytes != NULL
+      && tern_image_sniff (g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes)) == NULL)
     {
       g_autoptr(GError) error = NULL;
       g_autoptr(TernImage) img = tern_image_load_bytes (g_bytes_get_data (bytes, NULL),
@@ -447,7 +472,7 @@ tern_composer_attach_bytes (TernComposer *self,
 
   a = g_new0 (Attachment, 1);
   a->serial = ++self->next_serial;
-  a->bytes = g_bytes_ref (bytes);
+  a->bytes = bytes != NULL ? g_bytes_ref (bytes) : NULL;
   a->name = g_strdup (name);
   a->tile = gtk_overlay_new ();
   a->picture = gtk_picture_new ();
@@ -474,7 +499,8 @@ tern_composer_attach_bytes (TernComposer *self,
   update_cost (self);
 
   d = g_new0 (Decode, 1);
-  d->bytes = g_bytes_ref (bytes);
+  d->bytes = bytes != NULL ? g_bytes_ref (bytes) : NULL;
+  d->texture = texture != NULL ? g_object_ref (texture) : NULL;
   d->name = g_strdup (name);
   d->fit_side = self->worker != NULL
                   ? tern_engine_worker_image_fit_side (self->worker, effective_budget (self))
@@ -557,6 +583,10 @@ tern_composer_attach_texture (TernComposer *self,
 
   if (self->vision_native < 0)
     return tern_composer_attach_bytes (self, NULL, _("Pasted image"));
+  /* A texture in memory is encoded on the decoding thread; another kind
+   * (GL) only where it was made. */
+  if (GDK_IS_MEMORY_TEXTURE (texture))
+    return attach (self, NULL, texture, _("Pasted image"));
   png = gdk_texture_save_to_png_bytes (texture);
   return tern_composer_attach_bytes (self, png, _("Pasted image"));
 }

@@ -400,6 +400,45 @@ main (int   argc,
     CHECKF (m != NULL && m->error == NULL, "error: %s", m ? m->error : "(no answer)");
   }
 
+  /* A pasted picture (a texture in memory): its PNG is written on the
+   * decoding thread, not on the main loop (a 64-megapixel paste took
+   * seconds there), and it is sent like an attached file. */
+  {
+    g_autoptr(GdkPixbuf) pb = gdk_pixbuf_new (GDK_COLORSPACE_RGB, FALSE, 8, 4000, 3000);
+    g_autoptr(GdkTexture) texture = NULL;
+    TernComposer *composer = tern_window_get_composer (w);
+    g_autoptr(GPtrArray) images = NULL;
+    gint64 t0;
+    double ms;
+
+    gdk_pixbuf_fill (pb, 0x50a030ff);
+    texture = gdk_texture_new_for_pixbuf (pb);
+    t0 = g_get_monotonic_time ();
+    CHECK (tern_composer_attach_texture (composer, texture));
+    ms = (g_get_monotonic_time () - t0) / 1000.0;
+    fprintf (stderr, "attach_texture of 4000 x 3000: %.1f ms\n", ms);
+    CHECKF (ms < 150, "attach_texture took %.0f ms on the main loop", ms);
+    CHECK (wait_for (w, not_attaching, 60));
+    CHECK (tern_window_get_n_attachments (w) == 1);
+    images = tern_composer_get_images (composer);
+    CHECK (images->len == 1 && g_ptr_array_index (images, 0) != NULL
+           && g_strcmp0 (tern_image_sniff (g_bytes_get_data (g_ptr_array_index (images, 0), NULL),
+                                           g_bytes_get_size (g_ptr_array_index (images, 0))),
+                         "png") == 0);
+    tern_window_set_composer_text (w, "And a pasted one?");
+    activate (w, "send", NULL);
+    CHECK (wait_for (w, not_generating, 120));
+    {
+      TernChat *chat = tern_window_get_chat (w);
+      guint n = tern_chat_get_n_messages (chat);
+      TernMessage *q = n >= 2 ? tern_chat_get_message (chat, n - 2) : NULL;
+      TernMessage *m = n ? tern_chat_get_message (chat, n - 1) : NULL;
+
+      CHECKF (m != NULL && m->error == NULL, "error: %s", m ? m->error : "(no answer)");
+      CHECK (q != NULL && q->images != NULL && q->images->len == 1);
+    }
+  }
+
 out:
   gtk_window_destroy (GTK_WINDOW (w));
   spin_for (0.2);
