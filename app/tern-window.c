@@ -666,6 +666,14 @@ show_load_error (TernWindow *self,
     hint = _("Choose a model of a supported kind, or use the Models window to download one.");
   else if (strstr (english, "No such file") != NULL)
     hint = _("The file may have been moved or deleted.");
+  else if (strstr (english, "is not a regular file") != NULL)
+    {
+      /* "PATH is not a regular file (...)": not damaged, and not a
+       * download cut short (that hint, and the path again, were shown). */
+      g_free (reason);
+      reason = g_strdup (_("It is a folder, a FIFO or a device, not a file."));
+      hint = _("Choose the model’s .gguf file itself.");
+    }
   else
     hint = _("The file may be damaged or incomplete (an interrupted download?), or not a GGUF model.");
   /* Translators: a model file's name, the reason it could not be opened

@@ -1176,6 +1176,33 @@ part_loading (Fixture *f)
     CHECK (wait_for (f->w, no_message_dialog, 10));
   }
 
+  /* A folder (or a FIFO) named as the model: said as such, not "damaged
+   * or incomplete (an interrupted download?)", and the path only under
+   * Details. */
+  {
+    g_autofree char *folder = g_build_filename (f->tmp, "folder.gguf", NULL);
+
+    CHECK (g_mkdir (folder, 0700) == 0);
+    activate (f->w, "load-model", g_variant_new_string (folder));
+    CHECK (wait_for (f->w, not_loading, 60));
+    CHECK (wait_for (f->w, has_message_dialog, 10));
+    dialog = find_message_dialog ();
+    if (dialog != NULL)
+      {
+        const char *body = adw_message_dialog_get_body (dialog);
+
+        CHECKF (body != NULL && strstr (body, "“folder.gguf” could not be opened. It is a folder")
+                && strstr (body, "Choose the model’s .gguf file itself.") != NULL
+                && strstr (body, "damaged") == NULL && strstr (body, f->tmp) == NULL,
+                "body: %s", body);
+        spin_for (0.3);
+        CHECK (save_screenshot (GTK_WIDGET (dialog), "daily-loading-folder.png"));
+        adw_message_dialog_response (dialog, "close");
+        gtk_window_close (GTK_WINDOW (dialog));
+      }
+    CHECK (wait_for (f->w, no_message_dialog, 10));
+  }
+
   /* While loading, the spinner spins and Cancel goes back. */
   if (model == NULL)
     return;
