@@ -1189,7 +1189,15 @@ load_model (TernWindow      *self,
 {
   if (_tern_window_is_generating (self))
     {
+      /* Open With, the Models window's Use: said, not dropped without a
+       * word (the window's own Open is greyed out meanwhile). */
+      g_autofree char *name = g_path_get_basename (path);
+      g_autofree char *note =
+        g_strdup_printf (_("“%s” was not opened: an answer is being written. Stop it, then open the model again."),
+                         name);
+
       _tern_model_origin_free (origin);
+      _tern_window_toast (self, note);
       return;
     }
   _tern_window_set_loading_origin (self, origin);

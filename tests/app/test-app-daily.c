@@ -1228,6 +1228,29 @@ part_loading (Fixture *f)
   CHECK (wait_for (f->w, has_model, 60));
   CHECK (g_str_equal (tern_window_get_page (f->w), "chat"));
   CHECK (wait_for (f->w, idle_engine, 60));
+
+  /* A model opened from outside while an answer is written (Open With, the
+   * Models window's Use) is refused with a toast, not dropped silently. */
+  {
+    g_autofree char *other = g_build_filename (f->tmp, "other.gguf", NULL);
+    g_autofree char *before = g_strdup (tern_window_get_model_path (f->w));
+    gboolean said = FALSE;
+
+    g_settings_set_int (f->settings, "max-tokens", 4000);
+    tern_window_set_composer_text (f->w, "Write a long answer.");
+    activate (f->w, "send", NULL);
+    CHECK (tern_window_is_generating (f->w));
+    tern_window_load_model (f->w, other);
+    for (guint i = 0; i < f->w->toasts->len; i++)
+      said |= strstr (adw_toast_get_title (g_ptr_array_index (f->w->toasts, i)),
+                      "“other.gguf” was not opened: an answer is being written.") != NULL;
+    CHECK (said);
+    CHECK (!tern_window_is_loading (f->w));
+    activate (f->w, "stop", NULL);
+    CHECK (wait_for (f->w, not_generating, 60));
+    CHECK (g_strcmp0 (tern_window_get_model_path (f->w), before) == 0);
+    g_settings_set_int (f->settings, "max-tokens", 512);
+  }
 }
 
 /* ------------------------------------------------------------------ small */
