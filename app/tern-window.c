@@ -391,9 +391,21 @@ _tern_window_show_chat (TernWindow *self,
 {
   if (chat != self->chat)
     {
+      const char *mode = tern_chat_get_mode (chat);
+
       tern_stats_bar_reset (self->stats_bar);
       /* It spoke of the chat left. */
       dismiss_context_toast (self);
+      /* A chat goes on in the mode it was written in: a multi-turn chat
+       * sent in Flash would lose its history, and be saved as a Flash one. */
+      if (tern_chat_get_n_messages (chat) > 0 && mode != NULL
+          && (g_str_equal (mode, "chat") || g_str_equal (mode, "flash")))
+        {
+          g_autofree char *current = g_settings_get_string (self->settings, "mode");
+
+          if (!g_str_equal (current, mode))
+            g_settings_set_string (self->settings, "mode", mode);
+        }
     }
   g_set_object (&self->chat, chat);
   _tern_window_remove_rows_from (self, 0);

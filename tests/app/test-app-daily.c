@@ -782,13 +782,31 @@ part_sidebar (Fixture *f)
   g_autofree char *c = small_chat_json ("chat-c", "Third question", 100);
   g_autofree char *b_path = g_build_filename (f->chats_dir, "chat-b.json", NULL);
 
-  write_file (f->chats_dir, "chat-a.json", a, -1);
+  /* chat-a was written in Chat mode, the others in Flash. */
+  g_auto(GStrv) a_parts = g_strsplit (a, "\"mode\":\"flash\"", 2);
+  g_autofree char *a_multi = g_strjoinv ("\"mode\":\"chat\"", a_parts);
+
+  write_file (f->chats_dir, "chat-a.json", a_multi, -1);
   write_file (f->chats_dir, "chat-b.json", b, -1);
   write_file (f->chats_dir, "chat-c.json", c, -1);
   fixture_window (f, 1100, 760);
   list = GTK_LIST_BOX (tern_window_get_chat_list (f->w));
   CHECK (saved_chats (f->w) == 3);
   CHECK (empty_chats (f->w) == 1);
+
+  /* Opening a chat brings back the mode it was written in (sent in the
+   * other mode, a multi-turn chat would go on without its history). */
+  g_settings_set_string (f->settings, "mode", "flash");
+  open_chat (f->w, "chat-a");
+  {
+    g_autofree char *mode = g_settings_get_string (f->settings, "mode");
+    CHECKF (g_str_equal (mode, "chat"), "chat-a opened in %s mode", mode);
+  }
+  open_chat (f->w, "chat-b");
+  {
+    g_autofree char *mode = g_settings_get_string (f->settings, "mode");
+    CHECKF (g_str_equal (mode, "flash"), "chat-b opened in %s mode", mode);
+  }
 
   /* An empty chat is reused, not stacked: New Chat from another chat
    * brings back the empty one. */
