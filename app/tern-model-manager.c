@@ -56,6 +56,7 @@ struct _TernModelManager {
   char           *here_key;
   GHashTable     *errors;  /* tag -> the last failure to show on its row */
   GHashTable     *offline; /* tags whose download found no network: Retry */
+  gint64          retried_at; /* real time of the last Retry, us; 0: none */
   /* Memory for the hint on each row, read when the rows are updated. */
   guint64         mem_physical;
   guint64         mem_available;
@@ -901,9 +902,24 @@ show_offline (TernModelManager *self,
 
   /* One sentence a person can act on; the URL and the resolver's words stay
    * out of sight, in the tooltip, for whoever asks. */
-  gtk_label_set_text (self->offline_label,
-                      _("Tern cannot reach the download server. Check that this computer is online, "
-                        "then try again."));
+  if (details != NULL && self->retried_at != 0
+      && g_get_real_time () - self->retried_at < 60 * G_USEC_PER_SEC)
+    {
+      /* Retry failed again at once: the same words would look as though
+       * nothing had been tried. */
+      g_autoptr(GDateTime) when = g_date_time_new_from_unix_local (self->retried_at / G_USEC_PER_SEC);
+      g_autofree char *time = g_date_time_format (when, "%X");
+      /* Translators: %s is the time of day of the last try */
+      g_autofree char *text = g_strdup_printf (_("Tern still cannot reach the download server (tried again at %s). "
+                                                 "Check that this computer is online, then try again."),
+                                               time);
+
+      gtk_label_set_text (self->offline_label, text);
+    }
+  else
+    gtk_label_set_text (self->offline_label,
+                        _("Tern cannot reach the download server. Check that this computer is online, "
+                          "then try again."));
   if (details != NULL)
     gtk_widget_set_tooltip_text (GTK_WIDGET (self->offline_label), details);
   gtk_revealer_set_reveal_child (self->offline_revealer, any);
@@ -944,6 +960,7 @@ tern_model_manager_retry (TernModelManager *self)
   keys = g_hash_table_get_keys_as_array (self->offline, NULL);
   tags = g_strdupv ((char **) keys);
   g_hash_table_remove_all (self->offline);
+  self->retried_at = g_get_real_time ();
   show_offline (self, NULL);
   for (guint i = 0; tags[i] != NULL; i++)
     tern_model_manager_download (self, tags[i]);

@@ -348,6 +348,10 @@ test_panel (void)
   spin (&finished);
   spin_for (50);
   g_assert_nonnull (tern_model_manager_get_offline_message (panel));
+  /* ... in words that show it tried (the same sentence looked as though
+   * Retry had done nothing). */
+  g_assert_nonnull (strstr (tern_model_manager_get_offline_message (panel), "still cannot reach"));
+  g_assert_nonnull (strstr (tern_model_manager_get_offline_message (panel), "tried again at"));
 
   gtk_window_destroy (GTK_WINDOW (window));
   g_free (use.path);
