@@ -1296,6 +1296,23 @@ on_chat_list_key (GtkEventControllerKey *controller,
 
   (void) controller;
   (void) keycode;
+  if ((keyval == GDK_KEY_Tab || keyval == GDK_KEY_KP_Tab || keyval == GDK_KEY_ISO_Left_Tab)
+      && (state & (GDK_CONTROL_MASK | GDK_ALT_MASK)) == 0)
+    {
+      /* Tab leaves the list, as in GNOME's own sidebars; the arrows move
+       * between chats. GTK 4.8's list box takes Tab row by row: with fifty
+       * chats, fifty presses to reach the composer. With the list
+       * unfocusable for a moment, the window's focus chain goes on from
+       * the list as a whole, and no row is scrolled to on the way. */
+      gboolean back = keyval == GDK_KEY_ISO_Left_Tab || (state & GDK_SHIFT_MASK) != 0;
+      gboolean moved;
+
+      gtk_widget_set_can_focus (GTK_WIDGET (self->chat_list), FALSE);
+      moved = gtk_widget_child_focus (GTK_WIDGET (self), back ? GTK_DIR_TAB_BACKWARD
+                                                              : GTK_DIR_TAB_FORWARD);
+      gtk_widget_set_can_focus (GTK_WIDGET (self->chat_list), TRUE);
+      return moved;
+    }
   if (chat == NULL || (state & (GDK_CONTROL_MASK | GDK_ALT_MASK | GDK_SHIFT_MASK)) != 0)
     return FALSE;
   if (keyval == GDK_KEY_Delete || keyval == GDK_KEY_KP_Delete)

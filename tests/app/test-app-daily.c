@@ -743,8 +743,9 @@ no_message_dialog (TernWindow *w)
 /* What a key press on the widget does, through its key controllers (GTK 4
  * has no public way to synthesize a key event). */
 static gboolean
-press_key (GtkWidget *widget,
-           guint      keyval)
+press_key_state (GtkWidget      *widget,
+                 guint           keyval,
+                 GdkModifierType state)
 {
   g_autoptr(GListModel) controllers = gtk_widget_observe_controllers (widget);
   gboolean handled = FALSE;
@@ -753,9 +754,16 @@ press_key (GtkWidget *widget,
     {
       g_autoptr(GObject) c = g_list_model_get_item (controllers, i);
       if (GTK_IS_EVENT_CONTROLLER_KEY (c))
-        g_signal_emit_by_name (c, "key-pressed", keyval, 0, (GdkModifierType) 0, &handled);
+        g_signal_emit_by_name (c, "key-pressed", keyval, 0, state, &handled);
     }
   return handled;
+}
+
+static gboolean
+press_key (GtkWidget *widget,
+           guint      keyval)
+{
+  return press_key_state (widget, keyval, (GdkModifierType) 0);
 }
 
 static GtkListBoxRow *
@@ -915,6 +923,24 @@ part_sidebar (Fixture *f)
   /* A second Undo finds nothing to bring back. */
   activate (f->w, "undo-delete", g_variant_new_string ("chat-a"));
   CHECK (saved_chats (f->w) == 2);
+
+  /* Tab leaves the list from any row, forward and back (GTK 4.8's list
+   * box went row by row); it does not land on another row. */
+  for (int back = 0; back < 2; back++)
+    {
+      GtkWidget *focus;
+
+      row = gtk_list_box_get_row_at_index (list, 1);
+      CHECK (row != NULL && gtk_widget_grab_focus (GTK_WIDGET (row)));
+      CHECK (press_key_state (GTK_WIDGET (list), back ? GDK_KEY_ISO_Left_Tab : GDK_KEY_Tab,
+                              back ? GDK_SHIFT_MASK : 0));
+      focus = gtk_root_get_focus (GTK_ROOT (f->w));
+      CHECKF (focus != NULL && focus != GTK_WIDGET (list)
+                && !gtk_widget_is_ancestor (focus, GTK_WIDGET (list)),
+              "%s from a row: focus on %s", back ? "Shift+Tab" : "Tab",
+              focus ? G_OBJECT_TYPE_NAME (focus) : "nothing");
+      CHECK (gtk_widget_get_can_focus (GTK_WIDGET (list)));
+    }
   spin_for (1.0);
   tern_window_dismiss_toasts (f->w);
   spin_for (0.5);
