@@ -133,6 +133,7 @@ tern_context_first_kept (const int          *tokens,
                          int                 reserve)
 {
   gint64 total = (gint64) fixed + reserve;
+  gint64 target = n_ctx;
   guint last_user = 0;
   guint first = 0;
 
@@ -142,7 +143,13 @@ tern_context_first_kept (const int          *tokens,
       if (g_strcmp0 (roles[i], "user") == 0)
         last_user = i;
     }
-  while (total > n_ctx && first < last_user)
+  /* Once turns must go, a quarter of the context more goes with them: the
+   * turns after reuse the cache from the system prompt on, where leaving
+   * out just enough made every later turn drop one more and prefill the
+   * whole conversation again (a full context's worth, each turn). */
+  if (total > n_ctx)
+    target = (gint64) n_ctx - n_ctx / 4;
+  while (total > target && first < last_user)
     {
       /* Drop the turn at first: its messages up to the next user message. */
       guint next = first + 1;

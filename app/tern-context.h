@@ -60,7 +60,9 @@ TernContextFit tern_context_fit         (guint64      file_bytes,
  * the room kept for the answer. Returns the index of the first message to
  * send: 0 when everything fits, else the start of the oldest turn (a user
  * message) kept once whole turns are dropped from the front until the rest
- * plus fixed plus reserve fits in n_ctx. Never past the last user message. */
+ * plus fixed plus reserve fits in three quarters of n_ctx (room for the
+ * next turns, which then reuse the cache). Never past the last user
+ * message. */
 guint    tern_context_first_kept        (const int          *tokens,
                                          const char * const *roles,
                                          guint               n,

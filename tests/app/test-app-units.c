@@ -766,6 +766,18 @@ test_context (void)
   /* Never past the last user message, even when it alone does not fit. */
   CHECK (tern_context_first_kept (tokens, roles, 5, 50, 10, 400) == 4);
   CHECK (tern_context_first_kept (tokens, roles, 0, 50, 10, 400) == 0);
+  /* Once turns must go, down to three quarters of the context, so that the
+   * next turns fit and reuse the cache: seven messages of 100, 50 fixed,
+   * 100 reserved (850) in 800 leave out two turns (450 <= 600), not one
+   * (650, which the next turn would overflow again). Fitting exactly, none. */
+  {
+    const char *many_roles[] = { "user", "assistant", "user", "assistant", "user", "assistant", "user" };
+    const int many_tokens[] = { 100, 100, 100, 100, 100, 100, 100 };
+
+    CHECKF (tern_context_first_kept (many_tokens, many_roles, 7, 50, 800, 100) == 4, "%u",
+            tern_context_first_kept (many_tokens, many_roles, 7, 50, 800, 100));
+    CHECK (tern_context_first_kept (many_tokens, many_roles, 7, 50, 850, 100) == 0);
+  }
 
   /* /proc/meminfo, and garbage in its place. */
   {
