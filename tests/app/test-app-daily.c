@@ -481,9 +481,14 @@ part_context (Fixture *f)
         {
           guint before = tern_chat_get_context_start (chat);
 
-          m = send_and_wait (f->w, "And another one, about the sea and its birds?");
+          g_autofree char *text = g_strdup_printf ("And another one (%d), about the sea and its birds?", turn);
+
+          m = send_and_wait (f->w, text);
           CHECKF (m != NULL && m->error == NULL, "late turn %d: %s", turn, m ? m->error : "(none)");
           drops += tern_chat_get_context_start (chat) > before;
+          fprintf (stderr, "late turn %d: messages from %u -> %u of %u, prefilled %d, reused %d\n",
+                   turn, before, tern_chat_get_context_start (chat), tern_chat_get_n_messages (chat),
+                   m ? m->stats.prompt_tokens : 0, m ? m->stats.restored_tokens : 0);
         }
       CHECKF (drops >= 2, "only %u of 8 turns left messages out", drops);
       /* A dismissal within 300 ms of the toast's showing is held back
