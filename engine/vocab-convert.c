@@ -539,14 +539,31 @@ static int write_merges(conv *c, tn_gguf_writer *w, const tn_json *merges) {
                          c->path, r);
             break;
         }
+        /* What the loader (tokenizer.c) requires of each merge, refused
+         * here rather than when the converted model is opened; Hugging
+         * Face's own reader refuses such a file too. */
+        if (al == 0 || bl == 0) {
+            rc = tn_fail(c->err, TN_ERR_FORMAT, "%s: merge %zu has an empty token", c->path, r);
+            break;
+        }
         strs[r] = malloc(al + bl + 2);
         if (!strs[r]) {
             rc = nomem(c);
             break;
         }
+        /* First the two joined (the token the merge makes), then "a b". */
         memcpy(strs[r], a, al);
+        memcpy(strs[r] + al, b, bl);
+        if (tn_strmap_get(&c->by_text, a, al) < 0 || tn_strmap_get(&c->by_text, b, bl) < 0 ||
+            tn_strmap_get(&c->by_text, strs[r], al + bl) < 0) {
+            rc = tn_fail(c->err, TN_ERR_FORMAT,
+                         "%s: merge %zu (\"%.40s\" + \"%.40s\") names a token that is not in "
+                         "the vocabulary",
+                         c->path, r, a, b);
+            break;
+        }
+        memmove(strs[r] + al + 1, strs[r] + al, bl);
         strs[r][al] = ' ';
-        memcpy(strs[r] + al + 1, b, bl);
         strs[r][al + 1 + bl] = '\0';
     }
     if (!rc) {

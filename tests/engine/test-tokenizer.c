@@ -904,6 +904,17 @@ static void check_convert_errors(void) {
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
          " \"normalizer\": {\"type\": \"NFKC\"}, \"decoder\": {\"type\": \"ByteLevel\"}}",
          TN_ERR_UNSUPPORTED, "NFKC"},
+        /* Byte-level merges name tokens of the vocabulary, as the loader
+         * requires (found by fuzz-vocab: converted, then refused on open). */
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1},"
+         " \"merges\": [\"a b\"]}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+         TN_ERR_FORMAT, "merge 0 (\"a\" + \"b\") names a token that is not in the vocabulary"},
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"ab\": 1},"
+         " \"merges\": [\"a b\"]}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+         TN_ERR_FORMAT, "not in the vocabulary"},
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0},"
+         " \"merges\": [[\"\", \"a\"]]}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+         TN_ERR_FORMAT, "merge 0 has an empty token"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dir[4096], path[4200];
