@@ -851,16 +851,20 @@ static bool cache_get(scratch *s, const char *p, size_t len, uint64_t hash, tn_t
                 *rc = TN_ERR_NOMEM;
                 return true;
             }
-            memcpy(out->ids + out->n, s->cache_ids + c->ids_off, c->n_ids * sizeof(int32_t));
+            if (c->n_ids)
+                memcpy(out->ids + out->n, s->cache_ids + c->ids_off,
+                       c->n_ids * sizeof(int32_t));
             out->n += c->n_ids;
             return true;
         }
     }
 }
 
-/* Remembers ids for p[0..len). Best effort: a failure only means no cache. */
+/* Remembers ids[from..from + n) for p[0..len). Best effort: a failure only
+ * means no cache. n may be 0 with ids NULL: a vocabulary without byte
+ * tokens or an unknown token drops what it has no piece for. */
 static void cache_put(scratch *s, const char *p, size_t len, uint64_t hash, const int32_t *ids,
-                      size_t n) {
+                      size_t from, size_t n) {
     if (len == 0 || len > CACHE_MAX_KEY || s->cache_full || n > UINT32_MAX)
         return;
     if (!s->cache) {
@@ -909,7 +913,8 @@ static void cache_put(scratch *s, const char *p, size_t len, uint64_t hash, cons
     c->n_ids = (uint32_t)n;
     memcpy(s->cache_keys + s->keys_len, p, len);
     s->keys_len += len;
-    memcpy(s->cache_ids + s->ids_len, ids, n * sizeof(int32_t));
+    if (n)
+        memcpy(s->cache_ids + s->ids_len, ids + from, n * sizeof(int32_t));
     s->ids_len += n;
     s->cache_count++;
 }
@@ -923,7 +928,7 @@ static int merge_emit_cache(const tn_tokenizer *tok, scratch *s, const char *p, 
     int rc = emit_syms(tok, s, p, out);
     if (rc)
         return rc;
-    cache_put(s, p, len, hash, out->ids + n_before, out->n - n_before);
+    cache_put(s, p, len, hash, out->ids, n_before, out->n - n_before);
     return TN_OK;
 }
 
@@ -960,7 +965,7 @@ static int spm_chunk(const tn_tokenizer *tok, scratch *s, const char *text, size
         return TN_ERR_NOMEM;
     if ((rc = emit_syms(tok, s, text, out)))
         return rc;
-    cache_put(s, text, len, hash, out->ids + n_before, out->n - n_before);
+    cache_put(s, text, len, hash, out->ids, n_before, out->n - n_before);
     return TN_OK;
 }
 
