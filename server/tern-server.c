@@ -2599,6 +2599,7 @@ static void conn_refuse(conn *c, int status, const char *reason, const char *fmt
  * a Transfer-Encoding (a request smuggling trick); at most one
  * Transfer-Encoding, "chunked" or "identity" (libsoup 3.2 leaks the request's
  * path on any other, "gzip" or "chunked, chunked": fixed in libsoup 3.5.2).
+ * No folded (obs-fold) header lines, which RFC 9112 lets a server refuse.
  * NULL when fine, else what is wrong; *status: 400, or 501 for a coding
  * this server does not know. */
 static const char *framing_problem(const char *head, size_t n, int *status) {
@@ -2609,6 +2610,11 @@ static const char *framing_problem(const char *head, size_t n, int *status) {
         if (!eol)
             break;
         const size_t len = (size_t)(eol - line);
+        if (line > head && (*line == ' ' || *line == '\t'))
+            /* obs-fold: libsoup joins it to the header above, which this
+             * scan would not see ("Transfer-Encoding: chunked" then
+             * " , gzip" reached libsoup's 501 and leaked the path) */
+            return "a folded header line (obs-fold)";
         if (len >= 15 && !g_ascii_strncasecmp(line, "Content-Length:", 15)) {
             const char *v = line + 15, *e = eol;
             while (v < e && (*v == ' ' || *v == '\t'))
