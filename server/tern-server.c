@@ -2387,11 +2387,16 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
     const char *host = soup_message_headers_get_list(req, "Host");
     const char *cl = soup_message_headers_get_list(req, "Content-Length");
     const size_t digits = cl ? strspn(cl, "0123456789") : 0;
-    if (!host_allowed(srv, host)) {
+    /* The host libsoup took: the Host header's, or an absolute-form
+     * target's ("GET http://evil.example/v1/models", which wins over Host). */
+    const char *uri_host = g_uri_get_host(soup_server_message_get_uri(msg));
+    g_autofree char *target_host =
+        uri_host && strchr(uri_host, ':') ? g_strdup_printf("[%s]", uri_host) : g_strdup(uri_host);
+    if (!host_allowed(srv, host) || !host_allowed(srv, target_host)) {
         respond_error(srv, msg, 403, "invalid_request_error", NULL, "invalid_host",
                       "this server does not answer to the host name '%s' (use 127.0.0.1 or "
                       "localhost)",
-                      host);
+                      host_allowed(srv, host) ? target_host : host);
     } else if (cl && (digits == 0 || cl[digits] || digits > 18)) {
         /* conn_first_bytes refuses these before libsoup reads them, on a
          * connection's first request; later ones on a kept-alive

@@ -149,6 +149,16 @@ for host in ["evil.example", "evil.example:%d" % port, "127.0.0.1.evil.example",
     check(b'"code":"invalid_host"' in body, "... code invalid_host: %r" % body[:200])
 st, _, _, _ = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: rebind.example\r\n\r\n")
 check(st == 403, "GET with a foreign Host: 403 (got %s)" % st)
+# An absolute-form target names the host itself, and libsoup takes it over
+# the Host header: a foreign one was served behind "Host: 127.0.0.1".
+for target, want in [("http://evil.example/v1/models", 403),
+                     ("http://evil.example:%d/v1/models" % port, 403),
+                     ("http://127.0.0.1:%d/v1/models" % port, 200),
+                     ("http://[::1]:%d/v1/models" % port, 200)]:
+    st, _, body, _ = raw(port, ("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" %
+                                (target, port)).encode())
+    check(st == want and (want == 200 or b"invalid_host" in body),
+          "GET %s with Host: 127.0.0.1: %d (got %s %r)" % (target, want, st, body[:100]))
 for host in ["127.0.0.1:%d" % port, "localhost:%d" % port, "LOCALHOST", "[::1]:%d" % port,
              "127.0.0.1"]:
     st, _, _, _ = post_raw(port, "/v1/chat/completions", good,
