@@ -2375,6 +2375,8 @@ static void handle_any(SoupServer *soup, SoupServerMessage *msg, const char *pat
                   method, path);
 }
 
+static void conn_answer_now(tern_server *srv, SoupServerMessage *msg);
+
 /* Before the body is read: the Host (403), a Content-Length that is not a
  * number (400), the Content-Type of a JSON endpoint (415), and a body over
  * the limit from its Content-Length (413). libsoup still reads the body of a
@@ -2408,10 +2410,14 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
         respond_error(srv, msg, 400, "invalid_request_error", NULL, NULL,
                       "both Content-Length and Transfer-Encoding");
     }
-    if (soup_server_message_get_status(msg) == 400)
-        /* the request's framing is in doubt, so is the next one's */
+    if (soup_server_message_get_status(msg) == 400) {
+        /* the request's framing is in doubt, so is the next one's: answered
+         * now, as libsoup would only after a body it may wait for for ever
+         * ("Content-Length: -1" on a kept-alive connection's second request) */
         soup_message_headers_replace(soup_server_message_get_response_headers(msg),
                                      "Connection", "close");
+        conn_answer_now(srv, msg);
+    }
     if (soup_server_message_get_status(msg) != 0) {
         soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
         return;
@@ -2429,10 +2435,14 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
         return;
     }
     goffset len = soup_message_headers_get_content_length(req);
-    if (len > 0 && (size_t)len > srv->cfg.body_max)
+    if (len > 0 && (size_t)len > srv->cfg.body_max) {
         respond_error(srv, msg, 413, "invalid_request_error", NULL, "request_too_large",
                       "the request body is %lld bytes; the limit is %zu", (long long)len,
                       srv->cfg.body_max);
+        /* Not after the body: "Content-Length: 999999999999999999" and a
+         * body that never comes got no answer, closed at the timeout. */
+        conn_answer_now(srv, msg);
+    }
     if (soup_server_message_get_status(msg) != 0)
         soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
 }
@@ -2567,7 +2577,7 @@ static bool conn_peer_closed(conn *c) {
 /* The request is in: from here the queue and the engine bound it. */
 static void conn_request_read(SoupServerMessage *msg, gpointer data) {
     conn *c = conn_of(data, msg);
-    if (c)
+    if (c && !c->refused)
         c->deadline = 0;
 }
 
@@ -2596,6 +2606,39 @@ static void conn_refuse(conn *c, int status, const char *reason, const char *fmt
     g_free(head);
     g_free(body);
     g_free(m);
+    c->refused = true;
+    c->deadline = g_get_monotonic_time() + G_USEC_PER_SEC;
+}
+
+/* The answer libsoup has for msg (its status and body are set), written now
+ * on the connection, before the request's body, which libsoup would wait
+ * for first; then the connection is closed like conn_refuse's, and
+ * libsoup's own write of the answer fails. For a request whose framing is
+ * in doubt, or whose body is over the limit. */
+static void conn_answer_now(tern_server *srv, SoupServerMessage *msg) {
+    conn *c = conn_of(srv, msg);
+    if (!c || c->refused)
+        return;
+    const guint status = soup_server_message_get_status(msg);
+    const char *reason = soup_server_message_get_reason_phrase(msg);
+    GBytes *body = soup_message_body_flatten(soup_server_message_get_response_body(msg));
+    GString *head = g_string_new(NULL);
+    g_string_append_printf(head, "HTTP/1.1 %u %s\r\n", status,
+                           reason ? reason : soup_status_get_phrase(status));
+    SoupMessageHeadersIter it;
+    const char *name, *value;
+    soup_message_headers_iter_init(&it, soup_server_message_get_response_headers(msg));
+    while (soup_message_headers_iter_next(&it, &name, &value))
+        if (g_ascii_strcasecmp(name, "Content-Length") && g_ascii_strcasecmp(name, "Connection"))
+            g_string_append_printf(head, "%s: %s\r\n", name, value);
+    g_string_append_printf(head, "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                           g_bytes_get_size(body));
+    g_string_append_len(head, g_bytes_get_data(body, NULL), (gssize)g_bytes_get_size(body));
+    g_bytes_unref(body);
+    const int fd = g_socket_get_fd(c->sock);
+    (void)!send(fd, head->str, head->len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    shutdown(fd, SHUT_WR);
+    g_string_free(head, TRUE);
     c->refused = true;
     c->deadline = g_get_monotonic_time() + G_USEC_PER_SEC;
 }

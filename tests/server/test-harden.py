@@ -21,6 +21,7 @@ HTTP on 127.0.0.1, on a tiny synthetic model:
   --pin-cache-max keep pin snapshots off the disk; a FIFO where a pin
   snapshot should be does not hang the server."""
 
+import http.client
 import json
 import os
 import re
@@ -219,6 +220,46 @@ for extra in ["Content-Length: %d\r\nTransfer-Encoding: chunked\r\n" % len(good)
     check(statuses == [200, 400],
           "%s on a second request: 400, then closed (got %s)" %
           (extra.replace("\r\n", " | "), statuses))
+# A body over the limit by its Content-Length is answered at once, not after
+# the body: "Content-Length: 999999999999999999" and a body that never comes
+# (or a kept-alive connection's second request with "-1") got no answer and
+# were closed at the timeout (3 s here).
+for first in ["", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"]:
+    for cl, want in [("999999999999999999", 413), ("-1", 400)]:
+        if not first and cl != "999999999999999999":
+            continue  # a first request's -1: above
+        sk = socket.create_connection(("127.0.0.1", port), timeout=10)
+        t0 = time.time()
+        got = b""
+        try:
+            sk.sendall(("%sPOST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        "Content-Type: application/json\r\nContent-Length: %s\r\n\r\n{}" %
+                        (first, cl)).encode())
+            while True:
+                b = sk.recv(65536)
+                if not b:
+                    break
+                got += b
+        except OSError:
+            pass
+        sk.close()
+        dt = time.time() - t0
+        statuses = [int(x) for x in re.findall(rb"HTTP/1\.1 (\d{3}) ", got)]
+        check(statuses == ([200] if first else []) + [want] and dt < 2,
+              "Content-Length: %s%s: %d at once (got %s in %.1f s)" %
+              (cl, " on a second request" if first else "", want, statuses, dt))
+# A whole body over the limit, sent before the answer is read: still 413.
+hc = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+try:
+    hc.request("POST", "/v1/chat/completions", body=b"a" * 2000000,
+               headers={"Content-Type": "application/json"})
+    r = hc.getresponse()
+    st, body = r.status, r.read()
+except OSError as e:
+    st, body = None, str(e).encode()
+hc.close()
+check(st == 413 and b"request_too_large" in body,
+      "a 2 MB body sent whole: 413 (got %s %r)" % (st, body[:100]))
 # A Transfer-Encoding other than chunked: libsoup 3.2 answered 501 itself and
 # leaked the request's path each time (a 60 KB path: 60 KB a request).
 for te in ["gzip", "chunked, chunked", "xchunked"]:
