@@ -13,8 +13,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#ifdef __linux__
+#include <linux/sockios.h>
+#endif
 #include <time.h>
 
 #ifdef TERN_HAVE_IMAGEIO
@@ -2500,6 +2504,8 @@ typedef struct conn {
     gint64 shut;               /* when it was shut down for its deadline; 0: not */
     bool refused;              /* answered by conn_refuse: closed at its deadline */
     int busy;                  /* requests begun and not yet finished */
+    int unsent;                /* bytes of its answers the client had not taken, */
+    gint64 unsent_since;       /* unchanged since then (monotonic us) */
 } conn;
 
 static void conn_free(gpointer data) {
@@ -2860,6 +2866,29 @@ static gboolean on_accept(GSocket *listener, GIOCondition cond, gpointer data) {
     return G_SOURCE_CONTINUE;
 }
 
+/* Its client has taken none of the answer written to it for the request
+ * timeout: bytes wait in the socket's send queue, and as many as a while
+ * ago (a client reading any of them, or not at all behind a full window,
+ * changes the count). While the engine works nothing waits there. */
+static bool conn_not_reading(tern_server *srv, conn *c, gint64 now) {
+#ifdef SIOCOUTQ
+    int q = 0;
+    if (ioctl(g_socket_get_fd(c->sock), SIOCOUTQ, &q) != 0 || q <= 0) {
+        c->unsent = 0;
+        return false;
+    }
+    if (q != c->unsent) {
+        c->unsent = q;
+        c->unsent_since = now;
+        return false;
+    }
+    return now > c->unsent_since + (gint64)srv->cfg.request_timeout_s * G_USEC_PER_SEC;
+#else
+    (void)srv, (void)c, (void)now;
+    return false;
+#endif
+}
+
 /* Twice a second: forgets the connections libsoup closed, closes those
  * past their deadline. */
 static gboolean sweep_conns(gpointer data) {
@@ -2887,6 +2916,15 @@ static gboolean sweep_conns(gpointer data) {
         } else if (c->stream && !c->shut && c->deadline && now > c->deadline) {
             /* libsoup's read ends (EOF), it answers if it can and closes. */
             g_socket_shutdown(c->sock, TRUE, TRUE, NULL);
+            c->shut = now;
+        } else if (c->stream && !c->shut && conn_not_reading(srv, c, now)) {
+            /* Its answer waits for a client that takes none of it: dropped
+             * (the connection reset), as the kernel would hold it (and
+             * libsoup the rest of a stream, the connection its place
+             * under the cap) for as long as the client stays. */
+            struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+            if (connect(g_socket_get_fd(c->sock), &unspec, sizeof unspec) != 0)
+                g_socket_shutdown(c->sock, TRUE, TRUE, NULL);
             c->shut = now;
         } else if (c->stream && c->busy == 0 && conn_peer_closed(c)) {
             /* Kept alive, then closed by the client: libsoup 3.2 would
