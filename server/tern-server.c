@@ -2422,8 +2422,14 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
                                      "Connection", "close");
         conn_answer_now(srv, msg);
     }
+    /* A body over the limit would be waited for before any answer: the
+     * refusal (403, 415, 413) goes at once. */
+    const goffset len = soup_message_headers_get_content_length(req);
+    const bool too_long = len > 0 && (size_t)len > srv->cfg.body_max;
     if (soup_server_message_get_status(msg) != 0) {
         soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
+        if (too_long)
+            conn_answer_now(srv, msg);
         return;
     }
     const char *rest;
@@ -2436,10 +2442,11 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
                       "%s)",
                       t ? t : "none");
         soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
+        if (too_long)
+            conn_answer_now(srv, msg);
         return;
     }
-    goffset len = soup_message_headers_get_content_length(req);
-    if (len > 0 && (size_t)len > srv->cfg.body_max) {
+    if (too_long) {
         respond_error(srv, msg, 413, "invalid_request_error", NULL, "request_too_large",
                       "the request body is %lld bytes; the limit is %zu", (long long)len,
                       srv->cfg.body_max);

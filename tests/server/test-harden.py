@@ -248,6 +248,16 @@ for first in ["", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"]:
         check(statuses == ([200] if first else []) + [want] and dt < 2,
               "Content-Length: %s%s: %d at once (got %s in %.1f s)" %
               (cl, " on a second request" if first else "", want, statuses, dt))
+# The same for a request refused for its Host or Content-Type: answered at
+# once, not after the body it announces.
+for host, ctype, want in [("evil.example", "application/json", 403),
+                          ("127.0.0.1", "text/plain", 415)]:
+    st, _, body, dt = raw(port, ("POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\n"
+                                 "Content-Type: %s\r\nContent-Length: 999999999999999999\r\n"
+                                 "\r\n{}" % (host, ctype)).encode(), timeout=10)
+    check(st == want and dt < 2,
+          "Host %s, Content-Type %s, 10^18 bytes announced: %d at once (got %s in %.1f s)" %
+          (host, ctype, want, st, dt))
 # A whole body over the limit, sent before the answer is read: still 413.
 hc = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 try:
