@@ -214,6 +214,10 @@ on_size_prepared (GdkPixbufLoader *loader,
   if (width <= 0 || height <= 0 || (guint64) width * (guint64) height > PICTURE_MAX_PIXELS)
     {
       *too_large = TRUE;
+      /* A size of 0 makes the loader stop here, before it allocates (and
+       * clears) the pixels the header claims: returning alone let a PNG
+       * whose header said 70000 x 70000 take 14 GiB of memory. */
+      gdk_pixbuf_loader_set_size (loader, 0, 0);
       return;
     }
   if (width > PICTURE_SIDE || height > PICTURE_SIDE)

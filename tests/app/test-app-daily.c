@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <sys/resource.h>
 
 #include <adwaita.h>
 #include <glib/gstdio.h>
@@ -1473,6 +1474,86 @@ check_row_pictures (TernWindow *w)
   g_object_unref (row);
 }
 
+/* A PNG that is only a header claiming width x height RGBA pixels. */
+static GBytes *
+png_header_only (guint32 width,
+                 guint32 height)
+{
+  static const guint8 sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+  guint8 ihdr[4 + 4 + 13 + 4];
+  GByteArray *a = g_byte_array_new ();
+  guint32 crc;
+
+  ihdr[0] = 0, ihdr[1] = 0, ihdr[2] = 0, ihdr[3] = 13;
+  memcpy (ihdr + 4, "IHDR", 4);
+  for (int i = 0; i < 4; i++)
+    {
+      ihdr[8 + i] = (guint8) (width >> (24 - 8 * i));
+      ihdr[12 + i] = (guint8) (height >> (24 - 8 * i));
+    }
+  ihdr[16] = 8, ihdr[17] = 6, ihdr[18] = 0, ihdr[19] = 0, ihdr[20] = 0;
+  /* CRC-32 of type and data */
+  crc = 0xffffffffu;
+  for (int i = 4; i < 21; i++)
+    {
+      crc ^= ihdr[i];
+      for (int k = 0; k < 8; k++)
+        crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+    }
+  crc ^= 0xffffffffu;
+  for (int i = 0; i < 4; i++)
+    ihdr[21 + i] = (guint8) (crc >> (24 - 8 * i));
+  g_byte_array_append (a, sig, sizeof sig);
+  g_byte_array_append (a, ihdr, sizeof ihdr);
+  /* Some of an IDAT chunk, as a cut-short or hostile file has. */
+  g_byte_array_append (a, (const guint8 *) "\0\0\0\x10IDAT\x78\x9c\x63\x60", 12);
+  return g_byte_array_free_to_bytes (a);
+}
+
+static glong
+peak_rss_kib (void)
+{
+  struct rusage ru;
+
+  getrusage (RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+static TernMessageRow *hostile_row;
+
+static gboolean
+row_pictures_gone (TernWindow *w)
+{
+  (void) w;
+  return tern_message_row_get_n_images (hostile_row) == 0;
+}
+
+/* A picture whose header claims more than the 64-megapixel bound is
+ * refused before its pixels are allocated: the loader allocated and
+ * cleared them (14 GiB for a header saying 70000 x 70000) before the
+ * size-prepared handler's refusal took effect. */
+static void
+check_row_picture_claiming_too_much (TernWindow *w)
+{
+  g_autoptr(GPtrArray) images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  TernMessageRow *row = tern_message_row_new ("user", "A hostile picture");
+  glong before, after;
+
+  g_object_ref_sink (row);
+  /* 16000 x 8000: 128 megapixels, 512 MiB of RGBA. */
+  g_ptr_array_add (images, png_header_only (16000, 8000));
+  before = peak_rss_kib ();
+  tern_message_row_set_images (row, images);
+  CHECK (tern_message_row_get_n_images (row) == 1);
+  hostile_row = row;
+  CHECK (wait_for (w, row_pictures_gone, 30));
+  hostile_row = NULL;
+  after = peak_rss_kib ();
+  fprintf (stderr, "a 16000 x 8000 header: peak RSS %ld -> %ld KiB\n", before, after);
+  CHECKF (after - before < 256 * 1024, "peak RSS grew by %ld MiB", (after - before) / 1024);
+  g_object_unref (row);
+}
+
 static void
 part_small (Fixture *f)
 {
@@ -1483,6 +1564,7 @@ part_small (Fixture *f)
   gint64 end;
 
   fixture_window (f, 1300, 760);
+  check_row_picture_claiming_too_much (f->w);
   check_row_pictures (f->w);
   pin = tern_window_get_pin_editor (f->w);
   attach = GTK_WIDGET (gtk_widget_get_template_child (GTK_WIDGET (tern_window_get_composer (f->w)),
