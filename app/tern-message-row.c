@@ -261,7 +261,10 @@ decode_picture (GTask        *task,
       g_task_return_pointer (task, NULL, NULL);
       return;
     }
-  g_task_return_pointer (task, g_object_ref (pixbuf), g_object_unref);
+  /* A photo's EXIF orientation, as imageio applies it for the model and
+   * the composer's thumbnail (the loader only records it): a phone's
+   * portrait photo was shown on its side once sent. */
+  g_task_return_pointer (task, gdk_pixbuf_apply_embedded_orientation (pixbuf), g_object_unref);
 }
 
 static void

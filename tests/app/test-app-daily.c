@@ -1554,6 +1554,50 @@ check_row_picture_claiming_too_much (TernWindow *w)
   g_object_unref (row);
 }
 
+/* A JPEG photo whose EXIF says "rotate 90 degrees clockwise" (6) is shown
+ * upright, as imageio gives it to the model and the composer's thumbnail:
+ * the row showed it on its side. */
+static void
+check_row_picture_orientation (TernWindow *w)
+{
+  static const guint8 exif[] = {
+    0xff, 0xe1, 0x00, 0x22, 'E', 'x', 'i', 'f', 0, 0,
+    'M', 'M', 0x00, 0x2a, 0x00, 0x00, 0x00, 0x08,
+    0x00, 0x01, 0x01, 0x12, 0x00, 0x03, 0x00, 0x00, 0x00, 0x01, 0x00, 0x06, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00
+  };
+  g_autoptr(GdkPixbuf) pb = gdk_pixbuf_new (GDK_COLORSPACE_RGB, FALSE, 8, 200, 100);
+  g_autofree gchar *jpeg = NULL;
+  gsize jpeg_len = 0;
+  g_autoptr(GByteArray) with_exif = g_byte_array_new ();
+  g_autoptr(GPtrArray) images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  TernMessageRow *row = tern_message_row_new ("user", "A portrait photo");
+  GdkPaintable *shown;
+
+  g_object_ref_sink (row);
+  gdk_pixbuf_fill (pb, 0x3070b0ff);
+  CHECK (gdk_pixbuf_save_to_buffer (pb, &jpeg, &jpeg_len, "jpeg", NULL, NULL));
+  /* SOI, the APP1 segment, the rest */
+  g_byte_array_append (with_exif, (const guint8 *) jpeg, 2);
+  g_byte_array_append (with_exif, exif, sizeof exif);
+  g_byte_array_append (with_exif, (const guint8 *) jpeg + 2, jpeg_len - 2);
+  g_ptr_array_add (images, g_bytes_new (with_exif->data, with_exif->len));
+  tern_message_row_set_images (row, images);
+  row_picture = first_picture (GTK_WIDGET (row));
+  CHECK (row_picture != NULL);
+  if (row_picture != NULL)
+    {
+      CHECK (wait_for (w, row_picture_ready, 30));
+      shown = gtk_picture_get_paintable (GTK_PICTURE (row_picture));
+      CHECKF (shown != NULL && gdk_paintable_get_intrinsic_width (shown) == 100
+              && gdk_paintable_get_intrinsic_height (shown) == 200, "shown at %d x %d",
+              shown ? gdk_paintable_get_intrinsic_width (shown) : 0,
+              shown ? gdk_paintable_get_intrinsic_height (shown) : 0);
+    }
+  row_picture = NULL;
+  g_object_unref (row);
+}
+
 static void
 part_small (Fixture *f)
 {
@@ -1565,6 +1609,7 @@ part_small (Fixture *f)
 
   fixture_window (f, 1300, 760);
   check_row_picture_claiming_too_much (f->w);
+  check_row_picture_orientation (f->w);
   check_row_pictures (f->w);
   pin = tern_window_get_pin_editor (f->w);
   attach = GTK_WIDGET (gtk_widget_get_template_child (GTK_WIDGET (tern_window_get_composer (f->w)),
