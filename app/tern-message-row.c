@@ -267,6 +267,38 @@ decode_picture (GTask        *task,
   g_task_return_pointer (task, gdk_pixbuf_apply_embedded_orientation (pixbuf), g_object_unref);
 }
 
+/* The pictures are decoded two at a time, on threads of their own. On
+ * GIO's shared pool, a reopened chat with many big photos decoded up to ten
+ * at once (each whole, 256 MiB for a 64-megapixel one, before it is
+ * reduced: GBs of memory), and held every thread of the pool that GIO's
+ * own asynchronous calls use meanwhile. */
+#define PICTURE_THREADS 2
+
+static void
+decode_in_pool (gpointer data,
+                gpointer user_data)
+{
+  GTask *task = data;
+
+  (void) user_data;
+  decode_picture (task, NULL, g_task_get_task_data (task), NULL);
+  g_object_unref (task);
+}
+
+static GThreadPool *
+picture_pool (void)
+{
+  static gsize once;
+  static GThreadPool *pool;
+
+  if (g_once_init_enter (&once))
+    {
+      pool = g_thread_pool_new (decode_in_pool, NULL, PICTURE_THREADS, FALSE, NULL);
+      g_once_init_leave (&once, 1);
+    }
+  return pool;
+}
+
 static void
 on_picture_decoded (GObject      *source,
                     GAsyncResult *result,
@@ -329,7 +361,7 @@ tern_message_row_set_images (TernMessageRow *self,
       g_task_set_source_tag (task, tern_message_row_set_images);
       g_task_set_task_data (task, g_bytes_ref (g_ptr_array_index (images, i)),
                             (GDestroyNotify) g_bytes_unref);
-      g_task_run_in_thread (task, decode_picture);
+      g_thread_pool_push (picture_pool (), g_object_ref (task), NULL);
     }
   gtk_box_insert_child_after (GTK_BOX (self), self->images_box,
                               gtk_widget_get_first_child (GTK_WIDGET (self)));

@@ -1598,6 +1598,40 @@ check_row_picture_orientation (TernWindow *w)
   g_object_unref (row);
 }
 
+/* A chat with many big pictures reopened: they are decoded a few at a
+ * time, not ten whole at once on GIO's pool (a 4000 x 4000 PNG is 64 MiB
+ * decoded before it is reduced). */
+static void
+check_row_many_pictures (TernWindow *w)
+{
+  g_autoptr(GdkPixbuf) pb = gdk_pixbuf_new (GDK_COLORSPACE_RGB, TRUE, 8, 4000, 4000);
+  g_autofree gchar *png = NULL;
+  gsize png_len = 0;
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(GPtrArray) images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  TernMessageRow *row = tern_message_row_new ("user", "Many photos");
+  glong before, after;
+
+  g_object_ref_sink (row);
+  gdk_pixbuf_fill (pb, 0x3070b0ff);
+  CHECK (gdk_pixbuf_save_to_buffer (pb, &png, &png_len, "png", NULL, "compression", "1", NULL));
+  g_clear_object (&pb);
+  bytes = g_bytes_new (png, png_len);
+  for (int i = 0; i < 10; i++)
+    g_ptr_array_add (images, g_bytes_ref (bytes));
+  before = peak_rss_kib ();
+  tern_message_row_set_images (row, images);
+  row_picture = gtk_widget_get_last_child (gtk_widget_get_parent (first_picture (GTK_WIDGET (row))));
+  CHECK (wait_for (w, row_picture_ready, 60));
+  after = peak_rss_kib ();
+  fprintf (stderr, "ten 4000 x 4000 PNGs: peak RSS %ld -> %ld KiB\n", before, after);
+  /* Two at a time: 128 MiB, and what ASan keeps of freed memory (up to
+   * 256 MiB); ten at once were 640 MiB and that. */
+  CHECKF (after - before < 480 * 1024, "peak RSS grew by %ld MiB", (after - before) / 1024);
+  row_picture = NULL;
+  g_object_unref (row);
+}
+
 static void
 part_small (Fixture *f)
 {
@@ -1609,6 +1643,7 @@ part_small (Fixture *f)
 
   fixture_window (f, 1300, 760);
   check_row_picture_claiming_too_much (f->w);
+  check_row_many_pictures (f->w);
   check_row_picture_orientation (f->w);
   check_row_pictures (f->w);
   pin = tern_window_get_pin_editor (f->w);
