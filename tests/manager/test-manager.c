@@ -1299,6 +1299,65 @@ test_download_cancel_then_sibling (void)
   g_cond_clear (&h.cond);
 }
 
+/* Cancel, pull the same tag again at once, twenty times over (a user
+ * hammering Cancel and Download; the app only offers Download once a pull
+ * has wound down, the downloader says "already being downloaded" before):
+ * the cancelled pulls wind down, nothing is left pulling, no lock is left
+ * on the partial file, and the next pull finishes the file. */
+static void
+test_download_cancel_pull_storm (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autofree char *package = package_json ("pkg-one", "slow", "c.bin", TRUE);
+  g_autofree char *t1 = tag_json ("t:a", "pkg-one", NULL, FALSE);
+  g_autofree char *t2 = tag_json ("t:a-flash", "pkg-one", NULL, TRUE);
+  g_autofree char *tags = g_strdup_printf ("%s, %s", t1, t2);
+  g_autoptr(TernCatalog) catalog = catalog_from (package, tags);
+  GError *results[20][2];
+  g_autofree char *path = NULL;
+  g_autoptr(GError) error = NULL;
+  TernDownloadProgress progress;
+
+  memset (results, 0, sizeof results);
+  server_reset ();
+  for (int i = 0; i < 20; i++)
+    {
+      const char *tag = i % 2 ? "t:a-flash" : "t:a";
+
+      /* The other tag's cancelled job may still be winding down: this
+       * pull's job replaces it in the jobs table. */
+      tern_downloader_pull_async (dl, catalog, tag, NULL, pull_done_store, results[i]);
+      for (int k = 0; k < (i % 4) * 3; k++)
+        g_main_context_iteration (NULL, FALSE);
+      if (i % 5 == 4)
+        g_usleep (20000);
+      tern_downloader_cancel (dl, tag);
+    }
+  for (int i = 0; i < 20; i++)
+    while (results[i][1] == NULL)
+      g_main_context_iteration (NULL, TRUE);
+  for (int i = 0; i < 20; i++)
+    g_test_message ("pull %d: %s", i, results[i][0] ? results[i][0]->message : "done");
+  for (int i = 0; i < 20; i++)
+    {
+      if (results[i][0] != NULL && !g_error_matches (results[i][0], TERN_MANAGER_ERROR,
+                                                     TERN_MANAGER_ERROR_BUSY))
+        g_assert_error (results[i][0], G_IO_ERROR, G_IO_ERROR_CANCELLED);
+      g_clear_error (&results[i][0]);
+    }
+  g_assert_false (tern_downloader_is_pulling (dl, "t:a"));
+  g_assert_false (tern_downloader_is_pulling (dl, "t:a-flash"));
+  g_assert_false (tern_downloader_get_progress (dl, "t:a", &progress));
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:a-flash", NULL, &error));
+  g_assert_no_error (error);
+  g_assert_false (tern_downloader_is_pulling (dl, "t:a-flash"));
+  g_assert_true (tern_model_store_has_tag (store, "t:a-flash"));
+  path = tern_model_store_get_path (store, "t:a-flash", TERN_PACKAGE_ROLE_BASE);
+  assert_file_is (path, "c.bin");
+}
+
 static void
 test_download_cancel_by_tag (void)
 {
@@ -3245,6 +3304,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/cancel-and-restart", test_download_cancel_and_restart);
   g_test_add_func ("/manager/download/cancel-by-tag", test_download_cancel_by_tag);
   g_test_add_func ("/manager/download/cancel-then-sibling", test_download_cancel_then_sibling);
+  g_test_add_func ("/manager/download/cancel-pull-storm", test_download_cancel_pull_storm);
   g_test_add_func ("/manager/download/no-space", test_download_no_space);
   g_test_add_func ("/manager/download/bad-tags", test_bad_tags);
   g_test_add_func ("/manager/download/huge-sizes", test_download_huge_sizes);
