@@ -1061,6 +1061,7 @@ transfer_run (Transfer *t)
   guint failures = 0;
   guint64 furthest = 0;
   gboolean first = TRUE;
+  gboolean started_over = FALSE;
   int fd;
 
   if (transfer_adopt_local (t, dir))
@@ -1089,6 +1090,16 @@ transfer_run (Transfer *t)
       if (first && g_error_matches (t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE))
         break;
       first = FALSE;
+      /* A resumed download whose hash did not match starts over (attempt):
+       * the fresh download is progress from byte 0, however far the damaged
+       * one had got (a flaky link gave up on it before it passed that
+       * point). Once only: a server whose every answer is wrong is not
+       * retried for ever. */
+      if (!started_over && g_error_matches (t->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CHECKSUM))
+        {
+          started_over = TRUE;
+          furthest = 0;
+        }
       /* Progress resets the count: a flaky link that keeps moving gets there.
        * Progress means bytes beyond the furthest this transfer ever got: a
        * server that answers each resume so that the partial starts over

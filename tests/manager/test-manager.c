@@ -841,6 +841,43 @@ test_download_damaged_partial (void)
   g_assert_false (g_file_test (meta, G_FILE_TEST_EXISTS));
 }
 
+/* A damaged partial file on a flaky link (every answer breaks off after a
+ * third of the file): the resumed download ends with the wrong hash and
+ * starts over once, and that fresh download is progress again, however
+ * far the damaged one had got. It gave up ("gave up after 4 attempts") as
+ * its first thirds were not beyond the furthest point of the damaged one. */
+static void
+test_download_damaged_partial_flaky (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("dropevery", "b.bin", TRUE);
+  g_autofree char *partial = store_file (store, "pkg-one", "b.bin", ".partial");
+  g_autofree char *meta = store_file (store, "pkg-one", "b.bin", ".partial.json");
+  g_autofree char *meta_json = NULL;
+  g_autofree char *dir = g_path_get_dirname (partial);
+  g_autofree char *bytes = g_malloc0 (FILE_B_SIZE / 6);
+  g_autofree char *path = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean ok;
+
+  /* A sixth of the file: its first half right, then zeros. */
+  memcpy (bytes, fixture ("b.bin")->data, FILE_B_SIZE / 12);
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (partial, bytes, FILE_B_SIZE / 6, NULL));
+  meta_json = g_strdup_printf ("{\"url\": \"%s/dropevery/b.bin\", \"etag\": null, \"sha256\": null}",
+                               base_url);
+  g_assert_true (g_file_set_contents (meta, meta_json, -1, NULL));
+
+  server_reset ();
+  ok = tern_downloader_pull (dl, catalog, "t:one", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+  assert_file_is (path, "b.bin");
+}
+
 static void
 assert_nothing_installed (TernModelStore *store,
                           const char     *package,
@@ -3305,6 +3342,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/cancel-by-tag", test_download_cancel_by_tag);
   g_test_add_func ("/manager/download/cancel-then-sibling", test_download_cancel_then_sibling);
   g_test_add_func ("/manager/download/cancel-pull-storm", test_download_cancel_pull_storm);
+  g_test_add_func ("/manager/download/damaged-partial-flaky", test_download_damaged_partial_flaky);
   g_test_add_func ("/manager/download/no-space", test_download_no_space);
   g_test_add_func ("/manager/download/bad-tags", test_bad_tags);
   g_test_add_func ("/manager/download/huge-sizes", test_download_huge_sizes);
