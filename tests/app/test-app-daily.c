@@ -1619,6 +1619,18 @@ check_row_many_pictures (TernWindow *w)
   bytes = g_bytes_new (png, png_len);
   for (int i = 0; i < 10; i++)
     g_ptr_array_add (images, g_bytes_ref (bytes));
+  /* A row gone (its chat closed, switched or deleted) while its pictures
+   * decode: they find no picture to fill. */
+  {
+    TernMessageRow *gone = tern_message_row_new ("user", "Gone at once");
+    g_autoptr(GPtrArray) few = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+
+    for (int i = 0; i < 3; i++)
+      g_ptr_array_add (few, g_bytes_ref (bytes));
+    g_object_ref_sink (gone);
+    tern_message_row_set_images (gone, few);
+    g_object_unref (gone);
+  }
   before = peak_rss_kib ();
   tern_message_row_set_images (row, images);
   row_picture = gtk_widget_get_last_child (gtk_widget_get_parent (first_picture (GTK_WIDGET (row))));
