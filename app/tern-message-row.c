@@ -274,6 +274,17 @@ decode_picture (GTask        *task,
  * own asynchronous calls use meanwhile. */
 #define PICTURE_THREADS 2
 
+static guint n_decoded;  /* atomic: pictures decoded, for the tests */
+
+guint
+_tern_message_row_get_n_decoded (void)
+{
+  return (guint) g_atomic_int_get (&n_decoded);
+}
+
+/* A picture gone before its turn (its chat left, closed or deleted) is not
+ * decoded: the chat shown next waited behind every picture of the chats
+ * clicked through. */
 static void
 decode_in_pool (gpointer data,
                 gpointer user_data)
@@ -281,8 +292,19 @@ decode_in_pool (gpointer data,
   GTask *task = data;
 
   (void) user_data;
-  decode_picture (task, NULL, g_task_get_task_data (task), NULL);
+  if (!g_task_return_error_if_cancelled (task))
+    {
+      g_atomic_int_inc (&n_decoded);
+      decode_picture (task, NULL, g_task_get_task_data (task), NULL);
+    }
   g_object_unref (task);
+}
+
+static void
+cancel_and_unref (gpointer data)
+{
+  g_cancellable_cancel (data);
+  g_object_unref (data);
 }
 
 static GThreadPool *
@@ -345,6 +367,7 @@ tern_message_row_set_images (TernMessageRow *self,
     {
       GtkWidget *picture = gtk_picture_new ();
       g_autoptr(GTask) task = NULL;
+      g_autoptr(GCancellable) cancellable = NULL;
       GWeakRef *ref = g_new0 (GWeakRef, 1);
 
       gtk_widget_set_size_request (picture, 160, 120);
@@ -357,7 +380,11 @@ tern_message_row_set_images (TernMessageRow *self,
        * row may be gone by then; widgets are not finalized off the main
        * thread, where the task may drop its last reference). */
       g_weak_ref_init (ref, picture);
-      task = g_task_new (NULL, NULL, on_picture_decoded, ref);
+      cancellable = g_cancellable_new ();
+      /* cancelled when the picture is finalized */
+      g_object_set_data_full (G_OBJECT (picture), "tern-decode", g_object_ref (cancellable),
+                              cancel_and_unref);
+      task = g_task_new (NULL, cancellable, on_picture_decoded, ref);
       g_task_set_source_tag (task, tern_message_row_set_images);
       g_task_set_task_data (task, g_bytes_ref (g_ptr_array_index (images, i)),
                             (GDestroyNotify) g_bytes_unref);

@@ -45,6 +45,8 @@ void            tern_message_row_set_last   (TernMessageRow *self,
 void            tern_message_row_set_images (TernMessageRow *self,
                                              GPtrArray      *images);
 guint           tern_message_row_get_n_images (TernMessageRow *self);
+/* For the tests: how many pictures the rows have decoded so far. */
+guint           _tern_message_row_get_n_decoded (void);
 /* Renders now instead of at the next frame. */
 void            tern_message_row_flush      (TernMessageRow *self);
 

@@ -1611,6 +1611,7 @@ check_row_many_pictures (TernWindow *w)
   g_autoptr(GPtrArray) images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
   TernMessageRow *row = tern_message_row_new ("user", "Many photos");
   glong before, after;
+  guint decoded;
 
   g_object_ref_sink (row);
   gdk_pixbuf_fill (pb, 0x3070b0ff);
@@ -1625,8 +1626,10 @@ check_row_many_pictures (TernWindow *w)
     TernMessageRow *gone = tern_message_row_new ("user", "Gone at once");
     g_autoptr(GPtrArray) few = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
 
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 6; i++)
       g_ptr_array_add (few, g_bytes_ref (bytes));
+
+    decoded = _tern_message_row_get_n_decoded ();
     g_object_ref_sink (gone);
     tern_message_row_set_images (gone, few);
     g_object_unref (gone);
@@ -1636,6 +1639,11 @@ check_row_many_pictures (TernWindow *w)
   row_picture = gtk_widget_get_last_child (gtk_widget_get_parent (first_picture (GTK_WIDGET (row))));
   CHECK (wait_for (w, row_picture_ready, 60));
   after = peak_rss_kib ();
+  /* The gone row's pictures are not decoded (two threads may have taken
+   * theirs already): the next chat's pictures waited behind every one. */
+  spin_for (0.5);
+  CHECKF (_tern_message_row_get_n_decoded () - decoded <= 2 + 10, "%u pictures decoded",
+          _tern_message_row_get_n_decoded () - decoded);
   fprintf (stderr, "ten 4000 x 4000 PNGs: peak RSS %ld -> %ld KiB\n", before, after);
   /* Two at a time: 128 MiB, and what ASan keeps of freed memory (up to
    * 256 MiB); ten at once were 640 MiB and that. */
