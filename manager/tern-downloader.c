@@ -22,6 +22,8 @@
 
 #define PROGRESS_INTERVAL_MS 200
 #define READ_BLOCK (256 * 1024)
+/* How often a download of unknown size looks at the free space. */
+#define UNSIZED_SPACE_CHECK (16u << 20)
 #define MAX_REDIRECTS 10
 
 typedef struct _PackageJob PackageJob;
@@ -731,7 +733,8 @@ attempt (Transfer *t,
 
       t->size = expected_size;
       __atomic_store_n (&t->known_size, expected_size, __ATOMIC_RELAXED);
-      if (free_bytes < expected_size - offset)
+      if (free_bytes < expected_size - offset
+          || free_bytes - (expected_size - offset) < TERN_DOWNLOADER_FREE_SPACE_RESERVE)
         {
           g_autofree char *need = tern_manager_format_size (expected_size - offset);
           g_autofree char *have = tern_manager_format_size (free_bytes);
@@ -786,6 +789,31 @@ attempt (Transfer *t,
       if (!write_all (fd, buffer, (gsize) n, t, error))
         goto out;
       offset += (guint64) n;
+      /* A size no one gave (the catalog's is null and the body is chunked):
+       * the disk is watched as it fills, and the download stopped while the
+       * reserve is still free, rather than at the last byte the system had.
+       * What it wrote is deleted: it cannot be resumed to a known end. */
+      if (t->size == 0 && (offset - (guint64) n) / UNSIZED_SPACE_CHECK != offset / UNSIZED_SPACE_CHECK)
+        {
+          guint64 free_bytes = free_space_of (t->downloader, t->root);
+
+          if (free_bytes < TERN_DOWNLOADER_FREE_SPACE_RESERVE)
+            {
+              g_autofree char *done = tern_manager_format_size (offset);
+              g_autofree char *have = tern_manager_format_size (free_bytes);
+
+              set_file_size (fd, 0, t, NULL);
+              unlink (t->partial);
+              unlink (t->meta);
+              __atomic_store_n (&t->done, 0, __ATOMIC_RELAXED);
+              g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NO_SPACE,
+                           _("%s: neither the catalog nor the server gives its size, and after %s "
+                             "only %s are free in %s: stopped before the disk fills, and what "
+                             "was downloaded was deleted"),
+                           t->name, done, have, t->root);
+              goto out;
+            }
+        }
       __atomic_store_n (&t->done, offset, __ATOMIC_RELAXED);
       __atomic_add_fetch (&t->downloader->bytes_received, (guint64) n, __ATOMIC_RELAXED);
     }

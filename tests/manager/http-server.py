@@ -361,6 +361,22 @@ class Handler(BaseHTTPRequestHandler):
             except (BrokenPipeError, ConnectionResetError):
                 pass
             return None
+        if mode == "endless":
+            # No length, no end: the file's bytes again and again until the
+            # client hangs up (a hostile or broken server).
+            entry["status"] = 200
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            block = (data * (1 + (1 << 20) // max(1, len(data))))[: 1 << 20]
+            try:
+                while True:
+                    self.wfile.write(block)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return None
         if mode == "loop":
             entry["status"] = 302
             return self.send_plain(302, "redirect", {"Location": "/loop/" + name})

@@ -1445,6 +1445,54 @@ test_download_no_space (void)
   g_assert_false (g_file_test (dir, G_FILE_TEST_EXISTS));
 }
 
+/* Free space that shrinks by 16 MiB each time it is asked, from 96 MiB:
+ * below the 64 MiB reserve at the fourth question. */
+static guint64
+shrinking_space (const char *path,
+                 gpointer    data)
+{
+  guint *asked = data;
+
+  (void) path;
+  *asked += 1;
+  return *asked >= 4 ? (guint64) 48 << 20 : (guint64) (112 - 16 * *asked) << 20;
+}
+
+/* A catalog entry without a size, from a server that sends no length and
+ * never ends: the download stops while the reserve is still free (it used
+ * to write until the disk was full), says why, and leaves nothing. */
+static void
+test_download_unsized_endless (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *partial = NULL;
+  g_autofree char *meta = NULL;
+  g_autofree char *package = NULL;
+  g_autofree char *tag = tag_json ("t:endless", "pkg-endless", NULL, FALSE);
+  guint asked = 0;
+
+  fixture ("a.bin");
+  package = g_strdup_printf ("\"pkg-endless\": {\"label\": \"E\", \"files\": [{\"name\": \"a.bin\", "
+                             "\"url\": \"%s/endless/a.bin\", \"size\": null}]}", base_url);
+  catalog = catalog_from (package, tag);
+  server_reset ();
+  tern_downloader_set_free_space_func (dl, shrinking_space, &asked, NULL);
+  g_assert_false (tern_downloader_pull (dl, catalog, "t:endless", NULL, &error));
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NO_SPACE);
+  g_assert_nonnull (strstr (error->message, "stopped before the disk fills"));
+  g_test_message ("%s (free space asked %u times)", error->message, asked);
+  g_assert_cmpuint (asked, >=, 4);
+  g_assert_false (tern_model_store_has_tag (store, "t:endless"));
+  partial = store_file (store, "pkg-endless", "a.bin", ".partial");
+  meta = store_file (store, "pkg-endless", "a.bin", ".partial.json");
+  g_assert_false (g_file_test (partial, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (meta, G_FILE_TEST_EXISTS));
+}
+
 /* Sizes a catalog may give (up to 2^63-1 each) whose sum passes 2^64: the
  * sums used to wrap round to a small number (and so did the free-space
  * check's sum plus the reserve with two such files), letting the pull
@@ -3330,6 +3378,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/dropping-server", test_download_dropping_server);
   g_test_add_func ("/manager/download/ignored-range", test_download_ignored_range);
   g_test_add_func ("/manager/download/endless-restarts", test_download_endless_restarts);
+  g_test_add_func ("/manager/download/unsized-endless", test_download_unsized_endless);
   g_test_add_func ("/manager/download/symlink-in-place", test_download_symlink_in_place);
   g_test_add_func ("/manager/download/odd-partial", test_download_odd_partial);
   g_test_add_func ("/manager/download/damaged-partial", test_download_damaged_partial);
