@@ -25,6 +25,8 @@
 typedef struct {
   guint serial;            /* finds it again when its decoding ends */
   GBytes *bytes;           /* the file, as sent and saved with the chat */
+  GdkTexture *texture;     /* a paste whose PNG is not written yet: kept for
+                            * a draft taken before then */
   char *name;
   gboolean ready;          /* decoded */
   int width, height;       /* of the decoded picture, as the encoder gets it */
@@ -69,6 +71,7 @@ static void
 attachment_free (Attachment *a)
 {
   g_clear_pointer (&a->bytes, g_bytes_unref);
+  g_clear_object (&a->texture);
   g_free (a->name);
   g_free (a);
 }
@@ -394,6 +397,7 @@ on_decoded (GObject      *source,
     return;
   if (a->bytes == NULL)
     a->bytes = g_bytes_ref (d->bytes);
+  g_clear_object (&a->texture);
   a->width = d->width;
   a->height = d->height;
   a->ready = TRUE;
@@ -473,6 +477,7 @@ attach (TernComposer *self,
   a = g_new0 (Attachment, 1);
   a->serial = ++self->next_serial;
   a->bytes = bytes != NULL ? g_bytes_ref (bytes) : NULL;
+  a->texture = bytes == NULL && texture != NULL ? g_object_ref (texture) : NULL;
   a->name = g_strdup (name);
   a->tile = gtk_overlay_new ();
   a->picture = gtk_picture_new ();
@@ -971,4 +976,88 @@ tern_composer_init (TernComposer *self)
   gtk_event_controller_set_propagation_phase (keys, GTK_PHASE_CAPTURE);
   g_signal_connect (keys, "key-pressed", G_CALLBACK (on_key), self);
   gtk_widget_add_controller (GTK_WIDGET (self->text_view), keys);
+}
+
+/* ------------------------------------------------------------ drafts */
+
+typedef struct {
+  GBytes *bytes;
+  GdkTexture *texture;
+  char *name;
+} DraftPicture;
+
+struct _TernComposerDraft {
+  char *text;
+  GPtrArray *pictures;     /* DraftPicture * */
+};
+
+static void
+draft_picture_free (DraftPicture *p)
+{
+  g_clear_pointer (&p->bytes, g_bytes_unref);
+  g_clear_object (&p->texture);
+  g_free (p->name);
+  g_free (p);
+}
+
+void
+tern_composer_draft_free (TernComposerDraft *draft)
+{
+  if (draft == NULL)
+    return;
+  g_free (draft->text);
+  g_ptr_array_unref (draft->pictures);
+  g_free (draft);
+}
+
+TernComposerDraft *
+tern_composer_take_draft (TernComposer *self)
+{
+  TernComposerDraft *draft;
+  g_autofree char *text = NULL;
+
+  g_return_val_if_fail (TERN_IS_COMPOSER (self), NULL);
+
+  text = tern_composer_get_text (self);
+  if ((text == NULL || text[0] == '\0') && self->attachments->len == 0)
+    return NULL;
+  draft = g_new0 (TernComposerDraft, 1);
+  draft->text = g_steal_pointer (&text);
+  draft->pictures = g_ptr_array_new_with_free_func ((GDestroyNotify) draft_picture_free);
+  for (guint i = 0; i < self->attachments->len; i++)
+    {
+      Attachment *a = g_ptr_array_index (self->attachments, i);
+      DraftPicture *p = g_new0 (DraftPicture, 1);
+
+      p->bytes = a->bytes != NULL ? g_bytes_ref (a->bytes) : NULL;
+      p->texture = p->bytes == NULL && a->texture != NULL ? g_object_ref (a->texture) : NULL;
+      p->name = g_strdup (a->name);
+      if (p->bytes == NULL && p->texture == NULL)
+        draft_picture_free (p);
+      else
+        g_ptr_array_add (draft->pictures, p);
+    }
+  tern_composer_set_text (self, "");
+  tern_composer_clear_images (self);
+  return draft;
+}
+
+void
+tern_composer_restore_draft (TernComposer      *self,
+                             TernComposerDraft *draft)
+{
+  g_return_if_fail (TERN_IS_COMPOSER (self));
+
+  if (draft == NULL)
+    return;
+  tern_composer_clear_images (self);
+  tern_composer_set_text (self, draft->text);
+  if (self->vision_native < 0)
+    return;
+  for (guint i = 0; i < draft->pictures->len; i++)
+    {
+      DraftPicture *p = g_ptr_array_index (draft->pictures, i);
+
+      attach (self, p->bytes, p->bytes == NULL ? p->texture : NULL, p->name);
+    }
 }

@@ -68,6 +68,19 @@ gboolean       tern_composer_is_busy           (TernComposer     *self);
 GPtrArray     *tern_composer_get_images        (TernComposer     *self);
 void           tern_composer_clear_images      (TernComposer     *self);
 
+/* What is being written in one chat, while another is shown: its text and
+ * its pictures (the file's bytes, or a paste not yet encoded). */
+typedef struct _TernComposerDraft TernComposerDraft;
+/* Empties the composer into a draft; NULL when nothing was written. */
+TernComposerDraft *tern_composer_take_draft    (TernComposer      *self);
+/* Puts a draft back in place of what the composer holds (NULL: leaves it
+ * as it is); its pictures are decoded again from the cache. Without vision
+ * now (another model was loaded meanwhile) its pictures are dropped, as a
+ * load drops attachments. */
+void           tern_composer_restore_draft     (TernComposer      *self,
+                                                TernComposerDraft *draft);
+void           tern_composer_draft_free        (TernComposerDraft *draft);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TernComposerDraft, tern_composer_draft_free)
 /* For tests (through tern-window-private.h). */
 GtkDropTarget *tern_composer_get_drop_target   (TernComposer     *self);
 guint          tern_composer_get_n_images      (TernComposer     *self);

@@ -396,6 +396,18 @@ _tern_window_show_chat (TernWindow *self,
       tern_stats_bar_reset (self->stats_bar);
       /* It spoke of the chat left. */
       dismiss_context_toast (self);
+      /* What was being written stays with its chat, as in a mail client:
+       * a picture attached for one chat was sent with the next one's
+       * question. Kept in memory, for as long as the window is open. */
+      if (self->chat != NULL)
+        g_object_set_data_full (G_OBJECT (self->chat), "tern-draft",
+                                tern_composer_take_draft (self->composer),
+                                (GDestroyNotify) tern_composer_draft_free);
+      {
+        g_autoptr(TernComposerDraft) draft = g_object_steal_data (G_OBJECT (chat), "tern-draft");
+
+        tern_composer_restore_draft (self->composer, draft);
+      }
       /* A chat goes on in the mode it was written in: a multi-turn chat
        * sent in Flash would lose its history, and be saved as a Flash one. */
       if (tern_chat_get_n_messages (chat) > 0 && mode != NULL

@@ -439,6 +439,70 @@ main (int   argc,
     }
   }
 
+  /* What is being written stays with its chat: a picture and a question
+   * started in one chat, then another chat opened, are not sent with the
+   * other chat's question, and are there again on coming back (a paste
+   * still being encoded too). */
+  {
+    TernComposer *composer = tern_window_get_composer (w);
+    TernChat *first = tern_window_get_chat (w);
+    GtkListBox *list = GTK_LIST_BOX (tern_window_get_chat_list (w));
+    g_autoptr(GdkPixbuf) pb = gdk_pixbuf_new (GDK_COLORSPACE_RGB, FALSE, 8, 3000, 2000);
+    g_autoptr(GdkTexture) texture = NULL;
+    g_autofree char *text = NULL;
+    guint pos = 0;
+
+    gdk_pixbuf_fill (pb, 0x3060a0ff);
+    texture = gdk_texture_new_for_pixbuf (pb);
+    CHECK (attach (w, wide));
+    tern_window_set_composer_text (w, "Half a question about the wide one");
+    CHECK (tern_composer_attach_texture (composer, texture));
+    CHECK (tern_window_get_n_attachments (w) == 2);
+    activate (w, "new-chat", NULL);
+    CHECK (tern_window_get_chat (w) != first);
+    text = tern_window_get_composer_text (w);
+    CHECKF (text != NULL && text[0] == '\0', "the new chat's composer holds \"%s\"", text);
+    CHECKF (tern_window_get_n_attachments (w) == 0, "the new chat's composer holds %u pictures",
+            tern_window_get_n_attachments (w));
+    tern_window_set_composer_text (w, "Another chat's draft");
+
+    CHECK (g_list_store_find (G_LIST_STORE (tern_window_get_chats (w)), first, &pos));
+    g_signal_emit_by_name (list, "row-activated", gtk_list_box_get_row_at_index (list, (int) pos));
+    CHECK (tern_window_get_chat (w) == first);
+    g_clear_pointer (&text, g_free);
+    text = tern_window_get_composer_text (w);
+    CHECKF (g_strcmp0 (text, "Half a question about the wide one") == 0, "back: \"%s\"", text);
+    CHECK (wait_for (w, not_attaching, 60));
+    CHECKF (tern_window_get_n_attachments (w) == 2, "back: %u pictures",
+            tern_window_get_n_attachments (w));
+
+    /* and the other chat's draft is its own */
+    g_signal_emit_by_name (list, "row-activated", gtk_list_box_get_row_at_index (list, 0));
+    CHECK (tern_window_get_chat (w) != first);
+    g_clear_pointer (&text, g_free);
+    text = tern_window_get_composer_text (w);
+    CHECKF (g_strcmp0 (text, "Another chat's draft") == 0, "other: \"%s\"", text);
+    CHECK (tern_window_get_n_attachments (w) == 0);
+
+    CHECK (g_list_store_find (G_LIST_STORE (tern_window_get_chats (w)), first, &pos));
+    g_signal_emit_by_name (list, "row-activated", gtk_list_box_get_row_at_index (list, (int) pos));
+    CHECK (tern_window_get_chat (w) == first);
+    CHECK (wait_for (w, not_attaching, 60));
+    activate (w, "send", NULL);
+    CHECK (wait_for (w, not_generating, 120));
+    {
+      guint n = tern_chat_get_n_messages (first);
+      TernMessage *q = n >= 2 ? tern_chat_get_message (first, n - 2) : NULL;
+      TernMessage *m = n ? tern_chat_get_message (first, n - 1) : NULL;
+
+      CHECKF (m != NULL && m->error == NULL, "error: %s", m ? m->error : "(no answer)");
+      CHECKF (q != NULL && g_strcmp0 (q->text, "Half a question about the wide one") == 0
+              && q->images != NULL && q->images->len == 2,
+              "sent \"%s\" with %u pictures", q ? q->text : "(none)",
+              q && q->images ? q->images->len : 0);
+    }
+  }
+
 out:
   gtk_window_destroy (GTK_WINDOW (w));
   spin_for (0.2);
