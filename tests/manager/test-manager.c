@@ -349,6 +349,23 @@ test_catalog_shipped (void)
       g_assert_nonnull (strstr (base->family->description, "Apache"));
     }
 
+  /* The 26B-A4B's DFlash flash tag: its base shared with gemma4:26b-a4b (a
+   * pull with both installed downloads nothing), its draft loaded by the
+   * DFlash drafter, speculation on by default. */
+  {
+    const TernCatalogTag *base = tern_catalog_find_tag (catalog, "gemma4:26b-a4b");
+    const TernCatalogTag *dflash = tern_catalog_find_tag (catalog, "gemma4:26b-a4b-dflash-flash");
+
+    g_assert_nonnull (base);
+    g_assert_nonnull (dflash);
+    g_assert_true (dflash->single_turn && dflash->speculation && !dflash->vision);
+    g_assert_cmpint (dflash->draft_kind, ==, TERN_DRAFT_KIND_DFLASH);
+    g_assert_true (dflash->packages[TERN_PACKAGE_ROLE_BASE] == base->packages[TERN_PACKAGE_ROLE_BASE]);
+    g_assert_nonnull (dflash->packages[TERN_PACKAGE_ROLE_DRAFT]);
+    g_assert_true (g_strv_contains ((const char * const *) dflash->requires, "dflash"));
+    g_assert_true (tern_catalog_tag_supported (dflash));
+  }
+
   /* Mixture-of-experts tags are listed, and downloadable once the engine
    * feature they name is in tern_catalog_features (). */
   {
