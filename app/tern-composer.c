@@ -56,12 +56,13 @@ struct _TernComposer {
   gboolean has_model;
   int vision_native;       /* image tokens at the native size; -1: no vision */
   int vision_extra;        /* KV rows an image adds besides its tokens */
+  gboolean has_content;    /* text other than blanks, or a picture */
   double prefill_tok_s;
 };
 
 G_DEFINE_FINAL_TYPE (TernComposer, tern_composer, GTK_TYPE_BOX)
 
-enum { PROP_0, PROP_BUSY, N_PROPS };
+enum { PROP_0, PROP_BUSY, PROP_HAS_CONTENT, N_PROPS };
 static GParamSpec *props[N_PROPS];
 
 enum { SIGNAL_ERROR, N_SIGNALS };
@@ -100,6 +101,27 @@ set_pending (TernComposer *self,
   self->n_pending = n;
   if (was != (n > 0))
     g_object_notify_by_pspec (G_OBJECT (self), props[PROP_BUSY]);
+}
+
+/* Whether there is anything to send, notified when it changes: Send is
+ * off with nothing written (it did nothing, silently). */
+static void
+update_has_content (TernComposer *self)
+{
+  gboolean has = self->attachments->len > 0;
+
+  if (!has)
+    {
+      g_autofree char *text = tern_composer_get_text (self);
+
+      for (const char *c = text; c != NULL && *c != '\0' && !has; c = g_utf8_next_char (c))
+        has = !g_unichar_isspace (g_utf8_get_char (c));
+    }
+  if (has != self->has_content)
+    {
+      self->has_content = has;
+      g_object_notify_by_pspec (G_OBJECT (self), props[PROP_HAS_CONTENT]);
+    }
 }
 
 /* ------------------------------------------------------------ the cost */
@@ -166,6 +188,8 @@ static void
 update_cost (TernComposer *self)
 {
   guint n = 0;
+
+  update_has_content (self);
   int first = -1, rows = 0;
   gboolean same = TRUE;
   g_autofree char *text = NULL;
@@ -619,6 +643,13 @@ tern_composer_get_images (TernComposer *self)
 }
 
 gboolean
+tern_composer_has_content (TernComposer *self)
+{
+  g_return_val_if_fail (TERN_IS_COMPOSER (self), FALSE);
+  return self->has_content;
+}
+
+gboolean
 tern_composer_is_busy (TernComposer *self)
 {
   g_return_val_if_fail (TERN_IS_COMPOSER (self), FALSE);
@@ -893,6 +924,9 @@ tern_composer_get_property (GObject    *object,
     case PROP_BUSY:
       g_value_set_boolean (value, self->n_pending > 0);
       break;
+    case PROP_HAS_CONTENT:
+      g_value_set_boolean (value, self->has_content);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
     }
@@ -934,6 +968,8 @@ tern_composer_class_init (TernComposerClass *klass)
 
   props[PROP_BUSY] = g_param_spec_boolean ("busy", NULL, NULL, FALSE,
                                            G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+  props[PROP_HAS_CONTENT] = g_param_spec_boolean ("has-content", NULL, NULL, FALSE,
+                                                  G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
   g_object_class_install_properties (object_class, N_PROPS, props);
 
   /* A refusal or a failure to decode, as a sentence for the user. */
@@ -971,6 +1007,9 @@ tern_composer_init (TernComposer *self)
   g_signal_connect (self->image_tokens_spin, "input", G_CALLBACK (on_budget_input), NULL);
   /* "Auto" means another budget in flash mode than in chat. */
   g_signal_connect_swapped (self->settings, "changed::mode", G_CALLBACK (update_cost), self);
+
+  g_signal_connect_swapped (gtk_text_view_get_buffer (self->text_view), "changed",
+                            G_CALLBACK (update_has_content), self);
 
   keys = gtk_event_controller_key_new ();
   gtk_event_controller_set_propagation_phase (keys, GTK_PHASE_CAPTURE);

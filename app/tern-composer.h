@@ -62,6 +62,9 @@ void           tern_composer_choose_images     (TernComposer     *self,
 /* Drops of files and image data anywhere on area attach them. */
 void           tern_composer_take_drops_on     (TernComposer     *self,
                                                 GtkWidget        *area);
+/* Text other than blanks, or a picture ("has-content" notifies): something
+ * to send. */
+gboolean       tern_composer_has_content       (TernComposer     *self);
 /* Images still being decoded ("busy" notifies): not ready to send. */
 gboolean       tern_composer_is_busy           (TernComposer     *self);
 /* The attached images' file bytes, in order (a new array of new refs). */

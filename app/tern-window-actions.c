@@ -63,7 +63,9 @@ _tern_window_update_actions (TernWindow *self)
   /* Not while an attached image is still being decoded (a moment). */
   gboolean attaching = tern_composer_is_busy (self->composer);
 
-  set_enabled (self, "send", ready && !generating && !attaching);
+  /* Off with nothing to send: it did nothing, and said nothing. */
+  set_enabled (self, "send", ready && !generating && !attaching
+                             && tern_composer_has_content (self->composer));
   set_enabled (self, "send-message", ready && !generating && !attaching);
   /* A saved chat read without a model says why it cannot go on. */
   tern_composer_set_send_tooltip (self->composer,
@@ -212,7 +214,8 @@ action_send (GSimpleAction *action,
 
   (void) action;
   (void) param;
-  if (*trimmed == '\0' || _tern_window_is_generating (self) || tern_composer_is_busy (self->composer))
+  if ((*trimmed == '\0' && tern_composer_get_n_images (self->composer) == 0)
+      || _tern_window_is_generating (self) || tern_composer_is_busy (self->composer))
     return;
   tern_composer_set_text (self->composer, "");
   _tern_window_send_text (self, trimmed);

@@ -629,8 +629,10 @@ _tern_window_send_text (TernWindow *self,
 
   TernMessage *m;
 
-  /* Images still decoding would be left out: Send waits for them. */
-  if (!self->model_loaded || _tern_window_is_generating (self) || *trimmed == '\0'
+  /* Images still decoding would be left out: Send waits for them. A
+   * picture may go alone ("what is this?"), without a word. */
+  if (!self->model_loaded || _tern_window_is_generating (self)
+      || (*trimmed == '\0' && tern_composer_get_n_images (self->composer) == 0)
       || tern_composer_is_busy (self->composer))
     return;
   m = tern_chat_append (self->chat, "user", trimmed);
@@ -1871,6 +1873,8 @@ tern_window_init (TernWindow *self)
                            G_CONNECT_SWAPPED);
   g_signal_connect_object (self->composer, "notify::busy", G_CALLBACK (_tern_window_update_actions), self,
                            G_CONNECT_SWAPPED);
+  g_signal_connect_object (self->composer, "notify::has-content",
+                           G_CALLBACK (_tern_window_update_actions), self, G_CONNECT_SWAPPED);
   tern_composer_take_drops_on (self->composer, GTK_WIDGET (self->content));
   g_signal_connect (self, "notify::application", G_CALLBACK (on_application_set), NULL);
   g_signal_connect_object (self->settings, "changed::server-enabled",

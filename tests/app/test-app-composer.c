@@ -503,6 +503,38 @@ main (int   argc,
     }
   }
 
+  /* Send is off with nothing to send (blanks are nothing), on with a
+   * picture alone, which goes without a word ("what is this?"). */
+  {
+    TernChat *chat = tern_window_get_chat (w);
+    guint before = tern_chat_get_n_messages (chat);
+
+    CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
+    tern_window_set_composer_text (w, "  \n\t ");
+    CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
+    g_action_group_activate_action (G_ACTION_GROUP (w), "send", NULL);  /* Enter, say */
+    spin_for (0.1);
+    CHECK (tern_chat_get_n_messages (chat) == before);
+    CHECK (attach (w, wide));
+    CHECK (g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
+    tern_window_set_composer_text (w, "");
+    CHECK (g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
+    activate (w, "send", NULL);
+    CHECK (wait_for (w, not_generating, 120));
+    {
+      guint n = tern_chat_get_n_messages (chat);
+      TernMessage *q = n >= 2 ? tern_chat_get_message (chat, n - 2) : NULL;
+      TernMessage *m = n ? tern_chat_get_message (chat, n - 1) : NULL;
+
+      CHECKF (n == before + 2, "%u messages after a picture sent alone, %u before", n, before);
+      CHECKF (m != NULL && m->error == NULL, "error: %s", m ? m->error : "(no answer)");
+      CHECK (q != NULL && g_strcmp0 (q->role, "user") == 0 && q->images != NULL
+             && q->images->len == 1 && g_strcmp0 (q->text, "") == 0);
+    }
+    CHECK (tern_window_get_n_attachments (w) == 0);
+    CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
+  }
+
 out:
   gtk_window_destroy (GTK_WINDOW (w));
   spin_for (0.2);

@@ -755,7 +755,11 @@ test_stop (TernWindow *w)
   fprintf (stderr, "stop: stopped after %d tokens, %.1f ms after the click\n",
            m->stats.generated_tokens, stop_ms);
   CHECKF (stop_ms < 2000, "stopping took %.0f ms", stop_ms);
+  /* Send is on again once there is something to send. */
+  CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
+  tern_window_set_composer_text (w, "Again");
   CHECK (g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
+  tern_window_set_composer_text (w, "");
 }
 
 static void
