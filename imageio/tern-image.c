@@ -160,7 +160,26 @@ typedef struct {
     guint32 count;  /* bytes seen of the header or descriptor, or left to skip */
     guint8 flags;   /* the packed byte of the screen or image descriptor */
     gboolean image; /* the sub-blocks being read are the first image's data */
+    guint8 desc[9];  /* the screen's 4 size bytes, then an image descriptor's 9 */
+    guint32 screen_w, screen_h;
 } gif_walk;
+
+static guint32 gif_u16(const guint8 *b) {
+    return (guint32)b[0] | (guint32)b[1] << 8;
+}
+
+/* A screen or a first image of no pixels, or an image that reaches past
+ * the screen: gdk-pixbuf's loader went on with them into GLib criticals
+ * (a row stride for no rows, a copy from outside the frame). */
+static gboolean gif_screen_bad(const gif_walk *g) {
+    return gif_u16(g->desc) == 0 || gif_u16(g->desc + 2) == 0;
+}
+
+static gboolean gif_image_bad(const gif_walk *g) {
+    const guint32 x = gif_u16(g->desc), y = gif_u16(g->desc + 2);
+    const guint32 w = gif_u16(g->desc + 4), h = gif_u16(g->desc + 6);
+    return w == 0 || h == 0 || x + w > g->screen_w || y + h > g->screen_h;
+}
 
 static void gif_skip_then(gif_walk *g, guint8 flags, gif_state next) {
     /* A colour table follows the descriptor when its flags say so. */
@@ -177,7 +196,17 @@ static gsize gif_feed(gif_walk *g, const guint8 *b, gsize n) {
         const guint8 c = b[i];
         switch (g->state) {
         case GIF_HEADER:
-            if (++g->count == 11)
+            if (++g->count >= 7 && g->count <= 10)
+                g->desc[g->count - 7] = c;
+            if (g->count == 10) {
+                if (gif_screen_bad(g)) {
+                    g->state = GIF_BAD;
+                    return i;
+                }
+                g->screen_w = gif_u16(g->desc);
+                g->screen_h = gif_u16(g->desc + 2);
+            }
+            if (g->count == 11)
                 g->flags = c;
             else if (g->count == 13)
                 gif_skip_then(g, g->flags, GIF_BLOCK);
@@ -217,7 +246,12 @@ static gsize gif_feed(gif_walk *g, const guint8 *b, gsize n) {
                 g->state = g->after_skip;
             break;
         case GIF_IMAGE_DESC:
-            if (++g->count == 9)
+            g->desc[g->count++] = c;
+            if (g->count == 8 && gif_image_bad(g)) {
+                g->state = GIF_BAD;
+                return i;
+            }
+            if (g->count == 9)
                 gif_skip_then(g, c, GIF_LZW_MIN);
             break;
         case GIF_LZW_MIN:
@@ -277,7 +311,8 @@ static void png_feed(png_walk *w, const guint8 *b, gsize n) {
  * is checked from the VP8X chunk before anything is fed, and the loader is
  * given the chunks up to the end of the first frame (ANMF), with the RIFF
  * size made to match: one canvas, whatever follows. Returns the length of
- * that prefix, or 0 while it has not all arrived. */
+ * that prefix, 0 while it has not all arrived, or G_MAXSIZE when the first
+ * frame holds no picture. */
 static gsize webp_first_frame_end(const guint8 *b, gsize len) {
     for (guint64 pos = 12; pos + 8 <= len;) {
         const guint32 size = (guint32)b[pos + 4] | (guint32)b[pos + 5] << 8 |
@@ -285,8 +320,17 @@ static gsize webp_first_frame_end(const guint8 *b, gsize len) {
         const guint64 end = pos + 8 + size + (size & 1);
         if (end > len)
             return 0;
-        if (!memcmp(b + pos, "ANMF", 4))
+        if (!memcmp(b + pos, "ANMF", 4)) {
+            /* Its 16-byte frame header, then the frame's picture: an ALPH,
+             * VP8 or VP8L chunk. Without one the loader's animation had no
+             * frame, and it asked an iterator it never made for a picture
+             * (GLib criticals). */
+            const guint8 *f = b + pos + 8 + 16;
+            if (size < 16 + 8 ||
+                (memcmp(f, "ALPH", 4) && memcmp(f, "VP8 ", 4) && memcmp(f, "VP8L", 4)))
+                return G_MAXSIZE;
             return (gsize)end;
+        }
         pos = end;
     }
     return 0;
@@ -521,6 +565,16 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
             const gsize cut = webp_first_frame_end(webp_anim->data, webp_anim->len);
             if (!cut)
                 continue;
+            if (cut == G_MAXSIZE) {
+                g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                            _("%s: damaged WebP animation (its first frame holds no picture)"),
+                            name);
+                ok = FALSE;
+                refused = TRUE;
+                g_byte_array_unref(webp_anim);
+                webp_anim = NULL;
+                break;
+            }
             const guint32 riff = (guint32)(cut - 8);
             for (int i = 0; i < 4; i++)
                 webp_anim->data[4 + i] = (guint8)(riff >> (8 * i));
