@@ -49,11 +49,28 @@ static void check(TernImage *img, GError *e, int fit) {
 
 /* A GLib critical is a broken precondition somewhere under the reader
  * (gdk-pixbuf's loaders given what they should not have been given): a
- * crash here, with the input, though it only warns in the app. */
+ * crash here, with the input, though it only warns in the app. Except the
+ * one Tern cannot keep out (docs/VISION.md): webp-pixbuf-loader, given an
+ * animation whose first frame's VP8 data is damaged, warns that it "could
+ * not instantiate" its iterator and then asks that missing iterator for a
+ * picture. The reader still returns an error for such a file. */
+static gboolean webp_iter_failed;
+
+static void on_warning(const char *domain, GLogLevelFlags level, const char *message,
+                       gpointer data) {
+    (void)domain;
+    (void)level;
+    (void)data;
+    if (strstr(message, "Could not instantiate WebP implementation of GdkPixbufAnimationIter"))
+        webp_iter_failed = TRUE;
+}
+
 static void on_critical(const char *domain, GLogLevelFlags level, const char *message,
                         gpointer data) {
     (void)level;
     (void)data;
+    if (webp_iter_failed)
+        return;
     fprintf(stderr, "%s-CRITICAL: %s\n", domain ? domain : "", message);
     __builtin_trap();
 }
@@ -65,6 +82,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
                                           "tern-image"};
     for (size_t i = 0; i < sizeof domains / sizeof domains[0]; i++)
         g_log_set_handler(domains[i], G_LOG_LEVEL_CRITICAL, on_critical, NULL);
+    g_log_set_handler(NULL, G_LOG_LEVEL_WARNING, on_warning, NULL);
     return 0;
 }
 
@@ -73,6 +91,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int fit = fits[size & 3];
     const TernImageOptions opts = {.max_pixels = MAX_PIXELS, .fit_side = fit};
     GError *e = NULL;
+
+    webp_iter_failed = FALSE;
 
     if (size >= 5 && !memcmp(data, "data:", 5)) {
         char *uri = g_strndup((const char *)data, size);
