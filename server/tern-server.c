@@ -2,6 +2,7 @@
  * engine worker (one thread, owning every session). */
 #include "tern-server.h"
 #include "tern-reasoning.h"
+#include "tern-framing.h"
 #include "tern-toolcall.h"
 
 #include <glib-unix.h>
@@ -2656,62 +2657,6 @@ static void conn_answer_now(tern_server *srv, SoupServerMessage *msg) {
     c->deadline = g_get_monotonic_time() + G_USEC_PER_SEC;
 }
 
-/* The request's framing: one Content-Length, a byte count, not together with
- * a Transfer-Encoding (a request smuggling trick); at most one
- * Transfer-Encoding, "chunked" or "identity" (libsoup 3.2 leaks the request's
- * path on any other, "gzip" or "chunked, chunked": fixed in libsoup 3.5.2).
- * No folded (obs-fold) header lines, which RFC 9112 lets a server refuse.
- * NULL when fine, else what is wrong; *status: 400, or 501 for a coding
- * this server does not know. */
-static const char *framing_problem(const char *head, size_t n, int *status) {
-    int lengths = 0, te = 0;
-    *status = 400;
-    for (const char *line = head; line < head + n;) {
-        const char *eol = memchr(line, '\n', (size_t)(head + n - line));
-        if (!eol)
-            break;
-        const size_t len = (size_t)(eol - line);
-        if (line > head && (*line == ' ' || *line == '\t'))
-            /* obs-fold: libsoup joins it to the header above, which this
-             * scan would not see ("Transfer-Encoding: chunked" then
-             * " , gzip" reached libsoup's 501 and leaked the path) */
-            return "a folded header line (obs-fold)";
-        if (len >= 15 && !g_ascii_strncasecmp(line, "Content-Length:", 15)) {
-            const char *v = line + 15, *e = eol;
-            while (v < e && (*v == ' ' || *v == '\t'))
-                v++;
-            while (e > v && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
-                e--;
-            size_t digits = 0;
-            while (v + digits < e && v[digits] >= '0' && v[digits] <= '9')
-                digits++;
-            if (digits == 0 || v + digits != e || digits > 18)
-                return "Content-Length is not a byte count";
-            lengths++;
-        } else if (len >= 18 && !g_ascii_strncasecmp(line, "Transfer-Encoding:", 18)) {
-            const char *v = line + 18, *e = eol;
-            while (v < e && (*v == ' ' || *v == '\t'))
-                v++;
-            while (e > v && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
-                e--;
-            if (!((e - v == 7 && !g_ascii_strncasecmp(v, "chunked", 7)) ||
-                  (e - v == 8 && !g_ascii_strncasecmp(v, "identity", 8)))) {
-                *status = 501;
-                return "only Transfer-Encoding: chunked is supported";
-            }
-            te++;
-        }
-        line = eol + 1;
-    }
-    if (lengths > 1)
-        return "more than one Content-Length";
-    if (te > 1)
-        return "more than one Transfer-Encoding";
-    if (lengths && te)
-        return "both Content-Length and Transfer-Encoding";
-    return NULL;
-}
-
 static gboolean conn_wait_more(gpointer data);
 
 /* The connection's first bytes: nothing (closed), or the request's headers,
@@ -2735,11 +2680,18 @@ static gboolean conn_first_bytes(GSocket *sock, GIOCondition cond, gpointer data
         g_hash_table_remove(srv->conns, c->key);
         return G_SOURCE_REMOVE;
     }
-    /* memmem, not g_strstr_len, which stops at a NUL: headers with one
-     * were never complete, and their client got no answer at all. */
-    const char *end = memmem(buf, (size_t)n, "\r\n\r\n", 4);
+    /* Empty lines before the request line are skipped, as libsoup skips
+     * them: "\r\n\r\n" first was taken for the end of the headers, and the
+     * request behind it went to libsoup unchecked (its 501 for
+     * "Transfer-Encoding: gzip" leaked the path again). memmem, not
+     * g_strstr_len, which stops at a NUL: headers with one were never
+     * complete, and their client got no answer at all. */
+    size_t lead = 0;
+    while (lead < (size_t)n && (buf[lead] == '\r' || buf[lead] == '\n'))
+        lead++;
+    const char *end = memmem(buf + lead, (size_t)n - lead, "\r\n\r\n", 4);
     if (!end)
-        end = memmem(buf, (size_t)n, "\n\n", 2);
+        end = memmem(buf + lead, (size_t)n - lead, "\n\n", 2);
     if (memchr(buf, '\0', end ? (size_t)(end - buf) : (size_t)n)) {
         conn_refuse(c, 400, "Bad Request", "a NUL byte in the request's headers");
         return G_SOURCE_REMOVE;
@@ -2762,7 +2714,7 @@ static gboolean conn_first_bytes(GSocket *sock, GIOCondition cond, gpointer data
         return G_SOURCE_REMOVE;
     }
     int status;
-    const char *why = framing_problem(buf, (size_t)(end - buf) + 2, &status);
+    const char *why = tern_framing_problem(buf, (size_t)(end - buf) + 2, &status, NULL);
     if (why) {
         conn_refuse(c, status, status == 501 ? "Not Implemented" : "Bad Request", "%s", why);
         return G_SOURCE_REMOVE;

@@ -1,0 +1,68 @@
+/* libFuzzer target for the server's framing check (server/tern-framing.c),
+ * against libsoup's own reading of the same header bytes.
+ *
+ * The input is what a client sends first: its headers are taken up to the
+ * blank line, as the server does (nothing without one, nothing with a NUL:
+ * those are answered before this check). When the check passes them and
+ * libsoup 3 parses them (soup_headers_parse_request), both must read the
+ * same framing, or a request could be cut where the check did not look:
+ *   - libsoup reads chunked: the check saw one Transfer-Encoding, chunked;
+ *   - libsoup reads a Content-Length L: the check saw one, of L, and no
+ *     Transfer-Encoding;
+ *   - the check saw one Content-Length and no Transfer-Encoding: libsoup
+ *     reads that length.
+ * And the check never reads outside the bytes it is given (ASan).
+ *
+ * Seeds: tests/fuzz/corpus/framing/.
+ * Run:   build-fuzz/tests/fuzz/fuzz-framing tests/fuzz/corpus/framing
+ */
+#include "tern-framing.h"
+#include "fuzz-promise.h"
+
+#include <libsoup/soup.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const char *buf = (const char *)data;
+    const char *end = memmem(buf, size, "\r\n\r\n", 4);
+    if (!end)
+        end = memmem(buf, size, "\n\n", 2);
+    if (!end || memchr(buf, '\0', (size_t)(end - buf)))
+        return 0;
+    const size_t n = (size_t)(end - buf) + 2;
+    /* The check's bytes in a buffer of their own: a read past n is caught. */
+    char *head = malloc(n);
+    if (!head)
+        return 0;
+    memcpy(head, buf, n);
+    int status = 0;
+    tern_framing f;
+    const char *why = tern_framing_problem(head, n, &status, &f);
+    PROMISE(why == NULL || status == 400 || status == 501);
+    if (why == NULL) {
+        char *copy = g_strndup(head, n);
+        SoupMessageHeaders *h = soup_message_headers_new(SOUP_MESSAGE_HEADERS_REQUEST);
+        char *method = NULL, *path = NULL;
+        SoupHTTPVersion ver;
+        const guint st = soup_headers_parse_request(copy, (int)n, h, &method, &path, &ver);
+        if (st == SOUP_STATUS_OK) {
+            const SoupEncoding enc = soup_message_headers_get_encoding(h);
+            if (enc == SOUP_ENCODING_CHUNKED)
+                PROMISE(f.transfer_encodings == 1 && f.chunked && f.content_lengths == 0);
+            if (enc == SOUP_ENCODING_CONTENT_LENGTH)
+                PROMISE(f.content_lengths == 1 && f.transfer_encodings == 0 &&
+                        (uint64_t)soup_message_headers_get_content_length(h) == f.content_length);
+            if (f.content_lengths == 1 && f.transfer_encodings == 0)
+                PROMISE(enc == SOUP_ENCODING_CONTENT_LENGTH &&
+                        (uint64_t)soup_message_headers_get_content_length(h) == f.content_length);
+        }
+        g_free(method);
+        g_free(path);
+        soup_message_headers_unref(h);
+        g_free(copy);
+    }
+    free(head);
+    return 0;
+}
