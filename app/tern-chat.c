@@ -960,6 +960,14 @@ get_string (Reader     *r,
       bad_member (r, where, name, _("a string"));
       return NULL;
     }
+  /* json-glib takes C's octal escapes ("\\666") and makes bytes of them that
+   * are no UTF-8: such a chat loaded, and saved, could never be read again
+   * (found by fuzz-chatfile). */
+  if (!g_utf8_validate (json_node_get_string (n), -1, NULL))
+    {
+      bad_member (r, where, name, _("UTF-8 text"));
+      return NULL;
+    }
   return json_node_get_string (n);
 }
 

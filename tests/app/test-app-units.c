@@ -416,6 +416,30 @@ test_chat_images (const char *dir)
       }
     g_unlink (bad);
   }
+  /* Text that is not UTF-8 (json-glib makes bytes of C's octal escapes):
+   * refused at load, since the chat saved again could never be read
+   * (found by fuzz-chatfile). */
+  {
+    static const char *const octal[] = {
+      "{\"format\": \"tern-chat\", \"version\": 1, \"id\": \"o\", \"messages\": "
+      "[{\"role\": \"user\", \"content\": \"a\\666b\"}]}",
+      "{\"format\": \"tern-chat\", \"version\": 1, \"id\": \"o\", \"title\": \"\\377\", "
+      "\"messages\": []}",
+    };
+    g_autofree char *bad = g_build_filename (dir, "octal.json", NULL);
+
+    for (gsize i = 0; i < G_N_ELEMENTS (octal); i++)
+      {
+        g_autoptr(TernChat) back = NULL;
+
+        g_file_set_contents (bad, octal[i], -1, NULL);
+        g_clear_error (&error);
+        back = tern_chat_load (bad, &error);
+        CHECKF (back == NULL && error != NULL && strstr (error->message, "UTF-8") != NULL,
+                "%s: %s", octal[i], error ? error->message : "loaded");
+      }
+    g_unlink (bad);
+  }
   /* A FIFO in place of an image never blocks the load. */
   {
     g_autofree char *hash_b = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, b);
