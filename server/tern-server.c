@@ -1854,6 +1854,13 @@ static void scan_body(const char *p, size_t n, body_scan *sc) {
                         scan_fail(sc, "nul", key, key_len);
                         return;
                     }
+                    /* Only JSON's escapes: json-glib also takes C's ("\\666",
+                     * "\\x41") and makes bytes that are no UTF-8 of them,
+                     * which a prompt or an echoed name then carried. */
+                    if (p[i + 1] == '\0' || !strchr("\"\\/bfnrtu", p[i + 1])) {
+                        scan_fail(sc, "escape", key, key_len);
+                        return;
+                    }
                     i++;
                 }
             }
@@ -2122,6 +2129,11 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
         if (!strcmp(sc.problem, "depth"))
             respond_error(srv, msg, 400, "invalid_request_error", NULL, "invalid_json",
                           "the request body is nested deeper than %d levels", MAX_JSON_DEPTH);
+        else if (!strcmp(sc.problem, "escape"))
+            respond_error(srv, msg, 400, "invalid_request_error", NULL, "invalid_json",
+                          "%s%sa string holds a backslash escape that JSON does not have "
+                          "(only \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)",
+                          param ? param : "", param ? ": " : "");
         else if (!strcmp(sc.problem, "nul"))
             respond_error(srv, msg, 400, "invalid_request_error", param, NULL,
                           "%s%sa string holds a NUL character (\\u0000), which the model's "

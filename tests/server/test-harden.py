@@ -444,6 +444,22 @@ for bad, param in [({"seed": 1.5}, "seed"), ({"seed": -1}, "seed"),
 s, _, doc, out = srv.post("/v1/completions", {"prompt": "a\u0000b", "max_tokens": 2})
 check(s == 400 and error_of(doc).get("param") == "prompt",
       "completions: a NUL in the prompt 400 naming prompt (got %s %r)" % (s, out[:200]))
+# Escapes JSON does not have: json-glib takes C's octal and hex escapes and
+# makes bytes of them that are no UTF-8 (a prompt, or the "model" echoed in
+# the answer, then carried them).
+for esc in ["a\\666b", "\\x41", "\\q", "\\0"]:
+    for member in ["content", "model"]:
+        body = ('{"model": "%s", "max_tokens": 2, "messages": [{"role": "user", "content": "%s"}]}' %
+                (esc if member == "model" else "tiny", esc if member == "content" else "hi"))
+        st, _, resp, _ = post_raw(port, "/v1/chat/completions", body,
+                                  "Content-Type: application/json\r\n")
+        check(st == 400 and b"escape" in resp,
+              "%s %r: 400 naming the escape (got %s %r)" % (member, esc, st, resp[:160]))
+st, _, resp, _ = post_raw(port, "/v1/chat/completions",
+                          '{"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", '
+                          '"content": "\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9"}]}',
+                          "Content-Type: application/json\r\n")
+check(st == 200, "every JSON escape is fine (got %s %r)" % (st, resp[:160]))
 s, _, doc, out = srv.post("/v1/completions", {"prompt": "a", "suffix": 5, "max_tokens": 2})
 check(s == 400 and error_of(doc).get("param") == "suffix",
       "completions: a suffix that is a number 400 naming suffix (got %s %r)" % (s, out[:200]))
