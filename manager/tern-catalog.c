@@ -178,6 +178,13 @@ get_string (Loader      *loader,
   if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING)
     return fail (loader, field, _("'%s' must be a string, not %s"), key, node_kind (node));
   *out = json_node_get_string (node);
+  /* json-glib makes bytes of C's octal escapes ("\\666"): no UTF-8, for
+   * a label the Models panel would show. */
+  if (!g_utf8_validate (*out, -1, NULL))
+    {
+      *out = NULL;
+      return fail (loader, field, _("'%s' is not UTF-8 text"), key);
+    }
   if (required && **out == '\0')
     return fail (loader, field, _("'%s' is empty"), key);
   return TRUE;

@@ -507,6 +507,11 @@ test_catalog_errors (void)
       "\"families\": [{\"id\": \"f\", \"label\": \"F\", \"tags\": [{\"tag\": \"f:a\", \"label\": \"A\", "
       "\"base\": \"p\", \"requires\": [\"\"]}]}]}",
       "families[0].tags[0]: requires[0] '' is not a feature name" },
+    /* json-glib makes a byte of C's octal escape: no UTF-8, refused. */
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m\", \"url\": \"https://h/m\"}]}}, "
+      "\"families\": [{\"id\": \"f\", \"label\": \"F\\666\", \"tags\": [{\"tag\": \"f:a\", \"label\": \"A\", "
+      "\"base\": \"p\"}]}]}",
+      "families[0]: 'label' is not UTF-8 text" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
