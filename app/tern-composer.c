@@ -112,10 +112,14 @@ update_has_content (TernComposer *self)
 
   if (!has)
     {
-      g_autofree char *text = tern_composer_get_text (self);
+      /* Walked in place, up to the first character that is not a blank:
+       * this runs on every keystroke, and copying the text each time cost
+       * as much as the text is long. */
+      GtkTextIter it;
 
-      for (const char *c = text; c != NULL && *c != '\0' && !has; c = g_utf8_next_char (c))
-        has = !g_unichar_isspace (g_utf8_get_char (c));
+      gtk_text_buffer_get_start_iter (gtk_text_view_get_buffer (self->text_view), &it);
+      for (; !gtk_text_iter_is_end (&it) && !has; gtk_text_iter_forward_char (&it))
+        has = !g_unichar_isspace (gtk_text_iter_get_char (&it));
     }
   if (has != self->has_content)
     {
