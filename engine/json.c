@@ -1,5 +1,10 @@
 /* Strict JSON reader; see tn-json.h.
  *
+ * One scanner for both tn_json_parse and tn_json_check: the check is the
+ * parse without the tree (no arena, a container's items not kept), so what
+ * the app, the manager and the server refuse before json-glib is exactly
+ * what the engine's own reader refuses.
+ *
  * One pass over the input. Decoded strings go to one buffer sized to the
  * input (a decoded string plus its NUL is never longer than its quoted
  * source), so the 33 MB Gemma 3 tokenizer.json costs one allocation for its
@@ -42,7 +47,15 @@ typedef struct parser {
 
     tn_json *stack;       /* items of the containers being parsed */
     size_t stack_len, stack_cap;
+
+    bool build;           /* false: tn_json_check, no tree */
+    unsigned max_depth;
+    unsigned flags;       /* TN_JSON_NO_*, and CHECK_FINITE */
 } parser;
+
+/* Only tn_json_check refuses a number beyond a double: the tokenizer files
+ * tn_json_parse reads have always been taken as they are. */
+#define CHECK_FINITE (1u << 16)
 
 /* ------------------------------------------------------------- errors */
 
@@ -277,11 +290,21 @@ static const char *parse_string(parser *ps, uint32_t *len_out) {
                 p += 6;
                 cp = 0x10000 + ((cp - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
             }
+            if (cp == 0 && (ps->flags & TN_JSON_NO_NUL)) {
+                /* A C string (GLib's, a GTK label's) would end there and
+                 * silently lose the rest. */
+                fail_at(ps, (const char *)p - 6, "\\u0000 (a NUL character) inside a string");
+                return NULL;
+            }
             o = put_utf8(o, cp);
             break;
         }
         default:
-            fail_at(ps, (const char *)p - 2, "invalid escape '\\%c'",
+            /* Named apart because json-glib takes C's "\101" and "\x41" and
+             * makes bytes of them that need not be UTF-8. */
+            fail_at(ps, (const char *)p - 2,
+                    "invalid escape '\\%c' (JSON has only \\\" \\\\ \\/ \\b \\f \\n \\r "
+                    "\\t \\uXXXX)",
                     (e >= 0x20 && e < 0x7F) ? e : '?');
             return NULL;
         }
@@ -359,6 +382,8 @@ static int parse_number(parser *ps, tn_json *v) {
     v->v.num = c_locale ? strtod_l(buf, NULL, c_locale) : strtod(buf, NULL);
     if (buf != small)
         free(buf);
+    if ((ps->flags & CHECK_FINITE) && !isfinite(v->v.num))
+        return fail_at(ps, s, "number too large (beyond what a double holds, about 1.8e308)");
     return 0;
 }
 
@@ -371,12 +396,63 @@ static bool literal(parser *ps, const char *word, size_t n) {
 
 static int parse_value(parser *ps, tn_json *v, int depth);
 
+static int key_order(const void *a, const void *b) {
+    const tn_json *x = a, *y = b;
+    if (x->key_len != y->key_len)
+        return x->key_len < y->key_len ? -1 : 1;
+    int c = memcmp(x->key, y->key, x->key_len);
+    if (c)
+        return c;
+    return x->n < y->n ? -1 : x->n > y->n;
+}
+
+/* The members stack[base..] of one object, each with its key's offset in
+ * `n`: sorted, so that a hostile object of 100,000 keys costs n log n, and
+ * the repeat reported is the first one in the text. */
+static int check_duplicates(parser *ps, size_t base) {
+    size_t n = ps->stack_len - base;
+    if (n < 2)
+        return 0;
+    tn_json *m = ps->stack + base;
+    qsort(m, n, sizeof *m, key_order);
+    const tn_json *dup = NULL;
+    for (size_t i = 1; i < n; i++)
+        if (m[i].key_len == m[i - 1].key_len && !memcmp(m[i].key, m[i - 1].key, m[i].key_len) &&
+            (!dup || m[i].n < dup->n))
+            dup = &m[i];
+    if (!dup)
+        return 0;
+    /* The key as far as it prints: up to its first NUL, cut short on a
+     * character boundary. */
+    char key[64];
+    size_t k = strnlen(dup->key, dup->key_len);
+    if (k >= sizeof key) {
+        k = sizeof key - 4;
+        while (k && ((unsigned char)dup->key[k] & 0xC0) == 0x80)
+            k--;
+        memcpy(key + k, "...", 4);
+    } else {
+        key[k] = '\0';
+    }
+    memcpy(key, dup->key, k);
+    long line, col;
+    line_col(ps, ps->src + dup->n, &line, &col);
+    ps->status = tn_fail(ps->err, TN_ERR_FORMAT,
+                         "%s: line %ld, column %ld: the key \"%s\" appears more than once in "
+                         "the same object",
+                         ps->name, line, col, key);
+    return ps->status;
+}
+
 static int parse_container(parser *ps, tn_json *v, int depth, bool is_object) {
     const char *open = ps->p;
-    if (depth >= TN_JSON_MAX_DEPTH)
-        return fail_at(ps, open, "nesting deeper than %d levels", TN_JSON_MAX_DEPTH);
+    if ((unsigned)depth >= ps->max_depth)
+        return fail_at(ps, open, "nesting deeper than %u levels", ps->max_depth);
     ps->p++;
     size_t base = ps->stack_len;
+    /* Without a tree, keys matter only until their object closes. */
+    char *str_base = ps->str_out;
+    const bool keep_keys = ps->build || (is_object && (ps->flags & TN_JSON_NO_DUPLICATE_KEYS));
     char close = is_object ? '}' : ']';
     skip_ws(ps);
     if (ps->p < ps->end && *ps->p == close) {
@@ -384,7 +460,7 @@ static int parse_container(parser *ps, tn_json *v, int depth, bool is_object) {
     } else {
         for (;;) {
             skip_ws(ps);
-            const char *key = NULL;
+            const char *key = NULL, *key_at = ps->p;
             uint32_t key_len = 0;
             if (is_object) {
                 if (ps->p >= ps->end || *ps->p != '"')
@@ -402,12 +478,20 @@ static int parse_container(parser *ps, tn_json *v, int depth, bool is_object) {
             memset(&item, 0, sizeof item);
             if (parse_value(ps, &item, depth + 1))
                 return ps->status;
-            item.key = key;
-            item.key_len = key_len;
-            tn_json *slot = stack_push(ps);
-            if (!slot)
-                return fail_nomem(ps);
-            *slot = item;
+            if (keep_keys) {
+                tn_json *slot = stack_push(ps);
+                if (!slot)
+                    return fail_nomem(ps);
+                if (ps->build) {
+                    item.key = key;
+                    item.key_len = key_len;
+                    *slot = item;
+                } else {
+                    slot->key = key;
+                    slot->key_len = key_len;
+                    slot->n = (uint32_t)(key_at - ps->src);
+                }
+            }
             skip_ws(ps);
             if (ps->p < ps->end && *ps->p == ',') {
                 ps->p++;
@@ -421,6 +505,14 @@ static int parse_container(parser *ps, tn_json *v, int depth, bool is_object) {
                 return fail_at(ps, open, "'%c' is never closed", is_object ? '{' : '[');
             return fail_at(ps, ps->p, "expected ',' or '%c'", close);
         }
+    }
+    if (!ps->build) {
+        v->type = is_object ? TN_JSON_OBJECT : TN_JSON_ARRAY;
+        if (keep_keys && check_duplicates(ps, base))
+            return ps->status;
+        ps->stack_len = base;
+        ps->str_out = str_base;
+        return 0;
     }
     size_t n = ps->stack_len - base;
     v->type = is_object ? TN_JSON_OBJECT : TN_JSON_ARRAY;
@@ -451,6 +543,8 @@ static int parse_value(parser *ps, tn_json *v, int depth) {
         const char *s = parse_string(ps, &len);
         if (!s)
             return ps->status;
+        if (!ps->build)
+            ps->str_out = (char *)s;
         v->type = TN_JSON_STRING;
         v->v.str = s;
         v->n = len;
@@ -485,6 +579,22 @@ static int parse_value(parser *ps, tn_json *v, int depth) {
 
 /* ---------------------------------------------------------------- API */
 
+/* The document in ps->src..ps->end, whole; ps->status is the result. */
+static void scan_document(parser *ps, tn_json *root) {
+    if (ps->end - ps->src >= 3 && memcmp(ps->src, "\xEF\xBB\xBF", 3) == 0) {
+        fail_at(ps, ps->p, "the text starts with a byte order mark");
+        return;
+    }
+    skip_ws(ps);
+    if (ps->p >= ps->end) {
+        fail_at(ps, ps->p, "empty document");
+    } else if (!parse_value(ps, root, 0)) {
+        skip_ws(ps);
+        if (ps->p < ps->end)
+            fail_at(ps, ps->p, "unexpected text after the end of the document");
+    }
+}
+
 int tn_json_parse(const char *text, size_t len, const char *name, tn_json_doc **out,
                   tn_error *err) {
     if (!out)
@@ -513,19 +623,10 @@ int tn_json_parse(const char *text, size_t len, const char *name, tn_json_doc **
         .err = err,
         .str_out = doc->strings,
         .doc = doc,
+        .build = true,
+        .max_depth = TN_JSON_MAX_DEPTH,
     };
-    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {
-        fail_at(&ps, ps.p, "the text starts with a byte order mark");
-    } else {
-        skip_ws(&ps);
-        if (ps.p >= ps.end) {
-            fail_at(&ps, ps.p, "empty document");
-        } else if (!parse_value(&ps, &doc->root, 0)) {
-            skip_ws(&ps);
-            if (ps.p < ps.end)
-                fail_at(&ps, ps.p, "unexpected text after the end of the document");
-        }
-    }
+    scan_document(&ps, &doc->root);
     free(ps.stack);
     if (ps.status) {
         tn_json_free(doc);
@@ -533,6 +634,45 @@ int tn_json_parse(const char *text, size_t len, const char *name, tn_json_doc **
     }
     *out = doc;
     return TN_OK;
+}
+
+int tn_json_check(const char *text, size_t len, const char *name, unsigned max_depth,
+                  unsigned flags, tn_error *err) {
+    if (!name)
+        name = "JSON";
+    if (!text && len)
+        return tn_fail(err, TN_ERR_INVALID, "%s: no text", name);
+    if (len >= UINT32_MAX)
+        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: JSON text of %zu bytes is too large",
+                       name, len);
+    /* The scanner recurses once per level: TN_JSON_MAX_DEPTH bounds the
+     * stack whatever the caller asks. */
+    if (max_depth == 0)
+        max_depth = TN_JSON_CHECK_DEPTH;
+    if (max_depth > TN_JSON_MAX_DEPTH)
+        max_depth = TN_JSON_MAX_DEPTH;
+    /* Keys are decoded to be compared ("a" and "\u0061" are the same key);
+     * one buffer the input's size holds the keys of every open object. */
+    char *strings = malloc(len + 1);
+    if (!strings)
+        return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory while parsing JSON", name);
+    parser ps = {
+        .src = text ? text : "",
+        .p = text ? text : "",
+        .end = (text ? text : "") + len,
+        .name = name,
+        .err = err,
+        .str_out = strings,
+        .build = false,
+        .max_depth = max_depth,
+        .flags = (flags & (TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL)) | CHECK_FINITE,
+    };
+    tn_json root;
+    memset(&root, 0, sizeof root);
+    scan_document(&ps, &root);
+    free(ps.stack);
+    free(strings);
+    return ps.status ? ps.status : TN_OK;
 }
 
 int tn_json_parse_file(const char *path, tn_json_doc **out, tn_error *err) {

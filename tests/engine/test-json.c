@@ -148,6 +148,13 @@ static void check_invalid(void) {
         CHECKF(strstr(err.message, "test.json: line ") != NULL, "%s: message '%s'", bad[k].why,
                err.message);
         tn_json_free(doc);
+        /* The check without a tree is the same scanner: the same refusal,
+         * word for word. */
+        tn_error cerr = {0};
+        CHECKF(tn_json_check(bad[k].text, strlen(bad[k].text), "test.json", 0, 0, &cerr) ==
+                       TN_ERR_FORMAT &&
+                   !strcmp(cerr.message, err.message),
+               "%s: check said '%s', parse '%s'", bad[k].why, cerr.message, err.message);
     }
     /* Position in the message: line and column of the problem. */
     int rc;
@@ -330,12 +337,169 @@ static void check_number_text(void) {
     tn_json_free(doc);
 }
 
+/* tn_json_check, the pre-parse check for json-glib's callers: what
+ * json-glib takes and should not (C's escapes, bytes that are no UTF-8,
+ * numbers beyond a double), the caller's nesting limit, and the two
+ * optional refusals. Each refusal says where and what. */
+static int check_text(const char *s, size_t len, unsigned depth, unsigned flags, tn_error *err) {
+    memset(err, 0, sizeof *err);
+    return tn_json_check(s, len, "answer.json", depth, flags, err);
+}
+
+static void expect_refused(const char *s, size_t len, unsigned depth, unsigned flags,
+                           const char *where, const char *what) {
+    tn_error err;
+    int rc = check_text(s, len, depth, flags, &err);
+    CHECKF(rc == TN_ERR_FORMAT && err.code == TN_ERR_FORMAT, "'%.40s' accepted (%d)", s, rc);
+    char head[64];
+    snprintf(head, sizeof head, "answer.json: %s: ", where);
+    CHECKF(strstr(err.message, head) == err.message && strstr(err.message, what),
+           "'%.40s': message '%s' (wanted '%s' ... '%s')", s, err.message, head, what);
+}
+
+#define REFUSED(lit, depth, flags, where, what) \
+    expect_refused(lit, sizeof lit - 1, depth, flags, where, what)
+
+static void check_pre_parse(void) {
+    const unsigned all = TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL;
+    tn_error err;
+    /* What json-glib turns into bytes of any value. */
+    REFUSED("{\"name\": \"\\101\"}", 0, 0, "line 1, column 11", "invalid escape '\\1'");
+    REFUSED("{\"name\": \"ok\\377\"}", 0, 0, "line 1, column 13", "invalid escape '\\3'");
+    REFUSED("[\"\\x41\"]", 0, 0, "line 1, column 3", "invalid escape '\\x'");
+    REFUSED("[\"\\0\"]", 0, 0, "line 1, column 3", "JSON has only");
+    REFUSED("[\"a\xff\"]", 0, 0, "line 1, column 4", "invalid UTF-8 byte 0xFF");
+    REFUSED("[\"\xc0\x80\"]", 0, 0, "line 1, column 3", "invalid UTF-8 byte 0xC0"); /* overlong NUL */
+    REFUSED("[\"\xe0\x80\xaf\"]", 0, 0, "line 1, column 3", "invalid UTF-8"); /* overlong '/' */
+    REFUSED("[\"\xed\xb0\x80\"]", 0, 0, "line 1, column 3", "invalid UTF-8"); /* a surrogate */
+    REFUSED("[\"\\ud83d\"]", 0, 0, "line 1, column 3", "high surrogate");
+    REFUSED("[\"\\ude00x\"]", 0, 0, "line 1, column 3", "lone low surrogate");
+    REFUSED("{\"\\ud83d\": 1}", 0, 0, "line 1, column 3", "high surrogate"); /* in a key */
+    /* Numbers: beyond a double is refused, a long exact one is not. */
+    REFUSED("{\"n\":\n 1e999}", 0, 0, "line 2, column 2", "number too large");
+    REFUSED("[-1.5E+400]", 0, 0, "line 1, column 2", "number too large");
+    {
+        char big[400];
+        memset(big, '9', sizeof big - 1);
+        big[sizeof big - 1] = '\0';
+        CHECKF(check_text(big, strlen(big) - 100, 0, all, &err) == TN_OK, "%s", err.message);
+        CHECK(check_text(big, strlen(big), 0, all, &err) == TN_ERR_FORMAT &&
+              strstr(err.message, "number too large"));
+        /* tn_json_parse takes it, as the tokenizer files always were. */
+        tn_json_doc *doc = NULL;
+        CHECK(tn_json_parse(big, strlen(big), "x", &doc, &err) == TN_OK);
+        CHECK(isinf(tn_json_num(tn_json_root(doc), 0)));
+        tn_json_free(doc);
+    }
+    CHECKF(check_text("[1e-999, 123456789012345678901234567890, -0]", 44, 0, all, &err) == TN_OK,
+           "%s", err.message);
+    /* Empty and truncated. */
+    REFUSED("", 0, 0, "line 1, column 1", "empty document");
+    REFUSED(" \n ", 0, 0, "line 2, column 2", "empty document");
+    REFUSED("{\"a\": [1, 2", 0, 0, "line 1, column 7", "'[' is never closed");
+    REFUSED("{\"a\": \"tex", 0, 0, "line 1, column 7", "unterminated string");
+    REFUSED("{\"a\": tru", 0, 0, "line 1, column 7", "unexpected character 't'");
+    REFUSED("{\"a\":", 0, 0, "line 1, column 6", "unexpected end of input");
+    CHECK(tn_json_check(NULL, 0, NULL, 0, 0, &err) == TN_ERR_FORMAT &&
+          !strncmp(err.message, "JSON: line 1, column 1: empty document", 38));
+    CHECK(tn_json_check(NULL, 3, "x", 0, 0, &err) == TN_ERR_INVALID);
+    /* The nesting limit: the caller's, inclusive; 0 is 64; never past 512. */
+    char deep[2 * 600];
+    for (unsigned d = 1; d <= 600; d++) {
+        memset(deep, '[', d);
+        memset(deep + d, ']', d);
+        const unsigned limits[] = {0, 1, 32, 64, 512, 100000};
+        for (size_t k = 0; k < sizeof limits / sizeof limits[0]; k++) {
+            unsigned lim = limits[k] ? limits[k] : TN_JSON_CHECK_DEPTH;
+            if (lim > 512)
+                lim = 512;
+            int rc = check_text(deep, 2 * d, limits[k], 0, &err);
+            if (d <= lim) {
+                CHECKF(rc == TN_OK, "depth %u, limit %u: %s", d, limits[k], err.message);
+            } else {
+                char want[64];
+                snprintf(want, sizeof want, "nesting deeper than %u levels", lim);
+                CHECKF(rc == TN_ERR_FORMAT && strstr(err.message, want), "depth %u, limit %u: %s",
+                       d, limits[k], err.message);
+            }
+        }
+    }
+    REFUSED("{\"a\": {\"b\": [[1]]}}", 3, 0, "line 1, column 14", "nesting deeper than 3 levels");
+    {
+        /* Far past any limit, in objects: refused, not a crash. */
+        size_t n = 1u << 20;
+        char *s = malloc(n);
+        for (size_t i = 0; i + 5 <= n; i += 5)
+            memcpy(s + i, "{\"a\":", 5);
+        CHECK(check_text(s, n - n % 5, 100000, all, &err) == TN_ERR_FORMAT &&
+              strstr(err.message, "nesting deeper than 512 levels"));
+        free(s);
+    }
+    /* Duplicate keys: refused only when asked, naming the key and where its
+     * second appearance is; "\u0061" is "a"; the same key in two objects,
+     * or nested, is no repeat. */
+    static const char dup[] = "{\"model\": \"x\",\n \"list\": [{\"a\": 1}, {\"a\": 2}],\n"
+                              " \"\\u006dodel\": \"y\"}";
+    CHECKF(check_text(dup, sizeof dup - 1, 0, TN_JSON_NO_NUL, &err) == TN_OK, "%s", err.message);
+    REFUSED(dup, 0, TN_JSON_NO_DUPLICATE_KEYS, "line 3, column 2",
+            "the key \"model\" appears more than once in the same object");
+    check_text(dup, sizeof dup - 1, 0, all, &err);
+    CHECKF(err.format && !strcmp(err.format, "%s: line %ld, column %ld: the key \"%s\" appears "
+                                               "more than once in the same object") &&
+               err.n_args == 4,
+           "translatable: %s", err.format ? err.format : "(none)");
+    static const char nested_ok[] = "{\"a\": {\"a\": {\"a\": 1}}, \"b\": [{\"a\": 1, \"b\": 2}]}";
+    CHECKF(check_text(nested_ok, sizeof nested_ok - 1, 0, all, &err) == TN_OK, "%s", err.message);
+    REFUSED("{\"a\": {\"x\": 1, \"y\": 2, \"x\": 3}}", 0, all, "line 1, column 24", "\"x\"");
+    /* The first repeat in the text is the one named, whatever the order
+     * of the keys. */
+    REFUSED("{\"z\": 1, \"b\": 1, \"z\": 2, \"b\": 2}", 0, all, "line 1, column 18", "\"z\"");
+    /* A key that differs only past a NUL, and a key cut short in the
+     * message. */
+    CHECK(check_text("{\"a\\u0000b\": 1, \"a\\u0000c\": 2}", 30, 0, TN_JSON_NO_DUPLICATE_KEYS,
+                     &err) == TN_OK);
+    {
+        char s[420];
+        char key[201];
+        memset(key, 'k', 200);
+        key[200] = '\0';
+        snprintf(s, sizeof s, "{\"%s\":1,\"%s\":2}", key, key);
+        CHECK(check_text(s, strlen(s), 0, all, &err) == TN_ERR_FORMAT &&
+              strstr(err.message, "\"kkkkkkkkkk") && strstr(err.message, "...\" appears") &&
+              strlen(err.message) < 200);
+    }
+    {
+        /* 100,000 distinct keys, and then a repeat of one: n log n. */
+        size_t n = 100000, cap = n * 12 + 32, at = 0;
+        char *s = malloc(cap);
+        s[at++] = '{';
+        for (size_t i = 0; i < n; i++)
+            at += (size_t)snprintf(s + at, cap - at, "\"%zu\":0,", i);
+        at += (size_t)snprintf(s + at, cap - at, "\"77777\":1}");
+        CHECK(check_text(s, at, 0, 0, &err) == TN_OK);
+        CHECK(check_text(s, at, 0, all, &err) == TN_ERR_FORMAT && strstr(err.message, "\"77777\""));
+        free(s);
+    }
+    /* NUL: refused only when asked, in a value or a key. */
+    CHECK(check_text("[\"a\\u0000\"]", 11, 0, TN_JSON_NO_DUPLICATE_KEYS, &err) == TN_OK);
+    REFUSED("[\"a\\u0000\"]", 0, TN_JSON_NO_NUL, "line 1, column 4", "NUL");
+    REFUSED("{\"k\\u0000\": 1}", 0, all, "line 1, column 4", "NUL");
+    /* A raw NUL byte is never JSON. */
+    REFUSED("[\"a\0\"]", 0, 0, "line 1, column 4", "control character U+0000");
+    /* Everything JSON has passes with every refusal asked for. */
+    static const char good[] =
+        "{\"s\": \"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00 \xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\","
+        " \"n\": [0, -1, 1.5e300, 2E-3], \"b\": [true, false, null], \"o\": {}, \"e\": []}";
+    CHECKF(check_text(good, sizeof good - 1, 0, all, &err) == TN_OK, "%s", err.message);
+}
+
 int main(void) {
     check_number_text();
     check_depth_scan();
     check_values();
     check_invalid();
     check_depth();
+    check_pre_parse();
     check_mutations();
     check_locale();
     check_big_file();
