@@ -960,14 +960,6 @@ get_string (Reader     *r,
       bad_member (r, where, name, _("a string"));
       return NULL;
     }
-  /* json-glib takes C's octal escapes ("\\666") and makes bytes of them that
-   * are no UTF-8: such a chat loaded, and saved, could never be read again
-   * (found by fuzz-chatfile). */
-  if (!g_utf8_validate (json_node_get_string (n), -1, NULL))
-    {
-      bad_member (r, where, name, _("UTF-8 text"));
-      return NULL;
-    }
   return json_node_get_string (n);
 }
 
@@ -1169,6 +1161,7 @@ tern_chat_load (const char *path,
   g_autofree char *data = NULL;
   gsize len = 0;
   Reader r = { .path = path, .error = error };
+  tn_error check = { 0 };
   JsonNode *root, *node;
   JsonObject *o;
   JsonArray *messages;
@@ -1180,10 +1173,16 @@ tern_chat_load (const char *path,
    * ends. tern_read_file refuses both unread. */
   if (!tern_read_file (path, MAX_FILE_BYTES, &data, &len, error))
     return NULL;
-  if (!tn_json_depth_ok (data, len, MAX_DEPTH))
+  /* Strict JSON before json-glib sees it: json-glib makes bytes that are
+   * no UTF-8 of C's escapes ("\\101"), keeps the last of a repeated key
+   * (a hand-edited chat would lose a message's text without a word) and
+   * recurses once per level; a NUL would cut a message short. */
+  if (tn_json_check (data, len, path, MAX_DEPTH, TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL,
+                     &check) != TN_OK)
     {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   _("%s: nested more than %d levels deep: not a Tern chat"), path, MAX_DEPTH);
+      g_autofree char *why = tern_engine_error_text (&check);
+
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, _("%s: not a Tern chat"), why);
       return NULL;
     }
   if (!json_parser_load_from_data (parser, data, (gssize) len, error))

@@ -416,27 +416,55 @@ test_chat_images (const char *dir)
       }
     g_unlink (bad);
   }
-  /* Text that is not UTF-8 (json-glib makes bytes of C's octal escapes):
-   * refused at load, since the chat saved again could never be read
-   * (found by fuzz-chatfile). */
+  /* What json-glib takes and JSON is not, refused at load with where and
+   * what (tn_json_check): C's escapes (json-glib made bytes of them that
+   * are no UTF-8, and the chat saved again could never be read: found by
+   * fuzz-chatfile), bytes that are no UTF-8, a repeated key (json-glib kept
+   * the last: a hand-edited chat lost a message's text without a word),
+   * \u0000 (a message cut short) and nesting past a chat's 32 levels. */
   {
-    static const char *const octal[] = {
-      "{\"format\": \"tern-chat\", \"version\": 1, \"id\": \"o\", \"messages\": "
-      "[{\"role\": \"user\", \"content\": \"a\\666b\"}]}",
-      "{\"format\": \"tern-chat\", \"version\": 1, \"id\": \"o\", \"title\": \"\\377\", "
-      "\"messages\": []}",
+#define CHAT_HEAD "{\"format\": \"tern-chat\", \"version\": 1, \"id\": \"o\", "
+    static const struct { const char *json, *where, *what; } strict[] = {
+      { CHAT_HEAD "\"messages\": [{\"role\": \"user\", \"content\": \"a\\666b\"}]}",
+        "line 1, column 93", "invalid escape '\\6'" },
+      { CHAT_HEAD "\"title\": \"\\377\",\n\"messages\": []}", "line 1, column 60",
+        "invalid escape '\\3'" },
+      { CHAT_HEAD "\"title\": \"\\x41\",\n\"messages\": []}", "line 1, column 60",
+        "invalid escape '\\x'" },
+      { CHAT_HEAD "\"title\": \"\xc3\x28\", \"messages\": []}", "line 1, column 60",
+        "invalid UTF-8 byte 0xC3" },
+      { CHAT_HEAD "\"title\": \"\xc0\xaf\", \"messages\": []}", "line 1, column 60",
+        "invalid UTF-8 byte 0xC0" },
+      { CHAT_HEAD "\"title\": \"\\udc00\", \"messages\": []}", "line 1, column 60",
+        "lone low surrogate" },
+      { CHAT_HEAD "\"messages\": [\n{\"role\": \"user\", \"content\": \"mine\",\n"
+        "  \"content\": \"theirs\"}]}", "line 3, column 3",
+        "the key \"content\" appears more than once in the same object" },
+      { CHAT_HEAD "\"messages\": [{\"role\": \"user\", \"content\": \"a\\u0000b\"}]}",
+        "line 1, column 93", "NUL" },
+      { CHAT_HEAD "\"messages\": [{\"role\": \"user\", \"content\": \"a\", \"x\": "
+        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}]}", "line 1, column",
+        "nesting deeper than 32 levels" },
+      { CHAT_HEAD "\"created\": 1e999, \"messages\": []}", "line 1, column 61",
+        "number too large" },
+      { CHAT_HEAD "\"messages\": [", "line 1, column 63", "unexpected end of input" },
+      { "", "line 1, column 1", "empty document" },
     };
-    g_autofree char *bad = g_build_filename (dir, "octal.json", NULL);
+#undef CHAT_HEAD
+    g_autofree char *bad = g_build_filename (dir, "strict.json", NULL);
 
-    for (gsize i = 0; i < G_N_ELEMENTS (octal); i++)
+    for (gsize i = 0; i < G_N_ELEMENTS (strict); i++)
       {
         g_autoptr(TernChat) back = NULL;
+        g_autofree char *where = g_strdup_printf ("strict.json: %s", strict[i].where);
 
-        g_file_set_contents (bad, octal[i], -1, NULL);
+        g_file_set_contents (bad, strict[i].json, -1, NULL);
         g_clear_error (&error);
         back = tern_chat_load (bad, &error);
-        CHECKF (back == NULL && error != NULL && strstr (error->message, "UTF-8") != NULL,
-                "%s: %s", octal[i], error ? error->message : "loaded");
+        CHECKF (back == NULL && error != NULL && strstr (error->message, where) != NULL
+                && strstr (error->message, strict[i].what) != NULL
+                && g_str_has_suffix (error->message, "not a Tern chat"),
+                "%s: %s", strict[i].json, error ? error->message : "loaded");
       }
     g_unlink (bad);
   }

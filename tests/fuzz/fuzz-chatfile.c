@@ -5,8 +5,9 @@
  * saved, and the saved file reads back to the same messages (role, text,
  * picture count), id, mode and title.
  * Built from the app's source with GLib, json-glib and the picture reader;
- * tern_read_file (the app's, in tern-engine-worker.c, beside the engine
- * worker) is given here on top of libtern's tn_read_file, as there.
+ * tern_read_file and tern_engine_error_text (the app's, in
+ * tern-engine-worker.c, beside the engine worker) are given here on top of
+ * libtern, as there (the English message: no catalog is bound).
  *
  * Seeds: tests/fuzz/corpus/chatfile/.
  * Run:   build-fuzz/tests/fuzz/fuzz-chatfile tests/fuzz/corpus/chatfile
@@ -21,6 +22,11 @@
 #include <string.h>
 
 gboolean tern_read_file(const char *path, guint64 max, char **out, gsize *len, GError **error);
+char *tern_engine_error_text(const tn_error *err);
+
+char *tern_engine_error_text(const tn_error *err) {
+    return g_strdup(err->message);
+}
 
 gboolean tern_read_file(const char *path, guint64 max, char **out, gsize *len, GError **error) {
     tn_error err = {0};
