@@ -178,13 +178,6 @@ get_string (Loader      *loader,
   if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING)
     return fail (loader, field, _("'%s' must be a string, not %s"), key, node_kind (node));
   *out = json_node_get_string (node);
-  /* json-glib makes bytes of C's octal escapes ("\\666"): no UTF-8, for
-   * a label the Models panel would show. */
-  if (!g_utf8_validate (*out, -1, NULL))
-    {
-      *out = NULL;
-      return fail (loader, field, _("'%s' is not UTF-8 text"), key);
-    }
   if (required && **out == '\0')
     return fail (loader, field, _("'%s' is empty"), key);
   return TRUE;
@@ -755,16 +748,21 @@ tern_catalog_new_from_data (const char  *data,
   g_autoptr(JsonParser) parser = json_parser_new ();
   g_autoptr(GError) parse_error = NULL;
   Loader loader = { name ? name : "catalog", error };
+  tn_error check = { 0 };
 
   g_return_val_if_fail (data != NULL, NULL);
 
   self->path = g_strdup (loader.name);
-  /* A catalog nests 6 levels; json-glib recurses once per level, so a
-   * damaged or hostile file is measured before it is parsed. */
-  if (!tn_json_depth_ok (data, length < 0 ? strlen (data) : (gsize) length, 32))
+  /* Strict JSON before json-glib: it makes bytes of C's escapes ("\\666",
+   * no UTF-8, for a label the Models panel would show), keeps the last of
+   * a repeated key (a second "url" or "sha256" in a hand-edited file would
+   * win without a word) and recurses once per level (a catalog nests 6). */
+  if (tn_json_check (data, length < 0 ? strlen (data) : (gsize) length, loader.name, 32,
+                     TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL, &check) != TN_OK)
     {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG,
-                   "%s: nested deeper than a catalog can be (32 levels)", loader.name);
+      g_autofree char *why = tern_manager_engine_message (&check);
+
+      g_set_error_literal (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG, why);
       return NULL;
     }
   if (!json_parser_load_from_data (parser, data, length, &parse_error))

@@ -292,9 +292,12 @@ read_meta (Transfer    *t,
   JsonNode *root;
 
   /* Four flat members; anything nested is not ours (and json-glib would
-   * recurse on it). A meta file that cannot be read means a fresh start. */
+   * recurse on it), nor is what only json-glib reads (C's escapes, a
+   * repeated "url" of which it keeps the last). A meta file that cannot be
+   * read means a fresh start. */
   if (tn_read_file (t->meta, 65536, &data, &length, NULL) != TN_OK
-      || !tn_json_depth_ok (data, length, 4)
+      || tn_json_check (data, length, t->meta, 4, TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL,
+                        NULL) != TN_OK
       || !json_parser_load_from_data (parser, data, (gssize) length, NULL))
     return FALSE;
   root = json_parser_get_root (parser);

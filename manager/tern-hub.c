@@ -404,22 +404,30 @@ hub_get (const char    *url,
   return g_byte_array_free_to_bytes (g_steal_pointer (&body));
 }
 
-/* The body as JSON whose root has the type wanted, after the checks that
- * keep json-glib safe: UTF-8 (json-glib would take invalid bytes into its
- * strings) and nesting at most max_depth (its parser recurses per level). */
+/* The body as JSON whose root has the type wanted, after tn_json_check:
+ * json-glib takes C's escapes ("\\101") and makes bytes of them that need
+ * not be UTF-8 (a hostile HF_ENDPOINT's labels in the Models panel), and
+ * recurses once per level. A NUL would cut a name short. What the check
+ * refuses goes to *why (the answer named as from), a message to show. */
 static JsonNode *
-hub_parse (GBytes    *body,
-           guint      max_depth,
-           JsonNodeType want)
+hub_parse (GBytes       *body,
+           guint         max_depth,
+           JsonNodeType  want,
+           const char   *from,
+           char        **why)
 {
   g_autoptr(JsonParser) parser = json_parser_new ();
   const char *data = g_bytes_get_data (body, NULL);
   gsize size = g_bytes_get_size (body);
+  tn_error check = { 0 };
   JsonNode *root;
 
-  if (data == NULL || size == 0 || !g_utf8_validate_len (data, size, NULL)
-      || !tn_json_depth_ok (data, size, max_depth)
-      || !json_parser_load_from_data (parser, data, (gssize) size, NULL))
+  if (tn_json_check (data, size, from, max_depth, TN_JSON_NO_NUL, &check) != TN_OK)
+    {
+      *why = tern_manager_engine_message (&check);
+      return NULL;
+    }
+  if (!json_parser_load_from_data (parser, data, (gssize) size, NULL))
     return NULL;
   root = json_parser_get_root (parser);
   if (root == NULL || JSON_NODE_TYPE (root) != want)
@@ -438,6 +446,7 @@ api_get (const HubRef  *ref,
   g_autoptr(GBytes) body = NULL;
   g_autofree char *auth = tern_hub_authorization_for (url);
   g_autoptr(GError) local_error = NULL;
+  g_autofree char *why = NULL;
   JsonNode *root;
   gboolean too_big;
   guint status;
@@ -480,7 +489,13 @@ api_get (const HubRef  *ref,
                    ref->owner, ref->repo, status, soup_message_get_reason_phrase (msg), url);
       return NULL;
     }
-  root = body != NULL ? hub_parse (body, HUB_ANSWER_MAX_DEPTH, JSON_NODE_OBJECT) : NULL;
+  root = body != NULL ? hub_parse (body, HUB_ANSWER_MAX_DEPTH, JSON_NODE_OBJECT, url, &why) : NULL;
+  if (root == NULL && why != NULL)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                   _("%s/%s: the Hub's answer is not the JSON object it documents: %s"), ref->owner, ref->repo, why);
+      return NULL;
+    }
   if (root == NULL)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
@@ -928,6 +943,7 @@ tern_hub_search (const char    *query,
   g_autoptr(GError) local_error = NULL;
   g_autoptr(JsonNode) root = NULL;
   g_autoptr(GPtrArray) models = NULL;
+  g_autofree char *why = NULL;
   JsonArray *list;
   gboolean too_big;
   guint status;
@@ -984,7 +1000,13 @@ tern_hub_search (const char    *query,
                      "models"), base, cap);
       return NULL;
     }
-  root = hub_parse (body, HUB_SEARCH_MAX_DEPTH, JSON_NODE_ARRAY);
+  root = hub_parse (body, HUB_SEARCH_MAX_DEPTH, JSON_NODE_ARRAY, url, &why);
+  if (root == NULL && why != NULL)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                   _("the Hugging Face search did not answer with the list of models it documents: %s"), why);
+      return NULL;
+    }
   if (root == NULL)
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,

@@ -360,6 +360,7 @@ load_state (TernModelStore *self,
   g_autoptr(JsonParser) parser = json_parser_new ();
   size_t length = 0;
   tn_error read_error = { 0 };
+  tn_error check = { 0 };
   int rc;
 
   clear_state (self);
@@ -375,9 +376,20 @@ load_state (TernModelStore *self,
       g_set_error_literal (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE, why);
       return FALSE;
     }
-  /* json-glib recurses once per nesting level: measured first. */
-  if (!tn_json_depth_ok (data, length, 32))
-    return state_fail (self, error, "(file)", "nested deeper than 32 levels");
+  /* Strict JSON before json-glib: it recurses once per nesting level,
+   * makes bytes that need not be UTF-8 of C's escapes and keeps the last
+   * of a repeated key (a file edited by hand would lose a model's record
+   * without a word). */
+  if (tn_json_check (data, length, self->state_path, 32,
+                     TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL, &check) != TN_OK)
+    {
+      g_autofree char *why = tern_manager_engine_message (&check);
+
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE,
+                   _("%s (move the file away to start over; downloaded files stay in place)"), why);
+      clear_state (self);
+      return FALSE;
+    }
   if (!json_parser_load_from_data (parser, data, (gssize) length, &local_error))
     return state_fail (self, error, "(file)", local_error->message);
   if (!parse_state (self, json_parser_get_root (parser), error))

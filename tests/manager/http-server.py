@@ -58,7 +58,8 @@ models of one quantization, a split model missing a part), listings only
 body that is not the listing: HTML, 200,000 nested brackets, wrong types, a
 cut-off answer). Searches for "garbage-*" answer like a broken Hub: HTML,
 100,000 nested brackets, an object, wrong types, 50 MiB (with and without
-Content-Length), bytes that are not UTF-8, 500, a cut-off list.
+Content-Length), bytes that are not UTF-8, C's escapes, \\u0000, 500, a cut-off
+list.
 """
 import gzip
 import hashlib
@@ -132,6 +133,10 @@ HUB_SEARCH_GARBAGE = {
         {"id": "ok/fine", "downloads": 12, "likes": 3, "gated": "auto", "tags": "not a list"},
         {"id": "ok/nested", "downloads": {"n": 1}, "likes": [1], "gated": {"x": True}}]),
     "garbage-truncated": '[{"id": "a/b", "downl',
+    # What json-glib takes and JSON is not: C's escapes (bytes that need
+    # not be UTF-8 in the Models panel's labels) and a NUL.
+    "garbage-octal": r'[{"id": "evil/M\101\377-GGUF", "downloads": 1}]',
+    "garbage-nul": r'[{"id": "evil/a\u0000b-GGUF", "downloads": 1}]',
 }
 HUB_TOKEN = "Bearer sekrit"
 # Answers a broken or hostile Hub (or mirror) could give: 200 with a body
@@ -147,6 +152,8 @@ HUB_GARBAGE = {
                                                      "lfs": {"sha256": 7, "size": "x"}},
         {"rfilename": "y-Q4_K_M.gguf", "size": 10, "lfs": []}]}),
     "garbage/truncated": '{"sha": "' + "3" * 40 + '", "siblings": [{"rfilename": "a-Q4_K_M.gg',
+    "garbage/octal": '{"sha": "' + "4" * 40 + r'", "siblings": [{"rfilename": "x\377-Q4_K_M.gguf", '
+                     r'"size": 10}]}',
 }
 
 

@@ -421,7 +421,7 @@ test_catalog_errors (void)
     const char *json;
     const char *message;
   } cases[] = {
-    { "{", "bad.json: not valid JSON" },
+    { "{", "bad.json: line 1, column 2: expected a string key (invalid JSON)" },
     { "[]", "bad.json: (top level): must be an object, not an array" },
     { "{\"packages\": {}, \"families\": []}", "bad.json: schema: missing" },
     { "{\"schema\": 2, \"packages\": {}, \"families\": []}", "schema: is 2; this version of Tern reads schema 1" },
@@ -507,11 +507,22 @@ test_catalog_errors (void)
       "\"families\": [{\"id\": \"f\", \"label\": \"F\", \"tags\": [{\"tag\": \"f:a\", \"label\": \"A\", "
       "\"base\": \"p\", \"requires\": [\"\"]}]}]}",
       "families[0].tags[0]: requires[0] '' is not a feature name" },
-    /* json-glib makes a byte of C's octal escape: no UTF-8, refused. */
+    /* Strict JSON first (tn_json_check), where and what: json-glib makes a
+     * byte of C's octal escape (no UTF-8, for the Models panel's label),
+     * keeps the last of a repeated key, takes bytes that are no UTF-8. */
     { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m\", \"url\": \"https://h/m\"}]}}, "
       "\"families\": [{\"id\": \"f\", \"label\": \"F\\666\", \"tags\": [{\"tag\": \"f:a\", \"label\": \"A\", "
       "\"base\": \"p\"}]}]}",
-      "families[0]: 'label' is not UTF-8 text" },
+      "bad.json: line 1, column 120: invalid escape '\\6'" },
+    { "{\"schema\": 1, \"packages\": {\"p\": {\"files\": [{\"name\": \"m\", \"url\": \"https://h/m\",\n"
+      "  \"url\": \"https://elsewhere/m\"}]}}, \"families\": []}",
+      "bad.json: line 2, column 3: the key \"url\" appears more than once in the same object" },
+    { "{\"schema\": 1, \"packages\": {}, \"families\": [{\"id\": \"f\", \"label\": \"\xff\", \"tags\": []}]}",
+      "bad.json: line 1, column 66: invalid UTF-8 byte 0xFF" },
+    { "{\"schema\": 1, \"packages\": {}, \"families\": [{\"id\": \"f\\u0000\", \"label\": \"F\", \"tags\": []}]}",
+      "bad.json: line 1, column 53: \\u0000 (a NUL character) inside a string" },
+    { "{\"schema\": 1, \"packages\": {}, \"families\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
+      "bad.json: line 1, column 74: nesting deeper than 32 levels" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
@@ -704,6 +715,49 @@ test_download_ignored_range (void)
   g_assert_cmpuint (requests->len, ==, 1);
   g_assert_cmpstr (req_string (requests, 0, "range"), ==, "bytes=16-");
   g_assert_cmpint (req_status (requests, 0), ==, 200);
+}
+
+/* A partial's meta file that only json-glib reads (a repeated "url", of
+ * which it kept the last, and C's escapes): not ours, so the download
+ * starts afresh rather than resuming on the word of the last key. */
+static void
+test_download_meta_not_strict (void)
+{
+  const char *metas[] = {
+    "{\"url\": \"http://elsewhere/a.bin\", \"url\": \"%s/ok/a.bin\", \"etag\": null, \"sha256\": null}",
+    "{\"url\": \"%s/ok/a.bin\", \"etag\": \"\\101\", \"sha256\": null}",
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (metas); i++)
+    {
+      g_autofree char *root = new_store_root ();
+      g_autoptr(TernModelStore) store = new_store (root);
+      g_autoptr(TernDownloader) dl = new_downloader (store);
+      g_autoptr(TernCatalog) catalog = single_catalog ("ok", "a.bin", TRUE);
+      g_autofree char *partial = store_file (store, "pkg-one", "a.bin", ".partial");
+      g_autofree char *meta = store_file (store, "pkg-one", "a.bin", ".partial.json");
+      g_autofree char *meta_json = g_strdup_printf (metas[i], base_url);
+      g_autofree char *dir = g_path_get_dirname (partial);
+      g_autofree char *path = NULL;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(GPtrArray) requests = NULL;
+
+      /* The right first quarter: a resume would be taken (206). */
+      g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+      g_assert_true (g_file_set_contents (partial, (const char *) fixture ("a.bin")->data,
+                                          FILE_A_SIZE / 4, NULL));
+      g_assert_true (g_file_set_contents (meta, meta_json, -1, NULL));
+
+      server_reset ();
+      g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+      g_assert_no_error (error);
+      path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+      assert_file_is (path, "a.bin");
+      requests = server_requests ("/ok/a.bin", NULL);
+      g_assert_cmpuint (requests->len, ==, 1);
+      g_assert_null (req_string (requests, 0, "range"));
+      g_assert_cmpint (req_status (requests, 0), ==, 200);
+    }
 }
 
 static gboolean
@@ -2163,6 +2217,34 @@ test_state_file_errors (void)
   g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE);
   g_assert_nonnull (strstr (error->message, state));
   g_assert_nonnull (strstr (error->message, "tags.x:y"));
+
+  /* What only json-glib reads, refused with where and what (tn_json_check):
+   * a repeated key (json-glib kept the last: a model's record lost without
+   * a word), C's escapes, a NUL. */
+  {
+    static const struct { const char *json, *what; } strict[] = {
+      { "{\"schema\": 1, \"tags\": {},\n \"packages\": {}, \"local\": {}, \"tags\": {}}",
+        "line 2, column 31: the key \"tags\" appears more than once in the same object" },
+      { "{\"schema\": 1, \"tags\": {\"x:\\171\": {}}, \"packages\": {}, \"local\": {}}",
+        "line 1, column 27: invalid escape '\\1'" },
+      { "{\"schema\": 1, \"tags\": {}, \"packages\": {}, \"local\": {\"a\\u0000\": {}}}",
+        "line 1, column 55: \\u0000 (a NUL character)" },
+    };
+
+    for (guint i = 0; i < G_N_ELEMENTS (strict); i++)
+      {
+        g_autoptr(TernModelStore) again = NULL;
+
+        g_clear_error (&error);
+        g_assert_true (g_file_set_contents (state, strict[i].json, -1, NULL));
+        again = tern_model_store_new (root, &error);
+        g_assert_null (again);
+        g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE);
+        if (strstr (error->message, state) == NULL || strstr (error->message, strict[i].what) == NULL
+            || strstr (error->message, "move the file away") == NULL)
+          g_error ("%s: %s", strict[i].json, error->message);
+      }
+  }
 }
 
 /* ---- tern-cli -------------------------------------------------------------- */
@@ -3183,7 +3265,8 @@ static void
 test_hub_search_garbage (void)
 {
   const char *bad[] = { "garbage-html", "garbage-deep", "garbage-object", "garbage-truncated", "garbage-utf8",
-                        "garbage-500", "garbage-big", "garbage-big-unsized" };
+                        "garbage-500", "garbage-big", "garbage-big-unsized", "garbage-octal",
+                        "garbage-nul" };
   g_autoptr(GError) error = NULL;
   g_autoptr(GPtrArray) found = NULL;
   TernHubModel *m;
@@ -3203,6 +3286,20 @@ test_hub_search_garbage (void)
       /* 50 MiB is not read to the end before it is refused. */
       g_assert_cmpint (g_get_monotonic_time () - start, <, 20 * G_USEC_PER_SEC);
     }
+
+  /* C's escapes (json-glib made bytes of them, for the Models panel's
+   * labels) and a NUL: refused by tn_json_check, saying where and what. */
+  found = tern_hub_search ("garbage-octal", 0, NULL, &error);
+  g_assert_null (found);
+  if (error == NULL || strstr (error->message, "did not answer with the list of models it documents: ") == NULL
+      || strstr (error->message, "line 1, column 16: invalid escape '\\1'") == NULL)
+    g_error ("garbage-octal: %s", error ? error->message : "results");
+  g_clear_error (&error);
+  found = tern_hub_search ("garbage-nul", 0, NULL, &error);
+  g_assert_null (found);
+  if (error == NULL || strstr (error->message, "line 1, column 16: \\u0000 (a NUL character)") == NULL)
+    g_error ("garbage-nul: %s", error ? error->message : "results");
+  g_clear_error (&error);
 
   found = tern_hub_search ("garbage-types", 0, NULL, &error);
   g_assert_no_error (error);
@@ -3226,7 +3323,8 @@ test_hub_search_garbage (void)
   /* The repository listing read for the quantizations, fed the same. */
   for (const char *const *repo = (const char *const[]) { "garbage/not-json", "garbage/deep",
                                                           "garbage/deep-member", "garbage/array",
-                                                          "garbage/types", "garbage/truncated", NULL };
+                                                          "garbage/types", "garbage/truncated",
+                                                          "garbage/octal", NULL };
        *repo; repo++)
     {
       g_autoptr(TernHubRepo) listing = tern_hub_list_quants (*repo, NULL, &error);
@@ -3234,6 +3332,9 @@ test_hub_search_garbage (void)
       g_assert_null (listing);
       g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP);
       g_assert_nonnull (strstr (error->message, *repo));
+      if (g_str_equal (*repo, "garbage/octal")
+          && strstr (error->message, "column 82: invalid escape '\\3'") == NULL)
+        g_error ("%s: %s", *repo, error->message);
       g_clear_error (&error);
     }
   {
@@ -3404,6 +3505,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/symlink-in-place", test_download_symlink_in_place);
   g_test_add_func ("/manager/download/odd-partial", test_download_odd_partial);
   g_test_add_func ("/manager/download/damaged-partial", test_download_damaged_partial);
+  g_test_add_func ("/manager/download/meta-not-strict", test_download_meta_not_strict);
   g_test_add_func ("/manager/download/wrong-bytes", test_download_wrong_bytes);
   g_test_add_func ("/manager/download/advertised-hash", test_download_advertised_hash);
   g_test_add_func ("/manager/download/http-errors", test_download_http_errors);

@@ -183,6 +183,14 @@ test_hostile (void)
   expect_error ("not JSON", "data: {\"choices\": [\n\n", 21, "not a JSON object");
   expect_error ("a JSON string", "data: \"text\"\n\n", 14, "not a JSON object");
   expect_error ("invalid UTF-8", bad_utf8, strlen (bad_utf8), "not UTF-8");
+  /* C's escapes, which json-glib took ("\\101" as "A", "\\377" as a byte
+   * that is no UTF-8): not JSON (tn_json_check). */
+  {
+    const char *octal = "data: {\"choices\":[{\"delta\":{\"content\":\"\\101\\102\"}}]}\n\n";
+    const char *hex = "data: {\"choices\":[{\"delta\":{\"content\":\"\\x41\"}}]}\n\n";
+    expect_error ("an octal escape", octal, strlen (octal), "not a JSON object");
+    expect_error ("a hex escape", hex, strlen (hex), "not a JSON object");
+  }
   {
     const char *ev = "data: {\"error\":{\"message\":\"out\\nof memory\"}}\n\n";
     const char *str = "data: {\"error\":\"quota\"}\n\n";
