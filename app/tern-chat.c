@@ -1177,7 +1177,8 @@ tern_chat_load (const char *path,
    * no UTF-8 of C's escapes ("\\101"), keeps the last of a repeated key
    * (a hand-edited chat would lose a message's text without a word) and
    * recurses once per level; a NUL would cut a message short. */
-  if (tn_json_check (data, len, path, MAX_DEPTH, TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL,
+  if (tn_json_check (data, len, path, MAX_DEPTH,
+                     TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS,
                      &check) != TN_OK)
     {
       g_autofree char *why = tern_engine_error_text (&check);

@@ -50,12 +50,8 @@ typedef struct parser {
 
     bool build;           /* false: tn_json_check, no tree */
     unsigned max_depth;
-    unsigned flags;       /* TN_JSON_NO_*, and CHECK_FINITE */
+    unsigned flags;       /* TN_JSON_NO_* */
 } parser;
-
-/* Only tn_json_check refuses a number beyond a double: the tokenizer files
- * tn_json_parse reads have always been taken as they are. */
-#define CHECK_FINITE (1u << 16)
 
 /* ------------------------------------------------------------- errors */
 
@@ -382,7 +378,7 @@ static int parse_number(parser *ps, tn_json *v) {
     v->v.num = c_locale ? strtod_l(buf, NULL, c_locale) : strtod(buf, NULL);
     if (buf != small)
         free(buf);
-    if ((ps->flags & CHECK_FINITE) && !isfinite(v->v.num))
+    if ((ps->flags & TN_JSON_NO_HUGE_NUMBERS) && !isfinite(v->v.num))
         return fail_at(ps, s, "number too large (beyond what a double holds, about 1.8e308)");
     return 0;
 }
@@ -665,7 +661,7 @@ int tn_json_check(const char *text, size_t len, const char *name, unsigned max_d
         .str_out = strings,
         .build = false,
         .max_depth = max_depth,
-        .flags = (flags & (TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL)) | CHECK_FINITE,
+        .flags = flags & (TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS),
     };
     tn_json root;
     memset(&root, 0, sizeof root);

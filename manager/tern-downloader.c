@@ -296,7 +296,8 @@ read_meta (Transfer    *t,
    * repeated "url" of which it keeps the last). A meta file that cannot be
    * read means a fresh start. */
   if (tn_read_file (t->meta, 65536, &data, &length, NULL) != TN_OK
-      || tn_json_check (data, length, t->meta, 4, TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL,
+      || tn_json_check (data, length, t->meta, 4,
+                        TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS,
                         NULL) != TN_OK
       || !json_parser_load_from_data (parser, data, (gssize) length, NULL))
     return FALSE;

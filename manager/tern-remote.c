@@ -81,7 +81,8 @@ parse_json (const char *data, gsize len)
   /* Strict JSON first: json-glib takes C's escapes ("\\101") and makes
    * bytes of them that need not be UTF-8, and recurses once per level. */
   if (len > REMOTE_MAX_BODY
-      || tn_json_check (data, len, "answer", REMOTE_MAX_DEPTH, 0, NULL) != TN_OK)
+      || tn_json_check (data, len, "answer", REMOTE_MAX_DEPTH, TN_JSON_NO_HUGE_NUMBERS,
+                         NULL) != TN_OK)
     return NULL;
   parser = json_parser_new_immutable ();
   if (!json_parser_load_from_data (parser, data, (gssize) len, NULL))

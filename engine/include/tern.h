@@ -276,6 +276,8 @@ bool tn_json_depth_ok(const char *data, size_t len, unsigned max_depth);
 /* tn_json_check's flags. */
 #define TN_JSON_NO_DUPLICATE_KEYS 0x1u /* a key twice in one object (the key is named) */
 #define TN_JSON_NO_NUL 0x2u            /* \u0000 in a string or a key */
+#define TN_JSON_NO_HUGE_NUMBERS 0x4u   /* a number beyond a double (1e999: json-glib
+                                          makes infinity of it) */
 /* Nesting tn_json_check allows when the caller passes 0: more than any file
  * or answer Tern reads needs. */
 #define TN_JSON_CHECK_DEPTH 64
@@ -286,8 +288,7 @@ bool tn_json_depth_ok(const char *data, size_t len, unsigned max_depth);
  * takes and makes bytes of that need not be UTF-8), \u surrogates paired,
  * no comments or trailing commas; arrays and objects at most max_depth deep
  * (0: TN_JSON_CHECK_DEPTH; at most 512 whatever is asked, the scanner
- * recurses), and no number beyond a double's range (json-glib makes
- * infinity of 1e999). flags adds the TN_JSON_NO_* refusals. TN_OK, or
+ * recurses). flags adds the TN_JSON_NO_* refusals. TN_OK, or
  * TN_ERR_FORMAT with "NAME: line L, column C: what" in err (name: the file
  * or the answer, "JSON" when NULL). For callers of json-glib, before it
  * sees text read from a file or the network. Costs one allocation of len
