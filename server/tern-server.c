@@ -1551,12 +1551,12 @@ static bool call_arguments(JsonObject *fn, const char *where, char **out, char *
         return false;
     }
     const char *text = json_node_get_string(n);
-    /* The body's own depth check does not look inside strings, and
-     * json-glib's parser recurses once per level: 300,000 '[' here
-     * overflowed the stack and took the server down. */
-    if (!tn_json_depth_ok(text, strlen(text), MAX_JSON_DEPTH)) {
-        *why = g_strdup_printf("%s.arguments is nested deeper than %d levels", where,
-                               MAX_JSON_DEPTH);
+    /* The body's own checks do not look inside strings, and json-glib's
+     * parser recurses once per level (300,000 '[' here overflowed the stack
+     * and took the server down) and takes C's escapes. */
+    tn_error check = {0};
+    if (tn_json_check(text, strlen(text), "arguments", MAX_JSON_DEPTH, 0, &check) != TN_OK) {
+        *why = g_strdup_printf("%s.arguments is not JSON: %s", where, check.message);
         return false;
     }
     JsonParser *parser = json_parser_new();
@@ -1830,11 +1830,13 @@ static void scan_fail(body_scan *sc, const char *problem, const char *member, si
 }
 
 /* One linear pass over the body before json-glib sees it, for what the
- * parser cannot be trusted with: nesting (it recurses once per level, and
- * 100,000 levels overflowed the stack), NUL in strings (\u0000 or a raw
- * byte: a C string would end there, cutting the text silently) and integers
- * beyond 64 bits (json-glib wraps them: 2^64 + 5 read as -1). Strings and
- * their escapes are skipped exactly, so brackets in text do not count. */
+ * parser cannot be trusted with and the answer names the member of:
+ * nesting (it recurses once per level, and 100,000 levels overflowed the
+ * stack), NUL in strings (\u0000 or a raw byte: a C string would end
+ * there, cutting the text silently) and integers beyond 64 bits (json-glib
+ * wraps them: 2^64 + 5 read as -1). Strings and their escapes are skipped
+ * exactly, so brackets in text do not count. What JSON is not (C's escapes,
+ * bytes that are no UTF-8, a repeated key) is tn_json_check's, after. */
 static void scan_body(const char *p, size_t n, body_scan *sc) {
     sc->problem = NULL;
     int depth = 0;
@@ -1852,13 +1854,6 @@ static void scan_body(const char *p, size_t n, body_scan *sc) {
                 if (p[i] == '\\' && i + 1 < n) {
                     if (p[i + 1] == 'u' && i + 5 < n && !memcmp(p + i + 2, "0000", 4)) {
                         scan_fail(sc, "nul", key, key_len);
-                        return;
-                    }
-                    /* Only JSON's escapes: json-glib also takes C's ("\\666",
-                     * "\\x41") and makes bytes that are no UTF-8 of them,
-                     * which a prompt or an echoed name then carried. */
-                    if (p[i + 1] == '\0' || !strchr("\"\\/bfnrtu", p[i + 1])) {
-                        scan_fail(sc, "escape", key, key_len);
                         return;
                     }
                     i++;
@@ -2129,11 +2124,6 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
         if (!strcmp(sc.problem, "depth"))
             respond_error(srv, msg, 400, "invalid_request_error", NULL, "invalid_json",
                           "the request body is nested deeper than %d levels", MAX_JSON_DEPTH);
-        else if (!strcmp(sc.problem, "escape"))
-            respond_error(srv, msg, 400, "invalid_request_error", NULL, "invalid_json",
-                          "%s%sa string holds a backslash escape that JSON does not have "
-                          "(only \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)",
-                          param ? param : "", param ? ": " : "");
         else if (!strcmp(sc.problem, "nul"))
             respond_error(srv, msg, 400, "invalid_request_error", param, NULL,
                           "%s%sa string holds a NUL character (\\u0000), which the model's "
@@ -2143,6 +2133,21 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
             respond_error(srv, msg, 400, "invalid_request_error", param, NULL,
                           "%s%sa whole number beyond 64 bits", param ? param : "",
                           param ? ": " : "");
+        g_bytes_unref(bytes);
+        return;
+    }
+    /* Strict JSON: json-glib takes C's escapes ("\\666", "\\x41": bytes
+     * that are no UTF-8 reached the prompt, and an unknown model's name came
+     * back in the error's JSON as such) and bytes that are no UTF-8. A
+     * repeated key and a number beyond a double stay allowed: a tool's
+     * schema is the client's text, rendered into the prompt as the
+     * model's template renders it (tests/server/test-tooldefs.py sends
+     * both, as llama.cpp's reference records have them). */
+    tn_error check = {0};
+    if (tn_json_check(data ? data : "", len, "request body", MAX_JSON_DEPTH, 0, &check) !=
+        TN_OK) {
+        respond_error(srv, msg, 400, "invalid_request_error", NULL, "invalid_json", "%s",
+                      check.message);
         g_bytes_unref(bytes);
         return;
     }

@@ -460,6 +460,22 @@ st, _, resp, _ = post_raw(port, "/v1/chat/completions",
                           '"content": "\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9"}]}',
                           "Content-Type: application/json\r\n")
 check(st == 200, "every JSON escape is fine (got %s %r)" % (st, resp[:160]))
+# What else only json-glib reads (tn_json_check): bytes that are no UTF-8
+# and a lone surrogate, each 400 invalid_json saying where. A repeated key
+# is allowed (a tool's schema may have one: test-tooldefs.py).
+for body, words in [
+        (b'{"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "a\xff"}]}',
+         [b'line 1, column 79', b'invalid UTF-8 byte 0xFF']),
+        (b'{"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "\\udc00"}]}',
+         [b'lone low surrogate']),
+        (b'{"model": "tiny", "max_tokens": 2,\n "messages": [{"role": "user", "content": "\\x41"}]}',
+         [b'line 2, column 44', b'invalid escape']),
+        (b'{"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}],}',
+         [b'line 1, column 84', b'expected a string key'])]:
+    st, _, resp, _ = post_raw(port, "/v1/chat/completions", body,
+                              "Content-Type: application/json\r\n")
+    check(st == 400 and b'"invalid_json"' in resp and all(w in resp for w in words),
+          "%r: 400 invalid_json saying %r (got %s %r)" % (body[:60], words, st, resp[:240]))
 s, _, doc, out = srv.post("/v1/completions", {"prompt": "a", "suffix": 5, "max_tokens": 2})
 check(s == 400 and error_of(doc).get("param") == "suffix",
       "completions: a suffix that is a number 400 naming suffix (got %s %r)" % (s, out[:200]))

@@ -182,6 +182,10 @@ refused("arguments nested 300,000 deep", with_function(arguments="[" * 300000 + 
         "tool_calls[0].function.arguments")
 refused("arguments nested 129 deep", with_function(arguments="[" * 129 + "]" * 129),
         "tool_calls[0].function.arguments")
+# C's escapes in the arguments' JSON: json-glib took them (bytes that are no
+# UTF-8 into the prompt).
+refused("arguments with an octal escape", with_function(arguments='{"city": "Par\\151s"}'),
+        "tool_calls[0].function.arguments")
 refused("arguments that are a number", with_function(arguments=5),
         "tool_calls[0].function.arguments")
 msgs = agent()
