@@ -18,7 +18,14 @@
  *    json-glib sees a body);
  *  - round trip: the tree written back as JSON (strings escaped, numbers
  *    as their input text) parses again, and writes back byte for byte the
- *    same, with the same numbers.
+ *    same, with the same numbers;
+ *  - tn_json_check (the pre-parse check before json-glib: the same scanner
+ *    without the tree) refuses what the parse refuses, with the same
+ *    message; of what the parse accepts it refuses exactly: nesting past
+ *    the depth asked (the first byte picks one), a number whose value is
+ *    not finite (TN_JSON_NO_HUGE_NUMBERS), a repeated key in one object
+ *    (TN_JSON_NO_DUPLICATE_KEYS), a NUL in a string or key
+ *    (TN_JSON_NO_NUL), each with line and column.
  *
  * Seeds: tests/fuzz/corpus/json/.
  * Run:   build-fuzz/tests/fuzz/fuzz-json tests/fuzz/corpus/json
@@ -173,11 +180,76 @@ static void write_value(out *o, const tn_json *v, const char *in, size_t in_len,
     }
 }
 
+/* What tn_json_check refuses beyond the parse, read off the tree. */
+typedef struct tree_facts {
+    bool not_finite, repeated_key, nul;
+    unsigned depth; /* containers nested, deepest */
+} tree_facts;
+
+static void facts_of(const tn_json *v, unsigned level, tree_facts *f) {
+    if (v->type == TN_JSON_NUMBER && !isfinite(v->v.num))
+        f->not_finite = true;
+    if (v->type == TN_JSON_STRING && memchr(v->v.str, 0, v->n))
+        f->nul = true;
+    if (v->type != TN_JSON_ARRAY && v->type != TN_JSON_OBJECT)
+        return;
+    if (level + 1 > f->depth)
+        f->depth = level + 1;
+    for (uint32_t i = 0; i < v->n; i++) {
+        const tn_json *m = &v->v.items[i];
+        if (v->type == TN_JSON_OBJECT) {
+            if (memchr(m->key, 0, m->key_len))
+                f->nul = true;
+            for (uint32_t j = 0; j < i; j++)
+                if (v->v.items[j].key_len == m->key_len &&
+                    !memcmp(v->v.items[j].key, m->key, m->key_len))
+                    f->repeated_key = true;
+        }
+        facts_of(m, level + 1, f);
+    }
+}
+
+static void promise_check(const char *text, size_t size, const tn_json_doc *doc,
+                          const tn_error *parse_err) {
+    tn_error err = {0};
+    int rc = tn_json_check(text, size, "fuzz.json", TN_JSON_MAX_DEPTH, 0, &err);
+    if (!doc) {
+        PROMISE(rc == parse_err->code);
+        PROMISE(rc == TN_ERR_NOMEM || !strcmp(err.message, parse_err->message));
+        return;
+    }
+    tree_facts f = {0};
+    facts_of(tn_json_root(doc), 0, &f);
+    PROMISE(f.depth <= TN_JSON_MAX_DEPTH);
+    PROMISE(rc == TN_OK);
+    rc = tn_json_check(text, size, "fuzz.json", TN_JSON_MAX_DEPTH, TN_JSON_NO_HUGE_NUMBERS, &err);
+    PROMISE((rc == TN_OK) == !f.not_finite);
+    if (rc != TN_OK)
+        PROMISE(rc == TN_ERR_FORMAT && strstr(err.message, "number too large"));
+    const unsigned depth = size ? (unsigned char)text[0] % 9 : 1;
+    rc = tn_json_check(text, size, "fuzz.json", depth, 0, &err);
+    const unsigned limit = depth ? depth : TN_JSON_CHECK_DEPTH;
+    PROMISE((rc == TN_OK) == (f.depth <= limit));
+    if (rc != TN_OK)
+        PROMISE(rc == TN_ERR_FORMAT && strstr(err.message, "nesting deeper than"));
+    rc = tn_json_check(text, size, "fuzz.json", TN_JSON_MAX_DEPTH, TN_JSON_NO_DUPLICATE_KEYS,
+                       &err);
+    PROMISE((rc == TN_OK) == !f.repeated_key);
+    if (rc != TN_OK)
+        PROMISE(rc == TN_ERR_FORMAT && strstr(err.message, "line ") &&
+                strstr(err.message, "appears more than once in the same object"));
+    rc = tn_json_check(text, size, "fuzz.json", TN_JSON_MAX_DEPTH, TN_JSON_NO_NUL, &err);
+    PROMISE((rc == TN_OK) == !f.nul);
+    if (rc != TN_OK)
+        PROMISE(rc == TN_ERR_FORMAT && strstr(err.message, "NUL character"));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *text = (const char *)data;
     tn_json_doc *doc = (tn_json_doc *)1;
     tn_error err = {0};
     int rc = tn_json_parse(text, size, "fuzz.json", &doc, &err);
+    promise_check(text, size, rc == TN_OK ? doc : NULL, &err);
     if (rc != TN_OK) {
         PROMISE(doc == NULL);
         PROMISE(err.code == rc && strstr(err.message, "fuzz.json: ") == err.message);
