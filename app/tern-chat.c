@@ -30,6 +30,7 @@ struct _TernChat {
   char *mode;
   char *model;
   char *system_prompt;
+  char *draft;         /* what was being written, not sent; NULL: nothing */
   gint64 created;
   gint64 updated;
   guint context_start; /* messages before it are out of the model's context */
@@ -323,6 +324,7 @@ tern_chat_finalize (GObject *object)
   g_free (self->custom_title);
   g_free (self->mode);
   g_free (self->model);
+  g_free (self->draft);
   g_free (self->system_prompt);
   g_ptr_array_unref (self->messages);
   G_OBJECT_CLASS (tern_chat_parent_class)->finalize (object);
@@ -400,6 +402,27 @@ tern_chat_set_title (TernChat   *self,
   g_free (self->custom_title);
   self->custom_title = *clean ? g_steal_pointer (&clean) : NULL;
   update_title (self);
+}
+
+const char *
+tern_chat_get_draft (TernChat *self)
+{
+  g_return_val_if_fail (TERN_IS_CHAT (self), NULL);
+  return self->draft;
+}
+
+gboolean
+tern_chat_set_draft (TernChat   *self,
+                     const char *text)
+{
+  g_return_val_if_fail (TERN_IS_CHAT (self), FALSE);
+  if (text != NULL && text[0] == '\0')
+    text = NULL;
+  if (g_strcmp0 (self->draft, text) == 0)
+    return FALSE;
+  g_free (self->draft);
+  self->draft = g_strdup (text);
+  return TRUE;
 }
 
 gboolean
@@ -657,6 +680,11 @@ tern_chat_to_json (TernChat *self)
     {
       json_builder_set_member_name (b, "system_prompt");
       json_builder_add_string_value (b, self->system_prompt);
+    }
+  if (self->draft != NULL)
+    {
+      json_builder_set_member_name (b, "draft");
+      json_builder_add_string_value (b, self->draft);
     }
   if (self->context_start > 0)
     {
@@ -1229,6 +1257,7 @@ tern_chat_load (const char *path,
   self->model = g_strdup (get_string (&r, o, _("the chat"), "model", FALSE));
   self->system_prompt = g_strdup (get_string (&r, o, _("the chat"), "system_prompt", FALSE));
   self->custom_title = g_strdup (get_string (&r, o, _("the chat"), "title", FALSE));
+  tern_chat_set_draft (self, get_string (&r, o, _("the chat"), "draft", FALSE));
   self->created = get_int (&r, o, _("the chat"), "created", 0);
   self->context_start = (guint) CLAMP (get_int (&r, o, _("the chat"), "context_start", 0), 0,
                                        G_MAXINT);

@@ -75,6 +75,9 @@ void         tern_chat_set_mode           (TernChat      *self,
 const char  *tern_chat_get_model          (TernChat      *self);
 void         tern_chat_set_model          (TernChat      *self,
                                            const char    *model_description);
+const char  *tern_chat_get_draft          (TernChat      *self);
+gboolean     tern_chat_set_draft          (TernChat      *self,
+                                           const char    *text);
 const char  *tern_chat_get_system_prompt  (TernChat      *self);
 void         tern_chat_set_system_prompt  (TernChat      *self,
                                            const char    *system_prompt);

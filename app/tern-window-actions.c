@@ -218,6 +218,9 @@ action_send (GSimpleAction *action,
       || _tern_window_is_generating (self) || tern_composer_is_busy (self->composer))
     return;
   tern_composer_set_text (self->composer, "");
+  /* Sent: the chat's next save drops the draft kept on disk. */
+  if (self->chat != NULL)
+    tern_chat_set_draft (self->chat, NULL);
   _tern_window_send_text (self, trimmed);
 }
 

@@ -385,6 +385,20 @@ _tern_window_update_main_page (TernWindow *self)
                                     self->model_loaded || has_messages ? "chat" : "no-model");
 }
 
+/* The text being written in a saved chat goes to its file, so that it is
+ * there again after the window is closed (pictures stay in memory only:
+ * they are saved with the message they are sent with). A chat with no
+ * message has no file, and keeps its text for as long as the window. */
+static void
+keep_draft (TernWindow *self,
+            TernChat   *chat)
+{
+  g_autofree char *text = tern_composer_get_text (self->composer);
+
+  if (chat != NULL && tern_chat_set_draft (chat, text) && tern_chat_get_n_messages (chat) > 0)
+    tern_chat_save_in_background (chat, self->chats_dir, G_OBJECT (self), _tern_window_on_save_error);
+}
+
 void
 _tern_window_show_chat (TernWindow *self,
            TernChat   *chat)
@@ -400,13 +414,20 @@ _tern_window_show_chat (TernWindow *self,
        * a picture attached for one chat was sent with the next one's
        * question. Kept in memory, for as long as the window is open. */
       if (self->chat != NULL)
-        g_object_set_data_full (G_OBJECT (self->chat), "tern-draft",
-                                tern_composer_take_draft (self->composer),
-                                (GDestroyNotify) tern_composer_draft_free);
+        {
+          keep_draft (self, self->chat);
+          g_object_set_data_full (G_OBJECT (self->chat), "tern-draft",
+                                  tern_composer_take_draft (self->composer),
+                                  (GDestroyNotify) tern_composer_draft_free);
+        }
       {
         g_autoptr(TernComposerDraft) draft = g_object_steal_data (G_OBJECT (chat), "tern-draft");
 
-        tern_composer_restore_draft (self->composer, draft);
+        if (draft != NULL)
+          tern_composer_restore_draft (self->composer, draft);
+        else
+          tern_composer_set_text (self->composer,
+                                  tern_chat_get_draft (chat) ? tern_chat_get_draft (chat) : "");
       }
       /* A chat goes on in the mode it was written in: a multi-turn chat
        * sent in Flash would lose its history, and be saved as a Flash one. */
@@ -1630,6 +1651,19 @@ load_chats (TernWindow *self)
 static gboolean
 on_close_request (TernWindow *self)
 {
+  /* What was being written is kept with its chat (saved below when an
+   * answer is cut short, else now). */
+  if (_tern_window_is_generating (self))
+    {
+      if (self->chat != NULL)
+        {
+          g_autofree char *text = tern_composer_get_text (self->composer);
+
+          tern_chat_set_draft (self->chat, text);
+        }
+    }
+  else
+    keep_draft (self, self->chat);
   /* A window closed mid-answer keeps what was generated so far. */
   if (_tern_window_is_generating (self))
     {

@@ -206,6 +206,8 @@ part_chat_files (Fixture *f)
     { "drafted-strings.json", "{\"format\":\"tern-chat\",\"id\":\"d\",\"messages\":"
                               "[{\"role\":\"assistant\",\"content\":\"xyz\","
                               "\"drafted\":[[\"a\",\"b\"]]}]}" },
+    { "draft-number.json", "{\"format\":\"tern-chat\",\"id\":\"q\",\"draft\":7,\"messages\":[]}" },
+    { "draft-bytes.json", "{\"format\":\"tern-chat\",\"id\":\"b\",\"draft\":\"\\377\",\"messages\":[]}" },
     { "not-json.json", "{\"format\":\"tern-chat\",\"id\":" },
     { "array-root.json", "[1,2,3]" },
   };
@@ -279,7 +281,7 @@ part_chat_files (Fixture *f)
               bad[i].name);
     }
   err = tern_window_get_last_error (f->w);
-  CHECKF (err != NULL && strstr (err, "13 saved chats") != NULL && strstr (err, ".corrupt"),
+  CHECKF (err != NULL && strstr (err, "15 saved chats") != NULL && strstr (err, ".corrupt"),
           "notice: %s", err);
   spin_for (0.5);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-files.png"));
@@ -317,12 +319,53 @@ part_chat_files (Fixture *f)
   activate (f->w, "export-chat-to", g_variant_new_string (md_path));
   CHECK (g_file_get_contents (md_path, &md, NULL, NULL) && strstr (md, "Hello there") != NULL);
 
-  /* A second start finds nothing more to set aside. */
-  gtk_window_destroy (GTK_WINDOW (f->w));
+  /* A question begun and not sent is there again after the window is
+   * closed (its file keeps it), and goes with its chat. */
+  tern_window_set_composer_text (f->w, "An unfinished question about terns");
+  gtk_window_close (GTK_WINDOW (f->w));
   spin_for (0.2);
+  {
+    g_autofree char *path = g_build_filename (f->chats_dir, "good.json", NULL);
+    g_autofree char *json = NULL;
+
+    CHECK (g_file_get_contents (path, &json, NULL, NULL)
+           && strstr (json, "\"draft\" : \"An unfinished question about terns\"") != NULL);
+  }
+
+  /* A second start finds nothing more to set aside. */
   fixture_window (f, 1100, 760);
   CHECK (saved_chats (f->w) == 1);
   CHECKF (tern_window_get_last_error (f->w) == NULL, "%s", tern_window_get_last_error (f->w));
+  {
+    GtkListBox *list = GTK_LIST_BOX (tern_window_get_chat_list (f->w));
+    guint pos = 0;
+    GtkListBoxRow *row;
+    g_autofree char *text = NULL;
+
+    activate (f->w, "new-chat", NULL);
+    text = tern_composer_get_text (f->w->composer);
+    CHECKF (g_str_equal (text, ""), "a new chat's composer holds '%s'", text);
+    g_list_store_find (G_LIST_STORE (tern_window_get_chats (f->w)), find_chat (f->w, "good"),
+                       &pos);
+    row = gtk_list_box_get_row_at_index (list, (int) pos);
+    CHECK (row != NULL);
+    if (row != NULL)
+      g_signal_emit_by_name (list, "row-activated", row);
+    g_free (text);
+    text = tern_composer_get_text (f->w->composer);
+    CHECKF (g_str_equal (text, "An unfinished question about terns"), "composer: '%s'", text);
+    /* Emptied, it is gone from the file when the chat is left. */
+    tern_window_set_composer_text (f->w, "");
+    activate (f->w, "new-chat", NULL);
+    tern_chat_wait_saves ();
+    {
+      g_autofree char *path = g_build_filename (f->chats_dir, "good.json", NULL);
+      g_autofree char *json = NULL;
+
+      CHECK (g_file_get_contents (path, &json, NULL, NULL) && strstr (json, "\"draft\"") == NULL
+             && strstr (json, "Hello there") != NULL);
+    }
+  }
 }
 
 /* ---------------------------------------------------------------- context */

@@ -3,7 +3,7 @@
  * user opens. The input is the file.
  * Promises: a chat or an error, never both or neither; a chat read is
  * saved, and the saved file reads back to the same messages (role, text,
- * picture count), id, mode and title.
+ * picture count), id, mode, title and draft.
  * Built from the app's source with GLib, json-glib and the picture reader;
  * tern_read_file and tern_engine_error_text (the app's, in
  * tern-engine-worker.c, beside the engine worker) are given here on top of
@@ -95,6 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         PROMISE(!strcmp(tern_chat_get_id(again), tern_chat_get_id(chat)));
         PROMISE(g_strcmp0(tern_chat_get_mode(again), tern_chat_get_mode(chat)) == 0);
         PROMISE(g_strcmp0(tern_chat_get_title(again), tern_chat_get_title(chat)) == 0);
+        PROMISE(g_strcmp0(tern_chat_get_draft(again), tern_chat_get_draft(chat)) == 0);
         PROMISE(tern_chat_get_n_messages(again) == tern_chat_get_n_messages(chat));
         for (guint i = 0; i < tern_chat_get_n_messages(chat); i++) {
             TernMessage *a = tern_chat_get_message(chat, i), *b = tern_chat_get_message(again, i);
