@@ -174,9 +174,15 @@ static tern_framer_verdict chunk_size_step(tern_framer *f, const char *buf, size
     /* What libsoup reads with strtoul(line, NULL, 16), and nothing it
      * would read otherwise: no sign, no "0x", no blanks before */
     uint64_t size = 0;
-    size_t i = 0;
+    size_t i = 0, digits = 0;
     for (int v; i < ll && (v = hex_value(buf[i])) >= 0; i++) {
-        if (i == 15)
+        /* Leading zeros are no digits of the size: RFC 9112 allows them,
+         * strtoul reads them, and "00000000000000000005" was refused as
+         * over 15 digits while main's server took it; the line's length
+         * is bounded above (CHUNK_LINE_MAX). */
+        if (size == 0 && v == 0)
+            continue;
+        if (++digits > 15)
             return refuse(status, why, 400, "a chunk's size is over 15 hex digits");
         size = size * 16 + (uint64_t)v;
     }

@@ -591,6 +591,18 @@ KEEP_CASES = [
     ("trailer fields", b"Transfer-Encoding: chunked\r\n",
      b"%x\r\n%s\r\n0\r\nX-Trailer: 1\r\n\r\n" % (len(good_b), good_b), 400, b"trailer"),
 ]
+# A chunk size with leading zeros is a hex number as any (RFC 9112; libsoup's
+# strtoul reads it): more than 15 digits of them were refused as a size
+# over 15 hex digits, on the first request and on later ones.
+for first in (True, False):
+    zeros = bad_request(b"/v1/chat/completions", b"Transfer-Encoding: chunked\r\n",
+                        b"%020x\r\n%s\r\n00000000000000000000\r\n\r\n" % (len(good_b), good_b))
+    got, closed = (on_kept_alive(zeros, GOOD_GET) if first else on_kept_alive(GOOD_GET, zeros))
+    statuses = [s for s, _ in got]
+    check(statuses == [200, 200] and not closed,
+          "a chunk size with 20 digits, leading zeros (%s request): 200, the connection kept "
+          "(got %s %r, %s)" % ("first" if first else "later", statuses,
+                               got[-1][1][:120] if got else b"", "closed" if closed else "open"))
 leak_names = {}  # leaked bytes: the case
 for i, (name, fields, body, want, names) in enumerate(KEEP_CASES):
     path = b"/v1/chat/completions?" + b"k" * (1000 + 2 ** i)  # sums of them differ
