@@ -14,12 +14,15 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #ifdef __linux__
 #include <linux/sockios.h>
+#include <linux/tcp.h> /* TCP_INFO's tcpi_bytes_acked (glibc's struct has none) */
+#include <netinet/in.h>
 #endif
 #include <time.h>
 
@@ -2526,7 +2529,8 @@ typedef struct conn {
     bool refused;              /* answered by conn_refuse: closed at its deadline */
     int busy;                  /* requests begun and not yet finished */
     int unsent;                /* bytes of its answers the client had not taken, */
-    gint64 unsent_since;       /* unchanged since then (monotonic us) */
+    guint64 acked;             /* and of them all it had taken (TCP_INFO), */
+    gint64 unsent_since;       /* both unchanged since then (monotonic us) */
 } conn;
 
 static void conn_free(gpointer data) {
@@ -2875,13 +2879,30 @@ static gboolean on_accept(GSocket *listener, GIOCondition cond, gpointer data) {
  * changes the count). While the engine works nothing waits there. */
 static bool conn_not_reading(tern_server *srv, conn *c, gint64 now) {
 #ifdef SIOCOUTQ
+    const int fd = g_socket_get_fd(c->sock);
     int q = 0;
-    if (ioctl(g_socket_get_fd(c->sock), SIOCOUTQ, &q) != 0 || q <= 0) {
+    if (ioctl(fd, SIOCOUTQ, &q) != 0 || q <= 0) {
         c->unsent = 0;
         return false;
     }
-    if (q != c->unsent) {
+    /* The same count waiting is not enough: a client that reads every
+     * answer and sends its next request at once, answers of one size
+     * (GET /v1/models in a loop), was found with that answer's bytes not
+     * yet acknowledged at look after look, and reset after the timeout,
+     * mid-answer. The bytes it has acknowledged grow whenever it takes
+     * any. */
+    guint64 acked = 0;
+#ifdef TCP_INFO
+    struct tcp_info ti;
+    socklen_t tl = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
+        tl >= offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked)
+        acked = ti.tcpi_bytes_acked;
+#endif
+    if (q != c->unsent || acked != c->acked) {
         c->unsent = q;
+        c->acked = acked;
         c->unsent_since = now;
         return false;
     }

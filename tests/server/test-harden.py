@@ -380,6 +380,32 @@ check(got.count(b"HTTP/1.1 200") < 40,
       "%d of the 40)" % got.count(b"HTTP/1.1 200"))
 s, _, _ = srv.request("GET", "/health")
 check(s == 200, "... and the server answers (%s)" % s)
+# A client that does read, one request after another on a kept-alive
+# connection, for longer than the timeout: answers of the same size each
+# time, so the twice-a-second look at the socket's send queue can find
+# the same count of bytes waiting again and again (the answer just
+# written, not yet acknowledged). That is no client taking none of its
+# answer: it was reset after the timeout, mid-answer, and the rest lost.
+sk = socket.create_connection(("127.0.0.1", port), timeout=10)
+got = b""
+served = 0
+t0 = time.time()
+try:
+    while time.time() - t0 < 6:
+        sk.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        while not answer_complete(got):
+            b = sk.recv(65536)
+            if not b:
+                raise OSError("closed")
+            got += b
+        got = b""
+        served += 1
+except OSError as e:
+    got = ("<%s after %d answers, %.1f s>" % (e, served, time.time() - t0)).encode()
+sk.close()
+check(time.time() - t0 >= 6 and served > 0,
+      "a client reading each answer before its next request, for 6 s on one connection "
+      "(timeout 3 s), is not cut (%r)" % got[:200])
 
 # Protocol details.
 long_text = "word " * 3000
