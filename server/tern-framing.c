@@ -71,3 +71,170 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
         return "both Content-Length and Transfer-Encoding";
     return NULL;
 }
+
+/* A chunk's size line, digits and extension, is read by libsoup into 128
+ * bytes; a longer one is refused here before libsoup could cut it. */
+#define CHUNK_LINE_MAX 100
+
+static int hex_value(char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* A line end, CRLF or LF (libsoup reads lines up to the LF): its length, 0
+ * when more bytes are needed, -1 when buf starts with something else. */
+static int line_end(const char *buf, size_t n) {
+    if (n == 0)
+        return 0;
+    if (buf[0] == '\n')
+        return 1;
+    if (buf[0] != '\r')
+        return -1;
+    if (n < 2)
+        return 0;
+    return buf[1] == '\n' ? 2 : -1;
+}
+
+static tern_framer_verdict refuse(int *status, const char **why, int s, const char *w) {
+    *status = s;
+    *why = w;
+    return TERN_FRAMER_REFUSE;
+}
+
+static tern_framer_verdict head_step(tern_framer *f, const char *buf, size_t n, size_t *len,
+                                     int *status, const char **why) {
+    if (buf[0] == '\r' || buf[0] == '\n') {
+        /* libsoup skips them too, but takes "\r\n\r\n\r\n" for a head of
+         * its own: dropped here, libsoup sees the request line first */
+        size_t k = 0;
+        while (k < n && (buf[k] == '\r' || buf[k] == '\n'))
+            k++;
+        *len = k;
+        return TERN_FRAMER_DROP;
+    }
+    /* libsoup's end of the head: after the request line, the first line
+     * that is "\n" or "\r\n", the latter only with 3 bytes before it */
+    const size_t m = n < TERN_FRAMING_HEAD_MAX ? n : TERN_FRAMING_HEAD_MAX;
+    size_t pos = f->pos, line = f->line, fields = 0, end = 0;
+    while (pos < m) {
+        const char *e = memchr(buf + pos, '\n', m - pos);
+        const size_t stop = e ? (size_t)(e - buf) + 1 : m;
+        if (memchr(buf + pos, '\0', stop - pos))
+            return refuse(status, why, 400, "a NUL byte in the request's headers");
+        pos = stop;
+        if (!e)
+            break;
+        const size_t ll = pos - line;
+        if (line > 0 && (ll == 1 || (ll == 2 && buf[line] == '\r' && line >= 3))) {
+            fields = line;
+            end = pos;
+            break;
+        }
+        line = pos;
+    }
+    if (!end) {
+        if (n >= TERN_FRAMING_HEAD_MAX)
+            return refuse(status, why, 431, "the request's headers are over 65536 bytes");
+        f->pos = pos;
+        f->line = line;
+        return TERN_FRAMER_MORE;
+    }
+    f->pos = f->line = 0;
+    tern_framing fr;
+    const char *w = tern_framing_problem(buf, fields, status, &fr);
+    if (w) {
+        *why = w;
+        return TERN_FRAMER_REFUSE;
+    }
+    if (fr.chunked) {
+        f->state = TERN_FRAMER_CHUNK_SIZE;
+    } else if (fr.content_lengths && fr.content_length > 0) {
+        f->state = TERN_FRAMER_BODY;
+        f->left = fr.content_length;
+    }
+    *len = end;
+    return TERN_FRAMER_PASS;
+}
+
+static tern_framer_verdict chunk_size_step(tern_framer *f, const char *buf, size_t n, size_t *len,
+                                           int *status, const char **why) {
+    const size_t m = n < CHUNK_LINE_MAX ? n : CHUNK_LINE_MAX;
+    const char *nl = memchr(buf, '\n', m);
+    if (!nl) {
+        if (n >= CHUNK_LINE_MAX)
+            return refuse(status, why, 400, "a chunk's size line is over 100 bytes");
+        return TERN_FRAMER_MORE;
+    }
+    const size_t ll = (size_t)(nl - buf) + 1;
+    /* What libsoup reads with strtoul(line, NULL, 16), and nothing it
+     * would read otherwise: no sign, no "0x", no blanks before */
+    uint64_t size = 0;
+    size_t i = 0, digits = 0;
+    for (int v; i < ll && (v = hex_value(buf[i])) >= 0; i++) {
+        /* Leading zeros are no digits of the size: RFC 9112 allows them,
+         * strtoul reads them, and "00000000000000000005" was refused as
+         * over 15 digits while main's server took it; the line's length
+         * is bounded above (CHUNK_LINE_MAX). */
+        if (size == 0 && v == 0)
+            continue;
+        if (++digits > 15)
+            return refuse(status, why, 400, "a chunk's size is over 15 hex digits");
+        size = size * 16 + (uint64_t)v;
+    }
+    if (i == 0)
+        return refuse(status, why, 400, "a chunk's size is not a hex number");
+    while (buf[i] == ' ' || buf[i] == '\t')
+        i++;
+    if (buf[i] == ';') /* an extension, ignored */
+        while (buf[i] != '\r' && buf[i] != '\n' && buf[i] != '\0')
+            i++;
+    if (line_end(buf + i, ll - i) != (int)(ll - i))
+        return refuse(status, why, 400, "a chunk's size line does not end after the size");
+    f->state = size ? TERN_FRAMER_CHUNK : TERN_FRAMER_LAST;
+    f->left = size;
+    *len = ll;
+    return TERN_FRAMER_PASS;
+}
+
+tern_framer_verdict tern_framer_step(tern_framer *f, const char *buf, size_t n, size_t *len,
+                                     int *status, const char **why) {
+    *len = 0;
+    if (n == 0)
+        return TERN_FRAMER_MORE;
+    switch (f->state) {
+    case TERN_FRAMER_HEAD:
+        return head_step(f, buf, n, len, status, why);
+    case TERN_FRAMER_BODY:
+    case TERN_FRAMER_CHUNK:
+        *len = n < f->left ? n : (size_t)f->left;
+        f->left -= *len;
+        if (f->left == 0)
+            f->state = f->state == TERN_FRAMER_BODY ? TERN_FRAMER_HEAD : TERN_FRAMER_CHUNK_END;
+        return TERN_FRAMER_PASS;
+    case TERN_FRAMER_CHUNK_SIZE:
+        return chunk_size_step(f, buf, n, len, status, why);
+    case TERN_FRAMER_CHUNK_END:
+    case TERN_FRAMER_LAST: {
+        /* libsoup reads any line here; the next request would begin
+         * inside what it took for the end of a chunk, or for a trailer
+         * (libsoup 3.2 ends the body at the first trailer line) */
+        const int e = line_end(buf, n);
+        if (e < 0)
+            return f->state == TERN_FRAMER_CHUNK_END
+                       ? refuse(status, why, 400, "a chunk's data is longer than its size")
+                       : refuse(status, why, 400,
+                                "trailer fields after a chunked body are not supported");
+        if (e == 0)
+            return TERN_FRAMER_MORE;
+        f->state = f->state == TERN_FRAMER_CHUNK_END ? TERN_FRAMER_CHUNK_SIZE : TERN_FRAMER_HEAD;
+        *len = (size_t)e;
+        return TERN_FRAMER_PASS;
+    }
+    }
+    return refuse(status, why, 400, "the request's framing is lost");
+}

@@ -20,3 +20,44 @@ typedef struct {
  * wrong, with *status 400, or 501 for a transfer coding this server does
  * not know. out (may be NULL) gets what the scan saw. */
 const char *tern_framing_problem(const char *head, size_t n, int *status, tern_framing *out);
+
+/* Request headers read at most (libsoup's own limit is 64 KiB too). */
+#define TERN_FRAMING_HEAD_MAX 65536
+
+/* Every request on a connection, framed as libsoup 3.2 frames it, so that
+ * each head is checked before libsoup reads any of it (server/tern-framed.c
+ * holds the bytes back until then): the head up to its empty line, then
+ * the body by its Content-Length or by chunks, then the next head. What
+ * libsoup would read in a way this does not follow (a chunk size that is
+ * no plain hex number, bytes after a chunk's data, trailer fields) is
+ * refused, not guessed at. */
+typedef enum {
+    TERN_FRAMER_HEAD,       /* before a request's head */
+    TERN_FRAMER_BODY,       /* in a body of known length: left bytes to go */
+    TERN_FRAMER_CHUNK_SIZE, /* before a chunk's size line */
+    TERN_FRAMER_CHUNK,      /* in a chunk's data: left bytes to go */
+    TERN_FRAMER_CHUNK_END,  /* the line end after a chunk's data */
+    TERN_FRAMER_LAST,       /* the line end after the last chunk */
+} tern_framer_state;
+
+typedef struct {
+    tern_framer_state state;
+    uint64_t left;
+    /* A head not yet whole: how far it was read (no NUL before pos), the
+     * start of its line there. Read on from there, not again from its
+     * start: a head sent a byte at a time cost the square of its length. */
+    size_t pos, line;
+} tern_framer;
+
+typedef enum {
+    TERN_FRAMER_MORE,   /* nothing can be said before more bytes come */
+    TERN_FRAMER_PASS,   /* *len bytes at the start go to libsoup */
+    TERN_FRAMER_DROP,   /* *len bytes at the start are dropped (empty lines before a request line) */
+    TERN_FRAMER_REFUSE, /* *status (400, 431, 501) and *why */
+} tern_framer_verdict;
+
+/* One step over buf[0..n), the bytes that follow those already passed or
+ * dropped (after MORE, the same bytes and more); f (zeroed for a new
+ * connection) moves on past what is passed. */
+tern_framer_verdict tern_framer_step(tern_framer *f, const char *buf, size_t n, size_t *len,
+                                     int *status, const char **why);

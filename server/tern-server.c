@@ -2,6 +2,7 @@
  * engine worker (one thread, owning every session). */
 #include "tern-server.h"
 #include "tern-reasoning.h"
+#include "tern-framed.h"
 #include "tern-framing.h"
 #include "tern-toolcall.h"
 
@@ -13,12 +14,15 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #ifdef __linux__
 #include <linux/sockios.h>
+#include <linux/tcp.h> /* TCP_INFO's tcpi_bytes_acked (glibc's struct has none) */
+#include <netinet/in.h>
 #endif
 #include <time.h>
 
@@ -2422,9 +2426,8 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
                       "localhost)",
                       host_allowed(srv, host) ? target_host : host);
     } else if (cl && (digits == 0 || cl[digits] || digits > 18)) {
-        /* conn_first_bytes refuses these before libsoup reads them, on a
-         * connection's first request; later ones on a kept-alive
-         * connection come here (two Content-Lengths read as "5, 6") */
+        /* the framed stream refuses these before libsoup reads them, on
+         * every request of a connection: not reached, kept in case */
         respond_error(srv, msg, 400, "invalid_request_error", NULL, NULL,
                       "Content-Length '%s' is not a byte count", cl);
     } else if (cl && soup_message_headers_get_one(req, "Transfer-Encoding")) {
@@ -2522,7 +2525,8 @@ typedef struct conn {
     char *key; /* the client's address and port: libsoup gives a message's
                   connection no socket when it was handed over as a stream */
     GSocket *sock;
-    GSocketConnection *stream; /* once handed to libsoup */
+    GSocketConnection *stream; /* once handed to libsoup, */
+    GIOStream *framed;         /* through this (tern-framed.h) */
     GSource *wait;             /* before: waiting for the first bytes */
     gint64 deadline;           /* monotonic us; 0: none */
     gint64 since;              /* monotonic us: accepted, or its last request finished */
@@ -2530,11 +2534,16 @@ typedef struct conn {
     bool refused;              /* answered by conn_refuse: closed at its deadline */
     int busy;                  /* requests begun and not yet finished */
     int unsent;                /* bytes of its answers the client had not taken, */
-    gint64 unsent_since;       /* unchanged since then (monotonic us) */
+    guint64 acked;             /* and of them all it had taken (TCP_INFO), */
+    gint64 unsent_since;       /* both unchanged since then (monotonic us) */
 } conn;
 
 static void conn_free(gpointer data) {
     conn *c = data;
+    if (c->framed) {
+        tern_framed_forget(c->framed);
+        g_object_unref(c->framed);
+    }
     if (c->wait) {
         g_source_destroy(c->wait);
         g_source_unref(c->wait);
@@ -2613,7 +2622,7 @@ static void conn_request_read(SoupServerMessage *msg, gpointer data) {
 }
 
 /* Request headers the server reads at most (libsoup's own limit is 64 KiB). */
-#define MAX_HEADER_BYTES 65536
+#define MAX_HEADER_BYTES TERN_FRAMING_HEAD_MAX
 
 /* An answer written here, before libsoup has the connection: the request's
  * framing is broken, so libsoup could not answer it (it answers nothing, or
@@ -2622,6 +2631,8 @@ static void conn_request_read(SoupServerMessage *msg, gpointer data) {
 static void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
     G_GNUC_PRINTF(4, 5);
 static void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...) {
+    if (c->refused)
+        return; /* answered already (conn_answer_now) */
     va_list ap;
     va_start(ap, fmt);
     char *m = g_strdup_vprintf(fmt, ap);
@@ -2672,6 +2683,26 @@ static void conn_answer_now(tern_server *srv, SoupServerMessage *msg) {
     g_string_free(head, TRUE);
     c->refused = true;
     c->deadline = g_get_monotonic_time() + G_USEC_PER_SEC;
+}
+
+/* A later request on a kept-alive connection (or the first, again) whose
+ * head or chunked body is refused by the framed stream: answered as the
+ * first is, after libsoup's answers to those before it. */
+static void conn_framing_refused(int status, const char *why, gpointer data) {
+    conn_refuse(data, status,
+                status == 501   ? "Not Implemented"
+                : status == 431 ? "Request Header Fields Too Large"
+                                : "Bad Request",
+                "%s", why);
+}
+
+/* A later request's head has begun: from here it has the request timeout,
+ * as the first has from the connection's start (libsoup would start the
+ * request's clock only once the framed stream passes it the whole head). */
+static void conn_head_begun(gpointer data) {
+    conn *c = data;
+    if (!c->deadline)
+        c->deadline = request_deadline(c->srv);
 }
 
 static gboolean conn_wait_more(gpointer data);
@@ -2736,11 +2767,16 @@ static gboolean conn_first_bytes(GSocket *sock, GIOCondition cond, gpointer data
         conn_refuse(c, status, status == 501 ? "Not Implemented" : "Bad Request", "%s", why);
         return G_SOURCE_REMOVE;
     }
+    /* This request and every later one on the connection reach libsoup
+     * through the framed stream, which checks each head as above before
+     * libsoup reads it (libsoup 3.2 leaks on the framing refused here). */
     c->stream = g_socket_connection_factory_create_connection(sock);
+    const tern_framed_calls calls = {conn_framing_refused, conn_head_begun, c};
+    c->framed = tern_framed_new(G_IO_STREAM(c->stream), &calls);
     GSocketAddress *local = g_socket_get_local_address(sock, NULL);
     GSocketAddress *remote = g_socket_get_remote_address(sock, NULL);
     if (!local || !remote ||
-        !soup_server_accept_iostream(srv->soup, G_IO_STREAM(c->stream), local, remote, NULL))
+        !soup_server_accept_iostream(srv->soup, c->framed, local, remote, NULL))
         g_hash_table_remove(srv->conns, c->key);
     g_clear_object(&local);
     g_clear_object(&remote);
@@ -2848,13 +2884,30 @@ static gboolean on_accept(GSocket *listener, GIOCondition cond, gpointer data) {
  * changes the count). While the engine works nothing waits there. */
 static bool conn_not_reading(tern_server *srv, conn *c, gint64 now) {
 #ifdef SIOCOUTQ
+    const int fd = g_socket_get_fd(c->sock);
     int q = 0;
-    if (ioctl(g_socket_get_fd(c->sock), SIOCOUTQ, &q) != 0 || q <= 0) {
+    if (ioctl(fd, SIOCOUTQ, &q) != 0 || q <= 0) {
         c->unsent = 0;
         return false;
     }
-    if (q != c->unsent) {
+    /* The same count waiting is not enough: a client that reads every
+     * answer and sends its next request at once, answers of one size
+     * (GET /v1/models in a loop), was found with that answer's bytes not
+     * yet acknowledged at look after look, and reset after the timeout,
+     * mid-answer. The bytes it has acknowledged grow whenever it takes
+     * any. */
+    guint64 acked = 0;
+#ifdef TCP_INFO
+    struct tcp_info ti;
+    socklen_t tl = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
+        tl >= offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked)
+        acked = ti.tcpi_bytes_acked;
+#endif
+    if (q != c->unsent || acked != c->acked) {
         c->unsent = q;
+        c->acked = acked;
         c->unsent_since = now;
         return false;
     }
@@ -2878,9 +2931,10 @@ static gboolean sweep_conns(gpointer data) {
         if (g_socket_is_closed(c->sock) ||
             (c->stream && g_io_stream_is_closed(G_IO_STREAM(c->stream)))) {
             g_hash_table_iter_remove(&it);
-        } else if (!c->stream && c->deadline && now > c->deadline) {
+        } else if ((!c->stream || c->refused) && c->deadline && now > c->deadline) {
             /* Never sent a whole request, or refused: what it sent is
-             * dropped first, so that closing does not reset the answer. */
+             * dropped first, so that closing does not reset the answer
+             * (libsoup let go of a refused one; see tern-framed.h). */
             char scratch[4096];
             for (int k = 0; k < 64 && recv(g_socket_get_fd(c->sock), scratch, sizeof scratch,
                                              MSG_DONTWAIT) > 0;

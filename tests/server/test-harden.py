@@ -7,7 +7,9 @@ HTTP on 127.0.0.1, on a tiny synthetic model:
 - cross-site requests: a Host that is not the server's (DNS rebinding) 403,
   a body that is not Content-Type: application/json 415, the CORS preflight
   allows the headers the openai SDK sends;
-- Content-Length: -1 400, a Transfer-Encoding other than chunked 501;
+- Content-Length: -1 400, a Transfer-Encoding other than chunked 501,
+  also on a kept-alive connection's later requests (pipelined or not),
+  where libsoup 3.2 leaked on them; chunked bodies are framed too;
   headers or a body that do not arrive in time (--request-timeout) get the
   connection closed, also for many slow clients at once, while others are
   served;
@@ -22,6 +24,7 @@ HTTP on 127.0.0.1, on a tiny synthetic model:
   snapshot should be does not hang the server."""
 
 import http.client
+import itertools
 import json
 import os
 import re
@@ -377,6 +380,32 @@ check(got.count(b"HTTP/1.1 200") < 40,
       "%d of the 40)" % got.count(b"HTTP/1.1 200"))
 s, _, _ = srv.request("GET", "/health")
 check(s == 200, "... and the server answers (%s)" % s)
+# A client that does read, one request after another on a kept-alive
+# connection, for longer than the timeout: answers of the same size each
+# time, so the twice-a-second look at the socket's send queue can find
+# the same count of bytes waiting again and again (the answer just
+# written, not yet acknowledged). That is no client taking none of its
+# answer: it was reset after the timeout, mid-answer, and the rest lost.
+sk = socket.create_connection(("127.0.0.1", port), timeout=10)
+got = b""
+served = 0
+t0 = time.time()
+try:
+    while time.time() - t0 < 6:
+        sk.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        while not answer_complete(got):
+            b = sk.recv(65536)
+            if not b:
+                raise OSError("closed")
+            got += b
+        got = b""
+        served += 1
+except OSError as e:
+    got = ("<%s after %d answers, %.1f s>" % (e, served, time.time() - t0)).encode()
+sk.close()
+check(time.time() - t0 >= 6 and served > 0,
+      "a client reading each answer before its next request, for 6 s on one connection "
+      "(timeout 3 s), is not cut (%r)" % got[:200])
 
 # Protocol details.
 long_text = "word " * 3000
@@ -490,6 +519,211 @@ errs = srv.stderr()
 check("ERROR" not in errs and "CRITICAL" not in errs and "WARNING" not in errs and
       "AddressSanitizer" not in errs,
       "no errors on stderr: %s" % errs[-2000:])
+
+# ------------------------------------------------------------ kept-alive framing
+# Every request on a connection has its framing checked before libsoup reads
+# it, not only the first: a later one went to libsoup 3.2 unchecked, whose
+# 501 for Transfer-Encoding: gzip (and 400 for "Content-Length: 5x") leaked
+# the request's path. Each case follows a good request on the same
+# connection; its path has a length of its own, so that a leak found by
+# LeakSanitizer at the stop names the case (a path of n bytes leaks n + 1).
+keep = serverlib.Server(tmp, "keep", model, ["--request-timeout", "3"])
+kport = keep.port
+GOOD_GET = b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+def answers(data):
+    """The answers in data, in order: [(status, body bytes)]."""
+    out = []
+    while data:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        if not sep:
+            break
+        lines = head.decode("latin-1").split("\r\n")
+        try:
+            status = int(lines[0].split(" ", 2)[1])
+        except (IndexError, ValueError):
+            break
+        fields = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            fields[name.strip().lower()] = value.strip()
+        if fields.get("content-length", "").isdigit():
+            n = int(fields["content-length"])
+            body, data = rest[:n], rest[n:]
+        elif "chunked" in fields.get("transfer-encoding", ""):
+            body = b""
+            while True:
+                size_line, _, rest = rest.partition(b"\r\n")
+                size = int(size_line.split(b";")[0] or b"0", 16)
+                if size == 0:
+                    data = rest.partition(b"\r\n")[2]
+                    break
+                body, rest = body + rest[:size], rest[size + 2:]
+        else:
+            body, data = rest, b""
+        out.append((status, body))
+    return out
+
+
+def on_kept_alive(first, then, timeout=10):
+    """first on a fresh connection, its answer read whole, then `then` (None:
+    nothing) on the same connection; everything read until the server
+    closes it or nothing comes for a second. ([(status, body)], closed)."""
+    sk = socket.create_connection(("127.0.0.1", kport), timeout=timeout)
+    got = b""
+    closed = False
+    try:
+        sk.sendall(first)
+        while not answer_complete(got):
+            b = sk.recv(65536)
+            if not b:
+                closed = True
+                break
+            got += b
+        if then is not None and not closed:
+            sk.sendall(then)
+        sk.settimeout(1.5)
+        while not closed:
+            b = sk.recv(65536)
+            if not b:
+                closed = True
+                break
+            got += b
+    except socket.timeout:
+        pass
+    except OSError as e:
+        got += ("<%s>" % e).encode()
+    sk.close()
+    return answers(got), closed
+
+
+def bad_request(path, fields, body=b""):
+    return (b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\n" + fields + b"\r\n" + body)
+
+
+good_b = good.encode()
+chunked_good = b"%x\r\n%s\r\n0\r\n\r\n" % (len(good_b), good_b)
+KEEP_CASES = [
+    # (name, fields, body, status, what the error names)
+    ("Transfer-Encoding: gzip", b"Transfer-Encoding: gzip\r\n", chunked_good, 501,
+     b"Transfer-Encoding"),
+    ("Transfer-Encoding: chunked, chunked", b"Transfer-Encoding: chunked, chunked\r\n",
+     chunked_good, 501, b"Transfer-Encoding"),
+    ("two Transfer-Encoding lines",
+     b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", chunked_good, 400,
+     b"more than one Transfer-Encoding"),
+    ("a folded Transfer-Encoding (obs-fold)", b"Transfer-Encoding: chunked\r\n , gzip\r\n",
+     chunked_good, 400, b"obs-fold"),
+    ("Content-Length with Transfer-Encoding",
+     b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n" % len(chunked_good), chunked_good,
+     400, b"both Content-Length and Transfer-Encoding"),
+    ("Content-Length: 5x", b"Content-Length: 5x\r\n", good_b, 400, b"not a byte count"),
+    ("two Content-Lengths", b"Content-Length: %d\r\nContent-Length: 3\r\n" % len(good_b),
+     good_b, 400, b"more than one Content-Length"),
+    ("a NUL in a header", b"X-A: a\x00b\r\nContent-Length: %d\r\n" % len(good_b), good_b, 400,
+     b"NUL"),
+    ("headers over 64 KiB", b"X-Big: " + b"a" * 70000 + b"\r\n", b"", 431, b"65536"),
+    # The body's chunks are framed too: what libsoup would read otherwise.
+    ("a chunk size with 0x", b"Transfer-Encoding: chunked\r\n",
+     b"0x%x\r\n%s\r\n0\r\n\r\n" % (len(good_b), good_b), 400, b"chunk"),
+    ("a chunk longer than its size", b"Transfer-Encoding: chunked\r\n",
+     b"%x\r\n%s\r\n0\r\n\r\n" % (len(good_b) - 1, good_b), 400, b"chunk"),
+    ("trailer fields", b"Transfer-Encoding: chunked\r\n",
+     b"%x\r\n%s\r\n0\r\nX-Trailer: 1\r\n\r\n" % (len(good_b), good_b), 400, b"trailer"),
+]
+# A chunk size with leading zeros is a hex number as any (RFC 9112; libsoup's
+# strtoul reads it): more than 15 digits of them were refused as a size
+# over 15 hex digits, on the first request and on later ones.
+for first in (True, False):
+    zeros = bad_request(b"/v1/chat/completions", b"Transfer-Encoding: chunked\r\n",
+                        b"%020x\r\n%s\r\n00000000000000000000\r\n\r\n" % (len(good_b), good_b))
+    got, closed = (on_kept_alive(zeros, GOOD_GET) if first else on_kept_alive(GOOD_GET, zeros))
+    statuses = [s for s, _ in got]
+    check(statuses == [200, 200] and not closed,
+          "a chunk size with 20 digits, leading zeros (%s request): 200, the connection kept "
+          "(got %s %r, %s)" % ("first" if first else "later", statuses,
+                               got[-1][1][:120] if got else b"", "closed" if closed else "open"))
+leak_names = {}  # leaked bytes: the case
+for i, (name, fields, body, want, names) in enumerate(KEEP_CASES):
+    path = b"/v1/chat/completions?" + b"k" * (1000 + 2 ** i)  # sums of them differ
+    leak_names[len(path) + 1] = name
+    got, closed = on_kept_alive(GOOD_GET, bad_request(path, fields, body))
+    statuses = [s for s, _ in got]
+    check(statuses == [200, want] and names in got[-1][1] and b'"error"' in got[-1][1] and
+          closed,
+          "%s after a good request on the same connection: %d naming it, then closed "
+          "(got %s %r, %s)" % (name, want, statuses, got[-1][1][:120] if got else b"",
+                               "closed" if closed else "open"))
+# Pipelined, in one send: a chunked body and a bad request behind it, then
+# two good ones (both answered, in order, the connection kept).
+got, closed = on_kept_alive(
+    bad_request(b"/v1/chat/completions", b"Transfer-Encoding: chunked\r\n", chunked_good) +
+    bad_request(b"/v1/chat/completions?" + b"p" * (1000 + 2 ** len(KEEP_CASES)),
+                b"Transfer-Encoding: gzip\r\n", chunked_good), None)
+leak_names[len(b"/v1/chat/completions?") + 1000 + 2 ** len(KEEP_CASES) + 1] = "pipelined gzip"
+statuses = [s for s, _ in got]
+check(statuses == [200, 501] and b"Transfer-Encoding" in got[-1][1] and closed,
+      "pipelined: a chunked body, then Transfer-Encoding: gzip: 200, 501, closed (got %s, %s)" %
+      (statuses, "closed" if closed else "open"))
+got, closed = on_kept_alive(GOOD_GET + b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                            b"\r\n" + GOOD_GET)
+statuses = [s for s, _ in got]
+check(statuses == [200, 200, 200] and b'"object":"list"' in got[0][1] and
+      b'"status":"ok"' in got[1][1] and not closed,
+      "pipelined: two good requests in one send both answered in order, and one more on the "
+      "same connection (got %s, %s)" % (statuses, "closed" if closed else "open"))
+# Pieces of one request, a byte at a time, after a good one: still served.
+sk = socket.create_connection(("127.0.0.1", kport), timeout=10)
+sk.sendall(GOOD_GET)
+slow_req = bad_request(b"/v1/chat/completions", b"Transfer-Encoding: chunked\r\n", chunked_good)
+got = b""
+try:
+    while not answer_complete(got):
+        got += sk.recv(65536)
+    got = b""
+    for k in range(0, len(slow_req), 7):
+        sk.sendall(slow_req[k:k + 7])
+        time.sleep(0.001)
+    while not answer_complete(got):
+        b = sk.recv(65536)
+        if not b:
+            break
+        got += b
+except OSError:
+    pass
+sk.close()
+check([s for s, _ in answers(got)] == [200],
+      "a chunked request in 7-byte pieces on a kept-alive connection: 200 (got %r)" % got[:100])
+# A later request's head that never ends: the connection is closed after
+# the request timeout (3 s), as for a first request (libsoup, which starts
+# a request's clock, does not see a head before it is whole).
+sk = socket.create_connection(("127.0.0.1", kport), timeout=20)
+t0 = time.time()
+got = b""
+try:
+    sk.sendall(GOOD_GET)
+    while not answer_complete(got):
+        got += sk.recv(65536)
+    sk.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+    while sk.recv(65536):
+        pass
+except OSError:
+    pass
+sk.close()
+dt = time.time() - t0
+check(dt < 10, "a later head left unfinished: closed after the timeout (%.1f s)" % dt)
+check(keep.request("GET", "/health")[0] == 200, "the server answers after all that")
+rc = keep.stop()
+errs = keep.stderr()
+leaked = []
+for size, count in re.findall(r"Direct leak of (\d+) byte\(s\) in (\d+) object", errs):
+    # LeakSanitizer sums the leaks of one place: the cases whose paths add up
+    names = [c for c in itertools.combinations(leak_names, int(count)) if sum(c) == int(size)]
+    leaked += [leak_names[n] for n in names[0]] if len(names) == 1 else ["%s bytes" % size]
+check(rc == 0 and "AddressSanitizer" not in errs,
+      "kept-alive framing: no leaks at the stop (status %s; leaked on: %s)" % (rc, leaked))
 
 # Ids unique across restarts.
 srv2 = serverlib.Server(tmp, "again", model)
