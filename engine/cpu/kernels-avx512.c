@@ -981,7 +981,8 @@ INLINE void x16_block(const uint8_t *g, int64_t k, int64_t nblk, bool q8, bool n
      * chunks (4.6 KB) on took Gemma 4 E4B's decode from 9.0-11.2 to 12.1
      * tok/s (docs/PERFORMANCE.md). Each context now measures the modes
      * (x16_prefetch). */
-    x16_prefetch(c, chunk, (size_t)h * (chunk / 2), chunk / 2, pf_mode);
+    x16_prefetch_ahead(c, chunk, (size_t)h * (chunk / 2), chunk / 2, pf_mode,
+                       !q8 && !nl && !mx ? TN_X16_PREFETCH_NEAR_Q4_0 : TN_X16_PREFETCH_NEAR);
     const __m512 dw = mx ? e8m0_half16(c + 16 * h)
                          : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
     const uint8_t *q = c + hdr + (size_t)h * qb;
