@@ -1,5 +1,5 @@
 /* Wall time of decode steps at a fixed position with two prefetch
- * distances for Q4_0's one-row kernel, alternated step by step in one
+ * distances for the 4-bit X16 kernels (Q4_0, IQ4_NL, MXFP4), alternated step by step in one
  * process (A B, then B A, ...), so that the memory's swings from minute to
  * minute (this shared host's read rate moves between 20 and 75 GB/s within
  * minutes) fall on both alike: the paired ratio B/A is the figure. Run with
@@ -29,7 +29,7 @@ int main(int argc, char **argv) {
     for (int i = -10; i < pairs; i++) {
         for (int s = 0; s < 2; s++) {
             const int use_b = (i + s) & 1;
-            tn_cpu_set_q4_0_near_chunks(use_b ? cb : ca);
+            tn_cpu_set_4bit_near_chunks(use_b ? cb : ca);
             tn_ctx_kv_truncate(c, 16);
             const double t0 = now();
             tn_ctx_decode(c, toks, B, B > 1 ? TN_LOGITS_ALL : TN_LOGITS_LAST, lg, &err);
