@@ -16,6 +16,8 @@
 #include "tn-quant.h"
 #include "tn-avx512-dpbusd.h"
 
+#include <stdatomic.h>
+
 #include <immintrin.h>
 #include <string.h>
 
@@ -964,6 +966,13 @@ INLINE __m512 e8m0_half16(const uint8_t *e) {
     return _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(0.5f));
 }
 
+static _Atomic int near_chunks_4bit = TN_X16_PREFETCH_NEAR_4BIT;
+
+void tn_cpu_set_4bit_near_chunks(int chunks) {
+    atomic_store_explicit(&near_chunks_4bit, chunks < 1 ? 1 : chunks > 64 ? 64 : chunks,
+                          memory_order_relaxed);
+}
+
 /* Block k of one group of 16 rows against nb activation rows. mx: MXFP4,
  * IQ4_NL's nibbles with E8M0 scales (a 32-byte header, repack.c). */
 INLINE void x16_block(const uint8_t *g, int64_t k, int64_t nblk, bool q8, bool nl, bool mx,
@@ -981,7 +990,10 @@ INLINE void x16_block(const uint8_t *g, int64_t k, int64_t nblk, bool q8, bool n
      * chunks (4.6 KB) on took Gemma 4 E4B's decode from 9.0-11.2 to 12.1
      * tok/s (docs/PERFORMANCE.md). Each context now measures the modes
      * (x16_prefetch). */
-    x16_prefetch(c, chunk, (size_t)h * (chunk / 2), chunk / 2, pf_mode);
+    x16_prefetch_ahead(c, chunk, (size_t)h * (chunk / 2), chunk / 2, pf_mode,
+                       !q8
+                           ? (size_t)atomic_load_explicit(&near_chunks_4bit, memory_order_relaxed)
+                           : TN_X16_PREFETCH_NEAR);
     const __m512 dw = mx ? e8m0_half16(c + 16 * h)
                          : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(c + 32 * h)));
     const uint8_t *q = c + hdr + (size_t)h * qb;

@@ -79,11 +79,22 @@ static inline __attribute__((always_inline)) __m512i pair_dot8(const __m512i pai
  * not. */
 #define TN_X16_PREFETCH_NEAR 2
 #define TN_X16_PREFETCH_FAR 8
-static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *unit, size_t unit_bytes,
-                                                               size_t off, size_t n,
-                                                               tn_prefetch_mode mode) {
+/* The 4-bit chunks (Q4_0, IQ4_NL: 576 bytes, 16 rows x 2 blocks; MXFP4:
+ * 544), near: six ahead (3.3-3.5 KB), not two. Decode steps alternated
+ * with two and six in one process (so that the memory's minute-to-minute
+ * swings fall on both), near forced: 11-13 % faster on E4B- and
+ * Llama-1B-shaped Q4_0, 15 % on IQ4_NL, 6 % on a gpt-oss MXFP4; a 16-token
+ * Q4_0 step 11 %. Four ahead was 4 % slower than six, eight and ten no
+ * faster. Q8_0's 1088-byte chunks were 3.6 % slower at three than at two,
+ * and the K-quants' groups (2.3-3.4 KB) gained nothing from three
+ * (docs/PERFORMANCE.md, session 29). */
+#define TN_X16_PREFETCH_NEAR_4BIT 6
+static inline __attribute__((always_inline)) void x16_prefetch_ahead(const uint8_t *unit,
+                                                                     size_t unit_bytes, size_t off,
+                                                                     size_t n, tn_prefetch_mode mode,
+                                                                     size_t near_units) {
     if (mode == TN_PREFETCH_NEAR) {
-        const uintptr_t pf = (uintptr_t)unit + TN_X16_PREFETCH_NEAR * unit_bytes + off;
+        const uintptr_t pf = (uintptr_t)unit + near_units * unit_bytes + off;
         for (size_t o = 0; o < n; o += 64)
             _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
     } else if (mode == TN_PREFETCH_FAR) {
@@ -91,6 +102,12 @@ static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *un
         for (size_t o = 0; o < n; o += 64)
             _mm_prefetch((const char *)(pf + o), _MM_HINT_T1);
     }
+}
+
+static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *unit, size_t unit_bytes,
+                                                               size_t off, size_t n,
+                                                               tn_prefetch_mode mode) {
+    x16_prefetch_ahead(unit, unit_bytes, off, n, mode, TN_X16_PREFETCH_NEAR);
 }
 
 /* Inside a rows function's loop over its blocks, `for (u = 0; u < streams;

@@ -160,6 +160,14 @@ bool tn_mm_ops_avx512bf16(tn_mm_ops *ops, uint32_t type);
 #endif
 #endif
 
+#if defined(TN_CPU_X86)
+/* How many chunks ahead the 4-bit X16 kernels (Q4_0, IQ4_NL, MXFP4)
+ * prefetch in the near mode (TN_X16_PREFETCH_NEAR_4BIT unless set; 1 to
+ * 64): for
+ * tools/cputime/ab-decode.c, which compares two distances step by step. */
+void tn_cpu_set_4bit_near_chunks(int chunks);
+#endif
+
 /* Attention kernels (attention*.c): false when the family cannot run this
  * head size (then the scalar reference runs it, with the same result). */
 void tn_attention_scalar(const tn_attn_tile *t, float *scratch);
