@@ -591,6 +591,16 @@ static void scan_document(parser *ps, tn_json *root) {
     }
 }
 
+/* What both entry points refuse before scanning. */
+static int check_text(const char *text, size_t len, const char *name, tn_error *err) {
+    if (!text && len)
+        return tn_fail(err, TN_ERR_INVALID, "%s: no text", name);
+    if (len >= UINT32_MAX)
+        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: JSON text of %zu bytes is too large",
+                       name, len);
+    return TN_OK;
+}
+
 int tn_json_parse(const char *text, size_t len, const char *name, tn_json_doc **out,
                   tn_error *err) {
     if (!out)
@@ -598,11 +608,9 @@ int tn_json_parse(const char *text, size_t len, const char *name, tn_json_doc **
     *out = NULL;
     if (!name)
         name = "JSON";
-    if (!text && len)
-        return tn_fail(err, TN_ERR_INVALID, "%s: no text", name);
-    if (len >= UINT32_MAX)
-        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: JSON text of %zu bytes is too large",
-                       name, len);
+    int rc = check_text(text, len, name, err);
+    if (rc != TN_OK)
+        return rc;
     tn_json_doc *doc = calloc(1, sizeof *doc);
     if (!doc)
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory while parsing JSON", name);
@@ -636,11 +644,9 @@ int tn_json_check(const char *text, size_t len, const char *name, unsigned max_d
                   unsigned flags, tn_error *err) {
     if (!name)
         name = "JSON";
-    if (!text && len)
-        return tn_fail(err, TN_ERR_INVALID, "%s: no text", name);
-    if (len >= UINT32_MAX)
-        return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: JSON text of %zu bytes is too large",
-                       name, len);
+    int rc = check_text(text, len, name, err);
+    if (rc != TN_OK)
+        return rc;
     /* The scanner recurses once per level: TN_JSON_MAX_DEPTH bounds the
      * stack whatever the caller asks. */
     if (max_depth == 0)

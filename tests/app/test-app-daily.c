@@ -182,6 +182,22 @@ static const char good_chat[] =
   "{\"role\":\"assistant\",\"content\":\"Hi!\",\"stats\":{\"generated_tokens\":2,"
   "\"decode_tok_s\":10.5,\"stop_reason\":\"eog\"}}]}";
 
+/* Opens saved chat `id` as a click on its row in the list does. */
+static void
+open_saved_chat (TernWindow *w,
+                 const char *id)
+{
+  GtkListBox *list = GTK_LIST_BOX (tern_window_get_chat_list (w));
+  guint pos = 0;
+  GtkListBoxRow *row;
+
+  g_list_store_find (G_LIST_STORE (tern_window_get_chats (w)), find_chat (w, id), &pos);
+  row = gtk_list_box_get_row_at_index (list, (int) pos);
+  CHECK (row != NULL);
+  if (row != NULL)
+    g_signal_emit_by_name (list, "row-activated", row);
+}
+
 static void
 part_chat_files (Fixture *f)
 {
@@ -287,19 +303,7 @@ part_chat_files (Fixture *f)
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-files.png"));
 
   /* The good one opens and exports. */
-  {
-    GtkListBox *list = GTK_LIST_BOX (tern_window_get_chat_list (f->w));
-    guint pos = 0;
-    GtkListBoxRow *row;
-
-    g_list_store_find (G_LIST_STORE (tern_window_get_chats (f->w)), find_chat (f->w, "good"),
-                       &pos);
-    row = gtk_list_box_get_row_at_index (list, (int) pos);
-
-    CHECK (row != NULL);
-    if (row != NULL)
-      g_signal_emit_by_name (list, "row-activated", row);
-  }
+  open_saved_chat (f->w, "good");
   CHECK (g_str_equal (tern_chat_get_id (tern_window_get_chat (f->w)), "good"));
   /* Its picture is back with the question. */
   {
@@ -337,20 +341,12 @@ part_chat_files (Fixture *f)
   CHECK (saved_chats (f->w) == 1);
   CHECKF (tern_window_get_last_error (f->w) == NULL, "%s", tern_window_get_last_error (f->w));
   {
-    GtkListBox *list = GTK_LIST_BOX (tern_window_get_chat_list (f->w));
-    guint pos = 0;
-    GtkListBoxRow *row;
     g_autofree char *text = NULL;
 
     activate (f->w, "new-chat", NULL);
     text = tern_composer_get_text (f->w->composer);
     CHECKF (g_str_equal (text, ""), "a new chat's composer holds '%s'", text);
-    g_list_store_find (G_LIST_STORE (tern_window_get_chats (f->w)), find_chat (f->w, "good"),
-                       &pos);
-    row = gtk_list_box_get_row_at_index (list, (int) pos);
-    CHECK (row != NULL);
-    if (row != NULL)
-      g_signal_emit_by_name (list, "row-activated", row);
+    open_saved_chat (f->w, "good");
     g_free (text);
     text = tern_composer_get_text (f->w->composer);
     CHECKF (g_str_equal (text, "An unfinished question about terns"), "composer: '%s'", text);
