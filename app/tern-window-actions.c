@@ -429,7 +429,6 @@ _tern_window_delete_chat (TernWindow *self,
             g_list_model_get_item (G_LIST_MODEL (self->chats),
                                    MIN (pos, g_list_model_get_n_items (G_LIST_MODEL (self->chats)) - 1));
           _tern_window_show_chat (self, next);
-          _tern_window_select_current_chat (self);
         }
       else
         {
@@ -503,7 +502,6 @@ action_undo_delete (GSimpleAction *action,
   if (!_tern_window_is_generating (self))
     {
       _tern_window_show_chat (self, chat);
-      _tern_window_select_current_chat (self);
     }
   g_object_unref (chat);
 }

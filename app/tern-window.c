@@ -441,6 +441,8 @@ _tern_window_show_chat (TernWindow *self,
         }
     }
   g_set_object (&self->chat, chat);
+  /* The list's highlight names the chat shown, however it was opened. */
+  _tern_window_select_current_chat (self);
   _tern_window_remove_rows_from (self, 0);
   for (guint i = 0; i < tern_chat_get_n_messages (chat); i++)
     add_row (self, tern_chat_get_message (chat, i));
@@ -489,14 +491,12 @@ _tern_window_new_chat (TernWindow *self)
           g_list_store_remove (self->chats, i);
           g_list_store_insert (self->chats, 0, other);
           _tern_window_show_chat (self, other);
-          _tern_window_select_current_chat (self);
           return;
         }
     }
   chat = tern_chat_new (mode);
   g_list_store_insert (self->chats, 0, chat);
   _tern_window_show_chat (self, chat);
-  _tern_window_select_current_chat (self);
 }
 
 /* ------------------------------------------------------------ engine side */

@@ -184,18 +184,22 @@ static const char good_chat[] =
 
 /* Opens saved chat `id` as a click on its row in the list does. */
 static void
-open_saved_chat (TernWindow *w,
-                 const char *id)
+open_chat (TernWindow *w,
+           const char *id)
 {
   GtkListBox *list = GTK_LIST_BOX (tern_window_get_chat_list (w));
+  TernChat *chat = find_chat (w, id);
   guint pos = 0;
   GtkListBoxRow *row;
 
-  g_list_store_find (G_LIST_STORE (tern_window_get_chats (w)), find_chat (w, id), &pos);
+  CHECK (chat != NULL && g_list_store_find (G_LIST_STORE (tern_window_get_chats (w)), chat,
+                                            &pos));
   row = gtk_list_box_get_row_at_index (list, (int) pos);
   CHECK (row != NULL);
   if (row != NULL)
     g_signal_emit_by_name (list, "row-activated", row);
+  /* The list's highlight follows the chat shown, not only a click's. */
+  CHECK (gtk_list_box_get_selected_row (list) == row);
 }
 
 static void
@@ -303,7 +307,7 @@ part_chat_files (Fixture *f)
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-files.png"));
 
   /* The good one opens and exports. */
-  open_saved_chat (f->w, "good");
+  open_chat (f->w, "good");
   CHECK (g_str_equal (tern_chat_get_id (tern_window_get_chat (f->w)), "good"));
   /* Its picture is back with the question. */
   {
@@ -346,10 +350,11 @@ part_chat_files (Fixture *f)
     activate (f->w, "new-chat", NULL);
     text = tern_composer_get_text (f->w->composer);
     CHECKF (g_str_equal (text, ""), "a new chat's composer holds '%s'", text);
-    open_saved_chat (f->w, "good");
+    open_chat (f->w, "good");
     g_free (text);
     text = tern_composer_get_text (f->w->composer);
     CHECKF (g_str_equal (text, "An unfinished question about terns"), "composer: '%s'", text);
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-draft-restored.png"));
     /* Emptied, it is gone from the file when the chat is left. */
     tern_window_set_composer_text (f->w, "");
     activate (f->w, "new-chat", NULL);
@@ -649,23 +654,6 @@ long_chat_json (const char *id,
     }
   g_string_append (s, "]}");
   return g_string_free (s, FALSE);
-}
-
-static void
-open_chat (TernWindow *w,
-           const char *id)
-{
-  GtkListBox *list = GTK_LIST_BOX (tern_window_get_chat_list (w));
-  TernChat *chat = find_chat (w, id);
-  guint pos = 0;
-  GtkListBoxRow *row;
-
-  CHECK (chat != NULL && g_list_store_find (G_LIST_STORE (tern_window_get_chats (w)), chat,
-                                            &pos));
-  row = gtk_list_box_get_row_at_index (list, (int) pos);
-  CHECK (row != NULL);
-  if (row != NULL)
-    g_signal_emit_by_name (list, "row-activated", row);
 }
 
 static void
