@@ -86,6 +86,11 @@ struct _TernWindow {
   gboolean scrolling;      /* our own change of the scroll position */
   guint follow_tick;       /* the frame callback that keeps the end in view */
   int settled_frames;      /* frames the end has stayed in view */
+  guint first_row;         /* the chat's first message drawn: earlier ones wait (APP.md) */
+  guint earlier_idle;      /* draws the batch before first_row */
+  guint anchor_tick;       /* keeps the view on its messages while a batch lands above */
+  double anchor_from_end;  /* the view's distance from the transcript's end to keep */
+  int anchor_frames;       /* frames that distance has held */
   GPtrArray *toasts;       /* shown or waiting */
   gint64     toast_dismissed_us; /* when a dismissal last reached the overlay (monotonic) */
   GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */
@@ -221,8 +226,12 @@ const char    *tern_window_get_model_tag         (TernWindow     *self);
 /* The text the transcript shows for message index (the rendered rows). */
 const char    *tern_window_get_row_text          (TernWindow     *self,
                                                   guint           index);
+/* The rows drawn: a long chat's earlier messages are drawn as the view
+ * nears them (first the last TRANSCRIPT_BATCH). */
 guint          tern_window_get_n_rows            (TernWindow     *self);
-/* The transcript row of message index (NULL past the end). */
+/* No batch of earlier messages waiting to be drawn or landing. */
+gboolean       tern_window_transcript_is_settled (TernWindow     *self);
+/* The transcript row of message index (NULL past the end, or not drawn yet). */
 GtkWidget     *tern_window_get_row               (TernWindow     *self,
                                                   guint           index);
 void           tern_window_set_composer_text     (TernWindow     *self,

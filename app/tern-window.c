@@ -277,13 +277,16 @@ _tern_window_save_chat (TernWindow *self)
   tern_chat_save_in_background (self->chat, self->chats_dir, G_OBJECT (self), _tern_window_on_save_error);
 }
 
+/* The row of message `index`; NULL when it is not drawn (yet). */
 static TernMessageRow *
 row_at (TernWindow *self,
         guint       index)
 {
   GtkWidget *child = gtk_widget_get_first_child (GTK_WIDGET (self->message_box));
 
-  for (guint i = 0; child != NULL && i < index; i++)
+  if (index < self->first_row)
+    return NULL;
+  for (guint i = self->first_row; child != NULL && i < index; i++)
     child = gtk_widget_get_next_sibling (child);
   return child ? TERN_MESSAGE_ROW (child) : NULL;
 }
@@ -292,7 +295,7 @@ void
 _tern_window_mark_last_rows (TernWindow *self)
 {
   guint n = tern_chat_get_n_messages (self->chat);
-  guint i = 0;
+  guint i = self->first_row;
 
   for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (self->message_box)); c;
        c = gtk_widget_get_next_sibling (c), i++)
@@ -315,8 +318,8 @@ _tern_window_mark_last_rows (TernWindow *self)
 }
 
 static TernMessageRow *
-add_row (TernWindow        *self,
-         const TernMessage *m)
+message_row_new (TernWindow        *self,
+                 const TernMessage *m)
 {
   TernMessageRow *row = tern_message_row_new (m->role, m->text);
   g_autofree char *stats = tern_message_format_stats (m);
@@ -335,6 +338,15 @@ add_row (TernWindow        *self,
     tern_message_row_set_drafted (row, m->drafted->data);
   tern_message_row_set_images (row, m->images);
   tern_message_row_set_tint (row, g_settings_get_boolean (self->settings, "tint-drafted"));
+  return row;
+}
+
+static TernMessageRow *
+add_row (TernWindow        *self,
+         const TernMessage *m)
+{
+  TernMessageRow *row = message_row_new (self, m);
+
   gtk_box_append (self->message_box, GTK_WIDGET (row));
   return row;
 }
@@ -345,6 +357,15 @@ _tern_window_remove_rows_from (TernWindow *self,
 {
   TernMessageRow *row;
 
+  if (index < self->first_row)
+    {
+      GtkWidget *child;
+
+      while ((child = gtk_widget_get_first_child (GTK_WIDGET (self->message_box))) != NULL)
+        gtk_box_remove (self->message_box, child);
+      self->first_row = index;
+      return;
+    }
   while ((row = row_at (self, index)) != NULL)
     gtk_box_remove (self->message_box, GTK_WIDGET (row));
 }
@@ -399,6 +420,14 @@ keep_draft (TernWindow *self,
     tern_chat_save_in_background (chat, self->chats_dir, G_OBJECT (self), _tern_window_on_save_error);
 }
 
+/* A long chat opens with its last TRANSCRIPT_BATCH messages drawn, and the
+ * ones before come a batch at a time as the view nears the top: each
+ * message is a row of some 40 widgets, and a 600-message chat drew 23,000
+ * of them before it showed anything (3-5 s of a frozen window; APP.md). */
+#define TRANSCRIPT_BATCH 40
+
+static void stop_drawing_earlier (TernWindow *self);
+
 void
 _tern_window_show_chat (TernWindow *self,
            TernChat   *chat)
@@ -444,7 +473,11 @@ _tern_window_show_chat (TernWindow *self,
   /* The list's highlight names the chat shown, however it was opened. */
   _tern_window_select_current_chat (self);
   _tern_window_remove_rows_from (self, 0);
-  for (guint i = 0; i < tern_chat_get_n_messages (chat); i++)
+  stop_drawing_earlier (self);
+  self->first_row = tern_chat_get_n_messages (chat) > TRANSCRIPT_BATCH
+                      ? tern_chat_get_n_messages (chat) - TRANSCRIPT_BATCH
+                      : 0;
+  for (guint i = self->first_row; i < tern_chat_get_n_messages (chat); i++)
     add_row (self, tern_chat_get_message (chat, i));
   _tern_window_mark_last_rows (self);
   scroll_to_end (self);
@@ -1493,6 +1526,90 @@ follow_end (TernWindow *self)
                                                       on_follow_tick, self, NULL);
 }
 
+static void maybe_draw_earlier (TernWindow *self);
+
+/* A batch drawn above the view moves what the view shows down by its
+ * height, which is known only once the new rows are measured (over a few
+ * layouts). Content only grows above, so keeping the view's distance from
+ * the end keeps it on the same messages. */
+static gboolean
+on_anchor_tick (GtkWidget     *widget,
+                GdkFrameClock *clock,
+                gpointer       data)
+{
+  TernWindow *self = data;
+  GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment (self->transcript_scroller);
+  double want = gtk_adjustment_get_upper (adj) - self->anchor_from_end;
+
+  (void) widget;
+  (void) clock;
+  if (fabs (gtk_adjustment_get_value (adj) - want) > 0.5)
+    {
+      self->scrolling = TRUE;
+      gtk_adjustment_set_value (adj, want);
+      self->scrolling = FALSE;
+      self->anchor_frames = 0;
+    }
+  else if (++self->anchor_frames >= SETTLED_FRAMES)
+    {
+      self->anchor_tick = 0;
+      /* Short messages: the batch may not have filled the page above. */
+      maybe_draw_earlier (self);
+      return G_SOURCE_REMOVE;
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+draw_earlier_rows (gpointer data)
+{
+  TernWindow *self = data;
+  GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment (self->transcript_scroller);
+  guint from;
+
+  self->earlier_idle = 0;
+  if (self->chat == NULL || self->first_row == 0
+      || self->first_row > tern_chat_get_n_messages (self->chat))
+    return G_SOURCE_REMOVE;
+  from = self->first_row > TRANSCRIPT_BATCH ? self->first_row - TRANSCRIPT_BATCH : 0;
+  if (self->anchor_tick == 0)
+    self->anchor_from_end = gtk_adjustment_get_upper (adj) - gtk_adjustment_get_value (adj);
+  for (guint i = self->first_row; i > from; i--)
+    gtk_box_prepend (self->message_box,
+                     GTK_WIDGET (message_row_new (self, tern_chat_get_message (self->chat, i - 1))));
+  self->first_row = from;
+  _tern_window_mark_last_rows (self);
+  self->anchor_frames = 0;
+  if (self->anchor_tick == 0)
+    self->anchor_tick = gtk_widget_add_tick_callback (GTK_WIDGET (self->transcript_scroller),
+                                                      on_anchor_tick, self, NULL);
+  return G_SOURCE_REMOVE;
+}
+
+/* Within a page of the top, the batch before is drawn (after this layout:
+ * the tree is not changed while it is being measured), and no other until
+ * it has landed: until then the view is not yet where it will be. */
+static void
+maybe_draw_earlier (TernWindow *self)
+{
+  GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment (self->transcript_scroller);
+
+  if (self->first_row > 0 && self->earlier_idle == 0 && self->anchor_tick == 0
+      && gtk_adjustment_get_value (adj) < gtk_adjustment_get_page_size (adj))
+    self->earlier_idle = g_idle_add (draw_earlier_rows, self);
+}
+
+static void
+stop_drawing_earlier (TernWindow *self)
+{
+  g_clear_handle_id (&self->earlier_idle, g_source_remove);
+  if (self->anchor_tick != 0)
+    {
+      gtk_widget_remove_tick_callback (GTK_WIDGET (self->transcript_scroller), self->anchor_tick);
+      self->anchor_tick = 0;
+    }
+}
+
 static void
 on_scroll_bounds (GtkAdjustment *adj,
                   GParamSpec    *pspec,
@@ -1502,6 +1619,7 @@ on_scroll_bounds (GtkAdjustment *adj,
   (void) pspec;
   follow_end (self);
   update_jump_button (self);
+  maybe_draw_earlier (self);
 }
 
 static void
@@ -1515,8 +1633,12 @@ on_scroll_value (GtkAdjustment *adj,
       self->stick_to_bottom = at_end (adj);
       if (self->stick_to_bottom)
         follow_end (self);
+      /* The user's own scrolling while a batch lands is kept. */
+      if (self->anchor_tick != 0)
+        self->anchor_from_end = gtk_adjustment_get_upper (adj) - gtk_adjustment_get_value (adj);
     }
   update_jump_button (self);
+  maybe_draw_earlier (self);
 }
 
 static void
@@ -1747,6 +1869,7 @@ tern_window_dispose (GObject *object)
   TernWindow *self = TERN_WINDOW (object);
 
   g_clear_handle_id (&self->count_timeout, g_source_remove);
+  stop_drawing_earlier (self);
   if (self->follow_tick != 0)
     {
       gtk_widget_remove_tick_callback (GTK_WIDGET (self->transcript_scroller), self->follow_tick);
@@ -2103,6 +2226,12 @@ tern_window_get_n_rows (TernWindow *self)
        c = gtk_widget_get_next_sibling (c))
     n++;
   return n;
+}
+
+gboolean
+tern_window_transcript_is_settled (TernWindow *self)
+{
+  return self->earlier_idle == 0 && self->anchor_tick == 0;
 }
 
 void

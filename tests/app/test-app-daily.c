@@ -15,6 +15,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <sys/resource.h>
 
@@ -656,16 +657,36 @@ long_chat_json (const char *id,
   return g_string_free (s, FALSE);
 }
 
+static guint rows_before;
+
+static gboolean
+rows_grew (TernWindow *w)
+{
+  return tern_window_get_n_rows (w) > rows_before;
+}
+
+/* The first message that has a row (the transcript draws a long chat's
+ * earlier messages only as they are scrolled to). */
+static guint
+first_drawn (TernWindow *w)
+{
+  guint n = tern_chat_get_n_messages (tern_window_get_chat (w));
+
+  return n - tern_window_get_n_rows (w);
+}
+
 static void
 part_scroll (Fixture *f)
 {
   g_autofree char *model = make_model (f->tmp);
   g_autofree char *json = long_chat_json ("long", 12);
+  g_autofree char *big = long_chat_json ("big", 600);
   GtkAdjustment *adj;
   GtkWidget *jump;
   TernMessage *m;
 
   write_file (f->chats_dir, "long.json", json, -1);
+  write_file (f->chats_dir, "big.json", big, -1);
   g_settings_set_int (f->settings, "max-tokens", 300);
   fixture_window (f, 1000, 700);
   adj = gtk_scrolled_window_get_vadjustment (
@@ -725,6 +746,47 @@ part_scroll (Fixture *f)
     gtk_widget_activate (jump);
   CHECK (wait_for (f->w, end_in_view, 20));
   CHECK (!jump_offered (f->w));
+
+  /* A 600-message chat opens with its last messages drawn (all of them
+   * froze the window for seconds), and the ones before come a batch at a
+   * time as the view nears the top, the view staying on the messages it
+   * showed. */
+  open_chat (f->w, "big");
+  CHECK (wait_for (f->w, end_in_view, 20));
+  CHECKF (tern_window_get_n_rows (f->w) <= 100, "%u rows drawn at open",
+          tern_window_get_n_rows (f->w));
+  CHECK (tern_window_get_row (f->w, 0) == NULL);
+  CHECK (g_str_has_prefix (tern_window_get_row_text (f->w, 599), "Line 0 of message 599:"));
+  for (int round = 0; round < 40 && first_drawn (f->w) > 0; round++)
+    {
+      GtkWidget *scroller = tern_window_get_transcript_scroller (f->w);
+      GtkWidget *top = tern_window_get_row (f->w, first_drawn (f->w));
+      graphene_rect_t before, after;
+      double at;
+
+      CHECK (wait_for (f->w, tern_window_transcript_is_settled, 10));
+      CHECK (top != NULL && gtk_widget_compute_bounds (top, scroller, &before));
+      /* Where the row will be once the view is at the top. */
+      at = before.origin.y + gtk_adjustment_get_value (adj);
+      rows_before = tern_window_get_n_rows (f->w);
+      gtk_adjustment_set_value (adj, 0);
+      CHECKF (wait_for (f->w, rows_grew, 10), "round %d: no earlier messages drawn", round);
+      CHECK (wait_for (f->w, tern_window_transcript_is_settled, 10));
+      CHECK (gtk_widget_compute_bounds (top, scroller, &after));
+      CHECKF (fabs (after.origin.y - at) < 4, "round %d: the view moved from %.0f to %.0f px",
+              round, at, after.origin.y);
+    }
+  CHECK (tern_window_get_n_rows (f->w) == 600);
+  CHECK (g_str_has_prefix (tern_window_get_row_text (f->w, 0), "Line 0 of message 0:"));
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-scroll-long-chat-top.png"));
+  /* The last answer can still be taken back and edited. */
+  activate (f->w, "edit-last", NULL);
+  CHECK (tern_window_get_n_rows (f->w) == 598);
+  {
+    g_autofree char *text = tern_composer_get_text (f->w->composer);
+
+    CHECKF (g_str_has_prefix (text, "Line 0 of message 598:"), "composer: '%.40s'", text);
+  }
 }
 
 /* ---------------------------------------------------------------- sidebar */
