@@ -45,6 +45,16 @@ static void framed_scan(TernFramedInput *self) {
                                  self->buf->len - self->ready, &len, &self->status,
                                  &self->why)) {
         case TERN_FRAMER_PASS:
+            if (self->framer.drop_expect) {
+                /* an expectation to ignore (tern_framing_ignores_expect):
+                 * libsoup acts on any it sees */
+                self->framer.drop_expect = false;
+                const size_t kept =
+                    tern_framing_drop_expect((char *)self->buf->data + self->ready, len);
+                g_byte_array_remove_range(self->buf, (guint)(self->ready + kept),
+                                          (guint)(len - kept));
+                len = kept;
+            }
             self->ready += len;
             break;
         case TERN_FRAMER_DROP:

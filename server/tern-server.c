@@ -2685,15 +2685,25 @@ static void conn_answer_now(tern_server *srv, SoupServerMessage *msg) {
     c->deadline = g_get_monotonic_time() + G_USEC_PER_SEC;
 }
 
+/* The reason phrase of a refusal of the framing (tern-framing.h). */
+static const char *refusal_reason(int status) {
+    switch (status) {
+    case 417:
+        return "Expectation Failed";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 501:
+        return "Not Implemented";
+    default:
+        return "Bad Request";
+    }
+}
+
 /* A later request on a kept-alive connection (or the first, again) whose
  * head or chunked body is refused by the framed stream: answered as the
  * first is, after libsoup's answers to those before it. */
 static void conn_framing_refused(int status, const char *why, gpointer data) {
-    conn_refuse(data, status,
-                status == 501   ? "Not Implemented"
-                : status == 431 ? "Request Header Fields Too Large"
-                                : "Bad Request",
-                "%s", why);
+    conn_refuse(data, status, refusal_reason(status), "%s", why);
 }
 
 /* A later request's head has begun: from here it has the request timeout,
@@ -2764,7 +2774,7 @@ static gboolean conn_first_bytes(GSocket *sock, GIOCondition cond, gpointer data
     int status;
     const char *why = tern_framing_problem(buf, (size_t)(end - buf) + 2, &status, NULL);
     if (why) {
-        conn_refuse(c, status, status == 501 ? "Not Implemented" : "Bad Request", "%s", why);
+        conn_refuse(c, status, refusal_reason(status), "%s", why);
         return G_SOURCE_REMOVE;
     }
     /* This request and every later one on the connection reach libsoup
