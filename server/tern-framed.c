@@ -217,8 +217,10 @@ static gboolean framed_close(GIOStream *stream, GCancellable *cancellable, GErro
     g_input_stream_close(G_INPUT_STREAM(self->input), NULL, NULL);
     /* Refused: libsoup lets go of the connection at once, but closing it
      * with the client's bytes unread would reset it, and the answer with
-     * it; the caller closes it after they are read. */
-    if (self->input->refused)
+     * it; the caller closes it after they are read. The same when the
+     * caller says so (an answer it wrote itself, bytes still unread). */
+    if (self->input->refused ||
+        (self->input->calls.closing && self->input->calls.closing(self->input->calls.data)))
         return TRUE;
     return g_io_stream_close(self->base, cancellable, error);
 }
