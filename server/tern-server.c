@@ -808,6 +808,8 @@ static void stream_start(job *j) {
     SoupMessageHeaders *h = soup_server_message_get_response_headers(j->msg);
     const bool http10 = soup_server_message_get_http_version(j->msg) == SOUP_HTTP_1_0;
     soup_message_headers_set_encoding(h, http10 ? SOUP_ENCODING_EOF : SOUP_ENCODING_CHUNKED);
+    if (http10) /* the stream ends with the connection, kept-alive or not */
+        soup_message_headers_remove(h, "Connection");
     soup_message_headers_replace(h, "Content-Type", "text/event-stream");
     soup_message_headers_replace(h, "Cache-Control", "no-cache");
     /* Events written are not kept in the message. */
@@ -2423,6 +2425,15 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
     SoupMessageHeaders *req = soup_server_message_get_request_headers(msg);
     if (soup_server_message_get_status(msg) != 0)
         return;
+    /* HTTP/1.0 keep-alive (RFC 9112, 9.3; ApacheBench's -k asks for it):
+     * libsoup keeps a 1.0 connection only when the answer says so, and
+     * closed it after the first answer, so the client's next request was
+     * reset. Its answers have a Content-Length; a stream (close-delimited,
+     * stream_start) and a refusal that closes take the header off. */
+    if (soup_server_message_get_http_version(msg) == SOUP_HTTP_1_0 &&
+        soup_message_headers_header_contains(req, "Connection", "keep-alive"))
+        soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+                                     "Connection", "keep-alive");
     const char *host = soup_message_headers_get_list(req, "Host");
     const char *cl = soup_message_headers_get_list(req, "Content-Length");
     const size_t digits = cl ? strspn(cl, "0123456789") : 0;
