@@ -45,6 +45,16 @@ static void framed_scan(TernFramedInput *self) {
                                  self->buf->len - self->ready, &len, &self->status,
                                  &self->why)) {
         case TERN_FRAMER_PASS:
+            if (self->framer.drop_expect) {
+                /* an expectation to ignore (tern_framing_ignores_expect):
+                 * libsoup acts on any it sees */
+                self->framer.drop_expect = false;
+                const size_t kept =
+                    tern_framing_drop_expect((char *)self->buf->data + self->ready, len);
+                g_byte_array_remove_range(self->buf, (guint)(self->ready + kept),
+                                          (guint)(len - kept));
+                len = kept;
+            }
             self->ready += len;
             break;
         case TERN_FRAMER_DROP:
@@ -207,8 +217,10 @@ static gboolean framed_close(GIOStream *stream, GCancellable *cancellable, GErro
     g_input_stream_close(G_INPUT_STREAM(self->input), NULL, NULL);
     /* Refused: libsoup lets go of the connection at once, but closing it
      * with the client's bytes unread would reset it, and the answer with
-     * it; the caller closes it after they are read. */
-    if (self->input->refused)
+     * it; the caller closes it after they are read. The same when the
+     * caller says so (an answer it wrote itself, bytes still unread). */
+    if (self->input->refused ||
+        (self->input->calls.closing && self->input->calls.closing(self->input->calls.data)))
         return TRUE;
     return g_io_stream_close(self->base, cancellable, error);
 }

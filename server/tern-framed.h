@@ -15,6 +15,10 @@ typedef struct {
     /* The reader waits for the rest of a head that has begun (libsoup
      * does not know of a request before it has its whole head). */
     void (*head_begun)(gpointer data);
+    /* libsoup closes the connection: true when the caller closes base
+     * itself, later (closed now with bytes the client sent unread, the
+     * connection is reset, and the answer before may be lost). */
+    gboolean (*closing)(gpointer data);
     gpointer data;
 } tern_framed_calls;
 

@@ -4,6 +4,45 @@
 #include <glib.h>
 #include <string.h>
 
+/* A decimal number as strtoul reads it: one too large for a version stays
+ * too large. */
+static unsigned long decimal(const char **p, const char *e) {
+    unsigned long v = 0;
+    for (; *p < e && **p >= '0' && **p <= '9'; (*p)++)
+        v = v > 100000 ? v : v * 10 + (unsigned long)(**p - '0');
+    return v;
+}
+
+/* The minor version soup_headers_parse_request reads in s[0..n) (the
+ * request line on, empty lines before it skipped): its three fields apart
+ * by blanks, then "HTTP/1.", a number (leading zeros read), 0 or 1; -1
+ * for a request line libsoup refuses (400 or 505). */
+static int request_minor(const char *s, size_t n) {
+    const char *p = s, *e = s + n;
+    for (int field = 0; field < 2; field++) {
+        while (p < e && *p != ' ' && *p != '\t')
+            p++;
+        while (p < e && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p >= e)
+            return -1;
+    }
+    if (e - p <= 8 || memcmp(p, "HTTP/", 5) || !g_ascii_isdigit(p[5]))
+        return -1;
+    p += 5;
+    const unsigned long major = decimal(&p, e);
+    if (e - p < 2 || *p != '.' || !g_ascii_isdigit(p[1]))
+        return -1;
+    p++;
+    const unsigned long minor = decimal(&p, e);
+    return major == 1 && minor <= 1 ? (int)minor : -1;
+}
+
+/* An Expect header line, as libsoup names it (no blank before the colon). */
+static bool expect_line(const char *line, size_t len) {
+    return len >= 7 && !g_ascii_strncasecmp(line, "Expect:", 7);
+}
+
 /* One Content-Length, a byte count, not together with a Transfer-Encoding
  * (a request smuggling trick); at most one Transfer-Encoding, "chunked" or
  * "identity" (libsoup 3.2 leaks the request's path on any other, "gzip" or
@@ -58,9 +97,21 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
             }
             f.transfer_encodings++;
             f.chunked |= chunked;
+        } else if (expect_line(line, len)) {
+            /* the value as libsoup trims it; anything but 100-continue (a
+             * list, another expectation) is its 417, sent with an empty
+             * body and the request's bytes left unread */
+            const char *v = line + 7, *e = eol;
+            while (v < e && (*v == ' ' || *v == '\t' || *v == '\r'))
+                v++;
+            while (e > v && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
+                e--;
+            f.expects++;
+            f.expect_other |= !(e - v == 12 && !g_ascii_strncasecmp(v, "100-continue", 12));
         }
         line = eol + 1;
     }
+    f.http_minor = request_minor(head + skip, n - skip);
     if (out)
         *out = f;
     if (f.content_lengths > 1)
@@ -69,7 +120,36 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
         return "more than one Transfer-Encoding";
     if (f.content_lengths && f.transfer_encodings)
         return "both Content-Length and Transfer-Encoding";
+    if (f.expect_other && f.http_minor == 1) {
+        *status = 417;
+        return "only Expect: 100-continue is supported";
+    }
     return NULL;
+}
+
+bool tern_framing_ignores_expect(const tern_framing *f) {
+    return f->expects > 0 && f->http_minor >= 0 &&
+           (f->http_minor == 0 || (!f->chunked && f->content_length == 0));
+}
+
+size_t tern_framing_drop_expect(char *head, size_t n) {
+    size_t skip = 0;
+    while (skip < n && (head[skip] == '\r' || head[skip] == '\n'))
+        skip++;
+    const char *first = memchr(head + skip, '\n', n - skip);
+    if (!first)
+        return n;
+    size_t in = (size_t)(first - head) + 1, out = in;
+    while (in < n) {
+        const char *eol = memchr(head + in, '\n', n - in);
+        const size_t len = eol ? (size_t)(eol - (head + in)) + 1 : n - in;
+        if (!expect_line(head + in, len)) {
+            memmove(head + out, head + in, len);
+            out += len;
+        }
+        in += len;
+    }
+    return out;
 }
 
 /* A chunk's size line, digits and extension, is read by libsoup into 128
@@ -151,6 +231,7 @@ static tern_framer_verdict head_step(tern_framer *f, const char *buf, size_t n, 
         *why = w;
         return TERN_FRAMER_REFUSE;
     }
+    f->drop_expect = tern_framing_ignores_expect(&fr);
     if (fr.chunked) {
         f->state = TERN_FRAMER_CHUNK_SIZE;
     } else if (fr.content_lengths && fr.content_length > 0) {

@@ -13,13 +13,30 @@ typedef struct {
     uint64_t content_length; /* the last one's value */
     int transfer_encodings;  /* Transfer-Encoding lines (chunked or identity) */
     bool chunked;            /* one of them says chunked */
+    int expects;             /* Expect lines */
+    bool expect_other;       /* one of them is not exactly "100-continue" */
+    int http_minor;          /* the request line's HTTP/1.x as libsoup reads it; -1: refused */
 } tern_framing;
 
 /* head: the request line and header lines, n bytes up to and including the
  * last header line's end. NULL when the framing is fine, else what is
- * wrong, with *status 400, or 501 for a transfer coding this server does
- * not know. out (may be NULL) gets what the scan saw. */
+ * wrong, with *status 400, 501 for a transfer coding this server does not
+ * know, or 417 for an expectation other than 100-continue. out (may be
+ * NULL) gets what the scan saw. */
 const char *tern_framing_problem(const char *head, size_t n, int *status, tern_framing *out);
+
+/* Expect is ignored where RFC 9110 (10.1.1) says to, or where it asks for
+ * nothing: in an HTTP/1.0 request, and in one without content (in a
+ * request line libsoup reads: its head, without them, ends where it
+ * did). libsoup
+ * 3.2 would answer "HTTP/1.0 100 Continue" to the first, and the server
+ * could not refuse the second on its head without closing the connection
+ * (the client may or may not send a body). */
+bool tern_framing_ignores_expect(const tern_framing *f);
+/* Removes the Expect lines from a head that tern_framing_problem passed (n
+ * bytes, with its empty line); returns its new length (the bytes after it
+ * are left as they were). */
+size_t tern_framing_drop_expect(char *head, size_t n);
 
 /* Request headers read at most (libsoup's own limit is 64 KiB too). */
 #define TERN_FRAMING_HEAD_MAX 65536
@@ -43,6 +60,9 @@ typedef enum {
 typedef struct {
     tern_framer_state state;
     uint64_t left;
+    /* The head just passed has Expect lines the reader must not see
+     * (tern_framing_ignores_expect): the framed stream drops them. */
+    bool drop_expect;
     /* A head not yet whole: how far it was read (no NUL before pos), the
      * start of its line there. Read on from there, not again from its
      * start: a head sent a byte at a time cost the square of its length. */
@@ -53,7 +73,7 @@ typedef enum {
     TERN_FRAMER_MORE,   /* nothing can be said before more bytes come */
     TERN_FRAMER_PASS,   /* *len bytes at the start go to libsoup */
     TERN_FRAMER_DROP,   /* *len bytes at the start are dropped (empty lines before a request line) */
-    TERN_FRAMER_REFUSE, /* *status (400, 431, 501) and *why */
+    TERN_FRAMER_REFUSE, /* *status (400, 417, 431, 501) and *why */
 } tern_framer_verdict;
 
 /* One step over buf[0..n), the bytes that follow those already passed or

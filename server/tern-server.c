@@ -808,6 +808,8 @@ static void stream_start(job *j) {
     SoupMessageHeaders *h = soup_server_message_get_response_headers(j->msg);
     const bool http10 = soup_server_message_get_http_version(j->msg) == SOUP_HTTP_1_0;
     soup_message_headers_set_encoding(h, http10 ? SOUP_ENCODING_EOF : SOUP_ENCODING_CHUNKED);
+    if (http10) /* the stream ends with the connection, kept-alive or not */
+        soup_message_headers_remove(h, "Connection");
     soup_message_headers_replace(h, "Content-Type", "text/event-stream");
     soup_message_headers_replace(h, "Cache-Control", "no-cache");
     /* Events written are not kept in the message. */
@@ -2343,6 +2345,43 @@ static route route_of(const char *path, const char **rest) {
     return ROUTE_NONE;
 }
 
+/* What is refused on a request's head alone, before its body: a method an
+ * endpoint does not take (405), no valid API key (401), no endpoint (404).
+ * Looked at when the head is in (on_got_headers), not after the body:
+ * a client that sent Expect: 100-continue gets the refusal instead of
+ * 100 Continue, and does not send a body for nothing. */
+static void refuse_on_head(tern_server *srv, SoupServerMessage *msg, route r) {
+    const char *method = soup_server_message_get_method(msg);
+    const char *path = g_uri_get_path(soup_server_message_get_uri(msg));
+    if (!strcmp(method, "OPTIONS") && srv->cors)
+        return; /* a preflight: no key */
+    if (r == ROUTE_HEALTH) {
+        if (strcmp(method, "GET"))
+            respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL,
+                          "%s /health: use GET", method);
+        return; /* no key needed */
+    }
+    if (!authorized(srv, msg)) {
+        soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+                                     "WWW-Authenticate", "Bearer");
+        respond_error(srv, msg, 401, "invalid_request_error", NULL, "invalid_api_key",
+                      "a valid API key is required (Authorization: Bearer KEY)");
+    } else if (r == ROUTE_MODELS && strcmp(method, "GET")) {
+        respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL, "%s %s: use GET",
+                      method, path);
+    } else if ((r == ROUTE_CHAT || r == ROUTE_COMPLETIONS) && strcmp(method, "POST")) {
+        respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL, "%s %s: use POST",
+                      method, path);
+    } else if (r == ROUTE_NONE) {
+        respond_error(srv, msg, 404, "invalid_request_error", NULL, "not_found",
+                      "no endpoint %s %s (GET /health, GET /v1/models, GET /v1/models/{id}, "
+                      "POST /v1/chat/completions, POST /v1/completions)",
+                      method, path);
+    }
+}
+
+/* The whole request is in, and its head was not refused (libsoup calls no
+ * handler for a request with a status): the endpoint answers. */
 static void handle_any(SoupServer *soup, SoupServerMessage *msg, const char *path,
                        GHashTable *query, gpointer data) {
     tern_server *srv = data;
@@ -2363,55 +2402,38 @@ static void handle_any(SoupServer *soup, SoupServerMessage *msg, const char *pat
     }
     const char *rest = NULL;
     const route r = route_of(path, &rest);
-    if (r == ROUTE_HEALTH) {
-        if (strcmp(method, "GET"))
-            respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL,
-                          "%s /health: use GET", method);
-        else
-            handle_health(srv, msg);
-        return;
-    }
-    if (!authorized(srv, msg)) {
-        soup_message_headers_replace(soup_server_message_get_response_headers(msg),
-                                     "WWW-Authenticate", "Bearer");
-        respond_error(srv, msg, 401, "invalid_request_error", NULL, "invalid_api_key",
-                      "a valid API key is required (Authorization: Bearer KEY)");
-        return;
-    }
-    if (r == ROUTE_MODELS) {
-        if (strcmp(method, "GET")) {
-            respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL,
-                          "%s %s: use GET", method, path);
-            return;
-        }
+    if (r == ROUTE_HEALTH)
+        handle_health(srv, msg);
+    else if (r == ROUTE_MODELS)
         handle_models(srv, msg, rest); /* libsoup decoded the path */
-        return;
-    }
-    if (r == ROUTE_CHAT || r == ROUTE_COMPLETIONS) {
-        if (strcmp(method, "POST"))
-            respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL, "%s %s: use POST",
-                          method, path);
-        else
-            handle_generate(srv, msg, r == ROUTE_CHAT ? JOB_CHAT : JOB_COMPLETION);
-        return;
-    }
-    respond_error(srv, msg, 404, "invalid_request_error", NULL, "not_found",
-                  "no endpoint %s %s (GET /health, GET /v1/models, GET /v1/models/{id}, "
-                  "POST /v1/chat/completions, POST /v1/completions)",
-                  method, path);
+    else if (r == ROUTE_CHAT || r == ROUTE_COMPLETIONS)
+        handle_generate(srv, msg, r == ROUTE_CHAT ? JOB_CHAT : JOB_COMPLETION);
+    else
+        refuse_on_head(srv, msg, r); /* not reached: refused on its head */
 }
 
 static void conn_answer_now(tern_server *srv, SoupServerMessage *msg);
 
 /* Before the body is read: the Host (403), a Content-Length that is not a
- * number (400), the Content-Type of a JSON endpoint (415), and a body over
- * the limit from its Content-Length (413). libsoup still reads the body of a
- * request refused here before it answers; it is not kept. */
+ * number (400), the Content-Type of a JSON endpoint (415), a body over the
+ * limit from its Content-Length (413), then the method, the API key and
+ * the endpoint (refuse_on_head). libsoup still reads the body of a request
+ * refused here before it answers (it is not kept), except after
+ * Expect: 100-continue, see below. */
 static void on_got_headers(SoupServerMessage *msg, gpointer data) {
     tern_server *srv = data;
     SoupMessageHeaders *req = soup_server_message_get_request_headers(msg);
     if (soup_server_message_get_status(msg) != 0)
         return;
+    /* HTTP/1.0 keep-alive (RFC 9112, 9.3; ApacheBench's -k asks for it):
+     * libsoup keeps a 1.0 connection only when the answer says so, and
+     * closed it after the first answer, so the client's next request was
+     * reset. Its answers have a Content-Length; a stream (close-delimited,
+     * stream_start) and a refusal that closes take the header off. */
+    if (soup_server_message_get_http_version(msg) == SOUP_HTTP_1_0 &&
+        soup_message_headers_header_contains(req, "Connection", "keep-alive"))
+        soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+                                     "Connection", "keep-alive");
     const char *host = soup_message_headers_get_list(req, "Host");
     const char *cl = soup_message_headers_get_list(req, "Content-Length");
     const size_t digits = cl ? strspn(cl, "0123456789") : 0;
@@ -2447,36 +2469,36 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
      * refusal (403, 415, 413) goes at once. */
     const goffset len = soup_message_headers_get_content_length(req);
     const bool too_long = len > 0 && (size_t)len > srv->cfg.body_max;
-    if (soup_server_message_get_status(msg) != 0) {
-        soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
-        if (too_long)
-            conn_answer_now(srv, msg);
-        return;
-    }
     const char *rest;
     const route r = route_of(g_uri_get_path(soup_server_message_get_uri(msg)), &rest);
-    if ((r == ROUTE_CHAT || r == ROUTE_COMPLETIONS) &&
+    if (soup_server_message_get_status(msg) == 0 && (r == ROUTE_CHAT || r == ROUTE_COMPLETIONS) &&
         !strcmp(soup_server_message_get_method(msg), "POST") && !content_type_json(msg)) {
         const char *t = soup_message_headers_get_one(req, "Content-Type");
         respond_error(srv, msg, 415, "invalid_request_error", NULL, "unsupported_media_type",
                       "the body must be JSON, sent with Content-Type: application/json (not "
                       "%s)",
                       t ? t : "none");
-        soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
-        if (too_long)
-            conn_answer_now(srv, msg);
-        return;
     }
-    if (too_long) {
+    if (soup_server_message_get_status(msg) == 0 && too_long)
+        /* Not after the body: "Content-Length: 999999999999999999" and a
+         * body that never comes got no answer, closed at the timeout. */
         respond_error(srv, msg, 413, "invalid_request_error", NULL, "request_too_large",
                       "the request body is %lld bytes; the limit is %zu", (long long)len,
                       srv->cfg.body_max);
-        /* Not after the body: "Content-Length: 999999999999999999" and a
-         * body that never comes got no answer, closed at the timeout. */
+    if (soup_server_message_get_status(msg) == 0)
+        refuse_on_head(srv, msg, r);
+    if (soup_server_message_get_status(msg) == 0)
+        return;
+    soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
+    /* After Expect: 100-continue (the framed stream leaves it only on an
+     * HTTP/1.1 request with a body) libsoup sends 100 Continue when no
+     * status is set here; with one, it sends that answer instead, reads
+     * no body, and keeps the connection: the body the client may still
+     * send (RFC 9110 lets it) was read as the next request, past the
+     * framed stream's checks (which counted it as this one's body). So
+     * the refusal is answered now, and the connection closed after it. */
+    if (too_long || (soup_message_headers_get_expectations(req) & SOUP_EXPECTATION_CONTINUE))
         conn_answer_now(srv, msg);
-    }
-    if (soup_server_message_get_status(msg) != 0)
-        soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
 }
 
 /* A body without Content-Length (chunked) is counted as it arrives. */
@@ -2685,15 +2707,43 @@ static void conn_answer_now(tern_server *srv, SoupServerMessage *msg) {
     c->deadline = g_get_monotonic_time() + G_USEC_PER_SEC;
 }
 
+/* libsoup closes the connection (tern-framed.h): left open, its writing
+ * side shut, while the client's bytes would be left unread (after an
+ * answer written by conn_refuse or conn_answer_now, or a request sent
+ * behind one whose answer closes): closing it then resets it, and the
+ * client may lose the answer. The sweep reads and drops them, then
+ * closes it. */
+static gboolean conn_closing(gpointer data) {
+    conn *c = data;
+    if (c->refused)
+        return TRUE;
+    if (g_socket_get_available_bytes(c->sock) <= 0)
+        return FALSE;
+    shutdown(g_socket_get_fd(c->sock), SHUT_WR);
+    c->refused = true;
+    c->deadline = g_get_monotonic_time() + G_USEC_PER_SEC;
+    return TRUE;
+}
+
+/* The reason phrase of a refusal of the framing (tern-framing.h). */
+static const char *refusal_reason(int status) {
+    switch (status) {
+    case 417:
+        return "Expectation Failed";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 501:
+        return "Not Implemented";
+    default:
+        return "Bad Request";
+    }
+}
+
 /* A later request on a kept-alive connection (or the first, again) whose
  * head or chunked body is refused by the framed stream: answered as the
  * first is, after libsoup's answers to those before it. */
 static void conn_framing_refused(int status, const char *why, gpointer data) {
-    conn_refuse(data, status,
-                status == 501   ? "Not Implemented"
-                : status == 431 ? "Request Header Fields Too Large"
-                                : "Bad Request",
-                "%s", why);
+    conn_refuse(data, status, refusal_reason(status), "%s", why);
 }
 
 /* A later request's head has begun: from here it has the request timeout,
@@ -2764,14 +2814,14 @@ static gboolean conn_first_bytes(GSocket *sock, GIOCondition cond, gpointer data
     int status;
     const char *why = tern_framing_problem(buf, (size_t)(end - buf) + 2, &status, NULL);
     if (why) {
-        conn_refuse(c, status, status == 501 ? "Not Implemented" : "Bad Request", "%s", why);
+        conn_refuse(c, status, refusal_reason(status), "%s", why);
         return G_SOURCE_REMOVE;
     }
     /* This request and every later one on the connection reach libsoup
      * through the framed stream, which checks each head as above before
      * libsoup reads it (libsoup 3.2 leaks on the framing refused here). */
     c->stream = g_socket_connection_factory_create_connection(sock);
-    const tern_framed_calls calls = {conn_framing_refused, conn_head_begun, c};
+    const tern_framed_calls calls = {conn_framing_refused, conn_head_begun, conn_closing, c};
     c->framed = tern_framed_new(G_IO_STREAM(c->stream), &calls);
     GSocketAddress *local = g_socket_get_local_address(sock, NULL);
     GSocketAddress *remote = g_socket_get_remote_address(sock, NULL);

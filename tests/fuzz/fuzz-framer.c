@@ -13,7 +13,10 @@
  *     one is followed by chunks, one with a Content-Length by that many
  *     bytes, any other by the next head;
  *   - a chunk's size line is read by libsoup into 128 bytes, and
- *     strtoul(line, NULL, 16) of it is the size that follows.
+ *     strtoul(line, NULL, 16) of it is the size that follows;
+ *   - a head whose Expect lines the framed stream drops (drop_expect) is
+ *     still a head to libsoup without them, and has no expectation; any
+ *     other has none but 100-continue (never libsoup's own 417).
  * And no step reads outside the bytes it is given (ASan), and every PASS or
  * DROP takes at least one byte.
  *
@@ -66,10 +69,20 @@ static size_t soup_head_end(const uint8_t *buf, size_t n) {
 static void check_head(const char *head, size_t n, const tern_framer *after) {
     PROMISE(soup_head_end((const uint8_t *)head, n) == n);
     char *copy = g_strndup(head, n);
+    if (after->drop_expect) {
+        /* as the framed stream passes it on */
+        n = tern_framing_drop_expect(copy, n);
+        copy[n] = '\0';
+        PROMISE(soup_head_end((const uint8_t *)copy, n) == n);
+    }
     SoupMessageHeaders *h = soup_message_headers_new(SOUP_MESSAGE_HEADERS_REQUEST);
     char *method = NULL, *path = NULL;
     SoupHTTPVersion ver;
-    if (soup_headers_parse_request(copy, (int)n, h, &method, &path, &ver) == SOUP_STATUS_OK) {
+    const guint st = soup_headers_parse_request(copy, (int)n, h, &method, &path, &ver);
+    PROMISE(st != SOUP_STATUS_EXPECTATION_FAILED);
+    if (st == SOUP_STATUS_OK) {
+        if (after->drop_expect)
+            PROMISE(soup_message_headers_get_expectations(h) == 0);
         const SoupEncoding enc = soup_message_headers_get_encoding(h);
         if (enc == SOUP_ENCODING_CHUNKED) {
             PROMISE(after->state == TERN_FRAMER_CHUNK_SIZE);
@@ -139,7 +152,8 @@ static outcome frame(const uint8_t *data, size_t size, uint32_t seed, bool whole
             }
             g_free(view);
             if (v == TERN_FRAMER_REFUSE) {
-                PROMISE(why && (status == 400 || status == 431 || status == 501));
+                PROMISE(why &&
+                        (status == 400 || status == 417 || status == 431 || status == 501));
                 o.status = status;
                 o.why = why;
                 o.refused_at = dropped;

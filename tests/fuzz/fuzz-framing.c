@@ -10,7 +10,11 @@
  *   - libsoup reads a Content-Length L: the check saw one, of L, and no
  *     Transfer-Encoding;
  *   - the check saw one Content-Length and no Transfer-Encoding: libsoup
- *     reads that length.
+ *     reads that length;
+ *   - libsoup reads the version the check read (HTTP/1.0 or not), and,
+ *     with the Expect lines dropped where the server drops them
+ *     (tern_framing_ignores_expect), sees no expectation but 100-continue
+ *     (libsoup's own 417), and none where they were dropped.
  * And the check never reads outside the bytes it is given (ASan).
  *
  * Seeds: tests/fuzz/corpus/framing/.
@@ -40,14 +44,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int status = 0;
     tern_framing f;
     const char *why = tern_framing_problem(head, n, &status, &f);
-    PROMISE(why == NULL || status == 400 || status == 501);
+    PROMISE(why == NULL || status == 400 || status == 501 || status == 417);
     if (why == NULL) {
         char *copy = g_strndup(head, n);
+        size_t m = n;
+        const bool dropped = tern_framing_ignores_expect(&f);
+        if (dropped)
+            m = tern_framing_drop_expect(copy, n);
         SoupMessageHeaders *h = soup_message_headers_new(SOUP_MESSAGE_HEADERS_REQUEST);
         char *method = NULL, *path = NULL;
         SoupHTTPVersion ver;
-        const guint st = soup_headers_parse_request(copy, (int)n, h, &method, &path, &ver);
+        const guint st = soup_headers_parse_request(copy, (int)m, h, &method, &path, &ver);
+        PROMISE(st != SOUP_STATUS_EXPECTATION_FAILED);
         if (st == SOUP_STATUS_OK) {
+            PROMISE(f.http_minor == (ver == SOUP_HTTP_1_0 ? 0 : 1));
+            const SoupExpectation ex = soup_message_headers_get_expectations(h);
+            PROMISE(ex == (dropped || !f.expects ? 0 : SOUP_EXPECTATION_CONTINUE));
             const SoupEncoding enc = soup_message_headers_get_encoding(h);
             if (enc == SOUP_ENCODING_CHUNKED)
                 PROMISE(f.transfer_encodings == 1 && f.chunked && f.content_lengths == 0);
