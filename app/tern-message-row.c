@@ -18,6 +18,7 @@ struct _TernMessageRow {
   GtkBox *content_box;
   GtkLabel *error_label;
   GtkLabel *stats_label;
+  GtkButton *show_all_button;
 
   char *role;
   GString *text;
@@ -28,6 +29,7 @@ struct _TernMessageRow {
   gint64 last_render_us;
   GtkAdjustment *transcript_adj; /* the scrolled transcript's, while mapped */
   gboolean drawn_on_screen;
+  gboolean show_all;            /* a long question shown whole, on request */
 };
 
 /* A streaming answer is re-rendered at most this often: each render
@@ -73,10 +75,42 @@ tint_color (TernMessageRow *self,
               (int) (CLAMP (rgba.blue, 0, 1) * 255 + 0.5));
 }
 
+/* A question this long (a pasted log or file) is shown cut at about
+ * LONG_PREVIEW bytes, with a button for the rest: laid out whole, as
+ * Markdown labels, a megabyte froze the window for 4-7 s when it was sent
+ * and again whenever its chat was opened. The copy button, Edit and the
+ * chat file keep the whole text. */
+#define LONG_MESSAGE (32 * 1024)
+#define LONG_PREVIEW (4 * 1024)
+
+/* The first LONG_PREVIEW-odd bytes of text, ended at a line where one is
+ * near, else at a character. */
+static gsize
+preview_length (const char *text)
+{
+  const char *end = g_utf8_find_prev_char (text, text + LONG_PREVIEW + 1);
+  const char *nl = g_strrstr_len (text, end - text, "\n");
+
+  return nl != NULL && nl - text >= LONG_PREVIEW / 2 ? (gsize) (nl - text) : (gsize) (end - text);
+}
+
 static void
 render (TernMessageRow *self)
 {
-  if (self->tint && has_drafted (self))
+  gboolean cut = !self->show_all && g_strcmp0 (self->role, "user") == 0
+                 && self->text->len > LONG_MESSAGE;
+
+  gtk_widget_set_visible (GTK_WIDGET (self->show_all_button), cut);
+  if (cut)
+    {
+      g_autofree char *preview = g_strndup (self->text->str, preview_length (self->text->str));
+      g_autofree char *size = g_format_size (self->text->len);
+      g_autofree char *label = g_strdup_printf (_("Show the Whole Message (%s)"), size);
+
+      gtk_button_set_label (self->show_all_button, label);
+      tern_markdown_render (self->content_box, preview);
+    }
+  else if (self->tint && has_drafted (self))
     {
       char color[8];
 
@@ -610,6 +644,22 @@ tern_message_row_class_init (TernMessageRowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernMessageRow, content_box);
   gtk_widget_class_bind_template_child (widget_class, TernMessageRow, error_label);
   gtk_widget_class_bind_template_child (widget_class, TernMessageRow, stats_label);
+  gtk_widget_class_bind_template_child (widget_class, TernMessageRow, show_all_button);
+}
+
+static void
+on_show_all_clicked (TernMessageRow *self)
+{
+  self->show_all = TRUE;
+  render (self);
+}
+
+GtkWidget *
+tern_message_row_get_show_all_button (TernMessageRow *self)
+{
+  return gtk_widget_get_visible (GTK_WIDGET (self->show_all_button))
+           ? GTK_WIDGET (self->show_all_button)
+           : NULL;
 }
 
 static void
@@ -619,6 +669,8 @@ tern_message_row_init (TernMessageRow *self)
   self->text = g_string_new (NULL);
   self->drafted = g_byte_array_new ();
   g_signal_connect_swapped (self->copy_button, "clicked", G_CALLBACK (on_copy_clicked), self);
+  g_signal_connect_swapped (self->show_all_button, "clicked", G_CALLBACK (on_show_all_clicked),
+                            self);
 }
 
 TernMessageRow *

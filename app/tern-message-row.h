@@ -47,6 +47,9 @@ void            tern_message_row_set_images (TernMessageRow *self,
 guint           tern_message_row_get_n_images (TernMessageRow *self);
 /* For the tests: how many pictures the rows have decoded so far. */
 guint           _tern_message_row_get_n_decoded (void);
+/* The button that shows a long question whole; NULL when it is shown whole
+ * (or short). */
+GtkWidget      *tern_message_row_get_show_all_button (TernMessageRow *self);
 /* Renders now instead of at the next frame. */
 void            tern_message_row_flush      (TernMessageRow *self);
 

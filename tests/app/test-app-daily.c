@@ -571,6 +571,45 @@ part_context (Fixture *f)
   spin_for (0.5);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-flash-too-long.png"));
 
+  /* A pasted log: the question is shown cut, with a button for the whole
+   * (laid out whole, a megabyte froze the window for seconds); the chat
+   * keeps every byte. */
+  {
+    GString *log = g_string_new (NULL);
+    TernChat *chat;
+    TernMessageRow *row;
+    GtkWidget *show_all;
+    g_autofree char *cut = NULL;
+    g_autofree char *whole = NULL;
+
+    for (int i = 0; log->len < 100 * 1024; i++)
+      g_string_append_printf (log, "12:00:%02d seabird colony count %d, all well\n", i % 60, i);
+    activate (f->w, "new-chat", NULL);
+    m = send_and_wait (f->w, log->str);
+    CHECK (m != NULL && m->error != NULL);
+    chat = tern_window_get_chat (f->w);
+    /* (As sent: the composer drops the last line break.) */
+    g_strchomp (log->str);
+    log->len = strlen (log->str);
+    CHECK (g_str_equal (tern_chat_get_message (chat, 0)->text, log->str));
+    row = TERN_MESSAGE_ROW (tern_window_get_row (f->w, 0));
+    CHECK (g_str_equal (tern_message_row_get_text (row), log->str));
+    cut = tern_message_row_get_shown_markup (row);
+    CHECKF (strlen (cut) < 8 * 1024, "%zu bytes shown of %zu", strlen (cut), log->len);
+    CHECK (strstr (cut, "colony count 0,") != NULL);
+    show_all = tern_message_row_get_show_all_button (row);
+    CHECK (show_all != NULL);
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-long-question.png"));
+    /* (A button's activation clicks once its pressed look has shown.) */
+    if (show_all != NULL)
+      gtk_widget_activate (show_all);
+    spin_for (0.5);
+    whole = tern_message_row_get_shown_markup (row);
+    CHECKF (strlen (whole) >= log->len, "%zu bytes shown of %zu", strlen (whole), log->len);
+    CHECK (tern_message_row_get_show_all_button (row) == NULL);
+    g_string_free (log, TRUE);
+  }
+
   /* An answer allowed more tokens than the context has left runs into its
    * end: it says it was cut off (the test model, greedy, never stops on its
    * own before 1000 tokens). */
