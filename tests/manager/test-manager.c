@@ -1618,6 +1618,61 @@ test_download_cancel_pull_storm (void)
   assert_file_is (path, "c.bin");
 }
 
+/* The same tag, cancelled and pulled again thirty times over, the cancel
+ * by tag or by the pull's cancellable, the main context run for a while or
+ * not at all in between (before the cancel has run, while the transfers
+ * wind down, after): each cancelled pull ends cancelled, none is refused
+ * as "already being downloaded", the last one finishes the file, and
+ * nothing is left pulling or locked (ASan watches the pulls winding down). */
+static void
+test_download_cancel_same_tag_storm (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("slow", "c.bin", TRUE);
+  GCancellable *cancellables[31];
+  GError *results[31][2];
+  g_autofree char *path = NULL;
+  g_autofree char *partial = store_file (store, "pkg-one", "c.bin", ".partial");
+
+  memset (results, 0, sizeof results);
+  server_reset ();
+  for (int i = 0; i < 31; i++)
+    {
+      cancellables[i] = g_cancellable_new ();
+      tern_downloader_pull_async (dl, catalog, "t:one", cancellables[i], pull_done_store, results[i]);
+      if (i == 30)
+        break;
+      for (int k = 0; k < (i % 5) * 2; k++)
+        g_main_context_iteration (NULL, FALSE);
+      if (i % 7 == 3)
+        g_usleep (30000);
+      if (i % 2)
+        g_cancellable_cancel (cancellables[i]);
+      else
+        tern_downloader_cancel (dl, "t:one");
+      for (int k = 0; k < i % 3; k++)
+        g_main_context_iteration (NULL, FALSE);
+    }
+  for (int i = 0; i < 31; i++)
+    while (results[i][1] == NULL)
+      g_main_context_iteration (NULL, TRUE);
+  for (int i = 0; i < 30; i++)
+    {
+      g_assert_error (results[i][0], G_IO_ERROR, G_IO_ERROR_CANCELLED);
+      g_clear_error (&results[i][0]);
+    }
+  g_assert_no_error (results[30][0]);
+  for (int i = 0; i < 31; i++)
+    g_object_unref (cancellables[i]);
+  g_assert_false (tern_downloader_is_pulling (dl, "t:one"));
+  g_assert_true (tern_model_store_has_tag (store, "t:one"));
+  path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+  assert_file_is (path, "c.bin");
+  g_assert_false (g_file_test (partial, G_FILE_TEST_EXISTS));
+}
+
 static void
 test_download_cancel_by_tag (void)
 {
@@ -3664,6 +3719,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/cancel-pull-storm", test_download_cancel_pull_storm);
   g_test_add_func ("/manager/download/cancel-then-same-tag", test_download_cancel_then_same_tag);
   g_test_add_func ("/manager/download/cancel-wound-then-same-tag", test_download_cancel_wound_then_same_tag);
+  g_test_add_func ("/manager/download/cancel-same-tag-storm", test_download_cancel_same_tag_storm);
   g_test_add_func ("/manager/download/damaged-partial-flaky", test_download_damaged_partial_flaky);
   g_test_add_func ("/manager/download/no-space", test_download_no_space);
   g_test_add_func ("/manager/download/bad-tags", test_bad_tags);
