@@ -42,10 +42,16 @@ static int read_tools(const char *path, tn_chat_tool **tools, int *n) {
     int rc = CLI_EXIT_BAD_INPUT;
     JsonParser *parser = json_parser_new();
     char *why = NULL;
-    if (strlen(text) != len || !tn_json_depth_ok(text, len, 128)) {
-        cli_error(_("template: %s: not a JSON document Tern takes (a NUL byte, or nested deeper "
-                    "than 128 levels)"),
-                  path);
+    /* Strict JSON before json-glib, as the server checks a request's body:
+     * json-glib takes C's escapes ("\\101" became "A" in a tool's name,
+     * "\\377" a byte that is no UTF-8), a lone low surrogate, "01", a byte
+     * order mark, and recurses once per level. A repeated key and a number beyond a double stay allowed
+     * as the server allows them (a client's schema, rendered as its text);
+     * \\u0000 does not, as the server's body scan refuses it: a name or a
+     * description is a C string, cut there. */
+    tn_error check = {0};
+    if (tn_json_check(text, len, path, 128, TN_JSON_NO_NUL, &check) != TN_OK) {
+        cli_error(_("template: %s"), cli_engine_message(&check));
     } else if (!json_parser_load_from_data(parser, text, (gssize)len, &e)) {
         cli_error(_("template: %s is not JSON: %s"), path, e->message);
         g_error_free(e);

@@ -37,6 +37,8 @@ struct _TernDownloader {
   GThreadPool       *pool;
   GHashTable        *jobs;        /* package id -> PackageJob* (running) */
   GHashTable        *pulls;       /* tag -> Pull* (running) */
+  GPtrArray         *winding;     /* Pull* cancelled, replaced in pulls by a
+                                   * new pull of their tag, not yet returned */
   GSource           *progress_source;
 
   guint              max_concurrent;
@@ -113,7 +115,9 @@ struct _Pull {
   const TernCatalogTag *catalog_tag;
   GPtrArray            *jobs;        /* PackageJob* (strong) */
   gulong                cancel_id;
+  gboolean              cancel_asked;  /* tern_downloader_cancel: runs in an idle */
   gboolean              cancelled;
+  gboolean              kept_elsewhere;  /* cancelled, left a partial file to another pull */
   gint64                last_time;
   guint64               last_done;
   double                rate;
@@ -1353,7 +1357,10 @@ pull_return (Pull   *pull,
   /* Never from inside the cancellable's handler: see pull_cancelled. */
   if (pull->cancel_id != 0)
     g_cancellable_disconnect (g_task_get_cancellable (task), pull->cancel_id);
-  g_hash_table_remove (self->pulls, pull->tag);  /* frees pull */
+  if (g_hash_table_lookup (self->pulls, pull->tag) == pull)
+    g_hash_table_remove (self->pulls, pull->tag);  /* frees pull */
+  else
+    g_ptr_array_remove_fast (self->winding, pull);  /* frees pull */
   update_progress_source (self);
   g_signal_emit (self, signals[SIGNAL_PULL_FINISHED], 0, g_task_get_task_data (task),
                  error ? error->message : NULL);
@@ -1377,10 +1384,11 @@ pull_maybe_finish (Pull *pull)
     {
       guint64 done, total;
 
-      /* Say what is true: an empty partial file is not kept (transfer_run). */
+      /* Say what is true: an empty partial file is not kept (transfer_run);
+       * one another pull still wanted went on for it. */
       pull_totals (pull, &done, &total);
       error = g_error_new (G_IO_ERROR, G_IO_ERROR_CANCELLED,
-                           done > 0 ? _("%s: download cancelled (the partial files are kept: pulling again resumes)")
+                           done > 0 || pull->kept_elsewhere ? _("%s: download cancelled (the partial files are kept: pulling again resumes)")
                                     : _("%s: download cancelled before any data arrived (nothing was kept)"),
                            pull->tag);
     }
@@ -1401,6 +1409,32 @@ pull_maybe_finish (Pull *pull)
   pull_return (pull, error);
 }
 
+/* The pull of task, running or winding down; NULL once it has returned. */
+static Pull *
+pull_of_task (TernDownloader *self,
+              GTask          *task)
+{
+  Pull *pull = g_hash_table_lookup (self->pulls, g_task_get_task_data (task));
+
+  if (pull != NULL && pull->task == task)
+    return pull;
+  for (guint i = 0; i < self->winding->len; i++)
+    if (((Pull *) self->winding->pdata[i])->task == task)
+      return self->winding->pdata[i];
+  return NULL;
+}
+
+/* Whether the pull is on its way out: cancelled, or asked to be (the cancel
+ * itself runs in an idle of the creator's context, see pull_cancelled). */
+static gboolean
+pull_cancelling (Pull *pull)
+{
+  GCancellable *cancellable = pull->task != NULL ? g_task_get_cancellable (pull->task) : NULL;
+
+  return pull->cancelled || pull->cancel_asked
+         || (cancellable != NULL && g_cancellable_is_cancelled (cancellable));
+}
+
 /* In the creator's context: stop what only this pull wanted; wait for that to
  * wind down (so its partial files are closed when the pull returns), and
  * leave packages that other pulls still want running. */
@@ -1408,10 +1442,9 @@ static gboolean
 pull_cancel_in_context (gpointer data)
 {
   GTask *task = data;
-  Pull *pull = g_hash_table_lookup (TERN_DOWNLOADER (g_task_get_source_object (task))->pulls,
-                                    g_task_get_task_data (task));
+  Pull *pull = pull_of_task (TERN_DOWNLOADER (g_task_get_source_object (task)), task);
 
-  if (pull == NULL || pull->task != task || pull->cancelled)
+  if (pull == NULL || pull->cancelled)
     return G_SOURCE_REMOVE;
   pull->cancelled = TRUE;
   for (guint i = 0; i < pull->jobs->len;)
@@ -1427,6 +1460,9 @@ pull_cancel_in_context (gpointer data)
         }
       if (wanted_elsewhere)
         {
+          for (guint j = 0; j < job->transfers->len; j++)
+            pull->kept_elsewhere |= __atomic_load_n (&((Transfer *) job->transfers->pdata[j])->done,
+                                                     __ATOMIC_RELAXED) > 0;
           g_ptr_array_remove (job->pulls, pull);
           g_ptr_array_remove_index (pull->jobs, i);  /* drops the pull's reference */
           continue;
@@ -1482,7 +1518,7 @@ tern_downloader_pull_async (TernDownloader      *self,
   const TernCatalogTag *ctag;
   g_autoptr(GPtrArray) jobs = NULL;
   guint64 missing;
-  Pull *pull;
+  Pull *pull, *old;
 
   g_return_if_fail (TERN_IS_DOWNLOADER (self));
   g_return_if_fail (TERN_IS_CATALOG (catalog));
@@ -1521,7 +1557,10 @@ tern_downloader_pull_async (TernDownloader      *self,
                                tern_manager_app_version ());
       return;
     }
-  if (g_hash_table_contains (self->pulls, tag))
+  /* A pull of the tag that is being cancelled does not count: it is only
+   * winding down, and this pull takes its place (below). */
+  old = g_hash_table_lookup (self->pulls, tag);
+  if (old != NULL && !pull_cancelling (old))
     {
       g_task_return_new_error (task, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_BUSY,
                                _("%s is already being downloaded"), tag);
@@ -1606,6 +1645,22 @@ tern_downloader_pull_async (TernDownloader      *self,
       g_ptr_array_add (job->pulls, pull);
     }
   pull_totals (pull, &pull->last_done, &missing);
+  /* A cancelled pull of the tag still winding down (a cancel, then a pull
+   * at once: "tern-cli pull" after Ctrl-C, the API) leaves the table for
+   * self->winding, and returns from there with its cancelled error once
+   * its transfers have closed their partial files. Its package jobs were
+   * handled above as those of a cancelled sibling tag are: a job the
+   * cancel has reached is not joined, this pull's own transfers wait for
+   * the old ones' locks on the partial files (one writer of a partial file
+   * and its meta at a time) and resume them; a job the cancel has not
+   * reached yet is joined, and the cancel then leaves it running for this
+   * pull. */
+  old = g_hash_table_lookup (self->pulls, tag);
+  if (old != NULL)
+    {
+      g_hash_table_steal (self->pulls, tag);
+      g_ptr_array_add (self->winding, old);
+    }
   g_hash_table_insert (self->pulls, pull->tag, pull);
   update_progress_source (self);
   if (cancellable != NULL)
@@ -1697,6 +1752,9 @@ tern_downloader_cancel (TernDownloader *self,
   pull = tag ? g_hash_table_lookup (self->pulls, tag) : NULL;
   if (pull == NULL || pull->task == NULL)
     return;
+  /* Said now: a pull of the tag asked for before the cancel has run takes
+   * this one's place instead of being refused as a second pull. */
+  pull->cancel_asked = TRUE;
   if (g_task_get_cancellable (pull->task) != NULL)
     g_cancellable_cancel (g_task_get_cancellable (pull->task));
   else
@@ -1800,6 +1858,7 @@ tern_downloader_finalize (GObject *object)
   tern_downloader_set_free_space_func (self, NULL, NULL, NULL);
   g_hash_table_unref (self->jobs);
   g_hash_table_unref (self->pulls);
+  g_ptr_array_unref (self->winding);
   g_clear_object (&self->store);
   g_main_context_unref (self->context);
   G_OBJECT_CLASS (tern_downloader_parent_class)->finalize (object);
@@ -1833,6 +1892,7 @@ tern_downloader_init (TernDownloader *self)
   self->context = g_main_context_ref_thread_default ();
   self->jobs = g_hash_table_new (g_str_hash, g_str_equal);
   self->pulls = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) pull_free);
+  self->winding = g_ptr_array_new_with_free_func ((GDestroyNotify) pull_free);
   self->max_concurrent = 2;
   self->max_attempts = 5;
   self->initial_delay_ms = 1000;

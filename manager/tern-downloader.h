@@ -15,6 +15,12 @@
  *   against the limit.
  * - At most max-concurrent (2) files at once over all pulls; a package wanted
  *   by two pulls at once is downloaded once.
+ * - One pull of a tag at a time ("already being downloaded"), except that a
+ *   pull cancelled and still winding down gives way to a new pull of its tag:
+ *   the new one resumes the partial files once the old transfers have closed
+ *   them (or goes on with the transfer the cancel had not reached yet), and
+ *   the old one still returns its cancelled error ("pull-finished" for it
+ *   then comes while the new one runs).
  * - Refused before anything is downloaded when the free space of the store's
  *   file system is less than what is missing plus a reserve.
  * - Proxies: http_proxy / https_proxy / all_proxy / no_proxy from the
@@ -92,7 +98,9 @@ gboolean tern_downloader_is_pulling   (TernDownloader       *self,
 gboolean tern_downloader_get_progress (TernDownloader       *self,
                                        const char           *tag,
                                        TernDownloadProgress *progress);
-/* Cancels a running pull of the tag (its partial files are kept). */
+/* Cancels a running pull of the tag (its partial files are kept). The pull
+ * returns once its transfers have wound down; a pull of the tag asked for
+ * before that takes its place. */
 void     tern_downloader_cancel       (TernDownloader       *self,
                                        const char           *tag);
 

@@ -269,14 +269,35 @@ static bool only_space(const char *p, size_t n) {
 /* The nesting a call's JSON may have: json-glib recurses once per level. */
 #define CALL_MAX_DEPTH 128
 
+/* What a call's JSON must be besides strict JSON. The model wrote it for a
+ * client to act on, and the client reads it with whatever parser it has: a
+ * repeated key has no one meaning (json-glib, Python and JavaScript keep
+ * the last, a cJSON lookup finds the first, serde refuses it in a struct),
+ * \u0000 ends a C string (json-glib cut the name there), and a number
+ * beyond a double is refused by Go's and Rust's parsers. A client's own
+ * schemas may carry the first and the last (the server's body check allows
+ * them); the model's arguments have no such reason. */
+#define CALL_JSON_FLAGS (TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS)
+
+/* Whether n bytes at p are JSON a call may carry: tn_json_check, before
+ * json-glib, which takes C's escapes ("\101"; "\377", a byte that is no
+ * UTF-8, then reached clients in the name or in arguments given as a
+ * string), a lone low surrogate, "01" and raw control characters in
+ * strings, and recurses once per level. Arguments are passed on as the
+ * model wrote them: what json-glib let through went to clients as invalid
+ * JSON. A call that is not stays the answer's text, as any call not
+ * written the model's way does. */
+static bool call_json_ok(const char *p, size_t n) {
+    return tn_json_check(p, n, "tool call", CALL_MAX_DEPTH, CALL_JSON_FLAGS, NULL) == TN_OK;
+}
+
 /* One Qwen3 block's JSON, {"name": "...", "arguments": {...}}: the name and
  * the arguments' own text. Arguments that are a string holding JSON (some
  * fine-tunes write them so) are taken as that text. */
 static bool qwen3_call(const char *p, size_t n, tern_tool_call *out) {
     const size_t at = skip_ws(p, n, 0);
     const size_t after = at < n && p[at] == '{' ? skip_value(p, n, at) : NONE;
-    if (after == NONE || !only_space(p + after, n - after) ||
-        !tn_json_depth_ok(p, n, CALL_MAX_DEPTH))
+    if (after == NONE || !only_space(p + after, n - after) || !call_json_ok(p, n))
         return false;
     JsonParser *parser = json_parser_new();
     bool ok = json_parser_load_from_data(parser, p, (gssize)n, NULL);
@@ -297,8 +318,8 @@ static bool qwen3_call(const char *p, size_t n, tern_tool_call *out) {
                json_node_get_value_type(args) == G_TYPE_STRING) {
         const char *a = json_node_get_string(args);
         JsonParser *inner = json_parser_new();
-        ok = tn_json_depth_ok(a, strlen(a), CALL_MAX_DEPTH) &&
-             json_parser_load_from_data(inner, a, -1, NULL) && json_parser_get_root(inner) &&
+        ok = call_json_ok(a, strlen(a)) && json_parser_load_from_data(inner, a, -1, NULL) &&
+             json_parser_get_root(inner) &&
              JSON_NODE_HOLDS_OBJECT(json_parser_get_root(inner));
         g_object_unref(inner);
         if (ok)
@@ -544,9 +565,12 @@ static bool gemma4_call(g4_in *in, tern_tool_call *out) {
         return false;
     const size_t name_end = in->i;
     GString *args = g_string_new(NULL);
+    /* The arguments are JSON of our making from the model's notation: the
+     * check finds what that notation lets through (bytes that are no
+     * UTF-8, a repeated key, 1e999). */
     bool ok = g4_object(in, args, 0) && g4_lit(in, GEMMA4_CLOSE) &&
               g_utf8_validate(in->p + from, (gssize)(name_end - from), NULL) &&
-              g_utf8_validate(args->str, (gssize)args->len, NULL);
+              call_json_ok(args->str, args->len);
     if (ok) {
         out->name = g_strndup(in->p + from, name_end - from);
         out->arguments = g_string_free(args, FALSE);
@@ -620,15 +644,9 @@ static const char *oss_call(const char *p, tern_tool_call *out) {
         a++;
     while (b > a && g_ascii_isspace(args[b - 1]))
         b--;
-    /* One value and nothing else (json-glib takes "{} {}"). */
-    if (a == b || skip_value(args, b, a) != b || !tn_json_depth_ok(args + a, b - a, CALL_MAX_DEPTH) ||
-        !g_utf8_validate(p, (gssize)name_len, NULL))
-        return NULL;
-    JsonParser *parser = json_parser_new();
-    const bool ok = json_parser_load_from_data(parser, args + a, (gssize)(b - a), NULL) &&
-                    json_parser_get_root(parser);
-    g_object_unref(parser);
-    if (!ok)
+    /* One value and nothing else (json-glib took "{} {}"): the strict
+     * check is the whole check here, the text is passed on as written. */
+    if (a == b || !call_json_ok(args + a, b - a) || !g_utf8_validate(p, (gssize)name_len, NULL))
         return NULL;
     out->name = g_strndup(p, name_len);
     out->arguments = g_strndup(args + a, b - a);

@@ -1554,6 +1554,100 @@ static void test_cli(void) {
         CHECKF(st == 2 && out && !out[0], "bad tools file %zu: status %d", i, st);
         free(out);
     }
+    /* What json-glib takes and JSON is not, checked (tn_json_check) before
+     * json-glib sees it: C's escapes ("\\101" was read as "A"), bytes that
+     * are no UTF-8, a lone surrogate, \\u0000 (a C string ends there: the
+     * name was cut), nesting past 128; and garbage: a NUL byte, cut short,
+     * a 1 MB string of C's escapes, 100,000 '['. Refused (status 2), never
+     * a crash. */
+    static const char head[] = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", "
+                               "\"parameters\": {\"a\": ";
+    tn_buf deep = {0}, deep_ok = {0}, escapes = {0}, brackets = {0};
+    /* 4 levels of head, then arrays: 129 in all, and 128 */
+    for (int k = 0; k < 2; k++) {
+        tn_buf *b = k ? &deep_ok : &deep;
+        tn_buf_append(b, head, strlen(head));
+        for (int i = 0; i < 125 - k; i++)
+            tn_buf_append(b, "[", 1);
+        for (int i = 0; i < 125 - k; i++)
+            tn_buf_append(b, "]", 1);
+        tn_buf_append(b, "}}}]", 4);
+    }
+    static const char desc[] = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", "
+                               "\"description\": \"";
+    tn_buf_append(&escapes, desc, strlen(desc));
+    for (int i = 0; i < 1 << 18; i++)
+        tn_buf_append(&escapes, "\\101", 4);
+    tn_buf_append(&escapes, "\"}}]", 4);
+    for (int i = 0; i < 100000; i++)
+        tn_buf_append(&brackets, "[", 1);
+    static const char nul[] = "[{\"type\": \"function\", \"function\": {\"name\": \"f\0\"}}]";
+    const struct {
+        const char *text;
+        size_t len;
+    } strict[] = {
+#define T(s) {s, sizeof s - 1}
+        T("[{\"type\": \"function\", \"function\": {\"name\": \"f\\101\"}}]"),
+        T("[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": \"\\377\"}}]"),
+        T("[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+          "{\"d\": \"\\x41\"}}}]"),
+        T("[{\"type\": \"function\", \"function\": {\"name\": \"f\xff\"}}]"),
+        T("[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": "
+          "\"\xed\xa0\x80\"}}]"),
+        T("[{\"type\": \"function\", \"function\": {\"name\": \"f\\ud800\"}}]"),
+        T("[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": "
+          "\"\\udc00\"}}]"),
+        T("[{\"type\": \"function\", \"function\": {\"name\": \"f\\u0000x\"}}]"),
+        T("{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], \"x\": 01}"),
+        T("[{\"type\": \"function\", \"function\": {\"name\": \"f\"}},]"),
+        T("\xef\xbb\xbf[]"),
+        T("[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"par"),
+#undef T
+        {nul, sizeof nul - 1},
+        {deep.data, deep.len},
+        {escapes.data, escapes.len},
+        {brackets.data, brackets.len},
+    };
+    for (size_t i = 0; i < N_ELEMS(strict); i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/strict-tools%zu.json", tn_test_tmpdir(), i);
+        FILE *fp = fopen(path, "wb");
+        CHECK(fp != NULL);
+        if (!fp)
+            break;
+        CHECK(fwrite(strict[i].text, 1, strict[i].len, fp) == strict[i].len);
+        fclose(fp);
+        snprintf(args, sizeof args, "template --kind qwen3 --tools '%s' --user U", path);
+        out = run_cli(args, &st);
+        CHECKF(st == 2 && out && !out[0], "not strict JSON %zu: status %d", i, st);
+        free(out);
+    }
+    /* One level less than the limit is taken; a repeated key and a number
+     * beyond a double are too, as the server takes them (a client's
+     * schema, rendered as its text). */
+    static const char taken[] = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", "
+                                "\"parameters\": {\"type\": \"object\", \"type\": \"object\", "
+                                "\"maximum\": 1e999}}}]";
+    const char *const ok_files[] = {deep_ok.data, taken};
+    for (size_t i = 0; i < N_ELEMS(ok_files); i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/taken-tools%zu.json", tn_test_tmpdir(), i);
+        FILE *fp = fopen(path, "w");
+        CHECK(fp != NULL);
+        if (!fp)
+            break;
+        fputs(ok_files[i], fp);
+        fclose(fp);
+        snprintf(args, sizeof args, "template --kind qwen3 --tools '%s' --user U", path);
+        out = run_cli(args, &st);
+        CHECKF(st == 0 && out && strstr(out, "<tools>"), "tools file %zu taken: status %d", i,
+               st);
+        free(out);
+    }
+    tn_buf_free(&deep);
+    tn_buf_free(&deep_ok);
+    tn_buf_free(&escapes);
+    tn_buf_free(&brackets);
     snprintf(args, sizeof args, "template --kind qwen3 --tools '%s/none.json' --user U",
              tn_test_tmpdir());
     out = run_cli(args, &st);

@@ -5,10 +5,12 @@
  * The first input byte picks what runs, the rest is the text:
  *   mode % 4 = 0..2: the text as an answer of Qwen3, Gemma 4 and gpt-oss
  *                    (tern_tool_calls_parse). Promises: a call has a name
- *                    and arguments; Qwen3's and Gemma 4's arguments are a
- *                    JSON object (Gemma 4's written by Tern from its own
- *                    notation), gpt-oss's any JSON that parses; the content
- *                    before the calls is a prefix of the answer.
+ *                    (UTF-8) and arguments; Qwen3's and Gemma 4's arguments
+ *                    are a JSON object (Gemma 4's written by Tern from its
+ *                    own notation), gpt-oss's any JSON that parses; all
+ *                    strict JSON (tn_json_check) with no repeated key, no
+ *                    \u0000, no number beyond a double; the content before
+ *                    the calls is a prefix of the answer.
  *   mode % 4 = 3:    the text as a request body. When json-glib accepts it,
  *                    every member of the root object (or element of the
  *                    root array) found by tern_json_raw_member/_element
@@ -62,6 +64,11 @@ static void answer(int kind, const char *text) {
         PROMISE(strncmp(text, content, strlen(content)) == 0);
     for (int i = 0; i < n; i++) {
         PROMISE(calls[i].name && calls[i].arguments);
+        PROMISE(g_utf8_validate(calls[i].name, -1, NULL));
+        PROMISE(tn_json_check(calls[i].arguments, strlen(calls[i].arguments), NULL, 128,
+                              TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL |
+                                  TN_JSON_NO_HUGE_NUMBERS,
+                              NULL) == TN_OK);
         if (kind == TN_CHAT_GPTOSS) {
             JsonNode *a = parse(calls[i].arguments, strlen(calls[i].arguments));
             PROMISE(a != NULL);

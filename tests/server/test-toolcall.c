@@ -46,6 +46,15 @@ static void expect(const char *text, const char *want_content, int want_n,
 
 static void plain(const char *text) { expect(text, NULL, 0, NULL); }
 
+/* Whether a call's arguments are what a client can read one way: strict
+ * JSON with no repeated key, no \u0000, no number beyond a double. */
+static bool strict_json(const char *text) {
+    return text && tn_json_check(text, strlen(text), "arguments", 128,
+                                 TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL |
+                                     TN_JSON_NO_HUGE_NUMBERS,
+                                 NULL) == TN_OK;
+}
+
 static void test_qwen3(void) {
     static const char *const weather[] = {"get_weather", "{\"city\": \"Paris\"}"};
     expect("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
@@ -109,6 +118,66 @@ static void test_qwen3(void) {
     g_string_append(deep, "</tool_call>");
     plain(deep->str);
     g_string_free(deep, TRUE);
+    /* What json-glib takes and JSON is not, or what has no one reading
+     * (tern-toolcall.c, CALL_JSON_FLAGS): not a call, the answer stays
+     * content. C's escapes ("\101" is "A" to json-glib, "\377" a byte
+     * that is no UTF-8) in the arguments, the name, or arguments written
+     * as a string of JSON; bytes that are no UTF-8; a lone surrogate; a
+     * repeated key; \u0000 (the name was cut there); 1e999. */
+    static const char *const not_json[] = {
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"\\101\"}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"\\377\"}}</tool_call>",
+        "<tool_call>{\"name\": \"f\\101\", \"arguments\": {}}</tool_call>",
+        "<tool_call>{\"name\": \"f\\377\"}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": \\\"\\\\101\\\"}\"}"
+        "</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"\xff\"}}</tool_call>",
+        "<tool_call>{\"name\": \"f\xc3\", \"arguments\": {}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"\xed\xa0\x80\"}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"\\ud800\"}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"\\udc00x\"}}</tool_call>",
+        "<tool_call>{\"name\": \"f\\ud800\", \"arguments\": {}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": \\\"\\\\ud800\\\"}\"}"
+        "</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1, \"a\": 2}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"name\": \"g\", \"arguments\": {}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": {\"b\": 1, \"\\u0062\": 2}}}"
+        "</tool_call>",
+        "<tool_call>{\"name\": \"f\\u0000x\", \"arguments\": {}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"x\\u0000\"}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1e999}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": -1e400}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"\\x41\"}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 01}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": [1,]}}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"tab\there\"}}</tool_call>",
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(not_json); i++)
+        plain(not_json[i]);
+    /* The same with JSON's own spellings: a call (the control case). */
+    static const char *const spelled[] = {"f", "{\"a\": \"\\u0041\\ud83d\\ude00\", \"b\": 1e308}"};
+    expect("<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"\\u0041\\ud83d\\ude00\", "
+           "\"b\": 1e308}}</tool_call>",
+           NULL, 1, spelled);
+    /* Nesting: 128 levels in all (the block's object, the arguments,
+     * 126 arrays) are a call, 129 are not. */
+    for (int extra = 0; extra < 2; extra++) {
+        GString *d = g_string_new("<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": ");
+        for (int i = 0; i < 126 + extra; i++)
+            g_string_append_c(d, '[');
+        for (int i = 0; i < 126 + extra; i++)
+            g_string_append_c(d, ']');
+        g_string_append(d, "}}</tool_call>");
+        char *dc = NULL;
+        tern_tool_call *dcalls = NULL;
+        int dn = tern_tool_calls_parse(TN_CHAT_QWEN3, d->str, &dc, &dcalls);
+        CHECKF(dn == (extra ? 0 : 1), "nesting %d: %d calls", 128 + extra, dn);
+        if (dn > 0) {
+            g_free(dc);
+            tern_tool_calls_free(dcalls, dn);
+        }
+        g_string_free(d, TRUE);
+    }
 
     /* Other kinds take no calls out of their answers. */
     char *c = NULL;
@@ -137,6 +206,7 @@ static void test_qwen3(void) {
         int n = tern_tool_calls_parse(TN_CHAT_QWEN3, g, &gc, &gcalls);
         if (n > 0) {
             parsed++;
+            CHECK(strict_json(gcalls[0].arguments));
             g_free(gc);
             tern_tool_calls_free(gcalls, n);
         }
@@ -272,13 +342,87 @@ static void garbage(int kind, const char *head, const char *tail, const char *al
         int n = tern_tool_calls_parse(kind, g->str, &gc, &gcalls);
         if (n > 0) {
             parsed++;
-            CHECK(gcalls[0].arguments && g_utf8_validate(gcalls[0].arguments, -1, NULL));
+            CHECK(gcalls[0].arguments && strict_json(gcalls[0].arguments) &&
+                  g_utf8_validate(gcalls[0].name, -1, NULL));
             g_free(gc);
             tern_tool_calls_free(gcalls, n);
         }
         g_string_free(g, TRUE);
     }
     CHECKF(parsed > 0 && parsed < 5000, "garbage %s: %d of 5000 parsed", head, parsed);
+}
+
+/* Any bytes (but NUL: the answer is a C string) spliced into a call: calls
+ * or plain content, never a crash or a leak (ASan watches); a call that
+ * parses has a UTF-8 name and arguments a client can read one way. */
+static void byte_garbage(int kind, const char *head, const char *tail, uint32_t seed) {
+    for (int t = 0; t < 20000; t++) {
+        GString *g = g_string_new(head);
+        seed = seed * 1103515245u + 12345u;
+        size_t len = (seed >> 16) % 12;
+        for (size_t i = 0; i < len; i++) {
+            seed = seed * 1103515245u + 12345u;
+            /* half the time a byte of JSON's syntax, else any byte */
+            const char *syntax = "{}[]\":,\\u0a1e- ";
+            char c = (seed >> 31) ? syntax[(seed >> 16) % strlen(syntax)]
+                                  : (char)(1 + (seed >> 16) % 255);
+            g_string_append_c(g, c);
+        }
+        g_string_append(g, tail);
+        char *gc = NULL;
+        tern_tool_call *gcalls = NULL;
+        int n = tern_tool_calls_parse(kind, g->str, &gc, &gcalls);
+        for (int i = 0; i < n; i++)
+            CHECKF(strict_json(gcalls[i].arguments) && g_utf8_validate(gcalls[i].name, -1, NULL),
+                   "byte garbage %s: call %d", head, i);
+        if (n > 0) {
+            g_free(gc);
+            tern_tool_calls_free(gcalls, n);
+        }
+        g_string_free(g, TRUE);
+    }
+}
+
+/* Qwen3 blocks under attack: cut anywhere, 1 MB strings (good, and C's
+ * escapes a megabyte long), bytes anywhere. */
+static void test_qwen3_attack(void) {
+    truncations(TN_CHAT_QWEN3,
+                "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": [1, {\"b\": \"\\u00e9\"}]}}"
+                "</tool_call>",
+                1);
+    for (int bad = 0; bad < 2; bad++) {
+        GString *huge = g_string_new("<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"");
+        for (int i = 0; i < 1 << 18; i++)
+            g_string_append(huge, bad ? "\\101" : "xy\\n");
+        g_string_append(huge, "\"}}</tool_call>");
+        char *content = NULL;
+        tern_tool_call *calls = NULL;
+        int n = tern_tool_calls_parse(TN_CHAT_QWEN3, huge->str, &content, &calls);
+        CHECKF(n == (bad ? 0 : 1), "a 1 MB string%s: %d calls", bad ? " of \\101" : "", n);
+        if (n > 0) {
+            CHECK(strlen(calls[0].arguments) == (1u << 20) + 9);
+            g_free(content);
+            tern_tool_calls_free(calls, n);
+        }
+        g_string_free(huge, TRUE);
+    }
+    GString *name = g_string_new("<tool_call>{\"name\": \"");
+    for (int i = 0; i < 1 << 20; i++)
+        g_string_append_c(name, 'n');
+    g_string_append(name, "\"}</tool_call>");
+    char *content = NULL;
+    tern_tool_call *calls = NULL;
+    int n = tern_tool_calls_parse(TN_CHAT_QWEN3, name->str, &content, &calls);
+    CHECK(n == 1 && strlen(calls[0].name) == 1u << 20);
+    if (n > 0)
+        tern_tool_calls_free(calls, n);
+    g_string_free(name, TRUE);
+    byte_garbage(TN_CHAT_QWEN3, "<tool_call>{\"name\": \"f\", \"arguments\": {\"k\": \"",
+                 "\"}}</tool_call>", 3);
+    byte_garbage(TN_CHAT_QWEN3, "<tool_call>{\"name\": \"f\", \"arguments\": {\"k\": ",
+                 "}}</tool_call>", 5);
+    byte_garbage(TN_CHAT_QWEN3, "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"k\\\": ",
+                 "}\"}</tool_call>", 9);
 }
 
 #define G4Q "<|\"|>"
@@ -333,6 +477,12 @@ static void test_gemma4(void) {
         "<|tool_call>call:f{a:1}<tool_call|><|tool_response>x",
         "<|tool_call>call:\xff{a:1}<tool_call|>",             /* not UTF-8 */
         "<|tool_call>call:f{a:" G4Q "\xc3" G4Q "}<tool_call|>",
+        "<|tool_call>call:f{a:" G4Q "\xed\xa0\x80" G4Q "}<tool_call|>", /* a surrogate */
+        "<|tool_call>call:f{a:1,a:2}<tool_call|>",          /* a repeated key */
+        "<|tool_call>call:f{a:1," G4Q "a" G4Q ":2}<tool_call|>",
+        "<|tool_call>call:f{o:{b:1,b:[]}}<tool_call|>",
+        "<|tool_call>call:f{a:1e999}<tool_call|>",          /* beyond a double */
+        "<|tool_call>call:f{a:[-2e400]}<tool_call|>",
         "<|tool_call>",
         "I would call <|tool_call> here",
         "<tool_call>{\"name\": \"f\"}</tool_call>",        /* Qwen3's */
@@ -361,6 +511,8 @@ static void test_gemma4(void) {
     truncations(K, "<|tool_call>call:f{a:" G4Q "x" G4Q ",b:[1,{c:None}]}<tool_call|>", 1);
     garbage(K, "<|tool_call>call:f{k:", "}<tool_call|>", "{}[]:,0123456789.eE+- tfnrulsNo<|\">_",
             7);
+    byte_garbage(K, "<|tool_call>call:f{k:", "}<tool_call|>", 13);
+    byte_garbage(K, "<|tool_call>call:f{k:" G4Q, G4Q "}<tool_call|>", 17);
     /* What the engine writes for a call in history parses back. */
     static const char *const args[] = {
         "{\"city\": \"Paris\", \"units\": \"metric\"}",
@@ -403,6 +555,20 @@ static void test_gptoss(void) {
         OSS_HEAD "f\n" OSS_MID "{}<|call|>",
         OSS_HEAD "f" OSS_MID "\"\xff\"<|call|>",                /* not UTF-8 */
         OSS_HEAD "\xff" OSS_MID "{}<|call|>",
+        /* What json-glib takes and JSON is not, or what has no one reading
+         * (CALL_JSON_FLAGS) */
+        OSS_HEAD "f" OSS_MID "{\"a\": \"\\101\"}<|call|>",
+        OSS_HEAD "f" OSS_MID "\"\\377\"<|call|>",
+        OSS_HEAD "f" OSS_MID "{\"a\": \"\\x41\"}<|call|>",
+        OSS_HEAD "f" OSS_MID "{\"a\": \"\xed\xa0\x80\"}<|call|>",
+        OSS_HEAD "f" OSS_MID "{\"a\": \"\\ud800\"}<|call|>",
+        OSS_HEAD "f" OSS_MID "\"\\udc00\"<|call|>",
+        OSS_HEAD "f" OSS_MID "{\"a\": 1, \"a\": 2}<|call|>",
+        OSS_HEAD "f" OSS_MID "[{\"k\": 1, \"\\u006b\": 2}]<|call|>",
+        OSS_HEAD "f" OSS_MID "{\"a\": \"\\u0000\"}<|call|>",
+        OSS_HEAD "f" OSS_MID "{\"a\": 1e999}<|call|>",
+        OSS_HEAD "f" OSS_MID "{\"a\": 01}<|call|>",
+        OSS_HEAD "f" OSS_MID "{\"a\": [1,]}<|call|>",
         OSS_HEAD "f<|channel|>commentary json" OSS_HEAD "g" OSS_MID "{}<|call|>",
         "<|start|>assistant to=browser.search" OSS_MID "{}<|call|>", /* a built-in tool */
         "<|start|>assistant to=" OSS_MID "{}<|call|>",
@@ -432,6 +598,8 @@ static void test_gptoss(void) {
     truncations(K, OSS_HEAD "f" OSS_MID "{\"a\": [1, {\"b\": null}]}<|call|>", 1);
     garbage(K, OSS_HEAD "f" OSS_MID "{\"k\": ", "}<|call|>", "{}[]\":,0123456789 tfnrul<|>",
             11);
+    byte_garbage(K, OSS_HEAD "f" OSS_MID "{\"k\": \"", "\"}<|call|>", 19);
+    byte_garbage(K, OSS_HEAD "f" OSS_MID "{\"k\": ", "}<|call|>", 23);
     static const char *const args[] = {
         "{\"city\": \"Paris\", \"units\": \"metric\"}",
         "{}",
@@ -443,6 +611,7 @@ static void test_gptoss(void) {
 
 int main(void) {
     test_qwen3();
+    test_qwen3_attack();
     test_gemma4();
     test_gptoss();
     test_raw();
