@@ -49,9 +49,12 @@ static void apply_server (TernWindow *self);
  * it. So a dismissal that may come that early is held back: the emission
  * stops before it reaches the overlay (connected after us, at
  * adw_toast_overlay_add_toast) and is repeated once the toast has been up
- * TOAST_SHOW_GUARD_MS, which leaves the 500 ms show animation 100 ms to end
- * before the 300 ms hide one. The toast stays on screen that long. */
-#define TOAST_SHOW_GUARD_MS 300
+ * TOAST_SHOW_GUARD_MS, which leaves the 500 ms show animation 500 ms to end
+ * before the 300 ms hide one. The toast stays on screen that long. (At 300
+ * ms, a margin of 100 ms, the crash came back once in some ten runs of
+ * app-daily-context on a loaded machine, in the same place: the animations
+ * run on frame times, which a slow frame can move by that much.) */
+#define TOAST_SHOW_GUARD_MS 800
 
 static gboolean
 toast_guard_needed (void)

@@ -537,7 +537,7 @@ part_context (Fixture *f)
                    m ? m->stats.prompt_tokens : 0, m ? m->stats.restored_tokens : 0);
         }
       CHECKF (drops >= 2, "only %u of 8 turns left messages out", drops);
-      /* A dismissal within 300 ms of the toast's showing is held back
+      /* A dismissal within 800 ms of the toast's showing is held back
        * (libadwaita 1.2, _tern_window_on_toast_dismissed): up to a second.
        * Queued ones would stay 4 s each. */
       CHECKF (wait_for (f->w, at_most_one_context_toast, 3), "%u context toasts showing or queued",
@@ -1492,7 +1492,7 @@ part_toasts (Fixture *f)
       guint n;
 
       _tern_window_toast (f->w, "First notice");
-      spin_for (0.4); /* fully shown */
+      spin_for (0.9); /* fully shown, and past the guard */
       _tern_window_toast (f->w, "Second notice, queued");
       n = f->w->toasts->len;
       CHECK (n >= 2);
@@ -1504,7 +1504,7 @@ part_toasts (Fixture *f)
       adw_toast_dismiss (second);
       if (adw_get_minor_version () < 3 && adw_get_major_version () == 1)
         CHECKF (!toast_is_dismissed (second), "round %d: the early dismissal went through", round);
-      spin_for (1.2);
+      spin_for (1.6);
       CHECKF (toast_is_dismissed (second), "round %d: the held dismissal never came", round);
     }
   /* The window let go of the toasts dismissed 2 s before the next one:
@@ -1529,7 +1529,7 @@ part_toasts (Fixture *f)
     adw_toast_dismiss (held);
     gtk_window_destroy (GTK_WINDOW (f->w));
     f->w = NULL;
-    spin_for (0.6);
+    spin_for (1.0);
     CHECK (!toast_is_dismissed (held) || adw_get_minor_version () >= 3);
   }
 }
