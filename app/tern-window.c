@@ -1489,6 +1489,18 @@ update_jump_button (TernWindow *self)
                                  !self->stick_to_bottom && !at_end (adj));
 }
 
+/* A scroll position set by the window, which on_scroll_value must not
+ * take for the user's. */
+static void
+scroll_by_us (TernWindow    *self,
+              GtkAdjustment *adj,
+              double         value)
+{
+  self->scrolling = TRUE;
+  gtk_adjustment_set_value (adj, value);
+  self->scrolling = FALSE;
+}
+
 static gboolean
 on_follow_tick (GtkWidget     *widget,
                 GdkFrameClock *clock,
@@ -1507,9 +1519,7 @@ on_follow_tick (GtkWidget     *widget,
     }
   if (gtk_adjustment_get_value (adj) < end - 0.5)
     {
-      self->scrolling = TRUE;
-      gtk_adjustment_set_value (adj, end);
-      self->scrolling = FALSE;
+      scroll_by_us (self, adj, end);
       self->settled_frames = 0;
     }
   else if (++self->settled_frames >= SETTLED_FRAMES)
@@ -1548,9 +1558,7 @@ on_anchor_tick (GtkWidget     *widget,
   (void) clock;
   if (fabs (gtk_adjustment_get_value (adj) - want) > 0.5)
     {
-      self->scrolling = TRUE;
-      gtk_adjustment_set_value (adj, want);
-      self->scrolling = FALSE;
+      scroll_by_us (self, adj, want);
       self->anchor_frames = 0;
     }
   else if (++self->anchor_frames >= SETTLED_FRAMES)
