@@ -89,7 +89,8 @@ struct _TernWindow {
   guint first_row;         /* the chat's first message drawn: earlier ones wait (APP.md) */
   guint earlier_idle;      /* draws the batch before first_row */
   guint anchor_tick;       /* keeps the view on its messages while a batch lands above */
-  double anchor_from_end;  /* the view's distance from the transcript's end to keep */
+  GtkWidget *anchor_row;   /* the row the view stays on (weak) */
+  double anchor_offset;    /* its top's distance below the view's top, to keep */
   int anchor_frames;       /* frames that distance has held */
   GPtrArray *toasts;       /* shown or waiting */
   gint64     toast_dismissed_us; /* when a dismissal last reached the overlay (monotonic) */

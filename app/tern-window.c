@@ -1541,10 +1541,39 @@ follow_end (TernWindow *self)
 
 static void maybe_draw_earlier (TernWindow *self);
 
+/* Where the anchor row's top is in the transcript (the message box's
+ * coordinates, which the scroll value moves through); FALSE when it has
+ * no place (gone, or not laid out). */
+static gboolean
+anchor_row_y (TernWindow *self,
+              double     *y)
+{
+  graphene_point_t p;
+
+  if (self->anchor_row == NULL
+      || !gtk_widget_compute_point (self->anchor_row, GTK_WIDGET (self->message_box),
+                                    &GRAPHENE_POINT_INIT (0, 0), &p))
+    return FALSE;
+  *y = p.y;
+  return TRUE;
+}
+
+static void
+set_anchor_row (TernWindow *self,
+                GtkWidget  *row)
+{
+  if (self->anchor_row != NULL)
+    g_object_remove_weak_pointer (G_OBJECT (self->anchor_row), (gpointer *) &self->anchor_row);
+  self->anchor_row = row;
+  if (row != NULL)
+    g_object_add_weak_pointer (G_OBJECT (row), (gpointer *) &self->anchor_row);
+}
+
 /* A batch drawn above the view moves what the view shows down by its
  * height, which is known only once the new rows are measured (over a few
- * layouts). Content only grows above, so keeping the view's distance from
- * the end keeps it on the same messages. */
+ * layouts). The row that was first stays where it was in the view; the
+ * end of the transcript is no reference, since an answer may be growing
+ * there. */
 static gboolean
 on_anchor_tick (GtkWidget     *widget,
                 GdkFrameClock *clock,
@@ -1552,10 +1581,17 @@ on_anchor_tick (GtkWidget     *widget,
 {
   TernWindow *self = data;
   GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment (self->transcript_scroller);
-  double want = gtk_adjustment_get_upper (adj) - self->anchor_from_end;
+  double y, want;
 
   (void) widget;
   (void) clock;
+  if (!anchor_row_y (self, &y))
+    {
+      self->anchor_tick = 0;
+      set_anchor_row (self, NULL);
+      return G_SOURCE_REMOVE;
+    }
+  want = y - self->anchor_offset;
   if (fabs (gtk_adjustment_get_value (adj) - want) > 0.5)
     {
       scroll_by_us (self, adj, want);
@@ -1564,6 +1600,7 @@ on_anchor_tick (GtkWidget     *widget,
   else if (++self->anchor_frames >= SETTLED_FRAMES)
     {
       self->anchor_tick = 0;
+      set_anchor_row (self, NULL);
       /* Short messages: the batch may not have filled the page above. */
       maybe_draw_earlier (self);
       return G_SOURCE_REMOVE;
@@ -1584,7 +1621,14 @@ draw_earlier_rows (gpointer data)
     return G_SOURCE_REMOVE;
   from = self->first_row > TRANSCRIPT_BATCH ? self->first_row - TRANSCRIPT_BATCH : 0;
   if (self->anchor_tick == 0)
-    self->anchor_from_end = gtk_adjustment_get_upper (adj) - gtk_adjustment_get_value (adj);
+    {
+      double y;
+
+      set_anchor_row (self, gtk_widget_get_first_child (GTK_WIDGET (self->message_box)));
+      if (!anchor_row_y (self, &y))
+        y = 0;
+      self->anchor_offset = y - gtk_adjustment_get_value (adj);
+    }
   for (guint i = self->first_row; i > from; i--)
     gtk_box_prepend (self->message_box,
                      GTK_WIDGET (message_row_new (self, tern_chat_get_message (self->chat, i - 1))));
@@ -1619,6 +1663,7 @@ stop_drawing_earlier (TernWindow *self)
       gtk_widget_remove_tick_callback (GTK_WIDGET (self->transcript_scroller), self->anchor_tick);
       self->anchor_tick = 0;
     }
+  set_anchor_row (self, NULL);
 }
 
 static void
@@ -1641,12 +1686,14 @@ on_scroll_value (GtkAdjustment *adj,
    * stops it, back to the end resumes it. */
   if (!self->scrolling)
     {
+      double y;
+
       self->stick_to_bottom = at_end (adj);
       if (self->stick_to_bottom)
         follow_end (self);
       /* The user's own scrolling while a batch lands is kept. */
-      if (self->anchor_tick != 0)
-        self->anchor_from_end = gtk_adjustment_get_upper (adj) - gtk_adjustment_get_value (adj);
+      if (self->anchor_tick != 0 && anchor_row_y (self, &y))
+        self->anchor_offset = y - gtk_adjustment_get_value (adj);
     }
   update_jump_button (self);
   maybe_draw_earlier (self);

@@ -826,6 +826,35 @@ part_scroll (Fixture *f)
 
     CHECKF (g_str_has_prefix (text, "Line 0 of message 598:"), "composer: '%.40s'", text);
   }
+
+  /* While the last answer grows (as it does streaming), a batch drawn
+   * above still keeps the view on the messages it showed: growth below the
+   * view does not move it. */
+  open_chat (f->w, "long");
+  open_chat (f->w, "big");
+  CHECK (wait_for (f->w, end_in_view, 20));
+  {
+    GtkWidget *scroller = tern_window_get_transcript_scroller (f->w);
+    guint n = tern_chat_get_n_messages (tern_window_get_chat (f->w));
+    TernMessageRow *last = TERN_MESSAGE_ROW (tern_window_get_row (f->w, n - 1));
+    GtkWidget *top = tern_window_get_row (f->w, first_drawn (f->w));
+    graphene_rect_t before, after;
+    double at;
+
+    CHECK (top != NULL && gtk_widget_compute_bounds (top, scroller, &before));
+    at = before.origin.y + gtk_adjustment_get_value (adj);
+    rows_before = tern_window_get_n_rows (f->w);
+    gtk_adjustment_set_value (adj, 0);
+    for (int i = 0; i < 30; i++)
+      {
+        tern_message_row_append (last, "\n\nOne more paragraph of a growing answer.");
+        spin_for (0.02);
+      }
+    CHECK (rows_grew (f->w));
+    CHECK (gtk_widget_compute_bounds (top, scroller, &after));
+    CHECKF (fabs (after.origin.y - at) < 4, "growing: the view moved from %.0f to %.0f px",
+            at, after.origin.y);
+  }
 }
 
 /* ---------------------------------------------------------------- sidebar */
