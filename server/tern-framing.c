@@ -43,6 +43,15 @@ static bool expect_line(const char *line, size_t len) {
     return len >= 7 && !g_ascii_strncasecmp(line, "Expect:", 7);
 }
 
+/* Whether s[0..n) holds word, case aside. */
+static bool holds_nocase(const char *s, size_t n, const char *word) {
+    const size_t w = strlen(word);
+    for (size_t i = 0; i + w <= n; i++)
+        if (!g_ascii_strncasecmp(s + i, word, w))
+            return true;
+    return false;
+}
+
 /* One Content-Length, a byte count, not together with a Transfer-Encoding
  * (a request smuggling trick); at most one Transfer-Encoding, "chunked" or
  * "identity" (libsoup 3.2 leaks the request's path on any other, "gzip" or
@@ -56,6 +65,7 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
     /* The header lines: after the request line, which is no header
      * ("Content-Length: 12" as a request line counted as one, found by
      * fuzz-framing). */
+    bool hop_framing = false; /* a Connection header names the framing */
     size_t skip = 0; /* empty lines before the request line, which libsoup skips too */
     while (skip < n && (head[skip] == '\r' || head[skip] == '\n'))
         skip++;
@@ -97,6 +107,14 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
             }
             f.transfer_encodings++;
             f.chunked |= chunked;
+        } else if (len >= 11 && !g_ascii_strncasecmp(line, "Connection:", 11)) {
+            /* libsoup drops the headers an HTTP/1.0 request's Connection
+             * names (RFC 2616 14.10): "Connection: keep-alive,
+             * Content-Length" had it read no body while this framing
+             * passed one, read by libsoup as the next request, past these
+             * checks. Any mention, on any version: no client means it. */
+            hop_framing |= holds_nocase(line + 11, len - 11, "content-length") ||
+                           holds_nocase(line + 11, len - 11, "transfer-encoding");
         } else if (expect_line(line, len)) {
             /* the value as libsoup trims it; anything but 100-continue (a
              * list, another expectation) is its 417, sent with an empty
@@ -120,6 +138,8 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
         return "more than one Transfer-Encoding";
     if (f.content_lengths && f.transfer_encodings)
         return "both Content-Length and Transfer-Encoding";
+    if (hop_framing)
+        return "a Connection header names Content-Length or Transfer-Encoding";
     if (f.expect_other && f.http_minor == 1) {
         *status = 417;
         return "only Expect: 100-continue is supported";
