@@ -140,6 +140,11 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
         return "both Content-Length and Transfer-Encoding";
     if (hop_framing)
         return "a Connection header names Content-Length or Transfer-Encoding";
+    /* HTTP/1.0 has no transfer codings: RFC 9112 6.1 has such a message's
+     * framing treated as faulty (kept alive, where its body ends is the
+     * reader's guess). */
+    if (f.transfer_encodings && f.http_minor == 0)
+        return "Transfer-Encoding in an HTTP/1.0 request";
     if (f.expect_other && f.http_minor == 1) {
         *status = 417;
         return "only Expect: 100-continue is supported";

@@ -426,6 +426,20 @@ for label, version, conn_field, framing, body in [
                                              a and a[:2], b and b[:3]))
         c.close()
 
+# HTTP/1.0 has no transfer codings (RFC 9112 6.1: the framing of such a
+# message is faulty): refused on the head and closed, kept alive or not.
+for conn_field in ["keep-alive", "close"]:
+    c = Conn()
+    c.send(("POST /v1/chat/completions HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: "
+            "application/json\r\n%sConnection: %s\r\nTransfer-Encoding: chunked\r\n\r\n" %
+            (AUTH, conn_field)).encode() + chunks + HEALTH)
+    a = c.answer()
+    b = c.answer(timeout=2)
+    check(status_of(a) == 400 and b"HTTP/1.0" in a[2] and b is None and c.ends(),
+          "HTTP/1.0 with Transfer-Encoding (Connection: %s): 400 naming it, closed, nothing "
+          "after it read (got %s, then %s)" % (conn_field, a and a[:3], b and b[:2]))
+    c.close()
+
 check(srv.request("GET", "/health")[0] == 200, "the server answers after all that")
 rc = srv.stop()
 errs = srv.stderr()
