@@ -72,6 +72,27 @@ static bool holds_nocase(const char *s, size_t n, const char *word) {
     return false;
 }
 
+/* Whether the Connection value s[0..n) lists name as one of its
+ * comma-separated options, case aside. */
+static bool lists_option(const char *s, size_t n, const char *name) {
+    const size_t w = strlen(name);
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == ','))
+            i++;
+        size_t j = i;
+        while (j < n && s[j] != ',')
+            j++;
+        size_t e = j;
+        while (e > i && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r'))
+            e--;
+        if (e - i == w && !g_ascii_strncasecmp(s + i, name, w))
+            return true;
+        i = j;
+    }
+    return false;
+}
+
 /* One Content-Length, a byte count, not together with a Transfer-Encoding
  * (a request smuggling trick); at most one Transfer-Encoding, "chunked" or
  * "identity" (libsoup 3.2 leaks the request's path on any other, "gzip" or
@@ -86,6 +107,7 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
      * ("Content-Length: 12" as a request line counted as one, found by
      * fuzz-framing). */
     bool hop_framing = false; /* a Connection header names the framing */
+    bool hop_checked = false; /* ... or a header the server's checks read */
     size_t skip = 0; /* empty lines before the request line, which libsoup skips too */
     while (skip < n && (head[skip] == '\r' || head[skip] == '\n'))
         skip++;
@@ -135,6 +157,13 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
              * checks. Any mention, on any version: no client means it. */
             hop_framing |= holds_nocase(line + 11, len - 11, "content-length") ||
                            holds_nocase(line + 11, len - 11, "transfer-encoding");
+            /* dropped the same way, Host would pass the DNS-rebinding
+             * check (no Host is allowed to HTTP/1.0), and Authorization,
+             * Content-Type or Origin would be judged absent */
+            static const char *const checked[] = {"host", "authorization", "content-type",
+                                                  "origin"};
+            for (size_t k = 0; k < sizeof checked / sizeof *checked; k++)
+                hop_checked |= lists_option(line + 11, len - 11, checked[k]);
         } else if (expect_line(line, len)) {
             /* the value as libsoup trims it; anything but 100-continue (a
              * list, another expectation) is its 417, sent with an empty
@@ -162,6 +191,8 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
         return "both Content-Length and Transfer-Encoding";
     if (hop_framing)
         return "a Connection header names Content-Length or Transfer-Encoding";
+    if (hop_checked)
+        return "a Connection header names Host, Authorization, Content-Type or Origin";
     /* HTTP/1.0 has no transfer codings: RFC 9112 6.1 has such a message's
      * framing treated as faulty (kept alive, where its body ends is the
      * reader's guess). */

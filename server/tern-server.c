@@ -2112,6 +2112,25 @@ static bool authorized(tern_server *srv, SoupServerMessage *msg) {
     return diff == 0;
 }
 
+/* No room for one more generation: the server is stopping (503), or the
+ * queue is full (429, Retry-After). Asked on the head, so that a full
+ * queue's answer costs no parse of the body, and again once the body is in. */
+static bool refused_busy(tern_server *srv, SoupServerMessage *msg) {
+    if (g_atomic_int_get(&srv->stopping)) { /* while run drains its context */
+        respond_error(srv, msg, 503, "server_error", NULL, "cancelled",
+                      "the server is stopping");
+        return true;
+    }
+    if (srv->pending >= srv->cfg.queue_max) {
+        soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+                                     "Retry-After", "1");
+        respond_error(srv, msg, 429, "rate_limit_exceeded", NULL, "queue_full",
+                      "%d requests are already waiting or running; retry later", srv->pending);
+        return true;
+    }
+    return false;
+}
+
 static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind kind) {
     SoupMessageBody *req = soup_server_message_get_request_body(msg);
     if ((size_t)req->length > srv->cfg.body_max) {
@@ -2238,17 +2257,7 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
         job_unref(j);
         return;
     }
-    if (g_atomic_int_get(&srv->stopping)) { /* while run drains its context */
-        respond_error(srv, msg, 503, "server_error", NULL, "cancelled",
-                      "the server is stopping");
-        job_unref(j);
-        return;
-    }
-    if (srv->pending >= srv->cfg.queue_max) {
-        soup_message_headers_replace(soup_server_message_get_response_headers(msg),
-                                     "Retry-After", "1");
-        respond_error(srv, msg, 429, "rate_limit_exceeded", NULL, "queue_full",
-                      "%d requests are already waiting or running; retry later", srv->pending);
+    if (refused_busy(srv, msg)) { /* it filled while the body came */
         job_unref(j);
         return;
     }
@@ -2417,7 +2426,7 @@ static void conn_answer_now(tern_server *srv, SoupServerMessage *msg);
 /* Before the body is read: the Host (403), a Content-Length that is not a
  * number (400), the Content-Type of a JSON endpoint (415), a body over the
  * limit from its Content-Length (413), then the method, the API key and
- * the endpoint (refuse_on_head). libsoup still reads the body of a request
+ * the endpoint (refuse_on_head), and a full queue (429). libsoup still reads the body of a request
  * refused here before it answers (it is not kept), except after
  * Expect: 100-continue, see below. */
 static void on_got_headers(SoupServerMessage *msg, gpointer data) {
@@ -2487,6 +2496,8 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
                       srv->cfg.body_max);
     if (soup_server_message_get_status(msg) == 0)
         refuse_on_head(srv, msg, r);
+    if (soup_server_message_get_status(msg) == 0 && (r == ROUTE_CHAT || r == ROUTE_COMPLETIONS))
+        refused_busy(srv, msg);
     if (soup_server_message_get_status(msg) == 0)
         return;
     soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);

@@ -16,7 +16,10 @@ sockets on 127.0.0.1 (docs/SERVER.md, "Kept-alive connections"):
   Connection: keep-alive and has a Content-Length (the connection was
   closed after the first answer, and the next request reset); a stream to
   1.0 ends with the connection; without keep-alive the connection closes
-  after the answer, cleanly even with another request sent behind it."""
+  after the answer, cleanly even with another request sent behind it;
+- framing: a Connection header that names the framing, or a header the
+  checks read (Host, Authorization, Content-Type, Origin), refused (400);
+- a full queue refused on the head (429), before the body is parsed."""
 
 import json
 import os
@@ -54,8 +57,8 @@ def post_head(body_len, path="/v1/chat/completions", expect="Expect: 100-continu
 class Conn:
     """A client connection that reads answers one at a time."""
 
-    def __init__(self, timeout=10):
-        self.sk = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, timeout=10, to_port=None):
+        self.sk = socket.create_connection(("127.0.0.1", to_port or port), timeout=timeout)
         self.buf = b""
         self.closed = False  # the server closed it (EOF)
         self.error = None    # a reset or the like
@@ -426,6 +429,26 @@ for label, version, conn_field, framing, body in [
                                              a and a[:2], b and b[:3]))
         c.close()
 
+# Nor may it name a header the server's checks read: dropped, a foreign Host
+# passed the DNS-rebinding check as no Host (allowed to HTTP/1.0), and
+# Authorization, Content-Type or Origin were judged absent. Refused (400).
+for conn_field in ["Host", "keep-alive, host", "keep-alive\r\nConnection: Authorization",
+                   " Content-Type ", "close,Origin"]:
+    c = Conn()
+    c.send(("GET /v1/models HTTP/1.0\r\nHost: evil.example\r\n%sConnection: %s\r\n\r\n" %
+            (AUTH, conn_field)).encode())
+    a = c.answer()
+    check(status_of(a) == 400 and b"Connection" in a[2] and c.ends(),
+          "HTTP/1.0 Connection naming %r: 400 naming it, closed (got %s)" %
+          (conn_field, a and a[:3]))
+    c.close()
+# ... where a name that only holds one of them is an ordinary option
+c = Conn()
+c.send(b"GET /health HTTP/1.0\r\nConnection: X-Hosted, keep-alive\r\n\r\n")
+a = c.answer()
+check(status_of(a) == 200, "Connection: X-Hosted, keep-alive: answered (got %s)" % (a and a[:3],))
+c.close()
+
 # HTTP/1.0 has no transfer codings (RFC 9112 6.1: the framing of such a
 # message is faulty): refused on the head and closed, kept alive or not.
 for conn_field in ["keep-alive", "close"]:
@@ -453,6 +476,40 @@ check(status_of(a) == 400 and b is None and c.ends(),
 c.close()
 
 check(srv.request("GET", "/health")[0] == 200, "the server answers after all that")
+
+# A full queue is refused on the head (429): after Expect: 100-continue at
+# once, without the body (it had 100 Continue, then the body, then 429);
+# without, the body is read and dropped, never parsed (malformed JSON was
+# answered 400, after a parse), and the connection stays.
+busy = serverlib.Server(tmp, "http-busy", model, ["--api-key", KEY, "--queue", "1",
+                                                  "--debug-token-delay", "200"])
+LONG = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20,
+                   "stream": True}).encode()
+hold = Conn(to_port=busy.port)
+hold.send(post_head(len(LONG), expect="") + LONG)
+deadline = time.time() + 10
+while time.time() < deadline and json.loads(busy.request("GET", "/health")[2])["queue"] < 1:
+    time.sleep(0.05)
+c = Conn(to_port=busy.port)
+c.send(post_head(100000))
+a = c.answer(timeout=3)
+check(status_of(a) == 429 and a[1].get("retry-after") == "1" and b"queue_full" in a[2] and
+      c.ends(), "a full queue, Expect: 100-continue: 429 at once, no body read, closed (got %s)" %
+      (a and a[:3],))
+c.close()
+c = Conn(to_port=busy.port)
+c.send(post_head(9, expect="") + b"{not json" + HEALTH)
+a = c.answer(timeout=3)
+b = c.answer(timeout=3)
+check(status_of(a) == 429 and status_of(b) == 200,
+      "a full queue, a malformed body: 429 (not parsed), the next request answered (got %s, "
+      "then %s)" % (a and a[:3], b and b[:1]))
+c.close()
+hold.close()
+rc = busy.stop()
+errs = busy.stderr()
+check(rc == 0 and "AddressSanitizer" not in errs and "runtime error" not in errs,
+      "the busy server stops cleanly (status %s: %s)" % (rc, errs[-1500:]))
 rc = srv.stop()
 errs = srv.stderr()
 check(rc == 0 and "AddressSanitizer" not in errs and "runtime error" not in errs,
