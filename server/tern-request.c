@@ -1,0 +1,677 @@
+/* tern-request.c: a request's JSON body read into a job: the messages and
+ * their content parts (text, images), sampling and stopping, tools and tool
+ * calls, the server's own extensions. Every refusal names the parameter and
+ * says what is wrong (docs/SERVER.md). */
+#include "tern-server-private.h"
+#include "tern-toolcall.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A string member: fallback when absent or null, NULL when it is something
+ * else. (json_object_get_string_member_with_default gives NULL for a number
+ * and the fallback, with a critical, for an object: {"role": 5} or
+ * {"type": "text", "text": 5} reached strcmp and strstr as NULL and took
+ * the server down.) */
+static const char *string_member(JsonObject *o, const char *name, const char *fallback) {
+    JsonNode *n = json_object_get_member(o, name);
+    if (!n || JSON_NODE_HOLDS_NULL(n))
+        return fallback;
+    if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING)
+        return NULL;
+    return json_node_get_string(n);
+}
+
+static int count_markers(const char *text) {
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, TN_IMAGE_MARKER)); p += strlen(TN_IMAGE_MARKER))
+        n++;
+    return n;
+}
+
+/* An image_url part of messages[index].content[part]: checked here, decoded
+ * later off this context. false with *why (allocated) and j->error_code. */
+static bool add_image(job *j, JsonObject *part, guint index, guint part_index, const char *role,
+                      char **why) {
+    tern_server *srv = j->server;
+    if (strcmp(role, "user")) {
+        *why = g_strdup_printf("messages[%u]: image_url parts go in user messages, not %s ones",
+                               index, role);
+        return false;
+    }
+    if (!srv->cfg.vision) {
+        j->error_code = "model_not_vision";
+        *why = g_strdup_printf("messages[%u]: the model '%s' takes no images here: the server "
+                               "has no vision projector for it (tern-cli serve --mmproj PATH, or "
+                               "the model's *mmproj*.gguf beside it)",
+                               index, srv->model_id);
+        return false;
+    }
+#ifndef TERN_HAVE_IMAGEIO
+    *why = g_strdup_printf("messages[%u]: this server was built without image decoding "
+                           "(gdk-pixbuf)", index);
+    return false;
+#endif
+    if (j->n_images >= TERN_SERVER_MAX_IMAGES) {
+        *why = g_strdup_printf("at most %d images per request", TERN_SERVER_MAX_IMAGES);
+        return false;
+    }
+    /* {"url": ...} as OpenAI documents it; a bare string as some clients send.
+     * "detail" is OpenAI's resolution hint: the budget is tern.image_tokens. */
+    JsonNode *iu = json_object_get_member(part, "image_url");
+    const char *url = NULL;
+    if (iu && JSON_NODE_HOLDS_OBJECT(iu))
+        url = string_member(json_node_get_object(iu), "url", NULL);
+    else if (iu && JSON_NODE_HOLDS_VALUE(iu) && json_node_get_value_type(iu) == G_TYPE_STRING)
+        url = json_node_get_string(iu);
+    j->error_code = "invalid_image_url";
+    if (!url) {
+        *why = g_strdup_printf("messages[%u].content[%u]: image_url must be {\"url\": \"data:"
+                               "image/png;base64,...\"}",
+                               index, part_index);
+        return false;
+    }
+    if (g_ascii_strncasecmp(url, "data:", 5)) {
+        const bool remote =
+            !g_ascii_strncasecmp(url, "http://", 7) || !g_ascii_strncasecmp(url, "https://", 8);
+        *why = g_strdup_printf("messages[%u].content[%u]: %s; send the image itself as a "
+                               "data: URI (data:image/png;base64,...)",
+                               index, part_index,
+                               remote ? "the server never fetches remote images"
+                                      : "only data: URIs are accepted");
+        return false;
+    }
+    j->error_code = NULL;
+    if (!j->images)
+        j->images = g_new0(job_image, TERN_SERVER_MAX_IMAGES);
+    job_image *im = &j->images[j->n_images++];
+    im->uri = g_strdup(url);
+    im->where = g_strdup_printf("messages[%u].content[%u]", index, part_index);
+    return true;
+}
+
+/* Text of messages[index]'s content: a string, or an array of parts (text;
+ * image_url, which leaves TN_IMAGE_MARKER where it was). NULL with *why
+ * (allocated) when refused. */
+static char *content_text(job *j, JsonNode *node, guint index, const char *role, char **why) {
+    if (!node || JSON_NODE_HOLDS_NULL(node))
+        return g_strdup("");
+    if (JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING) {
+        j->text_markers += count_markers(json_node_get_string(node));
+        return g_strdup(json_node_get_string(node));
+    }
+    if (!JSON_NODE_HOLDS_ARRAY(node)) {
+        *why = g_strdup_printf("messages[%u]: content must be a string or an array of content "
+                               "parts", index);
+        return NULL;
+    }
+    GString *s = g_string_new(NULL);
+    JsonArray *a = json_node_get_array(node);
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        JsonNode *p = json_array_get_element(a, i);
+        if (!JSON_NODE_HOLDS_OBJECT(p)) {
+            *why = g_strdup_printf("messages[%u]: a content part must be an object", index);
+            g_string_free(s, TRUE);
+            return NULL;
+        }
+        JsonObject *po = json_node_get_object(p);
+        const char *type = string_member(po, "type", "");
+        const char *t = string_member(po, "text", "");
+        if (!type || (!strcmp(type, "text") && !t)) {
+            *why = g_strdup_printf("messages[%u].content[%u].%s must be a string", index, i,
+                                   type ? "text" : "type");
+            g_string_free(s, TRUE);
+            return NULL;
+        }
+        if (!strcmp(type, "image_url")) {
+            if (!add_image(j, po, index, i, role, why)) {
+                g_string_free(s, TRUE);
+                return NULL;
+            }
+            g_string_append(s, TN_IMAGE_MARKER);
+        } else if (!strcmp(type, "text")) {
+            j->text_markers += count_markers(t);
+            g_string_append(s, t);
+        } else {
+            *why = g_strdup_printf("messages[%u].content[%u]: content parts of type '%s' are not "
+                                   "supported (text, image_url)",
+                                   index, i, type);
+            g_string_free(s, TRUE);
+            return NULL;
+        }
+    }
+    return g_string_free(s, FALSE);
+}
+
+static bool member_number(JsonObject *o, const char *name, double *out, const char **bad) {
+    JsonNode *n = json_object_get_member(o, name);
+    if (!n || JSON_NODE_HOLDS_NULL(n))
+        return false;
+    if (!JSON_NODE_HOLDS_VALUE(n) || (json_node_get_value_type(n) != G_TYPE_INT64 &&
+                                      json_node_get_value_type(n) != G_TYPE_DOUBLE)) {
+        *bad = name;
+        return false;
+    }
+    *out = json_node_get_double(n);
+    if (!isfinite(*out)) { /* 1e400 */
+        *bad = name;
+        return false;
+    }
+    return true;
+}
+
+/* Counts (tokens, seeds): 3 or 3.0, never 1.5. */
+static bool whole(double v) {
+    return v == floor(v);
+}
+
+bool tern_request_member_bool(JsonObject *o, const char *name, bool fallback, const char **bad) {
+    JsonNode *n = json_object_get_member(o, name);
+    if (!n || JSON_NODE_HOLDS_NULL(n))
+        return fallback;
+    if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_BOOLEAN) {
+        *bad = name;
+        return fallback;
+    }
+    return json_node_get_boolean(n);
+}
+
+/* Fills the job's generation parameters; false with the offending parameter
+ * in *param and a message in *why. */
+static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
+    tn_gen_params *g = &j->gen;
+    *g = tn_gen_default_params();
+    /* OpenAI's default temperature is 1; a local server's callers mostly want
+     * reproducible answers, so greedy unless asked (documented). */
+    g->sampler.temperature = 0;
+    const char *bad = NULL;
+    double v;
+    if (member_number(o, "temperature", &v, &bad)) {
+        if (v < 0 || v > 2) {
+            *param = "temperature";
+            *why = g_strdup("temperature must be between 0 and 2");
+            return false;
+        }
+        g->sampler.temperature = (float)v;
+    }
+    if (member_number(o, "top_p", &v, &bad)) {
+        if (v <= 0 || v > 1) {
+            *param = "top_p";
+            *why = g_strdup("top_p must be in (0, 1]");
+            return false;
+        }
+        g->sampler.top_p = (float)v;
+    }
+    if (member_number(o, "top_k", &v, &bad)) {
+        if (v < 0 || v > INT32_MAX || !whole(v)) {
+            *param = "top_k";
+            *why = g_strdup("top_k must be a whole number: 0 (off) or more");
+            return false;
+        }
+        g->sampler.top_k = (int32_t)v;
+    }
+    if (member_number(o, "min_p", &v, &bad)) {
+        if (v < 0 || v > 1) {
+            *param = "min_p";
+            *why = g_strdup("min_p must be between 0 and 1");
+            return false;
+        }
+        g->sampler.min_p = (float)v;
+    }
+    if (member_number(o, "presence_penalty", &v, &bad)) {
+        if (v < -2 || v > 2) {
+            *param = "presence_penalty";
+            *why = g_strdup("presence_penalty must be between -2 and 2");
+            return false;
+        }
+        g->sampler.presence_penalty = (float)v;
+    }
+    if (member_number(o, "frequency_penalty", &v, &bad)) {
+        if (v < -2 || v > 2) {
+            *param = "frequency_penalty";
+            *why = g_strdup("frequency_penalty must be between -2 and 2");
+            return false;
+        }
+        g->sampler.frequency_penalty = (float)v;
+    }
+    if (member_number(o, "seed", &v, &bad)) {
+        if (v < 0 || v >= 9223372036854775808.0 || !whole(v)) {
+            *param = "seed";
+            *why = g_strdup("seed must be a whole number from 0 to 2^63 - 1");
+            return false;
+        }
+        g->sampler.seed = (uint64_t)v;
+    } else /* no seed: a new one per request, so a regenerated answer differs */
+        g->sampler.seed = (uint64_t)g_random_int() << 32 | g_random_int();
+    JsonNode *rf = json_object_get_member(o, "reasoning_format");
+    if (rf && !JSON_NODE_HOLDS_NULL(rf)) {
+        const char *f = JSON_NODE_HOLDS_VALUE(rf) && json_node_get_value_type(rf) == G_TYPE_STRING
+                            ? json_node_get_string(rf)
+                            : "";
+        if (!strcmp(f, "none"))
+            j->split_reasoning = false;
+        else if (strcmp(f, "auto") && strcmp(f, "deepseek")) {
+            *param = "reasoning_format";
+            *why = g_strdup("reasoning_format must be \"auto\", \"deepseek\" or \"none\"");
+            return false;
+        }
+    }
+    g->max_tokens = j->kind == JOB_COMPLETION ? DEFAULT_COMPLETION_MAX_TOKENS : 0;
+    const char *max_name = "max_tokens";
+    bool has_max = member_number(o, max_name, &v, &bad);
+    if (!has_max && !bad) {
+        max_name = "max_completion_tokens";
+        has_max = member_number(o, max_name, &v, &bad);
+    }
+    if (has_max) {
+        if (v < 1 || v > INT32_MAX || !whole(v)) {
+            *param = max_name;
+            *why = g_strdup_printf("%s must be a whole number from 1 to %d", max_name, INT32_MAX);
+            return false;
+        }
+        g->max_tokens = (int32_t)v;
+    }
+    if (member_number(o, "n", &v, &bad) && v != 1) {
+        *param = "n";
+        *why = g_strdup("only n = 1 is supported (one engine, one answer per request)");
+        return false;
+    }
+    if (bad) {
+        *param = bad;
+        *why = g_strdup_printf("%s must be a number", bad);
+        return false;
+    }
+    JsonNode *stop = json_object_get_member(o, "stop");
+    if (stop && !JSON_NODE_HOLDS_NULL(stop)) {
+        if (JSON_NODE_HOLDS_VALUE(stop) && json_node_get_value_type(stop) == G_TYPE_STRING) {
+            j->stop_store[0] = g_strdup(json_node_get_string(stop));
+            g->n_stop = 1;
+        } else if (JSON_NODE_HOLDS_ARRAY(stop)) {
+            JsonArray *a = json_node_get_array(stop);
+            guint n = json_array_get_length(a);
+            if (n > TN_SESSION_MAX_STOP) {
+                *param = "stop";
+                *why = g_strdup_printf("at most %d stop strings", TN_SESSION_MAX_STOP);
+                return false;
+            }
+            for (guint i = 0; i < n; i++) {
+                JsonNode *e = json_array_get_element(a, i);
+                if (!JSON_NODE_HOLDS_VALUE(e) || json_node_get_value_type(e) != G_TYPE_STRING) {
+                    *param = "stop";
+                    *why = g_strdup("stop must be a string or an array of strings");
+                    return false;
+                }
+                j->stop_store[g->n_stop++] = g_strdup(json_node_get_string(e));
+            }
+        } else {
+            *param = "stop";
+            *why = g_strdup("stop must be a string or an array of strings");
+            return false;
+        }
+        for (int i = 0; i < g->n_stop; i++) {
+            if (!*j->stop_store[i]) {
+                *param = "stop";
+                *why = g_strdup("a stop string must not be empty");
+                return false;
+            }
+            g->stop[i] = j->stop_store[i];
+        }
+    }
+    JsonNode *tern = json_object_get_member(o, "tern");
+    if (tern && !JSON_NODE_HOLDS_NULL(tern)) {
+        if (!JSON_NODE_HOLDS_OBJECT(tern)) {
+            *param = "tern";
+            *why = g_strdup("tern must be an object");
+            return false;
+        }
+        JsonObject *t = json_node_get_object(tern);
+        g->thinking = tern_request_member_bool(t, "thinking", g->thinking, &bad);
+        if (!tern_request_member_bool(t, "single_turn", true, &bad))
+            j->single_turn = false;
+        if (bad) {
+            *param = "tern";
+            *why = g_strdup_printf("tern.%s must be true or false", bad);
+            return false;
+        }
+        JsonNode *sp = json_object_get_member(t, "speculation");
+        if (sp && !JSON_NODE_HOLDS_NULL(sp)) {
+            const GType type = JSON_NODE_HOLDS_VALUE(sp) ? json_node_get_value_type(sp) : 0;
+            const char *name = type == G_TYPE_STRING ? json_node_get_string(sp) : "";
+            if (type == G_TYPE_BOOLEAN)
+                j->spec = json_node_get_boolean(sp)
+                              ? (j->server->cfg.drafter ? SPEC_SERVER : SPEC_LOOKUP)
+                              : SPEC_OFF;
+            else if (!strcmp(name, "none"))
+                j->spec = SPEC_OFF;
+            else if (!strcmp(name, "lookup"))
+                j->spec = SPEC_LOOKUP;
+            else if (!strcmp(name, "server"))
+                j->spec = SPEC_SERVER;
+            else {
+                *param = "tern";
+                *why = g_strdup("tern.speculation must be true, false, \"none\", \"lookup\" or "
+                                "\"server\"");
+                return false;
+            }
+            if (j->spec == SPEC_SERVER && !j->server->cfg.drafter) {
+                *param = "tern";
+                *why = g_strdup("tern.speculation \"server\": this server has no drafter "
+                                "(tern-cli serve --spec draft:PATH, dflash:PATH or mtp:PATH)");
+                return false;
+            }
+        }
+        if (member_number(t, "image_tokens", &v, &bad)) {
+            if (v < 1 || v > 65536 || v != (double)(int)v) {
+                *param = "tern";
+                *why = g_strdup("tern.image_tokens must be a whole number of tokens, 1..65536");
+                return false;
+            }
+            j->image_budget = (int)v;
+            tn_error be;
+            if (j->server->cfg.vision &&
+                tn_vision_check_budget(j->server->cfg.vision, j->image_budget, &be) != TN_OK) {
+                *param = "tern";
+                *why = g_strdup_printf("tern.image_tokens: %s", be.message);
+                return false;
+            }
+        } else if (bad) {
+            *param = "tern";
+            *why = g_strdup_printf("tern.%s must be a number", bad);
+            return false;
+        }
+        if (member_number(t, "draft_max", &v, &bad)) {
+            if (v < 1 || v > TN_SPEC_MAX_DRAFT || !whole(v)) {
+                *param = "tern";
+                *why = g_strdup_printf("tern.draft_max must be 1..%d", TN_SPEC_MAX_DRAFT);
+                return false;
+            }
+            g->draft_max = (int32_t)v;
+        } else if (bad) {
+            *param = "tern";
+            *why = g_strdup_printf("tern.%s must be a number", bad);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* function.arguments: JSON text (what OpenAI sends), or a JSON object,
+ * which some clients send instead and which is taken as its text. */
+static bool call_arguments(JsonObject *fn, const char *where, char **out, char **why) {
+    JsonNode *n = json_object_get_member(fn, "arguments");
+    *out = NULL;
+    if (!n || JSON_NODE_HOLDS_NULL(n))
+        return true;
+    if (JSON_NODE_HOLDS_OBJECT(n)) {
+        JsonGenerator *g = json_generator_new();
+        json_generator_set_root(g, n);
+        *out = json_generator_to_data(g, NULL);
+        g_object_unref(g);
+        return true;
+    }
+    if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING) {
+        *why = g_strdup_printf("%s.arguments must be a string of JSON (or an object)", where);
+        return false;
+    }
+    const char *text = json_node_get_string(n);
+    /* The body's own checks do not look inside strings, and json-glib's
+     * parser recurses once per level (300,000 '[' here overflowed the stack
+     * and took the server down) and takes C's escapes. */
+    tn_error check = {0};
+    if (tn_json_check(text, strlen(text), "arguments", MAX_JSON_DEPTH, 0, &check) != TN_OK) {
+        *why = g_strdup_printf("%s.arguments is not JSON: %s", where, check.message);
+        return false;
+    }
+    JsonParser *parser = json_parser_new();
+    GError *e = NULL;
+    bool ok = json_parser_load_from_data(parser, text, -1, &e) && json_parser_get_root(parser);
+    g_object_unref(parser);
+    if (!ok) {
+        *why = g_strdup_printf("%s.arguments is not JSON%s%s", where, e ? ": " : "",
+                               e ? e->message : "");
+        g_clear_error(&e);
+        return false;
+    }
+    *out = g_strdup(text);
+    return true;
+}
+
+/* messages[index].tool_calls (assistant) or .tool_call_id and .name (tool),
+ * into m. False with *why (allocated) when refused. */
+static bool parse_tool_fields(JsonObject *o, guint index, const char *role, tn_session_message *m,
+                              char **why) {
+    char *where = g_strdup_printf("messages[%u]", index);
+    bool ok = true;
+    if (!strcmp(role, "tool")) {
+        char *id = NULL, *name = NULL;
+        ok = tern_json_optional_string(o, "tool_call_id", where, &id, why) &&
+             tern_json_optional_string(o, "name", where, &name, why);
+        m->tool_call_id = id;
+        m->name = name;
+    }
+    JsonNode *tc = json_object_get_member(o, "tool_calls");
+    if (ok && tc && !JSON_NODE_HOLDS_NULL(tc)) {
+        if (!JSON_NODE_HOLDS_ARRAY(tc)) {
+            *why = g_strdup_printf("%s.tool_calls must be an array", where);
+            ok = false;
+        } else if (json_array_get_length(json_node_get_array(tc)) > 0 &&
+                   strcmp(role, "assistant")) {
+            *why = g_strdup_printf("%s: only assistant messages have tool_calls", where);
+            ok = false;
+        }
+    }
+    if (ok && tc && JSON_NODE_HOLDS_ARRAY(tc)) {
+        JsonArray *a = json_node_get_array(tc);
+        guint n = json_array_get_length(a);
+        tn_chat_tool_call *calls = n ? g_new0(tn_chat_tool_call, n) : NULL;
+        m->tool_calls = calls;
+        for (guint k = 0; ok && k < n; k++) {
+            char *at = g_strdup_printf("%s.tool_calls[%u]", where, k);
+            JsonNode *e = json_array_get_element(a, k);
+            JsonObject *c = JSON_NODE_HOLDS_OBJECT(e) ? json_node_get_object(e) : NULL;
+            JsonNode *fn = c ? json_object_get_member(c, "function") : NULL;
+            char *id = NULL, *name = NULL, *args = NULL, *type = NULL;
+            if (!c) {
+                *why = g_strdup_printf("%s must be an object", at);
+                ok = false;
+            } else if (!tern_json_optional_string(c, "type", at, &type, why)) {
+                ok = false;
+            } else if (type && strcmp(type, "function")) {
+                *why = g_strdup_printf("%s: only tool calls of type 'function' are supported",
+                                       at);
+                ok = false;
+            } else if (!fn || !JSON_NODE_HOLDS_OBJECT(fn)) {
+                *why = g_strdup_printf("%s.function must be an object", at);
+                ok = false;
+            } else {
+                char *fn_at = g_strdup_printf("%s.function", at);
+                JsonObject *f = json_node_get_object(fn);
+                ok = tern_json_optional_string(c, "id", at, &id, why) &&
+                     tern_json_optional_string(f, "name", fn_at, &name, why) &&
+                     call_arguments(f, fn_at, &args, why);
+                if (ok && !name) {
+                    *why = g_strdup_printf("%s.name is required", fn_at);
+                    ok = false;
+                }
+                g_free(fn_at);
+            }
+            calls[k] = (tn_chat_tool_call){.id = id, .name = name, .arguments = args};
+            m->n_tool_calls = k + 1;
+            g_free(type);
+            g_free(at);
+        }
+    }
+    g_free(where);
+    return ok;
+}
+
+/* tools and tool_choice: function declarations into j->tools, checked the
+ * way the template will use them (an engine render refuses what it cannot
+ * show). False with *param, *why when refused. */
+static bool parse_tools(JsonObject *o, job *j, const char **param, char **why) {
+    JsonNode *cn = json_object_get_member(o, "tool_choice");
+    if (cn && !JSON_NODE_HOLDS_NULL(cn)) {
+        const char *c = JSON_NODE_HOLDS_VALUE(cn) && json_node_get_value_type(cn) == G_TYPE_STRING
+                            ? json_node_get_string(cn)
+                            : NULL;
+        if (!c || (strcmp(c, "auto") && strcmp(c, "none"))) {
+            *param = "tool_choice";
+            *why = g_strdup("tool_choice must be \"auto\" or \"none\": Tern cannot force "
+                            "a call (\"required\" or a named function)");
+            return false;
+        }
+        j->tool_choice_none = !strcmp(c, "none");
+    }
+    JsonNode *tn = json_object_get_member(o, "tools");
+    if (!tn || JSON_NODE_HOLDS_NULL(tn))
+        return true;
+    *param = "tools";
+    if (!JSON_NODE_HOLDS_ARRAY(tn)) {
+        *why = g_strdup("tools must be an array of {\"type\": \"function\", \"function\": "
+                        "{\"name\", \"description\", \"parameters\"}}");
+        return false;
+    }
+    if (!tern_tools_parse(tn, j->raw_tools, &j->tools, &j->n_tools, why))
+        return false;
+    if (j->n_tools == 0)
+        return true;
+    /* The template's own checks (and whether it shows tools at all), before
+     * the request waits in the queue. */
+    tn_chat_options co = tn_chat_default_options();
+    co.tools = j->tools;
+    co.n_tools = (size_t)j->n_tools;
+    tn_buf b = {0};
+    tn_error e = {0};
+    int rc = tn_chat_render((tn_chat_kind)j->chat_kind, NULL, 0, &co, &b, &e);
+    tn_buf_free(&b);
+    if (rc != TN_OK) {
+        *why = g_strdup_printf("tools: %s", e.message);
+        return false;
+    }
+    *param = NULL;
+    return true;
+}
+
+bool tern_request_parse_chat(JsonObject *o, job *j, const char **param, char **why) {
+    JsonNode *mn = json_object_get_member(o, "messages");
+    if (!mn || !JSON_NODE_HOLDS_ARRAY(mn) || json_array_get_length(json_node_get_array(mn)) == 0) {
+        *param = "messages";
+        *why = g_strdup("messages must be a non-empty array");
+        return false;
+    }
+    JsonArray *a = json_node_get_array(mn);
+    guint n = json_array_get_length(a);
+    j->messages = g_new0(tn_session_message, n);
+    int n_user = 0, n_other = 0;
+    for (guint i = 0; i < n; i++) {
+        JsonNode *e = json_array_get_element(a, i);
+        if (!JSON_NODE_HOLDS_OBJECT(e)) {
+            *param = "messages";
+            *why = g_strdup_printf("messages[%u] must be an object", i);
+            return false;
+        }
+        JsonObject *m = json_node_get_object(e);
+        const char *role = string_member(m, "role", "");
+        if (!role) {
+            *param = "messages";
+            *why = g_strdup_printf("messages[%u].role must be a string", i);
+            return false;
+        }
+        if (!strcmp(role, "developer"))
+            role = "system";
+        if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
+            strcmp(role, "tool")) {
+            *param = "messages";
+            *why = g_strdup_printf("messages[%u]: role '%s' is not supported (system, developer, "
+                                   "user, assistant, tool)",
+                                   i, role);
+            return false;
+        }
+        JsonNode *content = json_object_get_member(m, "content");
+        if (!strcmp(role, "user") && (!content || JSON_NODE_HOLDS_NULL(content))) {
+            *param = "messages";
+            *why = g_strdup_printf("messages[%u]: a user message needs content", i);
+            return false;
+        }
+        char *text = content_text(j, content, i, role, why);
+        if (!text) {
+            *param = "messages";
+            return false;
+        }
+        j->messages[j->n_messages].role = g_strdup(role);
+        j->messages[j->n_messages].content = text;
+        j->n_messages++;
+        if (!parse_tool_fields(m, i, role, &j->messages[j->n_messages - 1], why)) {
+            *param = "messages";
+            return false;
+        }
+        if (!strcmp(role, "system") && i == 0)
+            j->system = g_strdup(text);
+        else if (!strcmp(role, "user"))
+            n_user++;
+        else
+            n_other++;
+    }
+    /* [system,] user: one independent request against the pin. */
+    bool simple = n_user == 1 && n_other == 0 &&
+                  !strcmp(j->messages[j->n_messages - 1].role, "user");
+    if (simple)
+        j->user = g_strdup(j->messages[j->n_messages - 1].content);
+    j->single_turn = simple;
+    /* A conversation runs in the session that pins its own system message
+     * (none: the empty one), so that another request's system prompt never
+     * leaks into it, and its rows follow that pin. */
+    j->pin_key = g_strconcat("s", j->system ? j->system : "", NULL);
+    if (j->n_images > 0 && j->text_markers > 0) {
+        *param = "messages";
+        *why = g_strdup("a text part contains " TN_IMAGE_MARKER ", which marks where images go: "
+                        "remove it from the text");
+        return false;
+    }
+    if (!parse_gen(o, j, param, why) || !parse_tools(o, j, param, why))
+        return false;
+    if (j->n_tools > 0) {
+        /* The tools are in the system part a pin holds without them. */
+        j->single_turn = false;
+        j->gen.tools = j->tools;
+        j->gen.n_tools = (size_t)j->n_tools;
+        j->tool_text = g_string_new(NULL);
+    }
+    return true;
+}
+
+bool tern_request_parse_completion(JsonObject *o, job *j, const char **param, char **why) {
+    JsonNode *p = json_object_get_member(o, "prompt");
+    if (p && JSON_NODE_HOLDS_ARRAY(p) && json_array_get_length(json_node_get_array(p)) == 1)
+        p = json_array_get_element(json_node_get_array(p), 0);
+    if (!p || !JSON_NODE_HOLDS_VALUE(p) || json_node_get_value_type(p) != G_TYPE_STRING) {
+        *param = "prompt";
+        *why = g_strdup("prompt must be a string (or an array of one string)");
+        return false;
+    }
+    j->prompt = g_strdup(json_node_get_string(p));
+    j->pin_key = g_strdup("r");
+    j->single_turn = true;
+    if (!parse_gen(o, j, param, why))
+        return false;
+    const char *bad = NULL;
+    j->echo = tern_request_member_bool(o, "echo", false, &bad);
+    double v;
+    if (member_number(o, "best_of", &v, &bad) && v != 1) {
+        *param = "best_of";
+        *why = g_strdup("only best_of = 1 is supported (one engine, one answer per request)");
+        return false;
+    }
+    const char *suffix = string_member(o, "suffix", "");
+    if (!suffix || *suffix) {
+        *param = "suffix";
+        *why = g_strdup("suffix (insertion) is not supported");
+        return false;
+    }
+    if (bad) {
+        *param = bad;
+        *why = g_strdup_printf("%s has the wrong type", bad);
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,208 @@
+/* tern-server-private.h: what the server's parts share (tern-server.c: HTTP
+ * and the engine worker; tern-request.c: a request's body read into a job).
+ * Not installed; nothing outside server/ includes it. */
+#pragma once
+
+#include "tern-server.h"
+#include "tern-reasoning.h"
+
+#include <json-glib/json-glib.h>
+#include <libsoup/soup.h>
+#include <stdbool.h>
+
+#ifdef TERN_HAVE_IMAGEIO
+#include "tern-embed-cache.h"
+#include "tern-image.h"
+#endif
+
+/* OpenAI's default for the legacy completions endpoint: a raw continuation
+ * of a base model may never reach an end token. */
+#define DEFAULT_COMPLETION_MAX_TOKENS 16
+/* JSON nesting a request may have: json-glib parses recursively, one stack
+ * frame per level, so a body of 100,000 '[' (200 KB) overflowed the stack.
+ * Real requests nest 5 or 6 deep (tools' JSON schemas a few more). */
+#define MAX_JSON_DEPTH 128
+
+typedef enum { JOB_CHAT, JOB_COMPLETION } job_kind;
+
+/* tern.speculation: which drafter a request uses. */
+typedef enum {
+    SPEC_DEFAULT, /* the server's drafter (config.drafter), or none */
+    SPEC_OFF,
+    SPEC_LOOKUP,  /* prompt lookup: no model, always available */
+    SPEC_SERVER,  /* the server's drafter; refused when it has none */
+} spec_choice;
+
+/* One image_url part. */
+typedef struct job_image {
+    char *uri;     /* the data: URI as sent; freed once decoded */
+    char *where;   /* "messages[1].content[2]": names it in errors */
+    char *key;     /* SHA-256 of the URI: the encoding cache's key (with the budget) */
+    void *decoded; /* TernImage (imageio): pool thread -> worker, freed once encoded */
+    float *cached; /* rows found in the encoding cache instead (a copy): not decoded */
+    int cached_n;  /* their token count (Gemma 4's follows the image's size) */
+} job_image;
+
+typedef struct job {
+    gint refs;
+    tern_server *server;
+    SoupServerMessage *msg;
+    job_kind kind;
+    bool stream;
+    bool include_usage;
+    char id[64];
+    gint64 created;
+
+    /* The request, owned by the job. */
+    char *pin_key;                /* which pinned session answers it (see slot_acquire) */
+    char *system;                 /* the system message; NULL: none */
+    char *user;                   /* single-turn: the only user message */
+    char *prompt;                 /* completions: the raw prompt */
+    bool echo;                    /* completions: the prompt comes first in the answer */
+    tn_session_message *messages; /* a conversation: roles and contents */
+    int n_messages;
+    bool single_turn;
+    tn_gen_params gen;
+    char *stop_store[TN_SESSION_MAX_STOP];
+    spec_choice spec;
+
+    /* image_url parts, in the order of the TN_IMAGE_MARKERs put in their place. */
+    job_image *images;
+    int n_images;
+    int text_markers;   /* TN_IMAGE_MARKERs the client wrote in text */
+    int image_budget;   /* tern.image_tokens; 0: the projector's native count */
+    GError *image_error;     /* decoding failed (decode thread), for images[image_error_at] */
+    int image_error_at;
+    bool images_busy;        /* image_error: other requests' images fill the budget */
+    guint64 image_pixels;    /* of images[].decoded, counted in srv->image_pixels_held */
+    double decode_ms;        /* decode thread */
+    tn_image_embd *embd;     /* worker: the encoded images, rows owned */
+    int32_t image_tokens;
+    double encode_ms;
+    int images_reused;       /* taken from the encoding cache */
+    const char *error_code;  /* parsing: the OpenAI error code of a refusal, or NULL */
+
+    /* Tool definitions (request "tools"), strings owned; gen.tools points here. */
+    tn_chat_tool *tools;
+    int n_tools;
+    char *raw_tools;        /* parsing: the body's "tools" text, for the schemas' own text */
+    bool tool_choice_none;  /* "none": the answer is never taken as calls */
+    int chat_kind;          /* the model's template (tn_chat_kind), for its call format */
+    /* Streams with tools: content is sent up to a call's marker, the rest
+     * held (server's context only). */
+    GString *tool_text;     /* held: a possible marker's start, or the calls */
+    bool in_calls;          /* the marker was seen */
+
+    /* Set by the server's context when the client is gone; read by the worker. */
+    gint gone;
+
+    /* Text generated but not yet written (worker -> server's context). */
+    GMutex lock;
+    GString *pending;
+    bool flush_scheduled;
+    GString *full; /* the whole answer (non-streaming) */
+    bool role_sent;
+    bool headers_sent; /* streams: the 200 and its headers are out (at the first text) */
+    bool split_reasoning;   /* <think> blocks go to reasoning_content (reasoning_format) */
+    tern_reasoning reasoning; /* the streaming splitter; server's context only */
+
+    /* Filled by the worker when it is done. */
+    int rc;
+    tn_error err;
+    tn_session_stats stats;
+    const char *pin_source; /* "kept", "loaded", "prefilled", or NULL (raw) */
+} job;
+
+/* A session with one system prompt pinned. Worker thread only. */
+typedef struct pin_slot {
+    tn_session *session; /* NULL: not created yet */
+    char *key;           /* the pin_key it holds; NULL: none yet */
+    guint64 used;        /* LRU clock */
+} pin_slot;
+
+struct tern_server {
+    tern_server_config cfg;
+    char *host;
+    char *api_key;
+    char *cors;
+    char *model_id;
+    char *url;
+    char *pin_cache_dir;
+    const tn_model *model;
+    int32_t n_ctx;
+    int port;
+    GSocket *socket;      /* bound and listening since tern_server_new */
+    GMainContext *context;
+    GMainLoop *loop;
+    GMutex quit_lock;
+    GSource *quit_source; /* attached by tern_server_quit; destroyed by free */
+    gint ran;
+
+    /* The HTTP side: only inside tern_server_run, on its thread. */
+    SoupServer *soup;
+    int pending; /* queued + running jobs */
+    guint64 n_served;    /* answers written */
+    guint64 n_abandoned; /* clients gone before their answer was complete */
+    guint64 next_id;
+    char id_base[20];    /* random per run: ids unique across restarts */
+    gint64 started;      /* unix time: /v1/models' created */
+
+    /* Connections, accepted by the server itself (see "connections"). */
+    GHashTable *conns;   /* remote "address:port" -> conn */
+    GSource *accept_source;
+    GSource *sweep_source;
+    int conns_max;
+    gint jobs_alive; /* requests' jobs allocated: 0 again once run returns */
+
+    /* Images: decoded by this pool (inside tern_server_run), encoded on the
+     * worker with cfg.n_threads threads. */
+    GThreadPool *decode_pool;
+#ifdef TERN_HAVE_IMAGEIO
+    /* Encodings kept for reuse (see IMAGE_CACHE_SIZE): looked up by the
+     * decode threads, filled by the worker (it locks itself). */
+    TernEmbedCache *encodings;
+    /* Pixels of decoded images not yet encoded, all requests (cfg.image_pixels_max):
+     * decode threads add, the worker and job_free take away. */
+    GMutex image_lock;
+    guint64 image_pixels_held;
+#endif
+
+    /* The engine side. */
+    GAsyncQueue *queue;
+    GThread *worker;
+    gint stopping;
+    pin_slot slots[TERN_SERVER_MAX_PINS]; /* worker only (slot 0 made by new) */
+    tn_drafter *lookup;                   /* worker only, made on first use */
+    guint64 clock;
+    GMutex current_lock; /* guards the two below: the job running and its session */
+    job *current;
+    tn_session *current_session;
+};
+
+/* The body of a chat (or completions) request, read into j. On a refusal,
+ * false with the offending parameter in *param (or NULL) and the reason in
+ * *why (g_free it); j->error_code may name the OpenAI error code. */
+bool tern_request_parse_chat(JsonObject *o, job *j, const char **param, char **why);
+bool tern_request_parse_completion(JsonObject *o, job *j, const char **param, char **why);
+/* A boolean member: fallback when absent or null; fallback with *bad = name
+ * when it is something else. */
+bool tern_request_member_bool(JsonObject *o, const char *name, bool fallback, const char **bad);
+
+/* tern-server.c: an OpenAI-style error body ({"error": {...}}), g_free it. */
+char *tern_server_error_body(const char *message, const char *type, const char *param,
+                             const char *code);
+
+/* tern-conn.c: the connections (docs/SERVER.md, "Kept-alive connections"). */
+/* Starts accepting on srv->socket (in srv->context), and the sweep that
+ * enforces deadlines; tern_conns_stop stops both and closes what is open. */
+void tern_conns_start(tern_server *srv);
+void tern_conns_stop(tern_server *srv);
+/* The socket of msg's connection, or NULL. */
+GSocket *tern_conn_socket(tern_server *srv, SoupServerMessage *msg);
+/* A request began on its connection: its deadline runs (--request-timeout). */
+void tern_conn_request_started(tern_server *srv, SoupServerMessage *msg);
+/* Its request is whole ("got-body", data: the server): the deadline ends. */
+void tern_conn_request_read(SoupServerMessage *msg, gpointer data);
+/* msg's answer (status and body set) written now, before a body libsoup
+ * would wait for, then the connection closed. */
+void tern_conn_answer_now(tern_server *srv, SoupServerMessage *msg);
