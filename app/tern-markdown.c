@@ -865,3 +865,47 @@ tern_markdown_render_tinted (GtkBox       *box,
       shown->n_widgets = 0;
     }
 }
+
+/* Lines of at most about this many bytes go in one label: a pasted log of
+ * 32 KB is then shaped in pieces, and a changed width re-wraps each piece
+ * on its own. */
+#define PLAIN_PIECE 2048
+
+void
+tern_markdown_render_plain (GtkBox     *box,
+                            const char *text)
+{
+  g_autofree char *trimmed = g_strchomp (g_strdup (text ? text : ""));
+  const char *p = trimmed;
+  GtkWidget *child;
+
+  g_object_set_data (G_OBJECT (box), KEY_SHOWN, NULL);
+  while ((child = gtk_widget_get_first_child (GTK_WIDGET (box))) != NULL)
+    gtk_box_remove (box, child);
+  /* Only blank lines: nothing, as tern_markdown_render draws nothing. */
+  if (p[strspn (p, " \t\r\n")] == '\0')
+    return;
+  while (*p != '\0')
+    {
+      gsize len = strlen (p);
+      GtkWidget *label;
+      g_autofree char *markup = NULL;
+
+      if (len > PLAIN_PIECE)
+        {
+          const char *end = g_utf8_find_prev_char (p, p + PLAIN_PIECE + 1);
+          const char *nl = g_strrstr_len (p, end - p, "\n");
+
+          len = nl != NULL && nl > p ? (gsize) (nl - p) : (gsize) (end - p);
+        }
+      /* Markup, escaped, so that every label of a message reads alike. */
+      markup = g_markup_escape_text (p, (gssize) len);
+      label = text_label_new ();
+      gtk_label_set_markup (GTK_LABEL (label), markup);
+      gtk_box_append (box, label);
+      p += len;
+      /* The line break a cut fell on is the gap between two labels. */
+      if (*p == '\n')
+        p++;
+    }
+}

@@ -19,6 +19,10 @@ void  tern_markdown_render_tinted  (GtkBox       *box,
                                     const char   *markdown,
                                     const guint8 *drafted,
                                     const char   *color);
+/* Fills box with text as typed: no Markdown, every line break and blank
+ * kept (a user's pasted log, an indented listing). */
+void  tern_markdown_render_plain   (GtkBox     *box,
+                                    const char *text);
 /* The Pango markup of the blocks, one per line: for tests. */
 char *tern_markdown_to_pango       (const char *markdown);
 char *tern_markdown_to_pango_tinted (const char   *markdown,

@@ -97,8 +97,8 @@ preview_length (const char *text)
 static void
 render (TernMessageRow *self)
 {
-  gboolean cut = !self->show_all && g_strcmp0 (self->role, "user") == 0
-                 && self->text->len > LONG_MESSAGE;
+  gboolean user = g_strcmp0 (self->role, "user") == 0;
+  gboolean cut = !self->show_all && user && self->text->len > LONG_MESSAGE;
 
   gtk_widget_set_visible (GTK_WIDGET (self->show_all_button), cut);
   if (cut)
@@ -108,8 +108,12 @@ render (TernMessageRow *self)
       g_autofree char *label = g_strdup_printf (_("Show the Whole Message (%s)"), size);
 
       gtk_button_set_label (self->show_all_button, label);
-      tern_markdown_render (self->content_box, preview);
+      tern_markdown_render_plain (self->content_box, preview);
     }
+  /* What the user typed is shown as typed: as Markdown, a pasted log's
+   * lines ran into one paragraph and its "#" lines became headings. */
+  else if (user)
+    tern_markdown_render_plain (self->content_box, self->text->str);
   else if (self->tint && has_drafted (self))
     {
       char color[8];

@@ -327,7 +327,7 @@ action_edit_last (GSimpleAction *action,
   _tern_window_keep_toast (self, self->edit_toast);
   g_signal_connect_object (self->edit_toast, "dismissed", G_CALLBACK (on_edit_toast_dismissed),
                            self, 0);
-  adw_toast_overlay_add_toast (self->toast_overlay, self->edit_toast);
+  _tern_window_add_toast (self, self->edit_toast);
 }
 
 /* Puts the taken messages back, while nothing was sent since: the
@@ -452,7 +452,7 @@ _tern_window_delete_chat (TernWindow *self,
   g_signal_connect_object (t, "dismissed", G_CALLBACK (on_delete_toast_dismissed), self, 0);
   g_object_set_data_full (G_OBJECT (t), "tern-chat-id", g_strdup (tern_chat_get_id (doomed)),
                           g_free);
-  adw_toast_overlay_add_toast (self->toast_overlay, t);
+  _tern_window_add_toast (self, t);
 }
 
 static void

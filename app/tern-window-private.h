@@ -94,6 +94,8 @@ struct _TernWindow {
   int anchor_frames;       /* frames that distance has held */
   GPtrArray *toasts;       /* shown or waiting */
   gint64     toast_dismissed_us; /* when a dismissal last reached the overlay (monotonic) */
+  GtkCssProvider *toast_lift; /* this window's toasts kept above its composer */
+  int        toast_lift_px;
   GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */
   /* Edit Last: the messages taken back, while its toast offers Undo. */
   TernChat *edit_chat;
@@ -131,6 +133,11 @@ void           _tern_window_toast                (TernWindow     *self,
 void           _tern_window_set_error            (TernWindow     *self,
                                                   const char     *message);
 void           _tern_window_keep_toast           (TernWindow     *self,
+                                                  AdwToast       *t);
+/* Every toast is shown through here, once kept (_tern_window_keep_toast
+ * connects first, so that its hold on an early dismissal comes before any
+ * other handler): above the composer. */
+void           _tern_window_add_toast            (TernWindow     *self,
                                                   AdwToast       *t);
 void           _tern_window_on_toast_dismissed   (AdwToast       *t,
                                                   TernWindow     *self);

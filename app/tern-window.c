@@ -146,6 +146,42 @@ _tern_window_keep_toast (TernWindow *self,
   g_signal_connect_object (t, "dismissed", G_CALLBACK (_tern_window_on_toast_dismissed), self, 0);
 }
 
+/* The toast overlay covers the window, so a toast sat on the composer,
+ * hiding what was being typed (and, on a narrow window, the Send button).
+ * On the chat page its bottom margin is raised by the height of the stats
+ * bar and the composer, measured when a toast is added: a rule for this
+ * window's overlay (named for it), which the toasts queued behind it take
+ * too. 12 px is libadwaita's own margin around a toast. */
+static void
+lift_toasts (TernWindow *self)
+{
+  int lift = 0;
+
+  if (g_strcmp0 (gtk_stack_get_visible_child_name (self->main_stack), "chat") == 0
+      && gtk_widget_get_mapped (GTK_WIDGET (self->composer)))
+    lift = gtk_widget_get_height (GTK_WIDGET (self->stats_bar))
+           + gtk_widget_get_height (GTK_WIDGET (self->composer));
+  if (lift == self->toast_lift_px)
+    return;
+  self->toast_lift_px = lift;
+  {
+    g_autofree char *css = g_strdup_printf ("#%s > toast { margin-bottom: %dpx; }",
+                                            gtk_widget_get_name (GTK_WIDGET (self->toast_overlay)),
+                                            lift + 12);
+    G_GNUC_BEGIN_IGNORE_DEPRECATIONS
+    gtk_css_provider_load_from_data (self->toast_lift, css, -1);
+    G_GNUC_END_IGNORE_DEPRECATIONS
+  }
+}
+
+void
+_tern_window_add_toast (TernWindow *self,
+                        AdwToast   *t)
+{
+  lift_toasts (self);
+  adw_toast_overlay_add_toast (self->toast_overlay, t);
+}
+
 /* Plain text for a libadwaita property read as Pango markup (a toast's
  * title, a status page's description): the text can hold a file name, a
  * chat title or a model's token, and "Tom & Jerry.png" failed to parse,
@@ -175,7 +211,7 @@ _tern_window_toast (TernWindow *self,
 
   adw_toast_set_timeout (t, 4);
   _tern_window_keep_toast (self, t);
-  adw_toast_overlay_add_toast (self->toast_overlay, t);
+  _tern_window_add_toast (self, t);
 }
 
 static void
@@ -210,7 +246,7 @@ show_context_toast (TernWindow *self,
   _tern_window_keep_toast (self, self->context_toast);
   g_signal_connect_object (self->context_toast, "dismissed",
                            G_CALLBACK (on_context_toast_dismissed), self, 0);
-  adw_toast_overlay_add_toast (self->toast_overlay, self->context_toast);
+  _tern_window_add_toast (self, self->context_toast);
 }
 
 /* For the tests: the app itself never dismisses a toast. Every toast not
@@ -1927,6 +1963,12 @@ tern_window_dispose (GObject *object)
   TernWindow *self = TERN_WINDOW (object);
 
   g_clear_handle_id (&self->count_timeout, g_source_remove);
+  if (self->toast_lift != NULL)
+    {
+      gtk_style_context_remove_provider_for_display (gtk_widget_get_display (GTK_WIDGET (self)),
+                                                     GTK_STYLE_PROVIDER (self->toast_lift));
+      g_clear_object (&self->toast_lift);
+    }
   stop_drawing_earlier (self);
   if (self->follow_tick != 0)
     {
@@ -2039,6 +2081,17 @@ tern_window_init (TernWindow *self)
 
   self->settings = tern_settings_new ();
   self->toasts = g_ptr_array_new_with_free_func (g_object_unref);
+  {
+    static guint windows;
+    g_autofree char *name = g_strdup_printf ("tern-toasts-%u", ++windows);
+
+    gtk_widget_set_name (GTK_WIDGET (self->toast_overlay), name);
+    self->toast_lift = gtk_css_provider_new ();
+    self->toast_lift_px = -1;
+    gtk_style_context_add_provider_for_display (gtk_widget_get_display (GTK_WIDGET (self)),
+                                                GTK_STYLE_PROVIDER (self->toast_lift),
+                                                GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);
+  }
   self->chats_dir = tern_chats_dir ();
   self->chats = g_list_store_new (TERN_TYPE_CHAT);
   self->worker = tern_engine_worker_new ();
