@@ -866,9 +866,10 @@ tern_markdown_render_tinted (GtkBox       *box,
     }
 }
 
-/* Lines of at most about this many bytes go in one label: a pasted log of
- * 32 KB is then shaped in pieces, and a changed width re-wraps each piece
- * on its own. */
+/* Lines of at most about this many bytes go in one label (a line longer
+ * than that alone): a pasted log of 32 KB is then shaped in pieces, and a
+ * changed width re-wraps each piece on its own. The pieces are stacked
+ * without spacing, so the cuts do not show. */
 #define PLAIN_PIECE 2048
 
 void
@@ -878,6 +879,7 @@ tern_markdown_render_plain (GtkBox     *box,
   g_autofree char *trimmed = g_strchomp (g_strdup (text ? text : ""));
   const char *p = trimmed;
   GtkWidget *child;
+  GtkWidget *pieces;
 
   g_object_set_data (G_OBJECT (box), KEY_SHOWN, NULL);
   while ((child = gtk_widget_get_first_child (GTK_WIDGET (box))) != NULL)
@@ -885,6 +887,8 @@ tern_markdown_render_plain (GtkBox     *box,
   /* Only blank lines: nothing, as tern_markdown_render draws nothing. */
   if (p[strspn (p, " \t\r\n")] == '\0')
     return;
+  pieces = gtk_box_new (GTK_ORIENTATION_VERTICAL, 0);
+  gtk_box_append (box, pieces);
   while (*p != '\0')
     {
       gsize len = strlen (p);
@@ -893,18 +897,20 @@ tern_markdown_render_plain (GtkBox     *box,
 
       if (len > PLAIN_PIECE)
         {
-          const char *end = g_utf8_find_prev_char (p, p + PLAIN_PIECE + 1);
-          const char *nl = g_strrstr_len (p, end - p, "\n");
+          const char *nl = g_strrstr_len (p, PLAIN_PIECE, "\n");
 
-          len = nl != NULL && nl > p ? (gsize) (nl - p) : (gsize) (end - p);
+          if (nl == NULL || nl == p)
+            nl = strchr (p + 1, '\n');
+          if (nl != NULL)
+            len = (gsize) (nl - p);
         }
       /* Markup, escaped, so that every label of a message reads alike. */
       markup = g_markup_escape_text (p, (gssize) len);
       label = text_label_new ();
       gtk_label_set_markup (GTK_LABEL (label), markup);
-      gtk_box_append (box, label);
+      gtk_box_append (GTK_BOX (pieces), label);
       p += len;
-      /* The line break a cut fell on is the gap between two labels. */
+      /* The line break a cut fell on is the step to the next label. */
       if (*p == '\n')
         p++;
     }

@@ -588,6 +588,17 @@ part_context (Fixture *f)
   CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Failed"), "phase %s",
           tern_stats_bar_get_phase (bar));
   CHECK (strstr (tern_stats_bar_get_text (bar), "tok/s") == NULL);
+  /* Shown whole, one line of 3,200 bytes in one piece: cut in pieces, a
+   * gap showed in the middle of the line. */
+  {
+    g_autofree char *shown = tern_message_row_get_shown_markup (
+      TERN_MESSAGE_ROW (tern_window_get_row (f->w, 0)));
+
+    /* (Its last blank is not shown.) */
+    CHECKF (strncmp (shown, long_text, 3199) == 0 && strchr (shown, '\n') == shown + 3199,
+            "%zu bytes shown, a line break at %td", strlen (shown),
+            strchr (shown, '\n') ? strchr (shown, '\n') - shown : -1);
+  }
   /* Its toast is above the composer, not on it (where it hid the text
    * being typed). */
   CHECK (wait_for (f->w, toast_clears_composer, 3.0));
