@@ -436,6 +436,10 @@ _tern_window_delete_chat (TernWindow *self,
           _tern_window_new_chat (self);
         }
     }
+  else
+    /* The row deleted was only selected (moved to with the arrows): the
+     * highlight goes back to the chat shown, not to no row. */
+    _tern_window_select_current_chat (self);
   if (tern_chat_get_n_messages (doomed) == 0)
     return; /* nothing worth an Undo */
   g_object_set_data (G_OBJECT (doomed), "tern-position", GUINT_TO_POINTER (pos));

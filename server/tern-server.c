@@ -1388,7 +1388,8 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     char *why = bad ? g_strdup_printf("%s must be true or false", bad) : NULL;
     JsonNode *so = json_object_get_member(o, "stream_options");
     if (!bad && so && JSON_NODE_HOLDS_OBJECT(so)) {
-        j->include_usage = tern_request_member_bool(json_node_get_object(so), "include_usage", false, &bad);
+        j->include_usage =
+            tern_request_member_bool(json_node_get_object(so), "include_usage", false, &bad);
         if (bad)
             why = g_strdup("stream_options.include_usage must be true or false");
     } else if (!bad && so && !JSON_NODE_HOLDS_NULL(so)) {

@@ -1116,6 +1116,11 @@ part_sidebar (Fixture *f)
   CHECK (press_key (GTK_WIDGET (list), GDK_KEY_Delete));
   CHECK (find_chat (f->w, "chat-a") == NULL);
   CHECK (!exists (f->chats_dir, "chat-a.json"));
+  /* It was only selected, not shown: the highlight is back on the chat
+   * shown (it was on no row). */
+  CHECKF (gtk_list_box_get_selected_row (list) != NULL
+          && gtk_list_box_get_selected_row (list) == row_of (f->w, tern_chat_get_id (f->w->chat)),
+          "selected row %p", (void *) gtk_list_box_get_selected_row (list));
   spin_for (0.5);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-sidebar-undo-toast.png"));
   activate (f->w, "undo-delete", g_variant_new_string ("chat-a"));
