@@ -564,14 +564,17 @@ part_context (Fixture *f)
               context_toasts (f->w, NULL));
       want = g_strdup_printf ("its %u oldest messages", tern_chat_get_context_start (chat));
       CHECK (context_toasts (f->w, want) == 1);
+      /* (The chat with its dimmed messages and the toast: taken after the
+       * new chat below, it showed an empty chat.) Once the toast has slid
+       * in. */
+      spin_for (1.0);
+      CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-dropped.png"));
       /* Another chat: the toast spoke of this one. */
       activate (f->w, "new-chat", NULL);
       CHECKF (wait_for (f->w, no_context_toast, 3), "%u context toasts over another chat",
               context_toasts (f->w, NULL));
     }
   }
-  spin_for (0.5);
-  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-dropped.png"));
   tern_window_dismiss_toasts (f->w);
 
   /* Flash: a message longer than the context is refused with a sentence
