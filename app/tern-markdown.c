@@ -872,6 +872,17 @@ tern_markdown_render_tinted (GtkBox       *box,
  * without spacing, so the cuts do not show. */
 #define PLAIN_PIECE 2048
 
+char *
+tern_markdown_plain_to_pango (const char *text,
+                              gssize      len)
+{
+  /* Valid UTF-8 first: Pango refuses the whole label otherwise, and a chat
+   * file's text may come from anywhere. */
+  g_autofree char *valid = g_utf8_make_valid (text != NULL ? text : "", text != NULL ? len : 0);
+
+  return g_markup_escape_text (valid, -1);
+}
+
 void
 tern_markdown_render_plain (GtkBox     *box,
                             const char *text)
@@ -905,7 +916,7 @@ tern_markdown_render_plain (GtkBox     *box,
             len = (gsize) (nl - p);
         }
       /* Markup, escaped, so that every label of a message reads alike. */
-      markup = g_markup_escape_text (p, (gssize) len);
+      markup = tern_markdown_plain_to_pango (p, (gssize) len);
       label = text_label_new ();
       gtk_label_set_markup (GTK_LABEL (label), markup);
       gtk_box_append (GTK_BOX (pieces), label);

@@ -23,6 +23,10 @@ void  tern_markdown_render_tinted  (GtkBox       *box,
  * kept (a user's pasted log, an indented listing). */
 void  tern_markdown_render_plain   (GtkBox     *box,
                                     const char *text);
+/* The Pango markup of len bytes of text (-1: up to its NUL) shown as typed:
+ * escaped, made valid UTF-8. */
+char *tern_markdown_plain_to_pango (const char *text,
+                                    gssize      len);
 /* The Pango markup of the blocks, one per line: for tests. */
 char *tern_markdown_to_pango       (const char *markdown);
 char *tern_markdown_to_pango_tinted (const char   *markdown,

@@ -42,6 +42,20 @@ test_markdown (void)
     { "a & b <c>", "a &amp; b &lt;c&gt;\n" },
   };
 
+  /* What the user typed: as typed, escaped, valid UTF-8 (Pango refuses a
+   * label with a bad byte whole). */
+  {
+    g_autofree char *plain = tern_markdown_plain_to_pango ("# log\n  *a* <b> & c\n\nend", -1);
+    g_autofree char *bad = tern_markdown_plain_to_pango ("caf\xc3 \xff<x>", -1);
+    g_autofree char *part = tern_markdown_plain_to_pango ("one\ntwo", 3);
+
+    CHECKF (g_str_equal (plain, "# log\n  *a* &lt;b&gt; &amp; c\n\nend"), "plain: %s", plain);
+    CHECKF (g_utf8_validate (bad, -1, NULL) && g_str_has_prefix (bad, "caf")
+            && g_str_has_suffix (bad, "&lt;x&gt;") && pango_parse_markup (bad, -1, 0, NULL, NULL,
+                                                                           NULL, NULL),
+            "bad bytes: %s", bad);
+    CHECKF (g_str_equal (part, "one"), "part: %s", part);
+  }
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       g_autofree char *got = tern_markdown_to_pango (cases[i].md);
