@@ -152,6 +152,18 @@ gboolean       _tern_window_chat_in_list         (TernWindow     *self,
                                                   TernChat       *chat,
                                                   guint          *position);
 void           _tern_window_select_current_chat  (TernWindow     *self);
+/* tern-window-engine.c: the worker's signals connected to the window's
+ * handlers; the pin editor's "changed" (a token count, once typing pauses). */
+void           _tern_window_engine_connect       (TernWindow     *self);
+void           _tern_window_on_pin_editor_changed (TernWindow    *self);
+/* tern-window.c, for tern-window-engine.c. */
+TernMessageRow *_tern_window_add_row             (TernWindow        *self,
+                                                  const TernMessage *m);
+void           _tern_window_update_context_gauge (TernWindow     *self);
+void           _tern_window_show_context_toast   (TernWindow     *self,
+                                                  const char     *text);
+void           _tern_window_apply_server         (TernWindow     *self);
+void           _tern_window_scroll_to_end        (TernWindow     *self);
 void           _tern_window_delete_chat          (TernWindow     *self,
                                                   TernChat       *chat);
 void           _tern_window_rename_chat          (TernWindow     *self,

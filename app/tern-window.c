@@ -6,8 +6,10 @@
  * dropped).
  *
  * Here: construction and state. The actions (win.*) are in
- * tern-window-actions.c, the composer in tern-composer.c; the instance
- * struct and what the two window files share in tern-window-private.h.
+ * tern-window-actions.c, the requests to the engine worker and what is done
+ * with its answers in tern-window-engine.c, the drafters in
+ * tern-window-speculation.c, the composer in tern-composer.c; the instance
+ * struct and what the window files share in tern-window-private.h.
  */
 #include "config.h"
 
@@ -30,12 +32,8 @@
 #include "tern-window.h"
 #include "tern-window-private.h"
 
-#define COUNT_DELAY_MS 300
-
 G_DEFINE_FINAL_TYPE (TernWindow, tern_window, ADW_TYPE_APPLICATION_WINDOW)
 
-static void scroll_to_end (TernWindow *self);
-static void apply_server (TernWindow *self);
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -236,9 +234,9 @@ dismiss_context_toast (TernWindow *self)
     adw_toast_dismiss (old);
 }
 
-static void
-show_context_toast (TernWindow *self,
-                    const char *text)
+void
+_tern_window_show_context_toast (TernWindow *self,
+                                 const char *text)
 {
   dismiss_context_toast (self);
   self->context_toast = _tern_window_toast_new (text);
@@ -380,9 +378,9 @@ message_row_new (TernWindow        *self,
   return row;
 }
 
-static TernMessageRow *
-add_row (TernWindow        *self,
-         const TernMessage *m)
+TernMessageRow *
+_tern_window_add_row (TernWindow        *self,
+                      const TernMessage *m)
 {
   TernMessageRow *row = message_row_new (self, m);
 
@@ -411,8 +409,8 @@ _tern_window_remove_rows_from (TernWindow *self,
 
 /* The context in use: what the last answer of this chat left in the KV
  * (chat) or needed (flash), else the pinned system prompt. */
-static void
-update_context_gauge (TernWindow *self)
+void
+_tern_window_update_context_gauge (TernWindow *self)
 {
   int used = self->n_pin;
   guint n = self->chat ? tern_chat_get_n_messages (self->chat) : 0;
@@ -517,10 +515,10 @@ _tern_window_show_chat (TernWindow *self,
                       ? tern_chat_get_n_messages (chat) - TRANSCRIPT_BATCH
                       : 0;
   for (guint i = self->first_row; i < tern_chat_get_n_messages (chat); i++)
-    add_row (self, tern_chat_get_message (chat, i));
+    _tern_window_add_row (self, tern_chat_get_message (chat, i));
   _tern_window_mark_last_rows (self);
-  scroll_to_end (self);
-  update_context_gauge (self);
+  _tern_window_scroll_to_end (self);
+  _tern_window_update_context_gauge (self);
   _tern_window_update_tint_legend (self);
   _tern_window_update_actions (self);
   _tern_window_update_main_page (self);
@@ -569,455 +567,6 @@ _tern_window_new_chat (TernWindow *self)
   chat = tern_chat_new (mode);
   g_list_store_insert (self->chats, 0, chat);
   _tern_window_show_chat (self, chat);
-}
-
-/* ------------------------------------------------------------ engine side */
-
-static TernGenSettings
-gen_settings (TernWindow *self)
-{
-  TernGenSettings gen = {
-    .temperature = g_settings_get_double (self->settings, "temperature"),
-    .top_p = g_settings_get_double (self->settings, "top-p"),
-    .deterministic = g_settings_get_boolean (self->settings, "deterministic"),
-    .model_sampling = g_settings_get_boolean (self->settings, "model-sampling"),
-    .seed = g_settings_get_uint (self->settings, "seed"),
-    .max_tokens = g_settings_get_int (self->settings, "max-tokens"),
-    .thinking = g_settings_get_boolean (self->settings, "thinking"),
-    .speculate = g_settings_get_boolean (self->settings, "speculation"),
-    .drafter = _tern_window_selected_drafter (self),
-    .draft_max = g_settings_get_int (self->settings, "draft-length"),
-    .image_tokens = tern_composer_get_image_budget (self->composer),
-  };
-  return gen;
-}
-
-void
-_tern_window_request_pin (TernWindow *self,
-             const char *text)
-{
-  g_free (self->pin_text);
-  self->pin_text = g_strdup (text);
-  self->pin_id = tern_engine_worker_pin (self->worker, text);
-  tern_pin_editor_set_pinning (self->pin_editor, TRUE);
-  _tern_window_update_actions (self);
-}
-
-/* Requests go to the engine thread in order, so a pin queued here is in
- * place before the request queued after it. */
-static void
-ensure_pinned (TernWindow *self)
-{
-  g_autofree char *text = tern_pin_editor_get_text (self->pin_editor);
-
-  if (self->pin_id != 0 && g_strcmp0 (self->pin_text, text) == 0)
-    return;
-  if (self->pin_id == 0 && !tern_pin_editor_is_stale (self->pin_editor)
-      && tern_pin_editor_get_pinned_text (self->pin_editor) != NULL)
-    return;
-  _tern_window_request_pin (self, text);
-}
-
-static void
-request_count (TernWindow *self)
-{
-  g_autofree char *text = NULL;
-
-  if (!self->model_loaded)
-    return;
-  text = tern_pin_editor_get_text (self->pin_editor);
-  self->count_id = tern_engine_worker_count_tokens (self->worker, text);
-}
-
-static gboolean
-on_count_timeout (gpointer data)
-{
-  TernWindow *self = data;
-
-  self->count_timeout = 0;
-  request_count (self);
-  return G_SOURCE_REMOVE;
-}
-
-static void
-on_pin_editor_changed (TernWindow *self)
-{
-  g_clear_handle_id (&self->count_timeout, g_source_remove);
-  self->count_timeout = g_timeout_add (COUNT_DELAY_MS, on_count_timeout, self);
-}
-
-void
-_tern_window_start_generation (TernWindow *self)
-{
-  TernGenSettings gen = gen_settings (self);
-  g_autofree char *mode = g_settings_get_string (self->settings, "mode");
-  g_autofree char *system_prompt = tern_pin_editor_get_text (self->pin_editor);
-  guint n_before = tern_chat_get_n_messages (self->chat);
-  TernMessage *answer;
-  guint pos;
-
-  ensure_pinned (self);
-  tern_chat_set_mode (self->chat, mode);
-  tern_chat_set_system_prompt (self->chat, system_prompt);
-  tern_chat_set_model (self->chat, self->model_description);
-
-  if (g_str_equal (mode, "chat"))
-    {
-      g_autofree const char **roles = g_new0 (const char *, n_before + 1);
-      g_autoptr(GPtrArray) contents = g_ptr_array_new_with_free_func (g_free);
-      g_autoptr(GPtrArray) images = g_ptr_array_new ();
-      guint first = MIN (tern_chat_get_context_start (self->chat), n_before - 1);
-
-      /* A message's images go where its markers are: before its text. */
-      self->sent_start = first;
-      for (guint i = first; i < n_before; i++)
-        {
-          TernMessage *m = tern_chat_get_message (self->chat, i);
-          GString *content = g_string_new (NULL);
-
-          roles[i - first] = m->role;
-          for (guint k = 0; m->images != NULL && k < m->images->len; k++)
-            {
-              g_string_append (content, TN_IMAGE_MARKER);
-              g_ptr_array_add (images, g_ptr_array_index (m->images, k));
-            }
-          g_string_append (content, m->text);
-          g_ptr_array_add (contents, g_string_free (content, FALSE));
-        }
-      self->gen_id = tern_engine_worker_chat_images (self->worker, roles,
-                                                     (const char * const *) contents->pdata,
-                                                     n_before - first, images, &gen);
-    }
-  else
-    {
-      TernMessage *last = tern_chat_get_message (self->chat, n_before - 1);
-      self->gen_id = tern_engine_worker_ask_images (self->worker, last->text, last->images,
-                                                    &gen);
-    }
-
-  answer = tern_chat_append (self->chat, "assistant", "");
-  self->streaming_index = n_before;
-  self->streaming_row = add_row (self, answer);
-  tern_stats_bar_start (self->stats_bar);
-  tern_composer_set_generating (self->composer, TRUE);
-
-  if (!_tern_window_chat_in_list (self, self->chat, &pos))
-    g_list_store_insert (self->chats, 0, self->chat);
-  else if (pos != 0)
-    {
-      g_autoptr(TernChat) keep = g_object_ref (self->chat);
-      g_list_store_remove (self->chats, pos);
-      g_list_store_insert (self->chats, 0, keep);
-    }
-  _tern_window_select_current_chat (self);
-  _tern_window_mark_last_rows (self);
-  _tern_window_update_actions (self);
-}
-
-void
-_tern_window_send_text (TernWindow *self,
-           const char *text)
-{
-  g_autofree char *trimmed = g_strstrip (g_strdup (text ? text : ""));
-
-  TernMessage *m;
-
-  /* Images still decoding would be left out: Send waits for them. A
-   * picture may go alone ("what is this?"), without a word. */
-  if (!self->model_loaded || _tern_window_is_generating (self)
-      || (*trimmed == '\0' && tern_composer_get_n_images (self->composer) == 0)
-      || tern_composer_is_busy (self->composer))
-    return;
-  m = tern_chat_append (self->chat, "user", trimmed);
-  {
-    g_autoptr(GPtrArray) images = tern_composer_get_images (self->composer);
-
-    if (images->len > 0)
-      m->images = g_steal_pointer (&images);
-  }
-  add_row (self, m);
-  scroll_to_end (self);
-  tern_composer_clear_images (self->composer);
-  _tern_window_start_generation (self);
-}
-
-/* An open error, in a dialog: a sentence that says what happened and what
- * to do, and the engine's message under Details. */
-static void
-show_load_error (TernWindow *self,
-                 const char *path,
-                 const char *error,
-                 const char *english)
-{
-  g_autofree char *name = g_path_get_basename (path ? path : "");
-  g_autofree char *prefix = g_strconcat (path ? path : "", ": ", NULL);
-  g_autofree char *reason = NULL;
-  g_autofree char *body = NULL;
-  const char *hint = NULL;
-  g_autofree char *hint_owned = NULL;
-  AdwMessageDialog *dialog;
-  GtkWidget *expander, *details;
-
-  /* The engine's message starts with the path: the body names the file once. */
-  reason = g_strdup (path != NULL && g_str_has_prefix (error, prefix) ? error + strlen (prefix)
-                                                                      : error);
-  if (*reason != '\0')
-    *reason = g_ascii_toupper (*reason);
-  /* The kind of failure, from the engine's English message (error is in the
-   * user's language). */
-  if (english == NULL)
-    english = error;
-  if (strstr (english, "which Tern cannot run") != NULL)
-    {
-      GString *types = g_string_new (NULL);
-
-      /* The types a matrix can have: the engine's own list. */
-      for (guint t = 0; t < TN_TYPE_COUNT_; t++)
-        if (tn_type_matrix_supported (t) && tn_type_name (t) != NULL)
-          g_string_append_printf (types, "%s%s", types->len ? ", " : "", tn_type_name (t));
-      /* Translators: %s lists tensor types ("f32, f16, q8_0") */
-      hint_owned = g_strdup_printf (_("Tern runs models whose matrices are of these types: %s. Choose a file quantized to one of them."),
-                                    types->str);
-      g_string_free (types, TRUE);
-      hint = hint_owned;
-    }
-  else if (strstr (english, "is not supported") != NULL || strstr (english, "does not support") != NULL)
-    hint = _("Choose a model of a supported kind, or use the Models window to download one.");
-  else if (strstr (english, "No such file") != NULL)
-    hint = _("The file may have been moved or deleted.");
-  else if (strstr (english, "is not a regular file") != NULL)
-    {
-      /* "PATH is not a regular file (...)": not damaged, and not a
-       * download cut short (that hint, and the path again, were shown). */
-      g_free (reason);
-      reason = g_strdup (_("It is a folder, a FIFO or a device, not a file."));
-      hint = _("Choose the model’s .gguf file itself.");
-    }
-  else
-    hint = _("The file may be damaged or incomplete (an interrupted download?), or not a GGUF model.");
-  /* Translators: a model file's name, the reason it could not be opened
-   * (a sentence), and what to do */
-  body = g_strdup_printf (_("“%s” could not be opened. %s\n\n%s"), name, reason, hint);
-  dialog = ADW_MESSAGE_DIALOG (adw_message_dialog_new (GTK_WINDOW (self),
-                                                       _("The Model Could Not Be Opened"), body));
-  details = gtk_label_new (error);
-  gtk_label_set_wrap (GTK_LABEL (details), TRUE);
-  gtk_label_set_wrap_mode (GTK_LABEL (details), PANGO_WRAP_WORD_CHAR);
-  gtk_label_set_selectable (GTK_LABEL (details), TRUE);
-  gtk_label_set_xalign (GTK_LABEL (details), 0);
-  gtk_widget_add_css_class (details, "monospace");
-  gtk_widget_add_css_class (details, "caption");
-  expander = gtk_expander_new_with_mnemonic (_("_Details"));
-  gtk_expander_set_child (GTK_EXPANDER (expander), details);
-  adw_message_dialog_set_extra_child (dialog, expander);
-  adw_message_dialog_add_response (dialog, "close", _("_Close"));
-  adw_message_dialog_set_default_response (dialog, "close");
-  adw_message_dialog_set_close_response (dialog, "close");
-  gtk_window_present (GTK_WINDOW (dialog));
-}
-
-static void
-on_model_loaded (TernWindow                 *self,
-                 const TernModelLoadedEvent *ev)
-{
-  const char *path = ev->path;
-  const char *description = ev->description;
-  gboolean is_demo = ev->is_demo;
-  const char *error = ev->error;
-  g_autofree char *system_prompt = NULL;
-
-  if (ev->id != self->load_id)
-    return;
-  _tern_window_end_loading (self);
-  if (error != NULL)
-    {
-      g_free (self->last_error);
-      self->last_error = g_strdup (error);
-      show_load_error (self, path, error, ev->english);
-      _tern_window_update_actions (self);
-      return;
-    }
-
-  self->model_loaded = TRUE;
-  tern_stats_bar_reset (self->stats_bar);
-  g_free (self->model_description);
-  self->model_description = g_strdup (description);
-  g_free (self->model_path);
-  self->model_path = g_strdup (path);
-  adw_window_title_set_title (self->window_title, is_demo ? _("Demo Model") : _("Tern"));
-  adw_window_title_set_subtitle (self->window_title, description);
-  gtk_widget_set_tooltip_text (GTK_WIDGET (self->window_title), path);
-  /* A server is not reopened at start (it may be unreachable, or billed):
-   * the local model stays the one reopened. */
-  if (!is_demo && !g_str_has_prefix (path, "remote:"))
-    g_settings_set_string (self->settings, "last-model", path);
-  /* The old model's draft went with it: the new one's drafters. */
-  _tern_window_speculation_model_loaded (self);
-  gtk_stack_set_visible_child_name (self->main_stack, "chat");
-
-  /* The pin belongs to the old model: pin the prompt again for this one. */
-  tern_pin_editor_set_pinned (self->pin_editor, NULL, NULL);
-  system_prompt = tern_pin_editor_get_text (self->pin_editor);
-  request_count (self);
-  _tern_window_request_pin (self, system_prompt);
-  /* The old model's server went with it. */
-  if (g_settings_get_boolean (self->settings, "server-enabled"))
-    apply_server (self);
-  _tern_window_update_actions (self);
-  tern_composer_focus (self->composer);
-}
-
-static void
-on_token_count (TernWindow                *self,
-                const TernTokenCountEvent *ev)
-{
-  if (ev->id == self->count_id)
-    tern_pin_editor_set_token_count (self->pin_editor, ev->n_tokens);
-}
-
-static void
-on_pinned (TernWindow            *self,
-           const TernPinnedEvent *ev)
-{
-  const TernPinState *state = &ev->state;
-  const char *error = ev->error;
-  gboolean cancelled = ev->cancelled;
-
-  if (ev->id != self->pin_id)
-    return;
-  self->pin_id = 0;
-  tern_pin_editor_set_pinning (self->pin_editor, FALSE);
-  if (error != NULL)
-    {
-      tern_pin_editor_set_error (self->pin_editor, error);
-      _tern_window_set_error (self, error);
-    }
-  else if (!cancelled)
-    {
-      self->n_ctx = state->n_ctx;
-      self->n_pin = state->n_pin;
-      self->kv_bytes = state->kv_bytes;
-      update_context_gauge (self);
-      tern_pin_editor_set_pinned (self->pin_editor, self->pin_text, state);
-      g_settings_set_string (self->settings, "system-prompt", self->pin_text);
-    }
-  g_clear_pointer (&self->pin_text, g_free);
-  _tern_window_update_actions (self);
-}
-
-static void
-on_update (TernWindow            *self,
-           const TernUpdateEvent *ev)
-{
-  const TernStats *live = &ev->stats;
-
-  if (ev->id == self->pin_id && live->phase == TERN_PHASE_PIN)
-    tern_pin_editor_set_progress (self->pin_editor, live->prefill_done, live->prefill_total);
-  else if (ev->id == self->gen_id && self->streaming_row != NULL)
-    {
-      tern_message_row_append_drafted (self->streaming_row, ev->text, ev->drafted);
-      tern_stats_bar_update (self->stats_bar, live);
-    }
-}
-
-/* The engine's message, as a sentence that says what happened and what to
- * do; the engine's own words stay in it as the detail. */
-static char *
-human_error (TernWindow      *self,
-             const TernStats *stats,
-             const char      *error)
-{
-  g_autofree char *detail = g_strdup (error);
-  gboolean chat = g_str_equal (tern_chat_get_mode (self->chat), "chat");
-
-  if (stats->error_code == TN_ERR_OVERFLOW)
-    return chat
-      ? g_strdup_printf (_("This message does not fit in the %d-token context, even with the earlier turns left out (%s). Shorten it, or raise the context size in Preferences."),
-                         stats->n_ctx, detail)
-      : g_strdup_printf (_("This message does not fit in the %d-token context (%s). Shorten it or the system prompt, or raise the context size in Preferences."),
-                         stats->n_ctx, detail);
-  if (*detail != '\0')
-    *detail = g_ascii_toupper (*detail);
-  /* Translators: %s is the engine's message */
-  return g_strdup_printf (_("The answer failed. %s"), detail);
-}
-
-static void
-on_finished (TernWindow              *self,
-             const TernFinishedEvent *ev)
-{
-  const TernStats *stats = &ev->stats;
-  const char *error = ev->error;
-  gboolean cancelled = ev->cancelled;
-  TernMessage *m;
-  g_autofree char *figures = NULL;
-  const char *outcome = NULL;
-
-  if (ev->id != self->gen_id)
-    return;
-  self->gen_id = 0;
-
-  m = tern_chat_get_message (self->chat, self->streaming_index);
-  g_free (m->text);
-  m->text = g_strdup (tern_message_row_get_text (self->streaming_row));
-  tern_message_set_drafted (m, tern_message_row_get_drafted (self->streaming_row));
-  m->cancelled = cancelled;
-  g_free (m->error);
-  if (error != NULL)
-    {
-      outcome = _("Failed");
-      m->error = human_error (self, stats, error);
-    }
-  else if (!cancelled && g_strcmp0 (stats->stop_reason, "context full") == 0)
-    {
-      /* The answer ran into the end of the context: say so, never just stop. */
-      outcome = _("Cut off");
-      m->error = g_str_equal (tern_chat_get_mode (self->chat), "chat")
-        ? g_strdup_printf (_("The answer was cut off: the %d-token context is full. The next message leaves out the oldest turns; a larger context can be set in Preferences."),
-                           stats->n_ctx)
-        : g_strdup_printf (_("The answer was cut off: the %d-token context is full after the system prompt and the message. A larger context can be set in Preferences."),
-                           stats->n_ctx);
-    }
-  else
-    m->error = NULL;
-  tern_message_set_stats (m, stats);
-  if (stats->dropped_messages > 0)
-    {
-      g_autofree char *note = NULL;
-
-      tern_chat_set_context_start (self->chat, self->sent_start + (guint) stats->dropped_messages);
-      note = g_strdup_printf (ngettext ("The conversation outgrew the %d-token context: its oldest message is left out (the system prompt stays)",
-                                        "The conversation outgrew the %d-token context: its %d oldest messages are left out (the system prompt stays)",
-                                        (gulong) tern_chat_get_context_start (self->chat)),
-                              stats->n_ctx, (int) tern_chat_get_context_start (self->chat));
-      show_context_toast (self, note);
-    }
-  tern_chat_touch (self->chat);
-  if (stats->prefill_tok_s > 0 && stats->prompt_tokens >= 8)
-    tern_composer_set_prefill_speed (self->composer, stats->prefill_tok_s);
-
-  tern_message_row_flush (self->streaming_row);
-  figures = tern_message_format_stats (m);
-  tern_message_row_set_stats (self->streaming_row, figures);
-  tern_message_row_set_error (self->streaming_row, m->error);
-  tern_stats_bar_finish (self->stats_bar, stats, cancelled, outcome);
-  self->streaming_row = NULL;
-  _tern_window_update_tint_legend (self);
-  if (m->error != NULL)
-    _tern_window_set_error (self, m->error);
-  update_context_gauge (self);
-
-  tern_composer_set_generating (self->composer, FALSE);
-  _tern_window_save_chat (self);
-  _tern_window_mark_last_rows (self);
-  _tern_window_update_actions (self);
-}
-
-static void
-on_engine_warning (TernWindow             *self,
-                   const TernWarningEvent *ev)
-{
-  _tern_window_toast (self, ev->message);
 }
 
 /* ---------------------------------------------------------------- images */
@@ -1113,8 +662,8 @@ on_server_status_changed (TernWindow *self)
 
 /* Starts, restarts (new port or key) or stops the server as the settings
  * say. It serves the loaded model, so it waits for one. */
-static void
-apply_server (TernWindow *self)
+void
+_tern_window_apply_server (TernWindow *self)
 {
   if (!tern_engine_worker_can_serve ())
     {
@@ -1194,7 +743,7 @@ on_server_setting_changed (TernWindow *self,
 {
   /* The key takes effect when applied, not at each keystroke of its row. */
   (void) key;
-  apply_server (self);
+  _tern_window_apply_server (self);
 }
 
 /* "application" is not a construct property: it is set after init. */
@@ -1735,8 +1284,8 @@ on_scroll_value (GtkAdjustment *adj,
   maybe_draw_earlier (self);
 }
 
-static void
-scroll_to_end (TernWindow *self)
+void
+_tern_window_scroll_to_end (TernWindow *self)
 {
   self->stick_to_bottom = TRUE;
   follow_end (self);
@@ -1746,7 +1295,7 @@ scroll_to_end (TernWindow *self)
 static void
 on_jump_clicked (TernWindow *self)
 {
-  scroll_to_end (self);
+  _tern_window_scroll_to_end (self);
   tern_composer_focus (self->composer);
 }
 
@@ -2128,12 +1677,7 @@ tern_window_init (TernWindow *self)
   g_signal_connect_swapped (self->leaflet, "notify::folded", G_CALLBACK (on_folded), self);
   _tern_window_speculation_init (self);
 
-  g_signal_connect_swapped (self->worker, "model-loaded", G_CALLBACK (on_model_loaded), self);
-  g_signal_connect_swapped (self->worker, "token-count", G_CALLBACK (on_token_count), self);
-  g_signal_connect_swapped (self->worker, "pinned", G_CALLBACK (on_pinned), self);
-  g_signal_connect_swapped (self->worker, "update", G_CALLBACK (on_update), self);
-  g_signal_connect_swapped (self->worker, "finished", G_CALLBACK (on_finished), self);
-  g_signal_connect_swapped (self->worker, "warning", G_CALLBACK (on_engine_warning), self);
+  _tern_window_engine_connect (self);
   g_signal_connect_swapped (self->worker, "server-state", G_CALLBACK (on_server_state), self);
   g_signal_connect_swapped (self->worker, "vision", G_CALLBACK (on_vision), self);
   tern_composer_set_worker (self->composer, self->worker);
@@ -2160,8 +1704,8 @@ tern_window_init (TernWindow *self)
 
   system_prompt = g_settings_get_string (self->settings, "system-prompt");
   tern_pin_editor_set_text (self->pin_editor, system_prompt);
-  g_signal_connect_swapped (self->pin_editor, "changed", G_CALLBACK (on_pin_editor_changed),
-                            self);
+  g_signal_connect_swapped (self->pin_editor, "changed",
+                            G_CALLBACK (_tern_window_on_pin_editor_changed), self);
 
   vadj = gtk_scrolled_window_get_vadjustment (self->transcript_scroller);
   g_signal_connect (vadj, "notify::upper", G_CALLBACK (on_scroll_bounds), self);
