@@ -147,7 +147,7 @@ struct tern_server {
     char id_base[20];    /* random per run: ids unique across restarts */
     gint64 started;      /* unix time: /v1/models' created */
 
-    /* Connections, accepted by the server itself (see "connections"). */
+    /* Connections, accepted by the server itself (tern-conn.c). */
     GHashTable *conns;   /* remote "address:port" -> conn */
     GSource *accept_source;
     GSource *sweep_source;

@@ -1873,7 +1873,7 @@ static void stop_worker(tern_server *srv) {
 
 /* libsoup keeps a connection alive after an answer only while the server
  * has a listener of its own (soup_server's "priv->listeners"), and this
- * server accepts its connections itself (see "connections"). So it gets
+ * server accepts its connections itself (tern-conn.c). So it gets
  * one that nobody can reach: an abstract Unix socket with a random name.
  * Without it every answer closed its connection and clients could not
  * reuse any. */
