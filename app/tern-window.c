@@ -34,7 +34,6 @@
 
 G_DEFINE_FINAL_TYPE (TernWindow, tern_window, ADW_TYPE_APPLICATION_WINDOW)
 
-
 /* ---------------------------------------------------------------- helpers */
 
 /* libadwaita before 1.3 (Debian 12 has 1.2.2) frees a toast's record when
