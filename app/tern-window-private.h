@@ -96,6 +96,7 @@ struct _TernWindow {
   gint64     toast_dismissed_us; /* when a dismissal last reached the overlay (monotonic) */
   GtkCssProvider *toast_lift; /* this window's toasts kept above its composer */
   int        toast_lift_px;
+  guint      toast_lift_tick; /* follow_toast_lift, while a toast is up */
   GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */
   /* Edit Last: the messages taken back, while its toast offers Undo. */
   TernChat *edit_chat;

@@ -146,7 +146,7 @@ _tern_window_keep_toast (TernWindow *self,
 /* The toast overlay covers the window, so a toast sat on the composer,
  * hiding what was being typed (and, on a narrow window, the Send button).
  * On the chat page its bottom margin is raised by the height of the stats
- * bar and the composer, measured when a toast is added: a rule for this
+ * bar and the composer (follow_toast_lift keeps it so): a rule for this
  * window's overlay (named for it), which the toasts queued behind it take
  * too. 12 px is libadwaita's own margin around a toast. */
 static void
@@ -171,12 +171,46 @@ lift_toasts (TernWindow *self)
   }
 }
 
+static gboolean
+any_toast_up (TernWindow *self)
+{
+  for (guint i = 0; i < self->toasts->len; i++)
+    if (g_object_get_data (g_ptr_array_index (self->toasts, i), "tern-dismissed") == NULL)
+      return TRUE;
+  return FALSE;
+}
+
+/* The composer grows as lines are typed, and the stats bar can wrap when
+ * the window narrows: while a toast is up its lift follows them frame by
+ * frame (measured when it was added only, a toast sat on the lines typed
+ * after it). lift_toasts changes nothing while the heights stay. */
+static gboolean
+follow_toast_lift (GtkWidget     *widget,
+                   GdkFrameClock *clock,
+                   gpointer       data)
+{
+  TernWindow *self = TERN_WINDOW (widget);
+
+  (void) clock;
+  (void) data;
+  if (!any_toast_up (self))
+    {
+      self->toast_lift_tick = 0;
+      return G_SOURCE_REMOVE;
+    }
+  lift_toasts (self);
+  return G_SOURCE_CONTINUE;
+}
+
 void
 _tern_window_add_toast (TernWindow *self,
                         AdwToast   *t)
 {
   lift_toasts (self);
   adw_toast_overlay_add_toast (self->toast_overlay, t);
+  if (self->toast_lift_tick == 0)
+    self->toast_lift_tick = gtk_widget_add_tick_callback (GTK_WIDGET (self), follow_toast_lift,
+                                                          NULL, NULL);
 }
 
 /* Plain text for a libadwaita property read as Pango markup (a toast's

@@ -607,6 +607,19 @@ part_context (Fixture *f)
   CHECK (wait_for (f->w, toast_clears_composer, 3.0));
   spin_for (0.5);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-flash-too-long.png"));
+  /* Lines typed while it is up grow the composer; the toast moves up with
+   * it (measured only when it was added, it covered them). */
+  {
+    const int before = gtk_widget_get_height (GTK_WIDGET (f->w->composer));
+
+    tern_composer_set_text (f->w->composer, "one\ntwo\nthree\nfour\nfive\nsix");
+    spin_for (0.3);
+    CHECKF (gtk_widget_get_height (GTK_WIDGET (f->w->composer)) > before + 40,
+            "the composer is %d px high with six lines, %d with none",
+            gtk_widget_get_height (GTK_WIDGET (f->w->composer)), before);
+    CHECK (wait_for (f->w, toast_clears_composer, 3.0));
+    tern_composer_set_text (f->w->composer, "");
+  }
 
   /* A pasted log: the question is shown cut, with a button for the whole
    * (laid out whole, a megabyte froze the window for seconds); the chat
