@@ -803,12 +803,33 @@ static void respond_engine_error(job *j) {
                       j->err.message[0] ? j->err.message : tn_status_name(j->rc));
 }
 
+/* A request whose client left while it waited, ran or had its images
+ * decoded, as watch_running or images_decoded saw it (a peek at the
+ * socket), not libsoup: its message is still paused, so libsoup kept the
+ * connection, the body and this job for good, and a few hundred timed-out
+ * clients filled the connection cap until nobody was answered. An answer
+ * lets libsoup finish it: the write fails on a closed socket and the
+ * connection goes; a client that only shut down its sending side (nc -N)
+ * reads why. A message libsoup finished itself is gone already
+ * (on_msg_done). */
+static void release_abandoned(job *j) {
+    if (!j->msg)
+        return;
+    respond_error(j->server, j->msg, 400, "invalid_request_error", NULL, "client_closed",
+                  "the client closed its side of the connection before the answer; keep it "
+                  "open until the answer has come");
+    soup_message_headers_replace(soup_server_message_get_response_headers(j->msg), "Connection",
+                                 "close");
+    soup_server_message_unpause(j->msg);
+}
+
 static gboolean finish_job(gpointer data) {
     job *j = data;
     tern_server *srv = j->server;
     srv->pending--;
     if (g_atomic_int_get(&j->gone)) {
         srv->n_abandoned++;
+        release_abandoned(j);
         return G_SOURCE_REMOVE;
     }
     srv->n_served++;
@@ -1147,6 +1168,7 @@ static gboolean images_decoded(gpointer data) {
     if (g_atomic_int_get(&j->gone)) {
         srv->pending--;
         srv->n_abandoned++;
+        release_abandoned(j);
         return G_SOURCE_REMOVE;
     }
     if (g_atomic_int_get(&srv->stopping)) {

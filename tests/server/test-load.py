@@ -10,7 +10,9 @@ cut), and ids must be unique. One request in ten is a client that reads two
 events of a long stream and hangs up, and one in ten waits 0.2 s for a whole
 long answer and hangs up: the server must cancel those generations (at the
 next token; within 100 ms without a stream), each of which would otherwise
-run ~2 s to the end of the context, and count them as abandoned. The whole load must finish in bounded time.
+run ~2 s to the end of the context, count them as abandoned and close their
+connections (the open files go back to what they were). The whole load must
+finish in bounded time.
 
 A tiny synthetic model (mkmodel: 2 layers of width 64, synthetic vocabulary); --debug-token-delay 2 keeps each answer a few ms
 long so that the 8 clients really overlap and the queue bound is met."""
@@ -237,6 +239,12 @@ def client():
                 break
 
 
+def open_fds():
+    return len(os.listdir("/proc/%d/fd" % srv.proc.pid))
+
+
+time.sleep(0.2)
+fds_before = open_fds()
 t0 = time.time()
 threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
 for t in threads:
@@ -291,6 +299,15 @@ while time.time() < deadline:
 checks.check(health.get("queue") == 0, "the queue drained: %s" % health)
 checks.check(health.get("abandoned") == stats["disconnects"],
              "every hang-up counted as abandoned: %s, %d hang-ups" % (health, stats["disconnects"]))
+# Every hang-up's connection is closed: a request whose client left while it
+# waited or ran (seen by a peek at its socket, not by libsoup) kept its
+# socket, body and job until the server stopped, and enough of them filled
+# the connection cap.
+deadline = time.time() + 10
+while time.time() < deadline and open_fds() > fds_before + 2:
+    time.sleep(0.1)
+checks.check(open_fds() <= fds_before + 2, "the hang-ups' sockets are closed: %d files open, "
+             "%d before the load" % (open_fds(), fds_before))
 q, s = combos["chat"][1]
 status, _, text, *_ = ask(q, s, "chat")
 checks.check(status == 200 and text == refs[(q, s, "chat")], "after the load: the same answer")
@@ -307,4 +324,6 @@ checks.check(status == 200 and dt < 1.0, "a request after a hang-up answered in 
 
 code = srv.stop()
 checks.check(code == 0, "the server stops cleanly on SIGTERM (status %s): %s" % (code, srv.stderr()[-500:]))
+checks.check("still allocated" not in srv.stderr(), "no request's state left at the stop: %s"
+             % srv.stderr()[-500:])
 checks.finish()
