@@ -1913,6 +1913,31 @@ static void keepalive_anchor(tern_server *srv) {
     g_clear_object(&sock); /* the server keeps its own reference */
 }
 
+static gboolean set_flag(gpointer data) {
+    *(gboolean *)data = TRUE;
+    return G_SOURCE_REMOVE;
+}
+
+/* The answers given at the stop (a stream's "cancelled" event and [DONE],
+ * the 503s) are written by the loop, not when they are queued: a loop run
+ * only while something was ready cut the connections first, those
+ * messages never finished and their jobs leaked ("1 requests' state is
+ * still allocated"). Up to STOP_FLUSH_MS for them (a client that does not
+ * read is not waited for longer). */
+#define STOP_FLUSH_MS 500
+static void flush_answers(tern_server *srv) {
+    gboolean late = FALSE;
+    GSource *t = g_timeout_source_new(STOP_FLUSH_MS);
+    g_source_set_callback(t, set_flag, &late, NULL);
+    g_source_attach(t, srv->context);
+    while (g_main_context_iteration(srv->context, FALSE))
+        ;
+    while (!late && g_atomic_int_get(&srv->jobs_alive) > 0)
+        g_main_context_iteration(srv->context, TRUE);
+    g_source_destroy(t);
+    g_source_unref(t);
+}
+
 void tern_server_run(tern_server *srv) {
     if (g_atomic_int_exchange(&srv->ran, 1)) {
         g_warning("tern_server_run called twice");
@@ -1956,13 +1981,10 @@ void tern_server_run(tern_server *srv) {
         if (srv->decode_pool)
             g_thread_pool_free(srv->decode_pool, FALSE, TRUE);
         srv->decode_pool = NULL;
-        while (g_main_context_iteration(srv->context, FALSE))
-            ;
+        flush_answers(srv);
     }
     tern_conns_stop(srv);
     soup_server_disconnect(srv->soup);
-    while (g_main_context_iteration(srv->context, FALSE))
-        ;
     g_clear_pointer(&srv->conns, g_hash_table_unref);
     g_clear_object(&srv->soup);
     g_main_context_pop_thread_default(srv->context);
