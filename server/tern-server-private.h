@@ -22,6 +22,10 @@
  * frame per level, so a body of 100,000 '[' (200 KB) overflowed the stack.
  * Real requests nest 5 or 6 deep (tools' JSON schemas a few more). */
 #define MAX_JSON_DEPTH 128
+/* Values in one request body (scan_body). A chat of thousands of turns
+ * and tools with large schemas stay far below it; json-glib's tree of this
+ * many costs tens of MB. */
+#define MAX_JSON_VALUES 200000
 
 typedef enum { JOB_CHAT, JOB_COMPLETION } job_kind;
 

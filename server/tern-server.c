@@ -1011,11 +1011,15 @@ static void scan_fail(body_scan *sc, const char *problem, const char *member, si
  * nesting (it recurses once per level, and 100,000 levels overflowed the
  * stack), NUL in strings (\u0000 or a raw byte: a C string would end
  * there, cutting the text silently) and integers beyond 64 bits (json-glib
- * wraps them: 2^64 + 5 read as -1). Strings and their escapes are skipped
- * exactly, so brackets in text do not count. What JSON is not (C's escapes,
- * bytes that are no UTF-8, a repeated key) is tn_json_check's, after. */
+ * wraps them: 2^64 + 5 read as -1), and more values than any request
+ * needs (json-glib spends ~100 bytes on each: a 20 MB "[0,0,...]" in a
+ * member nobody reads took 2.2 GB and held the server's thread for 28 s).
+ * Strings and their escapes are skipped exactly, so brackets and commas in
+ * text do not count. What JSON is not (C's escapes, bytes that are no
+ * UTF-8, a repeated key) is tn_json_check's, after. */
 static void scan_body(const char *p, size_t n, body_scan *sc) {
     sc->problem = NULL;
+    size_t values = 1; /* each further value follows a comma or opens a container */
     int depth = 0;
     const char *key = "", *last = "";
     size_t key_len = 0, last_len = 0;
@@ -1038,8 +1042,12 @@ static void scan_body(const char *p, size_t n, body_scan *sc) {
             }
             last = p + start;
             last_len = i - start;
-        } else if (c == '[' || c == '{') {
-            if (++depth > MAX_JSON_DEPTH) {
+        } else if (c == '[' || c == '{' || c == ',') {
+            if (++values > MAX_JSON_VALUES) {
+                scan_fail(sc, "values", key, key_len);
+                return;
+            }
+            if (c != ',' && ++depth > MAX_JSON_DEPTH) {
                 scan_fail(sc, "depth", key, key_len);
                 return;
             }
@@ -1321,6 +1329,11 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
         if (!strcmp(sc.problem, "depth"))
             respond_error(srv, msg, 400, "invalid_request_error", NULL, "invalid_json",
                           "the request body is nested deeper than %d levels", MAX_JSON_DEPTH);
+        else if (!strcmp(sc.problem, "values"))
+            respond_error(srv, msg, 400, "invalid_request_error", param, "invalid_json",
+                          "%s%sthe request body holds more than %d JSON values (objects, "
+                          "arrays, strings, numbers); no request needs that many",
+                          param ? param : "", param ? ": " : "", MAX_JSON_VALUES);
         else if (!strcmp(sc.problem, "nul"))
             respond_error(srv, msg, 400, "invalid_request_error", param, NULL,
                           "%s%sa string holds a NUL character (\\u0000), which the model's "

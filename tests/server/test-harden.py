@@ -135,6 +135,18 @@ nested = json.loads("[" * 200 + "]" * 200)
 s, _, doc, _ = chat({"metadata": {"n": nested}})
 check(s == 400, "200 levels of nesting: 400 (got %s)" % s)
 
+# 1b. Width: a body of more values than any request needs is refused before
+# json-glib builds its tree (~100 bytes a value: a 20 MB "[0,0,...]" in a
+# member nobody reads took 2.2 GB and held the server's thread for 28 s).
+# Commas in strings do not count.
+wide = b'{"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}], ' \
+       b'"metadata": [' + b",".join([b"0"] * 200001) + b"]}"
+st, _, body, _ = post_raw(port, "/v1/chat/completions", wide, "Content-Type: application/json\r\n")
+check(st == 400 and b"200000 JSON values" in body and b'"param":"metadata"' in body,
+      "200,001 values in an ignored member: 400 naming it (got %s: %r)" % (st, body[:300]))
+s, _, doc, _ = chat({"metadata": {"n": [0] * 100000, "s": "," * 300000}})
+check(s == 200, "100,000 values and 300,000 commas in a string are fine (got %s: %s)" % (s, doc))
+
 # 4. Cross-site requests.
 good = json.dumps({"model": "tiny", "messages": USER, "max_tokens": 2})
 for ctype in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; b=x",
