@@ -1758,6 +1758,11 @@ static gboolean bind_socket(tern_server *srv, GError **error) {
     srv->socket = g_socket_new(g_inet_address_get_family(ia), G_SOCKET_TYPE_STREAM,
                                G_SOCKET_PROTOCOL_TCP, &e);
     g_object_unref(ia);
+    /* GLib's backlog is 10: 200 clients connecting at once waited up to
+     * 4.6 s (the kernel dropped their SYNs and they resent them). The
+     * connection cap (tern-conn.c) still bounds what is accepted. */
+    if (srv->socket)
+        g_socket_set_listen_backlog(srv->socket, SOMAXCONN);
     gboolean ok = srv->socket && g_socket_bind(srv->socket, sa, TRUE, &e) &&
                   g_socket_listen(srv->socket, &e);
     g_object_unref(sa);
