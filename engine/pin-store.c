@@ -635,9 +635,24 @@ static int by_age(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-static bool ends_with(const char *s, const char *suffix) {
-    size_t ls = strlen(s), lx = strlen(suffix);
-    return ls >= lx && memcmp(s + ls - lx, suffix, lx) == 0;
+/* A snapshot this store wrote: tn_pin_path's name (64 lowercase hex digits
+ * and ".pin") and the format's magic. The directory may be one the user
+ * named (--pin-cache) and holds files of theirs: any "*.pin" used to be
+ * evicted, a 5 GB disk-image.pin among them. */
+static bool is_snapshot(int dfd, const char *name) {
+    if (strlen(name) != 64 + 4 || strcmp(name + 64, ".pin") != 0)
+        return false;
+    for (int i = 0; i < 64; i++)
+        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+            return false;
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char magic[8];
+    const bool ok = read(fd, magic, sizeof magic) == (ssize_t)sizeof magic &&
+                    memcmp(magic, TN_PIN_MAGIC, sizeof magic) == 0;
+    close(fd);
+    return ok;
 }
 
 int tn_pin_store_evict(const char *dir, uint64_t max_bytes, const char *keep) {
@@ -657,10 +672,9 @@ int tn_pin_store_evict(const char *dir, uint64_t max_bytes, const char *keep) {
     int rc = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        if (!ends_with(de->d_name, ".pin"))
-            continue;
         struct stat st;
-        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+            !is_snapshot(dfd, de->d_name))
             continue;
         if (n == cap) {
             size_t nc = cap ? 2 * cap : 16;

@@ -368,6 +368,22 @@ static void test_eviction(const tn_model *m, const char *dir) {
         set_age(paths[i], base + i * 100);
     }
     CHECK(count_files(dir, ".pin") == 6);
+    /* Files of the user's in a folder they named: a "*.pin" of theirs and
+     * a snapshot-like name without the format's magic, both the oldest,
+     * are never evicted (any "*.pin" was). */
+    char *user_pin = malloc(strlen(dir) + 32), *fake = malloc(strlen(dir) + 80);
+    sprintf(user_pin, "%s/disk-image.pin", dir);
+    sprintf(fake, "%s/%064d.pin", dir, 0);
+    for (int f = 0; f < 2; f++) {
+        FILE *u = fopen(f ? fake : user_pin, "wb");
+        CHECK(u != NULL);
+        if (u) {
+            for (int k = 0; k < 64; k++)
+                fwrite(tokens, 1, sizeof tokens, u);
+            fclose(u);
+        }
+        set_age(f ? fake : user_pin, base - 5000);
+    }
     /* Using #1 makes it the most recent. */
     tn_ctx *b = new_ctx(m);
     int32_t t1[16];
@@ -388,6 +404,11 @@ static void test_eviction(const tn_model *m, const char *dir) {
     removed = tn_pin_store_evict(dir, one, name5);
     CHECKF(removed == 2, "removed %d", removed);
     CHECK(file_exists(paths[5]) && !file_exists(paths[1]) && !file_exists(paths[4]));
+    CHECK(file_exists(user_pin) && file_exists(fake));
+    unlink(user_pin);
+    unlink(fake);
+    free(user_pin);
+    free(fake);
     /* Saving evicts too: a bound of two snapshots keeps the newest two. */
     for (int i = 0; i < 3; i++) {
         rc = tn_pin_store_save(dir, &keys[i], a, tokens, 16, 2 * one, &err);
