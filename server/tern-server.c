@@ -147,19 +147,26 @@ static void respond_json(tern_server *srv, SoupServerMessage *msg, guint status,
 
 char *tern_server_error_body(const char *message, const char *type, const char *param,
                              const char *code) {
+    /* A message or a member name can quote the request's bytes (a path,
+     * a method, a key the scan stopped at): made valid UTF-8, or the error
+     * was not JSON a client could read (GET /v1/models/%FF). */
+    char *valid_message = g_utf8_make_valid(message, -1);
+    char *valid_param = param ? g_utf8_make_valid(param, -1) : NULL;
     JsonBuilder *b = json_builder_new();
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "error");
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "message");
-    json_builder_add_string_value(b, message);
+    json_builder_add_string_value(b, valid_message);
     json_builder_set_member_name(b, "type");
     json_builder_add_string_value(b, type);
     json_builder_set_member_name(b, "param");
-    if (param)
-        json_builder_add_string_value(b, param);
+    if (valid_param)
+        json_builder_add_string_value(b, valid_param);
     else
         json_builder_add_null_value(b);
+    g_free(valid_message);
+    g_free(valid_param);
     json_builder_set_member_name(b, "code");
     if (code)
         json_builder_add_string_value(b, code);

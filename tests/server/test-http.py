@@ -215,6 +215,24 @@ check(status_of(a) == 404 and status_of(b) == 200,
       "(got %s, %s)" % (status_of(a), status_of(b)))
 c.close()
 
+# Errors that quote the request's bytes are valid UTF-8 JSON: a path or a
+# method that is not UTF-8 came back as it was, and clients could not parse
+# the error.
+for head, want in [(b"GET /v1/models/%FF%FE HTTP/1.1\r\n", 404),
+                   (b"GET /%C3%28 HTTP/1.1\r\n", 404),
+                   (b"G\xffT /v1/models HTTP/1.1\r\n", 405)]:
+    c = Conn()
+    c.send(head + b"Host: 127.0.0.1\r\n" + AUTH.encode() + b"Connection: close\r\n\r\n")
+    a = c.answer(timeout=3)
+    try:
+        doc = json.loads(a[2].decode("utf-8")) if a else None
+    except (UnicodeDecodeError, ValueError):
+        doc = None
+    check(status_of(a) == want and doc is not None and "error" in doc,
+          "%r: %d with a JSON error in UTF-8 (got %s %r)" % (head, want, status_of(a),
+                                                            a and a[2][:120]))
+    c.close()
+
 # An expectation other than 100-continue: 417 as a JSON error (libsoup's own
 # was an empty "HTTP/1.0 417"), then closed.
 for value in ["foo", "100-continue, foo", ""]:
