@@ -234,7 +234,18 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
         }
         g->sampler.frequency_penalty = (float)v;
     }
-    if (member_number(o, "seed", &v, &bad)) {
+    JsonNode *seed = json_object_get_member(o, "seed");
+    if (seed && JSON_NODE_HOLDS_VALUE(seed) && json_node_get_value_type(seed) == G_TYPE_INT64) {
+        /* Read whole: through a double, 2^63 - 1 rounded up to 2^63 and was
+         * refused, and seeds above 2^53 that differ gave the same answer. */
+        const gint64 sv = json_node_get_int(seed);
+        if (sv < 0) {
+            *param = "seed";
+            *why = g_strdup("seed must be a whole number from 0 to 2^63 - 1");
+            return false;
+        }
+        g->sampler.seed = (uint64_t)sv;
+    } else if (member_number(o, "seed", &v, &bad)) {
         if (v < 0 || v >= 9223372036854775808.0 || !whole(v)) {
             *param = "seed";
             *why = g_strdup("seed must be a whole number from 0 to 2^63 - 1");

@@ -522,6 +522,15 @@ check(s == 400 and error_of(doc).get("param") == "suffix",
       "completions: a suffix that is a number 400 naming suffix (got %s %r)" % (s, out[:200]))
 s, _, doc, _ = chat({"seed": 12345678901})
 check(s == 200, "a large whole seed is fine (got %s)" % s)
+s, _, doc, _ = chat({"seed": 2 ** 63 - 1})
+check(s == 200, "seed 2^63 - 1, the largest, is fine (got %s: %s)" % (s, doc))
+s, _, doc, _ = chat({"seed": -1})
+check(s == 400 and error_of(doc).get("param") == "seed", "seed -1: 400 (got %s)" % s)
+# Seeds above 2^53 are read whole: through a double, neighbours were one seed.
+answers = [chat({"seed": 2 ** 53 + k, "temperature": 2.0, "max_tokens": 24})[2]
+           ["choices"][0]["message"]["content"] for k in (0, 1, 0)]
+check(answers[0] == answers[2] and answers[0] != answers[1],
+      "seeds 2^53 and 2^53 + 1 give different answers, each its own again: %r" % answers)
 s, _, doc, _ = chat({"messages": [{"role": "assistant"}, {"role": "user", "content": "x"}]})
 check(s == 200, "an assistant message without content is fine (got %s)" % s)
 first_id = chat()[2]["id"]
