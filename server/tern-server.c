@@ -442,12 +442,21 @@ static void run_job(tern_server *srv, job *j) {
         j->rc = slot_acquire(srv, j, &slot, &pin_ms, &pin_prefilled, &j->err);
     if (j->rc == TN_OK) {
         set_current(srv, j, slot->session);
-        /* Without images the _images calls are the plain ones. */
+        /* Without images, the plain calls: the _images ones take the
+         * marker for an image's place, and a user who typed "<__image__>"
+         * got a 500 ("this model takes no images") or a 400. With images a
+         * typed marker is refused when the request is read. */
         if (j->kind == JOB_COMPLETION)
             j->rc = run_completion(srv, j, slot->session);
+        else if (j->single_turn && j->n_images == 0)
+            j->rc = tn_session_ask(slot->session, j->user, &j->gen, on_token, j, &j->stats,
+                                   &j->err);
         else if (j->single_turn)
             j->rc = tn_session_ask_images(slot->session, j->user, j->embd, j->n_images, &j->gen,
                                           on_token, j, &j->stats, &j->err);
+        else if (j->n_images == 0)
+            j->rc = tn_session_chat(slot->session, j->messages, j->n_messages, &j->gen, on_token,
+                                    j, &j->stats, &j->err);
         else
             j->rc = tn_session_chat_images(slot->session, j->messages, j->n_messages, j->embd,
                                            j->n_images, &j->gen, on_token, j, &j->stats,

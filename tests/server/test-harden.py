@@ -524,6 +524,16 @@ s, _, doc, _ = chat({"seed": 12345678901})
 check(s == 200, "a large whole seed is fine (got %s)" % s)
 s, _, doc, _ = chat({"seed": 2 ** 63 - 1})
 check(s == 200, "seed 2^63 - 1, the largest, is fine (got %s: %s)" % (s, doc))
+# Text that holds the engine's image marker, typed by a user, is text: on a
+# server without images it was a 500 ("this model takes no images"),
+# single-turn and in a conversation.
+for msgs in [[{"role": "user", "content": "What does <__image__> mean in Tern?"}],
+             [{"role": "user", "content": "hi"},
+              {"role": "assistant", "content": "Say <__image__> twice: <__image__>"},
+              {"role": "user", "content": "and <__image__>?"}]]:
+    s, _, doc, _ = chat({"messages": msgs})
+    check(s == 200, "a typed <__image__> in %d message(s) is text (got %s: %s)" %
+          (len(msgs), s, doc))
 s, _, doc, _ = chat({"seed": -1})
 check(s == 400 and error_of(doc).get("param") == "seed", "seed -1: 400 (got %s)" % s)
 # Seeds above 2^53 are read whole: through a double, neighbours were one seed.
