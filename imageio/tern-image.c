@@ -272,35 +272,112 @@ static gsize gif_feed(gif_walk *g, const guint8 *b, gsize n) {
  * of its first pass on: rows that never arrived stay uninitialized memory.
  * libpng does refuse image data that ends short once it sees the next
  * chunk, so a PNG counts as complete when its chunks, walked by their
- * lengths, reach the end of IEND. */
+ * lengths, reach the end of IEND.
+ *
+ * The walk also decides which chunks the loader sees. libpng's progressive
+ * reader gathers every chunk but IDAT whole before it looks at it, copying
+ * what it holds again on each write: one 20 MB ancillary chunk (a comment,
+ * an unknown "abCd") took 22 s, 100 MB more than 5 minutes. The pixels
+ * depend only on IHDR, PLTE, tRNS and IDAT (gdk-pixbuf applies no gamma,
+ * chromaticity or ICC profile: it keeps text, iCCP and pHYs as options of
+ * the pixbuf, which Tern never reads), so the other ancillary chunks (a
+ * lowercase first letter) are dropped whole, CRC included, and what the
+ * loader gets is still a valid PNG. A tRNS of more than 256 bytes is not a
+ * valid one, and libpng ignores it: it is dropped too. A critical chunk
+ * other than IDAT holds 768 bytes at most (PLTE): a longer one is refused
+ * here, before the loader buffers it. IDAT is streamed by libpng, and
+ * passes whatever its length. */
+enum { PNG_MAX_KEPT_CHUNK = 64 * 1024 }; /* of a chunk other than IDAT */
+
 typedef struct {
     guint64 pos;    /* bytes walked */
     guint64 skip;   /* of the current chunk's data and CRC */
     guint8 head[8]; /* length and type of the next chunk */
     int n_head;
     gboolean iend;  /* the chunk being skipped is IEND */
+    gboolean drop;  /* the chunk being skipped is not given to the loader */
+    gboolean bad;   /* a chunk the loader is not given; head holds its header */
 } png_walk;
 
 static gboolean png_complete(const png_walk *w) {
     return w->iend && w->skip == 0;
 }
 
-static void png_feed(png_walk *w, const guint8 *b, gsize n) {
-    for (gsize i = 0; i < n && !png_complete(w); i++) {
-        if (w->pos++ < 8) /* the signature */
-            continue;
-        if (w->skip) {
-            w->skip--;
+static guint32 png_u32(const guint8 *b) {
+    return (guint32)b[0] << 24 | (guint32)b[1] << 16 | (guint32)b[2] << 8 | b[3];
+}
+
+/* The chunk header in w->head is complete: keep, drop or refuse it. */
+static void png_chunk_start(png_walk *w) {
+    const guint32 len = png_u32(w->head);
+    const guint8 *type = w->head + 4;
+    gboolean letters = TRUE;
+    for (int k = 0; k < 4; k++)
+        letters = letters && g_ascii_isalpha(type[k]);
+    /* A type that is not four letters is kept, for libpng to refuse. */
+    const gboolean ancillary = letters && g_ascii_islower(type[0]);
+    const gboolean idat = !memcmp(type, "IDAT", 4);
+    if (len > 0x7fffffffu) { /* PNG's lengths have 31 bits */
+        w->bad = TRUE;
+        return;
+    }
+    w->drop = ancillary && (memcmp(type, "tRNS", 4) || len > 256);
+    if (!w->drop && !idat && len > PNG_MAX_KEPT_CHUNK) {
+        w->bad = TRUE;
+        return;
+    }
+    w->skip = (guint64)len + 4;
+    w->iend = !memcmp(type, "IEND", 4);
+}
+
+/* Walks n bytes, and writes those the loader is to get to out (room for
+ * n + 8: a kept chunk's header goes out once all 8 bytes have arrived).
+ * Returns how many it wrote. Stops at the end of IEND, or when w->bad. */
+static gsize png_feed(png_walk *w, const guint8 *b, gsize n, guint8 *out) {
+    gsize o = 0, i = 0;
+    while (i < n && !png_complete(w) && !w->bad) {
+        if (w->pos < 8 || w->skip) { /* the signature, or a chunk's data and CRC */
+            const gsize run = (gsize)MIN((guint64)(n - i), w->pos < 8 ? 8 - w->pos : w->skip);
+            if (w->pos < 8 || !w->drop) {
+                memcpy(out + o, b + i, run);
+                o += run;
+            }
+            if (w->pos >= 8)
+                w->skip -= run;
+            w->pos += run;
+            i += run;
             continue;
         }
-        w->head[w->n_head++] = b[i];
-        if (w->n_head == 8) {
-            w->n_head = 0;
-            w->skip = ((guint64)w->head[0] << 24 | (guint64)w->head[1] << 16 |
-                       (guint64)w->head[2] << 8 | w->head[3]) + 4;
-            w->iend = !memcmp(w->head + 4, "IEND", 4);
+        w->head[w->n_head++] = b[i++];
+        w->pos++;
+        if (w->n_head < 8)
+            continue;
+        w->n_head = 0;
+        png_chunk_start(w);
+        if (!w->bad && !w->drop) {
+            memcpy(out + o, w->head, 8);
+            o += 8;
         }
     }
+    return o;
+}
+
+/* What the walk refused, for the user. */
+static void set_png_bad(GError **error, const char *name, const png_walk *w) {
+    char type[5];
+    for (int k = 0; k < 4; k++)
+        type[k] = g_ascii_isalnum(w->head[4 + k]) ? (char)w->head[4 + k] : '?';
+    type[4] = '\0';
+    const guint32 len = png_u32(w->head);
+    if (len > 0x7fffffffu)
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                    _("%s: damaged PNG (a chunk declares %u bytes, more than the format allows)"),
+                    name, len);
+    else
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                    _("%s: damaged PNG (its %s chunk declares %u bytes, far more than a valid "
+                      "one holds)"),
+                    name, type, len);
 }
 
 /* An animated WebP (VP8X with the animation flag) is decoded by the loader
@@ -490,6 +567,9 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
     jpeg_walk jpeg = {.state = JPEG_MARKER_FF};
     gif_walk gif = {.state = GIF_HEADER};
     png_walk png = {0};
+    /* What the PNG walk keeps of each read (up to 8 bytes of a chunk
+     * header from the read before). */
+    guint8 *png_out = is_png ? g_malloc(CHUNK + 8) : NULL;
     /* RIFF's size field counts the bytes after its first 8. */
     guint64 riff_total = is_webp ? 8u + ((guint64)buf[4] | (guint64)buf[5] << 8 |
                                                (guint64)buf[6] << 16 | (guint64)buf[7] << 24)
@@ -586,8 +666,11 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
             break;
         }
         gsize use = (gsize)n;
-        if (is_png)
-            png_feed(&png, buf, (gsize)n);
+        const guint8 *feed = buf;
+        if (is_png) {
+            use = png_feed(&png, buf, (gsize)n, png_out);
+            feed = png_out;
+        }
         if (is_gif) {
             use = gif_feed(&gif, buf, (gsize)n);
             if (gif.state == GIF_BAD) {
@@ -598,8 +681,17 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
                 break;
             }
         }
-        if (!feed_loader(loader, buf, use, &p, name, fmt_buf, &e, error)) {
+        /* use is 0 when a read held only bytes of dropped PNG chunks. */
+        if (use && !feed_loader(loader, feed, use, &p, name, fmt_buf, &e, error)) {
             ok = FALSE;
+            break;
+        }
+        /* After the bytes before it: a header they hold that declares too
+         * many pixels is the refusal to report. */
+        if (png.bad && !p.too_large) {
+            set_png_bad(error, name, &png);
+            ok = FALSE;
+            refused = TRUE;
             break;
         }
         /* Nothing after a PNG's IEND or a WebP's RIFF size is image data:
@@ -642,6 +734,7 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
         refused = TRUE;
     }
     g_free(buf);
+    g_free(png_out);
     if (held && ok) {
         if (jpeg.state != JPEG_END) {
             g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,

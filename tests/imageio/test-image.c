@@ -179,6 +179,212 @@ static void hand_pngs(void) {
     g_byte_array_unref(png);
 }
 
+/* A copy of png with a chunk put in at byte `at` (a chunk boundary). */
+static GByteArray *with_chunk(const GByteArray *png, gsize at, const char *type,
+                              const guint8 *data, guint32 len) {
+    GByteArray *out = g_byte_array_sized_new(png->len + len + 12);
+    g_byte_array_append(out, png->data, (guint)at);
+    chunk(out, type, data, len);
+    g_byte_array_append(out, png->data + at, (guint)(png->len - at));
+    return out;
+}
+
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Decodes png and checks it gives exactly the pixels of `want`. */
+static void same_pixels(const GByteArray *png, const TernImage *want, const char *label) {
+    GError *e = NULL;
+    TernImage *im = tern_image_load_bytes(png->data, png->len, label, NULL, &e);
+    CHECKF(im != NULL, "%s: %s", label, e ? e->message : "");
+    if (im && want) {
+        CHECKF(im->width == want->width && im->height == want->height &&
+                   im->had_alpha == want->had_alpha &&
+                   !memcmp(im->rgb, want->rgb,
+                           sizeof(float) * 3 * (size_t)want->width * (size_t)want->height),
+               "%s: not the pixels of the same PNG without its extra chunks", label);
+    }
+    tern_image_free(im);
+    g_clear_error(&e);
+}
+
+/* A PNG's chunks other than those of its pixels: libpng's progressive
+ * reader gathers each one whole, copying what it holds again on every
+ * 64 KiB write, so one 20 MB chunk took 22 s (100 MB, minutes). They are
+ * dropped before the loader; the pixels stay the same, and a critical chunk
+ * too long to be valid is refused. */
+static void png_chunks(void) {
+    GError *e = NULL;
+    /* 16 x 16 RGB, every pixel different. */
+    guint8 rgb[16 * 16 * 3];
+    for (int i = 0; i < 16 * 16 * 3; i++)
+        rgb[i] = (guint8)(i * 7 + 3);
+    GByteArray *base = png_by_hand(16, 16, 8, 2, rgb, 16 * 3);
+    const gsize after_ihdr = 8 + 12 + 13, before_iend = base->len - 12;
+    TernImage *want = tern_image_load_bytes(base->data, base->len, "base.png", NULL, &e);
+    CHECKF(want != NULL, "base.png: %s", e ? e->message : "");
+    g_clear_error(&e);
+
+    /* Text and other metadata before IDAT and after it. */
+    static const char text[] = "Comment\0a picture";
+    static const guint8 itxt[] = "Title\0\0\0en\0Titel\0\xc3\xa9t\xc3\xa9";
+    static const guint8 gama[4] = {0, 0, 0xb1, 0x8f};
+    static const guint8 phys[9] = {0, 0, 0x0b, 0x13, 0, 0, 0x0b, 0x13, 1};
+    GByteArray *a = with_chunk(base, after_ihdr, "tEXt", (const guint8 *)text, sizeof text - 1);
+    GByteArray *b = with_chunk(a, after_ihdr, "iTXt", itxt, sizeof itxt - 1);
+    GByteArray *c = with_chunk(b, after_ihdr, "gAMA", gama, sizeof gama);
+    GByteArray *d = with_chunk(c, after_ihdr, "pHYs", phys, sizeof phys);
+    GByteArray *meta = with_chunk(d, d->len - 12, "tEXt", (const guint8 *)text, sizeof text - 1);
+    same_pixels(meta, want, "text.png");
+    g_byte_array_unref(a);
+    g_byte_array_unref(b);
+    g_byte_array_unref(c);
+    g_byte_array_unref(d);
+    g_byte_array_unref(meta);
+
+    /* A palette with transparency (PLTE, tRNS), metadata around them. */
+    guint8 idx[16];
+    for (int i = 0; i < 16; i++)
+        idx[i] = (guint8)(i % 4);
+    GByteArray *pal = g_byte_array_new();
+    {
+        GByteArray *t = png_by_hand(4, 4, 8, 3, idx, 4);
+        static const guint8 plte[12] = {255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30};
+        static const guint8 trns[3] = {0, 128, 255};
+        GByteArray *t1 = with_chunk(t, after_ihdr, "tRNS", trns, sizeof trns);
+        g_byte_array_unref(t);
+        GByteArray *t2 = with_chunk(t1, after_ihdr, "PLTE", plte, sizeof plte);
+        g_byte_array_append(pal, t2->data, t2->len);
+        g_byte_array_unref(t1);
+        g_byte_array_unref(t2);
+    }
+    const gsize pal_plte = after_ihdr, pal_trns = pal_plte + 12 + 12,
+                pal_idat = pal_trns + 12 + 3;
+    TernImage *want_pal = tern_image_load_bytes(pal->data, pal->len, "pal.png", NULL, &e);
+    CHECKF(want_pal != NULL && want_pal->had_alpha, "pal.png: %s", e ? e->message : "");
+    g_clear_error(&e);
+    if (want_pal) /* index 0 at alpha 0 is white, index 1 half green */
+        CHECK(near3(px(want_pal, 0, 0), 1, 1, 1, 1e-6f) &&
+              near3(px(want_pal, 1, 0), 127 / 255.0f, 1, 127 / 255.0f, 1.0f / 255));
+    {
+        GByteArray *t1 = with_chunk(pal, after_ihdr, "tEXt", (const guint8 *)text,
+                                    sizeof text - 1);
+        /* after PLTE and tRNS, before IDAT */
+        GByteArray *t2 = with_chunk(t1, pal_idat + 12 + sizeof text - 1, "zzZz", gama,
+                                    sizeof gama);
+        same_pixels(t2, want_pal, "pal-text.png");
+        g_byte_array_unref(t1);
+        g_byte_array_unref(t2);
+    }
+
+    /* A dropped chunk that puts the next one's header across the 64 KiB
+     * reads at each of its bytes: IDAT, PLTE, tRNS. */
+    guint8 *pad = g_malloc0(64 * 1024);
+    for (int k = 0; k <= 8; k++) {
+        const struct {
+            const GByteArray *png;
+            gsize at;
+            const TernImage *want;
+        } at[] = {{base, after_ihdr, want}, {pal, pal_plte, want_pal}, {pal, pal_trns, want_pal}};
+        for (size_t j = 0; j < G_N_ELEMENTS(at); j++) {
+            /* The next header then starts k bytes before 65536. */
+            const guint32 len = (guint32)(65536 - k - at[j].at - 12);
+            GByteArray *t = with_chunk(at[j].png, at[j].at, "prVt", pad, len);
+            char label[64];
+            g_snprintf(label, sizeof label, "across-reads-%zu-%d.png", j, k);
+            same_pixels(t, at[j].want, label);
+            g_byte_array_unref(t);
+        }
+    }
+    g_free(pad);
+
+    /* 20 MB in one ancillary chunk: an unknown one after IDAT (as the
+     * attack had it), a comment before IDAT, a compressed comment. Each
+     * must cost time in proportion to its size: CPU time, well under the
+     * seconds the quadratic path takes (22 s for one, under ASan 30 s). */
+    const guint32 big = 20u << 20;
+    guint8 *filler = g_malloc(big);
+    memset(filler, 'a', big);
+    memcpy(filler, "Comment", 8); /* a keyword, its NUL, then text */
+    struct {
+        const char *label, *type;
+        gboolean before_idat;
+    } bigs[] = {
+        {"abCd-20M.png", "abCd", FALSE},
+        {"tEXt-20M.png", "tEXt", TRUE},
+        {"zTXt-20M.png", "zTXt", TRUE},
+        {"iCCP-20M.png", "iCCP", TRUE},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bigs); i++) {
+        GByteArray *t = with_chunk(base, bigs[i].before_idat ? after_ihdr : before_iend,
+                                   bigs[i].type, filler, big);
+        const double t0 = cpu_s();
+        same_pixels(t, want, bigs[i].label);
+        const double spent = cpu_s() - t0;
+        CHECKF(spent < 1.0, "%s: %.2f s of CPU time to decode", bigs[i].label, spent);
+        fprintf(stderr, "%s: %.3f s of CPU time\n", bigs[i].label, spent);
+        g_byte_array_unref(t);
+    }
+    /* The attack's file, through a path: an ancillary chunk declaring 2 GB
+     * after IDAT, and zeros to 20 MB (sparse). Not a picture: it ends
+     * before IEND. */
+    {
+        GByteArray *t = g_byte_array_new();
+        g_byte_array_append(t, base->data, (guint)before_iend);
+        put32(t, 0x7ffffff0);
+        g_byte_array_append(t, (const guint8 *)"abCd", 4);
+        g_autofree char *path = tmp_path("bigchunk.png");
+        write_file(path, t->data, t->len);
+        CHECK(truncate(path, big) == 0);
+        const double t0 = cpu_s();
+        TernImage *im = load(path, NULL, &e);
+        const double spent = cpu_s() - t0;
+        CHECKF(im == NULL && e && strstr(e->message, "truncated PNG"), "bigchunk.png: %s",
+               e ? e->message : "accepted");
+        CHECKF(spent < 1.0, "bigchunk.png: %.2f s of CPU time", spent);
+        fprintf(stderr, "bigchunk.png (%s): %.3f s of CPU time\n", e ? e->message : "", spent);
+        tern_image_free(im);
+        g_clear_error(&e);
+        unlink(path);
+        g_byte_array_unref(t);
+    }
+    /* Critical chunks other than IDAT are passed on, so one far longer
+     * than a valid one (PLTE: 768 bytes) is refused before the loader
+     * gathers it; so is a length of more than 31 bits. */
+    {
+        GByteArray *t = with_chunk(pal, after_ihdr, "PLTE", filler, big);
+        const double t0 = cpu_s();
+        TernImage *im = tern_image_load_bytes(t->data, t->len, "plte.png", NULL, &e);
+        CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT) &&
+                   strstr(e->message, "PLTE chunk") && strstr(e->message, "plte.png"),
+               "20 MB PLTE: %s", e ? e->message : "accepted");
+        CHECKF(cpu_s() - t0 < 1.0, "20 MB PLTE: %.2f s", cpu_s() - t0);
+        tern_image_free(im);
+        g_clear_error(&e);
+        g_byte_array_unref(t);
+        t = g_byte_array_new();
+        g_byte_array_append(t, base->data, (guint)after_ihdr);
+        put32(t, 0x80000000u);
+        g_byte_array_append(t, (const guint8 *)"teXt", 4);
+        g_byte_array_append(t, filler, 4096);
+        im = tern_image_load_bytes(t->data, t->len, "len.png", NULL, &e);
+        CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT) &&
+                   strstr(e->message, "more than the format allows"),
+               "a 32-bit chunk length: %s", e ? e->message : "accepted");
+        tern_image_free(im);
+        g_clear_error(&e);
+        g_byte_array_unref(t);
+    }
+    g_free(filler);
+    tern_image_free(want);
+    tern_image_free(want_pal);
+    g_byte_array_unref(pal);
+    g_byte_array_unref(base);
+}
+
 /* ------------------------------------------------- savers of gdk-pixbuf */
 
 static GdkPixbuf *two_halves(int w, int h, gboolean alpha) {
@@ -1005,6 +1211,7 @@ static void fuzz_finds(void) {
 int main(void) {
     embed_cache();
     hand_pngs();
+    png_chunks();
     alpha_png();
     exif_jpeg();
     webp();
