@@ -1133,6 +1133,15 @@ static int output_rows(tn_ctx *ctx, int32_t first, int32_t n, float *out, tn_err
         softcap_job job = {.v = out, .n = (int64_t)n * hp->n_vocab, .cap = hp->final_softcap};
         parallel(ctx, task_softcap, &job);
     }
+    /* An embedding padded past the tokenizer's last token (the loader
+     * allows it): those rows are no token, and a sampled one ended the
+     * answer half way ("token id 121 is outside the vocabulary"). Masked
+     * here, where every reader of logits (sampler, speculation, logprobs,
+     * perplexity) takes them from. */
+    const int32_t live = m->tokenizer ? tn_tokenizer_n_vocab(m->tokenizer) : hp->n_vocab;
+    for (int32_t i = 0; live < hp->n_vocab && i < n; i++)
+        for (int32_t t = live; t < hp->n_vocab; t++)
+            out[(size_t)i * hp->n_vocab + t] = -INFINITY;
     return TN_OK;
 }
 

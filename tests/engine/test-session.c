@@ -644,6 +644,79 @@ static void tokens_api(fixture *f) {
     CHECK(tn_session_new(f->model, sp, &t, &err) == TN_ERR_INVALID && t == NULL);
 }
 
+/* A copy of the model whose tokenizer keeps only its first `keep` tokens
+ * (tokens, scores, types): the embedding then has rows that are no token. */
+static bool clone_fewer_tokens(const char *src, const char *dst, uint64_t keep) {
+    tn_gguf *g = NULL;
+    if (tn_gguf_open(src, &g, NULL) != TN_OK)
+        return false;
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    bool ok = w != NULL;
+    for (int64_t i = 0; ok && i < tn_gguf_n_kv(g); i++) {
+        tn_str k = tn_gguf_kv_key(g, i);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
+        tn_gguf_value v = *tn_gguf_kv_value(g, i);
+        if ((!strcmp(key, "tokenizer.ggml.tokens") || !strcmp(key, "tokenizer.ggml.scores") ||
+             !strcmp(key, "tokenizer.ggml.token_type")) &&
+            v.v.arr.n > keep)
+            v.v.arr.n = keep;
+        ok = tn_gguf_writer_set_value(w, key, &v) == TN_OK;
+    }
+    for (int64_t i = 0; ok && i < tn_gguf_n_tensors(g); i++) {
+        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        ok = tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, t->ne, t->data,
+                                            t->nbytes) == TN_OK;
+    }
+    ok = ok && tn_gguf_writer_write(w, dst, NULL) == TN_OK;
+    tn_gguf_writer_free(w);
+    tn_gguf_close(g);
+    return ok;
+}
+
+/* A tokenizer shorter than the embedding (the loader allows padded
+ * embeddings): no answer holds an id past the last token, sampled or
+ * greedy (one did, and the answer stopped at "token id 121 is outside the
+ * vocabulary"). */
+static void padded_embedding(fixture *f) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/fewer-tokens.gguf", tn_test_tmpdir());
+    const int32_t rows = tn_model_n_vocab(f->model), keep = rows / 4;
+    CHECK(clone_fewer_tokens(f->model_path, path, (uint64_t)keep));
+    tn_model *m = NULL;
+    tn_error err = {0};
+    int rc = tn_model_load(path, tn_model_default_params(), &m, &err);
+    CHECKF(rc == TN_OK, "load: %s", err.message);
+    if (rc != TN_OK)
+        return;
+    CHECK(tn_tokenizer_n_vocab(tn_model_tokenizer(m)) == keep && tn_model_n_vocab(m) == rows);
+    fixture pf = *f;
+    pf.model = m;
+    tn_session *s = new_session(&pf, 512, false);
+    int past = 0, generated = 0;
+    for (int k = 0; s && k < 8; k++) {
+        tn_gen_params g = tn_session_default_params().gen;
+        g.max_tokens = 48;
+        g.sampler.temperature = k % 2 ? 2.0f : 0.0f;
+        g.sampler.seed = (uint64_t)k;
+        answer a;
+        memset(&a, 0, sizeof a);
+        collect c = {.a = &a, .s = s, .expect_kv = -1};
+        a.rc = tn_session_ask(s, k % 2 ? "tell me a story" : "hello there", &g, on_token, &c,
+                              &a.st, &err);
+        CHECKF(a.rc == TN_OK, "ask %d: %s", k, err.message);
+        for (int i = 0; i < a.n; i++)
+            past += a.tokens[i] >= keep;
+        generated += a.n;
+    }
+    CHECKF(past == 0 && generated > 0, "%d of %d generated ids past the tokenizer's %d tokens",
+           past, generated, keep);
+    tn_session_free(s);
+    tn_model_free(m);
+}
+
 int main(void) {
     fixture syn = {0};
     if (make_model(&syn, "synthetic", "llama", NULL, 9)) {
@@ -656,6 +729,7 @@ int main(void) {
         damaged_snapshots(&syn);
         chat(&syn);
         tokens_api(&syn);
+        padded_embedding(&syn);
         model_replaced(&syn);
     }
     tn_model_free(syn.model);
