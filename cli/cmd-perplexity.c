@@ -65,7 +65,9 @@ int cmd_perplexity(int argc, char **argv) {
         } else if (!strcmp(a, "--dump-top1")) {
             dump_path = v;
         } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
-            ok = cli_parse_long(a, v, 2, 1L << 20, &n_ctx);
+            /* A window scores its second half after the first token: 2
+             * scored nothing ("-nan over 0 scored tokens", exit 0). */
+            ok = cli_parse_long(a, v, 3, 1L << 20, &n_ctx);
         } else if (!strcmp(a, "--chunks")) {
             ok = cli_parse_long(a, v, 0, 1L << 30, &chunks);
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {

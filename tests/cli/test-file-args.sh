@@ -122,6 +122,18 @@ each "$t" "$tmp/prompt-huge" "$((prompt_max + 1)) bytes, more than the $prompt_m
 t="perplexity -m @MODEL@ --ctx 16 --chunks 1 -f @FILE@"
 expect_ok "$t" "$tmp/text.txt"
 each "$t" "$tmp/corpus-huge" "$((corpus_max + 1)) bytes, more than the $corpus_max this takes"
+# Windows of 2 score no position: refused (it printed "-nan over 0 scored
+# tokens" and exit 0); 3 is the least that scores one.
+checks=$((checks + 1))
+run_cmd "perplexity -m @MODEL@ --ctx 2 --chunks 1 -f @FILE@" "$tmp/text.txt"
+if [ "$status" -eq 0 ] || grep -q -i nan "$tmp/out"; then
+    fail "perplexity --ctx 2: exit $status: $(cat "$tmp/out" "$tmp/err")"
+fi
+checks=$((checks + 1))
+run_cmd "perplexity -m @MODEL@ --ctx 3 --chunks 1 -f @FILE@" "$tmp/text.txt"
+if [ "$status" -ne 0 ] || ! grep -q "over 1 scored tokens" "$tmp/out" || grep -q -i nan "$tmp/out"; then
+    fail "perplexity --ctx 3: exit $status: $(cat "$tmp/out" "$tmp/err")"
+fi
 
 # tokenize --file and --bench
 for t in "tokenize -m @MODEL@ --file @FILE@" "tokenize -m @MODEL@ --bench @FILE@ --seconds 0"; do
