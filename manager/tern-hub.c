@@ -328,11 +328,61 @@ file_url (const HubRef *ref,
   return g_strdup_printf ("%s/%s/%s/resolve/%s/%s", ref->base, ref->owner, ref->repo, commit, escaped);
 }
 
-/* A GET to the Hub (or the mirror HF_ENDPOINT names) with the token when
- * the URL is the Hub's. The body is read only when the status is 200, and
- * at most max bytes of it: a larger answer (Content-Length or counted) sets
- * *too_big and returns NULL without an error. A request that failed to
- * complete returns NULL with the transport's error. */
+/* libsoup's 30 s time-out is for silence: a server that drips its answer a
+ * byte every few seconds held `tern-cli search` (and the Models panel's
+ * search) forever. The whole answer gets hub_deadline_s; a watchdog thread
+ * cancels the request's own cancellable then. */
+static guint hub_deadline_s = 60;
+
+void
+tern_hub_set_deadline (guint seconds)
+{
+  hub_deadline_s = seconds;
+}
+
+typedef struct {
+  GMutex        lock;
+  GCond         cond;
+  gboolean      done;
+  gboolean      fired;
+  gint64        until;
+  GCancellable *cancel;
+} HubWatchdog;
+
+static gpointer
+hub_watchdog_main (gpointer data)
+{
+  HubWatchdog *w = data;
+
+  g_mutex_lock (&w->lock);
+  while (!w->done)
+    if (!g_cond_wait_until (&w->cond, &w->lock, w->until) && !w->done)
+      {
+        w->fired = TRUE;
+        g_cancellable_cancel (w->cancel);
+        break;
+      }
+  g_mutex_unlock (&w->lock);
+  return NULL;
+}
+
+static void
+on_caller_cancelled (GCancellable *caller,
+                     gpointer      own)
+{
+  (void) caller;
+  g_cancellable_cancel (G_CANCELLABLE (own));
+}
+
+static GBytes *hub_get_within (const char    *url,
+                               gsize          max,
+                               GCancellable  *cancellable,
+                               SoupMessage  **msg_out,
+                               gboolean      *too_big,
+                               GError       **error);
+
+/* hub_get_within, given hub_deadline_s for the whole answer: after it, the
+ * error is G_IO_ERROR_TIMED_OUT (the caller's own cancel stays CANCELLED). */
 static GBytes *
 hub_get (const char    *url,
          gsize          max,
@@ -340,6 +390,53 @@ hub_get (const char    *url,
          SoupMessage  **msg_out,
          gboolean      *too_big,
          GError       **error)
+{
+  g_autoptr(GCancellable) own = g_cancellable_new ();
+  HubWatchdog w = { .until = g_get_monotonic_time () + (gint64) hub_deadline_s * G_TIME_SPAN_SECOND,
+                    .cancel = own };
+  gulong link = cancellable != NULL
+                  ? g_cancellable_connect (cancellable, G_CALLBACK (on_caller_cancelled), own, NULL)
+                  : 0;
+  GThread *dog;
+  GError *local_error = NULL;
+  GBytes *body;
+
+  g_mutex_init (&w.lock);
+  g_cond_init (&w.cond);
+  dog = g_thread_new ("tern-hub-deadline", hub_watchdog_main, &w);
+  body = hub_get_within (url, max, own, msg_out, too_big, &local_error);
+  g_mutex_lock (&w.lock);
+  w.done = TRUE;
+  g_cond_signal (&w.cond);
+  g_mutex_unlock (&w.lock);
+  g_thread_join (dog);
+  if (cancellable != NULL)
+    g_cancellable_disconnect (cancellable, link);
+  if (local_error != NULL && w.fired && !g_cancellable_is_cancelled (cancellable))
+    {
+      g_clear_error (&local_error);
+      g_set_error (&local_error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+                   _("no whole answer within %u s"), hub_deadline_s);
+    }
+  g_mutex_clear (&w.lock);
+  g_cond_clear (&w.cond);
+  if (local_error != NULL)
+    g_propagate_error (error, local_error);
+  return body;
+}
+
+/* A GET to the Hub (or the mirror HF_ENDPOINT names) with the token when
+ * the URL is the Hub's. The body is read only when the status is 200, and
+ * at most max bytes of it: a larger answer (Content-Length or counted) sets
+ * *too_big and returns NULL without an error. A request that failed to
+ * complete returns NULL with the transport's error. */
+static GBytes *
+hub_get_within (const char    *url,
+                gsize          max,
+                GCancellable  *cancellable,
+                SoupMessage  **msg_out,
+                gboolean      *too_big,
+                GError       **error)
 {
   g_autoptr(SoupSession) session = NULL;
   g_autoptr(SoupMessage) msg = soup_message_new (SOUP_METHOD_GET, url);

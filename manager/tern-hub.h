@@ -35,6 +35,10 @@ TernCatalog *tern_hub_resolve (const char    *ref,
  * alone, never to the CDN it redirects downloads to. */
 char        *tern_hub_authorization_for (const char *url);
 
+/* Seconds a Hub request (search, listing, resolve) has for its whole
+ * answer (60). For tests. */
+void         tern_hub_set_deadline (guint seconds);
+
 /* ---- search (docs/MODELS.md, "Searching Hugging Face") ------------------ */
 
 /* One repository a search found. */

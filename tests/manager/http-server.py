@@ -220,6 +220,21 @@ class Handler(BaseHTTPRequestHandler):
         search = q.get("search", [""])[0]
         if search in HUB_SEARCH_GARBAGE:
             return self.send_plain(200, HUB_SEARCH_GARBAGE[search], {"Content-Type": "application/json"})
+        if search == "drip":
+            # An answer that never ends in time: a byte every 0.3 s (each
+            # within libsoup's idle time-out), until the client hangs up.
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            try:
+                for _ in range(400):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.3)
+            except OSError:
+                pass
+            return None
         if search == "garbage-utf8":
             body = b'[{"id": "ok/\xff\xfe-GGUF", "downloads": 1}]'
             self.send_response(200)

@@ -3288,6 +3288,21 @@ test_hub_search (void)
     g_clear_error (&async_error);
   }
 
+  /* A search answered a byte at a time, each within libsoup's idle
+   * time-out: it ends at the deadline (it never ended). */
+  {
+    gint64 t0 = g_get_monotonic_time ();
+
+    tern_hub_set_deadline (2);
+    found = tern_hub_search ("drip", 0, NULL, &error);
+    tern_hub_set_deadline (60);
+    g_assert_null (found);
+    g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NETWORK);
+    g_assert_nonnull (strstr (error->message, "within 2 s"));
+    g_assert_cmpint (g_get_monotonic_time () - t0, <, 10 * G_TIME_SPAN_SECOND);
+    g_clear_error (&error);
+  }
+
   /* Nothing listens on port 9: offline, which the panel says as such. */
   hub_env ("http://127.0.0.1:9", NULL);
   found = tern_hub_search ("repo", 0, NULL, &error);
