@@ -20,7 +20,14 @@
 #include "tern.h"
 
 #define TITLE_MAX_CHARS 48
+/* The chat format this version writes, and the newest it reads: a file of
+ * a later one (a newer Tern, the same chats folder synced) is not loaded,
+ * since saving it again would drop what this version does not know. */
 #define FORMAT_VERSION 1
+/* The largest chat file read, and so the largest written: a chat saved
+ * larger could never be opened again. Far above any real chat (a
+ * million-token conversation is ~4 MiB; pictures are files of their own). */
+#define MAX_FILE_BYTES (64 * 1024 * 1024)
 
 struct _TernChat {
   GObject parent_instance;
@@ -758,6 +765,30 @@ tern_chat_to_json (TernChat *self)
   return json_generator_to_data (gen, NULL);
 }
 
+/* A chat is never written larger than tern_chat_load reads: the file on
+ * disk (and its pictures) stay as last saved, and the error says why. */
+static gboolean
+check_size (const char *path,
+            const char *json,
+            GError    **error)
+{
+  gsize len = strlen (json);
+  g_autofree char *size = NULL;
+  g_autofree char *max = NULL;
+
+  if (len <= MAX_FILE_BYTES)
+    return TRUE;
+  size = g_format_size (len);
+  max = g_format_size (MAX_FILE_BYTES);
+  /* Translators: a chat file; the chat's size and the largest chat file
+   * (both like "70.1 MB") */
+  g_set_error (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE,
+               _("%s: the chat is too large to save (%s, at most %s): the file keeps it as it "
+                 "was last saved. Export it to keep the rest, and go on in a new chat"),
+               path, size, max);
+  return FALSE;
+}
+
 gboolean
 tern_chat_save (TernChat   *self,
                 const char *dir,
@@ -770,6 +801,8 @@ tern_chat_save (TernChat   *self,
   ImageSet images = { 0 };
   gboolean ok;
 
+  if (!check_size (path, json, error))
+    return FALSE;
   if (g_mkdir_with_parents (dir, 0700) != 0)
     {
       int saved = errno;
@@ -836,15 +869,19 @@ save_job_run (gpointer data,
   g_autoptr(GError) error = NULL;
 
   (void) unused;
-  if (g_mkdir_with_parents (job->dir, 0700) != 0)
+  /* An error already: refused when asked (check_size), nothing written. */
+  if (job->error == NULL)
     {
-      int saved = errno;
-      job->error = g_strdup_printf ("%s: %s", job->dir, g_strerror (saved));
+      if (g_mkdir_with_parents (job->dir, 0700) != 0)
+        {
+          int saved = errno;
+          job->error = g_strdup_printf ("%s: %s", job->dir, g_strerror (saved));
+        }
+      else if (!write_images (job->dir, job->id, &job->images, &error)
+               || !g_file_set_contents_full (job->path, job->json, -1,
+                                             G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
+        job->error = g_strdup (error->message);
     }
-  else if (!write_images (job->dir, job->id, &job->images, &error)
-           || !g_file_set_contents_full (job->path, job->json, -1,
-                                         G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
-    job->error = g_strdup (error->message);
 
   if (job->error != NULL)
     {
@@ -886,6 +923,13 @@ tern_chat_save_in_background (TernChat          *self,
   job->id = g_strdup (self->id);
   job->path = g_build_filename (dir, name, NULL);
   job->json = tern_chat_to_json (self);
+  {
+    g_autoptr(GError) error = NULL;
+
+    /* Reported like a failed write, in its turn; nothing is written. */
+    if (!check_size (job->path, job->json, &error))
+      job->error = g_strdup (error->message);
+  }
   /* The bytes are shared, not copied: GBytes are immutable. */
   image_set_collect (self, &job->images);
   g_weak_ref_init (&job->owner, owner);
@@ -947,8 +991,6 @@ tern_chat_delete_file (TernChat   *self,
  * opening brackets would overflow the stack before any check of ours. A
  * chat nests four levels deep (chat, messages, message, stats or a run). */
 #define MAX_DEPTH 32
-/* Far above any real chat (a million-token conversation is ~4 MiB). */
-#define MAX_FILE_BYTES (64 * 1024 * 1024)
 
 typedef struct {
   const char *path;
@@ -1153,7 +1195,7 @@ static void
 read_images (Reader      *r,
              TernMessage *m,
              JsonArray   *names,
-             const char  *folder,
+             const char  *const folders[2],
              const char  *where)
 {
   for (guint i = 0; i < json_array_get_length (names) && !r->failed; i++)
@@ -1168,7 +1210,11 @@ read_images (Reader      *r,
           bad_member (r, where, "images", _("a list of image file names"));
           return;
         }
-      bytes = read_image (folder, name);
+      /* Its own folder, else the one its "id" names (see tern_chat_load):
+       * either way the bytes must match the name. */
+      bytes = read_image (folders[0], name);
+      if (bytes == NULL && folders[1] != NULL)
+        bytes = read_image (folders[1], name);
       if (bytes == NULL)
         {
           m->images_missing++;
@@ -1178,6 +1224,14 @@ read_images (Reader      *r,
         m->images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
       g_ptr_array_add (m->images, bytes);
     }
+}
+
+/* A chat id as a file name in the chats folder: not empty, no path. */
+static gboolean
+id_valid (const char *id)
+{
+  return *id != '\0' && strchr (id, '/') == NULL && strchr (id, '\\') == NULL
+         && !g_str_equal (id, ".") && !g_str_equal (id, "..");
 }
 
 TernChat *
@@ -1194,7 +1248,12 @@ tern_chat_load (const char *path,
   JsonObject *o;
   JsonArray *messages;
   const char *id, *format;
-  g_autofree char *folder = NULL;
+  gint64 version;
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autofree char *file_id = g_path_get_basename (path);
+  g_autofree char *own_folder = NULL;
+  g_autofree char *id_folder = NULL;
+  const char *folders[2] = { NULL, NULL };
 
   /* Not g_stat + g_file_get_contents: a FIFO passes a size check (0
    * bytes) and then blocks the window's thread for ever, /dev/zero never
@@ -1236,23 +1295,47 @@ tern_chat_load (const char *path,
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, _("%s: not a Tern chat"), path);
       return NULL;
     }
+  /* Before any other member: a later format may have changed them. Files
+   * from before "version" was read all say 1 (absent: 1 too). */
+  version = get_int (&r, o, _("the chat"), "version", FORMAT_VERSION);
+  if (r.failed)
+    return NULL;
+  if (version > FORMAT_VERSION)
+    {
+      /* Translators: a chat file; the chat format it is in, and the newest
+       * this version of Tern reads */
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                   _("%s: saved by a newer version of Tern (chat format %d; this version reads "
+                     "up to %d)"),
+                   path, (int) MIN (version, G_MAXINT), FORMAT_VERSION);
+      return NULL;
+    }
   id = get_string (&r, o, _("the chat"), "id", TRUE);
   node = get_node (&r, o, _("the chat"), "messages", JSON_NODE_ARRAY, TRUE, _("a list"));
   if (r.failed)
     return NULL;
-  if (*id == '\0' || strchr (id, '/') != NULL || strchr (id, '\\') != NULL
-      || g_str_equal (id, ".") || g_str_equal (id, ".."))
+  /* The chat is known by its file's name (less ".json"): that is the file
+   * a save replaces and a delete removes, with its pictures' folder. Its
+   * "id" is the same in every file Tern wrote, but not in a copy that
+   * another tool made in the folder (a sync conflict's "ID (conflicted
+   * copy).json", a backup): taken from there, saving or deleting the copy
+   * went to the original's file and folder. The copy keeps its file
+   * unchanged until it is changed, and then becomes a chat of its own. */
+  if (g_str_has_suffix (file_id, ".json"))
+    file_id[strlen (file_id) - strlen (".json")] = '\0';
+  if (!id_valid (id) || !id_valid (file_id))
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, _("%s: bad chat id"), path);
       return NULL;
     }
 
   self = g_object_new (TERN_TYPE_CHAT, NULL);
-  self->id = g_strdup (id);
-  {
-    g_autofree char *dir = g_path_get_dirname (path);
-    folder = images_dir (dir, id);
-  }
+  self->id = g_strdup (file_id);
+  /* A copy's pictures are still in the folder of the chat it copies until
+   * it is saved (then into its own): read from there too. */
+  folders[0] = own_folder = images_dir (dir, file_id);
+  if (!g_str_equal (id, file_id))
+    folders[1] = id_folder = images_dir (dir, id);
   tern_chat_set_mode (self, get_string (&r, o, _("the chat"), "mode", FALSE));
   self->model = g_strdup (get_string (&r, o, _("the chat"), "model", FALSE));
   self->system_prompt = g_strdup (get_string (&r, o, _("the chat"), "system_prompt", FALSE));
@@ -1295,7 +1378,7 @@ tern_chat_load (const char *path,
       if ((node = get_node (&r, mo, where, "stats", JSON_NODE_OBJECT, FALSE, _("an object"))))
         read_stats (&r, m, json_node_get_object (node), where);
       if ((node = get_node (&r, mo, where, "images", JSON_NODE_ARRAY, FALSE, _("a list"))))
-        read_images (&r, m, json_node_get_array (node), folder, where);
+        read_images (&r, m, json_node_get_array (node), folders, where);
     }
   if (r.failed)
     return NULL;

@@ -36,10 +36,15 @@ G_DECLARE_FINAL_TYPE (TernChat, tern_chat, TERN, CHAT, GObject)
 TernChat    *tern_chat_new                (const char    *mode);
 /* NULL with error set when the file is unreadable or not a Tern chat: too
  * large, nested too deep, not JSON, or a member missing or of the wrong type
- * (the message names the file and the member). */
+ * (the message names the file and the member). G_IO_ERROR_NOT_SUPPORTED: a
+ * chat of a later format (a newer Tern's), left for it to read. The chat's
+ * id is the file's name less ".json", whatever its "id" member says (a
+ * copy made by a sync tool or by hand is a chat of its own). */
 TernChat    *tern_chat_load               (const char    *path,
                                            GError       **error);
-/* Writes DIR/ID.json atomically (temporary file, then rename). */
+/* Writes DIR/ID.json atomically (temporary file, then rename). A chat over
+ * the 64 MiB that tern_chat_load reads is refused (G_IO_ERROR_MESSAGE_TOO_LARGE)
+ * and its file left as it was. */
 gboolean     tern_chat_save               (TernChat      *self,
                                            const char    *dir,
                                            GError       **error);

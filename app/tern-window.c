@@ -1395,7 +1395,8 @@ load_chats (TernWindow *self)
 {
   g_autoptr(GDir) dir = g_dir_open (self->chats_dir, 0, NULL);
   g_autofree char *first_error = NULL;
-  guint n_bad = 0;
+  g_autofree char *first_newer = NULL;
+  guint n_bad = 0, n_newer = 0;
   const char *name;
 
   if (dir == NULL)
@@ -1413,6 +1414,16 @@ load_chats (TernWindow *self)
       if (chat != NULL)
         {
           g_list_store_append (self->chats, chat);
+          continue;
+        }
+      /* A newer Tern's chat (the folder synced with it): not shown, since
+       * saving it would drop what this version does not know, and not set
+       * aside either (that Tern would no longer find it). */
+      if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED))
+        {
+          n_newer++;
+          g_free (first_newer);
+          first_newer = g_strdup (error->message);
           continue;
         }
       /* Moved aside, not deleted: the user may want it back; not left in
@@ -1434,6 +1445,16 @@ load_chats (TernWindow *self)
       }
     }
   g_list_store_sort (self->chats, compare_updated, NULL);
+  if (n_newer > 0)
+    {
+      g_autofree char *message =
+        g_strdup_printf (ngettext ("%u saved chat is from a newer version of Tern and is not shown: its file in %s is left as it is",
+                                   "%u saved chats are from a newer version of Tern and are not shown: their files in %s are left as they are",
+                                   n_newer),
+                         n_newer, self->chats_dir);
+      g_message ("%s (the first: %s)", message, first_newer);
+      _tern_window_set_error (self, message);
+    }
   if (n_bad > 0)
     {
       g_autofree char *message =

@@ -388,6 +388,78 @@ part_chat_files (Fixture *f)
              && strstr (json, "Hello there") != NULL);
     }
   }
+
+  /* Copies of good.json that another tool made in the folder (a sync
+   * conflict, a backup) say "id": "good" too. Known by that id, deleting
+   * the copy deleted good.json and its picture, and the copy continued
+   * replaced good.json (REPORT B, finding 2). Each is now a chat of its
+   * own, named by its file. A newer Tern's chat (version 2) is neither
+   * listed (a save would drop what this version does not know: finding 6)
+   * nor set aside as *.corrupt, and a toast says so. */
+  gtk_window_destroy (GTK_WINDOW (f->w));
+  f->w = NULL;
+  spin_for (0.2);
+  {
+    static const char newer[] =
+      "{\"format\":\"tern-chat\",\"version\":2,\"id\":\"newer\",\"mode\":\"chat\","
+      "\"branches\":[{\"from\":1}],\"messages\":[{\"role\":\"user\",\"content\":\"From the "
+      "future\",\"attachments\":[{\"kind\":\"pdf\"}]}]}";
+    g_autofree char *good_path = g_build_filename (f->chats_dir, "good.json", NULL);
+    g_autofree char *newer_path = g_build_filename (f->chats_dir, "newer.json", NULL);
+    g_autofree char *backup_path = g_build_filename (f->chats_dir, "old-backup.json", NULL);
+    g_autofree char *original = NULL;
+    g_autofree char *text = NULL;
+
+    CHECK (g_file_get_contents (good_path, &original, NULL, NULL));
+    write_file (f->chats_dir, "good (conflicted copy).json", original, -1);
+    write_file (f->chats_dir, "old-backup.json", original, -1);
+    write_file (f->chats_dir, "newer.json", newer, -1);
+    fixture_window (f, 1100, 760);
+    CHECKF (saved_chats (f->w) == 3, "%u saved chats", saved_chats (f->w));
+    CHECK (find_chat (f->w, "good") != NULL);
+    CHECK (find_chat (f->w, "good (conflicted copy)") != NULL);
+    CHECK (find_chat (f->w, "old-backup") != NULL);
+    CHECK (find_chat (f->w, "newer") == NULL);
+    CHECK (g_file_get_contents (newer_path, &text, NULL, NULL) && g_str_equal (text, newer));
+    CHECK (!exists (f->chats_dir, "newer.json.corrupt"));
+    err = tern_window_get_last_error (f->w);
+    CHECKF (err != NULL && strstr (err, "1 saved chat is from a newer version of Tern") != NULL
+            && strstr (err, f->chats_dir) != NULL, "notice: %s", err);
+
+    /* The copy deleted from its menu: good.json and its picture stay. */
+    activate (f->w, "remove-chat", g_variant_new_string ("good (conflicted copy)"));
+    tern_chat_wait_saves ();
+    CHECK (!exists (f->chats_dir, "good (conflicted copy).json"));
+    g_clear_pointer (&text, g_free);
+    CHECKF (g_file_get_contents (good_path, &text, NULL, NULL) && g_str_equal (text, original),
+            "good.json after deleting its copy: %s", text ? text : "(gone)");
+    {
+      g_autoptr(TernChat) good = tern_chat_load (good_path, NULL);
+      CHECK (good != NULL && tern_chat_get_message (good, 0)->images != NULL
+             && tern_chat_get_message (good, 0)->images_missing == 0);
+    }
+
+    /* The backup continued (a question begun in it is kept with it): saved
+     * as itself, good.json as it was. */
+    open_chat (f->w, "old-backup");
+    tern_window_set_composer_text (f->w, "A question for the backup");
+    activate (f->w, "new-chat", NULL);
+    tern_chat_wait_saves ();
+    g_clear_pointer (&text, g_free);
+    CHECKF (g_file_get_contents (good_path, &text, NULL, NULL) && g_str_equal (text, original),
+            "good.json after saving its backup: %s", text ? text : "(gone)");
+    g_clear_pointer (&text, g_free);
+    CHECKF (g_file_get_contents (backup_path, &text, NULL, NULL)
+            && strstr (text, "\"id\" : \"old-backup\"") != NULL
+            && strstr (text, "A question for the backup") != NULL, "old-backup.json: %s", text);
+    {
+      g_autoptr(TernChat) backup = tern_chat_load (backup_path, NULL);
+      CHECK (backup != NULL && tern_chat_get_message (backup, 0)->images != NULL
+             && tern_chat_get_message (backup, 0)->images_missing == 0);
+    }
+    CHECK (exists (f->chats_dir, "old-backup.images"));
+    g_unlink (newer_path);
+  }
 }
 
 /* ---------------------------------------------------------------- context */

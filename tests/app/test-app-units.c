@@ -505,6 +505,286 @@ test_chat_images (const char *dir)
   g_bytes_unref (b);
 }
 
+static char *
+file_text (const char *path)
+{
+  char *data = NULL;
+
+  if (!g_file_get_contents (path, &data, NULL, NULL))
+    return NULL;
+  return data;
+}
+
+/* A copy of a chat file that another tool made in the chats folder (a
+ * sync conflict's "ID (conflicted copy).json", a backup under another
+ * name) says the same "id" as the original. Known by that id, deleting the
+ * copy deleted the original and its pictures, and a save of the copy
+ * replaced the original's file (REPORT B, finding 2). Each file is now a
+ * chat of its own, known by its file's name: the copy reads (with the
+ * pictures it names), stays unchanged until it is changed, and neither a
+ * save nor a delete of it touches the original's file or folder. */
+static void
+test_chat_copies (const char *dir)
+{
+  static const guint8 png[] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 'c', 'p' };
+  g_autoptr(TernChat) chat = tern_chat_new ("chat");
+  g_autoptr(GBytes) picture = g_bytes_new_static (png, sizeof png);
+  g_autofree char *hash = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, picture);
+  g_autofree char *id = NULL;
+  g_autofree char *original = NULL;
+  g_autofree char *original_text = NULL;
+  g_autofree char *original_image = NULL;
+  g_autofree char *conflict_id = NULL;
+  g_autofree char *conflict = NULL;
+  g_autofree char *backup = g_build_filename (dir, "old-backup.json", NULL);
+  g_autofree char *backup_image = NULL;
+  g_autoptr(TernChat) back = NULL;
+  g_autoptr(TernChat) copy = NULL;
+  g_autoptr(TernChat) stale = NULL;
+  g_autoptr(GError) error = NULL;
+  TernMessage *m;
+
+  m = tern_chat_append (chat, "user", "my original conversation");
+  m->images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  g_ptr_array_add (m->images, g_bytes_ref (picture));
+  tern_chat_append (chat, "assistant", "important answer");
+  CHECKF (tern_chat_save (chat, dir, &error), "%s", error ? error->message : "");
+  id = g_strdup (tern_chat_get_id (chat));
+  original = g_strdup_printf ("%s/%s.json", dir, id);
+  original_image = g_strdup_printf ("%s/%s.images/%s.png", dir, id, hash);
+  original_text = file_text (original);
+  CHECK (original_text != NULL && g_file_test (original_image, G_FILE_TEST_IS_REGULAR));
+  conflict_id = g_strdup_printf ("%s (conflicted copy 2026-12-05)", id);
+  conflict = g_strdup_printf ("%s/%s.json", dir, conflict_id);
+  CHECK (g_file_set_contents (conflict, original_text, -1, NULL));
+  CHECK (g_file_set_contents (backup, original_text, -1, NULL));
+
+  back = tern_chat_load (original, &error);
+  copy = tern_chat_load (conflict, &error);
+  stale = tern_chat_load (backup, &error);
+  CHECKF (back != NULL && copy != NULL && stale != NULL, "%s", error ? error->message : "");
+  if (back == NULL || copy == NULL || stale == NULL)
+    return;
+  /* Three chats, three ids: each its file's name. */
+  CHECKF (g_str_equal (tern_chat_get_id (back), id), "original: %s", tern_chat_get_id (back));
+  CHECKF (g_str_equal (tern_chat_get_id (copy), conflict_id), "copy: %s", tern_chat_get_id (copy));
+  CHECKF (g_str_equal (tern_chat_get_id (stale), "old-backup"), "backup: %s",
+          tern_chat_get_id (stale));
+  /* The copy's picture is read from the folder its "id" names. */
+  m = tern_chat_get_message (copy, 0);
+  CHECK (m->images != NULL && m->images->len == 1 && m->images_missing == 0);
+  {
+    g_autofree char *now = file_text (conflict);
+    CHECK (g_strcmp0 (now, original_text) == 0); /* read, not written */
+  }
+
+  /* Deleting the copy removes the copy, not the original or its picture. */
+  CHECK (tern_chat_delete_file (copy, dir, NULL));
+  CHECK (!g_file_test (conflict, G_FILE_TEST_EXISTS));
+  {
+    g_autofree char *now = file_text (original);
+    CHECKF (g_strcmp0 (now, original_text) == 0, "the original after deleting the copy: %s",
+            now ? now : "(gone)");
+    CHECK (g_file_test (original_image, G_FILE_TEST_IS_REGULAR));
+  }
+
+  /* The stale backup continued: saved as itself, with its picture in its
+   * own folder; the original's file and picture are as they were. */
+  tern_chat_append (stale, "user", "an edit made in the copy");
+  CHECKF (tern_chat_save (stale, dir, &error), "%s", error ? error->message : "");
+  {
+    g_autofree char *now = file_text (original);
+    g_autofree char *saved = file_text (backup);
+    g_autoptr(TernChat) again = NULL;
+
+    CHECKF (g_strcmp0 (now, original_text) == 0, "the original after saving the backup: %s",
+            now ? now : "(gone)");
+    CHECK (g_file_test (original_image, G_FILE_TEST_IS_REGULAR));
+    CHECKF (saved != NULL && strstr (saved, "an edit made in the copy") != NULL
+            && strstr (saved, "\"id\" : \"old-backup\"") != NULL, "%s", saved);
+    backup_image = g_strdup_printf ("%s/old-backup.images/%s.png", dir, hash);
+    CHECK (g_file_test (backup_image, G_FILE_TEST_IS_REGULAR));
+    again = tern_chat_load (backup, &error);
+    CHECKF (again != NULL, "%s", error ? error->message : "");
+    if (again != NULL)
+      {
+        CHECK (g_str_equal (tern_chat_get_id (again), "old-backup"));
+        CHECK (tern_chat_get_n_messages (again) == 3);
+        m = tern_chat_get_message (again, 0);
+        CHECK (m->images != NULL && m->images->len == 1 && m->images_missing == 0);
+      }
+  }
+  /* Deleted, it takes its own folder only. */
+  CHECK (tern_chat_delete_file (stale, dir, NULL));
+  CHECK (!g_file_test (backup, G_FILE_TEST_EXISTS) && !g_file_test (backup_image, G_FILE_TEST_EXISTS));
+  {
+    g_autofree char *now = file_text (original);
+    CHECK (g_strcmp0 (now, original_text) == 0);
+    CHECK (g_file_test (original_image, G_FILE_TEST_IS_REGULAR));
+  }
+  /* A file name that could not be an id is refused like a bad "id". */
+  {
+    g_autofree char *hidden = g_build_filename (dir, ".json", NULL);
+    g_autoptr(TernChat) odd = NULL;
+
+    CHECK (g_file_set_contents (hidden, original_text, -1, NULL));
+    g_clear_error (&error);
+    odd = tern_chat_load (hidden, &error);
+    CHECKF (odd == NULL && error != NULL && strstr (error->message, "bad chat id") != NULL, "%s",
+            error ? error->message : "loaded");
+    g_unlink (hidden);
+  }
+  CHECK (tern_chat_delete_file (back, dir, NULL));
+}
+
+/* "version" was written and never read: a newer Tern's chat (members this
+ * one does not know) loaded without a word, and its next save dropped them
+ * and said version 1 (REPORT B, finding 6). It is refused now with
+ * G_IO_ERROR_NOT_SUPPORTED (the window leaves the file alone), before any
+ * other member is looked at; 1 and absent read as before. */
+static void
+test_chat_version (const char *dir)
+{
+  static const char newer[] =
+    "{\"format\": \"tern-chat\", \"version\": 2, \"id\": \"newer\", \"mode\": \"chat\",\n"
+    " \"branches\": [{\"from\": 1, \"messages\": [{\"role\": \"assistant\", \"content\": \"kept\"}]}],\n"
+    " \"messages\": [{\"role\": \"user\", \"content\": \"q\", \"attachments\": [{\"kind\": \"pdf\"}]},\n"
+    "              {\"role\": \"assistant\", \"content\": \"a\"}]}\n";
+  static const struct { const char *json; gboolean loads; int code; } cases[] = {
+    { "{\"format\": \"tern-chat\", \"version\": 1, \"id\": \"v\", \"messages\": []}", TRUE, 0 },
+    { "{\"format\": \"tern-chat\", \"id\": \"v\", \"messages\": []}", TRUE, 0 },
+    { "{\"format\": \"tern-chat\", \"version\": 99, \"id\": \"v\", \"messages\": {\"a\": []}}",
+      FALSE, G_IO_ERROR_NOT_SUPPORTED },
+    { "{\"format\": \"tern-chat\", \"version\": 9999999999999, \"messages\": 5}", FALSE,
+      G_IO_ERROR_NOT_SUPPORTED },
+    { "{\"format\": \"tern-chat\", \"version\": \"2\", \"id\": \"v\", \"messages\": []}", FALSE,
+      G_IO_ERROR_INVALID_DATA },
+  };
+  g_autofree char *path = g_build_filename (dir, "newer.json", NULL);
+  g_autofree char *other = g_build_filename (dir, "v.json", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernChat) chat = NULL;
+
+  g_mkdir_with_parents (dir, 0700);
+  CHECK (g_file_set_contents (path, newer, -1, NULL));
+  chat = tern_chat_load (path, &error);
+  CHECKF (chat == NULL, "a version 2 chat loaded (%u messages)",
+          chat ? tern_chat_get_n_messages (chat) : 0);
+  CHECKF (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED)
+          && strstr (error->message, "newer.json") != NULL
+          && strstr (error->message, "newer version of Tern") != NULL
+          && strstr (error->message, "format 2") != NULL,
+          "%s", error ? error->message : "(no error)");
+  {
+    g_autofree char *now = file_text (path);
+    CHECK (g_strcmp0 (now, newer) == 0);
+  }
+  g_unlink (path);
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) e = NULL;
+      g_autoptr(TernChat) c = NULL;
+
+      CHECK (g_file_set_contents (other, cases[i].json, -1, NULL));
+      c = tern_chat_load (other, &e);
+      if (cases[i].loads)
+        CHECKF (c != NULL, "%s: %s", cases[i].json, e ? e->message : "");
+      else
+        CHECKF (c == NULL && g_error_matches (e, G_IO_ERROR, cases[i].code), "%s: %s",
+                cases[i].json, e ? e->message : "loaded");
+    }
+  g_unlink (other);
+}
+
+static void
+too_large_report (GObject    *owner,
+                  const char *message)
+{
+  (void) owner;
+  g_free (save_report_message);
+  save_report_message = g_strdup (message);
+}
+
+/* Saves had no limit and loads refused over 64 MiB: a chat grown past it
+ * was written, then set aside as *.corrupt at the next start (REPORT B,
+ * finding 7). Now a save that would be larger than a load takes is refused
+ * before anything is written (the file and its pictures stay as last
+ * saved), in the foreground and in the background; one of exactly 64 MiB
+ * saves and reads back. */
+static void
+test_chat_too_large (const char *dir)
+{
+  const gsize max = 64 << 20;
+  g_autoptr(TernChat) chat = tern_chat_new ("chat");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GObject) owner = g_object_new (G_TYPE_OBJECT, NULL);
+  g_autofree char *path = NULL;
+  g_autofree char *before = NULL;
+  g_autofree char *big = NULL;
+  g_autofree char *json = NULL;
+  gsize base;
+  TernMessage *m;
+  gint64 until;
+
+  tern_chat_append (chat, "user", "Hello");
+  m = tern_chat_append (chat, "assistant", "");
+  json = tern_chat_to_json (chat);
+  base = strlen (json);
+  g_clear_pointer (&json, g_free);
+  CHECK (tern_chat_save (chat, dir, NULL));
+  path = g_strdup_printf ("%s/%s.json", dir, tern_chat_get_id (chat));
+  before = file_text (path);
+
+  /* One byte over: refused, the file as it was. */
+  big = g_malloc (max - base + 2);
+  memset (big, 'x', max - base + 1);
+  big[max - base + 1] = '\0';
+  g_free (m->text);
+  m->text = g_strdup (big);
+  CHECK (!tern_chat_save (chat, dir, &error));
+  CHECKF (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE)
+          && strstr (error->message, path) != NULL
+          && strstr (error->message, "too large to save") != NULL,
+          "%s", error ? error->message : "(saved)");
+  {
+    g_autofree char *now = file_text (path);
+    CHECK (g_strcmp0 (now, before) == 0);
+  }
+  /* The background save reports it and writes nothing. */
+  g_clear_pointer (&save_report_message, g_free);
+  tern_chat_save_in_background (chat, dir, owner, too_large_report);
+  tern_chat_wait_saves ();
+  until = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+  while (save_report_message == NULL && g_get_monotonic_time () < until)
+    g_main_context_iteration (NULL, FALSE);
+  CHECKF (save_report_message != NULL && strstr (save_report_message, "too large to save") != NULL,
+          "report: %s", save_report_message ? save_report_message : "(none)");
+  {
+    g_autofree char *now = file_text (path);
+    CHECK (g_strcmp0 (now, before) == 0);
+  }
+  g_clear_pointer (&save_report_message, g_free);
+
+  /* Exactly the limit: saved, and read back. */
+  big[max - base] = '\0';
+  g_free (m->text);
+  m->text = g_strdup (big);
+  g_clear_pointer (&big, g_free);
+  g_clear_error (&error);
+  CHECKF (tern_chat_save (chat, dir, &error), "%s", error ? error->message : "");
+  {
+    GStatBuf sb;
+    g_autoptr(TernChat) back = NULL;
+
+    CHECKF (g_stat (path, &sb) == 0 && (gsize) sb.st_size == max, "%" G_GINT64_FORMAT " bytes",
+            (gint64) sb.st_size);
+    back = tern_chat_load (path, &error);
+    CHECKF (back != NULL, "%s", error ? error->message : "");
+    CHECK (back != NULL && strlen (tern_chat_get_message (back, 1)->text) == max - base);
+  }
+  CHECK (tern_chat_delete_file (chat, dir, NULL));
+}
+
 /* The plot's scale tops at a round figure just above the peak. */
 static void
 test_plot_scale (void)
@@ -1045,6 +1325,9 @@ main (void)
   test_chat_images (chats);
   test_chat_not_files (chats);
   test_chat_save_report (tmp);
+  test_chat_copies (chats);
+  test_chat_version (chats);
+  test_chat_too_large (chats);
   test_plot_scale ();
   test_context ();
   test_sampling (tmp);
