@@ -42,6 +42,9 @@ struct _TernChat {
   gint64 updated;
   guint context_start; /* messages before it are out of the model's context */
   GPtrArray *messages; /* TernMessage */
+  /* A copy not saved since it was read: the id of the chat whose folder
+   * some of its pictures were read from; NULL: none. */
+  char *images_from;
 };
 
 G_DEFINE_FINAL_TYPE (TernChat, tern_chat, G_TYPE_OBJECT)
@@ -333,6 +336,7 @@ tern_chat_finalize (GObject *object)
   g_free (self->model);
   g_free (self->draft);
   g_free (self->system_prompt);
+  g_free (self->images_from);
   g_ptr_array_unref (self->messages);
   G_OBJECT_CLASS (tern_chat_parent_class)->finalize (object);
 }
@@ -392,6 +396,12 @@ const char *
 tern_chat_get_id (TernChat *self)
 {
   return self->id;
+}
+
+const char *
+tern_chat_get_images_from (TernChat *self)
+{
+  return self->images_from;
 }
 
 const char *
@@ -815,9 +825,11 @@ tern_chat_save (TernChat   *self,
   image_set_clear (&images);
   /* CONSISTENT: a temporary file renamed over the old one, so a crash leaves
    * either the old chat or the new one, never half of one. */
-  return ok && g_file_set_contents_full (path, json, -1,
-                                         G_FILE_SET_CONTENTS_CONSISTENT,
-                                         0600, error);
+  ok = ok && g_file_set_contents_full (path, json, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
+                                       error);
+  if (ok)
+    g_clear_pointer (&self->images_from, g_free); /* in its own folder now */
+  return ok;
 }
 
 typedef struct {
@@ -929,6 +941,8 @@ tern_chat_save_in_background (TernChat          *self,
     /* Reported like a failed write, in its turn; nothing is written. */
     if (!check_size (job->path, job->json, &error))
       job->error = g_strdup (error->message);
+    else
+      g_clear_pointer (&self->images_from, g_free); /* written into its own folder */
   }
   /* The bytes are shared, not copied: GBytes are immutable. */
   image_set_collect (self, &job->images);
@@ -996,6 +1010,7 @@ typedef struct {
   const char *path;
   GError **error;
   gboolean failed;
+  gboolean borrowed; /* a picture read from the folder its "id" names */
 } Reader;
 
 /* Records the first problem only; later getters return their fallback. */
@@ -1213,8 +1228,9 @@ read_images (Reader      *r,
       /* Its own folder, else the one its "id" names (see tern_chat_load):
        * either way the bytes must match the name. */
       bytes = read_image (folders[0], name);
-      if (bytes == NULL && folders[1] != NULL)
-        bytes = read_image (folders[1], name);
+      if (bytes == NULL && folders[1] != NULL
+          && (bytes = read_image (folders[1], name)) != NULL)
+        r->borrowed = TRUE;
       if (bytes == NULL)
         {
           m->images_missing++;
@@ -1387,6 +1403,8 @@ tern_chat_load (const char *path,
   self->updated = get_int (&r, o, _("the chat"), "updated", self->created);
   if (r.failed)
     return NULL;
+  if (r.borrowed)
+    self->images_from = g_strdup (id);
   return g_steal_pointer (&self);
 }
 

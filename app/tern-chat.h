@@ -67,6 +67,10 @@ char        *tern_chat_to_json            (TernChat      *self);
 char        *tern_chat_to_markdown        (TernChat      *self);
 
 const char  *tern_chat_get_id             (TernChat      *self);
+/* A chat read from a copy of another's file (see tern_chat_load) and not
+ * saved since may have pictures only in that chat's folder: its id, which
+ * tern_chat_delete_file of that chat would take them from. NULL: none. */
+const char  *tern_chat_get_images_from    (TernChat      *self);
 /* The first user message, shortened; "New Chat" while there is none. */
 const char  *tern_chat_get_title          (TernChat      *self);
 /* A title chosen by the user (saved with the chat); NULL or blank: back to

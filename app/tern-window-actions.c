@@ -412,6 +412,18 @@ _tern_window_delete_chat (TernWindow *self,
 
   if (_tern_window_is_generating (self) && chat == self->chat)
     return;
+  /* A copy of this chat (a sync conflict's file) not saved since it was
+   * read may have its pictures only in this chat's folder, which goes:
+   * saved now, they are in its own. */
+  for (guint i = 0; i < g_list_model_get_n_items (G_LIST_MODEL (self->chats)); i++)
+    {
+      g_autoptr(TernChat) other = g_list_model_get_item (G_LIST_MODEL (self->chats), i);
+
+      if (other != doomed
+          && g_strcmp0 (tern_chat_get_images_from (other), tern_chat_get_id (doomed)) == 0)
+        tern_chat_save_in_background (other, self->chats_dir, G_OBJECT (self),
+                                      _tern_window_on_save_error);
+    }
   /* A save still on its way would bring the file back. */
   tern_chat_wait_saves ();
   if (!tern_chat_delete_file (doomed, self->chats_dir, &error))

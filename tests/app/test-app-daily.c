@@ -413,9 +413,11 @@ part_chat_files (Fixture *f)
     CHECK (g_file_get_contents (good_path, &original, NULL, NULL));
     write_file (f->chats_dir, "good (conflicted copy).json", original, -1);
     write_file (f->chats_dir, "old-backup.json", original, -1);
+    write_file (f->chats_dir, "good copy.json", original, -1);
     write_file (f->chats_dir, "newer.json", newer, -1);
     fixture_window (f, 1100, 760);
-    CHECKF (saved_chats (f->w) == 3, "%u saved chats", saved_chats (f->w));
+    CHECKF (saved_chats (f->w) == 4, "%u saved chats", saved_chats (f->w));
+    CHECK (find_chat (f->w, "good copy") != NULL);
     CHECK (find_chat (f->w, "good") != NULL);
     CHECK (find_chat (f->w, "good (conflicted copy)") != NULL);
     CHECK (find_chat (f->w, "old-backup") != NULL);
@@ -458,6 +460,22 @@ part_chat_files (Fixture *f)
              && tern_chat_get_message (backup, 0)->images_missing == 0);
     }
     CHECK (exists (f->chats_dir, "old-backup.images"));
+
+    /* good itself deleted: its copy, whose picture was only in good's
+     * folder, is saved first, with the picture in its own. */
+    activate (f->w, "remove-chat", g_variant_new_string ("good"));
+    tern_chat_wait_saves ();
+    CHECK (!exists (f->chats_dir, "good.json") && !exists (f->chats_dir, "good.images"));
+    {
+      g_autofree char *copy_path = g_build_filename (f->chats_dir, "good copy.json", NULL);
+      g_autoptr(TernChat) copy = tern_chat_load (copy_path, NULL);
+
+      CHECK (exists (f->chats_dir, "good copy.images"));
+      CHECKF (copy != NULL && tern_chat_get_message (copy, 0)->images != NULL
+              && tern_chat_get_message (copy, 0)->images_missing == 0,
+              "good copy: %u pictures missing",
+              copy ? tern_chat_get_message (copy, 0)->images_missing : 0);
+    }
     g_unlink (newer_path);
   }
 }

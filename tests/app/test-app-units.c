@@ -570,9 +570,13 @@ test_chat_copies (const char *dir)
   CHECKF (g_str_equal (tern_chat_get_id (copy), conflict_id), "copy: %s", tern_chat_get_id (copy));
   CHECKF (g_str_equal (tern_chat_get_id (stale), "old-backup"), "backup: %s",
           tern_chat_get_id (stale));
-  /* The copy's picture is read from the folder its "id" names. */
+  /* The copy's picture is read from the folder its "id" names, and the
+   * copy says so (the window saves it before that chat is deleted). */
   m = tern_chat_get_message (copy, 0);
   CHECK (m->images != NULL && m->images->len == 1 && m->images_missing == 0);
+  CHECK (tern_chat_get_images_from (back) == NULL);
+  CHECK (g_strcmp0 (tern_chat_get_images_from (copy), id) == 0);
+  CHECK (g_strcmp0 (tern_chat_get_images_from (stale), id) == 0);
   {
     g_autofree char *now = file_text (conflict);
     CHECK (g_strcmp0 (now, original_text) == 0); /* read, not written */
@@ -592,6 +596,7 @@ test_chat_copies (const char *dir)
    * own folder; the original's file and picture are as they were. */
   tern_chat_append (stale, "user", "an edit made in the copy");
   CHECKF (tern_chat_save (stale, dir, &error), "%s", error ? error->message : "");
+  CHECK (tern_chat_get_images_from (stale) == NULL);
   {
     g_autofree char *now = file_text (original);
     g_autofree char *saved = file_text (backup);
