@@ -577,8 +577,17 @@ static const char *resolve_role(const char *arg, TernPackageRole role, char *buf
         return NULL;
     }
     if (state == TERN_MODEL_STATE_BROKEN) {
-        cli_error(_("%s is damaged ('tern-cli check' says which file); 'tern-cli pull %s' repairs it"),
-                  arg, arg);
+        /* An imported file is the user's: pull has nothing to fetch it from
+         * (it answered "no such model in the catalog"). */
+        if (g_str_has_prefix(arg, "local:"))
+            cli_error(_("%s is marked damaged: its file changed since it was imported. Put the "
+                        "file back and run 'tern-cli check', or import it again ('tern-cli "
+                        "import FILE')"),
+                      arg);
+        else
+            cli_error(_("%s is damaged ('tern-cli check' says which file); 'tern-cli pull %s' "
+                        "repairs it"),
+                      arg, arg);
         return NULL;
     }
     g_autofree char *path = tern_model_store_get_path(store, arg, role);

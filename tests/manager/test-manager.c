@@ -2705,6 +2705,29 @@ test_cli (void)
       g_error ("run -m local:mini: %s", err);
     g_clear_pointer (&out, g_free);
     g_clear_pointer (&err, g_free);
+    /* Damaged, an imported model is not "repaired by pull" (pull has no
+     * source for it): put back, check clears the mark and it runs. */
+    flip_byte (mini, 99);
+    status = run_cli (xdg, catalog_path, &out, &err, "check", NULL);
+    g_assert_cmpint (status, ==, 2);
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    status = run_cli (xdg, catalog_path, &out, &err, "run", "-m", "local:mini", "-p", "a b", "-n", "2", NULL);
+    g_assert_cmpint (status, ==, 2);
+    g_assert_nonnull (strstr (err, "tern-cli import"));
+    g_assert_null (strstr (err, "pull"));
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    flip_byte (mini, 99);
+    status = run_cli (xdg, catalog_path, &out, &err, "check", NULL);
+    g_assert_cmpint (status, ==, 0);
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+    status = run_cli (xdg, catalog_path, &out, &err, "run", "-m", "local:mini", "-p", "a b", "-n", "2", NULL);
+    if (status != 0)
+      g_error ("run -m local:mini after it was put back: %s", err);
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
     status = run_cli (xdg, catalog_path, &out, &err, "run", "-m", "t:a", "-p", "a b", NULL);
     g_assert_cmpint (status, ==, 2);
     g_assert_nonnull (strstr (err, "'t:a' is neither a file nor an installed model"));
