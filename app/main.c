@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include "tern-application.h"
+#include "tern.h"
 
 int
 main (int   argc,
@@ -16,6 +17,9 @@ main (int   argc,
    * should fail with EFBIG and be reported, not kill the app and its
    * unsaved work. */
   signal (SIGXFSZ, SIG_IGN);
+  tn_sigbus_say (_("tern: a file in use (the model, or its repack cache) was truncated or "
+                   "rewritten while it was read; Tern stopped. Start it again once the file is "
+                   "complete"));
 
   g_set_application_name (_("Tern"));
   app = tern_application_new (G_APPLICATION_DEFAULT_FLAGS);

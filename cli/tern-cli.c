@@ -107,6 +107,8 @@ int main(int argc, char **argv) {
     /* Past a file size limit (ulimit -f), a write should fail with EFBIG
      * and be reported like a full disk, not kill the process silently. */
     signal(SIGXFSZ, SIG_IGN);
+    tn_sigbus_say(_("tern-cli: a file in use (the model, or its repack cache) was truncated or "
+                    "rewritten while it was read; stopped. Run again once the file is complete"));
     if (argc < 2) {
         usage(stderr);
         return CLI_EXIT_USAGE;

@@ -1,9 +1,11 @@
 #include "tn-internal.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 /* One line of text a terminal, a log or a GTK label shows as it is: a
  * newline or a tab from an argument (a file name may hold any byte but '/'
@@ -257,4 +259,33 @@ const char *tn_status_name(int status) {
     case TN_ERR_NOT_FOUND: return "not found";
     default: return "unknown error";
     }
+}
+
+static char sigbus_message[512];
+static size_t sigbus_len;
+
+static void on_sigbus(int sig) {
+    /* write() and signal() only: async-signal-safe. */
+    ssize_t ignored = write(STDERR_FILENO, sigbus_message, sigbus_len);
+    (void)ignored;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void tn_sigbus_say(const char *message) {
+    if (!message)
+        return;
+    size_t n = strlen(message);
+    if (n > sizeof sigbus_message - 2)
+        n = sizeof sigbus_message - 2;
+    memcpy(sigbus_message, message, n);
+    one_line(sigbus_message, n);
+    sigbus_message[n] = '\n';
+    sigbus_len = n + 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGBUS, &sa, NULL);
 }

@@ -57,6 +57,14 @@ const char *tn_status_name(int status);
  * translated is NULL or does not fit err's arguments. */
 const char *tn_error_format(const tn_error *err, const char *translated, char *out, size_t cap);
 
+/* Models and repack caches are read through mappings: a file truncated or
+ * rewritten in place while in use (cp, rsync --inplace, a sync tool) makes
+ * the next read of a page past its new end a SIGBUS, which killed the
+ * process with a bare "Bus error". This installs a SIGBUS handler that
+ * writes `message` (copied; one line; the caller's translation) to stderr,
+ * then lets the signal end the process as before. Call it once from main. */
+void tn_sigbus_say(const char *message);
+
 /* ------------------------------------------------------------ tensor types */
 
 /* ggml type ids, exactly as GGUF files store them. */
