@@ -644,36 +644,15 @@ static void tokens_api(fixture *f) {
     CHECK(tn_session_new(f->model, sp, &t, &err) == TN_ERR_INVALID && t == NULL);
 }
 
-/* A copy of the model whose tokenizer keeps only its first `keep` tokens
- * (tokens, scores, types): the embedding then has rows that are no token. */
-static bool clone_fewer_tokens(const char *src, const char *dst, uint64_t keep) {
-    tn_gguf *g = NULL;
-    if (tn_gguf_open(src, &g, NULL) != TN_OK)
-        return false;
-    tn_gguf_writer *w = tn_gguf_writer_new();
-    bool ok = w != NULL;
-    for (int64_t i = 0; ok && i < tn_gguf_n_kv(g); i++) {
-        tn_str k = tn_gguf_kv_key(g, i);
-        char key[256];
-        snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
-        tn_gguf_value v = *tn_gguf_kv_value(g, i);
-        if ((!strcmp(key, "tokenizer.ggml.tokens") || !strcmp(key, "tokenizer.ggml.scores") ||
-             !strcmp(key, "tokenizer.ggml.token_type")) &&
-            v.v.arr.n > keep)
-            v.v.arr.n = keep;
-        ok = tn_gguf_writer_set_value(w, key, &v) == TN_OK;
-    }
-    for (int64_t i = 0; ok && i < tn_gguf_n_tensors(g); i++) {
-        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        ok = tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, t->ne, t->data,
-                                            t->nbytes) == TN_OK;
-    }
-    ok = ok && tn_gguf_writer_write(w, dst, NULL) == TN_OK;
-    tn_gguf_writer_free(w);
-    tn_gguf_close(g);
-    return ok;
+/* The tokenizer's arrays (tokens, scores, types) cut to their first
+ * *(uint64_t *)keep entries: the embedding then has rows that are no token. */
+static bool fewer_tokens(const char *key, tn_gguf_value *v, tn_gguf_writer *w, void *keep) {
+    (void)w;
+    if ((!strcmp(key, "tokenizer.ggml.tokens") || !strcmp(key, "tokenizer.ggml.scores") ||
+         !strcmp(key, "tokenizer.ggml.token_type")) &&
+        v->v.arr.n > *(uint64_t *)keep)
+        v->v.arr.n = *(uint64_t *)keep;
+    return false;
 }
 
 /* A tokenizer shorter than the embedding (the loader allows padded
@@ -684,7 +663,8 @@ static void padded_embedding(fixture *f) {
     char path[4200];
     snprintf(path, sizeof path, "%s/fewer-tokens.gguf", tn_test_tmpdir());
     const int32_t rows = tn_model_n_vocab(f->model), keep = rows / 4;
-    CHECK(clone_fewer_tokens(f->model_path, path, (uint64_t)keep));
+    uint64_t n_keep = (uint64_t)keep;
+    CHECK(tn_test_clone_gguf(f->model_path, path, fewer_tokens, &n_keep));
     tn_model *m = NULL;
     tn_error err = {0};
     int rc = tn_model_load(path, tn_model_default_params(), &m, &err);

@@ -935,77 +935,55 @@ static void sampling_model(void) {
 
 /* Copies a GGUF, replacing token `change` of tokenizer.ggml.tokens (when
  * >= 0) and appending `extra` tokens. */
-static bool clone_vocab(const char *src, const char *dst, int64_t change, int extra) {
-    tn_gguf *g = NULL;
-    tn_error err = {0};
-    if (tn_gguf_open(src, &g, &err) != TN_OK)
+typedef struct {
+    int64_t change;
+    int extra;
+} vocab_edit;
+
+static bool vocab_edit_kv(const char *key, tn_gguf_value *v, tn_gguf_writer *w, void *user) {
+    const vocab_edit *e = user;
+    if (strcmp(key, "tokenizer.ggml.tokens") != 0)
         return false;
-    tn_gguf_writer *w = tn_gguf_writer_new();
-    bool ok = w != NULL;
-    for (int64_t i = 0; ok && i < tn_gguf_n_kv(g); i++) {
-        tn_str k = tn_gguf_kv_key(g, i);
-        char key[256];
-        snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
-        const tn_gguf_value *v = tn_gguf_kv_value(g, i);
-        if (!strcmp(key, "tokenizer.ggml.tokens")) {
-            const uint64_t n = v->v.arr.n;
-            char **strs = calloc(n + (uint64_t)extra, sizeof *strs);
-            for (uint64_t t = 0; strs && t < n + (uint64_t)extra; t++) {
-                if (t < n) {
-                    tn_str s = v->v.arr.items[t].v.str;
-                    strs[t] = (int64_t)t == change ? strdup("<changed>") : strndup(s.ptr, s.len);
-                } else {
-                    strs[t] = strdup("<extra>");
-                }
-            }
-            ok = strs && tn_gguf_writer_set_arr_str(w, key, (const char *const *)strs,
-                                                    n + (uint64_t)extra) == TN_OK;
-            for (uint64_t t = 0; strs && t < n + (uint64_t)extra; t++)
-                free(strs[t]);
-            free(strs);
+    const uint64_t n = v->v.arr.n, all = n + (uint64_t)e->extra;
+    char **strs = calloc(all, sizeof *strs);
+    for (uint64_t t = 0; strs && t < all; t++) {
+        if (t < n) {
+            tn_str s = v->v.arr.items[t].v.str;
+            strs[t] = (int64_t)t == e->change ? strdup("<changed>") : strndup(s.ptr, s.len);
         } else {
-            ok = tn_gguf_writer_set_value(w, key, v) == TN_OK;
+            strs[t] = strdup("<extra>");
         }
     }
-    for (int64_t i = 0; ok && i < tn_gguf_n_tensors(g); i++) {
-        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        ok = tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, t->ne, t->data,
-                                            t->nbytes) == TN_OK;
-    }
-    ok = ok && tn_gguf_writer_write(w, dst, &err) == TN_OK;
-    tn_gguf_writer_free(w);
-    tn_gguf_close(g);
-    return ok;
+    /* Written here, or (on a failure) not at all: the copy then lacks its
+     * tokens and the test's load fails. */
+    if (strs)
+        tn_gguf_writer_set_arr_str(w, key, (const char *const *)strs, all);
+    for (uint64_t t = 0; strs && t < all; t++)
+        free(strs[t]);
+    free(strs);
+    return true;
+}
+
+static bool clone_vocab(const char *src, const char *dst, int64_t change, int extra) {
+    vocab_edit e = {change, extra};
+    return tn_test_clone_gguf(src, dst, vocab_edit_kv, &e);
 }
 
 /* Copies a GGUF with one integer key set to value (u32). */
+typedef struct {
+    const char *key;
+    uint32_t value;
+} set_int;
+
+static bool set_int_edit(const char *key, tn_gguf_value *v, tn_gguf_writer *w, void *user) {
+    const set_int *si = user;
+    (void)v;
+    return !strcmp(key, si->key) && tn_gguf_writer_set_u32(w, key, si->value) == TN_OK;
+}
+
 static bool clone_set_int(const char *src, const char *dst, const char *key, uint32_t value) {
-    tn_gguf *g = NULL;
-    if (tn_gguf_open(src, &g, NULL) != TN_OK)
-        return false;
-    tn_gguf_writer *w = tn_gguf_writer_new();
-    bool ok = w != NULL;
-    for (int64_t i = 0; ok && i < tn_gguf_n_kv(g); i++) {
-        tn_str k = tn_gguf_kv_key(g, i);
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)k.len, k.ptr);
-        ok = (!strcmp(name, key) ? tn_gguf_writer_set_u32(w, name, value)
-                                 : tn_gguf_writer_set_value(w, name, tn_gguf_kv_value(g, i))) ==
-             TN_OK;
-    }
-    for (int64_t i = 0; ok && i < tn_gguf_n_tensors(g); i++) {
-        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        ok = tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, t->ne, t->data,
-                                            t->nbytes) == TN_OK;
-    }
-    ok = ok && tn_gguf_writer_write(w, dst, NULL) == TN_OK;
-    tn_gguf_writer_free(w);
-    tn_gguf_close(g);
-    return ok;
+    set_int si = {key, value};
+    return tn_test_clone_gguf(src, dst, set_int_edit, &si);
 }
 
 static void api_vocab(void) {

@@ -139,3 +139,31 @@ uint64_t tn_test_pinned_rows_hash(tn_session *s) {
     free(buf);
     return h;
 }
+
+bool tn_test_clone_gguf(const char *src, const char *dst, tn_test_kv_edit edit, void *user) {
+    tn_gguf *g = NULL;
+    if (tn_gguf_open(src, &g, NULL) != TN_OK)
+        return false;
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    bool ok = w != NULL;
+    for (int64_t i = 0; ok && i < tn_gguf_n_kv(g); i++) {
+        tn_str k = tn_gguf_kv_key(g, i);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
+        tn_gguf_value v = *tn_gguf_kv_value(g, i);
+        if (edit && edit(key, &v, w, user))
+            continue;
+        ok = tn_gguf_writer_set_value(w, key, &v) == TN_OK;
+    }
+    for (int64_t i = 0; ok && i < tn_gguf_n_tensors(g); i++) {
+        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        ok = tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, t->ne, t->data,
+                                            t->nbytes) == TN_OK;
+    }
+    ok = ok && tn_gguf_writer_write(w, dst, NULL) == TN_OK;
+    tn_gguf_writer_free(w);
+    tn_gguf_close(g);
+    return ok;
+}

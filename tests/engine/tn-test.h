@@ -59,4 +59,11 @@ double *tn_test_tensor(const tn_gguf *g, const char *name, int64_t *n);
 /* A hash of the KV rows of s's pin: 0 when they cannot be saved. */
 uint64_t tn_test_pinned_rows_hash(tn_session *s);
 
+/* Writes a copy of the GGUF src to dst, its tensors as they are and each
+ * metadata value through edit (which may change *v in place, e.g. shorten
+ * an array, or write the key itself to w and return true to skip the copy;
+ * NULL: none). False when a step failed. */
+typedef bool (*tn_test_kv_edit)(const char *key, tn_gguf_value *v, tn_gguf_writer *w, void *user);
+bool tn_test_clone_gguf(const char *src, const char *dst, tn_test_kv_edit edit, void *user);
+
 #endif
