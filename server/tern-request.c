@@ -234,24 +234,20 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
         }
         g->sampler.frequency_penalty = (float)v;
     }
+    /* A whole number is read whole: through a double, 2^63 - 1 rounded up
+     * to 2^63 and was refused, and seeds above 2^53 that differ gave the
+     * same answer. */
     JsonNode *seed = json_object_get_member(o, "seed");
-    if (seed && JSON_NODE_HOLDS_VALUE(seed) && json_node_get_value_type(seed) == G_TYPE_INT64) {
-        /* Read whole: through a double, 2^63 - 1 rounded up to 2^63 and was
-         * refused, and seeds above 2^53 that differ gave the same answer. */
-        const gint64 sv = json_node_get_int(seed);
-        if (sv < 0) {
+    const bool seed_int = seed && JSON_NODE_HOLDS_VALUE(seed) &&
+                          json_node_get_value_type(seed) == G_TYPE_INT64;
+    if (seed_int || member_number(o, "seed", &v, &bad)) {
+        const gint64 sv = seed_int ? json_node_get_int(seed) : 0;
+        if (seed_int ? sv < 0 : (v < 0 || v >= 9223372036854775808.0 || !whole(v))) {
             *param = "seed";
             *why = g_strdup("seed must be a whole number from 0 to 2^63 - 1");
             return false;
         }
-        g->sampler.seed = (uint64_t)sv;
-    } else if (member_number(o, "seed", &v, &bad)) {
-        if (v < 0 || v >= 9223372036854775808.0 || !whole(v)) {
-            *param = "seed";
-            *why = g_strdup("seed must be a whole number from 0 to 2^63 - 1");
-            return false;
-        }
-        g->sampler.seed = (uint64_t)v;
+        g->sampler.seed = seed_int ? (uint64_t)sv : (uint64_t)v;
     } else /* no seed: a new one per request, so a regenerated answer differs */
         g->sampler.seed = (uint64_t)g_random_int() << 32 | g_random_int();
     JsonNode *rf = json_object_get_member(o, "reasoning_format");
