@@ -708,6 +708,7 @@ part_context (Fixture *f)
             "the composer is %d px high with six lines, %d with none",
             gtk_widget_get_height (GTK_WIDGET (f->w->composer)), before);
     CHECK (wait_for (f->w, toast_clears_composer, 3.0));
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-toast-six-lines.png"));
     tern_composer_set_text (f->w->composer, "");
   }
 
