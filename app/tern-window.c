@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <string.h>
 
 #include <glib/gstdio.h>
 
@@ -1390,25 +1391,40 @@ compare_updated (gconstpointer a,
   return ua < ub ? 1 : ua > ub ? -1 : 0;
 }
 
+/* g_ptr_array_sort's comparison of two of its strings (pointers to them). */
+static int
+compare_names (gconstpointer a,
+               gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
 static void
 load_chats (TernWindow *self)
 {
   g_autoptr(GDir) dir = g_dir_open (self->chats_dir, 0, NULL);
+  g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
   g_autofree char *first_error = NULL;
   g_autofree char *first_newer = NULL;
   guint n_bad = 0, n_newer = 0;
-  const char *name;
+  const char *entry;
 
   if (dir == NULL)
     return;
-  while ((name = g_dir_read_name (dir)) != NULL)
+  /* In the order of their names, not the folder's (which is arbitrary):
+   * the file the log names as the first of several is the same at every
+   * start, and the first in a listing of the folder. */
+  while ((entry = g_dir_read_name (dir)) != NULL)
+    if (g_str_has_suffix (entry, ".json"))
+      g_ptr_array_add (names, g_strdup (entry));
+  g_ptr_array_sort (names, compare_names);
+  for (guint i = 0; i < names->len; i++)
     {
+      const char *name = g_ptr_array_index (names, i);
       g_autofree char *path = NULL;
       g_autoptr(TernChat) chat = NULL;
       g_autoptr(GError) error = NULL;
 
-      if (!g_str_has_suffix (name, ".json"))
-        continue;
       path = g_build_filename (self->chats_dir, name, NULL);
       chat = tern_chat_load (path, &error);
       if (chat != NULL)
@@ -1421,16 +1437,14 @@ load_chats (TernWindow *self)
        * aside either (that Tern would no longer find it). */
       if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED))
         {
-          n_newer++;
-          g_free (first_newer);
-          first_newer = g_strdup (error->message);
+          if (n_newer++ == 0)
+            first_newer = g_strdup (error->message);
           continue;
         }
       /* Moved aside, not deleted: the user may want it back; not left in
        * place, where it would fail again at every start. */
-      n_bad++;
-      g_free (first_error);
-      first_error = g_strdup (error->message);
+      if (n_bad++ == 0)
+        first_error = g_strdup (error->message);
       {
         g_autofree char *aside = g_strconcat (path, ".corrupt", NULL);
 

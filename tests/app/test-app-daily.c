@@ -223,6 +223,25 @@ open_chat (TernWindow *w,
   CHECK (gtk_list_box_get_selected_row (list) == row);
 }
 
+/* load_chats's g_message for chats left alone (from a newer version of
+ * Tern) and for ones set aside (could not be read), each of which names
+ * the first such file; every message goes on to GLib's handler too. */
+static char *first_logged_newer;
+static char *first_logged_bad;
+
+static void
+log_first_named (const char     *domain,
+                 GLogLevelFlags  level,
+                 const char     *message,
+                 gpointer        data)
+{
+  if (first_logged_newer == NULL && strstr (message, "from a newer version of Tern") != NULL)
+    first_logged_newer = g_strdup (message);
+  if (first_logged_bad == NULL && strstr (message, "could not be read") != NULL)
+    first_logged_bad = g_strdup (message);
+  g_log_default_handler (domain, level, message, data);
+}
+
 static void
 part_chat_files (Fixture *f)
 {
@@ -305,7 +324,16 @@ part_chat_files (Fixture *f)
               bad[i].name, error ? error->message : "(no error)");
     }
 
-  fixture_window (f, 1100, 760);
+  {
+    GLogFunc previous = g_log_set_default_handler (log_first_named, NULL);
+
+    fixture_window (f, 1100, 760);
+    g_log_set_default_handler (previous, NULL);
+  }
+  /* The first by name, not the last the folder happened to list. */
+  CHECKF (first_logged_bad != NULL && strstr (first_logged_bad, "/array-root.json:") != NULL,
+          "the first bad chat logged: %s", first_logged_bad ? first_logged_bad : "(none)");
+  g_clear_pointer (&first_logged_bad, g_free);
   /* The good chat loads; the others are set aside and said so. */
   CHECKF (saved_chats (f->w) == 1, "%u saved chats", saved_chats (f->w));
   {
@@ -407,15 +435,27 @@ part_chat_files (Fixture *f)
     g_autofree char *good_path = g_build_filename (f->chats_dir, "good.json", NULL);
     g_autofree char *newer_path = g_build_filename (f->chats_dir, "newer.json", NULL);
     g_autofree char *backup_path = g_build_filename (f->chats_dir, "old-backup.json", NULL);
+    g_autofree char *newer_too_path = g_build_filename (f->chats_dir, "newer-too.json", NULL);
     g_autofree char *original = NULL;
     g_autofree char *text = NULL;
+    GLogFunc previous_handler;
 
     CHECK (g_file_get_contents (good_path, &original, NULL, NULL));
     write_file (f->chats_dir, "good (conflicted copy).json", original, -1);
     write_file (f->chats_dir, "old-backup.json", original, -1);
     write_file (f->chats_dir, "good copy.json", original, -1);
     write_file (f->chats_dir, "newer.json", newer, -1);
+    /* Named before newer.json ('-' < '.'): the one the log names first. */
+    write_file (f->chats_dir, "newer-too.json", newer, -1);
+    first_logged_newer = NULL;
+    previous_handler = g_log_set_default_handler (log_first_named, NULL);
     fixture_window (f, 1100, 760);
+    g_log_set_default_handler (previous_handler, NULL);
+    /* The files come in the folder's order, which is no order: the first
+     * by name was kept only when it happened to come last. */
+    CHECKF (first_logged_newer != NULL && strstr (first_logged_newer, "/newer-too.json:") != NULL,
+            "the first newer chat logged: %s", first_logged_newer ? first_logged_newer : "(none)");
+    g_clear_pointer (&first_logged_newer, g_free);
     CHECKF (saved_chats (f->w) == 4, "%u saved chats", saved_chats (f->w));
     CHECK (find_chat (f->w, "good copy") != NULL);
     CHECK (find_chat (f->w, "good") != NULL);
@@ -425,7 +465,7 @@ part_chat_files (Fixture *f)
     CHECK (g_file_get_contents (newer_path, &text, NULL, NULL) && g_str_equal (text, newer));
     CHECK (!exists (f->chats_dir, "newer.json.corrupt"));
     err = tern_window_get_last_error (f->w);
-    CHECKF (err != NULL && strstr (err, "1 saved chat is from a newer version of Tern") != NULL
+    CHECKF (err != NULL && strstr (err, "2 saved chats are from a newer version of Tern") != NULL
             && strstr (err, f->chats_dir) != NULL, "notice: %s", err);
 
     /* The copy deleted from its menu: good.json and its picture stay. */
@@ -476,7 +516,9 @@ part_chat_files (Fixture *f)
               "good copy: %u pictures missing",
               copy ? tern_chat_get_message (copy, 0)->images_missing : 0);
     }
+
     g_unlink (newer_path);
+    g_unlink (newer_too_path);
   }
 }
 
