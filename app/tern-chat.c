@@ -6,9 +6,11 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <glib/gi18n.h>
 #include <glib/gstdio.h>
@@ -28,6 +30,10 @@
  * larger could never be opened again. Far above any real chat (a
  * million-token conversation is ~4 MiB; pictures are files of their own). */
 #define MAX_FILE_BYTES (64 * 1024 * 1024)
+/* json-glib's parser recurses once per nesting level: a file of 100,000
+ * opening brackets would overflow the stack before any check of ours. A
+ * chat nests four levels deep (chat, messages, message, stats or a run). */
+#define MAX_DEPTH 32
 
 struct _TernChat {
   GObject parent_instance;
@@ -775,6 +781,282 @@ tern_chat_to_json (TernChat *self)
   return json_generator_to_data (gen, NULL);
 }
 
+/* -------------------------------------------------- the file to replace
+ *
+ * Only loading looked at a file's version: one that a sync tool brought
+ * from a newer Tern on another machine while this one ran, over the file
+ * of an open chat, was replaced at that chat's next save, and the newer
+ * chat lost. Every save (and delete) now looks first at the file it would
+ * replace, and leaves alone any that is not a chat of a format this
+ * version writes. */
+
+typedef enum {
+  ON_DISK_NONE,    /* no file: nothing to lose */
+  ON_DISK_OURS,    /* a chat of a format this version reads and writes */
+  ON_DISK_NEWER,   /* a newer Tern's chat */
+  ON_DISK_FOREIGN, /* anything else: not a chat, not JSON, not a regular file */
+  ON_DISK_UNSURE   /* (peek_header only) the bytes read do not tell */
+} OnDisk;
+
+/* Every Tern writes "format" and "version" first (tern_chat_to_json): a
+ * file's first 4 KiB tell almost always, where a full parse could read
+ * 64 MiB at every save. */
+#define PEEK_BYTES 4096
+
+static void
+skip_space (const char **p,
+            const char  *end)
+{
+  while (*p < end && (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r'))
+    (*p)++;
+}
+
+/* A JSON string at *p: its bytes in [*start, *start + *len) when it has no
+ * escape (*plain TRUE); FALSE when it does not end before `end`. */
+static gboolean
+skip_string (const char **p,
+             const char  *end,
+             const char **start,
+             gsize       *len,
+             gboolean    *plain)
+{
+  const char *q = *p + 1;
+
+  *plain = TRUE;
+  while (q < end && *q != '"')
+    {
+      if (*q == '\\')
+        {
+          *plain = FALSE;
+          q++;
+        }
+      q++;
+    }
+  if (q >= end)
+    return FALSE;
+  *start = *p + 1;
+  *len = (gsize) (q - *start);
+  *p = q + 1;
+  return TRUE;
+}
+
+/* The members before the first nested value of the object the bytes begin
+ * with, read just enough to find "format" and "version"; ON_DISK_UNSURE
+ * whenever a full parse is needed to know (a nested value or an escaped
+ * name first, the 4 KiB ending first). Lenient about the rest: a file that
+ * says it is a chat of this format is one that this version may replace. */
+static OnDisk
+peek_header (const char *p,
+             const char *end)
+{
+  gboolean have_format = FALSE, have_version = FALSE;
+  gint64 version = 1;
+
+  skip_space (&p, end);
+  if (p >= end)
+    return ON_DISK_UNSURE;
+  if (*p++ != '{')
+    return ON_DISK_FOREIGN;
+  for (;;)
+    {
+      const char *key, *value;
+      gsize key_len, value_len;
+      gboolean plain;
+
+      skip_space (&p, end);
+      if (p < end && *p == ',')
+        {
+          p++;
+          skip_space (&p, end);
+        }
+      if (p >= end)
+        return ON_DISK_UNSURE;
+      if (*p == '}')
+        break;
+      if (*p != '"')
+        return ON_DISK_FOREIGN;
+      if (!skip_string (&p, end, &key, &key_len, &plain) || !plain)
+        return ON_DISK_UNSURE;
+      skip_space (&p, end);
+      if (p >= end)
+        return ON_DISK_UNSURE;
+      if (*p++ != ':')
+        return ON_DISK_FOREIGN;
+      skip_space (&p, end);
+      if (p >= end)
+        return ON_DISK_UNSURE;
+      if (key_len == 6 && memcmp (key, "format", 6) == 0)
+        {
+          if (*p != '"')
+            return ON_DISK_FOREIGN;
+          if (!skip_string (&p, end, &value, &value_len, &plain) || !plain)
+            return ON_DISK_UNSURE;
+          if (value_len != 9 || memcmp (value, "tern-chat", 9) != 0)
+            return ON_DISK_FOREIGN;
+          have_format = TRUE;
+        }
+      else if (key_len == 7 && memcmp (key, "version", 7) == 0)
+        {
+          const char *q = p;
+          char digits[24];
+
+          if (q < end && *q == '-')
+            q++;
+          while (q < end && g_ascii_isdigit (*q))
+            q++;
+          if (q >= end)
+            return ON_DISK_UNSURE;
+          /* Not a whole number: tern_chat_load refuses it too. */
+          if (q == p || (q == p + 1 && *p == '-') || *q == '.' || *q == 'e' || *q == 'E')
+            return ON_DISK_FOREIGN;
+          /* Longer than any gint64: a version far past this one. */
+          if ((gsize) (q - p) >= sizeof digits)
+            version = G_MAXINT64;
+          else
+            {
+              memcpy (digits, p, (gsize) (q - p));
+              digits[q - p] = '\0';
+              version = g_ascii_strtoll (digits, NULL, 10);
+            }
+          have_version = TRUE;
+          p = q;
+        }
+      else if (*p == '"')
+        {
+          if (!skip_string (&p, end, &value, &value_len, &plain))
+            return ON_DISK_UNSURE;
+        }
+      else if (*p == '{' || *p == '[')
+        return ON_DISK_UNSURE;
+      else
+        {
+          while (p < end && (g_ascii_isalnum (*p) || *p == '-' || *p == '+' || *p == '.'))
+            p++;
+        }
+      if (have_format && have_version)
+        break;
+    }
+  if (!have_format)
+    return ON_DISK_FOREIGN;
+  return version > FORMAT_VERSION ? ON_DISK_NEWER : ON_DISK_OURS;
+}
+
+/* What the whole file says, read as tern_chat_load reads it (bounded, the
+ * JSON checked before json-glib sees it), when its first bytes do not. */
+static OnDisk
+parse_header (const char *path)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autofree char *data = NULL;
+  gsize len = 0;
+  tn_error check = { 0 };
+  JsonNode *root, *n;
+  JsonObject *o;
+  gint64 version = 1;
+
+  if (!tern_read_file (path, MAX_FILE_BYTES, &data, &len, NULL)
+      || tn_json_check (data, len, path, MAX_DEPTH,
+                        TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS,
+                        &check) != TN_OK
+      || !json_parser_load_from_data (parser, data, (gssize) len, NULL))
+    return ON_DISK_FOREIGN;
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    return ON_DISK_FOREIGN;
+  o = json_node_get_object (root);
+  n = json_object_get_member (o, "format");
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING
+      || !g_str_equal (json_node_get_string (n), "tern-chat"))
+    return ON_DISK_FOREIGN;
+  n = json_object_get_member (o, "version");
+  if (n != NULL)
+    {
+      if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64)
+        return ON_DISK_FOREIGN;
+      version = json_node_get_int (n);
+    }
+  return version > FORMAT_VERSION ? ON_DISK_NEWER : ON_DISK_OURS;
+}
+
+/* What is at PATH now. Opened like tern_read_file opens (O_NONBLOCK: a
+ * FIFO put there must not block the save for ever) and only a regular
+ * file read; a file that cannot be read is not one to replace either. */
+static OnDisk
+file_on_disk (const char *path)
+{
+  char buf[PEEK_BYTES];
+  gsize n = 0;
+  struct stat sb;
+  OnDisk what;
+  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+  if (fd < 0)
+    return errno == ENOENT ? ON_DISK_NONE : ON_DISK_FOREIGN;
+  if (fstat (fd, &sb) != 0 || !S_ISREG (sb.st_mode))
+    {
+      close (fd);
+      return ON_DISK_FOREIGN;
+    }
+  while (n < sizeof buf)
+    {
+      ssize_t got = read (fd, buf + n, sizeof buf - n);
+
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got < 0)
+        {
+          close (fd);
+          return ON_DISK_FOREIGN;
+        }
+      if (got == 0)
+        break;
+      n += (gsize) got;
+    }
+  close (fd);
+  what = peek_header (buf, buf + n);
+  return what == ON_DISK_UNSURE ? parse_header (path) : what;
+}
+
+/* The notice for a chat saved as a new one because its file, PATH, was
+ * WHAT. A toast shows one line: what happened comes first, the file last
+ * (the new file is in the log). */
+static char *
+moved_message (OnDisk      what,
+               const char *title,
+               const char *path)
+{
+  if (what == ON_DISK_NEWER)
+    /* Translators: a chat's title, and its file (left as it is) */
+    return g_strdup_printf (_("“%s” is saved as a new chat: its file now holds a newer Tern’s "
+                              "chat, left as it is (%s)"),
+                            title, path);
+  /* Translators: a chat's title, and its file (left as it is) */
+  return g_strdup_printf (_("“%s” is saved as a new chat: its file was replaced by one Tern "
+                            "cannot read, left as it is (%s)"),
+                          title, path);
+}
+
+/* The JSON of a chat (tern_chat_to_json's) with another "id": the one of
+ * the new file it is saved to. NULL if it is not such JSON. */
+static char *
+json_with_id (const char *json,
+              const char *id)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(JsonGenerator) gen = json_generator_new ();
+  JsonNode *root;
+
+  if (!json_parser_load_from_data (parser, json, -1, NULL))
+    return NULL;
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    return NULL;
+  json_object_set_string_member (json_node_get_object (root), "id", id);
+  json_generator_set_root (gen, root);
+  json_generator_set_pretty (gen, TRUE);
+  return json_generator_to_data (gen, NULL);
+}
+
 /* A chat is never written larger than tern_chat_load reads: the file on
  * disk (and its pictures) stay as last saved, and the error says why. */
 static gboolean
@@ -799,18 +1081,67 @@ check_size (const char *path,
   return FALSE;
 }
 
+/* A background save that found its chat's file not one to replace wrote
+ * the chat under a new id: the chat (held) takes that id on the main
+ * thread, before its next save is asked or a delete looks for its file. */
+typedef struct {
+  TernChat *chat;
+  char *from;
+  char *to;
+} Move;
+
+static GMutex save_lock;
+static GCond save_done;
+static guint saves_pending;
+static GPtrArray *moves; /* Move*, under save_lock */
+
+static void
+move_free (Move *m)
+{
+  g_object_unref (m->chat);
+  g_free (m->from);
+  g_free (m->to);
+  g_free (m);
+}
+
+/* Main thread only: the chat's id is read there without a lock. */
+static void
+apply_moves (void)
+{
+  g_autoptr(GPtrArray) taken = NULL;
+
+  g_mutex_lock (&save_lock);
+  taken = g_steal_pointer (&moves);
+  g_mutex_unlock (&save_lock);
+  for (guint i = 0; taken != NULL && i < taken->len; i++)
+    {
+      Move *m = g_ptr_array_index (taken, i);
+
+      /* Not if it has moved again since (another save, in the foreground). */
+      if (g_str_equal (m->chat->id, m->from))
+        {
+          g_free (m->chat->id);
+          m->chat->id = g_strdup (m->to);
+        }
+    }
+}
+
 gboolean
 tern_chat_save (TernChat   *self,
                 const char *dir,
                 GError    **error)
 {
-  g_autofree char *json = tern_chat_to_json (self);
-  g_autofree char *name = g_strconcat (self->id, ".json", NULL);
-  g_autofree char *path = g_build_filename (dir, name, NULL);
-
+  g_autofree char *json = NULL;
+  g_autofree char *name = NULL;
+  g_autofree char *path = NULL;
   ImageSet images = { 0 };
   gboolean ok;
+  OnDisk what;
 
+  apply_moves ();
+  json = tern_chat_to_json (self);
+  name = g_strconcat (self->id, ".json", NULL);
+  path = g_build_filename (dir, name, NULL);
   if (!check_size (path, json, error))
     return FALSE;
   if (g_mkdir_with_parents (dir, 0700) != 0)
@@ -819,6 +1150,24 @@ tern_chat_save (TernChat   *self,
       g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", dir,
                    g_strerror (saved));
       return FALSE;
+    }
+  /* Before its pictures too: writing them prunes the folder, which a newer
+   * Tern's chat of the same id shares. */
+  what = file_on_disk (path);
+  if (what == ON_DISK_NEWER || what == ON_DISK_FOREIGN)
+    {
+      g_autofree char *old_path = g_steal_pointer (&path);
+      g_autofree char *message = NULL;
+
+      g_free (self->id);
+      self->id = g_uuid_string_random ();
+      g_free (json);
+      json = tern_chat_to_json (self);
+      g_free (name);
+      name = g_strconcat (self->id, ".json", NULL);
+      path = g_build_filename (dir, name, NULL);
+      message = moved_message (what, tern_chat_get_title (self), old_path);
+      g_message ("%s (saved as %s)", message, path);
     }
   image_set_collect (self, &images);
   ok = write_images (dir, self->id, &images, error);
@@ -837,16 +1186,15 @@ typedef struct {
   char *id;
   char *path;
   char *json;
+  char *title;
   ImageSet images;
+  GWeakRef chat;
   GWeakRef owner;
   TernChatSaveError error_func;
   GMainContext *context;
   char *error;
+  char *notice; /* saved as a new chat: said before any error */
 } SaveJob;
-
-static GMutex save_lock;
-static GCond save_done;
-static guint saves_pending;
 
 static void
 save_job_free (SaveJob *job)
@@ -855,10 +1203,13 @@ save_job_free (SaveJob *job)
   g_free (job->id);
   g_free (job->path);
   g_free (job->json);
+  g_free (job->title);
   image_set_clear (&job->images);
+  g_weak_ref_clear (&job->chat);
   g_weak_ref_clear (&job->owner);
   g_main_context_unref (job->context);
   g_free (job->error);
+  g_free (job->notice);
   g_free (job);
 }
 
@@ -868,9 +1219,77 @@ save_job_report (gpointer data)
   SaveJob *job = data;
   g_autoptr(GObject) owner = g_weak_ref_get (&job->owner);
 
-  if (owner != NULL && job->error_func != NULL)
+  apply_moves ();
+  if (owner != NULL && job->error_func != NULL && job->notice != NULL)
+    job->error_func (owner, job->notice);
+  if (owner != NULL && job->error_func != NULL && job->error != NULL)
     job->error_func (owner, job->error);
   return G_SOURCE_REMOVE;
+}
+
+/* Pool thread only (one thread): the files that saves found not theirs to
+ * replace, and the id each chat was saved under instead (char* -> char*).
+ * Saves of the chat asked before it took its new id follow it there,
+ * rather than each making a copy of its own. */
+static GHashTable *moved_paths;
+
+static void
+save_job_move_to (SaveJob    *job,
+                  const char *id)
+{
+  g_autofree char *name = g_strconcat (id, ".json", NULL);
+  char *json = json_with_id (job->json, id);
+
+  g_free (job->id);
+  job->id = g_strdup (id);
+  g_free (job->path);
+  job->path = g_build_filename (job->dir, name, NULL);
+  if (json != NULL)
+    {
+      g_free (job->json);
+      job->json = json;
+    }
+}
+
+/* Before anything is written: the file this save would replace is looked
+ * at, and one that is not this version's chat kept (see file_on_disk). */
+static void
+save_job_check_target (SaveJob *job)
+{
+  const char *id;
+  OnDisk what;
+
+  if (moved_paths == NULL)
+    moved_paths = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  while ((id = g_hash_table_lookup (moved_paths, job->path)) != NULL)
+    save_job_move_to (job, id);
+  what = file_on_disk (job->path);
+  if (what == ON_DISK_NEWER || what == ON_DISK_FOREIGN)
+    {
+      g_autofree char *new_id = g_uuid_string_random ();
+      g_autofree char *old_path = g_strdup (job->path);
+      g_autofree char *old_id = g_strdup (job->id);
+      TernChat *chat = g_weak_ref_get (&job->chat);
+
+      g_hash_table_insert (moved_paths, g_strdup (old_path), g_strdup (new_id));
+      save_job_move_to (job, new_id);
+      job->notice = moved_message (what, job->title, old_path);
+      g_message ("%s (saved as %s)", job->notice, job->path);
+      /* The chat gone meanwhile (deleted): its copy is saved all the same. */
+      if (chat != NULL)
+        {
+          Move *m = g_new0 (Move, 1);
+
+          m->chat = chat; /* unreferenced on the main thread, by apply_moves */
+          m->from = g_steal_pointer (&old_id);
+          m->to = g_steal_pointer (&new_id);
+          g_mutex_lock (&save_lock);
+          if (moves == NULL)
+            moves = g_ptr_array_new_with_free_func ((GDestroyNotify) move_free);
+          g_ptr_array_add (moves, m);
+          g_mutex_unlock (&save_lock);
+        }
+    }
 }
 
 static void
@@ -889,13 +1308,17 @@ save_job_run (gpointer data,
           int saved = errno;
           job->error = g_strdup_printf ("%s: %s", job->dir, g_strerror (saved));
         }
-      else if (!write_images (job->dir, job->id, &job->images, &error)
-               || !g_file_set_contents_full (job->path, job->json, -1,
-                                             G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
-        job->error = g_strdup (error->message);
+      else
+        {
+          save_job_check_target (job);
+          if (!write_images (job->dir, job->id, &job->images, &error)
+              || !g_file_set_contents_full (job->path, job->json, -1,
+                                            G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
+            job->error = g_strdup (error->message);
+        }
     }
 
-  if (job->error != NULL)
+  if (job->error != NULL || job->notice != NULL)
     {
       /* A source of the owner's context, not g_main_context_invoke_full:
        * that would run the report (a toast) on this pool thread whenever
@@ -927,14 +1350,17 @@ tern_chat_save_in_background (TernChat          *self,
   /* One thread: the writes of a chat land in the order they were asked. */
   static GThreadPool *pool;
   SaveJob *job = g_new0 (SaveJob, 1);
-  g_autofree char *name = g_strconcat (self->id, ".json", NULL);
+  g_autofree char *name = NULL;
 
   if (g_once_init_enter (&pool))
     g_once_init_leave (&pool, g_thread_pool_new (save_job_run, NULL, 1, FALSE, NULL));
+  apply_moves ();
+  name = g_strconcat (self->id, ".json", NULL);
   job->dir = g_strdup (dir);
   job->id = g_strdup (self->id);
   job->path = g_build_filename (dir, name, NULL);
   job->json = tern_chat_to_json (self);
+  job->title = g_strdup (tern_chat_get_title (self));
   {
     g_autoptr(GError) error = NULL;
 
@@ -946,6 +1372,7 @@ tern_chat_save_in_background (TernChat          *self,
   }
   /* The bytes are shared, not copied: GBytes are immutable. */
   image_set_collect (self, &job->images);
+  g_weak_ref_init (&job->chat, self);
   g_weak_ref_init (&job->owner, owner);
   job->error_func = error_func;
   job->context = g_main_context_ref_thread_default ();
@@ -962,6 +1389,9 @@ tern_chat_wait_saves (void)
   while (saves_pending > 0)
     g_cond_wait (&save_done, &save_lock);
   g_mutex_unlock (&save_lock);
+  /* Now, not at the report's turn in the main loop: a delete that waited
+   * for the saves must find the chat under the id it was saved as. */
+  apply_moves ();
 }
 
 gboolean
@@ -969,13 +1399,23 @@ tern_chat_delete_file (TernChat   *self,
                        const char *dir,
                        GError    **error)
 {
-  g_autofree char *name = g_strconcat (self->id, ".json", NULL);
-  g_autofree char *path = g_build_filename (dir, name, NULL);
-
-  g_autofree char *folder = images_dir (dir, self->id);
+  g_autofree char *name = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *folder = NULL;
   g_autoptr(GDir) d = NULL;
   const char *entry;
+  OnDisk what;
 
+  apply_moves (); /* saved as a new chat: that file is the one to delete */
+  name = g_strconcat (self->id, ".json", NULL);
+  path = g_build_filename (dir, name, NULL);
+  folder = images_dir (dir, self->id);
+  what = file_on_disk (path);
+
+  /* A newer Tern's chat (or another file) now in its place is not this
+   * chat's: it stays, with the pictures' folder it shares. */
+  if (what == ON_DISK_NEWER || what == ON_DISK_FOREIGN)
+    return TRUE;
   if (g_unlink (path) != 0 && errno != ENOENT)
     {
       int saved = errno;
@@ -1001,10 +1441,6 @@ tern_chat_delete_file (TernChat   *self,
  * the wrong type or without one it needs is refused as a whole, so that a
  * half-read chat is never shown, saved over or exported. */
 
-/* json-glib's parser recurses once per nesting level: a file of 100,000
- * opening brackets would overflow the stack before any check of ours. A
- * chat nests four levels deep (chat, messages, message, stats or a run). */
-#define MAX_DEPTH 32
 
 typedef struct {
   const char *path;

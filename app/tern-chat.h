@@ -44,7 +44,11 @@ TernChat    *tern_chat_load               (const char    *path,
                                            GError       **error);
 /* Writes DIR/ID.json atomically (temporary file, then rename). A chat over
  * the 64 MiB that tern_chat_load reads is refused (G_IO_ERROR_MESSAGE_TOO_LARGE)
- * and its file left as it was. */
+ * and its file left as it was. A file there now that is not a chat of a
+ * format this version writes (a newer Tern's, brought by a sync tool; one
+ * that cannot be read) is never replaced: the chat takes a new id and is
+ * saved under it (a g_message says so), the file and its pictures' folder
+ * left as they are. */
 gboolean     tern_chat_save               (TernChat      *self,
                                            const char    *dir,
                                            GError       **error);
@@ -52,7 +56,9 @@ gboolean     tern_chat_save               (TernChat      *self,
  * the disk (an fsync can take tens of milliseconds): the JSON is taken now;
  * writes run one at a time, in the order asked. On failure, error_func runs
  * on the caller's thread-default main context with the message, if owner (a
- * weak reference) is still alive. */
+ * weak reference) is still alive; and with a notice when the chat was saved
+ * under a new id (see tern_chat_save), which the chat has taken by then
+ * (and by the time tern_chat_wait_saves returns). */
 typedef void (*TernChatSaveError) (GObject *owner, const char *message);
 void         tern_chat_save_in_background (TernChat      *self,
                                            const char    *dir,
@@ -60,6 +66,8 @@ void         tern_chat_save_in_background (TernChat      *self,
                                            TernChatSaveError error_func);
 /* Blocks until every background save asked so far is on disk. */
 void         tern_chat_wait_saves         (void);
+/* Removes DIR/ID.json and the pictures' folder; a file there that is not
+ * this version's chat (see tern_chat_save) is left, with the folder. */
 gboolean     tern_chat_delete_file        (TernChat      *self,
                                            const char    *dir,
                                            GError       **error);

@@ -517,6 +517,50 @@ part_chat_files (Fixture *f)
               copy ? tern_chat_get_message (copy, 0)->images_missing : 0);
     }
 
+    /* A newer Tern's chat that a sync tool brings over old-backup.json
+     * while it is open here: its next save replaced it (only loading
+     * looked at the version), and the newer chat was lost. Now the file
+     * and its pictures' folder stay as they are; the chat, with what was
+     * written since, is saved as a new one, still in the list, and a
+     * toast says so. */
+    {
+      static const char synced[] =
+        "{\"format\":\"tern-chat\",\"version\":2,\"id\":\"old-backup\",\"mode\":\"chat\","
+        "\"messages\":[{\"role\":\"user\",\"content\":\"Asked on the other machine\"}]}";
+      TernChat *backup = find_chat (f->w, "old-backup");
+      g_autofree char *moved_path = NULL;
+      g_autofree char *moved = NULL;
+      g_autoptr(TernChat) back = NULL;
+      guint n_messages = backup ? tern_chat_get_n_messages (backup) : 0;
+
+      CHECK (backup != NULL);
+      open_chat (f->w, "old-backup");
+      write_file (f->chats_dir, "old-backup.json", synced, -1);
+      tern_window_dismiss_toasts (f->w);
+      tern_window_set_composer_text (f->w, "Written after the sync");
+      activate (f->w, "new-chat", NULL);
+      tern_chat_wait_saves ();
+      spin_for (0.5);
+      g_clear_pointer (&text, g_free);
+      CHECKF (g_file_get_contents (backup_path, &text, NULL, NULL) && g_str_equal (text, synced),
+              "old-backup.json after the save: %s", text ? text : "(gone)");
+      CHECK (exists (f->chats_dir, "old-backup.images"));
+      CHECK (backup != NULL && !g_str_equal (tern_chat_get_id (backup), "old-backup"));
+      CHECK (backup != NULL && find_chat (f->w, tern_chat_get_id (backup)) == backup);
+      moved = g_strconcat (backup ? tern_chat_get_id (backup) : "", ".json", NULL);
+      moved_path = g_build_filename (f->chats_dir, moved, NULL);
+      back = tern_chat_load (moved_path, NULL);
+      CHECKF (back != NULL && tern_chat_get_n_messages (back) == n_messages
+              && g_strcmp0 (tern_chat_get_draft (back), "Written after the sync") == 0,
+              "%s: %s", moved, back ? tern_chat_get_draft (back) : "(not read)");
+      err = tern_window_get_last_error (f->w);
+      CHECKF (err != NULL && strstr (err, "is saved as a new chat") != NULL
+              && strstr (err, backup_path) != NULL
+              && strstr (err, "newer Tern") != NULL, "notice: %s", err);
+      CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-files-newer.png"));
+      g_unlink (moved_path);
+      g_unlink (backup_path);
+    }
     g_unlink (newer_path);
     g_unlink (newer_too_path);
   }

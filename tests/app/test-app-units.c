@@ -790,6 +790,189 @@ test_chat_too_large (const char *dir)
   CHECK (tern_chat_delete_file (chat, dir, NULL));
 }
 
+static guint
+count_json_files (const char *dir)
+{
+  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+  guint n = 0;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    n += g_str_has_suffix (name, ".json");
+  return n;
+}
+
+static char *
+write_over (const char *dir,
+            const char *id,
+            const char *text)
+{
+  g_autofree char *name = g_strconcat (id, ".json", NULL);
+  char *path = g_build_filename (dir, name, NULL);
+
+  CHECK (g_file_set_contents (path, text, -1, NULL));
+  return path;
+}
+
+/* Only loading looked at "version": a newer Tern's chat that a sync tool
+ * put over the file of a chat open here was replaced by that chat's next
+ * save (and its pictures' folder pruned to this chat's), and a delete
+ * removed it. A save now looks first at the file it would replace: one
+ * that is not this version's chat stays as it is, with its folder, and
+ * the chat is saved under a new id (in the foreground and the background,
+ * where saves asked before the chat took the id follow it to the one
+ * copy); a delete leaves such a file alone. A file of this version's,
+ * even with "version" past the first 4 KiB the save reads, is replaced
+ * in place as before. */
+static void
+test_chat_newer_on_disk (const char *dir)
+{
+  static const char newer[] =
+    "{\"format\": \"tern-chat\", \"version\": 2, \"id\": \"x\", \"mode\": \"chat\",\n"
+    " \"branches\": [], \"messages\": [{\"role\": \"user\", \"content\": \"from the future\"}]}\n";
+  g_autoptr(TernChat) chat = tern_chat_new ("chat");
+  g_autoptr(GObject) owner = g_object_new (G_TYPE_OBJECT, NULL);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *id0 = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *folder = NULL;
+  g_autofree char *image = NULL;
+  g_autofree char *late = NULL;
+  gint64 until;
+
+  g_mkdir_with_parents (dir, 0700);
+  tern_chat_append (chat, "user", "Hello");
+  tern_chat_append (chat, "assistant", "Hi");
+  CHECKF (tern_chat_save (chat, dir, &error), "%s", error ? error->message : "");
+  id0 = g_strdup (tern_chat_get_id (chat));
+
+  /* In the foreground: the newer file and its picture stay; the chat,
+   * with the message since, is in a file of its own. */
+  path = write_over (dir, id0, newer);
+  folder = g_strdup_printf ("%s/%s.images", dir, id0);
+  image = g_strdup_printf ("%s/%064d.png", folder, 0);
+  g_mkdir_with_parents (folder, 0700);
+  CHECK (g_file_set_contents (image, "png", 3, NULL));
+  tern_chat_append (chat, "user", "And then?");
+  CHECKF (tern_chat_save (chat, dir, &error), "%s", error ? error->message : "");
+  {
+    g_autofree char *now = file_text (path);
+    g_autofree char *copy = g_strdup_printf ("%s/%s.json", dir, tern_chat_get_id (chat));
+    g_autoptr(TernChat) back = NULL;
+
+    CHECKF (g_strcmp0 (now, newer) == 0, "the newer file now: %s", now ? now : "(gone)");
+    CHECK (g_file_test (image, G_FILE_TEST_EXISTS));
+    CHECKF (!g_str_equal (tern_chat_get_id (chat), id0), "still %s", id0);
+    back = tern_chat_load (copy, &error);
+    CHECKF (back != NULL && tern_chat_get_n_messages (back) == 3, "%s",
+            error ? error->message : "");
+    CHECK (back != NULL && g_str_equal (tern_chat_get_id (back), tern_chat_get_id (chat)));
+  }
+  /* Deleted: its own file goes, the newer one (and folder) stay. */
+  CHECK (tern_chat_delete_file (chat, dir, NULL));
+  CHECK (count_json_files (dir) == 1);
+  {
+    g_autoptr(TernChat) again = tern_chat_new ("chat");
+    g_autofree char *again_path = NULL;
+
+    /* A chat whose file is now the newer one, deleted: the file stays. */
+    tern_chat_append (again, "user", "Hello");
+    CHECK (tern_chat_save (again, dir, NULL));
+    again_path = write_over (dir, tern_chat_get_id (again), newer);
+    CHECK (tern_chat_delete_file (again, dir, NULL));
+    {
+      g_autofree char *now = file_text (again_path);
+      CHECKF (g_strcmp0 (now, newer) == 0, "deleted: %s", now ? now : "(gone)");
+    }
+    g_unlink (again_path);
+  }
+  g_unlink (path);
+  g_unlink (image);
+  g_rmdir (folder);
+  CHECK (count_json_files (dir) == 0);
+
+  /* In the background, two saves asked before the first found the file
+   * replaced (by one whose "version" comes after a long title: read
+   * whole): one copy, which the chat is known by once they are done, and
+   * a notice naming the file left alone. */
+  g_clear_object (&chat);
+  chat = tern_chat_new ("chat");
+  tern_chat_append (chat, "user", "Hello");
+  CHECK (tern_chat_save (chat, dir, NULL));
+  g_free (id0);
+  id0 = g_strdup (tern_chat_get_id (chat));
+  {
+    g_autofree char *pad = g_strnfill (8000, 'x');
+    late = g_strdup_printf ("{\"format\": \"tern-chat\", \"title\": \"%s\", \"version\": 3, "
+                            "\"id\": \"x\", \"messages\": []}", pad);
+  }
+  g_free (path);
+  path = write_over (dir, id0, late);
+  tern_chat_append (chat, "assistant", "Hi");
+  tern_chat_save_in_background (chat, dir, owner, save_report);
+  tern_chat_append (chat, "user", "More");
+  tern_chat_save_in_background (chat, dir, owner, save_report);
+  tern_chat_wait_saves ();
+  CHECKF (!g_str_equal (tern_chat_get_id (chat), id0), "still %s after the saves", id0);
+  {
+    g_autofree char *now = file_text (path);
+    g_autofree char *copy = g_strdup_printf ("%s/%s.json", dir, tern_chat_get_id (chat));
+    g_autoptr(TernChat) back = tern_chat_load (copy, NULL);
+
+    CHECK (g_strcmp0 (now, late) == 0);
+    CHECKF (count_json_files (dir) == 2, "%u files", count_json_files (dir));
+    CHECK (back != NULL && tern_chat_get_n_messages (back) == 3);
+  }
+  g_clear_pointer (&save_report_message, g_free);
+  until = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+  while (save_report_message == NULL && g_get_monotonic_time () < until)
+    g_main_context_iteration (NULL, FALSE);
+  CHECKF (save_report_message != NULL && strstr (save_report_message, path) != NULL
+          && strstr (save_report_message, "newer Tern") != NULL
+          && strstr (save_report_message, "is saved as a new chat") != NULL,
+          "report: %s", save_report_message ? save_report_message : "(none)");
+  /* Saved again: in its new file, in place. */
+  tern_chat_append (chat, "assistant", "Done");
+  CHECK (tern_chat_save (chat, dir, NULL));
+  CHECKF (count_json_files (dir) == 2, "%u files", count_json_files (dir));
+  g_clear_pointer (&save_report_message, g_free);
+
+  /* Not a chat (cut off by a sync tool, another file): kept too. */
+  {
+    g_autofree char *id1 = g_strdup (tern_chat_get_id (chat));
+    g_autofree char *cut = write_over (dir, id1, "{\"format\": \"tern-chat\", \"ver");
+    g_autofree char *now = NULL;
+
+    CHECK (tern_chat_save (chat, dir, NULL));
+    now = file_text (cut);
+    CHECK (g_strcmp0 (now, "{\"format\": \"tern-chat\", \"ver") == 0);
+    CHECK (!g_str_equal (tern_chat_get_id (chat), id1));
+    g_unlink (cut);
+  }
+
+  /* This version's, "version" past the first 4 KiB or absent: replaced. */
+  {
+    g_autofree char *id1 = g_strdup (tern_chat_get_id (chat));
+    g_autofree char *pad = g_strnfill (8000, 'y');
+    g_autofree char *own = g_strdup_printf ("{\"format\": \"tern-chat\", \"title\": \"%s\", "
+                                            "\"version\": 1, \"id\": \"x\", \"messages\": []}",
+                                            pad);
+    g_autofree char *mine = write_over (dir, id1, own);
+    g_autofree char *now = NULL;
+
+    CHECK (tern_chat_save (chat, dir, NULL));
+    CHECK (g_str_equal (tern_chat_get_id (chat), id1));
+    g_clear_pointer (&mine, g_free);
+    mine = write_over (dir, id1, "{\"format\":\"tern-chat\",\"id\":\"x\",\"messages\":[]}");
+    CHECK (tern_chat_save (chat, dir, NULL));
+    CHECK (g_str_equal (tern_chat_get_id (chat), id1));
+    now = file_text (mine);
+    CHECK (now != NULL && strstr (now, "Done") != NULL);
+  }
+  CHECK (tern_chat_delete_file (chat, dir, NULL));
+  g_unlink (path);
+}
+
 /* The plot's scale tops at a round figure just above the peak. */
 static void
 test_plot_scale (void)
@@ -1333,6 +1516,10 @@ main (void)
   test_chat_copies (chats);
   test_chat_version (chats);
   test_chat_too_large (chats);
+  {
+    g_autofree char *newer = g_build_filename (tmp, "newer-on-disk", NULL);
+    test_chat_newer_on_disk (newer);
+  }
   test_plot_scale ();
   test_context ();
   test_sampling (tmp);
