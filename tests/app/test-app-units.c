@@ -950,6 +950,19 @@ test_chat_newer_on_disk (const char *dir)
     g_unlink (cut);
   }
 
+  /* A FIFO put in its place: not opened for writing, not waited on. */
+  {
+    g_autofree char *id1 = g_strdup (tern_chat_get_id (chat));
+    g_autofree char *fifo = g_strdup_printf ("%s/%s.json", dir, id1);
+
+    g_unlink (fifo);
+    CHECK (mkfifo (fifo, 0600) == 0);
+    CHECK (tern_chat_save (chat, dir, NULL));
+    CHECK (!g_str_equal (tern_chat_get_id (chat), id1));
+    CHECK (g_file_test (fifo, G_FILE_TEST_EXISTS) && !g_file_test (fifo, G_FILE_TEST_IS_REGULAR));
+    g_unlink (fifo);
+  }
+
   /* This version's, "version" past the first 4 KiB or absent: replaced. */
   {
     g_autofree char *id1 = g_strdup (tern_chat_get_id (chat));
