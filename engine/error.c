@@ -1,6 +1,9 @@
 #include "tn-internal.h"
 
+#include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -261,15 +264,95 @@ const char *tn_status_name(int status) {
     }
 }
 
-static char sigbus_message[512];
-static size_t sigbus_len;
+/* ------------------------------------------------------------ SIGBUS
+ *
+ * Models and repack caches are read through mappings: a file truncated under
+ * its mapping (cp or a re-download over it, rsync --inplace, a sync tool)
+ * makes the next read of a page past its new end a SIGBUS. One handler,
+ * installed once, serves two cases:
+ *
+ * - a load-time pass over a mapping (the NaN/Inf scan, the repack, the
+ *   repack cache's checks) runs under tn_guarded_read: a fault at an address
+ *   inside the mappings the pass named, on the thread that armed it, jumps
+ *   back out of the pass, which then returns an ordinary load error;
+ * - any other SIGBUS (a decode step's read, another thread, another
+ *   mapping, a hardware error): tn_sigbus_say's message, then whatever
+ *   handled SIGBUS before this one (the default: the process ends).
+ *
+ * The guard is thread-local, so a fault is only ever caught on the thread
+ * whose pass it interrupts: the jump never crosses another thread's frames.
+ * A guarded pass must own nothing that the jump would lose (no lock, no
+ * allocation of its own: its caller allocates before and frees after). */
 
-static void on_sigbus(int sig) {
-    /* write() and signal() only: async-signal-safe. */
-    ssize_t ignored = write(STDERR_FILENO, sigbus_message, sigbus_len);
-    (void)ignored;
-    signal(sig, SIG_DFL);
+static char sigbus_message[512];
+static volatile sig_atomic_t sigbus_len;
+static struct sigaction sigbus_previous;
+static pthread_once_t sigbus_once = PTHREAD_ONCE_INIT;
+
+typedef struct read_guard {
+    sigjmp_buf jump;
+    const tn_read_span *spans;
+    int n_spans;
+    volatile sig_atomic_t hit; /* the span that faulted */
+    struct read_guard *outer;  /* a guarded pass inside another */
+    tn_error *err;
+} read_guard;
+
+/* Set (to a frame of tn_guarded_read) only while a pass runs. Written
+ * before the first fault can happen, so the thread's TLS block is already
+ * allocated when the handler reads it (no allocation in the handler). */
+static __thread read_guard *volatile active_guard;
+
+static void (*guard_hook)(const char *pass, void *user);
+static void *guard_hook_user;
+
+static void on_sigbus(int sig, siginfo_t *si, void *context) {
+    /* Only async-signal-safe operations: reads of this thread's guard,
+     * siglongjmp to a frame still live on this thread, write, sigaction,
+     * raise. */
+    read_guard *g = active_guard;
+    if (g && si && si->si_code == BUS_ADRERR) {
+        const uintptr_t a = (uintptr_t)si->si_addr;
+        for (int i = 0; i < g->n_spans; i++) {
+            const uintptr_t b = (uintptr_t)g->spans[i].base;
+            if (a >= b && a - b < g->spans[i].size) {
+                g->hit = i;
+                active_guard = NULL; /* a second fault is not caught again */
+                siglongjmp(g->jump, 1);
+            }
+        }
+    }
+    if (sigbus_len > 0) {
+        ssize_t ignored = write(STDERR_FILENO, sigbus_message, (size_t)sigbus_len);
+        (void)ignored;
+    }
+    if (sigbus_previous.sa_flags & SA_SIGINFO) {
+        if (sigbus_previous.sa_sigaction) {
+            sigbus_previous.sa_sigaction(sig, si, context);
+            return;
+        }
+    } else if (sigbus_previous.sa_handler != SIG_DFL && sigbus_previous.sa_handler != SIG_IGN) {
+        sigbus_previous.sa_handler(sig);
+        return;
+    }
+    /* The default action, as before there was a handler: the signal stays
+     * blocked until this returns, then ends the process (a fault would
+     * also repeat at its instruction). */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
     raise(sig);
+}
+
+static void sigbus_install(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGBUS, &sa, &sigbus_previous);
 }
 
 void tn_sigbus_say(const char *message) {
@@ -278,14 +361,49 @@ void tn_sigbus_say(const char *message) {
     size_t n = strlen(message);
     if (n > sizeof sigbus_message - 2)
         n = sizeof sigbus_message - 2;
+    sigbus_len = 0; /* the handler writes nothing while the text changes */
     memcpy(sigbus_message, message, n);
     one_line(sigbus_message, n);
     sigbus_message[n] = '\n';
-    sigbus_len = n + 1;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigbus;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGBUS, &sa, NULL);
+    atomic_signal_fence(memory_order_seq_cst);
+    sigbus_len = (sig_atomic_t)(n + 1);
+    pthread_once(&sigbus_once, sigbus_install);
+}
+
+void tn_test_read_guard_hook(void (*hook)(const char *pass, void *user), void *user) {
+    guard_hook = hook;
+    guard_hook_user = user;
+}
+
+int tn_guarded_read(const tn_read_span *spans, int n_spans, const char *pass,
+                    void (*fn)(void *arg), void *arg, tn_error *err) {
+    pthread_once(&sigbus_once, sigbus_install);
+    /* What the fault path needs lives in g, in memory: after the jump no
+     * local kept in a register is read (-Wclobbered). */
+    read_guard g = {.spans = spans, .n_spans = n_spans, .hit = -1, .outer = active_guard,
+                    .err = err};
+    /* No signal mask saved: that would cost a system call per pass. The
+     * handler runs with SIGBUS blocked, so the fault path unblocks it. */
+    if (sigsetjmp(g.jump, 0) == 0) {
+        active_guard = &g;
+        /* The compiler must not move the pass's reads of the mapping above
+         * the arming, or below the disarming. */
+        atomic_signal_fence(memory_order_seq_cst);
+        if (guard_hook)
+            guard_hook(pass, guard_hook_user);
+        fn(arg);
+        atomic_signal_fence(memory_order_seq_cst);
+        active_guard = g.outer;
+        return TN_OK;
+    }
+    active_guard = g.outer;
+    sigset_t bus;
+    sigemptyset(&bus);
+    sigaddset(&bus, SIGBUS);
+    pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
+    const int i = g.hit >= 0 && g.hit < g.n_spans ? (int)g.hit : 0;
+    return tn_fail(g.err, TN_ERR_IO,
+                   "'%s' shrank while it was being read (it is being rewritten?): load it again "
+                   "when it is complete",
+                   g.n_spans > 0 && g.spans[i].path ? g.spans[i].path : "?");
 }

@@ -744,6 +744,22 @@ const char *tn_gguf_part_path(const tn_gguf *g, int32_t k) {
     return k == 0 ? g->path : k > 0 && k <= g->n_parts ? g->parts[k - 1]->path : NULL;
 }
 uint64_t tn_gguf_data_offset(const tn_gguf *g) { return g->data_offset; }
+
+tn_read_span *tn_gguf_read_spans(const tn_gguf *g, int *n) {
+    *n = 0;
+    if (!g)
+        return NULL;
+    tn_read_span *s = malloc(((size_t)g->n_parts + 1) * sizeof *s);
+    if (!s)
+        return NULL;
+    /* An in-memory GGUF (tn_gguf_open_memory) cannot shrink: no span. */
+    for (int32_t k = 0; k <= g->n_parts; k++) {
+        const tn_gguf *p = k == 0 ? g : g->parts[k - 1];
+        if (p->mapped && p->base)
+            s[(*n)++] = (tn_read_span){.base = p->base, .size = (size_t)p->size, .path = p->path};
+    }
+    return s;
+}
 int64_t tn_gguf_n_kv(const tn_gguf *g) { return g->n_kv; }
 
 tn_str tn_gguf_kv_key(const tn_gguf *g, int64_t i) {

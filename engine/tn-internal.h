@@ -22,6 +22,35 @@ void tn_error_clear(tn_error *err);
  * (tn_gguf_n_parts). */
 const char *tn_gguf_part_path(const tn_gguf *g, int32_t k);
 
+/* A file mapped for reading: a SIGBUS at an address in [base, base + size)
+ * during a guarded pass means `path` shrank under its mapping. */
+typedef struct tn_read_span {
+    const void *base;
+    size_t size;
+    const char *path;
+} tn_read_span;
+
+/* Runs fn(arg), a load-time pass over mapped files, so that a file that
+ * shrinks under it (truncated or rewritten in place) is an error instead of
+ * the end of the process: a SIGBUS on this thread at an address inside one
+ * of the spans jumps back out of fn, and this returns TN_ERR_IO ("'PATH'
+ * shrank while it was being read ..."); TN_OK otherwise. fn must be able to
+ * stop at any read of the mapping: it takes no lock and allocates nothing
+ * that only it knows of (its caller allocates before, frees after, and
+ * treats what fn was writing as garbage). Costs no system call without a
+ * fault. engine/error.c has the handler (shared with tn_sigbus_say); `pass`
+ * names the pass for the test hook below. */
+int tn_guarded_read(const tn_read_span *spans, int n_spans, const char *pass,
+                    void (*fn)(void *arg), void *arg, tn_error *err);
+
+/* Tests only: hook(pass, user) runs inside each guarded pass, armed, before
+ * fn reads anything (a test truncates the file there). NULL removes it. */
+void tn_test_read_guard_hook(void (*hook)(const char *pass, void *user), void *user);
+
+/* The mappings of g (its file and every part of a split model), for
+ * tn_guarded_read: *n of them, malloc'd (NULL, *n 0, without memory). */
+tn_read_span *tn_gguf_read_spans(const tn_gguf *g, int *n);
+
 /* A message without arguments that the engine hands out as static text (the
  * chat-template warnings): the English text is the msgid, extracted by
  * xgettext's --keyword=TN_N_ (po/meson.build) like tn_fail's formats; the

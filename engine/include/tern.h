@@ -60,9 +60,16 @@ const char *tn_error_format(const tn_error *err, const char *translated, char *o
 /* Models and repack caches are read through mappings: a file truncated or
  * rewritten in place while in use (cp, rsync --inplace, a sync tool) makes
  * the next read of a page past its new end a SIGBUS, which killed the
- * process with a bare "Bus error". This installs a SIGBUS handler that
- * writes `message` (copied; one line; the caller's translation) to stderr,
- * then lets the signal end the process as before. Call it once from main. */
+ * process with a bare "Bus error". During a model load's passes over the
+ * whole file (the NaN/Inf scan, the repack, the repack cache's write and
+ * check) libtern catches that SIGBUS itself and the load fails with
+ * TN_ERR_IO, "'FILE' shrank while it was being read ...": the process goes
+ * on. Any other SIGBUS (a read while decoding, above all) still ends the
+ * process: this makes libtern's handler (installed once, by this or by
+ * the first load) write `message` (copied; one line; the caller's
+ * translation) to stderr first, then hand the signal to the handler that
+ * was there before it (the default: the process ends). Call it once from
+ * main, before installing any SIGBUS handler of your own. */
 void tn_sigbus_say(const char *message);
 
 /* ------------------------------------------------------------ tensor types */
