@@ -156,17 +156,43 @@ static const char *type_label(uint32_t type, char *buf, size_t n) {
     return buf;
 }
 
+typedef struct finite_scan {
+    const tn_gguf_tensor *t;
+    size_t row_bytes;
+    int64_t rows, cols;
+    int64_t bad; /* the result */
+} finite_scan;
+
+static void finite_scan_run(void *arg) {
+    finite_scan *f = arg;
+    f->bad = tn_weights_first_nonfinite(f->t->type, f->t->data, f->row_bytes, f->rows, f->cols);
+}
+
 /* A tensor without NaN or Inf (its shape already checked): a matrix
- * ne = {cols, rows}, or experts ne = {cols, rows, n_exp}. */
-static int check_finite(tn_model *m, const char *path, const tn_gguf_tensor *t, int64_t rows,
-                        tn_error *err) {
+ * ne = {cols, rows}, or experts ne = {cols, rows, n_exp}. The pass reads
+ * the whole tensor from the mapping: under tn_guarded_read, so that a file
+ * truncated meanwhile is an error, not a SIGBUS. g: the file t is in. */
+static int check_finite(tn_model *m, const tn_gguf *g, const char *path, const tn_gguf_tensor *t,
+                        int64_t rows, tn_error *err) {
     const int64_t cols = (int64_t)t->ne[0];
     const bool experts = t->n_dims >= 3 && t->ne[2] > 1;
     const int64_t n_exp = experts ? (int64_t)t->ne[2] : 1;
     size_t row_bytes = tn_type_row_bytes(t->type, (uint64_t)cols);
     if (m)
         m->finite_checked_bytes += (uint64_t)row_bytes * (uint64_t)rows * (uint64_t)n_exp;
-    int64_t bad = tn_weights_first_nonfinite(t->type, t->data, row_bytes, rows * n_exp, cols);
+    finite_scan f = {.t = t, .row_bytes = row_bytes, .rows = rows * n_exp, .cols = cols};
+    /* The model's spans are found once per load; a drafter's file (m
+     * NULL: a few tensors) per tensor. */
+    int n_spans = m ? m->n_read_spans : 0;
+    tn_read_span *own = m ? NULL : tn_gguf_read_spans(g, &n_spans);
+    const tn_read_span *spans = m ? m->read_spans : own;
+    int rc = spans && n_spans > 0
+                 ? tn_guarded_read(spans, n_spans, "finite", finite_scan_run, &f, err)
+                 : (finite_scan_run(&f), TN_OK); /* an in-memory file cannot shrink */
+    free(own);
+    if (rc != TN_OK)
+        return rc;
+    const int64_t bad = f.bad;
     if (bad < 0)
         return TN_OK;
     char name[256];
@@ -234,7 +260,7 @@ static int get_matrix(loader *ld, const char *name, int64_t cols, int64_t rows, 
      * as on a cache hit nothing else reads it from the file. */
     if (ld->defer_checks && ld->m && rows > 1 && tn_weight_repack_size(w) > 0)
         return defer_check(ld, t, rows);
-    return check_finite(ld->m, ld->path, t, rows, ld->err);
+    return check_finite(ld->m, ld->g, ld->path, t, rows, ld->err);
 }
 
 static void advise_huge(const void *p, uint64_t n) {
@@ -301,7 +327,7 @@ static int get_experts(loader *ld, const char *name, int64_t cols, int64_t rows,
         if (rc != TN_OK)
             return rc;
     } else {
-        int rc = check_finite(ld->m, ld->path, t, rows, ld->err);
+        int rc = check_finite(ld->m, ld->g, ld->path, t, rows, ld->err);
         if (rc != TN_OK)
             return rc;
     }
@@ -1280,7 +1306,7 @@ static int prepare(tn_model *m, tn_error *err) {
      * docs/QUANT.md). A cache file just made from a damaged model goes, so
      * that the next load checks again. */
     for (int32_t i = 0; rc == TN_OK && !from_cache && i < m->n_deferred_checks; i++) {
-        rc = check_finite(m, m->path, m->deferred_checks[i].t, m->deferred_checks[i].rows, err);
+        rc = check_finite(m, m->gguf, m->path, m->deferred_checks[i].t, m->deferred_checks[i].rows, err);
         if (rc != TN_OK && m->backend.repack_cache[0])
             unlink(m->backend.repack_cache);
     }
@@ -1319,6 +1345,7 @@ void tn_model_free(tn_model *m) {
         free(m->owned[i]);
     free(m->owned);
     free(m->deferred_checks);
+    free(m->read_spans);
     free(m->expert_ws);
     free(m->layers);
     tn_backend_close(&m->backend);
@@ -1355,7 +1382,8 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
         const char *slash = strrchr(path, '/');
         m->name = strdup(slash ? slash + 1 : path);
     }
-    if (!m->path || !m->name) {
+    m->read_spans = tn_gguf_read_spans(m->gguf, &m->n_read_spans);
+    if (!m->path || !m->name || !m->read_spans) {
         tn_model_free(m);
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
     }

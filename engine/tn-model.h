@@ -168,6 +168,10 @@ struct tn_model {
     int32_t n_deferred_checks;
     int32_t cap_deferred_checks;
     uint64_t finite_checked_bytes; /* what the NaN/Inf passes of the load read (tests) */
+    /* The model file's mappings (tn_gguf_read_spans): the load's passes over
+     * them run under tn_guarded_read */
+    struct tn_read_span *read_spans;
+    int n_read_spans;
     /* Experts in the backend's layout, from the repack cache file (model.c
      * prepare): [n_layer][n_expert][3], gate, up, down */
     tn_weight *expert_ws;
