@@ -50,9 +50,11 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, int 
     snprintf(be->repack_source, sizeof be->repack_source, "none");
     be->repack_cache[0] = '\0';
     be->repack_cache_hit = false;
+    tn_error fault = {0};
     if (file_mapped && be->gguf) {
         tn_repack_cache_result r;
         rc = tn_repack_cache_prepare(ws, n, n_file_only, be->gguf, NULL, &r);
+        fault = r.fault;
         s->storage = r.storage;
         s->map = r.map;
         s->map_bytes = r.map_bytes;
@@ -77,6 +79,11 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, int 
         rc = tn_weights_repack(ws, n - n_file_only, file_mapped, &s->storage, &got);
         if (rc == TN_OK && s->storage)
             snprintf(be->repack_source, sizeof be->repack_source, "memory");
+    }
+    if (rc == TN_ERR_IO && fault.code == TN_ERR_IO) {
+        if (err) /* the model file shrank under the repack: fault says so */
+            *err = fault;
+        return rc;
     }
     if (rc != TN_OK)
         return tn_fail(err, rc, "%s: out of memory for the repacked weights", path);

@@ -653,49 +653,151 @@ void tn_repack_cache_unmap(void *map, size_t bytes) {
         munmap(map, bytes);
 }
 
+/* A pass over the model's mapping (and `extra`, a cache file's, when
+ * given) under tn_guarded_read: a file truncated meanwhile fails the pass
+ * with r->fault (TN_ERR_IO) instead of a SIGBUS. Without memory for the
+ * list of spans the pass runs unguarded, as it did before. */
+static int guarded(const tn_gguf *g, const tn_read_span *extra, const char *pass,
+                   void (*fn)(void *), void *arg, tn_repack_cache_result *r) {
+    int n = 0;
+    tn_read_span *spans = tn_gguf_read_spans(g, &n);
+    tn_read_span *all = spans && extra ? realloc(spans, ((size_t)n + 1) * sizeof *spans) : spans;
+    if (!all) {
+        free(spans);
+        fn(arg);
+        return TN_OK;
+    }
+    if (extra)
+        all[n++] = *extra;
+    int rc = tn_guarded_read(all, n, pass, fn, arg, &r->fault);
+    free(all);
+    return rc;
+}
+
+typedef struct repack_pass {
+    tn_weight *const *ws;
+    int n;
+    const int *alias;
+    uint8_t *buf;
+} repack_pass;
+
+static void repack_pass_run(void *arg) {
+    const repack_pass *rp = arg;
+    tn_weights_repack_into(rp->ws, rp->n, rp->alias, true, rp->buf);
+}
+
+/* tn_weights_repack of ws[0..n) with release_originals, its reads of the
+ * model file guarded: every allocation is made before the pass and freed
+ * here after a fault (the weights are then garbage: the load fails). */
+static int repack_private(tn_weight *const *ws, int n, const tn_gguf *g, void **storage,
+                          size_t *bytes, tn_repack_cache_result *r) {
+    *storage = NULL;
+    *bytes = 0;
+    int *alias = malloc((size_t)(n > 0 ? n : 1) * sizeof *alias);
+    if (!alias || !tn_weights_aliases(ws, n, alias, NULL)) {
+        free(alias);
+        return TN_ERR_NOMEM;
+    }
+    const size_t total = tn_weights_repack_bytes(ws, n, alias);
+    uint8_t *buf = total ? tn_weights_storage_alloc(total) : NULL;
+    if (total && !buf) {
+        free(alias);
+        return TN_ERR_NOMEM;
+    }
+    int rc = TN_OK;
+    if (total) {
+        repack_pass rp = {.ws = ws, .n = n, .alias = alias, .buf = buf};
+        rc = guarded(g, NULL, "repack", repack_pass_run, &rp, r);
+    }
+    free(alias);
+    if (rc != TN_OK) {
+        free(buf);
+        return rc;
+    }
+    *storage = buf;
+    *bytes = total;
+    return TN_OK;
+}
+
 /* The first and the last group of 16 rows of every matrix, repacked again
  * from the file and compared with the cache's bytes: a layout changed by
  * another Tern, or weights changed without the file's times changing, show
  * here. */
-static bool spot_check(tn_weight *const *ws, const plan *p, const uint8_t *payload,
-                       tn_repack_cache_result *r) {
-    uint8_t *tmp = NULL;
-    size_t tmp_size = 0;
-    bool ok = true;
-    for (int i = 0; i < p->n && ok; i++) {
-        /* Experts (file-only) are thousands of matrices: one in 64 and the
-         * last, which still sees another layout or a rewritten file, at a
-         * read of a few MB of the model rather than 4 % of it. */
-        if (p->e[i].w >= p->file_only && i % 64 != 0 && i != p->n - 1)
+static bool spot_checked(const plan *p, int i) {
+    /* Experts (file-only) are thousands of matrices: one in 64 and the
+     * last, which still sees another layout or a rewritten file, at a
+     * read of a few MB of the model rather than 4 % of it. */
+    return p->e[i].w < p->file_only || i % 64 == 0 || i == p->n - 1;
+}
+
+typedef struct spot_pass {
+    tn_weight *const *ws;
+    const plan *p;
+    const uint8_t *payload;
+    uint8_t *tmp; /* the caller's, tmp_size bytes */
+    size_t tmp_size;
+    int differs; /* the result: the first entry that differs, or -1 */
+} spot_pass;
+
+/* Reads the model file and the cache file: guarded (spot_check). */
+static void spot_pass_run(void *arg) {
+    spot_pass *sp = arg;
+    const plan *p = sp->p;
+    for (int i = 0; i < p->n && sp->differs < 0; i++) {
+        if (!spot_checked(p, i))
             continue;
-        const tn_weight *w = ws[p->e[i].w];
+        const tn_weight *w = sp->ws[p->e[i].w];
         const size_t group = p->e[i].bytes / (size_t)((w->rows + 15) / 16);
-        if (group > tmp_size) {
-            free(tmp);
-            tmp_size = (group + 63) / 64 * 64;
-            tmp = aligned_alloc(64, tmp_size);
-            if (!tmp) {
-                why_set(r, "out of memory");
-                return false;
-            }
-        }
         const int64_t last = (w->rows - 1) / 16 * 16;
         const int64_t firsts[2] = {0, last};
+        bool ok = true;
         for (int k = 0; k < (last ? 2 : 1) && ok; k++) {
             const int64_t r0 = firsts[k];
             tn_weight sub = *w, out;
             sub.rows = w->rows - r0 < 16 ? w->rows - r0 : 16;
             sub.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
-            ok = tn_weight_repack(&sub, tmp, tmp_size, &out) == TN_OK &&
-                 memcmp(tmp, payload + p->e[i].off + (size_t)(r0 / 16) * group, group) == 0;
+            ok = tn_weight_repack(&sub, sp->tmp, sp->tmp_size, &out) == TN_OK &&
+                 memcmp(sp->tmp, sp->payload + p->e[i].off + (size_t)(r0 / 16) * group, group) ==
+                     0;
         }
         if (!ok)
-            why_set(r, "%s: its weights differ from the model file's (a file changed in place, "
-                       "or another layout)",
-                    r->path);
+            sp->differs = i;
     }
+}
+
+/* 1: the cache agrees; 0: it differs, or no memory (why set); -1: a file
+ * shrank while read (r->fault). map: the cache file's mapping, map_bytes
+ * long; g: the model. */
+static int spot_check(tn_weight *const *ws, const plan *p, const tn_gguf *g, const uint8_t *map,
+                      size_t map_bytes, tn_repack_cache_result *r) {
+    /* The scratch for the largest group is allocated before the guarded
+     * pass, so that a fault in it loses nothing. */
+    size_t tmp_size = 0;
+    for (int i = 0; i < p->n; i++)
+        if (spot_checked(p, i)) {
+            const tn_weight *w = ws[p->e[i].w];
+            const size_t group = p->e[i].bytes / (size_t)((w->rows + 15) / 16);
+            if (group > tmp_size)
+                tmp_size = group;
+        }
+    tmp_size = (tmp_size + 63) / 64 * 64;
+    uint8_t *tmp = tmp_size ? aligned_alloc(64, tmp_size) : NULL;
+    if (tmp_size && !tmp) {
+        why_set(r, "out of memory");
+        return 0;
+    }
+    spot_pass sp = {.ws = ws, .p = p, .payload = map + p->payload_off, .tmp = tmp,
+                    .tmp_size = tmp_size, .differs = -1};
+    const tn_read_span cache = {.base = map, .size = map_bytes, .path = r->path};
+    int rc = guarded(g, &cache, "cache-check", spot_pass_run, &sp, r);
     free(tmp);
-    return ok;
+    if (rc != TN_OK)
+        return -1;
+    if (sp.differs >= 0)
+        why_set(r, "%s: its weights differ from the model file's (a file changed in place, "
+                   "or another layout)",
+                r->path);
+    return sp.differs < 0;
 }
 
 /* Points the weights into the payload, as tn_weights_repack would have. */
@@ -728,18 +830,20 @@ static void drop_pages(const void *p, size_t n) {
         madvise((void *)a, e - a, MADV_DONTNEED);
 }
 
-/* Maps a valid file (fd) and checks its weights: true with the weights
- * pointing into it. */
-static bool use_file(int fd, uint64_t size, tn_weight *const *ws, int n, const plan *p,
-                     tn_repack_cache_result *r) {
+/* Maps a valid file (fd) and checks its weights: 1 with the weights
+ * pointing into it, 0 when it cannot serve (why set), -1 when a file
+ * shrank while the check read it (r->fault; nothing mapped). */
+static int use_file(int fd, uint64_t size, tn_weight *const *ws, int n, const plan *p,
+                    const tn_gguf *g, tn_repack_cache_result *r) {
     uint8_t *m = map_file(fd, size, p->payload_off);
     if (!m) {
         why_set(r, "%s: cannot map: %s", r->path, strerror(errno));
-        return false;
+        return 0;
     }
-    if (!spot_check(ws, p, m + p->payload_off, r)) {
+    const int agree = spot_check(ws, p, g, m, (size_t)size, r);
+    if (agree <= 0) {
         munmap(m, (size_t)size);
-        return false;
+        return agree;
     }
     const void **orig = malloc((size_t)(p->n ? p->n : 1) * sizeof *orig);
     size_t *orig_bytes = malloc((size_t)(p->n ? p->n : 1) * sizeof *orig_bytes);
@@ -755,7 +859,7 @@ static bool use_file(int fd, uint64_t size, tn_weight *const *ws, int n, const p
     r->map = m;
     r->map_bytes = (size_t)size;
     r->bytes = (size_t)p->payload;
-    return true;
+    return 1;
 }
 
 /* ------------------------------------------------------------ writing */
@@ -826,23 +930,25 @@ static uint8_t *map_theirs(const plan *p, const void *storage, tn_repack_cache_r
  * own temporary file; the second to finish finds the first's file valid and
  * maps that one instead (both then share it). Writing through the mapping
  * keeps a payload larger than memory (a mixture's experts) out of private
- * memory. Returns false, with ws untouched, when the file cannot be made;
+ * memory. Returns 0, with ws untouched, when the file cannot be made;
  * after the repack a failure keeps the (unlinked) temporary mapping as the
- * storage: outcome PRIVATE with why set. */
-static bool build_file(tn_weight *const *ws, int n, const plan *p, const char *dir,
-                       tn_repack_cache_result *r) {
+ * storage: outcome PRIVATE with why set; 1 then and on success. -1 when
+ * the model file shrank under the repack (r->fault): the temporary file is
+ * gone, nothing is mapped, the weights are garbage. */
+static int build_file(tn_weight *const *ws, int n, const plan *p, const tn_gguf *g,
+                      const char *dir, tn_repack_cache_result *r) {
     const size_t tmp_size = strlen(dir) + 64;
     char *tmp = malloc(tmp_size);
     if (!tmp) {
         why_set(r, "out of memory");
-        return false;
+        return 0;
     }
     snprintf(tmp, tmp_size, "%s/.%.32s.XXXXXX", dir, strrchr(r->path, '/') + 1);
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
         why_set(r, "%s: cannot write in the cache directory: %s", dir, strerror(errno));
         free(tmp);
-        return false;
+        return 0;
     }
     uint64_t size = p->payload_off + p->payload;
     int e = size > (uint64_t)INT64_MAX || !under_fsize_limit(size)
@@ -858,10 +964,20 @@ static bool build_file(tn_weight *const *ws, int n, const plan *p, const char *d
         unlink(tmp);
         close(fd);
         free(tmp);
-        return false;
+        return 0;
     }
     uint8_t *payload = m + p->payload_off;
-    tn_weights_repack_into(ws, n, p->alias, true, payload);
+    /* The pass that reads the whole model: a truncation meanwhile fails
+     * the load (the temporary file, its mapping and fd go here; nothing
+     * else is held across the pass). */
+    repack_pass rp = {.ws = ws, .n = n, .alias = p->alias, .buf = payload};
+    if (guarded(g, NULL, "cache-write", repack_pass_run, &rp, r) != TN_OK) {
+        munmap(m, (size_t)size);
+        unlink(tmp);
+        close(fd);
+        free(tmp);
+        return -1;
+    }
     r->outcome = TN_REPACK_CACHE_PRIVATE;
     r->map = m;
     r->map_bytes = (size_t)size;
@@ -916,18 +1032,21 @@ static bool build_file(tn_weight *const *ws, int n, const plan *p, const char *d
         r->why[0] = '\0';
     close(fd);
     free(tmp);
-    return true;
+    return 1;
 }
 
 /* The file (when write_ok), else the private repack of ws[0..file_only):
  * the file-only weights (experts) then stay in the model file's layout. */
-static int build(tn_weight *const *ws, int n, const plan *p, const char *dir,
+static int build(tn_weight *const *ws, int n, const plan *p, const tn_gguf *g, const char *dir,
                  tn_repack_cache_result *r, bool write_ok) {
-    if (write_ok && p->payload > 0 && build_file(ws, n, p, dir, r))
+    const int built = write_ok && p->payload > 0 ? build_file(ws, n, p, g, dir, r) : 0;
+    if (built > 0)
         return TN_OK;
+    if (built < 0)
+        return TN_ERR_IO; /* the model shrank: no private repack could read it either */
     void *storage = NULL;
     size_t got = 0;
-    int rc = tn_weights_repack(ws, p->file_only, true, &storage, &got);
+    int rc = repack_private(ws, p->file_only, g, &storage, &got, r);
     if (rc != TN_OK)
         return rc;
     r->outcome = storage ? TN_REPACK_CACHE_PRIVATE : TN_REPACK_CACHE_OFF;
@@ -1134,7 +1253,7 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
         any = tn_weight_repack_size(ws[i]);
     if (!dir || !g || !any) {
         free(own_dir);
-        int rc = tn_weights_repack(ws, n - n_file_only, true, &res->storage, &res->bytes);
+        int rc = repack_private(ws, n - n_file_only, g, &res->storage, &res->bytes, res);
         if (rc == TN_OK && res->storage)
             res->outcome = TN_REPACK_CACHE_PRIVATE; /* no why: nothing went wrong */
         return rc;
@@ -1144,14 +1263,14 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
     bool can_write = true;
     char name[40];
     if (!make_plan(ws, n, g, &p, res) || tn_repack_cache_name(p.model, name, sizeof name) != TN_OK) {
-        rc = build(ws, n, &p, dir, res, false);
+        rc = build(ws, n, &p, g, dir, res, false);
         goto out;
     }
     snprintf(res->path, sizeof res->path, "%s/%s", dir, name);
     int e = make_dirs(dir);
     if (e) {
         why_set(res, "%s: cannot create the cache directory: %s", dir, strerror(e));
-        rc = build(ws, n, &p, dir, res, false);
+        rc = build(ws, n, &p, g, dir, res, false);
         goto out;
     }
     /* The default setting's page check (docs/QUANT.md, "Pages"): only
@@ -1177,7 +1296,7 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
          * the experts stay in its rows. */
         n_use = p.file_only;
         if (!replan(ws, n_use, g, &p, res)) {
-            rc = build(ws, n, &p, dir, res, false);
+            rc = build(ws, n, &p, g, dir, res, false);
             goto out;
         }
         if (fresh && !dense_out)
@@ -1186,7 +1305,7 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
     if (pages == TN_REPACK_PAGES_4K && n_use == p.file_only && dense_out) {
         /* Nothing this load would read from a cache file: no file is
          * written, the weights are repacked as with the cache off. */
-        rc = build(ws, n, &p, dir, res, false);
+        rc = build(ws, n, &p, g, dir, res, false);
         res->path[0] = '\0';
         if (rc == TN_OK && fresh)
             say_small_pages(res, dir,
@@ -1200,7 +1319,12 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
         uint64_t size = 0;
         switch (open_valid(res->path, &p, &fd, &size, res)) {
         case FILE_OK: {
-            bool ok = use_file(fd, size, ws, n_use, &p, res);
+            const int ok = use_file(fd, size, ws, n_use, &p, g, res);
+            if (ok < 0) {
+                close(fd);
+                rc = TN_ERR_IO;
+                goto out;
+            }
             if (ok) {
                 /* The file's time is its last use: pruning removes the oldest. */
                 futimens(fd, NULL);
@@ -1226,18 +1350,18 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
          * of them is there already). */
         n_use = p.file_only;
         if (!replan(ws, n_use, g, &p, res)) {
-            rc = build(ws, n_use, &p, dir, res, false);
+            rc = build(ws, n_use, &p, g, dir, res, false);
             goto out;
         }
         if (pages == TN_REPACK_PAGES_4K && dense_out) {
             /* In 4 KiB pages the dense matrices alone are kept private:
              * no file of them is written, or read. */
-            rc = build(ws, n_use, &p, dir, res, false);
+            rc = build(ws, n_use, &p, g, dir, res, false);
             res->path[0] = '\0';
             goto out;
         }
     }
-    rc = build(ws, n_use, &p, dir, res, can_write);
+    rc = build(ws, n_use, &p, g, dir, res, can_write);
     if (rc == TN_OK && res->outcome == TN_REPACK_CACHE_WRITTEN)
         tn_repack_cache_prune_dir(dir, 0, res->path, NULL);
 mapped:

@@ -50,6 +50,10 @@ typedef struct tn_repack_cache_result {
      * experts kept in it); not the unlinked temporary file of a failed
      * write. */
     bool in_file;
+    /* TN_ERR_IO: the model file (or the cache file) shrank while a pass
+     * read it (tn_guarded_read); the load's error. Nothing is then mapped or
+     * allocated, and the weights are garbage. */
+    tn_error fault;
 } tn_repack_cache_result;
 
 /* Repacks ws[0..n) (all from the mapped file g, as tn_weights_repack with
@@ -64,7 +68,9 @@ typedef struct tn_repack_cache_result {
  * the file belongs, a file for another model) ends in a private repack
  * (outcome PRIVATE, with the reason in why) or a rebuilt file. Returns
  * TN_ERR_NOMEM only when even the private repack has no memory (the
- * weights are then as they were). */
+ * weights are then as they were), TN_ERR_IO (res->fault says it) when a
+ * file shrank under the repack or the check of a cache file: a truncated
+ * model is no cache problem, and no private repack could read it either. */
 int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const tn_gguf *g,
                             const char *dir, tn_repack_cache_result *res);
 /* True when dir (NULL: tn_repack_cache_dir) holds a cache file made from
