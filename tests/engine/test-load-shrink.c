@@ -1,0 +1,204 @@
+/* A model file that shrinks while a load reads it (a re-download or a copy
+ * over it, a sync tool): the next read of a page past its new end is a
+ * SIGBUS. During the load's passes over the mapped file that is an ordinary
+ * load error now (tn_guarded_read, engine/error.c), and the process goes on:
+ * the next load of a good file works, nothing leaked (ASan), no descriptor
+ * or temporary cache file is left. Each pass is cut into deterministically:
+ * the engine's test hook runs inside the pass, armed, before it reads, and
+ * truncates the file there. Outside those passes a SIGBUS still ends the
+ * process, after tn_sigbus_say's message (checked in a child).
+ *
+ * Under ASan the test runs with ASAN_OPTIONS=handle_sigbus=0
+ * (tests/meson.build): ASan's own SIGBUS handler would report and exit
+ * before libtern's could turn the fault into an error. */
+#include "tn-internal.h"
+#include "tn-test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static bool copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    bool ok = a && b;
+    char buf[65536];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0)
+        ok = fwrite(buf, 1, n, b) == n;
+    if (a)
+        fclose(a);
+    if (b && fclose(b) != 0)
+        ok = false;
+    return ok;
+}
+
+static int count_entries(const char *dir, bool hidden_only) {
+    DIR *d = opendir(dir);
+    if (!d) /* a cache directory the failed load never made */
+        return errno == ENOENT ? 0 : -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            (!hidden_only || e->d_name[0] == '.'))
+            n++;
+    closedir(d);
+    return n - (hidden_only ? 0 : 1); /* opendir's own descriptor */
+}
+
+/* The hook: truncates `path` to `size` in the first pass named `pass`. */
+static struct {
+    const char *pass;
+    const char *path;
+    off_t size;
+    int fired;
+} cut;
+
+static void cut_hook(const char *pass, void *user) {
+    (void)user;
+    if (cut.fired || !cut.pass || strcmp(pass, cut.pass))
+        return;
+    cut.fired = 1;
+    if (truncate(cut.path, cut.size) != 0)
+        perror("truncate");
+}
+
+static off_t file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+static void expect_good_load(const char *path, const char *what) {
+    tn_model *m = NULL;
+    tn_error err = {0};
+    int rc = tn_model_load(path, tn_model_default_params(), &m, &err);
+    CHECKF(rc == TN_OK && m, "%s: the good file does not load after the fault: %s", what,
+           err.message);
+    tn_model_free(m);
+}
+
+/* Loads a fresh copy of `good` as `victim`, cut to half its size in the
+ * pass `pass`: a TN_ERR_IO naming the file, then a good load. `keep`: the
+ * victim was loaded before (a cache hit): not copied again. */
+static void shrink_in(const char *good, const char *victim, const char *pass, const char *cache,
+                      bool keep) {
+    if (!keep && !copy_file(good, victim)) {
+        CHECKF(false, "%s: cannot copy %s", pass, good);
+        return;
+    }
+    const int fds = count_entries("/proc/self/fd", false);
+    cut.pass = pass;
+    cut.path = victim;
+    /* Half, on a page boundary: the head (metadata, the first tensors)
+     * stays readable, the tail faults. */
+    cut.size = file_size(victim) / 2 / 4096 * 4096;
+    cut.fired = 0;
+    tn_model *m = NULL;
+    tn_error err = {0};
+    int rc = tn_model_load(victim, tn_model_default_params(), &m, &err);
+    cut.pass = NULL;
+    CHECKF(cut.fired, "%s: the pass never ran", pass);
+    CHECKF(rc == TN_ERR_IO && !m, "%s: load gave %d (%s), expected TN_ERR_IO", pass, rc,
+           err.message);
+    CHECKF(strstr(err.message, "shrank while it was being read") && strstr(err.message, victim),
+           "%s: message: %s", pass, err.message);
+    tn_model_free(m);
+    CHECKF(count_entries("/proc/self/fd", false) == fds, "%s: %d descriptors before, %d after",
+           pass, fds, count_entries("/proc/self/fd", false));
+    if (cache)
+        CHECKF(count_entries(cache, true) == 0, "%s: a temporary file is left in %s", pass,
+               cache);
+    expect_good_load(good, pass);
+}
+
+/* Outside a guarded pass a SIGBUS still ends the process, after
+ * tn_sigbus_say's line (and after a guarded fault has been caught on this
+ * thread: the handler's chain to the default action still works). */
+static void unguarded_still_ends(const char *good, const char *dir) {
+    char victim[512];
+    snprintf(victim, sizeof victim, "%s/unguarded.gguf", dir);
+    char errfile[512];
+    snprintf(errfile, sizeof errfile, "%s/unguarded.err", dir);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        FILE *e = freopen(errfile, "w", stderr);
+        (void)e;
+        tn_sigbus_say("load-shrink: the unguarded fault says this");
+        shrink_in(good, victim, "finite", NULL, false); /* a caught one first */
+        copy_file(good, victim);
+        FILE *f = fopen(victim, "rb");
+        const size_t size = (size_t)file_size(victim);
+        const volatile uint8_t *p =
+            f ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fileno(f), 0) : MAP_FAILED;
+        if (p == MAP_FAILED)
+            _exit(3);
+        if (truncate(victim, 4096) != 0)
+            _exit(4);
+        uint8_t x = p[size - 1];
+        (void)x;
+        _exit(5); /* not reached: the SIGBUS ends the child */
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS,
+           "the unguarded fault: status %#x, expected the end by SIGBUS", status);
+    FILE *f = fopen(errfile, "r");
+    char text[4096] = "";
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f)
+        fclose(f);
+    CHECKF(strstr(text, "load-shrink: the unguarded fault says this\n") != NULL,
+           "the unguarded fault's stderr: %s", text);
+}
+
+int main(void) {
+    const char *dir = tn_test_tmpdir();
+    char good[512], victim[512], cache[512];
+    snprintf(good, sizeof good, "%s/good.gguf", dir);
+    snprintf(victim, sizeof victim, "%s/victim.gguf", dir);
+    tn_mkmodel_params p = tn_test_tiny_model("llama", 5);
+    tn_error err;
+    if (tn_mkmodel(&p, good, &err) != TN_OK) {
+        fprintf(stderr, "mkmodel: %s\n", err.message);
+        return 1;
+    }
+    tn_test_read_guard_hook(cut_hook, NULL);
+
+    /* The repack cache off: the NaN/Inf scan, then the private repack. */
+    setenv("TERN_REPACK_CACHE", "off", 1);
+    shrink_in(good, victim, "finite", NULL, false);
+    shrink_in(good, victim, "repack", NULL, false);
+
+    /* A cache directory without a file for the model: the scan, then the
+     * repack straight into the new cache file (its temporary file goes). */
+    snprintf(cache, sizeof cache, "%s/cache-new", dir);
+    setenv("TERN_REPACK_CACHE", cache, 1);
+    shrink_in(good, victim, "finite", cache, false);
+    shrink_in(good, victim, "cache-write", cache, false);
+
+    /* A cache file made by a load of the victim as it is: the next load's
+     * spot check of it against the model file. */
+    snprintf(cache, sizeof cache, "%s/cache-hit", dir);
+    setenv("TERN_REPACK_CACHE", cache, 1);
+    CHECK(copy_file(good, victim));
+    tn_model *m = NULL;
+    CHECKF(tn_model_load(victim, tn_model_default_params(), &m, &err) == TN_OK, "%s",
+           err.message);
+    CHECKF(m && !strcmp(tn_model_repack_source(m), "cache-new"), "source %s",
+           m ? tn_model_repack_source(m) : "-");
+    tn_model_free(m);
+    shrink_in(good, victim, "cache-check", cache, true);
+
+    tn_test_read_guard_hook(NULL, NULL);
+    setenv("TERN_REPACK_CACHE", "off", 1);
+    unguarded_still_ends(good, dir);
+    return tn_test_finish("load-shrink");
+}
