@@ -1306,7 +1306,8 @@ static int prepare(tn_model *m, tn_error *err) {
      * docs/QUANT.md). A cache file just made from a damaged model goes, so
      * that the next load checks again. */
     for (int32_t i = 0; rc == TN_OK && !from_cache && i < m->n_deferred_checks; i++) {
-        rc = check_finite(m, m->gguf, m->path, m->deferred_checks[i].t, m->deferred_checks[i].rows, err);
+        rc = check_finite(m, m->gguf, m->path, m->deferred_checks[i].t,
+                          m->deferred_checks[i].rows, err);
         if (rc != TN_OK && m->backend.repack_cache[0])
             unlink(m->backend.repack_cache);
     }

@@ -753,12 +753,12 @@ static void spot_pass_run(void *arg) {
         bool ok = true;
         for (int k = 0; k < (last ? 2 : 1) && ok; k++) {
             const int64_t r0 = firsts[k];
+            const uint8_t *cached = sp->payload + p->e[i].off + (size_t)(r0 / 16) * group;
             tn_weight sub = *w, out;
             sub.rows = w->rows - r0 < 16 ? w->rows - r0 : 16;
             sub.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
             ok = tn_weight_repack(&sub, sp->tmp, sp->tmp_size, &out) == TN_OK &&
-                 memcmp(sp->tmp, sp->payload + p->e[i].off + (size_t)(r0 / 16) * group, group) ==
-                     0;
+                 memcmp(sp->tmp, cached, group) == 0;
         }
         if (!ok)
             sp->differs = i;
