@@ -18,6 +18,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,18 @@ static void shrink_in(const char *good, const char *victim, const char *pass, co
     expect_good_load(good, pass);
 }
 
+/* A load on another thread than main (the app's and the server's loads
+ * run on a worker thread): the guard is that thread's. */
+typedef struct thread_case {
+    const char *good, *victim;
+} thread_case;
+
+static void *load_on_thread(void *arg) {
+    const thread_case *tc = arg;
+    shrink_in(tc->good, tc->victim, "repack", NULL, false);
+    return NULL;
+}
+
 /* Outside a guarded pass a SIGBUS still ends the process, after
  * tn_sigbus_say's line (and after a guarded fault has been caught on this
  * thread: the handler's chain to the default action still works). */
@@ -199,8 +212,13 @@ int main(void) {
     tn_model_free(m);
     shrink_in(good, victim, "cache-check", cache, true);
 
-    tn_test_read_guard_hook(NULL, NULL);
     setenv("TERN_REPACK_CACHE", "off", 1);
+    thread_case tc = {.good = good, .victim = victim};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, load_on_thread, &tc) == 0 && pthread_join(th, NULL) == 0);
+    shrink_in(good, victim, "finite", NULL, false); /* main's guard still works after */
+
+    tn_test_read_guard_hook(NULL, NULL);
     unguarded_still_ends(good, dir);
     return tn_test_finish("load-shrink");
 }
