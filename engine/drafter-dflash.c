@@ -443,14 +443,13 @@ static int key_int(ld *l, const char *suffix, bool required, int64_t def, int64_
     char key[128];
     snprintf(key, sizeof key, "dflash.%s", suffix);
     int64_t v;
-    int rc = tn_gguf_get_int(l->df->gguf, key, &v);
+    int rc = tn_gguf_read_int(l->df->gguf, key, &v, l->err);
     if (rc == TN_ERR_NOT_FOUND && !required)
         v = def;
     else if (rc == TN_ERR_NOT_FOUND)
         return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is missing", l->path, key);
     else if (rc != TN_OK)
-        return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is not an integer", l->path,
-                       key);
+        return rc;
     if (v < lo || v > hi)
         return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is %lld, outside [%lld, %lld]",
                        l->path, key, (long long)v, (long long)lo, (long long)hi);
@@ -554,7 +553,10 @@ static int load(ld *l, const tn_model *target) {
     int rc;
     /* empty when the key is missing or not a string: the message prints it */
     tn_str arch = {0};
-    if (tn_gguf_get_str(df->gguf, "general.architecture", &arch) != TN_OK ||
+    rc = tn_gguf_read_str(df->gguf, "general.architecture", &arch, l->err);
+    if (rc != TN_OK && rc != TN_ERR_NOT_FOUND)
+        return rc;
+    if (rc != TN_OK ||
         !tn_str_eq(arch, "dflash"))
         return tn_fail(l->err, TN_ERR_UNSUPPORTED,
                        "%s: not a DFlash draft (general.architecture is '%.*s', expected 'dflash')",

@@ -305,14 +305,13 @@ static int key_int(ld *l, const char *suffix, bool required, int64_t def, int64_
     char key[128];
     snprintf(key, sizeof key, ARCH ".%s", suffix);
     int64_t v;
-    int rc = tn_gguf_get_int(l->a->gguf, key, &v);
+    int rc = tn_gguf_read_int(l->a->gguf, key, &v, l->err);
     if (rc == TN_ERR_NOT_FOUND && !required)
         v = def;
     else if (rc == TN_ERR_NOT_FOUND)
         return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is missing", l->path, key);
     else if (rc != TN_OK)
-        return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is not an integer", l->path,
-                       key);
+        return rc;
     if (v < lo || v > hi)
         return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is %lld, outside [%lld, %lld]",
                        l->path, key, (long long)v, (long long)lo, (long long)hi);
@@ -400,7 +399,10 @@ static int load(ld *l, const tn_model *target) {
     const char *path = l->path, *tp = tn_model_path(target);
     int rc;
     tn_str arch = {0};
-    if (tn_gguf_get_str(a->gguf, "general.architecture", &arch) != TN_OK ||
+    rc = tn_gguf_read_str(a->gguf, "general.architecture", &arch, l->err);
+    if (rc != TN_OK && rc != TN_ERR_NOT_FOUND)
+        return rc;
+    if (rc != TN_OK ||
         !tn_str_eq(arch, ARCH))
         return tn_fail(l->err, TN_ERR_UNSUPPORTED,
                        "%s: not a Gemma 4 assistant (general.architecture is '%.*s', expected "

@@ -835,6 +835,64 @@ int tn_gguf_get_str(const tn_gguf *g, const char *key, tn_str *out) {
     return TN_OK;
 }
 
+/* A key with the wrong type must not read as a missing one ("not a model
+ * file?") or as some other fault: the message names the type the file gave
+ * and the one the reader wanted, so that whoever made the file can fix it.
+ * One format per wanted type: the formats are the translations' ids. */
+typedef enum want_type { WANT_INT, WANT_FLOAT, WANT_BOOL, WANT_STR } want_type;
+
+static int wrong_type(const tn_gguf *g, const char *key, want_type want, tn_error *err) {
+    const tn_gguf_value *v = tn_gguf_find(g, key);
+    char have[32];
+    if (v->type == TN_GGUF_ARRAY)
+        snprintf(have, sizeof have, "array[%s]", gguf_type_name(v->v.arr.type));
+    else
+        snprintf(have, sizeof have, "%s", gguf_type_name(v->type));
+    switch (want) {
+    case WANT_INT:
+        if (value_is_unsigned(v->type))
+            return tn_fail(err, TN_ERR_FORMAT,
+                           "%s: metadata key '%s' is %llu, more than any setting can be (at most "
+                           "%lld)",
+                           g->path, key, (unsigned long long)v->v.u64, (long long)INT64_MAX);
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: metadata key '%s' has type %s, expected an integer (u8 to i64)",
+                       g->path, key, have);
+    case WANT_FLOAT:
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: metadata key '%s' has type %s, expected a number (f32, f64 or an "
+                       "integer)",
+                       g->path, key, have);
+    case WANT_BOOL:
+        return tn_fail(err, TN_ERR_FORMAT, "%s: metadata key '%s' has type %s, expected bool",
+                       g->path, key, have);
+    case WANT_STR:
+        break;
+    }
+    return tn_fail(err, TN_ERR_FORMAT, "%s: metadata key '%s' has type %s, expected string",
+                   g->path, key, have);
+}
+
+int tn_gguf_read_int(const tn_gguf *g, const char *key, int64_t *out, tn_error *err) {
+    int rc = tn_gguf_get_int(g, key, out);
+    return rc == TN_ERR_FORMAT ? wrong_type(g, key, WANT_INT, err) : rc;
+}
+
+int tn_gguf_read_float(const tn_gguf *g, const char *key, double *out, tn_error *err) {
+    int rc = tn_gguf_get_float(g, key, out);
+    return rc == TN_ERR_FORMAT ? wrong_type(g, key, WANT_FLOAT, err) : rc;
+}
+
+int tn_gguf_read_bool(const tn_gguf *g, const char *key, bool *out, tn_error *err) {
+    int rc = tn_gguf_get_bool(g, key, out);
+    return rc == TN_ERR_FORMAT ? wrong_type(g, key, WANT_BOOL, err) : rc;
+}
+
+int tn_gguf_read_str(const tn_gguf *g, const char *key, tn_str *out, tn_error *err) {
+    int rc = tn_gguf_get_str(g, key, out);
+    return rc == TN_ERR_FORMAT ? wrong_type(g, key, WANT_STR, err) : rc;
+}
+
 int64_t tn_gguf_arr_int(const tn_gguf_value *arr, uint64_t i) {
     if (!arr || arr->type != TN_GGUF_ARRAY || i >= arr->v.arr.n || !arr->v.arr.data)
         return 0;

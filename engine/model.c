@@ -77,18 +77,21 @@ static int key_int(loader *ld, const char *suffix, bool required, int64_t def, i
                    int64_t hi, int32_t *out) {
     char key[256];
     snprintf(key, sizeof key, "%s.%s", ld->arch, suffix);
+    const tn_gguf_value *found = tn_gguf_find(ld->g, key);
+    if (found && found->type == TN_GGUF_ARRAY)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: metadata key '%s' is not a single integer (per-layer values are "
+                       "not supported)",
+                       ld->path, key);
     int64_t v;
-    int rc = tn_gguf_get_int(ld->g, key, &v);
+    int rc = tn_gguf_read_int(ld->g, key, &v, ld->err);
     if (rc == TN_ERR_NOT_FOUND) {
         if (required)
             return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is missing", ld->path,
                            key);
         v = def;
     } else if (rc != TN_OK) {
-        return tn_fail(ld->err, TN_ERR_FORMAT,
-                       "%s: metadata key '%s' is not a single integer (per-layer values are "
-                       "not supported)",
-                       ld->path, key);
+        return rc;
     }
     if (v < lo || v > hi)
         return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is %lld, outside [%lld, %lld]",
@@ -131,7 +134,7 @@ static int key_int_layers(loader *ld, const char *suffix, bool required, int64_t
 static int key_float(loader *ld, const char *suffix, bool required, double def, double *out) {
     char key[256];
     snprintf(key, sizeof key, "%s.%s", ld->arch, suffix);
-    int rc = tn_gguf_get_float(ld->g, key, out);
+    int rc = tn_gguf_read_float(ld->g, key, out, ld->err);
     if (rc == TN_ERR_NOT_FOUND) {
         if (required)
             return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is missing", ld->path,
@@ -140,8 +143,7 @@ static int key_float(loader *ld, const char *suffix, bool required, double def, 
         return TN_OK;
     }
     if (rc != TN_OK)
-        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is not a number", ld->path,
-                       key);
+        return rc;
     if (!isfinite(*out))
         return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is not finite", ld->path,
                        key);
@@ -446,10 +448,13 @@ static int load_moe(loader *ld, tn_hparams *hp, int32_t experts) {
 static int load_hparams(loader *ld, tn_hparams *hp) {
     int rc;
     tn_str arch;
-    if (tn_gguf_get_str(ld->g, "general.architecture", &arch) != TN_OK)
+    rc = tn_gguf_read_str(ld->g, "general.architecture", &arch, ld->err);
+    if (rc == TN_ERR_NOT_FOUND)
         return tn_fail(ld->err, TN_ERR_FORMAT,
                        "%s: metadata key 'general.architecture' is missing (not a model file?)",
                        ld->path);
+    if (rc != TN_OK)
+        return rc;
     if (tn_str_eq(arch, "llama"))
         hp->arch = TN_ARCH_LLAMA;
     else if (tn_str_eq(arch, "qwen3"))

@@ -57,6 +57,16 @@ tn_read_span *tn_gguf_read_spans(const tn_gguf *g, int *n);
  * caller translates it. libtern itself has no gettext. */
 #define TN_N_(text) (text)
 
+/* tn_gguf_get_int/float/bool/str for a reader that fails on a bad value:
+ * TN_ERR_NOT_FOUND (err untouched) when the key is absent, so the caller
+ * still decides between a default and "missing"; a key of another type, or
+ * an unsigned one past INT64_MAX, fails with TN_ERR_FORMAT naming the key,
+ * its type and the type wanted. */
+int tn_gguf_read_int(const tn_gguf *g, const char *key, int64_t *out, tn_error *err);
+int tn_gguf_read_float(const tn_gguf *g, const char *key, double *out, tn_error *err);
+int tn_gguf_read_bool(const tn_gguf *g, const char *key, bool *out, tn_error *err);
+int tn_gguf_read_str(const tn_gguf *g, const char *key, tn_str *out, tn_error *err);
+
 /* Overflow-checked arithmetic: return false on overflow. */
 static inline bool tn_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
     return !__builtin_add_overflow(a, b, out);

@@ -154,7 +154,10 @@ void tn_vg4_free(tn_vision_g4 *v) {
 static int get_int(tn_vision_g4 *v, const char *key, int64_t lo, int64_t hi, int64_t *out,
                    tn_error *err) {
     int64_t x;
-    if (tn_gguf_get_int(v->g, key, &x) != TN_OK)
+    int rc = tn_gguf_read_int(v->g, key, &x, err);
+    if (rc != TN_OK && rc != TN_ERR_NOT_FOUND)
+        return rc;
+    if (rc != TN_OK)
         return tn_fail(err, TN_ERR_FORMAT,
                        "%s: missing or mistyped key '%s' (expected a whole number in [%lld, %lld])",
                        gpath(v), key, (long long)lo, (long long)hi);

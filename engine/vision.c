@@ -126,7 +126,9 @@ static int load_mat(tn_vision *v, const char *name, int64_t rows, int64_t cols, 
 static int get_int_key(tn_vision *v, const char *key, int64_t lo, int64_t hi, int *out,
                        tn_error *err) {
     int64_t x;
-    int rc = tn_gguf_get_int(v->g, key, &x);
+    int rc = tn_gguf_read_int(v->g, key, &x, err);
+    if (rc != TN_OK && rc != TN_ERR_NOT_FOUND)
+        return rc;
     if (rc != TN_OK)
         return tn_fail(err, TN_ERR_FORMAT,
                        "%s: missing or mistyped key '%s' (expected a whole number in [%lld, %lld])",
@@ -167,15 +169,21 @@ static int load_body(tn_vision *v, tn_error *err) {
      * names each in clip.vision.projector_type / clip.audio.projector_type,
      * which is how llama.cpp's clip loader reads them. */
     bool has_vision = false, has_audio = false;
-    (void)tn_gguf_get_bool(v->g, "clip.has_vision_encoder", &has_vision);
-    (void)tn_gguf_get_bool(v->g, "clip.has_audio_encoder", &has_audio);
+    int rc = tn_gguf_read_bool(v->g, "clip.has_vision_encoder", &has_vision, err);
+    if (rc != TN_OK && rc != TN_ERR_NOT_FOUND)
+        return rc;
+    rc = tn_gguf_read_bool(v->g, "clip.has_audio_encoder", &has_audio, err);
+    if (rc != TN_OK && rc != TN_ERR_NOT_FOUND)
+        return rc;
     tn_str s;
-    bool typed = tn_gguf_get_str(v->g, "clip.projector_type", &s) == TN_OK;
-    if (!typed && has_vision)
-        typed = tn_gguf_get_str(v->g, "clip.vision.projector_type", &s) == TN_OK;
-    if (!typed && has_audio)
-        typed = tn_gguf_get_str(v->g, "clip.audio.projector_type", &s) == TN_OK;
-    if (!typed)
+    rc = tn_gguf_read_str(v->g, "clip.projector_type", &s, err);
+    if (rc == TN_ERR_NOT_FOUND && has_vision)
+        rc = tn_gguf_read_str(v->g, "clip.vision.projector_type", &s, err);
+    if (rc == TN_ERR_NOT_FOUND && has_audio)
+        rc = tn_gguf_read_str(v->g, "clip.audio.projector_type", &s, err);
+    if (rc != TN_OK && rc != TN_ERR_NOT_FOUND)
+        return rc;
+    if (rc == TN_ERR_NOT_FOUND)
         return tn_fail(err, TN_ERR_FORMAT, "%s: no clip.projector_type: not a vision projector "
                        "(mmproj) file", vpath(v));
     const int shown = (int)(s.len > 64 ? 64 : s.len);
@@ -200,7 +208,6 @@ static int load_body(tn_vision *v, tn_error *err) {
     if (!has_vision)
         return tn_fail(err, TN_ERR_FORMAT, "%s: clip.has_vision_encoder is not true", vpath(v));
     tn_vision_info *I = &v->info;
-    int rc;
     if ((rc = get_int_key(v, "clip.vision.image_size", 1, 8192, &I->image_size, err)) ||
         (rc = get_int_key(v, "clip.vision.patch_size", 1, 1024, &I->patch_size, err)) ||
         (rc = get_int_key(v, "clip.vision.embedding_length", 1, 1 << 16, &I->n_embd, err)) ||

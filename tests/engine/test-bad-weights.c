@@ -6,7 +6,10 @@
  * integer, never non-finite) must still load, and so must the clean file.
  * With the repack cache on, the pass over the matrices it serves waits for
  * the cache: a load that maps a cache file made by an earlier load of the
- * same file (which ran the pass) skips it. */
+ * same file (which ran the pass) skips it.
+ *
+ * Damage the loader once named as something else is named as what it is:
+ * a metadata key of the wrong type (not "missing", not "per-layer"). */
 #include "tn-test.h"
 #include "tn-model.h"
 
@@ -107,6 +110,106 @@ static void cache_hit_skips_the_pass(const char *dir) {
     }
 }
 
+/* A copy of src whose metadata is copied and then changed by edit (a key
+ * set again replaces the copied one), token_embd.weight cut to its first
+ * half of rows when halve_embd. */
+static bool rewrite(const char *src, const char *dst, void (*edit)(tn_gguf_writer *w),
+                    bool halve_embd) {
+    tn_gguf *g = NULL;
+    if (tn_gguf_open(src, &g, NULL) != TN_OK)
+        return false;
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    bool ok = w != NULL;
+    for (int64_t i = 0; ok && i < tn_gguf_n_kv(g); i++) {
+        tn_str k = tn_gguf_kv_key(g, i);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
+        ok = tn_gguf_writer_set_value(w, key, tn_gguf_kv_value(g, i)) == TN_OK;
+    }
+    if (ok && edit)
+        edit(w);
+    for (int64_t i = 0; ok && i < tn_gguf_n_tensors(g); i++) {
+        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        uint64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        uint64_t nbytes = t->nbytes;
+        if (halve_embd && !strcmp(name, "token_embd.weight")) {
+            ne[1] = t->ne[1] / 2;
+            nbytes = t->nbytes / t->ne[1] * ne[1];
+        }
+        ok = tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, ne, t->data, nbytes) ==
+             TN_OK;
+    }
+    ok = ok && tn_gguf_writer_write(w, dst, NULL) == TN_OK;
+    tn_gguf_writer_free(w);
+    tn_gguf_close(g);
+    return ok;
+}
+
+static void key_length_str(tn_gguf_writer *w) {
+    tn_gguf_writer_set_str(w, "llama.attention.key_length", "32");
+}
+static void key_length_f32(tn_gguf_writer *w) {
+    tn_gguf_writer_set_f32(w, "llama.attention.key_length", 32.0f);
+}
+static void key_length_2_63(tn_gguf_writer *w) {
+    tn_gguf_writer_set_u64(w, "llama.attention.key_length", (uint64_t)1 << 63);
+}
+static void key_length_array(tn_gguf_writer *w) {
+    const uint32_t per_layer[2] = {32, 32};
+    tn_gguf_writer_set_arr(w, "llama.attention.key_length", TN_GGUF_U32, per_layer, 2);
+}
+static void rope_base_str(tn_gguf_writer *w) {
+    tn_gguf_writer_set_str(w, "llama.rope.freq_base", "10000");
+}
+static void arch_u32(tn_gguf_writer *w) {
+    tn_gguf_writer_set_u32(w, "general.architecture", 1);
+}
+static void arch_f32(tn_gguf_writer *w) {
+    tn_gguf_writer_set_f32(w, "general.architecture", 1.0f);
+}
+
+static void misnamed_faults(const char *dir) {
+    char clean[512], bad[512];
+    snprintf(clean, sizeof clean, "%s/clean-names.gguf", dir);
+    tn_mkmodel_params p = tn_test_tiny_model("llama", 5);
+    tn_error err;
+    CHECKF(tn_mkmodel(&p, clean, &err) == TN_OK, "mkmodel: %s", err.message);
+    struct {
+        void (*edit)(tn_gguf_writer *w);
+        bool halve_embd;
+        const char *says, *also;
+        const char *never; /* the misleading message it once gave */
+    } cases[] = {
+        {key_length_str, false, "'llama.attention.key_length' has type string",
+         "expected an integer", "per-layer"},
+        {key_length_f32, false, "'llama.attention.key_length' has type f32", "expected an integer",
+         "per-layer"},
+        {key_length_2_63, false, "'llama.attention.key_length' is 9223372036854775808",
+         "more than any setting can be", "per-layer"},
+        /* a real per-layer array keeps its message */
+        {key_length_array, false, "'llama.attention.key_length' is not a single integer",
+         "per-layer values are not supported", "has type"},
+        {rope_base_str, false, "'llama.rope.freq_base' has type string", "expected a number",
+         "is not a number"},
+        {arch_u32, false, "'general.architecture' has type u32", "expected string", "missing"},
+        {arch_f32, false, "'general.architecture' has type f32", "expected string", "missing"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(bad, sizeof bad, "%s/names-%zu.gguf", dir, i);
+        CHECKF(rewrite(clean, bad, cases[i].edit, cases[i].halve_embd), "rewrite %zu", i);
+        tn_model *m = NULL;
+        int rc = tn_model_load(bad, tn_model_default_params(), &m, &err);
+        CHECKF(rc == TN_ERR_FORMAT && !m && strstr(err.message, cases[i].says) &&
+                   strstr(err.message, cases[i].also) && !strstr(err.message, cases[i].never),
+               "case %zu: rc %d: %s", i, rc, rc ? err.message : "loaded");
+        tn_model_free(m);
+        remove(bad);
+    }
+    remove(clean);
+}
+
 int main(void) {
     const char *dir = tn_test_tmpdir();
     char clean[512], bad[512];
@@ -170,5 +273,6 @@ int main(void) {
         remove(bad);
     }
     cache_hit_skips_the_pass(dir);
+    misnamed_faults(dir);
     return tn_test_finish("bad-weights");
 }

@@ -276,6 +276,15 @@ static void unified_gemma4(tn_gguf_writer *w) {
     tn_gguf_writer_set_str(w, "clip.vision.projector_type", "gemma4uv");
 }
 
+/* Keys present with the wrong type: named as such, not as missing or false. */
+static void ptype_u32(tn_gguf_writer *w) {
+    tn_gguf_writer_set_u32(w, "clip.projector_type", 3);
+}
+
+static void has_vision_u32(tn_gguf_writer *w) {
+    tn_gguf_writer_set_u32(w, "clip.has_vision_encoder", 1);
+}
+
 /* Projector files that must be refused with a message naming the reason,
  * and a mixed-modality file whose image half Tern reads. */
 static void hostile_projectors(const char *path, const char *dir) {
@@ -287,17 +296,23 @@ static void hostile_projectors(const char *path, const char *dir) {
         void (*edit)(tn_gguf_writer *w);
         int want;
         const char *says;
+        const char *never; /* a misleading message it once gave */
     } cases[] = {
-        {"nan-mean.gguf", NULL, nan_mean, TN_ERR_FORMAT, "image_mean must be finite"},
-        {"nan-std.gguf", NULL, nan_std, TN_ERR_FORMAT, "image_std must be positive"},
-        {"audio.gguf", NULL, audio_only, TN_ERR_UNSUPPORTED, "audio projector"},
+        {"ptype-u32.gguf", NULL, ptype_u32, TN_ERR_FORMAT,
+         "metadata key 'clip.projector_type' has type u32, expected string",
+         "no clip.projector_type"},
+        {"has-vision-u32.gguf", NULL, has_vision_u32, TN_ERR_FORMAT,
+         "metadata key 'clip.has_vision_encoder' has type u32, expected bool", "is not true"},
+        {"nan-mean.gguf", NULL, nan_mean, TN_ERR_FORMAT, "image_mean must be finite", NULL},
+        {"nan-std.gguf", NULL, nan_std, TN_ERR_FORMAT, "image_std must be positive", NULL},
+        {"audio.gguf", NULL, audio_only, TN_ERR_UNSUPPORTED, "audio projector", NULL},
         /* Gemma 3 tensors under Gemma 4's type: read as Gemma 4 (test
          * vision-gemma4 loads real ones), refused on the first shape. */
         {"mixed-gemma4.gguf", "clip.projector_type", mixed_gemma4, TN_ERR_FORMAT,
-         "mm.input_projection.weight"},
+         "mm.input_projection.weight", NULL},
         {"unified-gemma4.gguf", "clip.projector_type", unified_gemma4, TN_ERR_UNSUPPORTED,
-         "unified"},
-        {"mixed-gemma3.gguf", "clip.projector_type", mixed_gemma3, TN_OK, NULL},
+         "unified", NULL},
+        {"mixed-gemma3.gguf", "clip.projector_type", mixed_gemma3, TN_OK, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(bad, sizeof bad, "%s/%s", dir, cases[i].file);
@@ -309,6 +324,9 @@ static void hostile_projectors(const char *path, const char *dir) {
         if (cases[i].says)
             CHECKF(rc != TN_OK && strstr(err.message, cases[i].says), "%s: %s", cases[i].file,
                    rc ? err.message : "loaded");
+        if (cases[i].never)
+            CHECKF(rc != TN_OK && !strstr(err.message, cases[i].never), "%s: %s", cases[i].file,
+                   err.message);
         CHECK((rc == TN_OK) == (vb != NULL));
         tn_vision_free(vb);
     }
