@@ -935,6 +935,20 @@ static int load_tensors(loader *ld, tn_model *m) {
     if (te->ne[1] < 1 || te->ne[1] > (uint64_t)INT32_MAX)
         return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor 'token_embd.weight' has %llu rows",
                        ld->path, (unsigned long long)te->ne[1]);
+    /* The output head is checked against the embedding's rows: a cut-short
+     * embedding would make the intact head the one blamed. The tokenizer
+     * says which is right (an embedding may be padded past its tokens, never
+     * short of them). */
+    const tn_gguf_tensor *to = tn_gguf_find_tensor(ld->g, "output.weight");
+    const tn_gguf_value *toks = tn_gguf_find(ld->g, "tokenizer.ggml.tokens");
+    if (to && to->n_dims >= 2 && to->ne[1] != te->ne[1] && toks &&
+        toks->type == TN_GGUF_ARRAY && te->ne[1] < toks->v.arr.n && to->ne[1] >= toks->v.arr.n)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: tensor 'token_embd.weight' has %llu rows, fewer than the tokenizer's "
+                       "%llu tokens ('output.weight' has %llu): the file is damaged; download or "
+                       "convert it again",
+                       ld->path, (unsigned long long)te->ne[1],
+                       (unsigned long long)toks->v.arr.n, (unsigned long long)to->ne[1]);
     hp->n_vocab = (int32_t)te->ne[1];
     if ((rc = get_matrix(ld, "token_embd.weight", E, hp->n_vocab, true, &m->tok_embd, NULL)))
         return rc;

@@ -9,7 +9,8 @@
  * same file (which ran the pass) skips it.
  *
  * Damage the loader once named as something else is named as what it is:
- * a metadata key of the wrong type (not "missing", not "per-layer"). */
+ * a metadata key of the wrong type (not "missing", not "per-layer"), and an
+ * embedding cut short (not the intact output head that disagrees with it). */
 #include "tn-test.h"
 #include "tn-model.h"
 
@@ -195,6 +196,8 @@ static void misnamed_faults(const char *dir) {
          "is not a number"},
         {arch_u32, false, "'general.architecture' has type u32", "expected string", "missing"},
         {arch_f32, false, "'general.architecture' has type f32", "expected string", "missing"},
+        {NULL, true, "tensor 'token_embd.weight' has ", "fewer than the tokenizer's",
+         "'output.weight' has shape"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(bad, sizeof bad, "%s/names-%zu.gguf", dir, i);
