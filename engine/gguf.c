@@ -569,7 +569,21 @@ static int open_file(const char *path, tn_gguf **out, tn_error *err) {
     if (rc != TN_OK)
         return rc;
     if (size == 0) {
+        /* /proc's and /sys's files say 0 bytes whatever they hold, and
+         * cannot be mapped: one that reads a byte (or fails to read, like
+         * /proc/self/mem) is no interrupted download but no model either. */
+        char byte;
+        ssize_t n;
+        do
+            n = pread(fd, &byte, 1, 0);
+        while (n < 0 && errno == EINTR);
         close(fd);
+        if (n != 0)
+            return tn_fail(err, TN_ERR_IO,
+                           "%s is not a regular file on disk (its size reads as 0 but it is not "
+                           "a zero-length file, like those of /proc and /sys); a model must be a "
+                           "GGUF file",
+                           path);
         return tn_fail(err, TN_ERR_FORMAT, "%s: the file is empty (interrupted download?)", path);
     }
     if (size > SIZE_MAX) {

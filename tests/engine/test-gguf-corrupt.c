@@ -944,6 +944,17 @@ static void open_paths(void) {
            "empty file: %d %s", rc, err.message);
     unlink(path);
 
+    /* procfs files are regular files that say 0 bytes: no interrupted
+     * download, and no model (one that cannot be read, and one that can). */
+    static const char *const procfs[] = {"/proc/self/mem", "/proc/self/status"};
+    for (size_t i = 0; i < sizeof procfs / sizeof procfs[0]; i++) {
+        rc = tn_gguf_open(procfs[i], &g, &err);
+        CHECKF(rc == TN_ERR_IO && !g && contains(err.message, procfs[i]) &&
+                   contains(err.message, "not a regular file on disk") &&
+                   !contains(err.message, "empty") && !contains(err.message, "download"),
+               "%s: %d %s", procfs[i], rc, err.message);
+    }
+
     snprintf(path, sizeof path, "%s/fifo.gguf", tn_test_tmpdir());
     if (mkfifo(path, 0600) == 0) {
         rc = tn_gguf_open(path, &g, &err); /* must not block */
