@@ -309,10 +309,14 @@ int tn_session_new(const tn_model *model, tn_session_params params, tn_session *
         return tn_fail(err, TN_ERR_INVALID, "tn_session_new: model is NULL");
     if (params.n_ctx <= 0)
         params.n_ctx = 1024;
+    /* Nothing is pinned yet: this is the context size asked for (chat's as
+     * much as a pin's), so the message must not speak of a pin. */
     if (params.n_ctx > tn_model_n_ctx_train(model))
         return tn_fail(err, TN_ERR_INVALID,
-                       "%s: a pinned context of %d tokens is longer than the model's %d",
-                       tn_model_path(model), params.n_ctx, tn_model_n_ctx_train(model));
+                       "%s: a context of %d tokens is longer than the model's %d (its training "
+                       "context); ask for %d tokens or fewer",
+                       tn_model_path(model), params.n_ctx, tn_model_n_ctx_train(model),
+                       tn_model_n_ctx_train(model));
     int rc = check_gen(&params.gen, tn_model_n_vocab(model), err);
     if (rc != TN_OK)
         return rc;

@@ -642,6 +642,14 @@ static void tokens_api(fixture *f) {
     sp.n_ctx = tn_model_n_ctx_train(f->model) + 1;
     tn_session *t = NULL;
     CHECK(tn_session_new(f->model, sp, &t, &err) == TN_ERR_INVALID && t == NULL);
+    /* Nothing is pinned when a session is made: the message speaks of the
+     * context asked for and says what fits, not of a pin. */
+    char want[128];
+    snprintf(want, sizeof want, "a context of %d tokens is longer than the model's %d",
+             sp.n_ctx, tn_model_n_ctx_train(f->model));
+    CHECKF(strstr(err.message, want) && strstr(err.message, "ask for") &&
+               !strstr(err.message, "pinned"),
+           "message: %s", err.message);
 }
 
 /* The tokenizer's arrays (tokens, scores, types) cut to their first
