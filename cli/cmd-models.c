@@ -4,7 +4,9 @@
  * and exit 2; the resolver then passes its argument through. */
 #include "cli.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifdef TERN_HAVE_MANAGER
@@ -722,10 +724,16 @@ int cmd_search(int argc, char **argv) {
 #endif
 
 /* A file (anything with a '/', ending in .gguf, or existing) is itself;
- * otherwise an installed tag. */
+ * otherwise an installed tag. A name that is there but cannot be followed
+ * (a symlink loop, a dangling link, a directory that may not be searched)
+ * is a file too: the loader then says why it cannot be opened, where the
+ * tag lookup would say there is no such file. */
 static bool looks_like_path(const char *arg) {
     size_t n = strlen(arg);
-    return strchr(arg, '/') || (n >= 5 && !strcmp(arg + n - 5, ".gguf")) || access(arg, F_OK) == 0;
+    if (strchr(arg, '/') || (n >= 5 && !strcmp(arg + n - 5, ".gguf")) || access(arg, F_OK) == 0)
+        return true;
+    struct stat st;
+    return errno != ENOENT || lstat(arg, &st) == 0;
 }
 
 const char *cli_resolve_model(const char *arg, char *buf, size_t cap) {

@@ -125,6 +125,17 @@ expect_bad "text file" "$tmp/text.gguf" "not a GGUF file"
 printf 'GGML' >"$tmp/ggml.bin"
 expect_bad "older ggml magic" "$tmp/ggml.bin" "not a GGUF file"
 mkfifo "$tmp/fifo.gguf" 2>/dev/null && expect_bad "fifo" "$tmp/fifo.gguf" "not a regular file"
+# A bare name that is there but cannot be followed is a file, not a tag:
+# the error is the system's, never "neither a file nor an installed model".
+ln -s loop-b "$tmp/loop-a" && ln -s loop-a "$tmp/loop-b"
+ln -s no-such-target "$tmp/dangling"
+cd "$tmp" || exit 1
+expect_bad "symlink loop" "loop-a" "Too many levels of symbolic links"
+expect_bad "dangling symlink" "dangling" "No such file"
+cd - >/dev/null || exit 1
+if grep -q "neither a file" "$tmp/err"; then
+    fail "a symlink that cannot be followed is taken for a tag: $(cat "$tmp/err")"
+fi
 
 # truncated copies of a valid model, cut in the header, the metadata, the
 # tensor infos and the tensor data
