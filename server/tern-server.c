@@ -1556,6 +1556,24 @@ static route route_of(const char *path, const char **rest) {
     return ROUTE_NONE;
 }
 
+/* 405, with the Allow header RFC 9110 (15.5.6) requires: the methods the
+ * endpoint takes, and OPTIONS where the CORS preflight answers it. */
+static void refuse_method(tern_server *srv, SoupServerMessage *msg, const char *allow,
+                          const char *fmt, ...) G_GNUC_PRINTF(4, 5);
+static void refuse_method(tern_server *srv, SoupServerMessage *msg, const char *allow,
+                          const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *m = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    char *methods = g_strconcat(allow, srv->cors ? ", OPTIONS" : "", NULL);
+    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Allow",
+                                 methods);
+    respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL, "%s", m);
+    g_free(methods);
+    g_free(m);
+}
+
 /* What is refused on a request's head alone, before its body: a method an
  * endpoint does not take (405), no valid API key (401), no endpoint (404).
  * Looked at when the head is in (on_got_headers), not after the body:
@@ -1566,10 +1584,14 @@ static void refuse_on_head(tern_server *srv, SoupServerMessage *msg, route r) {
     const char *path = g_uri_get_path(soup_server_message_get_uri(msg));
     if (!strcmp(method, "OPTIONS") && srv->cors)
         return; /* a preflight: no key */
+    /* HEAD is GET without the body (RFC 9110 9.3.2): uptime checkers and
+     * load balancers send it, and got 405. The handlers answer it as GET;
+     * libsoup (3.2) then writes the headers, Content-Length from the body
+     * included, and not the body (serve-http checks both). */
+    const bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     if (r == ROUTE_HEALTH) {
-        if (strcmp(method, "GET"))
-            respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL,
-                          "%s /health: use GET", method);
+        if (!get)
+            refuse_method(srv, msg, "GET, HEAD", "%s /health: use GET", method);
         return; /* no key needed */
     }
     if (!authorized(srv, msg)) {
@@ -1577,12 +1599,10 @@ static void refuse_on_head(tern_server *srv, SoupServerMessage *msg, route r) {
                                      "WWW-Authenticate", "Bearer");
         respond_error(srv, msg, 401, "invalid_request_error", NULL, "invalid_api_key",
                       "a valid API key is required (Authorization: Bearer KEY)");
-    } else if (r == ROUTE_MODELS && strcmp(method, "GET")) {
-        respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL, "%s %s: use GET",
-                      method, path);
+    } else if (r == ROUTE_MODELS && !get) {
+        refuse_method(srv, msg, "GET, HEAD", "%s %s: use GET", method, path);
     } else if ((r == ROUTE_CHAT || r == ROUTE_COMPLETIONS) && strcmp(method, "POST")) {
-        respond_error(srv, msg, 405, "invalid_request_error", NULL, NULL, "%s %s: use POST",
-                      method, path);
+        refuse_method(srv, msg, "POST", "%s %s: use POST", method, path);
     } else if (r == ROUTE_NONE) {
         respond_error(srv, msg, 404, "invalid_request_error", NULL, "not_found",
                       "no endpoint %s %s (GET /health, GET /v1/models, GET /v1/models/{id}, "

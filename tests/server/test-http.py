@@ -19,7 +19,9 @@ sockets on 127.0.0.1 (docs/SERVER.md, "Kept-alive connections"):
   after the answer, cleanly even with another request sent behind it;
 - framing: a Connection header that names the framing, or a header the
   checks read (Host, Authorization, Content-Type, Origin), refused (400);
-- a full queue refused on the head (429), before the body is parsed."""
+- a full queue refused on the head (429), before the body is parsed;
+- HEAD answered as GET without the body (it was 405), and a 405 says
+  which methods the endpoint takes (Allow)."""
 
 import json
 import os
@@ -86,16 +88,17 @@ class Conn:
         self.buf += b
         return True
 
-    def answer(self, timeout=10):
+    def answer(self, timeout=10, head=False):
         """The next answer whole: (status, {field: value}, body, version), or
         None when none came in time or the connection ended first. A 1xx
-        has no body; a body without Content-Length or chunked runs to EOF."""
+        has no body, nor has the answer to a HEAD (head=True); a body
+        without Content-Length or chunked runs to EOF."""
         end = time.time() + timeout
         while b"\r\n\r\n" not in self.buf:
             if time.time() >= end or not self._more(end - time.time()):
                 return None
-        head, _, rest = self.buf.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
+        head_text, _, rest = self.buf.partition(b"\r\n\r\n")
+        lines = head_text.decode("latin-1").split("\r\n")
         m = re.match(r"HTTP/(1\.[01]) (\d{3})", lines[0])
         if not m:
             return None
@@ -104,7 +107,7 @@ class Conn:
         for line in lines[1:]:
             name, _, value = line.partition(":")
             fields[name.strip().lower()] = value.strip()
-        if status < 200:
+        if status < 200 or head:
             self.buf = rest
             return status, fields, b"", version
         if fields.get("content-length", "").isdigit():
@@ -231,6 +234,64 @@ for head, want in [(b"GET /v1/models/%FF%FE HTTP/1.1\r\n", 404),
     check(status_of(a) == want and doc is not None and "error" in doc,
           "%r: %d with a JSON error in UTF-8 (got %s %r)" % (head, want, status_of(a),
                                                             a and a[2][:120]))
+    c.close()
+
+# HEAD (uptime checkers, load balancers) is answered as GET is, without the
+# body: the same status and headers, Content-Length included (it was 405 on
+# every route). Pipelined behind each HEAD a GET, whose answer must come
+# next: a body written after the HEAD's head would be read as its start.
+def raw(method, path, auth=AUTH, version="1.1"):
+    return ("%s %s HTTP/%s\r\nHost: 127.0.0.1\r\n%s\r\n" % (method, path, version, auth)).encode()
+
+
+for path, auth, want in [("/health", "", 200), ("/v1/models", AUTH, 200),
+                         ("/models", AUTH, 200), ("/v1/models/tiny", AUTH, 200),
+                         ("/v1/models/nope", AUTH, 404), ("/v1/models", "", 401),
+                         ("/v1/nowhere", AUTH, 404)]:
+    c = Conn()
+    c.send(raw("HEAD", path, auth) + raw("GET", path, auth) + raw("HEAD", path, auth) + HEALTH)
+    h = c.answer(timeout=3, head=True)
+    g = c.answer(timeout=3)
+    h2 = c.answer(timeout=3, head=True)
+    last = c.answer(timeout=3)
+    # (the 404 for no endpoint quotes the method: its length differs by one)
+    fields = ["content-type", "www-authenticate", "connection"]
+    if "nowhere" not in path:
+        fields.append("content-length")
+    same = (h and g and h[0] == g[0] == want and all(h[1].get(f) == g[1].get(f) for f in fields)
+            and h[1].get("content-length", "").isdigit() and
+            g[1].get("content-length") == str(len(g[2])) and len(g[2]) > 0)
+    check(same and h2 and h2[0] == want and status_of(last) == 200 and b'"status"' in last[2],
+          "HEAD %s: %d with GET's headers (Content-Length %s) and no body, the connection "
+          "kept (got %s, GET %s, then %s, %s)" %
+          (path, want, g and g[1].get("content-length"), h and h[:2], g and g[:2],
+           status_of(h2), last and last[2][:60]))
+    c.close()
+# HTTP/1.0 too, kept alive as asked.
+c = Conn()
+c.send(b"HEAD /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n" + HEALTH)
+h = c.answer(timeout=3, head=True)
+g = c.answer(timeout=3)
+check(status_of(h) == 200 and h[3] == "1.0" and h[1].get("content-length", "").isdigit() and
+      (h[1].get("connection") or "").lower() == "keep-alive" and status_of(g) == 200,
+      "HEAD /health over HTTP/1.0 keep-alive: 200, Content-Length, kept (got %s, then %s)" %
+      (h and h[:2], status_of(g)))
+c.close()
+# A route that takes only POST still refuses HEAD (and GET), with the Allow
+# header a 405 must have; the GET routes name GET and HEAD.
+for method, path, allow in [("HEAD", "/v1/chat/completions", "POST"),
+                            ("HEAD", "/v1/completions", "POST"),
+                            ("GET", "/v1/chat/completions", "POST"),
+                            ("DELETE", "/health", "GET, HEAD"),
+                            ("PUT", "/v1/models", "GET, HEAD")]:
+    c = Conn()
+    c.send(raw(method, path) + HEALTH)
+    a = c.answer(timeout=3, head=method == "HEAD")
+    b = c.answer(timeout=3)
+    check(status_of(a) == 405 and a[1].get("allow") == allow and
+          (method == "HEAD" or b'"error"' in a[2]) and status_of(b) == 200,
+          "%s %s: 405 with Allow: %s (got %s %s, then %s)" %
+          (method, path, allow, status_of(a), a and a[1].get("allow"), status_of(b)))
     c.close()
 
 # An expectation other than 100-continue: 417 as a JSON error (libsoup's own
