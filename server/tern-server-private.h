@@ -171,6 +171,12 @@ struct tern_server {
     guint64 image_pixels_held;
 #endif
 
+    /* Jobs given to the queue and not yet finished (finish_job), one
+     * reference each: the queue itself cannot be looked through, and a
+     * waiting job whose client left is taken back out of it
+     * (drop_waiting_gone). HTTP side only. */
+    GQueue waiting;
+
     /* The engine side. */
     GAsyncQueue *queue;
     GThread *worker;

@@ -492,6 +492,7 @@ static gpointer worker_main(gpointer data) {
         job *j = g_async_queue_pop(srv->queue);
         if (j == (job *)srv) /* the stop sentinel */
             break;
+        g_debug("%s: taken by the worker", j->id);
         run_job(srv, j);
         schedule(j, finish_job);
         job_unref(j);
@@ -842,6 +843,8 @@ static void release_abandoned(job *j) {
 static gboolean finish_job(gpointer data) {
     job *j = data;
     tern_server *srv = j->server;
+    if (g_queue_remove(&srv->waiting, j))
+        job_unref(j); /* the list's; the source still holds one */
     srv->pending--;
     if (g_atomic_int_get(&j->gone)) {
         srv->n_abandoned++;
@@ -988,6 +991,32 @@ static bool client_closed(tern_server *srv, SoupServerMessage *msg) {
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+/* Waiting jobs whose client left (or whose message libsoup finished), out
+ * of the queue now rather than when the worker reaches them: until then
+ * each held a queue slot (a new request was refused 429 behind them), its
+ * socket and its body, for as long as the requests before it ran. The
+ * queue's lock decides the race with the worker: a job it took already
+ * is left to watch_running and finish_job. */
+static void drop_waiting_gone(tern_server *srv) {
+    for (GList *l = srv->waiting.head, *next; l; l = next) {
+        next = l->next;
+        job *j = l->data;
+        if (!g_atomic_int_get(&j->gone) && !(j->msg && client_closed(srv, j->msg)))
+            continue;
+        if (!g_async_queue_remove(srv->queue, j))
+            continue; /* the worker has it */
+        g_debug("%s: its client left while it waited; dropped from the queue", j->id);
+        g_queue_delete_link(&srv->waiting, l);
+        if (!g_atomic_int_get(&j->gone))
+            on_msg_finished(j->msg, j);
+        srv->pending--;
+        srv->n_abandoned++;
+        release_abandoned(j);
+        job_unref(j); /* the queue's */
+        job_unref(j); /* the list's */
+    }
+}
+
 /* A streaming client that leaves is noticed when a write fails; one that
  * waits for a whole answer writes nothing, so the running request's
  * connection is looked at a few times a second. */
@@ -1002,6 +1031,7 @@ static gboolean watch_running(gpointer data) {
             on_msg_finished(j->msg, j);
         job_unref(j);
     }
+    drop_waiting_gone(srv);
     return G_SOURCE_CONTINUE;
 }
 
@@ -1178,6 +1208,7 @@ static char *cors_allow_headers(SoupServerMessage *msg) {
  * which takes the caller's reference. Streams get their headers with their
  * first text (stream_start). */
 static void enqueue(job *j) {
+    g_queue_push_tail(&j->server->waiting, job_ref(j));
     g_async_queue_push(j->server->queue, j);
 }
 
@@ -1317,6 +1348,10 @@ static bool refused_busy(tern_server *srv, SoupServerMessage *msg) {
                       "the server is stopping");
         return true;
     }
+    /* Clients that left while waiting give their places back first: the
+     * periodic look (watch_running) may not have come yet. */
+    if (srv->pending >= srv->cfg.queue_max)
+        drop_waiting_gone(srv);
     if (srv->pending >= srv->cfg.queue_max) {
         soup_message_headers_replace(soup_server_message_get_response_headers(msg),
                                      "Retry-After", "1");
@@ -2036,6 +2071,9 @@ void tern_server_run(tern_server *srv) {
             g_thread_pool_free(srv->decode_pool, FALSE, TRUE);
         srv->decode_pool = NULL;
         flush_answers(srv);
+        /* Empty unless an answer was not written in time (then
+         * tern_server_free warns): finish_job takes each job out. */
+        g_queue_clear_full(&srv->waiting, (GDestroyNotify)job_unref);
     }
     tern_conns_stop(srv);
     soup_server_disconnect(srv->soup);

@@ -20,7 +20,9 @@ long so that the 8 clients really overlap and the queue bound is met."""
 import http.client
 import json
 import os
+import re
 import select
+import socket
 import sys
 import threading
 import time
@@ -326,4 +328,148 @@ code = srv.stop()
 checks.check(code == 0, "the server stops cleanly on SIGTERM (status %s): %s" % (code, srv.stderr()[-500:]))
 checks.check("still allocated" not in srv.stderr(), "no request's state left at the stop: %s"
              % srv.stderr()[-500:])
+
+# ------------------------------------------------------------ hang-ups while queued
+# Requests waiting behind a long one whose clients hang up leave the queue
+# at once: their places (a new request is taken, not refused 429), sockets
+# and state go back while the long one still runs, and the worker never
+# takes them. They stayed until their turn came, so a few clients that gave
+# up on a busy server kept the queue full for everybody else. The server's
+# debug log names every job the worker takes and every job dropped.
+HANGUPS = int(os.environ.get("TERN_LOAD_HANGUPS", "200"))
+os.environ["G_MESSAGES_DEBUG"] = "tern-server"
+wsrv = serverlib.Server(tmp, "load-wait", model, ["--queue", "3", "--debug-token-delay", "100"])
+del os.environ["G_MESSAGES_DEBUG"]
+
+
+def wfds():
+    return len(os.listdir("/proc/%d/fd" % wsrv.proc.pid))
+
+
+def whealth():
+    return json.loads(wsrv.request("GET", "/health")[2])
+
+
+def wsend(max_tokens, stream=False):
+    body = json.dumps({"prompt": "hello", "max_tokens": max_tokens, "stream": stream}).encode()
+    sk = socket.create_connection(("127.0.0.1", wsrv.port), timeout=30)
+    sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+               b"application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body) +
+               body)
+    return sk
+
+
+def wait_queue(n, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        h = whealth()
+        if h["queue"] == n:
+            return h
+        time.sleep(0.02)
+    return whealth()
+
+
+def read_all(sk, timeout):
+    sk.settimeout(timeout)
+    out = b""
+    try:
+        while True:
+            b = sk.recv(65536)
+            if not b:
+                break
+            out += b
+    except OSError:
+        pass
+    return out
+
+
+time.sleep(0.2)
+# One request runs (up to 100 s at 100 ms a token, until its client
+# leaves at the end), one streamed and one not wait.
+long_sk = wsend(1000)
+wait_queue(1)
+running = wfds()
+waiting = [wsend(60, stream=True), wsend(60)]
+h = wait_queue(3)
+status, _, _ = wsrv.request("POST", "/v1/completions", json.dumps({"prompt": "x", "max_tokens": 1}),
+                            {"Content-Type": "application/json"})
+checks.check(h["queue"] == 3 and status == 429, "three requests fill the queue of 3: %s, then %d"
+             % (h, status))
+t0 = time.time()
+for sk in waiting:
+    sk.close()
+h = wait_queue(1, timeout=3)
+dt = time.time() - t0
+deadline = time.time() + 3
+while time.time() < deadline and wfds() > running:
+    time.sleep(0.02)
+checks.check(h["queue"] == 1 and h["abandoned"] == 2 and dt < 1.0 and wfds() <= running,
+             "two waiting clients hang up: out of the queue in %.2f s (< 1 s, the long one "
+             "still runs), counted as abandoned, their sockets closed (%s; %d files, %d with "
+             "only the long one)" % (dt, h, wfds(), running))
+# A client that half-closes while waiting (nc -N) reads why at once.
+half = wsend(60)
+wait_queue(2)
+t0 = time.time()
+half.shutdown(socket.SHUT_WR)
+got = read_all(half, 5)
+dt = time.time() - t0
+half.close()
+checks.check(b" 400 " in got.split(b"\r\n")[0] and b"client_closed" in got and dt < 1.0,
+             "a waiting client half-closes: 400 client_closed in %.2f s (< 1 s): %r" %
+             (dt, got[:120]))
+# Many hang-ups, one after the other, each once its request waits, behind
+# one that stays: the queue is full each time, and every one that left
+# makes room for the next (looked at on the next one's head, before 429).
+stay = wsend(2)
+wait_queue(2)
+ab0 = whealth()["abandoned"]
+refused = 0
+for i in range(HANGUPS):
+    sk = wsend(60)
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        h = whealth()
+        if h["queue"] == 3 and h["abandoned"] == ab0 + i:
+            break
+        time.sleep(0.01)
+    else:
+        refused += 1
+    if i % 2:
+        sk.shutdown(socket.SHUT_WR)
+    sk.close()
+    if refused > 3:
+        break
+h = wait_queue(2, timeout=3)
+deadline = time.time() + 3
+while time.time() < deadline and wfds() > running + 1:
+    time.sleep(0.02)
+checks.check(refused == 0 and h["queue"] == 2 and h["abandoned"] == HANGUPS + 3 and
+             wfds() <= running + 1,
+             "%d clients hang up (or half-close) while waiting: each was queued (%d were not), "
+             "then left the queue (%s), sockets closed (%d files, %d with the two that stay)" %
+             (HANGUPS, refused, h, wfds(), running + 1))
+# The queue has room: a request sent now is taken, and once the long one's
+# client leaves too, answered with the one that stayed.
+late = wsend(2)
+checks.check(wait_queue(3)["queue"] == 3, "a request after the hang-ups is queued")
+long_sk.close()
+stay_answer = read_all(stay, 30)
+late_answer = read_all(late, 30)
+checks.check(stay_answer.startswith(b"HTTP/1.1 200") and late_answer.startswith(b"HTTP/1.1 200"),
+             "the request that stayed in the queue, and one sent after the hang-ups, answered: "
+             "%r, %r" % (stay_answer[:80], late_answer[:80]))
+stay.close()
+late.close()
+code = wsrv.stop()
+log = open(wsrv.out_path).read() + wsrv.stderr()
+taken = len(re.findall(r"taken by the worker", log))
+dropped = len(re.findall(r"dropped from the queue", log))
+checks.check(taken == 3 and dropped == HANGUPS + 3,
+             "the worker took only the three requests whose clients stayed (%d taken, %d dropped "
+             "from the queue)" % (taken, dropped))
+errs = wsrv.stderr()
+checks.check(code == 0 and "still allocated" not in errs and "AddressSanitizer" not in errs and
+             "runtime error" not in errs,
+             "that server stops cleanly, every request freed (status %s): %s" % (code, errs[-500:]))
 checks.finish()
