@@ -820,16 +820,19 @@ static void respond_engine_error(job *j) {
                       j->err.message[0] ? j->err.message : tn_status_name(j->rc));
 }
 
-/* A request whose client left while it waited, ran or had its images
- * decoded, as watch_running or images_decoded saw it (a peek at the
- * socket), not libsoup: its message is still paused, so libsoup kept the
- * connection, the body and this job for good, and a few hundred timed-out
- * clients filled the connection cap until nobody was answered. An answer
- * lets libsoup finish it: the write fails on a closed socket and the
- * connection goes; a client that only shut down its sending side (nc -N)
- * reads why. A message libsoup finished itself is gone already
- * (on_msg_done). */
-static void release_abandoned(job *j) {
+/* The end of a request whose client left while it waited, ran or had its
+ * images decoded, as drop_waiting_gone, watch_running or images_decoded saw
+ * it (a peek at the socket), not libsoup: its place in the queue goes back,
+ * it counts as abandoned, and its message, still paused, is answered. Left
+ * paused, libsoup kept the connection, the body and this job for good, and
+ * a few hundred timed-out clients filled the connection cap until nobody
+ * was answered. An answer lets libsoup finish it: the write fails on a
+ * closed socket and the connection goes; a client that only shut down its
+ * sending side (nc -N) reads why. A message libsoup finished itself is
+ * gone already (on_msg_done). */
+static void drop_abandoned(job *j) {
+    j->server->pending--;
+    j->server->n_abandoned++;
     if (!j->msg)
         return;
     respond_error(j->server, j->msg, 400, "invalid_request_error", NULL, "client_closed",
@@ -845,12 +848,11 @@ static gboolean finish_job(gpointer data) {
     tern_server *srv = j->server;
     if (g_queue_remove(&srv->waiting, j))
         job_unref(j); /* the list's; the source still holds one */
-    srv->pending--;
     if (g_atomic_int_get(&j->gone)) {
-        srv->n_abandoned++;
-        release_abandoned(j);
+        drop_abandoned(j);
         return G_SOURCE_REMOVE;
     }
+    srv->pending--;
     srv->n_served++;
     /* Stopped by the shutdown: a truncated answer must not look complete. */
     if (g_atomic_int_get(&srv->stopping) && j->rc == TN_OK &&
@@ -1009,9 +1011,7 @@ static void drop_waiting_gone(tern_server *srv) {
         g_queue_delete_link(&srv->waiting, l);
         if (!g_atomic_int_get(&j->gone))
             on_msg_finished(j->msg, j);
-        srv->pending--;
-        srv->n_abandoned++;
-        release_abandoned(j);
+        drop_abandoned(j);
         job_unref(j); /* the queue's */
         job_unref(j); /* the list's */
     }
@@ -1221,9 +1221,7 @@ static gboolean images_decoded(gpointer data) {
     if (!g_atomic_int_get(&j->gone) && client_closed(srv, j->msg))
         on_msg_finished(j->msg, j);
     if (g_atomic_int_get(&j->gone)) {
-        srv->pending--;
-        srv->n_abandoned++;
-        release_abandoned(j);
+        drop_abandoned(j);
         return G_SOURCE_REMOVE;
     }
     if (g_atomic_int_get(&srv->stopping)) {
