@@ -223,6 +223,8 @@ static const char *refusal_reason(int status) {
         return "Request Header Fields Too Large";
     case 501:
         return "Not Implemented";
+    case 505:
+        return "HTTP Version Not Supported";
     default:
         return "Bad Request";
     }

@@ -16,7 +16,8 @@ static unsigned long decimal(const char **p, const char *e) {
 /* The minor version soup_headers_parse_request reads in s[0..n) (the
  * request line on, empty lines before it skipped): its three fields apart
  * by blanks, then "HTTP/1.", a number (leading zeros read), 0 or 1; -1
- * for a request line libsoup refuses (400 or 505). */
+ * for a request line libsoup refuses 400 (no "HTTP/D.D" version), -2 for
+ * one it refuses 505 (another version: HTTP/2.0, HTTP/1.2). */
 static int request_minor(const char *s, size_t n) {
     const char *p = s, *e = s + n;
     for (int field = 0; field < 2; field++) {
@@ -35,7 +36,7 @@ static int request_minor(const char *s, size_t n) {
         return -1;
     p++;
     const unsigned long minor = decimal(&p, e);
-    return major == 1 && minor <= 1 ? (int)minor : -1;
+    return major == 1 && minor <= 1 ? (int)minor : -2;
 }
 
 /* Whether the request line's three fields start on its first line, s[0..n)
@@ -183,6 +184,14 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
         *out = f;
     if (!fields_on_first_line(head + skip, n - skip))
         return "the request line is not a method, a target and a version on one line";
+    /* libsoup refuses these itself, as this does, but with an empty body
+     * (its 505 an "HTTP/1.0 505"), no JSON error. */
+    if (f.http_minor == -1)
+        return "the request line's version is not HTTP/1.1 or HTTP/1.0";
+    if (f.http_minor == -2) {
+        *status = 505;
+        return "HTTP version not supported: send HTTP/1.1 (or HTTP/1.0)";
+    }
     if (f.content_lengths > 1)
         return "more than one Content-Length";
     if (f.transfer_encodings > 1)

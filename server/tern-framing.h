@@ -15,7 +15,8 @@ typedef struct {
     bool chunked;            /* one of them says chunked */
     int expects;             /* Expect lines */
     bool expect_other;       /* one of them is not exactly "100-continue" */
-    int http_minor;          /* the request line's HTTP/1.x as libsoup reads it; -1: refused */
+    int http_minor;          /* the request line's HTTP/1.x as libsoup reads it; -1: refused
+                                (400), -2: another version (505) */
 } tern_framing;
 
 /* head: the request line and header lines, n bytes up to and including the

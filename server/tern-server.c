@@ -1791,6 +1791,28 @@ static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointe
     tern_conn_request_started(data, msg);
 }
 
+/* libsoup refuses some requests itself, before any check of this server's
+ * (a request line it cannot read, an HTTP version other than 1.0 and 1.1:
+ * 505; a Host port or a path it cannot make a URI of, "%00" or "..%2F": 400):
+ * a status and an empty body, where every other error is the documented
+ * JSON. It calls no handler for them, but "request-read" still comes
+ * (before the answer is written), so the body is given here. */
+static void on_request_read(SoupServer *soup, SoupServerMessage *msg, gpointer data) {
+    tern_server *srv = data;
+    (void)soup;
+    const guint status = soup_server_message_get_status(msg);
+    if (status < 400 || soup_server_message_get_response_body(msg)->length > 0)
+        return;
+    if (status == SOUP_STATUS_HTTP_VERSION_NOT_SUPPORTED)
+        respond_error(srv, msg, status, "invalid_request_error", NULL, NULL,
+                      "HTTP version not supported: send HTTP/1.1 (or 1.0)");
+    else
+        respond_error(srv, msg, status, "invalid_request_error", NULL, NULL,
+                      "the request was refused as it was read (%u %s): its request line, "
+                      "target, Host or framing is malformed",
+                      status, soup_status_get_phrase(status));
+}
+
 /* ------------------------------------------------------------ lifecycle */
 
 static gboolean quit_now(gpointer data) {
@@ -2034,6 +2056,7 @@ void tern_server_run(tern_server *srv) {
     srv->soup = soup_server_new("server-header", "tern/" TN_VERSION_STRING " ", NULL);
     soup_server_add_handler(srv->soup, NULL, handle_any, srv, NULL);
     g_signal_connect(srv->soup, "request-started", G_CALLBACK(on_request_started), srv);
+    g_signal_connect(srv->soup, "request-read", G_CALLBACK(on_request_read), srv);
     keepalive_anchor(srv);
     tern_conns_start(srv);
     {

@@ -158,7 +158,8 @@ static outcome frame(const uint8_t *data, size_t size, uint32_t seed, bool whole
             g_free(view);
             if (v == TERN_FRAMER_REFUSE) {
                 PROMISE(why &&
-                        (status == 400 || status == 417 || status == 431 || status == 501));
+                        (status == 400 || status == 417 || status == 431 || status == 501 ||
+                         status == 505));
                 o.status = status;
                 o.why = why;
                 o.refused_at = dropped;

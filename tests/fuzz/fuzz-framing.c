@@ -44,7 +44,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int status = 0;
     tern_framing f;
     const char *why = tern_framing_problem(head, n, &status, &f);
-    PROMISE(why == NULL || status == 400 || status == 501 || status == 417);
+    PROMISE(why == NULL || status == 400 || status == 501 || status == 417 || status == 505);
+    if (why && f.http_minor < 0 && (status == 505 || strstr(why, "version is not HTTP/1"))) {
+        /* a version refused here (not a refusal before it, such as a request
+         * line over two lines) is one libsoup refuses, with the same status */
+        SoupMessageHeaders *h = soup_message_headers_new(SOUP_MESSAGE_HEADERS_REQUEST);
+        const guint st = soup_headers_parse_request(head, (int)n, h, NULL, NULL, NULL);
+        PROMISE(st == (guint)(f.http_minor == -2 ? 505 : 400) && st == (guint)status);
+        soup_message_headers_unref(h);
+    }
     if (why == NULL) {
         char *copy = g_strndup(head, n);
         size_t m = n;

@@ -21,7 +21,9 @@ sockets on 127.0.0.1 (docs/SERVER.md, "Kept-alive connections"):
   checks read (Host, Authorization, Content-Type, Origin), refused (400);
 - a full queue refused on the head (429), before the body is parsed;
 - HEAD answered as GET without the body (it was 405), and a 405 says
-  which methods the endpoint takes (Allow)."""
+  which methods the endpoint takes (Allow);
+- libsoup's own refusals (505 for HTTP/2.0, 400 for "%00") with the JSON
+  error body (they had none)."""
 
 import json
 import os
@@ -293,6 +295,37 @@ for method, path, allow in [("HEAD", "/v1/chat/completions", "POST"),
           "%s %s: 405 with Allow: %s (got %s %s, then %s)" %
           (method, path, allow, status_of(a), a and a[1].get("allow"), status_of(b)))
     c.close()
+
+# What libsoup refuses itself (a version other than HTTP/1.x, a request line
+# without one, a path it cannot decode) had a status and an empty body: the
+# version is refused on the head now (and the connection closed), the rest
+# given its body when libsoup has read the request; each answer the JSON
+# error every other one is. (A Host whose port is no number is still libsoup's
+# bare 400: refused before anything of the server's sees it.)
+for line, want in [(b"GET /health HTTP/2.0", 505), (b"GET /health HTTP/1.2", 505),
+                   (b"PRI * HTTP/2.0", 505), (b"GET /health HTTP/x", 400),
+                   (b"GET /he%00alth HTTP/1.1", 400), (b"GET /..%2Fhealth HTTP/1.1", 400)]:
+    for first in [b"", HEALTH]:
+        c = Conn()
+        c.send(first + line + b"\r\nHost: 127.0.0.1\r\n\r\n" + HEALTH)
+        if first:
+            check(status_of(c.answer()) == 200, "the request before it answered")
+        a = c.answer(timeout=3)
+        try:
+            doc = json.loads(a[2]) if a else None
+        except ValueError:
+            doc = None
+        # a bad version closes (the framing of what follows is in doubt); a
+        # path libsoup cannot decode keeps the connection, as libsoup did
+        kept = b"%" in line
+        after = c.answer(timeout=1)
+        check(status_of(a) == want and isinstance(doc, dict) and "message" in doc.get("error", {})
+              and (status_of(after) == 200 if kept else after is None and c.ends()),
+              "%r%s: %d with a JSON error, then %s (got %s %r, then %s)" %
+              (line, " after a request" if first else "", want,
+               "the next request answered" if kept else "closed", status_of(a),
+               a and a[2][:100], status_of(after)))
+        c.close()
 
 # An expectation other than 100-continue: 417 as a JSON error (libsoup's own
 # was an empty "HTTP/1.0 417"), then closed.
