@@ -155,6 +155,15 @@ typedef enum {
     GIF_BAD,
 } gif_state;
 
+/* Why a walk stopped at GIF_BAD: the user is told which, since a GIF of a
+ * sound block structure whose frame lies off its screen is not "broken
+ * blocks" (the attack report's complaint). */
+typedef enum {
+    GIF_BAD_BLOCKS, /* a byte where an introducer must be */
+    GIF_BAD_SCREEN, /* a logical screen 0 pixels wide or high */
+    GIF_BAD_FRAME,  /* a first image of no pixels, or reaching past the screen */
+} gif_bad;
+
 typedef struct {
     gif_state state, after_skip;
     guint32 count;  /* bytes seen of the header or descriptor, or left to skip */
@@ -162,6 +171,7 @@ typedef struct {
     gboolean image; /* the sub-blocks being read are the first image's data */
     guint8 desc[9];  /* the screen's 4 size bytes, then an image descriptor's 9 */
     guint32 screen_w, screen_h;
+    gif_bad bad;
 } gif_walk;
 
 static guint32 gif_u16(const guint8 *b) {
@@ -200,6 +210,7 @@ static gsize gif_feed(gif_walk *g, const guint8 *b, gsize n) {
                 g->desc[g->count - 7] = c;
             if (g->count == 10) {
                 if (gif_screen_bad(g)) {
+                    g->bad = GIF_BAD_SCREEN;
                     g->state = GIF_BAD;
                     return i;
                 }
@@ -248,6 +259,7 @@ static gsize gif_feed(gif_walk *g, const guint8 *b, gsize n) {
         case GIF_IMAGE_DESC:
             g->desc[g->count++] = c;
             if (g->count == 8 && gif_image_bad(g)) {
+                g->bad = GIF_BAD_FRAME;
                 g->state = GIF_BAD;
                 return i;
             }
@@ -597,9 +609,20 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
      * pixel. Held bytes are bounded by the source (the server's body limit,
      * a file the user picked) and by TERN_IMAGE_MAX_JPEG_BYTES. */
     GByteArray *held = is_jpeg ? g_byte_array_new() : NULL;
-    /* refused: error is set by a walk of the byte stream (JPEG, GIF). */
+    /* refused: error is set by a check of the byte stream (JPEG, GIF, PNG, WebP). */
     gboolean ok = TRUE, any = FALSE, refused = FALSE;
-    for (gboolean first = TRUE; !p.too_large; first = FALSE) {
+    /* A RIFF size too small for the "WEBP" tag and one chunk header, or
+     * larger than a RIFF chunk can be: libwebp refuses it with "Could not
+     * get WebP header information", which tells the user nothing. */
+    if (is_webp && (riff_total - 8 < 12 || riff_total - 8 > 0xfffffff6u)) {
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                    _("%s: damaged WebP (its RIFF header declares %llu bytes; a WebP file holds "
+                      "12 to 4294967286)"),
+                    name, (unsigned long long)(riff_total - 8));
+        ok = FALSE;
+        refused = TRUE;
+    }
+    for (gboolean first = TRUE; !refused && !p.too_large; first = FALSE) {
         gssize n = first ? head : source_read(src, buf, CHUNK);
         if (n < 0) {
             g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_IO, _("%s: read error: %s"), name,
@@ -674,8 +697,21 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
         if (is_gif) {
             use = gif_feed(&gif, buf, (gsize)n);
             if (gif.state == GIF_BAD) {
-                g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
-                            _("%s: damaged GIF (its block structure is broken)"), name);
+                if (gif.bad == GIF_BAD_SCREEN)
+                    g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                                _("%s: damaged GIF (its screen is %u x %u pixels: no picture "
+                                  "fits)"),
+                                name, gif_u16(gif.desc), gif_u16(gif.desc + 2));
+                else if (gif.bad == GIF_BAD_FRAME)
+                    g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                                _("%s: damaged GIF (its first frame, %u x %u pixels at %u,%u, "
+                                  "is empty or reaches past its %u x %u screen)"),
+                                name, gif_u16(gif.desc + 4), gif_u16(gif.desc + 6),
+                                gif_u16(gif.desc), gif_u16(gif.desc + 2), gif.screen_w,
+                                gif.screen_h);
+                else
+                    g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                                _("%s: damaged GIF (its block structure is broken)"), name);
                 ok = FALSE;
                 refused = TRUE;
                 break;

@@ -573,6 +573,23 @@ static void webp(void) {
         }
         g_byte_array_unref(w);
     }
+    /* A RIFF size no WebP can have: named as such, not libwebp's "Could not
+     * get WebP header information". */
+    static const guint32 riff_sizes[] = {0, 11, 0xfffffff7u, 0xffffffffu};
+    for (size_t i = 0; i < G_N_ELEMENTS(riff_sizes); i++) {
+        guint8 *bad = g_memdup2(data, len);
+        for (int k = 0; k < 4; k++)
+            bad[4 + k] = (guint8)(riff_sizes[i] >> (8 * k));
+        im = tern_image_load_bytes(bad, len, "riff.webp", NULL, &e);
+        char want[64];
+        g_snprintf(want, sizeof want, "declares %u bytes", riff_sizes[i]);
+        CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT) &&
+                   strstr(e->message, want) && !strstr(e->message, "Could not get"),
+               "RIFF size %u: %s", riff_sizes[i], e ? e->message : "accepted");
+        tern_image_free(im);
+        g_clear_error(&e);
+        g_free(bad);
+    }
     g_free(data);
     g_clear_error(&e);
 }
@@ -1177,15 +1194,27 @@ static void fuzz_finds(void) {
         0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x01, 0x00, 0xff, 0xff,
         0xff, 0x00, 0x00, 0x00, 0x21, 0xf9, 0x04, 0xef, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00,
         0x00, 0x00, 0x95, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x2a, 0x00, 0x3b};
+    /* gif_past_screen with a screen 0 pixels wide */
+    guint8 gif_zero_screen[sizeof gif_past_screen];
+    memcpy(gif_zero_screen, gif_past_screen, sizeof gif_zero_screen);
+    gif_zero_screen[6] = 0;
+    /* The message names what is wrong: these GIFs' block structure is
+     * sound, and "broken block structure" sent users looking for the wrong
+     * fault. */
     struct {
         const char *label;
         const guint8 *data;
         gsize len;
+        const char *want;
     } cases[] = {
-        {"webp, empty first frame", webp_empty_frame, sizeof webp_empty_frame},
-        {"webp, no frame", webp_no_frame, sizeof webp_no_frame},
-        {"gif, first image of no rows", gif_no_rows, sizeof gif_no_rows},
-        {"gif, first image past the screen", gif_past_screen, sizeof gif_past_screen},
+        {"webp, empty first frame", webp_empty_frame, sizeof webp_empty_frame, NULL},
+        {"webp, no frame", webp_no_frame, sizeof webp_no_frame, NULL},
+        {"gif, first image of no rows", gif_no_rows, sizeof gif_no_rows,
+         "is empty or reaches past its 1 x 1 screen"},
+        {"gif, first image past the screen", gif_past_screen, sizeof gif_past_screen,
+         "its first frame, 149 x 1 pixels at 0,0, is empty or reaches past its 1 x 1 screen"},
+        {"gif, a screen 0 pixels wide", gif_zero_screen, sizeof gif_zero_screen,
+         "its screen is 0 x 1 pixels"},
     };
     static const char *const domains[] = {"GLib", "GLib-GObject", "GdkPixbuf"};
     guint ids[G_N_ELEMENTS(domains)];
@@ -1199,6 +1228,8 @@ static void fuzz_finds(void) {
         CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT),
                "%s: %s", cases[i].label, e ? e->message : "accepted");
         CHECKF(n_criticals == 0, "%s: %u GLib criticals", cases[i].label, n_criticals);
+        CHECKF(!cases[i].want || (e && strstr(e->message, cases[i].want)), "%s: %s, want '%s'",
+               cases[i].label, e ? e->message : "accepted", cases[i].want);
         if (e)
             fprintf(stderr, "%s: %s\n", cases[i].label, e->message);
         tern_image_free(im);
