@@ -5,7 +5,8 @@ sockets on 127.0.0.1 (docs/SERVER.md, "Kept-alive connections"):
 - Expect: 100-continue (curl sends it for larger uploads, then waits a
   second for 100 Continue before the body): 100 Continue at once for an
   acceptable head, the final answer instead for one refused on its head
-  (413, 401, 404, 405, 415, 403), with Connection: close, and a body sent
+  (413, 401, 404, 405, 415, 403, and libsoup's own 400 for a target it
+  cannot decode), with Connection: close, and a body sent
   anyway is never read as a request (it was, past the framing checks: a
   request hidden in it reached libsoup's leaking 501); none to HTTP/1.0
   (libsoup 3.2 sent "HTTP/1.0 100 Continue") nor to a request without a
@@ -194,7 +195,14 @@ for label, head, want in [
         ("no such endpoint", post_head(len(hidden), path="/v1/nowhere"), 404),
         ("POST to a GET endpoint", post_head(len(hidden), path="/v1/models"), 405),
         ("Content-Type text/plain", post_head(len(hidden), ctype="text/plain"), 415),
-        ("a foreign Host", post_head(len(hidden), host="evil.example"), 403)]:
+        ("a foreign Host", post_head(len(hidden), host="evil.example"), 403),
+        # refused by libsoup itself on the head (it answered a bare 400 and
+        # kept the connection, the body read as the next request)
+        ("a path libsoup cannot decode (%00)",
+         post_head(len(hidden), path="/v1/chat/completions%00"), 400),
+        ("a path libsoup cannot decode (..%2F)", post_head(len(hidden), path="/v1/..%2F..%2Fx"),
+         400),
+        ("a target not http", post_head(len(hidden), path="ftp://127.0.0.1/v1/models"), 400)]:
     c = Conn()
     c.send(head)
     a = c.answer(timeout=2)
