@@ -15,8 +15,9 @@ static unsigned long decimal(const char **p, const char *e) {
 
 /* The minor version soup_headers_parse_request reads in s[0..n) (the
  * request line on, empty lines before it skipped): its three fields apart
- * by blanks, then "HTTP/1.", a number (leading zeros read), 0 or 1; -1
- * for a request line libsoup refuses 400 (no "HTTP/D.D" version), -2 for
+ * by blanks, then "HTTP/1.", a number (leading zeros read), 0 or 1, and
+ * the line's end; -1 for a request line libsoup refuses 400 (no
+ * "HTTP/D.D" version, or more after it), -2 for
  * one it refuses 505 (another version: HTTP/2.0, HTTP/1.2). */
 static int request_minor(const char *s, size_t n) {
     const char *p = s, *e = s + n;
@@ -36,7 +37,15 @@ static int request_minor(const char *s, size_t n) {
         return -1;
     p++;
     const unsigned long minor = decimal(&p, e);
-    return major == 1 && minor <= 1 ? (int)minor : -2;
+    if (major != 1 || minor > 1)
+        return -2;
+    /* Then nothing but CRs and spaces to the line's end, or libsoup refuses
+     * it 400 after all ("HTTP/1.1x", a tab after the version): that 400 was
+     * its own, bare, and the check's http_minor a version libsoup never
+     * took. */
+    while (p < e && (*p == '\r' || *p == ' '))
+        p++;
+    return p < e && *p == '\n' ? (int)minor : -1;
 }
 
 /* Whether the request line's three fields start on its first line, s[0..n)

@@ -312,6 +312,8 @@ for method, path, allow in [("HEAD", "/v1/chat/completions", "POST"),
 # bare 400: refused before anything of the server's sees it.)
 for line, want in [(b"GET /health HTTP/2.0", 505), (b"GET /health HTTP/1.2", 505),
                    (b"PRI * HTTP/2.0", 505), (b"GET /health HTTP/x", 400),
+                   # more after the version: libsoup's bare "HTTP/1.0 400"
+                   (b"GET /health HTTP/1.1x", 400), (b"GET /health HTTP/1.0\t", 400),
                    (b"GET /he%00alth HTTP/1.1", 400), (b"GET /..%2Fhealth HTTP/1.1", 400)]:
     for first in [b"", HEALTH]:
         c = Conn()
