@@ -1691,14 +1691,22 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
     SoupMessageHeaders *req = soup_server_message_get_request_headers(msg);
     if (soup_server_message_get_status(msg) != 0) {
         /* libsoup refused it on its head itself (a target it cannot decode,
-         * "%00" or "..%2F", or not http: 400). After Expect: 100-continue
-         * it then answered without reading the body and kept the
+         * "%00" or "..%2F", or not http: 400), and reads its body before
+         * the answer, as for the refusals below: dropped, not kept, and
+         * over --max-body not waited for. Kept, it was held whole, past the
+         * limit and without an API key (300 MiB sent to "POST /%00" held
+         * 800 MB of the server's memory). After Expect: 100-continue
+         * libsoup answered without reading the body and kept the
          * connection, so the body the client may send anyway was read as
          * the next request, past the framed stream's checks (which counted
          * it as this one's body): a request hidden in it reached libsoup's
-         * leaking 501. Answered now and closed, as the refusals below are
-         * (the framed stream leaves Expect only where a body follows). */
-        if (soup_message_headers_get_expectations(req) & SOUP_EXPECTATION_CONTINUE) {
+         * leaking 501. Both are answered now and closed, as the refusals
+         * below are (the framed stream leaves Expect only where a body
+         * follows). */
+        soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
+        const goffset len = soup_message_headers_get_content_length(req);
+        if ((len > 0 && (size_t)len > srv->cfg.body_max) ||
+            (soup_message_headers_get_expectations(req) & SOUP_EXPECTATION_CONTINUE)) {
             libsoup_refusal_body(srv, msg);
             soup_message_headers_replace(soup_server_message_get_response_headers(msg),
                                          "Connection", "close");
@@ -1814,9 +1822,9 @@ static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointe
  * 505; a Host port or a path it cannot make a URI of, "%00" or "..%2F": 400):
  * a status and an empty body, where every other error is the documented
  * JSON. It calls no handler for them, but "request-read" still comes
- * (before the answer is written), so the body is given then; after
- * Expect: 100-continue no body is read and no "request-read" comes, and
- * on_got_headers gives it. */
+ * (before the answer is written), so the body is given then; answered on
+ * the head (after Expect: 100-continue, or over --max-body) it comes too
+ * late, and on_got_headers gives it. */
 static void libsoup_refusal_body(tern_server *srv, SoupServerMessage *msg) {
     const guint status = soup_server_message_get_status(msg);
     if (status < 400 || soup_server_message_get_response_body(msg)->length > 0)

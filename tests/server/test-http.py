@@ -216,6 +216,19 @@ for label, head, want in [
           "... then closed, what is sent after it unanswered (got %s, %s)" %
           (status_of(extra), "closed" if c.closed else c.error or "open"))
     c.close()
+# A target libsoup refuses itself, with a Content-Length over --max-body
+# and no Expect: answered at once and closed, as a 413 is, not after the
+# body. libsoup's refusal skipped the server's checks, the body was read
+# whole and kept (300 MiB held 800 MB), whatever the limit or the key.
+for path in ["/v1/chat/completions%00", "/v1/..%2F..%2Fx"]:
+    c = Conn()
+    c.send(post_head(50000000, path=path, expect="", auth=""))
+    a = c.answer(timeout=2)
+    check(status_of(a) == 400 and b'"error"' in a[2] and
+          a[1].get("connection", "").lower() == "close" and c.ends(),
+          "%s with a body over --max-body: 400 before the body, closed (got %s %s)" %
+          (path, status_of(a), a and a[1].get("connection")))
+    c.close()
 # The same head without Expect: the body is read (and dropped), the
 # connection kept.
 c = Conn()
