@@ -352,6 +352,44 @@ static int own(tn_model *m, float *p) {
     return TN_OK;
 }
 
+typedef struct convert_pass {
+    const tn_weight *w;
+    float *out; /* w->rows * w->cols, the caller's */
+    int rc;     /* the result */
+} convert_pass;
+
+static void convert_pass_run(void *arg) {
+    convert_pass *c = arg;
+    c->rc = TN_OK;
+    const tn_weight *w = c->w;
+    for (int64_t r = 0; r < w->rows && c->rc == TN_OK; r++)
+        c->rc = tn_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes,
+                                  c->out + (size_t)r * (size_t)w->cols, w->cols);
+}
+
+/* w's rows converted to f32 into out (allocated by the caller). The copy
+ * reads the mapping again after check_finite's pass: a file truncated in
+ * between (or during) made it a SIGBUS that ended the process, mid-load,
+ * on a norm vector anywhere in the file. Under tn_guarded_read like the
+ * other passes (the model's spans; a drafter's file has its own). */
+static int convert_rows(loader *ld, const char *name, const tn_weight *w, float *out) {
+    convert_pass c = {.w = w, .out = out, .rc = TN_OK};
+    tn_model *m = ld->m;
+    int n_spans = m ? m->n_read_spans : 0;
+    tn_read_span *own_spans = m ? NULL : tn_gguf_read_spans(ld->g, &n_spans);
+    const tn_read_span *spans = m ? m->read_spans : own_spans;
+    int rc = spans && n_spans > 0
+                 ? tn_guarded_read(spans, n_spans, "convert", convert_pass_run, &c, ld->err)
+                 : (convert_pass_run(&c), TN_OK); /* an in-memory file cannot shrink */
+    free(own_spans);
+    if (rc != TN_OK)
+        return rc;
+    if (c.rc != TN_OK)
+        return tn_fail(ld->err, c.rc, "%s: tensor '%s' cannot be converted to f32", ld->path,
+                       name);
+    return TN_OK;
+}
+
 /* A 1-D tensor of n values (norm weights, rope factors), kept as f32. */
 static int get_vector(loader *ld, const char *name, int64_t n, bool required, const float **out) {
     tn_weight w = {0};
@@ -365,9 +403,9 @@ static int get_vector(loader *ld, const char *name, int64_t n, bool required, co
         free(v);
         return tn_fail(ld->err, TN_ERR_NOMEM, "%s: out of memory", ld->path);
     }
-    rc = tn_dequantize_row(w.type, w.data, v, n);
+    rc = convert_rows(ld, name, &w, v);
     if (rc != TN_OK)
-        return tn_fail(ld->err, rc, "%s: tensor '%s' cannot be converted to f32", ld->path, name);
+        return rc;
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(v[i]))
             return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value",
@@ -390,13 +428,9 @@ static int get_table(loader *ld, const char *name, int64_t cols, int64_t rows,
         free(v);
         return tn_fail(ld->err, TN_ERR_NOMEM, "%s: out of memory", ld->path);
     }
-    for (int64_t r = 0; r < rows; r++) {
-        rc = tn_dequantize_row(w.type, (const uint8_t *)w.data + (size_t)r * w.row_bytes,
-                               v + (size_t)r * (size_t)cols, cols);
-        if (rc != TN_OK)
-            return tn_fail(ld->err, rc, "%s: tensor '%s' cannot be converted to f32", ld->path,
-                           name);
-    }
+    rc = convert_rows(ld, name, &w, v);
+    if (rc != TN_OK)
+        return rc;
     for (size_t i = 0; i < (size_t)cols * (size_t)rows; i++)
         if (!isfinite(v[i]))
             return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value",

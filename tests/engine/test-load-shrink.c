@@ -61,6 +61,7 @@ static struct {
     const char *path;
     off_t size;
     int fired;
+    bool to_head; /* cut to the first page, not to half the file */
 } cut;
 
 static void cut_hook(const char *pass, void *user) {
@@ -100,7 +101,7 @@ static void shrink_in(const char *good, const char *victim, const char *pass, co
     cut.path = victim;
     /* Half, on a page boundary: the head (metadata, the first tensors)
      * stays readable, the tail faults. */
-    cut.size = file_size(victim) / 2 / 4096 * 4096;
+    cut.size = cut.to_head ? 4096 : file_size(victim) / 2 / 4096 * 4096;
     cut.fired = 0;
     tn_model *m = NULL;
     tn_error err = {0};
@@ -191,6 +192,14 @@ int main(void) {
     setenv("TERN_REPACK_CACHE", "off", 1);
     shrink_in(good, victim, "finite", NULL, false);
     shrink_in(good, victim, "repack", NULL, false);
+    /* The f32 copy of a norm vector, made after its NaN/Inf scan: cut to
+     * the first page (metadata only), so that the first vector's copy
+     * itself reads past the end. It was unguarded: a truncation between
+     * the scan and the copy ended the process (a SIGBUS in load_tensors,
+     * seen by truncating a model under 'tern-cli run' at random times). */
+    cut.to_head = true;
+    shrink_in(good, victim, "convert", NULL, false);
+    cut.to_head = false;
 
     /* A cache directory without a file for the model: the scan, then the
      * repack straight into the new cache file (its temporary file goes). */
