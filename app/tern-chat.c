@@ -909,15 +909,19 @@ peek_header (const char *p,
           /* Not a whole number: tern_chat_load refuses it too. */
           if (q == p || (q == p + 1 && *p == '-') || *q == '.' || *q == 'e' || *q == 'E')
             return ON_DISK_FOREIGN;
-          /* Longer than any gint64: a version far past this one. */
+          /* Beyond a gint64 (either sign): json-glib, and so
+           * tern_chat_load, wraps such a number around 2^64 (a "version"
+           * of -18446744073709551614 loads as 2, a newer chat), where
+           * strtoll would saturate: the full parse decides, as the load
+           * would. */
           if ((gsize) (q - p) >= sizeof digits)
-            version = G_MAXINT64;
-          else
-            {
-              memcpy (digits, p, (gsize) (q - p));
-              digits[q - p] = '\0';
-              version = g_ascii_strtoll (digits, NULL, 10);
-            }
+            return ON_DISK_UNSURE;
+          memcpy (digits, p, (gsize) (q - p));
+          digits[q - p] = '\0';
+          errno = 0;
+          version = g_ascii_strtoll (digits, NULL, 10);
+          if (errno == ERANGE)
+            return ON_DISK_UNSURE;
           have_version = TRUE;
           p = q;
         }

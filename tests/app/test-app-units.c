@@ -950,6 +950,27 @@ test_chat_newer_on_disk (const char *dir)
     g_unlink (cut);
   }
 
+  /* A "version" beyond a gint64: json-glib wraps it around 2^64, so the
+   * load reads this one as 2 (a newer chat); the first 4 KiB's reader
+   * saturated it to G_MININT64, called it this version's, and replaced it. */
+  {
+    static const char wrapped[] = "{\"format\": \"tern-chat\", \"version\": "
+                                  "-18446744073709551614, \"id\": \"x\", \"messages\": []}";
+    g_autofree char *id1 = g_strdup (tern_chat_get_id (chat));
+    g_autofree char *there = write_over (dir, id1, wrapped);
+    g_autofree char *now = NULL;
+    g_autoptr(GError) load_error = NULL;
+    g_autoptr(TernChat) back = tern_chat_load (there, &load_error);
+
+    CHECKF (back == NULL && load_error != NULL && strstr (load_error->message, "format 2") != NULL,
+            "the load: %s", load_error ? load_error->message : "(loaded)");
+    CHECK (tern_chat_save (chat, dir, NULL));
+    now = file_text (there);
+    CHECKF (g_strcmp0 (now, wrapped) == 0, "replaced: %s", now ? now : "(gone)");
+    CHECK (!g_str_equal (tern_chat_get_id (chat), id1));
+    g_unlink (there);
+  }
+
   /* A FIFO put in its place: not opened for writing, not waited on. */
   {
     g_autofree char *id1 = g_strdup (tern_chat_get_id (chat));
