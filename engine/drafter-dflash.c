@@ -491,9 +491,11 @@ static int vector(ld *l, const char *name, int64_t n, const float **out) {
         return tn_fail(l->err, TN_ERR_NOMEM, "out of memory");
     }
     df->owned[df->n_owned++] = v;
-    if (tn_dequantize_row(w.type, w.data, v, n) != TN_OK)
-        return tn_fail(l->err, TN_ERR_FORMAT, "%s: tensor '%s' cannot be converted to f32",
-                       l->path, name);
+    /* Under the guard, as the scan in tn_gguf_get_weight: the file may
+     * have shrunk since. */
+    rc = tn_gguf_weight_to_f32(l->df->gguf, l->path, name, &w, v, l->err);
+    if (rc != TN_OK)
+        return rc;
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(v[i]))
             return tn_fail(l->err, TN_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value",

@@ -371,23 +371,38 @@ static void convert_pass_run(void *arg) {
  * reads the mapping again after check_finite's pass: a file truncated in
  * between (or during) made it a SIGBUS that ended the process, mid-load,
  * on a norm vector anywhere in the file. Under tn_guarded_read like the
- * other passes (the model's spans; a drafter's file has its own). */
-static int convert_rows(loader *ld, const char *name, const tn_weight *w, float *out) {
+ * other passes; without spans (an in-memory file cannot shrink) as is. */
+static int convert_guarded(const tn_read_span *spans, int n_spans, const char *path,
+                           const char *name, const tn_weight *w, float *out, tn_error *err) {
     convert_pass c = {.w = w, .out = out, .rc = TN_OK};
-    tn_model *m = ld->m;
-    int n_spans = m ? m->n_read_spans : 0;
-    tn_read_span *own_spans = m ? NULL : tn_gguf_read_spans(ld->g, &n_spans);
-    const tn_read_span *spans = m ? m->read_spans : own_spans;
     int rc = spans && n_spans > 0
-                 ? tn_guarded_read(spans, n_spans, "convert", convert_pass_run, &c, ld->err)
-                 : (convert_pass_run(&c), TN_OK); /* an in-memory file cannot shrink */
-    free(own_spans);
+                 ? tn_guarded_read(spans, n_spans, "convert", convert_pass_run, &c, err)
+                 : (convert_pass_run(&c), TN_OK);
     if (rc != TN_OK)
         return rc;
     if (c.rc != TN_OK)
-        return tn_fail(ld->err, c.rc, "%s: tensor '%s' cannot be converted to f32", ld->path,
-                       name);
+        return tn_fail(err, c.rc, "%s: tensor '%s' cannot be converted to f32", path, name);
     return TN_OK;
+}
+
+/* The model's spans are found once per load (m->read_spans). */
+static int convert_rows(loader *ld, const char *name, const tn_weight *w, float *out) {
+    tn_model *m = ld->m;
+    int n_spans = m ? m->n_read_spans : 0;
+    tn_read_span *own_spans = m ? NULL : tn_gguf_read_spans(ld->g, &n_spans);
+    int rc = convert_guarded(m ? m->read_spans : own_spans, n_spans, ld->path, name, w, out,
+                             ld->err);
+    free(own_spans);
+    return rc;
+}
+
+int tn_gguf_weight_to_f32(const tn_gguf *g, const char *path, const char *name,
+                          const tn_weight *w, float *out, tn_error *err) {
+    int n_spans = 0;
+    tn_read_span *spans = tn_gguf_read_spans(g, &n_spans);
+    int rc = convert_guarded(spans, n_spans, path, name, w, out, err);
+    free(spans);
+    return rc;
 }
 
 /* A 1-D tensor of n values (norm weights, rope factors), kept as f32. */

@@ -304,6 +304,13 @@ int tn_gguf_get_weight(const tn_gguf *g, const char *path, const char *kind, con
                        int64_t cols, int64_t rows, bool required, tn_weight *w, bool *found,
                        tn_error *err);
 
+/* w's rows (a weight of g, from tn_gguf_get_weight) converted to f32 into
+ * out (w->rows * w->cols floats, the caller's), the reads of g's mapping
+ * under tn_guarded_read: a file truncated meanwhile is TN_ERR_IO, not a
+ * SIGBUS. A type that cannot be converted fails naming `name`. */
+int tn_gguf_weight_to_f32(const tn_gguf *g, const char *path, const char *name,
+                          const tn_weight *w, float *out, tn_error *err);
+
 /* Layer il's KV head kvh in the context's cache (keys, or values), in the
  * backend's layout: what its attention reads (a shared-KV layer's is its
  * source layer's). The MTP assistant attends over it. */

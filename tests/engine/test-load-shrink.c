@@ -227,6 +227,46 @@ int main(void) {
     CHECK(pthread_create(&th, NULL, load_on_thread, &tc) == 0 && pthread_join(th, NULL) == 0);
     shrink_in(good, victim, "finite", NULL, false); /* main's guard still works after */
 
+    /* A DFlash drafter's norm vectors: the same f32 copy after the scan,
+     * from its own file (drafter-dflash.c, tn_gguf_weight_to_f32). */
+    {
+        char dgood[512], dvictim[512];
+        snprintf(dgood, sizeof dgood, "%s/dflash-good.gguf", dir);
+        snprintf(dvictim, sizeof dvictim, "%s/dflash-victim.gguf", dir);
+        tn_mkmodel_dflash_params dp = tn_mkmodel_dflash_default_params();
+        dp.target = good;
+        tn_model *target = NULL;
+        CHECKF(tn_mkmodel_dflash(&dp, dgood, &err) == TN_OK, "mkmodel dflash: %s", err.message);
+        CHECKF(tn_model_load(good, tn_model_default_params(), &target, &err) == TN_OK, "%s",
+               err.message);
+        CHECK(copy_file(dgood, dvictim));
+        const int fds = count_entries("/proc/self/fd", false);
+        cut.pass = "convert";
+        cut.path = dvictim;
+        cut.size = 4096; /* the head: the first vector's copy reads past it */
+        cut.fired = 0;
+        tn_drafter *d = NULL;
+        int rc = target ? tn_drafter_new_dflash(target, dvictim, tn_drafter_default_params(), &d,
+                                                &err)
+                        : TN_ERR_INVALID;
+        cut.pass = NULL;
+        CHECKF(cut.fired, "dflash: the pass never ran");
+        CHECKF(rc == TN_ERR_IO && !d, "dflash: gave %d (%s), expected TN_ERR_IO", rc,
+               err.message);
+        CHECKF(strstr(err.message, "shrank while it was being read") &&
+                   strstr(err.message, dvictim),
+               "dflash: message: %s", err.message);
+        tn_drafter_free(d);
+        CHECKF(count_entries("/proc/self/fd", false) == fds, "dflash: descriptors %d -> %d", fds,
+               count_entries("/proc/self/fd", false));
+        d = NULL;
+        CHECKF(target && tn_drafter_new_dflash(target, dgood, tn_drafter_default_params(), &d,
+                                               &err) == TN_OK,
+               "dflash: the good file after the fault: %s", err.message);
+        tn_drafter_free(d);
+        tn_model_free(target);
+    }
+
     tn_test_read_guard_hook(NULL, NULL);
     unguarded_still_ends(good, dir);
     return tn_test_finish("load-shrink");
