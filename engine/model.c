@@ -630,7 +630,12 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
     char key[256];
     snprintf(key, sizeof key, "%s.rope.scaling.type", ld->arch);
     tn_str stype;
-    if (tn_gguf_get_str(ld->g, key, &stype) == TN_OK && !tn_str_eq(stype, "none")) {
+    /* Of another type it was taken for no scaling at all: the model then
+     * ran with the wrong positions, without a word. Named instead. */
+    const int srs = tn_gguf_read_str(ld->g, key, &stype, ld->err);
+    if (srs != TN_OK && srs != TN_ERR_NOT_FOUND)
+        return srs;
+    if (srs == TN_OK && !tn_str_eq(stype, "none")) {
         const bool yarn = tn_str_eq(stype, "yarn") && hp->arch == TN_ARCH_GPTOSS;
         if (!tn_str_eq(stype, "linear") && !yarn)
             return tn_fail(ld->err, TN_ERR_UNSUPPORTED,

@@ -164,6 +164,9 @@ static void key_length_array(tn_gguf_writer *w) {
 static void rope_base_str(tn_gguf_writer *w) {
     tn_gguf_writer_set_str(w, "llama.rope.freq_base", "10000");
 }
+static void rope_scaling_u32(tn_gguf_writer *w) {
+    tn_gguf_writer_set_u32(w, "llama.rope.scaling.type", 1);
+}
 static void arch_u32(tn_gguf_writer *w) {
     tn_gguf_writer_set_u32(w, "general.architecture", 1);
 }
@@ -194,6 +197,9 @@ static void misnamed_faults(const char *dir) {
          "per-layer values are not supported", "has type"},
         {rope_base_str, false, "'llama.rope.freq_base' has type string", "expected a number",
          "is not a number"},
+        /* it loaded, as if the file asked for no scaling */
+        {rope_scaling_u32, false, "'llama.rope.scaling.type' has type u32", "expected string",
+         "is not supported"},
         {arch_u32, false, "'general.architecture' has type u32", "expected string", "missing"},
         {arch_f32, false, "'general.architecture' has type f32", "expected string", "missing"},
         {NULL, true, "tensor 'token_embd.weight' has ", "fewer than the tokenizer's",
