@@ -960,7 +960,8 @@ parse_header (const char *path)
 
   if (!tern_read_file (path, MAX_FILE_BYTES, &data, &len, NULL)
       || tn_json_check (data, len, path, MAX_DEPTH,
-                        TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS,
+                        TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS
+                        | TN_JSON_NO_HUGE_INTEGERS,
                         &check) != TN_OK
       || !json_parser_load_from_data (parser, data, (gssize) len, NULL))
     return ON_DISK_FOREIGN;
@@ -1721,7 +1722,8 @@ tern_chat_load (const char *path,
    * (a hand-edited chat would lose a message's text without a word) and
    * recurses once per level; a NUL would cut a message short. */
   if (tn_json_check (data, len, path, MAX_DEPTH,
-                     TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS,
+                     TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS
+                     | TN_JSON_NO_HUGE_INTEGERS,
                      &check) != TN_OK)
     {
       g_autofree char *why = tern_engine_error_text (&check);

@@ -357,6 +357,14 @@ static int parse_number(parser *ps, tn_json *v) {
     v->type = TN_JSON_NUMBER;
     /* Where the text is, for tn_json_number_text. */
     v->n = (size_t)(s - ps->src) < UINT32_MAX ? (uint32_t)(s - ps->src) : UINT32_MAX;
+    if (integral && (ps->flags & TN_JSON_NO_HUGE_INTEGERS) && n_int_digits >= 19) {
+        /* Same length as the limit compares as text: no leading zeros. */
+        const char *limit = neg ? "9223372036854775808" : "9223372036854775807";
+        if (n_int_digits > 19 || memcmp(digits, limit, 19) > 0)
+            return fail_at(ps, s,
+                           "whole number too large (beyond a 64-bit integer, "
+                           "-9223372036854775808 to 9223372036854775807)");
+    }
     if (integral && n_int_digits <= 15) {
         /* Exact in a double: no need for strtod. */
         int64_t x = 0;
@@ -667,7 +675,8 @@ int tn_json_check(const char *text, size_t len, const char *name, unsigned max_d
         .str_out = strings,
         .build = false,
         .max_depth = max_depth,
-        .flags = flags & (TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS),
+        .flags = flags & (TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS |
+                          TN_JSON_NO_HUGE_INTEGERS),
     };
     tn_json root;
     memset(&root, 0, sizeof root);

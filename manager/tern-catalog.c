@@ -758,7 +758,8 @@ tern_catalog_new_from_data (const char  *data,
    * a repeated key (a second "url" or "sha256" in a hand-edited file would
    * win without a word) and recurses once per level (a catalog nests 6). */
   if (tn_json_check (data, length < 0 ? strlen (data) : (gsize) length, loader.name, 32,
-                     TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS,
+                     TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS
+                     | TN_JSON_NO_HUGE_INTEGERS,
                      &check) != TN_OK)
     {
       g_autofree char *why = tern_manager_engine_message (&check);

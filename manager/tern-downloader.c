@@ -301,7 +301,8 @@ read_meta (Transfer    *t,
    * read means a fresh start. */
   if (tn_read_file (t->meta, 65536, &data, &length, NULL) != TN_OK
       || tn_json_check (data, length, t->meta, 4,
-                        TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS,
+                        TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS
+                        | TN_JSON_NO_HUGE_INTEGERS,
                         NULL) != TN_OK
       || !json_parser_load_from_data (parser, data, (gssize) length, NULL))
     return FALSE;

@@ -519,7 +519,8 @@ hub_parse (GBytes       *body,
   tn_error check = { 0 };
   JsonNode *root;
 
-  if (tn_json_check (data, size, from, max_depth, TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS,
+  if (tn_json_check (data, size, from, max_depth,
+                     TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS | TN_JSON_NO_HUGE_INTEGERS,
                      &check) != TN_OK)
     {
       *why = tern_manager_engine_message (&check);

@@ -381,7 +381,8 @@ load_state (TernModelStore *self,
    * of a repeated key (a file edited by hand would lose a model's record
    * without a word). */
   if (tn_json_check (data, length, self->state_path, 32,
-                     TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS,
+                     TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS
+                     | TN_JSON_NO_HUGE_INTEGERS,
                      &check) != TN_OK)
     {
       g_autofree char *why = tern_manager_engine_message (&check);

@@ -293,6 +293,9 @@ bool tn_json_depth_ok(const char *data, size_t len, unsigned max_depth);
 #define TN_JSON_NO_NUL 0x2u            /* \u0000 in a string or a key */
 #define TN_JSON_NO_HUGE_NUMBERS 0x4u   /* a number beyond a double (1e999: json-glib
                                           makes infinity of it) */
+#define TN_JSON_NO_HUGE_INTEGERS 0x8u  /* a whole number (no '.', no exponent) beyond
+                                          int64: json-glib wraps it modulo 2^64, so
+                                          "version": 99999999999999999999 read as -1 */
 /* Nesting tn_json_check allows when the caller passes 0: more than any file
  * or answer Tern reads needs. */
 #define TN_JSON_CHECK_DEPTH 64

@@ -950,9 +950,11 @@ test_chat_newer_on_disk (const char *dir)
     g_unlink (cut);
   }
 
-  /* A "version" beyond a gint64: json-glib wraps it around 2^64, so the
-   * load reads this one as 2 (a newer chat); the first 4 KiB's reader
-   * saturated it to G_MININT64, called it this version's, and replaced it. */
+  /* A "version" beyond a gint64: json-glib wraps it around 2^64 (this one
+   * read as 2, a newer chat), and the first 4 KiB's reader saturated it to
+   * G_MININT64, called it this version's, and replaced it. The load now
+   * refuses such a number (TN_JSON_NO_HUGE_INTEGERS), and the save leaves
+   * the file alone. */
   {
     static const char wrapped[] = "{\"format\": \"tern-chat\", \"version\": "
                                   "-18446744073709551614, \"id\": \"x\", \"messages\": []}";
@@ -962,13 +964,32 @@ test_chat_newer_on_disk (const char *dir)
     g_autoptr(GError) load_error = NULL;
     g_autoptr(TernChat) back = tern_chat_load (there, &load_error);
 
-    CHECKF (back == NULL && load_error != NULL && strstr (load_error->message, "format 2") != NULL,
+    CHECKF (back == NULL && load_error != NULL
+            && strstr (load_error->message, "whole number too large") != NULL,
             "the load: %s", load_error ? load_error->message : "(loaded)");
     CHECK (tern_chat_save (chat, dir, NULL));
     now = file_text (there);
     CHECKF (g_strcmp0 (now, wrapped) == 0, "replaced: %s", now ? now : "(gone)");
     CHECK (!g_str_equal (tern_chat_get_id (chat), id1));
     g_unlink (there);
+  }
+
+  /* 99999999999999999999 wrapped to -1: the load took it for a chat of
+   * version 1 (any whole number past int64 anywhere in a chat was read
+   * wrapped). Refused now, named. */
+  {
+    static const char huge[] = "{\"format\": \"tern-chat\", \"version\": "
+                               "99999999999999999999, \"id\": \"x\", \"messages\": []}";
+    g_autofree char *path = g_build_filename (dir, "huge-version.json", NULL);
+    g_autoptr(GError) load_error = NULL;
+    g_autoptr(TernChat) back = NULL;
+
+    CHECK (g_file_set_contents (path, huge, -1, NULL));
+    back = tern_chat_load (path, &load_error);
+    CHECKF (back == NULL && load_error != NULL
+            && strstr (load_error->message, "whole number too large") != NULL,
+            "the load: %s", load_error ? load_error->message : "(loaded)");
+    g_unlink (path);
   }
 
   /* A FIFO put in its place: not opened for writing, not waited on. */

@@ -380,6 +380,29 @@ static void check_pre_parse(void) {
     REFUSED("{\"n\":\n 1e999}", 0, TN_JSON_NO_HUGE_NUMBERS, "line 2, column 2", "number too large");
     REFUSED("[-1.5E+400]", 0, all, "line 1, column 2", "number too large");
     CHECK(check_text("[-1.5E+400]", 11, 0, TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL, &err) == TN_OK);
+    /* Whole numbers beyond int64, which json-glib wraps modulo 2^64 (a chat
+     * file's "version": 99999999999999999999 read as -1): refused when asked,
+     * the int64 range itself and non-integers kept. */
+    {
+        static const char *const huge[] = {"[9223372036854775808]", "[-9223372036854775809]",
+                                           "{\"version\": 99999999999999999999}",
+                                           "[18446744073709551617]"};
+        static const char *const fine[] = {"[9223372036854775807]", "[-9223372036854775808]",
+                                           "[12345678901234567890.5]", "[1e30]", "[-0]",
+                                           "[999999999999999999]"};
+        for (size_t i = 0; i < sizeof huge / sizeof *huge; i++) {
+            CHECKF(check_text(huge[i], strlen(huge[i]), 0, TN_JSON_NO_HUGE_INTEGERS, &err) ==
+                           TN_ERR_FORMAT &&
+                       strstr(err.message, "whole number too large"),
+                   "%s: %s", huge[i], err.message);
+            CHECKF(check_text(huge[i], strlen(huge[i]), 0, all, &err) == TN_OK, "%s: %s",
+                   huge[i], err.message);
+        }
+        for (size_t i = 0; i < sizeof fine / sizeof *fine; i++)
+            CHECKF(check_text(fine[i], strlen(fine[i]), 0, TN_JSON_NO_HUGE_INTEGERS, &err) ==
+                       TN_OK,
+                   "%s: %s", fine[i], err.message);
+    }
     {
         char big[400];
         memset(big, '9', sizeof big - 1);
