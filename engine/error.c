@@ -322,7 +322,10 @@ static void on_sigbus(int sig, siginfo_t *si, void *context) {
             }
         }
     }
-    if (sigbus_len > 0) {
+    /* Only a fault the kernel raised (si_code > 0) can be a file cut
+     * short under its mapping; one sent by kill or sigqueue (SI_USER,
+     * SI_QUEUE, ...: 0 or less) ends the process without that story. */
+    if (sigbus_len > 0 && (!si || si->si_code > 0)) {
         ssize_t ignored = write(STDERR_FILENO, sigbus_message, (size_t)sigbus_len);
         (void)ignored;
     }
