@@ -795,7 +795,11 @@ typedef enum {
   ON_DISK_OURS,    /* a chat of a format this version reads and writes */
   ON_DISK_NEWER,   /* a newer Tern's chat */
   ON_DISK_FOREIGN, /* anything else: not a chat, not JSON, not a regular file */
-  ON_DISK_UNSURE   /* (peek_header only) the bytes read do not tell */
+  ON_DISK_UNSURE,  /* (peek_header only) the bytes read do not tell */
+  ON_DISK_UNKNOWN  /* not looked at: this process is out of descriptors or
+                    * memory (errno in on_disk_errno); the save fails and the
+                    * next one looks again, where moving the chat to a new
+                    * id made a copy of it at every such failure */
 } OnDisk;
 
 /* Every Tern writes "format" and "version" first (tern_chat_to_json): a
@@ -986,6 +990,9 @@ parse_header (const char *path)
 /* What is at PATH now. Opened like tern_read_file opens (O_NONBLOCK: a
  * FIFO put there must not block the save for ever) and only a regular
  * file read; a file that cannot be read is not one to replace either. */
+/* Why file_on_disk said ON_DISK_UNKNOWN (per thread: saves run on a pool). */
+static __thread int on_disk_errno;
+
 static OnDisk
 file_on_disk (const char *path)
 {
@@ -996,7 +1003,14 @@ file_on_disk (const char *path)
   int fd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 
   if (fd < 0)
-    return errno == ENOENT ? ON_DISK_NONE : ON_DISK_FOREIGN;
+    {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+        {
+          on_disk_errno = errno;
+          return ON_DISK_UNKNOWN;
+        }
+      return errno == ENOENT ? ON_DISK_NONE : ON_DISK_FOREIGN;
+    }
   if (fstat (fd, &sb) != 0 || !S_ISREG (sb.st_mode))
     {
       close (fd);
@@ -1159,6 +1173,13 @@ tern_chat_save (TernChat   *self,
   /* Before its pictures too: writing them prunes the folder, which a newer
    * Tern's chat of the same id shares. */
   what = file_on_disk (path);
+  if (what == ON_DISK_UNKNOWN)
+    {
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (on_disk_errno),
+                   _("%s: cannot look at the file before replacing it: %s"), path,
+                   g_strerror (on_disk_errno));
+      return FALSE;
+    }
   if (what == ON_DISK_NEWER || what == ON_DISK_FOREIGN)
     {
       g_autofree char *old_path = g_steal_pointer (&path);
@@ -1257,8 +1278,9 @@ save_job_move_to (SaveJob    *job,
 }
 
 /* Before anything is written: the file this save would replace is looked
- * at, and one that is not this version's chat kept (see file_on_disk). */
-static void
+ * at, and one that is not this version's chat kept (see file_on_disk).
+ * FALSE (job->error set) when it could not be looked at. */
+static gboolean
 save_job_check_target (SaveJob *job)
 {
   const char *id;
@@ -1269,6 +1291,12 @@ save_job_check_target (SaveJob *job)
   while ((id = g_hash_table_lookup (moved_paths, job->path)) != NULL)
     save_job_move_to (job, id);
   what = file_on_disk (job->path);
+  if (what == ON_DISK_UNKNOWN)
+    {
+      job->error = g_strdup_printf (_("%s: cannot look at the file before replacing it: %s"),
+                                    job->path, g_strerror (on_disk_errno));
+      return FALSE;
+    }
   if (what == ON_DISK_NEWER || what == ON_DISK_FOREIGN)
     {
       g_autofree char *new_id = g_uuid_string_random ();
@@ -1295,6 +1323,7 @@ save_job_check_target (SaveJob *job)
           g_mutex_unlock (&save_lock);
         }
     }
+  return TRUE;
 }
 
 static void
@@ -1315,10 +1344,10 @@ save_job_run (gpointer data,
         }
       else
         {
-          save_job_check_target (job);
-          if (!write_images (job->dir, job->id, &job->images, &error)
-              || !g_file_set_contents_full (job->path, job->json, -1,
-                                            G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
+          if (save_job_check_target (job)
+              && (!write_images (job->dir, job->id, &job->images, &error)
+                  || !g_file_set_contents_full (job->path, job->json, -1,
+                                                G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error)))
             job->error = g_strdup (error->message);
         }
     }
@@ -1416,6 +1445,13 @@ tern_chat_delete_file (TernChat   *self,
   path = g_build_filename (dir, name, NULL);
   folder = images_dir (dir, self->id);
   what = file_on_disk (path);
+  if (what == ON_DISK_UNKNOWN)
+    {
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (on_disk_errno),
+                   _("%s: cannot look at the file before deleting it: %s"), path,
+                   g_strerror (on_disk_errno));
+      return FALSE;
+    }
 
   /* A newer Tern's chat (or another file) now in its place is not this
    * chat's: it stays, with the pictures' folder it shares. */

@@ -11,6 +11,7 @@
 
 #include "tern.h"
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1003,6 +1004,41 @@ test_chat_newer_on_disk (const char *dir)
     CHECK (!g_str_equal (tern_chat_get_id (chat), id1));
     CHECK (g_file_test (fifo, G_FILE_TEST_EXISTS) && !g_file_test (fifo, G_FILE_TEST_IS_REGULAR));
     g_unlink (fifo);
+  }
+
+  /* Out of descriptors when the save looks at its file: the save fails and
+   * the chat keeps its id (it was given a new one, a copy of the chat at
+   * every such failure); the next save, with descriptors, is the same
+   * file's. Delete fails the same way and leaves the file. */
+  {
+    g_autofree char *id1 = g_strdup (tern_chat_get_id (chat));
+    g_autofree char *mine = g_strdup_printf ("%s/%s.json", dir, id1);
+    g_autoptr(GError) save_error = NULL;
+    g_autoptr(GError) delete_error = NULL;
+    struct rlimit old, low;
+    int held[512], n_held = 0, fd;
+    gboolean saved, deleted;
+
+    CHECK (tern_chat_save (chat, dir, NULL) && g_file_test (mine, G_FILE_TEST_IS_REGULAR));
+    CHECK (getrlimit (RLIMIT_NOFILE, &old) == 0);
+    low = old;
+    low.rlim_cur = MIN (old.rlim_cur, 256);
+    CHECK (setrlimit (RLIMIT_NOFILE, &low) == 0);
+    while (n_held < (int) G_N_ELEMENTS (held) && (fd = dup (2)) >= 0)
+      held[n_held++] = fd;
+    saved = tern_chat_save (chat, dir, &save_error);
+    deleted = tern_chat_delete_file (chat, dir, &delete_error);
+    while (n_held > 0)
+      close (held[--n_held]);
+    CHECK (setrlimit (RLIMIT_NOFILE, &old) == 0);
+    CHECKF (!saved && save_error != NULL
+            && strstr (save_error->message, "cannot look at the file") != NULL,
+            "save without descriptors: %s", save_error ? save_error->message : "(saved)");
+    CHECKF (!deleted && delete_error != NULL, "delete without descriptors: %s",
+            delete_error ? delete_error->message : "(deleted)");
+    CHECK (g_str_equal (tern_chat_get_id (chat), id1));
+    CHECK (g_file_test (mine, G_FILE_TEST_IS_REGULAR));
+    CHECK (tern_chat_save (chat, dir, NULL) && g_str_equal (tern_chat_get_id (chat), id1));
   }
 
   /* This version's, "version" past the first 4 KiB or absent: replaced. */
