@@ -244,9 +244,16 @@ static int32_t get_id(const tn_gguf *g, const char *key, int32_t n_vocab) {
     return (int32_t)v;
 }
 
-static bool get_flag(const tn_gguf *g, const char *key, bool fallback) {
-    bool v;
-    return tn_gguf_get_bool(g, key, &v) == TN_OK ? v : fallback;
+/* A tokenizer flag, fallback when absent. One of another type is an error:
+ * a u32 add_bos_token was taken for an absent one without a word, and the
+ * prompts then lacked (or gained) their BOS. */
+static int get_flag(const tn_gguf *g, const char *key, bool fallback, bool *out, tn_error *err) {
+    const int rc = tn_gguf_read_bool(g, key, out, err);
+    if (rc == TN_ERR_NOT_FOUND) {
+        *out = fallback;
+        return TN_OK;
+    }
+    return rc;
 }
 
 /* Decoded bytes of one token into out (capacity >= text length + 1:
@@ -562,8 +569,10 @@ int tn_tokenizer_load(const tn_gguf *g, tn_tokenizer **out, tn_error *err) {
     if (kind == KIND_SPM) {
         if ((rc = load_scores(tok, g, path, err)))
             goto fail;
-        tok->add_space_prefix = get_flag(g, "tokenizer.ggml.add_space_prefix", true);
-        tok->add_bos = get_flag(g, "tokenizer.ggml.add_bos_token", true);
+        if ((rc = get_flag(g, "tokenizer.ggml.add_space_prefix", true, &tok->add_space_prefix,
+                           err)) ||
+            (rc = get_flag(g, "tokenizer.ggml.add_bos_token", true, &tok->add_bos, err)))
+            goto fail;
         if ((rc = setup_spm(tok)))
             goto nomem;
     } else if (kind == KIND_G4) {
@@ -594,15 +603,17 @@ int tn_tokenizer_load(const tn_gguf *g, tn_tokenizer **out, tn_error *err) {
         tok->nfc = tok->pretok == TN_PRETOK_QWEN2;
         /* as the tokenizer.json files say (model.ignore_merges) */
         tok->ignore_merges = tok->pretok == TN_PRETOK_LLAMA3 || tok->pretok == TN_PRETOK_GPT4O;
-        tok->add_bos = get_flag(g, "tokenizer.ggml.add_bos_token",
-                                tok->pretok == TN_PRETOK_LLAMA3);
+        if ((rc = get_flag(g, "tokenizer.ggml.add_bos_token", tok->pretok == TN_PRETOK_LLAMA3,
+                           &tok->add_bos, err)))
+            goto fail;
         tok->add_space_prefix = false;
         if ((rc = load_merges(tok, g, path, err)))
             goto fail;
         if ((rc = setup_bpe(tok)))
             goto nomem;
     }
-    tok->add_eos = get_flag(g, "tokenizer.ggml.add_eos_token", false);
+    if ((rc = get_flag(g, "tokenizer.ggml.add_eos_token", false, &tok->add_eos, err)))
+        goto fail;
     if ((rc = setup_specials(tok, g)))
         goto nomem;
 

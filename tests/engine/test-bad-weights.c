@@ -167,6 +167,13 @@ static void rope_base_str(tn_gguf_writer *w) {
 static void rope_scaling_u32(tn_gguf_writer *w) {
     tn_gguf_writer_set_u32(w, "llama.rope.scaling.type", 1);
 }
+/* Read as absent once: the prompt's BOS came or went without a word. */
+static void add_bos_u32(tn_gguf_writer *w) {
+    tn_gguf_writer_set_u32(w, "tokenizer.ggml.add_bos_token", 0);
+}
+static void add_eos_str(tn_gguf_writer *w) {
+    tn_gguf_writer_set_str(w, "tokenizer.ggml.add_eos_token", "false");
+}
 static void arch_u32(tn_gguf_writer *w) {
     tn_gguf_writer_set_u32(w, "general.architecture", 1);
 }
@@ -200,6 +207,10 @@ static void misnamed_faults(const char *dir) {
         /* it loaded, as if the file asked for no scaling */
         {rope_scaling_u32, false, "'llama.rope.scaling.type' has type u32", "expected string",
          "is not supported"},
+        {add_bos_u32, false, "'tokenizer.ggml.add_bos_token' has type u32", "expected bool",
+         "(nothing: it was silent)"},
+        {add_eos_str, false, "'tokenizer.ggml.add_eos_token' has type string", "expected bool",
+         "(nothing: it was silent)"},
         {arch_u32, false, "'general.architecture' has type u32", "expected string", "missing"},
         {arch_f32, false, "'general.architecture' has type f32", "expected string", "missing"},
         {NULL, true, "tensor 'token_embd.weight' has ", "fewer than the tokenizer's",
@@ -210,9 +221,15 @@ static void misnamed_faults(const char *dir) {
         CHECKF(rewrite(clean, bad, cases[i].edit, cases[i].halve_embd), "rewrite %zu", i);
         tn_model *m = NULL;
         int rc = tn_model_load(bad, tn_model_default_params(), &m, &err);
-        CHECKF(rc == TN_ERR_FORMAT && !m && strstr(err.message, cases[i].says) &&
-                   strstr(err.message, cases[i].also) && !strstr(err.message, cases[i].never),
-               "case %zu: rc %d: %s", i, rc, rc ? err.message : "loaded");
+        /* The tokenizer's keys: the model loads, its tokenizer does not
+         * (tn_model_tokenizer_error, what tokenize and run report). */
+        const char *why = rc ? err.message : m ? tn_model_tokenizer_error(m) : NULL;
+        const bool tok_key = !strncmp(cases[i].says, "'tokenizer.", 11);
+        CHECKF((tok_key ? rc == TN_OK && m && !tn_model_tokenizer(m)
+                        : rc == TN_ERR_FORMAT && !m) &&
+                   why && strstr(why, cases[i].says) && strstr(why, cases[i].also) &&
+                   !strstr(why, cases[i].never),
+               "case %zu: rc %d: %s", i, rc, why ? why : "loaded");
         tn_model_free(m);
         remove(bad);
     }
