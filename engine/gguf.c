@@ -593,6 +593,13 @@ static int open_file(const char *path, tn_gguf **out, tn_error *err) {
     void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
+    /* sysfs says 4096 bytes for its files and refuses to map them (ENODEV):
+     * "No such device" named no reason a user could act on. */
+    if (map == MAP_FAILED && e == ENODEV)
+        return tn_fail(err, TN_ERR_IO,
+                       "%s is not a regular file on disk (its file system cannot map it, like "
+                       "/sys); a model must be a GGUF file",
+                       path);
     if (map == MAP_FAILED)
         return tn_fail(err, TN_ERR_IO, "%s: cannot map the file: %s", path, strerror(e));
     tn_gguf *g = NULL;

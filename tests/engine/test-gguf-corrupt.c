@@ -946,8 +946,12 @@ static void open_paths(void) {
 
     /* procfs files are regular files that say 0 bytes: no interrupted
      * download, and no model (one that cannot be read, and one that can). */
-    static const char *const procfs[] = {"/proc/self/mem", "/proc/self/status"};
+    static const char *const procfs[] = {"/proc/self/mem", "/proc/self/status",
+                                         /* sysfs: 4096 bytes that cannot be mapped */
+                                         "/sys/kernel/mm/transparent_hugepage/enabled"};
     for (size_t i = 0; i < sizeof procfs / sizeof procfs[0]; i++) {
+        if (access(procfs[i], R_OK) != 0) /* no sysfs in this container */
+            continue;
         rc = tn_gguf_open(procfs[i], &g, &err);
         CHECKF(rc == TN_ERR_IO && !g && contains(err.message, procfs[i]) &&
                    contains(err.message, "not a regular file on disk") &&
