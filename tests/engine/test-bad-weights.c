@@ -18,20 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool copy_file(const char *from, const char *to) {
-    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
-    bool ok = a && b;
-    char buf[65536];
-    size_t n;
-    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0)
-        ok = fwrite(buf, 1, n, b) == n;
-    if (a)
-        fclose(a);
-    if (b && fclose(b) != 0)
-        ok = false;
-    return ok;
-}
-
 /* Writes `bytes` at byte `at` of tensor `name` in a copy of `clean`. */
 static bool poison(const char *clean, const char *out, const char *name, uint64_t at,
                    const void *bytes, size_t n) {
@@ -42,7 +28,7 @@ static bool poison(const char *clean, const char *out, const char *name, uint64_
     const tn_gguf_tensor *t = tn_gguf_find_tensor(g, name);
     long pos = t && at + n <= t->nbytes ? (long)(tn_gguf_data_offset(g) + t->offset + at) : -1;
     tn_gguf_close(g);
-    if (pos < 0 || !copy_file(clean, out))
+    if (pos < 0 || !tn_test_copy_file(clean, out))
         return false;
     FILE *f = fopen(out, "r+b");
     bool ok = f && fseek(f, pos, SEEK_SET) == 0 && fwrite(bytes, 1, n, f) == n;

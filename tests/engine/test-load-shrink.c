@@ -27,20 +27,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static bool copy_file(const char *from, const char *to) {
-    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
-    bool ok = a && b;
-    char buf[65536];
-    size_t n;
-    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0)
-        ok = fwrite(buf, 1, n, b) == n;
-    if (a)
-        fclose(a);
-    if (b && fclose(b) != 0)
-        ok = false;
-    return ok;
-}
-
 static int count_entries(const char *dir, bool hidden_only) {
     DIR *d = opendir(dir);
     if (!d) /* a cache directory the failed load never made */
@@ -92,7 +78,7 @@ static void expect_good_load(const char *path, const char *what) {
  * victim was loaded before (a cache hit): not copied again. */
 static void shrink_in(const char *good, const char *victim, const char *pass, const char *cache,
                       bool keep) {
-    if (!keep && !copy_file(good, victim)) {
+    if (!keep && !tn_test_copy_file(good, victim)) {
         CHECKF(false, "%s: cannot copy %s", pass, good);
         return;
     }
@@ -148,7 +134,7 @@ static void unguarded_still_ends(const char *good, const char *dir) {
         (void)e;
         tn_sigbus_say("load-shrink: the unguarded fault says this");
         shrink_in(good, victim, "finite", NULL, false); /* a caught one first */
-        copy_file(good, victim);
+        tn_test_copy_file(good, victim);
         FILE *f = fopen(victim, "rb");
         const size_t size = (size_t)file_size(victim);
         const volatile uint8_t *p =
@@ -240,7 +226,7 @@ int main(void) {
      * spot check of it against the model file. */
     snprintf(cache, sizeof cache, "%s/cache-hit", dir);
     setenv("TERN_REPACK_CACHE", cache, 1);
-    CHECK(copy_file(good, victim));
+    CHECK(tn_test_copy_file(good, victim));
     tn_model *m = NULL;
     CHECKF(tn_model_load(victim, tn_model_default_params(), &m, &err) == TN_OK, "%s",
            err.message);
@@ -267,7 +253,7 @@ int main(void) {
         CHECKF(tn_mkmodel_dflash(&dp, dgood, &err) == TN_OK, "mkmodel dflash: %s", err.message);
         CHECKF(tn_model_load(good, tn_model_default_params(), &target, &err) == TN_OK, "%s",
                err.message);
-        CHECK(copy_file(dgood, dvictim));
+        CHECK(tn_test_copy_file(dgood, dvictim));
         const int fds = count_entries("/proc/self/fd", false);
         cut.pass = "convert";
         cut.path = dvictim;

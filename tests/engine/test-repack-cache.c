@@ -100,20 +100,6 @@ static void count_files(const char *dir, int *caches, int *temps) {
     closedir(d);
 }
 
-static bool copy_file(const char *from, const char *to) {
-    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
-    bool ok = a && b;
-    char buf[65536];
-    size_t n;
-    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0)
-        ok = fwrite(buf, 1, n, b) == n;
-    if (a)
-        fclose(a);
-    if (b && fclose(b) != 0)
-        ok = false;
-    return ok;
-}
-
 static uint64_t file_u64(const char *path, long at) {
     uint64_t v = 0;
     FILE *f = fopen(path, "rb");
@@ -309,7 +295,7 @@ static void housekeeping(const char *model, const char *cpath) {
     snprintf(dir, sizeof dir, "%s/house", cache_dir);
     snprintf(copy, sizeof copy, "%s/house-copy.gguf", tn_test_tmpdir());
     setenv("TERN_REPACK_CACHE", dir, 1);
-    CHECK(copy_file(model, copy));
+    CHECK(tn_test_copy_file(model, copy));
     CHECK(run(model, src, sizeof src, NULL, NULL, 0) && !strcmp(src, "cache-new"));
     CHECK(run(copy, src, sizeof src, NULL, cp, sizeof cp) && !strcmp(src, "cache-new"));
     int n[2] = {0, 0};
@@ -342,7 +328,7 @@ static void housekeeping(const char *model, const char *cpath) {
     CHECK(tn_repack_cache_list(dir, count_entry, n) == TN_OK);
     CHECKF(n[0] == 1 && n[1] == 0, "after prune: %d files, %d stale", n[0], n[1]);
     /* Least recently used first: the copy again, made older than the model's. */
-    CHECK(copy_file(model, copy));
+    CHECK(tn_test_copy_file(model, copy));
     CHECK(run(copy, src, sizeof src, NULL, cp, sizeof cp) && !strcmp(src, "cache-new"));
     CHECK(utimensat(AT_FDCWD, cp, past, 0) == 0);
     struct stat st;
@@ -468,22 +454,22 @@ static void one_model(const char *type, bool big) {
     char ocp[1024];
     CHECK(run(other, src, sizeof src, NULL, ocp, sizeof ocp) && !strcmp(src, "cache-new"));
     setenv("TERN_REPACK_CACHE", cache_dir, 1);
-    CHECK(copy_file(ocp, cpath));
+    CHECK(tn_test_copy_file(ocp, cpath));
     expect_after("another model's file", model, cpath, ref, nv, "cache-new");
     /* The model rewritten in place (new mtime): the old cache must not be used. */
     {
         float *lo = malloc(sizeof(float) * (size_t)nv);
         char backup[1200];
         snprintf(backup, sizeof backup, "%s.backup", model);
-        CHECK(copy_file(model, backup)); /* keep the original */
-        CHECK(copy_file(other, model));
+        CHECK(tn_test_copy_file(model, backup)); /* keep the original */
+        CHECK(tn_test_copy_file(other, model));
         CHECK(run(model, src, sizeof src, lo, NULL, 0) && !strcmp(src, "cache-new"));
         setenv("TERN_REPACK_CACHE", "0", 1);
         CHECK(run(model, src, sizeof src, lg, NULL, 0));
         setenv("TERN_REPACK_CACHE", cache_dir, 1);
         CHECKF(lo && memcmp(lo, lg, sizeof(float) * (size_t)nv) == 0,
                "a model replaced in place ran with its old cache");
-        CHECK(copy_file(backup, model));
+        CHECK(tn_test_copy_file(backup, model));
         remove(backup);
         expect_after("the model back", model, cpath, ref, nv, "cache-new");
         free(lo);

@@ -140,6 +140,20 @@ uint64_t tn_test_pinned_rows_hash(tn_session *s) {
     return h;
 }
 
+bool tn_test_copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    bool ok = a && b;
+    char buf[65536];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0)
+        ok = fwrite(buf, 1, n, b) == n;
+    if (a)
+        fclose(a);
+    if (b && fclose(b) != 0)
+        ok = false;
+    return ok;
+}
+
 bool tn_test_clone_gguf(const char *src, const char *dst, tn_test_kv_edit edit, void *user) {
     tn_gguf *g = NULL;
     if (tn_gguf_open(src, &g, NULL) != TN_OK)

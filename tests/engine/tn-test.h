@@ -59,6 +59,10 @@ double *tn_test_tensor(const tn_gguf *g, const char *name, int64_t *n);
 /* A hash of the KV rows of s's pin: 0 when they cannot be saved. */
 uint64_t tn_test_pinned_rows_hash(tn_session *s);
 
+/* Copies the file from to the file to (created or truncated); false on
+ * any error. */
+bool tn_test_copy_file(const char *from, const char *to);
+
 /* Writes a copy of the GGUF src to dst, its tensors as they are and each
  * metadata value through edit (which may change *v in place, e.g. shorten
  * an array, or write the key itself to w and return true to skip the copy;
