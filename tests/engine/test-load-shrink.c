@@ -119,6 +119,21 @@ static void *load_on_thread(void *arg) {
     return NULL;
 }
 
+/* Waits for the child pid, checks that a SIGBUS ended it, and puts what it
+ * wrote to errfile (its stderr) in text. */
+static void child_ended_by_sigbus(pid_t pid, const char *what, const char *errfile, char *text,
+                                  size_t cap) {
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS,
+           "%s: status %#x, expected the end by SIGBUS", what, status);
+    FILE *f = fopen(errfile, "r");
+    size_t n = f ? fread(text, 1, cap - 1, f) : 0;
+    text[n] = '\0';
+    if (f)
+        fclose(f);
+}
+
 /* Outside a guarded pass a SIGBUS still ends the process, after
  * tn_sigbus_say's line (and after a guarded fault has been caught on this
  * thread: the handler's chain to the default action still works). */
@@ -147,16 +162,8 @@ static void unguarded_still_ends(const char *good, const char *dir) {
         (void)x;
         _exit(5); /* not reached: the SIGBUS ends the child */
     }
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS,
-           "the unguarded fault: status %#x, expected the end by SIGBUS", status);
-    FILE *f = fopen(errfile, "r");
-    char text[4096] = "";
-    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-    text[n] = '\0';
-    if (f)
-        fclose(f);
+    char text[4096];
+    child_ended_by_sigbus(pid, "the unguarded fault", errfile, text, sizeof text);
     CHECKF(strstr(text, "load-shrink: the unguarded fault says this\n") != NULL,
            "the unguarded fault's stderr: %s", text);
 }
@@ -176,16 +183,8 @@ static void sent_sigbus_is_quiet(const char *dir) {
         kill(getpid(), SIGBUS);
         _exit(5); /* not reached */
     }
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS,
-           "a sent SIGBUS: status %#x, expected the end by SIGBUS", status);
-    FILE *f = fopen(errfile, "r");
-    char text[4096] = "";
-    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-    text[n] = '\0';
-    if (f)
-        fclose(f);
+    char text[4096];
+    child_ended_by_sigbus(pid, "a sent SIGBUS", errfile, text, sizeof text);
     CHECKF(strstr(text, "must not say this") == NULL, "a sent SIGBUS's stderr: %s", text);
 }
 
