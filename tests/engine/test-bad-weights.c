@@ -100,38 +100,34 @@ static void cache_hit_skips_the_pass(const char *dir) {
 /* A copy of src whose metadata is copied and then changed by edit (a key
  * set again replaces the copied one), token_embd.weight cut to its first
  * half of rows when halve_embd. */
+typedef struct rewrite_how {
+    void (*edit)(tn_gguf_writer *w);
+    bool halve_embd;
+} rewrite_how;
+
+static bool rewrite_keys(tn_gguf_writer *w, void *user) {
+    const rewrite_how *how = user;
+    if (how->edit)
+        how->edit(w);
+    return true;
+}
+
+static bool rewrite_tensor(tn_test_tensor_copy *t, tn_gguf_writer *w, void *user) {
+    (void)w;
+    const rewrite_how *how = user;
+    if (how->halve_embd && !strcmp(t->name, "token_embd.weight")) {
+        t->nbytes = t->nbytes / t->ne[1] * (t->ne[1] / 2);
+        t->ne[1] /= 2;
+    }
+    return false;
+}
+
 static bool rewrite(const char *src, const char *dst, void (*edit)(tn_gguf_writer *w),
                     bool halve_embd) {
-    tn_gguf *g = NULL;
-    if (tn_gguf_open(src, &g, NULL) != TN_OK)
-        return false;
-    tn_gguf_writer *w = tn_gguf_writer_new();
-    bool ok = w != NULL;
-    for (int64_t i = 0; ok && i < tn_gguf_n_kv(g); i++) {
-        tn_str k = tn_gguf_kv_key(g, i);
-        char key[256];
-        snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
-        ok = tn_gguf_writer_set_value(w, key, tn_gguf_kv_value(g, i)) == TN_OK;
-    }
-    if (ok && edit)
-        edit(w);
-    for (int64_t i = 0; ok && i < tn_gguf_n_tensors(g); i++) {
-        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        uint64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
-        uint64_t nbytes = t->nbytes;
-        if (halve_embd && !strcmp(name, "token_embd.weight")) {
-            ne[1] = t->ne[1] / 2;
-            nbytes = t->nbytes / t->ne[1] * ne[1];
-        }
-        ok = tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, ne, t->data, nbytes) ==
-             TN_OK;
-    }
-    ok = ok && tn_gguf_writer_write(w, dst, NULL) == TN_OK;
-    tn_gguf_writer_free(w);
-    tn_gguf_close(g);
-    return ok;
+    rewrite_how how = {edit, halve_embd};
+    const tn_test_gguf_edits edits = {
+        .after_kv = rewrite_keys, .tensor = rewrite_tensor, .user = &how};
+    return tn_test_clone_gguf_edited(src, dst, &edits);
 }
 
 static void key_length_str(tn_gguf_writer *w) {

@@ -1459,38 +1459,32 @@ typedef struct edit {
     uint64_t nbytes;
 } edit;
 
+static bool clone_edit_kv(const char *key, tn_gguf_value *v, tn_gguf_writer *w, void *user) {
+    (void)v, (void)w;
+    const edit *e = user;
+    return (e->drop && !strcmp(key, e->drop)) || (e->key && !strcmp(key, e->key));
+}
+static bool clone_edit_set_key(tn_gguf_writer *w, void *user) {
+    const edit *e = user;
+    return !e->key || tn_gguf_writer_set_value(w, e->key, &e->val) == TN_OK;
+}
+static bool clone_edit_tensor(tn_test_tensor_copy *t, tn_gguf_writer *w, void *user) {
+    (void)w;
+    const edit *e = user;
+    return (e->drop && !strcmp(t->name, e->drop)) || (e->tensor && !strcmp(t->name, e->tensor));
+}
+static bool clone_edit_add_tensor(tn_gguf_writer *w, void *user) {
+    const edit *e = user;
+    return !e->tensor || tn_gguf_writer_add_tensor_data(w, e->tensor, e->type, e->n_dims, e->ne,
+                                                        e->data, e->nbytes) == TN_OK;
+}
 static bool clone_edit(const char *src, const char *dst, const edit *e) {
-    tn_gguf *g = NULL;
-    if (tn_gguf_open(src, &g, NULL) != TN_OK)
-        return false;
-    tn_gguf_writer *w = tn_gguf_writer_new();
-    bool ok = w != NULL;
-    for (int64_t i = 0; ok && i < tn_gguf_n_kv(g); i++) {
-        tn_str k = tn_gguf_kv_key(g, i);
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)k.len, k.ptr);
-        if ((e->drop && !strcmp(name, e->drop)) || (e->key && !strcmp(name, e->key)))
-            continue;
-        ok = tn_gguf_writer_set_value(w, name, tn_gguf_kv_value(g, i)) == TN_OK;
-    }
-    if (ok && e->key)
-        ok = tn_gguf_writer_set_value(w, e->key, &e->val) == TN_OK;
-    for (int64_t i = 0; ok && i < tn_gguf_n_tensors(g); i++) {
-        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        if ((e->drop && !strcmp(name, e->drop)) || (e->tensor && !strcmp(name, e->tensor)))
-            continue;
-        ok = tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, t->ne, t->data,
-                                            t->nbytes) == TN_OK;
-    }
-    if (ok && e->tensor)
-        ok = tn_gguf_writer_add_tensor_data(w, e->tensor, e->type, e->n_dims, e->ne, e->data,
-                                            e->nbytes) == TN_OK;
-    ok = ok && tn_gguf_writer_write(w, dst, NULL) == TN_OK;
-    tn_gguf_writer_free(w);
-    tn_gguf_close(g);
-    return ok;
+    const tn_test_gguf_edits edits = {.kv = clone_edit_kv,
+                                      .after_kv = clone_edit_set_key,
+                                      .tensor = clone_edit_tensor,
+                                      .after_tensors = clone_edit_add_tensor,
+                                      .user = (void *)e};
+    return tn_test_clone_gguf_edited(src, dst, &edits);
 }
 
 /* Loading the edited copy fails with rc and a message holding `word`. */

@@ -155,6 +155,11 @@ bool tn_test_copy_file(const char *from, const char *to) {
 }
 
 bool tn_test_clone_gguf(const char *src, const char *dst, tn_test_kv_edit edit, void *user) {
+    const tn_test_gguf_edits edits = {.kv = edit, .user = user};
+    return tn_test_clone_gguf_edited(src, dst, &edits);
+}
+
+bool tn_test_clone_gguf_edited(const char *src, const char *dst, const tn_test_gguf_edits *e) {
     tn_gguf *g = NULL;
     if (tn_gguf_open(src, &g, NULL) != TN_OK)
         return false;
@@ -165,17 +170,25 @@ bool tn_test_clone_gguf(const char *src, const char *dst, tn_test_kv_edit edit, 
         char key[256];
         snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
         tn_gguf_value v = *tn_gguf_kv_value(g, i);
-        if (edit && edit(key, &v, w, user))
+        if (e->kv && e->kv(key, &v, w, e->user))
             continue;
         ok = tn_gguf_writer_set_value(w, key, &v) == TN_OK;
     }
+    if (ok && e->after_kv)
+        ok = e->after_kv(w, e->user);
     for (int64_t i = 0; ok && i < tn_gguf_n_tensors(g); i++) {
         const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        ok = tn_gguf_writer_add_tensor_data(w, name, t->type, t->n_dims, t->ne, t->data,
-                                            t->nbytes) == TN_OK;
+        tn_test_tensor_copy c = {name, t->type, t->n_dims, {0}, t->data, t->nbytes};
+        memcpy(c.ne, t->ne, sizeof c.ne);
+        if (e->tensor && e->tensor(&c, w, e->user))
+            continue;
+        ok = tn_gguf_writer_add_tensor_data(w, c.name, c.type, c.n_dims, c.ne, c.data, c.nbytes) ==
+             TN_OK;
     }
+    if (ok && e->after_tensors)
+        ok = e->after_tensors(w, e->user);
     ok = ok && tn_gguf_writer_write(w, dst, NULL) == TN_OK;
     tn_gguf_writer_free(w);
     tn_gguf_close(g);

@@ -70,4 +70,29 @@ bool tn_test_copy_file(const char *from, const char *to);
 typedef bool (*tn_test_kv_edit)(const char *key, tn_gguf_value *v, tn_gguf_writer *w, void *user);
 bool tn_test_clone_gguf(const char *src, const char *dst, tn_test_kv_edit edit, void *user);
 
+/* One tensor as the copy will write it: the edit may change any field
+ * (e.g. halve ne[1] and nbytes to cut the tensor short). */
+typedef struct tn_test_tensor_copy {
+    const char *name;
+    uint32_t type, n_dims;
+    uint64_t ne[TN_MAX_DIMS];
+    const void *data;
+    uint64_t nbytes;
+} tn_test_tensor_copy;
+
+/* Every change a test makes to a GGUF copy, each optional: kv as above;
+ * after_kv writes keys of its own once the file's are copied (a key set
+ * twice keeps the last value); tensor may change *t in place, or return
+ * true to leave the tensor out (after writing its own to w, if it wants);
+ * after_tensors adds tensors at the end. False from a hook: the copy
+ * fails. */
+typedef struct tn_test_gguf_edits {
+    tn_test_kv_edit kv;
+    bool (*after_kv)(tn_gguf_writer *w, void *user);
+    bool (*tensor)(tn_test_tensor_copy *t, tn_gguf_writer *w, void *user);
+    bool (*after_tensors)(tn_gguf_writer *w, void *user);
+    void *user;
+} tn_test_gguf_edits;
+bool tn_test_clone_gguf_edited(const char *src, const char *dst, const tn_test_gguf_edits *edits);
+
 #endif
