@@ -1,5 +1,5 @@
 /* Internals shared by the tokenizer (tokenizer.c, pretokenize.c) and the
- * Hugging Face vocabulary converter (vocab-convert.c): hash maps keyed by
+ * Hugging Face vocabulary converter (mk/vocab-convert.c): hash maps keyed by
  * byte strings and by token pairs, the GPT-2 byte map, the pre-tokenizer
  * splitters, token types. */
 #ifndef TN_TOKENIZER_INTERNAL_H

@@ -1,4 +1,4 @@
-/* libFuzzer target for the vocabulary converter (engine/vocab-convert.c):
+/* libFuzzer target for the vocabulary converter (engine/mk/vocab-convert.c):
  * the Hugging Face tokenizer.json and tokenizer_config.json a user points
  * `tern-cli convert` (and tn_mkmodel's tokenizer) at, downloaded from
  * anyone's repository, turned into a GGUF's tokenizer.* metadata.

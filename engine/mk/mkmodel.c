@@ -22,7 +22,7 @@
  *   noise, so argmax is stable across weight types and kernels.
  * Weights are drawn per row from a generator seeded by (seed, tensor name,
  * row), so a model is the same whatever the thread count. */
-#include "tn-internal.h"
+#include "tn-mk.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -480,6 +480,9 @@ static void fill_rows(fill_job *job, uint64_t r0, uint64_t r1, float *row) {
     const tensor_plan *t = job->t;
     /* uniform on [-a, a] has std a / sqrt(3) */
     float a = t->std * sqrtf(3.0f);
+    /* The row's start adds the row's step where tn_mk_row_state XORs it: kept,
+     * since changing it would change the bytes of every model the tests and
+     * docs/PERFORMANCE.md's comparisons were made with. */
     uint64_t base = job->seed ^ tn_fnv1a_str(t->name);
     for (uint64_t r = r0; r < r1; r++) {
         uint64_t s = base + r * 0x9e3779b97f4a7c15ULL;
@@ -489,8 +492,7 @@ static void fill_rows(fill_job *job, uint64_t r0, uint64_t r1, float *row) {
             } else if (t->kind == FILL_ROPE_PROP) {
                 row[i] = i < t->ne[0] / 4 ? 1.0f : 1e30f;
             } else {
-                double u = (double)(tn_splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0);
-                row[i] = (float)((2.0 * u - 1.0) * a);
+                row[i] = (float)(tn_mk_uniform(&s) * a);
             }
         }
         if (tn_quantize_row(t->type, row, job->dst + r * job->row_bytes, (int64_t)t->ne[0]) !=

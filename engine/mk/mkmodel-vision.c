@@ -1,7 +1,7 @@
 /* Random-weight Gemma 3 vision projectors in the "mmproj" GGUF layout
  * (docs/VISION.md): the tests' encoder reference runs on them, and a full
  * Gemma-3-4B-shaped tower gives honest encode timings. */
-#include "tn-internal.h"
+#include "tn-mk.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -48,9 +48,9 @@ static int fill(void *user, const char *name, void *dst, uint64_t nbytes, tn_err
     const float mat = sqrtf(3.0f / (float)t->row_len);
     int rc = TN_OK;
     for (int64_t r = 0; r < t->rows && rc == TN_OK; r++) {
-        uint64_t s = t->seed ^ tn_fnv1a_str(t->name) ^ ((uint64_t)r * 0x9e3779b97f4a7c15ULL);
+        uint64_t s = tn_mk_row_state(t->seed, t->name, (uint64_t)r);
         for (int64_t i = 0; i < t->row_len; i++) {
-            const float u = (float)((double)(tn_splitmix64(&s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+            const float u = (float)tn_mk_uniform(&s);
             row[i] = t->kind == V_MATRIX ? u * mat
                      : t->kind == V_NORM ? 1.0f + 0.2f * u
                      : t->kind == V_BIAS ? 0.05f * u

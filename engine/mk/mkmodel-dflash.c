@@ -2,7 +2,7 @@
  * published drafts (docs/DFLASH.md). The weights are meaningless (acceptance
  * near zero); the file exercises every part of loading, drafting and
  * verification, and its cost is that of a real draft of the same shape. */
-#include "tn-internal.h"
+#include "tn-mk.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -47,11 +47,9 @@ static int fill(void *user, const char *name, void *dst, uint64_t nbytes, tn_err
     const float a = t->std * sqrtf(3.0f);
     int rc = TN_OK;
     for (uint64_t r = 0; r < t->ne[1] && rc == TN_OK; r++) {
-        uint64_t s = t->seed ^ tn_fnv1a_str(t->name) ^ (r * 0x9e3779b97f4a7c15ULL);
-        for (uint64_t i = 0; i < t->ne[0]; i++) {
-            const double u = (double)(tn_splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0);
-            row[i] = t->std > 0 ? (float)((2.0 * u - 1.0) * a) : 1.0f;
-        }
+        uint64_t s = tn_mk_row_state(t->seed, t->name, r);
+        for (uint64_t i = 0; i < t->ne[0]; i++)
+            row[i] = t->std > 0 ? (float)(tn_mk_uniform(&s) * a) : 1.0f;
         if (tn_quantize_row(t->type, row, (uint8_t *)dst + r * row_bytes, (int64_t)t->ne[0]) !=
             TN_OK)
             rc = tn_fail(err, TN_ERR_UNSUPPORTED, "mkmodel dflash: cannot write %s as %s", name,
