@@ -879,32 +879,19 @@ handle_serve (Engine  *engine,
   event_post (ev);
 }
 
-/* The one *mmproj*.gguf beside the model (tern-cli run's rule); NULL when
- * there is none or more than one. */
+/* The one projector beside the model (tn_vision_projectors_beside, the
+ * rule tern-cli run follows); NULL when there is none, more than one, or the
+ * directory cannot be read: the model then runs text only. */
 static char *
 find_projector (const char *model_path)
 {
-  g_autofree char *dir = g_path_get_dirname (model_path);
-  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
-  char *found = NULL;
-  const char *name;
+  char *first = NULL, *second = NULL;
+  int found = tn_vision_projectors_beside (model_path, &first, &second, NULL);
+  char *projector = found == 1 ? g_strdup (first) : NULL;
 
-  if (d == NULL)
-    return NULL;
-  while ((name = g_dir_read_name (d)) != NULL)
-    {
-      g_autofree char *lower = g_ascii_strdown (name, -1);
-
-      if (strstr (lower, "mmproj") == NULL || !g_str_has_suffix (lower, ".gguf"))
-        continue;
-      if (found != NULL)
-        {
-          g_free (found);
-          return NULL;
-        }
-      found = g_build_filename (dir, name, NULL);
-    }
-  return found;
+  free (first);
+  free (second);
+  return projector;
 }
 
 /* At most this many encodings are kept, and at most this many bytes of

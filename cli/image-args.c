@@ -8,11 +8,9 @@
  * named on stderr); none or several is an error asking for --mmproj. */
 #include "cli.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #ifdef TERN_HAVE_IMAGEIO
@@ -60,45 +58,21 @@ void cli_encoded_free(cli_encoded *e) {
     memset(e, 0, sizeof *e);
 }
 
-static bool has_suffix_ci(const char *s, const char *suffix) {
-    size_t ls = strlen(s), lx = strlen(suffix);
-    return ls >= lx && !strcasecmp(s + ls - lx, suffix);
-}
-
-/* The projector beside the model: 0 and a malloc'd path (NULL: none and not
- * required), or an exit status. Not required (serve): none is fine, and
- * several leave images off with a note. */
+/* The projector beside the model (tn_vision_projectors_beside): 0 and a
+ * malloc'd path (NULL: none and not required), or an exit status. Not
+ * required (serve): none is fine, and several leave images off with a note. */
 static int find_mmproj(const char *model_path, bool required, char **out) {
     *out = NULL;
-    const char *slash = strrchr(model_path, '/');
-    char *dir = slash ? strndup(model_path, (size_t)(slash - model_path) + (slash == model_path))
-                      : strdup(".");
-    if (!dir) {
-        cli_error(_("out of memory"));
-        return CLI_EXIT_BAD_INPUT;
-    }
-    DIR *d = opendir(dir);
-    if (!d) {
-        int status = CLI_EXIT_OK;
+    char *first = NULL, *second = NULL;
+    tn_error err = {0};
+    const int found = tn_vision_projectors_beside(model_path, &first, &second, &err);
+    int status = CLI_EXIT_OK;
+    if (found < 0) {
         if (required) {
-            cli_error(_("%s: cannot look for a vision projector there (%s); pass --mmproj PATH"),
-                      dir, strerror(errno));
+            cli_error(_("%s; pass --mmproj PATH"), cli_engine_message(&err));
             status = CLI_EXIT_BAD_INPUT;
         }
-        free(dir);
-        return status;
-    }
-    int found = 0;
-    char first[1024] = "", second[1024] = "";
-    for (struct dirent *e; (e = readdir(d));) {
-        if (!strcasestr(e->d_name, "mmproj") || !has_suffix_ci(e->d_name, ".gguf"))
-            continue;
-        snprintf(found == 0 ? first : second, sizeof first, "%s", e->d_name);
-        found++;
-    }
-    closedir(d);
-    int status = CLI_EXIT_OK;
-    if (found == 0) {
+    } else if (found == 0) {
         if (required) {
             cli_error(_("%s: no vision projector (*mmproj*.gguf) next to the model; pass --mmproj "
                       "PATH"),
@@ -109,23 +83,20 @@ static int find_mmproj(const char *model_path, bool required, char **out) {
         if (required) {
             cli_error(_("%s: %d vision projectors next to the model (%s, %s, ...); choose one with "
                       "--mmproj PATH"),
-                      dir, found, first, second);
+                      model_path, found, first, second);
             status = CLI_EXIT_BAD_INPUT;
         } else {
             fprintf(stderr,
                     _("tern-cli: note: %s: %d vision projectors next to the model (%s, %s, ...); "
                     "images are off unless --mmproj PATH chooses one\n"),
-                    dir, found, first, second);
+                    model_path, found, first, second);
         }
     } else {
-        size_t n = strlen(dir) + strlen(first) + 2;
-        *out = malloc(n);
-        if (*out)
-            snprintf(*out, n, "%s/%s", dir, first);
-        else
-            status = CLI_EXIT_BAD_INPUT;
+        *out = first;
+        first = NULL;
     }
-    free(dir);
+    free(first);
+    free(second);
     return status;
 }
 

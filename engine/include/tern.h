@@ -1442,6 +1442,14 @@ typedef struct tn_vision_info {
 } tn_vision_info;
 
 int tn_vision_load(const char *path, tn_vision **out, tn_error *err);
+/* The vision projectors beside a model, by the one rule of tern-cli run,
+ * tern-cli serve and the app: files in the model's directory whose name
+ * holds "mmproj" and ends in ".gguf", both in any case. Returns how many
+ * there are, or a negative tn_status (TN_ERR_IO: the directory cannot be
+ * read). *first and *second (each may be NULL) get malloc'd paths of the
+ * first two in name order, NULL where there are fewer. */
+int tn_vision_projectors_beside(const char *model_path, char **first, char **second,
+                                tn_error *err);
 void tn_vision_free(tn_vision *v);
 const tn_vision_info *tn_vision_get_info(const tn_vision *v);
 /* Tokens an image costs under a budget. Gemma 3: exactly k * k with

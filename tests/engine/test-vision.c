@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Relative tolerance: max |got - ref| <= TOL * max(1, max |ref|). f32 weights
  * and f32 accumulation over widths <= 128 stay near 1e-6 (measured). */
@@ -332,6 +334,56 @@ static void hostile_projectors(const char *path, const char *dir) {
     }
 }
 
+/* The projectors beside a model: the rule (name holds "mmproj", ends in
+ * ".gguf", any case), the count, the first two in name order, and an
+ * unreadable directory as an error, not as "none". */
+static void projectors_beside(const char *tmp) {
+    char dir[512], model[600], f[700];
+    snprintf(dir, sizeof dir, "%s/beside", tmp);
+    mkdir(dir, 0755);
+    snprintf(model, sizeof model, "%s/model.gguf", dir);
+    char *first = (char *)"x", *second = (char *)"x";
+    tn_error err = {0};
+    CHECK(tn_vision_projectors_beside(model, &first, &second, &err) == 0 && !first && !second);
+    /* Not projectors: the wrong ending, a partial download, no "mmproj". */
+    const char *others[] = {"mmproj.txt", "b-mmproj.gguf.part", "vision.gguf", "model.gguf"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        snprintf(f, sizeof f, "%s/%s", dir, others[i]);
+        CHECK(tn_test_copy_file("/dev/null", f));
+    }
+    CHECK(tn_vision_projectors_beside(model, &first, &second, &err) == 0 && !first && !second);
+    snprintf(f, sizeof f, "%s/c-MMPROJ-f16.GGUF", dir);
+    CHECK(tn_test_copy_file("/dev/null", f));
+    CHECK(tn_vision_projectors_beside(model, &first, NULL, &err) == 1);
+    CHECKF(first && !strcmp(first, f), "%s", first ? first : "(none)");
+    free(first);
+    snprintf(f, sizeof f, "%s/b-mmproj.gguf", dir);
+    CHECK(tn_test_copy_file("/dev/null", f));
+    snprintf(f, sizeof f, "%s/d-mmproj.gguf", dir);
+    CHECK(tn_test_copy_file("/dev/null", f));
+    CHECK(tn_vision_projectors_beside(model, &first, &second, &err) == 3);
+    CHECKF(first && strstr(first, "/beside/b-mmproj.gguf"), "%s", first ? first : "(none)");
+    CHECKF(second && strstr(second, "/beside/c-MMPROJ-f16.GGUF"), "%s", second ? second : "(none)");
+    free(first);
+    free(second);
+    /* A model path without a directory looks in the current one. */
+    char cwd[512];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    CHECK(chdir(dir) == 0);
+    CHECK(tn_vision_projectors_beside("model.gguf", &first, NULL, &err) == 3);
+    CHECKF(first && !strcmp(first, "./b-mmproj.gguf"), "%s", first ? first : "(none)");
+    free(first);
+    CHECK(chdir(cwd) == 0);
+    /* A directory that is not there, or not a directory. */
+    snprintf(model, sizeof model, "%s/missing/model.gguf", dir);
+    CHECK(tn_vision_projectors_beside(model, &first, &second, &err) == TN_ERR_IO && !first &&
+          !second);
+    CHECKF(strstr(err.message, "/missing: cannot look for a vision projector there"), "%s",
+           err.message);
+    CHECK(tn_vision_projectors_beside("", &first, &second, &err) == TN_ERR_INVALID);
+    CHECK(tn_vision_projectors_beside(NULL, NULL, NULL, NULL) == TN_ERR_INVALID);
+}
+
 int main(void) {
     const char *dir = tn_test_tmpdir();
     char path[512], bad[512];
@@ -457,6 +509,7 @@ int main(void) {
     CHECK(tn_vision_load(bad, &vb, &err) != TN_OK && vb == NULL);
     tn_vision_free(NULL);
     hostile_projectors(path, dir);
+    projectors_beside(dir);
 
     free(rgb), free(out), free(out2);
     tn_vision_free(v);
