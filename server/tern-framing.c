@@ -2,6 +2,7 @@
 #include "tern-framing.h"
 
 #include <glib.h>
+#include <libsoup/soup.h>
 #include <string.h>
 
 /* A decimal number as strtoul reads it: one too large for a version stays
@@ -101,6 +102,71 @@ static bool lists_option(const char *s, size_t n, const char *name) {
         i = j;
     }
     return false;
+}
+
+/* What libsoup 3.2 refuses after it parsed the head, where it has no hook
+ * for the server and answers a bare 400 (parse_headers in
+ * soup-server-message-io-http1.c): a Host with a '/', and a target it
+ * cannot make a URI with a host of (an HTTP/1.1 request without Host, a
+ * Host or absolute-form target whose port is no number or over 65535, an
+ * IPv6 literal it cannot read). Read with libsoup's own parser and GLib's
+ * URI parser, in libsoup's order, so that this refuses exactly what
+ * libsoup would, and nothing it would take (the last of two Host headers
+ * counts, an HTTP/1.0 request may have none, an absolute-form target
+ * makes Host irrelevant). Expect lines are left out: libsoup's 417 for an
+ * unknown one is tern_framing_problem's to give, or they are dropped. */
+static const char *target_problem(const char *head, size_t n, int *status) {
+    g_autofree char *copy = g_strndup(head, n);
+    const size_t m = tern_framing_drop_expect(copy, n);
+    SoupMessageHeaders *h = soup_message_headers_new(SOUP_MESSAGE_HEADERS_REQUEST);
+    g_autofree char *method = NULL;
+    g_autofree char *path = NULL;
+    SoupHTTPVersion ver = SOUP_HTTP_1_1;
+    const guint st = soup_headers_parse_request(copy, (int)m, h, &method, &path, &ver);
+    const char *why = NULL;
+    if (st != SOUP_STATUS_OK) {
+        *status = (int)st;
+        why = "the request's head is not one this server can read";
+        soup_message_headers_unref(h);
+        return why;
+    }
+    const char *host = soup_message_headers_get_one(h, "Host");
+    GUri *uri = NULL;
+    bool local = false; /* libsoup builds the URI from the server's address */
+    if (host && strchr(host, '/')) {
+        why = "the Host header holds a '/'";
+    } else if (!strcmp(path, "*") && host) {
+        g_autofree char *url = g_strdup_printf("http://%s/", host);
+        uri = g_uri_parse(url, SOUP_HTTP_URI_FLAGS, NULL);
+    } else if (!strcmp(method, "CONNECT")) {
+        g_autofree char *url = g_strdup_printf("http://%s", path);
+        uri = g_uri_parse(url, SOUP_HTTP_URI_FLAGS, NULL);
+        if (uri && (g_uri_get_user(uri) || g_uri_get_password(uri) || g_uri_get_query(uri) ||
+                    g_uri_get_fragment(uri) || g_uri_get_port(uri) <= 0 ||
+                    strcmp(g_uri_get_path(uri), "/")))
+            g_clear_pointer(&uri, g_uri_unref);
+    } else if (*path != '/') {
+        uri = g_uri_parse(path, SOUP_HTTP_URI_FLAGS, NULL);
+    } else if (host) {
+        g_autofree char *url = g_strdup_printf("http://%s%s", host, path);
+        uri = g_uri_parse(url, SOUP_HTTP_URI_FLAGS, NULL);
+    } else if (ver == SOUP_HTTP_1_0) {
+        local = true;
+    } else {
+        why = "an HTTP/1.1 request must have a Host header";
+    }
+    if (!why && !local && (!uri || !g_uri_get_host(uri)))
+        why = host && *path == '/'
+                  ? "the Host header and the path do not make a valid URI (a port is a number "
+                    "up to 65535)"
+                  : "the request's target is not a URI with a host (a port is a number up to "
+                    "65535)";
+    if (uri)
+        g_uri_unref(uri);
+    soup_message_headers_unref(h);
+    if (why)
+        *status = 400;
+    return why;
 }
 
 /* One Content-Length, a byte count, not together with a Transfer-Encoding
@@ -220,7 +286,12 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
         *status = 417;
         return "only Expect: 100-continue is supported";
     }
-    return NULL;
+    /* Last, as libsoup reads them after the version, the header lines and
+     * the expectation (its 417 first) */
+    const char *target = target_problem(head, n, status);
+    if (target && out)
+        out->target = true;
+    return target;
 }
 
 bool tern_framing_ignores_expect(const tern_framing *f) {

@@ -1,7 +1,8 @@
 /* A request's framing, read from its raw header bytes before libsoup has the
  * connection (docs/SERVER.md, "Hardening"): what libsoup would answer
- * wrongly, or not at all, is refused first. Plain C and GLib: the server
- * and its fuzz target (tests/fuzz/fuzz-framing.c) share it. */
+ * wrongly, or not at all, is refused first. Plain C, GLib and libsoup's
+ * header parser (no server): the server and its fuzz targets
+ * (tests/fuzz/fuzz-framing.c) share it. */
 #pragma once
 
 #include <stdbool.h>
@@ -17,12 +18,16 @@ typedef struct {
     bool expect_other;       /* one of them is not exactly "100-continue" */
     int http_minor;          /* the request line's HTTP/1.x as libsoup reads it; -1: refused
                                 (400), -2: another version (505) */
+    bool target;             /* refused as libsoup refuses while parsing the head (no Host
+                                in HTTP/1.1, one it cannot make a URI of), its status */
 } tern_framing;
 
 /* head: the request line and header lines, n bytes up to and including the
  * last header line's end. NULL when the framing is fine, else what is
  * wrong, with *status 400, 501 for a transfer coding this server does not
- * know, or 417 for an expectation other than 100-continue. out (may be
+ * know, 505 for another HTTP version, or 417 for an expectation other than
+ * 100-continue; and libsoup's own 400 for a head it would refuse while it
+ * parses it (no Host in HTTP/1.1, a Host it cannot make a URI of). out (may be
  * NULL) gets what the scan saw. */
 const char *tern_framing_problem(const char *head, size_t n, int *status, tern_framing *out);
 

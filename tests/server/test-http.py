@@ -321,8 +321,7 @@ for method, path, allow in [("HEAD", "/v1/chat/completions", "POST"),
 # without one, a path it cannot decode) had a status and an empty body: the
 # version is refused on the head now (and the connection closed), the rest
 # given its body when libsoup has read the request; each answer the JSON
-# error every other one is. (A Host whose port is no number is still libsoup's
-# bare 400: refused before anything of the server's sees it.)
+# error every other one is.
 for line, want in [(b"GET /health HTTP/2.0", 505), (b"GET /health HTTP/1.2", 505),
                    (b"PRI * HTTP/2.0", 505), (b"GET /health HTTP/x", 400),
                    # more after the version: libsoup's bare "HTTP/1.0 400"
@@ -349,6 +348,53 @@ for line, want in [(b"GET /health HTTP/2.0", 505), (b"GET /health HTTP/1.2", 505
                "the next request answered" if kept else "closed", status_of(a),
                a and a[2][:100], status_of(after)))
         c.close()
+
+# What libsoup 3.2 refuses while it parses the head, before any signal of
+# the server's (it answered a bare 400): no Host in HTTP/1.1, a Host with a
+# '/', a Host or absolute-form target it cannot make a URI of (a port that
+# is no number or over 65535, a broken IPv6 literal). Refused on the head
+# now, with the status libsoup gives and the JSON error, then closed, on a
+# connection's first request and on a later one. What libsoup takes stays
+# taken: HTTP/1.0 without Host, an IPv6 literal with a port, an
+# absolute-form target (which makes Host irrelevant), two Host headers of
+# which the last is good (libsoup reads the last).
+for head in [b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:abc\r\n",
+             b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:99999\r\n",
+             b"GET /health HTTP/1.1\r\nHost: 127.0.0.1/x\r\n",
+             b"GET /health HTTP/1.1\r\nHost: [::1\r\n",
+             b"GET /health HTTP/1.1\r\n",
+             b"GET /health HTTP/1.1\r\nHost : 127.0.0.1\r\n",  # no Host to libsoup
+             b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: 127.0.0.1:x\r\n",
+             b"GET http://127.0.0.1:abc/health HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+             b"GET /health HTTP/1.0\r\nHost: 127.0.0.1:abc\r\n"]:
+    for first in [b"", HEALTH]:
+        c = Conn()
+        c.send(first + head + b"\r\n" + HEALTH)
+        if first:
+            check(status_of(c.answer()) == 200, "the request before it answered")
+        a = c.answer(timeout=3)
+        try:
+            doc = json.loads(a[2]) if a else None
+        except ValueError:
+            doc = None
+        after = c.answer(timeout=1)
+        check(status_of(a) == 400 and isinstance(doc, dict) and
+              "message" in doc.get("error", {}) and after is None and c.ends(),
+              "%r%s: 400 with a JSON error, then closed (got %s %r, then %s)" %
+              (head, " after a request" if first else "", status_of(a), a and a[2][:100],
+               status_of(after)))
+        c.close()
+for head in [b"GET /health HTTP/1.0\r\n", b"GET /health HTTP/1.1\r\nHost: [::1]:8080\r\n",
+             b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:65535\r\n",
+             b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:x\r\nHost: 127.0.0.1\r\n",
+             b"GET http://127.0.0.1/health HTTP/1.1\r\n",
+             b"GET http://127.0.0.1/health HTTP/1.1\r\nHost: 127.0.0.1:x\r\n"]:
+    c = Conn()
+    c.send(head + b"\r\n")
+    a = c.answer(timeout=3)
+    check(status_of(a) == 200 and b'"status"' in a[2],
+          "%r: taken as libsoup takes it, 200 (got %s %r)" % (head, status_of(a), a and a[2][:100]))
+    c.close()
 
 # An expectation other than 100-continue: 417 as a JSON error (libsoup's own
 # was an empty "HTTP/1.0 417"), then closed.
