@@ -139,9 +139,9 @@ void tern_conn_request_read(SoupServerMessage *msg, gpointer data) {
  * framing is broken, so libsoup could not answer it (it answers nothing, or
  * waits for ever on "Content-Length: -1", and leaks on "5x"). The rest of
  * the request is read and dropped by the sweep, which then closes it. */
-static void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
-    G_GNUC_PRINTF(4, 5);
-static void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...) {
+static void conn_refuse(conn *c, bool head, int status, const char *reason, const char *fmt, ...)
+    G_GNUC_PRINTF(5, 6);
+static void conn_refuse(conn *c, bool head, int status, const char *reason, const char *fmt, ...) {
     if (c->refused)
         return; /* answered already (tern_conn_answer_now) */
     va_list ap;
@@ -149,14 +149,17 @@ static void conn_refuse(conn *c, int status, const char *reason, const char *fmt
     char *m = g_strdup_vprintf(fmt, ap);
     va_end(ap);
     char *body = tern_server_error_body(m, "invalid_request_error", NULL, NULL);
-    char *head = g_strdup_printf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                                 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                                 status, reason, strlen(body));
+    char *lines = g_strdup_printf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                                  "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                                  status, reason, strlen(body));
     const int fd = g_socket_get_fd(c->sock);
-    if (send(fd, head, strlen(head), MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+    /* To a HEAD the same head, Content-Length included, and no body: its
+     * client reads none (RFC 9110 9.3.2), and would take it for the start
+     * of its next answer */
+    if (send(fd, lines, strlen(lines), MSG_DONTWAIT | MSG_NOSIGNAL) > 0 && !head)
         send(fd, body, strlen(body), MSG_DONTWAIT | MSG_NOSIGNAL);
     shutdown(fd, SHUT_WR);
-    g_free(head);
+    g_free(lines);
     g_free(body);
     g_free(m);
     c->refused = true;
@@ -186,7 +189,8 @@ void tern_conn_answer_now(tern_server *srv, SoupServerMessage *msg) {
             g_string_append_printf(head, "%s: %s\r\n", name, value);
     g_string_append_printf(head, "Content-Length: %zu\r\nConnection: close\r\n\r\n",
                            g_bytes_get_size(body));
-    g_string_append_len(head, g_bytes_get_data(body, NULL), (gssize)g_bytes_get_size(body));
+    if (g_strcmp0(soup_server_message_get_method(msg), "HEAD")) /* a HEAD's answer has none */
+        g_string_append_len(head, g_bytes_get_data(body, NULL), (gssize)g_bytes_get_size(body));
     g_bytes_unref(body);
     const int fd = g_socket_get_fd(c->sock);
     (void)!send(fd, head->str, head->len, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -233,8 +237,8 @@ static const char *refusal_reason(int status) {
 /* A later request on a kept-alive connection (or the first, again) whose
  * head or chunked body is refused by the framed stream: answered as the
  * first is, after libsoup's answers to those before it. */
-static void conn_framing_refused(int status, const char *why, gpointer data) {
-    conn_refuse(data, status, refusal_reason(status), "%s", why);
+static void conn_framing_refused(int status, const char *why, gboolean head, gpointer data) {
+    conn_refuse(data, head, status, refusal_reason(status), "%s", why);
 }
 
 /* A later request's head has begun: from here it has the request timeout,
@@ -282,11 +286,12 @@ static gboolean conn_first_bytes(GSocket *sock, GIOCondition cond, gpointer data
     if (!end)
         end = memmem(buf + lead, (size_t)n - lead, "\n\n", 2);
     if (memchr(buf, '\0', end ? (size_t)(end - buf) : (size_t)n)) {
-        conn_refuse(c, 400, "Bad Request", "a NUL byte in the request's headers");
+        conn_refuse(c, tern_framing_is_head(buf, (size_t)n), 400, "Bad Request",
+                    "a NUL byte in the request's headers");
         return G_SOURCE_REMOVE;
     }
     if (!end && n == MAX_HEADER_BYTES) {
-        conn_refuse(c, 431, "Request Header Fields Too Large",
+        conn_refuse(c, tern_framing_is_head(buf, (size_t)n), 431, "Request Header Fields Too Large",
                     "the request's headers are over %d bytes", MAX_HEADER_BYTES);
         return G_SOURCE_REMOVE;
     }
@@ -305,7 +310,8 @@ static gboolean conn_first_bytes(GSocket *sock, GIOCondition cond, gpointer data
     int status;
     const char *why = tern_framing_problem(buf, (size_t)(end - buf) + 2, &status, NULL);
     if (why) {
-        conn_refuse(c, status, refusal_reason(status), "%s", why);
+        conn_refuse(c, tern_framing_is_head(buf, (size_t)n), status, refusal_reason(status), "%s",
+                    why);
         return G_SOURCE_REMOVE;
     }
     /* This request and every later one on the connection reach libsoup

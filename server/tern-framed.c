@@ -106,7 +106,8 @@ static gssize framed_read(TernFramedInput *self, void *buffer, gsize count, gboo
             if (!self->refused) {
                 self->refused = true;
                 if (self->calls.refuse)
-                    self->calls.refuse(self->status, self->why, self->calls.data);
+                    self->calls.refuse(self->status, self->why, self->framer.head_method,
+                                       self->calls.data);
             }
             /* An error, not the end: the end of a chunked body would have
              * libsoup take what came of it for the whole body. */

@@ -10,8 +10,9 @@ typedef struct {
      * has taken every byte before it, so that the answer written here
      * follows libsoup's answers to the requests before. The read then
      * fails and a close leaves base open: the caller closes it once the
-     * answer is out. */
-    void (*refuse)(int status, const char *why, gpointer data);
+     * answer is out. head: the refused request is a HEAD (an answer
+     * without a body). */
+    void (*refuse)(int status, const char *why, gboolean head, gpointer data);
     /* The reader waits for the rest of a head that has begun (libsoup
      * does not know of a request before it has its whole head). */
     void (*head_begun)(gpointer data);

@@ -319,6 +319,13 @@ size_t tern_framing_drop_expect(char *head, size_t n) {
     return out;
 }
 
+bool tern_framing_is_head(const char *buf, size_t n) {
+    size_t i = 0;
+    while (i < n && (buf[i] == '\r' || buf[i] == '\n'))
+        i++;
+    return n - i >= 5 && !memcmp(buf + i, "HEAD", 4) && (buf[i + 4] == ' ' || buf[i + 4] == '\t');
+}
+
 /* A chunk's size line, digits and extension, is read by libsoup into 128
  * bytes; a longer one is refused here before libsoup could cut it. */
 #define CHUNK_LINE_MAX 100
@@ -364,6 +371,7 @@ static tern_framer_verdict head_step(tern_framer *f, const char *buf, size_t n, 
         *len = k;
         return TERN_FRAMER_DROP;
     }
+    f->head_method = tern_framing_is_head(buf, n);
     /* libsoup's end of the head: after the request line, the first line
      * that is "\n" or "\r\n", the latter only with 3 bytes before it */
     const size_t m = n < TERN_FRAMING_HEAD_MAX ? n : TERN_FRAMING_HEAD_MAX;

@@ -44,6 +44,12 @@ bool tern_framing_ignores_expect(const tern_framing *f);
  * are left as they were). */
 size_t tern_framing_drop_expect(char *head, size_t n);
 
+/* Whether the request in buf[0..n) (empty lines before it skipped) is a
+ * HEAD, its method as libsoup reads it (up to a blank): every answer to
+ * one has no body (RFC 9110 9.3.2), refusals written before libsoup
+ * would answer included. */
+bool tern_framing_is_head(const char *buf, size_t n);
+
 /* Request headers read at most (libsoup's own limit is 64 KiB too). */
 #define TERN_FRAMING_HEAD_MAX 65536
 
@@ -73,6 +79,9 @@ typedef struct {
      * start of its line there. Read on from there, not again from its
      * start: a head sent a byte at a time cost the square of its length. */
     size_t pos, line;
+    /* The request whose head or body is read is a HEAD: its refusal has
+     * no body. */
+    bool head_method;
 } tern_framer;
 
 typedef enum {

@@ -396,6 +396,103 @@ for head in [b"GET /health HTTP/1.0\r\n", b"GET /health HTTP/1.1\r\nHost: [::1]:
           "%r: taken as libsoup takes it, 200 (got %s %r)" % (head, status_of(a), a and a[2][:100]))
     c.close()
 
+# Every answer to a HEAD has no body, the refusals written before libsoup
+# would answer included (the framing's, a version, a Host, a NUL, headers
+# over 64 KiB, a bad chunk of a HEAD's body, a Content-Length over
+# --max-body, after Expect: 100-continue): they carried the JSON error, which
+# a client reads as the start of its next answer. Each closes: what comes
+# after the head, up to the end, must be nothing, and the head must say
+# how long GET's body would be.
+def head_refused(data, want, label):
+    sk = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        sk.sendall(data)
+    except OSError:
+        pass
+    got = b""
+    end = time.time() + 5
+    while time.time() < end:
+        try:
+            b = sk.recv(65536)
+        except socket.timeout:
+            break
+        except OSError:
+            break
+        if not b:
+            break
+        got += b
+    sk.close()
+    head, sep, rest = got.partition(b"\r\n\r\n")
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", head)
+    cl = re.search(rb"\r\nContent-Length: (\d+)", head, re.I)
+    check(m and int(m.group(1)) == want and sep and rest == b"" and cl,
+          "HEAD, %s: %d, a Content-Length and no body (got %r)" % (label, want, got[:160]))
+
+
+H = b"Host: 127.0.0.1\r\n"
+for label, data, want in [
+        ("HTTP/2.0", b"HEAD /health HTTP/2.0\r\n" + H + b"\r\n", 505),
+        ("HTTP/2.0 after a request", HEALTH + b"HEAD /health HTTP/2.0\r\n" + H + b"\r\n", 505),
+        ("a Host whose port is no number", b"HEAD /health HTTP/1.1\r\nHost: 127.0.0.1:x\r\n\r\n",
+         400),
+        ("no Host", b"HEAD /health HTTP/1.1\r\n\r\n", 400),
+        ("Content-Length: 5x", b"HEAD /health HTTP/1.1\r\n" + H + b"Content-Length: 5x\r\n\r\n",
+         400),
+        ("Content-Length: 5x after a request",
+         HEALTH + b"HEAD /health HTTP/1.1\r\n" + H + b"Content-Length: 5x\r\n\r\n", 400),
+        ("Transfer-Encoding: gzip",
+         b"HEAD /health HTTP/1.1\r\n" + H + b"Transfer-Encoding: gzip\r\n\r\n", 501),
+        ("an unknown expectation",
+         b"HEAD /health HTTP/1.1\r\n" + H + b"Expect: foo\r\nContent-Length: 2\r\n\r\nab", 417),
+        ("a NUL in the headers", b"HEAD /health HTTP/1.1\r\n" + H + b"X: a\0b\r\n\r\n", 400),
+        ("headers over 64 KiB", b"HEAD /health HTTP/1.1\r\n" + H + b"X: " + b"a" * 70000, 431),
+        ("a bad chunk in its body",
+         b"HEAD /health HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        ("a Content-Length over --max-body",
+         b"HEAD /v1/models HTTP/1.1\r\n" + H + AUTH.encode() + b"Content-Length: 5000000\r\n\r\n",
+         413),
+        ("no key, after Expect: 100-continue",
+         b"HEAD /v1/models HTTP/1.1\r\n" + H + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n",
+         401),
+        ("a path libsoup cannot decode, after Expect: 100-continue",
+         b"HEAD /he%00alth HTTP/1.1\r\n" + H + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n",
+         400)]:
+    if data.startswith(HEALTH):
+        # the answer to the request before, then the refusal's
+        sk = Conn()
+        sk.send(data)
+        a = sk.answer(timeout=3)
+        rest = b""
+        while sk._more(3):
+            pass
+        head, sep, rest = sk.buf.partition(b"\r\n\r\n")
+        m = re.match(rb"HTTP/1\.[01] (\d{3})", head)
+        check(status_of(a) == 200 and m and int(m.group(1)) == want and sep and rest == b"" and
+              re.search(rb"\r\nContent-Length: \d+", head, re.I),
+              "HEAD, %s: %d, a Content-Length and no body (got %r)" % (label, want, sk.buf[:160]))
+        sk.close()
+    else:
+        head_refused(data, want, label)
+# Refused by the server's own checks, written by libsoup (which leaves a
+# HEAD's body out), the connection kept: the next answer is the GET's.
+for label, data, want in [
+        ("a foreign Host", b"HEAD /health HTTP/1.1\r\nHost: evil.example\r\n\r\n", 403),
+        ("no key", b"HEAD /v1/models HTTP/1.1\r\n" + H + b"\r\n", 401),
+        ("no such endpoint", b"HEAD /v1/nowhere HTTP/1.1\r\n" + H + AUTH.encode() + b"\r\n",
+         404),
+        ("a POST endpoint",
+         b"HEAD /v1/chat/completions HTTP/1.1\r\n" + H + AUTH.encode() + b"\r\n", 405),
+        ("a path libsoup cannot decode", b"HEAD /he%00alth HTTP/1.1\r\n" + H + b"\r\n", 400)]:
+    c = Conn()
+    c.send(data + HEALTH)
+    a = c.answer(timeout=3, head=True)
+    b = c.answer(timeout=3)
+    check(status_of(a) == want and a[1].get("content-length", "").isdigit() and
+          status_of(b) == 200 and b'"status"' in b[2],
+          "HEAD, %s: %d without a body, then the next answer (got %s, then %s %r)" %
+          (label, want, a and a[:2], status_of(b), b and b[2][:60]))
+    c.close()
+
 # An expectation other than 100-continue: 417 as a JSON error (libsoup's own
 # was an empty "HTTP/1.0 417"), then closed.
 for value in ["foo", "100-continue, foo", ""]:
