@@ -8,6 +8,7 @@
 #include <glib-unix.h>
 #include <gio/gunixsocketaddress.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -822,7 +823,7 @@ static void respond_engine_error(job *j) {
 
 /* The end of a request whose client left while it waited, ran or had its
  * images decoded, as drop_waiting_gone, watch_running or images_decoded saw
- * it (a peek at the socket), not libsoup: its place in the queue goes back,
+ * it (a look at the socket), not libsoup: its place in the queue goes back,
  * it counts as abandoned, and its message, still paused, is answered. Left
  * paused, libsoup kept the connection, the body and this job for good, and
  * a few hundred timed-out clients filled the connection cap until nobody
@@ -979,18 +980,28 @@ static void on_msg_done(SoupServerMessage *msg, gpointer data) {
     g_clear_object(&j->msg);
 }
 
-/* True when the client of a waiting (paused) request closed its connection:
- * nothing is read from a paused message's socket, so a peek sees the end. */
-
+/* True when the client of a waiting (paused) or running request closed its
+ * connection (or half-closed it: it sends nothing more). A peek saw the end
+ * only with nothing before it: a client that pipelined a second request
+ * and then closed left that request's bytes unread (nothing is read from a
+ * paused message's socket), and its first request held its place until
+ * the worker ran it for nobody. Linux reports the peer's FIN (POLLRDHUP)
+ * with bytes still unread; a client that pipelined and stays has sent no
+ * FIN. */
 static bool client_closed(tern_server *srv, SoupServerMessage *msg) {
     GSocket *sock = soup_server_message_get_socket(msg);
     if (!sock)
         sock = tern_conn_socket(srv, msg);
     if (!sock || g_socket_is_closed(sock))
         return sock != NULL;
+#ifdef POLLRDHUP
+    struct pollfd p = {.fd = g_socket_get_fd(sock), .events = POLLIN | POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+#else
     char c;
     ssize_t n = recv(g_socket_get_fd(sock), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+#endif
 }
 
 /* Waiting jobs whose client left (or whose message libsoup finished), out

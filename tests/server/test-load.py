@@ -418,6 +418,36 @@ half.close()
 checks.check(b" 400 " in got.split(b"\r\n")[0] and b"client_closed" in got and dt < 1.0,
              "a waiting client half-closes: 400 client_closed in %.2f s (< 1 s): %r" %
              (dt, got[:120]))
+# A client that pipelines a second request behind its waiting one, then
+# closes: a hang-up like any other (the second request's bytes, unread
+# while the first waits, hid the end from a peek, and the first held its
+# place until its turn). One that pipelines and stays keeps its place.
+def pipelined():
+    body = json.dumps({"prompt": "hello", "max_tokens": 60}).encode()
+    sk = socket.create_connection(("127.0.0.1", wsrv.port), timeout=30)
+    sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+               b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    wait_queue(2)
+    sk.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    return sk
+
+
+ab0 = whealth()["abandoned"]
+stays = pipelined()
+time.sleep(0.5)
+h = whealth()
+checks.check(h["queue"] == 2 and h["abandoned"] == ab0,
+             "a waiting client that pipelined a request and stays keeps its place: %s" % h)
+stays.close()
+h = wait_queue(1, timeout=3)
+gone = pipelined()
+t0 = time.time()
+gone.close()
+h = wait_queue(1, timeout=3)
+dt = time.time() - t0
+checks.check(h["queue"] == 1 and h["abandoned"] == ab0 + 2 and dt < 1.0,
+             "a waiting client that pipelined a request, then closed: out of the queue in %.2f s "
+             "(< 1 s), counted as abandoned (%s)" % (dt, h))
 # Many hang-ups, one after the other, each once its request waits, behind
 # one that stays: the queue is full each time, and every one that left
 # makes room for the next (looked at on the next one's head, before 429).
@@ -444,7 +474,7 @@ h = wait_queue(2, timeout=3)
 deadline = time.time() + 3
 while time.time() < deadline and wfds() > running + 1:
     time.sleep(0.02)
-checks.check(refused == 0 and h["queue"] == 2 and h["abandoned"] == HANGUPS + 3 and
+checks.check(refused == 0 and h["queue"] == 2 and h["abandoned"] == HANGUPS + 5 and
              wfds() <= running + 1,
              "%d clients hang up (or half-close) while waiting: each was queued (%d were not), "
              "then left the queue (%s), sockets closed (%d files, %d with the two that stay)" %
@@ -465,7 +495,7 @@ code = wsrv.stop()
 log = open(wsrv.out_path).read() + wsrv.stderr()
 taken = len(re.findall(r"taken by the worker", log))
 dropped = len(re.findall(r"dropped from the queue", log))
-checks.check(taken == 3 and dropped == HANGUPS + 3,
+checks.check(taken == 3 and dropped == HANGUPS + 5,
              "the worker took only the three requests whose clients stayed (%d taken, %d dropped "
              "from the queue)" % (taken, dropped))
 errs = wsrv.stderr()
