@@ -1009,17 +1009,22 @@ static bool client_closed(tern_server *srv, SoupServerMessage *msg) {
  * each held a queue slot (a new request was refused 429 behind them), its
  * socket and its body, for as long as the requests before it ran. The
  * queue's lock decides the race with the worker: a job it took already
- * is left to watch_running and finish_job. */
-static void drop_waiting_gone(tern_server *srv) {
-    for (GList *l = srv->waiting.head, *next; l; l = next) {
-        next = l->next;
+ * is left to watch_running and finish_job. At most max jobs are looked
+ * at, from the list's head; those that stay go to its tail, so that the
+ * next call looks at the next ones (the list's order is no one else's:
+ * the worker's is the queue's). */
+static void drop_waiting_gone(tern_server *srv, guint max) {
+    const guint n = MIN(max, srv->waiting.length);
+    for (guint k = 0; k < n && srv->waiting.head; k++) {
+        GList *l = g_queue_pop_head_link(&srv->waiting);
         job *j = l->data;
-        if (!g_atomic_int_get(&j->gone) && !(j->msg && client_closed(srv, j->msg)))
+        if ((!g_atomic_int_get(&j->gone) && !(j->msg && client_closed(srv, j->msg))) ||
+            !g_async_queue_remove(srv->queue, j) /* the worker has it */) {
+            g_queue_push_tail_link(&srv->waiting, l);
             continue;
-        if (!g_async_queue_remove(srv->queue, j))
-            continue; /* the worker has it */
+        }
         g_debug("%s: its client left while it waited; dropped from the queue", j->id);
-        g_queue_delete_link(&srv->waiting, l);
+        g_list_free_1(l);
         if (!g_atomic_int_get(&j->gone))
             on_msg_finished(j->msg, j);
         drop_abandoned(j);
@@ -1027,6 +1032,14 @@ static void drop_waiting_gone(tern_server *srv) {
         job_unref(j); /* the list's */
     }
 }
+
+/* A request that would be refused 429 looks at this many waiting jobs for
+ * clients that left, not at all of them: with a large --queue each refusal
+ * cost a look at every socket, and a storm of them the square of the
+ * queue. watch_running looks at every one a few times a second, so a
+ * queue full of clients that left refuses a live one for that long at
+ * most. */
+#define GONE_LOOKS_PER_REFUSAL 16
 
 /* A streaming client that leaves is noticed when a write fails; one that
  * waits for a whole answer writes nothing, so the running request's
@@ -1042,7 +1055,7 @@ static gboolean watch_running(gpointer data) {
             on_msg_finished(j->msg, j);
         job_unref(j);
     }
-    drop_waiting_gone(srv);
+    drop_waiting_gone(srv, G_MAXUINT);
     return G_SOURCE_CONTINUE;
 }
 
@@ -1358,9 +1371,10 @@ static bool refused_busy(tern_server *srv, SoupServerMessage *msg) {
         return true;
     }
     /* Clients that left while waiting give their places back first: the
-     * periodic look (watch_running) may not have come yet. */
+     * periodic look (watch_running) may not have come yet. A few of them
+     * each time (GONE_LOOKS_PER_REFUSAL). */
     if (srv->pending >= srv->cfg.queue_max)
-        drop_waiting_gone(srv);
+        drop_waiting_gone(srv, GONE_LOOKS_PER_REFUSAL);
     if (srv->pending >= srv->cfg.queue_max) {
         soup_message_headers_replace(soup_server_message_get_response_headers(msg),
                                      "Retry-After", "1");

@@ -22,7 +22,9 @@ import json
 import os
 import re
 import select
+import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -350,9 +352,9 @@ def whealth():
     return json.loads(wsrv.request("GET", "/health")[2])
 
 
-def wsend(max_tokens, stream=False):
+def wsend(max_tokens, stream=False, to=None):
     body = json.dumps({"prompt": "hello", "max_tokens": max_tokens, "stream": stream}).encode()
-    sk = socket.create_connection(("127.0.0.1", wsrv.port), timeout=30)
+    sk = socket.create_connection(("127.0.0.1", (to or wsrv).port), timeout=30)
     sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                b"application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body) +
                body)
@@ -502,4 +504,108 @@ errs = wsrv.stderr()
 checks.check(code == 0 and "still allocated" not in errs and "AddressSanitizer" not in errs and
              "runtime error" not in errs,
              "that server stops cleanly, every request freed (status %s): %s" % (code, errs[-500:]))
+
+# ------------------------------------------------------------ a storm against a large queue
+# A request that would be refused 429 looks at a few waiting clients for
+# ones that left, not at every one: with --queue 200 each refusal looked at
+# 200 sockets, and a storm of refusals at the square of the queue. Counted
+# with strace: the looks (a poll for POLLRDHUP, or a peek) between one 429
+# and the next,
+# the median over a storm of pipelined refusals (the ten-a-second look at
+# every waiting client, watch_running, falls between two of them now and
+# then). And the bound keeps what it is for: once every waiting client has
+# left, a new request is taken, not refused.
+STORM_QUEUE = 200
+strace = shutil.which("strace")
+ssrv = serverlib.Server(tmp, "load-storm", model, ["--queue", str(STORM_QUEUE),
+                                                   "--debug-token-delay", "100"])
+
+
+def shealth():
+    return json.loads(ssrv.request("GET", "/health")[2])
+
+
+def squeue(n, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        h = shealth()
+        if h["queue"] == n:
+            return h
+        time.sleep(0.05)
+    return shealth()
+
+
+slong = wsend(1000, to=ssrv)
+squeue(1)
+fill = [wsend(60, to=ssrv) for _ in range(STORM_QUEUE - 1)]
+h = squeue(STORM_QUEUE)
+checks.check(h["queue"] == STORM_QUEUE, "%d requests fill the queue of %d: %s" %
+             (STORM_QUEUE, STORM_QUEUE, h))
+ATTEMPTS = 60
+body = json.dumps({"prompt": "x", "max_tokens": 1}).encode()
+one = (b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+       b"Content-Length: %d\r\n\r\n" % len(body) + body)
+trace_path = os.path.join(tmp, "storm.strace")
+tracer = None
+if strace:
+    tracer = subprocess.Popen([strace, "-f", "-qq", "-s", "24", "-e",
+                               "trace=poll,recvfrom,sendto,sendmsg,write,writev", "-o",
+                               trace_path,
+                               "-p", str(ssrv.proc.pid)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.5)
+storm = socket.create_connection(("127.0.0.1", ssrv.port), timeout=30)
+storm.sendall(one * ATTEMPTS)
+got = b""
+storm.settimeout(30)
+deadline = time.time() + 60
+while got.count(b"HTTP/1.1 429") < ATTEMPTS and time.time() < deadline:
+    b = storm.recv(65536)
+    if not b:
+        break
+    got += b
+storm.close()
+checks.check(got.count(b"HTTP/1.1 429") == ATTEMPTS, "a storm of %d requests against the full "
+             "queue: each refused 429 (%d)" % (ATTEMPTS, got.count(b"HTTP/1.1 429")))
+if tracer:
+    tracer.terminate()
+    tracer.wait()
+    looks, counts = 0, []
+    for line in open(trace_path, errors="replace"):
+        if "POLLRDHUP" in line or ("recvfrom(" in line and "MSG_PEEK" in line):
+            looks += 1
+        elif " 429 " in line and ("send" in line or "write" in line):
+            counts.append(looks)
+            looks = 0
+    counts = sorted(counts[1:])  # the first counts the looks since strace attached
+    median = counts[len(counts) // 2] if counts else None
+    checks.check(median is not None and median <= STORM_QUEUE // 4,
+                 "each 429 against a queue of %d looked at a few waiting clients, not all: "
+                 "median %s looks between two refusals (%d refusals traced)" %
+                 (STORM_QUEUE, median, len(counts)))
+else:
+    print("SKIP: no strace, the looks per refusal are not counted")
+# Every waiting client leaves; a request sent at once is taken.
+for sk in fill:
+    sk.close()
+live = wsend(2, to=ssrv)
+deadline = time.time() + 3
+h = shealth()
+while time.time() < deadline and h["queue"] > 2:
+    time.sleep(0.02)
+    h = shealth()
+r, _, _ = select.select([live], [], [], 0)
+early = live.recv(200) if r else b""
+checks.check(b"429" not in early and h["queue"] == 2,
+             "once the %d waiting clients left, a new request is taken (%s, %r)" %
+             (STORM_QUEUE - 1, h, early[:60]))
+slong.close()
+live_answer = read_all(live, 30)
+live.close()
+checks.check(live_answer.startswith(b"HTTP/1.1 200"), "... and answered: %r" % live_answer[:80])
+code = ssrv.stop()
+errs = ssrv.stderr()
+checks.check(code == 0 and "still allocated" not in errs and "AddressSanitizer" not in errs and
+             "runtime error" not in errs,
+             "that server stops cleanly (status %s): %s" % (code, errs[-500:]))
 checks.finish()
