@@ -99,6 +99,9 @@ typedef struct job {
 
     /* Set by the server's context when the client is gone; read by the worker. */
     gint gone;
+    /* Set by the worker when it takes the job off the queue: from then on
+     * watch_running looks at its client, not drop_waiting_gone. */
+    gint taken;
 
     /* Text generated but not yet written (worker -> server's context). */
     GMutex lock;

@@ -493,6 +493,7 @@ static gpointer worker_main(gpointer data) {
         job *j = g_async_queue_pop(srv->queue);
         if (j == (job *)srv) /* the stop sentinel */
             break;
+        g_atomic_int_set(&j->taken, 1);
         g_debug("%s: taken by the worker", j->id);
         run_job(srv, j);
         schedule(j, finish_job);
@@ -1018,7 +1019,11 @@ static void drop_waiting_gone(tern_server *srv, guint max) {
     for (guint k = 0; k < n && srv->waiting.head; k++) {
         GList *l = g_queue_pop_head_link(&srv->waiting);
         job *j = l->data;
-        if ((!g_atomic_int_get(&j->gone) && !(j->msg && client_closed(srv, j->msg))) ||
+        /* One the worker took is watch_running's to look at: looked at
+         * here too, its socket was asked twice every 100 ms, for a job the
+         * queue could not give back anyway. */
+        if (g_atomic_int_get(&j->taken) ||
+            (!g_atomic_int_get(&j->gone) && !(j->msg && client_closed(srv, j->msg))) ||
             !g_async_queue_remove(srv->queue, j) /* the worker has it */) {
             g_queue_push_tail_link(&srv->waiting, l);
             continue;
