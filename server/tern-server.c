@@ -1014,9 +1014,10 @@ static bool client_closed(tern_server *srv, SoupServerMessage *msg) {
  * at, from the list's head; those that stay go to its tail, so that the
  * next call looks at the next ones (the list's order is no one else's:
  * the worker's is the queue's). */
-static void drop_waiting_gone(tern_server *srv, guint max) {
+static guint drop_waiting_gone(tern_server *srv, guint max) {
     const guint n = MIN(max, srv->waiting.length);
-    for (guint k = 0; k < n && srv->waiting.head; k++) {
+    guint k = 0;
+    for (; k < n && srv->waiting.head; k++) {
         GList *l = g_queue_pop_head_link(&srv->waiting);
         job *j = l->data;
         /* One the worker took is watch_running's to look at: looked at
@@ -1036,6 +1037,7 @@ static void drop_waiting_gone(tern_server *srv, guint max) {
         job_unref(j); /* the queue's */
         job_unref(j); /* the list's */
     }
+    return k; /* the waiting jobs looked at */
 }
 
 /* A request that would be refused 429 looks at this many waiting jobs for
@@ -1378,9 +1380,14 @@ static bool refused_busy(tern_server *srv, SoupServerMessage *msg) {
     /* Clients that left while waiting give their places back first: the
      * periodic look (watch_running) may not have come yet. A few of them
      * each time (GONE_LOOKS_PER_REFUSAL). */
+    guint looked = 0;
     if (srv->pending >= srv->cfg.queue_max)
-        drop_waiting_gone(srv, GONE_LOOKS_PER_REFUSAL);
+        looked = drop_waiting_gone(srv, GONE_LOOKS_PER_REFUSAL);
     if (srv->pending >= srv->cfg.queue_max) {
+        /* serve-load counts these: the bound above is what keeps a storm of
+         * refusals linear in the queue. */
+        g_debug("refused 429 after looking at %u of the %u waiting requests", looked,
+                srv->waiting.length);
         soup_message_headers_replace(soup_server_message_get_response_headers(msg),
                                      "Retry-After", "1");
         respond_error(srv, msg, 429, "rate_limit_exceeded", NULL, "queue_full",
