@@ -51,7 +51,18 @@ typedef struct parser {
     bool build;           /* false: tn_json_check, no tree */
     unsigned max_depth;
     unsigned flags;       /* TN_JSON_NO_* */
+
+    /* tn_json_check_head: the text is the start of a longer one, so that
+     * running out of it is not an error (RAN_OUT), only what the bytes
+     * there break is; members_end: just past the root object's last
+     * member read whole. */
+    bool head;
+    const char *members_end;
 } parser;
+
+/* ps->status of a head that ends before its document does (internal: no
+ * TN_ERR_* is negative and this large). */
+#define RAN_OUT (-1000)
 
 /* ------------------------------------------------------------- errors */
 
@@ -82,6 +93,17 @@ static int fail_at(parser *ps, const char *at, const char *fmt, ...) {
     line_col(ps, at, &line, &col);
     ps->status = tn_fail(ps->err, TN_ERR_FORMAT, "%s: line %ld, column %ld: %s (invalid JSON)",
                          ps->name, line, col, what);
+    return ps->status;
+}
+
+/* The input ends where the text needs more: an error for a whole text
+ * (fail_at with what), RAN_OUT for a head. Only where every byte after
+ * could still make valid JSON: a head that is already wrong fails. */
+static int ran_out(parser *ps, const char *at, const char *what) {
+    if (!ps->head)
+        return fail_at(ps, at, "%s", what);
+    if (!ps->status)
+        ps->status = RAN_OUT;
     return ps->status;
 }
 
@@ -210,6 +232,26 @@ static size_t utf8_seq_len(const unsigned char *p, const unsigned char *end) {
     return n;
 }
 
+/* Whether the bytes p..end (fewer than the sequence needs) begin a valid
+ * UTF-8 sequence: a head cut in the middle of a character. */
+static bool utf8_prefix_ok(const unsigned char *p, const unsigned char *end) {
+    unsigned char c = p[0];
+    size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (!n || (size_t)(end - p) >= n)
+        return false;
+    for (const unsigned char *q = p + 1; q < end; q++)
+        if ((*q & 0xC0) != 0x80)
+            return false;
+    if (end - p >= 2) {
+        /* The second byte's range: no overlong forms, no surrogates, nothing past U+10FFFF. */
+        unsigned char d = p[1];
+        if ((c == 0xE0 && d < 0xA0) || (c == 0xED && d > 0x9F) || (c == 0xF0 && d < 0x90) ||
+            (c == 0xF4 && d > 0x8F))
+            return false;
+    }
+    return true;
+}
+
 /* Parses the string at ps->p (on the opening quote) into the string
  * buffer; returns its start, length in *len_out. */
 static const char *parse_string(parser *ps, uint32_t *len_out) {
@@ -223,7 +265,7 @@ static const char *parse_string(parser *ps, uint32_t *len_out) {
         while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
             *o++ = (char)*p++;
         if (p >= end) {
-            fail_at(ps, start, "unterminated string");
+            ran_out(ps, start, "unterminated string");
             return NULL;
         }
         unsigned char c = *p;
@@ -238,6 +280,10 @@ static const char *parse_string(parser *ps, uint32_t *len_out) {
         }
         if (c >= 0x80) {
             size_t n = utf8_seq_len(p, end);
+            if (!n && ps->head && utf8_prefix_ok(p, end)) {
+                ran_out(ps, start, "");
+                return NULL;
+            }
             if (!n) {
                 fail_at(ps, (const char *)p, "invalid UTF-8 byte 0x%02X in a string", c);
                 return NULL;
@@ -249,7 +295,7 @@ static const char *parse_string(parser *ps, uint32_t *len_out) {
         }
         /* backslash */
         if (end - p < 2) {
-            fail_at(ps, start, "unterminated string");
+            ran_out(ps, start, "unterminated string");
             return NULL;
         }
         char e = (char)p[1];
@@ -264,6 +310,15 @@ static const char *parse_string(parser *ps, uint32_t *len_out) {
         case 'r': *o++ = '\r'; break;
         case 't': *o++ = '\t'; break;
         case 'u': {
+            if (ps->head && end - p < 4) {
+                /* Cut in its digits: fine while those there are hex. */
+                char digits[4] = {'0', '0', '0', '0'};
+                memcpy(digits, p, (size_t)(end - p));
+                if (hex4(digits) >= 0) {
+                    ran_out(ps, start, "");
+                    return NULL;
+                }
+            }
             int hi = end - p >= 4 ? hex4((const char *)p) : -1;
             if (hi < 0) {
                 fail_at(ps, (const char *)p - 2, "\\u must be followed by four hex digits");
@@ -323,7 +378,9 @@ static int parse_number(parser *ps, tn_json *v) {
         neg = true;
         p++;
     }
-    if (p >= end || *p < '0' || *p > '9')
+    if (p >= end)
+        return ran_out(ps, s, "invalid number");
+    if (*p < '0' || *p > '9')
         return fail_at(ps, s, "invalid number");
     const char *digits = p;
     if (*p == '0') {
@@ -338,7 +395,9 @@ static int parse_number(parser *ps, tn_json *v) {
     if (p < end && *p == '.') {
         integral = false;
         p++;
-        if (p >= end || *p < '0' || *p > '9')
+        if (p >= end)
+            return ran_out(ps, p, "a digit must follow the decimal point");
+        if (*p < '0' || *p > '9')
             return fail_at(ps, p, "a digit must follow the decimal point");
         while (p < end && *p >= '0' && *p <= '9')
             p++;
@@ -348,11 +407,17 @@ static int parse_number(parser *ps, tn_json *v) {
         p++;
         if (p < end && (*p == '+' || *p == '-'))
             p++;
-        if (p >= end || *p < '0' || *p > '9')
+        if (p >= end)
+            return ran_out(ps, p, "a digit must follow the exponent");
+        if (*p < '0' || *p > '9')
             return fail_at(ps, p, "a digit must follow the exponent");
         while (p < end && *p >= '0' && *p <= '9')
             p++;
     }
+    /* A head that ends on a number may end inside it ("1" of "12.5"):
+     * nothing about its size is known yet. */
+    if (ps->head && p >= end)
+        return ran_out(ps, s, "");
     ps->p = p;
     v->type = TN_JSON_NUMBER;
     /* Where the text is, for tn_json_number_text. */
@@ -391,8 +456,12 @@ static int parse_number(parser *ps, tn_json *v) {
     return 0;
 }
 
+/* false: not the word; a head cut inside it sets RAN_OUT. */
 static bool literal(parser *ps, const char *word, size_t n) {
-    if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, word, n) != 0)
+    size_t have = (size_t)(ps->end - ps->p);
+    if (ps->head && have < n && memcmp(ps->p, word, have) == 0)
+        ran_out(ps, ps->p, "");
+    if (have < n || memcmp(ps->p, word, n) != 0)
         return false;
     ps->p += n;
     return true;
@@ -448,6 +517,27 @@ static int check_duplicates(parser *ps, size_t base) {
     return ps->status;
 }
 
+/* A head ran out inside an object whose members from stack[base] were
+ * read (keep_keys: kept), key (NULL: none) the one whose value it cut:
+ * a key twice among them is an error whatever comes after. */
+static int head_ran_out(parser *ps, size_t base, bool keep_keys, const char *key, uint32_t key_len,
+                        const char *key_at, const char *at, const char *what) {
+    if (ran_out(ps, at, what) != RAN_OUT || !keep_keys)
+        return ps->status;
+    if (key) {
+        tn_json *slot = stack_push(ps);
+        if (!slot) {
+            ps->status = 0;
+            return fail_nomem(ps);
+        }
+        slot->key = key;
+        slot->key_len = key_len;
+        slot->n = (uint32_t)(key_at - ps->src);
+    }
+    /* check_duplicates reports a repeat over the RAN_OUT. */
+    return check_duplicates(ps, base) ? ps->status : RAN_OUT;
+}
+
 static int parse_container(parser *ps, tn_json *v, int depth, bool is_object) {
     const char *open = ps->p;
     if ((unsigned)depth >= ps->max_depth)
@@ -467,13 +557,20 @@ static int parse_container(parser *ps, tn_json *v, int depth, bool is_object) {
             const char *key = NULL, *key_at = ps->p;
             uint32_t key_len = 0;
             if (is_object) {
-                if (ps->p >= ps->end || *ps->p != '"')
+                if (ps->p >= ps->end)
+                    return head_ran_out(ps, base, keep_keys, NULL, 0, key_at, ps->p,
+                                        "expected a string key");
+                if (*ps->p != '"')
                     return fail_at(ps, ps->p, "expected a string key");
                 key = parse_string(ps, &key_len);
                 if (!key)
-                    return ps->status;
+                    return ps->status == RAN_OUT ? head_ran_out(ps, base, keep_keys, NULL, 0, key_at, key_at, "")
+                                                 : ps->status;
                 skip_ws(ps);
-                if (ps->p >= ps->end || *ps->p != ':')
+                if (ps->p >= ps->end)
+                    return head_ran_out(ps, base, keep_keys, key, key_len, key_at, ps->p,
+                                        "expected ':' after an object key");
+                if (*ps->p != ':')
                     return fail_at(ps, ps->p, "expected ':' after an object key");
                 ps->p++;
                 skip_ws(ps);
@@ -481,7 +578,12 @@ static int parse_container(parser *ps, tn_json *v, int depth, bool is_object) {
             tn_json item;
             memset(&item, 0, sizeof item);
             if (parse_value(ps, &item, depth + 1))
-                return ps->status;
+                return ps->status == RAN_OUT
+                           ? head_ran_out(ps, base, keep_keys && is_object, key, key_len, key_at,
+                                          key_at, "")
+                           : ps->status;
+            if (ps->head && depth == 0 && is_object)
+                ps->members_end = ps->p;
             if (keep_keys) {
                 tn_json *slot = stack_push(ps);
                 if (!slot)
@@ -505,8 +607,11 @@ static int parse_container(parser *ps, tn_json *v, int depth, bool is_object) {
                 ps->p++;
                 break;
             }
-            if (ps->p >= ps->end)
-                return fail_at(ps, open, "'%c' is never closed", is_object ? '{' : '[');
+            if (ps->p >= ps->end) {
+                char what[32];
+                snprintf(what, sizeof what, "'%c' is never closed", is_object ? '{' : '[');
+                return head_ran_out(ps, base, keep_keys && is_object, NULL, 0, open, open, what);
+            }
             return fail_at(ps, ps->p, "expected ',' or '%c'", close);
         }
     }
@@ -535,7 +640,7 @@ static int parse_container(parser *ps, tn_json *v, int depth, bool is_object) {
 
 static int parse_value(parser *ps, tn_json *v, int depth) {
     if (ps->p >= ps->end)
-        return fail_at(ps, ps->p, "unexpected end of input, expected a value");
+        return ran_out(ps, ps->p, "unexpected end of input, expected a value");
     char c = *ps->p;
     switch (c) {
     case '{':
@@ -576,6 +681,8 @@ static int parse_value(parser *ps, tn_json *v, int depth) {
             return parse_number(ps, v);
         break;
     }
+    if (ps->status)
+        return ps->status; /* a head cut in a literal */
     if ((unsigned char)c >= 0x20 && (unsigned char)c < 0x7F)
         return fail_at(ps, ps->p, "unexpected character '%c'", c);
     return fail_at(ps, ps->p, "unexpected byte 0x%02X", (unsigned char)c);
@@ -591,7 +698,7 @@ static void scan_document(parser *ps, tn_json *root) {
     }
     skip_ws(ps);
     if (ps->p >= ps->end) {
-        fail_at(ps, ps->p, "empty document");
+        ran_out(ps, ps->p, "empty document");
     } else if (!parse_value(ps, root, 0)) {
         skip_ws(ps);
         if (ps->p < ps->end)
@@ -648,8 +755,8 @@ int tn_json_parse(const char *text, size_t len, const char *name, tn_json_doc **
     return TN_OK;
 }
 
-int tn_json_check(const char *text, size_t len, const char *name, unsigned max_depth,
-                  unsigned flags, tn_error *err) {
+static int check(const char *text, size_t len, const char *name, unsigned max_depth,
+                 unsigned flags, bool head, size_t *members_end, tn_error *err) {
     if (!name)
         name = "JSON";
     int rc = check_text(text, len, name, err);
@@ -677,13 +784,30 @@ int tn_json_check(const char *text, size_t len, const char *name, unsigned max_d
         .max_depth = max_depth,
         .flags = flags & (TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS |
                           TN_JSON_NO_HUGE_INTEGERS),
+        .head = head,
     };
     tn_json root;
     memset(&root, 0, sizeof root);
     scan_document(&ps, &root);
     free(ps.stack);
     free(strings);
-    return ps.status ? ps.status : TN_OK;
+    if (members_end)
+        *members_end = ps.members_end ? (size_t)(ps.members_end - ps.src) : 0;
+    return ps.status && ps.status != RAN_OUT ? ps.status : TN_OK;
+}
+
+int tn_json_check(const char *text, size_t len, const char *name, unsigned max_depth,
+                  unsigned flags, tn_error *err) {
+    return check(text, len, name, max_depth, flags, false, NULL, err);
+}
+
+int tn_json_check_head(const char *text, size_t len, const char *name, unsigned max_depth,
+                       unsigned flags, size_t *members_end, tn_error *err) {
+    size_t end = 0;
+    int rc = check(text, len, name, max_depth, flags, true, &end, err);
+    if (members_end)
+        *members_end = rc == TN_OK ? end : 0;
+    return rc;
 }
 
 int tn_json_parse_file(const char *path, tn_json_doc **out, tn_error *err) {

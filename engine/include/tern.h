@@ -313,6 +313,18 @@ bool tn_json_depth_ok(const char *data, size_t len, unsigned max_depth);
  * bytes (keys are decoded to be compared). */
 int tn_json_check(const char *text, size_t len, const char *name, unsigned max_depth,
                   unsigned flags, tn_error *err);
+/* tn_json_check of the first len bytes of a longer text (a file's first
+ * 4 KiB), by the same scanner: TN_OK when they are a whole text or could
+ * begin one that tn_json_check accepts, as far as they go (running out in
+ * a string, a number, a character's UTF-8 or a \u escape is not an error;
+ * a key twice in an object read so far is, with these flags). Where a cut
+ * cannot be told from an error (in a surrogate pair's second half) it is
+ * an error: a caller falls back to checking the whole text. *members_end
+ * (may be NULL): when the text is an object, the length of the bytes up to
+ * the end of its last member read whole, so that those bytes and "}" are
+ * a text tn_json_check accepts; 0 when there is none or on error. */
+int tn_json_check_head(const char *text, size_t len, const char *name, unsigned max_depth,
+                       unsigned flags, size_t *members_end, tn_error *err);
 
 /* ----------------------------------------------------- model and inference */
 

@@ -519,7 +519,94 @@ static void check_pre_parse(void) {
     CHECKF(check_text(good, sizeof good - 1, 0, all, &err) == TN_OK, "%s", err.message);
 }
 
+/* tn_json_check_head, the check of a file's first bytes (a chat's first
+ * 4 KiB, before a save replaces it): every cut of a valid text is a valid
+ * head, however it splits a string, a character, an escape, a number or a
+ * literal, and the members read whole, closed, are a valid text; what a
+ * head's bytes already break (a key twice, a leading zero, a bad escape,
+ * an overlong character, a whole number past int64, a BOM) is refused
+ * there, as tn_json_check refuses the whole text. */
+static void check_head(void) {
+    const unsigned all = TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS |
+                         TN_JSON_NO_HUGE_INTEGERS;
+    static const char *const valid[] = {
+        "{\"format\": \"tern-chat\", \"version\": 1, \"t\": \"\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"
+        "\\u00e9\\n\", \"n\": [0, -12.5e+3, 99999999999999999999.5, true, false, null], "
+        "\"o\": {\"a\": {\"b\": []}}, \"z\": 7}",
+        "[1, \"x\", {\"k\": -0.0}]",
+        "  {\"a\" : 1 ,\n \"b\":\"\" }  ",
+    };
+    tn_error err;
+    for (size_t k = 0; k < sizeof valid / sizeof *valid; k++) {
+        const char *t = valid[k];
+        size_t len = strlen(t);
+        for (size_t n = 0; n <= len; n++) {
+            size_t end = 99;
+            memset(&err, 0, sizeof err);
+            int rc = tn_json_check_head(t, n, "head", 0, all, &end, &err);
+            CHECKF(rc == TN_OK, "'%s' cut at %zu: %s", t, n, err.message);
+            CHECKF(end <= n, "members end %zu past the cut %zu", end, n);
+            if (rc == TN_OK && end > 0) {
+                char closed[512];
+                memcpy(closed, t, end);
+                closed[end] = '}';
+                CHECKF(check_text(closed, end + 1, 0, all, &err) == TN_OK,
+                       "'%.*s}' (cut at %zu): %s", (int)end, closed, n, err.message);
+            }
+        }
+    }
+    /* The members read whole at one cut. */
+    {
+        static const char t[] = "{\"format\": \"tern-chat\", \"version\": 1, \"id\": \"ab";
+        size_t end = 0;
+        CHECK(tn_json_check_head(t, sizeof t - 1, NULL, 0, all, &end, &err) == TN_OK);
+        CHECKF(end == strlen("{\"format\": \"tern-chat\", \"version\": 1"), "end %zu", end);
+        CHECK(tn_json_check_head(t, 20, NULL, 0, all, &end, &err) == TN_OK && end == 0);
+    }
+    static const struct {
+        const char *text, *what;
+    } broken[] = {
+        {"{\"format\": \"tern-chat\", \"version\": 1, \"version\": 1, \"t\": \"abc", "more than once"},
+        /* The repeat's value cut: the key read whole is enough. */
+        {"{\"version\": 1, \"version\": 2", "more than once"},
+        {"{\"version\": 1, \"version\": ", "more than once"},
+        {"{\"o\": {\"a\": 1, \"a\": [", "more than once"},
+        {"{\"version\": 01, \"t\": \"", "leading zero"},
+        {"{\"t\": \"\\q\", \"format\": \"tern-chat\", \"version\": 1, \"x\": \"", "invalid escape"},
+        {"{\"t\": \"\\u12G", "four hex digits"},
+        {"{\"n\": 99999999999999999999, \"t\": \"", "whole number too large"},
+        {"{\"n\": 1e999, \"t\": \"", "number too large"},
+        {"{\"t\": \"\\u0000", "NUL"},
+        {"{\"t\": \"\xE0\x80", "invalid UTF-8"},
+        {"{\"t\": \"\xED\xA0", "invalid UTF-8"},
+        {"{\"t\": \"\xC3\x41", "invalid UTF-8"},
+        {"{\"t\": trux", "unexpected character"},
+        {"{\"t\": 1,, ", "expected a string key"},
+        {"\xEF\xBB\xBF{\"format\": \"tern-chat\"", "byte order mark"},
+        {"{\"format\": \"tern-chat\"} x", "after the end"},
+    };
+    for (size_t k = 0; k < sizeof broken / sizeof *broken; k++) {
+        size_t end = 99;
+        memset(&err, 0, sizeof err);
+        int rc = tn_json_check_head(broken[k].text, strlen(broken[k].text), "head", 0, all, &end,
+                                    &err);
+        CHECKF(rc == TN_ERR_FORMAT && end == 0 && strstr(err.message, broken[k].what),
+               "'%s': %d, '%s'", broken[k].text, rc, err.message);
+    }
+    /* Nesting past the limit asked for, before the cut. */
+    {
+        size_t end = 99;
+        CHECK(tn_json_check_head("{\"a\": [[[[[", 11, NULL, 4, all, &end, &err) == TN_ERR_FORMAT);
+        CHECK(tn_json_check_head("{\"a\": [[[", 9, NULL, 4, all, &end, &err) == TN_OK);
+    }
+    /* A whole text's errors are unchanged: running out is one there. */
+    REFUSED("{\"a\": tru", 0, 0, "line 1, column 7", "unexpected character 't'");
+    REFUSED("{\"a\": 1", 0, 0, "line 1, column 1", "'{' is never closed");
+    REFUSED("{\"a\" ", 0, 0, "line 1, column 6", "expected ':'");
+}
+
 int main(void) {
+    check_head();
     check_number_text();
     check_depth_scan();
     check_values();
