@@ -795,7 +795,7 @@ typedef enum {
   ON_DISK_OURS,    /* a chat of a format this version reads and writes */
   ON_DISK_NEWER,   /* a newer Tern's chat */
   ON_DISK_FOREIGN, /* anything else: not a chat, not JSON, not a regular file */
-  ON_DISK_UNSURE,  /* (peek_header only) the bytes read do not tell */
+  ON_DISK_UNSURE,  /* (the first bytes only) they do not tell */
   ON_DISK_UNKNOWN  /* not looked at: this process is out of descriptors or
                     * memory (errno in on_disk_errno); the save fails and the
                     * next one looks again, where moving the chat to a new
@@ -807,177 +807,42 @@ typedef enum {
  * 64 MiB at every save. */
 #define PEEK_BYTES 4096
 
-static void
-skip_space (const char **p,
-            const char  *end)
-{
-  while (*p < end && (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r'))
-    (*p)++;
-}
+/* The checks tern_chat_load makes before json-glib sees a file. */
+#define CHAT_JSON_FLAGS \
+  (TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS | TN_JSON_NO_HUGE_INTEGERS)
 
-/* A JSON string at *p: its bytes in [*start, *start + *len) when it has no
- * escape (*plain TRUE); FALSE when it does not end before `end`. */
-static gboolean
-skip_string (const char **p,
-             const char  *end,
-             const char **start,
-             gsize       *len,
-             gboolean    *plain)
-{
-  const char *q = *p + 1;
-
-  *plain = TRUE;
-  while (q < end && *q != '"')
-    {
-      if (*q == '\\')
-        {
-          *plain = FALSE;
-          q++;
-        }
-      q++;
-    }
-  if (q >= end)
-    return FALSE;
-  *start = *p + 1;
-  *len = (gsize) (q - *start);
-  *p = q + 1;
-  return TRUE;
-}
-
-/* The members before the first nested value of the object the bytes begin
- * with, read just enough to find "format" and "version"; ON_DISK_UNSURE
- * whenever a full parse is needed to know (a nested value or an escaped
- * name first, the 4 KiB ending first). Lenient about the rest: a file that
- * says it is a chat of this format is one that this version may replace. */
+/* What LEN bytes of JSON say the file is, read as tern_chat_load reads
+ * them (checked by the engine's reader, then json-glib): the whole file
+ * (WHOLE), or the members of its first bytes that were read whole, closed
+ * with "}" (see file_on_disk), where a member missing may be further on
+ * (ON_DISK_UNSURE). */
 static OnDisk
-peek_header (const char *p,
-             const char *end)
-{
-  gboolean have_format = FALSE, have_version = FALSE;
-  gint64 version = 1;
-
-  skip_space (&p, end);
-  if (p >= end)
-    return ON_DISK_UNSURE;
-  if (*p++ != '{')
-    return ON_DISK_FOREIGN;
-  for (;;)
-    {
-      const char *key, *value;
-      gsize key_len, value_len;
-      gboolean plain;
-
-      skip_space (&p, end);
-      if (p < end && *p == ',')
-        {
-          p++;
-          skip_space (&p, end);
-        }
-      if (p >= end)
-        return ON_DISK_UNSURE;
-      if (*p == '}')
-        break;
-      if (*p != '"')
-        return ON_DISK_FOREIGN;
-      if (!skip_string (&p, end, &key, &key_len, &plain) || !plain)
-        return ON_DISK_UNSURE;
-      skip_space (&p, end);
-      if (p >= end)
-        return ON_DISK_UNSURE;
-      if (*p++ != ':')
-        return ON_DISK_FOREIGN;
-      skip_space (&p, end);
-      if (p >= end)
-        return ON_DISK_UNSURE;
-      if (key_len == 6 && memcmp (key, "format", 6) == 0)
-        {
-          if (*p != '"')
-            return ON_DISK_FOREIGN;
-          if (!skip_string (&p, end, &value, &value_len, &plain) || !plain)
-            return ON_DISK_UNSURE;
-          if (value_len != 9 || memcmp (value, "tern-chat", 9) != 0)
-            return ON_DISK_FOREIGN;
-          have_format = TRUE;
-        }
-      else if (key_len == 7 && memcmp (key, "version", 7) == 0)
-        {
-          const char *q = p;
-          char digits[24];
-
-          if (q < end && *q == '-')
-            q++;
-          while (q < end && g_ascii_isdigit (*q))
-            q++;
-          if (q >= end)
-            return ON_DISK_UNSURE;
-          /* Not a whole number: tern_chat_load refuses it too. */
-          if (q == p || (q == p + 1 && *p == '-') || *q == '.' || *q == 'e' || *q == 'E')
-            return ON_DISK_FOREIGN;
-          /* Beyond a gint64 (either sign): json-glib, and so
-           * tern_chat_load, wraps such a number around 2^64 (a "version"
-           * of -18446744073709551614 loads as 2, a newer chat), where
-           * strtoll would saturate: the full parse decides, as the load
-           * would. */
-          if ((gsize) (q - p) >= sizeof digits)
-            return ON_DISK_UNSURE;
-          memcpy (digits, p, (gsize) (q - p));
-          digits[q - p] = '\0';
-          errno = 0;
-          version = g_ascii_strtoll (digits, NULL, 10);
-          if (errno == ERANGE)
-            return ON_DISK_UNSURE;
-          have_version = TRUE;
-          p = q;
-        }
-      else if (*p == '"')
-        {
-          if (!skip_string (&p, end, &value, &value_len, &plain))
-            return ON_DISK_UNSURE;
-        }
-      else if (*p == '{' || *p == '[')
-        return ON_DISK_UNSURE;
-      else
-        {
-          while (p < end && (g_ascii_isalnum (*p) || *p == '-' || *p == '+' || *p == '.'))
-            p++;
-        }
-      if (have_format && have_version)
-        break;
-    }
-  if (!have_format)
-    return ON_DISK_FOREIGN;
-  return version > FORMAT_VERSION ? ON_DISK_NEWER : ON_DISK_OURS;
-}
-
-/* What the whole file says, read as tern_chat_load reads it (bounded, the
- * JSON checked before json-glib sees it), when its first bytes do not. */
-static OnDisk
-parse_header (const char *path)
+header_of (const char *data,
+           gsize       len,
+           gboolean    whole)
 {
   g_autoptr(JsonParser) parser = json_parser_new ();
-  g_autofree char *data = NULL;
-  gsize len = 0;
   tn_error check = { 0 };
   JsonNode *root, *n;
   JsonObject *o;
   gint64 version = 1;
 
-  if (!tern_read_file (path, MAX_FILE_BYTES, &data, &len, NULL)
-      || tn_json_check (data, len, path, MAX_DEPTH,
-                        TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS
-                        | TN_JSON_NO_HUGE_INTEGERS,
-                        &check) != TN_OK
+  if (tn_json_check (data, len, NULL, MAX_DEPTH, CHAT_JSON_FLAGS, &check) != TN_OK
       || !json_parser_load_from_data (parser, data, (gssize) len, NULL))
-    return ON_DISK_FOREIGN;
+    return whole ? ON_DISK_FOREIGN : ON_DISK_UNSURE;
   root = json_parser_get_root (parser);
   if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
     return ON_DISK_FOREIGN;
   o = json_node_get_object (root);
   n = json_object_get_member (o, "format");
+  if (n == NULL && !whole)
+    return ON_DISK_UNSURE;
   if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING
       || !g_str_equal (json_node_get_string (n), "tern-chat"))
     return ON_DISK_FOREIGN;
   n = json_object_get_member (o, "version");
+  if (n == NULL && !whole)
+    return ON_DISK_UNSURE;
   if (n != NULL)
     {
       if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64)
@@ -985,6 +850,51 @@ parse_header (const char *path)
       version = json_node_get_int (n);
     }
   return version > FORMAT_VERSION ? ON_DISK_NEWER : ON_DISK_OURS;
+}
+
+/* What the first N bytes of a longer file say. They were read by a second,
+ * lenient reader, which took a head that the load refuses ("version"
+ * twice, a "01", a bad escape before it) for this version's chat, and the
+ * save replaced the file. Now the engine's reader checks them as the load
+ * checks the whole file (tn_json_check_head: a cut is not an error, what
+ * the bytes break is), and the members it read whole are decided on as
+ * the whole file is (header_of). ON_DISK_UNSURE, for the whole file to
+ * decide, whenever the bytes do not tell: an error in them (a cut the
+ * engine cannot tell from one is an error), "format" or "version" not
+ * among the members read whole. Past these bytes, a chat of this version
+ * is taken for what its head says (a "version" again at byte 5000 is the
+ * load's to refuse): reading the whole file at every save is what the
+ * peek is there to avoid. */
+static OnDisk
+peek_header (const char *buf,
+             gsize       n)
+{
+  g_autofree char *closed = NULL;
+  tn_error check = { 0 };
+  gsize members_end = 0;
+
+  if (tn_json_check_head (buf, n, NULL, MAX_DEPTH, CHAT_JSON_FLAGS, &members_end, &check)
+      != TN_OK
+      || members_end == 0)
+    return ON_DISK_UNSURE;
+  closed = g_malloc (members_end + 2);
+  memcpy (closed, buf, members_end);
+  closed[members_end] = '}';
+  closed[members_end + 1] = '\0';
+  return header_of (closed, members_end + 1, FALSE);
+}
+
+/* What the whole file says, read as tern_chat_load reads it (bounded, the
+ * JSON checked before json-glib sees it), when its first bytes do not. */
+static OnDisk
+parse_header (const char *path)
+{
+  g_autofree char *data = NULL;
+  gsize len = 0;
+
+  if (!tern_read_file (path, MAX_FILE_BYTES, &data, &len, NULL))
+    return ON_DISK_FOREIGN;
+  return header_of (data, len, TRUE);
 }
 
 /* What is at PATH now. Opened like tern_read_file opens (O_NONBLOCK: a
@@ -1032,7 +942,10 @@ file_on_disk (const char *path)
       n += (gsize) got;
     }
   close (fd);
-  what = peek_header (buf, buf + n);
+  /* All of it read (a file of 4 KiB or less): that is the whole file. */
+  if (n < sizeof buf)
+    return header_of (buf, n, TRUE);
+  what = peek_header (buf, n);
   return what == ON_DISK_UNSURE ? parse_header (path) : what;
 }
 
@@ -1757,10 +1670,7 @@ tern_chat_load (const char *path,
    * no UTF-8 of C's escapes ("\\101"), keeps the last of a repeated key
    * (a hand-edited chat would lose a message's text without a word) and
    * recurses once per level; a NUL would cut a message short. */
-  if (tn_json_check (data, len, path, MAX_DEPTH,
-                     TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS
-                     | TN_JSON_NO_HUGE_INTEGERS,
-                     &check) != TN_OK)
+  if (tn_json_check (data, len, path, MAX_DEPTH, CHAT_JSON_FLAGS, &check) != TN_OK)
     {
       g_autofree char *why = tern_engine_error_text (&check);
 

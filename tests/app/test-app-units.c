@@ -1064,6 +1064,140 @@ test_chat_newer_on_disk (const char *dir)
   g_unlink (path);
 }
 
+/* A chat saved over HOSTILE (the file put at its path): FALSE if the file
+ * was replaced, TRUE if it was left as it is and the chat took a new id. */
+static gboolean
+saved_aside (const char *dir,
+             const char *hostile,
+             gsize       len)
+{
+  g_autoptr(TernChat) chat = tern_chat_new ("chat");
+  g_autofree char *id = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *now = NULL;
+  gsize now_len = 0;
+  gboolean kept;
+
+  tern_chat_append (chat, "user", "Hello");
+  CHECK (tern_chat_save (chat, dir, NULL));
+  id = g_strdup (tern_chat_get_id (chat));
+  path = g_strdup_printf ("%s/%s.json", dir, id);
+  CHECK (g_file_set_contents (path, hostile, (gssize) len, NULL));
+  CHECK (tern_chat_save (chat, dir, NULL));
+  kept = g_file_get_contents (path, &now, &now_len, NULL) && now_len == len
+         && memcmp (now, hostile, len) == 0;
+  CHECKF (kept == !g_str_equal (tern_chat_get_id (chat), id), "kept %d, id %s -> %s", kept, id,
+          tern_chat_get_id (chat));
+  if (kept)
+    CHECK (tern_chat_delete_file (chat, dir, NULL));
+  g_unlink (path);
+  CHECKF (count_json_files (dir) == 0, "%u files left", count_json_files (dir));
+  return kept;
+}
+
+/* The first 4 KiB of the file a save would replace were read by a reader
+ * of their own, more lenient than the load's: a head that said
+ * "format": "tern-chat" and a version of 1 was replaced even where the
+ * load refuses it ("version" twice, "01", a bad escape or a whole number
+ * past int64 before it). Every file here is refused by tern_chat_load and
+ * now left as it is; chats of this version whose 4 KiB end in the middle
+ * of a character, an escape, a number or a literal are still replaced in
+ * place. */
+static void
+test_chat_strict_head (const char *dir)
+{
+  g_autofree char *pad = g_strnfill (6000, 'p');
+  static const char *const heads[] = {
+    "{\"format\": \"tern-chat\", \"version\": 1, \"version\": 1, \"id\": \"x\", ",
+    "{\"format\": \"tern-chat\", \"version\": 01, \"id\": \"x\", ",
+    "{\"format\": \"tern-chat\", \"version\": 1, \"format\": \"tern-chat\", ",
+    "{\"format\": \"tern-chat\", \"version\": 1, \"n\": 99999999999999999999, ",
+    "{\"draft\": \"a\\qb\", \"format\": \"tern-chat\", \"version\": 1, ",
+    "{\"format\": \"tern-chat\", \"version\": 1, \"draft\": \"\\u0000\", ",
+    "{\"format\": \"tern-chat\", \"version\": 1, \"draft\": \"\xff\", ",
+    "{\"format\": \"tern-chat\", \"version\": 1, \"n\": 1e999, ",
+    "{\"format\": \"tern-chat\", \"version\": 1, \"draft\": tru, ",
+    "\xEF\xBB\xBF{\"format\": \"tern-chat\", \"version\": 1, ",
+    "{\"x\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]], "
+    "\"format\": \"tern-chat\", \"version\": 1, ",
+    "{\"format\": \"tern-chat\", \"version\": 2, ",
+  };
+
+  g_mkdir_with_parents (dir, 0700);
+  for (gsize i = 0; i < G_N_ELEMENTS (heads); i++)
+    {
+      g_autofree char *text = g_strdup_printf ("%s\"title\": \"%s\", \"messages\": []}", heads[i],
+                                               pad);
+      g_autofree char *small = g_strdup_printf ("%s\"messages\": []}", heads[i]);
+      g_autoptr(TernChat) back = NULL;
+
+      CHECK (strlen (text) > 4096);
+      /* As the load reads them: refused, or (version 2) a newer Tern's. */
+      {
+        g_autofree char *path = g_build_filename (dir, "probe.json", NULL);
+        g_autoptr(GError) error = NULL;
+
+        CHECK (g_file_set_contents (path, text, -1, NULL));
+        back = tern_chat_load (path, &error);
+        CHECKF (back == NULL, "loaded: %s", heads[i]);
+        g_unlink (path);
+      }
+      CHECKF (saved_aside (dir, text, strlen (text)), "replaced (long): %s", heads[i]);
+      CHECKF (saved_aside (dir, small, strlen (small)), "replaced (short): %s", heads[i]);
+    }
+
+  /* "version" again, the 4 KiB ending after its key, in its value or
+   * after: the key read whole is enough. (Ending inside the key, the head
+   * cannot tell, as for anything past it.) */
+  for (int cut = 0; cut < 12; cut++)
+    {
+      static const char start[] = "{\"format\": \"tern-chat\", \"version\": 1, \"title\": \"";
+      GString *text = g_string_new (start);
+
+      while (text->len < 4096 - 8 + (gsize) cut - strlen ("\", \"version\": 1"))
+        g_string_append_c (text, 't');
+      g_string_append (text, "\", \"version\": 1, \"messages\": [], \"draft\": \"");
+      g_string_append (text, pad);
+      g_string_append (text, "\"}");
+      CHECKF (saved_aside (dir, text->str, text->len), "replaced, cut at %d", cut);
+      g_string_free (text, TRUE);
+    }
+
+  /* This version's chats, the 4 KiB ending inside a character, a \u
+   * escape, a number or a literal: replaced in place. */
+  for (int shift = 0; shift < 24; shift++)
+    {
+      g_autoptr(TernChat) chat = tern_chat_new ("chat");
+      g_autofree char *id = NULL;
+      g_autofree char *path = NULL;
+      g_autofree char *now = NULL;
+      GString *text = g_string_new ("{\"format\": \"tern-chat\", \"version\": 1, \"title\": \"");
+
+      while (text->len < 4096 - 40 + (gsize) shift)
+        g_string_append_c (text, 't');
+      g_string_append (text, "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\\u00e9\", \"created\": "
+                             "1234567890, \"context_start\": 0, \"messages\": [], \"draft\": "
+                             "\"\xE6\x97\xA5\xE6\x9C\xAC\", \"id\": \"x\"}");
+      tern_chat_append (chat, "user", "Hello");
+      CHECK (tern_chat_save (chat, dir, NULL));
+      id = g_strdup (tern_chat_get_id (chat));
+      path = g_strdup_printf ("%s/%s.json", dir, id);
+      CHECK (g_file_set_contents (path, text->str, (gssize) text->len, NULL));
+      {
+        g_autoptr(TernChat) back = tern_chat_load (path, NULL);
+        CHECKF (back != NULL, "shift %d: not loaded", shift);
+      }
+      CHECK (tern_chat_save (chat, dir, NULL));
+      CHECKF (g_str_equal (tern_chat_get_id (chat), id), "shift %d: moved to %s", shift,
+              tern_chat_get_id (chat));
+      now = file_text (path);
+      CHECK (now != NULL && strstr (now, "Hello") != NULL);
+      CHECK (tern_chat_delete_file (chat, dir, NULL));
+      CHECK (count_json_files (dir) == 0);
+      g_string_free (text, TRUE);
+    }
+}
+
 /* The plot's scale tops at a round figure just above the peak. */
 static void
 test_plot_scale (void)
@@ -1610,6 +1744,10 @@ main (void)
   {
     g_autofree char *newer = g_build_filename (tmp, "newer-on-disk", NULL);
     test_chat_newer_on_disk (newer);
+  }
+  {
+    g_autofree char *heads = g_build_filename (tmp, "strict-head", NULL);
+    test_chat_strict_head (heads);
   }
   test_plot_scale ();
   test_context ();
