@@ -487,7 +487,12 @@ keep_draft (TernWindow *self,
 {
   g_autofree char *text = tern_composer_get_text (self->composer);
 
-  if (chat != NULL && tern_chat_set_draft (chat, text) && tern_chat_get_n_messages (chat) > 0)
+  /* A chat out of the list is one just deleted (its Undo toast up): the
+   * text stays with it in memory, for Undo's save. Saved here, its file
+   * came back (the chat too, at the next start), or, where the delete had
+   * left a file Tern cannot read, a copy under a new id. */
+  if (chat != NULL && tern_chat_set_draft (chat, text) && tern_chat_get_n_messages (chat) > 0
+      && _tern_window_chat_in_list (self, chat, NULL))
     tern_chat_save_in_background (chat, self->chats_dir, G_OBJECT (self), _tern_window_on_save_error);
 }
 

@@ -242,6 +242,21 @@ log_first_named (const char     *domain,
   g_log_default_handler (domain, level, message, data);
 }
 
+static AdwMessageDialog *find_message_dialog (void);
+
+/* The *.json files in DIR. */
+static guint
+count_json (const char *dir)
+{
+  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+  guint n = 0;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    n += g_str_has_suffix (name, ".json");
+  return n;
+}
+
 static void
 part_chat_files (Fixture *f)
 {
@@ -1324,6 +1339,79 @@ part_sidebar (Fixture *f)
   /* A second Undo finds nothing to bring back. */
   activate (f->w, "undo-delete", g_variant_new_string ("chat-a"));
   CHECK (saved_chats (f->w) == 2);
+
+  /* The chat shown deleted while a question was being written in it: the
+   * question is kept for Undo, in memory, and not saved on the way out
+   * (its file came back, and the chat with it at the next start). */
+  tern_window_set_composer_text (f->w, "An unsent question");
+  activate (f->w, "delete-chat", NULL);
+  tern_chat_wait_saves ();
+  CHECK (find_chat (f->w, "chat-a") == NULL);
+  CHECKF (!exists (f->chats_dir, "chat-a.json"), "chat-a.json is back after its delete");
+  activate (f->w, "undo-delete", g_variant_new_string ("chat-a"));
+  tern_chat_wait_saves ();
+  CHECK (find_chat (f->w, "chat-a") != NULL);
+  {
+    g_autofree char *a_path = g_build_filename (f->chats_dir, "chat-a.json", NULL);
+    g_autofree char *text = NULL;
+
+    CHECK (g_file_get_contents (a_path, &text, NULL, NULL)
+           && strstr (text, "An unsent question") != NULL);
+  }
+
+  /* Deleted while a file Tern cannot read sits at its path (a sync tool's),
+   * which the delete leaves alone; Undo's save moves the chat to a new id,
+   * and a second delete and Undo find it there (the toast names the id it
+   * had; the chat follows its move). */
+  {
+    static const char foreign[] = "not a chat, left by a sync tool\n";
+    g_autofree char *a_path = g_build_filename (f->chats_dir, "chat-a.json", NULL);
+    g_autofree char *text = NULL;
+    g_autofree char *moved_id = NULL;
+
+    open_chat (f->w, "chat-a");
+    tern_window_set_composer_text (f->w, "");
+    write_file (f->chats_dir, "chat-a.json", foreign, -1);
+    activate (f->w, "delete-chat", NULL);
+    tern_chat_wait_saves ();
+    CHECK (find_chat (f->w, "chat-a") == NULL);
+    /* Not saved under a new id on the way out either (it was: the deleted
+     * chat in a file of its own, back at the next start). */
+    CHECKF (count_json (f->chats_dir) == 2, "%u chat files after the delete",
+            count_json (f->chats_dir));
+    activate (f->w, "undo-delete", g_variant_new_string ("chat-a"));
+    tern_chat_wait_saves ();
+    spin_for (0.2);
+    CHECK (saved_chats (f->w) == 2);
+    CHECK (find_chat (f->w, "chat-a") == NULL);
+    moved_id = g_strdup (tern_chat_get_id (tern_window_get_chat (f->w)));
+    CHECKF (!g_str_equal (moved_id, "chat-a") && !g_str_equal (moved_id, "chat-b"),
+            "the chat brought back is %s", moved_id);
+    CHECK (g_file_get_contents (a_path, &text, NULL, NULL) && g_str_equal (text, foreign));
+    g_clear_pointer (&text, g_free);
+    /* Deleted again under the id it moved to, then the foreign file is
+     * put over that one too before the Undo. */
+    activate (f->w, "delete-chat", NULL);
+    tern_chat_wait_saves ();
+    CHECK (find_chat (f->w, moved_id) == NULL);
+    {
+      g_autofree char *name = g_strconcat (moved_id, ".json", NULL);
+      CHECK (!exists (f->chats_dir, name));
+      write_file (f->chats_dir, name, foreign, -1);
+    }
+    activate (f->w, "undo-delete", g_variant_new_string (moved_id));
+    tern_chat_wait_saves ();
+    spin_for (0.2);
+    CHECKF (saved_chats (f->w) == 2, "%u chats after the second Undo", saved_chats (f->w));
+    CHECK (g_file_get_contents (a_path, &text, NULL, NULL) && g_str_equal (text, foreign));
+    {
+      g_autofree char *name = g_strconcat (moved_id, ".json", NULL);
+      g_autofree char *moved_path = g_build_filename (f->chats_dir, name, NULL);
+
+      g_unlink (a_path);
+      g_unlink (moved_path);
+    }
+  }
 
   /* Tab leaves the list from any row, forward and back (GTK 4.8's list
    * box went row by row); it does not land on another row. */
