@@ -51,6 +51,9 @@ struct _TernChat {
   /* A copy not saved since it was read: the id of the chat whose folder
    * some of its pictures were read from; NULL: none. */
   char *images_from;
+  /* Its file is a newer Tern's chat (tern_chat_load_or_newer): only its id,
+   * a title and the file's time are known, and it is never saved. */
+  gboolean newer;
 };
 
 G_DEFINE_FINAL_TYPE (TernChat, tern_chat, G_TYPE_OBJECT)
@@ -1070,6 +1073,15 @@ tern_chat_save (TernChat   *self,
   gboolean ok;
   OnDisk what;
 
+  /* Its file holds what this version cannot read: written from here, it
+   * would be lost (and the file check would only move the save aside). */
+  if (self->newer)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                   _("“%s” was saved by a newer version of Tern and cannot be changed here"),
+                   tern_chat_get_title (self));
+      return FALSE;
+    }
   apply_moves ();
   json = tern_chat_to_json (self);
   name = g_strconcat (self->id, ".json", NULL);
@@ -1296,9 +1308,12 @@ tern_chat_save_in_background (TernChat          *self,
 {
   /* One thread: the writes of a chat land in the order they were asked. */
   static GThreadPool *pool;
-  SaveJob *job = g_new0 (SaveJob, 1);
+  SaveJob *job;
   g_autofree char *name = NULL;
 
+  if (self->newer)
+    return; /* never written (see tern_chat_save) */
+  job = g_new0 (SaveJob, 1);
   if (g_once_init_enter (&pool))
     g_once_init_leave (&pool, g_thread_pool_new (save_job_run, NULL, 1, FALSE, NULL));
   apply_moves ();
@@ -1353,6 +1368,14 @@ tern_chat_delete_file (TernChat   *self,
   const char *entry;
   OnDisk what;
 
+  if (self->newer)
+    {
+      /* Not this version's to remove unasked: tern_chat_trash_newer_file. */
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                   _("“%s” was saved by a newer version of Tern and cannot be changed here"),
+                   tern_chat_get_title (self));
+      return FALSE;
+    }
   apply_moves (); /* saved as a new chat: that file is the one to delete */
   name = g_strconcat (self->id, ".json", NULL);
   path = g_build_filename (dir, name, NULL);
@@ -1386,6 +1409,47 @@ tern_chat_delete_file (TernChat   *self,
         g_unlink (image);
       }
   g_rmdir (folder);
+  return TRUE;
+}
+
+gboolean
+tern_chat_trash_newer_file (TernChat   *self,
+                            const char *dir,
+                            GError    **error)
+{
+  g_autofree char *name = g_strconcat (self->id, ".json", NULL);
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  g_autofree char *folder = images_dir (dir, self->id);
+  g_autoptr(GFile) file = g_file_new_for_path (path);
+  g_autoptr(GFile) pictures = g_file_new_for_path (folder);
+  g_autoptr(GError) folder_error = NULL;
+  OnDisk what;
+
+  g_return_val_if_fail (self->newer, FALSE);
+  what = file_on_disk (path);
+  if (what == ON_DISK_NONE)
+    return TRUE; /* gone already (its Tern deleted it) */
+  if (what == ON_DISK_UNKNOWN)
+    {
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (on_disk_errno),
+                   _("%s: cannot look at the file before deleting it: %s"), path,
+                   g_strerror (on_disk_errno));
+      return FALSE;
+    }
+  /* Only the file the user was shown: one put there since is not theirs
+   * to lose by this. */
+  if (what != ON_DISK_NEWER)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_EXISTS,
+                   _("%s: the file has changed since it was listed and is left as it is"), path);
+      return FALSE;
+    }
+  /* To the trash, not unlinked: what this version cannot read it cannot
+   * offer back with Undo, and the trash can. */
+  if (!g_file_trash (file, NULL, error))
+    return FALSE;
+  if (g_file_test (folder, G_FILE_TEST_IS_DIR) && !g_file_trash (pictures, NULL, &folder_error))
+    g_warning ("%s: %s", folder, folder_error->message);
   return TRUE;
 }
 
@@ -1640,9 +1704,94 @@ id_valid (const char *id)
          && !g_str_equal (id, ".") && !g_str_equal (id, "..");
 }
 
+/* The chat a newer Tern saved at PATH (its root object O), as far as the
+ * sidebar needs it: known by its file's name, as every chat is; its
+ * "title" when that is a non-blank string (a member this version writes
+ * too), else that name; dated by the file. Nothing else is read: what the
+ * newer format means by its other members is not known here. */
+static TernChat *
+newer_chat (const char *path,
+            JsonObject *o,
+            gint64      version,
+            GError    **error)
+{
+  g_autoptr(TernChat) self = tern_chat_new ("chat");
+  g_autofree char *file_id = g_path_get_basename (path);
+  JsonNode *n = json_object_get_member (o, "title");
+  GStatBuf sb;
+
+  if (g_str_has_suffix (file_id, ".json"))
+    file_id[strlen (file_id) - strlen (".json")] = '\0';
+  /* ".json", "..json": no chat of this version's could be known by such a
+   * name. Left out, as newer chats were, rather than set aside: that Tern
+   * would no longer find it. */
+  if (!id_valid (file_id))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                   _("%s: saved by a newer version of Tern (chat format %d; this version reads "
+                     "up to %d)"),
+                   path, (int) MIN (version, G_MAXINT), FORMAT_VERSION);
+      return NULL;
+    }
+  g_free (self->id);
+  self->id = g_steal_pointer (&file_id);
+  self->newer = TRUE;
+  if (n != NULL && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING)
+    {
+      g_autofree char *title = g_strstrip (g_strdup (json_node_get_string (n)));
+
+      /* One line of a readable length, however long the file's is (a
+       * title of megabytes would be laid out in the list at every draw). */
+      for (char *c = title; *c != '\0'; c++)
+        if (*c == '\n' || *c == '\r' || *c == '\t')
+          *c = ' ';
+      if (g_utf8_strlen (title, -1) > TITLE_MAX_CHARS)
+        {
+          g_autofree char *cut = g_utf8_substring (title, 0, TITLE_MAX_CHARS - 1);
+
+          g_free (title);
+          title = g_strconcat (g_strchomp (cut), "…", NULL);
+        }
+      if (*title != '\0')
+        self->custom_title = g_steal_pointer (&title);
+    }
+  if (self->custom_title == NULL)
+    self->custom_title = g_strdup (self->id);
+  update_title (self);
+  self->updated = g_stat (path, &sb) == 0 ? (gint64) sb.st_mtime : 0;
+  self->created = self->updated;
+  return g_steal_pointer (&self);
+}
+
+static TernChat *load_chat (const char *path,
+                            gboolean    newer_ok,
+                            GError    **error);
+
 TernChat *
 tern_chat_load (const char *path,
                 GError    **error)
+{
+  return load_chat (path, FALSE, error);
+}
+
+TernChat *
+tern_chat_load_or_newer (const char *path,
+                         GError    **error)
+{
+  return load_chat (path, TRUE, error);
+}
+
+gboolean
+tern_chat_is_newer (TernChat *self)
+{
+  g_return_val_if_fail (TERN_IS_CHAT (self), FALSE);
+  return self->newer;
+}
+
+static TernChat *
+load_chat (const char *path,
+           gboolean    newer_ok,
+           GError    **error)
 {
   g_autoptr(JsonParser) parser = json_parser_new ();
   g_autoptr(TernChat) self = NULL;
@@ -1704,6 +1853,8 @@ tern_chat_load (const char *path,
   version = get_int (&r, o, _("the chat"), "version", FORMAT_VERSION);
   if (r.failed)
     return NULL;
+  if (version > FORMAT_VERSION && newer_ok)
+    return newer_chat (path, o, version, error);
   if (version > FORMAT_VERSION)
     {
       /* Translators: a chat file; the chat format it is in, and the newest

@@ -49,6 +49,22 @@ TernChat    *tern_chat_load               (const char    *path,
  * that cannot be read) is never replaced: the chat takes a new id and is
  * saved under it (a g_message says so), the file and its pictures' folder
  * left as they are. */
+/* tern_chat_load, but a chat of a later format is read as a stand-in for
+ * it (tern_chat_is_newer): known by its file's name, titled by its "title"
+ * (else that name), dated by the file, with no messages. It is never saved
+ * (tern_chat_save fails, saving in the background does nothing) nor
+ * deleted by tern_chat_delete_file (which fails): only
+ * tern_chat_trash_newer_file removes its file. */
+TernChat    *tern_chat_load_or_newer      (const char    *path,
+                                           GError       **error);
+gboolean     tern_chat_is_newer           (TernChat      *self);
+/* Moves the file of a chat from tern_chat_load_or_newer (and its pictures'
+ * folder) to the trash, from where the user can restore it: this version
+ * cannot write it back. TRUE if it is gone already; fails, leaving it, if
+ * the file there is no longer a newer Tern's chat. */
+gboolean     tern_chat_trash_newer_file   (TernChat      *self,
+                                           const char    *dir,
+                                           GError       **error);
 gboolean     tern_chat_save               (TernChat      *self,
                                            const char    *dir,
                                            GError       **error);

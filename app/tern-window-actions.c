@@ -59,26 +59,28 @@ _tern_window_update_actions (TernWindow *self)
   gboolean ready = self->model_loaded && self->load_id == 0;
   guint n = self->chat ? tern_chat_get_n_messages (self->chat) : 0;
   TernMessage *last = n ? tern_chat_get_message (self->chat, n - 1) : NULL;
+  /* A newer Tern's chat: nothing is written into it; it can be deleted. */
+  gboolean newer = self->chat != NULL && tern_chat_is_newer (self->chat);
 
   /* Not while an attached image is still being decoded (a moment). */
   gboolean attaching = tern_composer_is_busy (self->composer);
 
   /* Off with nothing to send: it did nothing, and said nothing. */
-  set_enabled (self, "send", ready && !generating && !attaching
+  set_enabled (self, "send", ready && !generating && !attaching && !newer
                              && tern_composer_has_content (self->composer));
-  set_enabled (self, "send-message", ready && !generating && !attaching);
+  set_enabled (self, "send-message", ready && !generating && !attaching && !newer);
   /* A saved chat read without a model says why it cannot go on. */
   tern_composer_set_send_tooltip (self->composer,
                                   self->model_loaded ? _("Send (Enter)")
                                                      : _("Load a model to continue this chat"));
   set_enabled (self, "stop", generating || self->pin_id != 0);
   set_enabled (self, "cancel-load", self->load_id != 0);
-  set_enabled (self, "pin", ready && self->pin_id == 0 && !generating);
+  set_enabled (self, "pin", ready && self->pin_id == 0 && !generating && !newer);
   set_enabled (self, "regenerate", ready && !generating && last != NULL
                && g_str_equal (last->role, "assistant"));
   set_enabled (self, "edit-last", ready && !generating && last != NULL);
   set_enabled (self, "new-chat", !generating);
-  set_enabled (self, "delete-chat", !generating && n > 0);
+  set_enabled (self, "delete-chat", !generating && (n > 0 || newer));
   set_enabled (self, "remove-chat", !generating);
   set_enabled (self, "export-chat", n > 0);
   set_enabled (self, "export-chat-to", n > 0);
@@ -398,6 +400,90 @@ on_delete_toast_dismissed (AdwToast   *t,
     g_hash_table_remove (self->deleted, id);
 }
 
+/* The chat DOOMED, whose file is gone, out of the list; the one after it
+ * shown if it was the one shown. Its place in the list in *pos. */
+static void
+drop_chat (TernWindow *self,
+           TernChat   *doomed,
+           guint      *pos)
+{
+  *pos = 0;
+  if (_tern_window_chat_in_list (self, doomed, pos))
+    g_list_store_remove (self->chats, *pos);
+  if (doomed == self->chat)
+    {
+      if (g_list_model_get_n_items (G_LIST_MODEL (self->chats)) > 0)
+        {
+          g_autoptr(TernChat) next =
+            g_list_model_get_item (G_LIST_MODEL (self->chats),
+                                   MIN (*pos, g_list_model_get_n_items (G_LIST_MODEL (self->chats)) - 1));
+          _tern_window_show_chat (self, next);
+        }
+      else
+        {
+          g_clear_object (&self->chat);
+          _tern_window_new_chat (self);
+        }
+    }
+  else
+    /* The row deleted was only selected (moved to with the arrows): the
+     * highlight goes back to the chat shown, not to no row. */
+    _tern_window_select_current_chat (self);
+}
+
+static void
+on_delete_newer_response (AdwMessageDialog *dialog,
+                          const char       *response,
+                          TernWindow       *self)
+{
+  const char *id = g_object_get_data (G_OBJECT (dialog), "tern-chat-id");
+  TernChat *chat = chat_by_id (self, id, NULL);
+  g_autoptr(TernChat) doomed = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
+  guint pos;
+
+  if (chat == NULL || !tern_chat_is_newer (chat) || !g_str_equal (response, "delete"))
+    return;
+  doomed = g_object_ref (chat);
+  if (!tern_chat_trash_newer_file (doomed, self->chats_dir, &error))
+    {
+      _tern_window_set_error (self, error->message);
+      return;
+    }
+  drop_chat (self, doomed, &pos);
+  /* Translators: a chat was deleted; %s is its title */
+  text = g_strdup_printf (_("“%s” moved to the trash"), tern_chat_get_title (doomed));
+  _tern_window_toast (self, text);
+}
+
+/* A newer Tern's chat: this version cannot keep it in memory for an Undo
+ * (it never read what the file holds) nor write it back, so the delete is
+ * asked for first and the file goes to the trash, where the user can get
+ * it back. */
+static void
+confirm_delete_newer (TernWindow *self,
+                      TernChat   *chat)
+{
+  AdwMessageDialog *dialog;
+  g_autofree char *body = NULL;
+
+  /* Translators: %s is a chat's title */
+  body = g_strdup_printf (_("“%s” was saved by a newer version of Tern, which this version cannot "
+                            "read. Its file is moved to the trash."),
+                          tern_chat_get_title (chat));
+  dialog = ADW_MESSAGE_DIALOG (adw_message_dialog_new (GTK_WINDOW (self), _("Delete Chat?"), body));
+  adw_message_dialog_add_responses (dialog, "cancel", _("_Cancel"), "delete",
+                                    _("_Move to Trash"), NULL);
+  adw_message_dialog_set_response_appearance (dialog, "delete", ADW_RESPONSE_DESTRUCTIVE);
+  adw_message_dialog_set_default_response (dialog, "cancel");
+  adw_message_dialog_set_close_response (dialog, "cancel");
+  g_object_set_data_full (G_OBJECT (dialog), "tern-chat-id", g_strdup (tern_chat_get_id (chat)),
+                          g_free);
+  g_signal_connect_object (dialog, "response", G_CALLBACK (on_delete_newer_response), self, 0);
+  gtk_window_present (GTK_WINDOW (dialog));
+}
+
 /* Deletes the chat's file now (a crash must not bring it back) and keeps
  * the chat in memory while its toast offers Undo, which saves it again. */
 void
@@ -412,6 +498,11 @@ _tern_window_delete_chat (TernWindow *self,
 
   if (_tern_window_is_generating (self) && chat == self->chat)
     return;
+  if (tern_chat_is_newer (chat))
+    {
+      confirm_delete_newer (self, chat);
+      return;
+    }
   /* A copy of this chat (a sync conflict's file) not saved since it was
    * read may have its pictures only in this chat's folder, which goes:
    * saved now, they are in its own. */
@@ -431,27 +522,7 @@ _tern_window_delete_chat (TernWindow *self,
       _tern_window_set_error (self, error->message);
       return;
     }
-  if (_tern_window_chat_in_list (self, doomed, &pos))
-    g_list_store_remove (self->chats, pos);
-  if (doomed == self->chat)
-    {
-      if (g_list_model_get_n_items (G_LIST_MODEL (self->chats)) > 0)
-        {
-          g_autoptr(TernChat) next =
-            g_list_model_get_item (G_LIST_MODEL (self->chats),
-                                   MIN (pos, g_list_model_get_n_items (G_LIST_MODEL (self->chats)) - 1));
-          _tern_window_show_chat (self, next);
-        }
-      else
-        {
-          g_clear_object (&self->chat);
-          _tern_window_new_chat (self);
-        }
-    }
-  else
-    /* The row deleted was only selected (moved to with the arrows): the
-     * highlight goes back to the chat shown, not to no row. */
-    _tern_window_select_current_chat (self);
+  drop_chat (self, doomed, &pos);
   if (tern_chat_get_n_messages (doomed) == 0)
     return; /* nothing worth an Undo */
   g_object_set_data (G_OBJECT (doomed), "tern-position", GUINT_TO_POINTER (pos));
@@ -543,8 +614,12 @@ _tern_window_rename_chat (TernWindow *self,
              TernChat   *chat)
 {
   AdwMessageDialog *dialog;
-  GtkWidget *entry = gtk_entry_new ();
+  GtkWidget *entry;
 
+  /* Its title is its file's, which is never written. */
+  if (tern_chat_is_newer (chat))
+    return;
+  entry = gtk_entry_new ();
   dialog = ADW_MESSAGE_DIALOG (adw_message_dialog_new (GTK_WINDOW (self), _("Rename Chat"),
                                                        NULL));
   gtk_editable_set_text (GTK_EDITABLE (entry), tern_chat_get_title (chat));

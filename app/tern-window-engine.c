@@ -172,7 +172,10 @@ _tern_window_send_text (TernWindow *self,
 
   /* Images still decoding would be left out: Send waits for them. A
    * picture may go alone ("what is this?"), without a word. */
+  /* A newer Tern's chat is never written into (the send actions are off
+   * for it; this is for every other way here). */
   if (!self->model_loaded || _tern_window_is_generating (self)
+      || tern_chat_is_newer (self->chat)
       || (*trimmed == '\0' && tern_composer_get_n_images (self->composer) == 0)
       || tern_composer_is_busy (self->composer))
     return;
@@ -301,7 +304,7 @@ on_model_loaded (TernWindow                 *self,
     g_settings_set_string (self->settings, "last-model", path);
   /* The old model's draft went with it: the new one's drafters. */
   _tern_window_speculation_model_loaded (self);
-  gtk_stack_set_visible_child_name (self->main_stack, "chat");
+  gtk_stack_set_visible_child_name (self->main_stack, _tern_window_chat_page (self));
 
   /* The pin belongs to the old model: pin the prompt again for this one. */
   tern_pin_editor_set_pinned (self->pin_editor, NULL, NULL);

@@ -173,6 +173,7 @@ void           _tern_window_mark_last_rows       (TernWindow     *self);
 void           _tern_window_remove_rows_from     (TernWindow     *self,
                                                   guint           index);
 void           _tern_window_update_main_page     (TernWindow     *self);
+const char    *_tern_window_chat_page            (TernWindow     *self);
 void           _tern_window_request_pin          (TernWindow     *self,
                                                   const char     *text);
 void           _tern_window_start_generation     (TernWindow     *self);

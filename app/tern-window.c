@@ -469,12 +469,9 @@ _tern_window_update_context_gauge (TernWindow *self)
 void
 _tern_window_update_main_page (TernWindow *self)
 {
-  gboolean has_messages = self->chat != NULL && tern_chat_get_n_messages (self->chat) > 0;
-
   if (self->load_id != 0)
     return;
-  gtk_stack_set_visible_child_name (self->main_stack,
-                                    self->model_loaded || has_messages ? "chat" : "no-model");
+  gtk_stack_set_visible_child_name (self->main_stack, _tern_window_chat_page (self));
 }
 
 /* The text being written in a saved chat goes to its file, so that it is
@@ -503,6 +500,19 @@ keep_draft (TernWindow *self,
 #define TRANSCRIPT_BATCH 40
 
 static void stop_drawing_earlier (TernWindow *self);
+
+/* The main page for the chat shown once no model is loading: a newer
+ * Tern's chat is explained, not opened (nothing of it can be shown, and
+ * nothing may be written into it). */
+const char *
+_tern_window_chat_page (TernWindow *self)
+{
+  gboolean has_messages = self->chat != NULL && tern_chat_get_n_messages (self->chat) > 0;
+
+  if (self->chat != NULL && tern_chat_is_newer (self->chat))
+    return "newer";
+  return self->model_loaded || has_messages ? "chat" : "no-model";
+}
 
 void
 _tern_window_show_chat (TernWindow *self,
@@ -589,13 +599,15 @@ _tern_window_new_chat (TernWindow *self)
 
   /* An empty chat is reused rather than stacked: the current one, or one
    * further down the list (moved to the top). */
-  if (self->chat != NULL && tern_chat_get_n_messages (self->chat) == 0)
+  /* (A newer Tern's chat has none that this version read: not empty.) */
+  if (self->chat != NULL && tern_chat_get_n_messages (self->chat) == 0
+      && !tern_chat_is_newer (self->chat))
     return;
   for (guint i = 0; i < g_list_model_get_n_items (G_LIST_MODEL (self->chats)); i++)
     {
       g_autoptr(TernChat) other = g_list_model_get_item (G_LIST_MODEL (self->chats), i);
 
-      if (tern_chat_get_n_messages (other) == 0)
+      if (tern_chat_get_n_messages (other) == 0 && !tern_chat_is_newer (other))
         {
           g_list_store_remove (self->chats, i);
           g_list_store_insert (self->chats, 0, other);
@@ -1042,9 +1054,11 @@ popup_chat_menu (TernWindow *self,
   id = tern_chat_get_id (chat);
   rename = g_menu_item_new (_("_Rename…"), NULL);
   g_menu_item_set_action_and_target_value (rename, "win.rename-chat", g_variant_new_string (id));
-  remove = g_menu_item_new (_("_Delete"), NULL);
+  remove = g_menu_item_new (tern_chat_is_newer (chat) ? _("_Delete…") : _("_Delete"), NULL);
   g_menu_item_set_action_and_target_value (remove, "win.remove-chat", g_variant_new_string (id));
-  g_menu_append_item (menu, rename);
+  /* A newer Tern's chat keeps the title in its file. */
+  if (!tern_chat_is_newer (chat))
+    g_menu_append_item (menu, rename);
   g_menu_append_item (menu, remove);
   gtk_popover_menu_set_menu_model (GTK_POPOVER_MENU (self->chat_menu), G_MENU_MODEL (menu));
   gtk_popover_set_pointing_to (GTK_POPOVER (self->chat_menu),
@@ -1343,6 +1357,7 @@ create_chat_row (gpointer item,
                  gpointer data)
 {
   GtkWidget *label = gtk_label_new (NULL);
+  GtkWidget *box, *note;
 
   (void) data;
   gtk_label_set_xalign (GTK_LABEL (label), 0);
@@ -1350,7 +1365,21 @@ create_chat_row (gpointer item,
   gtk_widget_set_margin_top (label, 6);
   gtk_widget_set_margin_bottom (label, 6);
   g_object_bind_property (item, "title", label, "label", G_BINDING_SYNC_CREATE);
-  return label;
+  if (!tern_chat_is_newer (TERN_CHAT (item)))
+    return label;
+  /* Listed, so that the user knows it is there, and marked: it opens to a
+   * page that says why it cannot be read here. */
+  gtk_widget_set_margin_bottom (label, 0);
+  note = gtk_label_new (_("Saved by a newer version of Tern"));
+  gtk_label_set_xalign (GTK_LABEL (note), 0);
+  gtk_label_set_ellipsize (GTK_LABEL (note), PANGO_ELLIPSIZE_END);
+  gtk_widget_set_margin_bottom (note, 6);
+  gtk_widget_add_css_class (note, "caption");
+  gtk_widget_add_css_class (note, "dim-label");
+  box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 2);
+  gtk_box_append (GTK_BOX (box), label);
+  gtk_box_append (GTK_BOX (box), note);
+  return box;
 }
 
 static void
@@ -1431,19 +1460,23 @@ load_chats (TernWindow *self)
       g_autoptr(GError) error = NULL;
 
       path = g_build_filename (self->chats_dir, name, NULL);
-      chat = tern_chat_load (path, &error);
+      /* A newer Tern's chat (the folder synced with it) is listed, marked
+       * and never written (tern_chat_load_or_newer): left out, the user did
+       * not know it was there. Not set aside either (that Tern would no
+       * longer find it). */
+      chat = tern_chat_load_or_newer (path, &error);
       if (chat != NULL)
         {
+          if (tern_chat_is_newer (chat) && n_newer++ == 0)
+            first_newer = g_strdup (path);
           g_list_store_append (self->chats, chat);
           continue;
         }
-      /* A newer Tern's chat (the folder synced with it): not shown, since
-       * saving it would drop what this version does not know, and not set
-       * aside either (that Tern would no longer find it). */
+      /* A newer Tern's chat under a name no chat could have (".json"):
+       * left alone, unlisted. */
       if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED))
         {
-          if (n_newer++ == 0)
-            first_newer = g_strdup (error->message);
+          g_message ("%s", error->message);
           continue;
         }
       /* Moved aside, not deleted: the user may want it back; not left in
@@ -1465,15 +1498,8 @@ load_chats (TernWindow *self)
     }
   g_list_store_sort (self->chats, compare_updated, NULL);
   if (n_newer > 0)
-    {
-      g_autofree char *message =
-        g_strdup_printf (ngettext ("%u saved chat is from a newer version of Tern and is not shown: its file in %s is left as it is",
-                                   "%u saved chats are from a newer version of Tern and are not shown: their files in %s are left as they are",
-                                   n_newer),
-                         n_newer, self->chats_dir);
-      g_message ("%s (the first: %s)", message, first_newer);
-      _tern_window_set_error (self, message);
-    }
+    g_message ("%u saved chat(s) from a newer version of Tern, listed read-only (the first: %s)",
+               n_newer, first_newer);
   if (n_bad > 0)
     {
       g_autofree char *message =

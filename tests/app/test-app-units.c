@@ -1198,6 +1198,76 @@ test_chat_strict_head (const char *dir)
     }
 }
 
+/* A newer Tern's chat, read as a stand-in for the list: titled by its
+ * "title" (one line, cut to a list's length) or its file's name, no
+ * messages, and never written: the save fails, the background save does
+ * nothing, the delete fails; only the trash takes it, and only while the
+ * file is still a newer Tern's. A name no chat could have is refused as
+ * newer (left alone), not as corrupt (set aside). */
+static void
+test_chat_newer_listed (const char *dir)
+{
+  g_autofree char *long_title = g_strnfill (300, 'w');
+  g_autofree char *text = g_strdup_printf ("{\"format\": \"tern-chat\", \"version\": 7, \"title\": "
+                                           "\"  Line one\\nline two %s\", \"messages\": 5}",
+                                           long_title);
+  g_autofree char *path = g_build_filename (dir, "from-the-future.json", NULL);
+  g_autofree char *dotted = g_build_filename (dir, ".json", NULL);
+  g_autoptr(TernChat) chat = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *now = NULL;
+
+  g_mkdir_with_parents (dir, 0700);
+  CHECK (g_file_set_contents (path, text, -1, NULL));
+  CHECK (tern_chat_load (path, &error) == NULL
+         && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED));
+  g_clear_error (&error);
+  chat = tern_chat_load_or_newer (path, &error);
+  CHECKF (chat != NULL && tern_chat_is_newer (chat), "%s", error ? error->message : "");
+  if (chat == NULL)
+    return;
+  CHECK (g_str_equal (tern_chat_get_id (chat), "from-the-future"));
+  CHECKF (g_str_has_prefix (tern_chat_get_title (chat), "Line one line two www")
+          && g_str_has_suffix (tern_chat_get_title (chat), "…")
+          && g_utf8_strlen (tern_chat_get_title (chat), -1) <= 48,
+          "title '%s'", tern_chat_get_title (chat));
+  CHECK (tern_chat_get_n_messages (chat) == 0 && tern_chat_get_updated (chat) > 0);
+  tern_chat_set_draft (chat, "typed");
+  CHECK (!tern_chat_save (chat, dir, &error)
+         && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED));
+  g_clear_error (&error);
+  tern_chat_save_in_background (chat, dir, NULL, NULL);
+  tern_chat_wait_saves ();
+  CHECK (!tern_chat_delete_file (chat, dir, &error));
+  g_clear_error (&error);
+  now = file_text (path);
+  CHECK (g_strcmp0 (now, text) == 0);
+  CHECK (count_json_files (dir) == 1);
+  /* No longer a newer Tern's chat there: not trashed. */
+  CHECK (g_file_set_contents (path, "{\"format\": \"tern-chat\", \"messages\": []}", -1, NULL));
+  CHECK (!tern_chat_trash_newer_file (chat, dir, &error)
+         && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_EXISTS));
+  g_clear_error (&error);
+  CHECK (g_file_test (path, G_FILE_TEST_EXISTS));
+  g_unlink (path);
+  CHECK (tern_chat_trash_newer_file (chat, dir, NULL)); /* gone already */
+
+  /* Untitled: its file's name. */
+  {
+    g_autoptr(TernChat) untitled = NULL;
+
+    CHECK (g_file_set_contents (path, "{\"format\": \"tern-chat\", \"version\": 2, \"title\": 5}",
+                                -1, NULL));
+    untitled = tern_chat_load_or_newer (path, NULL);
+    CHECK (untitled != NULL && g_str_equal (tern_chat_get_title (untitled), "from-the-future"));
+    g_unlink (path);
+  }
+  CHECK (g_file_set_contents (dotted, "{\"format\": \"tern-chat\", \"version\": 2}", -1, NULL));
+  CHECK (tern_chat_load_or_newer (dotted, &error) == NULL
+         && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED));
+  g_unlink (dotted);
+}
+
 /* The plot's scale tops at a round figure just above the peak. */
 static void
 test_plot_scale (void)
@@ -1748,6 +1818,10 @@ main (void)
   {
     g_autofree char *heads = g_build_filename (tmp, "strict-head", NULL);
     test_chat_strict_head (heads);
+  }
+  {
+    g_autofree char *newer = g_build_filename (tmp, "newer-listed", NULL);
+    test_chat_newer_listed (newer);
   }
   test_plot_scale ();
   test_context ();
