@@ -281,6 +281,8 @@ const char *tn_status_name(int status) {
  *
  * The guard is thread-local, so a fault is only ever caught on the thread
  * whose pass it interrupts: the jump never crosses another thread's frames.
+ * Guards nest on a thread (a pass inside a pass): the innermost one whose
+ * spans hold the faulting address takes it.
  * A guarded pass must own nothing that the jump would lose (no lock, no
  * allocation of its own: its caller allocates before and frees after). */
 
@@ -310,15 +312,24 @@ static void on_sigbus(int sig, siginfo_t *si, void *context) {
     /* Only async-signal-safe operations: reads of this thread's guard,
      * siglongjmp to a frame still live on this thread, write, sigaction,
      * raise. */
-    read_guard *g = active_guard;
-    if (g && si && si->si_code == BUS_ADRERR) {
+    /* Guards nest (a guarded pass that runs another): the innermost guard
+     * whose spans hold the address takes the fault, so that a fault in an
+     * outer pass's file while an inner pass is armed still reaches the
+     * outer pass (whose jump abandons the inner frames, which own nothing
+     * by the same contract). */
+    if (si && si->si_code == BUS_ADRERR) {
         const uintptr_t a = (uintptr_t)si->si_addr;
-        for (int i = 0; i < g->n_spans; i++) {
-            const uintptr_t b = (uintptr_t)g->spans[i].base;
-            if (a >= b && a - b < g->spans[i].size) {
-                g->hit = i;
-                active_guard = NULL; /* a second fault is not caught again */
-                siglongjmp(g->jump, 1);
+        for (read_guard *g = active_guard; g; g = g->outer) {
+            for (int i = 0; i < g->n_spans; i++) {
+                const uintptr_t b = (uintptr_t)g->spans[i].base;
+                if (a >= b && a - b < g->spans[i].size) {
+                    g->hit = i;
+                    /* The guards outside g stay armed; g and those inside
+                     * it are gone (a second fault in g's pass is not
+                     * caught by g again). */
+                    active_guard = g->outer;
+                    siglongjmp(g->jump, 1);
+                }
             }
         }
     }

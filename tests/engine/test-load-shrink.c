@@ -119,6 +119,85 @@ static void *load_on_thread(void *arg) {
     return NULL;
 }
 
+/* Guards nest: a pass under one guard may run another (a load pass that
+ * reads a second file under its own guard). A fault in the outer guard's
+ * file while the inner one is armed belongs to the outer guard: it must
+ * reach it (the error names the outer file), not end the process as an
+ * unguarded fault, nor be blamed on the inner guard's file. */
+typedef struct nest_case {
+    const char *outer_path, *inner_path;
+    const volatile uint8_t *outer_map, *inner_map;
+    size_t outer_size, inner_size;
+    const char *cut_path; /* which file the inner pass truncates and reads */
+    int inner_rc;         /* what the inner guard returned (when it did) */
+    tn_error inner_err;
+    bool inner_returned;
+} nest_case;
+
+static void nest_inner(void *arg) {
+    nest_case *nc = arg;
+    const bool outer = nc->cut_path == nc->outer_path;
+    if (truncate(nc->cut_path, 4096) != 0)
+        perror("truncate");
+    const volatile uint8_t *p = outer ? nc->outer_map : nc->inner_map;
+    const size_t size = outer ? nc->outer_size : nc->inner_size;
+    uint8_t x = p[size - 1]; /* past the new end: SIGBUS */
+    (void)x;
+}
+
+static void nest_outer(void *arg) {
+    nest_case *nc = arg;
+    const tn_read_span inner = {.base = (const void *)nc->inner_map, .size = nc->inner_size,
+                                .path = nc->inner_path};
+    nc->inner_rc = tn_guarded_read(&inner, 1, "nest-inner", nest_inner, nc, &nc->inner_err);
+    nc->inner_returned = true;
+}
+
+static const volatile uint8_t *map_whole(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    *size = (size_t)file_size(path);
+    void *p = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+    fclose(f); /* the mapping keeps the file */
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void nested_guards(const char *good, const char *dir) {
+    for (int which = 0; which < 2; which++) {
+        char outer_path[512], inner_path[512];
+        snprintf(outer_path, sizeof outer_path, "%s/nest-outer.gguf", dir);
+        snprintf(inner_path, sizeof inner_path, "%s/nest-inner.gguf", dir);
+        CHECK(tn_test_copy_file(good, outer_path) && tn_test_copy_file(good, inner_path));
+        nest_case nc = {.outer_path = outer_path, .inner_path = inner_path};
+        nc.outer_map = map_whole(outer_path, &nc.outer_size);
+        nc.inner_map = map_whole(inner_path, &nc.inner_size);
+        CHECK(nc.outer_map && nc.inner_map && nc.outer_size > 8192);
+        if (!nc.outer_map || !nc.inner_map)
+            return;
+        nc.cut_path = which == 0 ? outer_path : inner_path;
+        const tn_read_span outer = {.base = (const void *)nc.outer_map, .size = nc.outer_size,
+                                    .path = outer_path};
+        tn_error err = {0};
+        int rc = tn_guarded_read(&outer, 1, "nest-outer", nest_outer, &nc, &err);
+        if (which == 0) {
+            /* The outer file: the outer guard's error; the inner call never
+             * returned (its frame was jumped over). */
+            CHECKF(rc == TN_ERR_IO && strstr(err.message, outer_path) && !nc.inner_returned,
+                   "nested, outer file cut: rc %d, inner returned %d: %s", rc,
+                   nc.inner_returned, err.message);
+        } else {
+            /* The inner file: the inner guard's error, the outer pass goes on. */
+            CHECKF(rc == TN_OK && nc.inner_returned && nc.inner_rc == TN_ERR_IO &&
+                       strstr(nc.inner_err.message, inner_path),
+                   "nested, inner file cut: rc %d, inner rc %d: %s", rc, nc.inner_rc,
+                   nc.inner_err.message);
+        }
+        munmap((void *)nc.outer_map, nc.outer_size);
+        munmap((void *)nc.inner_map, nc.inner_size);
+    }
+}
+
 /* Waits for the child pid, checks that a SIGBUS ended it, and puts what it
  * wrote to errfile (its stderr) in text. */
 static void child_ended_by_sigbus(pid_t pid, const char *what, const char *errfile, char *text,
@@ -280,6 +359,11 @@ int main(void) {
         tn_model_free(target);
     }
 
+    tn_test_read_guard_hook(NULL, NULL);
+    nested_guards(good, dir);
+    /* The guards are all disarmed again: a guarded load still works. */
+    tn_test_read_guard_hook(cut_hook, NULL);
+    shrink_in(good, victim, "finite", NULL, false);
     tn_test_read_guard_hook(NULL, NULL);
     unguarded_still_ends(good, dir);
     sent_sigbus_is_quiet(dir);
