@@ -1,4 +1,5 @@
-/* GGUF reader (mmap, validated, zero-copy) and writer (spec layout, atomic).
+/* GGUF reader (mmap, validated; tensor data read in place, the head copied)
+ * and writer (spec layout, atomic).
  *
  * The reader treats the file as hostile: every count, length, dimension and
  * offset is checked against the bytes that remain before anything is
@@ -50,6 +51,13 @@ struct tn_gguf {
     tn_gguf **parts;
     int32_t n_parts;
     uint64_t total_size;
+    /* A mapped file's head (header, metadata, tensor infos: meta_bytes),
+     * copied: every key, string, array and tensor name points in here, not
+     * into the mapping, so that no read of the metadata after the open can
+     * meet a file cut short under its mapping (a SIGBUS). NULL for an
+     * in-memory GGUF. */
+    uint8_t *meta;
+    uint64_t meta_bytes;
 };
 
 /* ------------------------------------------------------------ small helpers */
@@ -323,6 +331,7 @@ void tn_gguf_close(tn_gguf *g) {
         tn_gguf_close(g->parts[i]);
     free(g->parts);
     gguf_free_parsed(g);
+    free(g->meta);
     if (g->mapped && g->base)
         munmap((void *)g->base, g->size);
     free(g->path);
@@ -426,8 +435,10 @@ static int parse(tn_gguf *g, tn_error *err) {
                 return tn_fail(err, TN_ERR_FORMAT, "%s: metadata key '%s' appears twice",
                                g->path, printable(kv->key, kbuf, sizeof kbuf));
         g->key_index[slot] = i + 1;
+        /* Counted before the value is read, so that a partial value is
+         * freed: also when a SIGBUS ends the parse inside it (open_file). */
+        g->n_kv = (int64_t)i + 1;
         rc = rd_value(&c, (tn_gguf_type)type, &kv->value, 0);
-        g->n_kv = (int64_t)i + 1; /* so that a partial value is freed */
         if (rc)
             return rc;
     }
@@ -503,6 +514,7 @@ static int parse(tn_gguf *g, tn_error *err) {
                            g->path, tname, (unsigned long long)t->offset,
                            (unsigned long long)g->alignment);
     }
+    g->meta_bytes = c.pos;
     /* the data section starts at the next multiple of the alignment */
     uint64_t pad = (g->alignment - c.pos % g->alignment) % g->alignment;
     if (!tn_add_u64(c.pos, pad, &g->data_offset))
@@ -560,6 +572,58 @@ int tn_gguf_open_memory(const void *data, size_t size, const char *name, tn_gguf
     return TN_OK;
 }
 
+typedef struct parse_pass {
+    tn_gguf *g;
+    tn_error *err;
+    int rc;
+} parse_pass;
+
+/* The parse of a mapped file, then the copy of its head (g->meta). */
+static void parse_run(void *arg) {
+    parse_pass *pp = arg;
+    tn_gguf *g = pp->g;
+    pp->rc = parse(g, pp->err);
+    if (pp->rc != TN_OK)
+        return;
+    g->meta = malloc(g->meta_bytes ? (size_t)g->meta_bytes : 1);
+    if (!g->meta) {
+        pp->rc = tn_fail(pp->err, TN_ERR_NOMEM, "%s: out of memory", g->path);
+        return;
+    }
+    memcpy(g->meta, g->base, (size_t)g->meta_bytes);
+}
+
+/* p, when it points into the head [from, from + n] (a string of length 0
+ * may point at its end), at the same offset in to. */
+static const void *moved(const void *p, const uint8_t *from, uint64_t n, const uint8_t *to) {
+    const uintptr_t a = (uintptr_t)p, b = (uintptr_t)from;
+    return p && a >= b && a - b <= n ? to + (a - b) : p;
+}
+
+static void value_move(tn_gguf_value *v, const uint8_t *from, uint64_t n, const uint8_t *to) {
+    if (v->type == TN_GGUF_STRING) {
+        v->v.str.ptr = moved(v->v.str.ptr, from, n, to);
+    } else if (v->type == TN_GGUF_ARRAY) {
+        v->v.arr.data = moved(v->v.arr.data, from, n, to);
+        tn_gguf_value *items = (tn_gguf_value *)v->v.arr.items;
+        for (uint64_t i = 0; items && i < v->v.arr.n; i++)
+            value_move(&items[i], from, n, to);
+    }
+}
+
+/* Points every key, string, array and tensor name of g into g->meta, the
+ * copy of the head they were read from. Tensor data stays in the mapping. */
+static void head_move(tn_gguf *g) {
+    const uint8_t *from = g->base, *to = g->meta;
+    const uint64_t n = g->meta_bytes;
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        g->kvs[i].key.ptr = moved(g->kvs[i].key.ptr, from, n, to);
+        value_move(&g->kvs[i].value, from, n, to);
+    }
+    for (int64_t i = 0; i < g->n_tensors; i++)
+        g->tensors[i].name.ptr = moved(g->tensors[i].name.ptr, from, n, to);
+}
+
 static int open_file(const char *path, tn_gguf **out, tn_error *err) {
     /* A FIFO, a device, a socket or a directory is refused by name before
      * it is opened, and by descriptor after (engine/file-read.c). */
@@ -611,7 +675,16 @@ static int open_file(const char *path, tn_gguf **out, tn_error *err) {
     g->base = map;
     g->size = size;
     g->mapped = true;
-    rc = parse(g, err);
+    /* The parse and the copy of the head read the mapping: a file cut short
+     * meanwhile (a download or a copy over it) is a load error, not a
+     * SIGBUS. What they allocate is g's at once, freed by tn_gguf_close. */
+    const tn_read_span span = {.base = map, .size = (size_t)size, .path = g->path};
+    parse_pass pp = {.g = g, .err = err, .rc = TN_OK};
+    rc = tn_guarded_read(&span, 1, "gguf-parse", parse_run, &pp, err);
+    if (rc == TN_OK)
+        rc = pp.rc;
+    if (rc == TN_OK)
+        head_move(g);
     if (rc) {
         tn_gguf_close(g);
         return rc;
@@ -781,6 +854,19 @@ tn_read_span *tn_gguf_read_spans(const tn_gguf *g, int *n) {
     }
     return s;
 }
+int tn_gguf_guarded_read(const tn_gguf *g, const char *pass, void (*fn)(void *arg), void *arg,
+                         tn_error *err) {
+    int n = 0;
+    tn_read_span *spans = tn_gguf_read_spans(g, &n);
+    int rc = TN_OK;
+    if (spans && n > 0)
+        rc = tn_guarded_read(spans, n, pass, fn, arg, err);
+    else
+        fn(arg); /* in memory (cannot shrink), or no memory for the list */
+    free(spans);
+    return rc;
+}
+
 int64_t tn_gguf_n_kv(const tn_gguf *g) { return g->n_kv; }
 
 tn_str tn_gguf_kv_key(const tn_gguf *g, int64_t i) {

@@ -906,8 +906,23 @@ static void move_to_map(tn_weight *const *ws, int n, const plan *p, const uint8_
     point_aliases(ws, n, p);
 }
 
+typedef struct compare_pass {
+    const uint8_t *theirs;
+    const void *ours;
+    size_t n;
+    bool differ;
+} compare_pass;
+
+static void compare_pass_run(void *arg) {
+    compare_pass *cp = arg;
+    cp->differ = memcmp(cp->theirs, cp->ours, cp->n) != 0;
+}
+
 /* Someone else's valid file at r->path with exactly these payload bytes,
- * mapped; NULL when there is none (or it differs: then it is replaced). */
+ * mapped; NULL when there is none (or it differs: then it is replaced).
+ * Their file is read under tn_guarded_read: one cut short under the
+ * comparison (being rewritten) is not these bytes either, and ours, whole,
+ * replaces it; no SIGBUS. */
 static uint8_t *map_theirs(const plan *p, const void *storage, tn_repack_cache_result *r,
                            uint64_t *size) {
     int fd = -1;
@@ -916,7 +931,14 @@ static uint8_t *map_theirs(const plan *p, const void *storage, tn_repack_cache_r
         return NULL;
     uint8_t *m = map_file(fd, *size, p->payload_off);
     close(fd);
-    if (m && memcmp(m + p->payload_off, storage, (size_t)p->payload) != 0) {
+    if (!m)
+        return NULL;
+    const tn_read_span theirs = {.base = m, .size = (size_t)*size, .path = r->path};
+    compare_pass cp = {.theirs = m + p->payload_off, .ours = storage, .n = (size_t)p->payload,
+                       .differ = true};
+    if (tn_guarded_read(&theirs, 1, "cache-theirs", compare_pass_run, &cp, &scratch.fault) !=
+            TN_OK ||
+        cp.differ) {
         munmap(m, (size_t)*size);
         m = NULL;
     }
@@ -1203,18 +1225,42 @@ static void say_small_pages(tn_repack_cache_result *r, const char *dir, const ch
  * slower than X16: on another file system the load left them out of the
  * file before writing it). A file nothing reads from is unmapped. say: the
  * verdict is this load's (a note). */
-static void small_pages(tn_weight *const *ws, int n_use, const plan *p, const char *dir,
-                        tn_repack_cache_result *r, bool dense_out, bool say) {
+typedef struct copy_pass {
+    void *dst;
+    const void *src;
+    size_t n;
+} copy_pass;
+
+static void copy_pass_run(void *arg) {
+    const copy_pass *cp = arg;
+    memcpy(cp->dst, cp->src, cp->n);
+}
+
+/* The copy reads the cache file (another process's, on a hit) under
+ * tn_guarded_read: a file cut short under it fails the load (TN_ERR_IO,
+ * r->fault), with the copy freed and the file unmapped, since the weights
+ * point into what is gone. TN_OK otherwise. */
+static int small_pages(tn_weight *const *ws, int n_use, const plan *p, const char *dir,
+                       tn_repack_cache_result *r, bool dense_out, bool say) {
     const uint8_t *payload = (const uint8_t *)r->map + p->payload_off;
     const uint64_t dense = plan_dense_bytes(p);
     const bool experts_mapped = n_use > p->file_only;
     void *buf = NULL;
     if (!dense_out || dense == 0)
-        return;
+        return TN_OK;
     buf = tn_weights_storage_alloc((size_t)dense);
     if (!buf)
-        return; /* no memory for the copy: the mapping serves */
-    memcpy(buf, payload, (size_t)dense);
+        return TN_OK; /* no memory for the copy: the mapping serves */
+    const tn_read_span cache = {.base = r->map, .size = r->map_bytes, .path = r->path};
+    copy_pass cp = {.dst = buf, .src = payload, .n = (size_t)dense};
+    if (tn_guarded_read(&cache, 1, "cache-copy", copy_pass_run, &cp, &r->fault) != TN_OK) {
+        free(buf);
+        tn_repack_cache_unmap(r->map, r->map_bytes);
+        r->map = NULL;
+        r->map_bytes = 0;
+        r->in_file = false;
+        return TN_ERR_IO;
+    }
     for (int i = 0; i < p->n && p->e[i].w < p->file_only; i++)
         ws[p->e[i].w]->data = (const uint8_t *)buf + p->e[i].off;
     point_aliases(ws, n_use, p);
@@ -1235,6 +1281,7 @@ static void small_pages(tn_weight *const *ws, int n_use, const plan *p, const ch
                                          "memory, the experts stay in the cache file (the model "
                                          "file's pages are as small)"
                                        : "the weights are kept in this process's memory");
+    return TN_OK;
 }
 
 int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const tn_gguf *g,
@@ -1367,7 +1414,7 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
 mapped:
     if (rc == TN_OK && pages == TN_REPACK_PAGES_4K && p.payload_off % HUGE_2M == 0 &&
         (res->outcome == TN_REPACK_CACHE_HIT || res->outcome == TN_REPACK_CACHE_WRITTEN))
-        small_pages(ws, n_use, &p, dir, res, dense_out, fresh);
+        rc = small_pages(ws, n_use, &p, dir, res, dense_out, fresh);
 out:
     plan_free(&p);
     free(own_dir);

@@ -51,6 +51,11 @@ void tn_test_read_guard_hook(void (*hook)(const char *pass, void *user), void *u
  * tn_guarded_read: *n of them, malloc'd (NULL, *n 0, without memory). */
 tn_read_span *tn_gguf_read_spans(const tn_gguf *g, int *n);
 
+/* tn_guarded_read over g's mappings (none for an in-memory GGUF, or without
+ * memory for their list: fn then runs unguarded). */
+int tn_gguf_guarded_read(const tn_gguf *g, const char *pass, void (*fn)(void *arg), void *arg,
+                         tn_error *err);
+
 /* A message without arguments that the engine hands out as static text (the
  * chat-template warnings): the English text is the msgid, extracted by
  * xgettext's --keyword=TN_N_ (po/meson.build) like tn_fail's formats; the

@@ -18,11 +18,14 @@ int tn_vision_attend(tn_cpu *cpu, const float *q, const float *k, const float *v
  * error only when required. A matrix: `rows` output features of a type with
  * a matrix kernel, all dimensions but the last forming the reduction (the
  * 4-D patch kernel [patch, patch, 3, E] included); *w points into the
- * file's mapping. */
+ * file's mapping. The vector's read of the mapping is guarded
+ * (tn_guarded_read, pass "vision"): a file cut short meanwhile is TN_ERR_IO. */
 int tn_vision_load_vec(const tn_gguf *g, bool gemma4, const char *name, int64_t n,
                        bool required, float **out, tn_error *err);
 int tn_vision_load_mat(const tn_gguf *g, bool gemma4, const char *name, int64_t rows,
                        int64_t cols, tn_weight *w, tn_error *err);
+/* n bytes of g's mapping at src into dst under the same guard. */
+int tn_vision_read_copy(const tn_gguf *g, void *dst, const void *src, size_t n, tn_error *err);
 
 /* The Gemma 4 vision projector (llama.cpp projector type "gemma4v"). */
 typedef struct tn_vision_g4 tn_vision_g4;

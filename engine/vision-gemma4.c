@@ -94,7 +94,9 @@ static int load_bound(tn_vision_g4 *v, const char *base, const char *suffix, flo
     if (t->type != TN_TYPE_F32 || t->nbytes != sizeof(float))
         return tn_fail(err, TN_ERR_FORMAT, "%s: '%s' must be one F32 value", gpath(v), name);
     float x;
-    memcpy(&x, t->data, sizeof x);
+    int rc = tn_vision_read_copy(v->g, &x, t->data, sizeof x, err);
+    if (rc != TN_OK)
+        return rc;
     if (isnan(x))
         return tn_fail(err, TN_ERR_FORMAT, "%s: '%s' is NaN", gpath(v), name);
     *out = x;

@@ -51,6 +51,34 @@ static int missing_tensor(const tn_gguf *g, bool gemma4, const char *name, tn_er
                    "vision projector)", tn_gguf_path(g), name);
 }
 
+typedef struct copy_read {
+    void *dst;
+    const void *src;
+    size_t n;
+} copy_read;
+
+static void copy_read_run(void *arg) {
+    const copy_read *cr = arg;
+    memcpy(cr->dst, cr->src, cr->n);
+}
+
+typedef struct vec_read {
+    const tn_gguf_tensor *t;
+    float *out;
+    int64_t n;
+    int rc;
+} vec_read;
+
+static void vec_read_run(void *arg) {
+    vec_read *vr = arg;
+    vr->rc = tn_dequantize_row(vr->t->type, vr->t->data, vr->out, vr->n);
+}
+
+int tn_vision_read_copy(const tn_gguf *g, void *dst, const void *src, size_t n, tn_error *err) {
+    copy_read cr = {.dst = dst, .src = src, .n = n};
+    return tn_gguf_guarded_read(g, "vision", copy_read_run, &cr, err);
+}
+
 int tn_vision_load_vec(const tn_gguf *g, bool gemma4, const char *name, int64_t n,
                        bool required, float **out, tn_error *err) {
     *out = NULL;
@@ -67,7 +95,15 @@ int tn_vision_load_vec(const tn_gguf *g, bool gemma4, const char *name, int64_t 
     float *buf = malloc((size_t)n * sizeof *buf);
     if (!buf)
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", tn_gguf_path(g));
-    if (tn_dequantize_row(t->type, t->data, buf, n) != TN_OK) {
+    /* The one read of the vector from the mapping: guarded, so that a
+     * projector file cut short meanwhile is a load error, not a SIGBUS. */
+    vec_read vr = {.t = t, .out = buf, .n = n};
+    int rc = tn_gguf_guarded_read(g, "vision", vec_read_run, &vr, err);
+    if (rc != TN_OK) {
+        free(buf);
+        return rc;
+    }
+    if (vr.rc != TN_OK) {
         free(buf);
         return tn_fail(err, TN_ERR_UNSUPPORTED, "%s: tensor '%s' has a type Tern cannot read",
                        tn_gguf_path(g), name);

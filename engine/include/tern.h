@@ -197,7 +197,10 @@ typedef struct tn_gguf_tensor {
 typedef struct tn_gguf tn_gguf;
 
 /* Maps and validates a file. Every count, length, dimension and offset is
- * checked against the file size; nothing is copied. A model split by
+ * checked against the file size. The head (header, metadata, tensor infos)
+ * is copied into memory, so that its keys and strings stay readable if the
+ * file is cut short later (a file that shrinks during the open is
+ * TN_ERR_IO); tensor data is read in place. A model split by
  * llama.cpp's gguf-split (split.count > 1) is opened through its first part,
  * NAME-00001-of-0000N.gguf: the other parts are mapped from beside it and
  * their tensors read as the first part's; the metadata is the first

@@ -48,6 +48,7 @@ static struct {
     off_t size;
     int fired;
     bool to_head; /* cut to the first page, not to half the file */
+    bool to_zero; /* cut to nothing (the head too) */
 } cut;
 
 static void cut_hook(const char *pass, void *user) {
@@ -87,7 +88,7 @@ static void shrink_in(const char *good, const char *victim, const char *pass, co
     cut.path = victim;
     /* Half, on a page boundary: the head (metadata, the first tensors)
      * stays readable, the tail faults. */
-    cut.size = cut.to_head ? 4096 : file_size(victim) / 2 / 4096 * 4096;
+    cut.size = cut.to_zero ? 0 : cut.to_head ? 4096 : file_size(victim) / 2 / 4096 * 4096;
     cut.fired = 0;
     tn_model *m = NULL;
     tn_error err = {0};
@@ -196,6 +197,151 @@ static void nested_guards(const char *good, const char *dir) {
         munmap((void *)nc.outer_map, nc.outer_size);
         munmap((void *)nc.inner_map, nc.inner_size);
     }
+}
+
+/* Once a file is open its head (metadata, tensor infos) is read from a
+ * copy: a file cut to nothing afterwards still shows every key, string and
+ * tensor name, and the tokenizer (which reads the vocabulary's arrays)
+ * still loads. They were read from the mapping: a SIGBUS. */
+static void head_after_open(const char *good, const char *dir) {
+    char victim[512];
+    snprintf(victim, sizeof victim, "%s/head.gguf", dir);
+    CHECK(tn_test_copy_file(good, victim));
+    tn_gguf *g = NULL;
+    tn_error err = {0};
+    CHECKF(tn_gguf_open(victim, &g, &err) == TN_OK, "%s", err.message);
+    if (!g)
+        return;
+    CHECK(truncate(victim, 0) == 0);
+    uint64_t bytes = 0, sum = 0;
+    for (int64_t i = 0; i < tn_gguf_n_kv(g); i++) {
+        const tn_str k = tn_gguf_kv_key(g, i);
+        for (uint64_t j = 0; j < k.len; j++)
+            sum += (uint8_t)k.ptr[j];
+        bytes += k.len;
+        const tn_gguf_value *v = tn_gguf_kv_value(g, i);
+        if (v->type == TN_GGUF_STRING)
+            for (uint64_t j = 0; j < v->v.str.len; j++, bytes++)
+                sum += (uint8_t)v->v.str.ptr[j];
+        if (v->type == TN_GGUF_ARRAY && v->v.arr.type == TN_GGUF_STRING)
+            for (uint64_t a = 0; a < v->v.arr.n; a++)
+                for (uint64_t j = 0; j < v->v.arr.items[a].v.str.len; j++, bytes++)
+                    sum += (uint8_t)v->v.arr.items[a].v.str.ptr[j];
+        if (v->type == TN_GGUF_ARRAY && v->v.arr.data && v->v.arr.type != TN_GGUF_STRING &&
+            v->v.arr.type != TN_GGUF_ARRAY)
+            for (uint64_t j = 0; j < v->v.arr.n * tn_gguf_type_size(v->v.arr.type); j++, bytes++)
+                sum += v->v.arr.data[j];
+    }
+    for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
+        const tn_str n = tn_gguf_tensor_at(g, i)->name;
+        for (uint64_t j = 0; j < n.len; j++, bytes++)
+            sum += (uint8_t)n.ptr[j];
+    }
+    CHECKF(bytes > 4096 && sum > 0, "the head: %llu bytes read", (unsigned long long)bytes);
+    tn_tokenizer *tok = NULL;
+    CHECKF(tn_tokenizer_load(g, &tok, &err) == TN_OK && tn_tokenizer_n_vocab(tok) > 256,
+           "the tokenizer after the cut: %s", err.message);
+    tn_tokenizer_free(tok);
+    tn_gguf_close(g);
+}
+
+/* A vision projector (mmproj) cut short while its vectors are read. */
+static void vision_shrink(const char *dir) {
+    char good[512], victim[512];
+    snprintf(good, sizeof good, "%s/mmproj-good.gguf", dir);
+    snprintf(victim, sizeof victim, "%s/mmproj-victim.gguf", dir);
+    for (int which = 0; which < 2; which++) {
+        tn_error err = {0};
+        tn_mkmodel_vision_params mp = tn_mkmodel_vision_default_params();
+        mp.projector = which ? "gemma4v" : "gemma3";
+        CHECKF(tn_mkmodel_vision(&mp, good, &err) == TN_OK, "%s", err.message);
+        CHECK(tn_test_copy_file(good, victim));
+        const int fds = count_entries("/proc/self/fd", false);
+        cut.pass = "vision";
+        cut.path = victim;
+        cut.size = 0;
+        cut.fired = 0;
+        tn_vision *v = NULL;
+        int rc = tn_vision_load(victim, &v, &err);
+        cut.pass = NULL;
+        CHECKF(cut.fired, "vision %s: the pass never ran", mp.projector);
+        CHECKF(rc == TN_ERR_IO && !v && strstr(err.message, "shrank while it was being read") &&
+                   strstr(err.message, victim),
+               "vision %s: gave %d: %s", mp.projector, rc, err.message);
+        tn_vision_free(v);
+        CHECKF(count_entries("/proc/self/fd", false) == fds, "vision: descriptors %d -> %d", fds,
+               count_entries("/proc/self/fd", false));
+        v = NULL;
+        CHECKF(tn_vision_load(good, &v, &err) == TN_OK, "vision %s: the good file: %s",
+               mp.projector, err.message);
+        tn_vision_free(v);
+    }
+}
+
+/* Another process's cache file, found when ours is written (it finished
+ * first), cut short while the load compares it with ours: ours is used
+ * (no SIGBUS, no error: the model file is whole). The hook puts a copy of
+ * a valid cache file in place during our write, and cuts it in the
+ * comparison. */
+static struct {
+    char saved[600], place[600];
+    int stage;
+} theirs;
+
+static void theirs_hook(const char *pass, void *user) {
+    (void)user;
+    if (theirs.stage == 0 && !strcmp(pass, "cache-write")) {
+        theirs.stage = 1;
+        if (!tn_test_copy_file(theirs.saved, theirs.place))
+            perror("copy");
+    } else if (theirs.stage == 1 && !strcmp(pass, "cache-theirs")) {
+        theirs.stage = 2;
+        if (truncate(theirs.place, 4096) != 0)
+            perror("truncate");
+    }
+}
+
+/* The one cache file in dir (its path into out), or false. */
+static bool only_cache_file(const char *dir, char *out, size_t cap) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const size_t l = strlen(e->d_name);
+        if (l > 4 && !strcmp(e->d_name + l - 4, ".x16") && e->d_name[0] != '.') {
+            snprintf(out, cap, "%s/%s", dir, e->d_name);
+            n++;
+        }
+    }
+    closedir(d);
+    return n == 1;
+}
+
+static void theirs_shrink(const char *good, const char *dir) {
+    char victim[512], cache[512];
+    snprintf(victim, sizeof victim, "%s/theirs.gguf", dir);
+    snprintf(cache, sizeof cache, "%s/cache-theirs", dir);
+    CHECK(tn_test_copy_file(good, victim));
+    setenv("TERN_REPACK_CACHE", cache, 1);
+    tn_model *m = NULL;
+    tn_error err = {0};
+    CHECKF(tn_model_load(victim, tn_model_default_params(), &m, &err) == TN_OK, "%s",
+           err.message);
+    tn_model_free(m);
+    m = NULL;
+    CHECK(only_cache_file(cache, theirs.place, sizeof theirs.place));
+    snprintf(theirs.saved, sizeof theirs.saved, "%s/theirs.saved", dir);
+    CHECK(rename(theirs.place, theirs.saved) == 0);
+    theirs.stage = 0;
+    tn_test_read_guard_hook(theirs_hook, NULL);
+    int rc = tn_model_load(victim, tn_model_default_params(), &m, &err);
+    tn_test_read_guard_hook(NULL, NULL);
+    CHECKF(theirs.stage == 2, "theirs: stage %d (the comparison never ran?)", theirs.stage);
+    CHECKF(rc == TN_OK && m, "theirs: gave %d: %s", rc, err.message);
+    tn_model_free(m);
+    setenv("TERN_REPACK_CACHE", "off", 1);
 }
 
 /* Waits for the child pid, checks that a SIGBUS ended it, and puts what it
@@ -359,7 +505,17 @@ int main(void) {
         tn_model_free(target);
     }
 
+    /* The GGUF parse (header, metadata, tensor infos) and the copy of the
+     * head: cut to nothing, so that its first read faults. */
+    setenv("TERN_REPACK_CACHE", "off", 1);
+    cut.to_zero = true;
+    shrink_in(good, victim, "gguf-parse", NULL, false);
+    cut.to_zero = false;
+    vision_shrink(dir);
+
     tn_test_read_guard_hook(NULL, NULL);
+    head_after_open(good, dir);
+    theirs_shrink(good, dir);
     nested_guards(good, dir);
     /* The guards are all disarmed again: a guarded load still works. */
     tn_test_read_guard_hook(cut_hook, NULL);
