@@ -58,6 +58,8 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, int 
         s->storage = r.storage;
         s->map = r.map;
         s->map_bytes = r.map_bytes;
+        be->weights_map = r.in_file ? r.map : NULL;
+        be->weights_map_bytes = r.in_file ? r.map_bytes : 0;
         got = r.bytes;
         if (rc == TN_OK && r.outcome == TN_REPACK_CACHE_PRIVATE && r.why[0])
             fprintf(stderr, "tern: repack cache: %s; the weights are repacked in this "

@@ -271,18 +271,21 @@ const char *tn_status_name(int status) {
  * makes the next read of a page past its new end a SIGBUS. One handler,
  * installed once, serves two cases:
  *
- * - a load-time pass over a mapping (the NaN/Inf scan, the repack, the
- *   repack cache's checks) runs under tn_guarded_read: a fault at an address
- *   inside the mappings the pass named, on the thread that armed it, jumps
- *   back out of the pass, which then returns an ordinary load error;
- * - any other SIGBUS (a decode step's read, another thread, another
- *   mapping, a hardware error): tn_sigbus_say's message, then whatever
- *   handled SIGBUS before this one (the default: the process ends).
+ * - a load-time pass over a mapping (the parse, the NaN/Inf scan, the
+ *   repack, the repack cache's checks) runs under tn_guarded_read, and a
+ *   decode step and each slot of its pool tasks under tn_guarded_task
+ *   (engine/forward.c): a fault at an address inside the mappings the guard
+ *   named, on the thread that armed it, jumps back out of the pass (the
+ *   slot), which then returns an ordinary error;
+ * - any other SIGBUS (a thread without a guard, another mapping, a
+ *   hardware error): tn_sigbus_say's message, then whatever handled SIGBUS
+ *   before this one (the default: the process ends).
  *
  * The guard is thread-local, so a fault is only ever caught on the thread
  * whose pass it interrupts: the jump never crosses another thread's frames.
- * Guards nest on a thread (a pass inside a pass): the innermost one whose
- * spans hold the faulting address takes it.
+ * Guards nest on a thread (a pass inside a pass, a decode step's guard
+ * around its pool tasks' guards): the innermost one whose spans hold the
+ * faulting address takes it.
  * A guarded pass must own nothing that the jump would lose (no lock, no
  * allocation of its own: its caller allocates before and frees after). */
 
@@ -416,8 +419,37 @@ int tn_guarded_read(const tn_read_span *spans, int n_spans, const char *pass,
     sigaddset(&bus, SIGBUS);
     pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
     const int i = g.hit >= 0 && g.hit < g.n_spans ? (int)g.hit : 0;
-    return tn_fail(g.err, TN_ERR_IO,
+    return tn_fail_shrank(g.err, g.n_spans > 0 ? g.spans[i].path : NULL);
+}
+
+int tn_fail_shrank(tn_error *err, const char *path) {
+    return tn_fail(err, TN_ERR_IO,
                    "'%s' shrank while it was being read (it is being rewritten?): load it again "
                    "when it is complete",
-                   g.n_spans > 0 && g.spans[i].path ? g.spans[i].path : "?");
+                   path ? path : "?");
 }
+
+int tn_guarded_task(const tn_read_span *spans, int n_spans, void (*fn)(void *, int, int),
+                    void *ctx, int ith, int nth) {
+    /* tn_guarded_read without the hook and the message: this runs around
+     * every slot of every pool task of a decode step, so it costs one
+     * sigsetjmp that saves no signal mask (no system call) and two writes
+     * of this thread's guard pointer. */
+    read_guard g = {.spans = spans, .n_spans = n_spans, .hit = -1, .outer = active_guard};
+    if (sigsetjmp(g.jump, 0) == 0) {
+        active_guard = &g;
+        atomic_signal_fence(memory_order_seq_cst);
+        fn(ctx, ith, nth);
+        atomic_signal_fence(memory_order_seq_cst);
+        active_guard = g.outer;
+        return -1;
+    }
+    active_guard = g.outer;
+    sigset_t bus;
+    sigemptyset(&bus);
+    sigaddset(&bus, SIGBUS);
+    pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
+    return g.hit >= 0 && g.hit < g.n_spans ? (int)g.hit : 0;
+}
+
+void tn_read_guard_install(void) { pthread_once(&sigbus_once, sigbus_install); }

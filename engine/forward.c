@@ -258,6 +258,7 @@ int tn_ctx_new(const tn_model *model, int32_t n_ctx, int32_t n_threads, tn_ctx *
     ctx->kv_rows = (int32_t)kv_rows;
     atomic_init(&ctx->cancel, false);
     tn_decode_tune_init(&ctx->decode_tune);
+    tn_read_guard_install(); /* the steps' guards need the handler */
     ctx->cpu = tn_backend_pool_new(&model->backend, n_threads);
     if (!ctx->cpu) {
         tn_ctx_free(ctx);
@@ -1235,12 +1236,101 @@ static int decode_rows_run(tn_ctx *ctx, const int32_t *tokens, const float *embd
     return TN_OK;
 }
 
-/* decode_rows_run with this context's decode prefetch (decode-tune.c). */
+/* ------------------------------------------ a model file cut short under a step
+ *
+ * The weights are read from the mapped model file (and the repack cache's
+ * file) by the kernels, on the calling thread and on the pool's workers. A
+ * file truncated or rewritten in place under a generating session makes
+ * such a read a SIGBUS, which would end the process. Instead every slot of
+ * every pool task runs under tn_guarded_task on whichever thread claims it
+ * (tn_cpu_set_task_wrap): a fault ends that slot, is recorded in the
+ * step's flag, and the slot counts as done, so the barrier completes as
+ * ever and no thread is left waiting. The serial reads between the
+ * parallel regions (an embedding row, Gemma 4's per-layer row) are covered
+ * by one guard around the whole step on the calling thread, the outer
+ * guard of the caller's own slots. The step then returns TN_ERR_IO, and
+ * the model remembers it: its weights are gone, so every later step of any
+ * of its contexts fails at once with the same error. A slot cut short and
+ * a step abandoned own nothing that is lost: the scratch they write is
+ * the context's, allocated before; no kernel takes a lock. Cost: one
+ * sigsetjmp without the signal mask (no system call) per slot and per
+ * step. */
+typedef struct step_guard {
+    const tn_read_span *spans;
+    int n_spans;
+    atomic_int hit; /* the first span a slot faulted in, or -1 */
+} step_guard;
+
+static void guarded_slot(void *arg, tn_task_fn fn, void *ctx, int ith, int nth) {
+    step_guard *sg = arg;
+    const int hit = tn_guarded_task(sg->spans, sg->n_spans, fn, ctx, ith, nth);
+    if (hit >= 0) {
+        int none = -1;
+        atomic_compare_exchange_strong(&sg->hit, &none, hit);
+    }
+}
+
+typedef struct step_call {
+    tn_ctx *ctx;
+    const int32_t *tokens;
+    const float *embd;
+    int32_t n;
+    bool bidir;
+    tn_logits_mode mode;
+    float *logits;
+    tn_error *err;
+    int rc;
+} step_call;
+
+static void step_run(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    step_call *c = arg;
+    c->rc = decode_rows_run(c->ctx, c->tokens, c->embd, c->n, c->bidir, c->mode, c->logits,
+                            c->err);
+}
+
+static int decode_rows_guarded(tn_ctx *ctx, const int32_t *tokens, const float *embd, int32_t n,
+                               bool bidir, tn_logits_mode mode, float *logits, tn_error *err) {
+    /* The model is the context's owner's, shared read-only but for this
+     * flag (allocated writable: the cast is sound). */
+    tn_model *m = (tn_model *)ctx->model;
+    const int broken = atomic_load(&m->read_fault);
+    if (broken > 0 && broken <= m->n_read_spans)
+        return tn_fail_shrank(err, m->read_spans[broken - 1].path);
+    step_call c = {.ctx = ctx, .tokens = tokens, .embd = embd, .n = n, .bidir = bidir,
+                   .mode = mode, .logits = logits, .err = err, .rc = TN_OK};
+    if (m->n_read_spans == 0) { /* an in-memory model cannot shrink */
+        step_run(&c, 0, 1);
+        return c.rc;
+    }
+    const int32_t kv_len = ctx->kv_len;
+    step_guard sg = {.spans = m->read_spans, .n_spans = m->n_read_spans};
+    atomic_init(&sg.hit, -1);
+    tn_cpu_set_task_wrap(ctx->cpu, guarded_slot, &sg);
+    int hit = tn_guarded_task(m->read_spans, m->n_read_spans, step_run, &c, 0, 1);
+    tn_cpu_set_task_wrap(ctx->cpu, NULL, NULL);
+    if (hit < 0)
+        hit = atomic_load(&sg.hit);
+    if (hit < 0)
+        return c.rc;
+    /* A slot that faulted does not stop the step, which may have run to
+     * its end: none of its rows count (as for any failed step: the caller,
+     * a session, keeps its mirror of the KV by the rows that succeeded). */
+    ctx->kv_len = kv_len;
+    ctx->cap_rows = 0;
+    int none = 0;
+    atomic_compare_exchange_strong(&m->read_fault, &none, hit + 1);
+    return tn_fail_shrank(err, m->read_spans[hit].path);
+}
+
+/* decode_rows_run with this context's decode prefetch (decode-tune.c),
+ * guarded against a model file cut short. */
 static int decode_rows(tn_ctx *ctx, const int32_t *tokens, const float *embd, int32_t n,
                        bool bidir, tn_logits_mode mode, float *logits, tn_error *err) {
     /* only token decodes are samples: an image span is another kind of step */
     const double t0 = tn_decode_tune_begin(&ctx->decode_tune, tokens ? n : 0);
-    const int rc = decode_rows_run(ctx, tokens, embd, n, bidir, mode, logits, err);
+    const int rc = decode_rows_guarded(ctx, tokens, embd, n, bidir, mode, logits, err);
     tn_decode_tune_end(&ctx->decode_tune, t0, rc == TN_OK);
     return rc;
 }

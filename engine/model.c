@@ -1480,6 +1480,19 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
         return rc;
     }
     rc = prepare(m, err);
+    if (rc == TN_OK && m->backend.weights_map && m->backend.repack_cache[0]) {
+        /* The steps read the weights where prepare left them: the repack
+         * cache's file joins the spans their guard covers (forward.c). */
+        tn_read_span *s = realloc(m->read_spans, ((size_t)m->n_read_spans + 1) * sizeof *s);
+        if (!s) {
+            rc = tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
+        } else {
+            s[m->n_read_spans++] = (tn_read_span){.base = m->backend.weights_map,
+                                                  .size = m->backend.weights_map_bytes,
+                                                  .path = m->backend.repack_cache};
+            m->read_spans = s;
+        }
+    }
     if (rc != TN_OK) {
         tn_model_free(m);
         return rc;

@@ -107,6 +107,11 @@ struct tn_backend {
     char repack_source[12];    /* tn_model_repack_source's answer */
     char repack_cache[512];    /* tn_model_repack_cache_path's */
     bool repack_cache_hit;     /* a cache file made by an earlier load was mapped */
+    /* The repack cache's file the weights are read from (repack_cache
+     * names it), mapped: the decode steps' reads of it are guarded as the
+     * model file's are (forward.c). NULL: none. */
+    const void *weights_map;
+    size_t weights_map_bytes;
     char arith[64];            /* arith_name's (and model.c's "/mx16", "/exp16") */
     /* When the requested backend (or the first one "auto" tried) refused
      * to open: its name and its reason, kept whole so that a caller can

@@ -43,6 +43,19 @@ typedef struct tn_read_span {
 int tn_guarded_read(const tn_read_span *spans, int n_spans, const char *pass,
                     void (*fn)(void *arg), void *arg, tn_error *err);
 
+/* fn(ctx, ith, nth), one slot of a pool task, under the same guard (no
+ * test hook, no message): the index of the span a SIGBUS on this thread
+ * cut it short in, or -1 when it ran to its end. For a decode step's
+ * tasks (engine/forward.c), on every thread that runs them; fn must be
+ * able to stop at any read of the mapping, as for tn_guarded_read. The
+ * handler must be installed first (tn_read_guard_install). */
+int tn_guarded_task(const tn_read_span *spans, int n_spans, void (*fn)(void *, int, int),
+                    void *ctx, int ith, int nth);
+void tn_read_guard_install(void);
+/* The error of a file cut short under a guarded read: TN_ERR_IO, "'PATH'
+ * shrank while it was being read ...". */
+int tn_fail_shrank(tn_error *err, const char *path);
+
 /* Tests only: hook(pass, user) runs inside each guarded pass, armed, before
  * fn reads anything (a test truncates the file there). NULL removes it. */
 void tn_test_read_guard_hook(void (*hook)(const char *pass, void *user), void *user);

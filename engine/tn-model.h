@@ -172,6 +172,11 @@ struct tn_model {
      * them run under tn_guarded_read */
     struct tn_read_span *read_spans;
     int n_read_spans;
+    /* A decode step's read of one of read_spans' files (the repack cache's
+     * file among them, once prepared) met the file cut short: that span +
+     * 1, and every later step of every context fails with the same error
+     * (the weights are gone); 0 while none did (forward.c). */
+    atomic_int read_fault;
     /* Experts in the backend's layout, from the repack cache file (model.c
      * prepare): [n_layer][n_expert][3], gate, up, down */
     tn_weight *expert_ws;

@@ -79,6 +79,15 @@ static bool spin_while_equal(atomic_uint *addr, unsigned value, int64_t spin_ns)
     }
 }
 
+/* One slot, through the wrapper when there is one. Read after the state
+ * moved: the dispatch's store published wrap with fn and ctx. */
+static inline void run_slot(const tn_cpu *cpu, tn_task_fn fn, void *ctx, int ith, int n) {
+    if (cpu->wrap)
+        cpu->wrap(cpu->wrap_arg, fn, ctx, ith, n);
+    else
+        fn(ctx, ith, n);
+}
+
 /* Claims and runs slots of the current generation until none is left.
  * Returns the state word last seen (slot field >= n_threads). */
 static unsigned run_slots(tn_cpu *cpu, unsigned s) {
@@ -88,7 +97,7 @@ static unsigned run_slots(tn_cpu *cpu, unsigned s) {
             continue; /* s now holds the fresh value */
         /* The slot is ours, so the caller cannot start another generation
          * (and overwrite fn/ctx) before we count it done. */
-        cpu->fn(cpu->ctx, (int)(s & TN_SLOT_MASK), (int)n);
+        run_slot(cpu, cpu->fn, cpu->ctx, (int)(s & TN_SLOT_MASK), (int)n);
         if (atomic_fetch_add(&cpu->done, 1) + 1 == n && atomic_load(&cpu->caller_sleeping))
             futex_wake_all(&cpu->done);
         s = atomic_load(&cpu->state);
@@ -215,9 +224,19 @@ void tn_cpu_free(tn_cpu *cpu) {
 
 int tn_cpu_threads(const tn_cpu *cpu) { return cpu ? cpu->n_threads : 1; }
 
+void tn_cpu_set_task_wrap(tn_cpu *cpu, tn_task_wrap wrap, void *arg) {
+    if (!cpu)
+        return;
+    cpu->wrap = wrap;
+    cpu->wrap_arg = arg;
+}
+
 void tn_cpu_parallel(tn_cpu *cpu, tn_task_fn fn, void *ctx) {
     if (!cpu || cpu->n_threads == 1) {
-        fn(ctx, 0, 1);
+        if (cpu)
+            run_slot(cpu, fn, ctx, 0, 1);
+        else
+            fn(ctx, 0, 1);
         return;
     }
     const unsigned n = (unsigned)cpu->n_threads;
@@ -231,7 +250,7 @@ void tn_cpu_parallel(tn_cpu *cpu, tn_task_fn fn, void *ctx) {
     if (atomic_load(&cpu->sleepers) > 0)
         futex_wake_all(&cpu->state);
 
-    fn(ctx, 0, (int)n);
+    run_slot(cpu, fn, ctx, 0, (int)n);
     unsigned d = atomic_fetch_add(&cpu->done, 1) + 1;
     if (d < n) {
         run_slots(cpu, atomic_load(&cpu->state));

@@ -76,6 +76,8 @@ struct tn_cpu {
     /* The task being run; written by the caller before `state` moves. */
     tn_task_fn fn;
     void *ctx;
+    tn_task_wrap wrap; /* tn_cpu_set_task_wrap's, or NULL */
+    void *wrap_arg;
 
     /* Dispatch state: generation << TN_SLOT_BITS | next unclaimed slot.
      * Threads (the caller included) claim slots 0..n-1 of a task with a

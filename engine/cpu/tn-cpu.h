@@ -30,6 +30,14 @@ int tn_cpu_threads(const tn_cpu *cpu);
  * cpu == NULL runs fn(ctx, 0, 1) on the caller. */
 void tn_cpu_parallel(tn_cpu *cpu, tn_task_fn fn, void *ctx);
 
+/* What every slot of the tasks that follow runs through, on whichever
+ * thread claims it (the caller's own slots included): wrap(arg, fn, ctx,
+ * ith, nth) calls fn(ctx, ith, nth) once (a decode step guards its reads
+ * of the mapped model file this way, engine/forward.c). NULL: the slots
+ * run directly. Set by the thread that dispatches, between tasks. */
+typedef void (*tn_task_wrap)(void *arg, tn_task_fn fn, void *ctx, int ith, int nth);
+void tn_cpu_set_task_wrap(tn_cpu *cpu, tn_task_wrap wrap, void *arg);
+
 /* A weight matrix as stored in the file: `rows` rows of `cols` values of
  * `type`, row r at data + r * row_bytes. */
 typedef struct tn_weight {
