@@ -25,6 +25,63 @@ static void one_line(char *s, size_t n) {
     }
 }
 
+/* Bytes of the valid UTF-8 sequence at p (n left), 0 when it is none (a
+ * stray continuation, an overlong form, a surrogate, past U+10FFFF). */
+static size_t utf8_len(const unsigned char *p, size_t n) {
+    const size_t len = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
+                       : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                                                                           : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return len;
+}
+
+/* s[0..n) as one line of valid UTF-8 into out (cap bytes, NUL-terminated),
+ * its length returned: one_line's replacements, and a byte that is not
+ * UTF-8 written as "\xNN", a C1 control (U+0080..U+009F: a terminal reads
+ * U+009B as CSI) as "\u00NN". A name from a file (an architecture, a
+ * tensor, a key) may hold any bytes: printed raw they made the CLI's
+ * message invalid UTF-8, which a terminal, a log or a JSON body shows as
+ * garbage or refuses. Stops before a piece that would not fit. */
+static size_t clean_line(const char *s, size_t n, char *out, size_t cap, bool *whole) {
+    size_t o = 0, i = 0;
+    if (cap == 0)
+        return 0;
+    while (i < n) {
+        const unsigned char *p = (const unsigned char *)s + i;
+        const size_t len = utf8_len(p, n - i);
+        char piece[8];
+        size_t k;
+        if (len == 0) {
+            k = (size_t)snprintf(piece, sizeof piece, "\\x%02x", p[0]);
+        } else if (len == 2 && p[0] == 0xc2 && p[1] < 0xa0) {
+            k = (size_t)snprintf(piece, sizeof piece, "\\u%04x", p[1]);
+        } else if (len == 1) {
+            piece[0] = (char)p[0];
+            k = 1;
+            one_line(piece, 1);
+        } else {
+            memcpy(piece, p, len);
+            k = len;
+        }
+        if (o + k >= cap)
+            break;
+        memcpy(out + o, piece, k);
+        o += k;
+        i += len ? len : 1;
+    }
+    out[o] = '\0';
+    if (whole)
+        *whole = i == n;
+    return o;
+}
+
 /* Prints each argument of fmt with its own conversion into err->args, so that
  * a caller can put them into a translated format (tn_error_format). ap is
  * consumed as vsnprintf would. n_args is -1 for what cannot be captured (a
@@ -141,8 +198,13 @@ static void capture_args(tn_error *err, const char *fmt, va_list ap) {
         }
         if (w < 0 || (size_t)w >= room)
             goto fail;
-        one_line(dst, (size_t)w);
-        used += (size_t)w + 1;
+        char clean[sizeof err->args];
+        bool whole = false;
+        const size_t c = clean_line(dst, (size_t)w, clean, room, &whole);
+        if (!whole) /* its escapes do not fit */
+            goto fail;
+        memcpy(dst, clean, c + 1);
+        used += c + 1;
         err->n_args++;
     }
     return;
@@ -155,9 +217,11 @@ int tn_vfail(tn_error *err, int code, const char *fmt, va_list ap) {
         va_list aq;
         va_copy(aq, ap);
         err->code = code;
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        /* One line: a message never carries a newline from its arguments. */
-        one_line(err->message, strlen(err->message));
+        char raw[sizeof err->message];
+        vsnprintf(raw, sizeof raw, fmt, ap);
+        /* One line of valid UTF-8: a message never carries a newline, an
+         * escape or a byte that is not UTF-8 from its arguments. */
+        clean_line(raw, strlen(raw), err->message, sizeof err->message, NULL);
         err->format = fmt;
         capture_args(err, fmt, aq);
         va_end(aq);

@@ -233,6 +233,29 @@ else
     printf 'ok: tern-cli run -n ESC...: %s\n' "$(cat "$tmp/err")"
 fi
 
+# An architecture name that is not UTF-8 (here "q", 0xff, U+009B CSI as
+# 0xc2 0x9b, "n": the qwen3 model's five bytes overwritten in place) comes
+# back escaped, \xff and \u009b: the message is valid UTF-8 and holds no C1
+# control. It was printed raw.
+cp "$tmp/runnable.gguf" "$tmp/badarch.gguf"
+at=$(LC_ALL=C grep -obUa 'general.architecture' "$tmp/badarch.gguf" | head -n 1 | cut -d: -f1)
+checks=$((checks + 1))
+if [ -z "$at" ]; then
+    fail "badarch: general.architecture not found in the model"
+else
+    # key (20 bytes), type (u32), value length (u64), then the value
+    printf 'q\377\302\233n' | dd of="$tmp/badarch.gguf" bs=1 seek=$((at + 20 + 4 + 8)) \
+        conv=notrunc 2>/dev/null
+    "$cli" run -m "$tmp/badarch.gguf" -p hello -n 1 >"$tmp/out" 2>"$tmp/err"
+    status=$?
+    if [ "$status" -ne 2 ] || LC_ALL=C grep -q "$(printf '[\200-\377]')" "$tmp/err" ||
+        ! grep -qF "'q\xff\u009bn'" "$tmp/err"; then
+        fail "badarch: exit $status: $(od -c "$tmp/err" | head -5)"
+    else
+        printf 'ok: tern-cli run, an architecture that is not UTF-8: %s\n' "$(cat "$tmp/err")"
+    fi
+fi
+
 if [ -f "$tmp/failed" ]; then
     failures=$((failures + $(wc -l <"$tmp/failed")))
 fi

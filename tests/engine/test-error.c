@@ -53,6 +53,26 @@ static void test_newlines_and_clear(void) {
     CHECK(!strcmp(tn_error_format(&err, "x", out, sizeof out), "out of memory"));
 }
 
+/* A name from a file (an architecture, a tensor) that is not UTF-8: the
+ * message and its captured argument are valid UTF-8, the bad bytes shown
+ * as \xNN, a C1 control (U+009B, a terminal's CSI) as \u009b; valid UTF-8
+ * stays as it is. They were copied raw: the CLI printed them so. */
+static void test_not_utf8(void) {
+    tn_error err = {0};
+    tn_fail(&err, TN_ERR_UNSUPPORTED, "architecture '%.*s' is not supported", 7,
+            "q\xff\xc2\x9bn\xc3\xa9");
+    CHECKF(!strcmp(err.message, "architecture 'q\\xff\\u009bn\xc3\xa9' is not supported"), "%s",
+           err.message);
+    char out[128];
+    tn_error_format(&err, "Architektur '%s' nicht", out, sizeof out);
+    CHECKF(!strcmp(out, "Architektur 'q\\xff\\u009bn\xc3\xa9' nicht"), "%s", out);
+    /* A sequence cut short at the end, and a lone continuation byte. */
+    tn_fail(&err, TN_ERR_FORMAT, "key '%s'", "a\xe2\x82");
+    CHECKF(!strcmp(err.message, "key 'a\\xe2\\x82'"), "%s", err.message);
+    tn_fail(&err, TN_ERR_FORMAT, "key '%s'", "\x80z");
+    CHECKF(!strcmp(err.message, "key '\\x80z'"), "%s", err.message);
+}
+
 static void write_file(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     CHECK(f != NULL);
@@ -220,6 +240,7 @@ static void test_warning(void) {
 int main(void) {
     test_capture();
     test_newlines_and_clear();
+    test_not_utf8();
     test_gguf_sections();
     test_tokenizer_failure();
     test_warning();
