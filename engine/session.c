@@ -1016,36 +1016,22 @@ static int pin_if_none(tn_session *s, tn_session_stats *st, tn_error *err) {
     return rc;
 }
 
-int tn_session_ask_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens,
-                          const tn_gen_params *gen, tn_session_token_cb cb, void *user,
-                          tn_session_stats *stats, tn_error *err) {
-    tn_session_stats local;
-    tn_session_stats *st = stats_start(stats, &local);
-    const double t_call = tn_now_ms();
-    if (!s || n_tokens < 0 || (n_tokens > 0 && !tokens))
-        return tn_fail(err, TN_ERR_INVALID, "tn_session_ask_tokens: bad arguments");
-    const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_request(s, g, NO_TEXT, NULL, 0, err);
-    if (rc != TN_OK)
-        return rc;
-    begin_call(s);
-    rc = ask_impl(s, tokens, n_tokens, NULL, g, cb, user, st, t_call, err);
+/* The bodies of the requests, run after the prologue every one shares
+ * (run_prompt: the stats zeroed, the gen params resolved and checked,
+ * begin_call); each ends the stats itself, at the points it always did. */
+
+static int ask_tokens_body(tn_session *s, const int32_t *tokens, int32_t n_tokens,
+                           const tn_gen_params *g, tn_session_token_cb cb, void *user,
+                           tn_session_stats *st, double t_call, tn_error *err) {
+    int rc = ask_impl(s, tokens, n_tokens, NULL, g, cb, user, st, t_call, err);
     stats_finish(s, st);
     return rc;
 }
 
-int tn_session_ask(tn_session *s, const char *user_text, const tn_gen_params *gen,
-                   tn_session_token_cb cb, void *user, tn_session_stats *stats, tn_error *err) {
-    tn_session_stats local;
-    tn_session_stats *st = stats_start(stats, &local);
-    const double t_call = tn_now_ms();
-    if (!s || !user_text)
-        return tn_fail(err, TN_ERR_INVALID, "tn_session_ask: bad arguments");
-    const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_request(s, g, ASK_TEXT, NULL, 0, err);
-    if (rc != TN_OK)
-        return rc;
-    begin_call(s);
+static int ask_text_body(tn_session *s, const char *user_text, const tn_gen_params *g,
+                         tn_session_token_cb cb, void *user, tn_session_stats *st, double t_call,
+                         tn_error *err) {
+    int rc;
     if ((rc = pin_if_none(s, st, err)) != TN_OK)
         return rc;
     tn_tokens req = {0};
@@ -1155,23 +1141,13 @@ static int render_chat_text(tn_session *s, const tn_session_message *messages,
     return rc;
 }
 
-int tn_session_chat(tn_session *s, const tn_session_message *messages, int32_t n_messages,
-                    const tn_gen_params *gen, tn_session_token_cb cb, void *user,
-                    tn_session_stats *stats, tn_error *err) {
-    tn_session_stats local;
-    tn_session_stats *st = stats_start(stats, &local);
-    const double t_call = tn_now_ms();
-    if (!s || n_messages < 0 || (n_messages > 0 && !messages))
-        return tn_fail(err, TN_ERR_INVALID, "tn_session_chat: bad arguments");
-    const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_request(s, g, CHAT_TEXT, NULL, 0, err);
-    if (rc != TN_OK)
-        return rc;
-    begin_call(s);
+static int chat_text_body(tn_session *s, const tn_session_message *messages,
+                          int32_t n_messages, const tn_gen_params *g, tn_session_token_cb cb,
+                          void *user, tn_session_stats *st, double t_call, tn_error *err) {
     tn_buf text = {0};
     tn_text_spans content = {0};
     tn_tokens toks = {0};
-    rc = render_chat_text(s, messages, n_messages, g, &text, &content, err);
+    int rc = render_chat_text(s, messages, n_messages, g, &text, &content, err);
     if (rc == TN_OK)
         rc = tokenize_rendered(s, &text, &content, true, &toks, err);
     if (rc == TN_OK)
@@ -1428,21 +1404,10 @@ static int expand_images(tn_session *s, const tn_buf *text, const tn_text_spans 
     return TN_OK;
 }
 
-int tn_session_ask_images(tn_session *s, const char *user_text, const tn_image_embd *images,
-                          int32_t n_images, const tn_gen_params *gen, tn_session_token_cb cb,
-                          void *user, tn_session_stats *stats, tn_error *err) {
-    tn_session_stats local;
-    tn_session_stats *st = stats_start(stats, &local);
-    const double t_call = tn_now_ms();
-    if (!s || !user_text)
-        return tn_fail(err, TN_ERR_INVALID, "tn_session_ask_images: bad arguments");
-    if (n_images == 0 && count_markers(user_text) == 0) /* also for models without images */
-        return tn_session_ask(s, user_text, gen, cb, user, stats, err);
-    const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_request(s, g, ASK_TEXT, images, n_images, err);
-    if (rc != TN_OK)
-        return rc;
-    begin_call(s);
+static int ask_images_body(tn_session *s, const char *user_text, const tn_image_embd *images,
+                           int32_t n_images, const tn_gen_params *g, tn_session_token_cb cb,
+                           void *user, tn_session_stats *st, double t_call, tn_error *err) {
+    int rc;
     if ((rc = pin_if_none(s, st, err)) != TN_OK)
         return rc;
     char *owned = NULL;
@@ -1470,29 +1435,14 @@ int tn_session_ask_images(tn_session *s, const char *user_text, const tn_image_e
     return rc;
 }
 
-int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
-                           int32_t n_messages, const tn_image_embd *images, int32_t n_images,
-                           const tn_gen_params *gen, tn_session_token_cb cb, void *user,
-                           tn_session_stats *stats, tn_error *err) {
-    tn_session_stats local;
-    tn_session_stats *st = stats_start(stats, &local);
-    const double t_call = tn_now_ms();
-    if (!s || n_messages < 0 || (n_messages > 0 && !messages))
-        return tn_fail(err, TN_ERR_INVALID, "tn_session_chat_images: bad arguments");
-    size_t markers = 0;
+static int chat_images_body(tn_session *s, const tn_session_message *messages,
+                            int32_t n_messages, const tn_image_embd *images, int32_t n_images,
+                            size_t markers, const tn_gen_params *g, tn_session_token_cb cb,
+                            void *user, tn_session_stats *st, double t_call, tn_error *err) {
     int32_t last_user = -1;
-    for (int32_t i = 0; i < n_messages; i++) {
-        markers += count_markers(messages[i].content);
+    for (int32_t i = 0; i < n_messages; i++)
         if (messages[i].role && !strcmp(messages[i].role, "user"))
             last_user = i;
-    }
-    if (n_images == 0 && markers == 0) /* also for models without images */
-        return tn_session_chat(s, messages, n_messages, gen, cb, user, stats, err);
-    const tn_gen_params *g = gen ? gen : &s->params.gen;
-    int rc = check_request(s, g, CHAT_TEXT, images, n_images, err);
-    if (rc != TN_OK)
-        return rc;
-    begin_call(s);
     /* Images without markers go in front of the last user message. */
     tn_session_message *copy = NULL;
     char *owned = NULL;
@@ -1514,7 +1464,7 @@ int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
     tn_buf text = {0};
     tn_text_spans content = {0};
     image_prompt ip = {0};
-    rc = render_chat_text(s, messages, n_messages, g, &text, &content, err);
+    int rc = render_chat_text(s, messages, n_messages, g, &text, &content, err);
     if (rc == TN_OK)
         rc = expand_images(s, &text, &content, true, images, n_images, &ip, err);
     if (rc == TN_OK)
@@ -1526,4 +1476,184 @@ int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
     free(owned);
     stats_finish(s, st);
     return rc;
+}
+
+/* ---------------------------------------------------------- entry points */
+
+/* The markers in a prompt's user text (tokens have none). */
+static size_t prompt_markers(const tn_prompt *p) {
+    if (p->kind == TN_PROMPT_TEXT)
+        return count_markers(p->text);
+    size_t n = 0;
+    for (int32_t i = 0; p->kind == TN_PROMPT_MESSAGES && i < p->n_messages; i++)
+        n += count_markers(p->messages[i].content);
+    return n;
+}
+
+/* Every request, whichever entry it came through: the prologue they all
+ * share, then the body for its kind. with_images: the images (and markers)
+ * are asked for (an _images call, or a prompt with images set); even then
+ * a prompt with neither images nor markers runs as the plain call, so that
+ * models without image support answer it too. The prompt is well formed
+ * (the caller checked its arguments). */
+static int run_prompt(tn_session *s, const tn_prompt *p, bool with_images,
+                      const tn_gen_params *gen, tn_session_token_cb cb, void *user,
+                      tn_session_stats *st, tn_error *err) {
+    const double t_call = tn_now_ms();
+    const size_t markers = with_images ? prompt_markers(p) : 0;
+    const bool images = with_images && (p->n_images != 0 || markers > 0);
+    const int text = p->kind == TN_PROMPT_TOKENS ? NO_TEXT
+                     : p->kind == TN_PROMPT_TEXT ? ASK_TEXT
+                                                 : CHAT_TEXT;
+    const tn_gen_params *g = gen ? gen : &s->params.gen;
+    int rc = check_request(s, g, text, p->images, images ? p->n_images : 0, err);
+    if (rc != TN_OK)
+        return rc;
+    begin_call(s);
+    switch (p->kind) {
+    case TN_PROMPT_TOKENS:
+        return ask_tokens_body(s, p->tokens, p->n_tokens, g, cb, user, st, t_call, err);
+    case TN_PROMPT_TEXT:
+        if (images)
+            return ask_images_body(s, p->text, p->images, p->n_images, g, cb, user, st, t_call,
+                                   err);
+        return ask_text_body(s, p->text, g, cb, user, st, t_call, err);
+    case TN_PROMPT_MESSAGES:
+        if (images)
+            return chat_images_body(s, p->messages, p->n_messages, p->images, p->n_images,
+                                    markers, g, cb, user, st, t_call, err);
+        return chat_text_body(s, p->messages, p->n_messages, g, cb, user, st, t_call, err);
+    }
+    /* Cannot happen: check_prompt and the wrappers give a known kind. */
+    return tn_fail(err, TN_ERR_INVALID, "tn_prompt.kind is %d; expected TN_PROMPT_TEXT, "
+                   "TN_PROMPT_TOKENS or TN_PROMPT_MESSAGES", (int)p->kind);
+}
+
+/* A prompt from outside: everything run_prompt relies on, each fault named
+ * by its field. Fields are compared as int: a kind read from anywhere may
+ * hold any value. */
+static int check_prompt(const tn_prompt *p, tn_error *err) {
+    const int kind = (int)p->kind;
+    if (kind != TN_PROMPT_TEXT && kind != TN_PROMPT_TOKENS && kind != TN_PROMPT_MESSAGES)
+        return tn_fail(err, TN_ERR_INVALID, "tn_prompt.kind is %d; expected TN_PROMPT_TEXT, "
+                       "TN_PROMPT_TOKENS or TN_PROMPT_MESSAGES", kind);
+    const char *name = kind == TN_PROMPT_TEXT     ? "TN_PROMPT_TEXT"
+                       : kind == TN_PROMPT_TOKENS ? "TN_PROMPT_TOKENS"
+                                                  : "TN_PROMPT_MESSAGES";
+    /* A field of another kind: the prompt was filled for one kind and
+     * labelled another, and running it would ignore what the caller meant. */
+    const char *stray = NULL;
+    if (kind != TN_PROMPT_TEXT && p->text)
+        stray = "text";
+    else if (kind != TN_PROMPT_TOKENS && (p->tokens || p->n_tokens))
+        stray = p->tokens ? "tokens" : "n_tokens";
+    else if (kind != TN_PROMPT_MESSAGES && (p->messages || p->n_messages))
+        stray = p->messages ? "messages" : "n_messages";
+    if (stray)
+        return tn_fail(err, TN_ERR_INVALID,
+                       "tn_prompt.%s is set on a %s prompt; only the fields of its kind may be",
+                       stray, name);
+    if (kind == TN_PROMPT_TOKENS && (p->images || p->n_images))
+        return tn_fail(err, TN_ERR_INVALID,
+                       "a TN_PROMPT_TOKENS prompt takes no images: an image goes where its "
+                       "marker is in the text (use TN_PROMPT_TEXT or TN_PROMPT_MESSAGES)");
+    if (kind == TN_PROMPT_TEXT && !p->text)
+        return tn_fail(err, TN_ERR_INVALID,
+                       "tn_prompt.text is NULL; a TN_PROMPT_TEXT prompt needs its text");
+    const struct {
+        const char *array, *count;
+        const void *ptr;
+        int32_t n;
+    } lists[] = {
+        {"tokens", "n_tokens", p->tokens, p->n_tokens},
+        {"messages", "n_messages", p->messages, p->n_messages},
+        {"images", "n_images", p->images, p->n_images},
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        if (lists[i].n < 0)
+            return tn_fail(err, TN_ERR_INVALID, "tn_prompt.%s is %d; a count cannot be negative",
+                           lists[i].count, lists[i].n);
+        if (lists[i].n > 0 && !lists[i].ptr)
+            return tn_fail(err, TN_ERR_INVALID, "tn_prompt.%s is NULL with %s = %d",
+                           lists[i].array, lists[i].count, lists[i].n);
+    }
+    return TN_OK;
+}
+
+int tn_session_run(tn_session *s, const tn_prompt *prompt, const tn_gen_params *gen,
+                   tn_session_token_cb cb, void *user, tn_session_stats *stats, tn_error *err) {
+    tn_session_stats local;
+    tn_session_stats *st = stats_start(stats, &local);
+    if (!s || !prompt)
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_run: bad arguments");
+    int rc = check_prompt(prompt, err);
+    if (rc != TN_OK)
+        return rc;
+    return run_prompt(s, prompt, prompt->images != NULL, gen, cb, user, st, err);
+}
+
+/* The calls that came before tn_prompt, each tn_session_run with its prompt
+ * filled in, after its own argument check (whose message names it). */
+
+int tn_session_ask_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens,
+                          const tn_gen_params *gen, tn_session_token_cb cb, void *user,
+                          tn_session_stats *stats, tn_error *err) {
+    tn_session_stats local;
+    tn_session_stats *st = stats_start(stats, &local);
+    if (!s || n_tokens < 0 || (n_tokens > 0 && !tokens))
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_ask_tokens: bad arguments");
+    const tn_prompt p = {.kind = TN_PROMPT_TOKENS, .tokens = tokens, .n_tokens = n_tokens};
+    return run_prompt(s, &p, false, gen, cb, user, st, err);
+}
+
+int tn_session_ask(tn_session *s, const char *user_text, const tn_gen_params *gen,
+                   tn_session_token_cb cb, void *user, tn_session_stats *stats, tn_error *err) {
+    tn_session_stats local;
+    tn_session_stats *st = stats_start(stats, &local);
+    if (!s || !user_text)
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_ask: bad arguments");
+    const tn_prompt p = {.kind = TN_PROMPT_TEXT, .text = user_text};
+    return run_prompt(s, &p, false, gen, cb, user, st, err);
+}
+
+int tn_session_chat(tn_session *s, const tn_session_message *messages, int32_t n_messages,
+                    const tn_gen_params *gen, tn_session_token_cb cb, void *user,
+                    tn_session_stats *stats, tn_error *err) {
+    tn_session_stats local;
+    tn_session_stats *st = stats_start(stats, &local);
+    if (!s || n_messages < 0 || (n_messages > 0 && !messages))
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_chat: bad arguments");
+    const tn_prompt p = {
+        .kind = TN_PROMPT_MESSAGES, .messages = messages, .n_messages = n_messages};
+    return run_prompt(s, &p, false, gen, cb, user, st, err);
+}
+
+/* The images are asked for even when `images` is NULL: a marker without an
+ * image is refused here, where tn_session_ask takes it as text. */
+int tn_session_ask_images(tn_session *s, const char *user_text, const tn_image_embd *images,
+                          int32_t n_images, const tn_gen_params *gen, tn_session_token_cb cb,
+                          void *user, tn_session_stats *stats, tn_error *err) {
+    tn_session_stats local;
+    tn_session_stats *st = stats_start(stats, &local);
+    if (!s || !user_text)
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_ask_images: bad arguments");
+    const tn_prompt p = {
+        .kind = TN_PROMPT_TEXT, .text = user_text, .images = images, .n_images = n_images};
+    return run_prompt(s, &p, true, gen, cb, user, st, err);
+}
+
+int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
+                           int32_t n_messages, const tn_image_embd *images, int32_t n_images,
+                           const tn_gen_params *gen, tn_session_token_cb cb, void *user,
+                           tn_session_stats *stats, tn_error *err) {
+    tn_session_stats local;
+    tn_session_stats *st = stats_start(stats, &local);
+    if (!s || n_messages < 0 || (n_messages > 0 && !messages))
+        return tn_fail(err, TN_ERR_INVALID, "tn_session_chat_images: bad arguments");
+    const tn_prompt p = {.kind = TN_PROMPT_MESSAGES,
+                         .messages = messages,
+                         .n_messages = n_messages,
+                         .images = images,
+                         .n_images = n_images};
+    return run_prompt(s, &p, true, gen, cb, user, st, err);
 }

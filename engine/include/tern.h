@@ -671,9 +671,10 @@ typedef struct tn_gen_params {
     tn_drafter *drafter;       /* NULL: no speculation */
     int32_t draft_max;         /* tokens per draft; <= 0: the drafter's default */
     /* Functions the model may call (tn_chat_options.tools), for
-     * tn_session_chat and tn_session_chat_images only: a single-turn ask
-     * with tools is refused, and tn_session_new ignores them in its params.
-     * They only need to outlive the call. */
+     * conversations only (tn_session_chat, tn_session_chat_images, a
+     * TN_PROMPT_MESSAGES prompt): a single-turn ask with tools is refused,
+     * and tn_session_new ignores them in its params. They only need to
+     * outlive the call. */
     const struct tn_chat_tool *tools;
     size_t n_tools;
 } tn_gen_params;
@@ -761,15 +762,16 @@ typedef struct tn_session_stats {
     tn_stop_reason stop_reason;
 } tn_session_stats;
 
-/* One independent request against the pin. TN_ERR_OVERFLOW when the
- * rendered request does not fit the free context ("the message is 812
- * tokens; 700 are free after the 324-token system prompt"), with nothing
- * changed. After the call the KV holds exactly the n_pin pinned rows.
- * gen NULL: the session's params.gen. stats may be NULL. */
+/* One independent request against the pin (tn_session_run with a
+ * TN_PROMPT_TEXT prompt; a TN_IMAGE_MARKER in the text is plain text).
+ * TN_ERR_OVERFLOW when the rendered request does not fit the free context
+ * ("the message is 812 tokens; 700 are free after the 324-token system
+ * prompt"), with nothing changed. After the call the KV holds exactly the
+ * n_pin pinned rows. gen NULL: the session's params.gen. stats may be NULL. */
 int tn_session_ask(tn_session *s, const char *user_text, const tn_gen_params *gen,
                    tn_session_token_cb cb, void *user, tn_session_stats *stats, tn_error *err);
 /* The same with the request already rendered and tokenized (user turn and
- * assistant header). */
+ * assistant header): a TN_PROMPT_TOKENS prompt. */
 int tn_session_ask_tokens(tn_session *s, const int32_t *tokens, int32_t n_tokens,
                           const tn_gen_params *gen, tn_session_token_cb cb, void *user,
                           tn_session_stats *stats, tn_error *err);
@@ -794,10 +796,62 @@ typedef struct tn_session_message {
  * common token prefix already in the KV, prefills the rest and generates the
  * next assistant message. The KV keeps the conversation and the answer (not
  * the stop token) for the next call. Cutting into the pinned rows (a
- * different system message) is allowed; the next ask re-pins. */
+ * different system message) is allowed; the next ask re-pins. A
+ * TN_PROMPT_MESSAGES prompt without images. */
 int tn_session_chat(tn_session *s, const tn_session_message *messages, int32_t n_messages,
                     const tn_gen_params *gen, tn_session_token_cb cb, void *user,
                     tn_session_stats *stats, tn_error *err);
+
+/* One prompt, whatever its form: what tn_session_run takes. The kind says
+ * which fields are read and how the request runs:
+ *   - TN_PROMPT_TEXT: one user turn, `text`, run as tn_session_ask (against
+ *     the pin, which is never written);
+ *   - TN_PROMPT_TOKENS: one request already rendered and tokenized (user
+ *     turn and assistant header), tokens[0..n_tokens), run as
+ *     tn_session_ask_tokens; it takes no images;
+ *   - TN_PROMPT_MESSAGES: a conversation, messages[0..n_messages), run as
+ *     tn_session_chat (the longest common prefix in the KV is reused).
+ * Images (text and messages only): images == NULL means none, and a
+ * TN_IMAGE_MARKER in the text is plain text (what a user typed). images set
+ * means the markers in the user text, in order, take images[0..n_images)
+ * (with no markers the images go first: before the text, or before the
+ * last user message), as tn_session_ask_images and tn_session_chat_images;
+ * a marker count that differs from n_images is refused with both counts.
+ * Leave the fields of the other kinds zero: one that is set is refused, so
+ * a prompt filled for one kind and labelled another fails instead of
+ * running something else. Everything is borrowed for the call only. */
+/* From 1: a zeroed prompt has no kind and is refused, not run as text. */
+typedef enum tn_prompt_kind {
+    TN_PROMPT_TEXT = 1,
+    TN_PROMPT_TOKENS = 2,
+    TN_PROMPT_MESSAGES = 3,
+} tn_prompt_kind;
+
+struct tn_image_embd; /* images, below */
+
+typedef struct tn_prompt {
+    tn_prompt_kind kind;
+    const char *text;                     /* TN_PROMPT_TEXT */
+    const int32_t *tokens;                /* TN_PROMPT_TOKENS */
+    int32_t n_tokens;
+    const tn_session_message *messages;   /* TN_PROMPT_MESSAGES */
+    int32_t n_messages;
+    const struct tn_image_embd *images;   /* text and messages; NULL: no images */
+    int32_t n_images;
+} tn_prompt;
+
+/* Runs one prompt: a single-turn request against the pin (text, tokens) or
+ * the next assistant message of a conversation (messages), exactly as the
+ * call named above for its kind, with the same errors, stats and KV state
+ * afterwards. A malformed prompt (unknown kind, a NULL array with a count,
+ * a negative count, a field of another kind, images on tokens) fails with
+ * TN_ERR_INVALID naming the field, before anything is touched.
+ * tn_session_ask, tn_session_ask_tokens, tn_session_chat and the two
+ * _images calls (images, below) are this one with the prompt filled for
+ * them (their own "bad arguments" checks first). gen NULL: the session's
+ * params.gen. stats may be NULL. */
+int tn_session_run(tn_session *s, const tn_prompt *prompt, const tn_gen_params *gen,
+                   tn_session_token_cb cb, void *user, tn_session_stats *stats, tn_error *err);
 
 /* Forgets the conversation: the KV goes back to the n_pin pinned rows. */
 void tn_session_reset(tn_session *s);
@@ -1569,14 +1623,19 @@ int32_t tn_session_image_cost(const tn_session *s, int32_t n_image_tokens);
  * (or none: images first). The request (text and image rows) must fit the
  * free context after the pin, else TN_ERR_OVERFLOW naming the counts ("the
  * message is 300 tokens (256 of them for 1 image); 200 are free after the
- * 24-token system prompt") and nothing changes. The pin is never written. */
+ * 24-token system prompt") and nothing changes. The pin is never written.
+ * A TN_PROMPT_TEXT prompt with images set, also when `images` is NULL here:
+ * a marker with no image is refused ("the prompt has 1 image marker for 0
+ * images"); with neither images nor markers it is tn_session_ask. */
 int tn_session_ask_images(tn_session *s, const char *user_text, const tn_image_embd *images,
                           int32_t n_images, const tn_gen_params *gen, tn_session_token_cb cb,
                           void *user, tn_session_stats *stats, tn_error *err);
 
 /* tn_session_chat with images: the markers in all user messages, in order,
  * take images[0..n_images). An image's rows are reused across turns like
- * text (its rows match only the same embeddings at the same place). */
+ * text (its rows match only the same embeddings at the same place). A
+ * TN_PROMPT_MESSAGES prompt with images set (also when NULL here, as
+ * tn_session_ask_images). */
 int tn_session_chat_images(tn_session *s, const tn_session_message *messages,
                            int32_t n_messages, const tn_image_embd *images, int32_t n_images,
                            const tn_gen_params *gen, tn_session_token_cb cb, void *user,
