@@ -1664,10 +1664,17 @@ handle_generate (Engine  *engine,
     }
 
   set_running_session (engine, engine->session);
+  /* Images set only when the request has some: without them a marker the
+   * user typed is text. */
   if (req->kind == REQ_ASK)
-    rc = n_images ? tn_session_ask_images (engine->session, req->text, images, (int32_t) n_images,
-                                           &gen, on_token, &run, &st, &err)
-                  : tn_session_ask (engine->session, req->text, &gen, on_token, &run, &st, &err);
+    {
+      const tn_prompt prompt = { .kind = TN_PROMPT_TEXT,
+                                 .text = req->text,
+                                 .images = n_images > 0 ? images : NULL,
+                                 .n_images = (int32_t) n_images };
+
+      rc = tn_session_run (engine->session, &prompt, &gen, on_token, &run, &st, &err);
+    }
   else
     {
       guint n = g_strv_length (req->roles);
@@ -1690,12 +1697,17 @@ handle_generate (Engine  *engine,
             skip += count_markers (req->contents[i]);
           skip = MIN (skip, n_images);
           memset (&st, 0, sizeof st);
-          rc = n_images ? tn_session_chat_images (engine->session, msgs + first,
-                                                  (int32_t) (n - first), images + skip,
-                                                  (int32_t) (n_images - skip), &gen, on_token,
-                                                  &run, &st, &err)
-                        : tn_session_chat (engine->session, msgs + first, (int32_t) (n - first),
-                                           &gen, on_token, &run, &st, &err);
+          {
+            /* Images set even when the dropped turns took them all: the
+             * markers left must still match the images left. */
+            const tn_prompt prompt = { .kind = TN_PROMPT_MESSAGES,
+                                       .messages = msgs + first,
+                                       .n_messages = (int32_t) (n - first),
+                                       .images = n_images > 0 ? images + skip : NULL,
+                                       .n_images = (int32_t) (n_images - skip) };
+
+            rc = tn_session_run (engine->session, &prompt, &gen, on_token, &run, &st, &err);
+          }
           if (rc != TN_ERR_OVERFLOW || st.generated_tokens > 0)
             break;
           while (next < n && g_strcmp0 (req->roles[next], "user") != 0)
