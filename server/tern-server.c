@@ -349,8 +349,9 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
     if (rc == TN_OK) {
         if (j->echo)
             job_emit(j, j->prompt);
-        rc = tn_session_ask_tokens(session, t.ids, (int32_t)t.n, &j->gen, on_token, j,
-                                   &j->stats, &j->err);
+        const tn_prompt prompt = {
+            .kind = TN_PROMPT_TOKENS, .tokens = t.ids, .n_tokens = (int32_t)t.n};
+        rc = tn_session_run(session, &prompt, &j->gen, on_token, j, &j->stats, &j->err);
     }
     tn_tokens_free(&t);
     return rc;
@@ -417,6 +418,24 @@ static int encode_images(tern_server *srv, job *j) {
 #endif
 }
 
+/* A chat job's prompt: a [system,] user request runs single-turn against
+ * the pin, anything else as a conversation. Images are set only when the
+ * request has some: with images set a marker takes an image's place, and a
+ * user who typed "<__image__>" in a request without images got a 500 ("this
+ * model takes no images") or a 400. With images a typed marker is refused
+ * when the request is read. */
+static tn_prompt job_prompt(const job *j) {
+    const tn_image_embd *images = j->n_images > 0 ? j->embd : NULL;
+    if (j->single_turn)
+        return (tn_prompt){
+            .kind = TN_PROMPT_TEXT, .text = j->user, .images = images, .n_images = j->n_images};
+    return (tn_prompt){.kind = TN_PROMPT_MESSAGES,
+                       .messages = j->messages,
+                       .n_messages = j->n_messages,
+                       .images = images,
+                       .n_images = j->n_images};
+}
+
 static void run_job(tern_server *srv, job *j) {
     memset(&j->err, 0, sizeof j->err);
     memset(&j->stats, 0, sizeof j->stats);
@@ -443,25 +462,13 @@ static void run_job(tern_server *srv, job *j) {
         j->rc = slot_acquire(srv, j, &slot, &pin_ms, &pin_prefilled, &j->err);
     if (j->rc == TN_OK) {
         set_current(srv, j, slot->session);
-        /* Without images, the plain calls: the _images ones take the
-         * marker for an image's place, and a user who typed "<__image__>"
-         * got a 500 ("this model takes no images") or a 400. With images a
-         * typed marker is refused when the request is read. */
-        if (j->kind == JOB_COMPLETION)
+        if (j->kind == JOB_COMPLETION) {
             j->rc = run_completion(srv, j, slot->session);
-        else if (j->single_turn && j->n_images == 0)
-            j->rc = tn_session_ask(slot->session, j->user, &j->gen, on_token, j, &j->stats,
+        } else {
+            const tn_prompt prompt = job_prompt(j);
+            j->rc = tn_session_run(slot->session, &prompt, &j->gen, on_token, j, &j->stats,
                                    &j->err);
-        else if (j->single_turn)
-            j->rc = tn_session_ask_images(slot->session, j->user, j->embd, j->n_images, &j->gen,
-                                          on_token, j, &j->stats, &j->err);
-        else if (j->n_images == 0)
-            j->rc = tn_session_chat(slot->session, j->messages, j->n_messages, &j->gen, on_token,
-                                    j, &j->stats, &j->err);
-        else
-            j->rc = tn_session_chat_images(slot->session, j->messages, j->n_messages, j->embd,
-                                           j->n_images, &j->gen, on_token, j, &j->stats,
-                                           &j->err);
+        }
     }
     set_current(srv, NULL, NULL);
     if (j->rc != TN_OK && job_abandoned(j))
