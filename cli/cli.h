@@ -146,6 +146,23 @@ int cli_vision_open(const char *mmproj, const char *model_path, const tn_model *
 int cli_images_encode(const cli_images *ci, const char *model_path, const tn_model *m,
                       int n_threads, bool quiet, cli_encoded *out);
 void cli_encoded_free(cli_encoded *e);
+/* The prompt of one turn (text) or a conversation (msgs), with the encoded
+ * images set only when there are some: without --image a TN_IMAGE_MARKER
+ * the user typed stays text (tn_prompt). */
+static inline tn_prompt cli_text_prompt(const char *text, const cli_encoded *enc) {
+    return (tn_prompt){.kind = TN_PROMPT_TEXT,
+                       .text = text,
+                       .images = enc->n > 0 ? enc->images : NULL,
+                       .n_images = enc->n};
+}
+static inline tn_prompt cli_chat_prompt(const tn_session_message *msgs, int32_t n,
+                                        const cli_encoded *enc) {
+    return (tn_prompt){.kind = TN_PROMPT_MESSAGES,
+                       .messages = msgs,
+                       .n_messages = n,
+                       .images = enc->n > 0 ? enc->images : NULL,
+                       .n_images = enc->n};
+}
 
 /* A file the user names (--tools, --system-file, -f, --file): the whole of
  * it through tn_read_file (a FIFO, a device, a directory or a file over max

@@ -434,7 +434,9 @@ static int run_raw_spec(const opts *o, const tn_model *m, const char *prompt, si
         tn_session_stats st;
         g_session = s;
         g_generating = 1;
-        int rc = tn_session_ask_tokens(s, in.ids, (int32_t)in.n, NULL, on_piece, &a, &st, &err);
+        const tn_prompt prompt = {
+            .kind = TN_PROMPT_TOKENS, .tokens = in.ids, .n_tokens = (int32_t)in.n};
+        int rc = tn_session_run(s, &prompt, NULL, on_piece, &a, &st, &err);
         g_generating = 0;
         g_session = NULL;
         status = report(o, rc, &err, &a, &st);
@@ -537,9 +539,8 @@ static int run_session(const opts *o, const tn_model *m) {
         int rc = tn_session_pin(s, o->system, NULL, NULL, &err);
         if (rc == TN_OK) {
             g_generating = 1;
-            rc = enc.n ? tn_session_ask_images(s, o->prompt, enc.images, enc.n, NULL, on_piece,
-                                               &a, &st, &err)
-                       : tn_session_ask(s, o->prompt, NULL, on_piece, &a, &st, &err);
+            const tn_prompt prompt = cli_text_prompt(o->prompt, &enc);
+            rc = tn_session_run(s, &prompt, NULL, on_piece, &a, &st, &err);
             g_generating = 0;
         } else {
             memset(&st, 0, sizeof st);
@@ -589,9 +590,8 @@ static int run_session(const opts *o, const tn_model *m) {
             }
             answer_clear(&a);
             g_generating = 1;
-            int rc = enc.n ? tn_session_chat_images(s, c.msgs, c.n, enc.images, enc.n, NULL,
-                                                    on_piece, &a, &st, &err)
-                           : tn_session_chat(s, c.msgs, c.n, NULL, on_piece, &a, &st, &err);
+            const tn_prompt prompt = cli_chat_prompt(c.msgs, c.n, &enc);
+            int rc = tn_session_run(s, &prompt, NULL, on_piece, &a, &st, &err);
             g_generating = 0;
             status = report(o, rc, &err, &a, &st);
             if (status == CLI_EXIT_OK &&

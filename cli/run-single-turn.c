@@ -361,18 +361,15 @@ static int run_request(runner *r, const char *text) {
             cli_error(_("out of memory"));
             return TN_ERR_NOMEM;
         }
-        rc = r->enc.n ? tn_session_chat_images(r->s, r->chat.msgs, r->chat.n, r->enc.images,
-                                               r->enc.n, &r->gen, on_token, &k, &st, &err)
-                      : tn_session_chat(r->s, r->chat.msgs, r->chat.n, &r->gen, on_token, &k,
-                                        &st, &err);
+        const tn_prompt prompt = cli_chat_prompt(r->chat.msgs, r->chat.n, &r->enc);
+        rc = tn_session_run(r->s, &prompt, &r->gen, on_token, &k, &st, &err);
         if (rc == TN_OK && !k.failed)
             chat_push(&r->chat, "assistant", k.text.data ? k.text.data : "");
         else if (rc != TN_OK) /* the turn was not answered: drop it */
             free(r->chat.owned[--r->chat.n]);
     } else {
-        rc = r->enc.n ? tn_session_ask_images(r->s, text, r->enc.images, r->enc.n, &r->gen,
-                                              on_token, &k, &st, &err)
-                      : tn_session_ask(r->s, text, &r->gen, on_token, &k, &st, &err);
+        const tn_prompt prompt = cli_text_prompt(text, &r->enc);
+        rc = tn_session_run(r->s, &prompt, &r->gen, on_token, &k, &st, &err);
     }
     g_generating = 0;
     if (r->o->json) {
