@@ -535,7 +535,13 @@ static int head_ran_out(parser *ps, size_t base, bool keep_keys, const char *key
         slot->n = (uint32_t)(key_at - ps->src);
     }
     /* check_duplicates reports a repeat over the RAN_OUT. */
-    return check_duplicates(ps, base) ? ps->status : RAN_OUT;
+    if (check_duplicates(ps, base))
+        return ps->status;
+    /* This object's keys are done with: left on the stack, they counted
+     * among the members of the object around it, whose own check then
+     * took {"a": {"a": 1, "b": ... for "a" twice. */
+    ps->stack_len = base;
+    return RAN_OUT;
 }
 
 static int parse_container(parser *ps, tn_json *v, int depth, bool is_object) {

@@ -535,6 +535,9 @@ static void check_head(void) {
         "\"o\": {\"a\": {\"b\": []}}, \"z\": 7}",
         "[1, \"x\", {\"k\": -0.0}]",
         "  {\"a\" : 1 ,\n \"b\":\"\" }  ",
+        /* A key of an inner object again in the one around it (a chat's
+         * message and its stats both have "drafted"): no repeat. */
+        "{\"a\": {\"a\": 1, \"b\": {\"b\": [{\"a\": 2, \"id\": 3}]}}, \"id\": [{\"id\": 0}]}",
     };
     tn_error err;
     for (size_t k = 0; k < sizeof valid / sizeof *valid; k++) {
