@@ -30,6 +30,7 @@
 #include "fuzz-promise.h"
 
 #include <libsoup/soup.h>
+#include <sanitizer/lsan_interface.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,22 @@ static void on_request(SoupServer *server, SoupServerMessage *msg, const char *p
 /* The status a SoupServer answers the head (n bytes, its empty line
  * added) with when it refuses it while parsing, before any handler or
  * signal of the server's: 0 when it read the head through (got-headers). */
+static guint libsoup_parse_refusal_leaky(const char *head, size_t n);
+
+/* The reference server's allocations are not the code under test: a CI run
+ * found 2 x 24 KiB lost after 3.8 M inputs, which 60 s here do not
+ * reproduce, with a stack that ends in g_malloc. libsoup 3.2 has known
+ * leaks on heads it refuses (the path, tern-framing.c), so this reference
+ * runs with leak detection off; tern_framing_problem, Tern's own code,
+ * keeps it on. */
 static guint libsoup_parse_refusal(const char *head, size_t n) {
+    __lsan_disable();
+    const guint status = libsoup_parse_refusal_leaky(head, n);
+    __lsan_enable();
+    return status;
+}
+
+static guint libsoup_parse_refusal_leaky(const char *head, size_t n) {
     static SoupServer *server;
     if (!server) {
         server = soup_server_new(NULL, NULL);
