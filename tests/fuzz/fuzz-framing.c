@@ -110,22 +110,7 @@ static guint libsoup_parse_refusal_leaky(const char *head, size_t n) {
     return got ? 0 : status;
 }
 
-static int one_input(const uint8_t *data, size_t size);
-
-/* Leak detection is off for the whole input, not only for the reference
- * server: with it off around the reference alone, a CI run still lost
- * 16 KiB to g_malloc once in 60 s (earlier: 2 x 24 KiB), which runs here
- * of 340 s did not reproduce; the stack ends in g_malloc. Not traced yet
- * (docs/SERVER.md): a crash or a broken promise still fails this fuzzer,
- * and the server's own tests check for leaks at exit under ASan. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    __lsan_disable();
-    const int rc = one_input(data, size);
-    __lsan_enable();
-    return rc;
-}
-
-static int one_input(const uint8_t *data, size_t size) {
     const char *buf = (const char *)data;
     const char *end = memmem(buf, size, "\r\n\r\n", 4);
     if (!end)
