@@ -73,14 +73,8 @@ if [ -n "$fuzz_build" ]; then
         work=$(mktemp -d)
         [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
         echo "run-tests: $name for ${fuzz_seconds}s"
-        # fuzz-framing: leak detection off (docs/SERVER.md, "Open"): a 16 KiB block lost to
-        # g_malloc outside any input, on a thread of GLib's, is reported in most 60 s runs;
-        # not traced. A crash or a broken promise still fails it.
-        leaks=()
-        [ "$name" = fuzz-framing ] && leaks=(-detect_leaks=0)
-        if ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}${leaks:+detect_leaks=0}" \
-                "$fuzzer" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -max_len=65536 \
-                -print_final_stats=1 "${leaks[@]}" "$work" >"$fuzz_build/$name.log" 2>&1; then
+        if "$fuzzer" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -max_len=65536 \
+                -print_final_stats=1 "$work" >"$fuzz_build/$name.log" 2>&1; then
             tail -n 12 "$fuzz_build/$name.log"
             passed=$((passed + 1))
         else
