@@ -4,22 +4,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-/* Bytes of the UTF-8 sequence starting at p (at most n left), or 0 when it is
- * not a valid one (a stray continuation, an overlong form, a surrogate...). */
-static size_t utf8_len(const unsigned char *p, size_t n) {
-    size_t len = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
-                 : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
-    if (len == 0 || len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
-        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
-        return 0;
-    return len;
-}
-
 /* Metadata comes from the file: control characters, C0 and C1 (U+0080..
  * U+009F, which terminals read as escape sequences: U+009B is CSI), and
  * bytes that are not UTF-8 are printed escaped, never raw. */
@@ -28,7 +12,7 @@ static void print_str(tn_str s, size_t max) {
     const unsigned char *p = (const unsigned char *)s.ptr;
     for (size_t i = 0; i < n;) {
         unsigned char c = p[i];
-        size_t len = utf8_len(p + i, n - i);
+        size_t len = tn_utf8_char_len((const char *)p + i, n - i);
         if (c == '\n')
             fputs("\\n", stdout);
         else if (c < 0x20 || c == 0x7f || len == 0)

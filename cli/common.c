@@ -42,23 +42,6 @@ char *cli_read_file(const char *path, uint64_t max, size_t *len) {
     return text;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid
- * (overlong forms, surrogates and code points past U+10FFFF included). */
-static size_t utf8_valid_len(const unsigned char *s, size_t n) {
-    if (s[0] < 0x80)
-        return 1;
-    size_t len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
-    if (len == 0 || s[0] > 0xF4 || n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0) ||
-        (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90))
-        return 0;
-    return len;
-}
-
 /* Bytes that are not UTF-8 (a model's byte tokens or a request line can hold
  * any) become U+FFFD, so that the output stays valid JSON. */
 void cli_json_string(FILE *f, const char *s, size_t n) {
@@ -66,7 +49,7 @@ void cli_json_string(FILE *f, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x80) {
-            size_t len = utf8_valid_len((const unsigned char *)s + i, n - i);
+            size_t len = tn_utf8_char_len(s + i, n - i);
             if (len == 0) {
                 fputs("\\ufffd", f);
             } else {

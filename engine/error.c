@@ -25,23 +25,6 @@ static void one_line(char *s, size_t n) {
     }
 }
 
-/* Bytes of the valid UTF-8 sequence at p (n left), 0 when it is none (a
- * stray continuation, an overlong form, a surrogate, past U+10FFFF). */
-static size_t utf8_len(const unsigned char *p, size_t n) {
-    const size_t len = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
-                       : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
-                                                                                           : 0;
-    if (len == 0 || len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
-        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
-        return 0;
-    return len;
-}
-
 /* s[0..n) as one line of valid UTF-8 into out (cap bytes, NUL-terminated),
  * its length returned: one_line's replacements, and a byte that is not
  * UTF-8 written as "\xNN", a C1 control (U+0080..U+009F: a terminal reads
@@ -55,7 +38,7 @@ static size_t clean_line(const char *s, size_t n, char *out, size_t cap, bool *w
         return 0;
     while (i < n) {
         const unsigned char *p = (const unsigned char *)s + i;
-        const size_t len = utf8_len(p, n - i);
+        const size_t len = tn_utf8_char_len(s + i, n - i);
         char piece[8];
         size_t k;
         if (len == 0) {

@@ -53,6 +53,11 @@ uint32_t tn_utf8_decode(const char *s, size_t len, size_t *adv) {
     return TN_UTF8_INVALID;
 }
 
+size_t tn_utf8_char_len(const char *s, size_t n) {
+    size_t adv;
+    return tn_utf8_decode(s, n, &adv) == TN_UTF8_INVALID ? 0 : adv;
+}
+
 size_t tn_utf8_encode(uint32_t cp, char out[4]) {
     if (cp < 0x80) {
         out[0] = (char)cp;

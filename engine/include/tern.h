@@ -1424,6 +1424,13 @@ int tn_detok_stream_push(tn_detok_stream *s, int32_t id, tn_buf *out, tn_error *
 /* End of the sequence: an incomplete character left over becomes U+FFFD. */
 int tn_detok_stream_flush(tn_detok_stream *s, tn_buf *out, tn_error *err);
 
+/* Bytes of the valid UTF-8 character at s (n bytes left): 1..4, or 0 when
+ * none starts there (a stray continuation byte, an overlong form, a
+ * surrogate U+D800..DFFF, a value past U+10FFFF, a sequence cut short by n;
+ * n == 0). The engine's one UTF-8 check, for callers that escape or replace
+ * what is not UTF-8 (the error messages, tern-cli info and --json). */
+size_t tn_utf8_char_len(const char *s, size_t n);
+
 /* ------------------------------------------------------------------ probes */
 
 /* What tern-cli bench measures without a model: the memory's streaming

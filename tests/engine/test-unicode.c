@@ -97,6 +97,87 @@ static void test_utf8(void) {
     CHECK(tn_utf8_incomplete_tail("", 0) == 0);
 }
 
+/* The rule the engine's sanitizer, tern-cli info and tern-cli's JSON each
+ * had a copy of before tn_utf8_char_len: kept here, written out by byte
+ * ranges, as the reference the shared check must agree with. */
+static size_t char_len_reference(const unsigned char *p, size_t n) {
+    if (n == 0)
+        return 0;
+    const size_t len = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
+                       : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                                                                           : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return len;
+}
+
+static void test_utf8_char_len(void) {
+    static const struct { const char *s; size_t n, want; const char *why; } cases[] = {
+        {"A", 1, 1, "ASCII"},
+        {"\0", 1, 1, "NUL is a character"},
+        {"\x7F", 1, 1, "DEL"},
+        {"\xC2\x80", 2, 2, "U+0080, the first 2-byte"},
+        {"\xC2\x9B", 2, 2, "C1 CSI is valid UTF-8"},
+        {"\xDF\xBF", 2, 2, "U+07FF"},
+        {"\xE0\xA0\x80", 3, 3, "U+0800, the first 3-byte"},
+        {"\xED\x9F\xBF", 3, 3, "U+D7FF, below the surrogates"},
+        {"\xEE\x80\x80", 3, 3, "U+E000, above the surrogates"},
+        {"\xEF\xBF\xBF", 3, 3, "U+FFFF"},
+        {"\xF0\x90\x80\x80", 4, 4, "U+10000, the first 4-byte"},
+        {"\xF4\x8F\xBF\xBF", 4, 4, "U+10FFFF"},
+        {"\xC3\xA9xyz", 5, 2, "only the first character"},
+        {"", 0, 0, "nothing left"},
+        {"\x80", 1, 0, "stray continuation"},
+        {"\xBF", 1, 0, "stray continuation"},
+        {"\xC0\x80", 2, 0, "overlong NUL"},
+        {"\xC1\xBF", 2, 0, "overlong 2-byte"},
+        {"\xE0\x9F\xBF", 3, 0, "overlong 3-byte"},
+        {"\xF0\x8F\xBF\xBF", 4, 0, "overlong 4-byte"},
+        {"\xED\xA0\x80", 3, 0, "surrogate U+D800"},
+        {"\xED\xBF\xBF", 3, 0, "surrogate U+DFFF"},
+        {"\xF4\x90\x80\x80", 4, 0, "U+110000"},
+        {"\xF5\x80\x80\x80", 4, 0, "F5 lead"},
+        {"\xF7\xBF\xBF\xBF", 4, 0, "U+1FFFFF"},
+        {"\xF8\x88\x80\x80\x80", 5, 0, "5-byte form"},
+        {"\xFF", 1, 0, "FF"},
+        {"\xC3", 1, 0, "truncated 2-byte"},
+        {"\xE2\x82", 2, 0, "truncated 3-byte"},
+        {"\xF0\x9F\x98", 3, 0, "truncated 4-byte"},
+        {"\xF0\x9F\x98\x80", 3, 0, "cut short by n"},
+        {"\xC3\x41", 2, 0, "bad continuation"},
+        {"\xE2\x28\xA1", 3, 0, "bad continuation"},
+        {"\xF0\x9F\x98\x41", 4, 0, "bad last continuation"},
+    };
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        size_t got = tn_utf8_char_len(cases[i].s, cases[i].n);
+        CHECKF(got == cases[i].want, "%s: %zu bytes, expected %zu", cases[i].why, got,
+               cases[i].want);
+    }
+
+    /* Every lead and second byte, with a continuation, a non-continuation
+     * and nothing for the third and fourth, at every length: the shared
+     * check gives what the copies it replaced gave. */
+    static const int tail[] = {0x80, 0xBF, 0x41};
+    long differ = 0;
+    for (int a = 0; a < 256; a++)
+        for (int b = 0; b < 256; b++)
+            for (size_t c = 0; c < N_ELEMS(tail); c++)
+                for (size_t d = 0; d < N_ELEMS(tail); d++) {
+                    const unsigned char seq[4] = {(unsigned char)a, (unsigned char)b,
+                                                  (unsigned char)tail[c], (unsigned char)tail[d]};
+                    for (size_t n = 1; n <= 4; n++)
+                        if (tn_utf8_char_len((const char *)seq, n) != char_len_reference(seq, n))
+                            differ++;
+                }
+    CHECKF(differ == 0, "%ld byte sequences judged unlike the reference", differ);
+}
+
 static void test_samples(void) {
     int wrong = 0;
     for (size_t i = 0; i < N_ELEMS(tn_uc_samples); i++) {
@@ -373,6 +454,7 @@ static void test_large(void) {
 
 int main(void) {
     test_utf8();
+    test_utf8_char_len();
     test_samples();
     test_categories();
     test_nfc();
