@@ -92,13 +92,14 @@ static run_result measure(tn_session *s, const int32_t *prompt, int32_t n_prompt
     g.max_tokens = n_gen;
     g.drafter = d;
     g.draft_max = draft_max;
+    const tn_prompt request = {.kind = TN_PROMPT_TOKENS, .tokens = prompt, .n_tokens = n_prompt};
     for (int rep = 0; rep < reps; rep++) {
         collect c = {.tokens = tokens, .cap = n_gen};
         tn_session_stats st;
         tn_error err = {0};
         if (d)
             tn_drafter_reset(d);
-        r.rc = tn_session_ask_tokens(s, prompt, n_prompt, &g, on_token, &c, &st, &err);
+        r.rc = tn_session_run(s, &request, &g, on_token, &c, &st, &err);
         if (r.rc != TN_OK) {
             cli_error("%s", cli_engine_message(&err));
             break;

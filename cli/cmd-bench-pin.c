@@ -143,11 +143,13 @@ static int measure_ttft(const bench *b, arm *arms, int n_arms, ttft_result *out,
     for (int blk = 0; blk < n_blocks && rc == TN_OK; blk++) {
         arm *a = &arms[n_arms == 2 ? abba[blk] : 0];
         int *f = &filled[n_arms == 2 ? abba[blk] : 0];
+        const tn_prompt request = {
+            .kind = TN_PROMPT_TOKENS, .tokens = a->req, .n_tokens = a->n_req};
         if (n_arms == 2)
-            rc = tn_session_ask_tokens(a->s, a->req, a->n_req, &g, NULL, NULL, NULL, err);
+            rc = tn_session_run(a->s, &request, &g, NULL, NULL, NULL, err);
         for (int r = 0; r < per_block && rc == TN_OK; r++) {
             tn_session_stats st;
-            rc = tn_session_ask_tokens(a->s, a->req, a->n_req, &g, NULL, NULL, &st, err);
+            rc = tn_session_run(a->s, &request, &g, NULL, NULL, &st, err);
             a->tt[*f] = st.ttft_ms;
             a->dt[*f] = st.decode_tok_s;
             ++*f;
