@@ -45,17 +45,6 @@ static tn_gen_params gen12(void) {
     return g;
 }
 
-static tn_session *new_session(tn_model *m) {
-    tn_session_params sp = tn_session_default_params();
-    sp.n_ctx = 512;
-    sp.n_threads = 2;
-    sp.pin_cache_dir = "";
-    tn_session *s = NULL;
-    tn_error err = {0};
-    CHECKF(tn_session_new(m, sp, &s, &err) == TN_OK, "session: %s", err.message);
-    return s;
-}
-
 static bool same_answer(const answer *a, const answer *b) {
     return a->n == b->n && !memcmp(a->tokens, b->tokens, (size_t)a->n * sizeof a->tokens[0]) &&
            !strcmp(a->text, b->text);
@@ -163,8 +152,8 @@ static void malformed(tn_session *s) {
  * fresh sessions pinned alike (chat keeps the KV between calls). */
 static void pinned_pair(tn_model *m, tn_session **a, tn_session **b) {
     tn_error err = {0};
-    *a = new_session(m);
-    *b = new_session(m);
+    *a = tn_test_session(m, 512);
+    *b = tn_test_session(m, 512);
     CHECK(*a && tn_session_pin(*a, "You are terse.", NULL, NULL, &err) == TN_OK);
     CHECK(*b && tn_session_pin(*b, "You are terse.", NULL, NULL, &err) == TN_OK);
 }
@@ -247,10 +236,7 @@ static void kinds(tn_model *m) {
 /* A Gemma 3 vocabulary: image prompts, good and bad. */
 static void images(tn_model *m) {
     const int32_t E = tn_model_n_embd(m), N = 4;
-    float *rows = malloc((size_t)N * E * sizeof(float));
-    uint64_t seed = 7;
-    for (int32_t i = 0; i < N * E; i++)
-        rows[i] = tn_test_randf(&seed);
+    float *rows = tn_test_image_rows(N, E, 7);
     const tn_image_embd im[2] = {{rows, N, E}, {rows, 2, E}};
     const char *two = "Compare " TN_IMAGE_MARKER " with " TN_IMAGE_MARKER ".";
     compare(m, &(tn_prompt){.kind = TN_PROMPT_TEXT, .text = two, .images = im, .n_images = 2},
@@ -271,7 +257,7 @@ static void images(tn_model *m) {
                             .images = im, .n_images = 1},
             old_chat_images, "messages, an image without a marker");
 
-    tn_session *s = new_session(m);
+    tn_session *s = tn_test_session(m, 512);
     tn_error err = {0};
     if (!s || tn_session_pin(s, "You describe pictures.", NULL, NULL, &err) != TN_OK) {
         CHECKF(false, "pin: %s", err.message);
@@ -308,7 +294,7 @@ static void images(tn_model *m) {
     tn_gen_params g = gen12();
     const tn_prompt ok = {.kind = TN_PROMPT_TEXT, .text = two, .images = im, .n_images = 2};
     CHECKF(tn_session_run(s, &ok, &g, collect, &a, NULL, &err) == TN_OK, "%s", err.message);
-    tn_session *s2 = new_session(m);
+    tn_session *s2 = tn_test_session(m, 512);
     if (s2 && tn_session_pin(s2, "You describe pictures.", NULL, NULL, &err) == TN_OK)
         CHECK(tn_session_run(s2, &ok, &g, collect, &fresh, NULL, &err) == TN_OK);
     CHECKF(same_answer(&a, &fresh), "after the refusals '%s', fresh '%s'", a.text, fresh.text);
@@ -328,7 +314,7 @@ static void no_images(tn_model *m) {
             old_ask_images, "no vision: a marker, images set");
     compare(m, &(tn_prompt){.kind = TN_PROMPT_TEXT, .text = "hi", .images = &im, .n_images = 1},
             old_ask_images, "no vision: an image");
-    tn_session *s = new_session(m);
+    tn_session *s = tn_test_session(m, 512);
     if (s) {
         refused(s, &(tn_prompt){.kind = TN_PROMPT_TEXT, .text = "hi", .images = &im,
                                 .n_images = 1},
@@ -339,20 +325,13 @@ static void no_images(tn_model *m) {
 }
 
 int main(void) {
-    const char *vocab = tn_test_vocab("gemma3");
-    if (!vocab)
-        tn_test_missing("no gemma3 vocabulary in TERN_VOCAB_DIR (tools/fetch-vocab.sh)");
-    char tokjson[4200], gemma[4200], plain[4200];
-    snprintf(tokjson, sizeof tokjson, "%s/tokenizer.json", vocab);
-    snprintf(gemma, sizeof gemma, "%s/gemma3.gguf", tn_test_tmpdir());
+    char gemma[4200], plain[4200];
+    tn_test_gemma3_model("gemma3.gguf", 31, gemma, sizeof gemma);
     snprintf(plain, sizeof plain, "%s/plain.gguf", tn_test_tmpdir());
     tn_error err = {0};
-    tn_mkmodel_params p = tn_test_tiny_model("gemma3", 31);
-    p.tokenizer = tokjson;
-    CHECKF(tn_mkmodel(&p, gemma, &err) == TN_OK, "mkmodel: %s", err.message);
     tn_model *m = NULL;
     if (tn_model_load(gemma, tn_model_default_params(), &m, &err) == TN_OK) {
-        tn_session *s = new_session(m);
+        tn_session *s = tn_test_session(m, 512);
         if (s && tn_session_pin(s, "You are terse.", NULL, NULL, &err) == TN_OK)
             malformed(s);
         tn_session_free(s);

@@ -112,19 +112,8 @@ static uint8_t *kv_bytes(tn_session *s, int32_t n, uint64_t *size) {
     return b;
 }
 
-static tn_session *new_session(tn_model *m, int32_t n_ctx) {
-    tn_session_params sp = tn_session_default_params();
-    sp.n_ctx = n_ctx;
-    sp.n_threads = 2;
-    sp.pin_cache_dir = "";
-    tn_session *s = NULL;
-    tn_error err = {0};
-    CHECKF(tn_session_new(m, sp, &s, &err) == TN_OK, "session: %s", err.message);
-    return s;
-}
-
 static void budgets_and_repeats(tn_model *m, tn_vision *v, int threads) {
-    tn_session *s = new_session(m, 1024);
+    tn_session *s = tn_test_session(m, 1024);
     if (!s)
         return;
     tn_error err = {0};
@@ -221,7 +210,7 @@ static void budgets_and_repeats(tn_model *m, tn_vision *v, int threads) {
 }
 
 static void overflow(tn_model *m, tn_vision *v, int threads) {
-    tn_session *s = new_session(m, 200);
+    tn_session *s = tn_test_session(m, 200);
     if (!s)
         return;
     tn_error err = {0};
@@ -262,7 +251,7 @@ static void chat(tn_model *m, tn_vision *v, int threads) {
     if (!encode(v, threads, 5, 70, &im))
         return;
     tn_error err = {0};
-    tn_session *s = new_session(m, 1024);
+    tn_session *s = tn_test_session(m, 1024);
     answer a1 = {0}, a2 = {0}, fresh = {0};
     tn_gen_params g = gen16();
     /* Explicit markers: the image stays in the first message (without one
@@ -288,7 +277,7 @@ static void chat(tn_model *m, tn_vision *v, int threads) {
            "chat turn 2: %s", err.message);
     CHECKF(st.restored_tokens >= image_end - 8, "turn 2 reused %d rows; the image ends near %d",
            st.restored_tokens, image_end);
-    tn_session *s2 = new_session(m, 1024);
+    tn_session *s2 = tn_test_session(m, 1024);
     CHECK(tn_session_chat_images(s2, turn2, 3, &im.ie, 1, &g, collect, &fresh, NULL, &err) ==
           TN_OK);
     CHECKF(!strcmp(a2.text, fresh.text), "reused KV answered '%s', a fresh session '%s'",
@@ -310,10 +299,7 @@ static void chat(tn_model *m, tn_vision *v, int threads) {
 /* The forward entry itself: rows enter unscaled; the span is bidirectional. */
 static void forward_entry(tn_model *m) {
     const int32_t E = tn_model_n_embd(m), N = 6;
-    float *rows = malloc((size_t)N * E * sizeof(float));
-    uint64_t st = 3;
-    for (int32_t i = 0; i < N * E; i++)
-        rows[i] = tn_test_randf(&st);
+    float *rows = tn_test_image_rows(N, E, 3);
     tn_error err = {0};
     float *h[4];
     for (int run = 0; run < 4; run++) {
@@ -348,17 +334,9 @@ static void forward_entry(tn_model *m) {
 }
 
 int main(void) {
-    const char *vocab = tn_test_vocab("gemma3");
-    if (!vocab)
-        tn_test_missing("no gemma3 vocabulary in TERN_VOCAB_DIR (tools/fetch-vocab.sh)");
-    char tokjson[4200];
-    snprintf(tokjson, sizeof tokjson, "%s/tokenizer.json", vocab);
-    snprintf(g_model, sizeof g_model, "%s/gemma3.gguf", tn_test_tmpdir());
+    tn_test_gemma3_model("gemma3.gguf", 21, g_model, sizeof g_model);
     snprintf(g_proj, sizeof g_proj, "%s/mmproj.gguf", tn_test_tmpdir());
     tn_error err = {0};
-    tn_mkmodel_params p = tn_test_tiny_model("gemma3", 21);
-    p.tokenizer = tokjson;
-    CHECKF(tn_mkmodel(&p, g_model, &err) == TN_OK, "mkmodel: %s", err.message);
     /* 128 px in 2-px patches: the native 64 x 64 patch grid and 256 tokens of
      * Gemma 3, on a tower small enough for a test. */
     tn_mkmodel_vision_params vp = tn_mkmodel_vision_default_params();
@@ -389,13 +367,12 @@ int main(void) {
     /* A vocabulary without image tokens: refused, clearly. */
     char plain[4200];
     snprintf(plain, sizeof plain, "%s/plain.gguf", tn_test_tmpdir());
-    p.arch = "llama";
-    p.tokenizer = NULL;
-    p.n_embd = 64;
+    /* The same tiny model, llama with its synthetic vocabulary. */
+    tn_mkmodel_params p = tn_test_tiny_model("llama", 21);
     tn_model *pm = NULL;
     if (tn_mkmodel(&p, plain, &err) == TN_OK &&
         tn_model_load(plain, tn_model_default_params(), &pm, &err) == TN_OK) {
-        tn_session *s = new_session(pm, 256);
+        tn_session *s = tn_test_session(pm, 256);
         float row[64] = {0};
         tn_image_embd ie = {row, 1, 64};
         CHECK(tn_session_image_cost(s, 256) == -1);

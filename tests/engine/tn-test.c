@@ -128,6 +128,39 @@ double *tn_test_tensor(const tn_gguf *g, const char *name, int64_t *n) {
     return out;
 }
 
+bool tn_test_gemma3_model(const char *file, uint64_t seed, char *path, size_t cap) {
+    const char *vocab = tn_test_vocab("gemma3");
+    if (!vocab)
+        tn_test_missing("no gemma3 vocabulary in TERN_VOCAB_DIR (tools/fetch-vocab.sh)");
+    char tokjson[4200];
+    snprintf(tokjson, sizeof tokjson, "%s/tokenizer.json", vocab);
+    snprintf(path, cap, "%s/%s", tn_test_tmpdir(), file);
+    tn_error err = {0};
+    tn_mkmodel_params p = tn_test_tiny_model("gemma3", seed);
+    p.tokenizer = tokjson;
+    const bool ok = tn_mkmodel(&p, path, &err) == TN_OK;
+    CHECKF(ok, "mkmodel: %s", err.message);
+    return ok;
+}
+
+float *tn_test_image_rows(int32_t n, int32_t width, uint64_t seed) {
+    float *rows = malloc((size_t)n * width * sizeof(float));
+    for (int32_t i = 0; i < n * width; i++)
+        rows[i] = tn_test_randf(&seed);
+    return rows;
+}
+
+tn_session *tn_test_session(const tn_model *m, int32_t n_ctx) {
+    tn_session_params sp = tn_session_default_params();
+    sp.n_ctx = n_ctx;
+    sp.n_threads = 2;
+    sp.pin_cache_dir = "";
+    tn_session *s = NULL;
+    tn_error err = {0};
+    CHECKF(tn_session_new(m, sp, &s, &err) == TN_OK, "session: %s", err.message);
+    return s;
+}
+
 uint64_t tn_test_pinned_rows_hash(tn_session *s) {
     int32_t n_pin = tn_session_pin_info(s).n_pin;
     tn_ctx *c = tn_session_ctx(s);

@@ -56,6 +56,19 @@ float tn_test_randf(uint64_t *state); /* uniform in [-1, 1) */
 /* Every value of g's tensor name, dequantized, as doubles (*n: how many,
  * if n), or NULL when g has no such tensor; the caller frees it. */
 double *tn_test_tensor(const tn_gguf *g, const char *name, int64_t *n);
+/* The tiny model of arch "gemma3" (tn_test_tiny_model with seed) with the
+ * real Gemma 3 vocabulary, whose image tokens let it take images, written to
+ * tn_test_tmpdir()/file and its path put in path (cap bytes). Exits through
+ * tn_test_missing when the vocabulary is not fetched. One check (the
+ * mkmodel); false when it failed. */
+bool tn_test_gemma3_model(const char *file, uint64_t seed, char *path, size_t cap);
+/* n rows of width floats in [-1, 1) from seed (tn_test_randf, row after
+ * row): image embeddings that stand in for a projector's. The caller frees
+ * them. */
+float *tn_test_image_rows(int32_t n, int32_t width, uint64_t seed);
+/* A session of n_ctx positions on m, 2 threads, no pin cache on disk. One
+ * check (its creation); NULL when it failed. */
+tn_session *tn_test_session(const tn_model *m, int32_t n_ctx);
 /* A hash of the KV rows of s's pin: 0 when they cannot be saved. */
 uint64_t tn_test_pinned_rows_hash(tn_session *s);
 
