@@ -497,13 +497,21 @@ int tn_weight_row_f32(const tn_weight *w, int64_t r, float *out) {
         return tn_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes,
                                  out, w->cols);
     /* An embedding lookup in an interleaved matrix (an LM head tied to the
-     * embedding): gather the row's blocks first. */
+     * embedding): gather the row's blocks, then dequantize them, as many
+     * blocks at a time as this buffer holds. No heap buffer: a decode
+     * step runs this under its guard (engine/forward.c), whose jump on a
+     * file cut short under the read would lose one (16 KiB and more for a
+     * long row, once per model). */
     uint8_t stack[16384];
-    uint8_t *tmp = w->row_bytes <= sizeof stack ? stack : malloc(w->row_bytes);
-    if (!tmp)
-        return TN_ERR_NOMEM;
-    rc = tn_dequantize_row(w->type, tn_weight_row_raw(w, r, tmp), out, w->cols);
-    if (tmp != stack)
-        free(tmp);
+    const int64_t bc = tn_weight_row_block_cols(w), nblk = w->cols / bc;
+    const size_t bb = nblk > 0 ? w->row_bytes / (size_t)nblk : 0;
+    if (nblk <= 0 || bb == 0 || bb > sizeof stack || nblk * bc != w->cols)
+        return TN_ERR_INVALID;
+    const int64_t per = (int64_t)(sizeof stack / bb);
+    for (int64_t b0 = 0; b0 < nblk && rc == TN_OK; b0 += per) {
+        const int64_t nb = nblk - b0 < per ? nblk - b0 : per;
+        rc = tn_dequantize_row(w->type, tn_weight_row_raw_part(w, r, b0, nb, stack),
+                               out + b0 * bc, nb * bc);
+    }
     return rc;
 }

@@ -379,24 +379,32 @@ int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out)
 const uint8_t *tn_weight_row_raw(const tn_weight *w, int64_t r, uint8_t *tmp) {
     if (w->layout == TN_LAYOUT_ROWS)
         return (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+    return tn_weight_row_raw_part(w, r, 0, w->cols / tn_weight_row_block_cols(w), tmp);
+}
+
+int64_t tn_weight_row_block_cols(const tn_weight *w) {
+    return kq_chunk_bytes(w->type) ? 256 : 32;
+}
+
+const uint8_t *tn_weight_row_raw_part(const tn_weight *w, int64_t r, int64_t b0, int64_t nb,
+                                      uint8_t *tmp) {
     if (kq_chunk_bytes(w->type)) {
         const size_t cb = kq_chunk_bytes(w->type), bb = cb / 16;
         const int64_t nsb = w->cols / 256;
         const uint8_t *g = (const uint8_t *)w->data + (size_t)(r / 16) * (size_t)nsb * cb;
-        for (int64_t s = 0; s < nsb; s++)
-            kq_block_x16(w->type, (uint8_t *)(uintptr_t)(g + (size_t)s * cb), tmp + (size_t)s * bb,
-                         (int)(r % 16), false);
+        for (int64_t s = b0; s < b0 + nb; s++)
+            kq_block_x16(w->type, (uint8_t *)(uintptr_t)(g + (size_t)s * cb),
+                         tmp + (size_t)(s - b0) * bb, (int)(r % 16), false);
         return tmp;
     }
     x16_fmt f = {0};
     x16_format(w->type, &f); /* check_weight let only X16 types through */
     const size_t qb = tn_x16_quant_bytes(w->type), hdr = tn_x16_header_bytes(w->type);
     const size_t chunk = hdr + 2 * qb, qoff = 2 * (size_t)f.fields + (f.qh ? 4 : 0) + f.e8m0;
-    const int64_t nblk = w->cols / 32;
     const uint8_t *g = (const uint8_t *)w->data + (size_t)(r / 16) * tn_x16_group_bytes(w->type, w->cols);
     const int i = (int)(r % 16);
-    for (int64_t k = 0; k < nblk; k++) {
-        uint8_t *blk = tmp + (size_t)k * f.bb;
+    for (int64_t k = b0; k < b0 + nb; k++) {
+        uint8_t *blk = tmp + (size_t)(k - b0) * f.bb;
         const uint8_t *c = g + (size_t)(k / 2) * chunk;
         const int h = (int)(k % 2);
         for (int fi = 0; fi < f.fields; fi++)

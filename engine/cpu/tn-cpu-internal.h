@@ -310,5 +310,14 @@ size_t tn_x16_kq_chunk_bytes(uint32_t type);
 /* Row r in the file's block format: a pointer into w (rows layout) or into
  * tmp (w->row_bytes bytes), gathered from an interleaved layout. */
 const uint8_t *tn_weight_row_raw(const tn_weight *w, int64_t r, uint8_t *tmp);
+/* An interleaved (X16) row in pieces: the columns of one block of the
+ * gathered row (256 for K-quants, 32 otherwise), and blocks [b0, b0 + nb)
+ * of row r gathered into tmp (nb blocks of w->row_bytes / (cols / that)
+ * bytes each). tn_weight_row_f32 gathers a long row through a buffer on
+ * its stack this way, so that nothing of its own is lost when a guarded
+ * step (a file cut short under it) jumps out of it. */
+int64_t tn_weight_row_block_cols(const tn_weight *w);
+const uint8_t *tn_weight_row_raw_part(const tn_weight *w, int64_t r, int64_t b0, int64_t nb,
+                                      uint8_t *tmp);
 
 #endif

@@ -13,6 +13,7 @@
  * that was there before its own, which is then the default action the
  * child expects, not ASan's report (exit 1). The guarded loads pass with
  * ASan's default too. */
+#include "cpu/tn-cpu.h"
 #include "tn-internal.h"
 #include "tn-test.h"
 
@@ -413,6 +414,81 @@ static void sent_sigbus_is_quiet(const char *dir) {
     CHECKF(strstr(text, "must not say this") == NULL, "a sent SIGBUS's stderr: %s", text);
 }
 
+/* tn_weight_row_f32 of an interleaved (X16) row longer than its 16 KiB
+ * stack buffer (Q8_0, 16384 columns: 17408 bytes), the row as the file's
+ * layout has it, and then from a mapping cut short under a guard (as a
+ * decode step reads an embedding row): TN_ERR_IO, and nothing leaked
+ * (ASan's leak check at exit: the row was gathered into a malloc'd buffer
+ * that the guard's jump lost). */
+typedef struct row_read {
+    const tn_weight *w;
+    float *out;
+    int rc;
+} row_read;
+
+static void row_read_run(void *arg) {
+    row_read *rr = arg;
+    rr->rc = tn_weight_row_f32(rr->w, 3, rr->out);
+}
+
+static void long_row_shrink(const char *dir) {
+    const int64_t rows = 16, cols = 16384;
+    tn_weight w = {.type = TN_TYPE_Q8_0, .rows = rows, .cols = cols,
+                   .row_bytes = tn_type_row_bytes(TN_TYPE_Q8_0, (uint64_t)cols)};
+    CHECK(w.row_bytes > 16384);
+    uint8_t *q = malloc((size_t)rows * w.row_bytes);
+    float *src = malloc((size_t)cols * sizeof *src), *want = malloc((size_t)cols * sizeof *want),
+          *got = malloc((size_t)cols * sizeof *got);
+    if (!q || !src || !want || !got) {
+        CHECK(false);
+        goto out;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++)
+            src[c] = (float)((r * 7919 + c * 104729) % 2001 - 1000) / 1000.0f;
+        CHECK(tn_quantize_row(w.type, src, q + (size_t)r * w.row_bytes, cols) == TN_OK);
+    }
+    w.data = q;
+    const size_t size = tn_weight_repack_size(&w);
+    if (size == 0) {
+        fprintf(stderr, "load-shrink: no interleaved layout on this CPU: long row skipped\n");
+        goto out;
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/long-row.x16", dir);
+    void *dst = aligned_alloc(64, (size + 63) / 64 * 64);
+    tn_weight x;
+    CHECK(dst && tn_weight_repack(&w, dst, size, &x) == TN_OK);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(dst, 1, size, f) == size);
+    if (f)
+        fclose(f);
+    free(dst);
+    size_t mapped = 0;
+    const volatile uint8_t *map = map_whole(path, &mapped);
+    CHECK(map && mapped == size);
+    if (!map)
+        goto out;
+    x.data = (const void *)map;
+    CHECK(tn_dequantize_row(w.type, q + 3 * w.row_bytes, want, cols) == TN_OK);
+    CHECK(tn_weight_row_f32(&x, 3, got) == TN_OK);
+    CHECKF(memcmp(want, got, (size_t)cols * sizeof *got) == 0,
+           "the long interleaved row differs from the file's");
+    CHECK(truncate(path, 0) == 0);
+    const tn_read_span span = {.base = (const void *)map, .size = mapped, .path = path};
+    row_read rr = {.w = &x, .out = got, .rc = -1};
+    tn_error err = {0};
+    int rc = tn_guarded_read(&span, 1, "long-row", row_read_run, &rr, &err);
+    CHECKF(rc == TN_ERR_IO && strstr(err.message, path), "long row: gave %d: %s", rc,
+           err.message);
+    munmap((void *)map, mapped);
+out:
+    free(q);
+    free(src);
+    free(want);
+    free(got);
+}
+
 int main(void) {
     const char *dir = tn_test_tmpdir();
     char good[512], victim[512], cache[512];
@@ -512,6 +588,8 @@ int main(void) {
     shrink_in(good, victim, "gguf-parse", NULL, false);
     cut.to_zero = false;
     vision_shrink(dir);
+
+    long_row_shrink(dir);
 
     tn_test_read_guard_hook(NULL, NULL);
     head_after_open(good, dir);
