@@ -945,6 +945,18 @@ static uint8_t *map_theirs(const plan *p, const void *storage, tn_repack_cache_r
     return m;
 }
 
+/* The payload checksum of a new cache file, a guarded pass (build_file). */
+typedef struct checksum_pass {
+    const uint8_t *payload;
+    size_t bytes;
+    uint64_t sum;
+} checksum_pass;
+
+static void checksum_pass_run(void *arg) {
+    checksum_pass *cs = arg;
+    cs->sum = tn_checksum64(cs->payload, cs->bytes, 0x16);
+}
+
 /* Repacks straight into a temporary file in the directory (its space
  * reserved first, so that a full disk is an error here and never a SIGBUS
  * in the repack), syncs it and renames it into place, so a reader sees the
@@ -955,8 +967,9 @@ static uint8_t *map_theirs(const plan *p, const void *storage, tn_repack_cache_r
  * memory. Returns 0, with ws untouched, when the file cannot be made;
  * after the repack a failure keeps the (unlinked) temporary mapping as the
  * storage: outcome PRIVATE with why set; 1 then and on success. -1 when
- * the model file shrank under the repack (r->fault): the temporary file is
- * gone, nothing is mapped, the weights are garbage. */
+ * the model file shrank under the repack, or the temporary file under its
+ * checksum (r->fault): the temporary file is gone, nothing is mapped, the
+ * weights are garbage. */
 static int build_file(tn_weight *const *ws, int n, const plan *p, const tn_gguf *g,
                       const char *dir, tn_repack_cache_result *r) {
     const size_t tmp_size = strlen(dir) + 64;
@@ -1000,6 +1013,7 @@ static int build_file(tn_weight *const *ws, int n, const plan *p, const tn_gguf 
         free(tmp);
         return -1;
     }
+    const tn_repack_cache_outcome outcome = r->outcome;
     r->outcome = TN_REPACK_CACHE_PRIVATE;
     r->map = m;
     r->map_bytes = (size_t)size;
@@ -1018,7 +1032,26 @@ static int build_file(tn_weight *const *ws, int n, const plan *p, const tn_gguf 
     mprotect(m, (size_t)size, PROT_READ);
     uint8_t *h = NULL;
     if (!e) {
-        h = header_encode(p, tn_checksum64(payload, (size_t)p->payload, 0x16));
+        /* The checksum reads the whole temporary file back through its
+         * mapping: another program cutting it short meanwhile (it is ours,
+         * but in a directory others may write) fails the load like a model
+         * cut short, naming the temporary file, instead of a SIGBUS. */
+        checksum_pass cs = {.payload = payload, .bytes = (size_t)p->payload};
+        const tn_read_span span = {.base = m, .size = (size_t)size, .path = tmp};
+        if (tn_guarded_read(&span, 1, "cache-checksum", checksum_pass_run, &cs, &r->fault) !=
+            TN_OK) {
+            /* The weights point into the file: gone with it. */
+            r->outcome = outcome;
+            r->map = NULL;
+            r->map_bytes = 0;
+            r->bytes = 0;
+            munmap(m, (size_t)size);
+            unlink(tmp);
+            close(fd);
+            free(tmp);
+            return -1;
+        }
+        h = header_encode(p, cs.sum);
         e = h ? write_at(fd, h, p->header_bytes, 0) : ENOMEM;
         free(h);
         if (!e && fsync(fd) != 0)
