@@ -366,6 +366,49 @@ static int reject(const char *path, int rc) {
     return rc;
 }
 
+/* The parts of a load that read the mapped snapshot, the checks and then
+ * the copy of its rows into the context, each run under tn_guarded_read:
+ * they allocate nothing and take no lock (the messages are the caller's,
+ * after them), so a jump out of one loses nothing. */
+enum { PIN_READ, PIN_CHANGED, PIN_DAMAGED, PIN_OTHER_TOKENS };
+
+typedef struct pin_pass {
+    const uint8_t *map;
+    const uint8_t *h; /* the header as pread before the mapping */
+    uint32_t n;
+    uint64_t kv_bytes;
+    const int32_t *tokens;
+    tn_ctx *ctx;
+    int32_t n_tokens;
+    tn_error *err;
+    int rc;      /* tn_ctx_kv_state_load's */
+    int refused; /* PIN_READ, or why the snapshot is refused */
+} pin_pass;
+
+static void pin_check_run(void *arg) {
+    pin_pass *pp = arg;
+    const uint8_t *m = pp->map;
+    if (memcmp(m, pp->h, TN_PIN_HEADER_BYTES) != 0) { /* replaced between the read and the map */
+        pp->refused = PIN_CHANGED;
+        return;
+    }
+    const uint8_t *tok_bytes = m + TN_PIN_HEADER_BYTES;
+    const uint8_t *kv = tok_bytes + (size_t)pp->n * 4;
+    if (payload_checksum((const int32_t *)tok_bytes, pp->n, kv, pp->kv_bytes) !=
+        tn_rd_u64(pp->h + 80)) {
+        pp->refused = PIN_DAMAGED;
+        return;
+    }
+    if (memcmp(tok_bytes, pp->tokens, (size_t)pp->n * 4) != 0)
+        pp->refused = PIN_OTHER_TOKENS;
+}
+
+static void pin_copy_run(void *arg) {
+    pin_pass *pp = arg;
+    const uint8_t *kv = pp->map + TN_PIN_HEADER_BYTES + (size_t)pp->n * 4;
+    pp->rc = tn_ctx_kv_state_load(pp->ctx, pp->n_tokens, kv, pp->kv_bytes, pp->err);
+}
+
 int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
                       const int32_t *tokens, int32_t n_tokens, tn_error *err) {
     if (!dir || !key || !ctx || n_tokens <= 0 || !tokens)
@@ -477,31 +520,54 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
         rc = tn_fail(err, TN_ERR_IO, "%s: cannot map the pin snapshot: %s", path, strerror(e));
         goto done;
     }
-    const uint8_t *m = map;
-    if (memcmp(m, h, sizeof h) != 0) { /* replaced between the read and the map */
+    /* Every read of the mapping is in one of two guarded passes, the checks
+     * and then the copy of the rows into the context: a snapshot cut short
+     * in place meanwhile (only another program does that: Tern renames
+     * whole files into place) refuses the pin with TN_ERR_IO instead of a
+     * SIGBUS. The file is left alone (whoever is rewriting it may finish). */
+    pin_pass pp = {.map = map, .h = h, .n = n, .kv_bytes = kv_bytes, .tokens = tokens,
+                   .ctx = ctx, .n_tokens = n_tokens, .err = err, .rc = TN_OK};
+    const tn_read_span span = {.base = map, .size = map_size, .path = path};
+    tn_error fault = {0}; /* "'PATH' shrank ...": the message below says what follows */
+    int grc = tn_guarded_read(&span, 1, "pin-check", pin_check_run, &pp, &fault);
+    if (grc == TN_OK && pp.refused == PIN_READ) {
+        grc = tn_guarded_read(&span, 1, "pin-copy", pin_copy_run, &pp, &fault);
+        /* The copy had begun: the context's rows are partly the
+         * snapshot's, so none of them count (the caller recomputes the pin
+         * from what tn_ctx_kv_len says is left). */
+        if (grc != TN_OK)
+            tn_ctx_kv_truncate(ctx, 0);
+    }
+    if (grc != TN_OK) {
+        rc = tn_fail(err, TN_ERR_IO,
+                     "%s: pin snapshot ignored (it shrank while it was being read); "
+                     "recomputing the pin",
+                     path);
+        goto done;
+    }
+    switch (pp.refused) {
+    case PIN_CHANGED:
         rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
                                   "%s: pin snapshot ignored (changed while it was read); "
                                   "recomputing the pin",
                                   path));
         goto done;
-    }
-    const uint8_t *tok_bytes = m + TN_PIN_HEADER_BYTES;
-    const uint8_t *kv = tok_bytes + (size_t)n * 4;
-    if (payload_checksum((const int32_t *)tok_bytes, n, kv, kv_bytes) != tn_rd_u64(h + 80)) {
+    case PIN_DAMAGED:
         rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
                                   "%s: pin snapshot ignored (damaged data: checksum mismatch); "
                                   "recomputing the pin",
                                   path));
         goto done;
-    }
-    if (memcmp(tok_bytes, tokens, (size_t)n * 4) != 0) {
+    case PIN_OTHER_TOKENS:
         rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
                                   "%s: pin snapshot ignored (made for other system-prompt tokens); "
                                   "recomputing the pin",
                                   path));
         goto done;
+    default:
+        break;
     }
-    rc = tn_ctx_kv_state_load(ctx, n_tokens, kv, kv_bytes, err);
+    rc = pp.rc;
     if (rc == TN_OK)
         futimens(fd, NULL); /* last use, for LRU eviction */
 done:

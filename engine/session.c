@@ -543,7 +543,7 @@ static int establish(tn_session *s, const int32_t *tokens, int32_t n,
                      tn_error *err) {
     *loaded = false;
     *saved = false;
-    const int32_t keep = kv_prefix(s, tokens, NULL, n);
+    int32_t keep = kv_prefix(s, tokens, NULL, n);
     if (keep == n) {
         kv_cut(s, n);
         if (progress)
@@ -567,6 +567,14 @@ static int establish(tn_session *s, const int32_t *tokens, int32_t n,
         }
         if (rc != TN_ERR_NOT_FOUND)
             warn(s, &e);
+        /* A snapshot cut short while its rows were being copied empties
+         * the KV (tn_pin_store_load): the mirror follows, and the pin is
+         * recomputed from there. */
+        const int32_t left = tn_ctx_kv_len(s->ctx);
+        if (left < keep) {
+            kv_cut(s, left); /* keep <= s->n_kv: the mirror is longer */
+            keep = left;
+        }
     }
     kv_cut(s, keep);
     int rc = kv_append(s, tokens + keep, n - keep, false, progress, user, err);

@@ -57,7 +57,12 @@ char *tn_pin_path(const char *dir, const tn_pin_key *key);
  * the file and what is wrong) when one exists but is corrupt, truncated or
  * made for something else: the file is then removed so that a fresh one
  * replaces it. On any failure the KV is untouched (it is written only after
- * every check passed). A hit refreshes the file's time (LRU). */
+ * every check passed), but one: TN_ERR_IO "pin snapshot ignored (it shrank
+ * while it was being read)" when the file was cut short in place while it
+ * was read (a SIGBUS caught, engine/error.c); when that happened during the
+ * copy of its rows, the context's KV is emptied (tn_ctx_kv_len 0: its rows
+ * were partly overwritten), and the caller recomputes the pin. A hit
+ * refreshes the file's time (LRU). */
 int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
                       const int32_t *tokens, int32_t n_tokens, tn_error *err);
 

@@ -7,6 +7,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "tn-internal.h"
 #include "tn-session.h"
 #include "tn-test.h"
 
@@ -338,6 +339,74 @@ out:
 
 /* ------------------------------------------------------------ eviction */
 
+/* A snapshot cut short in place while it is read (by another program:
+ * Tern renames whole files into place), in the checks and in the copy of
+ * its rows: TN_ERR_IO "pin snapshot ignored (it shrank ...)" naming the
+ * file instead of a SIGBUS. Cut in the checks, the KV is untouched; cut in
+ * the copy, it is emptied (its rows were partly overwritten), so that the
+ * caller recomputes the pin. A whole snapshot loads after. */
+static struct {
+    const char *pass, *path;
+    int fired;
+} pin_cut;
+
+static void pin_cut_hook(const char *pass, void *user) {
+    (void)user;
+    if (pin_cut.fired || !pin_cut.pass || strcmp(pass, pin_cut.pass))
+        return;
+    pin_cut.fired = 1;
+    if (truncate(pin_cut.path, TN_PIN_HEADER_BYTES) != 0)
+        perror("truncate");
+}
+
+static void test_shrink(const tn_model *m, const char *dir) {
+    int32_t tokens[NTOK];
+    for (int i = 0; i < NTOK; i++)
+        tokens[i] = 9 + (i * 13) % (tn_model_n_vocab(m) - 9);
+    tn_pin_key key;
+    CHECK(tn_pin_key_compute(m, tokens, NTOK, &key, NULL) == TN_OK);
+    char *path = tn_pin_path(dir, &key);
+    tn_ctx *a = new_ctx(m), *b = new_ctx(m);
+    if (!a || !b || !path)
+        goto out;
+    prefill(a, tokens, NTOK);
+    CHECKF(tn_ctx_kv_state_bytes(a, NTOK) > 8192, "the rows fit the first page: %llu bytes",
+           (unsigned long long)tn_ctx_kv_state_bytes(a, NTOK));
+    tn_test_read_guard_hook(pin_cut_hook, NULL);
+    const char *passes[] = {"pin-check", "pin-copy"};
+    for (int i = 0; i < 2; i++) {
+        tn_error err = {0};
+        unlink(path);
+        CHECKF(tn_pin_store_save(dir, &key, a, tokens, NTOK, 0, &err) == TN_OK, "save: %s",
+               err.message);
+        tn_ctx_kv_truncate(b, 0);
+        prefill(b, tokens, 5);
+        pin_cut.pass = passes[i];
+        pin_cut.path = path;
+        pin_cut.fired = 0;
+        int rc = tn_pin_store_load(dir, &key, b, tokens, NTOK, &err);
+        pin_cut.pass = NULL;
+        CHECKF(pin_cut.fired, "%s: the pass never ran", passes[i]);
+        CHECKF(rc == TN_ERR_IO && strstr(err.message, "shrank while it was being read") &&
+                   strstr(err.message, path),
+               "%s: gave %d: %s", passes[i], rc, err.message);
+        CHECKF(tn_ctx_kv_len(b) == (i == 0 ? 5 : 0), "%s: %d rows left", passes[i],
+               tn_ctx_kv_len(b));
+    }
+    tn_test_read_guard_hook(NULL, NULL);
+    /* The cut file is left to whoever rewrites it; a whole one loads. */
+    tn_error err = {0};
+    unlink(path);
+    CHECK(tn_pin_store_save(dir, &key, a, tokens, NTOK, 0, &err) == TN_OK);
+    CHECKF(tn_pin_store_load(dir, &key, b, tokens, NTOK, &err) == TN_OK &&
+               tn_ctx_kv_len(b) == NTOK,
+           "a whole snapshot after the faults: %s", err.message);
+out:
+    tn_ctx_free(a);
+    tn_ctx_free(b);
+    free(path);
+}
+
 static void set_age(const char *path, time_t t) {
     struct timespec ts[2] = {{t, 0}, {t, 0}};
     utimensat(AT_FDCWD, path, ts, 0);
@@ -444,6 +513,7 @@ int main(void) {
     tn_model *a = pa ? load(pa) : NULL, *b = pb ? load(pb) : NULL;
     if (a && b) {
         test_round_trip(a, b, dir);
+        test_shrink(a, dir);
         test_eviction(a, dir2);
     }
     tn_model_free(a);

@@ -19,6 +19,7 @@
  *   - chat reuses the common prefix and gives the answer of a fresh session;
  *     stop strings end the answer before the string.
  */
+#include "tn-internal.h"
 #include "tn-session.h"
 #include "tn-test.h"
 
@@ -509,6 +510,73 @@ static void damaged_snapshots(fixture *f) {
     free(path);
 }
 
+/* A snapshot cut short in place (by another program) while its rows are
+ * copied into a session whose KV already holds a prefix of the pin (a
+ * shorter pin before): the pin is refused with a warning (TN_ERR_IO, "it
+ * shrank"), not a SIGBUS; the copy had overwritten some of the rows the
+ * session kept, so the KV is recomputed from nothing, and the answers are
+ * those of the pin computed afresh. The test hook cuts the file in the
+ * copy's guarded pass (engine/pin-store.c, "pin-copy"). */
+static const char *shrink_path;
+static int shrink_fired;
+
+static void shrink_hook(const char *pass, void *user) {
+    (void)user;
+    if (shrink_fired || !shrink_path || strcmp(pass, "pin-copy"))
+        return;
+    shrink_fired = 1;
+    if (truncate(shrink_path, TN_PIN_HEADER_BYTES) != 0)
+        perror("truncate");
+}
+
+static void snapshot_shrinks(fixture *f) {
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 8;
+    char sys[512], longer[2048];
+    snprintf(sys, sizeof sys, "%s Shrink test.", SYSTEM);
+    snprintf(longer, sizeof longer, "%s Shrink test.", SYSTEM);
+    for (int i = 0; i < 4; i++)
+        strcat(longer, " Answer briefly and mention the aisle.");
+    tn_session *s = new_session(f, 512, true);
+    answer ref;
+    if (!s || pin(s, longer) != TN_OK) {
+        tn_session_free(s);
+        return;
+    }
+    ask(s, REQ_A, &g, &ref);
+    int32_t n_pin;
+    const int32_t *pt = tn_session_pinned_tokens(s, &n_pin);
+    tn_pin_key key;
+    tn_pin_key_compute(f->model, pt, n_pin, &key, NULL);
+    char *path = tn_pin_path(f->cache, &key);
+    tn_session_free(s);
+    s = new_session(f, 512, true);
+    if (!s || pin(s, sys) != TN_OK) {
+        tn_session_free(s);
+        free(path);
+        return;
+    }
+    warnings = 0;
+    shrink_path = path;
+    shrink_fired = 0;
+    tn_test_read_guard_hook(shrink_hook, NULL);
+    int rc = pin(s, longer);
+    tn_test_read_guard_hook(NULL, NULL);
+    shrink_path = NULL;
+    CHECKF(rc == TN_OK && shrink_fired, "shrink: pin gave %d, the copy %s", rc,
+           shrink_fired ? "was cut" : "never ran");
+    tn_pin_info pi = tn_session_pin_info(s);
+    CHECKF(!pi.loaded_from_snapshot && pi.snapshot_saved, "shrink: loaded %d saved %d",
+           pi.loaded_from_snapshot, pi.snapshot_saved);
+    CHECKF(warnings == 1 && strstr(last_warning, "shrank") && last_warn.code == TN_ERR_IO,
+           "shrink: warning '%s'", last_warning);
+    answer x;
+    ask(s, REQ_A, &g, &x);
+    CHECKF(same(&x, &ref), "shrink: the recomputed pin answers differently");
+    tn_session_free(s);
+    free(path);
+}
+
 /* The model file rewritten in place (other weights): old pins must not be
  * used. Runs last on a fixture: it replaces the model. */
 static void model_replaced(fixture *f) {
@@ -715,6 +783,7 @@ int main(void) {
         overflow(&syn);
         pin_cancel(&syn);
         damaged_snapshots(&syn);
+        snapshot_shrinks(&syn);
         chat(&syn);
         tokens_api(&syn);
         padded_embedding(&syn);
