@@ -77,6 +77,9 @@ typedef struct dflash {
     int32_t scores_stride;
     tn_sampler *sampler;
     bool greedy;
+    /* Every pass over the weights runs under this (tn_drafter_guard_run):
+     * the draft's file, or the target's, cut short is TN_ERR_IO. */
+    tn_drafter_guard guard;
 } dflash;
 
 /* ---------------------------------------------------------------- maths */
@@ -174,18 +177,51 @@ static int context_rows(dflash *df, int32_t pos0, const int32_t *tokens, int32_t
     return TN_OK;
 }
 
+/* One guarded step of the drafter (context rows or a block): its
+ * arguments and result, so that it runs as tn_drafter_guard_run's fn. */
+typedef struct df_call {
+    dflash *df;
+    int32_t pos0, n, anchor, n_ctx;
+    const int32_t *tokens;
+    const float *hidden;
+    tn_error *err;
+    int rc;
+} df_call;
+
+static void observe_run(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    df_call *c = arg;
+    const size_t row = (size_t)c->df->n_taps * (size_t)c->df->E;
+    for (int32_t done = 0; c->rc == TN_OK && done < c->n; done += ROWS_MAX) {
+        const int32_t m = c->n - done < ROWS_MAX ? c->n - done : ROWS_MAX;
+        c->rc = context_rows(c->df, c->pos0 + done, c->tokens + done, m,
+                             c->hidden + (size_t)done * row, c->err);
+    }
+}
+
+/* A step cut short by a file cut short: its rows are garbage, and so is
+ * what the drafter knew (every later step fails the same way anyway). */
+static int df_guarded(dflash *df, void (*fn)(void *, int, int), df_call *c) {
+    const int rc = tn_drafter_guard_run(&df->guard, df->cpu, fn, c, c->err);
+    if (rc != TN_OK) {
+        df->known = 0;
+        return rc;
+    }
+    return c->rc;
+}
+
 static int df_observe(void *self, int32_t pos0, const int32_t *tokens, int32_t n,
                       const float *hidden, tn_error *err) {
     dflash *df = self;
     if (pos0 > df->known)
         return TN_OK; /* a gap: these rows cannot extend the known prefix */
-    int rc = grow(df, pos0 + n, err);
-    const size_t row = (size_t)df->n_taps * (size_t)df->E;
-    for (int32_t done = 0; rc == TN_OK && done < n; done += ROWS_MAX) {
-        const int32_t m = n - done < ROWS_MAX ? n - done : ROWS_MAX;
-        rc = context_rows(df, pos0 + done, tokens + done, m, hidden + (size_t)done * row, err);
-    }
-    return rc;
+    int rc = grow(df, pos0 + n, err); /* outside the guard: it allocates */
+    if (rc != TN_OK)
+        return rc;
+    df_call c = {.df = df, .pos0 = pos0, .n = n, .tokens = tokens, .hidden = hidden,
+                 .err = err, .rc = TN_OK};
+    return df_guarded(df, observe_run, &c);
 }
 
 /* --------------------------------------------------------------- block */
@@ -350,6 +386,13 @@ static int block_forward(dflash *df, int32_t anchor, int64_t pos0, int32_t n_ctx
     return TN_OK;
 }
 
+static void block_run(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    df_call *c = arg;
+    c->rc = block_forward(c->df, c->anchor, c->pos0, c->n_ctx, c->n, c->err);
+}
+
 static int32_t df_propose_q(void *self, const int32_t *history, int32_t n, int32_t max_draft,
                             int32_t *draft, float *q, bool *has_q, tn_error *err) {
     dflash *df = self;
@@ -359,8 +402,11 @@ static int32_t df_propose_q(void *self, const int32_t *history, int32_t n, int32
     const int32_t nb = max_draft + 1 < df->B ? max_draft + 1 : df->B;
     const int32_t n_ctx = df_known(df, history, n - 1);
     int rc = grow(df, n + nb, err);
-    if (rc == TN_OK)
-        rc = block_forward(df, history[n - 1], n - 1, n_ctx, nb, err);
+    if (rc == TN_OK) {
+        df_call c = {.df = df, .anchor = history[n - 1], .pos0 = n - 1, .n_ctx = n_ctx,
+                     .n = nb, .err = err, .rc = TN_OK};
+        rc = df_guarded(df, block_run, &c);
+    }
     if (rc != TN_OK)
         return rc;
     const bool sample = q && !df->greedy;
@@ -425,6 +471,7 @@ static void df_free(void *self) {
         free(bufs[i]);
     tn_sampler_free(df->sampler);
     tn_cpu_free(df->cpu);
+    tn_drafter_guard_free(&df->guard);
     tn_gguf_close(df->gguf);
     free(df->path);
     free(df);
@@ -843,6 +890,8 @@ int tn_drafter_new_dflash(const tn_model *target, const char *path, tn_drafter_p
         rc = tn_sampler_new(df->V, tn_sampler_default_params(), &df->sampler, err);
     if (rc == TN_OK)
         rc = grow(df, 256, err);
+    if (rc == TN_OK)
+        rc = tn_drafter_guard_init(&df->guard, df->gguf, target, err);
     if (rc != TN_OK) {
         df_free(df);
         return rc;

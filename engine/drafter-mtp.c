@@ -73,6 +73,9 @@ typedef struct mtp {
     float *in, *x, *xn, *q, *att, *o, *gate, *up, *logits, *cs, *scores;
     uint16_t *qb;
     size_t scores_stride;
+    /* The steps run under this (tn_drafter_guard_run): the assistant's
+     * file, or the target's (its embedding), cut short is TN_ERR_IO. */
+    tn_drafter_guard guard;
 } mtp;
 
 /* ---------------------------------------------------------------- maths */
@@ -188,6 +191,28 @@ static int32_t matching(const mtp *a, const int32_t *history, int32_t n) {
     return i;
 }
 
+/* The drafting steps of one proposal, one guarded step in all. */
+typedef struct mtp_call {
+    mtp *a;
+    int32_t token, pos, max_draft, nd;
+    int32_t *draft;
+    tn_error *err;
+    int rc;
+} mtp_call;
+
+static void drafts_run(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    mtp_call *c = arg;
+    int32_t token = c->token;
+    for (c->nd = 0; c->nd < c->max_draft; c->nd++) {
+        if ((c->rc = step(c->a, token, c->pos, c->err)) != TN_OK)
+            break;
+        token = argmax(c->a->logits, c->a->V);
+        c->draft[c->nd] = token;
+    }
+}
+
 /* The last token of history is about to be verified at position n - 1;
  * the target's memory holds [0, n - 1) and the assistant needs the hidden
  * state of row n - 2. Without it (a history it has not seen) it drafts
@@ -203,16 +228,15 @@ static int32_t mtp_propose(void *self, const int32_t *history, int32_t n, int32_
      * (the verification's observe replaces it anyway). */
     float *keep = a->h + a->Eb;
     memcpy(keep, a->h, (size_t)a->Eb * sizeof(float));
-    int32_t token = history[P], nd = 0;
-    int rc = TN_OK;
-    for (; nd < max_draft; nd++) {
-        if ((rc = step(a, token, P, err)) != TN_OK)
-            break;
-        token = argmax(a->logits, a->V);
-        draft[nd] = token;
+    mtp_call c = {.a = a, .token = history[P], .pos = P, .max_draft = max_draft, .draft = draft,
+                  .err = err, .rc = TN_OK};
+    int rc = tn_drafter_guard_run(&a->guard, a->cpu, drafts_run, &c, err);
+    if (rc != TN_OK) {
+        a->known = 0; /* its state is garbage (and every later step fails) */
+        return rc;
     }
     memcpy(a->h, keep, (size_t)a->Eb * sizeof(float));
-    return rc != TN_OK ? rc : nd;
+    return c.rc != TN_OK ? c.rc : c.nd;
 }
 
 static int grow(mtp *a, int32_t need, tn_error *err) {
@@ -285,6 +309,7 @@ static void mtp_free(void *self) {
         free(bufs[i]);
     free(a->qb);
     tn_cpu_free(a->cpu);
+    tn_drafter_guard_free(&a->guard);
     tn_gguf_close(a->gguf);
     free(a->path);
     free(a);
@@ -608,6 +633,8 @@ int tn_drafter_new_mtp(const tn_model *target, const char *path, tn_drafter_para
     }
     if (rc == TN_OK)
         rc = grow(a, 256, err);
+    if (rc == TN_OK)
+        rc = tn_drafter_guard_init(&a->guard, a->gguf, target, err);
     if (rc != TN_OK) {
         mtp_free(a);
         return rc;

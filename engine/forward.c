@@ -1270,6 +1270,18 @@ static void guarded_slot(void *arg, tn_task_fn fn, void *ctx, int ith, int nth) 
     }
 }
 
+int tn_guarded_step(tn_cpu *cpu, const tn_read_span *spans, int n_spans,
+                    void (*fn)(void *arg, int ith, int nth), void *arg) {
+    step_guard sg = {.spans = spans, .n_spans = n_spans};
+    atomic_init(&sg.hit, -1);
+    if (cpu)
+        tn_cpu_set_task_wrap(cpu, guarded_slot, &sg);
+    int hit = tn_guarded_task(spans, n_spans, fn, arg, 0, 1);
+    if (cpu)
+        tn_cpu_set_task_wrap(cpu, NULL, NULL);
+    return hit >= 0 ? hit : atomic_load(&sg.hit);
+}
+
 typedef struct step_call {
     tn_ctx *ctx;
     const int32_t *tokens;
@@ -1305,13 +1317,7 @@ static int decode_rows_guarded(tn_ctx *ctx, const int32_t *tokens, const float *
         return c.rc;
     }
     const int32_t kv_len = ctx->kv_len;
-    step_guard sg = {.spans = m->read_spans, .n_spans = m->n_read_spans};
-    atomic_init(&sg.hit, -1);
-    tn_cpu_set_task_wrap(ctx->cpu, guarded_slot, &sg);
-    int hit = tn_guarded_task(m->read_spans, m->n_read_spans, step_run, &c, 0, 1);
-    tn_cpu_set_task_wrap(ctx->cpu, NULL, NULL);
-    if (hit < 0)
-        hit = atomic_load(&sg.hit);
+    const int hit = tn_guarded_step(ctx->cpu, m->read_spans, m->n_read_spans, step_run, &c);
     if (hit < 0)
         return c.rc;
     /* A slot that faulted does not stop the step, which may have run to

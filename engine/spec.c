@@ -19,7 +19,9 @@
  * same stop checks as any token and cuts their rows again if it stops first,
  * so the KV ends exactly where it would have without speculation.
  */
+#include "cpu/tn-cpu.h"
 #include "tn-internal.h"
+#include "tn-model.h"
 #include "tn-spec.h"
 
 #include <stdio.h>
@@ -126,6 +128,49 @@ static void quote(char *dst, size_t n, tn_str s) {
         o += 3;
     }
     dst[o] = '\0';
+}
+
+int tn_drafter_guard_init(tn_drafter_guard *g, const tn_gguf *draft, const tn_model *target,
+                          tn_error *err) {
+    g->spans = NULL;
+    g->n_spans = 0;
+    g->fault = 0;
+    int n = 0;
+    tn_read_span *own = tn_gguf_read_spans(draft, &n);
+    const int n_target = target ? target->n_read_spans : 0;
+    tn_read_span *all = own ? realloc(own, ((size_t)n + (size_t)n_target) * sizeof *all +
+                                               sizeof *all)
+                            : NULL;
+    if (!all) {
+        free(own);
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < n_target; i++)
+        all[n + i] = target->read_spans[i];
+    g->spans = all;
+    g->n_spans = n + n_target;
+    return TN_OK;
+}
+
+void tn_drafter_guard_free(tn_drafter_guard *g) {
+    free(g->spans);
+    g->spans = NULL;
+    g->n_spans = 0;
+}
+
+int tn_drafter_guard_run(tn_drafter_guard *g, tn_cpu *cpu, void (*fn)(void *arg, int ith, int nth),
+                         void *arg, tn_error *err) {
+    if (g->fault > 0 && g->fault <= g->n_spans)
+        return tn_fail_shrank(err, g->spans[g->fault - 1].path);
+    if (g->n_spans == 0) { /* in memory: nothing can shrink */
+        fn(arg, 0, 1);
+        return TN_OK;
+    }
+    const int hit = tn_guarded_step(cpu, g->spans, g->n_spans, fn, arg);
+    if (hit < 0)
+        return TN_OK;
+    g->fault = hit + 1;
+    return tn_fail_shrank(err, g->spans[hit].path);
 }
 
 int tn_drafter_check_vocab(const tn_model *target, const tn_gguf *draft, const char *dp,

@@ -52,6 +52,21 @@ int tn_guarded_read(const tn_read_span *spans, int n_spans, const char *pass,
 int tn_guarded_task(const tn_read_span *spans, int n_spans, void (*fn)(void *, int, int),
                     void *ctx, int ith, int nth);
 void tn_read_guard_install(void);
+/* A whole step under the guard, as a decode step runs (engine/forward.c):
+ * fn(arg, 0, 1) on the calling thread under tn_guarded_task, and every
+ * slot of every task it hands to cpu's pool (NULL: none) under
+ * tn_guarded_task on whichever thread claims it (tn_cpu_set_task_wrap),
+ * so that a fault in a worker's slot ends that slot only and the barrier
+ * still completes. The index of the span a fault cut the step short in,
+ * or -1 when none did (a slot that faulted does not stop the step, which
+ * may have run to its end: its results are then garbage). fn must own
+ * nothing a jump would lose (tn_guarded_read's contract); it must be the
+ * only user of cpu meanwhile. Cost: one sigsetjmp (no system call) per
+ * step and per slot. Used by the decode step, the DFlash and MTP
+ * drafters' steps and a vision tower's encoding. */
+struct tn_cpu;
+int tn_guarded_step(struct tn_cpu *cpu, const tn_read_span *spans, int n_spans,
+                    void (*fn)(void *arg, int ith, int nth), void *arg);
 /* The error of a file cut short under a guarded read: TN_ERR_IO, "'PATH'
  * shrank while it was being read ...". */
 int tn_fail_shrank(tn_error *err, const char *path);

@@ -53,6 +53,31 @@ int tn_drafter_set_hidden_ids(tn_drafter *d, const int32_t *ids, int32_t n, tn_e
  * draft_path) must equal the target's token for token: TN_ERR_INVALID naming
  * the first differing token. When only one of them has a token list, that is
  * an error when require is true, else nothing is checked. */
+/* A drafter that runs its own passes over mapped weights (DFlash, MTP:
+ * its own file, and the target's embedding or head) runs each step under
+ * tn_guarded_step with these spans: a file cut short under the step is
+ * TN_ERR_IO naming it ("'PATH' shrank while it was being read ...") instead
+ * of a SIGBUS, and the drafter remembers it, as a model does (its weights
+ * are gone): every later step fails at once with the same error, which
+ * fails the generation that asked for the draft (spec.c passes a drafter's
+ * error on). */
+typedef struct tn_drafter_guard {
+    struct tn_read_span *spans; /* the drafter's file, then the target's */
+    int n_spans;
+    int fault; /* 1 + the span a step faulted in, or 0 */
+} tn_drafter_guard;
+/* The spans of draft (its mappings) and of target (its file and repack
+ * cache); TN_ERR_NOMEM. */
+int tn_drafter_guard_init(tn_drafter_guard *g, const tn_gguf *draft, const tn_model *target,
+                          tn_error *err);
+void tn_drafter_guard_free(tn_drafter_guard *g);
+/* fn(arg, 0, 1) as one guarded step on cpu's pool (tn_guarded_step): TN_OK
+ * when it ran to its end (fn's own result is the caller's), TN_ERR_IO with
+ * the message when a file was cut short under this step or an earlier one. */
+struct tn_cpu;
+int tn_drafter_guard_run(tn_drafter_guard *g, struct tn_cpu *cpu,
+                         void (*fn)(void *arg, int ith, int nth), void *arg, tn_error *err);
+
 int tn_drafter_check_vocab(const tn_model *target, const tn_gguf *draft, const char *draft_path,
                            bool require, tn_error *err);
 

@@ -180,6 +180,91 @@ static void cut_while_generating(const char *good, const char *victim, int round
     fprintf(stderr, "decode-shrink: %d rounds, %d asks failed cleanly\n", rounds, faults);
 }
 
+/* A drafter's file cut short between two asks (DFlash and MTP run their
+ * own passes over it on their own pools): the next ask with the drafter
+ * fails with TN_ERR_IO naming the drafter's file, as does every later one
+ * (the drafter remembers, as a model does), and the process goes on: the
+ * target generates without it, and a good drafter works after. It was a
+ * SIGBUS in the drafter's matrix products. */
+static int new_drafter(bool mtp, const tn_model *target, const char *path, tn_drafter **d,
+                       tn_error *err) {
+    tn_drafter_params dp = tn_drafter_default_params();
+    dp.n_threads = 2;
+    return mtp ? tn_drafter_new_mtp(target, path, dp, d, err)
+               : tn_drafter_new_dflash(target, path, dp, d, err);
+}
+
+static int ask_with(tn_session *s, tn_drafter *d, tn_error *err) {
+    tn_gen_params gp = tn_gen_default_params();
+    gp.max_tokens = 12;
+    gp.drafter = d;
+    tn_session_reset(s);
+    return tn_session_ask_tokens(s, prompt, 6, &gp, NULL, NULL, NULL, err);
+}
+
+static void drafter_cut(const char *dir, bool mtp) {
+    const char *what = mtp ? "mtp" : "dflash";
+    char target_path[512], dgood[512], dvictim[512];
+    snprintf(target_path, sizeof target_path, "%s/%s-target.gguf", dir, what);
+    snprintf(dgood, sizeof dgood, "%s/%s-good.gguf", dir, what);
+    snprintf(dvictim, sizeof dvictim, "%s/%s-victim.gguf", dir, what);
+    tn_mkmodel_params p = tn_test_tiny_model(mtp ? "gemma4" : "llama", 11);
+    tn_error err = {0};
+    CHECKF(tn_mkmodel(&p, target_path, &err) == TN_OK, "%s target: %s", what, err.message);
+    int rc;
+    if (mtp) {
+        tn_mkmodel_mtp_params mp = tn_mkmodel_mtp_default_params();
+        mp.target = target_path;
+        mp.n_embd = p.n_embd / 2;
+        mp.n_layer = 2;
+        mp.n_head = 2;
+        mp.n_ff = 64;
+        mp.seed = 41;
+        rc = tn_mkmodel_mtp(&mp, dgood, &err);
+    } else {
+        tn_mkmodel_dflash_params dp = tn_mkmodel_dflash_default_params();
+        dp.target = target_path;
+        dp.seed = 31;
+        rc = tn_mkmodel_dflash(&dp, dgood, &err);
+    }
+    CHECKF(rc == TN_OK, "mkmodel %s: %s", what, err.message);
+    CHECK(tn_test_copy_file(dgood, dvictim));
+    tn_model *m = NULL;
+    CHECKF(tn_model_load(target_path, tn_model_default_params(), &m, &err) == TN_OK, "%s: %s",
+           what, err.message);
+    tn_session_params sp = tn_session_default_params();
+    sp.n_ctx = 256;
+    sp.n_threads = 2;
+    tn_session *s = NULL;
+    tn_drafter *d = NULL;
+    if (!m || tn_session_new(m, sp, &s, &err) != TN_OK ||
+        new_drafter(mtp, m, dvictim, &d, &err) != TN_OK) {
+        CHECKF(false, "%s: setup: %s", what, err.message);
+        goto out;
+    }
+    rc = ask_with(s, d, &err);
+    CHECKF(rc == TN_OK, "%s: the ask before the cut: %s", what, err.message);
+    CHECK(truncate(dvictim, 4096) == 0);
+    rc = ask_with(s, d, &err);
+    CHECKF(rc == TN_ERR_IO && shrank_message(&err, dvictim), "%s: the ask after the cut: %d: %s",
+           what, rc, err.message);
+    rc = ask_with(s, d, &err);
+    CHECKF(rc == TN_ERR_IO && shrank_message(&err, dvictim), "%s: the next ask: %d: %s", what,
+           rc, err.message);
+    rc = ask_with(s, NULL, &err);
+    CHECKF(rc == TN_OK, "%s: the target without the drafter: %s", what, err.message);
+    tn_drafter_free(d);
+    d = NULL;
+    rc = new_drafter(mtp, m, dgood, &d, &err);
+    if (rc == TN_OK)
+        rc = ask_with(s, d, &err);
+    CHECKF(rc == TN_OK, "%s: a good drafter after the fault: %s", what, err.message);
+out:
+    tn_drafter_free(d);
+    tn_session_free(s);
+    tn_model_free(m);
+}
+
 int main(void) {
     const char *dir = tn_test_tmpdir();
     char good[512], victim[512], cache[512];
@@ -216,6 +301,8 @@ int main(void) {
 
     setenv("TERN_REPACK", "0", 1);
     setenv("TERN_REPACK_CACHE", "off", 1);
+    drafter_cut(dir, false);
+    drafter_cut(dir, true);
     const char *rounds = getenv("TERN_TEST_SHRINK_ROUNDS");
     cut_while_generating(good, victim, rounds && *rounds ? atoi(rounds) : 12);
     return tn_test_finish("decode-shrink");
