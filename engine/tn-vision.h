@@ -42,7 +42,19 @@ int tn_vg4_budgets(const int **list);
  * budget cannot hold. */
 int tn_vg4_plan(const tn_vision_g4 *v, int budget, int w, int h, int *tw, int *th,
                 int *n_tokens, tn_error *err);
+/* An encoding runs as one guarded step over the projector's mapping
+ * (tn_guarded_step, tn_vision_encode): a file cut short under it jumps out
+ * of the encoder, so the encoder's buffers are the caller's, allocated
+ * through this list before any read of the mapping and freed by the
+ * caller after the step, fault or not. */
+#define TN_VISION_BUFS 16
+typedef struct tn_vision_bufs {
+    void *p[TN_VISION_BUFS];
+    int n;
+} tn_vision_bufs;
+/* malloc(bytes), kept in b; NULL when out of memory (or of slots). */
+void *tn_vision_alloc(tn_vision_bufs *b, size_t bytes);
 int tn_vg4_encode(const tn_vision_g4 *v, const float *rgb, int w, int h, int budget, float *out,
-                  int *n_tokens, tn_cpu *cpu, tn_error *err);
+                  int *n_tokens, tn_cpu *cpu, tn_vision_bufs *bufs, tn_error *err);
 
 #endif

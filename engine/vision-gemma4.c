@@ -643,7 +643,7 @@ static float act(int op, float x) {
 }
 
 int tn_vg4_encode(const tn_vision_g4 *v, const float *rgb, int w, int h, int budget, float *out,
-                  int *n_tokens, tn_cpu *cpu, tn_error *err) {
+                  int *n_tokens, tn_cpu *cpu, tn_vision_bufs *bufs, tn_error *err) {
     int tw, th, n_tok;
     int rc = tn_vg4_plan(v, budget, w, h, &tw, &th, &n_tok, err);
     if (rc != TN_OK)
@@ -652,12 +652,18 @@ int tn_vg4_encode(const tn_vision_g4 *v, const float *rgb, int w, int h, int bud
     const int64_t gx = tw / ps, gy = th / ps, P = gx * gy, K = 3 * ps * ps;
     const int64_t wide = F > K ? F : K;
     const int64_t wmax = wide > E ? wide : E;
-    uint8_t *src = malloc((size_t)w * h * 3), *pix = malloc((size_t)tw * th * 3);
-    float *x = malloc((size_t)(P * E) * sizeof *x), *t = malloc((size_t)(P * E) * sizeof *t);
-    float *q = malloc((size_t)(P * E) * sizeof *q), *k = malloc((size_t)(P * E) * sizeof *k);
-    float *vv = malloc((size_t)(P * E) * sizeof *vv);
-    float *u = malloc((size_t)(P * wmax) * sizeof *u), *g = malloc((size_t)(P * F) * sizeof *g);
-    float *tmp = malloc((size_t)(P * wmax) * sizeof *tmp);
+    /* The caller's buffers (tn_vision_bufs): freed after the guarded step. */
+    tn_vision_bufs *b = bufs;
+    uint8_t *src = tn_vision_alloc(b, (size_t)w * h * 3);
+    uint8_t *pix = tn_vision_alloc(b, (size_t)tw * th * 3);
+    float *x = tn_vision_alloc(b, (size_t)(P * E) * sizeof *x);
+    float *t = tn_vision_alloc(b, (size_t)(P * E) * sizeof *t);
+    float *q = tn_vision_alloc(b, (size_t)(P * E) * sizeof *q);
+    float *k = tn_vision_alloc(b, (size_t)(P * E) * sizeof *k);
+    float *vv = tn_vision_alloc(b, (size_t)(P * E) * sizeof *vv);
+    float *u = tn_vision_alloc(b, (size_t)(P * wmax) * sizeof *u);
+    float *g = tn_vision_alloc(b, (size_t)(P * F) * sizeof *g);
+    float *tmp = tn_vision_alloc(b, (size_t)(P * wmax) * sizeof *tmp);
     if (!src || !pix || !x || !t || !q || !k || !vv || !u || !g || !tmp) {
         rc = tn_fail(err, TN_ERR_NOMEM, "out of memory encoding an image (%d x %d pixels)", tw,
                      th);
@@ -794,7 +800,5 @@ mm_fail:
     rc = tn_fail(err, rc, "%s: matrix product failed (%s): unsupported weight type?", gpath(v),
                  tn_status_name(rc));
 done:
-    free(src), free(pix), free(x), free(t), free(q), free(k), free(vv), free(u), free(g);
-    free(tmp);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include "tn-vision.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,12 @@ struct tn_vision {
     float *proj_t;          /* [n_embd_text][E]: the file's [E][n_embd_text], transposed */
     tn_weight proj;
     tn_vision_g4 *g4; /* a Gemma 4 projector: everything else above is unused */
+    /* The file's mappings, for the encoding's guard, and 1 + the one a
+     * guarded encoding found cut short (0: none): every later encoding
+     * then fails at once. */
+    tn_read_span *spans;
+    int n_spans;
+    atomic_int read_fault;
 };
 
 static const char *vpath(const tn_vision *v) { return tn_gguf_path(v->g); }
@@ -195,6 +202,7 @@ void tn_vision_free(tn_vision *v) {
     free(v->soft_norm);
     free(v->proj_t);
     tn_vg4_free(v->g4);
+    free(v->spans);
     tn_gguf_close(v->g);
     free(v);
 }
@@ -363,9 +371,12 @@ int tn_vision_load(const char *path, tn_vision **out, tn_error *err) {
     tn_vision *v = calloc(1, sizeof *v);
     if (!v)
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
+    atomic_init(&v->read_fault, 0);
     int rc = tn_gguf_open(path, &v->g, err);
     if (rc == TN_OK)
         rc = load_body(v, err);
+    if (rc == TN_OK && !(v->spans = tn_gguf_read_spans(v->g, &v->n_spans)))
+        rc = tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
     if (rc != TN_OK) {
         tn_vision_free(v);
         return rc;
@@ -629,7 +640,7 @@ static float gelu_tanh(float x) {
 }
 
 static int encode(tn_vision *v, const float *rgb, int w, int h, int budget, float *out,
-                  int *n_tokens, tn_cpu *cpu, tn_error *err) {
+                  int *n_tokens, tn_cpu *cpu, tn_vision_bufs *b, tn_error *err) {
     if (!v || !out)
         return tn_fail(err, TN_ERR_INVALID, "tn_vision_encode: needs a projector and an output");
     if (!rgb || w <= 0 || h <= 0)
@@ -648,23 +659,24 @@ static int encode(tn_vision *v, const float *rgb, int w, int h, int budget, floa
     if (nth < 1)
         nth = 1;
     const size_t big = (size_t)P * (size_t)(F > K ? (F > E ? F : E) : (K > E ? K : E));
-    float *x = malloc((size_t)(P * E) * sizeof *x);     /* residual stream */
-    float *t = malloc((size_t)(P * E) * sizeof *t);
-    float *q = malloc((size_t)(P * E) * sizeof *q);
-    float *kk = malloc((size_t)(P * E) * sizeof *kk);
-    float *vv = malloc((size_t)(P * E) * sizeof *vv);
-    float *u = malloc(big * sizeof *u);
-    float *scratch = malloc((size_t)nth * (size_t)P * sizeof *scratch);
+    /* The caller's buffers (tn_vision_bufs): freed after the guarded step. */
+    float *x = tn_vision_alloc(b, (size_t)(P * E) * sizeof *x); /* residual stream */
+    float *t = tn_vision_alloc(b, (size_t)(P * E) * sizeof *t);
+    float *q = tn_vision_alloc(b, (size_t)(P * E) * sizeof *q);
+    float *kk = tn_vision_alloc(b, (size_t)(P * E) * sizeof *kk);
+    float *vv = tn_vision_alloc(b, (size_t)(P * E) * sizeof *vv);
+    float *u = tn_vision_alloc(b, big * sizeof *u);
+    float *scratch = tn_vision_alloc(b, (size_t)nth * (size_t)P * sizeof *scratch);
     const char *mode = getenv("TERN_VISION_ATTENTION");
     const bool scalar_attention = mode && !strcmp(mode, "scalar");
     const int64_t d_head = E / I->n_head;
     attn_bufs ab = {0};
     if (!scalar_attention) {
-        ab.qh = malloc((size_t)(P * d_head) * sizeof(float));
-        ab.kh = malloc((size_t)(P * d_head) * sizeof(float));
-        ab.vt = malloc((size_t)(P * d_head) * sizeof(float));
-        ab.oh = malloc((size_t)(P * d_head) * sizeof(float));
-        ab.s = malloc((size_t)P * (size_t)P * sizeof(float));
+        ab.qh = tn_vision_alloc(b, (size_t)(P * d_head) * sizeof(float));
+        ab.kh = tn_vision_alloc(b, (size_t)(P * d_head) * sizeof(float));
+        ab.vt = tn_vision_alloc(b, (size_t)(P * d_head) * sizeof(float));
+        ab.oh = tn_vision_alloc(b, (size_t)(P * d_head) * sizeof(float));
+        ab.s = tn_vision_alloc(b, (size_t)P * (size_t)P * sizeof(float));
     }
     int rc = TN_OK;
     if (!x || !t || !q || !kk || !vv || !u || !scratch ||
@@ -785,9 +797,46 @@ mm_fail:
     rc = tn_fail(err, rc, "%s: matrix product failed (%s): unsupported weight type?", vpath(v),
                  tn_status_name(rc));
 done:
-    free(x), free(t), free(q), free(kk), free(vv), free(u), free(scratch);
-    free(ab.qh), free(ab.kh), free(ab.vt), free(ab.oh), free(ab.s);
     return rc;
+}
+
+void *tn_vision_alloc(tn_vision_bufs *b, size_t bytes) {
+    if (b->n >= TN_VISION_BUFS)
+        return NULL;
+    void *p = malloc(bytes);
+    if (p)
+        b->p[b->n++] = p;
+    return p;
+}
+
+static void bufs_free(tn_vision_bufs *b) {
+    for (int i = 0; i < b->n; i++)
+        free(b->p[i]);
+    b->n = 0;
+}
+
+/* One encoding, as the guarded step's fn. */
+typedef struct encode_call {
+    tn_vision *v;
+    const float *rgb;
+    int w, h, budget;
+    float *out;
+    int *n_tokens;
+    tn_cpu *cpu;
+    tn_vision_bufs *bufs;
+    tn_error *err;
+    int rc;
+} encode_call;
+
+static void encode_run(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    encode_call *c = arg;
+    tn_vision *v = c->v;
+    c->rc = v && v->g4 ? tn_vg4_encode(v->g4, c->rgb, c->w, c->h, c->budget, c->out,
+                                       c->n_tokens, c->cpu, c->bufs, c->err)
+                       : encode(v, c->rgb, c->w, c->h, c->budget, c->out, c->n_tokens, c->cpu,
+                                c->bufs, c->err);
 }
 
 /* The pool lives for one call: a projector is shared by threads that encode
@@ -797,11 +846,37 @@ int tn_vision_encode(tn_vision *v, const float *rgb, int w, int h, int budget, f
                      int *n_tokens, int n_threads, tn_error *err) {
     if (v && v->g4 && (!rgb || !out))
         return tn_fail(err, TN_ERR_INVALID, "tn_vision_encode: needs pixels and an output");
+    /* The projector's file cut short under an earlier encoding: its
+     * weights are gone (as a model's, engine/forward.c). */
+    const int broken = v ? atomic_load(&v->read_fault) : 0;
+    if (broken > 0 && broken <= v->n_spans)
+        return tn_fail_shrank(err, v->spans[broken - 1].path);
     tn_cpu *cpu = NULL;
     if (n_threads != 1 && !(cpu = tn_cpu_new(n_threads)))
         return tn_fail(err, TN_ERR_NOMEM, "cannot start the CPU thread pool");
-    int rc = v && v->g4 ? tn_vg4_encode(v->g4, rgb, w, h, budget, out, n_tokens, cpu, err)
-                        : encode(v, rgb, w, h, budget, out, n_tokens, cpu, err);
+    /* The matrices are read from the mapping by the encoder and by the
+     * pool's workers: one guarded step (tn_guarded_step), so that a file cut
+     * short under it is TN_ERR_IO naming it, not a SIGBUS; the encoder
+     * allocates only through bufs, freed here whatever happened. Cost: one
+     * sigsetjmp per encoding and per pool slot. */
+    tn_vision_bufs bufs = {.n = 0};
+    encode_call c = {.v = v, .rgb = rgb, .w = w, .h = h, .budget = budget, .out = out,
+                     .n_tokens = n_tokens, .cpu = cpu, .bufs = &bufs, .err = err, .rc = TN_OK};
+    int rc;
+    if (v && v->n_spans > 0) {
+        const int hit = tn_guarded_step(cpu, v->spans, v->n_spans, encode_run, &c);
+        if (hit >= 0) {
+            int none = 0;
+            atomic_compare_exchange_strong(&v->read_fault, &none, hit + 1);
+            rc = tn_fail_shrank(err, v->spans[hit].path);
+        } else {
+            rc = c.rc;
+        }
+    } else {
+        encode_run(&c, 0, 1); /* in memory (or no list of spans): nothing can shrink */
+        rc = c.rc;
+    }
+    bufs_free(&bufs);
     tn_cpu_free(cpu);
     return rc;
 }

@@ -279,6 +279,61 @@ static void vision_shrink(const char *dir) {
     }
 }
 
+/* A vision projector cut short between two encodings (its matrices are
+ * read from the mapping by the encoder and its pool's workers): the next
+ * encoding fails with TN_ERR_IO naming the file, as does every later one
+ * (the projector remembers), nothing leaks (the encoder's buffers are
+ * freed after the guarded step), and a good projector encodes after. It
+ * was a SIGBUS in the encoder's matrix products. */
+static void vision_encode_shrink(const char *dir) {
+    char good[512], victim[512];
+    snprintf(good, sizeof good, "%s/mmproj-enc-good.gguf", dir);
+    snprintf(victim, sizeof victim, "%s/mmproj-enc-victim.gguf", dir);
+    enum { W = 96, H = 80 };
+    float *rgb = malloc((size_t)W * H * 3 * sizeof *rgb);
+    if (!rgb)
+        return;
+    for (int i = 0; i < W * H * 3; i++)
+        rgb[i] = (float)(i * 37 % 256) / 255.0f;
+    for (int which = 0; which < 2; which++) {
+        tn_error err = {0};
+        tn_mkmodel_vision_params mp = tn_mkmodel_vision_default_params();
+        mp.projector = which ? "gemma4v" : "gemma3";
+        CHECKF(tn_mkmodel_vision(&mp, good, &err) == TN_OK, "%s", err.message);
+        CHECK(tn_test_copy_file(good, victim));
+        tn_vision *v = NULL;
+        CHECKF(tn_vision_load(victim, &v, &err) == TN_OK, "vision %s: %s", mp.projector,
+               err.message);
+        if (!v)
+            continue;
+        float *rows = NULL;
+        int n = 0;
+        const int budget = which ? 70 : 0;
+        CHECKF(tn_vision_encode_new(v, rgb, W, H, budget, 2, &rows, &n, &err) == TN_OK && n > 0,
+               "vision %s: the encoding before the cut: %s", mp.projector, err.message);
+        free(rows);
+        rows = NULL;
+        CHECK(truncate(victim, 0) == 0);
+        for (int again = 0; again < 2; again++) {
+            int rc = tn_vision_encode_new(v, rgb, W, H, budget, 2 - again, &rows, &n, &err);
+            CHECKF(rc == TN_ERR_IO && !rows && strstr(err.message, "shrank while it was being read") &&
+                       strstr(err.message, victim),
+                   "vision %s: encoding %d after the cut gave %d: %s", mp.projector, again, rc,
+                   err.message);
+            free(rows);
+            rows = NULL;
+        }
+        tn_vision_free(v);
+        v = NULL;
+        CHECKF(tn_vision_load(good, &v, &err) == TN_OK &&
+                   tn_vision_encode_new(v, rgb, W, H, budget, 2, &rows, &n, &err) == TN_OK,
+               "vision %s: the good file after the fault: %s", mp.projector, err.message);
+        free(rows);
+        tn_vision_free(v);
+    }
+    free(rgb);
+}
+
 /* Another process's cache file, found when ours is written (it finished
  * first), cut short while the load compares it with ours: ours is used
  * (no SIGBUS, no error: the model file is whole). The hook puts a copy of
@@ -641,6 +696,7 @@ int main(void) {
     shrink_in(good, victim, "gguf-parse", NULL, false);
     cut.to_zero = false;
     vision_shrink(dir);
+    vision_encode_shrink(dir);
 
     checksum_shrink(good, victim, dir);
     long_row_shrink(dir);
