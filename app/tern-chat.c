@@ -868,23 +868,71 @@ header_of (const char *data,
  * is taken for what its head says (a "version" again at byte 5000 is the
  * load's to refuse): reading the whole file at every save is what the
  * peek is there to avoid. */
+/* The members of BUF's first N bytes read whole, closed with "}" (a text
+ * tn_json_check accepts; its length in *LEN); NULL when there are none or
+ * the bytes have an error. AT_ERROR: when they have one, the members
+ * before it (the longest first bytes without an error, found by halving:
+ * a scanner's error stays in every longer text). */
+static char *
+head_members (const char *buf,
+              gsize       n,
+              gboolean    at_error,
+              gsize      *len)
+{
+  tn_error check = { 0 };
+  gsize members_end = 0;
+  char *closed;
+
+  if (tn_json_check_head (buf, n, NULL, MAX_DEPTH, CHAT_JSON_FLAGS, &members_end, &check) != TN_OK)
+    {
+      gsize good = 0, bad = n;
+
+      members_end = 0;
+      if (!at_error)
+        return NULL;
+      while (bad - good > 1)
+        {
+          gsize mid = good + (bad - good) / 2;
+          gsize end = 0;
+
+          if (tn_json_check_head (buf, mid, NULL, MAX_DEPTH, CHAT_JSON_FLAGS, &end, &check)
+              == TN_OK)
+            {
+              good = mid;
+              members_end = end;
+            }
+          else
+            bad = mid;
+        }
+    }
+  if (members_end == 0)
+    return NULL;
+  closed = g_malloc (members_end + 2);
+  memcpy (closed, buf, members_end);
+  closed[members_end] = '}';
+  closed[members_end + 1] = '\0';
+  *len = members_end + 1;
+  return closed;
+}
+
 static OnDisk
 peek_header (const char *buf,
              gsize       n)
 {
   g_autofree char *closed = NULL;
-  tn_error check = { 0 };
-  gsize members_end = 0;
+  gsize len = 0;
 
-  if (tn_json_check_head (buf, n, NULL, MAX_DEPTH, CHAT_JSON_FLAGS, &members_end, &check)
-      != TN_OK
-      || members_end == 0)
-    return ON_DISK_UNSURE;
-  closed = g_malloc (members_end + 2);
-  memcpy (closed, buf, members_end);
-  closed[members_end] = '}';
-  closed[members_end + 1] = '\0';
-  return header_of (closed, members_end + 1, FALSE);
+  closed = head_members (buf, n, FALSE, &len);
+  if (closed != NULL)
+    return header_of (closed, len, FALSE);
+  /* An error in them: the whole file decides (below), except that the
+   * members before the error saying a newer Tern's chat make it one (a
+   * newer Tern's chat that this version's reader refuses further on,
+   * listed as newer: tern_chat_load_listed). Either is never replaced. */
+  closed = head_members (buf, n, TRUE, &len);
+  if (closed != NULL && header_of (closed, len, FALSE) == ON_DISK_NEWER)
+    return ON_DISK_NEWER;
+  return ON_DISK_UNSURE;
 }
 
 /* What the whole file says, read as tern_chat_load reads it (bounded, the
@@ -945,9 +993,16 @@ file_on_disk (const char *path)
       n += (gsize) got;
     }
   close (fd);
-  /* All of it read (a file of 4 KiB or less): that is the whole file. */
+  /* All of it read (a file of 4 KiB or less): that is the whole file,
+   * unless its head says a newer Tern's chat that is cut short or broken
+   * further on: listed as newer (tern_chat_load_listed), it is one. */
   if (n < sizeof buf)
-    return header_of (buf, n, TRUE);
+    {
+      what = header_of (buf, n, TRUE);
+      if (what == ON_DISK_FOREIGN && peek_header (buf, n) == ON_DISK_NEWER)
+        what = ON_DISK_NEWER;
+      return what;
+    }
   what = peek_header (buf, n);
   return what == ON_DISK_UNSURE ? parse_header (path) : what;
 }
@@ -1755,8 +1810,10 @@ newer_chat (const char *path,
       if (*title != '\0')
         self->custom_title = g_steal_pointer (&title);
     }
+  /* (A name that is no UTF-8, "\xff.json", shown with U+FFFD: a label
+   * takes only UTF-8.) */
   if (self->custom_title == NULL)
-    self->custom_title = g_strdup (self->id);
+    self->custom_title = g_utf8_make_valid (self->id, -1);
   update_title (self);
   self->updated = g_stat (path, &sb) == 0 ? (gint64) sb.st_mtime : 0;
   self->created = self->updated;
@@ -1945,6 +2002,182 @@ load_chat (const char *path,
   if (r.borrowed)
     self->images_from = g_strdup (id);
   return g_steal_pointer (&self);
+}
+
+/* -------------------------------------------- a file the list cannot read
+ *
+ * A file that tern_chat_load_or_newer refuses was renamed *.corrupt, even
+ * when this version could not judge it: a newer Tern's chat over this
+ * version's 64 MiB or broken by this version's reader, a file that a sync
+ * tool was still writing. Renamed, the newer Tern no longer finds it. Only
+ * a file that is this version's to judge is set aside now. */
+
+/* The first PEEK_BYTES of PATH into BUF (*N of them) and what PATH is
+ * (*SB, not following a link). 0, or the errno that stopped it; EINVAL:
+ * not a regular file (a FIFO is opened without blocking and not read). */
+static int
+read_head (const char *path,
+           char       *buf,
+           gsize      *n,
+           struct stat *sb)
+{
+  struct stat opened;
+  int fd;
+
+  *n = 0;
+  if (lstat (path, sb) != 0)
+    return errno;
+  if (S_ISLNK (sb->st_mode))
+    return 0; /* what it points to is not this folder's file */
+  if (!S_ISREG (sb->st_mode))
+    return EINVAL;
+  fd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW);
+  if (fd < 0)
+    return errno == ELOOP ? EINVAL : errno;
+  if (fstat (fd, &opened) != 0 || !S_ISREG (opened.st_mode))
+    {
+      close (fd);
+      return EINVAL;
+    }
+  *sb = opened;
+  while (*n < PEEK_BYTES)
+    {
+      ssize_t got = read (fd, buf + *n, PEEK_BYTES - *n);
+
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got < 0)
+        {
+          int saved = errno;
+
+          close (fd);
+          return saved;
+        }
+      if (got == 0)
+        break;
+      *n += (gsize) got;
+    }
+  close (fd);
+  return 0;
+}
+
+/* The chat for the list when the N bytes of BUF (a file's first) say a
+ * newer Tern's chat, read as file_on_disk reads them; NULL (no error) when
+ * they do not. */
+static TernChat *
+newer_from_head (const char *path,
+                 const char *buf,
+                 gsize       n,
+                 GError    **error)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autofree char *closed = NULL;
+  gsize len = 0;
+  JsonNode *root, *node;
+
+  if (peek_header (buf, n) != ON_DISK_NEWER)
+    return NULL;
+  /* The members peek_header found a newer chat's. */
+  closed = head_members (buf, n, FALSE, &len);
+  if (closed == NULL)
+    closed = head_members (buf, n, TRUE, &len);
+  if (closed == NULL || !json_parser_load_from_data (parser, closed, (gssize) len, NULL)
+      || (root = json_parser_get_root (parser)) == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    return NULL;
+  node = json_object_get_member (json_node_get_object (root), "version");
+  if (node == NULL || !JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_INT64)
+    return NULL;
+  return newer_chat (path, json_node_get_object (root), json_node_get_int (node), error);
+}
+
+TernChat *
+tern_chat_load_listed (const char     *path,
+                       gint64          now,
+                       TernChatUnread *unread,
+                       GError        **error)
+{
+  g_autoptr(GError) local = NULL;
+  TernChat *chat;
+  char buf[PEEK_BYTES];
+  gsize n = 0;
+  struct stat sb;
+  int failed;
+  gint64 age;
+
+  g_return_val_if_fail (unread != NULL, NULL);
+  *unread = TERN_CHAT_UNREAD_BROKEN;
+  chat = load_chat (path, TRUE, &local);
+  if (chat != NULL)
+    return chat;
+  if (local == NULL)
+    g_set_error (&local, G_IO_ERROR, G_IO_ERROR_FAILED, _("%s: not a Tern chat"), path);
+  /* A newer Tern's chat under a name no chat could have (".json"). */
+  if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED))
+    {
+      *unread = TERN_CHAT_UNREAD_KEEP;
+      g_propagate_error (error, g_steal_pointer (&local));
+      return NULL;
+    }
+  failed = read_head (path, buf, &n, &sb);
+  if (failed == ENOENT)
+    {
+      *unread = TERN_CHAT_UNREAD_GONE;
+      g_propagate_error (error, g_steal_pointer (&local));
+      return NULL;
+    }
+  /* Out of descriptors or memory: nothing is known of the file yet. */
+  if (failed == EMFILE || failed == ENFILE || failed == ENOMEM
+      || g_error_matches (local, G_IO_ERROR, G_IO_ERROR_NO_SPACE))
+    {
+      *unread = TERN_CHAT_UNREAD_BUSY;
+      g_propagate_error (error, g_steal_pointer (&local));
+      return NULL;
+    }
+  /* Not a regular file (a FIFO, a folder, a device), a link (the user put
+   * it there, to a file elsewhere), one this process may not read: none
+   * is a file this version wrote and can tell broken. */
+  if (failed != 0 || S_ISLNK (sb.st_mode))
+    {
+      *unread = TERN_CHAT_UNREAD_KEEP;
+      if (failed != 0 && local == NULL)
+        g_set_error (&local, G_FILE_ERROR, g_file_error_from_errno (failed), "%s: %s", path,
+                     g_strerror (failed));
+      g_propagate_error (error, g_steal_pointer (&local));
+      return NULL;
+    }
+  /* Its head says a newer Tern's chat, whatever the rest (larger than this
+   * version reads, or past what its reader takes): listed as newer. */
+  {
+    g_autoptr(GError) newer_error = NULL;
+
+    chat = newer_from_head (path, buf, n, &newer_error);
+    if (chat != NULL)
+      return chat;
+    if (newer_error != NULL)
+      {
+        *unread = TERN_CHAT_UNREAD_KEEP;
+        g_propagate_error (error, g_steal_pointer (&newer_error));
+        return NULL;
+      }
+  }
+  g_propagate_error (error, g_steal_pointer (&local));
+  /* Larger than this version reads: it may be a later version's (one that
+   * allows more) and cannot be read here to tell. */
+  if ((guint64) sb.st_size > MAX_FILE_BYTES)
+    {
+      *unread = TERN_CHAT_UNREAD_KEEP;
+      return NULL;
+    }
+  /* Changed a moment ago (a sync tool writing it in place, a copy under
+   * way): not judged until it has been left alone for a while. A time in
+   * the future by less than as much counts too (another machine's clock). */
+  age = now - (gint64) sb.st_mtime;
+  if (age < TERN_CHAT_QUIET_SECONDS && age > -TERN_CHAT_QUIET_SECONDS)
+    {
+      *unread = TERN_CHAT_UNREAD_BUSY;
+      return NULL;
+    }
+  return NULL;
 }
 
 /* -------------------------------------------------------------- Markdown */

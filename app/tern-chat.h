@@ -58,6 +58,25 @@ TernChat    *tern_chat_load               (const char    *path,
 TernChat    *tern_chat_load_or_newer      (const char    *path,
                                            GError       **error);
 gboolean     tern_chat_is_newer           (TernChat      *self);
+/* Why tern_chat_load_listed read no chat from a file, and so what the
+ * list does with it. */
+typedef enum {
+  TERN_CHAT_UNREAD_BROKEN, /* a file this version can judge, and broken: set aside */
+  TERN_CHAT_UNREAD_BUSY,   /* changed in the last TERN_CHAT_QUIET_SECONDS, or this
+                            * process out of memory or descriptors: read again later */
+  TERN_CHAT_UNREAD_KEEP,   /* not this version's to judge (larger than it reads, not a
+                            * regular file, a link, not readable): left as it is */
+  TERN_CHAT_UNREAD_GONE,   /* no longer there */
+} TernChatUnread;
+#define TERN_CHAT_QUIET_SECONDS 10
+/* tern_chat_load_or_newer for the list of chats, at NOW (seconds since the
+ * epoch): also a newer Tern's chat whose head says so but that is larger
+ * than this version reads or broken for its reader. NULL with the error
+ * and *UNREAD set when it reads no chat. */
+TernChat    *tern_chat_load_listed        (const char    *path,
+                                           gint64         now,
+                                           TernChatUnread *unread,
+                                           GError       **error);
 /* Moves the file of a chat from tern_chat_load_or_newer (and its pictures'
  * folder) to the trash, from where the user can restore it: this version
  * cannot write it back. TRUE if it is gone already; fails, leaving it, if

@@ -74,6 +74,11 @@ struct _TernWindow {
   guint gen_id;
   guint drafter_id;        /* the drafter being prepared */
   guint count_timeout;
+  /* Chat files changed a moment ago when the list was read (a sync tool
+   * writing them): read again once left alone (load_chats). */
+  GPtrArray *chats_busy;   /* their names */
+  guint chats_busy_timeout;
+  guint chats_busy_tries;
 
   gboolean model_loaded;
   char *model_description;

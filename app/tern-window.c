@@ -1433,54 +1433,110 @@ compare_names (gconstpointer a,
   return strcmp (*(const char *const *) a, *(const char *const *) b);
 }
 
-static void
-load_chats (TernWindow *self)
+/* The most times a file changed a moment ago is read again (a minute of
+ * TERN_CHAT_QUIET_SECONDS apart): one that never stops changing is then
+ * left as it is, unread, until the next start. */
+#define CHATS_BUSY_TRIES 6
+
+static void read_chat_files (TernWindow *self,
+                             GPtrArray  *names,
+                             gboolean    again);
+
+static gboolean
+on_chats_busy_timeout (gpointer data)
 {
-  g_autoptr(GDir) dir = g_dir_open (self->chats_dir, 0, NULL);
-  g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  TernWindow *self = data;
+  g_autoptr(GPtrArray) names = g_steal_pointer (&self->chats_busy);
+
+  self->chats_busy_timeout = 0;
+  self->chats_busy_tries++;
+  read_chat_files (self, names, TRUE);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+chat_listed (TernWindow *self,
+             const char *name)
+{
+  guint n = g_list_model_get_n_items (G_LIST_MODEL (self->chats));
+
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr(TernChat) chat = g_list_model_get_item (G_LIST_MODEL (self->chats), i);
+      const char *id = tern_chat_get_id (chat);
+      gsize len = strlen (id);
+
+      if (strncmp (name, id, len) == 0 && g_str_equal (name + len, ".json"))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* Reads the chat files NAMES (in the chats folder, in this order) into the
+ * list: at the start, or AGAIN, those that were changing then. */
+static void
+read_chat_files (TernWindow *self,
+                 GPtrArray  *names,
+                 gboolean    again)
+{
   g_autofree char *first_error = NULL;
   g_autofree char *first_newer = NULL;
-  guint n_bad = 0, n_newer = 0;
-  const char *entry;
+  g_autofree char *first_kept = NULL;
+  guint n_bad = 0, n_newer = 0, n_kept = 0;
+  gint64 now = g_get_real_time () / G_USEC_PER_SEC;
 
-  if (dir == NULL)
-    return;
-  /* In the order of their names, not the folder's (which is arbitrary):
-   * the file the log names as the first of several is the same at every
-   * start, and the first in a listing of the folder. */
-  while ((entry = g_dir_read_name (dir)) != NULL)
-    if (g_str_has_suffix (entry, ".json"))
-      g_ptr_array_add (names, g_strdup (entry));
-  g_ptr_array_sort (names, compare_names);
   for (guint i = 0; i < names->len; i++)
     {
       const char *name = g_ptr_array_index (names, i);
       g_autofree char *path = NULL;
       g_autoptr(TernChat) chat = NULL;
       g_autoptr(GError) error = NULL;
+      TernChatUnread unread;
 
+      if (again && chat_listed (self, name))
+        continue;
       path = g_build_filename (self->chats_dir, name, NULL);
       /* A newer Tern's chat (the folder synced with it) is listed, marked
-       * and never written (tern_chat_load_or_newer): left out, the user did
-       * not know it was there. Not set aside either (that Tern would no
-       * longer find it). */
-      chat = tern_chat_load_or_newer (path, &error);
+       * and never written: left out, the user did not know it was there.
+       * Not set aside either (that Tern would no longer find it), nor is
+       * any file this version cannot judge (tern_chat_load_listed). */
+      chat = tern_chat_load_listed (path, now, &unread, &error);
       if (chat != NULL)
         {
           if (tern_chat_is_newer (chat) && n_newer++ == 0)
             first_newer = g_strdup (path);
-          g_list_store_append (self->chats, chat);
+          if (again)
+            g_list_store_insert_sorted (self->chats, chat, compare_updated, NULL);
+          else
+            g_list_store_append (self->chats, chat);
           continue;
         }
-      /* A newer Tern's chat under a name no chat could have (".json"):
-       * left alone, unlisted. */
-      if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED))
+      if (unread == TERN_CHAT_UNREAD_GONE)
+        continue;
+      if (unread == TERN_CHAT_UNREAD_BUSY && self->chats_busy_tries < CHATS_BUSY_TRIES)
         {
-          g_message ("%s", error->message);
+          g_message ("%s: changed a moment ago, read again in %d s (%s)", path,
+                     TERN_CHAT_QUIET_SECONDS, error != NULL ? error->message : "");
+          if (self->chats_busy == NULL)
+            self->chats_busy = g_ptr_array_new_with_free_func (g_free);
+          g_ptr_array_add (self->chats_busy, g_strdup (name));
           continue;
         }
-      /* Moved aside, not deleted: the user may want it back; not left in
-       * place, where it would fail again at every start. */
+      /* Not this version's to judge (larger than it reads, not a regular
+       * file, a link, not readable), or still changing after a minute:
+       * left exactly as it is, and said. */
+      if (unread == TERN_CHAT_UNREAD_KEEP || unread == TERN_CHAT_UNREAD_BUSY)
+        {
+          g_message ("%s", error != NULL ? error->message : path);
+          /* (A newer Tern's chat under a name no chat could have, ".json",
+           * only in the log, as before.) */
+          if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED) && n_kept++ == 0)
+            first_kept = g_strdup (error != NULL ? error->message : path);
+          continue;
+        }
+      /* This version's to judge, quiet, and broken: moved aside, not
+       * deleted (the user may want it back); not left in place, where it
+       * would fail again at every start. */
       if (n_bad++ == 0)
         first_error = g_strdup (error->message);
       {
@@ -1496,10 +1552,24 @@ load_chats (TernWindow *self)
           g_warning ("%s: %s", aside, g_strerror (errno));
       }
     }
-  g_list_store_sort (self->chats, compare_updated, NULL);
+  if (self->chats_busy != NULL && self->chats_busy_timeout == 0)
+    self->chats_busy_timeout = g_timeout_add_seconds (TERN_CHAT_QUIET_SECONDS,
+                                                      on_chats_busy_timeout, self);
+  if (!again)
+    g_list_store_sort (self->chats, compare_updated, NULL);
   if (n_newer > 0)
     g_message ("%u saved chat(s) from a newer version of Tern, listed read-only (the first: %s)",
                n_newer, first_newer);
+  if (n_kept > 0)
+    {
+      g_autofree char *message =
+        g_strdup_printf (ngettext ("%u saved chat cannot be read by this version of Tern: it is left as it is in %s",
+                                   "%u saved chats cannot be read by this version of Tern: they are left as they are in %s",
+                                   n_kept),
+                         n_kept, self->chats_dir);
+      g_message ("%s (the first: %s)", message, first_kept);
+      _tern_window_set_error (self, message);
+    }
   if (n_bad > 0)
     {
       g_autofree char *message =
@@ -1510,6 +1580,25 @@ load_chats (TernWindow *self)
       g_message ("%s (the first: %s)", message, first_error);
       _tern_window_set_error (self, message);
     }
+}
+
+static void
+load_chats (TernWindow *self)
+{
+  g_autoptr(GDir) dir = g_dir_open (self->chats_dir, 0, NULL);
+  g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  const char *entry;
+
+  if (dir == NULL)
+    return;
+  /* In the order of their names, not the folder's (which is arbitrary):
+   * the file the log names as the first of several is the same at every
+   * start, and the first in a listing of the folder. */
+  while ((entry = g_dir_read_name (dir)) != NULL)
+    if (g_str_has_suffix (entry, ".json"))
+      g_ptr_array_add (names, g_strdup (entry));
+  g_ptr_array_sort (names, compare_names);
+  read_chat_files (self, names, FALSE);
 }
 
 static gboolean
@@ -1611,6 +1700,8 @@ tern_window_dispose (GObject *object)
   TernWindow *self = TERN_WINDOW (object);
 
   g_clear_handle_id (&self->count_timeout, g_source_remove);
+  g_clear_handle_id (&self->chats_busy_timeout, g_source_remove);
+  g_clear_pointer (&self->chats_busy, g_ptr_array_unref);
   if (self->toast_lift != NULL)
     {
       gtk_style_context_remove_provider_for_display (gtk_widget_get_display (GTK_WIDGET (self)),

@@ -17,7 +17,11 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utime.h>
 
 #include <adwaita.h>
 #include <glib/gstdio.h>
@@ -228,6 +232,7 @@ open_chat (TernWindow *w,
  * the first such file; every message goes on to GLib's handler too. */
 static char *first_logged_newer;
 static char *first_logged_bad;
+static char *first_logged_kept;
 
 static void
 log_first_named (const char     *domain,
@@ -239,10 +244,53 @@ log_first_named (const char     *domain,
     first_logged_newer = g_strdup (message);
   if (first_logged_bad == NULL && strstr (message, "could not be read") != NULL)
     first_logged_bad = g_strdup (message);
+  if (first_logged_kept == NULL && strstr (message, "cannot be read by this version") != NULL)
+    first_logged_kept = g_strdup (message);
   g_log_default_handler (domain, level, message, data);
 }
 
 static AdwMessageDialog *find_message_dialog (void);
+
+/* DIR/NAME last changed a minute ago: a file left alone, that the list
+ * judges (one changed a moment ago is read again later). */
+static void
+backdate (const char *dir,
+          const char *name)
+{
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  struct utimbuf t;
+
+  t.actime = t.modtime = time (NULL) - 60;
+  CHECK (g_utime (path, &t) == 0);
+}
+
+/* DIR/NAME: HEAD, then zeros up to SIZE bytes (a sparse file). */
+static void
+write_sized (const char *dir,
+             const char *name,
+             const char *head,
+             goffset     size)
+{
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  int fd = g_open (path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+  CHECK (fd >= 0);
+  if (fd < 0)
+    return;
+  CHECK (write (fd, head, strlen (head)) == (ssize_t) strlen (head));
+  CHECK (ftruncate (fd, size) == 0);
+  close (fd);
+}
+
+static goffset
+file_size (const char *dir,
+           const char *name)
+{
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  GStatBuf sb;
+
+  return g_lstat (path, &sb) == 0 ? (goffset) sb.st_size : -1;
+}
 
 /* The *.json files in DIR. */
 static guint
@@ -301,8 +349,40 @@ part_chat_files (Fixture *f)
     deep[k++] = ']';
   deep[k++] = '}';
   write_file (f->chats_dir, "deep.json", deep, (gssize) k);
+  backdate (f->chats_dir, "deep.json");
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
-    write_file (f->chats_dir, bad[i].name, bad[i].text, -1);
+    {
+      write_file (f->chats_dir, bad[i].name, bad[i].text, -1);
+      backdate (f->chats_dir, bad[i].name);
+    }
+  /* Files this version cannot judge were set aside as *.corrupt too, and
+   * so taken from the newer Tern that wrote them, and from the user: a
+   * newer Tern's chat larger than this version reads, one larger and
+   * saying version 1 (a later Tern may allow more), a FIFO, a folder, a
+   * link to a file elsewhere, and a chat that a sync tool is still
+   * writing (cut off, changed a moment ago). Each stays as it is. */
+  write_sized (f->chats_dir, "big-newer.json",
+               "{\"format\":\"tern-chat\",\"version\":2,\"title\":\"A big chat from a newer "
+               "Tern\",\"messages\":[{\"role\":\"user\",\"content\":\"",
+               (goffset) 64 * 1024 * 1024 + 1);
+  write_sized (f->chats_dir, "big.json",
+               "{\"format\":\"tern-chat\",\"version\":1,\"id\":\"big\",\"messages\":[",
+               (goffset) 200 * 1000 * 1000);
+  backdate (f->chats_dir, "big.json");
+  {
+    g_autofree char *fifo = g_build_filename (f->chats_dir, "fifo.json", NULL);
+    g_autofree char *folder = g_build_filename (f->chats_dir, "folder.json", NULL);
+    g_autofree char *link = g_build_filename (f->chats_dir, "link.json", NULL);
+
+    CHECK (mkfifo (fifo, 0600) == 0);
+    CHECK (g_mkdir (folder, 0700) == 0);
+    g_autofree char *elsewhere = g_build_filename (f->tmp, "elsewhere.json", NULL);
+
+    write_file (f->tmp, "elsewhere.json", "not a chat", -1);
+    backdate (f->tmp, "elsewhere.json");
+    CHECK (symlink (elsewhere, link) == 0);
+  }
+  write_file (f->chats_dir, "fresh.json", good_chat, 40);
   /* The good chat's question carries a picture, kept in good.images/. */
   {
     g_autoptr(GdkPixbuf) pb = gdk_pixbuf_new (GDK_COLORSPACE_RGB, FALSE, 8, 48, 32);
@@ -367,8 +447,60 @@ part_chat_files (Fixture *f)
   err = tern_window_get_last_error (f->w);
   CHECKF (err != NULL && strstr (err, "15 saved chats") != NULL && strstr (err, ".corrupt"),
           "notice: %s", err);
+  /* What this version cannot judge is where it was, unchanged. */
+  CHECK (file_size (f->chats_dir, "big-newer.json") == (goffset) 64 * 1024 * 1024 + 1);
+  CHECK (file_size (f->chats_dir, "big.json") == (goffset) 200 * 1000 * 1000);
+  CHECK (file_size (f->chats_dir, "fresh.json") == 40);
+  CHECK (exists (f->chats_dir, "fifo.json") && exists (f->chats_dir, "folder.json")
+         && file_size (f->chats_dir, "link.json") > 0);
+  CHECK (!exists (f->chats_dir, "big-newer.json.corrupt") && !exists (f->chats_dir, "big.json.corrupt")
+         && !exists (f->chats_dir, "fresh.json.corrupt") && !exists (f->chats_dir, "fifo.json.corrupt")
+         && !exists (f->chats_dir, "folder.json.corrupt") && !exists (f->chats_dir, "link.json.corrupt"));
+  /* The newer Tern's chat is listed as newer chats are, by its title. */
+  {
+    TernChat *big = find_chat (f->w, "big-newer");
+
+    CHECK (big != NULL && tern_chat_is_newer (big)
+           && g_str_equal (tern_chat_get_title (big), "A big chat from a newer Tern"));
+  }
+  CHECK (find_chat (f->w, "big") == NULL && find_chat (f->w, "fresh") == NULL);
+  /* The others are said (the log names the first by name). */
+  CHECKF (first_logged_kept != NULL && strstr (first_logged_kept, "4 saved chats cannot be read")
+          && strstr (first_logged_kept, "/big.json"),
+          "the files left as they are: %s", first_logged_kept ? first_logged_kept : "(none)");
+  g_clear_pointer (&first_logged_kept, g_free);
+  CHECKF (first_logged_newer != NULL && strstr (first_logged_newer, "/big-newer.json)") != NULL,
+          "the newer chat logged: %s", first_logged_newer ? first_logged_newer : "(none)");
+  g_clear_pointer (&first_logged_newer, g_free);
   spin_for (0.5);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-files.png"));
+  /* The sync tool is done: the chat it was writing is read again once left
+   * alone, and listed. */
+  {
+    g_autofree char *fresh = g_strdup (good_chat);
+    g_autofree char *fresh_path = g_build_filename (f->chats_dir, "fresh.json", NULL);
+    g_autofree char *done = NULL;
+
+    write_file (f->chats_dir, "fresh.json", fresh, -1);
+    for (int i = 0; i < 150 && find_chat (f->w, "fresh") == NULL; i++)
+      spin_for (0.1);
+    CHECK (find_chat (f->w, "fresh") != NULL);
+    CHECK (g_file_get_contents (fresh_path, &done, NULL, NULL) && g_str_equal (done, good_chat));
+  }
+  /* Gone from the folder for what follows (a second start with nothing
+   * to say). */
+  {
+    static const char *const left[] = { "big-newer.json", "big.json", "fifo.json", "link.json",
+                                        "fresh.json" };
+    g_autofree char *folder = g_build_filename (f->chats_dir, "folder.json", NULL);
+
+    for (guint i = 0; i < G_N_ELEMENTS (left); i++)
+      {
+        g_autofree char *path = g_build_filename (f->chats_dir, left[i], NULL);
+        CHECK (g_unlink (path) == 0);
+      }
+    CHECK (g_rmdir (folder) == 0);
+  }
 
   /* The good one opens and exports. */
   open_chat (f->w, "good");

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tern-chat.h"
@@ -1268,6 +1269,180 @@ test_chat_newer_listed (const char *dir)
   g_unlink (dotted);
 }
 
+/* DIR/NAME written with TEXT (LEN bytes, -1: a string), then sparse zeros
+ * up to SIZE (0: none), last changed at MTIME (0: now). Its path. */
+static char *
+listed_file (const char *dir,
+             const char *name,
+             const char *text,
+             gssize      len,
+             goffset     size,
+             time_t      mtime)
+{
+  char *path = g_build_filename (dir, name, NULL);
+
+  CHECK (g_file_set_contents (path, text, len, NULL));
+  if (size > 0)
+    CHECK (truncate (path, size) == 0);
+  if (mtime != 0)
+    {
+      struct timespec t[2] = { { mtime, 0 }, { mtime, 0 } };
+      CHECK (utimensat (AT_FDCWD, path, t, AT_SYMLINK_NOFOLLOW) == 0);
+    }
+  return path;
+}
+
+/* What the list does with a file it cannot read (tern_chat_load_listed):
+ * set aside only this version's own broken files, left alone a while;
+ * never a file it cannot judge. Each of these was set aside as *.corrupt
+ * before, and the newer ones taken from the newer Tern. */
+static void
+test_chat_listed_unread (const char *dir)
+{
+  const time_t old = time (NULL) - 60;
+  const gint64 now = (gint64) time (NULL);
+  static const char newer_big[] = "{\"format\":\"tern-chat\",\"version\":2,\"title\":\"Big\","
+                                  "\"messages\":[{\"role\":\"user\",\"content\":\"";
+  static const char ours_big[] = "{\"format\":\"tern-chat\",\"version\":1,\"id\":\"x\",\"messages\":[";
+  static const struct { const char *name; const char *text; const char *title; } newer[] = {
+    /* past this version's reader: an escape it refuses, a key twice, deeper
+     * than it reads, cut off by a sync tool */
+    { "escape.json", "{\"format\":\"tern-chat\",\"version\":3,\"title\":\"Esc\",\"messages\":"
+                     "[{\"role\":\"user\",\"content\":\"\\x41\"}]}", "Esc" },
+    { "twice.json", "{\"format\":\"tern-chat\",\"version\":2,\"messages\":[{\"a\":1,\"a\":2}]}",
+      "twice" },
+    { "deep.json", "{\"format\":\"tern-chat\",\"version\":2,\"title\":\"Deep\",\"x\":"
+                   "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
+      "Deep" },
+    { "cut.json", "{\"format\":\"tern-chat\",\"version\":2,\"title\":\"Cut\",\"messages\":[{\"ro",
+      "Cut" },
+    { "\xff\xfe.json", "{\"format\":\"tern-chat\",\"version\":2,\"messages\":[", NULL },
+  };
+  TernChatUnread unread;
+
+  g_mkdir_with_parents (dir, 0700);
+  /* A newer Tern's chat, larger than this version reads, or broken for its
+   * reader: listed as newer, its file untouched, and it goes to the trash. */
+  {
+    g_autofree char *path = listed_file (dir, "big-newer.json", newer_big, -1,
+                                         (goffset) 64 * 1024 * 1024 + 1, old);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(TernChat) chat = tern_chat_load_listed (path, now, &unread, &error);
+    struct stat sb;
+
+    CHECKF (chat != NULL && tern_chat_is_newer (chat)
+            && g_str_equal (tern_chat_get_title (chat), "Big"),
+            "%s", error ? error->message : "");
+    CHECK (stat (path, &sb) == 0 && sb.st_size == 64 * 1024 * 1024 + 1);
+    g_unlink (path);
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (newer); i++)
+    {
+      g_autofree char *path = listed_file (dir, newer[i].name, newer[i].text, -1, 0, 0);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(TernChat) chat = tern_chat_load_listed (path, now, &unread, &error);
+      g_autofree char *after = NULL;
+
+      CHECKF (chat != NULL && tern_chat_is_newer (chat), "%s: %s", newer[i].name,
+              error ? error->message : "");
+      if (chat != NULL && newer[i].title != NULL)
+        CHECKF (g_str_equal (tern_chat_get_title (chat), newer[i].title), "%s: title %s",
+                newer[i].name, tern_chat_get_title (chat));
+      /* A title for a label, whatever the file's name. */
+      CHECK (chat == NULL || g_utf8_validate (tern_chat_get_title (chat), -1, NULL));
+      after = file_text (path);
+      CHECK (g_strcmp0 (after, newer[i].text) == 0);
+      /* Never written. */
+      CHECK (chat == NULL || !tern_chat_save (chat, dir, NULL));
+      g_unlink (path);
+    }
+  /* Larger than this version reads but not saying newer (a later Tern may
+   * read more in version 1): left as it is, never read whole (200 MB). */
+  {
+    g_autofree char *path = listed_file (dir, "big.json", ours_big, -1,
+                                         (goffset) 200 * 1000 * 1000, old);
+    g_autoptr(GError) error = NULL;
+    gint64 start = g_get_monotonic_time ();
+
+    CHECK (tern_chat_load_listed (path, now, &unread, &error) == NULL
+           && unread == TERN_CHAT_UNREAD_KEEP && error != NULL);
+    CHECK (g_get_monotonic_time () - start < 2 * G_USEC_PER_SEC);
+    g_unlink (path);
+  }
+  /* This version's broken file: set aside once left alone for a while;
+   * changed a moment ago (a sync tool writing it, a clock a little ahead),
+   * read again later. A 0-byte file the same. */
+  {
+    static const char *const texts[] = { "{\"format\":\"tern-chat\",\"id\":", "",
+                                         "{\"format\":\"tern-chat\",\"version\":1,\"messages\":5}",
+                                         "\xff not json at all" };
+
+    for (guint i = 0; i < G_N_ELEMENTS (texts); i++)
+      {
+        g_autofree char *path = listed_file (dir, "ours.json", texts[i], -1, 0, old);
+        g_autoptr(GError) error = NULL;
+
+        CHECK (tern_chat_load_listed (path, now, &unread, &error) == NULL
+               && unread == TERN_CHAT_UNREAD_BROKEN && error != NULL);
+        g_clear_error (&error);
+        CHECK (tern_chat_load_listed (path, old + 3, &unread, &error) == NULL
+               && unread == TERN_CHAT_UNREAD_BUSY);
+        g_clear_error (&error);
+        CHECK (tern_chat_load_listed (path, old - 5, &unread, &error) == NULL
+               && unread == TERN_CHAT_UNREAD_BUSY);
+        g_clear_error (&error);
+        CHECK (tern_chat_load_listed (path, old - 100, &unread, &error) == NULL
+               && unread == TERN_CHAT_UNREAD_BROKEN);
+        g_unlink (path);
+      }
+  }
+  /* Not a regular file, a link, a name gone: left (a FIFO without
+   * blocking). */
+  {
+    g_autofree char *fifo = g_build_filename (dir, "fifo.json", NULL);
+    g_autofree char *folder = g_build_filename (dir, "folder.json", NULL);
+    g_autofree char *link = g_build_filename (dir, "link.json", NULL);
+    g_autofree char *dangling = g_build_filename (dir, "dangling.json", NULL);
+    g_autofree char *target = listed_file (dir, "target", "broken", -1, 0, old);
+    g_autofree char *gone = g_build_filename (dir, "gone.json", NULL);
+    const char *const keep[] = { fifo, folder, link, dangling };
+
+    CHECK (mkfifo (fifo, 0600) == 0);
+    CHECK (g_mkdir (folder, 0700) == 0);
+    CHECK (symlink (target, link) == 0);
+    CHECK (symlink ("/nonexistent/x.json", dangling) == 0);
+    for (guint i = 0; i < G_N_ELEMENTS (keep); i++)
+      {
+        g_autoptr(GError) error = NULL;
+
+        CHECKF (tern_chat_load_listed (keep[i], now, &unread, &error) == NULL
+                && unread == TERN_CHAT_UNREAD_KEEP && error != NULL,
+                "%s: %d", keep[i], (int) unread);
+      }
+    {
+      g_autoptr(GError) error = NULL;
+
+      CHECK (tern_chat_load_listed (gone, now, &unread, &error) == NULL
+             && unread == TERN_CHAT_UNREAD_GONE);
+    }
+    g_unlink (fifo);
+    g_rmdir (folder);
+    g_unlink (link);
+    g_unlink (dangling);
+    g_unlink (target);
+  }
+  /* A good chat is read as before. */
+  {
+    g_autofree char *path = listed_file (dir, "fine.json",
+                                         "{\"format\":\"tern-chat\",\"id\":\"fine\",\"messages\":"
+                                         "[{\"role\":\"user\",\"content\":\"hi\"}]}", -1, 0, 0);
+    g_autoptr(TernChat) chat = tern_chat_load_listed (path, now, &unread, NULL);
+
+    CHECK (chat != NULL && !tern_chat_is_newer (chat) && tern_chat_get_n_messages (chat) == 1);
+    g_unlink (path);
+  }
+}
+
 /* The plot's scale tops at a round figure just above the peak. */
 static void
 test_plot_scale (void)
@@ -1822,6 +1997,10 @@ main (void)
   {
     g_autofree char *newer = g_build_filename (tmp, "newer-listed", NULL);
     test_chat_newer_listed (newer);
+  }
+  {
+    g_autofree char *unread = g_build_filename (tmp, "listed-unread", NULL);
+    test_chat_listed_unread (unread);
   }
   test_plot_scale ();
   test_context ();
