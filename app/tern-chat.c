@@ -51,8 +51,9 @@ struct _TernChat {
   /* A copy not saved since it was read: the id of the chat whose folder
    * some of its pictures were read from; NULL: none. */
   char *images_from;
-  /* Its file is a newer Tern's chat (tern_chat_load_or_newer): only its id,
-   * a title and the file's time are known, and it is never saved. */
+  /* Its file is a newer Tern's chat (tern_chat_load_or_newer): its id, a
+   * title, the file's time and, when this version reads them all, its
+   * messages' roles and text are known, and it is never saved. */
   gboolean newer;
 };
 
@@ -1759,6 +1760,48 @@ id_valid (const char *id)
          && !g_str_equal (id, ".") && !g_str_equal (id, "..");
 }
 
+/* The messages of a newer Tern's chat (its root object O), into SELF
+ * when this version reads every one of them: an object with a "role" of
+ * "user" or "assistant" and a string "content" (what else a message holds
+ * is not shown: pictures, figures). None when one is anything else: a
+ * transcript with a message left out, or a role this version does not
+ * know shown as another, would misstate the chat. */
+static void
+newer_messages (TernChat   *self,
+                JsonObject *o)
+{
+  JsonNode *n = json_object_get_member (o, "messages");
+  JsonArray *messages;
+  guint len;
+
+  if (n == NULL || !JSON_NODE_HOLDS_ARRAY (n))
+    return;
+  messages = json_node_get_array (n);
+  len = json_array_get_length (messages);
+  for (guint pass = 0; pass < 2; pass++)
+    for (guint i = 0; i < len; i++)
+      {
+        JsonNode *m = json_array_get_element (messages, i);
+        JsonNode *role, *content;
+        JsonObject *mo;
+
+        if (!JSON_NODE_HOLDS_OBJECT (m))
+          return;
+        mo = json_node_get_object (m);
+        role = json_object_get_member (mo, "role");
+        content = json_object_get_member (mo, "content");
+        if (role == NULL || content == NULL || !JSON_NODE_HOLDS_VALUE (role)
+            || !JSON_NODE_HOLDS_VALUE (content) || json_node_get_value_type (role) != G_TYPE_STRING
+            || json_node_get_value_type (content) != G_TYPE_STRING
+            || (!g_str_equal (json_node_get_string (role), "user")
+                && !g_str_equal (json_node_get_string (role), "assistant")))
+          return;
+        /* All checked (the first pass): shown. */
+        if (pass == 1)
+          tern_chat_append (self, json_node_get_string (role), json_node_get_string (content));
+      }
+}
+
 /* The chat a newer Tern saved at PATH (its root object O), as far as the
  * sidebar needs it: known by its file's name, as every chat is; its
  * "title" when that is a non-blank string (a member this version writes
@@ -1768,6 +1811,7 @@ static TernChat *
 newer_chat (const char *path,
             JsonObject *o,
             gint64      version,
+            gboolean    whole,
             GError    **error)
 {
   g_autoptr(TernChat) self = tern_chat_new ("chat");
@@ -1815,6 +1859,10 @@ newer_chat (const char *path,
   if (self->custom_title == NULL)
     self->custom_title = g_utf8_make_valid (self->id, -1);
   update_title (self);
+  /* Its messages, shown read-only, when this version reads every one of
+   * them as its own (the whole file read: WHOLE). */
+  if (whole)
+    newer_messages (self, o);
   self->updated = g_stat (path, &sb) == 0 ? (gint64) sb.st_mtime : 0;
   self->created = self->updated;
   return g_steal_pointer (&self);
@@ -1911,7 +1959,7 @@ load_chat (const char *path,
   if (r.failed)
     return NULL;
   if (version > FORMAT_VERSION && newer_ok)
-    return newer_chat (path, o, version, error);
+    return newer_chat (path, o, version, TRUE, error);
   if (version > FORMAT_VERSION)
     {
       /* Translators: a chat file; the chat format it is in, and the newest
@@ -2087,7 +2135,8 @@ newer_from_head (const char *path,
   node = json_object_get_member (json_node_get_object (root), "version");
   if (node == NULL || !JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_INT64)
     return NULL;
-  return newer_chat (path, json_node_get_object (root), json_node_get_int (node), error);
+  return newer_chat (path, json_node_get_object (root), json_node_get_int (node), FALSE,
+                     error);
 }
 
 TernChat *

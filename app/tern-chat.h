@@ -51,7 +51,9 @@ TernChat    *tern_chat_load               (const char    *path,
  * left as they are. */
 /* tern_chat_load, but a chat of a later format is read as a stand-in for
  * it (tern_chat_is_newer): known by its file's name, titled by its "title"
- * (else that name), dated by the file, with no messages. It is never saved
+ * (else that name), dated by the file, with its messages only when this
+ * version reads every one (a role "user" or "assistant" and a string
+ * "content"; else none: a page explains it). It is never saved
  * (tern_chat_save fails, saving in the background does nothing) nor
  * deleted by tern_chat_delete_file (which fails): only
  * tern_chat_trash_newer_file removes its file. */

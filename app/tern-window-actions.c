@@ -71,14 +71,15 @@ _tern_window_update_actions (TernWindow *self)
   set_enabled (self, "send-message", ready && !generating && !attaching && !newer);
   /* A saved chat read without a model says why it cannot go on. */
   tern_composer_set_send_tooltip (self->composer,
-                                  self->model_loaded ? _("Send (Enter)")
-                                                     : _("Load a model to continue this chat"));
+                                  newer ? _("Saved by a newer version of Tern: read-only here")
+                                  : self->model_loaded ? _("Send (Enter)")
+                                                       : _("Load a model to continue this chat"));
   set_enabled (self, "stop", generating || self->pin_id != 0);
   set_enabled (self, "cancel-load", self->load_id != 0);
   set_enabled (self, "pin", ready && self->pin_id == 0 && !generating && !newer);
-  set_enabled (self, "regenerate", ready && !generating && last != NULL
+  set_enabled (self, "regenerate", ready && !generating && !newer && last != NULL
                && g_str_equal (last->role, "assistant"));
-  set_enabled (self, "edit-last", ready && !generating && last != NULL);
+  set_enabled (self, "edit-last", ready && !generating && !newer && last != NULL);
   set_enabled (self, "new-chat", !generating);
   set_enabled (self, "delete-chat", !generating && (n > 0 || newer));
   set_enabled (self, "remove-chat", !generating);
@@ -257,7 +258,7 @@ action_regenerate (GSimpleAction *action,
 
   (void) action;
   (void) param;
-  if (n < 2 || _tern_window_is_generating (self)
+  if (n < 2 || _tern_window_is_generating (self) || tern_chat_is_newer (self->chat)
       || !g_str_equal (tern_chat_get_message (self->chat, n - 1)->role, "assistant"))
     return;
   tern_chat_truncate (self->chat, n - 1);
@@ -292,7 +293,7 @@ action_edit_last (GSimpleAction *action,
 
   (void) action;
   (void) param;
-  if (_tern_window_is_generating (self))
+  if (_tern_window_is_generating (self) || tern_chat_is_newer (self->chat))
     return;
   for (guint i = n; i > 0; i--)
     if (g_str_equal (tern_chat_get_message (self->chat, i - 1)->role, "user"))

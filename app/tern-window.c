@@ -502,14 +502,14 @@ keep_draft (TernWindow *self,
 static void stop_drawing_earlier (TernWindow *self);
 
 /* The main page for the chat shown once no model is loading: a newer
- * Tern's chat is explained, not opened (nothing of it can be shown, and
- * nothing may be written into it). */
+ * Tern's chat shows its messages when this version read them (read-only:
+ * the actions that write are off), else it is explained, not opened. */
 const char *
 _tern_window_chat_page (TernWindow *self)
 {
   gboolean has_messages = self->chat != NULL && tern_chat_get_n_messages (self->chat) > 0;
 
-  if (self->chat != NULL && tern_chat_is_newer (self->chat))
+  if (self->chat != NULL && tern_chat_is_newer (self->chat) && !has_messages)
     return "newer";
   return self->model_loaded || has_messages ? "chat" : "no-model";
 }

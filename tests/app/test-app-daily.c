@@ -250,6 +250,8 @@ log_first_named (const char     *domain,
 }
 
 static AdwMessageDialog *find_message_dialog (void);
+static gboolean load_model (Fixture    *f,
+                            const char *model);
 
 /* DIR/NAME last changed a minute ago: a file left alone, that the list
  * judges (one changed a moment ago is read again later). */
@@ -578,7 +580,14 @@ part_chat_files (Fixture *f)
     static const char newer[] =
       "{\"format\":\"tern-chat\",\"version\":2,\"id\":\"newer\",\"mode\":\"chat\","
       "\"branches\":[{\"from\":1}],\"messages\":[{\"role\":\"user\",\"content\":\"From the "
-      "future\",\"attachments\":[{\"kind\":\"pdf\"}]}]}";
+      "future\",\"attachments\":[{\"kind\":\"pdf\"}]},{\"role\":\"tool\",\"content\":\"42\"}]}";
+    /* Its messages are all this version's kind (a role it knows, text):
+     * shown read-only. (Those of the one above are not: a role "tool".) */
+    static const char newer_read[] =
+      "{\"format\":\"tern-chat\",\"version\":2,\"title\":\"Readable from a newer Tern\","
+      "\"messages\":[{\"role\":\"user\",\"content\":\"Is this from the future?\"},"
+      "{\"role\":\"assistant\",\"content\":\"Yes: a newer Tern wrote it.\","
+      "\"reasoning\":{\"steps\":3}}]}";
     g_autofree char *good_path = g_build_filename (f->chats_dir, "good.json", NULL);
     g_autofree char *newer_path = g_build_filename (f->chats_dir, "newer.json", NULL);
     g_autofree char *backup_path = g_build_filename (f->chats_dir, "old-backup.json", NULL);
@@ -593,7 +602,7 @@ part_chat_files (Fixture *f)
     write_file (f->chats_dir, "good copy.json", original, -1);
     write_file (f->chats_dir, "newer.json", newer, -1);
     /* Named before newer.json ('-' < '.'): the one the log names first. */
-    write_file (f->chats_dir, "newer-too.json", newer, -1);
+    write_file (f->chats_dir, "newer-too.json", newer_read, -1);
     first_logged_newer = NULL;
     previous_handler = g_log_set_default_handler (log_first_named, NULL);
     fixture_window (f, 1100, 760);
@@ -603,7 +612,41 @@ part_chat_files (Fixture *f)
     CHECKF (first_logged_newer != NULL && strstr (first_logged_newer, "/newer-too.json)") != NULL,
             "the first newer chat logged: %s", first_logged_newer ? first_logged_newer : "(none)");
     g_clear_pointer (&first_logged_newer, g_free);
-    CHECKF (saved_chats (f->w) == 4, "%u saved chats", saved_chats (f->w));
+    CHECKF (saved_chats (f->w) == 5, "%u saved chats", saved_chats (f->w));
+    /* A newer Tern's chat whose messages this version reads shows them,
+     * read-only: nothing to send, regenerate, edit or pin, never written. */
+    {
+      static const char *const off[] = { "send", "send-message", "regenerate", "edit-last", "pin" };
+      TernChat *chat = find_chat (f->w, "newer-too");
+      g_autofree char *model = make_model (f->tmp);
+      g_autofree char *after = NULL;
+
+      CHECK (chat != NULL && tern_chat_is_newer (chat) && tern_chat_get_n_messages (chat) == 2);
+      open_chat (f->w, "newer-too");
+      CHECK (tern_window_get_chat (f->w) == chat);
+      CHECKF (g_str_equal (tern_window_get_page (f->w), "chat"), "page %s",
+              tern_window_get_page (f->w));
+      CHECK (tern_window_get_row (f->w, 0) != NULL && tern_window_get_row (f->w, 1) != NULL);
+      /* With a model loaded, where each of these would be on. */
+      if (model != NULL && load_model (f, model))
+        {
+          CHECK (tern_window_get_chat (f->w) == chat);
+          CHECKF (g_str_equal (tern_window_get_page (f->w), "chat"), "page %s",
+                  tern_window_get_page (f->w));
+          for (guint i = 0; i < G_N_ELEMENTS (off); i++)
+            CHECKF (!g_action_group_get_action_enabled (G_ACTION_GROUP (f->w), off[i]), "%s on",
+                    off[i]);
+          CHECK (g_action_group_get_action_enabled (G_ACTION_GROUP (f->w), "delete-chat"));
+        }
+      spin_for (0.3);
+      CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-files-newer-read.png"));
+      CHECK (tern_chat_get_n_messages (chat) == 2);
+      CHECK (!tern_chat_save (chat, f->chats_dir, NULL));
+      activate (f->w, "new-chat", NULL);
+      tern_chat_wait_saves ();
+      CHECK (g_file_get_contents (newer_too_path, &after, NULL, NULL)
+             && g_str_equal (after, newer_read));
+    }
     CHECK (find_chat (f->w, "good copy") != NULL);
     CHECK (find_chat (f->w, "good") != NULL);
     CHECK (find_chat (f->w, "good (conflicted copy)") != NULL);
