@@ -1292,6 +1292,24 @@ listed_file (const char *dir,
   return path;
 }
 
+/* Appends 1 MiB at a time to the file DATA names, up to 96 MiB. */
+static gpointer
+grow_file (gpointer data)
+{
+  const char *path = data;
+  g_autofree char *chunk = g_malloc0 (1024 * 1024);
+  FILE *f = fopen (path, "ab");
+
+  for (int i = 0; f != NULL && i < 96; i++)
+    {
+      fwrite (chunk, 1, 1024 * 1024, f);
+      fflush (f);
+    }
+  if (f != NULL)
+    fclose (f);
+  return NULL;
+}
+
 /* What the list does with a file it cannot read (tern_chat_load_listed):
  * set aside only this version's own broken files, left alone a while;
  * never a file it cannot judge. Each of these was set aside as *.corrupt
@@ -1430,6 +1448,25 @@ test_chat_listed_unread (const char *dir)
     g_unlink (link);
     g_unlink (dangling);
     g_unlink (target);
+  }
+  /* Growing while it is read (a copy under way, past 64 MiB): never set
+   * aside, never a hang. */
+  {
+    g_autofree char *path = listed_file (dir, "growing.json", ours_big, -1, 0, 0);
+    GThread *writer = g_thread_new ("grow", grow_file, path);
+
+    for (int i = 0; i < 20; i++)
+      {
+        g_autoptr(GError) error = NULL;
+        g_autoptr(TernChat) chat = tern_chat_load_listed (path, (gint64) time (NULL), &unread,
+                                                          &error);
+
+        CHECKF (chat == NULL && (unread == TERN_CHAT_UNREAD_BUSY || unread == TERN_CHAT_UNREAD_KEEP),
+                "growing: %d", (int) unread);
+      }
+    g_thread_join (writer);
+    CHECK (g_file_test (path, G_FILE_TEST_IS_REGULAR));
+    g_unlink (path);
   }
   /* A good chat is read as before. */
   {
