@@ -55,6 +55,9 @@ struct _TernChat {
    * title, the file's time and, when this version reads them all, its
    * messages' roles and text are known, and it is never saved. */
   gboolean newer;
+  /* (With newer, all that holds for it.) Its file is larger than this
+   * version reads and does not say newer: only its id and time known. */
+  gboolean too_large;
 };
 
 G_DEFINE_FINAL_TYPE (TernChat, tern_chat, G_TYPE_OBJECT)
@@ -1493,7 +1496,17 @@ tern_chat_trash_newer_file (TernChat   *self,
       return FALSE;
     }
   /* Only the file the user was shown: one put there since is not theirs
-   * to lose by this. */
+   * to lose by this. (One too large to read: still a regular file larger
+   * than this version reads.) */
+  if (self->too_large)
+    {
+      GStatBuf sb;
+
+      if (g_lstat (path, &sb) != 0 || !S_ISREG (sb.st_mode) || (guint64) sb.st_size <= MAX_FILE_BYTES)
+        what = ON_DISK_FOREIGN;
+      else
+        what = ON_DISK_NEWER;
+    }
   if (what != ON_DISK_NEWER)
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_EXISTS,
@@ -1893,6 +1906,13 @@ tern_chat_is_newer (TernChat *self)
   return self->newer;
 }
 
+gboolean
+tern_chat_is_too_large (TernChat *self)
+{
+  g_return_val_if_fail (TERN_IS_CHAT (self), FALSE);
+  return self->too_large;
+}
+
 static TernChat *
 load_chat (const char *path,
            gboolean    newer_ok,
@@ -2211,10 +2231,21 @@ tern_chat_load_listed (const char     *path,
   }
   g_propagate_error (error, g_steal_pointer (&local));
   /* Larger than this version reads: it may be a later version's (one that
-   * allows more) and cannot be read here to tell. */
+   * allows more) and cannot be read here to tell. Listed, read-only as a
+   * newer Tern's chat is, known by its file's name; trashed by Delete. */
   if ((guint64) sb.st_size > MAX_FILE_BYTES)
     {
+      g_autoptr(JsonObject) none = json_object_new ();
+      g_autoptr(GError) large_error = NULL;
+
       *unread = TERN_CHAT_UNREAD_KEEP;
+      chat = newer_chat (path, none, FORMAT_VERSION + 1, FALSE, &large_error);
+      if (chat != NULL)
+        {
+          chat->too_large = TRUE;
+          g_clear_error (error);
+          return chat;
+        }
       return NULL;
     }
   /* Changed a moment ago (a sync tool writing it in place, a copy under

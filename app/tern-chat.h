@@ -60,14 +60,19 @@ TernChat    *tern_chat_load               (const char    *path,
 TernChat    *tern_chat_load_or_newer      (const char    *path,
                                            GError       **error);
 gboolean     tern_chat_is_newer           (TernChat      *self);
+/* A chat of tern_chat_load_listed whose file is larger than this version
+ * reads (and does not say newer): listed and handled as a newer Tern's
+ * chat (tern_chat_is_newer is TRUE), with nothing of it read. */
+gboolean     tern_chat_is_too_large       (TernChat      *self);
 /* Why tern_chat_load_listed read no chat from a file, and so what the
  * list does with it. */
 typedef enum {
   TERN_CHAT_UNREAD_BROKEN, /* a file this version can judge, and broken: set aside */
   TERN_CHAT_UNREAD_BUSY,   /* changed in the last TERN_CHAT_QUIET_SECONDS, or this
                             * process out of memory or descriptors: read again later */
-  TERN_CHAT_UNREAD_KEEP,   /* not this version's to judge (larger than it reads, not a
-                            * regular file, a link, not readable): left as it is */
+  TERN_CHAT_UNREAD_KEEP,   /* not this version's to judge (not a regular file, a link,
+                            * not readable): left as it is (one larger than it reads
+                            * is listed: tern_chat_is_too_large) */
   TERN_CHAT_UNREAD_GONE,   /* no longer there */
 } TernChatUnread;
 #define TERN_CHAT_QUIET_SECONDS 10

@@ -469,10 +469,16 @@ confirm_delete_newer (TernWindow *self,
   AdwMessageDialog *dialog;
   g_autofree char *body = NULL;
 
-  /* Translators: %s is a chat's title */
-  body = g_strdup_printf (_("“%s” was saved by a newer version of Tern, which this version cannot "
-                            "read. Its file is moved to the trash."),
-                          tern_chat_get_title (chat));
+  if (tern_chat_is_too_large (chat))
+    /* Translators: %s is a chat's title */
+    body = g_strdup_printf (_("“%s” is larger than this version of Tern reads. Its file is moved "
+                              "to the trash."),
+                            tern_chat_get_title (chat));
+  else
+    /* Translators: %s is a chat's title */
+    body = g_strdup_printf (_("“%s” was saved by a newer version of Tern, which this version "
+                              "cannot read. Its file is moved to the trash."),
+                            tern_chat_get_title (chat));
   dialog = ADW_MESSAGE_DIALOG (adw_message_dialog_new (GTK_WINDOW (self), _("Delete Chat?"), body));
   adw_message_dialog_add_responses (dialog, "cancel", _("_Cancel"), "delete",
                                     _("_Move to Trash"), NULL);

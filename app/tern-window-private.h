@@ -47,6 +47,7 @@ struct _TernWindow {
   AdwFlap *flap;
   GtkStack *main_stack;
   AdwStatusPage *loading_page;
+  AdwStatusPage *newer_page;
   GtkSpinner *loading_spinner;
   char *loading_path;      /* the file being loaded */
   GtkStack *transcript_stack;

@@ -510,7 +510,27 @@ _tern_window_chat_page (TernWindow *self)
   gboolean has_messages = self->chat != NULL && tern_chat_get_n_messages (self->chat) > 0;
 
   if (self->chat != NULL && tern_chat_is_newer (self->chat) && !has_messages)
-    return "newer";
+    {
+      /* One page for both kinds of chat this version cannot read. */
+      if (tern_chat_is_too_large (self->chat))
+        {
+          adw_status_page_set_title (self->newer_page, _("Too Large to Open"));
+          adw_status_page_set_description (self->newer_page,
+                                           _("This chat’s file is larger than this version of "
+                                             "Tern reads (64 MiB). It is left exactly as it is: "
+                                             "open it with a newer Tern, or delete it."));
+        }
+      else
+        {
+          adw_status_page_set_title (self->newer_page, _("Saved by a Newer Tern"));
+          adw_status_page_set_description (self->newer_page,
+                                           _("This chat was saved by a newer version of Tern, in "
+                                             "a format this version cannot read. It is left "
+                                             "exactly as it is: open it with the newer Tern, or "
+                                             "update this one."));
+        }
+      return "newer";
+    }
   return self->model_loaded || has_messages ? "chat" : "no-model";
 }
 
@@ -1370,7 +1390,9 @@ create_chat_row (gpointer item,
   /* Listed, so that the user knows it is there, and marked: it opens to a
    * page that says why it cannot be read here. */
   gtk_widget_set_margin_bottom (label, 0);
-  note = gtk_label_new (_("Saved by a newer version of Tern"));
+  note = gtk_label_new (tern_chat_is_too_large (TERN_CHAT (item))
+                       ? _("Too large for this version of Tern")
+                       : _("Saved by a newer version of Tern"));
   gtk_label_set_xalign (GTK_LABEL (note), 0);
   gtk_label_set_ellipsize (GTK_LABEL (note), PANGO_ELLIPSIZE_END);
   gtk_widget_set_margin_bottom (note, 6);
@@ -1482,7 +1504,8 @@ read_chat_files (TernWindow *self,
   g_autofree char *first_error = NULL;
   g_autofree char *first_newer = NULL;
   g_autofree char *first_kept = NULL;
-  guint n_bad = 0, n_newer = 0, n_kept = 0;
+  g_autofree char *first_large = NULL;
+  guint n_bad = 0, n_newer = 0, n_kept = 0, n_large = 0;
   gint64 now = g_get_real_time () / G_USEC_PER_SEC;
 
   for (guint i = 0; i < names->len; i++)
@@ -1503,7 +1526,12 @@ read_chat_files (TernWindow *self,
       chat = tern_chat_load_listed (path, now, &unread, &error);
       if (chat != NULL)
         {
-          if (tern_chat_is_newer (chat) && n_newer++ == 0)
+          if (tern_chat_is_too_large (chat))
+            {
+              if (n_large++ == 0)
+                first_large = g_strdup (path);
+            }
+          else if (tern_chat_is_newer (chat) && n_newer++ == 0)
             first_newer = g_strdup (path);
           if (again)
             g_list_store_insert_sorted (self->chats, chat, compare_updated, NULL);
@@ -1560,6 +1588,9 @@ read_chat_files (TernWindow *self,
   if (n_newer > 0)
     g_message ("%u saved chat(s) from a newer version of Tern, listed read-only (the first: %s)",
                n_newer, first_newer);
+  if (n_large > 0)
+    g_message ("%u saved chat(s) larger than this version of Tern reads, listed read-only (the first: %s)",
+               n_large, first_large);
   if (n_kept > 0)
     {
       g_autofree char *message =
@@ -1797,6 +1828,7 @@ tern_window_class_init (TernWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernWindow, flap);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, main_stack);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_page);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, newer_page);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_spinner);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, transcript_stack);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, transcript_scroller);

@@ -465,10 +465,16 @@ part_chat_files (Fixture *f)
     CHECK (big != NULL && tern_chat_is_newer (big)
            && g_str_equal (tern_chat_get_title (big), "A big chat from a newer Tern"));
   }
-  CHECK (find_chat (f->w, "big") == NULL && find_chat (f->w, "fresh") == NULL);
+  CHECK (find_chat (f->w, "fresh") == NULL);
+  /* The one too large to read is listed too, read-only, by its name. */
+  {
+    TernChat *big = find_chat (f->w, "big");
+
+    CHECK (big != NULL && tern_chat_is_too_large (big) && tern_chat_is_newer (big));
+  }
   /* The others are said (the log names the first by name). */
-  CHECKF (first_logged_kept != NULL && strstr (first_logged_kept, "4 saved chats cannot be read")
-          && strstr (first_logged_kept, "/big.json"),
+  CHECKF (first_logged_kept != NULL && strstr (first_logged_kept, "3 saved chats cannot be read")
+          && strstr (first_logged_kept, "/fifo.json"),
           "the files left as they are: %s", first_logged_kept ? first_logged_kept : "(none)");
   g_clear_pointer (&first_logged_kept, g_free);
   CHECKF (first_logged_newer != NULL && strstr (first_logged_newer, "/big-newer.json)") != NULL,
@@ -476,6 +482,30 @@ part_chat_files (Fixture *f)
   g_clear_pointer (&first_logged_newer, g_free);
   spin_for (0.5);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-files.png"));
+  /* The one too large opens to a page that says so, and Delete moves it
+   * to the trash once asked. */
+  open_chat (f->w, "big");
+  CHECKF (g_str_equal (tern_window_get_page (f->w), "newer"), "page %s",
+          tern_window_get_page (f->w));
+  CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (f->w), "send-message"));
+  spin_for (0.3);
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-files-too-large.png"));
+  activate (f->w, "delete-chat", NULL);
+  spin_for (0.3);
+  CHECK (find_message_dialog () != NULL);
+  if (find_message_dialog () != NULL)
+    {
+      CHECK (save_screenshot (GTK_WIDGET (find_message_dialog ()),
+                              "daily-chat-files-too-large-delete.png"));
+      adw_message_dialog_response (find_message_dialog (), "delete");
+    }
+  spin_for (0.3);
+  CHECK (find_chat (f->w, "big") == NULL && !exists (f->chats_dir, "big.json"));
+  {
+    g_autofree char *trash = g_build_filename (f->data_dir, "Trash", "files", NULL);
+
+    CHECK (file_size (trash, "big.json") == (goffset) 200 * 1000 * 1000);
+  }
   /* The sync tool is done: the chat it was writing is read again once left
    * alone, and listed. */
   {
@@ -492,7 +522,7 @@ part_chat_files (Fixture *f)
   /* Gone from the folder for what follows (a second start with nothing
    * to say). */
   {
-    static const char *const left[] = { "big-newer.json", "big.json", "fifo.json", "link.json",
+    static const char *const left[] = { "big-newer.json", "fifo.json", "link.json",
                                         "fresh.json" };
     g_autofree char *folder = g_build_filename (f->chats_dir, "folder.json", NULL);
 

@@ -1375,16 +1375,22 @@ test_chat_listed_unread (const char *dir)
       g_unlink (path);
     }
   /* Larger than this version reads but not saying newer (a later Tern may
-   * read more in version 1): left as it is, never read whole (200 MB). */
+   * read more in version 1): listed read-only by its file's name, never
+   * read whole (200 MB), never written. */
   {
     g_autofree char *path = listed_file (dir, "big.json", ours_big, -1,
                                          (goffset) 200 * 1000 * 1000, old);
     g_autoptr(GError) error = NULL;
     gint64 start = g_get_monotonic_time ();
+    g_autoptr(TernChat) chat = tern_chat_load_listed (path, now, &unread, &error);
+    struct stat sb;
 
-    CHECK (tern_chat_load_listed (path, now, &unread, &error) == NULL
-           && unread == TERN_CHAT_UNREAD_KEEP && error != NULL);
+    CHECKF (chat != NULL && tern_chat_is_too_large (chat) && tern_chat_is_newer (chat)
+            && tern_chat_get_n_messages (chat) == 0 && g_str_equal (tern_chat_get_title (chat), "big"),
+            "%s", error ? error->message : "");
     CHECK (g_get_monotonic_time () - start < 2 * G_USEC_PER_SEC);
+    CHECK (chat == NULL || !tern_chat_save (chat, dir, NULL));
+    CHECK (stat (path, &sb) == 0 && sb.st_size == 200 * 1000 * 1000);
     g_unlink (path);
   }
   /* This version's broken file: set aside once left alone for a while;
@@ -1461,7 +1467,7 @@ test_chat_listed_unread (const char *dir)
         g_autoptr(TernChat) chat = tern_chat_load_listed (path, (gint64) time (NULL), &unread,
                                                           &error);
 
-        CHECKF (chat == NULL && (unread == TERN_CHAT_UNREAD_BUSY || unread == TERN_CHAT_UNREAD_KEEP),
+        CHECKF (chat == NULL ? unread == TERN_CHAT_UNREAD_BUSY : tern_chat_is_too_large (chat),
                 "growing: %d", (int) unread);
       }
     g_thread_join (writer);
