@@ -1550,9 +1550,9 @@ read_chat_files (TernWindow *self,
           g_ptr_array_add (self->chats_busy, g_strdup (name));
           continue;
         }
-      /* Not this version's to judge (larger than it reads, not a regular
-       * file, a link, not readable), or still changing after a minute:
-       * left exactly as it is, and said. */
+      /* Not this version's to judge (not a regular file, a link, not
+       * readable; one larger than it reads is listed, above), or still
+       * changing after a minute: left exactly as it is, and said. */
       if (unread == TERN_CHAT_UNREAD_KEEP || unread == TERN_CHAT_UNREAD_BUSY)
         {
           g_message ("%s", error != NULL ? error->message : path);
