@@ -2214,6 +2214,18 @@ tern_chat_load_listed (const char     *path,
       g_propagate_error (error, g_steal_pointer (&local));
       return NULL;
     }
+  /* Changed a moment ago (a sync tool writing it in place, a copy under
+   * way): not judged until it has been left alone for a while, whatever
+   * its head says (a newer Tern's chat cut short now is read whole, with
+   * its messages, once complete). A time in the future by less than as
+   * much counts too (another machine's clock). */
+  age = now - (gint64) sb.st_mtime;
+  if (age < TERN_CHAT_QUIET_SECONDS && age > -TERN_CHAT_QUIET_SECONDS)
+    {
+      *unread = TERN_CHAT_UNREAD_BUSY;
+      g_propagate_error (error, g_steal_pointer (&local));
+      return NULL;
+    }
   /* Its head says a newer Tern's chat, whatever the rest (larger than this
    * version reads, or past what its reader takes): listed as newer. */
   {
@@ -2246,15 +2258,6 @@ tern_chat_load_listed (const char     *path,
           g_clear_error (error);
           return chat;
         }
-      return NULL;
-    }
-  /* Changed a moment ago (a sync tool writing it in place, a copy under
-   * way): not judged until it has been left alone for a while. A time in
-   * the future by less than as much counts too (another machine's clock). */
-  age = now - (gint64) sb.st_mtime;
-  if (age < TERN_CHAT_QUIET_SECONDS && age > -TERN_CHAT_QUIET_SECONDS)
-    {
-      *unread = TERN_CHAT_UNREAD_BUSY;
       return NULL;
     }
   return NULL;

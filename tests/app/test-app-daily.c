@@ -367,6 +367,7 @@ part_chat_files (Fixture *f)
                "{\"format\":\"tern-chat\",\"version\":2,\"title\":\"A big chat from a newer "
                "Tern\",\"messages\":[{\"role\":\"user\",\"content\":\"",
                (goffset) 64 * 1024 * 1024 + 1);
+  backdate (f->chats_dir, "big-newer.json");
   write_sized (f->chats_dir, "big.json",
                "{\"format\":\"tern-chat\",\"version\":1,\"id\":\"big\",\"messages\":[",
                (goffset) 200 * 1000 * 1000);

@@ -1356,10 +1356,17 @@ test_chat_listed_unread (const char *dir)
   }
   for (guint i = 0; i < G_N_ELEMENTS (newer); i++)
     {
-      g_autofree char *path = listed_file (dir, newer[i].name, newer[i].text, -1, 0, 0);
+      g_autofree char *path = listed_file (dir, newer[i].name, newer[i].text, -1, 0, old);
       g_autoptr(GError) error = NULL;
-      g_autoptr(TernChat) chat = tern_chat_load_listed (path, now, &unread, &error);
+      g_autoptr(TernChat) chat = NULL;
       g_autofree char *after = NULL;
+
+      /* Changed a moment ago: judged (and read whole, once complete)
+       * when left alone. */
+      CHECKF (tern_chat_load_listed (path, old + 1, &unread, &error) == NULL
+              && unread == TERN_CHAT_UNREAD_BUSY, "%s: %d", newer[i].name, (int) unread);
+      g_clear_error (&error);
+      chat = tern_chat_load_listed (path, now, &unread, &error);
 
       CHECKF (chat != NULL && tern_chat_is_newer (chat), "%s: %s", newer[i].name,
               error ? error->message : "");
