@@ -402,9 +402,30 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
     return true;
 }
 
+/* The values in a JSON text tn_json_check took (its strings whole), as
+ * scan_body counts them: one, and one more for each '[', '{' or ','
+ * outside a string. */
+static size_t json_values(const char *p) {
+    size_t v = 1;
+    for (; *p; p++) {
+        if (*p == '"') {
+            for (p++; *p && *p != '"'; p++)
+                if (*p == '\\' && p[1])
+                    p++;
+            if (!*p)
+                break;
+        } else if (*p == '[' || *p == '{' || *p == ',') {
+            v++;
+        }
+    }
+    return v;
+}
+
 /* function.arguments: JSON text (what OpenAI sends), or a JSON object,
- * which some clients send instead and which is taken as its text. */
-static bool call_arguments(JsonObject *fn, const char *where, char **out, char **why) {
+ * which some clients send instead and which is taken as its text.
+ * *values: the values of the request's arguments texts so far. */
+static bool call_arguments(JsonObject *fn, const char *where, size_t *values, char **out,
+                           char **why) {
     JsonNode *n = json_object_get_member(fn, "arguments");
     *out = NULL;
     if (!n || JSON_NODE_HOLDS_NULL(n))
@@ -429,6 +450,18 @@ static bool call_arguments(JsonObject *fn, const char *where, char **out, char *
         *why = g_strdup_printf("%s.arguments is not JSON: %s", where, check.message);
         return false;
     }
+    /* Nor does it count the values in strings: json-glib spends ~100 bytes
+     * on each, and one "[0,0,...]" string of 450,000 values in a 1 MiB body
+     * raised the server's peak by 95 MB for 3 s (20 MiB bodies with images:
+     * ~2 GB at that rate), past the body's own limit. All of a request's
+     * arguments together get what one body does. */
+    *values += json_values(text);
+    if (*values > MAX_JSON_VALUES) {
+        *why = g_strdup_printf("%s.arguments: the request's tool call arguments hold more than "
+                               "%d JSON values",
+                               where, MAX_JSON_VALUES);
+        return false;
+    }
     JsonParser *parser = json_parser_new();
     GError *e = NULL;
     bool ok = json_parser_load_from_data(parser, text, -1, &e) && json_parser_get_root(parser);
@@ -446,7 +479,7 @@ static bool call_arguments(JsonObject *fn, const char *where, char **out, char *
 /* messages[index].tool_calls (assistant) or .tool_call_id and .name (tool),
  * into m. False with *why (allocated) when refused. */
 static bool parse_tool_fields(JsonObject *o, guint index, const char *role, tn_session_message *m,
-                              char **why) {
+                              size_t *values, char **why) {
     char *where = g_strdup_printf("messages[%u]", index);
     bool ok = true;
     if (!strcmp(role, "tool")) {
@@ -495,7 +528,7 @@ static bool parse_tool_fields(JsonObject *o, guint index, const char *role, tn_s
                 JsonObject *f = json_node_get_object(fn);
                 ok = tern_json_optional_string(c, "id", at, &id, why) &&
                      tern_json_optional_string(f, "name", fn_at, &name, why) &&
-                     call_arguments(f, fn_at, &args, why);
+                     call_arguments(f, fn_at, values, &args, why);
                 if (ok && !name) {
                     *why = g_strdup_printf("%s.name is required", fn_at);
                     ok = false;
@@ -568,6 +601,7 @@ bool tern_request_parse_chat(JsonObject *o, job *j, const char **param, char **w
     }
     JsonArray *a = json_node_get_array(mn);
     guint n = json_array_get_length(a);
+    size_t arg_values = 0; /* in all of the tool calls' arguments texts */
     j->messages = g_new0(tn_session_message, n);
     int n_user = 0, n_other = 0;
     for (guint i = 0; i < n; i++) {
@@ -608,7 +642,7 @@ bool tern_request_parse_chat(JsonObject *o, job *j, const char **param, char **w
         j->messages[j->n_messages].role = g_strdup(role);
         j->messages[j->n_messages].content = text;
         j->n_messages++;
-        if (!parse_tool_fields(m, i, role, &j->messages[j->n_messages - 1], why)) {
+        if (!parse_tool_fields(m, i, role, &j->messages[j->n_messages - 1], &arg_values, why)) {
             *param = "messages";
             return false;
         }

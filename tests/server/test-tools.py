@@ -182,6 +182,18 @@ refused("arguments nested 300,000 deep", with_function(arguments="[" * 300000 + 
         "tool_calls[0].function.arguments")
 refused("arguments nested 129 deep", with_function(arguments="[" * 129 + "]" * 129),
         "tool_calls[0].function.arguments")
+# Values inside the arguments strings (the body's own count does not look
+# inside strings either): json-glib spends ~100 bytes on each, and one
+# "[0,0,...]" of 450,000 raised the server's peak by 95 MB for 3 s. All of a
+# request's arguments together get what one body does.
+refused("arguments of 250,000 values", with_function(arguments="[" + "0," * 249999 + "0]"),
+        "more than 200000 JSON values")
+c = calls()
+for call in c[:2]:
+    call["function"]["arguments"] = "[" + "0," * 109999 + "0]"
+refused("two calls' arguments of 110,000 values each", agent(c), "more than 200000 JSON values")
+st, _, doc, raw = chat(with_function(arguments="[" + "0," * 99999 + "0]"))
+check(b"JSON values" not in raw, "arguments of 100,000 values are fine (%s: %s)" % (st, raw[:300]))
 # C's escapes in the arguments' JSON: json-glib took them (bytes that are no
 # UTF-8 into the prompt).
 refused("arguments with an octal escape", with_function(arguments='{"city": "Par\\151s"}'),
