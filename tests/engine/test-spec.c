@@ -175,18 +175,6 @@ static tn_model *make_model(const char *file, const char *arch, const char *type
     return m;
 }
 
-static tn_session *new_session(const tn_model *m, int32_t n_ctx) {
-    tn_session_params sp = tn_session_default_params();
-    sp.n_ctx = n_ctx;
-    sp.n_threads = 2;
-    sp.pin_cache_dir = "";
-    tn_session *s = NULL;
-    tn_error err = {0};
-    int rc = tn_session_new(m, sp, &s, &err);
-    CHECKF(rc == TN_OK, "session: %s", err.message);
-    return s;
-}
-
 static void ask(tn_session *s, const int32_t *req, int32_t n_req, const tn_gen_params *g,
                 answer *a) {
     memset(a, 0, sizeof *a);
@@ -435,7 +423,7 @@ static void greedy_model(const char *arch, const char *type, int64_t embd, uint6
     const int32_t V = tn_model_n_vocab(m);
     drafters d;
     drafters_make(&d, m, tmp_path(file), tmp_path(dfile), tag);
-    tn_session *s = new_session(m, 384);
+    tn_session *s = tn_test_session(m, 384);
     if (!s) {
         drafters_free(&d);
         tn_model_free(m);
@@ -497,7 +485,7 @@ static void greedy_model(const char *arch, const char *type, int64_t embd, uint6
 
     /* A context that fills up in the middle of a block: no limit. */
     {
-        tn_session *small = new_session(m, 16 + 24 + 30);
+        tn_session *small = tn_test_session(m, 16 + 24 + 30);
         if (small && tn_session_pin_tokens(small, pin, 16, NULL, NULL, &err) == TN_OK) {
             int32_t req[64];
             const int32_t n_req = make_prompt(2, V, req);
@@ -550,7 +538,7 @@ static void greedy_chat(const char *arch) {
     answer r1, r2;
     int32_t n_ref = 0, ref_kv[1024];
     {
-        tn_session *s = new_session(m, 512);
+        tn_session *s = tn_test_session(m, 512);
         collect c = {.a = &r1, .s = s};
         memset(&r1, 0, sizeof r1);
         tn_session_message msgs[3] = {{.role = "user", .content = u1},
@@ -573,7 +561,7 @@ static void greedy_chat(const char *arch) {
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         if (!list[i])
             continue;
-        tn_session *s = new_session(m, 512);
+        tn_session *s = tn_test_session(m, 512);
         if (!s)
             continue;
         tn_gen_params gs = g;
@@ -848,7 +836,7 @@ static void sampling_model(void) {
     tn_drafter *dfl = dflash_for(m, "sampling");
     tn_drafter *dfl_alt = dflash_alt_for(m, "sampling"); /* -inf outside its d2t rows */
 
-    tn_session *s = new_session(m, 64);
+    tn_session *s = tn_test_session(m, 64);
     if (!s || tn_session_pin_tokens(s, pin, 4, NULL, NULL, &err) != TN_OK) {
         CHECK(0);
     } else {
@@ -1035,7 +1023,7 @@ static void api_vocab(void) {
     rc = tn_drafter_new_model(m, tmp_path("api.gguf"), p, &d, &err);
     CHECKF(rc == TN_OK, "self draft: %s", err.message);
     if (other && d) {
-        tn_session *s = new_session(other, 64);
+        tn_session *s = tn_test_session(other, 64);
         tn_gen_params g = tn_gen_default_params();
         g.max_tokens = 4;
         g.drafter = d;
@@ -1056,7 +1044,7 @@ static void api_edges(void) {
     if (!m)
         return;
     const int32_t V = tn_model_n_vocab(m);
-    tn_session *s = new_session(m, 48);
+    tn_session *s = tn_test_session(m, 48);
     const int32_t pin[4] = {1, 20, 21, 22};
     const int32_t req[6] = {300, 301, 302, 300, 301, 302};
     tn_error err = {0};
@@ -1389,7 +1377,7 @@ static void dflash_suite(void) {
         free(h7);
 
         /* Through a session: pin (no drafter), then a request with DFlash. */
-        tn_session *s = new_session(m, 256);
+        tn_session *s = tn_test_session(m, 256);
         const int32_t pin[12] = {1, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
         const int32_t req[10] = {300, 301, 302, 303, 304, 300, 301, 302, 303, 304};
         if (s && tn_session_pin_tokens(s, pin, 12, NULL, NULL, &err) == TN_OK) {
@@ -1845,7 +1833,7 @@ static void mtp_suite(void) {
         int32_t hist[4] = {5, 6, 7, 8}, draft[8];
         CHECK(d->ops.propose(d->self, hist, 4, 3, draft, &err) == 0);
         /* In a request: drafts of the asked length, verified, lossless. */
-        tn_session *s = new_session(m, 256);
+        tn_session *s = tn_test_session(m, 256);
         if (s) {
             int32_t req[64];
             const int32_t n_req = make_prompt(0, tn_model_n_vocab(m), req);
@@ -1971,7 +1959,7 @@ out:
 static void sampling_mtp(void) {
     tn_model *m = make_model("sampling-g4.gguf", "gemma4", "q8_0", 32, 1, 9, 2.0f);
     tn_drafter *d = m ? mtp_for(m, "sampling") : NULL;
-    tn_session *s = m ? new_session(m, 64) : NULL;
+    tn_session *s = m ? tn_test_session(m, 64) : NULL;
     tn_error err = {0};
     const int32_t pin[4] = {1, 40, 41, 42};
     const int32_t req[5] = {300, 301, 302, 300, 301};
