@@ -1464,6 +1464,17 @@ static void read_chat_files (TernWindow *self,
                              GPtrArray  *names,
                              gboolean    again);
 
+/* The toast for chat files the list left out, and the log line naming
+ * the first of them. */
+static void
+say_unlisted (TernWindow *self,
+              const char *message,
+              const char *first)
+{
+  g_message ("%s (the first: %s)", message, first);
+  _tern_window_set_error (self, message);
+}
+
 static gboolean
 on_chats_busy_timeout (gpointer data)
 {
@@ -1598,8 +1609,7 @@ read_chat_files (TernWindow *self,
                                    "%u saved chats cannot be read by this version of Tern: they are left as they are in %s",
                                    n_kept),
                          n_kept, self->chats_dir);
-      g_message ("%s (the first: %s)", message, first_kept);
-      _tern_window_set_error (self, message);
+      say_unlisted (self, message, first_kept);
     }
   if (n_bad > 0)
     {
@@ -1608,8 +1618,7 @@ read_chat_files (TernWindow *self,
                                    "%u saved chats could not be read: they were set aside as *.corrupt in %s",
                                    n_bad),
                          n_bad, self->chats_dir);
-      g_message ("%s (the first: %s)", message, first_error);
-      _tern_window_set_error (self, message);
+      say_unlisted (self, message, first_error);
     }
 }
 
