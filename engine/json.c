@@ -200,38 +200,6 @@ static char *put_utf8(char *o, uint32_t cp) {
     return o;
 }
 
-/* Length of the valid UTF-8 sequence at p (multi-byte lead), 0 if invalid. */
-static size_t utf8_seq_len(const unsigned char *p, const unsigned char *end) {
-    unsigned char c = p[0];
-    size_t n;
-    uint32_t min, cp;
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-        cp = c & 0x1F;
-        min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        cp = c & 0x0F;
-        min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        cp = c & 0x07;
-        min = 0x10000;
-    } else {
-        return 0;
-    }
-    if ((size_t)(end - p) < n)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
 /* Whether the bytes p..end (fewer than the sequence needs) begin a valid
  * UTF-8 sequence: a head cut in the middle of a character. */
 static bool utf8_prefix_ok(const unsigned char *p, const unsigned char *end) {
@@ -279,7 +247,8 @@ static const char *parse_string(parser *ps, uint32_t *len_out) {
             return NULL;
         }
         if (c >= 0x80) {
-            size_t n = utf8_seq_len(p, end);
+            /* The engine's one UTF-8 check (c is no ASCII: n is 0 or 2..4). */
+            size_t n = tn_utf8_char_len((const char *)p, (size_t)(end - p));
             if (!n && ps->head && utf8_prefix_ok(p, end)) {
                 ran_out(ps, start, "");
                 return NULL;

@@ -608,7 +608,60 @@ static void check_head(void) {
     REFUSED("{\"a\" ", 0, 0, "line 1, column 6", "expected ':'");
 }
 
+/* The rule of the check json.c kept before it used tn_utf8_char_len,
+ * written out by byte ranges: what a string's bytes must be, whichever
+ * function says it. */
+static size_t utf8_len_reference(const unsigned char *p, size_t n) {
+    const size_t len = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
+                       : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+                       : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                                      : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return len;
+}
+
+/* Every lead byte past ASCII with every second byte, and the third and
+ * fourth at the edges of the continuation range, in a string: accepted
+ * exactly when the reference reads all four bytes as characters. */
+static void check_utf8_bytes(void) {
+    static const unsigned char tail[] = {0x41, 0x7f, 0x80, 0xbf, 0xc0, 0xff};
+    int wrong = 0;
+    for (unsigned a = 0x80; a < 0x100; a++)
+        for (unsigned b = 0; b < 0x100; b++)
+            for (size_t c = 0; c < sizeof tail; c++)
+                for (size_t d = 0; d < sizeof tail; d++) {
+                    const unsigned char seq[4] = {(unsigned char)a, (unsigned char)b, tail[c],
+                                                  tail[d]};
+                    char text[6] = {'"', (char)seq[0], (char)seq[1], (char)seq[2], (char)seq[3], '"'};
+                    bool want = true;
+                    for (size_t i = 0; i < 4 && want;) {
+                        if (seq[i] < 0x80) {
+                            want = seq[i] >= 0x20 && seq[i] != '"' && seq[i] != '\\';
+                            i++;
+                        } else {
+                            size_t n = utf8_len_reference(seq + i, 4 - i);
+                            want = n != 0;
+                            i += n;
+                        }
+                    }
+                    tn_error err = {0};
+                    const bool got = tn_json_check(text, sizeof text, "t", 0, 0, &err) == TN_OK;
+                    if (got != want && wrong++ < 5)
+                        CHECKF(0, "%02X %02X %02X %02X: accepted %d, want %d (%s)", seq[0], seq[1],
+                               seq[2], seq[3], got, want, err.message);
+                }
+    CHECKF(wrong == 0, "%d byte sequences judged otherwise than the reference", wrong);
+}
+
 int main(void) {
+    check_utf8_bytes();
     check_head();
     check_number_text();
     check_depth_scan();
