@@ -168,11 +168,7 @@ static int make_base(base *b, tn_error *err) {
         rc = tn_model_load(tpath, tn_model_default_params(), &b->target, err);
     if (rc != TN_OK)
         return rc;
-    tn_session_params sp = tn_session_default_params();
-    sp.n_ctx = 128;
-    sp.n_threads = 1;
-    sp.pin_cache_dir = "";
-    if ((rc = tn_session_new(b->target, sp, &b->sess, err)) != TN_OK)
+    if ((rc = tn_session_new(b->target, tn_test_session_params(128, 1), &b->sess, err)) != TN_OK)
         return rc;
     if (mtp) {
         tn_mkmodel_mtp_params p = tn_mkmodel_mtp_default_params();
@@ -243,13 +239,9 @@ static void exercise_tokenizer(const tn_tokenizer *tok) {
 /* One short chat turn (template, tokenizer, sampling, stop tokens) on a
  * model whose tokenizer.* metadata is hostile. */
 static void exercise_session(const base *b, const tn_model *m) {
-    tn_session_params sp = tn_session_default_params();
-    sp.n_ctx = 64;
-    sp.n_threads = 1;
-    sp.pin_cache_dir = "";
     tn_session *s = NULL;
     tn_error err = {0};
-    int rc = tn_session_new(m, sp, &s, &err);
+    int rc = tn_session_new(m, tn_test_session_params(64, 1), &s, &err);
     CHECKF(ran(b, rc, &err), "%s: session: '%s'", current, err.message);
     if (rc != TN_OK)
         return;

@@ -150,11 +150,16 @@ float *tn_test_image_rows(int32_t n, int32_t width, uint64_t seed) {
     return rows;
 }
 
-tn_session *tn_test_session(const tn_model *m, int32_t n_ctx) {
+tn_session_params tn_test_session_params(int32_t n_ctx, int32_t n_threads) {
     tn_session_params sp = tn_session_default_params();
     sp.n_ctx = n_ctx;
-    sp.n_threads = 2;
+    sp.n_threads = n_threads;
     sp.pin_cache_dir = "";
+    return sp;
+}
+
+tn_session *tn_test_session(const tn_model *m, int32_t n_ctx) {
+    tn_session_params sp = tn_test_session_params(n_ctx, 2);
     tn_session *s = NULL;
     tn_error err = {0};
     CHECKF(tn_session_new(m, sp, &s, &err) == TN_OK, "session: %s", err.message);

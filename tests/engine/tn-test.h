@@ -66,8 +66,12 @@ bool tn_test_gemma3_model(const char *file, uint64_t seed, char *path, size_t ca
  * row): image embeddings that stand in for a projector's. The caller frees
  * them. */
 float *tn_test_image_rows(int32_t n, int32_t width, uint64_t seed);
-/* A session of n_ctx positions on m, 2 threads, no pin cache on disk. One
- * check (its creation); NULL when it failed. */
+/* The tests' session parameters: n_ctx positions, n_threads threads, no
+ * pin cache on disk. For a test that checks the creation its own way (a
+ * hostile model's session may fail, with a message). */
+tn_session_params tn_test_session_params(int32_t n_ctx, int32_t n_threads);
+/* A session of tn_test_session_params(n_ctx, 2) on m. One check (its
+ * creation); NULL when it failed. */
 tn_session *tn_test_session(const tn_model *m, int32_t n_ctx);
 /* A hash of the KV rows of s's pin: 0 when they cannot be saved. */
 uint64_t tn_test_pinned_rows_hash(tn_session *s);
