@@ -2171,7 +2171,7 @@ tern_chat_load_listed (const char     *path,
   gsize n = 0;
   struct stat sb;
   int failed;
-  gint64 age;
+  gint64 age, changed;
 
   g_return_val_if_fail (unread != NULL, NULL);
   *unread = TERN_CHAT_UNREAD_BROKEN;
@@ -2218,9 +2218,15 @@ tern_chat_load_listed (const char     *path,
    * way): not judged until it has been left alone for a while, whatever
    * its head says (a newer Tern's chat cut short now is read whole, with
    * its messages, once complete). A time in the future by less than as
-   * much counts too (another machine's clock). */
+   * much counts too (another machine's clock). The inode's change time
+   * too: a tool that keeps the original's modification time (cp -p,
+   * rsync -t, an unpacker) sets it back after writing, and may be writing
+   * the next part already; no one can set the change time back, and every
+   * write, size change and utimensat moves it to the present. */
   age = now - (gint64) sb.st_mtime;
-  if (age < TERN_CHAT_QUIET_SECONDS && age > -TERN_CHAT_QUIET_SECONDS)
+  changed = now - (gint64) sb.st_ctime;
+  if ((age < TERN_CHAT_QUIET_SECONDS && age > -TERN_CHAT_QUIET_SECONDS)
+      || (changed < TERN_CHAT_QUIET_SECONDS && changed > -TERN_CHAT_QUIET_SECONDS))
     {
       *unread = TERN_CHAT_UNREAD_BUSY;
       g_propagate_error (error, g_steal_pointer (&local));

@@ -385,6 +385,10 @@ part_chat_files (Fixture *f)
     backdate (f->tmp, "elsewhere.json");
     CHECK (symlink (elsewhere, link) == 0);
   }
+  /* Left alone for a while: a file's change time cannot be set back
+   * (backdate sets the modification time only), and one changed a moment
+   * ago is read again later (tern_chat_load_listed). */
+  g_usleep ((TERN_CHAT_QUIET_SECONDS + 1) * G_USEC_PER_SEC);
   write_file (f->chats_dir, "fresh.json", good_chat, 40);
   /* The good chat's question carries a picture, kept in good.images/. */
   {

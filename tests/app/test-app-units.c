@@ -1318,7 +1318,9 @@ static void
 test_chat_listed_unread (const char *dir)
 {
   const time_t old = time (NULL) - 60;
-  const gint64 now = (gint64) time (NULL);
+  /* A minute on: files written now (their change time, which no one can
+   * set back) and dated OLD are then left alone. */
+  const gint64 now = (gint64) time (NULL) + 60;
   static const char newer_big[] = "{\"format\":\"tern-chat\",\"version\":2,\"title\":\"Big\","
                                   "\"messages\":[{\"role\":\"user\",\"content\":\"";
   static const char ours_big[] = "{\"format\":\"tern-chat\",\"version\":1,\"id\":\"x\",\"messages\":[";
@@ -1426,6 +1428,21 @@ test_chat_listed_unread (const char *dir)
                && unread == TERN_CHAT_UNREAD_BROKEN);
         g_unlink (path);
       }
+  }
+  /* Written a moment ago with an old modification time (cp -p, rsync -t:
+   * set back after each part written), maybe more to come: read again
+   * later, not set aside. Its change time tells. */
+  {
+    g_autofree char *path = listed_file (dir, "kept-time.json", "{\"format\":\"tern-chat\",\"id\":",
+                                         -1, 0, old - 3600);
+    g_autoptr(GError) error = NULL;
+
+    CHECKF (tern_chat_load_listed (path, (gint64) time (NULL), &unread, &error) == NULL
+            && unread == TERN_CHAT_UNREAD_BUSY, "an old mtime, written now: %d", (int) unread);
+    g_clear_error (&error);
+    CHECK (tern_chat_load_listed (path, now, &unread, &error) == NULL
+           && unread == TERN_CHAT_UNREAD_BROKEN);
+    g_unlink (path);
   }
   /* Not a regular file, a link, a name gone: left (a FIFO without
    * blocking). */
