@@ -1381,6 +1381,24 @@ test_chat_listed_unread (const char *dir)
       CHECK (g_strcmp0 (after, newer[i].text) == 0);
       /* Never written. */
       CHECK (chat == NULL || !tern_chat_save (chat, dir, NULL));
+      /* Delete moves it to the trash: small and broken, its head still
+       * says a newer Tern's chat (file_on_disk), as when it was listed. */
+      if (chat != NULL)
+        {
+          g_autofree char *base = g_path_get_basename (path);
+          g_autofree char *trashed = g_build_filename (g_get_user_data_dir (), "Trash", "files",
+                                                       base, NULL);
+          g_autofree char *in_trash = NULL;
+
+          g_clear_error (&error);
+          CHECKF (tern_chat_trash_newer_file (chat, dir, &error), "%s: trash: %s",
+                  newer[i].name, error ? error->message : "");
+          CHECKF (!g_file_test (path, G_FILE_TEST_EXISTS), "%s: still there", newer[i].name);
+          CHECKF (g_file_get_contents (trashed, &in_trash, NULL, NULL)
+                  && g_str_equal (in_trash, newer[i].text), "%s: not in the trash as it was",
+                  newer[i].name);
+          g_unlink (trashed);
+        }
       g_unlink (path);
     }
   /* Larger than this version reads but not saying newer (a later Tern may
@@ -2044,6 +2062,8 @@ main (void)
 
   setlocale (LC_ALL, "C.UTF-8");
   g_setenv ("XDG_CACHE_HOME", tmp, TRUE);
+  /* The trash of the chats moved there (tern_chat_trash_newer_file). */
+  g_setenv ("XDG_DATA_HOME", tmp, TRUE);
   test_markdown ();
   test_markdown_tint ();
   test_chat_json (chats);
