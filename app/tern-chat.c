@@ -2269,6 +2269,83 @@ tern_chat_load_listed (const char     *path,
   return NULL;
 }
 
+char *
+tern_chat_left_out_key (const char *dir,
+                        const char *name)
+{
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  g_autofree char *escaped = g_strescape (name, NULL);
+  const char *kind = "gone";
+  struct stat sb;
+
+  if (lstat (path, &sb) == 0)
+    kind = S_ISLNK (sb.st_mode) ? "link"
+         : S_ISDIR (sb.st_mode) ? "folder"
+         : S_ISFIFO (sb.st_mode) ? "fifo"
+         : S_ISREG (sb.st_mode) ? "file"
+         : "other";
+  return g_strconcat (kind, " ", escaped, NULL);
+}
+
+/* The most the record is read: thousands of lines, far more than any
+ * folder leaves out; a larger one is not ours and counts as empty. */
+#define LEFT_OUT_MAX_BYTES (1024 * 1024)
+
+guint
+tern_chat_left_out_news (const char *state,
+                         GPtrArray  *keys,
+                         gboolean    all)
+{
+  g_autoptr(GHashTable) known = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(GHashTable) now = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(GString) out = g_string_new (NULL);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
+  g_auto(GStrv) lines = NULL;
+  guint n_new = 0;
+
+  /* tern_read_file: a FIFO or a device put in its place is refused
+   * without blocking the window. */
+  if (tern_read_file (state, LEFT_OUT_MAX_BYTES, &text, NULL, NULL))
+    {
+      lines = g_strsplit (text, "\n", -1);
+      for (guint i = 0; lines[i] != NULL; i++)
+        if (lines[i][0] != '\0')
+          g_hash_table_add (known, lines[i]);
+    }
+  for (guint i = 0; i < keys->len; i++)
+    {
+      const char *key = g_ptr_array_index (keys, i);
+
+      if (!g_hash_table_add (now, (gpointer) key))
+        continue;
+      if (!g_hash_table_contains (known, key))
+        n_new++;
+      g_string_append_printf (out, "%s\n", key);
+    }
+  /* Unchanged: not written at every start. */
+  if (n_new == 0 && (!all || g_hash_table_size (known) == g_hash_table_size (now)))
+    return 0;
+  if (!all)
+    {
+      GHashTableIter iter;
+      gpointer key;
+
+      g_hash_table_iter_init (&iter, known);
+      while (g_hash_table_iter_next (&iter, &key, NULL))
+        if (!g_hash_table_contains (now, key))
+          g_string_append_printf (out, "%s\n", (const char *) key);
+    }
+  if (out->len == 0)
+    {
+      if (g_unlink (state) != 0 && errno != ENOENT)
+        g_message ("%s: %s", state, g_strerror (errno));
+    }
+  else if (!g_file_set_contents (state, out->str, (gssize) out->len, &error))
+    g_message ("%s", error->message);
+  return n_new;
+}
+
 /* -------------------------------------------------------------- Markdown */
 
 char *

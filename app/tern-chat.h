@@ -84,6 +84,22 @@ TernChat    *tern_chat_load_listed        (const char    *path,
                                            gint64         now,
                                            TernChatUnread *unread,
                                            GError       **error);
+/* The list's record of a file it left out (TERN_CHAT_UNREAD_KEEP, or
+ * still changing after a minute): its kind as it is now, not following a
+ * link ("fifo", "folder", "link", "file", "other", "gone"), and NAME
+ * (g_strescape'd: one line whatever its bytes), "KIND NAME". */
+char        *tern_chat_left_out_key       (const char    *dir,
+                                           const char    *name);
+/* How many of KEYS (tern_chat_left_out_key) the record in the file STATE
+ * does not hold: the files the user was not told of yet. The record is
+ * then updated (rewritten only when it changes): with ALL (KEYS are every
+ * file left out, a start's) it becomes KEYS, so a file that is gone or
+ * readable again is forgotten and said again if it comes back; else
+ * (another look at some files) KEYS are added. A record that cannot be
+ * read counts as empty (each is told again, not never). */
+guint        tern_chat_left_out_news      (const char    *state,
+                                           GPtrArray     *keys,
+                                           gboolean       all);
 /* Moves the file of a chat from tern_chat_load_or_newer (and its pictures'
  * folder) to the trash, from where the user can restore it: this version
  * cannot write it back. TRUE if it is gone already; fails, leaving it, if

@@ -1464,15 +1464,29 @@ static void read_chat_files (TernWindow *self,
                              GPtrArray  *names,
                              gboolean    again);
 
-/* The toast for chat files the list left out, and the log line naming
- * the first of them. */
+/* The toast for chat files the list left out (unless TOAST is FALSE: the
+ * user was told of each already), and the log line naming the first of
+ * them (always). */
 static void
 say_unlisted (TernWindow *self,
               const char *message,
-              const char *first)
+              const char *first,
+              gboolean    toast)
 {
   g_message ("%s (the first: %s)", message, first);
-  _tern_window_set_error (self, message);
+  if (toast)
+    _tern_window_set_error (self, message);
+}
+
+/* The record of the files left out that the user was told of: beside the
+ * chats folder, not in it (a folder synced between machines would carry
+ * it, and each machine's user is told on that machine). */
+static char *
+left_out_state (TernWindow *self)
+{
+  g_autofree char *parent = g_path_get_dirname (self->chats_dir);
+
+  return g_build_filename (parent, "chats-left-out", NULL);
 }
 
 static gboolean
@@ -1518,6 +1532,7 @@ read_chat_files (TernWindow *self,
   g_autofree char *first_large = NULL;
   guint n_bad = 0, n_newer = 0, n_kept = 0, n_large = 0;
   gint64 now = g_get_real_time () / G_USEC_PER_SEC;
+  g_autoptr(GPtrArray) kept = g_ptr_array_new_with_free_func (g_free);
 
   for (guint i = 0; i < names->len; i++)
     {
@@ -1569,8 +1584,11 @@ read_chat_files (TernWindow *self,
           g_message ("%s", error != NULL ? error->message : path);
           /* (A newer Tern's chat under a name no chat could have, ".json",
            * only in the log, as before.) */
-          if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED) && n_kept++ == 0)
+          if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED))
+            continue;
+          if (n_kept++ == 0)
             first_kept = g_strdup (error != NULL ? error->message : path);
+          g_ptr_array_add (kept, tern_chat_left_out_key (self->chats_dir, name));
           continue;
         }
       /* This version's to judge, quiet, and broken: moved aside, not
@@ -1602,15 +1620,23 @@ read_chat_files (TernWindow *self,
   if (n_large > 0)
     g_message ("%u saved chat(s) larger than this version of Tern reads, listed read-only (the first: %s)",
                n_large, first_large);
-  if (n_kept > 0)
-    {
-      g_autofree char *message =
-        g_strdup_printf (ngettext ("%u saved chat cannot be read by this version of Tern: it is left as it is in %s",
-                                   "%u saved chats cannot be read by this version of Tern: they are left as they are in %s",
-                                   n_kept),
-                         n_kept, self->chats_dir);
-      say_unlisted (self, message, first_kept);
-    }
+  /* Told once of each (its name and kind), not at every start while it
+   * remains; the log says it each time. At the start the record becomes
+   * this start's files, so one taken away and put back is told again. */
+  {
+    g_autofree char *state = left_out_state (self);
+    guint n_new = tern_chat_left_out_news (state, kept, !again);
+
+    if (n_kept > 0)
+      {
+        g_autofree char *message =
+          g_strdup_printf (ngettext ("%u saved chat cannot be read by this version of Tern: it is left as it is in %s",
+                                     "%u saved chats cannot be read by this version of Tern: they are left as they are in %s",
+                                     n_kept),
+                           n_kept, self->chats_dir);
+        say_unlisted (self, message, first_kept, n_new > 0);
+      }
+  }
   if (n_bad > 0)
     {
       g_autofree char *message =
@@ -1618,7 +1644,7 @@ read_chat_files (TernWindow *self,
                                    "%u saved chats could not be read: they were set aside as *.corrupt in %s",
                                    n_bad),
                          n_bad, self->chats_dir);
-      say_unlisted (self, message, first_error);
+      say_unlisted (self, message, first_error, TRUE);
     }
 }
 

@@ -485,6 +485,34 @@ part_chat_files (Fixture *f)
   CHECKF (first_logged_newer != NULL && strstr (first_logged_newer, "/big-newer.json)") != NULL,
           "the newer chat logged: %s", first_logged_newer ? first_logged_newer : "(none)");
   g_clear_pointer (&first_logged_newer, g_free);
+  /* Told once: a second start logs the same files and shows no toast
+   * about them; a new one is told. */
+  {
+    GLogFunc previous = g_log_set_default_handler (log_first_named, NULL);
+    TernWindow *again = tern_window_new (GTK_APPLICATION (f->app));
+    const char *said = tern_window_get_last_error (again);
+    g_autofree char *fifo = g_build_filename (f->chats_dir, "fifo2.json", NULL);
+
+    CHECKF (said == NULL || strstr (said, "cannot be read by this version") == NULL,
+            "a second start said: %s", said);
+    CHECKF (first_logged_kept != NULL && strstr (first_logged_kept, "3 saved chats cannot be read"),
+            "a second start logged: %s", first_logged_kept ? first_logged_kept : "(none)");
+    g_clear_pointer (&first_logged_kept, g_free);
+    gtk_window_destroy (GTK_WINDOW (again));
+    spin_for (0.2);
+    CHECK (mkfifo (fifo, 0600) == 0);
+    again = tern_window_new (GTK_APPLICATION (f->app));
+    said = tern_window_get_last_error (again);
+    CHECKF (said != NULL && strstr (said, "4 saved chats cannot be read by this version"),
+            "a new file was not told: %s", said ? said : "(nothing)");
+    gtk_window_destroy (GTK_WINDOW (again));
+    spin_for (0.2);
+    CHECK (g_unlink (fifo) == 0);
+    g_log_set_default_handler (previous, NULL);
+    g_clear_pointer (&first_logged_kept, g_free);
+    g_clear_pointer (&first_logged_newer, g_free);
+    g_clear_pointer (&first_logged_bad, g_free);
+  }
   spin_for (0.5);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-files.png"));
   /* The one too large opens to a page that says so, and Delete moves it

@@ -1528,6 +1528,95 @@ test_chat_listed_unread (const char *dir)
   }
 }
 
+/* The files the list leaves out are told once each (by name and kind),
+ * not at every start while they remain: tern_chat_left_out_news. */
+static void
+test_chat_left_out (const char *dir)
+{
+  g_autofree char *chats = g_build_filename (dir, "chats", NULL);
+  g_autofree char *state = g_build_filename (dir, "chats-left-out", NULL);
+  static const char *const names[] = { "a.json", "b.json", "c.json", "new\nline\xff.json" };
+  char *paths[G_N_ELEMENTS (names)] = { NULL };
+  g_autoptr(GPtrArray) keys = g_ptr_array_new_with_free_func (g_free);
+
+  g_mkdir_with_parents (chats, 0700);
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    paths[i] = g_build_filename (chats, names[i], NULL);
+  CHECK (mkfifo (paths[0], 0600) == 0);
+  CHECK (g_mkdir (paths[1], 0700) == 0);
+  g_ptr_array_add (keys, tern_chat_left_out_key (chats, names[0]));
+  g_ptr_array_add (keys, tern_chat_left_out_key (chats, names[1]));
+  CHECK (g_str_equal (g_ptr_array_index (keys, 0), "fifo a.json"));
+  CHECK (g_str_equal (g_ptr_array_index (keys, 1), "folder b.json"));
+  /* The first start tells both; the next ones nothing, and do not write. */
+  CHECK (tern_chat_left_out_news (state, keys, TRUE) == 2);
+  CHECK (tern_chat_left_out_news (state, keys, TRUE) == 0);
+  {
+    GStatBuf before, after;
+
+    CHECK (g_stat (state, &before) == 0);
+    CHECK (tern_chat_left_out_news (state, keys, TRUE) == 0);
+    CHECK (g_stat (state, &after) == 0 && after.st_ino == before.st_ino);
+  }
+  /* A new one is told, whatever its name's bytes; the others not. */
+  CHECK (symlink ("/nonexistent", paths[2]) == 0);
+  CHECK (g_mkdir (paths[3], 0700) == 0);
+  g_ptr_array_add (keys, tern_chat_left_out_key (chats, names[2]));
+  g_ptr_array_add (keys, tern_chat_left_out_key (chats, names[3]));
+  CHECK (g_str_equal (g_ptr_array_index (keys, 2), "link c.json"));
+  CHECK (tern_chat_left_out_news (state, keys, TRUE) == 2);
+  CHECK (tern_chat_left_out_news (state, keys, TRUE) == 0);
+  /* The same name as another kind is another file. */
+  g_unlink (paths[0]);
+  CHECK (g_mkdir (paths[0], 0700) == 0);
+  g_free (g_ptr_array_index (keys, 0));
+  g_ptr_array_index (keys, 0) = tern_chat_left_out_key (chats, names[0]);
+  CHECK (tern_chat_left_out_news (state, keys, TRUE) == 1);
+  /* Another look at one file (a retry) adds to the record, forgets none. */
+  {
+    g_autoptr(GPtrArray) one = g_ptr_array_new_with_free_func (g_free);
+    g_autofree char *late = g_build_filename (chats, "late.json", NULL);
+
+    CHECK (mkfifo (late, 0600) == 0);
+    g_ptr_array_add (one, tern_chat_left_out_key (chats, "late.json"));
+    CHECK (tern_chat_left_out_news (state, one, FALSE) == 1);
+    CHECK (tern_chat_left_out_news (state, one, FALSE) == 0);
+    CHECK (tern_chat_left_out_news (state, keys, FALSE) == 0);
+    g_ptr_array_add (keys, g_ptr_array_steal_index (one, 0));
+    CHECK (tern_chat_left_out_news (state, keys, TRUE) == 0);
+    g_unlink (late);
+    g_free (g_ptr_array_steal_index (keys, keys->len - 1));
+  }
+  /* Gone at a start: forgotten, and told again when it comes back. */
+  {
+    char *b = g_ptr_array_steal_index (keys, 1);
+
+    CHECK (tern_chat_left_out_news (state, keys, TRUE) == 0);
+    g_ptr_array_add (keys, b);
+    CHECK (tern_chat_left_out_news (state, keys, TRUE) == 1);
+  }
+  /* Nothing left out: no record. */
+  {
+    g_autoptr(GPtrArray) none = g_ptr_array_new ();
+
+    CHECK (tern_chat_left_out_news (state, none, TRUE) == 0);
+    CHECK (!g_file_test (state, G_FILE_TEST_EXISTS));
+    CHECK (tern_chat_left_out_news (state, keys, TRUE) == keys->len);
+  }
+  /* A record that cannot be read (a FIFO in its place): each told again,
+   * without blocking. */
+  g_unlink (state);
+  CHECK (mkfifo (state, 0600) == 0);
+  CHECK (tern_chat_left_out_news (state, keys, TRUE) == keys->len);
+  CHECK (tern_chat_left_out_news (state, keys, TRUE) == 0);
+  g_unlink (state);
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    if (g_unlink (paths[i]) != 0)
+      g_rmdir (paths[i]);
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    g_free (paths[i]);
+}
+
 /* The plot's scale tops at a round figure just above the peak. */
 static void
 test_plot_scale (void)
@@ -2088,6 +2177,10 @@ main (void)
   {
     g_autofree char *unread = g_build_filename (tmp, "listed-unread", NULL);
     test_chat_listed_unread (unread);
+  }
+  {
+    g_autofree char *left = g_build_filename (tmp, "left-out", NULL);
+    test_chat_left_out (left);
   }
   test_plot_scale ();
   test_context ();
