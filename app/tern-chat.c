@@ -58,6 +58,8 @@ struct _TernChat {
   /* (With newer, all that holds for it.) Its file is larger than this
    * version reads and does not say newer: only its id and time known. */
   gboolean too_large;
+  /* (With newer.) Listed from its head only: why the rest was not read. */
+  TernChatHeadOnly head_only;
 };
 
 G_DEFINE_FINAL_TYPE (TernChat, tern_chat, G_TYPE_OBJECT)
@@ -1913,6 +1915,13 @@ tern_chat_is_too_large (TernChat *self)
   return self->too_large;
 }
 
+TernChatHeadOnly
+tern_chat_get_head_only (TernChat *self)
+{
+  g_return_val_if_fail (TERN_IS_CHAT (self), TERN_CHAT_HEAD_ONLY_NO);
+  return self->head_only;
+}
+
 static TernChat *
 load_chat (const char *path,
            gboolean    newer_ok,
@@ -2239,7 +2248,15 @@ tern_chat_load_listed (const char     *path,
 
     chat = newer_from_head (path, buf, n, &newer_error);
     if (chat != NULL)
-      return chat;
+      {
+        /* Its messages are not shown: the whole file is past the size
+         * this version reads, or its reader refuses it (what follows the
+         * first fault is unknown, and a part of a transcript would
+         * misstate the chat). The page says which. */
+        chat->head_only = (guint64) sb.st_size > MAX_FILE_BYTES ? TERN_CHAT_HEAD_ONLY_LARGE
+                                                                : TERN_CHAT_HEAD_ONLY_UNREAD;
+        return chat;
+      }
     if (newer_error != NULL)
       {
         *unread = TERN_CHAT_UNREAD_KEEP;

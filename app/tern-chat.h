@@ -64,6 +64,14 @@ gboolean     tern_chat_is_newer           (TernChat      *self);
  * reads (and does not say newer): listed and handled as a newer Tern's
  * chat (tern_chat_is_newer is TRUE), with nothing of it read. */
 gboolean     tern_chat_is_too_large       (TernChat      *self);
+/* A newer Tern's chat that tern_chat_load_listed read from its head only
+ * (no messages): why. */
+typedef enum {
+  TERN_CHAT_HEAD_ONLY_NO,     /* read whole, or not a newer Tern's chat */
+  TERN_CHAT_HEAD_ONLY_LARGE,  /* its file is larger than this version reads */
+  TERN_CHAT_HEAD_ONLY_UNREAD, /* past its head, this version's reader refuses it */
+} TernChatHeadOnly;
+TernChatHeadOnly tern_chat_get_head_only  (TernChat      *self);
 /* Why tern_chat_load_listed read no chat from a file, and so what the
  * list does with it. */
 typedef enum {

@@ -232,6 +232,8 @@ gboolean       tern_window_is_generating         (TernWindow     *self);
 gboolean       tern_window_is_preparing_drafter  (TernWindow     *self);
 /* "no-model", "loading" or "chat". */
 const char    *tern_window_get_page              (TernWindow     *self);
+/* The "newer" page's text: why the chat shown cannot be read here. */
+const char    *tern_window_get_newer_text        (TernWindow     *self);
 const char    *tern_window_get_model_description (TernWindow     *self);
 const char    *tern_window_get_last_error        (TernWindow     *self);
 TernChat      *tern_window_get_chat              (TernWindow     *self);

@@ -522,12 +522,25 @@ _tern_window_chat_page (TernWindow *self)
         }
       else
         {
+          TernChatHeadOnly head_only = tern_chat_get_head_only (self->chat);
+          const char *text;
+
+          /* Read from its head only: why its messages cannot be shown. */
+          if (head_only == TERN_CHAT_HEAD_ONLY_LARGE)
+            text = _("This chat was saved by a newer version of Tern and its file is larger "
+                     "than this version reads (64 MiB), so its messages cannot be shown here. "
+                     "It is left exactly as it is: open it with the newer Tern, or update this "
+                     "one.");
+          else if (head_only == TERN_CHAT_HEAD_ONLY_UNREAD)
+            text = _("This chat was saved by a newer version of Tern, and this version can "
+                     "read only its beginning (its title), not its messages. It is left "
+                     "exactly as it is: open it with the newer Tern, or update this one.");
+          else
+            text = _("This chat was saved by a newer version of Tern, in a format this "
+                     "version cannot read. It is left exactly as it is: open it with the "
+                     "newer Tern, or update this one.");
           adw_status_page_set_title (self->newer_page, _("Saved by a Newer Tern"));
-          adw_status_page_set_description (self->newer_page,
-                                           _("This chat was saved by a newer version of Tern, in "
-                                             "a format this version cannot read. It is left "
-                                             "exactly as it is: open it with the newer Tern, or "
-                                             "update this one."));
+          adw_status_page_set_description (self->newer_page, text);
         }
       return "newer";
     }
@@ -2044,6 +2057,12 @@ const char *
 tern_window_get_page (TernWindow *self)
 {
   return gtk_stack_get_visible_child_name (self->main_stack);
+}
+
+const char *
+tern_window_get_newer_text (TernWindow *self)
+{
+  return adw_status_page_get_description (self->newer_page);
 }
 
 const char *

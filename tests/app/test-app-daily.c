@@ -515,6 +515,13 @@ part_chat_files (Fixture *f)
   }
   spin_for (0.5);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-chat-files.png"));
+  /* The newer Tern's chat too large to read whole: its page says why its
+   * messages are not shown. */
+  open_chat (f->w, "big-newer");
+  CHECKF (g_str_equal (tern_window_get_page (f->w), "newer"), "page %s",
+          tern_window_get_page (f->w));
+  CHECKF (strstr (tern_window_get_newer_text (f->w), "larger than this version reads (64 MiB)"),
+          "%s", tern_window_get_newer_text (f->w));
   /* The one too large opens to a page that says so, and Delete moves it
    * to the trash once asked. */
   open_chat (f->w, "big");

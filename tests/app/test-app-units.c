@@ -1353,6 +1353,9 @@ test_chat_listed_unread (const char *dir)
     CHECKF (chat != NULL && tern_chat_is_newer (chat)
             && g_str_equal (tern_chat_get_title (chat), "Big"),
             "%s", error ? error->message : "");
+    /* No messages, and the page says it is the size. */
+    CHECK (chat == NULL || (tern_chat_get_n_messages (chat) == 0
+                            && tern_chat_get_head_only (chat) == TERN_CHAT_HEAD_ONLY_LARGE));
     CHECK (stat (path, &sb) == 0 && sb.st_size == 64 * 1024 * 1024 + 1);
     g_unlink (path);
   }
@@ -1372,6 +1375,9 @@ test_chat_listed_unread (const char *dir)
 
       CHECKF (chat != NULL && tern_chat_is_newer (chat), "%s: %s", newer[i].name,
               error ? error->message : "");
+      /* Read from its head only: the page says the reader stopped there. */
+      CHECKF (chat == NULL || tern_chat_get_head_only (chat) == TERN_CHAT_HEAD_ONLY_UNREAD,
+              "%s: head only %d", newer[i].name, chat ? (int) tern_chat_get_head_only (chat) : -1);
       if (chat != NULL && newer[i].title != NULL)
         CHECKF (g_str_equal (tern_chat_get_title (chat), newer[i].title), "%s: title %s",
                 newer[i].name, tern_chat_get_title (chat));
