@@ -272,6 +272,19 @@ void
 _tern_window_show_context_toast (TernWindow *self,
                                  const char *text)
 {
+  /* The toast still up (or waiting) takes the new count. Dismissing it and
+   * adding another at every turn crashed libadwaita 1.2 within some 40
+   * quick turns of a chat past its context (a toast record freed under a
+   * running animation, as TOAST_SHOW_GUARD_MS describes; the guard did not
+   * cover this churn). */
+  if (self->context_toast != NULL
+      && g_object_get_data (G_OBJECT (self->context_toast), "tern-dismissed") == NULL)
+    {
+      g_autofree char *markup = plain_as_markup (text);
+
+      adw_toast_set_title (self->context_toast, markup);
+      return;
+    }
   dismiss_context_toast (self);
   self->context_toast = _tern_window_toast_new (text);
   adw_toast_set_timeout (self->context_toast, 4);

@@ -958,6 +958,33 @@ context_toasts (TernWindow *w,
   return n;
 }
 
+/* The text of the toast on screen (the overlay's last toast widget, the
+ * one showing), or NULL. */
+static char *
+shown_toast_text (TernWindow *w)
+{
+  GtkWidget *shown = NULL;
+
+  for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (w->toast_overlay)); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    if (g_strcmp0 (gtk_widget_get_css_name (c), "toast") == 0 && gtk_widget_get_mapped (c))
+      shown = c;
+  for (GtkWidget *c = shown; c != NULL;)
+    {
+      if (GTK_IS_LABEL (c))
+        return g_strdup (gtk_label_get_text (GTK_LABEL (c)));
+      if (gtk_widget_get_first_child (c) != NULL)
+        c = gtk_widget_get_first_child (c);
+      else
+        {
+          while (c != shown && gtk_widget_get_next_sibling (c) == NULL)
+            c = gtk_widget_get_parent (c);
+          c = c == shown ? NULL : gtk_widget_get_next_sibling (c);
+        }
+    }
+  return NULL;
+}
+
 static gboolean
 at_most_one_context_toast (TernWindow *w)
 {
@@ -1186,6 +1213,46 @@ part_context (Fixture *f)
           m ? m->error : "(none)");
   CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Cut off"), "phase %s",
           tern_stats_bar_get_phase (bar));
+
+  /* A long chat of quick turns far past a small context: a drop every few
+   * turns. Each drop dismissed the toast before and added another: under
+   * libadwaita 1.2 the dismissals were held back (TOAST_SHOW_GUARD_MS), a
+   * queue of toasts with old counts showed one after another, and within
+   * some 40 turns the overlay crashed (a toast's record freed under its
+   * show animation). The toast up takes the new count instead. */
+  tern_window_dismiss_toasts (f->w);
+  g_settings_set_int (f->settings, "context-size", 256);
+  g_settings_set_int (f->settings, "max-tokens", 8);
+  if (!load_model (f, model))
+    return;
+  activate (f->w, "new-chat", NULL);
+  set_mode (f->w, "chat");
+  {
+    TernChat *chat = tern_window_get_chat (f->w);
+    guint drops = 0;
+    g_autofree char *want = NULL;
+    g_autofree char *shown = NULL;
+
+    for (int turn = 1; turn <= 64; turn++)
+      {
+        g_autofree char *text = g_strdup_printf ("Quick turn %d about birds.", turn);
+        guint before = tern_chat_get_context_start (chat);
+
+        m = send_and_wait (f->w, text);
+        CHECKF (m != NULL && m->error == NULL, "quick turn %d: %s", turn, m ? m->error : "(none)");
+        drops += tern_chat_get_context_start (chat) > before;
+        CHECKF (context_toasts (f->w, NULL) <= 1, "turn %d: %u context toasts showing or queued",
+                turn, context_toasts (f->w, NULL));
+      }
+    CHECKF (drops >= 10, "%u drops in 64 turns", drops);
+    want = g_strdup_printf ("its %u oldest messages", tern_chat_get_context_start (chat));
+    CHECK (context_toasts (f->w, want) == 1);
+    spin_for (0.6);
+    shown = shown_toast_text (f->w);
+    CHECKF (shown != NULL && strstr (shown, want) != NULL, "the toast shows \"%s\", not \"%s\"",
+            shown ? shown : "(none)", want);
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-long-chat.png"));
+  }
 }
 
 /* ----------------------------------------------------------------- scroll */
@@ -2553,6 +2620,7 @@ part_small (Fixture *f)
   CHECK (no_windows (app));
   f->w = NULL;
 }
+
 
 /* ------------------------------------------------------------------- main */
 
