@@ -1739,6 +1739,11 @@ done:
     ev->flag = TRUE;
   else if (rc != TN_OK)
     ev->error = tern_engine_error_text (&err);
+  /* The engine's own advice ("start a new chat") is wrong here: every
+   * earlier turn is already left out. The window says so with the size. */
+  if (rc == TN_ERR_OVERFLOW && err.format != NULL && err.n_args >= 1
+      && g_str_has_prefix (err.format, "the conversation is %d tokens"))
+    ev->stats.overflow_tokens = (int) CLAMP (g_ascii_strtoll (err.args, NULL, 10), 0, G_MAXINT);
   event_post (ev);
 }
 

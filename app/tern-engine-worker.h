@@ -46,6 +46,8 @@ typedef struct {
   int n_ctx;             /* the session's context size */
   int dropped_messages;  /* chat: oldest messages left out to fit the context */
   int error_code;        /* the engine's code (TN_ERR_*) when the request failed */
+  int overflow_tokens;   /* chat: the tokens of the last message with the system prompt,
+                            when even it alone does not fit the context (else 0) */
 } TernStats;
 
 typedef struct {

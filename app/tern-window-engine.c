@@ -381,6 +381,11 @@ human_error (TernWindow      *self,
   g_autofree char *detail = g_strdup (error);
   gboolean chat = g_str_equal (tern_chat_get_mode (self->chat), "chat");
 
+  /* Every earlier turn is left out by then: the engine's detail said the
+   * "conversation" was too long and to start a new chat, which cannot help. */
+  if (stats->error_code == TN_ERR_OVERFLOW && chat && stats->overflow_tokens > 0)
+    return g_strdup_printf (_("This message does not fit in the %d-token context on its own: with the system prompt it is %d tokens, and every earlier turn is already left out. Shorten it, or raise the context size in Preferences."),
+                            stats->n_ctx, stats->overflow_tokens);
   if (stats->error_code == TN_ERR_OVERFLOW)
     return chat
       ? g_strdup_printf (_("This message does not fit in the %d-token context, even with the earlier turns left out (%s). Shorten it, or raise the context size in Preferences."),

@@ -1138,6 +1138,27 @@ part_context (Fixture *f)
             "%zu bytes shown, a line break at %td", strlen (shown),
             strchr (shown, '\n') ? strchr (shown, '\n') - shown : -1);
   }
+  /* The same message in Chat: every earlier turn is left out and it still
+   * does not fit. The engine's detail said the "conversation" was too long
+   * and to start a new chat, which cannot help; the sentence says the
+   * message alone is too long, and its size. */
+  {
+    TernMessage *c;
+
+    activate (f->w, "new-chat", NULL);
+    set_mode (f->w, "chat");
+    send_and_wait (f->w, "A short question first.");
+    c = send_and_wait (f->w, long_text);
+    CHECKF (c != NULL && c->error != NULL && strstr (c->error, "512-token context on its own") != NULL
+            && strstr (c->error, "new chat") == NULL && strstr (c->error, "earlier turn is already left out") != NULL,
+            "chat: %s", c ? c->error : "(none)");
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-chat-too-long.png"));
+    tern_window_dismiss_toasts (f->w);
+    activate (f->w, "new-chat", NULL);
+    set_mode (f->w, "flash");
+    m = send_and_wait (f->w, long_text);
+    CHECK (m != NULL && m->error != NULL);
+  }
   /* Its toast is above the composer, not on it (where it hid the text
    * being typed). */
   CHECK (wait_for (f->w, toast_clears_composer, 3.0));
@@ -1402,6 +1423,7 @@ part_scroll (Fixture *f)
           gtk_adjustment_get_value (adj), gtk_adjustment_get_upper (adj),
           gtk_adjustment_get_page_size (adj));
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-scroll-after-stop.png"));
+
 
   /* The user scrolls up: the transcript stays there, and a button offers
    * the way back. */
