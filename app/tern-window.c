@@ -466,7 +466,10 @@ _tern_window_update_context_gauge (TernWindow *self)
     {
       TernMessage *m = tern_chat_get_message (self->chat, i - 1);
 
-      if (m->has_stats && m->error == NULL)
+      /* An answer cut off at the end of the context has an error and
+       * filled the context: passed over, the gauge showed the answer
+       * before it beside "the context is full". */
+      if (m->has_stats && (m->error == NULL || m->stats.generated_tokens > 0))
         {
           used = MAX (used, m->stats.restored_tokens + m->stats.prompt_tokens
                               + m->stats.generated_tokens);

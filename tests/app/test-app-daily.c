@@ -1234,6 +1234,11 @@ part_context (Fixture *f)
           m ? m->error : "(none)");
   CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Cut off"), "phase %s",
           tern_stats_bar_get_phase (bar));
+  /* The gauge says the context is full too: it passed over the cut-off
+   * answer (its message has an error) and showed the answer before it,
+   * "80 / 256" beside "the 256-token context is full". */
+  CHECKF (tern_stats_bar_get_context_fraction (bar) > 0.95, "the gauge after a cut-off answer: %s",
+          tern_stats_bar_get_context_text (bar));
 
   /* A long chat of quick turns far past a small context: a drop every few
    * turns. Each drop dismissed the toast before and added another: under
