@@ -40,6 +40,7 @@ tern_stats_bar_reset (TernStatsBar *self)
 {
   tern_throughput_plot_clear (self->plot);
   gtk_label_set_text (self->figures_label, "");
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), NULL);
 }
 
 void
@@ -50,6 +51,7 @@ tern_stats_bar_start (TernStatsBar *self)
   self->last_text_us = 0;
   gtk_label_set_text (self->phase_label, _("Prefill"));
   gtk_label_set_text (self->figures_label, "");
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), NULL);
   gtk_progress_bar_set_fraction (self->prefill_bar, 0);
   gtk_widget_set_visible (GTK_WIDGET (self->prefill_bar), TRUE);
 }
@@ -110,7 +112,10 @@ tern_stats_bar_update (TernStatsBar    *self,
         }
     }
   if (text != NULL && show_text)
-    gtk_label_set_text (self->figures_label, text);
+    {
+      gtk_label_set_text (self->figures_label, text);
+      gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), NULL);
+    }
 }
 
 void
@@ -127,6 +132,7 @@ tern_stats_bar_finish (TernStatsBar    *self,
     {
       /* Nothing ran: no speed to report ("0.0 tok/s" read as a result). */
       gtk_label_set_text (self->figures_label, "");
+      gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), NULL);
       return;
     }
   /* Translators: summary of an answer: decode speed, tokens, time to first
@@ -155,6 +161,9 @@ tern_stats_bar_finish (TernStatsBar    *self,
       text = with;
     }
   gtk_label_set_text (self->figures_label, text);
+  /* A narrow bar (the system prompt panel open, a phone's width) cuts the
+   * line inside a figure ("16077.…"): the tooltip has it whole. */
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), text);
   if (!self->prefill_sampled && final->prefill_tok_s > 0)
     tern_throughput_plot_add_sample (self->plot, final->prefill_tok_s, TRUE);
   self->prefill_sampled = TRUE;
@@ -230,6 +239,12 @@ tern_stats_bar_get_tint_legend (TernStatsBar *self)
 {
   return gtk_widget_get_visible (GTK_WIDGET (self->legend_label))
            ? gtk_label_get_label (self->legend_label) : NULL;
+}
+
+const char *
+tern_stats_bar_get_figures_tooltip (TernStatsBar *self)
+{
+  return gtk_widget_get_tooltip_text (GTK_WIDGET (self->figures_label));
 }
 
 const char *

@@ -40,6 +40,9 @@ void        tern_stats_bar_set_tint_legend (TernStatsBar *self,
 /* Its markup while shown, else NULL; its tooltip. */
 const char *tern_stats_bar_get_tint_legend (TernStatsBar *self);
 const char *tern_stats_bar_get_tint_legend_tooltip (TernStatsBar *self);
+/* The final figures' tooltip (the line whole, however narrow the bar); NULL
+ * while an answer is written. */
+const char *tern_stats_bar_get_figures_tooltip (TernStatsBar *self);
 double      tern_stats_bar_get_context_fraction (TernStatsBar *self);
 guint       tern_stats_bar_get_n_plot_samples (TernStatsBar *self);
 guint       tern_stats_bar_get_n_plot_prefill_samples (TernStatsBar *self);

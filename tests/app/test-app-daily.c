@@ -2633,6 +2633,12 @@ part_small (Fixture *f)
     CHECKF (tern_stats_bar_get_n_plot_samples (bar) > before, "%u samples, %u before",
             tern_stats_bar_get_n_plot_samples (bar), before);
     CHECK (tern_stats_bar_get_n_plot_prefill_samples (bar) == prefill_before + 1);
+    /* The figures line is cut where the bar is narrow, inside a figure
+     * ("16077.…" with the system prompt panel open): its tooltip has it
+     * whole. */
+    CHECKF (g_strcmp0 (tern_stats_bar_get_figures_tooltip (bar), tern_stats_bar_get_text (bar)) == 0
+            && strstr (tern_stats_bar_get_text (bar), "tok/s") != NULL, "tooltip \"%s\", text \"%s\"",
+            tern_stats_bar_get_figures_tooltip (bar), tern_stats_bar_get_text (bar));
     spin_for (0.3);
     CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-small-plot.png"));
     activate (f->w, "new-chat", NULL);
