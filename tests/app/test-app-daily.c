@@ -1984,6 +1984,19 @@ part_widths (Fixture *f)
       CHECKF (gtk_widget_get_width (GTK_WIDGET (f->w)) <= widths[i] + 1, "%d px window is %d",
               widths[i], gtk_widget_get_width (GTK_WIDGET (f->w)));
       check_header (f->w, widths[i]);
+      /* The stats bar with a whole 16,384-token context in use fits a
+       * phone's width: its gauge's figures ("16384 / 16384 ctx", longer
+       * in German: "Kontext") made it some 400 px at the least, and the
+       * window could not be made 360 px wide. */
+      if (widths[i] == 360)
+        {
+          int min = 0;
+
+          tern_stats_bar_set_context (tern_window_get_stats_bar (f->w), 16384, 16384, 1 << 30);
+          gtk_widget_measure (GTK_WIDGET (tern_window_get_stats_bar (f->w)), GTK_ORIENTATION_HORIZONTAL,
+                              -1, &min, NULL, NULL, NULL);
+          CHECKF (min <= 330, "the stats bar needs %d px", min);
+        }
       /* The system prompt panel: open by default only at 1200 px and up. */
       CHECKF (pin_panel_open (f->w) == (widths[i] >= 1200), "%d px: panel %s", widths[i],
               pin_panel_open (f->w) ? "open" : "closed");
