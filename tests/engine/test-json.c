@@ -608,25 +608,6 @@ static void check_head(void) {
     REFUSED("{\"a\" ", 0, 0, "line 1, column 6", "expected ':'");
 }
 
-/* The rule of the check json.c kept before it used tn_utf8_char_len,
- * written out by byte ranges: what a string's bytes must be, whichever
- * function says it. */
-static size_t utf8_len_reference(const unsigned char *p, size_t n) {
-    const size_t len = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
-                       : p[0] >= 0xe0 && p[0] <= 0xef ? 3
-                       : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
-                                                      : 0;
-    if (len == 0 || len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
-        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
-        return 0;
-    return len;
-}
-
 /* Every lead byte past ASCII with every second byte, and the third and
  * fourth at the edges of the continuation range, in a string: accepted
  * exactly when the reference reads all four bytes as characters. */
@@ -646,7 +627,7 @@ static void check_utf8_bytes(void) {
                             want = seq[i] >= 0x20 && seq[i] != '"' && seq[i] != '\\';
                             i++;
                         } else {
-                            size_t n = utf8_len_reference(seq + i, 4 - i);
+                            size_t n = tn_test_utf8_len_reference(seq + i, 4 - i);
                             want = n != 0;
                             i += n;
                         }

@@ -97,26 +97,6 @@ static void test_utf8(void) {
     CHECK(tn_utf8_incomplete_tail("", 0) == 0);
 }
 
-/* The rule the engine's sanitizer, tern-cli info and tern-cli's JSON each
- * had a copy of before tn_utf8_char_len: kept here, written out by byte
- * ranges, as the reference the shared check must agree with. */
-static size_t char_len_reference(const unsigned char *p, size_t n) {
-    if (n == 0)
-        return 0;
-    const size_t len = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
-                       : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
-                                                                                           : 0;
-    if (len == 0 || len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
-        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
-        return 0;
-    return len;
-}
-
 static void test_utf8_char_len(void) {
     static const struct { const char *s; size_t n, want; const char *why; } cases[] = {
         {"A", 1, 1, "ASCII"},
@@ -172,7 +152,7 @@ static void test_utf8_char_len(void) {
                     const unsigned char seq[4] = {(unsigned char)a, (unsigned char)b,
                                                   (unsigned char)tail[c], (unsigned char)tail[d]};
                     for (size_t n = 1; n <= 4; n++)
-                        if (tn_utf8_char_len((const char *)seq, n) != char_len_reference(seq, n))
+                        if (tn_utf8_char_len((const char *)seq, n) != tn_test_utf8_len_reference(seq, n))
                             differ++;
                 }
     CHECKF(differ == 0, "%ld byte sequences judged unlike the reference", differ);

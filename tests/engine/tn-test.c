@@ -232,3 +232,23 @@ bool tn_test_clone_gguf_edited(const char *src, const char *dst, const tn_test_g
     tn_gguf_close(g);
     return ok;
 }
+
+/* The UTF-8 rule that the engine's sanitizer, tern-cli info, tern-cli's
+ * JSON and json.c each had a copy of before tn_utf8_char_len, written out
+ * by byte ranges: the reference the shared check must agree with. */
+size_t tn_test_utf8_len_reference(const unsigned char *p, size_t n) {
+    if (n == 0)
+        return 0;
+    const size_t len = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
+                       : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                                                                           : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return len;
+}

@@ -112,4 +112,8 @@ typedef struct tn_test_gguf_edits {
 } tn_test_gguf_edits;
 bool tn_test_clone_gguf_edited(const char *src, const char *dst, const tn_test_gguf_edits *edits);
 
+/* The length of the UTF-8 character at p (n bytes there), 0 when the
+ * bytes are not one, by the rule written out byte range by byte range:
+ * the reference for tn_utf8_char_len and the checks that use it. */
+size_t tn_test_utf8_len_reference(const unsigned char *p, size_t n);
 #endif
