@@ -323,7 +323,7 @@ action_edit_last (GSimpleAction *action,
   _tern_window_update_actions (self);
   _tern_window_update_main_page (self);
   tern_composer_focus (self->composer);
-  self->edit_toast = adw_toast_new (_("Message taken back for editing"));
+  self->edit_toast = _tern_window_toast_new (self, _("Message taken back for editing"));
   adw_toast_set_timeout (self->edit_toast, 10);
   adw_toast_set_button_label (self->edit_toast, _("_Undo"));
   adw_toast_set_action_name (self->edit_toast, "win.undo-edit");
@@ -537,7 +537,7 @@ _tern_window_delete_chat (TernWindow *self,
                         g_object_ref (doomed));
   /* Translators: a chat was deleted; %s is its title */
   text = g_strdup_printf (_("“%s” deleted"), tern_chat_get_title (doomed));
-  t = _tern_window_toast_new (text);
+  t = _tern_window_toast_new (self, text);
   adw_toast_set_timeout (t, 8);
   adw_toast_set_button_label (t, _("_Undo"));
   adw_toast_set_action_name (t, "win.undo-delete");

@@ -102,6 +102,8 @@ struct _TernWindow {
   gint64     toast_dismissed_us; /* when a dismissal last reached the overlay (monotonic) */
   GtkCssProvider *toast_lift; /* this window's toasts kept above its composer */
   int        toast_lift_px;
+  int        toast_left_px;
+  int        toast_right_px;
   guint      toast_lift_tick; /* follow_toast_lift, while a toast is up */
   GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */
   /* Edit Last: the messages taken back, while its toast offers Undo. */
@@ -133,7 +135,10 @@ void           _tern_window_actions_init         (TernWindow     *self);
 /* Enables the actions the window's state allows. */
 void           _tern_window_update_actions       (TernWindow     *self);
 /* A toast showing `text` as it is (escaped from the title's markup). */
-AdwToast      *_tern_window_toast_new            (const char     *text);
+AdwToast      *_tern_window_toast_new            (TernWindow     *self,
+                                                   const char     *text);
+/* The text a toast made by _tern_window_toast_new shows. */
+const char    *_tern_window_toast_get_text       (AdwToast       *toast);
 void           _tern_window_toast                (TernWindow     *self,
                                                   const char     *text);
 /* Remembers message as the last error and shows it in a toast. */

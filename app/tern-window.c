@@ -150,22 +150,47 @@ _tern_window_keep_toast (TernWindow *self,
  * bar and the composer (follow_toast_lift keeps it so): a rule for this
  * window's overlay (named for it), which the toasts queued behind it take
  * too. 12 px is libadwaita's own margin around a toast. */
+/* The overlay centres a toast in the window, so a toast also lay over the
+ * chat list and over the system prompt panel beside the chat, where the user
+ * may be typing. Side margins as wide as those keep it over the chat column
+ * (where the panel is folded over the chat, the toast stays over the whole). */
+static void
+chat_column_sides (TernWindow *self,
+                   int        *left,
+                   int        *right)
+{
+  graphene_rect_t column;
+  int width = gtk_widget_get_width (GTK_WIDGET (self->toast_overlay));
+
+  *left = *right = 0;
+  if (!gtk_widget_get_mapped (GTK_WIDGET (self->main_stack))
+      || !gtk_widget_compute_bounds (GTK_WIDGET (self->main_stack),
+                                     GTK_WIDGET (self->toast_overlay), &column))
+    return;
+  *left = MAX (0, (int) column.origin.x);
+  *right = MAX (0, width - (int) (column.origin.x + column.size.width));
+}
+
 static void
 lift_toasts (TernWindow *self)
 {
-  int lift = 0;
+  int lift = 0, left, right;
 
   if (g_strcmp0 (gtk_stack_get_visible_child_name (self->main_stack), "chat") == 0
       && gtk_widget_get_mapped (GTK_WIDGET (self->composer)))
     lift = gtk_widget_get_height (GTK_WIDGET (self->stats_bar))
            + gtk_widget_get_height (GTK_WIDGET (self->composer));
-  if (lift == self->toast_lift_px)
+  chat_column_sides (self, &left, &right);
+  if (lift == self->toast_lift_px && left == self->toast_left_px && right == self->toast_right_px)
     return;
   self->toast_lift_px = lift;
+  self->toast_left_px = left;
+  self->toast_right_px = right;
   {
-    g_autofree char *css = g_strdup_printf ("#%s > toast { margin-bottom: %dpx; }",
+    g_autofree char *css = g_strdup_printf ("#%s > toast { margin-bottom: %dpx; "
+                                            "margin-left: %dpx; margin-right: %dpx; }",
                                             gtk_widget_get_name (GTK_WIDGET (self->toast_overlay)),
-                                            lift + 12);
+                                            lift + 12, left + 12, right + 12);
     G_GNUC_BEGIN_IGNORE_DEPRECATIONS
     gtk_css_provider_load_from_data (self->toast_lift, css, -1);
     G_GNUC_END_IGNORE_DEPRECATIONS
@@ -227,19 +252,79 @@ plain_as_markup (const char *text)
   return g_markup_escape_text (valid, -1);
 }
 
-AdwToast *
-_tern_window_toast_new (const char *text)
-{
-  g_autofree char *markup = plain_as_markup (text);
+/* libadwaita's own toast title is one line cut with "…": the advice at the
+ * end of a long message ("Shorten it, or raise the context size in
+ * Preferences.") was never seen. The title shown is a label that wraps
+ * instead, up to a height that still leaves the window its composer. */
+#define TOAST_MAX_LINES 8
 
-  return adw_toast_new (markup);
+/* The toast overlay sizes a toast for its natural width and gives it only
+ * that height, even when the window is narrower and the text takes more
+ * lines there (libadwaita 1.2): a label as wide as the chat column allows. */
+static int
+toast_chars_for (TernWindow *self,
+                 GtkWidget  *label)
+{
+  int left, right, width;
+  PangoContext *context = gtk_widget_get_pango_context (label);
+  PangoFontMetrics *metrics = pango_context_get_metrics (context, NULL, NULL);
+  int char_width = pango_font_metrics_get_approximate_char_width (metrics);
+
+  pango_font_metrics_unref (metrics);
+  chat_column_sides (self, &left, &right);
+  width = gtk_widget_get_width (GTK_WIDGET (self->toast_overlay)) - left - right;
+
+  /* Around the text: the toast's margins and padding, its close button. */
+  width -= 120;
+  if (width <= 0 || char_width <= 0)
+    return 56;
+  return CLAMP (width * PANGO_SCALE / char_width, 16, 56);
+}
+
+AdwToast *
+_tern_window_toast_new (TernWindow *self,
+                        const char *text)
+{
+  g_autofree char *valid = g_utf8_make_valid (text != NULL ? text : "", -1);
+  g_autofree char *markup = g_markup_escape_text (valid, -1);
+  AdwToast *t = adw_toast_new (markup);
+  GtkWidget *label = gtk_label_new (valid);
+
+  gtk_label_set_wrap (GTK_LABEL (label), TRUE);
+  gtk_label_set_wrap_mode (GTK_LABEL (label), PANGO_WRAP_WORD_CHAR);
+  gtk_label_set_lines (GTK_LABEL (label), TOAST_MAX_LINES);
+  gtk_label_set_ellipsize (GTK_LABEL (label), PANGO_ELLIPSIZE_END);
+  gtk_widget_add_css_class (label, "heading");
+  gtk_label_set_max_width_chars (GTK_LABEL (label), toast_chars_for (self, label));
+  gtk_label_set_xalign (GTK_LABEL (label), 0);
+  gtk_widget_set_hexpand (label, TRUE);
+  adw_toast_set_custom_title (t, label);
+  g_object_set_data_full (G_OBJECT (t), "tern-text", g_steal_pointer (&valid), g_free);
+  return t;
+}
+
+const char *
+_tern_window_toast_get_text (AdwToast *toast)
+{
+  return g_object_get_data (G_OBJECT (toast), "tern-text");
+}
+
+static void
+toast_set_text (AdwToast   *toast,
+                const char *text)
+{
+  GtkWidget *label = adw_toast_get_custom_title (toast);
+
+  g_object_set_data_full (G_OBJECT (toast), "tern-text",
+                          g_utf8_make_valid (text != NULL ? text : "", -1), g_free);
+  gtk_label_set_text (GTK_LABEL (label), _tern_window_toast_get_text (toast));
 }
 
 void
 _tern_window_toast (TernWindow *self,
        const char *text)
 {
-  AdwToast *t = _tern_window_toast_new (text);
+  AdwToast *t = _tern_window_toast_new (self, text);
 
   adw_toast_set_timeout (t, 4);
   _tern_window_keep_toast (self, t);
@@ -280,13 +365,11 @@ _tern_window_show_context_toast (TernWindow *self,
   if (self->context_toast != NULL
       && g_object_get_data (G_OBJECT (self->context_toast), "tern-dismissed") == NULL)
     {
-      g_autofree char *markup = plain_as_markup (text);
-
-      adw_toast_set_title (self->context_toast, markup);
+      toast_set_text (self->context_toast, text);
       return;
     }
   dismiss_context_toast (self);
-  self->context_toast = _tern_window_toast_new (text);
+  self->context_toast = _tern_window_toast_new (self, text);
   adw_toast_set_timeout (self->context_toast, 4);
   _tern_window_keep_toast (self, self->context_toast);
   g_signal_connect_object (self->context_toast, "dismissed",
@@ -1923,6 +2006,7 @@ tern_window_init (TernWindow *self)
     gtk_widget_set_name (GTK_WIDGET (self->toast_overlay), name);
     self->toast_lift = gtk_css_provider_new ();
     self->toast_lift_px = -1;
+    self->toast_left_px = self->toast_right_px = -1;
     gtk_style_context_add_provider_for_display (gtk_widget_get_display (GTK_WIDGET (self)),
                                                 GTK_STYLE_PROVIDER (self->toast_lift),
                                                 GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);

@@ -950,7 +950,7 @@ context_toasts (TernWindow *w,
   for (guint i = 0; i < w->toasts->len; i++)
     {
       AdwToast *t = g_ptr_array_index (w->toasts, i);
-      const char *title = adw_toast_get_title (t);
+      const char *title = _tern_window_toast_get_text (t);
 
       n += g_object_get_data (G_OBJECT (t), "tern-dismissed") == NULL
            && strstr (title, "outgrew") != NULL && (with == NULL || strstr (title, with) != NULL);
@@ -958,10 +958,22 @@ context_toasts (TernWindow *w,
   return n;
 }
 
-/* The text of the toast on screen (the overlay's last toast widget, the
- * one showing), or NULL. */
-static char *
-shown_toast_text (TernWindow *w)
+/* A toast is up: mapped and laid out. */
+static gboolean
+toast_up (TernWindow *w)
+{
+  for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (w->toast_overlay)); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    if (g_strcmp0 (gtk_widget_get_css_name (c), "toast") == 0 && gtk_widget_get_mapped (c)
+        && gtk_widget_get_height (c) > 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* The title label of the toast on screen (the overlay's last toast
+ * widget, the one showing), or NULL. */
+static GtkLabel *
+shown_toast_label (TernWindow *w)
 {
   GtkWidget *shown = NULL;
 
@@ -972,7 +984,7 @@ shown_toast_text (TernWindow *w)
   for (GtkWidget *c = shown; c != NULL;)
     {
       if (GTK_IS_LABEL (c))
-        return g_strdup (gtk_label_get_text (GTK_LABEL (c)));
+        return GTK_LABEL (c);
       if (gtk_widget_get_first_child (c) != NULL)
         c = gtk_widget_get_first_child (c);
       else
@@ -983,6 +995,14 @@ shown_toast_text (TernWindow *w)
         }
     }
   return NULL;
+}
+
+static char *
+shown_toast_text (TernWindow *w)
+{
+  GtkLabel *label = shown_toast_label (w);
+
+  return label != NULL ? g_strdup (gtk_label_get_text (label)) : NULL;
 }
 
 static gboolean
@@ -2200,7 +2220,7 @@ part_loading (Fixture *f)
     CHECK (tern_window_is_generating (f->w));
     tern_window_load_model (f->w, other);
     for (guint i = 0; i < f->w->toasts->len; i++)
-      said |= strstr (adw_toast_get_title (g_ptr_array_index (f->w->toasts, i)),
+      said |= strstr (_tern_window_toast_get_text (g_ptr_array_index (f->w->toasts, i)),
                       "“other.gguf” was not opened: an answer is being written.") != NULL;
     CHECK (said);
     CHECK (!tern_window_is_loading (f->w));
@@ -2259,12 +2279,84 @@ toast_is_dismissed (AdwToast *t)
   return g_object_get_data (G_OBJECT (t), "tern-dismissed") != NULL;
 }
 
+/* The toast up lies within the chat column (the system prompt panel's
+ * content side), not over the chat list or the panel beside it. */
+static gboolean
+toast_over_chat_column (TernWindow *w)
+{
+  graphene_rect_t column;
+
+  if (!gtk_widget_compute_bounds (GTK_WIDGET (w->main_stack), GTK_WIDGET (w), &column))
+    return FALSE;
+  for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (w->toast_overlay)); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    {
+      graphene_rect_t toast;
+
+      if (g_strcmp0 (gtk_widget_get_css_name (c), "toast") != 0 || !gtk_widget_get_mapped (c)
+          || !gtk_widget_compute_bounds (c, GTK_WIDGET (w), &toast))
+        continue;
+      return toast.origin.x >= column.origin.x
+             && toast.origin.x + toast.size.width <= column.origin.x + column.size.width;
+    }
+  return FALSE;
+}
+
 static void
 part_toasts (Fixture *f)
 {
+  const char *long_text = "This message does not fit in the 256-token context on its own: with "
+                          "the system prompt it is 412 tokens, and every earlier turn is already "
+                          "left out. Shorten it, or raise the context size in Preferences.";
   AdwToast *first, *second;
 
   fixture_window (f, 800, 600);
+  /* A long message is read to its end: libadwaita's title cut it to one
+   * line ("This message does not fit in the 256-token context on its…"),
+   * and the advice was lost. */
+  for (int narrow = 0; narrow < 2; narrow++)
+    {
+      const char *text = long_text;
+      GtkLabel *label;
+
+      if (narrow)
+        gtk_window_set_default_size (GTK_WINDOW (f->w), 360, 600);
+      spin_for (0.5);
+      _tern_window_toast (f->w, text);
+      CHECK (wait_for (f->w, toast_up, 3.0));
+      spin_for (0.5);
+      label = shown_toast_label (f->w);
+      CHECK (label != NULL && g_strcmp0 (gtk_label_get_text (label), text) == 0);
+      if (label != NULL)
+        CHECKF (!pango_layout_is_ellipsized (gtk_label_get_layout (label)),
+                "the toast's text is cut at %d px", gtk_widget_get_width (GTK_WIDGET (f->w)));
+      CHECK (save_screenshot (GTK_WIDGET (f->w), narrow ? "daily-toasts-long-360.png"
+                                                        : "daily-toasts-long-800.png"));
+      tern_window_dismiss_toasts (f->w);
+      spin_for (0.6);
+    }
+  /* The system prompt panel open beside the chat: a toast centred in the
+   * window lay over the panel (where the user may be typing) and over the
+   * chat list. It stays over the chat column. */
+  gtk_window_set_default_size (GTK_WINDOW (f->w), 1000, 700);
+  spin_for (0.5);
+  if (!pin_panel_open (f->w))
+    activate (f->w, "show-pin-panel", NULL);
+  spin_for (0.5);
+  {
+    AdwFlap *flap = ADW_FLAP (child (f->w, "flap"));
+
+    CHECK (flap != NULL && !adw_flap_get_folded (flap) && adw_flap_get_reveal_flap (flap));
+  }
+  _tern_window_toast (f->w, long_text);
+  CHECK (wait_for (f->w, toast_up, 3.0));
+  spin_for (0.5);
+  CHECK (toast_over_chat_column (f->w));
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-toasts-panel.png"));
+  tern_window_dismiss_toasts (f->w);
+  spin_for (0.6);
+  gtk_window_set_default_size (GTK_WINDOW (f->w), 800, 600);
+  spin_for (0.5);
   for (int round = 0; round < 3; round++)
     {
       guint n;
