@@ -443,6 +443,61 @@ text_label_new (void)
   return label;
 }
 
+/* 1: the text reads right to left, 0: left to right, -1: no letter to
+ * tell. Its first letter decides, as Pango's automatic direction decides
+ * the label's lines (pango_find_base_dir, the same rule, is deprecated). */
+static int
+text_direction (const char *text)
+{
+  for (const char *p = text; p != NULL && *p != '\0'; p = g_utf8_next_char (p))
+    {
+      gunichar c = g_utf8_get_char (p);
+
+      if (!g_unichar_isalpha (c))
+        continue;
+      switch (g_unichar_get_script (c))
+        {
+        case G_UNICODE_SCRIPT_ARABIC:
+        case G_UNICODE_SCRIPT_HEBREW:
+        case G_UNICODE_SCRIPT_SYRIAC:
+        case G_UNICODE_SCRIPT_THAANA:
+        case G_UNICODE_SCRIPT_NKO:
+        case G_UNICODE_SCRIPT_SAMARITAN:
+        case G_UNICODE_SCRIPT_MANDAIC:
+        case G_UNICODE_SCRIPT_ADLAM:
+        case G_UNICODE_SCRIPT_HANIFI_ROHINGYA:
+        case G_UNICODE_SCRIPT_IMPERIAL_ARAMAIC:
+        case G_UNICODE_SCRIPT_PHOENICIAN:
+        case G_UNICODE_SCRIPT_KHAROSHTHI:
+        case G_UNICODE_SCRIPT_AVESTAN:
+          return 1;
+        default:
+          return 0;
+        }
+    }
+  return -1;
+}
+
+/* GtkLabel places its layout by xalign less the layout's logical x, and a
+ * right-to-left line already sits at the right of the layout: at xalign 0
+ * it is drawn at the left of the bubble. At xalign 1 it stays at the
+ * right; its wrapped lines keep Pango's alignment, which follows each
+ * paragraph's direction. */
+static void
+label_set_rtl (GtkWidget *label,
+               gboolean   rtl)
+{
+  gtk_label_set_xalign (GTK_LABEL (label), rtl ? 1 : 0);
+}
+
+/* A label on its own (a table cell, a piece of plain text): its own text
+ * decides. */
+static void
+label_follow_direction (GtkWidget *label)
+{
+  label_set_rtl (label, text_direction (gtk_label_get_text (GTK_LABEL (label))) == 1);
+}
+
 /* A long paragraph is shown as a column of labels, each cut once it is
  * long enough: while an answer streams, only its last piece changes, so a
  * frame re-shapes a few hundred characters, not the whole paragraph
@@ -599,6 +654,18 @@ paragraph_update (GtkWidget  *box,
       gtk_box_remove (GTK_BOX (box), label);
       label = next;
     }
+  /* The paragraph's first letter decides for all its pieces, checked on
+   * every update: a streamed answer's first letter may come late. */
+  {
+    int dir = -1;
+
+    for (label = gtk_widget_get_first_child (box); label != NULL && dir < 0;
+         label = gtk_widget_get_next_sibling (label))
+      dir = text_direction (gtk_label_get_text (GTK_LABEL (label)));
+    for (label = gtk_widget_get_first_child (box); label != NULL;
+         label = gtk_widget_get_next_sibling (label))
+      label_set_rtl (label, dir == 1);
+  }
 }
 
 static void
@@ -668,6 +735,7 @@ table_new (Block *b)
         {
           GtkWidget *label = text_label_new ();
           gtk_label_set_markup (GTK_LABEL (label), g_ptr_array_index (cells, c));
+          label_follow_direction (label);
           gtk_grid_attach (GTK_GRID (grid), label, (int) c, (int) r, 1, 1);
         }
     }
@@ -919,6 +987,7 @@ tern_markdown_render_plain (GtkBox     *box,
       markup = tern_markdown_plain_to_pango (p, (gssize) len);
       label = text_label_new ();
       gtk_label_set_markup (GTK_LABEL (label), markup);
+      label_follow_direction (label);
       gtk_box_append (GTK_BOX (pieces), label);
       p += len;
       /* The line break a cut fell on is the step to the next label. */

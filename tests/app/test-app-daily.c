@@ -9,6 +9,7 @@
  *   widths      every header control reachable at 360, 600, 900 and 1400 px;
  *               the system prompt panel's default and remembered state
  *   loading     the loading page's spinner and Cancel; open errors in a dialog
+ *   directions  right-to-left text at the right of its bubble, streamed too
  *   toasts      a toast dismissed the moment it shows (a double click on two
  *               "Undo" toasts) is held back until libadwaita 1.2 can take it
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
@@ -2759,6 +2760,94 @@ part_small (Fixture *f)
   f->w = NULL;
 }
 
+/* The first label showing text, under widget; NULL if none. */
+static GtkLabel *
+find_label (GtkWidget  *widget,
+            const char *text)
+{
+  if (GTK_IS_LABEL (widget) && strstr (gtk_label_get_text (GTK_LABEL (widget)), text) != NULL)
+    return GTK_LABEL (widget);
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkLabel *found = find_label (c, text);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* Whether the label showing text is aligned to the right. */
+static gboolean
+label_right (GtkWidget  *widget,
+             const char *text)
+{
+  GtkLabel *label = find_label (widget, text);
+
+  CHECKF (label != NULL, "no label shows \"%s\"", text);
+  return label != NULL && gtk_label_get_xalign (label) == 1;
+}
+
+#define HEBREW "\327\251\327\234\327\225\327\235"  /* shalom */
+#define ARABIC "\331\205\330\261\330\255\330\250\330\247"  /* marhaba */
+
+static void
+part_directions (Fixture *f)
+{
+  GtkWidget *window = gtk_window_new ();
+  GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 12);
+  TernMessageRow *hebrew = tern_message_row_new ("assistant", HEBREW " " HEBREW ", "
+                                                 HEBREW " " HEBREW " world.");
+  TernMessageRow *english = tern_message_row_new ("assistant", "Hello " HEBREW ", a "
+                                                  "paragraph that begins in English.");
+  TernMessageRow *long_rtl = tern_message_row_new ("assistant", "");
+  TernMessageRow *streamed = tern_message_row_new ("assistant", "");
+  TernMessageRow *user = tern_message_row_new ("user", ARABIC " " ARABIC "\nplain second line");
+  TernMessageRow *table = tern_message_row_new ("assistant", "| " HEBREW " | head |\n|---|---|\n"
+                                                "| cell | " ARABIC " |\n");
+  GString *text = g_string_new ("1. ");
+
+  (void) f;
+  for (int i = 0; i < 20; i++)
+    g_string_append (text, HEBREW " " ARABIC " ");
+  tern_message_row_set_text (long_rtl, text->str);
+  g_string_free (text, TRUE);
+  gtk_window_set_default_size (GTK_WINDOW (window), 480, 720);
+  gtk_widget_set_margin_start (box, 12);
+  gtk_widget_set_margin_end (box, 12);
+  gtk_box_append (GTK_BOX (box), GTK_WIDGET (hebrew));
+  gtk_box_append (GTK_BOX (box), GTK_WIDGET (english));
+  gtk_box_append (GTK_BOX (box), GTK_WIDGET (long_rtl));
+  gtk_box_append (GTK_BOX (box), GTK_WIDGET (streamed));
+  gtk_box_append (GTK_BOX (box), GTK_WIDGET (user));
+  gtk_box_append (GTK_BOX (box), GTK_WIDGET (table));
+  gtk_window_set_child (GTK_WINDOW (window), box);
+  gtk_window_present (GTK_WINDOW (window));
+
+  /* Streamed: no letter yet, then a right-to-left one. */
+  tern_message_row_append (streamed, "\342\200\224 ");
+  tern_message_row_flush (streamed);
+  CHECK (!label_right (GTK_WIDGET (streamed), "\342\200\224"));
+  tern_message_row_append (streamed, ARABIC " " ARABIC " " ARABIC);
+  tern_message_row_flush (streamed);
+  spin_for (0.5);
+
+  /* Right to left: at the right of the bubble, as it reads. */
+  CHECK (label_right (GTK_WIDGET (hebrew), HEBREW));
+  CHECK (label_right (GTK_WIDGET (long_rtl), HEBREW));
+  CHECK (label_right (GTK_WIDGET (streamed), "\342\200\224"));
+  CHECK (label_right (GTK_WIDGET (user), ARABIC));
+  CHECK (label_right (GTK_WIDGET (table), HEBREW));
+  CHECK (label_right (GTK_WIDGET (table), ARABIC));
+  /* A paragraph's first letter decides: English with a Hebrew word stays
+   * at the left, as do an English cell and heading. */
+  CHECK (!label_right (GTK_WIDGET (english), "Hello"));
+  CHECK (!label_right (GTK_WIDGET (table), "head"));
+  CHECK (!label_right (GTK_WIDGET (table), "cell"));
+  CHECK (save_screenshot (window, "daily-directions.png"));
+  gtk_window_destroy (GTK_WINDOW (window));
+  spin_for (0.3);
+}
 
 /* ------------------------------------------------------------------- main */
 
@@ -2792,6 +2881,8 @@ main (int   argc,
     part_small (&f);
   else if (g_str_equal (part, "toasts"))
     part_toasts (&f);
+  else if (g_str_equal (part, "directions"))
+    part_directions (&f);
   else
     {
       fprintf (stderr, "unknown part '%s'\n", part);
