@@ -34,11 +34,14 @@ struct _TernStatsBar {
 G_DEFINE_FINAL_TYPE (TernStatsBar, tern_stats_bar, GTK_TYPE_BOX)
 
 /* The plot shows a chat's answers one after another: it starts again only
- * for another chat or another model. */
+ * for another chat or another model. The phase too: "Done" after New Chat
+ * spoke of the chat left, as the cleared figures no longer did. */
 void
 tern_stats_bar_reset (TernStatsBar *self)
 {
   tern_throughput_plot_clear (self->plot);
+  gtk_label_set_text (self->phase_label, _("Ready"));
+  gtk_widget_set_visible (GTK_WIDGET (self->prefill_bar), FALSE);
   gtk_label_set_text (self->figures_label, "");
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), NULL);
 }

@@ -2747,8 +2747,23 @@ part_small (Fixture *f)
             tern_stats_bar_get_figures_tooltip (bar), tern_stats_bar_get_text (bar));
     spin_for (0.3);
     CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-small-plot.png"));
-    activate (f->w, "new-chat", NULL);
-    CHECK (tern_stats_bar_get_n_plot_samples (bar) == 0);
+    CHECK (g_str_equal (tern_stats_bar_get_phase (bar), "Done"));
+    {
+      g_autoptr(TernChat) answered = g_object_ref (tern_window_get_chat (f->w));
+
+      activate (f->w, "new-chat", NULL);
+      CHECK (tern_stats_bar_get_n_plot_samples (bar) == 0);
+      /* "Done" spoke of the chat left: a new chat has nothing done yet. */
+      CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Ready"), "phase after New Chat: %s",
+              tern_stats_bar_get_phase (bar));
+      CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-small-new-chat.png"));
+      /* Back to the answered chat: its figures are gone, and so is its
+       * outcome. */
+      _tern_window_show_chat (f->w, answered);
+      CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Ready"), "phase after a switch: %s",
+              tern_stats_bar_get_phase (bar));
+      CHECK (g_str_equal (tern_stats_bar_get_text (bar), ""));
+    }
   }
 
   /* Ctrl+W's action closes the window. */
