@@ -16,6 +16,9 @@ typedef struct {
   char *stop_reason;
   gboolean cancelled;
   char *error;
+  /* Flash answers: written from another pinned system prompt than the
+   * chat's answer before (the prompt was edited and pinned again). */
+  gboolean prompt_changed;
   /* One flag per byte of text, 1 where the token came from an accepted
    * speculative draft; NULL when none did. Saved as byte runs. */
   GByteArray *drafted;

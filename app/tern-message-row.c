@@ -19,6 +19,7 @@ struct _TernMessageRow {
   GtkLabel *error_label;
   GtkLabel *stats_label;
   GtkButton *show_all_button;
+  GtkLabel *notice_label;      /* NULL until there is a notice */
 
   char *role;
   GString *text;
@@ -656,6 +657,38 @@ on_show_all_clicked (TernMessageRow *self)
 {
   self->show_all = TRUE;
   render (self);
+}
+
+void
+tern_message_row_set_notice (TernMessageRow *self,
+                             const char     *notice)
+{
+  if (notice == NULL)
+    {
+      if (self->notice_label != NULL)
+        gtk_widget_set_visible (GTK_WIDGET (self->notice_label), FALSE);
+      return;
+    }
+  if (self->notice_label == NULL)
+    {
+      self->notice_label = GTK_LABEL (gtk_label_new (NULL));
+      gtk_label_set_wrap (self->notice_label, TRUE);
+      gtk_label_set_justify (self->notice_label, GTK_JUSTIFY_CENTER);
+      gtk_widget_add_css_class (GTK_WIDGET (self->notice_label), "caption");
+      gtk_widget_add_css_class (GTK_WIDGET (self->notice_label), "dim-label");
+      gtk_widget_set_margin_bottom (GTK_WIDGET (self->notice_label), 6);
+      gtk_box_prepend (GTK_BOX (self), GTK_WIDGET (self->notice_label));
+    }
+  gtk_label_set_text (self->notice_label, notice);
+  gtk_widget_set_visible (GTK_WIDGET (self->notice_label), TRUE);
+}
+
+const char *
+tern_message_row_get_notice (TernMessageRow *self)
+{
+  return self->notice_label != NULL && gtk_widget_get_visible (GTK_WIDGET (self->notice_label))
+           ? gtk_label_get_text (self->notice_label)
+           : NULL;
 }
 
 GtkWidget *

@@ -50,6 +50,12 @@ guint           _tern_message_row_get_n_decoded (void);
 /* The button that shows a long question whole; NULL when it is shown whole
  * (or short). */
 GtkWidget      *tern_message_row_get_show_all_button (TernMessageRow *self);
+/* A dim line above the message, centered ("System prompt changed"); NULL
+ * removes it. */
+void            tern_message_row_set_notice (TernMessageRow *self,
+                                             const char     *notice);
+/* NULL when there is none. */
+const char     *tern_message_row_get_notice (TernMessageRow *self);
 /* Renders now instead of at the next frame. */
 void            tern_message_row_flush      (TernMessageRow *self);
 

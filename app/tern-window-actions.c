@@ -261,6 +261,10 @@ action_regenerate (GSimpleAction *action,
   if (n < 2 || _tern_window_is_generating (self) || tern_chat_is_newer (self->chat)
       || !g_str_equal (tern_chat_get_message (self->chat, n - 1)->role, "assistant"))
     return;
+  /* The chat's system prompt is the removed answer's, not the one before
+   * it: compared with that, a change the removed answer marked would be
+   * lost, so the new answer keeps its mark. */
+  self->regenerated_prompt_changed = tern_chat_get_message (self->chat, n - 1)->prompt_changed;
   tern_chat_truncate (self->chat, n - 1);
   _tern_window_remove_rows_from (self, n - 1);
   _tern_window_start_generation (self);

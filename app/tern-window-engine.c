@@ -101,6 +101,12 @@ _tern_window_start_generation (TernWindow *self)
   g_autofree char *mode = g_settings_get_string (self->settings, "mode");
   g_autofree char *system_prompt = tern_pin_editor_get_text (self->pin_editor);
   guint n_before = tern_chat_get_n_messages (self->chat);
+  const char *previous_prompt = tern_chat_get_system_prompt (self->chat);
+  /* The prompt an earlier answer of this chat was written from, and this
+   * one will be: the same text pinned again is no change. */
+  gboolean prompt_changed = g_str_equal (mode, "flash") && n_before > 1
+                            && previous_prompt != NULL
+                            && g_strcmp0 (previous_prompt, system_prompt) != 0;
   TernMessage *answer;
   guint pos;
 
@@ -144,6 +150,8 @@ _tern_window_start_generation (TernWindow *self)
     }
 
   answer = tern_chat_append (self->chat, "assistant", "");
+  answer->prompt_changed = prompt_changed || self->regenerated_prompt_changed;
+  self->regenerated_prompt_changed = FALSE;
   self->streaming_index = n_before;
   self->streaming_row = _tern_window_add_row (self, answer);
   tern_stats_bar_start (self->stats_bar);

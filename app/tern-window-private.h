@@ -85,6 +85,7 @@ struct _TernWindow {
   char *model_description;
   char *model_path; /* the loaded model's file (Preferences' Hardware page) */
   char *pin_text;          /* the text of the pin request in flight */
+  gboolean regenerated_prompt_changed; /* the answer Regenerate replaces had it */
   char *last_error;
   guint streaming_index;   /* message index of the answer being generated */
   TernMessageRow *streaming_row;

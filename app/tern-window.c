@@ -501,6 +501,11 @@ message_row_new (TernWindow        *self,
     }
   tern_message_row_set_stats (row, stats);
   tern_message_row_set_error (row, m->error);
+  /* Flash answers stand alone: one written from a re-pinned, different
+   * system prompt may answer the same question differently, and nothing
+   * else in the transcript would say why. */
+  if (m->prompt_changed)
+    tern_message_row_set_notice (row, _("System prompt changed"));
   if (m->drafted != NULL && m->drafted->len == strlen (m->text))
     tern_message_row_set_drafted (row, m->drafted->data);
   tern_message_row_set_images (row, m->images);

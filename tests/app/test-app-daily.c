@@ -2766,6 +2766,62 @@ part_small (Fixture *f)
     }
   }
 
+  /* Flash: an answer written from an edited and re-pinned system prompt
+   * says so above it; the same text pinned again says nothing. */
+  {
+    TernChat *chat;
+    TernMessage *answer;
+    g_autofree char *json = NULL;
+    g_autofree char *path = NULL;
+    g_autoptr(TernChat) loaded = NULL;
+    g_autoptr(GError) error = NULL;
+
+    activate (f->w, "new-chat", NULL);
+    set_mode (f->w, "flash");
+    chat = tern_window_get_chat (f->w);
+    answer = send_and_wait (f->w, "A first flash question.");
+    CHECK (answer != NULL && !answer->prompt_changed);
+    tern_pin_editor_set_text (pin, "Another system prompt.");
+    activate (f->w, "pin", NULL);
+    CHECK (wait_for (f->w, idle_engine, 60));
+    answer = send_and_wait (f->w, "A second flash question.");
+    CHECK (answer != NULL && answer->prompt_changed);
+    /* Regenerated from the same prompt: still written from a changed one. */
+    activate (f->w, "regenerate", NULL);
+    CHECK (wait_for (f->w, not_generating, 300));
+    answer = last_message (f->w);
+    CHECK (answer != NULL && answer->prompt_changed);
+    tern_pin_editor_set_text (pin, "Another system prompt.");
+    activate (f->w, "pin", NULL);
+    CHECK (wait_for (f->w, idle_engine, 60));
+    answer = send_and_wait (f->w, "A third flash question.");
+    CHECK (answer != NULL && !answer->prompt_changed);
+    CHECK (tern_chat_get_n_messages (chat) == 6);
+    for (guint i = 0; i < 6; i++)
+      {
+        GtkWidget *row = tern_window_get_row (f->w, i);
+        const char *notice = row ? tern_message_row_get_notice (TERN_MESSAGE_ROW (row)) : "no row";
+
+        CHECKF (i == 3 ? g_strcmp0 (notice, "System prompt changed") == 0 : notice == NULL,
+                "row %u: notice %s", i, notice ? notice : "(none)");
+      }
+    spin_for (0.3);
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-small-flash-repin.png"));
+    /* Saved with the answer, and read back. */
+    json = tern_chat_to_json (chat);
+    {
+      const char *at = strstr (json, "\"system_prompt_changed\"");
+
+      CHECK (at != NULL && strstr (at + 1, "\"system_prompt_changed\"") == NULL);
+    }
+    CHECK (tern_chat_save (chat, f->tmp, NULL));
+    path = g_strdup_printf ("%s/%s.json", f->tmp, tern_chat_get_id (chat));
+    loaded = tern_chat_load (path, &error);
+    CHECKF (loaded != NULL, "%s", error ? error->message : "");
+    for (guint i = 0; loaded != NULL && i < tern_chat_get_n_messages (loaded); i++)
+      CHECK (tern_chat_get_message (loaded, i)->prompt_changed == (i == 3));
+  }
+
   /* Ctrl+W's action closes the window. */
   gtk_widget_activate_action (GTK_WIDGET (f->w), "window.close", NULL);
   end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
