@@ -891,7 +891,10 @@ on_pull_finished (TernDownloader   *downloader,
     g_hash_table_replace (self->errors, g_strdup (tag), g_strdup (error_message));
   if (qr != NULL)
     hub_update_quant_row (qr);
-  update_rows (self);
+  /* A stopped or failed download leaves a partial file, which the store
+   * does not announce: the model now belongs among those on this
+   * computer, as it is listed after a restart. */
+  on_store_changed (self);
 }
 
 static void

@@ -6,7 +6,9 @@
  * server said in one sentence with Retry. The Hugging Face search against
  * tests/manager/http-server.py's Hub: typed text asked once after a pause,
  * repositories found, opened on their quantizations with sizes and the
- * memory hint, one downloaded, nothing found, offline and Retry. */
+ * memory hint, one downloaded, nothing found, offline and Retry. Downloads
+ * from its file server that stop: a cancel halfway, listed at once among
+ * the models on this computer. */
 #include <adwaita.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -624,6 +626,82 @@ test_hub_search (void)
   stop_hub ();
 }
 
+/* ---- downloads that fail or stop ------------------------------------------- */
+
+/* A catalog of one 2 MB file per behaviour of the test server. */
+static char *
+served_catalog (const char *sha)
+{
+  const char *modes[] = { "404", "wrong", "gate" };
+  GString *s = g_string_new ("{\"schema\": 1, \"packages\": {");
+
+  for (guint i = 0; i < G_N_ELEMENTS (modes); i++)
+    g_string_append_printf (s, "%s\"p-%s\": {\"files\": [{\"name\": \"m-%s.gguf\", \"url\": \"%s/%s/m.bin\","
+                            " \"size\": 2000000, \"sha256\": \"%s\"}]}",
+                            i ? "," : "", modes[i], modes[i], hub_url, modes[i], sha);
+  g_string_append (s, "}, \"families\": [");
+  for (guint i = 0; i < G_N_ELEMENTS (modes); i++)
+    g_string_append_printf (s, "%s{\"id\": \"f%s\", \"label\": \"F %s\", \"tags\": [{\"tag\": \"f%s:x\","
+                            " \"label\": \"F %s\", \"base\": \"p-%s\"}]}",
+                            i ? "," : "", modes[i], modes[i], modes[i], modes[i], modes[i]);
+  g_string_append (s, "]}");
+  return g_string_free (s, FALSE);
+}
+
+static void
+test_failed_downloads (void)
+{
+  g_autofree char *root = g_build_filename (tmp_root, "fail-store", NULL);
+  g_autofree char *served = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *data = g_malloc (2000000);
+  g_autofree char *sha = NULL;
+  g_autofree char *json = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernCatalog) catalog = NULL;
+  g_autoptr(TernModelStore) store = NULL;
+  g_autoptr(TernDownloader) dl = NULL;
+  TernModelManager *panel;
+  GtkWidget *window;
+  gboolean finished = FALSE;
+
+  start_hub ();
+  served = g_build_filename (tmp_root, "served", NULL);
+  path = g_build_filename (served, "m.bin", NULL);
+  for (gsize j = 0; j < 2000000; j++)
+    data[j] = (char) (j * 13);
+  g_assert_true (g_file_set_contents (path, data, 2000000, NULL));
+  sha = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (guchar *) data, 2000000);
+  json = served_catalog (sha);
+  catalog = tern_catalog_new_from_data (json, -1, "served.json", &error);
+  g_assert_no_error (error);
+  store = tern_model_store_new (root, &error);
+  g_assert_no_error (error);
+  dl = tern_downloader_new (store);
+  window = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (window), 640, 900);
+  panel = TERN_MODEL_MANAGER (tern_model_manager_new (catalog, store, dl));
+  gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (panel));
+  gtk_window_present (GTK_WINDOW (window));
+  g_signal_connect (dl, "pull-finished", G_CALLBACK (on_pull_finished), &finished);
+
+  /* Cancelled halfway: the partial download is on this computer now, and
+   * listed there at once, as it is after a restart (it stayed among the
+   * catalog's models until the panel was opened again). */
+  tern_model_manager_download (panel, "fgate:x");
+  WAIT_FOR (strstr (subtitle (panel, "fgate:x"), "50%") != NULL);
+  g_assert_cmpint (group_position (panel, "fgate:x"), ==, 2);
+  tern_model_manager_cancel (panel, "fgate:x");
+  spin (&finished);
+  spin_for (50);
+  g_assert_cmpint (tern_model_store_get_state (store, "fgate:x", tern_catalog_find_tag (catalog, "fgate:x")), ==, TERN_MODEL_STATE_PARTIAL);
+  g_assert_nonnull (strstr (subtitle (panel, "fgate:x"), "50% downloaded"));
+  g_assert_cmpint (group_position (panel, "fgate:x"), ==, 0);
+
+  gtk_window_destroy (GTK_WINDOW (window));
+  stop_hub ();
+}
+
 /* Xvfb has no D-Bus session: GTK says so once, which is no failure here. */
 static gboolean
 not_fatal_without_session_bus (const char     *domain,
@@ -672,6 +750,7 @@ main (int    argc,
   }
   g_test_add_func ("/model-manager/panel", test_panel);
   g_test_add_func ("/model-manager/hub-search", test_hub_search);
+  g_test_add_func ("/model-manager/failed-downloads", test_failed_downloads);
   status = g_test_run ();
   tern_manager_remove_tree (tmp_root, NULL);
   g_free (tmp_root);
