@@ -55,6 +55,7 @@ struct _TernModelManager {
   /* The tags in here_group when it was made: a change rebuilds the list. */
   char           *here_key;
   GHashTable     *errors;  /* tag -> the last failure to show on its row */
+  GHashTable     *error_details; /* tag -> that failure's own words, for the tooltip */
   GHashTable     *offline; /* tags whose download found no network: Retry */
   gint64          retried_at; /* real time of the last Retry, us; 0: none */
   /* Memory for the hint on each row, read when the rows are updated. */
@@ -572,6 +573,12 @@ update_row (Row *row)
   subtitle = g_strdup_printf ("%s · %s · %s%s%s", row->tag, size, error != NULL ? error : status,
                               fit != NULL ? "\n" : "", fit != NULL ? fit : "");
   row_set_subtitle (row, subtitle);
+  {
+    const char *details = error != NULL ? g_hash_table_lookup (self->error_details, row->tag) : NULL;
+
+    gtk_widget_set_tooltip_text (row->row, details != NULL ? details
+                                           : row->catalog_tag != NULL ? row->catalog_tag->description : NULL);
+  }
   if (error != NULL || state == TERN_MODEL_STATE_BROKEN)
     gtk_widget_add_css_class (row->row, "error");
   else
@@ -886,6 +893,7 @@ on_pull_finished (TernDownloader   *downloader,
   if (row == NULL && qr == NULL)
     return;
   g_hash_table_remove (self->errors, tag);
+  g_hash_table_remove (self->error_details, tag);
   /* A cancel the user asked for is not an error to keep showing. */
   if (error_message != NULL && strstr (error_message, "download cancelled") == NULL)
     g_hash_table_replace (self->errors, g_strdup (tag), g_strdup (error_message));
@@ -928,6 +936,32 @@ show_offline (TernModelManager *self,
   gtk_revealer_set_reveal_child (self->offline_revealer, any);
 }
 
+/* What a failed download says on its row. The downloader's own words (the
+ * file, the URL, two sha256 sums) filled the row with twenty lines at a
+ * narrow width and named the tag twice; they stay in the tooltip. NULL:
+ * those words are the sentence (no disk space, already downloading...). */
+static const char *
+download_failure_sentence (const GError *error)
+{
+  if (error->domain != TERN_MANAGER_ERROR)
+    return NULL;
+  switch (error->code)
+    {
+    case TERN_MANAGER_ERROR_HTTP:
+      return _("Download failed: the server did not send the file. Try again later.");
+    case TERN_MANAGER_ERROR_NETWORK:
+      return _("Download failed: the connection broke off. Try again to go on from where it stopped.");
+    case TERN_MANAGER_ERROR_CHECKSUM:
+      return _("Download failed: the file arrived damaged and was deleted. Download it again.");
+    case TERN_MANAGER_ERROR_SIZE:
+      return _("Download failed: the server’s file is not the size expected. Try again later.");
+    case TERN_MANAGER_ERROR_IO:
+      return _("Download failed: Tern cannot write to the models folder.");
+    default:
+      return NULL;
+    }
+}
+
 static void
 pull_done (GObject      *source,
            GAsyncResult *result,
@@ -947,6 +981,15 @@ pull_done (GObject      *source,
       g_hash_table_remove (self->errors, pending->tag);
       g_hash_table_add (self->offline, g_strdup (pending->tag));
       show_offline (self, error->message);
+      if (row != NULL)
+        update_row (row);
+    }
+  else if (error != NULL && self != NULL && download_failure_sentence (error) != NULL)
+    {
+      Row *row = g_hash_table_lookup (self->rows, pending->tag);
+
+      g_hash_table_replace (self->errors, g_strdup (pending->tag), g_strdup (download_failure_sentence (error)));
+      g_hash_table_replace (self->error_details, g_strdup (pending->tag), g_strdup (error->message));
       if (row != NULL)
         update_row (row);
     }
@@ -2164,6 +2207,7 @@ tern_model_manager_finalize (GObject *object)
   g_hash_table_unref (self->rows);
   g_ptr_array_unref (self->groups);
   g_hash_table_unref (self->errors);
+  g_hash_table_unref (self->error_details);
   g_hash_table_unref (self->offline);
   g_free (self->here_key);
   g_clear_object (&self->cancellable);
@@ -2280,6 +2324,7 @@ tern_model_manager_init (TernModelManager *self)
   self->rows = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) row_free);
   self->groups = g_ptr_array_new ();
   self->errors = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  self->error_details = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   self->offline = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();
 

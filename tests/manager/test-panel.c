@@ -8,7 +8,8 @@
  * repositories found, opened on their quantizations with sizes and the
  * memory hint, one downloaded, nothing found, offline and Retry. Downloads
  * from its file server that stop: a cancel halfway, listed at once among
- * the models on this computer. */
+ * the models on this computer; a 404 and a wrong sha256, each one sentence
+ * on its row with the details in the tooltip. */
 #include <adwaita.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -697,6 +698,27 @@ test_failed_downloads (void)
   g_assert_cmpint (tern_model_store_get_state (store, "fgate:x", tern_catalog_find_tag (catalog, "fgate:x")), ==, TERN_MODEL_STATE_PARTIAL);
   g_assert_nonnull (strstr (subtitle (panel, "fgate:x"), "50% downloaded"));
   g_assert_cmpint (group_position (panel, "fgate:x"), ==, 0);
+
+  /* Failed: one sentence on the row, the downloader's words (file, URL,
+   * sums) in its tooltip. */
+  finished = FALSE;
+  tern_model_manager_download (panel, "f404:x");
+  spin (&finished);
+  spin_for (50);
+  g_assert_nonnull (strstr (subtitle (panel, "f404:x"), "Download failed: the server did not send the file"));
+  g_assert_null (strstr (subtitle (panel, "f404:x"), "http"));
+  g_assert_null (strstr (subtitle (panel, "f404:x"), "m-404.gguf"));
+  g_assert_nonnull (strstr (gtk_widget_get_tooltip_text (tern_model_manager_get_row (panel, "f404:x")), "HTTP 404"));
+  finished = FALSE;
+  tern_model_manager_download (panel, "fwrong:x");
+  spin (&finished);
+  spin_for (50);
+  g_assert_nonnull (strstr (subtitle (panel, "fwrong:x"), "the file arrived damaged and was deleted"));
+  g_assert_null (strstr (subtitle (panel, "fwrong:x"), "sha256"));
+  g_assert_null (strstr (subtitle (panel, "fwrong:x"), sha));
+  g_assert_nonnull (strstr (gtk_widget_get_tooltip_text (tern_model_manager_get_row (panel, "fwrong:x")), sha));
+  spin_for (400);
+  save_picture (window, "manager-failed.png");
 
   gtk_window_destroy (GTK_WINDOW (window));
   stop_hub ();
