@@ -863,7 +863,13 @@ handle_serve (Engine  *engine,
       /* Each kept pin is a whole KV cache beside the app's own session. */
       cfg.pins_max = 2;
       engine->server = tern_server_new (engine->model, &cfg, &error);
-      if (engine->server == NULL)
+      if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE))
+        /* The socket's own words ("cannot listen on 127.0.0.1 port 8080:
+         * Error binding to address 127.0.0.1:8080: Address already in
+         * use") were cut before their point in the toast. */
+        ev->error = g_strdup_printf (_("Port %d is in use by another program. Choose another port, "
+                                       "or 0 for a free one."), req->port);
+      else if (engine->server == NULL)
         ev->error = g_strdup (error != NULL ? error->message : _("The server could not start"));
       else
         {

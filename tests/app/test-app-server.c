@@ -2,9 +2,10 @@
  * (server/tern-server.h) on 127.0.0.1, driven through its settings on the
  * real window under Xvfb: GET /health and /v1/models with libsoup, an API
  * key, a model replaced while serving, off, and quitting mid-answer with the
- * server on. Its own test because libsoup in the process pushes GLib's quark
- * table past its first block, which GLib never frees by design: seen only
- * through the slow unwinder (see meson.build).
+ * server on; a port another program holds. Its own test because libsoup
+ * in the process pushes GLib's quark table past its first block, which GLib
+ * never frees by design: seen only through the slow unwinder (see
+ * meson.build).
  * Exit 77 when no display can be had. */
 #include "config.h"
 
@@ -63,6 +64,48 @@ http_get (const char *base,
     }
   *body = g_strndup (g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes));
   return soup_message_get_status (msg);
+}
+
+static GSettings *switch_settings;
+
+static gboolean
+switched_off (TernWindow *w)
+{
+  (void) w;
+  return !g_settings_get_boolean (switch_settings, "server-enabled");
+}
+
+/* A port another program holds: the switch goes off, and the status says
+ * so in words a person acts on, short enough for the toast. */
+static void
+test_port_in_use (TernWindow *w)
+{
+  GSettings *settings = tern_application_get_settings (
+    TERN_APPLICATION (gtk_window_get_application (GTK_WINDOW (w))));
+  g_autoptr(GSocketListener) other = g_socket_listener_new ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *want = NULL;
+  guint16 port;
+
+  {
+    g_autoptr(GInetAddress) lo = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4);
+    g_autoptr(GSocketAddress) any = g_inet_socket_address_new (lo, 0);
+    g_autoptr(GSocketAddress) bound = NULL;
+
+    CHECK (g_socket_listener_add_address (other, any, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL,
+                                          &bound, &error));
+    port = g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound));
+  }
+  switch_settings = settings;
+  g_settings_set_int (settings, "server-port", port);
+  g_settings_set_boolean (settings, "server-enabled", TRUE);
+  CHECK (wait_for (w, switched_off, 30));
+  want = g_strdup_printf ("Port %u is in use by another program", port);
+  CHECKF (strstr (tern_window_get_server_status (w), want) != NULL, "%s", tern_window_get_server_status (w));
+  CHECKF (strstr (tern_window_get_server_status (w), "Error binding") == NULL, "%s",
+          tern_window_get_server_status (w));
+  CHECK (tern_window_get_server_url (w) == NULL);
+  g_settings_set_int (settings, "server-port", 0);
 }
 
 /* The Preferences switch: the app's loaded model served on 127.0.0.1, with
@@ -245,6 +288,7 @@ main (void)
   CHECK (wait_for (w, idle_engine, 60));
   if (tern_window_has_model (w))
     {
+      test_port_in_use (w);
       test_local_server (w, model);
       test_quit_while_serving (w, GTK_APPLICATION (app));
     }
