@@ -32,6 +32,7 @@
 #include "tern-chat.h"
 #include "tern-message-row.h"
 #include "tern-pin-editor.h"
+#include "tern-preferences-window.h"
 #include "tern-stats-bar.h"
 #include "tern-window.h"
 #include "app-test.h"
@@ -1991,6 +1992,41 @@ pin_panel_open (TernWindow *w)
   return gtk_toggle_button_get_active (GTK_TOGGLE_BUTTON (child (w, "pin_toggle")));
 }
 
+/* Labels under widget that are drawn cut off with an ellipsis, as one
+ * string ("" when none). */
+static void
+collect_cut_labels (GtkWidget *widget,
+                    GString   *out)
+{
+  if (!gtk_widget_get_mapped (widget))
+    return;
+  if (GTK_IS_LABEL (widget) && gtk_label_get_ellipsize (GTK_LABEL (widget)) != PANGO_ELLIPSIZE_NONE
+      && pango_layout_is_ellipsized (gtk_label_get_layout (GTK_LABEL (widget))))
+    g_string_append_printf (out, "[%s] ", gtk_label_get_text (GTK_LABEL (widget)));
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    collect_cut_labels (c, out);
+}
+
+/* Preferences at a phone's width: no sentence on the General page cut off
+ * (the MTP assistant row's "None chosen: ... made for the loa…" was). */
+static void
+check_preferences_narrow (Fixture *f)
+{
+  TernPreferencesWindow *prefs = tern_preferences_window_new (GTK_WINDOW (f->w), f->settings);
+  g_autoptr(GString) cut = g_string_new (NULL);
+
+  gtk_window_set_default_size (GTK_WINDOW (prefs), 360, 800);
+  gtk_window_present (GTK_WINDOW (prefs));
+  spin_for (0.8);
+  CHECKF (gtk_widget_get_width (GTK_WIDGET (prefs)) <= 361, "Preferences are %d px wide",
+          gtk_widget_get_width (GTK_WIDGET (prefs)));
+  collect_cut_labels (GTK_WIDGET (prefs), cut);
+  CHECKF (cut->len == 0, "cut off at 360 px: %s", cut->str);
+  CHECK (save_screenshot (GTK_WIDGET (prefs), "daily-width-360-preferences.png"));
+  gtk_window_destroy (GTK_WINDOW (prefs));
+  spin_for (0.2);
+}
+
 static void
 part_widths (Fixture *f)
 {
@@ -2017,6 +2053,7 @@ part_widths (Fixture *f)
           gtk_widget_measure (GTK_WIDGET (tern_window_get_stats_bar (f->w)), GTK_ORIENTATION_HORIZONTAL,
                               -1, &min, NULL, NULL, NULL);
           CHECKF (min <= 330, "the stats bar needs %d px", min);
+          check_preferences_narrow (f);
         }
       /* The system prompt panel: open by default only at 1200 px and up. */
       CHECKF (pin_panel_open (f->w) == (widths[i] >= 1200), "%d px: panel %s", widths[i],
