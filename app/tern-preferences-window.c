@@ -658,10 +658,12 @@ add_connections_page (TernPreferencesWindow *self)
   adw_preferences_group_set_description (
     add, _("OpenAI-compatible servers (vLLM, llama-server, Ollama, tern-cli serve) whose models "
            "the model picker lists beside the local ones. The pinned system prompt is sent first "
-           "in every request, and the server's cached tokens show in the stats."));
+           "in every request, and the server's cached tokens show in the stats. Add one by its address, "
+           "such as http://gpu-box:8000/v1."));
   self->connection_url_row = ADW_ENTRY_ROW (adw_entry_row_new ());
-  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->connection_url_row),
-                                 _("Server address, such as http://gpu-box:8000/v1"));
+  /* The example is in the description: in the entry's one-line title it was
+   * cut at "http://gpu-box:…" at 360 px. */
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->connection_url_row), _("Server Address"));
   self->connection_key_row = ADW_PASSWORD_ENTRY_ROW (adw_password_entry_row_new ());
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->connection_key_row),
                                  _("API key (optional)"));

@@ -2007,21 +2007,44 @@ collect_cut_labels (GtkWidget *widget,
     collect_cut_labels (c, out);
 }
 
-/* Preferences at a phone's width: no sentence on the General page cut off
- * (the MTP assistant row's "None chosen: ... made for the loa…" was). */
+static void
+collect_pages (GtkWidget *widget,
+               GPtrArray *out)
+{
+  if (ADW_IS_PREFERENCES_PAGE (widget))
+    g_ptr_array_add (out, widget);
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    collect_pages (c, out);
+}
+
+/* Preferences at a phone's width: no sentence on any page cut off (the MTP
+ * assistant row's "None chosen: ... made for the loa…" was, and the
+ * Connections address row's "Server address, such as http://gpu-box:…"). */
 static void
 check_preferences_narrow (Fixture *f)
 {
   TernPreferencesWindow *prefs = tern_preferences_window_new (GTK_WINDOW (f->w), f->settings);
-  g_autoptr(GString) cut = g_string_new (NULL);
+  g_autoptr(GPtrArray) pages = g_ptr_array_new ();
 
   gtk_window_set_default_size (GTK_WINDOW (prefs), 360, 800);
   gtk_window_present (GTK_WINDOW (prefs));
   spin_for (0.8);
   CHECKF (gtk_widget_get_width (GTK_WIDGET (prefs)) <= 361, "Preferences are %d px wide",
           gtk_widget_get_width (GTK_WIDGET (prefs)));
-  collect_cut_labels (GTK_WIDGET (prefs), cut);
-  CHECKF (cut->len == 0, "cut off at 360 px: %s", cut->str);
+  collect_pages (GTK_WIDGET (prefs), pages);
+  CHECK (pages->len >= 2);
+  for (guint i = 0; i < pages->len; i++)
+    {
+      g_autoptr(GString) cut = g_string_new (NULL);
+
+      adw_preferences_window_set_visible_page (ADW_PREFERENCES_WINDOW (prefs), pages->pdata[i]);
+      spin_for (0.5);
+      collect_cut_labels (GTK_WIDGET (prefs), cut);
+      CHECKF (cut->len == 0, "cut off at 360 px on %s: %s",
+              adw_preferences_page_get_title (pages->pdata[i]), cut->str);
+    }
+  adw_preferences_window_set_visible_page (ADW_PREFERENCES_WINDOW (prefs), pages->pdata[0]);
+  spin_for (0.3);
   CHECK (save_screenshot (GTK_WIDGET (prefs), "daily-width-360-preferences.png"));
   gtk_window_destroy (GTK_WINDOW (prefs));
   spin_for (0.2);
