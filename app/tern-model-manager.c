@@ -1787,6 +1787,8 @@ hub_update_quant_row (HubQuantRow *qr)
   if (fit != NULL)
     g_string_append_printf (subtitle, "\n%s", fit);
   adw_action_row_set_subtitle (ADW_ACTION_ROW (qr->row), subtitle->str);
+  gtk_widget_set_tooltip_text (qr->row, error != NULL && !pulling && !installed && !qr->resolving
+                                        ? g_hash_table_lookup (self->error_details, tag) : NULL);
   if (error != NULL && !pulling && !installed && !qr->resolving)
     gtk_widget_add_css_class (qr->row, "error");
   else
@@ -1849,6 +1851,15 @@ hub_pull_done (GObject      *source,
       HubQuantRow *qr = g_hash_table_lookup (self->hub_rows, pending->key);
 
       g_hash_table_replace (self->errors, g_strdup (pending->key), g_strdup (hub_failure_sentence (error)));
+      if (qr != NULL)
+        hub_update_quant_row (qr);
+    }
+  else if (error != NULL && self != NULL && self->hub_rows != NULL && download_failure_sentence (error) != NULL)
+    {
+      HubQuantRow *qr = g_hash_table_lookup (self->hub_rows, pending->key);
+
+      g_hash_table_replace (self->errors, g_strdup (pending->key), g_strdup (download_failure_sentence (error)));
+      g_hash_table_replace (self->error_details, g_strdup (pending->key), g_strdup (error->message));
       if (qr != NULL)
         hub_update_quant_row (qr);
     }

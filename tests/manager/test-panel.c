@@ -6,10 +6,11 @@
  * server said in one sentence with Retry. The Hugging Face search against
  * tests/manager/http-server.py's Hub: typed text asked once after a pause,
  * repositories found, opened on their quantizations with sizes and the
- * memory hint, one downloaded, nothing found, offline and Retry. Downloads
- * from its file server that stop: a cancel halfway, listed at once among
- * the models on this computer; a 404 and a wrong sha256, each one sentence
- * on its row with the details in the tooltip. */
+ * memory hint, one downloaded, one failed (a models folder that is a
+ * file), nothing found, offline and Retry. Downloads from its file server
+ * that stop: a cancel halfway, listed at once among the models on this
+ * computer; a 404 and a wrong sha256, each one sentence on its row with
+ * the details in the tooltip. */
 #include <adwaita.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -585,6 +586,27 @@ test_hub_search (void)
             && strstr (row_subtitle (tern_model_manager_get_hub_row (panel, "hf:test--repo--q4_k_m")), "installed"));
   /* ...and it is on this computer now, among the installed models. */
   g_assert_nonnull (tern_model_manager_get_row (panel, "hf:test--repo--q4_k_m"));
+
+  /* A models folder Tern cannot write: one sentence on the row, as for the
+   * catalog's models, the downloader's words in its tooltip. */
+  {
+    g_autofree char *packages = g_build_filename (root, "packages", NULL);
+    g_autofree char *away = g_build_filename (root, "packages.away", NULL);
+    const char *q8 = "hf:test--repo--q8_0";
+
+    g_assert_cmpint (g_rename (packages, away), ==, 0);
+    g_assert_true (g_file_set_contents (packages, "not a folder", -1, NULL));
+    finished = FALSE;
+    tern_model_manager_download (panel, q8);
+    WAIT_FOR (finished);
+    WAIT_FOR (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, q8)), "Download failed") != NULL);
+    g_assert_nonnull (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, q8)),
+                              "Tern cannot write to the models folder"));
+    g_assert_null (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, q8)), root));
+    g_assert_nonnull (strstr (gtk_widget_get_tooltip_text (tern_model_manager_get_hub_row (panel, q8)), root));
+    g_assert_cmpint (g_unlink (packages), ==, 0);
+    g_assert_cmpint (g_rename (away, packages), ==, 0);
+  }
 
   /* Nothing anywhere: the panel's empty page says so. */
   type_text (entry, "zzz-nothing");
