@@ -10,7 +10,7 @@
  * file), nothing found, offline and Retry. Downloads from its file server
  * that stop: a cancel halfway, listed at once among the models on this
  * computer; a 404 and a wrong sha256, each one sentence on its row with
- * the details in the tooltip. */
+ * the details in the tooltip, the row red but not its buttons. */
 #include <adwaita.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -651,6 +651,25 @@ test_hub_search (void)
 
 /* ---- downloads that fail or stop ------------------------------------------- */
 
+/* The visible button labelled `label` (with its mnemonic) under `widget`. */
+static GtkWidget *
+find_button (GtkWidget  *widget,
+             const char *label)
+{
+  if (!gtk_widget_get_visible (widget))
+    return NULL;
+  if (GTK_IS_BUTTON (widget) && g_strcmp0 (gtk_button_get_label (GTK_BUTTON (widget)), label) == 0)
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_button (c, label);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
 /* A catalog of one 2 MB file per behaviour of the test server. */
 static char *
 served_catalog (const char *sha)
@@ -739,6 +758,22 @@ test_failed_downloads (void)
   g_assert_null (strstr (subtitle (panel, "fwrong:x"), "sha256"));
   g_assert_null (strstr (subtitle (panel, "fwrong:x"), sha));
   g_assert_nonnull (strstr (gtk_widget_get_tooltip_text (tern_model_manager_get_row (panel, "fwrong:x")), sha));
+  /* The row is red; its Download button is not (it looked destructive):
+   * the colour of the same button on a row without an error. */
+  {
+    GtkWidget *failed = find_button (tern_model_manager_get_row (panel, "f404:x"), "_Download");
+    GtkWidget *gate = find_button (tern_model_manager_get_row (panel, "fgate:x"), "_Resume");
+    GdkRGBA a, b;
+
+    g_assert_true (gtk_widget_has_css_class (tern_model_manager_get_row (panel, "f404:x"), "error"));
+    g_assert_nonnull (failed);
+    g_assert_nonnull (gate);
+    G_GNUC_BEGIN_IGNORE_DEPRECATIONS
+    gtk_style_context_get_color (gtk_widget_get_style_context (failed), &a);
+    gtk_style_context_get_color (gtk_widget_get_style_context (gate), &b);
+    G_GNUC_END_IGNORE_DEPRECATIONS
+    g_assert_true (gdk_rgba_equal (&a, &b));
+  }
   spin_for (400);
   save_picture (window, "manager-failed.png");
 
@@ -781,6 +816,14 @@ main (int    argc,
       return 77;
     }
   adw_init ();
+  {
+    /* The app's style sheet, as TernApplication loads it. */
+    g_autoptr(GtkCssProvider) css = gtk_css_provider_new ();
+
+    gtk_css_provider_load_from_resource (css, "/io/github/tern/Tern/style.css");
+    gtk_style_context_add_provider_for_display (gdk_display_get_default (), GTK_STYLE_PROVIDER (css),
+                                                GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);
+  }
   tmp_root = g_dir_make_tmp ("tern-panel-XXXXXX", &error);
   g_assert_no_error (error);
   {
