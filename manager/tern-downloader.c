@@ -969,6 +969,23 @@ is_regular_no_follow (const char *path)
   return lstat (path, &st) == 0 && S_ISREG (st.st_mode);
 }
 
+/* Makes a package's folder: its parents as needed, then the folder itself,
+ * which may exist. g_mkdir_with_parents asks "exists?" then "a folder?": a
+ * cancelled pull of the same package removing the empty folder between the
+ * two read as "Not a directory" and failed the pull that had replaced it.
+ * Returns 0, or -1 with errno set. */
+static int
+make_package_dir (const char *dir)
+{
+  g_autofree char *parent = g_path_get_dirname (dir);
+
+  if (g_mkdir_with_parents (parent, 0755) != 0)
+    return -1;
+  if (mkdir (dir, 0755) != 0 && errno != EEXIST)
+    return -1;
+  return 0;
+}
+
 #define OPEN_ADOPTED (-2)
 #define WAIT_POLL_MS 200
 
@@ -1001,7 +1018,9 @@ transfer_open_partial (Transfer   *t,
           if (t->error != NULL)
             break;
         }
-      if (g_mkdir_with_parents (dir, 0755) != 0)
+      /* A folder removed after this (or a file in its place) fails the
+       * open below: ENOENT looks again, ENOTDIR says so. */
+      if (make_package_dir (dir) != 0)
         {
           int errsv = errno;
 
@@ -1078,7 +1097,7 @@ transfer_adopt_local (Transfer   *t,
       || g_file_test (t->partial, G_FILE_TEST_EXISTS))
     return FALSE;
   found = tern_manager_find_local_copy (t->expected_sha, t->size, t->cancellable);
-  if (found == NULL || g_mkdir_with_parents (dir, 0755) != 0 || !tern_manager_link_copy (found, t->dest, NULL))
+  if (found == NULL || make_package_dir (dir) != 0 || !tern_manager_link_copy (found, t->dest, NULL))
     return FALSE;
   g_debug ("%s: adopted %s", t->dest, found);
   tern_manager_sync_dir (dir);

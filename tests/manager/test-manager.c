@@ -1676,6 +1676,64 @@ test_download_cancel_same_tag_storm (void)
   g_assert_false (g_file_test (partial, G_FILE_TEST_EXISTS));
 }
 
+typedef struct {
+  const char *dir;
+  gint        stop;
+} FolderFlicker;
+
+/* What a cancelled pull of the same package does as it winds down: removes
+ * the package's folder when it is empty (and another pull makes it again). */
+static gpointer
+flicker_folder (gpointer data)
+{
+  FolderFlicker *f = data;
+
+  while (!g_atomic_int_get (&f->stop))
+    {
+      mkdir (f->dir, 0755);
+      rmdir (f->dir);
+    }
+  return NULL;
+}
+
+/* A package's folder made and removed over and over while pulls make it:
+ * each pull finishes. g_mkdir_with_parents asked "exists?" then "a
+ * folder?", and a removal between the two failed the pull with
+ * "packages/pkg-one: Not a directory" (seen once in the storm above on a
+ * loaded machine). */
+static void
+test_download_folder_removed_meanwhile (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("ok", "a.bin", TRUE);
+  g_autofree char *packages = g_build_filename (root, "packages", NULL);
+  g_autofree char *dir = g_build_filename (packages, "pkg-one", NULL);
+  FolderFlicker flicker = { dir, 0 };
+  GThread *thread;
+  int failed = 0;
+
+  server_reset ();
+  g_assert_cmpint (g_mkdir_with_parents (packages, 0755), ==, 0);
+  thread = g_thread_new ("flicker", flicker_folder, &flicker);
+  for (int i = 0; i < 40; i++)
+    {
+      g_autoptr(GError) error = NULL;
+
+      if (!tern_downloader_pull (dl, catalog, "t:one", NULL, &error))
+        {
+          g_test_message ("pull %d: %s", i, error->message);
+          failed++;
+        }
+      else
+        g_assert_true (tern_model_store_remove (store, "t:one", NULL, NULL, NULL));
+    }
+  g_atomic_int_set (&flicker.stop, 1);
+  g_thread_join (thread);
+  g_assert_cmpint (failed, ==, 0);
+}
+
 static void
 test_download_cancel_by_tag (void)
 {
@@ -3761,6 +3819,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/cancel-then-same-tag", test_download_cancel_then_same_tag);
   g_test_add_func ("/manager/download/cancel-wound-then-same-tag", test_download_cancel_wound_then_same_tag);
   g_test_add_func ("/manager/download/cancel-same-tag-storm", test_download_cancel_same_tag_storm);
+  g_test_add_func ("/manager/download/folder-removed-meanwhile", test_download_folder_removed_meanwhile);
   g_test_add_func ("/manager/download/damaged-partial-flaky", test_download_damaged_partial_flaky);
   g_test_add_func ("/manager/download/no-space", test_download_no_space);
   g_test_add_func ("/manager/download/bad-tags", test_bad_tags);
