@@ -24,6 +24,7 @@ struct _TernStatsBar {
 
   gint64 last_sample_us;
   gint64 last_text_us;
+  TernPhase text_phase;     /* of the figures shown */
   gboolean prefill_sampled; /* this answer has a prefill bar */
 };
 
@@ -52,6 +53,7 @@ tern_stats_bar_start (TernStatsBar *self)
   self->prefill_sampled = FALSE;
   self->last_sample_us = 0;
   self->last_text_us = 0;
+  self->text_phase = TERN_PHASE_IDLE;
   gtk_label_set_text (self->phase_label, _("Prefill"));
   gtk_label_set_text (self->figures_label, "");
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), NULL);
@@ -65,10 +67,19 @@ tern_stats_bar_update (TernStatsBar    *self,
 {
   g_autofree char *text = NULL;
   gint64 now = g_get_monotonic_time ();
-  gboolean show_text = now - self->last_text_us >= TEXT_INTERVAL_US;
+  /* A new phase shows at once: its first figures were held back for a
+   * quarter second, and "Decode" stood over the prefill's "0 / 0 tokens",
+   * or "Pinning" over nothing when a pin came soon after another. Decoding
+   * from its second token: one token has no speed ("0.0 tok/s"). */
+  gboolean show_text = now - self->last_text_us >= TEXT_INTERVAL_US
+                       || (live->phase != self->text_phase
+                           && (live->phase != TERN_PHASE_DECODE || live->decode_tok_s > 0));
 
   if (show_text)
-    self->last_text_us = now;
+    {
+      self->last_text_us = now;
+      self->text_phase = live->phase;
+    }
   if (live->phase == TERN_PHASE_PREFILL || live->phase == TERN_PHASE_PIN)
     {
       gtk_label_set_text (self->phase_label,
@@ -130,6 +141,7 @@ tern_stats_bar_finish (TernStatsBar    *self,
   g_autofree char *text = NULL;
 
   gtk_widget_set_visible (GTK_WIDGET (self->prefill_bar), FALSE);
+  self->text_phase = TERN_PHASE_IDLE;
   gtk_label_set_text (self->phase_label, outcome ? outcome : cancelled ? _("Stopped") : _("Done"));
   if (outcome != NULL && final->generated_tokens == 0)
     {

@@ -305,6 +305,36 @@ test_bad_model (TernWindow *w,
   }
 }
 
+/* The figures are redrawn at most four times a second, but a new phase's
+ * at once: under "Decode" the prefill's "0 / 0 tokens" stood for a quarter
+ * second at a real model's speed. */
+static void
+test_stats_phases (TernWindow *w)
+{
+  TernStatsBar *bar = tern_window_get_stats_bar (w);
+  TernStats live = { .phase = TERN_PHASE_PREFILL };
+
+  tern_stats_bar_start (bar);
+  tern_stats_bar_update (bar, &live);
+  CHECKF (g_str_has_prefix (tern_stats_bar_get_text (bar), "0 / 0 tokens"), "prefill: %s",
+          tern_stats_bar_get_text (bar));
+  live.phase = TERN_PHASE_DECODE;
+  live.ttft_ms = 239;
+  live.generated_tokens = 1;
+  live.decode_tok_s = 15.6;
+  tern_stats_bar_update (bar, &live);
+  CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Decode"), "phase: %s",
+          tern_stats_bar_get_phase (bar));
+  CHECKF (strstr (tern_stats_bar_get_text (bar), "first token 239 ms") != NULL, "decode: %s",
+          tern_stats_bar_get_text (bar));
+  /* Within the phase, still four times a second. */
+  live.generated_tokens = 2;
+  tern_stats_bar_update (bar, &live);
+  CHECKF (strstr (tern_stats_bar_get_text (bar), " 1 tokens") != NULL, "decode: %s",
+          tern_stats_bar_get_text (bar));
+  tern_stats_bar_reset (bar);
+}
+
 static void
 test_load_and_pin (TernWindow *w,
                    const char *model)
@@ -1444,6 +1474,7 @@ main (int   argc,
     test_no_model (w, no_model_shot);
   }
   test_speculation_control (w);
+  test_stats_phases (w);
   test_bad_model (w, tmp);
   test_load_and_pin (w, model);
   if (tern_window_has_model (w) && wait_for (w, idle_engine, 60))
