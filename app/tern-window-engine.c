@@ -346,6 +346,14 @@ on_pinned (TernWindow            *self,
     return;
   self->pin_id = 0;
   tern_pin_editor_set_pinning (self->pin_editor, FALSE);
+  /* An answer sent while pinning takes the stats bar over with its own
+   * figures; with none, the bar no longer speaks of the pin. */
+  if (self->streaming_row == NULL)
+    {
+      TernStats none = { 0 };
+
+      tern_stats_bar_finish (self->stats_bar, &none, FALSE, _("Ready"));
+    }
   if (error != NULL)
     {
       tern_pin_editor_set_error (self->pin_editor, error);
@@ -371,7 +379,13 @@ on_update (TernWindow            *self,
   const TernStats *live = &ev->stats;
 
   if (ev->id == self->pin_id && live->phase == TERN_PHASE_PIN)
-    tern_pin_editor_set_progress (self->pin_editor, live->prefill_done, live->prefill_total);
+    {
+      tern_pin_editor_set_progress (self->pin_editor, live->prefill_done, live->prefill_total);
+      /* A long prompt takes seconds to pin on a real model, and the panel
+       * with its progress is often closed: the stats bar said "Ready", and
+       * an answer sent meanwhile sat at an empty "Prefill" until it ended. */
+      tern_stats_bar_update (self->stats_bar, live);
+    }
   else if (ev->id == self->gen_id && self->streaming_row != NULL)
     {
       tern_message_row_append_drafted (self->streaming_row, ev->text, ev->drafted);

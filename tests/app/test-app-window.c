@@ -358,6 +358,34 @@ test_load_and_pin (TernWindow *w,
   CHECK (!tern_pin_editor_is_stale (pin));
   CHECK (wait_for (w, token_count_known, 10));
 
+  /* A long prompt takes seconds to pin on a real model: the stats bar
+   * says so (the panel with the progress may be closed), and says "Ready"
+   * again once it is pinned. Watched between each event, as the small
+   * model pins it in a moment. */
+  {
+    TernStatsBar *bar = tern_window_get_stats_bar (w);
+    g_autoptr(GString) text = g_string_new (NULL);
+    gboolean said = FALSE;
+    gint64 end = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+
+    /* About 1,400 tokens: the 2,048-token context holds them. */
+    for (int i = 0; i < 30; i++)
+      g_string_append_printf (text, "Rule %d: answer plainly and keep to the facts. ", i);
+    tern_pin_editor_set_text (pin, text->str);
+    activate (w, "pin", NULL);
+    while (tern_window_is_pinning (w) && g_get_monotonic_time () < end)
+      {
+        g_main_context_iteration (NULL, FALSE);
+        said |= g_str_equal (tern_stats_bar_get_phase (bar), "Pinning")
+                && strstr (tern_stats_bar_get_text (bar), " tokens") != NULL;
+      }
+    CHECKF (said, "pin: %s", tern_pin_editor_get_state_text (pin));
+    CHECK (!tern_window_is_pinning (w));
+    CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Ready"), "phase: %s",
+            tern_stats_bar_get_phase (bar));
+    CHECK (*tern_stats_bar_get_text (bar) == '\0');
+  }
+
   /* Editing makes the pin stale; pinning again clears it. */
   tern_pin_editor_set_text (pin, "You are Tern's test assistant. Answer briefly, in English.");
   CHECK (tern_pin_editor_is_stale (pin));
