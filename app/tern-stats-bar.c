@@ -143,7 +143,10 @@ tern_stats_bar_finish (TernStatsBar    *self,
   gtk_widget_set_visible (GTK_WIDGET (self->prefill_bar), FALSE);
   self->text_phase = TERN_PHASE_IDLE;
   gtk_label_set_text (self->phase_label, outcome ? outcome : cancelled ? _("Stopped") : _("Done"));
-  if (outcome != NULL && final->generated_tokens == 0)
+  /* Stopped before the first token too (during the prefill, or the pin
+   * an answer waited for: seconds with a real model), where the bar read
+   * "0.0 tok/s · 0 tokens · first token 0 ms". */
+  if ((outcome != NULL || cancelled) && final->generated_tokens == 0)
     {
       /* Nothing ran: no speed to report ("0.0 tok/s" read as a result). */
       gtk_label_set_text (self->figures_label, "");

@@ -332,6 +332,17 @@ test_stats_phases (TernWindow *w)
   tern_stats_bar_update (bar, &live);
   CHECKF (strstr (tern_stats_bar_get_text (bar), " 1 tokens") != NULL, "decode: %s",
           tern_stats_bar_get_text (bar));
+  /* Stopped before the first token: no figures of a decode that never
+   * ran ("0.0 tok/s · 0 tokens · first token 0 ms"). */
+  {
+    TernStats none = { 0 };
+
+    tern_stats_bar_start (bar);
+    tern_stats_bar_finish (bar, &none, TRUE, NULL);
+    CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Stopped"), "phase: %s",
+            tern_stats_bar_get_phase (bar));
+    CHECKF (*tern_stats_bar_get_text (bar) == '\0', "stopped: %s", tern_stats_bar_get_text (bar));
+  }
   tern_stats_bar_reset (bar);
 }
 
