@@ -970,6 +970,7 @@ pull_done (GObject      *source,
   TagRef *pending = data;
   g_autoptr(TernModelManager) self = g_weak_ref_get (&pending->self);
   g_autoptr(GError) error = NULL;
+  const char *sentence;
 
   /* "pull-finished" already told the rows; an unreachable server is said
    * once, above the list, with Retry, instead of a raw error on the row. */
@@ -984,11 +985,11 @@ pull_done (GObject      *source,
       if (row != NULL)
         update_row (row);
     }
-  else if (error != NULL && self != NULL && download_failure_sentence (error) != NULL)
+  else if (error != NULL && self != NULL && (sentence = download_failure_sentence (error)) != NULL)
     {
       Row *row = g_hash_table_lookup (self->rows, pending->tag);
 
-      g_hash_table_replace (self->errors, g_strdup (pending->tag), g_strdup (download_failure_sentence (error)));
+      g_hash_table_replace (self->errors, g_strdup (pending->tag), g_strdup (sentence));
       g_hash_table_replace (self->error_details, g_strdup (pending->tag), g_strdup (error->message));
       if (row != NULL)
         update_row (row);
@@ -1842,6 +1843,7 @@ hub_pull_done (GObject      *source,
   HubPending *pending = data;
   g_autoptr(TernModelManager) self = g_weak_ref_get (&pending->self);
   g_autoptr(GError) error = NULL;
+  const char *sentence;
 
   /* "pull-finished" has set the row's error; an unreachable server is said
    * as one sentence instead of the transfer's words. */
@@ -1854,11 +1856,12 @@ hub_pull_done (GObject      *source,
       if (qr != NULL)
         hub_update_quant_row (qr);
     }
-  else if (error != NULL && self != NULL && self->hub_rows != NULL && download_failure_sentence (error) != NULL)
+  else if (error != NULL && self != NULL && self->hub_rows != NULL
+           && (sentence = download_failure_sentence (error)) != NULL)
     {
       HubQuantRow *qr = g_hash_table_lookup (self->hub_rows, pending->key);
 
-      g_hash_table_replace (self->errors, g_strdup (pending->key), g_strdup (download_failure_sentence (error)));
+      g_hash_table_replace (self->errors, g_strdup (pending->key), g_strdup (sentence));
       g_hash_table_replace (self->error_details, g_strdup (pending->key), g_strdup (error->message));
       if (qr != NULL)
         hub_update_quant_row (qr);

@@ -286,9 +286,8 @@ _tern_window_toast_new (TernWindow *self,
                         const char *text)
 {
   g_autofree char *valid = g_utf8_make_valid (text != NULL ? text : "", -1);
-  g_autofree char *markup = g_markup_escape_text (valid, -1);
-  AdwToast *t = adw_toast_new (markup);
   GtkWidget *label = gtk_label_new (valid);
+  AdwToast *t;
 
   gtk_label_set_wrap (GTK_LABEL (label), TRUE);
   gtk_label_set_wrap_mode (GTK_LABEL (label), PANGO_WRAP_WORD_CHAR);
@@ -298,7 +297,9 @@ _tern_window_toast_new (TernWindow *self,
   gtk_label_set_max_width_chars (GTK_LABEL (label), toast_chars_for (self, label));
   gtk_label_set_xalign (GTK_LABEL (label), 0);
   gtk_widget_set_hexpand (label, TRUE);
-  adw_toast_set_custom_title (t, label);
+  /* No title beside it: libadwaita 1.2 drops the title when a custom one
+   * is set. */
+  t = g_object_new (ADW_TYPE_TOAST, "custom-title", label, NULL);
   g_object_set_data_full (G_OBJECT (t), "tern-text", g_steal_pointer (&valid), g_free);
   return t;
 }
