@@ -82,10 +82,10 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, int 
         if (rc == TN_OK && s->storage)
             snprintf(be->repack_source, sizeof be->repack_source, "memory");
     }
-    if (rc == TN_ERR_IO && fault.code == TN_ERR_IO) {
-        if (err) /* the model file shrank under the repack: fault says so */
+    if (rc != TN_OK && (fault.code == TN_ERR_IO || fault.code == TN_ERR_CANCELLED)) {
+        if (err) /* the model file shrank under the repack, or the load was cancelled */
             *err = fault;
-        return rc;
+        return fault.code;
     }
     if (rc != TN_OK)
         return tn_fail(err, rc, "%s: out of memory for the repacked weights", path);

@@ -348,6 +348,7 @@ typedef struct read_guard {
     volatile sig_atomic_t hit; /* the span that faulted */
     struct read_guard *outer;  /* a guarded pass inside another */
     tn_error *err;
+    volatile sig_atomic_t cancelled; /* left by tn_load_poll, not by a fault */
 } read_guard;
 
 /* Set (to a frame of tn_guarded_read) only while a pass runs. Written
@@ -461,12 +462,45 @@ int tn_guarded_read(const tn_read_span *spans, int n_spans, const char *pass,
         return TN_OK;
     }
     active_guard = g.outer;
+    if (g.cancelled)
+        return tn_fail(g.err, TN_ERR_CANCELLED, "loading was cancelled");
     sigset_t bus;
     sigemptyset(&bus);
     sigaddset(&bus, SIGBUS);
     pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
     const int i = g.hit >= 0 && g.hit < g.n_spans ? (int)g.hit : 0;
     return tn_fail_shrank(g.err, g.n_spans > 0 ? g.spans[i].path : NULL);
+}
+
+/* The load running on this thread (tn_model_load): its caller's question
+ * and whether the answer was yes already. */
+typedef struct load_cancel {
+    bool (*cancelled)(void *user);
+    void *user;
+    bool said_yes;
+} load_cancel;
+
+static __thread load_cancel this_load;
+
+void tn_load_cancel_arm(bool (*cancelled)(void *user), void *user) {
+    this_load = (load_cancel){.cancelled = cancelled, .user = user};
+}
+
+void tn_load_cancel_disarm(void) { this_load = (load_cancel){0}; }
+
+bool tn_load_cancelled(void) {
+    if (!this_load.said_yes && this_load.cancelled)
+        this_load.said_yes = this_load.cancelled(this_load.user);
+    return this_load.said_yes;
+}
+
+void tn_load_poll(void) {
+    read_guard *g = active_guard;
+    if (!g || !tn_load_cancelled())
+        return;
+    g->cancelled = 1;
+    active_guard = g->outer;
+    siglongjmp(g->jump, 1);
 }
 
 int tn_fail_shrank(tn_error *err, const char *path) {

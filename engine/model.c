@@ -165,9 +165,22 @@ typedef struct finite_scan {
     int64_t bad; /* the result */
 } finite_scan;
 
+/* In pieces of about 64 MiB, with a cancel point between them: the
+ * largest tensors (a Gemma 4 E4B's per-layer embeddings, 1.6 GB in Q4_0)
+ * take a second or more to read from a cold disk. */
 static void finite_scan_run(void *arg) {
     finite_scan *f = arg;
-    f->bad = tn_weights_first_nonfinite(f->t->type, f->t->data, f->row_bytes, f->rows, f->cols);
+    const int64_t piece = f->row_bytes ? (int64_t)(((size_t)64 << 20) / f->row_bytes) + 1 : f->rows;
+    f->bad = -1;
+    for (int64_t r0 = 0; r0 < f->rows && f->bad < 0; r0 += piece) {
+        tn_load_poll();
+        const int64_t n = f->rows - r0 < piece ? f->rows - r0 : piece;
+        const int64_t bad =
+            tn_weights_first_nonfinite(f->t->type, (const uint8_t *)f->t->data + (size_t)r0 * f->row_bytes,
+                                       f->row_bytes, n, f->cols);
+        if (bad >= 0)
+            f->bad = r0 + bad;
+    }
 }
 
 /* A tensor without NaN or Inf (its shape already checked): a matrix
@@ -1381,7 +1394,7 @@ static int prepare(tn_model *m, tn_error *err) {
     for (int32_t i = 0; rc == TN_OK && !from_cache && i < m->n_deferred_checks; i++) {
         rc = check_finite(m, m->gguf, m->path, m->deferred_checks[i].t,
                           m->deferred_checks[i].rows, err);
-        if (rc != TN_OK && m->backend.repack_cache[0])
+        if (rc != TN_OK && rc != TN_ERR_CANCELLED && m->backend.repack_cache[0])
             unlink(m->backend.repack_cache);
     }
     const bool experts_x16 = rc == TN_OK && adopt_expert_weights(m) > 0;
@@ -1431,7 +1444,11 @@ void tn_model_free(tn_model *m) {
     free(m);
 }
 
-int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_error *err) {
+static int fail_cancelled(tn_error *err, const char *path) {
+    return tn_fail(err, TN_ERR_CANCELLED, "%s: loading was cancelled", path);
+}
+
+static int load_model(const char *path, tn_model_params params, tn_model **out, tn_error *err) {
     if (!out)
         return tn_fail(err, TN_ERR_INVALID, "tn_model_load: out is NULL");
     *out = NULL;
@@ -1463,7 +1480,7 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
     }
     loader ld = {.m = m, .g = m->gguf, .path = path, .arch = "?", .err = err,
                  .defer_checks = tn_repack_cache_likely(m->gguf, NULL)};
-    rc = load_hparams(&ld, &m->hp);
+    rc = tn_load_cancelled() ? fail_cancelled(err, path) : load_hparams(&ld, &m->hp);
     if (rc == TN_OK) {
         m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
         if (!m->layers)
@@ -1479,7 +1496,7 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
         tn_model_free(m);
         return rc;
     }
-    rc = prepare(m, err);
+    rc = tn_load_cancelled() ? fail_cancelled(err, path) : prepare(m, err);
     if (rc == TN_OK && m->backend.weights_map && m->backend.repack_cache[0]) {
         /* The steps read the weights where prepare left them: the repack
          * cache's file joins the spans their guard covers (forward.c). */
@@ -1499,8 +1516,23 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
     }
     describe(m);
     load_text(m, params);
+    if (tn_load_cancelled()) {
+        tn_model_free(m);
+        return fail_cancelled(err, path);
+    }
     *out = m;
     return TN_OK;
+}
+
+int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_error *err) {
+    tn_load_cancel_arm(params.cancelled, params.cancelled_user);
+    int rc = load_model(path, params, out, err);
+    /* A pass the cancel point left reports it without the file's name, or
+     * as its caller's failure: the load's error says what happened. */
+    if (rc != TN_OK && tn_load_cancelled())
+        rc = fail_cancelled(err, path ? path : "?");
+    tn_load_cancel_disarm();
+    return rc;
 }
 
 tn_arch tn_model_arch(const tn_model *m) { return m->hp.arch; }

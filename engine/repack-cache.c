@@ -683,7 +683,7 @@ typedef struct repack_pass {
 
 static void repack_pass_run(void *arg) {
     const repack_pass *rp = arg;
-    tn_weights_repack_into(rp->ws, rp->n, rp->alias, true, rp->buf);
+    tn_weights_repack_into(rp->ws, rp->n, rp->alias, true, rp->buf, tn_load_poll);
 }
 
 /* tn_weights_repack of ws[0..n) with release_originals, its reads of the

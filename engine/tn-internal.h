@@ -71,6 +71,20 @@ int tn_guarded_step(struct tn_cpu *cpu, const tn_read_span *spans, int n_spans,
  * shrank while it was being read ...". */
 int tn_fail_shrank(tn_error *err, const char *path);
 
+/* A load's cancel point (tn_model_params.cancelled, docs/MODEL.md,
+ * "Cancelling a load"). tn_model_load arms it on its own thread for the
+ * load's length (tn_load_cancel_arm, then _disarm). tn_load_cancelled asks
+ * the caller's function (once it said yes, it stays yes, without asking
+ * again); false when nothing is armed on this thread. tn_load_poll, called
+ * inside a guarded pass (tn_guarded_read) at a point where the pass holds
+ * nothing a jump would lose, leaves the pass when the load is cancelled:
+ * tn_guarded_read then returns TN_ERR_CANCELLED, and its caller cleans up as
+ * after a file cut short. Outside a guarded pass it does nothing. */
+void tn_load_cancel_arm(bool (*cancelled)(void *user), void *user);
+void tn_load_cancel_disarm(void);
+bool tn_load_cancelled(void);
+void tn_load_poll(void);
+
 /* Tests only: hook(pass, user) runs inside each guarded pass, armed, before
  * fn reads anything (a test truncates the file there). NULL removes it. */
 void tn_test_read_guard_hook(void (*hook)(const char *pass, void *user), void *user);

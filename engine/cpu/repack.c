@@ -499,9 +499,11 @@ size_t tn_weights_repack_bytes(tn_weight *const *ws, int n, const int *alias) {
 }
 
 void tn_weights_repack_into(tn_weight *const *ws, int n, const int *alias,
-                            bool release_originals, uint8_t *buf) {
+                            bool release_originals, uint8_t *buf, void (*before_each)(void)) {
     size_t off = 0;
     for (int i = 0; i < n; i++) {
+        if (before_each)
+            before_each();
         tn_weight *w = ws[i];
         if (alias[i] != i) {
             /* Its first holder is repacked (or left as it was) already. */
@@ -566,7 +568,7 @@ int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void 
         free(alias);
         return TN_ERR_NOMEM;
     }
-    tn_weights_repack_into(ws, n, alias, release_originals, buf);
+    tn_weights_repack_into(ws, n, alias, release_originals, buf, NULL);
     free(alias);
     *storage = buf;
     if (bytes)

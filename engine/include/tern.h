@@ -356,6 +356,14 @@ typedef struct tn_model_params {
      * refuses and the model runs on the CPU (tn_model_backend_refusal says
      * why); a name no backend has fails the load with TN_ERR_INVALID. */
     const char *backend;
+    /* Asked between the steps of the load's long passes (the weights'
+     * NaN/Inf check, about every 64 MiB; the repack, every matrix), on the
+     * loading thread: true stops the load, which fails with
+     * TN_ERR_CANCELLED ("PATH: loading was cancelled") having freed what it
+     * made; a repack cache file it was writing is not left behind, one
+     * already complete is kept. NULL (default): the load runs to its end. */
+    bool (*cancelled)(void *user);
+    void *cancelled_user;
 } tn_model_params;
 
 tn_model_params tn_model_default_params(void);

@@ -28,6 +28,7 @@
 #include <glib/gstdio.h>
 
 #include "tern.h"
+#include "tn-internal.h"
 #include "tern-application.h"
 #include "tern-chat.h"
 #include "tern-message-row.h"
@@ -2137,6 +2138,44 @@ part_widths (Fixture *f)
 
 /* ---------------------------------------------------------------- loading */
 
+/* A slow disk, made by the engine's test hook (tn-internal.h): every
+ * guarded pass of a load over the file (one per tensor's NaN/Inf check, the
+ * repack) waits 20 ms first, on the worker thread. The passes that start
+ * after the user stopped the load are counted. */
+static struct
+{
+  gint passes;
+  gint stopped;
+  gint after_stop;
+} slow;
+
+static void
+slow_pass (const char *pass,
+           void       *user)
+{
+  (void) pass;
+  (void) user;
+  g_atomic_int_inc (&slow.passes);
+  if (g_atomic_int_get (&slow.stopped))
+    g_atomic_int_inc (&slow.after_stop);
+  g_usleep (20000);
+}
+
+static void
+slow_reset (void)
+{
+  g_atomic_int_set (&slow.passes, 0);
+  g_atomic_int_set (&slow.stopped, 0);
+  g_atomic_int_set (&slow.after_stop, 0);
+}
+
+static gboolean
+slow_load_under_way (TernWindow *w)
+{
+  (void) w;
+  return g_atomic_int_get (&slow.passes) >= 3;
+}
+
 static gboolean
 has_model (TernWindow *w)
 {
@@ -2289,6 +2328,57 @@ part_loading (Fixture *f)
     CHECK (wait_for (f->w, not_generating, 60));
     CHECK (g_strcmp0 (tern_window_get_model_path (f->w), before) == 0);
     g_settings_set_int (f->settings, "max-tokens", 512);
+  }
+
+  /* A long load stops when it is cancelled, and when the window closes:
+   * the engine stops at its next question (tn_model_params.cancelled), so
+   * no further pass over the file starts. Before, the load ran to its end:
+   * closing the window while a 5 GB model loaded froze it for seconds. */
+  {
+    g_autofree char *slow_model = g_build_filename (f->tmp, "slow-model.gguf", NULL);
+    gint64 t0;
+    int whole;
+
+    {
+      g_autoptr (GFile) from = g_file_new_for_path (model);
+      g_autoptr (GFile) to = g_file_new_for_path (slow_model);
+
+      CHECK (g_file_copy (from, to, G_FILE_COPY_OVERWRITE, NULL, NULL, NULL, NULL));
+    }
+    slow_reset ();
+    tn_test_read_guard_hook (slow_pass, NULL);
+    /* Uncancelled first: how many passes the whole load makes. */
+    activate (f->w, "load-model", g_variant_new_string (slow_model));
+    CHECK (wait_for (f->w, has_model, 60));
+    CHECK (wait_for (f->w, idle_engine, 60));
+    whole = g_atomic_int_get (&slow.passes);
+    CHECKF (whole >= 10, "a whole load made %d passes", whole);
+
+    slow_reset ();
+    activate (f->w, "load-model", g_variant_new_string (model));
+    CHECK (wait_for (f->w, slow_load_under_way, 60));
+    g_atomic_int_set (&slow.stopped, 1);
+    activate (f->w, "cancel-load", NULL);
+    CHECK (g_str_equal (tern_window_get_page (f->w), "chat"));
+    spin_for (0.5);
+    CHECKF (g_atomic_int_get (&slow.after_stop) <= 1,
+            "Cancel: %d of %d passes started after it", g_atomic_int_get (&slow.after_stop),
+            whole);
+    CHECK (g_strcmp0 (tern_window_get_model_path (f->w), slow_model) == 0);
+
+    slow_reset ();
+    activate (f->w, "load-model", g_variant_new_string (model));
+    CHECK (wait_for (f->w, slow_load_under_way, 60));
+    g_atomic_int_set (&slow.stopped, 1);
+    t0 = g_get_monotonic_time ();
+    gtk_window_close (GTK_WINDOW (f->w));
+    fprintf (stderr, "closing the window while loading: %.0f ms\n",
+             (g_get_monotonic_time () - t0) / 1000.0);
+    f->w = NULL;
+    CHECKF (g_atomic_int_get (&slow.after_stop) <= 1,
+            "closing: %d of %d passes started after it", g_atomic_int_get (&slow.after_stop),
+            whole);
+    tn_test_read_guard_hook (NULL, NULL);
   }
 }
 
