@@ -957,6 +957,12 @@ download_failure_sentence (const GError *error)
       return _("Download failed: the server’s file is not the size expected. Try again later.");
     case TERN_MANAGER_ERROR_IO:
       return _("Download failed: Tern cannot write to the models folder.");
+    case TERN_MANAGER_ERROR_NO_SPACE:
+      return _("Download failed: there is not enough free disk space. Free some space, then try again.");
+    case TERN_MANAGER_ERROR_BUSY:
+      return _("Not downloaded: this model is being downloaded already.");
+    case TERN_MANAGER_ERROR_APP_TOO_OLD:
+      return _("Not downloaded: this model needs a newer version of Tern.");
     default:
       return NULL;
     }
@@ -1047,8 +1053,8 @@ tern_model_manager_download (TernModelManager *self,
   g_weak_ref_init (&pending->self, self);
   pending->tag = g_strdup (tag);
   tern_downloader_pull_async (self->downloader, self->catalog, tag, NULL, pull_done, pending);
-  /* A pull that could not start has already reported through pull-finished;
-   * otherwise show it as running right away. */
+  /* Show it as running right away. A pull refused before it starts (no
+   * room, a newer Tern needed) sends no pull-finished: pull_done says why. */
   update_row (row);
   gtk_progress_bar_set_fraction (row->progress, 0);
 }

@@ -690,6 +690,15 @@ served_catalog (const char *sha)
   return g_string_free (s, FALSE);
 }
 
+static guint64
+no_room (const char *path,
+         gpointer    data)
+{
+  (void) path;
+  (void) data;
+  return 1000;
+}
+
 static void
 test_failed_downloads (void)
 {
@@ -776,6 +785,19 @@ test_failed_downloads (void)
     G_GNUC_END_IGNORE_DEPRECATIONS
     g_assert_true (gdk_rgba_equal (&a, &b));
   }
+  /* No room on the disk: a sentence on the row, the downloader's figures
+   * (needed, free, the folder) in its tooltip. */
+  tern_downloader_set_free_space_func (dl, no_room, NULL, NULL);
+  /* Refused before it starts: no pull-finished, only the pull's answer
+   * (the row said nothing at all before). */
+  tern_model_manager_download (panel, "fwrong:x");
+  WAIT_FOR (strstr (subtitle (panel, "fwrong:x"), "Download failed") != NULL);
+  g_assert_nonnull (strstr (subtitle (panel, "fwrong:x"),
+                            "Download failed: there is not enough free disk space. Free some space, then try again."));
+  g_assert_null (strstr (subtitle (panel, "fwrong:x"), root));
+  g_assert_nonnull (strstr (gtk_widget_get_tooltip_text (tern_model_manager_get_row (panel, "fwrong:x")),
+                            "not enough disk space"));
+  tern_downloader_set_free_space_func (dl, NULL, NULL, NULL);
   spin_for (400);
   save_picture (window, "manager-failed.png");
 
