@@ -61,11 +61,20 @@ tern_stats_bar_start (TernStatsBar *self)
   gtk_widget_set_visible (GTK_WIDGET (self->prefill_bar), TRUE);
 }
 
+/* A count of tokens with its plural ("1 token"), for every place the bar
+ * gives one: a translation may have other plurals than English. */
+static char *
+token_count (int n)
+{
+  return g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%d token", "%d tokens", n), n);
+}
+
 void
 tern_stats_bar_update (TernStatsBar    *self,
                        const TernStats *live)
 {
   g_autofree char *text = NULL;
+  g_autofree char *count = NULL;
   gint64 now = g_get_monotonic_time ();
   /* A new phase shows at once: its first figures were held back for a
    * quarter second, and "Decode" stood over the prefill's "0 / 0 tokens",
@@ -88,9 +97,11 @@ tern_stats_bar_update (TernStatsBar    *self,
       if (live->prefill_total > 0)
         gtk_progress_bar_set_fraction (self->prefill_bar,
                                        (double) live->prefill_done / live->prefill_total);
-      /* Translators: prefill progress in tokens, and its speed */
-      text = g_strdup_printf (_("%d / %d tokens · %.0f tok/s"), live->prefill_done,
-                              live->prefill_total, live->prefill_tok_s);
+      /* Translators: prefill progress in tokens, and its speed; the plural
+       * goes with the second number, the prompt's tokens */
+      text = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%d / %d token · %.0f tok/s",
+                                           "%d / %d tokens · %.0f tok/s", live->prefill_total),
+                              live->prefill_done, live->prefill_total, live->prefill_tok_s);
       if (live->prefill_tok_s > 0 && now - self->last_sample_us >= SAMPLE_INTERVAL_US)
         {
           tern_throughput_plot_add_sample (self->plot, live->prefill_tok_s, TRUE);
@@ -108,9 +119,12 @@ tern_stats_bar_update (TernStatsBar    *self,
           tern_throughput_plot_add_sample (self->plot, live->prefill_tok_s, TRUE);
           self->prefill_sampled = TRUE;
         }
-      /* Translators: decode speed, time to first token, tokens so far */
-      text = g_strdup_printf (_("%.1f tok/s · first token %.0f ms · %d tokens"),
-                              live->decode_tok_s, live->ttft_ms, live->generated_tokens);
+      /* The count is a plural of its own: the first token read "1 tokens". */
+      count = token_count (live->generated_tokens);
+      /* Translators: decode speed, time to first token, then the tokens so
+       * far ("12 tokens", translated on its own) */
+      text = g_strdup_printf (_("%.1f tok/s · first token %.0f ms · %s"),
+                              live->decode_tok_s, live->ttft_ms, count);
       if (live->accepted > 0)
         {
           char *with = g_strdup_printf (
@@ -139,6 +153,8 @@ tern_stats_bar_finish (TernStatsBar    *self,
                        const char      *outcome)
 {
   g_autofree char *text = NULL;
+  g_autofree char *count = NULL;
+  g_autofree char *prompt = NULL;
 
   gtk_widget_set_visible (GTK_WIDGET (self->prefill_bar), FALSE);
   self->text_phase = TERN_PHASE_IDLE;
@@ -153,11 +169,14 @@ tern_stats_bar_finish (TernStatsBar    *self,
       gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), NULL);
       return;
     }
-  /* Translators: summary of an answer: decode speed, tokens, time to first
-   * token, prompt tokens and prefill speed */
-  text = g_strdup_printf (_("%.1f tok/s · %d tokens · first token %.0f ms · prompt %d tokens at %.0f tok/s"),
-                          final->decode_tok_s, final->generated_tokens, final->ttft_ms,
-                          final->prompt_tokens, final->prefill_tok_s);
+  count = token_count (final->generated_tokens);
+  prompt = token_count (final->prompt_tokens);
+  /* Translators: summary of an answer: decode speed, tokens ("12 tokens",
+   * translated on its own), time to first token, prompt tokens (the same)
+   * and prefill speed */
+  text = g_strdup_printf (_("%.1f tok/s · %s · first token %.0f ms · prompt %s at %.0f tok/s"),
+                          final->decode_tok_s, count, final->ttft_ms, prompt,
+                          final->prefill_tok_s);
   if (final->restored_tokens > 0)
     {
       /* The pin, the conversation, or a server's prefix cache (remote):

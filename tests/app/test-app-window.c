@@ -314,6 +314,13 @@ test_stats_phases (TernWindow *w)
   TernStatsBar *bar = tern_window_get_stats_bar (w);
   TernStats live = { .phase = TERN_PHASE_PREFILL };
 
+  /* A one-token prompt: "0 / 1 token". */
+  live.prefill_total = 1;
+  tern_stats_bar_start (bar);
+  tern_stats_bar_update (bar, &live);
+  CHECKF (g_str_has_prefix (tern_stats_bar_get_text (bar), "0 / 1 token · "), "prefill: %s",
+          tern_stats_bar_get_text (bar));
+  live.prefill_total = 0;
   tern_stats_bar_start (bar);
   tern_stats_bar_update (bar, &live);
   CHECKF (g_str_has_prefix (tern_stats_bar_get_text (bar), "0 / 0 tokens"), "prefill: %s",
@@ -330,8 +337,26 @@ test_stats_phases (TernWindow *w)
   /* Within the phase, still four times a second. */
   live.generated_tokens = 2;
   tern_stats_bar_update (bar, &live);
-  CHECKF (strstr (tern_stats_bar_get_text (bar), " 1 tokens") != NULL, "decode: %s",
+  /* One token is "1 token" (it read "1 tokens"). */
+  CHECKF (g_str_has_suffix (tern_stats_bar_get_text (bar), " · 1 token"), "decode: %s",
           tern_stats_bar_get_text (bar));
+  /* The summary too, for the answer and for the prompt. */
+  {
+    TernStats one = { .generated_tokens = 1, .prompt_tokens = 1, .decode_tok_s = 15.6,
+                      .ttft_ms = 239, .prefill_tok_s = 80 };
+
+    tern_stats_bar_finish (bar, &one, FALSE, NULL);
+    CHECKF (strstr (tern_stats_bar_get_text (bar), " · 1 token · ") != NULL
+            && strstr (tern_stats_bar_get_text (bar), "prompt 1 token at") != NULL
+            && strstr (tern_stats_bar_get_text (bar), "tokens") == NULL, "finished: %s",
+            tern_stats_bar_get_text (bar));
+    one.generated_tokens = 2;
+    one.prompt_tokens = 12;
+    tern_stats_bar_finish (bar, &one, FALSE, NULL);
+    CHECKF (strstr (tern_stats_bar_get_text (bar), " · 2 tokens · ") != NULL
+            && strstr (tern_stats_bar_get_text (bar), "prompt 12 tokens at") != NULL, "finished: %s",
+            tern_stats_bar_get_text (bar));
+  }
   /* Stopped before the first token: no figures of a decode that never
    * ran ("0.0 tok/s · 0 tokens · first token 0 ms"). */
   {
