@@ -97,11 +97,16 @@ tern_stats_bar_update (TernStatsBar    *self,
       if (live->prefill_total > 0)
         gtk_progress_bar_set_fraction (self->prefill_bar,
                                        (double) live->prefill_done / live->prefill_total);
-      /* Translators: prefill progress in tokens, and its speed; the plural
-       * goes with the second number, the prompt's tokens */
-      text = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%d / %d token · %.0f tok/s",
-                                           "%d / %d tokens · %.0f tok/s", live->prefill_total),
-                              live->prefill_done, live->prefill_total, live->prefill_tok_s);
+      /* A prompt almost all cached reports its progress before it has a
+       * total: "Prefill" alone, not "0 / 0 tokens · 0 tok/s". */
+      if (live->prefill_total <= 0)
+        text = g_strdup ("");
+      else
+        /* Translators: prefill progress in tokens, and its speed; the plural
+         * goes with the second number, the prompt's tokens */
+        text = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%d / %d token · %.0f tok/s",
+                                             "%d / %d tokens · %.0f tok/s", live->prefill_total),
+                                live->prefill_done, live->prefill_total, live->prefill_tok_s);
       if (live->prefill_tok_s > 0 && now - self->last_sample_us >= SAMPLE_INTERVAL_US)
         {
           tern_throughput_plot_add_sample (self->plot, live->prefill_tok_s, TRUE);
