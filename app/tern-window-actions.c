@@ -322,6 +322,10 @@ action_edit_last (GSimpleAction *action,
   self->edit_chat = g_object_ref (self->chat);
   self->edit_index = user_index;
   _tern_window_remove_rows_from (self, user_index);
+  /* Emptied, the chat is as a new one: "Done" spoke of the answer taken
+   * back, and the plot of answers no longer in it. */
+  if (user_index == 0)
+    tern_stats_bar_reset (self->stats_bar);
   _tern_window_save_chat (self);
   _tern_window_mark_last_rows (self);
   _tern_window_update_actions (self);

@@ -2856,8 +2856,14 @@ part_small (Fixture *f)
     answer_text = g_strdup (answer != NULL ? answer->text : "");
     chat = tern_window_get_chat (f->w);
     CHECK (tern_chat_get_n_messages (chat) == 2);
+    CHECK (g_str_equal (tern_stats_bar_get_phase (tern_window_get_stats_bar (f->w)), "Done"));
     activate (f->w, "edit-last", NULL);
     CHECK (tern_chat_get_n_messages (chat) == 0);
+    /* Emptied, the chat says "Ready" as a new one does (it said "Done"). */
+    CHECKF (g_str_equal (tern_stats_bar_get_phase (tern_window_get_stats_bar (f->w)), "Ready"),
+            "phase after Edit Last emptied the chat: %s",
+            tern_stats_bar_get_phase (tern_window_get_stats_bar (f->w)));
+    CHECK (g_str_equal (tern_stats_bar_get_text (tern_window_get_stats_bar (f->w)), ""));
     CHECK (g_action_group_get_action_enabled (G_ACTION_GROUP (f->w), "undo-edit"));
     activate (f->w, "undo-edit", NULL);
     CHECKF (tern_chat_get_n_messages (chat) == 2, "%u messages after Undo",
