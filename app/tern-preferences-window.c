@@ -641,6 +641,8 @@ show_connections (TernPreferencesWindow *self)
       adw_preferences_group_add (self->connections_group, row);
       g_ptr_array_add (self->connection_rows, row);
     }
+  /* With no server added, its heading stood alone over nothing. */
+  gtk_widget_set_visible (GTK_WIDGET (self->connections_group), urls[0] != NULL);
 }
 
 static void

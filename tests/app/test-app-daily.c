@@ -2051,6 +2051,64 @@ check_preferences_narrow (Fixture *f)
   spin_for (0.2);
 }
 
+static gboolean
+has_mapped_label (GtkWidget  *widget,
+                  const char *text)
+{
+  if (!gtk_widget_get_mapped (widget))
+    return FALSE;
+  if (GTK_IS_LABEL (widget) && g_str_equal (gtk_label_get_text (GTK_LABEL (widget)), text))
+    return TRUE;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    if (has_mapped_label (c, text))
+      return TRUE;
+  return FALSE;
+}
+
+/* Preferences > Connections with no server added: no "Servers" heading
+ * over nothing (it stood alone below the form at every width); with one,
+ * the heading and its row. */
+static void
+check_connections_empty (Fixture *f,
+                         int      width)
+{
+  TernPreferencesWindow *prefs = tern_preferences_window_new (GTK_WINDOW (f->w), f->settings);
+  g_autoptr(GPtrArray) pages = g_ptr_array_new ();
+  g_auto(GStrv) urls = g_settings_get_strv (f->settings, "remote-connections");
+  g_autofree char *shot = g_strdup_printf ("daily-width-%d-connections.png", width);
+  AdwPreferencesPage *connections = NULL;
+
+  CHECK (urls[0] == NULL);
+  gtk_window_set_default_size (GTK_WINDOW (prefs), width, 700);
+  gtk_window_present (GTK_WINDOW (prefs));
+  spin_for (0.5);
+  collect_pages (GTK_WIDGET (prefs), pages);
+  for (guint i = 0; i < pages->len; i++)
+    if (g_strcmp0 (adw_preferences_page_get_title (pages->pdata[i]), "Connections") == 0)
+      connections = pages->pdata[i];
+  CHECK (connections != NULL);
+  if (connections != NULL)
+    {
+      /* Nothing listens there: nothing is asked of it either. */
+      const char *const one[] = { "http://127.0.0.1:9/v1", NULL };
+
+      adw_preferences_window_set_visible_page (ADW_PREFERENCES_WINDOW (prefs), connections);
+      spin_for (0.4);
+      CHECK (has_mapped_label (GTK_WIDGET (connections), "Remote Servers"));
+      CHECKF (!has_mapped_label (GTK_WIDGET (connections), "Servers"),
+              "%d px: an empty \"Servers\" heading", width);
+      CHECK (save_screenshot (GTK_WIDGET (prefs), shot));
+      g_settings_set_strv (f->settings, "remote-connections", one);
+      spin_for (0.3);
+      CHECK (has_mapped_label (GTK_WIDGET (connections), "Servers"));
+      g_settings_reset (f->settings, "remote-connections");
+      spin_for (0.2);
+      CHECK (!has_mapped_label (GTK_WIDGET (connections), "Servers"));
+    }
+  gtk_window_destroy (GTK_WINDOW (prefs));
+  spin_for (0.2);
+}
+
 static void
 part_widths (Fixture *f)
 {
@@ -2078,6 +2136,8 @@ part_widths (Fixture *f)
                               -1, &min, NULL, NULL, NULL);
           CHECKF (min <= 330, "the stats bar needs %d px", min);
           check_preferences_narrow (f);
+          check_connections_empty (f, 360);
+          check_connections_empty (f, 800);
         }
       /* The system prompt panel: open by default only at 1200 px and up. */
       CHECKF (pin_panel_open (f->w) == (widths[i] >= 1200), "%d px: panel %s", widths[i],
