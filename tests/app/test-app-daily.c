@@ -2018,6 +2018,22 @@ collect_pages (GtkWidget *widget,
     collect_pages (c, out);
 }
 
+static AdwActionRow *
+find_action_row (GtkWidget  *widget,
+                 const char *title)
+{
+  if (ADW_IS_ACTION_ROW (widget)
+      && g_strcmp0 (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (widget)), title) == 0)
+    return ADW_ACTION_ROW (widget);
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      AdwActionRow *row = find_action_row (c, title);
+      if (row != NULL)
+        return row;
+    }
+  return NULL;
+}
+
 /* Preferences at a phone's width: no sentence on any page cut off (the MTP
  * assistant row's "None chosen: ... made for the loa…" was, and the
  * Connections address row's "Server address, such as http://gpu-box:…"). */
@@ -2047,6 +2063,25 @@ check_preferences_narrow (Fixture *f)
   adw_preferences_window_set_visible_page (ADW_PREFERENCES_WINDOW (prefs), pages->pdata[0]);
   spin_for (0.3);
   CHECK (save_screenshot (GTK_WIDGET (prefs), "daily-width-360-preferences.png"));
+  /* The Engine group says once that its settings apply at the next load:
+   * the Context Size row said it again, in other words. */
+  {
+    AdwActionRow *row = find_action_row (GTK_WIDGET (prefs), "Context Size");
+    GtkWidget *group = row != NULL ? gtk_widget_get_ancestor (GTK_WIDGET (row),
+                                                              ADW_TYPE_PREFERENCES_GROUP)
+                                   : NULL;
+
+    CHECK (row != NULL && group != NULL);
+    if (row != NULL && group != NULL)
+      {
+        const char *subtitle = adw_action_row_get_subtitle (row);
+
+        CHECK (strstr (adw_preferences_group_get_description (ADW_PREFERENCES_GROUP (group)),
+                       "loaded") != NULL);
+        CHECKF (strstr (subtitle, "loaded") == NULL && strstr (subtitle, "effect") == NULL,
+                "the Context Size row: %s", subtitle);
+      }
+  }
   gtk_window_destroy (GTK_WINDOW (prefs));
   spin_for (0.2);
 }
