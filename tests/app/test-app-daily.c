@@ -32,6 +32,9 @@
 #include "tern-application.h"
 #include "tern-chat.h"
 #include "tern-message-row.h"
+#ifdef TERN_HAVE_MANAGER
+#include "tern-model-manager.h"
+#endif
 #include "tern-pin-editor.h"
 #include "tern-preferences-window.h"
 #include "tern-stats-bar.h"
@@ -2144,6 +2147,53 @@ check_connections_empty (Fixture *f,
   spin_for (0.2);
 }
 
+#ifdef TERN_HAVE_MANAGER
+static GtkWidget *
+find_search_entry (GtkWidget *widget)
+{
+  if (GTK_IS_SEARCH_ENTRY (widget))
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_search_entry (c);
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* The Models panel at a phone's width: its search entry's placeholder is
+ * whole beside Import and Verify ("Search models and Hugging…" was cut). */
+static void
+check_models_narrow (void)
+{
+  GtkWidget *window = gtk_window_new ();
+  GtkWidget *panel = tern_model_manager_new (NULL, NULL, NULL);
+  GtkWidget *entry;
+  g_autoptr(GString) cut = g_string_new (NULL);
+
+  gtk_window_set_default_size (GTK_WINDOW (window), 360, 700);
+  gtk_window_set_child (GTK_WINDOW (window), panel);
+  gtk_window_present (GTK_WINDOW (window));
+  spin_for (0.8);
+  CHECKF (gtk_widget_get_width (window) <= 361, "the Models panel is %d px wide",
+          gtk_widget_get_width (window));
+  entry = find_search_entry (panel);
+  CHECK (entry != NULL);
+  if (entry != NULL)
+    {
+      collect_cut_labels (entry, cut);
+      CHECKF (cut->len == 0, "cut off at 360 px: %s", cut->str);
+      CHECKF (g_strrstr (gtk_widget_get_tooltip_text (entry) ? gtk_widget_get_tooltip_text (entry) : "",
+                         "Hugging Face") != NULL,
+              "tooltip: %s", gtk_widget_get_tooltip_text (entry));
+    }
+  CHECK (save_screenshot (window, "daily-width-360-models.png"));
+  gtk_window_destroy (GTK_WINDOW (window));
+  spin_for (0.2);
+}
+#endif
+
 static void
 part_widths (Fixture *f)
 {
@@ -2173,6 +2223,9 @@ part_widths (Fixture *f)
           check_preferences_narrow (f);
           check_connections_empty (f, 360);
           check_connections_empty (f, 800);
+#ifdef TERN_HAVE_MANAGER
+          check_models_narrow ();
+#endif
         }
       /* The system prompt panel: open by default only at 1200 px and up. */
       CHECKF (pin_panel_open (f->w) == (widths[i] >= 1200), "%d px: panel %s", widths[i],
