@@ -72,6 +72,9 @@ typedef struct {
 
   /* Every request with an id <= cancel_upto is cancelled. */
   gint cancel_upto;
+  /* The window is going: a draft model's load stops too (a Stop during an
+   * answer must not cancel one queued behind it, so cancel_upto does not). */
+  gint quitting;
   /* Only the newest token-count request is worth running. */
   gint latest_count;
 
@@ -1264,6 +1267,12 @@ load_cancelled (void *user)
   return is_cancelled (lc->shared, lc->id);
 }
 
+static bool
+quitting (void *user)
+{
+  return g_atomic_int_get (&((Shared *) user)->quitting) != 0;
+}
+
 static void
 handle_load (Engine  *engine,
              Request *req)
@@ -1363,6 +1372,8 @@ handle_drafter (Engine  *engine,
   tn_drafter_free (engine->chosen);
   engine->chosen = NULL;
   dp.n_threads = req->n_threads;
+  dp.cancelled = quitting;
+  dp.cancelled_user = engine->shared;
   /* Remote: speculation is the server's (docs/REMOTE.md). */
   if (req->drafter == TERN_DRAFTER_PROMPT_LOOKUP || is_remote (engine))
     ;
@@ -2122,6 +2133,7 @@ tern_engine_worker_shutdown (TernEngineWorker *self)
 
   if (self->thread == NULL)
     return;
+  g_atomic_int_set (&self->shared->quitting, 1);
   tern_engine_worker_cancel (self);
   push (self, request_new (REQ_QUIT, NULL));
   g_thread_join (g_steal_pointer (&self->thread));

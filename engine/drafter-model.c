@@ -134,6 +134,8 @@ int tn_drafter_new_model(const tn_model *target, const char *draft_path, tn_draf
         return tn_fail(err, TN_ERR_NOMEM, "out of memory");
     tn_model_params mp = tn_model_default_params();
     mp.load_tokenizer = false;
+    mp.cancelled = p.cancelled;
+    mp.cancelled_user = p.cancelled_user;
     int rc = tn_model_load(draft_path, mp, &dm->model, err);
     if (rc == TN_OK)
         rc = tn_drafter_check_vocab(target, tn_model_gguf(dm->model), draft_path, true, err);

@@ -899,6 +899,10 @@ typedef struct tn_drafter_params {
     int32_t ngram_max; /* lookup: longest n-gram tried first (default 5) */
     int32_t n_threads; /* draft model, DFlash: <= 0 physical cores */
     int32_t n_ctx;     /* draft model: KV rows (<= 0: min(its context length, 4096)) */
+    /* Draft model: its load's question, as tn_model_params.cancelled (a
+     * draft model can be gigabytes); NULL: none. */
+    bool (*cancelled)(void *user);
+    void *cancelled_user;
 } tn_drafter_params;
 
 tn_drafter_params tn_drafter_default_params(void);

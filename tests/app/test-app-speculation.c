@@ -21,6 +21,7 @@
 #include <glib/gstdio.h>
 
 #include "tern.h"
+#include "tn-internal.h"
 #include "tern-application.h"
 #include "tern-preferences-window.h"
 #ifdef TERN_HAVE_MANAGER
@@ -516,6 +517,72 @@ test_plain_tag (TernWindow *w)
 }
 #endif
 
+/* A slow disk, made by the engine's test hook (tn-internal.h): each
+ * guarded pass over a file the engine loads (one per tensor's NaN/Inf
+ * check, the repack) waits 20 ms first, on the engine thread; the passes
+ * that start after the window closed are counted. */
+static struct
+{
+  gint passes;
+  gint stopped;
+  gint after_stop;
+} slow;
+
+static void
+slow_pass (const char *pass,
+           void       *user)
+{
+  (void) pass;
+  (void) user;
+  g_atomic_int_inc (&slow.passes);
+  if (g_atomic_int_get (&slow.stopped))
+    g_atomic_int_inc (&slow.after_stop);
+  g_usleep (20000);
+}
+
+static gboolean
+slow_load_under_way (TernWindow *w)
+{
+  (void) w;
+  return g_atomic_int_get (&slow.passes) >= 3;
+}
+
+/* Closing the window while a draft model loads stops that load: the window
+ * waits for the engine thread, which used to read the whole draft model
+ * first (gigabytes for a 1B draft). Closes w. */
+static void
+test_close_while_drafting (TernWindow *w,
+                           const char *dir)
+{
+  GSettings *settings = settings_of (w);
+  g_autofree char *model_path = g_build_filename (dir, "close-target.gguf", NULL);
+  g_autofree char *draft_path = g_build_filename (dir, "close-draft.gguf", NULL);
+  g_autofree char *model = write_model (model_path, "qwen3", 128, 7);
+  g_autofree char *draft = write_model (draft_path, "qwen3", 64, 8);
+
+  CHECK (model != NULL && draft != NULL);
+  if (model == NULL || draft == NULL)
+    return;
+  g_settings_set_string (settings, "dflash-path", "");
+  g_settings_set_string (settings, "mtp-path", "");
+  g_settings_set_string (settings, "draft-model-path", "");
+  tern_window_load_model (w, model);
+  CHECK (wait_for (w, loaded_and_idle, 120));
+  g_settings_set_string (settings, "draft-model-path", draft);
+  expect_drafters (w, "prompt-lookup draft-model", "close: draft model set");
+  tn_test_read_guard_hook (slow_pass, NULL);
+  g_action_group_change_action_state (G_ACTION_GROUP (w), "drafter",
+                                      g_variant_new_string ("draft-model"));
+  CHECK (wait_for (w, slow_load_under_way, 60));
+  g_atomic_int_set (&slow.stopped, 1);
+  gtk_window_close (GTK_WINDOW (w));
+  CHECKF (g_atomic_int_get (&slow.after_stop) <= 1,
+          "closing while a draft model loads: %d of its passes started after the close (%d before)",
+          g_atomic_int_get (&slow.after_stop), g_atomic_int_get (&slow.passes) - g_atomic_int_get (&slow.after_stop));
+  tn_test_read_guard_hook (NULL, NULL);
+  g_settings_set_string (settings, "draft-model-path", "");
+}
+
 int
 main (int   argc,
       char *argv[])
@@ -568,7 +635,7 @@ main (int   argc,
   test_preferences (w, assistant);
 #endif
 
-  gtk_window_destroy (GTK_WINDOW (w));
+  test_close_while_drafting (w, tmp);
   spin_for (0.2);
   app_test_remove (tmp);
   return tn_test_finish ("test-app-speculation");

@@ -264,6 +264,29 @@ int main(void) {
     CHECK(pthread_create(&th, NULL, load_with_flag, &f) == 0 && pthread_join(th, NULL) == 0);
     CHECKF(f.rc == TN_OK && atomic_load(&f.asked) == off, "flag never set: gave %d after %d",
            f.rc, atomic_load(&f.asked));
+    /* A draft model's load asks through tn_drafter_params (the app's
+     * window closing while one loads). */
+    {
+        tn_model *target = NULL;
+        CHECKF(tn_model_load(path, tn_model_default_params(), &target, &err) == TN_OK, "%s",
+               err.message);
+        asker a = {.yes_at = 5};
+        tn_drafter_params dp = tn_drafter_default_params();
+        dp.cancelled = answer;
+        dp.cancelled_user = &a;
+        tn_drafter *d = NULL;
+        int rc = target ? tn_drafter_new_model(target, path, dp, &d, &err) : TN_ERR_INVALID;
+        CHECKF(rc == TN_ERR_CANCELLED && !d && a.asked == 5,
+               "draft model: gave %d (%s) after %d questions", rc, err.message, a.asked);
+        tn_drafter_free(d);
+        d = NULL;
+        a = (asker){0};
+        rc = target ? tn_drafter_new_model(target, path, dp, &d, &err) : TN_ERR_INVALID;
+        CHECKF(rc == TN_OK && d && a.asked == off, "draft model, never told yes: %d (%s), %d",
+               rc, err.message, a.asked);
+        tn_drafter_free(d);
+        tn_model_free(target);
+    }
     /* A load without the question on the same thread after one with it. */
     CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == TN_OK, "%s", err.message);
     tn_model_free(m);
