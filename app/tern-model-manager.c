@@ -56,6 +56,7 @@ struct _TernModelManager {
   char           *here_key;
   GHashTable     *errors;  /* tag -> the last failure to show on its row */
   GHashTable     *error_details; /* tag -> that failure's own words, for the tooltip */
+  GHashTable     *pull_progress; /* tag -> PullProgress, the last tick of a running download */
   GHashTable     *offline; /* tags whose download found no network: Retry */
   gint64          retried_at; /* real time of the last Retry, us; 0: none */
   /* Memory for the hint on each row, read when the rows are updated. */
@@ -154,6 +155,23 @@ enum {
 
 static GParamSpec *properties[N_PROPS];
 static guint signals[N_SIGNALS];
+
+/* A store change updates, or makes again, every row: a running download's
+ * row then keeps what the last tick said instead of "downloading" and an
+ * empty bar until the next one. */
+typedef struct {
+  char   *text;
+  double  fraction;
+} PullProgress;
+
+static void
+pull_progress_free (gpointer data)
+{
+  PullProgress *p = data;
+
+  g_free (p->text);
+  g_free (p);
+}
 
 static void update_row (Row *row);
 static gboolean hub_update_view (TernModelManager *self,
@@ -565,14 +583,21 @@ update_row (Row *row)
   g_autofree char *subtitle = NULL;
   g_autofree char *fit = row->parent == NULL ? fit_text (row) : NULL;
   const char *error = g_hash_table_lookup (self->errors, row->tag);
+  PullProgress *ticked = NULL;
   guint64 bytes;
 
   bytes = row->catalog_tag ? tern_catalog_tag_size (row->catalog_tag)
                            : tern_model_store_get_tag_size (self->store, row->tag);
   size = tern_manager_format_size (bytes);
-  subtitle = g_strdup_printf ("%s · %s · %s%s%s", row->tag, size, error != NULL ? error : status,
-                              fit != NULL ? "\n" : "", fit != NULL ? fit : "");
+  if (!pulling)
+    g_hash_table_remove (self->pull_progress, row->tag);
+  if (pulling && (ticked = g_hash_table_lookup (self->pull_progress, row->tag)) != NULL)
+    subtitle = g_strdup (ticked->text);
+  else
+    subtitle = g_strdup_printf ("%s · %s · %s%s%s", row->tag, size, error != NULL ? error : status,
+                                fit != NULL ? "\n" : "", fit != NULL ? fit : "");
   row_set_subtitle (row, subtitle);
+  gtk_progress_bar_set_fraction (row->progress, ticked != NULL ? ticked->fraction : 0);
   {
     const char *details = error != NULL ? g_hash_table_lookup (self->error_details, row->tag) : NULL;
 
@@ -878,6 +903,13 @@ on_progress (TernDownloader   *downloader,
   else
     text = g_strdup_printf (_("%d%% of %s"), (int) (100.0 * (double) done / (double) total), of);
   row_set_subtitle (row, text);
+  {
+    PullProgress *p = g_new0 (PullProgress, 1);
+
+    p->text = g_steal_pointer (&text);
+    p->fraction = (double) done / (double) total;
+    g_hash_table_replace (self->pull_progress, g_strdup (tag), p);
+  }
 }
 
 static void
@@ -1049,6 +1081,8 @@ tern_model_manager_download (TernModelManager *self,
       || tern_downloader_is_pulling (self->downloader, tag))
     return;
   g_hash_table_remove (self->errors, tag);
+  /* Not the last pull's figures: this one has sent none yet. */
+  g_hash_table_remove (self->pull_progress, tag);
   pending = g_new0 (TagRef, 1);
   g_weak_ref_init (&pending->self, self);
   pending->tag = g_strdup (tag);
@@ -1056,7 +1090,6 @@ tern_model_manager_download (TernModelManager *self,
   /* Show it as running right away. A pull refused before it starts (no
    * room, a newer Tern needed) sends no pull-finished: pull_done says why. */
   update_row (row);
-  gtk_progress_bar_set_fraction (row->progress, 0);
 }
 
 void
@@ -2228,6 +2261,7 @@ tern_model_manager_finalize (GObject *object)
   g_ptr_array_unref (self->groups);
   g_hash_table_unref (self->errors);
   g_hash_table_unref (self->error_details);
+  g_hash_table_unref (self->pull_progress);
   g_hash_table_unref (self->offline);
   g_free (self->here_key);
   g_clear_object (&self->cancellable);
@@ -2345,6 +2379,7 @@ tern_model_manager_init (TernModelManager *self)
   self->groups = g_ptr_array_new ();
   self->errors = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   self->error_details = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  self->pull_progress = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, pull_progress_free);
   self->offline = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();
 

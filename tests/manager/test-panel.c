@@ -742,6 +742,10 @@ test_failed_downloads (void)
   tern_model_manager_download (panel, "fgate:x");
   WAIT_FOR (strstr (subtitle (panel, "fgate:x"), "50%") != NULL);
   g_assert_cmpint (group_position (panel, "fgate:x"), ==, 2);
+  /* Another change in the store (a model imported, removed, another
+   * download done) kept the row but lost its progress until the next tick. */
+  g_signal_emit_by_name (store, "changed");
+  g_assert_nonnull (strstr (subtitle (panel, "fgate:x"), "50%"));
   tern_model_manager_cancel (panel, "fgate:x");
   spin (&finished);
   spin_for (50);
