@@ -406,6 +406,22 @@ row_button (Row        *row,
   return button;
 }
 
+/* A running download's bar, under its Cancel button: beside the title, a
+ * bar of the theme's 150 px and Cancel left a 360 px window's row a word
+ * per line for its title. The box is shown only while there is a pull. */
+static GtkBox *
+pull_box_new (GtkBox          *row_box,
+              GtkProgressBar **progress)
+{
+  GtkBox *pull = GTK_BOX (gtk_box_new (GTK_ORIENTATION_VERTICAL, 4));
+
+  gtk_widget_set_valign (GTK_WIDGET (pull), GTK_ALIGN_CENTER);
+  gtk_box_append (row_box, GTK_WIDGET (pull));
+  *progress = GTK_PROGRESS_BAR (gtk_progress_bar_new ());
+  gtk_widget_add_css_class (GTK_WIDGET (*progress), "tern-row-progress");
+  return pull;
+}
+
 /* parent: the model whose flash variant this row is (NULL: a model);
  * with_variant: the model has one, so its row is an expander. */
 static Row *
@@ -443,15 +459,16 @@ add_row (TernModelManager     *self,
     row->haystack = g_utf8_strdown (words, -1);
   }
 
-  row->progress = GTK_PROGRESS_BAR (gtk_progress_bar_new ());
-  gtk_widget_set_valign (GTK_WIDGET (row->progress), GTK_ALIGN_CENTER);
-  gtk_widget_set_size_request (GTK_WIDGET (row->progress), 120, -1);
-  gtk_box_append (box, GTK_WIDGET (row->progress));
+  {
+    GtkBox *pull = pull_box_new (box, &row->progress);
+
+    row->cancel = row_button (row, pull, _("_Cancel"), _("Stop the download; it resumes from here next time"),
+                              G_CALLBACK (on_cancel_clicked));
+    gtk_box_append (pull, GTK_WIDGET (row->progress));
+  }
   /* Plain, not suggested-action: one suggested action per view at most
    * (GNOME HIG), and a list of blue buttons suggests nothing. */
   row->download = row_button (row, box, _("_Download"), NULL, G_CALLBACK (on_download_clicked));
-  row->cancel = row_button (row, box, _("_Cancel"), _("Stop the download; it resumes from here next time"),
-                            G_CALLBACK (on_cancel_clicked));
   row->remove = row_button (row, box, _("_Remove"), NULL, G_CALLBACK (on_remove_clicked));
   row->use = row_button (row, box, _("_Use"), _("Load this model"), G_CALLBACK (on_use_clicked));
   if (with_variant)
@@ -611,6 +628,7 @@ update_row (Row *row)
 
   gtk_widget_set_visible (GTK_WIDGET (row->progress), pulling);
   gtk_widget_set_visible (GTK_WIDGET (row->cancel), pulling);
+  gtk_widget_set_visible (gtk_widget_get_parent (GTK_WIDGET (row->progress)), pulling);
   gtk_widget_set_visible (GTK_WIDGET (row->download), can_download);
   if (can_download)
     {
@@ -1465,14 +1483,15 @@ hub_add_quant_row (HubResult    *r,
   qr->row = adw_action_row_new ();
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (qr->row), quant->name);
   adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (qr->row), FALSE);
-  qr->progress = GTK_PROGRESS_BAR (gtk_progress_bar_new ());
-  gtk_widget_set_valign (GTK_WIDGET (qr->progress), GTK_ALIGN_CENTER);
-  gtk_widget_set_size_request (GTK_WIDGET (qr->progress), 120, -1);
-  gtk_box_append (box, GTK_WIDGET (qr->progress));
+  {
+    GtkBox *pull = pull_box_new (box, &qr->progress);
+
+    qr->cancel = hub_row_button (pull, _("_Cancel"), _("Stop the download; it resumes from here next time"),
+                                 G_CALLBACK (on_hub_cancel_clicked), qr);
+    gtk_box_append (pull, GTK_WIDGET (qr->progress));
+  }
   /* Plain buttons, as the catalog's (GNOME HIG: no row of blue buttons). */
   qr->download = hub_row_button (box, _("_Download"), NULL, G_CALLBACK (on_hub_download_clicked), qr);
-  qr->cancel = hub_row_button (box, _("_Cancel"), _("Stop the download; it resumes from here next time"),
-                               G_CALLBACK (on_hub_cancel_clicked), qr);
   qr->use = hub_row_button (box, _("_Use"), _("Load this model"), G_CALLBACK (on_hub_use_clicked), qr);
   adw_action_row_add_suffix (ADW_ACTION_ROW (qr->row), GTK_WIDGET (box));
   adw_expander_row_add_row (ADW_EXPANDER_ROW (r->row), qr->row);
@@ -1836,6 +1855,7 @@ hub_update_quant_row (HubQuantRow *qr)
 
   gtk_widget_set_visible (GTK_WIDGET (qr->progress), pulling || qr->resolving);
   gtk_widget_set_visible (GTK_WIDGET (qr->cancel), pulling);
+  gtk_widget_set_visible (gtk_widget_get_parent (GTK_WIDGET (qr->progress)), pulling || qr->resolving);
   gtk_widget_set_visible (GTK_WIDGET (qr->use), installed && !pulling);
   gtk_widget_set_visible (GTK_WIDGET (qr->download), !installed && !pulling && !qr->resolving);
   gtk_widget_set_sensitive (GTK_WIDGET (qr->download), q->ref != NULL);

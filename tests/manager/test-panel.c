@@ -684,7 +684,7 @@ served_catalog (const char *sha)
   g_string_append (s, "}, \"families\": [");
   for (guint i = 0; i < G_N_ELEMENTS (modes); i++)
     g_string_append_printf (s, "%s{\"id\": \"f%s\", \"label\": \"F %s\", \"tags\": [{\"tag\": \"f%s:x\","
-                            " \"label\": \"F %s\", \"base\": \"p-%s\"}]}",
+                            " \"label\": \"F %s, a model with a longer name\", \"base\": \"p-%s\"}]}",
                             i ? "," : "", modes[i], modes[i], modes[i], modes[i], modes[i]);
   g_string_append (s, "]}");
   return g_string_free (s, FALSE);
@@ -697,6 +697,22 @@ no_room (const char *path,
   (void) path;
   (void) data;
   return 1000;
+}
+
+/* How many lines a row's title takes as laid out (0: no title found). */
+static int
+title_lines (GtkWidget *widget)
+{
+  if (GTK_IS_LABEL (widget) && gtk_widget_has_css_class (widget, "title"))
+    return pango_layout_get_line_count (gtk_label_get_layout (GTK_LABEL (widget)));
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      int n = title_lines (c);
+
+      if (n > 0)
+        return n;
+    }
+  return 0;
 }
 
 static void
@@ -746,6 +762,29 @@ test_failed_downloads (void)
    * download done) kept the row but lost its progress until the next tick. */
   g_signal_emit_by_name (store, "changed");
   g_assert_nonnull (strstr (subtitle (panel, "fgate:x"), "50%"));
+  spin_for (300);
+  save_picture (window, "manager-downloading.png");
+  /* At a phone's width the downloading row's title had a word per line
+   * beside its bar and Cancel: now no more lines than the same title
+   * beside a Download button. */
+  {
+    GtkWidget *narrow = gtk_window_new ();
+    TernModelManager *small = TERN_MODEL_MANAGER (tern_model_manager_new (catalog, store, dl));
+    int pulling, idle;
+
+    gtk_window_set_default_size (GTK_WINDOW (narrow), 360, 900);
+    gtk_window_set_child (GTK_WINDOW (narrow), GTK_WIDGET (small));
+    gtk_window_present (GTK_WINDOW (narrow));
+    spin_for (400);
+    g_assert_cmpint (gtk_widget_get_width (narrow), <=, 361);
+    pulling = title_lines (tern_model_manager_get_row (small, "fgate:x"));
+    idle = title_lines (tern_model_manager_get_row (small, "f404:x"));
+    g_test_message ("title lines at 360 px: downloading %d, not %d", pulling, idle);
+    g_assert_cmpint (pulling, >, 0);
+    g_assert_cmpint (pulling, <=, idle);
+    save_picture (narrow, "manager-downloading-360.png");
+    gtk_window_destroy (GTK_WINDOW (narrow));
+  }
   tern_model_manager_cancel (panel, "fgate:x");
   spin (&finished);
   spin_for (50);
