@@ -930,6 +930,11 @@ on_progress (TernDownloader   *downloader,
   }
 }
 
+static void note_failure (TernModelManager *self,
+                          const char       *key,
+                          const GError     *error,
+                          const char       *details);
+
 static void
 on_pull_finished (TernDownloader   *downloader,
                   const char       *tag,
@@ -944,9 +949,11 @@ on_pull_finished (TernDownloader   *downloader,
     return;
   g_hash_table_remove (self->errors, tag);
   g_hash_table_remove (self->error_details, tag);
-  /* A cancel the user asked for is not an error to keep showing. */
+  /* A cancel the user asked for is not an error to keep showing. The
+   * signal has the downloader's words only, not the kind of failure: the
+   * pull's answer, which comes next, may say it better. */
   if (error_message != NULL && strstr (error_message, "download cancelled") == NULL)
-    g_hash_table_replace (self->errors, g_strdup (tag), g_strdup (error_message));
+    note_failure (self, tag, NULL, error_message);
   if (qr != NULL)
     hub_update_quant_row (qr);
   /* A stopped or failed download leaves a partial file, which the store
@@ -986,15 +993,18 @@ show_offline (TernModelManager *self,
   gtk_revealer_set_reveal_child (self->offline_revealer, any);
 }
 
-/* What a failed download says on its row. The downloader's own words (the
- * file, the URL, two sha256 sums) filled the row with twenty lines at a
- * narrow width and named the tag twice; they stay in the tooltip. NULL:
- * those words are the sentence (no disk space, already downloading...). */
+/* What a failed download says on its row; error NULL: a failure known by
+ * the downloader's words alone. The downloader's own words (the file, the
+ * URL, two sha256 sums) filled the row with twenty lines at a narrow width
+ * and named the tag twice; they stay in the tooltip. NULL: nothing to say
+ * (a cancel the user asked for). */
 static const char *
 download_failure_sentence (const GError *error)
 {
-  if (error->domain != TERN_MANAGER_ERROR)
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     return NULL;
+  if (error == NULL || error->domain != TERN_MANAGER_ERROR)
+    return _("Download failed. Point at this row for the details.");
   switch (error->code)
     {
     case TERN_MANAGER_ERROR_HTTP:
@@ -1014,8 +1024,28 @@ download_failure_sentence (const GError *error)
     case TERN_MANAGER_ERROR_APP_TOO_OLD:
       return _("Not downloaded: this model needs a newer version of Tern.");
     default:
-      return NULL;
+      return _("Download failed. Point at this row for the details.");
     }
+}
+
+/* The one writer of a failed download's row words, whichever tells of the
+ * failure: the row has a sentence, the tooltip the details. */
+static void
+note_failure (TernModelManager *self,
+              const char       *key,
+              const GError     *error,
+              const char       *details)
+{
+  const char *sentence = download_failure_sentence (error);
+
+  if (sentence == NULL)
+    {
+      g_hash_table_remove (self->errors, key);
+      g_hash_table_remove (self->error_details, key);
+      return;
+    }
+  g_hash_table_replace (self->errors, g_strdup (key), g_strdup (sentence));
+  g_hash_table_replace (self->error_details, g_strdup (key), g_strdup (details));
 }
 
 static void
@@ -1026,7 +1056,6 @@ pull_done (GObject      *source,
   TagRef *pending = data;
   g_autoptr(TernModelManager) self = g_weak_ref_get (&pending->self);
   g_autoptr(GError) error = NULL;
-  const char *sentence;
 
   /* "pull-finished" already told the rows; an unreachable server is said
    * once, above the list, with Retry, instead of a raw error on the row. */
@@ -1041,12 +1070,11 @@ pull_done (GObject      *source,
       if (row != NULL)
         update_row (row);
     }
-  else if (error != NULL && self != NULL && (sentence = download_failure_sentence (error)) != NULL)
+  else if (error != NULL && self != NULL)
     {
       Row *row = g_hash_table_lookup (self->rows, pending->tag);
 
-      g_hash_table_replace (self->errors, g_strdup (pending->tag), g_strdup (sentence));
-      g_hash_table_replace (self->error_details, g_strdup (pending->tag), g_strdup (error->message));
+      note_failure (self, pending->tag, error, error->message);
       if (row != NULL)
         update_row (row);
     }
@@ -1902,7 +1930,6 @@ hub_pull_done (GObject      *source,
   HubPending *pending = data;
   g_autoptr(TernModelManager) self = g_weak_ref_get (&pending->self);
   g_autoptr(GError) error = NULL;
-  const char *sentence;
 
   /* "pull-finished" has set the row's error; an unreachable server is said
    * as one sentence instead of the transfer's words. */
@@ -1915,13 +1942,11 @@ hub_pull_done (GObject      *source,
       if (qr != NULL)
         hub_update_quant_row (qr);
     }
-  else if (error != NULL && self != NULL && self->hub_rows != NULL
-           && (sentence = download_failure_sentence (error)) != NULL)
+  else if (error != NULL && self != NULL && self->hub_rows != NULL)
     {
       HubQuantRow *qr = g_hash_table_lookup (self->hub_rows, pending->key);
 
-      g_hash_table_replace (self->errors, g_strdup (pending->key), g_strdup (sentence));
-      g_hash_table_replace (self->error_details, g_strdup (pending->key), g_strdup (error->message));
+      note_failure (self, pending->key, error, error->message);
       if (qr != NULL)
         hub_update_quant_row (qr);
     }

@@ -715,6 +715,28 @@ title_lines (GtkWidget *widget)
   return 0;
 }
 
+/* What a row says the moment "pull-finished" has been handled (the panel's
+ * handler runs first: it was connected first). */
+typedef struct {
+  TernModelManager *panel;
+  const char       *tag;
+  char             *seen;
+} RowWords;
+
+static void
+on_pull_finished_words (TernDownloader *dl,
+                        const char     *tag,
+                        const char     *message,
+                        RowWords       *words)
+{
+  (void) dl;
+  (void) message;
+  if (g_strcmp0 (tag, words->tag) != 0)
+    return;
+  g_free (words->seen);
+  words->seen = g_strdup (subtitle (words->panel, tag));
+}
+
 static void
 test_failed_downloads (void)
 {
@@ -731,6 +753,7 @@ test_failed_downloads (void)
   TernModelManager *panel;
   GtkWidget *window;
   gboolean finished = FALSE;
+  RowWords words = { NULL, "f404:x", NULL };
 
   start_hub ();
   served = g_build_filename (tmp_root, "served", NULL);
@@ -748,6 +771,7 @@ test_failed_downloads (void)
   window = gtk_window_new ();
   gtk_window_set_default_size (GTK_WINDOW (window), 640, 900);
   panel = TERN_MODEL_MANAGER (tern_model_manager_new (catalog, store, dl));
+  words.panel = panel;
   gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (panel));
   gtk_window_present (GTK_WINDOW (window));
   g_signal_connect (dl, "pull-finished", G_CALLBACK (on_pull_finished), &finished);
@@ -795,8 +819,15 @@ test_failed_downloads (void)
   /* Failed: one sentence on the row, the downloader's words (file, URL,
    * sums) in its tooltip. */
   finished = FALSE;
+  g_signal_connect (dl, "pull-finished", G_CALLBACK (on_pull_finished_words), &words);
   tern_model_manager_download (panel, "f404:x");
   spin (&finished);
+  /* Before the pull's own answer: a sentence already, never the
+   * downloader's words (they showed until the answer came). */
+  g_assert_nonnull (words.seen);
+  g_assert_nonnull (strstr (words.seen, "Download failed. Point at this row for the details."));
+  g_assert_null (strstr (words.seen, "http"));
+  g_assert_null (strstr (words.seen, "m-404.gguf"));
   /* The sentence comes with the pull's own answer, which may follow the
    * pull-finished signal on a loaded machine. */
   WAIT_FOR (strstr (subtitle (panel, "f404:x"), "Download failed") != NULL);
@@ -844,6 +875,8 @@ test_failed_downloads (void)
   spin_for (400);
   save_picture (window, "manager-failed.png");
 
+  g_signal_handlers_disconnect_by_func (dl, on_pull_finished_words, &words);
+  g_free (words.seen);
   gtk_window_destroy (GTK_WINDOW (window));
   stop_hub ();
 }
