@@ -1976,12 +1976,19 @@ on_hub_resolved (GObject      *source,
     qr->resolving = FALSE;
   if (catalog == NULL || g_strcmp0 (tag, pending->key) != 0)
     {
+      /* A sentence on the row, as for a failed download; the lookup's own
+       * words (its URL, the status) in the tooltip. */
       if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-        g_hash_table_replace (self->errors, g_strdup (pending->key),
-                              g_strdup (error == NULL ? _("Hugging Face named other files than it listed. "
-                                                          "Search again.")
-                                        : g_error_matches (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE)
-                                        ? hub_failure_sentence (error) : error->message));
+        {
+          g_hash_table_replace (self->errors, g_strdup (pending->key),
+                                g_strdup (error == NULL ? _("Hugging Face named other files than it listed. "
+                                                            "Search again.")
+                                                        : hub_failure_sentence (error)));
+          if (error != NULL)
+            g_hash_table_replace (self->error_details, g_strdup (pending->key), g_strdup (error->message));
+          else
+            g_hash_table_remove (self->error_details, pending->key);
+        }
       if (qr != NULL)
         hub_update_quant_row (qr);
       hub_pending_free (pending);

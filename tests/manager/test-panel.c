@@ -606,6 +606,23 @@ test_hub_search (void)
     g_assert_nonnull (strstr (gtk_widget_get_tooltip_text (tern_model_manager_get_hub_row (panel, q8)), root));
     g_assert_cmpint (g_unlink (packages), ==, 0);
     g_assert_cmpint (g_rename (away, packages), ==, 0);
+
+    /* The lookup of the files fails before any download (the Hub answers
+     * 404): a sentence on the row, not the lookup's URL and status, which
+     * go to the tooltip. */
+    {
+      g_autofree char *nowhere = g_strdup_printf ("%s/nowhere", hub_url);
+
+      g_setenv ("HF_ENDPOINT", nowhere, TRUE);
+      tern_model_manager_download (panel, q8);
+      WAIT_FOR (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, q8)), "asking") == NULL);
+      g_assert_nonnull (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, q8)),
+                                "Hugging Face did not answer as expected"));
+      g_assert_null (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, q8)), "nowhere"));
+      g_assert_nonnull (strstr (gtk_widget_get_tooltip_text (tern_model_manager_get_hub_row (panel, q8)),
+                                "nowhere"));
+      g_setenv ("HF_ENDPOINT", hub_url, TRUE);
+    }
   }
 
   /* Nothing anywhere: the panel's empty page says so. */
