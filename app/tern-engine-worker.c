@@ -1252,7 +1252,8 @@ suggest_sampling (TernSampling *out,
 
 /* A load's question (tn_model_params.cancelled): the loading page's
  * Cancel, or the window closing, stops a long load within a fraction of a
- * second instead of after it (a 5 GB model takes 10 s and more). */
+ * second instead of after it (a 4 GB model: 3-4 s from a fast disk, far
+ * more from a slow one). */
 typedef struct
 {
   Shared *shared;

@@ -170,14 +170,15 @@ typedef struct finite_scan {
  * take a second or more to read from a cold disk. */
 static void finite_scan_run(void *arg) {
     finite_scan *f = arg;
-    const int64_t piece = f->row_bytes ? (int64_t)(((size_t)64 << 20) / f->row_bytes) + 1 : f->rows;
+    const size_t piece_bytes = (size_t)64 << 20;
+    const int64_t piece = f->row_bytes ? (int64_t)(piece_bytes / f->row_bytes) + 1 : f->rows;
+    const uint8_t *data = f->t->data;
     f->bad = -1;
     for (int64_t r0 = 0; r0 < f->rows && f->bad < 0; r0 += piece) {
         tn_load_poll();
         const int64_t n = f->rows - r0 < piece ? f->rows - r0 : piece;
-        const int64_t bad =
-            tn_weights_first_nonfinite(f->t->type, (const uint8_t *)f->t->data + (size_t)r0 * f->row_bytes,
-                                       f->row_bytes, n, f->cols);
+        const int64_t bad = tn_weights_first_nonfinite(
+            f->t->type, data + (size_t)r0 * f->row_bytes, f->row_bytes, n, f->cols);
         if (bad >= 0)
             f->bad = r0 + bad;
     }
