@@ -632,6 +632,10 @@ typedef struct {
   gint64 start_us;
   gint64 first_token_us;
   TernStats live;
+  /* The engine's figures being filled: it sets restored_tokens before the
+   * prefill starts, so the live kv_len counts the rows kept from the pin or
+   * the conversation. NULL where there is no local session (remote). */
+  const tn_session_stats *st;
 } RunState;
 
 static double
@@ -651,6 +655,8 @@ on_progress (int32_t done,
     return false;
   run->live.prefill_done = done;
   run->live.prefill_total = total;
+  if (run->st != NULL)
+    run->live.kv_len = run->st->restored_tokens + done;
   run->live.elapsed_ms = ms_since (run->start_us);
   if (run->live.elapsed_ms > 0)
     run->live.prefill_tok_s = done / (run->live.elapsed_ms / 1000.0);
@@ -673,6 +679,9 @@ on_token (const char *piece,
     run->live.accepted++;
 
   run->live.generated_tokens++;
+  if (run->st != NULL)
+    run->live.kv_len = run->st->restored_tokens + run->live.prefill_total
+                       + run->live.generated_tokens;
   run->live.elapsed_ms = (now - run->start_us) / 1000.0;
   if (run->first_token_us == 0)
     {
@@ -1695,6 +1704,7 @@ handle_generate (Engine  *engine,
     }
   gen.progress = on_progress;
   gen.progress_user = &run;
+  run.st = &st;
 
   run.live.phase = TERN_PHASE_PREFILL;
   post_live (engine->shared, req->id, &run.live, NULL, FALSE);

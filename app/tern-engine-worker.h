@@ -40,7 +40,7 @@ typedef struct {
   int drafted;           /* speculation: tokens proposed (final figures only) */
   int accepted;          /* speculation: tokens accepted (live: those delivered so far) */
   int verify_steps;      /* speculation: batched verifications (final figures only) */
-  int kv_len;
+  int kv_len;            /* rows in the KV cache; live too on a local model, else 0 */
   const char *stop_reason; /* static string; NULL while running */
   /* Final figures only: */
   int n_ctx;             /* the session's context size */

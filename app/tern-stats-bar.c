@@ -69,7 +69,7 @@ token_count (int n)
   return g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%d token", "%d tokens", n), n);
 }
 
-void
+gboolean
 tern_stats_bar_update (TernStatsBar    *self,
                        const TernStats *live)
 {
@@ -148,7 +148,9 @@ tern_stats_bar_update (TernStatsBar    *self,
     {
       gtk_label_set_text (self->figures_label, text);
       gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), NULL);
+      return TRUE;
     }
+  return FALSE;
 }
 
 void

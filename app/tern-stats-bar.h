@@ -15,7 +15,9 @@ G_DECLARE_FINAL_TYPE (TernStatsBar, tern_stats_bar, TERN, STATS_BAR, GtkBox)
 void        tern_stats_bar_reset    (TernStatsBar    *self);
 /* An answer begins (the plot keeps the chat's earlier answers). */
 void        tern_stats_bar_start    (TernStatsBar    *self);
-void        tern_stats_bar_update   (TernStatsBar    *self,
+/* TRUE when it showed the figures: they are held to a few times a second,
+ * and the context gauge is redrawn with them (never more often). */
+gboolean    tern_stats_bar_update   (TernStatsBar    *self,
                                      const TernStats *live);
 /* outcome: NULL for an answer that ended normally (or was stopped: cancelled),
  * else a short word for the phase label ("Failed", "Cut off"). */

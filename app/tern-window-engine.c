@@ -389,7 +389,11 @@ on_update (TernWindow            *self,
   else if (ev->id == self->gen_id && self->streaming_row != NULL)
     {
       tern_message_row_append_drafted (self->streaming_row, ev->text, ev->drafted);
-      tern_stats_bar_update (self->stats_bar, live);
+      /* The gauge stood still until the answer ended: it moves with the
+       * prompt and each token, at the pace of the live figures. (kv_len is
+       * 0 where the engine cannot say: a server's answer.) */
+      if (tern_stats_bar_update (self->stats_bar, live) && live->kv_len > 0)
+        tern_stats_bar_set_context (self->stats_bar, live->kv_len, self->n_ctx, self->kv_bytes);
     }
 }
 

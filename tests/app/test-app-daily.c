@@ -1023,6 +1023,42 @@ no_context_toast (TernWindow *w)
   return context_toasts (w, NULL) == 0;
 }
 
+/* The context gauge's values set while an answer is still written. */
+typedef struct
+{
+  TernWindow *w;
+  guint n_live;
+  double live_max;
+} LiveGauge;
+
+static void
+on_gauge_value (GtkLevelBar *level,
+                GParamSpec  *pspec,
+                LiveGauge   *g)
+{
+  (void) pspec;
+  if (!tern_window_is_generating (g->w))
+    return;
+  g->n_live++;
+  g->live_max = MAX (g->live_max, gtk_level_bar_get_value (level));
+}
+
+static GtkWidget *
+find_of_type (GtkWidget *widget,
+              GType      type)
+{
+  if (G_TYPE_CHECK_INSTANCE_TYPE (widget, type))
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_of_type (c, type);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
 static void
 part_context (Fixture *f)
 {
@@ -1045,15 +1081,23 @@ part_context (Fixture *f)
   CHECKF (gauge != NULL && strstr (gauge, "of 16384 tokens") != NULL && strstr (gauge, "KV cache")
           && strstr (gauge, "MiB") != NULL, "gauge: %s", gauge);
 
-  /* Four turns of chat, each answered in full, the gauge rising. */
+  /* Four turns of chat, each answered in full, the gauge rising, and
+   * rising while the answer is written (it stood still until the end). */
   activate (f->w, "new-chat", NULL);
   set_mode (f->w, "chat");
   for (int turn = 1; turn <= 4; turn++)
     {
       g_autofree char *text = g_strdup_printf ("Turn %d: tell me more about terns.", turn);
       double now;
+      LiveGauge live = { .w = f->w };
+      GtkWidget *level = find_of_type (GTK_WIDGET (bar), GTK_TYPE_LEVEL_BAR);
+      gulong handler = g_signal_connect (level, "notify::value", G_CALLBACK (on_gauge_value), &live);
 
       m = send_and_wait (f->w, text);
+      g_signal_handler_disconnect (level, handler);
+      CHECKF (live.n_live > 0 && live.live_max > fraction, "turn %d: the gauge moved %u times "
+              "during the answer, to %.3f at most, from %.3f", turn, live.n_live, live.live_max,
+              fraction);
       CHECKF (m != NULL && m->error == NULL, "turn %d: %s", turn, m ? m->error : "(none)");
       CHECKF (m != NULL && m->stats.generated_tokens > 0, "turn %d", turn);
       CHECKF (m != NULL && g_strcmp0 (m->stop_reason, "context full") != 0, "turn %d cut off", turn);
