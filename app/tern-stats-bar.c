@@ -20,6 +20,7 @@ struct _TernStatsBar {
   GtkBox *context_box;
   GtkLevelBar *context_level;
   GtkLabel *context_label;
+  GtkLabel *context_short_label;
   GtkLabel *legend_label;
 
   gint64 last_sample_us;
@@ -221,6 +222,20 @@ format_bytes (guint64 bytes)
   return g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
 }
 
+/* A count of tokens in the short form of the gauge: whole up to 1023, else
+ * in thousands of 1024 ("4k", "1.5k"), as context sizes are named (a
+ * 4096-token context is "4k"). Cut down, never rounded up: a context nearly
+ * full must not read as full. */
+static char *
+compact_tokens (int n)
+{
+  if (n < 1024)
+    return g_strdup_printf ("%d", n);
+  if (n < 10 * 1024 && n % 1024 != 0)
+    return g_strdup_printf ("%.1fk", (n * 10 / 1024) / 10.0);
+  return g_strdup_printf ("%dk", n / 1024);
+}
+
 void
 tern_stats_bar_set_context (TernStatsBar *self,
                             int           used,
@@ -230,6 +245,8 @@ tern_stats_bar_set_context (TernStatsBar *self,
   g_autofree char *text = NULL;
   g_autofree char *tip = NULL;
   g_autofree char *kv = NULL;
+  g_autofree char *short_used = NULL;
+  g_autofree char *short_ctx = NULL;
   double fraction;
 
   gtk_widget_set_visible (GTK_WIDGET (self->context_box), n_ctx > 0);
@@ -239,9 +256,14 @@ tern_stats_bar_set_context (TernStatsBar *self,
   fraction = (double) used / n_ctx;
   gtk_level_bar_set_value (self->context_level, fraction);
   /* Translators: the context gauge: tokens in use of the context size, short
-   * (the status bar must fit a 360 px window) */
+   * (where the status bar has no room for it, "539 / 4k" stands in) */
   text = g_strdup_printf (_("%d / %d ctx"), used, n_ctx);
   gtk_label_set_text (self->context_label, text);
+  short_used = compact_tokens (used);
+  short_ctx = compact_tokens (n_ctx);
+  g_free (text);
+  text = g_strdup_printf ("%s / %s", short_used, short_ctx);
+  gtk_label_set_text (self->context_short_label, text);
   kv = format_bytes (kv_bytes);
   /* Translators: the context gauge's tooltip: tokens used, context size, the
    * memory its KV cache takes */
@@ -364,6 +386,7 @@ tern_stats_bar_class_init (TernStatsBarClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernStatsBar, context_box);
   gtk_widget_class_bind_template_child (widget_class, TernStatsBar, context_level);
   gtk_widget_class_bind_template_child (widget_class, TernStatsBar, context_label);
+  gtk_widget_class_bind_template_child (widget_class, TernStatsBar, context_short_label);
   gtk_widget_class_bind_template_child (widget_class, TernStatsBar, legend_label);
 }
 

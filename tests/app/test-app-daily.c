@@ -1059,6 +1059,56 @@ find_of_type (GtkWidget *widget,
   return NULL;
 }
 
+static void collect_cut_labels (GtkWidget *widget, GString *out);
+
+static void
+check_gauge_labels (GtkWidget *widget,
+                    guint     *shown)
+{
+  if (!gtk_widget_get_mapped (widget))
+    return;
+  if (GTK_IS_LABEL (widget))
+    {
+      const char *text = gtk_label_get_text (GTK_LABEL (widget));
+      int nat = 0;
+
+      gtk_widget_measure (widget, GTK_ORIENTATION_HORIZONTAL, -1, NULL, &nat, NULL, NULL);
+      (*shown)++;
+      CHECKF (gtk_widget_get_width (widget) >= nat, "the gauge's \"%s\" is %d px of %d", text,
+              gtk_widget_get_width (widget), nat);
+      CHECKF (strstr (text, "539") != NULL, "the gauge: %s", text);
+    }
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    check_gauge_labels (c, shown);
+}
+
+/* The gauge's figures are read whole at 360 px: cut with an ellipsis they
+ * read "539 / …". Its tooltip keeps them exact. (A window with a model:
+ * without one the stats bar is not shown.) */
+static void
+check_gauge_narrow (Fixture *f)
+{
+  TernStatsBar *bar = tern_window_get_stats_bar (f->w);
+  GtkWidget *box;
+  g_autoptr(GString) cut = g_string_new (NULL);
+  guint shown = 0;
+  /* An answer's figures beside it, as after any answer: they take the
+   * bar's spare width. */
+  TernStats done = { .generated_tokens = 120, .decode_tok_s = 21.4, .ttft_ms = 310,
+                     .prompt_tokens = 419, .prefill_tok_s = 812 };
+
+  tern_stats_bar_finish (bar, &done, FALSE, NULL);
+  tern_stats_bar_set_context (bar, 539, 4096, 1 << 26);
+  spin_for (0.3);
+  box = gtk_widget_get_parent (find_of_type (GTK_WIDGET (bar), GTK_TYPE_LEVEL_BAR));
+  collect_cut_labels (box, cut);
+  CHECKF (cut->len == 0, "the gauge is cut at 360 px: %s", cut->str);
+  check_gauge_labels (box, &shown);
+  CHECKF (shown == 1, "%u gauge labels shown", shown);
+  CHECKF (strstr (tern_stats_bar_get_context_text (bar), "539 of 4096 tokens") != NULL,
+          "the gauge's tooltip: %s", tern_stats_bar_get_context_text (bar));
+}
+
 static void
 part_context (Fixture *f)
 {
@@ -1113,6 +1163,14 @@ part_context (Fixture *f)
   tern_window_dismiss_toasts (f->w);
   spin_for (0.5);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-4-turns.png"));
+  gtk_window_set_default_size (GTK_WINDOW (f->w), 360, 760);
+  spin_for (0.5);
+  CHECKF (gtk_widget_get_width (GTK_WIDGET (f->w)) <= 361, "the window is %d px",
+          gtk_widget_get_width (GTK_WIDGET (f->w)));
+  check_gauge_narrow (f);
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-360.png"));
+  gtk_window_set_default_size (GTK_WINDOW (f->w), 1100, 760);
+  spin_for (0.5);
 
   /* A small context: the oldest turns go, and the window says so. */
   g_settings_set_int (f->settings, "context-size", 512);
