@@ -577,7 +577,13 @@ static int establish(tn_session *s, const int32_t *tokens, int32_t n,
         }
     }
     kv_cut(s, keep);
-    int rc = kv_append(s, tokens + keep, n - keep, false, progress, user, err);
+    /* The progress counts the whole pin, the rows kept as done: counted
+     * from `keep`, its total was the pin less the prefix already there (the
+     * BOS and the template's opening), and a 1822-token system prompt
+     * pinned as "of 1816 tokens" beside the panel's count. */
+    progress_shift ps = {progress, user, keep, n};
+    int rc = kv_append(s, tokens + keep, n - keep, false, progress ? shifted_progress : NULL,
+                       &ps, err);
     if (rc != TN_OK)
         return rc;
     if (use_cache) {

@@ -73,6 +73,30 @@ token_count_known (TernWindow *w)
   return tern_pin_editor_get_token_count (tern_window_get_pin_editor (w)) > 0;
 }
 
+/* The count of the long system prompt of check_pin (the short ones before
+ * it are some tens of tokens). */
+static gboolean
+long_count_known (TernWindow *w)
+{
+  return tern_pin_editor_get_token_count (tern_window_get_pin_editor (w)) > 1000;
+}
+
+static GtkWidget *
+find_of_type (GtkWidget *widget,
+              GType      type)
+{
+  if (G_TYPE_CHECK_INSTANCE_TYPE (widget, type))
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_of_type (c, type);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
 /* ------------------------------------------------------ stall measurement */
 
 typedef struct {
@@ -410,15 +434,31 @@ test_load_and_pin (TernWindow *w,
     /* About 1,400 tokens: the 2,048-token context holds them. */
     for (int i = 0; i < 30; i++)
       g_string_append_printf (text, "Rule %d: answer plainly and keep to the facts. ", i);
+    GtkProgressBar *progress = GTK_PROGRESS_BAR (find_of_type (GTK_WIDGET (pin), GTK_TYPE_PROGRESS_BAR));
+    int panel_total = 0, bar_total = 0;
+
     tern_pin_editor_set_text (pin, text->str);
     activate (w, "pin", NULL);
     while (tern_window_is_pinning (w) && g_get_monotonic_time () < end)
       {
+        int done;
+
         g_main_context_iteration (NULL, FALSE);
         said |= g_str_equal (tern_stats_bar_get_phase (bar), "Pinning")
                 && strstr (tern_stats_bar_get_text (bar), " tokens") != NULL;
+        if (g_str_equal (tern_stats_bar_get_phase (bar), "Pinning"))
+          sscanf (tern_stats_bar_get_text (bar), "%d / %d", &done, &bar_total);
+        if (gtk_progress_bar_get_text (progress) != NULL)
+          sscanf (gtk_progress_bar_get_text (progress), "%d of %d", &done, &panel_total);
       }
     CHECKF (said, "pin: %s", tern_pin_editor_get_state_text (pin));
+    /* The pin's progress and the panel's count speak of the same tokens:
+     * the progress left out the prefix already in the KV ("of 1816" beside
+     * "1822 tokens"). */
+    CHECK (wait_for (w, long_count_known, 10));
+    CHECKF (panel_total == tern_pin_editor_get_token_count (pin)
+            && bar_total == panel_total, "the pin's progress: of %d tokens (the bar: %d), "
+            "the panel's count: %d", panel_total, bar_total, tern_pin_editor_get_token_count (pin));
     CHECK (!tern_window_is_pinning (w));
     CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Ready"), "phase: %s",
             tern_stats_bar_get_phase (bar));
