@@ -636,6 +636,10 @@ typedef struct {
    * prefill starts, so the live kv_len counts the rows kept from the pin or
    * the conversation. NULL where there is no local session (remote). */
   const tn_session_stats *st;
+  /* A pin's first report gives the rows it keeps (tn_session_pin): its
+   * speed counts from there, or an edit at the end of a long prompt read
+   * as thousands of tokens a second. -1: no report yet. */
+  int32_t pin_kept;
 } RunState;
 
 static double
@@ -658,8 +662,11 @@ on_progress (int32_t done,
   if (run->st != NULL)
     run->live.kv_len = run->st->restored_tokens + done;
   run->live.elapsed_ms = ms_since (run->start_us);
+  if (run->live.phase == TERN_PHASE_PIN && run->pin_kept < 0)
+    run->pin_kept = done;
   if (run->live.elapsed_ms > 0)
-    run->live.prefill_tok_s = done / (run->live.elapsed_ms / 1000.0);
+    run->live.prefill_tok_s = (done - (run->live.phase == TERN_PHASE_PIN ? run->pin_kept : 0))
+                              / (run->live.elapsed_ms / 1000.0);
   post_live (run->engine->shared, run->id, &run->live, NULL, FALSE);
   return true;
 }
@@ -1454,7 +1461,8 @@ handle_pin (Engine  *engine,
             Request *req)
 {
   Event *ev = event_new (engine->shared, SIGNAL_PINNED, req->id);
-  RunState run = { .engine = engine, .id = req->id, .start_us = g_get_monotonic_time () };
+  RunState run = { .engine = engine, .id = req->id, .start_us = g_get_monotonic_time (),
+                   .pin_kept = -1 };
   tn_error err = { 0 };
 
   run.live.phase = TERN_PHASE_PIN;

@@ -580,7 +580,12 @@ static int establish(tn_session *s, const int32_t *tokens, int32_t n,
     /* The progress counts the whole pin, the rows kept as done: counted
      * from `keep`, its total was the pin less the prefix already there (the
      * BOS and the template's opening), and a 1822-token system prompt
-     * pinned as "of 1816 tokens" beside the panel's count. */
+     * pinned as "of 1816 tokens" beside the panel's count. A first report,
+     * before any work, says how many are kept: a caller's speed counts from
+     * there (after an edit at its end, most of a long prompt is kept). A
+     * no from it is heard at kv_append's first report. */
+    if (progress)
+        (void)progress(keep, n, user);
     progress_shift ps = {progress, user, keep, n};
     int rc = kv_append(s, tokens + keep, n - keep, false, progress ? shifted_progress : NULL,
                        &ps, err);

@@ -720,7 +720,8 @@ int tn_session_count_system_tokens(tn_session *s, const char *system_text, int32
  * part and tokenizes it; refuses with TN_ERR_OVERFLOW, before anything is
  * replaced, when it leaves no room in n_ctx; then loads the snapshot when one
  * matches or prefills (progress through the callback, of all the pin's
- * tokens: rows already in the KV count as done) and saves a snapshot.
+ * tokens: rows already in the KV count as done, and the first report,
+ * before any work, gives those) and saves a snapshot.
  * On any failure or cancellation the previous pin stays in place. */
 int tn_session_pin(tn_session *s, const char *system_text, tn_session_progress_cb progress,
                    void *user, tn_error *err);

@@ -424,6 +424,56 @@ static void pin_cancel(fixture *f) {
     tn_session_free(s);
 }
 
+/* A pin's progress is of all its tokens, and its first report, before any
+ * work, gives the rows it keeps: after an edit at the end of a long prompt
+ * most of it is kept, and a speed counted from 0 read thousands of tokens
+ * a second. */
+typedef struct pin_reports {
+    int n;
+    int32_t first_done, first_total, last_done, last_total;
+    bool rising;
+} pin_reports;
+
+static bool record_progress(int32_t done, int32_t total, void *user) {
+    pin_reports *r = user;
+    if (r->n == 0) {
+        r->first_done = done;
+        r->first_total = total;
+    } else if (done < r->last_done || total != r->last_total) {
+        r->rising = false;
+    }
+    r->last_done = done;
+    r->last_total = total;
+    r->n++;
+    return true;
+}
+
+static void pin_progress_kept(fixture *f) {
+    tn_session *s = new_session(f, 512, false);
+    char longsys[4000] = "";
+    for (int i = 0; i < 12; i++)
+        strcat(longsys, "Answer briefly and mention the aisle. ");
+    if (!s || pin(s, longsys) != TN_OK) {
+        tn_session_free(s);
+        return;
+    }
+    const int32_t n_a = tn_session_pin_info(s).n_pin;
+    strcat(longsys, "And one more sentence at its end.");
+    int32_t n_b = 0;
+    tn_error err = {0};
+    CHECKF(tn_session_count_system_tokens(s, longsys, &n_b, &err) == TN_OK, "%s", err.message);
+    pin_reports r = {.rising = true};
+    int rc = tn_session_pin(s, longsys, record_progress, &r, &err);
+    CHECKF(rc == TN_OK, "%s", err.message);
+    CHECKF(r.n >= 2 && r.first_total == n_b && r.first_done > n_a / 2 && r.first_done < n_b,
+           "first report %d / %d (pins of %d then %d tokens)", r.first_done, r.first_total, n_a,
+           n_b);
+    CHECKF(r.rising && r.last_done == n_b && r.last_total == n_b, "last report %d / %d of %d",
+           r.last_done, r.last_total, n_b);
+    CHECK(tn_session_pin_info(s).n_pin == n_b);
+    tn_session_free(s);
+}
+
 /* ------------------------------------------------------- snapshots */
 
 static void damaged_snapshots(fixture *f) {
@@ -782,6 +832,7 @@ int main(void) {
         stop_token(&syn);
         overflow(&syn);
         pin_cancel(&syn);
+        pin_progress_kept(&syn);
         damaged_snapshots(&syn);
         snapshot_shrinks(&syn);
         chat(&syn);
