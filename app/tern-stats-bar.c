@@ -199,9 +199,11 @@ tern_stats_bar_finish (TernStatsBar    *self,
     {
       char *with = g_strdup_printf (
         /* Translators: speculative decoding: of the tokens guessed ahead, how
-         * many the model kept, and how many it kept per check on average */
-        _("%s · %d of %d guessed tokens kept (%.1f per check)"), text, final->accepted,
-        final->drafted, (double) final->accepted / final->verify_steps);
+         * many the model kept, and how many it kept per check on average;
+         * the plural goes with the second number, the tokens guessed */
+        g_dngettext (GETTEXT_PACKAGE, "%s · %d of %d guessed token kept (%.1f per check)",
+                     "%s · %d of %d guessed tokens kept (%.1f per check)", final->drafted),
+        text, final->accepted, final->drafted, (double) final->accepted / final->verify_steps);
       g_free (text);
       text = with;
     }

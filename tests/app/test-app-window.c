@@ -377,6 +377,16 @@ test_stats_phases (TernWindow *w)
             && strstr (tern_stats_bar_get_text (bar), "prompt 1 token at") != NULL
             && strstr (tern_stats_bar_get_text (bar), "tokens") == NULL, "finished: %s",
             tern_stats_bar_get_text (bar));
+    /* One token guessed ahead: "1 of 1 guessed token kept". */
+    one.drafted = 1;
+    one.accepted = 1;
+    one.verify_steps = 1;
+    tern_stats_bar_finish (bar, &one, FALSE, NULL);
+    CHECKF (strstr (tern_stats_bar_get_text (bar), "1 of 1 guessed token kept") != NULL,
+            "finished: %s", tern_stats_bar_get_text (bar));
+    one.drafted = 0;
+    one.accepted = 0;
+    one.verify_steps = 0;
     one.generated_tokens = 2;
     one.prompt_tokens = 12;
     tern_stats_bar_finish (bar, &one, FALSE, NULL);
