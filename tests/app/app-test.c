@@ -1,5 +1,6 @@
 /* app-test.c: see app-test.h. */
 #include "app-test.h"
+#include "tn-internal.h"
 
 #include <locale.h>
 #include <stdio.h>
@@ -203,3 +204,77 @@ app_test_save_screenshot (GtkWidget  *widget,
   return FALSE;
 }
 
+GtkWidget *
+find_of_type (GtkWidget *widget,
+              GType      type)
+{
+  if (G_TYPE_CHECK_INSTANCE_TYPE (widget, type))
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_of_type (c, type);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+static struct
+{
+  gint passes;
+  gint stopped;
+  gint after_stop;
+} slow;
+
+static void
+slow_pass (const char *pass,
+           void       *user)
+{
+  (void) pass;
+  (void) user;
+  g_atomic_int_inc (&slow.passes);
+  if (g_atomic_int_get (&slow.stopped))
+    g_atomic_int_inc (&slow.after_stop);
+  g_usleep (20000);
+}
+
+void
+app_test_slow_start (void)
+{
+  g_atomic_int_set (&slow.passes, 0);
+  g_atomic_int_set (&slow.stopped, 0);
+  g_atomic_int_set (&slow.after_stop, 0);
+  tn_test_read_guard_hook (slow_pass, NULL);
+}
+
+void
+app_test_slow_stop (void)
+{
+  g_atomic_int_set (&slow.stopped, 1);
+}
+
+void
+app_test_slow_end (void)
+{
+  tn_test_read_guard_hook (NULL, NULL);
+}
+
+int
+app_test_slow_passes (void)
+{
+  return g_atomic_int_get (&slow.passes);
+}
+
+int
+app_test_slow_after_stop (void)
+{
+  return g_atomic_int_get (&slow.after_stop);
+}
+
+gboolean
+app_test_slow_under_way (TernWindow *w)
+{
+  (void) w;
+  return g_atomic_int_get (&slow.passes) >= 3;
+}

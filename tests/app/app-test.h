@@ -46,6 +46,23 @@ tn_mkmodel_params app_test_model_params (void);
 gboolean app_test_save_screenshot (GtkWidget  *widget,
                                    const char *path);
 
+/* The first widget of that type in widget's tree (widget itself first). */
+GtkWidget *find_of_type (GtkWidget *widget,
+                         GType      type);
+
+/* A slow disk, made with the engine's test hook (tn_test_read_guard_hook):
+ * every guarded pass over a file the engine loads (one per tensor's NaN/Inf
+ * check, the repack) waits 20 ms first, on the engine's thread, and the
+ * passes that start after app_test_slow_stop are counted. _start resets the
+ * counts and installs the hook, _end removes it. */
+void     app_test_slow_start (void);
+void     app_test_slow_stop (void);
+void     app_test_slow_end (void);
+int      app_test_slow_passes (void);
+int      app_test_slow_after_stop (void);
+/* A predicate: three passes have begun (the load is under way). */
+gboolean app_test_slow_under_way (TernWindow *w);
+
 /* Activates win.action, checking first that it is enabled. */
 void activate (TernWindow *w,
                const char *action,

@@ -28,7 +28,6 @@
 #include <glib/gstdio.h>
 
 #include "tern.h"
-#include "tn-internal.h"
 #include "tern-application.h"
 #include "tern-chat.h"
 #include "tern-message-row.h"
@@ -1041,22 +1040,6 @@ on_gauge_value (GtkLevelBar *level,
     return;
   g->n_live++;
   g->live_max = MAX (g->live_max, gtk_level_bar_get_value (level));
-}
-
-static GtkWidget *
-find_of_type (GtkWidget *widget,
-              GType      type)
-{
-  if (G_TYPE_CHECK_INSTANCE_TYPE (widget, type))
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_of_type (c, type);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
 }
 
 static void collect_cut_labels (GtkWidget *widget, GString *out);
@@ -2388,44 +2371,6 @@ part_widths (Fixture *f)
 
 /* ---------------------------------------------------------------- loading */
 
-/* A slow disk, made by the engine's test hook (tn-internal.h): every
- * guarded pass of a load over the file (one per tensor's NaN/Inf check, the
- * repack) waits 20 ms first, on the worker thread. The passes that start
- * after the user stopped the load are counted. */
-static struct
-{
-  gint passes;
-  gint stopped;
-  gint after_stop;
-} slow;
-
-static void
-slow_pass (const char *pass,
-           void       *user)
-{
-  (void) pass;
-  (void) user;
-  g_atomic_int_inc (&slow.passes);
-  if (g_atomic_int_get (&slow.stopped))
-    g_atomic_int_inc (&slow.after_stop);
-  g_usleep (20000);
-}
-
-static void
-slow_reset (void)
-{
-  g_atomic_int_set (&slow.passes, 0);
-  g_atomic_int_set (&slow.stopped, 0);
-  g_atomic_int_set (&slow.after_stop, 0);
-}
-
-static gboolean
-slow_load_under_way (TernWindow *w)
-{
-  (void) w;
-  return g_atomic_int_get (&slow.passes) >= 3;
-}
-
 static gboolean
 has_model (TernWindow *w)
 {
@@ -2595,40 +2540,37 @@ part_loading (Fixture *f)
 
       CHECK (g_file_copy (from, to, G_FILE_COPY_OVERWRITE, NULL, NULL, NULL, NULL));
     }
-    slow_reset ();
-    tn_test_read_guard_hook (slow_pass, NULL);
+    app_test_slow_start ();
     /* Uncancelled first: how many passes the whole load makes. */
     activate (f->w, "load-model", g_variant_new_string (slow_model));
     CHECK (wait_for (f->w, has_model, 60));
     CHECK (wait_for (f->w, idle_engine, 60));
-    whole = g_atomic_int_get (&slow.passes);
+    whole = app_test_slow_passes ();
     CHECKF (whole >= 10, "a whole load made %d passes", whole);
 
-    slow_reset ();
+    app_test_slow_start ();
     activate (f->w, "load-model", g_variant_new_string (model));
-    CHECK (wait_for (f->w, slow_load_under_way, 60));
-    g_atomic_int_set (&slow.stopped, 1);
+    CHECK (wait_for (f->w, app_test_slow_under_way, 60));
+    app_test_slow_stop ();
     activate (f->w, "cancel-load", NULL);
     CHECK (g_str_equal (tern_window_get_page (f->w), "chat"));
     spin_for (0.5);
-    CHECKF (g_atomic_int_get (&slow.after_stop) <= 1,
-            "Cancel: %d of %d passes started after it", g_atomic_int_get (&slow.after_stop),
-            whole);
+    CHECKF (app_test_slow_after_stop () <= 1, "Cancel: %d of %d passes started after it",
+            app_test_slow_after_stop (), whole);
     CHECK (g_strcmp0 (tern_window_get_model_path (f->w), slow_model) == 0);
 
-    slow_reset ();
+    app_test_slow_start ();
     activate (f->w, "load-model", g_variant_new_string (model));
-    CHECK (wait_for (f->w, slow_load_under_way, 60));
-    g_atomic_int_set (&slow.stopped, 1);
+    CHECK (wait_for (f->w, app_test_slow_under_way, 60));
+    app_test_slow_stop ();
     t0 = g_get_monotonic_time ();
     gtk_window_close (GTK_WINDOW (f->w));
     fprintf (stderr, "closing the window while loading: %.0f ms\n",
              (g_get_monotonic_time () - t0) / 1000.0);
     f->w = NULL;
-    CHECKF (g_atomic_int_get (&slow.after_stop) <= 1,
-            "closing: %d of %d passes started after it", g_atomic_int_get (&slow.after_stop),
-            whole);
-    tn_test_read_guard_hook (NULL, NULL);
+    CHECKF (app_test_slow_after_stop () <= 1, "closing: %d of %d passes started after it",
+            app_test_slow_after_stop (), whole);
+    app_test_slow_end ();
   }
 }
 

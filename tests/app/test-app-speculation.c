@@ -21,7 +21,6 @@
 #include <glib/gstdio.h>
 
 #include "tern.h"
-#include "tn-internal.h"
 #include "tern-application.h"
 #include "tern-preferences-window.h"
 #ifdef TERN_HAVE_MANAGER
@@ -517,36 +516,6 @@ test_plain_tag (TernWindow *w)
 }
 #endif
 
-/* A slow disk, made by the engine's test hook (tn-internal.h): each
- * guarded pass over a file the engine loads (one per tensor's NaN/Inf
- * check, the repack) waits 20 ms first, on the engine thread; the passes
- * that start after the window closed are counted. */
-static struct
-{
-  gint passes;
-  gint stopped;
-  gint after_stop;
-} slow;
-
-static void
-slow_pass (const char *pass,
-           void       *user)
-{
-  (void) pass;
-  (void) user;
-  g_atomic_int_inc (&slow.passes);
-  if (g_atomic_int_get (&slow.stopped))
-    g_atomic_int_inc (&slow.after_stop);
-  g_usleep (20000);
-}
-
-static gboolean
-slow_load_under_way (TernWindow *w)
-{
-  (void) w;
-  return g_atomic_int_get (&slow.passes) >= 3;
-}
-
 /* Closing the window while a draft model loads stops that load: the window
  * waits for the engine thread, which used to read the whole draft model
  * first (gigabytes for a 1B draft). Closes w. */
@@ -570,16 +539,16 @@ test_close_while_drafting (TernWindow *w,
   CHECK (wait_for (w, loaded_and_idle, 120));
   g_settings_set_string (settings, "draft-model-path", draft);
   expect_drafters (w, "prompt-lookup draft-model", "close: draft model set");
-  tn_test_read_guard_hook (slow_pass, NULL);
+  app_test_slow_start ();
   g_action_group_change_action_state (G_ACTION_GROUP (w), "drafter",
                                       g_variant_new_string ("draft-model"));
-  CHECK (wait_for (w, slow_load_under_way, 60));
-  g_atomic_int_set (&slow.stopped, 1);
+  CHECK (wait_for (w, app_test_slow_under_way, 60));
+  app_test_slow_stop ();
   gtk_window_close (GTK_WINDOW (w));
-  CHECKF (g_atomic_int_get (&slow.after_stop) <= 1,
+  CHECKF (app_test_slow_after_stop () <= 1,
           "closing while a draft model loads: %d of its passes started after the close (%d before)",
-          g_atomic_int_get (&slow.after_stop), g_atomic_int_get (&slow.passes) - g_atomic_int_get (&slow.after_stop));
-  tn_test_read_guard_hook (NULL, NULL);
+          app_test_slow_after_stop (), app_test_slow_passes () - app_test_slow_after_stop ());
+  app_test_slow_end ();
   g_settings_set_string (settings, "draft-model-path", "");
 }
 

@@ -81,22 +81,6 @@ long_count_known (TernWindow *w)
   return tern_pin_editor_get_token_count (tern_window_get_pin_editor (w)) > 1000;
 }
 
-static GtkWidget *
-find_of_type (GtkWidget *widget,
-              GType      type)
-{
-  if (G_TYPE_CHECK_INSTANCE_TYPE (widget, type))
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_of_type (c, type);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
-}
-
 /* ------------------------------------------------------ stall measurement */
 
 typedef struct {

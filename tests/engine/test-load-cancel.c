@@ -24,32 +24,6 @@
 
 #define NT 6
 
-static int count_entries(const char *dir, bool hidden_only) {
-    DIR *d = opendir(dir);
-    if (!d)
-        return errno == ENOENT ? 0 : -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-            (!hidden_only || e->d_name[0] == '.'))
-            n++;
-    closedir(d);
-    return n - (hidden_only ? 0 : 1); /* opendir's own descriptor */
-}
-
-static int count_files(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-    closedir(d);
-    return n;
-}
-
 /* Empties dir (files only: the cache holds no folders). */
 static void empty_dir(const char *dir) {
     DIR *d = opendir(dir);
@@ -124,7 +98,7 @@ static int sweep(const char *label, const char *path, const char *cache, bool fr
     for (;; k++) {
         if (cache && fresh)
             empty_dir(cache);
-        const int fds = count_entries("/proc/self/fd", false);
+        const int fds = tn_test_count_entries("/proc/self/fd", false);
         asker a = {.yes_at = k};
         tn_model_params mp = tn_model_default_params();
         mp.cancelled = answer;
@@ -155,15 +129,15 @@ static int sweep(const char *label, const char *path, const char *cache, bool fr
         /* Told yes, it stops at once: no further question. */
         CHECKF(a.asked == k, "%s: after the yes at question %d it asked %d times", label, k,
                a.asked);
-        CHECKF(count_entries("/proc/self/fd", false) == fds,
+        CHECKF(tn_test_count_entries("/proc/self/fd", false) == fds,
                "%s, yes at question %d: %d descriptors before, %d after", label, k, fds,
-               count_entries("/proc/self/fd", false));
+               tn_test_count_entries("/proc/self/fd", false));
         if (cache)
-            CHECKF(count_entries(cache, true) == 0,
+            CHECKF(tn_test_count_entries(cache, true) == 0,
                    "%s, yes at question %d: a temporary file is left in %s", label, k, cache);
         /* The file is complete only after the last pass: a load told yes
          * at its very last question keeps it (it is valid), no other. */
-        if (cache && fresh && count_files(cache) > 0)
+        if (cache && fresh && tn_test_count_entries(cache, false) > 0)
             left_a_file++;
         if (cache_file_kept) {
             struct stat st;
@@ -245,7 +219,7 @@ int main(void) {
     const int fresh = sweep("new cache file", path, cache, true, want, n_vocab);
     if (repacked > 0) {
         CHECKF(fresh > off - 1, "new cache file: %d questions, %d with the cache off", fresh, off);
-        CHECKF(count_files(cache) >= 1, "new cache file: none in %s", cache);
+        CHECKF(tn_test_count_entries(cache, false) >= 1, "new cache file: none in %s", cache);
     }
     /* A complete cache file is mapped: cancelled loads keep it. */
     if (repacked > 0)

@@ -28,20 +28,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int count_entries(const char *dir, bool hidden_only) {
-    DIR *d = opendir(dir);
-    if (!d) /* a cache directory the failed load never made */
-        return errno == ENOENT ? 0 : -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-            (!hidden_only || e->d_name[0] == '.'))
-            n++;
-    closedir(d);
-    return n - (hidden_only ? 0 : 1); /* opendir's own descriptor */
-}
-
 /* The hook: truncates `path` to `size` in the first pass named `pass`. */
 static struct {
     const char *pass;
@@ -84,7 +70,7 @@ static void shrink_in(const char *good, const char *victim, const char *pass, co
         CHECKF(false, "%s: cannot copy %s", pass, good);
         return;
     }
-    const int fds = count_entries("/proc/self/fd", false);
+    const int fds = tn_test_count_entries("/proc/self/fd", false);
     cut.pass = pass;
     cut.path = victim;
     /* Half, on a page boundary: the head (metadata, the first tensors)
@@ -101,10 +87,10 @@ static void shrink_in(const char *good, const char *victim, const char *pass, co
     CHECKF(strstr(err.message, "shrank while it was being read") && strstr(err.message, victim),
            "%s: message: %s", pass, err.message);
     tn_model_free(m);
-    CHECKF(count_entries("/proc/self/fd", false) == fds, "%s: %d descriptors before, %d after",
-           pass, fds, count_entries("/proc/self/fd", false));
+    CHECKF(tn_test_count_entries("/proc/self/fd", false) == fds, "%s: %d descriptors before, %d after",
+           pass, fds, tn_test_count_entries("/proc/self/fd", false));
     if (cache)
-        CHECKF(count_entries(cache, true) == 0, "%s: a temporary file is left in %s", pass,
+        CHECKF(tn_test_count_entries(cache, true) == 0, "%s: a temporary file is left in %s", pass,
                cache);
     expect_good_load(good, pass);
 }
@@ -257,7 +243,7 @@ static void vision_shrink(const char *dir) {
         mp.projector = which ? "gemma4v" : "gemma3";
         CHECKF(tn_mkmodel_vision(&mp, good, &err) == TN_OK, "%s", err.message);
         CHECK(tn_test_copy_file(good, victim));
-        const int fds = count_entries("/proc/self/fd", false);
+        const int fds = tn_test_count_entries("/proc/self/fd", false);
         cut.pass = "vision";
         cut.path = victim;
         cut.size = 0;
@@ -270,8 +256,8 @@ static void vision_shrink(const char *dir) {
                    strstr(err.message, victim),
                "vision %s: gave %d: %s", mp.projector, rc, err.message);
         tn_vision_free(v);
-        CHECKF(count_entries("/proc/self/fd", false) == fds, "vision: descriptors %d -> %d", fds,
-               count_entries("/proc/self/fd", false));
+        CHECKF(tn_test_count_entries("/proc/self/fd", false) == fds, "vision: descriptors %d -> %d", fds,
+               tn_test_count_entries("/proc/self/fd", false));
         v = NULL;
         CHECKF(tn_vision_load(good, &v, &err) == TN_OK, "vision %s: the good file: %s",
                mp.projector, err.message);
@@ -504,7 +490,7 @@ static void checksum_shrink(const char *good, const char *victim, const char *di
     sum_cut.dir = cache;
     sum_cut.fired = 0;
     sum_cut.tmp[0] = '\0';
-    const int fds = count_entries("/proc/self/fd", false);
+    const int fds = tn_test_count_entries("/proc/self/fd", false);
     tn_test_read_guard_hook(sum_cut_hook, NULL);
     tn_model *m = NULL;
     tn_error err = {0};
@@ -515,9 +501,9 @@ static void checksum_shrink(const char *good, const char *victim, const char *di
                sum_cut.tmp[0] && strstr(err.message, sum_cut.tmp),
            "cache-checksum: gave %d: %s", rc, err.message);
     tn_model_free(m);
-    CHECKF(count_entries("/proc/self/fd", false) == fds, "cache-checksum: descriptors %d -> %d",
-           fds, count_entries("/proc/self/fd", false));
-    CHECKF(count_entries(cache, true) == 0, "cache-checksum: a temporary file is left");
+    CHECKF(tn_test_count_entries("/proc/self/fd", false) == fds, "cache-checksum: descriptors %d -> %d",
+           fds, tn_test_count_entries("/proc/self/fd", false));
+    CHECKF(tn_test_count_entries(cache, true) == 0, "cache-checksum: a temporary file is left");
     expect_good_load(good, "cache-checksum");
     setenv("TERN_REPACK_CACHE", "off", 1);
 }
@@ -662,7 +648,7 @@ int main(void) {
         CHECKF(tn_model_load(good, tn_model_default_params(), &target, &err) == TN_OK, "%s",
                err.message);
         CHECK(tn_test_copy_file(dgood, dvictim));
-        const int fds = count_entries("/proc/self/fd", false);
+        const int fds = tn_test_count_entries("/proc/self/fd", false);
         cut.pass = "convert";
         cut.path = dvictim;
         cut.size = 4096; /* the head: the first vector's copy reads past it */
@@ -679,8 +665,8 @@ int main(void) {
                    strstr(err.message, dvictim),
                "dflash: message: %s", err.message);
         tn_drafter_free(d);
-        CHECKF(count_entries("/proc/self/fd", false) == fds, "dflash: descriptors %d -> %d", fds,
-               count_entries("/proc/self/fd", false));
+        CHECKF(tn_test_count_entries("/proc/self/fd", false) == fds, "dflash: descriptors %d -> %d", fds,
+               tn_test_count_entries("/proc/self/fd", false));
         d = NULL;
         CHECKF(target && tn_drafter_new_dflash(target, dgood, tn_drafter_default_params(), &d,
                                                &err) == TN_OK,

@@ -3,6 +3,8 @@
 #include "tn-internal.h"
 #include "tn-session.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -251,4 +253,18 @@ size_t tn_test_utf8_len_reference(const unsigned char *p, size_t n) {
         (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
         return 0;
     return len;
+}
+
+int tn_test_count_entries(const char *dir, bool hidden_only) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            (!hidden_only || e->d_name[0] == '.'))
+            n++;
+    closedir(d);
+    return n - (!strcmp(dir, "/proc/self/fd") ? 1 : 0);
 }

@@ -80,6 +80,11 @@ uint64_t tn_test_pinned_rows_hash(tn_session *s);
  * any error. */
 bool tn_test_copy_file(const char *from, const char *to);
 
+/* Entries of dir (hidden_only: those whose name starts with '.'), 0 when
+ * it does not exist, -1 when it cannot be read. For /proc/self/fd (open
+ * descriptors) the one opendir itself holds is not counted. */
+int tn_test_count_entries(const char *dir, bool hidden_only);
+
 /* Writes a copy of the GGUF src to dst, its tensors as they are and each
  * metadata value through edit (which may change *v in place, e.g. shorten
  * an array, or write the key itself to w and return true to skip the copy;
