@@ -66,8 +66,8 @@ const char *tern_tool_call_marker(int kind);
 /* In JSON text p[0..n) that a parser has accepted, the value of member
  * `key` (the last one of that name, as json-glib and Python keep it) of the
  * object whose '{' is at `at`: its bytes [*start, *end). False when there is
- * none or the text is not what was expected. Keys are compared as written
- * (a key spelled with escapes does not match). */
+ * none or the text is not what was expected. Keys are compared as read,
+ * escapes and all (a key spelled "tool\u0073" is "tools"). */
 bool tern_json_raw_member(const char *p, size_t n, size_t at, const char *key, size_t *start,
                           size_t *end);
 /* The same for element `index` of the array whose '[' is at `at`. */

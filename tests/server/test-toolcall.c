@@ -110,7 +110,11 @@ static void test_qwen3(void) {
     /* The first </tool_call> ends the block, even inside a string. */
     plain("<tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"</tool_call>\"}}"
           "</tool_call>");
-    plain("<tool_call>{\"name\": \"f\", \"argum\\u0065nts\": {\"a\": 1}}</tool_call>");
+    /* A key spelled with escapes is the same key, as any JSON reader takes
+     * it (it was plain text while keys were compared as written). */
+    static const char *const escaped[] = {"f", "{\"a\": 1}"};
+    expect("<tool_call>{\"name\": \"f\", \"argum\\u0065nts\": {\"a\": 1}}</tool_call>", NULL, 1,
+           escaped);
     /* Nested past the limit: plain, not a crash (json-glib recurses). */
     GString *deep = g_string_new("<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": ");
     for (int i = 0; i < 200000; i++)
@@ -229,6 +233,14 @@ static void test_raw(void) {
     raw("{ \"a\" : -0 , \"z\" : null }", "z", "null");
     raw("{\"a\": 1, \"a\": [2]}", "a", "[2]"); /* the last, as json-glib keeps it */
     raw("{\"k\\\"\": 1, \"k\": true}", "k", "true");
+    /* Keys as read, escapes and all, the last of equal ones (json-glib's). */
+    raw("{\"ab\": 1, \"a\\u0062\": 2}", "ab", "2");
+    raw("{\"tool\\u0073\": [1], \"x\": 0}", "tools", "[1]");
+    raw("{\"\\ud83d\\ude00\\n\\/\": 7}", "\xf0\x9f\x98\x80\n/", "7");
+    raw("{\"a\\u0000b\": 5}", "a", "5");
+    raw("{\"\\udc00\": 1}", "\xef\xbf\xbd", NULL);
+    raw("{\"\\ud800x\": 1}", "x", NULL);
+    raw("{\"a\\u00\": 1}", "a", NULL);
     raw("{}", "a", NULL);
     raw("{\"a\": 1", "a", NULL);
     raw("{\"a\": [1, 2}", "a", NULL);
