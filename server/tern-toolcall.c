@@ -61,81 +61,20 @@ static size_t skip_value(const char *p, size_t n, size_t i) {
     return i > from ? i : NONE;
 }
 
-static int hex4(const char *p) {
-    int v = 0;
-    for (int i = 0; i < 4; i++) {
-        const char c = p[i];
-        const int d = c >= '0' && c <= '9'   ? c - '0'
-                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                             : -1;
-        if (d < 0)
-            return -1;
-        v = v * 16 + d;
-    }
-    return v;
-}
-
-/* Whether the key written in p[ks, ke) (between its quotes) is `key` once
- * its escapes are read, as json-glib reads them: a body's "tool\u0073"
- * is its "tools", and json-glib keeps the last of the two; compared as
- * written, the first one's bytes went with the second one's value. A
- * \u0000 ends the key there, as json-glib's C string does; a lone
- * surrogate matches nothing. */
+/* Whether the key written in p[ks, ke) (between its quotes) is `key` as
+ * json-glib reads it: a body's "tool\u0073" is its "tools", and json-glib
+ * keeps the last of the two; compared as written, the first one's bytes
+ * went with the second one's value. A key with escapes is read by
+ * json-glib itself, so that every escape, surrogate pair and \u0000 (which
+ * ends its C string) means here what it means in the parsed body. */
 static bool key_is(const char *p, size_t ks, size_t ke, const char *key, size_t klen) {
     if (!memchr(p + ks, '\\', ke - ks))
         return ke - ks == klen && !memcmp(p + ks, key, klen);
-    size_t k = 0;
-    for (size_t i = ks; i < ke;) {
-        if (p[i] != '\\') {
-            if (k >= klen || key[k] != p[i])
-                return false;
-            k++;
-            i++;
-            continue;
-        }
-        if (i + 1 >= ke)
-            return false;
-        gunichar c;
-        switch (p[i + 1]) {
-        case '"':
-        case '\\':
-        case '/':
-            c = (gunichar)p[i + 1];
-            i += 2;
-            break;
-        case 'b': c = '\b'; i += 2; break;
-        case 'f': c = '\f'; i += 2; break;
-        case 'n': c = '\n'; i += 2; break;
-        case 'r': c = '\r'; i += 2; break;
-        case 't': c = '\t'; i += 2; break;
-        case 'u': {
-            const int hi = i + 6 <= ke ? hex4(p + i + 2) : -1;
-            if (hi < 0 || (hi >= 0xDC00 && hi <= 0xDFFF))
-                return false;
-            i += 6;
-            c = (gunichar)hi;
-            if (hi >= 0xD800 && hi <= 0xDBFF) {
-                const int lo = i + 6 <= ke && p[i] == '\\' && p[i + 1] == 'u' ? hex4(p + i + 2) : -1;
-                if (lo < 0xDC00 || lo > 0xDFFF)
-                    return false;
-                c = 0x10000 + (((gunichar)hi - 0xD800) << 10) + ((gunichar)lo - 0xDC00);
-                i += 6;
-            }
-            break;
-        }
-        default:
-            return false;
-        }
-        if (c == 0)
-            return k == klen;
-        char utf8[6];
-        const size_t len = (size_t)g_unichar_to_utf8(c, utf8);
-        if (k + len > klen || memcmp(key + k, utf8, len))
-            return false;
-        k += len;
-    }
-    return k == klen;
+    g_autoptr(JsonParser) parser = json_parser_new_immutable();
+    if (!json_parser_load_from_data(parser, p + ks - 1, (gssize)(ke - ks + 2), NULL))
+        return false;
+    const char *read = json_node_get_string(json_parser_get_root(parser));
+    return read && strlen(read) == klen && !memcmp(read, key, klen);
 }
 
 bool tern_json_raw_member(const char *p, size_t n, size_t at, const char *key, size_t *start,
