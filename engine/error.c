@@ -478,6 +478,10 @@ typedef struct load_cancel {
     bool (*cancelled)(void *user);
     void *user;
     bool said_yes;
+    void (*progress)(float fraction, void *user);
+    void *progress_user;
+    uint64_t done, total; /* bytes of the weights' passes */
+    float reported;       /* the last fraction given */
 } load_cancel;
 
 static __thread load_cancel this_load;
@@ -492,6 +496,44 @@ bool tn_load_cancelled(void) {
     if (!this_load.said_yes && this_load.cancelled)
         this_load.said_yes = this_load.cancelled(this_load.user);
     return this_load.said_yes;
+}
+
+void tn_load_progress_arm(void (*progress)(float fraction, void *user), void *user) {
+    this_load.progress = progress;
+    this_load.progress_user = user;
+    this_load.done = this_load.total = 0;
+    this_load.reported = 0.0f;
+}
+
+/* About a hundred calls a load at most: a caller may redraw on each. */
+static void progress_report(void) {
+    load_cancel *l = &this_load;
+    if (!l->progress || l->total == 0)
+        return;
+    float f = l->done >= l->total ? 1.0f : (float)((double)l->done / (double)l->total);
+    if (f > 0.99f)
+        f = 0.99f; /* 1 is the end's alone: an estimate that was short stops here */
+    if (f < l->reported + 0.01f)
+        return;
+    l->reported = f;
+    l->progress(f, l->progress_user);
+}
+
+void tn_load_progress_expect(uint64_t remaining_bytes) {
+    this_load.total = this_load.done + remaining_bytes;
+    progress_report();
+}
+
+void tn_load_progress_add(uint64_t bytes) {
+    this_load.done += bytes;
+    progress_report();
+}
+
+void tn_load_progress_end(void) {
+    if (this_load.progress && this_load.reported < 1.0f) {
+        this_load.reported = 1.0f;
+        this_load.progress(1.0f, this_load.progress_user);
+    }
 }
 
 void tn_load_poll(void) {

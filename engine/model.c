@@ -181,6 +181,7 @@ static void finite_scan_run(void *arg) {
             f->t->type, data + (size_t)r0 * f->row_bytes, f->row_bytes, n, f->cols);
         if (bad >= 0)
             f->bad = r0 + bad;
+        tn_load_progress_add((uint64_t)n * f->row_bytes);
     }
 }
 
@@ -1385,8 +1386,23 @@ static int prepare(tn_model *m, tn_error *err) {
             n_file_only++;
         }
     m->backend.gguf = m->gguf; /* the repack cache's key (engine/repack-cache.c) */
+    /* What remains, now known: the matrices the repack may rewrite (those
+     * a cache hit maps instead) and the deferred NaN/Inf passes. */
+    uint64_t remaining = 0;
+    for (int i = 0; i < n; i++)
+        if (tn_weight_repack_size(ws[i]) > 0)
+            remaining += (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->rows;
+    for (int32_t i = 0; i < m->n_deferred_checks; i++) {
+        const tn_gguf_tensor *t = m->deferred_checks[i].t;
+        const int64_t n_exp = t->n_dims >= 3 && t->ne[2] > 1 ? (int64_t)t->ne[2] : 1;
+        remaining += (uint64_t)tn_type_row_bytes(t->type, t->ne[0]) *
+                     (uint64_t)m->deferred_checks[i].rows * (uint64_t)n_exp;
+    }
+    tn_load_progress_expect(remaining);
     rc = tn_backend_prepare(&m->backend, ws, n, n_file_only, true, m->path, err);
     const bool from_cache = m->backend.repack_cache_hit;
+    if (from_cache)
+        tn_load_progress_expect(0); /* the cache's file was mapped: no pass is left */
     /* Deferred NaN/Inf passes: skipped only when a cache file made by an
      * earlier load of this model file as it is now was mapped (that load ran
      * them), even if its experts then went back to rows (4 KiB pages,
@@ -1445,6 +1461,39 @@ void tn_model_free(tn_model *m) {
     free(m);
 }
 
+/* The load's work as its progress counts it, estimated from the file
+ * before any tensor is looked at (prepare says what remains exactly): one
+ * NaN/Inf pass over every tensor, and one repack pass over each matrix the
+ * kernel family rewrites (not Gemma 4's per-layer embeddings; the experts'
+ * 3-D tensors only when a repack cache file is written, which prepare
+ * counts; nor the token embedding, but when the output is tied to it).
+ * With a repack cache file likely to serve, most checks wait and may never
+ * come: the estimate is the checks alone. */
+static bool tensor_named(const tn_gguf_tensor *t, const char *name) {
+    return t->name.len == strlen(name) && !memcmp(t->name.ptr, name, strlen(name));
+}
+
+static void expect_load_work(const tn_gguf *g, bool cache_likely) {
+    const bool tied = !tn_gguf_find_tensor(g, "output.weight");
+    uint64_t bytes = 0;
+    for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
+        const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
+        bytes += t->nbytes;
+        if (cache_likely || t->n_dims != 2 || (!tied && tensor_named(t, "token_embd.weight")) ||
+            tensor_named(t, "per_layer_token_embd.weight"))
+            continue;
+        const tn_weight w = {.type = t->type,
+                             .layout = TN_LAYOUT_ROWS,
+                             .rows = (int64_t)t->ne[1],
+                             .cols = (int64_t)t->ne[0],
+                             .data = t->data,
+                             .row_bytes = tn_type_row_bytes(t->type, t->ne[0])};
+        if (w.row_bytes > 0 && tn_weight_repack_size(&w) > 0)
+            bytes += t->nbytes;
+    }
+    tn_load_progress_expect(bytes);
+}
+
 static int fail_cancelled(tn_error *err, const char *path) {
     return tn_fail(err, TN_ERR_CANCELLED, "%s: loading was cancelled", path);
 }
@@ -1481,6 +1530,7 @@ static int load_model(const char *path, tn_model_params params, tn_model **out, 
     }
     loader ld = {.m = m, .g = m->gguf, .path = path, .arch = "?", .err = err,
                  .defer_checks = tn_repack_cache_likely(m->gguf, NULL)};
+    expect_load_work(m->gguf, ld.defer_checks);
     rc = tn_load_cancelled() ? fail_cancelled(err, path) : load_hparams(&ld, &m->hp);
     if (rc == TN_OK) {
         m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
@@ -1527,7 +1577,10 @@ static int load_model(const char *path, tn_model_params params, tn_model **out, 
 
 int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_error *err) {
     tn_load_cancel_arm(params.cancelled, params.cancelled_user);
+    tn_load_progress_arm(params.progress, params.progress_user);
     int rc = load_model(path, params, out, err);
+    if (rc == TN_OK)
+        tn_load_progress_end();
     /* A pass the cancel point left reports it without the file's name, or
      * as its caller's failure: the load's error says what happened. */
     if (rc != TN_OK && tn_load_cancelled())

@@ -681,9 +681,15 @@ typedef struct repack_pass {
     uint8_t *buf;
 } repack_pass;
 
+/* Each matrix is a step of the load's progress and a cancel point. */
+static void repack_step(const tn_weight *w) {
+    tn_load_progress_add((uint64_t)w->row_bytes * (uint64_t)w->rows);
+    tn_load_poll();
+}
+
 static void repack_pass_run(void *arg) {
     const repack_pass *rp = arg;
-    tn_weights_repack_into(rp->ws, rp->n, rp->alias, true, rp->buf, tn_load_poll);
+    tn_weights_repack_into(rp->ws, rp->n, rp->alias, true, rp->buf, repack_step);
 }
 
 /* tn_weights_repack of ws[0..n) with release_originals, its reads of the

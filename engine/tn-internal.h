@@ -85,6 +85,17 @@ void tn_load_cancel_disarm(void);
 bool tn_load_cancelled(void);
 void tn_load_poll(void);
 
+/* A load's progress (tn_model_params.progress), counted in bytes of the
+ * weights' passes: tn_load_progress_arm for the load's length (the cancel
+ * disarm ends it too); _expect says how many bytes of work remain from
+ * here, _add counts bytes done, _end says the load is complete. The
+ * fraction given is never less than the one before and stays below 1
+ * until _end, whatever the estimates did. Nothing armed: nothing done. */
+void tn_load_progress_arm(void (*progress)(float fraction, void *user), void *user);
+void tn_load_progress_expect(uint64_t remaining_bytes);
+void tn_load_progress_add(uint64_t bytes);
+void tn_load_progress_end(void);
+
 /* Tests only: hook(pass, user) runs inside each guarded pass, armed, before
  * fn reads anything (a test truncates the file there). NULL removes it. */
 void tn_test_read_guard_hook(void (*hook)(const char *pass, void *user), void *user);

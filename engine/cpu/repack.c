@@ -499,11 +499,12 @@ size_t tn_weights_repack_bytes(tn_weight *const *ws, int n, const int *alias) {
 }
 
 void tn_weights_repack_into(tn_weight *const *ws, int n, const int *alias,
-                            bool release_originals, uint8_t *buf, void (*before_each)(void)) {
+                            bool release_originals, uint8_t *buf,
+                            void (*before_each)(const tn_weight *w)) {
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         if (before_each)
-            before_each();
+            before_each(ws[i]);
         tn_weight *w = ws[i];
         if (alias[i] != i) {
             /* Its first holder is repacked (or left as it was) already. */

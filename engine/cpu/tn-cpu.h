@@ -111,7 +111,8 @@ void *tn_weights_storage_alloc(size_t total);
 /* before_each (NULL: none) runs before each matrix: a load's cancel point
  * (tn_load_poll), which may jump out of the pass between two matrices. */
 void tn_weights_repack_into(tn_weight *const *ws, int n, const int *alias,
-                            bool release_originals, uint8_t *buf, void (*before_each)(void));
+                            bool release_originals, uint8_t *buf,
+                            void (*before_each)(const tn_weight *w));
 
 /* y[b * w->rows + r] = sum_k W[r][k] * x[b * w->cols + k] for b < n.
  * Batch-invariant as described above. May use scratch memory owned by cpu

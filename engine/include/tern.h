@@ -364,6 +364,15 @@ typedef struct tn_model_params {
      * already complete is kept. NULL (default): the load runs to its end. */
     bool (*cancelled)(void *user);
     void *cancelled_user;
+    /* How far the load is, from 0 to 1, on the loading thread at the same
+     * points (a hundred calls at most, each fraction above the one
+     * before): bytes of its passes over the weights, the remaining work
+     * first estimated from the file and then known once the tensors are.
+     * Below 1 until the load has succeeded; then 1, once. A load that a
+     * repack cache file serves may go from little to 1 at once. NULL
+     * (default): none. */
+    void (*progress)(float fraction, void *user);
+    void *progress_user;
 } tn_model_params;
 
 tn_model_params tn_model_default_params(void);

@@ -1,0 +1,183 @@
+/* A load's progress (tn_model_params.progress): the app's loading page
+ * shows it as a bar, so it must move in steps, only forward, reach 1 once
+ * and only on success, and its first estimate must be close enough that
+ * the bar neither leaps nor waits at its end (docs/MODEL.md, "Load
+ * progress"). With the repack cache off, writing a new cache file and
+ * mapping one; on a dense model, Gemma 4 (per-layer embeddings: checked,
+ * never repacked) and a mixture (experts: repacked only into a cache file). */
+#include "tn-internal.h"
+#include "tn-test.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_REPORTS 1000
+
+typedef struct reports {
+    float f[MAX_REPORTS];
+    int n;
+    int yes_at; /* cancel at this question (0: never) */
+    int asked;
+    int at_repack; /* reports before the first repack pass began (-1: none began) */
+} reports;
+
+/* The engine's test hook runs at the start of each guarded pass. */
+static reports *watched;
+
+static void pass_hook(const char *pass, void *user) {
+    (void)user;
+    if (watched && watched->at_repack < 0 &&
+        (!strcmp(pass, "repack") || !strcmp(pass, "cache-write")))
+        watched->at_repack = watched->n;
+}
+
+static void on_progress(float fraction, void *user) {
+    reports *r = user;
+    if (r->n < MAX_REPORTS)
+        r->f[r->n] = fraction;
+    r->n++;
+}
+
+static bool on_question(void *user) {
+    reports *r = user;
+    r->asked++;
+    return r->yes_at > 0 && r->asked >= r->yes_at;
+}
+
+static void empty_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+}
+
+static int load(const char *path, reports *r) {
+    tn_model_params mp = tn_model_default_params();
+    mp.progress = on_progress;
+    mp.progress_user = r;
+    mp.cancelled = on_question;
+    mp.cancelled_user = r;
+    tn_model *m = NULL;
+    tn_error err = {0};
+    r->at_repack = -1;
+    watched = r;
+    const int rc = tn_model_load(path, mp, &m, &err);
+    watched = NULL;
+    tn_model_free(m);
+    return rc;
+}
+
+/* A whole load: reports in (0, 1], each above the one before, 1 once and
+ * last; where the load makes passes (`passes`), at least a few steps
+ * and none larger than `max_step` (a leap means an estimate was wrong). */
+static void whole(const char *label, const char *path, bool passes, float max_step) {
+    reports r = {0};
+    CHECKF(load(path, &r) == TN_OK, "%s: the load failed", label);
+    CHECKF(r.n >= 1 && r.n <= 101, "%s: %d reports", label, r.n);
+    if (r.n < 1 || r.n > MAX_REPORTS)
+        return;
+    float before = 0.0f, step = 0.0f;
+    for (int i = 0; i < r.n; i++) {
+        CHECKF(r.f[i] > before && r.f[i] <= 1.0f, "%s: report %d is %g after %g", label, i, r.f[i],
+               before);
+        if (r.f[i] - before > step)
+            step = r.f[i] - before;
+        before = r.f[i];
+    }
+    CHECKF(r.f[r.n - 1] == 1.0f, "%s: the last report is %g", label, r.f[r.n - 1]);
+    if (passes) {
+        CHECKF(r.n >= 6, "%s: only %d reports", label, r.n);
+        CHECKF(step <= max_step, "%s: a step of %.3f (at most %.2f)", label, step, max_step);
+    }
+    /* Where this CPU repacks, the checks and the repack each take a good
+     * share of the bytes: a first estimate without the repack would reach
+     * the end with the checks and wait there through it. */
+    if (passes && r.at_repack >= 0) {
+        const float at = r.at_repack > 0 ? r.f[r.at_repack - 1] : 0.0f;
+        CHECKF(at >= 0.2f && at <= 0.9f, "%s: %.2f done when the repack began", label, at);
+        CHECKF(r.n - r.at_repack >= 5, "%s: %d reports during the repack", label,
+               r.n - r.at_repack);
+    }
+    fprintf(stderr, "load-progress: %s: %d reports, largest step %.3f, repack from report %d:",
+            label, r.n, step, r.at_repack);
+    for (int i = 0; i < r.n && i < MAX_REPORTS; i++)
+        fprintf(stderr, " %.2f", r.f[i]);
+    fprintf(stderr, "\n");
+}
+
+/* Cancelled at every third question: it never says 1. */
+static void cancelled(const char *label, const char *path) {
+    for (int k = 1; k < 200; k += 3) {
+        reports r = {.yes_at = k};
+        const int rc = load(path, &r);
+        if (rc == TN_OK)
+            break;
+        CHECKF(rc == TN_ERR_CANCELLED, "%s: yes at %d gave %d", label, k, rc);
+        for (int i = 0; i < r.n && i < MAX_REPORTS; i++)
+            CHECKF(r.f[i] < 1.0f, "%s: cancelled at question %d, report %d was 1", label, k, i);
+    }
+}
+
+static void run(const char *label, tn_mkmodel_params p, const char *dir) {
+    char path[512], cache[512], name[128];
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, label);
+    tn_error err = {0};
+    if (tn_mkmodel(&p, path, &err) != TN_OK) {
+        CHECKF(false, "mkmodel %s: %s", label, err.message);
+        return;
+    }
+    /* Without a repack the passes are the checks alone, and the estimate
+     * is exact: steps are tensors. With one, the repack's estimate may
+     * differ from what prepare finds by the token embedding's share
+     * (tied or not) and small matrices: a fifth at most. */
+    setenv("TERN_REPACK_CACHE", "off", 1);
+    snprintf(name, sizeof name, "%s, cache off", label);
+    whole(name, path, true, 0.2f);
+    cancelled(name, path);
+    snprintf(cache, sizeof cache, "%s/cache-%s", dir, label);
+    setenv("TERN_REPACK_CACHE", cache, 1);
+    empty_dir(cache);
+    snprintf(name, sizeof name, "%s, new cache file", label);
+    whole(name, path, true, 0.2f);
+    /* A cache file maps: the load may go to 1 at once. */
+    snprintf(name, sizeof name, "%s, cache file mapped", label);
+    whole(name, path, false, 1.0f);
+    cancelled(name, path);
+    empty_dir(cache);
+    rmdir(cache);
+}
+
+int main(void) {
+    const char *dir = tn_test_tmpdir();
+    tn_test_read_guard_hook(pass_hook, NULL);
+    /* Large enough for tens of reports: 8 layers of 256-wide Q4_0. */
+    tn_mkmodel_params dense = tn_test_tiny_model("llama", 21);
+    dense.type = "q4_0";
+    dense.n_layer = 8;
+    dense.n_embd = 256;
+    dense.n_head = 4;
+    dense.n_head_kv = 2;
+    dense.head_dim = 64;
+    dense.n_ff = 1024;
+    run("dense", dense, dir);
+    run("gemma4", tn_test_tiny_model("gemma4", 22), dir);
+    run("gemma4moe", tn_test_tiny_model("gemma4moe", 23), dir);
+    /* Nothing asked for: nothing reported, and the load is as before. */
+    tn_model *m = NULL;
+    tn_error err = {0};
+    char path[512];
+    snprintf(path, sizeof path, "%s/dense.gguf", dir);
+    setenv("TERN_REPACK_CACHE", "off", 1);
+    CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == TN_OK, "%s", err.message);
+    tn_model_free(m);
+    return tn_test_finish("load-progress");
+}
