@@ -109,6 +109,7 @@ G_DEFINE_FINAL_TYPE (TernEngineWorker, tern_engine_worker, G_TYPE_OBJECT)
 
 enum {
   SIGNAL_MODEL_LOADED,
+  SIGNAL_LOAD_PROGRESS,
   SIGNAL_TOKEN_COUNT,
   SIGNAL_PINNED,
   SIGNAL_UPDATE,
@@ -200,6 +201,15 @@ model_loaded_event_free (gpointer data)
 
 G_DEFINE_BOXED_TYPE (TernModelLoadedEvent, tern_model_loaded_event, model_loaded_event_copy,
                      model_loaded_event_free)
+
+static gpointer
+load_progress_event_copy (gpointer data)
+{
+  return g_memdup2 (data, sizeof (TernLoadProgressEvent));
+}
+
+G_DEFINE_BOXED_TYPE (TernLoadProgressEvent, tern_load_progress_event, load_progress_event_copy,
+                     g_free)
 
 static gpointer
 token_count_event_copy (gpointer data)
@@ -374,6 +384,7 @@ typedef struct {
   char *english;         /* model-loaded: the engine's message, untranslated */
   gboolean flag;
   int n;
+  double fraction;       /* load-progress */
   TernStats stats;
   TernPinState pin;
   TernSampling sampling; /* model-loaded: the model's suggestion */
@@ -465,6 +476,13 @@ event_dispatch (gpointer data)
                                    .english = ev->english };
 
         g_signal_emit (owner, signals[SIGNAL_MODEL_LOADED], 0, &e);
+      }
+      break;
+    case SIGNAL_LOAD_PROGRESS:
+      {
+        TernLoadProgressEvent e = { .id = ev->id, .fraction = ev->fraction };
+
+        g_signal_emit (owner, signals[SIGNAL_LOAD_PROGRESS], 0, &e);
       }
       break;
     case SIGNAL_TOKEN_COUNT:
@@ -1284,6 +1302,18 @@ load_cancelled (void *user)
   return is_cancelled (lc->shared, lc->id);
 }
 
+/* The loading page's bar (tn_model_params.progress). */
+static void
+load_progress (float  fraction,
+               void  *user)
+{
+  const LoadCancel *lc = user;
+  Event *ev = event_new (lc->shared, SIGNAL_LOAD_PROGRESS, lc->id);
+
+  ev->fraction = fraction;
+  event_post (ev);
+}
+
 static bool
 quitting (void *user)
 {
@@ -1315,6 +1345,8 @@ handle_load (Engine  *engine,
   mp = tn_model_default_params ();
   mp.cancelled = load_cancelled;
   mp.cancelled_user = &lc;
+  mp.progress = load_progress;
+  mp.progress_user = &lc;
   if (tn_model_load (req->text, mp, &model, &err) != TN_OK)
     {
       if (err.code == TN_ERR_CANCELLED)
@@ -2189,6 +2221,9 @@ tern_engine_worker_class_init (TernEngineWorkerClass *klass)
   signals[SIGNAL_MODEL_LOADED] =
     g_signal_new ("model-loaded", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                   G_TYPE_NONE, 1, TERN_TYPE_MODEL_LOADED_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
+  signals[SIGNAL_LOAD_PROGRESS] =
+    g_signal_new ("load-progress", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                  NULL, G_TYPE_NONE, 1, TERN_TYPE_LOAD_PROGRESS_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_TOKEN_COUNT] =
     g_signal_new ("token-count", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                   G_TYPE_NONE, 1, TERN_TYPE_TOKEN_COUNT_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);

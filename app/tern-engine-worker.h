@@ -126,6 +126,13 @@ typedef struct {
   char *english;          /* the error as the engine wrote it */
 } TernModelLoadedEvent;
 
+/* "load-progress": how far a model's load is, from 0 to 1 (the engine's
+ * tn_model_params.progress: a hundred steps at most, each further on). */
+typedef struct {
+  guint id;               /* of the load */
+  double fraction;
+} TernLoadProgressEvent;
+
 /* "token-count": the system prompt's tokens (-1: cannot count, remote). */
 typedef struct {
   guint id;
@@ -186,6 +193,7 @@ typedef struct {
 } TernWarningEvent;
 
 #define TERN_TYPE_MODEL_LOADED_EVENT (tern_model_loaded_event_get_type ())
+#define TERN_TYPE_LOAD_PROGRESS_EVENT (tern_load_progress_event_get_type ())
 #define TERN_TYPE_TOKEN_COUNT_EVENT (tern_token_count_event_get_type ())
 #define TERN_TYPE_PINNED_EVENT (tern_pinned_event_get_type ())
 #define TERN_TYPE_UPDATE_EVENT (tern_update_event_get_type ())
@@ -195,6 +203,7 @@ typedef struct {
 #define TERN_TYPE_VISION_EVENT (tern_vision_event_get_type ())
 #define TERN_TYPE_WARNING_EVENT (tern_warning_event_get_type ())
 GType tern_model_loaded_event_get_type (void) G_GNUC_CONST;
+GType tern_load_progress_event_get_type (void) G_GNUC_CONST;
 GType tern_token_count_event_get_type (void) G_GNUC_CONST;
 GType tern_pinned_event_get_type (void) G_GNUC_CONST;
 GType tern_update_event_get_type (void) G_GNUC_CONST;

@@ -326,6 +326,20 @@ on_model_loaded (TernWindow                 *self,
   tern_composer_focus (self->composer);
 }
 
+/* The spinner says something happens; from the engine's first report the
+ * bar says how much is left (a 17 GB model reads for tens of seconds). */
+static void
+on_load_progress (TernWindow                  *self,
+                  const TernLoadProgressEvent *ev)
+{
+  if (ev->id != self->load_id)
+    return;
+  gtk_spinner_stop (self->loading_spinner);
+  gtk_widget_set_visible (GTK_WIDGET (self->loading_spinner), FALSE);
+  gtk_progress_bar_set_fraction (self->loading_progress, ev->fraction);
+  gtk_widget_set_visible (GTK_WIDGET (self->loading_progress), TRUE);
+}
+
 static void
 on_token_count (TernWindow                *self,
                 const TernTokenCountEvent *ev)
@@ -507,6 +521,7 @@ void
 _tern_window_engine_connect (TernWindow *self)
 {
   g_signal_connect_swapped (self->worker, "model-loaded", G_CALLBACK (on_model_loaded), self);
+  g_signal_connect_swapped (self->worker, "load-progress", G_CALLBACK (on_load_progress), self);
   g_signal_connect_swapped (self->worker, "token-count", G_CALLBACK (on_token_count), self);
   g_signal_connect_swapped (self->worker, "pinned", G_CALLBACK (on_pinned), self);
   g_signal_connect_swapped (self->worker, "update", G_CALLBACK (on_update), self);

@@ -49,6 +49,7 @@ struct _TernWindow {
   AdwStatusPage *loading_page;
   AdwStatusPage *newer_page;
   GtkSpinner *loading_spinner;
+  GtkProgressBar *loading_progress;
   char *loading_path;      /* the file being loaded */
   GtkStack *transcript_stack;
   GtkScrolledWindow *transcript_scroller;

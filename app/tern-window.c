@@ -1012,8 +1012,8 @@ show_loading (TernWindow *self,
 
   g_free (self->loading_path);
   self->loading_path = g_strdup (path);
-  /* The engine reports no progress while it maps and checks the file: its
-   * size at least says how long to expect. */
+  /* Its size says how long to expect before the engine's first progress
+   * report (on_load_progress). */
   if (g_stat (path, &sb) == 0 && sb.st_size > 0)
     {
       g_autofree char *size = g_format_size ((guint64) sb.st_size);
@@ -1025,6 +1025,9 @@ show_loading (TernWindow *self,
 
     adw_status_page_set_description (self->loading_page, markup);
   }
+  gtk_widget_set_visible (GTK_WIDGET (self->loading_progress), FALSE);
+  gtk_progress_bar_set_fraction (self->loading_progress, 0.0);
+  gtk_widget_set_visible (GTK_WIDGET (self->loading_spinner), TRUE);
   gtk_spinner_start (self->loading_spinner);
   gtk_stack_set_visible_child_name (self->main_stack, "loading");
   _tern_window_update_actions (self);
@@ -1983,6 +1986,7 @@ tern_window_class_init (TernWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_page);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, newer_page);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_spinner);
+  gtk_widget_class_bind_template_child (widget_class, TernWindow, loading_progress);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, transcript_stack);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, transcript_scroller);
   gtk_widget_class_bind_template_child (widget_class, TernWindow, jump_revealer);

@@ -2377,6 +2377,27 @@ has_model (TernWindow *w)
   return tern_window_has_model (w);
 }
 
+/* The loading bar's fractions while a load runs, as the user sees them
+ * (each distinct value once). */
+static GArray *seen_fractions;
+
+static gboolean
+loaded_noting_progress (TernWindow *w)
+{
+  GtkWidget *bar = GTK_WIDGET (gtk_widget_get_template_child (GTK_WIDGET (w), TERN_TYPE_WINDOW,
+                                                             "loading_progress"));
+
+  if (tern_window_is_loading (w) && gtk_widget_get_visible (bar))
+    {
+      double f = gtk_progress_bar_get_fraction (GTK_PROGRESS_BAR (bar));
+
+      if (seen_fractions->len == 0
+          || g_array_index (seen_fractions, double, seen_fractions->len - 1) != f)
+        g_array_append_val (seen_fractions, f);
+    }
+  return !tern_window_is_loading (w) && tern_window_has_model (w);
+}
+
 static void
 part_loading (Fixture *f)
 {
@@ -2482,6 +2503,9 @@ part_loading (Fixture *f)
   activate (f->w, "load-model", g_variant_new_string (model));
   CHECK (g_str_equal (tern_window_get_page (f->w), "loading"));
   CHECK (gtk_spinner_get_spinning (GTK_SPINNER (spinner)));
+  /* No bar before the engine's first report. */
+  CHECK (!gtk_widget_get_visible (GTK_WIDGET (gtk_widget_get_template_child (
+    GTK_WIDGET (f->w), TERN_TYPE_WINDOW, "loading_progress"))));
   {
     GObject *page = gtk_widget_get_template_child (GTK_WIDGET (f->w), TERN_TYPE_WINDOW,
                                                    "loading_page");
@@ -2541,9 +2565,23 @@ part_loading (Fixture *f)
       CHECK (g_file_copy (from, to, G_FILE_COPY_OVERWRITE, NULL, NULL, NULL, NULL));
     }
     app_test_slow_start ();
-    /* Uncancelled first: how many passes the whole load makes. */
+    /* Uncancelled first: how many passes the whole load makes. Its bar
+     * moves forward in steps, in the spinner's place (the engine's
+     * tn_model_params.progress). */
+    seen_fractions = g_array_new (FALSE, FALSE, sizeof (double));
     activate (f->w, "load-model", g_variant_new_string (slow_model));
-    CHECK (wait_for (f->w, has_model, 60));
+    CHECK (wait_for (f->w, loaded_noting_progress, 60));
+    CHECKF (seen_fractions->len >= 3, "the loading bar showed %u values", seen_fractions->len);
+    for (guint i = 1; i < seen_fractions->len; i++)
+      CHECKF (g_array_index (seen_fractions, double, i)
+                > g_array_index (seen_fractions, double, i - 1),
+              "the loading bar went from %g to %g", g_array_index (seen_fractions, double, i - 1),
+              g_array_index (seen_fractions, double, i));
+    if (seen_fractions->len > 0)
+      CHECKF (g_array_index (seen_fractions, double, seen_fractions->len - 1) >= 0.5,
+              "the loading bar ended at %g",
+              g_array_index (seen_fractions, double, seen_fractions->len - 1));
+    g_clear_pointer (&seen_fractions, g_array_unref);
     CHECK (wait_for (f->w, idle_engine, 60));
     whole = app_test_slow_passes ();
     CHECKF (whole >= 10, "a whole load made %d passes", whole);
