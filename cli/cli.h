@@ -54,6 +54,11 @@ int cmd_doctor(int argc, char **argv);
  * run today: "xrt: REASON; using the CPU" on stderr, or with --no-fallback
  * the error and CLI_EXIT_BACKEND. 0 to go on, else the exit status. */
 int cli_backend_take(int *argc, char **argv);
+/* tn_model_load with the default parameters; on a terminal, stderr shows
+ * how far the load is ("loading: 42 %", rewritten in place, gone when the
+ * load ends), as a model of tens of gigabytes takes that long to check and
+ * repack (cli/common.c). */
+int cli_model_load(const char *path, tn_model **out, tn_error *err);
 #define CLI_BACKEND_USAGE                                                                \
     N_("  --backend B      auto (default), cpu or xrt (the NPU: it cannot run yet, and\n"   \
     "                   the CPU runs instead; 'tern-cli doctor' says why)\n"              \

@@ -94,7 +94,7 @@ int cmd_perplexity(int argc, char **argv) {
     int status = CLI_EXIT_BAD_INPUT;
     size_t len = 0;
 
-    if (tn_model_load(model, tn_model_default_params(), &m, &err) != TN_OK) {
+    if (cli_model_load(model, &m, &err) != TN_OK) {
         cli_error("%s", cli_engine_message(&err));
         goto out;
     }

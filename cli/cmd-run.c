@@ -637,7 +637,7 @@ int cmd_run(int argc, char **argv) {
 
     tn_error err = {0};
     tn_model *m = NULL;
-    if (tn_model_load(o.model, tn_model_default_params(), &m, &err) != TN_OK) {
+    if (cli_model_load(o.model, &m, &err) != TN_OK) {
         cli_error("%s", cli_engine_message(&err));
         return CLI_EXIT_BAD_INPUT;
     }

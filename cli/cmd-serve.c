@@ -221,7 +221,7 @@ int cmd_serve(int argc, char **argv) {
 
     tn_model *model = NULL;
     tn_error err = {0};
-    if (tn_model_load(path, tn_model_default_params(), &model, &err) != TN_OK) {
+    if (cli_model_load(path, &model, &err) != TN_OK) {
         cli_error(_("serve: %s"), cli_engine_message(&err));
         g_free(id);
         return CLI_EXIT_BAD_INPUT;

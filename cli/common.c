@@ -4,6 +4,25 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
+
+static void on_load_progress(float fraction, void *user) {
+    (void)user;
+    fputc('\r', stderr);
+    fprintf(stderr, _("loading: %d %%"), (int)(fraction * 100.0f));
+    fflush(stderr);
+}
+
+int cli_model_load(const char *path, tn_model **out, tn_error *err) {
+    tn_model_params mp = tn_model_default_params();
+    const bool tty = isatty(STDERR_FILENO);
+    if (tty)
+        mp.progress = on_load_progress;
+    const int rc = tn_model_load(path, mp, out, err);
+    if (tty)
+        fputs("\r\033[K", stderr); /* what follows (an error, the answer) starts clean */
+    return rc;
+}
 
 bool cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
     char *end;

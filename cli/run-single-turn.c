@@ -475,7 +475,7 @@ int cmd_run_single_turn(int argc, char **argv) {
     }
     tn_error err = {0};
     tn_model *model = NULL;
-    rc = tn_model_load(o.model, tn_model_default_params(), &model, &err);
+    rc = cli_model_load(o.model, &model, &err);
     if (rc != TN_OK) {
         cli_error("%s", cli_engine_message(&err));
         free(system_copy);
