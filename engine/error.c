@@ -481,6 +481,7 @@ typedef struct load_cancel {
     void (*progress)(float fraction, void *user);
     void *progress_user;
     uint64_t done, total; /* bytes of the weights' passes */
+    uint64_t repack_expected; /* of total: the repack's, as expected */
     float reported;       /* the last fraction given */
 } load_cancel;
 
@@ -521,6 +522,19 @@ static void progress_report(void) {
 
 void tn_load_progress_expect(uint64_t remaining_bytes) {
     this_load.total = this_load.done + remaining_bytes;
+    progress_report();
+}
+
+void tn_load_progress_expect_repack(uint64_t remaining_bytes, uint64_t repack_bytes) {
+    this_load.repack_expected = repack_bytes;
+    tn_load_progress_expect(remaining_bytes);
+}
+
+void tn_load_progress_repack_begins(uint64_t pass_bytes) {
+    load_cancel *l = &this_load;
+    l->total = l->total - (l->repack_expected < l->total ? l->repack_expected : l->total) +
+               pass_bytes;
+    l->repack_expected = 0;
     progress_report();
 }
 

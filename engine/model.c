@@ -1348,6 +1348,14 @@ static int adopt_expert_weights(tn_model *m) {
     return adopted;
 }
 
+/* Whether a repack cache directory is set (TERN_REPACK_CACHE is not
+ * "off"): a mixture's experts are then repacked into its file. */
+static bool repack_cache_on(void) {
+    char *dir = tn_repack_cache_dir();
+    free(dir);
+    return dir != NULL;
+}
+
 static int prepare(tn_model *m, tn_error *err) {
     const int32_t nl = m->hp.n_layer;
     int rc = expert_weights(m, err);
@@ -1386,19 +1394,22 @@ static int prepare(tn_model *m, tn_error *err) {
             n_file_only++;
         }
     m->backend.gguf = m->gguf; /* the repack cache's key (engine/repack-cache.c) */
-    /* What remains, now known: the matrices the repack may rewrite (those
-     * a cache hit maps instead) and the deferred NaN/Inf passes. */
-    uint64_t remaining = 0;
-    for (int i = 0; i < n; i++)
+    /* What remains, now known but for the repack cache's choices (the
+     * repack pass says what it reads when it begins; a cache hit maps
+     * instead): the matrices to repack, the experts among them where the
+     * cache is on, and the deferred NaN/Inf passes. */
+    uint64_t repack = 0, checks = 0;
+    const int n_repacked = repack_cache_on() ? n : n - n_file_only; /* experts last */
+    for (int i = 0; i < n_repacked; i++)
         if (tn_weight_repack_size(ws[i]) > 0)
-            remaining += (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->rows;
+            repack += (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->rows;
     for (int32_t i = 0; i < m->n_deferred_checks; i++) {
         const tn_gguf_tensor *t = m->deferred_checks[i].t;
         const int64_t n_exp = t->n_dims >= 3 && t->ne[2] > 1 ? (int64_t)t->ne[2] : 1;
-        remaining += (uint64_t)tn_type_row_bytes(t->type, t->ne[0]) *
-                     (uint64_t)m->deferred_checks[i].rows * (uint64_t)n_exp;
+        checks += (uint64_t)tn_type_row_bytes(t->type, t->ne[0]) *
+                  (uint64_t)m->deferred_checks[i].rows * (uint64_t)n_exp;
     }
-    tn_load_progress_expect(remaining);
+    tn_load_progress_expect_repack(repack + checks, repack);
     rc = tn_backend_prepare(&m->backend, ws, n, n_file_only, true, m->path, err);
     const bool from_cache = m->backend.repack_cache_hit;
     if (from_cache)
@@ -1464,9 +1475,9 @@ void tn_model_free(tn_model *m) {
 /* The load's work as its progress counts it, estimated from the file
  * before any tensor is looked at (prepare says what remains exactly): one
  * NaN/Inf pass over every tensor, and one repack pass over each matrix the
- * kernel family rewrites (not Gemma 4's per-layer embeddings; the experts'
- * 3-D tensors only when a repack cache file is written, which prepare
- * counts; nor the token embedding, but when the output is tied to it).
+ * kernel family rewrites (not Gemma 4's per-layer embeddings, nor the token
+ * embedding but when the output is tied to it; a mixture's experts only
+ * when the repack cache is on: without it they stay in the file's rows).
  * With a repack cache file likely to serve, most checks wait and may never
  * come: the estimate is the checks alone. */
 static bool tensor_named(const tn_gguf_tensor *t, const char *name) {
@@ -1475,13 +1486,17 @@ static bool tensor_named(const tn_gguf_tensor *t, const char *name) {
 
 static void expect_load_work(const tn_gguf *g, bool cache_likely) {
     const bool tied = !tn_gguf_find_tensor(g, "output.weight");
+    const bool experts_repacked = repack_cache_on();
     uint64_t bytes = 0;
     for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
         const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
         bytes += t->nbytes;
-        if (cache_likely || t->n_dims != 2 || (!tied && tensor_named(t, "token_embd.weight")) ||
+        const bool experts = t->n_dims == 3 || (t->n_dims == 4 && t->ne[3] == 1);
+        if (cache_likely || !(t->n_dims == 2 || (experts && experts_repacked)) ||
+            (!tied && tensor_named(t, "token_embd.weight")) ||
             tensor_named(t, "per_layer_token_embd.weight"))
             continue;
+        /* One matrix (an expert's) stands for its tensor: the same type and width. */
         const tn_weight w = {.type = t->type,
                              .layout = TN_LAYOUT_ROWS,
                              .rows = (int64_t)t->ne[1],

@@ -682,13 +682,21 @@ typedef struct repack_pass {
 } repack_pass;
 
 /* Each matrix is a step of the load's progress and a cancel point. */
+static uint64_t repack_step_bytes(const tn_weight *w) {
+    return tn_weight_repack_size(w) > 0 ? (uint64_t)w->row_bytes * (uint64_t)w->rows : 0;
+}
+
 static void repack_step(const tn_weight *w) {
-    tn_load_progress_add((uint64_t)w->row_bytes * (uint64_t)w->rows);
+    tn_load_progress_add(repack_step_bytes(w));
     tn_load_poll();
 }
 
 static void repack_pass_run(void *arg) {
     const repack_pass *rp = arg;
+    uint64_t bytes = 0;
+    for (int i = 0; i < rp->n; i++)
+        bytes += repack_step_bytes(rp->ws[i]);
+    tn_load_progress_repack_begins(bytes);
     tn_weights_repack_into(rp->ws, rp->n, rp->alias, true, rp->buf, repack_step);
 }
 

@@ -93,6 +93,11 @@ void tn_load_poll(void);
  * until _end, whatever the estimates did. Nothing armed: nothing done. */
 void tn_load_progress_arm(void (*progress)(float fraction, void *user), void *user);
 void tn_load_progress_expect(uint64_t remaining_bytes);
+/* The same, of which repack_bytes are the repack's, as expected before the
+ * repack cache decides; tn_load_progress_repack_begins, at the start of a
+ * repack pass, puts what that pass will read in their place. */
+void tn_load_progress_expect_repack(uint64_t remaining_bytes, uint64_t repack_bytes);
+void tn_load_progress_repack_begins(uint64_t pass_bytes);
 void tn_load_progress_add(uint64_t bytes);
 void tn_load_progress_end(void);
 

@@ -21,6 +21,7 @@ typedef struct reports {
     int yes_at; /* cancel at this question (0: never) */
     int asked;
     int at_repack; /* reports before the first repack pass began (-1: none began) */
+    uint64_t checked, repacked; /* the loaded model's weight and repacked bytes */
 } reports;
 
 /* The engine's test hook runs at the start of each guarded pass. */
@@ -72,6 +73,10 @@ static int load(const char *path, reports *r) {
     watched = r;
     const int rc = tn_model_load(path, mp, &m, &err);
     watched = NULL;
+    if (m) {
+        r->checked = tn_model_weight_bytes(m);
+        r->repacked = tn_model_repacked_bytes(m);
+    }
     tn_model_free(m);
     return rc;
 }
@@ -98,12 +103,18 @@ static void whole(const char *label, const char *path, bool passes, float max_st
         CHECKF(r.n >= 6, "%s: only %d reports", label, r.n);
         CHECKF(step <= max_step, "%s: a step of %.3f (at most %.2f)", label, step, max_step);
     }
-    /* Where this CPU repacks, the checks and the repack each take a good
-     * share of the bytes: a first estimate without the repack would reach
-     * the end with the checks and wait there through it. */
+    /* Where this CPU repacks: every weight is checked before the repack
+     * reads the ones it rewrites (an expert's too, where they go into a
+     * cache file), so the bar is then at the checks' share of the bytes,
+     * give or take a report's step and the embedding's and the norms' part
+     * of the estimate. A first estimate without the repack, or without the
+     * experts going into a cache file, would be near the end there and
+     * wait through the repack. */
     if (passes && r.at_repack >= 0) {
         const float at = r.at_repack > 0 ? r.f[r.at_repack - 1] : 0.0f;
-        CHECKF(at >= 0.2f && at <= 0.9f, "%s: %.2f done when the repack began", label, at);
+        const double want = (double)r.checked / (double)(r.checked + r.repacked);
+        CHECKF(at > want - 0.1 && at < want + 0.1,
+               "%s: %.2f done when the repack began, %.2f of the bytes read", label, at, want);
         CHECKF(r.n - r.at_repack >= 5, "%s: %d reports during the repack", label,
                r.n - r.at_repack);
     }
@@ -171,6 +182,12 @@ int main(void) {
     run("dense", dense, dir);
     run("gemma4", tn_test_tiny_model("gemma4", 22), dir);
     run("gemma4moe", tn_test_tiny_model("gemma4moe", 23), dir);
+    /* Experts most of the file, as in Qwen3-30B-A3B: whether they are
+     * repacked (into a cache file) or not (cache off) decides the split. */
+    tn_mkmodel_params moe = tn_test_tiny_model("gemma4moe", 24);
+    moe.n_expert = 32;
+    moe.n_ff_exp = 128;
+    run("experts", moe, dir);
     /* Nothing asked for: nothing reported, and the load is as before. */
     tn_model *m = NULL;
     tn_error err = {0};
