@@ -56,7 +56,6 @@ struct _TernModelManager {
   char           *here_key;
   GHashTable     *errors;  /* tag -> the last failure to show on its row */
   GHashTable     *error_details; /* tag -> that failure's own words, for the tooltip */
-  GHashTable     *pull_progress; /* tag -> PullProgress, the last tick of a running download */
   GHashTable     *offline; /* tags whose download found no network: Retry */
   gint64          retried_at; /* real time of the last Retry, us; 0: none */
   /* Memory for the hint on each row, read when the rows are updated. */
@@ -156,21 +155,25 @@ enum {
 static GParamSpec *properties[N_PROPS];
 static guint signals[N_SIGNALS];
 
-/* A store change updates, or makes again, every row: a running download's
- * row then keeps what the last tick said instead of "downloading" and an
- * empty bar until the next one. */
-typedef struct {
-  char   *text;
-  double  fraction;
-} PullProgress;
-
-static void
-pull_progress_free (gpointer data)
+/* A running download's row words; NULL before its first figures (the
+ * total is not known yet). */
+static char *
+progress_text (const TernDownloadProgress *p)
 {
-  PullProgress *p = data;
+  g_autofree char *of = NULL;
+  g_autofree char *speed = NULL;
+  int percent;
 
-  g_free (p->text);
-  g_free (p);
+  if (p->total == 0)
+    return NULL;
+  percent = (int) (100.0 * (double) p->done / (double) p->total);
+  of = tern_manager_format_size (p->total);
+  if (p->eta < 0)
+    return g_strdup_printf (_("%d%% of %s"), percent, of);
+  speed = tern_manager_format_size ((guint64) p->rate);
+  /* Translators: "45% of 610 MB · 5.1 MB/s · 1:58 left" */
+  return g_strdup_printf (_("%d%% of %s · %s/s · %d:%02d left"), percent, of, speed, (int) (p->eta / 60),
+                          (int) p->eta % 60);
 }
 
 static void update_row (Row *row);
@@ -600,21 +603,23 @@ update_row (Row *row)
   g_autofree char *subtitle = NULL;
   g_autofree char *fit = row->parent == NULL ? fit_text (row) : NULL;
   const char *error = g_hash_table_lookup (self->errors, row->tag);
-  PullProgress *ticked = NULL;
+  TernDownloadProgress progress;
   guint64 bytes;
 
   bytes = row->catalog_tag ? tern_catalog_tag_size (row->catalog_tag)
                            : tern_model_store_get_tag_size (self->store, row->tag);
   size = tern_manager_format_size (bytes);
-  if (!pulling)
-    g_hash_table_remove (self->pull_progress, row->tag);
-  if (pulling && (ticked = g_hash_table_lookup (self->pull_progress, row->tag)) != NULL)
-    subtitle = g_strdup (ticked->text);
-  else
+  /* A store change updates, or makes again, every row: a running download's
+   * row keeps its figures (the downloader's, as of now) instead of
+   * "downloading" and an empty bar until the next tick. */
+  if (!pulling || !tern_downloader_get_progress (self->downloader, row->tag, &progress))
+    progress.total = 0;
+  if ((subtitle = progress_text (&progress)) == NULL)
     subtitle = g_strdup_printf ("%s · %s · %s%s%s", row->tag, size, error != NULL ? error : status,
                                 fit != NULL ? "\n" : "", fit != NULL ? fit : "");
   row_set_subtitle (row, subtitle);
-  gtk_progress_bar_set_fraction (row->progress, ticked != NULL ? ticked->fraction : 0);
+  gtk_progress_bar_set_fraction (row->progress,
+                                 progress.total > 0 ? (double) progress.done / (double) progress.total : 0);
   {
     const char *details = error != NULL ? g_hash_table_lookup (self->error_details, row->tag) : NULL;
 
@@ -888,8 +893,7 @@ on_progress (TernDownloader   *downloader,
              TernModelManager *self)
 {
   Row *row = g_hash_table_lookup (self->rows, tag);
-  g_autofree char *of = NULL;
-  g_autofree char *speed = NULL;
+  TernDownloadProgress progress = { done, total, rate, eta };
   g_autofree char *text = NULL;
 
   (void) downloader;
@@ -912,22 +916,8 @@ on_progress (TernDownloader   *downloader,
   if (!gtk_widget_get_visible (GTK_WIDGET (row->progress)))
     update_row (row);
   gtk_progress_bar_set_fraction (row->progress, (double) done / (double) total);
-  of = tern_manager_format_size (total);
-  speed = tern_manager_format_size ((guint64) rate);
-  if (eta >= 0)
-    /* Translators: "45% of 610 MB · 5.1 MB/s · 1:58 left" */
-    text = g_strdup_printf (_("%d%% of %s · %s/s · %d:%02d left"), (int) (100.0 * (double) done / (double) total),
-                            of, speed, (int) (eta / 60), (int) eta % 60);
-  else
-    text = g_strdup_printf (_("%d%% of %s"), (int) (100.0 * (double) done / (double) total), of);
+  text = progress_text (&progress);
   row_set_subtitle (row, text);
-  {
-    PullProgress *p = g_new0 (PullProgress, 1);
-
-    p->text = g_steal_pointer (&text);
-    p->fraction = (double) done / (double) total;
-    g_hash_table_replace (self->pull_progress, g_strdup (tag), p);
-  }
 }
 
 static void note_failure (TernModelManager *self,
@@ -1127,8 +1117,6 @@ tern_model_manager_download (TernModelManager *self,
       || tern_downloader_is_pulling (self->downloader, tag))
     return;
   g_hash_table_remove (self->errors, tag);
-  /* Not the last pull's figures: this one has sent none yet. */
-  g_hash_table_remove (self->pull_progress, tag);
   pending = g_new0 (TagRef, 1);
   g_weak_ref_init (&pending->self, self);
   pending->tag = g_strdup (tag);
@@ -2313,7 +2301,6 @@ tern_model_manager_finalize (GObject *object)
   g_ptr_array_unref (self->groups);
   g_hash_table_unref (self->errors);
   g_hash_table_unref (self->error_details);
-  g_hash_table_unref (self->pull_progress);
   g_hash_table_unref (self->offline);
   g_free (self->here_key);
   g_clear_object (&self->cancellable);
@@ -2431,7 +2418,6 @@ tern_model_manager_init (TernModelManager *self)
   self->groups = g_ptr_array_new ();
   self->errors = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   self->error_details = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  self->pull_progress = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, pull_progress_free);
   self->offline = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();
 

@@ -732,6 +732,24 @@ title_lines (GtkWidget *widget)
   return 0;
 }
 
+/* The fraction of the first visible progress bar under `widget`; -1: none. */
+static double
+bar_fraction (GtkWidget *widget)
+{
+  if (!gtk_widget_get_visible (widget))
+    return -1;
+  if (GTK_IS_PROGRESS_BAR (widget))
+    return gtk_progress_bar_get_fraction (GTK_PROGRESS_BAR (widget));
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      double f = bar_fraction (c);
+
+      if (f >= 0)
+        return f;
+    }
+  return -1;
+}
+
 /* What a row says the moment "pull-finished" has been handled (the panel's
  * handler runs first: it was connected first). */
 typedef struct {
@@ -803,6 +821,7 @@ test_failed_downloads (void)
    * download done) kept the row but lost its progress until the next tick. */
   g_signal_emit_by_name (store, "changed");
   g_assert_nonnull (strstr (subtitle (panel, "fgate:x"), "50%"));
+  g_assert_cmpfloat_with_epsilon (bar_fraction (tern_model_manager_get_row (panel, "fgate:x")), 0.5, 0.01);
   spin_for (300);
   save_picture (window, "manager-downloading.png");
   /* At a phone's width the downloading row's title had a word per line
