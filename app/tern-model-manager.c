@@ -920,30 +920,33 @@ on_progress (TernDownloader   *downloader,
   row_set_subtitle (row, text);
 }
 
-static void note_failure (TernModelManager *self,
-                          const char       *key,
-                          const GError     *error,
-                          const char       *details);
+static void note_pull_error (TernModelManager *self,
+                             const char       *tag,
+                             gboolean          hub,
+                             const GError     *error);
 
 static void
 on_pull_finished (TernDownloader   *downloader,
                   const char       *tag,
                   const char       *error_message,
+                  const GError     *error,
                   TernModelManager *self)
 {
   Row *row = g_hash_table_lookup (self->rows, tag);
   HubQuantRow *qr = self->hub_rows != NULL ? g_hash_table_lookup (self->hub_rows, tag) : NULL;
 
   (void) downloader;
+  (void) error_message;
   if (row == NULL && qr == NULL)
     return;
   g_hash_table_remove (self->errors, tag);
   g_hash_table_remove (self->error_details, tag);
-  /* A cancel the user asked for is not an error to keep showing. The
-   * signal has the downloader's words only, not the kind of failure: the
-   * pull's answer, which comes next, may say it better. */
-  if (error_message != NULL && strstr (error_message, "download cancelled") == NULL)
-    note_failure (self, tag, NULL, error_message);
+  /* The signal has the error the pull's answer brings next: the row goes
+   * from its progress straight to what failed. With the message alone it
+   * said "Download failed. Point at this row…" until the answer came. A
+   * pull started elsewhere (another window) has its answer there. */
+  if (error != NULL)
+    note_pull_error (self, tag, row == NULL, error);
   if (qr != NULL)
     hub_update_quant_row (qr);
   /* A stopped or failed download leaves a partial file, which the store
@@ -1038,6 +1041,31 @@ note_failure (TernModelManager *self,
   g_hash_table_replace (self->error_details, g_strdup (key), g_strdup (details));
 }
 
+static const char *hub_failure_sentence (const GError *error);
+
+/* A pull's error, from "pull-finished" or from the pull's answer (which
+ * alone tells of a pull refused before it starts); both say the same, so
+ * the second changes nothing. An unreachable server is said once, above
+ * the list, with Retry, instead of on a catalog model's row; a found
+ * quantization has no such banner and says it on its row. */
+static void
+note_pull_error (TernModelManager *self,
+                 const char       *tag,
+                 gboolean          hub,
+                 const GError     *error)
+{
+  if (!g_error_matches (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE))
+    note_failure (self, tag, error, error->message);
+  else if (hub)
+    g_hash_table_replace (self->errors, g_strdup (tag), g_strdup (hub_failure_sentence (error)));
+  else
+    {
+      g_hash_table_remove (self->errors, tag);
+      g_hash_table_add (self->offline, g_strdup (tag));
+      show_offline (self, error->message);
+    }
+}
+
 static void
 pull_done (GObject      *source,
            GAsyncResult *result,
@@ -1047,24 +1075,11 @@ pull_done (GObject      *source,
   g_autoptr(TernModelManager) self = g_weak_ref_get (&pending->self);
   g_autoptr(GError) error = NULL;
 
-  /* "pull-finished" already told the rows; an unreachable server is said
-   * once, above the list, with Retry, instead of a raw error on the row. */
-  if (!tern_downloader_pull_finish (TERN_DOWNLOADER (source), result, &error) && self != NULL
-      && g_error_matches (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE))
+  if (!tern_downloader_pull_finish (TERN_DOWNLOADER (source), result, &error) && self != NULL)
     {
       Row *row = g_hash_table_lookup (self->rows, pending->tag);
 
-      g_hash_table_remove (self->errors, pending->tag);
-      g_hash_table_add (self->offline, g_strdup (pending->tag));
-      show_offline (self, error->message);
-      if (row != NULL)
-        update_row (row);
-    }
-  else if (error != NULL && self != NULL)
-    {
-      Row *row = g_hash_table_lookup (self->rows, pending->tag);
-
-      note_failure (self, pending->tag, error, error->message);
+      note_pull_error (self, pending->tag, FALSE, error);
       if (row != NULL)
         update_row (row);
     }
@@ -1919,22 +1934,12 @@ hub_pull_done (GObject      *source,
   g_autoptr(TernModelManager) self = g_weak_ref_get (&pending->self);
   g_autoptr(GError) error = NULL;
 
-  /* "pull-finished" has set the row's error; an unreachable server is said
-   * as one sentence instead of the transfer's words. */
   if (!tern_downloader_pull_finish (TERN_DOWNLOADER (source), result, &error) && self != NULL
-      && self->hub_rows != NULL && g_error_matches (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_OFFLINE))
+      && self->hub_rows != NULL)
     {
       HubQuantRow *qr = g_hash_table_lookup (self->hub_rows, pending->key);
 
-      g_hash_table_replace (self->errors, g_strdup (pending->key), g_strdup (hub_failure_sentence (error)));
-      if (qr != NULL)
-        hub_update_quant_row (qr);
-    }
-  else if (error != NULL && self != NULL && self->hub_rows != NULL)
-    {
-      HubQuantRow *qr = g_hash_table_lookup (self->hub_rows, pending->key);
-
-      note_failure (self, pending->key, error, error->message);
+      note_pull_error (self, pending->key, TRUE, error);
       if (qr != NULL)
         hub_update_quant_row (qr);
     }

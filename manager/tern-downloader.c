@@ -1383,7 +1383,7 @@ pull_return (Pull   *pull,
     g_ptr_array_remove_fast (self->winding, pull);  /* frees pull */
   update_progress_source (self);
   g_signal_emit (self, signals[SIGNAL_PULL_FINISHED], 0, g_task_get_task_data (task),
-                 error ? error->message : NULL);
+                 error ? error->message : NULL, error);
   if (error != NULL)
     g_task_return_error (task, error);
   else
@@ -1903,7 +1903,7 @@ tern_downloader_class_init (TernDownloaderClass *klass)
                   G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_STRING);
   signals[SIGNAL_PULL_FINISHED] =
     g_signal_new ("pull-finished", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
-                  G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_STRING);
+                  G_TYPE_NONE, 3, G_TYPE_STRING, G_TYPE_STRING, G_TYPE_ERROR | G_SIGNAL_TYPE_STATIC_SCOPE);
 }
 
 static void

@@ -29,7 +29,11 @@
  * Signals (emitted in the thread-default main context of the creator):
  *   "progress" (const char *tag, guint64 done, guint64 total, double
  *              bytes_per_second, double seconds_left [-1: unknown])
- *   "pull-finished" (const char *tag, const char *error_message [NULL: ok]) */
+ *   "pull-finished" (const char *tag, const char *error_message [NULL: ok],
+ *                    const GError *error [NULL: ok]): the error is the one
+ *                    the pull returns next, so that a listener knows the
+ *                    kind of failure at once (a row said "failed" first,
+ *                    then what failed, when the answer came) */
 #pragma once
 
 #include <gio/gio.h>

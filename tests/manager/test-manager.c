@@ -1077,11 +1077,13 @@ static void
 on_report_thread_finished (TernDownloader *dl,
                            const char     *tag,
                            const char     *message,
+                           const GError   *error,
                            ReportThread   *r)
 {
   (void) dl;
   (void) tag;
   (void) message;
+  (void) error;
   r->thread = g_thread_self ();
 }
 

@@ -162,11 +162,13 @@ static void
 on_pull_finished (TernDownloader *dl,
                   const char     *tag,
                   const char     *message,
+                  const GError   *error,
                   gboolean       *done)
 {
   (void) dl;
   (void) tag;
   (void) message;
+  (void) error;
   *done = TRUE;
 }
 
@@ -762,14 +764,41 @@ static void
 on_pull_finished_words (TernDownloader *dl,
                         const char     *tag,
                         const char     *message,
+                        const GError   *error,
                         RowWords       *words)
 {
   (void) dl;
   (void) message;
+  (void) error;
   if (g_strcmp0 (tag, words->tag) != 0)
     return;
   g_free (words->seen);
   words->seen = g_strdup (subtitle (words->panel, tag));
+}
+
+/* Every subtitle a row takes, in order: a text shown for a moment only,
+ * between two that a test looks at, is in it too. */
+static void
+record_subtitle (GObject    *row,
+                 GParamSpec *pspec,
+                 GPtrArray  *texts)
+{
+  (void) pspec;
+  g_ptr_array_add (texts, g_strdup (ADW_IS_EXPANDER_ROW (row) ? adw_expander_row_get_subtitle (ADW_EXPANDER_ROW (row))
+                                    : adw_action_row_get_subtitle (ADW_ACTION_ROW (row))));
+}
+
+/* How many of the recorded texts have `words` in them. */
+static guint
+count_texts (GPtrArray  *texts,
+             const char *words)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < texts->len; i++)
+    if (strstr (texts->pdata[i], words) != NULL)
+      n++;
+  return n;
 }
 
 static void
@@ -789,6 +818,9 @@ test_failed_downloads (void)
   GtkWidget *window;
   gboolean finished = FALSE;
   RowWords words = { NULL, "f404:x", NULL };
+  g_autoptr(GPtrArray) texts = g_ptr_array_new_with_free_func (g_free);
+  const char *failing[] = { "f404:x", "fwrong:x" };
+  GtkWidget *watched[G_N_ELEMENTS (failing)];
 
   start_hub ();
   served = g_build_filename (tmp_root, "served", NULL);
@@ -856,12 +888,19 @@ test_failed_downloads (void)
    * sums) in its tooltip. */
   finished = FALSE;
   g_signal_connect (dl, "pull-finished", G_CALLBACK (on_pull_finished_words), &words);
+  for (guint i = 0; i < G_N_ELEMENTS (failing); i++)
+    {
+      watched[i] = tern_model_manager_get_row (panel, failing[i]);
+      g_signal_connect (watched[i], "notify::subtitle", G_CALLBACK (record_subtitle), texts);
+    }
   tern_model_manager_download (panel, "f404:x");
   spin (&finished);
-  /* Before the pull's own answer: a sentence already, never the
-   * downloader's words (they showed until the answer came). */
+  /* Before the pull's own answer: the failure's own sentence already
+   * ("pull-finished" carries the error), never the downloader's words
+   * (they showed until the answer came), nor the sentence for a failure
+   * of no known kind (it showed until the answer came). */
   g_assert_nonnull (words.seen);
-  g_assert_nonnull (strstr (words.seen, "Download failed. Point at this row for the details."));
+  g_assert_nonnull (strstr (words.seen, "Download failed: the server did not send the file"));
   g_assert_null (strstr (words.seen, "http"));
   g_assert_null (strstr (words.seen, "m-404.gguf"));
   /* The sentence comes with the pull's own answer, which may follow the
@@ -910,6 +949,22 @@ test_failed_downloads (void)
   tern_downloader_set_free_space_func (dl, NULL, NULL, NULL);
   spin_for (400);
   save_picture (window, "manager-failed.png");
+  /* Each of these failures has its own sentence: the rows went straight
+   * to it, never through "Download failed. Point at this row…" for a
+   * moment (between "pull-finished" and the pull's answer). */
+  for (guint i = 0; i < G_N_ELEMENTS (failing); i++)
+    {
+      /* The same rows all along, not made again: none of their texts was
+       * missed. */
+      g_assert_true (tern_model_manager_get_row (panel, failing[i]) == watched[i]);
+      g_signal_handlers_disconnect_by_func (watched[i], record_subtitle, texts);
+    }
+  for (guint i = 0; i < texts->len; i++)
+    g_test_message ("subtitle: %s", (char *) texts->pdata[i]);
+  g_assert_cmpuint (count_texts (texts, "Download failed: the server did not send the file"), >, 0);
+  g_assert_cmpuint (count_texts (texts, "the file arrived damaged and was deleted"), >, 0);
+  g_assert_cmpuint (count_texts (texts, "there is not enough free disk space"), >, 0);
+  g_assert_cmpuint (count_texts (texts, "Download failed. Point at this row for the details."), ==, 0);
 
   g_signal_handlers_disconnect_by_func (dl, on_pull_finished_words, &words);
   g_free (words.seen);
