@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <glib/gi18n.h>
+#include <string.h>
 
 #include "tern-stats-bar.h"
 #include "tern-throughput-plot.h"
@@ -60,6 +61,28 @@ tern_stats_bar_start (TernStatsBar *self)
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), NULL);
   gtk_progress_bar_set_fraction (self->prefill_bar, 0);
   gtk_widget_set_visible (GTK_WIDGET (self->prefill_bar), TRUE);
+}
+
+/* The figures, wrapped at spaces (a word wider than the line at any
+ * place), never at the slash of a unit: "tok/s" read "tok/" on one line
+ * and "s" on the next. */
+static void
+set_figures (TernStatsBar *self,
+             const char   *text)
+{
+  g_autoptr(PangoAttrList) attrs = pango_attr_list_new ();
+
+  for (const char *slash = strchr (text, '/'); slash != NULL && slash[1] != '\0'; slash = strchr (slash + 1, '/'))
+    {
+      /* Breaks strictly inside the range go: the one after the slash. */
+      PangoAttribute *attr = pango_attr_allow_breaks_new (FALSE);
+
+      attr->start_index = (guint) (slash - text);
+      attr->end_index = (guint) (g_utf8_next_char (slash + 1) - text);
+      pango_attr_list_insert (attrs, attr);
+    }
+  gtk_label_set_text (self->figures_label, text);
+  gtk_label_set_attributes (self->figures_label, attrs);
 }
 
 /* A count of tokens with its plural ("1 token"), for every place the bar
@@ -147,7 +170,7 @@ tern_stats_bar_update (TernStatsBar    *self,
     }
   if (text != NULL && show_text)
     {
-      gtk_label_set_text (self->figures_label, text);
+      set_figures (self, text);
       gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), NULL);
       return TRUE;
     }
@@ -207,9 +230,9 @@ tern_stats_bar_finish (TernStatsBar    *self,
       g_free (text);
       text = with;
     }
-  gtk_label_set_text (self->figures_label, text);
+  set_figures (self, text);
   /* A narrow bar (the system prompt panel open, a phone's width) cuts the
-   * line inside a figure ("16077.…"): the tooltip has it whole. */
+   * summary after two lines: the tooltip has it whole. */
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), text);
   if (!self->prefill_sampled && final->prefill_tok_s > 0)
     tern_throughput_plot_add_sample (self->plot, final->prefill_tok_s, TRUE);

@@ -1065,6 +1065,67 @@ check_gauge_labels (GtkWidget *widget,
     check_gauge_labels (c, shown);
 }
 
+/* The stats bar's label of figures (the one with its text). */
+static GtkLabel *
+find_figures_label (GtkWidget  *widget,
+                    const char *text)
+{
+  if (GTK_IS_LABEL (widget) && *text != '\0' && g_str_equal (gtk_label_get_text (GTK_LABEL (widget)), text))
+    return GTK_LABEL (widget);
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkLabel *found = find_figures_label (c, text);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* A line of the summary that starts inside a unit: "tok/" on one line and
+ * "s" on the next. */
+static gboolean
+breaks_at_slash (GtkLabel *label)
+{
+  PangoLayout *layout = gtk_label_get_layout (label);
+  const char *text = pango_layout_get_text (layout);
+
+  for (GSList *l = pango_layout_get_lines_readonly (layout); l != NULL; l = l->next)
+    {
+      PangoLayoutLine *line = l->data;
+
+      if (line->start_index > 0 && text[line->start_index - 1] == '/')
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* An answer's summary is read whole in the stats bar at the window's
+ * default width with the chat list shown: it ended "· 1952 cac…", whole
+ * only in its tooltip. Its longest form, with tokens cached. */
+static void
+check_summary_whole (Fixture *f)
+{
+  TernStatsBar *bar = tern_window_get_stats_bar (f->w);
+  const char *text = tern_stats_bar_get_text (bar);
+  GtkLabel *label = find_figures_label (GTK_WIDGET (bar), text);
+  int line = 0;
+
+  CHECKF (gtk_widget_get_width (GTK_WIDGET (f->w)) <= 1100, "the window is %d px",
+          gtk_widget_get_width (GTK_WIDGET (f->w)));
+  CHECK (!adw_leaflet_get_folded (f->w->leaflet) && gtk_widget_get_mapped (GTK_WIDGET (f->w->sidebar)));
+  CHECKF (strstr (text, "cached") != NULL, "the summary: %s", text);
+  CHECK (label != NULL);
+  if (label == NULL)
+    return;
+  gtk_widget_measure (GTK_WIDGET (label), GTK_ORIENTATION_HORIZONTAL, -1, NULL, &line, NULL, NULL);
+  CHECKF (!pango_layout_is_ellipsized (gtk_label_get_layout (label)), "the summary is cut at %d px "
+          "(%d px for its %d px line): %s", gtk_widget_get_width (GTK_WIDGET (f->w)),
+          gtk_widget_get_width (GTK_WIDGET (label)), line, text);
+  CHECKF (!breaks_at_slash (label), "the summary's lines break in a unit: %s",
+          pango_layout_get_text (gtk_label_get_layout (label)));
+}
+
 /* The gauge's figures are read whole at 360 px: cut with an ellipsis they
  * read "539 / …". Its tooltip keeps them exact. (A window with a model:
  * without one the stats bar is not shown.) */
@@ -1088,6 +1149,20 @@ check_gauge_narrow (Fixture *f)
   CHECKF (cut->len == 0, "the gauge is cut at 360 px: %s", cut->str);
   check_gauge_labels (box, &shown);
   CHECKF (shown == 1, "%u gauge labels shown", shown);
+  /* The summary, two lines at most beside them, is cut (its tooltip has it
+   * whole): it does not make the bar taller than its plot. */
+  {
+    GtkLabel *summary = find_figures_label (GTK_WIDGET (bar), tern_stats_bar_get_text (bar));
+
+    CHECK (summary != NULL);
+    if (summary != NULL)
+      CHECKF (pango_layout_get_line_count (gtk_label_get_layout (summary)) <= 2
+              && gtk_widget_get_height (GTK_WIDGET (summary)) <= 40, "the summary at 360 px: %d lines, %d px",
+              pango_layout_get_line_count (gtk_label_get_layout (summary)),
+              gtk_widget_get_height (GTK_WIDGET (summary)));
+    if (summary != NULL)
+      CHECK (!breaks_at_slash (summary));
+  }
   CHECKF (strstr (tern_stats_bar_get_context_text (bar), "539 of 4096 tokens") != NULL,
           "the gauge's tooltip: %s", tern_stats_bar_get_context_text (bar));
 }
@@ -1146,6 +1221,7 @@ part_context (Fixture *f)
   tern_window_dismiss_toasts (f->w);
   spin_for (0.5);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-4-turns.png"));
+  check_summary_whole (f);
   gtk_window_set_default_size (GTK_WINDOW (f->w), 360, 760);
   spin_for (0.5);
   CHECKF (gtk_widget_get_width (GTK_WIDGET (f->w)) <= 361, "the window is %d px",
