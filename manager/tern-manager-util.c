@@ -193,10 +193,16 @@ tern_manager_sha256_fd (int            fd,
                         GCancellable  *cancellable,
                         GError       **error)
 {
-  g_autoptr(GChecksum) checksum = g_checksum_new (G_CHECKSUM_SHA256);
+  /* The engine's SHA-256 (the SHA extensions where the CPU has them): GLib's
+   * GChecksum hashed about 300 MB/s, so a downloaded 17 GB model sat at
+   * 100 % for about a minute while it was checked. */
+  tn_sha256 checksum;
+  uint8_t digest[32];
+  char hex[65];
   g_autofree guchar *buffer = g_malloc (1 << 20);
   off_t offset = 0;
 
+  tn_sha256_init (&checksum);
   for (;;)
     {
       ssize_t n = pread (fd, buffer, 1 << 20, offset);
@@ -210,12 +216,15 @@ tern_manager_sha256_fd (int            fd,
         }
       if (n == 0)
         break;
-      g_checksum_update (checksum, buffer, n);
+      tn_sha256_update (&checksum, buffer, (size_t) n);
       offset += n;
       if (g_cancellable_set_error_if_cancelled (cancellable, error))
         return NULL;
     }
-  return g_strdup (g_checksum_get_string (checksum));
+  tn_sha256_final (&checksum, digest);
+  for (int i = 0; i < 32; i++)
+    g_snprintf (hex + 2 * i, 3, "%02x", digest[i]);
+  return g_strdup (hex);
 }
 
 char *

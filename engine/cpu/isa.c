@@ -27,6 +27,10 @@ static bool cpu_has_f16c(void) {
 }
 #endif
 
+#if defined(TN_CPU_SHA)
+#include <cpuid.h>
+#endif
+
 static bool cpu_has_uncached(tn_isa isa);
 
 /* CPUID answers never change: asked once per family, then read on every
@@ -65,6 +69,24 @@ static bool cpu_has_uncached(tn_isa isa) {
 }
 
 bool tn_isa_available(tn_isa isa) { return isa >= TN_ISA_SCALAR && isa < TN_ISA_COUNT_ && cpu_has(isa); }
+
+bool tn_cpu_has_sha(void) {
+#if defined(TN_CPU_SHA)
+    static atomic_int cache; /* 0 unknown, 1 no, 2 yes */
+    int c = atomic_load_explicit(&cache, memory_order_relaxed);
+    if (c == 0) {
+        unsigned a, b, cx, d;
+        /* leaf 7 EBX bit 29: SHA; leaf 1 ECX bits 9 and 19: SSSE3, SSE4.1 */
+        const bool sha = __get_cpuid_count(7, 0, &a, &b, &cx, &d) && (b & (1u << 29));
+        const bool sse = __get_cpuid(1, &a, &b, &cx, &d) && (cx & (1u << 9)) && (cx & (1u << 19));
+        c = sha && sse ? 2 : 1;
+        atomic_store_explicit(&cache, c, memory_order_relaxed);
+    }
+    return c == 2;
+#else
+    return false;
+#endif
+}
 
 bool tn_isa_has_avx512_bf16(void) {
 #if defined(TN_CPU_X86) && defined(TN_CPU_AVX512_BF16)

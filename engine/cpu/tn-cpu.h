@@ -357,4 +357,10 @@ static inline float tn_bf16_to_f32(uint16_t b) {
  * in bytes per second. Make bytes many times the last-level cache. */
 double tn_cpu_read_bandwidth(tn_cpu *cpu, const void *buf, size_t bytes);
 
+/* Whether this CPU and build have the SHA extensions (with SSSE3 and
+ * SSE4.1), and SHA-256's compression of n_blocks 64-byte blocks into h
+ * with them (engine/cpu/sha256-shani.c; only when tn_cpu_has_sha()). */
+bool tn_cpu_has_sha(void);
+void tn_sha256_blocks_shani(uint32_t h[8], const uint8_t *p, size_t n_blocks);
+
 #endif

@@ -7,18 +7,11 @@
 
 /* ------------------------------------------------------------ hashing */
 
-/* SHA-256, for snapshot keys (a collision would load a wrong KV state, so
- * the key gets a cryptographic hash; the payload a fast checksum). */
-typedef struct tn_sha256 {
-    uint32_t h[8];
-    uint64_t n_bytes;
-    uint8_t block[64];
-    uint32_t n_block;
-} tn_sha256;
-
-void tn_sha256_init(tn_sha256 *c);
-void tn_sha256_update(tn_sha256 *c, const void *data, size_t n);
-void tn_sha256_final(tn_sha256 *c, uint8_t out[32]);
+/* SHA-256 (tern.h) is also the snapshot keys' hash: a collision would load
+ * a wrong KV state, so the key gets a cryptographic hash; the payload a fast
+ * checksum. Tests: true hashes with the scalar reference only (not the SHA
+ * extensions), false again by the CPU. */
+void tn_sha256_force_scalar(bool on);
 
 /* A fast 64-bit checksum of a snapshot's payload: catches flipped bits and
  * truncation, at memory speed. Not a defence against a deliberate forgery
