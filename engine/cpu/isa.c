@@ -88,6 +88,16 @@ bool tn_cpu_has_sha(void) {
 #endif
 }
 
+#if !defined(TN_CPU_SHA)
+/* A build without the SHA extensions' file (another architecture, an old
+ * compiler): never called, as tn_cpu_has_sha() says no. */
+void tn_sha256_blocks_shani(uint32_t h[8], const uint8_t *p, size_t n_blocks) {
+    (void)h;
+    (void)p;
+    (void)n_blocks;
+}
+#endif
+
 bool tn_isa_has_avx512_bf16(void) {
 #if defined(TN_CPU_X86) && defined(TN_CPU_AVX512_BF16)
     __builtin_cpu_init();
