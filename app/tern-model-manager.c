@@ -893,7 +893,7 @@ on_progress (TernDownloader   *downloader,
              TernModelManager *self)
 {
   Row *row = g_hash_table_lookup (self->rows, tag);
-  TernDownloadProgress progress = { done, total, rate, eta };
+  TernDownloadProgress progress = { done, total, rate, eta, 0, 0 };
   g_autofree char *text = NULL;
 
   (void) downloader;

@@ -28,7 +28,9 @@
  *
  * Signals (emitted in the thread-default main context of the creator):
  *   "progress" (const char *tag, guint64 done, guint64 total, double
- *              bytes_per_second, double seconds_left [-1: unknown])
+ *              bytes_per_second, double seconds_left [-1: unknown]): five
+ *              times a second; tern_downloader_get_progress then gives
+ *              the check's figures too
  *   "pull-finished" (const char *tag, const char *error_message [NULL: ok],
  *                    const GError *error [NULL: ok]): the error is the one
  *                    the pull returns next, so that a listener knows the
@@ -56,6 +58,13 @@ typedef struct {
   guint64 total;
   double  rate;     /* bytes per second, smoothed */
   double  eta;      /* seconds; -1 when unknown */
+  /* The check after a file's last byte (or of a file found already in
+   * place): its sha256 is computed from the disk, about 15 s for 17 GB,
+   * while done stays where the download ended. check_total is the bytes of
+   * the pull's files being checked now, checked how many of them are hashed
+   * so far; both 0 when no file of the pull is being checked. */
+  guint64 checked;
+  guint64 check_total;
 } TernDownloadProgress;
 
 /* Space kept free beyond what a pull needs. */

@@ -53,14 +53,23 @@ gboolean tern_manager_write_file_atomic (const char  *path,
 void     tern_manager_sync_dir (const char *dir);
 
 /* SHA-256 of a file's bytes, lowercase hex; NULL with an error on failure.
- * Checks `cancellable` between blocks. */
+ * Checks `cancellable` between blocks. The _fd one stores the bytes hashed
+ * so far in *hashed (atomically, after each MiB; NULL: not wanted), so that
+ * another thread can show how far the check of a large file is. */
 char    *tern_manager_sha256_file (const char    *path,
                                    GCancellable  *cancellable,
                                    GError       **error);
 char    *tern_manager_sha256_fd   (int            fd,
                                    const char    *name,
+                                   guint64       *hashed,
                                    GCancellable  *cancellable,
                                    GError       **error);
+/* Tests only: hook (hashed, user_data) runs in the hashing thread after each
+ * MiB that tern_manager_sha256_fd hashes (a test slows the check down there
+ * to watch it). NULL removes it. Set it while nothing hashes. */
+void     tern_manager_test_set_hash_hook (void     (*hook) (guint64  hashed,
+                                                            gpointer user_data),
+                                          gpointer   user_data);
 
 /* Deletes a directory and everything in it (no symlinks followed). */
 gboolean tern_manager_remove_tree (const char  *path,

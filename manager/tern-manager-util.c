@@ -187,9 +187,24 @@ tern_manager_write_file_atomic (const char  *path,
   return TRUE;
 }
 
+/* Tests only (tern_manager_test_set_hash_hook): a hash of a test-sized file
+ * is over before anyone could see it being made. */
+static void (*hash_hook) (guint64 hashed, gpointer user_data);
+static gpointer hash_hook_data;
+
+void
+tern_manager_test_set_hash_hook (void     (*hook) (guint64  hashed,
+                                                   gpointer user_data),
+                                 gpointer   user_data)
+{
+  hash_hook_data = user_data;
+  g_atomic_pointer_set (&hash_hook, hook);
+}
+
 char *
 tern_manager_sha256_fd (int            fd,
                         const char    *name,
+                        guint64       *hashed,
                         GCancellable  *cancellable,
                         GError       **error)
 {
@@ -218,6 +233,15 @@ tern_manager_sha256_fd (int            fd,
         break;
       tn_sha256_update (&checksum, buffer, (size_t) n);
       offset += n;
+      /* Atomic: another thread shows it while this one hashes. */
+      if (hashed != NULL)
+        __atomic_store_n (hashed, (guint64) offset, __ATOMIC_RELAXED);
+      {
+        void (*hook) (guint64, gpointer) = g_atomic_pointer_get (&hash_hook);
+
+        if (G_UNLIKELY (hook != NULL))
+          hook ((guint64) offset, hash_hook_data);
+      }
       if (g_cancellable_set_error_if_cancelled (cancellable, error))
         return NULL;
     }
@@ -245,7 +269,7 @@ tern_manager_sha256_file (const char    *path,
       g_set_error_literal (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, why);
       return NULL;
     }
-  sha = tern_manager_sha256_fd (fd, path, cancellable, error);
+  sha = tern_manager_sha256_fd (fd, path, NULL, cancellable, error);
   close (fd);
   return sha;
 }

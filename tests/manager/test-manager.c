@@ -17,6 +17,8 @@
 #define FILE_A_SIZE 300000
 #define FILE_B_SIZE 200000
 #define FILE_C_SIZE 650000
+/* Four MiB and a little: the hash reports after each MiB. */
+#define FILE_F_SIZE (4 * 1048576 + 1000)
 
 static char *tmp_root;      /* everything the test writes */
 static char *fixtures;      /* files the server serves */
@@ -39,6 +41,7 @@ static Fixture fixture_files[] = {
   { "c.bin", FILE_C_SIZE, NULL, NULL },
   { "d.bin", FILE_B_SIZE, NULL, NULL },
   { "e.bin", FILE_C_SIZE, NULL, NULL },
+  { "f.bin", FILE_F_SIZE, NULL, NULL },
 };
 
 static Fixture *
@@ -626,6 +629,113 @@ test_download_ok (void)
     g_assert_cmpstr (tags[0], ==, "t:one");
     g_assert_true (tern_model_store_has_package (again, "pkg-one"));
   }
+}
+
+/* The check after the last byte, held at each MiB hashed until the main
+ * context has seen that figure: a test-sized file is hashed before any
+ * progress tick could show it otherwise. */
+typedef struct {
+  GMutex   lock;
+  GCond    cond;
+  guint64  seen;      /* the last `checked` the progress handler saw */
+  GArray  *checked;   /* guint64: every figure seen while checking */
+  guint64  check_total;
+  guint64  done;
+  guint64  total;
+} CheckWatch;
+
+static void
+hold_each_hashed_mib (guint64  hashed,
+                      gpointer data)
+{
+  CheckWatch *w = data;
+  gint64 end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+
+  g_mutex_lock (&w->lock);
+  while (w->seen < hashed)
+    if (!g_cond_wait_until (&w->cond, &w->lock, end))
+      break;
+  g_mutex_unlock (&w->lock);
+}
+
+static void
+watch_check (TernDownloader *dl,
+             const char     *tag,
+             guint64         done,
+             guint64         total,
+             double          rate,
+             double          eta,
+             CheckWatch     *w)
+{
+  TernDownloadProgress progress;
+
+  (void) done;
+  (void) total;
+  (void) rate;
+  (void) eta;
+  g_assert_true (tern_downloader_get_progress (dl, tag, &progress));
+  if (progress.check_total == 0)
+    {
+      g_assert_cmpuint (progress.checked, ==, 0);
+      return;
+    }
+  g_array_append_val (w->checked, progress.checked);
+  w->check_total = progress.check_total;
+  w->done = progress.done;
+  w->total = progress.total;
+  g_mutex_lock (&w->lock);
+  w->seen = progress.checked;
+  g_cond_broadcast (&w->cond);
+  g_mutex_unlock (&w->lock);
+}
+
+static void
+test_download_check_progress (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("ok", "f.bin", TRUE);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *path = NULL;
+  CheckWatch w = { 0 };
+  const guint64 expected[] = { 1048576, 2 * 1048576, 3 * 1048576, 4 * 1048576, FILE_F_SIZE };
+  guint n = 0;
+
+  server_reset ();
+  g_mutex_init (&w.lock);
+  g_cond_init (&w.cond);
+  w.checked = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_signal_connect (dl, "progress", G_CALLBACK (watch_check), &w);
+  tern_manager_test_set_hash_hook (hold_each_hashed_mib, &w);
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+  tern_manager_test_set_hash_hook (NULL, NULL);
+  g_assert_no_error (error);
+
+  /* The check's bytes rise, a MiB at a time, to the file's size, of the
+   * file's size; done and total stay the download's. */
+  for (guint i = 0; i < w.checked->len; i++)
+    {
+      guint64 c = g_array_index (w.checked, guint64, i);
+
+      g_test_message ("checked %" G_GUINT64_FORMAT, c);
+      if (i > 0)
+        g_assert_cmpuint (c, >=, g_array_index (w.checked, guint64, i - 1));
+      if (n < G_N_ELEMENTS (expected) && c == expected[n])
+        n++;
+    }
+  g_assert_cmpuint (n, ==, G_N_ELEMENTS (expected));
+  g_assert_cmpuint (w.check_total, ==, FILE_F_SIZE);
+  g_assert_cmpuint (w.done, ==, FILE_F_SIZE);
+  g_assert_cmpuint (w.total, ==, FILE_F_SIZE);
+
+  /* And it finishes as before. */
+  path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+  assert_file_is (path, "f.bin");
+  g_assert_cmpint (tern_model_store_get_state (store, "t:one", NULL), ==, TERN_MODEL_STATE_INSTALLED);
+  g_array_unref (w.checked);
+  g_cond_clear (&w.cond);
+  g_mutex_clear (&w.lock);
 }
 
 static void
@@ -3800,6 +3910,7 @@ main (int    argc,
   g_test_add_func ("/manager/catalog/errors", test_catalog_errors);
   g_test_add_func ("/manager/versions", test_versions);
   g_test_add_func ("/manager/download/ok", test_download_ok);
+  g_test_add_func ("/manager/download/check-progress", test_download_check_progress);
   g_test_add_func ("/manager/download/drop-resume", test_download_drop_resume);
   g_test_add_func ("/manager/download/dropping-server", test_download_dropping_server);
   g_test_add_func ("/manager/download/ignored-range", test_download_ignored_range);
