@@ -312,12 +312,18 @@ typedef struct {
 static void on_progress(TernDownloader *dl, const char *tag, guint64 done, guint64 total, double rate,
                         double eta, gpointer data) {
     pull_state *st = data;
-    (void)dl;
     if (total == 0)
         return;
     int percent = (int)(100.0 * (double)done / (double)total);
     g_autofree char *of = tern_manager_format_size(total);
-    if (st->tty) {
+    TernDownloadProgress now;
+    /* The signal has no room for the check's figures; without them a large
+     * file's check looked like a download stuck at "100%, 0:00 left". */
+    if (st->tty && tern_downloader_get_progress(dl, tag, &now) && now.check_total > 0) {
+        int checked = (int)(100.0 * (double)now.checked / (double)now.check_total);
+        g_autofree char *words = g_strdup_printf(_("Checking the download: %d%%"), checked);
+        fprintf(stderr, "\r%s: %s\033[K", tag, words);
+    } else if (st->tty) {
         g_autofree char *speed = tern_manager_format_size((guint64)rate);
         char left[64] = "";
         if (eta >= 0)
