@@ -164,6 +164,13 @@ progress_text (const TernDownloadProgress *p)
   g_autofree char *speed = NULL;
   int percent;
 
+  if (p->check_total > 0)
+    {
+      percent = (int) (100.0 * (double) p->checked / (double) p->check_total);
+      /* Translators: while a downloaded file's sha256 is computed from the
+       * disk (some seconds for a large model): "Checking the download: 45%" */
+      return g_strdup_printf (_("Checking the download: %d%%"), percent);
+    }
   if (p->total == 0)
     return NULL;
   percent = (int) (100.0 * (double) p->done / (double) p->total);
@@ -174,6 +181,16 @@ progress_text (const TernDownloadProgress *p)
   /* Translators: "45% of 610 MB · 5.1 MB/s · 1:58 left" */
   return g_strdup_printf (_("%d%% of %s · %s/s · %d:%02d left"), percent, of, speed, (int) (p->eta / 60),
                           (int) p->eta % 60);
+}
+
+/* The bar's: the check's own, while a file is checked, runs from the start
+ * again, so that it moves instead of standing full. */
+static double
+progress_fraction (const TernDownloadProgress *p)
+{
+  if (p->check_total > 0)
+    return (double) p->checked / (double) p->check_total;
+  return p->total > 0 ? (double) p->done / (double) p->total : 0;
 }
 
 static void update_row (Row *row);
@@ -613,13 +630,12 @@ update_row (Row *row)
    * row keeps its figures (the downloader's, as of now) instead of
    * "downloading" and an empty bar until the next tick. */
   if (!pulling || !tern_downloader_get_progress (self->downloader, row->tag, &progress))
-    progress.total = 0;
+    progress.total = progress.check_total = 0;
   if ((subtitle = progress_text (&progress)) == NULL)
     subtitle = g_strdup_printf ("%s · %s · %s%s%s", row->tag, size, error != NULL ? error : status,
                                 fit != NULL ? "\n" : "", fit != NULL ? fit : "");
   row_set_subtitle (row, subtitle);
-  gtk_progress_bar_set_fraction (row->progress,
-                                 progress.total > 0 ? (double) progress.done / (double) progress.total : 0);
+  gtk_progress_bar_set_fraction (row->progress, progress_fraction (&progress));
   {
     const char *details = error != NULL ? g_hash_table_lookup (self->error_details, row->tag) : NULL;
 
@@ -894,9 +910,15 @@ on_progress (TernDownloader   *downloader,
 {
   Row *row = g_hash_table_lookup (self->rows, tag);
   TernDownloadProgress progress = { done, total, rate, eta, 0, 0 };
+  TernDownloadProgress now;
   g_autofree char *text = NULL;
 
-  (void) downloader;
+  /* The signal has no room for the check's figures. */
+  if (tern_downloader_get_progress (downloader, tag, &now))
+    {
+      progress.checked = now.checked;
+      progress.check_total = now.check_total;
+    }
   if (row == NULL && total > 0 && self->hub_rows != NULL)
     {
       HubQuantRow *qr = g_hash_table_lookup (self->hub_rows, tag);
@@ -908,14 +930,14 @@ on_progress (TernDownloader   *downloader,
           qr->resolving = FALSE;
           hub_update_quant_row (qr);
         }
-      gtk_progress_bar_set_fraction (qr->progress, (double) done / (double) total);
+      gtk_progress_bar_set_fraction (qr->progress, progress_fraction (&progress));
       return;
     }
   if (row == NULL || total == 0)
     return;
   if (!gtk_widget_get_visible (GTK_WIDGET (row->progress)))
     update_row (row);
-  gtk_progress_bar_set_fraction (row->progress, (double) done / (double) total);
+  gtk_progress_bar_set_fraction (row->progress, progress_fraction (&progress));
   text = progress_text (&progress);
   row_set_subtitle (row, text);
 }

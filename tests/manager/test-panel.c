@@ -972,6 +972,182 @@ test_failed_downloads (void)
   stop_hub ();
 }
 
+/* ---- the check after the last byte ----------------------------------------- */
+
+/* The hash of a test-sized file is over before a progress tick could show
+ * it: the test's hook holds the hash after each MiB until the row has shown
+ * that figure, and at pause_at until the test has looked at the row. */
+typedef struct {
+  GMutex            lock;
+  GCond             cond;
+  guint64           shown;     /* the last `checked` the row showed */
+  guint64           pause_at;
+  gboolean          released;
+  TernModelManager *panel;
+  GPtrArray        *texts;     /* the row's words at each tick of the check */
+  GArray           *fractions; /* double: its bar's */
+} CheckWatch;
+
+static void
+hold_hash (guint64  hashed,
+           gpointer data)
+{
+  CheckWatch *w = data;
+  gint64 end = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
+
+  g_mutex_lock (&w->lock);
+  while (w->shown < hashed || (hashed == w->pause_at && !w->released))
+    if (!g_cond_wait_until (&w->cond, &w->lock, end))
+      break;
+  g_mutex_unlock (&w->lock);
+}
+
+/* Connected after the panel's handler: sees the row as that one left it. */
+static void
+watch_check (TernDownloader *dl,
+             const char     *tag,
+             guint64         done,
+             guint64         total,
+             double          rate,
+             double          eta,
+             CheckWatch     *w)
+{
+  TernDownloadProgress progress;
+  GtkWidget *row = tern_model_manager_get_row (w->panel, tag);
+  const char *text = subtitle (w->panel, tag);
+  double fraction = bar_fraction (row);
+  g_autofree char *expected = NULL;
+
+  (void) done;
+  (void) total;
+  (void) rate;
+  (void) eta;
+  if (!tern_downloader_get_progress (dl, tag, &progress) || progress.check_total == 0)
+    return;
+  g_ptr_array_add (w->texts, g_strdup (text));
+  g_array_append_val (w->fractions, fraction);
+  /* The figure may have moved on since the panel read it: the row shows
+   * this one only when its words say so. */
+  expected = g_strdup_printf ("Checking the download: %d%%",
+                              (int) (100.0 * (double) progress.checked / (double) progress.check_total));
+  if (g_strcmp0 (text, expected) != 0)
+    return;
+  g_mutex_lock (&w->lock);
+  w->shown = progress.checked;
+  g_cond_broadcast (&w->cond);
+  g_mutex_unlock (&w->lock);
+}
+
+static void
+test_checking (void)
+{
+  g_autofree char *root = g_build_filename (tmp_root, "check-store", NULL);
+  g_autofree char *path = NULL;
+  g_autofree char *data = NULL;
+  g_autofree char *sha = NULL;
+  g_autofree char *json = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernCatalog) catalog = NULL;
+  g_autoptr(TernModelStore) store = NULL;
+  g_autoptr(TernDownloader) dl = NULL;
+  g_autoptr(GPtrArray) shown = g_ptr_array_new ();
+  /* Four MiB and a little: five reports of the hash. */
+  const gsize size = 4 * 1048576 + 1000;
+  const char *expected[] = { "Checking the download: 24%", "Checking the download: 49%",
+                             "Checking the download: 74%", "Checking the download: 99%",
+                             "Checking the download: 100%" };
+  CheckWatch w = { 0 };
+  TernModelManager *panel;
+  GtkWidget *window;
+  gboolean finished = FALSE;
+
+  start_hub ();
+  path = g_build_filename (tmp_root, "served", "check.bin", NULL);
+  data = g_malloc (size);
+  for (gsize j = 0; j < size; j++)
+    data[j] = (char) (j * 31 + j / 4096);
+  g_assert_true (g_file_set_contents (path, data, (gssize) size, NULL));
+  sha = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (guchar *) data, size);
+  json = g_strdup_printf ("{\"schema\": 1, \"packages\": {\"p-check\": {\"files\": [{\"name\": \"check.gguf\","
+                          " \"url\": \"%s/ok/check.bin\", \"size\": %" G_GSIZE_FORMAT ", \"sha256\": \"%s\"}]}},"
+                          " \"families\": [{\"id\": \"check\", \"label\": \"Checked\", \"tags\": [{\"tag\": \"check:x\","
+                          " \"label\": \"Checked Model\", \"base\": \"p-check\"}]}]}", hub_url, size, sha);
+  catalog = tern_catalog_new_from_data (json, -1, "check.json", &error);
+  g_assert_no_error (error);
+  store = tern_model_store_new (root, &error);
+  g_assert_no_error (error);
+  dl = tern_downloader_new (store);
+  window = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (window), 640, 400);
+  panel = TERN_MODEL_MANAGER (tern_model_manager_new (catalog, store, dl));
+  gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (panel));
+  gtk_window_present (GTK_WINDOW (window));
+
+  g_mutex_init (&w.lock);
+  g_cond_init (&w.cond);
+  w.pause_at = 2 * 1048576;
+  w.panel = panel;
+  w.texts = g_ptr_array_new_with_free_func (g_free);
+  w.fractions = g_array_new (FALSE, FALSE, sizeof (double));
+  g_signal_connect (dl, "progress", G_CALLBACK (watch_check), &w);
+  g_signal_connect (dl, "pull-finished", G_CALLBACK (on_pull_finished), &finished);
+  tern_manager_test_set_hash_hook (hold_hash, &w);
+
+  /* Every byte is here: the row says it is checking them, and how far,
+   * and its bar shows that (not a full bar under "100%, 0:00 left"). */
+  tern_model_manager_download (panel, "check:x");
+  WAIT_FOR (g_strcmp0 (subtitle (panel, "check:x"), "Checking the download: 49%") == 0);
+  spin_for (300);
+  g_assert_cmpstr (subtitle (panel, "check:x"), ==, "Checking the download: 49%");
+  g_assert_cmpfloat_with_epsilon (bar_fraction (tern_model_manager_get_row (panel, "check:x")), 0.5, 0.01);
+  save_picture (window, "manager-checking.png");
+  g_mutex_lock (&w.lock);
+  w.released = TRUE;
+  g_cond_broadcast (&w.cond);
+  g_mutex_unlock (&w.lock);
+  spin (&finished);
+  tern_manager_test_set_hash_hook (NULL, NULL);
+
+  /* Each step of the check was on the row, in order, with its bar. */
+  for (guint i = 0; i < w.texts->len; i++)
+    {
+      double f = g_array_index (w.fractions, double, i);
+
+      g_test_message ("checking: %s, bar %.3f", (char *) w.texts->pdata[i], f);
+      if (i > 0)
+        g_assert_cmpfloat (f, >=, g_array_index (w.fractions, double, i - 1));
+      if (shown->len == 0 || g_strcmp0 (shown->pdata[shown->len - 1], w.texts->pdata[i]) != 0)
+        g_ptr_array_add (shown, w.texts->pdata[i]);
+    }
+  /* (A tick can come before the first MiB is hashed, or show a figure the
+   * panel read a moment earlier: only the order of what it showed.) */
+  {
+    guint n = 0;
+
+    for (guint i = 0; i < shown->len; i++)
+      if (n < G_N_ELEMENTS (expected) && g_strcmp0 (shown->pdata[i], expected[n]) == 0)
+        n++;
+    g_assert_cmpuint (n, ==, G_N_ELEMENTS (expected));
+  }
+  g_assert_cmpfloat (g_array_index (w.fractions, double, 0), <, 0.3);
+  g_assert_cmpfloat_with_epsilon (g_array_index (w.fractions, double, w.fractions->len - 1), 1.0, 0.001);
+
+  /* Then it is installed, as before. */
+  WAIT_FOR (tern_model_store_get_state (store, "check:x", tern_catalog_find_tag (catalog, "check:x"))
+            == TERN_MODEL_STATE_INSTALLED);
+  WAIT_FOR (strstr (subtitle (panel, "check:x"), "installed") != NULL);
+  g_assert_null (strstr (subtitle (panel, "check:x"), "Checking"));
+  g_assert_false (tern_downloader_is_pulling (dl, "check:x"));
+
+  g_signal_handlers_disconnect_by_func (dl, watch_check, &w);
+  g_ptr_array_unref (w.texts);
+  g_array_unref (w.fractions);
+  g_cond_clear (&w.cond);
+  g_mutex_clear (&w.lock);
+  gtk_window_destroy (GTK_WINDOW (window));
+  stop_hub ();
+}
+
 /* Xvfb has no D-Bus session: GTK says so once, which is no failure here. */
 static gboolean
 not_fatal_without_session_bus (const char     *domain,
@@ -1029,6 +1205,7 @@ main (int    argc,
   g_test_add_func ("/model-manager/panel", test_panel);
   g_test_add_func ("/model-manager/hub-search", test_hub_search);
   g_test_add_func ("/model-manager/failed-downloads", test_failed_downloads);
+  g_test_add_func ("/model-manager/checking", test_checking);
   status = g_test_run ();
   tern_manager_remove_tree (tmp_root, NULL);
   g_free (tmp_root);
