@@ -548,7 +548,7 @@ send_request (Transfer     *t,
 }
 
 /* The sha256 of a complete file of size bytes, shown as the check phase
- * meanwhile: a 17 GB model takes about 15 s to hash, during which the last
+ * meanwhile: a 17 GB model takes about 11 s to hash, during which the last
  * download tick ("100%, 0:00 left") looked stuck. */
 static char *
 transfer_check (Transfer    *t,
