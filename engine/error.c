@@ -473,25 +473,17 @@ int tn_guarded_read(const tn_read_span *spans, int n_spans, const char *pass,
 }
 
 /* The load running on this thread (tn_model_load): its caller's question
- * and whether the answer was yes already. */
-typedef struct load_cancel {
-    bool (*cancelled)(void *user);
-    void *user;
-    bool said_yes;
-    void (*progress)(float fraction, void *user);
-    void *progress_user;
-    uint64_t done, total; /* bytes of the weights' passes */
-    uint64_t repack_expected; /* of total: the repack's, as expected */
-    float reported;       /* the last fraction given */
-} load_cancel;
+ * and whether the answer was yes already, and its progress. */
+typedef tn_load_state load_cancel;
 
 static __thread load_cancel this_load;
 
-void tn_load_cancel_arm(bool (*cancelled)(void *user), void *user) {
+void tn_load_cancel_arm(bool (*cancelled)(void *user), void *user, tn_load_state *outer) {
+    *outer = this_load;
     this_load = (load_cancel){.cancelled = cancelled, .user = user};
 }
 
-void tn_load_cancel_disarm(void) { this_load = (load_cancel){0}; }
+void tn_load_cancel_disarm(const tn_load_state *outer) { this_load = *outer; }
 
 bool tn_load_cancelled(void) {
     if (!this_load.said_yes && this_load.cancelled)

@@ -1591,7 +1591,8 @@ static int load_model(const char *path, tn_model_params params, tn_model **out, 
 }
 
 int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_error *err) {
-    tn_load_cancel_arm(params.cancelled, params.cancelled_user);
+    tn_load_state outer;
+    tn_load_cancel_arm(params.cancelled, params.cancelled_user, &outer);
     tn_load_progress_arm(params.progress, params.progress_user);
     int rc = load_model(path, params, out, err);
     if (rc == TN_OK)
@@ -1600,7 +1601,7 @@ int tn_model_load(const char *path, tn_model_params params, tn_model **out, tn_e
      * as its caller's failure: the load's error says what happened. */
     if (rc != TN_OK && tn_load_cancelled())
         rc = fail_cancelled(err, path ? path : "?");
-    tn_load_cancel_disarm();
+    tn_load_cancel_disarm(&outer);
     return rc;
 }
 

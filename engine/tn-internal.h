@@ -80,8 +80,21 @@ int tn_fail_shrank(tn_error *err, const char *path);
  * nothing a jump would lose, leaves the pass when the load is cancelled:
  * tn_guarded_read then returns TN_ERR_CANCELLED, and its caller cleans up as
  * after a file cut short. Outside a guarded pass it does nothing. */
-void tn_load_cancel_arm(bool (*cancelled)(void *user), void *user);
-void tn_load_cancel_disarm(void);
+typedef struct tn_load_state {
+    bool (*cancelled)(void *user);
+    void *user;
+    bool said_yes;
+    void (*progress)(float fraction, void *user);
+    void *progress_user;
+    uint64_t done, total;     /* bytes of the weights' passes */
+    uint64_t repack_expected; /* of total: the repack's, as expected */
+    float reported;           /* the last fraction given */
+} tn_load_state;
+/* A caller's callback may itself load a model on this thread: arm keeps
+ * the state it replaces in *outer, and disarm puts it back, so that the
+ * outer load can still be cancelled and still reports its progress. */
+void tn_load_cancel_arm(bool (*cancelled)(void *user), void *user, tn_load_state *outer);
+void tn_load_cancel_disarm(const tn_load_state *outer);
 bool tn_load_cancelled(void);
 void tn_load_poll(void);
 

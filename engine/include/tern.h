@@ -385,7 +385,8 @@ typedef struct tn_model_params {
      * before): bytes of its passes over the weights, the remaining work
      * first estimated from the file and then known once the tensors are.
      * Below 1 until the load has succeeded; then 1, once. A load that a
-     * repack cache file serves may go from little to 1 at once. NULL
+     * repack cache file serves may go from little to 1 at once. It (or
+     * cancelled) may load another model: that load has its own. NULL
      * (default): none. */
     void (*progress)(float fraction, void *user);
     void *progress_user;

@@ -21,6 +21,9 @@ typedef struct reports {
     int yes_at; /* cancel at this question (0: never) */
     int asked;
     int at_repack; /* reports before the first repack pass began (-1: none began) */
+    const char *nested; /* a model loaded from inside the third report (NULL: none) */
+    int nested_rc;      /* its load's result */
+    struct reports *inner; /* its reports */
     uint64_t checked, repacked; /* the loaded model's weight and repacked bytes */
 } reports;
 
@@ -34,16 +37,26 @@ static void pass_hook(const char *pass, void *user) {
         watched->at_repack = watched->n;
 }
 
+static int load(const char *path, reports *r);
+
 static void on_progress(float fraction, void *user) {
     reports *r = user;
     if (r->n < MAX_REPORTS)
         r->f[r->n] = fraction;
     r->n++;
+    if (r->nested && r->n == 3) {
+        reports *outer_watched = watched;
+        r->nested_rc = load(r->nested, r->inner);
+        watched = outer_watched;
+    }
 }
 
+/* yes_at < 0: yes once the nested load is done. */
 static bool on_question(void *user) {
     reports *r = user;
     r->asked++;
+    if (r->yes_at < 0)
+        return r->nested && r->inner->n > 0 && r->n > 3;
     return r->yes_at > 0 && r->asked >= r->yes_at;
 }
 
@@ -138,6 +151,61 @@ static void cancelled(const char *label, const char *path) {
     }
 }
 
+/* A weight with a NaN halfway through the file: the load fails there,
+ * its reports below 1 and rising. */
+static void damaged(const char *dir, const char *clean) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/damaged.gguf", dir);
+    tn_error err = {0};
+    tn_gguf *g = NULL;
+    CHECKF(tn_gguf_open(clean, &g, &err) == TN_OK, "%s", err.message);
+    if (!g)
+        return;
+    const tn_gguf_tensor *t = tn_gguf_find_tensor(g, "blk.5.ffn_up.weight");
+    const long pos = t ? (long)(tn_gguf_data_offset(g) + t->offset) : -1;
+    tn_gguf_close(g);
+    const uint16_t nan16 = 0x7e00; /* the first Q4_0 block's scale */
+    FILE *f = pos >= 0 && tn_test_copy_file(clean, path) ? fopen(path, "r+b") : NULL;
+    bool ok = f && fseek(f, pos, SEEK_SET) == 0 && fwrite(&nan16, 2, 1, f) == 1;
+    if (f && fclose(f) != 0)
+        ok = false;
+    CHECKF(ok, "cannot write %s", path);
+    setenv("TERN_REPACK_CACHE", "off", 1);
+    reports r = {0};
+    CHECKF(load(path, &r) == TN_ERR_FORMAT, "the damaged model loaded");
+    CHECKF(r.n >= 3, "the damaged model: %d reports before its NaN", r.n);
+    float before = 0.0f;
+    for (int i = 0; i < r.n && i < MAX_REPORTS; i++) {
+        CHECKF(r.f[i] > before && r.f[i] < 1.0f, "the damaged model: report %d is %g after %g",
+               i, r.f[i], before);
+        before = r.f[i];
+    }
+    remove(path);
+}
+
+/* A progress callback that loads another model on the same thread: each
+ * load reports its own progress to its end, and the outer one can still
+ * be cancelled afterwards. */
+static void nested(const char *outer_path, const char *inner_path) {
+    setenv("TERN_REPACK_CACHE", "off", 1);
+    reports inner = {0};
+    reports r = {.nested = inner_path, .inner = &inner};
+    CHECKF(load(outer_path, &r) == TN_OK, "nested: the outer load failed");
+    CHECKF(r.nested_rc == TN_OK, "nested: the inner load gave %d", r.nested_rc);
+    CHECKF(inner.n > 0 && inner.n <= MAX_REPORTS && inner.f[inner.n - 1] == 1.0f,
+           "nested: the inner load's %d reports do not end with 1", inner.n);
+    CHECKF(r.n > 3 && r.n <= MAX_REPORTS && r.f[r.n - 1] == 1.0f,
+           "nested: the outer load's %d reports do not end with 1 (the last %g)", r.n,
+           r.n > 0 && r.n <= MAX_REPORTS ? r.f[r.n - 1] : -1.0f);
+    reports inner2 = {0};
+    reports c = {.nested = inner_path, .inner = &inner2, .yes_at = -1};
+    const int rc = load(outer_path, &c);
+    CHECKF(rc == TN_ERR_CANCELLED, "nested: the outer load, cancelled after the inner, gave %d",
+           rc);
+    for (int i = 0; i < c.n && i < MAX_REPORTS; i++)
+        CHECKF(c.f[i] < 1.0f, "nested: cancelled, report %d was 1", i);
+}
+
 static void run(const char *label, tn_mkmodel_params p, const char *dir) {
     char path[512], cache[512], name[128];
     snprintf(path, sizeof path, "%s/%s.gguf", dir, label);
@@ -188,11 +256,14 @@ int main(void) {
     moe.n_expert = 32;
     moe.n_ff_exp = 128;
     run("experts", moe, dir);
+    char path[512], inner[512];
+    snprintf(path, sizeof path, "%s/dense.gguf", dir);
+    snprintf(inner, sizeof inner, "%s/gemma4.gguf", dir);
+    damaged(dir, path);
+    nested(path, inner);
     /* Nothing asked for: nothing reported, and the load is as before. */
     tn_model *m = NULL;
     tn_error err = {0};
-    char path[512];
-    snprintf(path, sizeof path, "%s/dense.gguf", dir);
     setenv("TERN_REPACK_CACHE", "off", 1);
     CHECKF(tn_model_load(path, tn_model_default_params(), &m, &err) == TN_OK, "%s", err.message);
     tn_model_free(m);
