@@ -6,10 +6,14 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The cursor goes back to the line's start after the figure: a notice the
+ * engine writes meanwhile (the repack cache's "tern: ...") then covers it
+ * instead of being glued to it. */
 static void on_load_progress(float fraction, void *user) {
     (void)user;
     fputc('\r', stderr);
     fprintf(stderr, _("loading: %d %%"), (int)(fraction * 100.0f));
+    fputc('\r', stderr);
     fflush(stderr);
 }
 

@@ -43,8 +43,18 @@ check "run on a terminal: $n progress figures (at least 5)" [ "$n" -ge 5 ]
 check "the figures rise and end at 100" awk 'NR > 1 && $1 <= last { bad = 1 } { last = $1 }
     END { exit bad || last != 100 }' "$tmp/figures"
 check "the line is cleared after the last figure, before the statistics" \
-    grep -q "$(printf 'loading: 100 %%\r\033\\[K')" "$tmp/tty.out"
+    grep -q "$(printf 'loading: 100 %%\r\r\033\\[K')" "$tmp/tty.out"
 check "the answer's statistics follow" grep -q "generated 3 tokens" "$tmp/tty.out"
+
+# A notice the engine writes during the load (here: the repack cache's
+# directory is a file) starts a line of its own, over the figure, not
+# glued to its end ("loading: 99 %tern: repack cache: ...").
+: >"$tmp/notadir"
+TERN_REPACK_CACHE=$tmp/notadir \
+    script -qec "'$cli' run -m '$model' -p hello -n 3 --seed 1" /dev/null >"$tmp/notice.out" 2>&1
+check "run with a cache notice exits 0" [ $? -eq 0 ]
+check "the notice starts a line" sh -c "tr '\r' '\n' <'$tmp/notice.out' | grep -q '^tern: repack cache: '"
+check "the figures go on after the notice" grep -q "loading: 100 %" "$tmp/notice.out"
 
 # Not on a terminal: no figures on stderr.
 "$cli" run -m "$model" -p hello -n 3 --seed 1 >"$tmp/pipe.out" 2>"$tmp/pipe.err"
