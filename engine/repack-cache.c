@@ -679,25 +679,37 @@ typedef struct repack_pass {
     int n;
     const int *alias;
     uint8_t *buf;
+    uint64_t pending; /* the progress of the matrix being repacked */
 } repack_pass;
 
-/* Each matrix is a step of the load's progress and a cancel point. */
-static uint64_t repack_step_bytes(const tn_weight *w) {
-    return tn_weight_repack_size(w) > 0 ? (uint64_t)w->row_bytes * (uint64_t)w->rows : 0;
+/* What matrix i counts in the load's progress: its rows, but none where
+ * it shares an earlier one's (a tied LM head is not repacked twice). */
+static uint64_t repack_step_bytes(const repack_pass *rp, int i) {
+    const tn_weight *w = rp->ws[i];
+    return rp->alias[i] == i && tn_weight_repack_size(w) > 0
+               ? (uint64_t)w->row_bytes * (uint64_t)w->rows
+               : 0;
 }
 
-static void repack_step(const tn_weight *w) {
-    tn_load_progress_add(repack_step_bytes(w));
+/* Each matrix is a cancel point, and counts once it is repacked: counted
+ * at its start, the last and largest (the LM head) held the bar near its
+ * end for the whole of its repack. */
+static void repack_step(void *user, int i) {
+    repack_pass *rp = user;
+    tn_load_progress_add(rp->pending);
+    rp->pending = repack_step_bytes(rp, i);
     tn_load_poll();
 }
 
 static void repack_pass_run(void *arg) {
-    const repack_pass *rp = arg;
+    repack_pass *rp = arg;
     uint64_t bytes = 0;
     for (int i = 0; i < rp->n; i++)
-        bytes += repack_step_bytes(rp->ws[i]);
+        bytes += repack_step_bytes(rp, i);
     tn_load_progress_repack_begins(bytes);
-    tn_weights_repack_into(rp->ws, rp->n, rp->alias, true, rp->buf, repack_step);
+    rp->pending = 0;
+    tn_weights_repack_into(rp->ws, rp->n, rp->alias, true, rp->buf, repack_step, rp);
+    tn_load_progress_add(rp->pending);
 }
 
 /* tn_weights_repack of ws[0..n) with release_originals, its reads of the

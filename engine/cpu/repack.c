@@ -500,11 +500,11 @@ size_t tn_weights_repack_bytes(tn_weight *const *ws, int n, const int *alias) {
 
 void tn_weights_repack_into(tn_weight *const *ws, int n, const int *alias,
                             bool release_originals, uint8_t *buf,
-                            void (*before_each)(const tn_weight *w)) {
+                            void (*before_each)(void *user, int i), void *user) {
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         if (before_each)
-            before_each(ws[i]);
+            before_each(user, i);
         tn_weight *w = ws[i];
         if (alias[i] != i) {
             /* Its first holder is repacked (or left as it was) already. */
@@ -569,7 +569,7 @@ int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void 
         free(alias);
         return TN_ERR_NOMEM;
     }
-    tn_weights_repack_into(ws, n, alias, release_originals, buf, NULL);
+    tn_weights_repack_into(ws, n, alias, release_originals, buf, NULL, NULL);
     free(alias);
     *storage = buf;
     if (bytes)

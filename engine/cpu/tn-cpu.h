@@ -108,11 +108,12 @@ size_t tn_weights_repack_bytes(tn_weight *const *ws, int n, const int *alias);
  * (engine/repack-cache.c). NULL when out of memory. */
 #define TN_WEIGHTS_HUGE_MIN ((size_t)8 << 20)
 void *tn_weights_storage_alloc(size_t total);
-/* before_each (NULL: none) runs before each matrix: a load's cancel point
- * (tn_load_poll), which may jump out of the pass between two matrices. */
+/* before_each(user, i) (NULL: none) runs before matrix ws[i]: a load's
+ * cancel point (tn_load_poll), which may jump out of the pass between two
+ * matrices, and its progress. */
 void tn_weights_repack_into(tn_weight *const *ws, int n, const int *alias,
                             bool release_originals, uint8_t *buf,
-                            void (*before_each)(const tn_weight *w));
+                            void (*before_each)(void *user, int i), void *user);
 
 /* y[b * w->rows + r] = sum_k W[r][k] * x[b * w->cols + k] for b < n.
  * Batch-invariant as described above. May use scratch memory owned by cpu
