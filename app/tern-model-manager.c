@@ -64,6 +64,7 @@ struct _TernModelManager {
   GCancellable   *cancellable;
   char           *filter;  /* lowercase, NULL: none */
   gboolean        checking;
+  guint           check_tick; /* the Verify message's figure, while checking */
   /* The models of the servers in Preferences > Connections, listed first
    * and marked remote (docs/REMOTE.md). */
   GSettings      *settings;
@@ -2216,6 +2217,7 @@ check_done (GObject      *source,
   g_autoptr(GPtrArray) problems = tern_model_store_check_finish (TERN_MODEL_STORE (source), result, &error);
 
   self->checking = FALSE;
+  g_clear_handle_id (&self->check_tick, g_source_remove);
   gtk_widget_set_sensitive (GTK_WIDGET (self->check_button), TRUE);
   if (problems == NULL)
     {
@@ -2238,6 +2240,26 @@ check_done (GObject      *source,
     }
 }
 
+/* A large model's files take seconds to hash (17 GB: about 11 s): the
+ * message says how far the check is. */
+static gboolean
+check_tick (gpointer data)
+{
+  TernModelManager *self = data;
+  guint64 done, total;
+
+  if (tern_model_store_get_check_progress (self->store, &done, &total) && total > 0)
+    {
+      g_autofree char *text =
+        /* Translators: the Models window's Verify, while it hashes the files */
+        g_strdup_printf (_("Verifying the installed files… %d%%"),
+                         (int) (100.0 * (double) done / (double) total));
+
+      set_message (self, text, FALSE);
+    }
+  return G_SOURCE_CONTINUE;
+}
+
 static void
 on_check_clicked (TernModelManager *self)
 {
@@ -2247,6 +2269,14 @@ on_check_clicked (TernModelManager *self)
   gtk_widget_set_sensitive (GTK_WIDGET (self->check_button), FALSE);
   set_message (self, _("Verifying the installed files…"), FALSE);
   tern_model_store_check_async (self->store, self->cancellable, check_done, g_object_ref (self));
+  self->check_tick = g_timeout_add (200, check_tick, self);
+}
+
+void
+tern_model_manager_verify (TernModelManager *self)
+{
+  g_return_if_fail (TERN_IS_MODEL_MANAGER (self));
+  on_check_clicked (self);
 }
 
 /* ---- object ---------------------------------------------------------------- */
@@ -2300,6 +2330,7 @@ tern_model_manager_dispose (GObject *object)
 
   g_cancellable_cancel (self->cancellable);
   g_clear_handle_id (&self->hub_timeout, g_source_remove);
+  g_clear_handle_id (&self->check_tick, g_source_remove);
   g_cancellable_cancel (self->hub_cancellable);
   /* Answers still on their way find nothing to fill in. */
   self->hub_generation++;

@@ -53,6 +53,8 @@ char           *tern_model_manager_import         (TernModelManager *self,
 /* What the offline notice's Retry button does: downloads again what failed
  * for want of a network. */
 void            tern_model_manager_retry          (TernModelManager *self);
+/* Verify, as its button does: hashes every installed file in a thread. */
+void            tern_model_manager_verify         (TernModelManager *self);
 void            tern_model_manager_set_filter     (TernModelManager *self,
                                                    const char       *text);
 

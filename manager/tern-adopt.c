@@ -72,7 +72,7 @@ has_bytes (const char   *path,
 
   if (!regular_of_size (path, size))
     return FALSE;
-  sha = tern_manager_sha256_file (path, cancellable, NULL);
+  sha = tern_manager_sha256_file (path, NULL, cancellable, NULL);
   return sha != NULL && g_ascii_strcasecmp (sha, sha256) == 0;
 }
 

@@ -57,6 +57,7 @@ void     tern_manager_sync_dir (const char *dir);
  * so far in *hashed (atomically, after each MiB; NULL: not wanted), so that
  * another thread can show how far the check of a large file is. */
 char    *tern_manager_sha256_file (const char    *path,
+                                   guint64       *hashed,
                                    GCancellable  *cancellable,
                                    GError       **error);
 char    *tern_manager_sha256_fd   (int            fd,

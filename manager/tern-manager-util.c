@@ -253,6 +253,7 @@ tern_manager_sha256_fd (int            fd,
 
 char *
 tern_manager_sha256_file (const char    *path,
+                          guint64       *hashed,
                           GCancellable  *cancellable,
                           GError       **error)
 {
@@ -269,7 +270,7 @@ tern_manager_sha256_file (const char    *path,
       g_set_error_literal (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, why);
       return NULL;
     }
-  sha = tern_manager_sha256_fd (fd, path, NULL, cancellable, error);
+  sha = tern_manager_sha256_fd (fd, path, hashed, cancellable, error);
   close (fd);
   return sha;
 }

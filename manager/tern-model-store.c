@@ -59,6 +59,13 @@ struct _TernModelStore {
   GHashTable *packages;  /* id -> StorePackage* */
   GHashTable *locals;    /* tag -> StoreLocal* */
   GHashTable *held;      /* id -> count (GUINT_TO_POINTER) */
+  /* A check's progress (tern_model_store_get_check_progress), written by
+   * the thread that hashes: bytes of the files to hash, of those done, and
+   * of the one being hashed; checking while one runs. Atomic. */
+  guint64     check_total;
+  guint64     check_done;
+  guint64     check_item;
+  gint        checking;
 };
 
 G_DEFINE_FINAL_TYPE (TernModelStore, tern_model_store, G_TYPE_OBJECT)
@@ -1380,16 +1387,34 @@ check_prepare (TernModelStore *self)
 
 /* Runs in any thread: touches only the items. */
 static gboolean
-check_run (GPtrArray     *items,
-           GCancellable  *cancellable,
-           GError       **error)
+check_run (TernModelStore *self,
+           GPtrArray      *items,
+           GCancellable   *cancellable,
+           GError        **error)
 {
+  guint64 total = 0, done = 0;
+
+  for (guint i = 0; i < items->len; i++)
+    {
+      CheckItem *item = items->pdata[i];
+
+      if (item->package_id != NULL && item->sha256 != NULL)
+        total += item->size;
+    }
+  __atomic_store_n (&self->check_total, total, __ATOMIC_RELAXED);
   for (guint i = 0; i < items->len; i++)
     {
       CheckItem *item = items->pdata[i];
       g_autoptr(GError) local_error = NULL;
       g_autofree char *sha = NULL;
       struct stat st;
+
+      /* The files before this one count whole, hashed or not (a missing
+       * or truncated one is not hashed). */
+      __atomic_store_n (&self->check_item, 0, __ATOMIC_RELAXED);
+      __atomic_store_n (&self->check_done, done, __ATOMIC_RELAXED);
+      if (item->package_id != NULL && item->sha256 != NULL)
+        done += item->size;
 
       if (g_cancellable_set_error_if_cancelled (cancellable, error))
         return FALSE;
@@ -1423,7 +1448,7 @@ check_run (GPtrArray     *items,
         }
       if (item->sha256 == NULL)
         continue;
-      sha = tern_manager_sha256_file (item->path, cancellable, &local_error);
+      sha = tern_manager_sha256_file (item->path, &self->check_item, cancellable, &local_error);
       if (sha == NULL)
         {
           if (g_error_matches (local_error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
@@ -1484,12 +1509,16 @@ tern_model_store_check (TernModelStore  *self,
 {
   g_autoptr(GPtrArray) items = NULL;
   GPtrArray *found;
+  gboolean ok;
 
   g_return_val_if_fail (TERN_IS_MODEL_STORE (self), FALSE);
   if (!tern_model_store_reload (self, error))
     return FALSE;
   items = check_prepare (self);
-  if (!check_run (items, cancellable, error))
+  g_atomic_int_set (&self->checking, TRUE);
+  ok = check_run (self, items, cancellable, error);
+  g_atomic_int_set (&self->checking, FALSE);
+  if (!ok)
     return FALSE;
   found = check_apply (self, items, error);
   if (found == NULL)
@@ -1507,10 +1536,12 @@ check_thread (GTask        *task,
               gpointer      task_data,
               GCancellable *cancellable)
 {
+  TernModelStore *self = source;
   GError *error = NULL;
+  gboolean ok = check_run (self, task_data, cancellable, &error);
 
-  (void) source;
-  if (check_run (task_data, cancellable, &error))
+  g_atomic_int_set (&self->checking, FALSE);
+  if (ok)
     g_task_return_boolean (task, TRUE);
   else
     g_task_return_error (task, error);
@@ -1532,7 +1563,25 @@ tern_model_store_check_async (TernModelStore      *self,
       return;
     }
   g_task_set_task_data (task, check_prepare (self), (GDestroyNotify) g_ptr_array_unref);
+  /* Set here, not in the thread: a caller may ask at once. */
+  __atomic_store_n (&self->check_total, 0, __ATOMIC_RELAXED);
+  __atomic_store_n (&self->check_done, 0, __ATOMIC_RELAXED);
+  __atomic_store_n (&self->check_item, 0, __ATOMIC_RELAXED);
+  g_atomic_int_set (&self->checking, TRUE);
   g_task_run_in_thread (task, check_thread);
+}
+
+gboolean
+tern_model_store_get_check_progress (TernModelStore *self,
+                                     guint64        *done,
+                                     guint64        *total)
+{
+  g_return_val_if_fail (TERN_IS_MODEL_STORE (self), FALSE);
+  *total = __atomic_load_n (&self->check_total, __ATOMIC_RELAXED);
+  *done = MIN (__atomic_load_n (&self->check_done, __ATOMIC_RELAXED)
+                 + __atomic_load_n (&self->check_item, __ATOMIC_RELAXED),
+               *total);
+  return g_atomic_int_get (&self->checking);
 }
 
 GPtrArray *

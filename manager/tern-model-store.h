@@ -129,6 +129,12 @@ void            tern_model_store_check_async  (TernModelStore      *self,
 GPtrArray      *tern_model_store_check_finish (TernModelStore  *self,
                                                GAsyncResult    *result,
                                                GError         **error);
+/* While a check runs (from any thread): bytes of the installed files it
+ * hashes (*total) and of those hashed so far (*done); FALSE when none
+ * runs. A large model's files take seconds to hash. */
+gboolean        tern_model_store_get_check_progress (TernModelStore *self,
+                                                     guint64        *done,
+                                                     guint64        *total);
 
 /* Adds a local .gguf as "local:NAME" after checking it with the GGUF reader
  * (and that it names an architecture). name NULL: from general.name or the

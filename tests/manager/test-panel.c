@@ -1139,6 +1139,31 @@ test_checking (void)
   g_assert_null (strstr (subtitle (panel, "check:x"), "Checking"));
   g_assert_false (tern_downloader_is_pulling (dl, "check:x"));
 
+  /* Verify hashes the installed file again: its message says how far it
+   * is (a 17 GB model's files take seconds), held at 2 MiB until seen. */
+  g_mutex_lock (&w.lock);
+  w.shown = G_MAXUINT64;
+  w.released = FALSE;
+  g_mutex_unlock (&w.lock);
+  tern_manager_test_set_hash_hook (hold_hash, &w);
+  tern_model_manager_verify (panel);
+  WAIT_FOR (g_strcmp0 (tern_model_manager_get_message (panel), "Verifying the installed files… 49%") == 0);
+  spin_for (400); /* the message's revealer opens */
+  save_picture (window, "manager-verifying.png");
+  g_mutex_lock (&w.lock);
+  w.released = TRUE;
+  g_cond_broadcast (&w.cond);
+  g_mutex_unlock (&w.lock);
+  WAIT_FOR (g_strcmp0 (tern_model_manager_get_message (panel), "Every installed file is intact.") == 0);
+  tern_manager_test_set_hash_hook (NULL, NULL);
+  {
+    guint64 done, total;
+
+    g_assert_false (tern_model_store_get_check_progress (store, &done, &total));
+    g_assert_cmpuint (done, ==, total);
+    g_assert_cmpuint (total, ==, size);
+  }
+
   g_signal_handlers_disconnect_by_func (dl, watch_check, &w);
   g_ptr_array_unref (w.texts);
   g_array_unref (w.fractions);
