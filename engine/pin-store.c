@@ -45,7 +45,7 @@
 
 /* ------------------------------------------------------------- SHA-256 */
 
-static const uint32_t sha256_k[64] = {
+const uint32_t tn_sha256_k[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
     0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
     0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
@@ -74,7 +74,7 @@ static void sha256_block(uint32_t h[8], const uint8_t *p) {
     for (int i = 0; i < 64; i++) {
         uint32_t S1 = ror32(e, 6) ^ ror32(e, 11) ^ ror32(e, 25);
         uint32_t ch = (e & f) ^ (~e & g);
-        uint32_t t1 = hh + S1 + ch + sha256_k[i] + w[i];
+        uint32_t t1 = hh + S1 + ch + tn_sha256_k[i] + w[i];
         uint32_t S0 = ror32(a, 2) ^ ror32(a, 13) ^ ror32(a, 22);
         uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
         uint32_t t2 = S0 + maj;

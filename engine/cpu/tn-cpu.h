@@ -362,6 +362,8 @@ double tn_cpu_read_bandwidth(tn_cpu *cpu, const void *buf, size_t bytes);
  * SSE4.1), and SHA-256's compression of n_blocks 64-byte blocks into h
  * with them (engine/cpu/sha256-shani.c; only when tn_cpu_has_sha()). */
 bool tn_cpu_has_sha(void);
+/* SHA-256's round constants (engine/pin-store.c, beside the scalar code). */
+extern const uint32_t tn_sha256_k[64];
 void tn_sha256_blocks_shani(uint32_t h[8], const uint8_t *p, size_t n_blocks);
 
 #endif
