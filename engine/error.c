@@ -530,6 +530,8 @@ void tn_load_progress_repack_begins(uint64_t pass_bytes) {
     progress_report();
 }
 
+bool tn_load_progress_armed(void) { return this_load.progress != NULL; }
+
 void tn_load_progress_add(uint64_t bytes) {
     this_load.done += bytes;
     progress_report();

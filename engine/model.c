@@ -1399,11 +1399,13 @@ static int prepare(tn_model *m, tn_error *err) {
      * instead): the matrices to repack, the experts among them where the
      * cache is on, and the deferred NaN/Inf passes. */
     uint64_t repack = 0, checks = 0;
-    const int n_repacked = repack_cache_on() ? n : n - n_file_only; /* experts last */
+    const int n_repacked = !tn_load_progress_armed() ? 0
+                           : repack_cache_on()       ? n
+                                                     : n - n_file_only; /* experts last */
     for (int i = 0; i < n_repacked; i++)
         if (tn_weight_repack_size(ws[i]) > 0)
             repack += (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->rows;
-    for (int32_t i = 0; i < m->n_deferred_checks; i++) {
+    for (int32_t i = 0; tn_load_progress_armed() && i < m->n_deferred_checks; i++) {
         const tn_gguf_tensor *t = m->deferred_checks[i].t;
         const int64_t n_exp = t->n_dims >= 3 && t->ne[2] > 1 ? (int64_t)t->ne[2] : 1;
         checks += (uint64_t)tn_type_row_bytes(t->type, t->ne[0]) *
@@ -1485,6 +1487,8 @@ static bool tensor_named(const tn_gguf_tensor *t, const char *name) {
 }
 
 static void expect_load_work(const tn_gguf *g, bool cache_likely) {
+    if (!tn_load_progress_armed())
+        return;
     const bool tied = !tn_gguf_find_tensor(g, "output.weight");
     const bool experts_repacked = repack_cache_on();
     uint64_t bytes = 0;

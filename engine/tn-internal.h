@@ -112,6 +112,8 @@ void tn_load_progress_expect(uint64_t remaining_bytes);
 void tn_load_progress_expect_repack(uint64_t remaining_bytes, uint64_t repack_bytes);
 void tn_load_progress_repack_begins(uint64_t pass_bytes);
 void tn_load_progress_add(uint64_t bytes);
+/* Whether this load reports progress: the estimates are skipped otherwise. */
+bool tn_load_progress_armed(void);
 void tn_load_progress_end(void);
 
 /* Tests only: hook(pass, user) runs inside each guarded pass, armed, before
