@@ -1282,11 +1282,18 @@ pull_free (Pull *pull)
   g_free (pull);
 }
 
+/* The pull's bytes downloaded of its files' sizes; with checked and
+ * check_total (NULL: not wanted), those hashed of the files being checked
+ * now (0 of 0 when none is). */
 static void
 pull_totals (Pull    *pull,
              guint64 *done,
-             guint64 *total)
+             guint64 *total,
+             guint64 *checked,
+             guint64 *check_total)
 {
+  guint64 hashed = 0, hashing = 0;
+
   *done = *total = 0;
   for (guint i = 0; i < pull->jobs->len; i++)
     {
@@ -1297,35 +1304,21 @@ pull_totals (Pull    *pull,
           Transfer *t = job->transfers->pdata[j];
           guint64 size = __atomic_load_n (&t->known_size, __ATOMIC_RELAXED);
           guint64 got = __atomic_load_n (&t->done, __ATOMIC_RELAXED);
+          guint64 check_size = __atomic_load_n (&t->check_size, __ATOMIC_ACQUIRE);
 
           *total += size;
           *done += size > 0 ? MIN (got, size) : got;
+          if (check_size > 0)
+            {
+              hashing += check_size;
+              hashed += MIN (__atomic_load_n (&t->checked, __ATOMIC_RELAXED), check_size);
+            }
         }
     }
-}
-
-/* Over the pull's files being checked now. */
-static void
-pull_check_totals (Pull    *pull,
-                   guint64 *checked,
-                   guint64 *total)
-{
-  *checked = *total = 0;
-  for (guint i = 0; i < pull->jobs->len; i++)
-    {
-      PackageJob *job = pull->jobs->pdata[i];
-
-      for (guint j = 0; j < job->transfers->len; j++)
-        {
-          Transfer *t = job->transfers->pdata[j];
-          guint64 size = __atomic_load_n (&t->check_size, __ATOMIC_ACQUIRE);
-
-          if (size == 0)
-            continue;
-          *total += size;
-          *checked += MIN (__atomic_load_n (&t->checked, __ATOMIC_RELAXED), size);
-        }
-    }
+  if (checked != NULL)
+    *checked = hashed;
+  if (check_total != NULL)
+    *check_total = hashing;
 }
 
 static void
@@ -1379,7 +1372,7 @@ progress_tick (gpointer data)
       guint64 done, total;
       double dt = (now - pull->last_time) / 1e6;
 
-      pull_totals (pull, &done, &total);
+      pull_totals (pull, &done, &total, NULL, NULL);
       if (dt > 0)
         {
           double instant = done >= pull->last_done ? (done - pull->last_done) / dt : 0;
@@ -1452,7 +1445,7 @@ pull_maybe_finish (Pull *pull)
 
       /* Say what is true: an empty partial file is not kept (transfer_run);
        * one another pull still wanted went on for it. */
-      pull_totals (pull, &done, &total);
+      pull_totals (pull, &done, &total, NULL, NULL);
       error = g_error_new (G_IO_ERROR, G_IO_ERROR_CANCELLED,
                            done > 0 || pull->kept_elsewhere ? _("%s: download cancelled (the partial files are kept: pulling again resumes)")
                                     : _("%s: download cancelled before any data arrived (nothing was kept)"),
@@ -1710,7 +1703,7 @@ tern_downloader_pull_async (TernDownloader      *self,
       g_ptr_array_add (pull->jobs, job);
       g_ptr_array_add (job->pulls, pull);
     }
-  pull_totals (pull, &pull->last_done, &missing);
+  pull_totals (pull, &pull->last_done, &missing, NULL, NULL);
   /* A cancelled pull of the tag still winding down (a cancel, then a pull
    * at once: "tern-cli pull" after Ctrl-C, the API) leaves the table for
    * self->winding, and returns from there with its cancelled error once
@@ -1801,8 +1794,7 @@ tern_downloader_get_progress (TernDownloader       *self,
   progress->eta = -1;
   if (pull == NULL)
     return FALSE;
-  pull_totals (pull, &progress->done, &progress->total);
-  pull_check_totals (pull, &progress->checked, &progress->check_total);
+  pull_totals (pull, &progress->done, &progress->total, &progress->checked, &progress->check_total);
   progress->rate = pull->rate;
   if (pull->rate > 1 && progress->total >= progress->done)
     progress->eta = (progress->total - progress->done) / pull->rate;
