@@ -24,21 +24,6 @@
 
 #define NT 6
 
-/* Empties dir (files only: the cache holds no folders). */
-static void empty_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    closedir(d);
-}
-
 typedef struct asker {
     int asked;
     int yes_at; /* the question answered yes (1-based); 0: never */
@@ -97,7 +82,7 @@ static int sweep(const char *label, const char *path, const char *cache, bool fr
     int k = 1, cancelled = 0, left_a_file = 0;
     for (;; k++) {
         if (cache && fresh)
-            empty_dir(cache);
+            tn_test_empty_dir(cache);
         const int fds = tn_test_count_entries("/proc/self/fd", false);
         asker a = {.yes_at = k};
         tn_model_params mp = tn_model_default_params();

@@ -64,20 +64,6 @@ static bool on_question(void *user) {
     return r->yes_at > 0 && r->asked >= r->yes_at;
 }
 
-static void empty_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    closedir(d);
-}
-
 static int load(const char *path, reports *r) {
     tn_model_params mp = tn_model_default_params();
     mp.progress = on_progress;
@@ -266,14 +252,14 @@ static void run(const char *label, tn_mkmodel_params p, const char *dir) {
     cancelled(name, path);
     snprintf(cache, sizeof cache, "%s/cache-%s", dir, label);
     setenv("TERN_REPACK_CACHE", cache, 1);
-    empty_dir(cache);
+    tn_test_empty_dir(cache);
     snprintf(name, sizeof name, "%s, new cache file", label);
     whole(name, path, true, 0.2f);
     /* A cache file maps: the load may go to 1 at once. */
     snprintf(name, sizeof name, "%s, cache file mapped", label);
     whole(name, path, false, 1.0f);
     cancelled(name, path);
-    empty_dir(cache);
+    tn_test_empty_dir(cache);
     rmdir(cache);
 }
 

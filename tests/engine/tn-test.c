@@ -255,6 +255,20 @@ size_t tn_test_utf8_len_reference(const unsigned char *p, size_t n) {
     return len;
 }
 
+void tn_test_empty_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+}
+
 int tn_test_count_entries(const char *dir, bool hidden_only) {
     DIR *d = opendir(dir);
     if (!d)

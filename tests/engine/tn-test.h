@@ -84,6 +84,8 @@ bool tn_test_copy_file(const char *from, const char *to);
  * it does not exist, -1 when it cannot be read. For /proc/self/fd (open
  * descriptors) the one opendir itself holds is not counted. */
 int tn_test_count_entries(const char *dir, bool hidden_only);
+/* Removes the files in dir (not folders: a repack cache holds none). */
+void tn_test_empty_dir(const char *dir);
 
 /* Writes a copy of the GGUF src to dst, its tensors as they are and each
  * metadata value through edit (which may change *v in place, e.g. shorten
