@@ -183,31 +183,65 @@ static inline uint64_t ck_final(uint64_t h) {
     return h;
 }
 
-uint64_t tn_checksum64(const void *data, size_t n, uint64_t seed) {
-    const uint8_t *p = data;
-    uint64_t a = seed ^ 0x243F6A8885A308D3ull, b = seed ^ 0x13198A2E03707344ull,
-             c = seed ^ 0xA4093822299F31D0ull, d = seed ^ 0x082EFA98EC4E6C89ull;
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
+/* The four lanes over whole 32-byte blocks, the part of the sum that a
+ * caller may cut into pieces (tn_checksum64_pieces). */
+static void ck_lanes(uint64_t lane[4], const uint8_t *p, size_t n) {
+    uint64_t a = lane[0], b = lane[1], c = lane[2], d = lane[3];
+    for (size_t i = 0; i + 32 <= n; i += 32) {
         a = ck_step(a, tn_rd_u64(p + i));
         b = ck_step(b, tn_rd_u64(p + i + 8));
         c = ck_step(c, tn_rd_u64(p + i + 16));
         d = ck_step(d, tn_rd_u64(p + i + 24));
     }
+    lane[0] = a, lane[1] = b, lane[2] = c, lane[3] = d;
+}
+
+static void ck_begin(uint64_t lane[4], uint64_t seed) {
+    lane[0] = seed ^ 0x243F6A8885A308D3ull;
+    lane[1] = seed ^ 0x13198A2E03707344ull;
+    lane[2] = seed ^ 0xA4093822299F31D0ull;
+    lane[3] = seed ^ 0x082EFA98EC4E6C89ull;
+}
+
+/* The lanes' result, then the bytes after the last whole block (tail:
+ * fewer than 32 of them) and the length. */
+static uint64_t ck_end(const uint64_t lane[4], const uint8_t *tail, size_t n) {
+    const size_t left = n % 32;
     uint64_t h = (uint64_t)n * CK_M2;
-    h = ck_step(h, ck_final(a));
-    h = ck_step(h, ck_final(b));
-    h = ck_step(h, ck_final(c));
-    h = ck_step(h, ck_final(d));
-    for (; i + 8 <= n; i += 8)
-        h = ck_step(h, tn_rd_u64(p + i));
-    if (i < n) {
+    for (int k = 0; k < 4; k++)
+        h = ck_step(h, ck_final(lane[k]));
+    size_t i = 0;
+    for (; i + 8 <= left; i += 8)
+        h = ck_step(h, tn_rd_u64(tail + i));
+    if (i < left) {
         uint64_t w = 0;
-        for (size_t j = 0; i + j < n; j++)
-            w |= (uint64_t)p[i + j] << (8 * j);
+        for (size_t j = 0; i + j < left; j++)
+            w |= (uint64_t)tail[i + j] << (8 * j);
         h = ck_step(h, w ^ 0xFF00000000000000ull);
     }
     return ck_final(h);
+}
+
+uint64_t tn_checksum64(const void *data, size_t n, uint64_t seed) {
+    return tn_checksum64_pieces(data, n, seed, SIZE_MAX, NULL, NULL);
+}
+
+uint64_t tn_checksum64_pieces(const void *data, size_t n, uint64_t seed, size_t piece,
+                              void (*after)(void *user, size_t bytes), void *user) {
+    const uint8_t *p = data;
+    uint64_t lane[4];
+    ck_begin(lane, seed);
+    /* Pieces of whole blocks: the lanes cannot tell where one ended. */
+    piece = piece < 32 ? 32 : piece / 32 * 32;
+    const size_t blocks = n / 32 * 32;
+    for (size_t i = 0; i < blocks;) {
+        const size_t k = blocks - i < piece ? blocks - i : piece;
+        ck_lanes(lane, p + i, k);
+        i += k;
+        if (after)
+            after(user, k);
+    }
+    return ck_end(lane, p + blocks, n);
 }
 
 /* ------------------------------------------------------------- the key */

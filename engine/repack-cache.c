@@ -680,7 +680,25 @@ typedef struct repack_pass {
     const int *alias;
     uint8_t *buf;
     uint64_t pending; /* the progress of the matrix being repacked */
+    /* A new cache file (build_file): its descriptor, where buf begins in
+     * it, what the pass will checksum after it (counted in the progress
+     * from the start), and the payload written (from the matrices done)
+     * and sent to the disk so far. fd < 0: private memory. */
+    int fd;
+    uint64_t buf_off, checksum_share;
+    int last; /* the matrix being repacked, -1 before the first */
+    uint64_t last_size, written, sent;
 } repack_pass;
+
+/* What the new file's checksum counts in the load's progress: a quarter
+ * of its bytes, since it reads them back at about four times the repack's
+ * rate (an E4B-shaped Q4_0: 2.6 GB repacked in 1.7 s, summed in 0.45 s). */
+#define CHECKSUM_SHARE(bytes) ((bytes) / 4)
+
+/* A new cache file's written payload goes to the disk in pieces of this
+ * size during the repack, so that the fsync at its end does not wait for
+ * all of it (2.6 GB: 0.85 s of a load at 0.99 before). */
+#define WRITEBACK_PIECE ((uint64_t)64 << 20)
 
 /* What matrix i counts in the load's progress: its rows, but none where
  * it shares an earlier one's (a tied LM head is not repacked twice). */
@@ -691,13 +709,35 @@ static uint64_t repack_step_bytes(const repack_pass *rp, int i) {
                : 0;
 }
 
+/* The matrices are written one after another into buf, so once the last
+ * one is done everything before its end is final: that part starts on its
+ * way to the disk (asynchronously; the pages stay cached for the checksum).
+ * Only whole pieces, and never the matrix being written, whose pages would
+ * then wait for their writeback on the next store. */
+static void repack_writeback(repack_pass *rp) {
+    const tn_weight *w = rp->last >= 0 ? rp->ws[rp->last] : NULL;
+    if (rp->fd < 0 || !w || w->layout != TN_LAYOUT_X16 || rp->last_size == 0 ||
+        (const uint8_t *)w->data < rp->buf)
+        return;
+    rp->written = (uint64_t)((const uint8_t *)w->data - rp->buf) + rp->last_size;
+    if (rp->written - rp->sent < WRITEBACK_PIECE)
+        return;
+    /* A hint: where it fails (a file system without it) the fsync does it all. */
+    sync_file_range(rp->fd, (off64_t)(rp->buf_off + rp->sent), (off64_t)(rp->written - rp->sent),
+                    SYNC_FILE_RANGE_WRITE);
+    rp->sent = rp->written;
+}
+
 /* Each matrix is a cancel point, and counts once it is repacked: counted
  * at its start, the last and largest (the LM head) held the bar near its
  * end for the whole of its repack. */
 static void repack_step(void *user, int i) {
     repack_pass *rp = user;
     tn_load_progress_add(rp->pending);
+    repack_writeback(rp);
     rp->pending = repack_step_bytes(rp, i);
+    rp->last = i;
+    rp->last_size = rp->alias[i] == i ? tn_weight_repack_size(rp->ws[i]) : 0;
     tn_load_poll();
 }
 
@@ -706,8 +746,9 @@ static void repack_pass_run(void *arg) {
     uint64_t bytes = 0;
     for (int i = 0; i < rp->n; i++)
         bytes += repack_step_bytes(rp, i);
-    tn_load_progress_repack_begins(bytes);
+    tn_load_progress_repack_begins(bytes + rp->checksum_share);
     rp->pending = 0;
+    rp->last = -1;
     tn_weights_repack_into(rp->ws, rp->n, rp->alias, true, rp->buf, repack_step, rp);
     tn_load_progress_add(rp->pending);
 }
@@ -732,7 +773,7 @@ static int repack_private(tn_weight *const *ws, int n, const tn_gguf *g, void **
     }
     int rc = TN_OK;
     if (total) {
-        repack_pass rp = {.ws = ws, .n = n, .alias = alias, .buf = buf};
+        repack_pass rp = {.ws = ws, .n = n, .alias = alias, .buf = buf, .fd = -1};
         rc = guarded(g, NULL, "repack", repack_pass_run, &rp, r);
     }
     free(alias);
@@ -971,16 +1012,25 @@ static uint8_t *map_theirs(const plan *p, const void *storage, tn_repack_cache_r
     return m;
 }
 
-/* The payload checksum of a new cache file, a guarded pass (build_file). */
+/* The payload checksum of a new cache file, a guarded pass (build_file),
+ * in pieces: each is counted in the load's progress and is a cancel point
+ * (a 17 GB mixture's file takes seconds). */
 typedef struct checksum_pass {
     const uint8_t *payload;
     size_t bytes;
     uint64_t sum;
 } checksum_pass;
 
+static void checksum_piece_done(void *user, size_t bytes) {
+    (void)user;
+    tn_load_progress_add(CHECKSUM_SHARE(bytes));
+    tn_load_poll();
+}
+
 static void checksum_pass_run(void *arg) {
     checksum_pass *cs = arg;
-    cs->sum = tn_checksum64(cs->payload, cs->bytes, 0x16);
+    cs->sum = tn_checksum64_pieces(cs->payload, cs->bytes, 0x16, (size_t)64 << 20,
+                                   checksum_piece_done, NULL);
 }
 
 /* Repacks straight into a temporary file in the directory (its space
@@ -1031,7 +1081,13 @@ static int build_file(tn_weight *const *ws, int n, const plan *p, const tn_gguf 
     /* The pass that reads the whole model: a truncation meanwhile fails
      * the load (the temporary file, its mapping and fd go here; nothing
      * else is held across the pass). */
-    repack_pass rp = {.ws = ws, .n = n, .alias = p->alias, .buf = payload};
+    repack_pass rp = {.ws = ws,
+                      .n = n,
+                      .alias = p->alias,
+                      .buf = payload,
+                      .fd = fd,
+                      .buf_off = p->payload_off,
+                      .checksum_share = CHECKSUM_SHARE(p->payload)};
     if (guarded(g, NULL, "cache-write", repack_pass_run, &rp, r) != TN_OK) {
         munmap(m, (size_t)size);
         unlink(tmp);

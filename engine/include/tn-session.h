@@ -17,6 +17,11 @@ void tn_sha256_force_scalar(bool on);
  * truncation, at memory speed. Not a defence against a deliberate forgery
  * (the cache directory belongs to the user). */
 uint64_t tn_checksum64(const void *data, size_t n, uint64_t seed);
+/* The same sum over pieces of about `piece` bytes, after(user, bytes)
+ * called after each: a pass over gigabytes that reports its progress and
+ * can stop (from after) where it is. The result equals tn_checksum64's. */
+uint64_t tn_checksum64_pieces(const void *data, size_t n, uint64_t seed, size_t piece,
+                              void (*after)(void *user, size_t bytes), void *user);
 
 /* ---------------------------------------------------- pin snapshots */
 

@@ -134,6 +134,59 @@ static void test_hashes(void) {
     CHECKF(missed == 0, "%d truncations not detected", missed);
     CHECK(tn_checksum64(buf, sizeof buf, 8) != base);
     CHECK(tn_checksum64(buf, sizeof buf, 7) == base);
+
+    /* Pin files and repack cache files on disk hold these sums: the
+     * checksum is a file format. Values of the code that wrote them
+     * (before tn_checksum64_pieces), every tail length's kind. */
+    static const struct {
+        size_t n;
+        uint64_t sum;
+    } known[] = {{0, 0xa87b7eae2ac55564ull},   {1, 0x018fefe6886ed769ull},
+                 {7, 0x37ed6e7c3cbcf4eeull},   {8, 0x3816b50a106c7bfeull},
+                 {31, 0xc2780e21802a8bd4ull},  {32, 0x200883add2a63c02ull},
+                 {33, 0x8504e8e1418efbe3ull},  {63, 0xcc0ed2aa405f0bc7ull},
+                 {64, 0x4133664fb9c5401bull},  {100, 0x5025c813049a1a66ull},
+                 {999, 0x510c0a511aadde42ull}, {1000, 0xdba73aca638e2b55ull}};
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+        CHECKF(tn_checksum64(buf, known[k].n, 7) == known[k].sum,
+               "tn_checksum64 of %zu bytes changed: files on disk would stop matching",
+               known[k].n);
+}
+
+typedef struct piece_count {
+    size_t calls, bytes, largest;
+} piece_count;
+
+static void count_piece(void *user, size_t bytes) {
+    piece_count *c = user;
+    c->calls++;
+    c->bytes += bytes;
+    if (bytes > c->largest)
+        c->largest = bytes;
+}
+
+/* The sum in pieces (a load's progress and cancel points) is the same sum,
+ * wherever the pieces end. */
+static void test_checksum_pieces(void) {
+    uint8_t buf[1000];
+    for (int i = 0; i < 1000; i++)
+        buf[i] = (uint8_t)(i * 13 % 253);
+    int differ = 0, miscounted = 0;
+    const size_t pieces[] = {0, 1, 31, 32, 33, 64, 100, 333, 999, 1000, 4096};
+    for (size_t n = 0; n <= sizeof buf; n++)
+        for (size_t k = 0; k < sizeof pieces / sizeof pieces[0]; k++) {
+            piece_count c = {0};
+            differ += tn_checksum64_pieces(buf, n, 3, pieces[k], count_piece, &c) !=
+                      tn_checksum64(buf, n, 3);
+            /* Every whole block is told once, in pieces no larger than asked. */
+            const size_t step = pieces[k] < 32 ? 32 : pieces[k] / 32 * 32;
+            miscounted += c.bytes != n / 32 * 32 || c.largest > step ||
+                          c.calls != (n / 32 * 32 + step - 1) / step;
+        }
+    CHECKF(differ == 0, "%d sums in pieces differ from the whole sum", differ);
+    CHECKF(miscounted == 0, "%d piece counts wrong", miscounted);
+    CHECK(tn_checksum64_pieces(buf, sizeof buf, 3, 64, NULL, NULL) ==
+          tn_checksum64(buf, sizeof buf, 3));
 }
 
 /* --------------------------------------------------------------- models */
@@ -562,6 +615,7 @@ static void test_default_dir(void) {
 
 int main(void) {
     test_hashes();
+    test_checksum_pieces();
     char dir[4200], dir2[4200];
     snprintf(dir, sizeof dir, "%s/cache/tern/pins", tn_test_tmpdir());
     snprintf(dir2, sizeof dir2, "%s/evict", tn_test_tmpdir());
