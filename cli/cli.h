@@ -59,6 +59,10 @@ int cli_backend_take(int *argc, char **argv);
  * load ends), as a model of tens of gigabytes takes that long to check and
  * repack (cli/common.c). */
 int cli_model_load(const char *path, tn_model **out, tn_error *err);
+/* Whether stderr takes figures rewritten in place ("\r", "\033[K"): a
+ * terminal, but not one that says it cannot move the cursor (TERM=dumb:
+ * Emacs's shell, some log viewers), which gets none, as a pipe does. */
+bool cli_live_figures(void);
 #define CLI_BACKEND_USAGE                                                                \
     N_("  --backend B      auto (default), cpu or xrt (the NPU: it cannot run yet, and\n"   \
     "                   the CPU runs instead; 'tern-cli doctor' says why)\n"              \

@@ -406,7 +406,7 @@ int cmd_pull(int argc, char **argv) {
     g_autoptr(TernDownloader) dl = tern_downloader_new(store);
     g_autoptr(GMainLoop) loop = g_main_loop_new(context, FALSE);
     g_autoptr(GCancellable) cancellable = g_cancellable_new();
-    pull_state st = {loop, cancellable, isatty(STDERR_FILENO) != 0, -1, false, NULL};
+    pull_state st = {loop, cancellable, cli_live_figures(), -1, false, NULL};
     g_signal_connect(dl, "progress", G_CALLBACK(on_progress), &st);
     g_signal_connect(dl, "waiting", G_CALLBACK(on_waiting), &st);
 
@@ -501,6 +501,39 @@ int cmd_remove(int argc, char **argv) {
     return CLI_EXIT_OK;
 }
 
+typedef struct {
+    GMainLoop *loop;
+    TernModelStore *store;
+    bool live;  /* figures rewritten in place on stderr (cli_live_figures) */
+    bool shown; /* one was: the line is cleared at the end */
+    GPtrArray *problems;
+    GError *error;
+} check_state;
+
+static gboolean on_check_tick(gpointer data) {
+    check_state *st = data;
+    guint64 done = 0, total = 0;
+    /* Whether the thread has ended yet does not matter: the loop quits
+     * when its result is in (a small check may end before the first
+     * figure, which is then shown all the same). */
+    tern_model_store_get_check_progress(st->store, &done, &total);
+    if (total > 0) {
+        g_autofree char *of = tern_manager_format_size(total);
+        fputc('\r', stderr);
+        fprintf(stderr, _("checking: %d %% of %s"), (int)(100.0 * (double)done / (double)total), of);
+        fputs("\033[K", stderr);
+        fflush(stderr);
+        st->shown = true;
+    }
+    return G_SOURCE_CONTINUE;
+}
+
+static void on_checked(GObject *source, GAsyncResult *result, gpointer data) {
+    check_state *st = data;
+    st->problems = tern_model_store_check_finish(TERN_MODEL_STORE(source), result, &st->error);
+    g_main_loop_quit(st->loop);
+}
+
 int cmd_check(int argc, char **argv) {
     models_opts o;
     int rc = parse_opts(argc, argv, &o, false, false, false);
@@ -517,9 +550,31 @@ int cmd_check(int argc, char **argv) {
     g_autoptr(TernModelStore) store = open_store(o.command);
     if (!store)
         return CLI_EXIT_BAD_INPUT;
-    g_autoptr(GError) error = NULL;
-    g_autoptr(GPtrArray) problems = NULL;
-    if (!tern_model_store_check(store, NULL, &problems, &error)) {
+    /* The hashing runs in a thread so that a terminal sees how far it is:
+     * a large model's files take seconds, silent before. */
+    g_autoptr(GMainContext) context = g_main_context_new();
+    g_main_context_push_thread_default(context);
+    g_autoptr(GMainLoop) loop = g_main_loop_new(context, FALSE);
+    check_state st = {.loop = loop, .store = store, .live = cli_live_figures()};
+    tern_model_store_check_async(store, NULL, on_checked, &st);
+    GSource *tick = NULL;
+    if (st.live) {
+        tick = g_timeout_source_new(200);
+        g_source_set_callback(tick, on_check_tick, &st, NULL);
+        g_source_attach(tick, context);
+        on_check_tick(&st); /* at once: a check of seconds shows its figure from the start */
+    }
+    g_main_loop_run(loop);
+    if (tick) {
+        g_source_destroy(tick);
+        g_source_unref(tick);
+    }
+    g_main_context_pop_thread_default(context);
+    if (st.shown)
+        fputs("\r\033[K", stderr);
+    g_autoptr(GError) error = st.error;
+    g_autoptr(GPtrArray) problems = st.problems;
+    if (!problems) {
         cli_error(_("check: %s"), error->message);
         return CLI_EXIT_BAD_INPUT;
     }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,9 +18,14 @@ static void on_load_progress(float fraction, void *user) {
     fflush(stderr);
 }
 
+bool cli_live_figures(void) {
+    const char *term = getenv("TERM");
+    return isatty(STDERR_FILENO) && !(term && !strcmp(term, "dumb"));
+}
+
 int cli_model_load(const char *path, tn_model **out, tn_error *err) {
     tn_model_params mp = tn_model_default_params();
-    const bool tty = isatty(STDERR_FILENO);
+    const bool tty = cli_live_figures();
     if (tty)
         mp.progress = on_load_progress;
     const int rc = tn_model_load(path, mp, out, err);

@@ -91,11 +91,11 @@ static bool on_token(const char *piece, int32_t token, void *user) {
 
 static bool on_progress(int32_t done, int32_t total, void *user) {
     (void)user;
-    if (isatty(STDERR_FILENO)) {
+    if (cli_live_figures()) {
         fputc('\r', stderr);
         fprintf(stderr, _("pinning: %d/%d tokens"), done, total);
     }
-    if (done == total && isatty(STDERR_FILENO))
+    if (done == total && cli_live_figures())
         fputs("\r\033[K", stderr);
     return true;
 }

@@ -1385,14 +1385,11 @@ check_prepare (TernModelStore *self)
   return items;
 }
 
-/* Runs in any thread: touches only the items. */
-static gboolean
-check_run (TernModelStore *self,
-           GPtrArray      *items,
-           GCancellable   *cancellable,
-           GError        **error)
+/* The bytes a check of the items hashes. */
+static guint64
+check_total_bytes (GPtrArray *items)
 {
-  guint64 total = 0, done = 0;
+  guint64 total = 0;
 
   for (guint i = 0; i < items->len; i++)
     {
@@ -1401,7 +1398,19 @@ check_run (TernModelStore *self,
       if (item->package_id != NULL && item->sha256 != NULL)
         total += item->size;
     }
-  __atomic_store_n (&self->check_total, total, __ATOMIC_RELAXED);
+  return total;
+}
+
+/* Runs in any thread: touches only the items. */
+static gboolean
+check_run (TernModelStore *self,
+           GPtrArray      *items,
+           GCancellable   *cancellable,
+           GError        **error)
+{
+  guint64 done = 0;
+
+  __atomic_store_n (&self->check_total, check_total_bytes (items), __ATOMIC_RELAXED);
   for (guint i = 0; i < items->len; i++)
     {
       CheckItem *item = items->pdata[i];
@@ -1555,6 +1564,7 @@ tern_model_store_check_async (TernModelStore      *self,
 {
   g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
   g_autoptr(GError) error = NULL;
+  GPtrArray *items;
 
   g_task_set_source_tag (task, tern_model_store_check_async);
   if (!tern_model_store_reload (self, &error))
@@ -1562,9 +1572,11 @@ tern_model_store_check_async (TernModelStore      *self,
       g_task_return_error (task, g_steal_pointer (&error));
       return;
     }
-  g_task_set_task_data (task, check_prepare (self), (GDestroyNotify) g_ptr_array_unref);
-  /* Set here, not in the thread: a caller may ask at once. */
-  __atomic_store_n (&self->check_total, 0, __ATOMIC_RELAXED);
+  items = check_prepare (self);
+  g_task_set_task_data (task, items, (GDestroyNotify) g_ptr_array_unref);
+  /* Set here, not in the thread: a caller may ask at once, and is then
+   * told the whole check's size. */
+  __atomic_store_n (&self->check_total, check_total_bytes (items), __ATOMIC_RELAXED);
   __atomic_store_n (&self->check_done, 0, __ATOMIC_RELAXED);
   __atomic_store_n (&self->check_item, 0, __ATOMIC_RELAXED);
   g_atomic_int_set (&self->checking, TRUE);

@@ -56,6 +56,14 @@ check "run with a cache notice exits 0" [ $? -eq 0 ]
 check "the notice starts a line" sh -c "tr '\r' '\n' <'$tmp/notice.out' | grep -q '^tern: repack cache: '"
 check "the figures go on after the notice" grep -q "loading: 100 %" "$tmp/notice.out"
 
+# A terminal that says it cannot move the cursor (TERM=dumb: Emacs's
+# shell) gets no figures and no escape codes, as a pipe.
+TERM=dumb script -qec "'$cli' run -m '$model' -p hello -n 3 --seed 1" /dev/null >"$tmp/dumb.out" 2>&1
+check "run on a dumb terminal exits 0" [ $? -eq 0 ]
+check "run on a dumb terminal: no progress" sh -c "! grep -q 'loading:' '$tmp/dumb.out'"
+check "run on a dumb terminal: no escape codes" sh -c "! grep -q \"\$(printf '\033')\" '$tmp/dumb.out'"
+check "run on a dumb terminal: the answer's statistics" grep -q "generated 3 tokens" "$tmp/dumb.out"
+
 # Not on a terminal: no figures on stderr.
 "$cli" run -m "$model" -p hello -n 3 --seed 1 >"$tmp/pipe.out" 2>"$tmp/pipe.err"
 check "run on a pipe exits 0" [ $? -eq 0 ]

@@ -2698,6 +2698,35 @@ run_cli (const char  *xdg,
   return g_subprocess_get_exit_status (proc);
 }
 
+/* tern-cli with the arguments on script(1)'s pseudo-terminal (stdout and
+ * stderr together), term: its TERM (NULL: as here). NULL when script(1)
+ * is missing (util-linux's bsdutils, essential in Debian). */
+static char *
+run_cli_on_terminal (const char *xdg,
+                     const char *catalog,
+                     const char *term,
+                     const char *args)
+{
+  g_autoptr(GSubprocessLauncher) launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE);
+  g_autoptr(GSubprocess) proc = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *script = g_find_program_in_path ("script");
+  g_autofree char *command = g_strdup_printf ("'%s' %s", g_getenv ("TERN_CLI"), args);
+  char *out = NULL;
+
+  if (script == NULL)
+    return NULL;
+  g_subprocess_launcher_setenv (launcher, "XDG_DATA_HOME", xdg, TRUE);
+  g_subprocess_launcher_setenv (launcher, "TERN_CATALOG", catalog, TRUE);
+  if (term)
+    g_subprocess_launcher_setenv (launcher, "TERM", term, TRUE);
+  proc = g_subprocess_launcher_spawn (launcher, &error, script, "-qec", command, "/dev/null", NULL);
+  g_assert_no_error (error);
+  g_assert_true (g_subprocess_communicate_utf8 (proc, NULL, NULL, &out, NULL, &error));
+  g_assert_no_error (error);
+  return out;
+}
+
 static void
 test_cli (void)
 {
@@ -2796,8 +2825,27 @@ test_cli (void)
 
   status = run_cli (xdg, catalog_path, &out, &err, "check", NULL);
   g_assert_cmpint (status, ==, 0);
+  /* Scripts read stderr: no figures on a pipe. */
+  g_assert_null (strstr (err, "checking:"));
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
+
+  /* On a terminal the check says how far it is (a large model's files
+   * take seconds), and clears its line before the verdict; a terminal
+   * that cannot move the cursor (TERM=dumb) gets no figure. */
+  out = run_cli_on_terminal (xdg, catalog_path, "xterm", "check");
+  if (out != NULL)
+    {
+      g_assert_nonnull (strstr (out, "\rchecking: "));
+      g_assert_nonnull (strstr (out, " % of "));
+      g_assert_nonnull (strstr (out, "\r\033[K1 installed model: all files intact"));
+      g_clear_pointer (&out, g_free);
+      out = run_cli_on_terminal (xdg, catalog_path, "dumb", "check");
+      g_assert_null (strstr (out, "checking:"));
+      g_assert_null (strchr (out, '\033'));
+      g_assert_nonnull (strstr (out, "1 installed model: all files intact"));
+      g_clear_pointer (&out, g_free);
+    }
 
   flip_byte (model_path, 99);
   status = run_cli (xdg, catalog_path, &out, &err, "check", NULL);
