@@ -627,6 +627,10 @@ typedef struct {
   int n_ctx;
   char *model_id; /* the file name without .gguf, as tern-cli serve names it */
   TernSampling suggested; /* the loaded model's own sampling (tern-sampling.h) */
+  /* Why the last pin of this session failed; NULL once one succeeds. The
+   * session keeps the previous pin, and an answer written from it would be
+   * taken for one written from the prompt the user just set. */
+  char *pin_error;
   tn_vision *vision; /* the projector beside the model; NULL: none */
 #ifdef TERN_HAVE_IMAGEIO
   /* Encodings of recent pictures for this projector, keyed by the file's
@@ -1380,6 +1384,7 @@ handle_load (Engine  *engine,
   tn_model_free (engine->model);
   engine->model = model;
   engine->session = session;
+  g_clear_pointer (&engine->pin_error, g_free);
   engine->lookup = lookup;
   engine->n_ctx = sp.n_ctx;
   g_free (engine->model_id);
@@ -1513,6 +1518,12 @@ handle_pin (Engine  *engine,
         ev->flag = TRUE;
       else if (rc != TN_OK)
         ev->error = tern_engine_error_text (&err);
+      /* A cancelled pin leaves the session as it was, and so its record. */
+      if (rc != TN_ERR_CANCELLED)
+        {
+          g_free (engine->pin_error);
+          engine->pin_error = g_strdup (ev->error);
+        }
     }
   if (engine->session != NULL)
     fill_pin_state (&ev->pin, engine->session);
@@ -1720,6 +1731,13 @@ handle_generate (Engine  *engine,
       event_post (ev);
       return;
     }
+  if (engine->pin_error != NULL)
+    {
+      /* Translators: %s is the engine's message */
+      ev->error = g_strdup_printf (_("The system prompt could not be pinned: %s"), engine->pin_error);
+      event_post (ev);
+      return;
+    }
 
   {
     TernSampling s;
@@ -1915,6 +1933,7 @@ engine_thread (gpointer data)
   stop_server (&engine, FALSE);
   end_remote (&engine);
   g_free (engine.model_id);
+  g_free (engine.pin_error);
   set_vision (&engine, NULL);
   tn_drafter_free (engine.chosen);
   tn_drafter_free (engine.lookup);

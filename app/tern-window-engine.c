@@ -60,7 +60,7 @@ ensure_pinned (TernWindow *self)
 
   if (self->pin_id != 0 && g_strcmp0 (self->pin_text, text) == 0)
     return;
-  if (self->pin_id == 0 && !tern_pin_editor_is_stale (self->pin_editor)
+  if (self->pin_id == 0 && !self->pin_failed && !tern_pin_editor_is_stale (self->pin_editor)
       && tern_pin_editor_get_pinned_text (self->pin_editor) != NULL)
     return;
   _tern_window_request_pin (self, text);
@@ -370,11 +370,13 @@ on_pinned (TernWindow            *self,
     }
   if (error != NULL)
     {
+      self->pin_failed = TRUE;
       tern_pin_editor_set_error (self->pin_editor, error);
       _tern_window_set_error (self, error);
     }
   else if (!cancelled)
     {
+      self->pin_failed = FALSE;
       self->n_ctx = state->n_ctx;
       self->n_pin = state->n_pin;
       self->kv_bytes = state->kv_bytes;

@@ -86,6 +86,9 @@ struct _TernWindow {
   char *model_description;
   char *model_path; /* the loaded model's file (Preferences' Hardware page) */
   char *pin_text;          /* the text of the pin request in flight */
+  /* The last pin failed: the engine refuses answers until one succeeds, so
+   * the next send pins again even when the text is the one pinned before. */
+  gboolean pin_failed;
   gboolean regenerated_prompt_changed; /* the answer Regenerate replaces had it */
   char *last_error;
   guint streaming_index;   /* message index of the answer being generated */

@@ -1466,6 +1466,48 @@ part_context (Fixture *f)
             shown ? shown : "(none)", want);
     CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-long-chat.png"));
   }
+
+  /* A system prompt too long to pin: the engine keeps the previous pin, and
+   * answers were written from that old prompt without a word while the chat
+   * recorded the new one ("System prompt changed"). Nothing is sent until a
+   * prompt is pinned; going back to the pinned text answers again. */
+  tern_window_dismiss_toasts (f->w);
+  {
+    TernPinEditor *pin = tern_window_get_pin_editor (f->w);
+    GString *big = g_string_new (NULL);
+
+    for (int i = 0; i < 300; i++)
+      g_string_append (big, "Always answer as a seabird would. ");
+    activate (f->w, "new-chat", NULL);
+    set_mode (f->w, "flash");
+    tern_pin_editor_set_text (pin, "You are a test.");
+    activate (f->w, "pin", NULL);
+    CHECK (wait_for (f->w, idle_engine, 60));
+    m = send_and_wait (f->w, "A first question.");
+    CHECKF (m != NULL && m->error == NULL, "first: %s", m ? m->error : "(none)");
+    tern_pin_editor_set_text (pin, big->str);
+    activate (f->w, "pin", NULL);
+    CHECK (wait_for (f->w, idle_engine, 60));
+    m = send_and_wait (f->w, "A second question.");
+    CHECKF (m != NULL && m->error != NULL && strstr (m->error, "system prompt could not be pinned") != NULL
+            && m->text[0] == '\0', "flash after a failed pin: error %s, text \"%s\"",
+            m && m->error ? m->error : "(none)", m ? m->text : "");
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-pin-failed.png"));
+    tern_window_dismiss_toasts (f->w);
+    activate (f->w, "new-chat", NULL);
+    set_mode (f->w, "chat");
+    m = send_and_wait (f->w, "A chat question.");
+    CHECKF (m != NULL && m->error != NULL && strstr (m->error, "system prompt could not be pinned") != NULL
+            && m->text[0] == '\0', "chat after a failed pin: error %s, text \"%s\"",
+            m && m->error ? m->error : "(none)", m ? m->text : "");
+    tern_window_dismiss_toasts (f->w);
+    /* Back to the text that is pinned: answered from it again. */
+    tern_pin_editor_set_text (pin, "You are a test.");
+    m = send_and_wait (f->w, "Another chat question.");
+    CHECKF (m != NULL && m->error == NULL && m->text[0] != '\0', "after going back: %s",
+            m ? m->error : "(none)");
+    g_string_free (big, TRUE);
+  }
 }
 
 /* ----------------------------------------------------------------- scroll */
