@@ -479,7 +479,10 @@ on_finished (TernWindow              *self,
   else
     m->error = NULL;
   tern_message_set_stats (m, stats);
-  if (stats->dropped_messages > 0)
+  /* A message that failed before its first token (too long even alone)
+   * left nothing out of an answer: moved on, the start dimmed the whole
+   * conversation for good, and the message edited shorter went without it. */
+  if (stats->dropped_messages > 0 && (error == NULL || stats->generated_tokens > 0))
     {
       g_autofree char *note = NULL;
 

@@ -1339,6 +1339,15 @@ part_context (Fixture *f)
     CHECKF (c != NULL && c->error != NULL && strstr (c->error, "512-token context on its own") != NULL
             && strstr (c->error, "new chat") == NULL && strstr (c->error, "earlier turn is already left out") != NULL,
             "chat: %s", c ? c->error : "(none)");
+    /* Nothing was answered, so nothing was left out of an answer: the
+     * earlier turns stay in the context (they were dimmed for good, so that
+     * the message edited shorter was sent without them) and no toast says
+     * otherwise beside the error. */
+    CHECKF (tern_chat_get_context_start (tern_window_get_chat (f->w)) == 0,
+            "context start %u after a message too long on its own",
+            tern_chat_get_context_start (tern_window_get_chat (f->w)));
+    CHECKF (context_toasts (f->w, NULL) == 0, "%u context toasts beside the error",
+            context_toasts (f->w, NULL));
     CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-chat-too-long.png"));
     tern_window_dismiss_toasts (f->w);
     activate (f->w, "new-chat", NULL);
