@@ -54,6 +54,7 @@ struct _TernComposer {
   guint next_serial;
   guint n_pending;         /* attachments still decoding */
   gboolean has_model;
+  char *no_vision; /* why a projector beside the model cannot be used; NULL: none there */
   int vision_native;       /* image tokens at the native size; -1: no vision */
   int vision_extra;        /* KV rows an image adds besides its tokens */
   gboolean has_content;    /* text other than blanks, or a picture */
@@ -87,6 +88,8 @@ fail (TernComposer *self,
 static const char *
 no_vision_message (TernComposer *self)
 {
+  if (self->has_model && self->no_vision != NULL)
+    return self->no_vision;
   return self->has_model
            ? _("This model cannot read images: it has no vision projector (a *mmproj*.gguf file beside the model)")
            : _("Load a model that can read images first");
@@ -794,11 +797,22 @@ void
 tern_composer_set_vision (TernComposer *self,
                           gboolean      has_model,
                           int           native_tokens,
-                          int           extra_rows)
+                          int           extra_rows,
+                          const char   *projector,
+                          const char   *unusable)
 {
   g_return_if_fail (TERN_IS_COMPOSER (self));
 
   self->has_model = has_model;
+  g_clear_pointer (&self->no_vision, g_free);
+  if (native_tokens <= 0 && projector != NULL && unusable != NULL)
+    {
+      g_autofree char *name = g_path_get_basename (projector);
+
+      /* Translators: a projector file's name, and why it cannot be used */
+      self->no_vision = g_strdup_printf (_("This model cannot read images: its vision projector %s cannot be used: %s"),
+                                         name, unusable);
+    }
   self->vision_native = native_tokens;
   self->vision_extra = MAX (extra_rows, 0);
   tern_composer_clear_images (self);
@@ -806,7 +820,7 @@ tern_composer_set_vision (TernComposer *self,
     gtk_spin_button_set_range (self->image_tokens_spin, 0, native_tokens);
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->attach_button),
                                native_tokens > 0 ? _("Add Image… (or drop or paste one)")
-                                                 : _("This model cannot read images: it has no vision projector (a *mmproj*.gguf file beside the model)"));
+                                                 : no_vision_message (self));
 }
 
 gboolean
@@ -957,6 +971,7 @@ tern_composer_finalize (GObject *object)
   TernComposer *self = TERN_COMPOSER (object);
 
   g_clear_pointer (&self->attachments, g_ptr_array_unref);
+  g_free (self->no_vision);
   G_OBJECT_CLASS (tern_composer_parent_class)->finalize (object);
 }
 

@@ -20,12 +20,15 @@ G_DECLARE_FINAL_TYPE (TernComposer, tern_composer, TERN, COMPOSER, GtkBox)
 void           tern_composer_set_worker        (TernComposer     *self,
                                                 TernEngineWorker *worker);
 /* After each load: whether a model is loaded (for the refusal's words),
- * the projector's native token count (-1: no vision) and the KV rows an
- * image adds besides its tokens. Drops the attachments. */
+ * the projector's native token count (-1: no vision), the KV rows an
+ * image adds besides its tokens, and, for a projector beside the model that
+ * cannot be used, its path and why (else NULL). Drops the attachments. */
 void           tern_composer_set_vision        (TernComposer     *self,
                                                 gboolean          has_model,
                                                 int               native_tokens,
-                                                int               extra_rows);
+                                                int               extra_rows,
+                                                const char       *projector,
+                                                const char       *unusable);
 gboolean       tern_composer_has_vision        (TernComposer     *self);
 /* The last measured prefill speed, for the cost line's time. */
 void           tern_composer_set_prefill_speed (TernComposer     *self,

@@ -339,6 +339,7 @@ vision_event_copy (gpointer data)
   TernVisionEvent *c = g_memdup2 (e, sizeof *e);
 
   c->projector = g_strdup (e->projector);
+  c->unusable = g_strdup (e->unusable);
   return c;
 }
 
@@ -348,6 +349,7 @@ vision_event_free (gpointer data)
   TernVisionEvent *e = data;
 
   g_free (e->projector);
+  g_free (e->unusable);
   g_free (e);
 }
 
@@ -521,7 +523,8 @@ event_dispatch (gpointer data)
     case SIGNAL_VISION:
       {
         TernVisionEvent e = { .id = ev->id, .native_tokens = ev->n,
-                              .extra_rows = (int) ev->pin.n_pin, .projector = ev->path };
+                              .extra_rows = (int) ev->pin.n_pin, .projector = ev->path,
+                              .unusable = ev->error };
 
         g_signal_emit (owner, signals[SIGNAL_VISION], 0, &e);
       }
@@ -989,14 +992,33 @@ load_vision (Engine     *engine,
   set_vision (engine, NULL);
   ev->n = -1;
 #ifdef TERN_HAVE_IMAGEIO
-  if (projector != NULL && tn_vision_load (projector, &v, &err) == TN_OK
-      && tn_vision_get_info (v)->n_embd_text == tn_model_n_embd (engine->model)
-      && tn_session_image_cost (engine->session, 1) > 0)
+  /* A projector that is there but cannot be used says why: the attach
+   * button said there was none beside the model, which the user could see
+   * was wrong. */
+  if (projector != NULL)
+    {
+      if (tn_vision_load (projector, &v, &err) != TN_OK)
+        {
+          g_autofree char *text = tern_engine_error_text (&err);
+          g_autofree char *prefix = g_strconcat (projector, ": ", NULL);
+
+          /* The tooltip names the file already. */
+          ev->error = g_strdup (g_str_has_prefix (text, prefix) ? text + strlen (prefix) : text);
+        }
+      else if (tn_vision_get_info (v)->n_embd_text != tn_model_n_embd (engine->model))
+        /* Translators: the widths of a projector's output and of the model's embeddings */
+        ev->error = g_strdup_printf (_("it was made for another model (its rows are %d wide, this model’s %d)"),
+                                     (int) tn_vision_get_info (v)->n_embd_text,
+                                     (int) tn_model_n_embd (engine->model));
+      else if (tn_session_image_cost (engine->session, 1) <= 0)
+        ev->error = g_strdup (_("this model’s vocabulary has no image tokens"));
+      ev->path = g_strdup (projector);
+    }
+  if (ev->path != NULL && ev->error == NULL)
     {
       set_vision (engine, v);
       ev->n = tn_vision_tokens (v, 0);
       ev->pin.n_pin = tn_session_image_cost (engine->session, 1) - 1;
-      ev->path = g_strdup (projector);
     }
   else
     tn_vision_free (v);

@@ -185,6 +185,9 @@ typedef struct {
   int native_tokens;      /* image tokens at the native size; -1: no vision */
   int extra_rows;         /* KV rows per image besides its tokens (its markers) */
   char *projector;        /* its path, or NULL */
+  /* Why the projector beside the model cannot be used (it does not load, it
+   * is another model's, the model has no image tokens); NULL otherwise. */
+  char *unusable;
 } TernVisionEvent;
 
 /* "warning": something the user should know that is not an error. */

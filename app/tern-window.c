@@ -773,7 +773,7 @@ on_vision (TernWindow            *self,
            const TernVisionEvent *ev)
 {
   tern_composer_set_vision (self->composer, self->model_loaded, ev->native_tokens,
-                            ev->extra_rows);
+                            ev->extra_rows, ev->projector, ev->unusable);
   _tern_window_update_actions (self);
 }
 

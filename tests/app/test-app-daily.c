@@ -3158,6 +3158,28 @@ check_row_many_pictures (TernWindow *w)
   g_object_unref (row);
 }
 
+static const char *
+attach_tooltip (TernWindow *w)
+{
+  GtkWidget *attach = GTK_WIDGET (gtk_widget_get_template_child (GTK_WIDGET (tern_window_get_composer (w)),
+                                                                 TERN_TYPE_COMPOSER, "attach_button"));
+  const char *tip = attach != NULL ? gtk_widget_get_tooltip_text (attach) : NULL;
+
+  return tip != NULL ? tip : "";
+}
+
+static gboolean
+attach_names_projector (TernWindow *w)
+{
+  return strstr (attach_tooltip (w), "broken-mmproj.gguf cannot be used") != NULL;
+}
+
+static gboolean
+attach_says_no_projector (TernWindow *w)
+{
+  return strstr (attach_tooltip (w), "has no vision projector") != NULL;
+}
+
 static void
 part_small (Fixture *f)
 {
@@ -3333,6 +3355,31 @@ part_small (Fixture *f)
     CHECKF (loaded != NULL, "%s", error ? error->message : "");
     for (guint i = 0; loaded != NULL && i < tern_chat_get_n_messages (loaded); i++)
       CHECK (tern_chat_get_message (loaded, i)->prompt_changed == (i == 3));
+  }
+
+  /* A projector beside the model that cannot be used: the attach button
+   * names it and says why. It said the model had no projector beside it,
+   * which the user could see was not so (the Gemma 4 shape with a random
+   * vocabulary and its projector, in the daily walk). */
+  {
+    g_autofree char *dir = g_build_filename (f->tmp, "with-projector", NULL);
+    g_autofree char *other = NULL;
+
+    g_mkdir_with_parents (dir, 0700);
+    write_file (dir, "broken-mmproj.gguf", "GGUF, but no projector", -1);
+    other = make_model (dir);
+    if (other == NULL || !load_model (f, other))
+      return;
+    CHECK (wait_for (f->w, attach_names_projector, 10));
+    CHECK (!gtk_widget_is_sensitive (attach));
+    CHECKF (strstr (gtk_widget_get_tooltip_text (attach), "has no vision projector") == NULL
+            && strstr (gtk_widget_get_tooltip_text (attach), "GGUF version") != NULL
+            && strstr (gtk_widget_get_tooltip_text (attach), dir) == NULL,
+            "tooltip: %s", gtk_widget_get_tooltip_text (attach));
+    /* The model beside no projector: the sentence of before. */
+    if (!load_model (f, model))
+      return;
+    CHECK (wait_for (f->w, attach_says_no_projector, 10));
   }
 
   /* Ctrl+W's action closes the window. */
