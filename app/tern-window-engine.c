@@ -370,9 +370,17 @@ on_pinned (TernWindow            *self,
     }
   if (error != NULL)
     {
+      g_autofree char *detail = g_strdup (error);
+      g_autofree char *sentence = NULL;
+
       self->pin_failed = TRUE;
-      tern_pin_editor_set_error (self->pin_editor, error);
-      _tern_window_set_error (self, error);
+      /* The engine's detail starts in lower case: under the prompt it is
+       * the detail, and the toast, seen over the chat, says what failed. */
+      *detail = g_ascii_toupper (*detail);
+      tern_pin_editor_set_error (self->pin_editor, detail);
+      /* Translators: %s is the engine's message */
+      sentence = g_strdup_printf (_("The system prompt could not be pinned: %s"), error);
+      _tern_window_set_error (self, sentence);
     }
   else if (!cancelled)
     {

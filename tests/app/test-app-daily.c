@@ -1497,6 +1497,11 @@ part_context (Fixture *f)
     tern_pin_editor_set_text (pin, big->str);
     activate (f->w, "pin", NULL);
     CHECK (wait_for (f->w, idle_engine, 60));
+    /* The toast is a sentence that says what failed (it was the engine's
+     * detail alone, in lower case: "the system prompt is 8410 tokens; …"). */
+    CHECKF (g_str_has_prefix (tern_window_get_last_error (f->w),
+                              "The system prompt could not be pinned: the system prompt is "),
+            "pin error: %s", tern_window_get_last_error (f->w));
     m = send_and_wait (f->w, "A second question.");
     CHECKF (m != NULL && m->error != NULL && strstr (m->error, "system prompt could not be pinned") != NULL
             && m->text[0] == '\0', "flash after a failed pin: error %s, text \"%s\"",
