@@ -1840,6 +1840,23 @@ on_search_text_changed (TernModelManager *self)
   self->hub_timeout = g_timeout_add (HUB_DEBOUNCE_MS, on_hub_pause, self);
 }
 
+/* The Models window of a parent, and the panel of a Models window. */
+#define WINDOW_KEY "tern-model-manager-window"
+
+/* Escape in the search: the search goes first, then the Models window (a
+ * panel inside another window stays). */
+static void
+on_stop_search (TernModelManager *self)
+{
+  GtkRoot *root = gtk_widget_get_root (GTK_WIDGET (self));
+
+  if (*gtk_editable_get_text (GTK_EDITABLE (self->search_entry)) != '\0')
+    gtk_editable_set_text (GTK_EDITABLE (self->search_entry), "");
+  else if (GTK_IS_WINDOW (root)
+           && g_object_get_data (G_OBJECT (root), WINDOW_KEY) == self)
+    gtk_window_close (GTK_WINDOW (root));
+}
+
 static void
 on_search_activate (TernModelManager *self)
 {
@@ -2484,6 +2501,7 @@ tern_model_manager_init (TernModelManager *self)
    * at once. */
   g_signal_connect_swapped (self->search_entry, "changed", G_CALLBACK (on_search_text_changed), self);
   g_signal_connect_swapped (self->search_entry, "activate", G_CALLBACK (on_search_activate), self);
+  g_signal_connect_swapped (self->search_entry, "stop-search", G_CALLBACK (on_stop_search), self);
   hub_init (self);
   g_signal_connect_swapped (self->import_button, "clicked", G_CALLBACK (on_import_clicked), self);
   g_signal_connect_swapped (self->check_button, "clicked", G_CALLBACK (on_check_clicked), self);
@@ -2547,8 +2565,6 @@ tern_model_manager_get_message (TernModelManager *self)
 
 /* ---- the Models window ------------------------------------------------------ */
 
-#define WINDOW_KEY "tern-model-manager-window"
-
 static void
 forget_window (GObject *parent)
 {
@@ -2597,6 +2613,17 @@ tern_model_manager_present (GtkWindow *parent,
         g_signal_connect_swapped (manager, "use-model", on_use_model, user_data);
       g_signal_connect (manager, "use-model", G_CALLBACK (close_window_of), NULL);
       g_object_set_data (G_OBJECT (window), WINDOW_KEY, manager);
+      /* Escape closes it, as a secondary window does (the search entry
+       * takes Escape first: on_stop_search). */
+      {
+        GtkEventController *keys = gtk_shortcut_controller_new ();
+
+        gtk_shortcut_controller_add_shortcut (
+          GTK_SHORTCUT_CONTROLLER (keys),
+          gtk_shortcut_new (gtk_keyval_trigger_new (GDK_KEY_Escape, 0),
+                            gtk_named_action_new ("window.close")));
+        gtk_widget_add_controller (GTK_WIDGET (window), keys);
+      }
     }
   gtk_window_present (window);
   return TERN_MODEL_MANAGER (g_object_get_data (G_OBJECT (window), WINDOW_KEY));

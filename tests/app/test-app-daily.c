@@ -3387,6 +3387,46 @@ part_small (Fixture *f)
     CHECK (wait_for (f->w, attach_says_no_projector, 10));
   }
 
+#ifdef TERN_HAVE_MANAGER
+  /* Escape in the Models window: a search is cleared, then the window
+   * closes, also with the focus elsewhere (Escape did nothing there). */
+  {
+    TernModelManager *mm = tern_model_manager_present (GTK_WINDOW (f->w), NULL, NULL);
+    GtkWidget *win = GTK_WIDGET (gtk_widget_get_root (GTK_WIDGET (mm)));
+    GtkWidget *entry = find_search_entry (GTK_WIDGET (mm));
+    g_autoptr(GtkShortcutTrigger) escape = gtk_keyval_trigger_new (GDK_KEY_Escape, 0);
+    g_autoptr(GListModel) controllers = gtk_widget_observe_controllers (win);
+    gboolean closes = FALSE;
+
+    spin_for (0.5);
+    CHECK (entry != NULL);
+    gtk_editable_set_text (GTK_EDITABLE (entry), "gemma");
+    g_signal_emit_by_name (entry, "stop-search");
+    CHECKF (g_str_equal (gtk_editable_get_text (GTK_EDITABLE (entry)), ""), "search \"%s\"",
+            gtk_editable_get_text (GTK_EDITABLE (entry)));
+    CHECK (gtk_widget_get_visible (win));
+    g_signal_emit_by_name (entry, "stop-search");
+    spin_for (0.3);
+    CHECK (!gtk_widget_get_visible (win));
+    for (guint i = 0; i < g_list_model_get_n_items (controllers); i++)
+      {
+        g_autoptr(GObject) c = g_list_model_get_item (controllers, i);
+
+        for (guint k = 0; GTK_IS_SHORTCUT_CONTROLLER (c) && k < g_list_model_get_n_items (G_LIST_MODEL (c)); k++)
+          {
+            g_autoptr(GtkShortcut) sc = g_list_model_get_item (G_LIST_MODEL (c), k);
+
+            closes |= gtk_shortcut_trigger_equal (gtk_shortcut_get_trigger (sc), escape)
+                      && GTK_IS_NAMED_ACTION (gtk_shortcut_get_action (sc))
+                      && g_str_equal (gtk_named_action_get_action_name (
+                                        GTK_NAMED_ACTION (gtk_shortcut_get_action (sc))),
+                                      "window.close");
+          }
+      }
+    CHECK (closes);
+  }
+#endif
+
   /* Ctrl+W's action closes the window. */
   gtk_widget_activate_action (GTK_WIDGET (f->w), "window.close", NULL);
   end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
