@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <errno.h>
 #include <locale.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -102,6 +103,27 @@ static void usage(FILE *out) {
     fputs(_("\n'tern-cli COMMAND --help' describes a command.\n"), out);
 }
 
+/* Output that never reached its file (a full disk, a closed standard output)
+ * must not end in status 0: `tern-cli run -p ... > answer.txt` or
+ * `tern-cli tokenize ... > ids.txt` would leave a cut file that a script
+ * takes for the whole. Commands write through stdio, whose buffered writes
+ * fail late, so the check is made once, here, after the last write. */
+static int check_stdout(int status) {
+    errno = 0;
+    const bool flushed = fflush(stdout) == 0;
+    const int e = errno;
+    if (flushed && !ferror(stdout))
+        return status;
+    if (status == CLI_EXIT_OK) {
+        if (e)
+            cli_error(_("cannot write the standard output: %s; the output is incomplete"),
+                      strerror(e));
+        else
+            cli_error(_("cannot write the standard output; the output is incomplete"));
+    }
+    return status == CLI_EXIT_OK ? CLI_EXIT_BAD_INPUT : status;
+}
+
 int main(int argc, char **argv) {
     cli_i18n_init();
     /* Past a file size limit (ulimit -f), a write should fail with EFBIG
@@ -115,15 +137,15 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return CLI_EXIT_OK;
+        return check_stdout(CLI_EXIT_OK);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("tern-cli %s\n", TN_VERSION_STRING);
-        return CLI_EXIT_OK;
+        return check_stdout(CLI_EXIT_OK);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
+            return check_stdout(commands[i].run(argc - 1, argv + 1));
     cli_error(_("unknown command '%s' (see 'tern-cli --help')"), argv[1]);
     return CLI_EXIT_USAGE;
 }

@@ -256,6 +256,29 @@ else
     fi
 fi
 
+# Output that cannot be written (a full disk: /dev/full) fails the command,
+# exit 2 and one line saying so; it was dropped and the exit status was 0, so
+# `tern-cli run -p ... > answer.txt` on a full disk left a cut answer that a
+# script took for the whole. (A command that flushed as it went, run, says
+# no reason: stdio keeps no errno from the failed write.)
+if [ -c /dev/full ]; then
+    for args in "info $seed" "tokenize -m $tmp/runnable.gguf hello" \
+        "run -m $tmp/runnable.gguf -p hello -n 4 --raw --json" "--version"; do
+        checks=$((checks + 1))
+        # shellcheck disable=SC2086 # the words of args, split on purpose
+        "$cli" $args >/dev/full 2>"$tmp/err"
+        status=$?
+        if [ "$status" -ne 2 ] || [ "$(grep -c . "$tmp/err")" -ne 1 ] ||
+            ! grep -q "cannot write the standard output.*the output is incomplete" "$tmp/err"; then
+            fail "tern-cli $args >/dev/full: exit $status: $(cat "$tmp/err")"
+        else
+            printf 'ok: tern-cli %s >/dev/full: %s\n' "$args" "$(cat "$tmp/err")"
+        fi
+    done
+else
+    echo "note: no /dev/full; output write errors not checked"
+fi
+
 if [ -f "$tmp/failed" ]; then
     failures=$((failures + $(wc -l <"$tmp/failed")))
 fi
