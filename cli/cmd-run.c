@@ -273,6 +273,14 @@ static char *read_all(FILE *f, size_t *len) {
             tn_buf_free(&b);
             return NULL;
         }
+    /* A read error is not the end of the prompt: a closed standard input or
+     * a directory there gave an empty prompt and an answer to nothing. */
+    if (ferror(f)) {
+        const int e = errno;
+        tn_buf_free(&b);
+        errno = e;
+        return NULL;
+    }
     if (!b.data && tn_buf_append(&b, "", 0) != TN_OK)
         return NULL;
     *len = b.len;
@@ -559,8 +567,15 @@ static int run_session(const opts *o, const tn_model *m) {
         while (status == CLI_EXIT_OK) {
             if (tty)
                 fputs("> ", stderr);
-            if ((len = getline(&line, &cap, stdin)) < 0)
+            if ((len = getline(&line, &cap, stdin)) < 0) {
+                /* An error is not the end of the conversation (a closed
+                 * standard input ended it silently with status 0). */
+                if (ferror(stdin)) {
+                    cli_error(_("cannot read the standard input: %s"), strerror(errno));
+                    status = CLI_EXIT_BAD_INPUT;
+                }
                 break;
+            }
             while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
                 line[--len] = '\0';
             if (len == 0)
@@ -667,6 +682,11 @@ int cmd_run(int argc, char **argv) {
             len = strlen(o.prompt);
         } else {
             text = read_all(stdin, &len);
+            if (!text && ferror(stdin)) {
+                cli_error(_("cannot read the standard input: %s"), strerror(errno));
+                tn_model_free(m);
+                return CLI_EXIT_BAD_INPUT;
+            }
             if (!text) {
                 cli_error(_("cannot read the prompt from standard input"));
                 tn_model_free(m);

@@ -279,6 +279,24 @@ else
     echo "note: no /dev/full; output write errors not checked"
 fi
 
+# A read error on standard input (here a directory: EISDIR) is not the end
+# of the input: --raw answered an empty prompt, the chat and --single-turn
+# ended without a word, all with exit status 0.
+mkdir -p "$tmp/stdin-dir"
+for args in "run -m $tmp/runnable.gguf -n 2 --raw" "run -m $tmp/runnable.gguf -n 2" \
+    "run --single-turn -m $tmp/runnable.gguf -s hi -n 2 --no-pin-cache -q"; do
+    checks=$((checks + 1))
+    # shellcheck disable=SC2086 # the words of args, split on purpose
+    "$cli" $args <"$tmp/stdin-dir" >"$tmp/out" 2>"$tmp/err"
+    status=$?
+    if [ "$status" -ne 2 ] || [ -s "$tmp/out" ] ||
+        ! grep -q "cannot read the standard input: Is a directory" "$tmp/err"; then
+        fail "tern-cli $args <DIR: exit $status: $(cat "$tmp/out" "$tmp/err")"
+    else
+        printf 'ok: tern-cli %s <DIR: %s\n' "$args" "$(grep 'cannot read' "$tmp/err")"
+    fi
+done
+
 if [ -f "$tmp/failed" ]; then
     failures=$((failures + $(wc -l <"$tmp/failed")))
 fi
