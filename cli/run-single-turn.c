@@ -262,6 +262,16 @@ static char *read_text_file(const char *path) {
     char *text = cli_read_file(path, CLI_MAX_PROMPT_BYTES, &len);
     if (!text)
         return NULL;
+    /* The prompt goes on as a C string: a NUL would cut it there without a
+     * word (a UTF-16 file kept its first letter only), as it would a line
+     * of standard input, which is refused the same way. */
+    if (memchr(text, '\0', len)) {
+        cli_error(_("%s: the system prompt file contains a NUL byte (is it UTF-16? save it as "
+                    "UTF-8 text)"),
+                  path);
+        free(text);
+        return NULL;
+    }
     /* A trailing newline ends the file, not the prompt. */
     while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
         text[--len] = '\0';

@@ -117,6 +117,10 @@ printf 'the quick brown fox jumps over the lazy dog. %.0s' $(seq 40) >"$tmp/text
 t="run -m @MODEL@ --single-turn --system-file @FILE@ -p hi -n 2"
 expect_ok "$t" "$tmp/system.txt"
 each "$t" "$tmp/prompt-huge" "$((prompt_max + 1)) bytes, more than the $prompt_max this takes"
+# A NUL byte (here a UTF-16 file) ended the system prompt there without a
+# word: "You are brief." was pinned as "Y".
+printf '\377\376Y\000o\000u\000 \000a\000r\000e\000' >"$tmp/system-utf16.txt"
+expect_bad "$t" "$tmp/system-utf16.txt" "contains a NUL byte"
 
 # perplexity -f
 t="perplexity -m @MODEL@ --ctx 16 --chunks 1 -f @FILE@"
