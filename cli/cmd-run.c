@@ -123,7 +123,8 @@ static int parse_args(int argc, char **argv, opts *o) {
             char *end;
             errno = 0;
             o->seed = v ? strtoull(v, &end, 10) : 0;
-            ok = v && !errno && end != v && !*end;
+            /* strtoull takes "-1" (as 2^64-1) and leading spaces. */
+            ok = v && v[0] >= '0' && v[0] <= '9' && !errno && end != v && !*end;
             if (!ok)
                 cli_error(_("--seed needs a non-negative integer, got '%s'"), v ? v : "");
             o->seed_set = true;

@@ -279,6 +279,19 @@ else
     echo "note: no /dev/full; output write errors not checked"
 fi
 
+# --seed is a non-negative integer: "-1" was taken (strtoull made it
+# 2^64-1), and so was " 5".
+for seed_arg in -1 " 5"; do
+    checks=$((checks + 1))
+    "$cli" run -m "$tmp/runnable.gguf" -p hello -n 1 --seed "$seed_arg" >"$tmp/out" 2>"$tmp/err"
+    status=$?
+    if [ "$status" -ne 1 ] || ! grep -q "needs a non-negative integer" "$tmp/err"; then
+        fail "tern-cli run --seed '$seed_arg': exit $status: $(cat "$tmp/err")"
+    else
+        printf 'ok: tern-cli run --seed %s: %s\n' "'$seed_arg'" "$(cat "$tmp/err")"
+    fi
+done
+
 # A read error on standard input (here a directory: EISDIR) is not the end
 # of the input: --raw answered an empty prompt, the chat and --single-turn
 # ended without a word, all with exit status 0.
