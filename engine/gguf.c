@@ -1466,6 +1466,14 @@ int tn_gguf_writer_write(tn_gguf_writer *w, const char *path, tn_error *err) {
         off += (align - off % align) % align;
     }
 
+    /* The finished file is renamed over path: a FIFO or a device there (as
+     * root, `mkmodel -o /dev/full` turned the device into a model file) would
+     * be replaced, and a directory refused only after the whole write. */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return tn_fail(err, TN_ERR_IO, "%s is not a regular file (a FIFO, a device or a directory)",
+                       path);
+
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp)

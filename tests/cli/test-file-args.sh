@@ -152,6 +152,18 @@ expect_bad "$t" "$tmp/fifo" "$not_regular"
 expect_bad "$t" /dev/zero "$not_regular"
 expect_bad "$t" "$tmp/tokenizer-huge.json" "$((json_max + 1)) bytes, more than the $json_max this takes"
 
+# mkmodel -o: the finished file is renamed over the name, so a FIFO there
+# was replaced by a regular file (as root, -o /dev/full replaced the device)
+# and a directory was refused only after the whole model was written.
+t="mkmodel --arch llama --type f32 --embd 32 --layers 1 --heads 2 --kv-heads 1 --head-dim 16 --ff 64 -o @FILE@"
+mkfifo "$tmp/out-fifo.gguf" || { echo "mkfifo failed" >&2; exit 1; }
+expect_bad "$t" "$tmp/out-fifo.gguf" "$not_regular"
+[ -p "$tmp/out-fifo.gguf" ] || fail "mkmodel -o FIFO: the FIFO was replaced"
+expect_bad "$t" "$tmp/a-directory" "$not_regular"
+if ls "$tmp"/out-fifo.gguf.tmp-* "$tmp"/a-directory.tmp-* >/dev/null 2>&1; then
+    fail "mkmodel -o: a temporary file was left behind"
+fi
+
 # template --tools (only in a build with the server's json-glib)
 printf '[{"type": "function", "function": {"name": "now", "description": "the time",
   "parameters": {"type": "object", "properties": {}}}}]\n' >"$tmp/tools.json"
