@@ -661,6 +661,29 @@ compare_paths (gconstpointer a,
   return g_strcmp0 ((*(HubFile * const *) a)->path, (*(HubFile * const *) b)->path);
 }
 
+/* Names listed in an error: a repository may hold thousands of GGUF files
+ * (a hostile listing of 20000 made a 2 MB one-line message); the first few
+ * say what is wrong, the count says the rest. */
+#define HUB_NAMES_SHOWN 12
+
+static void
+names_add (GString    *names,
+           guint      *n,
+           const char *name)
+{
+  if (*n < HUB_NAMES_SHOWN)
+    g_string_append_printf (names, "%s%s", *n ? ", " : "", name);
+  (*n)++;
+}
+
+static void
+names_end (GString *names,
+           guint    n)
+{
+  if (n > HUB_NAMES_SHOWN)
+    g_string_append_printf (names, ", … +%u", n - HUB_NAMES_SHOWN);
+}
+
 /* The model's files: the one named, or those of the quantization (every
  * part of a split file). NULL with an error that lists what there is. */
 static GPtrArray *
@@ -672,6 +695,7 @@ pick_model_files (const HubRef  *ref,
   g_autoptr(GString) have = g_string_new (NULL);
   g_autoptr(GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   guint count = 0;
+  guint n_have = 0;
 
   for (guint i = 0; i < files->len; i++)
     {
@@ -687,13 +711,14 @@ pick_model_files (const HubRef  *ref,
 
           if (!g_hash_table_contains (seen, q))
             {
-              g_string_append_printf (have, "%s%s", have->len ? ", " : "", q);
+              names_add (have, &n_have, q);
               g_hash_table_add (seen, q);
             }
           else
             g_free (q);
         }
     }
+  names_end (have, n_have);
   if (picked->len == 0)
     {
       if (ref->file != NULL)
@@ -727,9 +752,11 @@ pick_model_files (const HubRef  *ref,
   if (count == G_MAXUINT || (count > 0 && count != picked->len))
     {
       g_autoptr(GString) names = g_string_new (NULL);
+      guint n_names = 0;
 
       for (guint i = 0; i < picked->len; i++)
-        g_string_append_printf (names, "%s%s", i ? ", " : "", ((HubFile *) picked->pdata[i])->path);
+        names_add (names, &n_names, ((HubFile *) picked->pdata[i])->path);
+      names_end (names, n_names);
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
                    _("%s/%s: %s names more than one model (%s); name the file with its URL instead"),
                    ref->owner, ref->repo, ref->quant, names->str);

@@ -152,6 +152,12 @@ HUB_GARBAGE = {
                                                      "lfs": {"sha256": 7, "size": "x"}},
         {"rfilename": "y-Q4_K_M.gguf", "size": 10, "lfs": []}]}),
     "garbage/truncated": '{"sha": "' + "3" * 40 + '", "siblings": [{"rfilename": "a-Q4_K_M.gg',
+    # 20000 files of one quantization, then 20000 of as many: the error
+    # listed every name (a 2 MB line).
+    "garbage/many": json.dumps({"sha": "5" * 40, "siblings": [
+        {"rfilename": "m%d-Q4_K_M.gguf" % i, "size": 10} for i in range(20000)]}),
+    "garbage/many-quants": json.dumps({"sha": "6" * 40, "siblings": [
+        {"rfilename": "m-X%d.gguf" % i, "size": 10} for i in range(20000)]}),
     "garbage/octal": '{"sha": "' + "4" * 40 + r'", "siblings": [{"rfilename": "x\377-Q4_K_M.gguf", '
                      r'"size": 10}]}',
 }

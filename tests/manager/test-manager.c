@@ -3308,7 +3308,7 @@ test_hub_garbage (void)
   const char *env[] = { endpoint, NULL };
   const char * const *saved_env = cli_env;
   const char *repos[] = { "not-json", "deep", "deep-member", "array", "types", "sibling-types",
-                          "truncated" };
+                          "truncated", "many", "many-quants" };
 
   cli_env = env;
   for (guint i = 0; i < G_N_ELEMENTS (repos); i++)
@@ -3320,6 +3320,11 @@ test_hub_garbage (void)
 
       if (status != 2 || strstr (err, named) == NULL)
         g_error ("pull %s: exit %d (expected 2, an error naming %s): %s", ref, status, named, err);
+      /* A listing of 20000 files named every one of them (2 MB). */
+      if (strlen (err) > 2000)
+        g_error ("pull %s: a %zu-byte message: %.300s...", ref, strlen (err), err);
+      if (g_str_has_prefix (repos[i], "many") && strstr (err, "… +") == NULL)
+        g_error ("pull %s: the list is not cut with a count: %.300s", ref, err);
       g_free (out);
       g_free (err);
     }
