@@ -151,9 +151,10 @@ typedef struct cli_encoded {
  * printing why. */
 int cli_vision_open(const char *mmproj, const char *model_path, const tn_model *m,
                     bool required, bool quiet, tn_vision **out);
-/* 0 (nothing to do without --image), or an exit status after printing why. */
+/* 0 (nothing to do without --image), or an exit status after printing why.
+ * n_ctx (0: unknown) bounds the images' tokens before any is encoded. */
 int cli_images_encode(const cli_images *ci, const char *model_path, const tn_model *m,
-                      int n_threads, bool quiet, cli_encoded *out);
+                      int32_t n_ctx, int n_threads, bool quiet, cli_encoded *out);
 void cli_encoded_free(cli_encoded *e);
 /* The prompt of one turn (text) or a conversation (msgs), with the encoded
  * images set only when there are some: without --image a TN_IMAGE_MARKER

@@ -527,7 +527,8 @@ static int run_session(const opts *o, const tn_model *m) {
     sp.gen.drafter = drafter;
     sp.gen.draft_max = (int32_t)o->spec.draft_max;
     cli_encoded enc;
-    int img_rc = cli_images_encode(&o->img, o->model, m, (int)o->threads, o->json, &enc);
+    int img_rc = cli_images_encode(&o->img, o->model, m, sp.n_ctx, (int)o->threads, o->json,
+                                   &enc);
     if (img_rc != CLI_EXIT_OK) {
         tn_drafter_free(drafter);
         return img_rc;

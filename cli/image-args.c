@@ -144,13 +144,14 @@ int cli_vision_open(const char *mmproj, const char *model_path, const tn_model *
 }
 
 int cli_images_encode(const cli_images *ci, const char *model_path, const tn_model *m,
-                      int n_threads, bool quiet, cli_encoded *out) {
+                      int32_t n_ctx, int n_threads, bool quiet, cli_encoded *out) {
     memset(out, 0, sizeof *out);
     if (ci->n == 0)
         return CLI_EXIT_OK;
 #ifndef TERN_HAVE_IMAGEIO
     (void)model_path;
     (void)m;
+    (void)n_ctx;
     (void)n_threads;
     (void)quiet;
     cli_error(_("--image: this tern-cli was built without image support (gdk-pixbuf)"));
@@ -175,19 +176,43 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
     if (!quiet && !g4 && budget > 0 && n_tok < budget)
         fprintf(stderr, _("image tokens: %d (the largest square grid within %d)\n"), n_tok, budget);
     out->images = calloc((size_t)ci->n, sizeof *out->images);
-    int status = out->images ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
+    TernImage **imgs = calloc((size_t)ci->n, sizeof *imgs);
+    int status = out->images && imgs ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
     if (status != CLI_EXIT_OK)
         cli_error(_("out of memory"));
     const TernImageOptions io = {.fit_side = tn_vision_input_side(v, budget)};
+    /* Every image is decoded and counted before any is encoded: the count
+     * is known from the size alone, and encoding is the slow part (8
+     * images that could never fit a -c 300 context took 20 s to encode
+     * before the session refused them). */
+    long long n_image_tokens = 0;
     for (int i = 0; i < ci->n && status == CLI_EXIT_OK; i++) {
         GError *ge = NULL;
-        TernImage *img = tern_image_load_file(ci->paths[i], &io, &ge);
-        if (!img) {
+        imgs[i] = tern_image_load_file(ci->paths[i], &io, &ge);
+        if (!imgs[i]) {
             cli_error("%s", ge ? ge->message : ci->paths[i]);
             g_clear_error(&ge);
             status = CLI_EXIT_BAD_INPUT;
             break;
         }
+        const int n = tn_vision_image_tokens(v, budget, imgs[i]->width, imgs[i]->height, &err);
+        if (n < 0) {
+            cli_error("%s: %s", ci->paths[i], cli_engine_message(&err));
+            status = CLI_EXIT_BAD_INPUT;
+            break;
+        }
+        n_image_tokens += n;
+    }
+    /* The text needs at least one token beside them; the session makes the
+     * exact check (system prompt, template) once the prompt is rendered. */
+    if (status == CLI_EXIT_OK && n_ctx > 0 && n_image_tokens >= n_ctx) {
+        cli_error(_("the images take %lld tokens; the context holds %d (use fewer image tokens or a "
+                    "larger context)"),
+                  n_image_tokens, (int)n_ctx);
+        status = CLI_EXIT_BAD_INPUT;
+    }
+    for (int i = 0; i < ci->n && status == CLI_EXIT_OK; i++) {
+        TernImage *img = imgs[i];
         float *rows = NULL;
         int n = 0;
         struct timespec t0, t1;
@@ -198,7 +223,6 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (rc != TN_OK) {
             cli_error("%s: %s", ci->paths[i], cli_engine_message(&err));
-            tern_image_free(img);
             status = CLI_EXIT_BAD_INPUT;
             break;
         }
@@ -208,8 +232,11 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
                     (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
         out->images[i] = (tn_image_embd){rows, n, I->n_embd_text};
         out->n++;
-        tern_image_free(img);
     }
+    for (int i = 0; imgs && i < ci->n; i++)
+        if (imgs[i])
+            tern_image_free(imgs[i]);
+    free(imgs);
     tn_vision_free(v);
     if (status != CLI_EXIT_OK)
         cli_encoded_free(out);

@@ -523,7 +523,8 @@ int cmd_run_single_turn(int argc, char **argv) {
     sp.gen.drafter = r.drafter;
     sp.gen.draft_max = (int32_t)o.spec.draft_max;
     o.img.flash = true;
-    rc = cli_images_encode(&o.img, o.model, model, (int)o.threads, o.quiet || o.json, &r.enc);
+    rc = cli_images_encode(&o.img, o.model, model, sp.n_ctx, (int)o.threads,
+                           o.quiet || o.json, &r.enc);
     if (rc != CLI_EXIT_OK) {
         tn_drafter_free(r.drafter);
         tn_model_free(model);

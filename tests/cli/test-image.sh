@@ -113,8 +113,16 @@ check "--chat: turn 2 reuses the image rows (restored $r2)" sh -c "[ -n '$r2' ] 
 expect 2 "not an image" run -m "$model" -p hi --image "$tmp/notes.png"
 check "the projector beside the model is named" grep -q "mmproj-gemma-f32.gguf" "$tmp/err"
 expect 2 "100000 x 100000" run -m "$model" -p hi --image "$tmp/bomb.png"
-expect 2 "256 of them for 1 image" run --single-turn -m "$model" -s sys --image "$img" -c 100 \
+expect 2 "256 of them for 1 image" run --single-turn -m "$model" -s sys --image "$img" -c 260 \
     -p hi --no-pin-cache -q
+# Images that could never fit are refused before any is encoded (8 of them
+# took 20 s to encode under ASan, and then the session refused them).
+expect 2 "the images take 2048 tokens; the context holds 300" run -m "$model" -p hi -c 300 \
+    --image "$img" --image "$img" --image "$img" --image "$img" --image "$img" --image "$img" \
+    --image "$img" --image "$img"
+check "images that cannot fit are not encoded" sh -c "! grep -q 'encoded in' '$tmp/err'"
+expect 2 "the images take 256 tokens; the context holds 100" run --single-turn -m "$model" \
+    -s sys --image "$img" -c 100 -p hi --no-pin-cache -q
 expect 2 "No such" run -m "$model" -p hi --image "$tmp/missing.png"
 cp "$model" "$tmp/two/gemma.gguf"
 expect 2 "mmproj" run -m "$tmp/two/gemma.gguf" -p hi --image "$img"
