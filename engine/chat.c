@@ -2266,23 +2266,29 @@ static int check_tools(tn_chat_kind kind, const tn_chat_options *o, tn_error *er
         const tn_chat_tool *t = &o->tools[i];
         if (!t->name || !t->name[0])
             return tn_fail(err, TN_ERR_INVALID, "chat template: tool %zu has no function name", i);
-        if (!t->parameters)
-            continue;
-        tn_json_doc *doc = NULL;
-        tn_error jerr;
-        int rc = tn_json_parse(t->parameters, strlen(t->parameters), "parameters", &doc, &jerr);
-        const bool object = rc == TN_OK && tn_json_root(doc)->type == TN_JSON_OBJECT;
-        tn_json_free(doc);
-        if (rc == TN_ERR_NOMEM)
-            return tn_fail(err, rc, "chat template: out of memory rendering the prompt");
-        if (rc != TN_OK)
-            return tn_fail(err, TN_ERR_INVALID,
-                           "tool %zu (%s): the parameters are not valid JSON: %s", i, t->name,
-                           jerr.message);
-        if (!object)
-            return tn_fail(err, TN_ERR_INVALID,
-                           "tool %zu (%s): the parameters must be a JSON object (a JSON schema)",
-                           i, t->name);
+        if (t->parameters) {
+            tn_json_doc *doc = NULL;
+            tn_error jerr;
+            int rc =
+                tn_json_parse(t->parameters, strlen(t->parameters), "parameters", &doc, &jerr);
+            const bool object = rc == TN_OK && tn_json_root(doc)->type == TN_JSON_OBJECT;
+            tn_json_free(doc);
+            if (rc == TN_ERR_NOMEM)
+                return tn_fail(err, rc, "chat template: out of memory rendering the prompt");
+            if (rc != TN_OK)
+                return tn_fail(err, TN_ERR_INVALID,
+                               "tool %zu (%s): the parameters are not valid JSON: %s", i, t->name,
+                               jerr.message);
+            if (!object)
+                return tn_fail(err, TN_ERR_INVALID,
+                               "tool %zu (%s): the parameters must be a JSON object (a JSON "
+                               "schema)",
+                               i, t->name);
+        }
+        /* The dry renders run without parameters too: gpt-oss refuses a
+         * tool without a description whatever its schema, and that refusal,
+         * met first in the real render, was reported as running out of
+         * memory. */
         if (kind == TN_CHAT_GEMMA4) {
             /* A dry render finds what Gemma 4's declaration cannot show. */
             tn_buf tmp = {0};

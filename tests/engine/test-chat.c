@@ -651,6 +651,24 @@ static void test_gptoss_tools(void) {
                "odd schema %zu: rc %d, \"%s\"", i, rc, e.message);
         tn_buf_free(&b);
     }
+    /* A tool with a name only (an OpenAI request may leave out both the
+     * description and the parameters): refused for its missing description
+     * like one with parameters. The check skipped the dry render without
+     * parameters, and the render's refusal came out as "out of memory
+     * rendering the prompt". */
+    {
+        const tn_chat_tool t = {.name = "f"};
+        tn_chat_options o = tn_chat_default_options();
+        o.tools = &t;
+        o.n_tools = 1;
+        tn_buf b = {0};
+        tn_error e = {0};
+        int rc = tn_chat_render(TN_CHAT_GPTOSS, user1, 1, &o, &b, &e);
+        CHECKF(rc == TN_ERR_UNSUPPORTED && strstr(e.message, "gpt-oss: tool 0 (f) has no description") &&
+                   !strstr(e.message, "out of memory") && b.len == 0,
+               "name-only tool: rc %d, \"%s\"", rc, e.message);
+        tn_buf_free(&b);
+    }
     /* Nesting as deep as the JSON reader takes: objects and arrays of
      * arrays render (long array types become any[]), never overflow. */
     for (int kind = 0; kind < 2; kind++) {
