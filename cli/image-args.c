@@ -184,18 +184,29 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
     /* Every image is decoded and counted before any is encoded: the count
      * is known from the size alone, and encoding is the slow part (8
      * images that could never fit a -c 300 context took 20 s to encode
-     * before the session refused them). */
+     * before the session refused them). Decoded pictures are kept for the
+     * encoding up to a bound: Gemma 4's are unscaled, up to 64 megapixels
+     * (768 MB of floats) each; past it a picture is decoded again. */
     long long n_image_tokens = 0;
+    size_t kept_bytes = 0;
+    const size_t keep_max = (size_t)256 << 20;
     for (int i = 0; i < ci->n && status == CLI_EXIT_OK; i++) {
         GError *ge = NULL;
-        imgs[i] = tern_image_load_file(ci->paths[i], &io, &ge);
-        if (!imgs[i]) {
+        TernImage *img = tern_image_load_file(ci->paths[i], &io, &ge);
+        if (!img) {
             cli_error("%s", ge ? ge->message : ci->paths[i]);
             g_clear_error(&ge);
             status = CLI_EXIT_BAD_INPUT;
             break;
         }
-        const int n = tn_vision_image_tokens(v, budget, imgs[i]->width, imgs[i]->height, &err);
+        const int n = tn_vision_image_tokens(v, budget, img->width, img->height, &err);
+        const size_t bytes = (size_t)img->width * (size_t)img->height * 3 * sizeof(float);
+        if (n >= 0 && kept_bytes + bytes <= keep_max) {
+            imgs[i] = img;
+            kept_bytes += bytes;
+        } else {
+            tern_image_free(img);
+        }
         if (n < 0) {
             cli_error("%s: %s", ci->paths[i], cli_engine_message(&err));
             status = CLI_EXIT_BAD_INPUT;
@@ -212,6 +223,16 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
         status = CLI_EXIT_BAD_INPUT;
     }
     for (int i = 0; i < ci->n && status == CLI_EXIT_OK; i++) {
+        if (!imgs[i]) {
+            GError *ge = NULL;
+            imgs[i] = tern_image_load_file(ci->paths[i], &io, &ge);
+            if (!imgs[i]) { /* changed since the first read */
+                cli_error("%s", ge ? ge->message : ci->paths[i]);
+                g_clear_error(&ge);
+                status = CLI_EXIT_BAD_INPUT;
+                break;
+            }
+        }
         TernImage *img = imgs[i];
         float *rows = NULL;
         int n = 0;
@@ -232,6 +253,8 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
                     (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
         out->images[i] = (tn_image_embd){rows, n, I->n_embd_text};
         out->n++;
+        tern_image_free(img);
+        imgs[i] = NULL;
     }
     for (int i = 0; imgs && i < ci->n; i++)
         if (imgs[i])

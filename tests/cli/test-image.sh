@@ -155,5 +155,23 @@ check "gemma4 --single-turn defaults to 70: 60 tokens ($(head -c 300 "$tmp/gst.e
 "$cli" run -m "$g4" -p hi --image "$tmp/wide.png" -n 1 >/dev/null 2>"$tmp/gdef.err"
 check "gemma4 plain run defaults to 1120: 600 tokens" grep -q -- "-> 600 tokens" "$tmp/gdef.err"
 expect 1 "70, 140, 280, 560 or 1120" run -m "$g4" -p hi --image "$tmp/wide.png" --image-tokens 100
+# Images are counted before any is encoded; Gemma 4's are unscaled, so those
+# past a memory bound (here 2 x 300 MB of floats) are decoded again for the
+# encoding: each still encodes, in order, and the answer comes.
+python3 - "$tmp/big.png" <<'EOF2'
+import struct, sys, zlib
+def chunk(t, d):
+    return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))
+w = h = 5000
+raw = zlib.compress(b''.join(b'\0' + bytes([(y // 50) % 256]) * (w * 3) for y in range(h)), 9)
+open(sys.argv[1], 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 2, 0, 0, 0))
+                              + chunk(b'IDAT', raw) + chunk(b'IEND', b''))
+EOF2
+"$cli" run -m "$g4" -p hi --image "$tmp/big.png" --image "$tmp/wide.png" --image "$tmp/big.png" \
+    --image-tokens 70 -n 1 >/dev/null 2>"$tmp/gbig.err"
+check "gemma4: three images, two past the kept bound, all encoded ($(head -c 300 "$tmp/gbig.err"))" \
+    sh -c "grep -q 'image 1: .*big.png (5000 x 5000 png)' '$tmp/gbig.err' &&
+           grep -q 'image 2: .*wide.png' '$tmp/gbig.err' &&
+           grep -q 'image 3: .*big.png (5000 x 5000 png)' '$tmp/gbig.err'"
 
 checks_done image-cli
