@@ -268,6 +268,15 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
             tn_probe_matrix *m = NULL;
             int mrc = tn_probe_matrix_new(types[ti], shapes[si].rows, shapes[si].cols,
                                           llc_bytes() * 8, &seed, &m);
+            const size_t block = tn_type_block_size(types[ti]);
+            if (mrc == TN_ERR_INVALID && block > 1 && shapes[si].cols % (int64_t)block) {
+                /* "invalid argument" did not say which */
+                cli_error(_("bench: a %s row holds whole blocks of %zu values: %lld columns are "
+                            "not a multiple of %zu"),
+                          tn_type_name(types[ti]), block, (long long)shapes[si].cols, block);
+                rc = CLI_EXIT_BAD_INPUT;
+                break;
+            }
             if (mrc != TN_OK) {
                 cli_error(_("bench: cannot make a %s %lldx%lld matrix (%s)"),
                           tn_type_name(types[ti]), (long long)shapes[si].rows,

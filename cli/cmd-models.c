@@ -58,7 +58,8 @@ static int parse_opts(int argc, char **argv, models_opts *o, bool want_arg, bool
             return CLI_EXIT_USAGE;
         }
     }
-    if (want_arg && !o->arg && !o->help) {
+    /* An empty tag ('') is no tag: "remove:  is not installed" said nothing. */
+    if (want_arg && (!o->arg || !*o->arg) && !o->help) {
         cli_error(_("%s: which model? (usage: tern-cli %s TAG; 'tern-cli list' shows them)"), o->command,
                   o->command);
         return CLI_EXIT_USAGE;

@@ -219,6 +219,18 @@ else
     printf 'ok: tern-cli mkmodel past ulimit -f: %s\n' "$(cat "$tmp/err")"
 fi
 
+# A kernel shape whose width is not whole blocks of the type: the error says
+# so (it said "invalid argument").
+"$cli" bench --kernels --types q4_0 --shapes 64x33 -r 1 >"$tmp/out" 2>"$tmp/err"
+status=$?
+checks=$((checks + 1))
+if [ "$status" -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] ||
+    ! grep -q "33 columns are not a multiple of 32" "$tmp/err"; then
+    fail "tern-cli bench --kernels --shapes 64x33: exit $status: $(cat "$tmp/err")"
+else
+    printf 'ok: tern-cli bench --kernels --shapes 64x33: %s\n' "$(cat "$tmp/err")"
+fi
+
 # An argument that holds an escape sequence (ESC, BEL, DEL) comes back in
 # the error with those bytes as '?': a pasted or hostile value must not
 # recolour or rewrite the terminal.

@@ -2903,6 +2903,13 @@ test_cli (void)
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
 
+  /* An empty tag is no tag ("remove:  is not installed" said nothing). */
+  status = run_cli (xdg, catalog_path, &out, &err, "remove", "", NULL);
+  g_assert_cmpint (status, ==, 1);
+  g_assert_nonnull (strstr (err, "which model?"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
   /* run -m TAG: an imported model by its tag; an unknown tag is refused. */
   {
     g_autofree char *mini = g_build_filename (tmp_root, "mini.gguf", NULL);
