@@ -1404,17 +1404,50 @@ static bool refused_busy(tern_server *srv, SoupServerMessage *msg) {
     return false;
 }
 
+/* A request's body as it arrives, kept by the server rather than by
+ * libsoup. libsoup keeps each piece it reads as a GBytes of its own in a
+ * list, ~150 bytes of bookkeeping a piece: a body sent in 1-byte chunks
+ * ("1\r\nx\r\n", a million of them for a 1 MiB body) held 150 MB until
+ * the request was answered or timed out, and eight such clients at once
+ * nearly 1 GB (serve-body). One array per request, grown as it fills. */
+typedef struct {
+    GByteArray *data; /* NULL: not kept (not a generation request, or too long) */
+    gsize seen;       /* bytes of body read so far, kept or not */
+} request_body;
+
+#define REQUEST_BODY_KEY "tern-request-body"
+
+static void request_body_free(request_body *rb) {
+    if (rb->data)
+        g_byte_array_unref(rb->data);
+    g_free(rb);
+}
+
+/* libsoup keeps none of the body; the server keeps a generation request's
+ * (expect: its Content-Length, or -1 when none or not kept). */
+static void request_body_keep(SoupServerMessage *msg, goffset expect) {
+    soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
+    request_body *rb = g_new0(request_body, 1);
+    if (expect != -1)
+        rb->data = g_byte_array_sized_new(expect > 0 ? (guint)expect : 0);
+    g_object_set_data_full(G_OBJECT(msg), REQUEST_BODY_KEY, rb,
+                           (GDestroyNotify)request_body_free);
+}
+
 static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind kind) {
-    SoupMessageBody *req = soup_server_message_get_request_body(msg);
-    if ((size_t)req->length > srv->cfg.body_max) {
+    request_body *rb = g_object_get_data(G_OBJECT(msg), REQUEST_BODY_KEY);
+    if (!rb || !rb->data || rb->seen > srv->cfg.body_max) {
+        /* not reached: on_got_chunk answers 413 as the body passes the limit */
         respond_error(srv, msg, 413, "invalid_request_error", NULL, "request_too_large",
-                      "the request body is %lld bytes; the limit is %zu", (long long)req->length,
-                      srv->cfg.body_max);
+                      "the request body is over the limit of %zu bytes", srv->cfg.body_max);
         return;
     }
-    GBytes *bytes = soup_message_body_flatten(req);
+    /* NUL-terminated, as libsoup's flattened body was */
+    g_byte_array_append(rb->data, (const guint8 *)"", 1);
+    GBytes *bytes = g_byte_array_free_to_bytes(g_steal_pointer(&rb->data));
     gsize len = 0;
     const char *data = g_bytes_get_data(bytes, &len);
+    len--;
     body_scan sc;
     scan_body(data ? data : "", len, &sc);
     if (sc.problem) {
@@ -1830,8 +1863,10 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
         refuse_on_head(srv, msg, r);
     if (soup_server_message_get_status(msg) == 0 && (r == ROUTE_CHAT || r == ROUTE_COMPLETIONS))
         refused_busy(srv, msg);
-    if (soup_server_message_get_status(msg) == 0)
+    if (soup_server_message_get_status(msg) == 0) {
+        request_body_keep(msg, r == ROUTE_CHAT || r == ROUTE_COMPLETIONS ? len : -1);
         return;
+    }
     soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
     /* After Expect: 100-continue (the framed stream leaves it only on an
      * HTTP/1.1 request with a body) libsoup sends 100 Continue when no
@@ -1844,16 +1879,25 @@ static void on_got_headers(SoupServerMessage *msg, gpointer data) {
         tern_conn_answer_now(srv, msg);
 }
 
-/* A body without Content-Length (chunked) is counted as it arrives. */
+/* A body without Content-Length (chunked) is counted as it arrives, and
+ * kept (request_body_keep) until it passes the limit. */
 static void on_got_chunk(SoupServerMessage *msg, GBytes *chunk, gpointer data) {
     tern_server *srv = data;
-    (void)chunk;
-    SoupMessageBody *body = soup_server_message_get_request_body(msg);
-    if ((size_t)body->length > srv->cfg.body_max && soup_server_message_get_status(msg) == 0) {
-        respond_error(srv, msg, 413, "invalid_request_error", NULL, "request_too_large",
-                      "the request body is over the limit of %zu bytes", srv->cfg.body_max);
+    request_body *rb = g_object_get_data(G_OBJECT(msg), REQUEST_BODY_KEY);
+    if (!rb)
+        return;
+    gsize n = 0;
+    const guint8 *bytes = g_bytes_get_data(chunk, &n);
+    rb->seen += n;
+    if (rb->seen > srv->cfg.body_max) {
         /* The rest is read (HTTP/1 has no way to refuse it) but not kept. */
-        soup_message_body_set_accumulate(body, FALSE);
+        g_clear_pointer(&rb->data, g_byte_array_unref);
+        if (soup_server_message_get_status(msg) == 0)
+            respond_error(srv, msg, 413, "invalid_request_error", NULL, "request_too_large",
+                          "the request body is over the limit of %zu bytes",
+                          srv->cfg.body_max);
+    } else if (rb->data) {
+        g_byte_array_append(rb->data, bytes, (guint)n);
     }
 }
 
@@ -1970,6 +2014,9 @@ tern_server *tern_server_new(const tn_model *model, const tern_server_config *co
         srv->cfg.queue_max = DEFAULT_QUEUE_MAX;
     if (srv->cfg.body_max == 0)
         srv->cfg.body_max = config->vision ? DEFAULT_BODY_MAX_VISION : DEFAULT_BODY_MAX;
+    /* a body is kept in a GByteArray (request_body), whose length is a guint */
+    if (srv->cfg.body_max > G_MAXUINT - 1)
+        srv->cfg.body_max = G_MAXUINT - 1;
     if (srv->cfg.pins_max <= 0)
         srv->cfg.pins_max = DEFAULT_PINS;
     if (srv->cfg.pins_max > TERN_SERVER_MAX_PINS)
