@@ -137,6 +137,16 @@ int cli_vision_open(const char *mmproj, const char *model_path, const tn_model *
         tn_vision_free(v);
         v = NULL;
         status = fatal ? CLI_EXIT_BAD_INPUT : CLI_EXIT_OK;
+    } else if (!fatal && !tn_model_takes_images(m)) {
+        /* The server refuses such a projector at start: one merely found
+         * beside the model stopped it (exit 2) instead of leaving images off.
+         * A named one is refused there, with the model's name. */
+        fprintf(stderr,
+                _("tern-cli: note: %s is a vision projector, but this model's vocabulary has "
+                  "no image tokens; images are off\n"),
+                mmproj);
+        tn_vision_free(v);
+        v = NULL;
     }
     free(found);
     *out = v;

@@ -1199,19 +1199,29 @@ typedef struct image_tokens {
     const char *soft_s, *start_s, *end_s;
 } image_tokens;
 
-static bool find_image_tokens(const tn_session *s, image_tokens *it) {
-    const bool g4 = s && s->model && tn_model_arch(s->model) == TN_ARCH_GEMMA4;
+static bool find_model_image_tokens(const tn_model *m, const tn_tokenizer *tok,
+                                    image_tokens *it) {
+    const bool g4 = m && tn_model_arch(m) == TN_ARCH_GEMMA4;
     it->start_s = g4 ? IMAGE4_START : IMAGE_START;
     it->end_s = g4 ? IMAGE4_END : IMAGE_END;
     it->soft_s = g4 ? IMAGE4_SOFT : IMAGE_SOFT;
     it->seq = g4 ? IMAGE4_START IMAGE4_SOFT IMAGE4_END
                  : "\n\n" IMAGE_START IMAGE_SOFT IMAGE_END "\n\n";
-    if (!s || !s->tok)
+    if (!tok)
         return false;
-    it->start = tn_tokenizer_find(s->tok, it->start_s, strlen(it->start_s));
-    it->end = tn_tokenizer_find(s->tok, it->end_s, strlen(it->end_s));
-    it->soft = tn_tokenizer_find(s->tok, it->soft_s, strlen(it->soft_s));
+    it->start = tn_tokenizer_find(tok, it->start_s, strlen(it->start_s));
+    it->end = tn_tokenizer_find(tok, it->end_s, strlen(it->end_s));
+    it->soft = tn_tokenizer_find(tok, it->soft_s, strlen(it->soft_s));
     return it->start >= 0 && it->end >= 0 && it->soft >= 0;
+}
+
+static bool find_image_tokens(const tn_session *s, image_tokens *it) {
+    return find_model_image_tokens(s ? s->model : NULL, s ? s->tok : NULL, it);
+}
+
+bool tn_model_takes_images(const tn_model *model) {
+    image_tokens it;
+    return model && find_model_image_tokens(model, tn_model_tokenizer(model), &it);
 }
 
 int32_t tn_session_image_cost(const tn_session *s, int32_t n_image_tokens) {

@@ -1666,6 +1666,10 @@ int tn_ctx_decode_embd(tn_ctx *ctx, const float *embd, int32_t n, bool bidirecti
  * model's vocabulary has no image markers (no vision support). */
 int32_t tn_session_image_cost(const tn_session *s, int32_t n_image_tokens);
 
+/* Whether the model's vocabulary has the image markers tn_session_image_cost
+ * needs: a vision projector can feed it (before any session is made). */
+bool tn_model_takes_images(const tn_model *model);
+
 /* tn_session_ask with images: user_text holds one TN_IMAGE_MARKER per image
  * (or none: images first). The request (text and image rows) must fit the
  * free context after the pin, else TN_ERR_OVERFLOW naming the counts ("the

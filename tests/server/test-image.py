@@ -344,6 +344,24 @@ r = subprocess.run([serverlib.env("TERN_CLI"), "serve", "-m", plain_model, "--po
 checks.check(r.returncode == 2 and "missing-mmproj.gguf" in r.stderr,
              "--mmproj naming a missing file: exit 2 naming it (%d: %s)"
              % (r.returncode, r.stderr[-300:]))
+# The one projector beside a model whose vocabulary has no image markers (its
+# width fits): images are off with a note, and text is served. Found, not
+# named, it stopped the server (exit 2), as a named one still does above.
+lone_dir = os.path.join(tmp, "lone")
+os.makedirs(lone_dir)
+lone_model = os.path.join(lone_dir, "gemma.gguf")
+shutil.copy(llama, lone_model)
+shutil.copy(projector, os.path.join(lone_dir, "gemma-mmproj.gguf"))
+lone = serverlib.Server(tmp, "lone", lone_model)
+checks.check("images:" not in open(lone.out_path).read() and "no image tokens" in lone.stderr(),
+             "a projector beside a model without image tokens: images off, with a note (%s)"
+             % lone.stderr())
+s, _, d, raw = ask(lone, question)
+checks.check(s == 400 and is_error(d, "model_not_vision"),
+             "that server refuses images (%s: %s)" % (s, raw[:200]))
+s, _, d, raw = ask(lone, "Hello")
+checks.check(s == 200, "and answers text (%s)" % raw[:200])
+checks.check(lone.stop() == 0, "the server with a projector it cannot use stops cleanly")
 # Two projectors beside the model: which one is unknown, so images are off
 # (with a note), and text is served.
 shutil.copy(projector, os.path.join(plain_dir, "a-mmproj.gguf"))
