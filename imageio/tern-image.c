@@ -72,6 +72,7 @@ typedef struct {
     guint8 marker;
     guint32 skip;
     gboolean in_scan_header; /* the segment being skipped is an SOS header */
+    guint scans;
 } jpeg_walk;
 
 static void jpeg_feed(jpeg_walk *j, const guint8 *b, gsize n) {
@@ -106,6 +107,10 @@ static void jpeg_feed(jpeg_walk *j, const guint8 *b, gsize n) {
             }
             j->skip -= 2;
             j->in_scan_header = j->marker == 0xDA;
+            if (j->in_scan_header && ++j->scans > TERN_IMAGE_MAX_JPEG_SCANS) {
+                j->state = JPEG_BAD;
+                break;
+            }
             j->state = j->skip ? JPEG_SKIP : (j->in_scan_header ? JPEG_SCAN : JPEG_MARKER_FF);
             break;
         case JPEG_SKIP:
@@ -772,7 +777,14 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
     g_free(buf);
     g_free(png_out);
     if (held && ok) {
-        if (jpeg.state != JPEG_END) {
+        if (jpeg.scans > TERN_IMAGE_MAX_JPEG_SCANS) {
+            g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE,
+                        _("%s: a JPEG of more than %u scans (each one decodes the whole picture "
+                          "again)"),
+                        name, TERN_IMAGE_MAX_JPEG_SCANS);
+            ok = FALSE;
+            refused = TRUE;
+        } else if (jpeg.state != JPEG_END) {
             g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
                         jpeg.state == JPEG_BAD
                             ? _("%s: damaged JPEG (its marker structure is broken)")

@@ -246,6 +246,61 @@ s, h, d, raw = ask(srv, [image_part(data_uri(b"nope"))], stream=True)
 checks.check(s == 400 and h.get("content-type", "").startswith("application/json") and
              is_error(d, "invalid_image_format"),
              "a streamed request with a bad image: a plain 400 (%s: %s)" % (s, raw[:300]))
+# A progressive JPEG (512 x 512 grey, 6 scans, ImageMagick's -interlace JPEG)
+# is read; the same with thousands of copies of its last scan, each empty,
+# is refused on its marker structure before the decoder runs: the decoder
+# goes over the whole picture again for every scan, and a 199 KB 4096 x 4096
+# one of 10,000 scans held a decode thread for 7 minutes (two such requests
+# held every one, and the queue behind them).
+PROGRESSIVE = base64.b64decode(
+    "/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDABALDA4MChAODQ4SERATGCgaGBYWGDEjJR0oOjM9PDkzODdASFxOQERX"
+    "RTc4UG1RV19iZ2hnPk1xeXBkeFxlZ2P/wgALCAIAAgABAREA/8QAFQABAQAAAAAAAAAAAAAAAAAAAAH/2gAIAQEA"
+    "AAABgAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA//8QAFBABAAAAAAAA"
+    "AAAAAAAAAAAAwP/aAAgBAQABBQIAB//EABQQAQAAAAAAAAAAAAAAAAAAAMD/2gAIAQEABj8CAAf/xAAUEAEAAAAA"
+    "AAAAAAAAAAAAAADA/9oACAEBAAE/IQAH/9oACAEBAAAAEP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A/wD/AP8A"
+    "/wD/xAAUEAEAAAAAAAAAAAAAAAAAAADA/9oACAEBAAE/EAAH/9k=")
+
+
+def with_scans(jpeg, extra):
+    """jpeg with extra copies of its last scan header (and no data) before EOI."""
+    at = jpeg.rindex(b"\xff\xda")
+    header = jpeg[at:at + 2 + int.from_bytes(jpeg[at + 2:at + 4], "big")]
+    return jpeg[:jpeg.rindex(b"\xff\xd9")] + header * extra + b"\xff\xd9"
+
+
+s, _, d, raw = ask(srv, [image_part(data_uri(PROGRESSIVE, "image/jpeg"))], budget=16)
+checks.check(s == 200, "a progressive JPEG of 6 scans: 200 (%s: %s)" % (s, raw[:200]))
+s, _, d, raw = ask(srv, [image_part(data_uri(with_scans(PROGRESSIVE, 90), "image/jpeg"))],
+                   budget=16)
+checks.check(s == 200, "a JPEG of 96 scans: 200 (%s: %s)" % (s, raw[:200]))
+t0 = time.time()
+s, _, d, raw = ask(srv, [image_part(data_uri(with_scans(PROGRESSIVE, 20000), "image/jpeg"))],
+                   budget=16)
+checks.check(s == 400 and is_error(d, "image_too_large", "scans"),
+             "a JPEG of 20,006 scans: 400 image_too_large naming the scans, in %.1f s (%s: %s)"
+             % (time.time() - t0, s, raw[:300]))
 # The server is still well after every refusal.
 s, _, d, raw = ask(srv, question, budget=16)
 checks.check(s == 200 and serverlib.answer_text(d) == serverlib.answer_text(d3),
