@@ -264,10 +264,13 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
         }
     }
     g->max_tokens = j->kind == JOB_COMPLETION ? DEFAULT_COMPLETION_MAX_TOKENS : 0;
-    const char *max_name = "max_tokens";
+    /* max_completion_tokens first: OpenAI deprecated max_tokens for it, so a
+     * request with both (frameworks fill in both) means the newer one, as
+     * vLLM reads them. */
+    const char *max_name = "max_completion_tokens";
     bool has_max = member_number(o, max_name, &v, &bad);
     if (!has_max && !bad) {
-        max_name = "max_completion_tokens";
+        max_name = "max_tokens";
         has_max = member_number(o, max_name, &v, &bad);
     }
     if (has_max) {

@@ -147,6 +147,23 @@ if checks.check(status == 200 and status2 == 200, "streamed and whole answers"):
     checks.check(not any("reasoning_content" in c["choices"][0]["delta"]
                          for c in chunks if c["choices"]), "no reasoning deltas without <think>")
 
+# --- max_completion_tokens -------------------------------------------------------
+# OpenAI deprecated max_tokens for max_completion_tokens; a client (or a
+# framework filling both in) that sends both means the newer one, as vLLM
+# reads them. max_tokens won, so the answer ran to its larger limit.
+for mct, mt in ((2, 9), (9, 2)):
+    status, _, doc, raw = chat([{"role": "user", "content": "Count"}], max_tokens=mt,
+                               max_completion_tokens=mct, reasoning_format="none",
+                               tern={"thinking": False})
+    checks.check(status == 200 and doc["choices"][0]["finish_reason"] == "length" and
+                 doc["usage"]["completion_tokens"] == mct,
+                 "max_completion_tokens %d beside max_tokens %d: %d tokens (%s)"
+                 % (mct, mt, mct, raw[:300]))
+status, _, doc, _ = chat([{"role": "user", "content": "Hi"}], max_tokens=3,
+                         max_completion_tokens=0)
+checks.check(status == 400 and doc["error"]["param"] == "max_completion_tokens",
+             "max_completion_tokens 0 beside a good max_tokens: 400 naming it")
+
 code = srv.stop()
 checks.check(code == 0, "the server stops cleanly (%s): %s" % (code, srv.stderr()[-500:]))
 checks.finish()
