@@ -1428,8 +1428,11 @@ static void request_body_free(request_body *rb) {
 static void request_body_keep(SoupServerMessage *msg, goffset expect) {
     soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
     request_body *rb = g_new0(request_body, 1);
+    /* Sized from Content-Length up to 1 MiB only: a client that claims 20
+     * MiB (the limit with images) and sends nothing must not make the
+     * server reserve it, 480 connections at a time; past it, it grows. */
     if (expect != -1)
-        rb->data = g_byte_array_sized_new(expect > 0 ? (guint)expect : 0);
+        rb->data = g_byte_array_sized_new(expect > 0 ? (guint)MIN(expect, (goffset)1 << 20) : 0);
     g_object_set_data_full(G_OBJECT(msg), REQUEST_BODY_KEY, rb,
                            (GDestroyNotify)request_body_free);
 }
