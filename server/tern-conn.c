@@ -44,9 +44,11 @@ typedef struct conn {
     gint64 shut;               /* when it was shut down for its deadline; 0: not */
     bool refused;              /* answered by conn_refuse: closed at its deadline */
     int busy;                  /* requests begun and not yet finished */
-    int unsent;                /* bytes of its answers the client had not taken, */
-    guint64 acked;             /* and of them all it had taken (TCP_INFO), */
-    gint64 unsent_since;       /* both unchanged since then (monotonic us) */
+    gint64 drain_since;        /* its answer waiting for the client since (monotonic
+                                  us; 0: none waits), when it had taken */
+    guint64 drain_acked;       /* this many bytes of them all (TCP_INFO), */
+    int drain_queue;           /* and this many waited; by the timeout after */
+    guint64 drain_need;        /* drain_since it must have taken this many more */
 } conn;
 
 static void conn_free(gpointer data) {
@@ -425,40 +427,55 @@ static gboolean on_accept(GSocket *listener, GIOCondition cond, gpointer data) {
     return G_SOURCE_CONTINUE;
 }
 
-/* Its client has taken none of the answer written to it for the request
- * timeout: bytes wait in the socket's send queue, and as many as a while
- * ago (a client reading any of them, or not at all behind a full window,
- * changes the count). While the engine works nothing waits there. */
+/* A client must take what waits for it at a minimum rate: over each
+ * request timeout while some of its answer is in the socket's send queue,
+ * what it acknowledged (TCP_INFO) must grow by DRAIN_MIN, or by the
+ * backlog the window began with if that was less. Taking none at all was
+ * the old test, and one byte every few seconds passed it: 40 streams read
+ * so held ~390 KB each (the kernel's queue and libsoup's copy of the
+ * rest) for as long as their clients stayed. A client reading a token
+ * stream, even over a slow link, is never more than a few KB behind, and
+ * one that takes its answers promptly clears the backlog its window began
+ * with within milliseconds. While the engine works nothing waits there,
+ * and an empty queue ends the window. */
+#define DRAIN_MIN (64 * 1024)
+
 static bool conn_not_reading(tern_server *srv, conn *c, gint64 now) {
 #ifdef SIOCOUTQ
     const int fd = g_socket_get_fd(c->sock);
     int q = 0;
     if (ioctl(fd, SIOCOUTQ, &q) != 0 || q <= 0) {
-        c->unsent = 0;
+        c->drain_since = 0;
         return false;
     }
-    /* The same count waiting is not enough: a client that reads every
-     * answer and sends its next request at once, answers of one size
-     * (GET /v1/models in a loop), was found with that answer's bytes not
-     * yet acknowledged at look after look, and reset after the timeout,
-     * mid-answer. The bytes it has acknowledged grow whenever it takes
-     * any. */
+    /* The backlog alone says nothing: a client that reads every answer
+     * and sends its next request at once, answers of one size (GET
+     * /v1/models in a loop), was found with that answer's bytes not yet
+     * acknowledged at look after look. What it acknowledged grows
+     * whenever it takes any. */
     guint64 acked = 0;
+    bool counted = false;
 #ifdef TCP_INFO
     struct tcp_info ti;
     socklen_t tl = sizeof ti;
     memset(&ti, 0, sizeof ti);
     if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
-        tl >= offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked)
+        tl >= offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked) {
         acked = ti.tcpi_bytes_acked;
+        counted = true;
+    }
 #endif
-    if (q != c->unsent || acked != c->acked) {
-        c->unsent = q;
-        c->acked = acked;
-        c->unsent_since = now;
+    /* Without the count (a kernel before 4.1) a backlog that changed is
+     * the only sign of a client taking some. */
+    const bool drained = counted ? acked - c->drain_acked >= c->drain_need : q != c->drain_queue;
+    if (!c->drain_since || drained) {
+        c->drain_since = now;
+        c->drain_acked = acked;
+        c->drain_queue = q;
+        c->drain_need = (guint64)MIN(q, DRAIN_MIN);
         return false;
     }
-    return now > c->unsent_since + (gint64)srv->cfg.request_timeout_s * G_USEC_PER_SEC;
+    return now > c->drain_since + (gint64)srv->cfg.request_timeout_s * G_USEC_PER_SEC;
 #else
     (void)srv, (void)c, (void)now;
     return false;
@@ -495,10 +512,10 @@ static gboolean sweep_conns(gpointer data) {
             g_socket_shutdown(c->sock, TRUE, TRUE, NULL);
             c->shut = now;
         } else if (c->stream && !c->shut && conn_not_reading(srv, c, now)) {
-            /* Its answer waits for a client that takes none of it: dropped
-             * (the connection reset), as the kernel would hold it (and
-             * libsoup the rest of a stream, the connection its place
-             * under the cap) for as long as the client stays. */
+            /* Its answer waits for a client that takes little or none of
+             * it: dropped (the connection reset), as the kernel would hold
+             * it (and libsoup the rest of a stream, the connection its
+             * place under the cap) for as long as the client stays. */
             struct sockaddr unspec = {.sa_family = AF_UNSPEC};
             if (connect(g_socket_get_fd(c->sock), &unspec, sizeof unspec) != 0)
                 g_socket_shutdown(c->sock, TRUE, TRUE, NULL);

@@ -161,6 +161,144 @@ checks.check(end_fds <= start_fds + 16,
              "descriptors: %d at the start, %d after %d requests" % (start_fds, end_fds, N))
 checks.check(srv.stop() == 0, "stops cleanly")
 
+# A streaming client that takes its answer one byte a second: taking some
+# restarted the old not-reading clock, so such a stream stayed buffered in
+# the server (the kernel's send queue, libsoup the rest) for as long as its
+# client stayed: 40 of them held ~15 MiB past the timeout. A client behind
+# its answer must take 64 KiB of it (or the backlog, if less) per
+# --request-timeout, or its connection is reset and the request dropped as
+# a disconnect's. The token delay keeps the engine writing for ~5 s, more
+# than two windows, so the reset must also stop it.
+import struct  # noqa: E402
+import threading  # noqa: E402
+TIMEOUT = 2
+trick = serverlib.Server(tmp, "conn-trickle", model,
+                         ["--request-timeout", str(TIMEOUT), "--debug-token-delay", "5"])
+tpid = trick.proc.pid
+STREAM = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hello"}],
+                     "max_tokens": 1000, "temperature": 1, "seed": 3, "stream": True}).encode()
+
+
+def stream_request(port):
+    return (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" %
+            (port, len(STREAM)) + STREAM)
+
+
+def tcp_state(sk):
+    """Linux's tcpi_state: 1 established; the server's reset makes it 7
+    (closed), its close 8 (close wait). Data still queued for the client
+    would hide either from a recv for as long as it trickles."""
+    return struct.unpack("B", sk.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[:1])[0]
+
+
+def health(server):
+    s, _, out = server.request("GET", "/health", timeout=10)
+    return json.loads(out) if s == 200 else {}
+
+
+def tfds():
+    try:
+        return len(os.listdir("/proc/%d/fd" % tpid))
+    except OSError:
+        return -1
+
+
+def quick(server):
+    return server.post("/v1/chat/completions",
+                       {"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
+                        "max_tokens": 8, "temperature": 0}, timeout=30)
+
+
+s, _, before, _ = quick(trick)
+checks.check(s == 200, "trickle server: a short answer first (%s)" % s)
+base_fds = tfds()
+abandoned0 = health(trick).get("abandoned", -1)
+sk = socket.socket()
+sk.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+sk.settimeout(5)
+sk.connect(("127.0.0.1", trick.port))
+sk.sendall(stream_request(trick.port))
+t0 = serverlib.time.time()
+took, cut = 0, None
+while serverlib.time.time() - t0 < 3 * TIMEOUT + 4:
+    serverlib.time.sleep(1)
+    if tcp_state(sk) != 1:
+        cut = serverlib.time.time() - t0
+        break
+    try:
+        took += len(sk.recv(1))
+    except OSError:
+        cut = serverlib.time.time() - t0
+        break
+checks.check(cut is not None and cut <= 2 * TIMEOUT + 1.5,
+             "a stream read 1 byte a second is cut within two windows of %d s (%s s, %d bytes "
+             "taken)" % (TIMEOUT, None if cut is None else round(cut, 1), took))
+sk.close()
+# The engine stopped as for a client that left: the queue is empty well
+# before the ~5 s the answer would take, and it counts as abandoned.
+h = {}
+for _ in range(20):
+    h = health(trick)
+    if h.get("queue") == 0:
+        break
+    serverlib.time.sleep(0.1)
+checks.check(h.get("queue") == 0 and h.get("abandoned") == abandoned0 + 1 and
+             serverlib.time.time() - t0 < 5,
+             "... its request stopped and counted abandoned (%s, %.1f s)" %
+             (h, serverlib.time.time() - t0))
+end = tfds()
+for _ in range(20):
+    if end <= base_fds:
+        break
+    serverlib.time.sleep(0.1)
+    end = tfds()
+checks.check(end <= base_fds, "... and its connection is gone from the server (%d descriptors, "
+             "%d before)" % (end, base_fds))
+s, _, after, _ = quick(trick)
+checks.check(s == 200 and after and before and
+             after["choices"][0]["message"] == before["choices"][0]["message"],
+             "the next answer is the same as before it (%s %r)" % (s, after))
+
+# Controls, never cut: the same ~5 s stream read as it comes, and GET
+# /v1/models in a tight loop on one connection for three windows.
+got, err = b"", None
+sk = socket.create_connection(("127.0.0.1", trick.port), timeout=10)
+sk.sendall(stream_request(trick.port))
+t0 = serverlib.time.time()
+try:
+    while not got.endswith(b"0\r\n\r\n"):
+        b = sk.recv(65536)
+        if not b:
+            break
+        got += b
+except OSError as e:
+    err = e
+sk.close()
+checks.check(b"data: [DONE]" in got and got.endswith(b"0\r\n\r\n") and err is None,
+             "a stream read as it comes is not cut (%.1f s, %d bytes, %s)" %
+             (serverlib.time.time() - t0, len(got), err))
+sk = socket.create_connection(("127.0.0.1", trick.port), timeout=10)
+served, err = 0, None
+t0 = serverlib.time.time()
+try:
+    while serverlib.time.time() - t0 < 3 * TIMEOUT:
+        sk.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        got = b""
+        while not got.endswith(b"}"):
+            b = sk.recv(65536)
+            if not b:
+                raise OSError("closed after %d answers" % served)
+            got += b
+        served += 1
+except OSError as e:
+    err = e
+sk.close()
+checks.check(err is None and served > 0,
+             "GET /v1/models in a loop for %d s is not cut (%d answers, %s)" %
+             (3 * TIMEOUT, served, err))
+checks.check(trick.stop() == 0, "the trickle server stops cleanly")
+
 # The model's file truncated under a running server (cp or rsync --inplace
 # over it): the next read of a page past its new end is a SIGBUS, which
 # ended the process (with a bare "Bus error", then with a line saying why).
