@@ -1401,7 +1401,20 @@ check_total_bytes (GPtrArray *items)
   return total;
 }
 
-/* Runs in any thread: touches only the items. */
+/* Before the check's thread starts: a caller may ask for progress at
+ * once, and is then told the whole check's size. */
+static void
+check_begin (TernModelStore *self,
+             GPtrArray      *items)
+{
+  __atomic_store_n (&self->check_total, check_total_bytes (items), __ATOMIC_RELAXED);
+  __atomic_store_n (&self->check_done, 0, __ATOMIC_RELAXED);
+  __atomic_store_n (&self->check_item, 0, __ATOMIC_RELAXED);
+  g_atomic_int_set (&self->checking, TRUE);
+}
+
+/* Runs in any thread: touches only the items and the progress counters
+ * that check_begin set up. */
 static gboolean
 check_run (TernModelStore *self,
            GPtrArray      *items,
@@ -1410,7 +1423,6 @@ check_run (TernModelStore *self,
 {
   guint64 done = 0;
 
-  __atomic_store_n (&self->check_total, check_total_bytes (items), __ATOMIC_RELAXED);
   for (guint i = 0; i < items->len; i++)
     {
       CheckItem *item = items->pdata[i];
@@ -1524,7 +1536,7 @@ tern_model_store_check (TernModelStore  *self,
   if (!tern_model_store_reload (self, error))
     return FALSE;
   items = check_prepare (self);
-  g_atomic_int_set (&self->checking, TRUE);
+  check_begin (self, items);
   ok = check_run (self, items, cancellable, error);
   g_atomic_int_set (&self->checking, FALSE);
   if (!ok)
@@ -1574,12 +1586,7 @@ tern_model_store_check_async (TernModelStore      *self,
     }
   items = check_prepare (self);
   g_task_set_task_data (task, items, (GDestroyNotify) g_ptr_array_unref);
-  /* Set here, not in the thread: a caller may ask at once, and is then
-   * told the whole check's size. */
-  __atomic_store_n (&self->check_total, check_total_bytes (items), __ATOMIC_RELAXED);
-  __atomic_store_n (&self->check_done, 0, __ATOMIC_RELAXED);
-  __atomic_store_n (&self->check_item, 0, __ATOMIC_RELAXED);
-  g_atomic_int_set (&self->checking, TRUE);
+  check_begin (self, items);
   g_task_run_in_thread (task, check_thread);
 }
 
