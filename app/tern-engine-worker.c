@@ -1010,7 +1010,7 @@ load_vision (Engine     *engine,
         ev->error = g_strdup_printf (_("it was made for another model (its rows are %d wide, this model’s %d)"),
                                      (int) tn_vision_get_info (v)->n_embd_text,
                                      (int) tn_model_n_embd (engine->model));
-      else if (tn_session_image_cost (engine->session, 1) <= 0)
+      else if (!tn_model_takes_images (engine->model))
         ev->error = g_strdup (_("this model’s vocabulary has no image tokens"));
       ev->path = g_strdup (projector);
     }
