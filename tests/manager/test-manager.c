@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hash-hold.h"
 #include "tern-hub.h"
 #include "tern-manager-private.h"
 #include "tern.h"
@@ -632,31 +633,14 @@ test_download_ok (void)
 }
 
 /* The check after the last byte, held at each MiB hashed until the main
- * context has seen that figure: a test-sized file is hashed before any
- * progress tick could show it otherwise. */
+ * context has seen that figure (hash-hold.h). */
 typedef struct {
-  GMutex   lock;
-  GCond    cond;
-  guint64  seen;      /* the last `checked` the progress handler saw */
+  HashHold hold;
   GArray  *checked;   /* guint64: every figure seen while checking */
   guint64  check_total;
   guint64  done;
   guint64  total;
 } CheckWatch;
-
-static void
-hold_each_hashed_mib (guint64  hashed,
-                      gpointer data)
-{
-  CheckWatch *w = data;
-  gint64 end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
-
-  g_mutex_lock (&w->lock);
-  while (w->seen < hashed)
-    if (!g_cond_wait_until (&w->cond, &w->lock, end))
-      break;
-  g_mutex_unlock (&w->lock);
-}
 
 static void
 watch_check (TernDownloader *dl,
@@ -683,10 +667,7 @@ watch_check (TernDownloader *dl,
   w->check_total = progress.check_total;
   w->done = progress.done;
   w->total = progress.total;
-  g_mutex_lock (&w->lock);
-  w->seen = progress.checked;
-  g_cond_broadcast (&w->cond);
-  g_mutex_unlock (&w->lock);
+  hash_hold_show (&w->hold, progress.checked);
 }
 
 static void
@@ -703,11 +684,10 @@ test_download_check_progress (void)
   guint n = 0;
 
   server_reset ();
-  g_mutex_init (&w.lock);
-  g_cond_init (&w.cond);
+  hash_hold_init (&w.hold, G_MAXUINT64);
   w.checked = g_array_new (FALSE, FALSE, sizeof (guint64));
   g_signal_connect (dl, "progress", G_CALLBACK (watch_check), &w);
-  tern_manager_test_set_hash_hook (hold_each_hashed_mib, &w);
+  tern_manager_test_set_hash_hook (hash_hold_wait, &w.hold);
   g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
   tern_manager_test_set_hash_hook (NULL, NULL);
   g_assert_no_error (error);
@@ -734,8 +714,7 @@ test_download_check_progress (void)
   assert_file_is (path, "f.bin");
   g_assert_cmpint (tern_model_store_get_state (store, "t:one", NULL), ==, TERN_MODEL_STATE_INSTALLED);
   g_array_unref (w.checked);
-  g_cond_clear (&w.cond);
-  g_mutex_clear (&w.lock);
+  hash_hold_clear (&w.hold);
 }
 
 static void

@@ -17,6 +17,7 @@
 #include <libsoup/soup.h>
 #include <string.h>
 
+#include "hash-hold.h"
 #include "tern-manager-private.h"
 #include "tern-model-manager.h"
 #include "tern.h"
@@ -974,33 +975,15 @@ test_failed_downloads (void)
 
 /* ---- the check after the last byte ----------------------------------------- */
 
-/* The hash of a test-sized file is over before a progress tick could show
- * it: the test's hook holds the hash after each MiB until the row has shown
- * that figure, and at pause_at until the test has looked at the row. */
+/* The check's hash is held (hash-hold.h) after each MiB until the row has
+ * shown that figure, and at the pause until the test has looked at the
+ * row. */
 typedef struct {
-  GMutex            lock;
-  GCond             cond;
-  guint64           shown;     /* the last `checked` the row showed */
-  guint64           pause_at;
-  gboolean          released;
+  HashHold          hold;
   TernModelManager *panel;
   GPtrArray        *texts;     /* the row's words at each tick of the check */
   GArray           *fractions; /* double: its bar's */
 } CheckWatch;
-
-static void
-hold_hash (guint64  hashed,
-           gpointer data)
-{
-  CheckWatch *w = data;
-  gint64 end = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
-
-  g_mutex_lock (&w->lock);
-  while (w->shown < hashed || (hashed == w->pause_at && !w->released))
-    if (!g_cond_wait_until (&w->cond, &w->lock, end))
-      break;
-  g_mutex_unlock (&w->lock);
-}
 
 /* Connected after the panel's handler: sees the row as that one left it. */
 static void
@@ -1032,10 +1015,7 @@ watch_check (TernDownloader *dl,
                               (int) (100.0 * (double) progress.checked / (double) progress.check_total));
   if (g_strcmp0 (text, expected) != 0)
     return;
-  g_mutex_lock (&w->lock);
-  w->shown = progress.checked;
-  g_cond_broadcast (&w->cond);
-  g_mutex_unlock (&w->lock);
+  hash_hold_show (&w->hold, progress.checked);
 }
 
 static void
@@ -1083,15 +1063,13 @@ test_checking (void)
   gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (panel));
   gtk_window_present (GTK_WINDOW (window));
 
-  g_mutex_init (&w.lock);
-  g_cond_init (&w.cond);
-  w.pause_at = 2 * 1048576;
+  hash_hold_init (&w.hold, 2 * 1048576);
   w.panel = panel;
   w.texts = g_ptr_array_new_with_free_func (g_free);
   w.fractions = g_array_new (FALSE, FALSE, sizeof (double));
   g_signal_connect (dl, "progress", G_CALLBACK (watch_check), &w);
   g_signal_connect (dl, "pull-finished", G_CALLBACK (on_pull_finished), &finished);
-  tern_manager_test_set_hash_hook (hold_hash, &w);
+  tern_manager_test_set_hash_hook (hash_hold_wait, &w.hold);
 
   /* Every byte is here: the row says it is checking them, and how far,
    * and its bar shows that (not a full bar under "100%, 0:00 left"). */
@@ -1101,10 +1079,7 @@ test_checking (void)
   g_assert_cmpstr (subtitle (panel, "check:x"), ==, "Checking the download: 49%");
   g_assert_cmpfloat_with_epsilon (bar_fraction (tern_model_manager_get_row (panel, "check:x")), 0.5, 0.01);
   save_picture (window, "manager-checking.png");
-  g_mutex_lock (&w.lock);
-  w.released = TRUE;
-  g_cond_broadcast (&w.cond);
-  g_mutex_unlock (&w.lock);
+  hash_hold_release (&w.hold);
   spin (&finished);
   tern_manager_test_set_hash_hook (NULL, NULL);
 
@@ -1141,19 +1116,13 @@ test_checking (void)
 
   /* Verify hashes the installed file again: its message says how far it
    * is (a 17 GB model's files take seconds), held at 2 MiB until seen. */
-  g_mutex_lock (&w.lock);
-  w.shown = G_MAXUINT64;
-  w.released = FALSE;
-  g_mutex_unlock (&w.lock);
-  tern_manager_test_set_hash_hook (hold_hash, &w);
+  hash_hold_rearm (&w.hold);
+  tern_manager_test_set_hash_hook (hash_hold_wait, &w.hold);
   tern_model_manager_verify (panel);
   WAIT_FOR (g_strcmp0 (tern_model_manager_get_message (panel), "Verifying the installed files… 49%") == 0);
   spin_for (400); /* the message's revealer opens */
   save_picture (window, "manager-verifying.png");
-  g_mutex_lock (&w.lock);
-  w.released = TRUE;
-  g_cond_broadcast (&w.cond);
-  g_mutex_unlock (&w.lock);
+  hash_hold_release (&w.hold);
   WAIT_FOR (g_strcmp0 (tern_model_manager_get_message (panel), "Every installed file is intact.") == 0);
   tern_manager_test_set_hash_hook (NULL, NULL);
   {
@@ -1167,8 +1136,7 @@ test_checking (void)
   g_signal_handlers_disconnect_by_func (dl, watch_check, &w);
   g_ptr_array_unref (w.texts);
   g_array_unref (w.fractions);
-  g_cond_clear (&w.cond);
-  g_mutex_clear (&w.lock);
+  hash_hold_clear (&w.hold);
   gtk_window_destroy (GTK_WINDOW (window));
   stop_hub ();
 }
