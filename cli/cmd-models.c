@@ -301,9 +301,73 @@ int cmd_list(int argc, char **argv) {
     return CLI_EXIT_OK;
 }
 
+/* One asynchronous manager call run to its end on a main context of its
+ * own (pull, check): Ctrl-C and SIGTERM cancel it, so that it ends the way
+ * it ends on any error (a pull keeps its partial file for the resume), and
+ * an optional tick shows how far it is. */
 typedef struct {
+    GMainContext *context;
     GMainLoop *loop;
     GCancellable *cancellable;
+    GSource *sources[3]; /* SIGINT, SIGTERM, the tick */
+} async_run;
+
+static gboolean on_stop_signal(gpointer data) {
+    g_cancellable_cancel(((async_run *)data)->cancellable);
+    return G_SOURCE_CONTINUE;
+}
+
+static void async_run_begin(async_run *r) {
+    r->context = g_main_context_new();
+    g_main_context_push_thread_default(r->context);
+    r->loop = g_main_loop_new(r->context, FALSE);
+    r->cancellable = g_cancellable_new();
+    r->sources[0] = g_unix_signal_source_new(SIGINT);
+    r->sources[1] = g_unix_signal_source_new(SIGTERM);
+    r->sources[2] = NULL;
+    for (int i = 0; i < 2; i++) {
+        g_source_set_callback(r->sources[i], on_stop_signal, r, NULL);
+        g_source_attach(r->sources[i], r->context);
+    }
+}
+
+static void async_run_tick(async_run *r, guint interval_ms, GSourceFunc tick, gpointer data) {
+    r->sources[2] = g_timeout_source_new(interval_ms);
+    g_source_set_callback(r->sources[2], tick, data, NULL);
+    g_source_attach(r->sources[2], r->context);
+}
+
+/* Until the call's callback says async_run_done. */
+static void async_run_wait(async_run *r) {
+    g_main_loop_run(r->loop);
+}
+
+static void async_run_done(async_run *r) {
+    g_main_loop_quit(r->loop);
+}
+
+/* Stopped by Ctrl-C or SIGTERM: the shell's convention, 128 + SIGINT. */
+static bool async_run_interrupted(const async_run *r, const GError *error) {
+    return g_cancellable_is_cancelled(r->cancellable) &&
+           g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+}
+
+/* Objects made while the context was pushed (a downloader) are freed
+ * before this, so that their sources go with the context. */
+static void async_run_end(async_run *r) {
+    for (int i = 0; i < 3; i++)
+        if (r->sources[i]) {
+            g_source_destroy(r->sources[i]);
+            g_source_unref(r->sources[i]);
+        }
+    g_main_context_pop_thread_default(r->context);
+    g_main_loop_unref(r->loop);
+    g_main_context_unref(r->context);
+    g_clear_object(&r->cancellable);
+}
+
+typedef struct {
+    async_run *run;
     bool tty;
     int last_decile;
     bool ok;
@@ -353,13 +417,7 @@ static void on_waiting(TernDownloader *dl, const char *tag, const char *file, gp
 static void on_pulled(GObject *source, GAsyncResult *result, gpointer data) {
     pull_state *st = data;
     st->ok = tern_downloader_pull_finish(TERN_DOWNLOADER(source), result, &st->error);
-    g_main_loop_quit(st->loop);
-}
-
-static gboolean on_signal(gpointer data) {
-    pull_state *st = data;
-    g_cancellable_cancel(st->cancellable);
-    return G_SOURCE_CONTINUE;
+    async_run_done(st->run);
 }
 
 int cmd_pull(int argc, char **argv) {
@@ -402,21 +460,12 @@ int cmd_pull(int argc, char **argv) {
     if (!store)
         return CLI_EXIT_BAD_INPUT;
 
-    g_autoptr(GMainContext) context = g_main_context_new();
-    g_main_context_push_thread_default(context);
-    g_autoptr(TernDownloader) dl = tern_downloader_new(store);
-    g_autoptr(GMainLoop) loop = g_main_loop_new(context, FALSE);
-    g_autoptr(GCancellable) cancellable = g_cancellable_new();
-    pull_state st = {loop, cancellable, cli_live_figures(), -1, false, NULL};
+    async_run run;
+    async_run_begin(&run);
+    TernDownloader *dl = tern_downloader_new(store);
+    pull_state st = {&run, cli_live_figures(), -1, false, NULL};
     g_signal_connect(dl, "progress", G_CALLBACK(on_progress), &st);
     g_signal_connect(dl, "waiting", G_CALLBACK(on_waiting), &st);
-
-    GSource *sigint = g_unix_signal_source_new(SIGINT);
-    GSource *sigterm = g_unix_signal_source_new(SIGTERM);
-    g_source_set_callback(sigint, on_signal, &st, NULL);
-    g_source_set_callback(sigterm, on_signal, &st, NULL);
-    g_source_attach(sigint, context);
-    g_source_attach(sigterm, context);
 
     const TernCatalogTag *tag = tern_catalog_find_tag(catalog, o.arg);
     if (tag && tern_model_store_get_state(store, o.arg, tag) == TERN_MODEL_STATE_INSTALLED) {
@@ -432,23 +481,17 @@ int cmd_pull(int argc, char **argv) {
         } else if (tag) {
             fprintf(stderr, _("pulling %s (size unknown until the server says)\n"), o.arg);
         }
-        tern_downloader_pull_async(dl, catalog, o.arg, cancellable, on_pulled, &st);
-        g_main_loop_run(loop);
+        tern_downloader_pull_async(dl, catalog, o.arg, run.cancellable, on_pulled, &st);
+        async_run_wait(&run);
         if (st.tty)
             fputc('\n', stderr);
     }
 
-    g_source_destroy(sigint);
-    g_source_destroy(sigterm);
-    g_source_unref(sigint);
-    g_source_unref(sigterm);
-    g_clear_object(&dl);
-    g_main_context_pop_thread_default(context);
+    g_object_unref(dl);
+    bool interrupted = st.error && async_run_interrupted(&run, st.error);
+    async_run_end(&run);
 
     if (st.error) {
-        /* Stopped by Ctrl-C or SIGTERM: the shell's convention, 128 + SIGINT. */
-        bool interrupted = g_cancellable_is_cancelled(cancellable) &&
-                           g_error_matches(st.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
         cli_error(_("pull: %s"), st.error->message);
         g_error_free(st.error);
         return interrupted ? 130 : CLI_EXIT_BAD_INPUT;
@@ -503,7 +546,7 @@ int cmd_remove(int argc, char **argv) {
 }
 
 typedef struct {
-    GMainLoop *loop;
+    async_run *run;
     TernModelStore *store;
     bool live;  /* figures rewritten in place on stderr (cli_live_figures) */
     bool shown; /* one was: the line is cleared at the end */
@@ -532,7 +575,7 @@ static gboolean on_check_tick(gpointer data) {
 static void on_checked(GObject *source, GAsyncResult *result, gpointer data) {
     check_state *st = data;
     st->problems = tern_model_store_check_finish(TERN_MODEL_STORE(source), result, &st->error);
-    g_main_loop_quit(st->loop);
+    async_run_done(st->run);
 }
 
 int cmd_check(int argc, char **argv) {
@@ -553,28 +596,26 @@ int cmd_check(int argc, char **argv) {
         return CLI_EXIT_BAD_INPUT;
     /* The hashing runs in a thread so that a terminal sees how far it is:
      * a large model's files take seconds, silent before. */
-    g_autoptr(GMainContext) context = g_main_context_new();
-    g_main_context_push_thread_default(context);
-    g_autoptr(GMainLoop) loop = g_main_loop_new(context, FALSE);
-    check_state st = {.loop = loop, .store = store, .live = cli_live_figures()};
-    tern_model_store_check_async(store, NULL, on_checked, &st);
-    GSource *tick = NULL;
+    async_run run;
+    async_run_begin(&run);
+    check_state st = {.run = &run, .store = store, .live = cli_live_figures()};
+    tern_model_store_check_async(store, run.cancellable, on_checked, &st);
     if (st.live) {
-        tick = g_timeout_source_new(200);
-        g_source_set_callback(tick, on_check_tick, &st, NULL);
-        g_source_attach(tick, context);
+        async_run_tick(&run, 200, on_check_tick, &st);
         on_check_tick(&st); /* at once: a check of seconds shows its figure from the start */
     }
-    g_main_loop_run(loop);
-    if (tick) {
-        g_source_destroy(tick);
-        g_source_unref(tick);
-    }
-    g_main_context_pop_thread_default(context);
+    async_run_wait(&run);
     if (st.shown)
         fputs("\r\033[K", stderr);
     g_autoptr(GError) error = st.error;
     g_autoptr(GPtrArray) problems = st.problems;
+    bool interrupted = !problems && async_run_interrupted(&run, error);
+    async_run_end(&run);
+    if (interrupted) {
+        /* The marks are written only at the end: none changed. */
+        cli_error(_("check: stopped before the end; no file was marked damaged or intact"));
+        return 130;
+    }
     if (!problems) {
         cli_error(_("check: %s"), error->message);
         return CLI_EXIT_BAD_INPUT;
@@ -592,8 +633,8 @@ int cmd_check(int argc, char **argv) {
     for (char **t = tags; *t; t++)
         if (tern_model_store_get_state(store, *t, NULL) == TERN_MODEL_STATE_BROKEN)
             printf(_("%s is damaged: %s\n"), *t,
-                   tern_model_store_is_local(store, *t) ? "import it again or remove it"
-                                                         : "'tern-cli pull' it again");
+                   tern_model_store_is_local(store, *t) ? _("import it again or remove it")
+                                                         : _("'tern-cli pull' it again"));
     return CLI_EXIT_BAD_INPUT;
 }
 
