@@ -14,6 +14,7 @@
 #ifdef TERN_HAVE_MANAGER
 #include "tern-model-manager.h"
 #endif
+#include "tern-sampling.h"
 #include "tern-window-private.h"
 
 static void
@@ -248,6 +249,27 @@ action_stop (GSimpleAction *action,
   tern_engine_worker_cancel (self->worker);
 }
 
+/* Why a new answer would be the old one again, under the settings the
+ * request will be sent with; NULL when it samples afresh. */
+static const char *
+repeat_reason (TernWindow *self)
+{
+  TernSampling s;
+
+  tern_sampling_resolve (g_settings_get_boolean (self->settings, "deterministic"),
+                         g_settings_get_boolean (self->settings, "model-sampling"),
+                         tern_engine_worker_get_suggested_sampling (self->worker),
+                         g_settings_get_double (self->settings, "temperature"),
+                         g_settings_get_double (self->settings, "top-p"), &s);
+  if (g_settings_get_boolean (self->settings, "deterministic"))
+    return _("Same answer: Deterministic is on in Preferences");
+  if (s.temperature <= 0)
+    return _("Same answer: at temperature 0 the model always gives it. Raise the temperature in Preferences for others");
+  if (g_settings_get_uint (self->settings, "seed") != 0)
+    return _("Same answer: Preferences fix the seed. Seed 0 gives a new answer each time");
+  return NULL;
+}
+
 static void
 action_regenerate (GSimpleAction *action,
                    GVariant      *param,
@@ -265,6 +287,10 @@ action_regenerate (GSimpleAction *action,
    * it: compared with that, a change the removed answer marked would be
    * lost, so the new answer keeps its mark. */
   self->regenerated_prompt_changed = tern_chat_get_message (self->chat, n - 1)->prompt_changed;
+  g_clear_pointer (&self->regenerated_text, g_free);
+  self->regenerated_same_reason = repeat_reason (self);
+  if (self->regenerated_same_reason != NULL)
+    self->regenerated_text = g_strdup (tern_chat_get_message (self->chat, n - 1)->text);
   tern_chat_truncate (self->chat, n - 1);
   _tern_window_remove_rows_from (self, n - 1);
   _tern_window_start_generation (self);

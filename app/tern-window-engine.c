@@ -197,6 +197,7 @@ _tern_window_send_text (TernWindow *self,
   _tern_window_add_row (self, m);
   _tern_window_scroll_to_end (self);
   tern_composer_clear_images (self->composer);
+  g_clear_pointer (&self->regenerated_text, g_free);
   _tern_window_start_generation (self);
 }
 
@@ -515,6 +516,11 @@ on_finished (TernWindow              *self,
   if (m->error != NULL)
     _tern_window_set_error (self, m->error);
   _tern_window_update_context_gauge (self);
+
+  if (self->regenerated_text != NULL && error == NULL && !cancelled
+      && g_str_equal (m->text, self->regenerated_text))
+    _tern_window_toast (self, self->regenerated_same_reason);
+  g_clear_pointer (&self->regenerated_text, g_free);
 
   tern_composer_set_generating (self->composer, FALSE);
   _tern_window_save_chat (self);

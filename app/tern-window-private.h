@@ -90,6 +90,11 @@ struct _TernWindow {
    * the next send pins again even when the text is the one pinned before. */
   gboolean pin_failed;
   gboolean regenerated_prompt_changed; /* the answer Regenerate replaces had it */
+  /* Regenerate under settings that repeat an answer (greedy, or a fixed
+   * seed): the answer replaced, and why, so that the same text again is
+   * explained rather than looking like a button that did nothing. */
+  char *regenerated_text;
+  const char *regenerated_same_reason;
   char *last_error;
   guint streaming_index;   /* message index of the answer being generated */
   TernMessageRow *streaming_row;

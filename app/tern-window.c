@@ -1933,6 +1933,7 @@ tern_window_finalize (GObject *object)
   g_free (self->model_description);
   g_free (self->loading_path);
   g_free (self->pin_text);
+  g_free (self->regenerated_text);
   g_free (self->last_error);
   g_free (self->server_key);
   g_clear_pointer (&self->origin, _tern_model_origin_free);

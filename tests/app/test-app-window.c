@@ -511,6 +511,24 @@ send_and_wait (TernWindow *w,
   return m ? g_strdup (m->text) : NULL;
 }
 
+/* Whether a toast added since `since` (monotonic us), shown or waiting or
+ * gone a moment ago, holds these words. */
+static gboolean
+toast_says (TernWindow *w,
+            gint64      since,
+            const char *words)
+{
+  for (guint i = 0; i < w->toasts->len; i++)
+    {
+      AdwToast *t = g_ptr_array_index (w->toasts, i);
+      const gint64 *added = g_object_get_data (G_OBJECT (t), "tern-added-us");
+
+      if (added != NULL && *added >= since && strstr (_tern_window_toast_get_text (t), words) != NULL)
+        return TRUE;
+    }
+  return FALSE;
+}
+
 static void
 test_flash (TernWindow *w,
             const char *data_dir,
@@ -522,6 +540,7 @@ test_flash (TernWindow *w,
   g_autofree char *again = NULL;
   g_autofree char *regenerated = NULL;
   g_autofree char *file = NULL;
+  gint64 since;
   g_autoptr(TernChat) loaded = NULL;
   g_autoptr(GError) error = NULL;
 
@@ -619,6 +638,7 @@ test_flash (TernWindow *w,
   CHECK (tern_chat_get_n_messages (chat) == 4);
 
   /* Regenerate replaces the last answer: greedy, so with the same text. */
+  since = g_get_monotonic_time ();
   activate (w, "regenerate", NULL);
   CHECK (tern_window_is_generating (w));
   CHECK (wait_for (w, not_generating, 120));
@@ -626,6 +646,41 @@ test_flash (TernWindow *w,
   CHECK (tern_chat_get_n_messages (chat) == 4);
   CHECKF (g_strcmp0 (regenerated, first) == 0, "\n  first: %s\n  regen: %s", first, regenerated);
   CHECK (tern_window_get_n_rows (w) == 4);
+  /* ... which is said: the button looked as if it did nothing. */
+  CHECKF (toast_says (w, since, "at temperature 0 the model always gives it"), "no toast explains the same answer");
+  {
+    g_autofree char *dir = g_path_get_dirname (shot_path);
+    g_autofree char *shot = g_build_filename (dir, "regenerate-same.png", NULL);
+
+    spin_for (0.5); /* the toast slides in */
+    CHECK (app_test_save_screenshot (GTK_WIDGET (w), shot));
+  }
+
+  /* With a temperature and a fixed seed the same answer comes again, and
+   * is explained so; without the seed it is a new one, and nothing is. */
+  {
+    GSettings *settings = tern_application_get_settings (
+        TERN_APPLICATION (gtk_window_get_application (GTK_WINDOW (w))));
+    g_autofree char *sampled = NULL;
+
+    g_settings_set_double (settings, "temperature", 1.0);
+    g_settings_set_uint (settings, "seed", 7);
+    activate (w, "regenerate", NULL);
+    CHECK (wait_for (w, not_generating, 120));
+    sampled = g_strdup (last_message (w)->text);
+    since = g_get_monotonic_time ();
+    activate (w, "regenerate", NULL);
+    CHECK (wait_for (w, not_generating, 120));
+    CHECKF (g_strcmp0 (last_message (w)->text, sampled) == 0, "\n  seed 7: %s\n  again:  %s", sampled,
+            last_message (w)->text);
+    CHECKF (toast_says (w, since, "Preferences fix the seed"), "no toast explains the fixed seed");
+    g_settings_set_uint (settings, "seed", 0);
+    since = g_get_monotonic_time ();
+    activate (w, "regenerate", NULL);
+    CHECK (wait_for (w, not_generating, 120));
+    CHECK (!toast_says (w, since, "Same answer"));
+    g_settings_set_double (settings, "temperature", 0.0);
+  }
 
   /* Edit takes the last request back into the composer. */
   activate (w, "edit-last", NULL);
