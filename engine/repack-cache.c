@@ -370,6 +370,7 @@ typedef struct plan {
     char model[PATH_MAX];
     struct stat model_st; /* the first part's */
     size_t header_bytes;  /* up to and with the header checksum */
+    uint64_t copy_out;    /* copied out of the mapped file after it (copy_out_bytes) */
 } plan;
 
 /* The tensor of g that holds p, or -1. */
@@ -681,8 +682,8 @@ typedef struct repack_pass {
     uint8_t *buf;
     uint64_t pending; /* the progress of the matrix being repacked */
     /* A new cache file (build_file): its descriptor, where buf begins in
-     * it, what the pass will checksum after it (counted in the progress
-     * from the start), and the payload written (from the matrices done)
+     * it, what the pass will checksum and copy out after it (counted in the
+     * progress from the start), and the payload written (from the matrices done)
      * and sent to the disk so far. fd < 0: private memory. */
     int fd;
     uint64_t buf_off, checksum_share;
@@ -694,6 +695,12 @@ typedef struct repack_pass {
  * of its bytes, since it reads them back at about four times the repack's
  * rate (an E4B-shaped Q4_0: 2.6 GB repacked in 1.7 s, summed in 0.45 s). */
 #define CHECKSUM_SHARE(bytes) ((bytes) / 4)
+
+/* What the copy of the dense matrices out of a mapped file (4 KiB pages,
+ * small_pages) counts: a quarter of its bytes, as the checksum, since it
+ * reads at memory speed what the repack just wrote. On a hit it is all
+ * that is left of the load, so its weight there does not matter. */
+#define COPY_SHARE(bytes) ((bytes) / 4)
 
 /* A new cache file's written payload goes to the disk in pieces of this
  * size during the repack, so that the fsync at its end does not wait for
@@ -1087,7 +1094,8 @@ static int build_file(tn_weight *const *ws, int n, const plan *p, const tn_gguf 
                       .buf = payload,
                       .fd = fd,
                       .buf_off = p->payload_off,
-                      .checksum_share = CHECKSUM_SHARE(p->payload)};
+                      .checksum_share =
+                          CHECKSUM_SHARE(p->payload) + COPY_SHARE(p->copy_out)};
     if (guarded(g, NULL, "cache-write", repack_pass_run, &rp, r) != TN_OK) {
         munmap(m, (size_t)size);
         unlink(tmp);
@@ -1338,43 +1346,84 @@ static void say_small_pages(tn_repack_cache_result *r, const char *dir, const ch
  * byte. A mixture's experts that the file holds stay there (the model file
  * is on the same file system, its pages as small, and the row kernels read
  * slower than X16: on another file system the load left them out of the
- * file before writing it). A file nothing reads from is unmapped. say: the
- * verdict is this load's (a note). */
+ * file before writing it). A file nothing reads from is unmapped. */
+
+/* The bytes that copy takes out of a file mapped in these pages: the one
+ * answer for the work (small_pages) and for what the load's progress
+ * expects of it (build_file's pass, a hit's estimate), so that the bar's
+ * total is the work done. 0: the mapping serves as it is. */
+static uint64_t copy_out_bytes(const plan *p, tn_repack_pages pages) {
+    const uint64_t dense = plan_dense_bytes(p);
+    return pages == TN_REPACK_PAGES_4K && p->payload_off % HUGE_2M == 0 &&
+                   dense >= TN_WEIGHTS_HUGE_MIN
+               ? dense
+               : 0;
+}
+
 typedef struct copy_pass {
     void *dst;
     const void *src;
     size_t n;
 } copy_pass;
 
+/* In pieces, each counted in the load's progress and a cancel point: on a
+ * hit the copy reads the cache file from the disk, an E4B's 2.6 GB of
+ * dense weights seconds of a load that otherwise only maps. 64 MiB as the
+ * other passes, or a sixteenth of a smaller copy (1 MiB at least), so that
+ * the bar moves in it when it is the whole of a hit's work. */
+#define COPY_PIECE_MAX ((size_t)64 << 20)
+#define COPY_PIECE_MIN ((size_t)1 << 20)
+
 static void copy_pass_run(void *arg) {
     const copy_pass *cp = arg;
-    memcpy(cp->dst, cp->src, cp->n);
+    size_t piece = cp->n / 16;
+    piece = piece > COPY_PIECE_MAX   ? COPY_PIECE_MAX
+            : piece < COPY_PIECE_MIN ? COPY_PIECE_MIN
+                                     : piece;
+    for (size_t i = 0; i < cp->n; i += piece) {
+        const size_t k = cp->n - i < piece ? cp->n - i : piece;
+        memcpy((uint8_t *)cp->dst + i, (const uint8_t *)cp->src + i, k);
+        tn_load_progress_add(COPY_SHARE(k));
+        tn_load_poll();
+    }
 }
 
 /* The copy reads the cache file (another process's, on a hit) under
  * tn_guarded_read: a file cut short under it fails the load (TN_ERR_IO,
- * r->fault), with the copy freed and the file unmapped, since the weights
- * point into what is gone. TN_OK otherwise. */
+ * r->fault), and so does a cancel (TN_ERR_CANCELLED), with the copy freed
+ * and the file unmapped, since the weights point into what is gone; a file
+ * this load wrote is deleted on a cancel (its deferred NaN/Inf checks, if
+ * any, never ran: the next load must not skip them). TN_OK otherwise.
+ * say: the verdict is this load's (a note). */
 static int small_pages(tn_weight *const *ws, int n_use, const plan *p, const char *dir,
-                       tn_repack_cache_result *r, bool dense_out, bool say) {
+                       tn_repack_cache_result *r, bool say) {
     const uint8_t *payload = (const uint8_t *)r->map + p->payload_off;
-    const uint64_t dense = plan_dense_bytes(p);
+    const uint64_t dense = p->copy_out;
     const bool experts_mapped = n_use > p->file_only;
     void *buf = NULL;
-    if (!dense_out || dense == 0)
+    if (dense == 0)
         return TN_OK;
+    /* What remains of a hit's load is this copy (a hit skips the deferred
+     * checks); a new file's pass counted it from its start. */
+    if (r->outcome == TN_REPACK_CACHE_HIT)
+        tn_load_progress_expect(COPY_SHARE(dense));
     buf = tn_weights_storage_alloc((size_t)dense);
-    if (!buf)
+    if (!buf) {
+        tn_load_progress_add(COPY_SHARE(dense));
         return TN_OK; /* no memory for the copy: the mapping serves */
+    }
     const tn_read_span cache = {.base = r->map, .size = r->map_bytes, .path = r->path};
     copy_pass cp = {.dst = buf, .src = payload, .n = (size_t)dense};
-    if (tn_guarded_read(&cache, 1, "cache-copy", copy_pass_run, &cp, &r->fault) != TN_OK) {
+    const int rc = tn_guarded_read(&cache, 1, "cache-copy", copy_pass_run, &cp, &r->fault);
+    if (rc != TN_OK) {
         free(buf);
         tn_repack_cache_unmap(r->map, r->map_bytes);
         r->map = NULL;
         r->map_bytes = 0;
         r->in_file = false;
-        return TN_ERR_IO;
+        if (rc == TN_ERR_CANCELLED && r->outcome == TN_REPACK_CACHE_WRITTEN)
+            unlink(r->path);
+        return rc == TN_ERR_CANCELLED ? rc : TN_ERR_IO;
     }
     for (int i = 0; i < p->n && p->e[i].w < p->file_only; i++)
         ws[p->e[i].w]->data = (const uint8_t *)buf + p->e[i].off;
@@ -1479,6 +1528,7 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
     for (;;) {
         int fd = -1;
         uint64_t size = 0;
+        p.copy_out = copy_out_bytes(&p, pages);
         switch (open_valid(res->path, &p, &fd, &size, res)) {
         case FILE_OK: {
             const int ok = use_file(fd, size, ws, n_use, &p, g, res);
@@ -1523,13 +1573,14 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
             goto out;
         }
     }
+    p.copy_out = copy_out_bytes(&p, pages);
     rc = build(ws, n_use, &p, g, dir, res, can_write);
     if (rc == TN_OK && res->outcome == TN_REPACK_CACHE_WRITTEN)
         tn_repack_cache_prune_dir(dir, 0, res->path, NULL);
 mapped:
-    if (rc == TN_OK && pages == TN_REPACK_PAGES_4K && p.payload_off % HUGE_2M == 0 &&
+    if (rc == TN_OK &&
         (res->outcome == TN_REPACK_CACHE_HIT || res->outcome == TN_REPACK_CACHE_WRITTEN))
-        rc = small_pages(ws, n_use, &p, dir, res, dense_out, fresh);
+        rc = small_pages(ws, n_use, &p, dir, res, fresh);
 out:
     plan_free(&p);
     free(own_dir);

@@ -6,9 +6,11 @@
  * mapping one; on a dense model, Gemma 4 (per-layer embeddings: checked,
  * never repacked) and a mixture (experts: repacked only into a cache file). */
 #include "tn-internal.h"
+#include "tn-repack-cache.h"
 #include "tn-test.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,6 +31,10 @@ typedef struct reports {
     uint64_t checked, repacked; /* the loaded model's weight and repacked bytes */
     int at_checksum;            /* reports before a new cache file's checksum began (-1: none) */
     bool yes_in_checksum;       /* cancel at the first question of the checksum */
+    int at_copy;   /* reports before the copy out of a 4 KiB-pages file began (-1: none) */
+    int asked_in_copy; /* questions since it began */
+    float copy_q[MAX_REPORTS]; /* the last report at each of those questions */
+    bool yes_in_copy;  /* cancel at its first question */
 } reports;
 
 /* The engine's test hook runs at the start of each guarded pass. */
@@ -41,6 +47,8 @@ static void pass_hook(const char *pass, void *user) {
         watched->at_repack = watched->n;
     if (watched && watched->at_checksum < 0 && !strcmp(pass, "cache-checksum"))
         watched->at_checksum = watched->n;
+    if (watched && watched->at_copy < 0 && !strcmp(pass, "cache-copy"))
+        watched->at_copy = watched->n;
 }
 
 static int load(const char *path, reports *r);
@@ -63,8 +71,12 @@ static bool on_question(void *user) {
     r->asked++;
     if (r->at_repack >= 0 && r->n_q < MAX_REPORTS)
         r->q[r->n_q++] = r->n > 0 && r->n <= MAX_REPORTS ? r->f[r->n - 1] : 0.0f;
+    if (r->at_copy >= 0 && r->asked_in_copy < MAX_REPORTS)
+        r->copy_q[r->asked_in_copy++] = r->n > 0 && r->n <= MAX_REPORTS ? r->f[r->n - 1] : 0.0f;
     if (r->yes_in_checksum)
         return r->at_checksum >= 0;
+    if (r->yes_in_copy)
+        return r->at_copy >= 0;
     if (r->yes_at < 0)
         return r->nested && r->inner->n > 0 && r->n > 3;
     return r->yes_at > 0 && r->asked >= r->yes_at;
@@ -80,6 +92,8 @@ static int load(const char *path, reports *r) {
     tn_error err = {0};
     r->at_repack = -1;
     r->at_checksum = -1;
+    r->at_copy = -1;
+    r->asked_in_copy = 0;
     watched = r;
     const int rc = tn_model_load(path, mp, &m, &err);
     watched = NULL;
@@ -270,6 +284,134 @@ static void cancelled_in_checksum(const char *label, const char *path, const cha
            left);
 }
 
+/* Reports in (0, 1], each above the one before, 1 once and last (or
+ * never, for a load that failed). */
+static void rising(const char *label, const reports *r, bool ok) {
+    float before = 0.0f;
+    for (int i = 0; i < r->n && i < MAX_REPORTS; i++) {
+        CHECKF(r->f[i] > before && r->f[i] <= 1.0f && (r->f[i] == 1.0f) == (ok && i == r->n - 1),
+               "%s: report %d of %d is %g after %g", label, i, r->n, r->f[i], before);
+        before = r->f[i];
+    }
+    CHECKF(!ok || (r->n > 0 && r->n <= MAX_REPORTS && r->f[r->n - 1] == 1.0f),
+           "%s: %d reports, the last not 1", label, r->n);
+}
+
+/* The repack cache's default setting where its file system maps files in
+ * 4 KiB pages (forced): a mixture's experts go into its file, and the
+ * dense matrices are copied out of that file's mapping into private
+ * memory, on the load that writes the file and on every load that maps it
+ * (an E4B-shaped model's 2.6 GB from the disk). That copy is counted in
+ * the progress, from the first estimate on (the bar is short of its end
+ * by about the copy's share when it begins, not at 0.99 then), and it is
+ * a cancel point: a load cancelled there fails, says no 1, and leaves the
+ * cache as it was (the file of an earlier load stays and maps next time;
+ * one this load wrote goes, as after a cancel in its checksum). Silent
+ * and uncancellable before: a hit reported nothing but its final 1. */
+static void small_pages(const char *dir) {
+    char path[512], xdg[512], cache[600];
+    snprintf(path, sizeof path, "%s/small-pages.gguf", dir);
+    snprintf(xdg, sizeof xdg, "%s/xdg-small-pages", dir);
+    snprintf(cache, sizeof cache, "%s/tern/repack", xdg);
+    /* Dense matrices of 8 MiB and more: a private copy of them would get
+     * 2 MiB pages (test-repack-cache's default_experts_small_pages). */
+    tn_mkmodel_params p = tn_test_tiny_model("qwen3moe", 41);
+    p.n_embd = 1024;
+    p.n_head = 8;
+    p.n_head_kv = 2;
+    p.head_dim = 128;
+    p.n_ff = 512;
+    p.n_ff_exp = 256;
+    p.n_layer = 4;
+    tn_error err = {0};
+    if (tn_mkmodel(&p, path, &err) != TN_OK) {
+        CHECKF(false, "mkmodel small-pages: %s", err.message);
+        return;
+    }
+    unsetenv("TERN_REPACK_CACHE");
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    setenv("TERN_REPACK_CACHE_MIN_FREE_MB", "0", 1);
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_4K);
+    tn_test_empty_dir(cache);
+
+    /* Cancelled in the copy after writing the file: no file stays. */
+    reports c = {.yes_in_copy = true};
+    int rc = load(path, &c);
+    if (c.at_repack < 0 && rc == TN_OK) {
+        fprintf(stderr, "load-progress: small pages: SKIP (this CPU does not repack)\n");
+        goto out;
+    }
+    CHECKF(c.at_copy >= 0, "small pages, new file: no copy pass");
+    CHECKF(rc == TN_ERR_CANCELLED, "small pages, new file: cancelled in the copy, gave %d", rc);
+    rising("small pages, new file, cancelled", &c, false);
+    char file[1200];
+    char name[40];
+    char model[PATH_MAX];
+    CHECK(realpath(path, model) && tn_repack_cache_name(model, name, sizeof name) == TN_OK);
+    snprintf(file, sizeof file, "%s/%s", cache, name);
+    CHECKF(access(file, F_OK) != 0, "small pages: a cancel in the copy left the new file");
+
+    /* Writing the file, then copying: the copy's share is in the total
+     * when it begins. */
+    reports w = {0};
+    CHECKF(load(path, &w) == TN_OK, "small pages, new file: the load failed");
+    rising("small pages, new file", &w, true);
+    CHECKF(w.at_copy >= 0, "small pages, new file: no copy pass");
+    CHECKF(access(file, F_OK) == 0, "small pages: no cache file written");
+    if (w.at_copy >= 0 && w.at_copy <= MAX_REPORTS) {
+        const float at = w.at_copy > 0 ? w.f[w.at_copy - 1] : 0.0f;
+        /* Without the copy in the total the bar reached its end with the
+         * checksum and waited there (0.99) through the copy. */
+        CHECKF(at < 0.985f, "small pages, new file: %.2f done when the copy began", at);
+        fprintf(stderr, "load-progress: small pages, new file: copy from report %d at %.2f:",
+                w.at_copy, at);
+        for (int i = 0; i < w.n && i < MAX_REPORTS; i++)
+            fprintf(stderr, " %.2f", w.f[i]);
+        fprintf(stderr, "\n");
+    }
+
+    /* A hit: the copy is the load's work, counted and cancellable. */
+    reports h = {0};
+    CHECKF(load(path, &h) == TN_OK, "small pages, hit: the load failed");
+    rising("small pages, hit", &h, true);
+    CHECKF(h.at_copy >= 0, "small pages, hit: no copy pass");
+    CHECKF(h.asked_in_copy >= 1, "small pages, hit: no question during the copy");
+    /* Each piece is counted before its question: the bar moves in the
+     * copy, not only at the load's end (0.99, then 1). Before, the only
+     * question after the copy began was the load's last. */
+    const float before_copy = h.at_copy > 0 && h.at_copy <= MAX_REPORTS ? h.f[h.at_copy - 1] : 0;
+    int moving = 0;
+    for (int i = 0; i < h.asked_in_copy; i++)
+        moving += h.copy_q[i] > before_copy && h.copy_q[i] < 0.99f;
+    CHECKF(h.asked_in_copy >= 4 && moving >= 2,
+           "small pages, hit: %d questions after the copy began, %d with the bar between %.2f "
+           "and 0.99",
+           h.asked_in_copy, moving, before_copy);
+    fprintf(stderr, "load-progress: small pages, hit: %d reports, copy from %d:", h.n, h.at_copy);
+    for (int i = 0; i < h.n && i < MAX_REPORTS; i++)
+        fprintf(stderr, " %.2f", h.f[i]);
+    fprintf(stderr, "\n");
+    reports hc = {.yes_in_copy = true};
+    rc = load(path, &hc);
+    CHECKF(rc == TN_ERR_CANCELLED && hc.asked_in_copy == 1,
+           "small pages, hit: cancelled in the copy, gave %d after %d questions in it", rc,
+           hc.asked_in_copy);
+    rising("small pages, hit, cancelled", &hc, false);
+    CHECKF(access(file, F_OK) == 0, "small pages: a cancel in a hit's copy removed the file");
+    cancelled("small pages, hit", path);
+    reports again = {0};
+    CHECKF(load(path, &again) == TN_OK, "small pages: the load after the cancels failed");
+    CHECKF(again.at_copy >= 0 && again.at_repack < 0,
+           "small pages: the load after the cancels did not map the file (repack from %d)",
+           again.at_repack);
+out:
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_UNKNOWN);
+    tn_test_empty_dir(cache);
+    unsetenv("TERN_REPACK_CACHE_MIN_FREE_MB");
+    unsetenv("XDG_CACHE_HOME");
+    remove(path);
+}
+
 static void run(const char *label, tn_mkmodel_params p, const char *dir) {
     char path[512], cache[512], name[128];
     snprintf(path, sizeof path, "%s/%s.gguf", dir, label);
@@ -328,6 +470,7 @@ int main(void) {
     damaged(dir, path);
     counted_when_done(dir);
     nested(path, inner);
+    small_pages(dir);
     /* Nothing asked for: nothing reported, and the load is as before. */
     tn_model *m = NULL;
     tn_error err = {0};
