@@ -605,8 +605,8 @@ static int load(ld *l, const tn_model *target) {
     return TN_OK;
 }
 
-int tn_drafter_new_mtp(const tn_model *target, const char *path, tn_drafter_params p,
-                       tn_drafter **out, tn_error *err) {
+static int new_mtp(const tn_model *target, const char *path, tn_drafter_params p,
+                   tn_drafter **out, tn_error *err) {
     if (!out)
         return tn_fail(err, TN_ERR_INVALID, "tn_drafter_new_mtp: out is NULL");
     *out = NULL;
@@ -621,8 +621,10 @@ int tn_drafter_new_mtp(const tn_model *target, const char *path, tn_drafter_para
                      : tn_fail(err, TN_ERR_NOMEM, "out of memory");
     if (rc == TN_OK) {
         ld l = {.a = a, .path = path, .err = err};
-        rc = load(&l, target);
+        rc = tn_load_cancelled() ? tn_load_fail_cancelled(err, path) : load(&l, target);
     }
+    if (rc == TN_OK && tn_load_cancelled())
+        rc = tn_load_fail_cancelled(err, path);
     if (rc == TN_OK && !(a->cpu = tn_cpu_new(p.n_threads)))
         rc = tn_fail(err, TN_ERR_NOMEM, "cannot start the CPU thread pool");
     if (rc == TN_OK) {
@@ -660,5 +662,19 @@ int tn_drafter_new_mtp(const tn_model *target, const char *path, tn_drafter_para
         tn_drafter_free(*out);
         *out = NULL;
     }
+    return rc;
+}
+
+/* p.cancelled is asked as tn_model_load asks its own (docs/MODEL.md,
+ * "Cancelling a load"): before the weights are read, at every matrix's
+ * NaN/Inf pass and every 64 MiB of it, and once the weights are in. */
+int tn_drafter_new_mtp(const tn_model *target, const char *path, tn_drafter_params p,
+                       tn_drafter **out, tn_error *err) {
+    tn_load_state outer;
+    tn_load_cancel_arm(p.cancelled, p.cancelled_user, &outer);
+    int rc = new_mtp(target, path, p, out, err);
+    if (rc != TN_OK && tn_load_cancelled())
+        rc = tn_load_fail_cancelled(err, path);
+    tn_load_cancel_disarm(&outer);
     return rc;
 }

@@ -544,6 +544,10 @@ void tn_load_progress_end(void) {
     }
 }
 
+int tn_load_fail_cancelled(tn_error *err, const char *path) {
+    return tn_fail(err, TN_ERR_CANCELLED, "%s: loading was cancelled", path ? path : "?");
+}
+
 void tn_load_poll(void) {
     read_guard *g = active_guard;
     if (!g || !tn_load_cancelled())

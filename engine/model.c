@@ -1514,7 +1514,7 @@ static void expect_load_work(const tn_gguf *g, bool cache_likely) {
 }
 
 static int fail_cancelled(tn_error *err, const char *path) {
-    return tn_fail(err, TN_ERR_CANCELLED, "%s: loading was cancelled", path);
+    return tn_load_fail_cancelled(err, path);
 }
 
 static int load_model(const char *path, tn_model_params params, tn_model **out, tn_error *err) {

@@ -97,6 +97,9 @@ void tn_load_cancel_arm(bool (*cancelled)(void *user), void *user, tn_load_state
 void tn_load_cancel_disarm(const tn_load_state *outer);
 bool tn_load_cancelled(void);
 void tn_load_poll(void);
+/* The error of a load the question stopped: TN_ERR_CANCELLED, "PATH:
+ * loading was cancelled" (the model's, a drafter's, a projector's). */
+int tn_load_fail_cancelled(tn_error *err, const char *path);
 
 /* A load's progress (tn_model_params.progress), counted in bytes of the
  * weights' passes: tn_load_progress_arm for the load's length (the cancel

@@ -64,8 +64,11 @@ typedef struct copy_read {
     size_t n;
 } copy_read;
 
+/* Each read of the projector's file at load is a cancel point (a load
+ * with a question: tn_vision_load_with). */
 static void copy_read_run(void *arg) {
     const copy_read *cr = arg;
+    tn_load_poll();
     memcpy(cr->dst, cr->src, cr->n);
 }
 
@@ -78,6 +81,7 @@ typedef struct vec_read {
 
 static void vec_read_run(void *arg) {
     vec_read *vr = arg;
+    tn_load_poll();
     vr->rc = tn_dequantize_row(vr->t->type, vr->t->data, vr->out, vr->n);
 }
 
@@ -364,7 +368,9 @@ static int load_body(tn_vision *v, tn_error *err) {
     return TN_OK;
 }
 
-int tn_vision_load(const char *path, tn_vision **out, tn_error *err) {
+tn_vision_params tn_vision_default_params(void) { return (tn_vision_params){0}; }
+
+static int vision_load(const char *path, tn_vision **out, tn_error *err) {
     if (!path || !out)
         return tn_fail(err, TN_ERR_INVALID, "tn_vision_load: needs a path and an output");
     *out = NULL;
@@ -374,7 +380,9 @@ int tn_vision_load(const char *path, tn_vision **out, tn_error *err) {
     atomic_init(&v->read_fault, 0);
     int rc = tn_gguf_open(path, &v->g, err);
     if (rc == TN_OK)
-        rc = load_body(v, err);
+        rc = tn_load_cancelled() ? tn_load_fail_cancelled(err, path) : load_body(v, err);
+    if (rc == TN_OK && tn_load_cancelled())
+        rc = tn_load_fail_cancelled(err, path);
     if (rc == TN_OK && !(v->spans = tn_gguf_read_spans(v->g, &v->n_spans)))
         rc = tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
     if (rc != TN_OK) {
@@ -383,6 +391,24 @@ int tn_vision_load(const char *path, tn_vision **out, tn_error *err) {
     }
     *out = v;
     return TN_OK;
+}
+
+/* params.cancelled is asked as tn_model_load asks its own (docs/MODEL.md,
+ * "Cancelling a load"): before the tensors are read, at each vector's
+ * read, and once all are in. */
+int tn_vision_load_with(const char *path, tn_vision_params params, tn_vision **out,
+                        tn_error *err) {
+    tn_load_state outer;
+    tn_load_cancel_arm(params.cancelled, params.cancelled_user, &outer);
+    int rc = vision_load(path, out, err);
+    if (rc != TN_OK && tn_load_cancelled())
+        rc = tn_load_fail_cancelled(err, path);
+    tn_load_cancel_disarm(&outer);
+    return rc;
+}
+
+int tn_vision_load(const char *path, tn_vision **out, tn_error *err) {
+    return tn_vision_load_with(path, tn_vision_default_params(), out, err);
 }
 
 const tn_vision_info *tn_vision_get_info(const tn_vision *v) { return v ? &v->info : NULL; }

@@ -927,8 +927,9 @@ typedef struct tn_drafter_params {
     int32_t ngram_max; /* lookup: longest n-gram tried first (default 5) */
     int32_t n_threads; /* draft model, DFlash: <= 0 physical cores */
     int32_t n_ctx;     /* draft model: KV rows (<= 0: min(its context length, 4096)) */
-    /* Draft model: its load's question, as tn_model_params.cancelled (a
-     * draft model can be gigabytes); NULL: none. */
+    /* Draft model, DFlash, MTP: its load's question, as
+     * tn_model_params.cancelled (a draft model can be gigabytes, a DFlash
+     * draft 1.1 GB); a yes fails the load with TN_ERR_CANCELLED. NULL: none. */
     bool (*cancelled)(void *user);
     void *cancelled_user;
 } tn_drafter_params;
@@ -1558,6 +1559,17 @@ typedef struct tn_vision_info {
 } tn_vision_info;
 
 int tn_vision_load(const char *path, tn_vision **out, tn_error *err);
+/* The same with a question, as tn_model_params.cancelled: asked on the
+ * loading thread before the tensors are read, at each one read and at the
+ * end; a yes fails the load with TN_ERR_CANCELLED ("PATH: loading was
+ * cancelled"), nothing left allocated. NULL: never asked. */
+typedef struct tn_vision_params {
+    bool (*cancelled)(void *user);
+    void *cancelled_user;
+} tn_vision_params;
+tn_vision_params tn_vision_default_params(void);
+int tn_vision_load_with(const char *path, tn_vision_params params, tn_vision **out,
+                        tn_error *err);
 /* The vision projectors beside a model, by the one rule of tern-cli run,
  * tern-cli serve and the app: files in the model's directory whose name
  * holds "mmproj" and ends in ".gguf", both in any case. Returns how many
