@@ -1348,14 +1348,6 @@ static int adopt_expert_weights(tn_model *m) {
     return adopted;
 }
 
-/* Whether a repack cache directory is set (TERN_REPACK_CACHE is not
- * "off"): a mixture's experts are then repacked into its file. */
-static bool repack_cache_on(void) {
-    char *dir = tn_repack_cache_dir();
-    free(dir);
-    return dir != NULL;
-}
-
 static int prepare(tn_model *m, tn_error *err) {
     const int32_t nl = m->hp.n_layer;
     int rc = expert_weights(m, err);
@@ -1397,11 +1389,12 @@ static int prepare(tn_model *m, tn_error *err) {
     /* What remains, now known but for the repack cache's choices (the
      * repack pass says what it reads when it begins; a cache hit maps
      * instead): the matrices to repack, the experts among them where the
-     * cache is on, and the deferred NaN/Inf passes. */
+     * cache takes them, and the deferred NaN/Inf passes. */
     uint64_t repack = 0, checks = 0;
-    const int n_repacked = !tn_load_progress_armed() ? 0
-                           : repack_cache_on()       ? n
-                                                     : n - n_file_only; /* experts last */
+    /* The experts (last) where the cache takes them: its own answer. */
+    const int n_repacked = !tn_load_progress_armed()                ? 0
+                           : tn_repack_cache_takes_experts(m->gguf) ? n
+                                                                    : n - n_file_only;
     for (int i = 0; i < n_repacked; i++)
         if (tn_weight_repack_size(ws[i]) > 0)
             repack += (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->rows;
@@ -1479,7 +1472,7 @@ void tn_model_free(tn_model *m) {
  * NaN/Inf pass over every tensor, and one repack pass over each matrix the
  * kernel family rewrites (not Gemma 4's per-layer embeddings, nor the token
  * embedding but when the output is tied to it; a mixture's experts only
- * when the repack cache is on: without it they stay in the file's rows).
+ * when the repack cache takes them: otherwise they stay in the file's rows).
  * With a repack cache file likely to serve, most checks wait and may never
  * come: the estimate is the checks alone. */
 static bool tensor_named(const tn_gguf_tensor *t, const char *name) {
@@ -1490,7 +1483,9 @@ static void expect_load_work(const tn_gguf *g, bool cache_likely) {
     if (!tn_load_progress_armed())
         return;
     const bool tied = !tn_gguf_find_tensor(g, "output.weight");
-    const bool experts_repacked = repack_cache_on();
+    /* The cache's own answer, 4 KiB pages included: asked apart from it,
+     * an estimate counted experts it then left in the model file's rows. */
+    const bool experts_repacked = tn_repack_cache_takes_experts(g);
     uint64_t bytes = 0;
     for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
         const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);

@@ -1448,6 +1448,38 @@ static int small_pages(tn_weight *const *ws, int n_use, const plan *p, const cha
     return TN_OK;
 }
 
+/* Whether the default setting's page check applies: only where a private
+ * copy would have 2 MiB pages to lose (docs/QUANT.md, "Pages"). */
+static bool pages_watched(bool dflt) {
+    return dflt && (forced_pages != TN_REPACK_PAGES_UNKNOWN || private_gets_huge_pages());
+}
+
+/* A mixture's experts stay in the model file's rows, left out of the
+ * cache's plan: its files are in 4 KiB pages and the model file is on
+ * another file system, maybe in 2 MiB pages (on the same one its pages
+ * are as small, and X16 reads faster than rows). */
+static bool experts_left_out(const char *dir, tn_repack_pages pages, dev_t model_dev) {
+    struct stat dst;
+    return pages == TN_REPACK_PAGES_4K && !(stat(dir, &dst) == 0 && dst.st_dev == model_dev);
+}
+
+bool tn_repack_cache_takes_experts(const tn_gguf *g) {
+    char *dir = NULL;
+    const bool dflt = tn_repack_cache_config(&dir) == TN_REPACK_CACHE_DEFAULT;
+    bool takes = dir != NULL;
+    struct stat st;
+    if (takes && pages_watched(dflt) && g && stat(tn_gguf_path(g), &st) == 0) {
+        /* The verdict prepare will read, or the one its check would give
+         * under the test hook (a real check is not made before its time). */
+        tn_repack_pages pages = tn_repack_cache_pages(dir);
+        if (pages == TN_REPACK_PAGES_UNKNOWN)
+            pages = forced_pages;
+        takes = !experts_left_out(dir, pages, st.st_dev);
+    }
+    free(dir);
+    return takes;
+}
+
 int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const tn_gguf *g,
                             const char *dir, tn_repack_cache_result *res) {
     *res = (tn_repack_cache_result){.outcome = TN_REPACK_CACHE_OFF};
@@ -1486,8 +1518,7 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
     }
     /* The default setting's page check (docs/QUANT.md, "Pages"): only
      * where a private copy would have 2 MiB pages to lose. */
-    const bool watch =
-        dflt && (forced_pages != TN_REPACK_PAGES_UNKNOWN || private_gets_huge_pages());
+    const bool watch = pages_watched(dflt);
     tn_repack_pages pages = watch ? tn_repack_cache_pages(dir) : TN_REPACK_PAGES_UNKNOWN;
     bool fresh = false; /* the verdict is this load's: a note says it */
     if (watch && pages == TN_REPACK_PAGES_UNKNOWN && p.payload_off % HUGE_2M == 0) {
@@ -1498,10 +1529,8 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
         }
     }
     const bool dense_out = plan_dense_bytes(&p) >= TN_WEIGHTS_HUGE_MIN;
-    struct stat dst;
-    const bool experts_ok = stat(dir, &dst) == 0 && dst.st_dev == p.model_st.st_dev;
     int n_use = n; /* ws[0..n_use) go through the cache */
-    const bool experts_out = pages == TN_REPACK_PAGES_4K && n_file_only > 0 && !experts_ok;
+    const bool experts_out = n_file_only > 0 && experts_left_out(dir, pages, p.model_st.st_dev);
     if (experts_out) {
         /* The model file is on another file system, maybe in 2 MiB pages:
          * the experts stay in its rows. */

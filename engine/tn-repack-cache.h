@@ -77,6 +77,16 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
  * the model file g as it is now (size, times, inode, device): a load will
  * most likely map it. Reads one header, no weight. */
 bool tn_repack_cache_likely(const tn_gguf *g, const char *dir);
+/* Whether a load of g hands a mixture's experts to the repack cache's file
+ * (they are repacked), as far as it is known before anything is read: a
+ * cache directory is set, and not the default's 4 KiB pages (its verdict
+ * in DIR/pages, or the test hook's) with the model file on another file
+ * system, where they stay in the model file's rows. The one answer for the
+ * load's progress estimate (engine/model.c) and for the cache's own choice
+ * (tn_repack_cache_prepare), so that the bar counts the work done; a
+ * directory not checked yet counts them in (its check may then leave them
+ * out: a step forward of the bar, that once). */
+bool tn_repack_cache_takes_experts(const tn_gguf *g);
 void tn_repack_cache_unmap(void *map, size_t bytes);
 /* tn_repack_cache_prune that never removes `keep` (the file just made). */
 int tn_repack_cache_prune_dir(const char *dir, uint64_t max_bytes, const char *keep,
