@@ -977,6 +977,8 @@ set_vision (Engine    *engine,
 #endif
 }
 
+static bool quitting (void *user);
+
 /* Loads the projector for the model just loaded and tells the UI what an
  * image costs (or that images are refused). */
 static void
@@ -997,7 +999,12 @@ load_vision (Engine     *engine,
    * was wrong. */
   if (projector != NULL)
     {
-      if (tn_vision_load (projector, &v, &err) != TN_OK)
+      /* As the drafters' loads: the window closing stops it. */
+      tn_vision_params vp = tn_vision_default_params ();
+
+      vp.cancelled = quitting;
+      vp.cancelled_user = engine->shared;
+      if (tn_vision_load_with (projector, vp, &v, &err) != TN_OK)
         {
           g_autofree char *text = tern_engine_error_text (&err);
           g_autofree char *prefix = g_strconcat (projector, ": ", NULL);
