@@ -70,10 +70,18 @@ typedef enum {
 typedef struct {
     jpeg_state state;
     guint8 marker;
-    guint32 skip;
+    guint32 skip, seg_len;
     gboolean in_scan_header; /* the segment being skipped is an SOS header */
     guint scans;
+    guint8 sof[5];         /* a frame header's precision, height and width */
+    guint32 width, height; /* from the frame header (SOFn), 0 before it */
+    gboolean costly;       /* scans x pixels past TERN_IMAGE_MAX_JPEG_SCAN_PIXELS */
 } jpeg_walk;
+
+/* SOF0..SOF15 but DHT (C4), JPG (C8) and DAC (CC): a frame header. */
+static gboolean jpeg_is_sof(guint8 m) {
+    return m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
+}
 
 static void jpeg_feed(jpeg_walk *j, const guint8 *b, gsize n) {
     for (gsize i = 0; i < n && j->state != JPEG_END && j->state != JPEG_BAD; i++) {
@@ -106,14 +114,31 @@ static void jpeg_feed(jpeg_walk *j, const guint8 *b, gsize n) {
                 break;
             }
             j->skip -= 2;
+            j->seg_len = j->skip;
             j->in_scan_header = j->marker == 0xDA;
             if (j->in_scan_header && ++j->scans > TERN_IMAGE_MAX_JPEG_SCANS) {
+                j->state = JPEG_BAD;
+                break;
+            }
+            /* Counted at each scan, so a file is refused from the header of
+             * the first scan too many, before the rest is read. */
+            if (j->in_scan_header &&
+                (guint64)j->scans * j->width * j->height > TERN_IMAGE_MAX_JPEG_SCAN_PIXELS) {
+                j->costly = TRUE;
                 j->state = JPEG_BAD;
                 break;
             }
             j->state = j->skip ? JPEG_SKIP : (j->in_scan_header ? JPEG_SCAN : JPEG_MARKER_FF);
             break;
         case JPEG_SKIP:
+            if (jpeg_is_sof(j->marker) && j->seg_len - j->skip < sizeof j->sof) {
+                const guint32 at = j->seg_len - j->skip;
+                j->sof[at] = c;
+                if (at == sizeof j->sof - 1) {
+                    j->height = (guint32)j->sof[1] << 8 | j->sof[2];
+                    j->width = (guint32)j->sof[3] << 8 | j->sof[4];
+                }
+            }
             if (--j->skip == 0)
                 j->state = j->in_scan_header ? JPEG_SCAN : JPEG_MARKER_FF;
             break;
@@ -782,6 +807,22 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
                         _("%s: a JPEG of more than %u scans (each one decodes the whole picture "
                           "again)"),
                         name, TERN_IMAGE_MAX_JPEG_SCANS);
+            ok = FALSE;
+            refused = TRUE;
+        } else if (jpeg.costly && (guint64)jpeg.width * jpeg.height > max_pixels) {
+            /* Its size alone is refused: the message for that. */
+            p.seen = p.too_large = TRUE;
+            p.width = (int)jpeg.width;
+            p.height = (int)jpeg.height;
+            ok = FALSE;
+        } else if (jpeg.costly) {
+            g_set_error(
+                error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE,
+                _("%s: a progressive JPEG of %u or more scans at %u x %u pixels (each "
+                  "scan decodes the whole picture again; at most %u scans at this size): "
+                  "save it as a baseline JPEG or scale it down"),
+                name, jpeg.scans, jpeg.width, jpeg.height,
+                (guint)(TERN_IMAGE_MAX_JPEG_SCAN_PIXELS / ((guint64)jpeg.width * jpeg.height)));
             ok = FALSE;
             refused = TRUE;
         } else if (jpeg.state != JPEG_END) {

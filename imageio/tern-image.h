@@ -50,6 +50,16 @@ typedef enum {
  * decode (the server's decode threads all held by two such images).
  * Encoders write up to about a dozen (jpegtran, mozjpeg: 10 to 20). */
 #define TERN_IMAGE_MAX_JPEG_SCANS 100u
+/* Scans times pixels a JPEG may have: the decoder's work, as each scan
+ * costs an output pass over the whole picture, whatever the scan holds.
+ * The scan limit alone let an 8192 x 8192 progressive file of 99 scans
+ * through: 11 s to decode grey, 21 s in 4:4:4 colour (the 2-core test
+ * machine). The bound is 12 passes at the pixel limit: a camera's or an
+ * encoder's progressive file (libjpeg writes 10 scans for colour, mozjpeg
+ * about a dozen) passes up to 64 megapixels, one of 15 scans up to 51; the
+ * worst file it accepts, 12 scans of 8192 x 8192, decodes in 1.7 s of CPU
+ * grey or 4:2:0 and 2.6 s at 4:4:4. docs/VISION.md has the measurements. */
+#define TERN_IMAGE_MAX_JPEG_SCAN_PIXELS (12ull * TERN_IMAGE_DEFAULT_MAX_PIXELS)
 
 typedef struct {
     guint64 max_pixels; /* 0: TERN_IMAGE_DEFAULT_MAX_PIXELS */
