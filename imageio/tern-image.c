@@ -877,13 +877,22 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
                     _("%s: truncated WebP (%llu of its %llu bytes arrived)"), name,
                     (unsigned long long)total, (unsigned long long)riff_total);
-    } else if (ok && !is_gif && (p.updated || is_png) && p.rows_done < p.height) {
+    } else if (ok && is_png && p.rows_done < p.height) {
+        /* Its chunks all arrived (the walk reached the end of IEND; a file
+         * cut short was refused above), so the compressed data is bad: a
+         * broken deflate stream or Adler-32 checksum is only a warning to
+         * libpng, which stops there, and the loader closes without an
+         * error, having reported no area if no row decoded (its pixels never
+         * written: none counts as zero rows). Not "truncated": the same
+         * download again will not mend it. */
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                    _("%s: damaged PNG (its compressed image data is corrupt; %d of its %d rows "
+                      "decoded)"),
+                    name, p.rows_done, p.height);
+    } else if (ok && !is_gif && p.updated && p.rows_done < p.height) {
         /* Not for a GIF: its walk saw the first frame whole, and the loader
          * reports that frame's area, which may rightly cover only a part of
-         * the logical screen (the rest is transparent). A PNG cut before its
-         * first row closes without an error and without any area reported,
-         * its pixels never written (uninitialized memory): none counts as
-         * zero rows. */
+         * the logical screen (the rest is transparent). */
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
                     _("%s: truncated image (%d of its %d rows arrived)"), name, p.rows_done,
                     p.height);

@@ -695,7 +695,45 @@ static void bad_input(void) {
     im = load(cut, NULL, &e);
     CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT));
     CHECKF(e && strstr(e->message, "cut.png"), "%s", e ? e->message : "");
+    CHECKF(e && strstr(e->message, "truncated"), "%s", e ? e->message : "");
     g_clear_error(&e);
+    /* Whole files whose compressed data is bad: a broken deflate stream, a
+     * wrong Adler-32 checksum (chunk CRCs right). libpng takes both for a
+     * warning and stops; they are damaged, not truncated: a new download
+     * of the same file will not mend them. */
+    {
+        enum { W = 64, H = 48 };
+        guint8 rows[H * (W * 3 + 1)];
+        for (gsize i = 0; i < sizeof rows; i++)
+            rows[i] = i % (W * 3 + 1) ? (guint8)(i * 7) : 0;
+        uLongf zlen = compressBound(sizeof rows);
+        guint8 *z = g_malloc(zlen);
+        CHECK(compress(z, &zlen, rows, sizeof rows) == Z_OK);
+        static const guint8 ihdr[13] = {0, 0, 0, W, 0, 0, 0, H, 8, 2, 0, 0, 0};
+        for (int k = 0; k < 2; k++) {
+            guint8 *bad = g_memdup2(z, zlen);
+            if (k == 0)
+                bad[2] = bad[3] = 0xFF; /* the first block's header: no valid codes */
+            else
+                bad[zlen - 1] ^= 0xFF; /* Adler-32 */
+            GByteArray *png = g_byte_array_new();
+            g_byte_array_append(png, (const guint8 *)"\x89PNG\r\n\x1a\n", 8);
+            chunk(png, "IHDR", ihdr, sizeof ihdr);
+            chunk(png, "IDAT", bad, (guint32)zlen);
+            chunk(png, "IEND", NULL, 0);
+            const char *label = k == 0 ? "deflate.png" : "adler.png";
+            im = tern_image_load_bytes(png->data, png->len, label, NULL, &e);
+            CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT) &&
+                       strstr(e->message, label) && strstr(e->message, "damaged PNG") &&
+                       !strstr(e->message, "truncated"),
+                   "%s: %s", label, e ? e->message : "accepted");
+            tern_image_free(im);
+            g_clear_error(&e);
+            g_byte_array_unref(png);
+            g_free(bad);
+        }
+        g_free(z);
+    }
     /* Cut a few bytes into the image data, before any row decodes: the
      * loader closes without an error and reports no rows at all; its
      * pixels were never written. */
