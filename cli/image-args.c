@@ -167,6 +167,16 @@ int cli_images_encode(const cli_images *ci, const char *model_path, const tn_mod
     cli_error(_("--image: this tern-cli was built without image support (gdk-pixbuf)"));
     return CLI_EXIT_BAD_INPUT;
 #else
+    /* Before the projector is looked for and any image read: the session
+     * would refuse the images only once they were decoded and encoded (a
+     * 64-megapixel picture costs seconds to decode), and without a
+     * projector beside the model the user was sent looking for one. */
+    if (!tn_model_takes_images(m)) {
+        cli_error(_("%s: this model takes no images (its vocabulary has no image tokens); --image "
+                    "needs a vision model"),
+                  model_path);
+        return CLI_EXIT_BAD_INPUT;
+    }
     tn_vision *v = NULL;
     int st = cli_vision_open(ci->mmproj, model_path, m, true, quiet, &v);
     if (st != CLI_EXIT_OK)

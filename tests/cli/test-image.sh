@@ -130,6 +130,22 @@ cp "$tmp/model/mmproj-gemma-f32.gguf" "$tmp/two/mmproj-a.gguf"
 cp "$tmp/model/mmproj-gemma-f32.gguf" "$tmp/two/mmproj-b.gguf"
 expect 2 "choose one" run -m "$tmp/two/gemma.gguf" -p hi --image "$img"
 expect 1 "raw" run -m "$model" -p hi --image "$img" --raw
+# A model that takes no images (a Llama vocabulary: no image tokens), with a
+# projector of its width beside it: refused before any image is read, so a
+# file that is no picture, or a large one, draws that refusal and no decoding
+# (the images were decoded and encoded first, and the session refused them).
+mkdir -p "$tmp/text"
+"$cli" mkmodel --arch llama --type q8_0 --embd 64 --layers 1 --heads 2 --kv-heads 1 \
+    --head-dim 32 --ff 128 --tokenizer "${TERN_VOCAB_DIR:-}/llama2/tokenizer.json" \
+    -o "$tmp/text/llama.gguf" >/dev/null 2>&1
+"$cli" mkmodel --arch gemma3-vision --target "$tmp/text/llama.gguf" --image-size 128 --patch 2 \
+    --embd 32 --ff 64 --layers 1 --heads 2 -o "$tmp/text/mmproj-llama.gguf" >/dev/null 2>&1
+check "mkmodel llama and a projector of its width" \
+    sh -c "test -f '$tmp/text/llama.gguf' && test -f '$tmp/text/mmproj-llama.gguf'"
+expect 2 "takes no images" run -m "$tmp/text/llama.gguf" -p hi --image "$tmp/notes.png"
+expect 2 "takes no images" run -m "$tmp/text/llama.gguf" -p hi --image "$img" \
+    --mmproj "$tmp/text/mmproj-llama.gguf"
+check "an image for a model that takes none is not encoded" sh -c "! grep -q 'encoded in' '$tmp/err'"
 expect 1 "image-tokens" run -m "$model" -p hi --image "$img" --image-tokens 0
 
 # Gemma 4 projector.
