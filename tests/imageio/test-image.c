@@ -751,37 +751,66 @@ static void bad_input(void) {
         tern_image_free(im);
         g_clear_error(&e);
     }
-    /* An interlaced PNG (Adam7, 40 x 30 noise, stored uncompressed) cut
+    /* An interlaced PNG (Adam7, 40 x 25 noise, stored uncompressed) cut
      * anywhere before its IEND: the loader reports the whole image updated
-     * from the first pass on, the rows still missing never written. */
+     * from the first pass on (whose rows 0, 8, 16 and 24 reach the bottom
+     * row), the rows still missing never written. */
     {
         static const int pass[7][4] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4},
                                        {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};
-        enum { W = 40, H = 30 };
+        enum { W = 40, H = 25 };
+        guint8 grid[H][W][3];
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++)
+                for (int c = 0; c < 3; c++)
+                    grid[y][x][c] = (guint8)tn_test_rand(&st);
         GByteArray *raw = g_byte_array_new();
-        for (int k = 0; k < 7; k++)
+        gsize pass2 = 0; /* bytes of the first two passes */
+        for (int k = 0; k < 7; k++) {
             for (int y = pass[k][1]; y < H; y += pass[k][3]) {
                 g_byte_array_append(raw, (const guint8 *)"", 1); /* filter: none */
                 for (int x = pass[k][0]; x < W; x += pass[k][2])
-                    for (int c = 0; c < 3; c++) {
-                        const guint8 v = (guint8)tn_test_rand(&st);
-                        g_byte_array_append(raw, &v, 1);
-                    }
+                    g_byte_array_append(raw, grid[y][x], 3);
             }
+            if (k == 1)
+                pass2 = raw->len;
+        }
         uLongf zlen = compressBound(raw->len);
         guint8 *z = g_malloc(zlen);
         CHECK(compress2(z, &zlen, raw->data, raw->len, 0) == Z_OK);
+        const guint8 ihdr[13] = {0, 0, 0, W, 0, 0, 0, H, 8, 2, 0, 0, 1 /* Adam7 */};
         GByteArray *il = g_byte_array_new();
         g_byte_array_append(il, (const guint8 *)"\x89PNG\r\n\x1a\n", 8);
-        const guint8 ihdr[13] = {0, 0, 0, W, 0, 0, 0, H, 8, 2, 0, 0, 1 /* Adam7 */};
         chunk(il, "IHDR", ihdr, 13);
         chunk(il, "IDAT", z, (guint32)zlen);
         chunk(il, "IEND", NULL, 0);
         im = tern_image_load_bytes(il->data, il->len, "interlaced.png", NULL, &e);
         CHECKF(im != NULL && im->width == W && im->height == H, "interlaced png: %s",
                e ? e->message : "");
+        if (im && im->width == W && im->height == H) {
+            int wrong = 0;
+            for (int y = 0; y < H; y++)
+                for (int x = 0; x < W; x++)
+                    wrong += !near3(px(im, x, y), grid[y][x][0] / 255.0f, grid[y][x][1] / 255.0f,
+                                    grid[y][x][2] / 255.0f, 1e-6f);
+            CHECKF(wrong == 0, "interlaced png: %d of its %d pixels wrong", wrong, W * H);
+        }
         tern_image_free(im);
         g_clear_error(&e);
+        /* The same stream in IDAT chunks of 7 bytes: the same pixels. */
+        {
+            GByteArray *split = g_byte_array_new();
+            g_byte_array_append(split, (const guint8 *)"\x89PNG\r\n\x1a\n", 8);
+            chunk(split, "IHDR", ihdr, 13);
+            for (uLongf at = 0; at < zlen; at += 7)
+                chunk(split, "IDAT", z + at, (guint32)MIN(7, zlen - at));
+            chunk(split, "IEND", NULL, 0);
+            TernImage *want = tern_image_load_bytes(il->data, il->len, "interlaced.png", NULL, &e);
+            g_clear_error(&e);
+            same_pixels(split, want, "interlaced.png in 7-byte IDAT chunks");
+            tern_image_free(want);
+            g_byte_array_unref(split);
+        }
         const gsize il_cuts[] = {il->len / 4, il->len / 2, il->len - 12, il->len - 1};
         for (size_t i = 0; i < G_N_ELEMENTS(il_cuts); i++) {
             im = tern_image_load_bytes(il->data, il_cuts[i], "interlaced.png", NULL, &e);
@@ -790,6 +819,70 @@ static void bad_input(void) {
                    e ? e->message : "accepted");
             tern_image_free(im);
             g_clear_error(&e);
+        }
+        /* Whole files (every chunk there, CRCs right) whose compressed data
+         * goes bad after the second pass: libpng takes a broken deflate
+         * stream or Adler-32 for a warning and stops, and gdk-pixbuf has
+         * reported every row from the first pass on, so the rows of the
+         * later passes were never written; or it inflates to more than
+         * the passes hold (libpng warns and ignores the rest: refused here,
+         * a bomb is not inflated on). All but the stream that never ends
+         * (which libpng refuses at IEND) were accepted. */
+        for (int k = 0; k < 5; k++) {
+            GByteArray *zb = g_byte_array_new();
+            if (k == 4) { /* more than the passes hold: 64 KiB of zeros after them */
+                GByteArray *more = g_byte_array_sized_new(raw->len + 65536);
+                g_byte_array_append(more, raw->data, raw->len);
+                g_byte_array_set_size(more, raw->len + 65536);
+                memset(more->data + raw->len, 0, 65536);
+                uLongf n = compressBound(more->len);
+                g_byte_array_set_size(zb, (guint)n);
+                CHECK(compress2(zb->data, &n, more->data, more->len, 9) == Z_OK);
+                g_byte_array_set_size(zb, (guint)n);
+                g_byte_array_unref(more);
+            } else if (k == 3) { /* a wrong Adler-32 on data compressed as usual */
+                uLongf n = compressBound(raw->len);
+                g_byte_array_set_size(zb, (guint)n);
+                CHECK(compress2(zb->data, &n, raw->data, raw->len, 9) == Z_OK);
+                g_byte_array_set_size(zb, (guint)n);
+                zb->data[n - 1] ^= 0x01;
+            } else {
+                /* The first two passes compressed, then (0) a block of the
+                 * reserved type 3, (1) the stream ended cleanly there, (2)
+                 * nothing more: the stream never ends. */
+                z_stream zs = {0};
+                CHECK(deflateInit(&zs, 9) == Z_OK);
+                guint8 out[8192];
+                zs.next_in = raw->data;
+                zs.avail_in = (uInt)pass2;
+                zs.next_out = out;
+                zs.avail_out = sizeof out;
+                CHECK(deflate(&zs, k == 1 ? Z_FINISH : Z_FULL_FLUSH) ==
+                      (k == 1 ? Z_STREAM_END : Z_OK));
+                g_byte_array_append(zb, out, (guint)(sizeof out - zs.avail_out));
+                deflateEnd(&zs);
+                if (k == 0)
+                    g_byte_array_append(zb, (const guint8 *)"\xff\xff\xff\xff", 4);
+            }
+            GByteArray *bad = g_byte_array_new();
+            g_byte_array_append(bad, (const guint8 *)"\x89PNG\r\n\x1a\n", 8);
+            chunk(bad, "IHDR", ihdr, 13);
+            chunk(bad, "IDAT", zb->data, zb->len);
+            chunk(bad, "IEND", NULL, 0);
+            static const char *const labels[] = {"il-block.png", "il-short.png", "il-open.png",
+                                                 "il-adler.png", "il-more.png"};
+            im = tern_image_load_bytes(bad->data, bad->len, labels[k], NULL, &e);
+            CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT) &&
+                       strstr(e->message, labels[k]) &&
+                       strstr(e->message, k == 2 ? "damaged"
+                                                 : "damaged PNG (its compressed image data is "
+                                                   "corrupt") &&
+                       !strstr(e->message, "truncated"),
+                   "%s: %s", labels[k], e ? e->message : "accepted");
+            tern_image_free(im);
+            g_clear_error(&e);
+            g_byte_array_unref(bad);
+            g_byte_array_unref(zb);
         }
         g_free(z);
         g_byte_array_unref(raw);
