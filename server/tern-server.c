@@ -1365,9 +1365,14 @@ static bool authorized(tern_server *srv, SoupServerMessage *msg) {
         return true;
     const char *h = soup_message_headers_get_one(soup_server_message_get_request_headers(msg),
                                                  "Authorization");
+    /* credentials = auth-scheme 1*SP token68 (RFC 9110 11.4), the scheme
+     * in any case: "Bearer  KEY" (two spaces) is the same key, and was
+     * refused. */
     if (!h || g_ascii_strncasecmp(h, "Bearer ", 7))
         return false;
     const char *k = h + 7;
+    while (*k == ' ')
+        k++;
     size_t a = strlen(k), b = strlen(srv->api_key);
     unsigned diff = (unsigned)(a ^ b);
     for (size_t i = 0; i < a && i < b; i++)
