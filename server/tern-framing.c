@@ -127,10 +127,10 @@ static bool lists_option(const char *s, size_t n, const char *name) {
  * cannot make a URI with a host of (an HTTP/1.1 request without Host, a
  * Host or absolute-form target whose port is no number or over 65535, an
  * IPv6 literal it cannot read). Read with libsoup's own parser and GLib's
- * URI parser, in libsoup's order, so that this refuses exactly what
- * libsoup would, and nothing it would take (the last of two Host headers
- * counts, an HTTP/1.0 request may have none, an absolute-form target
- * makes Host irrelevant). Expect lines are left out: libsoup's 417 for an
+ * URI parser, in libsoup's order, so that this refuses what libsoup
+ * would, and of what it would take only an HTTP/1.1 request's empty Host
+ * (the last of two Host headers counts, an HTTP/1.0 request may have
+ * none, an absolute-form target makes Host irrelevant). Expect lines are left out: libsoup's 417 for an
  * unknown one is tern_framing_problem's to give, or they are dropped. */
 static const char *target_problem(const char *head, size_t n, int *status) {
     g_autofree char *copy = g_strndup(head, n);
@@ -152,6 +152,15 @@ static const char *target_problem(const char *head, size_t n, int *status) {
     bool local = false; /* libsoup builds the URI from the server's address */
     if (host && strchr(host, '/')) {
         why = "the Host header holds a '/'";
+    } else if (host && !*host && ver == SOUP_HTTP_1_1 && (*path == '/' || !strcmp(path, "*"))) {
+        /* One libsoup takes (its URI "http:///path" has an empty host),
+         * and the DNS-rebinding check let through as no Host. RFC 9112
+         * 3.2 has a 400 for an invalid Host, and an "http" URI's host
+         * must not be empty (RFC 9110 4.2.1); HTTP/1.0 may send none, or
+         * an empty one (RFC 9112 3.3: the server's own name), and an
+         * absolute-form target makes Host irrelevant. */
+        why = "the Host header is empty: an HTTP/1.1 request names the server's host in it "
+              "(Host: 127.0.0.1)";
     } else if (!strcmp(path, "*") && host) {
         g_autofree char *url = g_strdup_printf("http://%s/", host);
         uri = g_uri_parse(url, SOUP_HTTP_URI_FLAGS, NULL);

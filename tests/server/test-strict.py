@@ -4,7 +4,12 @@
 
 - `Authorization: Bearer  KEY` with more than one space, and the scheme in
   any case, is the key (RFC 9110 11.4: 1*SP between scheme and
-  credentials); it was a 401. A wrong or missing key is still one."""
+  credentials); it was a 401. A wrong or missing key is still one.
+- an HTTP/1.1 request with an empty Host is a 400 (RFC 9112 3.2: an
+  invalid Host; an "http" URI needs a non-empty host, RFC 9110 4.2.1); it
+  was answered, and passed the DNS-rebinding check as no Host. HTTP/1.0
+  may still send none, or an empty one (RFC 9112 3.3: the server's own
+  name), and an absolute-form target makes Host irrelevant."""
 
 import json
 import os
@@ -65,6 +70,32 @@ for label, value, want in [
         ("another scheme", "Basic " + KEY, 401)]:
     status, _, _ = srv.request("GET", "/v1/models", headers={"Authorization": value})
     check(status == want, "Authorization: %r (%s): %d (got %s)" % (value, label, want, status))
+
+# ------------------------------------------------------------ Host
+for head, want in [
+        (b"GET /v1/models HTTP/1.1\r\nHost:\r\n", 400),
+        (b"GET /v1/models HTTP/1.1\r\nHost: \r\n", 400),
+        (b"GET /v1/models HTTP/1.1\r\nHost:   \t\r\n", 400),
+        (b"GET /health HTTP/1.1\r\nHost:\r\n", 400),
+        (b"OPTIONS * HTTP/1.1\r\nHost:\r\n", 400),
+        (b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n", 200),
+        (b"GET /v1/models HTTP/1.0\r\nHost:\r\n", 200),
+        (b"GET /v1/models HTTP/1.0\r\n", 200),
+        (b"GET http://127.0.0.1/v1/models HTTP/1.1\r\nHost:\r\n", 200),
+        (b"GET http://evil.example/v1/models HTTP/1.1\r\nHost:\r\n", 403)]:
+    status, body = raw(head + ("Authorization: Bearer %s\r\nConnection: close\r\n\r\n" %
+                               KEY).encode())
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        doc = None
+    ok = status == want
+    if want == 400:
+        msg = doc.get("error", {}).get("message", "") if isinstance(doc, dict) else ""
+        ok = ok and "Host" in msg
+    check(ok, "%r: %d%s (got %s %r)" % (head, want, " naming Host" if want == 400 else "",
+                                        status, body[:160]))
+
 
 check(srv.stop() == 0, "the server stops cleanly")
 checks.finish()
