@@ -105,21 +105,46 @@ static char *content_text(job *j, JsonNode *node, guint index, const char *role,
                                "parts", index);
         return NULL;
     }
-    GString *s = g_string_new(NULL);
     JsonArray *a = json_node_get_array(node);
+    if (json_array_get_length(a) == 0) {
+        /* No parts is no content, as null is (OpenAI's schema asks for one
+         * part at least, but its API takes [], and clients send it for an
+         * assistant turn that only called tools): refused where null is,
+         * in a user message, an empty text elsewhere (docs/SERVER.md). */
+        if (!strcmp(role, "user")) {
+            *why = g_strdup_printf("messages[%u]: a user message needs content (its content is "
+                                   "an empty array of parts)",
+                                   index);
+            return NULL;
+        }
+        return g_strdup("");
+    }
+    GString *s = g_string_new(NULL);
     for (guint i = 0; i < json_array_get_length(a); i++) {
         JsonNode *p = json_array_get_element(a, i);
         if (!JSON_NODE_HOLDS_OBJECT(p)) {
-            *why = g_strdup_printf("messages[%u]: a content part must be an object", index);
+            *why = g_strdup_printf("messages[%u].content[%u]: a content part must be an object",
+                                   index, i);
             g_string_free(s, TRUE);
             return NULL;
         }
         JsonObject *po = json_node_get_object(p);
-        const char *type = string_member(po, "type", "");
-        const char *t = string_member(po, "text", "");
-        if (!type || (!strcmp(type, "text") && !t)) {
-            *why = g_strdup_printf("messages[%u].content[%u].%s must be a string", index, i,
-                                   type ? "text" : "type");
+        /* A part without its type or a text part without its text is a
+         * client's mistake, refused as OpenAI does ("Missing required
+         * parameter"); taken as empty, a message lost its words unseen. */
+        const char *type = string_member(po, "type", NULL);
+        const char *t = string_member(po, "text", NULL);
+        if (!type) {
+            *why = g_strdup_printf("messages[%u].content[%u]: a content part needs a type, a "
+                                   "string (text, image_url)",
+                                   index, i);
+            g_string_free(s, TRUE);
+            return NULL;
+        }
+        if (!strcmp(type, "text") && !t) {
+            *why = g_strdup_printf("messages[%u].content[%u]: a text part needs its text, a "
+                                   "string",
+                                   index, i);
             g_string_free(s, TRUE);
             return NULL;
         }

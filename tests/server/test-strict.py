@@ -9,7 +9,11 @@
   invalid Host; an "http" URI needs a non-empty host, RFC 9110 4.2.1); it
   was answered, and passed the DNS-rebinding check as no Host. HTTP/1.0
   may still send none, or an empty one (RFC 9112 3.3: the server's own
-  name), and an absolute-form target makes Host irrelevant."""
+  name), and an absolute-form target makes Host irrelevant.
+- a chat message's content part of type "text" without a "text" string,
+  or without a type, is a 400 that names the message and the part; it was
+  taken as empty text. `content: []` is no content: refused for a user
+  message (as null is), an empty text for the others."""
 
 import json
 import os
@@ -96,6 +100,56 @@ for head, want in [
     check(ok, "%r: %d%s (got %s %r)" % (head, want, " naming Host" if want == 400 else "",
                                         status, body[:160]))
 
+
+# ------------------------------------------------------------ content parts
+def chat(messages):
+    return srv.post("/v1/chat/completions", {"messages": messages, "max_tokens": 1},
+                    headers=AUTH)
+
+
+def refused(label, messages, where):
+    status, _, doc, out = chat(messages)
+    msg = doc.get("error", {}).get("message", "") if isinstance(doc, dict) else ""
+    check(status == 400 and msg.startswith(where),
+          "%s: 400 naming %s (got %s %r)" % (label, where, status, out[:200]))
+
+
+def taken(label, messages):
+    status, _, doc, out = chat(messages)
+    check(status == 200, "%s: answered (got %s %r)" % (label, status, out[:200]))
+
+
+SYS = {"role": "system", "content": "Be brief."}
+refused("a text part without text",
+        [{"role": "user", "content": [{"type": "text"}]}], "messages[0].content[0]")
+refused("a text part whose text is null",
+        [{"role": "user", "content": [{"type": "text", "text": None}]}],
+        "messages[0].content[0]")
+refused("the second part without text",
+        [SYS, {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "text"}]}],
+        "messages[1].content[1]")
+refused("a system message's text part without text",
+        [{"role": "system", "content": [{"type": "text"}]}, {"role": "user", "content": "hi"}],
+        "messages[0].content[0]")
+refused("a part without type",
+        [{"role": "user", "content": [{"text": "hi"}]}], "messages[0].content[0]")
+refused("a part with type null",
+        [{"role": "user", "content": [{"type": None, "text": "hi"}]}], "messages[0].content[0]")
+refused("a part that is not an object",
+        [{"role": "user", "content": [{"type": "text", "text": "hi"}, "hi"]}],
+        "messages[0].content[1]")
+refused("a user message with content []", [{"role": "user", "content": []}], "messages[0]")
+refused("a later user message with content []",
+        [SYS, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"},
+         {"role": "user", "content": []}], "messages[3]")
+taken("text parts", [{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+taken("a text part with empty text", [{"role": "user", "content": [
+    {"type": "text", "text": "hi"}, {"type": "text", "text": ""}]}])
+taken("a system message with content []", [{"role": "system", "content": []},
+                                           {"role": "user", "content": "hi"}])
+taken("an assistant message with content []",
+      [{"role": "user", "content": "hi"}, {"role": "assistant", "content": []},
+       {"role": "user", "content": "again"}])
 
 check(srv.stop() == 0, "the server stops cleanly")
 checks.finish()
