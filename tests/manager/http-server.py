@@ -158,6 +158,14 @@ HUB_GARBAGE = {
         {"rfilename": "m%d-Q4_K_M.gguf" % i, "size": 10} for i in range(20000)]}),
     "garbage/many-quants": json.dumps({"sha": "6" * 40, "siblings": [
         {"rfilename": "m-X%d.gguf" % i, "size": 10} for i in range(20000)]}),
+    # Names with control characters: they reached the one-line error as
+    # they were (a newline started a line of the Hub's choosing, ESC a
+    # terminal sequence, U+009B is a terminal's CSI).
+    "garbage/newline": json.dumps({"sha": "7" * 40, "siblings": [
+        {"rfilename": "evil-Q5_K_M\nError: all is fine\u009b2J.gguf", "size": 10}]}),
+    "garbage/escape": json.dumps({"sha": "8" * 40, "siblings": [
+        {"rfilename": "a-Q4_K_M.gguf", "size": 10},
+        {"rfilename": "b\x1b]0;pwned\x07\r\t\x7f-Q4_K_M.gguf", "size": 10}]}),
     "garbage/octal": '{"sha": "' + "4" * 40 + r'", "siblings": [{"rfilename": "x\377-Q4_K_M.gguf", '
                      r'"size": 10}]}',
 }

@@ -3294,7 +3294,7 @@ test_hub_garbage (void)
   const char *env[] = { endpoint, NULL };
   const char * const *saved_env = cli_env;
   const char *repos[] = { "not-json", "deep", "deep-member", "array", "types", "sibling-types",
-                          "truncated", "many", "many-quants" };
+                          "truncated", "many", "many-quants", "newline", "escape" };
 
   cli_env = env;
   for (guint i = 0; i < G_N_ELEMENTS (repos); i++)
@@ -3311,6 +3311,21 @@ test_hub_garbage (void)
         g_error ("pull %s: a %zu-byte message: %.300s...", ref, strlen (err), err);
       if (g_str_has_prefix (repos[i], "many") && strstr (err, "… +") == NULL)
         g_error ("pull %s: the list is not cut with a count: %.300s", ref, err);
+      /* A name from the listing is shown escaped: no control character
+       * but the message's own final newline, and the name's rest on the
+       * error's line. */
+      for (const char *p = err; *p; p++)
+        if (((guchar) *p < 0x20 && !(*p == '\n' && p[1] == '\0')) || *p == 0x7f
+            || ((guchar) p[0] == 0xc2 && (guchar) p[1] >= 0x80 && (guchar) p[1] <= 0x9f))
+          g_error ("pull %s: a control character (0x%02x) at byte %zu of the message: %s", ref,
+                   (guchar) *p, (size_t) (p - err), err);
+      if (g_str_equal (repos[i], "newline")
+          && (strstr (err, "Q5_K_M\\x0aError: all is fine\\u009b2J") == NULL
+              || strstr (err, "has no") == NULL))
+        g_error ("pull %s: the name is not shown escaped: %s", ref, err);
+      if (g_str_equal (repos[i], "escape")
+          && strstr (err, "b\\x1b]0;pwned\\x07\\x0d\\x09\\x7f-Q4_K_M.gguf") == NULL)
+        g_error ("pull %s: the name is not shown escaped: %s", ref, err);
       g_free (out);
       g_free (err);
     }
