@@ -128,11 +128,12 @@ static bool lists_option(const char *s, size_t n, const char *name) {
  * Host or absolute-form target whose port is no number or over 65535, an
  * IPv6 literal it cannot read). Read with libsoup's own parser and GLib's
  * URI parser, in libsoup's order, so that this refuses what libsoup
- * would, and of what it would take only an HTTP/1.1 request's empty Host
- * (the last of two Host headers counts, an HTTP/1.0 request may have
- * none, an absolute-form target makes Host irrelevant). Expect lines are left out: libsoup's 417 for an
- * unknown one is tern_framing_problem's to give, or they are dropped. */
-static const char *target_problem(const char *head, size_t n, int *status) {
+ * would, and nothing it would take but an HTTP/1.1 request's empty Host
+ * (*ours; an HTTP/1.0 request may have none, an absolute-form target
+ * makes Host irrelevant, the last of two Host headers counts). Expect
+ * lines are left out: libsoup's 417 for an unknown one is
+ * tern_framing_problem's to give, or they are dropped. */
+static const char *target_problem(const char *head, size_t n, int *status, bool *ours) {
     g_autofree char *copy = g_strndup(head, n);
     const size_t m = tern_framing_drop_expect(copy, n);
     SoupMessageHeaders *h = soup_message_headers_new(SOUP_MESSAGE_HEADERS_REQUEST);
@@ -152,15 +153,6 @@ static const char *target_problem(const char *head, size_t n, int *status) {
     bool local = false; /* libsoup builds the URI from the server's address */
     if (host && strchr(host, '/')) {
         why = "the Host header holds a '/'";
-    } else if (host && !*host && ver == SOUP_HTTP_1_1 && (*path == '/' || !strcmp(path, "*"))) {
-        /* One libsoup takes (its URI "http:///path" has an empty host),
-         * and the DNS-rebinding check let through as no Host. RFC 9112
-         * 3.2 has a 400 for an invalid Host, and an "http" URI's host
-         * must not be empty (RFC 9110 4.2.1); HTTP/1.0 may send none, or
-         * an empty one (RFC 9112 3.3: the server's own name), and an
-         * absolute-form target makes Host irrelevant. */
-        why = "the Host header is empty: an HTTP/1.1 request names the server's host in it "
-              "(Host: 127.0.0.1)";
     } else if (!strcmp(path, "*") && host) {
         g_autofree char *url = g_strdup_printf("http://%s/", host);
         uri = g_uri_parse(url, SOUP_HTTP_URI_FLAGS, NULL);
@@ -187,6 +179,17 @@ static const char *target_problem(const char *head, size_t n, int *status) {
                     "up to 65535)"
                   : "the request's target is not a URI with a host (a port is a number up to "
                     "65535)";
+    if (!why && host && !*host && ver == SOUP_HTTP_1_1 && (*path == '/' || !strcmp(path, "*"))) {
+        /* One libsoup takes (its URI "http:///path" has an empty host),
+         * and the DNS-rebinding check let through as no Host. RFC 9112
+         * 3.2 has a 400 for an invalid Host, and an "http" URI's host
+         * must not be empty (RFC 9110 4.2.1); HTTP/1.0 may send none, or
+         * an empty one (RFC 9112 3.3: the server's own name), and an
+         * absolute-form target makes Host irrelevant. */
+        why = "the Host header is empty: an HTTP/1.1 request names the server's host in it "
+              "(Host: 127.0.0.1)";
+        *ours = true;
+    }
     if (uri)
         g_uri_unref(uri);
     soup_message_headers_unref(h);
@@ -319,8 +322,9 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
     }
     /* Last, as libsoup reads them after the version, the header lines and
      * the expectation (its 417 first) */
-    const char *target = target_problem(head, n, status);
-    if (target && out)
+    bool ours = false; /* refused here, libsoup would take it */
+    const char *target = target_problem(head, n, status, &ours);
+    if (target && !ours && out)
         out->target = true;
     return target;
 }
