@@ -130,9 +130,9 @@ static bool lists_option(const char *s, size_t n, const char *name) {
  * URI parser, in libsoup's order, so that this refuses what libsoup
  * would, and nothing it would take but an HTTP/1.1 request's empty Host
  * (*ours; an HTTP/1.0 request may have none, an absolute-form target
- * makes Host irrelevant, the last of two Host headers counts). Expect
- * lines are left out: libsoup's 417 for an unknown one is
- * tern_framing_problem's to give, or they are dropped. */
+ * makes Host irrelevant; two Host headers are refused before, by
+ * tern_framing_problem). Expect lines are left out: libsoup's 417 for an
+ * unknown one is tern_framing_problem's to give, or they are dropped. */
 static const char *target_problem(const char *head, size_t n, int *status, bool *ours) {
     g_autofree char *copy = g_strndup(head, n);
     const size_t m = tern_framing_drop_expect(copy, n);
@@ -213,6 +213,7 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
      * fuzz-framing). */
     bool hop_framing = false; /* a Connection header names the framing */
     bool hop_checked = false; /* ... or a header the server's checks read */
+    unsigned hosts = 0; /* Host header lines */
     size_t skip = 0; /* empty lines before the request line, which libsoup skips too */
     while (skip < n && (head[skip] == '\r' || head[skip] == '\n'))
         skip++;
@@ -269,6 +270,8 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
                                                   "origin"};
             for (size_t k = 0; k < sizeof checked / sizeof *checked; k++)
                 hop_checked |= lists_option(line + 11, len - 11, checked[k]);
+        } else if (len >= 5 && !g_ascii_strncasecmp(line, "Host:", 5)) {
+            hosts++;
         } else if (expect_line(line, len)) {
             /* the value as libsoup trims it; anything but 100-continue (a
              * list, another expectation) is its 417, sent with an empty
@@ -307,6 +310,11 @@ const char *tern_framing_problem(const char *head, size_t n, int *status, tern_f
         return "more than one Transfer-Encoding";
     if (f.content_lengths && f.transfer_encodings)
         return "both Content-Length and Transfer-Encoding";
+    /* RFC 9112 3.2 has a 400 for it. libsoup read the last, the
+     * DNS-rebinding check all of them joined ("127.0.0.1, 127.0.0.1" is
+     * no name it knows: 403), and a proxy in front may read the first. */
+    if (hosts > 1)
+        return "more than one Host header";
     if (hop_framing)
         return "a Connection header names Content-Length or Transfer-Encoding";
     if (hop_checked)

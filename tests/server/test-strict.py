@@ -9,7 +9,8 @@
   invalid Host; an "http" URI needs a non-empty host, RFC 9110 4.2.1); it
   was answered, and passed the DNS-rebinding check as no Host. HTTP/1.0
   may still send none, or an empty one (RFC 9112 3.3: the server's own
-  name), and an absolute-form target makes Host irrelevant.
+  name), and an absolute-form target makes Host irrelevant. More than one
+  Host is a 400 too (RFC 9112 3.2); libsoup read the last.
 - a chat message's content part of type "text" without a "text" string,
   or without a type, is a 400 that names the message and the part; it was
   taken as empty text. `content: []` is no content: refused for a user
@@ -82,6 +83,12 @@ for head, want in [
         (b"GET /v1/models HTTP/1.1\r\nHost:   \t\r\n", 400),
         (b"GET /health HTTP/1.1\r\nHost:\r\n", 400),
         (b"OPTIONS * HTTP/1.1\r\nHost:\r\n", 400),
+        # more than one Host (RFC 9112 3.2: 400), whichever libsoup would read
+        (b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: 127.0.0.1\r\n", 400),
+        (b"GET /v1/models HTTP/1.1\r\nHost: evil.example\r\nhost: 127.0.0.1\r\n", 400),
+        (b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:x\r\nHost: 127.0.0.1\r\n", 400),
+        (b"GET /v1/models HTTP/1.0\r\nHost: 127.0.0.1\r\nHOST: localhost\r\n", 400),
+        (b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Host: evil.example\r\n", 200),
         (b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n", 200),
         (b"GET /v1/models HTTP/1.0\r\nHost:\r\n", 200),
         (b"GET /v1/models HTTP/1.0\r\n", 200),
