@@ -1418,10 +1418,14 @@ group_quants (const HubRef *ref,
       else
         {
           g_autofree char *base = g_path_get_basename (order->pdata[i]);
+          GString *shown = g_string_new (NULL);
 
           if (g_str_has_suffix (base, ".gguf") || g_str_has_suffix (base, ".GGUF"))
             base[strlen (base) - 5] = '\0';
-          q->name = g_steal_pointer (&base);
+          /* the listing's name, printed by tern-cli search and shown in
+           * the Models panel: escaped as in messages */
+          append_shown (shown, base);
+          q->name = g_string_free (shown, FALSE);
           if (set->len == 1)
             q->ref = file_url (ref, commit, first->path);
         }

@@ -3812,6 +3812,32 @@ test_hub_search_garbage (void)
     for (guint i = 0; i < listing->quants->len; i++)
       g_assert_nonnull (((TernHubQuant *) listing->quants->pdata[i])->name);
   }
+  /* Names with control characters: a quantization's name is the file's
+   * where the quantization alone does not pick it, and `tern-cli search
+   * hf.co/OWNER/REPO` prints it; shown escaped, as in messages. */
+  for (const char *const *repo = (const char *const[]) { "garbage/newline", "garbage/escape",
+                                                          NULL };
+       *repo; repo++)
+    {
+      g_autoptr(TernHubRepo) listing = tern_hub_list_quants (*repo, NULL, &error);
+      gboolean escaped = FALSE;
+
+      g_assert_no_error (error);
+      for (guint i = 0; i < listing->quants->len; i++)
+        {
+          const char *name = ((TernHubQuant *) listing->quants->pdata[i])->name;
+
+          for (const char *p = name; *p; p++)
+            if ((guchar) *p < 0x20 || *p == 0x7f
+                || ((guchar) p[0] == 0xc2 && (guchar) p[1] >= 0x80 && (guchar) p[1] <= 0x9f))
+              g_error ("%s: a control character (0x%02x) in the name '%s'", *repo, (guchar) *p,
+                       name);
+          escaped |= strstr (name, "\\x0aError: all is fine\\u009b2J") != NULL
+                     || strstr (name, "b\\x1b]0;pwned\\x07\\x0d\\x09\\x7f-Q4_K_M") != NULL;
+        }
+      if (!escaped)
+        g_error ("%s: no quantization shows the name escaped", *repo);
+    }
   hub_env_clear ();
 }
 
