@@ -398,6 +398,11 @@ static void sha_stat(tn_sha256 *c, const struct stat *st) {
     sha_u64(c, (uint64_t)st->st_ctim.tv_nsec);
 }
 
+/* Where a payload of this many bytes begins in its file: at 2 MiB where
+ * it is large enough for those pages, else at the next 4 KiB (the header
+ * is never empty: a payload at 2 MiB is one this rule put there). */
+static size_t payload_align(uint64_t payload) { return payload >= 4 * HUGE_2M ? HUGE_2M : 4096; }
+
 /* Offsets as tn_weights_repack lays its storage out (checked against it
  * after a build: a plan that disagrees is never written), and the key. */
 static bool make_plan(tn_weight *const *ws, int n, const tn_gguf *g, plan *p,
@@ -475,7 +480,7 @@ static bool make_plan(tn_weight *const *ws, int n, const tn_gguf *g, plan *p,
     tn_sha256_final(&c, p->key);
     p->payload = off;
     p->header_bytes = TN_REPACK_CACHE_FIXED + 16 * (size_t)p->n + strlen(p->model) + 8;
-    const size_t align = off >= 4 * HUGE_2M ? HUGE_2M : 4096;
+    const size_t align = payload_align(off);
     p->payload_off = (p->header_bytes + align - 1) / align * align;
     return true;
 }
@@ -701,6 +706,14 @@ typedef struct repack_pass {
  * reads at memory speed what the repack just wrote. On a hit it is all
  * that is left of the load, so its weight there does not matter. */
 #define COPY_SHARE(bytes) ((bytes) / 4)
+
+/* What a new cache file's passes after its repack count in the load's
+ * progress: its checksum, and the copy of copy_out bytes out of it. The
+ * one sum for build_file's pass and for the estimates made before it
+ * (tn_repack_cache_new_file_work). */
+static uint64_t after_repack_share(uint64_t payload, uint64_t copy_out) {
+    return CHECKSUM_SHARE(payload) + COPY_SHARE(copy_out);
+}
 
 /* A new cache file's written payload goes to the disk in pieces of this
  * size during the repack, so that the fsync at its end does not wait for
@@ -1094,8 +1107,7 @@ static int build_file(tn_weight *const *ws, int n, const plan *p, const tn_gguf 
                       .buf = payload,
                       .fd = fd,
                       .buf_off = p->payload_off,
-                      .checksum_share =
-                          CHECKSUM_SHARE(p->payload) + COPY_SHARE(p->copy_out)};
+                      .checksum_share = after_repack_share(p->payload, p->copy_out)};
     if (guarded(g, NULL, "cache-write", repack_pass_run, &rp, r) != TN_OK) {
         munmap(m, (size_t)size);
         unlink(tmp);
@@ -1352,12 +1364,13 @@ static void say_small_pages(tn_repack_cache_result *r, const char *dir, const ch
  * answer for the work (small_pages) and for what the load's progress
  * expects of it (build_file's pass, a hit's estimate), so that the bar's
  * total is the work done. 0: the mapping serves as it is. */
+static uint64_t copy_out_of(bool payload_at_2m, uint64_t dense, tn_repack_pages pages) {
+    return pages == TN_REPACK_PAGES_4K && payload_at_2m && dense >= TN_WEIGHTS_HUGE_MIN ? dense
+                                                                                        : 0;
+}
+
 static uint64_t copy_out_bytes(const plan *p, tn_repack_pages pages) {
-    const uint64_t dense = plan_dense_bytes(p);
-    return pages == TN_REPACK_PAGES_4K && p->payload_off % HUGE_2M == 0 &&
-                   dense >= TN_WEIGHTS_HUGE_MIN
-               ? dense
-               : 0;
+    return copy_out_of(p->payload_off % HUGE_2M == 0, plan_dense_bytes(p), pages);
 }
 
 typedef struct copy_pass {
@@ -1459,8 +1472,33 @@ static bool pages_watched(bool dflt) {
  * another file system, maybe in 2 MiB pages (on the same one its pages
  * are as small, and X16 reads faster than rows). */
 static bool experts_left_out(const char *dir, tn_repack_pages pages, dev_t model_dev) {
+    if (pages != TN_REPACK_PAGES_4K)
+        return false;
+    /* A directory not made yet (an estimate before prepare's make_dirs)
+     * will be on its nearest existing parent's file system: asked of
+     * itself, a new directory left the experts out of the estimate, and
+     * the bar waited at 0.93 for the 16 s of their repack into the file. */
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s", dir);
     struct stat dst;
-    return pages == TN_REPACK_PAGES_4K && !(stat(dir, &dst) == 0 && dst.st_dev == model_dev);
+    while (stat(path, &dst) != 0) {
+        char *slash = strrchr(path, '/');
+        if (!slash || (slash == path && !path[1]))
+            return true;
+        slash[slash == path] = '\0'; /* "/a": "/" */
+    }
+    return dst.st_dev != model_dev;
+}
+
+/* The pages of dir as prepare will see them, before anything is read:
+ * the verdict it will read, or the one its check would give under the
+ * test hook (a real check is not made before its time: a directory never
+ * checked is UNKNOWN, as where the default's check does not apply). */
+static tn_repack_pages pages_expected(const char *dir, bool dflt) {
+    if (!pages_watched(dflt))
+        return TN_REPACK_PAGES_UNKNOWN;
+    const tn_repack_pages pages = tn_repack_cache_pages(dir);
+    return pages == TN_REPACK_PAGES_UNKNOWN ? forced_pages : pages;
 }
 
 bool tn_repack_cache_takes_experts(const tn_gguf *g) {
@@ -1468,16 +1506,32 @@ bool tn_repack_cache_takes_experts(const tn_gguf *g) {
     const bool dflt = tn_repack_cache_config(&dir) == TN_REPACK_CACHE_DEFAULT;
     bool takes = dir != NULL;
     struct stat st;
-    if (takes && pages_watched(dflt) && g && stat(tn_gguf_path(g), &st) == 0) {
-        /* The verdict prepare will read, or the one its check would give
-         * under the test hook (a real check is not made before its time). */
-        tn_repack_pages pages = tn_repack_cache_pages(dir);
-        if (pages == TN_REPACK_PAGES_UNKNOWN)
-            pages = forced_pages;
-        takes = !experts_left_out(dir, pages, st.st_dev);
-    }
+    if (takes && g && stat(tn_gguf_path(g), &st) == 0)
+        takes = !experts_left_out(dir, pages_expected(dir, dflt), st.st_dev);
     free(dir);
     return takes;
+}
+
+uint64_t tn_repack_cache_new_file_work(const tn_gguf *g, uint64_t dense, uint64_t experts) {
+    char *dir = NULL;
+    const bool dflt = tn_repack_cache_config(&dir) == TN_REPACK_CACHE_DEFAULT;
+    uint64_t work = 0;
+    struct stat st;
+    if (dir && g && dense + experts > 0 && stat(tn_gguf_path(g), &st) == 0 &&
+        !tn_repack_cache_likely(g, dir)) {
+        const tn_repack_pages pages = pages_expected(dir, dflt);
+        if (experts_left_out(dir, pages, st.st_dev))
+            experts = 0;
+        /* prepare's rule: in 4 KiB pages, dense matrices a private copy
+         * gives 2 MiB pages and no experts mean no file. */
+        if (!(pages == TN_REPACK_PAGES_4K && experts == 0 && dense >= TN_WEIGHTS_HUGE_MIN)) {
+            const uint64_t payload = dense + experts;
+            work = after_repack_share(
+                payload, copy_out_of(payload_align(payload) == HUGE_2M, dense, pages));
+        }
+    }
+    free(dir);
+    return work;
 }
 
 int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const tn_gguf *g,

@@ -87,6 +87,18 @@ bool tn_repack_cache_likely(const tn_gguf *g, const char *dir);
  * directory not checked yet counts them in (its check may then leave them
  * out: a step forward of the bar, that once). */
 bool tn_repack_cache_takes_experts(const tn_gguf *g);
+/* What the passes after the repack that writes a new cache file (its
+ * checksum, in 4 KiB pages the copy of the dense matrices out of it) will
+ * count in the load's progress, for a payload of dense (the matrices) and
+ * experts (a mixture's) repacked bytes; 0 where the load will write no
+ * file, as far as that is known before anything is read: the cache off, a
+ * file there that will most likely map (tn_repack_cache_likely), or 4 KiB
+ * pages with nothing to keep in a file. The experts count where
+ * tn_repack_cache_takes_experts says so. The same rule as the pass's own
+ * total (build_file), so that an estimate made with it is the work done;
+ * a directory never checked counts as 2 MiB pages (no copy; its check may
+ * add the copy's share when the repack begins). */
+uint64_t tn_repack_cache_new_file_work(const tn_gguf *g, uint64_t dense, uint64_t experts);
 void tn_repack_cache_unmap(void *map, size_t bytes);
 /* tn_repack_cache_prune that never removes `keep` (the file just made). */
 int tn_repack_cache_prune_dir(const char *dir, uint64_t max_bytes, const char *keep,
