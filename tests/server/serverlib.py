@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -136,6 +137,51 @@ class Server:
         except ValueError:
             doc = None
         return status, hdrs, doc, out
+
+
+def answer_complete(out):
+    """A whole answer is in: its Content-Length of body, or a chunked body's
+    last chunk. (The server keeps connections alive, so it need not close.)"""
+    head, sep, body = out.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    lines = head.decode("latin-1").lower().split("\r\n")
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip() == "content-length" and value.strip().isdigit():
+            return len(body) >= int(value.strip())
+        if name.strip() == "transfer-encoding" and "chunked" in value:
+            return body.endswith(b"0\r\n\r\n")
+    return False
+
+
+def raw_request(port, data, timeout=30):
+    """Sends bytes on a fresh connection, reads until the answer is complete
+    or the server closes it (or the timeout): (status or None, header text,
+    body bytes, seconds)."""
+    t0 = time.time()
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    out = b""
+    try:
+        s.sendall(data)
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            out += b
+            if answer_complete(out):
+                break
+    except OSError:  # timeout, reset, or a broken pipe while sending
+        pass
+    finally:
+        s.close()
+    head, _, body = out.partition(b"\r\n\r\n")
+    status = None
+    try:
+        status = int(head.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        pass
+    return status, head.decode("latin-1"), body, time.time() - t0
 
 
 def sse_events(raw):

@@ -18,7 +18,6 @@
 
 import json
 import os
-import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -34,29 +33,9 @@ AUTH = {"Authorization": "Bearer " + KEY}
 
 
 def raw(head, timeout=5):
-    """The status of the answer to one raw request head (no body), or None."""
-    sk = socket.create_connection(("127.0.0.1", srv.port), timeout=timeout)
-    sk.sendall(head)
-    buf = b""
-    try:
-        while b"\r\n\r\n" not in buf:
-            b = sk.recv(65536)
-            if not b:
-                break
-            buf += b
-        # the body, for the message (Content-Length; errors are small)
-        sk.settimeout(0.5)
-        while True:
-            b = sk.recv(65536)
-            if not b:
-                break
-            buf += b
-    except OSError:
-        pass
-    sk.close()
-    line = buf.split(b"\r\n", 1)[0].split()
-    return (int(line[1]) if len(line) > 1 and line[1].isdigit() else None,
-            buf.partition(b"\r\n\r\n")[2])
+    """The status of the answer to one raw request head (no body), and its body."""
+    status, _, body, _ = serverlib.raw_request(srv.port, head, timeout)
+    return status, body
 
 
 # ------------------------------------------------------------ the API key
