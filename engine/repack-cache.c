@@ -1490,6 +1490,13 @@ static bool experts_left_out(const char *dir, tn_repack_pages pages, dev_t model
     return dst.st_dev != model_dev;
 }
 
+/* In 4 KiB pages, with no experts to keep in it, a cache file would hold
+ * only dense matrices that a private copy gets in 2 MiB pages: no file is
+ * written. The one rule for prepare and for the estimate made before it. */
+static bool no_file_in_small_pages(tn_repack_pages pages, bool experts_in_file, uint64_t dense) {
+    return pages == TN_REPACK_PAGES_4K && !experts_in_file && dense >= TN_WEIGHTS_HUGE_MIN;
+}
+
 /* The pages of dir as prepare will see them, before anything is read:
  * the verdict it will read, or the one its check would give under the
  * test hook (a real check is not made before its time: a directory never
@@ -1522,9 +1529,7 @@ uint64_t tn_repack_cache_new_file_work(const tn_gguf *g, uint64_t dense, uint64_
         const tn_repack_pages pages = pages_expected(dir, dflt);
         if (experts_left_out(dir, pages, st.st_dev))
             experts = 0;
-        /* prepare's rule: in 4 KiB pages, dense matrices a private copy
-         * gives 2 MiB pages and no experts mean no file. */
-        if (!(pages == TN_REPACK_PAGES_4K && experts == 0 && dense >= TN_WEIGHTS_HUGE_MIN)) {
+        if (!no_file_in_small_pages(pages, experts > 0, dense)) {
             const uint64_t payload = dense + experts;
             work = after_repack_share(
                 payload, copy_out_of(payload_align(payload) == HUGE_2M, dense, pages));
@@ -1596,7 +1601,7 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
         if (fresh && !dense_out)
             say_small_pages(res, dir, "the experts are read from the model file");
     }
-    if (pages == TN_REPACK_PAGES_4K && n_use == p.file_only && dense_out) {
+    if (no_file_in_small_pages(pages, n_use > p.file_only, plan_dense_bytes(&p))) {
         /* Nothing this load would read from a cache file: no file is
          * written, the weights are repacked as with the cache off. */
         rc = build(ws, n, &p, g, dir, res, false);
