@@ -341,11 +341,15 @@ enum { PNG_MAX_KEPT_CHUNK = 64 * 1024 }; /* of a chunk other than IDAT */
  * that is thrown away (memory stays bounded), with GIO's zlib decompressor,
  * which checks the stream to its end and its Adler-32: it must end cleanly
  * by IEND, having inflated exactly the bytes the IHDR implies (a filter
- * byte and the packed pixels of each row of each pass). That inflates the
+ * byte and the packed pixels of each row of each pass), or inflate more
+ * than those: libpng warns of the excess and ignores it, so GdkPixbuf and
+ * other viewers show the picture, as Tern does a non-interlaced PNG's
+ * (whose excess the loader ignores alike); inflating stops at the first
+ * byte past the rows, so a bomb is not inflated on. That inflates the
  * data twice: about 0.02 s more for a 4096 x 4096 RGBA PNG (0.29 -> 0.31 s
  * in all; docs/VISION.md). A non-interlaced PNG is not inflated twice: its
  * rows arrive in order, and the loader's count of them tells. */
-enum { PNG_Z_RUNNING, PNG_Z_END, PNG_Z_ERROR, PNG_Z_MORE };
+enum { PNG_Z_RUNNING, PNG_Z_END, PNG_Z_ERROR, PNG_Z_EXCESS };
 enum { PNG_ZOUT = 64 * 1024 }; /* the scratch buffer */
 
 typedef struct {
@@ -422,7 +426,9 @@ static void png_inflate(png_walk *w, const guint8 *in, gsize n) {
     while (w->zstate == PNG_Z_RUNNING && (n || full)) {
         gsize got = 0, made = 0;
         GError *err = NULL;
-        const GConverterResult r = g_converter_convert(w->z, in, n, w->zout, PNG_ZOUT,
+        /* One byte past the rows at most: that byte tells the excess. */
+        const gsize room = (gsize)MIN((guint64)PNG_ZOUT, w->expected - w->inflated + 1);
+        const GConverterResult r = g_converter_convert(w->z, in, n, w->zout, room,
                                                        G_CONVERTER_NO_FLAGS, &got, &made, &err);
         in += got;
         n -= got;
@@ -435,17 +441,18 @@ static void png_inflate(png_walk *w, const guint8 *in, gsize n) {
             break;
         }
         if (w->inflated > w->expected)
-            w->zstate = PNG_Z_MORE; /* stops here: a bomb is not inflated on */
+            w->zstate = PNG_Z_EXCESS; /* the rows are whole; libpng ignores the rest */
         else if (r == G_CONVERTER_FINISHED)
             w->zstate = PNG_Z_END; /* IDAT bytes after it are ignored (libpng warns) */
-        full = made == PNG_ZOUT;
+        full = made == room;
     }
 }
 
 /* For an interlaced PNG whose chunks all arrived: its image data inflated
- * whole, to the end of the stream. */
+ * whole, to the end of the stream or past its rows. */
 static gboolean png_inflated_whole(const png_walk *w) {
-    return !w->check_z || (w->zstate == PNG_Z_END && w->inflated == w->expected);
+    return !w->check_z || w->zstate == PNG_Z_EXCESS ||
+           (w->zstate == PNG_Z_END && w->inflated == w->expected);
 }
 
 /* The chunk header in w->head is complete: keep, drop or refuse it. */
@@ -552,11 +559,6 @@ static void set_png_z_bad(GError **error, const char *name, const png_walk *w) {
                     _("%s: damaged PNG (its compressed image data is corrupt: it fails to "
                       "inflate, or fails its checksum)"),
                     name);
-    else if (w->zstate == PNG_Z_MORE)
-        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
-                    _("%s: damaged PNG (its compressed image data is corrupt: it holds more "
-                      "than the %llu bytes of its interlaced rows)"),
-                    name, want);
     else
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
                     _("%s: damaged PNG (its compressed image data is corrupt: it ends after "
@@ -902,7 +904,7 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
             refused = TRUE;
             break;
         }
-        if ((png.zstate == PNG_Z_ERROR || png.zstate == PNG_Z_MORE) && !p.too_large) {
+        if (png.zstate == PNG_Z_ERROR && !p.too_large) {
             set_png_z_bad(error, name, &png);
             ok = FALSE;
             refused = TRUE;

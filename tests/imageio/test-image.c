@@ -824,17 +824,20 @@ static void bad_input(void) {
          * goes bad after the second pass: libpng takes a broken deflate
          * stream or Adler-32 for a warning and stops, and gdk-pixbuf has
          * reported every row from the first pass on, so the rows of the
-         * later passes were never written; or it inflates to more than
-         * the passes hold (libpng warns and ignores the rest: refused here,
-         * a bomb is not inflated on). All but the stream that never ends
-         * (which libpng refuses at IEND) were accepted. */
-        for (int k = 0; k < 5; k++) {
+         * later passes were never written. All but the stream that never
+         * ends (which libpng refuses at IEND) were accepted. Then (4, 5)
+         * whole rows followed by more data, 64 KiB of zeros or a single
+         * byte: libpng warns and ignores the rest, and GdkPixbuf shows the
+         * picture; so does Tern (it refused them as damaged), the same
+         * pixels as without the excess, as for a non-interlaced PNG. */
+        for (int k = 0; k < 6; k++) {
             GByteArray *zb = g_byte_array_new();
-            if (k == 4) { /* more than the passes hold: 64 KiB of zeros after them */
-                GByteArray *more = g_byte_array_sized_new(raw->len + 65536);
+            if (k >= 4) {
+                const guint extra = k == 4 ? 65536 : 1;
+                GByteArray *more = g_byte_array_sized_new(raw->len + extra);
                 g_byte_array_append(more, raw->data, raw->len);
-                g_byte_array_set_size(more, raw->len + 65536);
-                memset(more->data + raw->len, 0, 65536);
+                g_byte_array_set_size(more, raw->len + extra);
+                memset(more->data + raw->len, 0, extra);
                 uLongf n = compressBound(more->len);
                 g_byte_array_set_size(zb, (guint)n);
                 CHECK(compress2(zb->data, &n, more->data, more->len, 9) == Z_OK);
@@ -870,8 +873,46 @@ static void bad_input(void) {
             chunk(bad, "IDAT", zb->data, zb->len);
             chunk(bad, "IEND", NULL, 0);
             static const char *const labels[] = {"il-block.png", "il-short.png", "il-open.png",
-                                                 "il-adler.png", "il-more.png"};
+                                                 "il-adler.png", "il-more.png", "il-more1.png"};
             im = tern_image_load_bytes(bad->data, bad->len, labels[k], NULL, &e);
+            if (k >= 4) {
+                CHECKF(im != NULL && im->width == W && im->height == H, "%s: %s", labels[k],
+                       e ? e->message : "");
+                int wrong = 0;
+                for (int y = 0; im && im->width == W && im->height == H && y < H; y++)
+                    for (int x = 0; x < W; x++)
+                        wrong += !near3(px(im, x, y), grid[y][x][0] / 255.0f,
+                                        grid[y][x][1] / 255.0f, grid[y][x][2] / 255.0f, 1e-6f);
+                CHECKF(wrong == 0, "%s: %d of its %d pixels wrong", labels[k], wrong, W * H);
+                /* The same rows not interlaced, with the same excess. */
+                GByteArray *flat = g_byte_array_new();
+                for (int y = 0; y < H; y++) {
+                    g_byte_array_append(flat, (const guint8 *)"", 1);
+                    g_byte_array_append(flat, grid[y][0], W * 3);
+                }
+                g_byte_array_set_size(flat, flat->len + (k == 4 ? 65536 : 1));
+                memset(flat->data + (gsize)H * (1 + W * 3), 0, k == 4 ? 65536 : 1);
+                uLongf fn = compressBound(flat->len);
+                guint8 *fz = g_malloc(fn);
+                CHECK(compress2(fz, &fn, flat->data, flat->len, 9) == Z_OK);
+                guint8 flat_ihdr[13];
+                memcpy(flat_ihdr, ihdr, 13);
+                flat_ihdr[12] = 0;
+                GByteArray *fpng = g_byte_array_new();
+                g_byte_array_append(fpng, (const guint8 *)"\x89PNG\r\n\x1a\n", 8);
+                chunk(fpng, "IHDR", flat_ihdr, 13);
+                chunk(fpng, "IDAT", fz, (guint32)fn);
+                chunk(fpng, "IEND", NULL, 0);
+                same_pixels(fpng, im, k == 4 ? "flat-more.png" : "flat-more1.png");
+                g_byte_array_unref(fpng);
+                g_free(fz);
+                g_byte_array_unref(flat);
+                tern_image_free(im);
+                g_clear_error(&e);
+                g_byte_array_unref(bad);
+                g_byte_array_unref(zb);
+                continue;
+            }
             CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT) &&
                        strstr(e->message, labels[k]) &&
                        strstr(e->message, k == 2 ? "damaged"
