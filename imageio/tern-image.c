@@ -76,6 +76,8 @@ typedef struct {
     guint scans;
     guint8 sof[5];         /* a frame header's precision, height and width */
     guint32 width, height; /* from the frame header (SOFn), 0 before it */
+    guint8 sof_marker;     /* the first frame header's marker, 0 before it */
+    guint8 precision;      /* and its sample precision in bits */
     gboolean costly;       /* scans x pixels past TERN_IMAGE_MAX_JPEG_SCAN_PIXELS */
 } jpeg_walk;
 
@@ -138,6 +140,10 @@ static void jpeg_feed(jpeg_walk *j, const guint8 *b, gsize n) {
                 if (at == sizeof j->sof - 1) {
                     j->height = (guint32)j->sof[1] << 8 | j->sof[2];
                     j->width = (guint32)j->sof[3] << 8 | j->sof[4];
+                    if (!j->sof_marker) {
+                        j->sof_marker = j->marker;
+                        j->precision = j->sof[0];
+                    }
                 }
             }
             if (--j->skip == 0)
@@ -164,6 +170,18 @@ static void jpeg_feed(jpeg_walk *j, const guint8 *b, gsize n) {
             break;
         }
     }
+}
+
+/* What gdk-pixbuf's JPEG loader decodes (libjpeg's 8-bit interface): 8-bit
+ * samples in a baseline, extended, progressive or arithmetic-coded
+ * (sequential or progressive) frame. libjpeg refuses the others with
+ * "Unsupported JPEG data precision 12" or "Unsupported JPEG process: SOF
+ * type 0xc3", which read as damage; the file is whole, its kind is not read
+ * here, and the user can save it as one that is. */
+static gboolean jpeg_frame_supported(const jpeg_walk *j) {
+    const guint8 m = j->sof_marker;
+    return !m || (j->precision == 8 && (m == 0xC0 || m == 0xC1 || m == 0xC2 || m == 0xC9 ||
+                                        m == 0xCA));
 }
 
 /* Only a GIF's first frame is used, and gdk-pixbuf's GIF loader parses every
@@ -958,7 +976,21 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
     g_free(buf);
     g_free(png_out);
     if (held && ok) {
-        if (jpeg.scans > TERN_IMAGE_MAX_JPEG_SCANS) {
+        if (!jpeg_frame_supported(&jpeg)) {
+            if (jpeg.precision != 8)
+                g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
+                            _("%s: a JPEG of %u-bit samples is not supported (8-bit JPEGs "
+                              "are): save it as an 8-bit JPEG"),
+                            name, jpeg.precision);
+            else
+                g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
+                            _("%s: a lossless or hierarchical JPEG is not supported (baseline, "
+                              "progressive and arithmetic-coded JPEGs are): save it as a "
+                              "baseline JPEG"),
+                            name);
+            ok = FALSE;
+            refused = TRUE;
+        } else if (jpeg.scans > TERN_IMAGE_MAX_JPEG_SCANS) {
             g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE,
                         _("%s: a JPEG of more than %u scans (each one decodes the whole picture "
                           "again)"),

@@ -1218,6 +1218,162 @@ static void hostile_headers(void) {
     g_clear_error(&e);
 }
 
+/* A JPEG of four coloured quadrants (w x h), as gdk-pixbuf saves it, with
+ * an EXIF APP1 segment right after SOI when app1 is given. */
+static GByteArray *quadrant_jpeg(int w, int h, const guint8 *app1, gsize app1_len) {
+    GdkPixbuf *pb = gdk_pixbuf_new(GDK_COLORSPACE_RGB, FALSE, 8, w, h);
+    const int stride = gdk_pixbuf_get_rowstride(pb);
+    guint8 *p = gdk_pixbuf_get_pixels(pb);
+    static const guint8 colour[4][3] = {{255, 0, 0}, {0, 255, 0}, {0, 0, 255}, {255, 255, 255}};
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            memcpy(p + y * stride + x * 3, colour[(x >= w / 2) + 2 * (y >= h / 2)], 3);
+    gchar *jpg = NULL;
+    gsize len = 0;
+    GError *e = NULL;
+    CHECKF(gdk_pixbuf_save_to_buffer(pb, &jpg, &len, "jpeg", &e, "quality", "95", NULL), "%s",
+           e ? e->message : "");
+    g_clear_error(&e);
+    g_object_unref(pb);
+    GByteArray *out = g_byte_array_new();
+    if (jpg && len > 2) {
+        g_byte_array_append(out, (guint8 *)jpg, 2);
+        if (app1)
+            g_byte_array_append(out, app1, (guint)app1_len);
+        g_byte_array_append(out, (guint8 *)jpg + 2, (guint)(len - 2));
+    }
+    g_free(jpg);
+    return out;
+}
+
+/* Where the pixel shown at (x, y) comes from in a w x h picture stored
+ * with EXIF orientation o (the TIFF/EXIF definition of tag 0x0112). */
+static void oriented_source(int o, int w, int h, int x, int y, int *sx, int *sy) {
+    switch (o) {
+    case 2: *sx = w - 1 - x; *sy = y; break;
+    case 3: *sx = w - 1 - x; *sy = h - 1 - y; break;
+    case 4: *sx = x; *sy = h - 1 - y; break;
+    case 5: *sx = y; *sy = x; break;
+    case 6: *sx = y; *sy = h - 1 - x; break;
+    case 7: *sx = w - 1 - y; *sy = h - 1 - x; break;
+    case 8: *sx = w - 1 - y; *sy = x; break;
+    default: *sx = x; *sy = y; break;
+    }
+}
+
+/* im is upright's pixels shown as orientation o says. */
+static void check_oriented(const TernImage *im, const TernImage *upright, int o, const char *label) {
+    const int w = upright->width, h = upright->height;
+    const bool turned = o >= 5;
+    CHECKF(im->width == (turned ? h : w) && im->height == (turned ? w : h),
+           "%s: %d x %d, want %d x %d", label, im->width, im->height, turned ? h : w,
+           turned ? w : h);
+    if (im->width != (turned ? h : w) || im->height != (turned ? w : h))
+        return;
+    int wrong = 0;
+    for (int y = 0; y < im->height; y++)
+        for (int x = 0; x < im->width; x++) {
+            int sx, sy;
+            oriented_source(o, w, h, x, y, &sx, &sy);
+            wrong += memcmp(px(im, x, y), px(upright, sx, sy), 3 * sizeof(float)) != 0;
+        }
+    CHECKF(wrong == 0, "%s: %d of %d pixels not where orientation %d puts them", label, wrong,
+           im->width * im->height, o);
+}
+
+/* JPEGs as cameras and editors write them: all eight EXIF orientations
+ * against the upright decode, malformed EXIF blocks (an IFD offset past the
+ * end, an IFD chain that loops, an absurd entry count), and kinds of JPEG
+ * that gdk-pixbuf's loader does not decode (12-bit samples, lossless),
+ * which are refused as unsupported, not as damaged. */
+static void jpeg_kinds(void) {
+    enum { W = 32, H = 16 };
+    GError *e = NULL;
+    GByteArray *plain = quadrant_jpeg(W, H, NULL, 0);
+    TernImage *upright = tern_image_load_bytes(plain->data, plain->len, "upright.jpg", NULL, &e);
+    CHECKF(upright != NULL && upright->width == W && upright->height == H, "upright: %s",
+           e ? e->message : "");
+    g_clear_error(&e);
+    /* APP1: Exif, a big-endian TIFF header, IFD0 of one SHORT entry. */
+    guint8 app1[] = {
+        0xFF, 0xE1, 0x00, 34, 'E', 'x', 'i', 'f', 0, 0,
+        'M', 'M', 0, 42, 0, 0, 0, 8, /* TIFF header, IFD0 at 8 */
+        0, 1,                        /* one entry */
+        0x01, 0x12, 0, 3, 0, 0, 0, 1, /* tag 0x0112 SHORT x1 */
+        0, 1, 0, 0,                  /* value (patched) */
+        0, 0, 0, 0,                  /* next IFD */
+    };
+    for (int o = 1; o <= 8 && upright; o++) {
+        app1[29] = (guint8)o;
+        GByteArray *j = quadrant_jpeg(W, H, app1, sizeof app1);
+        char label[32];
+        g_snprintf(label, sizeof label, "orientation-%d.jpg", o);
+        TernImage *im = tern_image_load_bytes(j->data, j->len, label, NULL, &e);
+        CHECKF(im != NULL, "%s: %s", label, e ? e->message : "");
+        if (im)
+            check_oriented(im, upright, o, label);
+        tern_image_free(im);
+        g_clear_error(&e);
+        g_byte_array_unref(j);
+    }
+    /* Malformed EXIF (orientation 6 in the entry): decoded whatever the
+     * block holds, promptly, showing either the stored or the rotated
+     * picture. */
+    for (int k = 0; k < 3 && upright; k++) {
+        guint8 bad[sizeof app1];
+        memcpy(bad, app1, sizeof bad);
+        bad[29] = 6;
+        if (k == 0) /* IFD0 past the end of the block */
+            bad[16] = 0x7f, bad[17] = 0xff;
+        else if (k == 1) /* the next IFD is IFD0 again */
+            bad[33] = 8;
+        else /* 65535 entries in a block of one */
+            bad[18] = bad[19] = 0xff;
+        GByteArray *j = quadrant_jpeg(W, H, bad, sizeof bad);
+        static const char *const labels[] = {"exif-offset.jpg", "exif-loop.jpg", "exif-count.jpg"};
+        const double t0 = now_s();
+        TernImage *im = tern_image_load_bytes(j->data, j->len, labels[k], NULL, &e);
+        CHECKF(im != NULL && now_s() - t0 < 2.0, "%s: %.2f s, %s", labels[k], now_s() - t0,
+               e ? e->message : "");
+        if (im)
+            check_oriented(im, upright, im->width == W ? 1 : 6, labels[k]);
+        tern_image_free(im);
+        g_clear_error(&e);
+        g_byte_array_unref(j);
+    }
+    /* The frame header patched: 12-bit samples (as SOF0 and as SOF1, the
+     * extended process that allows them), and the lossless process SOF3. */
+    gsize sof = 0;
+    for (gsize i = 2; i + 4 < plain->len; i++)
+        if (plain->data[i] == 0xFF && plain->data[i + 1] == 0xC0) {
+            sof = i;
+            break;
+        }
+    CHECK(sof > 0);
+    for (int k = 0; k < 3 && sof; k++) {
+        GByteArray *j = g_byte_array_new();
+        g_byte_array_append(j, plain->data, plain->len);
+        if (k < 2)
+            j->data[sof + 4] = 12;
+        if (k == 1)
+            j->data[sof + 1] = 0xC1;
+        if (k == 2)
+            j->data[sof + 1] = 0xC3;
+        static const char *const labels[] = {"twelve.jpg", "twelve-sof1.jpg", "lossless.jpg"};
+        TernImage *im = tern_image_load_bytes(j->data, j->len, labels[k], NULL, &e);
+        CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED) &&
+                   strstr(e->message, labels[k]) &&
+                   strstr(e->message, k < 2 ? "12-bit" : "lossless") &&
+                   !strstr(e->message, "damaged"),
+               "%s: %s", labels[k], e ? e->message : "accepted");
+        tern_image_free(im);
+        g_clear_error(&e);
+        g_byte_array_unref(j);
+    }
+    tern_image_free(upright);
+    g_byte_array_unref(plain);
+}
+
 /* ------------------------------------------ progressive JPEG work */
 
 static void jpeg_segment(GByteArray *a, guint8 marker, const guint8 *data, guint16 len) {
@@ -1504,6 +1660,7 @@ int main(void) {
     png_chunks();
     alpha_png();
     exif_jpeg();
+    jpeg_kinds();
     webp();
     gif();
     bad_input();
