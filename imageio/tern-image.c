@@ -50,6 +50,59 @@ const char *tern_image_sniff(const void *data, gsize len) {
     return NULL;
 }
 
+/* A format Tern does not read, named by its first bytes for the refusal:
+ * "not a format Tern reads" alone leaves the owner of an iPhone's HEIC or a
+ * scanner's TIFF wondering whether the file is broken. Only named, never
+ * decoded. */
+static const char *refused_format(const guint8 *b, gsize n) {
+    static const char *const heif_brands[] = {"heic", "heix", "hevc", "hevx",
+                                              "heim", "heis", "mif1", "msf1"};
+    if (n >= 12 && !memcmp(b + 4, "ftyp", 4)) {
+        /* The major brand, then the compatible ones up to the box's end. */
+        const guint32 box = (guint32)b[0] << 24 | (guint32)b[1] << 16 | (guint32)b[2] << 8 | b[3];
+        const gsize end = MIN(n, (gsize)MAX(box, 12u));
+        gboolean heif = FALSE;
+        for (gsize at = 8; at + 4 <= end; at += at == 8 ? 8 : 4) {
+            if (!memcmp(b + at, "avif", 4) || !memcmp(b + at, "avis", 4))
+                return "AVIF";
+            for (gsize k = 0; k < G_N_ELEMENTS(heif_brands); k++)
+                heif = heif || !memcmp(b + at, heif_brands[k], 4);
+        }
+        return heif ? "HEIC" : NULL;
+    }
+    if (n >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4)))
+        return "TIFF";
+    if (n >= 18 && b[0] == 'B' && b[1] == 'M') {
+        /* The DIB header's size, to tell a bitmap from text starting "BM". */
+        const guint32 dib = (guint32)b[14] | (guint32)b[15] << 8 | (guint32)b[16] << 16 |
+                            (guint32)b[17] << 24;
+        if (dib == 12 || dib == 40 || dib == 52 || dib == 56 || dib == 64 || dib == 108 ||
+            dib == 124)
+            return "BMP";
+    }
+    if ((n >= 2 && b[0] == 0xFF && b[1] == 0x0A) ||
+        (n >= 12 && !memcmp(b, "\0\0\0\x0cJXL \r\n\x87\n", 12)))
+        return "JPEG XL";
+    if (n >= 6 && !memcmp(b, "\0\0\1\0", 4) && (b[4] || b[5]))
+        return "ICO";
+    if (n >= 4 && !memcmp(b, "8BPS", 4))
+        return "PSD";
+    if (n >= 5 && !memcmp(b, "%PDF-", 5))
+        return "PDF";
+    /* SVG: text, after a byte-order mark and blanks, that starts with an
+     * svg element, or with an XML declaration or doctype that one follows. */
+    gsize at = n >= 3 && !memcmp(b, "\xef\xbb\xbf", 3) ? 3 : 0;
+    while (at < n && g_ascii_isspace(b[at]))
+        at++;
+    if (n - at >= 4 && !memcmp(b + at, "<svg", 4))
+        return "SVG";
+    if (n - at >= 2 && b[at] == '<' && (b[at + 1] == '?' || b[at + 1] == '!'))
+        for (gsize k = at; k + 4 <= n; k++)
+            if (!memcmp(b + k, "<svg", 4))
+                return "SVG";
+    return NULL;
+}
+
 /* A JPEG decoder given a file cut short fills the missing rows with grey
  * and reports success, so completeness is checked on the byte stream: the
  * marker segments are walked (their lengths skip APP data, whose EXIF
@@ -673,14 +726,28 @@ static gssize source_read(source *src, guint8 *buf, gsize cap) {
     return (gssize)n;
 }
 
-static void set_unsupported(GError **error, const char *name, const char *format) {
+/* format: a loader's name for a format it has; kind: what the first bytes
+ * of a file no loader is made for say it is (refused_format), or NULL. */
+static void set_unsupported_kind(GError **error, const char *name, const char *format,
+                                 const char *kind) {
     if (format)
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
                     _("%s: %s images are not supported (PNG, JPEG, WebP and GIF are)"), name,
                     format);
+    else if (kind)
+        /* The sentence of an unknown file, kept whole: callers and clients
+         * match on it. */
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
+                    _("%s: not an image in a format Tern reads (PNG, JPEG, WebP or GIF); this "
+                      "one is %s"),
+                    name, kind);
     else
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
                     _("%s: not an image in a format Tern reads (PNG, JPEG, WebP or GIF)"), name);
+}
+
+static void set_unsupported(GError **error, const char *name, const char *format) {
+    set_unsupported_kind(error, name, format, NULL);
 }
 
 static void set_too_large(GError **error, const char *name, const probe *p) {
@@ -761,7 +828,8 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
     if (!loader) {
         /* Not one of ours by its magic bytes, or no loader for it here
          * (WebP without webp-pixbuf-loader). */
-        set_unsupported(error, name, sniffed && e ? sniffed : NULL);
+        set_unsupported_kind(error, name, sniffed && e ? sniffed : NULL,
+                             sniffed ? NULL : refused_format(buf, (gsize)head));
         g_clear_error(&e);
         g_free(buf);
         return NULL;

@@ -1088,6 +1088,61 @@ static void hostile_headers(void) {
         g_clear_error(&e);
     }
 
+    /* Formats people have that Tern does not read: refused by their first
+     * bytes, naming what the file is, so that it is not taken for broken.
+     * Text that merely starts like one (BM..., <!-- ...) is not named. */
+    {
+        static const guint8 bmp[] = {'B', 'M', 70, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0, 40, 0, 0, 0,
+                                     1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 24, 0};
+        static const guint8 heic[] = {0, 0, 0, 24, 'f', 't', 'y', 'p', 'h', 'e', 'i', 'c',
+                                      0, 0, 0, 0, 'm', 'i', 'f', '1', 'h', 'e', 'i', 'c'};
+        static const guint8 avif[] = {0, 0, 0, 28, 'f', 't', 'y', 'p', 'a', 'v', 'i', 'f', 0, 0,
+                                      0, 0, 'm', 'i', 'f', '1', 'm', 'i', 'a', 'f', 'a', 'v', 'i', 'f'};
+        static const guint8 mp4[] = {0, 0, 0, 20, 'f', 't', 'y', 'p', 'i', 's', 'o', 'm',
+                                     0, 0, 0, 0, 'i', 's', 'o', 'm'};
+        static const guint8 tiff_be[] = {'M', 'M', 0, 42, 0, 0, 0, 8, 0, 0};
+        static const guint8 jxl[] = {0xFF, 0x0A, 0xFA, 0x7F, 0x01, 0x90};
+        static const guint8 ico[] = {0, 0, 1, 0, 1, 0, 16, 16, 0, 0, 1, 0, 32, 0};
+        const char *xml_svg = "\xef\xbb\xbf\n<?xml version=\"1.0\"?>\n<!-- drawn -->\n"
+                              "<svg xmlns=\"http://www.w3.org/2000/svg\"/>";
+        struct {
+            const char *label;
+            const void *data;
+            gsize len;
+            const char *kind; /* NULL: not named */
+        } named[] = {
+            {"photo.heic", heic, sizeof heic, "HEIC"},
+            {"photo.avif", avif, sizeof avif, "AVIF"},
+            {"scan.tif", tiff_be, sizeof tiff_be, "TIFF"},
+            {"scan-le.tif", tiff, sizeof tiff, "TIFF"},
+            {"paint.bmp", bmp, sizeof bmp, "BMP"},
+            {"photo.jxl", jxl, sizeof jxl, "JPEG XL"},
+            {"favicon.ico", ico, sizeof ico, "ICO"},
+            {"drawing.psd", "8BPS\0\1", 6, "PSD"},
+            {"paper.pdf", "%PDF-1.7\n", 9, "PDF"},
+            {"drawing.svg", svg, strlen(svg), "SVG"},
+            {"bom.svg", xml_svg, strlen(xml_svg), "SVG"},
+            {"clip.mp4", mp4, sizeof mp4, NULL},
+            {"cars.png", "BMW and Audi, a list\n", 21, NULL},
+            {"page.png", "<!DOCTYPE html><html></html>", 29, NULL},
+        };
+        for (size_t i = 0; i < G_N_ELEMENTS(named); i++) {
+            TernImage *im =
+                tern_image_load_bytes(named[i].data, named[i].len, named[i].label, NULL, &e);
+            g_autofree char *says =
+                named[i].kind ? g_strdup_printf("this one is %s", named[i].kind) : NULL;
+            CHECKF(im == NULL &&
+                       g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED) &&
+                       strstr(e->message, named[i].label) &&
+                       strstr(e->message, "not an image in a format Tern reads") &&
+                       (says ? strstr(e->message, says) != NULL
+                             : strstr(e->message, "this one is") == NULL),
+                   "%s: %s", named[i].label, e ? e->message : "accepted");
+            tern_image_free(im);
+            g_clear_error(&e);
+        }
+    }
+
     /* A FIFO named like a picture: refused without waiting for a writer. */
     g_autofree char *fifo = tmp_path("pipe.png");
     unlink(fifo);
