@@ -1429,6 +1429,56 @@ static void jpeg_kinds(void) {
     g_byte_array_unref(plain);
 }
 
+/* JPEGs that gdk-pixbuf's saver cannot write, made with libjpeg by
+ * tests/data/image/make-jpegs.c: the quadrant picture as a progressive and
+ * an arithmetic-coded (sequential, progressive) JPEG, which hold the
+ * baseline's coefficients and so decode to its very pixels, and as Adobe
+ * CMYK and YCCK (inverted, as Photoshop writes them), which decode to the
+ * quadrants' colours, not their negatives. */
+static void jpeg_fixtures(void) {
+    const char *root = g_getenv("TERN_SOURCE_ROOT");
+    CHECKF(root != NULL, "TERN_SOURCE_ROOT is not set");
+    if (!root)
+        return;
+    GError *e = NULL;
+    g_autofree char *base_path = g_build_filename(root, "tests/data/image/baseline.jpg", NULL);
+    TernImage *base = load(base_path, NULL, &e);
+    CHECKF(base != NULL && base->width == 32 && base->height == 16, "%s: %s", base_path,
+           e ? e->message : "");
+    g_clear_error(&e);
+    static const char *const same[] = {"progressive.jpg", "arithmetic.jpg",
+                                       "arithmetic-progressive.jpg"};
+    for (size_t i = 0; i < G_N_ELEMENTS(same) && base; i++) {
+        g_autofree char *path = g_build_filename(root, "tests/data/image", same[i], NULL);
+        TernImage *im = load(path, NULL, &e);
+        CHECKF(im != NULL && im->width == base->width && im->height == base->height &&
+                   !memcmp(im->rgb, base->rgb, sizeof(float) * 3 * 32 * 16),
+               "%s: %s", same[i], e ? e->message : "not the baseline's pixels");
+        tern_image_free(im);
+        g_clear_error(&e);
+    }
+    static const char *const inked[] = {"baseline.jpg", "cmyk-adobe.jpg", "ycck-adobe.jpg"};
+    static const float colour[4][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 1, 1}};
+    for (size_t i = 0; i < G_N_ELEMENTS(inked); i++) {
+        g_autofree char *path = g_build_filename(root, "tests/data/image", inked[i], NULL);
+        TernImage *im = load(path, NULL, &e);
+        CHECKF(im != NULL && im->width == 32 && im->height == 16, "%s: %s", inked[i],
+               e ? e->message : "");
+        for (int q = 0; im && im->width == 32 && im->height == 16 && q < 4; q++) {
+            float m[3];
+            const int x0 = q % 2 ? 18 : 2, y0 = q / 2 ? 10 : 2;
+            mean_rgb(im, x0, y0, x0 + 12, y0 + 4, m);
+            CHECKF(fabsf(m[0] - colour[q][0]) < 0.05f && fabsf(m[1] - colour[q][1]) < 0.05f &&
+                       fabsf(m[2] - colour[q][2]) < 0.05f,
+                   "%s: quadrant %d is %.2f %.2f %.2f, want %.0f %.0f %.0f", inked[i], q, m[0],
+                   m[1], m[2], colour[q][0], colour[q][1], colour[q][2]);
+        }
+        tern_image_free(im);
+        g_clear_error(&e);
+    }
+    tern_image_free(base);
+}
+
 /* ------------------------------------------ progressive JPEG work */
 
 static void jpeg_segment(GByteArray *a, guint8 marker, const guint8 *data, guint16 len) {
@@ -1716,6 +1766,7 @@ int main(void) {
     alpha_png();
     exif_jpeg();
     jpeg_kinds();
+    jpeg_fixtures();
     webp();
     gif();
     bad_input();
