@@ -8,7 +8,7 @@
 #   - the same image and request answer the same, run after run and line
 #     after line (--single-turn);
 #   - bad input: a text file named .png, a header declaring 100000 x 100000
-#     pixels, an image that does not fit the context, no or two projectors,
+#     pixels, a FIFO and /dev/zero (refused at once), a HEIC (named), an image that does not fit the context, no or two projectors,
 #     --raw: exit 2 (or 1) with one line naming the problem;
 #   - a Gemma 4 projector (mkmodel --arch gemma4-vision, beside a copy of the
 #     model: same width): --image-tokens picks one of its budgets and the
@@ -124,6 +124,13 @@ check "images that cannot fit are not encoded" sh -c "! grep -q 'encoded in' '$t
 expect 2 "the images take 256 tokens; the context holds 100" run --single-turn -m "$model" \
     -s sys --image "$img" -c 100 -p hi --no-pin-cache -q
 expect 2 "No such" run -m "$model" -p hi --image "$tmp/missing.png"
+# A FIFO or a device given as the image: refused at once, never read (a
+# read would wait for a writer, or never end). A HEIC is named as such.
+mkfifo "$tmp/pipe.png"
+expect 2 "pipe.png: not a regular file" run -m "$model" -p hi --image "$tmp/pipe.png"
+expect 2 "/dev/zero: not a regular file" run -m "$model" -p hi --image /dev/zero
+printf '\000\000\000\030ftypheic\000\000\000\000mif1heic' >"$tmp/photo.heic"
+expect 2 "this one is HEIC" run -m "$model" -p hi --image "$tmp/photo.heic"
 cp "$model" "$tmp/two/gemma.gguf"
 expect 2 "mmproj" run -m "$tmp/two/gemma.gguf" -p hi --image "$img"
 cp "$tmp/model/mmproj-gemma-f32.gguf" "$tmp/two/mmproj-a.gguf"
