@@ -131,6 +131,7 @@ typedef struct {
     guint32 width, height; /* from the frame header (SOFn), 0 before it */
     guint8 sof_marker;     /* the first frame header's marker, 0 before it */
     guint8 precision;      /* and its sample precision in bits */
+    gboolean dnl;          /* a DNL marker (the height, after the first scan) */
     gboolean costly;       /* scans x pixels past TERN_IMAGE_MAX_JPEG_SCAN_PIXELS */
 } jpeg_walk;
 
@@ -215,6 +216,7 @@ static void jpeg_feed(jpeg_walk *j, const guint8 *b, gsize n) {
                 j->state = JPEG_END;
             else { /* the next segment of a progressive file (DHT, SOS...) */
                 j->marker = c;
+                j->dnl = j->dnl || c == 0xDC;
                 j->state = JPEG_LEN_HI;
             }
             break;
@@ -227,14 +229,16 @@ static void jpeg_feed(jpeg_walk *j, const guint8 *b, gsize n) {
 
 /* What gdk-pixbuf's JPEG loader decodes (libjpeg's 8-bit interface): 8-bit
  * samples in a baseline, extended, progressive or arithmetic-coded
- * (sequential or progressive) frame. libjpeg refuses the others with
- * "Unsupported JPEG data precision 12" or "Unsupported JPEG process: SOF
- * type 0xc3", which read as damage; the file is whole, its kind is not read
- * here, and the user can save it as one that is. */
+ * (sequential or progressive) frame, whose height the frame header gives.
+ * libjpeg refuses the others with "Unsupported JPEG data precision 12",
+ * "Unsupported JPEG process: SOF type 0xc3" or "Empty JPEG image (DNL not
+ * supported)", which read as damage; the file is whole, its kind is not
+ * read here, and the user can save it as one that is. (A height of 0 with
+ * no DNL marker is damage: left to the loader's "damaged".) */
 static gboolean jpeg_frame_supported(const jpeg_walk *j) {
     const guint8 m = j->sof_marker;
-    return !m || (j->precision == 8 && (m == 0xC0 || m == 0xC1 || m == 0xC2 || m == 0xC9 ||
-                                        m == 0xCA));
+    return !m || (j->precision == 8 && (j->height || !j->dnl) &&
+                  (m == 0xC0 || m == 0xC1 || m == 0xC2 || m == 0xC9 || m == 0xCA));
 }
 
 /* Only a GIF's first frame is used, and gdk-pixbuf's GIF loader parses every
@@ -1050,6 +1054,12 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
                             _("%s: a JPEG of %u-bit samples is not supported (8-bit JPEGs "
                               "are): save it as an 8-bit JPEG"),
                             name, jpeg.precision);
+            else if (!jpeg.height)
+                g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
+                            _("%s: a JPEG that gives its height only after its image data (a "
+                              "DNL marker) is not supported: save it again with an image "
+                              "editor"),
+                            name);
             else
                 g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
                             _("%s: a lossless or hierarchical JPEG is not supported (baseline, "

@@ -1397,7 +1397,9 @@ static void jpeg_kinds(void) {
         g_byte_array_unref(j);
     }
     /* The frame header patched: 12-bit samples (as SOF0 and as SOF1, the
-     * extended process that allows them), and the lossless process SOF3. */
+     * extended process that allows them), the lossless process SOF3, and a
+     * height of 0 (given later by a DNL marker, which libjpeg does not
+     * read). */
     gsize sof = 0;
     for (gsize i = 2; i + 4 < plain->len; i++)
         if (plain->data[i] == 0xFF && plain->data[i + 1] == 0xC0) {
@@ -1405,7 +1407,7 @@ static void jpeg_kinds(void) {
             break;
         }
     CHECK(sof > 0);
-    for (int k = 0; k < 3 && sof; k++) {
+    for (int k = 0; k < 4 && sof; k++) {
         GByteArray *j = g_byte_array_new();
         g_byte_array_append(j, plain->data, plain->len);
         if (k < 2)
@@ -1414,11 +1416,20 @@ static void jpeg_kinds(void) {
             j->data[sof + 1] = 0xC1;
         if (k == 2)
             j->data[sof + 1] = 0xC3;
-        static const char *const labels[] = {"twelve.jpg", "twelve-sof1.jpg", "lossless.jpg"};
+        if (k == 3) { /* the height moved to a DNL segment before EOI */
+            const guint8 dnl[6] = {0xFF, 0xDC, 0, 4, j->data[sof + 5], j->data[sof + 6]};
+            j->data[sof + 5] = j->data[sof + 6] = 0;
+            g_byte_array_set_size(j, j->len - 2);
+            g_byte_array_append(j, dnl, sizeof dnl);
+            g_byte_array_append(j, (const guint8 *)"\xff\xd9", 2);
+        }
+        static const char *const labels[] = {"twelve.jpg", "twelve-sof1.jpg", "lossless.jpg",
+                                             "dnl.jpg"};
+        static const char *const says[] = {"12-bit", "12-bit", "lossless", "DNL"};
         TernImage *im = tern_image_load_bytes(j->data, j->len, labels[k], NULL, &e);
         CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED) &&
                    strstr(e->message, labels[k]) &&
-                   strstr(e->message, k < 2 ? "12-bit" : "lossless") &&
+                   strstr(e->message, says[k]) &&
                    !strstr(e->message, "damaged"),
                "%s: %s", labels[k], e ? e->message : "accepted");
         tern_image_free(im);
