@@ -2,11 +2,15 @@
  * (tests/manager/http-server.py): downloads, resume, retries, verification,
  * cancel, restart, disk space, shared packages, check, import, proxy, and
  * the tern-cli commands on top. */
+#include <errno.h>
+#include <fcntl.h>
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -2605,6 +2609,19 @@ test_state_file_errors (void)
 
 /* Extra environment for the next run_cli ("NAME=VALUE", NULL-terminated). */
 static const char * const *cli_env;
+/* > 0: the next run_cli's RLIMIT_FSIZE, with SIGXFSZ ignored, so that a
+ * write past it fails (EFBIG) as one on a full disk does (ENOSPC): no
+ * tmpfs to mount, no root needed (docs/MODELS.md, "Tests"). */
+static rlim_t cli_file_size_limit;
+
+static void
+limit_file_size (gpointer data)
+{
+  struct rlimit limit = { *(rlim_t *) data, *(rlim_t *) data };
+
+  signal (SIGXFSZ, SIG_IGN);
+  setrlimit (RLIMIT_FSIZE, &limit);
+}
 
 static GSubprocess *
 spawn_cli_v (const char *xdg,
@@ -2632,6 +2649,8 @@ spawn_cli_v (const char *xdg,
 
       g_subprocess_launcher_setenv (launcher, kv[0], kv[1], TRUE);
     }
+  if (cli_file_size_limit > 0)
+    g_subprocess_launcher_set_child_setup (launcher, limit_file_size, &cli_file_size_limit, NULL);
   if (catalog)
     g_subprocess_launcher_setenv (launcher, "TERN_CATALOG", catalog, TRUE);
   else
@@ -2946,6 +2965,246 @@ test_cli (void)
  * the first download and then share it, without a request of its own. */
 /* run -m TAG: a tag that speculates by default gets --spec KIND:PATH for
  * its draft (said on stderr); --spec given by the user wins. */
+/* A write that fails in the middle of a pull (a full disk: here a file
+ * size limit, which fails the same write() with EFBIG): the pull stops at
+ * once with the file and the reason, without asking the server again; the
+ * partial stays for the resume and the model installed before stays
+ * installed. Then installed.json's own write fails (check marks a file
+ * broken): the old file stays whole and no temporary file is left. */
+static void
+test_cli_write_fails (void)
+{
+  g_autofree char *xdg = g_build_filename (tmp_root, "cli-write-fails", NULL);
+  g_autofree char *root = g_build_filename (xdg, "tern", "models", NULL);
+  g_autofree char *state = g_build_filename (root, "installed.json", NULL);
+  g_autofree char *catalog_path = g_build_filename (tmp_root, "cli-write-fails.json", NULL);
+  g_autofree char *pa = package_json ("pkg-a", "ok", "a.bin", TRUE);
+  g_autofree char *pc = package_json ("pkg-c", "ok", "c.bin", TRUE);
+  g_autofree char *ta = tag_json ("t:a", "pkg-a", NULL, FALSE);
+  g_autofree char *tc = tag_json ("t:c", "pkg-c", NULL, FALSE);
+  g_autofree char *json = g_strdup_printf ("{\"schema\": 1, \"packages\": {%s, %s}, \"families\": [{\"id\": \"t\", "
+                                           "\"label\": \"Test\", \"tags\": [%s, %s]}]}", pa, pc, ta, tc);
+  g_autofree char *path_a = g_build_filename (root, "packages", "pkg-a", "a.bin", NULL);
+  g_autofree char *path_c = g_build_filename (root, "packages", "pkg-c", "c.bin", NULL);
+  g_autofree char *partial_c = g_strconcat (path_c, TERN_PARTIAL_SUFFIX, NULL);
+  g_autofree char *before = NULL;
+  g_autofree char *after = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  g_autoptr(GDir) dir = NULL;
+  const char *name;
+  char *out = NULL, *err = NULL;
+  GStatBuf st;
+  int status;
+
+  g_assert_true (g_file_set_contents (catalog_path, json, -1, NULL));
+  status = run_cli (xdg, catalog_path, &out, &err, "pull", "t:a", NULL);
+  if (status != 0)
+    g_error ("pull: %s", err);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  g_assert_true (g_file_get_contents (state, &before, NULL, NULL));
+
+  server_reset ();
+  cli_file_size_limit = FILE_C_SIZE / 2;
+  status = run_cli (xdg, catalog_path, &out, &err, "pull", "t:c", NULL);
+  cli_file_size_limit = 0;
+  g_assert_cmpint (status, ==, 2);
+  if (strstr (err, partial_c) == NULL || strstr (err, g_strerror (EFBIG)) == NULL)
+    g_error ("pull past the limit: %s", err);
+  requests = server_requests ("/ok/c.bin", NULL);
+  g_assert_cmpuint (requests->len, ==, 1);
+  g_clear_pointer (&requests, g_ptr_array_unref);
+  g_assert_cmpint (g_stat (partial_c, &st), ==, 0);
+  g_assert_cmpint (st.st_size, ==, FILE_C_SIZE / 2);
+  g_assert_true (g_file_get_contents (state, &after, NULL, NULL));
+  g_assert_cmpstr (after, ==, before);
+  g_clear_pointer (&after, g_free);
+  assert_file_is (path_a, "a.bin");
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  /* Space again: the pull goes on from where the write failed. */
+  server_reset ();
+  status = run_cli (xdg, catalog_path, &out, &err, "pull", "t:c", NULL);
+  if (status != 0)
+    g_error ("pull after the limit: %s", err);
+  requests = server_requests ("/ok/c.bin", NULL);
+  g_assert_cmpuint (requests->len, ==, 1);
+  {
+    g_autofree char *range = g_strdup_printf ("bytes=%d-", FILE_C_SIZE / 2);
+
+    g_assert_cmpstr (req_string (requests, 0, "range"), ==, range);
+  }
+  assert_file_is (path_c, "c.bin");
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  /* installed.json cannot be written whole: one byte more than it has now
+   * is allowed, and the check's "broken" mark needs more. */
+  g_clear_pointer (&before, g_free);
+  g_assert_true (g_file_get_contents (state, &before, NULL, NULL));
+  flip_byte (path_a, 77);
+  cli_file_size_limit = strlen (before) + 1;
+  status = run_cli (xdg, catalog_path, &out, &err, "check", NULL);
+  cli_file_size_limit = 0;
+  g_assert_cmpint (status, ==, 2);
+  if (strstr (err, state) == NULL || strstr (err, g_strerror (EFBIG)) == NULL)
+    g_error ("check with installed.json unwritable: %s", err);
+  g_assert_true (g_file_get_contents (state, &after, NULL, NULL));
+  g_assert_cmpstr (after, ==, before);
+  g_clear_pointer (&after, g_free);
+  dir = g_dir_open (root, 0, NULL);
+  g_assert_nonnull (dir);
+  while ((name = g_dir_read_name (dir)) != NULL)
+    if (strstr (name, ".tmp") != NULL)
+      g_error ("%s left in %s", name, root);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  /* With room, the same check writes its mark. */
+  status = run_cli (xdg, catalog_path, &out, &err, "check", NULL);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_true (g_file_get_contents (state, &after, NULL, NULL));
+  g_assert_nonnull (strstr (after, "\"broken\""));
+  g_free (out);
+  g_free (err);
+}
+
+/* Bytes the process has read so far (/proc/PID/io's rchar), or -1. */
+static gint64
+process_read_bytes (GSubprocess *proc)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/%s/io", g_subprocess_get_identifier (proc));
+  g_autofree char *text = NULL;
+  const char *rchar;
+
+  if (!g_file_get_contents (path, &text, NULL, NULL) || (rchar = strstr (text, "rchar: ")) == NULL)
+    return -1;
+  return g_ascii_strtoll (rchar + 7, NULL, 10);
+}
+
+static void
+on_subprocess_exited (GObject      *source,
+                      GAsyncResult *result,
+                      gpointer      data)
+{
+  g_subprocess_wait_finish (G_SUBPROCESS (source), result, NULL);
+  *(gboolean *) data = TRUE;
+}
+
+/* Whether proc ended within `seconds`; killed if not. */
+static gboolean
+wait_or_kill (GSubprocess *proc,
+              int          seconds)
+{
+  gint64 deadline = g_get_monotonic_time () + seconds * G_USEC_PER_SEC;
+  gboolean exited = FALSE;
+
+  g_subprocess_wait_async (proc, NULL, on_subprocess_exited, &exited);
+  while (!exited && g_get_monotonic_time () < deadline)
+    if (!g_main_context_iteration (NULL, FALSE))
+      g_usleep (10000);
+  if (exited)
+    return TRUE;
+  g_subprocess_force_exit (proc);
+  while (!exited)
+    g_main_context_iteration (NULL, TRUE);
+  return FALSE;
+}
+
+/* Ctrl-C in the middle of `tern-cli check`: exit 130, the sentence, and
+ * installed.json as it was, although the check had by then read a damaged
+ * file not yet marked and an intact one marked broken. The middle is a
+ * sparse file of 1 TiB (no disk, minutes of hashing) whose reading the
+ * test sees in /proc before it sends SIGINT: the binary a user runs, held
+ * without a test hook in it. */
+static void
+test_cli_check_interrupted (void)
+{
+  g_autofree char *xdg = g_build_filename (tmp_root, "cli-check-int", NULL);
+  g_autofree char *root = g_build_filename (xdg, "tern", "models", NULL);
+  g_autofree char *state = g_build_filename (root, "installed.json", NULL);
+  g_autofree char *path_a = g_build_filename (root, "packages", "pkg-a", "a.bin", NULL);
+  g_autofree char *path_b = g_build_filename (root, "packages", "pkg-b", "b.bin", NULL);
+  g_autofree char *path_z = g_build_filename (root, "packages", "pkg-z", "z.bin", NULL);
+  const guint64 huge = G_GUINT64_CONSTANT (1) << 40;
+  g_autofree char *json = NULL;
+  g_autofree char *before = NULL;
+  g_autofree char *after = NULL;
+  g_autoptr(GSubprocess) proc = NULL;
+  g_autoptr(GError) error = NULL;
+  char *out = NULL, *err = NULL;
+  gint64 deadline;
+  GStatBuf st;
+  int fd;
+
+  /* How the test knows the check is in the big file: without /proc's
+   * figures it could only guess. */
+  if (!g_file_test ("/proc/self/io", G_FILE_TEST_EXISTS) || !g_file_get_contents ("/proc/self/io", &json, NULL, NULL))
+    {
+      g_test_skip ("no /proc/self/io to watch the check's reading");
+      return;
+    }
+  g_clear_pointer (&json, g_free);
+
+  for (const char *p = "abz"; *p; p++)
+    {
+      g_autofree char *dir = g_strdup_printf ("%s/packages/pkg-%c", root, *p);
+
+      g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+    }
+  g_assert_true (g_file_set_contents (path_a, (const char *) fixture ("a.bin")->data, FILE_A_SIZE, NULL));
+  flip_byte (path_a, 4321);
+  g_assert_true (g_file_set_contents (path_b, (const char *) fixture ("b.bin")->data, FILE_B_SIZE, NULL));
+  fd = g_open (path_z, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpint (ftruncate (fd, (off_t) huge), ==, 0);
+  g_assert_cmpint (close (fd), ==, 0);
+  g_assert_cmpint (g_stat (path_z, &st), ==, 0);
+  if ((guint64) st.st_blocks * 512 > (1 << 20))
+    {
+      /* A file system without holes would write the terabyte. */
+      g_unlink (path_z);
+      g_test_skip ("the test folder's file system has no sparse files");
+      return;
+    }
+
+  json = g_strdup_printf (
+    "{\"schema\": 1, \"tags\": {"
+    "\"t:a\": {\"base\": \"pkg-a\"}, \"t:b\": {\"base\": \"pkg-b\"}, \"t:z\": {\"base\": \"pkg-z\"}}, "
+    "\"packages\": {"
+    "\"pkg-a\": {\"complete\": true, \"files\": [{\"name\": \"a.bin\", \"size\": %d, \"sha256\": \"%s\"}]}, "
+    "\"pkg-b\": {\"complete\": true, \"files\": [{\"name\": \"b.bin\", \"size\": %d, \"sha256\": \"%s\", "
+    "\"broken\": true}]}, "
+    "\"pkg-z\": {\"complete\": true, \"files\": [{\"name\": \"z.bin\", \"size\": %" G_GUINT64_FORMAT ", "
+    "\"sha256\": \"%064d\"}]}}, \"local\": {}}",
+    FILE_A_SIZE, fixture ("a.bin")->sha256, FILE_B_SIZE, fixture ("b.bin")->sha256, huge, 0);
+  g_assert_true (g_file_set_contents (state, json, -1, NULL));
+  g_assert_true (g_file_get_contents (state, &before, NULL, NULL));
+
+  proc = spawn_cli (xdg, NULL, "check", NULL);
+  /* a.bin and b.bin are read in full before z.bin (packages in order):
+   * 64 MiB read means the check is hashing z.bin. */
+  deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  while (process_read_bytes (proc) < (64 << 20))
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_usleep (10000);
+    }
+  g_subprocess_send_signal (proc, SIGINT);
+  g_assert_true (wait_or_kill (proc, 30));
+  g_assert_true (g_subprocess_communicate_utf8 (proc, NULL, NULL, &out, &err, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_subprocess_get_if_exited (proc));
+  g_assert_cmpint (g_subprocess_get_exit_status (proc), ==, 130);
+  g_assert_nonnull (strstr (err, "check: stopped before the end; no file was marked damaged or intact"));
+  g_assert_true (g_file_get_contents (state, &after, NULL, NULL));
+  g_assert_cmpstr (after, ==, before);
+  g_unlink (path_z);
+  g_free (out);
+  g_free (err);
+}
+
 static void
 test_cli_spec (void)
 {
@@ -4028,6 +4287,8 @@ main (int    argc,
   g_test_add_func ("/manager/store/import", test_import);
   g_test_add_func ("/manager/store/state-errors", test_state_file_errors);
   g_test_add_func ("/manager/cli", test_cli);
+  g_test_add_func ("/manager/cli/check-interrupted", test_cli_check_interrupted);
+  g_test_add_func ("/manager/cli/write-fails", test_cli_write_fails);
   g_test_add_func ("/manager/cli/spec", test_cli_spec);
   g_test_add_func ("/manager/cli/two-processes", test_cli_two_processes);
   g_test_add_func ("/manager/cli/hub", test_hub);
