@@ -566,6 +566,36 @@ transfer_check (Transfer    *t,
   return sha;
 }
 
+/* A size no one gave (the catalog's is null and the body is chunked): the
+ * disk is watched as it fills, and the download stopped while the reserve
+ * is still free, rather than at the last byte the system had. What it
+ * wrote is deleted: it cannot be resumed to a known end. */
+static gboolean
+unsized_space_left (Transfer  *t,
+                    int        fd,
+                    guint64    offset,
+                    GError   **error)
+{
+  guint64 free_bytes = free_space_of (t->downloader, t->root);
+  g_autofree char *done = NULL;
+  g_autofree char *have = NULL;
+
+  if (free_bytes >= TERN_DOWNLOADER_FREE_SPACE_RESERVE)
+    return TRUE;
+  done = tern_manager_format_size (offset);
+  have = tern_manager_format_size (free_bytes);
+  set_file_size (fd, 0, t, NULL);
+  unlink (t->partial);
+  unlink (t->meta);
+  __atomic_store_n (&t->done, 0, __ATOMIC_RELAXED);
+  g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NO_SPACE,
+               _("%s: neither the catalog nor the server gives its size, and after %s "
+                 "only %s are free in %s: stopped before the disk fills, and what "
+                 "was downloaded was deleted"),
+               t->name, done, have, t->root);
+  return FALSE;
+}
+
 static AttemptResult
 attempt (Transfer *t,
          int       fd,
@@ -789,6 +819,11 @@ attempt (Transfer *t,
       goto out;
     }
 
+  /* Also before the first byte: with less free than the bytes between two
+   * looks, the disk was filled to its last byte (ENOSPC) and the partial
+   * left there, filling it still. */
+  if (t->size == 0 && !unsized_space_left (t, fd, offset, error))
+    goto out;
   buffer = g_malloc (READ_BLOCK);
   for (;;)
     {
@@ -820,31 +855,9 @@ attempt (Transfer *t,
       if (!write_all (fd, buffer, (gsize) n, t, error))
         goto out;
       offset += (guint64) n;
-      /* A size no one gave (the catalog's is null and the body is chunked):
-       * the disk is watched as it fills, and the download stopped while the
-       * reserve is still free, rather than at the last byte the system had.
-       * What it wrote is deleted: it cannot be resumed to a known end. */
-      if (t->size == 0 && (offset - (guint64) n) / UNSIZED_SPACE_CHECK != offset / UNSIZED_SPACE_CHECK)
-        {
-          guint64 free_bytes = free_space_of (t->downloader, t->root);
-
-          if (free_bytes < TERN_DOWNLOADER_FREE_SPACE_RESERVE)
-            {
-              g_autofree char *done = tern_manager_format_size (offset);
-              g_autofree char *have = tern_manager_format_size (free_bytes);
-
-              set_file_size (fd, 0, t, NULL);
-              unlink (t->partial);
-              unlink (t->meta);
-              __atomic_store_n (&t->done, 0, __ATOMIC_RELAXED);
-              g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NO_SPACE,
-                           _("%s: neither the catalog nor the server gives its size, and after %s "
-                             "only %s are free in %s: stopped before the disk fills, and what "
-                             "was downloaded was deleted"),
-                           t->name, done, have, t->root);
-              goto out;
-            }
-        }
+      if (t->size == 0 && (offset - (guint64) n) / UNSIZED_SPACE_CHECK != offset / UNSIZED_SPACE_CHECK
+          && !unsized_space_left (t, fd, offset, error))
+        goto out;
       __atomic_store_n (&t->done, offset, __ATOMIC_RELAXED);
       __atomic_add_fetch (&t->downloader->bytes_received, (guint64) n, __ATOMIC_RELAXED);
     }

@@ -1931,6 +1931,47 @@ test_download_unsized_endless (void)
  * sums used to wrap round to a small number (and so did the free-space
  * check's sum plus the reserve with two such files), letting the pull
  * start; it is refused before a request, and the sizes stay huge. */
+static guint64
+less_than_the_reserve (const char *path,
+                       gpointer    data)
+{
+  (void) path;
+  (void) data;
+  return TERN_DOWNLOADER_FREE_SPACE_RESERVE / 2;
+}
+
+/* The same server on a disk with less free than the reserve from the start
+ * (and less than the 16 MiB between two looks): stopped before the first
+ * byte. It wrote 16 MiB first, and on a disk with less than that free ran
+ * into ENOSPC and left its partial filling the disk (seen on an 8 MiB
+ * tmpfs). */
+static void
+test_download_unsized_little_space (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *partial = NULL;
+  g_autofree char *package = NULL;
+  g_autofree char *tag = tag_json ("t:endless", "pkg-endless", NULL, FALSE);
+
+  package = g_strdup_printf ("\"pkg-endless\": {\"label\": \"E\", \"files\": [{\"name\": \"a.bin\", "
+                             "\"url\": \"%s/endless/a.bin\", \"size\": null}]}", base_url);
+  catalog = catalog_from (package, tag);
+  server_reset ();
+  tern_downloader_set_free_space_func (dl, less_than_the_reserve, NULL, NULL);
+  g_assert_false (tern_downloader_pull (dl, catalog, "t:endless", NULL, &error));
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NO_SPACE);
+  g_assert_nonnull (strstr (error->message, "stopped before the disk fills"));
+  g_assert_nonnull (strstr (error->message, root));
+  g_assert_cmpuint (tern_downloader_get_bytes_received (dl), ==, 0);
+  partial = store_file (store, "pkg-endless", "a.bin", ".partial");
+  g_assert_false (g_file_test (partial, G_FILE_TEST_EXISTS));
+  g_assert_false (tern_model_store_has_tag (store, "t:endless"));
+}
+
 static void
 test_download_huge_sizes (void)
 {
@@ -4255,6 +4296,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/ignored-range", test_download_ignored_range);
   g_test_add_func ("/manager/download/endless-restarts", test_download_endless_restarts);
   g_test_add_func ("/manager/download/unsized-endless", test_download_unsized_endless);
+  g_test_add_func ("/manager/download/unsized-little-space", test_download_unsized_little_space);
   g_test_add_func ("/manager/download/symlink-in-place", test_download_symlink_in_place);
   g_test_add_func ("/manager/download/odd-partial", test_download_odd_partial);
   g_test_add_func ("/manager/download/damaged-partial", test_download_damaged_partial);
