@@ -3111,6 +3111,98 @@ test_cli_write_fails (void)
   g_free (err);
 }
 
+/* What sits where installed.json or the catalog goes: a FIFO (opening one
+ * with no writer blocks), a link to /dev/zero (never ends), brackets 10,000
+ * deep (json-glib recurses once per level), 10 MB of one string, a cut-off
+ * file. Every command fails with the file's name, and the installed
+ * model's file and record come through it. */
+static void
+test_cli_garbage_files (void)
+{
+  g_autofree char *xdg = g_build_filename (tmp_root, "cli-garbage", NULL);
+  g_autofree char *root = g_build_filename (xdg, "tern", "models", NULL);
+  g_autofree char *state = g_build_filename (root, "installed.json", NULL);
+  g_autofree char *saved = g_build_filename (root, "installed.json.saved", NULL);
+  g_autofree char *catalog_path = g_build_filename (tmp_root, "cli-garbage.json", NULL);
+  g_autofree char *garbage = g_build_filename (tmp_root, "cli-garbage-catalog.json", NULL);
+  g_autofree char *pa = package_json ("pkg-a", "ok", "a.bin", TRUE);
+  g_autofree char *ta = tag_json ("t:a", "pkg-a", NULL, FALSE);
+  g_autofree char *json = g_strdup_printf ("{\"schema\": 1, \"packages\": {%s}, \"families\": [{\"id\": \"t\", "
+                                           "\"label\": \"Test\", \"tags\": [%s]}]}", pa, ta);
+  g_autofree char *path_a = g_build_filename (root, "packages", "pkg-a", "a.bin", NULL);
+  const char *kinds[] = { "fifo", "zero", "deep", "long", "cut" };
+  char *out = NULL, *err = NULL;
+  int status;
+
+  g_assert_true (g_file_set_contents (catalog_path, json, -1, NULL));
+  status = run_cli (xdg, catalog_path, &out, &err, "pull", "t:a", NULL);
+  if (status != 0)
+    g_error ("pull: %s", err);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  g_assert_cmpint (g_rename (state, saved), ==, 0);
+
+  for (guint k = 0; k < G_N_ELEMENTS (kinds); k++)
+    for (int which = 0; which < 2; which++)
+      {
+        const char *target = which == 0 ? state : garbage;
+        const char *catalog = which == 0 ? catalog_path : garbage;
+        const char *commands[][3] = { { "list", NULL }, { "check", NULL }, { "pull", "t:a" },
+                                      { "list", "--json" } };
+
+        if (g_str_equal (kinds[k], "fifo"))
+          g_assert_cmpint (mkfifo (target, 0644), ==, 0);
+        else if (g_str_equal (kinds[k], "zero"))
+          g_assert_cmpint (symlink ("/dev/zero", target), ==, 0);
+        else
+          {
+            GString *text = g_string_new (NULL);
+
+            if (g_str_equal (kinds[k], "deep"))
+              {
+                for (int i = 0; i < 10000; i++)
+                  g_string_append_c (text, '[');
+                for (int i = 0; i < 10000; i++)
+                  g_string_append_c (text, ']');
+              }
+            else if (g_str_equal (kinds[k], "long"))
+              {
+                g_string_append (text, "{\"schema\": 1, \"packages\": ");
+                g_string_append_c (text, '"');
+                for (int i = 0; i < 10 << 20; i++)
+                  g_string_append_c (text, 'a');
+                g_string_append (text, "\"}");
+              }
+            else
+              g_string_append (text, "{\"schema\": 1, \"packages\": {\"pkg-a\": {\"files\": [{\"name\": \"a.b");
+            g_assert_true (g_file_set_contents (target, text->str, (gssize) text->len, NULL));
+            g_string_free (text, TRUE);
+          }
+
+        for (guint c = 0; c < G_N_ELEMENTS (commands); c++)
+          {
+            /* check reads no catalog. */
+            if (which == 1 && g_str_equal (commands[c][0], "check"))
+              continue;
+            status = run_cli (xdg, catalog, &out, &err, commands[c][0], commands[c][1], NULL);
+            if (status != 2 || strstr (err, target) == NULL)
+              g_error ("%s %s with %s as %s: exit %d, %s", commands[c][0], commands[c][1] ? commands[c][1] : "",
+                       kinds[k], target, status, err);
+            g_clear_pointer (&out, g_free);
+            g_clear_pointer (&err, g_free);
+          }
+        g_assert_cmpint (g_unlink (target), ==, 0);
+        assert_file_is (path_a, "a.bin");
+      }
+
+  g_assert_cmpint (g_rename (saved, state), ==, 0);
+  status = run_cli (xdg, catalog_path, &out, &err, "check", NULL);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_nonnull (strstr (out, "1 installed model: all files intact"));
+  g_free (out);
+  g_free (err);
+}
+
 /* Bytes the process has read so far (/proc/PID/io's rchar), or -1. */
 static gint64
 process_read_bytes (GSubprocess *proc)
@@ -4331,6 +4423,7 @@ main (int    argc,
   g_test_add_func ("/manager/cli", test_cli);
   g_test_add_func ("/manager/cli/check-interrupted", test_cli_check_interrupted);
   g_test_add_func ("/manager/cli/write-fails", test_cli_write_fails);
+  g_test_add_func ("/manager/cli/garbage-files", test_cli_garbage_files);
   g_test_add_func ("/manager/cli/spec", test_cli_spec);
   g_test_add_func ("/manager/cli/two-processes", test_cli_two_processes);
   g_test_add_func ("/manager/cli/hub", test_hub);
