@@ -3338,6 +3338,70 @@ test_cli_check_interrupted (void)
   g_free (err);
 }
 
+/* Ctrl-C in the middle of `tern-cli pull`: exit 130 with the reason, the
+ * partial file kept and nothing installed, and the next pull goes on from
+ * there with Range (docs/MODELS.md, "Using it"). */
+static void
+test_cli_pull_interrupted (void)
+{
+  g_autofree char *xdg = g_build_filename (tmp_root, "cli-pull-int", NULL);
+  g_autofree char *catalog_path = g_build_filename (tmp_root, "cli-pull-int.json", NULL);
+  g_autofree char *pg = package_json ("pkg-g", "gate", "c.bin", TRUE);
+  g_autofree char *tg = tag_json ("t:g", "pkg-g", NULL, FALSE);
+  g_autofree char *json = g_strdup_printf ("{\"schema\": 1, \"packages\": {%s}, \"families\": [{\"id\": \"t\", "
+                                           "\"label\": \"Test\", \"tags\": [%s]}]}", pg, tg);
+  g_autofree char *model_path = g_build_filename (xdg, "tern", "models", "packages", "pkg-g", "c.bin", NULL);
+  g_autofree char *partial = g_strconcat (model_path, TERN_PARTIAL_SUFFIX, NULL);
+  g_autofree char *range = NULL;
+  g_autoptr(GSubprocess) proc = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  g_autoptr(GError) error = NULL;
+  char *out = NULL, *err = NULL;
+  gint64 deadline;
+  GStatBuf st;
+  int status;
+
+  server_reset ();
+  g_assert_true (g_file_set_contents (catalog_path, json, -1, NULL));
+  proc = spawn_cli (xdg, catalog_path, "pull", "t:g", NULL);
+  /* The first half is on disk and the server holds back the rest. */
+  deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  while (g_stat (partial, &st) != 0 || st.st_size < FILE_C_SIZE / 2)
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_usleep (20000);
+    }
+  g_subprocess_send_signal (proc, SIGINT);
+  g_assert_true (wait_or_kill (proc, 30));
+  g_assert_true (g_subprocess_communicate_utf8 (proc, NULL, NULL, &out, &err, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_subprocess_get_if_exited (proc));
+  g_assert_cmpint (g_subprocess_get_exit_status (proc), ==, 130);
+  g_assert_nonnull (strstr (err, "pull: "));
+  g_assert_false (g_file_test (model_path, G_FILE_TEST_EXISTS));
+  g_assert_cmpint (g_stat (partial, &st), ==, 0);
+  g_assert_cmpint (st.st_size, >=, FILE_C_SIZE / 2);
+  range = g_strdup_printf ("bytes=%" G_GUINT64_FORMAT "-", (guint64) st.st_size);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status = run_cli (xdg, catalog_path, &out, &err, "list", NULL);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_nonnull (strstr (out, "partial"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  server_get ("_open", NULL);
+  status = run_cli (xdg, catalog_path, &out, &err, "pull", "t:g", NULL);
+  if (status != 0)
+    g_error ("pull after Ctrl-C: %s", err);
+  assert_file_is (model_path, "c.bin");
+  requests = server_requests ("/gate/c.bin", NULL);
+  g_assert_cmpuint (requests->len, ==, 2);
+  g_assert_cmpstr (req_string (requests, 1, "range"), ==, range);
+  g_free (out);
+  g_free (err);
+}
+
 static void
 test_cli_spec (void)
 {
@@ -4422,6 +4486,7 @@ main (int    argc,
   g_test_add_func ("/manager/store/state-errors", test_state_file_errors);
   g_test_add_func ("/manager/cli", test_cli);
   g_test_add_func ("/manager/cli/check-interrupted", test_cli_check_interrupted);
+  g_test_add_func ("/manager/cli/pull-interrupted", test_cli_pull_interrupted);
   g_test_add_func ("/manager/cli/write-fails", test_cli_write_fails);
   g_test_add_func ("/manager/cli/garbage-files", test_cli_garbage_files);
   g_test_add_func ("/manager/cli/spec", test_cli_spec);
