@@ -685,15 +685,14 @@ typedef struct repack_pass {
     int n;
     const int *alias;
     uint8_t *buf;
-    uint64_t pending; /* the progress of the matrix being repacked */
+    uint64_t pending; /* the progress of the piece being repacked */
     /* A new cache file (build_file): its descriptor, where buf begins in
      * it, what the pass will checksum and copy out after it (counted in the
-     * progress from the start), and the payload written (from the matrices done)
-     * and sent to the disk so far. fd < 0: private memory. */
+     * progress from the start), and the payload sent to the disk so far.
+     * fd < 0: private memory. */
     int fd;
     uint64_t buf_off, checksum_share;
-    int last; /* the matrix being repacked, -1 before the first */
-    uint64_t last_size, written, sent;
+    uint64_t sent;
 } repack_pass;
 
 /* What the new file's checksum counts in the load's progress: a quarter
@@ -720,44 +719,55 @@ static uint64_t after_repack_share(uint64_t payload, uint64_t copy_out) {
  * all of it (2.6 GB: 0.85 s of a load at 0.99 before). */
 #define WRITEBACK_PIECE ((uint64_t)64 << 20)
 
-/* What matrix i counts in the load's progress: its rows, but none where
- * it shares an earlier one's (a tied LM head is not repacked twice). */
-static uint64_t repack_step_bytes(const repack_pass *rp, int i) {
+/* What `rows` rows of matrix i count in the load's progress: their bytes,
+ * but none where it shares an earlier one's (a tied LM head is not
+ * repacked twice). */
+static uint64_t repack_step_bytes(const repack_pass *rp, int i, int64_t rows) {
     const tn_weight *w = rp->ws[i];
     return rp->alias[i] == i && tn_weight_repack_size(w) > 0
-               ? (uint64_t)w->row_bytes * (uint64_t)w->rows
+               ? (uint64_t)w->row_bytes * (uint64_t)rows
                : 0;
 }
 
-/* The matrices are written one after another into buf, so once the last
- * one is done everything before its end is final: that part starts on its
- * way to the disk (asynchronously; the pages stay cached for the checksum).
- * Only whole pieces, and never the matrix being written, whose pages would
- * then wait for their writeback on the next store. */
-static void repack_writeback(repack_pass *rp) {
-    const tn_weight *w = rp->last >= 0 ? rp->ws[rp->last] : NULL;
-    if (rp->fd < 0 || !w || w->layout != TN_LAYOUT_X16 || rp->last_size == 0 ||
-        (const uint8_t *)w->data < rp->buf)
-        return;
-    rp->written = (uint64_t)((const uint8_t *)w->data - rp->buf) + rp->last_size;
-    if (rp->written - rp->sent < WRITEBACK_PIECE)
-        return;
-    /* A hint: where it fails (a file system without it) the fsync does it all. */
-    sync_file_range(rp->fd, (off64_t)(rp->buf_off + rp->sent), (off64_t)(rp->written - rp->sent),
-                    SYNC_FILE_RANGE_WRITE);
-    rp->sent = rp->written;
+/* The repack's pieces: a hundredth of the pass, as the bar moves in steps
+ * of 1 %, so that no matrix holds it (an E4B-shaped Q4_0's LM head, 377 MB
+ * whole, stood still for 0.21 s at 0.85: docs/PERFORMANCE.md), and 64 MiB
+ * at most, as the other passes' pieces. */
+#define REPACK_PIECE_MAX ((uint64_t)64 << 20)
+
+static size_t repack_piece(uint64_t pass_bytes) {
+    const uint64_t piece = pass_bytes / 100;
+    return (size_t)(piece > REPACK_PIECE_MAX ? REPACK_PIECE_MAX : piece > 0 ? piece : 1);
 }
 
-/* Each matrix is a cancel point, and counts once it is repacked: counted
- * at its start, the last and largest (the LM head) held the bar near its
- * end for the whole of its repack. */
-static void repack_step(void *user, int i) {
+/* The pieces are written one after another into buf, so the first
+ * `final` bytes of it are final when the next begins: that part starts on
+ * its way to the disk (asynchronously; the pages stay cached for the
+ * checksum). Only whole pieces of the file, and never the 2 MiB (a large
+ * folio, at most) that the next piece writes into, whose pages would then
+ * wait for their writeback on its next store. After each piece rather
+ * than each matrix: the LM head's 400 MB (E4B-shaped Q4_0), sent at once
+ * after it, held the bar for 0.16 s. */
+static void repack_writeback(repack_pass *rp, size_t final) {
+    if (rp->fd < 0)
+        return;
+    const uint64_t end = (rp->buf_off + final) / HUGE_2M * HUGE_2M;
+    if (end < rp->buf_off + rp->sent + WRITEBACK_PIECE)
+        return;
+    /* A hint: where it fails (a file system without it) the fsync does it all. */
+    sync_file_range(rp->fd, (off64_t)(rp->buf_off + rp->sent),
+                    (off64_t)(end - rp->buf_off - rp->sent), SYNC_FILE_RANGE_WRITE);
+    rp->sent = end - rp->buf_off;
+}
+
+/* Each piece is a cancel point, and counts once it is repacked: counted
+ * at its start, the last and largest matrix (the LM head) held the bar
+ * near its end for the whole of its repack. */
+static void repack_step(void *user, int i, int64_t rows, size_t final) {
     repack_pass *rp = user;
     tn_load_progress_add(rp->pending);
-    repack_writeback(rp);
-    rp->pending = repack_step_bytes(rp, i);
-    rp->last = i;
-    rp->last_size = rp->alias[i] == i ? tn_weight_repack_size(rp->ws[i]) : 0;
+    repack_writeback(rp, final);
+    rp->pending = repack_step_bytes(rp, i, rows);
     tn_load_poll();
 }
 
@@ -765,11 +775,11 @@ static void repack_pass_run(void *arg) {
     repack_pass *rp = arg;
     uint64_t bytes = 0;
     for (int i = 0; i < rp->n; i++)
-        bytes += repack_step_bytes(rp, i);
+        bytes += repack_step_bytes(rp, i, rp->ws[i]->rows);
     tn_load_progress_repack_begins(bytes + rp->checksum_share);
     rp->pending = 0;
-    rp->last = -1;
-    tn_weights_repack_into(rp->ws, rp->n, rp->alias, true, rp->buf, repack_step, rp);
+    tn_weights_repack_into(rp->ws, rp->n, rp->alias, true, rp->buf, repack_piece(bytes),
+                           repack_step, rp);
     tn_load_progress_add(rp->pending);
 }
 

@@ -308,10 +308,10 @@ static void kq_block_x16(uint32_t type, uint8_t *c, uint8_t *blk, int i, bool to
     }
 }
 
-static void kq_repack(const tn_weight *w, uint8_t *dst) {
+static void kq_repack(const tn_weight *w, uint8_t *dst, int64_t r0, int64_t r1) {
     const size_t cb = kq_chunk_bytes(w->type), bb = cb / 16;
     const int64_t nsb = w->cols / 256;
-    for (int64_t r = 0; r < w->rows; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
         uint8_t *g = dst + (size_t)(r / 16) * (size_t)nsb * cb;
         for (int64_t s = 0; s < nsb; s++)
@@ -320,28 +320,25 @@ static void kq_repack(const tn_weight *w, uint8_t *dst) {
     }
 }
 
-int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out) {
-    if (!x16_possible(w))
-        return TN_ERR_UNSUPPORTED;
-    const size_t need = (size_t)((w->rows + 15) / 16) * tn_x16_group_bytes(w->type, w->cols);
-    if (!dst || !out || size < need || ((uintptr_t)dst & 63))
-        return TN_ERR_INVALID;
-    memset(dst, 0, need);
+/* Rows [r0, r1) of w (r0 a multiple of 16, r1 one too or w->rows) into
+ * their groups of dst, the whole matrix's X16 storage: a group holds 16
+ * rows, so pieces split there write disjoint bytes, and the pieces of a
+ * matrix, in any number, write what one call over all its rows does.
+ * False: a type without an X16 layout. */
+static bool repack_rows(const tn_weight *w, uint8_t *dst, int64_t r0, int64_t r1) {
+    const size_t group = tn_x16_group_bytes(w->type, w->cols);
+    x16_fmt f = {0};
+    if (!kq_chunk_bytes(w->type) && !x16_format(w->type, &f))
+        return false;
+    memset(dst + (size_t)(r0 / 16) * group, 0, (size_t)((r1 - r0 + 15) / 16) * group);
     if (kq_chunk_bytes(w->type)) {
-        kq_repack(w, dst);
-        *out = *w;
-        out->data = dst;
-        out->layout = TN_LAYOUT_X16;
-        return TN_OK;
+        kq_repack(w, dst, r0, r1);
+        return true;
     }
-    x16_fmt f;
-    if (!x16_format(w->type, &f))
-        return TN_ERR_UNSUPPORTED;
     const size_t qb = tn_x16_quant_bytes(w->type), hdr = tn_x16_header_bytes(w->type);
     const size_t chunk = hdr + 2 * qb, qoff = 2 * (size_t)f.fields + (f.qh ? 4 : 0) + f.e8m0;
     const int64_t nblk = w->cols / 32;
-    const size_t group = tn_x16_group_bytes(w->type, w->cols);
-    for (int64_t r = 0; r < w->rows; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
         uint8_t *g = (uint8_t *)dst + (size_t)(r / 16) * group;
         const int i = (int)(r % 16);
@@ -370,6 +367,17 @@ int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out)
                 }
         }
     }
+    return true;
+}
+
+int tn_weight_repack(const tn_weight *w, void *dst, size_t size, tn_weight *out) {
+    if (!x16_possible(w))
+        return TN_ERR_UNSUPPORTED;
+    const size_t need = (size_t)((w->rows + 15) / 16) * tn_x16_group_bytes(w->type, w->cols);
+    if (!dst || !out || size < need || ((uintptr_t)dst & 63))
+        return TN_ERR_INVALID;
+    if (!repack_rows(w, dst, 0, w->rows))
+        return TN_ERR_UNSUPPORTED;
     *out = *w;
     out->data = dst;
     out->layout = TN_LAYOUT_X16;
@@ -498,28 +506,51 @@ size_t tn_weights_repack_bytes(tn_weight *const *ws, int n, const int *alias) {
     return total;
 }
 
+/* The rows of w in a piece of at most piece_bytes of them (0: all), in
+ * whole groups of 16, one group at least. */
+static int64_t piece_rows(const tn_weight *w, size_t piece_bytes) {
+    if (piece_bytes == 0 || w->row_bytes == 0)
+        return w->rows;
+    const size_t rows = piece_bytes / w->row_bytes / 16 * 16;
+    return rows < 16 ? 16 : rows >= (size_t)w->rows ? w->rows : (int64_t)rows;
+}
+
 void tn_weights_repack_into(tn_weight *const *ws, int n, const int *alias,
-                            bool release_originals, uint8_t *buf,
-                            void (*before_each)(void *user, int i), void *user) {
+                            bool release_originals, uint8_t *buf, size_t piece_bytes,
+                            void (*before_each)(void *user, int i, int64_t rows, size_t final),
+                            void *user) {
     size_t off = 0;
     for (int i = 0; i < n; i++) {
-        if (before_each)
-            before_each(user, i);
         tn_weight *w = ws[i];
-        if (alias[i] != i) {
-            /* Its first holder is repacked (or left as it was) already. */
-            if (w->layout == TN_LAYOUT_ROWS && ws[alias[i]]->layout == TN_LAYOUT_X16)
+        size_t size = alias[i] == i ? tn_weight_repack_size(w) : 0;
+        if (!size) {
+            if (before_each)
+                before_each(user, i, w->rows, off);
+            /* An alias: its first holder is repacked (or left as it was) already. */
+            if (alias[i] != i && w->layout == TN_LAYOUT_ROWS &&
+                ws[alias[i]]->layout == TN_LAYOUT_X16)
                 *w = *ws[alias[i]];
             continue;
         }
-        size_t size = tn_weight_repack_size(w);
-        if (!size)
-            continue;
         const void *orig = w->data;
         size_t orig_bytes = w->row_bytes * (size_t)w->rows;
-        tn_weight out;
-        if (tn_weight_repack(w, buf + off, size, &out) != TN_OK)
+        const int64_t step = piece_rows(w, piece_bytes);
+        const size_t group = tn_x16_group_bytes(w->type, w->cols);
+        bool ok = true;
+        for (int64_t r0 = 0; r0 < w->rows; r0 += step) {
+            const int64_t r1 = w->rows - r0 < step ? w->rows : r0 + step;
+            if (before_each)
+                before_each(user, i, r1 - r0, off + (size_t)(r0 / 16) * group);
+            /* A type without a layout fails on its first piece: the rest
+             * are still announced, so that the caller's count of rows is
+             * whole. */
+            ok = ok && repack_rows(w, buf + off, r0, r1);
+        }
+        if (!ok)
             continue;
+        tn_weight out = *w;
+        out.data = buf + off;
+        out.layout = TN_LAYOUT_X16;
         *w = out;
         if (release_originals)
             release_pages(orig, orig_bytes);
@@ -569,7 +600,7 @@ int tn_weights_repack(tn_weight *const *ws, int n, bool release_originals, void 
         free(alias);
         return TN_ERR_NOMEM;
     }
-    tn_weights_repack_into(ws, n, alias, release_originals, buf, NULL, NULL);
+    tn_weights_repack_into(ws, n, alias, release_originals, buf, 0, NULL, NULL);
     free(alias);
     *storage = buf;
     if (bytes)

@@ -108,12 +108,18 @@ size_t tn_weights_repack_bytes(tn_weight *const *ws, int n, const int *alias);
  * (engine/repack-cache.c). NULL when out of memory. */
 #define TN_WEIGHTS_HUGE_MIN ((size_t)8 << 20)
 void *tn_weights_storage_alloc(size_t total);
-/* before_each(user, i) (NULL: none) runs before matrix ws[i]: a load's
- * cancel point (tn_load_poll), which may jump out of the pass between two
- * matrices, and its progress. */
+/* A matrix is repacked in pieces of at most piece_bytes of its rows (0:
+ * whole; whole groups of 16 rows, one at least), with the same bytes as
+ * whole. before_each(user, i, rows, final) (NULL: none) runs before each
+ * piece of matrix ws[i], `rows` of its rows (all of them, once, for one
+ * that is not repacked), when the first `final` bytes of buf are written
+ * for good: a load's cancel point (tn_load_poll), which may jump out of
+ * the pass between two pieces, its progress, and the new cache file's
+ * writeback. */
 void tn_weights_repack_into(tn_weight *const *ws, int n, const int *alias,
-                            bool release_originals, uint8_t *buf,
-                            void (*before_each)(void *user, int i), void *user);
+                            bool release_originals, uint8_t *buf, size_t piece_bytes,
+                            void (*before_each)(void *user, int i, int64_t rows, size_t final),
+                            void *user);
 
 /* y[b * w->rows + r] = sum_k W[r][k] * x[b * w->cols + k] for b < n.
  * Batch-invariant as described above. May use scratch memory owned by cpu

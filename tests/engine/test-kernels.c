@@ -610,6 +610,74 @@ static void test_weights_repack(tn_cpu *cpu, const float *x) {
     free_matrix(&b);
 }
 
+typedef struct pieces_seen {
+    size_t group; /* the X16 bytes of 16 rows */
+    int calls, final_wrong;
+    int64_t rows, largest;
+} pieces_seen;
+
+static void count_piece(void *user, int i, int64_t rows, size_t final) {
+    pieces_seen *p = user;
+    (void)i;
+    /* Before each piece, the rows of those before it are written for good. */
+    if (final != (size_t)(p->rows / 16) * p->group)
+        p->final_wrong++;
+    p->calls++;
+    p->rows += rows;
+    if (rows > p->largest)
+        p->largest = rows;
+}
+
+/* A load repacks a matrix in pieces of rows (each counted in its
+ * progress): every family's bytes, in pieces of one group of 16 rows and
+ * of two (ROWS is odd: the last piece is a partial group), are the same as
+ * repacked whole, and the pieces announced cover its rows once. */
+static void test_repack_pieces(void) {
+    static const uint32_t types[] = {TN_TYPE_Q4_0, TN_TYPE_Q8_0, TN_TYPE_IQ4_NL, TN_TYPE_Q4_1,
+                                     TN_TYPE_Q5_0, TN_TYPE_Q5_1, TN_TYPE_Q4_K, TN_TYPE_Q5_K,
+                                     TN_TYPE_Q6_K, TN_TYPE_Q2_K, TN_TYPE_Q3_K, TN_TYPE_IQ4_XS,
+                                     TN_TYPE_MXFP4};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        matrix m;
+        if (!make_matrix(&m, types[t]))
+            return;
+        const size_t size = tn_weight_repack_size(&m.w);
+        if (size == 0) { /* no repack on this CPU */
+            free_matrix(&m);
+            return;
+        }
+        const size_t alloc = (size + 63) / 64 * 64;
+        uint8_t *whole = aligned_alloc(64, alloc), *cut = aligned_alloc(64, alloc);
+        tn_weight rw;
+        if (whole && cut && tn_weight_repack(&m.w, whole, size, &rw) == TN_OK) {
+            const int64_t per[2] = {16, 32};
+            for (int k = 0; k < 2; k++) {
+                tn_weight w = m.w, *list[1] = {&w};
+                const int alias[1] = {0};
+                pieces_seen seen = {.group = size / ((ROWS + 15) / 16)};
+                memset(cut, 0xa5, alloc); /* the repack must write every byte */
+                tn_weights_repack_into(list, 1, alias, false, cut,
+                                       (size_t)per[k] * m.w.row_bytes, count_piece, &seen);
+                const int want = (int)((ROWS + per[k] - 1) / per[k]);
+                CHECKF(w.layout == TN_LAYOUT_X16 && w.data == cut && !memcmp(cut, whole, size),
+                       "%s: repacked in pieces of %d rows, not the bytes of a whole repack",
+                       tn_type_name(types[t]), (int)per[k]);
+                CHECKF(seen.calls == want && seen.rows == ROWS && seen.largest == per[k] &&
+                           seen.final_wrong == 0,
+                       "%s: pieces of %d rows: %d of them (want %d), %d rows, largest %d, "
+                       "%d with the wrong bytes written before them",
+                       tn_type_name(types[t]), (int)per[k], seen.calls, want, (int)seen.rows,
+                       (int)seen.largest, seen.final_wrong);
+            }
+        } else {
+            CHECKF(0, "%s: no memory or no repack for the pieces' test", tn_type_name(types[t]));
+        }
+        free(whole);
+        free(cut);
+        free_matrix(&m);
+    }
+}
+
 /* Rows of an odd number of 32-value blocks (the X16 layout pairs blocks
  * and pads the last pair) and a row count that leaves a partial group of
  * 16: every family and layout against the scalar reference of the file's
@@ -1285,6 +1353,7 @@ int main(void) {
         weight_pattern = W_RANDOM;
         free(ones);
         test_weights_repack(pools[1], x);
+        test_repack_pieces();
         test_odd_blocks(pools[1], x);
         test_mxfp4_ggml(pools[1]);
         test_mxfp4_e8m0_exact(pools[1]);

@@ -227,7 +227,7 @@ static void damaged(const char *dir, const char *clean) {
  * the LM head (a tenth of this one-layer model's work), begins, the bar
  * is not yet near its end. Counted at their start, it said 0.99 there and
  * waited through the largest matrix (3 s of a 22 s E4B load, ASan build).
- * The questions since the repack began: one at each matrix's start, then
+ * The questions since the repack began: one at each piece's start, then
  * the load's last. */
 static void counted_when_done(const char *dir) {
     char path[512];
@@ -249,14 +249,23 @@ static void counted_when_done(const char *dir) {
     reports r = {0};
     CHECKF(load(path, &r) == TN_OK, "one-layer: the load failed");
     if (r.at_repack >= 0) { /* this CPU repacks */
-        CHECKF(r.n_q >= 3, "one-layer: %d questions during the repack", r.n_q);
-        if (r.n_q >= 3)
-            CHECKF(r.q[r.n_q - 2] < 0.95f, "one-layer: %.2f when the LM head's repack began",
-                   r.q[r.n_q - 2]);
         fprintf(stderr, "load-progress: one-layer: at the repack's questions:");
         for (int i = 0; i < r.n_q; i++)
             fprintf(stderr, " %.2f", r.q[i]);
         fprintf(stderr, "\n");
+        /* Every matrix here is a tenth of the repack or so, the LM head
+         * too: repacked in pieces, the bar moves within each, by about a
+         * report's 1 % at a time. Counted whole, it moved by a matrix at a
+         * time (an E4B-shaped Q4_0's LM head: 0.21 s without a report). The
+         * report that the pass's start may move (its estimate replaced)
+         * and the final 1 are not the repack's steps. */
+        float step = 0.0f;
+        for (int i = r.at_repack + 1; i < r.n - 1 && i < MAX_REPORTS; i++)
+            if (r.f[i] - r.f[i - 1] > step)
+                step = r.f[i] - r.f[i - 1];
+        CHECKF(step <= 0.03f, "one-layer: a step of %.3f in the repack (pieces of 1 %%)", step);
+        CHECKF(r.n_q >= 30, "one-layer: %d questions during the repack (one a piece)", r.n_q);
+        fprintf(stderr, "load-progress: one-layer: largest step in the repack %.3f\n", step);
     }
     remove(path);
 }
