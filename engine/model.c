@@ -1390,20 +1390,21 @@ static int prepare(tn_model *m, tn_error *err) {
      * repack pass says what it reads when it begins; a cache hit maps
      * instead): the matrices to repack, the experts among them where the
      * cache takes them, and the deferred NaN/Inf passes. */
-    uint64_t repack = 0, checks = 0, x16[2] = {0, 0};
-    /* The experts (last) where the cache takes them: its own answer. */
-    const int n_repacked = !tn_load_progress_armed()                ? 0
-                           : tn_repack_cache_takes_experts(m->gguf) ? n
-                                                                    : n - n_file_only;
-    for (int i = 0; i < n_repacked; i++)
+    uint64_t repack = 0, checks = 0, x16[2] = {0, 0}, rows[2] = {0, 0};
+    for (int i = 0; tn_load_progress_armed() && i < n; i++)
         /* A tied LM head's second entry is the same matrix: repacked once,
          * one place in the file (repack_step_bytes, make_plan). */
         if (tn_weight_repack_size(ws[i]) > 0 && !(m->output_tied && ws[i] == &m->tok_embd)) {
-            repack += (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->rows;
+            rows[i >= n - n_file_only] += (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->rows;
             x16[i >= n - n_file_only] += tn_weight_repack_size(ws[i]);
         }
+    /* The experts (last) where the cache takes them: its own answer, its
+     * room for them included. */
+    if (x16[1] == 0 || !tn_repack_cache_takes_experts(m->gguf, x16[0], x16[1]))
+        x16[1] = rows[1] = 0;
+    repack = rows[0] + rows[1];
     /* A new cache file's checksum (and copy out) after the repack. */
-    if (n_repacked > 0)
+    if (repack > 0)
         repack += tn_repack_cache_new_file_work(m->gguf, x16[0], x16[1]);
     for (int32_t i = 0; tn_load_progress_armed() && i < m->n_deferred_checks; i++) {
         const tn_gguf_tensor *t = m->deferred_checks[i].t;
@@ -1492,15 +1493,13 @@ static void expect_load_work(const tn_gguf *g, bool cache_likely) {
     if (!tn_load_progress_armed())
         return;
     const bool tied = !tn_gguf_find_tensor(g, "output.weight");
-    /* The cache's own answer, 4 KiB pages included: asked apart from it,
-     * an estimate counted experts it then left in the model file's rows. */
-    const bool experts_repacked = tn_repack_cache_takes_experts(g);
-    uint64_t bytes = 0, x16[2] = {0, 0}; /* repacked: the dense matrices, the experts */
+    /* repacked: the dense matrices, the experts (their rows, their X16 bytes) */
+    uint64_t bytes = 0, rows[2] = {0, 0}, x16[2] = {0, 0};
     for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
         const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
         bytes += t->nbytes;
         const bool experts = t->n_dims == 3 || (t->n_dims == 4 && t->ne[3] == 1);
-        if (cache_likely || !(t->n_dims == 2 || (experts && experts_repacked)) ||
+        if (cache_likely || !(t->n_dims == 2 || experts) ||
             (!tied && tensor_named(t, "token_embd.weight")) ||
             tensor_named(t, "per_layer_token_embd.weight"))
             continue;
@@ -1513,10 +1512,16 @@ static void expect_load_work(const tn_gguf *g, bool cache_likely) {
                              .row_bytes = tn_type_row_bytes(t->type, t->ne[0])};
         const size_t x16_size = w.row_bytes > 0 ? tn_weight_repack_size(&w) : 0;
         if (x16_size > 0) {
-            bytes += t->nbytes;
+            rows[experts] += t->nbytes;
             x16[experts] += (uint64_t)x16_size * (t->nbytes / (w.row_bytes * (uint64_t)w.rows));
         }
     }
+    /* The cache's own answer, 4 KiB pages and its room for them included:
+     * asked apart from it, an estimate counted experts it then left in the
+     * model file's rows, and the bar leapt when the repack began. */
+    if (x16[1] > 0 && !tn_repack_cache_takes_experts(g, x16[0], x16[1]))
+        rows[1] = x16[1] = 0;
+    bytes += rows[0] + rows[1];
     /* A new cache file is read back for its checksum after the repack
      * (and in 4 KiB pages its dense matrices copied out): counted from
      * here, or the bar stood still when the repack began while the work

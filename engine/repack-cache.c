@@ -1312,11 +1312,52 @@ static void room_forget(const char *cache_path) {
     unlink(path);
 }
 
+/* dir, or where it does not exist yet (an estimate before prepare's
+ * make_dirs) its nearest existing parent, whose file system it will be
+ * on, into path; false when none exists. */
+static bool existing_dir(const char *dir, char *path, size_t size) {
+    snprintf(path, size, "%s", dir);
+    struct stat st;
+    while (stat(path, &st) != 0) {
+        char *slash = strrchr(path, '/');
+        if (!slash || (slash == path && !path[1]))
+            return false;
+        slash[slash == path] = '\0'; /* "/a": "/" */
+    }
+    return true;
+}
+
+typedef enum room {
+    ROOM_YES,
+    ROOM_OVER_MAX, /* the file would be larger than TERN_REPACK_CACHE_MAX_MB */
+    ROOM_NOT_FREE, /* it would leave less than the space to keep free */
+} room;
+
+/* The rule on the room for a cache file of `need` bytes with a mixture's
+ * experts in dir, for prepare's choice (room_for_experts) and for the
+ * estimate made before it (experts_taken). *avail, *keep: what the file
+ * system has and must keep free (ROOM_NOT_FREE). */
+static room room_for(const char *dir, uint64_t need, uint64_t *avail, uint64_t *keep) {
+    if (need > max_bytes_default())
+        return ROOM_OVER_MAX;
+    char path[PATH_MAX];
+    struct statvfs sv;
+    if (!existing_dir(dir, path, sizeof path) || statvfs(path, &sv) != 0)
+        return ROOM_YES; /* cannot tell: posix_fallocate still refuses a full disk */
+    const uint64_t size = (uint64_t)sv.f_blocks * sv.f_frsize;
+    *avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    const uint64_t tenth = size / 10, four = (uint64_t)4 << 30;
+    *keep = env_mb("TERN_REPACK_CACHE_MIN_FREE_MB", tenth > four ? tenth : four);
+    return *avail >= need && *avail - need >= *keep ? ROOM_YES : ROOM_NOT_FREE;
+}
+
 static bool room_for_experts(const char *dir, const plan *p, tn_repack_cache_result *r) {
     const uint64_t need = p->payload_off + p->payload, max = max_bytes_default();
+    uint64_t avail = 0, keep = 0;
+    const room verdict = room_for(dir, need, &avail, &keep);
     char a[32], b[32], c[32];
     gib(need, a, sizeof a);
-    if (need > max) {
+    if (verdict == ROOM_OVER_MAX) {
         if (room_told(r->path, "max"))
             return false;
         gib(max, b, sizeof b);
@@ -1327,16 +1368,7 @@ static bool room_for_experts(const char *dir, const plan *p, tn_repack_cache_res
                  dir, a, b, dir);
         return false;
     }
-    struct statvfs sv;
-    if (statvfs(dir, &sv) != 0) {
-        room_forget(r->path);
-        return true; /* cannot tell: posix_fallocate still refuses a full disk */
-    }
-    const uint64_t size = (uint64_t)sv.f_blocks * sv.f_frsize;
-    const uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-    const uint64_t tenth = size / 10, four = (uint64_t)4 << 30;
-    const uint64_t keep = env_mb("TERN_REPACK_CACHE_MIN_FREE_MB", tenth > four ? tenth : four);
-    if (avail >= need && avail - need >= keep) {
+    if (verdict == ROOM_YES) {
         room_forget(r->path);
         return true;
     }
@@ -1489,14 +1521,9 @@ static bool experts_left_out(const char *dir, tn_repack_pages pages, dev_t model
      * itself, a new directory left the experts out of the estimate, and
      * the bar waited at 0.93 for the 16 s of their repack into the file. */
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s", dir);
     struct stat dst;
-    while (stat(path, &dst) != 0) {
-        char *slash = strrchr(path, '/');
-        if (!slash || (slash == path && !path[1]))
-            return true;
-        slash[slash == path] = '\0'; /* "/a": "/" */
-    }
+    if (!existing_dir(dir, path, sizeof path) || stat(path, &dst) != 0)
+        return true;
     return dst.st_dev != model_dev;
 }
 
@@ -1518,13 +1545,31 @@ static tn_repack_pages pages_expected(const char *dir, bool dflt) {
     return pages == TN_REPACK_PAGES_UNKNOWN ? forced_pages : pages;
 }
 
-bool tn_repack_cache_takes_experts(const tn_gguf *g) {
+/* Whether prepare will take the experts into a new file in dir, as far
+ * as it is known before anything is read: its pages (experts_left_out)
+ * and, in the default setting, the room for a file of dense + experts
+ * repacked bytes (its payload's offset taken as its alignment: the header
+ * is smaller). Where a file of this model is there to map, prepare asks
+ * for no room; the estimate's answer then only counts if the file fails
+ * its check and is rebuilt, when prepare asks the same. */
+static bool experts_taken(const char *dir, bool dflt, tn_repack_pages pages, dev_t model_dev,
+                          uint64_t dense, uint64_t experts) {
+    if (experts_left_out(dir, pages, model_dev))
+        return false;
+    if (!dflt || experts == 0)
+        return true;
+    const uint64_t payload = dense + experts;
+    uint64_t avail = 0, keep = 0;
+    return room_for(dir, payload_align(payload) + payload, &avail, &keep) == ROOM_YES;
+}
+
+bool tn_repack_cache_takes_experts(const tn_gguf *g, uint64_t dense, uint64_t experts) {
     char *dir = NULL;
     const bool dflt = tn_repack_cache_config(&dir) == TN_REPACK_CACHE_DEFAULT;
     bool takes = dir != NULL;
     struct stat st;
     if (takes && g && stat(tn_gguf_path(g), &st) == 0)
-        takes = !experts_left_out(dir, pages_expected(dir, dflt), st.st_dev);
+        takes = experts_taken(dir, dflt, pages_expected(dir, dflt), st.st_dev, dense, experts);
     free(dir);
     return takes;
 }
@@ -1537,7 +1582,7 @@ uint64_t tn_repack_cache_new_file_work(const tn_gguf *g, uint64_t dense, uint64_
     if (dir && g && dense + experts > 0 && stat(tn_gguf_path(g), &st) == 0 &&
         !tn_repack_cache_likely(g, dir)) {
         const tn_repack_pages pages = pages_expected(dir, dflt);
-        if (experts_left_out(dir, pages, st.st_dev))
+        if (!experts_taken(dir, dflt, pages, st.st_dev, dense, experts))
             experts = 0;
         if (!no_file_in_small_pages(pages, experts > 0, dense)) {
             const uint64_t payload = dense + experts;

@@ -81,12 +81,15 @@ bool tn_repack_cache_likely(const tn_gguf *g, const char *dir);
  * (they are repacked), as far as it is known before anything is read: a
  * cache directory is set, and not the default's 4 KiB pages (its verdict
  * in DIR/pages, or the test hook's) with the model file on another file
- * system, where they stay in the model file's rows. The one answer for the
+ * system, where they stay in the model file's rows; in the default
+ * setting, room for a new file of dense (the matrices) and experts
+ * repacked bytes (TERN_REPACK_CACHE_MAX_MB, the space kept free:
+ * docs/QUANT.md, "Experts"). The one answer for the
  * load's progress estimate (engine/model.c) and for the cache's own choice
  * (tn_repack_cache_prepare), so that the bar counts the work done; a
  * directory not checked yet counts them in (its check may then leave them
  * out: a step forward of the bar, that once). */
-bool tn_repack_cache_takes_experts(const tn_gguf *g);
+bool tn_repack_cache_takes_experts(const tn_gguf *g, uint64_t dense, uint64_t experts);
 /* What the passes after the repack that writes a new cache file (its
  * checksum, in 4 KiB pages the copy of the dense matrices out of it) will
  * count in the load's progress, for a payload of dense (the matrices) and
