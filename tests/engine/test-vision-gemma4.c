@@ -343,9 +343,12 @@ static void test_budgets(const char *path) {
     CHECK(tn_vision_encode(v, rgb, 200, 130, 64, dummy, NULL, 1, &err) == TN_ERR_INVALID);
     CHECK(tn_vision_image_tokens(v, 70, 4000, 2, &err) == TN_ERR_INVALID);
     CHECKF(strstr(err.message, "too narrow") != NULL, "%s", err.message);
+    /* 70 is the smallest budget: a smaller one is not offered as the way out */
+    CHECKF(strstr(err.message, "smaller budget") == NULL, "%s", err.message);
     /* beyond the position tables (128 patches a side) */
     CHECK(tn_vision_image_tokens(v, 1120, 3000, 900, &err) == TN_ERR_INVALID);
     CHECKF(strstr(err.message, "too narrow") != NULL, "%s", err.message);
+    CHECKF(strstr(err.message, "smaller budget") != NULL, "%s", err.message);
     /* A side over 65536 pixels is too large, not empty (the server
      * answered "image of 70000 x 900 pixels: nothing to encode"). */
     CHECK(tn_vision_image_tokens(v, 70, 70000, 900, &err) == TN_ERR_INVALID);
