@@ -285,8 +285,10 @@ action_regenerate (GSimpleAction *action,
     return;
   /* The chat's system prompt is the removed answer's, not the one before
    * it: compared with that, a change the removed answer marked would be
-   * lost, so the new answer keeps its mark. */
-  self->regenerated_prompt_changed = tern_chat_get_message (self->chat, n - 1)->prompt_changed;
+   * lost, so the new answer keeps its mark (or the one an answer that
+   * wrote nothing passed on). */
+  self->regenerated_prompt_changed = self->regenerated_prompt_changed
+                                     || tern_chat_get_message (self->chat, n - 1)->prompt_changed;
   g_clear_pointer (&self->regenerated_text, g_free);
   self->regenerated_same_reason = repeat_reason (self);
   if (self->regenerated_same_reason != NULL)

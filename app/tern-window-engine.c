@@ -112,7 +112,11 @@ _tern_window_start_generation (TernWindow *self)
 
   ensure_pinned (self);
   tern_chat_set_mode (self->chat, mode);
-  tern_chat_set_system_prompt (self->chat, system_prompt);
+  /* The chat's system prompt is the one its last answer was written from,
+   * set when one is (on_finished): an answer refused after a failed pin
+   * writes nothing from the new text. */
+  g_free (self->streaming_prompt);
+  self->streaming_prompt = g_strdup (system_prompt);
   tern_chat_set_model (self->chat, self->model_description);
 
   if (g_str_equal (mode, "chat"))
@@ -151,6 +155,7 @@ _tern_window_start_generation (TernWindow *self)
 
   answer = tern_chat_append (self->chat, "assistant", "");
   answer->prompt_changed = prompt_changed || self->regenerated_prompt_changed;
+  self->streaming_carried = self->regenerated_prompt_changed;
   self->regenerated_prompt_changed = FALSE;
   self->streaming_index = n_before;
   self->streaming_row = _tern_window_add_row (self, answer);
@@ -487,6 +492,19 @@ on_finished (TernWindow              *self,
     }
   else
     m->error = NULL;
+  /* Written from the prompt (a word, or an answer that ended of itself):
+   * the next answer compares with it. An answer that wrote nothing
+   * (refused after a failed pin, stopped before its first token) cannot
+   * show that the prompt changed: the first one written from it does. */
+  if (*m->text != '\0' || (error == NULL && !cancelled))
+    tern_chat_set_system_prompt (self->chat, self->streaming_prompt);
+  else if (m->prompt_changed)
+    {
+      m->prompt_changed = FALSE;
+      tern_message_row_set_notice (self->streaming_row, NULL);
+      self->regenerated_prompt_changed = self->streaming_carried;
+    }
+  g_clear_pointer (&self->streaming_prompt, g_free);
   tern_message_set_stats (m, stats);
   /* A message that failed before its first token (too long even alone)
    * left nothing out of an answer: moved on, the start dimmed the whole

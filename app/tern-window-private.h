@@ -89,7 +89,11 @@ struct _TernWindow {
   /* The last pin failed: the engine refuses answers until one succeeds, so
    * the next send pins again even when the text is the one pinned before. */
   gboolean pin_failed;
-  gboolean regenerated_prompt_changed; /* the answer Regenerate replaces had it */
+  /* "System prompt changed" owed to the next answer: the one Regenerate
+   * replaces had it, or an answer that wrote nothing did (on_finished). */
+  gboolean regenerated_prompt_changed;
+  gboolean streaming_carried; /* the answer streaming took it over */
+  char *streaming_prompt;     /* the system prompt it is written from */
   /* Regenerate under settings that repeat an answer (greedy, or a fixed
    * seed): the answer replaced, and why, so that the same text again is
    * explained rather than looking like a button that did nothing. */

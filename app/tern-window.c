@@ -693,6 +693,9 @@ _tern_window_show_chat (TernWindow *self,
             g_settings_set_string (self->settings, "mode", mode);
         }
     }
+  /* What was owed to the chat left is not owed to this one. */
+  if (chat != self->chat)
+    self->regenerated_prompt_changed = FALSE;
   g_set_object (&self->chat, chat);
   /* The list's highlight names the chat shown, however it was opened. */
   _tern_window_select_current_chat (self);
@@ -1814,6 +1817,11 @@ on_close_request (TernWindow *self)
           g_free (m->text);
           m->text = g_strdup (tern_message_row_get_text (self->streaming_row));
           m->cancelled = TRUE;
+          /* As on_finished: the prompt of an answer that wrote something. */
+          if (*m->text != '\0')
+            tern_chat_set_system_prompt (self->chat, self->streaming_prompt);
+          else
+            m->prompt_changed = FALSE;
         }
       _tern_window_save_chat (self);
     }
@@ -1934,6 +1942,7 @@ tern_window_finalize (GObject *object)
   g_free (self->loading_path);
   g_free (self->pin_text);
   g_free (self->regenerated_text);
+  g_free (self->streaming_prompt);
   g_free (self->last_error);
   g_free (self->server_key);
   g_clear_pointer (&self->origin, _tern_model_origin_free);

@@ -1522,6 +1522,79 @@ part_context (Fixture *f)
             m ? m->error : "(none)");
     g_string_free (big, TRUE);
   }
+
+  /* "System prompt changed" above an answer refused after a failed pin: it
+   * was written from no prompt at all, and the mark belongs above the first
+   * answer written from a prompt other than the last answer's. */
+  tern_window_dismiss_toasts (f->w);
+  {
+    TernPinEditor *pin = tern_window_get_pin_editor (f->w);
+    GString *longer = g_string_new (NULL);
+    TernChat *chat;
+    guint n;
+
+    /* Some 400 tokens: too long for 256, pinned in 1024. */
+    for (int i = 0; i < 12; i++)
+      g_string_append (longer, "Always answer as a seabird would. ");
+    g_settings_set_int (f->settings, "context-size", 256);
+    if (!load_model (f, model))
+      return;
+    activate (f->w, "new-chat", NULL);
+    set_mode (f->w, "flash");
+    chat = tern_window_get_chat (f->w);
+    tern_pin_editor_set_text (pin, "You are a test.");
+    activate (f->w, "pin", NULL);
+    CHECK (wait_for (f->w, idle_engine, 60));
+    m = send_and_wait (f->w, "A first question.");
+    CHECKF (m != NULL && m->error == NULL && !m->prompt_changed, "first: %s",
+            m ? m->error : "(none)");
+    tern_pin_editor_set_text (pin, longer->str);
+    activate (f->w, "pin", NULL);
+    CHECK (wait_for (f->w, idle_engine, 60));
+    CHECKF (g_str_has_prefix (tern_window_get_last_error (f->w), "The system prompt could not be pinned"),
+            "pin error: %s", tern_window_get_last_error (f->w));
+    m = send_and_wait (f->w, "A refused question.");
+    CHECKF (m != NULL && m->error != NULL && m->text[0] == '\0', "refused: %s",
+            m && m->error ? m->error : "(none)");
+    n = tern_chat_get_n_messages (chat);
+    CHECK (m != NULL && !m->prompt_changed);
+    CHECKF (n == 4 && tern_message_row_get_notice (TERN_MESSAGE_ROW (tern_window_get_row (f->w, 3))) == NULL,
+            "%u messages, the refused answer's notice: %s", n,
+            n == 4 ? tern_message_row_get_notice (TERN_MESSAGE_ROW (tern_window_get_row (f->w, 3))) : "");
+    spin_for (0.3);
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-pin-failed-notice.png"));
+    tern_window_dismiss_toasts (f->w);
+    /* Back to the prompt of the answer shown before: nothing changed. */
+    tern_pin_editor_set_text (pin, "You are a test.");
+    m = send_and_wait (f->w, "A question from the first prompt again.");
+    CHECKF (m != NULL && m->error == NULL && !m->prompt_changed, "back: %s, changed %d",
+            m ? m->error : "(none)", m ? m->prompt_changed : -1);
+    /* Refused again, then pinned in a larger context: the first answer
+     * written from it is the one that says so. */
+    tern_pin_editor_set_text (pin, longer->str);
+    m = send_and_wait (f->w, "Refused again.");
+    CHECK (m != NULL && m->error != NULL && !m->prompt_changed);
+    tern_window_dismiss_toasts (f->w);
+    g_settings_set_int (f->settings, "context-size", 1024);
+    if (!load_model (f, model))
+      return;
+    CHECK (tern_window_get_chat (f->w) == chat);
+    tern_pin_editor_set_text (pin, longer->str);
+    m = send_and_wait (f->w, "Answered from the longer prompt.");
+    CHECKF (m != NULL && m->error == NULL && m->prompt_changed, "pinned at last: %s, changed %d",
+            m ? m->error : "(none)", m ? m->prompt_changed : -1);
+    n = tern_chat_get_n_messages (chat);
+    CHECK (n == 10);
+    for (guint i = 0; i < n; i++)
+      {
+        GtkWidget *row = tern_window_get_row (f->w, i);
+        const char *notice = row ? tern_message_row_get_notice (TERN_MESSAGE_ROW (row)) : "no row";
+
+        CHECKF (i == 9 ? g_strcmp0 (notice, "System prompt changed") == 0 : notice == NULL,
+                "row %u: notice %s", i, notice ? notice : "(none)");
+      }
+    g_string_free (longer, TRUE);
+  }
 }
 
 /* ----------------------------------------------------------------- scroll */
