@@ -609,6 +609,10 @@ tern_message_format_stats (const TernMessage *m)
   GString *s;
   const TernStats *st = &m->stats;
 
+  /* An answer cut short by closing the window has no figures (the engine
+   * never reported them), but reopened it must not read as a whole one. */
+  if (!m->has_stats && m->cancelled)
+    return g_strdup (_("stopped"));
   /* A request that failed before its first token has no figures to show. */
   if (!m->has_stats || (m->error != NULL && st->generated_tokens == 0))
     return g_strdup ("");

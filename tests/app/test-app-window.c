@@ -1554,17 +1554,21 @@ no_windows (GtkApplication *app)
 
 static void
 test_quit_mid_generation (TernWindow *w,
-                          GtkApplication *app)
+                          GtkApplication *app,
+                          const char     *data_dir)
 {
   gint64 t0;
   double quit_ms;
   gint64 end;
+  g_autofree char *file = NULL;
 
   activate (w, "new-chat", NULL);
   tern_window_set_composer_text (w, "One more long story, please.");
   activate (w, "send", NULL);
   CHECK (wait_for (w, has_tokens, 60));
   CHECK (tern_window_is_generating (w));
+  file = g_strdup_printf ("%s/tern/chats/%s.json", data_dir,
+                          tern_chat_get_id (tern_window_get_chat (w)));
   t0 = g_get_monotonic_time ();
   g_action_group_activate_action (G_ACTION_GROUP (app), "quit", NULL);
   end = t0 + 10 * G_USEC_PER_SEC;
@@ -1575,6 +1579,24 @@ test_quit_mid_generation (TernWindow *w,
   fprintf (stderr, "quit mid-generation: windows closed and engine thread joined in %.1f ms\n",
            quit_ms);
   CHECKF (quit_ms < 3000, "quitting took %.0f ms", quit_ms);
+  /* The answer cut short by the quit, reopened: its row's figures line
+   * says it was stopped (it had none, and read as a whole answer). */
+  tern_chat_wait_saves ();
+  {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(TernChat) saved = tern_chat_load (file, &error);
+    TernMessage *m = NULL;
+    g_autofree char *figures = NULL;
+
+    CHECKF (saved != NULL && tern_chat_get_n_messages (saved) == 2, "%s: %s", file,
+            error ? error->message : "not 2 messages");
+    if (saved != NULL && tern_chat_get_n_messages (saved) == 2)
+      m = tern_chat_get_message (saved, 1);
+    CHECK (m != NULL && m->cancelled && m->text[0] != '\0');
+    figures = m != NULL ? tern_message_format_stats (m) : NULL;
+    CHECKF (figures != NULL && strstr (figures, "stopped") != NULL, "figures: \"%s\"",
+            figures ? figures : "(none)");
+  }
 }
 
 int
@@ -1644,7 +1666,7 @@ main (int   argc,
       test_export_delete (w, tmp, data_dir);
       test_dialogs (w, GTK_APPLICATION (app));
       test_images (w, tmp);
-      test_quit_mid_generation (w, GTK_APPLICATION (app));
+      test_quit_mid_generation (w, GTK_APPLICATION (app), data_dir);
     }
 
   fprintf (stderr, "test-app-window: longest stall %.2f ms\n", stall_ms);
