@@ -642,6 +642,11 @@ tern_message_format_stats (const TernMessage *m)
                             (double) st->accepted / st->verify_steps);
   if (m->cancelled)
     g_string_append_printf (s, " · %s", _("stopped"));
+  /* Ended mid-sentence by max-tokens, with nothing else to tell it from an
+   * answer that ended of itself. */
+  else if (g_strcmp0 (st->stop_reason, "limit") == 0)
+    /* Translators: "Answer Length Limit" is the setting's title in Preferences */
+    g_string_append_printf (s, " · %s", _("cut off by the Answer Length Limit"));
   return g_string_free (s, FALSE);
 }
 

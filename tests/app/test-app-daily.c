@@ -1452,6 +1452,7 @@ part_context (Fixture *f)
   {
     TernChat *chat = tern_window_get_chat (f->w);
     guint drops = 0;
+    guint cut_at_limit = 0;
     g_autofree char *want = NULL;
     g_autofree char *shown = NULL;
 
@@ -1463,10 +1464,22 @@ part_context (Fixture *f)
         m = send_and_wait (f->w, text);
         CHECKF (m != NULL && m->error == NULL, "quick turn %d: %s", turn, m ? m->error : "(none)");
         drops += tern_chat_get_context_start (chat) > before;
+        /* Cut at max-tokens (8), mid-sentence: the figures line says why
+         * (it said nothing, as under an answer that ended of itself). */
+        if (m != NULL)
+          {
+            g_autofree char *figures = tern_message_format_stats (m);
+            gboolean at_limit = g_strcmp0 (m->stats.stop_reason, "limit") == 0;
+
+            cut_at_limit += at_limit;
+            CHECKF ((strstr (figures, "cut off by the Answer Length Limit") != NULL) == at_limit,
+                    "turn %d, stop %s: %s", turn, m->stats.stop_reason, figures);
+          }
         CHECKF (context_toasts (f->w, NULL) <= 1, "turn %d: %u context toasts showing or queued",
                 turn, context_toasts (f->w, NULL));
       }
     CHECKF (drops >= 10, "%u drops in 64 turns", drops);
+    CHECKF (cut_at_limit > 0, "no answer of 64 reached the 8-token limit");
     want = g_strdup_printf ("its %u oldest messages", tern_chat_get_context_start (chat));
     CHECK (context_toasts (f->w, want) == 1);
     spin_for (0.6);
