@@ -1228,8 +1228,26 @@ part_context (Fixture *f)
           gtk_widget_get_width (GTK_WIDGET (f->w)));
   check_gauge_narrow (f);
   CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-360.png"));
-  gtk_window_set_default_size (GTK_WINDOW (f->w), 1100, 760);
-  spin_for (0.5);
+  /* A prompt being read at 360 px: its bar, under its figures, leaves the
+   * window as wide as it was (beside them it widened it to 478 px). */
+  {
+    TernStats live = { 0 };
+
+    live.phase = TERN_PHASE_PREFILL;
+    live.prefill_done = 1200;
+    live.prefill_total = 4000;
+    live.prefill_tok_s = 555;
+    tern_stats_bar_start (bar);
+    tern_stats_bar_update (bar, &live);
+    spin_for (0.5);
+    CHECKF (gtk_widget_get_width (GTK_WIDGET (f->w)) <= 361, "in Prefill the window is %d px",
+            gtk_widget_get_width (GTK_WIDGET (f->w)));
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-360-prefill.png"));
+    gtk_window_set_default_size (GTK_WINDOW (f->w), 1100, 760);
+    spin_for (0.5);
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-prefill.png"));
+    tern_stats_bar_reset (bar);
+  }
 
   /* A small context: the oldest turns go, and the window says so. */
   g_settings_set_int (f->settings, "context-size", 512);
@@ -2523,6 +2541,18 @@ part_widths (Fixture *f)
           gtk_widget_measure (GTK_WIDGET (tern_window_get_stats_bar (f->w)), GTK_ORIENTATION_HORIZONTAL,
                               -1, &min, NULL, NULL, NULL);
           CHECKF (min <= 330, "the stats bar needs %d px", min);
+          /* Prefill (and Pinning) show a progress bar: with it the bar
+           * needed some 450 px, and every answer sent at 360 px widened
+           * the window for good. */
+          tern_stats_bar_start (tern_window_get_stats_bar (f->w));
+          spin_for (0.3);
+          gtk_widget_measure (GTK_WIDGET (tern_window_get_stats_bar (f->w)), GTK_ORIENTATION_HORIZONTAL,
+                              -1, &min, NULL, NULL, NULL);
+          CHECKF (min <= 330, "the stats bar in Prefill needs %d px", min);
+          CHECKF (gtk_widget_get_width (GTK_WIDGET (f->w)) <= 361, "in Prefill the window is %d px",
+                  gtk_widget_get_width (GTK_WIDGET (f->w)));
+          CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-width-360-prefill.png"));
+          tern_stats_bar_reset (tern_window_get_stats_bar (f->w));
           check_preferences_narrow (f);
           check_connections_empty (f, 360);
           check_connections_empty (f, 800);
