@@ -292,7 +292,10 @@ action_regenerate (GSimpleAction *action,
   g_clear_pointer (&self->regenerated_text, g_free);
   self->regenerated_same_reason = repeat_reason (self);
   if (self->regenerated_same_reason != NULL)
-    self->regenerated_text = g_strdup (tern_chat_get_message (self->chat, n - 1)->text);
+    {
+      self->regenerated_text = g_strdup (tern_chat_get_message (self->chat, n - 1)->text);
+      self->regenerated_cancelled = tern_chat_get_message (self->chat, n - 1)->cancelled;
+    }
   tern_chat_truncate (self->chat, n - 1);
   _tern_window_remove_rows_from (self, n - 1);
   _tern_window_start_generation (self);

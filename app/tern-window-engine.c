@@ -535,8 +535,12 @@ on_finished (TernWindow              *self,
     _tern_window_set_error (self, m->error);
   _tern_window_update_context_gauge (self);
 
+  /* A stopped answer written again is the same answer from its start,
+   * only longer. */
   if (self->regenerated_text != NULL && error == NULL && !cancelled
-      && g_str_equal (m->text, self->regenerated_text))
+      && (g_str_equal (m->text, self->regenerated_text)
+          || (self->regenerated_cancelled && *self->regenerated_text != '\0'
+              && g_str_has_prefix (m->text, self->regenerated_text))))
     _tern_window_toast (self, self->regenerated_same_reason);
   g_clear_pointer (&self->regenerated_text, g_free);
 

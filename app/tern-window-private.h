@@ -98,6 +98,7 @@ struct _TernWindow {
    * seed): the answer replaced, and why, so that the same text again is
    * explained rather than looking like a button that did nothing. */
   char *regenerated_text;
+  gboolean regenerated_cancelled; /* it was stopped: the new one goes on past it */
   const char *regenerated_same_reason;
   char *last_error;
   guint streaming_index;   /* message index of the answer being generated */

@@ -947,6 +947,22 @@ test_stop (TernWindow *w)
   tern_window_set_composer_text (w, "Again");
   CHECK (g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
   tern_window_set_composer_text (w, "");
+
+  /* Stop, then Regenerate at temperature 0: the stopped answer comes again
+   * from its start, only longer. That is said, as for a whole answer
+   * written again (the button looked as if it had only gone on). */
+  {
+    g_autofree char *stopped = g_strdup (m->text);
+    gint64 since = g_get_monotonic_time ();
+
+    activate (w, "regenerate", NULL);
+    CHECK (wait_for (w, not_generating, 120));
+    m = last_message (w);
+    CHECKF (!m->cancelled && g_str_has_prefix (m->text, stopped) && strlen (m->text) > strlen (stopped),
+            "\n  stopped:     %s\n  regenerated: %s", stopped, m->text);
+    CHECKF (toast_says (w, since, "at temperature 0 the model always gives it"),
+            "no toast explains the same answer after Stop");
+  }
 }
 
 static void
