@@ -296,7 +296,8 @@ action_regenerate (GSimpleAction *action,
       self->regenerated_text = g_strdup (tern_chat_get_message (self->chat, n - 1)->text);
       self->regenerated_cancelled = tern_chat_get_message (self->chat, n - 1)->cancelled;
     }
-  tern_chat_truncate (self->chat, n - 1);
+  g_clear_pointer (&self->regenerated_taken, g_ptr_array_unref);
+  self->regenerated_taken = tern_chat_take_from (self->chat, n - 1);
   _tern_window_remove_rows_from (self, n - 1);
   _tern_window_start_generation (self);
 }

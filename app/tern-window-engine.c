@@ -544,6 +544,23 @@ on_finished (TernWindow              *self,
     _tern_window_toast (self, self->regenerated_same_reason);
   g_clear_pointer (&self->regenerated_text, g_free);
 
+  /* A Regenerate that wrote nothing leaves the answer it was to replace,
+   * which was lost for an error (the toast above has it). */
+  if (self->regenerated_taken != NULL && *m->text == '\0' && (error != NULL || cancelled))
+    {
+      guint index = self->streaming_index;
+
+      g_ptr_array_unref (tern_chat_take_from (self->chat, index));
+      _tern_window_remove_rows_from (self, index);
+      tern_chat_restore (self->chat, self->regenerated_taken);
+      for (guint i = index; i < tern_chat_get_n_messages (self->chat); i++)
+        _tern_window_add_row (self, tern_chat_get_message (self->chat, i));
+      /* Back with its own mark, if it had one: nothing is owed. */
+      self->regenerated_prompt_changed = FALSE;
+      _tern_window_update_context_gauge (self);
+    }
+  g_clear_pointer (&self->regenerated_taken, g_ptr_array_unref);
+
   tern_composer_set_generating (self->composer, FALSE);
   _tern_window_save_chat (self);
   _tern_window_mark_last_rows (self);

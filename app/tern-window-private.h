@@ -99,6 +99,9 @@ struct _TernWindow {
    * explained rather than looking like a button that did nothing. */
   char *regenerated_text;
   gboolean regenerated_cancelled; /* it was stopped: the new one goes on past it */
+  /* The answer Regenerate replaces, back in place if the new one writes
+   * nothing (refused, stopped before its first token). */
+  GPtrArray *regenerated_taken;
   const char *regenerated_same_reason;
   char *last_error;
   guint streaming_index;   /* message index of the answer being generated */

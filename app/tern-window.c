@@ -1822,6 +1822,13 @@ on_close_request (TernWindow *self)
             tern_chat_set_system_prompt (self->chat, self->streaming_prompt);
           else
             m->prompt_changed = FALSE;
+          /* As on_finished: a Regenerate that wrote nothing leaves the
+           * answer it was to replace. */
+          if (*m->text == '\0' && self->regenerated_taken != NULL)
+            {
+              g_ptr_array_unref (tern_chat_take_from (self->chat, self->streaming_index));
+              tern_chat_restore (self->chat, self->regenerated_taken);
+            }
         }
       _tern_window_save_chat (self);
     }
@@ -1943,6 +1950,7 @@ tern_window_finalize (GObject *object)
   g_free (self->pin_text);
   g_free (self->regenerated_text);
   g_free (self->streaming_prompt);
+  g_clear_pointer (&self->regenerated_taken, g_ptr_array_unref);
   g_free (self->last_error);
   g_free (self->server_key);
   g_clear_pointer (&self->origin, _tern_model_origin_free);

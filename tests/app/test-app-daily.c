@@ -1584,6 +1584,34 @@ part_context (Fixture *f)
     CHECK (wait_for (f->w, idle_engine, 60));
     CHECKF (g_str_has_prefix (tern_window_get_last_error (f->w), "The system prompt could not be pinned"),
             "pin error: %s", tern_window_get_last_error (f->w));
+    /* Regenerate refused: the answer it was to replace stays (it was gone
+     * for good, an error in its place), and the toast says why. */
+    {
+      g_autofree char *kept = g_strdup (last_message (f->w)->text);
+      GtkWidget *row;
+
+      tern_window_dismiss_toasts (f->w);
+      activate (f->w, "regenerate", NULL);
+      CHECK (wait_for (f->w, not_generating, 60));
+      m = last_message (f->w);
+      row = tern_window_get_row (f->w, 1);
+      CHECKF (tern_chat_get_n_messages (chat) == 2 && m != NULL && m->error == NULL
+              && g_str_equal (m->text, kept) && kept[0] != '\0',
+              "%u messages, the last: error %s, text \"%s\"", tern_chat_get_n_messages (chat),
+              m && m->error ? m->error : "(none)", m ? m->text : "");
+      CHECK (tern_window_get_n_rows (f->w) == 2 && row != NULL
+             && g_str_equal (tern_message_row_get_text (TERN_MESSAGE_ROW (row)), kept));
+      CHECKF (strstr (tern_window_get_last_error (f->w), "could not be pinned") != NULL,
+              "error: %s", tern_window_get_last_error (f->w));
+      tern_chat_wait_saves ();
+      {
+        g_autofree char *path = g_strdup_printf ("%s/%s.json", f->chats_dir, tern_chat_get_id (chat));
+        g_autoptr(TernChat) saved = tern_chat_load (path, NULL);
+
+        CHECK (saved != NULL && tern_chat_get_n_messages (saved) == 2
+               && g_str_equal (tern_chat_get_message (saved, 1)->text, kept));
+      }
+    }
     m = send_and_wait (f->w, "A refused question.");
     CHECKF (m != NULL && m->error != NULL && m->text[0] == '\0', "refused: %s",
             m && m->error ? m->error : "(none)");
