@@ -515,7 +515,13 @@ tern_message_row_set_last (TernMessageRow *self,
 static void
 on_copy_clicked (TernMessageRow *self)
 {
-  gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (self)), self->text->str);
+  /* An answer refused before its first word shows only its error: that is
+   * what is copied (it emptied the clipboard, and said "Message copied"). */
+  const char *shown = self->text->len > 0 ? self->text->str : gtk_label_get_text (self->error_label);
+
+  if (*shown == '\0')
+    return;
+  gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (self)), shown);
   gtk_widget_activate_action (GTK_WIDGET (self), "win.show-toast", "s", _("Message copied"));
 }
 

@@ -1082,6 +1082,38 @@ find_figures_label (GtkWidget  *widget,
   return NULL;
 }
 
+/* The button under widget with this tooltip. */
+static GtkWidget *
+find_button_by_tooltip (GtkWidget  *widget,
+                        const char *tooltip)
+{
+  if (GTK_IS_BUTTON (widget) && g_strcmp0 (gtk_widget_get_tooltip_text (widget), tooltip) == 0)
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_button_by_tooltip (c, tooltip);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* The text this process put on the clipboard, else NULL. */
+static char *
+clipboard_text (GtkWidget *widget)
+{
+  GdkContentProvider *content = gdk_clipboard_get_content (gtk_widget_get_clipboard (widget));
+  GValue value = G_VALUE_INIT;
+  char *text = NULL;
+
+  g_value_init (&value, G_TYPE_STRING);
+  if (content != NULL && gdk_content_provider_get_value (content, &value, NULL))
+    text = g_value_dup_string (&value);
+  g_value_unset (&value);
+  return text;
+}
+
 /* A line of the summary that starts inside a unit: "tok/" on one line and
  * "s" on the next. */
 static gboolean
@@ -1620,6 +1652,21 @@ part_context (Fixture *f)
     CHECKF (n == 4 && tern_message_row_get_notice (TERN_MESSAGE_ROW (tern_window_get_row (f->w, 3))) == NULL,
             "%u messages, the refused answer's notice: %s", n,
             n == 4 ? tern_message_row_get_notice (TERN_MESSAGE_ROW (tern_window_get_row (f->w, 3))) : "");
+    /* Its Copy copies what it shows, the error: it emptied the clipboard
+     * and said "Message copied". */
+    {
+      GtkWidget *row = tern_window_get_row (f->w, 3);
+      GtkWidget *copy = row ? find_button_by_tooltip (row, "Copy Message") : NULL;
+      g_autofree char *copied = NULL;
+
+      CHECK (copy != NULL);
+      gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (f->w)), "what the user had");
+      if (copy != NULL)
+        g_signal_emit_by_name (copy, "clicked");
+      copied = clipboard_text (GTK_WIDGET (f->w));
+      CHECKF (m != NULL && m->error != NULL && g_strcmp0 (copied, m->error) == 0, "copied \"%s\"",
+              copied ? copied : "(nothing)");
+    }
     spin_for (0.3);
     CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-pin-failed-notice.png"));
     tern_window_dismiss_toasts (f->w);
