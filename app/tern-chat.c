@@ -2407,7 +2407,9 @@ tern_chat_to_markdown (TernChat *self)
       g_string_append_printf (s, "## %s\n\n%s\n\n",
                               g_str_equal (m->role, "user") ? _("User") : _("Assistant"),
                               m->text);
-      if (m->has_stats)
+      /* An answer cut short by closing the window has no figures, but was
+       * stopped: the line says so. */
+      if (m->has_stats || m->cancelled)
         {
           g_autofree char *stats = tern_message_format_stats (m);
           g_string_append_printf (s, "*%s*\n\n", stats);

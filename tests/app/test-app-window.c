@@ -1612,6 +1612,14 @@ test_quit_mid_generation (TernWindow *w,
     figures = m != NULL ? tern_message_format_stats (m) : NULL;
     CHECKF (figures != NULL && strstr (figures, "stopped") != NULL, "figures: \"%s\"",
             figures ? figures : "(none)");
+    /* The Markdown export says so too (it wrote figures only for answers
+     * that had them). */
+    if (saved != NULL)
+      {
+        g_autofree char *md = tern_chat_to_markdown (saved);
+
+        CHECKF (strstr (md, "*stopped*") != NULL, "%s", md);
+      }
   }
 }
 
