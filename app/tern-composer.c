@@ -917,8 +917,11 @@ on_key (GtkEventControllerKey *controller,
 {
   (void) controller;
   (void) keycode;
+  /* Ctrl+Enter sends too, as in most chat programs: it put a new line in
+   * the message, which only Shift+Enter is said to do. */
   if ((keyval == GDK_KEY_Return || keyval == GDK_KEY_KP_Enter)
-      && (state & (GDK_SHIFT_MASK | GDK_CONTROL_MASK | GDK_ALT_MASK)) == 0)
+      && ((state & (GDK_SHIFT_MASK | GDK_CONTROL_MASK | GDK_ALT_MASK)) == 0
+          || (state & (GDK_SHIFT_MASK | GDK_CONTROL_MASK | GDK_ALT_MASK)) == GDK_CONTROL_MASK))
     {
       gtk_widget_activate_action (GTK_WIDGET (self), "win.send", NULL);
       return TRUE;

@@ -965,6 +965,55 @@ test_stop (TernWindow *w)
   }
 }
 
+/* The composer's text view gets KEYVAL with STATE, as its key controller
+ * sees a key pressed. */
+static void
+press_in_composer (TernWindow     *w,
+                   guint           keyval,
+                   GdkModifierType state)
+{
+  GtkWidget *composer = find_of_type (GTK_WIDGET (w), TERN_TYPE_COMPOSER);
+  GtkWidget *view = composer ? find_of_type (composer, GTK_TYPE_TEXT_VIEW) : NULL;
+  g_autoptr(GListModel) controllers = view ? gtk_widget_observe_controllers (view) : NULL;
+  gboolean pressed = FALSE;
+
+  CHECK (view != NULL);
+  for (guint i = 0; controllers != NULL && i < g_list_model_get_n_items (controllers); i++)
+    {
+      g_autoptr(GObject) c = g_list_model_get_item (controllers, i);
+      gboolean handled = FALSE;
+
+      if (GTK_IS_EVENT_CONTROLLER_KEY (c)
+          && gtk_event_controller_get_propagation_phase (GTK_EVENT_CONTROLLER (c)) == GTK_PHASE_CAPTURE)
+        {
+          g_signal_emit_by_name (c, "key-pressed", keyval, 0, state, &handled);
+          pressed = TRUE;
+          break;
+        }
+    }
+  CHECK (pressed);
+}
+
+/* Ctrl+Enter sends, as Enter does (it put a new line in the message, as
+ * Shift+Enter does); Shift+Enter still does not send. */
+static void
+test_send_keys (TernWindow *w)
+{
+  activate (w, "new-chat", NULL);
+  tern_window_set_composer_text (w, "A short question");
+  press_in_composer (w, GDK_KEY_Return, GDK_SHIFT_MASK);
+  CHECK (!tern_window_is_generating (w));
+  press_in_composer (w, GDK_KEY_Return, GDK_CONTROL_MASK);
+  CHECKF (tern_window_is_generating (w), "Ctrl+Enter did not send");
+  CHECK (wait_for (w, not_generating, 120));
+  CHECK (tern_chat_get_n_messages (tern_window_get_chat (w)) == 2);
+  {
+    g_autofree char *left = tern_window_get_composer_text (w);
+
+    CHECKF (g_str_equal (left, ""), "composer: \"%s\"", left);
+  }
+}
+
 static void
 test_chat_mode (TernWindow *w)
 {
@@ -1686,6 +1735,7 @@ main (int   argc,
       test_speculation (w);
       test_file_drafters (w, tmp, model);
       test_stop (w);
+      test_send_keys (w);
       test_chat_mode (w);
       test_export_delete (w, tmp, data_dir);
       test_dialogs (w, GTK_APPLICATION (app));
