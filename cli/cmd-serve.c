@@ -198,6 +198,13 @@ int cmd_serve(int argc, char **argv) {
                   "key, or leave --api-key out on a loopback host"));
         return CLI_EXIT_USAGE;
     }
+    /* Before the key's rule: "999.1.1.1 is reachable from other machines"
+     * sent the user after a key for a typo. */
+    if (cfg.host && !tern_server_host_is_address(cfg.host)) {
+        cli_error(_("serve: --host %s is not an IP address (use e.g. 127.0.0.1, ::1 or 0.0.0.0)"),
+                  cfg.host);
+        return CLI_EXIT_USAGE;
+    }
     if (cfg.host && !tern_server_host_is_loopback(cfg.host) && (!cfg.api_key || !*cfg.api_key)) {
         cli_error(_("serve: --host %s is reachable from other machines: give --api-key KEY too"),
                   cfg.host);

@@ -108,6 +108,15 @@ static void job_unref(job *j) {
     g_free(j);
 }
 
+bool tern_server_host_is_address(const char *host) {
+    if (!host || !strcmp(host, "localhost"))
+        return true;
+    GInetAddress *a = g_inet_address_new_from_string(host);
+    if (a)
+        g_object_unref(a);
+    return a != NULL;
+}
+
 bool tern_server_host_is_loopback(const char *host) {
     if (!host || !strcmp(host, "localhost"))
         return true;

@@ -107,6 +107,8 @@ typedef struct tern_server tern_server;
 
 /* True for 127.0.0.0/8, ::1 and "localhost". */
 bool tern_server_host_is_loopback(const char *host);
+/* True for an IPv4 or IPv6 address and "localhost": what --host binds. */
+bool tern_server_host_is_address(const char *host);
 
 /* Checks the configuration, creates the first session and binds the socket.
  * NULL with *error set (a non-loopback host without a key, a key that is only

@@ -429,5 +429,11 @@ check "stopping: 503 error shape" is_error_shape "$tmp/t2"
 status=$?
 check "non-loopback host without a key refused (status $status)" test "$status" -eq 1
 check "... with a message" has "$tmp/nl.err" 'api-key'
+# A host that is no address is told so, not sent after a key.
+"$cli" serve -m "$model" --host 999.1.1.1 --port 0 >"$tmp/na.out" 2>"$tmp/na.err"
+status=$?
+check "a host that is no address refused (status $status)" test "$status" -eq 1
+check "... saying so" has "$tmp/na.err" '999.1.1.1 is not an IP address'
+check "... not asking for a key" sh -c "! grep -q api-key '$tmp/na.err'"
 
 checks_done serve
