@@ -1484,7 +1484,8 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
                           param ? param : "", param ? ": " : "");
         else
             respond_error(srv, msg, 400, "invalid_request_error", param, NULL,
-                          "%s%sa whole number beyond 64 bits", param ? param : "",
+                          "%s%sa whole number outside -2^63 .. 2^63-1 (a signed 64-bit integer)",
+                          param ? param : "",
                           param ? ": " : "");
         g_bytes_unref(bytes);
         return;

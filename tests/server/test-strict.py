@@ -137,5 +137,21 @@ taken("an assistant message with content []",
       [{"role": "user", "content": "hi"}, {"role": "assistant", "content": []},
        {"role": "user", "content": "again"}])
 
+# ------------------------------------------------------------ whole numbers
+# 2^63 fits in 64 bits (unsigned), so "beyond 64 bits" misled; the range is
+# a signed 64-bit integer's, and its ends are taken.
+for seed, ok in ((2 ** 63, False), (-(2 ** 63) - 1, False), (2 ** 64, False),
+                 (2 ** 63 - 1, True)):
+    status, _, doc, out = srv.post("/v1/chat/completions",
+                                   {"messages": [{"role": "user", "content": "hi"}],
+                                    "max_tokens": 1, "seed": seed}, headers=AUTH)
+    msg = doc.get("error", {}).get("message", "") if isinstance(doc, dict) else ""
+    if ok:
+        check(status == 200, "seed %d: answered (got %s %r)" % (seed, status, out[:200]))
+    else:
+        check(status == 400 and msg.startswith("seed: ") and "signed 64-bit" in msg,
+              "seed %d: 400 naming seed and the signed 64-bit range (got %s %r)"
+              % (seed, status, out[:200]))
+
 check(srv.stop() == 0, "the server stops cleanly")
 checks.finish()
