@@ -801,7 +801,7 @@ tern_chat_to_json (TernChat *self)
   root = json_builder_get_root (b);
   json_generator_set_root (gen, root);
   json_generator_set_pretty (gen, TRUE);
-  return json_generator_to_data (gen, NULL);
+  return tn_json_escape_unit_separators (json_generator_to_data (gen, NULL), NULL);
 }
 
 /* -------------------------------------------------- the file to replace
@@ -832,7 +832,8 @@ typedef enum {
 
 /* The checks tern_chat_load makes before json-glib sees a file. */
 #define CHAT_JSON_FLAGS \
-  (TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS | TN_JSON_NO_HUGE_INTEGERS)
+  (TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS | TN_JSON_NO_HUGE_INTEGERS \
+   | TN_JSON_RAW_UNIT_SEPARATOR)
 
 /* What LEN bytes of JSON say the file is, read as tern_chat_load reads
  * them (checked by the engine's reader, then json-glib): the whole file
@@ -1064,7 +1065,7 @@ json_with_id (const char *json,
   json_object_set_string_member (json_node_get_object (root), "id", id);
   json_generator_set_root (gen, root);
   json_generator_set_pretty (gen, TRUE);
-  return json_generator_to_data (gen, NULL);
+  return tn_json_escape_unit_separators (json_generator_to_data (gen, NULL), NULL);
 }
 
 /* A chat is never written larger than tern_chat_load reads: the file on

@@ -241,6 +241,10 @@ static const char *parse_string(parser *ps, uint32_t *len_out) {
             p++;
             break;
         }
+        if (c == 0x1f && (ps->flags & TN_JSON_RAW_UNIT_SEPARATOR)) {
+            *o++ = (char)*p++;
+            continue;
+        }
         if (c < 0x20) {
             fail_at(ps, (const char *)p, "control character U+%04X inside a string (must be escaped)",
                     c);
@@ -758,7 +762,7 @@ static int check(const char *text, size_t len, const char *name, unsigned max_de
         .build = false,
         .max_depth = max_depth,
         .flags = flags & (TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS |
-                          TN_JSON_NO_HUGE_INTEGERS),
+                          TN_JSON_NO_HUGE_INTEGERS | TN_JSON_RAW_UNIT_SEPARATOR),
         .head = head,
     };
     tn_json root;
@@ -783,6 +787,37 @@ int tn_json_check_head(const char *text, size_t len, const char *name, unsigned 
     if (members_end)
         *members_end = rc == TN_OK ? end : 0;
     return rc;
+}
+
+char *tn_json_escape_unit_separators(char *text, size_t *len) {
+    if (!text)
+        return NULL;
+    size_t n = 0, raw = 0;
+    for (; text[n]; n++)
+        raw += text[n] == 0x1f;
+    if (raw == 0) {
+        if (len)
+            *len = n;
+        return text;
+    }
+    char *out = malloc(n + raw * 5 + 1); /* "\u001f" is 6 bytes for 1 */
+    if (!out) {
+        free(text);
+        return NULL;
+    }
+    char *o = out;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)text[i];
+        if (c == 0x1f)
+            o += sprintf(o, "\\u%04x", c);
+        else
+            *o++ = (char)c;
+    }
+    *o = '\0';
+    free(text);
+    if (len)
+        *len = (size_t)(o - out);
+    return out;
 }
 
 int tn_json_parse_file(const char *path, tn_json_doc **out, tn_error *err) {

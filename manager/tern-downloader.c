@@ -349,7 +349,7 @@ write_meta (Transfer    *t,
   json_builder_end_object (b);
   root = json_builder_get_root (b);
   json_generator_set_root (gen, root);
-  text = json_generator_to_data (gen, &length);
+  text = tn_json_escape_unit_separators (json_generator_to_data (gen, NULL), &length);
   return g_file_set_contents (t->meta, text, (gssize) length, error);
 }
 

@@ -985,7 +985,7 @@ tern_hub_resolve (const char    *ref_text,
 
   catalog_root = json_builder_get_root (b);
   json_generator_set_root (gen, catalog_root);
-  json = json_generator_to_data (gen, NULL);
+  json = tn_json_escape_unit_separators (json_generator_to_data (gen, NULL), NULL);
   source = g_strdup_printf ("Hugging Face %s", ref_text);
   /* The catalog's own checks apply: a name the store cannot hold, a bad
    * URL or hash is refused here as it would be in a shipped catalog. */

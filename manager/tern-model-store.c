@@ -564,7 +564,7 @@ save_state (TernModelStore *self,
   root = json_builder_get_root (b);
   json_generator_set_root (gen, root);
   json_generator_set_pretty (gen, TRUE);
-  text = json_generator_to_data (gen, &length);
+  text = tn_json_escape_unit_separators (json_generator_to_data (gen, NULL), &length);
   return tern_manager_write_file_atomic (self->state_path, text, length, error);
 }
 

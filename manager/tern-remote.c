@@ -833,7 +833,7 @@ request_body (const char *model, const TernRemoteMessage *msgs, gsize n, const T
   json_builder_end_object (b);
   root = json_builder_get_root (b);
   json_generator_set_root (gen, root);
-  return json_generator_to_data (gen, NULL);
+  return tn_json_escape_unit_separators (json_generator_to_data (gen, NULL), NULL);
 }
 
 typedef struct {

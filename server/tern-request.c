@@ -461,7 +461,7 @@ static bool call_arguments(JsonObject *fn, const char *where, size_t *values, ch
     if (JSON_NODE_HOLDS_OBJECT(n)) {
         JsonGenerator *g = json_generator_new();
         json_generator_set_root(g, n);
-        *out = json_generator_to_data(g, NULL);
+        *out = tn_json_escape_unit_separators(json_generator_to_data(g, NULL), NULL);
         g_object_unref(g);
         return true;
     }

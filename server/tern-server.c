@@ -134,7 +134,7 @@ static char *json_to_text(JsonBuilder *b) {
     JsonNode *root = json_builder_get_root(b);
     JsonGenerator *g = json_generator_new();
     json_generator_set_root(g, root);
-    char *s = json_generator_to_data(g, NULL);
+    char *s = tn_json_escape_unit_separators(json_generator_to_data(g, NULL), NULL);
     g_object_unref(g);
     json_node_unref(root);
     return s;

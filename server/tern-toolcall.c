@@ -167,7 +167,7 @@ static char *schema_text(const char *raw, guint index, JsonNode *node) {
         return g_strndup(raw + ps, pe - ps);
     JsonGenerator *g = json_generator_new();
     json_generator_set_root(g, node);
-    char *text = json_generator_to_data(g, NULL);
+    char *text = tn_json_escape_unit_separators(json_generator_to_data(g, NULL), NULL);
     g_object_unref(g);
     return text;
 }

@@ -315,6 +315,9 @@ bool tn_json_depth_ok(const char *data, size_t len, unsigned max_depth);
 #define TN_JSON_NO_HUGE_INTEGERS 0x8u  /* a whole number (no '.', no exponent) beyond
                                           int64: json-glib wraps it modulo 2^64, so
                                           "version": 99999999999999999999 read as -1 */
+#define TN_JSON_RAW_UNIT_SEPARATOR 0x10u /* allows a raw U+001F in a string: json-glib
+                                            1.6 wrote it so (tn_json_escape_unit_separators),
+                                            and files saved then hold it */
 /* Nesting tn_json_check allows when the caller passes 0: more than any file
  * or answer Tern reads needs. */
 #define TN_JSON_CHECK_DEPTH 64
@@ -344,6 +347,18 @@ int tn_json_check(const char *text, size_t len, const char *name, unsigned max_d
  * a text tn_json_check accepts; 0 when there is none or on error. */
 int tn_json_check_head(const char *text, size_t len, const char *name, unsigned max_depth,
                        unsigned flags, size_t *members_end, tn_error *err);
+
+/* JSON text as json-glib 1.6 (Debian 12) writes it, made strict: it
+ * escapes every control character but U+001F (its test is "below 0x1f"),
+ * which strict readers refuse (tn_json_check, Python's json, JavaScript's
+ * JSON.parse): a chat whose text held one could not be opened again, and a
+ * server answer holding one broke strict clients. Outside strings the
+ * generator writes no such byte (its pretty form's line ends and blanks
+ * are others), and UTF-8 uses none inside a character, so each 0x1F byte
+ * becomes "\u001f". Returns text (NUL-terminated, from malloc or g_malloc)
+ * when it has none, else a new string from malloc, text freed; NULL when
+ * out of memory (text freed). *len (may be NULL): the length returned. */
+char *tn_json_escape_unit_separators(char *text, size_t *len);
 
 /* ----------------------------------------------------- model and inference */
 

@@ -641,7 +641,30 @@ static void check_utf8_bytes(void) {
     CHECKF(wrong == 0, "%d byte sequences judged otherwise than the reference", wrong);
 }
 
+/* json-glib 1.6 writes U+001F raw in strings: escaped after it, and a
+ * file written before read with TN_JSON_RAW_UNIT_SEPARATOR. */
+static void check_unit_separators(void) {
+    char *plain = strdup("{\"a\": \"b\\n\"}");
+    size_t n = 0;
+    char *same = tn_json_escape_unit_separators(plain, &n);
+    CHECK(same == plain && n == strlen(plain));
+    free(same);
+    char *raw = strdup("{\n  \"a\": \"x\x1fy\x1f\",\n  \"\x1f\": 1\n}");
+    char *fixed = tn_json_escape_unit_separators(raw, &n);
+    const char *want = "{\n  \"a\": \"x\\u001fy\\u001f\",\n  \"\\u001f\": 1\n}";
+    CHECKF(fixed && !strcmp(fixed, want) && n == strlen(want), "'%s'", fixed ? fixed : "(null)");
+    tn_error err;
+    CHECK(fixed && check_text(fixed, n, 0, 0, &err) == TN_OK);
+    free(fixed);
+    CHECK(tn_json_escape_unit_separators(NULL, &n) == NULL);
+    REFUSED("[\"a\x1f\"]", 0, 0, "line 1, column 4", "U+001F");
+    CHECK(check_text("[\"a\x1f\"]", 6, 0, TN_JSON_RAW_UNIT_SEPARATOR, &err) == TN_OK);
+    /* only U+001F: the others stay refused */
+    REFUSED("[\"a\x1e\"]", 0, TN_JSON_RAW_UNIT_SEPARATOR, "line 1, column 4", "U+001E");
+}
+
 int main(void) {
+    check_unit_separators();
     check_utf8_bytes();
     check_head();
     check_number_text();

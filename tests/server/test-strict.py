@@ -153,5 +153,19 @@ for seed, ok in ((2 ** 63, False), (-(2 ** 63) - 1, False), (2 ** 64, False),
               "seed %d: 400 naming seed and the signed 64-bit range (got %s %r)"
               % (seed, status, out[:200]))
 
+# ------------------------------------------------------------ U+001F
+# json-glib 1.6 writes U+001F raw in strings, which Python's json (strict)
+# and JSON.parse refuse: an answer echoing one must escape it.
+status, _, _, out = srv.post("/v1/chat/completions",
+                             {"model": "a\u001fb", "max_tokens": 1,
+                              "messages": [{"role": "user", "content": "hi"}]}, headers=AUTH)
+try:
+    echoed = json.loads(out.decode("utf-8"))["error"]["message"]
+except (ValueError, KeyError, TypeError) as e:
+    echoed = "not strict JSON: %s" % e
+check(status == 404 and b"\x1f" not in out and "a\u001fb" in echoed,
+      "a model name with U+001F: a 404 in strict JSON, the name escaped (got %s %r: %s)"
+      % (status, out[:200], echoed))
+
 check(srv.stop() == 0, "the server stops cleanly")
 checks.finish()
