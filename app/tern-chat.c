@@ -753,6 +753,11 @@ tern_chat_to_json (TernChat *self)
           json_builder_set_member_name (b, "system_prompt_changed");
           json_builder_add_boolean_value (b, TRUE);
         }
+      if (m->alone)
+        {
+          json_builder_set_member_name (b, "flash_alone");
+          json_builder_add_boolean_value (b, TRUE);
+        }
       if (m->error != NULL)
         {
           json_builder_set_member_name (b, "error");
@@ -2077,6 +2082,7 @@ load_chat (const char *path,
       m = tern_chat_append (self, role, content);
       m->cancelled = get_bool (&r, mo, where, "cancelled");
       m->prompt_changed = get_bool (&r, mo, where, "system_prompt_changed");
+      m->alone = get_bool (&r, mo, where, "flash_alone");
       m->error = g_strdup (get_string (&r, mo, where, "error", FALSE));
       if ((node = get_node (&r, mo, where, "drafted", JSON_NODE_ARRAY, FALSE, _("a list"))))
         read_drafted (&r, m, json_node_get_array (node), where);

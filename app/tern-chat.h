@@ -19,6 +19,9 @@ typedef struct {
   /* Flash answers: written from another pinned system prompt than the
    * chat's answer before (the prompt was edited and pinned again). */
   gboolean prompt_changed;
+  /* Flash answers: the first after answers written in Chat mode. The turns
+   * above stay on screen, and were not sent with its message. */
+  gboolean alone;
   /* One flag per byte of text, 1 where the token came from an accepted
    * speculative draft; NULL when none did. Saved as byte runs. */
   GByteArray *drafted;

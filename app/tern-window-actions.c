@@ -289,6 +289,8 @@ action_regenerate (GSimpleAction *action,
    * wrote nothing passed on). */
   self->regenerated_prompt_changed = self->regenerated_prompt_changed
                                      || tern_chat_get_message (self->chat, n - 1)->prompt_changed;
+  self->regenerated_alone = self->regenerated_alone
+                            || tern_chat_get_message (self->chat, n - 1)->alone;
   g_clear_pointer (&self->regenerated_text, g_free);
   self->regenerated_same_reason = repeat_reason (self);
   if (self->regenerated_same_reason != NULL)

@@ -107,6 +107,10 @@ _tern_window_start_generation (TernWindow *self)
   gboolean prompt_changed = g_str_equal (mode, "flash") && n_before > 1
                             && previous_prompt != NULL
                             && g_strcmp0 (previous_prompt, system_prompt) != 0;
+  /* Flash after answers written in Chat mode: the turns above stay on
+   * screen, and only this message is sent; the answer says so. */
+  gboolean alone = g_str_equal (mode, "flash") && n_before > 1
+                   && g_strcmp0 (tern_chat_get_mode (self->chat), "chat") == 0;
   TernMessage *answer;
   guint pos;
 
@@ -157,6 +161,9 @@ _tern_window_start_generation (TernWindow *self)
   answer->prompt_changed = prompt_changed || self->regenerated_prompt_changed;
   self->streaming_carried = self->regenerated_prompt_changed;
   self->regenerated_prompt_changed = FALSE;
+  answer->alone = alone || self->regenerated_alone;
+  self->alone_carried = self->regenerated_alone;
+  self->regenerated_alone = FALSE;
   self->streaming_index = n_before;
   self->streaming_row = _tern_window_add_row (self, answer);
   tern_stats_bar_start (self->stats_bar);
@@ -504,6 +511,15 @@ on_finished (TernWindow              *self,
       tern_message_row_set_notice (self->streaming_row, NULL);
       self->regenerated_prompt_changed = self->streaming_carried;
     }
+  /* The same for the turns left out: the first Flash answer written says so. */
+  if (*m->text == '\0' && (error != NULL || cancelled) && m->alone)
+    {
+      m->alone = FALSE;
+      tern_message_row_set_notice (self->streaming_row, NULL);
+      if (!self->alone_carried)
+        tern_chat_set_mode (self->chat, "chat");
+      self->regenerated_alone = self->alone_carried;
+    }
   g_clear_pointer (&self->streaming_prompt, g_free);
   tern_message_set_stats (m, stats);
   /* A message that failed before its first token (too long even alone)
@@ -557,6 +573,7 @@ on_finished (TernWindow              *self,
         _tern_window_add_row (self, tern_chat_get_message (self->chat, i));
       /* Back with its own mark, if it had one: nothing is owed. */
       self->regenerated_prompt_changed = FALSE;
+      self->regenerated_alone = FALSE;
       _tern_window_update_context_gauge (self);
     }
   g_clear_pointer (&self->regenerated_taken, g_ptr_array_unref);

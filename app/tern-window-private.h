@@ -92,6 +92,9 @@ struct _TernWindow {
   /* "System prompt changed" owed to the next answer: the one Regenerate
    * replaces had it, or an answer that wrote nothing did (on_finished). */
   gboolean regenerated_prompt_changed;
+  /* The same for TernMessage.alone: owed to the next answer written. */
+  gboolean regenerated_alone;
+  gboolean alone_carried;
   gboolean streaming_carried; /* the answer streaming took it over */
   char *streaming_prompt;     /* the system prompt it is written from */
   /* Regenerate under settings that repeat an answer (greedy, or a fixed

@@ -505,8 +505,13 @@ message_row_new (TernWindow        *self,
   /* Flash answers stand alone: one written from a re-pinned, different
    * system prompt may answer the same question differently, and nothing
    * else in the transcript would say why. */
-  if (m->prompt_changed)
+  if (m->prompt_changed && m->alone)
+    tern_message_row_set_notice (row, _("System prompt changed · Flash: the turns above were not sent"));
+  else if (m->prompt_changed)
     tern_message_row_set_notice (row, _("System prompt changed"));
+  /* Switched from Chat to Flash: the transcript above stays, unsent. */
+  else if (m->alone)
+    tern_message_row_set_notice (row, _("Flash: the turns above were not sent"));
   if (m->drafted != NULL && m->drafted->len == strlen (m->text))
     tern_message_row_set_drafted (row, m->drafted->data);
   tern_message_row_set_images (row, m->images);
@@ -695,7 +700,10 @@ _tern_window_show_chat (TernWindow *self,
     }
   /* What was owed to the chat left is not owed to this one. */
   if (chat != self->chat)
-    self->regenerated_prompt_changed = FALSE;
+    {
+      self->regenerated_prompt_changed = FALSE;
+      self->regenerated_alone = FALSE;
+    }
   g_set_object (&self->chat, chat);
   /* The list's highlight names the chat shown, however it was opened. */
   _tern_window_select_current_chat (self);
@@ -1821,7 +1829,7 @@ on_close_request (TernWindow *self)
           if (*m->text != '\0')
             tern_chat_set_system_prompt (self->chat, self->streaming_prompt);
           else
-            m->prompt_changed = FALSE;
+            m->prompt_changed = m->alone = FALSE;
           /* As on_finished: a Regenerate that wrote nothing leaves the
            * answer it was to replace. */
           if (*m->text == '\0' && self->regenerated_taken != NULL)

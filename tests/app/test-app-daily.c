@@ -3553,6 +3553,51 @@ part_small (Fixture *f)
       CHECK (tern_chat_get_message (loaded, i)->prompt_changed == (i == 3));
   }
 
+  /* Chat, then Flash in the same chat: the first Flash answer says that
+   * the turns above were not sent (only its message was), through a
+   * Regenerate and a save; the next says nothing. It said nothing, and the
+   * transcript above read as the answer's context. */
+  {
+    TernChat *chat;
+    TernMessage *answer;
+    g_autofree char *path = NULL;
+    g_autoptr(TernChat) loaded = NULL;
+    g_autoptr(GError) error = NULL;
+
+    activate (f->w, "new-chat", NULL);
+    set_mode (f->w, "chat");
+    chat = tern_window_get_chat (f->w);
+    answer = send_and_wait (f->w, "A chat question.");
+    CHECK (answer != NULL && !answer->alone);
+    set_mode (f->w, "flash");
+    answer = send_and_wait (f->w, "A flash question after the chat.");
+    CHECK (answer != NULL && answer->alone);
+    activate (f->w, "regenerate", NULL);
+    CHECK (wait_for (f->w, not_generating, 300));
+    answer = last_message (f->w);
+    CHECK (answer != NULL && answer->alone);
+    answer = send_and_wait (f->w, "Another flash question.");
+    CHECK (answer != NULL && !answer->alone);
+    CHECK (tern_chat_get_n_messages (chat) == 6);
+    for (guint i = 0; i < 6; i++)
+      {
+        GtkWidget *row = tern_window_get_row (f->w, i);
+        const char *notice = row ? tern_message_row_get_notice (TERN_MESSAGE_ROW (row)) : "no row";
+
+        CHECKF (i == 3 ? g_strcmp0 (notice, "Flash: the turns above were not sent") == 0
+                       : notice == NULL,
+                "row %u: notice %s", i, notice ? notice : "(none)");
+      }
+    spin_for (0.3);
+    CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-small-flash-after-chat.png"));
+    CHECK (tern_chat_save (chat, f->tmp, NULL));
+    path = g_strdup_printf ("%s/%s.json", f->tmp, tern_chat_get_id (chat));
+    loaded = tern_chat_load (path, &error);
+    CHECKF (loaded != NULL, "%s", error ? error->message : "");
+    for (guint i = 0; loaded != NULL && i < tern_chat_get_n_messages (loaded); i++)
+      CHECK (tern_chat_get_message (loaded, i)->alone == (i == 3));
+  }
+
   /* A projector beside the model that cannot be used: the attach button
    * names it and says why. It said the model had no projector beside it,
    * which the user could see was not so (the Gemma 4 shape with a random
