@@ -481,6 +481,8 @@ on_finished (TernWindow              *self,
   m->text = g_strdup (tern_message_row_get_text (self->streaming_row));
   tern_message_set_drafted (m, tern_message_row_get_drafted (self->streaming_row));
   m->cancelled = cancelled;
+  /* Refused, or stopped before its first token. */
+  const gboolean wrote_nothing = *m->text == '\0' && (error != NULL || cancelled);
   g_free (m->error);
   if (error != NULL)
     {
@@ -502,23 +504,20 @@ on_finished (TernWindow              *self,
   /* Written from the prompt (a word, or an answer that ended of itself):
    * the next answer compares with it. An answer that wrote nothing
    * (refused after a failed pin, stopped before its first token) cannot
-   * show that the prompt changed: the first one written from it does. */
-  if (*m->text != '\0' || (error == NULL && !cancelled))
+   * show that the prompt changed, nor that the turns above were left out:
+   * the first one written does, and its notices are passed on. */
+  if (!wrote_nothing)
     tern_chat_set_system_prompt (self->chat, self->streaming_prompt);
-  else if (m->prompt_changed)
+  else
     {
-      m->prompt_changed = FALSE;
-      tern_message_row_set_notice (self->streaming_row, NULL);
-      self->regenerated_prompt_changed = self->streaming_carried;
-    }
-  /* The same for the turns left out: the first Flash answer written says so. */
-  if (*m->text == '\0' && (error != NULL || cancelled) && m->alone)
-    {
-      m->alone = FALSE;
-      tern_message_row_set_notice (self->streaming_row, NULL);
-      if (!self->alone_carried)
+      if (m->prompt_changed)
+        self->regenerated_prompt_changed = self->streaming_carried;
+      if (m->alone && !self->alone_carried)
         tern_chat_set_mode (self->chat, "chat");
-      self->regenerated_alone = self->alone_carried;
+      if (m->alone)
+        self->regenerated_alone = self->alone_carried;
+      m->prompt_changed = m->alone = FALSE;
+      tern_message_row_set_notice (self->streaming_row, NULL);
     }
   g_clear_pointer (&self->streaming_prompt, g_free);
   tern_message_set_stats (m, stats);
@@ -562,7 +561,7 @@ on_finished (TernWindow              *self,
 
   /* A Regenerate that wrote nothing leaves the answer it was to replace,
    * which was lost for an error (the toast above has it). */
-  if (self->regenerated_taken != NULL && *m->text == '\0' && (error != NULL || cancelled))
+  if (self->regenerated_taken != NULL && wrote_nothing)
     {
       guint index = self->streaming_index;
 

@@ -390,18 +390,19 @@ int tn_vg4_plan(const tn_vision_g4 *v, int budget, int w, int h, int *tw, int *t
      * these with the same counts.
      * What neither can encode is a side longer than the position tables:
      * llama.cpp's row lookup would fail an assertion; Tern says so. */
-    /* At the smallest budget, a smaller one is no way out. */
-    if ((gx > v->pos_size || gy > v->pos_size) && budget == budgets[0])
-        return tn_fail(err, TN_ERR_INVALID, "an image of %d x %d pixels is too narrow for a "
-                       "budget of %d tokens: its long side would need %lld patches, and the "
-                       "projector's position tables hold %lld; crop it closer to square",
-                       w, h, budget, (long long)(gx > gy ? gx : gy), (long long)v->pos_size);
-    if (gx > v->pos_size || gy > v->pos_size)
+    if (gx > v->pos_size || gy > v->pos_size) {
+        const long long need = (long long)(gx > gy ? gx : gy), have = (long long)v->pos_size;
+        /* At the smallest budget, a smaller one is no way out. */
+        if (budget == budgets[0])
+            return tn_fail(err, TN_ERR_INVALID, "an image of %d x %d pixels is too narrow for a "
+                           "budget of %d tokens: its long side would need %lld patches, and the "
+                           "projector's position tables hold %lld; crop it closer to square",
+                           w, h, budget, need, have);
         return tn_fail(err, TN_ERR_INVALID, "an image of %d x %d pixels is too narrow for a "
                        "budget of %d tokens: its long side would need %lld patches, and the "
                        "projector's position tables hold %lld; crop it closer to square or "
-                       "choose a smaller budget", w, h, budget,
-                       (long long)(gx > gy ? gx : gy), (long long)v->pos_size);
+                       "choose a smaller budget", w, h, budget, need, have);
+    }
     *tw = a;
     *th = b;
     if (n_tokens)
