@@ -200,12 +200,13 @@ int cmd_serve(int argc, char **argv) {
     }
     /* Before the key's rule: "999.1.1.1 is reachable from other machines"
      * sent the user after a key for a typo. */
-    if (cfg.host && !tern_server_host_is_address(cfg.host)) {
+    const tern_server_host host = tern_server_host_read(cfg.host);
+    if (!host.address) {
         cli_error(_("serve: --host %s is not an IP address (use e.g. 127.0.0.1, ::1 or 0.0.0.0)"),
                   cfg.host);
         return CLI_EXIT_USAGE;
     }
-    if (cfg.host && !tern_server_host_is_loopback(cfg.host) && (!cfg.api_key || !*cfg.api_key)) {
+    if (!host.loopback && (!cfg.api_key || !*cfg.api_key)) {
         cli_error(_("serve: --host %s is reachable from other machines: give --api-key KEY too"),
                   cfg.host);
         return CLI_EXIT_USAGE;

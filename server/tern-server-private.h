@@ -130,6 +130,7 @@ typedef struct pin_slot {
 struct tern_server {
     tern_server_config cfg;
     char *host;
+    tern_server_host bound; /* host, read (its text points into it) */
     char *api_key;
     char *cors;
     char *model_id;

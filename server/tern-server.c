@@ -108,24 +108,19 @@ static void job_unref(job *j) {
     g_free(j);
 }
 
-bool tern_server_host_is_address(const char *host) {
-    if (!host || !strcmp(host, "localhost"))
-        return true;
-    GInetAddress *a = g_inet_address_new_from_string(host);
-    if (a)
-        g_object_unref(a);
-    return a != NULL;
-}
-
-bool tern_server_host_is_loopback(const char *host) {
-    if (!host || !strcmp(host, "localhost"))
-        return true;
-    GInetAddress *a = g_inet_address_new_from_string(host);
+tern_server_host tern_server_host_read(const char *host) {
+    tern_server_host h = {0};
+    h.text = !host || !strcmp(host, "localhost") ? "127.0.0.1" : host;
+    GInetAddress *a = g_inet_address_new_from_string(h.text);
     if (!a)
-        return false;
-    bool lo = g_inet_address_get_is_loopback(a);
+        return h;
+    h.address = true;
+    h.loopback = g_inet_address_get_is_loopback(a);
+    h.any = g_inet_address_get_is_any(a);
+    h.v6 = g_inet_address_get_family(a) == G_SOCKET_FAMILY_IPV6;
+    memcpy(h.bytes, g_inet_address_to_bytes(a), g_inet_address_get_native_size(a));
     g_object_unref(a);
-    return lo;
+    return h;
 }
 
 /* ------------------------------------------------------------ responses */
@@ -1188,10 +1183,7 @@ static bool content_type_json(SoupServerMessage *msg) {
 static bool host_allowed(tern_server *srv, const char *value) {
     if (!value || !*value)
         return true;
-    GInetAddress *any = g_inet_address_new_from_string(srv->host);
-    const bool wildcard = any && g_inet_address_get_is_any(any);
-    g_clear_object(&any);
-    if (wildcard)
+    if (srv->bound.any)
         return true;
     char *h;
     if (value[0] == '[') {
@@ -1983,12 +1975,13 @@ static gboolean fail(GError **error, GIOErrorEnum code, const char *fmt, ...) {
 }
 
 static gboolean bind_socket(tern_server *srv, GError **error) {
-    const char *h = !strcmp(srv->host, "localhost") ? "127.0.0.1" : srv->host;
-    GInetAddress *ia = g_inet_address_new_from_string(h);
-    if (!ia)
+    const tern_server_host *h = &srv->bound;
+    if (!h->address)
         return fail(error, G_IO_ERROR_INVALID_ARGUMENT,
                     "--host %s is not an IP address (use e.g. 127.0.0.1, ::1 or 0.0.0.0)",
                     srv->host);
+    GInetAddress *ia = g_inet_address_new_from_bytes(
+        h->bytes, h->v6 ? G_SOCKET_FAMILY_IPV6 : G_SOCKET_FAMILY_IPV4);
     GSocketAddress *sa = g_inet_socket_address_new(ia, (guint16)srv->cfg.port);
     GError *e = NULL;
     srv->socket = g_socket_new(g_inet_address_get_family(ia), G_SOCKET_TYPE_STREAM,
@@ -2013,8 +2006,8 @@ static gboolean bind_socket(tern_server *srv, GError **error) {
         srv->port = g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(local));
         g_object_unref(local);
     }
-    const bool v6 = strchr(h, ':') != NULL;
-    srv->url = g_strdup_printf("http://%s%s%s:%d/v1", v6 ? "[" : "", h, v6 ? "]" : "", srv->port);
+    srv->url = g_strdup_printf("http://%s%s%s:%d/v1", h->v6 ? "[" : "", h->text, h->v6 ? "]" : "",
+                               srv->port);
     return TRUE;
 }
 
@@ -2024,6 +2017,7 @@ tern_server *tern_server_new(const tn_model *model, const tern_server_config *co
     srv->cfg = *config;
     srv->cfg.context = NULL;
     srv->host = g_strdup(config->host ? config->host : "127.0.0.1");
+    srv->bound = tern_server_host_read(srv->host);
     srv->api_key = config->api_key && *config->api_key ? g_strdup(config->api_key) : NULL;
     srv->cors = config->cors_origin ? g_strdup(config->cors_origin) : NULL;
     srv->model_id = g_strdup(config->model_id ? config->model_id : tn_model_name(model));
@@ -2071,7 +2065,7 @@ tern_server *tern_server_new(const tn_model *model, const tern_server_config *co
         tern_server_free(srv);
         return NULL;
     }
-    if (!tern_server_host_is_loopback(srv->host) && !srv->api_key) {
+    if (!srv->bound.loopback && !srv->api_key) {
         fail(error, G_IO_ERROR_INVALID_ARGUMENT,
              "--host %s is reachable from other machines: give --api-key KEY too", srv->host);
         tern_server_free(srv);

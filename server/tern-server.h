@@ -18,7 +18,7 @@
  *     waiting requests with 503 and returns.
  *   - tern_server_free() may be called from any thread once tern_server_run
  *     has returned (join its thread first), or when it was never called.
- *   - tern_server_port(), tern_server_url() and tern_server_host_is_loopback()
+ *   - tern_server_port(), tern_server_url() and tern_server_host_read()
  *     are safe from any thread at any time between new and free.
  *
  * The model: the server only reads it (tn_model is immutable after load), so
@@ -105,10 +105,19 @@ typedef struct tern_server_config {
 
 typedef struct tern_server tern_server;
 
-/* True for 127.0.0.0/8, ::1 and "localhost". */
-bool tern_server_host_is_loopback(const char *host);
-/* True for an IPv4 or IPv6 address and "localhost": what --host binds. */
-bool tern_server_host_is_address(const char *host);
+/* --host, read once for every use of it: what it binds and who reaches it. */
+typedef struct {
+    bool address;     /* an IPv4 or IPv6 address, or "localhost": what --host binds */
+    bool loopback;    /* 127.0.0.0/8, ::1 and "localhost": this machine only */
+    bool any;         /* 0.0.0.0 or ::, every interface: answers to any Host */
+    bool v6;          /* an IPv6 address (in brackets in a URL) */
+    guint8 bytes[16]; /* the address in network order (4 of them for IPv4) */
+    const char *text; /* the address bound, as text: the host given ("localhost"
+                         is 127.0.0.1); points into it, or a constant */
+} tern_server_host;
+
+/* host: NULL is the default, 127.0.0.1. */
+tern_server_host tern_server_host_read(const char *host);
 
 /* Checks the configuration, creates the first session and binds the socket.
  * NULL with *error set (a non-loopback host without a key, a key that is only

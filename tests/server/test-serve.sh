@@ -435,5 +435,41 @@ status=$?
 check "a host that is no address refused (status $status)" test "$status" -eq 1
 check "... saying so" has "$tmp/na.err" '999.1.1.1 is not an IP address'
 check "... not asking for a key" sh -c "! grep -q api-key '$tmp/na.err'"
+# What --host is read for (once, tern_server_host_read): the URL printed,
+# whether a key is needed, and whether any Host is taken.
+start lo2 --host 127.0.0.2
+check "another loopback address needs no key" has "$tmp/lo2.out" 'on http://127\.0\.0\.2:[0-9]*/v1$'
+stop
+start lname --host localhost
+check "localhost binds 127.0.0.1" has "$tmp/lname.out" 'on http://127\.0\.0\.1:[0-9]*/v1$'
+check "... which answers" test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/models")" = 200
+stop
+# (A machine without IPv6 cannot bind ::1: then this one is skipped.)
+"$cli" serve -m "$model" --host ::1 --port 0 -t 1 >"$tmp/v6.out" 2>"$tmp/v6.err" &
+spid=$!
+pids="$pids $spid"
+i=0
+while [ $i -lt 300 ] && ! grep -q '^port ' "$tmp/v6.out" && kill -0 "$spid" 2>/dev/null; do
+    sleep 0.1
+    i=$((i + 1))
+done
+if grep -q '^port ' "$tmp/v6.out"; then
+    check "an IPv6 host is in brackets in the URL" has "$tmp/v6.out" 'on http://\[::1\]:[0-9]*/v1$'
+    name=v6
+    stop
+else
+    kill "$spid" 2>/dev/null
+    wait "$spid"
+    echo "note: no IPv6 loopback here: $(cat "$tmp/v6.err")"
+fi
+start wild --host 0.0.0.0 --api-key k
+check "a wildcard host takes any Host (it has a key)" \
+    test "$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: evil.example' -H 'Authorization: Bearer k' \
+        "http://127.0.0.1:$port/v1/models")" = 200
+stop
+start narrow --host 127.0.0.1
+check "a loopback host refuses a foreign Host" \
+    test "$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: evil.example' "http://127.0.0.1:$port/v1/models")" = 403
+stop
 
 checks_done serve
