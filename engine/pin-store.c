@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------- SHA-256 */
@@ -774,6 +775,23 @@ static bool is_snapshot(int dfd, const char *name) {
     return ok;
 }
 
+/* A snapshot's temporary, left by a writer that was killed before its
+ * rename (tn_pin_store_save's "<name>.pin.tmp-XXXXXX": a second Ctrl-C
+ * while the server stops, a crash, a power cut). Nothing else would ever
+ * remove it, and it is not counted under the bound: up to a whole
+ * snapshot's size of disk each time. One still being written is younger
+ * than an hour: its writes touch it. */
+#define ORPHAN_AGE_S (60 * 60)
+
+static bool is_orphan(const char *name, const struct stat *st, time_t now) {
+    if (strlen(name) != 64 + 4 + 5 + 6 || strncmp(name + 64, ".pin.tmp-", 9) != 0)
+        return false;
+    for (int i = 0; i < 64; i++)
+        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+            return false;
+    return st->st_mtim.tv_sec < now - ORPHAN_AGE_S;
+}
+
 int tn_pin_store_evict(const char *dir, uint64_t max_bytes, const char *keep) {
     if (!dir)
         return TN_ERR_INVALID;
@@ -790,10 +808,17 @@ int tn_pin_store_evict(const char *dir, uint64_t max_bytes, const char *keep) {
     uint64_t total = 0;
     int rc = 0;
     struct dirent *de;
+    const time_t now = time(NULL);
     while ((de = readdir(d)) != NULL) {
         struct stat st;
-        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-            !is_snapshot(dfd, de->d_name))
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (is_orphan(de->d_name, &st, now)) {
+            if (unlinkat(dfd, de->d_name, 0) == 0)
+                rc++;
+            continue;
+        }
+        if (!is_snapshot(dfd, de->d_name))
             continue;
         if (n == cap) {
             size_t nc = cap ? 2 * cap : 16;

@@ -74,7 +74,9 @@ int tn_pin_store_save(const char *dir, const tn_pin_key *key, const tn_ctx *ctx,
 
 /* Removes the oldest *.pin files (by modification time) until the total is
  * at most max_bytes; `keep` (a file name, may be NULL) is never removed.
- * Returns the number of files removed, or a negative status. */
+ * Also removes a save's temporary file untouched for an hour (its writer
+ * was killed before the rename). Returns the number of files removed, or a
+ * negative status. */
 int tn_pin_store_evict(const char *dir, uint64_t max_bytes, const char *keep);
 
 /* ------------------------------------------------- session internals */
