@@ -1325,7 +1325,10 @@ TernImage *tern_image_load_data_uri(const char *uri, const TernImageOptions *opt
         return NULL;
     }
     g_autofree char *header = g_strndup(uri + 5, (gsize)(comma - uri - 5));
-    if (!g_str_has_suffix(header, ";base64")) {
+    /* MIME's encoding name, in any case (as the WHATWG URL reader takes it):
+     * ";BASE64" was refused as not base64. */
+    const size_t hlen = strlen(header);
+    if (hlen < 7 || g_ascii_strcasecmp(header + hlen - 7, ";base64") != 0) {
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
                     _("image URL: the data: URI is not base64-encoded"));
         return NULL;
@@ -1336,9 +1339,28 @@ TernImage *tern_image_load_data_uri(const char *uri, const TernImageOptions *opt
      * padding (which some encoders leave out): the image would lose its
      * last byte or two, and a JPEG or PNG is then refused as truncated. So
      * the padding is restored first. */
+    const char *payload = comma + 1;
+    /* The data is URL text (RFC 2397): a URL encoder writes '+', '/' and '='
+     * as %2B, %2F and %3D. Left escaped, the '%' was skipped and the hex
+     * digits after it read as base64: a valid URI, a "damaged" picture. A
+     * '%' that starts no escape stays, skipped below. */
+    g_autofree char *unescaped = NULL;
+    if (strchr(payload, '%')) {
+        char *o = unescaped = g_malloc(strlen(payload) + 1);
+        for (const char *c = payload; *c; c++) {
+            if (c[0] == '%' && g_ascii_isxdigit(c[1]) && g_ascii_isxdigit(c[2])) {
+                *o++ = (char)(g_ascii_xdigit_value(c[1]) * 16 + g_ascii_xdigit_value(c[2]));
+                c += 2;
+            } else {
+                *o++ = *c;
+            }
+        }
+        *o = '\0';
+        payload = unescaped;
+    }
     gsize n_alpha = 0;
     gboolean padded = FALSE;
-    for (const char *c = comma + 1; *c; c++) {
+    for (const char *c = payload; *c; c++) {
         if (g_ascii_isalnum(*c) || *c == '+' || *c == '/')
             n_alpha++;
         else if (*c == '=')
@@ -1346,9 +1368,9 @@ TernImage *tern_image_load_data_uri(const char *uri, const TernImageOptions *opt
     }
     g_autofree char *repadded = NULL;
     if (!padded && n_alpha % 4 >= 2)
-        repadded = g_strconcat(comma + 1, n_alpha % 4 == 2 ? "==" : "=", NULL);
+        repadded = g_strconcat(payload, n_alpha % 4 == 2 ? "==" : "=", NULL);
     gsize len = 0;
-    g_autofree guchar *bytes = g_base64_decode(repadded ? repadded : comma + 1, &len);
+    g_autofree guchar *bytes = g_base64_decode(repadded ? repadded : payload, &len);
     return tern_image_load_bytes(bytes ? (const void *)bytes : "", bytes ? len : 0,
                                  "image URL", opts, error);
 }

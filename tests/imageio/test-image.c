@@ -1040,6 +1040,38 @@ static void data_uri_and_fit(void) {
     }
     CHECK(unpadded == 4);
 
+    /* A data: URI's data is URL text (RFC 2397): a URL encoder writes '+',
+     * '/' and '=' as %2B, %2F and %3D, and "base64" may come in any case
+     * (it is MIME's encoding name; the WHATWG URL reader matches it so).
+     * Each was refused: the escapes' hex digits were read as base64 (the
+     * picture "damaged"), ";BASE64" was "not base64-encoded". */
+    CHECKF(strpbrk(b64, "+/") != NULL, "the picture's base64 has a '+' or '/' to escape");
+    GString *esc = g_string_new("data:image/png;base64,");
+    for (const char *c = b64; *c; c++)
+        if (*c == '+' || *c == '/' || *c == '=')
+            g_string_append_printf(esc, "%%%02X", (unsigned)*c);
+        else
+            g_string_append_c(esc, *c);
+    im = tern_image_load_data_uri(esc->str, &o, &e);
+    CHECKF(im != NULL && im->source_width == 400 && im->source_height == 200,
+           "%%-escaped base64: %s", e ? e->message : "");
+    tern_image_free(im);
+    g_clear_error(&e);
+    g_string_free(esc, TRUE);
+    g_autofree char *upper = g_strconcat("data:image/png;BASE64,", b64, NULL);
+    im = tern_image_load_data_uri(upper, &o, &e);
+    CHECKF(im != NULL && im->source_width == 400, ";BASE64: %s", e ? e->message : "");
+    tern_image_free(im);
+    g_clear_error(&e);
+    /* A '%' that starts no escape stays as it was: outside the alphabet,
+     * skipped like a line break. */
+    g_autofree char *broken = g_strconcat("data:image/png;base64,", b64, "%", NULL);
+    im = tern_image_load_data_uri(broken, &o, &e);
+    CHECKF(im != NULL && im->source_width == 400, "a broken %%-escape: %s",
+           e ? e->message : "");
+    tern_image_free(im);
+    g_clear_error(&e);
+
     im = tern_image_load_data_uri("data:image/png,notbase64", NULL, &e);
     CHECK(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED));
     g_clear_error(&e);
