@@ -108,7 +108,8 @@ static const char *refused_format(const guint8 *b, gsize n) {
  * marker segments are walked (their lengths skip APP data, whose EXIF
  * thumbnail holds markers of its own) up to the first scan, and the
  * entropy-coded data then ends at the EOI marker (FF D9; a data byte FF is
- * always followed by 00, so FF D9 cannot occur inside a scan). */
+ * always followed by 00, so FF D9 cannot occur inside a scan), or, for a
+ * file that ends inside its last scan, where jpeg_last_scan_whole says. */
 typedef enum {
     JPEG_MARKER_FF, /* expecting FF */
     JPEG_MARKER_ID, /* expecting the marker byte */
@@ -239,6 +240,256 @@ static gboolean jpeg_frame_supported(const jpeg_walk *j) {
     const guint8 m = j->sof_marker;
     return !m || (j->precision == 8 && (j->height || !j->dnl) &&
                   (m == 0xC0 || m == 0xC1 || m == 0xC2 || m == 0xC9 || m == 0xCA));
+}
+
+/* A JPEG that ends inside its last scan may lack only its EOI marker
+ * (some cameras and encoders write such files; viewers show them whole),
+ * or be cut inside the scan, which the decoder would grey-fill. The bytes
+ * tell which for a sequential Huffman-coded frame (SOF0, SOF1: what
+ * cameras write): its last scan's entropy-coded data is decoded far
+ * enough to count its MCUs (Huffman codes, the bits they announce, and
+ * the restart markers a DRI asks for; no coefficient is computed), and
+ * the scan is whole when the bytes present hold every MCU the frame
+ * declares. A progressive or arithmetic-coded JPEG would need its
+ * coefficients decoded to tell, so one without EOI stays refused. */
+enum { JPEG_LOOK = 9 }; /* codes up to this long are found in one lookup */
+
+typedef struct {
+    int maxcode[17], mincode[17], valptr[17]; /* by code length; maxcode -1: none */
+    guint8 symbols[256];
+    guint16 look[1 << JPEG_LOOK]; /* by the next JPEG_LOOK bits: length << 8 | symbol */
+    gboolean set;
+} jpeg_huff;
+
+typedef struct {
+    const guint8 *b;
+    gsize n, pos;
+    guint64 acc; /* its low `bits` bits are the next ones */
+    int bits;
+} jpeg_bits;
+
+/* Tops up the bit buffer, up to a marker or the end of the data. */
+static void jpeg_fill(jpeg_bits *r) {
+    while (r->bits <= 56 && r->pos < r->n) {
+        const guint8 c = r->b[r->pos];
+        if (c == 0xFF && (r->pos + 1 >= r->n || r->b[r->pos + 1] != 0x00))
+            return;
+        r->pos += c == 0xFF ? 2 : 1;
+        r->acc = r->acc << 8 | c;
+        r->bits += 8;
+    }
+}
+
+static gboolean jpeg_skip_bits(jpeg_bits *r, int n) {
+    if (r->bits < n)
+        jpeg_fill(r);
+    if (r->bits < n)
+        return FALSE;
+    r->bits -= n;
+    return TRUE;
+}
+
+/* A symbol of table h (ITU T.81 F.2.2.3); -1 when the data ends first or
+ * holds no valid code. */
+static int jpeg_symbol(jpeg_bits *r, const jpeg_huff *h) {
+    if (r->bits < 16)
+        jpeg_fill(r);
+    if (r->bits >= JPEG_LOOK) {
+        const guint16 e = h->look[(r->acc >> (r->bits - JPEG_LOOK)) & ((1 << JPEG_LOOK) - 1)];
+        if (e) {
+            r->bits -= e >> 8;
+            return e & 0xFF;
+        }
+    }
+    for (int l = 1; l <= 16 && l <= r->bits; l++) {
+        const int code = (int)(r->acc >> (r->bits - l)) & ((1 << l) - 1);
+        if (h->maxcode[l] >= 0 && code <= h->maxcode[l]) {
+            r->bits -= l;
+            return h->symbols[h->valptr[l] + code - h->mincode[l]];
+        }
+    }
+    return -1;
+}
+
+/* One DHT segment's tables; FALSE when they are not valid. */
+static gboolean jpeg_read_dht(const guint8 *s, gsize len, jpeg_huff dc[4], jpeg_huff ac[4]) {
+    while (len > 0) {
+        if (len < 17 || (s[0] >> 4) > 1 || (s[0] & 15) > 3)
+            return FALSE;
+        jpeg_huff *h = (s[0] >> 4 ? ac : dc) + (s[0] & 15);
+        int code = 0, k = 0;
+        for (int l = 1; l <= 16; l++) {
+            const int count = s[l];
+            h->valptr[l] = k;
+            h->mincode[l] = code;
+            code += count;
+            k += count;
+            h->maxcode[l] = count ? code - 1 : -1;
+            if (code > 1 << l || k > 256)
+                return FALSE;
+            code <<= 1;
+        }
+        if (len < 17 + (gsize)k)
+            return FALSE;
+        memcpy(h->symbols, s + 17, (gsize)k);
+        memset(h->look, 0, sizeof h->look);
+        for (int l = 1; l <= JPEG_LOOK; l++)
+            for (int c = h->mincode[l]; c <= h->maxcode[l]; c++)
+                for (int x = 0; x < 1 << (JPEG_LOOK - l); x++)
+                    h->look[c << (JPEG_LOOK - l) | x] =
+                        (guint16)(l << 8 | h->symbols[h->valptr[l] + c - h->mincode[l]]);
+        h->set = TRUE;
+        s += 17 + k;
+        len -= 17 + (gsize)k;
+    }
+    return TRUE;
+}
+
+/* Where the entropy-coded data from `at` ends: the FF of the next marker
+ * (not a stuffed byte nor a restart marker), or n. */
+static gsize jpeg_scan_end(const guint8 *b, gsize n, gsize at) {
+    for (gsize i = at; i + 1 < n; i++)
+        if (b[i] == 0xFF && b[i + 1] != 0x00 && b[i + 1] != 0xFF &&
+            !(b[i + 1] >= 0xD0 && b[i + 1] <= 0xD7))
+            return i;
+    return n;
+}
+
+/* The MCUs of the scan that r reads, from its first byte: all there? */
+static gboolean jpeg_mcus_whole(jpeg_bits *r, guint32 width, guint32 height, const guint8 fh[4],
+                                const guint8 fv[4], guint nf, const guint8 ci[4], guint ns,
+                                const jpeg_huff *dc[4], const jpeg_huff *ac[4], guint restart) {
+    guint hmax = 1, vmax = 1;
+    for (guint c = 0; c < nf; c++) {
+        hmax = MAX(hmax, fh[c]);
+        vmax = MAX(vmax, fv[c]);
+    }
+    guint64 mcus;
+    guint blocks[4];
+    if (ns == 1) { /* one component: an MCU is one block */
+        const guint c = ci[0];
+        mcus = (((guint64)width * fh[c] + 8 * hmax - 1) / (8 * hmax)) *
+               (((guint64)height * fv[c] + 8 * vmax - 1) / (8 * vmax));
+        blocks[0] = 1;
+    } else {
+        mcus = (((guint64)width + 8 * hmax - 1) / (8 * hmax)) *
+               (((guint64)height + 8 * vmax - 1) / (8 * vmax));
+        for (guint k = 0; k < ns; k++)
+            blocks[k] = (guint)fh[ci[k]] * fv[ci[k]];
+    }
+    for (guint64 m = 0; m < mcus; m++) {
+        if (restart && m && m % restart == 0) {
+            /* Byte-aligned, then RSTn (fill bytes FF before it allowed). */
+            r->bits = 0;
+            while (r->pos + 1 < r->n && r->b[r->pos] == 0xFF && r->b[r->pos + 1] == 0xFF)
+                r->pos++;
+            if (r->pos + 1 >= r->n || r->b[r->pos] != 0xFF || r->b[r->pos + 1] < 0xD0 ||
+                r->b[r->pos + 1] > 0xD7)
+                return FALSE;
+            r->pos += 2;
+        }
+        for (guint k = 0; k < ns; k++)
+            for (guint blk = 0; blk < blocks[k]; blk++) {
+                const int s = jpeg_symbol(r, dc[k]);
+                if (s < 0 || s > 11 || !jpeg_skip_bits(r, s))
+                    return FALSE;
+                /* As libjpeg reads them (jdhuff.c): a run past the 63rd
+                 * coefficient ends the block. */
+                for (int i = 1; i < 64; i++) {
+                    const int rs = jpeg_symbol(r, ac[k]);
+                    if (rs < 0)
+                        return FALSE;
+                    if (rs & 15) {
+                        i += rs >> 4;
+                        if (!jpeg_skip_bits(r, rs & 15))
+                            return FALSE;
+                    } else if (rs >> 4 == 15) {
+                        i += 15;
+                    } else {
+                        break;
+                    }
+                }
+            }
+    }
+    return TRUE;
+}
+
+/* b: a whole JPEG file but its end, which falls inside its last scan (the
+ * walk ended in JPEG_SCAN or JPEG_SCAN_FF): whether that scan is whole. */
+static gboolean jpeg_last_scan_whole(const guint8 *b, gsize n) {
+    jpeg_huff dc[4] = {0}, ac[4] = {0};
+    guint8 fid[4] = {0}, fh[4] = {0}, fv[4] = {0};
+    guint nf = 0, restart = 0;
+    guint32 width = 0, height = 0;
+    gsize pos = 2;
+    while (pos + 4 <= n) {
+        if (b[pos] != 0xFF)
+            return FALSE;
+        const guint8 m = b[pos + 1];
+        if (m == 0xFF) { /* fill */
+            pos++;
+            continue;
+        }
+        if (m == 0x01 || (m >= 0xD0 && m <= 0xD8)) {
+            pos += 2;
+            continue;
+        }
+        const gsize len = (gsize)b[pos + 2] << 8 | b[pos + 3];
+        if (len < 2 || pos + 2 + len > n)
+            return FALSE;
+        const guint8 *s = b + pos + 4;
+        const gsize sl = len - 2;
+        if (m == 0xC0 || m == 0xC1) {
+            if (sl < 6 || s[0] != 8 || s[5] < 1 || s[5] > 4 || sl < 6 + 3u * s[5])
+                return FALSE;
+            height = (guint32)s[1] << 8 | s[2];
+            width = (guint32)s[3] << 8 | s[4];
+            nf = s[5];
+            for (guint c = 0; c < nf; c++) {
+                fid[c] = s[6 + 3 * c];
+                fh[c] = s[7 + 3 * c] >> 4;
+                fv[c] = s[7 + 3 * c] & 15;
+                if (fh[c] < 1 || fh[c] > 4 || fv[c] < 1 || fv[c] > 4)
+                    return FALSE;
+            }
+        } else if (jpeg_is_sof(m)) {
+            return FALSE; /* progressive, arithmetic-coded or other: not told */
+        } else if (m == 0xC4) {
+            if (!jpeg_read_dht(s, sl, dc, ac))
+                return FALSE;
+        } else if (m == 0xDD) {
+            if (sl < 2)
+                return FALSE;
+            restart = (guint)s[0] << 8 | s[1];
+        } else if (m == 0xDA) {
+            if (!nf || !width || !height || sl < 1 || s[0] < 1 || s[0] > 4 ||
+                sl < 1 + 2u * s[0] + 3)
+                return FALSE;
+            const guint ns = s[0];
+            guint8 ci[4];
+            const jpeg_huff *sdc[4], *sac[4];
+            for (guint k = 0; k < ns; k++) {
+                guint c = 0;
+                while (c < nf && fid[c] != s[1 + 2 * k])
+                    c++;
+                const guint8 td = s[2 + 2 * k] >> 4, ta = s[2 + 2 * k] & 15;
+                if (c == nf || td > 3 || ta > 3 || !dc[td].set || !ac[ta].set)
+                    return FALSE;
+                ci[k] = (guint8)c;
+                sdc[k] = &dc[td];
+                sac[k] = &ac[ta];
+            }
+            const gsize data = pos + 2 + len, end = jpeg_scan_end(b, n, data);
+            if (end < n) { /* not the last scan */
+                pos = end;
+                continue;
+            }
+            jpeg_bits r = {.b = b, .n = n, .pos = data};
+            return jpeg_mcus_whole(&r, width, height, fh, fv, nf, ci, ns, sdc, sac, restart);
+        }
+        pos += 2 + len;
+    }
+    return FALSE;
 }
 
 /* Only a GIF's first frame is used, and gdk-pixbuf's GIF loader parses every
@@ -1091,6 +1342,25 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
                 (guint)(TERN_IMAGE_MAX_JPEG_SCAN_PIXELS / ((guint64)jpeg.width * jpeg.height)));
             ok = FALSE;
             refused = TRUE;
+        } else if ((jpeg.state == JPEG_SCAN || jpeg.state == JPEG_SCAN_FF) &&
+                   (guint64)jpeg.width * jpeg.height > max_pixels) {
+            /* Refused by its size whole or not: its scan is not walked. */
+            p.seen = p.too_large = TRUE;
+            p.width = (int)jpeg.width;
+            p.height = (int)jpeg.height;
+            ok = FALSE;
+        } else if (jpeg.state == JPEG_SCAN || jpeg.state == JPEG_SCAN_FF) {
+            if (jpeg_last_scan_whole(held->data, held->len)) {
+                /* Only the end marker is missing: the decoder gets it,
+                 * and finishes the scan with no data made up. */
+                g_byte_array_append(held, (const guint8 *)"\xFF\xD9", 2);
+            } else {
+                g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                            _("%s: truncated JPEG (the file ends before its end-of-image marker)"),
+                            name);
+                ok = FALSE;
+                refused = TRUE;
+            }
         } else if (jpeg.state != JPEG_END) {
             g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
                         jpeg.state == JPEG_BAD

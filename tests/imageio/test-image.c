@@ -1211,7 +1211,9 @@ static void hostile_headers(void) {
     tern_image_free(im);
     g_clear_error(&e);
     g_byte_array_unref(trailer);
-    const gsize cuts[] = {len - 2, len - 1, len / 2, 200, 20, 4};
+    /* (Cut to len - 2 or len - 1, only its end marker is missing:
+     * jpeg_without_eoi.) */
+    const gsize cuts[] = {len - 3, len / 2, 200, 20, 4};
     for (size_t i = 0; i < G_N_ELEMENTS(cuts); i++) {
         im = tern_image_load_bytes(jpg, cuts[i], "cut.jpg", NULL, &e);
         CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT),
@@ -1219,9 +1221,9 @@ static void hostile_headers(void) {
         tern_image_free(im);
         g_clear_error(&e);
     }
-    /* The same file through a path (chunked reads) cut before its end. */
+    /* The same file through a path (chunked reads) cut inside its scan. */
     g_autofree char *cut_path = tmp_path("cut.jpg");
-    write_file(cut_path, jpg, len - 2);
+    write_file(cut_path, jpg, len - 3);
     im = load(cut_path, NULL, &e);
     CHECKF(im == NULL && e && strstr(e->message, "truncated JPEG"), "%s",
            e ? e->message : "accepted");
@@ -1522,6 +1524,89 @@ static void jpeg_fixtures(void) {
     tern_image_free(base);
 }
 
+/* A JPEG whose last scan is whole but whose end marker (FF D9) is missing,
+ * or half of it: decoded to the very pixels of the whole file. Cut anywhere
+ * inside the scan, even by its last byte, it is still refused as truncated
+ * (the decoder would grey-fill the rest). Baseline JPEGs of gdk-pixbuf's
+ * saver (4:2:0, sizes on and off the 16-pixel MCU grid) and libjpeg's
+ * fixtures with restart markers (colour, and grey: one component, so one
+ * block an MCU); a progressive file cannot be told complete from its bytes
+ * without decoding it, so it is refused without its end marker. */
+static void jpeg_without_eoi(void) {
+    GError *e = NULL;
+    const char *root = g_getenv("TERN_SOURCE_ROOT");
+    CHECKF(root != NULL, "TERN_SOURCE_ROOT is not set");
+    const char *const fixtures[] = {"restart.jpg", "gray-restart.jpg", "progressive.jpg"};
+    const int sizes[][2] = {{64, 48}, {61, 45}, {1, 1}, {17, 200}};
+    for (size_t i = 0; i < G_N_ELEMENTS(sizes) + G_N_ELEMENTS(fixtures); i++) {
+        gchar *jpg = NULL;
+        gsize len = 0;
+        g_autofree char *label = NULL;
+        if (i < G_N_ELEMENTS(sizes)) {
+            GdkPixbuf *pb = two_halves(sizes[i][0], sizes[i][1], FALSE);
+            CHECK(gdk_pixbuf_save_to_buffer(pb, &jpg, &len, "jpeg", &e, "quality", "90", NULL));
+            g_object_unref(pb);
+            label = g_strdup_printf("%dx%d.jpg", sizes[i][0], sizes[i][1]);
+        } else if (root) {
+            label = g_strdup(fixtures[i - G_N_ELEMENTS(sizes)]);
+            g_autofree char *path = g_build_filename(root, "tests/data/image", label, NULL);
+            CHECKF(g_file_get_contents(path, &jpg, &len, &e), "%s", e ? e->message : "");
+        }
+        g_clear_error(&e);
+        if (!jpg || len < 8 || (guint8)jpg[len - 2] != 0xFF || (guint8)jpg[len - 1] != 0xD9) {
+            CHECKF(FALSE, "%s: no end marker", label ? label : "?");
+            g_free(jpg);
+            continue;
+        }
+        const gboolean progressive = label && strstr(label, "progressive") != NULL;
+        TernImage *whole = tern_image_load_bytes(jpg, len, label, NULL, &e);
+        CHECKF(whole != NULL, "%s: %s", label, e ? e->message : "");
+        g_clear_error(&e);
+        for (gsize missing = 1; whole && missing <= 2; missing++) {
+            TernImage *im = tern_image_load_bytes(jpg, len - missing, label, NULL, &e);
+            if (progressive)
+                CHECKF(im == NULL && e && strstr(e->message, "truncated JPEG"),
+                       "%s without %zu end bytes: %s", label, missing,
+                       e ? e->message : "accepted");
+            else
+                CHECKF(im != NULL && im->width == whole->width &&
+                           im->height == whole->height &&
+                           !memcmp(im->rgb, whole->rgb,
+                                   sizeof(float) * 3 * (gsize)whole->width * whole->height),
+                       "%s without %zu end bytes: %s", label, missing,
+                       e ? e->message : "not the whole file's pixels");
+            tern_image_free(im);
+            g_clear_error(&e);
+        }
+        /* The last 40 bytes of the scan, cut one by one. */
+        for (gsize cut = len - 3; cut + 43 > len && cut > 2; cut--) {
+            TernImage *im = tern_image_load_bytes(jpg, cut, label, NULL, &e);
+            CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT),
+                   "%s cut to %zu of %zu bytes: %s", label, cut, len,
+                   e ? e->message : "accepted");
+            tern_image_free(im);
+            g_clear_error(&e);
+        }
+        /* Declaring more pixels than the limit: refused for its size, its
+         * scan never walked (it could hold 256 MiB of one-bit codes). */
+        for (gsize at = 2; i == 0 && at + 9 < len; at++)
+            if ((guint8)jpg[at] == 0xFF && (guint8)jpg[at + 1] == 0xC0) {
+                jpg[at + 5] = jpg[at + 7] = (gchar)(9000 >> 8);
+                jpg[at + 6] = jpg[at + 8] = (gchar)(9000 & 0xFF);
+                TernImage *im = tern_image_load_bytes(jpg, len - 2, label, NULL, &e);
+                CHECKF(im == NULL &&
+                           g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE) &&
+                           strstr(e->message, "9000 x 9000"),
+                       "9000 x 9000 without its end marker: %s", e ? e->message : "accepted");
+                tern_image_free(im);
+                g_clear_error(&e);
+                break;
+            }
+        tern_image_free(whole);
+        g_free(jpg);
+    }
+}
+
 /* ------------------------------------------ progressive JPEG work */
 
 static void jpeg_segment(GByteArray *a, guint8 marker, const guint8 *data, guint16 len) {
@@ -1810,6 +1895,7 @@ int main(void) {
     exif_jpeg();
     jpeg_kinds();
     jpeg_fixtures();
+    jpeg_without_eoi();
     webp();
     gif();
     bad_input();

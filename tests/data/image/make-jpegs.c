@@ -3,7 +3,8 @@
  * 32 x 16 picture of four quadrants (red, green / blue, white) as a
  * baseline, a progressive, an arithmetic-coded (sequential and
  * progressive) JPEG, and as Adobe CMYK and YCCK (inverted, as Photoshop
- * writes them). Build and run in tests/data/image:
+ * writes them); and with restart markers (a DRI segment), in colour and
+ * grey. Build and run in tests/data/image:
  *   cc -o /tmp/make-jpegs make-jpegs.c -ljpeg && /tmp/make-jpegs
  */
 #include <stdio.h>
@@ -16,6 +17,7 @@ static void px(int x, int y, unsigned char *rgb) {
     static const unsigned char c[4][3] = {{255, 0, 0}, {0, 255, 0}, {0, 0, 255}, {255, 255, 255}};
     memcpy(rgb, c[q], 3);
 }
+static int restart; /* MCUs between restart markers, 0: none */
 static void write(const char *path, J_COLOR_SPACE cs, int prog, int arith, const unsigned char *app1, unsigned app1len, int adobe_cmyk_invert) {
     struct jpeg_compress_struct c; struct jpeg_error_mgr err;
     c.err = jpeg_std_error(&err); jpeg_create_compress(&c);
@@ -25,6 +27,7 @@ static void write(const char *path, J_COLOR_SPACE cs, int prog, int arith, const
     c.in_color_space = cs == JCS_YCCK ? JCS_CMYK : cs;
     jpeg_set_defaults(&c);
     if (cs == JCS_YCCK) jpeg_set_colorspace(&c, JCS_YCCK);
+    c.restart_interval = restart;
     jpeg_set_quality(&c, 95, TRUE);
     if (prog) jpeg_simple_progression(&c);
     if (arith) c.arith_code = TRUE;
@@ -53,5 +56,9 @@ int main(void) {
     write("arithmetic-progressive.jpg", JCS_RGB, 1, 1, NULL, 0, 0);
     write("cmyk-adobe.jpg", JCS_CMYK, 0, 0, NULL, 0, 1);
     write("ycck-adobe.jpg", JCS_YCCK, 0, 0, NULL, 0, 1);
+    restart = 1;
+    write("restart.jpg", JCS_RGB, 0, 0, NULL, 0, 0);
+    restart = 3;
+    write("gray-restart.jpg", JCS_GRAYSCALE, 0, 0, NULL, 0, 0);
     return 0;
 }
