@@ -50,11 +50,59 @@ const char *tern_image_sniff(const void *data, gsize len) {
     return NULL;
 }
 
+/* A TIFF container that a camera wrote: a RAW photo (DNG, NEF, CR2, ARW,
+ * ORF, RW2, PEF...), whose owner would not think of it as a TIFF. Told by
+ * what the bytes hold: the signatures of CR2 ("CR" at 8), ORF ("IIRO",
+ * "IIRS", "MMOR") and RW2 ("IIU"), the DNGVersion tag (C612) in IFD0, or
+ * IFD0's Make tag naming a maker whose TIFF files are its RAW format
+ * (Nikon, Sony, Pentax, Samsung, as their cameras spell it; not Canon,
+ * Epson or Kodak, whose scanners write TIFFs too). Returns that format's
+ * usual name, or NULL for any other TIFF. */
+static const char *camera_raw(const guint8 *b, gsize n) {
+    if (n >= 4 && (!memcmp(b, "IIRO", 4) || !memcmp(b, "IIRS", 4) || !memcmp(b, "MMOR", 4)))
+        return "ORF";
+    if (n >= 4 && !memcmp(b, "IIU\0", 4))
+        return "RW2";
+    if (n < 8 || (memcmp(b, "II*\0", 4) && memcmp(b, "MM\0*", 4)))
+        return NULL;
+    if (n >= 10 && b[8] == 'C' && b[9] == 'R')
+        return "CR2";
+    const gboolean le = b[0] == 'I';
+#define TIFF16(p) (le ? (guint32)(p)[0] | (guint32)(p)[1] << 8 : (guint32)(p)[0] << 8 | (p)[1])
+#define TIFF32(p) (le ? TIFF16(p) | TIFF16((p) + 2) << 16 : TIFF16(p) << 16 | TIFF16((p) + 2))
+    const guint32 ifd = TIFF32(b + 4);
+    if (ifd < 8 || (guint64)ifd + 2 > n)
+        return NULL;
+    static const struct {
+        const char *make, *format;
+    } makers[] = {{"NIKON", "NEF"}, {"SONY", "ARW"}, {"PENTAX", "PEF"}, {"SAMSUNG", "SRW"}};
+    const char *by_make = NULL;
+    const guint32 count = TIFF16(b + ifd);
+    for (guint32 k = 0; k < count && (guint64)ifd + 2 + 12 * (k + 1) <= n; k++) {
+        const guint8 *e = b + ifd + 2 + 12 * k;
+        const guint32 tag = TIFF16(e), len = TIFF32(e + 4);
+        if (tag == 0xC612)
+            return "DNG";
+        if (tag != 0x010F || TIFF16(e + 2) != 2) /* Make, in ASCII */
+            continue;
+        const guint32 at = len <= 4 ? (guint32)(ifd + 2 + 12 * k + 8) : TIFF32(e + 8);
+        for (gsize m = 0; m < G_N_ELEMENTS(makers) && (guint64)at + len <= n; m++) {
+            const gsize ml = strlen(makers[m].make);
+            if (len >= ml && !memcmp(b + at, makers[m].make, ml))
+                by_make = makers[m].format;
+        }
+    }
+#undef TIFF32
+#undef TIFF16
+    return by_make;
+}
+
 /* A format Tern does not read, named by its first bytes for the refusal:
  * "not a format Tern reads" alone leaves the owner of an iPhone's HEIC or a
  * scanner's TIFF wondering whether the file is broken. Only named, never
- * decoded. */
-static const char *refused_format(const guint8 *b, gsize n) {
+ * decoded. *raw: the format is a camera's RAW one (camera_raw, or CR3). */
+static const char *refused_format(const guint8 *b, gsize n, gboolean *raw) {
+    *raw = FALSE;
     static const char *const heif_brands[] = {"heic", "heix", "hevc", "hevx",
                                               "heim", "heis", "mif1", "msf1"};
     if (n >= 12 && !memcmp(b + 4, "ftyp", 4)) {
@@ -62,6 +110,10 @@ static const char *refused_format(const guint8 *b, gsize n) {
         const guint32 box = (guint32)b[0] << 24 | (guint32)b[1] << 16 | (guint32)b[2] << 8 | b[3];
         const gsize end = MIN(n, (gsize)MAX(box, 12u));
         gboolean heif = FALSE;
+        if (!memcmp(b + 8, "crx ", 4)) {
+            *raw = TRUE;
+            return "CR3";
+        }
         for (gsize at = 8; at + 4 <= end; at += at == 8 ? 8 : 4) {
             if (!memcmp(b + at, "avif", 4) || !memcmp(b + at, "avis", 4))
                 return "AVIF";
@@ -69,6 +121,11 @@ static const char *refused_format(const guint8 *b, gsize n) {
                 heif = heif || !memcmp(b + at, heif_brands[k], 4);
         }
         return heif ? "HEIC" : NULL;
+    }
+    const char *camera = camera_raw(b, n);
+    if (camera) {
+        *raw = TRUE;
+        return camera;
     }
     if (n >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4)))
         return "TIFF";
@@ -982,13 +1039,19 @@ static gssize source_read(source *src, guint8 *buf, gsize cap) {
 }
 
 /* format: a loader's name for a format it has; kind: what the first bytes
- * of a file no loader is made for say it is (refused_format), or NULL. */
+ * of a file no loader is made for say it is (refused_format), or NULL; raw:
+ * kind is a camera's RAW format. */
 static void set_unsupported_kind(GError **error, const char *name, const char *format,
-                                 const char *kind) {
+                                 const char *kind, gboolean raw) {
     if (format)
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
                     _("%s: %s images are not supported (PNG, JPEG, WebP and GIF are)"), name,
                     format);
+    else if (kind && raw)
+        g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_UNSUPPORTED,
+                    _("%s: not an image in a format Tern reads (PNG, JPEG, WebP or GIF); this "
+                      "one is a camera RAW photo (%s)"),
+                    name, kind);
     else if (kind)
         /* The sentence of an unknown file, kept whole: callers and clients
          * match on it. */
@@ -1002,7 +1065,7 @@ static void set_unsupported_kind(GError **error, const char *name, const char *f
 }
 
 static void set_unsupported(GError **error, const char *name, const char *format) {
-    set_unsupported_kind(error, name, format, NULL);
+    set_unsupported_kind(error, name, format, NULL, FALSE);
 }
 
 static void set_too_large(GError **error, const char *name, const probe *p) {
@@ -1083,8 +1146,9 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
     if (!loader) {
         /* Not one of ours by its magic bytes, or no loader for it here
          * (WebP without webp-pixbuf-loader). */
-        set_unsupported_kind(error, name, sniffed && e ? sniffed : NULL,
-                             sniffed ? NULL : refused_format(buf, (gsize)head));
+        gboolean raw = FALSE;
+        const char *kind = sniffed ? NULL : refused_format(buf, (gsize)head, &raw);
+        set_unsupported_kind(error, name, sniffed && e ? sniffed : NULL, kind, raw);
         g_clear_error(&e);
         g_free(buf);
         return NULL;

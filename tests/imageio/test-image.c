@@ -1135,6 +1135,25 @@ static void hostile_headers(void) {
         static const guint8 tiff_be[] = {'M', 'M', 0, 42, 0, 0, 0, 8, 0, 0};
         static const guint8 jxl[] = {0xFF, 0x0A, 0xFA, 0x7F, 0x01, 0x90};
         static const guint8 ico[] = {0, 0, 1, 0, 1, 0, 16, 16, 0, 0, 1, 0, 32, 0};
+        /* Camera RAW files (TIFF containers but CR3): IFD0 at 8 holding
+         * DNGVersion, or a Make (ASCII, at 26 when longer than 4 bytes). */
+        static const guint8 dng[] = {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0xC6, 1, 0,
+                                     4, 0, 0, 0, 1, 4, 0, 0, 0, 0, 0, 0};
+        static const guint8 nef[] = {'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x0F, 0, 2,
+                                     0, 0, 0, 18, 0, 0, 0, 26, 0, 0, 0, 0, 'N', 'I',
+                                     'K', 'O', 'N', ' ', 'C', 'O', 'R', 'P', 'O', 'R',
+                                     'A', 'T', 'I', 'O', 'N', 0};
+        static const guint8 arw[] = {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x0F, 0x01, 2, 0,
+                                     5, 0, 0, 0, 26, 0, 0, 0, 0, 0, 0, 0, 'S', 'O',
+                                     'N', 'Y', 0};
+        static const guint8 scanner[] = {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x0F, 0x01, 2,
+                                         0, 6, 0, 0, 0, 26, 0, 0, 0, 0, 0, 0, 0, 'E', 'P',
+                                         'S', 'O', 'N', 0};
+        static const guint8 cr2[] = {'I', 'I', 42, 0, 16, 0, 0, 0, 'C', 'R', 2, 0, 0, 0, 0, 0};
+        static const guint8 orf[] = {'I', 'I', 'R', 'O', 8, 0, 0, 0, 0, 0};
+        static const guint8 rw2[] = {'I', 'I', 'U', 0, 24, 0, 0, 0, 0, 0};
+        static const guint8 cr3[] = {0, 0, 0, 24, 'f', 't', 'y', 'p', 'c', 'r', 'x', ' ',
+                                     0, 0, 0, 1, 'c', 'r', 'x', ' ', 'i', 's', 'o', 'm'};
         const char *xml_svg = "\xef\xbb\xbf\n<?xml version=\"1.0\"?>\n<!-- drawn -->\n"
                               "<svg xmlns=\"http://www.w3.org/2000/svg\"/>";
         struct {
@@ -1147,6 +1166,14 @@ static void hostile_headers(void) {
             {"photo.avif", avif, sizeof avif, "AVIF"},
             {"scan.tif", tiff_be, sizeof tiff_be, "TIFF"},
             {"scan-le.tif", tiff, sizeof tiff, "TIFF"},
+            {"epson-scan.tif", scanner, sizeof scanner, "TIFF"},
+            {"photo.dng", dng, sizeof dng, "a camera RAW photo (DNG)"},
+            {"photo.nef", nef, sizeof nef, "a camera RAW photo (NEF)"},
+            {"photo.arw", arw, sizeof arw, "a camera RAW photo (ARW)"},
+            {"photo.cr2", cr2, sizeof cr2, "a camera RAW photo (CR2)"},
+            {"photo.orf", orf, sizeof orf, "a camera RAW photo (ORF)"},
+            {"photo.rw2", rw2, sizeof rw2, "a camera RAW photo (RW2)"},
+            {"photo.cr3", cr3, sizeof cr3, "a camera RAW photo (CR3)"},
             {"paint.bmp", bmp, sizeof bmp, "BMP"},
             {"photo.jxl", jxl, sizeof jxl, "JPEG XL"},
             {"favicon.ico", ico, sizeof ico, "ICO"},
