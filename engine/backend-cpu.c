@@ -53,7 +53,7 @@ static int cpu_prepare_weights(tn_backend *be, tn_weight *const *ws, int n, int 
     tn_error fault = {0};
     if (file_mapped && be->gguf) {
         tn_repack_cache_result r;
-        rc = tn_repack_cache_prepare(ws, n, n_file_only, be->gguf, NULL, &r);
+        rc = tn_repack_cache_prepare(ws, n, n_file_only, be->gguf, NULL, be->repack_outlook, &r);
         fault = r.fault;
         s->storage = r.storage;
         s->map = r.map;

@@ -1348,7 +1348,7 @@ static int adopt_expert_weights(tn_model *m) {
     return adopted;
 }
 
-static int prepare(tn_model *m, tn_error *err) {
+static int prepare(tn_model *m, tn_repack_cache_outlook *outlook, tn_error *err) {
     const int32_t nl = m->hp.n_layer;
     int rc = expert_weights(m, err);
     if (rc != TN_OK)
@@ -1400,12 +1400,12 @@ static int prepare(tn_model *m, tn_error *err) {
         }
     /* The experts (last) where the cache takes them: its own answer, its
      * room for them included. */
-    if (x16[1] == 0 || !tn_repack_cache_takes_experts(m->gguf, x16[0], x16[1]))
+    if (x16[1] == 0 || !tn_repack_cache_takes_experts(m->gguf, x16[0], x16[1], outlook))
         x16[1] = rows[1] = 0;
     repack = rows[0] + rows[1];
     /* A new cache file's checksum (and copy out) after the repack. */
     if (repack > 0)
-        repack += tn_repack_cache_new_file_work(m->gguf, x16[0], x16[1]);
+        repack += tn_repack_cache_new_file_work(m->gguf, x16[0], x16[1], outlook);
     for (int32_t i = 0; tn_load_progress_armed() && i < m->n_deferred_checks; i++) {
         const tn_gguf_tensor *t = m->deferred_checks[i].t;
         const int64_t n_exp = t->n_dims >= 3 && t->ne[2] > 1 ? (int64_t)t->ne[2] : 1;
@@ -1413,7 +1413,9 @@ static int prepare(tn_model *m, tn_error *err) {
                   (uint64_t)m->deferred_checks[i].rows * (uint64_t)n_exp;
     }
     tn_load_progress_expect_repack(repack + checks, repack);
+    m->backend.repack_outlook = outlook; /* this load's, for the cache's choices */
     rc = tn_backend_prepare(&m->backend, ws, n, n_file_only, true, m->path, err);
+    m->backend.repack_outlook = NULL;
     const bool from_cache = m->backend.repack_cache_hit;
     if (from_cache)
         tn_load_progress_expect(0); /* the cache's file was mapped: no pass is left */
@@ -1489,9 +1491,10 @@ static bool tensor_named(const tn_gguf_tensor *t, const char *name) {
     return t->name.len == strlen(name) && !memcmp(t->name.ptr, name, strlen(name));
 }
 
-static void expect_load_work(const tn_gguf *g, bool cache_likely) {
+static void expect_load_work(const tn_gguf *g, tn_repack_cache_outlook *outlook) {
     if (!tn_load_progress_armed())
         return;
+    const bool cache_likely = outlook->likely;
     const bool tied = !tn_gguf_find_tensor(g, "output.weight");
     /* repacked: the dense matrices, the experts (their rows, their X16 bytes) */
     uint64_t bytes = 0, rows[2] = {0, 0}, x16[2] = {0, 0};
@@ -1519,7 +1522,7 @@ static void expect_load_work(const tn_gguf *g, bool cache_likely) {
     /* The cache's own answer, 4 KiB pages and its room for them included:
      * asked apart from it, an estimate counted experts it then left in the
      * model file's rows, and the bar leapt when the repack began. */
-    if (x16[1] > 0 && !tn_repack_cache_takes_experts(g, x16[0], x16[1]))
+    if (x16[1] > 0 && !tn_repack_cache_takes_experts(g, x16[0], x16[1], outlook))
         rows[1] = x16[1] = 0;
     bytes += rows[0] + rows[1];
     /* A new cache file is read back for its checksum after the repack
@@ -1528,7 +1531,7 @@ static void expect_load_work(const tn_gguf *g, bool cache_likely) {
      * caught up with the larger total (0.51 for 2.5 s of a 4.4 GB
      * mixture's first load). */
     if (!cache_likely)
-        bytes += tn_repack_cache_new_file_work(g, x16[0], x16[1]);
+        bytes += tn_repack_cache_new_file_work(g, x16[0], x16[1], outlook);
     tn_load_progress_expect(bytes);
 }
 
@@ -1566,9 +1569,13 @@ static int load_model(const char *path, tn_model_params params, tn_model **out, 
         tn_model_free(m);
         return tn_fail(err, TN_ERR_NOMEM, "%s: out of memory", path);
     }
+    /* The repack cache is asked once what it holds and has room for; the
+     * estimates and prepare's choices share the answers. */
+    tn_repack_cache_outlook outlook;
+    tn_repack_cache_outlook_init(&outlook, m->gguf);
     loader ld = {.m = m, .g = m->gguf, .path = path, .arch = "?", .err = err,
-                 .defer_checks = tn_repack_cache_likely(m->gguf, NULL)};
-    expect_load_work(m->gguf, ld.defer_checks);
+                 .defer_checks = outlook.likely};
+    expect_load_work(m->gguf, &outlook);
     rc = tn_load_cancelled() ? fail_cancelled(err, path) : load_hparams(&ld, &m->hp);
     if (rc == TN_OK) {
         m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
@@ -1585,7 +1592,7 @@ static int load_model(const char *path, tn_model_params params, tn_model **out, 
         tn_model_free(m);
         return rc;
     }
-    rc = tn_load_cancelled() ? fail_cancelled(err, path) : prepare(m, err);
+    rc = tn_load_cancelled() ? fail_cancelled(err, path) : prepare(m, &outlook, err);
     if (rc == TN_OK && m->backend.weights_map && m->backend.repack_cache[0]) {
         /* The steps read the weights where prepare left them: the repack
          * cache's file joins the spans their guard covers (forward.c). */

@@ -1333,28 +1333,58 @@ typedef enum room {
     ROOM_NOT_FREE, /* it would leave less than the space to keep free */
 } room;
 
+static void (*ask_hook)(const char *what, void *user);
+static void *ask_hook_user;
+
+void tn_repack_cache_ask_hook(void (*fn)(const char *what, void *user), void *user) {
+    ask_hook = fn;
+    ask_hook_user = user;
+}
+
+static void asked(const char *what) {
+    if (ask_hook)
+        ask_hook(what, ask_hook_user);
+}
+
 /* The rule on the room for a cache file of `need` bytes with a mixture's
  * experts in dir, for prepare's choice (room_for_experts) and for the
- * estimate made before it (experts_taken). *avail, *keep: what the file
- * system has and must keep free (ROOM_NOT_FREE). */
-static room room_for(const char *dir, uint64_t need, uint64_t *avail, uint64_t *keep) {
+ * estimate made before it (experts_taken). The file system is asked once
+ * per outlook (o NULL: now). *avail, *keep: what the file system has and
+ * must keep free (ROOM_NOT_FREE). */
+static room room_for(const char *dir, uint64_t need, tn_repack_cache_outlook *o,
+                     uint64_t *avail, uint64_t *keep) {
     if (need > max_bytes_default())
         return ROOM_OVER_MAX;
-    char path[PATH_MAX];
-    struct statvfs sv;
-    if (!existing_dir(dir, path, sizeof path) || statvfs(path, &sv) != 0)
+    tn_repack_cache_outlook now = {0};
+    if (!o)
+        o = &now;
+    if (!o->space_asked) {
+        char path[PATH_MAX];
+        struct statvfs sv;
+        o->space_asked = true;
+        if (existing_dir(dir, path, sizeof path)) {
+            asked("statvfs");
+            if (statvfs(path, &sv) == 0) {
+                o->space_known = true;
+                o->space_size = (uint64_t)sv.f_blocks * sv.f_frsize;
+                o->space_avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+            }
+        }
+    }
+    if (!o->space_known)
         return ROOM_YES; /* cannot tell: posix_fallocate still refuses a full disk */
-    const uint64_t size = (uint64_t)sv.f_blocks * sv.f_frsize;
-    *avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    const uint64_t size = o->space_size;
+    *avail = o->space_avail;
     const uint64_t tenth = size / 10, four = (uint64_t)4 << 30;
     *keep = env_mb("TERN_REPACK_CACHE_MIN_FREE_MB", tenth > four ? tenth : four);
     return *avail >= need && *avail - need >= *keep ? ROOM_YES : ROOM_NOT_FREE;
 }
 
-static bool room_for_experts(const char *dir, const plan *p, tn_repack_cache_result *r) {
+static bool room_for_experts(const char *dir, const plan *p, tn_repack_cache_outlook *o,
+                             tn_repack_cache_result *r) {
     const uint64_t need = p->payload_off + p->payload, max = max_bytes_default();
     uint64_t avail = 0, keep = 0;
-    const room verdict = room_for(dir, need, &avail, &keep);
+    const room verdict = room_for(dir, need, o, &avail, &keep);
     char a[32], b[32], c[32];
     gib(need, a, sizeof a);
     if (verdict == ROOM_OVER_MAX) {
@@ -1553,36 +1583,38 @@ static tn_repack_pages pages_expected(const char *dir, bool dflt) {
  * for no room; the estimate's answer then only counts if the file fails
  * its check and is rebuilt, when prepare asks the same. */
 static bool experts_taken(const char *dir, bool dflt, tn_repack_pages pages, dev_t model_dev,
-                          uint64_t dense, uint64_t experts) {
+                          uint64_t dense, uint64_t experts, tn_repack_cache_outlook *o) {
     if (experts_left_out(dir, pages, model_dev))
         return false;
     if (!dflt || experts == 0)
         return true;
     const uint64_t payload = dense + experts;
     uint64_t avail = 0, keep = 0;
-    return room_for(dir, payload_align(payload) + payload, &avail, &keep) == ROOM_YES;
+    return room_for(dir, payload_align(payload) + payload, o, &avail, &keep) == ROOM_YES;
 }
 
-bool tn_repack_cache_takes_experts(const tn_gguf *g, uint64_t dense, uint64_t experts) {
+bool tn_repack_cache_takes_experts(const tn_gguf *g, uint64_t dense, uint64_t experts,
+                                   tn_repack_cache_outlook *o) {
     char *dir = NULL;
     const bool dflt = tn_repack_cache_config(&dir) == TN_REPACK_CACHE_DEFAULT;
     bool takes = dir != NULL;
     struct stat st;
     if (takes && g && stat(tn_gguf_path(g), &st) == 0)
-        takes = experts_taken(dir, dflt, pages_expected(dir, dflt), st.st_dev, dense, experts);
+        takes = experts_taken(dir, dflt, pages_expected(dir, dflt), st.st_dev, dense, experts, o);
     free(dir);
     return takes;
 }
 
-uint64_t tn_repack_cache_new_file_work(const tn_gguf *g, uint64_t dense, uint64_t experts) {
+uint64_t tn_repack_cache_new_file_work(const tn_gguf *g, uint64_t dense, uint64_t experts,
+                                       tn_repack_cache_outlook *o) {
     char *dir = NULL;
     const bool dflt = tn_repack_cache_config(&dir) == TN_REPACK_CACHE_DEFAULT;
     uint64_t work = 0;
     struct stat st;
     if (dir && g && dense + experts > 0 && stat(tn_gguf_path(g), &st) == 0 &&
-        !tn_repack_cache_likely(g, dir)) {
+        !(o ? o->likely : tn_repack_cache_likely(g, dir))) {
         const tn_repack_pages pages = pages_expected(dir, dflt);
-        if (!experts_taken(dir, dflt, pages, st.st_dev, dense, experts))
+        if (!experts_taken(dir, dflt, pages, st.st_dev, dense, experts, o))
             experts = 0;
         if (!no_file_in_small_pages(pages, experts > 0, dense)) {
             const uint64_t payload = dense + experts;
@@ -1595,7 +1627,8 @@ uint64_t tn_repack_cache_new_file_work(const tn_gguf *g, uint64_t dense, uint64_
 }
 
 int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const tn_gguf *g,
-                            const char *dir, tn_repack_cache_result *res) {
+                            const char *dir, tn_repack_cache_outlook *o,
+                            tn_repack_cache_result *res) {
     *res = (tn_repack_cache_result){.outcome = TN_REPACK_CACHE_OFF};
     if (n_file_only < 0 || n_file_only > n)
         return TN_ERR_INVALID;
@@ -1604,6 +1637,8 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
     if (!dir) {
         dflt = tn_repack_cache_config(&own_dir) == TN_REPACK_CACHE_DEFAULT;
         dir = own_dir;
+    } else {
+        o = NULL; /* the outlook is of the configured directory */
     }
     size_t any = 0;
     for (int i = 0; i < n && !any; i++)
@@ -1699,7 +1734,7 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
             can_write = false;
             break;
         }
-        if (!dflt || !can_write || n_use == p.file_only || room_for_experts(dir, &p, res))
+        if (!dflt || !can_write || n_use == p.file_only || room_for_experts(dir, &p, o, res))
             break;
         /* No room for the experts: the dense matrices alone (maybe a file
          * of them is there already). */
@@ -1730,7 +1765,12 @@ out:
     return rc;
 }
 
+void tn_repack_cache_outlook_init(tn_repack_cache_outlook *o, const tn_gguf *g) {
+    *o = (tn_repack_cache_outlook){.likely = tn_repack_cache_likely(g, NULL)};
+}
+
 bool tn_repack_cache_likely(const tn_gguf *g, const char *dir) {
+    asked("likely");
     char *own_dir = NULL;
     if (!dir)
         dir = own_dir = tn_repack_cache_dir();

@@ -104,6 +104,9 @@ struct tn_backend {
     /* The model's file, set before prepare (NULL: weights not from a file):
      * the CPU backend keys its repack cache by it. */
     const tn_gguf *gguf;
+    /* The load's answers from the repack cache (set around prepare; NULL:
+     * the cache asks afresh). */
+    struct tn_repack_cache_outlook *repack_outlook;
     char repack_source[12];    /* tn_model_repack_source's answer */
     char repack_cache[512];    /* tn_model_repack_cache_path's */
     bool repack_cache_hit;     /* a cache file made by an earlier load was mapped */

@@ -20,6 +20,26 @@
 #define TN_REPACK_CACHE_VERSION 1u
 #define TN_REPACK_CACHE_FIXED 128u /* bytes of the header before its tables */
 
+/* What a load asks of the repack cache before it reads anything, asked
+ * once per load (tn_repack_cache_outlook_init) and handed to each question
+ * (the load's estimates, then tn_repack_cache_prepare; NULL: each asks
+ * afresh): whether a file made from the model is there, and the file
+ * system's space for the room rule on a mixture's experts (statvfs of the
+ * cache directory, at the first question that needs it). Asked apart, a
+ * load read the cache file's header twice and the file system three times
+ * for the same answers. */
+typedef struct tn_repack_cache_outlook {
+    bool likely;      /* tn_repack_cache_likely(g, NULL) */
+    bool space_asked; /* statvfs was asked: the fields below hold its answer */
+    bool space_known; /* it answered */
+    uint64_t space_size, space_avail;
+} tn_repack_cache_outlook;
+void tn_repack_cache_outlook_init(tn_repack_cache_outlook *o, const tn_gguf *g);
+/* Tests: fn is called with "likely" at each read of a cache file's header
+ * by tn_repack_cache_likely, and "statvfs" at each question to the file
+ * system for the room rule (NULL: none). */
+void tn_repack_cache_ask_hook(void (*fn)(const char *what, void *user), void *user);
+
 /* What tn_repack_cache_prepare did. */
 typedef enum tn_repack_cache_outcome {
     TN_REPACK_CACHE_OFF = 0, /* disabled, or nothing of the model is repacked here */
@@ -70,9 +90,11 @@ typedef struct tn_repack_cache_result {
  * TN_ERR_NOMEM only when even the private repack has no memory (the
  * weights are then as they were), TN_ERR_IO (res->fault says it) when a
  * file shrank under the repack or the check of a cache file: a truncated
- * model is no cache problem, and no private repack could read it either. */
+ * model is no cache problem, and no private repack could read it either.
+ * o: the load's outlook (NULL, or a dir given: the room is asked now). */
 int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const tn_gguf *g,
-                            const char *dir, tn_repack_cache_result *res);
+                            const char *dir, tn_repack_cache_outlook *o,
+                            tn_repack_cache_result *res);
 /* True when dir (NULL: tn_repack_cache_dir) holds a cache file made from
  * the model file g as it is now (size, times, inode, device): a load will
  * most likely map it. Reads one header, no weight. */
@@ -89,7 +111,8 @@ bool tn_repack_cache_likely(const tn_gguf *g, const char *dir);
  * (tn_repack_cache_prepare), so that the bar counts the work done; a
  * directory not checked yet counts them in (its check may then leave them
  * out: a step forward of the bar, that once). */
-bool tn_repack_cache_takes_experts(const tn_gguf *g, uint64_t dense, uint64_t experts);
+bool tn_repack_cache_takes_experts(const tn_gguf *g, uint64_t dense, uint64_t experts,
+                                   tn_repack_cache_outlook *o);
 /* What the passes after the repack that writes a new cache file (its
  * checksum, in 4 KiB pages the copy of the dense matrices out of it) will
  * count in the load's progress, for a payload of dense (the matrices) and
@@ -101,7 +124,8 @@ bool tn_repack_cache_takes_experts(const tn_gguf *g, uint64_t dense, uint64_t ex
  * total (build_file), so that an estimate made with it is the work done;
  * a directory never checked counts as 2 MiB pages (no copy; its check may
  * add the copy's share when the repack begins). */
-uint64_t tn_repack_cache_new_file_work(const tn_gguf *g, uint64_t dense, uint64_t experts);
+uint64_t tn_repack_cache_new_file_work(const tn_gguf *g, uint64_t dense, uint64_t experts,
+                                       tn_repack_cache_outlook *o);
 void tn_repack_cache_unmap(void *map, size_t bytes);
 /* tn_repack_cache_prune that never removes `keep` (the file just made). */
 int tn_repack_cache_prune_dir(const char *dir, uint64_t max_bytes, const char *keep,

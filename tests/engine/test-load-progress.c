@@ -517,6 +517,57 @@ static void no_room(const char *dir, const char *path) {
     tn_test_empty_dir(cache);
 }
 
+/* What a load asks of the repack cache before reading: whether a file of
+ * the model is there (its header read), and the file system's free space
+ * for the room rule on experts. Asked once per load, whatever the load's
+ * estimates and prepare then decide; asked apart, it was 2 header reads
+ * and up to 3 statvfs calls a load. In the default setting (the only one
+ * with the room rule), 2 MiB pages (forced): a first load that writes the
+ * file, a second that maps it, and one with no room for the experts. */
+typedef struct asks {
+    int likely, statvfs;
+} asks;
+
+static void count_ask(const char *what, void *user) {
+    asks *a = user;
+    if (!strcmp(what, "likely"))
+        a->likely++;
+    else if (!strcmp(what, "statvfs"))
+        a->statvfs++;
+}
+
+static void asks_once(const char *dir, const char *path) {
+    char xdg[512], cache[600];
+    snprintf(xdg, sizeof xdg, "%s/xdg-asks", dir);
+    snprintf(cache, sizeof cache, "%s/tern/repack", xdg);
+    unsetenv("TERN_REPACK_CACHE");
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_2M);
+    tn_test_empty_dir(cache);
+    static const char *const label[] = {"new file", "file mapped", "no room"};
+    for (int k = 0; k < 3; k++) {
+        setenv("TERN_REPACK_CACHE_MIN_FREE_MB", k == 2 ? "1000000000" : "0", 1);
+        if (k == 2)
+            tn_test_empty_dir(cache);
+        asks a = {0};
+        reports r = {0};
+        tn_repack_cache_ask_hook(count_ask, &a);
+        const int rc = load(path, &r);
+        tn_repack_cache_ask_hook(NULL, NULL);
+        CHECKF(rc == TN_OK, "asks, %s: the load gave %d", label[k], rc);
+        CHECKF(a.likely == 1, "asks, %s: the cache file's header was read %d times", label[k],
+               a.likely);
+        /* A load that writes a file with experts must ask it (the rule
+         * still applies); one that maps a file may. */
+        CHECKF(k == 1 ? a.statvfs <= 1 : a.statvfs == 1,
+               "asks, %s: the file system was asked %d times", label[k], a.statvfs);
+    }
+    tn_repack_cache_force_pages(TN_REPACK_PAGES_UNKNOWN);
+    unsetenv("TERN_REPACK_CACHE_MIN_FREE_MB");
+    unsetenv("XDG_CACHE_HOME");
+    tn_test_empty_dir(cache);
+}
+
 static void run(const char *label, tn_mkmodel_params p, const char *dir) {
     char path[512], cache[512], name[128];
     snprintf(path, sizeof path, "%s/%s.gguf", dir, label);
@@ -572,6 +623,7 @@ int main(void) {
     char path[512], inner[512];
     snprintf(path, sizeof path, "%s/experts.gguf", dir);
     no_room(dir, path);
+    asks_once(dir, path);
     snprintf(path, sizeof path, "%s/dense.gguf", dir);
     snprintf(inner, sizeof inner, "%s/gemma4.gguf", dir);
     damaged(dir, path);
