@@ -935,11 +935,5 @@ static int new_dflash(const tn_model *target, const char *path, tn_drafter_param
  * weights are in; a 1.1 GB draft takes half a second from a cold disk. */
 int tn_drafter_new_dflash(const tn_model *target, const char *path, tn_drafter_params p,
                           tn_drafter **out, tn_error *err) {
-    tn_load_state outer;
-    tn_load_cancel_arm(p.cancelled, p.cancelled_user, &outer);
-    int rc = new_dflash(target, path, p, out, err);
-    if (rc != TN_OK && tn_load_cancelled())
-        rc = tn_load_fail_cancelled(err, path);
-    tn_load_cancel_disarm(&outer);
-    return rc;
+    return tn_drafter_new_cancellable(new_dflash, target, path, p, out, err);
 }

@@ -49,6 +49,17 @@ static int32_t clamp_draft_max(int32_t n, int32_t def) {
     return n < 1 ? 1 : n;
 }
 
+int tn_drafter_new_cancellable(tn_drafter_new_fn make, const tn_model *target, const char *path,
+                               tn_drafter_params p, tn_drafter **out, tn_error *err) {
+    tn_load_state outer;
+    tn_load_cancel_arm(p.cancelled, p.cancelled_user, &outer);
+    int rc = make(target, path, p, out, err);
+    if (rc != TN_OK && tn_load_cancelled())
+        rc = tn_load_fail_cancelled(err, path);
+    tn_load_cancel_disarm(&outer);
+    return rc;
+}
+
 int tn_drafter_wrap(const char *name, const tn_drafter_ops *ops, const tn_drafter_hooks *hooks,
                     void *self, int32_t draft_max, const tn_model *target, tn_drafter **out,
                     tn_error *err) {

@@ -46,6 +46,14 @@ struct tn_drafter {
 int tn_drafter_wrap(const char *name, const tn_drafter_ops *ops, const tn_drafter_hooks *hooks,
                     void *self, int32_t draft_max, const tn_model *target, tn_drafter **out,
                     tn_error *err);
+/* A built-in drafter's constructor (DFlash, MTP), run as tn_model_load
+ * runs a load: p.cancelled armed for its length (docs/MODEL.md,
+ * "Cancelling a load"), and a failure once it said yes reported as the
+ * cancel it is, naming path. */
+typedef int (*tn_drafter_new_fn)(const tn_model *target, const char *path, tn_drafter_params p,
+                                 tn_drafter **out, tn_error *err);
+int tn_drafter_new_cancellable(tn_drafter_new_fn make, const tn_model *target, const char *path,
+                               tn_drafter_params p, tn_drafter **out, tn_error *err);
 /* Copies ids into d->hidden_ids. */
 int tn_drafter_set_hidden_ids(tn_drafter *d, const int32_t *ids, int32_t n, tn_error *err);
 
