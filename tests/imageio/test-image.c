@@ -211,6 +211,70 @@ static void same_pixels(const GByteArray *png, const TernImage *want, const char
     g_clear_error(&e);
 }
 
+/* An APNG decodes to its default image (IHDR + IDAT; the animation chunks
+ * are ancillary and dropped before the loader): with an fcTL before IDAT,
+ * as APNG encoders write them, that image is the first frame, which a
+ * browser shows first. Without one the default image is a fallback outside
+ * the animation, which APNG-aware viewers skip; Tern still shows it
+ * (docs/VISION.md, "Animations"). 4 x 4 RGB: red default image, blue
+ * frame in fdAT. */
+static void apng_zdata(const guint8 rgb[3], guint8 **z, uLongf *zlen) {
+    guint8 raw[4 * 13];
+    for (int y = 0; y < 4; y++) {
+        raw[y * 13] = 0;
+        for (int x = 0; x < 4; x++)
+            memcpy(raw + y * 13 + 1 + x * 3, rgb, 3);
+    }
+    *zlen = compressBound(sizeof raw);
+    *z = g_malloc(*zlen);
+    CHECK(compress(*z, zlen, raw, sizeof raw) == Z_OK);
+}
+
+static void fctl(GByteArray *png, guint32 seq) {
+    guint8 d[26] = {seq >> 24, seq >> 16, seq >> 8, seq, 0, 0, 0, 4, 0, 0, 0, 4};
+    d[21] = 1; /* a delay of 1/10 s */
+    d[23] = 10;
+    chunk(png, "fcTL", d, sizeof d);
+}
+
+static void apng(void) {
+    static const guint8 red[3] = {255, 0, 0}, blue[3] = {0, 0, 255};
+    for (int in_animation = 1; in_animation >= 0; in_animation--) {
+        static const guint8 sig[8] = {137, 'P', 'N', 'G', '\r', '\n', 26, '\n'};
+        static const guint8 ihdr[13] = {0, 0, 0, 4, 0, 0, 0, 4, 8, 2, 0, 0, 0};
+        GByteArray *png = g_byte_array_new();
+        g_byte_array_append(png, sig, 8);
+        chunk(png, "IHDR", ihdr, 13);
+        const guint8 actl[8] = {0, 0, 0, (guint8)(1 + in_animation), 0, 0, 0, 0};
+        chunk(png, "acTL", actl, 8);
+        guint32 seq = 0;
+        if (in_animation)
+            fctl(png, seq++);
+        guint8 *z = NULL;
+        uLongf zlen = 0;
+        apng_zdata(red, &z, &zlen);
+        chunk(png, "IDAT", z, (guint32)zlen);
+        g_free(z);
+        fctl(png, seq++);
+        apng_zdata(blue, &z, &zlen);
+        GByteArray *fdat = g_byte_array_new();
+        put32(fdat, seq++);
+        g_byte_array_append(fdat, z, (guint)zlen);
+        chunk(png, "fdAT", fdat->data, fdat->len);
+        g_byte_array_unref(fdat);
+        g_free(z);
+        chunk(png, "IEND", NULL, 0);
+        GError *e = NULL;
+        TernImage *im = tern_image_load_bytes(png->data, png->len, "anim.png", NULL, &e);
+        CHECKF(im != NULL && im->width == 4 && im->height == 4 && near3(px(im, 2, 2), 1, 0, 0, 0),
+               "APNG, default image %s the animation: %s", in_animation ? "in" : "outside",
+               e ? e->message : "not the red default image");
+        tern_image_free(im);
+        g_clear_error(&e);
+        g_byte_array_unref(png);
+    }
+}
+
 /* A PNG's chunks other than those of its pixels: libpng's progressive
  * reader gathers each one whole, copying what it holds again on every
  * 64 KiB write, so one 20 MB chunk took 22 s (100 MB, minutes). They are
@@ -1918,6 +1982,7 @@ int main(void) {
     embed_cache();
     hand_pngs();
     png_chunks();
+    apng();
     alpha_png();
     exif_jpeg();
     jpeg_kinds();
