@@ -15,7 +15,8 @@
  * The format is decided by the first bytes (magic numbers) before any
  * decoder runs, and only that format's loader is used: gdk-pixbuf's own
  * sniffing would pass SVG, TIFF or XPM data to their decoders. A JPEG must
- * be complete (its end marker present) before it is decoded, since JPEG
+ * be complete (its end marker present, or, for a sequential Huffman-coded
+ * one, every MCU of its last scan) before it is decoded, since JPEG
  * decoders turn a short file into a grey picture; a WebP must hold the
  * bytes its RIFF header declares; a PNG must deliver every row.
  */
