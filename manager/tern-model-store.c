@@ -22,12 +22,14 @@ typedef struct {
   guint64  size;
   char    *sha256;
   gboolean broken;
+  GPtrArray *kept;  /* KeptMember*, NULL when none */
 } StoreFile;
 
 typedef struct {
   char      *id;
   gboolean   complete;
   GPtrArray *files;  /* StoreFile* */
+  GPtrArray *kept;
 } StorePackage;
 
 typedef struct {
@@ -40,6 +42,7 @@ typedef struct {
   TernDraftKind draft_kind;
   gint64   context_length;
   char    *installed;  /* ISO 8601 */
+  GPtrArray *kept;
 } StoreTag;
 
 typedef struct {
@@ -49,7 +52,16 @@ typedef struct {
   char    *architecture;
   char    *imported;  /* ISO 8601 */
   gboolean broken;
+  GPtrArray *kept;
 } StoreLocal;
+
+/* A member of installed.json this version of Tern does not know (a newer
+ * one wrote it): kept as the text it was written with and written back
+ * after the known ones, so that a downgrade does not lose it. */
+typedef struct {
+  char *key;
+  char *raw;  /* the value's JSON text, byte for byte */
+} KeptMember;
 
 struct _TernModelStore {
   GObject     parent_instance;
@@ -59,6 +71,7 @@ struct _TernModelStore {
   GHashTable *packages;  /* id -> StorePackage* */
   GHashTable *locals;    /* tag -> StoreLocal* */
   GHashTable *held;      /* id -> count (GUINT_TO_POINTER) */
+  GPtrArray  *kept;      /* KeptMember*: unknown top-level members */
   /* A check's progress (tern_model_store_get_check_progress), written by
    * the thread that hashes: bytes of the files to hash, of those done, and
    * of the one being hashed; checking while one runs. Atomic. */
@@ -78,8 +91,17 @@ enum {
 static guint signals[N_SIGNALS];
 
 static void
+kept_member_free (KeptMember *member)
+{
+  g_free (member->key);
+  g_free (member->raw);
+  g_free (member);
+}
+
+static void
 store_file_free (StoreFile *file)
 {
+  g_clear_pointer (&file->kept, g_ptr_array_unref);
   g_free (file->name);
   g_free (file->sha256);
   g_free (file);
@@ -90,6 +112,7 @@ store_package_free (StorePackage *package)
 {
   g_free (package->id);
   g_ptr_array_unref (package->files);
+  g_clear_pointer (&package->kept, g_ptr_array_unref);
   g_free (package);
 }
 
@@ -111,6 +134,7 @@ store_tag_free (StoreTag *tag)
   for (int i = 0; i < TERN_PACKAGE_N_ROLES; i++)
     g_free (tag->packages[i]);
   g_free (tag->installed);
+  g_clear_pointer (&tag->kept, g_ptr_array_unref);
   g_free (tag);
 }
 
@@ -121,6 +145,7 @@ store_local_free (StoreLocal *local)
   g_free (local->path);
   g_free (local->architecture);
   g_free (local->imported);
+  g_clear_pointer (&local->kept, g_ptr_array_unref);
   g_free (local);
 }
 
@@ -146,6 +171,7 @@ tern_model_store_finalize (GObject *object)
   g_hash_table_unref (self->packages);
   g_hash_table_unref (self->locals);
   g_hash_table_unref (self->held);
+  g_clear_pointer (&self->kept, g_ptr_array_unref);
   g_free (self->root);
   g_free (self->state_path);
   G_OBJECT_CLASS (tern_model_store_parent_class)->finalize (object);
@@ -240,6 +266,7 @@ clear_state (TernModelStore *self)
   g_hash_table_remove_all (self->tags);
   g_hash_table_remove_all (self->packages);
   g_hash_table_remove_all (self->locals);
+  g_clear_pointer (&self->kept, g_ptr_array_unref);
 }
 
 static const char * const role_keys[TERN_PACKAGE_N_ROLES] = { "base", "draft", "vision" };
@@ -358,6 +385,267 @@ parse_state (TernModelStore *self,
   return TRUE;
 }
 
+/* ---- members this version does not know ---------------------------------
+ * Walks the text of installed.json, which tn_json_check has passed (strict,
+ * no repeated key), for the spans of values: json-glib would keep a value
+ * but not its text (1.10 came back as 1.1000000000000001). */
+
+typedef struct {
+  const char *s;
+  gsize       pos;
+  gsize       end;
+} SpanIter;
+
+static gsize
+span_skip_ws (const char *s,
+              gsize       i,
+              gsize       end)
+{
+  while (i < end && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+    i++;
+  return i;
+}
+
+/* i at a '"': the index after the closing one. */
+static gsize
+span_skip_string (const char *s,
+                  gsize       i,
+                  gsize       end)
+{
+  for (i++; i < end && s[i] != '"'; i++)
+    if (s[i] == '\\')
+      i++;
+  return MIN (i + 1, end);
+}
+
+static gsize
+span_skip_value (const char *s,
+                 gsize       i,
+                 gsize       end)
+{
+  int depth = 0;
+
+  if (i < end && s[i] == '"')
+    return span_skip_string (s, i, end);
+  if (i < end && s[i] != '{' && s[i] != '[')
+    {
+      while (i < end && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' && s[i] != '\t'
+             && s[i] != '\n' && s[i] != '\r')
+        i++;
+      return i;
+    }
+  while (i < end)
+    {
+      if (s[i] == '"')
+        {
+          i = span_skip_string (s, i, end);
+          continue;
+        }
+      if (s[i] == '{' || s[i] == '[')
+        depth++;
+      else if ((s[i] == '}' || s[i] == ']') && --depth == 0)
+        return i + 1;
+      i++;
+    }
+  return end;
+}
+
+/* start, end: the span of an object or array (its brackets included). */
+static gboolean
+span_iter_init (SpanIter   *it,
+                const char *s,
+                gsize       start,
+                gsize       end,
+                char        open)
+{
+  it->s = s;
+  it->end = end;
+  if (start >= end || s[start] != open)
+    return FALSE;
+  it->pos = start + 1;
+  return TRUE;
+}
+
+/* The next element's span; FALSE at the end. */
+static gboolean
+span_next_element (SpanIter *it,
+                   gsize    *start,
+                   gsize    *end)
+{
+  gsize i = span_skip_ws (it->s, it->pos, it->end);
+
+  if (i < it->end && it->s[i] == ',')
+    i = span_skip_ws (it->s, i + 1, it->end);
+  if (i >= it->end || it->s[i] == '}' || it->s[i] == ']')
+    return FALSE;
+  *start = i;
+  *end = span_skip_value (it->s, i, it->end);
+  it->pos = *end;
+  return TRUE;
+}
+
+/* The next member's key (decoded) and value span; FALSE at the end. */
+static gboolean
+span_next_member (SpanIter  *it,
+                  char     **key,
+                  gsize     *start,
+                  gsize     *end)
+{
+  gsize k0, k1;
+  gsize i = span_skip_ws (it->s, it->pos, it->end);
+
+  if (i < it->end && it->s[i] == ',')
+    i = span_skip_ws (it->s, i + 1, it->end);
+  if (i >= it->end || it->s[i] != '"')
+    return FALSE;
+  k0 = i;
+  k1 = span_skip_string (it->s, i, it->end);
+  if (memchr (it->s + k0, '\\', k1 - k0) == NULL)
+    *key = g_strndup (it->s + k0 + 1, k1 - k0 - 2);
+  else
+    {
+      g_autofree char *literal = g_strndup (it->s + k0, k1 - k0);
+      g_autoptr(JsonNode) node = json_from_string (literal, NULL);
+
+      *key = g_strdup (node != NULL && JSON_NODE_HOLDS_VALUE (node) ? json_node_get_string (node) : NULL);
+      if (*key == NULL)
+        return FALSE;
+    }
+  i = span_skip_ws (it->s, k1, it->end);
+  if (i >= it->end || it->s[i] != ':')
+    {
+      g_clear_pointer (key, g_free);
+      return FALSE;
+    }
+  *start = span_skip_ws (it->s, i + 1, it->end);
+  *end = span_skip_value (it->s, *start, it->end);
+  it->pos = *end;
+  return TRUE;
+}
+
+/* The span of the member `key` of the object at [start, end). */
+static gboolean
+span_member (const char *s,
+             gsize       start,
+             gsize       end,
+             const char *key,
+             gsize      *vstart,
+             gsize      *vend)
+{
+  SpanIter it;
+  char *name;
+
+  if (!span_iter_init (&it, s, start, end, '{'))
+    return FALSE;
+  while (span_next_member (&it, &name, vstart, vend))
+    {
+      gboolean found = g_str_equal (name, key);
+
+      g_free (name);
+      if (found)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* The members of the object at [start, end) whose keys are not in known. */
+static GPtrArray *
+span_unknown_members (const char        *s,
+                      gsize              start,
+                      gsize              end,
+                      const char * const *known)
+{
+  GPtrArray *kept = NULL;
+  SpanIter it;
+  char *key;
+  gsize vstart, vend;
+
+  if (!span_iter_init (&it, s, start, end, '{'))
+    return NULL;
+  while (span_next_member (&it, &key, &vstart, &vend))
+    {
+      KeptMember *member;
+
+      if (g_strv_contains (known, key))
+        {
+          g_free (key);
+          continue;
+        }
+      member = g_new0 (KeptMember, 1);
+      member->key = key;
+      member->raw = g_strndup (s + vstart, vend - vstart);
+      if (kept == NULL)
+        kept = g_ptr_array_new_with_free_func ((GDestroyNotify) kept_member_free);
+      g_ptr_array_add (kept, member);
+    }
+  return kept;
+}
+
+static const char * const top_keys[] = { "schema", "tags", "packages", "local", NULL };
+static const char * const tag_keys[] = { "label", "base", "draft", "vision", "thinking", "single_turn",
+                                         "draft_kind", "speculation", "context_length", "installed", NULL };
+static const char * const package_keys[] = { "complete", "files", NULL };
+static const char * const file_keys[] = { "name", "size", "sha256", "broken", NULL };
+static const char * const local_keys[] = { "path", "size", "architecture", "imported", "broken", NULL };
+
+/* After parse_state: the unknown members at the top and in every entry. */
+static void
+collect_kept (TernModelStore *self,
+              const char     *s,
+              gsize           length)
+{
+  static const char * const sections[] = { "tags", "packages", "local" };
+  gsize start = span_skip_ws (s, 0, length);
+  gsize end = span_skip_value (s, start, length);
+
+  self->kept = span_unknown_members (s, start, end, top_keys);
+  for (guint n = 0; n < G_N_ELEMENTS (sections); n++)
+    {
+      SpanIter it;
+      gsize sstart, send, estart, eend;
+      char *key;
+
+      if (!span_member (s, start, end, sections[n], &sstart, &send)
+          || !span_iter_init (&it, s, sstart, send, '{'))
+        continue;
+      while (span_next_member (&it, &key, &estart, &eend))
+        {
+          if (n == 0)
+            {
+              StoreTag *tag = g_hash_table_lookup (self->tags, key);
+
+              if (tag != NULL)
+                tag->kept = span_unknown_members (s, estart, eend, tag_keys);
+            }
+          else if (n == 1)
+            {
+              StorePackage *package = g_hash_table_lookup (self->packages, key);
+              SpanIter files;
+              gsize fstart, fend;
+
+              if (package != NULL)
+                {
+                  package->kept = span_unknown_members (s, estart, eend, package_keys);
+                  /* parse_state added the files in the array's order. */
+                  if (span_member (s, estart, eend, "files", &fstart, &fend)
+                      && span_iter_init (&files, s, fstart, fend, '['))
+                    for (guint f = 0; f < package->files->len && span_next_element (&files, &fstart, &fend); f++)
+                      ((StoreFile *) package->files->pdata[f])->kept =
+                        span_unknown_members (s, fstart, fend, file_keys);
+                }
+            }
+          else
+            {
+              StoreLocal *local = g_hash_table_lookup (self->locals, key);
+
+              if (local != NULL)
+                local->kept = span_unknown_members (s, estart, eend, local_keys);
+            }
+          g_free (key);
+        }
+    }
+}
+
 static gboolean
 load_state (TernModelStore *self,
             GError        **error)
@@ -406,6 +694,7 @@ load_state (TernModelStore *self,
       clear_state (self);
       return FALSE;
     }
+  collect_kept (self, data, length);
   return TRUE;
 }
 
@@ -431,6 +720,64 @@ sorted_keys (GHashTable *table)
   return keys;
 }
 
+/* Kept members go through the generator as unique placeholder strings,
+ * which splice_kept then replaces by their text: json-glib has no way to
+ * write a value's text as it is. */
+typedef struct {
+  char      *prefix;  /* random per save: no label can hold it by chance */
+  GPtrArray *raws;    /* borrowed texts, in placeholder order */
+} KeptWriter;
+
+static void
+add_kept (JsonBuilder *b,
+          GPtrArray   *kept,
+          KeptWriter  *w)
+{
+  for (guint i = 0; kept != NULL && i < kept->len; i++)
+    {
+      KeptMember *member = kept->pdata[i];
+      g_autofree char *marker = g_strdup_printf ("%s%u", w->prefix, w->raws->len);
+
+      json_builder_set_member_name (b, member->key);
+      json_builder_add_string_value (b, marker);
+      g_ptr_array_add (w->raws, member->raw);
+    }
+}
+
+static char *
+splice_kept (char       *text,
+             gsize      *length,
+             KeptWriter *w)
+{
+  g_autofree char *quoted = g_strconcat ("\"", w->prefix, NULL);
+  GString *out;
+  const char *p = text;
+  const char *hit;
+
+  if (w->raws->len == 0)
+    return text;
+  out = g_string_sized_new (*length);
+  while ((hit = strstr (p, quoted)) != NULL)
+    {
+      char *after;
+      guint64 index = g_ascii_strtoull (hit + strlen (quoted), &after, 10);
+
+      g_string_append_len (out, p, hit - p);
+      if (*after != '"' || index >= w->raws->len)
+        {
+          g_string_append_len (out, hit, (gssize) strlen (quoted));
+          p = hit + strlen (quoted);
+          continue;
+        }
+      g_string_append (out, w->raws->pdata[index]);
+      p = after + 1;
+    }
+  g_string_append (out, p);
+  g_free (text);
+  *length = out->len;
+  return g_string_free (out, FALSE);
+}
+
 static gboolean
 save_state (TernModelStore *self,
             GError        **error)
@@ -440,6 +787,10 @@ save_state (TernModelStore *self,
   g_autoptr(JsonNode) root = NULL;
   g_autoptr(GPtrArray) keys = NULL;
   g_autofree char *text = NULL;
+  g_autofree char *uuid = g_uuid_string_random ();
+  g_autofree char *prefix = g_strdup_printf ("tern-kept-%s-", uuid);
+  g_autoptr(GPtrArray) raws = g_ptr_array_new ();
+  KeptWriter w = { prefix, raws };
   gsize length;
 
   json_builder_begin_object (b);
@@ -483,6 +834,7 @@ save_state (TernModelStore *self,
           json_builder_set_member_name (b, "installed");
           json_builder_add_string_value (b, tag->installed);
         }
+      add_kept (b, tag->kept, &w);
       json_builder_end_object (b);
     }
   json_builder_end_object (b);
@@ -520,9 +872,11 @@ save_state (TernModelStore *self,
               json_builder_set_member_name (b, "broken");
               json_builder_add_boolean_value (b, TRUE);
             }
+          add_kept (b, file->kept, &w);
           json_builder_end_object (b);
         }
       json_builder_end_array (b);
+      add_kept (b, package->kept, &w);
       json_builder_end_object (b);
     }
   json_builder_end_object (b);
@@ -556,15 +910,18 @@ save_state (TernModelStore *self,
           json_builder_set_member_name (b, "broken");
           json_builder_add_boolean_value (b, TRUE);
         }
+      add_kept (b, local->kept, &w);
       json_builder_end_object (b);
     }
   json_builder_end_object (b);
+  add_kept (b, self->kept, &w);
   json_builder_end_object (b);
 
   root = json_builder_get_root (b);
   json_generator_set_root (gen, root);
   json_generator_set_pretty (gen, TRUE);
   text = tn_json_escape_unit_separators (json_generator_to_data (gen, NULL), &length);
+  text = splice_kept (g_steal_pointer (&text), &length, &w);
   return tern_manager_write_file_atomic (self->state_path, text, length, error);
 }
 

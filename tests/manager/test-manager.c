@@ -2646,6 +2646,74 @@ test_state_file_errors (void)
   }
 }
 
+/* Members a newer Tern wrote (at the top and in every kind of entry) come
+ * through a save by this one with their values byte for byte: after a
+ * downgrade and a pull or remove, the newer version finds them again. */
+static void
+test_state_unknown_keys (void)
+{
+  static const char *const raws[] = {
+    "{\"a\": [1.10, \"\\u00e9\", 1e2, null]}",  /* top level */
+    "\"2031-01-01T00:00:00Z\"",                  /* a tag's */
+    "[1.50,\n  {\"k\": \"\\/\"}]",                 /* a package's */
+    "-0.0",                                      /* a file's */
+    "{\"nested\": {\"deeper\": [true, false]}}", /* an imported model's */
+  };
+  g_autofree char *root = new_store_root ();
+  g_autofree char *state = g_build_filename (root, "installed.json", NULL);
+  g_autofree char *json = NULL;
+  g_autoptr(TernModelStore) store = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autofree char *after = NULL;
+  JsonObject *top;
+
+  g_assert_cmpint (g_mkdir_with_parents (root, 0755), ==, 0);
+  json = g_strdup_printf ("{\"schema\": 1, \"future\": %s,\n"
+                          " \"tags\": {\"t:k\": {\"label\": \"K\", \"base\": \"pkg-k\", \"pinned\": %s}},\n"
+                          " \"packages\": {\"pkg-k\": {\"complete\": true, \"origin\": %s, \"files\": "
+                          "[{\"name\": \"k.bin\", \"size\": 3, \"sha256\": null, \"mtime\": %s}]}},\n"
+                          " \"local\": {\"local:kept\": {\"path\": \"/nowhere/kept.gguf\", \"size\": 1, \"x\": %s},\n"
+                          "           \"local:gone\": {\"path\": \"/nowhere/gone.gguf\", \"size\": 1}}}",
+                          raws[0], raws[1], raws[2], raws[3], raws[4]);
+  g_assert_true (g_file_set_contents (state, json, -1, NULL));
+  store = new_store (root);
+  /* A change, so that installed.json is written again; then another, from
+   * what the first wrote. */
+  g_assert_true (tern_model_store_remove (store, "local:gone", NULL, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents (state, &after, NULL, NULL));
+  /* Byte for byte: 1.10 and 1e2 as written, the escapes as written. */
+  for (guint i = 0; i < G_N_ELEMENTS (raws); i++)
+    if (strstr (after, raws[i]) == NULL)
+      g_error ("%s lost from %s", raws[i], after);
+  g_clear_pointer (&after, g_free);
+  g_clear_object (&store);
+  store = new_store (root);
+  g_assert_true (tern_model_store_has_tag (store, "t:k"));
+  g_assert_false (tern_model_store_has_tag (store, "local:gone"));
+  g_assert_true (tern_model_store_remove (store, "local:kept", NULL, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents (state, &after, NULL, NULL));
+  for (guint i = 0; i < G_N_ELEMENTS (raws) - 1; i++)
+    if (strstr (after, raws[i]) == NULL)
+      g_error ("%s lost from %s", raws[i], after);
+  g_assert_null (strstr (after, "tern-kept-"));
+  g_assert_true (json_parser_load_from_data (parser, after, -1, &error));
+  top = json_node_get_object (json_parser_get_root (parser));
+  g_assert_true (json_object_has_member (top, "future"));
+  g_assert_true (json_object_has_member (json_object_get_object_member (json_object_get_object_member (top, "tags"),
+                                                                        "t:k"), "pinned"));
+  {
+    JsonObject *package = json_object_get_object_member (json_object_get_object_member (top, "packages"), "pkg-k");
+    JsonObject *file = json_array_get_object_element (json_object_get_array_member (package, "files"), 0);
+
+    g_assert_true (json_object_has_member (package, "origin"));
+    g_assert_true (json_object_has_member (file, "mtime"));
+  }
+  g_assert_false (json_object_has_member (json_object_get_object_member (top, "local"), "local:kept"));
+}
+
 /* ---- tern-cli -------------------------------------------------------------- */
 
 /* Extra environment for the next run_cli ("NAME=VALUE", NULL-terminated). */
@@ -4484,6 +4552,7 @@ main (int    argc,
   g_test_add_func ("/manager/store/check-async", test_check_async);
   g_test_add_func ("/manager/store/import", test_import);
   g_test_add_func ("/manager/store/state-errors", test_state_file_errors);
+  g_test_add_func ("/manager/store/state-unknown-keys", test_state_unknown_keys);
   g_test_add_func ("/manager/cli", test_cli);
   g_test_add_func ("/manager/cli/check-interrupted", test_cli_check_interrupted);
   g_test_add_func ("/manager/cli/pull-interrupted", test_cli_pull_interrupted);
