@@ -1590,6 +1590,7 @@ tern_model_store_remove (TernModelStore       *self,
                          GError              **error)
 {
   g_autoptr(GPtrArray) candidates = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GPtrArray) doomed = g_ptr_array_new_with_free_func (g_free);  /* package folders */
   g_autoptr(GArray) locked = g_array_new (FALSE, FALSE, sizeof (int));
   gboolean removed_something = FALSE;
   guint64 freed_bytes = 0;
@@ -1649,36 +1650,53 @@ tern_model_store_remove (TernModelStore       *self,
     {
       const char *id = candidates->pdata[i];
       g_autofree char *dir = NULL;
-      guint64 bytes;
 
       if (tern_model_store_get_package_refcount (self, id) > 0 || g_hash_table_contains (self->held, id))
         continue;
       dir = tern_model_store_get_package_dir (self, id);
-      bytes = tree_size (dir);
-      if (!g_file_test (dir, G_FILE_TEST_EXISTS) && !g_hash_table_contains (self->packages, id))
+      if (g_ptr_array_find_with_equal_func (doomed, dir, g_str_equal, NULL)
+          || (!g_file_test (dir, G_FILE_TEST_EXISTS) && !g_hash_table_contains (self->packages, id)))
         continue;
-      if (!tern_manager_remove_tree (dir, error))
-        {
-          unlock_partials (locked);
-          lock_end (self, fd, TRUE, NULL);
-          return FALSE;
-        }
+      freed_bytes += tree_size (dir);
       g_hash_table_remove (self->packages, id);
-      freed_bytes += bytes;
+      g_ptr_array_add (doomed, g_steal_pointer (&dir));
       removed_something = TRUE;
     }
 
-  unlock_partials (locked);
-  if (freed)
-    *freed = freed_bytes;
   if (!removed_something)
     {
+      unlock_partials (locked);
       lock_end (self, fd, FALSE, NULL);
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
                    _("%s is not installed"), tag);
       return FALSE;
     }
-  return lock_end (self, fd, TRUE, error);
+  /* The record first, then the files: deleted first, a save that failed
+   * then (a full disk) left installed.json naming files that were gone.
+   * This way a failure at any point leaves files no record names at worst,
+   * which the next pull of the model takes up again (their sha256 is
+   * checked) or the next remove deletes. */
+  if (!save_state (self, error))
+    {
+      unlock_partials (locked);
+      /* Back to what the file still says. */
+      load_state (self, NULL);
+      lock_end (self, fd, FALSE, NULL);
+      return FALSE;
+    }
+  for (guint i = 0; i < doomed->len; i++)
+    if (!tern_manager_remove_tree (doomed->pdata[i], error))
+      {
+        g_prefix_error (error, _("%s is no longer installed, but not all of its files could be "
+                                 "deleted (delete them by hand): "), tag);
+        unlock_partials (locked);
+        lock_end (self, fd, FALSE, NULL);
+        return FALSE;
+      }
+  unlock_partials (locked);
+  if (freed)
+    *freed = freed_bytes;
+  return lock_end (self, fd, FALSE, error);
 }
 
 /* ---- check -------------------------------------------------------------- */

@@ -3175,6 +3175,33 @@ test_cli_write_fails (void)
   g_assert_cmpint (status, ==, 2);
   g_assert_true (g_file_get_contents (state, &after, NULL, NULL));
   g_assert_nonnull (strstr (after, "\"broken\""));
+  g_clear_pointer (&after, g_free);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+
+  /* remove with installed.json unwritable: nothing is deleted, so that
+   * what installed.json still lists is there (the files went first, and
+   * installed.json named a model whose file was gone). */
+  g_clear_pointer (&before, g_free);
+  g_assert_true (g_file_get_contents (state, &before, NULL, NULL));
+  cli_file_size_limit = 16;
+  status = run_cli (xdg, catalog_path, &out, &err, "remove", "t:c", NULL);
+  cli_file_size_limit = 0;
+  g_assert_cmpint (status, ==, 2);
+  if (strstr (err, state) == NULL || strstr (err, g_strerror (EFBIG)) == NULL)
+    g_error ("remove with installed.json unwritable: %s", err);
+  g_assert_true (g_file_get_contents (state, &after, NULL, NULL));
+  g_assert_cmpstr (after, ==, before);
+  g_clear_pointer (&after, g_free);
+  assert_file_is (path_c, "c.bin");
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status = run_cli (xdg, catalog_path, &out, &err, "remove", "t:c", NULL);
+  if (status != 0)
+    g_error ("remove with room: %s", err);
+  g_assert_false (g_file_test (path_c, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_get_contents (state, &after, NULL, NULL));
+  g_assert_null (strstr (after, "pkg-c"));
   g_free (out);
   g_free (err);
 }
