@@ -2231,30 +2231,31 @@ check_done (GObject      *source,
 {
   g_autoptr(TernModelManager) self = data;
   g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) problems = tern_model_store_check_finish (TERN_MODEL_STORE (source), result, &error);
+  g_autoptr(GPtrArray) problems = NULL;
+  gboolean ok = tern_model_store_check_finish (TERN_MODEL_STORE (source), result, &problems, &error);
+  g_autoptr(GString) text = g_string_new (NULL);
 
   self->checking = FALSE;
   g_clear_handle_id (&self->check_tick, g_source_remove);
   gtk_widget_set_sensitive (GTK_WIDGET (self->check_button), TRUE);
-  if (problems == NULL)
+  if (!ok && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    return;
+  /* What the check found, also when it could not be recorded (a full
+   * disk): the error follows it. */
+  if (problems != NULL && problems->len > 0)
     {
-      if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-        set_message (self, error->message, TRUE);
-      return;
-    }
-  if (problems->len == 0)
-    set_message (self, _("Every installed file is intact."), FALSE);
-  else
-    {
-      g_autoptr(GString) text = g_string_new (NULL);
-
       g_string_append_printf (text, ngettext ("%u damaged or missing file (Repair downloads it again):",
                                               "%u damaged or missing files (Repair downloads them again):",
                                               problems->len), problems->len);
       for (guint i = 0; i < problems->len; i++)
         g_string_append_printf (text, "\n%s", (const char *) problems->pdata[i]);
-      set_message (self, text->str, TRUE);
     }
+  if (!ok)
+    g_string_append_printf (text, "%s%s", text->len > 0 ? "\n" : "", error->message);
+  if (ok && problems->len == 0)
+    set_message (self, _("Every installed file is intact."), FALSE);
+  else
+    set_message (self, text->str, TRUE);
 }
 
 /* A large model's files take seconds to hash (17 GB: about 11 s): the

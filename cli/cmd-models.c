@@ -550,7 +550,8 @@ typedef struct {
     TernModelStore *store;
     bool live;  /* figures rewritten in place on stderr (cli_live_figures) */
     bool shown; /* one was: the line is cleared at the end */
-    GPtrArray *problems;
+    bool ok;
+    GPtrArray *problems; /* also when they could not be recorded (!ok) */
     GError *error;
 } check_state;
 
@@ -574,7 +575,7 @@ static gboolean on_check_tick(gpointer data) {
 
 static void on_checked(GObject *source, GAsyncResult *result, gpointer data) {
     check_state *st = data;
-    st->problems = tern_model_store_check_finish(TERN_MODEL_STORE(source), result, &st->error);
+    st->ok = tern_model_store_check_finish(TERN_MODEL_STORE(source), result, &st->problems, &st->error);
     async_run_done(st->run);
 }
 
@@ -616,12 +617,17 @@ int cmd_check(int argc, char **argv) {
         cli_error(_("check: stopped before the end; no file was marked damaged or intact"));
         return 130;
     }
-    if (!problems) {
-        cli_error(_("check: %s"), error->message);
+    for (guint i = 0; problems && i < problems->len; i++)
+        cli_error(_("check: %s"), (const char *)problems->pdata[i]);
+    if (!st.ok) {
+        /* What it found is said above all the same: a full disk must not
+         * hide a damaged file. */
+        if (problems && problems->len > 0)
+            cli_error(_("check: the damaged files above could not be marked as damaged: %s"), error->message);
+        else
+            cli_error(_("check: %s"), error->message);
         return CLI_EXIT_BAD_INPUT;
     }
-    for (guint i = 0; i < problems->len; i++)
-        cli_error(_("check: %s"), (const char *)problems->pdata[i]);
     g_auto(GStrv) tags = tern_model_store_list_tags(store);
     guint n_tags = g_strv_length(tags);
     if (problems->len == 0) {

@@ -1861,22 +1861,32 @@ check_run (TernModelStore *self,
   return TRUE;
 }
 
-static GPtrArray *
+/* Marks what the check found. *problems gets the findings even when they
+ * cannot be recorded (installed.json cannot be written, a full disk): the
+ * user is still told what is damaged. */
+static gboolean
 check_apply (TernModelStore *self,
              GPtrArray      *items,
+             GPtrArray     **problems,
              GError        **error)
 {
-  g_autoptr(GPtrArray) problems = g_ptr_array_new_with_free_func (g_free);
-  int fd = lock_begin (self, error);
+  g_autoptr(GPtrArray) found = g_ptr_array_new_with_free_func (g_free);
+  int fd;
+  gboolean ok;
 
-  if (fd < 0)
-    return NULL;
   for (guint i = 0; i < items->len; i++)
     {
       CheckItem *item = items->pdata[i];
 
       if (item->problem != NULL)
-        g_ptr_array_add (problems, g_strdup (item->problem));
+        g_ptr_array_add (found, g_strdup (item->problem));
+    }
+  fd = lock_begin (self, error);
+  ok = fd >= 0;
+  for (guint i = 0; ok && i < items->len; i++)
+    {
+      CheckItem *item = items->pdata[i];
+
       if (item->package_id != NULL)
         {
           StoreFile *file = find_file (g_hash_table_lookup (self->packages, item->package_id), item->name);
@@ -1892,9 +1902,15 @@ check_apply (TernModelStore *self,
             local->broken = item->problem != NULL;
         }
     }
-  if (!lock_end (self, fd, TRUE, error))
-    return NULL;
-  return g_steal_pointer (&problems);
+  if (ok && !lock_end (self, fd, TRUE, error))
+    {
+      ok = FALSE;
+      /* The marks in memory were not written: what the file says stands. */
+      load_state (self, NULL);
+    }
+  if (problems)
+    *problems = g_steal_pointer (&found);
+  return ok;
 }
 
 gboolean
@@ -1904,10 +1920,11 @@ tern_model_store_check (TernModelStore  *self,
                         GError         **error)
 {
   g_autoptr(GPtrArray) items = NULL;
-  GPtrArray *found;
   gboolean ok;
 
   g_return_val_if_fail (TERN_IS_MODEL_STORE (self), FALSE);
+  if (problems)
+    *problems = NULL;
   if (!tern_model_store_reload (self, error))
     return FALSE;
   items = check_prepare (self);
@@ -1916,14 +1933,7 @@ tern_model_store_check (TernModelStore  *self,
   g_atomic_int_set (&self->checking, FALSE);
   if (!ok)
     return FALSE;
-  found = check_apply (self, items, error);
-  if (found == NULL)
-    return FALSE;
-  if (problems)
-    *problems = found;
-  else
-    g_ptr_array_unref (found);
-  return TRUE;
+  return check_apply (self, items, problems, error);
 }
 
 static void
@@ -1978,15 +1988,18 @@ tern_model_store_get_check_progress (TernModelStore *self,
   return g_atomic_int_get (&self->checking);
 }
 
-GPtrArray *
+gboolean
 tern_model_store_check_finish (TernModelStore  *self,
                                GAsyncResult    *result,
+                               GPtrArray      **problems,
                                GError         **error)
 {
-  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+  if (problems)
+    *problems = NULL;
   if (!g_task_propagate_boolean (G_TASK (result), error))
-    return NULL;
-  return check_apply (self, g_task_get_task_data (G_TASK (result)), error);
+    return FALSE;
+  return check_apply (self, g_task_get_task_data (G_TASK (result)), problems, error);
 }
 
 /* ---- import ------------------------------------------------------------- */

@@ -114,20 +114,24 @@ gboolean        tern_model_store_remove (TernModelStore       *self,
 /* Re-verifies every installed file (size and sha256) and every imported
  * model (readable GGUF). Marks what fails as broken (the tag's state becomes
  * BROKEN; pulling the tag again downloads only the broken files) and clears
- * the mark of what passes. `problems` gets one line per problem, naming the
- * file. Returns FALSE only when the check itself could not run. */
+ * the mark of what passes. `problems` (may be NULL) gets one line per
+ * problem, naming the file, whenever the check ran to its end. Returns
+ * FALSE when the check could not run, or when its marks could not be
+ * written (installed.json on a full disk): *problems is set then too, so
+ * that the user is still told what is damaged. */
 gboolean        tern_model_store_check (TernModelStore  *self,
                                         GCancellable    *cancellable,
                                         GPtrArray      **problems,
                                         GError         **error);
-/* The same with the hashing in a thread; finish returns the problems
- * (char*, possibly empty) or NULL with an error. */
+/* The same with the hashing in a thread; finish is as
+ * tern_model_store_check's return and `problems` (char*, possibly empty). */
 void            tern_model_store_check_async  (TernModelStore      *self,
                                                GCancellable        *cancellable,
                                                GAsyncReadyCallback  callback,
                                                gpointer             user_data);
-GPtrArray      *tern_model_store_check_finish (TernModelStore  *self,
+gboolean        tern_model_store_check_finish (TernModelStore  *self,
                                                GAsyncResult    *result,
+                                               GPtrArray      **problems,
                                                GError         **error);
 /* While a check runs (from any thread): bytes of the installed files it
  * hashes (*total) and of those hashed so far (*done); FALSE when none
