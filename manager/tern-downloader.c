@@ -331,6 +331,8 @@ write_meta (Transfer    *t,
   g_autoptr(JsonGenerator) gen = json_generator_new ();
   g_autoptr(JsonNode) root = NULL;
   g_autofree char *text = NULL;
+  g_autoptr(GError) local_error = NULL;
+  struct stat st;
   gsize length;
 
   json_builder_begin_object (b);
@@ -350,7 +352,20 @@ write_meta (Transfer    *t,
   root = json_builder_get_root (b);
   json_generator_set_root (gen, root);
   text = tn_json_escape_unit_separators (json_generator_to_data (gen, NULL), &length);
-  return g_file_set_contents (t->meta, text, (gssize) length, error);
+  /* As installed.json is written: a full disk says so (the row's
+   * no-space sentence), not "cannot write to the models folder". */
+  if (tern_manager_write_file_atomic (t->meta, text, length, &local_error))
+    return TRUE;
+  if (lstat (t->meta, &st) == 0 && !S_ISREG (st.st_mode))
+    {
+      /* A folder there: GLib's words were a failed g_rename(). */
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO,
+                   _("%s is not a regular file; downloads are written there: move it away and pull again"),
+                   t->meta);
+      return FALSE;
+    }
+  g_propagate_error (error, g_steal_pointer (&local_error));
+  return FALSE;
 }
 
 /* "\"abc\"" -> "abc"; NULL for weak validators, which If-Range may not use. */
@@ -813,11 +828,8 @@ attempt (Transfer *t,
       g_free (meta.advertised);
       meta.advertised = g_strdup (advertised);
     }
-  if (!write_meta (t, &meta, &local_error))
-    {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s", local_error->message);
-      goto out;
-    }
+  if (!write_meta (t, &meta, error))
+    goto out;
 
   /* Also before the first byte: with less free than the bytes between two
    * looks, the disk was filled to its last byte (ENOSPC) and the partial

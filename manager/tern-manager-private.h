@@ -72,6 +72,12 @@ void     tern_manager_test_set_hash_hook (void     (*hook) (guint64  hashed,
                                                             gpointer user_data),
                                           gpointer   user_data);
 
+/* Tests only: every tern_manager_write_file_atomic of a path that ends in
+ * `suffix` fails its write() with errsv (ENOSPC: a full disk, which needs
+ * root to make). NULL removes it. Set it while nothing writes. */
+void     tern_manager_test_fail_writes (const char *suffix,
+                                        int         errsv);
+
 /* Deletes a directory and everything in it (no symlinks followed). */
 gboolean tern_manager_remove_tree (const char  *path,
                                    GError     **error);

@@ -139,6 +139,18 @@ io_error (GError    **error,
   return FALSE;
 }
 
+static char *fail_writes_suffix;
+static int fail_writes_errno;
+
+void
+tern_manager_test_fail_writes (const char *suffix,
+                               int         errsv)
+{
+  g_free (fail_writes_suffix);
+  fail_writes_suffix = g_strdup (suffix);
+  fail_writes_errno = errsv;
+}
+
 gboolean
 tern_manager_write_file_atomic (const char  *path,
                                 const char  *contents,
@@ -157,6 +169,11 @@ tern_manager_write_file_atomic (const char  *path,
     {
       ssize_t n = write (fd, contents + written, length - written);
 
+      if (n >= 0 && fail_writes_suffix != NULL && g_str_has_suffix (path, fail_writes_suffix))
+        {
+          n = -1;
+          errno = fail_writes_errno;
+        }
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
@@ -165,7 +182,8 @@ tern_manager_write_file_atomic (const char  *path,
 
           close (fd);
           unlink (tmp);
-          return io_error (error, errsv, _("cannot write"), tmp);
+          /* The file's own name: the temporary one is gone already. */
+          return io_error (error, errsv, _("cannot write"), path);
         }
       written += (gsize) n;
     }
@@ -174,7 +192,7 @@ tern_manager_write_file_atomic (const char  *path,
       int errsv = errno;
 
       unlink (tmp);
-      return io_error (error, errsv, _("cannot sync"), tmp);
+      return io_error (error, errsv, _("cannot sync"), path);
     }
   if (rename (tmp, path) != 0)
     {

@@ -970,6 +970,48 @@ test_download_odd_partial (void)
     }
 }
 
+/* FILE.partial.json that cannot be written: on a full disk the error is
+ * the no-space one (the panel's "not enough free disk space" sentence, not
+ * "cannot write to the models folder"), naming the file; a folder where it
+ * goes is said as a FIFO where the partial goes is, not as GLib's failed
+ * g_rename(). */
+static void
+test_download_meta_unwritable (void)
+{
+  for (guint i = 0; i < 2; i++)
+    {
+      g_autofree char *root = new_store_root ();
+      g_autoptr(TernModelStore) store = new_store (root);
+      g_autoptr(TernDownloader) dl = new_downloader (store);
+      g_autoptr(TernCatalog) catalog = single_catalog ("ok", "a.bin", TRUE);
+      g_autofree char *meta = store_file (store, "pkg-one", "a.bin", ".partial.json");
+      g_autoptr(GError) error = NULL;
+
+      if (i == 0)
+        tern_manager_test_fail_writes (".partial.json", ENOSPC);
+      else
+        g_assert_cmpint (g_mkdir_with_parents (meta, 0755), ==, 0);
+      g_assert_false (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+      tern_manager_test_fail_writes (NULL, 0);
+      if (strstr (error->message, meta) == NULL)
+        g_error ("'%s' does not name %s", error->message, meta);
+      if (i == 0)
+        {
+          g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NO_SPACE);
+          g_assert_nonnull (strstr (error->message, g_strerror (ENOSPC)));
+          g_assert_null (strstr (error->message, ".tmp-"));
+        }
+      else
+        {
+          g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO);
+          g_assert_nonnull (strstr (error->message, "is not a regular file"));
+          g_assert_nonnull (strstr (error->message, "move it away"));
+          g_assert_true (g_file_test (meta, G_FILE_TEST_IS_DIR));
+        }
+      g_assert_cmpint (tern_model_store_get_state (store, "t:one", NULL), ==, TERN_MODEL_STATE_AVAILABLE);
+    }
+}
+
 /* A partial download of the right URL whose bytes are damaged (a crash
  * before they reached the disk, say): the resume completes it, the hash
  * does not match, and the download starts over instead of failing with
@@ -4553,6 +4595,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/unsized-little-space", test_download_unsized_little_space);
   g_test_add_func ("/manager/download/symlink-in-place", test_download_symlink_in_place);
   g_test_add_func ("/manager/download/odd-partial", test_download_odd_partial);
+  g_test_add_func ("/manager/download/meta-unwritable", test_download_meta_unwritable);
   g_test_add_func ("/manager/download/damaged-partial", test_download_damaged_partial);
   g_test_add_func ("/manager/download/meta-not-strict", test_download_meta_not_strict);
   g_test_add_func ("/manager/download/wrong-bytes", test_download_wrong_bytes);
