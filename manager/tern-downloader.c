@@ -25,6 +25,12 @@
 /* How often a download of unknown size looks at the free space. */
 #define UNSIZED_SPACE_CHECK (16u << 20)
 #define MAX_REDIRECTS 10
+/* A transfer that moves fewer than MIN_RATE_BYTES in MIN_RATE_SECONDS is
+ * stalled (curl's --speed-limit / --speed-time): a server that sends a byte
+ * every 20 s never trips the 30 s time-out. About 1 KiB/s: a poor mobile
+ * link (20 KB/s) has twenty times that. */
+#define MIN_RATE_BYTES (64u << 10)
+#define MIN_RATE_SECONDS 60
 
 typedef struct _PackageJob PackageJob;
 typedef struct _Pull Pull;
@@ -46,6 +52,8 @@ struct _TernDownloader {
   guint              initial_delay_ms;
   guint              max_delay_ms;
   guint              timeout_s;
+  guint              min_rate_bytes;
+  guint              min_rate_seconds;  /* 0: no minimum */
   TernFreeSpaceFunc  free_space;
   gpointer           free_space_data;
   GDestroyNotify     free_space_destroy;
@@ -95,6 +103,9 @@ typedef struct {
   GError         *error;
   char           *sha256;       /* verified hash */
   guint64         final_size;
+  /* The thread's own: where the slow stretch began when an attempt ended
+   * stalled (below the minimum rate), G_MAXUINT64 otherwise. */
+  guint64         stalled_from;
 } Transfer;
 
 struct _PackageJob {
@@ -629,6 +640,12 @@ attempt (Transfer *t,
   struct stat st;
   guint status;
   AttemptResult result = ATTEMPT_FAIL;
+  guint min_bytes = t->downloader->min_rate_bytes;
+  guint min_seconds = t->downloader->min_rate_seconds;
+  gint64 window_start;
+  guint64 window_offset;
+
+  t->stalled_from = G_MAXUINT64;
 
   if (fstat (fd, &st) != 0)
     {
@@ -837,9 +854,12 @@ attempt (Transfer *t,
   if (t->size == 0 && !unsized_space_left (t, fd, offset, error))
     goto out;
   buffer = g_malloc (READ_BLOCK);
+  window_start = g_get_monotonic_time ();
+  window_offset = offset;
   for (;;)
     {
       gssize n = g_input_stream_read (stream, buffer, READ_BLOCK, t->cancellable, &local_error);
+      gint64 now = g_get_monotonic_time ();
 
       if (n < 0)
         {
@@ -872,6 +892,25 @@ attempt (Transfer *t,
         goto out;
       __atomic_store_n (&t->done, offset, __ATOMIC_RELAXED);
       __atomic_add_fetch (&t->downloader->bytes_received, (guint64) n, __ATOMIC_RELAXED);
+      /* Looked at as bytes come: a read returns at the latest after the
+       * time-out, so a trickle is caught within a window and a time-out. */
+      if (min_seconds > 0 && now - window_start >= (gint64) min_seconds * G_USEC_PER_SEC)
+        {
+          if (offset - window_offset < min_bytes)
+            {
+              g_autofree char *least = tern_manager_format_size (min_bytes);
+
+              g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NETWORK,
+                           _("%s: less than %s arrived in %u seconds (at byte %" PRIu64
+                             "): the connection counts as stalled"),
+                           t->name, least, min_seconds, offset);
+              t->stalled_from = window_offset;
+              result = ATTEMPT_RETRY;
+              goto out;
+            }
+          window_start = now;
+          window_offset = offset;
+        }
     }
   g_input_stream_close (stream, NULL, NULL);
 
@@ -1208,12 +1247,19 @@ transfer_run (Transfer *t)
        * server that answers each resume so that the partial starts over
        * (another range, 416, a changed file) and then breaks off again
        * would otherwise be retried for ever, downloading the same bytes. */
-      if (__atomic_load_n (&t->done, __ATOMIC_RELAXED) > furthest)
-        {
-          furthest = __atomic_load_n (&t->done, __ATOMIC_RELAXED);
-          failures = 0;
-          delay = self->initial_delay_ms;
-        }
+      /* A stalled attempt's trickle is no progress (a server that sends
+       * a few bytes a minute would be retried for ever): only what came
+       * before its slow stretch counts. */
+      {
+        guint64 done = __atomic_load_n (&t->done, __ATOMIC_RELAXED);
+
+        if (MIN (done, t->stalled_from) > furthest)
+          {
+            failures = 0;
+            delay = self->initial_delay_ms;
+          }
+        furthest = MAX (furthest, done);
+      }
       if (++failures >= self->max_attempts)
         {
           g_prefix_error (&t->error, _("gave up after %u attempts: "), failures);
@@ -1899,6 +1945,16 @@ tern_downloader_set_timeout (TernDownloader *self,
 }
 
 void
+tern_downloader_set_min_rate (TernDownloader *self,
+                              guint           bytes,
+                              guint           seconds)
+{
+  g_return_if_fail (TERN_IS_DOWNLOADER (self));
+  self->min_rate_bytes = bytes;
+  self->min_rate_seconds = seconds;
+}
+
+void
 tern_downloader_set_free_space_func (TernDownloader    *self,
                                      TernFreeSpaceFunc  func,
                                      gpointer           user_data,
@@ -1982,6 +2038,8 @@ tern_downloader_init (TernDownloader *self)
   self->initial_delay_ms = 1000;
   self->max_delay_ms = 30000;
   self->timeout_s = 30;
+  self->min_rate_bytes = MIN_RATE_BYTES;
+  self->min_rate_seconds = MIN_RATE_SECONDS;
   self->pool = g_thread_pool_new (pool_func, self, (gint) self->max_concurrent, FALSE, NULL);
 }
 

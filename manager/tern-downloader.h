@@ -84,6 +84,13 @@ void     tern_downloader_set_retry           (TernDownloader    *self,
 /* Seconds without any byte moving before a connection counts as failed. */
 void     tern_downloader_set_timeout         (TernDownloader    *self,
                                               guint              seconds);
+/* Fewer than `bytes` in `seconds` (the body's, counted as it comes) is a
+ * stalled transfer: retried and resumed as a dropped connection is, the
+ * trickle not counting as progress. Default 64 KiB in 60 s (about 1 KiB/s);
+ * seconds 0: no minimum. Tests set a short window. */
+void     tern_downloader_set_min_rate        (TernDownloader    *self,
+                                              guint              bytes,
+                                              guint              seconds);
 /* NULL restores statvfs. */
 void     tern_downloader_set_free_space_func (TernDownloader    *self,
                                               TernFreeSpaceFunc  func,

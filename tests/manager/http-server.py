@@ -16,6 +16,8 @@ on the first line of stdout. The first path component picks a behaviour:
   /404/NAME       404;  /500/NAME  500 every time;  /500once/NAME  500 once, then ok
   /stall/NAME     headers, then silence (time-outs)
   /slow/NAME      the body in 8 KiB pieces every 20 ms (cancel, restart)
+  /trickle/NAME   the body 16 bytes every 100 ms (160 B/s), never a pause as
+                  long as a time-out: below a minimum rate
   /gate/NAME      half the body, then nothing more until GET /_open (a
                   download held in the middle for as long as a test needs)
   /hf/NAME        302 to /ok/NAME with X-Linked-Etag / X-Linked-Size, as
@@ -515,6 +517,12 @@ class Handler(BaseHTTPRequestHandler):
                     return
                 self.wfile.write(body[half:])
                 self.wfile.flush()
+                return
+            if mode == "trickle":
+                for i in range(0, len(body), 16):
+                    self.wfile.write(body[i:i + 16])
+                    self.wfile.flush()
+                    time.sleep(0.1)
                 return
             if mode == "slow":
                 for i in range(0, len(body), 8192):

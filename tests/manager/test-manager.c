@@ -1339,6 +1339,56 @@ test_download_timeout (void)
   g_assert_cmpint (tern_model_store_get_state (store, "t:one", NULL), ==, TERN_MODEL_STATE_AVAILABLE);
 }
 
+/* A server that trickles (16 bytes every 100 ms, so the time-out never
+ * trips) is stalled once less than the minimum arrives in the window: each
+ * attempt resumes the partial with Range, the trickle is no progress, and
+ * the pull gives up after the attempts like a dropped connection (before,
+ * it went on at 160 B/s: here the test's 30 s watchdog cancelled it). */
+static gboolean
+cancel_after (gpointer data)
+{
+  g_cancellable_cancel (data);
+  return G_SOURCE_CONTINUE;  /* removed by the test, fired or not */
+}
+
+static void
+test_download_min_rate (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("trickle", "a.bin", TRUE);
+  g_autoptr(GCancellable) watchdog = g_cancellable_new ();
+  g_autofree char *partial = store_file (store, "pkg-one", "a.bin", ".partial");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  guint source;
+  GStatBuf st;
+
+  server_reset ();
+  tern_downloader_set_retry (dl, 3, 10, 10);
+  /* 2 KiB a second over one second: the trickle's 160 B/s is below. */
+  tern_downloader_set_min_rate (dl, 2048, 1);
+  source = g_timeout_add_seconds (30, cancel_after, watchdog);
+  g_assert_false (tern_downloader_pull (dl, catalog, "t:one", watchdog, &error));
+  g_source_remove (source);
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NETWORK);
+  if (strstr (error->message, "gave up after 3 attempts") == NULL
+      || strstr (error->message, "counts as stalled") == NULL || strstr (error->message, "a.bin") == NULL)
+    g_error ("%s", error->message);
+  requests = server_requests ("/trickle/a.bin", NULL);
+  g_assert_cmpuint (requests->len, ==, 3);
+  g_assert_null (req_string (requests, 0, "range"));
+  /* The partial is kept and resumed, as after a drop. */
+  for (guint i = 1; i < requests->len; i++)
+    g_assert_true (g_str_has_prefix (req_string (requests, i, "range"), "bytes="));
+  g_assert_cmpint (g_stat (partial, &st), ==, 0);
+  g_assert_cmpint (st.st_size, >, 0);
+  g_assert_cmpint (st.st_size, <, FILE_A_SIZE);
+  g_assert_cmpint (tern_model_store_get_state (store, "t:one", tern_catalog_find_tag (catalog, "t:one")), ==,
+                   TERN_MODEL_STATE_PARTIAL);
+}
+
 typedef struct {
   GCancellable *cancellable;
   guint64       cancelled_at;
@@ -4603,6 +4653,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/http-errors", test_download_http_errors);
   g_test_add_func ("/manager/download/report-thread", test_download_report_thread);
   g_test_add_func ("/manager/download/timeout", test_download_timeout);
+  g_test_add_func ("/manager/download/min-rate", test_download_min_rate);
   g_test_add_func ("/manager/download/cancel-and-restart", test_download_cancel_and_restart);
   g_test_add_func ("/manager/download/cancel-by-tag", test_download_cancel_by_tag);
   g_test_add_func ("/manager/download/cancel-then-sibling", test_download_cancel_then_sibling);
