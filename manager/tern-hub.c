@@ -534,6 +534,11 @@ hub_parse (GBytes       *body,
   return json_node_copy (root);
 }
 
+static JsonNode *api_answer (const HubRef  *ref,
+                             GBytes        *body,
+                             const char    *url,
+                             GError       **error);
+
 static JsonNode *
 api_get (const HubRef  *ref,
          GCancellable  *cancellable,
@@ -545,8 +550,6 @@ api_get (const HubRef  *ref,
   g_autoptr(GBytes) body = NULL;
   g_autofree char *auth = tern_hub_authorization_for (url);
   g_autoptr(GError) local_error = NULL;
-  g_autofree char *why = NULL;
-  JsonNode *root;
   gboolean too_big;
   guint status;
 
@@ -588,6 +591,20 @@ api_get (const HubRef  *ref,
                    ref->owner, ref->repo, status, soup_message_get_reason_phrase (msg), url);
       return NULL;
     }
+  return api_answer (ref, body, url, error);
+}
+
+/* The listing's answer as JSON: the object it documents, or NULL with an
+ * error that says what it is instead. */
+static JsonNode *
+api_answer (const HubRef  *ref,
+            GBytes        *body,
+            const char    *url,
+            GError       **error)
+{
+  g_autofree char *why = NULL;
+  JsonNode *root;
+
   root = body != NULL ? hub_parse (body, HUB_ANSWER_MAX_DEPTH, JSON_NODE_OBJECT, url, &why) : NULL;
   if (root == NULL && why != NULL)
     {
@@ -877,6 +894,12 @@ add_package (JsonBuilder  *b,
   json_builder_end_object (b);
 }
 
+static TernCatalog *resolve_answer (const HubRef  *ref,
+                                    const char    *ref_text,
+                                    JsonNode      *root,
+                                    char         **tag_out,
+                                    GError       **error);
+
 TernCatalog *
 tern_hub_resolve (const char    *ref_text,
                   GCancellable  *cancellable,
@@ -885,6 +908,42 @@ tern_hub_resolve (const char    *ref_text,
 {
   g_auto(HubRef) ref = { 0 };
   g_autoptr(JsonNode) root = NULL;
+
+  if (!parse_ref (ref_text, &ref, error))
+    return NULL;
+  root = api_get (&ref, cancellable, error);
+  if (root == NULL)
+    return NULL;
+  return resolve_answer (&ref, ref_text, root, tag_out, error);
+}
+
+TernCatalog *
+tern_hub_resolve_from_answer (const char  *ref_text,
+                              const char  *answer,
+                              gsize        length,
+                              char       **tag_out,
+                              GError     **error)
+{
+  g_auto(HubRef) ref = { 0 };
+  g_autoptr(GBytes) body = g_bytes_new (answer, length);
+  g_autoptr(JsonNode) root = NULL;
+
+  if (!parse_ref (ref_text, &ref, error))
+    return NULL;
+  root = api_answer (&ref, body, "answer", error);
+  if (root == NULL)
+    return NULL;
+  return resolve_answer (&ref, ref_text, root, tag_out, error);
+}
+
+/* The catalog of what the listing `root` says for the reference. */
+static TernCatalog *
+resolve_answer (const HubRef  *ref,
+                const char    *ref_text,
+                JsonNode      *root,
+                char         **tag_out,
+                GError       **error)
+{
   g_autoptr(GPtrArray) files = NULL;
   g_autoptr(GPtrArray) model = NULL;
   g_autoptr(GPtrArray) vision = g_ptr_array_new ();
@@ -902,46 +961,41 @@ tern_hub_resolve (const char    *ref_text,
   HubFile *mmproj;
   TernCatalog *catalog;
 
-  if (!parse_ref (ref_text, &ref, error))
-    return NULL;
-  root = api_get (&ref, cancellable, error);
-  if (root == NULL)
-    return NULL;
   sha_node = json_object_get_member (json_node_get_object (root), "sha");
   if (sha_node == NULL || json_node_get_value_type (sha_node) != G_TYPE_STRING
       || !hub_name_ok (json_node_get_string (sha_node), 64))
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
-                   _("%s/%s: the Hub's answer names no commit ('sha') for revision %s"), ref.owner, ref.repo,
-                   ref.revision);
+                   _("%s/%s: the Hub's answer names no commit ('sha') for revision %s"), ref->owner, ref->repo,
+                   ref->revision);
       return NULL;
     }
   commit = json_node_get_string (sha_node);
   files = read_siblings (json_node_get_object (root));
-  model = pick_model_files (&ref, files, error);
+  model = pick_model_files (ref, files, error);
   if (model == NULL)
     return NULL;
   mmproj = pick_mmproj (files);
   if (mmproj != NULL)
     g_ptr_array_add (vision, mmproj);
 
-  tag = tag_for (&ref);
-  base_id = package_id (&ref, commit, ref.file ? ref.file : ref.quant);
-  vision_id = mmproj ? package_id (&ref, commit, "mmproj") : NULL;
-  label = g_strdup_printf ("%s/%s %s", ref.owner, ref.repo,
-                           ref.file ? ref.file : ref.quant);
+  tag = tag_for (ref);
+  base_id = package_id (ref, commit, ref->file ? ref->file : ref->quant);
+  vision_id = mmproj ? package_id (ref, commit, "mmproj") : NULL;
+  label = g_strdup_printf ("%s/%s %s", ref->owner, ref->repo,
+                           ref->file ? ref->file : ref->quant);
 
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "schema");
   json_builder_add_int_value (b, 1);
   json_builder_set_member_name (b, "packages");
   json_builder_begin_object (b);
-  add_package (b, &ref, commit, base_id, label, model);
+  add_package (b, ref, commit, base_id, label, model);
   if (vision_id != NULL)
     {
-      g_autofree char *vlabel = g_strdup_printf ("%s/%s vision projector", ref.owner, ref.repo);
+      g_autofree char *vlabel = g_strdup_printf ("%s/%s vision projector", ref->owner, ref->repo);
 
-      add_package (b, &ref, commit, vision_id, vlabel, vision);
+      add_package (b, ref, commit, vision_id, vlabel, vision);
     }
   json_builder_end_object (b);
   json_builder_set_member_name (b, "families");
@@ -960,8 +1014,8 @@ tern_hub_resolve (const char    *ref_text,
   json_builder_add_string_value (b, label);
   json_builder_set_member_name (b, "description");
   {
-    g_autofree char *description = g_strdup_printf ("From %s/%s/%s at revision %s", ref.base, ref.owner,
-                                                    ref.repo, commit);
+    g_autofree char *description = g_strdup_printf ("From %s/%s/%s at revision %s", ref->base, ref->owner,
+                                                    ref->repo, commit);
 
     json_builder_add_string_value (b, description);
   }
@@ -1089,6 +1143,24 @@ clean_query (const char *query)
   return g_steal_pointer (&copy);
 }
 
+static GPtrArray *search_answer (GBytes      *body,
+                                 guint        limit,
+                                 const char  *url,
+                                 const char  *base,
+                                 GError     **error);
+
+GPtrArray *
+tern_hub_search_from_answer (const char  *answer,
+                             gsize        length,
+                             guint        limit,
+                             GError     **error)
+{
+  g_autoptr(GBytes) body = g_bytes_new (answer, length);
+
+  return search_answer (body, limit ? MIN (limit, TERN_HUB_SEARCH_LIMIT_MAX) : TERN_HUB_SEARCH_LIMIT_DEFAULT,
+                        "answer", "answer", error);
+}
+
 GPtrArray *
 tern_hub_search (const char    *query,
                  guint          limit,
@@ -1102,10 +1174,6 @@ tern_hub_search (const char    *query,
   g_autoptr(SoupMessage) msg = NULL;
   g_autoptr(GBytes) body = NULL;
   g_autoptr(GError) local_error = NULL;
-  g_autoptr(JsonNode) root = NULL;
-  g_autoptr(GPtrArray) models = NULL;
-  g_autofree char *why = NULL;
-  JsonArray *list;
   gboolean too_big;
   guint status;
 
@@ -1161,6 +1229,22 @@ tern_hub_search (const char    *query,
                      "models"), base, cap);
       return NULL;
     }
+  return search_answer (body, limit, url, base, error);
+}
+
+/* The models of a search's answer, at most `limit` of them. */
+static GPtrArray *
+search_answer (GBytes      *body,
+               guint        limit,
+               const char  *url,
+               const char  *base,
+               GError     **error)
+{
+  g_autoptr(JsonNode) root = NULL;
+  g_autoptr(GPtrArray) models = NULL;
+  g_autofree char *why = NULL;
+  JsonArray *list;
+
   root = hub_parse (body, HUB_SEARCH_MAX_DEPTH, JSON_NODE_ARRAY, url, &why);
   if (root == NULL && why != NULL)
     {
@@ -1439,6 +1523,30 @@ group_quants (const HubRef *ref,
   return quants;
 }
 
+/* The reference of a repository's main branch, "OWNER/REPO". */
+static gboolean
+repo_ref (const char  *repo_id,
+          HubRef      *ref,
+          GError     **error)
+{
+  if (repo_id == NULL || !repo_id_ok (repo_id))
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
+                   _("'%s' is not a Hugging Face repository: write OWNER/REPO"), repo_id ? repo_id : "");
+      return FALSE;
+    }
+  ref->base = hub_endpoint ();
+  ref->owner = g_strndup (repo_id, (gsize) (strchr (repo_id, '/') - repo_id));
+  ref->repo = g_strdup (strchr (repo_id, '/') + 1);
+  ref->revision = g_strdup ("main");
+  return TRUE;
+}
+
+static TernHubRepo *list_quants_answer (const HubRef  *ref,
+                                        const char    *repo_id,
+                                        JsonNode      *root,
+                                        GError       **error);
+
 TernHubRepo *
 tern_hub_list_quants (const char    *repo_id,
                       GCancellable  *cancellable,
@@ -1446,30 +1554,51 @@ tern_hub_list_quants (const char    *repo_id,
 {
   g_auto(HubRef) ref = { 0 };
   g_autoptr(JsonNode) root = NULL;
+
+  if (!repo_ref (repo_id, &ref, error))
+    return NULL;
+  root = api_get (&ref, cancellable, error);
+  if (root == NULL)
+    return NULL;
+  return list_quants_answer (&ref, repo_id, root, error);
+}
+
+TernHubRepo *
+tern_hub_list_quants_from_answer (const char  *repo_id,
+                                  const char  *answer,
+                                  gsize        length,
+                                  GError     **error)
+{
+  g_auto(HubRef) ref = { 0 };
+  g_autoptr(GBytes) body = g_bytes_new (answer, length);
+  g_autoptr(JsonNode) root = NULL;
+
+  if (!repo_ref (repo_id, &ref, error))
+    return NULL;
+  root = api_answer (&ref, body, "answer", error);
+  if (root == NULL)
+    return NULL;
+  return list_quants_answer (&ref, repo_id, root, error);
+}
+
+/* The quantizations the listing `root` of repo_id holds. */
+static TernHubRepo *
+list_quants_answer (const HubRef  *ref,
+                    const char    *repo_id,
+                    JsonNode      *root,
+                    GError       **error)
+{
   g_autoptr(GPtrArray) files = NULL;
   g_autoptr(TernHubRepo) repo = NULL;
   const char *commit;
   HubFile *mmproj;
 
-  if (repo_id == NULL || !repo_id_ok (repo_id))
-    {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
-                   _("'%s' is not a Hugging Face repository: write OWNER/REPO"), repo_id ? repo_id : "");
-      return NULL;
-    }
-  ref.base = hub_endpoint ();
-  ref.owner = g_strndup (repo_id, (gsize) (strchr (repo_id, '/') - repo_id));
-  ref.repo = g_strdup (strchr (repo_id, '/') + 1);
-  ref.revision = g_strdup ("main");
-  root = api_get (&ref, cancellable, error);
-  if (root == NULL)
-    return NULL;
   commit = string_member (json_node_get_object (root), "sha");
   if (commit == NULL || !hub_name_ok (commit, 64))
     {
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
-                   _("%s/%s: the Hub's answer names no commit ('sha') for revision %s"), ref.owner, ref.repo,
-                   ref.revision);
+                   _("%s/%s: the Hub's answer names no commit ('sha') for revision %s"), ref->owner, ref->repo,
+                   ref->revision);
       return NULL;
     }
   files = read_siblings (json_node_get_object (root));
@@ -1477,7 +1606,7 @@ tern_hub_list_quants (const char    *repo_id,
   repo->id = g_strdup (repo_id);
   repo->commit = g_strdup (commit);
   repo->gated = gated_member (json_node_get_object (root));
-  repo->quants = group_quants (&ref, commit, files);
+  repo->quants = group_quants (ref, commit, files);
   mmproj = pick_mmproj (files);
   repo->mmproj_size = mmproj ? mmproj->size : 0;
   return g_steal_pointer (&repo);

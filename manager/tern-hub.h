@@ -124,4 +124,23 @@ TernCatalog *tern_hub_resolve_finish     (GAsyncResult        *result,
                                           char               **tag,
                                           GError             **error);
 
+/* ---- the answers alone (tests and fuzzers: no network) ----------------- */
+
+/* What tern_hub_resolve, tern_hub_search and tern_hub_list_quants make of
+ * the Hub's answer (the listing's or the search's JSON body, `length`
+ * bytes), as if it had come with HTTP 200; errors as theirs. */
+TernCatalog *tern_hub_resolve_from_answer     (const char  *ref,
+                                               const char  *answer,
+                                               gsize        length,
+                                               char       **tag,
+                                               GError     **error);
+GPtrArray   *tern_hub_search_from_answer      (const char  *answer,
+                                               gsize        length,
+                                               guint        limit,
+                                               GError     **error);
+TernHubRepo *tern_hub_list_quants_from_answer (const char  *repo_id,
+                                               const char  *answer,
+                                               gsize        length,
+                                               GError     **error);
+
 G_END_DECLS
