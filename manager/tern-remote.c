@@ -191,7 +191,11 @@ tern_remote_set_http_error (GError     **error,
       char *end = NULL;
       guint64 secs = retry_after ? g_ascii_strtoull (retry_after, &end, 10) : 0;
 
-      if (retry_after && end && end != retry_after && *end == '\0' && secs <= 86400 * 7)
+      /* Digits alone: g_ascii_strtoull also skips leading white space
+       * (vertical tab, form feed, CR), which would reach our sentence as
+       * the server wrote it. */
+      if (retry_after && g_ascii_isdigit (retry_after[0]) && end && *end == '\0'
+          && secs <= 86400 * 7)
         /* Translators: %s is a number of seconds */
         wait = g_strdup_printf (_("it asks to wait %s seconds before trying again"),
                                 retry_after);
