@@ -817,6 +817,15 @@ pick_model_files (const HubRef  *ref,
   return g_steal_pointer (&picked);
 }
 
+/* A file whose name the store can keep (the catalog's plain file name). */
+static gboolean
+storable_name (const char *path)
+{
+  g_autofree char *name = g_path_get_basename (path);
+
+  return tern_manager_safe_name (name);
+}
+
 /* The vision projector: an F16 mmproj when there is one (what llama.cpp's
  * -hf takes too), else the first. */
 static HubFile *
@@ -1390,6 +1399,17 @@ same_files (GPtrArray *a,
   return TRUE;
 }
 
+/* Every file's name one the store can keep (the catalog refuses others):
+ * a reference to the set would only fail once pulled. */
+static gboolean
+storable (GPtrArray *set)
+{
+  for (guint i = 0; i < set->len; i++)
+    if (!storable_name (((HubFile *) set->pdata[i])->path))
+      return FALSE;
+  return TRUE;
+}
+
 /* A split set with every part, numbered 1..N, once each. */
 static gboolean
 set_complete (GPtrArray *set)
@@ -1494,7 +1514,7 @@ group_quants (const HubRef *ref,
       by_quant.file = NULL;
       if (hub_name_ok (quant, 32))
         picked = pick_model_files (&by_quant, files, NULL);
-      if (picked != NULL && same_files (picked, set))
+      if (picked != NULL && same_files (picked, set) && storable (set))
         {
           q->name = g_ascii_strup (quant, -1);
           q->ref = g_strdup_printf ("hf.co/%s/%s:%s", ref->owner, ref->repo, q->name);

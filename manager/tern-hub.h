@@ -85,7 +85,8 @@ typedef struct {
                       * alone does not tell its files from others */
   char    *ref;      /* hf.co/OWNER/REPO:QUANT, or the file's URL pinned to
                       * the commit; NULL when no reference picks exactly
-                      * these files (they cannot be pulled one by one) */
+                      * these files (they cannot be pulled one by one), or
+                      * a file's name is one the store cannot keep */
   char    *tag;      /* the store's tag for ref (NULL with ref) */
   guint64  size;     /* all its files; 0 when the Hub gave no size for one */
   guint    n_files;  /* parts */
