@@ -168,6 +168,37 @@ append_tag_part (GString    *out,
     }
 }
 
+/* A catalog tag's NAME (after "hf:") is at most 64 bytes and starts with a
+ * letter or a digit (tern-catalog.c); the Hub's names allow more (96 bytes
+ * each for owner and repository, 200 for a file's, a leading '-' or '_').
+ * A NAME that does not fit keeps what fits of its start and ends in 16 hex
+ * digits of its SHA-256, so that two references still get two tags. */
+#define HUB_TAG_NAME_MAX 64
+#define HUB_TAG_HASH_LEN 16
+
+static void
+fit_tag_name (GString *tag,
+              gsize    at)
+{
+  const char *name = tag->str + at;
+  gsize n = tag->len - at;
+  gsize skip = 0;
+  g_autofree char *hash = NULL;
+
+  if (n <= HUB_TAG_NAME_MAX && n > 0 && g_ascii_isalnum (name[0]))
+    return;
+  hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, name, (gssize) n);
+  while (skip < n && !g_ascii_isalnum (name[skip]))
+    skip++;
+  g_string_erase (tag, (gssize) at, (gssize) skip);
+  n -= skip;
+  if (n > HUB_TAG_NAME_MAX - HUB_TAG_HASH_LEN - 1)
+    g_string_truncate (tag, at + HUB_TAG_NAME_MAX - HUB_TAG_HASH_LEN - 1);
+  if (tag->len > at)
+    g_string_append_c (tag, '-');
+  g_string_append_len (tag, hash, HUB_TAG_HASH_LEN);
+}
+
 static char *
 tag_for (const HubRef *ref)
 {
@@ -186,6 +217,7 @@ tag_for (const HubRef *ref)
     }
   else
     append_tag_part (tag, ref->quant);
+  fit_tag_name (tag, strlen ("hf:"));
   return g_string_free (tag, FALSE);
 }
 

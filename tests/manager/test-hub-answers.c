@@ -60,11 +60,51 @@ test_offered_refs_resolve (void)
   CHECK (with_ref == 2, "two quantizations can be pulled (%u)", with_ref);
 }
 
+/* The catalog takes a tag "hf:NAME" of at most 64 bytes, starting with a
+ * letter or a digit; a reference with a long name (a file's URL in a
+ * repository named after the model, as most are) resolved to a tag it
+ * refused, and the pull failed (found by tests/fuzz/fuzz-hub). */
+static void
+test_long_names (void)
+{
+  static const char listing[] =
+    "{\"sha\": \"cccccccccccccccccccccccccccccccccccccccc\", \"siblings\": ["
+    "{\"rfilename\": \"Meta-Llama-3.1-8B-Instruct-abliterated-Q4_K_M.gguf\", \"size\": 1000},"
+    "{\"rfilename\": \"Meta-Llama-3.1-8B-Instruct-abliterated-Q5_K_M.gguf\", \"size\": 1000}]}";
+  static const char *const refs[] = {
+    "https://huggingface.co/bartowski/Meta-Llama-3.1-8B-Instruct-abliterated-GGUF/resolve/main/"
+    "Meta-Llama-3.1-8B-Instruct-abliterated-Q4_K_M.gguf",
+    "https://huggingface.co/bartowski/Meta-Llama-3.1-8B-Instruct-abliterated-GGUF/resolve/main/"
+    "Meta-Llama-3.1-8B-Instruct-abliterated-Q5_K_M.gguf",
+    "hf.co/bartowski/Meta-Llama-3.1-8B-Instruct-abliterated-GGUF:Q4_K_M",
+    "hf.co/_owner/repo:Q4_K_M",
+  };
+  g_autofree char *first = NULL;
+
+  for (gsize i = 0; i < G_N_ELEMENTS (refs); i++)
+    {
+      g_autoptr (GError) e = NULL;
+      g_autofree char *tag = NULL;
+      g_autofree char *want = tern_hub_tag_for_ref (refs[i], NULL);
+      g_autoptr (TernCatalog) c = tern_hub_resolve_from_answer (refs[i], listing, strlen (listing),
+                                                                &tag, &e);
+
+      CHECK (c != NULL && g_strcmp0 (tag, want) == 0, "%s resolves: %s", refs[i],
+             e ? e->message : "");
+      CHECK (want && strlen (want) <= strlen ("hf:") + 64, "%s: tag %s fits", refs[i], want);
+      if (i == 0)
+        first = g_steal_pointer (&want);
+      else if (i == 1)
+        CHECK (g_strcmp0 (first, want) != 0, "two files, two tags (%s)", first);
+    }
+}
+
 int
 main (void)
 {
   g_unsetenv ("HF_ENDPOINT");
   test_offered_refs_resolve ();
+  test_long_names ();
   printf ("%d checks, %d failed\n", n_checks, n_failed);
   return n_failed ? 1 : 0;
 }
