@@ -859,7 +859,8 @@ storable_name (const char *path)
 }
 
 /* The vision projector: an F16 mmproj when there is one (what llama.cpp's
- * -hf takes too), else the first. */
+ * -hf takes too), else the first. One whose name the store cannot keep is
+ * passed over: the catalog would refuse it, and the model with it. */
 static HubFile *
 pick_mmproj (GPtrArray *files)
 {
@@ -869,7 +870,7 @@ pick_mmproj (GPtrArray *files)
     {
       HubFile *f = files->pdata[i];
 
-      if (!is_gguf (f->path) || !is_mmproj (f->path))
+      if (!is_gguf (f->path) || !is_mmproj (f->path) || !storable_name (f->path))
         continue;
       if (best == NULL || (names_quant (f->path, "f16") && !names_quant (best->path, "f16")))
         best = f;

@@ -99,12 +99,36 @@ test_long_names (void)
     }
 }
 
+/* A projector whose name the store cannot keep was taken along, and the
+ * catalog's check of its name failed the pull of the model itself (found
+ * by tests/fuzz/fuzz-hub): another projector is taken, or none. */
+static void
+test_unstorable_projector (void)
+{
+  static const char listing[] =
+    "{\"sha\": \"cccccccccccccccccccccccccccccccccccccccc\", \"siblings\": ["
+    "{\"rfilename\": \"repo-Q4_K_M.gguf\", \"size\": 1000},"
+    "{\"rfilename\": \"mmproj-@repo-f16.gguf\", \"size\": 300},"
+    "{\"rfilename\": \"mmproj-repo-Q8_0.gguf\", \"size\": 200}]}";
+  g_autoptr (GError) e = NULL;
+  g_autofree char *tag = NULL;
+  g_autoptr (TernCatalog) c = tern_hub_resolve_from_answer ("hf.co/owner/repo", listing,
+                                                            strlen (listing), &tag, &e);
+  const TernCatalogTag *t = c ? tern_catalog_find_tag (c, tag) : NULL;
+  const TernCatalogPackage *v = t ? t->packages[TERN_PACKAGE_ROLE_VISION] : NULL;
+
+  CHECK (c != NULL, "the model resolves: %s", e ? e->message : "");
+  CHECK (v && !strcmp (((TernCatalogFile *) v->files->pdata[0])->name, "mmproj-repo-Q8_0.gguf"),
+         "the projector the store can keep comes along");
+}
+
 int
 main (void)
 {
   g_unsetenv ("HF_ENDPOINT");
   test_offered_refs_resolve ();
   test_long_names ();
+  test_unstorable_projector ();
   printf ("%d checks, %d failed\n", n_checks, n_failed);
   return n_failed ? 1 : 0;
 }
