@@ -849,6 +849,20 @@ pick_model_files (const HubRef  *ref,
   return g_steal_pointer (&picked);
 }
 
+/* A path in the repository that a file's URL names as it is: every part a
+ * name parse_ref takes. A listed "a/../b.gguf" made a URL that reads as
+ * "b.gguf", another file or none. */
+static gboolean
+url_path_ok (const char *path)
+{
+  g_auto(GStrv) parts = g_strsplit (path, "/", -1);
+
+  for (guint i = 0; parts[i] != NULL; i++)
+    if (!hub_name_ok (parts[i], 200))
+      return FALSE;
+  return TRUE;
+}
+
 /* A file whose name the store can keep (the catalog's plain file name). */
 static gboolean
 storable_name (const char *path)
@@ -1563,7 +1577,7 @@ group_quants (const HubRef *ref,
            * the Models panel: escaped as in messages */
           append_shown (shown, base);
           q->name = g_string_free (shown, FALSE);
-          if (set->len == 1)
+          if (set->len == 1 && url_path_ok (first->path))
             q->ref = file_url (ref, commit, first->path);
         }
       if (q->ref != NULL)

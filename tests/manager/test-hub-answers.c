@@ -122,6 +122,35 @@ test_unstorable_projector (void)
          "the projector the store can keep comes along");
 }
 
+/* A listed path with "..": its file's URL read back as another path (here
+ * the other file's), so that two rows offered the same download (found by
+ * tests/fuzz/fuzz-hub). Such a file is listed, not offered. */
+static void
+test_dot_segments (void)
+{
+  static const char listing[] =
+    "{\"sha\": \"cccccccccccccccccccccccccccccccccccccccc\", \"siblings\": ["
+    "{\"rfilename\": \"a/../b-Q4_K_M.gguf\", \"size\": 1000},"
+    "{\"rfilename\": \"b-Q4_K_M.gguf\", \"size\": 2000}]}";
+  g_autoptr (GError) e = NULL;
+  g_autoptr (TernHubRepo) repo = tern_hub_list_quants_from_answer ("owner/repo", listing,
+                                                                   strlen (listing), &e);
+  g_autoptr (GHashTable) tags = g_hash_table_new (g_str_hash, g_str_equal);
+
+  CHECK (repo != NULL && repo->quants->len == 2, "the listing reads: %s", e ? e->message : "");
+  for (guint i = 0; repo && i < repo->quants->len; i++)
+    {
+      const TernHubQuant *q = repo->quants->pdata[i];
+
+      if (q->ref == NULL)
+        continue;
+      CHECK (strstr (q->ref, "/../") == NULL, "%s: no dot segment offered", q->ref);
+      CHECK (g_hash_table_add (tags, q->tag), "%s: a second row offers the same download", q->ref);
+    }
+  CHECK (g_hash_table_size (tags) == 1, "one of the two can be pulled by its URL (%u)",
+         g_hash_table_size (tags));
+}
+
 int
 main (void)
 {
@@ -129,6 +158,7 @@ main (void)
   test_offered_refs_resolve ();
   test_long_names ();
   test_unstorable_projector ();
+  test_dot_segments ();
   printf ("%d checks, %d failed\n", n_checks, n_failed);
   return n_failed ? 1 : 0;
 }
