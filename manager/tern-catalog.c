@@ -109,13 +109,21 @@ fail (Loader     *loader,
       ...)
 {
   g_autofree char *message = NULL;
+  g_autofree char *whole = NULL;
+  GString *shown = g_string_new (NULL);
   va_list ap;
 
   va_start (ap, fmt);
   message = g_strdup_vprintf (fmt, ap);
   va_end (ap);
-  g_set_error (loader->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG,
-               "%s: %s: %s", loader->name, field, message);
+  /* The field's keys and the values quoted are the file's words (or a Hub
+   * listing's, for a reference resolved into a catalog): shown escaped, so
+   * that a newline or ESC in a name cannot start a line or a terminal
+   * sequence of their choosing in our message. */
+  whole = g_strdup_printf ("%s: %s: %s", loader->name, field, message);
+  tern_manager_append_shown (shown, whole);
+  g_set_error_literal (loader->error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_CATALOG, shown->str);
+  g_string_free (shown, TRUE);
   return FALSE;
 }
 

@@ -715,37 +715,6 @@ compare_paths (gconstpointer a,
  * say what is wrong, the count says the rest. */
 #define HUB_NAMES_SHOWN 12
 
-/* A name from the Hub's listing inside our one-line message: its control
- * characters as \xNN (C0, DEL) or \u00NN (C1), bytes that are not UTF-8 as
- * \xNN, as `tern-cli info` shows metadata. The listing is the Hub's (or a
- * mirror's) to choose: a newline in a file name started a line of its
- * choosing in our error, ESC or U+009B a terminal sequence. */
-static void
-append_shown (GString    *out,
-              const char *name)
-{
-  const char *p = name, *end = name + strlen (name);
-
-  while (p < end)
-    {
-      gunichar c = g_utf8_get_char_validated (p, end - p);
-
-      if (c == (gunichar) -1 || c == (gunichar) -2)
-        {
-          g_string_append_printf (out, "\\x%02x", (guchar) *p);
-          p++;
-          continue;
-        }
-      if (c < 0x20 || c == 0x7f)
-        g_string_append_printf (out, "\\x%02x", (guint) c);
-      else if (c >= 0x80 && c <= 0x9f)
-        g_string_append_printf (out, "\\u%04x", (guint) c);
-      else
-        g_string_append_len (out, p, g_utf8_next_char (p) - p);
-      p = g_utf8_next_char (p);
-    }
-}
-
 static void
 names_add (GString    *names,
            guint      *n,
@@ -755,7 +724,7 @@ names_add (GString    *names,
     {
       if (*n)
         g_string_append (names, ", ");
-      append_shown (names, name);
+      tern_manager_append_shown (names, name);
     }
   (*n)++;
 }
@@ -1575,7 +1544,7 @@ group_quants (const HubRef *ref,
             base[strlen (base) - 5] = '\0';
           /* the listing's name, printed by tern-cli search and shown in
            * the Models panel: escaped as in messages */
-          append_shown (shown, base);
+          tern_manager_append_shown (shown, base);
           q->name = g_string_free (shown, FALSE);
           if (set->len == 1 && url_path_ok (first->path))
             q->ref = file_url (ref, commit, first->path);

@@ -108,6 +108,14 @@ GProxyResolver *tern_manager_proxy_resolver_from_env (void);
  * Such failures are TERN_MANAGER_ERROR_OFFLINE. */
 gboolean tern_manager_unreachable (const GError *error);
 
+/* `name` inside a one-line message: its control characters as \xNN (C0,
+ * DEL) or \u00NN (C1), bytes that are not UTF-8 as \xNN, as `tern-cli info`
+ * shows metadata. Names from a Hub's listing or a catalog are theirs to
+ * choose: a newline in a file name started a line of their choosing in our
+ * error, ESC or U+009B a terminal sequence. */
+void     tern_manager_append_shown (GString    *out,
+                                    const char *name);
+
 G_END_DECLS
 
 G_BEGIN_DECLS

@@ -416,3 +416,29 @@ tern_manager_engine_message (const tn_error *err)
   return g_strdup (tn_error_format (err, g_dgettext (GETTEXT_PACKAGE, err->format), text,
                                     sizeof text));
 }
+
+void
+tern_manager_append_shown (GString    *out,
+                           const char *name)
+{
+  const char *p = name, *end = name + strlen (name);
+
+  while (p < end)
+    {
+      gunichar c = g_utf8_get_char_validated (p, end - p);
+
+      if (c == (gunichar) -1 || c == (gunichar) -2)
+        {
+          g_string_append_printf (out, "\\x%02x", (guchar) *p);
+          p++;
+          continue;
+        }
+      if (c < 0x20 || c == 0x7f)
+        g_string_append_printf (out, "\\x%02x", (guint) c);
+      else if (c >= 0x80 && c <= 0x9f)
+        g_string_append_printf (out, "\\u%04x", (guint) c);
+      else
+        g_string_append_len (out, p, g_utf8_next_char (p) - p);
+      p = g_utf8_next_char (p);
+    }
+}

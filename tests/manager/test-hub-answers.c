@@ -151,6 +151,33 @@ test_dot_segments (void)
          g_hash_table_size (tags));
 }
 
+/* The catalog's messages pasted the names they quote: a file named with a
+ * newline and ESC in a Hub's listing (or a catalog) started a line, and a
+ * terminal sequence, of its choosing in the error (found by
+ * tests/fuzz/fuzz-hub). They are shown escaped, as the Hub's own are. */
+static void
+test_names_escaped (void)
+{
+  static const char listing[] =
+    "{\"sha\": \"cccccccccccccccccccccccccccccccccccccccc\", \"siblings\": ["
+    "{\"rfilename\": \"ev\\nil\\u001b[31m-Q4_K_M.gguf\", \"size\": 1000}]}";
+  static const char catalog[] =
+    "{\"schema\": 1, \"packages\": {\"p\": {\"label\": \"P\", \"files\": [{\"name\": "
+    "\"a\\rb\\u009b.gguf\", \"url\": \"https://example.com/m.gguf\"}]}}, \"families\": []}";
+  g_autoptr (GError) e = NULL;
+  g_autoptr (GError) ce = NULL;
+  g_autoptr (TernCatalog) c = tern_hub_resolve_from_answer ("hf.co/owner/repo", listing,
+                                                            strlen (listing), NULL, &e);
+  g_autoptr (TernCatalog) c2 = tern_catalog_new_from_data (catalog, -1, "models.json", &ce);
+
+  CHECK (c == NULL && e && strstr (e->message, "ev\\x0ail\\x1b[31m-Q4_K_M.gguf")
+           && !strchr (e->message, '\n') && !strchr (e->message, '\x1b'),
+         "the listing's name is shown escaped: %s", e ? e->message : "");
+  CHECK (c2 == NULL && ce && strstr (ce->message, "a\\x0db\\u009b.gguf")
+           && !strchr (ce->message, '\r'),
+         "the catalog's name is shown escaped: %s", ce ? ce->message : "");
+}
+
 int
 main (void)
 {
@@ -159,6 +186,7 @@ main (void)
   test_long_names ();
   test_unstorable_projector ();
   test_dot_segments ();
+  test_names_escaped ();
   printf ("%d checks, %d failed\n", n_checks, n_failed);
   return n_failed ? 1 : 0;
 }
