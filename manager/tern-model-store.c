@@ -336,6 +336,11 @@ parse_state (TernModelStore *self,
 
       if (to == NULL)
         return state_fail (self, error, field, "not a tag entry");
+      /* No catalog family is named "local" (tern-catalog.c): such a tag is
+       * an import's, and under both it was listed twice and removed from
+       * one only. */
+      if (g_str_has_prefix (l->data, TERN_LOCAL_PREFIX))
+        return state_fail (self, error, field, "an imported model's tag belongs under 'local'");
       tag = g_new0 (StoreTag, 1);
       tag->tag = g_strdup (l->data);
       g_hash_table_insert (self->tags, tag->tag, tag);

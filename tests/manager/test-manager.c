@@ -2709,6 +2709,18 @@ test_state_file_errors (void)
   g_assert_nonnull (strstr (error->message, state));
   g_assert_nonnull (strstr (error->message, "tags.x:y"));
 
+  /* An imported model's tag among the catalog's: listed twice, and
+   * removing it forgot the import only (found by tests/fuzz/fuzz-store). */
+  g_clear_error (&error);
+  g_assert_true (g_file_set_contents (state, "{\"schema\": 1, \"tags\": {\"local:x\": {\"base\": \"p\"}}, "
+                                             "\"packages\": {\"p\": {\"files\": []}}, "
+                                             "\"local\": {\"local:x\": {\"path\": \"/x.gguf\"}}}", -1, NULL));
+  g_clear_object (&store);
+  store = tern_model_store_new (root, &error);
+  g_assert_null (store);
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE);
+  g_assert_nonnull (strstr (error->message, "tags.local:x"));
+
   /* What only json-glib reads, refused with where and what (tn_json_check):
    * a repeated key (json-glib kept the last: a model's record lost without
    * a word), C's escapes, a NUL. */
