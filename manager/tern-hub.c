@@ -1403,16 +1403,59 @@ set_key (const char *path)
   return g_strdup (path);
 }
 
+/* The same files, neither holding one twice. A hash, not a search of b for
+ * each of a: a split set may have 99,999 parts. */
 static gboolean
 same_files (GPtrArray *a,
             GPtrArray *b)
 {
+  g_autoptr(GHashTable) in_b = NULL;
+
   if (a->len != b->len)
     return FALSE;
+  in_b = g_hash_table_new (NULL, NULL);
+  for (guint i = 0; i < b->len; i++)
+    g_hash_table_add (in_b, b->pdata[i]);
   for (guint i = 0; i < a->len; i++)
-    if (!g_ptr_array_find (b, a->pdata[i], NULL))
+    if (!g_hash_table_contains (in_b, a->pdata[i]))
       return FALSE;
   return TRUE;
+}
+
+/* Adds f under each word of its file name (a run of letters, digits and
+ * '_', in capitals): the names names_quant finds in it, each once. */
+static void
+index_words (GHashTable *by_word,
+             HubFile    *f)
+{
+  g_autofree char *base = g_path_get_basename (f->path);
+  g_autofree char *upper = g_ascii_strup (base, -1);
+
+  for (const char *p = upper; *p;)
+    {
+      const char *start = p;
+      char *word;
+      GPtrArray *named;
+
+      while (*p && (g_ascii_isalnum (*p) || *p == '_'))
+        p++;
+      if (p == start)
+        {
+          p++;
+          continue;
+        }
+      word = g_strndup (start, (gsize) (p - start));
+      named = g_hash_table_lookup (by_word, word);
+      if (named == NULL)
+        {
+          named = g_ptr_array_new ();
+          g_hash_table_insert (by_word, word, named);
+        }
+      else
+        g_free (word);
+      if (named->len == 0 || named->pdata[named->len - 1] != f)
+        g_ptr_array_add (named, f);
+    }
 }
 
 /* Every file's name one the store can keep (the catalog refuses others):
@@ -1476,6 +1519,12 @@ group_quants (const HubRef *ref,
   g_autoptr(GHashTable) sets = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                                       (GDestroyNotify) g_ptr_array_unref);
   g_autoptr(GPtrArray) order = g_ptr_array_new ();
+  /* Which model files name each word: what pick_model_files would pick for
+   * a quantization, found once for all sets. Asking it for each set read
+   * the whole listing once per set: a hostile listing of 16 MiB (300,000
+   * files) would have taken days. */
+  g_autoptr(GHashTable) by_word = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                         (GDestroyNotify) g_ptr_array_unref);
 
   for (guint i = 0; i < files->len; i++)
     {
@@ -1485,6 +1534,7 @@ group_quants (const HubRef *ref,
 
       if (!is_gguf (f->path) || is_mmproj (f->path))
         continue;
+      index_words (by_word, f);
       key = set_key (f->path);
       set = g_hash_table_lookup (sets, key);
       if (set == NULL)
@@ -1503,9 +1553,8 @@ group_quants (const HubRef *ref,
       GPtrArray *set = g_hash_table_lookup (sets, order->pdata[i]);
       HubFile *first = set->pdata[0];
       g_autofree char *quant = NULL;
-      g_autoptr(GPtrArray) picked = NULL;
+      GPtrArray *picked = NULL;
       TernHubQuant *q;
-      HubRef by_quant = *ref;
 
       if (!set_complete (set))
         continue;  /* a part is missing: nothing could open it */
@@ -1526,10 +1575,16 @@ group_quants (const HubRef *ref,
           q->size += f->size;
         }
 
-      by_quant.quant = quant;
-      by_quant.file = NULL;
+      /* pick_model_files by this name: the files that have it as a word
+       * (a name hub_name_ok takes and quant_of gives has no '-' or '.': it
+       * is one word), which are this set (complete, so that its split
+       * parts pass pick_model_files' own check). */
       if (hub_name_ok (quant, 32))
-        picked = pick_model_files (&by_quant, files, NULL);
+        {
+          g_autofree char *word = g_ascii_strup (quant, -1);
+
+          picked = g_hash_table_lookup (by_word, word);
+        }
       if (picked != NULL && same_files (picked, set) && storable (set))
         {
           q->name = g_ascii_strup (quant, -1);
