@@ -212,9 +212,14 @@ state_fail (TernModelStore *self,
             const char     *field,
             const char     *what)
 {
+  g_autoptr(GString) shown = g_string_new (NULL);
+
+  /* The field names the file's keys: shown escaped, so that a newline or
+   * ESC in one cannot start a line or a terminal sequence in the message. */
+  tern_manager_append_shown (shown, field);
   g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE,
                _("%s: %s: %s (move the file away to start over; downloaded files stay in place)"),
-               self->state_path, field, what);
+               self->state_path, shown->str, what);
   return FALSE;
 }
 

@@ -5,15 +5,17 @@
  *
  * The first input byte picks what the rest is; bit 0:
  *   0: a catalog (tern_catalog_new_from_data). Promises: a catalog or an
- *      error, never both or neither; an error of the manager's domain in
- *      UTF-8; in a catalog, every tag is found by its name and by its
- *      model file's store path, every package of it by its id, and its
- *      sizes and support are asked without harm.
+ *      error, never both or neither; an error of the manager's domain, one
+ *      line of UTF-8 without control characters (the file's names are
+ *      shown escaped); in a catalog, every tag is found by its name and
+ *      by its model file's store path, every package of it by its id, and
+ *      its sizes and support are asked without harm.
  *   1: installed.json, in a store of its own in a temporary folder
  *      (tern_model_store_new reads it from there). Promises: a store or an
- *      error, as above; every tag listed answers its queries; removing the
- *      first tag writes a file that reads back (what Tern writes it reads),
- *      with the other tags, labels and model paths as they were.
+ *      error, as above (its keys shown escaped); every tag listed answers
+ *      its queries; removing the first tag writes a file that reads back
+ *      (what Tern writes it reads), with the other tags, labels and model
+ *      paths as they were.
  *
  * Built from the manager's source with GLib, libsoup and json-glib (the
  * fuzz build leaves the manager out).
@@ -27,17 +29,34 @@
 #include "fuzz-promise.h"
 
 #include <glib/gstdio.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+/* One line a user reads: UTF-8, no C0 control character, no DEL. */
+static bool one_line(const char *m) {
+    if (!g_utf8_validate(m, -1, NULL))
+        return false;
+    for (const unsigned char *p = (const unsigned char *)m; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
+static void check_error(const GError *e) {
+    PROMISE(e->domain == TERN_MANAGER_ERROR);
+    if (!one_line(e->message))
+        fprintf(stderr, "not one line: %s\n", e->message);
+    PROMISE(one_line(e->message));
+}
 
 static void catalog(const char *data, size_t size) {
     GError *e = NULL;
     TernCatalog *c = tern_catalog_new_from_data(data, (gssize)size, "fuzz.json", &e);
     PROMISE((c == NULL) != (e == NULL));
     if (!c) {
-        PROMISE(e->domain == TERN_MANAGER_ERROR);
-        PROMISE(g_utf8_validate(e->message, -1, NULL));
+        check_error(e);
         g_error_free(e);
         return;
     }
@@ -98,8 +117,7 @@ static void store(const char *data, size_t size) {
     TernModelStore *s = tern_model_store_new(work, &e);
     PROMISE((s == NULL) != (e == NULL));
     if (!s) {
-        PROMISE(e->domain == TERN_MANAGER_ERROR);
-        PROMISE(g_utf8_validate(e->message, -1, NULL));
+        check_error(e);
         g_error_free(e);
         g_unlink(state);
         g_free(state);

@@ -2721,6 +2721,17 @@ test_state_file_errors (void)
   g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE);
   g_assert_nonnull (strstr (error->message, "tags.local:x"));
 
+  /* A key is the file's to choose: a newline or ESC in it is shown escaped,
+   * not pasted into the message (as the catalog's are). */
+  g_clear_error (&error);
+  g_assert_true (g_file_set_contents (state, "{\"schema\": 1, \"tags\": {\"x\\n\\u001b[31m:y\": {}}, "
+                                             "\"packages\": {}, \"local\": {}}", -1, NULL));
+  store = tern_model_store_new (root, &error);
+  g_assert_null (store);
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_STATE);
+  g_assert_nonnull (strstr (error->message, "tags.x\\x0a\\x1b[31m:y"));
+  g_assert_null (strchr (error->message, '\x1b'));
+
   /* What only json-glib reads, refused with where and what (tn_json_check):
    * a repeated key (json-glib kept the last: a model's record lost without
    * a word), C's escapes, a NUL. */
