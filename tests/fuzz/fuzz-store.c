@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* One line a user reads: UTF-8, no C0 control character, no DEL. */
@@ -90,6 +91,29 @@ static void catalog(const char *data, size_t size) {
 
 static char *work;
 
+static void remove_tree(const char *path) {
+    GDir *d = g_dir_open(path, 0, NULL);
+    if (d) {
+        const char *name;
+        while ((name = g_dir_read_name(d)) != NULL) {
+            char *child = g_build_filename(path, name, NULL);
+            remove_tree(child);
+            g_free(child);
+        }
+        g_dir_close(d);
+        g_rmdir(path);
+    } else {
+        g_unlink(path);
+    }
+}
+
+/* libFuzzer ends with exit(): the store's folder goes with it, not left in
+ * /dev/shm by every run of make test. */
+static void remove_work(void) {
+    if (work)
+        remove_tree(work);
+}
+
 static char **tag_list(TernModelStore *s) {
     return tern_model_store_list_tags(s);
 }
@@ -103,6 +127,7 @@ static void store(const char *data, size_t size) {
         work = g_mkdtemp(tmpl);
         if (!work)
             return;
+        atexit(remove_work);
     }
     char *state = g_build_filename(work, "installed.json", NULL);
     FILE *f = fopen(state, "wb");
