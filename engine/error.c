@@ -1,4 +1,5 @@
 #include "tn-internal.h"
+#include "tn-text.h"
 
 #include <pthread.h>
 #include <setjmp.h>
@@ -25,14 +26,10 @@ static void one_line(char *s, size_t n) {
     }
 }
 
-/* s[0..n) as one line of valid UTF-8 into out (cap bytes, NUL-terminated),
- * its length returned: one_line's replacements, and a byte that is not
- * UTF-8 written as "\xNN", a C1 control (U+0080..U+009F: a terminal reads
- * U+009B as CSI) as "\u00NN". A name from a file (an architecture, a
- * tensor, a key) may hold any bytes: printed raw they made the CLI's
- * message invalid UTF-8, which a terminal, a log or a JSON body shows as
- * garbage or refuses. Stops before a piece that would not fit. */
-static size_t clean_line(const char *s, size_t n, char *out, size_t cap, bool *whole) {
+/* A name from a file (an architecture, a tensor, a key) may hold any bytes:
+ * printed raw they made the CLI's message invalid UTF-8, which a terminal,
+ * a log or a JSON body shows as garbage or refuses. */
+size_t tn_text_one_line(const char *s, size_t n, char *out, size_t cap, unsigned flags, bool *whole) {
     size_t o = 0, i = 0;
     if (cap == 0)
         return 0;
@@ -41,7 +38,7 @@ static size_t clean_line(const char *s, size_t n, char *out, size_t cap, bool *w
         const size_t len = tn_utf8_char_len(s + i, n - i);
         char piece[8];
         size_t k;
-        if (len == 0) {
+        if (len == 0 || (len == 1 && (flags & TN_TEXT_ESCAPE_C0) && (p[0] < 0x20 || p[0] == 0x7f))) {
             k = (size_t)snprintf(piece, sizeof piece, "\\x%02x", p[0]);
         } else if (len == 2 && p[0] == 0xc2 && p[1] < 0xa0) {
             k = (size_t)snprintf(piece, sizeof piece, "\\u%04x", p[1]);
@@ -183,7 +180,7 @@ static void capture_args(tn_error *err, const char *fmt, va_list ap) {
             goto fail;
         char clean[sizeof err->args];
         bool whole = false;
-        const size_t c = clean_line(dst, (size_t)w, clean, room, &whole);
+        const size_t c = tn_text_one_line(dst, (size_t)w, clean, room, 0, &whole);
         if (!whole) /* its escapes do not fit */
             goto fail;
         memcpy(dst, clean, c + 1);
@@ -204,7 +201,7 @@ int tn_vfail(tn_error *err, int code, const char *fmt, va_list ap) {
         vsnprintf(raw, sizeof raw, fmt, ap);
         /* One line of valid UTF-8: a message never carries a newline, an
          * escape or a byte that is not UTF-8 from its arguments. */
-        clean_line(raw, strlen(raw), err->message, sizeof err->message, NULL);
+        tn_text_one_line(raw, strlen(raw), err->message, sizeof err->message, 0, NULL);
         err->format = fmt;
         capture_args(err, fmt, aq);
         va_end(aq);

@@ -2,6 +2,7 @@
 #include "tern-manager-private.h"
 
 #include "tern.h" /* TN_VERSION_STRING, tn_repack_cache_forget */
+#include "tn-text.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -421,24 +422,9 @@ void
 tern_manager_append_shown (GString    *out,
                            const char *name)
 {
-  const char *p = name, *end = name + strlen (name);
+  size_t n = strlen (name);
+  g_autofree char *shown = g_malloc (4 * n + 1); /* every byte's escape fits */
 
-  while (p < end)
-    {
-      gunichar c = g_utf8_get_char_validated (p, end - p);
-
-      if (c == (gunichar) -1 || c == (gunichar) -2)
-        {
-          g_string_append_printf (out, "\\x%02x", (guchar) *p);
-          p++;
-          continue;
-        }
-      if (c < 0x20 || c == 0x7f)
-        g_string_append_printf (out, "\\x%02x", (guint) c);
-      else if (c >= 0x80 && c <= 0x9f)
-        g_string_append_printf (out, "\\u%04x", (guint) c);
-      else
-        g_string_append_len (out, p, g_utf8_next_char (p) - p);
-      p = g_utf8_next_char (p);
-    }
+  tn_text_one_line (name, n, shown, 4 * n + 1, TN_TEXT_ESCAPE_C0, NULL);
+  g_string_append (out, shown);
 }
