@@ -603,6 +603,13 @@ tern_message_set_stats (TernMessage     *m,
   m->has_stats = TRUE;
 }
 
+gboolean
+tern_message_wrote_nothing (const TernMessage *m)
+{
+  return m->text[0] == '\0'
+         && (m->cancelled || (m->error != NULL && g_strcmp0 (m->stop_reason, "context full") != 0));
+}
+
 char *
 tern_message_format_stats (const TernMessage *m)
 {

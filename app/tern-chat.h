@@ -194,6 +194,11 @@ void         tern_chat_truncate           (TernChat      *self,
                                            guint          n_messages);
 void         tern_message_set_stats       (TernMessage   *message,
                                            const TernStats *stats);
+/* The answer wrote nothing: it was stopped before its first token, or
+ * refused (an error before it; an answer cut off by a full context is not
+ * refused). Such an answer cannot show that the system prompt changed, nor
+ * that the turns above were left out: the first answer written does. */
+gboolean     tern_message_wrote_nothing   (const TernMessage *message);
 /* Copies drafted[0..strlen (text)) (NULL or all zero: none). */
 void         tern_message_set_drafted     (TernMessage   *message,
                                            const guint8  *drafted);

@@ -481,8 +481,6 @@ on_finished (TernWindow              *self,
   m->text = g_strdup (tern_message_row_get_text (self->streaming_row));
   tern_message_set_drafted (m, tern_message_row_get_drafted (self->streaming_row));
   m->cancelled = cancelled;
-  /* Refused, or stopped before its first token. */
-  const gboolean wrote_nothing = *m->text == '\0' && (error != NULL || cancelled);
   g_free (m->error);
   if (error != NULL)
     {
@@ -501,6 +499,8 @@ on_finished (TernWindow              *self,
     }
   else
     m->error = NULL;
+  tern_message_set_stats (m, stats);
+  const gboolean wrote_nothing = tern_message_wrote_nothing (m);
   /* Written from the prompt (a word, or an answer that ended of itself):
    * the next answer compares with it. An answer that wrote nothing
    * (refused after a failed pin, stopped before its first token) cannot
@@ -520,7 +520,6 @@ on_finished (TernWindow              *self,
       tern_message_row_set_notice (self->streaming_row, NULL);
     }
   g_clear_pointer (&self->streaming_prompt, g_free);
-  tern_message_set_stats (m, stats);
   /* A message that failed before its first token (too long even alone)
    * left nothing out of an answer: moved on, the start dimmed the whole
    * conversation for good, and the message edited shorter went without it. */

@@ -1826,13 +1826,13 @@ on_close_request (TernWindow *self)
           m->text = g_strdup (tern_message_row_get_text (self->streaming_row));
           m->cancelled = TRUE;
           /* As on_finished: the prompt of an answer that wrote something. */
-          if (*m->text != '\0')
+          if (!tern_message_wrote_nothing (m))
             tern_chat_set_system_prompt (self->chat, self->streaming_prompt);
           else
             m->prompt_changed = m->alone = FALSE;
           /* As on_finished: a Regenerate that wrote nothing leaves the
            * answer it was to replace. */
-          if (*m->text == '\0' && self->regenerated_taken != NULL)
+          if (tern_message_wrote_nothing (m) && self->regenerated_taken != NULL)
             {
               g_ptr_array_unref (tern_chat_take_from (self->chat, self->streaming_index));
               tern_chat_restore (self->chat, self->regenerated_taken);
