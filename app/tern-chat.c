@@ -610,6 +610,43 @@ tern_message_wrote_nothing (const TernMessage *m)
          && (m->cancelled || (m->error != NULL && g_strcmp0 (m->stop_reason, "context full") != 0));
 }
 
+/* Earlier versions saved the marks of an answer that wrote nothing above
+ * its empty row, and took its prompt for the chat's: the next answer
+ * written was compared with that prompt and not marked, though it was the
+ * first written from it. As on_finished does now, the mark goes to the
+ * next answer written. After the last answer written it stays where it is,
+ * not shown (tern_message_wrote_nothing), for a Regenerate or the next
+ * answer to take over. Only a prompt's change is handed on: whether the
+ * next answer was a Flash one, that the turns above were not sent, is not
+ * in the file. */
+static void
+carry_marks_of_empty_answers (TernChat *self)
+{
+  TernMessage *empty = NULL;
+
+  for (guint i = 0; i < self->messages->len; i++)
+    {
+      TernMessage *m = g_ptr_array_index (self->messages, i);
+
+      if (!g_str_equal (m->role, "assistant"))
+        continue;
+      if (tern_message_wrote_nothing (m))
+        {
+          if (empty != NULL && empty->prompt_changed)
+            m->prompt_changed = TRUE;
+          if (empty != NULL)
+            empty->prompt_changed = empty->alone = FALSE;
+          empty = m;
+          continue;
+        }
+      if (empty != NULL && empty->prompt_changed)
+        m->prompt_changed = TRUE;
+      if (empty != NULL)
+        empty->prompt_changed = empty->alone = FALSE;
+      empty = NULL;
+    }
+}
+
 char *
 tern_message_format_stats (const TernMessage *m)
 {
@@ -2100,6 +2137,7 @@ load_chat (const char *path,
     }
   if (r.failed)
     return NULL;
+  carry_marks_of_empty_answers (self);
   self->context_start = MIN (self->context_start, self->messages->len);
   update_title (self);
   self->updated = get_int (&r, o, _("the chat"), "updated", self->created);

@@ -157,6 +157,17 @@ _tern_window_start_generation (TernWindow *self)
                                                     &gen);
     }
 
+  /* A chat saved by an earlier version may end in an answer that wrote
+   * nothing with its mark still on it (carry_marks_of_empty_answers in
+   * tern-chat.c): this answer, the next one written, takes it over. */
+  if (n_before >= 2)
+    {
+      TernMessage *before = tern_chat_get_message (self->chat, n_before - 2);
+
+      if (g_str_equal (before->role, "assistant") && before->prompt_changed
+          && tern_message_wrote_nothing (before))
+        self->regenerated_prompt_changed = TRUE;
+    }
   answer = tern_chat_append (self->chat, "assistant", "");
   answer->prompt_changed = prompt_changed || self->regenerated_prompt_changed;
   self->streaming_carried = self->regenerated_prompt_changed;

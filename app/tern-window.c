@@ -505,12 +505,16 @@ message_row_new (TernWindow        *self,
   /* Flash answers stand alone: one written from a re-pinned, different
    * system prompt may answer the same question differently, and nothing
    * else in the transcript would say why. */
-  if (m->prompt_changed && m->alone)
+  /* An answer that wrote nothing shows no mark: the next one written has
+   * it (a file of an earlier version may still hold it here). */
+  gboolean marked = !tern_message_wrote_nothing (m);
+
+  if (marked && m->prompt_changed && m->alone)
     tern_message_row_set_notice (row, _("System prompt changed · Flash: the turns above were not sent"));
-  else if (m->prompt_changed)
+  else if (marked && m->prompt_changed)
     tern_message_row_set_notice (row, _("System prompt changed"));
   /* Switched from Chat to Flash: the transcript above stays, unsent. */
-  else if (m->alone)
+  else if (marked && m->alone)
     tern_message_row_set_notice (row, _("Flash: the turns above were not sent"));
   if (m->drafted != NULL && m->drafted->len == strlen (m->text))
     tern_message_row_set_drafted (row, m->drafted->data);

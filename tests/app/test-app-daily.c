@@ -1199,6 +1199,67 @@ check_gauge_narrow (Fixture *f)
           "the gauge's tooltip: %s", tern_stats_bar_get_context_text (bar));
 }
 
+/* A chat saved before refused answers handed their marks on: the notice
+ * above the empty, refused answer (answers 2 and 4), the answer written
+ * after the first unmarked. Opened, the refused answers show nothing, the
+ * answer after the first has its mark, and the one sent after the last
+ * (from the chat's prompt, as that version saved it) takes that one's. */
+static void
+check_old_refused_marks (Fixture *f)
+{
+  static const char old[] =
+    "{\"format\":\"tern-chat\",\"version\":1,\"id\":\"old-refused\",\"mode\":\"flash\","
+    "\"created\":1,\"updated\":2,\"system_prompt\":\"You are a test.\",\"messages\":["
+    "{\"role\":\"user\",\"content\":\"A first question.\"},"
+    "{\"role\":\"assistant\",\"content\":\"A first answer.\"},"
+    "{\"role\":\"user\",\"content\":\"A refused question.\"},"
+    "{\"role\":\"assistant\",\"content\":\"\",\"system_prompt_changed\":true,"
+    "\"error\":\"The system prompt could not be pinned.\"},"
+    "{\"role\":\"user\",\"content\":\"Answered.\"},"
+    "{\"role\":\"assistant\",\"content\":\"An answer from the new prompt.\"},"
+    "{\"role\":\"user\",\"content\":\"Refused again.\"},"
+    "{\"role\":\"assistant\",\"content\":\"\",\"system_prompt_changed\":true,"
+    "\"cancelled\":true}]}";
+  g_autofree char *path = g_build_filename (f->chats_dir, "old-refused.json", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernChat) chat = NULL;
+  TernMessage *m;
+  guint n;
+
+  CHECK (g_file_set_contents (path, old, -1, NULL));
+  chat = tern_chat_load (path, &error);
+  CHECKF (chat != NULL, "%s", error ? error->message : "");
+  if (chat == NULL)
+    return;
+  g_list_store_insert (G_LIST_STORE (tern_window_get_chats (f->w)), 0, chat);
+  _tern_window_show_chat (f->w, chat);
+  spin_for (0.3);
+  CHECK (tern_window_get_chat (f->w) == chat);
+  n = tern_chat_get_n_messages (chat);
+  CHECK (n == 8);
+  for (guint i = 0; i < n; i++)
+    {
+      GtkWidget *row = tern_window_get_row (f->w, i);
+      const char *notice = row ? tern_message_row_get_notice (TERN_MESSAGE_ROW (row)) : "no row";
+
+      CHECKF (i == 5 ? g_strcmp0 (notice, "System prompt changed") == 0 : notice == NULL,
+              "the old chat's row %u: notice %s", i, notice ? notice : "(none)");
+    }
+  spin_for (0.3);
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-old-refused.png"));
+  set_mode (f->w, "flash");
+  tern_pin_editor_set_text (tern_window_get_pin_editor (f->w), "You are a test.");
+  m = send_and_wait (f->w, "After the old refusal.");
+  n = tern_chat_get_n_messages (chat);
+  CHECKF (n == 10 && m != NULL && m->error == NULL && m->text[0] != '\0' && m->prompt_changed,
+          "%u messages; the answer after the old refusal: error %s, changed %d", n,
+          m && m->error ? m->error : "(none)", m ? m->prompt_changed : -1);
+  if (n == 10)
+    CHECKF (g_strcmp0 (tern_message_row_get_notice (TERN_MESSAGE_ROW (tern_window_get_row (f->w, 9))),
+                       "System prompt changed") == 0, "its notice: %s",
+            tern_message_row_get_notice (TERN_MESSAGE_ROW (tern_window_get_row (f->w, 9))));
+}
+
 static void
 part_context (Fixture *f)
 {
@@ -1701,6 +1762,7 @@ part_context (Fixture *f)
       }
     g_string_free (longer, TRUE);
   }
+  check_old_refused_marks (f);
 }
 
 /* ----------------------------------------------------------------- scroll */
