@@ -440,6 +440,10 @@ text_label_new (void)
    * streams fell from 15-18 ms to 10-13 ms (release, under Xvfb). */
   gtk_label_set_width_chars (GTK_LABEL (label), 20);
   gtk_widget_set_focusable (label, FALSE);
+  /* Unfocusable is not enough: GTK 4.8's selectable label still answers
+   * Tab ("focus" vfunc), its grab fails, and it says it took the focus.
+   * Tab in the transcript stayed on the first message's Copy button. */
+  gtk_widget_set_can_focus (label, FALSE);
   return label;
 }
 
@@ -707,6 +711,7 @@ code_block_new (Block *b)
   gtk_label_set_xalign (GTK_LABEL (label), 0);
   gtk_label_set_selectable (GTK_LABEL (label), TRUE);
   gtk_widget_set_focusable (label, FALSE);
+  gtk_widget_set_can_focus (label, FALSE); /* as text_label_new's */
   gtk_widget_add_css_class (label, "monospace");
   gtk_widget_add_css_class (label, "tern-code");
   gtk_scrolled_window_set_policy (GTK_SCROLLED_WINDOW (scroller), GTK_POLICY_AUTOMATIC,

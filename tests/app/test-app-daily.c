@@ -1260,6 +1260,197 @@ check_old_refused_marks (Fixture *f)
             tern_message_row_get_notice (TERN_MESSAGE_ROW (tern_window_get_row (f->w, 9))));
 }
 
+static GtkWidget *child (TernWindow *w, const char *name);
+static gboolean pin_panel_open (TernWindow *w);
+static gboolean press_key (GtkWidget *widget, guint keyval);
+
+static GtkWidget *
+template_child (GtkWidget  *widget,
+                GType       type,
+                const char *name)
+{
+  GObject *o = gtk_widget_get_template_child (widget, type, name);
+
+  CHECKF (GTK_IS_WIDGET (o), "no template child %s", name);
+  return GTK_IS_WIDGET (o) ? GTK_WIDGET (o) : NULL;
+}
+
+/* Keyboard only, as the window's own Tab does it ("move-focus"): from the
+ * composer, Tab goes round every control the daily flow needs and back to
+ * the composer, never stopping twice on one control nor on one that is
+ * hidden or cannot be used; the header's controls from left to right,
+ * Send right after the text. Then Escape, with the focus in the composer,
+ * stops an answer (the Stop button's tooltip promises it). */
+static void
+check_keyboard_walk (Fixture *f)
+{
+  TernWindow *w = f->w;
+  GtkWidget *composer = GTK_WIDGET (tern_window_get_composer (w));
+  GtkWidget *pin = GTK_WIDGET (tern_window_get_pin_editor (w));
+  GtkWidget *text = template_child (composer, TERN_TYPE_COMPOSER, "text_view");
+  /* Add Image (a model with a projector) and the drafter (drafters to
+   * choose from) only where they can be used. */
+  struct { const char *name; GtkWidget *widget; gboolean header, optional; int at; } need[] = {
+    { "Send", template_child (composer, TERN_TYPE_COMPOSER, "send_button"), FALSE, FALSE, -1 },
+    { "Add Image", template_child (composer, TERN_TYPE_COMPOSER, "attach_button"), FALSE, TRUE, -1 },
+    { "Flash", child (w, "flash_toggle"), TRUE, FALSE, -1 },
+    { "Chat", child (w, "chat_toggle"), TRUE, FALSE, -1 },
+    { "speculation", child (w, "speculation_toggle"), TRUE, FALSE, -1 },
+    { "drafter", child (w, "drafter_dropdown"), TRUE, TRUE, -1 },
+    { "system prompt toggle", child (w, "pin_toggle"), TRUE, FALSE, -1 },
+    { "main menu", child (w, "menu_button"), TRUE, FALSE, -1 },
+    { "system prompt text", template_child (pin, TERN_TYPE_PIN_EDITOR, "text_view"), FALSE, FALSE, -1 },
+    { "New Chat", NULL, TRUE, FALSE, -1 },
+    { "chat list", tern_window_get_chat_list (w), FALSE, FALSE, -1 },
+  };
+  g_autoptr(GPtrArray) walk = g_ptr_array_new ();
+  GtkWidget *last = text;
+  gboolean back = FALSE;
+  int unfocused = 0;
+
+  CHECK (!adw_leaflet_get_folded (f->w->leaflet));
+  need[9].widget = find_button_by_tooltip (GTK_WIDGET (f->w->sidebar), "New Chat (Ctrl+N)");
+  if (!pin_panel_open (w))
+    activate (w, "show-pin-panel", NULL);
+  tern_window_set_composer_text (w, "A question typed, not sent.");
+  spin_for (0.5);
+  gtk_widget_grab_focus (text);
+  CHECK (gtk_root_get_focus (GTK_ROOT (w)) == text);
+  for (int step = 0; step < 500 && !back; step++)
+    {
+      GtkWidget *focus;
+
+      /* The key's way: the key controllers of what holds the focus (the
+       * chat list's takes Tab out of the list), then the window's Tab. */
+      {
+        GtkWidget *from = gtk_root_get_focus (GTK_ROOT (w));
+        gboolean handled = FALSE;
+
+        for (GtkWidget *a = from ? gtk_widget_get_parent (from) : NULL; a != NULL && !handled;
+             a = gtk_widget_get_parent (a))
+          handled = press_key (a, GDK_KEY_Tab);
+        if (!handled)
+          g_signal_emit_by_name (w, "move-focus", GTK_DIR_TAB_FORWARD);
+      }
+      spin_for (0.01);
+      focus = gtk_root_get_focus (GTK_ROOT (w));
+      /* At the end of the window the focus leaves it once, as GTK wraps. */
+      if (focus == NULL)
+        {
+          CHECKF (++unfocused <= 1, "Tab left the window %d times after %s", unfocused,
+                  G_OBJECT_TYPE_NAME (last));
+          if (unfocused > 1)
+            break;
+          continue;
+        }
+      CHECKF (focus != last, "Tab stays on a %s", G_OBJECT_TYPE_NAME (focus));
+      if (focus == last)
+        break;
+      CHECKF (gtk_widget_is_drawable (focus) && gtk_widget_is_sensitive (focus),
+              "Tab goes to a %s that is %s", G_OBJECT_TYPE_NAME (focus),
+              !gtk_widget_is_drawable (focus) ? "not shown" : "insensitive");
+      last = focus;
+      back = focus == text;
+      if (!back)
+        g_ptr_array_add (walk, focus);
+    }
+  CHECKF (back, "Tab does not come back to the composer (%u stops)", walk->len);
+  for (guint k = 0; k < G_N_ELEMENTS (need); k++)
+    {
+      if (need[k].optional && need[k].widget != NULL
+          && (!gtk_widget_is_drawable (need[k].widget) || !gtk_widget_is_sensitive (need[k].widget)))
+        {
+          fprintf (stderr, "Tab: %s is not in use here\n", need[k].name);
+          continue;
+        }
+      for (guint i = 0; i < walk->len && need[k].at < 0; i++)
+        {
+          GtkWidget *focus = g_ptr_array_index (walk, i);
+
+          if (need[k].widget != NULL
+              && (focus == need[k].widget || gtk_widget_is_ancestor (focus, need[k].widget)))
+            need[k].at = (int) i;
+        }
+      CHECKF (need[k].at >= 0, "Tab never reaches %s (%u stops)", need[k].name, walk->len);
+    }
+  /* Send right after the text; the header from left to right. */
+  CHECKF (need[0].at == 0, "Send is stop %d after the text", need[0].at);
+  for (guint a = 0; a < G_N_ELEMENTS (need); a++)
+    for (guint b = 0; b < G_N_ELEMENTS (need); b++)
+      {
+        graphene_rect_t ra, rb;
+
+        if (!need[a].header || !need[b].header || need[a].at < 0 || need[b].at < 0
+            || !gtk_widget_compute_bounds (need[a].widget, GTK_WIDGET (w), &ra)
+            || !gtk_widget_compute_bounds (need[b].widget, GTK_WIDGET (w), &rb))
+          continue;
+        CHECKF (!(ra.origin.x < rb.origin.x && need[a].at > need[b].at),
+                "Tab reaches %s (stop %d) after %s (stop %d), which is right of it",
+                need[a].name, need[a].at, need[b].name, need[b].at);
+      }
+  fprintf (stderr, "Tab from the composer: %u stops:", walk->len);
+  for (guint k = 0; k < G_N_ELEMENTS (need); k++)
+    fprintf (stderr, " %s@%d", need[k].name, need[k].at);
+  fprintf (stderr, "\n");
+
+  /* Escape stops an answer, the focus in the composer: the application's
+   * accelerator, which the window's shortcuts run before the text view
+   * sees the key. */
+  {
+    g_autoptr(GtkShortcutTrigger) escape = gtk_keyval_trigger_new (GDK_KEY_Escape, 0);
+    g_autoptr(GListModel) controllers = gtk_widget_observe_controllers (GTK_WIDGET (w));
+    GtkShortcutAction *stop = NULL;
+    GtkPropagationPhase phase = GTK_PHASE_NONE;
+
+    for (guint i = 0; i < g_list_model_get_n_items (controllers) && stop == NULL; i++)
+      {
+        g_autoptr(GObject) c = g_list_model_get_item (controllers, i);
+
+        for (guint k = 0; GTK_IS_SHORTCUT_CONTROLLER (c) && k < g_list_model_get_n_items (G_LIST_MODEL (c)); k++)
+          {
+            g_autoptr(GtkShortcut) sc = g_list_model_get_item (G_LIST_MODEL (c), k);
+            GtkShortcutAction *action = gtk_shortcut_get_action (sc);
+
+            if (gtk_shortcut_trigger_equal (gtk_shortcut_get_trigger (sc), escape)
+                && GTK_IS_NAMED_ACTION (action)
+                && g_str_equal (gtk_named_action_get_action_name (GTK_NAMED_ACTION (action)), "win.stop"))
+              {
+                stop = action;
+                phase = gtk_event_controller_get_propagation_phase (GTK_EVENT_CONTROLLER (c));
+              }
+          }
+      }
+    CHECK (stop != NULL);
+    /* Before the focused text view has the key. */
+    CHECKF (phase == GTK_PHASE_CAPTURE, "Escape is the window's in phase %d", phase);
+    /* The test model may end an answer before the key is pressed: the
+     * next one is stopped. Long answers, sampled: greedy, the test model
+     * ended this one within a few tokens, before the key. */
+    g_settings_set_double (f->settings, "temperature", 1.0);
+    g_settings_set_int (f->settings, "max-tokens", 4000);
+    for (int attempt = 0; attempt < 5 && stop != NULL; attempt++)
+      {
+        tern_window_set_composer_text (w, "Tell a long story, please.");
+        activate (w, "send", NULL);
+        gtk_widget_grab_focus (text);
+        CHECK (gtk_root_get_focus (GTK_ROOT (w)) == text);
+        CHECK (tern_window_is_generating (w));
+        CHECKF (gtk_shortcut_action_activate (stop, GTK_SHORTCUT_ACTION_EXCLUSIVE, text, NULL),
+                "Escape does nothing in the composer");
+        CHECK (wait_for (w, not_generating, 30));
+        if (last_message (w) != NULL && last_message (w)->cancelled)
+          break;
+      }
+    g_settings_reset (f->settings, "temperature");
+    g_settings_reset (f->settings, "max-tokens");
+    CHECK (!tern_window_is_generating (w));
+    CHECKF (last_message (w) != NULL && last_message (w)->cancelled && last_message (w)->error == NULL,
+            "after Escape: cancelled %d, error %s, text \"%s\"", last_message (w) ? last_message (w)->cancelled : -1,
+            last_message (w) && last_message (w)->error ? last_message (w)->error : "(none)",
+            last_message (w) ? last_message (w)->text : "");
+  }
+}
+
 static void
 part_context (Fixture *f)
 {
@@ -1763,6 +1954,7 @@ part_context (Fixture *f)
     g_string_free (longer, TRUE);
   }
   check_old_refused_marks (f);
+  check_keyboard_walk (f);
 }
 
 /* ----------------------------------------------------------------- scroll */
