@@ -63,9 +63,9 @@ tern_stats_bar_start (TernStatsBar *self)
   gtk_widget_set_visible (GTK_WIDGET (self->prefill_bar), TRUE);
 }
 
-/* The figures, wrapped at spaces (a word wider than the line at any
- * place), never at the slash of a unit: "tok/s" read "tok/" on one line
- * and "s" on the next. */
+/* The figures, wrapped at spaces (never inside a word: a number broken
+ * read "120" over "0 / …"), never at the slash of a unit: "tok/s" read
+ * "tok/" on one line and "s" on the next. */
 static void
 set_figures (TernStatsBar *self,
              const char   *text)
@@ -239,6 +239,188 @@ tern_stats_bar_finish (TernStatsBar    *self,
   self->prefill_sampled = TRUE;
   if (final->decode_tok_s > 0)
     tern_throughput_plot_add_sample (self->plot, final->decode_tok_s, FALSE);
+}
+
+/* ------------------------------------------------------------- layout
+ *
+ * A box's, but the figures come before the plot. As a GtkBox, every part
+ * shared the spare width, and at 360 px the figures had some 40 px: a
+ * number broke inside itself ("120" over "0 / …"). Here the figures get
+ * first the width that holds them in two lines (about half their line,
+ * at most twice their least width, so that the plot stays beside an
+ * answer's long summary in a middling window); the plot, whole, where
+ * that leaves room for it, else it is left out; then the others their
+ * natural widths, as the box gave them; what is left goes to the figures,
+ * the one part that expands. Where the box gave every part its natural
+ * width (the default window), the widths are the box's. */
+
+#define MAX_PARTS 8
+
+typedef struct {
+  GtkWidget *child;
+  int        min, nat, width;
+} Part;
+
+static guint
+layout_parts (TernStatsBar *self,
+              int           width,
+              Part         *parts,
+              gboolean     *plot_shown)
+{
+  GtkWidget *widget = GTK_WIDGET (self);
+  GtkWidget *figures = gtk_widget_get_parent (GTK_WIDGET (self->figures_label));
+  GtkWidget *plot = GTK_WIDGET (self->plot);
+  GtkRequestedSize sizes[MAX_PARTS];
+  guint n = 0, n_sizes = 0;
+  int plot_nat = 0, spare = width, target;
+  Part *fig = NULL;
+
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL && n < MAX_PARTS;
+       c = gtk_widget_get_next_sibling (c))
+    {
+      Part *p;
+
+      if (!gtk_widget_should_layout (c))
+        continue;
+      if (c == plot)
+        {
+          gtk_widget_measure (c, GTK_ORIENTATION_HORIZONTAL, -1, NULL, &plot_nat, NULL, NULL);
+          continue;
+        }
+      p = &parts[n++];
+      p->child = c;
+      gtk_widget_measure (c, GTK_ORIENTATION_HORIZONTAL, -1, &p->min, &p->nat, NULL, NULL);
+      p->width = p->min;
+      spare -= p->min;
+      if (c == figures)
+        fig = p;
+    }
+  *plot_shown = FALSE;
+  if (width < 0)
+    {
+      /* Natural widths, for a height not asked for a given width. */
+      for (guint i = 0; i < n; i++)
+        parts[i].width = parts[i].nat;
+      return n;
+    }
+  if (fig != NULL)
+    {
+      target = MIN (fig->nat, MAX (fig->min, MIN (fig->nat / 2 + 24, 2 * fig->min)));
+      fig->width += CLAMP (target - fig->min, 0, MAX (spare, 0));
+      spare -= fig->width - fig->min;
+    }
+  if (gtk_widget_should_layout (plot) && spare >= plot_nat)
+    {
+      *plot_shown = TRUE;
+      spare -= plot_nat;
+    }
+  for (guint i = 0; i < n; i++)
+    {
+      sizes[n_sizes].data = &parts[i];
+      sizes[n_sizes].minimum_size = parts[i].width;
+      sizes[n_sizes].natural_size = MAX (parts[i].nat, parts[i].width);
+      n_sizes++;
+    }
+  if (spare > 0)
+    spare = gtk_distribute_natural_allocation (spare, n_sizes, sizes);
+  for (guint i = 0; i < n_sizes; i++)
+    ((Part *) sizes[i].data)->width = sizes[i].minimum_size;
+  if (fig != NULL && spare > 0)
+    fig->width += spare;
+  return n;
+}
+
+static GtkSizeRequestMode
+layout_request_mode (GtkWidget *widget)
+{
+  (void) widget;
+  return GTK_SIZE_REQUEST_HEIGHT_FOR_WIDTH;
+}
+
+static void
+layout_measure (GtkWidget      *widget,
+                GtkOrientation  orientation,
+                int             for_size,
+                int            *minimum,
+                int            *natural,
+                int            *minimum_baseline,
+                int            *natural_baseline)
+{
+  TernStatsBar *self = TERN_STATS_BAR (widget);
+  Part parts[MAX_PARTS];
+  gboolean plot_shown;
+  guint n;
+
+  *minimum = *natural = 0;
+  *minimum_baseline = *natural_baseline = -1;
+  if (orientation == GTK_ORIENTATION_HORIZONTAL)
+    {
+      /* The least width leaves the plot out; the natural one has it. */
+      int plot_nat = 0;
+
+      n = layout_parts (self, -1, parts, &plot_shown);
+      for (guint i = 0; i < n; i++)
+        {
+          *minimum += parts[i].min;
+          *natural += parts[i].nat;
+        }
+      if (gtk_widget_should_layout (GTK_WIDGET (self->plot)))
+        gtk_widget_measure (GTK_WIDGET (self->plot), orientation, -1, NULL, &plot_nat, NULL, NULL);
+      *natural += plot_nat;
+      return;
+    }
+  n = layout_parts (self, for_size, parts, &plot_shown);
+  for (guint i = 0; i < n; i++)
+    {
+      int min, nat;
+
+      gtk_widget_measure (parts[i].child, orientation, for_size < 0 ? -1 : parts[i].width,
+                          &min, &nat, NULL, NULL);
+      *minimum = MAX (*minimum, min);
+      *natural = MAX (*natural, nat);
+    }
+  if (plot_shown || (for_size < 0 && gtk_widget_should_layout (GTK_WIDGET (self->plot))))
+    {
+      int min, nat;
+
+      gtk_widget_measure (GTK_WIDGET (self->plot), orientation, -1, &min, &nat, NULL, NULL);
+      *minimum = MAX (*minimum, min);
+      *natural = MAX (*natural, nat);
+    }
+}
+
+static void
+layout_allocate (GtkWidget *widget,
+                 int        width,
+                 int        height,
+                 int        baseline)
+{
+  TernStatsBar *self = TERN_STATS_BAR (widget);
+  GtkWidget *plot = GTK_WIDGET (self->plot);
+  gboolean rtl = gtk_widget_get_direction (widget) == GTK_TEXT_DIR_RTL;
+  Part parts[MAX_PARTS];
+  gboolean plot_shown;
+  guint n = layout_parts (self, width, parts, &plot_shown);
+  int x = 0;
+
+  (void) baseline;
+  for (guint i = 0; i < n; i++)
+    {
+      GtkAllocation a = { rtl ? width - x - parts[i].width : x, 0, parts[i].width, height };
+
+      gtk_widget_size_allocate (parts[i].child, &a, -1);
+      x += parts[i].width;
+    }
+  gtk_widget_set_child_visible (plot, plot_shown);
+  if (plot_shown)
+    {
+      int plot_nat;
+      GtkAllocation a;
+
+      gtk_widget_measure (plot, GTK_ORIENTATION_HORIZONTAL, -1, NULL, &plot_nat, NULL, NULL);
+      a = (GtkAllocation) { rtl ? 0 : width - plot_nat, 0, plot_nat, height };
+      gtk_widget_size_allocate (plot, &a, -1);
+    }
 }
 
 static char *
@@ -419,6 +601,9 @@ static void
 tern_stats_bar_init (TernStatsBar *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  gtk_widget_set_layout_manager (GTK_WIDGET (self),
+                                 gtk_custom_layout_new (layout_request_mode, layout_measure,
+                                                        layout_allocate));
   gtk_label_set_text (self->phase_label, _("Ready"));
   /* Full is a warning, not an achievement: no "full" colour at the top. */
   gtk_level_bar_remove_offset_value (self->context_level, GTK_LEVEL_BAR_OFFSET_FULL);

@@ -37,6 +37,7 @@
 #include "tern-pin-editor.h"
 #include "tern-preferences-window.h"
 #include "tern-stats-bar.h"
+#include "tern-throughput-plot.h"
 #include "tern-window.h"
 #include "app-test.h"
 
@@ -1261,6 +1262,7 @@ check_old_refused_marks (Fixture *f)
 }
 
 static GtkWidget *child (TernWindow *w, const char *name);
+static void check_figures_readable (TernWindow *w, int width);
 static gboolean pin_panel_open (TernWindow *w);
 static gboolean press_key (GtkWidget *widget, guint keyval);
 
@@ -1527,8 +1529,15 @@ part_context (Fixture *f)
     CHECKF (gtk_widget_get_width (GTK_WIDGET (f->w)) <= 361, "in Prefill the window is %d px",
             gtk_widget_get_width (GTK_WIDGET (f->w)));
     CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-360-prefill.png"));
+    check_figures_readable (f->w, 360);
+    gtk_window_set_default_size (GTK_WINDOW (f->w), 1000, 760);
+    spin_for (0.5);
+    check_figures_readable (f->w, 1000);
     gtk_window_set_default_size (GTK_WINDOW (f->w), 1100, 760);
     spin_for (0.5);
+    tern_stats_bar_start (bar);
+    tern_stats_bar_update (bar, &live);
+    spin_for (0.3);
     CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-prefill.png"));
     tern_stats_bar_reset (bar);
   }
@@ -2843,6 +2852,75 @@ check_models_narrow (void)
   spin_for (0.2);
 }
 #endif
+
+/* The digits of a number on two lines of the label: "120" over "0 / …". */
+static gboolean
+number_split (GtkLabel *label)
+{
+  PangoLayout *layout = gtk_label_get_layout (label);
+  const char *text = pango_layout_get_text (layout);
+
+  for (GSList *l = pango_layout_get_lines_readonly (layout); l != NULL; l = l->next)
+    {
+      PangoLayoutLine *line = l->data;
+
+      if (line->start_index > 0 && g_ascii_isdigit (text[line->start_index])
+          && (g_ascii_isdigit (text[line->start_index - 1]) || text[line->start_index - 1] == '.'))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* The figures of a prefill, then of a decode, are read whole at 360 px
+ * and at 1000: at 360 px, beside the plot and the gauge, they had some 40 px and
+ * their numbers broke inside themselves. Where there is room, the plot
+ * still shows beside them, at its full width. */
+static void
+check_figures_readable (TernWindow *w,
+                        int         width)
+{
+  TernStatsBar *bar = tern_window_get_stats_bar (w);
+  GtkWidget *plot = find_of_type (GTK_WIDGET (bar), TERN_TYPE_THROUGHPUT_PLOT);
+  TernStats live = { .phase = TERN_PHASE_PREFILL, .prefill_done = 1200,
+                     .prefill_total = 12000, .prefill_tok_s = 1234 };
+
+  tern_stats_bar_set_context (bar, 12000, 16384, 1 << 30);
+  tern_stats_bar_start (bar);
+  for (int phase = 0; phase < 2; phase++)
+    {
+      g_autofree char *shot = g_strdup_printf ("daily-width-%d-%s.png", width,
+                                               phase == 0 ? "prefill-figures" : "decode-figures");
+      GtkLabel *label;
+
+      if (phase == 1)
+        {
+          live.phase = TERN_PHASE_DECODE;
+          live.decode_tok_s = 12.3;
+          live.ttft_ms = 1234;
+          live.generated_tokens = 345;
+        }
+      CHECK (tern_stats_bar_update (bar, &live));
+      spin_for (0.3);
+      label = find_figures_label (GTK_WIDGET (bar), tern_stats_bar_get_text (bar));
+      CHECK (label != NULL && gtk_widget_get_mapped (GTK_WIDGET (label)));
+      if (label == NULL)
+        continue;
+      CHECKF (!number_split (label) && !pango_layout_is_ellipsized (gtk_label_get_layout (label)),
+              "%d px: the figures in %d px: %d lines%s: %s", width,
+              gtk_widget_get_width (GTK_WIDGET (label)),
+              pango_layout_get_line_count (gtk_label_get_layout (label)),
+              pango_layout_is_ellipsized (gtk_label_get_layout (label)) ? ", cut" : "",
+              tern_stats_bar_get_text (bar));
+      CHECK (!breaks_at_slash (label));
+      CHECK (save_screenshot (GTK_WIDGET (w), shot));
+    }
+  if (width >= 600)
+    CHECKF (plot != NULL && gtk_widget_get_mapped (plot) && gtk_widget_get_width (plot) >= 104,
+            "%d px: the plot is %s, %d px", width,
+            plot != NULL && gtk_widget_get_mapped (plot) ? "shown" : "gone",
+            plot != NULL ? gtk_widget_get_width (plot) : 0);
+  tern_stats_bar_reset (bar);
+}
 
 static void
 part_widths (Fixture *f)
