@@ -202,12 +202,21 @@ tern_stats_bar_finish (TernStatsBar    *self,
     }
   count = token_count (final->generated_tokens);
   prompt = token_count (final->prompt_tokens);
-  /* Translators: summary of an answer: decode speed, tokens ("12 tokens",
-   * translated on its own), time to first token, prompt tokens (the same)
-   * and prefill speed */
-  text = g_strdup_printf (_("%.1f tok/s · %s · first token %.0f ms · prompt %s at %.0f tok/s"),
-                          final->decode_tok_s, count, final->ttft_ms, prompt,
-                          final->prefill_tok_s);
+  if (final->decode_tok_s > 0)
+    /* Translators: summary of an answer: decode speed, tokens ("12 tokens",
+     * translated on its own), time to first token, prompt tokens (the same)
+     * and prefill speed */
+    text = g_strdup_printf (_("%.1f tok/s · %s · first token %.0f ms · prompt %s at %.0f tok/s"),
+                            final->decode_tok_s, count, final->ttft_ms, prompt,
+                            final->prefill_tok_s);
+  else
+    /* One token has no speed: an answer stopped after its first read
+     * "0.0 tok/s · 1 token", as if that were a result. */
+    /* Translators: summary of an answer of one token, which has no decode
+     * speed: the tokens ("1 token"), time to first token, prompt tokens and
+     * prefill speed */
+    text = g_strdup_printf (_("%s · first token %.0f ms · prompt %s at %.0f tok/s"),
+                            count, final->ttft_ms, prompt, final->prefill_tok_s);
   if (final->restored_tokens > 0)
     {
       /* The pin, the conversation, or a server's prefix cache (remote):

@@ -378,6 +378,20 @@ test_stats_phases (TernWindow *w)
             && strstr (tern_stats_bar_get_text (bar), "prompt 12 tokens at") != NULL, "finished: %s",
             tern_stats_bar_get_text (bar));
   }
+  /* Stopped after its first token: one token has no speed, and the
+   * summary gave none ("0.0 tok/s · 1 token · …" read as a result), as the
+   * row's figures do. */
+  {
+    TernStats one = { .generated_tokens = 1, .prompt_tokens = 278, .ttft_ms = 142,
+                      .prefill_tok_s = 1980 };
+
+    tern_stats_bar_start (bar);
+    tern_stats_bar_finish (bar, &one, TRUE, NULL);
+    CHECKF (strstr (tern_stats_bar_get_text (bar), "tok/s · 1 token") == NULL
+            && g_str_has_prefix (tern_stats_bar_get_text (bar), "1 token · first token 142 ms")
+            && strstr (tern_stats_bar_get_text (bar), "prompt 278 tokens at 1980 tok/s") != NULL,
+            "stopped after one token: %s", tern_stats_bar_get_text (bar));
+  }
   /* Stopped before the first token: no figures of a decode that never
    * ran ("0.0 tok/s · 0 tokens · first token 0 ms"). */
   {
