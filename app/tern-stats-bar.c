@@ -65,7 +65,8 @@ tern_stats_bar_start (TernStatsBar *self)
 
 /* The figures, wrapped at spaces (never inside a word: a number broken
  * read "120" over "0 / …"), never at the slash of a unit: "tok/s" read
- * "tok/" on one line and "s" on the next. */
+ * "tok/" on one line and "s" on the next; nor between a number and the
+ * word after it: "3853" ended a line and "tok/s" began the next. */
 static void
 set_figures (TernStatsBar *self,
              const char   *text)
@@ -81,6 +82,17 @@ set_figures (TernStatsBar *self,
       attr->end_index = (guint) (g_utf8_next_char (slash + 1) - text);
       pango_attr_list_insert (attrs, attr);
     }
+  for (const char *space = strchr (text, ' '); space != NULL; space = strchr (space + 1, ' '))
+    if (space > text && g_ascii_isdigit (space[-1]) && space[1] != '\0'
+        && g_unichar_isalpha (g_utf8_get_char_validated (space + 1, -1)))
+      {
+        /* The break after the space, before the unit's first letter. */
+        PangoAttribute *attr = pango_attr_allow_breaks_new (FALSE);
+
+        attr->start_index = (guint) (space - text);
+        attr->end_index = (guint) (g_utf8_next_char (space + 1) - text);
+        pango_attr_list_insert (attrs, attr);
+      }
   gtk_label_set_text (self->figures_label, text);
   gtk_label_set_attributes (self->figures_label, attrs);
 }

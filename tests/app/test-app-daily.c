@@ -2871,6 +2871,37 @@ number_split (GtkLabel *label)
   return FALSE;
 }
 
+/* At some width from the label's least to 600 px, a line that starts with
+ * the word after a number ("3853" ending one line, "tok/s" the next). The
+ * label's own layout, its attributes included, at each width. */
+static gboolean
+unit_split_at_some_width (GtkLabel *label)
+{
+  g_autoptr(PangoLayout) layout = pango_layout_copy (gtk_label_get_layout (label));
+  const char *text = pango_layout_get_text (layout);
+  int least = 0;
+
+  gtk_widget_measure (GTK_WIDGET (label), GTK_ORIENTATION_HORIZONTAL, -1, &least, NULL, NULL, NULL);
+  pango_layout_set_wrap (layout, PANGO_WRAP_WORD);
+  for (int width = MAX (least, 1); width <= 600; width++)
+    {
+      pango_layout_set_width (layout, width * PANGO_SCALE);
+      for (GSList *l = pango_layout_get_lines_readonly (layout); l != NULL; l = l->next)
+        {
+          PangoLayoutLine *line = l->data;
+          int at = line->start_index;
+
+          if (at >= 2 && text[at - 1] == ' ' && g_ascii_isdigit (text[at - 2])
+              && g_ascii_isalpha (text[at]))
+            {
+              g_test_message ("at %d px a line starts '%s'", width, text + at);
+              return TRUE;
+            }
+        }
+    }
+  return FALSE;
+}
+
 /* The figures of a prefill, then of a decode, are read whole at 360 px
  * and at 1000: at 360 px, beside the plot and the gauge, they had some 40 px and
  * their numbers broke inside themselves. Where there is room, the plot
@@ -2912,6 +2943,8 @@ check_figures_readable (TernWindow *w,
               pango_layout_is_ellipsized (gtk_label_get_layout (label)) ? ", cut" : "",
               tern_stats_bar_get_text (bar));
       CHECK (!breaks_at_slash (label));
+      CHECKF (!unit_split_at_some_width (label), "a number apart from its unit: %s",
+              tern_stats_bar_get_text (bar));
       CHECK (save_screenshot (GTK_WIDGET (w), shot));
     }
   if (width >= 600)
