@@ -198,6 +198,11 @@ struct tern_server {
  * *why (g_free it); j->error_code may name the OpenAI error code. */
 bool tern_request_parse_chat(JsonObject *o, job *j, const char **param, char **why);
 bool tern_request_parse_completion(JsonObject *o, job *j, const char **param, char **why);
+/* Frees what the two above fill in j (its messages, tools, stop strings,
+ * the images' texts and the images array), so that the server's job and the
+ * request fuzzer free the same fields; the caller first frees what it hung
+ * on each image (decoded pictures, embeddings). */
+void tern_request_clear(job *j);
 /* A boolean member: fallback when absent or null; fallback with *bad = name
  * when it is something else. */
 bool tern_request_member_bool(JsonObject *o, const char *name, bool fallback, const char **bad);

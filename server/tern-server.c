@@ -63,34 +63,7 @@ static void job_unref(job *j) {
         return;
     g_atomic_int_dec_and_test(&j->server->jobs_alive);
     g_clear_object(&j->msg);
-    g_free(j->pin_key);
-    g_free(j->system);
-    g_free(j->user);
-    g_free(j->prompt);
-    for (int i = 0; i < j->n_messages; i++) {
-        tn_session_message *m = &j->messages[i];
-        g_free((char *)m->role);
-        g_free((char *)m->content);
-        for (size_t k = 0; k < m->n_tool_calls; k++) {
-            g_free((char *)m->tool_calls[k].id);
-            g_free((char *)m->tool_calls[k].name);
-            g_free((char *)m->tool_calls[k].arguments);
-        }
-        g_free((tn_chat_tool_call *)m->tool_calls);
-        g_free((char *)m->tool_call_id);
-        g_free((char *)m->name);
-    }
-    g_free(j->messages);
-    tern_tools_free(j->tools, j->n_tools);
-    g_free(j->raw_tools);
-    if (j->tool_text)
-        g_string_free(j->tool_text, TRUE);
-    for (int i = 0; i < TN_SESSION_MAX_STOP; i++)
-        g_free(j->stop_store[i]);
     for (int i = 0; i < j->n_images; i++) {
-        g_free(j->images[i].uri);
-        g_free(j->images[i].where);
-        g_free(j->images[i].key);
         free(j->images[i].cached);
 #ifdef TERN_HAVE_IMAGEIO
         release_decoded(j, i);
@@ -98,7 +71,7 @@ static void job_unref(job *j) {
         if (j->embd)
             free((void *)j->embd[i].embd);
     }
-    g_free(j->images);
+    tern_request_clear(j);
     g_free(j->embd);
     g_clear_error(&j->image_error);
     g_mutex_clear(&j->lock);
