@@ -971,8 +971,12 @@ lock_end (TernModelStore *self,
 {
   gboolean ok = TRUE;
 
-  if (save)
-    ok = save_state (self, error);
+  /* A change that could not be written (a full disk) is not kept in memory
+   * either: until the next operation read the file again, the Models panel
+   * (told the store changed) showed an import, a rename or a mark that the
+   * next start would not find. What the file says stands. */
+  if (save && !(ok = save_state (self, error)))
+    load_state (self, NULL);
   close (fd);
   g_signal_emit (self, signals[SIGNAL_CHANGED], 0);
   return ok;
@@ -1913,11 +1917,7 @@ check_apply (TernModelStore *self,
         }
     }
   if (ok && !lock_end (self, fd, TRUE, error))
-    {
-      ok = FALSE;
-      /* The marks in memory were not written: what the file says stands. */
-      load_state (self, NULL);
-    }
+    ok = FALSE; /* the marks were not written (lock_end read the file again) */
   if (problems)
     *problems = g_steal_pointer (&found);
   return ok;

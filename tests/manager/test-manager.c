@@ -2592,6 +2592,51 @@ write_gguf (const char *name,
   return g_steal_pointer (&path);
 }
 
+/* A change whose installed.json could not be written (a full disk) is not
+ * kept in memory either: the store goes back to what the file says, so the
+ * Models panel (told the store changed) does not show an import, a rename
+ * or a tag that the next start would not find. */
+static void
+test_failed_save_not_kept (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autofree char *model = write_gguf ("unsaved.gguf", "llama", "Unsaved Model");
+  g_autofree char *other = write_gguf ("saved.gguf", "llama", "Saved Model");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GError) rename_error = NULL;
+  g_autofree char *saved = NULL;
+  g_autofree char *unsaved = NULL;
+  g_autofree char *renamed = NULL;
+  g_auto(GStrv) tags = NULL;
+
+  saved = tern_model_store_import (store, other, NULL, &error);
+  g_assert_no_error (error);
+
+  tern_manager_test_fail_writes ("installed.json", ENOSPC);
+  unsaved = tern_model_store_import (store, model, NULL, &error);
+  renamed = tern_model_store_import (store, other, "Another Name", &rename_error);
+  tern_manager_test_fail_writes (NULL, 0);
+  g_assert_null (unsaved);
+  g_assert_null (renamed);
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NO_SPACE);
+  g_assert_error (rename_error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NO_SPACE);
+
+  /* In memory as on disk: the first import only, under its first name. */
+  tags = tern_model_store_list_tags (store);
+  for (guint i = 0; tags[i] != NULL; i++)
+    g_test_message ("in memory: %s", tags[i]);
+  g_assert_cmpuint (g_strv_length (tags), ==, 1);
+  g_assert_cmpstr (tags[0], ==, saved);
+  {
+    g_autoptr(TernModelStore) reread = new_store (root);
+    g_auto(GStrv) on_disk = tern_model_store_list_tags (reread);
+
+    g_assert_cmpuint (g_strv_length (on_disk), ==, 1);
+    g_assert_cmpstr (on_disk[0], ==, tags[0]);
+  }
+}
+
 static void
 test_import (void)
 {
@@ -4698,6 +4743,7 @@ main (int    argc,
   g_test_add_func ("/manager/store/check-no-hash", test_check_corrupted_no_hash);
   g_test_add_func ("/manager/store/check-async", test_check_async);
   g_test_add_func ("/manager/store/import", test_import);
+  g_test_add_func ("/manager/store/failed-save-not-kept", test_failed_save_not_kept);
   g_test_add_func ("/manager/store/state-errors", test_state_file_errors);
   g_test_add_func ("/manager/store/state-unknown-keys", test_state_unknown_keys);
   g_test_add_func ("/manager/cli", test_cli);
