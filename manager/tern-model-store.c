@@ -963,6 +963,20 @@ lock_begin (TernModelStore *self,
   return fd;
 }
 
+/* A change that could not be written (a full disk) is not kept in memory
+ * either: until the next operation read the file again, the Models panel
+ * (told the store changed) showed an import, a rename, a mark or a removal
+ * that the next start would not find. What the file says stands. */
+static gboolean
+save_or_reread (TernModelStore *self,
+                GError        **error)
+{
+  if (save_state (self, error))
+    return TRUE;
+  load_state (self, NULL);
+  return FALSE;
+}
+
 static gboolean
 lock_end (TernModelStore *self,
           int             fd,
@@ -971,12 +985,8 @@ lock_end (TernModelStore *self,
 {
   gboolean ok = TRUE;
 
-  /* A change that could not be written (a full disk) is not kept in memory
-   * either: until the next operation read the file again, the Models panel
-   * (told the store changed) showed an import, a rename or a mark that the
-   * next start would not find. What the file says stands. */
-  if (save && !(ok = save_state (self, error)))
-    load_state (self, NULL);
+  if (save)
+    ok = save_or_reread (self, error);
   close (fd);
   g_signal_emit (self, signals[SIGNAL_CHANGED], 0);
   return ok;
@@ -1690,11 +1700,9 @@ tern_model_store_remove (TernModelStore       *self,
    * This way a failure at any point leaves files no record names at worst,
    * which the next pull of the model takes up again (their sha256 is
    * checked) or the next remove deletes. */
-  if (!save_state (self, error))
+  if (!save_or_reread (self, error))
     {
       unlock_partials (locked);
-      /* Back to what the file still says. */
-      load_state (self, NULL);
       lock_end (self, fd, FALSE, NULL);
       return FALSE;
     }
