@@ -571,6 +571,52 @@ static JsonNode *api_answer (const HubRef  *ref,
                              const char    *url,
                              GError       **error);
 
+/* The server's reason phrase inside our sentence. */
+static char *
+shown_reason (const char *reason)
+{
+  return g_strdup (reason != NULL ? reason : "");
+}
+
+/* What the listing's answer with HTTP `status` comes to: its JSON object,
+ * or the error that status means. with_token: HF_TOKEN was sent. */
+static JsonNode *
+api_response (const HubRef  *ref,
+              guint          status,
+              const char    *reason,
+              GBytes        *body,
+              const char    *url,
+              gboolean       with_token,
+              GError       **error)
+{
+  if (status == SOUP_STATUS_UNAUTHORIZED || status == SOUP_STATUS_FORBIDDEN)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                   _("%s/%s: HTTP %u: the repository is gated or private%s"), ref->owner, ref->repo, status,
+                   /* Translators: the end of "OWNER/REPO: HTTP 403: the repository is gated or private" */
+                   with_token ? _(" and this token (HF_TOKEN) has no access to it")
+                        /* Translators: the end of "OWNER/REPO: HTTP 403: the repository is gated or private" */
+                        : _(": accept its terms on the Hub, then set HF_TOKEN to an access token"));
+      return NULL;
+    }
+  if (status == SOUP_STATUS_NOT_FOUND)
+    {
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
+                   _("%s/%s: no such repository or revision '%s' on %s"), ref->owner, ref->repo, ref->revision,
+                   ref->base);
+      return NULL;
+    }
+  if (status != SOUP_STATUS_OK)
+    {
+      g_autofree char *said = shown_reason (reason);
+
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, _("%s/%s: HTTP %u %s from %s"),
+                   ref->owner, ref->repo, status, said, url);
+      return NULL;
+    }
+  return api_answer (ref, body, url, error);
+}
+
 static JsonNode *
 api_get (const HubRef  *ref,
          GCancellable  *cancellable,
@@ -583,7 +629,6 @@ api_get (const HubRef  *ref,
   g_autofree char *auth = tern_hub_authorization_for (url);
   g_autoptr(GError) local_error = NULL;
   gboolean too_big;
-  guint status;
 
   body = hub_get (url, HUB_ANSWER_MAX, cancellable, &msg, &too_big, &local_error);
   if (body == NULL && !too_big)
@@ -599,31 +644,9 @@ api_get (const HubRef  *ref,
                    local_error->message);
       return NULL;
     }
-  status = msg != NULL ? soup_message_get_status (msg) : SOUP_STATUS_OK;
-  if (status == SOUP_STATUS_UNAUTHORIZED || status == SOUP_STATUS_FORBIDDEN)
-    {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
-                   _("%s/%s: HTTP %u: the repository is gated or private%s"), ref->owner, ref->repo, status,
-                   /* Translators: the end of "OWNER/REPO: HTTP 403: the repository is gated or private" */
-                   auth ? _(" and this token (HF_TOKEN) has no access to it")
-                        /* Translators: the end of "OWNER/REPO: HTTP 403: the repository is gated or private" */
-                        : _(": accept its terms on the Hub, then set HF_TOKEN to an access token"));
-      return NULL;
-    }
-  if (status == SOUP_STATUS_NOT_FOUND)
-    {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
-                   _("%s/%s: no such repository or revision '%s' on %s"), ref->owner, ref->repo, ref->revision,
-                   ref->base);
-      return NULL;
-    }
-  if (status != SOUP_STATUS_OK)
-    {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, _("%s/%s: HTTP %u %s from %s"),
-                   ref->owner, ref->repo, status, soup_message_get_reason_phrase (msg), url);
-      return NULL;
-    }
-  return api_answer (ref, body, url, error);
+  return api_response (ref, msg != NULL ? soup_message_get_status (msg) : SOUP_STATUS_OK,
+                       msg != NULL ? soup_message_get_reason_phrase (msg) : NULL, body, url, auth != NULL,
+                       error);
 }
 
 /* The listing's answer as JSON: the object it documents, or NULL with an
@@ -949,13 +972,25 @@ tern_hub_resolve_from_answer (const char  *ref_text,
                               char       **tag_out,
                               GError     **error)
 {
+  return tern_hub_resolve_from_response (ref_text, SOUP_STATUS_OK, "OK", answer, length, tag_out, error);
+}
+
+TernCatalog *
+tern_hub_resolve_from_response (const char  *ref_text,
+                                guint        status,
+                                const char  *reason,
+                                const char  *answer,
+                                gsize        length,
+                                char       **tag_out,
+                                GError     **error)
+{
   g_auto(HubRef) ref = { 0 };
   g_autoptr(GBytes) body = g_bytes_new (answer, length);
   g_autoptr(JsonNode) root = NULL;
 
   if (!parse_ref (ref_text, &ref, error))
     return NULL;
-  root = api_answer (&ref, body, "answer", error);
+  root = api_response (&ref, status, reason, body, "answer", FALSE, error);
   if (root == NULL)
     return NULL;
   return resolve_answer (&ref, ref_text, root, tag_out, error);
@@ -1174,16 +1209,36 @@ static GPtrArray *search_answer (GBytes      *body,
                                  const char  *base,
                                  GError     **error);
 
+static GPtrArray *search_response (guint         status,
+                                   const char   *reason,
+                                   GBytes       *body,
+                                   guint         limit,
+                                   const char   *url,
+                                   const char   *base,
+                                   GError      **error);
+
 GPtrArray *
 tern_hub_search_from_answer (const char  *answer,
                              gsize        length,
                              guint        limit,
                              GError     **error)
 {
+  return tern_hub_search_from_response (SOUP_STATUS_OK, "OK", answer, length, limit, error);
+}
+
+GPtrArray *
+tern_hub_search_from_response (guint        status,
+                               const char  *reason,
+                               const char  *answer,
+                               gsize        length,
+                               guint        limit,
+                               GError     **error)
+{
   g_autoptr(GBytes) body = g_bytes_new (answer, length);
 
-  return search_answer (body, limit ? MIN (limit, TERN_HUB_SEARCH_LIMIT_MAX) : TERN_HUB_SEARCH_LIMIT_DEFAULT,
-                        "answer", "answer", error);
+  return search_response (status, reason, body,
+                          limit ? MIN (limit, TERN_HUB_SEARCH_LIMIT_MAX) : TERN_HUB_SEARCH_LIMIT_DEFAULT,
+                          "answer", "answer", error);
 }
 
 GPtrArray *
@@ -1200,7 +1255,6 @@ tern_hub_search (const char    *query,
   g_autoptr(GBytes) body = NULL;
   g_autoptr(GError) local_error = NULL;
   gboolean too_big;
-  guint status;
 
   if (clean == NULL)
     {
@@ -1228,7 +1282,24 @@ tern_hub_search (const char    *query,
                    _("cannot reach the Hugging Face search at %s: %s"), base, local_error->message);
       return NULL;
     }
-  status = msg != NULL ? soup_message_get_status (msg) : SOUP_STATUS_OK;
+  if (too_big)
+    g_clear_pointer (&body, g_bytes_unref);
+  return search_response (msg != NULL ? soup_message_get_status (msg) : SOUP_STATUS_OK,
+                          msg != NULL ? soup_message_get_reason_phrase (msg) : NULL, body, limit, url, base,
+                          error);
+}
+
+/* What the search's answer with HTTP `status` comes to; body NULL: it was
+ * larger than HUB_SEARCH_MAX. */
+static GPtrArray *
+search_response (guint         status,
+                 const char   *reason,
+                 GBytes       *body,
+                 guint         limit,
+                 const char   *url,
+                 const char   *base,
+                 GError      **error)
+{
   if (status == SOUP_STATUS_UNAUTHORIZED || status == SOUP_STATUS_FORBIDDEN)
     {
       /* The Hub searches without a token; a refusal means the token sent is
@@ -1240,12 +1311,13 @@ tern_hub_search (const char    *query,
     }
   if (status != SOUP_STATUS_OK)
     {
+      g_autofree char *said = shown_reason (reason);
+
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
-                   _("the Hugging Face search at %s answered HTTP %u %s"), base, status,
-                   soup_message_get_reason_phrase (msg));
+                   _("the Hugging Face search at %s answered HTTP %u %s"), base, status, said);
       return NULL;
     }
-  if (too_big)
+  if (body == NULL)
     {
       g_autofree char *cap = tern_manager_format_size (HUB_SEARCH_MAX);
 
@@ -1660,13 +1732,24 @@ tern_hub_list_quants_from_answer (const char  *repo_id,
                                   gsize        length,
                                   GError     **error)
 {
+  return tern_hub_list_quants_from_response (repo_id, SOUP_STATUS_OK, "OK", answer, length, error);
+}
+
+TernHubRepo *
+tern_hub_list_quants_from_response (const char  *repo_id,
+                                    guint        status,
+                                    const char  *reason,
+                                    const char  *answer,
+                                    gsize        length,
+                                    GError     **error)
+{
   g_auto(HubRef) ref = { 0 };
   g_autoptr(GBytes) body = g_bytes_new (answer, length);
   g_autoptr(JsonNode) root = NULL;
 
   if (!repo_ref (repo_id, &ref, error))
     return NULL;
-  root = api_answer (&ref, body, "answer", error);
+  root = api_response (&ref, status, reason, body, "answer", FALSE, error);
   if (root == NULL)
     return NULL;
   return list_quants_answer (&ref, repo_id, root, error);
