@@ -571,11 +571,16 @@ static JsonNode *api_answer (const HubRef  *ref,
                              const char    *url,
                              GError       **error);
 
-/* The server's reason phrase inside our sentence. */
+/* The server's reason phrase inside our sentence: it may be any bytes
+ * (not UTF-8, ESC), which the Models panel and a terminal would take as
+ * they are. */
 static char *
 shown_reason (const char *reason)
 {
-  return g_strdup (reason != NULL ? reason : "");
+  GString *shown = g_string_new (NULL);
+
+  tern_manager_append_shown (shown, reason != NULL ? reason : "");
+  return g_string_free (shown, FALSE);
 }
 
 /* What the listing's answer with HTTP `status` comes to: its JSON object,

@@ -18,6 +18,14 @@
  * In all, an error is of the manager's domain, UTF-8 without control
  * characters: a listing's names are shown escaped, never pasted.
  *
+ * Byte 0 below 128: the answer came with HTTP 200. From 128 on, with the
+ * status statuses[(byte 0 - 128) / 3 % N] (a gated repository's 401/403,
+ * 404, 429, 5xx, a redirect libsoup did not follow...), and the answer's
+ * first line (up to a newline or NUL) is the reason phrase, the rest the
+ * body. Promises then: an error whatever the body says, never models or
+ * a catalog; 404 of a repository is UNKNOWN_TAG; the reason phrase, any
+ * bytes a server sent, reaches the message escaped.
+ *
  * Built from the manager's source with GLib, libsoup and json-glib (the
  * fuzz build leaves the manager out).
  *
@@ -51,10 +59,15 @@ static void check_error(GError *e) {
     g_error_free(e);
 }
 
+/* The status of this input, and the server's reason phrase with it. */
+static guint status = 200;
+static const char *reason = "OK";
+
 static void search(guint limit, const char *answer, size_t len) {
     GError *e = NULL;
-    GPtrArray *models = tern_hub_search_from_answer(answer, len, limit, &e);
+    GPtrArray *models = tern_hub_search_from_response(status, reason, answer, len, limit, &e);
     PROMISE((models == NULL) != (e == NULL));
+    PROMISE(status == 200 || !models);
     if (!models) {
         check_error(e);
         return;
@@ -73,9 +86,11 @@ static void search(guint limit, const char *answer, size_t len) {
 static void resolve(const char *ref, const char *answer, size_t len, const TernHubQuant *want) {
     GError *e = NULL;
     char *tag = NULL;
-    TernCatalog *c = tern_hub_resolve_from_answer(ref, answer, len, &tag, &e);
+    TernCatalog *c = tern_hub_resolve_from_response(ref, status, reason, answer, len, &tag, &e);
     PROMISE((c == NULL) != (e == NULL));
+    PROMISE(status == 200 || !c);
     if (!c) {
+        PROMISE(status != 404 || e->code == TERN_MANAGER_ERROR_UNKNOWN_TAG);
         if (want)
             fprintf(stderr, "%s does not resolve: %s\n", ref, e->message);
         PROMISE(!want);
@@ -100,9 +115,11 @@ static void resolve(const char *ref, const char *answer, size_t len, const TernH
 
 static void list_quants(const char *answer, size_t len) {
     GError *e = NULL;
-    TernHubRepo *repo = tern_hub_list_quants_from_answer("owner/repo", answer, len, &e);
+    TernHubRepo *repo = tern_hub_list_quants_from_response("owner/repo", status, reason, answer, len, &e);
     PROMISE((repo == NULL) != (e == NULL));
+    PROMISE(status == 200 || !repo);
     if (!repo) {
+        PROMISE(status != 404 || e->code == TERN_MANAGER_ERROR_UNKNOWN_TAG);
         check_error(e);
         return;
     }
@@ -126,11 +143,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         "https://huggingface.co/owner/repo/resolve/main/repo-Q4_K_M.gguf",
         "https://huggingface.co/owner/repo/resolve/main/dir/repo-00001-of-00002.gguf",
     };
+    static const guint statuses[] = {
+        200, 401, 403, 404, 429, 500, 502, 503, 504, 301, 302, 303, 307, 308,
+        300, 304, 204, 206, 400, 407, 410, 451, 0,   100, 199, 299, 599, 999,
+    };
     if (size < 2)
         return 0;
     /* The answer as the client has it: its own buffer, no NUL after it. */
     const char *answer = (const char *)data + 2;
-    const size_t len = size - 2;
+    size_t len = size - 2;
+    char *said = NULL;
+    status = 200;
+    reason = "OK";
+    if (data[0] >= 128) {
+        size_t cut = 0;
+        status = statuses[(data[0] - 128u) / 3 % G_N_ELEMENTS(statuses)];
+        while (cut < len && answer[cut] != '\n' && answer[cut] != '\0')
+            cut++;
+        /* As libsoup hands it over: a C string, whatever its bytes. */
+        said = g_strndup(answer, cut);
+        reason = said;
+        answer += cut < len ? cut + 1 : cut;
+        len -= cut < len ? cut + 1 : cut;
+    }
     switch (data[0] % 3) {
     case 0:
         search(1 + data[1] % 100, answer, len);
@@ -142,5 +177,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         resolve(refs[data[1] % G_N_ELEMENTS(refs)], answer, len, NULL);
         break;
     }
+    g_free(said);
     return 0;
 }

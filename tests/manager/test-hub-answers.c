@@ -178,6 +178,34 @@ test_names_escaped (void)
          "the catalog's name is shown escaped: %s", ce ? ce->message : "");
 }
 
+/* The reason phrase of a status line is the server's (an HF_ENDPOINT
+ * mirror's) bytes: pasted into the error, one that is not UTF-8 or holds
+ * ESC went as it was into the Models panel and the terminal (found by
+ * tests/fuzz/fuzz-hub reading statuses other than 200). */
+static void
+test_reason_escaped (void)
+{
+  static const char reason[] = "Bad \xff\x1b[31mGateway\r";
+  g_autoptr (GError) le = NULL;
+  g_autoptr (GError) re = NULL;
+  g_autoptr (GError) se = NULL;
+  g_autoptr (TernHubRepo) repo = tern_hub_list_quants_from_response ("owner/repo", 502, reason, "{}", 2, &le);
+  g_autoptr (TernCatalog) c = tern_hub_resolve_from_response ("hf.co/owner/repo", 502, reason, "{}", 2, NULL,
+                                                              &re);
+  g_autoptr (GPtrArray) models = tern_hub_search_from_response (502, reason, "[]", 2, 10, &se);
+  GError *errors[] = { le, re, se };
+
+  CHECK (repo == NULL && c == NULL && models == NULL, "HTTP 502 gives no answer");
+  for (guint i = 0; i < G_N_ELEMENTS (errors); i++)
+    {
+      const char *m = errors[i] ? errors[i]->message : "";
+
+      CHECK (errors[i] && strstr (m, "HTTP 502") && g_utf8_validate (m, -1, NULL) && !strchr (m, '\x1b')
+               && !strchr (m, '\r') && strstr (m, "Gateway"),
+             "the reason phrase is shown escaped: %s", m);
+    }
+}
+
 /* A listing of many files: grouping asked pick_model_files once per set,
  * each time reading the whole listing (20,000 files took over two minutes
  * under ASan; a 16 MiB listing, days: found while fuzzing tern-hub.c, a
@@ -218,6 +246,7 @@ main (void)
   test_unstorable_projector ();
   test_dot_segments ();
   test_names_escaped ();
+  test_reason_escaped ();
   test_many_files ();
   printf ("%d checks, %d failed\n", n_checks, n_failed);
   return n_failed ? 1 : 0;
