@@ -700,8 +700,16 @@ attempt (Transfer *t,
   if (status != SOUP_STATUS_OK && status != SOUP_STATUS_PARTIAL_CONTENT
       && (status != SOUP_STATUS_REQUESTED_RANGE_NOT_SATISFIABLE || offset == 0))
     {
+      /* The reason phrase is the server's bytes: shown escaped, as the
+       * Hub's are (not UTF-8, or ESC, it went as it was to the Models
+       * panel and the terminal). */
+      const char *reason = soup_message_get_reason_phrase (msg);
+      GString *said = g_string_new (NULL);
+
+      tern_manager_append_shown (said, reason != NULL ? reason : "");
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, _("%s: HTTP %u %s from %s"),
-                   t->name, status, soup_message_get_reason_phrase (msg), t->url);
+                   t->name, status, said->str, t->url);
+      g_string_free (said, TRUE);
       result = retryable_status (status) ? ATTEMPT_RETRY : ATTEMPT_FAIL;
       goto out;
     }

@@ -34,6 +34,7 @@ on the first line of stdout. The first path component picks a behaviour:
                   Accept-Encoding said
   /scheme/NAME    302 to file:///etc/passwd;  /nohost/NAME  302 to http:///NAME
   /loop/NAME      302 to itself
+  /badreason/NAME 451 whose reason phrase holds a byte that is not UTF-8 and ESC
 
 Requests in absolute form (GET http://host/MODE/NAME, as sent to a proxy) are
 served the same way and logged with "proxied": true.
@@ -366,6 +367,17 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "404" or not os.path.isfile(file_path):
             entry["status"] = 404
             return self.send_plain(404, "not found")
+        if mode == "badreason":
+            entry["status"] = 451
+            body = b"blocked"
+            # send_response writes the phrase as latin-1: these are its bytes.
+            self.send_response(451, "\xff\x1b[31mBlocked")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+            self.close_connection = True
+            return None
         if mode == "500" or (mode == "500once" and count == 0):
             entry["status"] = 500
             return self.send_plain(500, "server error")

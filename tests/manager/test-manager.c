@@ -1282,6 +1282,8 @@ test_download_http_errors (void)
     { "badlength", FALSE, 1, "answered with an invalid Content-Length '99999999999999999999999'" },
     /* Compressed though asked for identity: said so, not "the file has 300113 bytes". */
     { "gzip", FALSE, 1, "/gzip/a.bin sent the file compressed (Content-Encoding: gzip) although asked not to" },
+    /* The reason phrase is the server's bytes: shown escaped, not pasted. */
+    { "badreason", FALSE, 1, "a.bin: HTTP 451 \\xff\\x1b[31mBlocked from http://127.0.0.1" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
@@ -1308,6 +1310,8 @@ test_download_http_errors (void)
       g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP);
       if (strstr (error->message, cases[i].message) == NULL)
         g_error ("'%s' lacks '%s'", error->message, cases[i].message);
+      g_assert_true (g_utf8_validate (error->message, -1, NULL));
+      g_assert_null (strchr (error->message, '\x1b'));
       assert_nothing_installed (store, "pkg-one", "a.bin");
     }
 }
