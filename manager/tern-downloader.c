@@ -289,6 +289,7 @@ typedef enum {
 typedef struct {
   char    *etag;        /* the server's strong ETag, for If-Range */
   char    *advertised;  /* sha256 the server advertised */
+  guint64  size;        /* the whole file's size by the answer that began it; 0: unknown */
 } PartialMeta;
 
 static void
@@ -296,6 +297,7 @@ partial_meta_clear (PartialMeta *meta)
 {
   g_clear_pointer (&meta->etag, g_free);
   g_clear_pointer (&meta->advertised, g_free);
+  meta->size = 0;
 }
 
 /* FILE.partial.json: what the bytes in FILE.partial are a prefix of. */
@@ -330,6 +332,8 @@ read_meta (Transfer    *t,
   meta->advertised = g_strdup (json_object_get_string_member_with_default (object, "sha256", NULL));
   if (meta->advertised != NULL && !tern_manager_is_sha256 (meta->advertised))
     g_clear_pointer (&meta->advertised, g_free);
+  /* Absent in the meta files of earlier versions: unknown. */
+  meta->size = (guint64) MAX (json_object_get_int_member_with_default (object, "size", 0), 0);
   return TRUE;
 }
 
@@ -357,6 +361,11 @@ write_meta (Transfer    *t,
   json_builder_set_member_name (b, "sha256");
   if (meta->advertised)
     json_builder_add_string_value (b, meta->advertised);
+  else
+    json_builder_add_null_value (b);
+  json_builder_set_member_name (b, "size");
+  if (meta->size > 0 && meta->size <= G_MAXINT64)
+    json_builder_add_int_value (b, (gint64) meta->size);
   else
     json_builder_add_null_value (b);
   json_builder_end_object (b);
@@ -632,7 +641,7 @@ attempt (Transfer *t,
   g_autofree char *advertised = NULL;
   g_autofree char *buffer = NULL;
   g_autoptr(GError) local_error = NULL;
-  PartialMeta meta = { NULL, NULL };
+  PartialMeta meta = { NULL, NULL, 0 };
   guint64 advertised_size = 0;
   guint64 offset, expected_size;
   guint64 resumed_at = 0;  /* > 0: the bytes before came from an earlier answer */
@@ -775,8 +784,13 @@ attempt (Transfer *t,
           result = ATTEMPT_RETRY;
           goto out;
         }
-      if (advertised != NULL && meta.advertised != NULL
-          && g_ascii_strcasecmp (advertised, meta.advertised) != 0)
+      /* A total other than the first answer's is another file too: with
+       * no sha256 anywhere, its tail was appended to the old file's head
+       * and installed; with the catalog's size, the pull failed, blaming
+       * the catalog. */
+      if ((advertised != NULL && meta.advertised != NULL
+           && g_ascii_strcasecmp (advertised, meta.advertised) != 0)
+          || (total > 0 && meta.size > 0 && (guint64) total != meta.size))
         {
           /* The file on the server changed since the partial was started. */
           if (!set_file_size (fd, 0, t, error))
@@ -853,6 +867,8 @@ attempt (Transfer *t,
       g_free (meta.advertised);
       meta.advertised = g_strdup (advertised);
     }
+  if (meta.size == 0 || offset == 0)
+    meta.size = expected_size;
   if (!write_meta (t, &meta, error))
     goto out;
 

@@ -35,6 +35,10 @@ on the first line of stdout. The first path component picks a behaviour:
   /scheme/NAME    302 to file:///etc/passwd;  /nohost/NAME  302 to http:///NAME
   /loop/NAME      302 to itself
   /badreason/NAME 451 whose reason phrase holds a byte that is not UTF-8 and ESC
+  /newtotal/NAME  without Range: the first request half the body, then hangs up,
+                  later ones ok; a Range request is answered 206 from the byte
+                  asked for, but with a total 1000 bytes larger (the file was
+                  replaced by a longer one) and 1000 bytes more of body
 
 Requests in absolute form (GET http://host/MODE/NAME, as sent to a proxy) are
 served the same way and logged with "proxied": true.
@@ -478,6 +482,22 @@ class Handler(BaseHTTPRequestHandler):
             except (BrokenPipeError, ConnectionResetError):
                 pass
             return None
+        if mode == "newtotal" and rng and rng.startswith("bytes=") and rng.endswith("-"):
+            start = int(rng[6:-1])
+            longer = data + b"\0" * 1000
+            entry["status"] = 206
+            self.send_response(206)
+            self.send_header("Content-Length", str(len(longer) - start))
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(longer) - 1, len(longer)))
+            self.send_header("ETag", etag)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                self.wfile.write(longer[start:])
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return None
         if_range = self.headers.get("If-Range")
         if rng and mode != "norange" and (if_range is None or if_range == etag):
             spec = rng.strip()
@@ -510,7 +530,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body[: len(body) // 2])
                 self.wfile.flush()
                 return
-            if mode in ("badrange", "range416"):
+            if mode in ("badrange", "range416") or (mode == "newtotal" and count == 0):
                 self.wfile.write(body[: len(body) // 2])
                 self.wfile.flush()
                 return

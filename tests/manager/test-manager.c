@@ -773,6 +773,75 @@ test_download_dropping_server (void)
   g_assert_cmpuint (requests->len, ==, 4);
 }
 
+/* A resume answered 206 from the byte asked for, but with a total other
+ * than the first answer's: the server's file was replaced. Its tail is not
+ * spliced onto the old head; the download starts over. */
+static void
+test_download_resume_new_total (void)
+{
+  /* Within one pull, with the catalog's size and sha256: the pull failed,
+   * blaming the catalog's size. */
+  {
+    g_autofree char *root = new_store_root ();
+    g_autoptr(TernModelStore) store = new_store (root);
+    g_autoptr(TernDownloader) dl = new_downloader (store);
+    g_autoptr(TernCatalog) catalog = single_catalog ("newtotal", "a.bin", TRUE);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) requests = NULL;
+    g_autofree char *path = NULL;
+
+    server_reset ();
+    tern_downloader_set_retry (dl, 3, 1, 4);
+    g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+    g_assert_no_error (error);
+    path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+    assert_file_is (path, "a.bin");
+    requests = server_requests ("/newtotal/a.bin", NULL);
+    g_assert_cmpuint (requests->len, ==, 3);
+    g_assert_cmpint (req_status (requests, 1), ==, 206);
+    g_assert_null (req_string (requests, 2, "range"));
+  }
+  /* Across two pulls, with neither a size nor a sha256 anywhere: the
+   * spliced file (old head, new tail) was installed. */
+  {
+    g_autofree char *root = new_store_root ();
+    g_autoptr(TernModelStore) store = new_store (root);
+    g_autofree char *package = g_strdup_printf ("\"pkg-one\": {\"label\": \"pkg-one\", \"files\": [{\"name\": "
+                                                "\"a.bin\", \"url\": \"%s/newtotal/a.bin\", \"size\": null, "
+                                                "\"sha256\": null}]}", base_url);
+    g_autofree char *tag = tag_json ("t:one", "pkg-one", NULL, FALSE);
+    g_autoptr(TernCatalog) catalog = catalog_from (package, tag);
+    g_autofree char *partial = store_file (store, "pkg-one", "a.bin", ".partial");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) requests = NULL;
+    g_autofree char *path = NULL;
+
+    server_reset ();
+    {
+      g_autoptr(TernDownloader) first = new_downloader (store);
+
+      tern_downloader_set_retry (first, 1, 1, 4);
+      g_assert_false (tern_downloader_pull (first, catalog, "t:one", NULL, &error));
+      g_assert_nonnull (error);
+      g_clear_error (&error);
+    }
+    g_assert_true (g_file_test (partial, G_FILE_TEST_EXISTS));
+    {
+      g_autoptr(TernDownloader) second = new_downloader (store);
+
+      tern_downloader_set_retry (second, 3, 1, 4);
+      g_assert_true (tern_downloader_pull (second, catalog, "t:one", NULL, &error));
+      g_assert_no_error (error);
+    }
+    path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+    assert_file_is (path, "a.bin");
+    requests = server_requests ("/newtotal/a.bin", NULL);
+    g_assert_cmpuint (requests->len, ==, 3);
+    g_assert_cmpint (req_status (requests, 1), ==, 206);
+    g_assert_null (req_string (requests, 2, "range"));
+  }
+}
+
 static void
 test_download_ignored_range (void)
 {
@@ -4711,6 +4780,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/check-progress", test_download_check_progress);
   g_test_add_func ("/manager/download/drop-resume", test_download_drop_resume);
   g_test_add_func ("/manager/download/dropping-server", test_download_dropping_server);
+  g_test_add_func ("/manager/download/resume-new-total", test_download_resume_new_total);
   g_test_add_func ("/manager/download/ignored-range", test_download_ignored_range);
   g_test_add_func ("/manager/download/endless-restarts", test_download_endless_restarts);
   g_test_add_func ("/manager/download/unsized-endless", test_download_unsized_endless);
