@@ -39,6 +39,10 @@ on the first line of stdout. The first path component picks a behaviour:
                   later ones ok; a Range request is answered 206 from the byte
                   asked for, but with a total 1000 bytes larger (the file was
                   replaced by a longer one) and 1000 bytes more of body
+  /reset20/NAME   the first 20 requests for this path send a pseudo-random number
+                  of bytes (at least one, at most a 40th of the file) of their
+                  answer (200 or 206), then reset the connection (TCP RST);
+                  later ones ok
 
 Requests in absolute form (GET http://host/MODE/NAME, as sent to a proxy) are
 served the same way and logged with "proxied": true.
@@ -72,6 +76,9 @@ import gzip
 import hashlib
 import json
 import os
+import random
+import socket
+import struct
 import sys
 import threading
 import time
@@ -537,6 +544,18 @@ class Handler(BaseHTTPRequestHandler):
             if mode == "dropevery":
                 self.wfile.write(body[: max(1, len(data) // 3)])
                 self.wfile.flush()
+                return
+            if mode == "reset20" and count < 20 and len(body) > 1:
+                # The same cut points every run: a failure can be replayed.
+                # At most a 40th of the file each: twenty never reach the end.
+                cut = random.Random("%s %d" % (path, count)).randint(
+                    1, max(1, min(len(body) - 1, len(data) // 40)))
+                self.wfile.write(body[:cut])
+                self.wfile.flush()
+                # SO_LINGER with a zero time-out: close() sends RST, not FIN.
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+                self.connection.close()
                 return
             if mode == "stall":
                 time.sleep(20)

@@ -773,6 +773,39 @@ test_download_dropping_server (void)
   g_assert_cmpuint (requests->len, ==, 4);
 }
 
+/* Twenty answers in a row cut off by a reset (TCP RST) at a byte of the
+ * server's choosing, each resumed: the file still ends whole and its
+ * sha256 checked. A reset may also take bytes the client had not read yet,
+ * so an attempt can bring nothing: the retry limit allows for a few. */
+static void
+test_download_reset_storm (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernDownloader) dl = new_downloader (store);
+  g_autoptr(TernCatalog) catalog = single_catalog ("reset20", "a.bin", TRUE);
+  g_autofree char *partial = store_file (store, "pkg-one", "a.bin", ".partial");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = NULL;
+  g_autofree char *path = NULL;
+  guint resumed = 0;
+
+  server_reset ();
+  tern_downloader_set_retry (dl, 6, 1, 4);
+  g_assert_true (tern_downloader_pull (dl, catalog, "t:one", NULL, &error));
+  g_assert_no_error (error);
+  path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+  assert_file_is (path, "a.bin");
+  g_assert_false (g_file_test (partial, G_FILE_TEST_EXISTS));
+  requests = server_requests ("/reset20/a.bin", NULL);
+  g_assert_cmpuint (requests->len, >=, 21);
+  for (guint i = 0; i < requests->len; i++)
+    if (req_status (requests, i) == 206)
+      resumed++;
+  /* Resumed, not fetched from the start every time. */
+  g_assert_cmpuint (resumed, >=, requests->len / 2);
+}
+
 /* A resume answered 206 from the byte asked for, but with a total other
  * than the first answer's: the server's file was replaced. Its tail is not
  * spliced onto the old head; the download starts over. */
@@ -4780,6 +4813,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/check-progress", test_download_check_progress);
   g_test_add_func ("/manager/download/drop-resume", test_download_drop_resume);
   g_test_add_func ("/manager/download/dropping-server", test_download_dropping_server);
+  g_test_add_func ("/manager/download/reset-storm", test_download_reset_storm);
   g_test_add_func ("/manager/download/resume-new-total", test_download_resume_new_total);
   g_test_add_func ("/manager/download/ignored-range", test_download_ignored_range);
   g_test_add_func ("/manager/download/endless-restarts", test_download_endless_restarts);
