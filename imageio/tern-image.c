@@ -191,6 +191,17 @@ typedef struct {
     guint8 precision;      /* and its sample precision in bits */
     gboolean dnl;          /* a DNL marker (the height, after the first scan) */
     gboolean costly;       /* scans x pixels past TERN_IMAGE_MAX_JPEG_SCAN_PIXELS */
+    /* What jpeg_last_scan_whole needs, gathered on the way so that it
+     * starts at the last scan's data instead of walking the file again.
+     * Offsets are into the whole file. */
+    guint64 at;            /* bytes walked */
+    guint64 seg_at;        /* the current segment's payload */
+    guint8 nf, fid[4], fh[4], fv[4]; /* the frame's components (SOF0, SOF1) */
+    guint64 table_at[8];   /* DC 0-3, AC 0-3: where the table in force is defined; 0 none */
+    guint restart;         /* the DRI interval in force */
+    guint64 scan_data_at;  /* the last scan's entropy-coded data */
+    guint8 scan_ns, scan_ci[4], scan_td[4], scan_ta[4]; /* its components and tables */
+    gboolean untold;       /* a segment the check cannot take: it answers no */
 } jpeg_walk;
 
 /* SOF0..SOF15 but DHT (C4), JPG (C8) and DAC (CC): a frame header. */
@@ -198,9 +209,14 @@ static gboolean jpeg_is_sof(guint8 m) {
     return m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
 }
 
-static void jpeg_feed(jpeg_walk *j, const guint8 *b, gsize n) {
-    for (gsize i = 0; i < n && j->state != JPEG_END && j->state != JPEG_BAD; i++) {
-        const guint8 c = b[i];
+static void jpeg_segment_done(jpeg_walk *j, const guint8 *file);
+
+/* Walks file[from, to): the bytes that have arrived since the last call
+ * (those before stay in file: a segment's payload is read whole once it
+ * has all arrived). */
+static void jpeg_feed(jpeg_walk *j, const guint8 *file, gsize from, gsize to) {
+    for (gsize i = from; i < to && j->state != JPEG_END && j->state != JPEG_BAD; i++) {
+        const guint8 c = file[i];
         switch (j->state) {
         case JPEG_MARKER_FF:
             j->state = c == 0xFF ? JPEG_MARKER_ID : JPEG_BAD;
@@ -243,6 +259,9 @@ static void jpeg_feed(jpeg_walk *j, const guint8 *b, gsize n) {
                 j->state = JPEG_BAD;
                 break;
             }
+            j->seg_at = i + 1;
+            if (!j->skip)
+                jpeg_segment_done(j, file);
             j->state = j->skip ? JPEG_SKIP : (j->in_scan_header ? JPEG_SCAN : JPEG_MARKER_FF);
             break;
         case JPEG_SKIP:
@@ -258,8 +277,10 @@ static void jpeg_feed(jpeg_walk *j, const guint8 *b, gsize n) {
                     }
                 }
             }
-            if (--j->skip == 0)
+            if (--j->skip == 0) {
+                jpeg_segment_done(j, file);
                 j->state = j->in_scan_header ? JPEG_SCAN : JPEG_MARKER_FF;
+            }
             break;
         case JPEG_SCAN:
             if (c == 0xFF)
@@ -315,7 +336,6 @@ typedef struct {
     int maxcode[17], mincode[17], valptr[17]; /* by code length; maxcode -1: none */
     guint8 symbols[256];
     guint16 look[1 << JPEG_LOOK]; /* by the next JPEG_LOOK bits: length << 8 | symbol */
-    gboolean set;
 } jpeg_huff;
 
 typedef struct {
@@ -368,48 +388,41 @@ static int jpeg_symbol(jpeg_bits *r, const jpeg_huff *h) {
     return -1;
 }
 
-/* One DHT segment's tables; FALSE when they are not valid. */
-static gboolean jpeg_read_dht(const guint8 *s, gsize len, jpeg_huff dc[4], jpeg_huff ac[4]) {
-    while (len > 0) {
-        if (len < 17 || (s[0] >> 4) > 1 || (s[0] & 15) > 3)
-            return FALSE;
-        jpeg_huff *h = (s[0] >> 4 ? ac : dc) + (s[0] & 15);
-        int code = 0, k = 0;
-        for (int l = 1; l <= 16; l++) {
-            const int count = s[l];
-            h->valptr[l] = k;
-            h->mincode[l] = code;
-            code += count;
-            k += count;
-            h->maxcode[l] = count ? code - 1 : -1;
-            if (code > 1 << l || k > 256)
-                return FALSE;
-            code <<= 1;
-        }
-        if (len < 17 + (gsize)k)
-            return FALSE;
-        memcpy(h->symbols, s + 17, (gsize)k);
-        memset(h->look, 0, sizeof h->look);
-        for (int l = 1; l <= JPEG_LOOK; l++)
-            for (int c = h->mincode[l]; c <= h->maxcode[l]; c++)
-                for (int x = 0; x < 1 << (JPEG_LOOK - l); x++)
-                    h->look[c << (JPEG_LOOK - l) | x] =
-                        (guint16)(l << 8 | h->symbols[h->valptr[l] + c - h->mincode[l]]);
-        h->set = TRUE;
-        s += 17 + k;
-        len -= 17 + (gsize)k;
+/* The length of the Huffman table defined at s (within a DHT segment's
+ * len bytes left), or 0 when it is not valid. */
+static gsize jpeg_table_len(const guint8 *s, gsize len) {
+    if (len < 17 || (s[0] >> 4) > 1 || (s[0] & 15) > 3)
+        return 0;
+    int code = 0, k = 0;
+    for (int l = 1; l <= 16; l++) {
+        code += s[l];
+        k += s[l];
+        if (code > 1 << l || k > 256)
+            return 0;
+        code <<= 1;
     }
-    return TRUE;
+    return len < 17 + (gsize)k ? 0 : 17 + (gsize)k;
 }
 
-/* Where the entropy-coded data from `at` ends: the FF of the next marker
- * (not a stuffed byte nor a restart marker), or n. */
-static gsize jpeg_scan_end(const guint8 *b, gsize n, gsize at) {
-    for (gsize i = at; i + 1 < n; i++)
-        if (b[i] == 0xFF && b[i + 1] != 0x00 && b[i + 1] != 0xFF &&
-            !(b[i + 1] >= 0xD0 && b[i + 1] <= 0xD7))
-            return i;
-    return n;
+/* The decoding tables of the valid table defined at s (jpeg_table_len). */
+static void jpeg_build_table(const guint8 *s, jpeg_huff *h) {
+    int code = 0, k = 0;
+    for (int l = 1; l <= 16; l++) {
+        const int count = s[l];
+        h->valptr[l] = k;
+        h->mincode[l] = code;
+        code += count;
+        k += count;
+        h->maxcode[l] = count ? code - 1 : -1;
+        code <<= 1;
+    }
+    memcpy(h->symbols, s + 17, (gsize)k);
+    memset(h->look, 0, sizeof h->look);
+    for (int l = 1; l <= JPEG_LOOK; l++)
+        for (int c = h->mincode[l]; c <= h->maxcode[l]; c++)
+            for (int x = 0; x < 1 << (JPEG_LOOK - l); x++)
+                h->look[c << (JPEG_LOOK - l) | x] =
+                    (guint16)(l << 8 | h->symbols[h->valptr[l] + c - h->mincode[l]]);
 }
 
 /* The MCUs of the scan that r reads, from its first byte: all there? */
@@ -471,82 +484,88 @@ static gboolean jpeg_mcus_whole(jpeg_bits *r, guint32 width, guint32 height, con
     return TRUE;
 }
 
-/* b: a whole JPEG file but its end, which falls inside its last scan (the
- * walk ended in JPEG_SCAN or JPEG_SCAN_FF): whether that scan is whole. */
-static gboolean jpeg_last_scan_whole(const guint8 *b, gsize n) {
-    jpeg_huff dc[4] = {0}, ac[4] = {0};
-    guint8 fid[4] = {0}, fh[4] = {0}, fv[4] = {0};
-    guint nf = 0, restart = 0;
-    guint32 width = 0, height = 0;
-    gsize pos = 2;
-    while (pos + 4 <= n) {
-        if (b[pos] != 0xFF)
-            return FALSE;
-        const guint8 m = b[pos + 1];
-        if (m == 0xFF) { /* fill */
-            pos++;
-            continue;
+/* A segment's payload has all arrived (at file + j->seg_at, j->seg_len
+ * bytes): what the last-scan check needs of it is kept. */
+static void jpeg_segment_done(jpeg_walk *j, const guint8 *file) {
+    const guint8 m = j->marker, *s = file + j->seg_at;
+    const gsize sl = j->seg_len;
+    if (j->untold)
+        return;
+    if (m == 0xC0 || m == 0xC1) {
+        if (sl < 6 || s[0] != 8 || s[5] < 1 || s[5] > 4 || sl < 6 + 3u * s[5]) {
+            j->untold = TRUE;
+            return;
         }
-        if (m == 0x01 || (m >= 0xD0 && m <= 0xD8)) {
-            pos += 2;
-            continue;
+        j->nf = s[5];
+        for (guint c = 0; c < j->nf; c++) {
+            j->fid[c] = s[6 + 3 * c];
+            j->fh[c] = s[7 + 3 * c] >> 4;
+            j->fv[c] = s[7 + 3 * c] & 15;
+            if (j->fh[c] < 1 || j->fh[c] > 4 || j->fv[c] < 1 || j->fv[c] > 4)
+                j->untold = TRUE;
         }
-        const gsize len = (gsize)b[pos + 2] << 8 | b[pos + 3];
-        if (len < 2 || pos + 2 + len > n)
-            return FALSE;
-        const guint8 *s = b + pos + 4;
-        const gsize sl = len - 2;
-        if (m == 0xC0 || m == 0xC1) {
-            if (sl < 6 || s[0] != 8 || s[5] < 1 || s[5] > 4 || sl < 6 + 3u * s[5])
-                return FALSE;
-            height = (guint32)s[1] << 8 | s[2];
-            width = (guint32)s[3] << 8 | s[4];
-            nf = s[5];
-            for (guint c = 0; c < nf; c++) {
-                fid[c] = s[6 + 3 * c];
-                fh[c] = s[7 + 3 * c] >> 4;
-                fv[c] = s[7 + 3 * c] & 15;
-                if (fh[c] < 1 || fh[c] > 4 || fv[c] < 1 || fv[c] > 4)
-                    return FALSE;
+    } else if (jpeg_is_sof(m)) {
+        j->untold = TRUE; /* progressive, arithmetic-coded or other: not told */
+    } else if (m == 0xC4) {
+        for (gsize at = 0; at < sl;) {
+            const gsize t = jpeg_table_len(s + at, sl - at);
+            if (!t) {
+                j->untold = TRUE;
+                return;
             }
-        } else if (jpeg_is_sof(m)) {
-            return FALSE; /* progressive, arithmetic-coded or other: not told */
-        } else if (m == 0xC4) {
-            if (!jpeg_read_dht(s, sl, dc, ac))
-                return FALSE;
-        } else if (m == 0xDD) {
-            if (sl < 2)
-                return FALSE;
-            restart = (guint)s[0] << 8 | s[1];
-        } else if (m == 0xDA) {
-            if (!nf || !width || !height || sl < 1 || s[0] < 1 || s[0] > 4 ||
-                sl < 1 + 2u * s[0] + 3)
-                return FALSE;
-            const guint ns = s[0];
-            guint8 ci[4];
-            const jpeg_huff *sdc[4], *sac[4];
-            for (guint k = 0; k < ns; k++) {
-                guint c = 0;
-                while (c < nf && fid[c] != s[1 + 2 * k])
-                    c++;
-                const guint8 td = s[2 + 2 * k] >> 4, ta = s[2 + 2 * k] & 15;
-                if (c == nf || td > 3 || ta > 3 || !dc[td].set || !ac[ta].set)
-                    return FALSE;
-                ci[k] = (guint8)c;
-                sdc[k] = &dc[td];
-                sac[k] = &ac[ta];
-            }
-            const gsize data = pos + 2 + len, end = jpeg_scan_end(b, n, data);
-            if (end < n) { /* not the last scan */
-                pos = end;
-                continue;
-            }
-            jpeg_bits r = {.b = b, .n = n, .pos = data};
-            return jpeg_mcus_whole(&r, width, height, fh, fv, nf, ci, ns, sdc, sac, restart);
+            j->table_at[(s[at] >> 4) * 4 + (s[at] & 15)] = j->seg_at + at;
+            at += t;
         }
-        pos += 2 + len;
+    } else if (m == 0xDD) {
+        if (sl < 2)
+            j->untold = TRUE;
+        else
+            j->restart = (guint)s[0] << 8 | s[1];
+    } else if (m == 0xDA) {
+        if (!j->nf || !j->width || !j->height || sl < 1 || s[0] < 1 || s[0] > 4 ||
+            sl < 1 + 2u * s[0] + 3) {
+            j->untold = TRUE;
+            return;
+        }
+        j->scan_ns = s[0];
+        for (guint k = 0; k < j->scan_ns; k++) {
+            guint c = 0;
+            while (c < j->nf && j->fid[c] != s[1 + 2 * k])
+                c++;
+            const guint8 td = s[2 + 2 * k] >> 4, ta = s[2 + 2 * k] & 15;
+            if (c == j->nf || td > 3 || ta > 3 || !j->table_at[td] || !j->table_at[4 + ta]) {
+                j->untold = TRUE;
+                return;
+            }
+            j->scan_ci[k] = (guint8)c;
+            j->scan_td[k] = td;
+            j->scan_ta[k] = ta;
+        }
+        j->scan_data_at = j->seg_at + sl;
     }
-    return FALSE;
+}
+
+/* b: a whole JPEG file but its end, which falls inside its last scan (the
+ * walk j ended in JPEG_SCAN or JPEG_SCAN_FF): whether that scan is whole. */
+static gboolean jpeg_last_scan_whole(const guint8 *b, gsize n, const jpeg_walk *j) {
+    if (j->untold || !j->scan_data_at || j->scan_data_at > n)
+        return FALSE;
+    jpeg_huff tables[8];
+    gboolean built[8] = {FALSE};
+    const jpeg_huff *sdc[4], *sac[4];
+    for (guint k = 0; k < j->scan_ns; k++) {
+        const guint dc = j->scan_td[k], ac = 4 + j->scan_ta[k];
+        if (!built[dc])
+            jpeg_build_table(b + j->table_at[dc], &tables[dc]);
+        if (!built[ac])
+            jpeg_build_table(b + j->table_at[ac], &tables[ac]);
+        built[dc] = built[ac] = TRUE;
+        sdc[k] = &tables[dc];
+        sac[k] = &tables[ac];
+    }
+    jpeg_bits r = {.b = b, .n = n, .pos = j->scan_data_at};
+    return jpeg_mcus_whole(&r, j->width, j->height, j->fh, j->fv, j->nf, j->scan_ci, j->scan_ns,
+                           sdc, sac, j->restart);
 }
 
 /* Only a GIF's first frame is used, and gdk-pixbuf's GIF loader parses every
@@ -1214,7 +1233,6 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
         any = TRUE;
         total += (guint64)n;
         if (held) {
-            jpeg_feed(&jpeg, buf, (gsize)n);
             if (held->len + (guint64)n > TERN_IMAGE_MAX_JPEG_BYTES) {
                 g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE,
                             _("%s: the JPEG file is larger than %u MiB"), name,
@@ -1224,6 +1242,7 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
                 break;
             }
             g_byte_array_append(held, buf, (guint)n);
+            jpeg_feed(&jpeg, held->data, held->len - (gsize)n, held->len);
             /* Past the end marker is a trailer the decoder does not need,
              * and a broken structure will not mend: reading on would only
              * fill the buffer (a 653-byte JPEG with a 2 GB trailer, or a
@@ -1414,7 +1433,7 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
             p.height = (int)jpeg.height;
             ok = FALSE;
         } else if (jpeg.state == JPEG_SCAN || jpeg.state == JPEG_SCAN_FF) {
-            if (jpeg_last_scan_whole(held->data, held->len)) {
+            if (jpeg_last_scan_whole(held->data, held->len, &jpeg)) {
                 /* Only the end marker is missing: the decoder gets it,
                  * and finishes the scan with no data made up. */
                 g_byte_array_append(held, (const guint8 *)"\xFF\xD9", 2);
