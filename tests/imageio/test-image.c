@@ -214,8 +214,9 @@ static void same_pixels(const GByteArray *png, const TernImage *want, const char
 /* An APNG decodes to its default image (IHDR + IDAT; the animation chunks
  * are ancillary and dropped before the loader): with an fcTL before IDAT,
  * as APNG encoders write them, that image is the first frame, which a
- * browser shows first. Without one the default image is a fallback outside
- * the animation, which APNG-aware viewers skip; Tern still shows it
+ * browser shows first. Without one the default image is outside the
+ * animation (APNG-aware viewers skip it); Tern shows it on purpose, as
+ * every viewer without APNG support does: the author's still picture
  * (docs/VISION.md, "Animations"). 4 x 4 RGB: red default image, blue
  * frame in fdAT. */
 static void apng_zdata(const guint8 rgb[3], guint8 **z, uLongf *zlen) {
