@@ -1437,6 +1437,26 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
                 /* Only the end marker is missing: the decoder gets it,
                  * and finishes the scan with no data made up. */
                 g_byte_array_append(held, (const guint8 *)"\xFF\xD9", 2);
+            } else if (jpeg.sof_marker == 0xC2 || jpeg.sof_marker == 0xCA) {
+                /* Not "truncated": it may lack only its marker, and the
+                 * user can often still open it elsewhere and re-save it. */
+                g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                            _("%s: a progressive JPEG that ends inside its last scan, without "
+                              "its end-of-image marker (Tern cannot tell whether that scan is "
+                              "complete): if it opens whole in an image viewer, save it again "
+                              "from there"),
+                            name);
+                ok = FALSE;
+                refused = TRUE;
+            } else if (jpeg.sof_marker == 0xC9) {
+                g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
+                            _("%s: an arithmetic-coded JPEG that ends inside its last scan, "
+                              "without its end-of-image marker (Tern cannot tell whether that "
+                              "scan is complete): if it opens whole in an image viewer, save it "
+                              "again from there"),
+                            name);
+                ok = FALSE;
+                refused = TRUE;
             } else {
                 g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
                             _("%s: truncated JPEG (the file ends before its end-of-image marker)"),

@@ -1622,13 +1622,15 @@ static void jpeg_fixtures(void) {
  * (the decoder would grey-fill the rest). Baseline JPEGs of gdk-pixbuf's
  * saver (4:2:0, sizes on and off the 16-pixel MCU grid) and libjpeg's
  * fixtures with restart markers (colour, and grey: one component, so one
- * block an MCU); a progressive file cannot be told complete from its bytes
- * without decoding it, so it is refused without its end marker. */
+ * block an MCU); a progressive or arithmetic-coded file cannot be told
+ * complete from its bytes without decoding it, so it is refused without
+ * its end marker, with a message that says so and what to do. */
 static void jpeg_without_eoi(void) {
     GError *e = NULL;
     const char *root = g_getenv("TERN_SOURCE_ROOT");
     CHECKF(root != NULL, "TERN_SOURCE_ROOT is not set");
-    const char *const fixtures[] = {"restart.jpg", "gray-restart.jpg", "progressive.jpg"};
+    const char *const fixtures[] = {"restart.jpg", "gray-restart.jpg", "progressive.jpg",
+                                    "arithmetic.jpg", "arithmetic-progressive.jpg"};
     const int sizes[][2] = {{64, 48}, {61, 45}, {1, 1}, {17, 200}};
     for (size_t i = 0; i < G_N_ELEMENTS(sizes) + G_N_ELEMENTS(fixtures); i++) {
         gchar *jpg = NULL;
@@ -1651,13 +1653,20 @@ static void jpeg_without_eoi(void) {
             continue;
         }
         const gboolean progressive = label && strstr(label, "progressive") != NULL;
+        const gboolean arithmetic = label && strstr(label, "arithmetic") != NULL;
         TernImage *whole = tern_image_load_bytes(jpg, len, label, NULL, &e);
         CHECKF(whole != NULL, "%s: %s", label, e ? e->message : "");
         g_clear_error(&e);
         for (gsize missing = 1; whole && missing <= 2; missing++) {
             TernImage *im = tern_image_load_bytes(jpg, len - missing, label, NULL, &e);
-            if (progressive)
-                CHECKF(im == NULL && e && strstr(e->message, "truncated JPEG"),
+            if (progressive || arithmetic)
+                CHECKF(im == NULL &&
+                           g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT) &&
+                           strstr(e->message, label) &&
+                           strstr(e->message, progressive ? "a progressive JPEG"
+                                                          : "an arithmetic-coded JPEG") &&
+                           strstr(e->message, "cannot tell") &&
+                           strstr(e->message, "save it again"),
                        "%s without %zu end bytes: %s", label, missing,
                        e ? e->message : "accepted");
             else
