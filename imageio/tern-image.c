@@ -1198,6 +1198,20 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
         } else if (buf[20] & 0x02) {
             webp_anim = g_byte_array_new();
         }
+    } else if (is_webp && head >= 25 && !memcmp(buf + 12, "VP8L", 4) && buf[20] == 0x2f) {
+        /* A lossless picture alone: the loader allocated for its declared
+         * size before reporting it (a 36-byte file declaring 16384 x 16384
+         * cost 900 MB and 0.75 s), so the VP8L header's size (after its
+         * signature, 14 bits each of width - 1 and height - 1) is checked
+         * first. A lossy VP8 one is reported before any allocation. */
+        const guint32 bits = (guint32)buf[21] | (guint32)buf[22] << 8 |
+                             (guint32)buf[23] << 16 | (guint32)buf[24] << 24;
+        const guint32 lw = 1 + (bits & 0x3fff), lh = 1 + ((bits >> 14) & 0x3fff);
+        if ((guint64)lw * lh > max_pixels) {
+            p.seen = p.too_large = TRUE;
+            p.width = (int)lw;
+            p.height = (int)lh;
+        }
     }
     g_signal_connect(loader, "size-prepared", G_CALLBACK(on_size_prepared), &p);
     g_signal_connect(loader, "area-updated", G_CALLBACK(on_area_updated), &p);

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <time.h>
@@ -656,6 +657,49 @@ static void webp(void) {
         g_free(bad);
     }
     g_free(data);
+    g_clear_error(&e);
+}
+
+static long max_rss_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024;
+}
+
+/* A lossless WebP (VP8L) declares its size in its first bytes, but the
+ * loader allocated for it before reporting it: a 36-byte file declaring
+ * 16384 x 16384 cost 900 MB and 0.75 s before its refusal. The size is
+ * read from the VP8L header and refused before the loader sees the file;
+ * the same 2 x 2 picture at its real size still decodes. */
+static void webp_lossless_size(void) {
+    /* 2 x 2 red, lossless (cwebp -lossless, as ImageMagick writes it). */
+    guint8 vp8l[] = {'R',  'I',  'F',  'F',  0x1c, 0,    0,    0,    'W',  'E',  'B',  'P',
+                     'V',  'P',  '8',  'L',  0x0f, 0,    0,    0,    0x2f, 0x01, 0x40, 0x00,
+                     0x00, 0x07, 0x10, 0xfd, 0x8f, 0xfe, 0x07, 0x22, 0xa2, 0xff, 0x01, 0x00};
+    GError *e = NULL;
+    TernImage *im = tern_image_load_bytes(vp8l, sizeof vp8l, "small.webp", NULL, &e);
+    CHECKF(im != NULL && im->width == 2 && im->height == 2 && near3(px(im, 1, 1), 1, 0, 0, 0.02f),
+           "2 x 2 lossless WebP: %s", e ? e->message : "not 2 x 2 red");
+    tern_image_free(im);
+    g_clear_error(&e);
+    /* 14 bits each of width - 1 and height - 1, after the 0x2f signature. */
+    guint32 bits = (guint32)vp8l[21] | (guint32)vp8l[22] << 8 | (guint32)vp8l[23] << 16 |
+                   (guint32)vp8l[24] << 24;
+    bits = (bits & ~((1u << 28) - 1)) | 16383u | 16383u << 14;
+    for (int k = 0; k < 4; k++)
+        vp8l[21 + k] = (guint8)(bits >> (8 * k));
+    const long rss0 = max_rss_mb();
+    const double t0 = now_s();
+    im = tern_image_load_bytes(vp8l, sizeof vp8l, "huge.webp", NULL, &e);
+    const double took = now_s() - t0;
+    CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE) &&
+               strstr(e->message, "16384 x 16384") && strstr(e->message, "huge.webp"),
+           "lossless WebP declaring 16384 x 16384: %s", e ? e->message : "accepted");
+    CHECKF(max_rss_mb() - rss0 < 256, "refusing it took the peak memory from %ld to %ld MB",
+           rss0, max_rss_mb());
+    CHECKF(took < 1.0, "refusing it took %.2f s", took);
+    printf("# lossless WebP declaring 16384 x 16384 refused in %.3f s\n", took);
+    tern_image_free(im);
     g_clear_error(&e);
 }
 
@@ -1989,6 +2033,7 @@ static void fuzz_finds(void) {
 }
 
 int main(void) {
+    webp_lossless_size(); /* first: it measures the peak memory */
     embed_cache();
     hand_pngs();
     png_chunks();
