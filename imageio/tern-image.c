@@ -196,7 +196,7 @@ typedef struct {
      * Offsets are into the whole file. */
     guint64 at;            /* bytes walked */
     guint64 seg_at;        /* the current segment's payload */
-    guint8 nf, fid[4], fh[4], fv[4]; /* the frame's components (SOF0, SOF1) */
+    guint8 nf, fid[4], fh[4], fv[4]; /* the frame's components (0: not valid) */
     guint64 table_at[8];   /* DC 0-3, AC 0-3: where the table in force is defined; 0 none */
     guint restart;         /* the DRI interval in force */
     guint64 scan_data_at;  /* the last scan's entropy-coded data */
@@ -489,23 +489,28 @@ static gboolean jpeg_mcus_whole(jpeg_bits *r, guint32 width, guint32 height, con
 static void jpeg_segment_done(jpeg_walk *j, const guint8 *file) {
     const guint8 m = j->marker, *s = file + j->seg_at;
     const gsize sl = j->seg_len;
-    if (j->untold)
-        return;
-    if (m == 0xC0 || m == 0xC1) {
-        if (sl < 6 || s[0] != 8 || s[5] < 1 || s[5] > 4 || sl < 6 + 3u * s[5]) {
+    if (jpeg_is_sof(m)) {
+        /* Kept for any frame: jpeg_decode_bytes needs its components. */
+        j->nf = 0;
+        if (sl < 6 || s[5] < 1 || s[5] > 4 || sl < 6 + 3u * s[5]) {
             j->untold = TRUE;
             return;
         }
-        j->nf = s[5];
-        for (guint c = 0; c < j->nf; c++) {
+        for (guint c = 0; c < s[5]; c++) {
             j->fid[c] = s[6 + 3 * c];
             j->fh[c] = s[7 + 3 * c] >> 4;
             j->fv[c] = s[7 + 3 * c] & 15;
-            if (j->fh[c] < 1 || j->fh[c] > 4 || j->fv[c] < 1 || j->fv[c] > 4)
+            if (j->fh[c] < 1 || j->fh[c] > 4 || j->fv[c] < 1 || j->fv[c] > 4) {
                 j->untold = TRUE;
+                return;
+            }
         }
-    } else if (jpeg_is_sof(m)) {
-        j->untold = TRUE; /* progressive, arithmetic-coded or other: not told */
+        j->nf = s[5];
+        /* Progressive, arithmetic-coded or other: not told. */
+        if ((m != 0xC0 && m != 0xC1) || s[0] != 8)
+            j->untold = TRUE;
+    } else if (j->untold) {
+        return;
     } else if (m == 0xC4) {
         for (gsize at = 0; at < sl;) {
             const gsize t = jpeg_table_len(s + at, sl - at);
@@ -566,6 +571,30 @@ static gboolean jpeg_last_scan_whole(const guint8 *b, gsize n, const jpeg_walk *
     jpeg_bits r = {.b = b, .n = n, .pos = j->scan_data_at};
     return jpeg_mcus_whole(&r, j->width, j->height, j->fh, j->fv, j->nf, j->scan_ci, j->scan_ns,
                            sdc, sac, j->restart);
+}
+
+/* What decoding the walked JPEG takes (TERN_IMAGE_MAX_JPEG_DECODE_BYTES):
+ * the picture, and every coefficient when there is more than one scan
+ * (libjpeg's full-image buffer: blocks by component, each dimension
+ * rounded up to the component's sampling factor). 0 when the frame's
+ * components are not known (libjpeg refuses such a frame). */
+static guint64 jpeg_decode_bytes(const jpeg_walk *j) {
+    if (!j->nf)
+        return 0;
+    guint hmax = 1, vmax = 1;
+    for (guint c = 0; c < j->nf; c++) {
+        hmax = MAX(hmax, j->fh[c]);
+        vmax = MAX(vmax, j->fv[c]);
+    }
+    guint64 bytes = (guint64)j->width * j->height * (j->nf == 4 ? 4 : 3);
+    for (guint c = 0; j->scans > 1 && c < j->nf; c++) {
+        guint64 bw = ((guint64)j->width * j->fh[c] + 8 * hmax - 1) / (8 * hmax);
+        guint64 bh = ((guint64)j->height * j->fv[c] + 8 * vmax - 1) / (8 * vmax);
+        bw = (bw + j->fh[c] - 1) / j->fh[c] * j->fh[c];
+        bh = (bh + j->fv[c] - 1) / j->fv[c] * j->fv[c];
+        bytes += bw * bh * 64 * 2;
+    }
+    return bytes;
 }
 
 /* Only a GIF's first frame is used, and gdk-pixbuf's GIF loader parses every
@@ -1437,6 +1466,17 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
                   "save it as a baseline JPEG or scale it down"),
                 name, jpeg.scans, jpeg.width, jpeg.height,
                 (guint)(TERN_IMAGE_MAX_JPEG_SCAN_PIXELS / ((guint64)jpeg.width * jpeg.height)));
+            ok = FALSE;
+            refused = TRUE;
+        } else if ((guint64)jpeg.width * jpeg.height <= max_pixels &&
+                   jpeg_decode_bytes(&jpeg) > TERN_IMAGE_MAX_JPEG_DECODE_BYTES) {
+            g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_TOO_LARGE,
+                        _("%s: a JPEG of %u scans at %u x %u pixels would take %llu MiB to "
+                          "decode (the decoder holds every coefficient until the last scan; "
+                          "the limit is %llu MiB): save it as a baseline JPEG or scale it down"),
+                        name, jpeg.scans, jpeg.width, jpeg.height,
+                        (unsigned long long)(jpeg_decode_bytes(&jpeg) >> 20),
+                        (unsigned long long)(TERN_IMAGE_MAX_JPEG_DECODE_BYTES >> 20));
             ok = FALSE;
             refused = TRUE;
         } else if ((jpeg.state == JPEG_SCAN || jpeg.state == JPEG_SCAN_FF) &&

@@ -61,6 +61,14 @@ typedef enum {
  * worst file it accepts, 12 scans of 8192 x 8192, decodes in 1.7 s of CPU
  * grey or 4:2:0 and 2.6 s at 4:4:4. docs/VISION.md has the measurements. */
 #define TERN_IMAGE_MAX_JPEG_SCAN_PIXELS (12ull * TERN_IMAGE_DEFAULT_MAX_PIXELS)
+/* Bytes a JPEG may take to decode: the picture (3 bytes a pixel, 4 for
+ * CMYK), plus, for a file of more than one scan (progressive, or a
+ * sequential one with a scan per component), every DCT coefficient, which
+ * the decoder holds until the last scan (2 bytes each, 64 a block, for
+ * each component at its sampling). A 393 KB progressive 8192 x 8192 4:4:4
+ * file of 3 scans took 582 MB; one in 4:2:0 (what cameras write) needs
+ * 384 MiB at the pixel limit, and passes. */
+#define TERN_IMAGE_MAX_JPEG_DECODE_BYTES (512ull * 1024 * 1024)
 
 typedef struct {
     guint64 max_pixels; /* 0: TERN_IMAGE_DEFAULT_MAX_PIXELS */
