@@ -116,6 +116,7 @@ typedef struct job {
     /* Filled by the worker when it is done. */
     int rc;
     tn_error err;
+    const char *err_param; /* the request member err is about, when the worker knows it */
     tn_session_stats stats;
     const char *pin_source; /* "kept", "loaded", "prefilled", or NULL (raw) */
 } job;

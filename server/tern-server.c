@@ -319,10 +319,14 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
     tn_tokens t = {0};
     int rc = tn_tokenize(tok, j->prompt, strlen(j->prompt),
                          TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &t, &j->err);
+    /* Only here does "" meet a vocabulary without BOS: the answer names the
+     * member, as a refusal while parsing does. */
     if (rc == TN_OK && t.n == 0) {
         g_snprintf(j->err.message, sizeof j->err.message, "the prompt is empty");
         rc = TN_ERR_INVALID;
     }
+    if (rc == TN_ERR_INVALID)
+        j->err_param = "prompt";
     if (rc == TN_OK) {
         if (j->echo)
             job_emit(j, j->prompt);
@@ -415,6 +419,7 @@ static tn_prompt job_prompt(const job *j) {
 
 static void run_job(tern_server *srv, job *j) {
     memset(&j->err, 0, sizeof j->err);
+    j->err_param = NULL;
     memset(&j->stats, 0, sizeof j->stats);
     if (job_abandoned(j)) {
         j->rc = TN_ERR_CANCELLED;
@@ -799,7 +804,7 @@ static void respond_engine_error(job *j) {
         respond_error(srv, j->msg, 503, "server_error", NULL, "cancelled", "%s",
                       j->err.message);
     else if (j->rc == TN_ERR_INVALID)
-        respond_error(srv, j->msg, 400, "invalid_request_error", NULL, NULL, "%s",
+        respond_error(srv, j->msg, 400, "invalid_request_error", j->err_param, NULL, "%s",
                       j->err.message);
     else
         respond_error(srv, j->msg, 500, "server_error", NULL, NULL, "%s",
@@ -861,8 +866,8 @@ static gboolean finish_job(gpointer data) {
                 code = "cancelled";
             const bool client_error = j->rc == TN_ERR_OVERFLOW || j->rc == TN_ERR_INVALID;
             sse_send(j, tern_server_error_body(j->err.message[0] ? j->err.message : tn_status_name(j->rc),
-                                   client_error ? "invalid_request_error" : "server_error", NULL,
-                                   code));
+                                   client_error ? "invalid_request_error" : "server_error",
+                                   j->err_param, code));
         } else {
             stream_pending(j);
             if (j->split_reasoning)

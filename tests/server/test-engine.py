@@ -7,7 +7,8 @@
   - usage.prompt_tokens_details.cached_tokens counts the reused rows;
   - role "tool" is rendered through the model's template (Qwen3 here);
   - reasoning_format is checked, and an answer without <think> has no
-    reasoning_content.
+    reasoning_content;
+  - an empty completions prompt, no token without BOS: a 400 naming "prompt".
 A tiny random-weight Qwen3-architecture model with the real Qwen3 vocabulary."""
 
 import json
@@ -163,6 +164,25 @@ status, _, doc, _ = chat([{"role": "user", "content": "Hi"}], max_tokens=3,
                          max_completion_tokens=0)
 checks.check(status == 400 and doc["error"]["param"] == "max_completion_tokens",
              "max_completion_tokens 0 beside a good max_tokens: 400 naming it")
+
+# --- an empty prompt on a vocabulary without BOS ------------------------------
+# Qwen3 adds no BOS, so "" is no token at all: the worker finds it, and its
+# 400 named no member (param null) where every refusal of parsing names one.
+r = subprocess.run([serverlib.env("TERN_CLI"), "tokenize", "-m", model, "--json", ""],
+                   capture_output=True, text=True)
+checks.check(r.returncode == 0 and json.loads(r.stdout) == [],
+             "the vocabulary adds no BOS to an empty text: %r" % r.stdout)
+for stream in (False, True):
+    status, _, doc, raw = srv.post("/v1/completions",
+                                   {"prompt": "", "max_tokens": 2, "stream": stream})
+    checks.check(status == 400 and doc and doc["error"]["param"] == "prompt" and
+                 doc["error"]["type"] == "invalid_request_error",
+                 "an empty prompt (stream %s): 400 naming \"prompt\": %d %r"
+                 % (stream, status, raw[:300]))
+# A chat renders its template's role markers even around empty messages: never empty.
+status, _, doc, raw = chat([{"role": "user", "content": ""}])
+checks.check(status == 200, "an empty user message renders to a prompt (%d): %r"
+             % (status, raw[:200]))
 
 code = srv.stop()
 checks.check(code == 0, "the server stops cleanly (%s): %s" % (code, srv.stderr()[-500:]))
