@@ -67,11 +67,10 @@ tern_stats_bar_start (TernStatsBar *self)
  * read "120" over "0 / …"), never at the slash of a unit: "tok/s" read
  * "tok/" on one line and "s" on the next; nor between a number and the
  * word after it: "3853" ended a line and "tok/s" began the next. */
-static void
-set_figures (TernStatsBar *self,
-             const char   *text)
+static PangoAttrList *
+figures_breaks (const char *text)
 {
-  g_autoptr(PangoAttrList) attrs = pango_attr_list_new ();
+  PangoAttrList *attrs = pango_attr_list_new ();
 
   for (const char *slash = strchr (text, '/'); slash != NULL && slash[1] != '\0'; slash = strchr (slash + 1, '/'))
     {
@@ -93,8 +92,40 @@ set_figures (TernStatsBar *self,
         attr->end_index = (guint) (g_utf8_next_char (space + 1) - text);
         pango_attr_list_insert (attrs, attr);
       }
+  return attrs;
+}
+
+static void
+set_figures (TernStatsBar *self,
+             const char   *text)
+{
+  g_autoptr(PangoAttrList) attrs = figures_breaks (text);
+
   gtk_label_set_text (self->figures_label, text);
   gtk_label_set_attributes (self->figures_label, attrs);
+}
+
+/* Whether text, broken as set_figures breaks it, holds in the two lines the
+ * label has at its present width (before the first allocation, taken as
+ * yes). The live figures change four times a second, so a window made
+ * narrower or wider is followed at once. */
+static gboolean
+figures_fit (TernStatsBar *self,
+             const char   *text)
+{
+  GtkWidget *label = GTK_WIDGET (self->figures_label);
+  int width = gtk_widget_get_width (label);
+  g_autoptr(PangoLayout) layout = NULL;
+  g_autoptr(PangoAttrList) attrs = NULL;
+
+  if (width <= 0)
+    return TRUE;
+  layout = gtk_widget_create_pango_layout (label, text);
+  attrs = figures_breaks (text);
+  pango_layout_set_attributes (layout, attrs);
+  pango_layout_set_wrap (layout, PANGO_WRAP_WORD);
+  pango_layout_set_width (layout, width * PANGO_SCALE);
+  return pango_layout_get_line_count (layout) <= gtk_label_get_lines (self->figures_label);
 }
 
 /* A count of tokens with its plural ("1 token"), for every place the bar
@@ -110,6 +141,7 @@ tern_stats_bar_update (TernStatsBar    *self,
                        const TernStats *live)
 {
   g_autofree char *text = NULL;
+  g_autofree char *full = NULL; /* the figures whole, where text is short */
   g_autofree char *count = NULL;
   gint64 now = g_get_monotonic_time ();
   /* A new phase shows at once: its first figures were held back for a
@@ -174,6 +206,25 @@ tern_stats_bar_update (TernStatsBar    *self,
           g_free (text);
           text = with;
         }
+      /* At a phone's width, with drafts, the figures took three lines and
+       * were cut after two ("· 120 fr…"), with no tooltip: there the time
+       * to the first token, which no longer changes (the summary gives it
+       * again), makes way for the figures that do; the tooltip has them
+       * all. */
+      if (show_text && !figures_fit (self, text))
+        {
+          full = g_steal_pointer (&text);
+          /* Translators: decode speed, then the tokens so far ("12 tokens",
+           * translated on its own): the live figures where the window is too
+           * narrow for the time to the first token as well */
+          text = g_strdup_printf (_("%.1f tok/s · %s"), live->decode_tok_s, count);
+          if (live->accepted > 0)
+            {
+              char *with = g_strdup_printf (_("%s · %d from drafts"), text, live->accepted);
+              g_free (text);
+              text = with;
+            }
+        }
       if (live->decode_tok_s > 0 && now - self->last_sample_us >= SAMPLE_INTERVAL_US)
         {
           tern_throughput_plot_add_sample (self->plot, live->decode_tok_s, FALSE);
@@ -183,7 +234,7 @@ tern_stats_bar_update (TernStatsBar    *self,
   if (text != NULL && show_text)
     {
       set_figures (self, text);
-      gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), NULL);
+      gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), full);
       return TRUE;
     }
   return FALSE;

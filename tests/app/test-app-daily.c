@@ -2917,10 +2917,11 @@ check_figures_readable (TernWindow *w,
 
   tern_stats_bar_set_context (bar, 12000, 16384, 1 << 30);
   tern_stats_bar_start (bar);
-  for (int phase = 0; phase < 2; phase++)
+  static const char *const shots[] = { "prefill-figures", "decode-figures", "drafts-figures" };
+
+  for (int phase = 0; phase < 3; phase++)
     {
-      g_autofree char *shot = g_strdup_printf ("daily-width-%d-%s.png", width,
-                                               phase == 0 ? "prefill-figures" : "decode-figures");
+      g_autofree char *shot = g_strdup_printf ("daily-width-%d-%s.png", width, shots[phase]);
       GtkLabel *label;
 
       if (phase == 1)
@@ -2930,6 +2931,10 @@ check_figures_readable (TernWindow *w,
           live.ttft_ms = 1234;
           live.generated_tokens = 345;
         }
+      /* With drafts the figures are longest: at 360 px they were cut
+       * ("· 120 fr…"), and no tooltip had them. */
+      if (phase == 2)
+        live.accepted = 120;
       CHECK (tern_stats_bar_update (bar, &live));
       spin_for (0.3);
       label = find_figures_label (GTK_WIDGET (bar), tern_stats_bar_get_text (bar));
@@ -2945,6 +2950,24 @@ check_figures_readable (TernWindow *w,
       CHECK (!breaks_at_slash (label));
       CHECKF (!unit_split_at_some_width (label), "a number apart from its unit: %s",
               tern_stats_bar_get_text (bar));
+      /* Every figure is there to read: in the label, or where it is short,
+       * in its tooltip; at 1000 px, in the label. */
+      if (phase > 0)
+        {
+          const char *tip = tern_stats_bar_get_figures_tooltip (bar);
+          const char *whole = tip != NULL ? tip : tern_stats_bar_get_text (bar);
+
+          CHECKF (strstr (whole, "1234 ms") != NULL && strstr (whole, "345 tokens") != NULL
+                  && (phase == 1 || strstr (whole, "120 from drafts") != NULL),
+                  "%d px: the figures read \"%s\", the tooltip \"%s\"", width,
+                  tern_stats_bar_get_text (bar), tip ? tip : "(none)");
+          CHECKF (strstr (tern_stats_bar_get_text (bar), "345 tokens") != NULL
+                  && (phase == 1 || strstr (tern_stats_bar_get_text (bar), "120 from drafts") != NULL),
+                  "%d px: the figures read \"%s\"", width, tern_stats_bar_get_text (bar));
+          if (width >= 1000)
+            CHECKF (tip == NULL, "%d px: the figures are short: \"%s\"", width,
+                    tern_stats_bar_get_text (bar));
+        }
       CHECK (save_screenshot (GTK_WIDGET (w), shot));
     }
   if (width >= 600)
