@@ -126,6 +126,7 @@ struct _TernWindow {
   int        toast_left_px;
   int        toast_right_px;
   guint      toast_lift_tick; /* follow_toast_lift, while a toast is up */
+  int        transcript_margin_px; /* the message box's own bottom margin */
   GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */
   /* Edit Last: the messages taken back, while its toast offers Undo. */
   TernChat *edit_chat;

@@ -197,6 +197,34 @@ lift_toasts (TernWindow *self)
   }
 }
 
+/* The height of the toast on screen (while it hides too), 0 when none. */
+static int
+toast_height (TernWindow *self)
+{
+  int height = 0;
+
+  for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (self->toast_overlay)); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    if (g_strcmp0 (gtk_widget_get_css_name (c), "toast") == 0 && gtk_widget_get_mapped (c))
+      height = MAX (height, gtk_widget_get_height (c));
+  return height;
+}
+
+/* Lifted above the composer, a toast lay over the bottom of the transcript:
+ * the answer just written ended under it, its figures hidden until the
+ * toast went. While one is up, the transcript ends that much lower (the
+ * toast's height and its 12 px margin below the toast's own), so that its
+ * end, which the view follows, is above the toast. */
+static void
+pad_transcript (TernWindow *self,
+                int         toast)
+{
+  int margin = self->transcript_margin_px + (toast > 0 ? toast + 12 : 0);
+
+  if (gtk_widget_get_margin_bottom (GTK_WIDGET (self->message_box)) != margin)
+    gtk_widget_set_margin_bottom (GTK_WIDGET (self->message_box), margin);
+}
+
 static gboolean
 any_toast_up (TernWindow *self)
 {
@@ -216,10 +244,12 @@ follow_toast_lift (GtkWidget     *widget,
                    gpointer       data)
 {
   TernWindow *self = TERN_WINDOW (widget);
+  int toast = toast_height (self);
 
   (void) clock;
   (void) data;
-  if (!any_toast_up (self))
+  pad_transcript (self, toast);
+  if (!any_toast_up (self) && toast == 0)
     {
       self->toast_lift_tick = 0;
       return G_SOURCE_REMOVE;
@@ -2047,6 +2077,7 @@ tern_window_init (TernWindow *self)
     self->toast_lift = gtk_css_provider_new ();
     self->toast_lift_px = -1;
     self->toast_left_px = self->toast_right_px = -1;
+    self->transcript_margin_px = gtk_widget_get_margin_bottom (GTK_WIDGET (self->message_box));
     gtk_style_context_add_provider_for_display (gtk_widget_get_display (GTK_WIDGET (self)),
                                                 GTK_STYLE_PROVIDER (self->toast_lift),
                                                 GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);

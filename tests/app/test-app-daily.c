@@ -3394,15 +3394,91 @@ toast_over_chat_column (TernWindow *w)
   return FALSE;
 }
 
+/* A label under widget whose text has needle in it, shown. */
+static GtkWidget *
+find_mapped_label (GtkWidget  *widget,
+                   const char *needle)
+{
+  if (GTK_IS_LABEL (widget) && gtk_widget_get_mapped (widget)
+      && strstr (gtk_label_get_text (GTK_LABEL (widget)), needle) != NULL)
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_mapped_label (c, needle);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* The last answer's figures, at the end of the transcript, are not under
+ * the toast up: lifted above the composer, a toast lay over them. */
+static void
+check_toast_clears_last_figures (TernWindow *w,
+                                 int         width)
+{
+  TernChat *chat = tern_window_get_chat (w);
+  guint n = chat != NULL ? tern_chat_get_n_messages (chat) : 0;
+  GtkWidget *row = n ? tern_window_get_row (w, n - 1) : NULL;
+  GtkWidget *figures = row != NULL ? find_mapped_label (row, "tok/s") : NULL;
+  graphene_rect_t label, toast, scroller;
+  gboolean found = FALSE;
+
+  CHECKF (wait_for (w, end_in_view, 5), "%d px: the end of the chat is not in view", width);
+  CHECK (figures != NULL);
+  if (figures == NULL || !gtk_widget_compute_bounds (figures, GTK_WIDGET (w), &label))
+    return;
+  /* The figures are inside the transcript's view, not under its edge. */
+  CHECK (gtk_widget_compute_bounds (tern_window_get_transcript_scroller (w), GTK_WIDGET (w),
+                                    &scroller));
+  CHECKF (label.origin.y + label.size.height <= scroller.origin.y + scroller.size.height,
+          "%d px: the figures end at %.0f, the transcript at %.0f", width,
+          label.origin.y + label.size.height, scroller.origin.y + scroller.size.height);
+  for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (w->toast_overlay)); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    if (g_strcmp0 (gtk_widget_get_css_name (c), "toast") == 0 && gtk_widget_get_mapped (c)
+        && gtk_widget_compute_bounds (c, GTK_WIDGET (w), &toast))
+      {
+        found = TRUE;
+        CHECKF (!graphene_rect_intersection (&label, &toast, NULL),
+                "%d px: the toast (%.0f to %.0f) covers the last answer's figures (%.0f to %.0f)",
+                width, toast.origin.y, toast.origin.y + toast.size.height, label.origin.y,
+                label.origin.y + label.size.height);
+      }
+  CHECK (found);
+}
+
 static void
 part_toasts (Fixture *f)
 {
   const char *long_text = "This message does not fit in the 256-token context on its own: with "
                           "the system prompt it is 412 tokens, and every earlier turn is already "
                           "left out. Shorten it, or raise the context size in Preferences.";
+  g_autofree char *json = long_chat_json ("long", 6);
   AdwToast *first, *second;
 
+  write_file (f->chats_dir, "long.json", json, -1);
   fixture_window (f, 800, 600);
+  /* A toast over a chat opened at its end: the answer's figures stay in
+   * view above it, a short toast and a long one, at 800 and 360 px. */
+  open_chat (f->w, "long");
+  for (int narrow = 0; narrow < 2; narrow++)
+    {
+      int width = narrow ? 360 : 800;
+      g_autofree char *shot = g_strdup_printf ("daily-toasts-figures-%d.png", width);
+
+      gtk_window_set_default_size (GTK_WINDOW (f->w), width, 600);
+      spin_for (0.5);
+      _tern_window_toast (f->w, narrow ? long_text : "Message copied");
+      CHECK (wait_for (f->w, toast_up, 3.0));
+      spin_for (0.6);
+      check_toast_clears_last_figures (f->w, width);
+      CHECK (save_screenshot (GTK_WIDGET (f->w), shot));
+      tern_window_dismiss_toasts (f->w);
+      spin_for (0.8);
+    }
+  gtk_window_set_default_size (GTK_WINDOW (f->w), 800, 600);
   /* A long message is read to its end: libadwaita's title cut it to one
    * line ("This message does not fit in the 256-token context on its…"),
    * and the advice was lost. */
