@@ -594,6 +594,12 @@ new_message (TernRemote *r, const char *method, const char *path)
   g_autofree char *url = g_strconcat (r->base, path, NULL);
   SoupMessage *msg = soup_message_new (method, url);
 
+  /* A redirect is not followed: libsoup turns a 301/302 POST into a GET
+   * (a chat request that arrives without its body, at a host the user did
+   * not name), and the prompt and key belong to the address given. The
+   * answer says where the server points instead (status_error). */
+  if (msg)
+    soup_message_add_flags (msg, SOUP_MESSAGE_NO_REDIRECT);
   if (msg && r->key)
     {
       g_autofree char *auth = g_strconcat ("Bearer ", r->key, NULL);
@@ -614,6 +620,38 @@ set_send_error (TernRemote *r, GError *e, GError **error)
                _("cannot reach %s: %s (is the server running, and is the address right?)"), r->base,
                e->message);
   g_error_free (e);
+}
+
+/* An answer other than 200 as an error: a redirect names where it points
+ * (it is not followed, new_message), any other status is
+ * tern_remote_set_http_error's. */
+static void
+status_error (TernRemote *r, SoupMessage *msg, const char *model, GBytes *body, GError **error)
+{
+  SoupMessageHeaders *h = soup_message_get_response_headers (msg);
+  guint status = soup_message_get_status (msg);
+
+  if (status >= 300 && status < 400)
+    {
+      const char *to = soup_message_headers_get_one (h, "Location");
+      g_autofree char *q = to && *to ? quote_text (to, strlen (to)) : NULL;
+
+      if (q)
+        g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_HTTP,
+                     _("%s redirects to %s (HTTP %u), which is not followed: if that is the "
+                       "server, use its address instead"),
+                     r->base, q, status);
+      else
+        g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_HTTP,
+                     _("%s answered HTTP %u, a redirect without a Location: is the address "
+                       "that of an OpenAI-compatible server, such as http://host:8000/v1?"),
+                     r->base, status);
+      return;
+    }
+  tern_remote_set_http_error (error, r->base, model, status,
+                              soup_message_headers_get_one (h, "Retry-After"),
+                              body ? g_bytes_get_data (body, NULL) : NULL,
+                              body ? g_bytes_get_size (body) : 0);
 }
 
 /* The whole body, at most REMOTE_MAX_BODY bytes. */
@@ -683,10 +721,7 @@ tern_remote_list_models (TernRemote *r, GCancellable *cancellable, GError **erro
   status = soup_message_get_status (msg);
   if (status != 200)
     {
-      tern_remote_set_http_error (error, r->base, NULL, status,
-                                  soup_message_headers_get_one (soup_message_get_response_headers (msg),
-                                                                "Retry-After"),
-                                  g_bytes_get_data (body, NULL), g_bytes_get_size (body));
+      status_error (r, msg, NULL, body, error);
       return NULL;
     }
   root = parse_json (g_bytes_get_data (body, NULL), g_bytes_get_size (body));
@@ -952,11 +987,7 @@ tern_remote_chat (TernRemote              *r,
   if (status != 200)
     {
       g_autoptr (GBytes) body = read_body (in, cancellable, NULL);
-      tern_remote_set_http_error (error, r->base, model, status,
-                                  soup_message_headers_get_one (soup_message_get_response_headers (msg),
-                                                                "Retry-After"),
-                                  body ? g_bytes_get_data (body, NULL) : NULL,
-                                  body ? g_bytes_get_size (body) : 0);
+      status_error (r, msg, model, body, error);
       return FALSE;
     }
   where = g_strdup (r->base);
@@ -969,7 +1000,12 @@ tern_remote_chat (TernRemote              *r,
       g_autoptr (JsonNode) root = body ? parse_json (g_bytes_get_data (body, NULL), g_bytes_get_size (body)) : NULL;
       if (!body)
         g_propagate_error (error, e);
-      else if (!root || !JSON_NODE_HOLDS_OBJECT (root))
+      /* Without "choices" it is some other JSON (a model list, a proxy's
+       * status page): taking it for an empty answer would end "successfully"
+       * with nothing said. An {"error"} body is handle_chunk's. */
+      else if (!root || !JSON_NODE_HOLDS_OBJECT (root)
+               || !(json_object_has_member (json_node_get_object (root), "choices")
+                    || json_object_has_member (json_node_get_object (root), "error")))
         g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_PROTOCOL,
                      _("%s answered with JSON that is not a chat completion"), r->base);
       else if (handle_chunk (s, json_node_get_object (root), error))

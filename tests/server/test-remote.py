@@ -303,6 +303,9 @@ class Fake(http.server.BaseHTTPRequestHandler):
             self.send(200, "<html><body>Welcome to nginx!</body></html>", "text/html")
         elif m == "m-500":
             self.send(500, "<html><body>Internal\nServer Error</body></html>", "text/html")
+        elif m == "m-json-list":
+            # 200 and JSON, but a model list: not an answer (an empty one).
+            self.send(200, json.dumps({"object": "list", "data": [{"id": "m-ok"}]}))
         elif m == "m-eof":
             self.stream_head()
             self.w(chunk({"content": "no end"}))
@@ -376,6 +379,9 @@ check(rc == 2 and "answered with text/html, not an event stream" in err, "an HTM
 rc, out, err = fake_run("m-eof")
 check(rc == 2 and out.rstrip("\n") == "no end" and "closed the connection in the middle" in err,
       "end without [DONE]: %r" % err)
+rc, out, err = fake_run("m-json-list")
+check(rc == 2 and "answered with JSON that is not a chat completion" in err,
+      "200 with JSON that has no choices: rc %d %r %r" % (rc, out, err))
 # Images (--image): the file's own bytes in a data: URL before the text,
 # with the type its magic bytes name, whatever the file's name says.
 png = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108020000009077"
@@ -421,6 +427,57 @@ check(rc == 2 and ("system keyring is not available" in err or "without the syst
       and "environment variable" in err, "--store-key without a keyring: rc %d %r" % (rc, err))
 rc, out, err = cli(["run", "--remote", URL, "--store-key", "-p", "x"])
 check(rc == 1 and "--api-key-env" in err, "--store-key without a key: %r" % err)
+
+# A redirect to another host is not followed: libsoup would turn a 302 POST
+# into a GET without the body, and the prompt and the key belong to the
+# address given. The sentence names where it points.
+elsewhere_hits = []
+
+
+class Elsewhere(Fake):
+    def do_GET(self):
+        elsewhere_hits.append(("GET", self.path, self.headers.get("Authorization")))
+        Fake.do_GET(self)
+
+    def do_POST(self):
+        elsewhere_hits.append(("POST", self.path, self.headers.get("Authorization")))
+        Fake.do_POST(self)
+
+
+elsewhere = ThreadedServer(("127.0.0.1", 0), Elsewhere)
+threading.Thread(target=elsewhere.serve_forever, daemon=True).start()
+ELSEWHERE = "http://127.0.0.1:%d" % elsewhere.server_address[1]
+
+
+class Redirect(Fake):
+    def go(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        code = int(self.path.split("/")[1])
+        where = ELSEWHERE + "/" + "/".join(self.path.split("/")[2:])
+        self.send(code, "", "text/plain", [("Location", where)] if code != 300 else [])
+
+    do_GET = go
+    do_POST = go
+
+
+redirect = ThreadedServer(("127.0.0.1", 0), Redirect)
+threading.Thread(target=redirect.serve_forever, daemon=True).start()
+for code in (301, 302, 303, 307, 308):
+    base = "http://127.0.0.1:%d/%d/v1" % (redirect.server_address[1], code)
+    rc, out, err = cli(["run", "--remote", base, "-m", "m-ok", "-p", "hi", "--api-key-env", "K"],
+                       KEY)
+    check(rc == 2 and out == "" and "redirects to %s/v1/chat/completions (HTTP %d)"
+          % (ELSEWHERE, code) in err, "chat redirected with %d: rc %d %r %r" % (code, rc, out, err))
+    rc, out, err = cli(["run", "--remote", base, "--list-models", "--api-key-env", "K"], KEY)
+    check(rc == 2 and out == "" and "redirects to %s/v1/models (HTTP %d)" % (ELSEWHERE, code)
+          in err, "model list redirected with %d: rc %d %r %r" % (code, rc, out, err))
+rc, out, err = cli(["run", "--remote", "http://127.0.0.1:%d/300/v1" % redirect.server_address[1],
+                    "-m", "m-ok", "-p", "hi"])
+check(rc == 2 and "answered HTTP 300, a redirect without a Location" in err,
+      "a redirect without a Location: rc %d %r" % (rc, err))
+check(elsewhere_hits == [], "nothing reached the other host: %r" % elsewhere_hits)
+redirect.shutdown()
+elsewhere.shutdown()
 
 # Ctrl-C during a slow answer: cancelled, the text so far printed.
 class Slow(Fake):
