@@ -164,10 +164,30 @@ static void check_cpu_model(doc *d) {
     free(text);
 }
 
+/* TERN_ISA set to a name tn_isa_best does not know: it is ignored there,
+ * so a typo ("avx-2", "AVX2") would go unnoticed. */
+static bool isa_cap_unknown(const char *cap) {
+    if (!cap || !*cap)
+        return false;
+    for (int i = 0; i < TN_ISA_COUNT_; i++)
+        if (!strcmp(cap, tn_isa_name((tn_isa)i)))
+            return false;
+    return true;
+}
+
 static void check_cpu_kernels(doc *d) {
     tn_doctor_line *l = line_new(d, "cpu.kernels", TN_DOCTOR_CPU);
     tn_isa isa = tn_isa_best();
     const char *name = tn_isa_name(isa);
+    const char *cap = getenv("TERN_ISA");
+    if (isa_cap_unknown(cap)) {
+        l->status = TN_DOCTOR_INFO;
+        tn_fail(&l->text, TN_OK, "CPU kernels: %s; TERN_ISA=%.64s is not understood and is ignored",
+                name, cap);
+        tn_fail(&l->fix, TN_OK,
+                "unset TERN_ISA, or set it to scalar, avx2 or avx512 to cap the kernels");
+        return;
+    }
     if (isa == TN_ISA_AVX512 && tn_isa_has_avx512_bf16())
         tn_fail(&l->text, TN_OK, "CPU kernels: %s with BF16", name);
     else
@@ -296,6 +316,32 @@ static void check_cpu_bandwidth(doc *d) {
             bw / (double)per_tok, per_tok_s);
 }
 
+/* Whether a load could create and write the cache folder, without creating
+ * it: 0, or the errno its mkdir -p would meet (a path component that is a
+ * file, a dangling symbolic link, a folder this user cannot write). */
+static int cache_dir_problem(const char *dir) {
+    char *p = strdup(dir);
+    int e = ENOMEM;
+    while (p) {
+        struct stat st;
+        if (stat(p, &st) == 0) {
+            e = !S_ISDIR(st.st_mode) ? ENOTDIR : access(p, W_OK | X_OK) != 0 ? errno : 0;
+            break;
+        }
+        e = errno;
+        if (e != ENOENT || lstat(p, &st) == 0) /* ENOENT with lstat: a dangling link */
+            break;
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) {
+            e = 0; /* up to "/" nothing exists: nothing is in the way */
+            break;
+        }
+        *slash = '\0';
+    }
+    free(p);
+    return e;
+}
+
 /* The repack cache (docs/QUANT.md, "The repack cache"): where, how much,
  * and what a load found about its pages. Never a failure: without it
  * Tern repacks in memory as before. */
@@ -310,6 +356,7 @@ static void check_repack_cache(doc *d) {
     char *dir = NULL;
     const tn_repack_cache_setting set = tn_repack_cache_config(&dir);
     const char *env = getenv("TERN_REPACK_CACHE");
+    int e;
     l->status = TN_DOCTOR_INFO;
     if (set == TN_REPACK_CACHE_OFF_ASKED) {
         tn_fail(&l->text, TN_OK, "repack cache: off (TERN_REPACK_CACHE=%s)", env);
@@ -320,6 +367,16 @@ static void check_repack_cache(doc *d) {
     } else if (!dir) {
         tn_fail(&l->text, TN_OK,
                 "repack cache: off: neither XDG_CACHE_HOME nor HOME is an absolute path");
+        tn_fail(&l->fix, TN_OK,
+                "set HOME, or XDG_CACHE_HOME or TERN_REPACK_CACHE to an absolute folder this "
+                "user can write");
+    } else if ((e = cache_dir_problem(dir)) != 0) {
+        tn_fail(&l->text, TN_OK,
+                "repack cache: %s cannot be used (%s): every load repacks the weights in memory",
+                dir, strerror(e));
+        tn_fail(&l->fix, TN_OK,
+                "set XDG_CACHE_HOME or TERN_REPACK_CACHE to a folder this user can write, or "
+                "TERN_REPACK_CACHE=off");
     } else {
         uint64_t t[2] = {0, 0};
         tn_repack_cache_list(dir, add_entry, t);

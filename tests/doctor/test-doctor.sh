@@ -395,6 +395,44 @@ cache_doctor TERN_DOCTOR_ROOT="$t" TERN_REPACK_CACHE=yes
 line "repack cache not understood" "  INFO  repack cache: off: TERN_REPACK_CACHE=yes is not understood"
 line "repack cache not understood" "        fix: unset it for the default, or set 0 or off, 1 or on, or an absolute directory"
 status "repack cache not understood" 0
+# A cache folder a load cannot create: the line says so (a load then
+# repacks in memory), never "OK". A file in the path, a dangling link.
+: >"$tmp/a-file"
+cache_doctor -u TERN_REPACK_CACHE TERN_DOCTOR_ROOT="$t" XDG_CACHE_HOME="$tmp/a-file"
+status "cache under a file" 0
+line "cache under a file" \
+    "  INFO  repack cache: $tmp/a-file/tern/repack cannot be used (Not a directory): every load repacks the weights in memory"
+line "cache under a file" \
+    "        fix: set XDG_CACHE_HOME or TERN_REPACK_CACHE to a folder this user can write, or TERN_REPACK_CACHE=off"
+cache_doctor -u TERN_REPACK_CACHE -u XDG_CACHE_HOME TERN_DOCTOR_ROOT="$t" HOME="$tmp/a-file"
+line "HOME is a file" \
+    "  INFO  repack cache: $tmp/a-file/.cache/tern/repack cannot be used (Not a directory): every load repacks the weights in memory"
+ln -s "$tmp/no-such-folder" "$tmp/dangling"
+cache_doctor TERN_DOCTOR_ROOT="$t" TERN_REPACK_CACHE="$tmp/dangling/repack"
+line "cache under a dangling link" \
+    "  INFO  repack cache: $tmp/dangling/repack cannot be used (No such file or directory): every load repacks the weights in memory"
+cache_doctor TERN_DOCTOR_ROOT="$t" TERN_REPACK_CACHE="$tmp/not-yet/made/here"
+line "cache not made yet" \
+    "  OK    repack cache: $tmp/not-yet/made/here (TERN_REPACK_CACHE), files: 0, 0 KiB; pages not checked yet (a load of a model of 8 MiB or more checks)"
+cache_doctor -u TERN_REPACK_CACHE -u XDG_CACHE_HOME -u HOME TERN_DOCTOR_ROOT="$t"
+status "no HOME" 0
+line "no HOME" "  INFO  repack cache: off: neither XDG_CACHE_HOME nor HOME is an absolute path"
+line "no HOME" "        fix: set HOME, or XDG_CACHE_HOME or TERN_REPACK_CACHE to an absolute folder this user can write"
+
+# ---- TERN_ISA that names no kernel family: ignored, and said so
+cache_doctor TERN_DOCTOR_ROOT="$t" TERN_REPACK_CACHE=0 TERN_ISA=avx-2
+status "TERN_ISA not understood" 0
+checks=$((checks + 1))
+if grep -qE '^  INFO  CPU kernels: (scalar|avx2|avx512); TERN_ISA=avx-2 is not understood and is ignored$' "$tmp/out"; then
+    echo "ok: TERN_ISA not understood: said"
+else
+    failures=$((failures + 1)); echo "FAIL: TERN_ISA not understood: not said" >&2; cat "$tmp/out" >&2
+fi
+line "TERN_ISA not understood" \
+    "        fix: unset TERN_ISA, or set it to scalar, avx2 or avx512 to cap the kernels"
+cache_doctor TERN_DOCTOR_ROOT="$t" TERN_REPACK_CACHE=0 TERN_ISA=scalar
+line "TERN_ISA=scalar" "  INFO  CPU kernels: scalar"
+no_line "TERN_ISA=scalar" "not understood"
 
 printf 'doctor: %d checks, %d failed\n' "$checks" "$failures"
 [ "$failures" -eq 0 ]
