@@ -7,6 +7,7 @@
 
 #include <libintl.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 /* Translations (po/, docs/TRANSLATING.md): tern-cli is plain C, so gettext
  * comes from the C library; the files that include GLib's gi18n define the
@@ -174,6 +175,12 @@ static inline tn_prompt cli_chat_prompt(const tn_session_message *msgs, int32_t 
                        .n_images = enc->n};
 }
 
+/* One line of standard input for the chats (run, run --single-turn/--chat,
+ * run --remote), without its line end (LF, CRLF): its length (0: an empty
+ * line), or -1 at the end of input. An input that cannot be read (a
+ * folder, a device that fails) is not the end of the conversation, which
+ * would end it with status 0: it is said, and *failed is set. */
+ssize_t cli_read_line(char **line, size_t *cap, bool *failed);
 /* A file the user names (--tools, --system-file, -f, --file): the whole of
  * it through tn_read_file (a FIFO, a device, a directory or a file over max
  * is refused, never read), NUL-terminated, *len its length (len may be

@@ -463,10 +463,12 @@ static int run_remote(const ropts *o) {
         while (status == CLI_EXIT_OK) {
             if (tty)
                 fputs("> ", stderr);
-            if ((len = getline(&line, &cap, stdin)) < 0)
+            bool unreadable = false;
+            if ((len = cli_read_line(&line, &cap, &unreadable)) < 0) {
+                if (unreadable)
+                    status = CLI_EXIT_BAD_INPUT;
                 break;
-            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-                line[--len] = '\0';
+            }
             if (len == 0)
                 continue;
             if (memchr(line, '\0', (size_t)len) || !g_utf8_validate(line, len, NULL)) {

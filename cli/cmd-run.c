@@ -569,17 +569,12 @@ static int run_session(const opts *o, const tn_model *m) {
         while (status == CLI_EXIT_OK) {
             if (tty)
                 fputs("> ", stderr);
-            if ((len = getline(&line, &cap, stdin)) < 0) {
-                /* An error is not the end of the conversation (a closed
-                 * standard input ended it silently with status 0). */
-                if (ferror(stdin)) {
-                    cli_error(_("cannot read the standard input: %s"), strerror(errno));
+            bool unreadable = false;
+            if ((len = cli_read_line(&line, &cap, &unreadable)) < 0) {
+                if (unreadable)
                     status = CLI_EXIT_BAD_INPUT;
-                }
                 break;
             }
-            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-                line[--len] = '\0';
             if (len == 0)
                 continue;
             /* A NUL would end the turn there: the rest of the line lost

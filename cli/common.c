@@ -58,6 +58,21 @@ bool cli_parse_double(const char *opt, const char *s, double lo, double hi, doub
     return true;
 }
 
+ssize_t cli_read_line(char **line, size_t *cap, bool *failed) {
+    errno = 0;
+    ssize_t len = getline(line, cap, stdin);
+    if (len < 0) {
+        if (ferror(stdin)) {
+            cli_error(_("cannot read the standard input: %s"), strerror(errno ? errno : EIO));
+            *failed = true;
+        }
+        return -1;
+    }
+    while (len > 0 && ((*line)[len - 1] == '\n' || (*line)[len - 1] == '\r'))
+        (*line)[--len] = '\0';
+    return len;
+}
+
 char *cli_read_file(const char *path, uint64_t max, size_t *len) {
     tn_error err = {0};
     char *text = NULL;

@@ -562,18 +562,13 @@ int cmd_run_single_turn(int argc, char **argv) {
             fputs(o.chat ? "> " : "? ", stdout);
             fflush(stdout);
         }
-        ssize_t n = getline(&line, &cap, stdin);
+        bool unreadable = false;
+        ssize_t n = cli_read_line(&line, &cap, &unreadable);
         if (n < 0) {
-            /* An error is not the end of the requests (a closed standard
-             * input ended the run silently with status 0). */
-            if (ferror(stdin)) {
-                cli_error(_("cannot read the standard input: %s"), strerror(errno));
+            if (unreadable)
                 r.failures++;
-            }
             break;
         }
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = '\0';
         if (n == 0)
             continue;
         /* A NUL would cut the request there without a word. */

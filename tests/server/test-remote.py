@@ -379,6 +379,15 @@ check(rc == 2 and "answered with text/html, not an event stream" in err, "an HTM
 rc, out, err = fake_run("m-eof")
 check(rc == 2 and out.rstrip("\n") == "no end" and "closed the connection in the middle" in err,
       "end without [DONE]: %r" % err)
+# A chat whose standard input cannot be read (a folder): an error, as in a
+# local run, not the end of the conversation with status 0.
+fd = os.open(tmp, os.O_RDONLY)
+r = subprocess.run([CLI, "run", "--remote", URL, "-m", "m-ok", "--api-key-env", "K"], stdin=fd,
+                   capture_output=True, text=True, env=dict(os.environ, LC_ALL="C", LANGUAGE="C",
+                                                             K="k"), timeout=60)
+os.close(fd)
+check(r.returncode == 2 and "cannot read the standard input: Is a directory" in r.stderr,
+      "chat on an unreadable standard input: rc %d %r" % (r.returncode, r.stderr))
 rc, out, err = fake_run("m-json-list")
 check(rc == 2 and "answered with JSON that is not a chat completion" in err,
       "200 with JSON that has no choices: rc %d %r %r" % (rc, out, err))
