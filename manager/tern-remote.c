@@ -679,6 +679,18 @@ read_body (GInputStream *in, GCancellable *cancellable, GError **error)
   return g_byte_array_free_to_bytes (g_steal_pointer (&buf));
 }
 
+/* An id is printed (tern-cli's --list-models, "MODEL on URL") and shown:
+ * one with a control character (C0, DEL, C1: a terminal escape that clears
+ * or retitles the terminal) is nobody's model name. */
+static gboolean
+printable_id (const char *id)
+{
+  for (const char *p = id; *p; p = g_utf8_next_char (p))
+    if (g_unichar_iscntrl (g_utf8_get_char (p)))
+      return FALSE;
+  return TRUE;
+}
+
 char **
 tern_remote_list_models (TernRemote *r, GCancellable *cancellable, GError **error)
 {
@@ -738,7 +750,7 @@ tern_remote_list_models (TernRemote *r, GCancellable *cancellable, GError **erro
     {
       JsonNode *m = json_array_get_element (json_node_get_array (data), i);
       const char *id = JSON_NODE_HOLDS_OBJECT (m) ? member_string (json_node_get_object (m), "id") : NULL;
-      if (id && *id && g_utf8_validate (id, -1, NULL) && strlen (id) <= 512)
+      if (id && *id && g_utf8_validate (id, -1, NULL) && strlen (id) <= 512 && printable_id (id))
         g_ptr_array_add (ids, g_strdup (id));
     }
   g_ptr_array_add (ids, NULL);

@@ -488,6 +488,26 @@ check(elsewhere_hits == [], "nothing reached the other host: %r" % elsewhere_hit
 redirect.shutdown()
 elsewhere.shutdown()
 
+# Model ids are printed (--list-models, "MODEL on URL"): one with a control
+# character (a terminal escape that would clear or retitle the terminal) is
+# no model id and is left out.
+class EscIds(Fake):
+    def do_GET(self):
+        self.send(200, json.dumps({"object": "list", "data": [
+            {"id": "m-\x1b[2Jclear"}, {"id": "m-\x1b]0;title\x07"}, {"id": "m-\u009b31m"},
+            {"id": "m-fine"}]}))
+
+
+esc = ThreadedServer(("127.0.0.1", 0), EscIds)
+threading.Thread(target=esc.serve_forever, daemon=True).start()
+ESC_URL = "http://127.0.0.1:%d/v1" % esc.server_address[1]
+rc, out, err = cli(["run", "--remote", ESC_URL, "--list-models"])
+check(rc == 0 and out == "m-fine\n", "ids with control characters left out: rc %d %r" % (rc, out))
+rc, out, err = cli(["run", "--remote", ESC_URL, "--api-key-env", "K"], KEY, stdin="")
+check(rc == 0 and "\x1b" not in err and err.startswith("m-fine on "),
+      "the one usable id is the model: rc %d %r" % (rc, err))
+esc.shutdown()
+
 # Ctrl-C during a slow answer: cancelled, the text so far printed.
 class Slow(Fake):
     def do_POST(self):
