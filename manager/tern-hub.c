@@ -589,6 +589,7 @@ static JsonNode *
 api_response (const HubRef  *ref,
               guint          status,
               const char    *reason,
+              const char    *retry_after,
               GBytes        *body,
               const char    *url,
               gboolean       with_token,
@@ -609,6 +610,16 @@ api_response (const HubRef  *ref,
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_UNKNOWN_TAG,
                    _("%s/%s: no such repository or revision '%s' on %s"), ref->owner, ref->repo, ref->revision,
                    ref->base);
+      return NULL;
+    }
+  if (status == 429 || (status == SOUP_STATUS_SERVICE_UNAVAILABLE && retry_after != NULL))
+    {
+      g_autofree char *wait = tern_manager_wait_advice (retry_after);
+
+      /* Translators: the end is "it asks to wait 30 seconds before trying
+       * again" or "try again in a moment" */
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP, _("%s/%s: the Hugging Face API at %s is busy (HTTP %u): %s"),
+                   ref->owner, ref->repo, ref->base, status, wait);
       return NULL;
     }
   if (status != SOUP_STATUS_OK)
@@ -650,8 +661,11 @@ api_get (const HubRef  *ref,
       return NULL;
     }
   return api_response (ref, msg != NULL ? soup_message_get_status (msg) : SOUP_STATUS_OK,
-                       msg != NULL ? soup_message_get_reason_phrase (msg) : NULL, body, url, auth != NULL,
-                       error);
+                       msg != NULL ? soup_message_get_reason_phrase (msg) : NULL,
+                       msg != NULL ? soup_message_headers_get_one (soup_message_get_response_headers (msg),
+                                                                   "Retry-After")
+                                   : NULL,
+                       body, url, auth != NULL, error);
 }
 
 /* The listing's answer as JSON: the object it documents, or NULL with an
@@ -977,13 +991,14 @@ tern_hub_resolve_from_answer (const char  *ref_text,
                               char       **tag_out,
                               GError     **error)
 {
-  return tern_hub_resolve_from_response (ref_text, SOUP_STATUS_OK, "OK", answer, length, tag_out, error);
+  return tern_hub_resolve_from_response (ref_text, SOUP_STATUS_OK, "OK", NULL, answer, length, tag_out, error);
 }
 
 TernCatalog *
 tern_hub_resolve_from_response (const char  *ref_text,
                                 guint        status,
                                 const char  *reason,
+                                const char  *retry_after,
                                 const char  *answer,
                                 gsize        length,
                                 char       **tag_out,
@@ -995,7 +1010,7 @@ tern_hub_resolve_from_response (const char  *ref_text,
 
   if (!parse_ref (ref_text, &ref, error))
     return NULL;
-  root = api_response (&ref, status, reason, body, "answer", FALSE, error);
+  root = api_response (&ref, status, reason, retry_after, body, "answer", FALSE, error);
   if (root == NULL)
     return NULL;
   return resolve_answer (&ref, ref_text, root, tag_out, error);
@@ -1216,6 +1231,7 @@ static GPtrArray *search_answer (GBytes      *body,
 
 static GPtrArray *search_response (guint         status,
                                    const char   *reason,
+                                   const char   *retry_after,
                                    GBytes       *body,
                                    guint         limit,
                                    const char   *url,
@@ -1228,12 +1244,13 @@ tern_hub_search_from_answer (const char  *answer,
                              guint        limit,
                              GError     **error)
 {
-  return tern_hub_search_from_response (SOUP_STATUS_OK, "OK", answer, length, limit, error);
+  return tern_hub_search_from_response (SOUP_STATUS_OK, "OK", NULL, answer, length, limit, error);
 }
 
 GPtrArray *
 tern_hub_search_from_response (guint        status,
                                const char  *reason,
+                               const char  *retry_after,
                                const char  *answer,
                                gsize        length,
                                guint        limit,
@@ -1241,7 +1258,7 @@ tern_hub_search_from_response (guint        status,
 {
   g_autoptr(GBytes) body = g_bytes_new (answer, length);
 
-  return search_response (status, reason, body,
+  return search_response (status, reason, retry_after, body,
                           limit ? MIN (limit, TERN_HUB_SEARCH_LIMIT_MAX) : TERN_HUB_SEARCH_LIMIT_DEFAULT,
                           "answer", "answer", error);
 }
@@ -1290,8 +1307,11 @@ tern_hub_search (const char    *query,
   if (too_big)
     g_clear_pointer (&body, g_bytes_unref);
   return search_response (msg != NULL ? soup_message_get_status (msg) : SOUP_STATUS_OK,
-                          msg != NULL ? soup_message_get_reason_phrase (msg) : NULL, body, limit, url, base,
-                          error);
+                          msg != NULL ? soup_message_get_reason_phrase (msg) : NULL,
+                          msg != NULL ? soup_message_headers_get_one (soup_message_get_response_headers (msg),
+                                                                      "Retry-After")
+                                      : NULL,
+                          body, limit, url, base, error);
 }
 
 /* What the search's answer with HTTP `status` comes to; body NULL: it was
@@ -1299,6 +1319,7 @@ tern_hub_search (const char    *query,
 static GPtrArray *
 search_response (guint         status,
                  const char   *reason,
+                 const char   *retry_after,
                  GBytes       *body,
                  guint         limit,
                  const char   *url,
@@ -1312,6 +1333,16 @@ search_response (guint         status,
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
                    _("the Hugging Face search at %s refused the request (HTTP %u): check the access token "
                      "in HF_TOKEN"), base, status);
+      return NULL;
+    }
+  if (status == 429 || (status == SOUP_STATUS_SERVICE_UNAVAILABLE && retry_after != NULL))
+    {
+      g_autofree char *wait = tern_manager_wait_advice (retry_after);
+
+      /* Translators: the end is "it asks to wait 30 seconds before trying
+       * again" or "try again in a moment" */
+      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+                   _("the Hugging Face search at %s is busy (HTTP %u): %s"), base, status, wait);
       return NULL;
     }
   if (status != SOUP_STATUS_OK)
@@ -1737,13 +1768,14 @@ tern_hub_list_quants_from_answer (const char  *repo_id,
                                   gsize        length,
                                   GError     **error)
 {
-  return tern_hub_list_quants_from_response (repo_id, SOUP_STATUS_OK, "OK", answer, length, error);
+  return tern_hub_list_quants_from_response (repo_id, SOUP_STATUS_OK, "OK", NULL, answer, length, error);
 }
 
 TernHubRepo *
 tern_hub_list_quants_from_response (const char  *repo_id,
                                     guint        status,
                                     const char  *reason,
+                                    const char  *retry_after,
                                     const char  *answer,
                                     gsize        length,
                                     GError     **error)
@@ -1754,7 +1786,7 @@ tern_hub_list_quants_from_response (const char  *repo_id,
 
   if (!repo_ref (repo_id, &ref, error))
     return NULL;
-  root = api_response (&ref, status, reason, body, "answer", FALSE, error);
+  root = api_response (&ref, status, reason, retry_after, body, "answer", FALSE, error);
   if (root == NULL)
     return NULL;
   return list_quants_answer (&ref, repo_id, root, error);

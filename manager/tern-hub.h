@@ -143,17 +143,20 @@ TernHubRepo *tern_hub_list_quants_from_answer (const char  *repo_id,
                                                const char  *answer,
                                                gsize        length,
                                                GError     **error);
-/* The same for an answer that came with HTTP `status` and the reason
- * phrase `reason` (the server's words, any bytes; may be NULL). */
+/* The same for an answer that came with HTTP `status`, the reason phrase
+ * `reason` and the Retry-After header `retry_after` (the server's words,
+ * any bytes; each may be NULL). */
 TernCatalog *tern_hub_resolve_from_response     (const char  *ref,
                                                  guint        status,
                                                  const char  *reason,
+                                                 const char  *retry_after,
                                                  const char  *answer,
                                                  gsize        length,
                                                  char       **tag,
                                                  GError     **error);
 GPtrArray   *tern_hub_search_from_response      (guint        status,
                                                  const char  *reason,
+                                                 const char  *retry_after,
                                                  const char  *answer,
                                                  gsize        length,
                                                  guint        limit,
@@ -161,6 +164,7 @@ GPtrArray   *tern_hub_search_from_response      (guint        status,
 TernHubRepo *tern_hub_list_quants_from_response (const char  *repo_id,
                                                  guint        status,
                                                  const char  *reason,
+                                                 const char  *retry_after,
                                                  const char  *answer,
                                                  gsize        length,
                                                  GError     **error);

@@ -116,6 +116,12 @@ gboolean tern_manager_unreachable (const GError *error);
 void     tern_manager_append_shown (GString    *out,
                                     const char *name);
 
+/* What a busy server's Retry-After asks (RFC 9110: seconds or an HTTP
+ * date; may be NULL), as the end of a sentence: "it asks to wait 30
+ * seconds before trying again", or "try again in a moment" without one
+ * (or with one of more than 64 bytes, which is no date). */
+char    *tern_manager_wait_advice (const char *retry_after);
+
 G_END_DECLS
 
 G_BEGIN_DECLS
@@ -161,5 +167,11 @@ char    *tern_model_store_get_file_path    (TernModelStore            *self,
 
 /* The most transfers that ever ran at once (for tests of the limit). */
 guint    tern_downloader_get_peak_transfers (TernDownloader           *self);
+
+/* What a busy server's Retry-After asks (RFC 9110: seconds or an HTTP
+ * date; may be NULL), as the end of a sentence: "it asks to wait 30
+ * seconds before trying again", or "try again in a moment" without one
+ * (or with one of more than 64 bytes, which is no date). */
+char    *tern_manager_wait_advice (const char *retry_after);
 
 G_END_DECLS

@@ -418,6 +418,30 @@ tern_manager_engine_message (const tn_error *err)
                                     sizeof text));
 }
 
+char *
+tern_manager_wait_advice (const char *retry_after)
+{
+  char *end = NULL;
+  guint64 secs = retry_after ? g_ascii_strtoull (retry_after, &end, 10) : 0;
+
+  /* Digits alone: g_ascii_strtoull also skips leading white space
+   * (vertical tab, form feed, CR), which would reach our sentence as the
+   * server wrote it. */
+  if (retry_after && g_ascii_isdigit (retry_after[0]) && end && *end == '\0' && secs <= 86400 * 7)
+    /* Translators: %s is a number of seconds */
+    return g_strdup_printf (_("it asks to wait %s seconds before trying again"), retry_after);
+  /* An HTTP date is 29 bytes: anything much longer is not one. */
+  if (retry_after && *retry_after && strlen (retry_after) <= 64)
+    {
+      g_autoptr(GString) shown = g_string_new (NULL);
+
+      tern_manager_append_shown (shown, retry_after);
+      /* Translators: %s is the time the server gave (an HTTP date) */
+      return g_strdup_printf (_("it asks to wait until %s before trying again"), shown->str);
+    }
+  return g_strdup (_("try again in a moment"));
+}
+
 void
 tern_manager_append_shown (GString    *out,
                            const char *name)

@@ -187,26 +187,8 @@ tern_remote_set_http_error (GError     **error,
     }
   if (status == 429 || (status == 503 && retry_after))
     {
-      g_autofree char *wait = NULL;
-      char *end = NULL;
-      guint64 secs = retry_after ? g_ascii_strtoull (retry_after, &end, 10) : 0;
+      g_autofree char *wait = tern_manager_wait_advice (retry_after);
 
-      /* Digits alone: g_ascii_strtoull also skips leading white space
-       * (vertical tab, form feed, CR), which would reach our sentence as
-       * the server wrote it. */
-      if (retry_after && g_ascii_isdigit (retry_after[0]) && end && *end == '\0'
-          && secs <= 86400 * 7)
-        /* Translators: %s is a number of seconds */
-        wait = g_strdup_printf (_("it asks to wait %s seconds before trying again"),
-                                retry_after);
-      else if (retry_after && *retry_after)
-        {
-          g_autofree char *q = quote_text (retry_after, strlen (retry_after));
-          /* Translators: %s is the time the server gave (an HTTP date) */
-          wait = g_strdup_printf (_("it asks to wait until %s before trying again"), q);
-        }
-      else
-        wait = g_strdup (_("try again in a moment"));
       g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_BUSY,
                    _("%s is busy (HTTP %u%s): %s"), where, status, because, wait);
       return;

@@ -24,7 +24,9 @@
  * first line (up to a newline or NUL) is the reason phrase, the rest the
  * body. Promises then: an error whatever the body says, never models or
  * a catalog; 404 of a repository is UNKNOWN_TAG; the reason phrase, any
- * bytes a server sent, reaches the message escaped.
+ * bytes a server sent, reaches the message escaped. With byte 1's top bit
+ * set, the same line is the Retry-After header too (429, 503: the wait
+ * the message names), escaped as well.
  *
  * Built from the manager's source with GLib, libsoup and json-glib (the
  * fuzz build leaves the manager out).
@@ -62,10 +64,11 @@ static void check_error(GError *e) {
 /* The status of this input, and the server's reason phrase with it. */
 static guint status = 200;
 static const char *reason = "OK";
+static const char *retry_after = NULL;
 
 static void search(guint limit, const char *answer, size_t len) {
     GError *e = NULL;
-    GPtrArray *models = tern_hub_search_from_response(status, reason, answer, len, limit, &e);
+    GPtrArray *models = tern_hub_search_from_response(status, reason, retry_after, answer, len, limit, &e);
     PROMISE((models == NULL) != (e == NULL));
     PROMISE(status == 200 || !models);
     if (!models) {
@@ -86,7 +89,7 @@ static void search(guint limit, const char *answer, size_t len) {
 static void resolve(const char *ref, const char *answer, size_t len, const TernHubQuant *want) {
     GError *e = NULL;
     char *tag = NULL;
-    TernCatalog *c = tern_hub_resolve_from_response(ref, status, reason, answer, len, &tag, &e);
+    TernCatalog *c = tern_hub_resolve_from_response(ref, status, reason, retry_after, answer, len, &tag, &e);
     PROMISE((c == NULL) != (e == NULL));
     PROMISE(status == 200 || !c);
     if (!c) {
@@ -115,7 +118,7 @@ static void resolve(const char *ref, const char *answer, size_t len, const TernH
 
 static void list_quants(const char *answer, size_t len) {
     GError *e = NULL;
-    TernHubRepo *repo = tern_hub_list_quants_from_response("owner/repo", status, reason, answer, len, &e);
+    TernHubRepo *repo = tern_hub_list_quants_from_response("owner/repo", status, reason, retry_after, answer, len, &e);
     PROMISE((repo == NULL) != (e == NULL));
     PROMISE(status == 200 || !repo);
     if (!repo) {
@@ -155,6 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *said = NULL;
     status = 200;
     reason = "OK";
+    retry_after = NULL;
     if (data[0] >= 128) {
         size_t cut = 0;
         status = statuses[(data[0] - 128u) / 3 % G_N_ELEMENTS(statuses)];
@@ -163,6 +167,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* As libsoup hands it over: a C string, whatever its bytes. */
         said = g_strndup(answer, cut);
         reason = said;
+        if (data[1] & 0x80)
+            retry_after = said;
         answer += cut < len ? cut + 1 : cut;
         len -= cut < len ? cut + 1 : cut;
     }

@@ -189,10 +189,10 @@ test_reason_escaped (void)
   g_autoptr (GError) le = NULL;
   g_autoptr (GError) re = NULL;
   g_autoptr (GError) se = NULL;
-  g_autoptr (TernHubRepo) repo = tern_hub_list_quants_from_response ("owner/repo", 502, reason, "{}", 2, &le);
-  g_autoptr (TernCatalog) c = tern_hub_resolve_from_response ("hf.co/owner/repo", 502, reason, "{}", 2, NULL,
+  g_autoptr (TernHubRepo) repo = tern_hub_list_quants_from_response ("owner/repo", 502, reason, NULL, "{}", 2, &le);
+  g_autoptr (TernCatalog) c = tern_hub_resolve_from_response ("hf.co/owner/repo", 502, reason, NULL, "{}", 2, NULL,
                                                               &re);
-  g_autoptr (GPtrArray) models = tern_hub_search_from_response (502, reason, "[]", 2, 10, &se);
+  g_autoptr (GPtrArray) models = tern_hub_search_from_response (502, reason, NULL, "[]", 2, 10, &se);
   GError *errors[] = { le, re, se };
 
   CHECK (repo == NULL && c == NULL && models == NULL, "HTTP 502 gives no answer");
@@ -203,6 +203,51 @@ test_reason_escaped (void)
       CHECK (errors[i] && strstr (m, "HTTP 502") && g_utf8_validate (m, -1, NULL) && !strchr (m, '\x1b')
                && !strchr (m, '\r') && strstr (m, "Gateway"),
              "the reason phrase is shown escaped: %s", m);
+    }
+}
+
+/* A Hub that limits its rate (429, or 503 with Retry-After) said only
+ * "HTTP 429 Too Many Requests from URL": now it says when to come back,
+ * as the remote engine does, with the header's bytes shown escaped. */
+static void
+test_busy (void)
+{
+  static const struct {
+    guint status;
+    const char *retry_after;
+    const char *said;      /* in every message */
+  } cases[] = {
+    { 429, "30", "wait 30 seconds" },
+    { 429, NULL, "try again in a moment" },
+    { 503, "Wed, 21 Oct 2026 07:28:00 GMT", "wait until Wed, 21 Oct 2026 07:28:00 GMT" },
+    { 429, "\x1b[31m soon\r", "wait until \\x1b[31m soon\\x0d" },
+    { 429, " \v5", "wait until  \\x0b5" },
+    { 429, "99999999999999999999", "wait until 99999999999999999999" },
+    { 503, NULL, "HTTP 503 Busy" }, /* without Retry-After, any 5xx */
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GError) le = NULL;
+      g_autoptr (GError) re = NULL;
+      g_autoptr (GError) se = NULL;
+      guint s = cases[i].status;
+      const char *ra = cases[i].retry_after;
+      g_autoptr (TernHubRepo) repo = tern_hub_list_quants_from_response ("owner/repo", s, "Busy", ra, "{}", 2, &le);
+      g_autoptr (TernCatalog) c = tern_hub_resolve_from_response ("hf.co/owner/repo", s, "Busy", ra, "{}", 2, NULL,
+                                                                  &re);
+      g_autoptr (GPtrArray) models = tern_hub_search_from_response (s, "Busy", ra, "[]", 2, 10, &se);
+      GError *errors[] = { le, re, se };
+
+      CHECK (repo == NULL && c == NULL && models == NULL, "HTTP %u gives no answer", s);
+      for (guint k = 0; k < G_N_ELEMENTS (errors); k++)
+        {
+          const char *m = errors[k] ? errors[k]->message : "";
+
+          CHECK (errors[k] && strstr (m, cases[i].said) && g_utf8_validate (m, -1, NULL) && !strchr (m, '\x1b')
+                   && !strchr (m, '\r') && !strchr (m, '\v'),
+                 "HTTP %u, Retry-After %s: '%s' in: %s", s, ra ? ra : "(none)", cases[i].said, m);
+        }
     }
 }
 
@@ -247,6 +292,7 @@ main (void)
   test_dot_segments ();
   test_names_escaped ();
   test_reason_escaped ();
+  test_busy ();
   test_many_files ();
   printf ("%d checks, %d failed\n", n_checks, n_failed);
   return n_failed ? 1 : 0;
