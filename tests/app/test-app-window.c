@@ -73,12 +73,16 @@ token_count_known (TernWindow *w)
   return tern_pin_editor_get_token_count (tern_window_get_pin_editor (w)) > 0;
 }
 
-/* The count of the long system prompt of check_pin (the short ones before
- * it are some tens of tokens). */
+/* The count of the long system prompt of check_pin: more than the count of
+ * the short one pinned before it. Not a number of tokens: the test model's
+ * vocabulary made some 1,100 of it, a real vocabulary (the demo model's,
+ * TERN_TEST_MODEL) a few hundred, and "> 1000" was never true there. */
+static int short_count;
+
 static gboolean
 long_count_known (TernWindow *w)
 {
-  return tern_pin_editor_get_token_count (tern_window_get_pin_editor (w)) > 1000;
+  return tern_pin_editor_get_token_count (tern_window_get_pin_editor (w)) > short_count;
 }
 
 /* ------------------------------------------------------ stall measurement */
@@ -176,7 +180,8 @@ static char *
 make_model (const char *dir,
             const char *name,
             int         n_embd,
-            int         n_layer)
+            int         n_layer,
+            const char *vocab_gguf)
 {
   g_autofree char *path = g_build_filename (dir, name, NULL);
   tn_mkmodel_params p = tn_mkmodel_default_params ();
@@ -192,6 +197,7 @@ make_model (const char *dir,
   p.n_ff = n_embd * 3;
   p.n_ctx = 4096;
   p.tokenizer = NULL;
+  p.vocab_gguf = vocab_gguf;
   p.seed = 7;
   p.n_threads = 1;
   if (tn_mkmodel (&p, path, &err) != TN_OK)
@@ -439,12 +445,14 @@ test_load_and_pin (TernWindow *w,
     gboolean said = FALSE;
     gint64 end = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
 
-    /* About 1,400 tokens: the 2,048-token context holds them. */
+    /* About 1,100 tokens of the test model (386 with the demo model's):
+     * the 2,048-token context holds them. */
     for (int i = 0; i < 30; i++)
       g_string_append_printf (text, "Rule %d: answer plainly and keep to the facts. ", i);
     GtkProgressBar *progress = GTK_PROGRESS_BAR (find_of_type (GTK_WIDGET (pin), GTK_TYPE_PROGRESS_BAR));
     int panel_total = 0, bar_total = 0;
 
+    short_count = tern_pin_editor_get_token_count (pin);
     tern_pin_editor_set_text (pin, text->str);
     activate (w, "pin", NULL);
     while (tern_window_is_pinning (w) && g_get_monotonic_time () < end)
@@ -463,7 +471,10 @@ test_load_and_pin (TernWindow *w,
     /* The pin's progress and the panel's count speak of the same tokens:
      * the progress left out the prefix already in the KV ("of 1816" beside
      * "1822 tokens"). */
-    CHECK (wait_for (w, long_count_known, 10));
+    CHECKF (wait_for (w, long_count_known, 10), "the long prompt's count: %d (the short one's %d)",
+            tern_pin_editor_get_token_count (pin), short_count);
+    fprintf (stderr, "the long system prompt: %d tokens (the short one: %d)\n",
+             tern_pin_editor_get_token_count (pin), short_count);
     CHECKF (panel_total == tern_pin_editor_get_token_count (pin)
             && bar_total == panel_total, "the pin's progress: of %d tokens (the bar: %d), "
             "the panel's count: %d", panel_total, bar_total, tern_pin_editor_get_token_count (pin));
@@ -1129,18 +1140,30 @@ test_speculation (TernWindow *w)
   CHECKF (plain != NULL && *plain != '\0', "empty answer");
   CHECKF (g_strcmp0 (plain, drafted) == 0, "\n  plain:       %s\n  speculative: %s", plain,
           drafted);
-  CHECKF (m != NULL && m->stats.drafted > 0, "drafted %d", m ? m->stats.drafted : -1);
   CHECKF (m != NULL && m->stats.accepted <= m->stats.drafted, "accepted %d of %d",
           m ? m->stats.accepted : -1, m ? m->stats.drafted : -1);
-  if (m != NULL)
+  /* Lookup drafts what the history repeats: the test model's answer
+   * repeats itself; another model's (TERN_TEST_MODEL: the demo model, random
+   * weights over a 150k vocabulary) may repeat nothing in 120 tokens, and
+   * there is nothing to draft. The answer is the same all the same
+   * (checked above). */
+  if (m != NULL && m->stats.drafted == 0 && g_getenv ("TERN_TEST_MODEL") != NULL)
+    fprintf (stderr, "speculation: skipped the drafts' checks: nothing drafted by lookup in this "
+                     "model's answer (a test model's answer repeats itself): %s\n", drafted);
+  else
     {
-      line = tern_message_format_stats (m);
-      CHECKF (line != NULL && strstr (line, "guessed tokens kept") != NULL, "stats: %s", line);
-      fprintf (stderr, "speculation: %d drafted, %d accepted, %d verify steps; %s\n",
-               m->stats.drafted, m->stats.accepted, m->stats.verify_steps, line);
+      CHECKF (m != NULL && m->stats.drafted > 0, "drafted %d (%d verify steps): %s",
+              m ? m->stats.drafted : -1, m ? m->stats.verify_steps : -1, drafted);
+      if (m != NULL)
+        {
+          line = tern_message_format_stats (m);
+          CHECKF (line != NULL && strstr (line, "guessed tokens kept") != NULL, "stats: %s", line);
+          fprintf (stderr, "speculation: %d drafted, %d accepted, %d verify steps; %s\n",
+                   m->stats.drafted, m->stats.accepted, m->stats.verify_steps, line);
+        }
+      CHECK (strstr (tern_stats_bar_get_text (tern_window_get_stats_bar (w)), "guessed tokens kept")
+             != NULL);
     }
-  CHECK (strstr (tern_stats_bar_get_text (tern_window_get_stats_bar (w)), "guessed tokens kept")
-         != NULL);
 
   /* The tokens from accepted drafts are known per byte, saved with the
    * message, and tinted in the transcript when the view option is on. */
@@ -1220,7 +1243,9 @@ test_file_drafters (TernWindow *w,
     TERN_APPLICATION (gtk_window_get_application (GTK_WINDOW (w))));
   const char *prompt = "one two three four five six, one two three four five six,";
   int max_tokens = g_settings_get_int (settings, "max-tokens");
-  g_autofree char *draft = make_model (dir, "draft.gguf", 128, 2);
+  /* The target's vocabulary, as a draft must have: made with the test
+   * model's own, it was refused beside another model (TERN_TEST_MODEL). */
+  g_autofree char *draft = make_model (dir, "draft.gguf", 128, 2, model);
   g_autofree char *dflash = g_build_filename (dir, "dflash.gguf", NULL);
   g_autofree char *plain = NULL;
   tn_mkmodel_dflash_params dp = tn_mkmodel_dflash_default_params ();
@@ -1710,7 +1735,7 @@ main (int   argc,
   if (g_getenv ("TERN_TEST_MODEL") != NULL)
     model = g_strdup (g_getenv ("TERN_TEST_MODEL"));
   else
-    model = make_model (tmp, "test-model.gguf", 256, 4);
+    model = make_model (tmp, "test-model.gguf", 256, 4, NULL);
   if (model == NULL)
     return 1;
 
