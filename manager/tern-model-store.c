@@ -1006,8 +1006,13 @@ tern_model_store_new (const char  *root,
     {
       int errsv = errno;
 
+      /* What is in the way is a file, a FIFO or a dangling link where a
+       * folder of the path should be (ENOTDIR, ENOENT), or a folder this
+       * user cannot write: the sentence says what to do about either. */
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO,
-                   _("%s: cannot create the model store: %s"), packages, g_strerror (errsv));
+                   _("%s: cannot create the model store (%s): move away the file or broken "
+                     "link in its way, or set XDG_DATA_HOME to a folder this user can write"),
+                   packages, g_strerror (errsv));
       return NULL;
     }
   if (!load_state (self, error))

@@ -434,5 +434,25 @@ cache_doctor TERN_DOCTOR_ROOT="$t" TERN_REPACK_CACHE=0 TERN_ISA=scalar
 line "TERN_ISA=scalar" "  INFO  CPU kernels: scalar"
 no_line "TERN_ISA=scalar" "not understood"
 
+# ---- -m TAG with a model store that cannot be made: a FIFO or a dangling
+# link where the models folder goes. Exit 2, the path, and what to do.
+if "$cli" list --help >/dev/null 2>&1; then # built with the model manager
+    for kind in fifo dangling; do
+        data=$tmp/data-$kind
+        mkdir -p "$data/tern"
+        if [ $kind = fifo ]; then mkfifo "$data/tern/models"; else ln -s "$tmp/gone" "$data/tern/models"; fi
+        XDG_DATA_HOME=$data "$cli" doctor --quick -m qwen3:0.6b >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        status "models folder: $kind" 2
+        checks=$((checks + 1))
+        if grep -qF "$data/tern/models/packages: cannot create the model store (" "$tmp/err" &&
+            grep -qF "): move away the file or broken link in its way, or set XDG_DATA_HOME to a folder this user can write" "$tmp/err"; then
+            echo "ok: models folder: $kind: $(cat "$tmp/err")"
+        else
+            failures=$((failures + 1)); echo "FAIL: models folder: $kind: $(cat "$tmp/err")" >&2
+        fi
+    done
+fi
+
 printf 'doctor: %d checks, %d failed\n' "$checks" "$failures"
 [ "$failures" -eq 0 ]
