@@ -88,6 +88,28 @@ for path in docs:
                     failures.append("%s:%d: shows 'tern-cli %s ... %s', which 'tern-cli %s --help' "
                                     "does not list" % (name, n, cmd, w, " ".join(mode)))
 
+# Defaults the help states, against the constants the code uses: each of
+# server/tern-server.c's DEFAULT_* values that serve --help describes must
+# appear in it (a default that depends on the model, such as the body
+# limit with images, must say so).
+src = open(os.path.join(ROOT, "server", "tern-server.c"), encoding="utf-8").read()
+serve = help_of(("serve",))
+serve_help = serve.stdout
+DEFAULTS = ("DEFAULT_QUEUE_MAX", "DEFAULT_BODY_MAX", "DEFAULT_BODY_MAX_VISION", "DEFAULT_PINS",
+            "DEFAULT_REQUEST_TIMEOUT_S")
+without_server = serve.returncode != 0 and "built without" in serve.stderr
+for name in () if without_server else DEFAULTS:
+    m = re.search(r"^#define %s \(?([0-9 *]+)\)?$" % name, src, re.M)
+    if not m:
+        failures.append("server/tern-server.c: no #define %s as a number" % name)
+        continue
+    value = 1
+    for factor in m.group(1).split("*"):
+        value *= int(factor)
+    checked += 1
+    if not re.search(r"(?<![\w.])%d(?![\w.])" % value, serve_help):
+        failures.append("serve --help does not state %s, %d" % (name, value))
+
 for f in sorted(set(failures)):
     print("FAIL:", f, file=sys.stderr)
 print("cli-help: %d options checked in %d documents, %d --help texts, %d failed"
