@@ -140,6 +140,41 @@ member_count (JsonObject *o, const char *name, gint64 *out)
   return TRUE;
 }
 
+/* The text of an HTML page (a proxy's or a web server's error page): the
+ * markup out, runs of white space folded, so that the sentence quotes
+ * "502 Bad Gateway nginx", not "<html>\r\n<head><title>...". Entities
+ * stay as written. */
+static char *
+html_text (const char *body, gsize len)
+{
+  GString *s = g_string_new (NULL);
+  gboolean in_tag = FALSE, space = FALSE;
+
+  for (gsize i = 0; i < len && s->len < REMOTE_MAX_QUOTE; i++)
+    {
+      char c = body[i];
+      if (c == '<')
+        in_tag = TRUE;
+      else if (c == '>' && in_tag)
+        {
+          in_tag = FALSE;
+          space = TRUE;
+        }
+      else if (in_tag)
+        continue;
+      else if (g_ascii_isspace (c))
+        space = TRUE;
+      else
+        {
+          if (space && s->len)
+            g_string_append_c (s, ' ');
+          space = FALSE;
+          g_string_append_c (s, c);
+        }
+    }
+  return g_string_free (s, FALSE);
+}
+
 /* The message of an error body: OpenAI, Tern and llama-server say
  * {"error": {"message"}}, vLLM {"message"}, some proxies {"error": "text"}. */
 static char *
@@ -161,7 +196,18 @@ error_body_message (const char *body, gsize len)
   if (m && *m)
     return quote_text (m, strlen (m));
   if (body && len && !o)
-    return quote_text (body, MIN (len, 200));
+    {
+      gsize skip = 0;
+
+      while (skip < len && g_ascii_isspace (body[skip]))
+        skip++;
+      if (skip < len && body[skip] == '<')
+        {
+          g_autofree char *text = html_text (body + skip, len - skip);
+          return *text ? quote_text (text, MIN (strlen (text), 200)) : NULL;
+        }
+      return quote_text (body, MIN (len, 200));
+    }
   return NULL;
 }
 

@@ -303,6 +303,11 @@ class Fake(http.server.BaseHTTPRequestHandler):
             self.send(200, "<html><body>Welcome to nginx!</body></html>", "text/html")
         elif m == "m-500":
             self.send(500, "<html><body>Internal\nServer Error</body></html>", "text/html")
+        elif m == "m-502":
+            # nginx's own page, as a proxy in front of a stopped server sends it.
+            self.send(502, "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+                      "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx/1.22.1"
+                      "</center>\r\n</body>\r\n</html>\r\n", "text/html")
         elif m == "m-json-list":
             # 200 and JSON, but a model list: not an answer (an empty one).
             self.send(200, json.dumps({"object": "list", "data": [{"id": "m-ok"}]}))
@@ -373,7 +378,11 @@ check(rc == 0 and out == "whole answer", "a plain JSON answer: %r %r" % (out, er
 rc, out, err = fake_run("m-crlf")
 check(rc == 0 and out == "über", "CRLF cut into bytes: %r %r" % (out, err))
 rc, out, err = fake_run("m-500")
-check(rc == 2 and "answered HTTP 500 (<html><body>Internal Server Error" in err, "500: %r" % err)
+# An HTML page's text, not its markup, goes into the sentence.
+check(rc == 2 and "answered HTTP 500 (Internal Server Error)" in err, "500: %r" % err)
+rc, out, err = fake_run("m-502")
+check(rc == 2 and "answered HTTP 502 (502 Bad Gateway 502 Bad Gateway nginx/1.22.1)" in err,
+      "502 from nginx: %r" % err)
 rc, out, err = fake_run("m-html")
 check(rc == 2 and "answered with text/html, not an event stream" in err, "an HTML page: %r" % err)
 rc, out, err = fake_run("m-eof")
