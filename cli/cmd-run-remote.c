@@ -383,7 +383,7 @@ static int run_remote(const ropts *o) {
             return CLI_EXIT_BAD_INPUT;
         }
         fprintf(stderr, _("the key for %s is stored in the system keyring\n"),
-                tern_remote_base_url(r));
+                tern_remote_shown_url(r));
     } else if (!key) {
         /* No key given: the keyring's, if there is one; a keyring that
          * cannot be asked is no error (the server may need no key). */
@@ -416,7 +416,7 @@ static int run_remote(const ropts *o) {
         if (g_strv_length(models) != 1) {
             cli_error(_("%s serves %u models: choose one with -m (tern-cli run --remote URL "
                         "--list-models lists them)"),
-                      tern_remote_base_url(r), g_strv_length(models));
+                      tern_remote_shown_url(r), g_strv_length(models));
             tern_remote_free(r);
             return CLI_EXIT_USAGE;
         }
@@ -456,7 +456,7 @@ static int run_remote(const ropts *o) {
     } else {
         bool tty = isatty(STDIN_FILENO);
         if (!o->json)
-            fprintf(stderr, _("%s on %s\n"), model, tern_remote_base_url(r));
+            fprintf(stderr, _("%s on %s\n"), model, tern_remote_shown_url(r));
         char *line = NULL;
         size_t cap = 0;
         ssize_t len;

@@ -40,6 +40,7 @@ G_DEFINE_QUARK (tern-remote-error-quark, tern_remote_error)
 struct _TernRemote
 {
   char        *base;  /* ".../v1", no trailing '/' */
+  char        *shown; /* base for messages: a password in it hidden */
   char        *key;
   SoupSession *session;
 };
@@ -588,6 +589,16 @@ tern_remote_new (const char *base_url, const char *api_key, GError **error)
       g_free (r->base);
       r->base = with;
     }
+  /* "http://user:password@proxy/v1" works (libsoup answers a Basic
+   * challenge with it), but every message names the address: the password
+   * would go to the terminal, logs and bug reports. */
+  {
+    g_autoptr (GUri) norm = g_uri_parse (r->base, G_URI_FLAGS_HAS_PASSWORD, NULL);
+
+    r->shown = norm && g_uri_get_password (norm)
+                 ? g_uri_to_string_partial (norm, G_URI_HIDE_PASSWORD)
+                 : g_strdup (r->base);
+  }
   r->key = api_key && *api_key ? g_strdup (api_key) : NULL;
   agent = g_strdup_printf ("tern/%s", tern_manager_app_version ());
   /* A big model's prefill can take minutes before the first byte. */
@@ -601,6 +612,7 @@ tern_remote_free (TernRemote *r)
   if (!r)
     return;
   g_free (r->base);
+  g_free (r->shown);
   if (r->key)
     {
       memset (r->key, 0, strlen (r->key));
@@ -614,6 +626,12 @@ const char *
 tern_remote_base_url (TernRemote *r)
 {
   return r->base;
+}
+
+const char *
+tern_remote_shown_url (TernRemote *r)
+{
+  return r->shown;
 }
 
 static SoupMessage *
@@ -645,7 +663,7 @@ set_send_error (TernRemote *r, GError *e, GError **error)
       return;
     }
   g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_UNREACHABLE,
-               _("cannot reach %s: %s (is the server running, and is the address right?)"), r->base,
+               _("cannot reach %s: %s (is the server running, and is the address right?)"), r->shown,
                e->message);
   g_error_free (e);
 }
@@ -668,15 +686,15 @@ status_error (TernRemote *r, SoupMessage *msg, const char *model, GBytes *body, 
         g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_HTTP,
                      _("%s redirects to %s (HTTP %u), which is not followed: if that is the "
                        "server, use its address instead"),
-                     r->base, q, status);
+                     r->shown, q, status);
       else
         g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_HTTP,
                      _("%s answered HTTP %u, a redirect without a Location: is the address "
                        "that of an OpenAI-compatible server, such as http://host:8000/v1?"),
-                     r->base, status);
+                     r->shown, status);
       return;
     }
-  tern_remote_set_http_error (error, r->base, model, status,
+  tern_remote_set_http_error (error, r->shown, model, status,
                               soup_message_headers_get_one (h, "Retry-After"),
                               body ? g_bytes_get_data (body, NULL) : NULL,
                               body ? g_bytes_get_size (body) : 0);
@@ -735,7 +753,7 @@ tern_remote_list_models (TernRemote *r, GCancellable *cancellable, GError **erro
   if (!msg)
     {
       g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_URL, _("'%s' is not a server address"),
-                   r->base);
+                   r->shown);
       return NULL;
     }
   in = soup_session_send (r->session, msg, cancellable, &e);
@@ -752,7 +770,7 @@ tern_remote_list_models (TernRemote *r, GCancellable *cancellable, GError **erro
       else
         {
           g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_DISCONNECTED,
-                       _("the connection to %s broke while reading its model list: %s"), r->base,
+                       _("the connection to %s broke while reading its model list: %s"), r->shown,
                        e->message);
           g_error_free (e);
         }
@@ -771,7 +789,7 @@ tern_remote_list_models (TernRemote *r, GCancellable *cancellable, GError **erro
   if (!data || !JSON_NODE_HOLDS_ARRAY (data))
     {
       g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_PROTOCOL,
-                   _("%s/models is not an OpenAI model list ({\"data\": [{\"id\": ...}]})"), r->base);
+                   _("%s/models is not an OpenAI model list ({\"data\": [{\"id\": ...}]})"), r->shown);
       return NULL;
     }
   for (guint i = 0; i < json_array_get_length (json_node_get_array (data)); i++)
@@ -996,7 +1014,7 @@ tern_remote_chat (TernRemote              *r,
   if (!msg)
     {
       g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_URL, _("'%s' is not a server address"),
-                   r->base);
+                   r->shown);
       return FALSE;
     }
   for (gsize i = 0; i < n_messages; i++)
@@ -1030,7 +1048,7 @@ tern_remote_chat (TernRemote              *r,
       status_error (r, msg, model, body, error);
       return FALSE;
     }
-  where = g_strdup (r->base);
+  where = g_strdup (r->shown);
   s = tern_remote_stream_new (where, clock_piece, &clock);
   ctype = soup_message_headers_get_content_type (soup_message_get_response_headers (msg), NULL);
   if (ctype && !g_ascii_strcasecmp (ctype, "application/json"))
@@ -1047,7 +1065,7 @@ tern_remote_chat (TernRemote              *r,
                || !(json_object_has_member (json_node_get_object (root), "choices")
                     || json_object_has_member (json_node_get_object (root), "error")))
         g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_PROTOCOL,
-                     _("%s answered with JSON that is not a chat completion"), r->base);
+                     _("%s answered with JSON that is not a chat completion"), r->shown);
       else if (handle_chunk (s, json_node_get_object (root), error))
         ok = TRUE;
       finish_stats (s, &clock, stats);
@@ -1062,7 +1080,7 @@ tern_remote_chat (TernRemote              *r,
       g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_PROTOCOL,
                    _("%s answered with %s, not an event stream: is the address that of an "
                      "OpenAI-compatible server, such as http://host:8000/v1?"),
-                   r->base, q);
+                   r->shown, q);
       finish_stats (s, &clock, stats);
       tern_remote_stream_free (s);
       return FALSE;
@@ -1082,7 +1100,7 @@ tern_remote_chat (TernRemote              *r,
               g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_DISCONNECTED,
                            _("the connection to %s broke in the middle of the answer (%s); the text "
                              "so far is kept"),
-                           r->base, e->message);
+                           r->shown, e->message);
               g_error_free (e);
             }
           break;
@@ -1103,7 +1121,7 @@ tern_remote_chat (TernRemote              *r,
             g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_DISCONNECTED,
                          _("%s closed the connection in the middle of the answer; the text so far "
                            "is kept"),
-                         r->base);
+                         r->shown);
           break;
         }
       if (!tern_remote_stream_feed (s, buf, (gsize) got, error))

@@ -39,6 +39,9 @@ TernRemote *tern_remote_new      (const char  *base_url,
 void        tern_remote_free     (TernRemote  *remote);
 /* The API root requests go to ("http://host:8000/v1"). */
 const char *tern_remote_base_url (TernRemote  *remote);
+/* The same for messages: a password in it (user:password@) hidden, as in
+ * every error this client sets. */
+const char *tern_remote_shown_url (TernRemote  *remote);
 
 /* GET /v1/models: the model ids, a NULL-terminated array (g_strfreev). */
 char      **tern_remote_list_models (TernRemote    *remote,

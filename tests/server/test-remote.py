@@ -517,6 +517,38 @@ check(rc == 0 and "\x1b" not in err and err.startswith("m-fine on "),
       "the one usable id is the model: rc %d %r" % (rc, err))
 esc.shutdown()
 
+# A password in the address (a proxy with Basic authentication) is used,
+# but no message shows it: they go to terminals, logs and bug reports.
+class BasicAuth(Fake):
+    def do_GET(self):
+        if self.headers.get("Authorization") != "Basic " + base64.b64encode(
+                b"alice:s3cret").decode():
+            return self.send(401, "{}", headers=[("WWW-Authenticate", 'Basic realm="tern"')])
+        Fake.do_GET(self)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send(500, json.dumps({"error": {"message": "the engine is down"}}))
+
+
+basic = ThreadedServer(("127.0.0.1", 0), BasicAuth)
+threading.Thread(target=basic.serve_forever, daemon=True).start()
+with_password = "http://alice:s3cret@127.0.0.1:%d" % basic.server_address[1]
+rc, out, err = cli(["run", "--remote", with_password, "--list-models"])
+check(rc == 0 and out.split() == ["m-ok", "m-429"], "Basic authentication from the URL: %r" % err)
+rc, out, err = cli(["run", "--remote", with_password, "-m", "m-ok", "-p", "hi"])
+check(rc == 2 and "the engine is down" in err and "s3cret" not in err
+      and "alice@127.0.0.1:%d/v1" % basic.server_address[1] in err,
+      "an error names the address without its password: %r" % err)
+rc, out, err = cli(["run", "--remote", "http://alice:s3cret@127.0.0.1:%d" % dead_port, "-m", "x",
+                    "-p", "hi"])
+check(rc == 2 and "cannot reach" in err and "s3cret" not in err,
+      "unreachable, without the password: %r" % err)
+rc, out, err = cli(["run", "--remote", with_password, "--api-key-env", "K"], KEY, stdin="")
+check("s3cret" not in err and "serves 2 models" in err, "serves N models, without the password: %r"
+      % err)
+basic.shutdown()
+
 # Ctrl-C during a slow answer: cancelled, the text so far printed.
 class Slow(Fake):
     def do_POST(self):
