@@ -59,7 +59,11 @@ typedef enum {
  * encoder's progressive file (libjpeg writes 10 scans for colour, mozjpeg
  * about a dozen) passes up to 64 megapixels, one of 15 scans up to 51; the
  * worst file it accepts, 12 scans of 8192 x 8192, decodes in 1.7 s of CPU
- * grey or 4:2:0 and 2.6 s at 4:4:4. docs/VISION.md has the measurements. */
+ * grey or 4:2:0. A frame whose colour components are all at full
+ * resolution (4:4:4, CMYK) counts its pixels half as much again: its
+ * passes cost more (14 scans of 57 megapixels took 3.1 s), and it is held
+ * to 8 passes at 64 megapixels (about 2 s at worst). docs/VISION.md has the
+ * measurements. */
 #define TERN_IMAGE_MAX_JPEG_SCAN_PIXELS (12ull * TERN_IMAGE_DEFAULT_MAX_PIXELS)
 /* Bytes a JPEG may take to decode: the picture (3 bytes a pixel, 4 for
  * CMYK), plus, for a file of more than one scan (progressive, or a
