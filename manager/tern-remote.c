@@ -41,6 +41,7 @@ struct _TernRemote
 {
   char        *base;  /* ".../v1", no trailing '/' */
   char        *shown; /* base for messages: a password in it hidden */
+  guint        timeout_s; /* the longest wait for a read: TERN_REMOTE_TIMEOUT */
   char        *key;
   SoupSession *session;
 };
@@ -555,7 +556,8 @@ tern_remote_new (const char *base_url, const char *api_key, GError **error)
   g_autoptr (GUri) uri = NULL;
   g_autofree char *agent = NULL;
   TernRemote *r;
-  const char *scheme;
+  const char *scheme, *timeout;
+  guint64 timeout_s = 600;
   gsize n;
 
   if (base_url)
@@ -577,7 +579,23 @@ tern_remote_new (const char *base_url, const char *api_key, GError **error)
                    _("the API key contains a line break; copy the key alone"));
       return NULL;
     }
+  /* A big model's prefill can take minutes before the first byte: 10
+   * minutes by default; TERN_REMOTE_TIMEOUT for a slower server (or a
+   * test). A value that is not a number of seconds is refused, not
+   * replaced by the default without a word. */
+  timeout = g_getenv ("TERN_REMOTE_TIMEOUT");
+  if (timeout && *timeout
+      && !g_ascii_string_to_unsigned (timeout, 10, 1, 86400, &timeout_s, NULL))
+    {
+      g_autofree char *q = quote_text (timeout, strlen (timeout));
+      g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_URL,
+                   _("TERN_REMOTE_TIMEOUT=%s is not a number of seconds from 1 to 86400; unset "
+                     "it for the default, 600"),
+                   q);
+      return NULL;
+    }
   r = g_new0 (TernRemote, 1);
+  r->timeout_s = (guint) timeout_s;
   r->base = g_strdup (base_url);
   n = strlen (r->base);
   while (n > 0 && r->base[n - 1] == '/')
@@ -601,8 +619,8 @@ tern_remote_new (const char *base_url, const char *api_key, GError **error)
   }
   r->key = api_key && *api_key ? g_strdup (api_key) : NULL;
   agent = g_strdup_printf ("tern/%s", tern_manager_app_version ());
-  /* A big model's prefill can take minutes before the first byte. */
-  r->session = soup_session_new_with_options ("timeout", 600, "idle-timeout", 60, "user-agent", agent, NULL);
+  r->session = soup_session_new_with_options ("timeout", r->timeout_s, "idle-timeout", 60,
+                                              "user-agent", agent, NULL);
   return r;
 }
 
@@ -660,6 +678,18 @@ set_send_error (TernRemote *r, GError *e, GError **error)
   if (g_error_matches (e, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     {
       g_propagate_error (error, e);
+      return;
+    }
+  if (g_error_matches (e, G_IO_ERROR, G_IO_ERROR_TIMED_OUT))
+    {
+      /* Connected (or a firewall that drops the packets), then silence:
+       * "cannot reach ... is the server running?" would send the user to
+       * look at the wrong thing. */
+      g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_UNREACHABLE,
+                   _("%s did not answer within %u seconds: it may be overloaded, stuck, or still "
+                     "reading a very long prompt (TERN_REMOTE_TIMEOUT sets how long to wait)"),
+                   r->shown, r->timeout_s);
+      g_error_free (e);
       return;
     }
   g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_UNREACHABLE,
@@ -1094,6 +1124,14 @@ tern_remote_chat (TernRemote              *r,
             {
               g_propagate_error (error, e);
               g_strlcpy (s->st.finish_reason, "cancelled", sizeof s->st.finish_reason);
+            }
+          else if (g_error_matches (e, G_IO_ERROR, G_IO_ERROR_TIMED_OUT))
+            {
+              g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_DISCONNECTED,
+                           _("%s sent nothing for %u seconds in the middle of the answer; the "
+                             "text so far is kept"),
+                           r->shown, r->timeout_s);
+              g_error_free (e);
             }
           else
             {

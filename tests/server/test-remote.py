@@ -549,6 +549,40 @@ check("s3cret" not in err and "serves 2 models" in err, "serves N models, withou
       % err)
 basic.shutdown()
 
+# A server that goes silent: before its answer, and in the middle of it.
+# TERN_REMOTE_TIMEOUT (seconds; default 600) bounds each wait; the
+# sentence says what happened, not "cannot reach".
+class Silent(Fake):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if "mid" in self.path:
+            self.stream_head()
+            self.w(chunk({"content": "so far"}))
+        time.sleep(8)
+
+
+silent = ThreadedServer(("127.0.0.1", 0), Silent)
+threading.Thread(target=silent.serve_forever, daemon=True).start()
+for where, words in (("before", "did not answer within 2 seconds"),
+                     ("mid", "sent nothing for 2 seconds in the middle of the answer")):
+    t0 = time.monotonic()
+    try:
+        rc, out, err = cli(["run", "--remote", "http://127.0.0.1:%d/%s/v1"
+                            % (silent.server_address[1], where), "-m", "m", "-p", "hi"],
+                           {"TERN_REMOTE_TIMEOUT": "2"}, timeout=20)
+    except subprocess.TimeoutExpired:
+        rc, out, err = None, "", "still waiting after 20 s"
+    took = time.monotonic() - t0
+    check(rc == 2 and words in err and "cannot reach" not in err and took < 15
+          and (where == "before" or out.startswith("so far")),
+          "silent %s the answer: rc %s in %.1f s %r %r" % (where, rc, took, out, err))
+for bad in ("0", "ten", "-5", "99999999999"):
+    rc, out, err = cli(["run", "--remote", URL, "-m", "m", "-p", "hi"],
+                       {"TERN_REMOTE_TIMEOUT": bad})
+    check(rc == 1 and "TERN_REMOTE_TIMEOUT=%s is not" % bad in err,
+          "TERN_REMOTE_TIMEOUT=%s refused: rc %d %r" % (bad, rc, err))
+silent.shutdown()
+
 # Ctrl-C during a slow answer: cancelled, the text so far printed.
 class Slow(Fake):
     def do_POST(self):
