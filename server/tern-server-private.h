@@ -194,6 +194,18 @@ struct tern_server {
     tn_session *current_session;
 };
 
+/* What tern_request_scan_body found wrong, and in which top-level member
+ * ("messages"). */
+typedef struct tern_body_scan {
+    const char *problem; /* NULL: nothing; else "nul", "depth", "values" or "range" */
+    char member[48];
+} tern_body_scan;
+
+/* The first look at a generation request's body, before json-glib's (see
+ * tern-request.c); here rather than in tern-server.c so that fuzz-request
+ * starts where the server does. */
+void tern_request_scan_body(const char *p, size_t n, tern_body_scan *sc);
+
 /* The body of a chat (or completions) request, read into j. On a refusal,
  * false with the offending parameter in *param (or NULL) and the reason in
  * *why (g_free it); j->error_code may name the OpenAI error code. */

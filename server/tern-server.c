@@ -1058,92 +1058,6 @@ static gboolean watch_running(gpointer data) {
 
 /* ------------------------------------------------------------ request checks */
 
-/* What scan_body found wrong, and in which top-level member ("messages"). */
-typedef struct body_scan {
-    const char *problem; /* NULL: nothing */
-    char member[48];
-} body_scan;
-
-static void scan_fail(body_scan *sc, const char *problem, const char *member, size_t member_len) {
-    sc->problem = problem;
-    if (member_len >= sizeof sc->member)
-        member_len = 0;
-    memcpy(sc->member, member, member_len);
-    sc->member[member_len] = '\0';
-}
-
-/* One linear pass over the body before json-glib sees it, for what the
- * parser cannot be trusted with and the answer names the member of:
- * nesting (it recurses once per level, and 100,000 levels overflowed the
- * stack), NUL in strings (\u0000 or a raw byte: a C string would end
- * there, cutting the text silently) and integers beyond 64 bits (json-glib
- * wraps them: 2^64 + 5 read as -1), and more values than any request
- * needs (json-glib spends ~100 bytes on each: a 20 MB "[0,0,...]" in a
- * member nobody reads took 2.2 GB and held the server's thread for 28 s).
- * Strings and their escapes are skipped exactly, so brackets and commas in
- * text do not count. What JSON is not (C's escapes, bytes that are no
- * UTF-8, a repeated key) is tn_json_check's, after. */
-static void scan_body(const char *p, size_t n, body_scan *sc) {
-    sc->problem = NULL;
-    size_t values = 1; /* each further value follows a comma or opens a container */
-    int depth = 0;
-    const char *key = "", *last = "";
-    size_t key_len = 0, last_len = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char c = p[i];
-        if (c == '"') {
-            const size_t start = ++i;
-            for (; i < n && p[i] != '"'; i++) {
-                if (p[i] == '\0') {
-                    scan_fail(sc, "nul", key, key_len);
-                    return;
-                }
-                if (p[i] == '\\' && i + 1 < n) {
-                    if (p[i + 1] == 'u' && i + 5 < n && !memcmp(p + i + 2, "0000", 4)) {
-                        scan_fail(sc, "nul", key, key_len);
-                        return;
-                    }
-                    i++;
-                }
-            }
-            last = p + start;
-            last_len = i - start;
-        } else if (c == '[' || c == '{' || c == ',') {
-            if (++values > MAX_JSON_VALUES) {
-                scan_fail(sc, "values", key, key_len);
-                return;
-            }
-            if (c != ',' && ++depth > MAX_JSON_DEPTH) {
-                scan_fail(sc, "depth", key, key_len);
-                return;
-            }
-        } else if (c == ']' || c == '}') {
-            depth--;
-        } else if (c == ':' && depth == 1) {
-            key = last;
-            key_len = last_len;
-        } else if (c == '\0') {
-            scan_fail(sc, "nul", key, key_len);
-            return;
-        } else if (c == '-' || (c >= '0' && c <= '9')) {
-            const size_t start = i;
-            bool integer = true;
-            while (i + 1 < n && p[i + 1] && strchr("+-.eE0123456789", p[i + 1])) {
-                i++;
-                integer = integer && p[i] != '.' && p[i] != 'e' && p[i] != 'E';
-            }
-            const bool neg = p[start] == '-';
-            const size_t digits = i + 1 - start - (neg ? 1 : 0);
-            const char *limit = neg ? "9223372036854775808" : "9223372036854775807";
-            if (integer &&
-                (digits > 19 || (digits == 19 && memcmp(p + start + neg, limit, 19) > 0))) {
-                scan_fail(sc, "range", key, key_len);
-                return;
-            }
-        }
-    }
-}
-
 /* The body of a JSON endpoint must say it is JSON: a browser sends text/plain
  * and form bodies cross-site without asking (no preflight), application/json
  * only after a CORS preflight, which this server refuses unless --cors. */
@@ -1435,8 +1349,8 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     gsize len = 0;
     const char *data = g_bytes_get_data(bytes, &len);
     len--;
-    body_scan sc;
-    scan_body(data ? data : "", len, &sc);
+    tern_body_scan sc;
+    tern_request_scan_body(data ? data : "", len, &sc);
     if (sc.problem) {
         const char *param = sc.member[0] ? sc.member : NULL;
         if (!strcmp(sc.problem, "depth"))

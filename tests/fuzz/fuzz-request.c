@@ -1,7 +1,7 @@
 /* libFuzzer target for the server's reading of a generation request's body
- * (server/tern-request.c: tern_request_parse_chat and _completion), after
- * the checks the server makes first (server/tern-server.c, handle_generate:
- * strict JSON, no NUL, no whole number beyond 64 bits, a JSON object, the
+ * (server/tern-request.c: tern_request_scan_body, then tern_request_parse_chat
+ * and _completion), with the checks the server makes between them
+ * (server/tern-server.c, handle_generate: strict JSON, a JSON object, the
  * raw text of "tools"). fuzz-framing and fuzz-framer cover the bytes around
  * the body, fuzz-toolcall the raw members and the tools alone.
  *
@@ -10,7 +10,9 @@
  * has a drafter (bit 7; a stand-in that is never used: parsing only asks
  * whether there is one). The server has no vision projector, so image
  * parts are refused. The rest is the body.
- * Promises: accepted, or refused with a reason of UTF-8 (and an OpenAI
+ * Promises: the scan refuses every NUL and every whole number beyond 64
+ * bits that tn_json_check's strict flags would, and nothing else as such;
+ * accepted, or refused with a reason of UTF-8 (and an OpenAI
  * error code only then); an accepted chat has its messages with known
  * roles and their text, at most TN_SESSION_MAX_STOP stop strings, none
  * empty; a single-turn chat its user text; tools only as the chat's
@@ -42,9 +44,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *p = (const char *)data + 1;
     const size_t n = size - 1;
 
-    if (tn_json_check(p, n, "request body", MAX_JSON_DEPTH,
-                      TN_JSON_NO_NUL | TN_JSON_NO_HUGE_INTEGERS, NULL) != TN_OK)
+    /* The server's own order: its scan, then tn_json_check without the
+     * checks the scan made. What the scan let through, the strict check
+     * must take too (no NUL, no integer beyond 64 bits slipped past it);
+     * what the strict check takes, the scan must not call a NUL or out of
+     * range. */
+    tern_body_scan sc;
+    tern_request_scan_body(p, n, &sc);
+    PROMISE(strlen(sc.member) < sizeof sc.member);
+    PROMISE(!sc.member[0] || sc.problem);
+    const bool strict_ok = tn_json_check(p, n, "request body", MAX_JSON_DEPTH,
+                                         TN_JSON_NO_NUL | TN_JSON_NO_HUGE_INTEGERS,
+                                         NULL) == TN_OK;
+    if (strict_ok && sc.problem)
+        PROMISE(strcmp(sc.problem, "nul") && strcmp(sc.problem, "range"));
+    if (sc.problem)
         return 0;
+    if (tn_json_check(p, n, "request body", MAX_JSON_DEPTH, 0, NULL) != TN_OK)
+        return 0;
+    PROMISE(strict_ok);
     JsonParser *parser = json_parser_new();
     if (!json_parser_load_from_data(parser, p, (gssize)n, NULL) ||
         !json_parser_get_root(parser) || !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
