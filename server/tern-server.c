@@ -1354,8 +1354,9 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     if (sc.problem) {
         const char *param = sc.member[0] ? sc.member : NULL;
         if (!strcmp(sc.problem, "depth"))
-            respond_error(srv, msg, 400, "invalid_request_error", NULL, "invalid_json",
-                          "the request body is nested deeper than %d levels", MAX_JSON_DEPTH);
+            respond_error(srv, msg, 400, "invalid_request_error", param, "invalid_json",
+                          "%s%sthe request body is nested deeper than %d levels",
+                          param ? param : "", param ? ": " : "", MAX_JSON_DEPTH);
         else if (!strcmp(sc.problem, "values"))
             respond_error(srv, msg, 400, "invalid_request_error", param, "invalid_json",
                           "%s%sthe request body holds more than %d JSON values (objects, "

@@ -93,6 +93,19 @@ check(s == 200, "100 levels of nesting are fine (got %s: %s)" % (s, doc))
 nested = json.loads("[" * 200 + "]" * 200)
 s, _, doc, _ = chat({"metadata": {"n": nested}})
 check(s == 400, "200 levels of nesting: 400 (got %s)" % s)
+# The scan knows the member, as for NUL, 64 bits and the count of values
+# (docs/SERVER.md's table says "param: the top-level member"); the depth's
+# 400 named none. A body that is all nesting has no member to name.
+for member in ("metadata", "response_format", "messages"):
+    s, _, doc, _ = chat({member: {"n": nested}})
+    check(s == 400 and doc["error"]["param"] == member and
+          doc["error"]["code"] == "invalid_json" and
+          doc["error"]["message"].startswith(member + ": "),
+          "200 levels in %s: 400 naming it (got %s: %s)" % (member, s, doc))
+st, _, body, _ = post_raw(port, "/v1/chat/completions", b"[" * 200 + b"]" * 200,
+                          "Content-Type: application/json\r\n")
+check(st == 400 and b'"param":null' in body and b"nested deeper" in body,
+      "a body that is 200 levels of arrays: 400 naming no member (got %s: %r)" % (st, body[:300]))
 
 # 1b. Width: a body of more values than any request needs is refused before
 # json-glib builds its tree (~100 bytes a value: a 20 MB "[0,0,...]" in a
