@@ -313,7 +313,7 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
     }
     if (bad) {
         *param = bad;
-        *why = g_strdup_printf("%s must be a number", bad);
+        *why = g_strdup_printf("%s must be a finite number", bad);
         return false;
     }
     JsonNode *stop = json_object_get_member(o, "stop");
@@ -411,7 +411,7 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
             }
         } else if (bad) {
             *param = "tern";
-            *why = g_strdup_printf("tern.%s must be a number", bad);
+            *why = g_strdup_printf("tern.%s must be a finite number", bad);
             return false;
         }
         if (member_number(t, "draft_max", &v, &bad)) {
@@ -423,7 +423,7 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
             g->draft_max = (int32_t)v;
         } else if (bad) {
             *param = "tern";
-            *why = g_strdup_printf("tern.%s must be a number", bad);
+            *why = g_strdup_printf("tern.%s must be a finite number", bad);
             return false;
         }
     }

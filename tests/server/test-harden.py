@@ -496,6 +496,18 @@ s, _, doc, _ = chat({"seed": 12345678901})
 check(s == 200, "a large whole seed is fine (got %s)" % s)
 s, _, doc, _ = chat({"seed": 2 ** 63 - 1})
 check(s == 200, "seed 2^63 - 1, the largest, is fine (got %s: %s)" % (s, doc))
+# 1e400 is a number to the client; what is wrong is that it is beyond a
+# double: "seed must be a number" sent its sender looking for a typo.
+for member, where in (("seed", ""), ("temperature", ""), ("max_tokens", ""),
+                      ("draft_max", "tern")):
+    text = ('{"model": "tiny", "messages": [{"role": "user", "content": "hi"}], %s}' %
+            ('"tern": {"%s": 1e400}' % member if where else '"%s": 1e400' % member))
+    st, _, resp, _ = post_raw(port, "/v1/chat/completions", text,
+                              "Content-Type: application/json\r\n")
+    want = (where + "." if where else "") + member
+    check(st == 400 and ('"param":"%s"' % (where or member)).encode() in resp and
+          b"finite" in resp and want.encode() in resp,
+          "%s 1e400: 400 saying it must be finite (got %s %r)" % (want, st, resp[:240]))
 # Text that holds the engine's image marker, typed by a user, is text: on a
 # server without images it was a 500 ("this model takes no images"),
 # single-turn and in a conversation.
