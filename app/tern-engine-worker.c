@@ -1095,7 +1095,7 @@ handle_remote (Engine  *engine,
   if (models != NULL && !g_strv_contains ((const char * const *) models, req->model))
     g_set_error (&error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_MODEL,
                  _("%s has no model '%s': pick one of the models it lists"),
-                 tern_remote_base_url (remote), req->model);
+                 tern_remote_shown_url (remote), req->model);
   if (models == NULL && error == NULL)
     g_set_error_literal (&error, G_IO_ERROR, G_IO_ERROR_CANCELLED, _("Loading was cancelled"));
   if (error != NULL)
@@ -1110,7 +1110,7 @@ handle_remote (Engine  *engine,
   engine->remote = remote;
   engine->remote_model = g_strdup (req->model);
   /* Translators: "MODEL on http://host:8000/v1 (remote)" */
-  ev->description = g_strdup_printf (_("%s on %s (remote)"), req->model, tern_remote_base_url (remote));
+  ev->description = g_strdup_printf (_("%s on %s (remote)"), req->model, tern_remote_shown_url (remote));
   event_post (ev);
   /* Images go to the server's own projector, not through this client yet. */
   ev = event_new (engine->shared, SIGNAL_VISION, req->id);

@@ -9,6 +9,7 @@
 
 #include "tern-model-manager.h"
 #include "tern-connections.h"
+#include "tern-remote.h"
 #include "tern-context.h"
 #include "tern-hub.h"
 
@@ -1280,10 +1281,11 @@ on_remote_models (GObject      *source,
   if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED) && l->self->remote_group != NULL)
     {
       /* Translators: the subtitle of a model served by another machine */
-      g_autofree char *where = g_strdup_printf (_("Remote · %s"), l->url);
+      g_autofree char *shown = tern_remote_url_shown (l->url);
+      g_autofree char *where = g_strdup_printf (_("Remote · %s"), shown);
 
       if (models == NULL)
-        remote_row (l->self, l->url, error->message, NULL);
+        remote_row (l->self, shown, error->message, NULL);
       for (guint i = 0; models != NULL && models[i] != NULL; i++)
         {
           g_autofree char *ref = tern_remote_ref_new (l->url, models[i]);

@@ -6,6 +6,7 @@
 #include "tern-preferences-window.h"
 #ifdef TERN_HAVE_MANAGER
 #include "tern-connections.h"
+#include "tern-remote.h"
 #endif
 
 #include "tern-engine-worker.h"
@@ -623,7 +624,10 @@ show_connections (TernPreferencesWindow *self)
       GtkWidget *row = adw_action_row_new ();
       GtkWidget *test = gtk_button_new_with_mnemonic (_("_Test"));
       GtkWidget *remove = gtk_button_new_from_icon_name ("user-trash-symbolic");
-      g_autofree char *escaped = g_markup_escape_text (urls[i], -1);
+      /* A password in the address (a proxy's Basic authentication) is not
+       * for the screen. */
+      g_autofree char *shown = tern_remote_url_shown (urls[i]);
+      g_autofree char *escaped = g_markup_escape_text (shown, -1);
 
       adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), escaped);
       adw_action_row_set_subtitle (ADW_ACTION_ROW (row), _("Not tested yet"));

@@ -607,16 +607,7 @@ tern_remote_new (const char *base_url, const char *api_key, GError **error)
       g_free (r->base);
       r->base = with;
     }
-  /* "http://user:password@proxy/v1" works (libsoup answers a Basic
-   * challenge with it), but every message names the address: the password
-   * would go to the terminal, logs and bug reports. */
-  {
-    g_autoptr (GUri) norm = g_uri_parse (r->base, G_URI_FLAGS_HAS_PASSWORD, NULL);
-
-    r->shown = norm && g_uri_get_password (norm)
-                 ? g_uri_to_string_partial (norm, G_URI_HIDE_PASSWORD)
-                 : g_strdup (r->base);
-  }
+  r->shown = tern_remote_url_shown (r->base);
   r->key = api_key && *api_key ? g_strdup (api_key) : NULL;
   agent = g_strdup_printf ("tern/%s", tern_manager_app_version ());
   r->session = soup_session_new_with_options ("timeout", r->timeout_s, "idle-timeout", 60,
@@ -644,6 +635,18 @@ const char *
 tern_remote_base_url (TernRemote *r)
 {
   return r->base;
+}
+
+/* "http://user:password@proxy/v1" works (libsoup answers a Basic
+ * challenge with it), but every message names the address: the password
+ * would go to the terminal, logs and bug reports. */
+char *
+tern_remote_url_shown (const char *url)
+{
+  g_autoptr (GUri) norm = url ? g_uri_parse (url, G_URI_FLAGS_HAS_PASSWORD, NULL) : NULL;
+
+  return norm && g_uri_get_password (norm) ? g_uri_to_string_partial (norm, G_URI_HIDE_PASSWORD)
+                                           : g_strdup (url);
 }
 
 const char *

@@ -42,6 +42,9 @@ const char *tern_remote_base_url (TernRemote  *remote);
 /* The same for messages: a password in it (user:password@) hidden, as in
  * every error this client sets. */
 const char *tern_remote_shown_url (TernRemote  *remote);
+/* Any server address as shown to the user: its password hidden
+ * ("http://user@proxy/v1"); g_free. */
+char       *tern_remote_url_shown (const char  *url);
 
 /* GET /v1/models: the model ids, a NULL-terminated array (g_strfreev). */
 char      **tern_remote_list_models (TernRemote    *remote,

@@ -129,6 +129,32 @@ find_row (GtkWidget  *widget,
   return NULL;
 }
 
+/* Whether a row under widget has words in its title or subtitle. */
+static gboolean
+row_text_has (GtkWidget  *widget,
+              const char *words)
+{
+  if (ADW_IS_ACTION_ROW (widget)
+      && (strstr (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (widget)) ?: "", words) != NULL
+          || strstr (adw_action_row_get_subtitle (ADW_ACTION_ROW (widget)) ?: "", words) != NULL))
+    return TRUE;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
+    if (row_text_has (c, words))
+      return TRUE;
+  return FALSE;
+}
+
+static GtkWidget *
+models_window (void)
+{
+  GtkWidget *models = NULL;
+
+  for (GList *l = gtk_window_list_toplevels (); l != NULL; l = g_list_delete_link (l, l))
+    if (g_strcmp0 (gtk_window_get_title (l->data), "Models") == 0)
+      models = l->data;
+  return models;
+}
+
 /* The first button under widget whose label is label. */
 static GtkButton *
 find_button (GtkWidget  *widget,
@@ -260,6 +286,54 @@ main (void)
             && strstr (tern_window_get_last_error (w), "refused the API key") != NULL,
           "wrong key: %s", tern_window_get_last_error (w));
   g_setenv ("TERN_REMOTE_API_KEY", "sesame", TRUE);
+
+  /* A password in the address (a proxy's Basic authentication) works, and
+   * shows nowhere: not in Preferences, the Models panel, nor a message. */
+  {
+    g_autofree char *secret_url = g_strdup_printf ("http://alice:s3cret@%s",
+                                                   url + strlen ("http://"));
+    g_autofree char *normalised = NULL;
+    g_autofree char *secret_ref = NULL;
+    GtkWidget *models;
+    gint64 end;
+
+    CHECK (g_str_has_prefix (url, "http://"));
+    CHECK (tern_connections_add (settings, secret_url, NULL, &normalised, &error));
+    prefs = tern_preferences_window_new (GTK_WINDOW (w), settings);
+    gtk_window_present (GTK_WINDOW (prefs));
+    spin_for (0.2);
+    CHECK (row_text_has (GTK_WIDGET (prefs), "alice@127.0.0.1"));
+    CHECK (!row_text_has (GTK_WIDGET (prefs), "s3cret"));
+    gtk_window_destroy (GTK_WINDOW (prefs));
+
+    activate (w, "model-manager", NULL);
+    models = models_window ();
+    CHECK (models != NULL);
+    end = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+    while (models != NULL && !row_text_has (models, "Remote · http://alice@") && g_get_monotonic_time () < end)
+      g_main_context_iteration (NULL, FALSE);
+    CHECK (models != NULL && row_text_has (models, "Remote · http://alice@"));
+    CHECK (models != NULL && !row_text_has (models, "s3cret"));
+    if (models != NULL)
+      gtk_window_destroy (GTK_WINDOW (models));
+
+    secret_ref = tern_remote_ref_new (normalised, "no-such-model");
+    tern_window_load_model (w, secret_ref);
+    CHECK (wait_for (w, not_loading, 60));
+    CHECKF (tern_window_get_last_error (w) != NULL
+              && strstr (tern_window_get_last_error (w), "alice@127.0.0.1") != NULL
+              && strstr (tern_window_get_last_error (w), "s3cret") == NULL,
+            "unknown model at a password address: %s", tern_window_get_last_error (w));
+    g_free (secret_ref);
+    secret_ref = tern_remote_ref_new (normalised, "big-model");
+    tern_window_load_model (w, secret_ref);
+    CHECK (wait_for (w, not_loading, 60));
+    CHECKF (tern_window_has_model (w) && tern_window_get_model_description (w) != NULL
+              && strstr (tern_window_get_model_description (w), "alice@127.0.0.1") != NULL
+              && strstr (tern_window_get_model_description (w), "s3cret") == NULL,
+            "loaded from a password address: %s", tern_window_get_model_description (w));
+    tern_connections_remove (settings, normalised);
+  }
 
   /* The model picker lists the server's model, marked remote; Use makes it
    * the engine. */
