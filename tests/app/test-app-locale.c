@@ -13,6 +13,11 @@
 #include <string.h>
 
 #include "tern-application.h"
+#ifdef TERN_HAVE_MANAGER
+#include "tern-model-manager.h"
+#endif
+#include "tern-preferences-window.h"
+#include "tern-stats-bar.h"
 
 /* Whether a label somewhere under widget shows text (a button's label, a
  * status page's title: all are GtkLabels). */
@@ -27,6 +32,150 @@ find_label (GtkWidget  *widget,
     if (find_label (c, text))
       return TRUE;
   return FALSE;
+}
+
+/* Labels under widget drawn cut off with an ellipsis, as one string. */
+static void
+collect_cut_labels (GtkWidget *widget,
+                    GString   *out)
+{
+  if (!gtk_widget_get_mapped (widget))
+    return;
+  if (GTK_IS_LABEL (widget) && gtk_label_get_ellipsize (GTK_LABEL (widget)) != PANGO_ELLIPSIZE_NONE
+      && pango_layout_is_ellipsized (gtk_label_get_layout (GTK_LABEL (widget))))
+    g_string_append_printf (out, "[%s] ", gtk_label_get_text (GTK_LABEL (widget)));
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    collect_cut_labels (c, out);
+}
+
+static void
+collect_pages (GtkWidget *widget,
+               GPtrArray *out)
+{
+  if (ADW_IS_PREFERENCES_PAGE (widget))
+    g_ptr_array_add (out, widget);
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    collect_pages (c, out);
+}
+
+static gboolean
+save_shot (GtkWidget  *widget,
+           const char *name)
+{
+  const char *out = g_getenv ("TERN_TEST_OUT");
+  g_autofree char *path = g_build_filename (out != NULL && *out != '\0' ? out : g_get_tmp_dir (),
+                                            name, NULL);
+
+  return app_test_save_screenshot (widget, path);
+}
+
+/* German words are long: at a phone's width the window, its stats bar in
+ * each phase, the Models panel and Preferences stay 360 px wide, nothing
+ * in them cut (app-daily-widths checks the same in English). The stats
+ * bar's "Vorverarbeitung" (Prefill) widened the window to 378 px for good
+ * with the first answer; the Models panel's "Überprüfen" made it 374 px
+ * and left the search entry 13 px ("S…"). */
+static void
+check_narrow (TernWindow *w,
+              GSettings  *settings)
+{
+  TernStatsBar *bar = tern_window_get_stats_bar (w);
+  TernStats live = { .phase = TERN_PHASE_PREFILL, .prefill_done = 1200, .prefill_total = 12000,
+                     .prefill_tok_s = 1234 };
+  int min = 0;
+
+  /* GNOME's title buttons (only Close), not GTK's fallback of three: the
+   * widths checked are the ones people see (as in app-daily). */
+  g_object_set (gtk_settings_get_default (), "gtk-decoration-layout", "appmenu:close", NULL);
+  gtk_window_set_default_size (GTK_WINDOW (w), 360, 700);
+  spin_for (0.5);
+  tern_stats_bar_set_context (bar, 16384, 16384, 1 << 30);
+  for (int phase = 0; phase < 4; phase++)
+    {
+      if (phase == 0)
+        tern_stats_bar_start (bar);
+      else if (phase == 1)
+        tern_stats_bar_update (bar, &live);
+      else if (phase == 2)
+        {
+          live.phase = TERN_PHASE_PIN;
+          spin_for (0.3);
+          tern_stats_bar_update (bar, &live);
+        }
+      else
+        {
+          live.phase = TERN_PHASE_DECODE;
+          live.decode_tok_s = 12.3;
+          live.ttft_ms = 1234;
+          live.generated_tokens = 345;
+          spin_for (0.3);
+          tern_stats_bar_update (bar, &live);
+        }
+      spin_for (0.2);
+      gtk_widget_measure (GTK_WIDGET (bar), GTK_ORIENTATION_HORIZONTAL, -1, &min, NULL, NULL, NULL);
+      CHECKF (min <= 350, "the stats bar in \"%s\" needs %d px", tern_stats_bar_get_phase (bar), min);
+    }
+  /* And the words an answer ends with, beside its summary. */
+  for (int end = 0; end < 4; end++)
+    {
+      TernStats final = { .generated_tokens = 120, .decode_tok_s = 21.4, .ttft_ms = 310,
+                          .prompt_tokens = 419, .prefill_tok_s = 812 };
+
+      tern_stats_bar_finish (bar, &final, end == 1, end == 2 ? _("Failed") : end == 3 ? _("Cut off") : NULL);
+      spin_for (0.2);
+      gtk_widget_measure (GTK_WIDGET (bar), GTK_ORIENTATION_HORIZONTAL, -1, &min, NULL, NULL, NULL);
+      CHECKF (min <= 350, "the stats bar in \"%s\" needs %d px", tern_stats_bar_get_phase (bar), min);
+    }
+  CHECKF (gtk_widget_get_width (GTK_WIDGET (w)) <= 361, "the window is %d px",
+          gtk_widget_get_width (GTK_WIDGET (w)));
+  tern_stats_bar_reset (bar);
+
+#ifdef TERN_HAVE_MANAGER
+  {
+    GtkWidget *window = gtk_window_new ();
+    g_autoptr(GString) cut = g_string_new (NULL);
+
+    gtk_window_set_default_size (GTK_WINDOW (window), 360, 700);
+    gtk_window_set_child (GTK_WINDOW (window), tern_model_manager_new (NULL, NULL, NULL));
+    gtk_window_present (GTK_WINDOW (window));
+    spin_for (0.8);
+    CHECKF (gtk_widget_get_width (window) <= 361, "the Models panel is %d px wide",
+            gtk_widget_get_width (window));
+    collect_cut_labels (window, cut);
+    CHECKF (cut->len == 0, "the Models panel at 360 px: cut: %s", cut->str);
+    CHECK (save_shot (window, "locale-de-360-models.png"));
+    gtk_window_destroy (GTK_WINDOW (window));
+    spin_for (0.2);
+  }
+#endif
+
+  {
+    TernPreferencesWindow *prefs = tern_preferences_window_new (GTK_WINDOW (w), settings);
+    g_autoptr(GPtrArray) pages = g_ptr_array_new ();
+
+    gtk_window_set_default_size (GTK_WINDOW (prefs), 360, 800);
+    gtk_window_present (GTK_WINDOW (prefs));
+    spin_for (0.8);
+    CHECKF (gtk_widget_get_width (GTK_WIDGET (prefs)) <= 361, "Preferences are %d px wide",
+            gtk_widget_get_width (GTK_WIDGET (prefs)));
+    collect_pages (GTK_WIDGET (prefs), pages);
+    CHECK (pages->len >= 2);
+    for (guint i = 0; i < pages->len; i++)
+      {
+        g_autoptr(GString) cut = g_string_new (NULL);
+
+        adw_preferences_window_set_visible_page (ADW_PREFERENCES_WINDOW (prefs), pages->pdata[i]);
+        spin_for (0.5);
+        collect_cut_labels (GTK_WIDGET (prefs), cut);
+        CHECKF (cut->len == 0, "Preferences at 360 px, page %s: cut: %s",
+                adw_preferences_page_get_title (pages->pdata[i]), cut->str);
+      }
+    adw_preferences_window_set_visible_page (ADW_PREFERENCES_WINDOW (prefs), pages->pdata[0]);
+    CHECK (save_shot (GTK_WIDGET (prefs), "locale-de-360-preferences.png"));
+    gtk_window_destroy (GTK_WINDOW (prefs));
+    spin_for (0.2);
+  }
+  CHECK (save_shot (GTK_WIDGET (w), "locale-de-360.png"));
 }
 
 static void
@@ -108,6 +257,7 @@ main (int   argc,
           "error: %s", err);
   fprintf (stderr, "engine error: %s\n", err);
   close_dialogs ();
+  check_narrow (w, tern_application_get_settings (app));
 
   gtk_window_destroy (GTK_WINDOW (w));
   spin_for (0.2);
