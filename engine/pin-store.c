@@ -424,7 +424,7 @@ static int reject(const char *path, int rc) {
  * the copy of its rows into the context, each run under tn_guarded_read:
  * they allocate nothing and take no lock (the messages are the caller's,
  * after them), so a jump out of one loses nothing. */
-enum { PIN_READ, PIN_CHANGED, PIN_DAMAGED, PIN_OTHER_TOKENS };
+enum { PIN_READ, PIN_CHANGED, PIN_DAMAGED, PIN_OTHER_TOKENS, PIN_OUT_OF_RANGE };
 
 typedef struct pin_pass {
     const uint8_t *map;
@@ -438,6 +438,23 @@ typedef struct pin_pass {
     int rc;      /* tn_ctx_kv_state_load's */
     int refused; /* PIN_READ, or why the snapshot is refused */
 } pin_pass;
+
+/* The checksums say the file is as its writer left it, not that the writer
+ * was Tern: every bf16 value must have a magnitude below 2^16 (exponent
+ * field below 0x8F), which excludes infinities and NaNs. Larger values
+ * overflow attention's dot products, and the next decode gives non-finite
+ * logits. Real models' rows stay below: llama.cpp keeps them in half
+ * precision by default, whose largest value is 65504. */
+#define PIN_KV_MAX_BITS 0x477Fu /* 65280, the largest bf16 below 2^16 */
+
+static bool kv_in_range(const uint8_t *kv, uint64_t bytes) {
+    uint16_t worst = 0;
+    for (uint64_t i = 0; i + 2 <= bytes; i += 2) {
+        const uint16_t v = (uint16_t)(tn_rd_u16(kv + i) & 0x7FFFu);
+        worst = v > worst ? v : worst;
+    }
+    return worst <= PIN_KV_MAX_BITS;
+}
 
 static void pin_check_run(void *arg) {
     pin_pass *pp = arg;
@@ -453,8 +470,12 @@ static void pin_check_run(void *arg) {
         pp->refused = PIN_DAMAGED;
         return;
     }
-    if (memcmp(tok_bytes, pp->tokens, (size_t)pp->n * 4) != 0)
+    if (memcmp(tok_bytes, pp->tokens, (size_t)pp->n * 4) != 0) {
         pp->refused = PIN_OTHER_TOKENS;
+        return;
+    }
+    if (!kv_in_range(kv, pp->kv_bytes))
+        pp->refused = PIN_OUT_OF_RANGE;
 }
 
 static void pin_copy_run(void *arg) {
@@ -609,6 +630,12 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
     case PIN_DAMAGED:
         rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
                                   "%s: pin snapshot ignored (damaged data: checksum mismatch); "
+                                  "recomputing the pin",
+                                  path));
+        goto done;
+    case PIN_OUT_OF_RANGE:
+        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
+                                  "%s: pin snapshot ignored (damaged data: KV values out of range); "
                                   "recomputing the pin",
                                   path));
         goto done;

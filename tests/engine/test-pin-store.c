@@ -14,6 +14,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -446,6 +447,102 @@ out:
     tn_ctx_free(b);
 }
 
+/* -------------------------------------------------- forged KV values */
+
+/* A snapshot whose checksums are right (its writer computed them: a buggy
+ * program, or not Tern) but whose KV rows hold values no prefill makes:
+ * infinities, NaNs, finite values too large for attention's dot products
+ * (a decode after loading one gave non-finite logits; found by fuzz-pin).
+ * Refused like damage, the KV untouched; the largest value taken still
+ * loads and decodes to finite logits. */
+static void forge(uint8_t *file, size_t n_file, size_t at, uint16_t v) {
+    memcpy(file + at, &v, 2);
+    uint32_t n;
+    memcpy(&n, file + 48, 4);
+    const uint8_t *tok = file + TN_PIN_HEADER_BYTES, *kv = tok + (size_t)n * 4;
+    const uint64_t h = tn_checksum64(tok, (size_t)n * 4, 1);
+    const uint64_t sum = tn_checksum64(kv, n_file - (size_t)(kv - file), h);
+    memcpy(file + 80, &sum, 8);
+    const uint64_t hsum = tn_checksum64(file, 120, 0);
+    memcpy(file + 120, &hsum, 8);
+}
+
+static void test_forged_values(const tn_model *m, const char *dir) {
+    int32_t tokens[NTOK];
+    for (int i = 0; i < NTOK; i++)
+        tokens[i] = 3 + (i * 11) % 50;
+    tn_pin_key key;
+    CHECK(tn_pin_key_compute(m, tokens, NTOK, &key, NULL) == TN_OK);
+    tn_ctx *a = new_ctx(m), *b = new_ctx(m);
+    char *path = tn_pin_path(dir, &key);
+    const int32_t nv = tn_model_n_vocab(m);
+    float *logits = malloc((size_t)nv * sizeof *logits);
+    if (!a || !b || !path || !logits)
+        goto out;
+    prefill(a, tokens, NTOK);
+    prefill(b, tokens, 5);
+    tn_error err = {0};
+    CHECKF(tn_pin_store_save(dir, &key, a, tokens, NTOK, 0, &err) == TN_OK, "save: %s",
+           err.message);
+    size_t n_file = 0;
+    uint8_t *orig = read_file(path, &n_file);
+    const uint64_t rows5 = tn_ctx_kv_state_bytes(b, 5);
+    uint8_t *want = malloc(rows5), *got = malloc(rows5);
+    CHECK(tn_ctx_kv_state_save(b, 5, want, rows5, NULL) == TN_OK);
+    const size_t kv0 = TN_PIN_HEADER_BYTES + NTOK * 4;
+    struct {
+        const char *what;
+        uint16_t v;
+        bool ok;
+    } cases[] = {
+        {"+inf", 0x7F80, false},         {"-inf", 0xFF80, false},
+        {"NaN", 0x7FC1, false},          {"4e36", 0x7C3E, false},
+        {"-1e15", 0xD963, false},        {"65536", 0x4780, false},
+        {"-65536", 0xC780, false},       {"65280 (largest taken)", 0x477F, true},
+        {"-65280", 0xC77F, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        /* In the first and in the last row of values (V is the second half). */
+        for (int where = 0; where < 2; where++) {
+            uint8_t *bad = malloc(n_file);
+            memcpy(bad, orig, n_file);
+            forge(bad, n_file, where == 0 ? kv0 + 6 : n_file - 2, cases[i].v);
+            write_file(path, bad, n_file);
+            free(bad);
+            tn_ctx_kv_truncate(b, 5);
+            tn_error e = {0};
+            const int rc = tn_pin_store_load(dir, &key, b, tokens, NTOK, &e);
+            if (cases[i].ok) {
+                CHECKF(rc == TN_OK, "%s: load gave %d (%s)", cases[i].what, rc, e.message);
+                const int32_t next = 7;
+                CHECK(tn_ctx_decode(b, &next, 1, TN_LOGITS_LAST, logits, NULL) == TN_OK);
+                int bad_logits = 0;
+                for (int32_t k = 0; k < nv; k++)
+                    bad_logits += !isfinite(logits[k]);
+                CHECKF(bad_logits == 0, "%s: %d non-finite logits", cases[i].what, bad_logits);
+                unlink(path);
+                continue;
+            }
+            CHECKF(rc == TN_ERR_FORMAT, "%s at %d: load gave %d (%s)", cases[i].what, where, rc,
+                   e.message);
+            CHECKF(strstr(e.message, "out of range") != NULL, "%s: message '%s'", cases[i].what,
+                   e.message);
+            CHECKF(tn_ctx_kv_len(b) == 5, "%s: the KV changed", cases[i].what);
+            CHECK(tn_ctx_kv_state_save(b, 5, got, rows5, NULL) == TN_OK);
+            CHECKF(memcmp(want, got, rows5) == 0, "%s: the rows changed", cases[i].what);
+            CHECKF(!file_exists(path), "%s: the forged file was kept", cases[i].what);
+        }
+    }
+    free(want);
+    free(got);
+    free(orig);
+out:
+    free(logits);
+    free(path);
+    tn_ctx_free(a);
+    tn_ctx_free(b);
+}
+
 /* ------------------------------------------------------------ eviction */
 
 /* A snapshot cut short in place while it is read (by another program:
@@ -686,6 +783,7 @@ int main(void) {
     if (a && b) {
         test_round_trip(a, b, dir);
         test_shrink(a, dir);
+        test_forged_values(a, dir);
         test_eviction(a, dir2);
         test_orphans(a, dir2);
     }
