@@ -278,3 +278,29 @@ app_test_slow_under_way (TernWindow *w)
   (void) w;
   return g_atomic_int_get (&slow.passes) >= 3;
 }
+
+void
+collect_cut_labels (GtkWidget *widget,
+                    GString   *out)
+{
+  if (!gtk_widget_get_mapped (widget))
+    return;
+  /* A label cut in its middle is a path (the Models panel's folder), which
+   * shows both its ends at any width by design. */
+  if (GTK_IS_LABEL (widget) && gtk_label_get_ellipsize (GTK_LABEL (widget)) != PANGO_ELLIPSIZE_NONE
+      && gtk_label_get_ellipsize (GTK_LABEL (widget)) != PANGO_ELLIPSIZE_MIDDLE
+      && pango_layout_is_ellipsized (gtk_label_get_layout (GTK_LABEL (widget))))
+    g_string_append_printf (out, "[%s] ", gtk_label_get_text (GTK_LABEL (widget)));
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    collect_cut_labels (c, out);
+}
+
+void
+collect_pages (GtkWidget *widget,
+               GPtrArray *out)
+{
+  if (ADW_IS_PREFERENCES_PAGE (widget))
+    g_ptr_array_add (out, widget);
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    collect_pages (c, out);
+}

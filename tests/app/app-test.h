@@ -63,6 +63,15 @@ int      app_test_slow_after_stop (void);
 /* A predicate: three passes have begun (the load is under way). */
 gboolean app_test_slow_under_way (TernWindow *w);
 
+/* Labels under widget drawn cut off with an ellipsis (mapped ones; not
+ * those cut in the middle, a path's by design), as one string
+ * "[text] [text] " ("" when none), appended to out. */
+void collect_cut_labels (GtkWidget *widget,
+                         GString   *out);
+/* The AdwPreferencesPages under widget, appended to out. */
+void collect_pages (GtkWidget *widget,
+                    GPtrArray *out);
+
 /* Activates win.action, checking first that it is enabled. */
 void activate (TernWindow *w,
                const char *action,

@@ -1043,7 +1043,6 @@ on_gauge_value (GtkLevelBar *level,
   g->live_max = MAX (g->live_max, gtk_level_bar_get_value (level));
 }
 
-static void collect_cut_labels (GtkWidget *widget, GString *out);
 
 static void
 check_gauge_labels (GtkWidget *widget,
@@ -2653,31 +2652,6 @@ static gboolean
 pin_panel_open (TernWindow *w)
 {
   return gtk_toggle_button_get_active (GTK_TOGGLE_BUTTON (child (w, "pin_toggle")));
-}
-
-/* Labels under widget that are drawn cut off with an ellipsis, as one
- * string ("" when none). */
-static void
-collect_cut_labels (GtkWidget *widget,
-                    GString   *out)
-{
-  if (!gtk_widget_get_mapped (widget))
-    return;
-  if (GTK_IS_LABEL (widget) && gtk_label_get_ellipsize (GTK_LABEL (widget)) != PANGO_ELLIPSIZE_NONE
-      && pango_layout_is_ellipsized (gtk_label_get_layout (GTK_LABEL (widget))))
-    g_string_append_printf (out, "[%s] ", gtk_label_get_text (GTK_LABEL (widget)));
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    collect_cut_labels (c, out);
-}
-
-static void
-collect_pages (GtkWidget *widget,
-               GPtrArray *out)
-{
-  if (ADW_IS_PREFERENCES_PAGE (widget))
-    g_ptr_array_add (out, widget);
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    collect_pages (c, out);
 }
 
 static AdwActionRow *

@@ -36,30 +36,6 @@ find_label (GtkWidget  *widget,
   return FALSE;
 }
 
-/* Labels under widget drawn cut off with an ellipsis, as one string. */
-static void
-collect_cut_labels (GtkWidget *widget,
-                    GString   *out)
-{
-  if (!gtk_widget_get_mapped (widget))
-    return;
-  if (GTK_IS_LABEL (widget) && gtk_label_get_ellipsize (GTK_LABEL (widget)) != PANGO_ELLIPSIZE_NONE
-      && pango_layout_is_ellipsized (gtk_label_get_layout (GTK_LABEL (widget))))
-    g_string_append_printf (out, "[%s] ", gtk_label_get_text (GTK_LABEL (widget)));
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    collect_cut_labels (c, out);
-}
-
-static void
-collect_pages (GtkWidget *widget,
-               GPtrArray *out)
-{
-  if (ADW_IS_PREFERENCES_PAGE (widget))
-    g_ptr_array_add (out, widget);
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    collect_pages (c, out);
-}
-
 static gboolean
 save_shot (GtkWidget  *widget,
            const char *name)
