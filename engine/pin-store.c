@@ -708,6 +708,15 @@ int tn_pin_store_save(const char *dir, const tn_pin_key *key, const tn_ctx *ctx,
     rc = tn_ctx_kv_state_save(ctx, n_tokens, kv, kv_bytes, err);
     if (rc != TN_OK)
         goto done;
+    /* A snapshot the load would refuse (kv_in_range) is not written: it
+     * would be read, refused and removed at every start, and saved again. */
+    if (!kv_in_range(kv, kv_bytes)) {
+        rc = tn_fail(err, TN_ERR_INVALID,
+                     "%s: the pinned prompt's keys or values reach 2^16 or more, which a pin "
+                     "snapshot does not keep; not saved (the pin is recomputed at each start)",
+                     dir);
+        goto done;
+    }
     pin_header ph = {
         .n_tokens = (uint32_t)n_tokens,
         .n_layer = (uint32_t)tn_model_n_layer(tn_ctx_model(ctx)),

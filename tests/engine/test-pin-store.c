@@ -533,6 +533,24 @@ static void test_forged_values(const tn_model *m, const char *dir) {
             CHECKF(!file_exists(path), "%s: the forged file was kept", cases[i].what);
         }
     }
+    /* Nor is such a snapshot written: a context whose rows hold such a
+     * value (put there through the KV state) saves nothing, where it wrote
+     * a file that every later load refused. */
+    {
+        const uint64_t rows = tn_ctx_kv_state_bytes(a, NTOK);
+        uint8_t *state = malloc(rows);
+        CHECK(state && tn_ctx_kv_state_save(a, NTOK, state, rows, NULL) == TN_OK);
+        const uint16_t huge = 0x7C3E; /* 4e36 */
+        memcpy(state + rows - 2, &huge, 2);
+        CHECK(tn_ctx_kv_state_load(b, NTOK, state, rows, NULL) == TN_OK);
+        unlink(path);
+        tn_error e = {0};
+        const int rc = tn_pin_store_save(dir, &key, b, tokens, NTOK, 0, &e);
+        CHECKF(rc == TN_ERR_INVALID && strstr(e.message, "not saved") != NULL,
+               "a context with 4e36 in its rows: save gave %d (%s)", rc, e.message);
+        CHECKF(!file_exists(path), "a snapshot the load refuses was written");
+        free(state);
+    }
     free(want);
     free(got);
     free(orig);
