@@ -62,6 +62,97 @@ size_t tn_text_one_line(const char *s, size_t n, char *out, size_t cap, unsigned
     return o;
 }
 
+/* How many bytes a UTF-8 character starting with c has; 0 for a byte that
+ * starts none (a continuation byte, C0, C1, F5..FF: never UTF-8). */
+static size_t utf8_need(unsigned char c) {
+    return c < 0x80 ? 1 : c < 0xc2 ? 0 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : c < 0xf5 ? 4 : 0;
+}
+
+/* Whether c may be byte k (>= 1) of a character led by lead: the second
+ * byte's range also rules out overlong forms, surrogates and code points
+ * past U+10FFFF, as tn_utf8_decode does. */
+static bool utf8_next_ok(unsigned char lead, size_t k, unsigned char c) {
+    if ((c & 0xc0) != 0x80)
+        return false;
+    if (k == 1) {
+        if (lead == 0xe0)
+            return c >= 0xa0;
+        if (lead == 0xed)
+            return c < 0xa0;
+        if (lead == 0xf0)
+            return c >= 0x90;
+        if (lead == 0xf4)
+            return c < 0x90;
+    }
+    return true;
+}
+
+static void write_byte_escaped(unsigned char c, tn_text_write_fn write, void *user) {
+    char e[5];
+    snprintf(e, sizeof e, "\\x%02x", c);
+    write(e, 4, user);
+}
+
+/* What is held, shown as it can be without the bytes that did not come. */
+static void release_held(tn_text_stream *ts, tn_text_write_fn write, void *user) {
+    for (size_t k = 0; k < ts->n_held; k++)
+        write_byte_escaped(ts->held[k], write, user);
+    ts->n_held = 0;
+}
+
+void tn_text_stream_push(tn_text_stream *ts, const char *s, size_t n, tn_text_write_fn write,
+                         void *user) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t run = 0; /* s[run..i) passes as it is, written in one go */
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = p[i];
+        if (ts->n_held && ts->held[0] == '\r') {
+            ts->n_held = 0;
+            if (c == '\n') {
+                write("\r\n", 2, user);
+                run = i + 1;
+                continue;
+            }
+            write_byte_escaped('\r', write, user);
+        } else if (ts->n_held) {
+            if (utf8_next_ok(ts->held[0], ts->n_held, c)) {
+                ts->held[ts->n_held++] = c;
+                if (ts->n_held == utf8_need(ts->held[0])) {
+                    if (ts->held[0] == 0xc2 && ts->held[1] < 0xa0) {
+                        /* U+0080..U+009F: a terminal may read U+009B as CSI. */
+                        char e[7];
+                        snprintf(e, sizeof e, "\\u%04x", ts->held[1]);
+                        write(e, 6, user);
+                    } else {
+                        write((const char *)ts->held, ts->n_held, user);
+                    }
+                    ts->n_held = 0;
+                }
+                run = i + 1;
+                continue;
+            }
+            release_held(ts, write, user);
+        }
+        if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f))
+            continue;
+        if (i > run)
+            write(s + run, i - run, user);
+        run = i + 1;
+        if (c == '\r' || (c >= 0x80 && utf8_need(c))) {
+            ts->held[0] = c;
+            ts->n_held = 1;
+        } else {
+            write_byte_escaped(c, write, user);
+        }
+    }
+    if (n > run)
+        write(s + run, n - run, user);
+}
+
+void tn_text_stream_end(tn_text_stream *ts, tn_text_write_fn write, void *user) {
+    release_held(ts, write, user);
+}
+
 /* Prints each argument of fmt with its own conversion into err->args, so that
  * a caller can put them into a translated format (tn_error_format). ap is
  * consumed as vsnprintf would. n_args is -1 for what cannot be captured (a

@@ -25,4 +25,23 @@ enum {
  * 4 * n + 1 bytes always hold. */
 size_t tn_text_one_line(const char *s, size_t n, char *out, size_t cap, unsigned flags, bool *whole);
 
+/* A model's answer as it streams to a terminal: newline and tab as they
+ * are, and nothing else that a terminal obeys. A C0 control (ESC, a lone
+ * CR, BEL, BS, ...) and DEL become "\xNN", a C1 control "\u00NN" and a
+ * byte that is not UTF-8 "\xNN", as tn_text_one_line shows them; CR LF
+ * stays (it only ends a line). A character or a CR LF cut between two
+ * pieces is held until the next one, so that it is shown whole. A stream
+ * starts zeroed ({0}). */
+typedef struct tn_text_stream {
+    unsigned char held[4]; /* a character's first bytes, or a CR */
+    unsigned char n_held;
+} tn_text_stream;
+/* Receives the shown text, a run at a time (never NUL-terminated). */
+typedef void (*tn_text_write_fn)(const char *s, size_t n, void *user);
+void tn_text_stream_push(tn_text_stream *ts, const char *s, size_t n, tn_text_write_fn write,
+                         void *user);
+/* The end of the answer: what is held is shown escaped (a character never
+ * completed, a last lone CR); the stream starts anew. */
+void tn_text_stream_end(tn_text_stream *ts, tn_text_write_fn write, void *user);
+
 #endif

@@ -3,6 +3,7 @@
 #include "tn-test.h"
 
 #include "tn-internal.h"
+#include "tn-text.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -237,6 +238,96 @@ static void test_warning(void) {
     remove(path);
 }
 
+/* tn_text_stream: what a model's answer shows on a terminal. */
+typedef struct shown {
+    char s[512];
+    size_t n;
+    int calls;
+} shown;
+
+static void shown_write(const char *s, size_t n, void *user) {
+    shown *o = user;
+    CHECK(n > 0 && o->n + n < sizeof o->s);
+    if (o->n + n < sizeof o->s) {
+        memcpy(o->s + o->n, s, n);
+        o->n += n;
+        o->s[o->n] = '\0';
+    }
+    o->calls++;
+}
+
+/* s[0..n) pushed in pieces cut at the offsets cuts[0..n_cuts), then ended. */
+static void stream_cut(const char *s, size_t n, const size_t *cuts, int n_cuts, shown *out) {
+    tn_text_stream ts = {0};
+    memset(out, 0, sizeof *out);
+    size_t at = 0;
+    for (int k = 0; k <= n_cuts; k++) {
+        const size_t to = k < n_cuts ? cuts[k] : n;
+        tn_text_stream_push(&ts, s + at, to - at, shown_write, out);
+        at = to;
+    }
+    tn_text_stream_end(&ts, shown_write, out);
+    CHECK(ts.n_held == 0);
+}
+
+/* The text shown whole, then cut at every offset, then one byte a piece:
+ * the same every time (a character or a CR LF cut in two shows whole). */
+static void check_stream(const char *s, size_t n, const char *want) {
+    shown whole, cut;
+    stream_cut(s, n, NULL, 0, &whole);
+    CHECKF(whole.n == strlen(want) && !memcmp(whole.s, want, whole.n), "'%s' for '%s'", whole.s,
+           want);
+    for (size_t at = 0; at <= n; at++) {
+        stream_cut(s, n, &at, 1, &cut);
+        CHECKF(cut.n == whole.n && !memcmp(cut.s, whole.s, cut.n), "cut at %zu: '%s' for '%s'", at,
+               cut.s, whole.s);
+    }
+    size_t each[64];
+    CHECK(n <= 64);
+    for (size_t k = 0; k < n && k < 64; k++)
+        each[k] = k;
+    stream_cut(s, n, each, (int)(n < 64 ? n : 64), &cut);
+    CHECKF(cut.n == whole.n && !memcmp(cut.s, whole.s, cut.n), "byte by byte: '%s' for '%s'",
+           cut.s, whole.s);
+    /* Nothing a terminal obeys is left, but newline, tab and CR LF. */
+    for (size_t k = 0; k < whole.n; k++) {
+        const unsigned char c = (unsigned char)whole.s[k];
+        const bool crlf = c == '\r' && k + 1 < whole.n && whole.s[k + 1] == '\n';
+        CHECKF(c >= 0x20 || c == '\n' || c == '\t' || crlf, "control 0x%02x at %zu", c, k);
+        CHECKF(c != 0x7f && !(c == 0xc2 && (unsigned char)whole.s[k + 1] < 0xa0), "at %zu", k);
+    }
+    /* Without newline, tab and CR, the same as tn_text_one_line shows a
+     * name with its controls escaped. */
+    if (!memchr(s, '\n', n) && !memchr(s, '\t', n) && !memchr(s, '\r', n)) {
+        char line[512];
+        tn_text_one_line(s, n, line, sizeof line, TN_TEXT_ESCAPE_C0, NULL);
+        CHECKF(!strcmp(line, whole.s), "'%s' but tn_text_one_line '%s'", whole.s, line);
+    }
+}
+
+static void test_stream(void) {
+    /* A hostile answer: OSC 52 (the clipboard), a screen erase, a lone CR. */
+    static const char hostile[] = "a\x1b]52;c;SGVsbG8=\x07" "b\x1b[2Jc\rd";
+    check_stream(hostile, sizeof hostile - 1, "a\\x1b]52;c;SGVsbG8=\\x07b\\x1b[2Jc\\x0dd");
+    /* Newlines, tabs and CR LF pass; so do characters of 2, 3 and 4 bytes. */
+    static const char plain[] = "line\r\n\tnext \xc3\xbc\xe2\x82\xac\xf0\x9f\x98\x80 x\n";
+    check_stream(plain, sizeof plain - 1, plain);
+    /* C1 (U+009B is CSI), DEL, BS, NUL, bytes that are never UTF-8. */
+    static const char c1[] = "\xc2\x9b" "31m\x7f\b\xff\xc0\xaf" "e";
+    check_stream(c1, sizeof c1, "\\u009b31m\\x7f\\x08\\xff\\xc0\\xafe\\x00");
+    /* A surrogate, a code point past U+10FFFF, a character cut short. */
+    static const char bad[] = "\xed\xa0\x80" "x\xf4\x90\x80\x80" "y\xe2\x82" "z";
+    check_stream(bad, sizeof bad - 1, "\\xed\\xa0\\x80x\\xf4\\x90\\x80\\x80y\\xe2\\x82z");
+    /* What the answer's end leaves held: a character's start, a last CR. */
+    check_stream("ok\xe2\x82", 4, "ok\\xe2\\x82");
+    check_stream("ok\r", 3, "ok\\x0d");
+    check_stream("\r\r\n", 3, "\\x0d\r\n");
+    /* Plain text goes out in one run, not a byte at a time. */
+    shown out;
+    stream_cut("a plain answer", 14, NULL, 0, &out);
+    CHECK(out.calls == 1);
+}
+
 int main(void) {
     test_capture();
     test_newlines_and_clear();
@@ -244,5 +335,6 @@ int main(void) {
     test_gguf_sections();
     test_tokenizer_failure();
     test_warning();
+    test_stream();
     return tn_test_finish("error");
 }
