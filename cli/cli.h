@@ -217,6 +217,14 @@ bool cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out)
 bool cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out);
 /* S (n bytes) as a JSON string; invalid UTF-8 becomes U+FFFD. */
 void cli_json_string(FILE *f, const char *s, size_t n);
+/* A piece of a streamed answer (or of its thinking) on stdout, flushed:
+ * as it is to a pipe or a file; to a terminal with every control but
+ * newline and tab shown escaped ("\x1b", tn_text_stream), a character cut
+ * between pieces held until it is whole. cli_answer_end ends the answer
+ * (shows what is held); call it before anything else goes to the terminal
+ * (the stats line, the CLI's own "<think>"). */
+void cli_answer_write(const char *s, size_t n);
+void cli_answer_end(void);
 /* Monotonic seconds. */
 double cli_now_s(void);
 /* Median, min and max of v (n values; sorts v in place). */

@@ -199,20 +199,20 @@ static gboolean on_piece(TernRemotePiece kind, const char *text, gsize len, gpoi
         g_string_append_len(a->reasoning, text, (gssize)len);
         /* Shown as a local run shows a thinking model's output. */
         if (!a->json && !a->in_think) {
+            cli_answer_end();
             fputs("<think>\n", stdout);
             a->in_think = true;
         }
     } else {
         g_string_append_len(a->text, text, (gssize)len);
         if (!a->json && a->in_think) {
+            cli_answer_end(); /* the thinking's last character, if cut */
             fputs("\n</think>\n\n", stdout);
             a->in_think = false;
         }
     }
-    if (!a->json) {
-        fwrite(text, 1, len, stdout);
-        fflush(stdout);
-    }
+    if (!a->json)
+        cli_answer_write(text, len);
     return TRUE;
 }
 
@@ -277,6 +277,7 @@ static int ask(const ropts *o, TernRemote *r, const char *model, GArray *msgs, a
     gboolean ok = tern_remote_chat(r, model, (const TernRemoteMessage *)msgs->data, msgs->len,
                                    &o->p, on_piece, a, &st, g_cancel, &e);
     g_generating = 0;
+    cli_answer_end();
     if (!o->json && a->in_think)
         fputs("\n</think>\n", stdout);
     if (!ok && g_error_matches(e, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {

@@ -191,10 +191,8 @@ static void answer_clear(answer *a) {
 static bool on_piece(const char *piece, int32_t token, void *user) {
     answer *a = user;
     size_t n = strlen(piece);
-    if (n && !a->json) {
-        fwrite(piece, 1, n, stdout);
-        fflush(stdout);
-    }
+    if (n && !a->json)
+        cli_answer_write(piece, n);
     if (n && tn_buf_append(&a->text, piece, n) != TN_OK)
         a->oom = true;
     if (token >= 0 && tn_tokens_push(&a->tokens, token) != TN_OK)
@@ -374,6 +372,7 @@ static int run_raw(const opts *o, const tn_model *m, const char *prompt, size_t 
     if (tn_detok_stream_flush(&ds, &piece, NULL) == TN_OK && piece.len)
         on_piece(piece.data, -1, &a);
     tn_buf_free(&piece);
+    cli_answer_end();
     if (st.generated_tokens > 1) {
         st.decode_ms = 1e3 * cli_now_s() - t_first;
         st.decode_tok_s = (st.generated_tokens - 1) / (st.decode_ms / 1e3);
@@ -492,6 +491,7 @@ static void chat_free(chat *c) {
  * longer than the context); other failures too. */
 static int report(const opts *o, int rc, const tn_error *err, answer *a,
                   const tn_session_stats *st) {
+    cli_answer_end();
     if (rc == TN_ERR_CANCELLED && st->generated_tokens == 0) {
         fputs(_("\n[cancelled]\n"), stderr);
         return CLI_EXIT_OK;

@@ -1,5 +1,6 @@
 /* What the commands share: option values, JSON output, timing figures. */
 #include "cli.h"
+#include "tn-text.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -114,6 +115,35 @@ void cli_json_string(FILE *f, const char *s, size_t n) {
             fputc(c, f);
     }
     fputc('"', f);
+}
+
+/* One answer streams at a time, on the main thread. */
+static tn_text_stream g_answer;
+
+static void answer_write(const char *s, size_t n, void *user) {
+    fwrite(s, 1, n, user);
+}
+
+/* A pipe or a file gets the bytes the model produced (a script wants them,
+ * and a terminal that shows them later is the user's own choice); a
+ * terminal only what cannot drive it: an answer is text from a model or a
+ * server, which a prompt injection or a hostile server can fill with
+ * escape sequences that set the clipboard (OSC 52) or the window title,
+ * rewrite earlier lines or hide text. */
+void cli_answer_write(const char *s, size_t n) {
+    static int terminal = -1;
+    if (terminal < 0)
+        terminal = isatty(STDOUT_FILENO);
+    if (terminal)
+        tn_text_stream_push(&g_answer, s, n, answer_write, stdout);
+    else
+        fwrite(s, 1, n, stdout);
+    fflush(stdout);
+}
+
+void cli_answer_end(void) {
+    tn_text_stream_end(&g_answer, answer_write, stdout);
+    fflush(stdout);
 }
 
 double cli_now_s(void) {

@@ -80,10 +80,8 @@ static bool on_token(const char *piece, int32_t token, void *user) {
     (void)token;
     sink *k = user;
     size_t n = strlen(piece);
-    if (!k->json && n) {
-        fwrite(piece, 1, n, stdout);
-        fflush(stdout);
-    }
+    if (!k->json && n)
+        cli_answer_write(piece, n);
     if (n && tn_buf_append(&k->text, piece, n) != TN_OK)
         k->failed = true;
     return true;
@@ -382,6 +380,7 @@ static int run_request(runner *r, const char *text) {
         rc = tn_session_run(r->s, &prompt, &r->gen, on_token, &k, &st, &err);
     }
     g_generating = 0;
+    cli_answer_end();
     if (r->o->json) {
         print_json_result(text, &k, &st, rc, &err);
     } else {

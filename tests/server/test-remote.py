@@ -19,6 +19,9 @@ import hashlib
 import http.server
 import json
 import os
+import re
+import shlex
+import shutil
 import socket
 import socketserver
 import subprocess
@@ -156,6 +159,10 @@ check(rc == 1 and "setting of the server" in err, "--spec with --remote: %r" % e
 
 
 # ------------------------------------------------------- a hostile stand-in
+
+HOSTILE = "a\x1b]52;c;SGVsbG8=\x07b\x1b[2Jc\rd"
+HOSTILE_THINK = "t\x1b]0;owned\x07\x08"
+HOSTILE_AFTER = "\u009b2J\u00fc\r\n\x7fend"
 
 def chunk(delta=None, finish=None, **extra):
     d = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
@@ -311,6 +318,24 @@ class Fake(http.server.BaseHTTPRequestHandler):
         elif m == "m-json-list":
             # 200 and JSON, but a model list: not an answer (an empty one).
             self.send(200, json.dumps({"object": "list", "data": [{"id": "m-ok"}]}))
+        elif m == "m-esc":
+            # Terminal sequences in the answer, one byte an event: OSC 52
+            # (the clipboard), an erase of the screen, a lone CR.
+            self.stream_head()
+            for c in HOSTILE:
+                self.w(chunk({"content": c}))
+            self.w(chunk({}, "stop"))
+            self.w("data: [DONE]\n\n")
+        elif m == "m-esc-think":
+            # The same in the thinking; a C1 CSI, a CR LF and a character
+            # of two bytes in the answer.
+            self.stream_head()
+            for c in HOSTILE_THINK:
+                self.w(chunk({"reasoning_content": c}))
+            for c in HOSTILE_AFTER:
+                self.w(chunk({"content": c}))
+            self.w(chunk({}, "stop"))
+            self.w("data: [DONE]\n\n")
         elif m == "m-eof":
             self.stream_head()
             self.w(chunk({"content": "no end"}))
@@ -400,6 +425,53 @@ check(r.returncode == 2 and "cannot read the standard input: Is a directory" in 
 rc, out, err = fake_run("m-json-list")
 check(rc == 2 and "answered with JSON that is not a chat completion" in err,
       "200 with JSON that has no choices: rc %d %r %r" % (rc, out, err))
+
+
+def raw_run(args, terminal):
+    """tern-cli's bytes: its stdout on a pipe, or (terminal) all that a
+    terminal gets from it, script(1)'s pseudo-terminal on both stdout and
+    stderr. TERM=dumb: tern-cli then writes no sequence of its own."""
+    e = dict(os.environ, LANGUAGE="C", LC_ALL="C", XDG_RUNTIME_DIR=NO_BUS_DIR, TERM="dumb", **KEY)
+    for name in ("DBUS_SESSION_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY"):
+        e.pop(name, None)
+    argv = [CLI] + args
+    if terminal:
+        argv = ["script", "-qec", " ".join(shlex.quote(a) for a in argv), "/dev/null"]
+    r = subprocess.run(argv, capture_output=True, env=e, timeout=120, stdin=subprocess.DEVNULL)
+    return r.returncode, r.stdout, r.stderr
+
+
+def on_screen(out):
+    """What script(1) recorded, each line's end as a newline: the
+    pseudo-terminal writes a newline as CR LF (and a CR LF as CR CR LF),
+    which only ends a line; None when a byte would drive the terminal (a
+    control but newline and tab, a CR that no LF follows, DEL, C1 CSI)."""
+    text = re.sub(b"\r+\n", b"\n", out)
+    bad = [c for c in text if (c < 0x20 and c not in (0x0a, 0x09)) or c == 0x7f]
+    return None if bad or b"\xc2\x9b" in text else text
+
+
+# The answer's text never drives the terminal (docs/REMOTE.md): a hostile
+# server's escape sequences, streamed one byte an event, show escaped on a
+# terminal; a pipe gets them exactly as sent.
+esc_args = ["run", "--remote", URL, "-p", "hi", "--api-key-env", "K", "-m"]
+rc, out, err = raw_run(esc_args + ["m-esc"], False)
+check(rc == 0 and out == HOSTILE.encode(), "to a pipe the answer is exact: %r %r" % (out, err))
+rc, out, err = raw_run(esc_args + ["m-esc-think"], False)
+check(rc == 0 and out == ("<think>\n" + HOSTILE_THINK + "\n</think>\n\n" + HOSTILE_AFTER).encode(),
+      "to a pipe the thinking and the answer are exact: %r" % out)
+if shutil.which("script"):
+    rc, out, err = raw_run(esc_args + ["m-esc"], True)
+    text = on_screen(out)
+    check(rc == 0 and text and b"a\\x1b]52;c;SGVsbG8=\\x07b\\x1b[2Jc\\x0dd\n[prompt " in text,
+          "on a terminal the sequences show escaped: rc %d %r" % (rc, out))
+    rc, out, err = raw_run(esc_args + ["m-esc-think"], True)
+    text = on_screen(out)
+    check(rc == 0 and text and ("<think>\nt\\x1b]0;owned\\x07\\x08\n</think>\n\n"
+                                "\\u009b2J\u00fc\n\\x7fend\n[prompt ").encode() in text,
+          "on a terminal the thinking too; CR LF and \u00fc stay: rc %d %r" % (rc, out))
+else:
+    print("script(1) is missing: the terminal cases are not checked")
 # Images (--image): the file's own bytes in a data: URL before the text,
 # with the type its magic bytes name, whatever the file's name says.
 png = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108020000009077"
