@@ -215,7 +215,8 @@ void cli_i18n_init(void);
  * option wants what) otherwise. */
 bool cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);
 bool cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out);
-/* S (n bytes) as a JSON string; invalid UTF-8 becomes U+FFFD. */
+/* S (n bytes) as a JSON string; invalid UTF-8 becomes U+FFFD, a C1 control
+ * \u00NN. */
 void cli_json_string(FILE *f, const char *s, size_t n);
 /* A piece of a streamed answer (or of its thinking) on stdout, flushed:
  * as it is to a pipe or a file; to a terminal with every control but

@@ -88,7 +88,9 @@ char *cli_read_file(const char *path, uint64_t max, size_t *len) {
 }
 
 /* Bytes that are not UTF-8 (a model's byte tokens or a request line can hold
- * any) become U+FFFD, so that the output stays valid JSON. */
+ * any) become U+FFFD, so that the output stays valid JSON. A C1 control
+ * (U+0080..U+009F) is escaped as JSON allows, the same string to a parser:
+ * --json on a terminal then gives it no CSI (U+009B) to obey. */
 void cli_json_string(FILE *f, const char *s, size_t n) {
     fputc('"', f);
     for (size_t i = 0; i < n; i++) {
@@ -97,6 +99,9 @@ void cli_json_string(FILE *f, const char *s, size_t n) {
             size_t len = tn_utf8_char_len(s + i, n - i);
             if (len == 0) {
                 fputs("\\ufffd", f);
+            } else if (len == 2 && c == 0xc2 && (unsigned char)s[i + 1] < 0xa0) {
+                fprintf(f, "\\u%04x", (unsigned char)s[i + 1]);
+                i++;
             } else {
                 fwrite(s + i, 1, len, f);
                 i += len - 1;

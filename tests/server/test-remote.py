@@ -470,6 +470,17 @@ if shutil.which("script"):
     check(rc == 0 and text and ("<think>\nt\\x1b]0;owned\\x07\\x08\n</think>\n\n"
                                 "\\u009b2J\u00fc\n\\x7fend\n[prompt ").encode() in text,
           "on a terminal the thinking too; CR LF and \u00fc stay: rc %d %r" % (rc, out))
+    # --json on a terminal: valid JSON with the text exact, and nothing in
+    # it that a terminal obeys (a C1 control as \u009b, not raw).
+    rc, out, err = raw_run(esc_args + ["m-esc-think", "--json"], True)
+    text = on_screen(out)
+    doc = None
+    try:
+        doc = json.loads(text.decode())
+    except (ValueError, AttributeError):
+        pass
+    check(rc == 0 and doc and doc["text"] == HOSTILE_AFTER and doc["reasoning"] == HOSTILE_THINK,
+          "--json on a terminal: rc %d %r" % (rc, out))
 else:
     print("script(1) is missing: the terminal cases are not checked")
 # Images (--image): the file's own bytes in a data: URL before the text,
