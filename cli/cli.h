@@ -25,6 +25,9 @@
 #define CLI_EXIT_BAD_INPUT 2
 /* The requested backend cannot run (doctor --backend, run/bench --no-fallback). */
 #define CLI_EXIT_BACKEND 3
+/* Stopped by Ctrl-C: 128 + SIGINT, the status a shell gives a command
+ * that SIGINT ended, so that `tern-cli run ... && next` does not go on. */
+#define CLI_EXIT_INTERRUPTED 130
 
 int cmd_info(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);

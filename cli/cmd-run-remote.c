@@ -165,12 +165,14 @@ static int parse_args(int argc, char **argv, ropts *o) {
 /* The handler may only write(); a thread turns the byte into a cancel. */
 static int g_sig_pipe[2] = {-1, -1};
 static volatile sig_atomic_t g_generating;
+static volatile sig_atomic_t g_interrupted; /* Ctrl-C stopped an answer */
 static GCancellable *g_cancel;
 
 static void on_sigint(int sig) {
     (void)sig;
     if (!g_generating)
-        _exit(130);
+        _exit(CLI_EXIT_INTERRUPTED);
+    g_interrupted = 1;
     const char c = 1;
     ssize_t w = write(g_sig_pipe[1], &c, 1);
     (void)w;
@@ -454,6 +456,9 @@ static int run_remote(const ropts *o) {
         g_array_index(msgs, TernRemoteMessage, msgs->len - 1).images = images;
         g_array_index(msgs, TernRemoteMessage, msgs->len - 1).n_images = (gsize)o->n_images;
         status = ask(o, r, model, msgs, &a);
+        /* As a local run: the one answer stopped by Ctrl-C is a 130. */
+        if (status == CLI_EXIT_OK && g_interrupted)
+            status = CLI_EXIT_INTERRUPTED;
     } else {
         bool tty = isatty(STDIN_FILENO);
         if (!o->json)

@@ -245,12 +245,14 @@ static void finish_answer(const opts *o, const answer *a, const tn_session_stats
 /* ---------------------------------------------------------------- ctrl-c */
 
 static volatile sig_atomic_t g_generating;
+static volatile sig_atomic_t g_interrupted; /* Ctrl-C stopped an answer */
 static tn_session *volatile g_session;
 static tn_ctx *volatile g_ctx;
 
 static void on_sigint(int sig) {
     (void)sig;
     if (g_generating) {
+        g_interrupted = 1;
         /* Atomic stores: safe in a signal handler. */
         if (g_session)
             tn_session_cancel(g_session);
@@ -697,5 +699,10 @@ int cmd_run(int argc, char **argv) {
         status = run_session(&o, m);
     }
     tn_model_free(m);
+    /* One answer (-p, or --raw's whole input) that Ctrl-C stopped: what it
+     * wrote and its figures are printed, and the status says it was
+     * stopped. In a chat Ctrl-C stops one answer and the chat goes on. */
+    if (status == CLI_EXIT_OK && g_interrupted && (o.raw || o.prompt))
+        status = CLI_EXIT_INTERRUPTED;
     return status;
 }

@@ -180,4 +180,41 @@ check "no --seed: the same request sampled twice differs" \
 check "--seed 5: the same request sampled twice is the same" \
     test -n "$(answer "$tmp/seed5" 1)" -a "$(answer "$tmp/seed5" 1)" = "$(answer "$tmp/seed5" 2)"
 
+# Ctrl-C during one answer (-p, or --raw's whole input): what was computed
+# is reported ("stop: cancelled") and the exit status is 130, as a shell
+# gives a command SIGINT ended (it was 0: `tern-cli run ... && next` went
+# on). The signal goes once the run has used half a second of CPU: the
+# model loads in a fraction of that, and the prefill of 7,500 tokens takes
+# seconds even in a release build.
+slow="$tmp/slow.gguf"
+"$cli" mkmodel --arch llama --type q8_0 --embd 768 --layers 8 --heads 12 --kv-heads 4 \
+    --head-dim 64 --ff 2048 --ctx 8192 --seed 3 -o "$slow" >"$tmp/mk-slow.out" 2>&1
+check "mkmodel for the Ctrl-C runs ($(cat "$tmp/mk-slow.out"))" test -s "$slow"
+long=$(awk 'BEGIN { for (i = 0; i < 7500; i++) printf "w "; }')
+cpu_ticks() {
+    awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+for mode in raw prompt; do
+    if [ "$mode" = raw ]; then
+        printf '%s' "$long" | "$cli" run -m "$slow" --raw -c 8192 -n 4 -t 2 \
+            >"$tmp/int.out" 2>"$tmp/int.err" &
+    else
+        "$cli" run -m "$slow" -p "$long" -c 8192 -n 4 -t 2 </dev/null \
+            >"$tmp/int.out" 2>"$tmp/int.err" &
+    fi
+    pid=$!
+    waited=0
+    while [ "$(cpu_ticks $pid)" -lt 50 ] && [ $waited -lt 600 ] && kill -0 $pid 2>/dev/null; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    kill -INT $pid
+    wait $pid
+    status=$?
+    check "$mode: Ctrl-C mid-prefill exits 130 (got $status: $(tail -c 300 "$tmp/int.err"))" \
+        test "$status" -eq 130
+    check "$mode: the stopped answer is reported ($(tail -c 300 "$tmp/int.err"))" \
+        grep -q "cancelled" "$tmp/int.err"
+done
+
 checks_done single-turn
