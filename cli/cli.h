@@ -229,6 +229,11 @@ void cli_json_string(FILE *f, const char *s, size_t n);
  * (the stats line, the CLI's own "<think>"). */
 void cli_answer_write(const char *s, size_t n);
 void cli_answer_end(void);
+/* A whole text that a model file chose (a token's text, a detokenized or
+ * rendered prompt: tokenize --pieces, detokenize, template) on stdout, by
+ * cli_answer_write's rule: exact to a pipe or a file, on a terminal every
+ * control but newline and tab shown escaped. Not flushed. */
+void cli_model_text_write(const char *s, size_t n);
 /* Monotonic seconds. */
 double cli_now_s(void);
 /* Median, min and max of v (n values; sorts v in place). */

@@ -251,7 +251,9 @@ int cmd_template(int argc, char **argv) {
                 tn_chat_kind_name(kind));
     else if (verbose)
         fprintf(stderr, _("tern-cli: template %s (from the model)\n"), tn_chat_kind_name(kind));
-    fwrite(out.data, 1, out.len, stdout);
+    /* The BOS token's text is the model file's (and the messages hold
+     * whatever the arguments did): on a terminal shown, never obeyed. */
+    cli_model_text_write(out.data, out.len);
     rc = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
 
 done:

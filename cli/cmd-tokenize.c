@@ -199,7 +199,9 @@ int cmd_tokenize(int argc, char **argv) {
                 size_t n;
                 const char *t = tn_token_text(tok, ids.ids[i], &n);
                 printf("%d\t", ids.ids[i]);
-                fwrite(t, 1, n, stdout);
+                /* A token's text is the model file's: on a terminal it is
+                 * shown, never obeyed (docs/TOKENIZER.md). */
+                cli_model_text_write(t, n);
                 putchar('\n');
             }
         } else {
@@ -287,7 +289,7 @@ int cmd_detokenize(int argc, char **argv) {
         cli_error("%s: %s", model, cli_engine_message(&err));
         rc = CLI_EXIT_BAD_INPUT;
     } else {
-        fwrite(out.data, 1, out.len, stdout);
+        cli_model_text_write(out.data, out.len);
         rc = CLI_EXIT_OK;
     }
     tn_buf_free(&out);

@@ -135,15 +135,31 @@ static void answer_write(const char *s, size_t n, void *user) {
  * server, which a prompt injection or a hostile server can fill with
  * escape sequences that set the clipboard (OSC 52) or the window title,
  * rewrite earlier lines or hide text. */
-void cli_answer_write(const char *s, size_t n) {
+static bool stdout_is_terminal(void) {
     static int terminal = -1;
     if (terminal < 0)
         terminal = isatty(STDOUT_FILENO);
-    if (terminal)
+    return terminal;
+}
+
+void cli_answer_write(const char *s, size_t n) {
+    if (stdout_is_terminal())
         tn_text_stream_push(&g_answer, s, n, answer_write, stdout);
     else
         fwrite(s, 1, n, stdout);
     fflush(stdout);
+}
+
+/* Not flushed: tokenize --pieces writes one per token, and a pipe wants
+ * them buffered. */
+void cli_model_text_write(const char *s, size_t n) {
+    if (stdout_is_terminal()) {
+        tn_text_stream ts = {0};
+        tn_text_stream_push(&ts, s, n, answer_write, stdout);
+        tn_text_stream_end(&ts, answer_write, stdout);
+    } else {
+        fwrite(s, 1, n, stdout);
+    }
 }
 
 void cli_answer_end(void) {
