@@ -4,6 +4,7 @@
 #include "tn-model.h"
 #include "tn-quant.h"
 #include "tn-repack-cache.h"
+#include "tn-text.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -1559,7 +1560,13 @@ static int load_model(const char *path, tn_model_params params, tn_model **out, 
     tn_str name;
     if (tn_gguf_get_str(m->gguf, "general.name", &name) == TN_OK && name.len > 0 &&
         name.len < 4096) {
-        m->name = strndup(name.ptr, (size_t)name.len);
+        /* The file's text, shown on terminals (tern-cli run, bench, serve),
+         * in logs and in the app's labels: one line that drives no terminal
+         * (a hostile name's ESC shows as "\x1b"). */
+        size_t cap = 4 * (size_t)name.len + 1;
+        m->name = malloc(cap);
+        if (m->name)
+            tn_text_one_line(name.ptr, (size_t)name.len, m->name, cap, TN_TEXT_ESCAPE_C0, NULL);
     } else {
         const char *slash = strrchr(path, '/');
         m->name = strdup(slash ? slash + 1 : path);

@@ -190,6 +190,31 @@ try:
         rc, out, err = raw_run(["info", model], True)
         check(b"\\x1b]52;c;SGVsbG8=\\x07{{ bos_token }}" in out,
               "info shows the template escaped: %r" % out)
+
+    # general.name: run's chat and bench print the model's description,
+    # which starts with it (docs/MODEL.md): one line, its controls escaped,
+    # to a terminal and a pipe alike.
+    named = os.path.join(tmp, "named.gguf")
+    r = subprocess.run([CLI, "mkmodel", "--arch", "llama", "--type", "f32", "--embd", "32",
+                        "--layers", "1", "--heads", "2", "--kv-heads", "1", "--head-dim", "16",
+                        "--ff", "64", "--name", "N\x1b]0;title\x07M\rO\u009bP\nQ", "-o", named],
+                       capture_output=True)
+    if r.returncode != 0:
+        sys.exit("mkmodel --name failed: %r" % r.stderr)
+    NAME_SHOWN = b"N\\x1b]0;title\\x07M\\x0dO\\u009bP\\x0aQ ("
+    for name, args in (("run (chat)", ["run", "-m", named, "-n", "1", "-t", "1"]),
+                       ("bench", ["bench", "-m", named, "-p", "4", "-n", "2", "-r", "1", "-t", "1",
+                                  "--verify", "0"])):
+        for terminal in (False, True):
+            if terminal and not shutil.which("script"):
+                continue
+            rc, out, err = raw_run(args, terminal)
+            shown = out + err
+            text = on_screen(shown) if terminal else shown
+            check(rc == 0 and text is not None and NAME_SHOWN in text and
+                  b"\x1b" not in shown,
+                  "%s: the model's name shows escaped (%s): rc %d %r" %
+                  (name, "terminal" if terminal else "pipe", rc, shown[-600:]))
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
