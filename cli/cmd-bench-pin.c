@@ -357,7 +357,11 @@ int cmd_bench_pin(int argc, char **argv) {
         tn_ctx_free(probe);
     }
     if (json) {
-        printf("{\"model\":\"%s\",\"threads\":%d,\"n_ctx\":%ld,\"request_tokens\":%ld,"
+        /* The name is the file's: a quote or a backslash in it must not
+         * end the string. */
+        fputs("{\"model\":", stdout);
+        cli_json_string(stdout, tn_model_name(model), strlen(tn_model_name(model)));
+        printf(",\"threads\":%d,\"n_ctx\":%ld,\"request_tokens\":%ld,"
                "\"generated_tokens\":%ld,\"reps\":%ld,"
                "\"short\":{\"pin_tokens\":%ld,\"ttft_ms\":%.3f,\"ttft_min\":%.3f,"
                "\"ttft_max\":%.3f,\"decode_tok_s\":%.2f},"
@@ -366,7 +370,7 @@ int cmd_bench_pin(int argc, char **argv) {
                "\"ttft_ratio\":%.4f,\"ttft_ratio_fastest\":%.4f,\"no_pin_ttft_ms\":%.3f,"
                "\"pin_prefill_ms\":%.3f,\"snapshot_mib\":%.2f,\"snapshot_save_ms\":%.3f,"
                "\"snapshot_load_warm_ms\":%.3f,\"snapshot_load_cold_ms\":%.3f}\n",
-               tn_model_name(model), nt, n_ctx, n_req, n_gen, reps, n_short, rs.ttft.median,
+               nt, n_ctx, n_req, n_gen, reps, n_short, rs.ttft.median,
                rs.ttft.min, rs.ttft.max, rs.decode_tok_s.median, n_long, rl.ttft.median,
                rl.ttft.min, rl.ttft.max, rl.decode_tok_s.median, ratio, ratio_fastest,
                rn.ttft.median,

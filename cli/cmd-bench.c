@@ -682,10 +682,12 @@ static int bench_model(const model_opts *o) {
     double pct = pctst.median;
 
     if (o->json) {
-        printf("{\"model\": \"%s\", \"threads\": %d, \"backend\": \"%s\", \"isa\": \"%s\",\n"
+        fputs("{\"model\": ", stdout);
+        cli_json_string(stdout, tn_model_path(model), strlen(tn_model_path(model)));
+        printf(", \"threads\": %d, \"backend\": \"%s\", \"isa\": \"%s\",\n"
                " \"arithmetic\": \"%s\", \"repacked_bytes\": %llu, \"repack_source\": \"%s\",\n"
                " \"reps\": %ld,\n",
-               tn_model_path(model), threads, tn_model_backend(model), tn_cpu_kernels(),
+               threads, tn_model_backend(model), tn_cpu_kernels(),
                tn_model_arithmetic(model), (unsigned long long)tn_model_repacked_bytes(model),
                tn_model_repack_source(model), o->reps);
         printf(" \"pp\": {\"tokens\": %ld, \"tps\": %.2f, \"tps_min\": %.2f, \"tps_max\": %.2f},\n",

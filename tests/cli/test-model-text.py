@@ -15,6 +15,7 @@ an OSC sequence. No tensors: these commands read the tokenizer only.
 
 Environment (set by tests/meson.build): TERN_CLI, TERN_TEST_TMP."""
 
+import json
 import os
 import re
 import shlex
@@ -215,6 +216,29 @@ try:
                   b"\x1b" not in shown,
                   "%s: the model's name shows escaped (%s): rc %d %r" %
                   (name, "terminal" if terminal else "pipe", rc, shown[-600:]))
+
+    # --json: a name (the file's) or a path with a quote or a backslash is
+    # still one JSON string, read back as it is.
+    quoted = os.path.join(tmp, 'q"uo\\te.gguf')
+    r = subprocess.run([CLI, "mkmodel", "--arch", "llama", "--type", "f32", "--embd", "32",
+                        "--layers", "1", "--heads", "2", "--kv-heads", "1", "--head-dim", "16",
+                        "--ff", "64", "--name", 'say "hi" \\o/', "-o", quoted],
+                       capture_output=True)
+    if r.returncode != 0:
+        sys.exit("mkmodel failed: %r" % r.stderr)
+    for name, args, want in (
+            ("bench --pin --json", ["bench", "--pin", "-m", quoted, "--short", "10", "--long", "100",
+                                    "-c", "256", "-n", "2", "-r", "1", "-t", "1", "--json"],
+             'say "hi" \\o/'),
+            ("bench --json", ["bench", "-m", quoted, "-p", "4", "-n", "2", "-r", "1", "-t", "1",
+                              "--verify", "0", "--json"], quoted)):
+        rc, out, err = raw_run(args, False)
+        try:
+            got = json.loads(out)["model"]
+        except (ValueError, KeyError) as e:
+            got = "not JSON: %s" % e
+        check(rc == 0 and got == want, "%s: the model is a JSON string: rc %d %r %r" %
+              (name, rc, got, out[:200]))
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
