@@ -403,10 +403,54 @@ static void header_encode(const pin_header *h, uint8_t out[TN_PIN_HEADER_BYTES])
     put_u64(out + 120, tn_checksum64(out, 120, 0));
 }
 
+/* The checksums say the file is as its writer left it, not that the writer
+ * was Tern: every bf16 value must have a magnitude below 2^16 (exponent
+ * field below 0x8F), which excludes infinities and NaNs. Larger values
+ * overflow attention's dot products, and the next decode gives non-finite
+ * logits. Real models' rows stay below: llama.cpp keeps them in half
+ * precision by default, whose largest value is 65504. */
+#define PIN_KV_MAX_BITS 0x477Fu /* 65280, the largest bf16 below 2^16 */
+
+/* The largest magnitude (sign bit cleared) among the bf16 values in kv[0..bytes),
+ * or worst if that is larger. */
+static uint16_t kv_worst(const uint8_t *kv, size_t bytes, uint16_t worst) {
+    for (size_t i = 0; i + 2 <= bytes; i += 2) {
+        const uint16_t v = (uint16_t)(tn_rd_u16(kv + i) & 0x7FFFu);
+        worst = v > worst ? v : worst;
+    }
+    return worst;
+}
+
+typedef struct kv_scan {
+    const uint8_t *kv;
+    size_t done;
+    uint16_t worst;
+} kv_scan;
+
+/* Called by the checksum after each piece it summed: the range check
+ * reads the piece while it is still in the cache. */
+static void kv_scan_piece(void *user, size_t bytes) {
+    kv_scan *s = user;
+    s->worst = kv_worst(s->kv + s->done, bytes, s->worst);
+    s->done += bytes;
+}
+
+/* Small enough to stay in a core's L2 between the two reads. */
+#define PIN_SCAN_PIECE ((size_t)64 << 10)
+
+/* The payload checksum (tokens then KV bytes), and whether every KV value
+ * is in range, in one read of the KV: a second pass over a large pin's rows
+ * (hundreds of MB, beyond any cache) cost as much again as the first. */
 static uint64_t payload_checksum(const int32_t *tokens, uint32_t n_tokens, const void *kv,
-                                 uint64_t kv_bytes) {
-    uint64_t h = tn_checksum64(tokens, (size_t)n_tokens * sizeof(int32_t), 1);
-    return tn_checksum64(kv, (size_t)kv_bytes, h);
+                                 uint64_t kv_bytes, bool *in_range) {
+    const uint64_t h = tn_checksum64(tokens, (size_t)n_tokens * sizeof(int32_t), 1);
+    kv_scan s = {.kv = kv};
+    const uint64_t sum =
+        tn_checksum64_pieces(kv, (size_t)kv_bytes, h, PIN_SCAN_PIECE, kv_scan_piece, &s);
+    /* The checksum's tail (under 32 bytes) comes in no piece. */
+    s.worst = kv_worst(s.kv + s.done, (size_t)kv_bytes - s.done, s.worst);
+    *in_range = s.worst <= PIN_KV_MAX_BITS;
+    return sum;
 }
 
 /* ---------------------------------------------------------------- load */
@@ -439,23 +483,6 @@ typedef struct pin_pass {
     int refused; /* PIN_READ, or why the snapshot is refused */
 } pin_pass;
 
-/* The checksums say the file is as its writer left it, not that the writer
- * was Tern: every bf16 value must have a magnitude below 2^16 (exponent
- * field below 0x8F), which excludes infinities and NaNs. Larger values
- * overflow attention's dot products, and the next decode gives non-finite
- * logits. Real models' rows stay below: llama.cpp keeps them in half
- * precision by default, whose largest value is 65504. */
-#define PIN_KV_MAX_BITS 0x477Fu /* 65280, the largest bf16 below 2^16 */
-
-static bool kv_in_range(const uint8_t *kv, uint64_t bytes) {
-    uint16_t worst = 0;
-    for (uint64_t i = 0; i + 2 <= bytes; i += 2) {
-        const uint16_t v = (uint16_t)(tn_rd_u16(kv + i) & 0x7FFFu);
-        worst = v > worst ? v : worst;
-    }
-    return worst <= PIN_KV_MAX_BITS;
-}
-
 static void pin_check_run(void *arg) {
     pin_pass *pp = arg;
     const uint8_t *m = pp->map;
@@ -465,7 +492,8 @@ static void pin_check_run(void *arg) {
     }
     const uint8_t *tok_bytes = m + TN_PIN_HEADER_BYTES;
     const uint8_t *kv = tok_bytes + (size_t)pp->n * 4;
-    if (payload_checksum((const int32_t *)tok_bytes, pp->n, kv, pp->kv_bytes) !=
+    bool in_range = false;
+    if (payload_checksum((const int32_t *)tok_bytes, pp->n, kv, pp->kv_bytes, &in_range) !=
         tn_rd_u64(pp->h + 80)) {
         pp->refused = PIN_DAMAGED;
         return;
@@ -474,7 +502,7 @@ static void pin_check_run(void *arg) {
         pp->refused = PIN_OTHER_TOKENS;
         return;
     }
-    if (!kv_in_range(kv, pp->kv_bytes))
+    if (!in_range)
         pp->refused = PIN_OUT_OF_RANGE;
 }
 
@@ -708,9 +736,11 @@ int tn_pin_store_save(const char *dir, const tn_pin_key *key, const tn_ctx *ctx,
     rc = tn_ctx_kv_state_save(ctx, n_tokens, kv, kv_bytes, err);
     if (rc != TN_OK)
         goto done;
-    /* A snapshot the load would refuse (kv_in_range) is not written: it
+    bool in_range = false;
+    const uint64_t sum = payload_checksum(tokens, (uint32_t)n_tokens, kv, kv_bytes, &in_range);
+    /* A snapshot the load would refuse (out of range) is not written: it
      * would be read, refused and removed at every start, and saved again. */
-    if (!kv_in_range(kv, kv_bytes)) {
+    if (!in_range) {
         rc = tn_fail(err, TN_ERR_INVALID,
                      "%s: the pinned prompt's keys or values reach 2^16 or more, which a pin "
                      "snapshot does not keep; not saved (the pin is recomputed at each start)",
@@ -725,7 +755,7 @@ int tn_pin_store_save(const char *dir, const tn_pin_key *key, const tn_ctx *ctx,
         .n_vocab = (uint32_t)tn_model_n_vocab(tn_ctx_model(ctx)),
         .kv_type = TN_PIN_KV_BF16,
         .kv_bytes = kv_bytes,
-        .payload_checksum = payload_checksum(tokens, (uint32_t)n_tokens, kv, kv_bytes),
+        .payload_checksum = sum,
     };
     memcpy(ph.key, key->b, 32);
     uint8_t header[TN_PIN_HEADER_BYTES];
