@@ -455,21 +455,124 @@ static uint64_t payload_checksum(const int32_t *tokens, uint32_t n_tokens, const
 
 /* ---------------------------------------------------------------- load */
 
-/* Called with the tn_fail that says why: one whole format per reason, so that
- * each is translated as a sentence (docs/TRANSLATING.md). */
-static int reject(const char *path, int rc) {
-    /* A bad snapshot would be rejected again at every start: remove it so
-     * that the recomputed pin takes its place. */
+/* Why a snapshot is refused where the message names the file alone. */
+enum {
+    PIN_READ, /* not refused */
+    PIN_NOT_REGULAR,
+    PIN_SHORT,
+    PIN_NOT_A_PIN,
+    PIN_OTHER_VERSION,
+    PIN_HEADER_DAMAGED,
+    PIN_OTHER_KEY,
+    PIN_OTHER_MODEL,
+    PIN_CHANGED,
+    PIN_DAMAGED,
+    PIN_OTHER_TOKENS,
+    PIN_OUT_OF_RANGE,
+};
+
+/* The refusal's message, one whole format per reason so that each is
+ * translated as a sentence (docs/TRANSLATING.md); and the file goes: a bad
+ * snapshot would be refused again at every start, so it is removed for the
+ * recomputed pin to take its place. */
+static int refuse(const char *path, int why, tn_error *err) {
+    int rc = TN_ERR_FORMAT;
+    switch (why) {
+    case PIN_NOT_REGULAR:
+        rc = tn_fail(err, rc, "%s: pin snapshot ignored (not a regular file); recomputing the pin",
+                     path);
+        break;
+    case PIN_SHORT:
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (truncated: shorter than its header); "
+                     "recomputing the pin",
+                     path);
+        break;
+    case PIN_NOT_A_PIN:
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (not a Tern pin snapshot); recomputing the pin",
+                     path);
+        break;
+    case PIN_OTHER_VERSION:
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (made by another version of Tern); "
+                     "recomputing the pin",
+                     path);
+        break;
+    case PIN_HEADER_DAMAGED:
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (damaged header: checksum mismatch); "
+                     "recomputing the pin",
+                     path);
+        break;
+    case PIN_OTHER_KEY:
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (its key does not match its name); "
+                     "recomputing the pin",
+                     path);
+        break;
+    case PIN_OTHER_MODEL:
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (made for another model or prompt); "
+                     "recomputing the pin",
+                     path);
+        break;
+    case PIN_CHANGED:
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (changed while it was read); recomputing the pin",
+                     path);
+        break;
+    case PIN_DAMAGED:
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (damaged data: checksum mismatch); "
+                     "recomputing the pin",
+                     path);
+        break;
+    case PIN_OUT_OF_RANGE:
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (damaged data: KV values out of range); "
+                     "recomputing the pin",
+                     path);
+        break;
+    case PIN_OTHER_TOKENS:
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (made for other system-prompt tokens); "
+                     "recomputing the pin",
+                     path);
+        break;
+    }
     unlink(path);
     return rc;
+}
+
+/* The header as read, against the snapshot that this context and these
+ * tokens want: PIN_READ, or why it is refused. */
+static int check_header(const uint8_t h[TN_PIN_HEADER_BYTES], const tn_pin_key *key,
+                        const tn_ctx *ctx, int32_t n_tokens) {
+    if (memcmp(h, TN_PIN_MAGIC, 8) != 0)
+        return PIN_NOT_A_PIN;
+    if (tn_rd_u32(h + 8) != TN_PIN_FORMAT_VERSION || tn_rd_u32(h + 12) != TN_PIN_HEADER_BYTES)
+        return PIN_OTHER_VERSION;
+    if (tn_rd_u64(h + 120) != tn_checksum64(h, 120, 0))
+        return PIN_HEADER_DAMAGED;
+    if (memcmp(h + 16, key->b, 32) != 0)
+        return PIN_OTHER_KEY;
+    const uint64_t want_kv = tn_ctx_kv_state_bytes(ctx, n_tokens);
+    const tn_model *model = tn_ctx_model(ctx);
+    if (tn_rd_u32(h + 48) != (uint32_t)n_tokens ||
+        tn_rd_u32(h + 52) != (uint32_t)tn_model_n_layer(model) ||
+        tn_rd_u32(h + 56) != (uint32_t)tn_model_n_head_kv(model) ||
+        tn_rd_u32(h + 60) != (uint32_t)tn_model_head_dim(model) ||
+        tn_rd_u32(h + 64) != (uint32_t)tn_model_n_vocab(model) ||
+        tn_rd_u32(h + 68) != TN_PIN_KV_BF16 || tn_rd_u64(h + 72) != want_kv || want_kv == 0)
+        return PIN_OTHER_MODEL;
+    return PIN_READ;
 }
 
 /* The parts of a load that read the mapped snapshot, the checks and then
  * the copy of its rows into the context, each run under tn_guarded_read:
  * they allocate nothing and take no lock (the messages are the caller's,
  * after them), so a jump out of one loses nothing. */
-enum { PIN_READ, PIN_CHANGED, PIN_DAMAGED, PIN_OTHER_TOKENS, PIN_OUT_OF_RANGE };
-
 typedef struct pin_pass {
     const uint8_t *map;
     const uint8_t *h; /* the header as pread before the mapping */
@@ -533,74 +636,23 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
         goto done;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
-                                  "%s: pin snapshot ignored (not a regular file); "
-                                  "recomputing the pin",
-                                  path));
-        goto done;
-    }
-    if ((uint64_t)st.st_size < TN_PIN_HEADER_BYTES) {
-        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
-                                  "%s: pin snapshot ignored (truncated: shorter than its header); "
-                                  "recomputing the pin",
-                                  path));
-        goto done;
-    }
     /* The header alone first: a file that is not a snapshot for this model
      * and prompt (whatever its size) is refused without reading the rest. */
     uint8_t h[TN_PIN_HEADER_BYTES];
-    if (pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h) {
-        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
-                                  "%s: pin snapshot ignored (truncated: shorter than its header); "
-                                  "recomputing the pin",
-                                  path));
-        goto done;
-    }
-    if (memcmp(h, TN_PIN_MAGIC, 8) != 0) {
-        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
-                                  "%s: pin snapshot ignored (not a Tern pin snapshot); "
-                                  "recomputing the pin",
-                                  path));
-        goto done;
-    }
-    if (tn_rd_u32(h + 8) != TN_PIN_FORMAT_VERSION || tn_rd_u32(h + 12) != TN_PIN_HEADER_BYTES) {
-        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
-                                  "%s: pin snapshot ignored (made by another version of Tern); "
-                                  "recomputing the pin",
-                                  path));
-        goto done;
-    }
-    if (tn_rd_u64(h + 120) != tn_checksum64(h, 120, 0)) {
-        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
-                                  "%s: pin snapshot ignored (damaged header: checksum mismatch); "
-                                  "recomputing the pin",
-                                  path));
-        goto done;
-    }
-    if (memcmp(h + 16, key->b, 32) != 0) {
-        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
-                                  "%s: pin snapshot ignored (its key does not match its name); "
-                                  "recomputing the pin",
-                                  path));
+    int why = PIN_READ;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        why = PIN_NOT_REGULAR;
+    else if ((uint64_t)st.st_size < TN_PIN_HEADER_BYTES ||
+             pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h)
+        why = PIN_SHORT;
+    else
+        why = check_header(h, key, ctx, n_tokens);
+    if (why != PIN_READ) {
+        rc = refuse(path, why, err);
         goto done;
     }
     const uint32_t n = tn_rd_u32(h + 48);
     const uint64_t kv_bytes = tn_rd_u64(h + 72);
-    const uint64_t want_kv = tn_ctx_kv_state_bytes(ctx, n_tokens);
-    const tn_model *model = tn_ctx_model(ctx);
-    if (n != (uint32_t)n_tokens || tn_rd_u32(h + 52) != (uint32_t)tn_model_n_layer(model) ||
-        tn_rd_u32(h + 56) != (uint32_t)tn_model_n_head_kv(model) ||
-        tn_rd_u32(h + 60) != (uint32_t)tn_model_head_dim(model) ||
-        tn_rd_u32(h + 64) != (uint32_t)tn_model_n_vocab(model) ||
-        tn_rd_u32(h + 68) != TN_PIN_KV_BF16 ||
-        kv_bytes != want_kv || want_kv == 0) {
-        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
-                                  "%s: pin snapshot ignored (made for another model or prompt); "
-                                  "recomputing the pin",
-                                  path));
-        goto done;
-    }
     uint64_t expect_size = TN_PIN_HEADER_BYTES + (uint64_t)n * 4 + kv_bytes;
     if ((uint64_t)st.st_size != expect_size) {
         if ((uint64_t)st.st_size < expect_size)
@@ -613,7 +665,7 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
                          "%s: pin snapshot ignored (trailing bytes: %llu bytes, expected %llu); "
                          "recomputing the pin",
                          path, (unsigned long long)st.st_size, (unsigned long long)expect_size);
-        rc = reject(path, rc);
+        unlink(path); /* refused as above */
         goto done;
     }
     map_size = (size_t)st.st_size;
@@ -648,33 +700,9 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
                      path);
         goto done;
     }
-    switch (pp.refused) {
-    case PIN_CHANGED:
-        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
-                                  "%s: pin snapshot ignored (changed while it was read); "
-                                  "recomputing the pin",
-                                  path));
+    if (pp.refused != PIN_READ) {
+        rc = refuse(path, pp.refused, err);
         goto done;
-    case PIN_DAMAGED:
-        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
-                                  "%s: pin snapshot ignored (damaged data: checksum mismatch); "
-                                  "recomputing the pin",
-                                  path));
-        goto done;
-    case PIN_OUT_OF_RANGE:
-        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
-                                  "%s: pin snapshot ignored (damaged data: KV values out of range); "
-                                  "recomputing the pin",
-                                  path));
-        goto done;
-    case PIN_OTHER_TOKENS:
-        rc = reject(path, tn_fail(err, TN_ERR_FORMAT,
-                                  "%s: pin snapshot ignored (made for other system-prompt tokens); "
-                                  "recomputing the pin",
-                                  path));
-        goto done;
-    default:
-        break;
     }
     rc = pp.rc;
     if (rc == TN_OK)
