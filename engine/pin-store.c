@@ -4,7 +4,7 @@
  * One file per pin, DIR/<sha256 key>.pin, little-endian:
  *
  *   0   magic "TERNPIN\0"
- *   8   u32 format version (1)
+ *   8   u32 format version (1; a newer one is refused, naming it)
  *   12  u32 header bytes (128)
  *   16  u8  key[32]            the file name, again: a renamed file is refused
  *   48  u32 n_tokens
@@ -14,7 +14,8 @@
  *   72  u64 KV bytes
  *   80  u64 payload checksum   (tokens then KV)
  *   88  char engine version[16]
- *   104 u8  reserved[16]       zero
+ *   104 u8  reserved[16]       zero (else refused: a format this build does
+ *                              not know)
  *   120 u64 header checksum    (bytes 0..119)
  *   128 i32 tokens[n_tokens]
  *   ... KV state bytes
@@ -462,7 +463,9 @@ enum {
     PIN_SHORT,
     PIN_NOT_A_PIN,
     PIN_OTHER_VERSION,
+    PIN_NEWER_VERSION,
     PIN_HEADER_DAMAGED,
+    PIN_RESERVED,
     PIN_OTHER_KEY,
     PIN_OTHER_MODEL,
     PIN_CHANGED,
@@ -474,8 +477,8 @@ enum {
 /* The refusal's message, one whole format per reason so that each is
  * translated as a sentence (docs/TRANSLATING.md); and the file goes: a bad
  * snapshot would be refused again at every start, so it is removed for the
- * recomputed pin to take its place. */
-static int refuse(const char *path, int why, tn_error *err) {
+ * recomputed pin to take its place. h: the header, when it was read. */
+static int refuse(const char *path, int why, const uint8_t *h, tn_error *err) {
     int rc = TN_ERR_FORMAT;
     switch (why) {
     case PIN_NOT_REGULAR:
@@ -497,6 +500,18 @@ static int refuse(const char *path, int why, tn_error *err) {
         rc = tn_fail(err, rc,
                      "%s: pin snapshot ignored (made by another version of Tern); "
                      "recomputing the pin",
+                     path);
+        break;
+    case PIN_NEWER_VERSION:
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (written by a newer Tern, in snapshot format %u; "
+                     "this one reads format %u); recomputing the pin",
+                     path, tn_rd_u32(h + 8), TN_PIN_FORMAT_VERSION);
+        break;
+    case PIN_RESERVED:
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (its header's reserved bytes are not zero: a "
+                     "format this version of Tern does not know); recomputing the pin",
                      path);
         break;
     case PIN_HEADER_DAMAGED:
@@ -551,10 +566,22 @@ static int check_header(const uint8_t h[TN_PIN_HEADER_BYTES], const tn_pin_key *
                         const tn_ctx *ctx, int32_t n_tokens) {
     if (memcmp(h, TN_PIN_MAGIC, 8) != 0)
         return PIN_NOT_A_PIN;
+    /* The version before anything it governs: a newer format may put its
+     * fields, the header checksum among them, elsewhere. Such a file is
+     * removed like any other refused one: the name is this build's alone
+     * (the key covers the engine and the format version), so it was not
+     * a newer Tern's to keep. */
+    if (tn_rd_u32(h + 8) > TN_PIN_FORMAT_VERSION)
+        return PIN_NEWER_VERSION;
     if (tn_rd_u32(h + 8) != TN_PIN_FORMAT_VERSION || tn_rd_u32(h + 12) != TN_PIN_HEADER_BYTES)
         return PIN_OTHER_VERSION;
     if (tn_rd_u64(h + 120) != tn_checksum64(h, 120, 0))
         return PIN_HEADER_DAMAGED;
+    /* Written as zero: anything else is a field of a format this build
+     * does not know, whose meaning it would ignore. */
+    for (int i = 104; i < 120; i++)
+        if (h[i] != 0)
+            return PIN_RESERVED;
     if (memcmp(h + 16, key->b, 32) != 0)
         return PIN_OTHER_KEY;
     const uint64_t want_kv = tn_ctx_kv_state_bytes(ctx, n_tokens);
@@ -648,7 +675,7 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
     else
         why = check_header(h, key, ctx, n_tokens);
     if (why != PIN_READ) {
-        rc = refuse(path, why, err);
+        rc = refuse(path, why, h, err);
         goto done;
     }
     const uint32_t n = tn_rd_u32(h + 48);
@@ -701,7 +728,7 @@ int tn_pin_store_load(const char *dir, const tn_pin_key *key, tn_ctx *ctx,
         goto done;
     }
     if (pp.refused != PIN_READ) {
-        rc = refuse(path, pp.refused, err);
+        rc = refuse(path, pp.refused, h, err);
         goto done;
     }
     rc = pp.rc;
