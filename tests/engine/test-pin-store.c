@@ -192,12 +192,12 @@ static void test_checksum_pieces(void) {
 
 /* --------------------------------------------------------------- models */
 
-static char *make_model(const char *name, uint64_t seed) {
-    static char paths[4][4096];
+static char *make_model(const char *name, const char *arch, uint64_t seed) {
+    static char paths[8][4096];
     static int next;
-    char *path = paths[next++ % 4];
+    char *path = paths[next++ % 8];
     snprintf(path, 4096, "%s/%s.gguf", tn_test_tmpdir(), name);
-    tn_mkmodel_params p = tn_test_tiny_model("llama", seed);
+    tn_mkmodel_params p = tn_test_tiny_model(arch, seed);
     p.n_ctx = 512;
     tn_error err = {0};
     int rc = tn_mkmodel(&p, path, &err);
@@ -872,7 +872,7 @@ int main(void) {
     char dir[4200], dir2[4200];
     snprintf(dir, sizeof dir, "%s/cache/tern/pins", tn_test_tmpdir());
     snprintf(dir2, sizeof dir2, "%s/evict", tn_test_tmpdir());
-    const char *pa = make_model("a", 1), *pb = make_model("b", 2);
+    const char *pa = make_model("a", "llama", 1), *pb = make_model("b", "llama", 2);
     tn_model *a = pa ? load(pa) : NULL, *b = pb ? load(pb) : NULL;
     if (a && b) {
         test_round_trip(a, b, dir);
@@ -881,6 +881,23 @@ int main(void) {
         test_header_fields(a, dir);
         test_eviction(a, dir2);
         test_orphans(a, dir2);
+    }
+    /* Layers that differ in their KV: Gemma 4's sliding layers (a window
+     * shorter than the pinned prompt) and full layers of twice the head
+     * size, its last layers with no KV of their own (they reuse earlier
+     * layers'), per-layer inputs; with experts; gpt-oss (experts, every
+     * other layer sliding). A snapshot restores each exactly, and damage
+     * and forged values are refused as in llama's single layout. */
+    static const char *const archs[] = {"gemma4", "gemma4moe", "gpt-oss"};
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        const char *pm = make_model(archs[i], archs[i], 10 + i);
+        tn_model *m = pm ? load(pm) : NULL;
+        if (m && a) {
+            test_round_trip(m, a, dir);
+            test_forged_values(m, dir);
+            test_header_fields(m, dir);
+        }
+        tn_model_free(m);
     }
     tn_model_free(a);
     tn_model_free(b);
