@@ -570,6 +570,14 @@ send_request (Transfer     *t,
                            t->name, url, location);
               return NULL;
             }
+          if (tern_manager_redirect_downgrades (soup_message_get_uri (msg), next))
+            {
+              g_autofree char *to = g_uri_to_string (next);
+
+              tern_manager_set_downgrade_error (error, url, to);
+              g_prefix_error (error, "%s: ", t->name);
+              return NULL;
+            }
           g_free (url);
           url = g_uri_to_string (next);
           continue;
@@ -1653,6 +1661,7 @@ ensure_session (TernDownloader *self)
   agent = g_strdup_printf ("Tern/%s ", tern_manager_app_version ());
   self->session = soup_session_new_with_options ("timeout", self->timeout_s, "user-agent", agent,
                                                  "max-conns-per-host", 4, NULL);
+  tern_manager_session_init (self->session);
   /* Ranges count bytes of the file as stored, not of a compressed encoding. */
   soup_session_remove_feature_by_type (self->session, SOUP_TYPE_CONTENT_DECODER);
   proxy = tern_manager_proxy_resolver_from_env ();

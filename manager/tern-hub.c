@@ -486,14 +486,21 @@ hub_get_within (const char    *url,
       return NULL;
     }
   session = soup_session_new_with_options ("timeout", 30, NULL);
+  tern_manager_session_init (session);
   if (proxy != NULL)
     soup_session_set_proxy_resolver (session, proxy);
   if (auth != NULL)
     soup_message_headers_replace (soup_message_get_request_headers (msg), "Authorization", auth);
   soup_message_headers_replace (soup_message_get_request_headers (msg), "Accept", "application/json");
+  tern_manager_refuse_downgrades (msg);
   stream = soup_session_send (session, msg, cancellable, error);
   if (stream == NULL)
     return NULL;
+  if (tern_manager_refused_downgrade (msg, error))
+    {
+      g_input_stream_close (stream, NULL, NULL);
+      return NULL;
+    }
   *msg_out = g_object_ref (msg);
   if (soup_message_get_status (msg) != SOUP_STATUS_OK)
     {

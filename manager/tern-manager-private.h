@@ -10,6 +10,7 @@
 #define GETTEXT_PACKAGE "tern"
 #endif
 #include <glib/gi18n-lib.h>
+#include <libsoup/soup.h>
 #include <inttypes.h>
 
 #include "tern.h"
@@ -77,6 +78,31 @@ void     tern_manager_test_set_hash_hook (void     (*hook) (guint64  hashed,
  * root to make). NULL removes it. Set it while nothing writes. */
 void     tern_manager_test_fail_writes (const char *suffix,
                                         int         errsv);
+
+/* Tests only: every session the manager makes from now on trusts the
+ * certificate authorities of `database` instead of the system's (a test's
+ * own https server). NULL: the system's again. */
+void     tern_manager_test_set_tls_database (GTlsDatabase *database);
+/* Gives a new session what tern_manager_test_set_tls_database asked for;
+ * nothing otherwise. */
+void     tern_manager_session_init (SoupSession *session);
+
+/* A redirect from `from` to `to` leaves TLS (https to plain http): what a
+ * network attacker or a hostile mirror would do to swap the bytes and the
+ * hash that vouches for them. Never followed. */
+gboolean tern_manager_redirect_downgrades (GUri *from,
+                                          GUri *to);
+/* Sets the error that refuses such a redirect from `from` to `to`. */
+void     tern_manager_set_downgrade_error (GError    **error,
+                                          const char *from,
+                                          const char *to);
+/* For a message whose redirects libsoup follows: one that
+ * tern_manager_redirect_downgrades is not followed but ends the message
+ * with the 3xx answer; tern_manager_refused_downgrade then says so. */
+void     tern_manager_refuse_downgrades (SoupMessage *msg);
+/* TRUE, with the error set, when msg ended at a refused redirect. */
+gboolean tern_manager_refused_downgrade (SoupMessage *msg,
+                                        GError     **error);
 
 /* Deletes a directory and everything in it (no symlinks followed). */
 gboolean tern_manager_remove_tree (const char  *path,

@@ -206,6 +206,85 @@ tern_manager_write_file_atomic (const char  *path,
   return TRUE;
 }
 
+/* Tests only: production sessions keep libsoup's default, the system's
+ * certificate authorities. */
+static GTlsDatabase *test_tls_database;
+
+void
+tern_manager_test_set_tls_database (GTlsDatabase *database)
+{
+  g_set_object (&test_tls_database, database);
+}
+
+void
+tern_manager_session_init (SoupSession *session)
+{
+  if (test_tls_database != NULL)
+    soup_session_set_tls_database (session, test_tls_database);
+}
+
+gboolean
+tern_manager_redirect_downgrades (GUri *from,
+                                  GUri *to)
+{
+  return g_ascii_strcasecmp (g_uri_get_scheme (from), "https") == 0
+         && g_ascii_strcasecmp (g_uri_get_scheme (to), "https") != 0;
+}
+
+void
+tern_manager_set_downgrade_error (GError    **error,
+                                  const char *from,
+                                  const char *to)
+{
+  g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP,
+               _("%s redirected from https to plain http (%s); refusing to follow it: over plain http "
+                 "anyone on the way can change what arrives. Ask the server's owner for an address "
+                 "that stays on https"), from, to);
+}
+
+#define REFUSED_KEY "tern-refused-downgrade"
+
+/* Runs before libsoup decides to follow the answer's Location. */
+static void
+on_got_headers_refuse_downgrade (SoupMessage *msg,
+                                 gpointer     data)
+{
+  const char *location;
+  g_autoptr(GUri) next = NULL;
+
+  (void) data;
+  if (!SOUP_STATUS_IS_REDIRECTION (soup_message_get_status (msg)))
+    return;
+  location = soup_message_headers_get_one (soup_message_get_response_headers (msg), "Location");
+  if (location == NULL)
+    return;
+  next = g_uri_parse_relative (soup_message_get_uri (msg), location, SOUP_HTTP_URI_FLAGS, NULL);
+  if (next == NULL || !tern_manager_redirect_downgrades (soup_message_get_uri (msg), next))
+    return;
+  soup_message_add_flags (msg, SOUP_MESSAGE_NO_REDIRECT);
+  g_object_set_data_full (G_OBJECT (msg), REFUSED_KEY, g_uri_to_string (next), g_free);
+}
+
+void
+tern_manager_refuse_downgrades (SoupMessage *msg)
+{
+  g_signal_connect (msg, "got-headers", G_CALLBACK (on_got_headers_refuse_downgrade), NULL);
+}
+
+gboolean
+tern_manager_refused_downgrade (SoupMessage *msg,
+                                GError     **error)
+{
+  const char *to = g_object_get_data (G_OBJECT (msg), REFUSED_KEY);
+  g_autofree char *from = NULL;
+
+  if (to == NULL)
+    return FALSE;
+  from = g_uri_to_string (soup_message_get_uri (msg));
+  tern_manager_set_downgrade_error (error, from, to);
+  return TRUE;
+}
+
 /* Tests only (tern_manager_test_set_hash_hook): a hash of a test-sized file
  * is over before anyone could see it being made. */
 static void (*hash_hook) (guint64 hashed, gpointer user_data);

@@ -1,0 +1,375 @@
+/* test-hostile.c: the downloader and the Hub client against servers that
+ * attack: a redirect from https to plain http. The servers run in this
+ * process (libsoup's, one of them over TLS with the certificate below), in
+ * a thread of their own so that the blocking pulls can talk to them. */
+#include <errno.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <libsoup/soup.h>
+#include <string.h>
+
+#include "tern-hub.h"
+#include "tern-manager-private.h"
+#include "tern.h"
+
+/* Made once for these tests (openssl req -x509, prime256v1, 100 years,
+ * subjectAltName IP:127.0.0.1); it is its own certificate authority. */
+static const char cert_pem[] =
+  "-----BEGIN CERTIFICATE-----\n"
+  "MIIBkDCCATagAwIBAgIUAb6Iwt32h8bHNGiEA4cLRrjbl5UwCgYIKoZIzj0EAwIw\n"
+  "FDESMBAGA1UEAwwJMTI3LjAuMC4xMCAXDTI2MTIwNzAzNTkwOFoYDzIxMjYxMTEz\n"
+  "MDM1OTA4WjAUMRIwEAYDVQQDDAkxMjcuMC4wLjEwWTATBgcqhkjOPQIBBggqhkjO\n"
+  "PQMBBwNCAASjHpxz1Wnm69RWJNtAeDcEq+zKt8OTStfHnSd6NWX3drRmDS60Lr8d\n"
+  "Sz6ZuefZSnH2eB2ZAG5fjk7kqROOWAveo2QwYjAdBgNVHQ4EFgQU2356fREcSFBc\n"
+  "FpB8xPuDK036GLAwHwYDVR0jBBgwFoAU2356fREcSFBcFpB8xPuDK036GLAwDwYD\n"
+  "VR0RBAgwBocEfwAAATAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0gAMEUC\n"
+  "ICyWn2JqhK2O/K3Gf/Ca7T+shKTieW4TTJCc/Zwky37tAiEA6C/cBwk4C2dB6iQ3\n"
+  "J2kpaCwmYvs79jhANsGKzgv4QGA=\n"
+  "-----END CERTIFICATE-----\n";
+static const char key_pem[] =
+  "-----BEGIN PRIVATE KEY-----\n"
+  "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgM3FsGnGVth/c0Bvf\n"
+  "eC8KMSLEiP1KphTDU73jdxzEh/qhRANCAASjHpxz1Wnm69RWJNtAeDcEq+zKt8OT\n"
+  "StfHnSd6NWX3drRmDS60Lr8dSz6ZuefZSnH2eB2ZAG5fjk7kqROOWAve\n"
+  "-----END PRIVATE KEY-----\n";
+
+#define FILE_SIZE 100000
+
+static char *tmp_root;
+static int store_counter;
+static guint8 good_data[FILE_SIZE];   /* what the https server serves */
+static guint8 evil_data[FILE_SIZE];   /* what the plain http hop serves */
+static char *evil_sha;
+
+static guint16 https_port, http_port;
+static GMainContext *server_context;
+static GMainLoop *server_loop;
+static GThread *server_thread;
+static GAsyncQueue *server_ready;
+static gint http_hits;  /* requests the plain http server answered with content */
+
+/* ---- the servers -------------------------------------------------------- */
+
+static guint16
+server_port (SoupServer *server)
+{
+  GSList *uris = soup_server_get_uris (server);
+  guint16 port = (guint16) g_uri_get_port (uris->data);
+
+  g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
+  return port;
+}
+
+static void
+redirect_to (SoupServerMessage *msg,
+             const char        *scheme,
+             guint16            port,
+             const char        *path)
+{
+  g_autofree char *to = g_strdup_printf ("%s://127.0.0.1:%u%s", scheme, port, path);
+
+  soup_server_message_set_redirect (msg, SOUP_STATUS_FOUND, to);
+}
+
+/* The real server: the file, and redirects from its https address. */
+static void
+on_https (SoupServer        *server,
+          SoupServerMessage *msg,
+          const char        *path,
+          GHashTable        *query,
+          gpointer           data)
+{
+  (void) server;
+  (void) query;
+  (void) data;
+  if (g_str_equal (path, "/file"))
+    {
+      soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+      soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_STATIC,
+                                        (const char *) good_data, FILE_SIZE);
+    }
+  else if (g_str_equal (path, "/to-http"))
+    redirect_to (msg, "http", http_port, "/file");
+  else if (g_str_equal (path, "/to-https"))
+    redirect_to (msg, "https", https_port, "/file");
+  else if (g_str_has_prefix (path, "/api/models/"))
+    redirect_to (msg, "http", http_port, path);
+  else
+    soup_server_message_set_status (msg, SOUP_STATUS_NOT_FOUND, NULL);
+}
+
+/* The attacker's plain http: other bytes, vouched for by its own hash. */
+static void
+on_http (SoupServer        *server,
+         SoupServerMessage *msg,
+         const char        *path,
+         GHashTable        *query,
+         gpointer           data)
+{
+  (void) server;
+  (void) query;
+  (void) data;
+  if (g_str_equal (path, "/file"))
+    {
+      g_autofree char *etag = g_strdup_printf ("\"%s\"", evil_sha);
+
+      g_atomic_int_inc (&http_hits);
+      soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+      soup_message_headers_replace (soup_server_message_get_response_headers (msg), "X-Linked-Etag", etag);
+      soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_STATIC,
+                                        (const char *) evil_data, FILE_SIZE);
+    }
+  else if (g_str_equal (path, "/to-https"))
+    redirect_to (msg, "https", https_port, "/file");
+  else if (g_str_has_prefix (path, "/api/models/"))
+    {
+      static const char answer[] = "{\"id\": \"o/r\", \"sha\": \"0123456789abcdef0123456789abcdef01234567\", "
+                                   "\"siblings\": []}";
+
+      g_atomic_int_inc (&http_hits);
+      soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+      soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_STATIC, answer,
+                                        sizeof answer - 1);
+    }
+  else
+    soup_server_message_set_status (msg, SOUP_STATUS_NOT_FOUND, NULL);
+}
+
+static gpointer
+server_main (gpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *pem = g_strconcat (cert_pem, key_pem, NULL);
+  g_autoptr(GTlsCertificate) cert = NULL;
+  g_autoptr(SoupServer) https = NULL;
+  g_autoptr(SoupServer) http = NULL;
+
+  (void) data;
+  g_main_context_push_thread_default (server_context);
+  cert = g_tls_certificate_new_from_pem (pem, -1, &error);
+  g_assert_no_error (error);
+  https = soup_server_new ("tls-certificate", cert, NULL);
+  soup_server_add_handler (https, NULL, on_https, NULL, NULL);
+  g_assert_true (soup_server_listen_local (https, 0, SOUP_SERVER_LISTEN_HTTPS | SOUP_SERVER_LISTEN_IPV4_ONLY,
+                                           &error));
+  g_assert_no_error (error);
+  https_port = server_port (https);
+  http = soup_server_new (NULL, NULL);
+  soup_server_add_handler (http, NULL, on_http, NULL, NULL);
+  g_assert_true (soup_server_listen_local (http, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
+  g_assert_no_error (error);
+  http_port = server_port (http);
+
+  g_async_queue_push (server_ready, GINT_TO_POINTER (1));
+  g_main_loop_run (server_loop);
+  soup_server_disconnect (https);
+  soup_server_disconnect (http);
+  g_main_context_pop_thread_default (server_context);
+  return NULL;
+}
+
+static void
+start_servers (void)
+{
+  server_context = g_main_context_new ();
+  server_loop = g_main_loop_new (server_context, FALSE);
+  server_ready = g_async_queue_new ();
+  server_thread = g_thread_new ("servers", server_main, NULL);
+  g_async_queue_pop (server_ready);
+}
+
+static void
+stop_servers (void)
+{
+  g_main_loop_quit (server_loop);
+  g_thread_join (server_thread);
+  g_main_loop_unref (server_loop);
+  g_main_context_unref (server_context);
+  g_async_queue_unref (server_ready);
+}
+
+/* ---- pulls -------------------------------------------------------------- */
+
+static guint64
+plenty_of_space (const char *path,
+                 gpointer    data)
+{
+  (void) path;
+  (void) data;
+  return G_GUINT64_CONSTANT (1) << 40;
+}
+
+/* Pulls tag "t:one", one file at url (size 0: the catalog gives none; no
+ * sha256 in the catalog). Returns the installed bytes, or NULL with error. */
+static GBytes *
+pull_one (const char  *url,
+          guint64      size,
+          GError     **error)
+{
+  g_autofree char *root = g_strdup_printf ("%s/store-%d", tmp_root, ++store_counter);
+  g_autofree char *size_json = size > 0 ? g_strdup_printf ("%" G_GUINT64_FORMAT, size) : g_strdup ("null");
+  g_autofree char *json = g_strdup_printf (
+    "{\"schema\": 1, \"packages\": {\"pkg\": {\"label\": \"pkg\", \"files\": [{\"name\": \"m.bin\", "
+    "\"url\": \"%s\", \"size\": %s, \"sha256\": null}]}}, \"families\": [{\"id\": \"t\", \"label\": \"Test\", "
+    "\"tags\": [{\"tag\": \"t:one\", \"label\": \"Test\", \"base\": \"pkg\", \"draft\": null, "
+    "\"flags\": {\"single_turn\": false}, \"context_length\": 4096, \"min_app_version\": \"0.1.0\"}]}]}",
+    url, size_json);
+  g_autoptr(GError) local_error = NULL;
+  g_autoptr(TernCatalog) catalog = tern_catalog_new_from_data (json, -1, "test-catalog.json", &local_error);
+  g_autoptr(TernModelStore) store = NULL;
+  g_autoptr(TernDownloader) dl = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *partial = NULL;
+  char *data = NULL;
+  gsize length = 0;
+
+  g_assert_no_error (local_error);
+  store = tern_model_store_new (root, &local_error);
+  g_assert_no_error (local_error);
+  dl = tern_downloader_new (store);
+  tern_downloader_set_retry (dl, 2, 10, 20);
+  tern_downloader_set_timeout (dl, 10);
+  tern_downloader_set_free_space_func (dl, plenty_of_space, NULL, NULL);
+  partial = g_strdup_printf ("%s/packages/pkg/m.bin%s", root, TERN_PARTIAL_SUFFIX);
+  if (!tern_downloader_pull (dl, catalog, "t:one", NULL, error))
+    {
+      /* Nothing is installed after a failed pull. */
+      g_assert_null (tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE));
+      g_assert_cmpint (tern_model_store_get_state (store, "t:one", NULL), !=, TERN_MODEL_STATE_INSTALLED);
+      return NULL;
+    }
+  path = tern_model_store_get_path (store, "t:one", TERN_PACKAGE_ROLE_BASE);
+  g_assert_nonnull (path);
+  g_assert_false (g_file_test (partial, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_get_contents (path, &data, &length, NULL));
+  return g_bytes_new_take (data, length);
+}
+
+static void
+assert_bytes (GBytes       *bytes,
+              const guint8 *want,
+              gsize         size)
+{
+  g_assert_nonnull (bytes);
+  g_assert_cmpuint (g_bytes_get_size (bytes), ==, size);
+  g_assert_true (memcmp (g_bytes_get_data (bytes, NULL), want, size) == 0);
+}
+
+/* ---- https to http ------------------------------------------------------ */
+
+/* An https URL that a hostile mirror (or anyone on the path of the first,
+ * plain, hop) redirects to http: followed, the file and the hash that
+ * vouched for it came over plain http and were installed. */
+static void
+test_redirect_downgrade (void)
+{
+  g_autofree char *url = g_strdup_printf ("https://127.0.0.1:%u/to-http", https_port);
+  g_autofree char *target = g_strdup_printf ("http://127.0.0.1:%u/file", http_port);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) got = NULL;
+  gint hits = g_atomic_int_get (&http_hits);
+
+  got = pull_one (url, 0, &error);
+  g_assert_null (got);
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP);
+  g_assert_nonnull (strstr (error->message, "from https to plain http"));
+  g_assert_nonnull (strstr (error->message, target));
+  g_assert_cmpint (g_atomic_int_get (&http_hits), ==, hits);
+}
+
+/* What stays allowed: https to https, and http up to https. */
+static void
+test_redirect_allowed (void)
+{
+  g_autofree char *same = g_strdup_printf ("https://127.0.0.1:%u/to-https", https_port);
+  g_autofree char *up = g_strdup_printf ("http://127.0.0.1:%u/to-https", http_port);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) got = NULL;
+  g_autoptr(GBytes) got_up = NULL;
+
+  got = pull_one (same, 0, &error);
+  g_assert_no_error (error);
+  assert_bytes (got, good_data, FILE_SIZE);
+  got_up = pull_one (up, FILE_SIZE, &error);
+  g_assert_no_error (error);
+  assert_bytes (got_up, good_data, FILE_SIZE);
+}
+
+/* The Hub client follows redirects through libsoup: the same refusal. */
+static void
+test_redirect_downgrade_hub (void)
+{
+  g_autofree char *endpoint = g_strdup_printf ("https://127.0.0.1:%u", https_port);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernHubRepo) repo = NULL;
+  gint hits = g_atomic_int_get (&http_hits);
+
+  g_setenv ("HF_ENDPOINT", endpoint, TRUE);
+  g_unsetenv ("HF_TOKEN");
+  repo = tern_hub_list_quants ("o/r", NULL, &error);
+  g_unsetenv ("HF_ENDPOINT");
+  g_assert_null (repo);
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, "from https to plain http"));
+  g_assert_cmpint (g_atomic_int_get (&http_hits), ==, hits);
+}
+
+int
+main (int    argc,
+      char **argv)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GTlsDatabase) database = NULL;
+  g_autofree char *ca = NULL;
+  guint64 state = 0x9E3779B97F4A7C15ull;
+  const char *base = g_getenv ("TERN_TEST_TMP");
+  int status;
+
+  g_test_init (&argc, &argv, NULL);
+  g_setenv ("TERN_ADOPT", "0", TRUE);
+  /* A proxy from the environment would stand between us and 127.0.0.1. */
+  g_unsetenv ("http_proxy");
+  g_unsetenv ("https_proxy");
+  g_unsetenv ("all_proxy");
+  g_unsetenv ("HTTP_PROXY");
+  g_unsetenv ("HTTPS_PROXY");
+  g_unsetenv ("ALL_PROXY");
+  if (base != NULL)
+    g_mkdir_with_parents (base, 0755);
+  tmp_root = g_build_filename (base != NULL ? base : g_get_tmp_dir (), "hostile-XXXXXX", NULL);
+  g_assert_nonnull (g_mkdtemp (tmp_root));
+
+  for (gsize i = 0; i < FILE_SIZE; i++)
+    {
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      good_data[i] = (guint8) (state >> 24);
+      evil_data[i] = (guint8) (state >> 32);
+    }
+  evil_sha = g_compute_checksum_for_data (G_CHECKSUM_SHA256, evil_data, FILE_SIZE);
+
+  if (!g_tls_backend_supports_tls (g_tls_backend_get_default ()))
+    {
+      g_printerr ("no TLS backend (glib-networking): skipped\n");
+      return 77;
+    }
+  ca = g_build_filename (tmp_root, "ca.pem", NULL);
+  g_assert_true (g_file_set_contents (ca, cert_pem, -1, &error));
+  database = g_tls_file_database_new (ca, &error);
+  g_assert_no_error (error);
+  tern_manager_test_set_tls_database (database);
+  start_servers ();
+
+  g_test_add_func ("/hostile/redirect/downgrade", test_redirect_downgrade);
+  g_test_add_func ("/hostile/redirect/allowed", test_redirect_allowed);
+  g_test_add_func ("/hostile/redirect/downgrade-hub", test_redirect_downgrade_hub);
+  status = g_test_run ();
+
+  stop_servers ();
+  tern_manager_test_set_tls_database (NULL);
+  tern_manager_remove_tree (tmp_root, NULL);
+  g_free (tmp_root);
+  g_free (evil_sha);
+  return status;
+}
