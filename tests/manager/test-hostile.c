@@ -1,8 +1,12 @@
 /* test-hostile.c: the downloader and the Hub client against servers that
- * attack: a redirect from https to plain http. The servers run in this
- * process (libsoup's, one of them over TLS with the certificate below), in
- * a thread of their own so that the blocking pulls can talk to them. */
+ * lie or attack: a redirect from https to plain http, endless response
+ * headers, a Content-Length the body does not keep. The servers run in
+ * this process (libsoup's, one of them over TLS with the certificate
+ * below, and a raw socket one for answers libsoup's server would not send),
+ * in a thread of their own so that the blocking pulls can talk to them. */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <libsoup/soup.h>
@@ -41,7 +45,7 @@ static guint8 good_data[FILE_SIZE];   /* what the https server serves */
 static guint8 evil_data[FILE_SIZE];   /* what the plain http hop serves */
 static char *evil_sha;
 
-static guint16 https_port, http_port;
+static guint16 https_port, http_port, raw_port;
 static GMainContext *server_context;
 static GMainLoop *server_loop;
 static GThread *server_thread;
@@ -135,6 +139,123 @@ on_http (SoupServer        *server,
     soup_server_message_set_status (msg, SOUP_STATUS_NOT_FOUND, NULL);
 }
 
+/* The raw server: answers no HTTP library would send. RAW_LIMIT caps what
+ * one answer writes, so that a client that reads for ever still ends. */
+#define RAW_LIMIT (256u << 20)
+static guint64 raw_sent;  /* atomic: bytes of answers written so far */
+
+static gboolean
+raw_write (GOutputStream *out,
+           const void    *data,
+           gsize          length)
+{
+  gsize written = 0;
+  gboolean ok = g_output_stream_write_all (out, data, length, &written, NULL, NULL);
+
+  __atomic_add_fetch (&raw_sent, (guint64) written, __ATOMIC_RELAXED);
+  return ok;
+}
+
+static gboolean
+raw_printf (GOutputStream *out,
+            const char    *format,
+            ...) G_GNUC_PRINTF (2, 3);
+
+static gboolean
+raw_printf (GOutputStream *out,
+            const char    *format,
+            ...)
+{
+  va_list args;
+  g_autofree char *text = NULL;
+
+  va_start (args, format);
+  text = g_strdup_vprintf (format, args);
+  va_end (args);
+  return raw_write (out, text, strlen (text));
+}
+
+/* A body of `declared` bytes by its Content-Length (none when 0, then the
+ * end of the connection ends it) of which `sent` are sent. */
+static void
+raw_body (GOutputStream *out,
+          gsize          declared,
+          gsize          sent)
+{
+  if (declared > 0)
+    raw_printf (out, "HTTP/1.1 200 OK\r\nContent-Length: %" G_GSIZE_FORMAT "\r\nConnection: close\r\n\r\n",
+                declared);
+  else
+    raw_printf (out, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+  raw_write (out, good_data, sent);
+}
+
+static gboolean
+on_raw (GThreadedSocketService *service,
+        GSocketConnection      *connection,
+        GObject                *source,
+        gpointer                data)
+{
+  GInputStream *in = g_io_stream_get_input_stream (G_IO_STREAM (connection));
+  GOutputStream *out = g_io_stream_get_output_stream (G_IO_STREAM (connection));
+  char request[8192];
+  gsize got = 0;
+  char path[1024] = "";
+
+  (void) service;
+  (void) source;
+  (void) data;
+  while (got < sizeof request - 1)
+    {
+      gssize n = g_input_stream_read (in, request + got, sizeof request - 1 - got, NULL, NULL);
+
+      if (n <= 0)
+        return TRUE;
+      got += (gsize) n;
+      request[got] = '\0';
+      if (strstr (request, "\r\n\r\n") != NULL)
+        break;
+    }
+  if (sscanf (request, "GET %1023s ", path) != 1)
+    return TRUE;
+
+  if (g_str_has_prefix (path, "/endless-headers"))
+    {
+      /* Header lines of a kilobyte, for as long as the client reads. */
+      char line[1000];
+
+      memset (line, 'a', sizeof line);
+      memcpy (line, "X-Filler: ", 10);
+      line[sizeof line - 2] = '\r';
+      line[sizeof line - 1] = '\n';
+      raw_printf (out, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n");
+      for (gsize n = 0; n < RAW_LIMIT && raw_write (out, line, sizeof line); n += sizeof line)
+        ;
+    }
+  else if (g_str_has_prefix (path, "/huge-header"))
+    {
+      /* One header line with no end. */
+      static char block[65536];
+
+      memset (block, 'a', sizeof block);
+      raw_printf (out, "HTTP/1.1 200 OK\r\nX-Big: ");
+      for (gsize n = 0; n < RAW_LIMIT && raw_write (out, block, sizeof block); n += sizeof block)
+        ;
+    }
+  else if (g_str_equal (path, "/cl-long"))
+    raw_body (out, 1000, 2000);
+  else if (g_str_equal (path, "/cl-short"))
+    raw_body (out, 1000, 500);
+  else if (g_str_equal (path, "/eof-2000"))
+    raw_body (out, 0, 2000);
+  else if (g_str_equal (path, "/eof-500"))
+    raw_body (out, 0, 500);
+  else
+    raw_printf (out, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+  g_io_stream_close (G_IO_STREAM (connection), NULL, NULL);
+  return TRUE;
+}
+
 static gpointer
 server_main (gpointer data)
 {
@@ -143,6 +264,7 @@ server_main (gpointer data)
   g_autoptr(GTlsCertificate) cert = NULL;
   g_autoptr(SoupServer) https = NULL;
   g_autoptr(SoupServer) http = NULL;
+  g_autoptr(GSocketService) raw = NULL;
 
   (void) data;
   g_main_context_push_thread_default (server_context);
@@ -159,11 +281,18 @@ server_main (gpointer data)
   g_assert_true (soup_server_listen_local (http, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
   g_assert_no_error (error);
   http_port = server_port (http);
+  raw = g_threaded_socket_service_new (4);
+  raw_port = g_socket_listener_add_any_inet_port (G_SOCKET_LISTENER (raw), NULL, &error);
+  g_assert_no_error (error);
+  g_signal_connect (raw, "run", G_CALLBACK (on_raw), NULL);
+  g_socket_service_start (raw);
 
   g_async_queue_push (server_ready, GINT_TO_POINTER (1));
   g_main_loop_run (server_loop);
   soup_server_disconnect (https);
   soup_server_disconnect (http);
+  g_socket_service_stop (raw);
+  g_socket_listener_close (G_SOCKET_LISTENER (raw));
   g_main_context_pop_thread_default (server_context);
   return NULL;
 }
@@ -314,6 +443,117 @@ test_redirect_downgrade_hub (void)
   g_assert_cmpint (g_atomic_int_get (&http_hits), ==, hits);
 }
 
+/* ---- endless headers ---------------------------------------------------- */
+
+/* libsoup reads response headers into one buffer: a server that never
+ * ends them must meet a limit (libsoup's), not fill the memory. What the
+ * server got out before the client stopped reading tells. */
+static void
+test_endless_headers (void)
+{
+  static const char *const paths[] = { "/endless-headers", "/huge-header" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (paths); i++)
+    {
+      g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u%s", raw_port, paths[i]);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(GBytes) got = NULL;
+      gint64 start = g_get_monotonic_time ();
+      gint64 sent;
+
+      __atomic_store_n (&raw_sent, 0, __ATOMIC_RELAXED);
+      got = pull_one (url, 0, &error);
+      sent = (gint64) __atomic_load_n (&raw_sent, __ATOMIC_RELAXED);
+      g_test_message ("%s: %s after %.1f s, %" G_GINT64_FORMAT " bytes sent", paths[i],
+                      error != NULL ? error->message : "(no error)",
+                      (g_get_monotonic_time () - start) / 1e6, sent);
+      g_assert_null (got);
+      g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NETWORK);
+      g_assert_nonnull (strstr (error->message, url));
+      /* Two attempts, each stopped within the socket buffers' worth
+       * beyond libsoup's limit; a client that read on got RAW_LIMIT. */
+      g_assert_cmpint (sent, <, 32 << 20);
+    }
+}
+
+/* The same for the Hub client (its own session). */
+static void
+test_endless_headers_hub (void)
+{
+  g_autofree char *endpoint = g_strdup_printf ("http://127.0.0.1:%u/endless-headers", raw_port);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernHubRepo) repo = NULL;
+  gint64 sent;
+
+  __atomic_store_n (&raw_sent, 0, __ATOMIC_RELAXED);
+  g_setenv ("HF_ENDPOINT", endpoint, TRUE);
+  g_unsetenv ("HF_TOKEN");
+  repo = tern_hub_list_quants ("o/r", NULL, &error);
+  g_unsetenv ("HF_ENDPOINT");
+  sent = (gint64) __atomic_load_n (&raw_sent, __ATOMIC_RELAXED);
+  g_test_message ("hub: %s, %" G_GINT64_FORMAT " bytes sent", error != NULL ? error->message : "(no error)",
+                  sent);
+  g_assert_null (repo);
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_NETWORK);
+  g_assert_cmpint (sent, <, 16 << 20);
+}
+
+/* ---- Content-Length against the body ------------------------------------- */
+
+/* A body longer than its Content-Length: the answer is the declared bytes
+ * (the rest is not part of it, by HTTP/1.1); with the catalog's size, a
+ * declared length that differs fails the pull before a byte is written. */
+static void
+test_content_length_long (void)
+{
+  g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u/cl-long", raw_port);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) by_catalog = NULL;
+  g_autoptr(GBytes) by_header = NULL;
+  g_autoptr(GBytes) other = NULL;
+
+  other = pull_one (url, 2000, &error);
+  g_assert_null (other);
+  g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_SIZE);
+  g_clear_error (&error);
+  by_catalog = pull_one (url, 1000, &error);
+  g_assert_no_error (error);
+  assert_bytes (by_catalog, good_data, 1000);
+  by_header = pull_one (url, 0, &error);
+  g_assert_no_error (error);
+  assert_bytes (by_header, good_data, 1000);
+}
+
+/* A body that ends before its Content-Length (or, with no Content-Length,
+ * before the catalog's size) is never installed; one longer than the
+ * catalog's size neither. */
+static void
+test_content_length_short (void)
+{
+  static const struct {
+    const char *path;
+    guint64     size;
+    gint        code;
+  } cases[] = {
+    { "/cl-short", 0, TERN_MANAGER_ERROR_NETWORK },
+    { "/cl-short", 1000, TERN_MANAGER_ERROR_NETWORK },
+    { "/eof-500", 1000, TERN_MANAGER_ERROR_NETWORK },
+    { "/eof-2000", 1000, TERN_MANAGER_ERROR_SIZE },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u%s", raw_port, cases[i].path);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(GBytes) got = pull_one (url, cases[i].size, &error);
+
+      g_test_message ("%s (catalog size %" G_GUINT64_FORMAT "): %s", cases[i].path, cases[i].size,
+                      error != NULL ? error->message : "(installed)");
+      g_assert_null (got);
+      g_assert_error (error, TERN_MANAGER_ERROR, cases[i].code);
+    }
+}
+
 int
 main (int    argc,
       char **argv)
@@ -364,6 +604,10 @@ main (int    argc,
   g_test_add_func ("/hostile/redirect/downgrade", test_redirect_downgrade);
   g_test_add_func ("/hostile/redirect/allowed", test_redirect_allowed);
   g_test_add_func ("/hostile/redirect/downgrade-hub", test_redirect_downgrade_hub);
+  g_test_add_func ("/hostile/endless-headers", test_endless_headers);
+  g_test_add_func ("/hostile/endless-headers-hub", test_endless_headers_hub);
+  g_test_add_func ("/hostile/content-length/long", test_content_length_long);
+  g_test_add_func ("/hostile/content-length/short", test_content_length_short);
   status = g_test_run ();
 
   stop_servers ();
