@@ -1,9 +1,9 @@
 /* test-hostile.c: the downloader and the Hub client against servers that
  * lie or attack: a redirect from https to plain http, endless response
- * headers, a Content-Length the body does not keep. The servers run in
- * this process (libsoup's, one of them over TLS with the certificate
- * below, and a raw socket one for answers libsoup's server would not send),
- * in a thread of their own so that the blocking pulls can talk to them. */
+ * headers, a Content-Length the body does not keep. The servers
+ * (libsoup's, one of them over TLS with the certificate below, and a raw
+ * socket one for answers libsoup's server would not send) run in a forked
+ * process of their own (see server_main). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +11,10 @@
 #include <glib/gstdio.h>
 #include <libsoup/soup.h>
 #include <string.h>
+#include <glib-unix.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tern-hub.h"
 #include "tern-manager-private.h"
@@ -46,11 +50,16 @@ static guint8 evil_data[FILE_SIZE];   /* what the plain http hop serves */
 static char *evil_sha;
 
 static guint16 https_port, http_port, raw_port;
-static GMainContext *server_context;
+static GMainContext *server_context;  /* the servers' process's */
 static GMainLoop *server_loop;
-static GThread *server_thread;
-static GAsyncQueue *server_ready;
-static gint http_hits;  /* requests the plain http server answered with content */
+static GPid server_pid;
+static int server_stop = -1;  /* the servers' process ends when this closes */
+/* Counted in the servers' process, read in the tests'. */
+typedef struct {
+  gint    http_hits;  /* requests the plain http server answered with content */
+  guint64 raw_sent;   /* bytes of the raw server's answers written so far */
+} Shared;
+static Shared *shared;
 
 /* ---- the servers -------------------------------------------------------- */
 
@@ -117,7 +126,7 @@ on_http (SoupServer        *server,
     {
       g_autofree char *etag = g_strdup_printf ("\"%s\"", evil_sha);
 
-      g_atomic_int_inc (&http_hits);
+      g_atomic_int_inc (&shared->http_hits);
       soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
       soup_message_headers_replace (soup_server_message_get_response_headers (msg), "X-Linked-Etag", etag);
       soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_STATIC,
@@ -130,7 +139,7 @@ on_http (SoupServer        *server,
       static const char answer[] = "{\"id\": \"o/r\", \"sha\": \"0123456789abcdef0123456789abcdef01234567\", "
                                    "\"siblings\": []}";
 
-      g_atomic_int_inc (&http_hits);
+      g_atomic_int_inc (&shared->http_hits);
       soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
       soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_STATIC, answer,
                                         sizeof answer - 1);
@@ -142,7 +151,6 @@ on_http (SoupServer        *server,
 /* The raw server: answers no HTTP library would send. RAW_LIMIT caps what
  * one answer writes, so that a client that reads for ever still ends. */
 #define RAW_LIMIT (256u << 20)
-static guint64 raw_sent;  /* atomic: bytes of answers written so far */
 
 static gboolean
 raw_write (GOutputStream *out,
@@ -152,7 +160,7 @@ raw_write (GOutputStream *out,
   gsize written = 0;
   gboolean ok = g_output_stream_write_all (out, data, length, &written, NULL, NULL);
 
-  __atomic_add_fetch (&raw_sent, (guint64) written, __ATOMIC_RELAXED);
+  __atomic_add_fetch (&shared->raw_sent, (guint64) written, __ATOMIC_RELAXED);
   return ok;
 }
 
@@ -256,8 +264,25 @@ on_raw (GThreadedSocketService *service,
   return TRUE;
 }
 
-static gpointer
-server_main (gpointer data)
+static gboolean
+on_stop (int          fd,
+         GIOCondition condition,
+         gpointer     data)
+{
+  (void) fd;
+  (void) condition;
+  (void) data;
+  g_main_loop_quit (server_loop);
+  return G_SOURCE_REMOVE;
+}
+
+/* The servers' process: GnuTLS runs the TLS server's handshakes in GLib's
+ * shared worker threads, which never end, and LeakSanitizer's exit scan
+ * crashed on their dynamic TLS blocks ("Tracer caught signal 11"). Here
+ * they end with the process, by _exit, which no leak scan follows. */
+static void G_GNUC_NORETURN
+server_main (int ready,
+             int stop)
 {
   g_autoptr(GError) error = NULL;
   g_autofree char *pem = g_strconcat (cert_pem, key_pem, NULL);
@@ -265,8 +290,10 @@ server_main (gpointer data)
   g_autoptr(SoupServer) https = NULL;
   g_autoptr(SoupServer) http = NULL;
   g_autoptr(GSocketService) raw = NULL;
+  guint16 ports[3];
 
-  (void) data;
+  server_context = g_main_context_new ();
+  server_loop = g_main_loop_new (server_context, FALSE);
   g_main_context_push_thread_default (server_context);
   cert = g_tls_certificate_new_from_pem (pem, -1, &error);
   g_assert_no_error (error);
@@ -286,35 +313,60 @@ server_main (gpointer data)
   g_assert_no_error (error);
   g_signal_connect (raw, "run", G_CALLBACK (on_raw), NULL);
   g_socket_service_start (raw);
+  {
+    GSource *source = g_unix_fd_source_new (stop, G_IO_IN | G_IO_HUP | G_IO_ERR);
 
-  g_async_queue_push (server_ready, GINT_TO_POINTER (1));
+    g_source_set_callback (source, (GSourceFunc) (void (*) (void)) on_stop, NULL, NULL);
+    g_source_attach (source, server_context);
+    g_source_unref (source);
+  }
+
+  ports[0] = https_port;
+  ports[1] = http_port;
+  ports[2] = raw_port;
+  g_assert_cmpint (write (ready, ports, sizeof ports), ==, (gssize) sizeof ports);
+  close (ready);
   g_main_loop_run (server_loop);
-  soup_server_disconnect (https);
-  soup_server_disconnect (http);
-  g_socket_service_stop (raw);
-  g_socket_listener_close (G_SOCKET_LISTENER (raw));
-  g_main_context_pop_thread_default (server_context);
-  return NULL;
+  _exit (0);
 }
 
+/* Before any thread: the servers' process is a fork of this one. */
 static void
 start_servers (void)
 {
-  server_context = g_main_context_new ();
-  server_loop = g_main_loop_new (server_context, FALSE);
-  server_ready = g_async_queue_new ();
-  server_thread = g_thread_new ("servers", server_main, NULL);
-  g_async_queue_pop (server_ready);
+  int ready[2], stop[2];
+  guint16 ports[3];
+
+  shared = mmap (NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  g_assert_true (shared != MAP_FAILED);
+  g_assert_cmpint (pipe (ready), ==, 0);
+  g_assert_cmpint (pipe (stop), ==, 0);
+  server_pid = fork ();
+  g_assert_cmpint (server_pid, >=, 0);
+  if (server_pid == 0)
+    {
+      close (ready[0]);
+      close (stop[1]);
+      server_main (ready[1], stop[0]);
+    }
+  close (ready[1]);
+  close (stop[0]);
+  server_stop = stop[1];
+  g_assert_cmpint (read (ready[0], ports, sizeof ports), ==, (gssize) sizeof ports);
+  close (ready[0]);
+  https_port = ports[0];
+  http_port = ports[1];
+  raw_port = ports[2];
 }
 
 static void
 stop_servers (void)
 {
-  g_main_loop_quit (server_loop);
-  g_thread_join (server_thread);
-  g_main_loop_unref (server_loop);
-  g_main_context_unref (server_context);
-  g_async_queue_unref (server_ready);
+  int status;
+
+  close (server_stop);
+  g_assert_cmpint (waitpid (server_pid, &status, 0), ==, server_pid);
+  g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
 }
 
 /* ---- pulls -------------------------------------------------------------- */
@@ -396,14 +448,14 @@ test_redirect_downgrade (void)
   g_autofree char *target = g_strdup_printf ("http://127.0.0.1:%u/file", http_port);
   g_autoptr(GError) error = NULL;
   g_autoptr(GBytes) got = NULL;
-  gint hits = g_atomic_int_get (&http_hits);
+  gint hits = g_atomic_int_get (&shared->http_hits);
 
   got = pull_one (url, 0, &error);
   g_assert_null (got);
   g_assert_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_HTTP);
   g_assert_nonnull (strstr (error->message, "from https to plain http"));
   g_assert_nonnull (strstr (error->message, target));
-  g_assert_cmpint (g_atomic_int_get (&http_hits), ==, hits);
+  g_assert_cmpint (g_atomic_int_get (&shared->http_hits), ==, hits);
 }
 
 /* What stays allowed: https to https, and http up to https. */
@@ -431,7 +483,7 @@ test_redirect_downgrade_hub (void)
   g_autofree char *endpoint = g_strdup_printf ("https://127.0.0.1:%u", https_port);
   g_autoptr(GError) error = NULL;
   g_autoptr(TernHubRepo) repo = NULL;
-  gint hits = g_atomic_int_get (&http_hits);
+  gint hits = g_atomic_int_get (&shared->http_hits);
 
   g_setenv ("HF_ENDPOINT", endpoint, TRUE);
   g_unsetenv ("HF_TOKEN");
@@ -440,7 +492,7 @@ test_redirect_downgrade_hub (void)
   g_assert_null (repo);
   g_assert_nonnull (error);
   g_assert_nonnull (strstr (error->message, "from https to plain http"));
-  g_assert_cmpint (g_atomic_int_get (&http_hits), ==, hits);
+  g_assert_cmpint (g_atomic_int_get (&shared->http_hits), ==, hits);
 }
 
 /* ---- endless headers ---------------------------------------------------- */
@@ -461,9 +513,9 @@ test_endless_headers (void)
       gint64 start = g_get_monotonic_time ();
       gint64 sent;
 
-      __atomic_store_n (&raw_sent, 0, __ATOMIC_RELAXED);
+      __atomic_store_n (&shared->raw_sent, 0, __ATOMIC_RELAXED);
       got = pull_one (url, 0, &error);
-      sent = (gint64) __atomic_load_n (&raw_sent, __ATOMIC_RELAXED);
+      sent = (gint64) __atomic_load_n (&shared->raw_sent, __ATOMIC_RELAXED);
       g_test_message ("%s: %s after %.1f s, %" G_GINT64_FORMAT " bytes sent", paths[i],
                       error != NULL ? error->message : "(no error)",
                       (g_get_monotonic_time () - start) / 1e6, sent);
@@ -485,12 +537,12 @@ test_endless_headers_hub (void)
   g_autoptr(TernHubRepo) repo = NULL;
   gint64 sent;
 
-  __atomic_store_n (&raw_sent, 0, __ATOMIC_RELAXED);
+  __atomic_store_n (&shared->raw_sent, 0, __ATOMIC_RELAXED);
   g_setenv ("HF_ENDPOINT", endpoint, TRUE);
   g_unsetenv ("HF_TOKEN");
   repo = tern_hub_list_quants ("o/r", NULL, &error);
   g_unsetenv ("HF_ENDPOINT");
-  sent = (gint64) __atomic_load_n (&raw_sent, __ATOMIC_RELAXED);
+  sent = (gint64) __atomic_load_n (&shared->raw_sent, __ATOMIC_RELAXED);
   g_test_message ("hub: %s, %" G_GINT64_FORMAT " bytes sent", error != NULL ? error->message : "(no error)",
                   sent);
   g_assert_null (repo);
@@ -594,12 +646,13 @@ main (int    argc,
       g_printerr ("no TLS backend (glib-networking): skipped\n");
       return 77;
     }
+  /* Still one thread (the TLS backend's module starts none): fork. */
+  start_servers ();
   ca = g_build_filename (tmp_root, "ca.pem", NULL);
   g_assert_true (g_file_set_contents (ca, cert_pem, -1, &error));
   database = g_tls_file_database_new (ca, &error);
   g_assert_no_error (error);
   tern_manager_test_set_tls_database (database);
-  start_servers ();
 
   g_test_add_func ("/hostile/redirect/downgrade", test_redirect_downgrade);
   g_test_add_func ("/hostile/redirect/allowed", test_redirect_allowed);
