@@ -32,6 +32,10 @@ struct tn_sampler {
     double *block_sum; /* [n_blocks] */
     double ex_sum;
     double *bin_mass;  /* [NUCLEUS_BINS]: top-p's mass per logit bin */
+    tn_logit_bias *bias;
+    int32_t n_bias;
+    tn_token_allow_fn allow;
+    void *allow_user;
 };
 
 #define SUM_BLOCK 64
@@ -91,6 +95,7 @@ void tn_sampler_free(tn_sampler *s) {
     free(s->ex);
     free(s->block_sum);
     free(s->bin_mass);
+    free(s->bias);
     free(s);
 }
 
@@ -140,6 +145,48 @@ void tn_sampler_accept(tn_sampler *s, int32_t token) {
     s->hist_pos = (s->hist_pos + 1) % s->p.penalty_last_n;
     if (s->hist_len < s->p.penalty_last_n)
         s->hist_len++;
+}
+
+int tn_sampler_set_logit_bias(tn_sampler *s, const tn_logit_bias *bias, int32_t n,
+                              tn_error *err) {
+    if (!s || n < 0 || (n > 0 && !bias))
+        return tn_fail(err, TN_ERR_INVALID, "tn_sampler_set_logit_bias: bad arguments");
+    if (n > TN_LOGIT_BIAS_MAX)
+        return tn_fail(err, TN_ERR_INVALID, "logit bias: %d entries; at most %d", n,
+                       TN_LOGIT_BIAS_MAX);
+    for (int32_t i = 0; i < n; i++) {
+        if (bias[i].token < 0 || bias[i].token >= s->n_vocab)
+            return tn_fail(err, TN_ERR_INVALID, "token %d is outside the vocabulary (0..%d)",
+                           bias[i].token, s->n_vocab - 1);
+        if (!isfinite(bias[i].bias))
+            return tn_fail(err, TN_ERR_INVALID, "logit bias: the bias of token %d is not finite",
+                           bias[i].token);
+    }
+    tn_logit_bias *copy = NULL;
+    if (n > 0) {
+        copy = malloc((size_t)n * sizeof *copy);
+        if (!copy)
+            return tn_fail(err, TN_ERR_NOMEM, "out of memory");
+        memcpy(copy, bias, (size_t)n * sizeof *copy);
+    }
+    free(s->bias);
+    s->bias = copy;
+    s->n_bias = n;
+    return TN_OK;
+}
+
+void tn_sampler_set_allow(tn_sampler *s, tn_token_allow_fn allow, void *user) {
+    if (!s)
+        return;
+    s->allow = allow;
+    s->allow_user = user;
+}
+
+/* The bias comes before the penalties, as in llama.cpp's chain; a token
+ * listed twice gets both. */
+static void apply_bias(tn_sampler *s) {
+    for (int32_t i = 0; i < s->n_bias; i++)
+        s->work[s->bias[i].token] += s->bias[i].bias;
 }
 
 static void apply_penalties(tn_sampler *s) {
@@ -499,9 +546,100 @@ static int32_t argmax(const float *w, int32_t n) {
     return best;
 }
 
-int32_t tn_sampler_sample(tn_sampler *s, const float *logits) {
+/* Work's logits after the bias and the penalties. */
+static void load_work(tn_sampler *s, const float *logits) {
     memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
+    apply_bias(s);
     apply_penalties(s);
+}
+
+/* Every refused token's logit to -inf: the masked distribution the
+ * constrained draws are equivalent to. The number of allowed tokens. */
+static int32_t mask_refused(tn_sampler *s) {
+    int32_t n = 0;
+    for (int32_t t = 0; t < s->n_vocab; t++) {
+        if (s->work[t] == -INFINITY)
+            continue;
+        if (s->allow(t, s->allow_user))
+            n++;
+        else
+            s->work[t] = -INFINITY;
+    }
+    return n;
+}
+
+/* Candidates tried one by one before the whole vocabulary is masked. */
+#define ALLOW_TRIES 64
+
+static int32_t sample_work(tn_sampler *s);
+
+static int32_t sample_allowed(tn_sampler *s) {
+    const int32_t V = s->n_vocab;
+    if (s->p.temperature <= 0.0f) {
+        /* The best token is mostly allowed: one pass finds it; else the next
+         * best ones in logit order, and only then the whole vocabulary. */
+        const int32_t best = argmax(s->work, V);
+        if (s->work[best] != -INFINITY && s->allow(best, s->allow_user))
+            return best;
+        const int32_t k = V < ALLOW_TRIES ? V : ALLOW_TRIES;
+        top_k_select(s, k);
+        for (int32_t i = 0; i < k; i++)
+            if (s->work[s->cand[i]] != -INFINITY && s->allow(s->cand[i], s->allow_user))
+                return s->cand[i];
+    } else if (whole_vocab(s)) {
+        /* A refused draw leaves the distribution: its mass is taken out of
+         * its block and the total, and the next draw is from the rest. */
+        exp_all(s, max_of(s->work, V), 1.0f / s->p.temperature);
+        for (int tries = 0; tries < ALLOW_TRIES; tries++) {
+            const int32_t t = draw_full(s, tn_sampler_uniform(s));
+            if (t < 0)
+                break;
+            if (s->allow(t, s->allow_user))
+                return t;
+            s->block_sum[t / SUM_BLOCK] -= s->ex[t];
+            s->ex_sum -= s->ex[t];
+            s->ex[t] = 0;
+            if (!(s->ex_sum > 0))
+                break;
+        }
+    } else {
+        prepare(s);
+        double z = 1.0;
+        for (int tries = 0; tries < ALLOW_TRIES && z > 0; tries++) {
+            const double u = tn_sampler_uniform(s) * z;
+            double cum = 0;
+            int32_t pick = -1;
+            for (int32_t i = 0; i < s->n_cand; i++) {
+                if (s->prob[i] <= 0)
+                    continue;
+                pick = i;
+                cum += s->prob[i];
+                if (u < cum)
+                    break;
+            }
+            if (pick < 0)
+                break;
+            if (s->allow(s->cand[pick], s->allow_user))
+                return s->cand[pick];
+            z -= s->prob[pick];
+            s->prob[pick] = 0;
+        }
+    }
+    if (mask_refused(s) == 0)
+        return -1;
+    const int32_t t = sample_work(s);
+    return s->work[t] != -INFINITY ? t : -1;
+}
+
+int32_t tn_sampler_sample(tn_sampler *s, const float *logits) {
+    load_work(s, logits);
+    if (s->allow)
+        return sample_allowed(s);
+    return sample_work(s);
+}
+
+/* A pick from work[] by the parameters. */
+static int32_t sample_work(tn_sampler *s) {
     if (s->p.temperature <= 0.0f)
         return argmax(s->work, s->n_vocab);
     if (whole_vocab(s)) {
@@ -520,9 +658,40 @@ int32_t tn_sampler_sample(tn_sampler *s, const float *logits) {
     return s->cand[s->n_cand - 1]; /* rounding left cum just under 1 */
 }
 
+static void probs_work(tn_sampler *s, float *probs);
+
+/* What sample_allowed draws from: the filters' distribution renormalized
+ * over the allowed tokens, or, when it has none, the masked vocabulary's. */
+static void probs_allowed(tn_sampler *s, const float *logits, float *probs) {
+    probs_work(s, probs);
+    double z = 0;
+    for (int32_t t = 0; t < s->n_vocab; t++) {
+        if (probs[t] > 0 && !s->allow(t, s->allow_user))
+            probs[t] = 0;
+        z += probs[t];
+    }
+    if (z > 0) {
+        for (int32_t t = 0; t < s->n_vocab; t++)
+            probs[t] = (float)(probs[t] / z);
+        return;
+    }
+    load_work(s, logits);
+    if (mask_refused(s) == 0) {
+        memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
+        return;
+    }
+    probs_work(s, probs);
+}
+
 void tn_sampler_probs(tn_sampler *s, const float *logits, float *probs) {
-    memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
-    apply_penalties(s);
+    load_work(s, logits);
+    if (s->allow)
+        probs_allowed(s, logits, probs);
+    else
+        probs_work(s, probs);
+}
+
+static void probs_work(tn_sampler *s, float *probs) {
     memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
     if (s->p.temperature <= 0.0f) {
         probs[argmax(s->work, s->n_vocab)] = 1.0f;

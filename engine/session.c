@@ -21,6 +21,7 @@
 #include "tn-session.h"
 #include "tn-spec.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -77,6 +78,10 @@ struct tn_session {
     tn_sampler *sampler;
     float *logits; /* [n_vocab] of the last decoded row */
     tn_spec *spec; /* speculative decoding (spec.c): the request's drafter, if any */
+    /* TN_CONSTRAIN_JSON_OBJECT: the answer's text so far, as the sampler's
+     * token filter sees it (json_allow). */
+    bool json_on;
+    tn_json_prefix json;
     atomic_bool cancel;
 };
 
@@ -283,6 +288,21 @@ static int check_gen(const tn_gen_params *g, int32_t n_vocab, tn_error *err) {
         if (g->stop_tokens[i] < 0 || g->stop_tokens[i] >= n_vocab)
             return tn_fail(err, TN_ERR_INVALID, "stop token %d is outside the vocabulary (0..%d)",
                            g->stop_tokens[i], n_vocab - 1);
+    if (g->constrain != TN_CONSTRAIN_NONE && g->constrain != TN_CONSTRAIN_JSON_OBJECT)
+        return tn_fail(err, TN_ERR_INVALID, "unknown output constraint %d", g->constrain);
+    if (g->n_logit_bias < 0 || g->n_logit_bias > TN_LOGIT_BIAS_MAX ||
+        (g->n_logit_bias > 0 && !g->logit_bias))
+        return tn_fail(err, TN_ERR_INVALID, "logit bias: %d entries; at most %d",
+                       g->n_logit_bias, TN_LOGIT_BIAS_MAX);
+    /* Before the prefill, not after it (the sampler checks them again). */
+    for (int32_t i = 0; i < g->n_logit_bias; i++) {
+        if (g->logit_bias[i].token < 0 || g->logit_bias[i].token >= n_vocab)
+            return tn_fail(err, TN_ERR_INVALID, "token %d is outside the vocabulary (0..%d)",
+                           g->logit_bias[i].token, n_vocab - 1);
+        if (!isfinite(g->logit_bias[i].bias))
+            return tn_fail(err, TN_ERR_INVALID, "logit bias: the bias of token %d is not finite",
+                           g->logit_bias[i].token);
+    }
     return TN_OK;
 }
 
@@ -329,6 +349,8 @@ int tn_session_new(const tn_model *model, tn_session_params params, tn_session *
     /* Tools are a request's: the defaults hold none (documented in tern.h). */
     s->params.gen.tools = NULL;
     s->params.gen.n_tools = 0;
+    s->params.gen.logit_bias = NULL;
+    s->params.gen.n_logit_bias = 0;
     atomic_init(&s->cancel, false);
     for (int32_t i = 0; i < params.gen.n_stop; i++) {
         s->stop_copies[i] = strdup(params.gen.stop[i]);
@@ -712,6 +734,29 @@ static bool same_sampler(tn_sampler_params a, tn_sampler_params b) {
            a.seed == b.seed;
 }
 
+/* The constrained answer's token filter: a token may come next when its
+ * bytes keep the text a prefix of a JSON object. Control tokens (and the
+ * user-defined ones such as <think>, which the server reads as markup)
+ * never; end of generation never either: the answer ends when the object
+ * closes (generate). An empty piece would let the answer spin in place. */
+static bool json_allow(int32_t token, void *user) {
+    tn_session *s = user;
+    if (!s->tok)
+        return false;
+    const int type = tn_token_type_of(s->tok, token);
+    if (type != TN_TOKEN_TYPE_NORMAL && type != TN_TOKEN_TYPE_BYTE &&
+        type != TN_TOKEN_TYPE_UNDEFINED)
+        return false;
+    if (tn_token_is_eog(s->tok, token))
+        return false;
+    size_t len = 0;
+    const char *piece = tn_token_piece(s->tok, token, &len);
+    if (!piece || len == 0)
+        return false;
+    tn_json_prefix q = s->json;
+    return tn_json_prefix_feed(&q, piece, len) == len;
+}
+
 /* Every request starts the sampler afresh from its seed, with the penalty
  * window filled from the prompt: the same request draws the same tokens. */
 static int sampler_begin(tn_session *s, const tn_gen_params *g, tn_error *err) {
@@ -724,6 +769,12 @@ static int sampler_begin(tn_session *s, const tn_gen_params *g, tn_error *err) {
         s->sampler = fresh;
     }
     tn_sampler_reset(s->sampler);
+    int rc = tn_sampler_set_logit_bias(s->sampler, g->logit_bias, g->n_logit_bias, err);
+    if (rc != TN_OK)
+        return rc;
+    s->json_on = g->constrain == TN_CONSTRAIN_JSON_OBJECT;
+    tn_json_prefix_init(&s->json);
+    tn_sampler_set_allow(s->sampler, s->json_on ? json_allow : NULL, s);
     const tn_sampler_params p = g->sampler;
     const bool penalties = p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
                            p.frequency_penalty != 0.0f;
@@ -824,6 +875,11 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
         const int from_spec = tn_spec_pop(s->spec, &token);
         if (from_spec == TN_SPEC_NONE)
             token = tn_sampler_sample(s->sampler, s->logits);
+        if (token < 0) { /* the JSON filter allowed nothing */
+            rc = tn_fail(err, TN_ERR_INVALID,
+                         "no token of the model's vocabulary can continue the JSON answer");
+            break;
+        }
         if (st->generated_tokens == 0) {
             t_first = tn_now_ms();
             st->ttft_ms = t_first - t_call;
@@ -835,6 +891,11 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
         }
         if (from_spec != TN_SPEC_DRAFTED) /* the step recorded accepted drafts */
             tn_sampler_accept(s->sampler, token);
+        if (s->json_on) {
+            size_t len = 0;
+            const char *bytes = tn_token_piece(s->tok, token, &len);
+            tn_json_prefix_feed(&s->json, bytes, len); /* json_allow took all of it */
+        }
         st->generated_tokens++;
         piece.len = 0;
         if (s->tok && (rc = tn_detok_stream_push(&detok, token, &piece, err)) != TN_OK)
@@ -857,6 +918,10 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
         }
         if (sf.matched) {
             st->stop_reason = TN_STOP_STRING;
+            break;
+        }
+        if (s->json_on && tn_json_prefix_complete(&s->json)) {
+            st->stop_reason = TN_STOP_EOG; /* the object is the whole answer */
             break;
         }
         if (g->max_tokens > 0 && st->generated_tokens >= g->max_tokens) {
@@ -1011,6 +1076,10 @@ enum { NO_TEXT, ASK_TEXT, CHAT_TEXT };
 static int check_request(tn_session *s, const tn_gen_params *g, int text,
                          const tn_image_embd *images, int32_t n_images, tn_error *err) {
     int rc = check_gen(g, s->n_vocab, err);
+    if (rc == TN_OK && g->constrain != TN_CONSTRAIN_NONE && s->chat_kind == TN_CHAT_GPTOSS)
+        rc = tn_fail(err, TN_ERR_INVALID,
+                     "JSON output is not available for gpt-oss models: their answers are "
+                     "in channels");
     /* Tools live in the system part a pin fixes without them: only a whole
      * conversation (chat) carries them. */
     if (rc == TN_OK && g->n_tools > 0 && text != CHAT_TEXT)
@@ -1535,6 +1604,14 @@ static int run_prompt(tn_session *s, const tn_prompt *p, bool with_images,
                      : p->kind == TN_PROMPT_TEXT ? ASK_TEXT
                                                  : CHAT_TEXT;
     const tn_gen_params *g = gen ? gen : &s->params.gen;
+    /* The filter follows the text one accepted token at a time; the drafts
+     * a verify step checks would need it at every row: no speculation. */
+    tn_gen_params unspeculated;
+    if (g->constrain != TN_CONSTRAIN_NONE && g->drafter) {
+        unspeculated = *g;
+        unspeculated.drafter = NULL;
+        g = &unspeculated;
+    }
     int rc = check_request(s, g, text, p->images, images ? p->n_images : 0, err);
     if (rc != TN_OK)
         return rc;

@@ -656,6 +656,62 @@ void tn_sampler_probs(tn_sampler *s, const float *logits, float *probs);
 /* A uniform number in [0, 1) from the sampler's generator. */
 double tn_sampler_uniform(tn_sampler *s);
 
+/* OpenAI's logit_bias: bias is added to the token's logit before the
+ * penalties and filters (-100 all but bans it, +100 all but forces it). */
+typedef struct tn_logit_bias {
+    int32_t token;
+    float bias;
+} tn_logit_bias;
+#define TN_LOGIT_BIAS_MAX 1024
+/* Replaces the sampler's biases with a copy of bias[0..n) (n = 0: none).
+ * TN_ERR_INVALID, the old biases kept, for more than TN_LOGIT_BIAS_MAX
+ * entries, a token outside the vocabulary or a bias that is not finite.
+ * tn_sampler_reset keeps them. */
+int tn_sampler_set_logit_bias(tn_sampler *s, const tn_logit_bias *bias, int32_t n,
+                              tn_error *err);
+/* Constrained sampling: only tokens allow() accepts may be picked.
+ * tn_sampler_sample then returns the best allowed token (greedy) or draws
+ * from the distribution renormalized over the allowed tokens (after top-k,
+ * top-p and min-p; when none of their candidates is allowed, from the
+ * allowed tokens of the whole vocabulary, as if the others were masked
+ * before the filters), and -1 when no token is allowed. allow is called on
+ * the best tokens first and on the whole vocabulary only when they are all
+ * refused. NULL: no constraint. */
+typedef bool (*tn_token_allow_fn)(int32_t token, void *user);
+void tn_sampler_set_allow(tn_sampler *s, tn_token_allow_fn allow, void *user);
+
+/* ---------------------------------------------------- JSON-constrained output */
+
+/* An incremental checker of JSON text (RFC 8259) whose top-level value is
+ * an object: it takes bytes one at a time and refuses every byte after
+ * which the text could no longer begin a valid JSON object. Strings must be
+ * valid UTF-8 (a character may come split across calls); \u escapes are
+ * taken as the grammar has them (a lone surrogate escape is JSON syntax).
+ * Nesting deeper than TN_JSON_PREFIX_MAX_DEPTH levels is refused, so the
+ * state is a fixed-size value: copy it to try bytes out. Whitespace may
+ * surround every token, and follow the object, but at most
+ * TN_JSON_PREFIX_MAX_SPACE bytes of it in a row: a model that would rather
+ * not write JSON otherwise fills its answer with blank lines. */
+#define TN_JSON_PREFIX_MAX_DEPTH 64
+#define TN_JSON_PREFIX_MAX_SPACE 32
+typedef struct tn_json_prefix {
+    uint64_t stack; /* bit d: level d + 1 is an object (1) or an array (0) */
+    uint8_t depth;
+    uint8_t mode;
+    uint8_t aux;    /* literal position, hex digits or UTF-8 bytes still due */
+    uint8_t lit;    /* which literal (true, false, null) */
+    uint8_t lo, hi; /* the range of the next UTF-8 continuation byte */
+    bool key;       /* the string being read is an object key */
+    uint8_t space;  /* whitespace bytes in a row, outside strings */
+} tn_json_prefix;
+
+void tn_json_prefix_init(tn_json_prefix *p);
+/* Feeds n bytes; returns how many were accepted (n: all), p advanced past
+ * exactly those. */
+size_t tn_json_prefix_feed(tn_json_prefix *p, const char *bytes, size_t n);
+/* The object is closed: nothing but whitespace may follow. */
+bool tn_json_prefix_complete(const tn_json_prefix *p);
+
 /* ----------------------------------------------------------------- session */
 
 /* Flash single-turn serving and multi-turn chat over one model.
@@ -726,7 +782,20 @@ typedef struct tn_gen_params {
      * outlive the call. */
     const struct tn_chat_tool *tools;
     size_t n_tools;
+    /* Added to the logits (tn_sampler_set_logit_bias; at most
+     * TN_LOGIT_BIAS_MAX); only needs to outlive the call, and tn_session_new
+     * ignores it in its params. */
+    const tn_logit_bias *logit_bias;
+    int32_t n_logit_bias;
+    /* TN_CONSTRAIN_JSON_OBJECT: the answer is one JSON object (RFC 8259):
+     * only tokens that keep the text a prefix of one are sampled (control
+     * tokens never), and the answer ends when the object closes (stop
+     * reason TN_STOP_EOG). Speculation is off for such a request. Refused
+     * for gpt-oss, whose answers are in channels. */
+    int constrain;
 } tn_gen_params;
+
+enum { TN_CONSTRAIN_NONE = 0, TN_CONSTRAIN_JSON_OBJECT = 1 };
 
 tn_gen_params tn_gen_default_params(void);
 

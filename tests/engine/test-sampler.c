@@ -385,6 +385,161 @@ static void test_bad_params(void) {
     tn_sampler_free(NULL);
 }
 
+static void test_logit_bias(void) {
+    const float logits[5] = {0.5f, 3.0f, -1.0f, 2.9f, 0.0f};
+    tn_error err = {0};
+    tn_sampler *s = make(5, tn_sampler_default_params());
+    CHECK(tn_sampler_sample(s, logits) == 1);
+    /* -100 bans the best token, +100 forces a poor one. */
+    tn_logit_bias ban = {.token = 1, .bias = -100.0f};
+    CHECK(tn_sampler_set_logit_bias(s, &ban, 1, &err) == TN_OK);
+    CHECK(tn_sampler_sample(s, logits) == 3);
+    tn_logit_bias force[2] = {{.token = 1, .bias = -100.0f}, {.token = 2, .bias = 100.0f}};
+    CHECK(tn_sampler_set_logit_bias(s, force, 2, &err) == TN_OK);
+    CHECK(tn_sampler_sample(s, logits) == 2);
+    tn_sampler_reset(s); /* a reset keeps them */
+    CHECK(tn_sampler_sample(s, logits) == 2);
+    /* Refused, and the biases before stay. */
+    tn_logit_bias bad = {.token = 5, .bias = 1.0f};
+    CHECK(tn_sampler_set_logit_bias(s, &bad, 1, &err) == TN_ERR_INVALID);
+    bad.token = -1;
+    CHECK(tn_sampler_set_logit_bias(s, &bad, 1, &err) == TN_ERR_INVALID);
+    bad.token = 0;
+    bad.bias = NAN;
+    CHECK(tn_sampler_set_logit_bias(s, &bad, 1, &err) == TN_ERR_INVALID);
+    bad.bias = INFINITY;
+    CHECK(tn_sampler_set_logit_bias(s, &bad, 1, &err) == TN_ERR_INVALID);
+    CHECK(tn_sampler_set_logit_bias(s, force, TN_LOGIT_BIAS_MAX + 1, &err) == TN_ERR_INVALID);
+    CHECK(tn_sampler_sample(s, logits) == 2);
+    /* The distribution the draws and speculation use sees them too. */
+    float probs[5];
+    tn_sampler_probs(s, logits, probs);
+    CHECK(probs[2] == 1.0f);
+    CHECK(tn_sampler_set_logit_bias(s, NULL, 0, &err) == TN_OK);
+    CHECK(tn_sampler_sample(s, logits) == 1);
+    tn_sampler_free(s);
+
+    tn_sampler_params p = tn_sampler_default_params();
+    p.temperature = 1.0f;
+    s = make(5, p);
+    const tn_logit_bias half = {.token = 0, .bias = logf(2.0f)};
+    CHECK(tn_sampler_set_logit_bias(s, &half, 1, &err) == TN_OK);
+    tn_sampler_probs(s, logits, probs);
+    double z = 0;
+    for (int t = 0; t < 5; t++)
+        z += exp(logits[t] + (t == 0 ? log(2.0) : 0.0));
+    CHECKF(near(probs[0], 2 * exp(0.5) / z, 1e-5), "%g", probs[0]);
+    tn_sampler_free(s);
+}
+
+static bool even_only(int32_t token, void *user) {
+    (void)user;
+    return token % 2 == 0;
+}
+
+static bool below(int32_t token, void *user) { return token < *(const int32_t *)user; }
+
+static bool none_allowed(int32_t token, void *user) {
+    (void)token;
+    (void)user;
+    return false;
+}
+
+/* Draws under a filter follow the masked distribution, whichever path the
+ * parameters take. */
+static void check_masked_draws(tn_sampler_params p, const char *what) {
+    enum { V = 6, N = 40000 };
+    const float logits[V] = {0.1f, 1.0f, 0.7f, 1.5f, -0.3f, 0.4f};
+    tn_sampler *s = make(V, p);
+    tn_sampler_set_allow(s, even_only, NULL);
+    /* The expected distribution: the filters' one, renormalized over the
+     * allowed tokens. */
+    float expect[V];
+    tn_sampler *plain = make(V, p);
+    tn_sampler_probs(plain, logits, expect);
+    tn_sampler_free(plain);
+    double z = 0;
+    for (int t = 0; t < V; t++)
+        z += t % 2 == 0 ? expect[t] : 0;
+    for (int t = 0; t < V; t++)
+        expect[t] = t % 2 == 0 ? (float)(expect[t] / z) : 0.0f;
+    int count[V] = {0};
+    for (int i = 0; i < N; i++) {
+        const int32_t t = tn_sampler_sample(s, logits);
+        CHECKF(t >= 0 && t < V && t % 2 == 0, "%s: drew %d", what, t);
+        if (t >= 0 && t < V)
+            count[t]++;
+    }
+    for (int t = 0; t < V; t++)
+        CHECKF(near((double)count[t] / N, expect[t], 0.01), "%s: token %d drawn %g, expected %g",
+               what, t, (double)count[t] / N, expect[t]);
+    /* tn_sampler_probs gives the same masked distribution. */
+    float probs[V];
+    tn_sampler_probs(s, logits, probs);
+    for (int t = 0; t < V; t++)
+        CHECKF(near(probs[t], expect[t], 1e-6), "%s: probs[%d] %g, expected %g", what, t,
+               probs[t], expect[t]);
+    tn_sampler_free(s);
+}
+
+static void test_allow(void) {
+    const float logits[6] = {0.1f, 1.0f, 0.7f, 1.5f, -0.3f, 0.4f};
+    tn_sampler *s = make(6, tn_sampler_default_params());
+    CHECK(tn_sampler_sample(s, logits) == 3);
+    tn_sampler_set_allow(s, even_only, NULL);
+    CHECK(tn_sampler_sample(s, logits) == 2); /* the best allowed */
+    tn_sampler_set_allow(s, none_allowed, NULL);
+    CHECK(tn_sampler_sample(s, logits) == -1);
+    tn_sampler_set_allow(s, NULL, NULL);
+    CHECK(tn_sampler_sample(s, logits) == 3);
+    tn_sampler_free(s);
+
+    tn_sampler_params p = tn_sampler_default_params();
+    p.temperature = 1.0f;
+    check_masked_draws(p, "temperature");
+    p.top_k = 5;
+    check_masked_draws(p, "top-k");
+    p.top_k = 3; /* 3, 1, 2: only 2 is allowed */
+    check_masked_draws(p, "top-k 3");
+    p.top_k = 0;
+    p.min_p = 0.05f;
+    check_masked_draws(p, "min-p");
+
+    /* More refused tokens than are tried one by one: the best allowed one
+     * is still found (greedy), and draws stay among the allowed. */
+    enum { V = 5000 };
+    float *big = malloc(V * sizeof *big);
+    for (int t = 0; t < V; t++)
+        big[t] = (float)t * 0.01f; /* the best tokens are the last ids */
+    int32_t limit = 10;
+    s = make(V, tn_sampler_default_params());
+    tn_sampler_set_allow(s, below, &limit);
+    CHECK(tn_sampler_sample(s, big) == 9);
+    tn_sampler_free(s);
+    p = tn_sampler_default_params();
+    p.temperature = 1.0f;
+    s = make(V, p);
+    tn_sampler_set_allow(s, below, &limit);
+    bool all_below = true;
+    for (int i = 0; i < 200; i++) {
+        const int32_t t = tn_sampler_sample(s, big);
+        all_below &= t >= 0 && t < limit;
+    }
+    CHECK(all_below);
+    tn_sampler_free(s);
+    p.top_p = 0.5f; /* no allowed token in the nucleus: masked first */
+    s = make(V, p);
+    tn_sampler_set_allow(s, below, &limit);
+    all_below = true;
+    for (int i = 0; i < 200; i++) {
+        const int32_t t = tn_sampler_sample(s, big);
+        all_below &= t >= 0 && t < limit;
+    }
+    CHECK(all_below);
+    tn_sampler_free(s);
+    free(big);
+}
+
 int main(void) {
     test_greedy();
     test_filters();
@@ -395,5 +550,7 @@ int main(void) {
     test_whole_vocab();
     test_top_p_large();
     test_bad_params();
+    test_logit_bias();
+    test_allow();
     return tn_test_finish("test-sampler");
 }
