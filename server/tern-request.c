@@ -201,6 +201,99 @@ bool tern_request_member_bool(JsonObject *o, const char *name, bool fallback, co
     return json_node_get_boolean(n);
 }
 
+/* logit_bias: {"token id": bias}, OpenAI's form. A key is a token id
+ * written as a plain decimal number; a bias a number from -100 to 100. */
+static bool parse_logit_bias(JsonObject *o, job *j, const char **param, char **why) {
+    JsonNode *lb = json_object_get_member(o, "logit_bias");
+    if (!lb || JSON_NODE_HOLDS_NULL(lb))
+        return true;
+    *param = "logit_bias";
+    if (!JSON_NODE_HOLDS_OBJECT(lb)) {
+        *why = g_strdup("logit_bias must be an object mapping token ids to biases");
+        return false;
+    }
+    JsonObject *m = json_node_get_object(lb);
+    const int32_t n_vocab = tn_model_n_vocab(j->server->model);
+    const guint n = json_object_get_size(m);
+    if (n > TN_LOGIT_BIAS_MAX) {
+        *why = g_strdup_printf("logit_bias has %u entries; at most %d", n, TN_LOGIT_BIAS_MAX);
+        return false;
+    }
+    if (n == 0)
+        return true;
+    j->logit_bias = g_new(tn_logit_bias, n);
+    JsonObjectIter it;
+    const char *key;
+    JsonNode *val;
+    guint i = 0;
+    json_object_iter_init(&it, m);
+    while (json_object_iter_next(&it, &key, &val)) {
+        /* Digits only: "+5", " 5", "5.0" and "0x5" are not token ids. */
+        gint64 id = -1;
+        const size_t len = strlen(key);
+        if (len > 0 && len <= 10 && strspn(key, "0123456789") == len)
+            id = g_ascii_strtoll(key, NULL, 10);
+        if (id < 0 || id >= n_vocab) {
+            gchar *shown = g_strescape(key, NULL);
+            *why = g_strdup_printf("logit_bias: \"%.40s\" is not a token id (a whole number "
+                                   "from 0 to %d)",
+                                   shown, n_vocab - 1);
+            g_free(shown);
+            return false;
+        }
+        double v = NAN;
+        if (JSON_NODE_HOLDS_VALUE(val) && (json_node_get_value_type(val) == G_TYPE_INT64 ||
+                                           json_node_get_value_type(val) == G_TYPE_DOUBLE))
+            v = json_node_get_double(val);
+        if (!(v >= -100 && v <= 100)) { /* NaN, 1e400 (inf), strings, objects */
+            *why = g_strdup_printf("logit_bias[\"%s\"] must be a number from -100 to 100", key);
+            return false;
+        }
+        j->logit_bias[i].token = (int32_t)id;
+        j->logit_bias[i].bias = (float)v;
+        i++;
+    }
+    j->gen.logit_bias = j->logit_bias;
+    j->gen.n_logit_bias = (int32_t)i;
+    return true;
+}
+
+/* response_format: "text" (the default) or "json_object", whose answer is
+ * one JSON object (TN_CONSTRAIN_JSON_OBJECT). A JSON schema is refused
+ * rather than ignored: an answer that does not follow it would be taken as
+ * one that does. */
+static bool parse_response_format(JsonObject *o, job *j, const char **param, char **why) {
+    JsonNode *rf = json_object_get_member(o, "response_format");
+    if (!rf || JSON_NODE_HOLDS_NULL(rf))
+        return true;
+    *param = "response_format";
+    const char *type = JSON_NODE_HOLDS_OBJECT(rf)
+                           ? string_member(json_node_get_object(rf), "type", NULL)
+                           : NULL;
+    if (!type) {
+        *why = g_strdup("response_format must be an object with a \"type\": \"text\" or "
+                        "\"json_object\"");
+        return false;
+    }
+    if (!strcmp(type, "text"))
+        return true;
+    if (!strcmp(type, "json_object")) {
+        j->gen.constrain = TN_CONSTRAIN_JSON_OBJECT;
+        return true;
+    }
+    if (!strcmp(type, "json_schema")) {
+        *why = g_strdup("response_format json_schema is not supported: use {\"type\": "
+                        "\"json_object\"} (any JSON object) and check the schema yourself");
+        return false;
+    }
+    gchar *shown = g_strescape(type, NULL);
+    *why = g_strdup_printf("response_format type \"%.40s\" is not supported (\"text\" or "
+                           "\"json_object\")",
+                           shown);
+    g_free(shown);
+    return false;
+}
+
 /* Fills the job's generation parameters; false with the offending parameter
  * in *param and a message in *why. */
 static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
@@ -427,7 +520,7 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
             return false;
         }
     }
-    return true;
+    return parse_logit_bias(o, j, param, why) && parse_response_format(o, j, param, why);
 }
 
 /* The values in a JSON text tn_json_check took (its strings whole), as
@@ -770,6 +863,7 @@ void tern_request_clear(job *j) {
         g_string_free(j->tool_text, TRUE);
     for (int i = 0; i < TN_SESSION_MAX_STOP; i++)
         g_free(j->stop_store[i]);
+    g_free(j->logit_bias);
     for (int i = 0; i < j->n_images; i++) {
         g_free(j->images[i].uri);
         g_free(j->images[i].where);

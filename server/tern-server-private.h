@@ -68,6 +68,7 @@ typedef struct job {
     bool single_turn;
     tn_gen_params gen;
     char *stop_store[TN_SESSION_MAX_STOP];
+    tn_logit_bias *logit_bias; /* gen.logit_bias points here */
     spec_choice spec;
 
     /* image_url parts, in the order of the TN_IMAGE_MARKERs put in their place. */
