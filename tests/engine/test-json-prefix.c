@@ -174,10 +174,65 @@ static void test_space(void) {
     CHECK(p.space == 1);
 }
 
+/* Against the engine's strict JSON reader: random edits of the valid
+ * documents are whole objects to one exactly when they are to the other
+ * (tn_json_check also refuses unpaired surrogate escapes, which JSON's
+ * grammar allows: texts with \uD8.. to \uDF.. are left out). */
+static void test_against_reader(void) {
+    static const char alphabet[] = "{}[]:,\" \\\n0123456789-+.eEtrufalsn\x80\xc3\xa9\x01/bu";
+    uint64_t rng = 7;
+    int compared = 0, objects = 0;
+    for (size_t d = 0; d < sizeof valid / sizeof *valid; d++) {
+        const size_t n0 = strlen(valid[d]);
+        for (int k = 0; k < 3000; k++) {
+            char text[256];
+            size_t n = n0 < sizeof text - 8 ? n0 : sizeof text - 8;
+            memcpy(text, valid[d], n);
+            for (int e = 0; e < 1 + (int)(tn_test_rand(&rng) % 3); e++) {
+                const size_t at = (size_t)(tn_test_rand(&rng) % (n + 1));
+                const char c = alphabet[tn_test_rand(&rng) % (sizeof alphabet - 1)];
+                const int op = (int)(tn_test_rand(&rng) % 3);
+                if (op == 0 && at < n) { /* replace */
+                    text[at] = c;
+                } else if (op == 1 && n + 1 < sizeof text) { /* insert */
+                    memmove(text + at + 1, text + at, n - at);
+                    text[at] = c;
+                    n++;
+                } else if (at < n) { /* delete */
+                    memmove(text + at, text + at + 1, n - at - 1);
+                    n--;
+                }
+            }
+            bool surrogate = false;
+            for (size_t i = 0; i + 3 < n; i++)
+                if (text[i] == '\\' && text[i + 1] == 'u' &&
+                    (text[i + 2] == 'd' || text[i + 2] == 'D') &&
+                    strchr("89abcdefABCDEF", text[i + 3]))
+                    surrogate = true;
+            if (surrogate || memchr(text, '\0', n))
+                continue;
+            tn_json_prefix p;
+            tn_json_prefix_init(&p);
+            const bool ours = tn_json_prefix_feed(&p, text, n) == n && tn_json_prefix_complete(&p);
+            size_t lead = 0;
+            while (lead < n && strchr(" \t\r\n", text[lead]))
+                lead++;
+            const bool theirs = tn_json_check(text, n, NULL, 0, 0, NULL) == TN_OK && lead < n &&
+                                text[lead] == '{';
+            compared++;
+            objects += theirs;
+            CHECKF(ours == theirs, "document %zu edit %d: prefix checker %d, reader %d: %.*s", d,
+                   k, ours, theirs, (int)n, text);
+        }
+    }
+    CHECKF(objects > 100 && compared > 10000, "%d of %d edits were objects", objects, compared);
+}
+
 int main(void) {
     test_valid();
     test_invalid();
     test_depth();
     test_space();
+    test_against_reader();
     return tn_test_finish("test-json-prefix");
 }
