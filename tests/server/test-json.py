@@ -106,15 +106,23 @@ check(text == first, "a zero bias changes nothing: %r" % text)
 
 # Speculation on == off with a bias (greedy), on a prompt that repeats
 # itself so that prompt lookup drafts.
-rep = [{"role": "user", "content": "one two three four five " * 12}]
-for bias in [{str(best): -100}, {str(forced_id): 5, str(best): 3}]:
+# A verify step without the bias would take the model's own token where the
+# forced " x" was drafted.
+rep = [{"role": "user", "content": "one two three four five " * 12 + "x" + " x" * 40}]
+x_id = token_ids(" x")
+check(len(x_id) == 1, "' x' is one token: %r" % x_id)
+drafted = 0
+for bias in [{str(best): -100}, {str(forced_id): 5, str(best): 3}, {str(x_id[0]): 100}]:
     outs = []
     for spec in [False, "lookup"]:
-        status, text, _, raw = chat(max_tokens=40, messages=rep, logit_bias=bias,
-                                    tern={"speculation": spec})
+        status, _, doc, raw = srv.post("/v1/chat/completions", {
+            "messages": rep, "max_tokens": 40, "logit_bias": bias, "tern": {"speculation": spec}})
         check(status == 200, "speculation %s: %d %r" % (spec, status, raw[:200]))
-        outs.append(text)
+        outs.append(doc["choices"][0]["message"]["content"] if status == 200 else None)
+        if spec and status == 200:
+            drafted += doc["usage"].get("timings", {}).get("drafted_tokens", 0)
     check(outs[0] == outs[1], "speculation on == off with bias %r: %r vs %r" % (bias, *outs))
+check(drafted > 0, "prompt lookup drafted (%d tokens)" % drafted)
 
 hostile = [
     ("a string key", {"abc": 1}),
