@@ -23,6 +23,7 @@
 #include "tn-session.h"
 #include "tn-test.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,6 +315,54 @@ static void stop_token(fixture *f) {
         CHECK(rc == TN_OK && cb.kv_errors == 0 && b.n == 6);
         CHECK(st.kv_len == tn_session_pin_info(s).n_pin);
     }
+    tn_session_free(s);
+}
+
+/* --------------------------------------------------- bias, constraint */
+
+/* A logit bias reaches the session's answers (a ban changes the first
+ * token, +100 forces one), and bad biases and constraints are refused
+ * before anything runs. */
+static void bias_and_constraint(fixture *f) {
+    tn_session *s = new_session(f, 512, false);
+    if (!s || pin(s, SYSTEM) != TN_OK) {
+        tn_session_free(s);
+        return;
+    }
+    const int32_t V = tn_model_n_vocab(f->model);
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 4;
+    answer a, b;
+    ask(s, REQ_A, &g, &a);
+    CHECK(a.n == 4);
+    tn_logit_bias bias[2] = {{.token = a.tokens[0], .bias = -100.0f}};
+    g.logit_bias = bias;
+    g.n_logit_bias = 1;
+    ask(s, REQ_A, &g, &b);
+    CHECKF(b.n > 0 && b.tokens[0] != a.tokens[0], "banned %d, got %d", a.tokens[0],
+           b.n > 0 ? b.tokens[0] : -1);
+    const int32_t forced = a.tokens[0] == 5 ? 6 : 5;
+    bias[0] = (tn_logit_bias){.token = forced, .bias = 100.0f};
+    ask(s, REQ_A, &g, &b);
+    CHECKF(b.n == 4 && b.tokens[0] == forced && b.tokens[3] == forced, "forced %d, got %d",
+           forced, b.n > 0 ? b.tokens[0] : -1);
+
+    tn_error err = {0};
+    tn_session_stats st;
+    bias[0] = (tn_logit_bias){.token = V, .bias = 1.0f};
+    CHECK(tn_session_ask(s, REQ_A, &g, NULL, NULL, &st, &err) == TN_ERR_INVALID);
+    CHECK(st.prompt_tokens == 0); /* refused before the prefill */
+    bias[0] = (tn_logit_bias){.token = 1, .bias = NAN};
+    CHECK(tn_session_ask(s, REQ_A, &g, NULL, NULL, &st, &err) == TN_ERR_INVALID);
+    g.n_logit_bias = TN_LOGIT_BIAS_MAX + 1;
+    CHECK(tn_session_ask(s, REQ_A, &g, NULL, NULL, &st, &err) == TN_ERR_INVALID);
+    g.n_logit_bias = 0;
+    g.constrain = 7;
+    CHECK(tn_session_ask(s, REQ_A, &g, NULL, NULL, &st, &err) == TN_ERR_INVALID);
+    /* The bias does not stay with the session. */
+    g.constrain = TN_CONSTRAIN_NONE;
+    ask(s, REQ_A, &g, &b);
+    CHECK(b.n == 4 && !memcmp(a.tokens, b.tokens, 4 * sizeof *a.tokens));
     tn_session_free(s);
 }
 
@@ -830,6 +879,7 @@ int main(void) {
             for (int sampled = 0; sampled < 2; sampled++)
                 abab(&syn, think, sampled);
         stop_token(&syn);
+        bias_and_constraint(&syn);
         overflow(&syn);
         pin_cancel(&syn);
         pin_progress_kept(&syn);
