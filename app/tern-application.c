@@ -6,6 +6,9 @@
 
 #include "tern.h"
 #include "tern-application.h"
+#ifdef TERN_HAVE_MANAGER
+#include "tern-connections.h"
+#endif
 #include "tern-paths.h"
 #include "tern-preferences-window.h"
 #include "tern-window.h"
@@ -324,6 +327,9 @@ tern_application_startup (GApplication *app)
                                               GTK_STYLE_PROVIDER (css),
                                               GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);
   add_own_icons ();
+#ifdef TERN_HAVE_MANAGER
+  tern_connections_migrate (self->settings);
+#endif
 }
 
 static void

@@ -11,8 +11,16 @@ G_BEGIN_DECLS
 /* The API key for url: $TERN_REMOTE_API_KEY when set (a session without a
  * keyring, the tests), else the keyring's; NULL when there is none. */
 char     *tern_connections_get_key   (const char  *url);
-/* Adds url (normalised as the client does: ".../v1") and stores key (NULL
- * or "": none) in the keyring; FALSE with the sentence to show. */
+/* The address to connect to: url with the password the keyring keeps for
+ * it put back (url itself when none); g_free. */
+char     *tern_connections_get_url   (const char  *url);
+/* Whether url still carries its password (an old setting that could not be
+ * moved to the keyring). */
+gboolean  tern_connections_has_password (const char *url);
+/* Adds url (normalised as the client does: ".../v1", without a password)
+ * and stores key (NULL or "": none) and the password in url, if any, in the
+ * keyring; FALSE with the sentence to show, nothing stored in the settings,
+ * when they cannot be kept there. */
 gboolean  tern_connections_add       (GSettings   *settings,
                                       const char  *url,
                                       const char  *key,
@@ -20,6 +28,11 @@ gboolean  tern_connections_add       (GSettings   *settings,
                                       GError     **error);
 void      tern_connections_remove    (GSettings   *settings,
                                       const char  *url);
+/* At start: moves the passwords of addresses saved with one into the
+ * keyring and rewrites them without; leaves them where it cannot. */
+void      tern_connections_migrate   (GSettings   *settings);
+/* Tests only: keys and passwords kept in this process, not the keyring. */
+void      _tern_connections_use_test_keyring (void);
 /* Whether keys can be kept: FALSE when built without libsecret. */
 gboolean  tern_connections_keyring_built (void);
 

@@ -1083,8 +1083,12 @@ handle_remote (Engine  *engine,
   g_autoptr(GCancellable) cancellable = g_cancellable_new ();
   g_auto(GStrv) models = NULL;
   TernRemote *remote;
+  /* The address comes with the password the keyring keeps for it
+   * (tern_connections_get_url); the model's reference goes to the window,
+   * its title and settings, without. */
+  g_autofree char *shown = tern_remote_url_shown (req->text);
 
-  ev->path = tern_remote_ref_new (req->text, req->model);
+  ev->path = tern_remote_ref_new (shown, req->model);
   remote = tern_remote_new (req->text, req->api_key, &error);
   if (remote != NULL && !is_cancelled (engine->shared, req->id))
     {

@@ -517,6 +517,16 @@ connection_message (TernPreferencesWindow *self,
     gtk_widget_remove_css_class (GTK_WIDGET (self->connection_message), "error");
 }
 
+/* An address saved with its password before it went to the keyring, in a
+ * session with no keyring to move it to (tern_connections_migrate). */
+static const char *
+plain_password_warning (void)
+{
+  return _("The password in this address is stored in the settings as plain text: there is no "
+           "system keyring to move it to. Remove the server and add it again where a keyring "
+           "runs.");
+}
+
 static void
 on_test_done (GObject      *source,
               GAsyncResult *result,
@@ -546,7 +556,17 @@ on_test_done (GObject      *source,
                               g_strv_length (models), list);
     }
   {
-    g_autofree char *escaped = g_markup_escape_text (text, -1);
+    const char *url = g_object_get_data (G_OBJECT (row), "tern-url");
+    g_autofree char *escaped = NULL;
+
+    /* The warning stays above whatever the test says. */
+    if (tern_connections_has_password (url))
+      {
+        g_autofree char *both = g_strconcat (plain_password_warning (), "\n", text, NULL);
+        g_free (text);
+        text = g_steal_pointer (&both);
+      }
+    escaped = g_markup_escape_text (text, -1);
     adw_action_row_set_subtitle (row, escaped);
   }
   if (models == NULL)
@@ -630,7 +650,13 @@ show_connections (TernPreferencesWindow *self)
       g_autofree char *escaped = g_markup_escape_text (shown, -1);
 
       adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), escaped);
-      adw_action_row_set_subtitle (ADW_ACTION_ROW (row), _("Not tested yet"));
+      if (tern_connections_has_password (urls[i]))
+        {
+          g_autofree char *warning = g_markup_escape_text (plain_password_warning (), -1);
+          adw_action_row_set_subtitle (ADW_ACTION_ROW (row), warning);
+        }
+      else
+        adw_action_row_set_subtitle (ADW_ACTION_ROW (row), _("Not tested yet"));
       g_object_set_data_full (G_OBJECT (row), "tern-url", g_strdup (urls[i]), g_free);
       gtk_widget_set_valign (test, GTK_ALIGN_CENTER);
       gtk_widget_set_valign (remove, GTK_ALIGN_CENTER);

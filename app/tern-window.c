@@ -1115,10 +1115,12 @@ load_model (TernWindow      *self,
     if (tern_remote_ref_parse (path, &url, &model))
       {
         g_autofree char *key = tern_connections_get_key (url);
+        g_autofree char *full = tern_connections_get_url (url);
 
-        self->load_id = tern_engine_worker_use_remote (self->worker, url, key, model);
+        self->load_id = tern_engine_worker_use_remote (self->worker, full, key, model);
         if (key != NULL)
           memset (key, 0, strlen (key));
+        memset (full, 0, strlen (full));
         show_loading (self, path);
         return;
       }

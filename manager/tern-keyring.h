@@ -18,4 +18,13 @@ char    *tern_keyring_lookup (const char *url, GError **error);
 gboolean tern_keyring_store  (const char *url, const char *key, GError **error);
 gboolean tern_keyring_clear  (const char *url, GError **error);
 
+/* The password of an address that carries one (https://user:password@host),
+ * kept apart from the key under url, the address without its password, so
+ * that the address itself can go into the settings (docs/REMOTE.md). The
+ * same contract as the key's calls; a failed store says that the password
+ * cannot be kept. */
+char    *tern_keyring_lookup_password (const char *url, GError **error);
+gboolean tern_keyring_store_password  (const char *url, const char *password, GError **error);
+gboolean tern_keyring_clear_password  (const char *url, GError **error);
+
 G_END_DECLS

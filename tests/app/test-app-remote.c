@@ -8,7 +8,11 @@
  * and an unknown model end in clear sentences; a server gone mid-session
  * leaves the chat with what was written; a stand-in server drops the
  * connection mid-answer (the streamed text stays in the chat) and answers
- * 429 with Retry-After. Screenshots of Preferences and of
+ * 429 with Retry-After. A password in an address never reaches the
+ * settings: without a keyring it is refused (an old setting that holds one
+ * stays and its row says so), with one (the tests' stand-in) it is kept
+ * there, moved there at start, and put back to pass a stand-in proxy's
+ * Basic authentication. Screenshots of Preferences and of
  * the remote chat go to TERN_TEST_OUT. Exit 77 without a display. */
 #include "config.h"
 
@@ -21,6 +25,7 @@
 #include "tern-application.h"
 #include "tern-connections.h"
 #include "tern-preferences-window.h"
+#include "tern-remote.h"
 #include "tern-server.h"
 #include "tern-stats-bar.h"
 #include "tern-window.h"
@@ -42,7 +47,8 @@ save_screenshot (GtkWidget  *widget,
 
 /* ---- a stand-in server for the failures a real one rarely shows ------------ */
 
-static volatile gint fake_mode; /* 0: drop mid-answer, 1: 429 */
+/* 0: drop mid-answer, 1: 429, 2: 401 without Basic alice:s3cret */
+static volatile gint fake_mode;
 
 static gboolean
 on_fake_request (GThreadedSocketService *service,
@@ -71,7 +77,11 @@ on_fake_request (GThreadedSocketService *service,
     for (gsize i = 0; i < length && g_input_stream_read (in, &c, 1, NULL, NULL) == 1; i++)
       ;
   }
-  if (g_str_has_prefix (head->str, "GET /v1/models"))
+  if (g_atomic_int_get (&fake_mode) == 2
+      && strstr (head->str, "\r\nAuthorization: Basic YWxpY2U6czNjcmV0\r\n") == NULL)
+    reply = "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"tern\"\r\n"
+            "Content-Length: 2\r\nConnection: close\r\n\r\n{}";
+  else if (g_str_has_prefix (head->str, "GET /v1/models"))
     reply = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 40\r\n"
             "Connection: close\r\n\r\n{\"object\":\"list\",\"data\":[{\"id\":\"fake\"}]}";
   else if (g_atomic_int_get (&fake_mode) == 1)
@@ -144,6 +154,49 @@ row_text_has (GtkWidget  *widget,
   return FALSE;
 }
 
+/* Whether any address in the settings has words in it. */
+static gboolean
+settings_have (GSettings  *settings,
+               const char *words)
+{
+  g_auto(GStrv) list = g_settings_get_strv (settings, "remote-connections");
+
+  for (guint i = 0; list[i] != NULL; i++)
+    if (strstr (list[i], words) != NULL)
+      return TRUE;
+  return FALSE;
+}
+
+static void
+on_listed (GObject      *source,
+           GAsyncResult *result,
+           gpointer      data)
+{
+  char ***models = data;
+  g_autoptr(GError) error = NULL;
+
+  (void) source;
+  *models = tern_connections_list_models_finish (result, &error);
+  if (*models == NULL)
+    {
+      fprintf (stderr, "listing: %s\n", error->message);
+      *models = g_new0 (char *, 1);
+    }
+}
+
+/* The model ids url lists (none when it refuses), as Test asks for them. */
+static char **
+list_models (const char *url)
+{
+  char **models = NULL;
+  gint64 end = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+
+  tern_connections_list_models_async (url, NULL, on_listed, &models);
+  while (models == NULL && g_get_monotonic_time () < end)
+    g_main_context_iteration (NULL, FALSE);
+  return models != NULL ? models : g_new0 (char *, 1);
+}
+
 static GtkWidget *
 models_window (void)
 {
@@ -206,6 +259,9 @@ main (void)
 
   if ((tmp = app_test_start ("tern-app-remote")) == NULL)
     return 1;
+  /* No keyring for the first part, whatever the desktop the test runs on
+   * has: the user's own keyring is never written. */
+  g_setenv ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/tern-test-bus", TRUE);
   out_dir = g_getenv ("TERN_TEST_OUT") ? g_getenv ("TERN_TEST_OUT") : tmp;
 
   model = g_build_filename (tmp, "remote-model.gguf", NULL);
@@ -298,7 +354,49 @@ main (void)
     gint64 end;
 
     CHECK (g_str_has_prefix (url, "http://"));
+
+    /* No keyring: adding it fails in words, nothing is stored. */
+    CHECK (!tern_connections_add (settings, secret_url, NULL, &normalised, &error));
+    CHECKF (error != NULL && strstr (error->message, "keyring") != NULL
+              && strstr (error->message, "s3cret") == NULL,
+            "no keyring: %s", error ? error->message : "added");
+    g_clear_error (&error);
+    CHECK (!settings_have (settings, "s3cret"));
+
+    /* An address saved with its password by an older Tern, no keyring to
+     * move it to: it stays, and its row says it is in plain text. */
+    {
+      /* As Add wrote it (tern_server_url ends in /v1). */
+      g_autofree char *old_url = g_strdup (secret_url);
+      const char *old_list[] = { old_url, NULL };
+      g_auto(GStrv) before = g_settings_get_strv (settings, "remote-connections");
+
+      g_settings_set_strv (settings, "remote-connections", old_list);
+      tern_connections_migrate (settings);
+      CHECK (settings_have (settings, "s3cret"));
+      prefs = tern_preferences_window_new (GTK_WINDOW (w), settings);
+      gtk_window_present (GTK_WINDOW (prefs));
+      spin_for (0.2);
+      CHECK (row_text_has (GTK_WIDGET (prefs), "plain text"));
+      CHECK (!row_text_has (GTK_WIDGET (prefs), "s3cret"));
+      gtk_window_destroy (GTK_WINDOW (prefs));
+
+      /* With a keyring, it moves there at start. */
+      _tern_connections_use_test_keyring ();
+      tern_connections_migrate (settings);
+      CHECK (!settings_have (settings, "s3cret"));
+      CHECK (settings_have (settings, "alice@127.0.0.1"));
+      {
+        g_autofree char *bare = tern_remote_url_shown (old_url);
+        g_autofree char *full = tern_connections_get_url (bare);
+        CHECKF (g_strcmp0 (full, old_url) == 0, "put back: %s", full);
+      }
+      g_settings_set_strv (settings, "remote-connections", (const char * const *) before);
+    }
+
     CHECK (tern_connections_add (settings, secret_url, NULL, &normalised, &error));
+    CHECKF (!settings_have (settings, "s3cret") && settings_have (settings, "alice@127.0.0.1"),
+            "the password stays out of the settings");
     prefs = tern_preferences_window_new (GTK_WINDOW (w), settings);
     gtk_window_present (GTK_WINDOW (prefs));
     spin_for (0.2);
@@ -443,6 +541,36 @@ main (void)
     last = tern_window_get_last_error (w);
     CHECKF (last != NULL && strstr (last, "busy (HTTP 429") != NULL && strstr (last, "wait 9 seconds") != NULL,
             "429: %s", last);
+
+    /* A proxy that wants Basic authentication: the password, kept in the
+     * keyring, goes with the address again. */
+    g_atomic_int_set (&fake_mode, 2);
+    g_unsetenv ("TERN_REMOTE_API_KEY");
+    {
+      g_autofree char *basic_url = g_strdup_printf (
+        "http://alice:s3cret@127.0.0.1:%u",
+        g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound)));
+      g_autofree char *bare = g_strdup_printf (
+        "http://127.0.0.1:%u/v1", g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound)));
+      g_autofree char *normalised = NULL;
+      g_auto(GStrv) refused = list_models (bare);
+      g_auto(GStrv) listed = NULL;
+      g_autofree char *basic_ref = NULL;
+      g_autofree char *gone = NULL;
+
+      CHECKF (refused[0] == NULL, "the stand-in wants the password: %s", refused[0]);
+      CHECK (tern_connections_add (settings, basic_url, NULL, &normalised, &error));
+      CHECKF (!settings_have (settings, "s3cret"), "no password in the settings");
+      listed = list_models (normalised);
+      CHECKF (listed[0] != NULL && g_strcmp0 (listed[0], "fake") == 0, "Basic: %s", listed[0]);
+      basic_ref = tern_remote_ref_new (normalised, "fake");
+      tern_window_load_model (w, basic_ref);
+      CHECK (wait_for (w, not_loading, 60));
+      CHECKF (tern_window_has_model (w), "Basic: %s", tern_window_get_last_error (w));
+      tern_connections_remove (settings, normalised);
+      gone = tern_connections_get_url (normalised);
+      CHECKF (strstr (gone, "s3cret") == NULL, "removed with its password: %s", gone);
+    }
     g_socket_service_stop (fake);
     g_socket_listener_close (G_SOCKET_LISTENER (fake));
   }
