@@ -295,6 +295,36 @@ collect_cut_labels (GtkWidget *widget,
     collect_cut_labels (c, out);
 }
 
+TernPreferencesWindow *
+app_test_preferences_narrow (GtkWindow  *parent,
+                             GSettings  *settings,
+                             const char *what)
+{
+  TernPreferencesWindow *prefs = tern_preferences_window_new (parent, settings);
+  g_autoptr(GPtrArray) pages = g_ptr_array_new ();
+
+  gtk_window_set_default_size (GTK_WINDOW (prefs), 360, 800);
+  gtk_window_present (GTK_WINDOW (prefs));
+  spin_for (0.8);
+  CHECKF (gtk_widget_get_width (GTK_WIDGET (prefs)) <= 361, "%s: Preferences are %d px wide", what,
+          gtk_widget_get_width (GTK_WIDGET (prefs)));
+  collect_pages (GTK_WIDGET (prefs), pages);
+  CHECK (pages->len >= 2);
+  for (guint i = 0; i < pages->len; i++)
+    {
+      g_autoptr(GString) cut = g_string_new (NULL);
+
+      adw_preferences_window_set_visible_page (ADW_PREFERENCES_WINDOW (prefs), pages->pdata[i]);
+      spin_for (0.5);
+      collect_cut_labels (GTK_WIDGET (prefs), cut);
+      CHECKF (cut->len == 0, "%s: Preferences at 360 px, page %s: cut: %s", what,
+              adw_preferences_page_get_title (pages->pdata[i]), cut->str);
+    }
+  if (pages->len > 0)
+    adw_preferences_window_set_visible_page (ADW_PREFERENCES_WINDOW (prefs), pages->pdata[0]);
+  return prefs;
+}
+
 void
 collect_pages (GtkWidget *widget,
                GPtrArray *out)

@@ -6,6 +6,7 @@
 #include <adwaita.h>
 
 #include "tn-test.h"
+#include "tern-preferences-window.h"
 #include "tern-window-private.h"
 
 typedef gboolean (*Predicate) (TernWindow *w);
@@ -71,6 +72,14 @@ void collect_cut_labels (GtkWidget *widget,
 /* The AdwPreferencesPages under widget, appended to out. */
 void collect_pages (GtkWidget *widget,
                     GPtrArray *out);
+
+/* Preferences over parent at a phone's width (360 px): checks that the
+ * window stays that wide and that no page has a label cut off (failures
+ * name where: "what", then the page), and leaves it presented on its first
+ * page for the caller to look at and destroy. */
+TernPreferencesWindow *app_test_preferences_narrow (GtkWindow  *parent,
+                                                    GSettings  *settings,
+                                                    const char *what);
 
 /* Activates win.action, checking first that it is enabled. */
 void activate (TernWindow *w,

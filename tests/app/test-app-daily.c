@@ -2676,27 +2676,9 @@ find_action_row (GtkWidget  *widget,
 static void
 check_preferences_narrow (Fixture *f)
 {
-  TernPreferencesWindow *prefs = tern_preferences_window_new (GTK_WINDOW (f->w), f->settings);
-  g_autoptr(GPtrArray) pages = g_ptr_array_new ();
+  TernPreferencesWindow *prefs = app_test_preferences_narrow (GTK_WINDOW (f->w), f->settings,
+                                                              "daily");
 
-  gtk_window_set_default_size (GTK_WINDOW (prefs), 360, 800);
-  gtk_window_present (GTK_WINDOW (prefs));
-  spin_for (0.8);
-  CHECKF (gtk_widget_get_width (GTK_WIDGET (prefs)) <= 361, "Preferences are %d px wide",
-          gtk_widget_get_width (GTK_WIDGET (prefs)));
-  collect_pages (GTK_WIDGET (prefs), pages);
-  CHECK (pages->len >= 2);
-  for (guint i = 0; i < pages->len; i++)
-    {
-      g_autoptr(GString) cut = g_string_new (NULL);
-
-      adw_preferences_window_set_visible_page (ADW_PREFERENCES_WINDOW (prefs), pages->pdata[i]);
-      spin_for (0.5);
-      collect_cut_labels (GTK_WIDGET (prefs), cut);
-      CHECKF (cut->len == 0, "cut off at 360 px on %s: %s",
-              adw_preferences_page_get_title (pages->pdata[i]), cut->str);
-    }
-  adw_preferences_window_set_visible_page (ADW_PREFERENCES_WINDOW (prefs), pages->pdata[0]);
   spin_for (0.3);
   CHECK (save_screenshot (GTK_WIDGET (prefs), "daily-width-360-preferences.png"));
   /* The Engine group says once that its settings apply at the next load:

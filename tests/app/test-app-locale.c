@@ -135,27 +135,8 @@ check_narrow (TernWindow *w,
 #endif
 
   {
-    TernPreferencesWindow *prefs = tern_preferences_window_new (GTK_WINDOW (w), settings);
-    g_autoptr(GPtrArray) pages = g_ptr_array_new ();
+    TernPreferencesWindow *prefs = app_test_preferences_narrow (GTK_WINDOW (w), settings, lang);
 
-    gtk_window_set_default_size (GTK_WINDOW (prefs), 360, 800);
-    gtk_window_present (GTK_WINDOW (prefs));
-    spin_for (0.8);
-    CHECKF (gtk_widget_get_width (GTK_WIDGET (prefs)) <= 361, "Preferences are %d px wide",
-            gtk_widget_get_width (GTK_WIDGET (prefs)));
-    collect_pages (GTK_WIDGET (prefs), pages);
-    CHECK (pages->len >= 2);
-    for (guint i = 0; i < pages->len; i++)
-      {
-        g_autoptr(GString) cut = g_string_new (NULL);
-
-        adw_preferences_window_set_visible_page (ADW_PREFERENCES_WINDOW (prefs), pages->pdata[i]);
-        spin_for (0.5);
-        collect_cut_labels (GTK_WIDGET (prefs), cut);
-        CHECKF (cut->len == 0, "Preferences at 360 px, page %s: cut: %s",
-                adw_preferences_page_get_title (pages->pdata[i]), cut->str);
-      }
-    adw_preferences_window_set_visible_page (ADW_PREFERENCES_WINDOW (prefs), pages->pdata[0]);
     {
       g_autofree char *name = g_strdup_printf ("locale-%s-360-preferences.png", lang);
 
