@@ -125,6 +125,7 @@ struct _TernWindow {
   int        toast_lift_px;
   int        toast_left_px;
   int        toast_right_px;
+  int        toast_fit_px;    /* the width the toasts' labels were fitted to */
   guint      toast_lift_tick; /* follow_toast_lift, while a toast is up */
   int        transcript_margin_px; /* the message box's own bottom margin */
   GHashTable *deleted;     /* id -> TernChat deleted with an Undo toast still possible */

@@ -234,6 +234,8 @@ any_toast_up (TernWindow *self)
   return FALSE;
 }
 
+static void refit_toasts (TernWindow *self);
+
 /* The composer grows as lines are typed, and the stats bar can wrap when
  * the window narrows: while a toast is up its lift follows them frame by
  * frame (measured when it was added only, a toast sat on the lines typed
@@ -255,6 +257,7 @@ follow_toast_lift (GtkWidget     *widget,
       return G_SOURCE_REMOVE;
     }
   lift_toasts (self);
+  refit_toasts (self);
   return G_SOURCE_CONTINUE;
 }
 
@@ -309,6 +312,29 @@ toast_chars_for (TernWindow *self,
   if (width <= 0 || char_width <= 0)
     return 56;
   return CLAMP (width * PANGO_SCALE / char_width, 16, 56);
+}
+
+/* A toast up while the window narrows: its label kept the width it was
+ * made for, and the overlay gave it that width's height, so that at 360 px
+ * the lines above and below were cut off. Fitted again when the chat
+ * column's width changes. */
+static void
+refit_toasts (TernWindow *self)
+{
+  int left, right, width;
+
+  chat_column_sides (self, &left, &right);
+  width = gtk_widget_get_width (GTK_WIDGET (self->toast_overlay)) - left - right;
+  if (width == self->toast_fit_px)
+    return;
+  self->toast_fit_px = width;
+  for (guint i = 0; i < self->toasts->len; i++)
+    {
+      GtkWidget *label = adw_toast_get_custom_title (g_ptr_array_index (self->toasts, i));
+
+      if (GTK_IS_LABEL (label))
+        gtk_label_set_max_width_chars (GTK_LABEL (label), toast_chars_for (self, label));
+    }
 }
 
 AdwToast *

@@ -3459,6 +3459,33 @@ part_toasts (Fixture *f)
       tern_window_dismiss_toasts (f->w);
       spin_for (0.6);
     }
+  /* A toast up while the window narrows wraps again to the new width:
+   * sized for the width it came up at, a long one's lines were cut off
+   * above and below at 360 px (the context toast, in a daily walk). */
+  gtk_window_set_default_size (GTK_WINDOW (f->w), 800, 600);
+  spin_for (0.5);
+  _tern_window_toast (f->w, long_text);
+  CHECK (wait_for (f->w, toast_up, 3.0));
+  spin_for (0.5);
+  gtk_window_set_default_size (GTK_WINDOW (f->w), 360, 600);
+  spin_for (0.8);
+  {
+    GtkLabel *label = shown_toast_label (f->w);
+    int need = 0;
+
+    CHECK (label != NULL);
+    if (label != NULL)
+      {
+        gtk_widget_measure (GTK_WIDGET (label), GTK_ORIENTATION_VERTICAL,
+                            gtk_widget_get_width (GTK_WIDGET (label)), &need, NULL, NULL, NULL);
+        CHECKF (gtk_widget_get_height (GTK_WIDGET (label)) >= need,
+                "narrowed to 360 px: the toast's text needs %d px and has %d", need,
+                gtk_widget_get_height (GTK_WIDGET (label)));
+      }
+  }
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-toasts-narrowed-360.png"));
+  tern_window_dismiss_toasts (f->w);
+  spin_for (0.6);
   /* The system prompt panel open beside the chat: a toast centred in the
    * window lay over the panel (where the user may be typing) and over the
    * chat list. It stays over the chat column. */
