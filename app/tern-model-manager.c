@@ -157,6 +157,9 @@ enum {
 static GParamSpec *properties[N_PROPS];
 static guint signals[N_SIGNALS];
 
+/* The longest time left a row shows (99 hours). */
+#define MAX_ETA_S (99.0 * 3600)
+
 /* A running download's row words; NULL before its first figures (the
  * total is not known yet). */
 static char *
@@ -177,12 +180,20 @@ progress_text (const TernDownloadProgress *p)
     return NULL;
   percent = (int) (100.0 * (double) p->done / (double) p->total);
   of = tern_manager_format_size (p->total);
-  if (p->eta < 0)
+  /* A connection that breaks off after a few bytes, retried, crawls at a
+   * byte or so a second: its "581222:16 left" said nothing true. */
+  if (p->eta < 0 || p->eta > MAX_ETA_S)
     return g_strdup_printf (_("%d%% of %s"), percent, of);
   speed = tern_manager_format_size ((guint64) p->rate);
   /* Translators: "45% of 610 MB · 5.1 MB/s · 1:58 left" */
   return g_strdup_printf (_("%d%% of %s · %s/s · %d:%02d left"), percent, of, speed, (int) (p->eta / 60),
                           (int) p->eta % 60);
+}
+
+char *
+_tern_model_manager_progress_text (const TernDownloadProgress *progress)
+{
+  return progress_text (progress);
 }
 
 /* The bar's: the check's own, while a file is checked, runs from the start

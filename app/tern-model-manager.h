@@ -90,4 +90,7 @@ TernModelManager *tern_model_manager_present      (GtkWindow        *parent,
                                                    GCallback         on_use_model,
                                                    gpointer          user_data);
 
+/* Tests: a running download's row words (NULL before its first figures). */
+char             *_tern_model_manager_progress_text (const TernDownloadProgress *progress);
+
 G_END_DECLS

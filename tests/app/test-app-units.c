@@ -21,6 +21,7 @@
 #include "tern-sampling.h"
 #ifdef TERN_HAVE_MANAGER
 #include "tern-manager.h"
+#include "tern-model-manager.h"
 #endif
 #include "tern-engine-worker.h"
 #include "tern-markdown.h"
@@ -2148,6 +2149,27 @@ test_sampling (const char *dir)
 #endif
 }
 
+#ifdef TERN_HAVE_MANAGER
+/* A download row's words. A server that breaks the connection after a few
+ * bytes, retried, made a rate of a byte or so a second: the row said
+ * "0% of 50.0 MB · 1 bytes/s · 581222:16 left" (a daily walk). */
+static void
+test_download_words (void)
+{
+  const double total = 50e6;
+  TernDownloadProgress broken = { .done = 4, .total = (guint64) total, .rate = 1,
+                                  .eta = (total - 4) / 1 };
+  TernDownloadProgress going = { .done = 10000000, .total = (guint64) total, .rate = 5e6,
+                                 .eta = (total - 10000000) / 5e6 };
+  g_autofree char *slow = _tern_model_manager_progress_text (&broken);
+  g_autofree char *fine = _tern_model_manager_progress_text (&going);
+
+  CHECKF (slow != NULL && strstr (slow, " left") == NULL && strstr (slow, "0%") != NULL,
+          "a crawl: %s", slow);
+  CHECKF (fine != NULL && strstr (fine, " left") != NULL, "a download going: %s", fine);
+}
+#endif
+
 int
 main (void)
 {
@@ -2189,6 +2211,9 @@ main (void)
     test_chat_left_out (left);
   }
   test_plot_scale ();
+#ifdef TERN_HAVE_MANAGER
+  test_download_words ();
+#endif
   test_context ();
   test_sampling (tmp);
   test_events ();
