@@ -301,6 +301,62 @@ tern_message_set_drafted (TernMessage  *m,
   g_byte_array_append (m->drafted, drafted, (guint) len);
 }
 
+guint64 tern_chat_title_work;
+
+/* After the character at P: NUL-safe on text that is not UTF-8. */
+static const char *
+next_char (const char *p)
+{
+  p++;
+  while (((guchar) *p & 0xC0) == 0x80)
+    p++;
+  return p;
+}
+
+/* TEXT's title: stripped, one line, at most TITLE_MAX_CHARS characters
+ * (cut to one less and "…"); NULL when it is blank. Only its first
+ * characters are looked at, and nothing is copied but the title: each
+ * message appended works the title out again, and a copy of a long first
+ * message each time made a chat of it and many answers never open (past
+ * them, only a run of blanks that ends the text is read to its end). */
+static char *
+message_title (const char *text)
+{
+  const char *p = text, *cut, *end, *rest;
+  char *title, *c;
+  guint n;
+
+  while (g_ascii_isspace (*p))
+    p++;
+  if (*p == '\0')
+    {
+      tern_chat_title_work += (guint64) (p - text);
+      return NULL;
+    }
+  cut = end = p;
+  for (n = 0; n < TITLE_MAX_CHARS && *end; n++)
+    {
+      end = next_char (end);
+      if (n + 1 == TITLE_MAX_CHARS - 1)
+        cut = end;
+    }
+  for (rest = end; g_ascii_isspace (*rest); rest++)
+    ;
+  tern_chat_title_work += (guint64) (rest - text);
+  if (*rest == '\0')
+    title = g_strchomp (g_strndup (p, (gsize) (end - p)));
+  else
+    {
+      g_autofree char *head = g_strchomp (g_strndup (p, (gsize) (cut - p)));
+
+      title = g_strconcat (head, "…", NULL);
+    }
+  for (c = title; *c; c++)
+    if (*c == '\n' || *c == '\t')
+      *c = ' ';
+  return title;
+}
+
 static void
 update_title (TernChat *self)
 {
@@ -309,25 +365,10 @@ update_title (TernChat *self)
   for (guint i = 0; title == NULL && i < self->messages->len; i++)
     {
       TernMessage *m = g_ptr_array_index (self->messages, i);
-      g_autofree char *flat = NULL;
-      char *p;
 
-      if (g_strcmp0 (m->role, "user") != 0 || m->text == NULL)
-        continue;
-      flat = g_strstrip (g_strdup (m->text));
-      for (p = flat; *p; p++)
-        if (*p == '\n' || *p == '\t')
-          *p = ' ';
-      if (*flat == '\0')
-        continue;
-      if (g_utf8_strlen (flat, -1) > TITLE_MAX_CHARS)
-        {
-          g_autofree char *cut = g_utf8_substring (flat, 0, TITLE_MAX_CHARS - 1);
-          title = g_strconcat (g_strchomp (cut), "…", NULL);
-        }
-      else
-        title = g_steal_pointer (&flat);
-      break;
+      tern_chat_title_work++;
+      if (g_strcmp0 (m->role, "user") == 0 && m->text != NULL)
+        title = message_title (m->text);
     }
   if (title == NULL)
     title = g_strdup (_("New Chat"));
@@ -538,16 +579,27 @@ tern_chat_get_message (TernChat *self,
   return g_ptr_array_index (self->messages, index);
 }
 
-TernMessage *
-tern_chat_append (TernChat   *self,
-                  const char *role,
-                  const char *text)
+/* A load appends with this, and works the title out once at the end. */
+static TernMessage *
+append_message (TernChat   *self,
+                const char *role,
+                const char *text)
 {
   TernMessage *m = g_new0 (TernMessage, 1);
 
   m->role = g_strdup (role);
   m->text = g_strdup (text ? text : "");
   g_ptr_array_add (self->messages, m);
+  return m;
+}
+
+TernMessage *
+tern_chat_append (TernChat   *self,
+                  const char *role,
+                  const char *text)
+{
+  TernMessage *m = append_message (self, role, text);
+
   tern_chat_touch (self);
   return m;
 }
@@ -1877,7 +1929,7 @@ newer_messages (TernChat   *self,
           return;
         /* All checked (the first pass): shown. */
         if (pass == 1)
-          tern_chat_append (self, json_node_get_string (role), json_node_get_string (content));
+          append_message (self, json_node_get_string (role), json_node_get_string (content));
       }
 }
 
@@ -2123,7 +2175,7 @@ load_chat (const char *path,
           bad_member (&r, where, "role", _("“user” or “assistant”"));
           break;
         }
-      m = tern_chat_append (self, role, content);
+      m = append_message (self, role, content);
       m->cancelled = get_bool (&r, mo, where, "cancelled");
       m->prompt_changed = get_bool (&r, mo, where, "system_prompt_changed");
       m->alone = get_bool (&r, mo, where, "flash_alone");

@@ -2170,6 +2170,55 @@ test_download_words (void)
 }
 #endif
 
+/* Opening a chat works out its title a bounded number of times. The load
+ * appended each message as the app does, and every append worked the
+ * title out again: from the first message, copied whole (a first message
+ * of 30 MB and many short answers after it never opened), and past every
+ * message before the first one with words, when that first one is blank
+ * (quadratic in the number of messages). Counted in messages and bytes
+ * looked at (tern_chat_title_work), not timed. */
+static void
+test_chat_title_work (const char *dir)
+{
+  const guint n = 2000;
+  const gsize first_len = 256 * 1024;
+  g_autofree char *path = g_build_filename (dir, "title-work.json", NULL);
+
+  g_mkdir_with_parents (dir, 0700);
+  for (int blank = 0; blank < 2; blank++)
+    {
+      g_autoptr(GString) json = g_string_new ("{\"format\": \"tern-chat\", \"version\": 1, "
+                                              "\"id\": \"title-work\", \"messages\": [");
+      g_autofree char *first = g_malloc (first_len + 1);
+      g_autofree char *want = NULL;
+      g_autoptr(TernChat) chat = NULL;
+      g_autoptr(GError) error = NULL;
+
+      /* blank: spaces, which give no title; else one long word, cut */
+      memset (first, blank ? ' ' : 'w', first_len);
+      first[first_len] = '\0';
+      g_string_append_printf (json, "{\"role\": \"user\", \"content\": \"%s\"}", first);
+      for (guint i = 0; i < n; i++)
+        g_string_append (json, ", {\"role\": \"assistant\", \"content\": \"\"}");
+      g_string_append (json, "]}");
+      CHECK (g_file_set_contents (path, json->str, (gssize) json->len, NULL));
+
+      tern_chat_title_work = 0;
+      chat = tern_chat_load (path, &error);
+      CHECKF (chat != NULL, "%s", error ? error->message : "");
+      if (chat == NULL)
+        continue;
+      CHECK (tern_chat_get_n_messages (chat) == n + 1);
+      want = blank ? g_strdup ("New Chat") : g_strdup_printf ("%.47s…", first);
+      CHECKF (g_str_equal (tern_chat_get_title (chat), want), "title %s", tern_chat_get_title (chat));
+      CHECKF (tern_chat_title_work <= 4 * (first_len + n + 1),
+              "%s first message: the title looked at %" G_GUINT64_FORMAT " messages and bytes "
+              "for a chat of %u messages and %zu bytes", blank ? "blank" : "long",
+              tern_chat_title_work, n + 1, first_len);
+    }
+  g_unlink (path);
+}
+
 int
 main (void)
 {
@@ -2190,6 +2239,7 @@ main (void)
   test_chat_copies (chats);
   test_chat_version (chats);
   test_chat_too_large (chats);
+  test_chat_title_work (chats);
   {
     g_autofree char *newer = g_build_filename (tmp, "newer-on-disk", NULL);
     test_chat_newer_on_disk (newer);
