@@ -68,6 +68,11 @@ struct tn_tokenizer {
     int32_t bos, eos, eot, unk, pad;
     bool add_bos, add_eos;
 
+    /* tn_tokenizer_min_tokens: the longest token text; whether some byte
+     * has neither a token nor the unknown token (and is dropped). */
+    size_t max_token_bytes;
+    bool drops_bytes;
+
     /* Added tokens matched in the text before splitting. */
     trie_node *trie;
     size_t n_trie, cap_trie;
@@ -89,6 +94,19 @@ int32_t tn_tokenizer_eot(const tn_tokenizer *tok) { return tok ? tok->eot : -1; 
 int32_t tn_tokenizer_unk(const tn_tokenizer *tok) { return tok ? tok->unk : -1; }
 int32_t tn_tokenizer_pad(const tn_tokenizer *tok) { return tok ? tok->pad : -1; }
 bool tn_tokenizer_add_bos(const tn_tokenizer *tok) { return tok && tok->add_bos && tok->bos >= 0; }
+
+/* Every token's text is at least as long as the bytes of text it stands
+ * for: spaces only grow into "\u2581", byte-level pieces map each byte to
+ * one or two bytes, added tokens are their text. A byte without a token
+ * of its own is a byte token or the unknown token, one each, unless the
+ * vocabulary has neither (drops_bytes). NFC shortens text by at most 3x
+ * (three Hangul jamo, 9 bytes, make one syllable of 3; the Kelvin sign, 3
+ * bytes, is "K"); 4 leaves room. */
+size_t tn_tokenizer_min_tokens(const tn_tokenizer *tok, size_t len) {
+    if (!tok || tok->drops_bytes || tok->max_token_bytes == 0)
+        return 0;
+    return len / tok->max_token_bytes / (tok->nfc ? 4 : 1);
+}
 
 int32_t tn_tokenizer_find(const tn_tokenizer *tok, const char *text, size_t len) {
     if (!tok || (!text && len))
@@ -626,6 +644,13 @@ int tn_tokenizer_load(const tn_gguf *g, tn_tokenizer **out, tn_error *err) {
         off += (uint32_t)len + 1;
     }
     tok->piece_off[tok->n_vocab] = off;
+    for (int32_t id = 0; id < tok->n_vocab; id++) {
+        size_t len = tok->text_off[id + 1] - tok->text_off[id] - 1;
+        if (len > tok->max_token_bytes)
+            tok->max_token_bytes = len;
+    }
+    for (int b = 0; b < 256; b++)
+        tok->drops_bytes |= tok->byte_token[b] < 0 && tok->unk < 0;
     *out = tok;
     return TN_OK;
 nomem:

@@ -1471,6 +1471,14 @@ int32_t tn_tokenizer_pad(const tn_tokenizer *tok);
  * except llama-bpe). */
 bool tn_tokenizer_add_bos(const tn_tokenizer *tok);
 
+/* A lower bound on the tokens len bytes of text encode to, under any
+ * flags, BOS aside: no token stands for more bytes than the longest token
+ * text (times 4 where NFC may shorten the text first). 0 where nothing can
+ * be promised (a vocabulary that drops bytes it has no token for). For a
+ * caller to refuse a text far over a context before encoding it: encoding
+ * costs about a second per MiB at worst (docs/TOKENIZER.md, "Costs"). */
+size_t tn_tokenizer_min_tokens(const tn_tokenizer *tok, size_t len);
+
 /* The id of a token by its exact vocabulary text ("<|im_start|>"), -1 if none. */
 int32_t tn_tokenizer_find(const tn_tokenizer *tok, const char *text, size_t len);
 /* A tn_token_type; TN_TOKEN_TYPE_UNDEFINED for an id outside the vocabulary. */

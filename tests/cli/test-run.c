@@ -230,6 +230,23 @@ static void check_arch(const char *arch) {
     snprintf(args, sizeof args, "run -m '%s' -c 16 --raw -p '%s'", model,
              "a prompt that is much longer than sixteen tokens, so it cannot fit at all");
     expect_bad("raw prompt longer than the context", args, "the context holds 16");
+    /* Far longer: refused from its length, before it is encoded (the
+     * message gives its bytes, which only that check knows). */
+    {
+        const size_t n_big = 4u << 20;
+        char *big = malloc(n_big + 1);
+        memset(big, 'a', n_big);
+        big[n_big] = '\0';
+        char needle[128];
+        snprintf(needle, sizeof needle, "the prompt is %zu bytes, at least ", n_big);
+        snprintf(args, sizeof args, "run -m '%s' -c 64 --raw", model);
+        result r = run(big, args);
+        CHECKF(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, needle) &&
+                   strstr(r.err, "the context holds 64"),
+               "%s: 4 MiB raw prompt: exit %d: %s", arch, r.status, r.err);
+        result_free(&r);
+        free(big);
+    }
     snprintf(args, sizeof args, "perplexity -m '%s' -f '%s' --ctx 100000", model, text);
     expect_bad("text shorter than a window", args, "at least");
 }

@@ -188,6 +188,11 @@ static void check_robust(const char *name, const tn_tokenizer *tok, const char *
     CHECKF(in_range, "%s %s: id outside the vocabulary", name, what);
     if (len)
         CHECKF(t.n > 0, "%s %s: no tokens", name, what);
+    /* tn_tokenizer_min_tokens is a lower bound, BOS aside. */
+    const size_t n_bos = len && tn_tokenizer_add_bos(tok) ? 1 : 0;
+    CHECKF(tn_tokenizer_min_tokens(tok, len) <= t.n - n_bos,
+           "%s %s: at least %zu tokens promised, %zu given", name, what,
+           tn_tokenizer_min_tokens(tok, len), t.n - n_bos);
 
     /* Expected text: Qwen normalizes; SentencePiece maps "▁" to a space. */
     char *expect = NULL;
@@ -254,7 +259,39 @@ static void check_hostile(const char *name, const tn_tokenizer *tok, const tn_js
     check_robust(name, tok, word, n_word, "1 MB word");
     fprintf(stderr, "%s: 1 MB single word encoded and decoded in %.2f s\n", name,
             now_s() - t_word);
+    /* The bound is worth having: a megabyte is more than a few tokens. */
+    CHECKF(tn_tokenizer_min_tokens(tok, n_word) >= 1024, "%s: at least %zu tokens in 1 MB", name,
+           tn_tokenizer_min_tokens(tok, n_word));
     free(word);
+
+    /* The bound's worst case: the longest token's text over and over,
+     * with control tokens matched too. */
+    size_t longest = 0, longest_len = 0;
+    for (int32_t id = 0; id < tn_tokenizer_n_vocab(tok); id++) {
+        size_t l;
+        tn_token_text(tok, id, &l);
+        if (l > longest_len) {
+            longest = (size_t)id;
+            longest_len = l;
+        }
+    }
+    size_t piece_len;
+    const char *piece = tn_token_piece(tok, (int32_t)longest, &piece_len);
+    if (piece_len) {
+        const size_t reps = 200;
+        char *rep = malloc(piece_len * reps);
+        for (size_t r = 0; r < reps; r++)
+            memcpy(rep + r * piece_len, piece, piece_len);
+        check_robust(name, tok, rep, piece_len * reps, "the longest token repeated");
+        tn_tokens t = {0};
+        tn_error err = {0};
+        CHECK(tn_tokenize(tok, rep, piece_len * reps, TN_TOKENIZE_SPECIAL, &t, &err) == TN_OK);
+        CHECKF(tn_tokenizer_min_tokens(tok, piece_len * reps) <= t.n,
+               "%s: at least %zu tokens promised for the longest token repeated, %zu given", name,
+               tn_tokenizer_min_tokens(tok, piece_len * reps), t.n);
+        tn_tokens_free(&t);
+        free(rep);
+    }
 
     if (!big)
         return;
