@@ -36,7 +36,10 @@
  *   dflash-layout  llama.cpp's layout for a gemma4 target: the window and
  *                per-layer pattern, softcapping, embedding scale and tokenizer
  *                carried over; d2t drafts only name mapped ids; truncated and
- *                mismatched files fail with one line naming file and problem.
+ *                mismatched files fail with one line naming file and problem;
+ *   sweep        random cases of every architecture, drafter, sampler setting,
+ *                pin, stop and mode against plain decoding (below; not in
+ *                "all": TERN_SPEC_SWEEP=N runs N cases).
  */
 #include "tn-internal.h"
 #include "tn-session.h"
@@ -122,9 +125,13 @@ static const char *tmp_path(const char *name) {
     return p;
 }
 
+/* A tokenizer.json for make_model (NULL: the synthetic vocabulary). */
+static const char *mk_tokenizer;
+
 static tn_model *make_model(const char *file, const char *arch, const char *type, int64_t embd,
                             int64_t layers, uint64_t seed, float logit_scale) {
     tn_mkmodel_params p = tn_mkmodel_default_params();
+    p.tokenizer = mk_tokenizer;
     /* gemma4moe: the gemma4 model below with 26B-A4B's mixture beside each
      * dense feed-forward (8 experts, 2 per token) */
     const bool g4moe = !strcmp(arch, "gemma4moe");
@@ -2013,6 +2020,477 @@ out:
     tn_model_free(m);
 }
 
+/* ------------------------------------------------------ randomized sweep */
+
+/* "speculation on == off" attacked at random: each case draws an
+ * architecture, a drafter, draft_max 1..16, sampler settings (temperature
+ * 0, 0.7 or 1.5; top-k, top-p, min-p, penalties; a seed), a pin of 0..40
+ * tokens restored from a snapshot or prefilled, requests and answers that
+ * cross the 16-row sliding window, max_tokens, stop tokens and stop strings
+ * that end in the middle of a draft, flash requests or chat turns with
+ * prefix reuse, and 1 or 2 threads for each side. Greedy, and sampling
+ * whose filters leave one token (top-k 1), must give plain decoding's
+ * tokens, stop reason and KV bit for bit; other sampling is the target's
+ * distribution, not its tokens (sampling-* checks that), so there the
+ * speculative answer must be the same on 1 and 2 threads. Each case also
+ * decodes its answer in random chunks with every row's logits and compares
+ * them with one-token decodes bit for bit (the verify batch's premise).
+ * TERN_SPEC_SWEEP=N runs N cases (default 24: three per architecture),
+ * TERN_SPEC_SWEEP_SEED another sequence; a failure names its case, and
+ * TERN_SPEC_SWEEP_CASE=I runs case I alone. */
+
+enum { SW_ARCHES = 8, SW_DRAFTERS = 10 };
+/* qwen3-vocab: Qwen3's real vocabulary and chat template (when fetched) */
+static const char *const sw_arches[SW_ARCHES] = {"llama",    "qwen3",     "gemma3",  "gemma4",
+                                                 "qwen3moe", "gemma4moe", "gpt-oss", "qwen3-vocab"};
+static const char *const sw_dnames[SW_DRAFTERS] = {
+    "lookup",           "lookup-short", "draft-model", "target-as-draft", "oracle",
+    "corrupted-oracle", "noise",        "dflash",      "dflash-d2t",      "mtp"};
+
+typedef struct sw_target {
+    tn_model *m;
+    drafters d;
+    bool tried;
+} sw_target;
+
+typedef struct sw_counts {
+    int cases, compared, greedy, onehot, sampled, chat, flash, restored, prefilled;
+    int drafted, accepted, with_accept, logit_rows;
+} sw_counts;
+
+static sw_target sw_t[SW_ARCHES];
+static sw_counts sw_by_arch[SW_ARCHES], sw_by_drafter[SW_DRAFTERS];
+static int sw_failures;
+
+static sw_target *sw_get(int a) {
+    sw_target *t = &sw_t[a];
+    if (t->tried)
+        return t->m ? t : NULL;
+    t->tried = true;
+    const bool real = !strcmp(sw_arches[a], "qwen3-vocab");
+    char tok[4200];
+    if (real) {
+        const char *dir = tn_test_vocab("qwen3");
+        if (!dir)
+            return NULL;
+        snprintf(tok, sizeof tok, "%s/tokenizer.json", dir);
+        mk_tokenizer = tok;
+    }
+    const char *arch = real ? "qwen3" : sw_arches[a];
+    char file[96], dfile[96];
+    snprintf(file, sizeof file, "sweep-%s.gguf", sw_arches[a]);
+    snprintf(dfile, sizeof dfile, "sweep-draft-%s.gguf", sw_arches[a]);
+    t->m = make_model(file, arch, "q8_0", 64, 2, 500 + (uint64_t)a, 0);
+    tn_model *dm = make_model(dfile, arch, "q8_0", 64, 1, 600 + (uint64_t)a, 0);
+    mk_tokenizer = NULL;
+    tn_model_free(dm); /* only its file is needed */
+    if (!t->m || !dm) {
+        tn_model_free(t->m);
+        t->m = NULL;
+        return NULL;
+    }
+    char tag[64];
+    snprintf(tag, sizeof tag, "sweep-%s", sw_arches[a]);
+    drafters_make(&t->d, t->m, tmp_path(file), tmp_path(dfile), tag);
+    return t;
+}
+
+static tn_drafter *sw_drafter(drafters *d, int which) {
+    tn_drafter *list[SW_DRAFTERS] = {d->lookup,     d->lookup_short, d->model, d->self_model,
+                                     d->oracle,     d->corrupt,      d->noise, d->dflash,
+                                     d->dflash_alt, d->mtp};
+    return list[which];
+}
+
+/* Random tokens, a phrase repeated, a counting pattern: concatenated. */
+static int32_t sw_tokens(uint64_t *st, int32_t V, int32_t max, int32_t *out) {
+    const int32_t want = 1 + (int32_t)(tn_test_rand(st) % (uint64_t)max);
+    int32_t n = 0;
+    while (n < want) {
+        const int kind = (int)(tn_test_rand(st) % 3);
+        const int32_t len = 1 + (int32_t)(tn_test_rand(st) % 12);
+        int32_t phrase[12];
+        for (int i = 0; i < len; i++)
+            phrase[i] = 5 + (int32_t)(tn_test_rand(st) % (uint64_t)(V - 5));
+        const int reps = kind == 1 ? 2 + (int)(tn_test_rand(st) % 3) : 1;
+        for (int r = 0; r < reps; r++)
+            for (int i = 0; i < len && n < want; i++, n++)
+                out[n] = kind == 2 ? 300 + (n % 5) * 3 : phrase[i];
+    }
+    return n;
+}
+
+static const char *const sw_words[] = {"the", "cat", "sat", "on", "mat", "and",  "then",
+                                       "a",   "dog", "ran", "to", "it",  "said", "why"};
+
+static void sw_text(uint64_t *st, int words, char *out, size_t cap) {
+    size_t o = 0;
+    out[0] = '\0';
+    const size_t nw = sizeof sw_words / sizeof sw_words[0];
+    for (int i = 0; i < words; i++) {
+        /* repeats give lookup something to find */
+        const char *w = sw_words[tn_test_rand(st) % (i > 3 && tn_test_rand(st) % 2 ? 4 : nw)];
+        o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? " " : "", w);
+        if (o >= cap - 1)
+            break;
+    }
+}
+
+/* Every row of the answer decoded in random chunks with every row's logits
+ * equals the one-token decode of that row, bit for bit. */
+static int sw_logits(const tn_model *m, const int32_t *prefix, int32_t n_prefix, const int32_t *ans,
+                     int32_t n_ans, int threads_a, int threads_b, uint64_t *st, const char *what) {
+    if (n_ans < 2)
+        return 0;
+    const int32_t V = tn_model_n_vocab(m);
+    tn_ctx *a = NULL, *b = NULL;
+    float *la = malloc((size_t)V * 17 * sizeof *la), *lb = malloc((size_t)V * sizeof *lb);
+    int rows = 0;
+    if (!la || !lb || tn_ctx_new(m, 256, threads_a, &a, NULL) != TN_OK ||
+        tn_ctx_new(m, 256, threads_b, &b, NULL) != TN_OK || n_prefix + n_ans > 256)
+        goto out;
+    CHECK(tn_ctx_decode(a, prefix, n_prefix, TN_LOGITS_NONE, NULL, NULL) == TN_OK);
+    CHECK(tn_ctx_decode(b, prefix, n_prefix, TN_LOGITS_NONE, NULL, NULL) == TN_OK);
+    for (int32_t done = 0; done < n_ans;) {
+        int32_t k = 1 + (int32_t)(tn_test_rand(st) % 17);
+        if (k > n_ans - done)
+            k = n_ans - done;
+        CHECK(tn_ctx_decode(a, ans + done, k, TN_LOGITS_ALL, la, NULL) == TN_OK);
+        for (int32_t i = 0; i < k; i++) {
+            CHECK(tn_ctx_decode(b, ans + done + i, 1, TN_LOGITS_LAST, lb, NULL) == TN_OK);
+            const float *r = la + (size_t)i * (size_t)V;
+            if (memcmp(r, lb, (size_t)V * sizeof *lb) != 0) {
+                int32_t j = 0;
+                while (j < V && r[j] == lb[j])
+                    j++;
+                CHECKF(false,
+                       "%s: row %d of a %d-row batch (%d threads) differs from the one-token "
+                       "decode (%d threads): logit %d %.9g vs %.9g",
+                       what, done + i, k, threads_a, threads_b, j, j < V ? r[j] : 0.0,
+                       j < V ? lb[j] : 0.0);
+                sw_failures++;
+                goto out;
+            }
+            rows++;
+        }
+        done += k;
+    }
+out:
+    tn_ctx_free(a);
+    tn_ctx_free(b);
+    free(la);
+    free(lb);
+    return rows;
+}
+
+static tn_session *sw_session(const tn_model *m, int32_t n_ctx, int threads, const char *pins) {
+    tn_session_params sp = tn_test_session_params(n_ctx, threads);
+    sp.pin_cache_dir = pins;
+    tn_session *s = NULL;
+    tn_error err = {0};
+    CHECKF(tn_session_new(m, sp, &s, &err) == TN_OK, "session: %s", err.message);
+    return s;
+}
+
+/* Every KV row's bytes (the pinned ones after a flash request). */
+static uint64_t sw_kv_hash(tn_session *s) {
+    tn_ctx *c = tn_session_ctx(s);
+    const int32_t n = tn_ctx_kv_len(c);
+    const uint64_t bytes = tn_ctx_kv_state_bytes(c, n);
+    void *buf = malloc(bytes ? bytes : 1);
+    uint64_t h = 0;
+    if (buf && tn_ctx_kv_state_save(c, n, buf, bytes, NULL) == TN_OK)
+        h = tn_checksum64(buf, bytes, 0) ^ (uint64_t)n;
+    free(buf);
+    return h;
+}
+
+static void sw_report(const char *what, const answer *x, const answer *y, const char *lx,
+                      const char *ly) {
+    sw_failures++;
+    CHECKF(false, "%s: %s and %s differ (%s%s)", what, lx, ly, x->error, y->error);
+    print_tokens(lx, x);
+    print_tokens(ly, y);
+}
+
+static void sw_case(uint64_t seed, int idx) {
+    uint64_t st = seed * 0x9E3779B97F4A7C15ull + (uint64_t)idx * 7919u + 1;
+    tn_test_rand(&st);
+    const int a =
+        getenv("TERN_SPEC_SWEEP") ? (int)(tn_test_rand(&st) % SW_ARCHES) : idx % SW_ARCHES;
+    sw_target *t = sw_get(a);
+    if (!t)
+        return;
+    const int32_t V = tn_model_n_vocab(t->m);
+    int dk;
+    tn_drafter *dr;
+    do {
+        dk = (int)(tn_test_rand(&st) % SW_DRAFTERS);
+        dr = sw_drafter(&t->d, dk);
+    } while (!dr);
+
+    tn_gen_params g = tn_gen_default_params();
+    const float temps[3] = {0.0f, 0.7f, 1.5f};
+    g.sampler.temperature = temps[tn_test_rand(&st) % 3];
+    const int32_t ks[4] = {0, 1, 5, 40};
+    g.sampler.top_k = ks[tn_test_rand(&st) % 4];
+    const float ps[3] = {1.0f, 0.9f, 0.5f}, mps[3] = {0.0f, 0.05f, 0.2f};
+    g.sampler.top_p = ps[tn_test_rand(&st) % 3];
+    g.sampler.min_p = mps[tn_test_rand(&st) % 3];
+    if (tn_test_rand(&st) % 2) {
+        g.sampler.repeat_penalty = 1.0f + (float)(tn_test_rand(&st) % 4) * 0.1f;
+        g.sampler.presence_penalty = (float)(tn_test_rand(&st) % 3) * 0.25f;
+        g.sampler.frequency_penalty = (float)(tn_test_rand(&st) % 3) * 0.25f;
+        g.sampler.penalty_last_n = (int32_t)(tn_test_rand(&st) % 3) * 32;
+    }
+    g.sampler.seed = tn_test_rand(&st);
+    g.max_tokens = 1 + (int32_t)(tn_test_rand(&st) % 60);
+    const int32_t draft_max = 1 + (int32_t)(tn_test_rand(&st) % 16);
+    const bool greedy = g.sampler.temperature <= 0;
+    const bool onehot = !greedy && g.sampler.top_k == 1;
+    const bool exact = greedy || onehot;
+    const int th_plain = 1 + (int)(tn_test_rand(&st) % 2),
+              th_spec = 1 + (int)(tn_test_rand(&st) % 2);
+    const bool chat = tn_test_rand(&st) % 3 == 0;
+    /* a context that fills up in the middle of a draft */
+    const bool small = !chat && tn_test_rand(&st) % 6 == 0;
+    const int32_t n_ctx = small ? 64 + (int32_t)(tn_test_rand(&st) % 64) : 384;
+    if (small)
+        g.max_tokens = 0;
+    const bool spec_first = tn_test_rand(&st) % 2;      /* which side prefills the pin */
+    const int stop_kind = (int)(tn_test_rand(&st) % 4); /* none, none, token, string */
+    char what[160];
+    snprintf(what, sizeof what, "sweep case %d (%s, %s, K=%d, T=%.1f top-k %d, %s, threads %d/%d)",
+             idx, sw_arches[a], sw_dnames[dk], draft_max, (double)g.sampler.temperature,
+             g.sampler.top_k, chat ? "chat" : "flash", th_plain, th_spec);
+
+    char pins[4096];
+    snprintf(pins, sizeof pins, "%s", tmp_path("sweep-pins"));
+    tn_session *sp = NULL, *ss = NULL, *s2 = NULL;
+    if (spec_first) {
+        ss = sw_session(t->m, n_ctx, th_spec, pins);
+        sp = sw_session(t->m, n_ctx, th_plain, pins);
+    } else {
+        sp = sw_session(t->m, n_ctx, th_plain, pins);
+        ss = sw_session(t->m, n_ctx, th_spec, pins);
+    }
+    if (!exact)
+        s2 = sw_session(t->m, n_ctx, th_spec == 1 ? 2 : 1, pins);
+    sw_counts *ca = &sw_by_arch[a], *cd = &sw_by_drafter[dk];
+    int32_t pin[48], n_pin = 0;
+    char sys[512];
+    sys[0] = '\0';
+    tn_error err = {0};
+    if (!sp || !ss || (!exact && !s2))
+        goto out;
+    if (tn_test_rand(&st) % 4 != 0) {
+        if (chat)
+            sw_text(&st, 1 + (int)(tn_test_rand(&st) % 20), sys, sizeof sys);
+        else
+            n_pin = sw_tokens(&st, V, 40, pin);
+    }
+    tn_session *order[3] = {spec_first ? ss : sp, spec_first ? sp : ss, s2};
+    for (int i = 0; i < 3; i++) {
+        if (!order[i] || (!n_pin && !sys[0]))
+            continue;
+        const int rc = chat ? tn_session_pin(order[i], sys, NULL, NULL, &err)
+                            : tn_session_pin_tokens(order[i], pin, n_pin, NULL, NULL, &err);
+        CHECKF(rc == TN_OK, "%s: pin: %s", what, err.message);
+        if (rc != TN_OK)
+            goto out;
+    }
+    if (n_pin || sys[0]) {
+        const bool restored = tn_session_pin_info(ss).loaded_from_snapshot;
+        ca->restored += restored, cd->restored += restored;
+        ca->prefilled += !restored, cd->prefilled += !restored;
+    }
+
+    const int turns = 1 + (int)(tn_test_rand(&st) % 3);
+    tn_session_message msgs[8];
+    char utext[4][512];
+    static answer ap, as, a2;
+    int nm = 0;
+    for (int turn = 0; turn < turns; turn++) {
+        int32_t req[128];
+        int32_t n_req = 0;
+        if (chat) {
+            sw_text(&st, 1 + (int)(tn_test_rand(&st) % 30), utext[turn], sizeof utext[turn]);
+            msgs[nm++] = (tn_session_message){.role = "user", .content = utext[turn]};
+        } else {
+            n_req = sw_tokens(&st, V, 60, req);
+        }
+        tn_gen_params gp = g;
+        if (stop_kind >= 2 && exact) {
+            /* stop where plain decoding's answer would be mid-draft */
+            answer full;
+            tn_gen_params gf = g;
+            gf.max_tokens = 40;
+            if (chat) {
+                collect c = {.a = &full, .s = sp};
+                memset(&full, 0, sizeof full);
+                full.rc = tn_session_chat(sp, msgs, nm, &gf, on_token, &c, &full.st, &err);
+            } else {
+                ask(sp, req, n_req, &gf, &full);
+            }
+            if (full.rc == TN_OK && full.n > 3) {
+                const int at = 1 + (int)(tn_test_rand(&st) % (uint64_t)(full.n - 1));
+                if (stop_kind == 2) {
+                    gp.stop_tokens[0] = full.tokens[at];
+                    gp.n_stop_tokens = 1;
+                } else if (full.text_len > 4) {
+                    static char stop[8];
+                    const size_t off = tn_test_rand(&st) % (full.text_len - 2);
+                    memcpy(stop, full.text + off, 2);
+                    stop[2] = '\0';
+                    if (stop[0] && stop[1]) {
+                        gp.stop[0] = stop;
+                        gp.n_stop = 1;
+                    }
+                }
+            }
+        }
+        tn_gen_params gq = gp;
+        /* the drafter changes between requests of one session now and then */
+        if (turn > 0 && tn_test_rand(&st) % 3 == 0) {
+            dk = (int)(tn_test_rand(&st) % (SW_DRAFTERS + 1));
+            dr = dk < SW_DRAFTERS ? sw_drafter(&t->d, dk) : NULL;
+            if (!dr)
+                dk = 0, dr = t->d.lookup;
+            cd = &sw_by_drafter[dk];
+        }
+        gq.drafter = dr;
+        gq.draft_max = draft_max;
+        if (chat) {
+            collect c = {.a = &ap, .s = sp};
+            memset(&ap, 0, sizeof ap);
+            ap.rc = tn_session_chat(sp, msgs, nm, &gp, on_token, &c, &ap.st, &err);
+            snprintf(ap.error, sizeof ap.error, "%s", ap.rc == TN_OK ? "" : err.message);
+            c = (collect){.a = &as, .s = ss};
+            memset(&as, 0, sizeof as);
+            t->d.noise_state.state = 7; /* the same guesses on both thread counts */
+            as.rc = tn_session_chat(ss, msgs, nm, &gq, on_token, &c, &as.st, &err);
+            snprintf(as.error, sizeof as.error, "%s", as.rc == TN_OK ? "" : err.message);
+            if (s2) {
+                c = (collect){.a = &a2, .s = s2};
+                memset(&a2, 0, sizeof a2);
+                t->d.noise_state.state = 7;
+                a2.rc = tn_session_chat(s2, msgs, nm, &gq, on_token, &c, &a2.st, &err);
+                snprintf(a2.error, sizeof a2.error, "%s", a2.rc == TN_OK ? "" : err.message);
+            }
+        } else {
+            ask(sp, req, n_req, &gp, &ap);
+            if (dr == t->d.oracle || dr == t->d.corrupt) {
+                oracle_set(dk == 4 ? &t->d.oracle_state : &t->d.corrupt_state, pin, n_pin, req,
+                           n_req, &ap);
+            }
+            t->d.noise_state.state = 7; /* the same guesses on both thread counts */
+            ask(ss, req, n_req, &gq, &as);
+            t->d.noise_state.state = 7;
+            if (s2)
+                ask(s2, req, n_req, &gq, &a2);
+        }
+        if (ap.rc == TN_ERR_OVERFLOW && as.rc == TN_ERR_OVERFLOW && !strcmp(ap.error, as.error))
+            break; /* the request outgrew the context, refused alike */
+        CHECKF(ap.rc == TN_OK && as.rc == TN_OK, "%s: turn %d: %s%s", what, turn, ap.error,
+               as.error);
+        if (ap.rc != TN_OK || as.rc != TN_OK) {
+            sw_failures++;
+            break;
+        }
+        ca->compared++, cd->compared++;
+        ca->drafted += as.st.drafted, cd->drafted += as.st.drafted;
+        ca->accepted += as.st.accepted, cd->accepted += as.st.accepted;
+        ca->with_accept += as.st.accepted > 0, cd->with_accept += as.st.accepted > 0;
+        check_stats(what, ss, &as);
+        char w2[256];
+        snprintf(w2, sizeof w2, "%s turn %d", what, turn);
+        if (exact) {
+            if (!same_answer(&ap, &as)) {
+                sw_report(w2, &ap, &as, "plain", "speculative");
+                break;
+            }
+        } else if (!same_answer(&as, &a2)) {
+            sw_report(w2, &as, &a2, "speculative", "speculative, other thread count");
+            break;
+        }
+        if (chat) {
+            int32_t np, ns;
+            const int32_t *kp = tn_session_kv_tokens(exact ? sp : ss, &np);
+            const int32_t *ks2 = tn_session_kv_tokens(exact ? ss : s2, &ns);
+            if (np != ns || memcmp(kp, ks2, (size_t)np * sizeof *kp) != 0 ||
+                sw_kv_hash(exact ? sp : ss) != sw_kv_hash(exact ? ss : s2)) {
+                sw_failures++;
+                CHECKF(false, "%s: the KV after the turn differs (%d vs %d rows)", w2, np, ns);
+                break;
+            }
+            /* the next turn's history: the answer as the session saw it */
+            static char replies[4][8192];
+            snprintf(replies[turn], sizeof replies[turn], "%s", exact ? ap.text : as.text);
+            msgs[nm++] = (tn_session_message){.role = "assistant", .content = replies[turn]};
+        } else {
+            CHECKF(tn_ctx_kv_len(tn_session_ctx(ss)) == n_pin, "%s: KV %d rows after, pin %d", w2,
+                   tn_ctx_kv_len(tn_session_ctx(ss)), n_pin);
+            /* the pin restored from a snapshot or prefilled: the same bytes */
+            if (sw_kv_hash(sp) != sw_kv_hash(ss)) {
+                sw_failures++;
+                CHECKF(false, "%s: the pinned rows differ between the two sessions", w2);
+                break;
+            }
+            /* batch invariance on this answer's rows */
+            int32_t pre[200];
+            int32_t np = 0;
+            for (int32_t i = 0; i < n_pin; i++)
+                pre[np++] = pin[i];
+            for (int32_t i = 0; i < n_req; i++)
+                pre[np++] = req[i];
+            const int rows = sw_logits(t->m, pre, np, as.tokens, as.n, th_spec, th_plain, &st, w2);
+            ca->logit_rows += rows, cd->logit_rows += rows;
+        }
+    }
+    ca->cases++, cd->cases++;
+    ca->greedy += greedy, cd->greedy += greedy;
+    ca->onehot += onehot, cd->onehot += onehot;
+    ca->sampled += !exact, cd->sampled += !exact;
+    ca->chat += chat, cd->chat += chat;
+    ca->flash += !chat, cd->flash += !chat;
+out:
+    tn_session_free(sp);
+    tn_session_free(ss);
+    tn_session_free(s2);
+}
+
+static void sw_print(const char *name, const sw_counts *c) {
+    fprintf(stderr,
+            "  %-17s cases %4d (greedy %4d, top-k 1 %3d, sampled %4d; flash %4d, chat %4d; pin "
+            "restored %4d, prefilled %4d) answers %5d, with accepted drafts %5d, drafted %6d, "
+            "accepted %6d, logit rows %6d\n",
+            name, c->cases, c->greedy, c->onehot, c->sampled, c->flash, c->chat, c->restored,
+            c->prefilled, c->compared, c->with_accept, c->drafted, c->accepted, c->logit_rows);
+}
+
+static void sweep(void) {
+    const char *n_env = getenv("TERN_SPEC_SWEEP"), *seed_env = getenv("TERN_SPEC_SWEEP_SEED");
+    const char *one = getenv("TERN_SPEC_SWEEP_CASE");
+    const int n = n_env ? atoi(n_env) : 3 * SW_ARCHES;
+    if (!tn_test_vocab("qwen3"))
+        fprintf(stderr, "sweep: no Qwen3 vocabulary fetched: qwen3-vocab cases skipped\n");
+    const uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : 1;
+    for (int i = 0; i < n; i++) {
+        if (one && atoi(one) != i)
+            continue;
+        sw_case(seed, i);
+    }
+    fprintf(stderr, "sweep: seed %llu, %d cases, %d failures\n", (unsigned long long)seed, n,
+            sw_failures);
+    for (int a = 0; a < SW_ARCHES; a++)
+        sw_print(sw_arches[a], &sw_by_arch[a]);
+    for (int d = 0; d < SW_DRAFTERS; d++)
+        sw_print(sw_dnames[d], &sw_by_drafter[d]);
+    for (int a = 0; a < SW_ARCHES; a++) {
+        drafters_free(&sw_t[a].d);
+        tn_model_free(sw_t[a].m);
+    }
+}
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -2049,5 +2527,7 @@ int main(int argc, char **argv) {
         api_vocab();
         api_edges();
     }
+    if (!strcmp(what, "sweep")) /* not in "all": its own test */
+        sweep();
     return tn_test_finish("test-spec");
 }
