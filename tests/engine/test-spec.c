@@ -2039,17 +2039,101 @@ out:
  * TERN_SPEC_SWEEP_SEED another sequence; a failure names its case, and
  * TERN_SPEC_SWEEP_CASE=I runs case I alone. */
 
-enum { SW_ARCHES = 8, SW_DRAFTERS = 10 };
+/* A built-in drafter whose proposals are replaced by an oracle's where it
+ * knows the answer: DFlash and MTP run every hook (features observed, the
+ * target's KV bound) as usual, but on random weights their own drafts are
+ * almost never accepted, so without this their state after accepted blocks
+ * would go untested. Its drafts are deterministic (no q). */
+typedef struct sw_wrap {
+    tn_drafter *inner;
+    oracle *o;
+} sw_wrap;
+
+static int sw_wrap_begin(void *self, const tn_sampler_params *sp, tn_error *err) {
+    tn_drafter *in = ((sw_wrap *)self)->inner;
+    return in->hooks.begin ? in->hooks.begin(in->self, sp, err) : TN_OK;
+}
+
+static int32_t sw_wrap_propose_q(void *self, const int32_t *h, int32_t n, int32_t max,
+                                 int32_t *draft, float *q, bool *has_q, tn_error *err) {
+    (void)q;
+    sw_wrap *w = self;
+    tn_drafter *in = w->inner;
+    int32_t nd = in->hooks.propose_q
+                     ? in->hooks.propose_q(in->self, h, n, max, draft, NULL, has_q, err)
+                     : in->ops.propose(in->self, h, n, max, draft, err);
+    if (nd < 0)
+        return nd;
+    int32_t known[TN_SPEC_MAX_DRAFT];
+    const int32_t no = oracle_propose(w->o, h, n, max, known, err);
+    for (int32_t i = 0; i < no; i++)
+        draft[i] = known[i];
+    *has_q = false;
+    return no > nd ? no : nd;
+}
+
+static int sw_wrap_observe(void *self, int32_t pos0, const int32_t *tokens, int32_t n,
+                           const float *hidden, tn_error *err) {
+    tn_drafter *in = ((sw_wrap *)self)->inner;
+    return in->hooks.observe ? in->hooks.observe(in->self, pos0, tokens, n, hidden, err) : TN_OK;
+}
+
+static int32_t sw_wrap_known(void *self, const int32_t *h, int32_t n) {
+    tn_drafter *in = ((sw_wrap *)self)->inner;
+    return in->hooks.known ? in->hooks.known(in->self, h, n) : 0;
+}
+
+static void sw_wrap_bind(void *self, tn_ctx *ctx) {
+    tn_drafter *in = ((sw_wrap *)self)->inner;
+    if (in->hooks.bind)
+        in->hooks.bind(in->self, ctx);
+}
+
+static void sw_wrap_accepted(void *self, int32_t n) {
+    tn_drafter *in = ((sw_wrap *)self)->inner;
+    if (in->ops.accepted)
+        in->ops.accepted(in->self, n);
+}
+
+static tn_drafter *sw_wrap_new(tn_drafter *inner, oracle *o) {
+    if (!inner)
+        return NULL;
+    sw_wrap *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->inner = inner;
+    w->o = o;
+    const tn_drafter_ops ops = {.accepted = sw_wrap_accepted, .free = free};
+    const tn_drafter_hooks hooks = {.begin = sw_wrap_begin,
+                                    .propose_q = sw_wrap_propose_q,
+                                    .observe = sw_wrap_observe,
+                                    .known = sw_wrap_known,
+                                    .bind = sw_wrap_bind};
+    tn_drafter *d = NULL;
+    tn_error err = {0};
+    int rc =
+        tn_drafter_wrap(inner->name, &ops, &hooks, w, inner->draft_max, inner->target, &d, &err);
+    if (rc == TN_OK) {
+        d->block_size = inner->block_size;
+        rc = tn_drafter_set_hidden_ids(d, inner->hidden_ids, inner->n_hidden_ids, &err);
+    }
+    CHECKF(rc == TN_OK, "wrapped drafter: %s", err.message);
+    return d;
+}
+
+enum { SW_ARCHES = 8, SW_DRAFTERS = 12 };
 /* qwen3-vocab: Qwen3's real vocabulary and chat template (when fetched) */
 static const char *const sw_arches[SW_ARCHES] = {"llama",    "qwen3",     "gemma3",  "gemma4",
                                                  "qwen3moe", "gemma4moe", "gpt-oss", "qwen3-vocab"};
 static const char *const sw_dnames[SW_DRAFTERS] = {
     "lookup",           "lookup-short", "draft-model", "target-as-draft", "oracle",
-    "corrupted-oracle", "noise",        "dflash",      "dflash-d2t",      "mtp"};
+    "corrupted-oracle", "noise",        "dflash",      "dflash-d2t",      "mtp",
+    "dflash+oracle",    "mtp+oracle"};
 
 typedef struct sw_target {
     tn_model *m;
     drafters d;
+    tn_drafter *wrap_dflash, *wrap_mtp;
     bool tried;
 } sw_target;
 
@@ -2092,13 +2176,16 @@ static sw_target *sw_get(int a) {
     char tag[64];
     snprintf(tag, sizeof tag, "sweep-%s", sw_arches[a]);
     drafters_make(&t->d, t->m, tmp_path(file), tmp_path(dfile), tag);
+    t->wrap_dflash = sw_wrap_new(t->d.dflash, &t->d.oracle_state);
+    t->wrap_mtp = sw_wrap_new(t->d.mtp, &t->d.oracle_state);
     return t;
 }
 
-static tn_drafter *sw_drafter(drafters *d, int which) {
-    tn_drafter *list[SW_DRAFTERS] = {d->lookup,     d->lookup_short, d->model, d->self_model,
-                                     d->oracle,     d->corrupt,      d->noise, d->dflash,
-                                     d->dflash_alt, d->mtp};
+static tn_drafter *sw_drafter(sw_target *t, int which) {
+    const drafters *d = &t->d;
+    tn_drafter *list[SW_DRAFTERS] = {d->lookup,     d->lookup_short, d->model,       d->self_model,
+                                     d->oracle,     d->corrupt,      d->noise,       d->dflash,
+                                     d->dflash_alt, d->mtp,          t->wrap_dflash, t->wrap_mtp};
     return list[which];
 }
 
@@ -2226,7 +2313,7 @@ static void sw_case(uint64_t seed, int idx) {
     tn_drafter *dr;
     do {
         dk = (int)(tn_test_rand(&st) % SW_DRAFTERS);
-        dr = sw_drafter(&t->d, dk);
+        dr = sw_drafter(t, dk);
     } while (!dr);
 
     tn_gen_params g = tn_gen_default_params();
@@ -2353,7 +2440,7 @@ static void sw_case(uint64_t seed, int idx) {
         /* the drafter changes between requests of one session now and then */
         if (turn > 0 && tn_test_rand(&st) % 3 == 0) {
             dk = (int)(tn_test_rand(&st) % (SW_DRAFTERS + 1));
-            dr = dk < SW_DRAFTERS ? sw_drafter(&t->d, dk) : NULL;
+            dr = dk < SW_DRAFTERS ? sw_drafter(t, dk) : NULL;
             if (!dr)
                 dk = 0, dr = t->d.lookup;
             cd = &sw_by_drafter[dk];
@@ -2365,6 +2452,11 @@ static void sw_case(uint64_t seed, int idx) {
             memset(&ap, 0, sizeof ap);
             ap.rc = tn_session_chat(sp, msgs, nm, &gp, on_token, &c, &ap.st, &err);
             snprintf(ap.error, sizeof ap.error, "%s", ap.rc == TN_OK ? "" : err.message);
+            /* the oracles replay the conversation as plain decoding left it */
+            int32_t nk = 0;
+            const int32_t *kv = tn_session_kv_tokens(sp, &nk);
+            oracle_set(&t->d.oracle_state, kv, nk, NULL, 0, &(answer){.n = 0});
+            oracle_set(&t->d.corrupt_state, kv, nk, NULL, 0, &(answer){.n = 0});
             c = (collect){.a = &as, .s = ss};
             memset(&as, 0, sizeof as);
             t->d.noise_state.state = 7; /* the same guesses on both thread counts */
@@ -2379,10 +2471,8 @@ static void sw_case(uint64_t seed, int idx) {
             }
         } else {
             ask(sp, req, n_req, &gp, &ap);
-            if (dr == t->d.oracle || dr == t->d.corrupt) {
-                oracle_set(dk == 4 ? &t->d.oracle_state : &t->d.corrupt_state, pin, n_pin, req,
-                           n_req, &ap);
-            }
+            oracle_set(&t->d.oracle_state, pin, n_pin, req, n_req, &ap);
+            oracle_set(&t->d.corrupt_state, pin, n_pin, req, n_req, &ap);
             t->d.noise_state.state = 7; /* the same guesses on both thread counts */
             ask(ss, req, n_req, &gq, &as);
             t->d.noise_state.state = 7;
@@ -2487,6 +2577,8 @@ static void sweep(void) {
     for (int d = 0; d < SW_DRAFTERS; d++)
         sw_print(sw_dnames[d], &sw_by_drafter[d]);
     for (int a = 0; a < SW_ARCHES; a++) {
+        tn_drafter_free(sw_t[a].wrap_dflash);
+        tn_drafter_free(sw_t[a].wrap_mtp);
         drafters_free(&sw_t[a].d);
         tn_model_free(sw_t[a].m);
     }
