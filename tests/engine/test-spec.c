@@ -71,6 +71,9 @@ typedef struct collect {
     tn_session *s;
 } collect;
 
+/* > 0: on_token stops the answer once it has this many tokens (the sweep). */
+static int cb_stop_after;
+
 static bool on_token(const char *piece, int32_t token, void *user) {
     collect *c = user;
     answer *a = c->a;
@@ -84,7 +87,7 @@ static bool on_token(const char *piece, int32_t token, void *user) {
         a->text_len += len;
         a->text[a->text_len] = '\0';
     }
-    return true;
+    return !(cb_stop_after > 0 && a->n >= cb_stop_after);
 }
 
 static bool same_answer(const answer *x, const answer *y) {
@@ -2027,7 +2030,8 @@ out:
  * 0, 0.7 or 1.5; top-k, top-p, min-p, penalties; a seed), a pin of 0..40
  * tokens restored from a snapshot or prefilled, requests and answers that
  * cross the 16-row sliding window, max_tokens, stop tokens and stop strings
- * that end in the middle of a draft, flash requests or chat turns with
+ * that end in the middle of a draft, the token callback saying stop
+ * there, flash requests or chat turns (thinking on or off) with
  * prefix reuse, and 1 or 2 threads for each side. Greedy, and sampling
  * whose filters leave one token (top-k 1), must give plain decoding's
  * tokens, stop reason and KV bit for bit; other sampling is the target's
@@ -2145,6 +2149,7 @@ typedef struct sw_counts {
 static sw_target sw_t[SW_ARCHES];
 static sw_counts sw_by_arch[SW_ARCHES], sw_by_drafter[SW_DRAFTERS];
 static int sw_failures;
+static int sw_stops[TN_STOP_CANCELLED + 1]; /* the compared answers' stop reasons */
 
 static sw_target *sw_get(int a) {
     sw_target *t = &sw_t[a];
@@ -2344,8 +2349,11 @@ static void sw_case(uint64_t seed, int idx) {
     const int32_t n_ctx = small ? 64 + (int32_t)(tn_test_rand(&st) % 64) : 384;
     if (small)
         g.max_tokens = 0;
-    const bool spec_first = tn_test_rand(&st) % 2;      /* which side prefills the pin */
-    const int stop_kind = (int)(tn_test_rand(&st) % 4); /* none, none, token, string */
+    const bool spec_first = tn_test_rand(&st) % 2; /* which side prefills the pin */
+    /* none, none, a stop token, a stop string, the callback saying stop */
+    const int stop_kind = (int)(tn_test_rand(&st) % 5);
+    cb_stop_after = stop_kind == 4 ? 1 + (int)(tn_test_rand(&st) % 20) : 0;
+    g.thinking = tn_test_rand(&st) % 2;
     char what[160];
     snprintf(what, sizeof what, "sweep case %d (%s, %s, K=%d, T=%.1f top-k %d, %s, threads %d/%d)",
              idx, sw_arches[a], sw_dnames[dk], draft_max, (double)g.sampler.temperature,
@@ -2407,7 +2415,7 @@ static void sw_case(uint64_t seed, int idx) {
             n_req = sw_tokens(&st, V, 60, req);
         }
         tn_gen_params gp = g;
-        if (stop_kind >= 2 && exact) {
+        if ((stop_kind == 2 || stop_kind == 3) && exact) {
             /* stop where plain decoding's answer would be mid-draft */
             answer full;
             tn_gen_params gf = g;
@@ -2488,6 +2496,8 @@ static void sw_case(uint64_t seed, int idx) {
             break;
         }
         ca->compared++, cd->compared++;
+        if (as.st.stop_reason <= TN_STOP_CANCELLED)
+            sw_stops[as.st.stop_reason]++;
         ca->drafted += as.st.drafted, cd->drafted += as.st.drafted;
         ca->accepted += as.st.accepted, cd->accepted += as.st.accepted;
         ca->with_accept += as.st.accepted > 0, cd->with_accept += as.st.accepted > 0;
@@ -2544,6 +2554,7 @@ static void sw_case(uint64_t seed, int idx) {
     ca->chat += chat, cd->chat += chat;
     ca->flash += !chat, cd->flash += !chat;
 out:
+    cb_stop_after = 0;
     tn_session_free(sp);
     tn_session_free(ss);
     tn_session_free(s2);
@@ -2572,6 +2583,10 @@ static void sweep(void) {
     }
     fprintf(stderr, "sweep: seed %llu, %d cases, %d failures\n", (unsigned long long)seed, n,
             sw_failures);
+    fprintf(stderr, "  stops:");
+    for (int r = 1; r <= TN_STOP_CANCELLED; r++)
+        fprintf(stderr, " %s %d", tn_stop_reason_name((tn_stop_reason)r), sw_stops[r]);
+    fputc('\n', stderr);
     for (int a = 0; a < SW_ARCHES; a++)
         sw_print(sw_arches[a], &sw_by_arch[a]);
     for (int d = 0; d < SW_DRAFTERS; d++)
