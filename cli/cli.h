@@ -234,6 +234,11 @@ void cli_answer_end(void);
  * cli_answer_write's rule: exact to a pipe or a file, on a terminal every
  * control but newline and tab shown escaped. Not flushed. */
 void cli_model_text_write(const char *s, size_t n);
+/* A name from a file or a server (a catalog's label, a state file's tag)
+ * as one line to print: controls, bidi controls and invisible characters
+ * escaped as tn_text_one_line shows them ("\x1b", "\u202e"). Freed by the
+ * caller; NULL when out of memory. */
+char *cli_shown(const char *s);
 /* Monotonic seconds. */
 double cli_now_s(void);
 /* Median, min and max of v (n values; sorts v in place). */

@@ -1,24 +1,30 @@
 /* tern-cli info: what a GGUF file holds, and whether Tern can read it. */
 #include "cli.h"
+#include "tn-text.h"
 
 #include <inttypes.h>
 #include <string.h>
 
 /* Metadata comes from the file: control characters, C0 and C1 (U+0080..
- * U+009F, which terminals read as escape sequences: U+009B is CSI), and
- * bytes that are not UTF-8 are printed escaped, never raw. */
+ * U+009F, which terminals read as escape sequences: U+009B is CSI), bytes
+ * that are not UTF-8, and the bidi controls and invisible characters that
+ * would make a key's line read as another (tn_text_hidden_char) are printed
+ * escaped, never raw. */
 static void print_str(tn_str s, size_t max) {
     size_t n = s.len < max ? (size_t)s.len : max;
     const unsigned char *p = (const unsigned char *)s.ptr;
     for (size_t i = 0; i < n;) {
         unsigned char c = p[i];
         size_t len = tn_utf8_char_len((const char *)p + i, n - i);
+        uint32_t cp;
         if (c == '\n')
             fputs("\\n", stdout);
         else if (c < 0x20 || c == 0x7f || len == 0)
             printf("\\x%02x", c);
         else if (len == 2 && c == 0xc2 && p[i + 1] < 0xa0)
             printf("\\u%04x", p[i + 1]);
+        else if ((cp = tn_text_hidden_char((const char *)p + i, len)) != 0)
+            printf(cp > 0xffff ? "\\U%08" PRIx32 : "\\u%04" PRIx32, cp);
         else
             fwrite(p + i, 1, len, stdout);
         i += len ? len : 1;

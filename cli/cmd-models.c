@@ -268,7 +268,10 @@ int cmd_list(int argc, char **argv) {
     }
     for (guint f = 0; f < families->len; f++) {
         const TernCatalogFamily *family = families->pdata[f];
-        printf("%s%s\n", f ? "\n" : "", family->label);
+        /* Labels are a catalog file's words (--catalog names any): one
+         * line each, that no ESC or U+202E in them can rewrite. */
+        g_autofree char *family_label = cli_shown(family->label);
+        printf("%s%s\n", f ? "\n" : "", family_label ? family_label : "");
         for (guint i = 0; i < family->tags->len; i++) {
             const TernCatalogTag *tag = family->tags->pdata[i];
             g_autofree char *size = tag_size_text(tag);
@@ -279,8 +282,9 @@ int cmd_list(int argc, char **argv) {
                 note = " (nothing new to download)";
             /* %-*s pads bytes; a translated state may hold multi-byte letters. */
             int pad = state_width - (int)g_utf8_strlen(state, -1);
+            g_autofree char *label = cli_shown(tag->label);
             printf("  %-*s %12s  %s%*s %s%s\n", tag_width, tag->tag, size, state, MAX(pad, 0), "",
-                   tag->label, note);
+                   label ? label : "", note);
         }
     }
     bool header = false;
@@ -292,9 +296,12 @@ int cmd_list(int argc, char **argv) {
         header = true;
         g_autofree char *size = size_text(tern_model_store_get_tag_size(store, *t));
         g_autofree char *path = tern_model_store_get_path(store, *t, TERN_PACKAGE_ROLE_BASE);
-        printf("  %-*s %12s  %-*s %s\n", tag_width, *t, size, state_width,
+        /* installed.json is a file anyone may have edited. */
+        g_autofree char *tag = cli_shown(*t);
+        g_autofree char *where = cli_shown(path ? path : "");
+        printf("  %-*s %12s  %-*s %s\n", tag_width, tag ? tag : "", size, state_width,
                tern_model_state_to_string(tern_model_store_get_state(store, *t, NULL)),
-               path ? path : "");
+               where ? where : "");
     }
     g_autofree char *usage = tern_manager_format_size(tern_model_store_get_disk_usage(store));
     printf(_("\n%s in %s\n"), usage, tern_model_store_get_root(store));

@@ -167,6 +167,14 @@ void cli_answer_end(void) {
     fflush(stdout);
 }
 
+char *cli_shown(const char *s) {
+    const size_t n = strlen(s);
+    char *out = malloc(4 * n + 1); /* every byte's escape fits */
+    if (out)
+        tn_text_one_line(s, n, out, 4 * n + 1, TN_TEXT_ESCAPE_C0, NULL);
+    return out;
+}
+
 double cli_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -26,6 +26,25 @@ static void one_line(char *s, size_t n) {
     }
 }
 
+uint32_t tn_text_hidden_char(const char *s, size_t len) {
+    const unsigned char *p = (const unsigned char *)s;
+    uint32_t cp;
+    if (len == 2 && (p[0] & 0xe0) == 0xc0)
+        cp = (uint32_t)(p[0] & 0x1f) << 6 | (p[1] & 0x3f);
+    else if (len == 3 && (p[0] & 0xf0) == 0xe0)
+        cp = (uint32_t)(p[0] & 0x0f) << 12 | (uint32_t)(p[1] & 0x3f) << 6 | (p[2] & 0x3f);
+    else if (len == 4 && (p[0] & 0xf8) == 0xf0)
+        cp = (uint32_t)(p[0] & 0x07) << 18 | (uint32_t)(p[1] & 0x3f) << 12 |
+             (uint32_t)(p[2] & 0x3f) << 6 | (p[3] & 0x3f);
+    else
+        return 0;
+    const bool hidden = cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) ||
+                        (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2064) ||
+                        (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff ||
+                        (cp >= 0xe0000 && cp <= 0xe007f);
+    return hidden ? cp : 0;
+}
+
 /* A name from a file (an architecture, a tensor, a key) may hold any bytes:
  * printed raw they made the CLI's message invalid UTF-8, which a terminal,
  * a log or a JSON body shows as garbage or refuses. */
@@ -36,12 +55,16 @@ size_t tn_text_one_line(const char *s, size_t n, char *out, size_t cap, unsigned
     while (i < n) {
         const unsigned char *p = (const unsigned char *)s + i;
         const size_t len = tn_utf8_char_len(s + i, n - i);
-        char piece[8];
+        char piece[16];
         size_t k;
+        uint32_t cp;
         if (len == 0 || (len == 1 && (flags & TN_TEXT_ESCAPE_C0) && (p[0] < 0x20 || p[0] == 0x7f))) {
             k = (size_t)snprintf(piece, sizeof piece, "\\x%02x", p[0]);
         } else if (len == 2 && p[0] == 0xc2 && p[1] < 0xa0) {
             k = (size_t)snprintf(piece, sizeof piece, "\\u%04x", p[1]);
+        } else if ((cp = tn_text_hidden_char(s + i, len)) != 0) {
+            k = (size_t)snprintf(piece, sizeof piece, cp > 0xffff ? "\\U%08x" : "\\u%04x",
+                                 (unsigned)cp);
         } else if (len == 1) {
             piece[0] = (char)p[0];
             k = 1;

@@ -18,6 +18,7 @@
 #include "tern-remote.h"
 
 #include "tern-manager-private.h"
+#include "tn-text.h"
 
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
@@ -760,12 +761,16 @@ read_body (GInputStream *in, GCancellable *cancellable, GError **error)
 
 /* An id is printed (tern-cli's --list-models, "MODEL on URL") and shown:
  * one with a control character (C0, DEL, C1: a terminal escape that clears
- * or retitles the terminal) is nobody's model name. */
+ * or retitles the terminal) is nobody's model name, nor one with a bidi
+ * control or an invisible character (tn_text_hidden_char), which makes the
+ * line read as another or two ids look the same. The id is sent back as
+ * it is, so it is left out rather than shown escaped. */
 static gboolean
 printable_id (const char *id)
 {
   for (const char *p = id; *p; p = g_utf8_next_char (p))
-    if (g_unichar_iscntrl (g_utf8_get_char (p)))
+    if (g_unichar_iscntrl (g_utf8_get_char (p))
+        || tn_text_hidden_char (p, (size_t) (g_utf8_next_char (p) - p)))
       return FALSE;
   return TRUE;
 }

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* tn_text_one_line's flags. */
 enum {
@@ -20,10 +21,21 @@ enum {
 /* s[0..n) as one line of valid UTF-8 into out (cap bytes, NUL-terminated),
  * its length returned: C0 controls and DEL as the flags say, a byte that is
  * not UTF-8 as "\xNN", a C1 control (U+0080..U+009F: a terminal reads
- * U+009B as CSI) as "\u00NN", the rest as it is. Stops before a piece that
- * would not fit; *whole (may be NULL) says whether all of s went in, which
- * 4 * n + 1 bytes always hold. */
+ * U+009B as CSI) and a character that tn_text_hidden_char names as
+ * "\uNNNN" ("\UNNNNNNNN" past U+FFFF), the rest as it is. Stops before a
+ * piece that would not fit; *whole (may be NULL) says whether all of s
+ * went in, which 4 * n + 1 bytes always hold. */
 size_t tn_text_one_line(const char *s, size_t n, char *out, size_t cap, unsigned flags, bool *whole);
+
+/* The code point of the UTF-8 character s[0..len) when it reorders or hides
+ * the text around it, else 0: the bidi controls (U+061C, U+200E/F,
+ * U+202A..U+202E, U+2066..U+2069), the zero-width and invisible characters
+ * (U+200B..U+200D, U+2060..U+2064, U+FEFF, the tags U+E0000..U+E007F that
+ * carry hidden ASCII) and the line and paragraph separators (U+2028/9, a
+ * new line in a label). In a name they make a line read as another
+ * ("Trojan Source": U+202E shows "abc" as "cba"); in an answer they are
+ * the text's own (Arabic, Hebrew), and stay. */
+uint32_t tn_text_hidden_char(const char *s, size_t len);
 
 /* A model's answer as it streams to a terminal: newline and tab as they
  * are, and nothing else that a terminal obeys. A C0 control (ESC, a lone

@@ -217,6 +217,33 @@ try:
                   "%s: the model's name shows escaped (%s): rc %d %r" %
                   (name, "terminal" if terminal else "pipe", rc, shown[-600:]))
 
+    # Bidi controls and invisible characters in a name ("Trojan Source"):
+    # U+202E shows the rest of the line backwards, U+2066 isolates it,
+    # U+200B and U+FEFF hide between letters, a tag character carries
+    # hidden ASCII. Each shows as its escape wherever the name is one line
+    # (run, info, an error's quoted path); raw, none reaches the output.
+    HIDDEN = "adm\u202egpj.exe\u2066x\u200by\ufeffz\U000e0041!"
+    HIDDEN_SHOWN = b"adm\\u202egpj.exe\\u2066x\\u200by\\ufeffz\\U000e0041!"
+    RAW = [c.encode() for c in "\u202e\u2066\u200b\ufeff\U000e0041"]
+    bidi = os.path.join(tmp, "bidi.gguf")
+    r = subprocess.run([CLI, "mkmodel", "--arch", "llama", "--type", "f32", "--embd", "32",
+                        "--layers", "1", "--heads", "2", "--kv-heads", "1", "--head-dim", "16",
+                        "--ff", "64", "--name", HIDDEN, "-o", bidi], capture_output=True)
+    if r.returncode != 0:
+        sys.exit("mkmodel --name failed: %r" % r.stderr)
+    missing = os.path.join(tmp, "no\u202eeno.gguf")
+    for name, args in (("run (chat), hidden", ["run", "-m", bidi, "-n", "1", "-t", "1"]),
+                       ("info, hidden", ["info", "--no-tensors", bidi]),
+                       ("an error's path, hidden", ["info", missing])):
+        rc, out, err = raw_run(args, False)
+        shown = out + err
+        want = HIDDEN_SHOWN if "error" not in name else \
+            os.path.join(tmp, "no\\u202eeno.gguf").encode()
+        check(rc == (2 if "error" in name else 0) and want in shown and
+              not any(c in shown for c in RAW),
+              "%s: bidi and invisible characters show escaped: rc %d %r" %
+              (name, rc, shown[-600:]))
+
     # --json: a name (the file's) or a path with a quote or a backslash is
     # still one JSON string, read back as it is.
     quoted = os.path.join(tmp, 'q"uo\\te.gguf')

@@ -74,6 +74,36 @@ static void test_not_utf8(void) {
     CHECKF(!strcmp(err.message, "key '\\x80z'"), "%s", err.message);
 }
 
+/* A name with bidi controls and invisible characters ("Trojan Source"):
+ * each shows as its escape in a name and an error's argument, so that the
+ * line reads as it is; an answer's stream keeps them (Arabic, Hebrew). */
+static void test_hidden(void) {
+    /* U+202E, U+2066, U+200B, U+FEFF, U+061C, U+2028, a tag (U+E0041);
+     * U+05D0 (Hebrew alef) and U+00E9 are text. */
+    static const char name[] = "a\xe2\x80\xae" "b\xe2\x81\xa6" "c\xe2\x80\x8b" "d\xef\xbb\xbf"
+                               "e\xd8\x9c" "f\xe2\x80\xa8" "g\xf3\xa0\x81\x81" "h\xd7\x90\xc3\xa9";
+    static const char shown[] = "a\\u202eb\\u2066c\\u200bd\\ufeffe\\u061cf\\u2028g\\U000e0041h"
+                                "\xd7\x90\xc3\xa9";
+    char line[256];
+    bool whole = false;
+    tn_text_one_line(name, sizeof name - 1, line, sizeof line, TN_TEXT_ESCAPE_C0, &whole);
+    CHECKF(whole && !strcmp(line, shown), "%s", line);
+    /* 4 * n + 1 bytes hold any name: the longest escape fits. */
+    static const char tags[] = "\xf3\xa0\x81\x81\xf3\xa0\x81\x81";
+    char small[4 * (sizeof tags - 1) + 1];
+    tn_text_one_line(tags, sizeof tags - 1, small, sizeof small, 0, &whole);
+    CHECKF(whole && !strcmp(small, "\\U000e0041\\U000e0041"), "%s", small);
+    tn_error err = {0};
+    tn_fail(&err, TN_ERR_IO, "%s: cannot open", name);
+    CHECKF(!strncmp(err.message, shown, strlen(shown)), "%s", err.message);
+    char out[256];
+    tn_error_format(&err, "%s: nicht", out, sizeof out);
+    CHECKF(!strncmp(out, shown, strlen(shown)), "%s", out);
+    CHECK(tn_text_hidden_char("\xe2\x80\xae", 3) == 0x202e);
+    CHECK(tn_text_hidden_char("\xd7\x90", 2) == 0);
+    CHECK(tn_text_hidden_char("a", 1) == 0);
+}
+
 static void write_file(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     CHECK(f != NULL);
@@ -297,8 +327,14 @@ static void check_stream(const char *s, size_t n, const char *want) {
         CHECKF(c != 0x7f && !(c == 0xc2 && (unsigned char)whole.s[k + 1] < 0xa0), "at %zu", k);
     }
     /* Without newline, tab and CR, the same as tn_text_one_line shows a
-     * name with its controls escaped. */
-    if (!memchr(s, '\n', n) && !memchr(s, '\t', n) && !memchr(s, '\r', n)) {
+     * name with its controls escaped; not with a bidi control, which an
+     * answer keeps and a name shows escaped. */
+    bool hidden = false;
+    for (size_t k = 0, len; k < n; k += len ? len : 1) {
+        len = tn_utf8_char_len(s + k, n - k);
+        hidden = hidden || tn_text_hidden_char(s + k, len);
+    }
+    if (!hidden && !memchr(s, '\n', n) && !memchr(s, '\t', n) && !memchr(s, '\r', n)) {
         char line[512];
         tn_text_one_line(s, n, line, sizeof line, TN_TEXT_ESCAPE_C0, NULL);
         CHECKF(!strcmp(line, whole.s), "'%s' but tn_text_one_line '%s'", whole.s, line);
@@ -322,6 +358,9 @@ static void test_stream(void) {
     check_stream("ok\xe2\x82", 4, "ok\\xe2\\x82");
     check_stream("ok\r", 3, "ok\\x0d");
     check_stream("\r\r\n", 3, "\\x0d\r\n");
+    /* An answer's bidi controls and zero-width joiners are its text. */
+    static const char rtl[] = "\xe2\x80\x8f\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d \xe2\x80\x8d!";
+    check_stream(rtl, sizeof rtl - 1, rtl);
     /* Plain text goes out in one run, not a byte at a time. */
     shown out;
     stream_cut("a plain answer", 14, NULL, 0, &out);
@@ -332,6 +371,7 @@ int main(void) {
     test_capture();
     test_newlines_and_clear();
     test_not_utf8();
+    test_hidden();
     test_gguf_sections();
     test_tokenizer_failure();
     test_warning();

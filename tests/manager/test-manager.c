@@ -3128,6 +3128,26 @@ test_cli (void)
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
 
+  /* A catalog's labels are one line each: a bidi control (U+202E shows the
+   * rest of the line backwards), an invisible character or ESC shows
+   * escaped, never raw. */
+  {
+    g_autofree char *label_catalog = g_build_filename (tmp_root, "cli-label.json", NULL);
+    g_autofree char *label_json = g_strdup_printf ("{\"schema\": 1, \"packages\": {%s}, \"families\": "
+                                                   "[{\"id\": \"t\", \"label\": \"Fam\\u202ely\\u200b\\u001b[2J\", "
+                                                   "\"tags\": [%s]}]}", pa, t1);
+
+    g_assert_true (g_file_set_contents (label_catalog, label_json, -1, NULL));
+    status = run_cli (xdg, label_catalog, &out, &err, "list", NULL);
+    g_assert_cmpint (status, ==, 0);
+    g_assert_nonnull (strstr (out, "Fam\\u202ely\\u200b\\x1b[2J\n"));
+    g_assert_null (strstr (out, "\xe2\x80\xae"));
+    g_assert_null (strstr (out, "\xe2\x80\x8b"));
+    g_assert_null (strchr (out, '\x1b'));
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+  }
+
   /* Long tags keep the columns aligned; a file without a size says so
    * instead of "nothing new to download". */
   {

@@ -581,13 +581,15 @@ redirect.shutdown()
 elsewhere.shutdown()
 
 # Model ids are printed (--list-models, "MODEL on URL"): one with a control
-# character (a terminal escape that would clear or retitle the terminal) is
-# no model id and is left out.
+# character (a terminal escape that would clear or retitle the terminal), a
+# bidi control (U+202E shows the line backwards) or an invisible character
+# (U+200B: "m-fine" and "m-f\u200bine" look the same) is no model id and is
+# left out.
 class EscIds(Fake):
     def do_GET(self):
         self.send(200, json.dumps({"object": "list", "data": [
             {"id": "m-\x1b[2Jclear"}, {"id": "m-\x1b]0;title\x07"}, {"id": "m-\u009b31m"},
-            {"id": "m-fine"}]}))
+            {"id": "m-\u202eenif"}, {"id": "m-f\u200bine"}, {"id": "m-fine"}]}))
 
 
 esc = ThreadedServer(("127.0.0.1", 0), EscIds)
