@@ -28,9 +28,12 @@ static void detokenize_usage(FILE *out) {
     fprintf(out,
             _("usage: tern-cli detokenize -m MODEL.gguf [--special] IDS...\n"
               "\n"
-              "Prints the text of the token ids, exactly, with no newline added. Ids may be\n"
-              "separated by spaces or commas, or given as a JSON array. --special renders\n"
-              "control tokens (BOS, <|im_end|>, ...) as their text.\n"));
+              "Prints the text of the token ids, with no newline added: to a pipe or a file\n"
+              "the exact bytes they decode to, on a terminal with every control character\n"
+              "but newline and tab shown escaped (ESC as \\x1b). Control tokens (BOS,\n"
+              "<|im_end|>, ...) give nothing unless --special renders them as their text;\n"
+              "a SentencePiece vocabulary's leading space is removed. Ids may be separated\n"
+              "by spaces or commas, or given as a JSON array.\n"));
 }
 
 static int load_tokenizer(const char *path, tn_gguf **g, tn_tokenizer **tok) {

@@ -180,6 +180,16 @@ try:
         check(rc == 0 and text is not None and shown in text,
               "%s: on a terminal the model's controls show escaped: rc %d %r" % (name, rc, out))
 
+    # detokenize --help promises what the cases above see: exact bytes to a
+    # pipe, controls escaped on a terminal, control tokens only with
+    # --special (it said "exactly" for all of it).
+    r = subprocess.run([CLI, "detokenize", "--help"], capture_output=True, text=True,
+                       env=dict(os.environ, LANGUAGE="C", LC_ALL="C"))
+    helptext = " ".join(r.stdout.split())
+    check(r.returncode == 0 and "exact" in helptext and "pipe" in helptext and
+          "terminal" in helptext and "--special" in helptext,
+          "detokenize --help says where its output is exact: %r" % r.stdout)
+
     if shutil.which("script"):
         # The chat template is read to recognise it, never printed; info
         # shows it escaped.
