@@ -214,8 +214,12 @@ void cli_backend_note(const tn_model *m);
 /* The user's LC_MESSAGES and tern-cli's translations ($TERN_LOCALEDIR, else
  * the installed ones). */
 void cli_i18n_init(void);
-/* OPT's value S as a number within [lo, hi]; false (after printing which
- * option wants what) otherwise. */
+/* Whether S starts as a decimal number does (a sign, then a digit, or a
+ * '.' when real): no white space, no hex ("0x10"), no "inf" or "nan". The
+ * parsers below and the commands' own take only such text. */
+bool cli_number_text(const char *s, bool real);
+/* OPT's value S as a decimal number within [lo, hi]; false (after printing
+ * which option wants what) otherwise. */
 bool cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);
 bool cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out);
 /* S (n bytes) as a JSON string; invalid UTF-8 becomes U+FFFD, a C1 control

@@ -133,6 +133,13 @@ typedef struct {
 
 static bool parse_list(const char *opt, const char *s, char items[][32], int max, int *n) {
     *n = 0;
+    if (!*s) {
+        /* One empty item, which each list's own check refuses with what it
+         * takes (--batch ''); no items at all was an exit 1 without a word. */
+        items[0][0] = '\0';
+        *n = 1;
+        return true;
+    }
     while (*s) {
         const char *e = strchr(s, ',');
         size_t len = e ? (size_t)(e - s) : strlen(s);

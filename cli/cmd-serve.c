@@ -2,6 +2,7 @@
  * Without the server (built without libsoup/json-glib) it says so, exit 2. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,8 +48,11 @@ static void usage(FILE *f) {
 /* BYTES, or with a K, M or G suffix (powers of 1024). */
 static bool parse_size(const char *s, uint64_t *out) {
     char *end;
+    if (!cli_number_text(s, false) || *s == '-' || *s == '+')
+        return false;
+    errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *s == '-' || end == s)
+    if (errno || end == s)
         return false;
     int shift = 0;
     if (*end == 'K' || *end == 'k')
@@ -67,8 +71,11 @@ static bool parse_size(const char *s, uint64_t *out) {
 
 static bool parse_long(const char *s, long lo, long hi, long *out) {
     char *end;
+    if (!cli_number_text(s, false))
+        return false;
+    errno = 0;
     long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
+    if (errno || *end || v < lo || v > hi)
         return false;
     *out = v;
     return true;
@@ -136,7 +143,8 @@ int cmd_serve(int argc, char **argv) {
             cfg.pin_cache_dir = v;
         } else if (!strcmp(a, "--pin-cache-max")) {
             if (!parse_size(v, &cfg.pin_cache_max_bytes)) {
-                cli_error(_("serve: --pin-cache-max wants a size (bytes, or with K, M, G), not '%s'"),
+                cli_error(_("serve: --pin-cache-max wants a size from 1 to 1048576G (bytes, or with K, M, "
+                            "G), not '%s'"),
                           v);
                 return CLI_EXIT_USAGE;
             }

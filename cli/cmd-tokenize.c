@@ -121,12 +121,8 @@ int cmd_tokenize(int argc, char **argv) {
         } else if (!strcmp(a, "--bench") && has_value) {
             bench_file = argv[++i];
         } else if (!strcmp(a, "--seconds") && has_value) {
-            char *end;
-            seconds = strtod(argv[++i], &end);
-            if (*end || !(seconds >= 0 && seconds <= 3600)) {
-                cli_error(_("tokenize: --seconds needs a number from 0 to 3600"));
+            if (!cli_parse_double("--seconds", argv[++i], 0, 3600, &seconds))
                 goto done;
-            }
         } else if (!strcmp(a, "--special")) {
             flags |= TN_TOKENIZE_SPECIAL;
         } else if (!strcmp(a, "--bos")) {

@@ -35,11 +35,23 @@ int cli_model_load(const char *path, tn_model **out, tn_error *err) {
     return rc;
 }
 
+bool cli_number_text(const char *s, bool real) {
+    /* strtol and strtod skip leading white space and strtod reads hex
+     * ("0x10" is 16), "inf" and "nan": a value the user did not mean to
+     * give (a quoted " 5", a pasted 0x10) must not pass as a number. */
+    if (!s || !*s)
+        return false;
+    const char *p = s + (*s == '-' || *s == '+');
+    if (!(*p >= '0' && *p <= '9') && !(real && *p == '.'))
+        return false;
+    return !real || !strpbrk(s, "xXpP");
+}
+
 bool cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
     char *end;
     errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || errno || end == s || *end || v < lo || v > hi) {
+    long v = cli_number_text(s, false) ? strtol(s, &end, 10) : 0;
+    if (!cli_number_text(s, false) || errno || end == s || *end || v < lo || v > hi) {
         cli_error(_("%s needs a whole number from %ld to %ld, not '%s'"), opt, lo, hi, s ? s : "");
         return false;
     }
@@ -50,8 +62,8 @@ bool cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out)
 bool cli_parse_double(const char *opt, const char *s, double lo, double hi, double *out) {
     char *end;
     errno = 0;
-    double v = s ? strtod(s, &end) : 0;
-    if (!s || errno || end == s || *end || !(v >= lo && v <= hi)) {
+    double v = cli_number_text(s, true) ? strtod(s, &end) : 0;
+    if (!cli_number_text(s, true) || errno || end == s || *end || !(v >= lo && v <= hi)) {
         cli_error(_("%s needs a number from %g to %g, not '%s'"), opt, lo, hi, s ? s : "");
         return false;
     }

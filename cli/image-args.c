@@ -35,13 +35,9 @@ int cli_images_parse_arg(cli_images *ci, int argc, char **argv, int *i) {
         }
         ci->paths[ci->n++] = v;
     } else if (tokens) {
-        char *end;
-        errno = 0;
-        long n = strtol(v, &end, 10);
-        if (errno || end == v || *end || n < 1 || n > 65536) {
-            cli_error(_("--image-tokens needs a number of tokens >= 1, got '%s'"), v);
+        long n;
+        if (!cli_parse_long("--image-tokens", v, 1, 65536, &n))
             return -1;
-        }
         ci->budget = n;
     } else {
         ci->mmproj = v;

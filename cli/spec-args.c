@@ -32,13 +32,9 @@ int cli_spec_parse_arg(cli_spec *s, int argc, char **argv, int *i) {
         s->spec = v;
         return 1;
     }
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || end == v || *end || n < 1 || n > TN_SPEC_MAX_DRAFT) {
-        cli_error(_("--draft-max needs a whole number from 1 to %d, not '%s'"), TN_SPEC_MAX_DRAFT, v);
+    long n;
+    if (!cli_parse_long("--draft-max", v, 1, TN_SPEC_MAX_DRAFT, &n))
         return -1;
-    }
     s->draft_max = n;
     return 1;
 }
