@@ -207,10 +207,16 @@ int cmd_bench_spec(int argc, char **argv) {
     int32_t blocks[16];
     int n_blocks = 0;
     int32_t max_b = 1;
-    for (const char *s = blocks_s; *s && n_blocks < 16;) {
-        char *end;
-        long b = strtol(s, &end, 10);
-        if (end == s || b < 2 || b > TN_SPEC_MAX_DRAFT + 1 || (*end && *end != ',')) {
+    /* At least one size (an empty list measured nothing), each a plain
+     * number (strtol skips white space), at most as many as blocks holds
+     * (the rest were dropped without a word). */
+    const char *at = blocks_s;
+    do {
+        char *end = NULL;
+        const bool number = cli_number_text(at, false);
+        long b = number ? strtol(at, &end, 10) : 0;
+        if (!number || n_blocks == 16 || b < 2 || b > TN_SPEC_MAX_DRAFT + 1 ||
+            (*end && *end != ',')) {
             cli_error(_("bench: --blocks needs comma-separated block sizes from 2 to %d, not '%s'"),
                       TN_SPEC_MAX_DRAFT + 1, blocks_s);
             return CLI_EXIT_USAGE;
@@ -218,8 +224,8 @@ int cmd_bench_spec(int argc, char **argv) {
         blocks[n_blocks++] = (int32_t)b;
         if (b > max_b)
             max_b = (int32_t)b;
-        s = *end ? end + 1 : end;
-    }
+        at = *end ? end + 1 : end;
+    } while (*at);
 
     tn_error err = {0};
     tn_model *m = NULL;

@@ -1,7 +1,8 @@
 """Hostile values of tern-cli's numeric options.
 
 Every numeric option of run (and its --single-turn and --remote modes),
-perplexity, bench, serve and tokenize gets 0, -1, 1e400, nan, inf, a
+perplexity, bench (and --pin, --spec, --sampler, --kernels), serve and
+tokenize gets 0, -1, 1e400, nan, inf, a
 number past 64 bits, "12abc", "", " 5" and 0x10. A value the option does
 not take must end tern-cli with status 1 and one line on stderr that names
 the option and what it takes (a range: two numbers, or a word list);
@@ -85,6 +86,11 @@ try:
         ("perplexity", ["perplexity", "-m", bad, "-f", text],
          ["-c", "--ctx", "--chunks", "-t", "--threads"]),
         ("bench", ["bench", "-m", bad], ["-p", "-n", "--verify", "-t", "-r"]),
+        ("bench --pin", ["bench", "--pin", "-m", bad],
+         ["--short", "--long", "--request", "-n", "-c", "-t", "-r"]),
+        ("bench --spec", ["bench", "--spec", "lookup", "-m", bad],
+         ["-p", "-n", "-t", "-r", "--draft-max", "--blocks"]),
+        ("bench --sampler", ["bench", "--sampler", "-m", bad], ["-n", "-t", "-r"]),
         # --batch is --kernels' own; every value here is refused before any runs.
         ("bench --kernels", ["bench", "--kernels", "--types", "f32", "--shapes", "64x64"],
          ["--batch"]),
