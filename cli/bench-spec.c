@@ -237,7 +237,8 @@ int cmd_bench_spec(int argc, char **argv) {
     const int32_t V = tn_model_n_vocab(m);
     int32_t *prompt = malloc((size_t)n_prompt * sizeof *prompt);
     int32_t *plain = malloc((size_t)n_gen * sizeof *plain);
-    int32_t *seq = malloc((size_t)(n_prompt + n_gen) * sizeof *seq);
+    /* + max_b: the verify curve's context is at least max_b rows long. */
+    int32_t *seq = malloc((size_t)(n_prompt + n_gen + max_b) * sizeof *seq);
     double *cost = calloc((size_t)max_b + 1, sizeof *cost);
     tn_session *s = NULL;
     tn_session_params sp = tn_session_default_params();
@@ -286,8 +287,14 @@ int cmd_bench_spec(int argc, char **argv) {
     /* 2. verify-cost curve, at the position decoding runs at */
     memcpy(seq, prompt, (size_t)n_prompt * sizeof *seq);
     memcpy(seq + n_prompt, plain, (size_t)n_plain * sizeof *seq);
-    if (verify_curve(m, seq, (int32_t)(n_prompt + n_plain / 2 > max_b ? n_prompt + n_plain / 2 : max_b),
-                     n_threads, (int)reps, max_b, cost) != TN_OK) {
+    const int32_t n_curve =
+        (int32_t)(n_prompt + n_plain / 2 > max_b ? n_prompt + n_plain / 2 : max_b);
+    /* A prompt and answer shorter than the largest block (-p 1 -n 2 under
+     * blocks of 16) were read past their end: the prompt's tokens again
+     * fill the rest, as any tokens cost the same to verify. */
+    for (int32_t k = (int32_t)(n_prompt + n_plain); k < n_curve; k++)
+        seq[k] = prompt[k % n_prompt];
+    if (verify_curve(m, seq, n_curve, n_threads, (int)reps, max_b, cost) != TN_OK) {
         status = CLI_EXIT_BAD_INPUT;
         goto out;
     }

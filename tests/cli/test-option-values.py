@@ -139,7 +139,12 @@ try:
             ("run --single-turn --ctx 2^22", ["run", "--single-turn", "-m", tiny, "-p", "hi",
                                               "-n", "1", "--ctx", "4194304"]),
             ("perplexity --ctx 2^20", ["perplexity", "-m", tiny, "-f", text, "-c", "1048576"]),
-            ("run --threads 100000", ["run", "-m", tiny, "-p", "hi", "-n", "1", "-t", "100000"])):
+            ("run --threads 100000", ["run", "-m", tiny, "-p", "hi", "-n", "1", "-t", "100000"]),
+            # The smallest prompt and answer it takes, under its default
+            # blocks (up to 16 rows): each verify step decodes rows the
+            # prompt and answer must hold.
+            ("bench --spec -p 1 -n 2", ["bench", "--spec", "lookup", "-m", tiny, "-p", "1",
+                                        "-n", "2", "-r", "1", "-t", "1"])):
         checks += 1
         rc, out, err = run(argv, timeout=120)
         lines = err.strip().splitlines()
