@@ -273,19 +273,29 @@ fi
 # `tern-cli run -p ... > answer.txt` on a full disk left a cut answer that a
 # script took for the whole. (A command that flushed as it went, run, says
 # no reason: stdio keeps no errno from the failed write.)
+# A closed standard output (>&-) is the same. template checked its own
+# flush and exited 2 without a word.
 if [ -c /dev/full ]; then
     for args in "info $seed" "tokenize -m $tmp/runnable.gguf hello" \
-        "run -m $tmp/runnable.gguf -p hello -n 4 --raw --json" "--version"; do
-        checks=$((checks + 1))
-        # shellcheck disable=SC2086 # the words of args, split on purpose
-        "$cli" $args >/dev/full 2>"$tmp/err"
-        status=$?
-        if [ "$status" -ne 2 ] || [ "$(grep -c . "$tmp/err")" -ne 1 ] ||
-            ! grep -q "cannot write the standard output.*the output is incomplete" "$tmp/err"; then
-            fail "tern-cli $args >/dev/full: exit $status: $(cat "$tmp/err")"
-        else
-            printf 'ok: tern-cli %s >/dev/full: %s\n' "$args" "$(cat "$tmp/err")"
-        fi
+        "run -m $tmp/runnable.gguf -p hello -n 4 --raw --json" "--version" \
+        "template -m $tmp/runnable.gguf --kind gemma3 --user hello" \
+        "detokenize -m $tmp/runnable.gguf 5 6"; do
+        for closed in no yes; do
+            checks=$((checks + 1))
+            # shellcheck disable=SC2086 # the words of args, split on purpose
+            if [ "$closed" = yes ]; then
+                "$cli" $args >&- 2>"$tmp/err"
+            else
+                "$cli" $args >/dev/full 2>"$tmp/err"
+            fi
+            status=$?
+            if [ "$status" -ne 2 ] || [ "$(grep -c . "$tmp/err")" -ne 1 ] ||
+                ! grep -q "cannot write the standard output.*the output is incomplete" "$tmp/err"; then
+                fail "tern-cli $args (stdout closed: $closed): exit $status: $(cat "$tmp/err")"
+            else
+                printf 'ok: tern-cli %s (stdout closed: %s): %s\n' "$args" "$closed" "$(cat "$tmp/err")"
+            fi
+        done
     done
 else
     echo "note: no /dev/full; output write errors not checked"
