@@ -37,8 +37,9 @@ static void usage(FILE *out) {
 static bool parse_i64(const char *opt, const char *s, int64_t *out) {
     char *end;
     errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end) {
+    /* strtoll skips white space: " 5" is no number given on purpose. */
+    long long v = cli_number_text(s, false) ? strtoll(s, &end, 10) : 0;
+    if (!cli_number_text(s, false) || errno || end == s || *end) {
         cli_error(_("mkmodel: %s needs a whole number, not '%s'"), opt, s);
         return false;
     }

@@ -11,8 +11,9 @@
 static bool number(const char *opt, const char *s, long long lo, long long hi, long long *out) {
     char *end;
     errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
+    /* strtoll skips white space: " 5" is no number given on purpose. */
+    long long v = cli_number_text(s, false) ? strtoll(s, &end, 10) : 0;
+    if (!cli_number_text(s, false) || errno || end == s || *end || v < lo || v > hi) {
         cli_error(_("%s needs a whole number from %lld to %lld, not '%s'"), opt, lo, hi, s);
         return false;
     }

@@ -127,6 +127,18 @@ try:
                 else:
                     fail("%s: taken (rc %d), not refused: %r" % (what, rc, err[-300:]))
 
+    # mkmodel's dimensions (a model it writes, so only values it refuses).
+    for opt in ("--layers", "--ctx", "--embd"):
+        for value in (" 5", "99999999999999999999", "12abc", ""):
+            checks += 1
+            rc, out, err = run(["mkmodel", "--arch", "llama", "--type", "f32", "--embd", "32",
+                                "--layers", "1", "--heads", "2", "--kv-heads", "1",
+                                "--head-dim", "16", "--ff", "64", opt, value,
+                                "-o", os.path.join(tmp, "mk.gguf")])
+            lines = err.strip().splitlines()
+            if rc != 1 or len(lines) != 1 or opt.encode() not in lines[0]:
+                fail("mkmodel %s %r: rc %s %r" % (opt, value, rc, err[-300:]))
+
     # A real model: a context of 2^30 tokens and 100000 threads.
     tiny = os.path.join(tmp, "tiny.gguf")
     r = subprocess.run([CLI, "mkmodel", "--arch", "llama", "--type", "f32", "--embd", "32",
