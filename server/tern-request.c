@@ -228,10 +228,13 @@ static bool parse_logit_bias(JsonObject *o, job *j, const char **param, char **w
     guint i = 0;
     json_object_iter_init(&it, m);
     while (json_object_iter_next(&it, &key, &val)) {
-        /* Digits only: "+5", " 5", "5.0" and "0x5" are not token ids. */
+        /* Digits only: "+5", " 5", "5.0" and "0x5" are not token ids. No
+         * leading zero either: "5" and "05" would be one token listed
+         * twice, whose biases add up past the range below. */
         gint64 id = -1;
         const size_t len = strlen(key);
-        if (len > 0 && len <= 10 && strspn(key, "0123456789") == len)
+        if (len > 0 && len <= 10 && strspn(key, "0123456789") == len &&
+            (len == 1 || key[0] != '0'))
             id = g_ascii_strtoll(key, NULL, 10);
         if (id < 0 || id >= n_vocab) {
             gchar *shown = g_strescape(key, NULL);
@@ -278,6 +281,16 @@ static bool parse_response_format(JsonObject *o, job *j, const char **param, cha
     if (!strcmp(type, "text"))
         return true;
     if (!strcmp(type, "json_object")) {
+        /* llama.cpp's server (and some hosted APIs) read a schema sent
+         * along with json_object: taking the request would return any
+         * object as if it followed the schema. */
+        JsonObject *rfo = json_node_get_object(rf);
+        if (json_object_has_member(rfo, "schema") || json_object_has_member(rfo, "json_schema")) {
+            *why = g_strdup("response_format json_object with a schema is not supported: the "
+                            "schema would not be enforced; drop it (any JSON object) and check "
+                            "the schema yourself");
+            return false;
+        }
         j->gen.constrain = TN_CONSTRAIN_JSON_OBJECT;
         return true;
     }
