@@ -40,6 +40,48 @@ static void test_greedy(void) {
     tn_sampler_free(s);
 }
 
+/* Greedy against a one-pass reference, at every length around the eight
+ * lanes of argmax's first pass and with the maximum anywhere: the first
+ * token of the greatest logit, ties to the lower id, NaN never (unless
+ * token 0 is NaN: then 0), all -inf to 0. */
+static int32_t ref_argmax(const float *w, int32_t n) {
+    int32_t best = 0;
+    for (int32_t t = 1; t < n; t++)
+        if (w[t] > w[best])
+            best = t;
+    return best;
+}
+
+static void test_greedy_argmax(void) {
+    uint64_t rng = 11;
+    float w[40];
+    int wrong = 0, tried = 0;
+    for (int32_t n = 1; n <= 40; n++) {
+        tn_sampler *s = make(n, tn_sampler_default_params());
+        for (int k = 0; k < 60; k++) {
+            for (int32_t t = 0; t < n; t++)
+                w[t] = (float)(tn_test_rand(&rng) % 7) - 3.0f; /* many ties */
+            const int kind = k % 6;
+            const int32_t at = (int32_t)(tn_test_rand(&rng) % (uint64_t)n);
+            if (kind == 1)
+                w[at] = 10.0f; /* one clear maximum, anywhere (the tail included) */
+            else if (kind == 2)
+                w[at] = NAN;
+            else if (kind == 3)
+                w[0] = NAN;
+            else if (kind == 4)
+                for (int32_t t = 0; t < n; t++)
+                    w[t] = -INFINITY;
+            else if (kind == 5)
+                w[at] = -0.0f, w[n - 1] = 0.0f;
+            wrong += tn_sampler_sample(s, w) != ref_argmax(w, n);
+            tried++;
+        }
+        tn_sampler_free(s);
+    }
+    CHECKF(wrong == 0, "greedy differs from the one-pass argmax in %d of %d cases", wrong, tried);
+}
+
 static void test_filters(void) {
     /* p = 0.5, 0.3, 0.15, 0.05 at temperature 1. */
     float logits[4] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
@@ -542,6 +584,7 @@ static void test_allow(void) {
 
 int main(void) {
     test_greedy();
+    test_greedy_argmax();
     test_filters();
     test_draws();
     test_penalties();
