@@ -174,4 +174,38 @@ for i in range(int(os.environ.get("TERN_JSON_HOSTILE_N", "300"))):
 check(bad == 0, "%d constrained requests in a row failed" % bad)
 
 check(srv.stop() == 0, "the server exits cleanly: " + srv.stderr()[-2000:])
+
+# A draft model (the model itself: its drafts know nothing of the bias, so
+# a verify step that forgot it would keep them): greedy answers with a bias
+# are the same with the drafter on and off; json_object turns it off.
+dsrv = serverlib.Server(tmp, "json-hostile-draft", model, ["--spec", "draft:" + model])
+srv = dsrv
+status, doc, raw = post()
+best_text = content(doc)[0] if status == 200 else ""
+r = subprocess.run([serverlib.env("TERN_CLI"), "tokenize", "-m", model, "--json", best_text],
+                   capture_output=True, text=True)
+best_ids = [t["id"] if isinstance(t, dict) else t for t in json.loads(r.stdout or "[]")]
+drafted = 0
+for bias in [{str(best_ids[0]): -100} if best_ids else {}, x_bias,
+             dict(x_bias, **{"13": 3})]:
+    outs = []
+    for spec in [False, "server"]:
+        status, doc, raw = post(messages=rep, max_tokens=40, logit_bias=bias,
+                                tern={"speculation": spec})
+        outs.append(content(doc)[0] if status == 200 else None)
+        if spec and status == 200:
+            drafted += doc["usage"].get("timings", {}).get("drafted_tokens", 0)
+    check(outs[0] is not None and outs[0] == outs[1],
+          "draft model on == off with bias %r: %r vs %r" % (bias, *outs))
+    # Sampled with a seed: answered either way (the draws differ with drafts).
+    for spec in [False, "server"]:
+        status, doc, raw = post(messages=rep, max_tokens=20, logit_bias=bias, temperature=1,
+                                seed=4, tern={"speculation": spec})
+        check(status == 200, "sampled, speculation %s: %s %r" % (spec, status, raw[:200]))
+check(drafted > 0, "the draft model drafted (%d tokens)" % drafted)
+status, doc, raw = post(messages=rep, max_tokens=40, response_format=JSON, logit_bias=x_bias,
+                        tern={"speculation": "server"})
+check(status == 200 and doc["usage"].get("timings", {}).get("drafted_tokens") == 0,
+      "json_object with the draft model: no drafts (%s %r)" % (status, raw[:300]))
+check(dsrv.stop() == 0, "the draft server exits cleanly: " + dsrv.stderr()[-2000:])
 checks.finish()
