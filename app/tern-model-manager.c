@@ -185,6 +185,13 @@ progress_text (const TernDownloadProgress *p)
   if (p->eta < 0 || p->eta > MAX_ETA_S)
     return g_strdup_printf (_("%d%% of %s"), percent, of);
   speed = tern_manager_format_size ((guint64) p->rate);
+  /* Minutes and seconds only under an hour: 99 hours read "5940:00 left",
+   * which looks like a clock. */
+  if (p->eta >= 3600)
+    /* Translators: "45% of 610 MB · 5.1 kB/s · 1 h 05 min left" (hours,
+     * then minutes) */
+    return g_strdup_printf (_("%d%% of %s · %s/s · %d h %02d min left"), percent, of, speed,
+                            (int) (p->eta / 3600), (int) p->eta % 3600 / 60);
   /* Translators: "45% of 610 MB · 5.1 MB/s · 1:58 left" */
   return g_strdup_printf (_("%d%% of %s · %s/s · %d:%02d left"), percent, of, speed, (int) (p->eta / 60),
                           (int) p->eta % 60);

@@ -2167,6 +2167,27 @@ test_download_words (void)
   CHECKF (slow != NULL && strstr (slow, " left") == NULL && strstr (slow, "0%") != NULL,
           "a crawl: %s", slow);
   CHECKF (fine != NULL && strstr (fine, " left") != NULL, "a download going: %s", fine);
+
+  /* A time left over an hour is said in hours and minutes: the row said
+   * "5940:00 left" for 99 hours, read as minutes and seconds. */
+  static const struct { int hours, minutes, seconds; } longs[] = { { 1, 5, 30 }, { 99, 0, 0 }, { 12, 59, 59 } };
+  for (gsize i = 0; i < G_N_ELEMENTS (longs); i++)
+    {
+      double eta = longs[i].hours * 3600.0 + longs[i].minutes * 60.0 + longs[i].seconds;
+      TernDownloadProgress p = { .done = 1000, .total = (guint64) total, .rate = (total - 1000) / eta, .eta = eta };
+      g_autofree char *text = _tern_model_manager_progress_text (&p);
+      g_autofree char *want = g_strdup_printf ("%d h %02d min left", longs[i].hours, longs[i].minutes);
+      g_autofree char *as_minutes = g_strdup_printf ("%d:%02d", (int) (eta / 60), (int) eta % 60);
+
+      CHECKF (text != NULL && strstr (text, want) != NULL && strstr (text, as_minutes) == NULL,
+              "%.0f s left: %s", eta, text);
+    }
+  /* Under an hour the minutes and seconds stay. */
+  {
+    TernDownloadProgress p = { .done = 1000, .total = (guint64) total, .rate = 1e5, .eta = 59 * 60 + 58 };
+    g_autofree char *text = _tern_model_manager_progress_text (&p);
+    CHECKF (text != NULL && strstr (text, "59:58 left") != NULL, "under an hour: %s", text);
+  }
 }
 #endif
 
