@@ -377,12 +377,43 @@ toast_set_text (AdwToast   *toast,
   gtk_label_set_text (GTK_LABEL (label), _tern_window_toast_get_text (toast));
 }
 
+/* A plain toast (no button) showing or queued that says TEXT, or NULL. One
+ * whose dismissal is held back (_tern_window_on_toast_dismissed) is no
+ * longer the overlay's to show again. */
+static AdwToast *
+plain_toast_saying (TernWindow *self,
+                    const char *text)
+{
+  g_autofree char *valid = g_utf8_make_valid (text != NULL ? text : "", -1);
+
+  for (guint i = self->toasts->len; i-- > 0;)
+    {
+      AdwToast *t = g_ptr_array_index (self->toasts, i);
+
+      if (g_object_get_data (G_OBJECT (t), "tern-dismissed") == NULL
+          && g_object_get_data (G_OBJECT (t), "tern-dismissal-held") == NULL
+          && adw_toast_get_button_label (t) == NULL
+          && g_strcmp0 (_tern_window_toast_get_text (t), valid) == 0)
+        return t;
+    }
+  return NULL;
+}
+
 void
 _tern_window_toast (TernWindow *self,
        const char *text)
 {
-  AdwToast *t = _tern_window_toast_new (self, text);
+  AdwToast *t = plain_toast_saying (self, text);
 
+  /* The same words again (an image refused twice in a row) showed the
+   * same toast twice, one after the other. Added again, the toast on
+   * screen starts its time again, and one queued comes next. */
+  if (t != NULL)
+    {
+      _tern_window_add_toast (self, g_object_ref (t));
+      return;
+    }
+  t = _tern_window_toast_new (self, text);
   adw_toast_set_timeout (t, 4);
   _tern_window_keep_toast (self, t);
   _tern_window_add_toast (self, t);

@@ -3405,6 +3405,23 @@ check_toast_clears_last_figures (TernWindow *w,
   CHECK (found);
 }
 
+/* Toasts showing or queued (not dismissed) that say TEXT. */
+static guint
+toasts_saying (TernWindow *w,
+               const char *text)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < w->toasts->len; i++)
+    {
+      AdwToast *t = g_ptr_array_index (w->toasts, i);
+
+      if (!toast_is_dismissed (t) && g_strcmp0 (_tern_window_toast_get_text (t), text) == 0)
+        n++;
+    }
+  return n;
+}
+
 static void
 part_toasts (Fixture *f)
 {
@@ -3535,11 +3552,39 @@ part_toasts (Fixture *f)
   CHECKF (f->w->toasts->len == 1, "%u toasts kept", f->w->toasts->len);
   /* And the tests' own helper with toasts queued behind one just shown. */
   for (int i = 0; i < 4; i++)
-    _tern_window_toast (f->w, "Queued notice");
+    {
+      g_autofree char *text = g_strdup_printf ("Queued notice %d", i);
+
+      _tern_window_toast (f->w, text);
+    }
   tern_window_dismiss_toasts (f->w);
   for (guint i = 0; i < f->w->toasts->len; i++)
     CHECKF (toast_is_dismissed (g_ptr_array_index (f->w->toasts, i)), "toast %u left", i);
   spin_for (1.0);
+  /* An image refused twice in a row (no model loaded) showed the same
+   * toast twice, one after the other (a daily walk). The second refusal
+   * keeps the toast up longer instead; other words still get their own. */
+  {
+    g_autofree char *path = g_build_filename (f->tmp, "refused.png", NULL);
+    g_autoptr(GFile) file = g_file_new_for_path (path);
+    const char *said;
+
+    write_file (f->tmp, "refused.png", "not read: no model", -1);
+    CHECK (!tern_composer_attach_file (f->w->composer, file));
+    CHECK (wait_for (f->w, toast_up, 3.0));
+    said = _tern_window_toast_get_text (g_ptr_array_index (f->w->toasts, f->w->toasts->len - 1));
+    /* 3 s of the toast's 4 s: without its time started again, gone at 5 s. */
+    spin_for (3.0);
+    CHECK (!tern_composer_attach_file (f->w->composer, file));
+    CHECKF (toasts_saying (f->w, said) == 1, "%u toasts say \"%s\"", toasts_saying (f->w, said), said);
+    spin_for (2.0);
+    CHECKF (toasts_saying (f->w, said) == 1, "the refusal's toast went 4 s after the first refusal");
+    _tern_window_toast (f->w, "Another notice");
+    CHECK (toasts_saying (f->w, said) == 1 && toasts_saying (f->w, "Another notice") == 1);
+    tern_window_dismiss_toasts (f->w);
+    CHECK (toasts_saying (f->w, said) == 0);
+    spin_for (1.0);
+  }
   /* A dismissal held back when the window closes: its repeat (a
    * reference of its own) meets neither window nor overlay. */
   {
