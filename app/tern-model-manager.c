@@ -136,6 +136,7 @@ struct _Row {
   GtkButton            *cancel;
   GtkButton            *remove;
   GtkButton            *use;
+  GtkWidget            *failure;      /* the failure sentence, under the subtitle */
   char                 *haystack;     /* what the filter searches, lowercase */
 };
 
@@ -462,6 +463,47 @@ pull_box_new (GtkBox          *row_box,
   return pull;
 }
 
+/* The row's own subtitle label (libadwaita's, style class "subtitle"). */
+static GtkWidget *
+find_subtitle_label (GtkWidget *widget)
+{
+  if (GTK_IS_LABEL (widget) && gtk_widget_has_css_class (widget, "subtitle"))
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_subtitle_label (c);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* A failed download's sentence in a label of its own, which alone has the
+ * error style: the whole row was red, its title, tag and size and "Fits in
+ * memory…" too. Under the subtitle where libadwaita's layout has one (a
+ * box of title and subtitle), else beside the buttons. */
+static void
+add_failure_label (Row    *row,
+                   GtkBox *buttons)
+{
+  GtkWidget *subtitle = find_subtitle_label (row->row);
+  GtkWidget *box = subtitle != NULL ? gtk_widget_get_parent (subtitle) : NULL;
+
+  row->failure = gtk_label_new (NULL);
+  gtk_label_set_wrap (GTK_LABEL (row->failure), TRUE);
+  gtk_label_set_wrap_mode (GTK_LABEL (row->failure), PANGO_WRAP_WORD_CHAR);
+  gtk_label_set_xalign (GTK_LABEL (row->failure), 0);
+  gtk_widget_add_css_class (row->failure, "caption");
+  gtk_widget_add_css_class (row->failure, "error");
+  gtk_widget_add_css_class (row->failure, "tern-row-failure");
+  gtk_widget_set_visible (row->failure, FALSE);
+  if (GTK_IS_BOX (box))
+    gtk_box_insert_child_after (GTK_BOX (box), row->failure, subtitle);
+  else
+    gtk_box_prepend (buttons, row->failure);
+}
+
 /* parent: the model whose flash variant this row is (NULL: a model);
  * with_variant: the model has one, so its row is an expander. */
 static Row *
@@ -515,6 +557,7 @@ add_row (TernModelManager     *self,
     adw_expander_row_add_action (ADW_EXPANDER_ROW (row->row), GTK_WIDGET (box));
   else
     adw_action_row_add_suffix (ADW_ACTION_ROW (row->row), GTK_WIDGET (box));
+  add_failure_label (row, box);
   if (parent != NULL)
     {
       parent->variant = row;
@@ -640,6 +683,7 @@ update_row (Row *row)
   g_autofree char *subtitle = NULL;
   g_autofree char *fit = row->parent == NULL ? fit_text (row) : NULL;
   const char *error = g_hash_table_lookup (self->errors, row->tag);
+  const char *failure = NULL;
   TernDownloadProgress progress;
   guint64 bytes;
 
@@ -652,9 +696,18 @@ update_row (Row *row)
   if (!pulling || !tern_downloader_get_progress (self->downloader, row->tag, &progress))
     progress.total = progress.check_total = 0;
   if ((subtitle = progress_text (&progress)) == NULL)
-    subtitle = g_strdup_printf ("%s · %s · %s%s%s", row->tag, size, error != NULL ? error : status,
-                                fit != NULL ? "\n" : "", fit != NULL ? fit : "");
+    {
+      failure = error != NULL ? error : state == TERN_MODEL_STATE_BROKEN ? status : NULL;
+      if (failure != NULL)
+        subtitle = g_strdup_printf ("%s · %s%s%s", row->tag, size, fit != NULL ? "\n" : "",
+                                    fit != NULL ? fit : "");
+      else
+        subtitle = g_strdup_printf ("%s · %s · %s%s%s", row->tag, size, status, fit != NULL ? "\n" : "",
+                                    fit != NULL ? fit : "");
+    }
   row_set_subtitle (row, subtitle);
+  gtk_label_set_text (GTK_LABEL (row->failure), failure != NULL ? failure : "");
+  gtk_widget_set_visible (row->failure, failure != NULL);
   gtk_progress_bar_set_fraction (row->progress, progress_fraction (&progress));
   {
     const char *details = error != NULL ? g_hash_table_lookup (self->error_details, row->tag) : NULL;
@@ -662,10 +715,6 @@ update_row (Row *row)
     gtk_widget_set_tooltip_text (row->row, details != NULL ? details
                                            : row->catalog_tag != NULL ? row->catalog_tag->description : NULL);
   }
-  if (error != NULL || state == TERN_MODEL_STATE_BROKEN)
-    gtk_widget_add_css_class (row->row, "error");
-  else
-    gtk_widget_remove_css_class (row->row, "error");
 
   gtk_widget_set_visible (GTK_WIDGET (row->progress), pulling);
   gtk_widget_set_visible (GTK_WIDGET (row->cancel), pulling);

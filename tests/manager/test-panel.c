@@ -96,6 +96,41 @@ save_picture (GtkWidget  *window,
   g_object_unref (paintable);
 }
 
+/* A row's failure sentence: the label of its own under the subtitle
+ * (tern-row-failure), NULL when there is none. */
+static GtkWidget *
+failure_label (GtkWidget *widget)
+{
+  if (GTK_IS_LABEL (widget) && gtk_widget_has_css_class (widget, "tern-row-failure"))
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = failure_label (c);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* What a row says under its title: the subtitle, and the failure sentence
+ * when one is shown. Valid until the next call. */
+static const char *
+row_words (GtkWidget *row)
+{
+  static char *words;
+  GtkWidget *failure = failure_label (row);
+  const char *sub = ADW_IS_EXPANDER_ROW (row) ? adw_expander_row_get_subtitle (ADW_EXPANDER_ROW (row))
+                                              : adw_action_row_get_subtitle (ADW_ACTION_ROW (row));
+
+  g_free (words);
+  if (failure != NULL && gtk_widget_get_visible (failure))
+    words = g_strconcat (sub != NULL ? sub : "", "\n", gtk_label_get_text (GTK_LABEL (failure)), NULL);
+  else
+    words = g_strdup (sub != NULL ? sub : "");
+  return words;
+}
+
 static const char *
 subtitle (TernModelManager *panel,
           const char       *tag)
@@ -103,9 +138,18 @@ subtitle (TernModelManager *panel,
   GtkWidget *row = tern_model_manager_get_row (panel, tag);
 
   g_assert_nonnull (row);
-  if (ADW_IS_EXPANDER_ROW (row))
-    return adw_expander_row_get_subtitle (ADW_EXPANDER_ROW (row));
-  return adw_action_row_get_subtitle (ADW_ACTION_ROW (row));
+  return row_words (row);
+}
+
+/* Widgets under `widget` (itself included) with the error style. */
+static guint
+count_error_styled (GtkWidget *widget)
+{
+  guint n = gtk_widget_get_visible (widget) && gtk_widget_has_css_class (widget, "error");
+
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    n += count_error_styled (c);
+  return n;
 }
 
 /* Visible widgets with the suggested-action style under `widget`. */
@@ -785,8 +829,17 @@ record_subtitle (GObject    *row,
                  GPtrArray  *texts)
 {
   (void) pspec;
-  g_ptr_array_add (texts, g_strdup (ADW_IS_EXPANDER_ROW (row) ? adw_expander_row_get_subtitle (ADW_EXPANDER_ROW (row))
-                                    : adw_action_row_get_subtitle (ADW_ACTION_ROW (row))));
+  g_ptr_array_add (texts, g_strdup (row_words (GTK_WIDGET (row))));
+}
+
+/* The same, for the failure sentence (set as it is shown). */
+static void
+record_failure (GtkWidget  *label,
+                GParamSpec *pspec,
+                GPtrArray  *texts)
+{
+  (void) pspec;
+  g_ptr_array_add (texts, g_strdup (gtk_label_get_text (GTK_LABEL (label))));
 }
 
 /* How many of the recorded texts have `words` in them. */
@@ -893,6 +946,8 @@ test_failed_downloads (void)
     {
       watched[i] = tern_model_manager_get_row (panel, failing[i]);
       g_signal_connect (watched[i], "notify::subtitle", G_CALLBACK (record_subtitle), texts);
+      if (failure_label (watched[i]) != NULL)
+        g_signal_connect (failure_label (watched[i]), "notify::label", G_CALLBACK (record_failure), texts);
     }
   tern_model_manager_download (panel, "f404:x");
   spin (&finished);
@@ -919,14 +974,30 @@ test_failed_downloads (void)
   g_assert_null (strstr (subtitle (panel, "fwrong:x"), "sha256"));
   g_assert_null (strstr (subtitle (panel, "fwrong:x"), sha));
   g_assert_nonnull (strstr (gtk_widget_get_tooltip_text (tern_model_manager_get_row (panel, "fwrong:x")), sha));
-  /* The row is red; its Download button is not (it looked destructive):
-   * the colour of the same button on a row without an error. */
+  /* Only the failure sentence is red: the whole row was, its title, the
+   * tag and size and "Fits in memory…" too (a daily walk). Nor is its
+   * Download button (it looked destructive): the colour of the same button
+   * on a row without an error. */
   {
-    GtkWidget *failed = find_button (tern_model_manager_get_row (panel, "f404:x"), "_Download");
+    GtkWidget *row = tern_model_manager_get_row (panel, "f404:x");
+    GtkWidget *failed = find_button (row, "_Download");
     GtkWidget *gate = find_button (tern_model_manager_get_row (panel, "fgate:x"), "_Resume");
+    GtkWidget *failure = failure_label (row);
+    const char *sub = adw_action_row_get_subtitle (ADW_ACTION_ROW (row));
     GdkRGBA a, b;
 
-    g_assert_true (gtk_widget_has_css_class (tern_model_manager_get_row (panel, "f404:x"), "error"));
+    g_assert_false (gtk_widget_has_css_class (row, "error"));
+    g_assert_nonnull (failure);
+    g_assert_true (gtk_widget_get_visible (failure) && gtk_widget_has_css_class (failure, "error"));
+    g_assert_cmpuint (count_error_styled (row), ==, 1);
+    g_assert_nonnull (strstr (gtk_label_get_text (GTK_LABEL (failure)),
+                              "Download failed: the server did not send the file"));
+    g_assert_null (strstr (gtk_label_get_text (GTK_LABEL (failure)), "f404:x"));
+    g_assert_nonnull (strstr (sub, "f404:x"));
+    g_assert_null (strstr (sub, "Download failed"));
+    /* A row without a failure shows no failure sentence. */
+    g_assert_cmpuint (count_error_styled (tern_model_manager_get_row (panel, "fgate:x")), ==, 0);
+    g_assert_null (strstr (subtitle (panel, "fgate:x"), "Download failed"));
     g_assert_nonnull (failed);
     g_assert_nonnull (gate);
     G_GNUC_BEGIN_IGNORE_DEPRECATIONS
@@ -959,6 +1030,8 @@ test_failed_downloads (void)
        * missed. */
       g_assert_true (tern_model_manager_get_row (panel, failing[i]) == watched[i]);
       g_signal_handlers_disconnect_by_func (watched[i], record_subtitle, texts);
+      if (failure_label (watched[i]) != NULL)
+        g_signal_handlers_disconnect_by_func (failure_label (watched[i]), record_failure, texts);
     }
   for (guint i = 0; i < texts->len; i++)
     g_test_message ("subtitle: %s", (char *) texts->pdata[i]);
