@@ -14,6 +14,7 @@
  * table per kind; NULL in the app. */
 static GHashTable *test_keys;
 static GHashTable *test_passwords;
+static gboolean test_refuse_keys;
 
 void
 _tern_connections_use_test_keyring (void)
@@ -23,6 +24,12 @@ _tern_connections_use_test_keyring (void)
       test_keys = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
       test_passwords = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
     }
+}
+
+void
+_tern_connections_test_keyring_refuse_keys (gboolean refuse)
+{
+  test_refuse_keys = refuse;
 }
 
 static char *
@@ -40,6 +47,11 @@ store_secret (gboolean password, const char *url, const char *secret, GError **e
 {
   if (test_keys != NULL)
     {
+      if (!password && test_refuse_keys)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED, "the test keyring refuses keys");
+          return FALSE;
+        }
       g_hash_table_replace (password ? test_passwords : test_keys, g_strdup (url), g_strdup (secret));
       return TRUE;
     }
@@ -157,6 +169,7 @@ tern_connections_add (GSettings   *settings,
   TernRemote *r = tern_remote_new (url, NULL, error);
   g_autofree char *password = NULL;
   g_autofree char *base = NULL;
+  g_autofree char *before = NULL;
 
   if (r == NULL)
     return FALSE;
@@ -166,13 +179,33 @@ tern_connections_add (GSettings   *settings,
   tern_remote_free (r);
   if (password != NULL)
     {
-      gboolean stored = store_secret (TRUE, base, password, error);
+      gboolean stored;
+
+      /* Put back if the key cannot be stored: a failed Add leaves the
+       * keyring as it was, not with a password for an address the user
+       * never saw added. */
+      before = lookup_secret (TRUE, base);
+      stored = store_secret (TRUE, base, password, error);
       memset (password, 0, strlen (password));
       if (!stored)
-        return FALSE;
+        {
+          if (before != NULL)
+            memset (before, 0, strlen (before));
+          return FALSE;
+        }
     }
   if (key != NULL && *key != '\0' && !store_secret (FALSE, base, key, error))
-    return FALSE;
+    {
+      if (password != NULL && before != NULL)
+        store_secret (TRUE, base, before, NULL);
+      else if (password != NULL)
+        clear_secret (TRUE, base);
+      if (before != NULL)
+        memset (before, 0, strlen (before));
+      return FALSE;
+    }
+  if (before != NULL)
+    memset (before, 0, strlen (before));
   g_strv_builder_addv (b, (const char **) list);
   g_strv_builder_add (b, base);
   next = g_strv_builder_end (b);

@@ -33,6 +33,8 @@ void      tern_connections_remove    (GSettings   *settings,
 void      tern_connections_migrate   (GSettings   *settings);
 /* Tests only: keys and passwords kept in this process, not the keyring. */
 void      _tern_connections_use_test_keyring (void);
+/* Tests only: the test keyring refuses API keys (a keyring that fails). */
+void      _tern_connections_test_keyring_refuse_keys (gboolean refuse);
 /* Whether keys can be kept: FALSE when built without libsecret. */
 gboolean  tern_connections_keyring_built (void);
 

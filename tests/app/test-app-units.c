@@ -22,6 +22,8 @@
 #ifdef TERN_HAVE_MANAGER
 #include "tern-manager.h"
 #include "tern-model-manager.h"
+#include "tern-connections.h"
+#include "tern-application.h"
 #endif
 #include "tern-engine-worker.h"
 #include "tern-markdown.h"
@@ -2191,6 +2193,58 @@ test_download_words (void)
 }
 #endif
 
+#ifdef TERN_HAVE_MANAGER
+/* Adding a server is all or nothing. Its password was put in the keyring,
+ * then its API key could not be, and the address was not added: the
+ * password stayed in the keyring, for an address the user never saw added
+ * (a daily walk). A password the address had before stays as it was. */
+static void
+test_connection_add_whole (void)
+{
+  g_autoptr(GSettings) settings = tern_settings_new ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *base = NULL;
+  g_auto(GStrv) before = NULL;
+
+  _tern_connections_use_test_keyring ();
+  /* Where the stand-in keeps the password: learnt from an Add that works. */
+  CHECK (tern_connections_add (settings, "http://alice:first@127.0.0.1:9", NULL, &base, &error));
+  CHECKF (base != NULL && strstr (base, "first") == NULL, "added as %s", base);
+  if (base == NULL)
+    return;
+  tern_connections_remove (settings, base);
+  before = g_settings_get_strv (settings, "remote-connections");
+
+  _tern_connections_test_keyring_refuse_keys (TRUE);
+  for (int had = 0; had < 2; had++)
+    {
+      g_autofree char *normalised = NULL;
+      g_autofree char *full = NULL;
+      g_auto(GStrv) after = NULL;
+
+      if (had)
+        {
+          _tern_connections_test_keyring_refuse_keys (FALSE);
+          CHECK (tern_connections_add (settings, "http://alice:first@127.0.0.1:9", NULL, NULL, &error));
+          _tern_connections_test_keyring_refuse_keys (TRUE);
+          g_strfreev (before);
+          before = g_settings_get_strv (settings, "remote-connections");
+        }
+      CHECK (!tern_connections_add (settings, "http://alice:second@127.0.0.1:9", "a key", &normalised,
+                                    &error));
+      CHECK (error != NULL && normalised == NULL);
+      g_clear_error (&error);
+      after = g_settings_get_strv (settings, "remote-connections");
+      CHECK (g_strv_equal ((const char * const *) before, (const char * const *) after));
+      full = tern_connections_get_url (base);
+      CHECKF (strstr (full, "second") == NULL, "a failed Add left its password: %s", full);
+      CHECKF ((strstr (full, "first") != NULL) == had, "the password before it: %s", full);
+    }
+  _tern_connections_test_keyring_refuse_keys (FALSE);
+  tern_connections_remove (settings, base);
+}
+#endif
+
 /* Opening a chat works out its title a bounded number of times. The load
  * appended each message as the app does, and every append worked the
  * title out again: from the first message, copied whole (a first message
@@ -2284,6 +2338,7 @@ main (void)
   test_plot_scale ();
 #ifdef TERN_HAVE_MANAGER
   test_download_words ();
+  test_connection_add_whole ();
 #endif
   test_context ();
   test_sampling (tmp);
