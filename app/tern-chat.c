@@ -302,6 +302,9 @@ tern_message_set_drafted (TernMessage  *m,
 }
 
 guint64 tern_chat_title_work;
+/* Messages moved in the array by tern_chat_take_from and tern_chat_restore
+ * (each one stolen, and each one after it shifted down), for the tests. */
+guint64 tern_chat_move_work;
 
 /* After the character at P: NUL-safe on text that is not UTF-8. */
 static const char *
@@ -609,9 +612,16 @@ tern_chat_take_from (TernChat *self,
                      guint     index)
 {
   GPtrArray *taken = g_ptr_array_new_with_free_func (message_free);
+  guint n = index < self->messages->len ? self->messages->len - index : 0;
 
-  while (index < self->messages->len)
-    g_ptr_array_add (taken, g_ptr_array_steal_index (self->messages, index));
+  /* From the end: a message stolen from the front shifted all those after
+   * it (quadratic in the number taken). */
+  g_ptr_array_set_size (taken, n);
+  for (guint i = n; i-- > 0;)
+    {
+      tern_chat_move_work++;
+      taken->pdata[i] = g_ptr_array_steal_index (self->messages, index + i);
+    }
   self->context_start = MIN (self->context_start, index);
   tern_chat_touch (self);
   return taken;
@@ -621,8 +631,15 @@ void
 tern_chat_restore (TernChat  *self,
                    GPtrArray *messages)
 {
-  while (messages->len > 0)
-    g_ptr_array_add (self->messages, g_ptr_array_steal_index (messages, 0));
+  guint start = self->messages->len;
+
+  /* From the end, as tern_chat_take_from takes them. */
+  g_ptr_array_set_size (self->messages, start + messages->len);
+  for (guint i = messages->len; i-- > 0;)
+    {
+      tern_chat_move_work++;
+      self->messages->pdata[start + i] = g_ptr_array_steal_index (messages, i);
+    }
   update_title (self);
   tern_chat_touch (self);
 }

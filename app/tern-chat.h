@@ -39,6 +39,7 @@ typedef struct {
 /* Messages and bytes of text the chats' titles have looked at: for the
  * tests that bound a load's work (test-app-units). */
 extern guint64 tern_chat_title_work;
+extern guint64 tern_chat_move_work;
 
 #define TERN_TYPE_CHAT (tern_chat_get_type ())
 G_DECLARE_FINAL_TYPE (TernChat, tern_chat, TERN, CHAT, GObject)

@@ -2245,6 +2245,38 @@ test_connection_add_whole (void)
 }
 #endif
 
+/* Taking the messages of a long chat from near its start (a message
+ * edited, its answers taken back) and putting them back moves each message
+ * a bounded number of times: they were moved one at a time from the
+ * front of the array, every move shifting all those after it (quadratic
+ * in the number taken). Counted in moves (tern_chat_move_work), not timed. */
+static void
+test_chat_take_work (void)
+{
+  const guint n = 200000;
+  g_autoptr(TernChat) chat = tern_chat_new ("chat");
+  g_autoptr(GPtrArray) taken = NULL;
+  guint64 took, put;
+
+  for (guint i = 0; i < n; i++)
+    tern_chat_append (chat, i % 2 ? "assistant" : "user", i % 2 ? "an answer" : "a question");
+  tern_chat_move_work = 0;
+  taken = tern_chat_take_from (chat, 1);
+  took = tern_chat_move_work;
+  CHECK (taken->len == n - 1 && tern_chat_get_n_messages (chat) == 1);
+  CHECK (g_strcmp0 (((TernMessage *) taken->pdata[0])->role, "assistant") == 0);
+  tern_chat_move_work = 0;
+  tern_chat_restore (chat, taken);
+  put = tern_chat_move_work;
+  CHECK (taken->len == 0 && tern_chat_get_n_messages (chat) == n);
+  for (guint i = 0; i < n; i += n / 10)
+    CHECKF (g_strcmp0 (tern_chat_get_message (chat, i)->role, i % 2 ? "assistant" : "user") == 0,
+            "message %u is out of place", i);
+  CHECKF (took <= 2 * (guint64) n && put <= 2 * (guint64) n,
+          "%u messages moved %" G_GUINT64_FORMAT " times to take, %" G_GUINT64_FORMAT " to put back",
+          n - 1, took, put);
+}
+
 /* Opening a chat works out its title a bounded number of times. The load
  * appended each message as the app does, and every append worked the
  * title out again: from the first message, copied whole (a first message
@@ -2315,6 +2347,7 @@ main (void)
   test_chat_version (chats);
   test_chat_too_large (chats);
   test_chat_title_work (chats);
+  test_chat_take_work ();
   {
     g_autofree char *newer = g_build_filename (tmp, "newer-on-disk", NULL);
     test_chat_newer_on_disk (newer);
