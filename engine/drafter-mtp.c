@@ -175,14 +175,6 @@ static int step(mtp *a, int32_t token, int64_t pos, tn_error *err) {
     return TN_OK;
 }
 
-static int32_t argmax(const float *v, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
-}
-
 /* Matching prefix of the mirror and history[0, n). */
 static int32_t matching(const mtp *a, const int32_t *history, int32_t n) {
     int32_t i = 0, m = a->known < n ? a->known : n;
@@ -208,7 +200,7 @@ static void drafts_run(void *arg, int ith, int nth) {
     for (c->nd = 0; c->nd < c->max_draft; c->nd++) {
         if ((c->rc = step(c->a, token, c->pos, c->err)) != TN_OK)
             break;
-        token = argmax(c->a->logits, c->a->V);
+        token = tn_argmax(c->a->logits, c->a->V);
         c->draft[c->nd] = token;
     }
 }

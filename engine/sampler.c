@@ -264,8 +264,6 @@ static void top_k_select(tn_sampler *s, int32_t k) {
     qsort_r(s->cand, (size_t)k, sizeof *s->cand, by_logit, (void *)w);
 }
 
-static int32_t argmax(const float *w, int32_t n);
-
 /* e^x for x <= 0 without a libm call: x = n ln2 + r with |r| <= ln2/2 (ln2
  * in two parts), e^r by the Cephes expf polynomial, 2^n through the
  * exponent bits. Relative error below 3e-7 against exp()
@@ -514,7 +512,7 @@ static void prepare(tn_sampler *s) {
         s->n_cand = n;
     }
     if (s->n_cand == 0) { /* NaN logits: nothing compares */
-        s->cand[0] = argmax(w, V);
+        s->cand[0] = tn_argmax(w, V);
         s->n_cand = 1;
     }
 
@@ -529,7 +527,7 @@ static void prepare(tn_sampler *s) {
     for (int32_t i = 0; i < s->n_cand; i++)
         z += s->prob[i];
     if (!(z > 0)) { /* NaN logits */
-        s->cand[0] = argmax(w, V);
+        s->cand[0] = tn_argmax(w, V);
         s->prob[0] = 1.0f;
         s->n_cand = 1;
         return;
@@ -543,7 +541,7 @@ static void prepare(tn_sampler *s) {
  * maxima, then its first index. One running index-and-value pair is a
  * chain of compare and conditional move through every token, which GCC
  * emits for the unconstrained path: 2.6 times slower at 262,144 tokens. */
-static int32_t argmax(const float *w, int32_t n) {
+int32_t tn_argmax(const float *w, int32_t n) {
     if (n <= 1 || isnan(w[0]))
         return 0;
     float m[8];
@@ -596,7 +594,7 @@ static int32_t sample_allowed(tn_sampler *s) {
     if (s->p.temperature <= 0.0f) {
         /* The best token is mostly allowed: one pass finds it; else the next
          * best ones in logit order, and only then the whole vocabulary. */
-        const int32_t best = argmax(s->work, V);
+        const int32_t best = tn_argmax(s->work, V);
         if (s->work[best] != -INFINITY && s->allow(best, s->allow_user))
             return best;
         const int32_t k = V < ALLOW_TRIES ? V : ALLOW_TRIES;
@@ -659,11 +657,11 @@ int32_t tn_sampler_sample(tn_sampler *s, const float *logits) {
 /* A pick from work[] by the parameters. */
 static int32_t sample_work(tn_sampler *s) {
     if (s->p.temperature <= 0.0f)
-        return argmax(s->work, s->n_vocab);
+        return tn_argmax(s->work, s->n_vocab);
     if (whole_vocab(s)) {
         exp_all(s, max_of(s->work, s->n_vocab), 1.0f / s->p.temperature);
         const int32_t t = draw_full(s, tn_sampler_uniform(s));
-        return t >= 0 ? t : argmax(s->work, s->n_vocab); /* no mass: NaN or all -inf */
+        return t >= 0 ? t : tn_argmax(s->work, s->n_vocab); /* no mass: NaN or all -inf */
     }
     prepare(s);
     const double u = tn_sampler_uniform(s);
@@ -712,13 +710,13 @@ void tn_sampler_probs(tn_sampler *s, const float *logits, float *probs) {
 static void probs_work(tn_sampler *s, float *probs) {
     memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
     if (s->p.temperature <= 0.0f) {
-        probs[argmax(s->work, s->n_vocab)] = 1.0f;
+        probs[tn_argmax(s->work, s->n_vocab)] = 1.0f;
         return;
     }
     if (whole_vocab(s)) {
         exp_all(s, max_of(s->work, s->n_vocab), 1.0f / s->p.temperature);
         if (!(s->ex_sum > 0)) {
-            probs[argmax(s->work, s->n_vocab)] = 1.0f;
+            probs[tn_argmax(s->work, s->n_vocab)] = 1.0f;
             return;
         }
         const float inv = (float)(1.0 / s->ex_sum);

@@ -195,6 +195,9 @@ static inline uint64_t tn_fnv1a_str(const char *s) { return tn_fnv1a(s, strlen(s
 float tn_sampler_exp_neg(float x);
 /* out[t] = e^((w[t] - max) * scale), four at a time where SSE2 is there. */
 void tn_sampler_exp_neg_all(const float *w, float *out, int32_t n, float max, float scale);
+/* The first index of the greatest value (NaNs never win, unless w[0] is one:
+ * then 0), two passes (engine/sampler.c): greedy picks and drafters' argmax. */
+int32_t tn_argmax(const float *w, int32_t n);
 
 /* gpt-oss's harmony answers as text (chat.c; the session streams through
  * it for TN_CHAT_GPTOSS): messages, each "<|channel|>NAME<|message|>TEXT",
