@@ -785,6 +785,13 @@ tern_composer_choose_images (TernComposer *self,
 
 /* ------------------------------------------------------------- the rest */
 
+/* The attached pictures as the drafts keep them (below): taken off the
+ * composer, and put back on it (or, for a model that reads no images,
+ * taken off with a sentence that says so). */
+static GPtrArray *take_pictures (TernComposer *self);
+static void       put_pictures  (TernComposer *self,
+                                 GPtrArray    *pictures);
+
 void
 tern_composer_set_worker (TernComposer     *self,
                           TernEngineWorker *worker)
@@ -801,8 +808,13 @@ tern_composer_set_vision (TernComposer *self,
                           const char   *projector,
                           const char   *unusable)
 {
+  g_autoptr(GPtrArray) pictures = NULL;
+
   g_return_if_fail (TERN_IS_COMPOSER (self));
 
+  /* A model loaded with pictures attached dropped them without a word
+   * (the text stayed): they are decoded again for the new projector. */
+  pictures = take_pictures (self);
   self->has_model = has_model;
   g_clear_pointer (&self->no_vision, g_free);
   if (native_tokens <= 0 && projector != NULL && unusable != NULL)
@@ -821,6 +833,7 @@ tern_composer_set_vision (TernComposer *self,
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->attach_button),
                                native_tokens > 0 ? _("Add Image… (or drop or paste one)")
                                                  : no_vision_message (self));
+  put_pictures (self, pictures);
 }
 
 gboolean
@@ -1071,6 +1084,55 @@ tern_composer_draft_free (TernComposerDraft *draft)
   g_free (draft);
 }
 
+static GPtrArray *
+take_pictures (TernComposer *self)
+{
+  GPtrArray *pictures = g_ptr_array_new_with_free_func ((GDestroyNotify) draft_picture_free);
+
+  for (guint i = 0; i < self->attachments->len; i++)
+    {
+      Attachment *a = g_ptr_array_index (self->attachments, i);
+      DraftPicture *p = g_new0 (DraftPicture, 1);
+
+      p->bytes = a->bytes != NULL ? g_bytes_ref (a->bytes) : NULL;
+      p->texture = p->bytes == NULL && a->texture != NULL ? g_object_ref (a->texture) : NULL;
+      p->name = g_strdup (a->name);
+      if (p->bytes == NULL && p->texture == NULL)
+        draft_picture_free (p);
+      else
+        g_ptr_array_add (pictures, p);
+    }
+  tern_composer_clear_images (self);
+  return pictures;
+}
+
+static void
+put_pictures (TernComposer *self,
+              GPtrArray    *pictures)
+{
+  if (pictures == NULL || pictures->len == 0)
+    return;
+  if (self->vision_native < 0)
+    {
+      /* Translators: pictures that were attached to the message being
+       * written, taken off because the model now loaded cannot read
+       * images; the %s is the sentence that says why */
+      g_autofree char *message = g_strdup_printf (ngettext ("%u image was removed from the message. %s",
+                                                            "%u images were removed from the message. %s",
+                                                            pictures->len),
+                                                  pictures->len, no_vision_message (self));
+
+      fail (self, message);
+      return;
+    }
+  for (guint i = 0; i < pictures->len; i++)
+    {
+      DraftPicture *p = g_ptr_array_index (pictures, i);
+
+      attach (self, p->bytes, p->bytes == NULL ? p->texture : NULL, p->name);
+    }
+}
+
 TernComposerDraft *
 tern_composer_take_draft (TernComposer *self)
 {
@@ -1084,22 +1146,8 @@ tern_composer_take_draft (TernComposer *self)
     return NULL;
   draft = g_new0 (TernComposerDraft, 1);
   draft->text = g_steal_pointer (&text);
-  draft->pictures = g_ptr_array_new_with_free_func ((GDestroyNotify) draft_picture_free);
-  for (guint i = 0; i < self->attachments->len; i++)
-    {
-      Attachment *a = g_ptr_array_index (self->attachments, i);
-      DraftPicture *p = g_new0 (DraftPicture, 1);
-
-      p->bytes = a->bytes != NULL ? g_bytes_ref (a->bytes) : NULL;
-      p->texture = p->bytes == NULL && a->texture != NULL ? g_object_ref (a->texture) : NULL;
-      p->name = g_strdup (a->name);
-      if (p->bytes == NULL && p->texture == NULL)
-        draft_picture_free (p);
-      else
-        g_ptr_array_add (draft->pictures, p);
-    }
+  draft->pictures = take_pictures (self);
   tern_composer_set_text (self, "");
-  tern_composer_clear_images (self);
   return draft;
 }
 
@@ -1113,12 +1161,7 @@ tern_composer_restore_draft (TernComposer      *self,
     return;
   tern_composer_clear_images (self);
   tern_composer_set_text (self, draft->text);
-  if (self->vision_native < 0)
-    return;
-  for (guint i = 0; i < draft->pictures->len; i++)
-    {
-      DraftPicture *p = g_ptr_array_index (draft->pictures, i);
-
-      attach (self, p->bytes, p->bytes == NULL ? p->texture : NULL, p->name);
-    }
+  /* A chat's draft with pictures, come back to under a model that reads
+   * none: they went without a word too. */
+  put_pictures (self, draft->pictures);
 }

@@ -535,6 +535,60 @@ main (int   argc,
     CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
   }
 
+  /* A model loaded with pictures attached: they were dropped without a
+   * word, the text kept. A model that reads images keeps them (decoded
+   * again for its projector); one that cannot takes them off and says so. */
+  {
+    g_autofree char *text_dir = g_build_filename (tmp, "text-only", NULL);
+    g_autofree char *text_model = g_build_filename (text_dir, "qwen.gguf", NULL);
+    tn_mkmodel_params q = app_test_model_params ();
+    const char *error;
+
+    CHECK (attach (w, wide));
+    CHECK (attach (w, small));
+    tern_window_set_composer_text (w, "About these two");
+    activate (w, "load-model", g_variant_new_string (gemma));
+    CHECK (wait_for (w, not_loading, 60));
+    CHECK (wait_for (w, idle_engine, 60));
+    CHECK (wait_for (w, not_attaching, 60));
+    CHECKF (tern_window_get_n_attachments (w) == 2, "%u pictures after the model loaded again",
+            tern_window_get_n_attachments (w));
+    CHECKF (parse_each (tern_window_get_image_cost_text (w), &per, &total)
+              || strstr (tern_window_get_image_cost_text (w), "2 images") != NULL,
+            "cost line after the model loaded again: \"%s\"", tern_window_get_image_cost_text (w));
+
+    g_mkdir_with_parents (text_dir, 0700);
+    CHECKF (tn_mkmodel (&q, text_model, &err) == TN_OK, "%s", err.message);
+    tern_window_dismiss_toasts (w);
+    activate (w, "load-model", g_variant_new_string (text_model));
+    CHECK (wait_for (w, not_loading, 60));
+    CHECK (wait_for (w, idle_engine, 60));
+    spin_for (0.3);
+    CHECK (!tern_window_has_vision (w));
+    CHECK (tern_window_get_n_attachments (w) == 0);
+    error = tern_window_get_last_error (w);
+    fprintf (stderr, "text-only model with 2 pictures attached: %s\n", error ? error : "(none)");
+    CHECKF (error != NULL && strstr (error, "2 images were removed") != NULL
+            && strstr (error, "cannot read images") != NULL,
+            "no word of the 2 pictures taken off: last error \"%s\"", error ? error : "(none)");
+    CHECKF (label_shows (GTK_WIDGET (w), "2 images were removed"),
+            "no toast says the pictures were taken off");
+    {
+      g_autofree char *shot = g_build_filename (g_getenv ("TERN_SCREENSHOT_DIR") != NULL
+                                                  ? g_getenv ("TERN_SCREENSHOT_DIR")
+                                                  : tmp,
+                                                "composer-model-switch.png", NULL);
+
+      CHECK (app_test_save_screenshot (GTK_WIDGET (w), shot));
+      fprintf (stderr, "screenshot: %s\n", shot);
+    }
+    {
+      g_autofree char *text = tern_window_get_composer_text (w);
+
+      CHECKF (g_strcmp0 (text, "About these two") == 0, "the text became \"%s\"", text);
+    }
+  }
+
 out:
   gtk_window_destroy (GTK_WINDOW (w));
   spin_for (0.2);
