@@ -1620,8 +1620,17 @@ encode_images (Engine        *engine,
 
   if (engine->vision == NULL)
     {
-      set_error (err, TN_ERR_INVALID,
-                 _("This model has no vision projector (*mmproj*.gguf beside it): it cannot read images"));
+      guint n = req->contents != NULL ? g_strv_length (req->contents) : 0;
+
+      /* A chat's pictures all in earlier messages (sent under a model
+       * that read them): the plain refusal read as if this message had
+       * one, and said nothing of how to go on. */
+      if (n > 0 && strstr (req->contents[n - 1], TN_IMAGE_MARKER) == NULL)
+        set_error (err, TN_ERR_INVALID,
+                   _("Earlier messages of this chat have images, and this model cannot read them (it has no vision projector, a *mmproj*.gguf file beside it): start a new chat, switch to Flash (it sends only the last message), or load a model that reads images"));
+      else
+        set_error (err, TN_ERR_INVALID,
+                   _("This model has no vision projector (*mmproj*.gguf beside it): it cannot read images"));
       return TN_ERR_INVALID;
     }
   budget = snap_budget (engine->vision, budget);

@@ -587,6 +587,29 @@ main (int   argc,
 
       CHECKF (g_strcmp0 (text, "About these two") == 0, "the text became \"%s\"", text);
     }
+
+    /* In Chat, a question in words in this chat, whose earlier messages
+     * have pictures: refused with "This model has no vision projector...:
+     * it cannot read images", which read as if this message had one. The
+     * refusal says where the pictures are and what to do. */
+    g_settings_set_string (settings, "mode", "chat");
+    tern_window_dismiss_toasts (w);
+    tern_window_set_composer_text (w, "And in words?");
+    activate (w, "send", NULL);
+    CHECK (wait_for (w, not_generating, 120));
+    {
+      TernChat *chat = tern_window_get_chat (w);
+      guint n = tern_chat_get_n_messages (chat);
+      TernMessage *m = n ? tern_chat_get_message (chat, n - 1) : NULL;
+
+      fprintf (stderr, "chat with pictures, text-only model: %s\n",
+               m != NULL && m->error != NULL ? m->error : "(no error)");
+      CHECKF (m != NULL && m->error != NULL && strstr (m->error, "Earlier messages") != NULL
+              && strstr (m->error, "new chat") != NULL,
+              "the refusal does not say the pictures are in earlier messages: %s",
+              m != NULL && m->error != NULL ? m->error : "(no error)");
+    }
+    g_settings_set_string (settings, "mode", "flash");
   }
 
 out:
