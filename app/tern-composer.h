@@ -22,7 +22,9 @@ void           tern_composer_set_worker        (TernComposer     *self,
 /* After each load: whether a model is loaded (for the refusal's words),
  * the projector's native token count (-1: no vision), the KV rows an
  * image adds besides its tokens, and, for a projector beside the model that
- * cannot be used, its path and why (else NULL). Drops the attachments. */
+ * cannot be used, its path and why (else NULL). The attachments are
+ * decoded again for the new projector, or, without one, taken off with an
+ * "error" that says so. */
 void           tern_composer_set_vision        (TernComposer     *self,
                                                 gboolean          has_model,
                                                 int               native_tokens,
