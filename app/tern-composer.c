@@ -723,6 +723,34 @@ on_paste_texture (GObject      *clipboard,
     fail (self, error->message);
 }
 
+static void
+on_paste_files (GObject      *clipboard,
+                GAsyncResult *result,
+                gpointer      data)
+{
+  g_autoptr(TernComposer) self = data;
+  g_autoptr(GError) error = NULL;
+  const GValue *value = gdk_clipboard_read_value_finish (GDK_CLIPBOARD (clipboard), result, &error);
+  GSList *files = value != NULL ? g_value_get_boxed (value) : NULL;
+
+  if (value == NULL)
+    {
+      fail (self, error->message);
+      return;
+    }
+  /* A list that is not all local files (a link copied in a browser may
+   * come as one) was text to the user: pasted as text. */
+  for (GSList *l = files; l != NULL; l = l->next)
+    if (!g_file_is_native (l->data))
+      {
+        g_signal_emit_by_name (self->text_view, "paste-clipboard");
+        return;
+      }
+  for (GSList *l = files; l != NULL; l = l->next)
+    if (!tern_composer_attach_file (self, l->data))
+      break;
+}
+
 /* Ctrl+V with a picture on the clipboard attaches it; text pastes as usual. */
 gboolean
 tern_composer_paste_image (TernComposer *self)
@@ -730,6 +758,16 @@ tern_composer_paste_image (TernComposer *self)
   GdkClipboard *clipboard = gtk_widget_get_clipboard (GTK_WIDGET (self));
   GdkContentFormats *formats = gdk_clipboard_get_formats (clipboard);
 
+  /* Files copied in a file manager (text/uri-list, with their paths as
+   * text too): attached as the same files dropped would be. Paste Image
+   * said the clipboard held no image, and Ctrl+V pasted the paths. */
+  if (!gdk_content_formats_contain_gtype (formats, GDK_TYPE_TEXTURE)
+      && gdk_content_formats_contain_gtype (formats, GDK_TYPE_FILE_LIST))
+    {
+      gdk_clipboard_read_value_async (clipboard, GDK_TYPE_FILE_LIST, G_PRIORITY_DEFAULT, NULL,
+                                      on_paste_files, g_object_ref (self));
+      return TRUE;
+    }
   if (!gdk_content_formats_contain_gtype (formats, GDK_TYPE_TEXTURE)
       || gdk_content_formats_contain_gtype (formats, G_TYPE_STRING))
     return FALSE;

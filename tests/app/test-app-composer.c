@@ -535,6 +535,36 @@ main (int   argc,
     CHECK (!g_action_group_get_action_enabled (G_ACTION_GROUP (w), "send"));
   }
 
+  /* A picture file copied in a file manager (a file list on the
+   * clipboard) pastes as that picture: Paste Image said "The clipboard
+   * holds no image", and Ctrl+V pasted the file's path as text. */
+  {
+    g_autoptr(GFile) file = g_file_new_for_path (wide);
+    GdkFileList *list = gdk_file_list_new_from_array (&file, 1);
+    g_autofree char *text = NULL;
+
+    gdk_clipboard_set (gtk_widget_get_clipboard (GTK_WIDGET (w)), GDK_TYPE_FILE_LIST, list);
+    g_boxed_free (GDK_TYPE_FILE_LIST, list);
+    tern_window_dismiss_toasts (w);
+    activate (w, "paste-image", NULL);
+    spin_for (0.3);
+    CHECK (wait_for (w, not_attaching, 60));
+    CHECKF (tern_window_get_n_attachments (w) == 1, "a copied picture file pasted: %u attached (%s)",
+            tern_window_get_n_attachments (w), tern_window_get_last_error (w));
+    tern_composer_clear_images (tern_window_get_composer (w));
+    /* Ctrl+V in the text */
+    tern_window_set_composer_text (w, "");
+    tern_composer_focus (tern_window_get_composer (w));
+    CHECK (tern_composer_paste_image (tern_window_get_composer (w)));
+    spin_for (0.3);
+    CHECK (wait_for (w, not_attaching, 60));
+    text = tern_window_get_composer_text (w);
+    CHECKF (tern_window_get_n_attachments (w) == 1 && g_strcmp0 (text, "") == 0,
+            "Ctrl+V of a copied picture file: %u attached, text \"%s\"",
+            tern_window_get_n_attachments (w), text);
+    tern_composer_clear_images (tern_window_get_composer (w));
+  }
+
   /* A model loaded with pictures attached: they were dropped without a
    * word, the text kept. A model that reads images keeps them (decoded
    * again for its projector); one that cannot takes them off and says so. */
