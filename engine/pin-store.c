@@ -4,7 +4,8 @@
  * One file per pin, DIR/<sha256 key>.pin, little-endian:
  *
  *   0   magic "TERNPIN\0"
- *   8   u32 format version (1; a newer one is refused, naming it)
+ *   8   u32 format version (1; a newer one is refused, naming it; one more
+ *           than 100 ahead is refused as damage)
  *   12  u32 header bytes (128)
  *   16  u8  key[32]            the file name, again: a renamed file is refused
  *   48  u32 n_tokens
@@ -21,8 +22,9 @@
  *   ... KV state bytes
  *
  * The key already covers the model, the tokens and the engine version; the
- * header repeats the shape and tokens so that a mismatch is reported in
- * words rather than as a bad checksum, and the checksums catch disk damage.
+ * header repeats the shape, the tokens and the engine version so that a
+ * mismatch is reported in words rather than as a bad checksum or key, and
+ * the checksums catch disk damage.
  * The file's modification time is its last use: eviction removes the oldest.
  */
 #ifndef _GNU_SOURCE
@@ -464,6 +466,8 @@ enum {
     PIN_NOT_A_PIN,
     PIN_OTHER_VERSION,
     PIN_NEWER_VERSION,
+    PIN_FORMAT_DAMAGED,
+    PIN_OTHER_ENGINE,
     PIN_HEADER_DAMAGED,
     PIN_RESERVED,
     PIN_OTHER_KEY,
@@ -474,12 +478,31 @@ enum {
     PIN_OUT_OF_RANGE,
 };
 
+/* Format versions further ahead of this build's than Tern could have come
+ * (one a release at the very most) are not a newer Tern's: the word was
+ * damaged, and saying "written by a newer Tern" would send the user looking
+ * for an upgrade that does not exist. */
+#define PIN_FORMAT_AHEAD_MAX 100u
+
+/* The engine version in a header's bytes 88..103, as it can be shown: up
+ * to its first NUL, anything but printable ASCII as '?' (the header
+ * checksum only says the writer put these bytes there), none as "?". */
+static void shown_engine_version(const uint8_t *h, char out[16]) {
+    int i = 0;
+    for (; i < 15 && h[88 + i] != 0; i++)
+        out[i] = h[88 + i] >= 0x20 && h[88 + i] < 0x7F ? (char)h[88 + i] : '?';
+    if (i == 0)
+        out[i++] = '?';
+    out[i] = 0;
+}
+
 /* The refusal's message, one whole format per reason so that each is
  * translated as a sentence (docs/TRANSLATING.md); and the file goes: a bad
  * snapshot would be refused again at every start, so it is removed for the
  * recomputed pin to take its place. h: the header, when it was read. */
 static int refuse(const char *path, int why, const uint8_t *h, tn_error *err) {
     int rc = TN_ERR_FORMAT;
+    char version[16];
     switch (why) {
     case PIN_NOT_REGULAR:
         rc = tn_fail(err, rc, "%s: pin snapshot ignored (not a regular file); recomputing the pin",
@@ -507,6 +530,19 @@ static int refuse(const char *path, int why, const uint8_t *h, tn_error *err) {
                      "%s: pin snapshot ignored (written by a newer Tern, in snapshot format %u; "
                      "this one reads format %u); recomputing the pin",
                      path, tn_rd_u32(h + 8), TN_PIN_FORMAT_VERSION);
+        break;
+    case PIN_FORMAT_DAMAGED:
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (damaged header: snapshot format %u cannot be "
+                     "Tern's, this one reads format %u); recomputing the pin",
+                     path, tn_rd_u32(h + 8), TN_PIN_FORMAT_VERSION);
+        break;
+    case PIN_OTHER_ENGINE:
+        shown_engine_version(h, version);
+        rc = tn_fail(err, rc,
+                     "%s: pin snapshot ignored (made by Tern %s, this is Tern %s); "
+                     "recomputing the pin",
+                     path, version, TN_VERSION_STRING);
         break;
     case PIN_RESERVED:
         rc = tn_fail(err, rc,
@@ -571,6 +607,8 @@ static int check_header(const uint8_t h[TN_PIN_HEADER_BYTES], const tn_pin_key *
      * removed like any other refused one: the name is this build's alone
      * (the key covers the engine and the format version), so it was not
      * a newer Tern's to keep. */
+    if (tn_rd_u32(h + 8) > TN_PIN_FORMAT_VERSION + PIN_FORMAT_AHEAD_MAX)
+        return PIN_FORMAT_DAMAGED;
     if (tn_rd_u32(h + 8) > TN_PIN_FORMAT_VERSION)
         return PIN_NEWER_VERSION;
     if (tn_rd_u32(h + 8) != TN_PIN_FORMAT_VERSION || tn_rd_u32(h + 12) != TN_PIN_HEADER_BYTES)
@@ -582,6 +620,14 @@ static int check_header(const uint8_t h[TN_PIN_HEADER_BYTES], const tn_pin_key *
     for (int i = 104; i < 120; i++)
         if (h[i] != 0)
             return PIN_RESERVED;
+    /* The key covers the engine version, so another version's snapshot is
+     * never looked for under this name; one copied or renamed to it would
+     * be refused by the key below all the same, but as a key that does not
+     * match its name. Compared first, the message names both versions. */
+    char engine[16] = {0};
+    strncpy(engine, TN_VERSION_STRING, 15);
+    if (memcmp(h + 88, engine, 16) != 0)
+        return PIN_OTHER_ENGINE;
     if (memcmp(h + 16, key->b, 32) != 0)
         return PIN_OTHER_KEY;
     const uint64_t want_kv = tn_ctx_kv_state_bytes(ctx, n_tokens);

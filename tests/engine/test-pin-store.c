@@ -567,7 +567,10 @@ out:
  * newer format version (refused with a message that names it, never read
  * as this one), and reserved bytes that are not zero (a format this build
  * does not know). Both loaded, or were refused as "another version",
- * before the load compared them. The KV is untouched and the file goes. */
+ * before the load compared them. A format version far beyond any Tern's
+ * is damage, not a newer Tern (it was called one). Another engine version
+ * (a snapshot copied over this one's name) is named with this one: it was
+ * "its key does not match its name". The KV is untouched and the file goes. */
 static void test_header_fields(const tn_model *m, const char *dir) {
     int32_t tokens[NTOK];
     for (int i = 0; i < NTOK; i++)
@@ -586,27 +589,45 @@ static void test_header_fields(const tn_model *m, const char *dir) {
     uint8_t *orig = read_file(path, &n_file);
     if (!orig || n_file < TN_PIN_HEADER_BYTES)
         goto out;
-    const uint32_t newer = TN_PIN_FORMAT_VERSION + 1, much_newer = 0x10000;
-    char newer_text[16], much_newer_text[16];
+    const uint32_t newer = TN_PIN_FORMAT_VERSION + 1, newest = TN_PIN_FORMAT_VERSION + 100,
+                   damaged = TN_PIN_FORMAT_VERSION + 101, much_damaged = 0x10000;
+    char newer_text[16], newest_text[16], damaged_text[16], much_damaged_text[16];
     snprintf(newer_text, sizeof newer_text, "%u", newer);
-    snprintf(much_newer_text, sizeof much_newer_text, "%u", much_newer);
+    snprintf(newest_text, sizeof newest_text, "%u", newest);
+    snprintf(damaged_text, sizeof damaged_text, "%u", damaged);
+    snprintf(much_damaged_text, sizeof much_damaged_text, "%u", much_damaged);
+    const char *this_tern = "this is Tern " TN_VERSION_STRING ")";
     struct {
         const char *what;
         size_t at;
         uint32_t v;
         const char *says, *says_too;
+        const char *engine; /* written over bytes 88..103 instead of v */
     } cases[] = {
-        {"a newer format version", 8, newer, "newer", newer_text},
-        {"a much newer format version", 8, much_newer, "newer", much_newer_text},
-        {"an older format version", 8, 0, "another version", NULL},
-        {"the first reserved byte", 104, 1, "reserved", NULL},
-        {"the last reserved byte", 119, 0x80, "reserved", NULL},
-        {"a reserved word", 112, 0xFFFFFFFFu, "reserved", NULL},
+        {"a newer format version", 8, newer, "newer", newer_text, NULL},
+        {"the newest plausible format version", 8, newest, "newer", newest_text, NULL},
+        {"a format version beyond any Tern's", 8, damaged, "damaged header", damaged_text, NULL},
+        {"a much damaged format version", 8, much_damaged, "damaged header", much_damaged_text,
+         NULL},
+        {"an older format version", 8, 0, "another version", NULL, NULL},
+        {"the first reserved byte", 104, 1, "reserved", NULL, NULL},
+        {"the last reserved byte", 119, 0x80, "reserved", NULL, NULL},
+        {"a reserved word", 112, 0xFFFFFFFFu, "reserved", NULL, NULL},
+        {"another engine version", 88, 0, "made by Tern 9.9.9,", this_tern, "9.9.9"},
+        {"an engine version of 15 characters", 88, 0, "made by Tern 0.1.0-123456789,",
+         this_tern, "0.1.0-1234567890"},
+        {"no engine version", 88, 0, "made by Tern ?,", this_tern, ""},
+        {"an engine version with control bytes", 88, 0, "made by Tern ?[31m1?,", this_tern,
+         "\x1b[31m1\x7f"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint8_t *bad = malloc(n_file);
         memcpy(bad, orig, n_file);
-        if (cases[i].at == 119)
+        if (cases[i].engine) {
+            /* As the writer lays it: NUL-padded, the 16th byte always NUL. */
+            memset(bad + 88, 0, 16);
+            memcpy(bad + 88, cases[i].engine, strnlen(cases[i].engine, 15));
+        } else if (cases[i].at == 119)
             bad[119] = (uint8_t)cases[i].v;
         else
             memcpy(bad + cases[i].at, &cases[i].v, 4);
