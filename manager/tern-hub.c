@@ -1913,6 +1913,10 @@ tern_hub_resolve_async (const char          *ref,
 
   g_task_set_source_tag (task, tern_hub_resolve_async);
   g_task_set_task_data (task, g_strdup (ref), g_free);
+  /* The panel's Cancel is answered at once, as the search's and the quant
+   * listing's are, whatever the worker waits on (a resolver, a handshake,
+   * a full thread pool); its thread ends on its own. */
+  g_task_set_return_on_cancel (task, TRUE);
   g_task_run_in_thread (task, resolve_thread);
 }
 

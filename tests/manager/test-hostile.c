@@ -1,6 +1,7 @@
 /* test-hostile.c: the downloader and the Hub client against servers that
  * lie or attack: a redirect from https to plain http, endless response
- * headers, a Content-Length the body does not keep. The servers
+ * headers, a Content-Length the body does not keep, an answer that never
+ * comes. The servers
  * (libsoup's, one of them over TLS with the certificate below, and a raw
  * socket one for answers libsoup's server would not send) run in a forked
  * process of their own (see server_main). */
@@ -58,6 +59,7 @@ static int server_stop = -1;  /* the servers' process ends when this closes */
 typedef struct {
   gint    http_hits;  /* requests the plain http server answered with content */
   guint64 raw_sent;   /* bytes of the raw server's answers written so far */
+  gint    stalled;    /* requests the raw server holds without an answer */
 } Shared;
 static Shared *shared;
 
@@ -227,7 +229,14 @@ on_raw (GThreadedSocketService *service,
   if (sscanf (request, "GET %1023s ", path) != 1)
     return TRUE;
 
-  if (g_str_has_prefix (path, "/endless-headers"))
+  if (g_str_has_prefix (path, "/stall"))
+    {
+      /* No answer at all, until the client hangs up. */
+      g_atomic_int_inc (&shared->stalled);
+      while (g_input_stream_read (in, request, sizeof request, NULL, NULL) > 0)
+        ;
+    }
+  else if (g_str_has_prefix (path, "/endless-headers"))
     {
       /* Header lines of a kilobyte, for as long as the client reads. */
       char line[1000];
@@ -495,6 +504,175 @@ test_redirect_downgrade_hub (void)
   g_assert_cmpint (g_atomic_int_get (&shared->http_hits), ==, hits);
 }
 
+/* ---- an answer that never comes ----------------------------------------- */
+
+static void
+on_resolved (GObject      *source,
+             GAsyncResult *result,
+             gpointer      data)
+{
+  GError **error = data;
+  g_autoptr(TernCatalog) catalog = tern_hub_resolve_finish (result, NULL, error);
+
+  (void) source;
+  g_assert_null (catalog);
+  g_assert_nonnull (*error);
+}
+
+static gboolean
+flag_up (gpointer data)
+{
+  *(gboolean *) data = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+/* Cancels, then runs the main context until the resolve's answer is in
+ * *error; FALSE if none came within 20 s (a prompt answer takes far less:
+ * the guard only turns a hang into a failure). */
+static gboolean
+cancel_answered (GCancellable  *cancellable,
+                 GError       **error)
+{
+  gboolean gave_up = FALSE;
+  guint guard;
+
+  g_cancellable_cancel (cancellable);
+  guard = g_timeout_add_seconds (20, flag_up, &gave_up);
+  while (*error == NULL && !gave_up)
+    g_main_context_iteration (NULL, TRUE);
+  if (!gave_up)
+    g_source_remove (guard);
+  return !gave_up;
+}
+
+/* A certificate check that waits until the test lets it go: the worker is
+ * held where no cancellable reaches it, as in the system resolver's
+ * lookup of a name or a handshake's callbacks. */
+typedef struct {
+  GTlsDatabase  parent_instance;
+  GTlsDatabase *inner;
+} HeldDatabase;
+
+typedef struct {
+  GTlsDatabaseClass parent_class;
+} HeldDatabaseClass;
+
+G_DEFINE_TYPE (HeldDatabase, held_database, G_TYPE_TLS_DATABASE)
+
+static GMutex held_lock;
+static GCond held_cond;
+static gboolean held_entered, held_released;
+static GTlsDatabase *ca_database;
+
+static GTlsCertificateFlags
+held_verify_chain (GTlsDatabase            *database,
+                   GTlsCertificate         *chain,
+                   const gchar             *purpose,
+                   GSocketConnectable      *identity,
+                   GTlsInteraction         *interaction,
+                   GTlsDatabaseVerifyFlags  flags,
+                   GCancellable            *cancellable,
+                   GError                 **error)
+{
+  HeldDatabase *self = (HeldDatabase *) database;
+
+  g_mutex_lock (&held_lock);
+  held_entered = TRUE;
+  g_cond_broadcast (&held_cond);
+  while (!held_released)
+    g_cond_wait (&held_cond, &held_lock);
+  g_mutex_unlock (&held_lock);
+  return g_tls_database_verify_chain (self->inner, chain, purpose, identity, interaction, flags,
+                                      cancellable, error);
+}
+
+static void
+held_database_finalize (GObject *object)
+{
+  g_clear_object (&((HeldDatabase *) object)->inner);
+  G_OBJECT_CLASS (held_database_parent_class)->finalize (object);
+}
+
+static void
+held_database_class_init (HeldDatabaseClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = held_database_finalize;
+  G_TLS_DATABASE_CLASS (klass)->verify_chain = held_verify_chain;
+}
+
+static void
+held_database_init (HeldDatabase *self)
+{
+  (void) self;
+}
+
+/* The panel's Download resolves the reference first; its Cancel must end
+ * the resolve there and then, as the search's and the quant listing's do,
+ * not when the worker gets out of what holds it. Held in the certificate
+ * check, the cancel was answered only once the check was let go; the
+ * guard (far beyond a prompt answer) only turns that wait into a failure. */
+static void
+test_held_resolve_cancel (void)
+{
+  g_autofree char *endpoint = g_strdup_printf ("https://127.0.0.1:%u", https_port);
+  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+  HeldDatabase *held = g_object_new (held_database_get_type (), NULL);
+  GError *error = NULL;
+  gboolean gave_up;
+
+  held->inner = g_object_ref (ca_database);
+  held_entered = held_released = FALSE;
+  tern_manager_test_set_tls_database (G_TLS_DATABASE (held));
+  g_setenv ("HF_ENDPOINT", endpoint, TRUE);
+  g_unsetenv ("HF_TOKEN");
+  tern_hub_resolve_async ("hf.co/o/r:Q4_K_M", cancellable, on_resolved, &error);
+  g_mutex_lock (&held_lock);
+  while (!held_entered)
+    g_cond_wait (&held_cond, &held_lock);
+  g_mutex_unlock (&held_lock);
+  gave_up = !cancel_answered (cancellable, &error);
+  g_mutex_lock (&held_lock);
+  held_released = TRUE;
+  g_cond_broadcast (&held_cond);
+  g_mutex_unlock (&held_lock);
+  /* Not answered at once, it comes now that the worker is free. */
+  while (error == NULL)
+    g_main_context_iteration (NULL, TRUE);
+  g_unsetenv ("HF_ENDPOINT");
+  tern_manager_test_set_tls_database (ca_database);
+  g_object_unref (held);
+  g_assert_false (gave_up);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_clear_error (&error);
+}
+
+/* A request the server holds without an answer: the cancel reaches the
+ * worker in libsoup, and the resolve says CANCELLED (the Hub deadline is
+ * set far beyond the guard: only the cancel ends it). */
+static void
+test_stall_resolve_cancel (void)
+{
+  g_autofree char *endpoint = g_strdup_printf ("http://127.0.0.1:%u/stall", raw_port);
+  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+  GError *error = NULL;
+  gboolean gave_up;
+  gint before = g_atomic_int_get (&shared->stalled);
+
+  g_setenv ("HF_ENDPOINT", endpoint, TRUE);
+  g_unsetenv ("HF_TOKEN");
+  tern_hub_set_deadline (600);
+  tern_hub_resolve_async ("hf.co/o/r:Q4_K_M", cancellable, on_resolved, &error);
+  /* Cancelled once the request is held: the worker waits in libsoup. */
+  while (g_atomic_int_get (&shared->stalled) == before)
+    g_usleep (10000);
+  gave_up = !cancel_answered (cancellable, &error);
+  g_unsetenv ("HF_ENDPOINT");
+  g_assert_false (gave_up);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_clear_error (&error);
+  tern_hub_set_deadline (60);
+}
+
 /* ---- endless headers ---------------------------------------------------- */
 
 /* libsoup reads response headers into one buffer: a server that never
@@ -652,11 +830,14 @@ main (int    argc,
   g_assert_true (g_file_set_contents (ca, cert_pem, -1, &error));
   database = g_tls_file_database_new (ca, &error);
   g_assert_no_error (error);
+  ca_database = database;
   tern_manager_test_set_tls_database (database);
 
   g_test_add_func ("/hostile/redirect/downgrade", test_redirect_downgrade);
   g_test_add_func ("/hostile/redirect/allowed", test_redirect_allowed);
   g_test_add_func ("/hostile/redirect/downgrade-hub", test_redirect_downgrade_hub);
+  g_test_add_func ("/hostile/stall/resolve-cancel", test_stall_resolve_cancel);
+  g_test_add_func ("/hostile/held/resolve-cancel", test_held_resolve_cancel);
   g_test_add_func ("/hostile/endless-headers", test_endless_headers);
   g_test_add_func ("/hostile/endless-headers-hub", test_endless_headers_hub);
   g_test_add_func ("/hostile/content-length/long", test_content_length_long);
