@@ -533,49 +533,38 @@ span_next_member (SpanIter  *it,
   return TRUE;
 }
 
-/* The span of the member `key` of the object at [start, end). */
-static gboolean
-span_member (const char *s,
-             gsize       start,
-             gsize       end,
-             const char *key,
-             gsize      *vstart,
-             gsize      *vend)
-{
-  SpanIter it;
-  char *name;
+typedef struct {
+  gsize start, end;  /* end 0: no such member */
+} Span;
 
-  if (!span_iter_init (&it, s, start, end, '{'))
-    return FALSE;
-  while (span_next_member (&it, &name, vstart, vend))
-    {
-      gboolean found = g_str_equal (name, key);
-
-      g_free (name);
-      if (found)
-        return TRUE;
-    }
-  return FALSE;
-}
-
-/* The members of the object at [start, end) whose keys are not in known. */
+/* The members of the object at [start, end) whose keys are not in known,
+ * and the spans of those in wanted (NULL-terminated, a span each in
+ * found): one walk for both, where a walk for each wanted key went over
+ * the object again, skipping every value before it. */
 static GPtrArray *
-span_unknown_members (const char        *s,
-                      gsize              start,
-                      gsize              end,
-                      const char * const *known)
+span_members (const char        *s,
+              gsize              start,
+              gsize              end,
+              const char * const *known,
+              const char * const *wanted,
+              Span              *found)
 {
   GPtrArray *kept = NULL;
   SpanIter it;
   char *key;
   gsize vstart, vend;
 
+  for (guint w = 0; wanted != NULL && wanted[w] != NULL; w++)
+    found[w] = (Span) { 0, 0 };
   if (!span_iter_init (&it, s, start, end, '{'))
     return NULL;
   while (span_next_member (&it, &key, &vstart, &vend))
     {
       KeptMember *member;
 
+      for (guint w = 0; wanted != NULL && wanted[w] != NULL; w++)
+        if (g_str_equal (key, wanted[w]))
+          found[w] = (Span) { vstart, vend };
       if (g_strv_contains (known, key))
         {
           g_free (key);
@@ -604,19 +593,20 @@ collect_kept (TernModelStore *self,
               const char     *s,
               gsize           length)
 {
-  static const char * const sections[] = { "tags", "packages", "local" };
+  static const char * const sections[] = { "tags", "packages", "local", NULL };
+  static const char * const files_key[] = { "files", NULL };
   gsize start = span_skip_ws (s, 0, length);
   gsize end = span_skip_value (s, start, length);
+  Span section[G_N_ELEMENTS (sections) - 1];
 
-  self->kept = span_unknown_members (s, start, end, top_keys);
-  for (guint n = 0; n < G_N_ELEMENTS (sections); n++)
+  self->kept = span_members (s, start, end, top_keys, sections, section);
+  for (guint n = 0; n < G_N_ELEMENTS (section); n++)
     {
       SpanIter it;
-      gsize sstart, send, estart, eend;
+      gsize estart, eend;
       char *key;
 
-      if (!span_member (s, start, end, sections[n], &sstart, &send)
-          || !span_iter_init (&it, s, sstart, send, '{'))
+      if (section[n].end == 0 || !span_iter_init (&it, s, section[n].start, section[n].end, '{'))
         continue;
       while (span_next_member (&it, &key, &estart, &eend))
         {
@@ -625,23 +615,23 @@ collect_kept (TernModelStore *self,
               StoreTag *tag = g_hash_table_lookup (self->tags, key);
 
               if (tag != NULL)
-                tag->kept = span_unknown_members (s, estart, eend, tag_keys);
+                tag->kept = span_members (s, estart, eend, tag_keys, NULL, NULL);
             }
           else if (n == 1)
             {
               StorePackage *package = g_hash_table_lookup (self->packages, key);
               SpanIter files;
+              Span list;
               gsize fstart, fend;
 
               if (package != NULL)
                 {
-                  package->kept = span_unknown_members (s, estart, eend, package_keys);
+                  package->kept = span_members (s, estart, eend, package_keys, files_key, &list);
                   /* parse_state added the files in the array's order. */
-                  if (span_member (s, estart, eend, "files", &fstart, &fend)
-                      && span_iter_init (&files, s, fstart, fend, '['))
+                  if (list.end != 0 && span_iter_init (&files, s, list.start, list.end, '['))
                     for (guint f = 0; f < package->files->len && span_next_element (&files, &fstart, &fend); f++)
                       ((StoreFile *) package->files->pdata[f])->kept =
-                        span_unknown_members (s, fstart, fend, file_keys);
+                        span_members (s, fstart, fend, file_keys, NULL, NULL);
                 }
             }
           else
@@ -649,7 +639,7 @@ collect_kept (TernModelStore *self,
               StoreLocal *local = g_hash_table_lookup (self->locals, key);
 
               if (local != NULL)
-                local->kept = span_unknown_members (s, estart, eend, local_keys);
+                local->kept = span_members (s, estart, eend, local_keys, NULL, NULL);
             }
           g_free (key);
         }
