@@ -31,14 +31,24 @@ password_schema (void)
   return &schema;
 }
 
+/* why: a translated sentence whose one %s is libsecret's own words. */
+static void
+explain_as (GError **error, GError *e, const char *why)
+{
+  g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, why, e->message);
+  g_error_free (e);
+}
+
+/* What an unavailable keyring means for a key; a password, which has no
+ * environment variable to fall back on, has its own sentence. */
+#define KEY_UNAVAILABLE                                                                          \
+  N_("the system keyring is not available (%s); give the key through an environment "            \
+     "variable instead")
+
 static void
 explain (GError **error, GError *e)
 {
-  g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO,
-               _("the system keyring is not available (%s); give the key through an environment "
-                 "variable instead"),
-               e->message);
-  g_error_free (e);
+  explain_as (error, e, _(KEY_UNAVAILABLE));
 }
 
 gboolean
@@ -47,89 +57,91 @@ tern_keyring_built (void)
   return TRUE;
 }
 
-char *
-tern_keyring_lookup (const char *url, GError **error)
+/* The key and the password of an address are kept alike and differ only in
+ * their schema, so both go through these three. */
+static char *
+lookup_in (const SecretSchema *schema, const char *url, GError **error)
 {
   GError *e = NULL;
-  char *key = secret_password_lookup_sync (key_schema (), NULL, &e, "url", url, NULL);
+  char *secret = secret_password_lookup_sync (schema, NULL, &e, "url", url, NULL);
 
   if (e)
     explain (error, e);
-  return key;
+  return secret;
+}
+
+/* unavailable: the sentence, with one %s, that says why it was not kept. */
+static gboolean
+store_in (const SecretSchema *schema, const char *label, const char *url, const char *secret,
+          const char *unavailable, GError **error)
+{
+  GError *e = NULL;
+
+  if (!secret_password_store_sync (schema, SECRET_COLLECTION_DEFAULT, label, secret, NULL, &e,
+                                   "url", url, NULL))
+    {
+      explain_as (error, e, unavailable);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+clear_in (const SecretSchema *schema, const char *url, GError **error)
+{
+  GError *e = NULL;
+
+  secret_password_clear_sync (schema, NULL, &e, "url", url, NULL);
+  if (e)
+    {
+      explain (error, e);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+char *
+tern_keyring_lookup (const char *url, GError **error)
+{
+  return lookup_in (key_schema (), url, error);
 }
 
 gboolean
 tern_keyring_store (const char *url, const char *key, GError **error)
 {
-  GError *e = NULL;
   g_autofree char *label = g_strdup_printf (_("Tern: API key for %s"), url);
 
-  if (!secret_password_store_sync (key_schema (), SECRET_COLLECTION_DEFAULT, label, key, NULL, &e,
-                                   "url", url, NULL))
-    {
-      explain (error, e);
-      return FALSE;
-    }
-  return TRUE;
+  return store_in (key_schema (), label, url, key, _(KEY_UNAVAILABLE), error);
 }
 
 gboolean
 tern_keyring_clear (const char *url, GError **error)
 {
-  GError *e = NULL;
-
-  secret_password_clear_sync (key_schema (), NULL, &e, "url", url, NULL);
-  if (e)
-    {
-      explain (error, e);
-      return FALSE;
-    }
-  return TRUE;
+  return clear_in (key_schema (), url, error);
 }
 
 char *
 tern_keyring_lookup_password (const char *url, GError **error)
 {
-  GError *e = NULL;
-  char *password = secret_password_lookup_sync (password_schema (), NULL, &e, "url", url, NULL);
-
-  if (e)
-    explain (error, e);
-  return password;
+  return lookup_in (password_schema (), url, error);
 }
 
 gboolean
 tern_keyring_store_password (const char *url, const char *password, GError **error)
 {
-  GError *e = NULL;
   g_autofree char *label = g_strdup_printf (_("Tern: password for %s"), url);
 
-  if (!secret_password_store_sync (password_schema (), SECRET_COLLECTION_DEFAULT, label, password,
-                                   NULL, &e, "url", url, NULL))
-    {
-      g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO,
+  return store_in (password_schema (), label, url, password,
                    _("the password in the address can only be kept in the system keyring, never "
                      "in the settings, and the keyring is not available (%s): start a keyring "
                      "service, or give the address without its password"),
-                   e->message);
-      g_error_free (e);
-      return FALSE;
-    }
-  return TRUE;
+                   error);
 }
 
 gboolean
 tern_keyring_clear_password (const char *url, GError **error)
 {
-  GError *e = NULL;
-
-  secret_password_clear_sync (password_schema (), NULL, &e, "url", url, NULL);
-  if (e)
-    {
-      explain (error, e);
-      return FALSE;
-    }
-  return TRUE;
+  return clear_in (password_schema (), url, error);
 }
 
 #else /* !TERN_HAVE_LIBSECRET */
@@ -173,12 +185,11 @@ tern_keyring_clear (const char *url, GError **error)
   return TRUE;
 }
 
+/* Without a keyring nothing is kept, a key no more than a password. */
 char *
 tern_keyring_lookup_password (const char *url, GError **error)
 {
-  (void) url;
-  (void) error;
-  return NULL;
+  return tern_keyring_lookup (url, error);
 }
 
 gboolean
@@ -195,9 +206,7 @@ tern_keyring_store_password (const char *url, const char *password, GError **err
 gboolean
 tern_keyring_clear_password (const char *url, GError **error)
 {
-  (void) url;
-  (void) error;
-  return TRUE;
+  return tern_keyring_clear (url, error);
 }
 
 #endif
