@@ -204,8 +204,15 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
             if (tn_cpu_kernels_available(i))
                 isas[n_isa++] = i;
     } else {
-        if (!parse_list("--isa", isa_s, items, 32, &n_isa) || n_isa > tn_cpu_kernels_count())
+        if (!parse_list("--isa", isa_s, items, 32, &n_isa))
             return CLI_EXIT_USAGE;
+        if (n_isa > tn_cpu_kernels_count()) {
+            /* It ended with status 1 and not a word. */
+            cli_error(_("bench: --isa takes at most %d families (scalar, avx2, avx512; 'all': "
+                        "each this CPU runs), not %d"),
+                      tn_cpu_kernels_count(), n_isa);
+            return CLI_EXIT_USAGE;
+        }
         for (int i = 0; i < n_isa; i++) {
             int k = 0;
             while (k < tn_cpu_kernels_count() && strcmp(items[i], tn_cpu_kernels_name(k)))
@@ -772,6 +779,7 @@ int cmd_bench(int argc, char **argv) {
     const char *shapes = "2048x2048,8192x2048,2048x8192,128256x2048";
     const char *batch = "1,2,4,8,16";
     const char *isa = "best";
+    const char *kernels_only = NULL; /* the first option that only --kernels reads */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -816,8 +824,18 @@ int cmd_bench(int argc, char **argv) {
             cli_error(_("bench: unknown option '%s' (see --help)"), a);
             return CLI_EXIT_USAGE;
         }
+        if (!kernels_only && (!strcmp(a, "--types") || !strcmp(a, "--shapes") ||
+                              !strcmp(a, "--batch") || !strcmp(a, "--isa")))
+            kernels_only = a;
         if (!ok)
             return CLI_EXIT_USAGE;
+    }
+    /* Without --kernels they were dropped without a word: a user who asked
+     * for --batch 8 took the model's figures for batch 8. */
+    if (!kernels && kernels_only) {
+        cli_error(_("bench: %s needs --kernels (the model's batched steps are --verify B)"),
+                  kernels_only);
+        return CLI_EXIT_USAGE;
     }
     if (kernels)
         return bench_kernels(types, shapes, batch, isa, (int)o.threads, (int)o.reps, o.json);

@@ -139,6 +139,26 @@ try:
             if rc != 1 or len(lines) != 1 or opt.encode() not in lines[0]:
                 fail("mkmodel %s %r: rc %s %r" % (opt, value, rc, err[-300:]))
 
+    # The options only --kernels reads, without it: they were dropped
+    # without a word (--batch 8 gave the model's figures). Refused, naming
+    # the option and --kernels, before any model is read.
+    for opt, value in (("--batch", "8"), ("--types", "f32"), ("--shapes", "64x64"),
+                       ("--isa", "scalar")):
+        checks += 1
+        rc, out, err = run(["bench", "-m", bad, opt, value])
+        lines = err.strip().splitlines()
+        if rc != 1 or len(lines) != 1 or opt.encode() not in lines[0] or \
+                b"--kernels" not in lines[0]:
+            fail("bench %s %s without --kernels: rc %s %r" % (opt, value, rc, err[-300:]))
+    # More --isa families than there are: it ended with status 1 and no word.
+    checks += 1
+    rc, out, err = run(["bench", "--kernels", "--types", "f32", "--shapes", "64x64", "--batch",
+                        "1", "--isa", "scalar,scalar,scalar,scalar,scalar,scalar,scalar,scalar,"
+                        "scalar,scalar,scalar,scalar,scalar,scalar,scalar,scalar,scalar"])
+    lines = err.strip().splitlines()
+    if rc != 1 or len(lines) != 1 or b"--isa" not in lines[0] or not range_of(lines[0]):
+        fail("bench --kernels --isa with 17 families: rc %s %r" % (rc, err[-300:]))
+
     # A real model: a context of 2^30 tokens and 100000 threads.
     tiny = os.path.join(tmp, "tiny.gguf")
     r = subprocess.run([CLI, "mkmodel", "--arch", "llama", "--type", "f32", "--embd", "32",
