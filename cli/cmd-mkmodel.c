@@ -105,12 +105,12 @@ int cmd_mkmodel(int argc, char **argv) {
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             out = v;
         } else if (!strcmp(a, "--logit-scale")) {
-            char *end;
-            p.logit_scale = strtof(v, &end);
-            if (end == v || *end) {
-                cli_error(_("mkmodel: --logit-scale needs a number, not '%s'"), v);
+            /* strtof took "0x10", "inf" and "nan"; the engine wants a scale
+             * in (0, 1000) (engine/mk/mkmodel.c). */
+            double scale;
+            if (!cli_parse_double(a, v, 0.001, 999, &scale))
                 return CLI_EXIT_USAGE;
-            }
+            p.logit_scale = (float)scale;
         } else {
             static const char *opts[] = {"--embd", "--layers", "--heads", "--kv-heads",
                                          "--head-dim", "--ff", "--ctx", "--window", "--seed",

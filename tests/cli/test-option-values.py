@@ -1,8 +1,8 @@
 """Hostile values of tern-cli's numeric options.
 
 Every numeric option of run (and its --single-turn and --remote modes),
-perplexity, bench (and --pin, --spec, --sampler, --kernels), serve and
-tokenize gets 0, -1, 1e400, nan, inf, a
+perplexity, bench (and --pin, --spec, --sampler, --kernels), serve,
+tokenize and mkmodel's --logit-scale gets 0, -1, 1e400, nan, inf, a
 number past 64 bits, "12abc", "", " 5" and 0x10. A value the option does
 not take must end tern-cli with status 1 and one line on stderr that names
 the option and what it takes (a range: two numbers, or a word list);
@@ -138,6 +138,26 @@ try:
             lines = err.strip().splitlines()
             if rc != 1 or len(lines) != 1 or opt.encode() not in lines[0]:
                 fail("mkmodel %s %r: rc %s %r" % (opt, value, rc, err[-300:]))
+
+    # --logit-scale is a decimal number in its range too: strtof took "0x10"
+    # (16), "inf" and "nan" (which the engine then refused without naming
+    # the option), and " 5".
+    for value in VALUES + ["1000", "1e3", "0.0001"]:
+        checks += 1
+        rc, out, err = run(["mkmodel", "--arch", "llama", "--type", "f32", "--embd", "32",
+                            "--layers", "1", "--heads", "2", "--kv-heads", "1",
+                            "--head-dim", "16", "--ff", "64", "--logit-scale", value,
+                            "-o", os.path.join(tmp, "mk.gguf")])
+        lines = err.strip().splitlines()
+        if rc != 1 or len(lines) != 1 or b"--logit-scale" not in lines[0] or \
+                not range_of(lines[0]):
+            fail("mkmodel --logit-scale %r: rc %s %r" % (value, rc, err[-300:]))
+    checks += 1
+    rc, out, err = run(["mkmodel", "--arch", "llama", "--type", "f32", "--embd", "32",
+                        "--layers", "1", "--heads", "2", "--kv-heads", "1", "--head-dim", "16",
+                        "--ff", "64", "--logit-scale", "2.5", "-o", os.path.join(tmp, "mk.gguf")])
+    if rc != 0:
+        fail("mkmodel --logit-scale 2.5: rc %s %r" % (rc, err[-300:]))
 
     # The options only --kernels reads, without it: they were dropped
     # without a word (--batch 8 gave the model's figures). Refused, naming
