@@ -225,14 +225,21 @@ bool cli_parse_double(const char *opt, const char *s, double lo, double hi, doub
 /* S (n bytes) as a JSON string; invalid UTF-8 becomes U+FFFD, a C1 control
  * \u00NN. */
 void cli_json_string(FILE *f, const char *s, size_t n);
-/* A piece of a streamed answer (or of its thinking) on stdout, flushed:
+/* A piece of a streamed answer (or of its thinking) on stdout, flushed
+ * (false: it could not be written, see cli_stdout_error):
  * as it is to a pipe or a file; to a terminal with every control but
  * newline and tab shown escaped ("\x1b", tn_text_stream), a character cut
  * between pieces held until it is whole. cli_answer_end ends the answer
  * (shows what is held); call it before anything else goes to the terminal
  * (the stats line, the CLI's own "<think>"). */
-void cli_answer_write(const char *s, size_t n);
+bool cli_answer_write(const char *s, size_t n);
 void cli_answer_end(void);
+/* 0 while everything written to stdout so far reached it (flushed here);
+ * else the errno of the first write that failed (EIO when stdio kept none),
+ * from then on. cli_answer_write returns whether it is 0: a command that
+ * streams stops at the first failed write, as what it would go on to
+ * compute reaches no one (`tern-cli run -n 4000 > full-disk/answer`). */
+int cli_stdout_error(void);
 /* A whole text that a model file chose (a token's text, a detokenized or
  * rendered prompt: tokenize --pieces, detokenize, template) on stdout, by
  * cli_answer_write's rule: exact to a pipe or a file, on a terminal every

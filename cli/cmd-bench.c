@@ -277,8 +277,11 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
                "(min-max)", "GB/s", "GFLOP/s", "vs b=1", have_bw ? "  of read bandwidth" : "");
     bool first = true;
     int rc = CLI_EXIT_OK;
-    for (int ti = 0; ti < n_types && rc == CLI_EXIT_OK; ti++)
-        for (int si = 0; si < n_shapes && rc == CLI_EXIT_OK; si++) {
+    /* Each row is flushed as it is measured; the first that cannot be
+     * written ends the run (main says so) rather than minutes of figures
+     * that go nowhere. */
+    for (int ti = 0; ti < n_types && rc == CLI_EXIT_OK && !cli_stdout_error(); ti++)
+        for (int si = 0; si < n_shapes && rc == CLI_EXIT_OK && !cli_stdout_error(); si++) {
             tn_probe_matrix *m = NULL;
             int mrc = tn_probe_matrix_new(types[ti], shapes[si].rows, shapes[si].cols,
                                           llc_bytes() * 8, &seed, &m);
@@ -298,10 +301,10 @@ static int bench_kernels(const char *types_s, const char *shapes_s, const char *
                 rc = CLI_EXIT_BAD_INPUT;
                 break;
             }
-            for (int ii = 0; ii < n_isa; ii++) {
+            for (int ii = 0; ii < n_isa && !cli_stdout_error(); ii++) {
                 tn_probe_set_kernels(cpu, isas[ii]);
                 double t1 = 0;
-                for (int bi = 0; bi < n_batch; bi++) {
+                for (int bi = 0; bi < n_batch && !cli_stdout_error(); bi++) {
                     int b = batches[bi];
                     /* Enough calls per sample for ~0.1 s, in whole passes over
                      * the copies. */

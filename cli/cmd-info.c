@@ -102,7 +102,8 @@ int cmd_info(int argc, char **argv) {
     if (tn_gguf_n_parts(g) > 1)
         printf(", split in %d parts (bytes and tensors of all parts)", tn_gguf_n_parts(g));
     putchar('\n');
-    for (int64_t i = 0; i < tn_gguf_n_kv(g); i++) {
+    /* Stopped at the first write that failed (main says so). */
+    for (int64_t i = 0; i < tn_gguf_n_kv(g) && !ferror(stdout); i++) {
         fputs("  ", stdout);
         print_str(tn_gguf_kv_key(g, i), 200);
         fputs(" = ", stdout);
@@ -110,7 +111,7 @@ int cmd_info(int argc, char **argv) {
         putchar('\n');
     }
     if (tensors) {
-        for (int64_t i = 0; i < tn_gguf_n_tensors(g); i++) {
+        for (int64_t i = 0; i < tn_gguf_n_tensors(g) && !ferror(stdout); i++) {
             const tn_gguf_tensor *t = tn_gguf_tensor_at(g, i);
             fputs("  tensor ", stdout);
             print_str(t->name, 200);

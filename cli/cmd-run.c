@@ -191,12 +191,25 @@ static void answer_clear(answer *a) {
 static bool on_piece(const char *piece, int32_t token, void *user) {
     answer *a = user;
     size_t n = strlen(piece);
-    if (n && !a->json)
-        cli_answer_write(piece, n);
+    /* A piece that cannot be written stops the answer (cli_stdout_error). */
+    if (n && !a->json && !cli_answer_write(piece, n))
+        return false;
     if (n && tn_buf_append(&a->text, piece, n) != TN_OK)
         a->oom = true;
     if (token >= 0 && tn_tokens_push(&a->tokens, token) != TN_OK)
         a->oom = true;
+    return true;
+}
+
+/* An answer that stopped because stdout took no more: said with how far it
+ * got, and no stats line (they would describe an answer no one received).
+ * True when so. */
+static bool output_failed(const tn_session_stats *st) {
+    const int e = cli_stdout_error();
+    if (!e)
+        return false;
+    cli_error(_("cannot write the standard output: %s; the answer stopped at token %d"),
+              strerror(e), st->generated_tokens);
     return true;
 }
 
@@ -374,7 +387,8 @@ static int run_raw(const opts *o, const tn_model *m, const char *prompt, size_t 
             break;
         /* piece.len is 0 while a character's bytes are held back; its data
          * then still holds the last piece, which must not be printed again. */
-        on_piece(piece.len ? piece.data : "", next, &a);
+        if (!on_piece(piece.len ? piece.data : "", next, &a))
+            break;
         tn_sampler_accept(smp, next);
         if (tn_ctx_kv_len(ctx) >= n_ctx) {
             st.stop_reason = TN_STOP_CONTEXT_FULL;
@@ -401,6 +415,8 @@ static int run_raw(const opts *o, const tn_model *m, const char *prompt, size_t 
         cli_error("%s", cli_engine_message(&err));
         goto out;
     }
+    if (output_failed(&st))
+        goto out;
     finish_answer(o, &a, &st);
     status = CLI_EXIT_OK;
 out:
@@ -524,6 +540,8 @@ static int report(const opts *o, int rc, const tn_error *err, answer *a,
         cli_error(_("out of memory"));
         return CLI_EXIT_BAD_INPUT;
     }
+    if (output_failed(st))
+        return CLI_EXIT_BAD_INPUT;
     finish_answer(o, a, st);
     return CLI_EXIT_OK;
 }
@@ -584,7 +602,9 @@ static int run_session(const opts *o, const tn_model *m) {
         char *line = NULL;
         size_t cap = 0;
         ssize_t len;
-        while (status == CLI_EXIT_OK) {
+        /* A --json answer that could not be written ends the chat too
+         * (main says so). */
+        while (status == CLI_EXIT_OK && !cli_stdout_error()) {
             if (tty)
                 fputs("> ", stderr);
             bool unreadable = false;

@@ -193,8 +193,10 @@ int cmd_tokenize(int argc, char **argv) {
         rc = CLI_EXIT_BAD_INPUT;
     } else {
         rc = CLI_EXIT_OK;
+        /* Stopped at the first write that failed (main says so): a corpus's
+         * millions of ids would go on to nowhere. */
         if (pieces) {
-            for (size_t i = 0; i < ids.n; i++) {
+            for (size_t i = 0; i < ids.n && !ferror(stdout); i++) {
                 size_t n;
                 const char *t = tn_token_text(tok, ids.ids[i], &n);
                 printf("%d\t", ids.ids[i]);
@@ -206,7 +208,7 @@ int cmd_tokenize(int argc, char **argv) {
         } else {
             if (json)
                 putchar('[');
-            for (size_t i = 0; i < ids.n; i++)
+            for (size_t i = 0; i < ids.n && !ferror(stdout); i++)
                 printf("%s%d", i ? (json ? ", " : " ") : "", ids.ids[i]);
             printf(json ? "]\n" : "\n");
         }

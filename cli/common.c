@@ -154,12 +154,28 @@ static bool stdout_is_terminal(void) {
     return terminal;
 }
 
-void cli_answer_write(const char *s, size_t n) {
+/* errno of the first write to stdout that failed (EIO when stdio kept
+ * none), 0 while none has. Kept from the moment of the failure: a later
+ * flush of an empty buffer succeeds and says nothing. */
+static int g_stdout_errno;
+
+int cli_stdout_error(void) {
+    if (g_stdout_errno)
+        return g_stdout_errno;
+    errno = 0;
+    const bool flushed = fflush(stdout) == 0;
+    const int e = errno;
+    if (!flushed || ferror(stdout))
+        g_stdout_errno = e ? e : EIO;
+    return g_stdout_errno;
+}
+
+bool cli_answer_write(const char *s, size_t n) {
     if (stdout_is_terminal())
         tn_text_stream_push(&g_answer, s, n, answer_write, stdout);
     else
         fwrite(s, 1, n, stdout);
-    fflush(stdout);
+    return cli_stdout_error() == 0;
 }
 
 /* Not flushed: tokenize --pieces writes one per token, and a pipe wants

@@ -80,8 +80,9 @@ static bool on_token(const char *piece, int32_t token, void *user) {
     (void)token;
     sink *k = user;
     size_t n = strlen(piece);
-    if (!k->json && n)
-        cli_answer_write(piece, n);
+    /* A piece that cannot be written stops the answer (cli_stdout_error). */
+    if (!k->json && n && !cli_answer_write(piece, n))
+        return false;
     if (n && tn_buf_append(&k->text, piece, n) != TN_OK)
         k->failed = true;
     return true;
@@ -386,11 +387,16 @@ static int run_request(runner *r, const char *text) {
     } else {
         if (rc == TN_OK || rc == TN_ERR_CANCELLED)
             fputc('\n', stdout);
-        fflush(stdout);
-        if (rc != TN_OK && rc != TN_ERR_CANCELLED)
+        const int e = cli_stdout_error();
+        if (e) {
+            cli_error(_("cannot write the standard output: %s; the answer stopped at token %d"),
+                      strerror(e), st.generated_tokens);
+            rc = TN_ERR_IO;
+        } else if (rc != TN_OK && rc != TN_ERR_CANCELLED) {
             cli_error("%s", cli_engine_message(&err));
-        else if (!r->o->quiet)
+        } else if (!r->o->quiet) {
             print_stats_line(stderr, &st);
+        }
     }
     if (rc == TN_OK || rc == TN_ERR_CANCELLED) {
         r->last = st;
@@ -583,6 +589,8 @@ int cmd_run_single_turn(int argc, char **argv) {
             continue;
         }
         run_request(&r, line);
+        if (cli_stdout_error())
+            break; /* said by run_request (--json: by main) */
     }
     free(line);
     if (r.failures)

@@ -1,6 +1,5 @@
 #include "cli.h"
 
-#include <errno.h>
 #include <locale.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -107,20 +106,14 @@ static void usage(FILE *out) {
  * must not end in status 0: `tern-cli run -p ... > answer.txt` or
  * `tern-cli tokenize ... > ids.txt` would leave a cut file that a script
  * takes for the whole. Commands write through stdio, whose buffered writes
- * fail late, so the check is made once, here, after the last write. */
+ * fail late, so the check is made here, after the last write (what streams,
+ * such as run's answer, checks as it goes and stops: cli_stdout_error). */
 static int check_stdout(int status) {
-    errno = 0;
-    const bool flushed = fflush(stdout) == 0;
-    const int e = errno;
-    if (flushed && !ferror(stdout))
+    const int e = cli_stdout_error();
+    if (!e)
         return status;
-    if (status == CLI_EXIT_OK) {
-        if (e)
-            cli_error(_("cannot write the standard output: %s; the output is incomplete"),
-                      strerror(e));
-        else
-            cli_error(_("cannot write the standard output; the output is incomplete"));
-    }
+    if (status == CLI_EXIT_OK)
+        cli_error(_("cannot write the standard output: %s; the output is incomplete"), strerror(e));
     return status == CLI_EXIT_OK ? CLI_EXIT_BAD_INPUT : status;
 }
 

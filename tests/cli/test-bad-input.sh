@@ -271,8 +271,7 @@ fi
 # Output that cannot be written (a full disk: /dev/full) fails the command,
 # exit 2 and one line saying so; it was dropped and the exit status was 0, so
 # `tern-cli run -p ... > answer.txt` on a full disk left a cut answer that a
-# script took for the whole. (A command that flushed as it went, run, says
-# no reason: stdio keeps no errno from the failed write.)
+# script took for the whole.
 # A closed standard output (>&-) is the same. template checked its own
 # flush and exited 2 without a word.
 if [ -c /dev/full ]; then
@@ -299,6 +298,53 @@ if [ -c /dev/full ]; then
     done
 else
     echo "note: no /dev/full; output write errors not checked"
+fi
+
+# An answer streams, and the first piece that cannot be written ends it,
+# with how far it got: run went on to generate every -n token (and a chat
+# answered every line) for an output no one received, and said so only at
+# the end. Each mode here writes to a terminal or a file as it goes.
+if [ -c /dev/full ]; then
+    "$cli" run -m "$tmp/runnable.gguf" -p hello -n 64 --raw >/dev/null 2>"$tmp/err"
+    full=$(sed -n 's/.*generated \([0-9]*\) tokens.*/\1/p' "$tmp/err")
+    checks=$((checks + 1))
+    if [ -z "$full" ] || [ "$full" -lt 8 ]; then
+        fail "run --raw -n 64 to /dev/null generated '$full' tokens, too few to tell: $(cat "$tmp/err")"
+        full=0
+    fi
+    for mode in raw prompt chat single-turn single-chat; do
+        checks=$((checks + 1))
+        case $mode in
+        raw) "$cli" run -m "$tmp/runnable.gguf" -p hello -n 64 --raw >/dev/full 2>"$tmp/err" ;;
+        prompt) "$cli" run -m "$tmp/runnable.gguf" -p hello -n 64 >/dev/full 2>"$tmp/err" ;;
+        chat) printf 'hello\nagain\n' |
+            "$cli" run -m "$tmp/runnable.gguf" -n 64 >/dev/full 2>"$tmp/err" ;;
+        single-turn) "$cli" run --single-turn -m "$tmp/runnable.gguf" -p hello -n 64 \
+            --no-pin-cache -q >/dev/full 2>"$tmp/err" ;;
+        single-chat) printf 'hello\nagain\n' | "$cli" run --chat -m "$tmp/runnable.gguf" \
+            -n 64 --no-pin-cache -q >/dev/full 2>"$tmp/err" ;;
+        esac
+        status=$?
+        got=$(sed -n 's/.*the answer stopped at token \([0-9]*\).*/\1/p' "$tmp/err")
+        if [ "$status" -ne 2 ] || [ "$(grep -c 'cannot write the standard output' "$tmp/err")" -ne 1 ] ||
+            [ "$(echo "$got" | grep -c .)" -ne 1 ] || [ "$got" -gt 2 ] || [ "$got" -ge "$full" ] ||
+            grep -q 'prompt.*tokens.*decode' "$tmp/err"; then
+            fail "run ($mode) >/dev/full: exit $status, stopped at token '$got' of $full: $(cat "$tmp/err")"
+        else
+            printf 'ok: run (%s) >/dev/full: %s\n' "$mode" "$(grep 'cannot write' "$tmp/err")"
+        fi
+    done
+    # bench --kernels flushes each row as it is measured: a full disk ends it
+    # with exit 2 and one line.
+    checks=$((checks + 1))
+    "$cli" bench --kernels --types f32 --shapes 64x64 --batch 2,4 -r 1 -t 1 >/dev/full 2>"$tmp/err"
+    status=$?
+    if [ "$status" -ne 2 ] || [ "$(grep -c . "$tmp/err")" -ne 1 ] ||
+        ! grep -q "cannot write the standard output: No space left on device" "$tmp/err"; then
+        fail "bench --kernels >/dev/full: exit $status: $(cat "$tmp/err")"
+    else
+        printf 'ok: bench --kernels >/dev/full: %s\n' "$(cat "$tmp/err")"
+    fi
 fi
 
 # --seed is a non-negative integer: "-1" was taken (strtoull made it
