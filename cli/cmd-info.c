@@ -3,6 +3,7 @@
 #include "tn-text.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Metadata comes from the file: control characters, C0 and C1 (U+0080..
@@ -95,13 +96,17 @@ int cmd_info(int argc, char **argv) {
         cli_error("%s", cli_engine_message(&err));
         return CLI_EXIT_BAD_INPUT;
     }
+    /* The path as an error names it (the engine's messages, run): one
+     * line, its controls and hidden characters escaped (cli_shown). */
+    char *shown = cli_shown(path);
     printf("%s: GGUF v%u, %" PRIu64 " bytes, %" PRId64 " metadata keys, %" PRId64
            " tensors, alignment %" PRIu64,
-           path, tn_gguf_version(g), tn_gguf_file_size(g), tn_gguf_n_kv(g), tn_gguf_n_tensors(g),
-           tn_gguf_alignment(g));
+           shown ? shown : "?", tn_gguf_version(g), tn_gguf_file_size(g), tn_gguf_n_kv(g),
+           tn_gguf_n_tensors(g), tn_gguf_alignment(g));
     if (tn_gguf_n_parts(g) > 1)
         printf(", split in %d parts (bytes and tensors of all parts)", tn_gguf_n_parts(g));
     putchar('\n');
+    free(shown);
     /* Stopped at the first write that failed (main says so). */
     for (int64_t i = 0; i < tn_gguf_n_kv(g) && !ferror(stdout); i++) {
         fputs("  ", stdout);

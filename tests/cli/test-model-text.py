@@ -254,6 +254,20 @@ try:
               "%s: bidi and invisible characters show escaped: rc %d %r" %
               (name, rc, shown[-600:]))
 
+    # info's first line names the file as typed: a path holding U+202E, a
+    # zero-width space or ESC was printed raw there (an error naming the
+    # same path showed it escaped, as run does).
+    odd = os.path.join(tmp, "we\u202eird\u200b\x1b[2J.gguf")
+    shutil.copyfile(bidi, odd)
+    for terminal in (False, True) if shutil.which("script") else (False,):
+        rc, out, err = raw_run(["info", "--no-tensors", odd], terminal)
+        first = out.split(b"\n", 1)[0]
+        want = os.path.join(tmp, "we\\u202eird\\u200b\\x1b[2J.gguf").encode()
+        check(rc == 0 and first.startswith(want + b": GGUF v") and
+              not any(c in first for c in RAW + [b"\x1b"]),
+              "info's header shows the path's hidden characters escaped (%s): rc %d %r" %
+              ("terminal" if terminal else "pipe", rc, first[-300:]))
+
     # --json: a name (the file's) or a path with a quote or a backslash is
     # still one JSON string, read back as it is.
     quoted = os.path.join(tmp, 'q"uo\\te.gguf')
