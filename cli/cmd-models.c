@@ -212,6 +212,30 @@ static void list_json_other(JsonBuilder *b, TernModelStore *store, const char *t
     json_builder_end_object(b);
 }
 
+/* The columns a terminal gives S (UTF-8, as shown): an East Asian wide
+ * character two (a translated state in Chinese, an imported model's tag),
+ * a combining mark none. printf's %-*s counts bytes. */
+static int text_columns(const char *s) {
+    int n = 0;
+    for (const char *c = s; *c;) {
+        const gunichar u = g_utf8_get_char_validated(c, -1);
+        if (u == (gunichar)-1 || u == (gunichar)-2) {
+            n++; /* not UTF-8: a byte, one replacement glyph */
+            c++;
+            continue;
+        }
+        n += g_unichar_iszerowidth(u) ? 0 : g_unichar_iswide(u) ? 2 : 1;
+        c = g_utf8_next_char(c);
+    }
+    return n;
+}
+
+/* S, then spaces up to WIDTH columns. */
+static void print_padded(const char *s, int width) {
+    fputs(s, stdout);
+    printf("%*s", MAX(width - text_columns(s), 0), "");
+}
+
 int cmd_list(int argc, char **argv) {
     models_opts o;
     int rc = parse_opts(argc, argv, &o, false, true, false);
@@ -252,19 +276,22 @@ int cmd_list(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
 
-    /* Columns as wide as their longest entry, so long tags keep them aligned. */
+    /* Columns as wide as their longest entry, so long tags keep them
+     * aligned; measured as shown (an installed tag escaped, cli_shown). */
     GPtrArray *families = tern_catalog_get_families(catalog);
     int tag_width = 22;
     GPtrArray *all_tags = tern_catalog_get_tags(catalog);
     for (guint i = 0; i < all_tags->len; i++)
-        tag_width = MAX(tag_width, (int)strlen(((const TernCatalogTag *)all_tags->pdata[i])->tag));
-    for (char **t = installed; *t; t++)
-        tag_width = MAX(tag_width, (int)strlen(*t));
+        tag_width = MAX(tag_width, text_columns(((const TernCatalogTag *)all_tags->pdata[i])->tag));
+    for (char **t = installed; *t; t++) {
+        g_autofree char *shown = cli_shown(*t);
+        tag_width = MAX(tag_width, text_columns(shown ? shown : ""));
+    }
     /* States are short but for "needs FEATURE support". */
     int state_width = 12;
     for (guint i = 0; i < all_tags->len; i++) {
         g_autofree char *state = state_text(store, all_tags->pdata[i]);
-        state_width = MAX(state_width, (int)g_utf8_strlen(state, -1));
+        state_width = MAX(state_width, text_columns(state));
     }
     for (guint f = 0; f < families->len; f++) {
         const TernCatalogFamily *family = families->pdata[f];
@@ -280,11 +307,12 @@ int cmd_list(int argc, char **argv) {
             if (tern_model_store_get_state(store, tag->tag, tag) == TERN_MODEL_STATE_AVAILABLE &&
                 tern_catalog_tag_size_known(tag) && tern_model_store_get_missing_bytes(store, tag) == 0)
                 note = " (nothing new to download)";
-            /* %-*s pads bytes; a translated state may hold multi-byte letters. */
-            int pad = state_width - (int)g_utf8_strlen(state, -1);
             g_autofree char *label = cli_shown(tag->label);
-            printf("  %-*s %12s  %s%*s %s%s\n", tag_width, tag->tag, size, state, MAX(pad, 0), "",
-                   label ? label : "", note);
+            fputs("  ", stdout);
+            print_padded(tag->tag, tag_width);
+            printf(" %12s  ", size);
+            print_padded(state, state_width);
+            printf(" %s%s\n", label ? label : "", note);
         }
     }
     bool header = false;
@@ -299,9 +327,12 @@ int cmd_list(int argc, char **argv) {
         /* installed.json is a file anyone may have edited. */
         g_autofree char *tag = cli_shown(*t);
         g_autofree char *where = cli_shown(path ? path : "");
-        printf("  %-*s %12s  %-*s %s\n", tag_width, tag ? tag : "", size, state_width,
-               tern_model_state_to_string(tern_model_store_get_state(store, *t, NULL)),
-               where ? where : "");
+        fputs("  ", stdout);
+        print_padded(tag ? tag : "", tag_width);
+        printf(" %12s  ", size);
+        print_padded(tern_model_state_to_string(tern_model_store_get_state(store, *t, NULL)),
+                     state_width);
+        printf(" %s\n", where ? where : "");
     }
     g_autofree char *usage = tern_manager_format_size(tern_model_store_get_disk_usage(store));
     printf(_("\n%s in %s\n"), usage, tern_model_store_get_root(store));

@@ -3184,6 +3184,48 @@ test_cli (void)
     g_clear_pointer (&err, g_free);
   }
 
+  /* Columns by what a terminal shows, not by bytes: a tag of East Asian
+   * wide characters (two columns each, three bytes) and one shown escaped
+   * ("\x1b", four columns for a byte) pushed the rest of their row off. */
+  {
+    g_autofree char *wide_xdg = g_build_filename (tmp_root, "cli-wide", NULL);
+    g_autofree char *root = g_build_filename (wide_xdg, "tern", "models", NULL);
+    g_autofree char *state_path = g_build_filename (root, "installed.json", NULL);
+    const char *entry = "{\"path\": \"/nonexistent/m.gguf\", \"size\": 1000}";
+    g_autofree char *state = g_strdup_printf ("{\"schema\": 1, \"tags\": {}, \"packages\": {}, \"local\": "
+                                              "{\"local:plain\": %s, \"local:\u6a21\u578b\u6a21\u578b\": %s, "
+                                              "\"local:e\\u001bx\": %s}}", entry, entry, entry);
+    g_auto(GStrv) lines = NULL;
+    int path_column = -1, rows = 0;
+
+    g_assert_cmpint (g_mkdir_with_parents (root, 0700), ==, 0);
+    g_assert_true (g_file_set_contents (state_path, state, -1, NULL));
+    status = run_cli (wide_xdg, catalog_path, &out, &err, "list", NULL);
+    if (status != 0)
+      g_error ("list: %s", err);
+    lines = g_strsplit (out, "\n", -1);
+    for (char **l = lines; *l; l++)
+      {
+        const char *path = strstr (*l, "/nonexistent/m.gguf");
+        int column = 0;
+
+        if (!g_str_has_prefix (*l, "  local:"))
+          continue;
+        g_assert_nonnull (path);
+        g_assert_null (strchr (*l, '\x1b'));
+        for (const char *c = *l; c < path; c = g_utf8_next_char (c))
+          column += g_unichar_iswide (g_utf8_get_char (c)) ? 2 : 1;
+        if (path_column < 0)
+          path_column = column;
+        if (column != path_column)
+          g_error ("list: columns not aligned (%d, not %d):\n%s", column, path_column, out);
+        rows++;
+      }
+    g_assert_cmpint (rows, ==, 3);
+    g_clear_pointer (&out, g_free);
+    g_clear_pointer (&err, g_free);
+  }
+
   status = run_cli (xdg, catalog_path, &out, &err, "pull", "t:a", NULL);
   if (status != 0)
     g_error ("pull: %s", err);
