@@ -158,9 +158,6 @@ enum {
 static GParamSpec *properties[N_PROPS];
 static guint signals[N_SIGNALS];
 
-/* The longest time left a row shows (99 hours). */
-#define MAX_ETA_S (99.0 * 3600)
-
 /* A running download's row words; NULL before its first figures (the
  * total is not known yet). */
 static char *
@@ -168,6 +165,7 @@ progress_text (const TernDownloadProgress *p)
 {
   g_autofree char *of = NULL;
   g_autofree char *speed = NULL;
+  g_autofree char *left = NULL;
   int percent;
 
   if (p->check_total > 0)
@@ -182,20 +180,14 @@ progress_text (const TernDownloadProgress *p)
   percent = (int) (100.0 * (double) p->done / (double) p->total);
   of = tern_manager_format_size (p->total);
   /* A connection that breaks off after a few bytes, retried, crawls at a
-   * byte or so a second: its "581222:16 left" said nothing true. */
-  if (p->eta < 0 || p->eta > MAX_ETA_S)
+   * byte or so a second: its "581222:16 left" said nothing true. Hours and
+   * minutes from an hour on (tern_manager_format_time_left). */
+  left = tern_manager_format_time_left (p->eta);
+  if (left == NULL)
     return g_strdup_printf (_("%d%% of %s"), percent, of);
   speed = tern_manager_format_size ((guint64) p->rate);
-  /* Minutes and seconds only under an hour: 99 hours read "5940:00 left",
-   * which looks like a clock. */
-  if (p->eta >= 3600)
-    /* Translators: "45% of 610 MB · 5.1 kB/s · 1 h 05 min left" (hours,
-     * then minutes) */
-    return g_strdup_printf (_("%d%% of %s · %s/s · %d h %02d min left"), percent, of, speed,
-                            (int) (p->eta / 3600), (int) p->eta % 3600 / 60);
-  /* Translators: "45% of 610 MB · 5.1 MB/s · 1:58 left" */
-  return g_strdup_printf (_("%d%% of %s · %s/s · %d:%02d left"), percent, of, speed, (int) (p->eta / 60),
-                          (int) p->eta % 60);
+  /* Translators: "45% of 610 MB · 5.1 MB/s · 1:58 left" or "... · 1 h 05 min left" */
+  return g_strdup_printf (_("%d%% of %s · %s/s · %s left"), percent, of, speed, left);
 }
 
 char *

@@ -428,10 +428,13 @@ static void on_progress(TernDownloader *dl, const char *tag, guint64 done, guint
         fprintf(stderr, "\r%s: %s\033[K", tag, words);
     } else if (st->tty) {
         g_autofree char *speed = tern_manager_format_size((guint64)rate);
-        char left[64] = "";
-        if (eta >= 0)
-            snprintf(left, sizeof left, ", %d:%02d left", (int)(eta / 60), (int)eta % 60);
-        fprintf(stderr, "\r%s: %3d%% of %s, %s/s%s\033[K", tag, percent, of, speed, left);
+        /* As the app's row says it (tern_manager_format_time_left): 75
+         * minutes read "75:00 left", as if a clock. */
+        g_autofree char *eta_text = tern_manager_format_time_left(eta);
+        /* Translators: after "qwen3:0.6b: 45% of 610 MB, 5.1 MB/s": ", 1 h 05 min left" */
+        g_autofree char *left = eta_text ? g_strdup_printf(_(", %s left"), eta_text) : NULL;
+        fprintf(stderr, "\r%s: %3d%% of %s, %s/s%s\033[K", tag, percent, of, speed,
+                left ? left : "");
     } else if (percent / 10 > st->last_decile) {
         /* Logs get a line per tenth, not a line per tick. */
         st->last_decile = percent / 10;

@@ -74,6 +74,17 @@ tern_manager_format_size (guint64 bytes)
   return text;
 }
 
+char *
+tern_manager_format_time_left (double seconds)
+{
+  if (!(seconds >= 0) || seconds > 99.0 * 3600)
+    return NULL;
+  if (seconds >= 3600)
+    /* Translators: a download's time left, hours then minutes: "1 h 05 min" */
+    return g_strdup_printf (_("%d h %02d min"), (int) (seconds / 3600), (int) seconds % 3600 / 60);
+  return g_strdup_printf ("%d:%02d", (int) (seconds / 60), (int) seconds % 60);
+}
+
 gboolean
 tern_manager_safe_name (const char *name)
 {

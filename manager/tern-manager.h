@@ -48,4 +48,11 @@ int tern_manager_version_compare (const char *a,
 /* "1.5 GB", "610 MB", "12 KB", "512 bytes" (SI units, as file managers show). */
 char *tern_manager_format_size (guint64 bytes);
 
+/* A download's time left, for the app's row and tern-cli pull: "1:58"
+ * (minutes and seconds) under an hour, "1 h 05 min" from an hour on
+ * ("75:00" reads as a clock); NULL when there is nothing true to say
+ * (negative: unknown; over 99 hours: a retried connection crawling at a
+ * byte a second gave "581222:16"). */
+char *tern_manager_format_time_left (double seconds);
+
 G_END_DECLS

@@ -8,6 +8,7 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
+#include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -561,6 +562,28 @@ test_versions (void)
   g_assert_cmpint (tern_manager_version_compare ("0.1", "0.1.0"), ==, 0);
   g_assert_cmpint (tern_manager_version_compare ("1.0.0", "1.0.1"), <, 0);
   g_assert_cmpint (tern_manager_version_compare (tern_manager_app_version (), "0.1.0"), >=, 0);
+}
+
+/* The time left that the app's row and tern-cli pull show: minutes and
+ * seconds under an hour, hours and minutes from one on (tern-cli pull
+ * said "75:00 left", as a clock reads), nothing when unknown or absurd. */
+static void
+test_time_left (void)
+{
+  static const struct { double seconds; const char *want; } cases[] = {
+    { 0, "0:00" }, { 118.9, "1:58" }, { 3599, "59:59" }, { 3600, "1 h 00 min" },
+    { 75 * 60, "1 h 15 min" }, { 12 * 3600 + 59 * 60 + 59, "12 h 59 min" },
+    { 99 * 3600, "99 h 00 min" }, { 99 * 3600 + 1, NULL }, { -1, NULL }, { NAN, NULL },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *got = tern_manager_format_time_left (cases[i].seconds);
+
+      if (g_strcmp0 (got, cases[i].want) != 0)
+        g_error ("%g s left: '%s', not '%s'", cases[i].seconds, got ? got : "(none)",
+                 cases[i].want ? cases[i].want : "(none)");
+    }
 }
 
 /* ---- downloads ---------------------------------------------------------- */
@@ -4871,6 +4894,7 @@ main (int    argc,
   g_test_add_func ("/manager/catalog/shipped", test_catalog_shipped);
   g_test_add_func ("/manager/catalog/errors", test_catalog_errors);
   g_test_add_func ("/manager/versions", test_versions);
+  g_test_add_func ("/manager/time-left", test_time_left);
   g_test_add_func ("/manager/download/ok", test_download_ok);
   g_test_add_func ("/manager/download/check-progress", test_download_check_progress);
   g_test_add_func ("/manager/download/drop-resume", test_download_drop_resume);
