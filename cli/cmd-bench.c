@@ -26,6 +26,8 @@ static void usage(FILE *out) {
               "                      [--batch 1,2,4,8,16] [--isa best|all|scalar|avx2|avx512]\n"
               "                      [-t N] [-r REPS] [--json]\n"
               "       tern-cli bench --sampler [-m MODEL] (tern-cli bench --sampler --help)\n"
+              "       tern-cli bench --pin -m MODEL ... (tern-cli bench --pin --help)\n"
+              "       tern-cli bench --spec S -m MODEL ... (tern-cli bench --spec S --help)\n"
               "       --backend auto|cpu|xrt [--no-fallback] with any of them: xrt cannot run\n"
               "       yet, the CPU runs instead (or, with --no-fallback, exit status 3)\n\n"
               "Model mode: pp = prompt tokens/s (one P-token decode), tg = generated tokens/s\n"

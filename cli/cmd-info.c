@@ -76,6 +76,11 @@ int cmd_info(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf(_("usage: tern-cli info [--no-tensors] MODEL.gguf\n"));
+            fputs(_("\nPrints the file's GGUF header, each metadata key with its value (long\n"
+                    "strings and arrays cut short) and each tensor's name, type, shape and\n"
+                    "bytes; --no-tensors leaves the tensors out. Text from the file shows its\n"
+                    "control and invisible characters escaped (\\x1b, \\u202e).\n"),
+                  stdout);
             return CLI_EXIT_OK;
         } else if (!strcmp(argv[i], "--no-tensors")) {
             tensors = false;

@@ -110,6 +110,22 @@ for name in () if without_server else DEFAULTS:
     if not re.search(r"(?<![\w.])%d(?![\w.])" % value, serve_help):
         failures.append("serve --help does not state %s, %d" % (name, value))
 
+# What a new user reads first: each command's --help says more than its
+# usage line (info's was that line alone, --no-tensors unexplained), and
+# names every mode of the command that has its own --help (bench --help
+# named --sampler, never --pin or --spec).
+for cmd in sorted(COMMANDS):
+    r = help_of((cmd,))
+    if r.returncode != 0 and "built without" in r.stderr:
+        continue
+    checked += 1
+    if len([l for l in r.stdout.splitlines() if l.strip()]) < 2:
+        failures.append("tern-cli %s --help is its usage line alone: %r" % (cmd, r.stdout))
+    for opt, _ in MODES.get(cmd, []) if cmd != "mkmodel" else []:
+        checked += 1
+        if not re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", r.stdout):
+            failures.append("tern-cli %s --help does not name its mode %s" % (cmd, opt))
+
 for f in sorted(set(failures)):
     print("FAIL:", f, file=sys.stderr)
 print("cli-help: %d options checked in %d documents, %d --help texts, %d failed"
