@@ -82,6 +82,10 @@ struct tn_session {
      * token filter sees it (json_allow). */
     bool json_on;
     tn_json_prefix json;
+    /* TN_CONSTRAIN_JSON_SCHEMA: the same against the request's schema
+     * (json_on set too); NULL otherwise. */
+    const tn_json_schema *schema;
+    tn_json_schema_state jstate;
     atomic_bool cancel;
 };
 
@@ -288,8 +292,11 @@ static int check_gen(const tn_gen_params *g, int32_t n_vocab, tn_error *err) {
         if (g->stop_tokens[i] < 0 || g->stop_tokens[i] >= n_vocab)
             return tn_fail(err, TN_ERR_INVALID, "stop token %d is outside the vocabulary (0..%d)",
                            g->stop_tokens[i], n_vocab - 1);
-    if (g->constrain != TN_CONSTRAIN_NONE && g->constrain != TN_CONSTRAIN_JSON_OBJECT)
+    if (g->constrain != TN_CONSTRAIN_NONE && g->constrain != TN_CONSTRAIN_JSON_OBJECT &&
+        g->constrain != TN_CONSTRAIN_JSON_SCHEMA)
         return tn_fail(err, TN_ERR_INVALID, "unknown output constraint %d", g->constrain);
+    if (g->constrain == TN_CONSTRAIN_JSON_SCHEMA && !g->schema)
+        return tn_fail(err, TN_ERR_INVALID, "JSON schema output without a schema");
     if (g->n_logit_bias < 0 || g->n_logit_bias > TN_LOGIT_BIAS_MAX ||
         (g->n_logit_bias > 0 && !g->logit_bias))
         return tn_fail(err, TN_ERR_INVALID, "logit bias: %d entries; at most %d",
@@ -351,6 +358,9 @@ int tn_session_new(const tn_model *model, tn_session_params params, tn_session *
     s->params.gen.n_tools = 0;
     s->params.gen.logit_bias = NULL;
     s->params.gen.n_logit_bias = 0;
+    if (s->params.gen.constrain == TN_CONSTRAIN_JSON_SCHEMA)
+        s->params.gen.constrain = TN_CONSTRAIN_NONE;
+    s->params.gen.schema = NULL;
     atomic_init(&s->cancel, false);
     for (int32_t i = 0; i < params.gen.n_stop; i++) {
         s->stop_copies[i] = strdup(params.gen.stop[i]);
@@ -753,6 +763,10 @@ static bool json_allow(int32_t token, void *user) {
     const char *piece = tn_token_piece(s->tok, token, &len);
     if (!piece || len == 0)
         return false;
+    if (s->schema) {
+        tn_json_schema_state q = s->jstate;
+        return tn_json_schema_feed(&q, piece, len) == len;
+    }
     tn_json_prefix q = s->json;
     return tn_json_prefix_feed(&q, piece, len) == len;
 }
@@ -772,8 +786,11 @@ static int sampler_begin(tn_session *s, const tn_gen_params *g, tn_error *err) {
     int rc = tn_sampler_set_logit_bias(s->sampler, g->logit_bias, g->n_logit_bias, err);
     if (rc != TN_OK)
         return rc;
-    s->json_on = g->constrain == TN_CONSTRAIN_JSON_OBJECT;
+    s->json_on = g->constrain == TN_CONSTRAIN_JSON_OBJECT ||
+                 g->constrain == TN_CONSTRAIN_JSON_SCHEMA;
     tn_json_prefix_init(&s->json);
+    s->schema = g->constrain == TN_CONSTRAIN_JSON_SCHEMA ? g->schema : NULL;
+    tn_json_schema_init(&s->jstate, s->schema);
     tn_sampler_set_allow(s->sampler, s->json_on ? json_allow : NULL, s);
     const tn_sampler_params p = g->sampler;
     const bool penalties = p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
@@ -894,7 +911,10 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
         if (s->json_on) {
             size_t len = 0;
             const char *bytes = tn_token_piece(s->tok, token, &len);
-            tn_json_prefix_feed(&s->json, bytes, len); /* json_allow took all of it */
+            if (s->schema)
+                tn_json_schema_feed(&s->jstate, bytes, len); /* json_allow took all of it */
+            else
+                tn_json_prefix_feed(&s->json, bytes, len);
         }
         st->generated_tokens++;
         piece.len = 0;
@@ -920,7 +940,8 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
             st->stop_reason = TN_STOP_STRING;
             break;
         }
-        if (s->json_on && tn_json_prefix_complete(&s->json)) {
+        if (s->json_on && (s->schema ? tn_json_schema_complete(&s->jstate)
+                                     : tn_json_prefix_complete(&s->json))) {
             st->stop_reason = TN_STOP_EOG; /* the object is the whole answer */
             break;
         }

@@ -712,6 +712,61 @@ size_t tn_json_prefix_feed(tn_json_prefix *p, const char *bytes, size_t n);
 /* The object is closed: nothing but whitespace may follow. */
 bool tn_json_prefix_complete(const tn_json_prefix *p);
 
+/* A JSON Schema for constrained output, in the subset OpenAI's strict
+ * structured outputs use (docs/SERVER.md, "Structured output"): "type"
+ * (object, array, string, number, integer, boolean, null, or an array of
+ * them), "properties", "required", "additionalProperties" (only false;
+ * absent means false, as strict mode has it), "items", "enum" and "const"
+ * (strings, numbers, booleans, null); "title", "description", "$comment",
+ * "examples", "default" and "$schema" annotate and are ignored. Any other
+ * keyword is refused by name ("\"pattern\" is not supported (schema at
+ * #/properties/a)"), as are a top level that is not "type": "object",
+ * nesting deeper than TN_JSON_SCHEMA_MAX_DEPTH, more than
+ * TN_JSON_SCHEMA_MAX_PROPERTIES properties in one object, and schemas
+ * beyond the other bounds: a hostile schema costs bounded memory and time.
+ *
+ * The checker accepts a subset of the valid documents, in the spirit of
+ * tn_json_prefix: keys in any order, each at most once, written as the
+ * schema spells them (JSON-escaped minimally: '"', '\\' and control
+ * characters); enum values as the schema writes them; no \u escapes of
+ * surrogates or NUL in strings; at most 18 digits in a number's integer
+ * and fraction parts and 2 in its exponent; whitespace runs outside
+ * strings at most TN_JSON_SCHEMA_MAX_SPACE bytes. Every prefix it accepts
+ * can be completed into a document valid against the schema. */
+#define TN_JSON_SCHEMA_MAX_TEXT (1 << 20)
+#define TN_JSON_SCHEMA_MAX_DEPTH 16
+#define TN_JSON_SCHEMA_MAX_PROPERTIES 64
+#define TN_JSON_SCHEMA_MAX_NODES 4096
+#define TN_JSON_SCHEMA_MAX_ENUM 1024
+#define TN_JSON_SCHEMA_MAX_LITERALS 4096
+#define TN_JSON_SCHEMA_MAX_SPACE 32
+typedef struct tn_json_schema tn_json_schema;
+/* Compiles len bytes of JSON text; TN_ERR_INVALID or TN_ERR_FORMAT with a
+ * message naming what is refused and where. */
+int tn_json_schema_compile(const char *text, size_t len, tn_json_schema **out, tn_error *err);
+void tn_json_schema_free(tn_json_schema *s);
+
+/* A checker's state: a fixed-size value (copy it to try bytes out) that
+ * points at its compiled schema, which must outlive it. */
+typedef struct tn_json_schema_state {
+    const tn_json_schema *schema;
+    uint64_t used[TN_JSON_SCHEMA_MAX_DEPTH];  /* object frames: properties written */
+    uint16_t node[TN_JSON_SCHEMA_MAX_DEPTH];  /* each open container's schema */
+    uint32_t objects;                         /* bit d: frame d is an object */
+    uint32_t lo_i, hi_i; /* the names or enum values a key or value can still be */
+    uint16_t off;        /* bytes of them written */
+    uint16_t cur;        /* the schema of the value being written */
+    uint16_t hex;        /* a \u escape's digits so far */
+    uint8_t depth, mode, aux, lit, lo, hi, space, digits;
+} tn_json_schema_state;
+
+void tn_json_schema_init(tn_json_schema_state *st, const tn_json_schema *s);
+/* Feeds n bytes; returns how many were accepted (n: all), st advanced past
+ * exactly those. */
+size_t tn_json_schema_feed(tn_json_schema_state *st, const char *bytes, size_t n);
+/* The document is whole and valid: nothing but whitespace may follow. */
+bool tn_json_schema_complete(const tn_json_schema_state *st);
+
 /* ----------------------------------------------------------------- session */
 
 /* Flash single-turn serving and multi-turn chat over one model.
@@ -791,11 +846,14 @@ typedef struct tn_gen_params {
      * only tokens that keep the text a prefix of one are sampled (control
      * tokens never), and the answer ends when the object closes (stop
      * reason TN_STOP_EOG). Speculation is off for such a request. Refused
-     * for gpt-oss, whose answers are in channels. */
+     * for gpt-oss, whose answers are in channels. TN_CONSTRAIN_JSON_SCHEMA:
+     * the same, for one JSON document valid against schema (tn_json_schema). */
     int constrain;
+    /* TN_CONSTRAIN_JSON_SCHEMA's schema; only needs to outlive the call. */
+    const tn_json_schema *schema;
 } tn_gen_params;
 
-enum { TN_CONSTRAIN_NONE = 0, TN_CONSTRAIN_JSON_OBJECT = 1 };
+enum { TN_CONSTRAIN_NONE = 0, TN_CONSTRAIN_JSON_OBJECT = 1, TN_CONSTRAIN_JSON_SCHEMA = 2 };
 
 tn_gen_params tn_gen_default_params(void);
 

@@ -1,0 +1,463 @@
+/* tn_json_schema, the checker behind json_schema answers: valid documents
+ * are taken however they are split, invalid ones refused at the byte where
+ * they stop being the start of a valid one, every keyword outside the
+ * subset is refused by name, hostile schemas cost bounded time, and no
+ * accepted prefix is a dead end: random walks over the accepted bytes
+ * always finish in a document the strict reader takes and that a
+ * validator written here, independent of the checker, finds valid. */
+#include "tn-test.h"
+#include "tn-json.h"
+
+#include <math.h>
+#include <string.h>
+
+static tn_json_schema *compile(const char *schema) {
+    tn_error err;
+    memset(&err, 0, sizeof err);
+    tn_json_schema *s = NULL;
+    const int rc = tn_json_schema_compile(schema, strlen(schema), &s, &err);
+    CHECKF(rc == TN_OK, "%s: %s", schema, err.message);
+    return rc == TN_OK ? s : NULL;
+}
+
+static size_t feed_split(tn_json_schema_state *st, const char *text, size_t n, uint64_t split) {
+    size_t done = 0, start = 0;
+    for (size_t i = 1; i <= n; i++) {
+        if (i == n || (split >> (i % 64) & 1)) {
+            const size_t got = tn_json_schema_feed(st, text + start, i - start);
+            done += got;
+            if (got < i - start)
+                return done;
+            start = i;
+        }
+    }
+    return done;
+}
+
+static const char *const people =
+    "{\"type\":\"object\",\"title\":\"p\",\"properties\":{"
+    "\"name\":{\"type\":\"string\"},"
+    "\"age\":{\"type\":\"integer\"},"
+    "\"height\":{\"type\":\"number\"},"
+    "\"alive\":{\"type\":\"boolean\"},"
+    "\"nick\":{\"type\":[\"string\",\"null\"]},"
+    "\"color\":{\"enum\":[\"red\",\"green\",\"blue\",null,1,12,-1.5]},"
+    "\"kind\":{\"const\":\"person\"},"
+    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"a\",\"ab\",\"b\"]}},"
+    "\"pet\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"string\"},"
+    "\"na\":{\"type\":\"integer\"}},\"required\":[\"n\"],\"additionalProperties\":false},"
+    "\"q\\\"x\":{\"type\":\"null\"}"
+    "},\"required\":[\"name\",\"age\"],\"additionalProperties\":false}";
+
+static const char *const valid[] = {
+    "{\"name\":\"x\",\"age\":3}",
+    " {\"age\":-12 , \"name\" : \"\\u00e9\\n\xc3\xa9\"}\n",
+    "{\"name\":\"\",\"age\":0,\"height\":-0.5e+10,\"alive\":true,\"nick\":null}",
+    "{\"nick\":\"n\",\"name\":\"a\",\"age\":1,\"color\":\"green\",\"kind\":\"person\"}",
+    "{\"name\":\"a\",\"age\":1,\"color\":1}",
+    "{\"name\":\"a\",\"age\":1,\"color\":12}",
+    "{\"name\":\"a\",\"age\":1,\"color\":-1.5,\"tags\":[]}",
+    "{\"name\":\"a\",\"age\":1,\"color\":null,\"tags\":[\"ab\",\"a\",\"b\"]}",
+    "{\"pet\":{\"na\":2,\"n\":\"rex\"},\"name\":\"a\",\"age\":1}",
+    "{\"name\":\"a\",\"age\":1,\"q\\\"x\":null}",
+    "{\"name\":\"a\",\"age\":123456789012345678,\"height\":1E99}",
+};
+
+/* The byte where each text stops being a prefix of a valid document. */
+static const struct {
+    const char *text;
+    size_t refused_at;
+    const char *why;
+} invalid[] = {
+    {"[]", 0, "the top level is an object"},
+    {"{}", 1, "required keys missing"},
+    {"{\"nam\":", 5, "a key that is only a prefix of a name"},
+    {"{\"namex\"", 6, "a key longer than any name"},
+    {"{\"zzz\"", 2, "an unknown key"},
+    {"{\"name\":\"a\",\"name\"", 14, "a key twice"},
+    {"{\"name\":1", 8, "a number for a string"},
+    {"{\"age\":1.5", 8, "a fraction for an integer"},
+    {"{\"age\":1e3", 8, "an exponent for an integer"},
+    {"{\"age\":\"1\"", 7, "a string for an integer"},
+    {"{\"alive\":null", 9, "null for a boolean"},
+    {"{\"nick\":true", 8, "a boolean for string or null"},
+    {"{\"color\":\"yellow\"", 10, "a string outside the enum"},
+    {"{\"color\":13", 10, "a number outside the enum"},
+    {"{\"color\":1.", 10, "a number that continues no enum value"},
+    {"{\"color\":true", 9, "a boolean outside the enum"},
+    {"{\"kind\":\"persons\"", 15, "const, then more"},
+    {"{\"tags\":[\"c\"", 10, "an item outside its enum"},
+    {"{\"tags\":{", 8, "an object for an array"},
+    {"{\"pet\":{}", 8, "the pet's required key"},
+    {"{\"name\":\"a\",\"age\":1}}", 20, "text after the document"},
+    {"{\"name\":\"a\",\"age\":1,}", 20, "a trailing comma"},
+    {"{\"name\":\"\\ud800\"", 12, "a surrogate escape"},
+    {"{\"name\":\"\\u0000\"", 14, "an escaped NUL"},
+    {"{\"age\":1234567890123456789", 25, "19 integer digits"},
+    {"{\"height\":1e100", 14, "three exponent digits"},
+    {"{\"name\":\"a\nb\"", 10, "a raw newline in a string"},
+    {"{\"pet\":{\"n\":\"a\",\"na\":1,", 22, "a comma with no property left"},
+};
+
+static void test_valid(tn_json_schema *s) {
+    for (size_t d = 0; d < sizeof valid / sizeof *valid; d++) {
+        const char *doc = valid[d];
+        const size_t n = strlen(doc);
+        tn_json_schema_state st;
+        tn_json_schema_init(&st, s);
+        const size_t got = tn_json_schema_feed(&st, doc, n);
+        CHECKF(got == n, "valid document %zu refused at %zu: %s", d, got, doc);
+        CHECKF(tn_json_schema_complete(&st), "document %zu not complete: %s", d, doc);
+        uint64_t rng = 7 + d;
+        for (int k = 0; k < 50; k++) {
+            tn_json_schema_state q;
+            tn_json_schema_init(&q, s);
+            const size_t g = feed_split(&q, doc, n, tn_test_rand(&rng));
+            CHECKF(g == n && tn_json_schema_complete(&q), "document %zu split: %zu of %zu", d, g,
+                   n);
+        }
+    }
+}
+
+static void test_invalid(tn_json_schema *s) {
+    for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++) {
+        tn_json_schema_state st;
+        tn_json_schema_init(&st, s);
+        const size_t n = strlen(invalid[i].text);
+        const size_t got = tn_json_schema_feed(&st, invalid[i].text, n);
+        CHECKF(got == invalid[i].refused_at, "%s: refused at %zu, expected %zu", invalid[i].why,
+               got, invalid[i].refused_at);
+        CHECKF(!tn_json_schema_complete(&st) || got == n || invalid[i].refused_at == 20,
+               "%s: complete", invalid[i].why);
+    }
+}
+
+/* Every keyword outside the subset is refused, and named. */
+static void test_unsupported(void) {
+    static const char *const keywords[] = {
+        "pattern",
+        "format",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "multipleOf",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "not",
+        "$ref",
+        "$defs",
+        "definitions",
+        "patternProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "if",
+        "prefixItems",
+        "contains",
+        "dependentRequired",
+        "unevaluatedProperties",
+        "nullable",
+        "x-anything",
+    };
+    for (size_t i = 0; i < sizeof keywords / sizeof *keywords; i++) {
+        char schema[512];
+        snprintf(schema, sizeof schema,
+                 "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"%s\":1}}}",
+                 keywords[i]);
+        tn_error err;
+        memset(&err, 0, sizeof err);
+        tn_json_schema *s = NULL;
+        const int rc = tn_json_schema_compile(schema, strlen(schema), &s, &err);
+        char want[128];
+        snprintf(want, sizeof want, "\"%s\" is not supported (schema at #/properties/a)",
+                 keywords[i]);
+        CHECKF(rc != TN_OK && !s && strstr(err.message, want), "%s: %s", keywords[i],
+               rc == TN_OK ? "accepted" : err.message);
+        tn_json_schema_free(s);
+    }
+}
+
+static void expect_refused(const char *schema, size_t len, const char *words) {
+    tn_error err;
+    memset(&err, 0, sizeof err);
+    tn_json_schema *s = NULL;
+    const int rc = tn_json_schema_compile(schema, len, &s, &err);
+    CHECKF(rc != TN_OK && !s && strstr(err.message, words), "want \"%s\", got: %s", words,
+           rc == TN_OK ? "accepted" : err.message);
+    tn_json_schema_free(s);
+}
+
+#define REFUSED(schema, words) expect_refused(schema, strlen(schema), words)
+
+static void test_hostile(void) {
+    REFUSED("[1]", "must be a JSON object");
+    REFUSED("\"x\"", "must be a JSON object");
+    REFUSED("{\"type\":\"string\"}", "top level");
+    REFUSED("{\"type\":\"object\",\"additionalProperties\":true}", "additionalProperties");
+    REFUSED("{\"type\":\"object\",\"properties\":[]}", "\"properties\" must be");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{}}}", "needs a \"type\"");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"str\"}}}", "\"type\" must be");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[\"null\",\"null\"]}}}",
+            "\"type\" must be");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\"}}}", "needs \"items\"");
+    REFUSED("{\"type\":\"object\",\"required\":[\"a\"]}", "\"required\" must be");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"enum\":[1.5]}}}",
+            "no value of the schema");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[]}}}", "\"enum\" must be");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[[1]]}}}",
+            "must be strings, numbers");
+    REFUSED("{\"type\":\"object\",\"a\":1,\"a\":2}", "JSON schema");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"const\":1e999}}}", "JSON schema");
+
+    /* Nesting: an object per level, far deeper than allowed. */
+    const int levels = 2000;
+    char *deep = malloc((size_t)levels * 64 + 64);
+    size_t n = 0;
+    for (int i = 0; i < levels; i++)
+        n += (size_t)sprintf(deep + n, "{\"type\":\"object\",\"properties\":{\"a\":");
+    n += (size_t)sprintf(deep + n, "{\"type\":\"null\"}");
+    for (int i = 0; i < levels; i++)
+        n += (size_t)sprintf(deep + n, "}}");
+    expect_refused(deep, n, "JSON schema"); /* the reader's depth bound */
+    n = 0;
+    for (int i = 0; i < TN_JSON_SCHEMA_MAX_DEPTH + 1; i++)
+        n += (size_t)sprintf(deep + n, "{\"type\":\"object\",\"properties\":{\"a\":");
+    n += (size_t)sprintf(deep + n, "{\"type\":\"null\"}");
+    for (int i = 0; i < TN_JSON_SCHEMA_MAX_DEPTH + 1; i++)
+        n += (size_t)sprintf(deep + n, "}}");
+    expect_refused(deep, n, "nests deeper");
+    free(deep);
+
+    /* 100,000 properties; an enum of 100,000 values; a schema over the size. */
+    const int many = 100000;
+    char *big = malloc((size_t)many * 40 + 128);
+    n = (size_t)sprintf(big, "{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < many; i++)
+        n += (size_t)sprintf(big + n, "%s\"p%d\":{\"type\":\"null\"}", i ? "," : "", i);
+    n += (size_t)sprintf(big + n, "}}");
+    expect_refused(big, n, "; at most"); /* over the size bound */
+    n = (size_t)sprintf(big, "{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < TN_JSON_SCHEMA_MAX_PROPERTIES + 1; i++)
+        n += (size_t)sprintf(big + n, "%s\"p%d\":{\"type\":\"null\"}", i ? "," : "", i);
+    n += (size_t)sprintf(big + n, "}}");
+    expect_refused(big, n, "at most 64 properties");
+    n = (size_t)sprintf(big, "{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[");
+    for (int i = 0; i < many; i++)
+        n += (size_t)sprintf(big + n, "%s%d", i ? "," : "", i);
+    n += (size_t)sprintf(big + n, "]}}}");
+    expect_refused(big, n, "\"enum\" must be an array of 1 to 1024");
+    free(big);
+    const size_t huge = (size_t)TN_JSON_SCHEMA_MAX_TEXT + 1;
+    char *pad = malloc(huge);
+    memset(pad, ' ', huge);
+    memcpy(pad, "{\"type\":\"object\"}", 17);
+    expect_refused(pad, huge, "at most");
+    free(pad);
+    /* Many enums under the per-enum bound: the total bound. */
+    char *lits = malloc(1 << 20);
+    n = (size_t)sprintf(lits, "{\"type\":\"object\",\"properties\":{");
+    for (int p = 0; p < 8; p++) {
+        n += (size_t)sprintf(lits + n, "%s\"e%d\":{\"type\":\"array\",\"items\":{\"enum\":[",
+                             p ? "," : "", p);
+        for (int i = 0; i < 1000; i++)
+            n += (size_t)sprintf(lits + n, "%s%d", i ? "," : "", i);
+        n += (size_t)sprintf(lits + n, "]}}");
+    }
+    n += (size_t)sprintf(lits + n, "}}");
+    expect_refused(lits, n, "enum values in all");
+    free(lits);
+    tn_json_schema *s = NULL;
+    CHECK(tn_json_schema_compile(NULL, 0, &s, NULL) != TN_OK && !s);
+}
+
+/* ---------------------------------------------------- the independent check */
+
+static bool same_value(const tn_json *a, const tn_json *b) {
+    if (a->type != b->type)
+        return false;
+    switch (a->type) {
+    case TN_JSON_NULL: return true;
+    case TN_JSON_BOOL: return a->b == b->b;
+    case TN_JSON_NUMBER: return a->v.num == b->v.num;
+    case TN_JSON_STRING: return a->n == b->n && !memcmp(a->v.str, b->v.str, a->n);
+    default: return false;
+    }
+}
+
+static bool type_ok(const char *t, const tn_json *v) {
+    if (!strcmp(t, "object"))
+        return v->type == TN_JSON_OBJECT;
+    if (!strcmp(t, "array"))
+        return v->type == TN_JSON_ARRAY;
+    if (!strcmp(t, "string"))
+        return v->type == TN_JSON_STRING;
+    if (!strcmp(t, "number"))
+        return v->type == TN_JSON_NUMBER;
+    if (!strcmp(t, "integer"))
+        return v->type == TN_JSON_NUMBER && v->v.num == floor(v->v.num);
+    if (!strcmp(t, "boolean"))
+        return v->type == TN_JSON_BOOL;
+    return !strcmp(t, "null") && v->type == TN_JSON_NULL;
+}
+
+/* JSON Schema's meaning of the subset, with additionalProperties false. */
+static bool validates(const tn_json *schema, const tn_json *v) {
+    const tn_json *type = tn_json_get(schema, "type");
+    if (type) {
+        bool any = false;
+        if (tn_json_is(type, TN_JSON_STRING))
+            any = type_ok(tn_json_str(type), v);
+        for (size_t i = 0; i < tn_json_count(type); i++)
+            any |= type_ok(tn_json_str(tn_json_at(type, i)), v);
+        if (!any)
+            return false;
+    }
+    const tn_json *en = tn_json_get(schema, "enum");
+    if (en) {
+        bool any = false;
+        for (size_t i = 0; i < tn_json_count(en); i++)
+            any |= same_value(tn_json_at(en, i), v);
+        if (!any)
+            return false;
+    }
+    const tn_json *cn = tn_json_get(schema, "const");
+    if (cn && !same_value(cn, v))
+        return false;
+    if (v->type == TN_JSON_OBJECT) {
+        const tn_json *props = tn_json_get(schema, "properties");
+        for (size_t i = 0; i < v->n; i++) {
+            const tn_json *m = &v->v.items[i];
+            const tn_json *sub = NULL;
+            for (size_t k = 0; k < tn_json_count(props); k++)
+                if (props->v.items[k].key_len == m->key_len &&
+                    !memcmp(props->v.items[k].key, m->key, m->key_len))
+                    sub = &props->v.items[k];
+            if (!sub || !validates(sub, m))
+                return false;
+            for (size_t k = 0; k < i; k++)
+                if (v->v.items[k].key_len == m->key_len &&
+                    !memcmp(v->v.items[k].key, m->key, m->key_len))
+                    return false;
+        }
+        const tn_json *req = tn_json_get(schema, "required");
+        for (size_t r = 0; r < tn_json_count(req); r++) {
+            const char *name = tn_json_str(tn_json_at(req, r));
+            if (!tn_json_get(v, name))
+                return false;
+        }
+    }
+    if (v->type == TN_JSON_ARRAY) {
+        const tn_json *items = tn_json_get(schema, "items");
+        for (size_t i = 0; i < v->n; i++)
+            if (!validates(items, &v->v.items[i]))
+                return false;
+    }
+    return true;
+}
+
+/* Random walks: from every prefix some byte goes on (unless complete), and
+ * a walk that turns to finishing ends in a valid document. */
+static void walk(const char *schema_text, tn_json_schema *s, uint64_t seed, int walks) {
+    tn_json_doc *sdoc = NULL;
+    tn_error err;
+    memset(&err, 0, sizeof err);
+    CHECK(tn_json_parse(schema_text, strlen(schema_text), "schema", &sdoc, &err) == TN_OK);
+    uint64_t rng = seed;
+    static const char finish[] = "\"}]0:,{[tfn";
+    enum { CAP = 1 << 16 };
+    char *doc = malloc(CAP);
+    int completed = 0;
+    for (int w = 0; w < walks; w++) {
+        tn_json_schema_state st;
+        tn_json_schema_init(&st, s);
+        size_t n = 0;
+        const size_t wander = tn_test_rand(&rng) % 400;
+        bool dead = false;
+        while (!tn_json_schema_complete(&st) && n < CAP - 1) {
+            uint8_t ok[256];
+            int n_ok = 0;
+            for (int c = 0; c < 256; c++) {
+                tn_json_schema_state q = st;
+                char b = (char)c;
+                if (tn_json_schema_feed(&q, &b, 1) == 1)
+                    ok[n_ok++] = (uint8_t)c;
+            }
+            if (n_ok == 0) {
+                dead = true;
+                break;
+            }
+            int pick = -1;
+            if (n >= wander) { /* finishing: closing bytes first, whitespace last */
+                for (const char *f = finish; *f && pick < 0; f++)
+                    for (int i = 0; i < n_ok; i++)
+                        if (ok[i] == (uint8_t)*f)
+                            pick = ok[i];
+                for (int i = 0; i < n_ok && pick < 0; i++)
+                    if (ok[i] != ' ' && ok[i] != '\t' && ok[i] != '\n' && ok[i] != '\r')
+                        pick = ok[i];
+                if (pick < 0)
+                    pick = ok[0];
+            } else {
+                pick = ok[tn_test_rand(&rng) % (uint64_t)n_ok];
+            }
+            char b = (char)pick;
+            CHECK(tn_json_schema_feed(&st, &b, 1) == 1);
+            doc[n++] = b;
+        }
+        CHECKF(!dead, "walk %d: a dead end after %zu bytes: %.*s", w, n, (int)n, doc);
+        CHECKF(tn_json_schema_complete(&st), "walk %d never finished: %.*s", w,
+               (int)(n < 200 ? n : 200), doc + (n < 200 ? 0 : n - 200));
+        if (dead || !tn_json_schema_complete(&st))
+            break;
+        completed++;
+        tn_json_doc *d = NULL;
+        const int rc = tn_json_check(doc, n, "walk", 64,
+                                     TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL |
+                                         TN_JSON_NO_HUGE_NUMBERS | TN_JSON_NO_HUGE_INTEGERS,
+                                     &err);
+        CHECKF(rc == TN_OK, "walk %d: %s: %.*s", w, err.message, (int)n, doc);
+        if (rc == TN_OK && tn_json_parse(doc, n, "walk", &d, &err) == TN_OK) {
+            CHECKF(validates(tn_json_root(sdoc), tn_json_root(d)), "walk %d invalid: %.*s", w,
+                   (int)n, doc);
+            tn_json_free(d);
+        }
+    }
+    CHECK(completed == walks);
+    free(doc);
+    tn_json_free(sdoc);
+}
+
+int main(void) {
+    tn_json_schema *s = compile(people);
+    if (s) {
+        test_valid(s);
+        test_invalid(s);
+        walk(people, s, 1, 3000);
+        tn_json_schema_free(s);
+    }
+    static const char *const more[] = {
+        "{\"type\":\"object\"}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"items\":{\"type\":"
+        "\"array\",\"items\":{\"type\":[\"integer\",\"null\",\"boolean\"]}}}},\"required\":[\"a\"]"
+        "}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[0,1,10,100,-1,\"\",\"\\u0001\"]},"
+        "\"b\":{\"enum\":[1]},\"ab\":{\"const\":false},\"abc\":{\"type\":\"number\"}},"
+        "\"required\":[\"a\",\"b\",\"ab\",\"abc\"]}",
+    };
+    for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
+        tn_json_schema *m = compile(more[i]);
+        if (m)
+            walk(more[i], m, 100 + i, 1000);
+        tn_json_schema_free(m);
+    }
+    test_unsupported();
+    test_hostile();
+    return tn_test_finish("json-schema");
+}
