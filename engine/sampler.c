@@ -36,6 +36,10 @@ struct tn_sampler {
     int32_t n_bias;
     tn_token_allow_fn allow;
     void *allow_user;
+    /* tn_sampler_set_allow_groups: allow's candidates by group. */
+    const int32_t *group_start; /* [257] */
+    const int32_t *group_tokens;
+    tn_token_group_fn group_ok;
 };
 
 #define SUM_BLOCK 64
@@ -180,6 +184,19 @@ void tn_sampler_set_allow(tn_sampler *s, tn_token_allow_fn allow, void *user) {
         return;
     s->allow = allow;
     s->allow_user = user;
+    s->group_start = NULL;
+    s->group_tokens = NULL;
+    s->group_ok = NULL;
+}
+
+void tn_sampler_set_allow_groups(tn_sampler *s, const int32_t *start, const int32_t *tokens,
+                                 tn_token_group_fn group_ok) {
+    if (!s)
+        return;
+    const bool on = start && tokens && group_ok;
+    s->group_start = on ? start : NULL;
+    s->group_tokens = on ? tokens : NULL;
+    s->group_ok = on ? group_ok : NULL;
 }
 
 /* The bias comes before the penalties, as in llama.cpp's chain; a token
@@ -573,6 +590,28 @@ static void load_work(tn_sampler *s, const float *logits) {
  * constrained draws are equivalent to. The number of allowed tokens. */
 static int32_t mask_refused(tn_sampler *s) {
     int32_t n = 0;
+    if (s->group_start) {
+        /* Only the tokens of the groups that can be allowed are tried; the
+         * kept logits wait in cand/prob (scratch until the next prepare)
+         * while the rest of work is masked. */
+        for (int g = 0; g < 256; g++) {
+            if (!s->group_ok(g, s->allow_user))
+                continue;
+            for (int32_t i = s->group_start[g]; i < s->group_start[g + 1]; i++) {
+                const int32_t t = s->group_tokens[i];
+                if (s->work[t] != -INFINITY && s->allow(t, s->allow_user)) {
+                    s->cand[n] = t;
+                    s->prob[n] = s->work[t];
+                    n++;
+                }
+            }
+        }
+        for (int32_t t = 0; t < s->n_vocab; t++)
+            s->work[t] = -INFINITY;
+        for (int32_t i = 0; i < n; i++)
+            s->work[s->cand[i]] = s->prob[i];
+        return n;
+    }
     for (int32_t t = 0; t < s->n_vocab; t++) {
         if (s->work[t] == -INFINITY)
             continue;

@@ -86,6 +86,12 @@ struct tn_session {
      * (json_on set too); NULL otherwise. */
     const tn_json_schema *schema;
     tn_json_schema_state jstate;
+    /* The tokens json_allow can accept, by first byte (first_start[257],
+     * first_tokens), built at the first constrained request: the
+     * sampler's whole-vocabulary check tries only the groups whose byte can
+     * come next (tn_sampler_set_allow_groups). */
+    int32_t *first_start;
+    int32_t *first_tokens;
     atomic_bool cancel;
 };
 
@@ -411,6 +417,8 @@ void tn_session_free(tn_session *s) {
     tn_ctx_free(s->ctx);
     tn_sampler_free(s->sampler);
     tn_spec_free(s->spec);
+    free(s->first_start);
+    free(s->first_tokens);
     for (int i = 0; i < TN_SESSION_MAX_STOP; i++)
         free(s->stop_copies[i]);
     free(s->cache_dir);
@@ -771,6 +779,67 @@ static bool json_allow(int32_t token, void *user) {
     return tn_json_prefix_feed(&q, piece, len) == len;
 }
 
+/* Whether a token starting with byte g can come next. */
+static bool json_first_ok(int g, void *user) {
+    tn_session *s = user;
+    const char b = (char)g;
+    if (s->schema) {
+        tn_json_schema_state q = s->jstate;
+        return tn_json_schema_feed(&q, &b, 1) == 1;
+    }
+    tn_json_prefix q = s->json;
+    return tn_json_prefix_feed(&q, &b, 1) == 1;
+}
+
+/* json_allow's candidates by first byte (a counting sort over the
+ * vocabulary); false when out of memory, the sampler then checks every
+ * token. */
+static bool build_first_index(tn_session *s) {
+    if (s->first_start)
+        return true;
+    if (!s->tok)
+        return false;
+    int32_t *start = calloc(257, sizeof *start);
+    int32_t *tokens = malloc((size_t)s->n_vocab * sizeof *tokens);
+    if (!start || !tokens) {
+        free(start);
+        free(tokens);
+        return false;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t fill[256];
+        if (pass == 1) {
+            for (int g = 0, sum = 0; g < 256; g++) {
+                const int32_t c = start[g + 1];
+                start[g] = sum; /* start[g + 1] held group g's count */
+                fill[g] = sum;
+                sum += c;
+            }
+        }
+        for (int32_t t = 0; t < s->n_vocab; t++) {
+            const int type = tn_token_type_of(s->tok, t);
+            if ((type != TN_TOKEN_TYPE_NORMAL && type != TN_TOKEN_TYPE_BYTE &&
+                 type != TN_TOKEN_TYPE_UNDEFINED) ||
+                tn_token_is_eog(s->tok, t))
+                continue;
+            size_t len = 0;
+            const char *piece = tn_token_piece(s->tok, t, &len);
+            if (!piece || len == 0)
+                continue;
+            const uint8_t g = (uint8_t)piece[0];
+            if (pass == 0)
+                start[g + 1]++;
+            else
+                tokens[fill[g]++] = t;
+        }
+        if (pass == 1)
+            start[256] = fill[255];
+    }
+    s->first_start = start;
+    s->first_tokens = tokens;
+    return true;
+}
+
 /* Every request starts the sampler afresh from its seed, with the penalty
  * window filled from the prompt: the same request draws the same tokens. */
 static int sampler_begin(tn_session *s, const tn_gen_params *g, tn_error *err) {
@@ -792,6 +861,8 @@ static int sampler_begin(tn_session *s, const tn_gen_params *g, tn_error *err) {
     s->schema = g->constrain == TN_CONSTRAIN_JSON_SCHEMA ? g->schema : NULL;
     tn_json_schema_init(&s->jstate, s->schema);
     tn_sampler_set_allow(s->sampler, s->json_on ? json_allow : NULL, s);
+    if (s->json_on && build_first_index(s))
+        tn_sampler_set_allow_groups(s->sampler, s->first_start, s->first_tokens, json_first_ok);
     const tn_sampler_params p = g->sampler;
     const bool penalties = p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
                            p.frequency_penalty != 0.0f;

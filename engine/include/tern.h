@@ -679,6 +679,17 @@ int tn_sampler_set_logit_bias(tn_sampler *s, const tn_logit_bias *bias, int32_t 
  * refused. NULL: no constraint. */
 typedef bool (*tn_token_allow_fn)(int32_t token, void *user);
 void tn_sampler_set_allow(tn_sampler *s, tn_token_allow_fn allow, void *user);
+/* An index for the whole-vocabulary check of tn_sampler_set_allow's filter
+ * (which it clears): tokens[start[g]..start[g+1]) for g in 0..255 are the
+ * tokens of group g (the JSON filters group them by their first byte), no
+ * token in two groups; group_ok(g, user) false promises that allow refuses
+ * every token of group g, and allow refuses every token outside the index.
+ * The check then tries only the tokens of the groups group_ok accepts;
+ * what is sampled does not change. The arrays must outlive their use; NULL:
+ * no index. */
+typedef bool (*tn_token_group_fn)(int group, void *user);
+void tn_sampler_set_allow_groups(tn_sampler *s, const int32_t *start, const int32_t *tokens,
+                                 tn_token_group_fn group_ok);
 
 /* ---------------------------------------------------- JSON-constrained output */
 

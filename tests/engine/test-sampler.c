@@ -582,6 +582,79 @@ static void test_allow(void) {
     free(big);
 }
 
+/* The whole-vocabulary check with an index by group (the JSON filters'
+ * first bytes): the same tokens as without it, and allow is asked only
+ * about the tokens of the groups that can be allowed. */
+typedef struct group_filter {
+    int32_t limit; /* tokens below it are allowed */
+    long calls;
+} group_filter;
+
+static bool group_below(int32_t token, void *user) {
+    group_filter *f = user;
+    f->calls++;
+    return token < f->limit;
+}
+
+static bool group_may(int group, void *user) {
+    const group_filter *f = user;
+    return group < f->limit; /* token t is in group t % 256 */
+}
+
+static void test_allow_groups(void) {
+    enum { V = 5000, G = 256 };
+    int32_t start[G + 1], tokens[V];
+    int32_t n = 0;
+    for (int g = 0; g < G; g++) {
+        start[g] = n;
+        for (int32_t t = g; t < V; t += G)
+            tokens[n++] = t;
+    }
+    start[G] = n;
+    float *logits = malloc(V * sizeof *logits);
+    uint64_t rng = 3;
+    for (int temp = 0; temp < 2; temp++) {
+        tn_sampler_params p = tn_sampler_default_params();
+        p.temperature = temp ? 1.0f : 0.0f;
+        p.seed = 11;
+        tn_sampler *plain = make(V, p), *grouped = make(V, p);
+        group_filter fp = {10, 0}, fg = {10, 0};
+        tn_sampler_set_allow(plain, group_below, &fp);
+        tn_sampler_set_allow(grouped, group_below, &fg);
+        tn_sampler_set_allow_groups(grouped, start, tokens, group_may);
+        bool same = true;
+        for (int i = 0; i < 50; i++) {
+            for (int t = 0; t < V; t++)
+                logits[t] = tn_test_randf(&rng) * 4.0f + (float)t * 0.001f;
+            const int32_t a = tn_sampler_sample(plain, logits);
+            const int32_t b = tn_sampler_sample(grouped, logits);
+            same &= a == b && a >= 0 && a < 10;
+        }
+        CHECKF(same, "temperature %d: the same tokens with the index", temp);
+        /* Without the index every token is asked about at each fallback;
+         * with it, the tokens of groups 0..9 (10 allowed among them) and the
+         * best few. */
+        CHECKF(fp.calls >= 50L * (V - 64) && fg.calls <= 50L * (start[10] + 64 + 1),
+               "temperature %d: allow asked %ld times without the index, %ld with it", temp,
+               fp.calls, fg.calls);
+        float pp[V], pg[V];
+        tn_sampler_probs(plain, logits, pp);
+        tn_sampler_probs(grouped, logits, pg);
+        bool probs_same = true;
+        for (int t = 0; t < V; t++)
+            probs_same &= pp[t] == pg[t];
+        CHECKF(probs_same, "temperature %d: the same probabilities with the index", temp);
+        /* tn_sampler_set_allow clears the index. */
+        tn_sampler_set_allow(grouped, group_below, &fg);
+        fg.calls = 0;
+        tn_sampler_sample(grouped, logits);
+        CHECK(fg.calls >= V - 64);
+        tn_sampler_free(plain);
+        tn_sampler_free(grouped);
+    }
+    free(logits);
+}
+
 int main(void) {
     test_greedy();
     test_greedy_argmax();
@@ -595,5 +668,6 @@ int main(void) {
     test_bad_params();
     test_logit_bias();
     test_allow();
+    test_allow_groups();
     return tn_test_finish("test-sampler");
 }
