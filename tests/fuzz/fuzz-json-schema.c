@@ -1,0 +1,237 @@
+/* libFuzzer target for tn_json_schema (engine/json-schema.c): the schema
+ * compiler and the checker that json_schema answers are sampled through. A
+ * schema it wrongly compiles is enforced other than it reads; a byte the
+ * checker wrongly accepts lets a model write an answer that breaks the
+ * schema, or walk into a prefix no text completes.
+ *
+ * Input: the schema, a NUL byte, then the text. Without a NUL, the first
+ * byte picks one of the schemas below and the rest is the text (so that
+ * most runs exercise the checker on schemas that compile).
+ *
+ * Promises:
+ *  (a) compiling any bytes ends in a schema or an error with a message,
+ *      never a crash, a leak or unbounded time (the sanitizers and
+ *      libFuzzer's limits watch those);
+ *  (b) a refused byte leaves the state byte for byte as it was, and the
+ *      bytes taken, fed again in one call or in pieces, end in the same
+ *      state;
+ *  (c) once complete, only whitespace is taken;
+ *  (d) from every state reached some byte is taken (no dead end), and
+ *      finishing from it (closing bytes first, checked by the checker
+ *      itself) ends, within a bound, in a complete text that the strict
+ *      reader accepts (with the flags json-glib needs) and that the
+ *      validator below, which reads the schema itself, finds valid.
+ *
+ * Seeds: tests/fuzz/corpus/json-schema/.
+ * Run:   build-fuzz/tests/fuzz/fuzz-json-schema tests/fuzz/corpus/json-schema
+ */
+#include "tn-json.h"
+#include "tn-internal.h"
+#include "fuzz-promise.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const schemas[] = {
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":"
+    "\"integer\"},\"h\":{\"type\":\"number\"},\"ok\":{\"type\":\"boolean\"},\"n\":{\"type\":"
+    "[\"string\",\"null\"]},\"c\":{\"enum\":[\"red\",\"re\",1,12,-1.5,null,true]},\"k\":{"
+    "\"const\":\"x\\\"y\"},\"t\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+    "\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}},\"required\":"
+    "[\"name\",\"age\"],\"additionalProperties\":false}",
+    "{\"type\":\"object\"}",
+    "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"items\":{\"type\":"
+    "\"array\",\"items\":{\"type\":[\"integer\",\"null\",\"boolean\",\"string\"]}}},\"ab\":{"
+    "\"type\":\"object\",\"properties\":{\"\":{\"enum\":[\"\",\"\\n\"]}},\"required\":[\"\"]}},"
+    "\"required\":[\"a\",\"ab\"]}",
+};
+
+static bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static bool same_value(const tn_json *a, const tn_json *b) {
+    if (a->type != b->type)
+        return false;
+    switch (a->type) {
+    case TN_JSON_NULL: return true;
+    case TN_JSON_BOOL: return a->b == b->b;
+    case TN_JSON_NUMBER: return a->v.num == b->v.num;
+    case TN_JSON_STRING: return a->n == b->n && !memcmp(a->v.str, b->v.str, a->n);
+    default: return false;
+    }
+}
+
+static bool type_ok(const char *t, const tn_json *v) {
+    if (!strcmp(t, "object"))
+        return v->type == TN_JSON_OBJECT;
+    if (!strcmp(t, "array"))
+        return v->type == TN_JSON_ARRAY;
+    if (!strcmp(t, "string"))
+        return v->type == TN_JSON_STRING;
+    if (!strcmp(t, "number"))
+        return v->type == TN_JSON_NUMBER;
+    if (!strcmp(t, "integer"))
+        return v->type == TN_JSON_NUMBER && v->v.num == floor(v->v.num);
+    if (!strcmp(t, "boolean"))
+        return v->type == TN_JSON_BOOL;
+    return !strcmp(t, "null") && v->type == TN_JSON_NULL;
+}
+
+/* JSON Schema's meaning of the subset, additionalProperties false. */
+static bool validates(const tn_json *schema, const tn_json *v) {
+    const tn_json *type = tn_json_get(schema, "type");
+    if (type) {
+        bool any = false;
+        if (tn_json_is(type, TN_JSON_STRING))
+            any = type_ok(tn_json_str(type), v);
+        for (size_t i = 0; i < tn_json_count(type); i++)
+            any |= type_ok(tn_json_str(tn_json_at(type, i)), v);
+        if (!any)
+            return false;
+    }
+    const tn_json *en = tn_json_get(schema, "enum");
+    if (en) {
+        bool any = false;
+        for (size_t i = 0; i < tn_json_count(en); i++)
+            any |= same_value(tn_json_at(en, i), v);
+        if (!any)
+            return false;
+    }
+    const tn_json *cn = tn_json_get(schema, "const");
+    if (cn && !same_value(cn, v))
+        return false;
+    if (v->type == TN_JSON_OBJECT) {
+        const tn_json *props = tn_json_get(schema, "properties");
+        for (size_t i = 0; i < v->n; i++) {
+            const tn_json *m = &v->v.items[i];
+            const tn_json *sub = NULL;
+            for (size_t k = 0; k < tn_json_count(props); k++)
+                if (props->v.items[k].key_len == m->key_len &&
+                    !memcmp(props->v.items[k].key, m->key, m->key_len))
+                    sub = &props->v.items[k];
+            if (!sub || !validates(sub, m))
+                return false;
+        }
+        const tn_json *req = tn_json_get(schema, "required");
+        for (size_t r = 0; r < tn_json_count(req); r++)
+            if (!tn_json_get(v, tn_json_str(tn_json_at(req, r))))
+                return false;
+    }
+    if (v->type == TN_JSON_ARRAY)
+        for (size_t i = 0; i < v->n; i++)
+            if (!validates(tn_json_get(schema, "items"), &v->v.items[i]))
+                return false;
+    return true;
+}
+
+/* (d): finishes text[0..n) from st into text (room: cap), checked. */
+static void finish_and_check(const char *schema, size_t schema_len, tn_json_schema_state st,
+                             uint8_t *text, size_t n, size_t cap) {
+    static const char order[] = "\"}]0:,{[tfn";
+    while (!tn_json_schema_complete(&st)) {
+        PROMISE(n < cap);
+        int pick = -1;
+        for (const char *o = order; *o && pick < 0; o++) {
+            tn_json_schema_state q = st;
+            if (tn_json_schema_feed(&q, o, 1) == 1)
+                pick = (uint8_t)*o;
+        }
+        for (int c = 0; c < 256 && pick < 0; c++) {
+            tn_json_schema_state q = st;
+            const char b = (char)c;
+            if (!is_ws((uint8_t)c) && tn_json_schema_feed(&q, &b, 1) == 1)
+                pick = c;
+        }
+        PROMISE(pick >= 0); /* no dead end */
+        const char b = (char)pick;
+        PROMISE(tn_json_schema_feed(&st, &b, 1) == 1);
+        text[n++] = (uint8_t)pick;
+    }
+    tn_error err;
+    memset(&err, 0, sizeof err);
+    PROMISE(tn_json_check((const char *)text, n, NULL, 64,
+                          TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS |
+                              TN_JSON_NO_HUGE_INTEGERS,
+                          &err) == TN_OK);
+    tn_json_doc *sd = NULL, *dd = NULL;
+    PROMISE(tn_json_parse(schema, schema_len, NULL, &sd, &err) == TN_OK);
+    PROMISE(tn_json_parse((const char *)text, n, NULL, &dd, &err) == TN_OK);
+    PROMISE(validates(tn_json_root(sd), tn_json_root(dd)));
+    tn_json_free(sd);
+    tn_json_free(dd);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1 || size > 8192)
+        return 0;
+    const uint8_t *nul = memchr(data, 0, size);
+    const char *schema;
+    size_t schema_len;
+    const uint8_t *in;
+    size_t n_in;
+    if (nul) {
+        schema = (const char *)data;
+        schema_len = (size_t)(nul - data);
+        in = nul + 1;
+        n_in = size - schema_len - 1;
+    } else {
+        schema = schemas[data[0] % (sizeof schemas / sizeof *schemas)];
+        schema_len = strlen(schema);
+        in = data + 1;
+        n_in = size - 1;
+    }
+    tn_error err;
+    memset(&err, 0, sizeof err);
+    tn_json_schema *s = NULL;
+    if (tn_json_schema_compile(schema, schema_len, &s, &err) != TN_OK) { /* (a) */
+        PROMISE(!s && err.message[0]);
+        return 0;
+    }
+    PROMISE(s);
+    enum { ROOM = 1 << 16 };
+    uint8_t *kept = malloc(n_in + 1);
+    uint8_t *text = malloc(ROOM);
+    PROMISE(kept && text);
+    tn_json_schema_state st;
+    tn_json_schema_init(&st, s);
+    size_t n_kept = 0;
+    for (size_t i = 0; i < n_in; i++) {
+        const tn_json_schema_state before = st;
+        const bool was_complete = tn_json_schema_complete(&st);
+        const size_t got = tn_json_schema_feed(&st, (const char *)in + i, 1);
+        if (got == 0) {
+            PROMISE(memcmp(&before, &st, sizeof st) == 0); /* (b) */
+            continue;
+        }
+        if (was_complete)
+            PROMISE(is_ws(in[i]) && tn_json_schema_complete(&st)); /* (c) */
+        kept[n_kept++] = in[i];
+        PROMISE(st.space <= TN_JSON_SCHEMA_MAX_SPACE);
+        if (n_in <= 256 || i + 1 == n_in) { /* (d) */
+            memcpy(text, kept, n_kept);
+            finish_and_check(schema, schema_len, st, text, n_kept, ROOM);
+        }
+    }
+    /* (b) again, in one call and in pieces split where the input says. */
+    tn_json_schema_state q;
+    tn_json_schema_init(&q, s);
+    PROMISE(tn_json_schema_feed(&q, (const char *)kept, n_kept) == n_kept);
+    PROMISE(memcmp(&q, &st, sizeof st) == 0);
+    tn_json_schema_init(&q, s);
+    for (size_t at = 0; at < n_kept;) {
+        const size_t piece = 1 + (size_t)(kept[at] % 7);
+        const size_t take = piece < n_kept - at ? piece : n_kept - at;
+        PROMISE(tn_json_schema_feed(&q, (const char *)kept + at, take) == take);
+        at += take;
+    }
+    PROMISE(memcmp(&q, &st, sizeof st) == 0);
+    if (n_kept == 0) {
+        memcpy(text, kept, 0);
+        finish_and_check(schema, schema_len, st, text, 0, ROOM);
+    }
+    free(kept);
+    free(text);
+    tn_json_schema_free(s);
+    return 0;
+}
