@@ -261,10 +261,50 @@ static bool parse_logit_bias(JsonObject *o, job *j, const char **param, char **w
     return true;
 }
 
-/* response_format: "text" (the default) or "json_object", whose answer is
- * one JSON object (TN_CONSTRAIN_JSON_OBJECT). A JSON schema is refused
- * rather than ignored: an answer that does not follow it would be taken as
- * one that does. */
+/* response_format json_schema, OpenAI's structured outputs:
+ * {"type": "json_schema", "json_schema": {"name": ..., "schema": {...},
+ * "strict": ...}}. The schema is compiled by the engine, which refuses
+ * every keyword it would not enforce (tern.h, tn_json_schema): an answer
+ * that does not follow a schema must not be taken as one that does. OpenAI
+ * requires "name"; it changes nothing here, so it may be left out, and
+ * "strict": false is enforced all the same. */
+static bool parse_json_schema(JsonObject *rfo, job *j, char **why) {
+    JsonNode *js = json_object_get_member(rfo, "json_schema");
+    JsonObject *jso = js && JSON_NODE_HOLDS_OBJECT(js) ? json_node_get_object(js) : NULL;
+    JsonNode *schema = jso ? json_object_get_member(jso, "schema") : NULL;
+    if (!schema) {
+        *why = g_strdup("response_format json_schema needs a \"json_schema\" object with a "
+                        "\"schema\"");
+        return false;
+    }
+    JsonNode *name = json_object_get_member(jso, "name");
+    if (name && !(JSON_NODE_HOLDS_VALUE(name) &&
+                  json_node_get_value_type(name) == G_TYPE_STRING)) {
+        *why = g_strdup("response_format json_schema: \"name\" must be a string");
+        return false;
+    }
+    JsonNode *strict = json_object_get_member(jso, "strict");
+    if (strict && !JSON_NODE_HOLDS_NULL(strict) &&
+        !(JSON_NODE_HOLDS_VALUE(strict) && json_node_get_value_type(strict) == G_TYPE_BOOLEAN)) {
+        *why = g_strdup("response_format json_schema: \"strict\" must be true or false");
+        return false;
+    }
+    g_autofree char *text = json_to_string(schema, FALSE);
+    tn_error err;
+    memset(&err, 0, sizeof err);
+    if (tn_json_schema_compile(text, strlen(text), &j->schema, &err) != TN_OK) {
+        *why = g_strdup_printf("response_format json_schema: %s", err.message);
+        return false;
+    }
+    j->gen.constrain = TN_CONSTRAIN_JSON_SCHEMA;
+    j->gen.schema = j->schema;
+    return true;
+}
+
+/* response_format: "text" (the default), "json_object", whose answer is
+ * one JSON object (TN_CONSTRAIN_JSON_OBJECT), or "json_schema", one valid
+ * against a schema in the subset the engine enforces
+ * (TN_CONSTRAIN_JSON_SCHEMA). */
 static bool parse_response_format(JsonObject *o, job *j, const char **param, char **why) {
     JsonNode *rf = json_object_get_member(o, "response_format");
     if (!rf || JSON_NODE_HOLDS_NULL(rf))
@@ -274,8 +314,8 @@ static bool parse_response_format(JsonObject *o, job *j, const char **param, cha
                            ? string_member(json_node_get_object(rf), "type", NULL)
                            : NULL;
     if (!type) {
-        *why = g_strdup("response_format must be an object with a \"type\": \"text\" or "
-                        "\"json_object\"");
+        *why = g_strdup("response_format must be an object with a \"type\": \"text\", "
+                        "\"json_object\" or \"json_schema\"");
         return false;
     }
     if (!strcmp(type, "text"))
@@ -287,21 +327,18 @@ static bool parse_response_format(JsonObject *o, job *j, const char **param, cha
         JsonObject *rfo = json_node_get_object(rf);
         if (json_object_has_member(rfo, "schema") || json_object_has_member(rfo, "json_schema")) {
             *why = g_strdup("response_format json_object with a schema is not supported: the "
-                            "schema would not be enforced; drop it (any JSON object) and check "
-                            "the schema yourself");
+                            "schema would not be enforced; send {\"type\": \"json_schema\", "
+                            "\"json_schema\": {\"schema\": ...}}, or drop it (any JSON object)");
             return false;
         }
         j->gen.constrain = TN_CONSTRAIN_JSON_OBJECT;
         return true;
     }
-    if (!strcmp(type, "json_schema")) {
-        *why = g_strdup("response_format json_schema is not supported: use {\"type\": "
-                        "\"json_object\"} (any JSON object) and check the schema yourself");
-        return false;
-    }
+    if (!strcmp(type, "json_schema"))
+        return parse_json_schema(json_node_get_object(rf), j, why);
     gchar *shown = g_strescape(type, NULL);
-    *why = g_strdup_printf("response_format type \"%.40s\" is not supported (\"text\" or "
-                           "\"json_object\")",
+    *why = g_strdup_printf("response_format type \"%.40s\" is not supported (\"text\", "
+                           "\"json_object\" or \"json_schema\")",
                            shown);
     g_free(shown);
     return false;
@@ -877,6 +914,7 @@ void tern_request_clear(job *j) {
     for (int i = 0; i < TN_SESSION_MAX_STOP; i++)
         g_free(j->stop_store[i]);
     g_free(j->logit_bias);
+    tn_json_schema_free(j->schema);
     for (int i = 0; i < j->n_images; i++) {
         g_free(j->images[i].uri);
         g_free(j->images[i].where);

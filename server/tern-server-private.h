@@ -69,6 +69,7 @@ typedef struct job {
     tn_gen_params gen;
     char *stop_store[TN_SESSION_MAX_STOP];
     tn_logit_bias *logit_bias; /* gen.logit_bias points here */
+    tn_json_schema *schema;    /* gen.schema points here */
     spec_choice spec;
 
     /* image_url parts, in the order of the TN_IMAGE_MARKERs put in their place. */

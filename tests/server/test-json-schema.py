@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""response_format json_schema (docs/SERVER.md, "Structured output").
+
+- Greedy and sampled answers, streamed or not, chat (single-turn and a
+  conversation) and completions: every answer that finishes ("stop") parses
+  and is valid against the schema (a validator of the subset written here);
+  enough of them finish.
+- Speculation asked for: off for the request (no drafts), the answer the same.
+- Every keyword outside the subset is a 400 naming response_format and the
+  keyword; hostile schemas (deep nesting, 100,000 properties, a huge enum,
+  wrong types, a top level that is no object) are 400s (or 413 for a body
+  over the size bound), never a 500 or a hang; the server exits cleanly.
+
+A tiny random-weight Qwen3-architecture model with the real Qwen3 vocabulary."""
+
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serverlib  # noqa: E402
+
+checks = serverlib.Checks()
+check = checks.check
+vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "qwen3", "tokenizer.json")
+if not os.path.isfile(vocab):
+    serverlib.cannot_run("no vocabulary at %s (tools/fetch-vocab.sh)" % vocab)
+
+tmp = serverlib.workdir("json-schema")
+model = serverlib.make_model(tmp, name="qwen3", vocab=vocab, arch="qwen3")
+srv = serverlib.Server(tmp, "json-schema", model)
+MESSAGES = [{"role": "user", "content": "Write something."}]
+
+
+def token_ids(text):
+    r = subprocess.run([serverlib.env("TERN_CLI"), "tokenize", "-m", model, "--json", text],
+                       capture_output=True, text=True)
+    return [t["id"] if isinstance(t, dict) else t for t in json.loads(r.stdout or "[]")]
+
+
+def rf_of(schema, **extra):
+    js = {"name": "answer", "schema": schema, "strict": True}
+    js.update(extra)
+    return {"type": "json_schema", "json_schema": js}
+
+
+def post(path="/v1/chat/completions", **extra):
+    body = {"max_tokens": 1}
+    if path.endswith("chat/completions"):
+        body["messages"] = MESSAGES
+    else:
+        body["prompt"] = "Write something."
+    body.update(extra)
+    status, _, doc, raw = srv.post(path, body)
+    return status, doc if isinstance(doc, dict) else {}, raw
+
+
+def answer(stream=False, path="/v1/chat/completions", **extra):
+    """status, text, finish_reason, raw"""
+    body = {"stream": stream}
+    body.update(extra)
+    if path.endswith("chat/completions"):
+        body.setdefault("messages", MESSAGES)
+    else:
+        body["prompt"] = "Write something."
+    status, _, doc, raw = srv.post(path, body)
+    if status != 200:
+        return status, None, None, raw
+    if stream:
+        text, finish = "", None
+        for e in serverlib.sse_events(raw):
+            if e == "[DONE]":
+                continue
+            ch = json.loads(e)["choices"]
+            if ch:
+                d = ch[0].get("delta", {})
+                text += (d.get("content") if "delta" in ch[0] else ch[0].get("text")) or ""
+                finish = ch[0].get("finish_reason") or finish
+        return status, text, finish, raw
+    c = doc["choices"][0]
+    text = c["message"].get("content") if "message" in c else c.get("text")
+    return status, text or "", c["finish_reason"], raw
+
+
+def valid(schema, v):
+    """JSON Schema's meaning of the subset (additionalProperties false)."""
+    t = schema.get("type")
+    if t is not None:
+        kinds = t if isinstance(t, list) else [t]
+        ok = False
+        for k in kinds:
+            ok |= {"object": isinstance(v, dict), "array": isinstance(v, list),
+                   "string": isinstance(v, str), "null": v is None,
+                   "boolean": isinstance(v, bool),
+                   "number": isinstance(v, (int, float)) and not isinstance(v, bool),
+                   "integer": (isinstance(v, int) and not isinstance(v, bool)) or
+                              (isinstance(v, float) and v.is_integer())}[k]
+        if not ok:
+            return False
+
+    def same(a, b):
+        return type(a) is type(b) and a == b or (
+            isinstance(a, (int, float)) and isinstance(b, (int, float)) and
+            not isinstance(a, bool) and not isinstance(b, bool) and a == b)
+    if "enum" in schema and not any(same(e, v) for e in schema["enum"]):
+        return False
+    if "const" in schema and not same(schema["const"], v):
+        return False
+    if isinstance(v, dict):
+        props = schema.get("properties", {})
+        if any(k not in props or not valid(props[k], x) for k, x in v.items()):
+            return False
+        if any(r not in v for r in schema.get("required", [])):
+            return False
+    if isinstance(v, list) and not all(valid(schema["items"], x) for x in v):
+        return False
+    return True
+
+
+def pairs_unique(pairs):
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise ValueError("a key twice: %r" % keys)
+    return dict(pairs)
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "ok": {"type": "boolean"},
+        "n": {"type": "integer"},
+        "color": {"enum": ["red", "green", "blue", None, 7]},
+        "kind": {"const": "answer"},
+        "inner": {"type": "object", "properties": {"x": {"type": ["null", "number"]},
+                                                   "y": {"type": "boolean"}},
+                  "required": ["x"], "additionalProperties": False},
+        "words": {"type": "array", "items": {"enum": ["a", "b"]}},
+        "name": {"type": "string"},
+    },
+    "required": ["ok", "n", "color", "kind", "inner"],
+    "additionalProperties": False,
+}
+# The random model's strings run long: a bias towards '",' and '"}' (which
+# close a string value) lets the name close.
+closers = {str(i): 30 for i in token_ids('",') + token_ids('"}')}
+
+
+def judge(what, status, text, finish, raw, schema=SCHEMA):
+    if not check(status == 200 and text is not None, "%s: %s %r" % (what, status, raw[:300])):
+        return 0
+    if finish == "length":
+        check(not text.strip() or text.lstrip().startswith("{"),
+              "%s: cut short, the start of an object: %r" % (what, text))
+        return 0
+    check(finish == "stop", "%s: finish_reason %r" % (what, finish))
+    try:
+        doc = json.loads(text, object_pairs_hook=pairs_unique)
+    except ValueError as e:
+        check(False, "%s: not JSON (%s): %r" % (what, e, text))
+        return 0
+    return check(valid(schema, doc), "%s: valid against the schema: %r" % (what, text))
+
+
+n_valid = 0
+for temperature in [0, 1]:
+    for seed in [1, 2, 3, 4]:
+        for stream in [False, True]:
+            what = "temperature %s seed %d%s" % (temperature, seed, " streamed" if stream else "")
+            n_valid += judge(what, *answer(stream=stream, max_tokens=400,
+                                           response_format=rf_of(SCHEMA),
+                                           temperature=temperature, seed=seed,
+                                           logit_bias=closers))
+        if temperature == 0:
+            break
+check(n_valid >= 6, "%d answers were whole and valid" % n_valid)
+
+# Conversation path and completions.
+n_valid = judge("conversation", *answer(max_tokens=400, response_format=rf_of(SCHEMA),
+                                        temperature=1, seed=7, logit_bias=closers,
+                                        tern={"single_turn": False}))
+n_valid += judge("completions", *answer(path="/v1/completions", max_tokens=400,
+                                        response_format=rf_of(SCHEMA), temperature=1, seed=7,
+                                        logit_bias=closers))
+check(n_valid == 2, "the conversation and completions answers were whole and valid")
+
+# Lenient where harmless: no name, strict false (enforced all the same).
+for label, rf in [("no name", {"type": "json_schema", "json_schema": {"schema": SCHEMA}}),
+                  ("strict false", rf_of(SCHEMA, strict=False))]:
+    judge(label, *answer(max_tokens=400, response_format=rf, logit_bias=closers))
+
+# Speculation asked for: off (no drafts), the same answer.
+a = answer(max_tokens=120, response_format=rf_of(SCHEMA), logit_bias=closers)
+b = answer(max_tokens=120, response_format=rf_of(SCHEMA), logit_bias=closers,
+           tern={"speculation": "lookup"})
+check(a[0] == 200 and a[1] == b[1] and a[2] == b[2],
+      "speculation asked for: the same answer: %r %r" % (a[1], b[1]))
+status, doc, raw = post(max_tokens=40, response_format=rf_of(SCHEMA),
+                        tern={"speculation": "lookup"})
+drafted = doc.get("usage", {}).get("timings", {}).get("drafted_tokens")
+check(status == 200 and drafted == 0, "no drafts with json_schema: %s %r" % (status, raw[:300]))
+
+# --- refusals -------------------------------------------------------------------
+def refused(label, rf, words=None, statuses=(400,)):
+    status, doc, raw = post(response_format=rf)
+    param = doc.get("error", {}).get("param")
+    msg = doc.get("error", {}).get("message", "")
+    ok = status in statuses and (status != 400 or param == "response_format")
+    ok = ok and (words is None or status != 400 or words in msg)
+    check(ok, "%s: %s naming response_format%s (got %s %r)"
+          % (label, statuses, " and %r" % words if words else "", status, raw[:300]))
+
+
+for kw, val in [("pattern", "^a"), ("format", "date"), ("minLength", 1), ("maxLength", 2),
+                ("minimum", 0), ("maximum", 9), ("exclusiveMinimum", 0), ("multipleOf", 2),
+                ("minItems", 1), ("maxItems", 3), ("uniqueItems", True), ("anyOf", []),
+                ("oneOf", []), ("allOf", []), ("not", {}), ("$ref", "#/$defs/a"),
+                ("$defs", {}), ("patternProperties", {}), ("minProperties", 1),
+                ("if", {}), ("prefixItems", [])]:
+    schema = {"type": "object", "properties": {"a": {"type": "string", kw: val}},
+              "required": ["a"], "additionalProperties": False}
+    refused('"%s"' % kw, rf_of(schema), '"%s" is not supported' % kw)
+    msg = post(response_format=rf_of(schema))[1].get("error", {}).get("message", "")
+    check(msg.startswith("response_format json_schema: "), "the refusal says where: %r" % msg)
+
+deep = {"type": "null"}
+for _ in range(40):
+    deep = {"type": "object", "properties": {"a": deep}, "required": ["a"]}
+refused("nested 40 deep", rf_of(deep), "deeper")
+many = {"type": "object", "properties": {"p%d" % i: {"type": "null"} for i in range(100000)}}
+refused("100000 properties", rf_of(many), None, (400, 413))
+many = {"type": "object", "properties": {"p%d" % i: {"type": "null"} for i in range(65)}}
+refused("65 properties", rf_of(many), "at most 64 properties")
+refused("an enum of 100000", rf_of({"type": "object", "properties": {
+    "a": {"enum": list(range(100000))}}}), None, (400, 413))
+refused("an enum of 2000", rf_of({"type": "object", "properties": {
+    "a": {"enum": list(range(2000))}}}), "\"enum\" must be")
+for label, schema in [("a string schema", "x"), ("a number schema", 5), ("an array schema", []),
+                      ("a null schema", None), ("a string top level", {"type": "string"}),
+                      ("an empty schema", {}), ("an unknown type", {"type": "float"}),
+                      ("additionalProperties true", {"type": "object",
+                                                     "additionalProperties": True}),
+                      ("required not in properties", {"type": "object", "required": ["a"]}),
+                      ("an array without items", {"type": "object", "properties": {
+                          "a": {"type": "array"}}})]:
+    refused(label, rf_of(schema))
+for label, rf in [("no json_schema", {"type": "json_schema"}),
+                  ("json_schema a string", {"type": "json_schema", "json_schema": "x"}),
+                  ("no schema", {"type": "json_schema", "json_schema": {"name": "x"}}),
+                  ("a number name", rf_of(SCHEMA, name=5)),
+                  ("a string strict", rf_of(SCHEMA, strict="yes"))]:
+    refused(label, rf)
+
+check(srv.stop() == 0, "the server exits cleanly: " + srv.stderr()[-500:])
+checks.finish()
