@@ -359,6 +359,8 @@ static void bias_and_constraint(fixture *f) {
     g.n_logit_bias = 0;
     g.constrain = 7;
     CHECK(tn_session_ask(s, REQ_A, &g, NULL, NULL, &st, &err) == TN_ERR_INVALID);
+    g.constrain = TN_CONSTRAIN_JSON_SCHEMA; /* without its schema */
+    CHECK(tn_session_ask(s, REQ_A, &g, NULL, NULL, &st, &err) == TN_ERR_INVALID);
     /* The bias does not stay with the session. */
     g.constrain = TN_CONSTRAIN_NONE;
     ask(s, REQ_A, &g, &b);
