@@ -308,7 +308,10 @@ static int compile_object(compiler *c, const tn_json *v, uint32_t self, int dept
     node->prop0 = prop0;
     node->n_prop = (uint32_t)n;
     if (required) {
-        if (!tn_json_is(required, TN_JSON_ARRAY))
+        /* More names than properties can only repeat them: refused, so that
+         * checking them costs at most TN_JSON_SCHEMA_MAX_PROPERTIES^2. */
+        if (!tn_json_is(required, TN_JSON_ARRAY) ||
+            tn_json_count(required) > TN_JSON_SCHEMA_MAX_PROPERTIES)
             return tn_fail(c->err, TN_ERR_INVALID,
                            "\"required\" must be an array of names from \"properties\" (schema "
                            "at #%s)",

@@ -208,6 +208,19 @@ static void test_hostile(void) {
             "\"type\" must be");
     REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\"}}}", "needs \"items\"");
     REFUSED("{\"type\":\"object\",\"required\":[\"a\"]}", "\"required\" must be");
+    /* A name repeated past the bound (a megabyte of them cost 0.36 s). */
+    char req[1024];
+    size_t m;
+    m = (size_t)sprintf(req, "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"null\"}},"
+                             "\"required\":[");
+    for (int i = 0; i < TN_JSON_SCHEMA_MAX_PROPERTIES + 1; i++)
+        m += (size_t)sprintf(req + m, "%s\"a\"", i ? "," : "");
+    m += (size_t)sprintf(req + m, "]}");
+    expect_refused(req, m, "\"required\" must be");
+    sprintf(req, "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"null\"}},"
+                 "\"required\":[\"a\",\"a\"]}");
+    tn_json_schema *twice = compile(req); /* repeated within the bound: once */
+    tn_json_schema_free(twice);
     REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"enum\":[1.5]}}}",
             "no value of the schema");
     REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[]}}}", "\"enum\" must be");
