@@ -748,6 +748,43 @@ _tern_window_chat_page (TernWindow *self)
   return self->model_loaded || has_messages ? "chat" : "no-model";
 }
 
+/* Where the window is, for the next start (open_last_chat): written as
+ * the user moves, so that a crash or a logout keeps it too. */
+static void
+remember_chat (TernWindow *self)
+{
+  g_autofree char *last = g_settings_get_string (self->settings, "last-chat");
+  const char *id = self->chat != NULL ? tern_chat_get_id (self->chat) : "";
+
+  if (!g_str_equal (last, id))
+    g_settings_set_string (self->settings, "last-chat", id);
+}
+
+/* The chat the window showed when it closed, as GNOME's apps come back
+ * where the user was: a new chat at every start lost the user's place.
+ * FALSE (a new chat, then) when it is no longer listed: deleted, not
+ * readable by this version, or a new chat never written to (not saved). */
+static gboolean
+open_last_chat (TernWindow *self)
+{
+  g_autofree char *id = g_settings_get_string (self->settings, "last-chat");
+  guint n = g_list_model_get_n_items (G_LIST_MODEL (self->chats));
+
+  if (*id == '\0')
+    return FALSE;
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr(TernChat) chat = g_list_model_get_item (G_LIST_MODEL (self->chats), i);
+
+      if (g_str_equal (tern_chat_get_id (chat), id))
+        {
+          _tern_window_show_chat (self, chat);
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
 void
 _tern_window_show_chat (TernWindow *self,
            TernChat   *chat)
@@ -796,6 +833,7 @@ _tern_window_show_chat (TernWindow *self,
       self->regenerated_alone = FALSE;
     }
   g_set_object (&self->chat, chat);
+  remember_chat (self);
   /* The list's highlight names the chat shown, however it was opened. */
   _tern_window_select_current_chat (self);
   _tern_window_remove_rows_from (self, 0);
@@ -1933,6 +1971,8 @@ on_close_request (TernWindow *self)
         }
       _tern_window_save_chat (self);
     }
+  /* Its id as it is now: a save may have given it a new one. */
+  remember_chat (self);
   /* Stop the engine thread now, while the window still exists. */
   tern_engine_worker_shutdown (self->worker);
   return FALSE;
@@ -2240,7 +2280,8 @@ tern_window_init (TernWindow *self)
   g_signal_connect (self, "close-request", G_CALLBACK (on_close_request), NULL);
 
   load_chats (self);
-  _tern_window_new_chat (self);
+  if (!open_last_chat (self))
+    _tern_window_new_chat (self);
   _tern_window_update_main_page (self);
   _tern_window_update_actions (self);
 }

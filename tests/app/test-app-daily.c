@@ -10,6 +10,7 @@
  *               the system prompt panel's default and remembered state
  *   loading     the loading page's spinner and Cancel; open errors in a dialog
  *   directions  right-to-left text at the right of its bubble, streamed too
+ *   reopen      a window opened again is on the chat it showed at closing
  *   toasts      a toast dismissed the moment it shows (a double click on two
  *               "Undo" toasts) is held back until libadwaita 1.2 can take it
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
@@ -4253,6 +4254,100 @@ part_directions (Fixture *f)
   spin_for (0.3);
 }
 
+/* ----------------------------------------------------------------- reopen */
+
+static const char reopen_older[] =
+  "{\"format\":\"tern-chat\",\"version\":1,\"id\":\"older\",\"mode\":\"chat\","
+  "\"created\":100,\"updated\":100,\"messages\":["
+  "{\"role\":\"user\",\"content\":\"Where do terns nest?\"},"
+  "{\"role\":\"assistant\",\"content\":\"On beaches and islands.\"}]}";
+static const char reopen_latest[] =
+  "{\"format\":\"tern-chat\",\"version\":1,\"id\":\"latest\",\"mode\":\"chat\","
+  "\"created\":200,\"updated\":200,\"messages\":["
+  "{\"role\":\"user\",\"content\":\"How far do terns fly?\"}]}";
+
+static const char *
+shown_id (TernWindow *w)
+{
+  return tern_window_get_chat (w) != NULL ? tern_chat_get_id (tern_window_get_chat (w)) : "(none)";
+}
+
+/* A window opened again is on the chat it showed when it closed (not the
+ * newest, not a new one); on a new chat when that chat is gone, cannot be
+ * read, or was a new chat never written to. */
+static void
+part_reopen (Fixture *f)
+{
+  g_autofree char *latest_path = g_build_filename (f->chats_dir, "latest.json", NULL);
+  g_autofree char *latest_away = g_build_filename (f->tmp, "latest.json", NULL);
+  g_autofree char *older_path = g_build_filename (f->chats_dir, "older.json", NULL);
+
+  write_file (f->chats_dir, "older.json", reopen_older, -1);
+  write_file (f->chats_dir, "latest.json", reopen_latest, -1);
+
+  /* The first start: a new chat, as always. */
+  fixture_window (f, 900, 700);
+  CHECKF (tern_chat_get_n_messages (tern_window_get_chat (f->w)) == 0, "first start on %s",
+          shown_id (f->w));
+  CHECK (saved_chats (f->w) == 2);
+  open_chat (f->w, "older");
+  CHECK (g_str_equal (shown_id (f->w), "older"));
+  gtk_window_close (GTK_WINDOW (f->w));
+  spin_for (0.2);
+
+  /* Opened again: the older chat, its messages drawn, its row selected. */
+  fixture_window (f, 900, 700);
+  CHECKF (g_str_equal (shown_id (f->w), "older"), "reopened on %s, not on \"older\"",
+          shown_id (f->w));
+  CHECKF (tern_window_get_n_rows (f->w) == 2, "%u rows", tern_window_get_n_rows (f->w));
+  {
+    GtkListBox *list = GTK_LIST_BOX (tern_window_get_chat_list (f->w));
+    GtkListBoxRow *selected = gtk_list_box_get_selected_row (list);
+    guint pos = 0;
+
+    CHECK (find_chat (f->w, "older") != NULL
+           && g_list_store_find (G_LIST_STORE (tern_window_get_chats (f->w)),
+                                 find_chat (f->w, "older"), &pos));
+    CHECK (selected != NULL && gtk_list_box_row_get_index (selected) == (int) pos);
+  }
+  CHECK (g_str_equal (tern_window_get_page (f->w), "chat"));
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-reopen.png"));
+  gtk_window_close (GTK_WINDOW (f->w));
+  spin_for (0.2);
+
+  /* Deleted while no window was open: a new chat. */
+  CHECK (g_unlink (older_path) == 0);
+  fixture_window (f, 900, 700);
+  CHECKF (tern_chat_get_n_messages (tern_window_get_chat (f->w)) == 0, "reopened on %s",
+          shown_id (f->w));
+  CHECK (saved_chats (f->w) == 1);
+  gtk_window_close (GTK_WINDOW (f->w));
+  spin_for (0.2);
+
+  /* Closed on a new chat that was never written to: a new chat again, not
+   * the newest saved one. */
+  fixture_window (f, 900, 700);
+  CHECKF (tern_chat_get_n_messages (tern_window_get_chat (f->w)) == 0, "reopened on %s",
+          shown_id (f->w));
+  open_chat (f->w, "latest");
+  gtk_window_close (GTK_WINDOW (f->w));
+  spin_for (0.2);
+
+  /* Its file no longer one this version can read (a folder in its place,
+   * left as it is): a new chat. */
+  CHECK (g_rename (latest_path, latest_away) == 0);
+  CHECK (g_mkdir (latest_path, 0700) == 0);
+  fixture_window (f, 900, 700);
+  CHECKF (tern_chat_get_n_messages (tern_window_get_chat (f->w)) == 0, "reopened on %s",
+          shown_id (f->w));
+  CHECK (saved_chats (f->w) == 0);
+  gtk_window_close (GTK_WINDOW (f->w));
+  spin_for (0.2);
+  f->w = NULL;
+  CHECK (g_rmdir (latest_path) == 0);
+  CHECK (g_rename (latest_away, latest_path) == 0);
+}
+
 /* ------------------------------------------------------------------- main */
 
 int
@@ -4287,6 +4382,8 @@ main (int   argc,
     part_toasts (&f);
   else if (g_str_equal (part, "directions"))
     part_directions (&f);
+  else if (g_str_equal (part, "reopen"))
+    part_reopen (&f);
   else
     {
       fprintf (stderr, "unknown part '%s'\n", part);
