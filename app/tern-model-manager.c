@@ -12,6 +12,7 @@
 #include "tern-remote.h"
 #include "tern-context.h"
 #include "tern-hub.h"
+#include "tern-row-failure.h"
 
 typedef struct _Row Row;
 typedef struct _HubResult HubResult;
@@ -455,45 +456,14 @@ pull_box_new (GtkBox          *row_box,
   return pull;
 }
 
-/* The row's own subtitle label (libadwaita's, style class "subtitle"). */
-static GtkWidget *
-find_subtitle_label (GtkWidget *widget)
-{
-  if (GTK_IS_LABEL (widget) && gtk_widget_has_css_class (widget, "subtitle"))
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_subtitle_label (c);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
-}
-
 /* A failed download's sentence in a label of its own, which alone has the
- * error style: the whole row was red, its title, tag and size and "Fits in
- * memory…" too. Under the subtitle where libadwaita's layout has one (a
- * box of title and subtitle), else beside the buttons. */
+ * error style (tern_row_set_failure): the whole row was red, its title,
+ * tag and size and "Fits in memory…" too. */
 static void
 add_failure_label (Row    *row,
                    GtkBox *buttons)
 {
-  GtkWidget *subtitle = find_subtitle_label (row->row);
-  GtkWidget *box = subtitle != NULL ? gtk_widget_get_parent (subtitle) : NULL;
-
-  row->failure = gtk_label_new (NULL);
-  gtk_label_set_wrap (GTK_LABEL (row->failure), TRUE);
-  gtk_label_set_wrap_mode (GTK_LABEL (row->failure), PANGO_WRAP_WORD_CHAR);
-  gtk_label_set_xalign (GTK_LABEL (row->failure), 0);
-  gtk_widget_add_css_class (row->failure, "caption");
-  gtk_widget_add_css_class (row->failure, "error");
-  gtk_widget_add_css_class (row->failure, "tern-row-failure");
-  gtk_widget_set_visible (row->failure, FALSE);
-  if (GTK_IS_BOX (box))
-    gtk_box_insert_child_after (GTK_BOX (box), row->failure, subtitle);
-  else
-    gtk_box_prepend (buttons, row->failure);
+  row->failure = tern_row_set_failure (row->row, buttons, NULL);
 }
 
 /* parent: the model whose flash variant this row is (NULL: a model);
@@ -1948,6 +1918,7 @@ hub_update_quant_row (HubQuantRow *qr)
   gboolean installed = state == TERN_MODEL_STATE_INSTALLED;
   const char *error = tag != NULL ? g_hash_table_lookup (self->errors, tag) : NULL;
   g_autoptr(GString) subtitle = g_string_new (NULL);
+  const char *failure = NULL;
   g_autofree char *fit = q->size > 0 ? fit_sentence (self, q->size, 0, 0) : NULL;
   guint64 with_projector = q->size + qr->result->repo->mmproj_size;
 
@@ -1972,18 +1943,18 @@ hub_update_quant_row (HubQuantRow *qr)
   else if (installed)
     g_string_append_printf (subtitle, " · %s", _("installed"));
   else if (state == TERN_MODEL_STATE_BROKEN)
-    g_string_append_printf (subtitle, " · %s", _("damaged: download it again"));
-  else if (error != NULL)
-    g_string_append_printf (subtitle, " · %s", error);
+    failure = _("damaged: download it again");
+  else
+    failure = error;
   if (fit != NULL)
     g_string_append_printf (subtitle, "\n%s", fit);
   adw_action_row_set_subtitle (ADW_ACTION_ROW (qr->row), subtitle->str);
   gtk_widget_set_tooltip_text (qr->row, error != NULL && !pulling && !installed && !qr->resolving
                                         ? g_hash_table_lookup (self->error_details, tag) : NULL);
-  if (error != NULL && !pulling && !installed && !qr->resolving)
-    gtk_widget_add_css_class (qr->row, "error");
-  else
-    gtk_widget_remove_css_class (qr->row, "error");
+  /* The failure on a line of its own, alone in red, as on the rows of
+   * the catalog's models: the whole row was, its size and "Fits in
+   * memory…" too. */
+  tern_row_set_failure (qr->row, NULL, failure);
 
   gtk_widget_set_visible (GTK_WIDGET (qr->progress), pulling || qr->resolving);
   gtk_widget_set_visible (GTK_WIDGET (qr->cancel), pulling);

@@ -284,7 +284,7 @@ test_panel (void)
   g_signal_connect (panel, "use-model", G_CALLBACK (on_use_model), &use);
 
   /* Everything available; the flash tag shares the small package. */
-  g_assert_nonnull (strstr (subtitle (panel, "alpha:small"), "alpha:small · 4 bytes · available"));
+  g_assert_nonnull (strstr (subtitle (panel, "alpha:small"), "alpha:small · 4\xc2\xa0" "bytes · available"));
   g_assert_nonnull (strstr (subtitle (panel, "beta:big"), "available"));
   g_assert_false (tern_model_manager_use (panel, "alpha:small"));
   /* Nothing installed: the catalog's order. */
@@ -309,7 +309,7 @@ test_panel (void)
   g_assert_nonnull (strstr (subtitle (panel, "alpha:small"), "GB free)"));
   g_assert_nonnull (strstr (subtitle (panel, "beta:huge"), "Likely too big for the free memory (about 10.1"));
   /* No KV figure in the catalog: the file alone, as a lower bound. */
-  g_assert_nonnull (strstr (subtitle (panel, "beta:big"), "Fits in memory (at least 5 bytes; 4.3"));
+  g_assert_nonnull (strstr (subtitle (panel, "beta:big"), "Fits in memory (at least 5\xc2\xa0" "bytes; 4.3"));
 
   /* Installing one makes its sibling need nothing new, and lists it first. */
   install_by_hand (store, catalog, "alpha:small");
@@ -517,9 +517,7 @@ empty_page_text (TernModelManager *panel)
 static const char *
 row_subtitle (GtkWidget *row)
 {
-  if (ADW_IS_EXPANDER_ROW (row))
-    return adw_expander_row_get_subtitle (ADW_EXPANDER_ROW (row));
-  return adw_action_row_get_subtitle (ADW_ACTION_ROW (row));
+  return row_words (row);
 }
 
 /* Spins until cond holds, 20 s at most (a loaded machine, ASan). */
@@ -650,6 +648,20 @@ test_hub_search (void)
     g_assert_nonnull (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, q8)),
                               "Tern cannot write to the models folder"));
     g_assert_null (strstr (row_subtitle (tern_model_manager_get_hub_row (panel, q8)), root));
+    /* Only the sentence is red, as on a failed download's row of the
+     * catalog's models: not the row, its size and "Fits in memory…". */
+    {
+      GtkWidget *hub_row = tern_model_manager_get_hub_row (panel, q8);
+      GtkWidget *failure = failure_label (hub_row);
+
+      g_assert_false (gtk_widget_has_css_class (hub_row, "error"));
+      g_assert_nonnull (failure);
+      g_assert_true (gtk_widget_get_visible (failure) && gtk_widget_has_css_class (failure, "error"));
+      g_assert_nonnull (strstr (gtk_label_get_text (GTK_LABEL (failure)), "Download failed"));
+      g_assert_null (strstr (gtk_label_get_text (GTK_LABEL (failure)), "Fits in memory"));
+      g_assert_cmpuint (count_error_styled (hub_row), ==, 1);
+      g_assert_null (strstr (adw_action_row_get_subtitle (ADW_ACTION_ROW (hub_row)), "Download failed"));
+    }
     g_assert_nonnull (strstr (gtk_widget_get_tooltip_text (tern_model_manager_get_hub_row (panel, q8)), root));
     g_assert_cmpint (g_unlink (packages), ==, 0);
     g_assert_cmpint (g_rename (away, packages), ==, 0);
