@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <fcntl.h>
+#include <locale.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -55,23 +56,72 @@ tern_manager_version_compare (const char *a,
   return 0;
 }
 
+/* The decimal separator of a size: the one of LC_NUMERIC where the user
+ * has set a locale for numbers, else the one of the language the words are
+ * in (a translation). LANGUAGE=fr with numbers in the C locale (a locale
+ * not generated, the tests' C.UTF-8, tern-cli, which sets LC_MESSAGES
+ * only) gave "2.5 Go". */
+static const char *
+decimal_separator (void)
+{
+  const char *numeric = setlocale (LC_NUMERIC, NULL);
+  const struct lconv *conv = localeconv ();
+
+  if (numeric != NULL && !g_str_equal (numeric, "C") && !g_str_equal (numeric, "POSIX")
+      && !g_str_has_prefix (numeric, "C.") && conv != NULL && conv->decimal_point != NULL
+      && *conv->decimal_point != '\0')
+    return conv->decimal_point;
+  /* Translators: the decimal separator in sizes ("2.5 GB"), used where the
+   * locale's numbers are not set: "," in French, German and Spanish */
+  return C_("decimal separator", ".");
+}
+
 char *
 tern_manager_format_size (guint64 bytes)
 {
-  char *text, *nbsp;
+  /* Not g_format_size: its words come from GLib's catalog (glib20, in
+   * Debian's libglib2.0-data, which is only recommended, so often not
+   * there) and its decimal point from LC_NUMERIC alone; and the bytes
+   * were no word of any catalog here: the French Models footer said
+   * "0 bytes utilisés". The units are this program's own words. */
+  static const guint64 steps[] = { G_GUINT64_CONSTANT (1000), G_GUINT64_CONSTANT (1000000),
+                                   G_GUINT64_CONSTANT (1000000000), G_GUINT64_CONSTANT (1000000000000),
+                                   G_GUINT64_CONSTANT (1000000000000000),
+                                   G_GUINT64_CONSTANT (1000000000000000000) };
+  /* Translators: units of sizes (1000 bytes, 1000 kB...), "ko", "Mo", "Go"
+   * in French */
+  static const char *const units[] = { NC_("size unit", "kB"), NC_("size unit", "MB"),
+                                       NC_("size unit", "GB"), NC_("size unit", "TB"),
+                                       NC_("size unit", "PB"), NC_("size unit", "EB") };
+  /* A no-break space between number and unit, as GLib's; a plain one on
+   * a terminal that is not UTF-8 (LC_ALL=C), which would show two stray
+   * bytes. */
+  const char *space = g_get_charset (NULL) ? "\xc2\xa0" : " ";
+  char number[G_ASCII_DTOSTR_BUF_SIZE];
+  const char *unit;
+  guint i = 0;
 
   if (bytes < 1000)
-    return g_strdup_printf ("%" G_GUINT64_FORMAT " bytes", bytes);
-  text = g_format_size (bytes);
-  /* g_format_size puts U+00A0 between number and unit; a terminal that is
-   * not UTF-8 (LC_ALL=C) would show two stray bytes. */
-  if (!g_get_charset (NULL))
-    while ((nbsp = strstr (text, "\xc2\xa0")) != NULL)
-      {
-        nbsp[0] = ' ';
-        memmove (nbsp + 1, nbsp + 2, strlen (nbsp + 2) + 1);
-      }
-  return text;
+    {
+      g_snprintf (number, sizeof number, "%" G_GUINT64_FORMAT, bytes);
+      /* Translators: the unit of a size under 1 kB ("0 bytes", "1 byte") */
+      unit = g_dngettext (GETTEXT_PACKAGE, "byte", "bytes", (unsigned long) bytes);
+    }
+  else
+    {
+      char *dot;
+
+      while (i + 1 < G_N_ELEMENTS (steps) && bytes >= steps[i + 1])
+        i++;
+      g_ascii_formatd (number, sizeof number, "%.1f", (double) bytes / (double) steps[i]);
+      unit = g_dpgettext2 (GETTEXT_PACKAGE, "size unit", units[i]);
+      if ((dot = strchr (number, '.')) != NULL)
+        {
+          *dot = '\0';
+          return g_strconcat (number, decimal_separator (), dot + 1, space, unit, NULL);
+        }
+    }
+  return g_strconcat (number, space, unit, NULL);
 }
 
 char *

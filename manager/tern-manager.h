@@ -45,7 +45,9 @@ const char *tern_manager_app_version (void);
 int tern_manager_version_compare (const char *a,
                                   const char *b);
 
-/* "1.5 GB", "610 MB", "12 KB", "512 bytes" (SI units, as file managers show). */
+/* "1.5 GB", "610.0 MB", "12.0 kB", "512 bytes" (SI units, as file managers
+ * show), in the words of the user's language ("1,5 Go" in French) with its
+ * decimal separator: LC_NUMERIC's where one is set, else the translation's. */
 char *tern_manager_format_size (guint64 bytes);
 
 /* A download's time left, for the app's row and tern-cli pull: "1:58"

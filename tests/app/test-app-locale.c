@@ -16,6 +16,7 @@
 
 #include "tern-application.h"
 #ifdef TERN_HAVE_MANAGER
+#include "tern-manager.h"
 #include "tern-model-manager.h"
 #endif
 #include "tern-preferences-window.h"
@@ -152,6 +153,99 @@ check_narrow (TernWindow *w,
   }
 }
 
+#ifdef TERN_HAVE_MANAGER
+/* Sizes (the Models panel's, tern-cli models') in the language's units
+ * and with its decimal separator. Here LC_NUMERIC is C.UTF-8 (the locale
+ * is not generated, as on a fresh Debian) and glib's own catalog (glib20,
+ * in libglib2.0-data, which is only recommended) may be there or not: the
+ * French footer said "0 bytes utilisés", and sizes "2.5 Go". */
+static void
+check_sizes (const char *lang)
+{
+  static const struct {
+    const char *lang;
+    guint64 bytes;
+    const char *want;
+  } sizes[] = {
+    { "de", 0, "0 Bytes" },
+    { "de", 1, "1 Byte" },
+    { "de", 999, "999 Bytes" },
+    { "de", 1500, "1,5 kB" },
+    { "de", 2500000000u, "2,5 GB" },
+    { "de", 3100000000000u, "3,1 TB" },
+    { "fr", 0, "0 octet" },
+    { "fr", 1, "1 octet" },
+    { "fr", 999, "999 octets" },
+    { "fr", 1500, "1,5 ko" },
+    { "fr", 610000000, "610,0 Mo" },
+    { "fr", 2500000000u, "2,5 Go" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+    {
+      g_autofree char *text = NULL;
+      g_autoptr(GString) plain = NULL;
+
+      if (!g_str_equal (sizes[i].lang, lang))
+        continue;
+      text = tern_manager_format_size (sizes[i].bytes);
+      /* A no-break space between number and unit, as GLib's. */
+      plain = g_string_new (text);
+      g_string_replace (plain, "\xc2\xa0", " ", 0);
+      CHECKF (g_str_equal (plain->str, sizes[i].want), "%" G_GUINT64_FORMAT " bytes: \"%s\", not \"%s\"",
+              sizes[i].bytes, text, sizes[i].want);
+    }
+}
+
+/* The text of the first label under widget that has words in it. */
+static const char *
+label_with (GtkWidget  *widget,
+            const char *words)
+{
+  if (GTK_IS_LABEL (widget) && strstr (gtk_label_get_text (GTK_LABEL (widget)), words) != NULL)
+    return gtk_label_get_text (GTK_LABEL (widget));
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    {
+      const char *found = label_with (c, words);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* The Models panel's footer over an empty models folder: "0 octet
+ * utilisés dans DIR", not "0 bytes utilisés". */
+static void
+check_footer (const char *tmp,
+              const char *lang)
+{
+  g_autofree char *root = g_build_filename (tmp, "models", NULL);
+  g_autofree char *shot = g_strdup_printf ("locale-%s-models-footer.png", lang);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernModelStore) store = tern_model_store_new (root, &error);
+  const char *want = g_str_equal (lang, "de") ? "0\xc2\xa0" "Bytes " : "0\xc2\xa0" "octet ";
+  GtkWidget *window;
+  const char *footer;
+
+  CHECKF (store != NULL, "store: %s", error != NULL ? error->message : "");
+  if (store == NULL)
+    return;
+  window = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (window), 360, 700);
+  gtk_window_set_child (GTK_WINDOW (window), tern_model_manager_new (NULL, store, NULL));
+  gtk_window_present (GTK_WINDOW (window));
+  spin_for (0.5);
+  footer = label_with (window, tern_model_store_get_root (store));
+  CHECKF (footer != NULL && g_str_has_prefix (footer, want), "the footer: \"%s\"",
+          footer != NULL ? footer : "(none)");
+  CHECK (save_shot (window, shot));
+  gtk_window_destroy (GTK_WINDOW (window));
+  spin_for (0.2);
+}
+#endif
+
 static void
 close_dialogs (void)
 {
@@ -213,6 +307,10 @@ main (int   argc,
     CHECKF (g_str_equal (_("New Chat"), "Neuer Chat"), "%s", _("New Chat"));
   else
     CHECKF (!g_str_equal (_("New Chat"), "New Chat"), "%s", _("New Chat"));
+#ifdef TERN_HAVE_MANAGER
+  check_sizes (lang);
+  check_footer (tmp, lang);
+#endif
   app = tern_application_new (G_APPLICATION_NON_UNIQUE);
   if (!g_application_register (G_APPLICATION (app), NULL, &error))
     {
