@@ -1186,6 +1186,43 @@ json_with_id (const char *json,
   return tn_json_escape_unit_separators (json_generator_to_data (gen, NULL), NULL);
 }
 
+/* The messages of a chat's JSON, strict JSON (tn_json_check) that no
+ * parser has seen yet: the objects at the third level (in an array of the
+ * root object), counted in one pass without a tree, so that a file of too
+ * many is refused before json-glib builds one (~1 KB a message). */
+static guint64
+count_messages (const char *json,
+                gsize       len)
+{
+  guint depth = 0;
+  guint64 n = 0;
+
+  for (gsize i = 0; i < len; i++)
+    switch (json[i])
+      {
+      case '"':
+        /* To the string's end: its brackets are text. */
+        for (i++; i < len && json[i] != '"'; i++)
+          if (json[i] == '\\')
+            i++;
+        break;
+      case '{':
+        if (++depth == 3)
+          n++;
+        break;
+      case '[':
+        depth++;
+        break;
+      case '}':
+      case ']':
+        depth--;
+        break;
+      default:
+        break;
+      }
+  return n;
+}
+
 /* A chat is never written larger than tern_chat_load reads: the file on
  * disk (and its pictures) stay as last saved, and the error says why. */
 static gboolean
@@ -1196,7 +1233,18 @@ check_size (const char *path,
   gsize len = strlen (json);
   g_autofree char *size = NULL;
   g_autofree char *max = NULL;
+  guint64 n;
 
+  if (len <= MAX_FILE_BYTES && (n = count_messages (json, len)) > TERN_CHAT_MAX_MESSAGES)
+    {
+      /* Translators: a chat file; its number of messages, and the most a
+       * chat may have */
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE,
+                   _("%s: the chat has too many messages to save (%u, at most %u): the file keeps "
+                     "it as it was last saved. Export it to keep the rest, and go on in a new chat"),
+                   path, (guint) MIN (n, G_MAXUINT), (guint) TERN_CHAT_MAX_MESSAGES);
+      return FALSE;
+    }
   if (len <= MAX_FILE_BYTES)
     return TRUE;
   size = g_format_size (len);
@@ -2093,6 +2141,22 @@ load_chat (const char *path,
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, _("%s: not a Tern chat"), why);
       return NULL;
     }
+  /* json-glib's tree takes ~1 KB a message: a 64 MiB file of empty ones
+   * would take 2.4 GB. Refused before it is built; the list leaves the
+   * file as it is and says so (tern_chat_load_listed). */
+  {
+    guint64 n = count_messages (data, len);
+
+    if (n > TERN_CHAT_MAX_MESSAGES)
+      {
+        /* Translators: a chat file; its number of messages, and the most
+         * this version of Tern reads */
+        g_set_error (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE,
+                     _("%s: %u messages, more than this version of Tern reads (%u)"), path,
+                     (guint) MIN (n, G_MAXUINT), (guint) TERN_CHAT_MAX_MESSAGES);
+        return NULL;
+      }
+  }
   if (!json_parser_load_from_data (parser, data, (gssize) len, error))
     {
       if (error != NULL && *error != NULL)
@@ -2400,6 +2464,12 @@ tern_chat_load_listed (const char     *path,
         return NULL;
       }
   }
+  /* More messages than this version reads (a whole chat: its JSON was
+   * checked): not broken, and perhaps a later version's that allows more.
+   * Left as it is, and said. */
+  if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE)
+      && (guint64) sb.st_size <= MAX_FILE_BYTES)
+    *unread = TERN_CHAT_UNREAD_KEEP;
   g_propagate_error (error, g_steal_pointer (&local));
   /* Larger than this version reads: it may be a later version's (one that
    * allows more) and cannot be read here to tell. Listed, read-only as a

@@ -41,6 +41,11 @@ typedef struct {
 extern guint64 tern_chat_title_work;
 extern guint64 tern_chat_move_work;
 
+/* The most messages a chat file may hold: more is refused by a load
+ * before json-glib builds its tree (~1 KB a message while a file is read)
+ * and by a save (docs/APP.md, "A chat's memory"). */
+#define TERN_CHAT_MAX_MESSAGES 100000
+
 #define TERN_TYPE_CHAT (tern_chat_get_type ())
 G_DECLARE_FINAL_TYPE (TernChat, tern_chat, TERN, CHAT, GObject)
 

@@ -721,6 +721,74 @@ too_large_report (GObject    *owner,
  * before anything is written (the file and its pictures stay as last
  * saved), in the foreground and in the background; one of exactly 64 MiB
  * saves and reads back. */
+/* A chat of more messages than this version reads (100,000: docs/APP.md,
+ * "A chat's memory") is refused before json-glib builds its tree (~1 KB
+ * a message: a 64 MiB file of empty ones took 2.4 GB), its file left as it
+ * is by the list (told, not set aside), and never written; one of exactly
+ * as many is read. */
+static void
+test_chat_many_messages (const char *dir)
+{
+  const guint max = 100000;
+
+  g_mkdir_with_parents (dir, 0700);
+  for (guint extra = 0; extra < 2; extra++)
+    {
+      guint n = max + extra;
+      g_autofree char *name = g_strdup_printf ("many-%u.json", n);
+      g_autofree char *path = g_build_filename (dir, name, NULL);
+      g_autofree char *after = NULL;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(GError) listed_error = NULL;
+      g_autoptr(TernChat) chat = NULL;
+      g_autoptr(TernChat) listed = NULL;
+      GString *json = g_string_new ("{\"format\":\"tern-chat\",\"version\":1,\"id\":\"many\","
+                                    "\"mode\":\"chat\",\"messages\":[");
+      TernChatUnread unread = TERN_CHAT_UNREAD_BROKEN;
+
+      for (guint i = 0; i < n; i++)
+        g_string_append_printf (json, "%s{\"role\":\"%s\",\"content\":\"\"}", i ? "," : "",
+                                i % 2 ? "assistant" : "user");
+      g_string_append (json, "]}");
+      CHECK (g_file_set_contents (path, json->str, (gssize) json->len, NULL));
+      chat = tern_chat_load (path, &error);
+      if (extra == 0)
+        {
+          CHECKF (chat != NULL && tern_chat_get_n_messages (chat) == n, "%u messages: %s", n,
+                  error != NULL ? error->message : "read");
+          g_unlink (path);
+          g_string_free (json, TRUE);
+          continue;
+        }
+      CHECKF (chat == NULL && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE)
+                && strstr (error->message, path) != NULL && strstr (error->message, "100001") != NULL,
+              "%u messages: %s", n, error != NULL ? error->message : "read");
+      /* The list, an hour later (not a file being written): left as it is. */
+      listed = tern_chat_load_listed (path, g_get_real_time () / G_USEC_PER_SEC + 3600, &unread,
+                                      &listed_error);
+      CHECKF (listed == NULL && unread == TERN_CHAT_UNREAD_KEEP, "listed: %s, %d",
+              listed != NULL ? "read" : listed_error->message, (int) unread);
+      after = file_text (path);
+      CHECK (after != NULL && g_str_equal (after, json->str));
+      g_unlink (path);
+      g_string_free (json, TRUE);
+
+      /* Never written: a chat of that many is refused by a save. */
+      {
+        g_autoptr(TernChat) big = tern_chat_new ("chat");
+        g_autoptr(GError) save_error = NULL;
+
+        /* Text in them: with none, every append looked for a title in
+         * all the messages before it. */
+        for (guint i = 0; i < n; i++)
+          tern_chat_append (big, i % 2 ? "assistant" : "user", "ok");
+        CHECKF (!tern_chat_save (big, dir, &save_error)
+                  && g_error_matches (save_error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE),
+                "saved: %s", save_error != NULL ? save_error->message : "written");
+      }
+    }
+}
+
 static void
 test_chat_too_large (const char *dir)
 {
@@ -2346,6 +2414,7 @@ main (void)
   test_chat_copies (chats);
   test_chat_version (chats);
   test_chat_too_large (chats);
+  test_chat_many_messages (chats);
   test_chat_title_work (chats);
   test_chat_take_work ();
   {
