@@ -494,11 +494,60 @@ static int need_tokenizer(const tn_session *s, tn_error *err) {
  * it. Control tokens are matched in the template's markup only (they must
  * become their ids there); in the content spans their text is text, so a
  * message cannot close its turn or open a system turn. */
+/* What the rendered text is for, and so how many rows it may take: a
+ * system prompt leaves at least one for the requests (pin_impl), a turn
+ * fits after the pin (ask_impl), a conversation in the whole context
+ * (chat_impl); COUNT only counts. */
+typedef enum { FIT_COUNT, FIT_PIN, FIT_TURN, FIT_CHAT } fit_kind;
+
+/* A text that cannot fit, refused from its length before it is encoded:
+ * encoding a 1 MiB message took seconds only for the check after it to
+ * refuse it. tn_tokenizer_min_tokens never exceeds the real count, so
+ * whatever fits still passes to the exact checks after tokenizing. */
+static int refuse_early(const tn_session *s, size_t len, bool bos, fit_kind fit,
+                        tn_error *err) {
+    if (fit == FIT_COUNT)
+        return TN_OK;
+    const int64_t room = fit == FIT_PIN    ? (int64_t)s->n_ctx - 1
+                         : fit == FIT_TURN ? (int64_t)s->n_ctx - s->n_pin
+                                           : (int64_t)s->n_ctx;
+    const size_t at_least = tn_tokenizer_min_tokens(s->tok, len) + (bos ? 1 : 0);
+    if (at_least <= (uint64_t)(room > 0 ? room : 0))
+        return TN_OK;
+    /* One format per case, each translated whole (docs/TRANSLATING.md). */
+    if (fit == FIT_PIN)
+        return tn_fail(err, TN_ERR_OVERFLOW,
+                       "the system prompt is %zu bytes as the template writes it, at least %zu "
+                       "tokens; the pinned context holds %d and needs room for the requests "
+                       "(raise the context size)",
+                       len, at_least, s->n_ctx);
+    if (fit == FIT_CHAT)
+        return tn_fail(err, TN_ERR_OVERFLOW,
+                       "the conversation is %zu bytes as the template writes it, at least %zu "
+                       "tokens; the context holds %d (start a new chat or raise the context "
+                       "size)",
+                       len, at_least, s->n_ctx);
+    if (s->n_pin > 0)
+        return tn_fail(err, TN_ERR_OVERFLOW,
+                       "the message is %zu bytes as the template writes it, at least %zu tokens; "
+                       "%d are free after the %d-token system prompt",
+                       len, at_least, s->n_ctx - s->n_pin, s->n_pin);
+    return tn_fail(err, TN_ERR_OVERFLOW,
+                   "the message is %zu bytes as the template writes it, at least %zu tokens; "
+                   "the context holds %d",
+                   len, at_least, s->n_ctx);
+}
+
 static int tokenize_rendered(const tn_session *s, const tn_buf *text,
-                             const tn_text_spans *content, bool with_bos, tn_tokens *out,
-                             tn_error *err) {
-    if (with_bos && tn_chat_kind_adds_bos(s->chat_kind) && tn_tokenizer_bos(s->tok) >= 0) {
-        int rc = tn_tokens_push(out, tn_tokenizer_bos(s->tok));
+                             const tn_text_spans *content, bool with_bos, fit_kind fit,
+                             tn_tokens *out, tn_error *err) {
+    const bool bos =
+        with_bos && tn_chat_kind_adds_bos(s->chat_kind) && tn_tokenizer_bos(s->tok) >= 0;
+    int rc = refuse_early(s, text->len, bos, fit, err);
+    if (rc != TN_OK)
+        return rc;
+    if (bos) {
+        rc = tn_tokens_push(out, tn_tokenizer_bos(s->tok));
         if (rc != TN_OK)
             return tn_fail(err, rc, "out of memory");
     }
@@ -508,8 +557,8 @@ static int tokenize_rendered(const tn_session *s, const tn_buf *text,
                              content ? content->v : NULL, content ? content->n : 0, out, err);
 }
 
-static int render_system_tokens(tn_session *s, const char *system, tn_tokens *out,
-                                tn_error *err) {
+static int render_system_tokens(tn_session *s, const char *system, fit_kind fit,
+                                tn_tokens *out, tn_error *err) {
     int rc = need_tokenizer(s, err);
     if (rc != TN_OK)
         return rc;
@@ -518,7 +567,7 @@ static int render_system_tokens(tn_session *s, const char *system, tn_tokens *ou
     tn_chat_options o = tn_chat_default_options();
     rc = tn_chat_render_system_spans(s->chat_kind, system, &o, &text, &content, err);
     if (rc == TN_OK)
-        rc = tokenize_rendered(s, &text, &content, true, out, err);
+        rc = tokenize_rendered(s, &text, &content, true, fit, out, err);
     tn_text_spans_free(&content);
     tn_buf_free(&text);
     return rc;
@@ -537,7 +586,7 @@ static int render_turn_tokens(tn_session *s, const char *user_text, bool thinkin
     int rc = tn_chat_render_turn_spans(s->chat_kind, has_system(s), user_text, &o, &text,
                                        &content, err);
     if (rc == TN_OK)
-        rc = tokenize_rendered(s, &text, &content, false, out, err);
+        rc = tokenize_rendered(s, &text, &content, false, FIT_TURN, out, err);
     tn_text_spans_free(&content);
     tn_buf_free(&text);
     return rc;
@@ -562,7 +611,8 @@ int tn_session_count_system_tokens(tn_session *s, const char *system_text, int32
     if (!s || !n_tokens)
         return tn_fail(err, TN_ERR_INVALID, "tn_session_count_system_tokens: bad arguments");
     tn_tokens t = {0};
-    int rc = render_system_tokens(s, system_text && system_text[0] ? system_text : NULL, &t, err);
+    int rc = render_system_tokens(s, system_text && system_text[0] ? system_text : NULL,
+                                  FIT_COUNT, &t, err);
     *n_tokens = rc == TN_OK ? (int32_t)t.n : 0;
     tn_tokens_free(&t);
     return rc;
@@ -702,7 +752,7 @@ int tn_session_pin(tn_session *s, const char *system_text, tn_session_progress_c
     if (system_text && !system_text[0])
         system_text = NULL;
     tn_tokens t = {0};
-    int rc = render_system_tokens(s, system_text, &t, err);
+    int rc = render_system_tokens(s, system_text, FIT_PIN, &t, err);
     if (rc == TN_OK)
         rc = pin_impl(s, PIN_TEXT, system_text, t.ids, (int32_t)t.n, progress, user, err);
     tn_tokens_free(&t);
@@ -1329,7 +1379,7 @@ static int chat_text_body(tn_session *s, const tn_session_message *messages,
     tn_tokens toks = {0};
     int rc = render_chat_text(s, messages, n_messages, g, &text, &content, err);
     if (rc == TN_OK)
-        rc = tokenize_rendered(s, &text, &content, true, &toks, err);
+        rc = tokenize_rendered(s, &text, &content, true, FIT_CHAT, &toks, err);
     if (rc == TN_OK)
         rc = chat_impl(s, toks.ids, (int32_t)toks.n, NULL, g, cb, user, st, t_call, err);
     tn_tokens_free(&toks);
@@ -1541,7 +1591,10 @@ static int expand_images(tn_session *s, const tn_buf *text, const tn_text_spans 
                        markers, n_images);
     }
     tn_tokens raw = {0};
-    rc = tokenize_rendered(s, &t, &t_content, with_bos, &raw, err);
+    /* Each image's rows replace one placeholder token: the text's own
+     * bound holds for the whole. */
+    rc = tokenize_rendered(s, &t, &t_content, with_bos, with_bos ? FIT_CHAT : FIT_TURN, &raw,
+                           err);
     tn_buf_free(&t);
     tn_text_spans_free(&t_content);
     if (rc != TN_OK) {

@@ -236,6 +236,11 @@ typedef struct tn_harmony {
 
 /* On when tok has the harmony tokens (tok NULL: off, a no-op filter). */
 void tn_harmony_init(tn_harmony *h, const tn_tokenizer *tok);
+
+/* The bytes of text tn_tokenize_spans has been given in this process, all
+ * tokenizers together: how a test tells that a refusal came before any
+ * encoding (tests/engine/test-session.c), without timing it. */
+uint64_t tn_tokenizer_bytes_seen(void);
 /* The ids given (tests). */
 void tn_harmony_init_ids(tn_harmony *h, int32_t start, int32_t channel, int32_t message,
                          int32_t end);

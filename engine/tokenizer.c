@@ -13,6 +13,7 @@
 #include "tn-tokenizer-internal.h"
 #include "tn-unicode.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1222,6 +1223,12 @@ static int encode_plain(const tn_tokenizer *tok, scratch *s, const char *text, s
                                   : bpe_encode(tok, s, text, len, out);
 }
 
+static atomic_uint_least64_t bytes_seen;
+
+uint64_t tn_tokenizer_bytes_seen(void) {
+    return atomic_load_explicit(&bytes_seen, memory_order_relaxed);
+}
+
 int tn_tokenize(const tn_tokenizer *tok, const char *text, size_t len, unsigned flags,
                 tn_tokens *out, tn_error *err) {
     return tn_tokenize_spans(tok, text, len, flags, NULL, 0, out, err);
@@ -1237,6 +1244,7 @@ int tn_tokenize_spans(const tn_tokenizer *tok, const char *text, size_t len, uns
             (k > 0 && plain[k].start < plain[k - 1].start + plain[k - 1].len))
             return tn_fail(err, TN_ERR_INVALID,
                            "tn_tokenize: plain span %zu is out of order or past the text", k);
+    atomic_fetch_add_explicit(&bytes_seen, len, memory_order_relaxed);
     size_t n_before = out->n;
     scratch s = {0};
     int rc = TN_OK;

@@ -368,6 +368,167 @@ static void bias_and_constraint(fixture *f) {
     tn_session_free(s);
 }
 
+/* ------------------------------------------------------ early refusal */
+
+/* Tokens a conversation of one user message takes: a chat in a roomy
+ * session, its prompt counted (nothing is kept before it). -1: failed. */
+static int32_t chat_tokens(fixture *f, const char *text) {
+    tn_session *s = new_session(f, 2048, false);
+    if (!s)
+        return -1;
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 1;
+    tn_session_message m = {.role = "user", .content = text};
+    tn_session_stats st;
+    tn_error err = {0};
+    int rc = tn_session_chat(s, &m, 1, &g, NULL, NULL, &st, &err);
+    CHECKF(rc == TN_OK, "%s: chat to count: %s", f->name, err.message);
+    tn_session_free(s);
+    return rc == TN_OK ? st.prompt_tokens : -1;
+}
+
+/* A conversation of exactly n tokens in an n-token context is taken, one
+ * of n + 1 refused: the bound from the length never refuses what fits. */
+static void fits_exactly(fixture *f, const char *what, const char *text) {
+    const int32_t n = chat_tokens(f, text);
+    if (n <= 0)
+        return;
+    for (int32_t extra = 0; extra < 2; extra++) {
+        tn_session *s = new_session(f, n - extra, false);
+        if (!s)
+            return;
+        tn_gen_params g = tn_gen_default_params();
+        g.max_tokens = 1;
+        tn_session_message m = {.role = "user", .content = text};
+        tn_session_stats st;
+        tn_error err = {0};
+        int rc = tn_session_chat(s, &m, 1, &g, NULL, NULL, &st, &err);
+        if (extra == 0)
+            CHECKF(rc == TN_OK && st.prompt_tokens == n,
+                   "%s: %s of %d tokens in a %d-token context: rc %d, %s", f->name, what, n, n,
+                   rc, err.message);
+        else
+            CHECKF(rc == TN_ERR_OVERFLOW, "%s: %s of %d tokens in a %d-token context: rc %d",
+                   f->name, what, n, n - 1, rc);
+        tn_session_free(s);
+    }
+}
+
+/* The text of the normal token with the longest text, repeated to about
+ * len bytes: what brings the length's bound closest to the real count. */
+static char *longest_token_text(const tn_model *m, size_t len) {
+    const tn_tokenizer *tok = tn_model_tokenizer(m);
+    const char *best = NULL;
+    size_t best_len = 0;
+    for (int32_t id = 0; id < tn_tokenizer_n_vocab(tok); id++) {
+        size_t l = 0;
+        const char *p = tn_token_piece(tok, id, &l);
+        if (p && l > best_len && tn_token_type_of(tok, id) == TN_TOKEN_TYPE_NORMAL &&
+            !memchr(p, '\0', l)) {
+            best = p;
+            best_len = l;
+        }
+    }
+    char *out = malloc(len + best_len + 1);
+    size_t at = 0;
+    while (out && best && at < len) {
+        memcpy(out + at, best, best_len);
+        at += best_len;
+    }
+    if (out)
+        out[at] = '\0';
+    return out;
+}
+
+/* A message that cannot fit is refused from its length before a byte of it
+ * is encoded (tn_tokenizer_bytes_seen, not a clock), by ask, chat and pin,
+ * with its size, its least token count and the room. */
+static void early_refusal(fixture *f) {
+    const size_t big = 1u << 20;
+    char *huge = malloc(big + 1);
+    if (!huge)
+        return;
+    memset(huge, 'a', big);
+    huge[big] = '\0';
+    tn_session *s = new_session(f, 160, false);
+    if (!s || pin(s, SYSTEM) != TN_OK)
+        goto out;
+    const int32_t n_pin = tn_session_pin_info(s).n_pin;
+    tn_gen_params g = tn_gen_default_params();
+    g.max_tokens = 4;
+    tn_error err = {0};
+    size_t bytes = 0, least = 0;
+    int free_ = 0, sys = 0, n_ctx = 0;
+
+    uint64_t seen = tn_tokenizer_bytes_seen();
+    int rc = tn_session_ask(s, huge, &g, NULL, NULL, NULL, &err);
+    CHECKF(rc == TN_ERR_OVERFLOW, "%s: a 1 MiB request gave %d", f->name, rc);
+    CHECKF(tn_tokenizer_bytes_seen() - seen < big, "%s: ask encoded %llu bytes to refuse it",
+           f->name, (unsigned long long)(tn_tokenizer_bytes_seen() - seen));
+    CHECKF(sscanf(err.message,
+                  "the message is %zu bytes as the template writes it, at least %zu tokens; %d "
+                  "are free after the %d-token system prompt",
+                  &bytes, &least, &free_, &sys) == 4 &&
+               bytes > big && least > 160 && free_ == 160 - n_pin && sys == n_pin,
+           "%s: %s", f->name, err.message);
+    CHECK(tn_ctx_kv_len(tn_session_ctx(s)) == n_pin);
+
+    tn_session_message conv[2] = {{.role = "user", .content = "hello"},
+                                  {.role = "user", .content = huge}};
+    seen = tn_tokenizer_bytes_seen();
+    rc = tn_session_chat(s, conv, 2, &g, NULL, NULL, NULL, &err);
+    CHECKF(rc == TN_ERR_OVERFLOW, "%s: a 1 MiB conversation gave %d", f->name, rc);
+    CHECKF(tn_tokenizer_bytes_seen() - seen < big, "%s: chat encoded %llu bytes to refuse it",
+           f->name, (unsigned long long)(tn_tokenizer_bytes_seen() - seen));
+    CHECKF(sscanf(err.message,
+                  "the conversation is %zu bytes as the template writes it, at least %zu "
+                  "tokens; the context holds %d",
+                  &bytes, &least, &n_ctx) == 3 &&
+               bytes > big && least > 160 && n_ctx == 160,
+           "%s: %s", f->name, err.message);
+
+    /* Many small messages add up to the same. */
+    enum { MANY = 20000 };
+    tn_session_message *many = calloc(MANY, sizeof *many);
+    for (int i = 0; many && i < MANY; i++)
+        many[i] = (tn_session_message){.role = i % 2 ? "assistant" : "user", .content = "ok ok"};
+    if (many) {
+        many[MANY - 1].role = "user";
+        seen = tn_tokenizer_bytes_seen();
+        rc = tn_session_chat(s, many, MANY, &g, NULL, NULL, NULL, &err);
+        CHECKF(rc == TN_ERR_OVERFLOW && tn_tokenizer_bytes_seen() == seen,
+               "%s: %d messages: rc %d, %s", f->name, MANY, rc, err.message);
+    }
+    free(many);
+
+    seen = tn_tokenizer_bytes_seen();
+    rc = tn_session_pin(s, huge, NULL, NULL, &err);
+    CHECKF(rc == TN_ERR_OVERFLOW && tn_tokenizer_bytes_seen() - seen < big,
+           "%s: a 1 MiB system prompt: rc %d, %s", f->name, rc, err.message);
+    CHECKF(strstr(err.message, "the system prompt is") == err.message, "%s: %s", f->name,
+           err.message);
+    CHECK(tn_session_pin_info(s).n_pin == n_pin);
+
+    /* Empty messages are not refused: the template alone fits. */
+    tn_session_message empty[2] = {{.role = "user", .content = ""},
+                                   {.role = "user", .content = ""}};
+    rc = tn_session_chat(s, empty, 2, &g, NULL, NULL, NULL, &err);
+    CHECKF(rc == TN_OK, "%s: empty messages: %s", f->name, err.message);
+
+    /* The edge, where the bound is closest to the count. */
+    char *dense = longest_token_text(f->model, 300);
+    if (dense)
+        fits_exactly(f, "the longest token repeated", dense);
+    free(dense);
+    fits_exactly(f, "multi-byte text",
+                 "\xc3\xa9t\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\xf0\x9f\x98\x80 "
+                 "\xea\xb0\x80\xe1\x84\x80\xe1\x85\xa1 \xe2\x84\xaa");
+    fits_exactly(f, "one word", "hello");
+out:
+    tn_session_free(s);
+    free(huge);
+}
+
 /* --------------------------------------------------- overflow, cancel */
 
 static void overflow(fixture *f) {
@@ -387,8 +548,10 @@ static void overflow(fixture *f) {
     memcpy(kv0, kv, (size_t)n_kv0 * 4);
     const uint64_t h0 = tn_test_pinned_rows_hash(s);
 
+    /* Short enough to pass the bound from its length (early_refusal):
+     * encoded, then refused with the exact count. */
     char longtext[2000] = "";
-    for (int i = 0; i < 40; i++)
+    for (int i = 0; i < 27; i++)
         strcat(longtext, "please tell me more about it ");
     answer a;
     memset(&a, 0, sizeof a);
@@ -883,6 +1046,7 @@ int main(void) {
         stop_token(&syn);
         bias_and_constraint(&syn);
         overflow(&syn);
+        early_refusal(&syn);
         pin_cancel(&syn);
         pin_progress_kept(&syn);
         damaged_snapshots(&syn);
@@ -944,6 +1108,7 @@ int main(void) {
                     abab(&q, think, sampled);
             stop_token(&q);
             overflow(&q);
+            early_refusal(&q);
             chat(&q);
         }
         tn_model_free(q.model);
