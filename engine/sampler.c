@@ -151,21 +151,30 @@ void tn_sampler_accept(tn_sampler *s, int32_t token) {
         s->hist_len++;
 }
 
-int tn_sampler_set_logit_bias(tn_sampler *s, const tn_logit_bias *bias, int32_t n,
-                              tn_error *err) {
-    if (!s || n < 0 || (n > 0 && !bias))
-        return tn_fail(err, TN_ERR_INVALID, "tn_sampler_set_logit_bias: bad arguments");
-    if (n > TN_LOGIT_BIAS_MAX)
+int tn_logit_bias_check(const tn_logit_bias *bias, int32_t n, int32_t n_vocab, tn_error *err) {
+    if (n < 0 || n > TN_LOGIT_BIAS_MAX || (n > 0 && !bias))
         return tn_fail(err, TN_ERR_INVALID, "logit bias: %d entries; at most %d", n,
                        TN_LOGIT_BIAS_MAX);
     for (int32_t i = 0; i < n; i++) {
-        if (bias[i].token < 0 || bias[i].token >= s->n_vocab)
+        if (bias[i].token < 0 || bias[i].token >= n_vocab)
             return tn_fail(err, TN_ERR_INVALID, "token %d is outside the vocabulary (0..%d)",
-                           bias[i].token, s->n_vocab - 1);
+                           bias[i].token, n_vocab - 1);
         if (!isfinite(bias[i].bias))
             return tn_fail(err, TN_ERR_INVALID, "logit bias: the bias of token %d is not finite",
                            bias[i].token);
     }
+    return TN_OK;
+}
+
+int tn_sampler_set_logit_bias(tn_sampler *s, const tn_logit_bias *bias, int32_t n,
+                              tn_error *err) {
+    if (!s || n < 0 || (n > 0 && !bias))
+        return tn_fail(err, TN_ERR_INVALID, "tn_sampler_set_logit_bias: bad arguments");
+    /* The API's guard (apply_bias indexes by these tokens): a session has
+     * checked them before its prefill already, with this same function. */
+    int rc = tn_logit_bias_check(bias, n, s->n_vocab, err);
+    if (rc != TN_OK)
+        return rc;
     tn_logit_bias *copy = NULL;
     if (n > 0) {
         copy = malloc((size_t)n * sizeof *copy);

@@ -303,20 +303,9 @@ static int check_gen(const tn_gen_params *g, int32_t n_vocab, tn_error *err) {
         return tn_fail(err, TN_ERR_INVALID, "unknown output constraint %d", g->constrain);
     if (g->constrain == TN_CONSTRAIN_JSON_SCHEMA && !g->schema)
         return tn_fail(err, TN_ERR_INVALID, "JSON schema output without a schema");
-    if (g->n_logit_bias < 0 || g->n_logit_bias > TN_LOGIT_BIAS_MAX ||
-        (g->n_logit_bias > 0 && !g->logit_bias))
-        return tn_fail(err, TN_ERR_INVALID, "logit bias: %d entries; at most %d",
-                       g->n_logit_bias, TN_LOGIT_BIAS_MAX);
-    /* Before the prefill, not after it (the sampler checks them again). */
-    for (int32_t i = 0; i < g->n_logit_bias; i++) {
-        if (g->logit_bias[i].token < 0 || g->logit_bias[i].token >= n_vocab)
-            return tn_fail(err, TN_ERR_INVALID, "token %d is outside the vocabulary (0..%d)",
-                           g->logit_bias[i].token, n_vocab - 1);
-        if (!isfinite(g->logit_bias[i].bias))
-            return tn_fail(err, TN_ERR_INVALID, "logit bias: the bias of token %d is not finite",
-                           g->logit_bias[i].token);
-    }
-    return TN_OK;
+    /* Before the prefill: the sampler's own check (sampler_begin) comes
+     * after it, seconds of work later for a long prompt. */
+    return tn_logit_bias_check(g->logit_bias, g->n_logit_bias, n_vocab, err);
 }
 
 /* ------------------------------------------------------------ life cycle */

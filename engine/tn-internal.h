@@ -237,6 +237,11 @@ typedef struct tn_harmony {
 /* On when tok has the harmony tokens (tok NULL: off, a no-op filter). */
 void tn_harmony_init(tn_harmony *h, const tn_tokenizer *tok);
 
+/* TN_OK when n biases fit a vocabulary of n_vocab tokens (each token in
+ * it, each bias finite, at most TN_LOGIT_BIAS_MAX); else TN_ERR_INVALID
+ * and why. The session's check before a prefill and the sampler's. */
+int tn_logit_bias_check(const tn_logit_bias *bias, int32_t n, int32_t n_vocab, tn_error *err);
+
 /* The bytes of text tn_tokenize_spans has been given in this process, all
  * tokenizers together: how a test tells that a refusal came before any
  * encoding (tests/engine/test-session.c), without timing it. */
