@@ -314,11 +314,30 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
                    why && *why ? why : "none loaded");
         return TN_ERR_UNSUPPORTED;
     }
+    /* A prompt that cannot fit, refused from its length before it is
+     * encoded (as the session does with messages, docs/SESSION.md): a
+     * body at the cap took seconds to encode only to be refused. */
+    const size_t len = strlen(j->prompt);
+    const size_t at_least = tn_tokenizer_min_tokens(tok, len) + (tn_tokenizer_add_bos(tok) ? 1 : 0);
+    const int32_t n_pin = tn_session_pin_info(session).n_pin;
+    const int32_t room = tn_session_n_ctx(session) - n_pin;
+    if (at_least > (size_t)(room > 0 ? room : 0)) {
+        if (n_pin > 0)
+            g_snprintf(j->err.message, sizeof j->err.message,
+                       "the prompt is %zu bytes, at least %zu tokens; %d are free after the "
+                       "%d-token system prompt",
+                       len, at_least, room, n_pin);
+        else
+            g_snprintf(j->err.message, sizeof j->err.message,
+                       "the prompt is %zu bytes, at least %zu tokens; the context holds %d", len,
+                       at_least, room);
+        return TN_ERR_OVERFLOW;
+    }
     /* A raw continuation: BOS when the vocabulary wants one, control tokens
      * in the prompt recognised (what llama.cpp's server does too). */
     tn_tokens t = {0};
-    int rc = tn_tokenize(tok, j->prompt, strlen(j->prompt),
-                         TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &t, &j->err);
+    int rc = tn_tokenize(tok, j->prompt, len, TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &t,
+                         &j->err);
     /* Only here does "" meet a vocabulary without BOS: the answer names the
      * member, as a refusal while parsing does. */
     if (rc == TN_OK && t.n == 0) {

@@ -14,7 +14,8 @@ HTTP on 127.0.0.1, on a tiny synthetic model:
   connection closed, also for many slow clients at once, while others are
   served;
 - protocol details: a stream that fails before its first token gets the
-  HTTP status and a JSON body; GET /v1/models/{id}; the paths without /v1;
+  HTTP status and a JSON body; a message, messages or a prompt that cannot
+  fit are refused from their length, before they are encoded; GET /v1/models/{id}; the paths without /v1;
   HTTP/1.0 never gets chunked encoding; ids unique across restarts;
   `created` is the time; bad numbers, NUL in content, a user message
   without content and a number where a string goes (role, a content
@@ -398,6 +399,27 @@ check(s == 400 and error_of(doc).get("code") == "context_length_exceeded",
       "a stream failing before its first token: 400 with a JSON error (got %s %r)" % (s, out[:200]))
 check(h.get("content-type", "").startswith("application/json"),
       "... as application/json (%s)" % h.get("content-type"))
+# A message that cannot fit is refused from its length, before it is
+# encoded ("at least N tokens"; encoded, the refusal said how many exactly
+# and a body at the cap took seconds): one long message, streamed or not,
+# many short ones, multi-byte text, and a completions prompt.
+big = "a" * 1000000
+many = [{"role": "user", "content": "a"}] * 30000
+for label, path, body, param in [
+        ("a 1 MB message", "/v1/chat/completions",
+         {"messages": [{"role": "user", "content": big}]}, "messages"),
+        ("a 1 MB message, streamed", "/v1/chat/completions",
+         {"messages": [{"role": "user", "content": big}], "stream": True}, "messages"),
+        ("30,000 messages", "/v1/chat/completions", {"messages": many}, "messages"),
+        ("900 KB of CJK", "/v1/chat/completions",
+         {"messages": [{"role": "user", "content": "\u4e2d" * 300000}]}, "messages"),
+        ("a 1 MB prompt", "/v1/completions", {"prompt": big}, "prompt")]:
+    data = json.dumps(dict(body, max_tokens=2), ensure_ascii=False).encode()
+    s, _, doc, out = srv.post(path, data)
+    e = error_of(doc)
+    check(s == 400 and e.get("code") == "context_length_exceeded" and e.get("param") == param
+          and "at least" in e.get("message", ""),
+          "%s: 400 context_length_exceeded from its length (got %s %r)" % (label, s, out[:300]))
 s, _, out = srv.request("GET", "/v1/models/tiny")
 doc = json.loads(out) if s == 200 else {}
 check(s == 200 and doc.get("id") == "tiny" and doc.get("object") == "model",
