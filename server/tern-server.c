@@ -1481,6 +1481,12 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     }
     if (bad && strcmp(bad, "stream"))
         bad = "stream_options";
+    /* OpenAI's answer too: options for a stream that will not be one were
+     * taken and ignored. */
+    if (!bad && so && !JSON_NODE_HOLDS_NULL(so) && !j->stream) {
+        bad = "stream_options";
+        why = g_strdup("stream_options is only allowed when stream is true");
+    }
     const char *param = bad;
     bool ok = !bad && (kind == JOB_CHAT ? tern_request_parse_chat(o, j, &param, &why)
                                         : tern_request_parse_completion(o, j, &param, &why));

@@ -14,7 +14,9 @@
 - a chat message's content part of type "text" without a "text" string,
   or without a type, is a 400 that names the message and the part; it was
   taken as empty text. `content: []` is no content: refused for a user
-  message (as null is), an empty text for the others."""
+  message (as null is), an empty text for the others.
+- `stream_options` without `stream: true` is a 400 naming it (OpenAI's
+  answer); it was taken and ignored."""
 
 import json
 import os
@@ -166,6 +168,29 @@ except (ValueError, KeyError, TypeError) as e:
 check(status == 404 and b"\x1f" not in out and "a\u001fb" in echoed,
       "a model name with U+001F: a 404 in strict JSON, the name escaped (got %s %r: %s)"
       % (status, out[:200], echoed))
+
+# ------------------------------------------------------------ stream_options
+# Only for a streamed answer (OpenAI answers 400 without stream: true); it
+# was taken and ignored. null is no stream_options.
+for path, body in (("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+                   ("/v1/completions", {"prompt": "hi"})):
+    for stream, so, want in ((None, {"include_usage": True}, 400),
+                             (False, {"include_usage": True}, 400),
+                             (False, {}, 400),
+                             (None, None, 200),
+                             (True, {"include_usage": True}, 200)):
+        b = dict(body, max_tokens=1, stream_options=so)
+        if stream is not None:
+            b["stream"] = stream
+        status, _, doc, out = srv.post(path, b, headers=AUTH)
+        err = doc.get("error", {}) if isinstance(doc, dict) else {}
+        what = "%s with stream %s and stream_options %s" % (path, stream, json.dumps(so))
+        if want == 400:
+            check(status == 400 and err.get("param") == "stream_options" and
+                  "stream" in err.get("message", "") and "true" in err.get("message", ""),
+                  "%s: 400 naming stream_options (got %s %r)" % (what, status, out[:200]))
+        else:
+            check(status == 200, "%s: answered (got %s %r)" % (what, status, out[:200]))
 
 check(srv.stop() == 0, "the server stops cleanly")
 checks.finish()
