@@ -70,6 +70,25 @@ def make_model(tmp, name="tiny", vocab=None, arch="llama"):
     return path
 
 
+def real_vocab(family):
+    """The fetched tokenizer.json of a family (tools/fetch-vocab.sh), or the
+    test cannot run."""
+    path = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), family, "tokenizer.json")
+    if not os.path.isfile(path):
+        cannot_run("no vocabulary at %s (tools/fetch-vocab.sh)" % path)
+    return path
+
+
+def token_ids(model, text):
+    """The ids `tern-cli tokenize` gives text with model's vocabulary."""
+    r = subprocess.run([env("TERN_CLI"), "tokenize", "-m", model, "--json", text],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("FAIL: tokenize: " + r.stderr, file=sys.stderr)
+        sys.exit(1)
+    return [t["id"] if isinstance(t, dict) else t for t in json.loads(r.stdout)]
+
+
 class Server:
     """tern-cli serve -m MODEL --port 0 ARGS..., stopped with SIGTERM."""
 

@@ -13,7 +13,6 @@ A tiny random-weight Qwen3-architecture model with the real Qwen3 vocabulary."""
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 
@@ -22,11 +21,8 @@ import serverlib  # noqa: E402
 
 checks = serverlib.Checks()
 check = checks.check
-vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "qwen3", "tokenizer.json")
-if not os.path.isfile(vocab):
-    serverlib.cannot_run("no vocabulary at %s (tools/fetch-vocab.sh)" % vocab)
-
 tmp = serverlib.workdir("json-hostile")
+vocab = serverlib.real_vocab("qwen3")
 model = serverlib.make_model(tmp, name="qwen3", vocab=vocab, arch="qwen3")
 srv = serverlib.Server(tmp, "json-hostile", model)
 MESSAGES = [{"role": "user", "content": "Write something."}]
@@ -105,10 +101,8 @@ check(status == 200 and finish == "length" and text is not None and text.lstrip(
 # Speculation asked for with json_object: off, and usage says so (no drafts),
 # on a prompt that prompt lookup drafts from without the constraint.
 rep = [{"role": "user", "content": "one two three four five " * 12 + "x" + " x" * 40}]
-r = subprocess.run([serverlib.env("TERN_CLI"), "tokenize", "-m", model, "--json", " x"],
-                   capture_output=True, text=True)
-x_ids = [t["id"] if isinstance(t, dict) else t for t in json.loads(r.stdout or "[]")]
-check(len(x_ids) == 1, "' x' is one token: %r %r" % (x_ids, r.stderr))
+x_ids = serverlib.token_ids(model, " x")
+check(len(x_ids) == 1, "' x' is one token: %r" % x_ids)
 x_bias = {str(x_ids[0]): 100} if x_ids else {}
 drafted = {}
 for rf in [None, JSON]:
@@ -182,9 +176,7 @@ dsrv = serverlib.Server(tmp, "json-hostile-draft", model, ["--spec", "draft:" + 
 srv = dsrv
 status, doc, raw = post()
 best_text = content(doc)[0] if status == 200 else ""
-r = subprocess.run([serverlib.env("TERN_CLI"), "tokenize", "-m", model, "--json", best_text],
-                   capture_output=True, text=True)
-best_ids = [t["id"] if isinstance(t, dict) else t for t in json.loads(r.stdout or "[]")]
+best_ids = serverlib.token_ids(model, best_text) if best_text else []
 drafted = 0
 for bias in [{str(best_ids[0]): -100} if best_ids else {}, x_bias,
              dict(x_bias, **{"13": 3})]:

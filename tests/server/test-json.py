@@ -15,7 +15,6 @@ A tiny random-weight Qwen3-architecture model with the real Qwen3 vocabulary."""
 
 import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -23,22 +22,13 @@ import serverlib  # noqa: E402
 
 checks = serverlib.Checks()
 check = checks.check
-vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "qwen3", "tokenizer.json")
-if not os.path.isfile(vocab):
-    serverlib.cannot_run("no vocabulary at %s (tools/fetch-vocab.sh)" % vocab)
-
 tmp = serverlib.workdir("json")
-model = serverlib.make_model(tmp, name="qwen3", vocab=vocab, arch="qwen3")
+model = serverlib.make_model(tmp, name="qwen3", vocab=serverlib.real_vocab("qwen3"), arch="qwen3")
 srv = serverlib.Server(tmp, "json", model)
 
 
 def token_ids(text):
-    r = subprocess.run([serverlib.env("TERN_CLI"), "tokenize", "-m", model, "--json", text],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        print("FAIL: tokenize: " + r.stderr, file=sys.stderr)
-        sys.exit(1)
-    return [t["id"] if isinstance(t, dict) else t for t in json.loads(r.stdout)]
+    return serverlib.token_ids(model, text)
 
 
 MESSAGES = [{"role": "user", "content": "Write something."}]
