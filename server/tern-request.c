@@ -331,6 +331,14 @@ static bool parse_response_format(JsonObject *o, job *j, const char **param, cha
                             "\"json_schema\": {\"schema\": ...}}, or drop it (any JSON object)");
             return false;
         }
+        /* The session refuses it too, but only once the job runs, and
+         * without naming the parameter. */
+        if (j->chat_kind == TN_CHAT_GPTOSS) {
+            *why = g_strdup("response_format json_object is not available for gpt-oss models: "
+                            "their answers are in channels (analysis, then final); ask for the "
+                            "object in the prompt instead");
+            return false;
+        }
         j->gen.constrain = TN_CONSTRAIN_JSON_OBJECT;
         return true;
     }

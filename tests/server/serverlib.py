@@ -54,15 +54,17 @@ def workdir(name):
     return tempfile.mkdtemp(prefix=name + ".", dir=base)
 
 
-def make_model(tmp, name="tiny", vocab=None, arch="llama"):
+def make_model(tmp, name="tiny", vocab=None, arch="llama", extra=()):
     """A random-weight model small enough for hundreds of requests under
-    AddressSanitizer; vocab: a tokenizer.json (None: mkmodel's synthetic one)."""
+    AddressSanitizer; vocab: a tokenizer.json (None: mkmodel's synthetic one);
+    extra: more mkmodel options (a mixture's experts)."""
     path = os.path.join(tmp, name + ".gguf")
     cmd = [env("TERN_CLI"), "mkmodel", "--arch", arch, "--type", "q8_0", "--embd", "64",
            "--layers", "2", "--heads", "2", "--kv-heads", "1", "--head-dim", "32", "--ff", "128",
            "--ctx", "2048", "--seed", "9", "-o", path]
     if vocab:
         cmd += ["--tokenizer", vocab]
+    cmd += list(extra)
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         print("FAIL: mkmodel: " + r.stdout + r.stderr, file=sys.stderr)

@@ -7,6 +7,9 @@ with tools, stop strings, max_tokens 1, n > 1, thinking on, a bias against
 every token that can open the object, a streamed client that goes away
 mid-answer, and many constrained requests in a row: never a 500, a hang or
 a crash, and the server exits cleanly (LeakSanitizer runs at its exit).
+json_object on a gpt-oss model is a 400 naming response_format; a
+vocabulary in which no token can continue the object mid-answer ends a
+streamed answer with an error event and [DONE], and is a 400 unstreamed.
 
 A tiny random-weight Qwen3-architecture model with the real Qwen3 vocabulary."""
 
@@ -200,4 +203,85 @@ status, doc, raw = post(messages=rep, max_tokens=40, response_format=JSON, logit
 check(status == 200 and doc["usage"].get("timings", {}).get("drafted_tokens") == 0,
       "json_object with the draft model: no drafts (%s %r)" % (status, raw[:300]))
 check(dsrv.stop() == 0, "the draft server exits cleanly: " + dsrv.stderr()[-2000:])
+
+# --- gpt-oss ---------------------------------------------------------------------
+# Its answers are in channels (analysis, then final): a constraint on the
+# whole answer cannot hold. json_object is a 400 naming response_format, for
+# chat and completions, streamed or not, before anything is generated.
+oss = serverlib.make_model(tmp, name="gptoss", vocab=serverlib.real_vocab("gptoss"),
+                           arch="gpt-oss",
+                           extra=["--experts", "4", "--experts-used", "2", "--expert-ff", "64"])
+osrv = serverlib.Server(tmp, "json-hostile-oss", oss)
+for path, base in (("/v1/chat/completions", {"messages": MESSAGES}),
+                   ("/v1/completions", {"prompt": "Once upon a time"})):
+    for stream in (False, True):
+        status, _, doc, raw = osrv.post(path, dict(base, max_tokens=4, stream=stream,
+                                                   response_format=JSON))
+        err = (doc or {}).get("error", {}) if isinstance(doc, dict) else {}
+        check(status == 400 and err.get("param") == "response_format" and
+              "gpt-oss" in err.get("message", ""),
+              "gpt-oss %s, stream %s: 400 naming response_format (got %s %r)"
+              % (path, stream, status, raw[:300]))
+    status, _, doc, raw = osrv.post(path, dict(base, max_tokens=2))
+    check(status == 200, "gpt-oss %s without it: answered (%s %r)" % (path, status, raw[:200]))
+check(osrv.stop() == 0, "the gpt-oss server exits cleanly: " + osrv.stderr()[-2000:])
+
+# --- no token can continue the object ----------------------------------------
+# A vocabulary with no '"' and no '}' (byte-level, no byte tokens: those
+# bytes have no token at all): after "{" only whitespace can follow, 32 of
+# it at most (TN_JSON_PREFIX_MAX_SPACE), then nothing. The answer has begun
+# by then: a streamed client gets its text, an error event that says why,
+# then [DONE]; a client that waits gets the error alone.
+tiny_dir = os.path.join(tmp, "vocab-noclose")
+os.makedirs(tiny_dir, exist_ok=True)
+symbols = [chr(c) for c in range(0x21, 0x7f) if chr(c) not in '"}'] + ["\u0120", "\u010a"]
+added = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+with open(os.path.join(tiny_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+    json.dump({"version": "1.0",
+               "added_tokens": [{"id": len(symbols) + i, "content": t, "single_word": False,
+                                 "lstrip": False, "rstrip": False, "normalized": False,
+                                 "special": True} for i, t in enumerate(added)],
+               "normalizer": None,
+               "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
+                                 "trim_offsets": True, "use_regex": True},
+               "post_processor": None,
+               "decoder": {"type": "ByteLevel", "add_prefix_space": False,
+                           "trim_offsets": True, "use_regex": True},
+               "model": {"type": "BPE", "vocab": {t: i for i, t in enumerate(symbols)},
+                         "merges": []}}, f)
+with open(os.path.join(tiny_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+    json.dump({"eos_token": "<|im_end|>", "bos_token": None,
+               "chat_template": "{% for message in messages %}{{'<|im_start|>' + message['role'] "
+                                "+ '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+                                "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+                                "{% endif %}"}, f)
+nc = serverlib.make_model(tmp, name="noclose", vocab=os.path.join(tiny_dir, "tokenizer.json"))
+check(serverlib.token_ids(nc, '{"a"}') == serverlib.token_ids(nc, "{a"),
+      "the vocabulary has no token for '\"' or '}'")
+nsrv = serverlib.Server(tmp, "json-hostile-noclose", nc)
+body = {"messages": MESSAGES, "max_tokens": 200, "response_format": JSON}
+status, _, doc, raw = nsrv.post("/v1/chat/completions", dict(body, stream=True))
+events = serverlib.sse_events(raw) if status == 200 else []
+text, errors = "", []
+for e in events:
+    d = json.loads(e) if e != "[DONE]" else {}
+    if "error" in d:
+        errors.append(d["error"])
+    elif d.get("choices"):
+        text += d["choices"][0]["delta"].get("content") or ""
+check(status == 200 and "{" in text and len(errors) == 1 and events[-1] == "[DONE]" and
+      "continue the JSON" in errors[0].get("message", "") and
+      isinstance(json.loads(events[-2]), dict),
+      "streamed, no token can continue: the text, one error event, [DONE] (got %s %r)"
+      % (status, raw[-600:]))
+status, _, doc, raw = nsrv.post("/v1/chat/completions", body)
+err = (doc or {}).get("error", {}) if isinstance(doc, dict) else {}
+check(status == 400 and "continue the JSON" in err.get("message", ""),
+      "not streamed, no token can continue: a 400 that says why (got %s %r)"
+      % (status, raw[:300]))
+status, _, doc, raw = nsrv.post("/v1/chat/completions", dict(body, response_format=None,
+                                                             max_tokens=3))
+check(status == 200, "the same model without json_object: answered (%s %r)"
+      % (status, raw[:200]))
+check(nsrv.stop() == 0, "the no-close server exits cleanly: " + nsrv.stderr()[-2000:])
 checks.finish()
