@@ -1898,6 +1898,16 @@ done:
   if (rc == TN_ERR_OVERFLOW && err.format != NULL && err.n_args >= 1
       && g_str_has_prefix (err.format, "the conversation is %d tokens"))
     ev->stats.overflow_tokens = (int) CLAMP (g_ascii_strtoll (err.args, NULL, 10), 0, G_MAXINT);
+  /* Refused from its length before it was encoded (engine/session.c,
+   * refuse_early): its second argument is the least it can be in tokens. */
+  if (rc == TN_ERR_OVERFLOW && err.format != NULL && err.n_args >= 2
+      && g_str_has_prefix (err.format, "the conversation is %zu bytes"))
+    {
+      const char *at_least = err.args + strlen (err.args) + 1;
+
+      ev->stats.overflow_tokens = (int) CLAMP (g_ascii_strtoll (at_least, NULL, 10), 0, G_MAXINT);
+      ev->stats.overflow_at_least = ev->stats.overflow_tokens > 0;
+    }
   event_post (ev);
 }
 

@@ -48,6 +48,8 @@ typedef struct {
   int error_code;        /* the engine's code (TN_ERR_*) when the request failed */
   int overflow_tokens;   /* chat: the tokens of the last message with the system prompt,
                             when even it alone does not fit the context (else 0) */
+  gboolean overflow_at_least; /* overflow_tokens is a lower bound: the engine refused the
+                                 text from its length, before encoding it */
 } TernStats;
 
 typedef struct {

@@ -457,6 +457,10 @@ human_error (TernWindow      *self,
 
   /* Every earlier turn is left out by then: the engine's detail said the
    * "conversation" was too long and to start a new chat, which cannot help. */
+  if (stats->error_code == TN_ERR_OVERFLOW && chat && stats->overflow_tokens > 0
+      && stats->overflow_at_least)
+    return g_strdup_printf (_("This message does not fit in the %d-token context on its own: with the system prompt it is at least %d tokens, and every earlier turn is already left out. Shorten it, or raise the context size in Preferences."),
+                            stats->n_ctx, stats->overflow_tokens);
   if (stats->error_code == TN_ERR_OVERFLOW && chat && stats->overflow_tokens > 0)
     return g_strdup_printf (_("This message does not fit in the %d-token context on its own: with the system prompt it is %d tokens, and every earlier turn is already left out. Shorten it, or raise the context size in Preferences."),
                             stats->n_ctx, stats->overflow_tokens);

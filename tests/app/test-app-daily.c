@@ -1661,6 +1661,22 @@ part_context (Fixture *f)
             context_toasts (f->w, NULL));
     CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-chat-too-long.png"));
     tern_window_dismiss_toasts (f->w);
+    /* Ten times as long: the engine refuses it from its length, before
+     * encoding it (at least N tokens); the sentence is the same one, with
+     * "at least", and still no "new chat". */
+    {
+      GString *longer = g_string_new (NULL);
+      TernMessage *c2;
+
+      for (int i = 0; i < 10; i++)
+        g_string_append (longer, long_text);
+      c2 = send_and_wait (f->w, longer->str);
+      CHECKF (c2 != NULL && c2->error != NULL && strstr (c2->error, "512-token context on its own") != NULL
+              && strstr (c2->error, "at least") != NULL && strstr (c2->error, "new chat") == NULL,
+              "chat, refused from its length: %s", c2 ? c2->error : "(none)");
+      g_string_free (longer, TRUE);
+      tern_window_dismiss_toasts (f->w);
+    }
     activate (f->w, "new-chat", NULL);
     set_mode (f->w, "flash");
     m = send_and_wait (f->w, long_text);
