@@ -976,12 +976,22 @@ static gsize png_feed(png_walk *w, const guint8 *b, gsize n, guint8 *out) {
     return o;
 }
 
-/* What the walk refused, for the user. */
+/* What the walk refused, for the user. The chunk's type is quoted byte by
+ * byte, a byte that is not printable ASCII as "\xNN" (as the engine's
+ * messages show such bytes, docs/VISION.md): a '?' for each hid what the
+ * file holds from the user and from a bug report. A backslash is escaped
+ * too, so that "\x89" can only mean the byte 0x89. */
 static void set_png_bad(GError **error, const char *name, const png_walk *w) {
-    char type[5];
-    for (int k = 0; k < 4; k++)
-        type[k] = g_ascii_isalnum(w->head[4 + k]) ? (char)w->head[4 + k] : '?';
-    type[4] = '\0';
+    char type[4 * 4 + 1];
+    gsize o = 0;
+    for (int k = 0; k < 4; k++) {
+        const guint8 c = w->head[4 + k];
+        if (g_ascii_isgraph(c) && c != '\\')
+            type[o++] = (char)c;
+        else
+            o += (gsize)g_snprintf(type + o, sizeof type - o, "\\x%02x", c);
+    }
+    type[o] = '\0';
     const guint32 len = png_u32(w->head);
     if (len > 0x7fffffffu)
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,

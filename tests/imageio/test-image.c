@@ -443,6 +443,22 @@ static void png_chunks(void) {
         tern_image_free(im);
         g_clear_error(&e);
         g_byte_array_unref(t);
+        /* A damaged chunk's type is what a user quotes in a bug report:
+         * its bytes that are not printable (and the backslash that
+         * starts an escape) are shown as "\xNN", the others as they are. */
+        t = g_byte_array_new();
+        g_byte_array_append(t, base->data, (guint)after_ihdr);
+        put32(t, 530720168u);
+        g_byte_array_append(t, (const guint8 *)"\x89\\1\n", 4);
+        g_byte_array_append(t, filler, 4096);
+        im = tern_image_load_bytes(t->data, t->len, "corrupt.png", NULL, &e);
+        CHECKF(im == NULL && g_error_matches(e, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT) &&
+                   strstr(e->message, "its \\x89\\x5c1\\x0a chunk declares 530720168 bytes") &&
+                   g_utf8_validate(e->message, -1, NULL),
+               "an unprintable chunk type: %s", e ? e->message : "accepted");
+        tern_image_free(im);
+        g_clear_error(&e);
+        g_byte_array_unref(t);
     }
     g_free(filler);
     tern_image_free(want);
