@@ -523,6 +523,7 @@ attach (TernComposer *self,
   gtk_widget_set_valign (remove, GTK_ALIGN_START);
   gtk_widget_add_css_class (remove, "circular");
   gtk_widget_add_css_class (remove, "osd");
+  gtk_widget_add_css_class (remove, "tern-attachment-remove");
   gtk_widget_set_tooltip_text (remove, _("Remove Image"));
   gtk_accessible_update_property (GTK_ACCESSIBLE (remove), GTK_ACCESSIBLE_PROPERTY_LABEL,
                                   _("Remove Image"), -1);

@@ -126,6 +126,22 @@ label_shows (GtkWidget  *w,
   return FALSE;
 }
 
+/* The first attachment's remove button under widget. */
+static GtkWidget *
+find_remove (GtkWidget *widget)
+{
+  if (GTK_IS_BUTTON (widget) && g_strcmp0 (gtk_widget_get_tooltip_text (widget), "Remove Image") == 0)
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_remove (c);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
 /* Refused: nothing attached, and an error that names the file. */
 static void
 check_refused (TernWindow *w,
@@ -290,6 +306,32 @@ main (int   argc,
           "the engine's count (%d) must differ from the square rule's for the test to tell", c70);
   CHECK (attach (w, wide));
   CHECK (tern_window_get_n_attachments (w) == 1);
+  /* The thumbnail's remove button sits in its corner and leaves the
+   * picture visible: the theme's circular button covered about a third of
+   * it. It stays a button that takes the keyboard's focus. */
+  {
+    GtkWidget *remove = find_remove (GTK_WIDGET (w));
+    GtkWidget *picture = remove != NULL ? gtk_widget_get_prev_sibling (remove) : NULL;
+    graphene_rect_t b, p;
+
+    spin_for (0.3);
+    CHECK (remove != NULL && GTK_IS_PICTURE (picture));
+    if (remove != NULL && GTK_IS_PICTURE (picture))
+      {
+        CHECK (gtk_widget_compute_bounds (remove, picture, &b)
+               && gtk_widget_compute_bounds (picture, picture, &p));
+        fprintf (stderr, "remove button %.0f x %.0f at %.0f,%.0f on a %.0f x %.0f thumbnail\n",
+                 b.size.width, b.size.height, b.origin.x, b.origin.y, p.size.width,
+                 p.size.height);
+        CHECKF (b.size.width * b.size.height <= p.size.width * p.size.height / 6,
+                "the remove button (%.0f x %.0f) covers more than a sixth of the %.0f x %.0f "
+                "thumbnail", b.size.width, b.size.height, p.size.width, p.size.height);
+        CHECKF (b.origin.x >= p.size.width / 2 && b.origin.y + b.size.height <= p.size.height / 2,
+                "the remove button at %.0f,%.0f is not in the thumbnail's top right corner",
+                b.origin.x, b.origin.y);
+        CHECK (gtk_widget_get_focusable (remove) && gtk_widget_get_sensitive (remove));
+      }
+  }
   fprintf (stderr, "cost at 70: %s\n", tern_window_get_image_cost_text (w));
   CHECKF (parse_each (tern_window_get_image_cost_text (w), &per, &total) && per == c70,
           "cost line \"%s\": the engine says %d tokens", tern_window_get_image_cost_text (w), c70);
