@@ -1192,8 +1192,30 @@ static gboolean feed_loader(GdkPixbufLoader *loader, const guint8 *data, gsize n
     return TRUE;
 }
 
-static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char *format_out,
-                         GError **error) {
+/* The largest of 8, 4 and 2 by which libjpeg may divide a w x h JPEG
+ * while decoding it (its DCT scaling), leaving each side at least twice
+ * what fit makes of it (a side no longer than fit stays whole): 1 when
+ * none does. The BILINEAR reduction to fit then starts from a picture up
+ * to 64 times smaller, and still averages two or more of its pixels each
+ * way: reduced to just over fit, a picture's sharp edges moved by up to
+ * half a pixel (75 of 255 at worst on a checkerboard). Decoding every pixel
+ * of an 8000 x 6000 photo, filling and freeing its 144 MB, took 0.55 s of
+ * CPU for a picture the encoder sees at 896 x 896 (docs/VISION.md). */
+static int jpeg_scale_denom(guint32 w, guint32 h, int fit) {
+    if (fit <= 0)
+        return 1;
+    const guint32 tw = w > (guint32)fit ? 2 * (guint32)fit : w;
+    const guint32 th = h > (guint32)fit ? 2 * (guint32)fit : h;
+    for (int d = 8; d >= 2; d /= 2)
+        if ((w + (guint32)d - 1) / (guint32)d >= tw && (h + (guint32)d - 1) / (guint32)d >= th)
+            return d;
+    return 1;
+}
+
+/* *src_w x *src_h: the picture's size as stored, which the returned pixbuf
+ * has unless a JPEG was decoded reduced for fit_side. */
+static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, int fit_side,
+                         char *format_out, int *src_w, int *src_h, GError **error) {
     enum { CHUNK = 64 * 1024 };
     guint8 *buf = g_malloc(CHUNK);
     /* A whole first chunk: some loaders (WebP) need the full header in
@@ -1273,6 +1295,7 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
      * pixel. Held bytes are bounded by the source (the server's body limit,
      * a file the user picked) and by TERN_IMAGE_MAX_JPEG_BYTES. */
     GByteArray *held = is_jpeg ? g_byte_array_new() : NULL;
+    int rows_want = 0; /* the rows of a JPEG decoded reduced (jpeg_scale_denom) */
     /* refused: error is set by a check of the byte stream (JPEG, GIF, PNG, WebP). */
     gboolean ok = TRUE, any = FALSE, refused = FALSE;
     /* A RIFF size too small for the "WEBP" tag and one chunk header, or
@@ -1550,6 +1573,13 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
             ok = FALSE;
             refused = TRUE;
         }
+        const int denom = ok ? jpeg_scale_denom(jpeg.width, jpeg.height, fit_side) : 1;
+        if (denom > 1) {
+            rows_want = (int)((jpeg.height + (guint32)denom - 1) / (guint32)denom);
+            gdk_pixbuf_loader_set_size(loader,
+                                       (int)((jpeg.width + (guint32)denom - 1) / (guint32)denom),
+                                       rows_want);
+        }
         for (guint off = 0; ok && off < held->len && !p.too_large; off += CHUNK)
             if (!feed_loader(loader, held->data + off, MIN((guint)CHUNK, held->len - off), &p,
                              name, fmt_buf, &e, error))
@@ -1605,19 +1635,21 @@ static GdkPixbuf *decode(source *src, const char *name, guint64 max_pixels, char
                     _("%s: damaged PNG (its compressed image data is corrupt; %d of its %d rows "
                       "decoded)"),
                     name, p.rows_done, p.height);
-    } else if (ok && !is_gif && p.updated && p.rows_done < p.height) {
+    } else if (ok && !is_gif && p.updated && p.rows_done < (rows_want ? rows_want : p.height)) {
         /* Not for a GIF: its walk saw the first frame whole, and the loader
          * reports that frame's area, which may rightly cover only a part of
          * the logical screen (the rest is transparent). */
         g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
                     _("%s: truncated image (%d of its %d rows arrived)"), name, p.rows_done,
-                    p.height);
+                    rows_want ? rows_want : p.height);
     } else if (ok) {
         /* For an animation (GIF) this is its first frame. */
         pixbuf = gdk_pixbuf_loader_get_pixbuf(loader);
         if (pixbuf) {
             g_object_ref(pixbuf);
             g_strlcpy(format_out, fmt ? fmt : "?", 16);
+            *src_w = rows_want ? p.width : gdk_pixbuf_get_width(pixbuf);
+            *src_h = rows_want ? p.height : gdk_pixbuf_get_height(pixbuf);
         } else {
             g_set_error(error, TERN_IMAGE_ERROR, TERN_IMAGE_ERROR_CORRUPT,
                         _("%s: the decoder produced no picture"), name);
@@ -1640,8 +1672,8 @@ static guint64 limit_of(const TernImageOptions *opts) {
  * screenshot or logo on a light page. (The reference pipelines drop alpha
  * and keep whatever colour transparent pixels store, often black, which
  * turns black text on a transparent background into black on black.) */
-static TernImage *convert(GdkPixbuf *pixbuf, const TernImageOptions *opts, const char *format,
-                          const char *name, GError **error) {
+static TernImage *convert(GdkPixbuf *pixbuf, int src_w, int src_h, const TernImageOptions *opts,
+                          const char *format, const char *name, GError **error) {
     if (gdk_pixbuf_get_colorspace(pixbuf) != GDK_COLORSPACE_RGB ||
         gdk_pixbuf_get_bits_per_sample(pixbuf) != 8 ||
         (gdk_pixbuf_get_n_channels(pixbuf) != 3 && gdk_pixbuf_get_n_channels(pixbuf) != 4)) {
@@ -1649,7 +1681,8 @@ static TernImage *convert(GdkPixbuf *pixbuf, const TernImageOptions *opts, const
                     _("%s: unexpected pixel layout from the decoder"), name);
         return NULL;
     }
-    const int sw = gdk_pixbuf_get_width(pixbuf), sh = gdk_pixbuf_get_height(pixbuf);
+    /* As stored: the pixbuf may be a JPEG decoded reduced (decode). */
+    const int sw = src_w, sh = src_h;
     if (sw <= 0 || sh <= 0 || (guint64)sw * (guint64)sh > limit_of(opts)) {
         probe p = {.max_pixels = limit_of(opts), .width = sw, .height = sh};
         set_too_large(error, name, &p);
@@ -1719,10 +1752,12 @@ TernImage *tern_image_load_bytes(const void *data, gsize len, const char *name,
         name = "image";
     source src = {.data = data, .len = len};
     char format[16] = "";
-    GdkPixbuf *pb = decode(&src, name, limit_of(opts), format, error);
+    int sw = 0, sh = 0;
+    GdkPixbuf *pb = decode(&src, name, limit_of(opts), opts ? opts->fit_side : 0, format, &sw,
+                           &sh, error);
     if (!pb)
         return NULL;
-    TernImage *img = convert(pb, opts, format, name, error);
+    TernImage *img = convert(pb, sw, sh, opts, format, name, error);
     g_object_unref(pb);
     return img;
 }
@@ -1756,11 +1791,13 @@ TernImage *tern_image_load_file(const char *path, const TernImageOptions *opts, 
     }
     source src = {.file = f};
     char format[16] = "";
-    GdkPixbuf *pb = decode(&src, path, limit_of(opts), format, error);
+    int sw = 0, sh = 0;
+    GdkPixbuf *pb = decode(&src, path, limit_of(opts), opts ? opts->fit_side : 0, format, &sw,
+                           &sh, error);
     fclose(f);
     if (!pb)
         return NULL;
-    TernImage *img = convert(pb, opts, format, path, error);
+    TernImage *img = convert(pb, sw, sh, opts, format, path, error);
     g_object_unref(pb);
     return img;
 }
@@ -1828,7 +1865,8 @@ TernImage *tern_image_load_data_uri(const char *uri, const TernImageOptions *opt
 TernImage *tern_image_from_pixbuf(GdkPixbuf *pixbuf, const TernImageOptions *opts,
                                   GError **error) {
     g_return_val_if_fail(GDK_IS_PIXBUF(pixbuf), NULL);
-    return convert(pixbuf, opts, "pixbuf", "image", error);
+    return convert(pixbuf, gdk_pixbuf_get_width(pixbuf), gdk_pixbuf_get_height(pixbuf), opts,
+                   "pixbuf", "image", error);
 }
 
 void tern_image_free(TernImage *image) {

@@ -82,7 +82,9 @@ typedef struct {
      * (tn_vision_input_side): its bilinear resampling to that square then
      * never reduces, so fine detail does not alias. (The encoder squashes
      * any aspect to its square, as Gemma 3's processor does, so reducing the
-     * two dimensions independently loses nothing.) */
+     * two dimensions independently loses nothing.) A JPEG is decoded
+     * reduced by libjpeg to no less than twice fit_side a side first
+     * (docs/VISION.md); source_width and source_height stay as stored. */
     int fit_side;
 } TernImageOptions;
 

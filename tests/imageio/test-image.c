@@ -1557,6 +1557,30 @@ static void jpeg_kinds(void) {
         g_clear_error(&e);
         g_byte_array_unref(j);
     }
+    /* Decoded reduced (256 x 128 fitted to 32: libjpeg halves it), the
+     * orientation still applies. */
+    {
+        TernImageOptions fit = {.fit_side = 32};
+        GByteArray *big = quadrant_jpeg(256, 128, NULL, 0);
+        TernImage *up = tern_image_load_bytes(big->data, big->len, "upright-fit.jpg", &fit, &e);
+        CHECKF(up != NULL && up->source_width == 256, "upright fitted: %s", e ? e->message : "");
+        g_clear_error(&e);
+        for (int o = 2; o <= 8 && up; o++) {
+            app1[29] = (guint8)o;
+            GByteArray *j = quadrant_jpeg(256, 128, app1, sizeof app1);
+            char label[40];
+            g_snprintf(label, sizeof label, "orientation-%d-fitted.jpg", o);
+            TernImage *im = tern_image_load_bytes(j->data, j->len, label, &fit, &e);
+            CHECKF(im != NULL, "%s: %s", label, e ? e->message : "");
+            if (im)
+                check_oriented(im, up, o, label);
+            tern_image_free(im);
+            g_clear_error(&e);
+            g_byte_array_unref(j);
+        }
+        tern_image_free(up);
+        g_byte_array_unref(big);
+    }
     /* Malformed EXIF (orientation 6 in the entry): decoded whatever the
      * block holds, promptly, showing either the stored or the rotated
      * picture. */
@@ -2156,6 +2180,73 @@ static void fuzz_finds(void) {
         g_log_remove_handler(domains[d], ids[d]);
 }
 
+/* A JPEG larger than fit_side is decoded reduced by libjpeg (1/2, 1/4 or
+ * 1/8) before the BILINEAR reduction: the picture is that of decoding
+ * every pixel and reducing those, within a rounding's difference, and the
+ * source size is still the stored one. Sides that allow 1/8, 1/4 and 1/2,
+ * none (under twice the fitting), and one side shorter than it. */
+static void jpeg_reduced(void) {
+    static const struct { int w, h, fit; } cases[] = {
+        {3600, 3600, 224}, {4000, 3000, 224}, {1800, 1400, 224}, {900, 900, 112},
+        {1000, 700, 224}, {2000, 150, 224},
+    };
+    for (gsize c = 0; c < G_N_ELEMENTS(cases); c++) {
+        const int w = cases[c].w, h = cases[c].h, fit = cases[c].fit;
+        GdkPixbuf *pb = gdk_pixbuf_new(GDK_COLORSPACE_RGB, FALSE, 8, w, h);
+        guint8 *px = gdk_pixbuf_get_pixels(pb);
+        const int st = gdk_pixbuf_get_rowstride(pb);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                guint8 *q = px + (gsize)y * st + (gsize)x * 3;
+                const bool sun = (x - w / 3) * (x - w / 3) + (y - h / 3) * (y - h / 3) < h * h / 25;
+                q[0] = sun ? 250 : (guint8)(x * 200 / w);
+                q[1] = sun ? 220 : (guint8)(y * 200 / h);
+                q[2] = (guint8)(((x / 16 + y / 16) & 1) ? 200 : 40);
+            }
+        gchar *jpg;
+        gsize len;
+        GError *e = NULL;
+        CHECK(gdk_pixbuf_save_to_buffer(pb, &jpg, &len, "jpeg", &e, "quality", "90", NULL));
+        /* What the whole decode and the reduction gave. */
+        GdkPixbufLoader *l = gdk_pixbuf_loader_new_with_type("jpeg", NULL);
+        CHECK(gdk_pixbuf_loader_write(l, (const guint8 *)jpg, len, NULL) &&
+              gdk_pixbuf_loader_close(l, NULL));
+        GdkPixbuf *whole = gdk_pixbuf_loader_get_pixbuf(l);
+        const int nw = MIN(w, fit), nh = MIN(h, fit);
+        GdkPixbuf *want = gdk_pixbuf_scale_simple(whole, nw, nh, GDK_INTERP_BILINEAR);
+        TernImageOptions o = {.fit_side = fit};
+        TernImage *im = tern_image_load_bytes(jpg, len, "r.jpg", &o, &e);
+        CHECKF(im && im->width == nw && im->height == nh && im->source_width == w &&
+                   im->source_height == h,
+               "%d x %d at %d: %s %d x %d from %d x %d", w, h, fit, e ? e->message : "",
+               im ? im->width : 0, im ? im->height : 0, im ? im->source_width : 0,
+               im ? im->source_height : 0);
+        if (im && im->width == nw && im->height == nh) {
+            const guint8 *wp = gdk_pixbuf_get_pixels(want);
+            const int ws = gdk_pixbuf_get_rowstride(want);
+            double sum = 0, worst = 0;
+            for (int y = 0; y < nh; y++)
+                for (int x = 0; x < nw * 3; x++) {
+                    const double d = fabs(im->rgb[(gsize)y * nw * 3 + x] * 255.0 - wp[y * ws + x]);
+                    sum += d;
+                    worst = MAX(worst, d);
+                }
+            const double mean = sum / (nw * nh * 3.0);
+            fprintf(stderr, "reduced JPEG %d x %d at %d: mean %.3f, worst %.1f of 255\n", w, h,
+                    fit, mean, worst);
+            CHECKF(mean < 1.5 && worst <= 24,
+                   "%d x %d at %d: %.3f of 255 on average from the whole decode, %.1f at worst",
+                   w, h, fit, mean, worst);
+        }
+        tern_image_free(im);
+        g_clear_error(&e);
+        g_object_unref(want);
+        g_object_unref(l);
+        g_free(jpg);
+        g_object_unref(pb);
+    }
+}
+
 int main(void) {
     webp_lossless_size(); /* first: it measures the peak memory */
     embed_cache();
@@ -2167,6 +2258,7 @@ int main(void) {
     jpeg_kinds();
     jpeg_fixtures();
     jpeg_without_eoi();
+    jpeg_reduced();
     webp();
     gif();
     bad_input();
