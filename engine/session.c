@@ -303,6 +303,12 @@ static int check_gen(const tn_gen_params *g, int32_t n_vocab, tn_error *err) {
         return tn_fail(err, TN_ERR_INVALID, "unknown output constraint %d", g->constrain);
     if (g->constrain == TN_CONSTRAIN_JSON_SCHEMA && !g->schema)
         return tn_fail(err, TN_ERR_INVALID, "JSON schema output without a schema");
+    /* A stop string or token would end a constrained answer wherever it
+     * falls, before the object closes: refused, not honoured or ignored. */
+    if (g->constrain != TN_CONSTRAIN_NONE && (g->n_stop > 0 || g->n_stop_tokens > 0))
+        return tn_fail(err, TN_ERR_INVALID,
+                       "JSON output cannot have stop strings or stop tokens: they would cut the "
+                       "JSON short; remove them");
     /* Before the prefill: the sampler's own check (sampler_begin) comes
      * after it, seconds of work later for a long prompt. */
     return tn_logit_bias_check(g->logit_bias, g->n_logit_bias, n_vocab, err);

@@ -361,6 +361,18 @@ static void bias_and_constraint(fixture *f) {
     CHECK(tn_session_ask(s, REQ_A, &g, NULL, NULL, &st, &err) == TN_ERR_INVALID);
     g.constrain = TN_CONSTRAIN_JSON_SCHEMA; /* without its schema */
     CHECK(tn_session_ask(s, REQ_A, &g, NULL, NULL, &st, &err) == TN_ERR_INVALID);
+    /* A stop string or token would cut the JSON short. */
+    g.constrain = TN_CONSTRAIN_JSON_OBJECT;
+    g.stop[0] = ":";
+    g.n_stop = 1;
+    CHECK(tn_session_ask(s, REQ_A, &g, NULL, NULL, &st, &err) == TN_ERR_INVALID);
+    CHECK(st.prompt_tokens == 0);
+    g.n_stop = 0;
+    g.stop_tokens[0] = 5;
+    g.n_stop_tokens = 1;
+    CHECK(tn_session_ask(s, REQ_A, &g, NULL, NULL, &st, &err) == TN_ERR_INVALID);
+    CHECK(st.prompt_tokens == 0);
+    g.n_stop_tokens = 0;
     /* The bias does not stay with the session. */
     g.constrain = TN_CONSTRAIN_NONE;
     ask(s, REQ_A, &g, &b);
