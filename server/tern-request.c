@@ -578,7 +578,18 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
             return false;
         }
     }
-    return parse_logit_bias(o, j, param, why) && parse_response_format(o, j, param, why);
+    if (!parse_logit_bias(o, j, param, why) || !parse_response_format(o, j, param, why))
+        return false;
+    /* Read after both, whichever comes first in the body: a stop string
+     * would end a JSON answer before it closes (the engine refuses the
+     * pair too, but only once queued, and without naming the member). */
+    if (g->constrain != TN_CONSTRAIN_NONE && g->n_stop > 0) {
+        *param = "stop";
+        *why = g_strdup("stop cannot be used with response_format json_object or json_schema: "
+                        "a stop string would cut the JSON short; drop stop");
+        return false;
+    }
+    return true;
 }
 
 /* The values in a JSON text tn_json_check took (its strings whole), as

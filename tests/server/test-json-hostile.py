@@ -3,7 +3,7 @@
 "Constrained output"): odd token-id spellings and values are 400s naming
 logit_bias; a repeated key is JSON's last-wins; a json_object that carries a
 schema is a 400 (the schema would be silently ignored otherwise); json_object
-with tools, stop strings, max_tokens 1, n > 1, thinking on, a bias against
+with tools (stop strings: a 400), max_tokens 1, n > 1, thinking on, a bias against
 every token that can open the object, a streamed client that goes away
 mid-answer, and many constrained requests in a row: never a 500, a hang or
 a crash, and the server exits cleanly (LeakSanitizer runs at its exit).
@@ -118,13 +118,16 @@ for rf in [None, JSON]:
 check(drafted[False] and drafted[True] == 0,
       "lookup drafts without json_object, none with it: %r" % drafted)
 
-# Tools and stop strings: answered, never a 500.
+# Tools: answered, never a 500. Stop strings: refused (one would cut the
+# object short), even one that never comes.
 tools = [{"type": "function", "function": {"name": "f", "description": "d",
                                             "parameters": {"type": "object", "properties": {}}}}]
-for label, extra in [("tools", {"tools": tools}), ("a stop string", {"stop": ['"']}),
-                     ("a stop string that never comes", {"stop": ["zzzz"]})]:
-    status, doc, raw = post(response_format=JSON, max_tokens=30, **extra)
-    check(status == 200, "json_object with %s: 200 (got %s %r)" % (label, status, raw[:300]))
+status, doc, raw = post(response_format=JSON, max_tokens=30, tools=tools)
+check(status == 200, "json_object with tools: 200 (got %s %r)" % (status, raw[:300]))
+for label, stop in [("a stop string", ['"']), ("a stop string that never comes", ["zzzz"])]:
+    status, doc, raw = post(response_format=JSON, max_tokens=30, stop=stop)
+    check(status == 400 and doc.get("error", {}).get("param") == "stop",
+          "json_object with %s: 400 naming stop (got %s %r)" % (label, status, raw[:300]))
 
 # Thinking on (the Qwen3 default): <think> is a control token, so the answer
 # is the object in content, no reasoning.

@@ -251,5 +251,30 @@ for label, rf in [("no json_schema", {"type": "json_schema"}),
                   ("a string strict", rf_of(SCHEMA, strict="yes"))]:
     refused(label, rf)
 
+# A stop string would cut the object short and still say "stop": refused
+# before queuing, whichever member comes first; no stop ([] or null) is fine.
+for rf in ({"type": "json_object"}, rf_of(SCHEMA)):
+    for stream in (False, True):
+        for stop in ([":"], ":", ["x", "}"]):
+            for stop_first in (True, False):
+                first, second = ('"stop":%s' % json.dumps(stop),
+                                 '"response_format":%s' % json.dumps(rf))
+                if not stop_first:
+                    first, second = second, first
+                body = ('{%s,"messages":%s,"max_tokens":4,"stream":%s,%s}'
+                        % (first, json.dumps(MESSAGES), json.dumps(stream), second))
+                status, _, doc, raw = srv.post("/v1/chat/completions", body.encode())
+                err = (doc or {}).get("error", {}) if isinstance(doc, dict) else {}
+                check(status == 400 and err.get("param") == "stop",
+                      "%s, stream %s, stop %r %s: 400 naming stop (got %s %r)"
+                      % (rf["type"], stream, stop, "first" if stop_first else "last", status,
+                         raw[:300]))
+        for stop in ([], None):
+            status, text, finish, raw = answer(stream, response_format=rf, stop=stop,
+                                               max_tokens=200, temperature=0)
+            check(status == 200 and finish == "stop" and isinstance(json.loads(text), dict),
+                  "%s, stream %s, stop %r: a whole object (got %s %r)"
+                  % (rf["type"], stream, stop, status, raw[:300]))
+
 check(srv.stop() == 0, "the server exits cleanly: " + srv.stderr()[-500:])
 checks.finish()
