@@ -289,10 +289,17 @@ static bool parse_json_schema(JsonObject *rfo, job *j, char **why) {
         *why = g_strdup("response_format json_schema: \"strict\" must be true or false");
         return false;
     }
-    g_autofree char *text = json_to_string(schema, FALSE);
+    /* The schema as the client wrote it (raw_schema, the same member
+     * json-glib kept): json_to_string would drop a repeated key, which the
+     * engine refuses, and respell numbers (0.1 as 0.10000000000000001). */
+    if (!j->raw_schema) {
+        *why = g_strdup("response_format json_schema: the schema's text was not found");
+        return false;
+    }
     tn_error err;
     memset(&err, 0, sizeof err);
-    if (tn_json_schema_compile(text, strlen(text), &j->schema, &err) != TN_OK) {
+    if (tn_json_schema_compile(j->raw_schema, strlen(j->raw_schema), &j->schema, &err) !=
+        TN_OK) {
         *why = g_strdup_printf("response_format json_schema: %s", err.message);
         return false;
     }
@@ -928,6 +935,7 @@ void tern_request_clear(job *j) {
     g_free(j->messages);
     tern_tools_free(j->tools, j->n_tools);
     g_free(j->raw_tools);
+    g_free(j->raw_schema);
     if (j->tool_text)
         g_string_free(j->tool_text, TRUE);
     for (int i = 0; i < TN_SESSION_MAX_STOP; i++)

@@ -92,6 +92,7 @@ typedef struct job {
     tn_chat_tool *tools;
     int n_tools;
     char *raw_tools;        /* parsing: the body's "tools" text, for the schemas' own text */
+    char *raw_schema;       /* parsing: response_format.json_schema.schema as sent */
     bool tool_choice_none;  /* "none": the answer is never taken as calls */
     int chat_kind;          /* the model's template (tn_chat_kind), for its call format */
     /* Streams with tools: content is sent up to a call's marker, the rest

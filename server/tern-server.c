@@ -1421,14 +1421,22 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
         g_bytes_unref(bytes);
         return;
     }
-    /* The text of "tools", for its schemas' own bytes (schema_text). */
+    /* The text of "tools", for its schemas' own bytes (schema_text), and
+     * of a json_schema response_format's schema: the engine compiles the
+     * client's text, which json-glib would hand back with a repeated key
+     * gone (the engine refuses one) and its numbers respelled. */
     g_autofree char *raw_tools = NULL;
+    g_autofree char *raw_schema = NULL;
     {
-        size_t at = 0, ts = 0, te = 0;
+        size_t at = 0, ts = 0, te = 0, rs = 0, re = 0;
         while (at < len && g_ascii_isspace(data[at]))
             at++;
         if (tern_json_raw_member(data, len, at, "tools", &ts, &te))
             raw_tools = g_strndup(data + ts, te - ts);
+        if (tern_json_raw_member(data, len, at, "response_format", &rs, &re) &&
+            tern_json_raw_member(data, len, rs, "json_schema", &rs, &re) &&
+            tern_json_raw_member(data, len, rs, "schema", &rs, &re))
+            raw_schema = g_strndup(data + rs, re - rs);
     }
     g_bytes_unref(bytes);
     JsonObject *o = json_node_get_object(json_parser_get_root(parser));
@@ -1462,6 +1470,7 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     tern_reasoning_init(&j->reasoning);
     j->split_reasoning = kind == JOB_CHAT;
     j->raw_tools = g_steal_pointer(&raw_tools);
+    j->raw_schema = g_steal_pointer(&raw_schema);
     j->chat_kind = tn_model_chat_kind(srv->model, NULL);
     j->created = g_get_real_time() / G_USEC_PER_SEC;
     g_snprintf(j->id, sizeof j->id, "%s-%s%" G_GUINT64_FORMAT,

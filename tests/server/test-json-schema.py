@@ -251,6 +251,55 @@ for label, rf in [("no json_schema", {"type": "json_schema"}),
                   ("a string strict", rf_of(SCHEMA, strict="yes"))]:
     refused(label, rf)
 
+# The schema reaches the engine as the client wrote it: a repeated key
+# (json-glib keeps the last one) is refused, numbers keep their spelling.
+def raw_answer(schema_text, stream=False):
+    body = ('{"messages":%s,"max_tokens":60,"temperature":0,"stream":%s,"response_format":'
+            '{"type":"json_schema","json_schema":{"name":"x","schema":%s}}}'
+            % (json.dumps(MESSAGES), json.dumps(stream), schema_text))
+    status, _, doc, raw = srv.post("/v1/chat/completions", body.encode())
+    if status != 200 or not stream:
+        c = (doc or {}).get("choices", [{}])[0] if isinstance(doc, dict) else {}
+        return status, (c.get("message") or {}).get("content"), raw
+    text = ""
+    for e in serverlib.sse_events(raw):
+        if e != "[DONE]":
+            for ch in json.loads(e)["choices"]:
+                text += ch.get("delta", {}).get("content") or ""
+    return status, text, raw
+
+
+for label, text, word in [
+        ("a repeated property", '{"type":"object","properties":{"dup_prop":{"type":"string"},'
+         '"dup_prop":{"type":"boolean"}},"required":["dup_prop"],"additionalProperties":false}',
+         "dup_prop"),
+        ("a repeated type", '{"type":"object","type":"object","properties":{}}', "type"),
+        ("a repeated type inside", '{"type":"object","properties":{"a":{"type":"string",'
+         '"type":"integer"}},"required":["a"]}', "type")]:
+    status, _, raw = raw_answer(text)
+    err = json.loads(raw).get("error", {}) if status == 400 else {}
+    check(status == 400 and err.get("param") == "response_format"
+          and '"%s"' % word in err.get("message", ""),
+          "%s: 400 naming \"%s\" (got %s %r)" % (label, word, status, raw[:300]))
+for stream in (False, True):
+    for spelled in ("0.1", "1.10", "1e2", "-0", "1E+2"):
+        status, text, raw = raw_answer('{"type":"object","properties":{"a":{"enum":[%s]}},'
+                                       '"required":["a"],"additionalProperties":false}' % spelled,
+                                       stream)
+        check(status == 200 and text is not None and
+              "".join(text.split()) == '{"a":%s}' % spelled,
+              "enum [%s], stream %s: the answer spells it so (got %s %r)"
+              % (spelled, stream, status, (text if text is not None else raw)[:300]))
+# Under "integer", 1e2 and 1.0 are integers (JSON Schema: a number whose
+# fraction is zero); they are written as the client spelled them.
+for spelled in ("1e2", "1.0"):
+    status, text, raw = raw_answer('{"type":"object","properties":{"a":{"type":"integer",'
+                                   '"enum":[%s, 2.5]}},"required":["a"],'
+                                   '"additionalProperties":false}' % spelled)
+    check(status == 200 and text is not None and "".join(text.split()) == '{"a":%s}' % spelled,
+          "integer enum [%s, 2.5]: %s as given (got %s %r)"
+          % (spelled, spelled, status, (text if text is not None else raw)[:300]))
+
 # A stop string would cut the object short and still say "stop": refused
 # before queuing, whichever member comes first; no stop ([] or null) is fine.
 for rf in ({"type": "json_object"}, rf_of(SCHEMA)):
