@@ -857,7 +857,9 @@ typedef struct tn_gen_params {
      * only tokens that keep the text a prefix of one are sampled (control
      * tokens never), and the answer ends when the object closes (stop
      * reason TN_STOP_EOG). Speculation is off for such a request. Refused
-     * for gpt-oss, whose answers are in channels. TN_CONSTRAIN_JSON_SCHEMA:
+     * for gpt-oss, whose answers are in channels, and with stop strings or
+     * stop tokens, which would end it before the object closes (also in a
+     * session's default params). TN_CONSTRAIN_JSON_SCHEMA:
      * the same, for one JSON document valid against schema (tn_json_schema). */
     int constrain;
     /* TN_CONSTRAIN_JSON_SCHEMA's schema; only needs to outlive the call. */
