@@ -28,8 +28,24 @@ debian_root_check() {
     [ -d "$1" ] || { echo "debian-root: $1 is not a folder" >&2; return 1; }
 }
 
+# A run killed before its cleanup (SIGKILL, a closed session) leaves the
+# machine's own /dev bound under its root: a plain `rm -rf` of that root then
+# deletes this machine's /dev/null, /dev/urandom and the rest (it happened).
+# Refuse to build into such a root, and say how to take it down safely.
+debian_root_refuse_mounted() {
+    local root
+    root=$(cd "$1" && pwd) || return 1
+    if awk -v r="$root/" 'index($2, r) == 1 { found = 1 } END { exit !found }' /proc/mounts; then
+        echo "debian-root: $root still has file systems mounted below it (a run that was" \
+             "killed?): unmount them with 'umount -R $root', then remove it with" \
+             "'rm -rf --one-file-system $root'" >&2
+        return 1
+    fi
+}
+
 debian_root_create() {
     debian_root_check "${1:-}" || return 1
+    debian_root_refuse_mounted "$1" || return 1
     local root=$1 mirror=${2:-http://deb.debian.org/debian}
     if ! command -v debootstrap >/dev/null 2>&1; then
         apt-get update -qq && apt-get install -y -qq --no-install-recommends debootstrap
