@@ -12,7 +12,7 @@ if [ "${1:-}" = --build ]; then
 fi
 build=${1:?usage: run-tests.sh [--build] BUILD_DIR [FUZZ_BUILD_DIR]}
 fuzz_build=${2:-}
-fuzz_seconds=${TERN_FUZZ_SECONDS:-45}
+fuzz_seconds=${TERN_FUZZ_SECONDS:-30}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 passed=0
