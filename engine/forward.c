@@ -1302,14 +1302,23 @@ static void step_run(void *arg, int ith, int nth) {
                             c->err);
 }
 
+/* The flag is written by a step (below) through a model shared read-only
+ * otherwise, allocated writable: the cast is sound. */
+int tn_model_weights_check(const tn_model *m, tn_error *err) {
+    const int broken = m ? atomic_load(&((tn_model *)m)->read_fault) : 0;
+    if (broken > 0 && broken <= m->n_read_spans)
+        return tn_fail_shrank(err, m->read_spans[broken - 1].path);
+    return TN_OK;
+}
+
 static int decode_rows_guarded(tn_ctx *ctx, const int32_t *tokens, const float *embd, int32_t n,
                                bool bidir, tn_logits_mode mode, float *logits, tn_error *err) {
     /* The model is the context's owner's, shared read-only but for this
      * flag (allocated writable: the cast is sound). */
     tn_model *m = (tn_model *)ctx->model;
-    const int broken = atomic_load(&m->read_fault);
-    if (broken > 0 && broken <= m->n_read_spans)
-        return tn_fail_shrank(err, m->read_spans[broken - 1].path);
+    const int gone = tn_model_weights_check(m, err);
+    if (gone != TN_OK)
+        return gone;
     step_call c = {.ctx = ctx, .tokens = tokens, .embd = embd, .n = n, .bidir = bidir,
                    .mode = mode, .logits = logits, .err = err, .rc = TN_OK};
     if (m->n_read_spans == 0) { /* an in-memory model cannot shrink */

@@ -1561,16 +1561,24 @@ static void handle_models(tern_server *srv, SoupServerMessage *msg, const char *
     g_object_unref(b);
 }
 
+/* A model whose file was cut short under it fails every request from then
+ * on (docs/MODEL.md): "ok" told a health checker (a load balancer, a
+ * container's check, systemd) to keep sending them, so it is a 503 with
+ * the reason, and whoever restarts the server does so. */
 static void handle_health(tern_server *srv, SoupServerMessage *msg) {
+    tn_error e = {0};
+    const bool broken = tn_model_weights_check(srv->model, &e) != TN_OK;
     JsonBuilder *b = json_builder_new();
     json_builder_begin_object(b);
-    member_string(b, "status", "ok");
+    member_string(b, "status", broken ? "error" : "ok");
+    if (broken)
+        member_string(b, "message", e.message);
     member_string(b, "model", srv->model_id);
     member_int(b, "queue", srv->pending);
     member_int(b, "served", (gint64)srv->n_served);
     member_int(b, "abandoned", (gint64)srv->n_abandoned);
     json_builder_end_object(b);
-    respond_json(srv, msg, 200, json_to_text(b));
+    respond_json(srv, msg, broken ? 503 : 200, json_to_text(b));
     g_object_unref(b);
 }
 

@@ -508,6 +508,11 @@ const char *tn_model_path(const tn_model *model);
 const tn_gguf *tn_model_gguf(const tn_model *model);
 /* KV cache bytes per token of context (bf16 keys and values, all layers). */
 uint64_t tn_model_kv_bytes_per_token(const tn_model *model);
+/* TN_OK while the model's weights can be read; once a decode step met its
+ * file (or its repack cache's file) cut short under it, the error every later
+ * step fails with: TN_ERR_IO, "'FILE' shrank while it was being read ..."
+ * (docs/MODEL.md). A server's health check asks it (docs/SERVER.md). */
+int tn_model_weights_check(const tn_model *model, tn_error *err);
 
 typedef struct tn_tokenizer tn_tokenizer; /* the tokenizer section below */
 /* The file's tokenizer, loaded with the model (params.load_tokenizer); NULL

@@ -74,10 +74,17 @@ static void cut_between_steps(const char *good, const char *victim, const char *
     }
     CHECKF(tn_ctx_decode(ctx, prompt, 3, TN_LOGITS_LAST, logits, &err) == TN_OK, "%s: %s", what,
            err.message);
+    /* what a server's health check asks (tn_model_weights_check) */
+    CHECKF(tn_model_weights_check(m, &err) == TN_OK, "%s: before the cut: %s", what,
+           err.message);
     CHECK(truncate(cut_path, size) == 0);
     int rc = tn_ctx_decode(ctx, prompt + 3, 1, TN_LOGITS_LAST, logits, &err);
     CHECKF(rc == TN_ERR_IO && shrank_message(&err, cut_path), "%s: step gave %d: %s", what, rc,
            err.message);
+    err = (tn_error){0};
+    rc = tn_model_weights_check(m, &err);
+    CHECKF(rc == TN_ERR_IO && shrank_message(&err, cut_path), "%s: the check after it: %d: %s",
+           what, rc, err.message);
     rc = tn_ctx_decode(ctx, prompt + 4, 1, TN_LOGITS_LAST, logits, &err);
     CHECKF(rc == TN_ERR_IO && shrank_message(&err, cut_path), "%s: next step gave %d: %s", what,
            rc, err.message);

@@ -312,6 +312,9 @@ copy = os.path.join(tmp, "truncated-under-it.gguf")
 shutil.copyfile(model, copy)
 os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":handle_sigbus=0"
 victim = serverlib.Server(tmp, "conn-sigbus", copy)
+status, _, out = victim.request("GET", "/health")
+checks.check(status == 200 and json.loads(out)["status"] == "ok",
+             "/health before the model is truncated: %s %s" % (status, out[:200]))
 os.truncate(copy, 4096)
 for attempt in range(2):
     try:
@@ -324,6 +327,18 @@ for attempt in range(2):
     checks.check(status == 500 and "shrank while it was being read" in text and copy in text,
                  "a model truncated under the server, request %d: %s %s" %
                  (attempt + 1, status, text[:300]))
+# Every request fails from then on: /health said "ok" (200), and a health
+# checker (a load balancer, a container's check) kept sending them. Now it
+# is a 503 naming the file, for whoever restarts the server.
+status, _, out = victim.request("GET", "/health")
+try:
+    health = json.loads(out)
+except ValueError:
+    health = {}
+checks.check(status == 503 and health.get("status") == "error" and
+             "shrank while it was being read" in health.get("message", "") and
+             copy in health.get("message", ""),
+             "/health after the model's weights are gone: %s %s" % (status, out[:300]))
 checks.check(victim.proc.poll() is None,
              "the server goes on after the truncated model's error: %s" % victim.stderr()[-400:])
 checks.check(victim.stop() == 0, "stops cleanly after the truncated model's error")
