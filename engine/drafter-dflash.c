@@ -450,6 +450,11 @@ static void df_reset(void *self) {
     df->known = 0;
 }
 
+static int df_check(void *self, tn_error *err) {
+    const dflash *df = self;
+    return tn_drafter_guard_check(&df->guard, err);
+}
+
 static void df_free(void *self) {
     dflash *df = self;
     if (!df)
@@ -914,6 +919,7 @@ static int new_dflash(const tn_model *target, const char *path, tn_drafter_param
         .propose_q = df_propose_q,
         .observe = df_observe,
         .known = df_known,
+        .check = df_check,
     };
     const int32_t block = df->B;
     rc = tn_drafter_wrap("dflash", &ops, &hooks, df, p.draft_max > 0 ? p.draft_max : block - 1,

@@ -110,6 +110,11 @@ static void dm_reset(void *self) {
     tn_sampler_reset(dm->sampler);
 }
 
+static int dm_check(void *self, tn_error *err) {
+    const draft_model *dm = self;
+    return tn_model_weights_check(dm->model, err);
+}
+
 static void dm_free(void *self) {
     draft_model *dm = self;
     if (!dm)
@@ -177,6 +182,7 @@ int tn_drafter_new_model(const tn_model *target, const char *draft_path, tn_draf
     static const tn_drafter_hooks hooks = {
         .begin = dm_begin,
         .propose_q = dm_propose_q,
+        .check = dm_check,
     };
     return tn_drafter_wrap("draft model", &ops, &hooks, dm, p.draft_max > 0 ? p.draft_max : 8,
                            target, out, err);

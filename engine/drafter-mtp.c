@@ -286,6 +286,11 @@ static void mtp_reset(void *self) {
     a->known = 0;
 }
 
+static int mtp_check(void *self, tn_error *err) {
+    const mtp *a = self;
+    return tn_drafter_guard_check(&a->guard, err);
+}
+
 static void mtp_free(void *self) {
     mtp *a = self;
     if (!a)
@@ -642,6 +647,7 @@ static int new_mtp(const tn_model *target, const char *path, tn_drafter_params p
         .observe = mtp_observe,
         .known = mtp_known,
         .bind = mtp_bind,
+        .check = mtp_check,
     };
     /* llama.cpp drafts 3 by default (common.h, draft.n_max). */
     rc = tn_drafter_wrap("mtp", &ops, &hooks, a, p.draft_max > 0 ? p.draft_max : 3, target, out,

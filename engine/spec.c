@@ -169,10 +169,21 @@ void tn_drafter_guard_free(tn_drafter_guard *g) {
     g->n_spans = 0;
 }
 
-int tn_drafter_guard_run(tn_drafter_guard *g, tn_cpu *cpu, void (*fn)(void *arg, int ith, int nth),
-                         void *arg, tn_error *err) {
+int tn_drafter_guard_check(const tn_drafter_guard *g, tn_error *err) {
     if (g->fault > 0 && g->fault <= g->n_spans)
         return tn_fail_shrank(err, g->spans[g->fault - 1].path);
+    return TN_OK;
+}
+
+int tn_drafter_weights_check(const tn_drafter *d, tn_error *err) {
+    return d && d->hooks.check ? d->hooks.check(d->self, err) : TN_OK;
+}
+
+int tn_drafter_guard_run(tn_drafter_guard *g, tn_cpu *cpu, void (*fn)(void *arg, int ith, int nth),
+                         void *arg, tn_error *err) {
+    const int gone = tn_drafter_guard_check(g, err);
+    if (gone != TN_OK)
+        return gone;
     if (g->n_spans == 0) { /* in memory: nothing can shrink */
         fn(arg, 0, 1);
         return TN_OK;

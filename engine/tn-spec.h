@@ -27,6 +27,9 @@ typedef struct tn_drafter_hooks {
     /* The target's context for the request (NULL when it ends): drafters
      * that read the target's KV memory (the MTP assistant) keep it. */
     void (*bind)(void *self, tn_ctx *ctx);
+    /* tn_drafter_weights_check: TN_OK while the drafter's weights can be
+     * read (NULL: it has none that can go). */
+    int (*check)(void *self, tn_error *err);
 } tn_drafter_hooks;
 
 struct tn_drafter {
@@ -79,6 +82,8 @@ typedef struct tn_drafter_guard {
 int tn_drafter_guard_init(tn_drafter_guard *g, const tn_gguf *draft, const tn_model *target,
                           tn_error *err);
 void tn_drafter_guard_free(tn_drafter_guard *g);
+/* TN_OK while no step of g met a file cut short; else that step's error. */
+int tn_drafter_guard_check(const tn_drafter_guard *g, tn_error *err);
 /* fn(arg, 0, 1) as one guarded step on cpu's pool (tn_guarded_step): TN_OK
  * when it ran to its end (fn's own result is the caller's), TN_ERR_IO with
  * the message when a file was cut short under this step or an earlier one. */

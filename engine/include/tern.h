@@ -1153,6 +1153,11 @@ const char *tn_drafter_name(const tn_drafter *d);
 int32_t tn_drafter_draft_max(const tn_drafter *d);
 /* DFlash: tokens per block (anchor included); 0 for other drafters. */
 int32_t tn_drafter_block_size(const tn_drafter *d);
+/* As tn_model_weights_check, for a drafter's own weights (a draft model's,
+ * DFlash's, MTP's file; the target's as DFlash and MTP read them): the error
+ * every later draft, and so every generation that asks for one, fails with.
+ * TN_OK for a drafter without weights (lookup, custom). */
+int tn_drafter_weights_check(const tn_drafter *d, tn_error *err);
 
 /* Random-weight DFlash drafts for a given target (docs/DFLASH.md), written
  * in the layout published drafts use. Zero/NULL fields take the defaults. */

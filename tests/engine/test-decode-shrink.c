@@ -251,9 +251,15 @@ static void drafter_cut(const char *dir, bool mtp) {
     }
     rc = ask_with(s, d, &err);
     CHECKF(rc == TN_OK, "%s: the ask before the cut: %s", what, err.message);
+    CHECKF(tn_drafter_weights_check(d, &err) == TN_OK, "%s: the check before the cut: %s", what,
+           err.message);
     CHECK(truncate(dvictim, 4096) == 0);
     rc = ask_with(s, d, &err);
     CHECKF(rc == TN_ERR_IO && shrank_message(&err, dvictim), "%s: the ask after the cut: %d: %s",
+           what, rc, err.message);
+    err = (tn_error){0};
+    rc = tn_drafter_weights_check(d, &err);
+    CHECKF(rc == TN_ERR_IO && shrank_message(&err, dvictim), "%s: the check after it: %d: %s",
            what, rc, err.message);
     rc = ask_with(s, d, &err);
     CHECKF(rc == TN_ERR_IO && shrank_message(&err, dvictim), "%s: the next ask: %d: %s", what,

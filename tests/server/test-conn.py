@@ -342,4 +342,25 @@ checks.check(status == 503 and health.get("status") == "error" and
 checks.check(victim.proc.poll() is None,
              "the server goes on after the truncated model's error: %s" % victim.stderr()[-400:])
 checks.check(victim.stop() == 0, "stops cleanly after the truncated model's error")
+
+# The same for the draft model given with --spec: every request drafts, and
+# every one failed naming it, while /health said "ok".
+draft = os.path.join(tmp, "draft-truncated-under-it.gguf")
+shutil.copyfile(model, draft)
+victim = serverlib.Server(tmp, "conn-sigbus-draft", model, ["--spec", "draft:" + draft])
+os.truncate(draft, 4096)
+status, _, out = victim.request("POST", "/v1/completions",
+                                json.dumps({"prompt": "hello hello hello", "max_tokens": 8}),
+                                timeout=20)
+checks.check(status == 500 and draft in out.decode("utf-8", "replace"),
+             "a draft model truncated under the server: %s %s" % (status, out[:300]))
+status, _, out = victim.request("GET", "/health")
+try:
+    health = json.loads(out)
+except ValueError:
+    health = {}
+checks.check(status == 503 and health.get("status") == "error" and
+             draft in health.get("message", ""),
+             "/health after the draft model's weights are gone: %s %s" % (status, out[:300]))
+checks.check(victim.stop() == 0, "stops cleanly after the truncated draft model's error")
 checks.finish()
