@@ -776,3 +776,88 @@ static void probs_work(tn_sampler *s, float *probs) {
     for (int32_t i = 0; i < s->n_cand; i++)
         probs[s->cand[i]] = s->prob[i];
 }
+
+/* ---------------------------------------------------------- logprobs */
+
+int tn_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t k, float *logprob,
+                tn_token_logprob *top, tn_error *err) {
+    if (k < 0 || k > TN_TOP_LOGPROBS_MAX)
+        return tn_fail(err, TN_ERR_INVALID,
+                       "%d top log-probabilities were asked for; from 0 to %d can be", k,
+                       TN_TOP_LOGPROBS_MAX);
+    if (!logits || n_vocab <= 0 || token < 0 || token >= n_vocab)
+        return tn_fail(err, TN_ERR_INVALID, "token %d is outside the vocabulary (0..%d)", token,
+                       n_vocab - 1);
+    if (k > n_vocab)
+        k = n_vocab;
+    /* One pass, by blocks small enough to stay in L1: a block's maximum,
+     * the running maximum (the sum so far rescaled when it grows), the
+     * block's exponentials four at a time (exp_neg: 0 for -inf and NaN, no
+     * mass), and the k best kept by insertion: a logit must beat the k-th
+     * to enter, which almost none does, so nothing is sorted. Scanning ids
+     * upwards and entering only on "greater" keeps equal logits in id
+     * order. */
+    enum { BLOCK = 512 };
+    float ex[BLOCK];
+    float mx = -INFINITY;
+    double sum = 0;
+    float best[TN_TOP_LOGPROBS_MAX];
+    int32_t n = 0;
+    for (int32_t b0 = 0; b0 < n_vocab; b0 += BLOCK) {
+        const int32_t nb = n_vocab - b0 < BLOCK ? n_vocab - b0 : BLOCK;
+        const float *w = logits + b0;
+        float bm = -INFINITY;
+        for (int32_t i = 0; i < nb; i++)
+            bm = w[i] > bm ? w[i] : bm;
+        if (!(bm > -INFINITY)) /* nothing finite here: no mass, no top entry */
+            continue;
+        if (bm > mx) {
+            sum *= exp((double)mx - (double)bm);
+            mx = bm;
+        }
+        exp_neg_all(w, ex, nb, mx, 1.0f);
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        int32_t i = 0;
+        for (; i + 4 <= nb; i += 4) {
+            a0 += ex[i];
+            a1 += ex[i + 1];
+            a2 += ex[i + 2];
+            a3 += ex[i + 3];
+        }
+        for (; i < nb; i++)
+            a0 += ex[i];
+        sum += (a0 + a1) + (a2 + a3);
+        if (k == 0 || (n == k && !(bm > best[k - 1])))
+            continue;
+        for (i = 0; i < nb; i++) {
+            const float l = w[i];
+            if (!(l > -INFINITY) || (n == k && !(l > best[k - 1])))
+                continue;
+            int32_t at = n < k ? n++ : k - 1;
+            while (at > 0 && l > best[at - 1]) {
+                best[at] = best[at - 1];
+                top[at] = top[at - 1];
+                at--;
+            }
+            best[at] = l;
+            top[at].token = b0 + i;
+        }
+    }
+    /* No finite logit: nothing is likely; every log-probability is -inf. */
+    const double lse = sum > 0 ? (double)mx + log(sum) : INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        top[i].logprob = (float)((double)best[i] - lse);
+    /* Fewer finite logits than k: they are all in top, and the rest is
+     * filled with -inf tokens, lowest ids first. */
+    for (int32_t i = n, t = 0; i < k; i++, t++) {
+        while (logits[t] > -INFINITY)
+            t++;
+        top[i].token = t;
+        top[i].logprob = -INFINITY;
+    }
+    if (logprob) {
+        const float l = logits[token];
+        *logprob = l > -INFINITY && sum > 0 ? (float)((double)l - lse) : -INFINITY;
+    }
+    return k;
+}

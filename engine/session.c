@@ -77,6 +77,10 @@ struct tn_session {
     /* Generation. */
     tn_sampler *sampler;
     float *logits; /* [n_vocab] of the last decoded row */
+    /* During a token callback: the row its token was picked from (s->logits
+     * or a verification row) and the token; NULL outside (logprobs). */
+    const float *cb_row;
+    int32_t cb_token;
     tn_spec *spec; /* speculative decoding (spec.c): the request's drafter, if any */
     /* TN_CONSTRAIN_JSON_OBJECT: the answer's text so far, as the sampler's
      * token filter sees it (json_allow). */
@@ -448,6 +452,15 @@ tn_pin_info tn_session_pin_info(const tn_session *s) {
 
 bool tn_session_token_drafted(const tn_session *s) {
     return s && tn_spec_last_drafted(s->spec);
+}
+
+int tn_session_token_logprobs(const tn_session *s, int32_t k, float *logprob,
+                              tn_token_logprob *top, tn_error *err) {
+    if (!s || !s->cb_row)
+        return tn_fail(err, TN_ERR_INVALID,
+                       "log-probabilities are only known inside a token callback, for the token "
+                       "it delivers");
+    return tn_logprobs(s->cb_row, s->n_vocab, s->cb_token, k, logprob, top, err);
 }
 
 const uint8_t *tn_session_drafted_flags(const tn_session *s, int32_t *n) {
@@ -1048,7 +1061,15 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
             rc = tn_fail(err, TN_ERR_NOMEM, "out of memory");
             break;
         }
-        if (cb && !cb(sf.emit.data ? sf.emit.data : "", token, user)) {
+        /* Read by tn_session_token_logprobs: a queued token's verification
+         * row, else the row just sampled (neither is written before the
+         * next step, after the callback). */
+        const float *spec_row = from_spec != TN_SPEC_NONE ? tn_spec_last_row(s->spec) : NULL;
+        s->cb_row = spec_row ? spec_row : s->logits;
+        s->cb_token = token;
+        const bool go_on = !cb || cb(sf.emit.data ? sf.emit.data : "", token, user);
+        s->cb_row = NULL;
+        if (!go_on) {
             st->stop_reason = sf.matched ? TN_STOP_STRING : TN_STOP_CALLBACK;
             break;
         }

@@ -262,6 +262,7 @@ struct tn_spec {
     uint8_t *flags;
     int32_t n_flags, cap_flags;
     bool last_drafted;
+    int32_t last_row; /* queue index (= logits row) of the token popped last; -1: none */
 };
 
 int tn_spec_new(int32_t n_vocab, tn_spec **out, tn_error *err) {
@@ -369,6 +370,7 @@ int tn_spec_begin(tn_spec *sp, tn_ctx *ctx, const tn_gen_params *g, const int32_
     sp->q_len = sp->q_head = sp->q_drafted = 0;
     sp->n_flags = 0;
     sp->last_drafted = false;
+    sp->last_row = -1;
     tn_drafter *d = g->drafter;
     if (!d)
         return TN_OK;
@@ -577,8 +579,12 @@ int tn_spec_step(tn_spec *sp, tn_ctx *ctx, tn_sampler *sampler, const int32_t *h
 
 int tn_spec_pop(tn_spec *sp, int32_t *token) {
     int kind = TN_SPEC_NONE;
+    sp->last_row = -1;
     if (sp->q_head < sp->q_len) {
         kind = sp->q_head < sp->q_drafted ? TN_SPEC_DRAFTED : TN_SPEC_NEXT;
+        /* queue[i] was picked from row i: drafts 0..j-1 from the rows
+         * that verified them, the next token from row j */
+        sp->last_row = sp->q_head;
         *token = sp->queue[sp->q_head++];
     }
     sp->last_drafted = kind == TN_SPEC_DRAFTED;
@@ -595,6 +601,12 @@ int tn_spec_pop(tn_spec *sp, int32_t *token) {
 }
 
 bool tn_spec_last_drafted(const tn_spec *sp) { return sp && sp->last_drafted; }
+
+const float *tn_spec_last_row(const tn_spec *sp) {
+    if (!sp || sp->last_row < 0)
+        return NULL;
+    return sp->logits + (size_t)sp->last_row * (size_t)sp->n_vocab;
+}
 
 const uint8_t *tn_spec_flags(const tn_spec *sp, int32_t *n) {
     if (n)

@@ -147,6 +147,10 @@ int tn_spec_pop(tn_spec *sp, int32_t *token);
 /* The flag of the token popped last; the flags of this request, one per
  * pop (the caller keeps the first generated_tokens). */
 bool tn_spec_last_drafted(const tn_spec *sp);
+/* The logits row of the verification the token popped last was picked
+ * from (an accepted draft's or the target's next token's), valid until the
+ * next step; NULL when it came from no step (TN_SPEC_NONE). */
+const float *tn_spec_last_row(const tn_spec *sp);
 const uint8_t *tn_spec_flags(const tn_spec *sp, int32_t *n);
 /* The decode loop ended with n_generated tokens: keeps that many flags. */
 void tn_spec_finish(tn_spec *sp, int32_t n_generated);

@@ -661,6 +661,23 @@ void tn_sampler_probs(tn_sampler *s, const float *logits, float *probs);
 /* A uniform number in [0, 1) from the sampler's generator. */
 double tn_sampler_uniform(tn_sampler *s);
 
+/* Log-probabilities (OpenAI's logprobs): the log-softmax of raw logits,
+ * logits[i] - log(sum_j exp(logits[j])), in one pass over the vocabulary
+ * (no sort). They describe the model, not the sampler: temperature,
+ * penalties, logit biases, top-k/p and constraints do not change them
+ * (docs/SERVER.md, "Log-probabilities"). */
+#define TN_TOP_LOGPROBS_MAX 20
+typedef struct tn_token_logprob {
+    int32_t token;
+    float logprob; /* -inf for a logit of -inf (never NaN) */
+} tn_token_logprob;
+/* *logprob = the log-probability of token (may be NULL), and top[0..k) the
+ * k most likely tokens (k = 0..TN_TOP_LOGPROBS_MAX, at most n_vocab), most
+ * likely first, equal logits by token id, lowest first. Returns how many
+ * went to top, or TN_ERR_INVALID naming k or token. */
+int tn_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t k, float *logprob,
+                tn_token_logprob *top, tn_error *err);
+
 /* OpenAI's logit_bias: bias is added to the token's logit before the
  * penalties and filters (-100 all but bans it, +100 all but forces it). */
 typedef struct tn_logit_bias {
@@ -1210,6 +1227,14 @@ int tn_mkmodel_mtp(const tn_mkmodel_mtp_params *p, const char *out_path, tn_erro
 /* Inside a token callback of tn_session_ask/chat: true when the token being
  * delivered came from an accepted draft (the app colours them). */
 bool tn_session_token_drafted(const tn_session *s);
+/* Inside a token callback of tn_session_ask/chat/run: tn_logprobs of the
+ * row the token being delivered was sampled from (with speculation, an
+ * accepted draft's row of the verification pass: the same numbers as with
+ * speculation off). Costs nothing unless called (about one pass over the
+ * vocabulary when it is). TN_ERR_INVALID outside a callback or in the last
+ * call of an answer (token -1), which delivers held-back text only. */
+int tn_session_token_logprobs(const tn_session *s, int32_t k, float *logprob,
+                              tn_token_logprob *top, tn_error *err);
 /* After a call: one flag per generated token (1 = from an accepted draft),
  * [stats.generated_tokens]; valid until the next call. */
 const uint8_t *tn_session_drafted_flags(const tn_session *s, int32_t *n);

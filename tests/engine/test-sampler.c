@@ -655,6 +655,116 @@ static void test_allow_groups(void) {
     free(logits);
 }
 
+/* tn_logprobs against a scalar reference computed here the plain way:
+ * max, sum of exp in long double, log; and the top k by a full scan for
+ * the best not yet taken (ties: the lowest id). */
+static long double ref_lse(const float *l, int32_t n) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (l[i] > mx)
+            mx = l[i];
+    long double sum = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (l[i] > -INFINITY)
+            sum += expl((long double)l[i] - mx);
+    return (long double)mx + logl(sum);
+}
+
+static void ref_top(const float *l, int32_t n, int32_t k, int32_t *out) {
+    for (int32_t r = 0; r < k; r++) {
+        int32_t best = -1;
+        for (int32_t i = 0; i < n; i++) {
+            bool taken = false;
+            for (int32_t j = 0; j < r; j++)
+                taken = taken || out[j] == i;
+            if (taken)
+                continue;
+            if (best < 0 || l[i] > l[best] || (!(l[best] > -INFINITY) && l[i] > -INFINITY))
+                best = i;
+        }
+        out[r] = best;
+    }
+}
+
+static void check_logprobs(const float *l, int32_t n, int32_t token, int32_t k, const char *what) {
+    tn_token_logprob top[TN_TOP_LOGPROBS_MAX];
+    float lp = 1;
+    tn_error err = {0};
+    const int32_t got = tn_logprobs(l, n, token, k, &lp, top, &err);
+    const int32_t want_n = k < n ? k : n;
+    CHECKF(got == want_n, "%s: %d top entries, want %d (%s)", what, got, want_n, err.message);
+    if (got != want_n)
+        return;
+    const long double lse = ref_lse(l, n);
+    const long double want = l[token] > -INFINITY ? (long double)l[token] - lse : -INFINITY;
+    CHECKF(isinf(want) ? isinf(lp) && lp < 0 : fabsl((long double)lp - want) < 2e-5L,
+           "%s: logprob of %d is %.9g, reference %.9Lg", what, token, lp, want);
+    int32_t ref[TN_TOP_LOGPROBS_MAX];
+    ref_top(l, n, want_n, ref);
+    for (int32_t i = 0; i < want_n; i++) {
+        CHECKF(top[i].token == ref[i], "%s: top[%d] is token %d, reference %d", what, i,
+               top[i].token, ref[i]);
+        const long double w = l[ref[i]] > -INFINITY ? (long double)l[ref[i]] - lse : -INFINITY;
+        CHECKF(isinf(w) ? isinf(top[i].logprob) : fabsl((long double)top[i].logprob - w) < 2e-5L,
+               "%s: top[%d] logprob %.9g, reference %.9Lg", what, i, top[i].logprob, w);
+        if (i > 0)
+            CHECKF(top[i].logprob <= top[i - 1].logprob, "%s: top not sorted at %d", what, i);
+    }
+}
+
+static void test_logprobs(void) {
+    /* Gemma's vocabulary size, logits of a real model's spread. */
+    const int32_t V = 262144;
+    float *l = malloc((size_t)V * sizeof *l);
+    uint64_t st = 42;
+    for (int32_t i = 0; i < V; i++)
+        l[i] = 8.0f * tn_test_randf(&st);
+    /* the chosen token deep in the tail: not in the top 20 */
+    check_logprobs(l, V, 1234, 20, "random, tail token");
+    check_logprobs(l, V, 7, 0, "k = 0");
+    check_logprobs(l, V, V - 1, 5, "last token");
+    /* exact ties, in and at the edge of the top: the lowest id first */
+    for (int32_t i = 0; i < 30; i++)
+        l[1000 + i * 977] = 30.0f;
+    check_logprobs(l, V, 1000 + 5 * 977, 20, "ties");
+    /* a maximum rising steadily (the running sum rescaled every step) */
+    for (int32_t i = 0; i < V; i++)
+        l[i] = (float)i * 1e-4f;
+    check_logprobs(l, V, V / 2, 20, "increasing");
+    /* -inf logits (a softcap or mask upstream) and a NaN carry no mass */
+    for (int32_t i = 0; i < V; i++)
+        l[i] = i % 3 ? -INFINITY : (float)(i % 101) - 50.0f;
+    l[5] = NAN;
+    check_logprobs(l, V, 1, 20, "-inf token");
+    check_logprobs(l, V, 3, 20, "finite among -inf");
+    /* fewer finite logits than k: the rest of the top is -inf, lowest ids */
+    const float few[6] = {-INFINITY, 2.0f, -INFINITY, 1.0f, -INFINITY, -INFINITY};
+    check_logprobs(few, 6, 1, 5, "few finite");
+    check_logprobs(few, 6, 0, 20, "k > n_vocab");
+    /* a single finite logit: probability 1 */
+    {
+        float lp = 1;
+        tn_token_logprob top[1];
+        tn_error err = {0};
+        const float one[3] = {-INFINITY, 3.5f, -INFINITY};
+        CHECK(tn_logprobs(one, 3, 1, 1, &lp, top, &err) == 1 && lp == 0.0f &&
+              top[0].token == 1 && top[0].logprob == 0.0f);
+    }
+    /* refusals name what is wrong */
+    {
+        tn_error err = {0};
+        tn_token_logprob top[TN_TOP_LOGPROBS_MAX];
+        CHECK(tn_logprobs(l, V, 0, TN_TOP_LOGPROBS_MAX + 1, NULL, top, &err) == TN_ERR_INVALID &&
+              strstr(err.message, "21 top log-probabilities"));
+        CHECK(tn_logprobs(l, V, 0, -1, NULL, top, &err) == TN_ERR_INVALID);
+        CHECK(tn_logprobs(l, V, V, 1, NULL, top, &err) == TN_ERR_INVALID &&
+              strstr(err.message, "outside the vocabulary"));
+        CHECK(tn_session_token_logprobs(NULL, 1, NULL, top, &err) == TN_ERR_INVALID &&
+              strstr(err.message, "token callback"));
+    }
+    free(l);
+}
+
 int main(void) {
     test_greedy();
     test_greedy_argmax();
@@ -669,5 +779,6 @@ int main(void) {
     test_logit_bias();
     test_allow();
     test_allow_groups();
+    test_logprobs();
     return tn_test_finish("test-sampler");
 }

@@ -58,6 +58,12 @@
 typedef struct answer {
     int32_t tokens[MAX_OUT];
     uint8_t drafted[MAX_OUT]; /* tn_session_token_drafted() inside the callback */
+    /* tn_session_token_logprobs() inside the callback: with speculation
+     * they come from the verification rows and must equal plain decoding's
+     * bit for bit (same_answer) */
+    float logprob[MAX_OUT];
+    tn_token_logprob top[MAX_OUT][3];
+    int logprob_errors;
     int n;
     char text[8192];
     size_t text_len;
@@ -79,7 +85,15 @@ static bool on_token(const char *piece, int32_t token, void *user) {
     answer *a = c->a;
     if (token >= 0 && a->n < MAX_OUT) {
         a->drafted[a->n] = tn_session_token_drafted(c->s);
+        tn_error err = {0};
+        if (tn_session_token_logprobs(c->s, 3, &a->logprob[a->n], a->top[a->n], &err) != 3)
+            a->logprob_errors++;
         a->tokens[a->n++] = token;
+    } else if (token < 0) { /* held-back text only: no token, no row */
+        tn_token_logprob top[3];
+        tn_error err = {0};
+        if (tn_session_token_logprobs(c->s, 3, NULL, top, &err) != TN_ERR_INVALID)
+            a->logprob_errors++;
     }
     size_t len = strlen(piece);
     if (a->text_len + len < sizeof a->text) {
@@ -93,6 +107,9 @@ static bool on_token(const char *piece, int32_t token, void *user) {
 static bool same_answer(const answer *x, const answer *y) {
     return x->rc == y->rc && x->n == y->n &&
            !memcmp(x->tokens, y->tokens, (size_t)x->n * sizeof(int32_t)) &&
+           !memcmp(x->logprob, y->logprob, (size_t)x->n * sizeof x->logprob[0]) &&
+           !memcmp(x->top, y->top, (size_t)x->n * sizeof x->top[0]) &&
+           x->logprob_errors == 0 && y->logprob_errors == 0 &&
            x->text_len == y->text_len && !memcmp(x->text, y->text, x->text_len) &&
            x->st.stop_reason == y->st.stop_reason && x->st.kv_len == y->st.kv_len;
 }
@@ -404,6 +421,12 @@ static void compare_all(const char *what, tn_session *s, drafters *d, const int3
         if (!ok) {
             print_tokens("plain", plain);
             print_tokens(runs[i].name, &a);
+            for (int t = 0; t < a.n && t < plain->n; t++)
+                if (a.logprob[t] != plain->logprob[t]) {
+                    fprintf(stderr, "  token %d: logprob %.9g, plain %.9g\n", t, a.logprob[t],
+                            plain->logprob[t]);
+                    break;
+                }
         }
         check_stats(runs[i].name, s, &a);
         CHECKF(tn_ctx_kv_len(tn_session_ctx(s)) == n_pin, "%s: %s: KV %d rows after, pin %d",
@@ -454,6 +477,17 @@ static void greedy_model(const char *arch, const char *type, int64_t embd, uint6
         answer plain;
         ask(s, req, n_req, &g, &plain);
         CHECKF(plain.rc == TN_OK && plain.n > 0, "%s: plain answer: %s", tag, plain.error);
+        /* Greedy: each token is its row's most likely one, so the row read
+         * is the row sampled. */
+        CHECKF(plain.logprob_errors == 0, "%s: %d logprob calls failed", tag,
+               plain.logprob_errors);
+        for (int i = 0; i < plain.n; i++)
+            CHECKF(plain.top[i][0].token == plain.tokens[i] &&
+                       plain.top[i][0].logprob == plain.logprob[i] && plain.logprob[i] <= 0 &&
+                       plain.top[i][1].logprob <= plain.top[i][0].logprob,
+                   "%s prompt %d: token %d (%d): logprob %g, top %d %g", tag, p, i,
+                   plain.tokens[i], plain.logprob[i], plain.top[i][0].token,
+                   plain.top[i][0].logprob);
         char what[128];
         snprintf(what, sizeof what, "%s prompt %d", tag, p);
         compare_all(what, s, &d, req, n_req, g, &plain);
