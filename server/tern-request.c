@@ -201,6 +201,52 @@ bool tern_request_member_bool(JsonObject *o, const char *name, bool fallback, co
     return json_node_get_boolean(n);
 }
 
+/* Log-probabilities (docs/SERVER.md, "Log-probabilities"), OpenAI's two
+ * forms: chat's "logprobs": true with "top_logprobs": 0..20, the legacy
+ * completions' "logprobs": 0..5 (how many alternatives). Sets j->logprobs
+ * to the alternatives per token, -1 when off. */
+static bool parse_logprobs(JsonObject *o, job *j, const char **param, char **why) {
+    j->logprobs = -1;
+    const char *bad = NULL;
+    double v = 0;
+    if (j->kind == JOB_COMPLETION) {
+        JsonNode *n = json_object_get_member(o, "logprobs");
+        const bool is_bool = n && JSON_NODE_HOLDS_VALUE(n) &&
+                             json_node_get_value_type(n) == G_TYPE_BOOLEAN;
+        if (is_bool || member_number(o, "logprobs", &v, &bad) || bad) {
+            if (is_bool || bad || v < 0 || v > 5 || !whole(v)) {
+                *param = "logprobs";
+                *why = g_strdup("logprobs must be a whole number from 0 to 5 (the alternatives "
+                                "per token)");
+                return false;
+            }
+            j->logprobs = (int)v;
+        }
+        return true;
+    }
+    const bool on = tern_request_member_bool(o, "logprobs", false, &bad);
+    if (bad) {
+        *param = "logprobs";
+        *why = g_strdup("logprobs must be true or false");
+        return false;
+    }
+    const bool has_top = member_number(o, "top_logprobs", &v, &bad);
+    if (bad || (has_top && (v < 0 || v > TN_TOP_LOGPROBS_MAX || !whole(v)))) {
+        *param = "top_logprobs";
+        *why = g_strdup_printf("top_logprobs must be a whole number from 0 to %d",
+                               TN_TOP_LOGPROBS_MAX);
+        return false;
+    }
+    if (has_top && !on) {
+        *param = "top_logprobs";
+        *why = g_strdup("top_logprobs needs \"logprobs\": true");
+        return false;
+    }
+    if (on)
+        j->logprobs = has_top ? (int)v : 0;
+    return true;
+}
+
 /* logit_bias: {"token id": bias}, OpenAI's form. A key is a token id
  * written as a plain decimal number; a bias a number from -100 to 100. */
 static bool parse_logit_bias(JsonObject *o, job *j, const char **param, char **why) {
@@ -585,6 +631,8 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
             return false;
         }
     }
+    if (!parse_logprobs(o, j, param, why))
+        return false;
     if (!parse_logit_bias(o, j, param, why) || !parse_response_format(o, j, param, why))
         return false;
     /* Read after both, whichever comes first in the body: a stop string

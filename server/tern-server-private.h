@@ -47,6 +47,14 @@ typedef struct job_image {
     int cached_n;  /* their token count (Gemma 4's follows the image's size) */
 } job_image;
 
+/* One generated token's log-probability and its top alternatives. */
+typedef struct job_logprob {
+    int32_t token;
+    float logprob;
+    int n_top;
+    tn_token_logprob top[TN_TOP_LOGPROBS_MAX];
+} job_logprob;
+
 typedef struct job {
     gint refs;
     tern_server *server;
@@ -70,6 +78,9 @@ typedef struct job {
     char *stop_store[TN_SESSION_MAX_STOP];
     tn_logit_bias *logit_bias; /* gen.logit_bias points here */
     tn_json_schema *schema;    /* gen.schema points here */
+    /* logprobs: alternatives per token (chat top_logprobs, completions
+     * logprobs); -1: none asked for. */
+    int logprobs;
     spec_choice spec;
 
     /* image_url parts, in the order of the TN_IMAGE_MARKERs put in their place. */
@@ -115,6 +126,16 @@ typedef struct job {
     bool headers_sent; /* streams: the 200 and its headers are out (at the first text) */
     bool split_reasoning;   /* <think> blocks go to reasoning_content (reasoning_format) */
     tern_reasoning reasoning; /* the streaming splitter; server's context only */
+
+    /* Log-probabilities (job_logprob), one per token, following its text:
+     * lp_held (worker) until the engine releases text after the token,
+     * then lp_ready (under lock, with the text in pending or full), then,
+     * streamed, lp_out (server's context) until a chunk carries them. */
+    tn_session *lp_session; /* worker: the session generating */
+    GArray *lp_held;
+    GArray *lp_ready;
+    GArray *lp_out;
+    glong lp_offset;        /* completions streamed: text_offset of the next token */
 
     /* Filled by the worker when it is done. */
     int rc;

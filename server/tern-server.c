@@ -8,6 +8,7 @@
 #include <glib-unix.h>
 #include <gio/gunixsocketaddress.h>
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -77,6 +78,12 @@ static void job_unref(job *j) {
     g_mutex_clear(&j->lock);
     g_string_free(j->pending, TRUE);
     g_string_free(j->full, TRUE);
+    if (j->lp_held)
+        g_array_unref(j->lp_held);
+    if (j->lp_ready)
+        g_array_unref(j->lp_ready);
+    if (j->lp_out)
+        g_array_unref(j->lp_out);
     tern_reasoning_clear(&j->reasoning);
     g_free(j);
 }
@@ -188,9 +195,20 @@ static bool job_abandoned(const job *j) {
     return g_atomic_int_get(&((job *)j)->gone) || g_atomic_int_get(&j->server->stopping);
 }
 
-/* Text for the client: streamed in chunks, or kept for the one answer. */
+/* Moves the held log-probabilities to lp_ready (j->lock held): their
+ * tokens' text is out. */
+static void lp_release(job *j) {
+    if (j->lp_held && j->lp_held->len) {
+        g_array_append_vals(j->lp_ready, j->lp_held->data, j->lp_held->len);
+        g_array_set_size(j->lp_held, 0);
+    }
+}
+
+/* Text for the client: streamed in chunks, or kept for the one answer.
+ * The log-probabilities of the tokens up to this text go with it. */
 static void job_emit(job *j, const char *text) {
     g_mutex_lock(&j->lock);
+    lp_release(j);
     if (j->stream) {
         g_string_append(j->pending, text);
         if (!j->flush_scheduled) {
@@ -205,9 +223,22 @@ static void job_emit(job *j, const char *text) {
 
 static bool on_token(const char *piece, int32_t token, void *user) {
     job *j = user;
-    (void)token;
     if (job_abandoned(j))
         return false;
+    /* A token's entry waits in lp_held until the engine releases text at
+     * or after it (held-back bytes of a character, a possible stop string):
+     * tokens that end inside a stop string never release any, and are
+     * dropped with it (run_job). */
+    if (j->logprobs >= 0 && token >= 0) {
+        job_logprob e = {.token = token};
+        tn_error err;
+        const int n = tn_session_token_logprobs(j->lp_session, j->logprobs, &e.logprob, e.top,
+                                                &err);
+        e.n_top = n > 0 ? n : 0;
+        if (n < 0) /* cannot happen inside the callback; an entry still marks the token */
+            e.logprob = -INFINITY;
+        g_array_append_val(j->lp_held, e);
+    }
     if (piece && *piece)
         job_emit(j, piece);
     if (j->server->cfg.token_delay_ms > 0)
@@ -347,8 +378,10 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
     if (rc == TN_ERR_INVALID)
         j->err_param = "prompt";
     if (rc == TN_OK) {
-        if (j->echo)
+        if (j->echo) {
+            j->lp_offset = g_utf8_strlen(j->prompt, -1); /* text_offset counts it */
             job_emit(j, j->prompt);
+        }
         const tn_prompt prompt = {
             .kind = TN_PROMPT_TOKENS, .tokens = t.ids, .n_tokens = (int32_t)t.n};
         rc = tn_session_run(session, &prompt, &j->gen, on_token, j, &j->stats, &j->err);
@@ -463,6 +496,7 @@ static void run_job(tern_server *srv, job *j) {
         j->rc = slot_acquire(srv, j, &slot, &pin_ms, &pin_prefilled, &j->err);
     if (j->rc == TN_OK) {
         set_current(srv, j, slot->session);
+        j->lp_session = slot->session;
         if (j->kind == JOB_COMPLETION) {
             j->rc = run_completion(srv, j, slot->session);
         } else {
@@ -472,8 +506,20 @@ static void run_job(tern_server *srv, job *j) {
         }
     }
     set_current(srv, NULL, NULL);
+    j->lp_session = NULL;
     if (j->rc != TN_OK && job_abandoned(j))
         j->rc = TN_ERR_CANCELLED;
+    /* Tokens whose text is still held: an answer that ended on a stop
+     * string cut them away with it; otherwise their text was flushed (or
+     * they have none, like a token of an unfinished character). */
+    if (j->lp_held) {
+        g_mutex_lock(&j->lock);
+        if (j->stats.stop_reason == TN_STOP_STRING)
+            g_array_set_size(j->lp_held, 0);
+        else
+            lp_release(j);
+        g_mutex_unlock(&j->lock);
+    }
 
     /* Pinning in this request is part of its cost: a prefilled pin counts as
      * prompt tokens prefilled now, not as restored ones, and delays the first
@@ -592,6 +638,126 @@ static const char *finish_reason(const job *j) {
     }
 }
 
+/* ------------------------------------------------------------ logprobs */
+
+/* OpenAI's floor for a token the model gives no chance (JSON has no -inf). */
+#define LOGPROB_FLOOR -9999.0
+
+static void member_logprob(JsonBuilder *b, const char *name, float lp) {
+    member_double(b, name, isfinite(lp) && lp > LOGPROB_FLOOR ? (double)lp : LOGPROB_FLOOR);
+}
+
+/* A token's bytes (tn_token_piece: what it adds to the text), and its text
+ * for "token": the bytes when they are UTF-8, else OpenAI's rendering of a
+ * piece of a character, "bytes:\xe6\x88" (g_free it). */
+static char *token_string(const job *j, int32_t token, const char **bytes, size_t *len) {
+    const tn_tokenizer *tok = tn_model_tokenizer(j->server->model);
+    const char *p = tok ? tn_token_piece(tok, token, len) : NULL;
+    if (!p) {
+        p = "";
+        *len = 0;
+    }
+    *bytes = p;
+    if (g_utf8_validate_len(p, *len, NULL))
+        return g_strndup(p, *len);
+    GString *s = g_string_new("bytes:");
+    for (size_t i = 0; i < *len; i++)
+        g_string_append_printf(s, "\\x%02x", (unsigned char)p[i]);
+    return g_string_free(s, FALSE);
+}
+
+/* Characters a token adds to the text: its bytes that start one. */
+static glong token_chars(const char *bytes, size_t len) {
+    glong n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += ((unsigned char)bytes[i] & 0xc0) != 0x80;
+    return n;
+}
+
+/* {"token", "logprob", "bytes"} of chat's logprobs.content. */
+static void builder_token_entry(JsonBuilder *b, const job *j, int32_t token, float lp) {
+    const char *bytes;
+    size_t len;
+    char *text = token_string(j, token, &bytes, &len);
+    member_string(b, "token", text);
+    g_free(text);
+    member_logprob(b, "logprob", lp);
+    json_builder_set_member_name(b, "bytes");
+    json_builder_begin_array(b);
+    for (size_t i = 0; i < len; i++)
+        json_builder_add_int_value(b, (unsigned char)bytes[i]);
+    json_builder_end_array(b);
+}
+
+/* "logprobs" of a choice: chat's {"content": [...]}, the legacy
+ * completions' {"tokens", "token_logprobs", "top_logprobs", "text_offset"}
+ * (offsets in characters of the answer's text, from *offset on). */
+static void builder_logprobs(JsonBuilder *b, const job *j, const job_logprob *e, guint n,
+                             glong *offset) {
+    json_builder_set_member_name(b, "logprobs");
+    json_builder_begin_object(b);
+    if (j->kind == JOB_CHAT) {
+        json_builder_set_member_name(b, "content");
+        json_builder_begin_array(b);
+        for (guint i = 0; i < n; i++) {
+            json_builder_begin_object(b);
+            builder_token_entry(b, j, e[i].token, e[i].logprob);
+            json_builder_set_member_name(b, "top_logprobs");
+            json_builder_begin_array(b);
+            for (int k = 0; k < e[i].n_top; k++) {
+                json_builder_begin_object(b);
+                builder_token_entry(b, j, e[i].top[k].token, e[i].top[k].logprob);
+                json_builder_end_object(b);
+            }
+            json_builder_end_array(b);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        json_builder_end_object(b);
+        return;
+    }
+    const char *bytes;
+    size_t len;
+    json_builder_set_member_name(b, "tokens");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < n; i++) {
+        char *text = token_string(j, e[i].token, &bytes, &len);
+        json_builder_add_string_value(b, text);
+        g_free(text);
+    }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "token_logprobs");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < n; i++) {
+        const float lp = e[i].logprob;
+        json_builder_add_double_value(
+            b, isfinite(lp) && lp > LOGPROB_FLOOR ? (double)lp : LOGPROB_FLOOR);
+    }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "top_logprobs");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < n; i++) {
+        json_builder_begin_object(b);
+        for (int k = 0; k < e[i].n_top; k++) {
+            char *text = token_string(j, e[i].top[k].token, &bytes, &len);
+            member_logprob(b, text, e[i].top[k].logprob);
+            g_free(text);
+        }
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "text_offset");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < n; i++) {
+        json_builder_add_int_value(b, *offset);
+        char *text = token_string(j, e[i].token, &bytes, &len);
+        *offset += token_chars(bytes, len);
+        g_free(text);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+}
+
 static void sse_send(job *j, char *json) {
     SoupMessageBody *body = soup_server_message_get_response_body(j->msg);
     char *line = g_strdup_printf("data: %s\n\n", json);
@@ -609,10 +775,18 @@ static JsonBuilder *chunk_delta_begin(job *j) {
     return b;
 }
 
-/* The rest of a chunk after its delta (or text), sent. */
-static void chunk_finish_send(job *j, JsonBuilder *b, const char *finish) {
-    json_builder_set_member_name(b, "logprobs");
-    json_builder_add_null_value(b);
+/* The rest of a chunk after its delta (or text), sent. A chunk of text,
+ * reasoning or calls carries the log-probabilities of the tokens released
+ * since the last one (the role's and the finish's chunks none). */
+static void chunk_finish_send(job *j, JsonBuilder *b, const char *finish, bool carry) {
+    if (carry && j->lp_out && j->lp_out->len) {
+        builder_logprobs(b, j, (const job_logprob *)(void *)j->lp_out->data, j->lp_out->len,
+                         &j->lp_offset);
+        g_array_set_size(j->lp_out, 0);
+    } else {
+        json_builder_set_member_name(b, "logprobs");
+        json_builder_add_null_value(b);
+    }
     json_builder_set_member_name(b, "finish_reason");
     if (finish)
         json_builder_add_string_value(b, finish);
@@ -640,7 +814,7 @@ static void sse_delta(job *j, const char *role, const char *content, const char 
         builder_choice_start(b);
         member_string(b, "text", content ? content : "");
     }
-    chunk_finish_send(j, b, finish);
+    chunk_finish_send(j, b, finish, !role && !finish);
 }
 
 /* A stream's status and headers go out with its first text, not when it is
@@ -669,7 +843,7 @@ static void sse_reasoning(job *j, const char *text) {
     JsonBuilder *b = chunk_delta_begin(j);
     member_string(b, "reasoning_content", text);
     json_builder_end_object(b);
-    chunk_finish_send(j, b, NULL);
+    chunk_finish_send(j, b, NULL, true);
 }
 
 /* Calls taken out of an answer's content (tern_tool_calls_parse): none
@@ -710,7 +884,7 @@ static void sse_tool_calls(job *j, const tern_tool_call *calls, int n) {
     JsonBuilder *b = chunk_delta_begin(j);
     builder_tool_calls(b, j, calls, n, true);
     json_builder_end_object(b);
-    chunk_finish_send(j, b, NULL);
+    chunk_finish_send(j, b, NULL, true);
 }
 
 /* Streams content. With tools, a call's marker and all after it are held
@@ -792,6 +966,10 @@ static void stream_pending(job *j) {
     char *text = g_strdup(j->pending->str);
     g_string_truncate(j->pending, 0);
     j->flush_scheduled = false;
+    if (j->lp_ready && j->lp_ready->len) {
+        g_array_append_vals(j->lp_out, j->lp_ready->data, j->lp_ready->len);
+        g_array_set_size(j->lp_ready, 0);
+    }
     g_mutex_unlock(&j->lock);
     if (!j->role_sent && j->kind == JOB_CHAT) {
         sse_delta(j, "assistant", "", NULL);
@@ -891,7 +1069,12 @@ static gboolean finish_job(gpointer data) {
             stream_pending(j);
             if (j->split_reasoning)
                 stream_split(j, "", true);
-            sse_delta(j, NULL, NULL, stream_calls(j));
+            const char *finish = stream_calls(j);
+            /* Tokens whose text was held (a call's marker that was none,
+             * an answer ending in them) carry on a chunk of their own. */
+            if (j->lp_out && j->lp_out->len)
+                sse_delta(j, NULL, "", NULL);
+            sse_delta(j, NULL, NULL, finish);
             if (j->include_usage) {
                 JsonBuilder *b = json_builder_new();
                 builder_head(b, j,
@@ -953,8 +1136,14 @@ static gboolean finish_job(gpointer data) {
     } else {
         member_string(b, "text", j->full->str);
     }
-    json_builder_set_member_name(b, "logprobs");
-    json_builder_add_null_value(b);
+    if (j->logprobs >= 0) {
+        glong offset = j->lp_offset;
+        builder_logprobs(b, j, (const job_logprob *)(void *)j->lp_ready->data, j->lp_ready->len,
+                         &offset);
+    } else {
+        json_builder_set_member_name(b, "logprobs");
+        json_builder_add_null_value(b);
+    }
     member_string(b, "finish_reason", n_calls > 0 ? "tool_calls" : finish_reason(j));
     json_builder_end_object(b);
     json_builder_end_array(b);
@@ -1467,6 +1656,7 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     g_mutex_init(&j->lock);
     j->pending = g_string_new(NULL);
     j->full = g_string_new(NULL);
+    j->logprobs = -1;
     tern_reasoning_init(&j->reasoning);
     j->split_reasoning = kind == JOB_CHAT;
     j->raw_tools = g_steal_pointer(&raw_tools);
@@ -1509,6 +1699,11 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     if (refused_busy(srv, msg)) { /* it filled while the body came */
         job_unref(j);
         return;
+    }
+    if (j->logprobs >= 0) {
+        j->lp_held = g_array_new(FALSE, FALSE, sizeof(job_logprob));
+        j->lp_ready = g_array_new(FALSE, FALSE, sizeof(job_logprob));
+        j->lp_out = g_array_new(FALSE, FALSE, sizeof(job_logprob));
     }
 
     j->msg = g_object_ref(msg);
