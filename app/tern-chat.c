@@ -48,6 +48,11 @@ struct _TernChat {
   gint64 updated;
   guint context_start; /* messages before it are out of the model's context */
   GPtrArray *messages; /* TernMessage */
+  /* The first messages known to give no title (answers, blank prompts):
+   * each append looked past them all again, quadratic in a chat of empty
+   * prompts. Lowered where messages go (tern_chat_take_from,
+   * tern_chat_truncate): a prompt's text is not changed in place. */
+  guint untitled;
   /* A copy not saved since it was read: the id of the chat whose folder
    * some of its pictures were read from; NULL: none. */
   char *images_from;
@@ -365,13 +370,15 @@ update_title (TernChat *self)
 {
   g_autofree char *title = g_strdup (self->custom_title);
 
-  for (guint i = 0; title == NULL && i < self->messages->len; i++)
+  for (guint i = self->untitled; title == NULL && i < self->messages->len; i++)
     {
       TernMessage *m = g_ptr_array_index (self->messages, i);
 
       tern_chat_title_work++;
       if (g_strcmp0 (m->role, "user") == 0 && m->text != NULL)
         title = message_title (m->text);
+      if (title == NULL)
+        self->untitled = i + 1;
     }
   if (title == NULL)
     title = g_strdup (_("New Chat"));
@@ -623,6 +630,7 @@ tern_chat_take_from (TernChat *self,
       taken->pdata[i] = g_ptr_array_steal_index (self->messages, index + i);
     }
   self->context_start = MIN (self->context_start, index);
+  self->untitled = MIN (self->untitled, index);
   tern_chat_touch (self);
   return taken;
 }
@@ -651,6 +659,7 @@ tern_chat_truncate (TernChat *self,
   if (n_messages < self->messages->len)
     g_ptr_array_set_size (self->messages, n_messages);
   self->context_start = MIN (self->context_start, n_messages);
+  self->untitled = MIN (self->untitled, n_messages);
   tern_chat_touch (self);
 }
 

@@ -2394,6 +2394,50 @@ test_chat_title_work (const char *dir)
   g_unlink (path);
 }
 
+/* Appending works the title out from a bounded number of messages. With
+ * every user message empty (prompts of pictures alone, or blanks), each
+ * append walked all the messages before it for one with words: a long
+ * chat of them grew quadratic in its length. Counted in messages and
+ * bytes looked at (tern_chat_title_work), not timed. */
+static void
+test_chat_append_title_work (void)
+{
+  const guint n = 4000;
+  g_autoptr(TernChat) chat = tern_chat_new ("chat");
+
+  tern_chat_title_work = 0;
+  for (guint i = 0; i < n; i++)
+    tern_chat_append (chat, i % 2 ? "assistant" : "user", i % 4 == 0 ? "" : i % 2 ? "an answer" : "  ");
+  CHECKF (g_str_equal (tern_chat_get_title (chat), "New Chat"), "title %s", tern_chat_get_title (chat));
+  CHECKF (tern_chat_title_work <= 8 * (guint64) n,
+          "%u appends of empty prompts and answers: the title looked at %" G_GUINT64_FORMAT
+          " messages and bytes", n, tern_chat_title_work);
+  /* Words at last: they are the title, and taking them back gives the
+   * chat its old one. */
+  tern_chat_append (chat, "user", "Words at last");
+  CHECKF (g_str_equal (tern_chat_get_title (chat), "Words at last"), "title %s",
+          tern_chat_get_title (chat));
+  tern_chat_append (chat, "user", "Later words");
+  CHECKF (g_str_equal (tern_chat_get_title (chat), "Words at last"), "title %s",
+          tern_chat_get_title (chat));
+  tern_chat_truncate (chat, n);
+  CHECKF (g_str_equal (tern_chat_get_title (chat), "New Chat"), "title after truncate %s",
+          tern_chat_get_title (chat));
+  tern_chat_truncate (chat, 1);
+  tern_chat_append (chat, "user", "Fresh start");
+  CHECKF (g_str_equal (tern_chat_get_title (chat), "Fresh start"), "title %s",
+          tern_chat_get_title (chat));
+  {
+    g_autoptr(GPtrArray) taken = tern_chat_take_from (chat, 1);
+
+    CHECKF (g_str_equal (tern_chat_get_title (chat), "New Chat"), "title after take %s",
+            tern_chat_get_title (chat));
+    tern_chat_restore (chat, taken);
+    CHECKF (g_str_equal (tern_chat_get_title (chat), "Fresh start"), "title after restore %s",
+            tern_chat_get_title (chat));
+  }
+}
+
 int
 main (void)
 {
@@ -2417,6 +2461,7 @@ main (void)
   test_chat_many_messages (chats);
   test_chat_title_work (chats);
   test_chat_take_work ();
+  test_chat_append_title_work ();
   {
     g_autofree char *newer = g_build_filename (tmp, "newer-on-disk", NULL);
     test_chat_newer_on_disk (newer);
