@@ -251,15 +251,23 @@ update_disk_label (TernModelManager *self)
 {
   g_autofree char *used = NULL;
   g_autofree char *text = NULL;
+  guint64 bytes;
 
   if (self->store == NULL)
     {
       gtk_label_set_text (self->disk_label, "");
       return;
     }
-  used = tern_manager_format_size (tern_model_store_get_disk_usage (self->store));
-  /* Translators: "3.1 GB used in /home/me/.local/share/tern/models" */
-  text = g_strdup_printf (_("%s used in %s"), used, tern_model_store_get_root (self->store));
+  bytes = tern_model_store_get_disk_usage (self->store);
+  used = tern_manager_format_size (bytes);
+  /* By the count of bytes, as GNOME's sizes: the participle agrees with
+   * the size, "0 octet utilisé" in French (0 and 1 are singular there),
+   * "1 byte", "2 bytes". */
+  /* Translators: "3.1 GB used in /home/me/.local/share/tern/models"; the
+   * plural form follows the number of bytes */
+  text = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%s used in %s", "%s used in %s",
+                                       (unsigned long) MIN (bytes, G_MAXULONG)),
+                          used, tern_model_store_get_root (self->store));
   gtk_label_set_text (self->disk_label, text);
 }
 

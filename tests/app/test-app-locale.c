@@ -216,7 +216,8 @@ label_with (GtkWidget  *widget,
 }
 
 /* The Models panel's footer over an empty models folder: "0 octet
- * utilisés dans DIR", not "0 bytes utilisés". */
+ * utilisé dans DIR", not "0 bytes utilisés" (nor "0 octet utilisés": in
+ * French 0 and 1 take the singular, the participle too). */
 static void
 check_footer (const char *tmp,
               const char *lang)
@@ -225,7 +226,8 @@ check_footer (const char *tmp,
   g_autofree char *shot = g_strdup_printf ("locale-%s-models-footer.png", lang);
   g_autoptr(GError) error = NULL;
   g_autoptr(TernModelStore) store = tern_model_store_new (root, &error);
-  const char *want = g_str_equal (lang, "de") ? "0\xc2\xa0" "Bytes " : "0\xc2\xa0" "octet ";
+  const char *want = g_str_equal (lang, "de") ? "0\xc2\xa0" "Bytes belegt in "
+                                               : "0\xc2\xa0" "octet utilisé dans ";
   GtkWidget *window;
   const char *footer;
 
