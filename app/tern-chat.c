@@ -19,6 +19,7 @@
 #include "tern-chat.h"
 #include "tern-engine-worker.h"
 #include "tern-image.h"
+#include "tern-size.h"
 #include "tern.h"
 
 #define TITLE_MAX_CHARS 48
@@ -1256,8 +1257,8 @@ check_size (const char *path,
     }
   if (len <= MAX_FILE_BYTES)
     return TRUE;
-  size = g_format_size (len);
-  max = g_format_size (MAX_FILE_BYTES);
+  size = tern_app_format_size (len);
+  max = tern_app_format_size (MAX_FILE_BYTES);
   /* Translators: a chat file; the chat's size and the largest chat file
    * (both like "70.1 MB") */
   g_set_error (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE,

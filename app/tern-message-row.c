@@ -7,6 +7,7 @@
 
 #include "tern-markdown.h"
 #include "tern-message-row.h"
+#include "tern-size.h"
 
 struct _TernMessageRow {
   GtkBox parent_instance;
@@ -105,7 +106,7 @@ render (TernMessageRow *self)
   if (cut)
     {
       g_autofree char *preview = g_strndup (self->text->str, preview_length (self->text->str));
-      g_autofree char *size = g_format_size (self->text->len);
+      g_autofree char *size = tern_app_format_size (self->text->len);
       g_autofree char *label = g_strdup_printf (_("Show the Whole Message (%s)"), size);
 
       gtk_button_set_label (self->show_all_button, label);

@@ -4,6 +4,7 @@
 #include <glib/gi18n.h>
 #include <string.h>
 
+#include "tern-size.h"
 #include "tern-stats-bar.h"
 #include "tern-throughput-plot.h"
 
@@ -495,12 +496,6 @@ layout_allocate (GtkWidget *widget,
     }
 }
 
-static char *
-format_bytes (guint64 bytes)
-{
-  return g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
-}
-
 /* A count of tokens in the short form of the gauge: whole up to 1023, else
  * in thousands of 1024 ("4k", "1.5k"), as context sizes are named (a
  * 4096-token context is "4k"). Cut down, never rounded up: a context nearly
@@ -543,7 +538,7 @@ tern_stats_bar_set_context (TernStatsBar *self,
   g_free (text);
   text = g_strdup_printf ("%s / %s", short_used, short_ctx);
   gtk_label_set_text (self->context_short_label, text);
-  kv = format_bytes (kv_bytes);
+  kv = tern_app_format_size (kv_bytes);
   /* Translators: the context gauge's tooltip: tokens used, context size, the
    * memory its KV cache takes */
   tip = g_strdup_printf (_("Context: %d of %d tokens in use (%.0f %%). The KV cache of this context takes %s. When it is full, Chat leaves out the oldest turns; the context size is set in Preferences."),

@@ -30,6 +30,7 @@
 #include "tern-model-manager.h"
 #include "tern-connections.h"
 #endif
+#include "tern-size.h"
 #include "tern-window.h"
 #include "tern-window-private.h"
 
@@ -1156,7 +1157,7 @@ show_loading (TernWindow *self,
    * report (on_load_progress). */
   if (g_stat (path, &sb) == 0 && sb.st_size > 0)
     {
-      g_autofree char *size = g_format_size ((guint64) sb.st_size);
+      g_autofree char *size = tern_app_format_size ((guint64) sb.st_size);
       /* Translators: a model file's name and size */
       line = g_strdup_printf (_("%s (%s)"), name, size);
     }

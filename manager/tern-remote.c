@@ -1059,7 +1059,7 @@ tern_remote_chat (TernRemote              *r,
     for (gsize k = 0; k < messages[i].n_images; k++)
       if (g_bytes_get_size (messages[i].images[k].bytes) > TERN_REMOTE_MAX_IMAGE_BYTES)
         {
-          g_autofree char *size = g_format_size (g_bytes_get_size (messages[i].images[k].bytes));
+          g_autofree char *size = tern_manager_format_size (g_bytes_get_size (messages[i].images[k].bytes));
 
           g_set_error (error, TERN_REMOTE_ERROR, TERN_REMOTE_ERROR_IMAGE,
                        _("An image of %s is larger than %d MiB, more than servers accept; "

@@ -1473,7 +1473,7 @@ part_context (Fixture *f)
     return;
   gauge = tern_stats_bar_get_context_text (bar);
   CHECKF (gauge != NULL && strstr (gauge, "of 16384 tokens") != NULL && strstr (gauge, "KV cache")
-          && strstr (gauge, "MiB") != NULL, "gauge: %s", gauge);
+          && strstr (gauge, "MB") != NULL, "gauge: %s", gauge);
 
   /* Four turns of chat, each answered in full, the gauge rising, and
    * rising while the answer is written (it stood still until the end). */

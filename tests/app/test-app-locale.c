@@ -19,6 +19,7 @@
 #include "tern-manager.h"
 #include "tern-model-manager.h"
 #endif
+#include "tern-message-row.h"
 #include "tern-preferences-window.h"
 #include "tern-stats-bar.h"
 
@@ -248,6 +249,32 @@ check_footer (const char *tmp,
 }
 #endif
 
+/* The sizes the window itself shows, in the language's units and with its
+ * decimal separator (LC_NUMERIC is C.UTF-8 here): g_format_size wrote
+ * "45.0 kB" under German words, and the stats bar "1.4 GiB". */
+static void
+check_sizes_shown (TernWindow *w)
+{
+  g_autofree char *long_text = g_strnfill (45000, 'x');
+  TernMessageRow *row = tern_message_row_new ("user", long_text);
+  TernStatsBar *bar = tern_window_get_stats_bar (w);
+  const char *label;
+  const char *tip;
+
+  g_object_ref_sink (row);
+  tern_message_row_flush (row);
+  label = gtk_button_get_label (GTK_BUTTON (tern_message_row_get_show_all_button (row)));
+  CHECKF (label != NULL && strstr (label, "(45,0\xc2\xa0kB)") != NULL, "a long message's button: %s",
+          label != NULL ? label : "(none)");
+  g_object_unref (row);
+
+  tern_stats_bar_set_context (bar, 10, 100, G_GUINT64_CONSTANT (1500000000));
+  tip = tern_stats_bar_get_context_text (bar);
+  CHECKF (tip != NULL && strstr (tip, " 1,5\xc2\xa0GB") != NULL, "the context's tooltip: %s",
+          tip != NULL ? tip : "(none)");
+  tern_stats_bar_set_context (bar, 0, 0, 0);
+}
+
 static void
 close_dialogs (void)
 {
@@ -333,14 +360,27 @@ main (int   argc,
   /* An engine error: libtern's English format, rebuilt from its German
    * translation with the engine's arguments. */
   bad = g_build_filename (tmp, "kein-modell.gguf", NULL);
-  g_file_set_contents (bad, "this is not GGUF", -1, NULL);
+  {
+    /* 1500 bytes: its size on the loading page is "1,5 kB". */
+    g_autofree char *junk = g_strnfill (1500, 'j');
+
+    memcpy (junk, "this is not GGUF", strlen ("this is not GGUF"));
+    g_file_set_contents (bad, junk, -1, NULL);
+  }
   activate (w, "load-model", g_variant_new_string (bad));
+  {
+    const char *line = adw_status_page_get_description (w->loading_page);
+
+    CHECKF (line != NULL && strstr (line, "(1,5\xc2\xa0kB)") != NULL, "loading: %s",
+            line != NULL ? line : "(none)");
+  }
   CHECK (wait_for (w, not_loading, 30));
   err = tern_window_get_last_error (w);
   CHECKF (err != NULL && strstr (err, "keine GGUF-Datei") != NULL && strstr (err, bad) != NULL,
           "error: %s", err);
   fprintf (stderr, "engine error: %s\n", err);
   close_dialogs ();
+  check_sizes_shown (w);
 narrow:
   check_narrow (w, tern_application_get_settings (app), lang);
 
