@@ -120,7 +120,9 @@ struct _TernWindow {
   double anchor_offset;    /* its top's distance below the view's top, to keep */
   int anchor_frames;       /* frames that distance has held */
   GPtrArray *toasts;       /* shown or waiting */
-  gint64     toast_dismissed_us; /* when a dismissal last reached the overlay (monotonic) */
+  gint64     toast_dismissed_ft; /* when a dismissal of a toast on screen last reached
+                                  * the overlay, in the frame clock's time */
+  gint64     toast_frame_ft;     /* the last frame follow_toast_lift saw */
   GtkCssProvider *toast_lift; /* this window's toasts kept above its composer */
   int        toast_lift_px;
   int        toast_left_px;

@@ -54,6 +54,27 @@ G_DEFINE_FINAL_TYPE (TernWindow, tern_window, ADW_TYPE_APPLICATION_WINDOW)
  * app-daily-context on a loaded machine, in the same place: the animations
  * run on frame times, which a slow frame can move by that much.) */
 #define TOAST_SHOW_GUARD_MS 800
+/* The show animation ends on a frame, not on the clock: a window that drew
+ * no frame for a second (a loaded machine, a long screenshot, a chat saved
+ * on a slow disk) ended it only on its next frame, in the same frame as a
+ * hide animation started after the guard's wall-clock time, and libadwaita
+ * ran the hide's "done" first (tick callbacks run newest first): the record
+ * freed, then the show's "done" on it (app-remote, app-daily-context, in
+ * adw_animation_skip). So the guard is counted on the frame clock, and a
+ * dismissal waits for a frame drawn past it, when the show animation has
+ * ended whatever the frames' pace. While held, it is tried again this
+ * often. */
+#define TOAST_RETRY_MS 50
+
+/* The time of the window's frame clock, on which libadwaita's animations
+ * run (0 before it has one: an unmapped overlay animates nothing). */
+static gint64
+toast_frame_time (TernWindow *self)
+{
+  GdkFrameClock *clock = gtk_widget_get_frame_clock (GTK_WIDGET (self));
+
+  return clock != NULL ? gdk_frame_clock_get_frame_time (clock) : 0;
+}
 
 static gboolean
 toast_guard_needed (void)
@@ -79,21 +100,34 @@ repeat_toast_dismissal (gpointer data)
  * TOAST_FORGET_MS after the dismissal (dropping it at "dismissed" freed a
  * toast under libadwaita 1.2's hide animation), so that a long session's
  * toasts do not pile up. */
+/* Whether the overlay shows T (or hides it): its title is then in the
+ * overlay's toast widget. One queued has no animation to outlive, and its
+ * dismissal starts none: held as well, each in a queue of five waited for
+ * the one before it. */
+static gboolean
+toast_on_screen (AdwToast *t)
+{
+  GtkWidget *title = adw_toast_get_custom_title (t);
+
+  return title == NULL || gtk_widget_get_parent (title) != NULL;
+}
+
 void
 _tern_window_on_toast_dismissed (AdwToast   *t,
                     TernWindow *self)
 {
   gint64 now = g_get_monotonic_time ();
+  gboolean on_screen = toast_on_screen (t);
 
-  if (toast_guard_needed () && g_object_get_data (G_OBJECT (t), "tern-dismissed") == NULL)
+  if (toast_guard_needed () && on_screen && g_object_get_data (G_OBJECT (t), "tern-dismissed") == NULL)
     {
       /* A toast starts showing when it is added, or when the one before it
        * is dismissed: not before the later of those, which this takes. */
-      const gint64 *added = g_object_get_data (G_OBJECT (t), "tern-added-us");
-      gint64 safe = MAX (added != NULL ? *added : 0, self->toast_dismissed_us) +
+      const gint64 *added = g_object_get_data (G_OBJECT (t), "tern-added-ft");
+      gint64 safe = MAX (added != NULL ? *added : 0, self->toast_dismissed_ft) +
                     TOAST_SHOW_GUARD_MS * G_TIME_SPAN_MILLISECOND;
 
-      if (now < safe)
+      if (self->toast_frame_ft < safe)
         {
           g_signal_stop_emission_by_name (t, "dismissed");
           /* Checked again when repeated: a toast shown in the meantime
@@ -101,8 +135,8 @@ _tern_window_on_toast_dismissed (AdwToast   *t,
           if (g_object_get_data (G_OBJECT (t), "tern-dismissal-held") == NULL)
             {
               g_object_set_data (G_OBJECT (t), "tern-dismissal-held", GINT_TO_POINTER (1));
-              g_timeout_add_full (G_PRIORITY_DEFAULT, (guint) ((safe - now) / 1000) + 1,
-                                  repeat_toast_dismissal, g_object_ref (t), g_object_unref);
+              g_timeout_add_full (G_PRIORITY_DEFAULT, TOAST_RETRY_MS, repeat_toast_dismissal,
+                                  g_object_ref (t), g_object_unref);
             }
           return;
         }
@@ -115,7 +149,9 @@ _tern_window_on_toast_dismissed (AdwToast   *t,
       *at = now;
       g_object_set_data_full (G_OBJECT (t), "tern-dismissed-us", at, g_free);
     }
-  self->toast_dismissed_us = now;
+  /* The next toast in the queue starts showing now. */
+  if (on_screen)
+    self->toast_dismissed_ft = toast_frame_time (self);
 }
 
 /* Long after the overlay's hide animation (300 ms) */
@@ -130,8 +166,11 @@ _tern_window_keep_toast (TernWindow *self,
                          AdwToast   *t)
 {
   gint64 *added = g_new (gint64, 1);
+  gint64 *added_ft = g_new (gint64, 1);
 
   *added = g_get_monotonic_time ();
+  *added_ft = toast_frame_time (self);
+  g_object_set_data_full (G_OBJECT (t), "tern-added-ft", added_ft, g_free);
   for (guint i = self->toasts->len; i-- > 0;)
     {
       const gint64 *gone = g_object_get_data (g_ptr_array_index (self->toasts, i),
@@ -249,8 +288,9 @@ follow_toast_lift (GtkWidget     *widget,
   TernWindow *self = TERN_WINDOW (widget);
   int toast = toast_height (self);
 
-  (void) clock;
   (void) data;
+  /* Frames drawn: the toasts' show animations have ended up to here. */
+  self->toast_frame_ft = gdk_frame_clock_get_frame_time (clock);
   pad_transcript (self, toast);
   if (!any_toast_up (self) && toast == 0)
     {
