@@ -29,6 +29,12 @@ struct _TernStatsBar {
   gint64 last_text_us;
   TernPhase text_phase;     /* of the figures shown */
   gboolean prefill_sampled; /* this answer has a prefill bar */
+  /* A finished answer's summary, whole and short (show_summary); NULL
+   * while none is shown. */
+  char *summary;
+  char *summary_short;
+  int summary_width;        /* of the figures when it was last chosen */
+  guint summary_idle;
 };
 
 /* Figures change faster than anyone reads them; a label that changes
@@ -40,9 +46,19 @@ G_DEFINE_FINAL_TYPE (TernStatsBar, tern_stats_bar, GTK_TYPE_BOX)
 /* The plot shows a chat's answers one after another: it starts again only
  * for another chat or another model. The phase too: "Done" after New Chat
  * spoke of the chat left, as the cleared figures no longer did. */
+static void
+forget_summary (TernStatsBar *self)
+{
+  g_clear_pointer (&self->summary, g_free);
+  g_clear_pointer (&self->summary_short, g_free);
+  g_clear_handle_id (&self->summary_idle, g_source_remove);
+  self->summary_width = 0;
+}
+
 void
 tern_stats_bar_reset (TernStatsBar *self)
 {
+  forget_summary (self);
   tern_throughput_plot_clear (self->plot);
   gtk_label_set_text (self->phase_label, _("Ready"));
   gtk_widget_set_visible (GTK_WIDGET (self->prefill_bar), FALSE);
@@ -53,6 +69,7 @@ tern_stats_bar_reset (TernStatsBar *self)
 void
 tern_stats_bar_start (TernStatsBar *self)
 {
+  forget_summary (self);
   self->prefill_sampled = FALSE;
   self->last_sample_us = 0;
   self->last_text_us = 0;
@@ -234,11 +251,41 @@ tern_stats_bar_update (TernStatsBar    *self,
     }
   if (text != NULL && show_text)
     {
+      forget_summary (self);
       set_figures (self, text);
       gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), full);
       return TRUE;
     }
   return FALSE;
+}
+
+/* A finished answer's summary where its two lines hold it, else its speed
+ * and tokens: at 360 px it was cut after two lines ("first token 310 ms ·
+ * prom…"), and a tooltip is out of reach on a touch screen. The summary is
+ * whole under the answer itself, and in the tooltip. Chosen again when the
+ * figures' width changes (layout_allocate). */
+static void
+show_summary (TernStatsBar *self)
+{
+  const char *text = self->summary;
+
+  if (text == NULL)
+    return;
+  self->summary_width = gtk_widget_get_width (GTK_WIDGET (self->figures_label));
+  if (self->summary_short != NULL && !figures_fit (self, self->summary))
+    text = self->summary_short;
+  if (g_strcmp0 (gtk_label_get_text (self->figures_label), text) != 0)
+    set_figures (self, text);
+}
+
+static gboolean
+show_summary_idle (gpointer data)
+{
+  TernStatsBar *self = data;
+
+  self->summary_idle = 0;
+  show_summary (self);
+  return G_SOURCE_REMOVE;
 }
 
 void
@@ -251,6 +298,7 @@ tern_stats_bar_finish (TernStatsBar    *self,
   g_autofree char *count = NULL;
   g_autofree char *prompt = NULL;
 
+  forget_summary (self);
   gtk_widget_set_visible (GTK_WIDGET (self->prefill_bar), FALSE);
   self->text_phase = TERN_PHASE_IDLE;
   gtk_label_set_text (self->phase_label, outcome ? outcome : cancelled ? _("Stopped") : _("Done"));
@@ -303,9 +351,16 @@ tern_stats_bar_finish (TernStatsBar    *self,
       g_free (text);
       text = with;
     }
+  /* Where it is too long: the speed and the tokens, the live figures'
+   * short form. */
+  if (final->decode_tok_s > 0)
+    /* Translators: decode speed, then the tokens ("12 tokens") */
+    self->summary_short = g_strdup_printf (_("%.1f tok/s · %s"), final->decode_tok_s, count);
+  else
+    self->summary_short = g_strdup (count);
+  self->summary = g_strdup (text);
   set_figures (self, text);
-  /* A narrow bar (the system prompt panel open, a phone's width) cuts the
-   * summary after two lines: the tooltip has it whole. */
+  show_summary (self);
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), text);
   if (!self->prefill_sampled && final->prefill_tok_s > 0)
     tern_throughput_plot_add_sample (self->plot, final->prefill_tok_s, TRUE);
@@ -484,6 +539,11 @@ layout_allocate (GtkWidget *widget,
       gtk_widget_size_allocate (parts[i].child, &a, -1);
       x += parts[i].width;
     }
+  /* Set from an idle: a label's text changed while the bar is allocated
+   * would resize it in the middle of its allocation. */
+  if (self->summary != NULL && self->summary_idle == 0
+      && gtk_widget_get_width (GTK_WIDGET (self->figures_label)) != self->summary_width)
+    self->summary_idle = g_idle_add (show_summary_idle, self);
   gtk_widget_set_child_visible (plot, plot_shown);
   if (plot_shown)
     {
@@ -639,6 +699,7 @@ tern_stats_bar_get_n_plot_samples (TernStatsBar *self)
 static void
 tern_stats_bar_dispose (GObject *object)
 {
+  forget_summary (TERN_STATS_BAR (object));
   gtk_widget_dispose_template (GTK_WIDGET (object), TERN_TYPE_STATS_BAR);
   G_OBJECT_CLASS (tern_stats_bar_parent_class)->dispose (object);
 }
