@@ -1272,15 +1272,18 @@ on_remote_use (GtkButton *button,
   g_signal_emit (self, signals[SIGNAL_USE_MODEL], 0, ref, ref);
 }
 
+/* A server's model (REF), or the server itself that could not list its
+ * models (REF NULL: FAILURE says why). */
 static void
 remote_row (TernModelManager *self,
             const char       *title,
             const char       *subtitle,
-            const char       *ref)
+            const char       *ref,
+            const char       *failure)
 {
   GtkWidget *row = adw_action_row_new ();
   g_autofree char *t = g_markup_escape_text (title, -1);
-  g_autofree char *st = g_markup_escape_text (subtitle, -1);
+  g_autofree char *st = g_markup_escape_text (subtitle != NULL ? subtitle : "", -1);
 
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), t);
   adw_action_row_set_subtitle (ADW_ACTION_ROW (row), st);
@@ -1295,7 +1298,9 @@ remote_row (TernModelManager *self,
       adw_action_row_add_suffix (ADW_ACTION_ROW (row), use);
     }
   else
-    gtk_widget_add_css_class (row, "error");
+    /* Only the failure in red: the whole row was, the server's address
+     * too, unlike a failed download's row. */
+    tern_row_set_failure (row, NULL, failure);
   adw_preferences_group_add (self->remote_group, row);
   g_ptr_array_add (self->remote_rows, row);
 }
@@ -1322,11 +1327,11 @@ on_remote_models (GObject      *source,
       g_autofree char *where = g_strdup_printf (_("Remote · %s"), shown);
 
       if (models == NULL)
-        remote_row (l->self, shown, error->message, NULL);
+        remote_row (l->self, shown, NULL, NULL, error->message);
       for (guint i = 0; models != NULL && models[i] != NULL; i++)
         {
           g_autofree char *ref = tern_remote_ref_new (l->url, models[i]);
-          remote_row (l->self, models[i], where, ref);
+          remote_row (l->self, models[i], where, ref, NULL);
         }
     }
   g_object_unref (l->self);

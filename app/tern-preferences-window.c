@@ -7,6 +7,7 @@
 #ifdef TERN_HAVE_MANAGER
 #include "tern-connections.h"
 #include "tern-remote.h"
+#include "tern-row-failure.h"
 #endif
 
 #include "tern-engine-worker.h"
@@ -545,9 +546,7 @@ on_test_done (GObject      *source,
       g_object_unref (row);
       return;
     }
-  if (models == NULL)
-    text = g_strdup (error->message);
-  else
+  if (models != NULL)
     {
       list = g_strjoinv (", ", models);
       /* Translators: "3 models: qwen3-32b, llama-70b, ..." */
@@ -562,17 +561,17 @@ on_test_done (GObject      *source,
     /* The warning stays above whatever the test says. */
     if (tern_connections_has_password (url))
       {
-        g_autofree char *both = g_strconcat (plain_password_warning (), "\n", text, NULL);
+        g_autofree char *both = text != NULL ? g_strconcat (plain_password_warning (), "\n", text, NULL)
+                                             : g_strdup (plain_password_warning ());
         g_free (text);
         text = g_steal_pointer (&both);
       }
-    escaped = g_markup_escape_text (text, -1);
+    escaped = g_markup_escape_text (text != NULL ? text : "", -1);
     adw_action_row_set_subtitle (row, escaped);
   }
-  if (models == NULL)
-    gtk_widget_add_css_class (GTK_WIDGET (row), "error");
-  else
-    gtk_widget_remove_css_class (GTK_WIDGET (row), "error");
+  /* The failure on a line of its own, alone in red, as on the Models
+   * panel's rows: the whole row was, the server's address too. */
+  tern_row_set_failure (GTK_WIDGET (row), NULL, models == NULL ? error->message : NULL);
   g_object_unref (row);
 }
 
@@ -585,6 +584,7 @@ on_connection_test (GtkButton *button,
   const char *url = g_object_get_data (G_OBJECT (row), "tern-url");
 
   adw_action_row_set_subtitle (row, _("Testing…"));
+  tern_row_set_failure (GTK_WIDGET (row), NULL, NULL);
   tern_connections_list_models_async (url, self->cancellable, on_test_done, g_object_ref (row));
 }
 

@@ -224,6 +224,71 @@ find_button (GtkWidget  *widget,
   return NULL;
 }
 
+/* A row's failure sentence: the label of its own under its subtitle
+ * (tern-row-failure), NULL when there is none. */
+static GtkWidget *
+failure_label (GtkWidget *widget)
+{
+  if (GTK_IS_LABEL (widget) && gtk_widget_has_css_class (widget, "tern-row-failure"))
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = failure_label (c);
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* Visible widgets under widget (itself included) with the error style. */
+static guint
+count_error_styled (GtkWidget *widget)
+{
+  guint n = gtk_widget_get_visible (widget) && gtk_widget_has_css_class (widget, "error");
+
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
+    n += count_error_styled (c);
+  return n;
+}
+
+/* A row that failed shows it: in the error style, or its failure sentence. */
+static gboolean
+row_failed (AdwActionRow *row,
+            double        timeout_s)
+{
+  gint64 end = g_get_monotonic_time () + (gint64) (timeout_s * G_USEC_PER_SEC);
+
+  for (;;)
+    {
+      GtkWidget *failure = failure_label (GTK_WIDGET (row));
+
+      if (gtk_widget_has_css_class (GTK_WIDGET (row), "error")
+          || (failure != NULL && gtk_widget_get_visible (failure)))
+        return TRUE;
+      if (g_get_monotonic_time () >= end)
+        return FALSE;
+      g_main_context_iteration (NULL, FALSE);
+    }
+}
+
+/* Only the failure's sentence is red (as on a failed download's row in the
+ * Models panel), not the row with its address: WHAT says which row. */
+static void
+check_only_sentence_red (AdwActionRow *row,
+                         const char   *what)
+{
+  GtkWidget *failure = failure_label (GTK_WIDGET (row));
+
+  CHECKF (!gtk_widget_has_css_class (GTK_WIDGET (row), "error"), "%s: the whole row is red", what);
+  CHECKF (failure != NULL && gtk_widget_get_visible (failure)
+            && gtk_widget_has_css_class (failure, "error")
+            && strstr (gtk_label_get_text (GTK_LABEL (failure)), "annot reach") != NULL,
+          "%s: no red failure sentence (%s)", what,
+          failure != NULL ? gtk_label_get_text (GTK_LABEL (failure)) : "none");
+  CHECKF (count_error_styled (GTK_WIDGET (row)) == 1, "%s: %u widgets red", what,
+          count_error_styled (GTK_WIDGET (row)));
+}
+
 static void
 ask (TernWindow *w,
      const char *text)
@@ -504,6 +569,46 @@ main (void)
           "server gone: %s", tern_window_get_last_error (w));
   CHECKF (tern_window_get_n_rows (w) >= rows, "%u rows before, %u after", rows,
           tern_window_get_n_rows (w));
+
+  /* The server's row in Preferences, tested again, and in the Models
+   * panel: only the sentence that says it cannot be reached is red. */
+  prefs = tern_preferences_window_new (GTK_WINDOW (w), settings);
+  gtk_window_present (GTK_WINDOW (prefs));
+  row = find_row (GTK_WIDGET (prefs), url);
+  CHECKF (row != NULL, "a row for %s", url);
+  if (row != NULL)
+    {
+      GtkButton *test = find_button (GTK_WIDGET (row), "_Test");
+      CHECK (test != NULL);
+      if (test != NULL)
+        g_signal_emit_by_name (test, "clicked");
+      CHECKF (row_failed (row, 30), "test of a server gone: %s", adw_action_row_get_subtitle (row));
+      check_only_sentence_red (row, "Preferences");
+    }
+  gtk_window_destroy (GTK_WINDOW (prefs));
+  activate (w, "model-manager", NULL);
+  {
+    GtkWidget *models = models_window ();
+    g_autofree char *shown = tern_remote_url_shown (url);
+    AdwActionRow *server_row = NULL;
+    gint64 end = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+
+    CHECK (models != NULL);
+    while (models != NULL && server_row == NULL && g_get_monotonic_time () < end)
+      {
+        server_row = find_row (models, shown);
+        g_main_context_iteration (NULL, FALSE);
+      }
+    CHECKF (server_row != NULL, "a row for the server gone, %s", shown);
+    if (server_row != NULL)
+      {
+        CHECK (row_failed (server_row, 30));
+        check_only_sentence_red (server_row, "Models");
+        save_screenshot (models, "remote-models-gone.png");
+      }
+    if (models != NULL)
+      gtk_window_destroy (GTK_WINDOW (models));
+  }
 
   /* A connection dropped mid-answer, then 429: sentences, and the text
    * streamed before the drop stays in the chat. */
