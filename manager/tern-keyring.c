@@ -3,6 +3,9 @@
 
 #include "tern-manager-private.h"
 
+#define KEY_SCHEMA "io.github.tern.Tern.RemoteKey"
+#define PASSWORD_SCHEMA "io.github.tern.Tern.RemotePassword"
+
 #ifdef TERN_HAVE_LIBSECRET
 #include <libsecret/secret.h>
 
@@ -11,7 +14,7 @@ static const SecretSchema *
 key_schema (void)
 {
   static const SecretSchema schema = {
-    .name = "io.github.tern.Tern.RemoteKey",
+    .name = KEY_SCHEMA,
     .flags = SECRET_SCHEMA_NONE,
     .attributes = { { "url", SECRET_SCHEMA_ATTRIBUTE_STRING }, { NULL, 0 } },
   };
@@ -24,7 +27,7 @@ static const SecretSchema *
 password_schema (void)
 {
   static const SecretSchema schema = {
-    .name = "io.github.tern.Tern.RemotePassword",
+    .name = PASSWORD_SCHEMA,
     .flags = SECRET_SCHEMA_NONE,
     .attributes = { { "url", SECRET_SCHEMA_ATTRIBUTE_STRING }, { NULL, 0 } },
   };
@@ -100,34 +103,34 @@ clear_in (const SecretSchema *schema, const char *url, GError **error)
   return TRUE;
 }
 
-char *
-tern_keyring_lookup (const char *url, GError **error)
+static char *
+real_lookup (const char *url, GError **error)
 {
   return lookup_in (key_schema (), url, error);
 }
 
-gboolean
-tern_keyring_store (const char *url, const char *key, GError **error)
+static gboolean
+real_store (const char *url, const char *key, GError **error)
 {
   g_autofree char *label = g_strdup_printf (_("Tern: API key for %s"), url);
 
   return store_in (key_schema (), label, url, key, _(KEY_UNAVAILABLE), error);
 }
 
-gboolean
-tern_keyring_clear (const char *url, GError **error)
+static gboolean
+real_clear (const char *url, GError **error)
 {
   return clear_in (key_schema (), url, error);
 }
 
-char *
-tern_keyring_lookup_password (const char *url, GError **error)
+static char *
+real_lookup_password (const char *url, GError **error)
 {
   return lookup_in (password_schema (), url, error);
 }
 
-gboolean
-tern_keyring_store_password (const char *url, const char *password, GError **error)
+static gboolean
+real_store_password (const char *url, const char *password, GError **error)
 {
   g_autofree char *label = g_strdup_printf (_("Tern: password for %s"), url);
 
@@ -138,8 +141,8 @@ tern_keyring_store_password (const char *url, const char *password, GError **err
                    error);
 }
 
-gboolean
-tern_keyring_clear_password (const char *url, GError **error)
+static gboolean
+real_clear_password (const char *url, GError **error)
 {
   return clear_in (password_schema (), url, error);
 }
@@ -160,16 +163,16 @@ tern_keyring_built (void)
   return FALSE;
 }
 
-char *
-tern_keyring_lookup (const char *url, GError **error)
+static char *
+real_lookup (const char *url, GError **error)
 {
   (void) url;
   (void) error;
   return NULL;
 }
 
-gboolean
-tern_keyring_store (const char *url, const char *key, GError **error)
+static gboolean
+real_store (const char *url, const char *key, GError **error)
 {
   (void) url;
   (void) key;
@@ -177,8 +180,8 @@ tern_keyring_store (const char *url, const char *key, GError **error)
   return FALSE;
 }
 
-gboolean
-tern_keyring_clear (const char *url, GError **error)
+static gboolean
+real_clear (const char *url, GError **error)
 {
   (void) url;
   (void) error;
@@ -186,14 +189,14 @@ tern_keyring_clear (const char *url, GError **error)
 }
 
 /* Without a keyring nothing is kept, a key no more than a password. */
-char *
-tern_keyring_lookup_password (const char *url, GError **error)
+static char *
+real_lookup_password (const char *url, GError **error)
 {
-  return tern_keyring_lookup (url, error);
+  return real_lookup (url, error);
 }
 
-gboolean
-tern_keyring_store_password (const char *url, const char *password, GError **error)
+static gboolean
+real_store_password (const char *url, const char *password, GError **error)
 {
   (void) url;
   (void) password;
@@ -203,10 +206,95 @@ tern_keyring_store_password (const char *url, const char *password, GError **err
   return FALSE;
 }
 
-gboolean
-tern_keyring_clear_password (const char *url, GError **error)
+static gboolean
+real_clear_password (const char *url, GError **error)
 {
-  return tern_keyring_clear (url, error);
+  return real_clear (url, error);
 }
 
 #endif
+
+char *
+tern_keyring_address (const char *url)
+{
+  const GUriFlags flags = G_URI_FLAGS_HAS_PASSWORD | G_URI_FLAGS_ENCODED;
+  g_autoptr (GUri) uri = url ? g_uri_parse (url, flags, NULL) : NULL;
+  g_autoptr (GUri) bare = NULL;
+
+  if (uri == NULL || g_uri_get_password (uri) == NULL)
+    return g_strdup (url);
+  bare = g_uri_build_with_user (flags, g_uri_get_scheme (uri), g_uri_get_user (uri), NULL, NULL,
+                                g_uri_get_host (uri), g_uri_get_port (uri), g_uri_get_path (uri),
+                                g_uri_get_query (uri), g_uri_get_fragment (uri));
+  return g_uri_to_string (bare);
+}
+
+/* ------------------------------------------------------------ the tests' seam */
+
+static TernKeyringTestHook test_hook;
+
+void
+_tern_keyring_set_test_hook (TernKeyringTestHook hook)
+{
+  test_hook = hook;
+}
+
+static char *
+hooked_lookup (const char *schema, const char *url, GError **error)
+{
+  char *found = NULL;
+
+  test_hook (TERN_KEYRING_TEST_LOOKUP, schema, NULL, url, NULL, &found, error);
+  return found;
+}
+
+char *
+tern_keyring_lookup (const char *url, GError **error)
+{
+  return test_hook ? hooked_lookup (KEY_SCHEMA, url, error) : real_lookup (url, error);
+}
+
+gboolean
+tern_keyring_store (const char *url, const char *key, GError **error)
+{
+  g_autofree char *label = NULL;
+
+  if (!test_hook)
+    return real_store (url, key, error);
+  label = g_strdup_printf (_("Tern: API key for %s"), url);
+  return test_hook (TERN_KEYRING_TEST_STORE, KEY_SCHEMA, label, url, key, NULL, error);
+}
+
+gboolean
+tern_keyring_clear (const char *url, GError **error)
+{
+  if (!test_hook)
+    return real_clear (url, error);
+  return test_hook (TERN_KEYRING_TEST_CLEAR, KEY_SCHEMA, NULL, url, NULL, NULL, error);
+}
+
+char *
+tern_keyring_lookup_password (const char *url, GError **error)
+{
+  return test_hook ? hooked_lookup (PASSWORD_SCHEMA, url, error)
+                   : real_lookup_password (url, error);
+}
+
+gboolean
+tern_keyring_store_password (const char *url, const char *password, GError **error)
+{
+  g_autofree char *label = NULL;
+
+  if (!test_hook)
+    return real_store_password (url, password, error);
+  label = g_strdup_printf (_("Tern: password for %s"), url);
+  return test_hook (TERN_KEYRING_TEST_STORE, PASSWORD_SCHEMA, label, url, password, NULL, error);
+}
+
+gboolean
+tern_keyring_clear_password (const char *url, GError **error)
+{
+  if (!test_hook)
+    return real_clear_password (url, error);
+  return test_hook (TERN_KEYRING_TEST_CLEAR, PASSWORD_SCHEMA, NULL, url, NULL, NULL, error);
+}

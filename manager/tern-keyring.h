@@ -27,4 +27,26 @@ char    *tern_keyring_lookup_password (const char *url, GError **error);
 gboolean tern_keyring_store_password  (const char *url, const char *password, GError **error);
 gboolean tern_keyring_clear_password  (const char *url, GError **error);
 
+/* The address an item is kept under: url without the password it may carry
+ * (https://user:password@host/v1 -> https://user@host/v1, the user kept, as
+ * the app keys them), so that no item's attributes or label hold a password
+ * in clear; url itself when it has none or is no URI. g_free. */
+char    *tern_keyring_address (const char *url);
+
+/* Tests only (no Secret Service runs under a test): with a hook set, each
+ * lookup, store and clear above goes to it instead, with the item's schema
+ * name, its label (store only, else NULL), its url attribute and its secret
+ * (store only); a lookup puts what it finds in *found. NULL puts the
+ * keyring back. */
+typedef enum
+{
+  TERN_KEYRING_TEST_LOOKUP,
+  TERN_KEYRING_TEST_STORE,
+  TERN_KEYRING_TEST_CLEAR,
+} TernKeyringTestOp;
+typedef gboolean (*TernKeyringTestHook) (TernKeyringTestOp op, const char *schema,
+                                         const char *label, const char *url, const char *secret,
+                                         char **found, GError **error);
+void     _tern_keyring_set_test_hook (TernKeyringTestHook hook);
+
 G_END_DECLS
