@@ -193,6 +193,7 @@ typedef struct answer {
     bool in_think; /* <think> printed, </think> not yet */
     GString *text;
     GString *reasoning;
+    int pieces; /* of this answer, for a message if it could not be written */
 } answer;
 
 static gboolean on_piece(TernRemotePiece kind, const char *text, gsize len, gpointer user) {
@@ -213,8 +214,11 @@ static gboolean on_piece(TernRemotePiece kind, const char *text, gsize len, gpoi
             a->in_think = false;
         }
     }
-    if (!a->json)
-        cli_answer_write(text, len);
+    a->pieces++;
+    /* A piece that cannot be written stops the answer, as in a local run
+     * (cli_stdout_error): the rest would go nowhere. */
+    if (!a->json && !cli_answer_write(text, len))
+        return FALSE;
     return TRUE;
 }
 
@@ -274,6 +278,7 @@ static int ask(const ropts *o, TernRemote *r, const char *model, GArray *msgs, a
     g_string_truncate(a->text, 0);
     g_string_truncate(a->reasoning, 0);
     a->in_think = false;
+    a->pieces = 0;
     g_cancellable_reset(g_cancel);
     g_generating = 1;
     gboolean ok = tern_remote_chat(r, model, (const TernRemoteMessage *)msgs->data, msgs->len,
@@ -282,6 +287,14 @@ static int ask(const ropts *o, TernRemote *r, const char *model, GArray *msgs, a
     cli_answer_end();
     if (!o->json && a->in_think)
         fputs("\n</think>\n", stdout);
+    /* Said with how far it got and without a stats line, which would
+     * describe an answer no one received (the local run's words). */
+    const int out_errno = o->json ? 0 : cli_stdout_error();
+    if (out_errno) {
+        cli_error(_("cannot write the standard output: %s; the answer stopped at token %d"),
+                  g_strerror(out_errno), a->pieces);
+        return CLI_EXIT_BAD_INPUT;
+    }
     if (!ok && g_error_matches(e, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
         if (!o->json && a->text->len + a->reasoning->len == 0) {
             fputs(_("\n[cancelled]\n"), stderr);

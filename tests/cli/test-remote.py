@@ -1,6 +1,8 @@
 """tern-cli run --remote's own edges (cli/cmd-run-remote.c), against a
 stand-in server in this process:
 
+- an answer that cannot be written (standard output on /dev/full) fails
+  with exit status 2 and a sentence that says why, as a local run does;
 - --store-key keeps the key under the address without its password: the
   keyring item's attributes and label are stored in clear (docs/REMOTE.md).
   No Secret Service runs in a test: tern-cli-test-keyring (cli/meson.build),
@@ -85,6 +87,23 @@ def env_of(**more):
     e.update(more)
     return e
 
+
+# ------------------------------------------------ an answer that goes nowhere
+
+if os.path.exists("/dev/full"):
+    for mode in (["-p", "hi"], []):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([CLI, "run", "--remote", URL] + mode, stdout=full,
+                               stderr=subprocess.PIPE, input="hi\n", text=True, env=env_of(),
+                               timeout=120)
+        name = "one prompt" if mode else "a chat"
+        check("%s to /dev/full: exit status 2" % name, r.returncode == 2,
+              "exit %d, stderr: %s" % (r.returncode, r.stderr))
+        check("%s to /dev/full: says the output could not be written" % name,
+              "cannot write the standard output: No space left on device" in r.stderr
+              and "[prompt " not in r.stderr, r.stderr)
+else:
+    print("note: no /dev/full; the failed write is not checked")
 
 # ------------------------------------------------ the keyring's items
 
