@@ -34,6 +34,45 @@ static void usage(FILE *out) {
               "The weights are random: the model's output is meaningless.\n"));
 }
 
+/* The parameters of the shape, the embedding's rows left out (the
+ * vocabulary's size is known only once the tokenizer is read): what tells
+ * one random model from another in the app's model list. */
+static double shape_params(const tn_mkmodel_params *p) {
+    const double embd = (double)p->n_embd, q = (double)p->n_head * (double)p->head_dim;
+    const double kv = (double)p->n_head_kv * (double)p->head_dim;
+    double per_layer = embd * q * 2 + embd * kv * 2; /* q, o; k, v */
+    const bool experts_only = p->arch && (!strcmp(p->arch, "qwen3moe") ||
+                                          !strcmp(p->arch, "gpt-oss"));
+    if (!experts_only)
+        per_layer += 3.0 * embd * (double)p->n_ff;
+    if (p->n_expert > 0)
+        per_layer += (double)p->n_expert * (3.0 * embd * (double)p->n_ff_exp + embd);
+    double total = per_layer * (double)p->n_layer;
+    if (p->vocab_size > 0)
+        total += (double)p->vocab_size * embd * (p->tied_output ? 1 : 2);
+    return total;
+}
+
+/* "Random llama 1B-shape (Q4_0)": the default general.name, "Random" in it
+ * so that Tern still knows it for a random-weight model (tn_model_is_demo). */
+static void default_name(const tn_mkmodel_params *p, char *name, size_t size) {
+    const double n = shape_params(p);
+    char count[32], type[32];
+    /* 973 M weights (Llama 3.2 1B's layers) read "1B", as models are named. */
+    const double unit = n >= 0.95e9 ? 1e9 : n >= 0.95e6 ? 1e6 : 1e3;
+    const char *suffix = unit == 1e9 ? "B" : unit == 1e6 ? "M" : "K";
+    const double v = n / unit;
+    if (v < 9.95 && v - (double)(long)(v + 0.05) > 0.05)
+        snprintf(count, sizeof count, "%.1f%s", v, suffix);
+    else
+        snprintf(count, sizeof count, "%.0f%s", v, suffix);
+    size_t k = 0;
+    for (const char *c = p->type ? p->type : ""; *c && k + 1 < sizeof type; c++)
+        type[k++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+    type[k] = '\0';
+    snprintf(name, size, "Random %s %s-shape (%s)", p->arch ? p->arch : "", count, type);
+}
+
 static bool parse_i64(const char *opt, const char *s, int64_t *out) {
     char *end;
     errno = 0;
@@ -71,7 +110,7 @@ int cmd_mkmodel(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            cli_print_help(usage);
             return CLI_EXIT_OK;
         }
         if (!strcmp(a, "--tied")) {
@@ -149,6 +188,11 @@ int cmd_mkmodel(int argc, char **argv) {
     if (!out) {
         cli_error(_("mkmodel: no output file (-o OUT.gguf)"));
         return CLI_EXIT_USAGE;
+    }
+    char name[160];
+    if (!p.name) {
+        default_name(&p, name, sizeof name);
+        p.name = name;
     }
     tn_error err;
     if (tn_mkmodel(&p, out, &err) != TN_OK) {

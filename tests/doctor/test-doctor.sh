@@ -199,7 +199,7 @@ printf 'Max locked memory         65536                65536                byte
 doctor "$t" --backend xrt -m "$tmp/tiny.gguf"
 status "memlock, model" 3
 line "memlock, model" "  FAIL  memlock limit: 64 KiB, below the 140 KiB the NPU's buffers pin"
-line "decode bound, no bandwidth" "  INFO  decode bound for Tern demo model (random weights): needs the bandwidth (88 KiB read per token)"
+line "decode bound, no bandwidth" "  INFO  decode bound for Random llama 9.2K-shape (F32): needs the bandwidth (88 KiB read per token)"
 printf 'Max locked memory         8388608              8388608              bytes\n' >"$t/proc/self/limits"
 doctor "$t" --backend xrt -m "$tmp/tiny.gguf"
 line "memlock, model" "  OK    memlock limit: 8 MiB (needs 140 KiB)"
