@@ -182,7 +182,7 @@ int cmd_bench_sampler(int argc, char **argv) {
         if (!strcmp(a, "--sampler"))
             continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            cli_print_help(usage);
             return CLI_EXIT_OK;
         }
         if (i + 1 >= argc) {

@@ -165,7 +165,7 @@ int cmd_bench_spec(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            cli_print_help(usage);
             return CLI_EXIT_OK;
         }
         if (i + 1 >= argc) {

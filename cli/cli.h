@@ -234,6 +234,15 @@ void cli_json_string(FILE *f, const char *s, size_t n);
  * (the stats line, the CLI's own "<think>"). */
 bool cli_answer_write(const char *s, size_t n);
 void cli_answer_end(void);
+
+/* A command's --help, printed by `print` and written to stdout with every
+ * line wider than CLI_HELP_COLUMNS broken at a space (or between two wide
+ * characters), the rest indented under the line's first words: a terminal
+ * would break it mid-word, and a translation may be longer than the
+ * English that was wrapped by hand. */
+#define CLI_HELP_COLUMNS 80
+void cli_print_help(void (*print)(FILE *out));
+void cli_write_wrapped(FILE *out, const char *text, size_t len);
 /* 0 while everything written to stdout so far reached it (flushed here);
  * else the errno of the first write that failed (EIO when stdio kept none),
  * from then on. cli_answer_write returns whether it is 0: a command that

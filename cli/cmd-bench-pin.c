@@ -242,7 +242,7 @@ int cmd_bench_pin(int argc, char **argv) {
             continue;
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            cli_print_help(usage);
             return CLI_EXIT_OK;
         }
         if (!strcmp(a, "--json")) {

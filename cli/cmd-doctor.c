@@ -94,7 +94,7 @@ int cmd_doctor(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            cli_print_help(usage);
             return CLI_EXIT_OK;
         } else if (!strcmp(a, "--quick")) {
             quick = true;

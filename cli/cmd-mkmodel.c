@@ -32,6 +32,21 @@ static void usage(FILE *out) {
               "      synthetic vocabulary. --vocab-size pads --tokenizer's vocabulary to N rows\n"
               "      with unused [PADn] tokens, as llama.cpp's converter does (gpt-oss: 201088).\n"
               "The weights are random: the model's output is meaningless.\n"));
+    fputs(_("\n"
+            "  --name NAME      general.name; default: the architecture, size and type,\n"
+            "                   such as \"Random llama 1B-shape (Q4_0)\"\n"
+            "  --seed S         the seed of the random weights (default 1)\n"
+            "  --logit-scale X  the spread (standard deviation) of the logits, 0.001 to\n"
+            "                   999 (default 10): peaked, so that greedy decoding is\n"
+            "                   well defined\n"
+            "  -t THREADS       threads that generate and quantize the weights\n"
+            "                   (default: every core)\n"
+            "  --row-pool N     quantize only N random rows per tensor and fill the rest\n"
+            "                   with copies of them: full-size files in minutes, for\n"
+            "                   memory and speed figures only (the rows are not\n"
+            "                   independent; see docs/MKMODEL.md)\n"
+            "  --vocab-size N   pad the vocabulary of --tokenizer to N rows (above)\n"),
+          out);
 }
 
 /* The parameters of the shape, the embedding's rows left out (the

@@ -51,7 +51,7 @@ int cmd_perplexity(int argc, char **argv) {
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
+            cli_print_help(usage);
             return CLI_EXIT_OK;
         }
         bool ok = true;

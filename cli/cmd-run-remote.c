@@ -75,7 +75,7 @@ static int parse_args(int argc, char **argv, ropts *o) {
         long l;
         double d;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
+            cli_print_help(usage);
             return -1;
         } else if (!strcmp(a, "--remote")) {
             o->url = v;

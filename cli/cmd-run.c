@@ -95,7 +95,7 @@ static int parse_args(int argc, char **argv, opts *o) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true, takes = true;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
+            cli_print_help(usage);
             return -1;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             o->model = v;

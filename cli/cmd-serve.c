@@ -99,7 +99,7 @@ int cmd_serve(int argc, char **argv) {
         if (spec_arg > 0)
             continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            cli_print_help(usage);
             return CLI_EXIT_OK;
         }
         if (!strcmp(a, "--no-pin-cache")) {

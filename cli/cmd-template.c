@@ -116,7 +116,7 @@ int cmd_template(int argc, char **argv) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            cli_print_help(usage);
             rc = CLI_EXIT_OK;
             goto done;
         } else if (!strcmp(a, "--no-generation-prompt")) {

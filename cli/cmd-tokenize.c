@@ -111,7 +111,7 @@ int cmd_tokenize(int argc, char **argv) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            tokenize_usage(stdout);
+            cli_print_help(tokenize_usage);
             free(words);
             return CLI_EXIT_OK;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has_value) {
@@ -230,7 +230,7 @@ int cmd_detokenize(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            detokenize_usage(stdout);
+            cli_print_help(detokenize_usage);
             tn_tokens_free(&ids);
             return CLI_EXIT_OK;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) {

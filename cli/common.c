@@ -224,3 +224,116 @@ cli_spread cli_spread_of(double *v, int n) {
     s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
     return s;
 }
+
+/* Columns of the UTF-8 character at s, its length in *n: two for the wide
+ * characters of Chinese, Japanese and Korean (the zh_CN help), else one. */
+static int char_columns(const unsigned char *s, size_t left, size_t *n) {
+    const unsigned c = s[0];
+    size_t k = c < 0xc0 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+    if (k > left)
+        k = left;
+    uint32_t cp = k == 1 ? c : c & (0x7fu >> k);
+    for (size_t i = 1; i < k; i++)
+        cp = cp << 6 | (s[i] & 0x3fu);
+    *n = k;
+    if (c >= 0x80 && c < 0xc0)
+        return 0; /* a stray continuation byte */
+    const bool wide = (cp >= 0x1100 && cp <= 0x115f) || (cp >= 0x2e80 && cp <= 0xa4cf) ||
+                      (cp >= 0xac00 && cp <= 0xd7a3) || (cp >= 0xf900 && cp <= 0xfaff) ||
+                      (cp >= 0xfe30 && cp <= 0xfe4f) || (cp >= 0xff00 && cp <= 0xff60) ||
+                      (cp >= 0xffe0 && cp <= 0xffe6) || (cp >= 0x20000 && cp <= 0x3fffd);
+    return wide ? 2 : 1;
+}
+
+/* Where the rest of a broken line starts: under a usage line's command,
+ * under an option's description ("  --seed S   the seed": the column after
+ * the first gap of two spaces), else under the line's own indentation. */
+static int continuation_indent(const char *line, size_t len) {
+    size_t lead = 0;
+    while (lead < len && line[lead] == ' ')
+        lead++;
+    /* "usage: tern-cli ...", "Aufruf: tern-cli ...": under the command's
+     * options, as the usage lines that follow it. */
+    for (size_t i = 0; i < 16 && i + 9 <= len && !lead; i++)
+        if (!memcmp(line + i, "tern-cli ", 9))
+            return (int)i + 2;
+    for (size_t i = lead; i + 2 < len && i < 40; i++)
+        if (line[i] != ' ' && line[i + 1] == ' ' && line[i + 2] == ' ') {
+            size_t d = i + 1;
+            while (d < len && line[d] == ' ')
+                d++;
+            if (d < 40 && d < len)
+                return (int)d;
+            break;
+        }
+    return lead ? (int)lead + 2 : 0;
+}
+
+static void write_wrapped_line(FILE *out, const char *line, size_t len) {
+    const int indent = continuation_indent(line, len);
+    size_t start = 0;
+    int col0 = 0; /* the columns already taken: the indent of a continuation */
+    for (;;) {
+        int col = col0;
+        size_t i = start, cut = 0, resume = 0;
+        while (i < len) {
+            size_t n;
+            const int w = char_columns((const unsigned char *)line + i, len - i, &n);
+            if (col + w > CLI_HELP_COLUMNS && cut)
+                break;
+            if (line[i] == ' ' && i > start && line[i - 1] != ' ' &&
+                (int)i > (start ? 0 : indent)) {
+                cut = i;
+                resume = i + 1;
+            } else if (w == 2 && i > start) {
+                cut = i;
+                resume = i;
+            }
+            col += w;
+            i += n;
+        }
+        if (i >= len) {
+            fwrite(line + start, 1, len - start, out);
+            fputc('\n', out);
+            return;
+        }
+        fwrite(line + start, 1, cut - start, out);
+        fputc('\n', out);
+        while (resume < len && line[resume] == ' ')
+            resume++;
+        if (resume >= len)
+            return;
+        fprintf(out, "%*s", indent, "");
+        start = resume;
+        col0 = indent;
+    }
+}
+
+void cli_write_wrapped(FILE *out, const char *text, size_t len) {
+    size_t start = 0;
+    while (start < len) {
+        const char *nl = memchr(text + start, '\n', len - start);
+        const size_t end = nl ? (size_t)(nl - text) : len;
+        if (end > start)
+            write_wrapped_line(out, text + start, end - start);
+        else
+            fputc('\n', out);
+        start = end + 1;
+    }
+}
+
+void cli_print_help(void (*print)(FILE *out)) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) {
+        print(stdout); /* out of memory: unwrapped rather than nothing */
+        return;
+    }
+    print(mem);
+    if (fclose(mem) == 0)
+        cli_write_wrapped(stdout, buf, len);
+    else
+        print(stdout);
+    free(buf);
+}

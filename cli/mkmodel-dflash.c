@@ -42,7 +42,7 @@ int cmd_mkmodel_dflash(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            cli_print_help(usage);
             return CLI_EXIT_OK;
         }
         if (!strcmp(a, "--gemma-layers")) {
@@ -139,7 +139,7 @@ int cmd_mkmodel_mtp(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage_mtp(stdout);
+            cli_print_help(usage_mtp);
             return CLI_EXIT_OK;
         }
         if (i + 1 >= argc) {

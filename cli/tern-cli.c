@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
         return CLI_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        usage(stdout);
+        cli_print_help(usage);
         return check_stdout(CLI_EXIT_OK);
     }
     if (!strcmp(argv[1], "--version")) {

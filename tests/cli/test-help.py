@@ -126,6 +126,30 @@ for cmd in sorted(COMMANDS):
         if not re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", r.stdout):
             failures.append("tern-cli %s --help does not name its mode %s" % (cmd, opt))
 
+# Every --help fits a terminal of 80 columns: template's list of kinds was
+# one line of 130, which a terminal breaks mid-word. Each command and each
+# mode with its own help.
+ALL_MODES = [(cmd,) for cmd in sorted(COMMANDS)] + [("run", "--remote", "x"),
+    ("run", "--single-turn"), ("run", "--chat"), ("bench", "--pin"), ("bench", "--spec", "x"),
+    ("bench", "--sampler")] + [("mkmodel", "--arch", a) for a in sorted(MKMODEL_OWN)]
+for mode in ALL_MODES:
+    r = help_of(mode)
+    if r.returncode != 0:
+        continue  # said above, or a mode this build lacks
+    for line in r.stdout.splitlines():
+        checked += 1
+        if len(line) > 80:
+            failures.append("tern-cli %s --help: a line of %d columns: %r"
+                            % (" ".join(mode), len(line), line))
+
+# mkmodel's options are each explained, not only listed in its usage.
+mk = help_of(("mkmodel",)).stdout
+for opt in ("--logit-scale", "--row-pool", "-t", "--vocab-size", "--name", "--seed"):
+    checked += 1
+    if not re.search(r"^\s+" + re.escape(opt) + r"(?![\w-])", mk, re.M):
+        failures.append("tern-cli mkmodel --help does not explain %s (no line that starts "
+                        "with it)" % opt)
+
 for f in sorted(set(failures)):
     print("FAIL:", f, file=sys.stderr)
 print("cli-help: %d options checked in %d documents, %d --help texts, %d failed"
