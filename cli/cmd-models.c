@@ -431,14 +431,21 @@ static void on_progress(TernDownloader *dl, const char *tag, guint64 done, guint
         /* As the app's row says it (tern_manager_format_time_left): 75
          * minutes read "75:00 left", as if a clock. */
         g_autofree char *eta_text = tern_manager_format_time_left(eta);
-        /* Translators: after "qwen3:0.6b: 45% of 610 MB, 5.1 MB/s": ", 1 h 05 min left" */
-        g_autofree char *left = eta_text ? g_strdup_printf(_(", %s left"), eta_text) : NULL;
-        fprintf(stderr, "\r%s: %3d%% of %s, %s/s%s\033[K", tag, percent, of, speed,
-                left ? left : "");
+        /* The whole line is one sentence to translate: "of" and "left"
+         * around a translated "1 h 05 min" were English in every language. */
+        g_autofree char *line =
+            eta_text
+                /* Translators: a download's progress: "qwen3:0.6b: 45% of 610 MB, 5.1 MB/s, 1 h 05 min left" */
+                ? g_strdup_printf(_("%s: %3d%% of %s, %s/s, %s left"), tag, percent, of, speed,
+                                  eta_text)
+                /* Translators: a download's progress: "qwen3:0.6b: 45% of 610 MB, 5.1 MB/s" */
+                : g_strdup_printf(_("%s: %3d%% of %s, %s/s"), tag, percent, of, speed);
+        fprintf(stderr, "\r%s\033[K", line);
     } else if (percent / 10 > st->last_decile) {
         /* Logs get a line per tenth, not a line per tick. */
         st->last_decile = percent / 10;
-        fprintf(stderr, "%s: %d%% of %s\n", tag, percent, of);
+        /* Translators: a download's progress in a log: "qwen3:0.6b: 40% of 610 MB" */
+        fprintf(stderr, _("%s: %d%% of %s\n"), tag, percent, of);
     }
 }
 
