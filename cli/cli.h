@@ -241,6 +241,11 @@ void cli_answer_end(void);
  * would break it mid-word, and a translation may be longer than the
  * English that was wrapped by hand. */
 #define CLI_HELP_COLUMNS 80
+
+/* Why a file could not be written, in words a user can act on: a full disk
+ * (ENOSPC), a used-up quota (EDQUOT), a file past what the file system or
+ * ulimit -f allows (EFBIG); strerror's for any other errno. */
+const char *cli_write_cause(int e);
 void cli_print_help(void (*print)(FILE *out));
 void cli_write_wrapped(FILE *out, const char *text, size_t len);
 /* 0 while everything written to stdout so far reached it (flushed here);

@@ -198,9 +198,16 @@ int cmd_perplexity(int argc, char **argv) {
     fprintf(stderr, "%.1f s, %.1f tok/s\n", secs, (double)(n_windows * N) / secs);
     status = CLI_EXIT_OK;
 out:
-    if (dump && fclose(dump) != 0 && status == CLI_EXIT_OK) {
-        cli_error(_("%s: write error"), dump_path);
-        status = CLI_EXIT_BAD_INPUT;
+    if (dump) {
+        /* The first failed write's errno is gone by the time fclose fails
+         * (it said "write error" alone): a last flush finds it again. */
+        errno = 0;
+        const bool failed = fflush(dump) != 0 || ferror(dump);
+        const int e = errno ? errno : EIO;
+        if ((fclose(dump) != 0 || failed) && status == CLI_EXIT_OK) {
+            cli_error(_("%s: cannot write: %s"), dump_path, cli_write_cause(e));
+            status = CLI_EXIT_BAD_INPUT;
+        }
     }
     free(logits);
     free(text);

@@ -337,3 +337,16 @@ void cli_print_help(void (*print)(FILE *out)) {
         print(stdout);
     free(buf);
 }
+
+const char *cli_write_cause(int e) {
+    switch (e) {
+    case ENOSPC: return _("the disk is full");
+#ifdef EDQUOT
+    case EDQUOT: return _("the disk quota of this user is used up");
+#endif
+    case EFBIG:
+        return _("the file is too large for this file system (or past this shell's limit, "
+                 "ulimit -f)");
+    default: return strerror(e);
+    }
+}
