@@ -5,6 +5,7 @@
  * literals never occur (the value is an object), so a number always ends
  * at a byte that belongs to what follows it, and is re-read there. */
 #include "tn-internal.h"
+#include "tn-text.h"
 
 enum {
     M_START,     /* before the object */
@@ -41,9 +42,6 @@ bool tn_json_prefix_complete(const tn_json_prefix *p) { return p->mode == M_DONE
 
 static inline bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 static inline bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
-static inline bool is_hex(uint8_t c) {
-    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
 
 static bool top_is_object(const tn_json_prefix *p) {
     return (p->stack >> (p->depth - 1)) & 1u;
@@ -205,7 +203,7 @@ static bool step(tn_json_prefix *p, uint8_t c) {
         p->mode = M_STR;
         return true;
     case M_HEX:
-        if (!is_hex(c))
+        if (tn_hex_digit(c) < 0)
             return false;
         if (--p->aux == 0)
             p->mode = M_STR;

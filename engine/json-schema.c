@@ -16,6 +16,7 @@
  * property left to write. */
 #include "tn-internal.h"
 #include "tn-json.h"
+#include "tn-text.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -541,15 +542,6 @@ bool tn_json_schema_complete(const tn_json_schema_state *st) { return st->mode =
 
 static inline bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 static inline bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
-static inline int hex_value(uint8_t c) {
-    if (is_digit(c))
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 /* Bits lo..hi-1 of a property table relative to its first entry. */
 static uint64_t range_mask(uint32_t lo, uint32_t hi) {
@@ -794,7 +786,7 @@ static bool step(tn_json_schema_state *st, uint8_t c) {
         st->mode = M_STR;
         return true;
     case M_HEX: {
-        const int h = hex_value(c);
+        const int h = tn_hex_digit(c);
         if (h < 0)
             return false;
         st->hex = (uint16_t)(st->hex << 4 | h);

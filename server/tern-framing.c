@@ -1,5 +1,6 @@
 /* The request's framing, from its raw header bytes (tern-framing.h). */
 #include "tern-framing.h"
+#include "tn-text.h"
 
 #include <glib.h>
 #include <libsoup/soup.h>
@@ -373,16 +374,6 @@ bool tern_framing_is_head(const char *buf, size_t n) {
  * bytes; a longer one is refused here before libsoup could cut it. */
 #define CHUNK_LINE_MAX 100
 
-static int hex_value(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* A line end, CRLF or LF (libsoup reads lines up to the LF): its length, 0
  * when more bytes are needed, -1 when buf starts with something else. */
 static int line_end(const char *buf, size_t n) {
@@ -474,7 +465,7 @@ static tern_framer_verdict chunk_size_step(tern_framer *f, const char *buf, size
      * would read otherwise: no sign, no "0x", no blanks before */
     uint64_t size = 0;
     size_t i = 0, digits = 0;
-    for (int v; i < ll && (v = hex_value(buf[i])) >= 0; i++) {
+    for (int v; i < ll && (v = tn_hex_digit((unsigned char)buf[i])) >= 0; i++) {
         /* Leading zeros are no digits of the size: RFC 9112 allows them,
          * strtoul reads them, and "00000000000000000005" was refused as
          * over 15 digits while main's server took it; the line's length

@@ -10,6 +10,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A hex digit's value (0-9, a-f, A-F), -1 for any other byte: one
+ * definition for the JSON readers' \u escapes and the server's chunk
+ * sizes, so that they cannot disagree on what a hex digit is. */
+static inline int tn_hex_digit(unsigned char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 /* tn_text_one_line's flags. */
 enum {
     /* C0 controls and DEL written as "\xNN", for a name quoted inside a
