@@ -5,7 +5,7 @@
  * literals never occur (the value is an object), so a number always ends
  * at a byte that belongs to what follows it, and is re-read there. */
 #include "tn-internal.h"
-#include "tn-text.h"
+#include "tn-json.h"
 
 enum {
     M_START,     /* before the object */
@@ -16,18 +16,18 @@ enum {
     M_ARR_FIRST, /* after '[': a value or ']' */
     M_VALUE,     /* after ':' or ',' in an array */
     M_AFTER,     /* after a value in a container: ',' or its closing bracket */
-    M_STR,
-    M_ESC,
-    M_HEX,
-    M_UTF8,
-    M_NUM_MINUS, /* "-": a digit must follow */
-    M_NUM_ZERO,  /* a leading 0: no digit may follow */
-    M_NUM_INT,
-    M_NUM_DOT,   /* "1.": a digit must follow */
-    M_NUM_FRAC,
-    M_NUM_E,     /* "1e": a sign or digit */
-    M_NUM_ESIGN, /* "1e+": a digit */
-    M_NUM_EXP,
+    M_STR, /* a string's body: tn_json_lex_string's sub-states from here */
+    M_ESC = M_STR + TN_JSON_LEX_ESC,
+    M_HEX = M_STR + TN_JSON_LEX_HEX,
+    M_UTF8 = M_STR + TN_JSON_LEX_UTF8,
+    M_NUM_MINUS, /* a number: tn_json_lex_number's sub-states from here */
+    M_NUM_ZERO = M_NUM_MINUS + TN_JSON_LEX_NUM_ZERO,
+    M_NUM_INT = M_NUM_MINUS + TN_JSON_LEX_NUM_INT,
+    M_NUM_DOT = M_NUM_MINUS + TN_JSON_LEX_NUM_DOT,
+    M_NUM_FRAC = M_NUM_MINUS + TN_JSON_LEX_NUM_FRAC,
+    M_NUM_E = M_NUM_MINUS + TN_JSON_LEX_NUM_E,
+    M_NUM_ESIGN = M_NUM_MINUS + TN_JSON_LEX_NUM_ESIGN,
+    M_NUM_EXP = M_NUM_MINUS + TN_JSON_LEX_NUM_EXP,
     M_LIT,
 };
 
@@ -41,7 +41,6 @@ void tn_json_prefix_init(tn_json_prefix *p) {
 bool tn_json_prefix_complete(const tn_json_prefix *p) { return p->mode == M_DONE; }
 
 static inline bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-static inline bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 
 static bool top_is_object(const tn_json_prefix *p) {
     return (p->stack >> (p->depth - 1)) & 1u;
@@ -74,12 +73,6 @@ static bool value_start(tn_json_prefix *p, uint8_t c) {
         p->mode = M_STR;
         p->key = false;
         return true;
-    case '-':
-        p->mode = M_NUM_MINUS;
-        return true;
-    case '0':
-        p->mode = M_NUM_ZERO;
-        return true;
     case 't':
     case 'f':
     case 'n':
@@ -87,12 +80,13 @@ static bool value_start(tn_json_prefix *p, uint8_t c) {
         p->lit = c == 't' ? 0 : c == 'f' ? 1 : 2;
         p->aux = 1;
         return true;
-    default:
-        if (c >= '1' && c <= '9') {
-            p->mode = M_NUM_INT;
-            return true;
-        }
-        return false;
+    default: {
+        uint8_t sub, digits;
+        if (!tn_json_lex_number_start(c, &sub, &digits))
+            return false;
+        p->mode = (uint8_t)(M_NUM_MINUS + sub);
+        return true;
+    }
     }
 }
 
@@ -149,112 +143,39 @@ static bool step(tn_json_prefix *p, uint8_t c) {
         }
         return false;
     case M_STR:
-        if (c == '"') {
-            p->mode = p->key ? M_COLON : M_AFTER;
-            return true;
-        }
-        if (c == '\\') {
-            p->mode = M_ESC;
-            return true;
-        }
-        if (c < 0x20)
-            return false; /* control characters must be escaped */
-        if (c < 0x80)
-            return true;
-        /* The lead byte sets the range of the first continuation byte, so
-         * that overlong forms, UTF-16 surrogates and code points beyond
-         * U+10FFFF are refused where they start (RFC 3629's table). */
-        p->lo = 0x80;
-        p->hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF)
-            p->aux = 1;
-        else if (c >= 0xE0 && c <= 0xEF)
-            p->aux = 2;
-        else if (c >= 0xF0 && c <= 0xF4)
-            p->aux = 3;
-        else
-            return false;
-        if (c == 0xE0)
-            p->lo = 0xA0;
-        else if (c == 0xED)
-            p->hi = 0x9F;
-        else if (c == 0xF0)
-            p->lo = 0x90;
-        else if (c == 0xF4)
-            p->hi = 0x8F;
-        p->mode = M_UTF8;
-        return true;
-    case M_UTF8:
-        if (c < p->lo || c > p->hi)
-            return false;
-        p->lo = 0x80;
-        p->hi = 0xBF;
-        if (--p->aux == 0)
-            p->mode = M_STR;
-        return true;
     case M_ESC:
-        if (c == 'u') {
-            p->mode = M_HEX;
-            p->aux = 4;
-            return true;
-        }
-        if (!strchr("\"\\/bfnrt", c) || c == 0)
-            return false;
-        p->mode = M_STR;
-        return true;
     case M_HEX:
-        if (tn_hex_digit(c) < 0)
+    case M_UTF8: {
+        uint8_t sub = (uint8_t)(p->mode - M_STR);
+        const int r = tn_json_lex_string(&sub, &p->aux, &p->lo, &p->hi, NULL, c);
+        if (r == TN_JSON_LEX_BAD)
             return false;
-        if (--p->aux == 0)
-            p->mode = M_STR;
-        return true;
-    case M_NUM_MINUS:
-        if (c == '0')
-            p->mode = M_NUM_ZERO;
-        else if (c >= '1' && c <= '9')
-            p->mode = M_NUM_INT;
+        if (r == TN_JSON_LEX_END)
+            p->mode = p->key ? M_COLON : M_AFTER;
         else
-            return false;
+            p->mode = (uint8_t)(M_STR + sub);
         return true;
+    }
+    case M_NUM_MINUS:
     case M_NUM_ZERO:
     case M_NUM_INT:
-    case M_NUM_FRAC:
-        if (is_digit(c) && p->mode != M_NUM_ZERO)
-            return true;
-        if (c == '.' && p->mode != M_NUM_FRAC) {
-            p->mode = M_NUM_DOT;
-            return true;
-        }
-        if (c == 'e' || c == 'E') {
-            p->mode = M_NUM_E;
-            return true;
-        }
-        p->mode = M_AFTER; /* the number ended: c belongs to what follows */
-        return step(p, c);
     case M_NUM_DOT:
-        if (!is_digit(c))
-            return false;
-        p->mode = M_NUM_FRAC;
-        return true;
+    case M_NUM_FRAC:
     case M_NUM_E:
-        if (c == '+' || c == '-') {
-            p->mode = M_NUM_ESIGN;
-            return true;
-        }
-        if (!is_digit(c))
-            return false;
-        p->mode = M_NUM_EXP;
-        return true;
     case M_NUM_ESIGN:
-        if (!is_digit(c))
+    case M_NUM_EXP: {
+        static const tn_json_lex_num_rules any = {0, 0, 0, false};
+        uint8_t sub = (uint8_t)(p->mode - M_NUM_MINUS), digits = 0;
+        const int r = tn_json_lex_number(&sub, &digits, &any, c);
+        if (r == TN_JSON_LEX_BAD)
             return false;
-        p->mode = M_NUM_EXP;
+        if (r == TN_JSON_LEX_END) {
+            p->mode = M_AFTER; /* the number ended: c belongs to what follows */
+            return step(p, c);
+        }
+        p->mode = (uint8_t)(M_NUM_MINUS + sub);
         return true;
-    case M_NUM_EXP:
-        if (is_digit(c))
-            return true;
-        p->mode = M_AFTER;
-        return step(p, c);
+    }
     case M_LIT: {
         const char *lit = literals[p->lit];
         if (c != (uint8_t)lit[p->aux])

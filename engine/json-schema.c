@@ -16,7 +16,6 @@
  * property left to write. */
 #include "tn-internal.h"
 #include "tn-json.h"
-#include "tn-text.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -514,18 +513,18 @@ enum {
     M_ARR_FIRST, /* after '[': a value or ']' */
     M_VALUE,     /* a value of node cur */
     M_AFTER,     /* after a value in a container */
-    M_STR,
-    M_ESC,
-    M_HEX,
-    M_UTF8,
-    M_NUM_MINUS,
-    M_NUM_ZERO,
-    M_NUM_INT,
-    M_NUM_DOT,
-    M_NUM_FRAC,
-    M_NUM_E,
-    M_NUM_ESIGN,
-    M_NUM_EXP,
+    M_STR, /* a string's body: tn_json_lex_string's sub-states from here */
+    M_ESC = M_STR + TN_JSON_LEX_ESC,
+    M_HEX = M_STR + TN_JSON_LEX_HEX,
+    M_UTF8 = M_STR + TN_JSON_LEX_UTF8,
+    M_NUM_MINUS, /* a number: tn_json_lex_number's sub-states from here */
+    M_NUM_ZERO = M_NUM_MINUS + TN_JSON_LEX_NUM_ZERO,
+    M_NUM_INT = M_NUM_MINUS + TN_JSON_LEX_NUM_INT,
+    M_NUM_DOT = M_NUM_MINUS + TN_JSON_LEX_NUM_DOT,
+    M_NUM_FRAC = M_NUM_MINUS + TN_JSON_LEX_NUM_FRAC,
+    M_NUM_E = M_NUM_MINUS + TN_JSON_LEX_NUM_E,
+    M_NUM_ESIGN = M_NUM_MINUS + TN_JSON_LEX_NUM_ESIGN,
+    M_NUM_EXP = M_NUM_MINUS + TN_JSON_LEX_NUM_EXP,
     M_WORD, /* true, false or null */
     M_LIT,  /* an enum value: lo..hi the ones it can still be */
 };
@@ -541,7 +540,6 @@ void tn_json_schema_init(tn_json_schema_state *st, const tn_json_schema *s) {
 bool tn_json_schema_complete(const tn_json_schema_state *st) { return st->mode == M_DONE; }
 
 static inline bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-static inline bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 
 /* Bits lo..hi-1 of a property table relative to its first entry. */
 static uint64_t range_mask(uint32_t lo, uint32_t hi) {
@@ -632,12 +630,14 @@ static bool value_start(tn_json_schema_state *st, uint32_t node, uint8_t c) {
         st->lit = c == 't' ? 0 : c == 'f' ? 1 : 2;
         st->aux = 1;
         return true;
-    default:
-        if (!(n->types & (T_NUMBER | T_INTEGER)) || !(c == '-' || is_digit(c)))
+    default: {
+        uint8_t sub;
+        if (!(n->types & (T_NUMBER | T_INTEGER)) ||
+            !tn_json_lex_number_start(c, &sub, &st->digits))
             return false;
-        st->digits = 1;
-        st->mode = c == '-' ? M_NUM_MINUS : c == '0' ? M_NUM_ZERO : M_NUM_INT;
+        st->mode = (uint8_t)(M_NUM_MINUS + sub);
         return true;
+    }
     }
 }
 
@@ -734,137 +734,37 @@ static bool step(tn_json_schema_state *st, uint8_t c) {
         return false;
     }
     case M_STR:
-        if (c == '"') {
-            st->mode = M_AFTER;
-            return true;
-        }
-        if (c == '\\') {
-            st->mode = M_ESC;
-            return true;
-        }
-        if (c < 0x20)
-            return false;
-        if (c < 0x80)
-            return true;
-        st->lo = 0x80;
-        st->hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF)
-            st->aux = 1;
-        else if (c >= 0xE0 && c <= 0xEF)
-            st->aux = 2;
-        else if (c >= 0xF0 && c <= 0xF4)
-            st->aux = 3;
-        else
-            return false;
-        if (c == 0xE0)
-            st->lo = 0xA0;
-        else if (c == 0xED)
-            st->hi = 0x9F;
-        else if (c == 0xF0)
-            st->lo = 0x90;
-        else if (c == 0xF4)
-            st->hi = 0x8F;
-        st->mode = M_UTF8;
-        return true;
-    case M_UTF8:
-        if (c < st->lo || c > st->hi)
-            return false;
-        st->lo = 0x80;
-        st->hi = 0xBF;
-        if (--st->aux == 0)
-            st->mode = M_STR;
-        return true;
     case M_ESC:
-        if (c == 'u') {
-            st->mode = M_HEX;
-            st->aux = 4;
-            st->hex = 0;
-            return true;
-        }
-        if (c == 0 || !strchr("\"\\/bfnrt", c))
+    case M_HEX:
+    case M_UTF8: {
+        uint8_t sub = (uint8_t)(st->mode - M_STR);
+        const int r = tn_json_lex_string(&sub, &st->aux, &st->lo, &st->hi, &st->hex, c);
+        if (r == TN_JSON_LEX_BAD)
             return false;
-        st->mode = M_STR;
-        return true;
-    case M_HEX: {
-        const int h = tn_hex_digit(c);
-        if (h < 0)
-            return false;
-        st->hex = (uint16_t)(st->hex << 4 | h);
-        st->aux--;
-        /* Surrogate escapes (paired or not) and \u0000 are refused: the
-         * strict readers Tern's answers meet refuse the unpaired ones, and
-         * json-glib cuts a string at NUL. */
-        if (st->aux == 2 && st->hex >= 0xD8 && st->hex <= 0xDF)
-            return false;
-        if (st->aux == 0) {
-            if (st->hex == 0)
-                return false;
-            st->mode = M_STR;
-        }
+        st->mode = r == TN_JSON_LEX_END ? M_AFTER : (uint8_t)(M_STR + sub);
         return true;
     }
     case M_NUM_MINUS:
-        if (c == '0')
-            st->mode = M_NUM_ZERO;
-        else if (c >= '1' && c <= '9')
-            st->mode = M_NUM_INT;
-        else
-            return false;
-        st->digits = 1;
-        return true;
     case M_NUM_ZERO:
     case M_NUM_INT:
-    case M_NUM_FRAC:
-        if (is_digit(c) && st->mode != M_NUM_ZERO) {
-            const int cap = st->mode == M_NUM_FRAC ? SC_MAX_FRAC_DIGITS : SC_MAX_INT_DIGITS;
-            if (st->digits >= cap)
-                return false;
-            st->digits++;
-            return true;
-        }
-        if (!integer_only(st)) {
-            if (c == '.' && st->mode != M_NUM_FRAC) {
-                st->mode = M_NUM_DOT;
-                return true;
-            }
-            if (c == 'e' || c == 'E') {
-                st->mode = M_NUM_E;
-                return true;
-            }
-        }
-        st->mode = M_AFTER; /* the number ended: c belongs to what follows */
-        return step(st, c);
     case M_NUM_DOT:
-        if (!is_digit(c))
-            return false;
-        st->mode = M_NUM_FRAC;
-        st->digits = 1;
-        return true;
+    case M_NUM_FRAC:
     case M_NUM_E:
-        if (c == '+' || c == '-') {
-            st->mode = M_NUM_ESIGN;
-            return true;
-        }
-        if (!is_digit(c))
-            return false;
-        st->mode = M_NUM_EXP;
-        st->digits = 1;
-        return true;
     case M_NUM_ESIGN:
-        if (!is_digit(c))
+    case M_NUM_EXP: {
+        const tn_json_lex_num_rules rules = {SC_MAX_INT_DIGITS, SC_MAX_FRAC_DIGITS,
+                                             SC_MAX_EXP_DIGITS, integer_only(st)};
+        uint8_t sub = (uint8_t)(st->mode - M_NUM_MINUS);
+        const int r = tn_json_lex_number(&sub, &st->digits, &rules, c);
+        if (r == TN_JSON_LEX_BAD)
             return false;
-        st->mode = M_NUM_EXP;
-        st->digits = 1;
-        return true;
-    case M_NUM_EXP:
-        if (is_digit(c)) {
-            if (st->digits >= SC_MAX_EXP_DIGITS)
-                return false;
-            st->digits++;
-            return true;
+        if (r == TN_JSON_LEX_END) {
+            st->mode = M_AFTER; /* the number ended: c belongs to what follows */
+            return step(st, c);
         }
-        st->mode = M_AFTER;
-        return step(st, c);
+        st->mode = (uint8_t)(M_NUM_MINUS + sub);
+        return true;
+    }
     case M_WORD: {
         const char *w = words[st->lit];
         if (c != (uint8_t)w[st->aux])
