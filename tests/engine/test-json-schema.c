@@ -4,11 +4,12 @@
  * subset is refused by name, hostile schemas cost bounded time, and no
  * accepted prefix is a dead end: random walks over the accepted bytes
  * always finish in a document the strict reader takes and that a
- * validator written here, independent of the checker, finds valid. */
+ * validator independent of the checker (tests/json-schema-valid.h) finds
+ * valid. */
 #include "tn-test.h"
 #include "tn-json.h"
+#include "../json-schema-valid.h"
 
-#include <math.h>
 #include <string.h>
 
 static tn_json_schema *compile(const char *schema) {
@@ -290,91 +291,6 @@ static void test_hostile(void) {
     CHECK(tn_json_schema_compile(NULL, 0, &s, NULL) != TN_OK && !s);
 }
 
-/* ---------------------------------------------------- the independent check */
-
-static bool same_value(const tn_json *a, const tn_json *b) {
-    if (a->type != b->type)
-        return false;
-    switch (a->type) {
-    case TN_JSON_NULL: return true;
-    case TN_JSON_BOOL: return a->b == b->b;
-    case TN_JSON_NUMBER: return a->v.num == b->v.num;
-    case TN_JSON_STRING: return a->n == b->n && !memcmp(a->v.str, b->v.str, a->n);
-    default: return false;
-    }
-}
-
-static bool type_ok(const char *t, const tn_json *v) {
-    if (!strcmp(t, "object"))
-        return v->type == TN_JSON_OBJECT;
-    if (!strcmp(t, "array"))
-        return v->type == TN_JSON_ARRAY;
-    if (!strcmp(t, "string"))
-        return v->type == TN_JSON_STRING;
-    if (!strcmp(t, "number"))
-        return v->type == TN_JSON_NUMBER;
-    if (!strcmp(t, "integer"))
-        return v->type == TN_JSON_NUMBER && v->v.num == floor(v->v.num);
-    if (!strcmp(t, "boolean"))
-        return v->type == TN_JSON_BOOL;
-    return !strcmp(t, "null") && v->type == TN_JSON_NULL;
-}
-
-/* JSON Schema's meaning of the subset, with additionalProperties false. */
-static bool validates(const tn_json *schema, const tn_json *v) {
-    const tn_json *type = tn_json_get(schema, "type");
-    if (type) {
-        bool any = false;
-        if (tn_json_is(type, TN_JSON_STRING))
-            any = type_ok(tn_json_str(type), v);
-        for (size_t i = 0; i < tn_json_count(type); i++)
-            any |= type_ok(tn_json_str(tn_json_at(type, i)), v);
-        if (!any)
-            return false;
-    }
-    const tn_json *en = tn_json_get(schema, "enum");
-    if (en) {
-        bool any = false;
-        for (size_t i = 0; i < tn_json_count(en); i++)
-            any |= same_value(tn_json_at(en, i), v);
-        if (!any)
-            return false;
-    }
-    const tn_json *cn = tn_json_get(schema, "const");
-    if (cn && !same_value(cn, v))
-        return false;
-    if (v->type == TN_JSON_OBJECT) {
-        const tn_json *props = tn_json_get(schema, "properties");
-        for (size_t i = 0; i < v->n; i++) {
-            const tn_json *m = &v->v.items[i];
-            const tn_json *sub = NULL;
-            for (size_t k = 0; k < tn_json_count(props); k++)
-                if (props->v.items[k].key_len == m->key_len &&
-                    !memcmp(props->v.items[k].key, m->key, m->key_len))
-                    sub = &props->v.items[k];
-            if (!sub || !validates(sub, m))
-                return false;
-            for (size_t k = 0; k < i; k++)
-                if (v->v.items[k].key_len == m->key_len &&
-                    !memcmp(v->v.items[k].key, m->key, m->key_len))
-                    return false;
-        }
-        const tn_json *req = tn_json_get(schema, "required");
-        for (size_t r = 0; r < tn_json_count(req); r++) {
-            const char *name = tn_json_str(tn_json_at(req, r));
-            if (!tn_json_get(v, name))
-                return false;
-        }
-    }
-    if (v->type == TN_JSON_ARRAY) {
-        const tn_json *items = tn_json_get(schema, "items");
-        for (size_t i = 0; i < v->n; i++)
-            if (!validates(items, &v->v.items[i]))
-                return false;
-    }
-    return true;
-}
-
 /* Random walks: from every prefix some byte goes on (unless complete), and
  * a walk that turns to finishing ends in a valid document. */
 static void walk(const char *schema_text, tn_json_schema *s, uint64_t seed, int walks) {
@@ -437,7 +353,7 @@ static void walk(const char *schema_text, tn_json_schema *s, uint64_t seed, int 
                                      &err);
         CHECKF(rc == TN_OK, "walk %d: %s: %.*s", w, err.message, (int)n, doc);
         if (rc == TN_OK && tn_json_parse(doc, n, "walk", &d, &err) == TN_OK) {
-            CHECKF(validates(tn_json_root(sdoc), tn_json_root(d)), "walk %d invalid: %.*s", w,
+            CHECKF(jsv_validates(tn_json_root(sdoc), tn_json_root(d)), "walk %d invalid: %.*s", w,
                    (int)n, doc);
             tn_json_free(d);
         }

@@ -20,7 +20,8 @@
  *      finishing from it (closing bytes first, checked by the checker
  *      itself) ends, within a bound, in a complete text that the strict
  *      reader accepts (with the flags json-glib needs) and that the
- *      validator below, which reads the schema itself, finds valid.
+ *      validator in tests/json-schema-valid.h, which reads the schema
+ *      itself, finds valid.
  *
  * Seeds: tests/fuzz/corpus/json-schema/.
  * Run:   build-fuzz/tests/fuzz/fuzz-json-schema tests/fuzz/corpus/json-schema
@@ -28,8 +29,8 @@
 #include "tn-json.h"
 #include "tn-internal.h"
 #include "fuzz-promise.h"
+#include "../json-schema-valid.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,81 +50,6 @@ static const char *const schemas[] = {
 };
 
 static bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-static bool same_value(const tn_json *a, const tn_json *b) {
-    if (a->type != b->type)
-        return false;
-    switch (a->type) {
-    case TN_JSON_NULL: return true;
-    case TN_JSON_BOOL: return a->b == b->b;
-    case TN_JSON_NUMBER: return a->v.num == b->v.num;
-    case TN_JSON_STRING: return a->n == b->n && !memcmp(a->v.str, b->v.str, a->n);
-    default: return false;
-    }
-}
-
-static bool type_ok(const char *t, const tn_json *v) {
-    if (!strcmp(t, "object"))
-        return v->type == TN_JSON_OBJECT;
-    if (!strcmp(t, "array"))
-        return v->type == TN_JSON_ARRAY;
-    if (!strcmp(t, "string"))
-        return v->type == TN_JSON_STRING;
-    if (!strcmp(t, "number"))
-        return v->type == TN_JSON_NUMBER;
-    if (!strcmp(t, "integer"))
-        return v->type == TN_JSON_NUMBER && v->v.num == floor(v->v.num);
-    if (!strcmp(t, "boolean"))
-        return v->type == TN_JSON_BOOL;
-    return !strcmp(t, "null") && v->type == TN_JSON_NULL;
-}
-
-/* JSON Schema's meaning of the subset, additionalProperties false. */
-static bool validates(const tn_json *schema, const tn_json *v) {
-    const tn_json *type = tn_json_get(schema, "type");
-    if (type) {
-        bool any = false;
-        if (tn_json_is(type, TN_JSON_STRING))
-            any = type_ok(tn_json_str(type), v);
-        for (size_t i = 0; i < tn_json_count(type); i++)
-            any |= type_ok(tn_json_str(tn_json_at(type, i)), v);
-        if (!any)
-            return false;
-    }
-    const tn_json *en = tn_json_get(schema, "enum");
-    if (en) {
-        bool any = false;
-        for (size_t i = 0; i < tn_json_count(en); i++)
-            any |= same_value(tn_json_at(en, i), v);
-        if (!any)
-            return false;
-    }
-    const tn_json *cn = tn_json_get(schema, "const");
-    if (cn && !same_value(cn, v))
-        return false;
-    if (v->type == TN_JSON_OBJECT) {
-        const tn_json *props = tn_json_get(schema, "properties");
-        for (size_t i = 0; i < v->n; i++) {
-            const tn_json *m = &v->v.items[i];
-            const tn_json *sub = NULL;
-            for (size_t k = 0; k < tn_json_count(props); k++)
-                if (props->v.items[k].key_len == m->key_len &&
-                    !memcmp(props->v.items[k].key, m->key, m->key_len))
-                    sub = &props->v.items[k];
-            if (!sub || !validates(sub, m))
-                return false;
-        }
-        const tn_json *req = tn_json_get(schema, "required");
-        for (size_t r = 0; r < tn_json_count(req); r++)
-            if (!tn_json_get(v, tn_json_str(tn_json_at(req, r))))
-                return false;
-    }
-    if (v->type == TN_JSON_ARRAY)
-        for (size_t i = 0; i < v->n; i++)
-            if (!validates(tn_json_get(schema, "items"), &v->v.items[i]))
-                return false;
-    return true;
-}
 
 /* (d): finishes text[0..n) from st into text (room: cap), checked. */
 static void finish_and_check(const char *schema, size_t schema_len, tn_json_schema_state st,
@@ -157,7 +83,7 @@ static void finish_and_check(const char *schema, size_t schema_len, tn_json_sche
     tn_json_doc *sd = NULL, *dd = NULL;
     PROMISE(tn_json_parse(schema, schema_len, NULL, &sd, &err) == TN_OK);
     PROMISE(tn_json_parse((const char *)text, n, NULL, &dd, &err) == TN_OK);
-    PROMISE(validates(tn_json_root(sd), tn_json_root(dd)));
+    PROMISE(jsv_validates(tn_json_root(sd), tn_json_root(dd)));
     tn_json_free(sd);
     tn_json_free(dd);
 }

@@ -1,0 +1,101 @@
+/* JSON Schema's meaning of the subset tn_json_schema compiles, with
+ * "additionalProperties" false throughout: the validator that
+ * tests/engine/test-json-schema.c and tests/fuzz/fuzz-json-schema.c hold
+ * the checker's finished documents to, one copy for both. It reads the schema itself and
+ * shares no code with engine/json-schema.c, so that a mistake in the
+ * checker is not repeated here. Include it once per program. */
+#ifndef TN_TEST_JSON_SCHEMA_VALID_H
+#define TN_TEST_JSON_SCHEMA_VALID_H
+
+#include "tn-json.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+static bool jsv_same_value(const tn_json *a, const tn_json *b) {
+    if (a->type != b->type)
+        return false;
+    switch (a->type) {
+    case TN_JSON_NULL: return true;
+    case TN_JSON_BOOL: return a->b == b->b;
+    case TN_JSON_NUMBER: return a->v.num == b->v.num;
+    case TN_JSON_STRING: return a->n == b->n && !memcmp(a->v.str, b->v.str, a->n);
+    default: return false;
+    }
+}
+
+static bool jsv_type_ok(const char *t, const tn_json *v) {
+    if (!t)
+        return false;
+    if (!strcmp(t, "object"))
+        return v->type == TN_JSON_OBJECT;
+    if (!strcmp(t, "array"))
+        return v->type == TN_JSON_ARRAY;
+    if (!strcmp(t, "string"))
+        return v->type == TN_JSON_STRING;
+    if (!strcmp(t, "number"))
+        return v->type == TN_JSON_NUMBER;
+    if (!strcmp(t, "integer"))
+        return v->type == TN_JSON_NUMBER && v->v.num == floor(v->v.num);
+    if (!strcmp(t, "boolean"))
+        return v->type == TN_JSON_BOOL;
+    return !strcmp(t, "null") && v->type == TN_JSON_NULL;
+}
+
+/* Whether v is valid against schema. */
+static bool jsv_validates(const tn_json *schema, const tn_json *v) {
+    const tn_json *type = tn_json_get(schema, "type");
+    if (type) {
+        bool any = false;
+        if (tn_json_is(type, TN_JSON_STRING))
+            any = jsv_type_ok(tn_json_str(type), v);
+        for (size_t i = 0; i < tn_json_count(type); i++)
+            any |= jsv_type_ok(tn_json_str(tn_json_at(type, i)), v);
+        if (!any)
+            return false;
+    }
+    const tn_json *en = tn_json_get(schema, "enum");
+    if (en) {
+        bool any = false;
+        for (size_t i = 0; i < tn_json_count(en); i++)
+            any |= jsv_same_value(tn_json_at(en, i), v);
+        if (!any)
+            return false;
+    }
+    const tn_json *cn = tn_json_get(schema, "const");
+    if (cn && !jsv_same_value(cn, v))
+        return false;
+    if (v->type == TN_JSON_OBJECT) {
+        const tn_json *props = tn_json_get(schema, "properties");
+        for (size_t i = 0; i < v->n; i++) {
+            const tn_json *m = &v->v.items[i];
+            const tn_json *sub = NULL;
+            for (size_t k = 0; k < tn_json_count(props); k++)
+                if (props->v.items[k].key_len == m->key_len &&
+                    !memcmp(props->v.items[k].key, m->key, m->key_len))
+                    sub = &props->v.items[k];
+            if (!sub || !jsv_validates(sub, m))
+                return false;
+            for (size_t k = 0; k < i; k++)
+                if (v->v.items[k].key_len == m->key_len &&
+                    !memcmp(v->v.items[k].key, m->key, m->key_len))
+                    return false;
+        }
+        const tn_json *req = tn_json_get(schema, "required");
+        for (size_t r = 0; r < tn_json_count(req); r++) {
+            const char *name = tn_json_str(tn_json_at(req, r));
+            if (!name || !tn_json_get(v, name))
+                return false;
+        }
+    }
+    if (v->type == TN_JSON_ARRAY) {
+        const tn_json *items = tn_json_get(schema, "items");
+        for (size_t i = 0; i < v->n; i++)
+            if (!jsv_validates(items, &v->v.items[i]))
+                return false;
+    }
+    return true;
+}
+
+#endif
