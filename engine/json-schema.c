@@ -32,6 +32,24 @@ enum {
     T_NULL = 1 << 6,
 };
 
+/* How a value can start: its first byte tells them apart. */
+enum {
+    K_OBJECT = 1 << 0,
+    K_ARRAY = 1 << 1,
+    K_STRING = 1 << 2,
+    K_NUMBER = 1 << 3,
+    K_TRUE = 1 << 4,
+    K_FALSE = 1 << 5,
+    K_NULL = 1 << 6,
+};
+
+/* A $ref not yet resolved: none, the root ("#"), or else the index of a
+ * definition in the compiler's table. */
+#define SC_REF_NONE (-1)
+#define SC_REF_ROOT (-2)
+/* min_depth of a schema no finite document within the depth bound fits. */
+#define SC_NO_END 255
+
 typedef struct sc_node {
     uint8_t types; /* T_*; ignored when lits is set */
     bool lits;     /* enum or const: the value is one of lit0..lit0+n_lit */
@@ -39,6 +57,13 @@ typedef struct sc_node {
     uint32_t prop0, n_prop; /* object: properties sorted by encoded name */
     uint64_t required;      /* bit i: property prop0 + i */
     uint32_t items;         /* array: the items' node */
+    uint32_t any0, n_any;   /* anyOf: its branches' nodes, any0.. in branches */
+    int32_t ref;            /* $ref before it is resolved (SC_REF_*) */
+    uint8_t kinds;          /* K_*: the bytes a value of it can start with */
+    /* Containers a value of it opens at the least (SC_NO_END: none fits
+     * the depth bound), and the same for it written as an object: a $ref
+     * can recurse, and the checker opens only what it can close. */
+    uint8_t min_depth, obj_depth;
 } sc_node;
 
 /* An encoded text in the pool: a property name (node: its value's schema)
@@ -55,8 +80,12 @@ struct tn_json_schema {
     uint32_t n_props, cap_props;
     sc_str *lits;
     uint32_t n_lits, cap_lits;
+    uint32_t *branches; /* anyOf's branches, each a node */
+    uint32_t n_branches, cap_branches;
     char *pool;
     size_t pool_len, cap_pool;
+    uint32_t root;
+    bool recursive; /* a $ref: a property's value may not fit the depth left */
 };
 
 /* Longest encoded property name or enum value. */
@@ -74,6 +103,12 @@ typedef struct compiler {
     const char *text;
     size_t text_len;
     tn_error *err;
+    /* The top level's "$defs" and "definitions" members, one table, and
+     * the node each compiled to. */
+    const tn_json **defs;
+    const char **def_table;
+    uint32_t *def_node;
+    uint32_t n_defs;
     char path[256]; /* JSON pointer of the node being compiled, for messages */
 } compiler;
 
@@ -353,6 +388,132 @@ static bool annotation(const char *key) {
     return false;
 }
 
+static bool is_defs(const char *key) {
+    return !strcmp(key, "$defs") || !strcmp(key, "definitions");
+}
+
+static int new_node(compiler *c, uint32_t *out) {
+    tn_json_schema *s = c->s;
+    if (s->n_nodes >= TN_JSON_SCHEMA_MAX_NODES)
+        return tn_fail(c->err, TN_ERR_INVALID, "the schema has more than %d subschemas",
+                       TN_JSON_SCHEMA_MAX_NODES);
+    if (!grow((void **)&s->nodes, &s->cap_nodes, s->n_nodes + 1, sizeof *s->nodes))
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    *out = s->n_nodes++;
+    memset(&s->nodes[*out], 0, sizeof s->nodes[*out]);
+    s->nodes[*out].ref = SC_REF_NONE;
+    return TN_OK;
+}
+
+/* A "$ref": "#" (the whole schema) or "#/$defs/NAME" ("#/definitions/NAME"),
+ * a definition of the top level; NAME in JSON pointer's escapes (~0, ~1). */
+static int parse_ref(compiler *c, const tn_json *ref, int32_t *out) {
+    const char *r = tn_json_str(ref);
+    if (!r)
+        return tn_fail(c->err, TN_ERR_INVALID, "\"$ref\" must be a string (schema at #%s)",
+                       c->path);
+    if (!strcmp(r, "#")) {
+        *out = SC_REF_ROOT;
+        return TN_OK;
+    }
+    for (uint32_t t = 0; t < 2; t++) {
+        const char *prefix = t == 0 ? "#/$defs/" : "#/definitions/";
+        const size_t pn = strlen(prefix);
+        if (strncmp(r, prefix, pn))
+            continue;
+        char name[SC_MAX_TEXT + 1];
+        size_t n = 0;
+        bool ok = true;
+        for (const char *p = r + pn; *p && ok; p++) {
+            char ch = *p;
+            if (ch == '~') {
+                ch = p[1] == '0' ? '~' : p[1] == '1' ? '/' : 0;
+                if (ch)
+                    p++;
+            } else if (ch == '/') {
+                ok = false; /* deeper into a definition */
+            }
+            if (!ch || n >= SC_MAX_TEXT)
+                ok = false;
+            else
+                name[n++] = ch;
+        }
+        name[n] = '\0';
+        for (uint32_t i = 0; ok && i < c->n_defs; i++)
+            if (!strcmp(c->def_table[i], t == 0 ? "$defs" : "definitions") &&
+                c->defs[i]->key_len == n && !memcmp(c->defs[i]->key, name, n)) {
+                *out = (int32_t)i;
+                return TN_OK;
+            }
+        if (ok)
+            return tn_fail(c->err, TN_ERR_INVALID,
+                           "\"$ref\": \"%.200s\" names no schema of the top level's \"%s\" "
+                           "(schema at #%s)",
+                           r, t == 0 ? "$defs" : "definitions", c->path);
+        break;
+    }
+    return tn_fail(c->err, TN_ERR_INVALID,
+                   "\"$ref\": \"%.200s\" is not supported: only \"#\" and "
+                   "\"#/$defs/NAME\" (or \"#/definitions/NAME\") of this schema (schema at #%s)",
+                   r, c->path);
+}
+
+/* {"$ref": ...} or {"anyOf": [...]}, with annotations only beside it. */
+static int compile_ref_any(compiler *c, const tn_json *v, int depth, uint32_t *out) {
+    tn_json_schema *s = c->s;
+    const tn_json *ref = tn_json_get(v, "$ref");
+    const char *what = ref ? "$ref" : "anyOf";
+    for (size_t i = 0; i < v->n; i++) {
+        const char *key = v->v.items[i].key;
+        if (!strcmp(key, what) || annotation(key) || (depth == 1 && is_defs(key)))
+            continue;
+        return tn_fail(c->err, TN_ERR_INVALID,
+                       "\"%s\" beside \"%s\" is not supported (schema at #%s)", key, what,
+                       c->path);
+    }
+    uint32_t self;
+    int rc = new_node(c, &self);
+    if (rc != TN_OK)
+        return rc;
+    *out = self;
+    if (ref) {
+        int32_t r = SC_REF_NONE;
+        rc = parse_ref(c, ref, &r);
+        if (rc != TN_OK)
+            return rc;
+        s->nodes[self].ref = r;
+        s->recursive = true;
+        return TN_OK;
+    }
+    const tn_json *any = tn_json_get(v, "anyOf");
+    const size_t n = tn_json_count(any);
+    if (!tn_json_is(any, TN_JSON_ARRAY) || n == 0 || n > TN_JSON_SCHEMA_MAX_ANY)
+        return tn_fail(c->err, TN_ERR_INVALID,
+                       "\"anyOf\" must be an array of 1 to %d schemas (schema at #%s)",
+                       TN_JSON_SCHEMA_MAX_ANY, c->path);
+    uint32_t kids[TN_JSON_SCHEMA_MAX_ANY];
+    for (size_t i = 0; i < n; i++) {
+        size_t mark;
+        char saved[sizeof c->path], idx[24];
+        memcpy(saved, c->path, sizeof saved);
+        path_push(c, &mark, "anyOf", 5);
+        const int k = snprintf(idx, sizeof idx, "%zu", i);
+        path_push(c, &mark, idx, (size_t)k);
+        rc = compile_node(c, tn_json_at(any, i), depth + 1, &kids[i]);
+        memcpy(c->path, saved, sizeof saved);
+        if (rc != TN_OK)
+            return rc;
+    }
+    if (!grow((void **)&s->branches, &s->cap_branches, s->n_branches + (uint32_t)n,
+              sizeof *s->branches))
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    s->nodes[self].any0 = s->n_branches;
+    s->nodes[self].n_any = (uint32_t)n;
+    memcpy(s->branches + s->n_branches, kids, n * sizeof *kids);
+    s->n_branches += (uint32_t)n;
+    return TN_OK;
+}
+
 static int compile_node(compiler *c, const tn_json *v, int depth, uint32_t *out) {
     tn_json_schema *s = c->s;
     if (!tn_json_is(v, TN_JSON_OBJECT))
@@ -363,18 +524,25 @@ static int compile_node(compiler *c, const tn_json *v, int depth, uint32_t *out)
                        TN_JSON_SCHEMA_MAX_DEPTH, c->path);
     for (size_t i = 0; i < v->n; i++) {
         const char *key = v->v.items[i].key;
+        if (is_defs(key) && depth != 1) {
+            return tn_fail(c->err, TN_ERR_INVALID,
+                           "\"%s\" is supported only at the schema's top level (schema at #%s)",
+                           key, c->path);
+        }
+    }
+    if (tn_json_get(v, "$ref") || tn_json_get(v, "anyOf"))
+        return compile_ref_any(c, v, depth, out);
+    for (size_t i = 0; i < v->n; i++) {
+        const char *key = v->v.items[i].key;
         if (strcmp(key, "type") && strcmp(key, "properties") && strcmp(key, "required") &&
             strcmp(key, "additionalProperties") && strcmp(key, "items") && strcmp(key, "enum") &&
-            strcmp(key, "const") && !annotation(key))
+            strcmp(key, "const") && !annotation(key) && !(depth == 1 && is_defs(key)))
             return unsupported(c, key);
     }
-    if (s->n_nodes >= TN_JSON_SCHEMA_MAX_NODES)
-        return tn_fail(c->err, TN_ERR_INVALID, "the schema has more than %d subschemas",
-                       TN_JSON_SCHEMA_MAX_NODES);
-    if (!grow((void **)&s->nodes, &s->cap_nodes, s->n_nodes + 1, sizeof *s->nodes))
-        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
-    const uint32_t self = s->n_nodes++;
-    memset(&s->nodes[self], 0, sizeof s->nodes[self]);
+    uint32_t self;
+    int rc0 = new_node(c, &self);
+    if (rc0 != TN_OK)
+        return rc0;
     *out = self;
 
     const tn_json *type = tn_json_get(v, "type");
@@ -450,14 +618,231 @@ static int compile_node(compiler *c, const tn_json *v, int depth, uint32_t *out)
     return TN_OK;
 }
 
+/* The top level's "$defs" and "definitions", collected before anything
+ * is compiled (a $ref names them from anywhere), then compiled once each. */
+static int collect_defs(compiler *c, const tn_json *root) {
+    size_t total = 0;
+    for (int t = 0; t < 2; t++) {
+        const char *name = t == 0 ? "$defs" : "definitions";
+        const tn_json *d = tn_json_get(root, name);
+        if (d && !tn_json_is(d, TN_JSON_OBJECT))
+            return tn_fail(c->err, TN_ERR_INVALID,
+                           "\"%s\" must be an object of schemas (schema at #)", name);
+        total += tn_json_count(d);
+    }
+    if (total > TN_JSON_SCHEMA_MAX_NODES)
+        return tn_fail(c->err, TN_ERR_INVALID, "the schema has more than %d subschemas",
+                       TN_JSON_SCHEMA_MAX_NODES);
+    if (total == 0)
+        return TN_OK;
+    c->defs = calloc(total, sizeof *c->defs);
+    c->def_table = calloc(total, sizeof *c->def_table);
+    c->def_node = calloc(total, sizeof *c->def_node);
+    if (!c->defs || !c->def_table || !c->def_node)
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    for (int t = 0; t < 2; t++) {
+        const char *name = t == 0 ? "$defs" : "definitions";
+        const tn_json *d = tn_json_get(root, name);
+        for (size_t i = 0; i < tn_json_count(d); i++) {
+            c->defs[c->n_defs] = &d->v.items[i];
+            c->def_table[c->n_defs++] = name;
+        }
+    }
+    return TN_OK;
+}
+
+static int compile_defs(compiler *c) {
+    for (uint32_t i = 0; i < c->n_defs; i++) {
+        size_t mark;
+        c->path[0] = '\0';
+        path_push(c, &mark, c->def_table[i], strlen(c->def_table[i]));
+        path_push(c, &mark, c->defs[i]->key, c->defs[i]->key_len);
+        int rc = compile_node(c, c->defs[i], 2, &c->def_node[i]);
+        if (rc != TN_OK)
+            return rc;
+    }
+    c->path[0] = '\0';
+    return TN_OK;
+}
+
+static int ref_cycle(compiler *c, int32_t ref) {
+    if (ref == SC_REF_ROOT)
+        return tn_fail(c->err, TN_ERR_INVALID,
+                       "\"$ref\": \"#\" leads back to itself before any value is written");
+    return tn_fail(c->err, TN_ERR_INVALID,
+                   "\"$ref\" to #/%s/%.200s leads back to itself before any value is written",
+                   c->def_table[ref], c->defs[ref]->key);
+}
+
+/* Every $ref replaced by the node it leads to: a chain of them ends at a
+ * schema, or is a cycle that writes nothing and would never end. */
+static int resolve_refs(compiler *c) {
+    tn_json_schema *s = c->s;
+    uint32_t *to = malloc((size_t)s->n_nodes * sizeof *to);
+    if (!to)
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    int rc = TN_OK;
+    for (uint32_t i = 0; i < s->n_nodes && rc == TN_OK; i++) {
+        uint32_t t = i, steps = 0;
+        while (s->nodes[t].ref != SC_REF_NONE && rc == TN_OK) {
+            const int32_t r = s->nodes[t].ref;
+            t = r == SC_REF_ROOT ? s->root : c->def_node[r];
+            if (++steps > s->n_nodes)
+                rc = ref_cycle(c, r);
+        }
+        to[i] = t;
+    }
+    if (rc == TN_OK) {
+        for (uint32_t i = 0; i < s->n_nodes; i++)
+            s->nodes[i].items = to[s->nodes[i].items];
+        for (uint32_t i = 0; i < s->n_props; i++)
+            s->props[i].node = to[s->props[i].node];
+        for (uint32_t i = 0; i < s->n_branches; i++)
+            s->branches[i] = to[s->branches[i]];
+        s->root = to[s->root];
+    }
+    free(to);
+    return rc;
+}
+
+static const char *kind_name(uint8_t k) {
+    return k & K_OBJECT   ? "objects"
+           : k & K_ARRAY  ? "arrays"
+           : k & K_STRING ? "strings"
+           : k & K_NUMBER ? "numbers"
+           : k & (K_TRUE | K_FALSE) ? "booleans"
+                                    : "null";
+}
+
+/* The kinds of value each node starts with; anyOf's branches must start
+ * apart, so that a value's first byte picks its branch. A node in
+ * progress met again is an anyOf that is its own branch. */
+static int node_kinds(compiler *c, uint32_t i, uint8_t *state, uint32_t *order,
+                      uint32_t *n_order) {
+    tn_json_schema *s = c->s;
+    sc_node *n = &s->nodes[i];
+    if (state[i] == 2)
+        return TN_OK;
+    if (state[i] == 1)
+        return tn_fail(c->err, TN_ERR_INVALID,
+                       "an \"anyOf\" has itself for a branch (through \"$ref\"): it would "
+                       "never write a value");
+    state[i] = 1;
+    uint8_t k = 0;
+    if (n->n_any) {
+        for (uint32_t b = 0; b < n->n_any; b++) {
+            const uint32_t j = s->branches[n->any0 + b];
+            int rc = node_kinds(c, j, state, order, n_order);
+            if (rc != TN_OK)
+                return rc;
+            const uint8_t kb = s->nodes[j].kinds;
+            if (k & kb)
+                return tn_fail(c->err, TN_ERR_INVALID,
+                               "\"anyOf\" is supported when its branches start with different "
+                               "kinds of value (object, array, string, number, boolean, null), "
+                               "one branch each; two of these can both be %s",
+                               kind_name(k & kb));
+            k |= kb;
+        }
+    } else if (n->lits) {
+        for (uint32_t l = 0; l < n->n_lit; l++) {
+            const char f = s->pool[s->lits[n->lit0 + l].off];
+            k |= f == '"' ? K_STRING : f == 't' ? K_TRUE : f == 'f' ? K_FALSE
+                 : f == 'n' ? K_NULL : K_NUMBER;
+        }
+    } else {
+        k |= n->types & T_OBJECT ? K_OBJECT : 0;
+        k |= n->types & T_ARRAY ? K_ARRAY : 0;
+        k |= n->types & T_STRING ? K_STRING : 0;
+        k |= n->types & (T_NUMBER | T_INTEGER) ? K_NUMBER : 0;
+        k |= n->types & T_BOOLEAN ? K_TRUE | K_FALSE : 0;
+        k |= n->types & T_NULL ? K_NULL : 0;
+    }
+    n->kinds = k;
+    state[i] = 2;
+    order[(*n_order)++] = i;
+    return TN_OK;
+}
+
+/* min_depth and obj_depth, a level at a time: a node needs at most d
+ * levels when it has a scalar value (0), is an array (1: an empty one),
+ * an object whose required values need at most d - 1, or an anyOf with
+ * a branch that needs at most d. Branches come before their anyOf in
+ * order. */
+static void node_depths(tn_json_schema *s, const uint32_t *order, uint32_t n_order) {
+    for (uint32_t i = 0; i < s->n_nodes; i++)
+        s->nodes[i].min_depth = s->nodes[i].obj_depth = SC_NO_END;
+    for (int d = 0; d <= TN_JSON_SCHEMA_MAX_DEPTH; d++) {
+        for (uint32_t o = 0; o < n_order; o++) {
+            sc_node *n = &s->nodes[order[o]];
+            bool fits = false;
+            if (n->n_any) {
+                for (uint32_t b = 0; b < n->n_any && !fits; b++)
+                    fits = s->nodes[s->branches[n->any0 + b]].min_depth <= d;
+            } else if (n->lits || (n->types & ~(T_OBJECT | T_ARRAY))) {
+                fits = true;
+            } else {
+                fits = (n->types & T_ARRAY) && d >= 1;
+            }
+            if (!n->n_any && !n->lits && (n->types & T_OBJECT) && d >= 1 &&
+                n->obj_depth == SC_NO_END) {
+                bool all = true;
+                for (uint32_t k = 0; k < n->n_prop && all; k++)
+                    if ((n->required >> k) & 1)
+                        all = s->nodes[s->props[n->prop0 + k].node].min_depth <= d - 1;
+                if (all) {
+                    n->obj_depth = (uint8_t)d;
+                    fits = true;
+                }
+            }
+            if (fits && n->min_depth == SC_NO_END)
+                n->min_depth = (uint8_t)d;
+        }
+    }
+}
+
 void tn_json_schema_free(tn_json_schema *s) {
     if (!s)
         return;
     free(s->nodes);
     free(s->props);
     free(s->lits);
+    free(s->branches);
     free(s->pool);
     free(s);
+}
+
+/* After every node is compiled: refs resolved, anyOf checked, depths. */
+static int finish(compiler *c) {
+    tn_json_schema *s = c->s;
+    int rc = resolve_refs(c);
+    if (rc != TN_OK)
+        return rc;
+    uint8_t *state = calloc(s->n_nodes, 1);
+    uint32_t *order = malloc((size_t)s->n_nodes * sizeof *order);
+    uint32_t n_order = 0;
+    if (!state || !order)
+        rc = tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < s->n_nodes && rc == TN_OK; i++)
+        if (s->nodes[i].ref == SC_REF_NONE)
+            rc = node_kinds(c, i, state, order, &n_order);
+    if (rc == TN_OK)
+        node_depths(s, order, n_order);
+    free(state);
+    free(order);
+    if (rc != TN_OK)
+        return rc;
+    const sc_node *root = &s->nodes[s->root];
+    if (root->lits || root->n_any || root->types != T_OBJECT)
+        return tn_fail(c->err, TN_ERR_INVALID,
+                       "the schema's top level must be \"type\": \"object\" (no enum, const or "
+                       "anyOf)");
+    if (root->obj_depth > TN_JSON_SCHEMA_MAX_DEPTH)
+        return tn_fail(c->err, TN_ERR_INVALID,
+                       "the schema has no document within %d levels of nesting: a \"$ref\" "
+                       "recurses through required properties",
+                       TN_JSON_SCHEMA_MAX_DEPTH);
+    return TN_OK;
 }
 
 int tn_json_schema_compile(const char *text, size_t len, tn_json_schema **out, tn_error *err) {
@@ -487,11 +872,16 @@ int tn_json_schema_compile(const char *text, size_t len, tn_json_schema **out, t
         return tn_fail(err, TN_ERR_NOMEM, "out of memory");
     }
     compiler c = {.s = s, .text = text, .text_len = len, .err = err};
-    uint32_t root = 0;
-    rc = compile_node(&c, tn_json_root(doc), 1, &root);
-    if (rc == TN_OK && (s->nodes[root].lits || s->nodes[root].types != T_OBJECT))
-        rc = tn_fail(err, TN_ERR_INVALID,
-                     "the schema's top level must be \"type\": \"object\" (no enum or const)");
+    rc = collect_defs(&c, tn_json_root(doc));
+    if (rc == TN_OK)
+        rc = compile_node(&c, tn_json_root(doc), 1, &s->root);
+    if (rc == TN_OK)
+        rc = compile_defs(&c);
+    if (rc == TN_OK)
+        rc = finish(&c);
+    free(c.defs);
+    free(c.def_table);
+    free(c.def_node);
     tn_json_free(doc);
     if (rc != TN_OK) {
         tn_json_schema_free(s);
@@ -578,6 +968,20 @@ static bool narrow(const tn_json_schema *s, const sc_str *t, uint32_t *lo, uint3
     return true;
 }
 
+/* The properties of object n, frame depth - 1, not yet written and whose
+ * values fit in the levels left: only a $ref's recursion can leave one
+ * that does not fit. */
+static uint64_t open_props(const tn_json_schema_state *st, const sc_node *n) {
+    const tn_json_schema *s = st->schema;
+    uint64_t m = range_mask(0, n->n_prop) & ~st->used[st->depth - 1];
+    if (s->recursive)
+        for (uint32_t k = 0; k < n->n_prop; k++)
+            if (st->depth + s->nodes[s->props[n->prop0 + k].node].min_depth >
+                TN_JSON_SCHEMA_MAX_DEPTH)
+                m &= ~((uint64_t)1 << k);
+    return m;
+}
+
 static const sc_node *top_node(const tn_json_schema_state *st) {
     return &st->schema->nodes[st->node[st->depth - 1]];
 }
@@ -601,9 +1005,30 @@ static void pop(tn_json_schema_state *st) {
     st->mode = st->depth == 0 ? M_DONE : M_AFTER;
 }
 
+/* The kind of value that starts with c (K_*), 0 for none. */
+static uint8_t kind_of(uint8_t c) {
+    switch (c) {
+    case '{': return K_OBJECT;
+    case '[': return K_ARRAY;
+    case '"': return K_STRING;
+    case 't': return K_TRUE;
+    case 'f': return K_FALSE;
+    case 'n': return K_NULL;
+    default: return c == '-' || (c >= '0' && c <= '9') ? K_NUMBER : 0;
+    }
+}
+
 static bool value_start(tn_json_schema_state *st, uint32_t node, uint8_t c) {
     const tn_json_schema *s = st->schema;
     const sc_node *n = &s->nodes[node];
+    if (n->n_any) {
+        /* The branches start apart (node_kinds): c picks one, or none. */
+        const uint8_t k = kind_of(c);
+        for (uint32_t b = 0; b < n->n_any; b++)
+            if (s->nodes[s->branches[n->any0 + b]].kinds & k)
+                return value_start(st, s->branches[n->any0 + b], c);
+        return false;
+    }
     st->cur = (uint16_t)node;
     if (n->lits) {
         uint32_t lo = n->lit0, hi = n->lit0 + n->n_lit;
@@ -618,7 +1043,10 @@ static bool value_start(tn_json_schema_state *st, uint32_t node, uint8_t c) {
         return true;
     }
     switch (c) {
-    case '{': return (n->types & T_OBJECT) && push(st, node, true);
+    case '{':
+        /* Opened only when its required values fit in the levels left. */
+        return (n->types & T_OBJECT) && st->depth + n->obj_depth <= TN_JSON_SCHEMA_MAX_DEPTH &&
+               push(st, node, true);
     case '[': return (n->types & T_ARRAY) && push(st, node, false);
     case '"': st->mode = M_STR; return (n->types & T_STRING) != 0;
     case 't':
@@ -651,7 +1079,7 @@ static bool step(tn_json_schema_state *st, uint8_t c) {
     case M_START:
         if (is_ws(c))
             return true;
-        return c == '{' && push(st, 0, true);
+        return c == '{' && push(st, s->root, true);
     case M_DONE: return is_ws(c);
     case M_OBJ_FIRST:
     case M_KEY: {
@@ -664,7 +1092,7 @@ static bool step(tn_json_schema_state *st, uint8_t c) {
             pop(st);
             return true;
         }
-        if (c != '"' || n->n_prop == 0)
+        if (c != '"' || !open_props(st, n))
             return false;
         st->lo_i = 0;
         st->hi_i = n->n_prop;
@@ -677,9 +1105,8 @@ static bool step(tn_json_schema_state *st, uint8_t c) {
          * matched like any other byte, and ends the key when it matches. */
         const sc_node *n = top_node(st);
         const sc_str *t = s->props + n->prop0;
-        const uint64_t used = st->used[st->depth - 1];
         uint32_t lo = st->lo_i, hi = st->hi_i;
-        if (!narrow(s, t, &lo, &hi, st->off, c) || !(range_mask(lo, hi) & ~used))
+        if (!narrow(s, t, &lo, &hi, st->off, c) || !(range_mask(lo, hi) & open_props(st, n)))
             return false;
         st->lo_i = lo;
         st->hi_i = hi;
@@ -716,7 +1143,7 @@ static bool step(tn_json_schema_state *st, uint8_t c) {
         const bool is_obj = (st->objects >> (st->depth - 1)) & 1u;
         if (c == ',') {
             if (is_obj) {
-                if (!(range_mask(0, n->n_prop) & ~st->used[st->depth - 1]))
+                if (!open_props(st, n))
                     return false;
                 st->mode = M_KEY;
                 return true;

@@ -1,7 +1,8 @@
 /* JSON Schema's meaning of the subset tn_json_schema compiles, with
- * "additionalProperties" false throughout: the validator that
- * tests/engine/test-json-schema.c and tests/fuzz/fuzz-json-schema.c hold
- * the checker's finished documents to, one copy for both. It reads the schema itself and
+ * "additionalProperties" false throughout, "anyOf" and local "$ref"s: the
+ * validator that tests/engine/test-json-schema.c and
+ * tests/fuzz/fuzz-json-schema.c hold the checker's finished documents to,
+ * one copy for both. It reads the schema itself and
  * shares no code with engine/json-schema.c, so that a mistake in the
  * checker is not repeated here. Include it once per program. */
 #ifndef TN_TEST_JSON_SCHEMA_VALID_H
@@ -43,8 +44,55 @@ static bool jsv_type_ok(const char *t, const tn_json *v) {
     return !strcmp(t, "null") && v->type == TN_JSON_NULL;
 }
 
-/* Whether v is valid against schema. */
-static bool jsv_validates(const tn_json *schema, const tn_json *v) {
+/* The schema a "$ref" names: "#" or "#/$defs/NAME" ("#/definitions/NAME",
+ * NAME with JSON pointer's ~0 and ~1), NULL for any other. */
+static const tn_json *jsv_deref(const tn_json *root, const char *ref) {
+    if (!ref)
+        return NULL;
+    if (!strcmp(ref, "#"))
+        return root;
+    const char *table = !strncmp(ref, "#/$defs/", 8)         ? "$defs"
+                        : !strncmp(ref, "#/definitions/", 14) ? "definitions"
+                                                              : NULL;
+    if (!table)
+        return NULL;
+    char name[1100];
+    size_t n = 0;
+    for (const char *p = ref + strlen(table) + 3; *p; p++) {
+        if (n + 1 >= sizeof name || *p == '/')
+            return NULL;
+        if (*p == '~') {
+            if (p[1] != '0' && p[1] != '1')
+                return NULL;
+            name[n++] = p[1] == '0' ? '~' : '/';
+            p++;
+        } else {
+            name[n++] = *p;
+        }
+    }
+    const tn_json *defs = tn_json_get(root, table);
+    for (size_t i = 0; i < tn_json_count(defs); i++)
+        if (defs->v.items[i].key_len == n && !memcmp(defs->v.items[i].key, name, n))
+            return &defs->v.items[i];
+    return NULL;
+}
+
+/* Whether v is valid against schema, a part of root. hops bounds the
+ * $refs followed without going into v, which a schema that compiles
+ * never exhausts. */
+static bool jsv_valid_in(const tn_json *root, const tn_json *schema, const tn_json *v, int hops) {
+    const tn_json *ref = tn_json_get(schema, "$ref");
+    if (ref) {
+        const tn_json *to = jsv_deref(root, tn_json_str(ref));
+        return to && hops > 0 && jsv_valid_in(root, to, v, hops - 1);
+    }
+    const tn_json *any = tn_json_get(schema, "anyOf");
+    if (any) {
+        for (size_t i = 0; i < tn_json_count(any); i++)
+            if (hops > 0 && jsv_valid_in(root, tn_json_at(any, i), v, hops - 1))
+                return true;
+        return false;
+    }
     const tn_json *type = tn_json_get(schema, "type");
     if (type) {
         bool any = false;
@@ -75,7 +123,7 @@ static bool jsv_validates(const tn_json *schema, const tn_json *v) {
                 if (props->v.items[k].key_len == m->key_len &&
                     !memcmp(props->v.items[k].key, m->key, m->key_len))
                     sub = &props->v.items[k];
-            if (!sub || !jsv_validates(sub, m))
+            if (!sub || !jsv_valid_in(root, sub, m, 64))
                 return false;
             for (size_t k = 0; k < i; k++)
                 if (v->v.items[k].key_len == m->key_len &&
@@ -92,10 +140,15 @@ static bool jsv_validates(const tn_json *schema, const tn_json *v) {
     if (v->type == TN_JSON_ARRAY) {
         const tn_json *items = tn_json_get(schema, "items");
         for (size_t i = 0; i < v->n; i++)
-            if (!jsv_validates(items, &v->v.items[i]))
+            if (!jsv_valid_in(root, items, &v->v.items[i], 64))
                 return false;
     }
     return true;
+}
+
+/* Whether v is valid against the schema root. */
+static bool jsv_validates(const tn_json *root, const tn_json *v) {
+    return jsv_valid_in(root, root, v, 64);
 }
 
 #endif

@@ -750,13 +750,20 @@ bool tn_json_prefix_complete(const tn_json_prefix *p);
  * (object, array, string, number, integer, boolean, null, or an array of
  * them), "properties", "required", "additionalProperties" (only false;
  * absent means false, as strict mode has it), "items", "enum" and "const"
- * (strings, numbers, booleans, null); "title", "description", "$comment",
- * "examples", "default" and "$schema" annotate and are ignored. Any other
- * keyword is refused by name ("\"pattern\" is not supported (schema at
- * #/properties/a)"), as are a top level that is not "type": "object",
- * nesting deeper than TN_JSON_SCHEMA_MAX_DEPTH, more than
- * TN_JSON_SCHEMA_MAX_PROPERTIES properties in one object, and schemas
- * beyond the other bounds: a hostile schema costs bounded memory and time.
+ * (strings, numbers, booleans, null); "anyOf" of at most
+ * TN_JSON_SCHEMA_MAX_ANY branches that start with different kinds of
+ * value (object, array, string, number, boolean, null: its first byte
+ * picks the branch), "$defs" and "definitions" at the top level and
+ * "$ref" to "#" or "#/$defs/NAME" (recursion too, as deep as
+ * TN_JSON_SCHEMA_MAX_DEPTH lets documents nest); "title", "description",
+ * "$comment", "examples", "default" and "$schema" annotate and are
+ * ignored. Any other keyword is refused by name ("\"pattern\" is not
+ * supported (schema at #/properties/a)"), as are a top level that is not
+ * "type": "object", nesting deeper than TN_JSON_SCHEMA_MAX_DEPTH, more
+ * than TN_JSON_SCHEMA_MAX_PROPERTIES properties in one object, a $ref
+ * cycle that writes nothing, a recursion with no finite document, and
+ * schemas beyond the other bounds: a hostile schema costs bounded memory
+ * and time.
  *
  * The checker accepts a subset of the valid documents, in the spirit of
  * tn_json_prefix: keys in any order, each at most once, written as the
@@ -773,6 +780,7 @@ bool tn_json_prefix_complete(const tn_json_prefix *p);
 #define TN_JSON_SCHEMA_MAX_ENUM 1024
 #define TN_JSON_SCHEMA_MAX_LITERALS 4096
 #define TN_JSON_SCHEMA_MAX_SPACE 32
+#define TN_JSON_SCHEMA_MAX_ANY 8
 typedef struct tn_json_schema tn_json_schema;
 /* Compiles len bytes of JSON text; TN_ERR_INVALID or TN_ERR_FORMAT with a
  * message naming what is refused and where. */

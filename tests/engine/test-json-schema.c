@@ -148,13 +148,9 @@ static void test_unsupported(void) {
         "minItems",
         "maxItems",
         "uniqueItems",
-        "anyOf",
         "oneOf",
         "allOf",
         "not",
-        "$ref",
-        "$defs",
-        "definitions",
         "patternProperties",
         "propertyNames",
         "minProperties",
@@ -299,7 +295,8 @@ static void walk(const char *schema_text, tn_json_schema *s, uint64_t seed, int 
     memset(&err, 0, sizeof err);
     CHECK(tn_json_parse(schema_text, strlen(schema_text), "schema", &sdoc, &err) == TN_OK);
     uint64_t rng = seed;
-    static const char finish[] = "\"}]0:,{[tfn";
+    /* Scalars before containers: a recursive schema ends soonest so. */
+    static const char finish[] = "\"}]0:,tfn{[";
     enum { CAP = 1 << 16 };
     char *doc = malloc(CAP);
     int completed = 0;
@@ -363,6 +360,173 @@ static void walk(const char *schema_text, tn_json_schema *s, uint64_t seed, int 
     tn_json_free(sdoc);
 }
 
+/* A Pydantic model as its model_json_schema() writes it: nested models in
+ * "$defs", Optional[X] as anyOf [X, null], a list of a $ref'd model. */
+static const char *const order =
+    "{\"$defs\":{\"Item\":{\"properties\":{\"name\":{\"title\":\"Name\",\"type\":\"string\"},"
+    "\"qty\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}],\"default\":null,"
+    "\"title\":\"Qty\"}},\"required\":[\"name\",\"qty\"],\"title\":\"Item\",\"type\":\"object\","
+    "\"additionalProperties\":false},"
+    "\"Address\":{\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"],"
+    "\"title\":\"Address\",\"type\":\"object\"}},"
+    "\"properties\":{\"owner\":{\"type\":\"string\"},"
+    "\"address\":{\"anyOf\":[{\"$ref\":\"#/$defs/Address\"},{\"type\":\"null\"}],"
+    "\"default\":null},"
+    "\"items\":{\"items\":{\"$ref\":\"#/$defs/Item\"},\"title\":\"Items\",\"type\":\"array\"},"
+    "\"tag\":{\"anyOf\":[{\"enum\":[\"a\",\"b\"]},{\"type\":\"integer\"},{\"const\":true}]}},"
+    "\"required\":[\"owner\",\"address\",\"items\"],\"title\":\"Order\",\"type\":\"object\","
+    "\"additionalProperties\":false}";
+
+/* A recursive model: a tree, the top level a $ref. */
+static const char *const tree =
+    "{\"$defs\":{\"Node\":{\"type\":\"object\",\"properties\":{\"value\":{\"type\":"
+    "\"integer\"},\"children\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/Node\"}}},"
+    "\"required\":[\"value\",\"children\"],\"additionalProperties\":false}},"
+    "\"$ref\":\"#/$defs/Node\"}";
+
+/* The top level recursing: a list whose last link is null, and an
+ * optional child. */
+static const char *const list =
+    "{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"next\":{\"anyOf\":"
+    "[{\"$ref\":\"#\"},{\"type\":\"null\"}]},\"child\":{\"$ref\":\"#\"}},\"required\":[\"v\","
+    "\"next\"]}";
+
+static void expect_doc(tn_json_schema *s, const char *doc, size_t refused_at) {
+    tn_json_schema_state st;
+    tn_json_schema_init(&st, s);
+    const size_t n = strlen(doc);
+    const size_t got = tn_json_schema_feed(&st, doc, n);
+    CHECKF(got == refused_at, "%s: taken up to %zu, expected %zu", doc, got, refused_at);
+    if (refused_at == n)
+        CHECKF(tn_json_schema_complete(&st), "%s: not complete", doc);
+}
+
+#define WHOLE(s, doc) expect_doc(s, doc, strlen(doc))
+
+static void test_any_ref(void) {
+    tn_json_schema *s = compile(order);
+    if (s) {
+        const char *ok = "{\"owner\":\"x\",\"address\":{\"city\":\"B\"},\"items\":[{\"name\":"
+                         "\"n\",\"qty\":null},{\"qty\":2,\"name\":\"m\"}],\"tag\":\"b\"}";
+        WHOLE(s, ok);
+        WHOLE(s, "{\"address\":null,\"items\":[],\"owner\":\"\",\"tag\":true}");
+        WHOLE(s, "{\"tag\":-3,\"address\":null,\"items\":[],\"owner\":\"\"}");
+        expect_doc(s, "{\"address\":[", 11);          /* neither branch is an array */
+        expect_doc(s, "{\"address\":{\"town\"", 13); /* Address has no "town" */
+        expect_doc(s, "{\"address\":{}", 12);        /* Address requires "city" */
+        expect_doc(s, "{\"items\":[{\"name\":\"n\",\"qty\":1.5", 29);
+        expect_doc(s, "{\"items\":[null", 10);
+        expect_doc(s, "{\"tag\":\"c\"", 8);
+        expect_doc(s, "{\"tag\":false", 7);
+        walk(order, s, 11, 500);
+        tn_json_schema_free(s);
+    }
+    s = compile(tree);
+    if (s) {
+        const char *ok = "{\"value\":1,\"children\":[{\"children\":[],\"value\":2},{\"value\":3,"
+                         "\"children\":[{\"value\":4,\"children\":[]}]}]}";
+        WHOLE(s, ok);
+        expect_doc(s, "{\"value\":1,\"children\":[{}", 24);
+        walk(tree, s, 12, 500);
+        tn_json_schema_free(s);
+    }
+    s = compile(list);
+    if (s) {
+        /* 15 links open: the 16th level's "next" can only be null, and
+         * its optional "child" cannot be written. */
+        char doc[1024];
+        size_t n = 0;
+        for (int i = 0; i < TN_JSON_SCHEMA_MAX_DEPTH - 1; i++)
+            n += (size_t)snprintf(doc + n, sizeof doc - n, "{\"v\":%d,\"next\":", i);
+        const size_t deep = n;
+        n += (size_t)snprintf(doc + n, sizeof doc - n, "{\"v\":0,\"next\":{");
+        expect_doc(s, doc, n - 1);
+        n = deep + (size_t)snprintf(doc + deep, sizeof doc - deep, "{\"v\":0,\"c");
+        expect_doc(s, doc, n - 1);
+        n = deep + (size_t)snprintf(doc + deep, sizeof doc - deep, "{\"v\":0,\"next\":null}");
+        for (int i = 0; i < TN_JSON_SCHEMA_MAX_DEPTH - 1; i++)
+            doc[n++] = '}';
+        doc[n] = '\0';
+        expect_doc(s, doc, n);
+        walk(list, s, 13, 500);
+        tn_json_schema_free(s);
+    }
+
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/properties/b\"},"
+            "\"b\":{\"type\":\"null\"}}}",
+            "\"$ref\": \"#/properties/b\" is not supported");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":"
+            "\"https://example.com/s.json\"}}}",
+            "\"$ref\": \"https://example.com/s.json\" is not supported");
+    REFUSED("{\"type\":\"object\",\"$defs\":{\"A\":{\"type\":\"object\",\"properties\":{\"b\":"
+            "{\"type\":\"null\"}}}},\"properties\":{\"a\":{\"$ref\":\"#/$defs/A/properties/b\"}}}",
+            "is not supported: only");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/B\"}}}",
+            "\"$ref\": \"#/$defs/B\" names no schema of the top level's \"$defs\" (schema at "
+            "#/properties/a)");
+    REFUSED("{\"type\":\"object\",\"$defs\":{\"A\":{\"$ref\":\"#/$defs/B\"},\"B\":{\"$ref\":"
+            "\"#/$defs/A\"}},\"properties\":{\"a\":{\"$ref\":\"#/$defs/A\"}}}",
+            "leads back to itself");
+    REFUSED("{\"$ref\":\"#\"}", "leads back to itself");
+    REFUSED("{\"type\":\"object\",\"$defs\":{\"A\":{\"type\":\"null\"}},\"properties\":{\"a\":"
+            "{\"$ref\":\"#/$defs/A~\"}}}",
+            "is not supported: only");
+    tn_json_schema *escaped = compile(
+        "{\"type\":\"object\",\"$defs\":{\"a/b~\":{\"type\":\"null\"}},\"properties\":{\"a\":"
+        "{\"$ref\":\"#/$defs/a~1b~0\"}},\"required\":[\"a\"]}");
+    if (escaped)
+        WHOLE(escaped, "{\"a\":null}");
+    tn_json_schema_free(escaped);
+    REFUSED("{\"type\":\"object\",\"definitions\":{\"A\":{\"anyOf\":[{\"type\":\"null\"},"
+            "{\"$ref\":\"#/definitions/A\"}]}},\"properties\":{\"a\":{\"$ref\":"
+            "\"#/definitions/A\"}}}",
+            "has itself for a branch");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#\"}},\"required\":[\"a\"]}",
+            "no document within 16 levels");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[{\"type\":\"object\"},"
+            "{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"null\"}}}]}}}",
+            "can both be objects");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[{\"type\":\"integer\"},"
+            "{\"type\":\"number\"}]}}}",
+            "can both be numbers");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[{\"type\":\"string\"},"
+            "{\"enum\":[\"x\",1]}]}}}",
+            "can both be strings");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"anyOf\":"
+            "[{\"type\":\"string\"}]}}}",
+            "\"type\" beside \"anyOf\" is not supported (schema at #/properties/a)");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#\",\"items\":"
+            "{\"type\":\"null\"}}}}",
+            "\"items\" beside \"$ref\" is not supported");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[]}}}",
+            "\"anyOf\" must be an array of 1 to 8 schemas");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":{}}}}",
+            "\"anyOf\" must be an array of 1 to 8 schemas");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[1]}}}",
+            "must be a JSON object (schema at #/properties/a/anyOf/0)");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":1}}}",
+            "\"$ref\" must be a string");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"null\",\"$defs\":{}}}}",
+            "\"$defs\" is supported only at the schema's top level (schema at #/properties/a)");
+    REFUSED("{\"type\":\"object\",\"definitions\":[]}", "\"definitions\" must be an object");
+    REFUSED("{\"type\":\"object\",\"$defs\":{\"A\":{\"type\":\"string\",\"pattern\":\"x\"}}}",
+            "\"pattern\" is not supported (schema at #/$defs/A)");
+    REFUSED("{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"null\"}]}", "top level");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[{\"type\":\"null\"}]}}}",
+            "\"oneOf\" is not supported (schema at #/properties/a)");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"allOf\":[{\"type\":\"null\"}]}}}",
+            "\"allOf\" is not supported (schema at #/properties/a)");
+    /* Nullable as a type list, as before. */
+    tn_json_schema *nullable = compile(
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[\"object\",\"null\"],"
+        "\"properties\":{\"b\":{\"type\":\"integer\"}}}},\"required\":[\"a\"]}");
+    if (nullable) {
+        WHOLE(nullable, "{\"a\":null}");
+        WHOLE(nullable, "{\"a\":{\"b\":1}}");
+        tn_json_schema_free(nullable);
+    }
+}
+
 int main(void) {
     tn_json_schema *s = compile(people);
     if (s) {
@@ -388,5 +552,6 @@ int main(void) {
     }
     test_unsupported();
     test_hostile();
+    test_any_ref();
     return tn_test_finish("json-schema");
 }

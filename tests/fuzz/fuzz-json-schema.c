@@ -47,6 +47,17 @@ static const char *const schemas[] = {
     "\"array\",\"items\":{\"type\":[\"integer\",\"null\",\"boolean\",\"string\"]}}},\"ab\":{"
     "\"type\":\"object\",\"properties\":{\"\":{\"enum\":[\"\",\"\\n\"]}},\"required\":[\"\"]}},"
     "\"required\":[\"a\",\"ab\"]}",
+    /* anyOf and $defs/$ref: Optional[model], a list of a model, a tree
+     * recursing through an optional property and an array. */
+    "{\"$defs\":{\"N\":{\"type\":\"object\",\"properties\":{\"v\":{\"anyOf\":[{\"type\":"
+    "\"integer\"},{\"type\":\"null\"},{\"enum\":[\"x\",\"y\"]},{\"const\":true}]},\"k\":{"
+    "\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/N\"}},\"p\":{\"anyOf\":[{\"$ref\":"
+    "\"#/$defs/N\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"k\"]}},\"type\":\"object\","
+    "\"properties\":{\"n\":{\"$ref\":\"#/$defs/N\"},\"r\":{\"$ref\":\"#\"},\"l\":{\"anyOf\":"
+    "[{\"type\":\"array\",\"items\":{\"$ref\":\"#/definitions/S\"}},{\"type\":\"string\"}]}},"
+    "\"required\":[\"n\"],\"definitions\":{\"S\":{\"anyOf\":[{\"type\":\"number\"},"
+    "{\"type\":\"object\",\"properties\":{\"q\":{\"$ref\":\"#/definitions/S\"}},\"required\":"
+    "[\"q\"]},{\"type\":\"null\"}]}}}",
 };
 
 static bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -54,7 +65,8 @@ static bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c ==
 /* (d): finishes text[0..n) from st into text (room: cap), checked. */
 static void finish_and_check(const char *schema, size_t schema_len, tn_json_schema_state st,
                              uint8_t *text, size_t n, size_t cap) {
-    static const char order[] = "\"}]0:,{[tfn";
+    /* Scalars before containers: a recursive schema ends soonest so. */
+    static const char order[] = "\"}]0:,tfn{[";
     while (!tn_json_schema_complete(&st)) {
         PROMISE(n < cap);
         int pick = -1;

@@ -6,6 +6,11 @@
   and is valid against the schema (a validator of the subset written here);
   enough of them finish.
 - Speculation asked for: off for the request (no drafts), the answer the same.
+- Pydantic's schemas (nested models in $defs, Optional[X] as anyOf, a list
+  of a $ref'd model, a recursive tree) are taken and answered with valid
+  JSON; a $ref outside the schema's $defs, a $ref cycle, anyOf branches
+  that start alike are 400s that say why; the 1 MiB bound holds for the
+  schema as sent (at it: taken; one byte past: a 400).
 - Every keyword outside the subset is a 400 naming response_format and the
   keyword; hostile schemas (deep nesting, 100,000 properties, a huge enum,
   wrong types, a top level that is no object) are 400s (or 413 for a body
@@ -29,7 +34,8 @@ if not os.path.isfile(vocab):
 
 tmp = serverlib.workdir("json-schema")
 model = serverlib.make_model(tmp, name="qwen3", vocab=vocab, arch="qwen3")
-srv = serverlib.Server(tmp, "json-schema", model)
+# A body over 1 MiB, for a schema of 1 MiB and one byte more.
+srv = serverlib.Server(tmp, "json-schema", model, ["--max-body", str(4 << 20)])
 MESSAGES = [{"role": "user", "content": "Write something."}]
 
 
@@ -83,8 +89,17 @@ def answer(stream=False, path="/v1/chat/completions", **extra):
     return status, text or "", c["finish_reason"], raw
 
 
-def valid(schema, v):
+def valid(schema, v, root=None):
     """JSON Schema's meaning of the subset (additionalProperties false)."""
+    root = schema if root is None else root
+    if "$ref" in schema:
+        ref = schema["$ref"]
+        if ref == "#":
+            return valid(root, v, root)
+        table, name = ref[2:].split("/", 1)
+        return valid(root[table][name.replace("~1", "/").replace("~0", "~")], v, root)
+    if "anyOf" in schema:
+        return any(valid(b, v, root) for b in schema["anyOf"])
     t = schema.get("type")
     if t is not None:
         kinds = t if isinstance(t, list) else [t]
@@ -109,11 +124,11 @@ def valid(schema, v):
         return False
     if isinstance(v, dict):
         props = schema.get("properties", {})
-        if any(k not in props or not valid(props[k], x) for k, x in v.items()):
+        if any(k not in props or not valid(props[k], x, root) for k, x in v.items()):
             return False
         if any(r not in v for r in schema.get("required", [])):
             return False
-    if isinstance(v, list) and not all(valid(schema["items"], x) for x in v):
+    if isinstance(v, list) and not all(valid(schema["items"], x, root) for x in v):
         return False
     return True
 
@@ -184,6 +199,49 @@ n_valid += judge("completions", *answer(path="/v1/completions", max_tokens=400,
                                         logit_bias=closers))
 check(n_valid == 2, "the conversation and completions answers were whole and valid")
 
+# Pydantic's model_json_schema() for nested models with Optional fields and
+# a list of a $ref'd model, and for a recursive tree (its top level a $ref).
+ORDER = {
+    "$defs": {
+        "Address": {"properties": {"city": {"title": "City", "type": "string"},
+                                   "zip": {"anyOf": [{"type": "string"}, {"type": "null"}],
+                                           "default": None, "title": "Zip"}},
+                    "required": ["city", "zip"], "title": "Address", "type": "object",
+                    "additionalProperties": False},
+        "Item": {"properties": {"sku": {"title": "Sku", "type": "string"},
+                                "qty": {"title": "Qty", "type": "integer"},
+                                "note": {"anyOf": [{"type": "string"}, {"type": "null"}],
+                                         "default": None, "title": "Note"}},
+                 "required": ["sku", "qty", "note"], "title": "Item", "type": "object",
+                 "additionalProperties": False},
+    },
+    "properties": {
+        "id": {"title": "Id", "type": "integer"},
+        "ship_to": {"anyOf": [{"$ref": "#/$defs/Address"}, {"type": "null"}], "default": None},
+        "items": {"items": {"$ref": "#/$defs/Item"}, "title": "Items", "type": "array"},
+        "paid": {"anyOf": [{"type": "boolean"}, {"type": "null"}], "title": "Paid"},
+    },
+    "required": ["id", "ship_to", "items", "paid"],
+    "title": "Order", "type": "object", "additionalProperties": False,
+}
+TREE = {
+    "$defs": {"Node": {"properties": {"label": {"title": "Label", "type": "string"},
+                                      "children": {"items": {"$ref": "#/$defs/Node"},
+                                                   "title": "Children", "type": "array"}},
+                       "required": ["label", "children"], "title": "Node", "type": "object",
+                       "additionalProperties": False}},
+    "$ref": "#/$defs/Node",
+}
+for label, schema in [("Pydantic order", ORDER), ("Pydantic tree", TREE)]:
+    n_valid = 0
+    for seed in range(1, 7):
+        for stream in (False, True):
+            n_valid += judge("%s seed %d%s" % (label, seed, " streamed" if stream else ""),
+                             *answer(stream=stream, max_tokens=600, response_format=rf_of(schema),
+                                     temperature=1, seed=seed, logit_bias=closers),
+                             schema=schema)
+    check(n_valid >= 2, "%s: %d answers were whole and valid" % (label, n_valid))
+
 # Lenient where harmless: no name, strict false (enforced all the same).
 for label, rf in [("no name", {"type": "json_schema", "json_schema": {"schema": SCHEMA}}),
                   ("strict false", rf_of(SCHEMA, strict=False))]:
@@ -213,15 +271,38 @@ def refused(label, rf, words=None, statuses=(400,)):
 
 for kw, val in [("pattern", "^a"), ("format", "date"), ("minLength", 1), ("maxLength", 2),
                 ("minimum", 0), ("maximum", 9), ("exclusiveMinimum", 0), ("multipleOf", 2),
-                ("minItems", 1), ("maxItems", 3), ("uniqueItems", True), ("anyOf", []),
-                ("oneOf", []), ("allOf", []), ("not", {}), ("$ref", "#/$defs/a"),
-                ("$defs", {}), ("patternProperties", {}), ("minProperties", 1),
+                ("minItems", 1), ("maxItems", 3), ("uniqueItems", True),
+                ("oneOf", []), ("allOf", []), ("not", {}),
+                ("patternProperties", {}), ("minProperties", 1),
                 ("if", {}), ("prefixItems", [])]:
     schema = {"type": "object", "properties": {"a": {"type": "string", kw: val}},
               "required": ["a"], "additionalProperties": False}
     refused('"%s"' % kw, rf_of(schema), '"%s" is not supported' % kw)
     msg = post(response_format=rf_of(schema))[1].get("error", {}).get("message", "")
     check(msg.startswith("response_format json_schema: "), "the refusal says where: %r" % msg)
+
+# anyOf and $ref outside what is enforced: 400s that say why.
+A_NULL = {"type": "object", "properties": {"a": {"type": "null"}}}
+for label, sub, words in [
+        ("anyOf empty", {"anyOf": []}, '"anyOf" must be an array of 1 to 8'),
+        ("anyOf of two objects", {"anyOf": [A_NULL, {"type": "object"}]}, "can both be objects"),
+        ("anyOf of integer and number", {"anyOf": [{"type": "integer"}, {"type": "number"}]},
+         "can both be numbers"),
+        ("anyOf beside type", {"type": "string", "anyOf": [{"type": "string"}]},
+         '"type" beside "anyOf"'),
+        ("$ref to no definition", {"$ref": "#/$defs/a"}, "names no schema"),
+        ("$ref into properties", {"$ref": "#/properties/b"}, "is not supported: only"),
+        ("$ref elsewhere", {"$ref": "https://example.com/s.json"}, "is not supported: only"),
+        ("$defs not at the top", {"type": "string", "$defs": {}}, "only at the schema's top")]:
+    schema = {"type": "object", "properties": {"a": sub}, "required": ["a"],
+              "additionalProperties": False}
+    refused(label, rf_of(schema), words)
+refused("a $ref cycle", rf_of({"type": "object", "$defs": {"A": {"$ref": "#/$defs/B"},
+                                                            "B": {"$ref": "#/$defs/A"}},
+                               "properties": {"a": {"$ref": "#/$defs/A"}}}),
+        "leads back to itself")
+refused("a recursion with no end", rf_of({"type": "object", "properties": {"a": {"$ref": "#"}},
+                                          "required": ["a"]}), "no document within 16")
 
 deep = {"type": "null"}
 for _ in range(40):
@@ -299,6 +380,22 @@ for spelled in ("1e2", "1.0"):
     check(status == 200 and text is not None and "".join(text.split()) == '{"a":%s}' % spelled,
           "integer enum [%s, 2.5]: %s as given (got %s %r)"
           % (spelled, spelled, status, (text if text is not None else raw)[:300]))
+
+# The schema's size bound, on its text as sent: 1 MiB is taken, one byte
+# more refused. The padding is whitespace inside the schema's object.
+for size, taken in [(1 << 20, True), ((1 << 20) + 1, False)]:
+    head, tail = '{"type":"object",', '"properties":{"a":{"type":"null"}},"required":["a"]}'
+    text = head + " " * (size - len(head) - len(tail)) + tail
+    status, content, raw = raw_answer(text)
+    if taken:
+        check(status == 200 and content is not None and
+              "".join(content.split()) == '{"a":null}',
+              "a schema of %d bytes is taken (got %s %r)" % (size, status, raw[:300]))
+    else:
+        err = json.loads(raw).get("error", {}) if status == 400 else {}
+        check(status == 400 and err.get("param") == "response_format" and
+              "is %d bytes; at most %d" % (size, 1 << 20) in err.get("message", ""),
+              "a schema of %d bytes is a 400 (got %s %r)" % (size, status, raw[:300]))
 
 # A stop string would cut the object short and still say "stop": refused
 # before queuing, whichever member comes first; no stop ([] or null) is fine.
