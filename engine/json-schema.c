@@ -388,6 +388,22 @@ static bool annotation(const char *key) {
     return false;
 }
 
+/* An annotation of the type JSON Schema's meta-schema gives it: a strict
+ * validator refuses "description": 5, and a schema it refuses is not the
+ * one the client meant. */
+static int check_annotation(compiler *c, const tn_json *m) {
+    const char *key = m->key;
+    if (!strcmp(key, "examples")) {
+        if (!tn_json_is(m, TN_JSON_ARRAY))
+            return tn_fail(c->err, TN_ERR_INVALID,
+                           "\"examples\" must be an array (schema at #%s)", c->path);
+    } else if (strcmp(key, "default") && !tn_json_is(m, TN_JSON_STRING)) {
+        return tn_fail(c->err, TN_ERR_INVALID, "\"%s\" must be a string (schema at #%s)", key,
+                       c->path);
+    }
+    return TN_OK;
+}
+
 static bool is_defs(const char *key) {
     return !strcmp(key, "$defs") || !strcmp(key, "definitions");
 }
@@ -524,7 +540,11 @@ static int compile_node(compiler *c, const tn_json *v, int depth, uint32_t *out)
                        TN_JSON_SCHEMA_MAX_DEPTH, c->path);
     for (size_t i = 0; i < v->n; i++) {
         const char *key = v->v.items[i].key;
-        if (is_defs(key) && depth != 1) {
+        if (annotation(key)) {
+            int rc = check_annotation(c, &v->v.items[i]);
+            if (rc != TN_OK)
+                return rc;
+        } else if (is_defs(key) && depth != 1) {
             return tn_fail(c->err, TN_ERR_INVALID,
                            "\"%s\" is supported only at the schema's top level (schema at #%s)",
                            key, c->path);

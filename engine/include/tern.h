@@ -757,7 +757,7 @@ bool tn_json_prefix_complete(const tn_json_prefix *p);
  * "$ref" to "#" or "#/$defs/NAME" (recursion too, as deep as
  * TN_JSON_SCHEMA_MAX_DEPTH lets documents nest); "title", "description",
  * "$comment", "examples", "default" and "$schema" annotate and are
- * ignored. Any other keyword is refused by name ("\"pattern\" is not
+ * ignored (of the wrong type, refused). Any other keyword is refused by name ("\"pattern\" is not
  * supported (schema at #/properties/a)"), as are a top level that is not
  * "type": "object", nesting deeper than TN_JSON_SCHEMA_MAX_DEPTH, more
  * than TN_JSON_SCHEMA_MAX_PROPERTIES properties in one object, a $ref

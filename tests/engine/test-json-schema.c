@@ -283,6 +283,42 @@ static void test_hostile(void) {
     n += (size_t)sprintf(lits + n, "}}");
     expect_refused(lits, n, "enum values in all");
     free(lits);
+    /* Annotations of the wrong type, as a strict validator refuses them. */
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"null\",\"description\":5}}}",
+            "\"description\" must be a string (schema at #/properties/a)");
+    REFUSED("{\"type\":\"object\",\"title\":[]}", "\"title\" must be a string (schema at #)");
+    REFUSED("{\"type\":\"object\",\"$comment\":{}}", "\"$comment\" must be a string");
+    REFUSED("{\"type\":\"object\",\"$schema\":1}", "\"$schema\" must be a string");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"null\",\"examples\":null}}}",
+            "\"examples\" must be an array (schema at #/properties/a)");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[{\"type\":\"null\"}],"
+            "\"title\":true}}}",
+            "\"title\" must be a string (schema at #/properties/a)");
+    tn_json_schema *annotated = compile(
+        "{\"type\":\"object\",\"title\":\"t\",\"description\":\"d\",\"$comment\":\"c\","
+        "\"examples\":[{}],\"default\":{\"x\":[1]},\"$schema\":\"https://json-schema.org/draft/"
+        "2020-12/schema\",\"properties\":{\"a\":{\"type\":\"null\",\"default\":5}}}");
+    tn_json_schema_free(annotated);
+    /* The size bound on the text as sent: at it, taken; one byte past, not. */
+    const size_t at = (size_t)TN_JSON_SCHEMA_MAX_TEXT;
+    char *edge = malloc(at + 1);
+    static const char head[] = "{\"type\":\"object\",", tail[] = "\"properties\":{}}";
+    memset(edge, ' ', at + 1);
+    memcpy(edge, head, strlen(head));
+    for (int past = 0; past <= 1; past++) {
+        const size_t n_edge = at + (size_t)past;
+        memcpy(edge + n_edge - strlen(tail), tail, strlen(tail));
+        tn_error e;
+        memset(&e, 0, sizeof e);
+        tn_json_schema *s = NULL;
+        const int rc = tn_json_schema_compile(edge, n_edge, &s, &e);
+        CHECKF(past ? rc != TN_OK && strstr(e.message, "is 1048577 bytes; at most 1048576")
+                    : rc == TN_OK,
+               "a schema of %zu bytes: %s", n_edge, rc == TN_OK ? "taken" : e.message);
+        tn_json_schema_free(s);
+        memset(edge + n_edge - strlen(tail), ' ', strlen(tail));
+    }
+    free(edge);
     tn_json_schema *s = NULL;
     CHECK(tn_json_schema_compile(NULL, 0, &s, NULL) != TN_OK && !s);
 }

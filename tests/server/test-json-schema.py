@@ -293,7 +293,10 @@ for label, sub, words in [
         ("$ref to no definition", {"$ref": "#/$defs/a"}, "names no schema"),
         ("$ref into properties", {"$ref": "#/properties/b"}, "is not supported: only"),
         ("$ref elsewhere", {"$ref": "https://example.com/s.json"}, "is not supported: only"),
-        ("$defs not at the top", {"type": "string", "$defs": {}}, "only at the schema's top")]:
+        ("$defs not at the top", {"type": "string", "$defs": {}}, "only at the schema's top"),
+        ("a number description", {"type": "null", "description": 5},
+         '"description" must be a string'),
+        ("an array title", {"type": "null", "title": []}, '"title" must be a string')]:
     schema = {"type": "object", "properties": {"a": sub}, "required": ["a"],
               "additionalProperties": False}
     refused(label, rf_of(schema), words)
