@@ -58,6 +58,7 @@ typedef struct sc_node {
     uint64_t required;      /* bit i: property prop0 + i */
     uint32_t items;         /* array: the items' node */
     uint32_t any0, n_any;   /* anyOf: its branches' nodes, any0.. in branches */
+    uint32_t where, where_len; /* anyOf: its JSON pointer in the pool, for messages */
     int32_t ref;            /* $ref before it is resolved (SC_REF_*) */
     uint8_t kinds;          /* K_*: the bytes a value of it can start with */
     /* Containers a value of it opens at the least (SC_NO_END: none fits
@@ -525,6 +526,10 @@ static int compile_ref_any(compiler *c, const tn_json *v, int depth, uint32_t *o
         return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
     s->nodes[self].any0 = s->n_branches;
     s->nodes[self].n_any = (uint32_t)n;
+    s->nodes[self].where = (uint32_t)s->pool_len;
+    s->nodes[self].where_len = (uint32_t)strlen(c->path);
+    if (c->path[0] && !pool_add(s, c->path, strlen(c->path)))
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
     memcpy(s->branches + s->n_branches, kids, n * sizeof *kids);
     s->n_branches += (uint32_t)n;
     return TN_OK;
@@ -760,8 +765,9 @@ static int node_kinds(compiler *c, uint32_t i, uint8_t *state, uint32_t *order,
                 return tn_fail(c->err, TN_ERR_INVALID,
                                "\"anyOf\" is supported when its branches start with different "
                                "kinds of value (object, array, string, number, boolean, null), "
-                               "one branch each; two of these can both be %s",
-                               kind_name(k & kb));
+                               "one branch each; two of these can both be %s (schema at #%.*s)",
+                               kind_name(k & kb), (int)n->where_len,
+                               n->where_len ? s->pool + n->where : "");
             k |= kb;
         }
     } else if (n->lits) {

@@ -521,7 +521,7 @@ static void test_any_ref(void) {
             "no document within 16 levels");
     REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[{\"type\":\"object\"},"
             "{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"null\"}}}]}}}",
-            "can both be objects");
+            "can both be objects (schema at #/properties/a)");
     REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[{\"type\":\"integer\"},"
             "{\"type\":\"number\"}]}}}",
             "can both be numbers");
