@@ -9,11 +9,15 @@
  * container) so that trying a token is a copy and a walk over its bytes,
  * as with tn_json_prefix. Object keys and enum values are matched against
  * sorted tables of their JSON-encoded texts: the names a key's bytes so far
- * can still become are a contiguous range, narrowed byte by byte. The
+ * can still become are a contiguous range, narrowed byte by byte. A $ref
+ * is resolved at compile time to the node it names (so a recursive schema
+ * is a graph of nodes), and an anyOf's branches start with different
+ * bytes, so that a value's first byte picks the one node it follows. The
  * checker never accepts a byte after which no valid document can follow:
- * every node has at least one value, every open key or literal range is
- * non-empty and holds an unused name, and ',' in an object needs a
- * property left to write. */
+ * every node has at least one value that fits the levels left (an object
+ * is opened, a property started, only if so), every open key or literal
+ * range is non-empty and holds an unused name, and ',' in an object needs
+ * a property left to write. */
 #include "tn-internal.h"
 #include "tn-json.h"
 
