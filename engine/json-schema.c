@@ -58,13 +58,13 @@ typedef struct sc_node {
     uint8_t types; /* T_*; ignored when lits is set */
     bool lits;     /* enum or const: the value is one of lit0..lit0+n_lit */
     uint32_t lit0, n_lit;
-    uint32_t prop0, n_prop; /* object: properties sorted by encoded name */
-    uint64_t required;      /* bit i: property prop0 + i */
-    uint32_t items;         /* array: the items' node */
-    uint32_t any0, n_any;   /* anyOf: its branches' nodes, any0.. in branches */
+    uint32_t prop0, n_prop;    /* object: properties sorted by encoded name */
+    uint64_t required;         /* bit i: property prop0 + i */
+    uint32_t items;            /* array: the items' node */
+    uint32_t any0, n_any;      /* anyOf: its branches' nodes, any0.. in branches */
     uint32_t where, where_len; /* anyOf: its JSON pointer in the pool, for messages */
-    int32_t ref;            /* $ref before it is resolved (SC_REF_*) */
-    uint8_t kinds;          /* K_*: the bytes a value of it can start with */
+    int32_t ref;               /* $ref before it is resolved (SC_REF_*) */
+    uint8_t kinds;             /* K_*: the bytes a value of it can start with */
     /* Containers a value of it opens at the least (SC_NO_END: none fits
      * the depth bound), and the same for it written as an object: a $ref
      * can recurse, and the checker opens only what it can close. */
@@ -400,8 +400,8 @@ static int check_annotation(compiler *c, const tn_json *m) {
     const char *key = m->key;
     if (!strcmp(key, "examples")) {
         if (!tn_json_is(m, TN_JSON_ARRAY))
-            return tn_fail(c->err, TN_ERR_INVALID,
-                           "\"examples\" must be an array (schema at #%s)", c->path);
+            return tn_fail(c->err, TN_ERR_INVALID, "\"examples\" must be an array (schema at #%s)",
+                           c->path);
     } else if (strcmp(key, "default") && !tn_json_is(m, TN_JSON_STRING)) {
         return tn_fail(c->err, TN_ERR_INVALID, "\"%s\" must be a string (schema at #%s)", key,
                        c->path);
@@ -489,8 +489,7 @@ static int compile_ref_any(compiler *c, const tn_json *v, int depth, uint32_t *o
         if (!strcmp(key, what) || annotation(key) || (depth == 1 && is_defs(key)))
             continue;
         return tn_fail(c->err, TN_ERR_INVALID,
-                       "\"%s\" beside \"%s\" is not supported (schema at #%s)", key, what,
-                       c->path);
+                       "\"%s\" beside \"%s\" is not supported (schema at #%s)", key, what, c->path);
     }
     uint32_t self;
     int rc = new_node(c, &self);
@@ -735,10 +734,10 @@ static int resolve_refs(compiler *c) {
 }
 
 static const char *kind_name(uint8_t k) {
-    return k & K_OBJECT   ? "objects"
-           : k & K_ARRAY  ? "arrays"
-           : k & K_STRING ? "strings"
-           : k & K_NUMBER ? "numbers"
+    return k & K_OBJECT             ? "objects"
+           : k & K_ARRAY            ? "arrays"
+           : k & K_STRING           ? "strings"
+           : k & K_NUMBER           ? "numbers"
            : k & (K_TRUE | K_FALSE) ? "booleans"
                                     : "null";
 }
@@ -746,8 +745,7 @@ static const char *kind_name(uint8_t k) {
 /* The kinds of value each node starts with; anyOf's branches must start
  * apart, so that a value's first byte picks its branch. A node in
  * progress met again is an anyOf that is its own branch. */
-static int node_kinds(compiler *c, uint32_t i, uint8_t *state, uint32_t *order,
-                      uint32_t *n_order) {
+static int node_kinds(compiler *c, uint32_t i, uint8_t *state, uint32_t *order, uint32_t *n_order) {
     tn_json_schema *s = c->s;
     sc_node *n = &s->nodes[i];
     if (state[i] == 2)
@@ -777,8 +775,11 @@ static int node_kinds(compiler *c, uint32_t i, uint8_t *state, uint32_t *order,
     } else if (n->lits) {
         for (uint32_t l = 0; l < n->n_lit; l++) {
             const char f = s->pool[s->lits[n->lit0 + l].off];
-            k |= f == '"' ? K_STRING : f == 't' ? K_TRUE : f == 'f' ? K_FALSE
-                 : f == 'n' ? K_NULL : K_NUMBER;
+            k |= f == '"'   ? K_STRING
+                 : f == 't' ? K_TRUE
+                 : f == 'f' ? K_FALSE
+                 : f == 'n' ? K_NULL
+                            : K_NUMBER;
         }
     } else {
         k |= n->types & T_OBJECT ? K_OBJECT : 0;
@@ -933,7 +934,7 @@ enum {
     M_ARR_FIRST, /* after '[': a value or ']' */
     M_VALUE,     /* a value of node cur */
     M_AFTER,     /* after a value in a container */
-    M_STR, /* a string's body: tn_json_lex_string's sub-states from here */
+    M_STR,       /* a string's body: tn_json_lex_string's sub-states from here */
     M_ESC = M_STR + TN_JSON_LEX_ESC,
     M_HEX = M_STR + TN_JSON_LEX_HEX,
     M_UTF8 = M_STR + TN_JSON_LEX_UTF8,
@@ -1090,8 +1091,7 @@ static bool value_start(tn_json_schema_state *st, uint32_t node, uint8_t c) {
         return true;
     default: {
         uint8_t sub;
-        if (!(n->types & (T_NUMBER | T_INTEGER)) ||
-            !tn_json_lex_number_start(c, &sub, &st->digits))
+        if (!(n->types & (T_NUMBER | T_INTEGER)) || !tn_json_lex_number_start(c, &sub, &st->digits))
             return false;
         st->mode = (uint8_t)(M_NUM_MINUS + sub);
         return true;

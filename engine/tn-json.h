@@ -180,7 +180,7 @@ enum {
     TN_JSON_LEX_NUM_MINUS, /* "-": a digit must follow */
     TN_JSON_LEX_NUM_ZERO,  /* a leading 0: no digit may follow */
     TN_JSON_LEX_NUM_INT,
-    TN_JSON_LEX_NUM_DOT,   /* "1.": a digit must follow */
+    TN_JSON_LEX_NUM_DOT, /* "1.": a digit must follow */
     TN_JSON_LEX_NUM_FRAC,
     TN_JSON_LEX_NUM_E,     /* "1e": a sign or digit */
     TN_JSON_LEX_NUM_ESIGN, /* "1e+": a digit */
@@ -208,8 +208,8 @@ static inline bool tn_json_lex_number_start(uint8_t c, uint8_t *sub, uint8_t *di
 /* One byte of a number. _END: the number ended before c, which is not
  * taken and belongs to what follows (a number in a container always ends
  * at such a byte). */
-static inline int tn_json_lex_number(uint8_t *sub, uint8_t *digits,
-                                     const tn_json_lex_num_rules *r, uint8_t c) {
+static inline int tn_json_lex_number(uint8_t *sub, uint8_t *digits, const tn_json_lex_num_rules *r,
+                                     uint8_t c) {
     const bool digit = c >= '0' && c <= '9';
     switch (*sub) {
     case TN_JSON_LEX_NUM_MINUS:
@@ -225,8 +225,7 @@ static inline int tn_json_lex_number(uint8_t *sub, uint8_t *digits,
     case TN_JSON_LEX_NUM_INT:
     case TN_JSON_LEX_NUM_FRAC:
         if (digit && *sub != TN_JSON_LEX_NUM_ZERO) {
-            const uint8_t cap =
-                *sub == TN_JSON_LEX_NUM_FRAC ? r->frac_digits : r->int_digits;
+            const uint8_t cap = *sub == TN_JSON_LEX_NUM_FRAC ? r->frac_digits : r->int_digits;
             if (cap && *digits >= cap)
                 return TN_JSON_LEX_BAD;
             if (*digits < UINT8_MAX)

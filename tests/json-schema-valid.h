@@ -51,7 +51,7 @@ static const tn_json *jsv_deref(const tn_json *root, const char *ref) {
         return NULL;
     if (!strcmp(ref, "#"))
         return root;
-    const char *table = !strncmp(ref, "#/$defs/", 8)         ? "$defs"
+    const char *table = !strncmp(ref, "#/$defs/", 8)          ? "$defs"
                         : !strncmp(ref, "#/definitions/", 14) ? "definitions"
                                                               : NULL;
     if (!table)

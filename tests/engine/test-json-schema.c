@@ -447,7 +447,7 @@ static void test_any_ref(void) {
         WHOLE(s, ok);
         WHOLE(s, "{\"address\":null,\"items\":[],\"owner\":\"\",\"tag\":true}");
         WHOLE(s, "{\"tag\":-3,\"address\":null,\"items\":[],\"owner\":\"\"}");
-        expect_doc(s, "{\"address\":[", 11);          /* neither branch is an array */
+        expect_doc(s, "{\"address\":[", 11);         /* neither branch is an array */
         expect_doc(s, "{\"address\":{\"town\"", 13); /* Address has no "town" */
         expect_doc(s, "{\"address\":{}", 12);        /* Address requires "city" */
         expect_doc(s, "{\"items\":[{\"name\":\"n\",\"qty\":1.5", 29);
@@ -553,9 +553,9 @@ static void test_any_ref(void) {
     REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"allOf\":[{\"type\":\"null\"}]}}}",
             "\"allOf\" is not supported (schema at #/properties/a)");
     /* Nullable as a type list, as before. */
-    tn_json_schema *nullable = compile(
-        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[\"object\",\"null\"],"
-        "\"properties\":{\"b\":{\"type\":\"integer\"}}}},\"required\":[\"a\"]}");
+    tn_json_schema *nullable =
+        compile("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[\"object\",\"null\"],"
+                "\"properties\":{\"b\":{\"type\":\"integer\"}}}},\"required\":[\"a\"]}");
     if (nullable) {
         WHOLE(nullable, "{\"a\":null}");
         WHOLE(nullable, "{\"a\":{\"b\":1}}");
