@@ -454,77 +454,116 @@ static char *longest_token_text(const tn_model *m, size_t len) {
 
 /* A message that cannot fit is refused from its length before a byte of it
  * is encoded (tn_tokenizer_bytes_seen, not a clock), by ask, chat and pin,
- * with its size, its least token count and the room. */
+ * with its size, its least token count and the room. One case a row, each
+ * named in its failures. */
+typedef enum { EARLY_ASK, EARLY_CHAT, EARLY_PIN } early_kind;
+
+typedef struct early_case {
+    const char *name;
+    early_kind kind;
+    /* chat: MANY messages of "ok ok" (which add up to too much) instead of
+     * "hello" and 1 MiB; not a byte of them may be encoded. */
+    bool many;
+    /* The message: its bytes (%zu), its least tokens (%zu), then n_room
+     * numbers that say the room (early_room). */
+    const char *format;
+    int n_room;
+} early_case;
+
+enum { MANY = 20000 };
+
+static const early_case early_cases[] = {
+    {"a 1 MiB request", EARLY_ASK, false,
+     "the message is %zu bytes as the template writes it, at least %zu tokens; %d are free "
+     "after the %d-token system prompt",
+     2},
+    {"a 1 MiB conversation", EARLY_CHAT, false,
+     "the conversation is %zu bytes as the template writes it, at least %zu tokens; the "
+     "context holds %d",
+     1},
+    {"20000 short messages", EARLY_CHAT, true,
+     "the conversation is %zu bytes as the template writes it, at least %zu tokens; the "
+     "context holds %d",
+     1},
+    {"a 1 MiB system prompt", EARLY_PIN, false,
+     "the system prompt is %zu bytes as the template writes it, at least %zu tokens; the "
+     "pinned context holds %d",
+     1},
+};
+
+/* The numbers a case's message gives for the room in an n_ctx-token
+ * session with n_pin pinned rows, and the rows there are for the text. */
+static int64_t early_room(const early_case *c, int n_ctx, int n_pin, int want[2]) {
+    switch (c->kind) {
+    case EARLY_ASK:
+        want[0] = n_ctx - n_pin;
+        want[1] = n_pin;
+        return n_ctx - n_pin;
+    case EARLY_CHAT: want[0] = n_ctx; return n_ctx;
+    case EARLY_PIN: want[0] = n_ctx; return n_ctx - 1;
+    }
+    return -1;
+}
+
 static void early_refusal(fixture *f) {
     const size_t big = 1u << 20;
+    const int n_ctx = 160;
     char *huge = malloc(big + 1);
-    if (!huge)
-        return;
+    tn_session_message *many = calloc(MANY, sizeof *many);
+    if (!huge || !many)
+        goto out;
     memset(huge, 'a', big);
     huge[big] = '\0';
-    tn_session *s = new_session(f, 160, false);
-    if (!s || pin(s, SYSTEM) != TN_OK)
+    for (int i = 0; i < MANY; i++)
+        many[i] = (tn_session_message){.role = i % 2 ? "assistant" : "user", .content = "ok ok"};
+    many[MANY - 1].role = "user";
+    tn_session *s = new_session(f, n_ctx, false);
+    if (!s || pin(s, SYSTEM) != TN_OK) {
+        tn_session_free(s);
         goto out;
+    }
     const int32_t n_pin = tn_session_pin_info(s).n_pin;
     tn_gen_params g = tn_gen_default_params();
     g.max_tokens = 4;
     tn_error err = {0};
-    size_t bytes = 0, least = 0;
-    int free_ = 0, sys = 0, n_ctx = 0;
 
-    uint64_t seen = tn_tokenizer_bytes_seen();
-    int rc = tn_session_ask(s, huge, &g, NULL, NULL, NULL, &err);
-    CHECKF(rc == TN_ERR_OVERFLOW, "%s: a 1 MiB request gave %d", f->name, rc);
-    CHECKF(tn_tokenizer_bytes_seen() - seen < big, "%s: ask encoded %llu bytes to refuse it",
-           f->name, (unsigned long long)(tn_tokenizer_bytes_seen() - seen));
-    CHECKF(sscanf(err.message,
-                  "the message is %zu bytes as the template writes it, at least %zu tokens; %d "
-                  "are free after the %d-token system prompt",
-                  &bytes, &least, &free_, &sys) == 4 &&
-               bytes > big && least > 160 && free_ == 160 - n_pin && sys == n_pin,
-           "%s: %s", f->name, err.message);
-    CHECK(tn_ctx_kv_len(tn_session_ctx(s)) == n_pin);
+    for (size_t k = 0; k < sizeof early_cases / sizeof early_cases[0]; k++) {
+        const early_case *c = &early_cases[k];
+        tn_session_message conv[2] = {{.role = "user", .content = "hello"},
+                                      {.role = "user", .content = huge}};
+        const size_t sent = c->many ? (size_t)MANY * strlen("ok ok") : big;
+        const uint64_t seen = tn_tokenizer_bytes_seen();
+        int rc = TN_ERR_INVALID;
+        switch (c->kind) {
+        case EARLY_ASK: rc = tn_session_ask(s, huge, &g, NULL, NULL, NULL, &err); break;
+        case EARLY_CHAT:
+            rc = c->many ? tn_session_chat(s, many, MANY, &g, NULL, NULL, NULL, &err)
+                         : tn_session_chat(s, conv, 2, &g, NULL, NULL, NULL, &err);
+            break;
+        case EARLY_PIN: rc = tn_session_pin(s, huge, NULL, NULL, &err); break;
+        }
+        const uint64_t encoded = tn_tokenizer_bytes_seen() - seen;
+        CHECKF(rc == TN_ERR_OVERFLOW, "%s: %s gave %d", f->name, c->name, rc);
+        CHECKF(c->many ? encoded == 0 : encoded < big, "%s: %s: %llu bytes encoded to refuse it",
+               f->name, c->name, (unsigned long long)encoded);
 
-    tn_session_message conv[2] = {{.role = "user", .content = "hello"},
-                                  {.role = "user", .content = huge}};
-    seen = tn_tokenizer_bytes_seen();
-    rc = tn_session_chat(s, conv, 2, &g, NULL, NULL, NULL, &err);
-    CHECKF(rc == TN_ERR_OVERFLOW, "%s: a 1 MiB conversation gave %d", f->name, rc);
-    CHECKF(tn_tokenizer_bytes_seen() - seen < big, "%s: chat encoded %llu bytes to refuse it",
-           f->name, (unsigned long long)(tn_tokenizer_bytes_seen() - seen));
-    CHECKF(sscanf(err.message,
-                  "the conversation is %zu bytes as the template writes it, at least %zu "
-                  "tokens; the context holds %d",
-                  &bytes, &least, &n_ctx) == 3 &&
-               bytes > big && least > 160 && n_ctx == 160,
-           "%s: %s", f->name, err.message);
-
-    /* Many small messages add up to the same. */
-    enum { MANY = 20000 };
-    tn_session_message *many = calloc(MANY, sizeof *many);
-    for (int i = 0; many && i < MANY; i++)
-        many[i] = (tn_session_message){.role = i % 2 ? "assistant" : "user", .content = "ok ok"};
-    if (many) {
-        many[MANY - 1].role = "user";
-        seen = tn_tokenizer_bytes_seen();
-        rc = tn_session_chat(s, many, MANY, &g, NULL, NULL, NULL, &err);
-        CHECKF(rc == TN_ERR_OVERFLOW && tn_tokenizer_bytes_seen() == seen,
-               "%s: %d messages: rc %d, %s", f->name, MANY, rc, err.message);
+        int want[2] = {0}, got[2] = {0};
+        const int64_t room = early_room(c, n_ctx, n_pin, want);
+        size_t bytes = 0, least = 0;
+        const int n = sscanf(err.message, c->format, &bytes, &least, &got[0], &got[1]);
+        CHECKF(n == 2 + c->n_room && bytes > sent && least > (uint64_t)room && got[0] == want[0] &&
+                   got[1] == want[1],
+               "%s: %s: %s", f->name, c->name, err.message);
+        /* Refused with nothing changed. */
+        CHECKF(tn_session_pin_info(s).n_pin == n_pin && tn_ctx_kv_len(tn_session_ctx(s)) == n_pin,
+               "%s: %s: %d pinned rows, %d in the KV after the refusal (%d before)", f->name,
+               c->name, tn_session_pin_info(s).n_pin, tn_ctx_kv_len(tn_session_ctx(s)), n_pin);
     }
-    free(many);
-
-    seen = tn_tokenizer_bytes_seen();
-    rc = tn_session_pin(s, huge, NULL, NULL, &err);
-    CHECKF(rc == TN_ERR_OVERFLOW && tn_tokenizer_bytes_seen() - seen < big,
-           "%s: a 1 MiB system prompt: rc %d, %s", f->name, rc, err.message);
-    CHECKF(strstr(err.message, "the system prompt is") == err.message, "%s: %s", f->name,
-           err.message);
-    CHECK(tn_session_pin_info(s).n_pin == n_pin);
 
     /* Empty messages are not refused: the template alone fits. */
     tn_session_message empty[2] = {{.role = "user", .content = ""},
                                    {.role = "user", .content = ""}};
-    rc = tn_session_chat(s, empty, 2, &g, NULL, NULL, NULL, &err);
+    int rc = tn_session_chat(s, empty, 2, &g, NULL, NULL, NULL, &err);
     CHECKF(rc == TN_OK, "%s: empty messages: %s", f->name, err.message);
 
     /* The edge, where the bound is closest to the count. */
@@ -536,8 +575,9 @@ static void early_refusal(fixture *f) {
                  "\xc3\xa9t\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\xf0\x9f\x98\x80 "
                  "\xea\xb0\x80\xe1\x84\x80\xe1\x85\xa1 \xe2\x84\xaa");
     fits_exactly(f, "one word", "hello");
-out:
     tn_session_free(s);
+out:
+    free(many);
     free(huge);
 }
 
