@@ -311,6 +311,7 @@ int tn_vfail(tn_error *err, int code, const char *fmt, va_list ap) {
         va_list aq;
         va_copy(aq, ap);
         err->code = code;
+        err->overflow = (tn_overflow){0}; /* only a session's fit checks set it */
         char raw[sizeof err->message];
         vsnprintf(raw, sizeof raw, fmt, ap);
         /* One line of valid UTF-8: a message never carries a newline, an
@@ -337,6 +338,7 @@ void tn_error_clear(tn_error *err) {
         err->message[0] = '\0';
         err->format = NULL;
         err->n_args = 0;
+        err->overflow = (tn_overflow){0};
     }
 }
 

@@ -508,6 +508,23 @@ static int need_tokenizer(const tn_session *s, tn_error *err) {
  * (chat_impl); COUNT only counts. */
 typedef enum { FIT_COUNT, FIT_PIN, FIT_TURN, FIT_CHAT } fit_kind;
 
+/* The rows a text of this kind may take. */
+static int64_t fit_room(const tn_session *s, fit_kind fit) {
+    const int64_t room = fit == FIT_PIN    ? (int64_t)s->n_ctx - 1
+                         : fit == FIT_TURN ? (int64_t)s->n_ctx - s->n_pin
+                                           : (int64_t)s->n_ctx;
+    return room > 0 ? room : 0;
+}
+
+/* rc, the refusal tn_fail just wrote to err, with its numbers beside the
+ * message (tn_error.overflow) so that no caller has to read them out of
+ * words that change and are translated. */
+static int overflowed(tn_error *err, int rc, int64_t needed, int64_t room, bool at_least) {
+    if (err)
+        err->overflow = (tn_overflow){.needed = needed, .room = room, .at_least = at_least};
+    return rc;
+}
+
 /* A text that cannot fit, refused from its length before it is encoded:
  * encoding a 1 MiB message took seconds only for the check after it to
  * refuse it. tn_tokenizer_min_tokens never exceeds the real count, so
@@ -516,34 +533,45 @@ static int refuse_early(const tn_session *s, size_t len, bool bos, fit_kind fit,
                         tn_error *err) {
     if (fit == FIT_COUNT)
         return TN_OK;
-    const int64_t room = fit == FIT_PIN    ? (int64_t)s->n_ctx - 1
-                         : fit == FIT_TURN ? (int64_t)s->n_ctx - s->n_pin
-                                           : (int64_t)s->n_ctx;
+    const int64_t room = fit_room(s, fit);
     const size_t at_least = tn_tokenizer_min_tokens(s->tok, len) + (bos ? 1 : 0);
-    if (at_least <= (uint64_t)(room > 0 ? room : 0))
+    if (at_least <= (uint64_t)room)
         return TN_OK;
+    const int64_t needed = at_least > INT64_MAX ? INT64_MAX : (int64_t)at_least;
     /* One format per case, each translated whole (docs/TRANSLATING.md). */
     if (fit == FIT_PIN)
-        return tn_fail(err, TN_ERR_OVERFLOW,
-                       "the system prompt is %zu bytes as the template writes it, at least %zu "
-                       "tokens; the pinned context holds %d and needs room for the requests "
-                       "(raise the context size)",
-                       len, at_least, s->n_ctx);
+        return overflowed(
+            err,
+            tn_fail(err, TN_ERR_OVERFLOW,
+                    "the system prompt is %zu bytes as the template writes it, at least %zu "
+                    "tokens; the pinned context holds %d and needs room for the requests "
+                    "(raise the context size)",
+                    len, at_least, s->n_ctx),
+            needed, room, true);
     if (fit == FIT_CHAT)
-        return tn_fail(err, TN_ERR_OVERFLOW,
-                       "the conversation is %zu bytes as the template writes it, at least %zu "
-                       "tokens; the context holds %d (start a new chat or raise the context "
-                       "size)",
-                       len, at_least, s->n_ctx);
+        return overflowed(
+            err,
+            tn_fail(err, TN_ERR_OVERFLOW,
+                    "the conversation is %zu bytes as the template writes it, at least %zu "
+                    "tokens; the context holds %d (start a new chat or raise the context "
+                    "size)",
+                    len, at_least, s->n_ctx),
+            needed, room, true);
     if (s->n_pin > 0)
-        return tn_fail(err, TN_ERR_OVERFLOW,
-                       "the message is %zu bytes as the template writes it, at least %zu tokens; "
-                       "%d are free after the %d-token system prompt",
-                       len, at_least, s->n_ctx - s->n_pin, s->n_pin);
-    return tn_fail(err, TN_ERR_OVERFLOW,
-                   "the message is %zu bytes as the template writes it, at least %zu tokens; "
-                   "the context holds %d",
-                   len, at_least, s->n_ctx);
+        return overflowed(
+            err,
+            tn_fail(err, TN_ERR_OVERFLOW,
+                    "the message is %zu bytes as the template writes it, at least %zu tokens; "
+                    "%d are free after the %d-token system prompt",
+                    len, at_least, s->n_ctx - s->n_pin, s->n_pin),
+            needed, room, true);
+    return overflowed(
+        err,
+        tn_fail(err, TN_ERR_OVERFLOW,
+                "the message is %zu bytes as the template writes it, at least %zu tokens; "
+                "the context holds %d",
+                len, at_least, s->n_ctx),
+        needed, room, true);
 }
 
 static int tokenize_rendered(const tn_session *s, const tn_buf *text,
@@ -627,10 +655,13 @@ int tn_session_count_system_tokens(tn_session *s, const char *system_text, int32
 }
 
 static int pin_too_long(const tn_session *s, int32_t n, tn_error *err) {
-    return tn_fail(err, TN_ERR_OVERFLOW,
-                   "the system prompt is %d tokens; the pinned context holds %d and needs room "
-                   "for the requests (raise the context size)",
-                   n, s->n_ctx);
+    return overflowed(
+        err,
+        tn_fail(err, TN_ERR_OVERFLOW,
+                "the system prompt is %d tokens; the pinned context holds %d and needs room "
+                "for the requests (raise the context size)",
+                n, s->n_ctx),
+        n, fit_room(s, FIT_PIN), false);
 }
 
 /* Brings the KV to exactly `tokens` (the pin): keeps what is already
@@ -1147,11 +1178,16 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
 static int overflow_message(const tn_session *s, int32_t n_req, tn_error *err) {
     const int32_t n_free = s->n_ctx - s->n_pin;
     if (s->n_pin > 0)
-        return tn_fail(err, TN_ERR_OVERFLOW,
-                       "the message is %d tokens; %d are free after the %d-token system prompt",
-                       n_req, n_free, s->n_pin);
-    return tn_fail(err, TN_ERR_OVERFLOW, "the message is %d tokens; the context holds %d", n_req,
-                   s->n_ctx);
+        return overflowed(
+            err,
+            tn_fail(err, TN_ERR_OVERFLOW,
+                    "the message is %d tokens; %d are free after the %d-token system prompt", n_req,
+                    n_free, s->n_pin),
+            n_req, fit_room(s, FIT_TURN), false);
+    return overflowed(err,
+                      tn_fail(err, TN_ERR_OVERFLOW,
+                              "the message is %d tokens; the context holds %d", n_req, s->n_ctx),
+                      n_req, fit_room(s, FIT_TURN), false);
 }
 
 static int ask_impl(tn_session *s, const int32_t *req, int32_t n_req, const prompt_plan *plan,
@@ -1162,15 +1198,21 @@ static int ask_impl(tn_session *s, const int32_t *req, int32_t n_req, const prom
     /* One format per number: a translation has its own word for each
      * (docs/TRANSLATING.md), which an "image%s" suffix would not allow. */
     if (n_req > s->n_ctx - s->n_pin && plan && plan->n_spans == 1)
-        return tn_fail(err, TN_ERR_OVERFLOW,
-                       "the message is %d tokens (%d of them for %d image); %d are free after "
-                       "the %d-token system prompt (use fewer image tokens or a larger context)",
-                       n_req, plan->n_image_rows, plan->n_spans, s->n_ctx - s->n_pin, s->n_pin);
+        return overflowed(
+            err,
+            tn_fail(err, TN_ERR_OVERFLOW,
+                    "the message is %d tokens (%d of them for %d image); %d are free after "
+                    "the %d-token system prompt (use fewer image tokens or a larger context)",
+                    n_req, plan->n_image_rows, plan->n_spans, s->n_ctx - s->n_pin, s->n_pin),
+            n_req, fit_room(s, FIT_TURN), false);
     if (n_req > s->n_ctx - s->n_pin && plan && plan->n_spans > 1)
-        return tn_fail(err, TN_ERR_OVERFLOW,
-                       "the message is %d tokens (%d of them for %d images); %d are free after "
-                       "the %d-token system prompt (use fewer image tokens or a larger context)",
-                       n_req, plan->n_image_rows, plan->n_spans, s->n_ctx - s->n_pin, s->n_pin);
+        return overflowed(
+            err,
+            tn_fail(err, TN_ERR_OVERFLOW,
+                    "the message is %d tokens (%d of them for %d images); %d are free after "
+                    "the %d-token system prompt (use fewer image tokens or a larger context)",
+                    n_req, plan->n_image_rows, plan->n_spans, s->n_ctx - s->n_pin, s->n_pin),
+            n_req, fit_room(s, FIT_TURN), false);
     if (n_req > s->n_ctx - s->n_pin)
         return overflow_message(s, n_req, err);
     for (int32_t i = 0; i < n_req; i++)
@@ -1297,10 +1339,13 @@ static int chat_impl(tn_session *s, const int32_t *tokens, int32_t n, const prom
     if (n <= 0)
         return tn_fail(err, TN_ERR_INVALID, "the conversation is empty");
     if (n > s->n_ctx)
-        return tn_fail(err, TN_ERR_OVERFLOW,
-                       "the conversation is %d tokens; the context holds %d (start a new chat "
-                       "or raise the context size)",
-                       n, s->n_ctx);
+        return overflowed(
+            err,
+            tn_fail(err, TN_ERR_OVERFLOW,
+                    "the conversation is %d tokens; the context holds %d (start a new chat "
+                    "or raise the context size)",
+                    n, s->n_ctx),
+            n, fit_room(s, FIT_CHAT), false);
     const double t_restore = tn_now_ms();
     int32_t keep = kv_prefix(s, tokens, plan ? plan->keys : NULL, n);
     if (keep == n)
@@ -1629,7 +1674,8 @@ static int expand_images(tn_session *s, const tn_buf *text, const tn_text_spans 
         total += images[i].n_tokens - 1;
     if (total > INT32_MAX / 2) {
         tn_tokens_free(&raw);
-        return tn_fail(err, TN_ERR_OVERFLOW, "the prompt is too long");
+        return overflowed(err, tn_fail(err, TN_ERR_OVERFLOW, "the prompt is too long"), total,
+                          fit_room(s, with_bos ? FIT_CHAT : FIT_TURN), false);
     }
     out->ids = malloc((size_t)total * sizeof *out->ids);
     out->keys = calloc((size_t)total, sizeof *out->keys);

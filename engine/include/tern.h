@@ -36,6 +36,16 @@ typedef enum tn_status {
 
 #define TN_ERROR_MESSAGE_MAX 512
 
+/* Why a prompt does not fit a session's context, as numbers: a caller that
+ * needs them reads these, never the message, whose words change and are
+ * translated (docs/SESSION.md). */
+typedef struct tn_overflow {
+    int64_t needed; /* the tokens the prompt takes (0: no record) */
+    int64_t room;   /* the rows there were for it */
+    bool at_least;  /* needed is a lower bound: refused from its length in
+                       bytes before it was encoded */
+} tn_overflow;
+
 typedef struct tn_error {
     int code;                           /* a tn_status */
     char message[TN_ERROR_MESSAGE_MAX]; /* one line, no control character */
@@ -47,6 +57,11 @@ typedef struct tn_error {
     const char *format;
     char args[TN_ERROR_MESSAGE_MAX];
     int n_args;
+    /* Set with TN_ERR_OVERFLOW when a session refuses a prompt, system
+     * prompt, request or conversation (text, tokens or images) that does
+     * not fit its context; zero for every other error, another overflow
+     * (a file, memory) included. */
+    tn_overflow overflow;
 } tn_error;
 
 const char *tn_status_name(int status);

@@ -420,8 +420,12 @@ static void fits_exactly(fixture *f, const char *what, const char *text) {
                    "%s: %s of %d tokens in a %d-token context: rc %d, %s", f->name, what, n, n,
                    rc, err.message);
         else
-            CHECKF(rc == TN_ERR_OVERFLOW, "%s: %s of %d tokens in a %d-token context: rc %d",
-                   f->name, what, n, n - 1, rc);
+            /* Whether refused from its length or counted, it needs n: the
+             * bound never exceeds the count and does not fit in n - 1. */
+            CHECKF(rc == TN_ERR_OVERFLOW && err.overflow.needed == n && err.overflow.room == n - 1,
+                   "%s: %s of %d tokens in a %d-token context: rc %d, record %lld of %lld", f->name,
+                   what, n, n - 1, rc, (long long)err.overflow.needed,
+                   (long long)err.overflow.room);
         tn_session_free(s);
     }
 }
@@ -554,6 +558,13 @@ static void early_refusal(fixture *f) {
         CHECKF(n == 2 + c->n_room && bytes > sent && least > (uint64_t)room && got[0] == want[0] &&
                    got[1] == want[1],
                "%s: %s: %s", f->name, c->name, err.message);
+        /* The same numbers beside the message, for a caller that must not
+         * read them out of its words: a lower bound. */
+        CHECKF(err.overflow.needed == (int64_t)least && err.overflow.room == room &&
+                   err.overflow.at_least,
+               "%s: %s: the record says %lld needed (at least: %d), room %lld; the message: %s",
+               f->name, c->name, (long long)err.overflow.needed, err.overflow.at_least,
+               (long long)err.overflow.room, err.message);
         /* Refused with nothing changed. */
         CHECKF(tn_session_pin_info(s).n_pin == n_pin && tn_ctx_kv_len(tn_session_ctx(s)) == n_pin,
                "%s: %s: %d pinned rows, %d in the KV after the refusal (%d before)", f->name,
@@ -623,7 +634,26 @@ static void overflow(fixture *f) {
              "the message is %d tokens; %d are free after the %d-token system prompt", msg, free_,
              sys);
     CHECKF(!strcmp(err.message, want), "message: %s", err.message);
+    CHECKF(err.overflow.needed == msg && err.overflow.room == free_ && !err.overflow.at_least,
+           "ask: record %lld of %lld (at least: %d); %s", (long long)err.overflow.needed,
+           (long long)err.overflow.room, err.overflow.at_least, err.message);
     CHECK(a.n == 0);
+
+    /* The same text as a conversation, counted exactly too: it takes the
+     * whole context, system prompt included. */
+    {
+        tn_session_message m = {.role = "user", .content = longtext};
+        int conv = 0, holds = 0;
+        rc = tn_session_chat(s, &m, 1, &g, NULL, NULL, NULL, &err);
+        CHECKF(rc == TN_ERR_OVERFLOW &&
+                   sscanf(err.message, "the conversation is %d tokens; the context holds %d", &conv,
+                          &holds) == 2 &&
+                   holds == 160 && conv > msg,
+               "chat: rc %d, %s", rc, err.message);
+        CHECKF(err.overflow.needed == conv && err.overflow.room == 160 && !err.overflow.at_least,
+               "chat: record %lld of %lld (at least: %d); %s", (long long)err.overflow.needed,
+               (long long)err.overflow.room, err.overflow.at_least, err.message);
+    }
 
     /* A system prompt longer than the context: refused, the old pin stays. */
     char longsys[4000] = "";
@@ -632,6 +662,8 @@ static void overflow(fixture *f) {
     rc = tn_session_pin(s, longsys, NULL, NULL, &err);
     CHECKF(rc == TN_ERR_OVERFLOW, "a long system prompt gave %d", rc);
     CHECKF(strstr(err.message, "the system prompt is") != NULL, "message: %s", err.message);
+    CHECKF(err.overflow.needed > 159 && err.overflow.room == 159, "pin: record %lld of %lld; %s",
+           (long long)err.overflow.needed, (long long)err.overflow.room, err.message);
     tn_pin_info p2 = tn_session_pin_info(s);
     CHECK(p2.n_pin == pi.n_pin && p2.prefill_ms == pi.prefill_ms);
 
@@ -1006,10 +1038,21 @@ static void tokens_api(fixture *f) {
     CHECK(tn_session_ask_tokens(s, big, 45, &g, NULL, NULL, NULL, &err) == TN_ERR_OVERFLOW);
     CHECK(!strcmp(err.message,
                   "the message is 45 tokens; 44 are free after the 20-token system prompt"));
+    /* What a server's completion runs (its prompt tokenized): the record. */
+    CHECKF(err.overflow.needed == 45 && err.overflow.room == 44 && !err.overflow.at_least,
+           "tokens: record %lld of %lld (at least: %d)", (long long)err.overflow.needed,
+           (long long)err.overflow.room, err.overflow.at_least);
     int32_t bad = tn_model_n_vocab(f->model);
     CHECK(tn_session_ask_tokens(s, &bad, 1, &g, NULL, NULL, NULL, &err) == TN_ERR_INVALID);
+    /* Any other error leaves no record behind from the one before. */
+    CHECKF(err.overflow.needed == 0 && err.overflow.room == 0 && !err.overflow.at_least,
+           "an invalid token after an overflow: record %lld of %lld",
+           (long long)err.overflow.needed, (long long)err.overflow.room);
     CHECK(tn_session_ask_tokens(s, req, 0, &g, NULL, NULL, NULL, &err) == TN_ERR_INVALID);
     CHECK(tn_session_pin_tokens(s, big, 64, NULL, NULL, &err) == TN_ERR_OVERFLOW);
+    CHECKF(err.overflow.needed == 64 && err.overflow.room == 63 && !err.overflow.at_least,
+           "pin tokens: record %lld of %lld (at least: %d)", (long long)err.overflow.needed,
+           (long long)err.overflow.room, err.overflow.at_least);
     tn_gen_params bg = g;
     bg.n_stop = 1;
     bg.stop[0] = "";

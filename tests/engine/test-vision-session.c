@@ -19,6 +19,7 @@
 #include "tn-session.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static char g_model[4096], g_proj[4096];
@@ -227,6 +228,12 @@ static void overflow(tn_model *m, tn_vision *v, int threads) {
         snprintf(want, sizeof want, "(256 of them for 1 image); %d are free after the %d-token",
                  200 - n_pin, n_pin);
         CHECKF(strstr(err.message, want) != NULL, "message: %s", err.message);
+        int n_req = 0;
+        CHECKF(sscanf(err.message, "the message is %d tokens", &n_req) == 1 &&
+                   err.overflow.needed == n_req && err.overflow.room == 200 - n_pin &&
+                   !err.overflow.at_least,
+               "record %lld of %lld (at least: %d); %s", (long long)err.overflow.needed,
+               (long long)err.overflow.room, err.overflow.at_least, err.message);
         CHECK(st.prompt_tokens == 0 && st.generated_tokens == 0);
         uint8_t *after = kv_bytes(s, n_pin, &size2);
         CHECK(tn_ctx_kv_len(tn_session_ctx(s)) == n_pin);
