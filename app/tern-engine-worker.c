@@ -775,6 +775,19 @@ tern_engine_error_text (const tn_error *err)
                                     sizeof text));
 }
 
+void
+tern_engine_overflow_stats (const tn_error *err,
+                            TernStats      *stats)
+{
+  /* From libtern's record (tern.h, tn_error.overflow), never from the
+   * message: its words change and are translated, and a reworded one lost
+   * the size. at_least: refused from its length before it was encoded. */
+  if (err->code != TN_ERR_OVERFLOW || err->overflow.needed <= 0)
+    return;
+  stats->overflow_tokens = (int) MIN (err->overflow.needed, (gint64) G_MAXINT);
+  stats->overflow_at_least = err->overflow.at_least;
+}
+
 gboolean
 tern_read_file (const char  *path,
                 guint64      max,
@@ -1895,19 +1908,8 @@ done:
     ev->error = tern_engine_error_text (&err);
   /* The engine's own advice ("start a new chat") is wrong here: every
    * earlier turn is already left out. The window says so with the size. */
-  if (rc == TN_ERR_OVERFLOW && err.format != NULL && err.n_args >= 1
-      && g_str_has_prefix (err.format, "the conversation is %d tokens"))
-    ev->stats.overflow_tokens = (int) CLAMP (g_ascii_strtoll (err.args, NULL, 10), 0, G_MAXINT);
-  /* Refused from its length before it was encoded (engine/session.c,
-   * refuse_early): its second argument is the least it can be in tokens. */
-  if (rc == TN_ERR_OVERFLOW && err.format != NULL && err.n_args >= 2
-      && g_str_has_prefix (err.format, "the conversation is %zu bytes"))
-    {
-      const char *at_least = err.args + strlen (err.args) + 1;
-
-      ev->stats.overflow_tokens = (int) CLAMP (g_ascii_strtoll (at_least, NULL, 10), 0, G_MAXINT);
-      ev->stats.overflow_at_least = ev->stats.overflow_tokens > 0;
-    }
+  if (rc == TN_ERR_OVERFLOW && req->kind == REQ_CHAT)
+    tern_engine_overflow_stats (&err, &ev->stats);
   event_post (ev);
 }
 

@@ -92,6 +92,10 @@ TernEngineWorker *tern_engine_worker_new               (void);
 
 /* An engine error's message in the user's language (docs/TRANSLATING.md). */
 char             *tern_engine_error_text               (const tn_error        *err);
+/* A chat's context overflow, its size into stats' overflow_tokens and
+ * overflow_at_least; nothing for any other error. */
+void              tern_engine_overflow_stats           (const tn_error        *err,
+                                                        TernStats             *stats);
 
 /* A file a user or a chat names, read whole through tn_read_file: only a
  * regular file of at most max bytes (a FIFO, a device or a directory is

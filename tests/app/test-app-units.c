@@ -1829,6 +1829,51 @@ test_events (void)
   g_boxed_free (TERN_TYPE_MODEL_LOADED_EVENT, l);
 }
 
+/* A chat's overflow reaches the window's stats from the engine's record,
+ * whatever the words of its message: a reworded message (the worker read
+ * the size out of the English format's arguments) or none at all still
+ * gives the size, and an overflow that is no context's gives none. */
+static void
+test_overflow_stats (void)
+{
+  static const struct {
+    const char *name;
+    const char *format;  /* the engine's message, as a caller sees it */
+    const char *args[3];
+    tn_overflow record;
+    int want_tokens;
+    gboolean want_at_least;
+  } cases[] = {
+    { "counted, reworded", "this conversation takes %d tokens, more than the %d there are",
+      { "700", "512" }, { .needed = 700, .room = 512 }, 700, FALSE },
+    { "from its length, reworded",
+      "at least %2$zu tokens (%1$zu bytes as the template writes it) for a context of %3$d",
+      { "300000", "40000", "512" }, { .needed = 40000, .room = 512, .at_least = TRUE },
+      40000, TRUE },
+    { "no words", NULL, { NULL }, { .needed = 600, .room = 512 }, 600, FALSE },
+    { "a file, not the context", "%s: %lld bytes, more than the %lld this takes",
+      { "a.json", "700", "512" }, { 0 }, 0, FALSE },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      tn_error err = { .code = TN_ERR_OVERFLOW, .format = cases[i].format,
+                       .overflow = cases[i].record };
+      TernStats st = { 0 };
+      gsize at = 0;
+
+      /* The arguments as libtern keeps them: NUL-separated. */
+      for (; err.n_args < 3 && cases[i].args[err.n_args] != NULL; err.n_args++)
+        at += g_strlcpy (err.args + at, cases[i].args[err.n_args], sizeof err.args - at) + 1;
+      g_strlcpy (err.message, cases[i].format ? cases[i].format : "", sizeof err.message);
+      tern_engine_overflow_stats (&err, &st);
+      CHECKF (st.overflow_tokens == cases[i].want_tokens
+              && st.overflow_at_least == cases[i].want_at_least,
+              "%s: %d tokens (at least: %d), want %d (%d)", cases[i].name, st.overflow_tokens,
+              st.overflow_at_least, cases[i].want_tokens, cases[i].want_at_least);
+    }
+}
+
 static gboolean
 wait_id (guint *field, guint id, double timeout_s)
 {
@@ -2490,6 +2535,7 @@ main (void)
   test_context ();
   test_sampling (tmp);
   test_events ();
+  test_overflow_stats ();
   test_worker (tmp);
 
   cmd = g_strdup_printf ("rm -rf '%s'", tmp);
