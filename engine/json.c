@@ -58,6 +58,10 @@ typedef struct parser {
      * member read whole. */
     bool head;
     const char *members_end;
+
+    /* tn_json_check_count: objects count_level levels deep (0: none). */
+    unsigned count_level;
+    uint64_t n_counted;
 } parser;
 
 /* ps->status of a head that ends before its document does (internal: no
@@ -521,6 +525,8 @@ static int parse_container(parser *ps, tn_json *v, int depth, bool is_object) {
     const char *open = ps->p;
     if ((unsigned)depth >= ps->max_depth)
         return fail_at(ps, open, "nesting deeper than %u levels", ps->max_depth);
+    if (is_object && (unsigned)depth + 1 == ps->count_level)
+        ps->n_counted++;
     ps->p++;
     size_t base = ps->stack_len;
     /* Without a tree, keys matter only until their object closes. */
@@ -734,8 +740,11 @@ int tn_json_parse(const char *text, size_t len, const char *name, tn_json_doc **
     return TN_OK;
 }
 
-static int check(const char *text, size_t len, const char *name, unsigned max_depth,
-                 unsigned flags, bool head, size_t *members_end, tn_error *err) {
+static int check(const char *text, size_t len, const char *name, unsigned max_depth, unsigned flags,
+                 bool head, size_t *members_end, unsigned count_level, uint64_t *n_counted,
+                 tn_error *err) {
+    if (n_counted)
+        *n_counted = 0;
     if (!name)
         name = "JSON";
     int rc = check_text(text, len, name, err);
@@ -764,6 +773,7 @@ static int check(const char *text, size_t len, const char *name, unsigned max_de
         .flags = flags & (TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS |
                           TN_JSON_NO_HUGE_INTEGERS | TN_JSON_RAW_UNIT_SEPARATOR),
         .head = head,
+        .count_level = count_level,
     };
     tn_json root;
     memset(&root, 0, sizeof root);
@@ -772,18 +782,26 @@ static int check(const char *text, size_t len, const char *name, unsigned max_de
     free(strings);
     if (members_end)
         *members_end = ps.members_end ? (size_t)(ps.members_end - ps.src) : 0;
-    return ps.status && ps.status != RAN_OUT ? ps.status : TN_OK;
+    rc = ps.status && ps.status != RAN_OUT ? ps.status : TN_OK;
+    if (n_counted && rc == TN_OK)
+        *n_counted = ps.n_counted;
+    return rc;
 }
 
 int tn_json_check(const char *text, size_t len, const char *name, unsigned max_depth,
                   unsigned flags, tn_error *err) {
-    return check(text, len, name, max_depth, flags, false, NULL, err);
+    return check(text, len, name, max_depth, flags, false, NULL, 0, NULL, err);
+}
+
+int tn_json_check_count(const char *text, size_t len, const char *name, unsigned max_depth,
+                        unsigned flags, unsigned level, uint64_t *n_objects, tn_error *err) {
+    return check(text, len, name, max_depth, flags, false, NULL, level, n_objects, err);
 }
 
 int tn_json_check_head(const char *text, size_t len, const char *name, unsigned max_depth,
                        unsigned flags, size_t *members_end, tn_error *err) {
     size_t end = 0;
-    int rc = check(text, len, name, max_depth, flags, true, &end, err);
+    int rc = check(text, len, name, max_depth, flags, true, &end, 0, NULL, err);
     if (members_end)
         *members_end = rc == TN_OK ? end : 0;
     return rc;

@@ -350,6 +350,13 @@ bool tn_json_depth_ok(const char *data, size_t len, unsigned max_depth);
  * bytes (keys are decoded to be compared). */
 int tn_json_check(const char *text, size_t len, const char *name, unsigned max_depth,
                   unsigned flags, tn_error *err);
+/* tn_json_check that also counts, in the same pass, the objects `level`
+ * levels deep (1: the root; a chat file's messages, objects in an array of
+ * the root object, are at 3): *n_objects, 0 when the text is refused. For
+ * a caller that must refuse a text with too many before a parser builds
+ * its tree, without a second walk over it. */
+int tn_json_check_count(const char *text, size_t len, const char *name, unsigned max_depth,
+                        unsigned flags, unsigned level, uint64_t *n_objects, tn_error *err);
 /* tn_json_check of the first len bytes of a longer text (a file's first
  * 4 KiB), by the same scanner: TN_OK when they are a whole text or could
  * begin one that tn_json_check accepts, as far as they go (running out in

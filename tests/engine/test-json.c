@@ -663,7 +663,48 @@ static void check_unit_separators(void) {
     REFUSED("[\"a\x1e\"]", 0, TN_JSON_RAW_UNIT_SEPARATOR, "line 1, column 4", "U+001E");
 }
 
+/* tn_json_check_count: the objects at one level, counted by the checking
+ * pass itself (a chat file's messages, app/tern-chat.c), brackets in
+ * strings and in keys not among them; nothing counted for a refused text. */
+static void check_count(void) {
+    static const struct {
+        const char *text;
+        unsigned level;
+        uint64_t want; /* UINT64_MAX: refused */
+    } cases[] = {
+        {"{\"messages\": [{\"a\": 1}, {\"b\": \"{[{\"}, {}]}", 3, 3},
+        {"{\"messages\": [{\"a\": {\"deeper\": {}}}, {}]}", 3, 2},
+        {"{\"messages\": [{\"a\": {\"deeper\": {}}}, {}]}", 4, 1},
+        {"{\"messages\": [], \"{\": {}}", 3, 0},
+        {"{\"messages\": [], \"{\": {}}", 2, 1},
+        {"{\"x\": {}}", 1, 1},
+        {"[{}, {}, [{}]]", 2, 2},
+        {"{\"messages\": [{}, {}, {}]}", 0, 0},
+        {"{\"messages\": [{}, {}, {},]}", 3, UINT64_MAX},
+        {"{\"messages\": [{}, {\"a\": 1, \"a\": 2}]}", 3, UINT64_MAX},
+    };
+    const unsigned flags = TN_JSON_NO_DUPLICATE_KEYS;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tn_error err = {0};
+        uint64_t n = 12345;
+        int rc = tn_json_check_count(cases[k].text, strlen(cases[k].text), NULL, 0, flags,
+                                     cases[k].level, &n, &err);
+        if (cases[k].want == UINT64_MAX)
+            CHECKF(rc == TN_ERR_FORMAT && n == 0 &&
+                       tn_json_check(cases[k].text, strlen(cases[k].text), NULL, 0, flags, &err) ==
+                           TN_ERR_FORMAT,
+                   "%s at level %u: rc %d, %llu counted", cases[k].text, cases[k].level, rc,
+                   (unsigned long long)n);
+        else
+            CHECKF(rc == TN_OK && n == cases[k].want,
+                   "%s at level %u: rc %d (%s), %llu counted, want %llu", cases[k].text,
+                   cases[k].level, rc, err.message, (unsigned long long)n,
+                   (unsigned long long)cases[k].want);
+    }
+}
+
 int main(void) {
+    check_count();
     check_unit_separators();
     check_utf8_bytes();
     check_head();
