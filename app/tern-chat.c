@@ -1196,10 +1196,10 @@ json_with_id (const char *json,
   return tn_json_escape_unit_separators (json_generator_to_data (gen, NULL), NULL);
 }
 
-/* The messages of a chat's JSON, strict JSON (tn_json_check) that no
- * parser has seen yet: the objects at the third level (in an array of the
- * root object), counted in one pass without a tree, so that a file of too
- * many is refused before json-glib builds one (~1 KB a message). */
+/* The messages of a chat's JSON that json-glib wrote (a save): the objects
+ * at the third level (in an array of the root object), counted in one pass
+ * without a tree. The load counts them in its check's pass instead
+ * (tn_json_check_count). */
 static guint64
 count_messages (const char *json,
                 gsize       len)
@@ -2124,6 +2124,7 @@ load_chat (const char *path,
   gsize len = 0;
   Reader r = { .path = path, .error = error };
   tn_error check = { 0 };
+  uint64_t n_messages = 0;
   JsonNode *root, *node;
   JsonObject *o;
   JsonArray *messages;
@@ -2143,19 +2144,22 @@ load_chat (const char *path,
   /* Strict JSON before json-glib sees it: json-glib makes bytes that are
    * no UTF-8 of C's escapes ("\\101"), keeps the last of a repeated key
    * (a hand-edited chat would lose a message's text without a word) and
-   * recurses once per level; a NUL would cut a message short. */
-  if (tn_json_check (data, len, path, MAX_DEPTH, CHAT_JSON_FLAGS, &check) != TN_OK)
+   * recurses once per level; a NUL would cut a message short. The same
+   * pass counts the messages (objects at the third level): json-glib's tree
+   * takes ~1 KB a message, and a 64 MiB file of empty ones would take
+   * 2.4 GB. Refused before it is built; the list leaves the file as it is
+   * and says so (tern_chat_load_listed). One walk, not a second one over
+   * every chat at startup (docs/APP.md). */
+  if (tn_json_check_count (data, len, path, MAX_DEPTH, CHAT_JSON_FLAGS, 3, &n_messages, &check)
+      != TN_OK)
     {
       g_autofree char *why = tern_engine_error_text (&check);
 
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, _("%s: not a Tern chat"), why);
       return NULL;
     }
-  /* json-glib's tree takes ~1 KB a message: a 64 MiB file of empty ones
-   * would take 2.4 GB. Refused before it is built; the list leaves the
-   * file as it is and says so (tern_chat_load_listed). */
   {
-    guint64 n = count_messages (data, len);
+    guint64 n = n_messages;
 
     if (n > TERN_CHAT_MAX_MESSAGES)
       {
