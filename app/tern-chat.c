@@ -193,9 +193,8 @@ image_set_collect (TernChat *self,
     }
 }
 
-/* Writes the images not yet on disk, then removes the ones no message uses
- * any more (an edited message, a truncated chat). Called before the JSON
- * is written, so a chat file never names an image that is not there. */
+/* Writes the images not yet on disk. Called before the JSON is written, so
+ * a chat file never names an image that is not there. */
 static gboolean
 write_images (const char *dir,
               const char *id,
@@ -203,40 +202,50 @@ write_images (const char *dir,
               GError    **error)
 {
   g_autofree char *folder = images_dir (dir, id);
-  g_autoptr(GDir) d = NULL;
+
+  if (set->names->len == 0)
+    return TRUE;
+  if (g_mkdir_with_parents (folder, 0700) != 0)
+    {
+      int saved = errno;
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", folder,
+                   g_strerror (saved));
+      return FALSE;
+    }
+  for (guint i = 0; i < set->names->len; i++)
+    {
+      g_autofree char *path = g_build_filename (folder, g_ptr_array_index (set->names, i), NULL);
+      GBytes *b = g_ptr_array_index (set->bytes, i);
+      gsize n;
+      const char *data = g_bytes_get_data (b, &n);
+
+      GStatBuf sb;
+
+      /* Named by its content: a regular file of the right size is the
+       * same picture (a changed one is written again). */
+      if (g_lstat (path, &sb) == 0 && S_ISREG (sb.st_mode) && (gsize) sb.st_size == n)
+        continue;
+      if (g_lstat (path, &sb) == 0 && !S_ISREG (sb.st_mode))
+        g_unlink (path);
+      if (!g_file_set_contents_full (path, data, (gssize) n, G_FILE_SET_CONTENTS_CONSISTENT,
+                                     0600, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Removes the images no message uses any more (an edited message, a
+ * truncated chat). Only once the new chat file is in place: the old one,
+ * kept when that write fails (a full disk), still names them. */
+static void
+prune_images (const char *dir,
+              const char *id,
+              ImageSet   *set)
+{
+  g_autofree char *folder = images_dir (dir, id);
+  g_autoptr(GDir) d = g_dir_open (folder, 0, NULL);
   const char *entry;
 
-  if (set->names->len > 0)
-    {
-      if (g_mkdir_with_parents (folder, 0700) != 0)
-        {
-          int saved = errno;
-          g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", folder,
-                       g_strerror (saved));
-          return FALSE;
-        }
-      for (guint i = 0; i < set->names->len; i++)
-        {
-          g_autofree char *path = g_build_filename (folder, g_ptr_array_index (set->names, i),
-                                                    NULL);
-          GBytes *b = g_ptr_array_index (set->bytes, i);
-          gsize n;
-          const char *data = g_bytes_get_data (b, &n);
-
-          GStatBuf sb;
-
-          /* Named by its content: a regular file of the right size is the
-           * same picture (a changed one is written again). */
-          if (g_lstat (path, &sb) == 0 && S_ISREG (sb.st_mode) && (gsize) sb.st_size == n)
-            continue;
-          if (g_lstat (path, &sb) == 0 && !S_ISREG (sb.st_mode))
-            g_unlink (path);
-          if (!g_file_set_contents_full (path, data, (gssize) n, G_FILE_SET_CONTENTS_CONSISTENT,
-                                         0600, error))
-            return FALSE;
-        }
-    }
-  d = g_dir_open (folder, 0, NULL);
   while (d != NULL && (entry = g_dir_read_name (d)) != NULL)
     if (image_name_valid (entry)
         && !g_ptr_array_find_with_equal_func (set->names, entry, g_str_equal, NULL))
@@ -246,7 +255,6 @@ write_images (const char *dir,
       }
   if (set->names->len == 0)
     g_rmdir (folder); /* only when empty */
-  return TRUE;
 }
 
 /* An image named in a chat file, read back and checked against its name;
@@ -1374,13 +1382,16 @@ tern_chat_save (TernChat   *self,
     }
   image_set_collect (self, &images);
   ok = write_images (dir, self->id, &images, error);
-  image_set_clear (&images);
   /* CONSISTENT: a temporary file renamed over the old one, so a crash leaves
    * either the old chat or the new one, never half of one. */
   ok = ok && g_file_set_contents_full (path, json, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
                                        error);
   if (ok)
-    g_clear_pointer (&self->images_from, g_free); /* in its own folder now */
+    {
+      prune_images (dir, self->id, &images);
+      g_clear_pointer (&self->images_from, g_free); /* in its own folder now */
+    }
+  image_set_clear (&images);
   return ok;
 }
 
@@ -1521,11 +1532,15 @@ save_job_run (gpointer data,
         }
       else
         {
-          if (save_job_check_target (job)
-              && (!write_images (job->dir, job->id, &job->images, &error)
+          if (save_job_check_target (job))
+            {
+              if (!write_images (job->dir, job->id, &job->images, &error)
                   || !g_file_set_contents_full (job->path, job->json, -1,
-                                                G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error)))
-            job->error = g_strdup (error->message);
+                                                G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
+                job->error = g_strdup (error->message);
+              else
+                prune_images (job->dir, job->id, &job->images);
+            }
         }
     }
 

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <locale.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -223,6 +224,66 @@ test_chat_json (const char *dir)
   g_unlink (bad);
   CHECK (tern_chat_delete_file (chat, dir, NULL));
   CHECK (!g_file_test (path, G_FILE_TEST_EXISTS));
+}
+
+/* A save whose chat file cannot be written (a full disk: here a file size
+ * limit the new file is over) leaves the old file and every picture it
+ * names. The pictures the new chat no longer uses were pruned before the
+ * write, and a failed write left a chat naming pictures that were gone. */
+static void
+test_chat_save_fails_keeps_images (const char *dir)
+{
+  static const guint8 png_a[] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 'k', 'a' };
+  static const guint8 png_b[] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 'k', 'b' };
+  g_autoptr(GBytes) a = g_bytes_new_static (png_a, sizeof png_a);
+  g_autoptr(GBytes) b = g_bytes_new_static (png_b, sizeof png_b);
+  g_autoptr(TernChat) chat = tern_chat_new ("chat");
+  g_autoptr(GError) error = NULL;
+  g_autofree char *path = NULL;
+  struct rlimit old, low;
+  void (*old_handler) (int);
+  TernMessage *m;
+
+  m = tern_chat_append (chat, "user", "Two pictures");
+  m->images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  g_ptr_array_add (m->images, g_bytes_ref (a));
+  g_ptr_array_add (m->images, g_bytes_ref (b));
+  CHECKF (tern_chat_save (chat, dir, &error), "%s", error ? error->message : "");
+  path = g_strdup_printf ("%s/%s.json", dir, tern_chat_get_id (chat));
+  /* The second picture dropped: the next save would prune its file. */
+  g_ptr_array_remove_index (m->images, 1);
+  CHECK (getrlimit (RLIMIT_FSIZE, &old) == 0);
+  low = old;
+  low.rlim_cur = 8; /* under any chat file; the kept picture is not written again */
+  old_handler = signal (SIGXFSZ, SIG_IGN); /* EFBIG, not the end of the test */
+  CHECK (setrlimit (RLIMIT_FSIZE, &low) == 0);
+  g_clear_error (&error);
+  CHECK (!tern_chat_save (chat, dir, &error));
+  /* The background save, the app's, too. */
+  tern_chat_save_in_background (chat, dir, NULL, NULL);
+  tern_chat_wait_saves ();
+  CHECK (setrlimit (RLIMIT_FSIZE, &old) == 0);
+  signal (SIGXFSZ, old_handler);
+  {
+    g_autoptr(TernChat) back = tern_chat_load (path, &error);
+    TernMessage *u = back != NULL ? tern_chat_get_message (back, 0) : NULL;
+
+    CHECKF (back != NULL, "%s", error ? error->message : "");
+    CHECKF (u != NULL && u->images != NULL && u->images->len == 2 && u->images_missing == 0,
+            "after a failed save the old chat has %u pictures, %u missing (want 2, 0)",
+            u != NULL && u->images != NULL ? u->images->len : 0,
+            u != NULL ? u->images_missing : 0);
+  }
+  /* Once the file is written, the unused picture goes. */
+  CHECK (tern_chat_save (chat, dir, NULL));
+  {
+    g_autofree char *folder = g_strdup_printf ("%s/%s.images", dir, tern_chat_get_id (chat));
+    g_autoptr(GDir) d = g_dir_open (folder, 0, NULL);
+    int n = 0;
+    while (d != NULL && g_dir_read_name (d) != NULL)
+      n++;
+    CHECKF (n == 1, "%d files in the images folder after the save that worked, want 1", n);
+  }
 }
 
 /* Files that are not chats to read: a FIFO (which g_file_get_contents
@@ -2498,6 +2559,7 @@ main (void)
   test_markdown_tint ();
   test_chat_json (chats);
   test_chat_images (chats);
+  test_chat_save_fails_keeps_images (chats);
   test_chat_not_files (chats);
   test_chat_save_report (tmp);
   test_chat_copies (chats);
