@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #ifdef TERN_HAVE_SERVER
 
@@ -138,6 +139,16 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--pin-cache")) {
             if (!*v) {
                 cli_error(_("serve: --pin-cache wants a directory (--no-pin-cache: none)"));
+                return CLI_EXIT_USAGE;
+            }
+            /* A missing one is made at the first snapshot (docs/SESSION.md);
+             * a file, a FIFO or /dev/null was taken, and every request
+             * warned "Not a directory" for the life of the server. */
+            struct stat st;
+            if (stat(v, &st) == 0 ? !S_ISDIR(st.st_mode) : errno == ENOTDIR) {
+                cli_error(_("serve: --pin-cache %s is not a directory (give a directory, made "
+                            "if missing, or --no-pin-cache)"),
+                          v);
                 return CLI_EXIT_USAGE;
             }
             cfg.pin_cache_dir = v;
