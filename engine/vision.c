@@ -865,6 +865,15 @@ static void encode_run(void *arg, int ith, int nth) {
                                 c->bufs, c->err);
 }
 
+/* The flag is written by an encoding through a projector shared read-only
+ * otherwise, allocated writable: the cast is sound. */
+int tn_vision_weights_check(const tn_vision *v, tn_error *err) {
+    const int broken = v ? atomic_load(&((tn_vision *)v)->read_fault) : 0;
+    if (broken > 0 && broken <= v->n_spans)
+        return tn_fail_shrank(err, v->spans[broken - 1].path);
+    return TN_OK;
+}
+
 /* The pool lives for one call: a projector is shared by threads that encode
  * at once (one pool must not run two calls), and starting the threads costs
  * microseconds against the milliseconds of an image. */
@@ -874,9 +883,9 @@ int tn_vision_encode(tn_vision *v, const float *rgb, int w, int h, int budget, f
         return tn_fail(err, TN_ERR_INVALID, "tn_vision_encode: needs pixels and an output");
     /* The projector's file cut short under an earlier encoding: its
      * weights are gone (as a model's, engine/forward.c). */
-    const int broken = v ? atomic_load(&v->read_fault) : 0;
-    if (broken > 0 && broken <= v->n_spans)
-        return tn_fail_shrank(err, v->spans[broken - 1].path);
+    const int gone = tn_vision_weights_check(v, err);
+    if (gone != TN_OK)
+        return gone;
     tn_cpu *cpu = NULL;
     if (n_threads != 1 && !(cpu = tn_cpu_new(n_threads)))
         return tn_fail(err, TN_ERR_NOMEM, "cannot start the CPU thread pool");

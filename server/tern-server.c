@@ -1757,15 +1757,16 @@ static void handle_models(tern_server *srv, SoupServerMessage *msg, const char *
 }
 
 /* A model whose file was cut short under it fails every request from then
- * on (docs/MODEL.md), and a drafter's every request that drafts: "ok" told
- * a health checker (a load balancer, a container's check, systemd) to keep
- * sending them, so it is a 503 with the reason, and whoever restarts the
- * server does so. */
+ * on (docs/MODEL.md), a drafter's every request that drafts, a projector's
+ * every request with an image: "ok" told a health checker (a load
+ * balancer, a container's check, systemd) to keep sending them, so it is a
+ * 503 with the reason, and whoever restarts the server does so. */
 static void handle_health(tern_server *srv, SoupServerMessage *msg) {
     tn_error e = {0};
     /* the drafter given with --spec too: every request that drafts fails */
     const bool broken = tn_model_weights_check(srv->model, &e) != TN_OK ||
-                        tn_drafter_weights_check(srv->cfg.drafter, &e) != TN_OK;
+                        tn_drafter_weights_check(srv->cfg.drafter, &e) != TN_OK ||
+                        tn_vision_weights_check(srv->cfg.vision, &e) != TN_OK;
     JsonBuilder *b = json_builder_new();
     json_builder_begin_object(b);
     member_string(b, "status", broken ? "error" : "ok");

@@ -1807,6 +1807,11 @@ int tn_vision_load_with(const char *path, tn_vision_params params, tn_vision **o
 int tn_vision_projectors_beside(const char *model_path, char **first, char **second,
                                 tn_error *err);
 void tn_vision_free(tn_vision *v);
+/* TN_OK while the projector's weights can be read; once an encoding met its
+ * file cut short under it, the error every later encoding fails with:
+ * TN_ERR_IO, "'FILE' shrank while it was being read ..." (docs/MODEL.md).
+ * A server's health check asks it (docs/SERVER.md). NULL: TN_OK. */
+int tn_vision_weights_check(const tn_vision *v, tn_error *err);
 const tn_vision_info *tn_vision_get_info(const tn_vision *v);
 /* Tokens an image costs under a budget. Gemma 3: exactly k * k with
  * k = floor(sqrt(budget)), at most the native grid; budget <= 0 means

@@ -299,6 +299,9 @@ static void vision_encode_shrink(const char *dir) {
                "vision %s: the encoding before the cut: %s", mp.projector, err.message);
         free(rows);
         rows = NULL;
+        /* what a server's health check asks (tn_vision_weights_check) */
+        CHECKF(tn_vision_weights_check(v, &err) == TN_OK, "vision %s: before the cut: %s",
+               mp.projector, err.message);
         CHECK(truncate(victim, 0) == 0);
         for (int again = 0; again < 2; again++) {
             int rc = tn_vision_encode_new(v, rgb, W, H, budget, 2 - again, &rows, &n, &err);
@@ -309,6 +312,11 @@ static void vision_encode_shrink(const char *dir) {
             free(rows);
             rows = NULL;
         }
+        err = (tn_error){0};
+        int rc = tn_vision_weights_check(v, &err);
+        CHECKF(rc == TN_ERR_IO && strstr(err.message, "shrank while it was being read") &&
+                   strstr(err.message, victim),
+               "vision %s: the check after the cut: %d: %s", mp.projector, rc, err.message);
         tn_vision_free(v);
         v = NULL;
         CHECKF(tn_vision_load(good, &v, &err) == TN_OK &&
