@@ -132,10 +132,12 @@ tern_throughput_plot_snapshot (GtkWidget   *widget,
   prefill.alpha = 0.25f;
   color.alpha = 0.7f;
 
-  gtk_snapshot_append_color (snapshot, &baseline,
-                             &GRAPHENE_RECT_INIT (0, (float) height - 1, (float) width, 1));
+  /* Without a sample the plot draws nothing: a lone baseline read as a
+   * stray line beside "Ready". */
   if (top <= 0)
     return;
+  gtk_snapshot_append_color (snapshot, &baseline,
+                             &GRAPHENE_RECT_INIT (0, (float) height - 1, (float) width, 1));
 
   /* The scale: its top as a figure, and a faint line at that height. */
   /* Translators: the top of the speed plot's scale, in tokens per second */

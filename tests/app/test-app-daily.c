@@ -140,6 +140,19 @@ fixture_window (Fixture *f,
   spin_for (0.3);
 }
 
+/* What the speed plot draws at its present size (NULL: nothing). */
+static GskRenderNode *
+plot_node (TernWindow *w)
+{
+  GtkWidget *plot = find_of_type (GTK_WIDGET (tern_window_get_stats_bar (w)),
+                                  TERN_TYPE_THROUGHPUT_PLOT);
+  GtkSnapshot *snapshot = gtk_snapshot_new ();
+
+  if (plot != NULL)
+    GTK_WIDGET_GET_CLASS (plot)->snapshot (plot, snapshot);
+  return gtk_snapshot_free_to_node (snapshot);
+}
+
 static void
 fixture_end (Fixture *f)
 {
@@ -4068,6 +4081,12 @@ part_small (Fixture *f)
             && strstr (tern_stats_bar_get_text (bar), "tok/s") != NULL, "tooltip \"%s\", text \"%s\"",
             tern_stats_bar_get_figures_tooltip (bar), tern_stats_bar_get_text (bar));
     spin_for (0.3);
+    {
+      GskRenderNode *node = plot_node (f->w);
+
+      CHECK (node != NULL);
+      g_clear_pointer (&node, gsk_render_node_unref);
+    }
     CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-small-plot.png"));
     CHECK (g_str_equal (tern_stats_bar_get_phase (bar), "Done"));
     {
@@ -4075,6 +4094,15 @@ part_small (Fixture *f)
 
       activate (f->w, "new-chat", NULL);
       CHECK (tern_stats_bar_get_n_plot_samples (bar) == 0);
+      /* No answer has run in it: the speed plot draws nothing, not even
+       * its baseline, which showed as a stray line right of "Ready". */
+      {
+        GskRenderNode *node = plot_node (f->w);
+
+        CHECKF (node == NULL, "the empty plot draws a %s",
+                node != NULL ? g_type_name (G_TYPE_FROM_INSTANCE (node)) : "");
+        g_clear_pointer (&node, gsk_render_node_unref);
+      }
       /* "Done" spoke of the chat left: a new chat has nothing done yet. */
       CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Ready"), "phase after New Chat: %s",
               tern_stats_bar_get_phase (bar));
