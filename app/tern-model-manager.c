@@ -59,6 +59,7 @@ struct _TernModelManager {
   GHashTable     *errors;  /* tag -> the last failure to show on its row */
   GHashTable     *error_details; /* tag -> that failure's own words, for the tooltip */
   GHashTable     *offline; /* tags whose download found no network: Retry */
+  GHashTable     *stopped; /* tags whose partial download the user stopped (Cancel) */
   gint64          retried_at; /* real time of the last Retry, us; 0: none */
   /* Memory for the hint on each row, read when the rows are updated. */
   guint64         mem_physical;
@@ -561,6 +562,12 @@ state_text (Row            *row,
         guint64 missing = tern_model_store_get_missing_bytes (self->store, row->catalog_tag);
         int percent = total > 0 && missing <= total ? (int) (100.0 * (double) (total - missing) / (double) total) : 0;
 
+        /* A failure has its sentence under the row; a cancel has none, and
+         * "40% downloaded" alone beside Resume read as a download that
+         * broke off for no reason given. */
+        if (g_hash_table_contains (self->stopped, row->tag))
+          /* Translators: a download the user cancelled, "40% downloaded, stopped by you" */
+          return g_strdup_printf (_("%d%% downloaded, stopped by you"), percent);
         /* Translators: a paused download, "40% downloaded" */
         return g_strdup_printf (_("%d%% downloaded"), percent);
       }
@@ -1002,6 +1009,10 @@ on_pull_finished (TernDownloader   *downloader,
     return;
   g_hash_table_remove (self->errors, tag);
   g_hash_table_remove (self->error_details, tag);
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    g_hash_table_add (self->stopped, g_strdup (tag));
+  else
+    g_hash_table_remove (self->stopped, tag);
   /* The signal has the error the pull's answer brings next: the row goes
    * from its progress straight to what failed. With the message alone it
    * said "Download failed. Point at this row…" until the answer came. A
@@ -2423,6 +2434,7 @@ tern_model_manager_finalize (GObject *object)
   g_hash_table_unref (self->errors);
   g_hash_table_unref (self->error_details);
   g_hash_table_unref (self->offline);
+  g_hash_table_unref (self->stopped);
   g_free (self->here_key);
   g_clear_object (&self->cancellable);
   g_clear_object (&self->hub_cancellable);
@@ -2540,6 +2552,7 @@ tern_model_manager_init (TernModelManager *self)
   self->errors = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   self->error_details = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   self->offline = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->stopped = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();
 
   g_signal_connect_swapped (self->search_entry, "search-changed", G_CALLBACK (on_search_changed), self);

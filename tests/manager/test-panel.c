@@ -948,6 +948,10 @@ test_failed_downloads (void)
   spin_for (50);
   g_assert_cmpint (tern_model_store_get_state (store, "fgate:x", tern_catalog_find_tag (catalog, "fgate:x")), ==, TERN_MODEL_STATE_PARTIAL);
   g_assert_nonnull (strstr (subtitle (panel, "fgate:x"), "50% downloaded"));
+  /* Why it stopped, next to Resume: the row said only "50% downloaded", as
+   * a download that broke off would (a daily walk). */
+  g_test_message ("after Cancel: %s", subtitle (panel, "fgate:x"));
+  g_assert_nonnull (strstr (subtitle (panel, "fgate:x"), "50% downloaded, stopped by you"));
   g_assert_cmpint (group_position (panel, "fgate:x"), ==, 0);
 
   /* Failed: one sentence on the row, the downloader's words (file, URL,
