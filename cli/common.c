@@ -339,14 +339,8 @@ void cli_print_help(void (*print)(FILE *out)) {
 }
 
 const char *cli_write_cause(int e) {
-    switch (e) {
-    case ENOSPC: return _("the disk is full");
-#ifdef EDQUOT
-    case EDQUOT: return _("the disk quota of this user is used up");
-#endif
-    case EFBIG:
-        return _("the file is too large for this file system (or past this shell's limit, "
-                 "ulimit -f)");
-    default: return strerror(e);
-    }
+    /* The engine's wording, so that tern-cli's own files, mkmodel's models
+     * and pin snapshots say the same; strerror's words pass gettext as they
+     * are (no msgid matches them). */
+    return _(tn_write_cause(e));
 }

@@ -1,6 +1,7 @@
 #include "tn-internal.h"
 #include "tn-text.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -330,6 +331,19 @@ int tn_fail(tn_error *err, int code, const char *fmt, ...) {
     tn_vfail(err, code, fmt, ap);
     va_end(ap);
     return code;
+}
+
+const char *tn_write_cause(int errnum) {
+    switch (errnum) {
+    case ENOSPC: return TN_N_("the disk is full");
+#ifdef EDQUOT
+    case EDQUOT: return TN_N_("the disk quota of this user is used up");
+#endif
+    case EFBIG:
+        return TN_N_("the file is too large for this file system (or past this shell's limit, "
+                     "ulimit -f)");
+    default: return strerror(errnum);
+    }
 }
 
 void tn_error_clear(tn_error *err) {

@@ -1373,13 +1373,19 @@ typedef struct wout {
     FILE *f;
     uint64_t pos;
     bool failed;
+    int errnum; /* the failed write's errno */
 } wout;
 
 static void put(wout *o, const void *p, size_t n) {
     if (o->failed || n == 0)
         return;
-    if (fwrite(p, 1, n, o->f) != n)
+    errno = 0;
+    if (fwrite(p, 1, n, o->f) != n) {
         o->failed = true;
+        /* errno now, at the failing write: the flush and fsync after it
+         * (or fclose) may set another, or none. */
+        o->errnum = errno ? errno : EIO;
+    }
     o->pos += n;
 }
 static void put_u32(wout *o, uint32_t v) { put(o, &v, 4); }
@@ -1484,7 +1490,7 @@ int tn_gguf_writer_write(tn_gguf_writer *w, const char *path, tn_error *err) {
         int e = errno;
         free(tmp);
         return tn_fail(err, TN_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
-                       strerror(e));
+                       tn_write_cause(e));
     }
     fchmod(fd, 0644);
     wout o = {.f = fdopen(fd, "wb")};
@@ -1553,13 +1559,24 @@ int tn_gguf_writer_write(tn_gguf_writer *w, const char *path, tn_error *err) {
         }
     }
     free(buf);
-    if (rc == TN_OK && (o.failed || fflush(o.f) != 0 || fsync(fileno(o.f)) != 0))
-        rc = tn_fail(err, TN_ERR_IO, "%s: write failed: %s (disk full?)", path, strerror(errno));
+    if (rc == TN_OK && !o.failed) {
+        errno = 0;
+        if (fflush(o.f) != 0 || fsync(fileno(o.f)) != 0) {
+            o.failed = true;
+            o.errnum = errno ? errno : EIO;
+        }
+    }
+    if (rc == TN_OK && o.failed)
+        rc = tn_fail(err, TN_ERR_IO, "%s: cannot write: %s", path, tn_write_cause(o.errnum));
+    errno = 0;
     if (fclose(o.f) != 0 && rc == TN_OK)
-        rc = tn_fail(err, TN_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    if (rc == TN_OK && rename(tmp, path) != 0)
+        rc = tn_fail(err, TN_ERR_IO, "%s: cannot write: %s", path,
+                     tn_write_cause(errno ? errno : EIO));
+    if (rc == TN_OK && rename(tmp, path) != 0) {
+        int e = errno;
         rc = tn_fail(err, TN_ERR_IO, "%s: cannot move the finished file into place: %s", path,
-                     strerror(errno));
+                     strerror(e));
+    }
     if (rc != TN_OK)
         unlink(tmp);
     free(tmp);

@@ -72,6 +72,15 @@ const char *tn_status_name(int status);
  * translated is NULL or does not fit err's arguments. */
 const char *tn_error_format(const tn_error *err, const char *translated, char *out, size_t cap);
 
+/* Why a file could not be written, in the words every part of Tern uses
+ * (docs/CLI.md): "the disk is full" (ENOSPC), "the disk quota of this user
+ * is used up" (EDQUOT), "the file is too large for this file system (or past
+ * this shell's limit, ulimit -f)" (EFBIG); strerror's words for any other
+ * errno. The first three are English msgids of tern.pot: a caller with
+ * gettext shows _(tn_write_cause(e)). The engine's own write errors give it as
+ * their last argument. */
+const char *tn_write_cause(int errnum);
+
 /* Models and repack caches are read through mappings: a file truncated or
  * rewritten in place while in use (cp, rsync --inplace, a sync tool) makes
  * the next read of a page past its new end a SIGBUS, which killed the

@@ -15,9 +15,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -439,6 +441,28 @@ static void test_round_trip(const tn_model *m, const tn_model *other, const char
     rc = tn_pin_store_save(bad_dir, &key, a, tokens, NTOK, 0, &err);
     CHECK(rc == TN_ERR_IO);
     CHECKF(strstr(err.message, "pinfile") != NULL, "message names the place: %s", err.message);
+
+    /* A snapshot past the file size limit (ulimit -f; SIGXFSZ ignored, as
+     * tern-cli does): the cause in the words every file Tern writes uses,
+     * not strerror's "File too large". */
+    struct rlimit fsize;
+    if (getrlimit(RLIMIT_FSIZE, &fsize) == 0) {
+        void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+        struct rlimit small = {.rlim_cur = 1, .rlim_max = fsize.rlim_max};
+        unlink(path);
+        tn_error_clear(&err);
+        rc = setrlimit(RLIMIT_FSIZE, &small) == 0
+                 ? tn_pin_store_save(dir, &key, a, tokens, NTOK, 0, &err)
+                 : TN_ERR_INVALID;
+        setrlimit(RLIMIT_FSIZE, &fsize);
+        signal(SIGXFSZ, was);
+        CHECKF(rc == TN_ERR_IO, "past ulimit -f: %d", rc);
+        CHECKF(strstr(err.message, ": cannot write: the file is too large for this file system") !=
+                   NULL,
+               "past ulimit -f: %s", err.message);
+        CHECK(!file_exists(path));
+        CHECK(count_files(dir, ".tmp-") == 0);
+    }
 
     free(orig);
     free(path);
