@@ -450,7 +450,7 @@ set_file_size (int         fd,
       int errsv = errno;
 
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, "%s: %s", t->partial,
-                   g_strerror (errsv));
+                   _(tn_write_cause (errsv)));
       return FALSE;
     }
   __atomic_store_n (&t->done, size, __ATOMIC_RELAXED);
@@ -477,7 +477,7 @@ write_all (int         fd,
           g_set_error (error, TERN_MANAGER_ERROR,
                        errsv == ENOSPC || errsv == EDQUOT ? TERN_MANAGER_ERROR_NO_SPACE
                                                           : TERN_MANAGER_ERROR_IO,
-                       _("%s: cannot write: %s"), t->partial, g_strerror (errsv));
+                       _("%s: cannot write: %s"), t->partial, _(tn_write_cause (errsv)));
           return FALSE;
         }
       data += n;
@@ -961,7 +961,7 @@ attempt (Transfer *t,
       int errsv = errno;
 
       g_set_error (error, TERN_MANAGER_ERROR, TERN_MANAGER_ERROR_IO, _("%s: cannot sync: %s"), t->partial,
-                   g_strerror (errsv));
+                   _(tn_write_cause (errsv)));
       goto out;
     }
   g_free (t->sha256);

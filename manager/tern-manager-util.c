@@ -197,7 +197,7 @@ io_error (GError    **error,
   g_set_error (error, TERN_MANAGER_ERROR,
                errsv == ENOSPC || errsv == EDQUOT ? TERN_MANAGER_ERROR_NO_SPACE
                                                   : TERN_MANAGER_ERROR_IO,
-               "%s: %s: %s", path, what, g_strerror (errsv));
+               "%s: %s: %s", path, what, _(tn_write_cause (errsv)));
   return FALSE;
 }
 
