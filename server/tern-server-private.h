@@ -52,6 +52,10 @@ typedef struct job_logprob {
     int32_t token;
     float logprob;
     int n_top;
+    /* Characters of the token's piece the answer's text does not hold: the
+     * leading space that SentencePiece vocabularies (Llama 2) drop from the
+     * first token with text (tn_detokenize's rule); text_offset skips them. */
+    int trimmed;
     tn_token_logprob top[TN_TOP_LOGPROBS_MAX];
 } job_logprob;
 
@@ -136,6 +140,7 @@ typedef struct job {
     GArray *lp_ready;
     GArray *lp_out;
     glong lp_offset;        /* completions streamed: text_offset of the next token */
+    bool lp_started;        /* worker: a token with text was generated (see trimmed) */
 
     /* Filled by the worker when it is done. */
     int rc;

@@ -221,6 +221,33 @@ static void job_emit(job *j, const char *text) {
     g_mutex_unlock(&j->lock);
 }
 
+/* Characters a token adds to the text: its bytes that start one. */
+static glong token_chars(const char *bytes, size_t len) {
+    glong n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += ((unsigned char)bytes[i] & 0xc0) != 0x80;
+    return n;
+}
+
+/* The characters of token's piece that the text leaves out when it is the
+ * answer's first with text: the engine's detokenizer drops the leading
+ * space there for vocabularies that prepend one, and detokenizing the token
+ * alone applies the same rule. Marks the answer started at a token with text. */
+static int first_token_trimmed(job *j, int32_t token) {
+    const tn_tokenizer *tok = tn_model_tokenizer(j->server->model);
+    size_t len = 0;
+    const char *p = tok ? tn_token_piece(tok, token, &len) : NULL;
+    if (!p || !len)
+        return 0;
+    j->lp_started = true;
+    tn_buf alone = {0};
+    int trimmed = 0;
+    if (tn_detokenize(tok, &token, 1, 0, &alone, NULL) == TN_OK && alone.len < len)
+        trimmed = (int)(token_chars(p, len) - token_chars(alone.data, alone.len));
+    tn_buf_free(&alone);
+    return trimmed > 0 ? trimmed : 0;
+}
+
 static bool on_token(const char *piece, int32_t token, void *user) {
     job *j = user;
     if (job_abandoned(j))
@@ -237,6 +264,8 @@ static bool on_token(const char *piece, int32_t token, void *user) {
         e.n_top = n > 0 ? n : 0;
         if (n < 0) /* cannot happen inside the callback; an entry still marks the token */
             e.logprob = -INFINITY;
+        if (!j->lp_started)
+            e.trimmed = first_token_trimmed(j, token);
         g_array_append_val(j->lp_held, e);
     }
     if (piece && *piece)
@@ -666,14 +695,6 @@ static char *token_string(const job *j, int32_t token, const char **bytes, size_
     return g_string_free(s, FALSE);
 }
 
-/* Characters a token adds to the text: its bytes that start one. */
-static glong token_chars(const char *bytes, size_t len) {
-    glong n = 0;
-    for (size_t i = 0; i < len; i++)
-        n += ((unsigned char)bytes[i] & 0xc0) != 0x80;
-    return n;
-}
-
 /* {"token", "logprob", "bytes"} of chat's logprobs.content. */
 static void builder_token_entry(JsonBuilder *b, const job *j, int32_t token, float lp) {
     const char *bytes;
@@ -751,7 +772,7 @@ static void builder_logprobs(JsonBuilder *b, const job *j, const job_logprob *e,
     for (guint i = 0; i < n; i++) {
         json_builder_add_int_value(b, *offset);
         char *text = token_string(j, e[i].token, &bytes, &len);
-        *offset += token_chars(bytes, len);
+        *offset += token_chars(bytes, len) - e[i].trimmed;
         g_free(text);
     }
     json_builder_end_array(b);

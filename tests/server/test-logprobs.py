@@ -285,4 +285,58 @@ for kind, extra, param in refusals:
           "%s %r: 400 naming %s: %s %r" % (kind, extra, param, status, raw[:300]))
 
 check(srv.stop() == 0, "the server stops cleanly: " + srv.stderr()[-2000:])
+
+# --- text_offset with a SentencePiece vocabulary ------------------------------------
+# Llama 2's detokenizer drops the leading space of the answer's first token
+# with text (" nob" shows as "nob"): the offsets are where each token's text
+# starts in the text the client got, so the next token starts one character
+# earlier than the token's own length says.
+spm_model = serverlib.make_model(tmp, name="llama2", vocab=serverlib.real_vocab("llama2"))
+spm = serverlib.Server(tmp, "logprobs-spm", spm_model)
+
+
+def offsets_fit(text, lp, start):
+    """Each token's text (its leading space perhaps dropped, first token
+    only) found at its offset, the last ending the text."""
+    toks, off = lp["tokens"], lp["text_offset"]
+    if off[0] != start:
+        return False
+    for i, t in enumerate(toks):
+        if t.startswith("bytes:"):
+            continue
+        end = off[i + 1] if i + 1 < len(toks) else len(text)
+        got = text[off[i]:end]
+        if got != t and not (i == 0 and t.startswith(" ") and got == t[1:]):
+            return False
+    return True
+
+
+space_first = 0
+for prompt in ("Hello\n", "Once upon a time", "1, 2, 3,", "The capital of France is"):
+    for stream in (False, True):
+        for echo in (False, True):
+            body = {"prompt": prompt, "max_tokens": 6, "logprobs": 1, "temperature": 0,
+                    "echo": echo, "stream": stream}
+            status, _, doc, raw = spm.post("/v1/completions", body)
+            if status != 200:
+                check(False, "llama2 %r: %s %r" % (body, status, raw[:300]))
+                continue
+            if stream:
+                text, lp = "", {"tokens": [], "token_logprobs": [], "top_logprobs": [],
+                                "text_offset": []}
+                for e in serverlib.sse_events(raw):
+                    ch = [] if e == "[DONE]" else json.loads(e)["choices"]
+                    if ch:
+                        text += ch[0]["text"]
+                        for k in lp:
+                            lp[k] += (ch[0].get("logprobs") or {}).get(k, [])
+            else:
+                text, lp = doc["choices"][0]["text"], doc["choices"][0]["logprobs"]
+            start = len(prompt) if echo else 0
+            space_first += lp["tokens"][0].startswith(" ") and text[start:start + 1] != " "
+            check(offsets_fit(text, lp, start),
+                  "llama2 %r stream %s echo %s: text_offset %r fits %r (tokens %r)"
+                  % (prompt, stream, echo, lp["text_offset"], text, lp["tokens"]))
+check(space_first > 0, "some answer's first token lost its leading space (%d)" % space_first)
+check(spm.stop() == 0, "the llama2 server stops cleanly: " + spm.stderr()[-2000:])
 checks.finish()
