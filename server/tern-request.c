@@ -942,6 +942,16 @@ bool tern_request_parse_completion(JsonObject *o, job *j, const char **param, ch
         return false;
     const char *bad = NULL;
     j->echo = tern_request_member_bool(o, "echo", false, &bad);
+    /* OpenAI lists the prompt's tokens first when echo and logprobs come
+     * together, and scorers (lm-eval's loglikelihood) read those entries:
+     * an answer that only had the generated tokens' was read as a prompt
+     * scored 0, silently. Refused until the prompt's entries exist. */
+    if (!bad && j->echo && j->logprobs >= 0) {
+        *param = "echo";
+        *why = g_strdup("echo with logprobs (the prompt's log-probabilities) is not supported "
+                        "yet: ask without echo for the answer's");
+        return false;
+    }
     double v;
     if (member_number(o, "best_of", &v, &bad) && v != 1) {
         *param = "best_of";

@@ -14,7 +14,7 @@
 - Tools: a call's marker that turns out to be no call brings its entries,
   streamed and not.
 - Completions: "logprobs": N gives tokens, token_logprobs, top_logprobs
-  (dicts of N) and text_offset, echo counted in the offsets.
+  (dicts of N) and text_offset; echo with logprobs refused (no prompt entries).
 - Refusals: 400s naming logprobs or top_logprobs.
 
 A tiny random-weight Qwen3-architecture model with the real Qwen3 vocabulary."""
@@ -250,10 +250,6 @@ if status == 200 and clp:
     status, s_text, s_clp, raw = complete(stream=True, logprobs=3)
     check(status == 200 and s_text == text and s_clp == clp,
           "completions streamed == not: %r" % raw[:400])
-    status, e_text, e_clp, raw = complete(logprobs=0, echo=True)
-    check(status == 200 and e_clp and e_clp["text_offset"][0] == len(PROMPT) and
-          e_clp["tokens"] == clp["tokens"] and all(d == {} for d in e_clp["top_logprobs"]),
-          "echo: offsets after the prompt, no alternatives at 0: %r" % raw[:400])
 
 # --- refusals -------------------------------------------------------------------
 refusals = [
@@ -270,6 +266,10 @@ refusals = [
     ("completions", {"logprobs": True}, "logprobs"),
     ("completions", {"logprobs": 2.5}, "logprobs"),
     ("completions", {"logprobs": "2"}, "logprobs"),
+    # the prompt's entries (first in OpenAI's answer) do not exist yet: an
+    # answer without them was scored as an empty prompt by lm-eval
+    ("completions", {"logprobs": 0, "echo": True}, "echo"),
+    ("completions", {"logprobs": 1, "echo": True, "max_tokens": 1}, "echo"),
 ]
 for kind, extra, param in refusals:
     if kind == "chat":
@@ -314,7 +314,7 @@ def offsets_fit(text, lp, start):
 space_first = 0
 for prompt in ("Hello\n", "Once upon a time", "1, 2, 3,", "The capital of France is"):
     for stream in (False, True):
-        for echo in (False, True):
+        for echo in (False,):
             body = {"prompt": prompt, "max_tokens": 6, "logprobs": 1, "temperature": 0,
                     "echo": echo, "stream": stream}
             status, _, doc, raw = spm.post("/v1/completions", body)
