@@ -33,6 +33,7 @@ struct _TernStatsBar {
    * while none is shown. */
   char *summary;
   char *summary_short;
+  char *summary_shortest; /* without the drafts' figures (NULL: none) */
   int summary_width;        /* of the figures when it was last chosen */
   guint summary_idle;
 };
@@ -51,6 +52,7 @@ forget_summary (TernStatsBar *self)
 {
   g_clear_pointer (&self->summary, g_free);
   g_clear_pointer (&self->summary_short, g_free);
+  g_clear_pointer (&self->summary_shortest, g_free);
   g_clear_handle_id (&self->summary_idle, g_source_remove);
   self->summary_width = 0;
 }
@@ -274,6 +276,8 @@ show_summary (TernStatsBar *self)
   self->summary_width = gtk_widget_get_width (GTK_WIDGET (self->figures_label));
   if (self->summary_short != NULL && !figures_fit (self, self->summary))
     text = self->summary_short;
+  if (text == self->summary_short && self->summary_shortest != NULL && !figures_fit (self, text))
+    text = self->summary_shortest;
   if (g_strcmp0 (gtk_label_get_text (self->figures_label), text) != 0)
     set_figures (self, text);
 }
@@ -339,25 +343,32 @@ tern_stats_bar_finish (TernStatsBar    *self,
       g_free (text);
       text = with;
     }
-  if (final->drafted > 0 && final->verify_steps > 0)
-    {
-      char *with = g_strdup_printf (
-        /* Translators: speculative decoding: of the tokens guessed ahead, how
-         * many the model kept, and how many it kept per check on average;
-         * the plural goes with the second number, the tokens guessed */
-        g_dngettext (GETTEXT_PACKAGE, "%s · %d of %d guessed token kept (%.1f per check)",
-                     "%s · %d of %d guessed tokens kept (%.1f per check)", final->drafted),
-        text, final->accepted, final->drafted, (double) final->accepted / final->verify_steps);
-      g_free (text);
-      text = with;
-    }
   /* Where it is too long: the speed and the tokens, the live figures'
-   * short form. */
+   * short form, with the drafts' figures while they fit (what speculation
+   * gained is what its user looks at the bar for). */
   if (final->decode_tok_s > 0)
     /* Translators: decode speed, then the tokens ("12 tokens") */
     self->summary_short = g_strdup_printf (_("%.1f tok/s · %s"), final->decode_tok_s, count);
   else
     self->summary_short = g_strdup (count);
+  if (final->drafted > 0 && final->verify_steps > 0)
+    {
+      /* Translators: speculative decoding: of the tokens guessed ahead, how
+       * many the model kept, and how many it kept per check on average;
+       * the plural goes with the second number, the tokens guessed */
+      const char *kept = g_dngettext (GETTEXT_PACKAGE,
+                                      "%s · %d of %d guessed token kept (%.1f per check)",
+                                      "%s · %d of %d guessed tokens kept (%.1f per check)",
+                                      final->drafted);
+      const double per_check = (double) final->accepted / final->verify_steps;
+      char *with = g_strdup_printf (kept, text, final->accepted, final->drafted, per_check);
+
+      g_free (text);
+      text = with;
+      self->summary_shortest = self->summary_short;
+      self->summary_short = g_strdup_printf (kept, self->summary_shortest, final->accepted,
+                                             final->drafted, per_check);
+    }
   self->summary = g_strdup (text);
   set_figures (self, text);
   show_summary (self);
