@@ -361,6 +361,23 @@ static void exp_neg_all(const float *w, float *out, int32_t n, float max, float 
         out[t] = exp_neg((w[t] - max) * scale);
 }
 
+/* The sum of x[0..n) in double, in four interleaved partial sums joined
+ * as (a0 + a1) + (a2 + a3): the order every caller's results depend on
+ * (the sampler's block sums, tn_logprobs' normaliser). */
+static double sum4(const float *x, int32_t n) {
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        a0 += x[i];
+        a1 += x[i + 1];
+        a2 += x[i + 2];
+        a3 += x[i + 3];
+    }
+    for (; i < n; i++)
+        a0 += x[i];
+    return (a0 + a1) + (a2 + a3);
+}
+
 void tn_sampler_exp_neg_all(const float *w, float *out, int32_t n, float max, float scale) {
     exp_neg_all(w, out, n, max, scale);
 }
@@ -375,17 +392,7 @@ static void exp_all(tn_sampler *s, float max, float scale) {
     double total = 0;
     for (int32_t b = 0, t0 = 0; t0 < V; b++, t0 += SUM_BLOCK) {
         const int32_t t1 = V - t0 < SUM_BLOCK ? V : t0 + SUM_BLOCK;
-        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        int32_t t = t0;
-        for (; t + 4 <= t1; t += 4) {
-            a0 += ex[t];
-            a1 += ex[t + 1];
-            a2 += ex[t + 2];
-            a3 += ex[t + 3];
-        }
-        for (; t < t1; t++)
-            a0 += ex[t];
-        s->block_sum[b] = (a0 + a1) + (a2 + a3);
+        s->block_sum[b] = sum4(ex + t0, t1 - t0);
         total += s->block_sum[b];
     }
     s->ex_sum = total;
@@ -816,20 +823,10 @@ int tn_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t k, 
             mx = bm;
         }
         exp_neg_all(w, ex, nb, mx, 1.0f);
-        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        int32_t i = 0;
-        for (; i + 4 <= nb; i += 4) {
-            a0 += ex[i];
-            a1 += ex[i + 1];
-            a2 += ex[i + 2];
-            a3 += ex[i + 3];
-        }
-        for (; i < nb; i++)
-            a0 += ex[i];
-        sum += (a0 + a1) + (a2 + a3);
+        sum += sum4(ex, nb);
         if (k == 0 || (n == k && !(bm > best[k - 1])))
             continue;
-        for (i = 0; i < nb; i++) {
+        for (int32_t i = 0; i < nb; i++) {
             const float l = w[i];
             if (!(l > -INFINITY) || (n == k && !(l > best[k - 1])))
                 continue;
