@@ -1300,6 +1300,18 @@ static const char *piece_for(const tn_tokenizer *tok, int32_t id, unsigned flags
     return tok->piece_blob + tok->piece_off[id];
 }
 
+/* The bytes at the start of piece p (len > 0) that the text leaves out: the
+ * leading space of a text's first token with text, where the vocabulary
+ * prepends "▁"; nothing for ids that continue a text (a generated answer,
+ * as llama.cpp's token_to_piece gives it). One rule for tn_detokenize and
+ * the stream: docs/TOKENIZER.md, "The leading space". */
+static size_t leading_drop(const tn_tokenizer *tok, unsigned flags, bool started, const char *p,
+                           size_t len) {
+    if (started || (flags & TN_DETOKENIZE_CONTINUATION) || !tok->add_space_prefix)
+        return 0;
+    return len && p[0] == ' ' ? 1 : 0;
+}
+
 int tn_detokenize(const tn_tokenizer *tok, const int32_t *ids, size_t n, unsigned flags,
                   tn_buf *out, tn_error *err) {
     if (!tok || !out || (!ids && n))
@@ -1316,10 +1328,9 @@ int tn_detokenize(const tn_tokenizer *tok, const int32_t *ids, size_t n, unsigne
         const char *p = piece_for(tok, ids[i], flags, &len);
         if (!len)
             continue;
-        if (!started && tok->add_space_prefix && p[0] == ' ') {
-            p++;
-            len--;
-        }
+        const size_t drop = leading_drop(tok, flags, started, p, len);
+        p += drop;
+        len -= drop;
         started = true;
         if (len && tn_buf_append(out, p, len)) {
             out->len = len0;
@@ -1418,12 +1429,14 @@ int tn_detok_stream_push(tn_detok_stream *s, int32_t id, tn_buf *out, tn_error *
                        (long)id);
     size_t len;
     const char *p = piece_for(s->tok, id, s->flags, &len);
+    /* A control token that is not rendered leaves out its whole text. */
+    s->dropped = s->tok->piece_off[id + 1] - s->tok->piece_off[id] - 1 - len;
     if (!len)
         return TN_OK;
-    if (!s->started && s->tok->add_space_prefix && p[0] == ' ') {
-        p++;
-        len--;
-    }
+    const size_t drop = leading_drop(s->tok, s->flags, s->started, p, len);
+    s->dropped += drop;
+    p += drop;
+    len -= drop;
     s->started = true;
     size_t len0 = out->len;
     if (stream_feed(s, p, len, out)) {

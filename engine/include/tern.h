@@ -1674,26 +1674,38 @@ const char *tn_token_text(const tn_tokenizer *tok, int32_t id, size_t *len);
 
 #define TN_DETOKENIZE_SPECIAL 1u /* render control tokens (BOS, <|im_end|>) as their
                                     text; without it they produce nothing */
+#define TN_DETOKENIZE_CONTINUATION 2u /* the ids continue a text (an answer after its
+                                         prompt): every piece is kept whole, the first
+                                         token's leading space too, as llama.cpp's
+                                         token_to_piece gives a generated token
+                                         (docs/TOKENIZER.md, "The leading space") */
 
-/* ids -> bytes, APPENDED to out. For vocabularies that prepend "▁" the
- * leading space of the result is removed, as the Hugging Face decoder does,
- * so tn_detokenize(tn_tokenize(text)) == text for UTF-8 text (Qwen: text
- * in NFC; SentencePiece: text without "▁"). TN_ERR_INVALID for an id
- * outside the vocabulary (nothing appended). */
+/* ids -> bytes, APPENDED to out. The ids start a text unless
+ * TN_DETOKENIZE_CONTINUATION: for vocabularies that prepend "▁" the leading
+ * space of the first token with text is then removed, as the Hugging Face
+ * decoder does, so tn_detokenize(tn_tokenize(text)) == text for UTF-8 text
+ * (Qwen: text in NFC; SentencePiece: text without "▁"). TN_ERR_INVALID for
+ * an id outside the vocabulary (nothing appended). */
 int tn_detokenize(const tn_tokenizer *tok, const int32_t *ids, size_t n, unsigned flags,
                   tn_buf *out, tn_error *err);
 
-/* Streaming detokenizer for generated tokens: it emits only complete UTF-8
- * characters, holding back the first bytes of a character split across
- * tokens until the rest arrives. Its output is always valid UTF-8 (bytes
- * that can never form a character become U+FFFD). Plain struct: no
- * allocation, no free. */
+/* Streaming detokenizer: it emits only complete UTF-8 characters, holding
+ * back the first bytes of a character split across tokens until the rest
+ * arrives. Its output is always valid UTF-8 (bytes that can never form a
+ * character become U+FFFD). The leading space follows tn_detokenize's
+ * flags: a generated answer continues its prompt, so its stream needs
+ * TN_DETOKENIZE_CONTINUATION. Plain struct: no allocation, no free. */
 typedef struct tn_detok_stream {
     const tn_tokenizer *tok;
     unsigned flags;    /* TN_DETOKENIZE_* */
     bool started;      /* some text was emitted (the leading space rule) */
     uint8_t n_pending;
     char pending[4];   /* an incomplete UTF-8 character */
+    /* After a push: how many bytes at the start of the token's piece
+     * (tn_token_piece) the text leaves out: the leading space at the start
+     * of a text, or a control token's whole text without
+     * TN_DETOKENIZE_SPECIAL; 0 otherwise. */
+    size_t dropped;
 } tn_detok_stream;
 
 void tn_detok_stream_init(tn_detok_stream *s, const tn_tokenizer *tok, unsigned flags);

@@ -421,6 +421,122 @@ static void check_stream_split(const char *name, const tn_tokenizer *tok) {
     tn_buf_free(&out);
 }
 
+/* ids through a stream with flags: the text, and each token's dropped
+ * count in dropped[] (n entries). */
+static void stream_ids(const tn_tokenizer *tok, unsigned flags, const int32_t *ids, size_t n,
+                       tn_buf *out, size_t *dropped) {
+    tn_detok_stream st;
+    tn_detok_stream_init(&st, tok, flags);
+    tn_error err = {0};
+    out->len = 0;
+    if (out->data)
+        out->data[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        CHECK(tn_detok_stream_push(&st, ids[i], out, &err) == TN_OK);
+        dropped[i] = st.dropped;
+    }
+    CHECK(tn_detok_stream_flush(&st, out, &err) == TN_OK);
+}
+
+/* The text of ids: streamed with flags, and tn_detokenize with the same
+ * flags, are both want; each token's dropped count is want_dropped[]. */
+static void expect_text(const char *name, const char *what, const tn_tokenizer *tok,
+                        unsigned flags, const int32_t *ids, size_t n, const char *want,
+                        size_t want_len, const size_t *want_dropped) {
+    tn_buf b = {0};
+    size_t dropped[8] = {0};
+    stream_ids(tok, flags, ids, n, &b, dropped);
+    CHECKF(b.len == want_len && (!want_len || !memcmp(b.data, want, want_len)),
+           "%s %s (flags %u): streamed \"%.*s\", want \"%.*s\"", name, what, flags, (int)b.len,
+           b.data ? b.data : "", (int)want_len, want);
+    for (size_t i = 0; i < n; i++)
+        CHECKF(dropped[i] == want_dropped[i], "%s %s (flags %u): token %zu dropped %zu, want %zu",
+               name, what, flags, i, dropped[i], want_dropped[i]);
+    b.len = 0;
+    tn_error err = {0};
+    CHECK(tn_detokenize(tok, ids, n, flags, &b, &err) == TN_OK);
+    CHECKF(b.len == want_len && (!want_len || !memcmp(b.data, want, want_len)),
+           "%s %s (flags %u): tn_detokenize \"%.*s\", want \"%.*s\"", name, what, flags,
+           (int)b.len, b.data ? b.data : "", (int)want_len, want);
+    tn_buf_free(&b);
+}
+
+/* The leading space (docs/TOKENIZER.md, "The leading space"): a text's
+ * first token with text loses it where the vocabulary prepends "▁" (Llama
+ * 2); a continuation (a generated answer) keeps every byte, as llama.cpp's
+ * token_to_piece gives each generated token. */
+static void check_leading_space(const char *name, const tn_tokenizer *tok) {
+    const bool strip = !strcmp(name, "llama2"); /* gemma3: add_space_prefix false */
+    /* A token whose piece is a space and a word: " nob" after "Hello". */
+    tn_tokens t = {0};
+    tn_error err = {0};
+    CHECK(tn_tokenize(tok, "Hello nob", 9, 0, &t, &err) == TN_OK);
+    int32_t word = -1;
+    for (size_t i = 1; i < t.n && word < 0; i++) {
+        size_t len = 0;
+        const char *p = tn_token_piece(tok, t.ids[i], &len);
+        if (p && len > 1 && p[0] == ' ')
+            word = t.ids[i];
+    }
+    tn_tokens_free(&t);
+    CHECKF(word >= 0, "%s: a token with a leading space in \"Hello nob\"", name);
+    if (word < 0)
+        return;
+    size_t wlen = 0;
+    const char *wp = tn_token_piece(tok, word, &wlen);
+    const size_t d = strip ? 1 : 0;
+    char buf[256];
+    CHECK(wlen + 16 < sizeof buf);
+
+    /* Start of a text, and a continuation. */
+    expect_text(name, "start", tok, 0, &word, 1, wp + d, wlen - d, (const size_t[]){d});
+    expect_text(name, "continuation", tok, TN_DETOKENIZE_CONTINUATION, &word, 1, wp, wlen,
+                (const size_t[]){0});
+
+    /* After a control token: unrendered, it is no text, so the word is
+     * still the first with text; rendered, the word is not. Its dropped
+     * count is its whole text when it is not rendered. */
+    int32_t ctl = tn_tokenizer_bos(tok) >= 0 ? tn_tokenizer_bos(tok) : tn_tokenizer_eot(tok);
+    size_t clen = 0;
+    const char *cp = ctl >= 0 ? tn_token_piece(tok, ctl, &clen) : NULL;
+    CHECKF(cp && clen > 0 && clen + wlen < sizeof buf, "%s: a control token", name);
+    if (cp && clen > 0 && clen + wlen < sizeof buf) {
+        const int32_t ids[2] = {ctl, word};
+        expect_text(name, "control, word", tok, 0, ids, 2, wp + d, wlen - d,
+                    (const size_t[]){clen, d});
+        expect_text(name, "control, word", tok, TN_DETOKENIZE_CONTINUATION, ids, 2, wp, wlen,
+                    (const size_t[]){clen, 0});
+        memcpy(buf, cp, clen);
+        memcpy(buf + clen, wp, wlen);
+        expect_text(name, "control, word", tok, TN_DETOKENIZE_SPECIAL, ids, 2, buf, clen + wlen,
+                    (const size_t[]){0, 0});
+        expect_text(name, "control, word", tok,
+                    TN_DETOKENIZE_SPECIAL | TN_DETOKENIZE_CONTINUATION, ids, 2, buf, clen + wlen,
+                    (const size_t[]){0, 0});
+    }
+
+    /* A first token that is only a space ("▁"), and byte fallback's
+     * <0x20>: that space is the one dropped, the word keeps its own. */
+    const char *spaces[] = {"\xE2\x96\x81", "<0x20>"};
+    for (int k = 0; k < 2; k++) {
+        const int32_t sp = tn_tokenizer_find(tok, spaces[k], strlen(spaces[k]));
+        if (sp < 0)
+            continue;
+        size_t slen = 0;
+        const char *spp = tn_token_piece(tok, sp, &slen);
+        CHECKF(slen == 1 && spp[0] == ' ', "%s: %s is a space", name, spaces[k]);
+        const int32_t ids[2] = {sp, word};
+        buf[0] = ' ';
+        memcpy(buf + 1, wp, wlen);
+        expect_text(name, spaces[k], tok, 0, ids, 2, buf + d, wlen + 1 - d,
+                    (const size_t[]){d, 0});
+        expect_text(name, spaces[k], tok, TN_DETOKENIZE_CONTINUATION, ids, 2, buf, wlen + 1,
+                    (const size_t[]){0, 0});
+        /* alone: nothing at the start of a text */
+        expect_text(name, spaces[k], tok, 0, &sp, 1, buf + d, 1 - d, (const size_t[]){d});
+    }
+}
+
 /* ------------------------------------------------------------------------
  * Checks that need no vocabulary files.
  */
@@ -1259,6 +1375,7 @@ int main(void) {
         check_specials(v->name, tok);
         check_chat_contents(v->name, tok);
         check_stream_split(v->name, tok);
+        check_leading_space(v->name, tok);
         /* The 10 MB run under the sanitizers takes a while: once for a
          * SentencePiece and once for a byte-level vocabulary. */
         check_hostile(v->name, tok, cases, !strcmp(v->name, "llama2") || !strcmp(v->name, "qwen3"));
@@ -1284,6 +1401,7 @@ int main(void) {
             CHECK(check_vectors(oss.name, tok, oss_cases) == (int)tn_json_count(oss_cases));
             check_specials(oss.name, tok);
             check_stream_split(oss.name, tok);
+            check_leading_space(oss.name, tok);
             check_hostile(oss.name, tok, oss_cases, false);
         }
         /* Padded as the published gpt-oss file is (201,088 rows, llama.cpp's
