@@ -364,7 +364,9 @@ static int run_raw(const opts *o, const tn_model *m, const char *prompt, size_t 
     st.prefill_ms = t1 - t0;
     st.prefill_tok_s = in.n / ((t1 - t0) / 1e3);
     tn_detok_stream ds;
-    tn_detok_stream_init(&ds, tok, 0);
+    /* The answer continues the prompt: its first token keeps its leading
+     * space, as llama.cpp prints it (docs/TOKENIZER.md, "The leading space"). */
+    tn_detok_stream_init(&ds, tok, TN_DETOKENIZE_CONTINUATION);
     tn_buf piece = {0};
     double t_first = 0;
     st.stop_reason = TN_STOP_LIMIT;

@@ -81,6 +81,7 @@ struct tn_session {
      * or a verification row) and the token; NULL outside (logprobs). */
     const float *cb_row;
     int32_t cb_token;
+    size_t cb_dropped; /* tn_session_token_dropped */
     tn_spec *spec; /* speculative decoding (spec.c): the request's drafter, if any */
     /* TN_CONSTRAIN_JSON_OBJECT: the answer's text so far, as the sampler's
      * token filter sees it (json_allow). */
@@ -452,6 +453,10 @@ tn_pin_info tn_session_pin_info(const tn_session *s) {
 
 bool tn_session_token_drafted(const tn_session *s) {
     return s && tn_spec_last_drafted(s->spec);
+}
+
+size_t tn_session_token_dropped(const tn_session *s) {
+    return s && s->cb_row ? s->cb_dropped : 0;
 }
 
 int tn_session_token_logprobs(const tn_session *s, int32_t k, float *logprob,
@@ -1030,9 +1035,11 @@ static int stop_filter_push(stop_filter *f, const char *text, size_t len, bool f
  * when the loop ends. Everything else in this loop stays as it is. */
 static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb cb, void *user,
                     double t_call, tn_session_stats *st, tn_error *err) {
+    /* An answer continues its prompt: its first token keeps its leading
+     * space, as llama.cpp gives it (docs/TOKENIZER.md, "The leading space"). */
     tn_detok_stream detok;
     if (s->tok)
-        tn_detok_stream_init(&detok, s->tok, 0);
+        tn_detok_stream_init(&detok, s->tok, TN_DETOKENIZE_CONTINUATION);
     stop_filter sf = {.g = g};
     tn_buf piece = {0}, shown = {0};
     /* gpt-oss: its channels as text (tn_harmony, chat.c) */
@@ -1098,8 +1105,10 @@ static int generate(tn_session *s, const tn_gen_params *g, tn_session_token_cb c
         const float *spec_row = from_spec != TN_SPEC_NONE ? tn_spec_last_row(s->spec) : NULL;
         s->cb_row = spec_row ? spec_row : s->logits;
         s->cb_token = token;
+        s->cb_dropped = s->tok ? detok.dropped : 0;
         const bool go_on = !cb || cb(sf.emit.data ? sf.emit.data : "", token, user);
         s->cb_row = NULL;
+        s->cb_dropped = 0;
         if (!go_on) {
             st->stop_reason = sf.matched ? TN_STOP_STRING : TN_STOP_CALLBACK;
             break;

@@ -52,9 +52,9 @@ typedef struct job_logprob {
     int32_t token;
     float logprob;
     int n_top;
-    /* Characters of the token's piece the answer's text does not hold: the
-     * leading space that SentencePiece vocabularies (Llama 2) drop from the
-     * first token with text (tn_detokenize's rule); text_offset skips them. */
+    /* Characters at the start of the token's piece that the answer's text
+     * does not hold (tn_session_token_dropped: a control token's text; an
+     * answer keeps every leading space); text_offset skips them. */
     int trimmed;
     tn_token_logprob top[TN_TOP_LOGPROBS_MAX];
 } job_logprob;
@@ -140,7 +140,6 @@ typedef struct job {
     GArray *lp_ready;
     GArray *lp_out;
     glong lp_offset;        /* completions streamed: text_offset of the next token */
-    bool lp_started;        /* worker: a token with text was generated (see trimmed) */
 
     /* Filled by the worker when it is done. */
     int rc;

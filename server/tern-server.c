@@ -229,25 +229,6 @@ static glong token_chars(const char *bytes, size_t len) {
     return n;
 }
 
-/* The characters of token's piece that the text leaves out when it is the
- * answer's first with text: the engine's detokenizer drops the leading
- * space there for vocabularies that prepend one, and detokenizing the token
- * alone applies the same rule. Marks the answer started at a token with text. */
-static int first_token_trimmed(job *j, int32_t token) {
-    const tn_tokenizer *tok = tn_model_tokenizer(j->server->model);
-    size_t len = 0;
-    const char *p = tok ? tn_token_piece(tok, token, &len) : NULL;
-    if (!p || !len)
-        return 0;
-    j->lp_started = true;
-    tn_buf alone = {0};
-    int trimmed = 0;
-    if (tn_detokenize(tok, &token, 1, 0, &alone, NULL) == TN_OK && alone.len < len)
-        trimmed = (int)(token_chars(p, len) - token_chars(alone.data, alone.len));
-    tn_buf_free(&alone);
-    return trimmed > 0 ? trimmed : 0;
-}
-
 static bool on_token(const char *piece, int32_t token, void *user) {
     job *j = user;
     if (job_abandoned(j))
@@ -264,8 +245,13 @@ static bool on_token(const char *piece, int32_t token, void *user) {
         e.n_top = n > 0 ? n : 0;
         if (n < 0) /* cannot happen inside the callback; an entry still marks the token */
             e.logprob = -INFINITY;
-        if (!j->lp_started)
-            e.trimmed = first_token_trimmed(j, token);
+        /* The bytes of its piece the text leaves out (a control token's
+         * text), from the engine's detokenizer: text_offset skips them. */
+        const tn_tokenizer *tok = tn_model_tokenizer(j->server->model);
+        size_t len = 0;
+        const char *p = tok ? tn_token_piece(tok, token, &len) : NULL;
+        const size_t dropped = tn_session_token_dropped(j->lp_session);
+        e.trimmed = p ? (int)token_chars(p, dropped < len ? dropped : len) : 0;
         g_array_append_val(j->lp_held, e);
     }
     if (piece && *piece)

@@ -1266,6 +1266,12 @@ int tn_mkmodel_mtp(const tn_mkmodel_mtp_params *p, const char *out_path, tn_erro
 /* Inside a token callback of tn_session_ask/chat: true when the token being
  * delivered came from an accepted draft (the app colours them). */
 bool tn_session_token_drafted(const tn_session *s);
+/* Inside a token callback of tn_session_ask/chat/run: how many bytes at the
+ * start of the delivered token's piece (tn_token_piece) the answer's text
+ * leaves out (tn_detok_stream's dropped): a control token's text. An answer
+ * continues its prompt, so no leading space is ever dropped. 0 outside a
+ * callback. */
+size_t tn_session_token_dropped(const tn_session *s);
 /* Inside a token callback of tn_session_ask/chat/run: tn_logprobs of the
  * row the token being delivered was sampled from (with speculation, an
  * accepted draft's row of the verification pass: the same numbers as with

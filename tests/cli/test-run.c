@@ -5,6 +5,7 @@
  * unsupported architecture, a missing tensor, a wrong shape, a prompt longer
  * than the context, a text shorter than a window): exit status 2, exactly one
  * line on stderr, nothing on stdout. */
+#include "tn-json.h"
 #include "tn-test.h"
 
 #include <stdio.h>
@@ -274,12 +275,108 @@ static void check_bad_models(void) {
     result_free(&r);
 }
 
+/* The pieces of ids, control tokens aside: what llama.cpp prints for them
+ * (common_token_to_piece: every piece whole, the first one's leading space
+ * too; docs/TOKENIZER.md, "The leading space"). */
+static char *pieces_of(const tn_tokenizer *tok, const tn_json *ids) {
+    tn_buf b = {0};
+    tn_buf_append(&b, "", 0);
+    for (size_t i = 0; i < tn_json_count(ids); i++) {
+        int64_t id = -1;
+        tn_json_int(tn_json_at(ids, i), &id);
+        size_t len = 0;
+        const char *p = tn_token_piece(tok, (int32_t)id, &len);
+        if (p && tn_token_type_of(tok, (int32_t)id) != TN_TOKEN_TYPE_CONTROL)
+            tn_buf_append(&b, p, len);
+    }
+    return b.data;
+}
+
+/* A Llama 2 vocabulary (SentencePiece, "▁" prepended): an answer continues
+ * its prompt, so it keeps its first token's leading space, raw (run_raw's
+ * own loop) or templated (the session). llama.cpp's llama-server
+ * (node-llama-cpp 3.22.1's build, de3ff81) on this model, prompt "Hello\n",
+ * n_predict 6, temperature 0, gave the content
+ * " nob Students evaluatedcityanzös Sach" (ids 7169 17091 23001 18373 22979
+ * 23447, ▁nob first, its space kept); `tern-cli run --raw` printed
+ * "nob Students evaluatedcityanzös Sach" before this check, the same text
+ * with the space now. */
+static void check_leading_space(void) {
+    const char *vdir = tn_test_vocab("llama2");
+    if (!vdir) {
+        fprintf(stderr, "llama2 vocabulary not fetched: the leading-space check is skipped\n");
+        return;
+    }
+    char model[4200], args[16384];
+    snprintf(model, sizeof model, "%s/llama2-vocab.gguf", dir);
+    snprintf(args, sizeof args,
+             "mkmodel --arch llama --type q8_0 --embd 64 --layers 2 --heads 2 --kv-heads 1 "
+             "--head-dim 32 --ff 128 --ctx 2048 --seed 9 --tokenizer '%s/tokenizer.json' -o '%s'",
+             vdir, model);
+    result r = run(NULL, args);
+    CHECKF(r.status == 0, "mkmodel llama2 vocabulary: exit %d: %s", r.status, r.err);
+    result_free(&r);
+    tn_gguf *g = NULL;
+    tn_tokenizer *tok = NULL;
+    tn_error err = {0};
+    CHECKF(tn_gguf_open(model, &g, &err) == TN_OK && tn_tokenizer_load(g, &tok, &err) == TN_OK,
+           "llama2 vocabulary: %s", err.message);
+    if (!tok) {
+        tn_gguf_close(g);
+        return;
+    }
+    static const char *prompts[] = {"Hello\n", "Once upon a time", "1, 2, 3,",
+                                    "The capital of France is"};
+    int kept = 0;
+    for (size_t i = 0; i < sizeof prompts / sizeof prompts[0]; i++) {
+        for (int raw = 0; raw < 2; raw++) {
+            const char *mode = raw ? "--raw" : "";
+            snprintf(args, sizeof args, "run -m '%s' %s -p '%s' -n 6 --temp 0 -t 2 --json", model,
+                     mode, prompts[i]);
+            r = run(NULL, args);
+            CHECKF(r.status == 0, "run %s %s: exit %d: %s", mode, prompts[i], r.status, r.err);
+            tn_json_doc *doc = NULL;
+            const tn_json *text = NULL, *ids = NULL;
+            if (tn_json_parse(r.out, strlen(r.out), "answer", &doc, &err) == TN_OK) {
+                text = tn_json_get(tn_json_root(doc), "text");
+                ids = tn_json_get(tn_json_root(doc), "tokens");
+            }
+            CHECKF(tn_json_is(text, TN_JSON_STRING) && tn_json_is(ids, TN_JSON_ARRAY),
+                   "run %s --json: %s", mode, r.out);
+            result_free(&r);
+            if (!tn_json_is(text, TN_JSON_STRING) || !tn_json_is(ids, TN_JSON_ARRAY)) {
+                tn_json_free(doc);
+                continue;
+            }
+            char *want = pieces_of(tok, ids);
+            CHECKF(want && text->n == strlen(want) && !memcmp(text->v.str, want, text->n),
+                   "run %s -p %s: \"%s\", llama.cpp's rule gives \"%s\"", mode, prompts[i],
+                   text->v.str, want ? want : "");
+            kept += want && want[0] == ' ' && text->n && text->v.str[0] == ' ';
+            /* What the terminal shows is the same text. */
+            snprintf(args, sizeof args, "run -m '%s' %s -p '%s' -n 6 --temp 0 -t 2", model, mode,
+                     prompts[i]);
+            r = run(NULL, args);
+            CHECKF(r.status == 0 && want && !strncmp(r.out, want, strlen(want)),
+                   "run %s -p %s printed \"%s\", want \"%s\"", mode, prompts[i], r.out,
+                   want ? want : "");
+            result_free(&r);
+            free(want);
+            tn_json_free(doc);
+        }
+    }
+    CHECKF(kept > 0, "some answer's first token kept its leading space (%d)", kept);
+    tn_tokenizer_free(tok);
+    tn_gguf_close(g);
+}
+
 int main(void) {
     cli = getenv("TERN_CLI");
     if (!cli || !*cli)
         tn_test_missing("TERN_CLI is not set (run through meson test)");
     snprintf(dir, sizeof dir, "%s", tn_test_tmpdir());
     check_bad_models();
+    check_leading_space();
     check_arch("llama");
     check_arch("qwen3");
     check_arch("gemma3");
