@@ -103,6 +103,14 @@ struct tn_json_schema {
 
 /* ------------------------------------------------------------- compiling */
 
+/* A definition's table ("$defs" or "definitions") and name, and its index
+ * in the compiler's defs. */
+struct def_key {
+    const char *table, *name;
+    size_t len;
+    uint32_t i;
+};
+
 typedef struct compiler {
     tn_json_schema *s;
     const char *text;
@@ -114,7 +122,8 @@ typedef struct compiler {
     const char **def_table;
     uint32_t *def_node;
     uint32_t n_defs;
-    char path[256]; /* JSON pointer of the node being compiled, for messages */
+    struct def_key *def_sorted; /* defs by table and name, for parse_ref's search */
+    char path[256];             /* JSON pointer of the node being compiled, for messages */
 } compiler;
 
 static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size) {
@@ -426,6 +435,23 @@ static int new_node(compiler *c, uint32_t *out) {
     return TN_OK;
 }
 
+/* The order of def_sorted: by table, then by name's bytes. */
+static int def_cmp(const char *ta, const char *a, size_t na, const char *tb, const char *b,
+                   size_t nb) {
+    const int t = strcmp(ta, tb);
+    if (t)
+        return t;
+    const int k = memcmp(a, b, na < nb ? na : nb);
+    if (k)
+        return k;
+    return na < nb ? -1 : na > nb;
+}
+
+static int def_order(const void *x, const void *y) {
+    const struct def_key *a = x, *b = y;
+    return def_cmp(a->table, a->name, a->len, b->table, b->name, b->len);
+}
+
 /* A "$ref": "#" (the whole schema) or "#/$defs/NAME" ("#/definitions/NAME"),
  * a definition of the top level; NAME in JSON pointer's escapes (~0, ~1). */
 static int parse_ref(compiler *c, const tn_json *ref, int32_t *out) {
@@ -460,12 +486,21 @@ static int parse_ref(compiler *c, const tn_json *ref, int32_t *out) {
                 name[n++] = ch;
         }
         name[n] = '\0';
-        for (uint32_t i = 0; ok && i < c->n_defs; i++)
-            if (!strcmp(c->def_table[i], t == 0 ? "$defs" : "definitions") &&
-                c->defs[i]->key_len == n && !memcmp(c->defs[i]->key, name, n)) {
-                *out = (int32_t)i;
+        uint32_t lo = 0, hi = ok ? c->n_defs : 0;
+        while (lo < hi) {
+            const uint32_t m = lo + (hi - lo) / 2;
+            const struct def_key *d = &c->def_sorted[m];
+            const int k =
+                def_cmp(d->table, d->name, d->len, t == 0 ? "$defs" : "definitions", name, n);
+            if (k == 0) {
+                *out = (int32_t)d->i;
                 return TN_OK;
             }
+            if (k < 0)
+                lo = m + 1;
+            else
+                hi = m;
+        }
         if (ok)
             return tn_fail(c->err, TN_ERR_INVALID,
                            "\"$ref\": \"%.200s\" names no schema of the top level's \"%s\" "
@@ -666,16 +701,21 @@ static int collect_defs(compiler *c, const tn_json *root) {
     c->defs = calloc(total, sizeof *c->defs);
     c->def_table = calloc(total, sizeof *c->def_table);
     c->def_node = calloc(total, sizeof *c->def_node);
-    if (!c->defs || !c->def_table || !c->def_node)
+    c->def_sorted = calloc(total, sizeof *c->def_sorted);
+    if (!c->defs || !c->def_table || !c->def_node || !c->def_sorted)
         return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
     for (int t = 0; t < 2; t++) {
         const char *name = t == 0 ? "$defs" : "definitions";
         const tn_json *d = tn_json_get(root, name);
         for (size_t i = 0; i < tn_json_count(d); i++) {
+            c->def_sorted[c->n_defs] =
+                (struct def_key){name, d->v.items[i].key, d->v.items[i].key_len, c->n_defs};
             c->defs[c->n_defs] = &d->v.items[i];
             c->def_table[c->n_defs++] = name;
         }
     }
+    /* Names are unique in each table (duplicate keys are refused). */
+    qsort(c->def_sorted, c->n_defs, sizeof *c->def_sorted, def_order);
     return TN_OK;
 }
 
@@ -706,20 +746,36 @@ static int ref_cycle(compiler *c, int32_t ref) {
  * schema, or is a cycle that writes nothing and would never end. */
 static int resolve_refs(compiler *c) {
     tn_json_schema *s = c->s;
+    /* Each chain is walked once: the nodes on it all lead where it ends,
+     * and a later chain stops at the first node already resolved. */
     uint32_t *to = malloc((size_t)s->n_nodes * sizeof *to);
-    if (!to)
+    uint32_t *path = malloc((size_t)s->n_nodes * sizeof *path);
+    if (!to || !path) {
+        free(to);
+        free(path);
         return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    }
+    const uint32_t open = UINT32_MAX - 1, unknown = UINT32_MAX;
+    for (uint32_t i = 0; i < s->n_nodes; i++)
+        to[i] = s->nodes[i].ref == SC_REF_NONE ? i : unknown;
     int rc = TN_OK;
     for (uint32_t i = 0; i < s->n_nodes && rc == TN_OK; i++) {
-        uint32_t t = i, steps = 0;
-        while (s->nodes[t].ref != SC_REF_NONE && rc == TN_OK) {
+        uint32_t t = i, n_path = 0;
+        while (to[t] == unknown) {
+            to[t] = open;
+            path[n_path++] = t;
             const int32_t r = s->nodes[t].ref;
             t = r == SC_REF_ROOT ? s->root : c->def_node[r];
-            if (++steps > s->n_nodes)
+            if (to[t] == open) {
                 rc = ref_cycle(c, r);
+                break;
+            }
         }
-        to[i] = t;
+        const uint32_t end = rc == TN_OK ? to[t] : t;
+        for (uint32_t k = 0; k < n_path; k++)
+            to[path[k]] = end;
     }
+    free(path);
     if (rc == TN_OK) {
         for (uint32_t i = 0; i < s->n_nodes; i++)
             s->nodes[i].items = to[s->nodes[i].items];
@@ -913,6 +969,7 @@ int tn_json_schema_compile(const char *text, size_t len, tn_json_schema **out, t
     free(c.defs);
     free(c.def_table);
     free(c.def_node);
+    free(c.def_sorted);
     tn_json_free(doc);
     if (rc != TN_OK) {
         tn_json_schema_free(s);

@@ -10,6 +10,8 @@
 #include "tn-json.h"
 #include "../json-schema-valid.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static tn_json_schema *compile(const char *schema) {
@@ -563,6 +565,29 @@ static void test_any_ref(void) {
     }
 }
 
+/* A long chain of $refs is followed to its end (each chain is walked
+ * once, and each name found by a binary search). */
+static void test_ref_chain(void) {
+    enum { CHAIN = 4000 };
+    char *chain = malloc(CHAIN * 64 + 256);
+    size_t n = (size_t)sprintf(chain, "{\"$defs\":{");
+    for (int i = 0; i < CHAIN; i++)
+        n += (size_t)sprintf(chain + n, "%s\"R%d\":{\"$ref\":\"#/$defs/R%d\"}", i ? "," : "", i,
+                             i + 1);
+    n += (size_t)sprintf(chain + n,
+                         ",\"R%d\":{\"type\":\"null\"}},\"type\":\"object\","
+                         "\"properties\":{\"a\":{\"$ref\":\"#/$defs/R0\"}},"
+                         "\"required\":[\"a\"]}",
+                         CHAIN);
+    tn_json_schema *s = compile(chain);
+    if (s) {
+        WHOLE(s, "{\"a\":null}");
+        expect_doc(s, "{\"a\":1", 5);
+        tn_json_schema_free(s);
+    }
+    free(chain);
+}
+
 int main(void) {
     tn_json_schema *s = compile(people);
     if (s) {
@@ -589,5 +614,6 @@ int main(void) {
     test_unsupported();
     test_hostile();
     test_any_ref();
+    test_ref_chain();
     return tn_test_finish("json-schema");
 }
