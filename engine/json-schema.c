@@ -11,13 +11,17 @@
  * sorted tables of their JSON-encoded texts: the names a key's bytes so far
  * can still become are a contiguous range, narrowed byte by byte. A $ref
  * is resolved at compile time to the node it names (so a recursive schema
- * is a graph of nodes), and an anyOf's branches start with different
- * bytes, so that a value's first byte picks the one node it follows. The
+ * is a graph of nodes). An anyOf whose branches can start alike is
+ * rewritten into branches that cannot (scalar types and enums merged,
+ * objects into one union node), so that a value's first byte picks the
+ * one node it follows; a union's frame keeps the object branches still
+ * open, and a key or an enum value that one branch lacks closes it. The
  * checker never accepts a byte after which no valid document can follow:
  * every node has at least one value that fits the levels left (an object
  * is opened, a property started, only if so), every open key or literal
  * range is non-empty and holds an unused name, and ',' in an object needs
- * a property left to write. */
+ * a property left to write. A schema whose shortest value somewhere
+ * passes SC_MAX_SHORTEST bytes is refused: the answer could not end. */
 #include "tn-internal.h"
 #include "tn-json.h"
 
@@ -69,10 +73,37 @@ typedef struct sc_node {
      * the depth bound), and the same for it written as an object: a $ref
      * can recurse, and the checker opens only what it can close. */
     uint8_t min_depth, obj_depth;
+    /* An anyOf of objects followed in lockstep (merge_objects): its entry
+     * in unions, plus one; 0 for none. */
+    uint16_t uni;
+    /* An enum of such a union's property whose values tell its branches
+     * apart: each value's node field is the mask of the branches it keeps. */
+    bool narrows;
+    /* Bytes of the shortest value, and of the shortest written as an
+     * object, within the levels min_depth and obj_depth (the most any
+     * place that lets it start can ask of it); SC_LEN_NONE: none. */
+    uint32_t min_len, obj_len;
 } sc_node;
 
+/* The branches of an anyOf of objects, over one table of all their
+ * property names (the union node's): bit i of props and required is the
+ * node's property prop0 + i. A frame of it keeps the branches still open
+ * in tn_json_schema_state.live. */
+typedef struct sc_union {
+    uint32_t n;
+    uint32_t node[TN_JSON_SCHEMA_MAX_ANY];
+    uint64_t props[TN_JSON_SCHEMA_MAX_ANY], required[TN_JSON_SCHEMA_MAX_ANY];
+} sc_union;
+
+#define SC_LEN_NONE UINT32_MAX
+/* The longest shortest value a schema may have: a longer one is an
+ * answer that max_tokens cuts off rather than one the model can finish
+ * (docs/SERVER.md, "Structured output"). */
+#define SC_MAX_SHORTEST (64 * 1024)
+
 /* An encoded text in the pool: a property name (node: its value's schema)
- * or an enum value (node unused). */
+ * or an enum value (node: in a narrowing enum, the mask of the union's
+ * branches that allow it; else 0). */
 typedef struct sc_str {
     uint32_t off, len;
     uint32_t node;
@@ -87,6 +118,8 @@ struct tn_json_schema {
     uint32_t n_lits, cap_lits;
     uint32_t *branches; /* anyOf's branches, each a node */
     uint32_t n_branches, cap_branches;
+    sc_union *unions;
+    uint32_t n_unions, cap_unions;
     char *pool;
     size_t pool_len, cap_pool;
     uint32_t root;
@@ -452,7 +485,7 @@ static int def_order(const void *x, const void *y) {
     return def_cmp(a->table, a->name, a->len, b->table, b->name, b->len);
 }
 
-/* A "$ref": "#" (the whole schema) or "#/$defs/NAME" ("#/definitions/NAME"),
+/* A "$ref": "#" (the whole schema) or "#/$defs/NAME" ("#/definitions/NAME",
  * a definition of the top level; NAME in JSON pointer's escapes (~0, ~1). */
 static int parse_ref(compiler *c, const tn_json *ref, int32_t *out) {
     const char *r = tn_json_str(ref);
@@ -789,21 +822,336 @@ static int resolve_refs(compiler *c) {
     return rc;
 }
 
-static const char *kind_name(uint8_t k) {
-    return k & K_OBJECT             ? "objects"
-           : k & K_ARRAY            ? "arrays"
-           : k & K_STRING           ? "strings"
-           : k & K_NUMBER           ? "numbers"
-           : k & (K_TRUE | K_FALSE) ? "booleans"
-                                    : "null";
+/* Two nodes that take the same values, as far as a bounded look finds:
+ * the same node, or the same keywords over such nodes. */
+static bool same_node(const tn_json_schema *s, uint32_t a, uint32_t b, uint32_t *budget) {
+    if (a == b)
+        return true;
+    if (*budget == 0)
+        return false;
+    (*budget)--;
+    const sc_node *x = &s->nodes[a], *y = &s->nodes[b];
+    if (x->lits != y->lits || x->n_any != y->n_any || x->uni || y->uni || x->narrows || y->narrows)
+        return false;
+    if (x->lits) {
+        if (x->n_lit != y->n_lit)
+            return false;
+        for (uint32_t i = 0; i < x->n_lit; i++)
+            if (str_cmp(s, &s->lits[x->lit0 + i], &s->lits[y->lit0 + i]))
+                return false;
+        return true;
+    }
+    if (x->n_any) {
+        for (uint32_t i = 0; i < x->n_any; i++)
+            if (!same_node(s, s->branches[x->any0 + i], s->branches[y->any0 + i], budget))
+                return false;
+        return true;
+    }
+    if (x->types != y->types)
+        return false;
+    if ((x->types & T_ARRAY) && !same_node(s, x->items, y->items, budget))
+        return false;
+    if (x->types & T_OBJECT) {
+        if (x->n_prop != y->n_prop || x->required != y->required)
+            return false;
+        for (uint32_t i = 0; i < x->n_prop; i++) {
+            const sc_str *p = &s->props[x->prop0 + i], *q = &s->props[y->prop0 + i];
+            if (str_cmp(s, p, q) || !same_node(s, p->node, q->node, budget))
+                return false;
+        }
+    }
+    return true;
 }
 
-/* The kinds of value each node starts with; anyOf's branches must start
- * apart, so that a value's first byte picks its branch. A node in
- * progress met again is an anyOf that is its own branch. */
+/* An anyOf's JSON pointer, for "%.*s" in its messages. */
+#define ANY_WHERE(s, i)                                                                            \
+    (int)(s)->nodes[i].where_len, (s)->nodes[i].where_len ? (s)->pool + (s)->nodes[i].where : ""
+
+/* A lit of kind number that is a whole number, as integer's checker
+ * writes it (1.0 is the integer 1). */
+static bool lit_integer(const tn_json_schema *s, const sc_str *l) {
+    char buf[SC_MAX_TEXT + 1];
+    memcpy(buf, s->pool + l->off, l->len);
+    buf[l->len] = '\0';
+    const double x = strtod(buf, NULL);
+    return x == floor(x);
+}
+
+/* A new literal node of the n texts in t (sorted here, each once; a text
+ * met twice keeps the union of its node fields, the masks of a narrowing
+ * enum). */
+static int new_lits(compiler *c, sc_str *t, uint32_t n, bool narrows, uint32_t *out) {
+    tn_json_schema *s = c->s;
+    sort_strs(s, t, n);
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (w && !str_cmp(s, &t[w - 1], &t[i]))
+            t[w - 1].node |= t[i].node;
+        else
+            t[w++] = t[i];
+    }
+    if (s->n_lits + w > TN_JSON_SCHEMA_MAX_LITERALS)
+        return tn_fail(c->err, TN_ERR_INVALID, "the schema has more than %d enum values in all",
+                       TN_JSON_SCHEMA_MAX_LITERALS);
+    int rc = new_node(c, out);
+    if (rc != TN_OK)
+        return rc;
+    if (!grow((void **)&s->lits, &s->cap_lits, s->n_lits + w, sizeof *s->lits))
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    sc_node *l = &s->nodes[*out];
+    l->lits = true;
+    l->narrows = narrows;
+    l->lit0 = s->n_lits;
+    l->n_lit = w;
+    memcpy(s->lits + s->n_lits, t, w * sizeof *t);
+    s->n_lits += w;
+    return TN_OK;
+}
+
+/* One entry of the names of a union's branches: a property of branch b. */
+typedef struct un_name {
+    sc_str p;
+    uint32_t b;
+    bool required;
+} un_name;
+
+/* The object branches obj[0..n) of anyOf self as one union node, whose
+ * frame follows all of them until a key or an enum value leaves one. A
+ * property they share must have the same schema in each (its value then
+ * tells them nothing) or be an enum or const in each (its value keeps
+ * the branches that allow it). */
+static int merge_objects(compiler *c, uint32_t self, const uint32_t *obj, uint32_t n,
+                         uint32_t *out) {
+    tn_json_schema *s = c->s;
+    if (n > TN_JSON_SCHEMA_MAX_ANY)
+        return tn_fail(c->err, TN_ERR_INVALID,
+                       "\"anyOf\" is supported with at most %d object branches in all (schema at "
+                       "#%.*s)",
+                       TN_JSON_SCHEMA_MAX_ANY, ANY_WHERE(s, self));
+    uint32_t total = 0;
+    for (uint32_t b = 0; b < n; b++)
+        total += s->nodes[obj[b]].n_prop;
+    un_name *all = malloc((total ? total : 1) * sizeof *all);
+    sc_str *lits = NULL;
+    if (!all)
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    uint32_t k = 0;
+    for (uint32_t b = 0; b < n; b++) {
+        const sc_node *o = &s->nodes[obj[b]];
+        for (uint32_t i = 0; i < o->n_prop; i++)
+            all[k++] = (un_name){s->props[o->prop0 + i], b, (o->required >> i) & 1};
+    }
+    /* By name, branch order kept among equal names (insertion sort). */
+    for (uint32_t i = 1; i < k; i++) {
+        const un_name x = all[i];
+        uint32_t j = i;
+        while (j > 0 && str_cmp(s, &all[j - 1].p, &x.p) > 0) {
+            all[j] = all[j - 1];
+            j--;
+        }
+        all[j] = x;
+    }
+    sc_union u = {.n = n};
+    memcpy(u.node, obj, n * sizeof *obj);
+    sc_str names[TN_JSON_SCHEMA_MAX_PROPERTIES];
+    uint32_t n_names = 0, budget = 1 << 14;
+    int rc = TN_OK;
+    for (uint32_t i = 0; i < k && rc == TN_OK;) {
+        uint32_t e = i + 1;
+        while (e < k && !str_cmp(s, &all[i].p, &all[e].p))
+            e++;
+        if (n_names == TN_JSON_SCHEMA_MAX_PROPERTIES) {
+            rc = tn_fail(c->err, TN_ERR_INVALID,
+                         "the object branches of an \"anyOf\" have more than %d property names "
+                         "in all (schema at #%.*s)",
+                         TN_JSON_SCHEMA_MAX_PROPERTIES, ANY_WHERE(s, self));
+            break;
+        }
+        bool same = true, enums = true;
+        uint32_t n_lit = 0;
+        for (uint32_t j = i; j < e; j++) {
+            const sc_node *v = &s->nodes[all[j].p.node];
+            same = same && same_node(s, all[i].p.node, all[j].p.node, &budget);
+            enums = enums && v->lits && !v->narrows;
+            n_lit += v->lits ? v->n_lit : 0;
+        }
+        uint32_t value = all[i].p.node;
+        if (!same && enums) {
+            lits = malloc(n_lit * sizeof *lits);
+            if (!lits) {
+                rc = tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+                break;
+            }
+            uint32_t m = 0;
+            for (uint32_t j = i; j < e; j++) {
+                const sc_node *v = &s->nodes[all[j].p.node];
+                for (uint32_t l = 0; l < v->n_lit; l++) {
+                    lits[m] = s->lits[v->lit0 + l];
+                    lits[m++].node = (uint32_t)1 << all[j].b;
+                }
+            }
+            rc = new_lits(c, lits, m, true, &value);
+            free(lits);
+            lits = NULL;
+        } else if (!same) {
+            rc = tn_fail(c->err, TN_ERR_INVALID,
+                         "the object branches of an \"anyOf\" must give a property they share "
+                         "the same schema, or an enum or const in each; they differ at %.*s "
+                         "(schema at #%.*s)",
+                         (int)all[i].p.len, s->pool + all[i].p.off, ANY_WHERE(s, self));
+        }
+        for (uint32_t j = i; j < e; j++) {
+            u.props[all[j].b] |= (uint64_t)1 << n_names;
+            if (all[j].required)
+                u.required[all[j].b] |= (uint64_t)1 << n_names;
+        }
+        names[n_names] = all[i].p;
+        names[n_names++].node = value;
+        i = e;
+    }
+    free(all);
+    if (rc != TN_OK)
+        return rc;
+    if (s->n_unions >= UINT16_MAX - 1)
+        return tn_fail(c->err, TN_ERR_INVALID, "the schema has more than %d subschemas",
+                       TN_JSON_SCHEMA_MAX_NODES);
+    rc = new_node(c, out);
+    if (rc != TN_OK)
+        return rc;
+    if (!grow((void **)&s->props, &s->cap_props, s->n_props + n_names, sizeof *s->props) ||
+        !grow((void **)&s->unions, &s->cap_unions, s->n_unions + 1, sizeof *s->unions))
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    sc_node *un = &s->nodes[*out];
+    un->types = T_OBJECT;
+    un->prop0 = s->n_props;
+    un->n_prop = n_names;
+    un->uni = (uint16_t)(s->n_unions + 1);
+    memcpy(s->props + s->n_props, names, n_names * sizeof *names);
+    s->n_props += n_names;
+    s->unions[s->n_unions++] = u;
+    return TN_OK;
+}
+
+/* A copy of node i that takes only its values of the types keep. */
+static int restrict_types(compiler *c, uint32_t i, uint8_t keep, uint32_t *out) {
+    tn_json_schema *s = c->s;
+    if (s->nodes[i].types == keep)
+        return *out = i, TN_OK;
+    int rc = new_node(c, out);
+    if (rc != TN_OK)
+        return rc;
+    s->nodes[*out] = s->nodes[i];
+    s->nodes[*out].types = keep;
+    return TN_OK;
+}
+
+/* An anyOf whose branches can start alike, rewritten into at most four
+ * that cannot: the scalar types of all branches (number takes integer in),
+ * the enum and const values no such type takes, the objects (one, or a
+ * union followed in lockstep) and the arrays (one: arrays of different
+ * items are refused). The values it takes are the same. */
+static int merge_any(compiler *c, uint32_t self) {
+    tn_json_schema *s = c->s;
+    uint32_t flat[TN_JSON_SCHEMA_MAX_ANY * TN_JSON_SCHEMA_MAX_ANY], n_flat = 0;
+    for (uint32_t b = 0; b < s->nodes[self].n_any; b++) {
+        const uint32_t j = s->branches[s->nodes[self].any0 + b];
+        const sc_node *bj = &s->nodes[j];
+        if (bj->n_any) /* an anyOf of anyOfs: Optional[Union[A, B]] */
+            for (uint32_t k = 0; k < bj->n_any; k++)
+                flat[n_flat++] = s->branches[bj->any0 + k];
+        else
+            flat[n_flat++] = j;
+    }
+    const uint8_t scalars = T_STRING | T_NUMBER | T_INTEGER | T_BOOLEAN | T_NULL;
+    uint8_t ty = 0;
+    uint32_t n_lit = 0, obj[TN_JSON_SCHEMA_MAX_ANY * TN_JSON_SCHEMA_MAX_ANY], n_obj = 0;
+    uint32_t arr = UINT32_MAX, budget = 1 << 14;
+    for (uint32_t f = 0; f < n_flat; f++) {
+        const sc_node *n = &s->nodes[flat[f]];
+        if (n->lits) {
+            n_lit += n->n_lit;
+            continue;
+        }
+        ty |= n->types & scalars;
+        if (n->types & T_OBJECT) {
+            bool dup = false;
+            for (uint32_t o = 0; o < n_obj && !dup; o++)
+                dup = same_node(s, obj[o], flat[f], &budget);
+            if (!dup)
+                obj[n_obj++] = flat[f];
+        }
+        if (n->types & T_ARRAY) {
+            if (arr != UINT32_MAX && !same_node(s, arr, flat[f], &budget))
+                return tn_fail(c->err, TN_ERR_INVALID,
+                               "\"anyOf\" is not supported where two branches are arrays of "
+                               "different \"items\" (schema at #%.*s)",
+                               ANY_WHERE(s, self));
+            arr = flat[f];
+        }
+    }
+    if (ty & T_NUMBER)
+        ty &= (uint8_t)~T_INTEGER;
+    sc_str *lits = malloc((n_lit ? n_lit : 1) * sizeof *lits);
+    if (!lits)
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    uint32_t m = 0;
+    for (uint32_t f = 0; f < n_flat; f++) {
+        const sc_node *n = &s->nodes[flat[f]];
+        for (uint32_t l = 0; n->lits && l < n->n_lit; l++) {
+            const sc_str *x = &s->lits[n->lit0 + l];
+            const char first = s->pool[x->off];
+            const bool taken = first == '"'                   ? (ty & T_STRING)
+                               : first == 't' || first == 'f' ? (ty & T_BOOLEAN)
+                               : first == 'n'                 ? (ty & T_NULL)
+                                                              : (ty & (T_NUMBER | T_INTEGER));
+            if (taken && (ty & T_INTEGER) && first != '"' && first != 't' && first != 'f' &&
+                first != 'n' && !lit_integer(s, x)) {
+                free(lits);
+                return tn_fail(c->err, TN_ERR_INVALID,
+                               "\"anyOf\" is not supported where an \"integer\" branch meets a "
+                               "number with a fraction in an \"enum\" or \"const\" (schema at "
+                               "#%.*s)",
+                               ANY_WHERE(s, self));
+            }
+            if (!taken) {
+                lits[m] = *x;
+                lits[m++].node = 0;
+            }
+        }
+    }
+    uint32_t out[4], n_out = 0;
+    int rc = TN_OK;
+    if (ty) {
+        rc = new_node(c, &out[n_out]);
+        if (rc == TN_OK)
+            s->nodes[out[n_out++]].types = ty;
+    }
+    if (rc == TN_OK && m)
+        rc = new_lits(c, lits, m, false, &out[n_out++]);
+    free(lits);
+    if (rc == TN_OK && n_obj == 1)
+        rc = restrict_types(c, obj[0], T_OBJECT, &out[n_out++]);
+    else if (rc == TN_OK && n_obj > 1)
+        rc = merge_objects(c, self, obj, n_obj, &out[n_out++]);
+    if (rc == TN_OK && arr != UINT32_MAX)
+        rc = restrict_types(c, arr, T_ARRAY, &out[n_out++]);
+    if (rc != TN_OK)
+        return rc;
+    if (!grow((void **)&s->branches, &s->cap_branches, s->n_branches + n_out, sizeof *s->branches))
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    memcpy(s->branches + s->n_branches, out, n_out * sizeof *out);
+    s->nodes[self].any0 = s->n_branches;
+    s->nodes[self].n_any = n_out;
+    s->n_branches += n_out;
+    return TN_OK;
+}
+
+/* The kinds of value each node starts with. An anyOf whose branches can
+ * start alike is rewritten (merge_any) so that they cannot, and a value's
+ * first byte picks its branch. A node in progress met again is an anyOf
+ * that is its own branch. */
 static int node_kinds(compiler *c, uint32_t i, uint8_t *state, uint32_t *order, uint32_t *n_order) {
     tn_json_schema *s = c->s;
-    sc_node *n = &s->nodes[i];
     if (state[i] == 2)
         return TN_OK;
     if (state[i] == 1)
@@ -812,23 +1160,34 @@ static int node_kinds(compiler *c, uint32_t i, uint8_t *state, uint32_t *order, 
                        "never write a value");
     state[i] = 1;
     uint8_t k = 0;
-    if (n->n_any) {
-        for (uint32_t b = 0; b < n->n_any; b++) {
-            const uint32_t j = s->branches[n->any0 + b];
+    if (s->nodes[i].n_any) {
+        bool alike = false;
+        for (uint32_t b = 0; b < s->nodes[i].n_any; b++) {
+            const uint32_t j = s->branches[s->nodes[i].any0 + b];
             int rc = node_kinds(c, j, state, order, n_order);
             if (rc != TN_OK)
                 return rc;
-            const uint8_t kb = s->nodes[j].kinds;
-            if (k & kb)
-                return tn_fail(c->err, TN_ERR_INVALID,
-                               "\"anyOf\" is supported when its branches start with different "
-                               "kinds of value (object, array, string, number, boolean, null), "
-                               "one branch each; two of these can both be %s (schema at #%.*s)",
-                               kind_name(k & kb), (int)n->where_len,
-                               n->where_len ? s->pool + n->where : "");
-            k |= kb;
+            alike = alike || (k & s->nodes[j].kinds);
+            k |= s->nodes[j].kinds;
         }
-    } else if (n->lits) {
+        if (alike) {
+            int rc = merge_any(c, i);
+            /* The new branches: kinds and their place before i in order. */
+            for (uint32_t b = 0; rc == TN_OK && b < s->nodes[i].n_any; b++)
+                rc = node_kinds(c, s->branches[s->nodes[i].any0 + b], state, order, n_order);
+            if (rc != TN_OK)
+                return rc;
+        }
+    } else if (s->nodes[i].uni) {
+        const sc_union *u = &s->unions[s->nodes[i].uni - 1];
+        for (uint32_t b = 0; b < u->n; b++) {
+            int rc = node_kinds(c, u->node[b], state, order, n_order);
+            if (rc != TN_OK)
+                return rc;
+        }
+        k = K_OBJECT;
+    } else if (s->nodes[i].lits) {
+        const sc_node *n = &s->nodes[i];
         for (uint32_t l = 0; l < n->n_lit; l++) {
             const char f = s->pool[s->lits[n->lit0 + l].off];
             k |= f == '"'   ? K_STRING
@@ -838,54 +1197,103 @@ static int node_kinds(compiler *c, uint32_t i, uint8_t *state, uint32_t *order, 
                             : K_NUMBER;
         }
     } else {
-        k |= n->types & T_OBJECT ? K_OBJECT : 0;
-        k |= n->types & T_ARRAY ? K_ARRAY : 0;
-        k |= n->types & T_STRING ? K_STRING : 0;
-        k |= n->types & (T_NUMBER | T_INTEGER) ? K_NUMBER : 0;
-        k |= n->types & T_BOOLEAN ? K_TRUE | K_FALSE : 0;
-        k |= n->types & T_NULL ? K_NULL : 0;
+        const uint8_t t = s->nodes[i].types;
+        k |= t & T_OBJECT ? K_OBJECT : 0;
+        k |= t & T_ARRAY ? K_ARRAY : 0;
+        k |= t & T_STRING ? K_STRING : 0;
+        k |= t & (T_NUMBER | T_INTEGER) ? K_NUMBER : 0;
+        k |= t & T_BOOLEAN ? K_TRUE | K_FALSE : 0;
+        k |= t & T_NULL ? K_NULL : 0;
     }
-    n->kinds = k;
+    s->nodes[i].kinds = k;
     state[i] = 2;
     order[(*n_order)++] = i;
     return TN_OK;
 }
 
-/* min_depth and obj_depth, a level at a time: a node needs at most d
+static uint32_t len_add(uint32_t a, uint32_t b) {
+    return a > SC_LEN_NONE - 1 - b ? SC_LEN_NONE - 1 : a + b;
+}
+
+static uint32_t len_min(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+/* min_depth and obj_depth, a level at a time, with the shortest value
+ * (min_len, obj_len) within as many levels: a node needs at most d
  * levels when it has a scalar value (0), is an array (1: an empty one),
  * an object whose required values need at most d - 1, or an anyOf with
- * a branch that needs at most d. Branches come before their anyOf in
- * order. */
-static void node_depths(tn_json_schema *s, const uint32_t *order, uint32_t n_order) {
-    for (uint32_t i = 0; i < s->n_nodes; i++)
+ * a branch (a union with an object branch) that needs at most d.
+ * Branches come before their anyOf or union in order. The shortest
+ * value only shrinks as levels are added: min_len and obj_len, taken at
+ * the first level that fits, are the longest any place that lets the
+ * value start can ask for. */
+static int node_depths(compiler *c, const uint32_t *order, uint32_t n_order) {
+    tn_json_schema *s = c->s;
+    uint32_t *prev = malloc((size_t)s->n_nodes * sizeof *prev);
+    uint32_t *len = malloc((size_t)s->n_nodes * sizeof *len);
+    uint32_t *obj = malloc((size_t)s->n_nodes * sizeof *obj);
+    if (!prev || !len || !obj) {
+        free(prev);
+        free(len);
+        free(obj);
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; i < s->n_nodes; i++) {
         s->nodes[i].min_depth = s->nodes[i].obj_depth = SC_NO_END;
+        s->nodes[i].min_len = s->nodes[i].obj_len = SC_LEN_NONE;
+        prev[i] = len[i] = obj[i] = SC_LEN_NONE;
+    }
     for (int d = 0; d <= TN_JSON_SCHEMA_MAX_DEPTH; d++) {
         for (uint32_t o = 0; o < n_order; o++) {
-            sc_node *n = &s->nodes[order[o]];
-            bool fits = false;
+            const uint32_t i = order[o];
+            sc_node *n = &s->nodes[i];
+            uint32_t l = SC_LEN_NONE, ol = SC_LEN_NONE;
             if (n->n_any) {
-                for (uint32_t b = 0; b < n->n_any && !fits; b++)
-                    fits = s->nodes[s->branches[n->any0 + b]].min_depth <= d;
-            } else if (n->lits || (n->types & ~(T_OBJECT | T_ARRAY))) {
-                fits = true;
+                for (uint32_t b = 0; b < n->n_any; b++)
+                    l = len_min(l, len[s->branches[n->any0 + b]]);
+            } else if (n->uni) {
+                const sc_union *u = &s->unions[n->uni - 1];
+                for (uint32_t b = 0; b < u->n; b++)
+                    ol = len_min(ol, obj[u->node[b]]);
+            } else if (n->lits) {
+                for (uint32_t k = 0; k < n->n_lit; k++)
+                    l = len_min(l, s->lits[n->lit0 + k].len);
             } else {
-                fits = (n->types & T_ARRAY) && d >= 1;
-            }
-            if (!n->n_any && !n->lits && (n->types & T_OBJECT) && d >= 1 &&
-                n->obj_depth == SC_NO_END) {
-                bool all = true;
-                for (uint32_t k = 0; k < n->n_prop && all; k++)
-                    if ((n->required >> k) & 1)
-                        all = s->nodes[s->props[n->prop0 + k].node].min_depth <= d - 1;
-                if (all) {
-                    n->obj_depth = (uint8_t)d;
-                    fits = true;
+                l = n->types & (T_NUMBER | T_INTEGER)                         ? 1
+                    : n->types & T_STRING || (d >= 1 && (n->types & T_ARRAY)) ? 2
+                    : n->types & (T_BOOLEAN | T_NULL)                         ? 4
+                                                                              : SC_LEN_NONE;
+                if ((n->types & T_OBJECT) && d >= 1) {
+                    uint32_t r = 0;
+                    ol = 2;
+                    for (uint32_t k = 0; k < n->n_prop && ol != SC_LEN_NONE; k++) {
+                        if (!((n->required >> k) & 1))
+                            continue;
+                        const sc_str *p = &s->props[n->prop0 + k];
+                        ol = prev[p->node] == SC_LEN_NONE
+                                 ? SC_LEN_NONE
+                                 : len_add(len_add(ol, p->len + 1 + (r > 0)), prev[p->node]);
+                        r++;
+                    }
                 }
             }
-            if (fits && n->min_depth == SC_NO_END)
+            l = len_min(l, ol);
+            len[i] = l;
+            obj[i] = ol;
+            if (l != SC_LEN_NONE && n->min_depth == SC_NO_END) {
                 n->min_depth = (uint8_t)d;
+                n->min_len = l;
+            }
+            if (ol != SC_LEN_NONE && n->obj_depth == SC_NO_END) {
+                n->obj_depth = (uint8_t)d;
+                n->obj_len = ol;
+            }
         }
+        memcpy(prev, len, (size_t)s->n_nodes * sizeof *prev);
     }
+    free(prev);
+    free(len);
+    free(obj);
+    return TN_OK;
 }
 
 void tn_json_schema_free(tn_json_schema *s) {
@@ -895,6 +1303,7 @@ void tn_json_schema_free(tn_json_schema *s) {
     free(s->props);
     free(s->lits);
     free(s->branches);
+    free(s->unions);
     free(s->pool);
     free(s);
 }
@@ -905,8 +1314,9 @@ static int finish(compiler *c) {
     int rc = resolve_refs(c);
     if (rc != TN_OK)
         return rc;
-    uint8_t *state = calloc(s->n_nodes, 1);
-    uint32_t *order = malloc((size_t)s->n_nodes * sizeof *order);
+    /* Room for the nodes merge_any adds, up to the bound on all. */
+    uint8_t *state = calloc(TN_JSON_SCHEMA_MAX_NODES, 1);
+    uint32_t *order = malloc(TN_JSON_SCHEMA_MAX_NODES * sizeof *order);
     uint32_t n_order = 0;
     if (!state || !order)
         rc = tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
@@ -914,7 +1324,15 @@ static int finish(compiler *c) {
         if (s->nodes[i].ref == SC_REF_NONE)
             rc = node_kinds(c, i, state, order, &n_order);
     if (rc == TN_OK)
-        node_depths(s, order, n_order);
+        rc = node_depths(c, order, n_order);
+    uint32_t longest = 0;
+    for (uint32_t o = 0; o < n_order && rc == TN_OK; o++) {
+        const sc_node *n = &s->nodes[order[o]];
+        if (n->min_len != SC_LEN_NONE && n->min_len > longest)
+            longest = n->min_len;
+        if (n->obj_len != SC_LEN_NONE && n->obj_len > longest)
+            longest = n->obj_len;
+    }
     free(state);
     free(order);
     if (rc != TN_OK)
@@ -929,6 +1347,12 @@ static int finish(compiler *c) {
                        "the schema has no document within %d levels of nesting: a \"$ref\" "
                        "recurses through required properties",
                        TN_JSON_SCHEMA_MAX_DEPTH);
+    if (longest > SC_MAX_SHORTEST)
+        return tn_fail(c->err, TN_ERR_INVALID,
+                       "a value of the schema needs at least %u bytes, more than %d: required "
+                       "properties multiply through nesting or \"$ref\", and the answer would be "
+                       "cut off",
+                       longest, SC_MAX_SHORTEST);
     return TN_OK;
 }
 
@@ -1061,7 +1485,16 @@ static bool narrow(const tn_json_schema *s, const sc_str *t, uint32_t *lo, uint3
  * that does not fit. */
 static uint64_t open_props(const tn_json_schema_state *st, const sc_node *n) {
     const tn_json_schema *s = st->schema;
-    uint64_t m = range_mask(0, n->n_prop) & ~st->used[st->depth - 1];
+    uint64_t m = range_mask(0, n->n_prop);
+    if (n->uni) { /* the names of the branches still open */
+        const sc_union *u = &s->unions[n->uni - 1];
+        const uint8_t live = st->live[st->depth - 1];
+        m = 0;
+        for (uint32_t b = 0; b < u->n; b++)
+            if ((live >> b) & 1)
+                m |= u->props[b];
+    }
+    m &= ~st->used[st->depth - 1];
     if (s->recursive)
         for (uint32_t k = 0; k < n->n_prop; k++)
             if (st->depth + s->nodes[s->props[n->prop0 + k].node].min_depth >
@@ -1074,11 +1507,46 @@ static const sc_node *top_node(const tn_json_schema_state *st) {
     return &st->schema->nodes[st->node[st->depth - 1]];
 }
 
+/* Object n, the top frame, may close: its required properties (one open
+ * branch's, for a union) are written. */
+static bool closable(const tn_json_schema_state *st, const sc_node *n) {
+    const uint64_t used = st->used[st->depth - 1];
+    if (!n->uni)
+        return !(n->required & ~used);
+    const sc_union *u = &st->schema->unions[n->uni - 1];
+    for (uint32_t b = 0; b < u->n; b++)
+        if (((st->live[st->depth - 1] >> b) & 1) && !(u->required[b] & ~used))
+            return true;
+    return false;
+}
+
+/* An enum of a union's property: some value in lo..hi keeps a branch of
+ * the top frame open. */
+static bool lits_live(const tn_json_schema_state *st, uint32_t lo, uint32_t hi) {
+    const uint8_t live = st->live[st->depth - 1];
+    for (uint32_t i = lo; i < hi; i++)
+        if (st->schema->lits[i].node & live)
+            return true;
+    return false;
+}
+
+/* The value lits[i] of node cur is written: a narrowing enum leaves the
+ * top frame the branches that allow it. */
+static bool lit_done(tn_json_schema_state *st, uint32_t i) {
+    const tn_json_schema *s = st->schema;
+    if (!s->nodes[st->cur].narrows)
+        return true;
+    const uint8_t keep = (uint8_t)(st->live[st->depth - 1] & s->lits[i].node);
+    st->live[st->depth - 1] = keep;
+    return keep != 0;
+}
+
 static bool push(tn_json_schema_state *st, uint32_t node, bool object) {
     if (st->depth >= TN_JSON_SCHEMA_MAX_DEPTH)
         return false;
     st->node[st->depth] = (uint16_t)node;
     st->used[st->depth] = 0;
+    st->live[st->depth] = 0;
     if (object)
         st->objects |= (uint32_t)1 << st->depth;
     else
@@ -1120,21 +1588,36 @@ static bool value_start(tn_json_schema_state *st, uint32_t node, uint8_t c) {
     st->cur = (uint16_t)node;
     if (n->lits) {
         uint32_t lo = n->lit0, hi = n->lit0 + n->n_lit;
-        if (!narrow(s, s->lits, &lo, &hi, 0, c))
+        if (!narrow(s, s->lits, &lo, &hi, 0, c) || (n->narrows && !lits_live(st, lo, hi)))
             return false;
         st->lo_i = lo;
         st->hi_i = hi;
         st->off = 1;
         st->mode = M_LIT;
-        if (hi - lo == 1 && s->lits[lo].len == 1)
+        if (hi - lo == 1 && s->lits[lo].len == 1) {
             st->mode = M_AFTER;
+            return lit_done(st, lo);
+        }
         return true;
     }
     switch (c) {
-    case '{':
-        /* Opened only when its required values fit in the levels left. */
-        return (n->types & T_OBJECT) && st->depth + n->obj_depth <= TN_JSON_SCHEMA_MAX_DEPTH &&
-               push(st, node, true);
+    case '{': {
+        /* Opened only when its required values fit in the levels left (a
+         * union's branches, each). */
+        if (!(n->types & T_OBJECT) || st->depth + n->obj_depth > TN_JSON_SCHEMA_MAX_DEPTH)
+            return false;
+        uint8_t live = 0;
+        if (n->uni) {
+            const sc_union *u = &s->unions[n->uni - 1];
+            for (uint32_t b = 0; b < u->n; b++)
+                if (st->depth + s->nodes[u->node[b]].obj_depth <= TN_JSON_SCHEMA_MAX_DEPTH)
+                    live |= (uint8_t)(1u << b);
+        }
+        if (!push(st, node, true))
+            return false;
+        st->live[st->depth - 1] = live;
+        return true;
+    }
     case '[': return (n->types & T_ARRAY) && push(st, node, false);
     case '"': st->mode = M_STR; return (n->types & T_STRING) != 0;
     case 't':
@@ -1174,7 +1657,7 @@ static bool step(tn_json_schema_state *st, uint8_t c) {
             return true;
         const sc_node *n = top_node(st);
         if (c == '}' && st->mode == M_OBJ_FIRST) {
-            if (n->required & ~st->used[st->depth - 1])
+            if (!closable(st, n))
                 return false;
             pop(st);
             return true;
@@ -1202,6 +1685,14 @@ static bool step(tn_json_schema_state *st, uint8_t c) {
          * other name continues: it is alone in the range. */
         if (t[lo].len == st->off) {
             st->used[st->depth - 1] |= (uint64_t)1 << lo;
+            if (n->uni) { /* the branches without the name close */
+                const sc_union *u = &s->unions[n->uni - 1];
+                uint8_t keep = 0;
+                for (uint32_t b = 0; b < u->n; b++)
+                    if ((u->props[b] >> lo) & 1)
+                        keep |= (uint8_t)(1u << b);
+                st->live[st->depth - 1] &= keep;
+            }
             st->cur = (uint16_t)t[lo].node;
             st->mode = M_COLON;
         }
@@ -1240,7 +1731,7 @@ static bool step(tn_json_schema_state *st, uint8_t c) {
             return true;
         }
         if (c == (is_obj ? '}' : ']')) {
-            if (is_obj && (n->required & ~st->used[st->depth - 1]))
+            if (is_obj && !closable(st, n))
                 return false;
             pop(st);
             return true;
@@ -1290,16 +1781,20 @@ static bool step(tn_json_schema_state *st, uint8_t c) {
     case M_LIT: {
         uint32_t lo = st->lo_i, hi = st->hi_i;
         if (narrow(s, s->lits, &lo, &hi, st->off, c)) {
+            if (s->nodes[st->cur].narrows && !lits_live(st, lo, hi))
+                return false;
             st->lo_i = lo;
             st->hi_i = hi;
             st->off++;
-            if (hi - lo == 1 && s->lits[lo].len == st->off)
+            if (hi - lo == 1 && s->lits[lo].len == st->off) {
                 st->mode = M_AFTER;
+                return lit_done(st, lo);
+            }
             return true;
         }
         /* A number equal to what was written, which another one in the
          * range continues ("1" of 1 and 12), ends at a byte of what follows. */
-        if (s->lits[st->lo_i].len != st->off)
+        if (s->lits[st->lo_i].len != st->off || !lit_done(st, st->lo_i))
             return false;
         st->mode = M_AFTER;
         return step(st, c);

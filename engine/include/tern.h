@@ -782,9 +782,10 @@ bool tn_json_prefix_complete(const tn_json_prefix *p);
  * them), "properties", "required", "additionalProperties" (only false;
  * absent means false, as strict mode has it), "items", "enum" and "const"
  * (strings, numbers, booleans, null); "anyOf" of at most
- * TN_JSON_SCHEMA_MAX_ANY branches that start with different kinds of
- * value (object, array, string, number, boolean, null: its first byte
- * picks the branch), "$defs" and "definitions" at the top level and
+ * TN_JSON_SCHEMA_MAX_ANY branches (integer and number, enums and types
+ * of one kind merge; up to TN_JSON_SCHEMA_MAX_ANY objects are followed
+ * together until a key or an enum value tells them apart; arrays must
+ * have the same items), "$defs" and "definitions" at the top level and
  * "$ref" to "#" or "#/$defs/NAME" (recursion too, as deep as
  * TN_JSON_SCHEMA_MAX_DEPTH lets documents nest); "title", "description",
  * "$comment", "examples", "default" and "$schema" annotate and are
@@ -792,7 +793,8 @@ bool tn_json_prefix_complete(const tn_json_prefix *p);
  * supported (schema at #/properties/a)"), as are a top level that is not
  * "type": "object", nesting deeper than TN_JSON_SCHEMA_MAX_DEPTH, more
  * than TN_JSON_SCHEMA_MAX_PROPERTIES properties in one object, a $ref
- * cycle that writes nothing, a recursion with no finite document, and
+ * cycle that writes nothing, a recursion with no finite document or with
+ * a shortest value over 64 KiB, and
  * schemas beyond the other bounds: a hostile schema costs bounded memory
  * and time.
  *
@@ -824,6 +826,7 @@ typedef struct tn_json_schema_state {
     const tn_json_schema *schema;
     uint64_t used[TN_JSON_SCHEMA_MAX_DEPTH];  /* object frames: properties written */
     uint16_t node[TN_JSON_SCHEMA_MAX_DEPTH];  /* each open container's schema */
+    uint8_t live[TN_JSON_SCHEMA_MAX_DEPTH];   /* an anyOf of objects: the branches still open */
     uint32_t objects;                         /* bit d: frame d is an object */
     uint32_t lo_i, hi_i; /* the names or enum values a key or value can still be */
     uint16_t off;        /* bytes of them written */

@@ -58,6 +58,25 @@ static const char *const schemas[] = {
     "\"required\":[\"n\"],\"definitions\":{\"S\":{\"anyOf\":[{\"type\":\"number\"},"
     "{\"type\":\"object\",\"properties\":{\"q\":{\"$ref\":\"#/definitions/S\"}},\"required\":"
     "[\"q\"]},{\"type\":\"null\"}]}}}",
+    /* anyOf whose branches start alike: Union[int, float], enums and a
+     * string, Optional[Union[A, B]] of two models told apart by a "kind"
+     * const or by their keys, a union whose branch recurses. */
+    "{\"$defs\":{\"A\":{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"a\"},"
+    "\"x\":{\"type\":\"integer\"},\"s\":{\"type\":\"string\"},\"n\":{\"enum\":[1,12,\"u\"]}},"
+    "\"required\":[\"kind\",\"x\"]},\"B\":{\"type\":\"object\",\"properties\":{\"kind\":{"
+    "\"enum\":[\"b\",\"a2\"]},\"y\":{\"type\":\"string\"},\"s\":{\"type\":\"string\"},\"n\":"
+    "{\"enum\":[12,2]},\"r\":{\"anyOf\":[{\"$ref\":\"#/$defs/A\"},{\"$ref\":\"#/$defs/B\"}]}},"
+    "\"required\":[\"kind\"]}},\"type\":\"object\",\"properties\":{\"u\":{\"anyOf\":[{"
+    "\"anyOf\":[{\"$ref\":\"#/$defs/A\"},{\"$ref\":\"#/$defs/B\"}]},{\"type\":\"null\"}]},"
+    "\"num\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"number\"},{\"const\":\"n\"}]},"
+    "\"e\":{\"anyOf\":[{\"enum\":[\"x\",\"xy\"]},{\"enum\":[\"y\",\"x\",true]},{\"type\":"
+    "[\"boolean\",\"null\"]}]},\"t\":{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"s\",3]},"
+    "{\"type\":\"array\",\"items\":{\"type\":\"null\"}}]}},\"required\":[\"u\",\"num\"]}",
+    "{\"type\":\"object\",\"properties\":{\"p\":{\"anyOf\":[{\"type\":\"object\","
+    "\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"}},"
+    "\"required\":[\"name\",\"age\"]},{\"type\":\"object\",\"properties\":{\"name\":{"
+    "\"type\":\"string\"},\"email\":{\"type\":\"string\"}},\"required\":[\"name\"]},{"
+    "\"type\":[\"object\",\"integer\"],\"properties\":{}}]}},\"required\":[\"p\"]}",
 };
 
 static bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
