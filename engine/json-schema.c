@@ -1052,13 +1052,23 @@ static int restrict_types(compiler *c, uint32_t i, uint8_t keep, uint32_t *out) 
  * items are refused). The values it takes are the same. */
 static int merge_any(compiler *c, uint32_t self) {
     tn_json_schema *s = c->s;
-    uint32_t flat[TN_JSON_SCHEMA_MAX_ANY * TN_JSON_SCHEMA_MAX_ANY], n_flat = 0;
-    for (uint32_t b = 0; b < s->nodes[self].n_any; b++) {
-        const uint32_t j = s->branches[s->nodes[self].any0 + b];
+    /* The branches, those of an anyOf among them in its place (an anyOf
+     * left as it was can hold one: Optional[Union[A, B]]), depth first. */
+    enum { FLAT = TN_JSON_SCHEMA_MAX_ANY * TN_JSON_SCHEMA_MAX_ANY };
+    uint32_t flat[FLAT], n_flat = 0, todo[FLAT], n_todo = 0;
+    for (uint32_t b = s->nodes[self].n_any; b-- > 0;)
+        todo[n_todo++] = s->branches[s->nodes[self].any0 + b];
+    while (n_todo) {
+        const uint32_t j = todo[--n_todo];
         const sc_node *bj = &s->nodes[j];
-        if (bj->n_any) /* an anyOf of anyOfs: Optional[Union[A, B]] */
-            for (uint32_t k = 0; k < bj->n_any; k++)
-                flat[n_flat++] = s->branches[bj->any0 + k];
+        if (n_flat == FLAT || (bj->n_any && n_todo + bj->n_any > FLAT))
+            return tn_fail(c->err, TN_ERR_INVALID,
+                           "\"anyOf\" is supported with at most %d object branches in all "
+                           "(schema at #%.*s)",
+                           TN_JSON_SCHEMA_MAX_ANY, ANY_WHERE(s, self));
+        if (bj->n_any)
+            for (uint32_t k = bj->n_any; k-- > 0;)
+                todo[n_todo++] = s->branches[bj->any0 + k];
         else
             flat[n_flat++] = j;
     }

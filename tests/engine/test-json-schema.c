@@ -619,6 +619,23 @@ static void test_unions(void) {
     walk(unions, s, 21, 600);
     tn_json_schema_free(s);
 
+    /* An anyOf kept as it was (its branches start apart) inside one that
+     * is merged keeps all its values. */
+    static const char *const nested =
+        "{\"type\":\"object\",\"properties\":{\"d\":{\"anyOf\":[{\"anyOf\":[{\"anyOf\":[{"
+        "\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"null\"}},\"required\":[\"x\"]},"
+        "{\"type\":\"null\"}]},{\"type\":\"string\"}]},{\"type\":\"null\"}]}},\"required\":"
+        "[\"d\"]}";
+    s = compile(nested);
+    if (s) {
+        WHOLE(s, "{\"d\":{\"x\":null}}");
+        WHOLE(s, "{\"d\":null}");
+        WHOLE(s, "{\"d\":\"s\"}");
+        expect_doc(s, "{\"d\":1", 5);
+        walk(nested, s, 22, 200);
+        tn_json_schema_free(s);
+    }
+
     /* Shared properties that disagree otherwise than in an enum or const
      * value cannot be followed in lockstep: refused by name. */
     REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[{\"type\":\"object\","
