@@ -867,14 +867,38 @@ static bool same_node(const tn_json_schema *s, uint32_t a, uint32_t b, uint32_t 
 #define ANY_WHERE(s, i)                                                                            \
     (int)(s)->nodes[i].where_len, (s)->nodes[i].where_len ? (s)->pool + (s)->nodes[i].where : ""
 
-/* A lit of kind number that is a whole number, as integer's checker
- * writes it (1.0 is the integer 1). */
+/* A number literal that is a whole number (1.0 and 1e2 are integers to
+ * JSON Schema), read from its text: its digits past the point, once the
+ * exponent has moved it, are all zeros. No strtod: the locale may write
+ * the point as a comma. */
 static bool lit_integer(const tn_json_schema *s, const sc_str *l) {
-    char buf[SC_MAX_TEXT + 1];
-    memcpy(buf, s->pool + l->off, l->len);
-    buf[l->len] = '\0';
-    const double x = strtod(buf, NULL);
-    return x == floor(x);
+    const char *t = s->pool + l->off, *end = t + l->len;
+    if (t < end && *t == '-')
+        t++;
+    long point = 0, last = 0, n = 0; /* digits before the point, up to the last nonzero one */
+    bool frac = false;
+    for (; t < end && ((*t >= '0' && *t <= '9') || *t == '.'); t++) {
+        if (*t == '.') {
+            frac = true;
+            continue;
+        }
+        n++;
+        if (!frac)
+            point++;
+        if (*t != '0')
+            last = n;
+    }
+    long exp = 0;
+    if (t < end && (*t == 'e' || *t == 'E')) {
+        const bool neg = ++t < end && *t == '-';
+        if (t < end && (*t == '-' || *t == '+'))
+            t++;
+        for (; t < end && exp < 100000; t++)
+            exp = exp * 10 + (*t - '0');
+        if (neg)
+            exp = -exp;
+    }
+    return last <= point + exp;
 }
 
 /* A new literal node of the n texts in t (sorted here, each once; a text

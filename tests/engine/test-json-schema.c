@@ -636,6 +636,20 @@ static void test_unions(void) {
         tn_json_schema_free(s);
     }
 
+    /* Whole numbers of an enum (1.0, 15e-1 is not one, 150e-1 is) are the
+     * integer branch's; the rest of the enum stays. */
+    s = compile("{\"type\":\"object\",\"properties\":{\"i\":{\"anyOf\":[{\"type\":"
+                "\"integer\"},{\"enum\":[1.0,150e-1,\"x\"]}]}},\"required\":[\"i\"]}");
+    if (s) {
+        WHOLE(s, "{\"i\":15}");
+        WHOLE(s, "{\"i\":\"x\"}");
+        expect_doc(s, "{\"i\":1.", 6);
+        tn_json_schema_free(s);
+    }
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[{\"type\":\"integer\"},"
+            "{\"enum\":[15e-1]}]}}}",
+            "meets a number with a fraction");
+
     /* Shared properties that disagree otherwise than in an enum or const
      * value cannot be followed in lockstep: refused by name. */
     REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[{\"type\":\"object\","
