@@ -7,9 +7,11 @@
   enough of them finish.
 - Speculation asked for: off for the request (no drafts), the answer the same.
 - Pydantic's schemas (nested models in $defs, Optional[X] as anyOf, a list
-  of a $ref'd model, a recursive tree) are taken and answered with valid
-  JSON; a $ref outside the schema's $defs, a $ref cycle, anyOf branches
-  that start alike are 400s that say why; the 1 MiB bound holds for the
+  of a $ref'd model, a recursive tree, a union of two models told apart by
+  a "kind" const, Union[int, float], Optional[Union[A, B]]) are taken and
+  answered with valid JSON; a $ref outside the schema's $defs, a $ref
+  cycle, anyOf branches that cannot be merged (objects that disagree on a
+  key, arrays of different items) are 400s that say why; the 1 MiB bound holds for the
   schema as sent (at it: taken; one byte past: a 400).
 - Every keyword outside the subset is a 400 naming response_format and the
   keyword; hostile schemas (deep nesting, 100,000 properties, a huge enum,
@@ -232,7 +234,33 @@ TREE = {
                        "additionalProperties": False}},
     "$ref": "#/$defs/Node",
 }
-for label, schema in [("Pydantic order", ORDER), ("Pydantic tree", TREE)]:
+# Pydantic's unions: Union[A, B] of two models told apart by a "kind"
+# Literal (no discriminator=, which writes oneOf), Union[int, float], and
+# Optional[Union[A, B]].
+CAT = {"properties": {"kind": {"const": "cat", "title": "Kind", "type": "string"},
+                      "lives": {"title": "Lives", "type": "integer"}},
+       "required": ["kind", "lives"], "title": "Cat", "type": "object",
+       "additionalProperties": False}
+DOG = {"properties": {"kind": {"const": "dog", "title": "Kind", "type": "string"},
+                      "name": {"title": "Name", "type": "string"}},
+       "required": ["kind", "name"], "title": "Dog", "type": "object",
+       "additionalProperties": False}
+PET = {"$defs": {"Cat": CAT, "Dog": DOG},
+       "properties": {"pet": {"anyOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+                              "title": "Pet"}},
+       "required": ["pet"], "title": "Owner", "type": "object", "additionalProperties": False}
+NUMBER = {"properties": {"x": {"anyOf": [{"type": "integer"}, {"type": "number"}],
+                               "title": "X"}},
+          "required": ["x"], "title": "M", "type": "object", "additionalProperties": False}
+MAYBE_PET = {"$defs": {"Cat": CAT, "Dog": DOG},
+             "properties": {"pet": {"anyOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"},
+                                              {"type": "null"}],
+                                    "default": None, "title": "Pet"}},
+             "required": ["pet"], "title": "Owner", "type": "object",
+             "additionalProperties": False}
+for label, schema in [("Pydantic order", ORDER), ("Pydantic tree", TREE),
+                      ("Pydantic discriminated union", PET), ("Union[int, float]", NUMBER),
+                      ("Optional[Union[A, B]]", MAYBE_PET)]:
     n_valid = 0
     for seed in range(1, 7):
         for stream in (False, True):
@@ -285,9 +313,15 @@ for kw, val in [("pattern", "^a"), ("format", "date"), ("minLength", 1), ("maxLe
 A_NULL = {"type": "object", "properties": {"a": {"type": "null"}}}
 for label, sub, words in [
         ("anyOf empty", {"anyOf": []}, '"anyOf" must be an array of 1 to 8'),
-        ("anyOf of two objects", {"anyOf": [A_NULL, {"type": "object"}]}, "can both be objects"),
-        ("anyOf of integer and number", {"anyOf": [{"type": "integer"}, {"type": "number"}]},
-         "can both be numbers"),
+        ("anyOf of objects that disagree on a key",
+         {"anyOf": [A_NULL, {"type": "object", "properties": {"a": {"type": "string"}}}]},
+         'they differ at "a"'),
+        ("anyOf of arrays of different items",
+         {"anyOf": [{"type": "array", "items": A_NULL},
+                    {"type": "array", "items": {"type": "null"}}]},
+         'arrays of different "items"'),
+        ("anyOf of integer and a fraction", {"anyOf": [{"type": "integer"}, {"enum": [1.5]}]},
+         "meets a number with a fraction"),
         ("anyOf beside type", {"type": "string", "anyOf": [{"type": "string"}]},
          '"type" beside "anyOf"'),
         ("$ref to no definition", {"$ref": "#/$defs/a"}, "names no schema"),
