@@ -111,6 +111,9 @@ struct _TernWindow {
   TernMessageRow *streaming_row;
   gboolean stick_to_bottom; /* follow the end: the user has not scrolled up */
   gboolean scrolling;      /* our own change of the scroll position */
+  double seen_value;        /* the scroll position at the last value-changed */
+  double seen_upper;        /* the bounds last announced (notify::upper, */
+  double seen_page;         /* notify::page-size) */
   guint follow_tick;       /* the frame callback that keeps the end in view */
   int settled_frames;      /* frames the end has stayed in view */
   guint first_row;         /* the chat's first message drawn: earlier ones wait (APP.md) */

@@ -1628,13 +1628,24 @@ stop_drawing_earlier (TernWindow *self)
   set_anchor_row (self, NULL);
 }
 
+/* Whether to follow the end is the user's decision, taken from their own
+ * scroll only. A layout that shortens the transcript (a toast's padding
+ * gone, an answer's text replaced, the window taller) clamps the position,
+ * and value-changed comes then too: read as the user's, a clamp that landed
+ * on the end turned following back on for a user who had scrolled up, and
+ * the next growth moved their view to the end (app-daily-scroll, 1 run in
+ * 3 under load). GtkAdjustment (gtk_adjustment_configure) emits a clamp's
+ * value-changed with its new bounds already set and announces them only
+ * after it: a value-changed that comes with bounds not yet announced is the
+ * layout's. */
 static void
 on_scroll_bounds (GtkAdjustment *adj,
                   GParamSpec    *pspec,
                   TernWindow    *self)
 {
-  (void) adj;
   (void) pspec;
+  self->seen_upper = gtk_adjustment_get_upper (adj);
+  self->seen_page = gtk_adjustment_get_page_size (adj);
   follow_end (self);
   update_jump_button (self);
   maybe_draw_earlier (self);
@@ -1644,13 +1655,25 @@ static void
 on_scroll_value (GtkAdjustment *adj,
                  TernWindow    *self)
 {
+  double was = self->seen_value;
+  gboolean clamp = gtk_adjustment_get_upper (adj) != self->seen_upper
+                   || gtk_adjustment_get_page_size (adj) != self->seen_page;
+
+  self->seen_value = gtk_adjustment_get_value (adj);
   /* Only the user's scrolling decides whether to follow: away from the end
-   * stops it, back to the end resumes it. */
-  if (!self->scrolling)
+   * stops it, back to the end resumes it. Up is away, however little and
+   * whatever the bounds say: they may be a layout behind (an answer's
+   * figures just added), and within at_end's 2 px of their end the first
+   * small step of a touchpad was taken back by the next frame. A position
+   * set down onto the very end is no step away from it. */
+  if (!clamp && !self->scrolling)
     {
       double y;
 
-      self->stick_to_bottom = at_end (adj);
+      self->stick_to_bottom = at_end (adj)
+                              && (self->seen_value >= was
+                                  || self->seen_value >= gtk_adjustment_get_upper (adj)
+                                                           - gtk_adjustment_get_page_size (adj) - 0.5);
       if (self->stick_to_bottom)
         follow_end (self);
       /* The user's own scrolling while a batch lands is kept. */
