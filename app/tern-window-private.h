@@ -142,6 +142,10 @@ struct _TernWindow {
   /* The last "the conversation outgrew the context" toast, until it is
    * dismissed: the next one replaces it instead of queueing behind it. */
   AdwToast *context_toast;
+  /* The last one added to the overlay, which may still be hiding; and the
+   * retry of a new one that waits for it to be gone. */
+  AdwToast *context_toast_shown;
+  guint context_toast_wait;
   GtkWidget *chat_menu;    /* the chat list's context menu (a GtkPopoverMenu) */
   int server_port;         /* what the running (or starting) server was asked for */
   char *server_key;
@@ -200,6 +204,7 @@ void           _tern_window_on_pin_editor_changed (TernWindow    *self);
 TernMessageRow *_tern_window_add_row             (TernWindow        *self,
                                                   const TernMessage *m);
 void           _tern_window_update_context_gauge (TernWindow     *self);
+/* The context's own toast: one at a time (docs/APP.md). */
 void           _tern_window_show_context_toast   (TernWindow     *self,
                                                   const char     *text);
 void           _tern_window_apply_server         (TernWindow     *self);

@@ -478,8 +478,46 @@ dismiss_context_toast (TernWindow *self)
   AdwToast *old = self->context_toast;
 
   self->context_toast = NULL;
+  g_clear_handle_id (&self->context_toast_wait, g_source_remove);
   if (old != NULL && g_object_get_data (G_OBJECT (old), "tern-dismissed") == NULL)
     adw_toast_dismiss (old);
+}
+
+/* T's widget is on screen, hiding included (its title is unparented only
+ * some time after). */
+static gboolean
+toast_showing (AdwToast *t)
+{
+  GtkWidget *title = adw_toast_get_custom_title (t);
+
+  return title != NULL && gtk_widget_get_mapped (title);
+}
+
+/* Adds the context's toast, as one that starts showing now. */
+static void
+add_context_toast (TernWindow *self)
+{
+  gint64 *added_ft = g_new (gint64, 1);
+
+  /* The dismissal guard counts from when it starts showing. */
+  *added_ft = toast_frame_time (self);
+  g_object_set_data_full (G_OBJECT (self->context_toast), "tern-added-ft", added_ft, g_free);
+  g_set_object (&self->context_toast_shown, self->context_toast);
+  _tern_window_add_toast (self, self->context_toast);
+}
+
+static gboolean
+add_waiting_context_toast (gpointer data)
+{
+  TernWindow *self = data;
+
+  if (self->context_toast_shown != NULL && toast_showing (self->context_toast_shown))
+    return G_SOURCE_CONTINUE;
+  self->context_toast_wait = 0;
+  if (self->context_toast != NULL
+      && g_object_get_data (G_OBJECT (self->context_toast), "tern-dismissed") == NULL)
+    add_context_toast (self);
+  return G_SOURCE_REMOVE;
 }
 
 void
@@ -503,7 +541,13 @@ _tern_window_show_context_toast (TernWindow *self,
   _tern_window_keep_toast (self, self->context_toast);
   g_signal_connect_object (self->context_toast, "dismissed",
                            G_CALLBACK (on_context_toast_dismissed), self, 0);
-  _tern_window_add_toast (self, self->context_toast);
+  /* The one before still hiding (its time up, 300 ms to go): the new one
+   * came up over it, two toasts on screen at once. It waits until the old
+   * one is gone, and takes new words meanwhile, as one up does. */
+  if (self->context_toast_shown != NULL && toast_showing (self->context_toast_shown))
+    self->context_toast_wait = g_timeout_add (TOAST_RETRY_MS, add_waiting_context_toast, self);
+  else
+    add_context_toast (self);
 }
 
 /* For the tests: the app itself never dismisses a toast. Every toast not
@@ -2108,6 +2152,8 @@ tern_window_dispose (GObject *object)
 
   g_clear_handle_id (&self->count_timeout, g_source_remove);
   g_clear_handle_id (&self->chats_busy_timeout, g_source_remove);
+  g_clear_handle_id (&self->context_toast_wait, g_source_remove);
+  g_clear_object (&self->context_toast_shown);
   g_clear_pointer (&self->chats_busy, g_ptr_array_unref);
   if (self->toast_lift != NULL)
     {

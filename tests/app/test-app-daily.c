@@ -1071,6 +1071,16 @@ shown_toast_text (TernWindow *w)
   return label != NULL ? g_strdup (gtk_label_get_text (label)) : NULL;
 }
 
+static const char *shown_wanted;
+
+static gboolean
+toast_shows_wanted (TernWindow *w)
+{
+  g_autofree char *shown = shown_toast_text (w);
+
+  return shown != NULL && strstr (shown, shown_wanted) != NULL;
+}
+
 static gboolean
 at_most_one_context_toast (TernWindow *w)
 {
@@ -1901,7 +1911,10 @@ part_context (Fixture *f)
     CHECKF (cut_at_limit > 0, "no answer of 64 reached the 8-token limit");
     want = g_strdup_printf ("its %u oldest messages", tern_chat_get_context_start (chat));
     CHECK (context_toasts (f->w, want) == 1);
-    spin_for (0.6);
+    /* One whose time was up may still be hiding: the new one waits for it
+     * (app-daily-toasts), then shows. */
+    shown_wanted = want;
+    wait_for (f->w, toast_shows_wanted, 3.0);
     shown = shown_toast_text (f->w);
     CHECKF (shown != NULL && strstr (shown, want) != NULL, "the toast shows \"%s\", not \"%s\"",
             shown ? shown : "(none)", want);
@@ -3649,6 +3662,82 @@ check_toast_after_stall (Fixture *f)
   spin_for (0.5);
 }
 
+/* The toast widgets on screen, a hiding one included. */
+static guint
+toasts_on_screen (TernWindow *w)
+{
+  guint n = 0;
+
+  for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (w->toast_overlay)); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    n += g_strcmp0 (gtk_widget_get_css_name (c), "toast") == 0 && gtk_widget_get_mapped (c)
+         && gtk_widget_get_height (c) > 0;
+  return n;
+}
+
+static gboolean
+long_context_toast_up (TernWindow *w)
+{
+  GtkLabel *label = shown_toast_label (w);
+
+  return toasts_on_screen (w) == 1 && label != NULL
+         && strstr (gtk_label_get_text (label), "does not fit") != NULL;
+}
+
+/* A full context's second toast while its first was hiding (its time up):
+ * both were on screen, the old one fading and the new one, four lines at
+ * 360 px, over it and over the composer (a daily walk). One at a time, and
+ * above the composer. */
+static void
+check_context_toasts_one_at_a_time (TernWindow *w,
+                                    const char *long_text)
+{
+  for (int narrow = 0; narrow < 2; narrow++)
+    {
+      int width = narrow ? 360 : 800;
+      g_autofree char *shot = g_strdup_printf ("daily-toasts-context-%d.png", width);
+      guint most = 0;
+      gint64 end;
+      graphene_rect_t toast, composer;
+      GtkWidget *shown = NULL;
+
+      gtk_window_set_default_size (GTK_WINDOW (w), width, 600);
+      spin_for (0.5);
+      _tern_window_show_context_toast (w, "The conversation outgrew the 256-token context: its "
+                                          "oldest message is left out (the system prompt stays)");
+      CHECK (wait_for (w, toast_up, 3.0));
+      spin_for (0.9); /* fully shown, and past the guard */
+      /* Its time is up, and the next turn is refused at once. */
+      adw_toast_dismiss (w->context_toast);
+      _tern_window_show_context_toast (w, long_text);
+      end = g_get_monotonic_time () + G_USEC_PER_SEC;
+      while (g_get_monotonic_time () < end)
+        {
+          g_main_context_iteration (NULL, FALSE);
+          most = MAX (most, toasts_on_screen (w));
+          g_usleep (2000);
+        }
+      CHECKF (most <= 1, "%d px: %u toasts on screen at once", width, most);
+      CHECKF (wait_for (w, long_context_toast_up, 3.0), "%d px: the second toast never came",
+              width);
+      spin_for (0.6);
+      for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (w->toast_overlay)); c != NULL;
+           c = gtk_widget_get_next_sibling (c))
+        if (g_strcmp0 (gtk_widget_get_css_name (c), "toast") == 0 && gtk_widget_get_mapped (c))
+          shown = c;
+      CHECK (shown != NULL && gtk_widget_compute_bounds (shown, GTK_WIDGET (w), &toast));
+      CHECK (gtk_widget_compute_bounds (GTK_WIDGET (w->composer), GTK_WIDGET (w), &composer));
+      CHECKF (toast.origin.y + toast.size.height <= composer.origin.y,
+              "%d px: the toast ends at %.0f, the composer starts at %.0f", width,
+              toast.origin.y + toast.size.height, composer.origin.y);
+      CHECK (save_screenshot (GTK_WIDGET (w), shot));
+      tern_window_dismiss_toasts (w);
+      spin_for (0.8);
+    }
+  gtk_window_set_default_size (GTK_WINDOW (w), 800, 600);
+  spin_for (0.5);
+}
+
 static void
 part_toasts (Fixture *f)
 {
@@ -3680,6 +3769,7 @@ part_toasts (Fixture *f)
       spin_for (0.8);
     }
   gtk_window_set_default_size (GTK_WINDOW (f->w), 800, 600);
+  check_context_toasts_one_at_a_time (f->w, long_text);
   /* A long message is read to its end: libadwaita's title cut it to one
    * line ("This message does not fit in the 256-token context on its…"),
    * and the advice was lost. */
