@@ -565,7 +565,8 @@ state_text (Row            *row,
         /* A failure has its sentence under the row; a cancel has none, and
          * "40% downloaded" alone beside Resume read as a download that
          * broke off for no reason given. */
-        if (g_hash_table_contains (self->stopped, row->tag))
+        if (g_hash_table_contains (self->stopped, row->tag)
+            || tern_model_store_get_download_stopped (self->store, row->catalog_tag))
           /* Translators: a download the user cancelled, "40% downloaded, stopped by you" */
           return g_strdup_printf (_("%d%% downloaded, stopped by you"), percent);
         /* Translators: a paused download, "40% downloaded" */
@@ -1013,6 +1014,18 @@ on_pull_finished (TernDownloader   *downloader,
     g_hash_table_add (self->stopped, g_strdup (tag));
   else
     g_hash_table_remove (self->stopped, tag);
+  /* Kept with the partial files too, so that a restart still says why
+   * (docs/APP.md); the panel's own record covers this run if it cannot be
+   * written. */
+  if (row != NULL && row->catalog_tag != NULL)
+    {
+      g_autoptr(GError) local_error = NULL;
+
+      if (!tern_model_store_set_download_stopped (self->store, row->catalog_tag,
+                                                  g_hash_table_contains (self->stopped, tag),
+                                                  &local_error))
+        g_message ("%s", local_error->message);
+    }
   /* The signal has the error the pull's answer brings next: the row goes
    * from its progress straight to what failed. With the message alone it
    * said "Download failed. Point at this row…" until the answer came. A

@@ -1396,6 +1396,144 @@ tern_model_store_get_missing_bytes (TernModelStore       *self,
   return total;
 }
 
+/* ---- a download the user stopped ---------------------------------------- */
+
+/* That the user stopped a download is kept in its partial files'
+ * FILE.partial.json, as "stopped": true beside what the downloader writes
+ * there: kept by the panel alone, it was gone after a restart, and the row
+ * said only its percentage, as a download that broke off would. The
+ * downloader writes that file again, without the mark, as soon as the
+ * download is resumed; earlier versions read the file by its other members
+ * and pass over this one. */
+#define PARTIAL_META_MAX_BYTES 65536
+#define STOPPED_MEMBER "stopped"
+
+/* FILE.partial.json as an object, when it is one the downloader would read
+ * (the same checks); NULL otherwise. */
+static JsonObject *
+read_partial_meta (const char *path)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autofree char *data = NULL;
+  gsize length;
+  JsonNode *root;
+
+  if (tn_read_file (path, PARTIAL_META_MAX_BYTES, &data, &length, NULL) != TN_OK
+      || tn_json_check (data, length, path, 4,
+                        TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS
+                        | TN_JSON_NO_HUGE_INTEGERS,
+                        NULL) != TN_OK
+      || !json_parser_load_from_data (parser, data, (gssize) length, NULL))
+    return NULL;
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    return NULL;
+  return json_object_ref (json_node_get_object (root));
+}
+
+/* Calls fn on the meta file of each partial download of the tag's
+ * packages that are not installed (each package once); stops at the first
+ * that returns FALSE, and returns FALSE then. */
+static gboolean
+foreach_partial_meta (TernModelStore       *self,
+                      const TernCatalogTag *tag,
+                      gboolean            (*fn) (const char *meta, gpointer data),
+                      gpointer              data)
+{
+  for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
+    {
+      const TernCatalogPackage *package = tag->packages[r];
+      gboolean seen = FALSE;
+
+      if (package == NULL)
+        continue;
+      for (int o = 0; o < r; o++)
+        seen |= tag->packages[o] == package;
+      if (seen || package_ok (self, package->id))
+        continue;
+      for (guint i = 0; i < package->files->len; i++)
+        {
+          TernCatalogFile *file = package->files->pdata[i];
+          g_autofree char *path = tern_model_store_get_file_path (self, package->id, file->name);
+          g_autofree char *partial = g_strconcat (path, TERN_PARTIAL_SUFFIX, NULL);
+          g_autofree char *meta = g_strconcat (path, TERN_PARTIAL_META_SUFFIX, NULL);
+
+          if (file_size_on_disk (partial) > 0 && !fn (meta, data))
+            return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+/* FALSE (stop looking) at a meta file with the mark. */
+static gboolean
+meta_not_stopped (const char *meta,
+                  gpointer    data)
+{
+  g_autoptr(JsonObject) object = read_partial_meta (meta);
+
+  (void) data;
+  return object == NULL
+         || !json_object_get_boolean_member_with_default (object, STOPPED_MEMBER, FALSE);
+}
+
+gboolean
+tern_model_store_get_download_stopped (TernModelStore       *self,
+                                       const TernCatalogTag *tag)
+{
+  g_return_val_if_fail (TERN_IS_MODEL_STORE (self), FALSE);
+  if (tag == NULL)
+    return FALSE;
+  return !foreach_partial_meta (self, tag, meta_not_stopped, NULL);
+}
+
+typedef struct {
+  gboolean stopped;
+  GError **error;
+} MarkStopped;
+
+static gboolean
+mark_meta (const char *meta,
+           gpointer    data)
+{
+  MarkStopped *mark = data;
+  g_autoptr(JsonObject) object = read_partial_meta (meta);
+  g_autoptr(JsonNode) root = NULL;
+  g_autoptr(JsonGenerator) gen = NULL;
+  g_autofree char *text = NULL;
+  gsize length;
+
+  /* No meta file (a download stopped before its first answer) has nothing
+   * to resume from that this mark could describe. */
+  if (object == NULL
+      || json_object_get_boolean_member_with_default (object, STOPPED_MEMBER, FALSE)
+           == mark->stopped)
+    return TRUE;
+  if (mark->stopped)
+    json_object_set_boolean_member (object, STOPPED_MEMBER, TRUE);
+  else
+    json_object_remove_member (object, STOPPED_MEMBER);
+  root = json_node_init_object (json_node_alloc (), object);
+  gen = json_generator_new ();
+  json_generator_set_root (gen, root);
+  text = tn_json_escape_unit_separators (json_generator_to_data (gen, NULL), &length);
+  return tern_manager_write_file_atomic (meta, text, length, mark->error);
+}
+
+gboolean
+tern_model_store_set_download_stopped (TernModelStore       *self,
+                                       const TernCatalogTag *tag,
+                                       gboolean              stopped,
+                                       GError              **error)
+{
+  MarkStopped mark = { stopped, error };
+
+  g_return_val_if_fail (TERN_IS_MODEL_STORE (self), FALSE);
+  if (tag == NULL)
+    return TRUE;
+  return foreach_partial_meta (self, tag, mark_meta, &mark);
+}
+
 static guint64
 tree_size (const char *path)
 {

@@ -96,6 +96,16 @@ char           *tern_model_store_get_package_dir (TernModelStore *self,
  * is installed, verified or already in .partial files). */
 guint64         tern_model_store_get_missing_bytes (TernModelStore       *self,
                                                     const TernCatalogTag *tag);
+/* Whether the user stopped the tag's download (its partial files keep
+ * the mark across restarts, docs/APP.md); the downloader drops the mark
+ * when the download resumes. Setting it marks each partial file that has
+ * its downloader's record; FALSE with an error when one cannot be written. */
+gboolean        tern_model_store_get_download_stopped (TernModelStore       *self,
+                                                       const TernCatalogTag *tag);
+gboolean        tern_model_store_set_download_stopped (TernModelStore       *self,
+                                                       const TernCatalogTag *tag,
+                                                       gboolean              stopped,
+                                                       GError              **error);
 /* Everything under packages/ (installed files and partial downloads). */
 guint64         tern_model_store_get_disk_usage (TernModelStore *self);
 

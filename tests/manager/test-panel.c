@@ -953,6 +953,24 @@ test_failed_downloads (void)
   g_test_message ("after Cancel: %s", subtitle (panel, "fgate:x"));
   g_assert_nonnull (strstr (subtitle (panel, "fgate:x"), "50% downloaded, stopped by you"));
   g_assert_cmpint (group_position (panel, "fgate:x"), ==, 0);
+  /* And after a restart (a new store and panel on the same folder): the
+   * reason was the panel's alone, and the row said only "50% downloaded". */
+  {
+    g_autoptr(TernModelStore) again = tern_model_store_new (root, &error);
+    g_autoptr(TernDownloader) again_dl = NULL;
+    GtkWidget *restarted = gtk_window_new ();
+    TernModelManager *fresh;
+
+    g_assert_no_error (error);
+    again_dl = tern_downloader_new (again);
+    fresh = TERN_MODEL_MANAGER (tern_model_manager_new (catalog, again, again_dl));
+    gtk_window_set_child (GTK_WINDOW (restarted), GTK_WIDGET (fresh));
+    gtk_window_present (GTK_WINDOW (restarted));
+    spin_for (50);
+    g_test_message ("after a restart: %s", subtitle (fresh, "fgate:x"));
+    g_assert_nonnull (strstr (subtitle (fresh, "fgate:x"), "50% downloaded, stopped by you"));
+    gtk_window_destroy (GTK_WINDOW (restarted));
+  }
 
   /* Failed: one sentence on the row, the downloader's words (file, URL,
    * sums) in its tooltip. */
