@@ -61,9 +61,11 @@ void tn_read_guard_install(void);
  * or -1 when none did (a slot that faulted does not stop the step, which
  * may have run to its end: its results are then garbage). fn must own
  * nothing a jump would lose (tn_guarded_read's contract); it must be the
- * only user of cpu meanwhile. Cost: one sigsetjmp (no system call) per
- * step and per slot. Used by the decode step, the DFlash and MTP
- * drafters' steps and a vision tower's encoding. */
+ * only user of cpu meanwhile. cpu must not be NULL where fn runs matrix
+ * products: without a pool a product allocates its scratch per call, and a
+ * fault jumps over its free (tn_cpu_new(1) starts no thread). Cost: one
+ * sigsetjmp (no system call) per step and per slot. Used by the decode
+ * step, the DFlash and MTP drafters' steps and a vision tower's encoding. */
 struct tn_cpu;
 int tn_guarded_step(struct tn_cpu *cpu, const tn_read_span *spans, int n_spans,
                     void (*fn)(void *arg, int ith, int nth), void *arg);
