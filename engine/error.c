@@ -346,6 +346,40 @@ const char *tn_write_cause(int errnum) {
     }
 }
 
+int tn_fail_write(tn_error *err, const char *path, int errnum) {
+    /* Each sentence spells tn_write_cause's words out (test-error checks
+     * that they agree): xgettext reads literals, not the switch above. */
+    switch (errnum) {
+    case ENOSPC: return tn_fail(err, TN_ERR_IO, "%s: cannot write: the disk is full", path);
+#ifdef EDQUOT
+    case EDQUOT:
+        return tn_fail(err, TN_ERR_IO, "%s: cannot write: the disk quota of this user is used up",
+                       path);
+#endif
+    case EFBIG:
+        return tn_fail(err, TN_ERR_IO,
+                       "%s: cannot write: the file is too large for this file system (or past "
+                       "this shell's limit, ulimit -f)",
+                       path);
+    default: return tn_fail(err, TN_ERR_IO, "%s: cannot write: %s", path, strerror(errnum));
+    }
+}
+
+static char fail_writes_suffix[256];
+static int fail_writes_errno;
+
+void tn_test_fail_writes(const char *suffix, int errnum) {
+    snprintf(fail_writes_suffix, sizeof fail_writes_suffix, "%s", suffix ? suffix : "");
+    fail_writes_errno = suffix ? errnum : 0;
+}
+
+int tn_test_write_errno(const char *path) {
+    if (!fail_writes_errno || !path)
+        return 0;
+    const size_t n = strlen(path), k = strlen(fail_writes_suffix);
+    return n >= k && !strcmp(path + n - k, fail_writes_suffix) ? fail_writes_errno : 0;
+}
+
 void tn_error_clear(tn_error *err) {
     if (err) {
         err->code = TN_OK;

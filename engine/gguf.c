@@ -1489,8 +1489,7 @@ int tn_gguf_writer_write(tn_gguf_writer *w, const char *path, tn_error *err) {
     if (fd < 0) {
         int e = errno;
         free(tmp);
-        return tn_fail(err, TN_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
-                       tn_write_cause(e));
+        return tn_fail_write(err, path, e);
     }
     fchmod(fd, 0644);
     wout o = {.f = fdopen(fd, "wb")};
@@ -1500,6 +1499,9 @@ int tn_gguf_writer_write(tn_gguf_writer *w, const char *path, tn_error *err) {
         free(tmp);
         return tn_fail(err, TN_ERR_IO, "%s: cannot write", path);
     }
+    /* tn_test_fail_writes: the first write fails as a full disk would. */
+    o.errnum = tn_test_write_errno(path);
+    o.failed = o.errnum != 0;
     int rc = TN_OK;
     put(&o, GGUF_MAGIC, 4);
     put_u32(&o, 3);
@@ -1567,11 +1569,10 @@ int tn_gguf_writer_write(tn_gguf_writer *w, const char *path, tn_error *err) {
         }
     }
     if (rc == TN_OK && o.failed)
-        rc = tn_fail(err, TN_ERR_IO, "%s: cannot write: %s", path, tn_write_cause(o.errnum));
+        rc = tn_fail_write(err, path, o.errnum);
     errno = 0;
     if (fclose(o.f) != 0 && rc == TN_OK)
-        rc = tn_fail(err, TN_ERR_IO, "%s: cannot write: %s", path,
-                     tn_write_cause(errno ? errno : EIO));
+        rc = tn_fail_write(err, path, errno ? errno : EIO);
     if (rc == TN_OK && rename(tmp, path) != 0) {
         int e = errno;
         rc = tn_fail(err, TN_ERR_IO, "%s: cannot move the finished file into place: %s", path,

@@ -864,20 +864,21 @@ int tn_pin_store_save(const char *dir, const tn_pin_key *key, const tn_ctx *ctx,
     fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        rc = tn_fail(err, TN_ERR_IO, "%s: cannot write a pin snapshot: %s", dir, tn_write_cause(e));
+        rc = tn_fail_write(err, dir, e);
         goto done;
     }
-    if (write_all(fd, header, sizeof header) != 0 ||
+    const int test_errno = tn_test_write_errno(path); /* tn_test_fail_writes */
+    if (test_errno || write_all(fd, header, sizeof header) != 0 ||
         write_all(fd, tokens, (size_t)n_tokens * 4) != 0 ||
         write_all(fd, kv, (size_t)kv_bytes) != 0 || fsync(fd) != 0) {
-        int e = errno;
-        rc = tn_fail(err, TN_ERR_IO, "%s: cannot write: %s", tmp, tn_write_cause(e));
+        int e = test_errno ? test_errno : errno;
+        rc = tn_fail_write(err, tmp, e);
         goto done;
     }
     if (close(fd) != 0) {
         fd = -1;
         int e = errno;
-        rc = tn_fail(err, TN_ERR_IO, "%s: cannot write: %s", tmp, tn_write_cause(e));
+        rc = tn_fail_write(err, tmp, e);
         goto done;
     }
     fd = -1;

@@ -1087,7 +1087,7 @@ static int build_file(tn_weight *const *ws, int n, const plan *p, const tn_gguf 
     snprintf(tmp, tmp_size, "%s/.%.32s.XXXXXX", dir, strrchr(r->path, '/') + 1);
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
-        why_set(r, "%s: cannot write in the cache directory: %s", dir, strerror(errno));
+        why_set(r, "%s: cannot write in the cache directory: %s", dir, tn_write_cause(errno));
         free(tmp);
         return 0;
     }
@@ -1095,11 +1095,13 @@ static int build_file(tn_weight *const *ws, int n, const plan *p, const tn_gguf 
     int e = size > (uint64_t)INT64_MAX || !under_fsize_limit(size)
                 ? EFBIG
                 : posix_fallocate(fd, 0, (off_t)size);
+    if (!e)
+        e = tn_test_write_errno(r->path); /* tn_test_fail_writes */
     uint8_t *m = e ? NULL : map_file_as(fd, size, p->payload_off, PROT_READ | PROT_WRITE);
     if (!m) {
         if (e)
             why_set(r, "%s: cannot reserve %llu bytes for the cache file: %s", dir,
-                    (unsigned long long)size, strerror(e));
+                    (unsigned long long)size, tn_write_cause(e));
         else
             why_set(r, "%s: cannot map: %s", tmp, strerror(errno));
         unlink(tmp);
@@ -1169,7 +1171,7 @@ static int build_file(tn_weight *const *ws, int n, const plan *p, const tn_gguf 
         if (!e && fsync(fd) != 0)
             e = errno;
         if (e)
-            why_set(r, "%s: cannot write the cache file: %s", tmp, strerror(e));
+            why_set(r, "%s: cannot write the cache file: %s", tmp, tn_write_cause(e));
     }
     uint64_t theirs_size = size;
     uint8_t *theirs = NULL;
@@ -1661,7 +1663,7 @@ int tn_repack_cache_prepare(tn_weight *const *ws, int n, int n_file_only, const 
     snprintf(res->path, sizeof res->path, "%s/%s", dir, name);
     int e = make_dirs(dir);
     if (e) {
-        why_set(res, "%s: cannot create the cache directory: %s", dir, strerror(e));
+        why_set(res, "%s: cannot create the cache directory: %s", dir, tn_write_cause(e));
         rc = build(ws, n, &p, g, dir, res, false);
         goto out;
     }

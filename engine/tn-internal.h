@@ -73,6 +73,21 @@ int tn_guarded_step(struct tn_cpu *cpu, const tn_read_span *spans, int n_spans,
  * shrank while it was being read ...". */
 int tn_fail_shrank(tn_error *err, const char *path);
 
+/* A file the engine writes (a GGUF, a pin snapshot) that could not be
+ * written: TN_ERR_IO, "PATH: cannot write: CAUSE", CAUSE tn_write_cause's
+ * words. The cause is part of the format (one msgid per cause), not an
+ * argument: a translation shows the whole sentence in the user's language,
+ * where an argument would stay English. */
+int tn_fail_write(tn_error *err, const char *path, int errnum);
+
+/* Tests only: every write of the engine's writers (tn_gguf_writer_write, a
+ * pin snapshot, a repack cache file) to a path that ends in `suffix` fails
+ * with errnum, as a full disk or a used-up quota would (neither can be made
+ * without root). NULL removes it. Set it while nothing writes. */
+void tn_test_fail_writes(const char *suffix, int errnum);
+/* The errno a write to path fails with under tn_test_fail_writes, else 0. */
+int tn_test_write_errno(const char *path);
+
 /* A load's cancel point (tn_model_params.cancelled, docs/MODEL.md,
  * "Cancelling a load"). tn_model_load arms it on its own thread for the
  * load's length (tn_load_cancel_arm, then _disarm). tn_load_cancelled asks

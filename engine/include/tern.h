@@ -77,8 +77,9 @@ const char *tn_error_format(const tn_error *err, const char *translated, char *o
  * is used up" (EDQUOT), "the file is too large for this file system (or past
  * this shell's limit, ulimit -f)" (EFBIG); strerror's words for any other
  * errno. The first three are English msgids of tern.pot: a caller with
- * gettext shows _(tn_write_cause(e)). The engine's own write errors give it as
- * their last argument. */
+ * gettext shows _(tn_write_cause(e)). The engine's own write errors have the
+ * same words inside their format, one sentence per cause ("%s: cannot
+ * write: the disk is full"), so that their translation is whole. */
 const char *tn_write_cause(int errnum);
 
 /* Models and repack caches are read through mappings: a file truncated or

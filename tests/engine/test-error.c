@@ -6,9 +6,11 @@
 #include "tn-text.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static void test_capture(void) {
     tn_error err = {0};
@@ -367,6 +369,48 @@ static void test_stream(void) {
     CHECK(out.calls == 1);
 }
 
+/* A GGUF that cannot be written (tn_gguf_writer_write; mkmodel's models):
+ * a full disk, a used-up quota and a file past its size limit say so in
+ * tn_write_cause's words, the cause inside the format, so that a
+ * translation of it is whole (the cause was an argument, which stays
+ * English inside a German sentence); any other errno in strerror's words.
+ * tn_test_fail_writes fails the write (neither a full disk nor a quota
+ * can be made without root). */
+static void test_write_causes(void) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/cause.gguf", tn_test_tmpdir());
+    const int errs[] = {ENOSPC, EDQUOT, EFBIG, EIO};
+    for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
+        const int e = errs[i];
+        tn_gguf_writer *w = tn_gguf_writer_new();
+        CHECK(w && tn_gguf_writer_set_str(w, "general.name", "cause") == TN_OK);
+        tn_error err = {0};
+        unlink(path);
+        tn_test_fail_writes("/cause.gguf", e);
+        const int rc = w ? tn_gguf_writer_write(w, path, &err) : TN_ERR_NOMEM;
+        tn_test_fail_writes(NULL, 0);
+        tn_gguf_writer_free(w);
+        char want[4400];
+        snprintf(want, sizeof want, "%s: cannot write: %s", path, tn_write_cause(e));
+        CHECKF(rc == TN_ERR_IO && !strcmp(err.message, want), "errno %d: %d: %s", e, rc,
+               err.message);
+        CHECKF(access(path, F_OK) != 0, "errno %d: %s was left", e, path);
+        if (e == EIO) {
+            CHECKF(err.format && !strcmp(err.format, "%s: cannot write: %s"), "EIO: format %s",
+                   err.format ? err.format : "(none)");
+            continue;
+        }
+        /* the cause in the msgid; the path its one argument */
+        CHECKF(err.format && strstr(err.format, tn_write_cause(e)) && err.n_args == 1,
+               "errno %d: format '%s', %d arguments", e, err.format ? err.format : "(none)",
+               err.n_args);
+        char out[TN_ERROR_MESSAGE_MAX];
+        tn_error_format(&err, "%s: Schreiben nicht möglich", out, sizeof out);
+        snprintf(want, sizeof want, "%s: Schreiben nicht möglich", path);
+        CHECKF(!strcmp(out, want), "errno %d translated: %s", e, out);
+    }
+}
+
 int main(void) {
     test_capture();
     test_newlines_and_clear();
@@ -376,5 +420,6 @@ int main(void) {
     test_tokenizer_failure();
     test_warning();
     test_stream();
+    test_write_causes();
     return tn_test_finish("error");
 }

@@ -13,6 +13,7 @@
 #include "tn-test.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
@@ -460,6 +461,26 @@ static void test_round_trip(const tn_model *m, const tn_model *other, const char
         CHECKF(strstr(err.message, ": cannot write: the file is too large for this file system") !=
                    NULL,
                "past ulimit -f: %s", err.message);
+        CHECK(!file_exists(path));
+        CHECK(count_files(dir, ".tmp-") == 0);
+    }
+
+    /* A full disk and a used-up quota (tn_test_fail_writes: neither can be
+     * made without root): the cause in tn_write_cause's words and in the
+     * message's format, where a translation covers it. */
+    const int full[] = {ENOSPC, EDQUOT};
+    for (size_t i = 0; i < sizeof full / sizeof full[0]; i++) {
+        unlink(path);
+        tn_error_clear(&err);
+        tn_test_fail_writes(".pin", full[i]);
+        rc = tn_pin_store_save(dir, &key, a, tokens, NTOK, 0, &err);
+        tn_test_fail_writes(NULL, 0);
+        const char *cause = tn_write_cause(full[i]);
+        CHECKF(rc == TN_ERR_IO && strstr(err.message, ": cannot write: ") &&
+                   strstr(err.message, cause),
+               "errno %d: %d: %s", full[i], rc, err.message);
+        CHECKF(err.format && strstr(err.format, cause), "errno %d: the cause is not in '%s'",
+               full[i], err.format ? err.format : "(none)");
         CHECK(!file_exists(path));
         CHECK(count_files(dir, ".tmp-") == 0);
     }

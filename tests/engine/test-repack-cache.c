@@ -10,6 +10,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "tn-internal.h"
 #include "tn-repack-cache.h"
 #include "tn-test.h"
 
@@ -1114,6 +1115,32 @@ static void default_fsize_limit(void) {
     dload_end(&d);
 }
 
+/* A cache file that cannot be written for a full disk or a used-up quota
+ * (tn_test_fail_writes: the reservation fails with that errno, as
+ * posix_fallocate would; neither can be made without root): the load goes
+ * on in memory, with the same logits, and its one line says the cause in
+ * the words every file Tern writes uses (tn_write_cause), not strerror's
+ * "No space left on device" or "Disk quota exceeded". */
+static void default_write_causes(void) {
+    char xdg[1100];
+    tn_mkmodel_params p = tn_test_tiny_model("llama", 53);
+    dload d;
+    if (dload_start(&d, &p, "cause.gguf")) {
+        snprintf(xdg, sizeof xdg, "%s/xdg-cause", tn_test_tmpdir());
+        setenv("XDG_CACHE_HOME", xdg, 1);
+        const int errs[] = {ENOSPC, EDQUOT};
+        for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "a cache write failing with errno %d", errs[i]);
+            tn_test_fail_writes("", errs[i]);
+            load_as(&d, what, "memory", -1, d.ref);
+            tn_test_fail_writes(NULL, 0);
+            expect_said(&d, what, tn_write_cause(errs[i]));
+        }
+    }
+    dload_end(&d);
+}
+
 /* The default setting writes a mixture's experts only with room to spare
  * (TERN_REPACK_CACHE_MIN_FREE_MB stands in for the file system's 10 % / 4
  * GiB, TERN_REPACK_CACHE_MAX_MB for the cache's size): without, they stay
@@ -1275,6 +1302,7 @@ int main(void) {
     default_experts_room();
     default_experts_small_pages();
     default_fsize_limit();
+    default_write_causes();
     clear_keeps_foreign_files();
     one_model("q8_0", false);
     one_model("q4_0", false);

@@ -85,6 +85,17 @@ check "the repack cache's doctor line in German" \
 check "the repack cache's doctor line in English in the C locale" \
     "repack cache: $tmp/rc (TERN_REPACK_CACHE), files: 0, 0 KiB; pages not checked yet" \
     "$(en env TERN_REPACK_CACHE="$tmp/rc" "$cli" doctor)"
+# A model that cannot be written (the engine's GGUF writer), past ulimit -f
+# (needs no root): the cause is in the message's format, so the sentence is
+# German throughout (it was an English cause inside a German sentence).
+set -- mkmodel --arch llama --type f32 --embd 64 --layers 1 --heads 2 --kv-heads 1 \
+    --head-dim 32 --ff 128 -o "$tmp/gross.gguf"
+check "a write error's cause in German" \
+    "$tmp/gross.gguf: Schreiben nicht möglich: die Datei ist zu groß für dieses Dateisystem" \
+    "$(de sh -c 'ulimit -f 8 && exec "$@"' sh "$cli" "$@")"
+check "a write error's cause in English in the C locale" \
+    "$tmp/gross.gguf: cannot write: the file is too large for this file system" \
+    "$(en sh -c 'ulimit -f 8 && exec "$@"' sh "$cli" "$@")"
 check "English in the C locale" "^usage: tern-cli COMMAND" "$(en "$cli" --help)"
 check "the engine's error in English in the C locale" "not a GGUF file" "$(en "$cli" info "$tmp/kaputt.gguf")"
 exit $fail
