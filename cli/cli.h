@@ -196,6 +196,12 @@ char *cli_read_file(const char *path, uint64_t max, size_t *len);
  * corpora such as wikitext-103's training text (~540 MB) fit. */
 #define CLI_MAX_CORPUS_BYTES ((uint64_t)1 << 30)
 
+/* --pin-cache DIR of `cmd` (serve, run --single-turn): false, with the
+ * error printed, for an empty value or one that is not a directory (a
+ * file, a FIFO, /dev/null: every pin would warn "Not a directory" for the
+ * life of the process). A missing directory passes: it is made at the
+ * first snapshot (docs/SESSION.md). */
+bool cli_pin_cache_check(const char *cmd, const char *dir);
 /* Prints "tern-cli: MESSAGE" on one line to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* An engine error's message in the user's language (docs/TRANSLATING.md), in

@@ -137,20 +137,8 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--mmproj")) {
             mmproj = v;
         } else if (!strcmp(a, "--pin-cache")) {
-            if (!*v) {
-                cli_error(_("serve: --pin-cache wants a directory (--no-pin-cache: none)"));
+            if (!cli_pin_cache_check("serve", v))
                 return CLI_EXIT_USAGE;
-            }
-            /* A missing one is made at the first snapshot (docs/SESSION.md);
-             * a file, a FIFO or /dev/null was taken, and every request
-             * warned "Not a directory" for the life of the server. */
-            struct stat st;
-            if (stat(v, &st) == 0 ? !S_ISDIR(st.st_mode) : errno == ENOTDIR) {
-                cli_error(_("serve: --pin-cache %s is not a directory (give a directory, made "
-                            "if missing, or --no-pin-cache)"),
-                          v);
-                return CLI_EXIT_USAGE;
-            }
             cfg.pin_cache_dir = v;
         } else if (!strcmp(a, "--pin-cache-max")) {
             if (!parse_size(v, &cfg.pin_cache_max_bytes)) {

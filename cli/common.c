@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +34,21 @@ int cli_model_load(const char *path, tn_model **out, tn_error *err) {
     if (tty)
         fputs("\r\033[K", stderr); /* what follows (an error, the answer) starts clean */
     return rc;
+}
+
+bool cli_pin_cache_check(const char *cmd, const char *dir) {
+    if (!*dir) {
+        cli_error(_("%s: --pin-cache wants a directory (--no-pin-cache: none)"), cmd);
+        return false;
+    }
+    struct stat st;
+    if (stat(dir, &st) == 0 ? !S_ISDIR(st.st_mode) : errno == ENOTDIR) {
+        cli_error(_("%s: --pin-cache %s is not a directory (give a directory, made if missing, or "
+                    "--no-pin-cache)"),
+                  cmd, dir);
+        return false;
+    }
+    return true;
 }
 
 bool cli_number_text(const char *s, bool real) {

@@ -211,9 +211,10 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             o->system_file = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt"))
             o->prompt = v;
-        else if (!strcmp(a, "--pin-cache"))
+        else if (!strcmp(a, "--pin-cache")) {
             o->pin_cache = v;
-        else if (!strcmp(a, "--think"))
+            ok = cli_pin_cache_check("run", v);
+        } else if (!strcmp(a, "--think"))
             ok = parse_onoff(a, v, &o->think);
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens"))
             ok = cli_parse_long(a, v, 0, 1 << 24, &o->max_tokens);

@@ -179,26 +179,43 @@ try:
     if rc != 1 or len(lines) != 1 or b"--isa" not in lines[0] or not range_of(lines[0]):
         fail("bench --kernels --isa with 17 families: rc %s %r" % (rc, err[-300:]))
 
-    # serve --pin-cache that is no directory: a regular file, a FIFO,
-    # /dev/null, a path under a file. It was taken, and every request then
-    # warned "Not a directory". Refused, naming the option and the path;
-    # a missing directory is taken (made at the first snapshot).
+    # --pin-cache that is no directory: a regular file, a FIFO, /dev/null, a
+    # path under a file, or nothing. serve took it, and every request then
+    # warned "Not a directory"; run --single-turn took it until the same
+    # check (cli_pin_cache_check) refused it there too. Refused, naming the
+    # option and the path, in the same words but for the command's name; a
+    # missing directory is taken (made at the first snapshot).
     if run(["serve", "--help"])[0] == 0:
         fifo = os.path.join(tmp, "pins.fifo")
         os.mkfifo(fifo)
-        for value in (text, fifo, "/dev/null", os.path.join(text, "pins")):
+        said = {}
+        for cmd in (["serve"], ["run", "--single-turn"]):
+            for value in (text, fifo, "/dev/null", os.path.join(text, "pins"), ""):
+                checks += 1
+                rc, out, err = run(cmd + ["-m", bad, "-p", "hi", "--pin-cache", value]
+                                   if cmd[0] == "run" else
+                                   cmd + ["-m", bad, "--pin-cache", value])
+                lines = err.strip().splitlines()
+                if rc != 1 or len(lines) != 1 or b"--pin-cache" not in lines[0] or \
+                        (value and (value.encode() not in lines[0] or
+                                    b"not a directory" not in lines[0])):
+                    fail("%s --pin-cache %r: rc %s %r" % (" ".join(cmd), value, rc, err[-300:]))
+                elif lines:
+                    said.setdefault(value, []).append(
+                        lines[0].replace(cmd[0].encode() + b":", b"CMD:", 1))
+            for value in (tmp, os.path.join(tmp, "new", "pins")):
+                checks += 1
+                rc, out, err = run(cmd + ["-m", bad, "-p", "hi", "--pin-cache", value]
+                                   if cmd[0] == "run" else
+                                   cmd + ["-m", bad, "--pin-cache", value])
+                if rc != 2:
+                    fail("%s --pin-cache %s (a directory, or one to make): rc %s %r" %
+                         (" ".join(cmd), value, rc, err[-300:]))
+        for value, lines in said.items():
             checks += 1
-            rc, out, err = run(["serve", "-m", bad, "--pin-cache", value])
-            lines = err.strip().splitlines()
-            if rc != 1 or len(lines) != 1 or b"--pin-cache" not in lines[0] or \
-                    value.encode() not in lines[0] or b"not a directory" not in lines[0]:
-                fail("serve --pin-cache %s: rc %s %r" % (value, rc, err[-300:]))
-        for value in (tmp, os.path.join(tmp, "new", "pins")):
-            checks += 1
-            rc, out, err = run(["serve", "-m", bad, "--pin-cache", value])
-            if rc != 2:
-                fail("serve --pin-cache %s (a directory, or one to make): rc %s %r" %
-                     (value, rc, err[-300:]))
+            if len(lines) != 2 or lines[0] != lines[1]:
+                fail("serve and run --single-turn say --pin-cache %r differently: %r" %
+                     (value, lines))
 
     # A real model: a context of 2^30 tokens and 100000 threads.
     tiny = os.path.join(tmp, "tiny.gguf")
