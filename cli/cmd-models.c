@@ -271,8 +271,14 @@ int cmd_list(int argc, char **argv) {
         g_autoptr(JsonNode) root = json_builder_get_root(b);
         json_generator_set_root(gen, root);
         json_generator_set_pretty(gen, TRUE);
-        g_autofree char *text = json_generator_to_data(gen, NULL);
+        /* strict JSON: a catalog's string may hold U+001F (tern.h) */
+        char *text = tn_json_escape_unit_separators(json_generator_to_data(gen, NULL), NULL);
+        if (!text) {
+            cli_error(_("out of memory"));
+            return CLI_EXIT_BAD_INPUT;
+        }
         printf("%s\n", text);
+        free(text);
         return CLI_EXIT_OK;
     }
 
