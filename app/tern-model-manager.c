@@ -487,7 +487,8 @@ add_row (TernModelManager     *self,
 {
   Row *row = g_new0 (Row, 1);
   GtkBox *box = GTK_BOX (gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6));
-  const char *label = catalog_tag ? catalog_tag->label : tern_model_store_get_label (self->store, tag);
+  const char *label = catalog_tag ? tern_catalog_text (catalog_tag->label)
+                                    : tern_model_store_get_label (self->store, tag);
 
   row->self = self;
   row->tag = g_strdup (tag);
@@ -502,11 +503,14 @@ add_row (TernModelManager     *self,
     adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row->row), label ? label : tag);
   adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (row->row), FALSE);
   if (catalog_tag != NULL && catalog_tag->description != NULL)
-    gtk_widget_set_tooltip_text (row->row, catalog_tag->description);
+    gtk_widget_set_tooltip_text (row->row, tern_catalog_text (catalog_tag->description));
   {
+    /* The English words too: a search for "images" still finds a model
+     * whose description is shown as "liest Bilder". */
     g_autofree char *words = catalog_tag
-      ? g_strjoin (" ", tag, catalog_tag->label, catalog_tag->family->label,
-                   catalog_tag->description ? catalog_tag->description : "", NULL)
+      ? g_strjoin (" ", tag, catalog_tag->label, label ? label : "", catalog_tag->family->label,
+                   catalog_tag->description ? catalog_tag->description : "",
+                   catalog_tag->description ? tern_catalog_text (catalog_tag->description) : "", NULL)
       : g_strjoin (" ", tag, label ? label : "", NULL);
 
     row->haystack = g_utf8_strdown (words, -1);
@@ -691,7 +695,8 @@ update_row (Row *row)
     const char *details = error != NULL ? g_hash_table_lookup (self->error_details, row->tag) : NULL;
 
     gtk_widget_set_tooltip_text (row->row, details != NULL ? details
-                                           : row->catalog_tag != NULL ? row->catalog_tag->description : NULL);
+                                           : row->catalog_tag != NULL ? tern_catalog_text (row->catalog_tag->description)
+                                                                      : NULL);
   }
 
   gtk_widget_set_visible (GTK_WIDGET (row->progress), pulling);
@@ -902,7 +907,7 @@ rebuild (TernModelManager *self)
           if (flash_model_of (tag) != NULL || model_is_here (self, tag))
             continue;
           if (group == NULL)
-            group = add_group (self, family->label, family->description);
+            group = add_group (self, family->label, tern_catalog_text (family->description));
           add_model (self, group, tag);
         }
     }

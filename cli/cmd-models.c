@@ -304,7 +304,13 @@ int cmd_list(int argc, char **argv) {
         /* Labels are a catalog file's words (--catalog names any): one
          * line each, that no ESC or U+202E in them can rewrite. */
         g_autofree char *family_label = cli_shown(family->label);
-        printf("%s%s\n", f ? "\n" : "", family_label ? family_label : "");
+        /* The description in the user's language, the file's English when
+         * it has no translation (another catalog); --json keeps the file's. */
+        g_autofree char *about = family->description && *family->description
+                                     ? cli_shown(tern_catalog_text(family->description))
+                                     : NULL;
+        printf("%s%s%s%s\n", f ? "\n" : "", family_label ? family_label : "", about ? " - " : "",
+               about ? about : "");
         for (guint i = 0; i < family->tags->len; i++) {
             const TernCatalogTag *tag = family->tags->pdata[i];
             g_autofree char *size = tag_size_text(tag);
@@ -313,7 +319,7 @@ int cmd_list(int argc, char **argv) {
             if (tern_model_store_get_state(store, tag->tag, tag) == TERN_MODEL_STATE_AVAILABLE &&
                 tern_catalog_tag_size_known(tag) && tern_model_store_get_missing_bytes(store, tag) == 0)
                 note = " (nothing new to download)";
-            g_autofree char *label = cli_shown(tag->label);
+            g_autofree char *label = cli_shown(tern_catalog_text(tag->label));
             fputs("  ", stdout);
             print_padded(tag->tag, tag_width);
             printf(" %12s  ", size);

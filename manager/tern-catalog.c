@@ -943,6 +943,15 @@ tern_catalog_features (void)
 }
 
 const char *
+tern_catalog_text (const char *english)
+{
+  /* gettext ("") is the catalog's header, not a translation. */
+  if (english == NULL || *english == '\0')
+    return english;
+  return g_dgettext (GETTEXT_PACKAGE, english);
+}
+
+const char *
 tern_catalog_tag_missing_feature (const TernCatalogTag *tag)
 {
   for (guint i = 0; tag->requires != NULL && tag->requires[i] != NULL; i++)

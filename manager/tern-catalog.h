@@ -134,6 +134,14 @@ const char *tern_catalog_tag_missing_feature (const TernCatalogTag *tag);
  * ("needs Tern 0.3.0", "needs qwen3moe support"); NULL when it can. */
 char *tern_catalog_tag_unsupported_reason (const TernCatalogTag *tag);
 
+/* A catalog word (a description, a label) in the user's language, looked up
+ * when it is shown: the catalog keeps the file's English, which --json and
+ * the search match too. Words with no translation (another catalog, a Hub
+ * tag) come back as they are; NULL and "" too, never gettext's header. The
+ * words are extracted from data/catalog/catalog-strings.h
+ * (docs/TRANSLATING.md). */
+const char *tern_catalog_text (const char *english);
+
 const char *tern_package_role_to_string (TernPackageRole role);
 /* "model", "dflash", "mtp": the catalog's words. */
 const char *tern_draft_kind_to_string (TernDraftKind kind);

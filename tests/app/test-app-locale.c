@@ -247,6 +247,69 @@ check_footer (const char *tmp,
   gtk_window_destroy (GTK_WINDOW (window));
   spin_for (0.2);
 }
+
+/* A widget under widget whose tooltip is text. */
+static GtkWidget *
+tooltip_with (GtkWidget  *widget,
+              const char *text)
+{
+  const char *tip = gtk_widget_get_tooltip_text (widget);
+
+  if (g_strcmp0 (tip, text) == 0)
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = tooltip_with (c, text);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* The shipped catalog's words in the Models panel (the build tree's copy;
+ * data/catalog/catalog-strings.h has their msgids): a family's description
+ * under its name, a model's label and its description as the row's
+ * tooltip. They stayed English in every language. */
+static void
+check_catalog (const char *lang)
+{
+  static const struct {
+    const char *lang;
+    const char *family;
+    const char *tip;
+    const char *label;
+  } want[] = {
+    { "de", "Qwen3 von Alibaba: Denken ein- oder ausschaltbar, Apache-2.0.",
+      "Das kleinste Qwen3; überall schnell.", "Gemma 3 4B (Vision)" },
+    { "fr", "Qwen3 d’Alibaba : réflexion activable ou non, Apache-2.0.",
+      "Le plus petit Qwen3 ; rapide partout.", "Gemma 3 4B (vision)" },
+  };
+  g_autofree char *shot = g_strdup_printf ("locale-%s-models-catalog.png", lang);
+  GtkWidget *window;
+
+  g_unsetenv ("TERN_CATALOG");
+  window = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (window), 720, 900);
+  gtk_window_set_child (GTK_WINDOW (window), tern_model_manager_new (NULL, NULL, NULL));
+  gtk_window_present (GTK_WINDOW (window));
+  spin_for (0.8);
+  for (guint i = 0; i < G_N_ELEMENTS (want); i++)
+    {
+      if (!g_str_equal (want[i].lang, lang))
+        continue;
+      CHECKF (label_with (window, want[i].family) != NULL, "no family description \"%s\"", want[i].family);
+      CHECKF (tooltip_with (window, want[i].tip) != NULL, "no row with the tooltip \"%s\"", want[i].tip);
+      CHECKF (find_label (window, want[i].label), "no row titled \"%s\"", want[i].label);
+    }
+  CHECKF (label_with (window, "Alibaba's Qwen3") == NULL, "the English description is still shown");
+  CHECKF (tooltip_with (window, "The smallest Qwen3; fast anywhere.") == NULL,
+          "the English tooltip is still there");
+  CHECK (save_shot (window, shot));
+  gtk_window_destroy (GTK_WINDOW (window));
+  spin_for (0.2);
+}
 #endif
 
 /* The sizes the window itself shows, in the language's units and with its
@@ -339,6 +402,7 @@ main (int   argc,
 #ifdef TERN_HAVE_MANAGER
   check_sizes (lang);
   check_footer (tmp, lang);
+  check_catalog (lang);
 #endif
   app = tern_application_new (G_APPLICATION_NON_UNIQUE);
   if (!g_application_register (G_APPLICATION (app), NULL, &error))

@@ -48,6 +48,19 @@ if [ "$with_manager" = manager ]; then
     check "a catalog validation error in English in the C locale" \
         "schema: 'schema' must be an integer, not a string" \
         "$(en env XDG_DATA_HOME="$tmp/data" "$cli" list --catalog "$tmp/catalog.json")"
+    # The shipped catalog's words (the build tree's copy; their msgids are in
+    # data/catalog/catalog-strings.h): looked up when listed, English on disk
+    # and in --json.
+    list_de=$(de env -u TERN_CATALOG XDG_DATA_HOME="$tmp/data" "$cli" list)
+    check "a family's description in German" \
+        "^Qwen3 - Qwen3 von Alibaba: Denken ein- oder ausschaltbar, Apache-2.0.$" "$list_de"
+    check "a tag's label in German" "gemma3:4b .* Gemma 3 4B (Vision)$" "$list_de"
+    check "a family's description in English in the C locale" \
+        "^Qwen3 - Alibaba's Qwen3: thinking on or off, Apache-2.0.$" \
+        "$(en env -u TERN_CATALOG XDG_DATA_HOME="$tmp/data" "$cli" list)"
+    check "--json keeps the catalog's English" \
+        '"description" : "The smallest Qwen3; fast anywhere."' \
+        "$(de env -u TERN_CATALOG XDG_DATA_HOME="$tmp/data" "$cli" list --json)"
 fi
 # An engine warning (tn_session_params.warn): a damaged pin snapshot is
 # ignored with a warning carried as a tn_error, shown in German with its path.
