@@ -134,35 +134,83 @@ static void kv_cut(tn_session *s, int32_t n) {
     }
 }
 
+/* Rows per step of a scoring prefill (tn_gen_params.prompt_logprobs). */
+static int32_t score_rows(int32_t n_vocab) {
+    const int32_t rows = TN_PROMPT_LOGITS_FLOATS / (n_vocab > 0 ? n_vocab : 1);
+    return rows < 1 ? 1 : rows > PREFILL_CHUNK ? PREFILL_CHUNK : rows;
+}
+
 /* Appends tokens to the KV in chunks; the logits of the last row go to
- * s->logits when want_logits. On failure the rows of the chunks that were
- * done stay (the mirror says so) and the error is returned. */
-static int kv_append(tn_session *s, const int32_t *tokens, int32_t n, bool want_logits,
-                     tn_session_progress_cb progress, void *user, tn_error *err) {
+ * s->logits when want_logits. With score (a request's prompt_logprobs),
+ * every row's logits are computed, a few rows at a time into one buffer,
+ * and each is reduced at once to the next token's entry: a long prompt
+ * never holds more than TN_PROMPT_LOGITS_FLOATS of them. On failure the
+ * rows of the chunks that were done stay (the mirror says so) and the error
+ * is returned. */
+static int kv_append_scored(tn_session *s, const int32_t *tokens, int32_t n, bool want_logits,
+                            const tn_gen_params *score, tn_session_progress_cb progress,
+                            void *user, tn_error *err) {
+    const int32_t chunk = score ? score_rows(s->n_vocab) : PREFILL_CHUNK;
+    float *rows = NULL;
+    if (score && !(rows = malloc((size_t)chunk * (size_t)s->n_vocab * sizeof(float))))
+        return tn_fail(err, TN_ERR_NOMEM, "out of memory for the prompt's log-probabilities");
+    int rc = TN_OK;
     for (int32_t done = 0; done < n;) {
-        if (cancelled(s))
-            return tn_fail(err, TN_ERR_CANCELLED, "cancelled");
-        const int32_t m = n - done < PREFILL_CHUNK ? n - done : PREFILL_CHUNK;
+        if (cancelled(s)) {
+            rc = tn_fail(err, TN_ERR_CANCELLED, "cancelled");
+            break;
+        }
+        const int32_t m = n - done < chunk ? n - done : chunk;
         const bool last = done + m == n;
-        int rc = tn_ctx_decode(s->ctx, tokens + done, m,
-                               last && want_logits ? TN_LOGITS_LAST : TN_LOGITS_NONE, s->logits,
-                               err);
+        rc = tn_ctx_decode(s->ctx, tokens + done, m,
+                           score                 ? TN_LOGITS_ALL
+                           : last && want_logits ? TN_LOGITS_LAST
+                                                 : TN_LOGITS_NONE,
+                           score ? rows : s->logits, err);
         if (rc != TN_OK)
-            return rc;
+            break;
         /* A drafter that reads hidden states (DFlash) sees every row. */
         if ((rc = tn_spec_observe(s->spec, s->ctx, s->n_kv, tokens + done, m, err)) != TN_OK) {
             tn_ctx_kv_truncate(s->ctx, s->n_kv);
-            return rc;
+            break;
+        }
+        for (int32_t r = 0; score && r < m && rc == TN_OK; r++) {
+            const float *row = rows + (size_t)r * (size_t)s->n_vocab;
+            const int32_t i = done + r + 1; /* the token this row predicts */
+            if (i < n) {
+                tn_token_logprob top[TN_TOP_LOGPROBS_MAX];
+                float lp = 0;
+                const int got = tn_logprobs(row, s->n_vocab, tokens[i], score->prompt_top, &lp,
+                                            top, err);
+                if (got < 0)
+                    rc = got;
+                else
+                    score->prompt_logprobs(i, tokens[i], lp, top, got,
+                                           score->prompt_logprobs_user);
+            } else if (want_logits) {
+                memcpy(s->logits, row, (size_t)s->n_vocab * sizeof(float));
+            }
+        }
+        if (rc != TN_OK) {
+            tn_ctx_kv_truncate(s->ctx, s->n_kv);
+            break;
         }
         memcpy(s->kv_tokens + s->n_kv, tokens + done, (size_t)m * sizeof(int32_t));
         s->n_kv += m;
         done += m;
         if (progress && !progress(done, n, user) && !last) {
             atomic_store(&s->cancel, true);
-            return tn_fail(err, TN_ERR_CANCELLED, "cancelled");
+            rc = tn_fail(err, TN_ERR_CANCELLED, "cancelled");
+            break;
         }
     }
-    return TN_OK;
+    free(rows);
+    return rc;
+}
+
+static int kv_append(tn_session *s, const int32_t *tokens, int32_t n, bool want_logits,
+                     tn_session_progress_cb progress, void *user, tn_error *err) {
+    return kv_append_scored(s, tokens, n, want_logits, NULL, progress, user, err);
 }
 
 static bool pin_in_kv(const tn_session *s) {
@@ -1241,14 +1289,17 @@ static int ask_impl(tn_session *s, const int32_t *req, int32_t n_req, const prom
     if (plan)
         rc = kv_append_plan(s, req, 0, n_req, plan, true, g->progress, g->progress_user, err);
     else
-        rc = kv_append(s, req, n_req, true, g->progress, g->progress_user, err);
+        rc = kv_append_scored(s, req, n_req, true, g->prompt_logprobs ? g : NULL, g->progress,
+                              g->progress_user, err);
     st->prefill_ms = tn_now_ms() - t_prefill;
     st->prompt_tokens = s->n_kv - s->n_pin;
     if (st->prefill_ms > 0)
         st->prefill_tok_s = st->prompt_tokens * 1e3 / st->prefill_ms;
-    if (rc == TN_OK)
+    if (rc == TN_OK && g->no_answer)
+        st->stop_reason = TN_STOP_LIMIT;
+    else if (rc == TN_OK)
         rc = sampler_begin(s, g, err);
-    if (rc == TN_OK)
+    if (rc == TN_OK && !g->no_answer)
         rc = generate(s, g, cb, user, t_call, st, err);
     tn_spec_end(s->spec, s->ctx);
     /* Nothing of the request survives it. */
@@ -1299,6 +1350,17 @@ static int check_request(tn_session *s, const tn_gen_params *g, int text,
         rc = need_tokenizer(s, err);
     if (rc == TN_OK && n_images != 0)
         rc = check_images(s, images, n_images, err);
+    /* The scores are the request's own prefill rows: a conversation reuses
+     * earlier rows that have none, and image rows are no tokens. */
+    if (rc == TN_OK && (g->prompt_logprobs || g->no_answer) &&
+        (text == CHAT_TEXT || n_images != 0))
+        rc = tn_fail(err, TN_ERR_INVALID,
+                     "the prompt's log-probabilities and a prefill without an answer are for "
+                     "single-turn requests without images");
+    if (rc == TN_OK && g->prompt_logprobs &&
+        (g->prompt_top < 0 || g->prompt_top > TN_TOP_LOGPROBS_MAX))
+        rc = tn_fail(err, TN_ERR_INVALID, "prompt_top is %d; expected 0 to %d", g->prompt_top,
+                     TN_TOP_LOGPROBS_MAX);
     return rc;
 }
 

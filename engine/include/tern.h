@@ -889,6 +889,16 @@ typedef void (*tn_session_warn_cb)(const tn_error *warning, void *user);
 #define TN_SESSION_MAX_STOP 8
 
 /* What one request generates. */
+/* One prompt token's log-probability (tn_gen_params.prompt_logprobs):
+ * index in the request, the token, its log-probability and the n_top most
+ * likely tokens at that position (valid during the call only). */
+typedef void (*tn_prompt_logprob_cb)(int32_t index, int32_t token, float logprob,
+                                     const struct tn_token_logprob *top, int32_t n_top,
+                                     void *user);
+/* Logits a scoring prefill holds at once (floats): rows per step =
+ * this / n_vocab, at least 1, at most 64 (32 rows of Gemma's 262,144). */
+#define TN_PROMPT_LOGITS_FLOATS (8 * 1024 * 1024)
+
 typedef struct tn_gen_params {
     tn_sampler_params sampler; /* re-seeded for every request */
     int32_t max_tokens;        /* <= 0: until the context is full */
@@ -929,6 +939,23 @@ typedef struct tn_gen_params {
     int constrain;
     /* TN_CONSTRAIN_JSON_SCHEMA's schema; only needs to outlive the call. */
     const tn_json_schema *schema;
+    /* The prompt's log-probabilities (completions' echo with logprobs, for
+     * scorers such as lm-eval): when set, a single-turn request (tokens or
+     * text, no images) calls it for each of its tokens i = 1 .. n-1 (the
+     * rendered request's tokens after the pin) with the log-probability of
+     * token i after the pin and tokens 0 .. i-1, and the prompt_top most
+     * likely tokens there (tn_logprobs). Token 0 gets none, with a pin or
+     * without (OpenAI's null). The rows come from the request's own prefill,
+     * a few rows of logits at a time (TN_PROMPT_LOGITS_FLOATS), never the
+     * whole prompt's; the numbers are those of a one-token-at-a-time decode
+     * of the same tokens (batch invariance), with speculation or without.
+     * Refused (TN_ERR_INVALID) for conversations and images. NULL: off. */
+    tn_prompt_logprob_cb prompt_logprobs;
+    void *prompt_logprobs_user;
+    int32_t prompt_top; /* 0 .. TN_TOP_LOGPROBS_MAX */
+    /* Prefill only, no answer (completions' max_tokens 0): stop reason
+     * TN_STOP_LIMIT, nothing generated. With prompt_logprobs, the scores. */
+    bool no_answer;
 } tn_gen_params;
 
 enum { TN_CONSTRAIN_NONE = 0, TN_CONSTRAIN_JSON_OBJECT = 1, TN_CONSTRAIN_JSON_SCHEMA = 2 };
