@@ -503,12 +503,17 @@ static bool parse_gen(JsonObject *o, job *j, const char **param, char **why) {
         has_max = member_number(o, max_name, &v, &bad);
     }
     if (has_max) {
-        if (v < 1 || v > INT32_MAX || !whole(v)) {
+        /* 0 on completions: the prompt alone, scored with echo and logprobs
+         * (what OpenAI's legacy completions took and harnesses send). */
+        const int least = j->kind == JOB_COMPLETION ? 0 : 1;
+        if (v < least || v > INT32_MAX || !whole(v)) {
             *param = max_name;
-            *why = g_strdup_printf("%s must be a whole number from 1 to %d", max_name, INT32_MAX);
+            *why = g_strdup_printf("%s must be a whole number from %d to %d", max_name, least,
+                                   INT32_MAX);
             return false;
         }
         g->max_tokens = (int32_t)v;
+        g->no_answer = v == 0;
     }
     if (member_number(o, "n", &v, &bad) && v != 1) {
         *param = "n";
@@ -926,32 +931,79 @@ bool tern_request_parse_chat(JsonObject *o, job *j, const char **param, char **w
     return true;
 }
 
+/* A prompt given as token ids ([1, 2, 3], what lm-eval sends with
+ * tokenized_requests): each a whole number inside the vocabulary (the
+ * server's model's; any int32 where there is none, as in the fuzzer). */
+static bool parse_prompt_ids(JsonArray *a, const char *where, job *j, char **why) {
+    const guint n = json_array_get_length(a);
+    const int32_t n_vocab =
+        j->server && j->server->model ? tn_model_n_vocab(j->server->model) : INT32_MAX;
+    j->prompt_ids = g_new(int32_t, n);
+    for (guint i = 0; i < n; i++) {
+        JsonNode *e = json_array_get_element(a, i);
+        const bool number = JSON_NODE_HOLDS_VALUE(e) &&
+                            (json_node_get_value_type(e) == G_TYPE_INT64 ||
+                             json_node_get_value_type(e) == G_TYPE_DOUBLE);
+        const double v = number ? json_node_get_double(e) : -1;
+        if (!number || !isfinite(v) || !whole(v) || v < 0 || v >= (double)n_vocab) {
+            *why = g_strdup_printf("%s[%u] must be a token id from 0 to %d (a whole number "
+                                   "inside the vocabulary)",
+                                   where, i, n_vocab - 1);
+            return false;
+        }
+        j->prompt_ids[i] = (int32_t)v;
+    }
+    j->n_prompt_ids = (int32_t)n;
+    return true;
+}
+
 bool tern_request_parse_completion(JsonObject *o, job *j, const char **param, char **why) {
     JsonNode *p = json_object_get_member(o, "prompt");
-    if (p && JSON_NODE_HOLDS_ARRAY(p) && json_array_get_length(json_node_get_array(p)) == 1)
-        p = json_array_get_element(json_node_get_array(p), 0);
-    if (!p || !JSON_NODE_HOLDS_VALUE(p) || json_node_get_value_type(p) != G_TYPE_STRING) {
-        *param = "prompt";
-        *why = g_strdup("prompt must be a string (or an array of one string)");
-        return false;
+    bool unwrapped = false;
+    /* OpenAI's forms: a string, an array of one string, token ids, an array
+     * of one list of token ids. Several prompts in one request are refused:
+     * the worker answers one prompt per request (docs/SERVER.md). */
+    if (p && JSON_NODE_HOLDS_ARRAY(p) && json_array_get_length(json_node_get_array(p)) == 1) {
+        JsonNode *only = json_array_get_element(json_node_get_array(p), 0);
+        if (JSON_NODE_HOLDS_ARRAY(only) ||
+            (JSON_NODE_HOLDS_VALUE(only) && json_node_get_value_type(only) == G_TYPE_STRING))
+            p = only, unwrapped = true;
     }
-    j->prompt = g_strdup(json_node_get_string(p));
+    if (p && JSON_NODE_HOLDS_ARRAY(p)) {
+        JsonArray *a = json_node_get_array(p);
+        JsonNode *first = json_array_get_length(a) ? json_array_get_element(a, 0) : NULL;
+        if (first && !unwrapped && (JSON_NODE_HOLDS_ARRAY(first) ||
+                      (JSON_NODE_HOLDS_VALUE(first) &&
+                       json_node_get_value_type(first) == G_TYPE_STRING))) {
+            *param = "prompt";
+            *why = g_strdup_printf("prompt holds %u prompts; this server answers one prompt per "
+                                   "request: send them one by one",
+                                   json_array_get_length(a));
+            return false;
+        }
+        if (!first) {
+            *param = "prompt";
+            *why = g_strdup("the prompt is empty");
+            return false;
+        }
+        if (!parse_prompt_ids(a, unwrapped ? "prompt[0]" : "prompt", j, why)) {
+            *param = "prompt";
+            return false;
+        }
+    } else if (!p || !JSON_NODE_HOLDS_VALUE(p) || json_node_get_value_type(p) != G_TYPE_STRING) {
+        *param = "prompt";
+        *why = g_strdup("prompt must be a string, an array of token ids, or an array of one of "
+                        "these");
+        return false;
+    } else {
+        j->prompt = g_strdup(json_node_get_string(p));
+    }
     j->pin_key = g_strdup("r");
     j->single_turn = true;
     if (!parse_gen(o, j, param, why))
         return false;
     const char *bad = NULL;
     j->echo = tern_request_member_bool(o, "echo", false, &bad);
-    /* OpenAI lists the prompt's tokens first when echo and logprobs come
-     * together, and scorers (lm-eval's loglikelihood) read those entries:
-     * an answer that only had the generated tokens' was read as a prompt
-     * scored 0, silently. Refused until the prompt's entries exist. */
-    if (!bad && j->echo && j->logprobs >= 0) {
-        *param = "echo";
-        *why = g_strdup("echo with logprobs (the prompt's log-probabilities) is not supported "
-                        "yet: ask without echo for the answer's");
-        return false;
-    }
     double v;
     if (member_number(o, "best_of", &v, &bad) && v != 1) {
         *param = "best_of";
@@ -977,6 +1029,7 @@ void tern_request_clear(job *j) {
     g_free(j->system);
     g_free(j->user);
     g_free(j->prompt);
+    g_free(j->prompt_ids);
     for (int i = 0; i < j->n_messages; i++) {
         tn_session_message *m = &j->messages[i];
         g_free((char *)m->role);

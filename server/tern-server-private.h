@@ -56,6 +56,7 @@ typedef struct job_logprob {
      * does not hold (tn_session_token_dropped: a control token's text; an
      * answer keeps every leading space); text_offset skips them. */
     int trimmed;
+    bool none; /* the prompt's first token: null logprob and top_logprobs */
     tn_token_logprob top[TN_TOP_LOGPROBS_MAX];
 } job_logprob;
 
@@ -73,7 +74,9 @@ typedef struct job {
     char *pin_key;                /* which pinned session answers it (see slot_acquire) */
     char *system;                 /* the system message; NULL: none */
     char *user;                   /* single-turn: the only user message */
-    char *prompt;                 /* completions: the raw prompt */
+    char *prompt;                 /* completions: the raw prompt (NULL: prompt_ids) */
+    int32_t *prompt_ids;          /* completions: the prompt as token ids */
+    int32_t n_prompt_ids;
     bool echo;                    /* completions: the prompt comes first in the answer */
     tn_session_message *messages; /* a conversation: roles and contents */
     int n_messages;
@@ -140,6 +143,10 @@ typedef struct job {
     GArray *lp_ready;
     GArray *lp_out;
     glong lp_offset;        /* completions streamed: text_offset of the next token */
+    /* worker, echo with logprobs: the prompt's detokenizer, which says what
+     * the echoed text leaves out of each prompt token (see run_completion) */
+    tn_detok_stream lp_prompt;
+    bool lp_prompt_ids;     /* the prompt came as ids: its echo is their text */
 
     /* Filled by the worker when it is done. */
     int rc;

@@ -352,6 +352,51 @@ static int slot_acquire(tern_server *srv, job *j, pin_slot **out, double *pin_ms
     return TN_OK;
 }
 
+/* A prompt token's trimmed characters (job_logprob.trimmed), as the
+ * engine's detokenizer reports them for a text that starts with the prompt
+ * (docs/TOKENIZER.md, "The leading space"): before the text starts, a BOS
+ * the tokenizer added and the leading space SentencePiece prepends. After
+ * it, a prompt sent as ids is echoed as their text, which leaves control
+ * tokens out; a prompt sent as text is echoed as sent, control tokens
+ * written in it included. */
+static int prompt_token_trimmed(job *j, int32_t token) {
+    const bool started = j->lp_prompt.started;
+    tn_buf scratch = {0};
+    if (tn_detok_stream_push(&j->lp_prompt, token, &scratch, NULL) != TN_OK) {
+        tn_buf_free(&scratch);
+        return 0;
+    }
+    tn_buf_free(&scratch);
+    if (started && !j->lp_prompt_ids)
+        return 0;
+    const tn_tokenizer *tok = tn_model_tokenizer(j->server->model);
+    size_t len = 0;
+    const char *p = tok ? tn_token_piece(tok, token, &len) : NULL;
+    const size_t dropped = j->lp_prompt.dropped;
+    return p ? (int)token_chars(p, dropped < len ? dropped : len) : 0;
+}
+
+/* The echoed prompt with its log-probabilities: the entries wait in
+ * lp_held, and the last one releases them with the prompt's text, so that
+ * a stream's first chunk carries the prompt and its entries together. */
+typedef struct prompt_scores {
+    job *j;
+    const char *text;
+    int32_t n;
+} prompt_scores;
+
+static void on_prompt_logprob(int32_t index, int32_t token, float logprob,
+                              const tn_token_logprob *top, int32_t n_top, void *user) {
+    prompt_scores *ps = user;
+    job *j = ps->j;
+    job_logprob e = {.token = token, .logprob = logprob, .n_top = n_top};
+    memcpy(e.top, top, (size_t)n_top * sizeof *top);
+    e.trimmed = prompt_token_trimmed(j, token);
+    g_array_append_val(j->lp_held, e);
+    if (index == ps->n - 1)
+        job_emit(j, ps->text);
+}
+
 static int run_completion(tern_server *srv, job *j, tn_session *session) {
     const tn_tokenizer *tok = tn_model_tokenizer(srv->model);
     if (!tok) {
@@ -360,47 +405,73 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
                    why && *why ? why : "none loaded");
         return TN_ERR_UNSUPPORTED;
     }
-    /* A prompt that cannot fit, refused from its length before it is
-     * encoded (as the session does with messages, docs/SESSION.md): a
-     * body at the cap took seconds to encode only to be refused. */
-    const size_t len = strlen(j->prompt);
-    const size_t at_least = tn_tokenizer_min_tokens(tok, len) + (tn_tokenizer_add_bos(tok) ? 1 : 0);
-    const int32_t n_pin = tn_session_pin_info(session).n_pin;
-    const int32_t room = tn_session_n_ctx(session) - n_pin;
-    if (at_least > (size_t)(room > 0 ? room : 0)) {
-        if (n_pin > 0)
-            g_snprintf(j->err.message, sizeof j->err.message,
-                       "the prompt is %zu bytes, at least %zu tokens; %d are free after the "
-                       "%d-token system prompt",
-                       len, at_least, room, n_pin);
-        else
-            g_snprintf(j->err.message, sizeof j->err.message,
-                       "the prompt is %zu bytes, at least %zu tokens; the context holds %d", len,
-                       at_least, room);
-        return TN_ERR_OVERFLOW;
-    }
-    /* A raw continuation: BOS when the vocabulary wants one, control tokens
-     * in the prompt recognised (what llama.cpp's server does too). */
     tn_tokens t = {0};
-    int rc = tn_tokenize(tok, j->prompt, len, TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &t,
-                         &j->err);
-    /* Only here does "" meet a vocabulary without BOS: the answer names the
-     * member, as a refusal while parsing does. */
-    if (rc == TN_OK && t.n == 0) {
-        g_snprintf(j->err.message, sizeof j->err.message, "the prompt is empty");
-        rc = TN_ERR_INVALID;
-    }
-    if (rc == TN_ERR_INVALID)
-        j->err_param = "prompt";
-    if (rc == TN_OK) {
-        if (j->echo) {
-            j->lp_offset = g_utf8_strlen(j->prompt, -1); /* text_offset counts it */
-            job_emit(j, j->prompt);
+    int rc = TN_OK;
+    if (j->prompt) {
+        /* A prompt that cannot fit, refused from its length before it is
+         * encoded (as the session does with messages, docs/SESSION.md): a
+         * body at the cap took seconds to encode only to be refused. */
+        const size_t len = strlen(j->prompt);
+        const size_t at_least =
+            tn_tokenizer_min_tokens(tok, len) + (tn_tokenizer_add_bos(tok) ? 1 : 0);
+        const int32_t n_pin = tn_session_pin_info(session).n_pin;
+        const int32_t room = tn_session_n_ctx(session) - n_pin;
+        if (at_least > (size_t)(room > 0 ? room : 0)) {
+            if (n_pin > 0)
+                g_snprintf(j->err.message, sizeof j->err.message,
+                           "the prompt is %zu bytes, at least %zu tokens; %d are free after the "
+                           "%d-token system prompt",
+                           len, at_least, room, n_pin);
+            else
+                g_snprintf(j->err.message, sizeof j->err.message,
+                           "the prompt is %zu bytes, at least %zu tokens; the context holds %d",
+                           len, at_least, room);
+            return TN_ERR_OVERFLOW;
         }
-        const tn_prompt prompt = {
-            .kind = TN_PROMPT_TOKENS, .tokens = t.ids, .n_tokens = (int32_t)t.n};
-        rc = tn_session_run(session, &prompt, &j->gen, on_token, j, &j->stats, &j->err);
+        /* A raw continuation: BOS when the vocabulary wants one, control
+         * tokens in the prompt recognised (what llama.cpp's server does too). */
+        rc = tn_tokenize(tok, j->prompt, len, TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &t,
+                         &j->err);
+        /* Only here does "" meet a vocabulary without BOS: the answer names
+         * the member, as a refusal while parsing does. */
+        if (rc == TN_OK && t.n == 0) {
+            g_snprintf(j->err.message, sizeof j->err.message, "the prompt is empty");
+            rc = TN_ERR_INVALID;
+        }
+        if (rc == TN_ERR_INVALID)
+            j->err_param = "prompt";
     }
+    /* Token ids are the prompt as sent: no BOS added; the echo is their text. */
+    const int32_t *ids = j->prompt ? t.ids : j->prompt_ids;
+    const int32_t n = j->prompt ? (int32_t)t.n : j->n_prompt_ids;
+    tn_buf echo = {0};
+    if (rc == TN_OK && j->echo && !j->prompt)
+        rc = tn_detokenize(tok, ids, (size_t)n, 0, &echo, &j->err);
+    const char *echo_text = j->prompt ? j->prompt : echo.data ? echo.data : "";
+    prompt_scores ps = {j, echo_text, n};
+    tn_gen_params gen = j->gen;
+    if (rc == TN_OK && j->echo && j->logprobs >= 0) {
+        /* The first token has no row before it: OpenAI's null. */
+        job_logprob first = {.token = ids[0], .none = true};
+        j->lp_offset = 0;
+        tn_detok_stream_init(&j->lp_prompt, tok, 0);
+        j->lp_prompt_ids = !j->prompt;
+        first.trimmed = prompt_token_trimmed(j, ids[0]);
+        g_array_append_val(j->lp_held, first);
+        if (n == 1)
+            job_emit(j, echo_text);
+        gen.prompt_logprobs = on_prompt_logprob;
+        gen.prompt_logprobs_user = &ps;
+        gen.prompt_top = j->logprobs;
+    } else if (rc == TN_OK && j->echo) {
+        j->lp_offset = g_utf8_strlen(echo_text, -1); /* text_offset counts it */
+        job_emit(j, echo_text);
+    }
+    if (rc == TN_OK) {
+        const tn_prompt prompt = {.kind = TN_PROMPT_TOKENS, .tokens = ids, .n_tokens = n};
+        rc = tn_session_run(session, &prompt, &gen, on_token, j, &j->stats, &j->err);
+    }
+    tn_buf_free(&echo);
     tn_tokens_free(&t);
     return rc;
 }
@@ -737,13 +808,20 @@ static void builder_logprobs(JsonBuilder *b, const job *j, const job_logprob *e,
     json_builder_begin_array(b);
     for (guint i = 0; i < n; i++) {
         const float lp = e[i].logprob;
-        json_builder_add_double_value(
-            b, isfinite(lp) && lp > LOGPROB_FLOOR ? (double)lp : LOGPROB_FLOOR);
+        if (e[i].none)
+            json_builder_add_null_value(b);
+        else
+            json_builder_add_double_value(
+                b, isfinite(lp) && lp > LOGPROB_FLOOR ? (double)lp : LOGPROB_FLOOR);
     }
     json_builder_end_array(b);
     json_builder_set_member_name(b, "top_logprobs");
     json_builder_begin_array(b);
     for (guint i = 0; i < n; i++) {
+        if (e[i].none) {
+            json_builder_add_null_value(b);
+            continue;
+        }
         json_builder_begin_object(b);
         for (int k = 0; k < e[i].n_top; k++) {
             char *text = token_string(j, e[i].top[k].token, &bytes, &len);

@@ -112,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             PROMISE((j.n_tools > 0) == (j.gen.n_tools > 0));
             PROMISE(j.gen.tools == (j.n_tools > 0 ? j.tools : NULL));
         } else {
-            PROMISE(j.prompt != NULL && j.n_messages == 0);
+            PROMISE((j.prompt != NULL) != (j.prompt_ids != NULL) && j.n_messages == 0);
         }
     }
     g_free(why);

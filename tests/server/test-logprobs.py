@@ -14,7 +14,7 @@
 - Tools: a call's marker that turns out to be no call brings its entries,
   streamed and not.
 - Completions: "logprobs": N gives tokens, token_logprobs, top_logprobs
-  (dicts of N) and text_offset; echo with logprobs refused (no prompt entries).
+  (dicts of N) and text_offset (echo with logprobs: test-echo.py).
 - Refusals: 400s naming logprobs or top_logprobs.
 
 A tiny random-weight Qwen3-architecture model with the real Qwen3 vocabulary."""
@@ -266,10 +266,6 @@ refusals = [
     ("completions", {"logprobs": True}, "logprobs"),
     ("completions", {"logprobs": 2.5}, "logprobs"),
     ("completions", {"logprobs": "2"}, "logprobs"),
-    # the prompt's entries (first in OpenAI's answer) do not exist yet: an
-    # answer without them was scored as an empty prompt by lm-eval
-    ("completions", {"logprobs": 0, "echo": True}, "echo"),
-    ("completions", {"logprobs": 1, "echo": True, "max_tokens": 1}, "echo"),
 ]
 for kind, extra, param in refusals:
     if kind == "chat":
