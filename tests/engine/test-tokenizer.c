@@ -230,6 +230,171 @@ static void check_robust(const char *name, const tn_tokenizer *tok, const char *
     tn_tokens_free(&t);
 }
 
+/* The merges as a scalar reference: after every merge, scan every pair of
+ * neighbours for the best (byte-level BPE: the lowest merge rank;
+ * SentencePiece: the merged token with the highest score), the leftmost on
+ * ties, as tokenizer.c did before its heap. Quadratic, so only for words of a
+ * few KB; it checks that the heap's order and its dropping of stale
+ * candidates give the same ids on long words, which the vectors (short
+ * texts) cannot. Its input is the tokenizer's own output, respelled as the
+ * vocabulary's characters: merges depend on those characters only, so
+ * normalization and pre-tokenization stay out of the comparison. */
+typedef struct ref_sym {
+    char *text;
+    size_t len;
+} ref_sym;
+
+static void check_reference_merges(const char *name, const tn_tokenizer *tok, const tn_gguf *g) {
+    const char *model = NULL;
+    const tn_gguf_value *mv = tn_gguf_find(g, "tokenizer.ggml.model");
+    if (mv && mv->type == TN_GGUF_STRING)
+        model = mv->v.str.ptr;
+    const bool spm = model && !strncmp(model, "llama", 5);
+    const bool bpe = model && !strncmp(model, "gpt2", 4);
+    CHECKF(spm || bpe, "%s: merge reference: unexpected tokenizer model", name);
+    if (!spm && !bpe)
+        return;
+    const int32_t n_vocab = tn_tokenizer_n_vocab(tok);
+    tn_strmap by_text = {0}, merges = {0};
+    CHECK(tn_strmap_init(&by_text, (size_t)n_vocab));
+    for (int32_t id = 0; id < n_vocab; id++) {
+        size_t l;
+        const char *t = tn_token_text(tok, id, &l);
+        tn_strmap_put(&by_text, t, l, id);
+    }
+    const tn_gguf_value *scores = tn_gguf_find(g, "tokenizer.ggml.scores");
+    const tn_gguf_value *mlist = tn_gguf_find(g, "tokenizer.ggml.merges");
+    if (spm) {
+        CHECK(scores && scores->type == TN_GGUF_ARRAY && scores->v.arr.type == TN_GGUF_F32 &&
+              scores->v.arr.n == (uint64_t)n_vocab);
+    } else {
+        CHECK(mlist && mlist->type == TN_GGUF_ARRAY && mlist->v.arr.type == TN_GGUF_STRING);
+        CHECK(tn_strmap_init(&merges, mlist->v.arr.n));
+        for (uint64_t r = 0; r < mlist->v.arr.n; r++)
+            tn_strmap_put(&merges, mlist->v.arr.items[r].v.str.ptr, mlist->v.arr.items[r].v.str.len,
+                          (int32_t)r);
+    }
+
+    enum { WORD = 3000 };
+    static const char *const kinds[] = {"random letters", "one letter", "xq", "deep"};
+    uint64_t rng = 7;
+    char word[WORD + 1];
+    ref_sym *syms = malloc(4 * WORD * sizeof *syms);
+    int32_t *ref_ids = malloc(4 * WORD * sizeof *ref_ids);
+    char *pair = malloc(4096);
+    int compared = 0;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        for (size_t i = 0; i < WORD; i++) {
+            if (k == 0)
+                word[i] = (char)('a' + tn_test_rand(&rng) % 26);
+            else if (k == 1)
+                word[i] = 'a';
+            else if (k == 2)
+                word[i] = "xq"[i % 2];
+            else /* runs that merge several levels deep, then a break */
+                word[i] = "abcdefgh"[(i / 3) % 8];
+        }
+        word[WORD] = '\0';
+        tn_tokens t = {0};
+        tn_error err = {0};
+        CHECK(tn_tokenize(tok, word, WORD, 0, &t, &err) == TN_OK);
+        /* Respell the output as the vocabulary's characters. */
+        size_t n = 0;
+        bool usable = true;
+        for (size_t i = 0; i < t.n && usable; i++) {
+            if (tn_token_type_of(tok, t.ids[i]) != TN_TOKEN_TYPE_NORMAL) {
+                usable = false; /* byte fallback: its text is not its characters */
+                break;
+            }
+            size_t l;
+            const char *p = tn_token_text(tok, t.ids[i], &l);
+            for (size_t o = 0; o < l;) {
+                size_t adv;
+                tn_utf8_decode(p + o, l - o, &adv);
+                syms[n].text = malloc(l + 1);
+                memcpy(syms[n].text, p + o, adv);
+                syms[n].len = adv;
+                n++;
+                o += adv;
+            }
+        }
+        CHECKF(usable, "%s: merge reference: %s: a byte token in the output", name, kinds[k]);
+        for (size_t i = 0; usable && i < n; i++)
+            usable = tn_strmap_get(&by_text, syms[i].text, syms[i].len) >= 0;
+        CHECKF(usable, "%s: merge reference: %s: a character without a token", name, kinds[k]);
+        while (usable) {
+            size_t best = SIZE_MAX;
+            float best_score = 0;
+            int32_t best_rank = INT32_MAX;
+            for (size_t i = 0; i + 1 < n; i++) {
+                size_t la = syms[i].len, lb = syms[i + 1].len;
+                if (la + lb + 1 > 4096)
+                    continue;
+                memcpy(pair, syms[i].text, la);
+                if (spm) {
+                    memcpy(pair + la, syms[i + 1].text, lb);
+                    int32_t id = tn_strmap_get(&by_text, pair, la + lb);
+                    int ty = id >= 0 ? tn_token_type_of(tok, id) : -1;
+                    if (ty != TN_TOKEN_TYPE_NORMAL && ty != TN_TOKEN_TYPE_USER_DEFINED &&
+                        ty != TN_TOKEN_TYPE_UNDEFINED)
+                        continue;
+                    float sc;
+                    memcpy(&sc, scores->v.arr.data + 4 * (size_t)id, sizeof sc);
+                    if (best == SIZE_MAX || sc > best_score) {
+                        best = i;
+                        best_score = sc;
+                    }
+                } else {
+                    pair[la] = ' ';
+                    memcpy(pair + la + 1, syms[i + 1].text, lb);
+                    int32_t r = tn_strmap_get(&merges, pair, la + 1 + lb);
+                    if (r >= 0 && r < best_rank) {
+                        best = i;
+                        best_rank = r;
+                    }
+                }
+            }
+            if (best == SIZE_MAX)
+                break;
+            ref_sym *a = &syms[best], *b = &syms[best + 1];
+            char *m = malloc(a->len + b->len + 1);
+            memcpy(m, a->text, a->len);
+            memcpy(m + a->len, b->text, b->len);
+            free(a->text);
+            free(b->text);
+            a->text = m;
+            a->len += b->len;
+            memmove(b, b + 1, (n - best - 2) * sizeof *syms);
+            n--;
+        }
+        bool same = usable && n == t.n;
+        for (size_t i = 0; usable && i < n; i++) {
+            ref_ids[i] = tn_strmap_get(&by_text, syms[i].text, syms[i].len);
+            if (same && ref_ids[i] != t.ids[i]) {
+                fprintf(stderr, "  %s %s: token %zu is %d, the reference says %d\n", name, kinds[k],
+                        i, t.ids[i], ref_ids[i]);
+                same = false;
+            }
+        }
+        if (usable && n != t.n)
+            fprintf(stderr, "  %s %s: %zu tokens, the reference gives %zu\n", name, kinds[k], t.n,
+                    n);
+        CHECKF(!usable || same, "%s: %s (%d bytes): merges differ from the scalar reference", name,
+               kinds[k], WORD);
+        compared += usable && same;
+        for (size_t i = 0; i < n; i++)
+            free(syms[i].text);
+        tn_tokens_free(&t);
+    }
+    fprintf(stderr, "%s: %d/%zu long words merge as the scalar reference does\n", name, compared,
+            sizeof kinds / sizeof kinds[0]);
+    free(pair);
+    free(ref_ids);
+    free(syms);
+    tn_strmap_free(&merges);
+    tn_strmap_free(&by_text);
+}
+
 static void check_hostile(const char *name, const tn_tokenizer *tok, const tn_json *cases,
                           bool big) {
     static const char invalid[] = "ab\xff\xfe c\x80\x80 \xc3\x28 \xe2\x82 z\xf0\x9f\x98";
@@ -1379,6 +1544,7 @@ int main(void) {
         /* The 10 MB run under the sanitizers takes a while: once for a
          * SentencePiece and once for a byte-level vocabulary. */
         check_hostile(v->name, tok, cases, !strcmp(v->name, "llama2") || !strcmp(v->name, "qwen3"));
+        check_reference_merges(v->name, tok, v->gguf);
         tn_tokenizer_free(v->tok);
         tn_gguf_close(v->gguf);
     }
@@ -1403,6 +1569,7 @@ int main(void) {
             check_stream_split(oss.name, tok);
             check_leading_space(oss.name, tok);
             check_hostile(oss.name, tok, oss_cases, false);
+            check_reference_merges(oss.name, tok, oss.gguf);
         }
         /* Padded as the published gpt-oss file is (201,088 rows, llama.cpp's
          * converter: "[PADn]", unused): the same ids for every text, the
