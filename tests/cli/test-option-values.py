@@ -188,9 +188,18 @@ try:
     if run(["serve", "--help"])[0] == 0:
         fifo = os.path.join(tmp, "pins.fifo")
         os.mkfifo(fifo)
+        # A symbolic link to itself and one to a path that cannot be made:
+        # there, and never a directory (each was taken, and every pinned
+        # request warned "Too many levels of symbolic links" or "No such
+        # file or directory").
+        loop = os.path.join(tmp, "pins.loop")
+        os.symlink("pins.loop", loop)
+        dangling = os.path.join(tmp, "pins.dangling")
+        os.symlink(os.path.join(tmp, "absent", "pins"), dangling)
         said = {}
         for cmd in (["serve"], ["run", "--single-turn"]):
-            for value in (text, fifo, "/dev/null", os.path.join(text, "pins"), ""):
+            for value in (text, fifo, "/dev/null", os.path.join(text, "pins"), loop,
+                          dangling, ""):
                 checks += 1
                 rc, out, err = run(cmd + ["-m", bad, "-p", "hi", "--pin-cache", value]
                                    if cmd[0] == "run" else
