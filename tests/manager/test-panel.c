@@ -1074,6 +1074,19 @@ test_failed_downloads (void)
   g_assert_cmpuint (count_texts (texts, "there is not enough free disk space"), >, 0);
   g_assert_cmpuint (count_texts (texts, "Download failed. Point at this row for the details."), ==, 0);
 
+  /* Resumed, the mark is gone: the row and the store no longer say the
+   * user stopped it while it runs again (the downloader rewrites the
+   * partial file's meta without it). */
+  finished = FALSE;
+  tern_model_manager_download (panel, "fgate:x");
+  WAIT_FOR (strstr (subtitle (panel, "fgate:x"), "stopped by you") == NULL);
+  g_test_message ("resumed: %s", subtitle (panel, "fgate:x"));
+  WAIT_FOR (!tern_model_store_get_download_stopped (store, tern_catalog_find_tag (catalog, "fgate:x")));
+  tern_model_manager_cancel (panel, "fgate:x");
+  spin (&finished);
+  spin_for (50);
+  g_assert_nonnull (strstr (subtitle (panel, "fgate:x"), "stopped by you"));
+
   g_signal_handlers_disconnect_by_func (dl, on_pull_finished_words, &words);
   g_free (words.seen);
   gtk_window_destroy (GTK_WINDOW (window));
