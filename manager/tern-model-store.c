@@ -1361,12 +1361,19 @@ tern_model_store_broken_file_sha256 (TernModelStore *self,
   return file != NULL && file->broken ? file->sha256 : NULL;
 }
 
-guint64
-tern_model_store_get_missing_bytes (TernModelStore       *self,
-                                    const TernCatalogTag *tag)
+/* Calls fn on each file of the tag's packages that are not installed
+ * (each package once), with its path in the store; stops at the first call
+ * that returns FALSE, and returns FALSE then. */
+static gboolean
+foreach_missing_file (TernModelStore        *self,
+                      const TernCatalogTag  *tag,
+                      gboolean             (*fn) (TernModelStore        *self,
+                                                    const TernCatalogPackage *package,
+                                                    const TernCatalogFile *file,
+                                                    const char            *path,
+                                                    gpointer               data),
+                      gpointer               data)
 {
-  guint64 total = 0;
-
   for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
     {
       const TernCatalogPackage *package = tag->packages[r];
@@ -1381,18 +1388,41 @@ tern_model_store_get_missing_bytes (TernModelStore       *self,
       for (guint i = 0; i < package->files->len; i++)
         {
           TernCatalogFile *file = package->files->pdata[i];
-          g_autofree char *path = NULL;
-          g_autofree char *partial = NULL;
-          guint64 have;
+          g_autofree char *path = tern_model_store_get_file_path (self, package->id, file->name);
 
-          if (tern_model_store_lookup_file (self, package->id, file->name, NULL, NULL))
-            continue;
-          path = tern_model_store_get_file_path (self, package->id, file->name);
-          partial = g_strconcat (path, TERN_PARTIAL_SUFFIX, NULL);
-          have = file_size_on_disk (partial);
-          total = tern_manager_add_size (total, file->size > have ? file->size - have : 0);
+          if (!fn (self, package, file, path, data))
+            return FALSE;
         }
     }
+  return TRUE;
+}
+
+static gboolean
+add_missing_bytes (TernModelStore           *self,
+                   const TernCatalogPackage *package,
+                   const TernCatalogFile    *file,
+                   const char               *path,
+                   gpointer                  data)
+{
+  guint64 *total = data;
+  g_autofree char *partial = NULL;
+  guint64 have;
+
+  if (tern_model_store_lookup_file (self, package->id, file->name, NULL, NULL))
+    return TRUE;
+  partial = g_strconcat (path, TERN_PARTIAL_SUFFIX, NULL);
+  have = file_size_on_disk (partial);
+  *total = tern_manager_add_size (*total, file->size > have ? file->size - have : 0);
+  return TRUE;
+}
+
+guint64
+tern_model_store_get_missing_bytes (TernModelStore       *self,
+                                    const TernCatalogTag *tag)
+{
+  guint64 total = 0;
+
+  foreach_missing_file (self, tag, add_missing_bytes, &total);
   return total;
 }
 
@@ -1434,35 +1464,38 @@ read_partial_meta (const char *path)
 /* Calls fn on the meta file of each partial download of the tag's
  * packages that are not installed (each package once); stops at the first
  * that returns FALSE, and returns FALSE then. */
+typedef struct
+{
+  gboolean (*fn) (const char *meta, gpointer data);
+  gpointer data;
+} PartialMetaWalk;
+
+static gboolean
+partial_meta_of (TernModelStore           *self,
+                 const TernCatalogPackage *package,
+                 const TernCatalogFile    *file,
+                 const char               *path,
+                 gpointer                  data)
+{
+  PartialMetaWalk *walk = data;
+  g_autofree char *partial = g_strconcat (path, TERN_PARTIAL_SUFFIX, NULL);
+  g_autofree char *meta = g_strconcat (path, TERN_PARTIAL_META_SUFFIX, NULL);
+
+  (void) self;
+  (void) package;
+  (void) file;
+  return file_size_on_disk (partial) == 0 || walk->fn (meta, walk->data);
+}
+
 static gboolean
 foreach_partial_meta (TernModelStore       *self,
                       const TernCatalogTag *tag,
                       gboolean            (*fn) (const char *meta, gpointer data),
                       gpointer              data)
 {
-  for (int r = 0; r < TERN_PACKAGE_N_ROLES; r++)
-    {
-      const TernCatalogPackage *package = tag->packages[r];
-      gboolean seen = FALSE;
+  PartialMetaWalk walk = { fn, data };
 
-      if (package == NULL)
-        continue;
-      for (int o = 0; o < r; o++)
-        seen |= tag->packages[o] == package;
-      if (seen || package_ok (self, package->id))
-        continue;
-      for (guint i = 0; i < package->files->len; i++)
-        {
-          TernCatalogFile *file = package->files->pdata[i];
-          g_autofree char *path = tern_model_store_get_file_path (self, package->id, file->name);
-          g_autofree char *partial = g_strconcat (path, TERN_PARTIAL_SUFFIX, NULL);
-          g_autofree char *meta = g_strconcat (path, TERN_PARTIAL_META_SUFFIX, NULL);
-
-          if (file_size_on_disk (partial) > 0 && !fn (meta, data))
-            return FALSE;
-        }
-    }
-  return TRUE;
+  return foreach_missing_file (self, tag, partial_meta_of, &walk);
 }
 
 /* FALSE (stop looking) at a meta file with the mark. */
