@@ -5,16 +5,19 @@ Environment (tests/meson.build): TERN_CLI, TERN_TEST_TMP, TERN_SOURCE_ROOT,
 TERN_VOCAB_DIR."""
 
 import atexit
+import base64
 import http.client
 import json
 import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 
 def cannot_run(why):
@@ -72,13 +75,50 @@ def make_model(tmp, name="tiny", vocab=None, arch="llama", extra=()):
     return path
 
 
-def real_vocab(family):
+def real_vocab(family, required=True):
     """The fetched tokenizer.json of a family (tools/fetch-vocab.sh), or the
-    test cannot run."""
+    test cannot run; not required: None where it is missing (a test that
+    runs its other parts without it)."""
     path = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), family, "tokenizer.json")
     if not os.path.isfile(path):
+        if not required:
+            return None
         cannot_run("no vocabulary at %s (tools/fetch-vocab.sh)" % path)
     return path
+
+
+def make_projector(tmp, model, arch, args, name, checks=None):
+    """A random-weight vision projector of architecture arch written by
+    mkmodel for model (--target), as tmp/name; args: its shape options.
+    Where mkmodel fails the test stops, or with checks, that is one failed
+    check and the test goes on."""
+    path = os.path.join(tmp, name)
+    r = subprocess.run([env("TERN_CLI"), "mkmodel", "--arch", arch, "--target", model]
+                       + list(args) + ["-o", path], capture_output=True, text=True)
+    what = "mkmodel %s: %s%s" % (arch, r.stdout, r.stderr[-300:])
+    if checks is not None:
+        checks.check(r.returncode == 0, what)
+    elif r.returncode != 0:
+        print("FAIL: " + what, file=sys.stderr)
+        sys.exit(1)
+    return path
+
+
+def png(w, h, row, declared=None):
+    """An 8-bit RGB PNG of w x h pixels, row(y) the 3 * w bytes of row y
+    (called in order); declared: the (width, height) its header says
+    instead. (A row at a time: the image tests time requests that make
+    800 x 800 pictures.)"""
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    raw = b"".join(b"\0" + row(y) for y in range(h))
+    dw, dh = declared or (w, h)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", dw, dh, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def data_uri(data, mime="image/png"):
+    return "data:%s;base64,%s" % (mime, base64.b64encode(data).decode())
 
 
 def token_ids(model, text):
@@ -89,6 +129,14 @@ def token_ids(model, text):
         print("FAIL: tokenize: " + r.stderr, file=sys.stderr)
         sys.exit(1)
     return [t["id"] if isinstance(t, dict) else t for t in json.loads(r.stdout)]
+
+
+def serve_refused(model, args, timeout=60):
+    """tern-cli serve -m MODEL --port 0 ARGS... for options it must refuse at
+    start: the finished process (returncode, stdout, stderr); a server that
+    starts instead is killed at the timeout (subprocess.TimeoutExpired)."""
+    return subprocess.run([env("TERN_CLI"), "serve", "-m", model, "--port", "0"] + list(args),
+                          capture_output=True, text=True, timeout=timeout)
 
 
 class Server:
@@ -176,10 +224,10 @@ def answer_complete(out):
     return False
 
 
-def raw_request(port, data, timeout=30):
-    """Sends bytes on a fresh connection, reads until the answer is complete
-    or the server closes it (or the timeout): (status or None, header text,
-    body bytes, seconds)."""
+def raw_exchange(port, data, timeout=30, done=None):
+    """Sends bytes on a fresh connection and reads until done(bytes read) is
+    true, or the server closes it (or the timeout): every answer to
+    pipelined requests, where done is None. (bytes read, seconds)."""
     t0 = time.time()
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     out = b""
@@ -190,19 +238,39 @@ def raw_request(port, data, timeout=30):
             if not b:
                 break
             out += b
-            if answer_complete(out):
+            if done and done(out):
                 break
     except OSError:  # timeout, reset, or a broken pipe while sending
         pass
     finally:
         s.close()
+    return out, time.time() - t0
+
+
+def raw_request(port, data, timeout=30):
+    """Sends bytes on a fresh connection, reads until the answer is complete
+    or the server closes it (or the timeout): (status or None, header text,
+    body bytes, seconds)."""
+    out, seconds = raw_exchange(port, data, timeout, answer_complete)
     head, _, body = out.partition(b"\r\n\r\n")
     status = None
     try:
         status = int(head.split(b" ", 2)[1])
     except (IndexError, ValueError):
         pass
-    return status, head.decode("latin-1"), body, time.time() - t0
+    return status, head.decode("latin-1"), body, seconds
+
+
+def drop_request(port, path, body, nbytes, timeout=30):
+    """POSTs body (JSON bytes) on a fresh connection, reads at most nbytes of
+    the answer and closes: a client that goes away mid-answer."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % (path.encode(), len(body)) + body)
+        s.recv(nbytes)
+    finally:
+        s.close()
 
 
 def sse_events(raw):
