@@ -20,9 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serverlib  # noqa: E402
 
 checks = serverlib.Checks()
-vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "qwen3", "tokenizer.json")
-if not os.path.isfile(vocab):
-    serverlib.cannot_run("no vocabulary at %s (tools/fetch-vocab.sh)" % vocab)
+vocab = serverlib.real_vocab("qwen3")
 
 tmp = serverlib.workdir("engine")
 model = serverlib.make_model(tmp, name="qwen3", vocab=vocab, arch="qwen3")
@@ -30,12 +28,7 @@ model = serverlib.make_model(tmp, name="qwen3", vocab=vocab, arch="qwen3")
 
 def n_text_tokens(text):
     """Tokens of text encoded as plain text (control tokens not matched)."""
-    r = subprocess.run([serverlib.env("TERN_CLI"), "tokenize", "-m", model, "--json", text],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        print("FAIL: tokenize: " + r.stderr, file=sys.stderr)
-        sys.exit(1)
-    return len(json.loads(r.stdout))
+    return len(serverlib.token_ids(model, text))
 
 
 srv = serverlib.Server(tmp, "engine", model)
