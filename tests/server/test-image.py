@@ -19,51 +19,36 @@ import base64
 import os
 import random
 import shutil
-import struct
 import subprocess
 import sys
 import threading
 import time
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serverlib  # noqa: E402
 
 checks = serverlib.Checks()
-vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "gemma3", "tokenizer.json")
-if not os.path.isfile(vocab):
-    serverlib.cannot_run("no Gemma 3 vocabulary at %s (tools/fetch-vocab.sh)" % vocab)
+vocab = serverlib.real_vocab("gemma3")
 
 tmp = serverlib.workdir("serve-image")
 model = serverlib.make_model(tmp, name="gemma", vocab=vocab, arch="gemma3")
 # 128 px in 2-px patches: Gemma 3's 64 x 64 patch grid (256 tokens) on a tiny tower.
-projector = os.path.join(tmp, "mmproj-gemma-f32.gguf")
-r = subprocess.run([serverlib.env("TERN_CLI"), "mkmodel", "--arch", "gemma3-vision", "--target",
-                    model, "--image-size", "128", "--patch", "2", "--embd", "32", "--ff", "64",
-                    "--layers", "1", "--heads", "2", "-o", projector],
-                   capture_output=True, text=True)
-if r.returncode != 0:
-    print("FAIL: mkmodel gemma3-vision: " + r.stdout + r.stderr, file=sys.stderr)
-    sys.exit(1)
+projector = serverlib.make_projector(tmp, model, "gemma3-vision",
+                                     ["--image-size", "128", "--patch", "2", "--embd", "32",
+                                      "--ff", "64", "--layers", "1", "--heads", "2"],
+                                     "mmproj-gemma-f32.gguf")
 
 
 def png(w, h, declared=None, seed=0, noisy=False):
-    dw, dh = declared or (w, h)
-
-    def chunk(t, d):
-        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
     if noisy:  # incompressible: cut in half, rows are missing
         rng = random.Random(seed)
-        raw = b"".join(b"\0" + bytes(rng.randrange(256) for _ in range(w * 3)) for _ in range(h))
-    else:
-        raw = b"".join(b"\0" + bytes((x * 7 + y * 3 + seed) % 256 for x in range(w * 3))
-                       for y in range(h))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", dw, dh, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+        return serverlib.png(w, h, lambda y: bytes(rng.randrange(256) for _ in range(w * 3)),
+                             declared)
+    return serverlib.png(w, h, lambda y: bytes((x * 7 + y * 3 + seed) % 256 for x in range(w * 3)),
+                         declared)
 
 
-def data_uri(data, mime="image/png"):
-    return "data:%s;base64,%s" % (mime, base64.b64encode(data).decode())
+data_uri = serverlib.data_uri
 
 
 photo = data_uri(png(60, 40))
@@ -388,14 +373,11 @@ checks.check(plain.stop() == 0, "the plain server stops cleanly")
 
 # A projector for a model whose vocabulary has no image markers: refused at start.
 llama = serverlib.make_model(plain_dir, name="llama")
-r = subprocess.run([serverlib.env("TERN_CLI"), "serve", "-m", llama, "--port", "0",
-                    "--mmproj", projector], capture_output=True, text=True, timeout=60)
+r = serverlib.serve_refused(llama, ["--mmproj", projector])
 checks.check(r.returncode == 2 and "takes no images" in r.stderr,
              "--mmproj with a model that takes no images: exit 2 (%d: %s)"
              % (r.returncode, r.stderr[-300:]))
-r = subprocess.run([serverlib.env("TERN_CLI"), "serve", "-m", plain_model, "--port", "0",
-                    "--mmproj", os.path.join(tmp, "missing-mmproj.gguf")],
-                   capture_output=True, text=True, timeout=60)
+r = serverlib.serve_refused(plain_model, ["--mmproj", os.path.join(tmp, "missing-mmproj.gguf")])
 checks.check(r.returncode == 2 and "missing-mmproj.gguf" in r.stderr,
              "--mmproj naming a missing file: exit 2 naming it (%d: %s)"
              % (r.returncode, r.stderr[-300:]))
