@@ -17,45 +17,30 @@ tested, the Gemma 4 prompt layout is in tests/engine and tools/compare):
     still waiting to be encoded a 503 images_busy, and what a request held
     is given back."""
 
-import base64
 import os
-import struct
-import subprocess
 import sys
 import threading
 import time
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serverlib  # noqa: E402
 
 checks = serverlib.Checks()
-vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "gemma3", "tokenizer.json")
-if not os.path.isfile(vocab):
-    serverlib.cannot_run("no Gemma 3 vocabulary at %s (tools/fetch-vocab.sh)" % vocab)
+vocab = serverlib.real_vocab("gemma3")
 
 tmp = serverlib.workdir("serve-image-gemma4")
 model = serverlib.make_model(tmp, name="gemma", vocab=vocab, arch="gemma3")
-projector = os.path.join(tmp, "mmproj-gemma-g4.gguf")
-r = subprocess.run([serverlib.env("TERN_CLI"), "mkmodel", "--arch", "gemma4-vision", "--target",
-                    model, "--patch", "4", "--embd", "32", "--ff", "48", "--layers", "1",
-                    "--heads", "2", "--positions", "128", "-o", projector],
-                   capture_output=True, text=True)
-if r.returncode != 0:
-    print("FAIL: mkmodel gemma4-vision: " + r.stdout + r.stderr, file=sys.stderr)
-    sys.exit(1)
+projector = serverlib.make_projector(tmp, model, "gemma4-vision",
+                                     ["--patch", "4", "--embd", "32", "--ff", "48", "--layers",
+                                      "1", "--heads", "2", "--positions", "128"],
+                                     "mmproj-gemma-g4.gguf")
 
 
 def png(w, h, seed=0):
-    def chunk(t, d):
-        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
-    raw = b"".join(b"\0" + bytes((x * 7 + y * 3 + seed) % 256 for x in range(w * 3))
-                   for y in range(h))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return serverlib.png(w, h, lambda y: bytes((x * 7 + y * 3 + seed) % 256 for x in range(w * 3)))
 
 
-photo = "data:image/png;base64," + base64.b64encode(png(360, 240)).decode()
+photo = serverlib.data_uri(png(360, 240))
 
 
 def ask(srv, budget=None, single_turn=None):
@@ -118,7 +103,7 @@ del os.environ["TERN_SERVER_IMAGE_MEGAPIXELS"]
 def pictures_body(seeds):
     parts = [{"type": "text", "text": "Compare these."}]
     for sd in seeds:
-        url = "data:image/png;base64," + base64.b64encode(png(800, 800, sd)).decode()
+        url = serverlib.data_uri(png(800, 800, sd))
         parts.append({"type": "image_url", "image_url": {"url": url}})
     return {"model": "gemma", "messages": [{"role": "user", "content": parts}], "max_tokens": 1,
             "tern": {"image_tokens": 70}}
