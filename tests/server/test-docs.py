@@ -14,10 +14,8 @@ stream ending in [DONE]."""
 import json
 import os
 import re
-import struct
 import subprocess
 import sys
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serverlib  # noqa: E402
@@ -43,11 +41,8 @@ checks.check(len(image_blocks) >= 1 and len(vision_ids) == 1,
              "the image examples (%d) name one model: %s" % (len(image_blocks),
                                                              sorted(vision_ids)))
 
-vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "qwen3", "tokenizer.json")
-gemma_vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "gemma3", "tokenizer.json")
-for v in (vocab, gemma_vocab):
-    if not os.path.isfile(v):
-        serverlib.cannot_run("no vocabulary at %s (tools/fetch-vocab.sh)" % v)
+vocab = serverlib.real_vocab("qwen3")
+gemma_vocab = serverlib.real_vocab("gemma3")
 
 tmp = serverlib.workdir("docs")
 model = serverlib.make_model(tmp, name=model_id, vocab=vocab, arch="qwen3")
@@ -57,25 +52,16 @@ vision_dir = os.path.join(tmp, "vision")
 os.makedirs(vision_dir)
 vision_model = serverlib.make_model(vision_dir, name=vision_ids.pop() if vision_ids else "v",
                                     vocab=gemma_vocab, arch="gemma3")
-r = subprocess.run([serverlib.env("TERN_CLI"), "mkmodel", "--arch", "gemma3-vision", "--target",
-                    vision_model, "--image-size", "128", "--patch", "2", "--embd", "32", "--ff",
-                    "64", "--layers", "1", "--heads", "2", "-o",
-                    os.path.join(vision_dir, "mmproj-f32.gguf")], capture_output=True, text=True)
-checks.check(r.returncode == 0, "mkmodel gemma3-vision: " + r.stderr[-300:])
+serverlib.make_projector(vision_dir, vision_model, "gemma3-vision",
+                         ["--image-size", "128", "--patch", "2", "--embd", "32", "--ff", "64",
+                          "--layers", "1", "--heads", "2"], "mmproj-f32.gguf", checks=checks)
 vision_srv = serverlib.Server(tmp, "docs-vision", vision_model)
 photo_dir = os.path.join(tmp, "photos")
 os.makedirs(photo_dir)
 
 
-def png_chunk(t, d):
-    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
-
-
 with open(os.path.join(photo_dir, "photo.png"), "wb") as f:
-    raw = b"".join(b"\0" + bytes((x * 5 + y * 11) % 256 for x in range(3 * 80))
-                   for y in range(50))
-    f.write(b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 80, 50, 8, 2, 0, 0, 0))
-            + png_chunk(b"IDAT", zlib.compress(raw)) + png_chunk(b"IEND", b""))
+    f.write(serverlib.png(80, 50, lambda y: bytes((x * 5 + y * 11) % 256 for x in range(3 * 80))))
 
 for i, block in enumerate(blocks):
     checks.check("$TERN_URL" in block and "127.0.0.1" not in block and "localhost" not in block,
