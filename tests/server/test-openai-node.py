@@ -4,14 +4,11 @@ build directory) against tern-cli serve: models, chat and completions,
 streaming and not, usage, errors (404, 400, 401), an image part for a
 synthetic Gemma 3 with a projector. The checks are in openai-client.js."""
 
-import base64
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serverlib  # noqa: E402
@@ -46,9 +43,7 @@ if installed_version() != PACKAGE.split("@", 1)[1]:
     if r.returncode != 0 or not os.path.isfile(os.path.join(module, "package.json")):
         serverlib.cannot_run("npm install %s failed: %s" % (PACKAGE, (r.stdout + r.stderr)[-500:]))
 
-gemma_vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "gemma3", "tokenizer.json")
-if not os.path.isfile(gemma_vocab):
-    serverlib.cannot_run("no Gemma 3 vocabulary at %s (tools/fetch-vocab.sh)" % gemma_vocab)
+gemma_vocab = serverlib.real_vocab("gemma3")
 
 tmp = serverlib.workdir("openai")
 model = serverlib.make_model(tmp)
@@ -57,27 +52,17 @@ key_srv = serverlib.Server(tmp, "key", model, ["--api-key", "sekret-key"])
 vision_dir = os.path.join(tmp, "vision")
 os.makedirs(vision_dir)
 gemma = serverlib.make_model(vision_dir, name="gemma", vocab=gemma_vocab, arch="gemma3")
-r = subprocess.run([serverlib.env("TERN_CLI"), "mkmodel", "--arch", "gemma3-vision", "--target",
-                    gemma, "--image-size", "128", "--patch", "2", "--embd", "32", "--ff", "64",
-                    "--layers", "1", "--heads", "2", "-o",
-                    os.path.join(vision_dir, "mmproj-f32.gguf")], capture_output=True, text=True)
-if r.returncode != 0:
-    print("FAIL: mkmodel gemma3-vision: " + r.stderr, file=sys.stderr)
-    sys.exit(1)
+serverlib.make_projector(vision_dir, gemma, "gemma3-vision",
+                         ["--image-size", "128", "--patch", "2", "--embd", "32", "--ff", "64",
+                          "--layers", "1", "--heads", "2"], "mmproj-f32.gguf")
 vision_srv = serverlib.Server(tmp, "vision", gemma)
 
 
-def png_chunk(t, d):
-    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
-
-
-raw = b"".join(b"\0" + bytes((x * 3 + y * 13) % 256 for x in range(3 * 32)) for y in range(24))
-png = (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 32, 24, 8, 2, 0, 0, 0))
-       + png_chunk(b"IDAT", zlib.compress(raw)) + png_chunk(b"IEND", b""))
+png = serverlib.png(32, 24, lambda y: bytes((x * 3 + y * 13) % 256 for x in range(3 * 32)))
 e = dict(os.environ)
 e.update(OPENAI_MODULE=module, TERN_URL=open_srv.url, TERN_KEY_URL=key_srv.url,
          TERN_KEY="sekret-key", TERN_VISION_URL=vision_srv.url,
-         TERN_IMAGE_URI="data:image/png;base64," + base64.b64encode(png).decode())
+         TERN_IMAGE_URI=serverlib.data_uri(png))
 r = subprocess.run([node, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                        "openai-client.js")], env=e, timeout=300)
 codes = (open_srv.stop(), key_srv.stop(), vision_srv.stop())
