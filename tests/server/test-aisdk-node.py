@@ -43,9 +43,7 @@ if not all(installed(p) for p in PACKAGES):
         serverlib.cannot_run("npm install %s failed: %s"
                              % (" ".join(PACKAGES), (r.stdout + r.stderr)[-500:]))
 
-vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "qwen3", "tokenizer.json")
-if not os.path.isfile(vocab):
-    serverlib.cannot_run("no Qwen3 vocabulary at %s (tools/fetch-vocab.sh)" % vocab)
+vocab = serverlib.real_vocab("qwen3")
 
 tmp = serverlib.workdir("aisdk")
 model = serverlib.make_model(tmp, name="qwen3", vocab=vocab, arch="qwen3")
