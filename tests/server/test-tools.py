@@ -29,9 +29,7 @@ import serverlib  # noqa: E402
 
 checks = serverlib.Checks()
 check = checks.check
-vocab_dir = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "gemma3")
-if not os.path.isfile(os.path.join(vocab_dir, "tokenizer.json")):
-    serverlib.cannot_run("no Gemma 3 vocabulary in %s (tools/fetch-vocab.sh)" % vocab_dir)
+vocab_dir = os.path.dirname(serverlib.real_vocab("gemma3"))
 
 tmp = serverlib.workdir("serve-tools")
 g4 = os.path.join(tmp, "vocab-g4")
