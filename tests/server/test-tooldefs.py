@@ -26,9 +26,7 @@ import serverlib  # noqa: E402
 
 checks = serverlib.Checks()
 check = checks.check
-vocab_dir = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "qwen3")
-if not os.path.isfile(os.path.join(vocab_dir, "tokenizer.json")):
-    serverlib.cannot_run("no Qwen3 vocabulary in %s (tools/fetch-vocab.sh)" % vocab_dir)
+vocab = serverlib.real_vocab("qwen3")
 RECORDS = os.path.join(serverlib.env("TERN_SOURCE_ROOT"), "tests", "engine",
                        "qwen3-tool-records.h")
 
@@ -39,8 +37,7 @@ check(len(records) > 10 and len(records.get("server_tools", ([], ""))[0]) == 3 a
       "the records and their tools are read (%d)" % len(records))
 
 tmp = serverlib.workdir("serve-tooldefs")
-model = serverlib.make_model(tmp, name="q3tools",
-                             vocab=os.path.join(vocab_dir, "tokenizer.json"))
+model = serverlib.make_model(tmp, name="q3tools", vocab=vocab)
 srv = serverlib.Server(tmp, "tooldefs", model, ["-c", "2048"])
 
 
