@@ -366,35 +366,22 @@ checks.check(victim.stop() == 0, "stops cleanly after the truncated draft model'
 
 # The same for the vision projector (--mmproj): every image request failed
 # naming it, and /health said "ok". Needs the Gemma 3 vocabulary.
-vocab = os.path.join(os.environ.get("TERN_VOCAB_DIR", ""), "gemma3", "tokenizer.json")
-if os.path.isfile(vocab):
-    import base64  # noqa: E402
-    import subprocess  # noqa: E402
-    import struct  # noqa: E402
-    import zlib  # noqa: E402
+vocab = serverlib.real_vocab("gemma3", required=False)
+if vocab:
     gemma = serverlib.make_model(tmp, name="gemma", vocab=vocab, arch="gemma3")
-    projector = os.path.join(tmp, "mmproj-truncated-under-it.gguf")
-    r = subprocess.run([serverlib.env("TERN_CLI"), "mkmodel", "--arch", "gemma3-vision",
-                        "--target", gemma, "--image-size", "128", "--patch", "2", "--embd", "32",
-                        "--ff", "64", "--layers", "1", "--heads", "2", "-o", projector],
-                       capture_output=True, text=True)
-    checks.check(r.returncode == 0, "mkmodel gemma3-vision: " + r.stdout + r.stderr)
-
-    def chunk(t, d):
-        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    projector = serverlib.make_projector(
+        tmp, gemma, "gemma3-vision", ["--image-size", "128", "--patch", "2", "--embd", "32",
+                                      "--ff", "64", "--layers", "1", "--heads", "2"],
+        "mmproj-truncated-under-it.gguf", checks=checks)
 
     def image_body(seed):
         """A request with a 24 x 16 PNG; another seed, another picture (the
         server keeps the encodings of pictures it has seen)."""
-        raw = b"".join(b"\0" + bytes((x * 7 + y + seed) % 256 for x in range(24 * 3))
-                       for y in range(16))
-        image = (b"\x89PNG\r\n\x1a\n" +
-                 chunk(b"IHDR", struct.pack(">IIBBBBB", 24, 16, 8, 2, 0, 0, 0)) +
-                 chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+        image = serverlib.png(24, 16,
+                              lambda y: bytes((x * 7 + y + seed) % 256 for x in range(24 * 3)))
         return json.dumps({"max_tokens": 4, "messages": [{"role": "user", "content": [
             {"type": "text", "text": "what is it?"},
-            {"type": "image_url", "image_url": {
-                "url": "data:image/png;base64," + base64.b64encode(image).decode()}}]}]})
+            {"type": "image_url", "image_url": {"url": serverlib.data_uri(image)}}]}]})
     # LeakSanitizer stays on: the encoding the fault ends left a matrix
     # product's scratch behind (327,680 bytes, engine/vision.c: one thread
     # had no pool), which failed the clean stop checked below.
