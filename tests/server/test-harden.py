@@ -30,7 +30,6 @@ import json
 import os
 import re
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -192,18 +191,7 @@ for extra in ["Content-Length: %d\r\nTransfer-Encoding: chunked\r\n" % len(good)
             "application/json\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n"
             "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" %
             (extra, len(good), good)).encode()
-    sk = socket.create_connection(("127.0.0.1", port), timeout=10)
-    got = b""
-    try:
-        sk.sendall(data)
-        while True:
-            b = sk.recv(65536)
-            if not b:
-                break
-            got += b
-    except OSError:
-        pass
-    sk.close()
+    got, _ = serverlib.raw_exchange(port, data, timeout=10)
     statuses = [int(x) for x in re.findall(rb"HTTP/1\.1 (\d{3}) ", got)]
     check(statuses == [200, 400],
           "%s on a second request: 400, then closed (got %s)" %
@@ -216,22 +204,10 @@ for first in ["", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"]:
     for cl, want in [("999999999999999999", 413), ("-1", 400)]:
         if not first and cl != "999999999999999999":
             continue  # a first request's -1: above
-        sk = socket.create_connection(("127.0.0.1", port), timeout=10)
-        t0 = time.time()
-        got = b""
-        try:
-            sk.sendall(("%sPOST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                        "Content-Type: application/json\r\nContent-Length: %s\r\n\r\n{}" %
-                        (first, cl)).encode())
-            while True:
-                b = sk.recv(65536)
-                if not b:
-                    break
-                got += b
-        except OSError:
-            pass
-        sk.close()
-        dt = time.time() - t0
+        got, dt = serverlib.raw_exchange(
+            port, ("%sPOST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   "Content-Type: application/json\r\nContent-Length: %s\r\n\r\n{}" %
+                   (first, cl)).encode(), timeout=10)
         statuses = [int(x) for x in re.findall(rb"HTTP/1\.1 (\d{3}) ", got)]
         check(statuses == ([200] if first else []) + [want] and dt < 2,
               "Content-Length: %s%s: %d at once (got %s in %.1f s)" %
@@ -770,8 +746,7 @@ srv2.stop()
 
 # ------------------------------------------------------------ start-up options
 for key in [" ", "\t \n"]:
-    r = subprocess.run([serverlib.env("TERN_CLI"), "serve", "-m", model, "--port", "0",
-                        "--api-key", key], capture_output=True, text=True, timeout=60)
+    r = serverlib.serve_refused(model, ["--api-key", key])
     check(r.returncode != 0 and "api-key" in r.stderr,
           "--api-key %r refused at start (%s: %s)" % (key, r.returncode, r.stderr.strip()))
 
