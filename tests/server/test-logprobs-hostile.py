@@ -16,7 +16,6 @@ A tiny random-weight Qwen3-architecture model with the real Qwen3 vocabulary."""
 
 import json
 import os
-import socket
 import sys
 import threading
 import time
@@ -38,11 +37,7 @@ MESSAGES = [{"role": "user", "content": "Write something."}]
 
 def send(path, body_text):
     """(status, doc or None, raw) for a body given as JSON text."""
-    status, _, out = srv.request("POST", path, body_text.encode())
-    try:
-        doc = json.loads(out)
-    except ValueError:
-        doc = None
+    status, _, doc, out = srv.post(path, body_text.encode())
     return status, doc, out
 
 
@@ -118,11 +113,7 @@ for name, extra in [("n 2", {"n": 2}), ("n 128", {"n": 128}), ("tools", {"tools"
 body = json.dumps({"messages": MESSAGES, "max_tokens": 64, "stream": True, "logprobs": True,
                    "top_logprobs": 20}).encode()
 for i in range(20):
-    c = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
-    c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-    c.recv(100 + 50 * i)
-    c.close()
+    serverlib.drop_request(srv.port, "/v1/chat/completions", body, 100 + 50 * i, timeout=60)
 status, doc, raw = send("/v1/chat/completions", json.dumps(
     {"messages": MESSAGES, "max_tokens": 2, "logprobs": True, "top_logprobs": 2}))
 check(answer_ok(status, doc, raw, False), "answers after 20 dropped streams: %s %r" %
