@@ -15,7 +15,6 @@ A tiny random-weight Qwen3-architecture model with the real Qwen3 vocabulary."""
 
 import json
 import os
-import socket
 import sys
 import time
 
@@ -157,11 +156,7 @@ check(status in (200, 400) and time.time() - t0 < 60,
 req = json.dumps({"messages": MESSAGES, "max_tokens": 400, "stream": True,
                   "response_format": JSON, "temperature": 1, "seed": 3}).encode()
 for _ in range(3):
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
-    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-              b"\r\nContent-Length: %d\r\n\r\n" % len(req) + req)
-    s.recv(200)
-    s.close()
+    serverlib.drop_request(srv.port, "/v1/chat/completions", req, 200)
 status, doc, raw = post(response_format=JSON, max_tokens=5)
 check(status == 200, "after clients went away: 200 (got %s %r)" % (status, raw[:200]))
 
