@@ -24,7 +24,6 @@ so that what RSS cannot tell (a small leak per request) fails the clean stop."""
 
 import argparse
 import http.client
-import json
 import os
 import socket
 import struct
@@ -76,18 +75,11 @@ for i in range(args.requests):
             "messages": [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}]}
     if i % 4 == 3:
         body["stream"] = True
-    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
     try:
-        c.request("POST", "/v1/chat/completions", body=json.dumps(body),
-                  headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        r.read()
-        if r.status != 200:
+        if srv.request("POST", "/v1/chat/completions", body, timeout=60)[0] != 200:
             failed += 1
     except OSError:
         failed += 1
-    finally:
-        c.close()
     if i + 1 == args.warmup:
         rss_warm = rss_kb()
     if args.every and (i + 1) % args.every == 0:
@@ -111,21 +103,10 @@ for i in range(args.methods):
     if i == args.methods // 10:
         rss_before = rss_kb()  # after the buffers' first growth
     method = ("M%08d" % i).ljust(args.method_bytes, "A")
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
-    try:
-        s.sendall(("%s /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    answer, _ = serverlib.raw_exchange(
+        srv.port, ("%s /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
                    % method).encode())
-        answer = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            answer += chunk
-        refused += answer.startswith(b"HTTP/1.1 501 ")
-    except OSError:
-        pass
-    finally:
-        s.close()
+    refused += answer.startswith(b"HTTP/1.1 501 ")
 growth = (rss_kb() - (rss_before or rss_kb())) / 1024
 print("%d requests with methods of their own (%d bytes): RSS grew %.2f MiB over the last %d"
       % (args.methods, args.method_bytes, growth, args.methods - args.methods // 10))
