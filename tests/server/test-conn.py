@@ -312,8 +312,20 @@ copy = os.path.join(tmp, "truncated-under-it.gguf")
 shutil.copyfile(model, copy)
 os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":handle_sigbus=0"
 victim = serverlib.Server(tmp, "conn-sigbus", copy)
-status, _, out = victim.request("GET", "/health")
-checks.check(status == 200 and json.loads(out)["status"] == "ok",
+
+
+def health_of(server):
+    """/health's status, its JSON ({} where it is none) and its body."""
+    status, _, out = server.request("GET", "/health")
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        doc = {}
+    return status, doc if isinstance(doc, dict) else {}, out
+
+
+status, health, out = health_of(victim)
+checks.check(status == 200 and health.get("status") == "ok",
              "/health before the model is truncated: %s %s" % (status, out[:200]))
 os.truncate(copy, 4096)
 for attempt in range(2):
@@ -330,11 +342,7 @@ for attempt in range(2):
 # Every request fails from then on: /health said "ok" (200), and a health
 # checker (a load balancer, a container's check) kept sending them. Now it
 # is a 503 naming the file, for whoever restarts the server.
-status, _, out = victim.request("GET", "/health")
-try:
-    health = json.loads(out)
-except ValueError:
-    health = {}
+status, health, out = health_of(victim)
 checks.check(status == 503 and health.get("status") == "error" and
              "shrank while it was being read" in health.get("message", "") and
              copy in health.get("message", ""),
@@ -354,11 +362,7 @@ status, _, out = victim.request("POST", "/v1/completions",
                                 timeout=20)
 checks.check(status == 500 and draft in out.decode("utf-8", "replace"),
              "a draft model truncated under the server: %s %s" % (status, out[:300]))
-status, _, out = victim.request("GET", "/health")
-try:
-    health = json.loads(out)
-except ValueError:
-    health = {}
+status, health, out = health_of(victim)
 checks.check(status == 503 and health.get("status") == "error" and
              draft in health.get("message", ""),
              "/health after the draft model's weights are gone: %s %s" % (status, out[:300]))
@@ -392,11 +396,7 @@ if vocab:
     status, _, out = victim.request("POST", "/v1/chat/completions", image_body(1), timeout=60)
     checks.check(status == 500 and projector in out.decode("utf-8", "replace"),
                  "a projector truncated under the server: %s %s" % (status, out[:300]))
-    status, _, out = victim.request("GET", "/health")
-    try:
-        health = json.loads(out)
-    except ValueError:
-        health = {}
+    status, health, out = health_of(victim)
     checks.check(status == 503 and health.get("status") == "error" and
                  projector in health.get("message", ""),
                  "/health after the projector's weights are gone: %s %s" % (status, out[:300]))
