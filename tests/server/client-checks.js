@@ -27,10 +27,40 @@ function connectionUse(url) {
   return { connections: connections.get(port) || 0, requests: requests.get(port) || 0 };
 }
 
+// A promise that must be rejected: one check that it was, with an error
+// accepts(e) takes (want says which); returns the error.
+async function expectRejection(promise, accepts, want, what) {
+  try {
+    await promise;
+    check(false, what + ': no error');
+  } catch (e) {
+    check(accepts(e), `${what}: ${want} (got ${e && e.constructor.name} ` +
+                      `${e && (e.status ?? e.statusCode)}: ${e && e.message})`);
+    return e;
+  }
+}
+
+// One check that the client reused its connections to the server at url:
+// at least minRequestsPerConnection requests over each, on average.
+function checkConnectionReuse(url, minRequestsPerConnection) {
+  const { connections: c, requests: r } = connectionUse(url);
+  check(c >= 1 && r >= c * minRequestsPerConnection,
+        `connection reuse on ${url}: ${r} requests over ${c} connections`);
+  console.log(`${url}: ${r} requests over ${c} connections`);
+}
+
 // Prints the summary line and exits: 1 when a check failed.
 function finishChecks() {
   console.log(`Node.js ${process.version}: ${checks} checks, ${failed} failed`);
   process.exit(failed ? 1 : 0);
 }
 
-module.exports = { check, connectionUse, finishChecks };
+// Runs the client's checks; an exception out of them is a failure.
+function runChecks(main) {
+  main().then(finishChecks, (e) => {
+    console.error('FAIL: ' + (e && e.stack ? e.stack : e));
+    process.exit(1);
+  });
+}
+
+module.exports = { check, checkConnectionReuse, connectionUse, expectRejection, finishChecks, runChecks };
