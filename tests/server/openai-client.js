@@ -13,17 +13,11 @@
 'use strict';
 const OpenAI = require(process.env.OPENAI_MODULE);
 
-const { check, connectionUse, finishChecks } = require('./client-checks');
+const { check, checkConnectionReuse, expectRejection, runChecks } = require('./client-checks');
 
-async function expectError(promise, cls, status, what) {
-  try {
-    await promise;
-    check(false, what + ': no error');
-  } catch (e) {
-    check(e instanceof cls && e.status === status,
-          `${what}: ${cls.name} ${status} (got ${e.constructor.name} ${e.status}: ${e.message})`);
-    return e;
-  }
+function expectError(promise, cls, status, what) {
+  return expectRejection(promise, (e) => e instanceof cls && e.status === status,
+                         `${cls.name} ${status}`, what);
 }
 
 function usageSane(u, maxTokens, what) {
@@ -152,18 +146,8 @@ async function main() {
   // too. (undici opens a second connection when a request follows the
   // previous response within the same tick, before that connection is back
   // in its pool; hence not exactly one connection per server.)
-  for (const [url, minRequestsPerConnection] of [[process.env.TERN_URL, 3],
-                                                  [process.env.TERN_VISION_URL, 1.5]]) {
-    const { connections: c, requests: r } = connectionUse(url);
-    check(c >= 1 && r >= c * minRequestsPerConnection,
-          `connection reuse on ${url}: ${r} requests over ${c} connections`);
-    console.log(`${url}: ${r} requests over ${c} connections`);
-  }
-
-  finishChecks();
+  checkConnectionReuse(process.env.TERN_URL, 3);
+  checkConnectionReuse(process.env.TERN_VISION_URL, 1.5);
 }
 
-main().catch((e) => {
-  console.error('FAIL: ' + (e && e.stack ? e.stack : e));
-  process.exit(1);
-});
+runChecks(main);
