@@ -19,17 +19,11 @@ const ai = need('ai');
 const { createOpenAICompatible } = need('@ai-sdk/openai-compatible');
 const { z } = need('zod');
 
-const { check, connectionUse, finishChecks } = require('./client-checks');
+const { check, checkConnectionReuse, expectRejection, runChecks } = require('./client-checks');
 
-async function expectCallError(promise, status, what) {
-  try {
-    await promise;
-    check(false, what + ': no error');
-  } catch (e) {
-    check(ai.APICallError.isInstance(e) && e.statusCode === status,
-          `${what}: APICallError ${status} (got ${e && e.constructor.name} ${e && e.statusCode}: ${e && e.message})`);
-    return e;
-  }
+function expectCallError(promise, status, what) {
+  return expectRejection(promise, (e) => ai.APICallError.isInstance(e) && e.statusCode === status,
+                         `APICallError ${status}`, what);
 }
 
 function usageSane(u, maxTokens, what) {
@@ -128,14 +122,7 @@ async function main() {
   const keyed = await ai.generateText({ ...ask, model: right('qwen3') });
   check(keyed.text === first.text, 'right key: the same answer');
 
-  const { connections: c, requests: r } = connectionUse(process.env.TERN_URL);
-  check(c >= 1 && r >= c * 2, `connection reuse: ${r} requests over ${c} connections`);
-  console.log(`${process.env.TERN_URL}: ${r} requests over ${c} connections`);
-
-  finishChecks();
+  checkConnectionReuse(process.env.TERN_URL, 2);
 }
 
-main().catch((e) => {
-  console.error('FAIL: ' + (e && e.stack ? e.stack : e));
-  process.exit(1);
-});
+runChecks(main);

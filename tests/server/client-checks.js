@@ -63,4 +63,4 @@ function runChecks(main) {
   });
 }
 
-module.exports = { check, checkConnectionReuse, connectionUse, expectRejection, finishChecks, runChecks };
+module.exports = { check, checkConnectionReuse, expectRejection, runChecks };
