@@ -96,6 +96,8 @@ int32_t tn_tokenizer_unk(const tn_tokenizer *tok) { return tok ? tok->unk : -1; 
 int32_t tn_tokenizer_pad(const tn_tokenizer *tok) { return tok ? tok->pad : -1; }
 bool tn_tokenizer_add_bos(const tn_tokenizer *tok) { return tok && tok->add_bos && tok->bos >= 0; }
 
+bool tn_tokenizer_add_space_prefix(const tn_tokenizer *tok) { return tok && tok->add_space_prefix; }
+
 /* Every token's text is at least as long as the bytes of text it stands
  * for: spaces only grow into "\u2581", byte-level pieces map each byte to
  * one or two bytes, added tokens are their text. A byte without a token
@@ -1421,23 +1423,42 @@ static int stream_feed(tn_detok_stream *s, const char *p, size_t len, tn_buf *ou
     return TN_OK;
 }
 
-int tn_detok_stream_push(tn_detok_stream *s, int32_t id, tn_buf *out, tn_error *err) {
-    if (!s || !s->tok || !out)
-        return tn_fail(err, TN_ERR_INVALID, "detokenize: stream not initialized");
+/* push and skip: started and dropped after id; the rest of its piece (what
+ * the text gains) in *p, *len. */
+static int stream_step(tn_detok_stream *s, int32_t id, const char **p, size_t *len,
+                       tn_error *err) {
     if (id < 0 || id >= s->tok->n_vocab)
         return tn_fail(err, TN_ERR_INVALID, "detokenize: token id %ld is outside the vocabulary",
                        (long)id);
-    size_t len;
-    const char *p = piece_for(s->tok, id, s->flags, &len);
+    *p = piece_for(s->tok, id, s->flags, len);
     /* A control token that is not rendered leaves out its whole text. */
-    s->dropped = s->tok->piece_off[id + 1] - s->tok->piece_off[id] - 1 - len;
-    if (!len)
+    s->dropped = s->tok->piece_off[id + 1] - s->tok->piece_off[id] - 1 - *len;
+    if (!*len)
         return TN_OK;
-    const size_t drop = leading_drop(s->tok, s->flags, s->started, p, len);
+    const size_t drop = leading_drop(s->tok, s->flags, s->started, *p, *len);
     s->dropped += drop;
-    p += drop;
-    len -= drop;
+    *p += drop;
+    *len -= drop;
     s->started = true;
+    return TN_OK;
+}
+
+int tn_detok_stream_skip(tn_detok_stream *s, int32_t id, tn_error *err) {
+    if (!s || !s->tok)
+        return tn_fail(err, TN_ERR_INVALID, "detokenize: stream not initialized");
+    const char *p;
+    size_t len;
+    return stream_step(s, id, &p, &len, err);
+}
+
+int tn_detok_stream_push(tn_detok_stream *s, int32_t id, tn_buf *out, tn_error *err) {
+    if (!s || !s->tok || !out)
+        return tn_fail(err, TN_ERR_INVALID, "detokenize: stream not initialized");
+    const char *p;
+    size_t len;
+    int rc = stream_step(s, id, &p, &len, err);
+    if (rc != TN_OK || !len)
+        return rc;
     size_t len0 = out->len;
     if (stream_feed(s, p, len, out)) {
         out->len = len0;

@@ -1652,6 +1652,10 @@ int32_t tn_tokenizer_pad(const tn_tokenizer *tok);
 /* tokenizer.ggml.add_bos_token (default: true for "llama", false for "gpt2"
  * except llama-bpe). */
 bool tn_tokenizer_add_bos(const tn_tokenizer *tok);
+/* SentencePiece's dummy prefix (tokenizer.ggml.add_space_prefix; Llama 2):
+ * a "\u2581" goes in front of each stretch of text tn_tokenize encodes, at
+ * its start and after each added token in it, and is no part of the text. */
+bool tn_tokenizer_add_space_prefix(const tn_tokenizer *tok);
 
 /* A lower bound on the tokens len bytes of text encode to, under any
  * flags, BOS aside: no token stands for more bytes than the longest token
@@ -1748,6 +1752,12 @@ typedef struct tn_detok_stream {
 void tn_detok_stream_init(tn_detok_stream *s, const tn_tokenizer *tok, unsigned flags);
 /* Appends the text that token id completes to out (possibly nothing). */
 int tn_detok_stream_push(tn_detok_stream *s, int32_t id, tn_buf *out, tn_error *err);
+/* What tn_detok_stream_push would do to started and dropped, without
+ * building the text: a caller that only needs dropped (the bytes of each
+ * prompt token an echo leaves out) allocates nothing. A stream advanced
+ * this way holds no incomplete character; push to it afterwards only when
+ * the text skipped ended on a whole one. */
+int tn_detok_stream_skip(tn_detok_stream *s, int32_t id, tn_error *err);
 /* End of the sequence: an incomplete character left over becomes U+FFFD. */
 int tn_detok_stream_flush(tn_detok_stream *s, tn_buf *out, tn_error *err);
 

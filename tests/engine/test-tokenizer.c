@@ -587,11 +587,13 @@ static void check_stream_split(const char *name, const tn_tokenizer *tok) {
 }
 
 /* ids through a stream with flags: the text, and each token's dropped
- * count in dropped[] (n entries). */
+ * count in dropped[] (n entries). A second stream that only skips (no
+ * text) reports the same dropped and started after every token. */
 static void stream_ids(const tn_tokenizer *tok, unsigned flags, const int32_t *ids, size_t n,
                        tn_buf *out, size_t *dropped) {
-    tn_detok_stream st;
+    tn_detok_stream st, sk;
     tn_detok_stream_init(&st, tok, flags);
+    tn_detok_stream_init(&sk, tok, flags);
     tn_error err = {0};
     out->len = 0;
     if (out->data)
@@ -599,7 +601,13 @@ static void stream_ids(const tn_tokenizer *tok, unsigned flags, const int32_t *i
     for (size_t i = 0; i < n; i++) {
         CHECK(tn_detok_stream_push(&st, ids[i], out, &err) == TN_OK);
         dropped[i] = st.dropped;
+        CHECK(tn_detok_stream_skip(&sk, ids[i], &err) == TN_OK);
+        CHECKF(sk.dropped == st.dropped && sk.started == st.started,
+               "skip: token %zu (id %d) dropped %zu started %d, push: %zu %d", i, (int)ids[i],
+               sk.dropped, (int)sk.started, st.dropped, (int)st.started);
     }
+    CHECK(tn_detok_stream_skip(&sk, -1, &err) == TN_ERR_INVALID);
+    CHECK(tn_detok_stream_skip(NULL, 0, &err) == TN_ERR_INVALID);
     CHECK(tn_detok_stream_flush(&st, out, &err) == TN_OK);
 }
 
