@@ -147,6 +147,15 @@ typedef struct job {
      * the echoed text leaves out of each prompt token (see run_completion) */
     tn_detok_stream lp_prompt;
     bool lp_prompt_ids;     /* the prompt came as ids: its echo is their text */
+    /* worker, echo with logprobs of a text prompt: the echoed text (the
+     * prompt), how many of its bytes the prompt's tokens so far spell, and
+     * whether the next token is the first, a BOS the tokenizer added */
+    const char *lp_echo;
+    size_t lp_echo_len;
+    size_t lp_echo_at;
+    bool lp_echo_first;
+    bool lp_echo_bos;
+    bool lp_echo_prefix; /* a dummy "▁" is due (tn_tokenizer_add_space_prefix) */
 
     /* Filled by the worker when it is done. */
     int rc;

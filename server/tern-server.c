@@ -352,28 +352,57 @@ static int slot_acquire(tern_server *srv, job *j, pin_slot **out, double *pin_ms
     return TN_OK;
 }
 
-/* A prompt token's trimmed characters (job_logprob.trimmed), as the
- * engine's detokenizer reports them for a text that starts with the prompt
- * (docs/TOKENIZER.md, "The leading space"): before the text starts, a BOS
- * the tokenizer added and the leading space SentencePiece prepends. After
- * it, a prompt sent as ids is echoed as their text, which leaves control
- * tokens out; a prompt sent as text is echoed as sent, control tokens
- * written in it included. */
+/* A prompt token's trimmed characters (job_logprob.trimmed): what of its
+ * piece the echoed text does not hold (docs/TOKENIZER.md, "The leading
+ * space"). A prompt sent as ids is echoed as their text, as the engine's
+ * detokenizer makes it: its stream says what each token left out (a control
+ * token, the leading space SentencePiece prepends). A prompt sent as text is
+ * echoed as sent, so its tokens are found in it one after another: the BOS
+ * the tokenizer added holds none of it, a control token written in the text
+ * all of its piece, and the "▁" SentencePiece (Llama 2) puts in front of
+ * the text, and again after every control token in it, none. */
+/* A token tn_tokenize matches in a text as written: the text after it is
+ * encoded apart, with a dummy prefix of its own. */
+static bool added_token(const tn_tokenizer *tok, int32_t token) {
+    const int t = tn_token_type_of(tok, token);
+    return t == TN_TOKEN_TYPE_CONTROL || t == TN_TOKEN_TYPE_UNKNOWN ||
+           t == TN_TOKEN_TYPE_USER_DEFINED;
+}
+
 static int prompt_token_trimmed(job *j, int32_t token) {
-    const bool started = j->lp_prompt.started;
-    tn_buf scratch = {0};
-    if (tn_detok_stream_push(&j->lp_prompt, token, &scratch, NULL) != TN_OK) {
-        tn_buf_free(&scratch);
-        return 0;
-    }
-    tn_buf_free(&scratch);
-    if (started && !j->lp_prompt_ids)
-        return 0;
     const tn_tokenizer *tok = tn_model_tokenizer(j->server->model);
     size_t len = 0;
     const char *p = tok ? tn_token_piece(tok, token, &len) : NULL;
-    const size_t dropped = j->lp_prompt.dropped;
-    return p ? (int)token_chars(p, dropped < len ? dropped : len) : 0;
+    if (!p)
+        return 0;
+    if (j->lp_prompt_ids) {
+        /* Only dropped is wanted: the stream builds no text (one allocation
+         * per prompt token before). */
+        if (tn_detok_stream_skip(&j->lp_prompt, token, NULL) != TN_OK)
+            return 0;
+        const size_t dropped = j->lp_prompt.dropped;
+        return (int)token_chars(p, dropped < len ? dropped : len);
+    }
+    const char *at = j->lp_echo + j->lp_echo_at;
+    const size_t left = j->lp_echo_len - j->lp_echo_at;
+    const bool first = j->lp_echo_first;
+    j->lp_echo_first = false;
+    if (first && j->lp_echo_bos)
+        return (int)token_chars(p, len);
+    /* The dummy "▁" the tokenizer put in front of the text or after a
+     * control token in it: the next piece that starts with a space has it. */
+    if (j->lp_echo_prefix && len > 0 && p[0] == ' ' && len - 1 <= left &&
+        !memcmp(at, p + 1, len - 1)) {
+        j->lp_echo_at += len - 1;
+        j->lp_echo_prefix = false;
+        return 1;
+    }
+    if (len <= left && !memcmp(at, p, len)) {
+        j->lp_echo_at += len;
+        j->lp_echo_prefix = tn_tokenizer_add_space_prefix(tok) && added_token(tok, token);
+        return 0;
+    }
+    return (int)token_chars(p, len); /* not in the text */
 }
 
 /* The echoed prompt with its log-probabilities: the entries wait in
@@ -456,6 +485,13 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
         j->lp_offset = 0;
         tn_detok_stream_init(&j->lp_prompt, tok, 0);
         j->lp_prompt_ids = !j->prompt;
+        j->lp_echo = echo_text;
+        j->lp_echo_len = strlen(echo_text);
+        j->lp_echo_at = 0;
+        j->lp_echo_first = true;
+        j->lp_echo_prefix = tn_tokenizer_add_space_prefix(tok);
+        j->lp_echo_bos = j->prompt && tn_tokenizer_add_bos(tok) && n > 0 &&
+                         ids[0] == tn_tokenizer_bos(tok);
         first.trimmed = prompt_token_trimmed(j, ids[0]);
         g_array_append_val(j->lp_held, first);
         if (n == 1)
