@@ -934,11 +934,12 @@ bool tern_request_parse_chat(JsonObject *o, job *j, const char **param, char **w
 /* A prompt given as token ids ([1, 2, 3], what lm-eval sends with
  * tokenized_requests): each a whole number inside the vocabulary (the
  * server's model's; any int32 where there is none, as in the fuzzer). */
-static bool parse_prompt_ids(JsonArray *a, const char *where, job *j, char **why) {
+static bool parse_prompt_ids(JsonArray *a, const char *where, job *j, int32_t **ids,
+                             int32_t *n_ids, char **why) {
     const guint n = json_array_get_length(a);
     const int32_t n_vocab =
         j->server && j->server->model ? tn_model_n_vocab(j->server->model) : INT32_MAX;
-    j->prompt_ids = g_new(int32_t, n);
+    *ids = g_new(int32_t, n);
     for (guint i = 0; i < n; i++) {
         JsonNode *e = json_array_get_element(a, i);
         const bool number = JSON_NODE_HOLDS_VALUE(e) &&
@@ -951,49 +952,103 @@ static bool parse_prompt_ids(JsonArray *a, const char *where, job *j, char **why
                                    where, i, n_vocab - 1);
             return false;
         }
-        j->prompt_ids[i] = (int32_t)v;
+        (*ids)[i] = (int32_t)v;
     }
-    j->n_prompt_ids = (int32_t)n;
+    *n_ids = (int32_t)n;
+    return true;
+}
+
+static bool is_string(JsonNode *n) {
+    return JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_STRING;
+}
+
+/* Several prompts, [s, s, ...] or [[ids], [ids], ...], one kind throughout
+ * (OpenAI's lists), each answered as if alone (docs/SERVER.md, "Several
+ * prompts"). Bounded so that one request cannot queue unbounded work. */
+static bool parse_prompt_list(JsonArray *a, job *j, char **why) {
+    const guint n = json_array_get_length(a);
+    if (n > TERN_COMPLETION_PROMPTS_MAX) {
+        *why = g_strdup_printf("prompt holds %u prompts; one request may hold at most %d: "
+                               "send the rest in another request",
+                               n, TERN_COMPLETION_PROMPTS_MAX);
+        return false;
+    }
+    const bool strings = is_string(json_array_get_element(a, 0));
+    const tn_tokenizer *tok =
+        j->server && j->server->model ? tn_model_tokenizer(j->server->model) : NULL;
+    j->prompts = g_new0(job_prompt_in, n);
+    j->n_prompts = (int)n;
+    guint64 at_least = 0; /* prompt tokens in all, counted as they are read */
+    for (guint i = 0; i < n; i++) {
+        JsonNode *e = json_array_get_element(a, i);
+        job_prompt_in *in = &j->prompts[i];
+        if (strings != is_string(e) || (!is_string(e) && !JSON_NODE_HOLDS_ARRAY(e))) {
+            *why = g_strdup_printf("prompt[%u] must be %s, as prompt[0] is: a list holds "
+                                   "strings or lists of token ids, not both",
+                                   i, strings ? "a string" : "a list of token ids");
+            return false;
+        }
+        if (strings) {
+            const char *text = json_node_get_string(e);
+            if (!*text) {
+                *why = g_strdup_printf("prompt[%u] is empty", i);
+                return false;
+            }
+            in->text = g_strdup(text);
+            const size_t len = strlen(text);
+            at_least += tok ? tn_tokenizer_min_tokens(tok, len) : 0;
+        } else {
+            JsonArray *ids = json_node_get_array(e);
+            if (json_array_get_length(ids) == 0) {
+                *why = g_strdup_printf("prompt[%u] is empty", i);
+                return false;
+            }
+            char where[32];
+            g_snprintf(where, sizeof where, "prompt[%u]", i);
+            if (!parse_prompt_ids(ids, where, j, &in->ids, &in->n_ids, why))
+                return false;
+            at_least += (guint64)in->n_ids;
+        }
+    }
+    if (at_least > TERN_COMPLETION_PROMPTS_TOKENS_MAX) {
+        *why = g_strdup_printf("the %u prompts hold at least %" G_GUINT64_FORMAT
+                               " tokens; one request may hold at most %d: send fewer prompts",
+                               n, at_least, TERN_COMPLETION_PROMPTS_TOKENS_MAX);
+        return false;
+    }
     return true;
 }
 
 bool tern_request_parse_completion(JsonObject *o, job *j, const char **param, char **why) {
     JsonNode *p = json_object_get_member(o, "prompt");
     bool unwrapped = false;
-    /* OpenAI's forms: a string, an array of one string, token ids, an array
-     * of one list of token ids. Several prompts in one request are refused:
-     * the worker answers one prompt per request (docs/SERVER.md). */
+    /* OpenAI's forms: a string, token ids, or a list of either (one prompt:
+     * the same as the prompt alone). */
     if (p && JSON_NODE_HOLDS_ARRAY(p) && json_array_get_length(json_node_get_array(p)) == 1) {
         JsonNode *only = json_array_get_element(json_node_get_array(p), 0);
-        if (JSON_NODE_HOLDS_ARRAY(only) ||
-            (JSON_NODE_HOLDS_VALUE(only) && json_node_get_value_type(only) == G_TYPE_STRING))
+        if (JSON_NODE_HOLDS_ARRAY(only) || is_string(only))
             p = only, unwrapped = true;
     }
     if (p && JSON_NODE_HOLDS_ARRAY(p)) {
         JsonArray *a = json_node_get_array(p);
         JsonNode *first = json_array_get_length(a) ? json_array_get_element(a, 0) : NULL;
-        if (first && !unwrapped && (JSON_NODE_HOLDS_ARRAY(first) ||
-                      (JSON_NODE_HOLDS_VALUE(first) &&
-                       json_node_get_value_type(first) == G_TYPE_STRING))) {
-            *param = "prompt";
-            *why = g_strdup_printf("prompt holds %u prompts; this server answers one prompt per "
-                                   "request: send them one by one",
-                                   json_array_get_length(a));
-            return false;
-        }
-        if (!first) {
+        if (first && !unwrapped && (JSON_NODE_HOLDS_ARRAY(first) || is_string(first))) {
+            if (!parse_prompt_list(a, j, why)) {
+                *param = "prompt";
+                return false;
+            }
+        } else if (!first) {
             *param = "prompt";
             *why = g_strdup("the prompt is empty");
             return false;
-        }
-        if (!parse_prompt_ids(a, unwrapped ? "prompt[0]" : "prompt", j, why)) {
+        } else if (!parse_prompt_ids(a, unwrapped ? "prompt[0]" : "prompt", j, &j->prompt_ids,
+                                     &j->n_prompt_ids, why)) {
             *param = "prompt";
             return false;
         }
-    } else if (!p || !JSON_NODE_HOLDS_VALUE(p) || json_node_get_value_type(p) != G_TYPE_STRING) {
+    } else if (!p || !is_string(p)) {
         *param = "prompt";
-        *why = g_strdup("prompt must be a string, an array of token ids, or an array of one of "
-                        "these");
+        *why = g_strdup("prompt must be a string, an array of token ids, or an array of these");
         return false;
     } else {
         j->prompt = g_strdup(json_node_get_string(p));
@@ -1002,6 +1057,26 @@ bool tern_request_parse_completion(JsonObject *o, job *j, const char **param, ch
     j->single_turn = true;
     if (!parse_gen(o, j, param, why))
         return false;
+    if (j->n_prompts > 1) {
+        /* The answers are one after another on one worker: each waits for
+         * the one before, so their tokens are bounded together. */
+        const gint64 total = (gint64)j->n_prompts * j->gen.max_tokens;
+        if (total > TERN_COMPLETION_PROMPTS_TOKENS_MAX) {
+            *param = "max_tokens";
+            *why = g_strdup_printf("%d prompts of max_tokens %d ask for %" G_GINT64_FORMAT
+                                   " tokens; one request may ask for at most %d: lower "
+                                   "max_tokens or send fewer prompts",
+                                   j->n_prompts, (int)j->gen.max_tokens, total,
+                                   TERN_COMPLETION_PROMPTS_TOKENS_MAX);
+            return false;
+        }
+        if (j->stream) {
+            *param = "stream";
+            *why = g_strdup("a stream answers one prompt: send several prompts without "
+                            "stream, or one request per prompt");
+            return false;
+        }
+    }
     const char *bad = NULL;
     j->echo = tern_request_member_bool(o, "echo", false, &bad);
     double v;
@@ -1030,6 +1105,11 @@ void tern_request_clear(job *j) {
     g_free(j->user);
     g_free(j->prompt);
     g_free(j->prompt_ids);
+    for (int i = 0; i < j->n_prompts; i++) {
+        g_free(j->prompts[i].text);
+        g_free(j->prompts[i].ids);
+    }
+    g_free(j->prompts);
     for (int i = 0; i < j->n_messages; i++) {
         tn_session_message *m = &j->messages[i];
         g_free((char *)m->role);

@@ -27,7 +27,28 @@
  * many costs tens of MB. */
 #define MAX_JSON_VALUES 200000
 
+/* Completions with several prompts (docs/SERVER.md, "Several prompts"):
+ * at most this many in one request, and at most this many tokens in all,
+ * their prompts' and (prompts x max_tokens) their answers'. */
+#define TERN_COMPLETION_PROMPTS_MAX 64
+#define TERN_COMPLETION_PROMPTS_TOKENS_MAX 262144
+
 typedef enum { JOB_CHAT, JOB_COMPLETION } job_kind;
+
+/* One prompt of several: its text, or its token ids. */
+typedef struct job_prompt_in {
+    char *text;
+    int32_t *ids;
+    int32_t n_ids;
+} job_prompt_in;
+
+/* The answer to one prompt of several, kept while the next one runs. */
+typedef struct job_choice {
+    GString *text;
+    GArray *lp;      /* job_logprob; NULL without logprobs */
+    glong lp_offset; /* text_offset of its first entry after the echo */
+    tn_session_stats stats;
+} job_choice;
 
 /* tern.speculation: which drafter a request uses. */
 typedef enum {
@@ -77,6 +98,13 @@ typedef struct job {
     char *prompt;                 /* completions: the raw prompt (NULL: prompt_ids) */
     int32_t *prompt_ids;          /* completions: the prompt as token ids */
     int32_t n_prompt_ids;
+    /* completions, several prompts (n_prompts > 1; else prompt or
+     * prompt_ids): the worker points prompt and prompt_ids at each in turn
+     * and keeps each answer in choices. */
+    job_prompt_in *prompts;
+    int n_prompts;
+    job_choice *choices;
+    int n_choices;  /* answered so far */
     bool echo;                    /* completions: the prompt comes first in the answer */
     tn_session_message *messages; /* a conversation: roles and contents */
     int n_messages;

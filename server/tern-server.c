@@ -84,6 +84,12 @@ static void job_unref(job *j) {
         g_array_unref(j->lp_ready);
     if (j->lp_out)
         g_array_unref(j->lp_out);
+    for (int i = 0; i < j->n_choices; i++) {
+        g_string_free(j->choices[i].text, TRUE);
+        if (j->choices[i].lp)
+            g_array_unref(j->choices[i].lp);
+    }
+    g_free(j->choices);
     tern_reasoning_clear(&j->reasoning);
     g_free(j);
 }
@@ -512,6 +518,115 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
     return rc;
 }
 
+/* Tokens whose text is still held at the end of an answer: one that ended
+ * on a stop string cut them away with it; otherwise their text was flushed
+ * (or they have none, like a token of an unfinished character). */
+static void lp_settle(job *j) {
+    if (!j->lp_held)
+        return;
+    g_mutex_lock(&j->lock);
+    if (j->stats.stop_reason == TN_STOP_STRING)
+        g_array_set_size(j->lp_held, 0);
+    else
+        lp_release(j);
+    g_mutex_unlock(&j->lock);
+}
+
+/* The prompts' tokens in all, under TERN_COMPLETION_PROMPTS_TOKENS_MAX
+ * before any is run: parsing counted the text prompts' from below only.
+ * Encoding them twice costs little next to running them (docs/TOKENIZER.md,
+ * "Costs"); a prompt's own errors are left to run_completion. */
+static int prompts_fit(tern_server *srv, job *j) {
+    const tn_tokenizer *tok = tn_model_tokenizer(srv->model);
+    gint64 total = 0;
+    for (int i = 0; i < j->n_prompts; i++) {
+        const job_prompt_in *in = &j->prompts[i];
+        if (!in->text || !tok) {
+            total += in->n_ids;
+            continue;
+        }
+        tn_tokens t = {0};
+        tn_error e;
+        if (tn_tokenize(tok, in->text, strlen(in->text),
+                        TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &t, &e) == TN_OK)
+            total += (gint64)t.n;
+        tn_tokens_free(&t);
+        if (job_abandoned(j))
+            return TN_ERR_CANCELLED;
+    }
+    if (total <= TERN_COMPLETION_PROMPTS_TOKENS_MAX)
+        return TN_OK;
+    g_snprintf(j->err.message, sizeof j->err.message,
+               "the %d prompts hold %" G_GINT64_FORMAT " tokens; one request may hold at most "
+               "%d: send fewer prompts",
+               j->n_prompts, total, TERN_COMPLETION_PROMPTS_TOKENS_MAX);
+    j->err_param = "prompt";
+    return TN_ERR_INVALID;
+}
+
+/* Several prompts: each answered as run_completion answers it alone (the
+ * session back at its pin, the echo's offsets and the statistics from
+ * zero), one after another, each answer kept in j->choices; j->stats ends
+ * as their sum. A client that leaves stops the ones not yet run. */
+static int run_prompts(tern_server *srv, job *j, tn_session *session) {
+    j->choices = g_new0(job_choice, j->n_prompts);
+    tn_session_stats sum = {0};
+    int rc = prompts_fit(srv, j);
+    for (int i = 0; i < j->n_prompts && rc == TN_OK; i++) {
+        if (job_abandoned(j)) {
+            rc = TN_ERR_CANCELLED;
+            break;
+        }
+        const job_prompt_in *in = &j->prompts[i];
+        j->prompt = in->text;
+        j->prompt_ids = in->ids;
+        j->n_prompt_ids = in->n_ids;
+        memset(&j->stats, 0, sizeof j->stats);
+        j->lp_offset = 0;
+        rc = run_completion(srv, j, session);
+        j->prompt = NULL; /* the list owns them */
+        j->prompt_ids = NULL;
+        j->n_prompt_ids = 0;
+        if (rc != TN_OK) {
+            char why[sizeof j->err.message];
+            g_snprintf(why, sizeof why, "prompt[%d]: %s", i, j->err.message);
+            g_strlcpy(j->err.message, why, sizeof j->err.message);
+            break;
+        }
+        lp_settle(j);
+        job_choice *c = &j->choices[j->n_choices++];
+        g_mutex_lock(&j->lock);
+        c->text = j->full;
+        j->full = g_string_new(NULL);
+        if (j->lp_ready) {
+            c->lp = j->lp_ready;
+            j->lp_ready = g_array_new(FALSE, FALSE, sizeof(job_logprob));
+        }
+        g_mutex_unlock(&j->lock);
+        c->lp_offset = j->lp_offset;
+        c->stats = j->stats;
+        const tn_session_stats *st = &j->stats;
+        if (i == 0)
+            sum.ttft_ms = st->ttft_ms;
+        sum.prompt_tokens += st->prompt_tokens;
+        sum.prefill_ms += st->prefill_ms;
+        sum.generated_tokens += st->generated_tokens;
+        sum.decode_ms += st->decode_ms;
+        sum.restored_tokens += st->restored_tokens;
+        sum.restore_ms += st->restore_ms;
+        sum.drafted += st->drafted;
+        sum.accepted += st->accepted;
+        sum.verify_steps += st->verify_steps;
+        sum.kv_len = st->kv_len;
+        sum.stop_reason = st->stop_reason;
+    }
+    sum.prefill_tok_s = sum.prefill_ms > 0 ? sum.prompt_tokens * 1e3 / sum.prefill_ms : 0;
+    sum.decode_tok_s = sum.decode_ms > 0 ? sum.generated_tokens * 1e3 / sum.decode_ms : 0;
+    if (rc == TN_OK || rc == TN_ERR_CANCELLED) /* an error keeps the failed prompt's */
+        j->stats = sum;
+    return rc;
+}
+
 #ifdef TERN_HAVE_IMAGEIO
 /* A copy of the rows encoded for (key, budget) (malloc'd, as
  * tn_vision_encode_new's rows: a job frees both with free()), or NULL;
@@ -619,7 +734,9 @@ static void run_job(tern_server *srv, job *j) {
     if (j->rc == TN_OK) {
         set_current(srv, j, slot->session);
         j->lp_session = slot->session;
-        if (j->kind == JOB_COMPLETION) {
+        if (j->kind == JOB_COMPLETION && j->n_prompts > 1) {
+            j->rc = run_prompts(srv, j, slot->session);
+        } else if (j->kind == JOB_COMPLETION) {
             j->rc = run_completion(srv, j, slot->session);
         } else {
             const tn_prompt prompt = job_prompt(j);
@@ -631,17 +748,7 @@ static void run_job(tern_server *srv, job *j) {
     j->lp_session = NULL;
     if (j->rc != TN_OK && job_abandoned(j))
         j->rc = TN_ERR_CANCELLED;
-    /* Tokens whose text is still held: an answer that ended on a stop
-     * string cut them away with it; otherwise their text was flushed (or
-     * they have none, like a token of an unfinished character). */
-    if (j->lp_held) {
-        g_mutex_lock(&j->lock);
-        if (j->stats.stop_reason == TN_STOP_STRING)
-            g_array_set_size(j->lp_held, 0);
-        else
-            lp_release(j);
-        g_mutex_unlock(&j->lock);
-    }
+    lp_settle(j);
 
     /* Pinning in this request is part of its cost: a prefilled pin counts as
      * prompt tokens prefilled now, not as restored ones, and delays the first
@@ -750,14 +857,18 @@ static void builder_usage(JsonBuilder *b, job *j) {
     json_builder_end_object(b);
 }
 
-static const char *finish_reason(const job *j) {
-    switch (j->stats.stop_reason) {
+static const char *stop_finish(tn_stop_reason r) {
+    switch (r) {
     case TN_STOP_LIMIT:
     case TN_STOP_CONTEXT_FULL:
         return "length";
     default:
         return "stop";
     }
+}
+
+static const char *finish_reason(const job *j) {
+    return stop_finish(j->stats.stop_reason);
 }
 
 /* ------------------------------------------------------------ logprobs */
@@ -1152,6 +1263,36 @@ static void drop_abandoned(job *j) {
     soup_server_message_unpause(j->msg);
 }
 
+/* The answer to several prompts: one choice each, index as OpenAI numbers
+ * them (prompt-major; n is 1), usage summed (run_prompts). */
+static void respond_choices(job *j) {
+    JsonBuilder *b = json_builder_new();
+    builder_head(b, j, "text_completion");
+    json_builder_set_member_name(b, "choices");
+    json_builder_begin_array(b);
+    for (int i = 0; i < j->n_choices; i++) {
+        const job_choice *c = &j->choices[i];
+        json_builder_begin_object(b);
+        member_int(b, "index", i);
+        member_string(b, "text", c->text->str);
+        if (c->lp) {
+            glong offset = c->lp_offset;
+            builder_logprobs(b, j, (const job_logprob *)(void *)c->lp->data, c->lp->len,
+                             &offset);
+        } else {
+            json_builder_set_member_name(b, "logprobs");
+            json_builder_add_null_value(b);
+        }
+        member_string(b, "finish_reason", stop_finish(c->stats.stop_reason));
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    builder_usage(b, j);
+    json_builder_end_object(b);
+    respond_json(j->server, j->msg, 200, json_to_text(b));
+    g_object_unref(b);
+}
+
 static gboolean finish_job(gpointer data) {
     job *j = data;
     tern_server *srv = j->server;
@@ -1219,6 +1360,11 @@ static gboolean finish_job(gpointer data) {
 
     if (j->rc != TN_OK) {
         respond_engine_error(j);
+        soup_server_message_unpause(j->msg);
+        return G_SOURCE_REMOVE;
+    }
+    if (j->n_prompts > 1) {
+        respond_choices(j);
         soup_server_message_unpause(j->msg);
         return G_SOURCE_REMOVE;
     }

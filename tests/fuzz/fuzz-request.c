@@ -111,6 +111,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             PROMISE(!j.single_turn || j.user != NULL);
             PROMISE((j.n_tools > 0) == (j.gen.n_tools > 0));
             PROMISE(j.gen.tools == (j.n_tools > 0 ? j.tools : NULL));
+        } else if (j.n_prompts > 1) {
+            /* Several prompts: each one a text or ids, none empty. */
+            PROMISE(!j.prompt && !j.prompt_ids && j.n_messages == 0);
+            PROMISE(j.n_prompts <= TERN_COMPLETION_PROMPTS_MAX);
+            for (int i = 0; i < j.n_prompts; i++) {
+                const job_prompt_in *in = &j.prompts[i];
+                PROMISE((in->text != NULL) != (in->ids != NULL));
+                PROMISE(in->text ? in->text[0] != '\0' : in->n_ids > 0);
+                PROMISE((in->text != NULL) == (j.prompts[0].text != NULL));
+            }
         } else {
             PROMISE((j.prompt != NULL) != (j.prompt_ids != NULL) && j.n_messages == 0);
         }

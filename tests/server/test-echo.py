@@ -11,9 +11,9 @@
   off the same; streamed the same as not.
 - max_tokens 0: the prompt alone (echo) or nothing (no echo), finish
   "length", no tokens generated.
-- prompt as token ids, or a list of one of them; several prompts, ids out of
+- prompt as token ids, or a list of one of them; 65 prompts, ids out of
   the vocabulary, 1e30, nested arrays, mixed types, 100,000 ids: 400s naming
-  the prompt (and the index).
+  the prompt (and the index). Several prompts: test-prompts.py.
 - lm-eval's loglikelihood request end to end: the continuation's summed
   logprob and is_greedy as lm-eval computes them, against the teacher-forced
   numbers.
@@ -228,8 +228,6 @@ refusals = [
     ([1, "a"], "prompt[1]"),
     ([True], "prompt[0]"),
     ([], "empty"),
-    (["a", "b"], "2 prompts"),
-    ([[1], [2]], "2 prompts"),
     ([IDS[:3]] * 65, "65 prompts"),
     ({"a": 1}, "prompt must be"),
 ]

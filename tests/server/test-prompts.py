@@ -1,17 +1,30 @@
 #!/usr/bin/env python3
-"""Echo's text_offset with a Llama 2 (SentencePiece) vocabulary
-(docs/SERVER.md, "Scoring a prompt").
+"""Completions with several prompts, and echo's text_offset with a Llama 2
+(SentencePiece) vocabulary (docs/SERVER.md, "Several prompts" and "Scoring
+a prompt").
 
 - text_offset of an echoed prompt: each offset is where that token's text
   starts in the echoed text (a BOS the tokenizer added and the "▁" it put in
   front of a text hold none of it), and the characters the tokens add reach
   the text's length; string prompts with control tokens written in them, a
   leading space, new lines, characters spelled as bytes; prompts as ids.
+- Several prompts, strings or token-id lists: one choice per prompt, index
+  in order, each bit-identical (text, logprobs, finish_reason) to the prompt
+  sent alone, greedy and sampled with a seed, echo, stop, max_tokens 0;
+  usage summed.
+- Bounds and refusals: 64 prompts answered, 65 refused naming the limit;
+  prompts x max_tokens and the prompts' tokens over the bound; mixed kinds,
+  an empty element, nesting, streams: 400s naming prompt (and the index).
+- A client that leaves during the 2nd of 64 long prompts: the rest are not
+  run, the next request is answered at once.
 
 A tiny random-weight model with the real Llama 2 vocabulary."""
 
+import json
 import os
+import socket
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serverlib  # noqa: E402
@@ -21,7 +34,9 @@ check = checks.check
 tmp = serverlib.workdir("prompts")
 vocab = serverlib.real_vocab("llama2")
 model = serverlib.make_model(tmp, name="llama2", vocab=vocab, arch="llama")
-srv = serverlib.Server(tmp, "prompts", model)
+# A delay per token: the dropped client's remaining prompts would take
+# minutes, so an answer that comes at once shows they were not run.
+srv = serverlib.Server(tmp, "prompts", model, args=["--debug-token-delay", "20"])
 
 
 def post(body):
@@ -110,6 +125,116 @@ for s in STRINGS[:5] + ["Hello world, again"]:
 hello = serverlib.token_ids(model, "Hello")
 world = serverlib.token_ids(model, " world")
 echo_offsets(hello + [2, 1] + world[1:], "ids with </s><s> inside")
+
+# --- several prompts ----------------------------------------------------------
+print("several prompts", flush=True)
+
+
+def alone(prompt, body):
+    status, doc, raw = post(dict(body, prompt=prompt))
+    check(status == 200, "alone %r: %s %r" % (prompt, status, raw[:300]))
+    return doc
+
+
+def same_as_alone(prompts, body, what):
+    status, doc, raw = post(dict(body, prompt=prompts))
+    if not check(status == 200, "%s: answered: %s %r" % (what, status, raw[:300])):
+        return
+    chs = doc["choices"]
+    check([c["index"] for c in chs] == list(range(len(prompts))),
+          "%s: one choice per prompt, in order: %r" % (what, [c["index"] for c in chs]))
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    for i, p in enumerate(prompts):
+        one = alone(p, body)
+        c1 = dict(one["choices"][0], index=i)
+        check(chs[i] == c1, "%s: choice %d is the prompt alone's: %s vs %s"
+              % (what, i, json.dumps(chs[i])[:400], json.dumps(c1)[:400]))
+        for k in usage:
+            usage[k] += one["usage"][k]
+    for k in usage:
+        check(doc["usage"][k] == usage[k],
+              "%s: usage %s %d is the sum %d" % (what, k, doc["usage"][k], usage[k]))
+
+
+PROMPTS = ["Once upon a time", "The capital of France is", "<s>1, 2, 3,", "x"]
+same_as_alone(PROMPTS, {"max_tokens": 6, "temperature": 0}, "greedy")
+same_as_alone(PROMPTS, {"max_tokens": 6, "temperature": 1.0, "seed": 7}, "sampled, seed 7")
+same_as_alone(PROMPTS, {"max_tokens": 4, "temperature": 0, "echo": True, "logprobs": 2},
+              "echo and logprobs")
+same_as_alone(PROMPTS, {"max_tokens": 0, "echo": True, "logprobs": 1}, "max_tokens 0")
+IDS = [serverlib.token_ids(model, p) for p in PROMPTS]
+same_as_alone(IDS, {"max_tokens": 5, "temperature": 0, "logprobs": 1}, "token ids")
+# A stop string that some answers reach: take one from the greedy answer.
+_, d, _ = post({"prompt": PROMPTS[0], "max_tokens": 6, "temperature": 0})
+stop = d["choices"][0]["text"][2:4] or "e"
+same_as_alone(PROMPTS, {"max_tokens": 6, "temperature": 0, "stop": [stop], "logprobs": 1},
+              "stop %r" % stop)
+# One prompt in a list is that prompt.
+status, d, raw = post({"prompt": ["x"], "max_tokens": 2, "temperature": 0})
+check(status == 200 and len(d["choices"]) == 1, "a list of one: %s %r" % (status, raw[:200]))
+
+# --- bounds and refusals ------------------------------------------------------
+print("bounds and refusals", flush=True)
+status, d, raw = post({"prompt": ["p%d" % i for i in range(64)], "max_tokens": 1})
+check(status == 200 and [c["index"] for c in d["choices"]] == list(range(64)),
+      "64 prompts: 64 choices: %s %r" % (status, raw[:200]))
+refusals = [
+    (["a"] * 65, "prompt", "65 prompts; one request may hold at most 64"),
+    (["a", [1]], "prompt", "prompt[1] must be a string"),
+    ([[1], "a"], "prompt", "prompt[1] must be a list of token ids"),
+    (["a", 1], "prompt", "prompt[1] must be a string"),
+    (["a", ""], "prompt", "prompt[1] is empty"),
+    ([[1], []], "prompt", "prompt[1] is empty"),
+    ([[1], [[2]]], "prompt", "prompt[1][0] must be a token id"),
+    ([[1, 2], [3, "a"]], "prompt", "prompt[1][1] must be a token id"),
+    ([["a"], ["b"]], "prompt", "prompt[0][0] must be a token id"),
+    ([[1], [2, None]], "prompt", "prompt[1][1]"),
+    ([], "prompt", "empty"),
+    # "▁a" is one token: 4,200 each, over the bound together (and the context
+    # each), refused before any is run.
+    (["a " * 4200] * 64, "prompt", "one request may hold at most 262144"),
+]
+for prompt, param, words in refusals:
+    status, d, raw = post({"prompt": prompt, "max_tokens": 1})
+    err = (d or {}).get("error") or {}
+    check(status == 400 and err.get("param") == param and words in err.get("message", ""),
+          "prompt %s: 400 naming %r: %s %r" % (str(prompt)[:40], words, status, raw[:300]))
+status, d, raw = post({"prompt": ["a", "b"], "max_tokens": 131073})
+err = (d or {}).get("error") or {}
+check(status == 400 and err.get("param") == "max_tokens" and "at most 262144" in
+      err.get("message", ""), "2 x 131073 tokens: 400 naming max_tokens: %r" % raw[:300])
+status, d, raw = post({"prompt": ["a", "b"], "max_tokens": 1, "stream": True})
+err = (d or {}).get("error") or {}
+check(status == 400 and err.get("param") == "stream",
+      "a stream of several prompts: 400 naming stream: %s %r" % (status, raw[:300]))
+# Chat is unchanged: a list is still no chat.
+status, _, d, raw = srv.post("/v1/chat/completions",
+                             {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+check(status == 200, "chat still answers: %s %r" % (status, raw[:200]))
+
+# --- a client that leaves -----------------------------------------------------
+print("a client that leaves", flush=True)
+body = json.dumps({"prompt": ["tell me %d" % i for i in range(64)], "max_tokens": 2000,
+                   "logit_bias": {"2": -100}}).encode()
+s = socket.create_connection(("127.0.0.1", srv.port))
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+          b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+time.sleep(3)  # well into the prompts (20 ms a token)
+s.close()
+t0 = time.time()
+status, d, raw = post({"prompt": "x", "max_tokens": 1})
+waited = time.time() - t0
+# The 64 x 2000 tokens left at 20 ms each would be 40 minutes.
+check(status == 200 and waited < 120,
+      "the next request is answered once the client left: %s after %.1f s" % (status, waited))
+status, hdrs, out = srv.request("GET", "/health")
+try:
+    health = json.loads(out)
+except ValueError:
+    health = {}
+check(health.get("abandoned", 0) >= 1 or
+      any(isinstance(v, dict) and v.get("abandoned", 0) >= 1 for v in health.values()),
+      "the left request counts as abandoned: %r" % out[:300])
 
 check(srv.stop() == 0, "the server stops cleanly: " + srv.stderr()[-2000:])
 checks.finish()
