@@ -3,7 +3,8 @@
 (SentencePiece) vocabulary (docs/SERVER.md, "Several prompts" and "Scoring
 a prompt").
 
-- text_offset of an echoed prompt: each offset is where that token's text
+- text_offset of an echoed prompt (and, with Qwen3's byte-level vocabulary,
+  control tokens at the start): each offset is where that token's text
   starts in the echoed text (a BOS the tokenizer added and the "▁" it put in
   front of a text hold none of it), and the characters the tokens add reach
   the text's length; string prompts with control tokens written in them, a
@@ -55,7 +56,7 @@ def token_bytes(t):
 CONTROL = ("<s>", "</s>", "<unk>")
 
 
-def want_offsets(text, tokens, text_prompt):
+def want_offsets(text, tokens, text_prompt, bos="<s>", spm=True, control=CONTROL):
     """Each token's offset (in characters) where its text starts in text,
     found by walking text with the tokens: a text prompt's first token is
     the BOS the tokenizer added, which holds none of it; SentencePiece put a
@@ -63,37 +64,41 @@ def want_offsets(text, tokens, text_prompt):
     control token in it), which the text does not hold: the next token that
     starts with a space has it; a control token is in a text prompt as
     written, and left out of an id prompt's echo. Also where the walk ended
-    (bytes) and whether every token was found."""
+    (bytes) and whether every token was found. bos: the BOS a text prompt
+    starts with (None: the vocabulary adds none); spm: the vocabulary puts
+    the "▁" in front."""
     tb = text.encode()
-    at, offs, placed, prefix = 0, [], True, True
+    at, offs, placed, prefix = 0, [], True, spm
     for i, t in enumerate(tokens):
         p = token_bytes(t)
         # characters before `at`: the bytes that start one
         offs.append(sum(1 for x in tb[:at] if x & 0xC0 != 0x80))
-        if i == 0 and text_prompt:
-            check(t == "<s>", "a text prompt's first token is the BOS added: %r" % t)
-        elif t in CONTROL and not text_prompt:
+        if i == 0 and text_prompt and bos:
+            check(t == bos, "a text prompt's first token is the BOS added: %r" % t)
+        elif t in control and not text_prompt:
             pass
         elif prefix and p.startswith(b" ") and tb.startswith(p[1:], at):
             at += len(p) - 1
             prefix = False
         elif tb.startswith(p, at):
             at += len(p)
-            prefix = t in CONTROL
+            prefix = spm and t in control
         else:
             placed = False
     return offs, at, placed
 
 
-def echo_offsets(prompt, what):
-    status, doc, raw = post({"prompt": prompt, "echo": True, "logprobs": 1, "max_tokens": 0})
+def echo_offsets(prompt, what, server=None, **vocab):
+    server = server or srv
+    status, _, doc, raw = server.post("/v1/completions", {
+        "prompt": prompt, "echo": True, "logprobs": 1, "max_tokens": 0}, timeout=600)
     if not check(status == 200, "%s: echo answered: %s %r" % (what, status, raw[:300])):
         return
     ch = doc["choices"][0]
     text, lp = ch["text"], ch["logprobs"]
     if isinstance(prompt, str):
         check(text == prompt, "%s: the echo is the prompt: %r" % (what, text))
-    offs, end, placed = want_offsets(text, lp["tokens"], isinstance(prompt, str))
+    offs, end, placed = want_offsets(text, lp["tokens"], isinstance(prompt, str), **vocab)
     check(placed and end == len(text.encode()),
           "%s: the tokens %r spell the echo %r" % (what, lp["tokens"], text))
     check(lp["text_offset"] == offs,
@@ -125,6 +130,17 @@ for s in STRINGS[:5] + ["Hello world, again"]:
 hello = serverlib.token_ids(model, "Hello")
 world = serverlib.token_ids(model, " world")
 echo_offsets(hello + [2, 1] + world[1:], "ids with </s><s> inside")
+# A byte-level BPE vocabulary (Qwen3): no BOS, no "▁"; a control token at
+# the start of a text prompt is in its echo too.
+qwen = serverlib.make_model(tmp, name="qwen3", vocab=serverlib.real_vocab("qwen3"),
+                            arch="qwen3")
+qsrv = serverlib.Server(tmp, "prompts-qwen3", qwen)
+QWEN = {"bos": None, "spm": False,
+        "control": ("<|im_start|>", "<|im_end|>", "<|endoftext|>")}
+for s in ["<|im_start|>user\nHi<|im_end|>", "Hello <|im_end|> world", " lead"]:
+    echo_offsets(s, "qwen3 string %r" % s, qsrv, **QWEN)
+    echo_offsets(serverlib.token_ids(qwen, s), "qwen3 ids of %r" % s, qsrv, **QWEN)
+check(qsrv.stop() == 0, "the qwen3 server stops cleanly: " + qsrv.stderr()[-2000:])
 
 # --- several prompts ----------------------------------------------------------
 print("several prompts", flush=True)
