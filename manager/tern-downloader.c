@@ -300,33 +300,16 @@ partial_meta_clear (PartialMeta *meta)
   meta->size = 0;
 }
 
-/* FILE.partial.json: what the bytes in FILE.partial are a prefix of. */
+/* FILE.partial.json: what the bytes in FILE.partial are a prefix of. A meta
+ * file that cannot be read, or is for another URL, means a fresh start. */
 static gboolean
 read_meta (Transfer    *t,
            PartialMeta *meta)
 {
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  g_autofree char *data = NULL;
-  gsize length;
-  JsonObject *object;
-  JsonNode *root;
+  g_autoptr(JsonObject) object = tern_manager_read_partial_meta (t->meta);
 
-  /* Four flat members; anything nested is not ours (and json-glib would
-   * recurse on it), nor is what only json-glib reads (C's escapes, a
-   * repeated "url" of which it keeps the last). A meta file that cannot be
-   * read means a fresh start. */
-  if (tn_read_file (t->meta, 65536, &data, &length, NULL) != TN_OK
-      || tn_json_check (data, length, t->meta, 4,
-                        TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS
-                        | TN_JSON_NO_HUGE_INTEGERS,
-                        NULL) != TN_OK
-      || !json_parser_load_from_data (parser, data, (gssize) length, NULL))
-    return FALSE;
-  root = json_parser_get_root (parser);
-  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
-    return FALSE;
-  object = json_node_get_object (root);
-  if (g_strcmp0 (json_object_get_string_member_with_default (object, "url", ""), t->url) != 0)
+  if (object == NULL
+      || g_strcmp0 (json_object_get_string_member_with_default (object, "url", ""), t->url) != 0)
     return FALSE;
   meta->etag = g_strdup (json_object_get_string_member_with_default (object, "etag", NULL));
   meta->advertised = g_strdup (json_object_get_string_member_with_default (object, "sha256", NULL));

@@ -10,6 +10,7 @@
 #define GETTEXT_PACKAGE "tern"
 #endif
 #include <glib/gi18n-lib.h>
+#include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
 #include <inttypes.h>
 
@@ -22,6 +23,15 @@ G_BEGIN_DECLS
  * can resume it with a Range request. */
 #define TERN_PARTIAL_SUFFIX ".partial"
 #define TERN_PARTIAL_META_SUFFIX ".partial.json"
+
+/* FILE.partial.json read as the downloader and the store both trust it
+ * (docs/MODELS.md, "Resuming"): a regular file of at most 64 KiB, one
+ * strict JSON object at most 4 deep, "url", "etag" and "sha256" strings or
+ * null, "size" a whole number, "stopped" true or false, each of them may be null
+ * or absent. NULL
+ * otherwise (missing, a FIFO, too large, cut short, other types): such a
+ * file is not one Tern wrote, and its partial starts afresh. */
+JsonObject *tern_manager_read_partial_meta (const char *path);
 
 /* Imported models are tags "local:NAME". */
 #define TERN_LOCAL_FAMILY "local"

@@ -592,3 +592,50 @@ tern_manager_append_shown (GString    *out,
   tn_text_one_line (name, n, shown, 4 * n + 1, TN_TEXT_ESCAPE_C0, NULL);
   g_string_append (out, shown);
 }
+
+/* A member absent, null or of one type: json-glib's
+ * get_*_member_with_default warn (a critical) on an array or an object
+ * and quietly read another scalar type as 0 or NULL. */
+static gboolean
+member_is (JsonObject *object,
+           const char *name,
+           GType       type)
+{
+  JsonNode *node = json_object_get_member (object, name);
+
+  return node == NULL || JSON_NODE_HOLDS_NULL (node)
+         || (JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == type);
+}
+
+JsonObject *
+tern_manager_read_partial_meta (const char *path)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autofree char *data = NULL;
+  gsize length;
+  JsonNode *root;
+  JsonObject *object;
+
+  /* Flat members only: anything deeper is not ours (and json-glib would
+   * recurse on it), nor is what only json-glib reads (C's escapes, a
+   * repeated "url" of which it keeps the last). tn_read_file refuses a
+   * FIFO or a device without blocking, and a large file before reading. */
+  if (tn_read_file (path, 65536, &data, &length, NULL) != TN_OK
+      || tn_json_check (data, length, path, 4,
+                        TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS
+                        | TN_JSON_NO_HUGE_INTEGERS,
+                        NULL) != TN_OK
+      || !json_parser_load_from_data (parser, data, (gssize) length, NULL))
+    return NULL;
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    return NULL;
+  object = json_node_get_object (root);
+  if (!member_is (object, "url", G_TYPE_STRING)
+      || !member_is (object, "etag", G_TYPE_STRING)
+      || !member_is (object, "sha256", G_TYPE_STRING)
+      || !member_is (object, "size", G_TYPE_INT64)
+      || !member_is (object, "stopped", G_TYPE_BOOLEAN))
+    return NULL;
+  return json_object_ref (object);
+}

@@ -1435,31 +1435,7 @@ tern_model_store_get_missing_bytes (TernModelStore       *self,
  * downloader writes that file again, without the mark, as soon as the
  * download is resumed; earlier versions read the file by its other members
  * and pass over this one. */
-#define PARTIAL_META_MAX_BYTES 65536
 #define STOPPED_MEMBER "stopped"
-
-/* FILE.partial.json as an object, when it is one the downloader would read
- * (the same checks); NULL otherwise. */
-static JsonObject *
-read_partial_meta (const char *path)
-{
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  g_autofree char *data = NULL;
-  gsize length;
-  JsonNode *root;
-
-  if (tn_read_file (path, PARTIAL_META_MAX_BYTES, &data, &length, NULL) != TN_OK
-      || tn_json_check (data, length, path, 4,
-                        TN_JSON_NO_DUPLICATE_KEYS | TN_JSON_NO_NUL | TN_JSON_NO_HUGE_NUMBERS
-                        | TN_JSON_NO_HUGE_INTEGERS,
-                        NULL) != TN_OK
-      || !json_parser_load_from_data (parser, data, (gssize) length, NULL))
-    return NULL;
-  root = json_parser_get_root (parser);
-  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
-    return NULL;
-  return json_object_ref (json_node_get_object (root));
-}
 
 /* Calls fn on the meta file of each partial download of the tag's
  * packages that are not installed (each package once); stops at the first
@@ -1503,7 +1479,7 @@ static gboolean
 meta_not_stopped (const char *meta,
                   gpointer    data)
 {
-  g_autoptr(JsonObject) object = read_partial_meta (meta);
+  g_autoptr(JsonObject) object = tern_manager_read_partial_meta (meta);
 
   (void) data;
   return object == NULL
@@ -1530,7 +1506,7 @@ mark_meta (const char *meta,
            gpointer    data)
 {
   MarkStopped *mark = data;
-  g_autoptr(JsonObject) object = read_partial_meta (meta);
+  g_autoptr(JsonObject) object = tern_manager_read_partial_meta (meta);
   g_autoptr(JsonNode) root = NULL;
   g_autoptr(JsonGenerator) gen = NULL;
   g_autofree char *text = NULL;

@@ -936,14 +936,18 @@ test_download_ignored_range (void)
 }
 
 /* A partial's meta file that only json-glib reads (a repeated "url", of
- * which it kept the last, and C's escapes): not ours, so the download
- * starts afresh rather than resuming on the word of the last key. */
+ * which it kept the last, and C's escapes), or whose members have other
+ * types than Tern writes (json-glib's accessors warned, a critical, on an
+ * array or an object): not ours, so the download starts afresh rather
+ * than resuming on the word of the last key. */
 static void
 test_download_meta_not_strict (void)
 {
   const char *metas[] = {
     "{\"url\": \"http://elsewhere/a.bin\", \"url\": \"%s/ok/a.bin\", \"etag\": null, \"sha256\": null}",
     "{\"url\": \"%s/ok/a.bin\", \"etag\": \"\\101\", \"sha256\": null}",
+    "{\"url\": \"%s/ok/a.bin\", \"etag\": {\"v\": 1}, \"sha256\": null}",
+    "{\"url\": \"%s/ok/a.bin\", \"etag\": null, \"sha256\": [\"0\"]}",
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (metas); i++)
@@ -976,6 +980,97 @@ test_download_meta_not_strict (void)
       g_assert_null (req_string (requests, 0, "range"));
       g_assert_cmpint (req_status (requests, 0), ==, 200);
     }
+}
+
+/* The one reader of FILE.partial.json (tern_manager_read_partial_meta),
+ * which the downloader and the store's "stopped by you" both use, fed what
+ * a damaged disk, another program or a hostile user could leave there:
+ * each is no meta (NULL), read without blocking or a critical warning,
+ * and what Tern writes is read. */
+static void
+test_partial_meta_garbage (void)
+{
+  const char *garbage[] = {
+    "",
+    "{\"url\": \"http://x/a.bin\", \"etag\": nu",
+    "[\"url\", \"http://x/a.bin\"]",
+    "\"url\"",
+    "{\"url\": 5}",
+    "{\"url\": [\"http://x/a.bin\"]}",
+    "{\"url\": \"http://x/a.bin\", \"etag\": {\"v\": 1}}",
+    "{\"url\": \"http://x/a.bin\", \"sha256\": true}",
+    "{\"url\": \"http://x/a.bin\", \"size\": \"2000000\"}",
+    "{\"url\": \"http://x/a.bin\", \"size\": 2.5}",
+    "{\"url\": \"http://x/a.bin\", \"size\": 99999999999999999999}",
+    "{\"url\": \"http://x/a.bin\", \"stopped\": \"yes\"}",
+    "{\"url\": \"http://x/a.bin\", \"stopped\": [true]}",
+    "{\"url\": \"http://x/a.bin\", \"url\": \"http://y/a.bin\"}",
+    "{\"url\": \"http://x/a\\u0000.bin\"}",
+    "{\"url\": \"\\101\"}",
+    "{\"url\": \"http://x/a.bin\"} {}",
+    "\xef\xbb\xbf{\"url\": \"http://x/a.bin\"}",
+    "{\"url\": \"\xff\xfe\"}",
+  };
+  g_autofree char *dir = g_build_filename (tmp_root, "partial-metas", NULL);
+  g_autofree char *path = g_build_filename (dir, "m.gguf.partial.json", NULL);
+  g_autoptr(GString) deep = g_string_new ("{\"url\": \"http://x/a.bin\", \"x\": ");
+  g_autofree char *big = NULL;
+  JsonObject *object;
+
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (garbage); i++)
+    {
+      g_assert_true (g_file_set_contents (path, garbage[i], -1, NULL));
+      object = tern_manager_read_partial_meta (path);
+      if (object != NULL)
+        g_error ("meta %u (%s) was read", i, garbage[i]);
+    }
+  /* Nesting: json-glib recurses once per level. */
+  for (int i = 0; i < 100000; i++)
+    g_string_append_c (deep, '[');
+  g_assert_true (g_file_set_contents (path, deep->str, (gssize) deep->len, NULL));
+  g_assert_null (tern_manager_read_partial_meta (path));
+  g_string_truncate (deep, 0);
+  g_string_append (deep, "{\"url\": \"http://x/a.bin\", \"x\": [[[[1]]]]}");
+  g_assert_true (g_file_set_contents (path, deep->str, (gssize) deep->len, NULL));
+  g_assert_null (tern_manager_read_partial_meta (path));
+  /* 10 MB, valid JSON: refused by its size before it is read. */
+  big = g_strnfill (10 * 1000 * 1000, ' ');
+  big[0] = '{';
+  memcpy (big + 10 * 1000 * 1000 - 1, "}", 1);
+  g_assert_true (g_file_set_contents (path, big, 10 * 1000 * 1000, NULL));
+  g_assert_null (tern_manager_read_partial_meta (path));
+  /* A FIFO: opening it for reading would wait for a writer for ever. */
+  g_assert_cmpint (g_unlink (path), ==, 0);
+  g_assert_cmpint (mkfifo (path, 0644), ==, 0);
+  g_assert_null (tern_manager_read_partial_meta (path));
+  /* A folder, then nothing at all. */
+  g_assert_cmpint (g_unlink (path), ==, 0);
+  g_assert_cmpint (g_mkdir (path, 0755), ==, 0);
+  g_assert_null (tern_manager_read_partial_meta (path));
+  g_assert_cmpint (g_rmdir (path), ==, 0);
+  g_assert_null (tern_manager_read_partial_meta (path));
+
+  /* What the downloader writes, with and without the mark; nulls; a member
+   * a later version may add. */
+  {
+    const char *good[] = {
+      "{\"url\":\"http://x/a.bin\",\"etag\":\"\\\"v1\\\"\",\"sha256\":null,\"size\":2000000}",
+      "{\"url\":\"http://x/a.bin\",\"etag\":null,\"sha256\":null,\"size\":null,\"stopped\":true}",
+      "{\"url\":\"http://x/a.bin\",\"etag\":null,\"later\":{\"what\":[1,2]}}",
+    };
+
+    for (guint i = 0; i < G_N_ELEMENTS (good); i++)
+      {
+        g_assert_true (g_file_set_contents (path, good[i], -1, NULL));
+        object = tern_manager_read_partial_meta (path);
+        if (object == NULL)
+          g_error ("meta %s was not read", good[i]);
+        g_assert_cmpstr (json_object_get_string_member (object, "url"), ==, "http://x/a.bin");
+        json_object_unref (object);
+      }
+  }
+  g_assert_cmpint (g_unlink (path), ==, 0);
 }
 
 static gboolean
@@ -4950,6 +5045,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/past-fsize-limit", test_download_past_fsize_limit);
   g_test_add_func ("/manager/download/damaged-partial", test_download_damaged_partial);
   g_test_add_func ("/manager/download/meta-not-strict", test_download_meta_not_strict);
+  g_test_add_func ("/manager/partial-meta-garbage", test_partial_meta_garbage);
   g_test_add_func ("/manager/download/wrong-bytes", test_download_wrong_bytes);
   g_test_add_func ("/manager/download/advertised-hash", test_download_advertised_hash);
   g_test_add_func ("/manager/download/http-errors", test_download_http_errors);
