@@ -227,6 +227,8 @@ transfer_reported (gpointer data)
   return G_SOURCE_REMOVE;
 }
 
+static guint64 resumable_bytes (Transfer *t);
+
 static PackageJob *
 package_job_new (TernDownloader           *self,
                  TernCatalog              *catalog,
@@ -262,6 +264,7 @@ package_job_new (TernDownloader           *self,
       t->broken_sha = g_strdup (tern_model_store_broken_file_sha256 (self->store, package->id, file->name));
       t->cancellable = g_object_ref (job->cancellable);
       t->downloader = self;
+      t->done = resumable_bytes (t);
       g_ptr_array_add (job->transfers, t);
     }
   job->pending = job->transfers->len;
@@ -318,6 +321,27 @@ read_meta (Transfer    *t,
   /* Absent in the meta files of earlier versions: unknown. */
   meta->size = (guint64) MAX (json_object_get_int_member_with_default (object, "size", 0), 0);
   return TRUE;
+}
+
+/* The bytes of FILE.partial that the transfer's first attempt will keep,
+ * by the same rules (a meta for this URL and hash, no more than the file):
+ * the pull's progress starts there. It started at 0 until the transfer's
+ * thread had opened the file, and a resumed row said "0% of 2.0 MB" for a
+ * moment; the first rate counted the kept bytes as downloaded at once. */
+static guint64
+resumable_bytes (Transfer *t)
+{
+  PartialMeta meta = { NULL, NULL, 0 };
+  struct stat st;
+  guint64 kept = 0;
+
+  if (lstat (t->partial, &st) != 0 || !S_ISREG (st.st_mode) || st.st_size <= 0)
+    return 0;
+  if (read_meta (t, &meta) && (t->size == 0 || (guint64) st.st_size <= t->size)
+      && !(t->expected_sha && meta.advertised && g_ascii_strcasecmp (t->expected_sha, meta.advertised) != 0))
+    kept = (guint64) st.st_size;
+  partial_meta_clear (&meta);
+  return kept;
 }
 
 static gboolean

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1793,6 +1794,56 @@ pull_done_store (GObject      *source,
   if (!tern_downloader_pull_finish (TERN_DOWNLOADER (source), result, slot) && *slot == NULL)
     g_assert_not_reached ();
   slot[1] = (GError *) GINT_TO_POINTER (1);  /* done */
+}
+
+/* A resumed pull's progress starts at the bytes it keeps, before its
+ * transfer's thread has opened the partial file: it started at 0, and the
+ * Models panel's row said "0% of 2.0 MB" for a moment after Resume. A
+ * partial whose meta is for another URL is not kept, and starts at 0. */
+static void
+test_download_resume_progress (void)
+{
+  const char *urls[] = { "%s/ok/a.bin", "http://elsewhere/a.bin" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (urls); i++)
+    {
+      g_autofree char *root = new_store_root ();
+      g_autoptr(TernModelStore) store = new_store (root);
+      g_autoptr(TernDownloader) dl = new_downloader (store);
+      g_autoptr(TernCatalog) catalog = single_catalog ("ok", "a.bin", TRUE);
+      g_autofree char *partial = store_file (store, "pkg-one", "a.bin", ".partial");
+      g_autofree char *meta = store_file (store, "pkg-one", "a.bin", ".partial.json");
+      g_autofree char *url = g_strdup_printf (urls[i], base_url);
+      g_autofree char *meta_json = g_strdup_printf ("{\"url\": \"%s\", \"etag\": null, \"sha256\": null}", url);
+      g_autofree char *dir = g_path_get_dirname (partial);
+      g_autofree char *path = store_file (store, "pkg-one", "a.bin", NULL);
+      GError *result[2] = { NULL, NULL };
+      TernDownloadProgress progress;
+      guint64 kept = i == 0 ? FILE_A_SIZE / 4 : 0;
+      int held;
+
+      g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+      g_assert_true (g_file_set_contents (partial, (const char *) fixture ("a.bin")->data,
+                                          FILE_A_SIZE / 4, NULL));
+      g_assert_true (g_file_set_contents (meta, meta_json, -1, NULL));
+      /* Held as another program downloading it would: the transfer's
+       * thread waits, and cannot have set the figure itself. */
+      held = open (partial, O_RDWR | O_CLOEXEC);
+      g_assert_cmpint (held, >=, 0);
+      g_assert_cmpint (flock (held, LOCK_EX | LOCK_NB), ==, 0);
+      server_reset ();
+      tern_downloader_pull_async (dl, catalog, "t:one", NULL, pull_done_store, result);
+      g_assert_true (tern_downloader_get_progress (dl, "t:one", &progress));
+      g_test_message ("%s: at the start %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " bytes",
+                      url, progress.done, progress.total);
+      g_assert_cmpuint (progress.total, ==, FILE_A_SIZE);
+      g_assert_cmpuint (progress.done, ==, kept);
+      close (held);
+      while (result[1] == NULL)
+        g_main_context_iteration (NULL, TRUE);
+      g_assert_no_error (result[0]);
+      assert_file_is (path, "a.bin");
+    }
 }
 
 /* A pull is cancelled; before its package's transfer has wound down, the
@@ -5045,6 +5096,7 @@ main (int    argc,
   g_test_add_func ("/manager/download/past-fsize-limit", test_download_past_fsize_limit);
   g_test_add_func ("/manager/download/damaged-partial", test_download_damaged_partial);
   g_test_add_func ("/manager/download/meta-not-strict", test_download_meta_not_strict);
+  g_test_add_func ("/manager/download/resume-progress", test_download_resume_progress);
   g_test_add_func ("/manager/partial-meta-garbage", test_partial_meta_garbage);
   g_test_add_func ("/manager/download/wrong-bytes", test_download_wrong_bytes);
   g_test_add_func ("/manager/download/advertised-hash", test_download_advertised_hash);

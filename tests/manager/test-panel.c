@@ -14,8 +14,12 @@
 #include <adwaita.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+#include <fcntl.h>
 #include <libsoup/soup.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "hash-hold.h"
 #include "tern-manager-private.h"
@@ -1077,10 +1081,47 @@ test_failed_downloads (void)
   /* Resumed, the mark is gone: the row and the store no longer say the
    * user stopped it while it runs again (the downloader rewrites the
    * partial file's meta without it). */
-  finished = FALSE;
-  tern_model_manager_download (panel, "fgate:x");
-  WAIT_FOR (strstr (subtitle (panel, "fgate:x"), "stopped by you") == NULL);
-  g_test_message ("resumed: %s", subtitle (panel, "fgate:x"));
+  /* From the first frame the row shows the half it already has: it said
+   * "0% of 2.0 MB" until the download's thread had opened the partial
+   * file. The test holds that file's lock (as another program downloading
+   * it would) so that the thread cannot have got there first. Every figure
+   * the row shows while it runs is at least that half. */
+  {
+    g_autoptr(GtkWidget) gate = g_object_ref (tern_model_manager_get_row (panel, "fgate:x"));
+    g_autoptr(GPtrArray) resumed = g_ptr_array_new_with_free_func (g_free);
+    const TernCatalogPackage *package = tern_catalog_find_tag (catalog, "fgate:x")->packages[TERN_PACKAGE_ROLE_BASE];
+    const TernCatalogFile *file = package->files->pdata[0];
+    g_autofree char *dest = tern_model_store_get_file_path (store, package->id, file->name);
+    g_autofree char *partial = g_strconcat (dest, TERN_PARTIAL_SUFFIX, NULL);
+    int held = open (partial, O_RDWR | O_CLOEXEC);
+    int percent = -1;
+    guint figures = 0;
+
+    g_assert_cmpint (held, >=, 0);
+    g_assert_cmpint (flock (held, LOCK_EX | LOCK_NB), ==, 0);
+    g_signal_connect (gate, "notify::subtitle", G_CALLBACK (record_subtitle), resumed);
+    finished = FALSE;
+    tern_model_manager_download (panel, "fgate:x");
+    g_test_message ("at Resume: %s", subtitle (panel, "fgate:x"));
+    g_assert_cmpint (sscanf (subtitle (panel, "fgate:x"), "%d%% of ", &percent), ==, 1);
+    g_assert_cmpint (percent, ==, 50);
+    g_assert_cmpfloat_with_epsilon (bar_fraction (gate), 0.5, 0.01);
+    spin_for (50);
+    close (held);
+    WAIT_FOR (strstr (subtitle (panel, "fgate:x"), "stopped by you") == NULL);
+    g_test_message ("resumed: %s", subtitle (panel, "fgate:x"));
+    spin_for (300);
+    g_signal_handlers_disconnect_by_func (gate, record_subtitle, resumed);
+    for (guint i = 0; i < resumed->len; i++)
+      {
+        if (sscanf (resumed->pdata[i], "%d%% of ", &percent) != 1)
+          continue;
+        g_test_message ("after Resume: %s", (char *) resumed->pdata[i]);
+        g_assert_cmpint (percent, >=, 50);
+        figures++;
+      }
+    g_assert_cmpuint (figures, >, 0);
+  }
   WAIT_FOR (!tern_model_store_get_download_stopped (store, tern_catalog_find_tag (catalog, "fgate:x")));
   tern_model_manager_cancel (panel, "fgate:x");
   spin (&finished);
