@@ -92,6 +92,20 @@ static char *tag_size_text(const TernCatalogTag *tag) {
     return tern_catalog_tag_size_known(tag) ? size_text(tern_catalog_tag_size(tag)) : size_text(0);
 }
 
+/* A state in the user's language, for `list`'s table; --json keeps
+ * tern_model_state_to_string's English words, which scripts compare. */
+static const char *state_word(TernModelState state) {
+    switch (state) {
+    case TERN_MODEL_STATE_AVAILABLE: return _("available");
+    case TERN_MODEL_STATE_INSTALLED: return _("installed");
+    /* Translators: tern-cli list's state of a model whose files `tern-cli check` found damaged */
+    case TERN_MODEL_STATE_BROKEN: return _("broken");
+    /* Translators: tern-cli list's state of a partly downloaded model (when its size is not known) */
+    case TERN_MODEL_STATE_PARTIAL: return _("partial");
+    default: return tern_model_state_to_string(state);
+    }
+}
+
 /* "available", "partial 40%", "installed", "broken", "needs Tern 0.3", "needs mtp support". */
 static char *state_text(TernModelStore *store, const TernCatalogTag *tag) {
     TernModelState state = tern_model_store_get_state(store, tag->tag, tag);
@@ -103,7 +117,7 @@ static char *state_text(TernModelStore *store, const TernCatalogTag *tag) {
         if (total > 0 && missing <= total)
             return g_strdup_printf(_("partial %d%%"), (int)(100.0 * (double)(total - missing) / (double)total));
     }
-    return g_strdup(tern_model_state_to_string(state));
+    return g_strdup(state_word(state));
 }
 
 static void json_add_path(JsonBuilder *b, const char *member, char *path) {
@@ -342,8 +356,7 @@ int cmd_list(int argc, char **argv) {
         fputs("  ", stdout);
         print_padded(tag ? tag : "", tag_width);
         printf(" %12s  ", size);
-        print_padded(tern_model_state_to_string(tern_model_store_get_state(store, *t, NULL)),
-                     state_width);
+        print_padded(state_word(tern_model_store_get_state(store, *t, NULL)), state_width);
         printf(" %s\n", where ? where : "");
     }
     g_autofree char *usage = tern_manager_format_size(tern_model_store_get_disk_usage(store));

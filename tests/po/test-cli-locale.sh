@@ -55,6 +55,8 @@ if [ "$with_manager" = manager ]; then
     check "a family's description in German" \
         "^Qwen3 - Qwen3 von Alibaba: Denken ein- oder ausschaltbar, Apache-2.0.$" "$list_de"
     check "a tag's label in German" "gemma3:4b .* Gemma 3 4B (Vision)$" "$list_de"
+    # The state column too (it said "available" in a German table).
+    check "a model's state in German" "^  qwen3:0.6b  *[0-9,]* MB  verfügbar  *Qwen3 0.6B$" "$list_de"
     check "a family's description in English in the C locale" \
         "^Qwen3 - Alibaba's Qwen3: thinking on or off, Apache-2.0.$" \
         "$(en env -u TERN_CATALOG XDG_DATA_HOME="$tmp/data" "$cli" list)"
