@@ -2054,6 +2054,14 @@ on_close_request (TernWindow *self)
     }
   else
     keep_draft (self, self->chat);
+  /* The system prompt as the panel holds it, pinned or not: only a pin
+   * kept it, so a prompt typed and not yet sent was gone at the next start
+   * (the message's draft was kept). The next model loaded pins it. */
+  {
+    g_autofree char *prompt = tern_pin_editor_get_text (self->pin_editor);
+
+    g_settings_set_string (self->settings, "system-prompt", prompt);
+  }
   /* A window closed mid-answer keeps what was generated so far. */
   if (_tern_window_is_generating (self))
     {
