@@ -185,9 +185,13 @@ check "--seed 5: the same request sampled twice is the same" \
 # Ctrl-C during one answer (-p, or --raw's whole input): what was computed
 # is reported ("stop: cancelled") and the exit status is 130, as a shell
 # gives a command SIGINT ended (it was 0: `tern-cli run ... && next` went
-# on). The signal goes once the run has used half a second of CPU: the
-# model loads in a fraction of that, and the prefill of 7,500 tokens takes
-# seconds even in a release build.
+# on). A background job of this non-interactive shell starts with SIGINT
+# ignored, so a signal sent before tern-cli installs its handler is lost
+# and the run ends as if never stopped (seen under load, where loading
+# took more than the half second of CPU once waited for): the signal goes
+# once /proc says SIGINT is caught, and the run has then used a further
+# half second of CPU in the prefill of 7,500 tokens, which takes seconds
+# even in a release build.
 slow="$tmp/slow.gguf"
 "$cli" mkmodel --arch llama --type q8_0 --embd 768 --layers 8 --heads 12 --kv-heads 4 \
     --head-dim 64 --ff 2048 --ctx 8192 --seed 3 -o "$slow" >"$tmp/mk-slow.out" 2>&1
@@ -195,6 +199,11 @@ check "mkmodel for the Ctrl-C runs ($(cat "$tmp/mk-slow.out"))" test -s "$slow"
 long=$(awk 'BEGIN { for (i = 0; i < 7500; i++) printf "w "; }')
 cpu_ticks() {
     awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+sigint_caught() {
+    # SigCgt is a hexadecimal mask; SIGINT (2) is its bit 1.
+    mask=$(awk '$1 == "SigCgt:" { print $2 }' "/proc/$1/status" 2>/dev/null)
+    [ -n "$mask" ] && [ $(( 0x$mask & 2 )) -ne 0 ]
 }
 for mode in raw prompt; do
     if [ "$mode" = raw ]; then
@@ -206,7 +215,13 @@ for mode in raw prompt; do
     fi
     pid=$!
     waited=0
-    while [ "$(cpu_ticks $pid)" -lt 50 ] && [ $waited -lt 600 ] && kill -0 $pid 2>/dev/null; do
+    while ! sigint_caught $pid && [ $waited -lt 1200 ] && kill -0 $pid 2>/dev/null; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    from=$(cpu_ticks $pid)
+    while [ "$(cpu_ticks $pid)" -lt $((from + 50)) ] && [ $waited -lt 1200 ] &&
+        kill -0 $pid 2>/dev/null; do
         sleep 0.1
         waited=$((waited + 1))
     done
