@@ -262,8 +262,8 @@ static volatile sig_atomic_t g_interrupted; /* Ctrl-C stopped an answer */
 static tn_session *volatile g_session;
 /* A raw prompt that cannot fit, told from its length before it is
  * encoded: 8 MiB of one letter took 20 s to encode only to be refused. */
-static bool too_long(const opts *o, const tn_model *m, size_t prompt_len) {
-    const size_t at_least = tn_tokenizer_min_tokens(tn_model_tokenizer(m), prompt_len);
+static bool too_long(const opts *o, const tn_model *m, const char *prompt, size_t prompt_len) {
+    const size_t at_least = tn_tokenizer_min_tokens(tn_model_tokenizer(m), prompt, prompt_len);
     if (at_least < (size_t)o->n_ctx)
         return false;
     cli_error(_("%s: the prompt is %zu bytes, at least %zu tokens; the context holds %ld (use -c "
@@ -325,7 +325,7 @@ static int run_raw(const opts *o, const tn_model *m, const char *prompt, size_t 
     tn_session_stats st;
     memset(&st, 0, sizeof st);
 
-    if (too_long(o, m, prompt_len))
+    if (too_long(o, m, prompt, prompt_len))
         goto out;
     if (tn_tokenize(tok, prompt, prompt_len, TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &in,
                     &err) != TN_OK) {
@@ -439,7 +439,7 @@ static int report(const opts *o, int rc, const tn_error *err, answer *a,
 static int run_raw_spec(const opts *o, const tn_model *m, const char *prompt, size_t prompt_len) {
     tn_error err = {0};
     tn_tokens in = {0};
-    if (too_long(o, m, prompt_len))
+    if (too_long(o, m, prompt, prompt_len))
         return CLI_EXIT_BAD_INPUT;
     if (tn_tokenize(tn_model_tokenizer(m), prompt, prompt_len,
                     TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &in, &err) != TN_OK) {

@@ -582,12 +582,13 @@ static int overflowed(tn_error *err, int rc, int64_t needed, int64_t room, bool 
  * encoding a 1 MiB message took seconds only for the check after it to
  * refuse it. tn_tokenizer_min_tokens never exceeds the real count, so
  * whatever fits still passes to the exact checks after tokenizing. */
-static int refuse_early(const tn_session *s, size_t len, bool bos, fit_kind fit,
+static int refuse_early(const tn_session *s, const tn_buf *text, bool bos, fit_kind fit,
                         tn_error *err) {
     if (fit == FIT_COUNT)
         return TN_OK;
     const int64_t room = fit_room(s, fit);
-    const size_t at_least = tn_tokenizer_min_tokens(s->tok, len) + (bos ? 1 : 0);
+    const size_t len = text->len;
+    const size_t at_least = tn_tokenizer_min_tokens(s->tok, text->data, len) + (bos ? 1 : 0);
     if (at_least <= (uint64_t)room)
         return TN_OK;
     const int64_t needed = at_least > INT64_MAX ? INT64_MAX : (int64_t)at_least;
@@ -632,7 +633,7 @@ static int tokenize_rendered(const tn_session *s, const tn_buf *text,
                              tn_tokens *out, tn_error *err) {
     const bool bos =
         with_bos && tn_chat_kind_adds_bos(s->chat_kind) && tn_tokenizer_bos(s->tok) >= 0;
-    int rc = refuse_early(s, text->len, bos, fit, err);
+    int rc = refuse_early(s, text, bos, fit, err);
     if (rc != TN_OK)
         return rc;
     if (bos) {

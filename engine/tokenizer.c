@@ -69,10 +69,10 @@ struct tn_tokenizer {
     int32_t bos, eos, eot, unk, pad;
     bool add_bos, add_eos;
 
-    /* tn_tokenizer_min_tokens: the longest token text; whether some byte
-     * has neither a token nor the unknown token (and is dropped). */
-    size_t max_token_bytes;
-    bool drops_bytes;
+    /* tn_tokenizer_min_tokens: what one byte of text weighs at least, in
+     * 2^-32 tokens; in a text NFC may change, what any byte weighs. */
+    uint64_t min_weight[256];
+    uint64_t nfc_weight;
 
     /* Added tokens matched in the text before splitting. */
     trie_node *trie;
@@ -98,17 +98,33 @@ bool tn_tokenizer_add_bos(const tn_tokenizer *tok) { return tok && tok->add_bos 
 
 bool tn_tokenizer_add_space_prefix(const tn_tokenizer *tok) { return tok && tok->add_space_prefix; }
 
-/* Every token's text is at least as long as the bytes of text it stands
- * for: spaces only grow into "\u2581", byte-level pieces map each byte to
- * one or two bytes, added tokens are their text. A byte without a token
- * of its own is a byte token or the unknown token, one each, unless the
- * vocabulary has neither (drops_bytes). NFC shortens text by at most 3x
- * (three Hangul jamo, 9 bytes, make one syllable of 3; the Kelvin sign, 3
- * bytes, is "K"); 4 leaves room. */
-size_t tn_tokenizer_min_tokens(const tn_tokenizer *tok, size_t len) {
-    if (!tok || tok->drops_bytes || tok->max_token_bytes == 0)
+/* A token stands for a stretch of the text with every byte of that stretch
+ * in the token's own bytes, so a byte b is part of a stretch no longer than
+ * the longest token with b in it (min_weight: 1 / that length). Summed over
+ * the text, each token's stretch weighs at most 1: the sum never exceeds
+ * the count, whatever the text (docs/TOKENIZER.md, "Refusing early"). A
+ * bound from the longest token alone was weak: Qwen's longest token is 128
+ * spaces, which said nothing about a megabyte of "a". Where NFC may change
+ * the text first, only ASCII bytes that no following character can join
+ * keep their own weight; the others weigh what any byte of the normalized
+ * text does, a third of them at least surviving (4 leaves room: three
+ * Hangul jamo, 9 bytes, make one syllable of 3). */
+size_t tn_tokenizer_min_tokens(const tn_tokenizer *tok, const char *text, size_t len) {
+    if (!tok || !text)
         return 0;
-    return len / tok->max_token_bytes / (tok->nfc ? 4 : 1);
+    const unsigned char *p = (const unsigned char *)text;
+    const bool as_is = !tok->nfc || tn_nfc_quick_check(text, len);
+    size_t whole = 0;
+    uint64_t frac = 0;
+    for (size_t i = 0; i < len; i++) {
+        const bool own = as_is || (p[i] < 0x80 && (i + 1 == len || p[i + 1] < 0x80));
+        frac += own ? tok->min_weight[p[i]] : tok->nfc_weight;
+        if (frac >> 62) {
+            whole += (size_t)(frac >> 32);
+            frac &= UINT32_MAX;
+        }
+    }
+    return whole + (size_t)(frac >> 32);
 }
 
 int32_t tn_tokenizer_find(const tn_tokenizer *tok, const char *text, size_t len) {
@@ -552,6 +568,48 @@ static int setup_bpe(tn_tokenizer *tok) {
     return TN_OK;
 }
 
+/* For tn_tokenizer_min_tokens: the longest stretch of text each byte can be
+ * part of. A byte-level token stands for its decoded bytes; a SentencePiece
+ * one also for its text, where "\u2581" may be written out; an added token
+ * for its text, matched as it is. A byte with neither a token nor the
+ * unknown token may be dropped and weighs nothing, as does a space that
+ * SentencePiece turns into dropped bytes. */
+static void set_min_weights(tn_tokenizer *tok) {
+    uint32_t longest[256];
+    uint32_t overall = 1;
+    for (int b = 0; b < 256; b++)
+        longest[b] = 1;
+    for (int32_t id = 0; id < tok->n_vocab; id++) {
+        size_t tlen, plen;
+        const unsigned char *t = (const unsigned char *)text_of(tok, id, &tlen);
+        const unsigned char *p = (const unsigned char *)tok->piece_blob + tok->piece_off[id];
+        plen = tok->piece_off[id + 1] - tok->piece_off[id] - 1;
+        const bool as_text = tok->kind != KIND_BPE || tok->type[id] != TN_TOKEN_TYPE_NORMAL;
+        const size_t n = as_text && tlen > plen ? tlen : plen;
+        if (n <= 1)
+            continue;
+        const uint32_t c = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+        if (c > overall)
+            overall = c;
+        for (size_t i = 0; i < plen; i++)
+            if (longest[p[i]] < c)
+                longest[p[i]] = c;
+        for (size_t i = 0; as_text && i < tlen; i++)
+            if (longest[t[i]] < c)
+                longest[t[i]] = c;
+    }
+    bool drops[256], drops_any = false;
+    for (int b = 0; b < 256; b++) {
+        drops[b] = tok->byte_token[b] < 0 && tok->unk < 0;
+        drops_any |= drops[b];
+    }
+    if (tok->kind != KIND_BPE)
+        drops[' '] |= drops[0xE2] || drops[0x96] || drops[0x81];
+    for (int b = 0; b < 256; b++)
+        tok->min_weight[b] = drops[b] ? 0 : (UINT64_C(1) << 32) / longest[b];
+    tok->nfc_weight = drops_any ? 0 : (UINT64_C(1) << 32) / ((uint64_t)overall * 4);
+}
+
 int tn_tokenizer_load(const tn_gguf *g, tn_tokenizer **out, tn_error *err) {
     if (!out)
         return tn_fail(err, TN_ERR_INVALID, "tn_tokenizer_load: out is NULL");
@@ -647,13 +705,7 @@ int tn_tokenizer_load(const tn_gguf *g, tn_tokenizer **out, tn_error *err) {
         off += (uint32_t)len + 1;
     }
     tok->piece_off[tok->n_vocab] = off;
-    for (int32_t id = 0; id < tok->n_vocab; id++) {
-        size_t len = tok->text_off[id + 1] - tok->text_off[id] - 1;
-        if (len > tok->max_token_bytes)
-            tok->max_token_bytes = len;
-    }
-    for (int b = 0; b < 256; b++)
-        tok->drops_bytes |= tok->byte_token[b] < 0 && tok->unk < 0;
+    set_min_weights(tok);
     *out = tok;
     return TN_OK;
 nomem:

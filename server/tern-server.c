@@ -448,7 +448,7 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
          * body at the cap took seconds to encode only to be refused. */
         const size_t len = strlen(j->prompt);
         const size_t at_least =
-            tn_tokenizer_min_tokens(tok, len) + (tn_tokenizer_add_bos(tok) ? 1 : 0);
+            tn_tokenizer_min_tokens(tok, j->prompt, len) + (tn_tokenizer_add_bos(tok) ? 1 : 0);
         const int32_t n_pin = tn_session_pin_info(session).n_pin;
         const int32_t room = tn_session_n_ctx(session) - n_pin;
         if (at_least > (size_t)(room > 0 ? room : 0)) {

@@ -1657,13 +1657,13 @@ bool tn_tokenizer_add_bos(const tn_tokenizer *tok);
  * its start and after each added token in it, and is no part of the text. */
 bool tn_tokenizer_add_space_prefix(const tn_tokenizer *tok);
 
-/* A lower bound on the tokens len bytes of text encode to, under any
- * flags, BOS aside: no token stands for more bytes than the longest token
- * text (times 4 where NFC may shorten the text first). 0 where nothing can
- * be promised (a vocabulary that drops bytes it has no token for). For a
- * caller to refuse a text far over a context before encoding it: encoding
- * costs about a second per MiB at worst (docs/TOKENIZER.md, "Costs"). */
-size_t tn_tokenizer_min_tokens(const tn_tokenizer *tok, size_t len);
+/* A lower bound on the tokens text[0..len) encodes to, under any flags,
+ * BOS aside, found in one pass over the bytes without encoding: each byte
+ * counts as a share of the longest token that holds it (docs/TOKENIZER.md,
+ * "Refusing early"). 0 for no tokenizer or no text. For a caller to refuse
+ * a text far over a context before encoding it: encoding costs about a
+ * second per MiB at worst (docs/TOKENIZER.md, "Costs"). */
+size_t tn_tokenizer_min_tokens(const tn_tokenizer *tok, const char *text, size_t len);
 
 /* The id of a token by its exact vocabulary text ("<|im_start|>"), -1 if none. */
 int32_t tn_tokenizer_find(const tn_tokenizer *tok, const char *text, size_t len);

@@ -190,9 +190,9 @@ static void check_robust(const char *name, const tn_tokenizer *tok, const char *
         CHECKF(t.n > 0, "%s %s: no tokens", name, what);
     /* tn_tokenizer_min_tokens is a lower bound, BOS aside. */
     const size_t n_bos = len && tn_tokenizer_add_bos(tok) ? 1 : 0;
-    CHECKF(tn_tokenizer_min_tokens(tok, len) <= t.n - n_bos,
+    CHECKF(tn_tokenizer_min_tokens(tok, s, len) <= t.n - n_bos,
            "%s %s: at least %zu tokens promised, %zu given", name, what,
-           tn_tokenizer_min_tokens(tok, len), t.n - n_bos);
+           tn_tokenizer_min_tokens(tok, s, len), t.n - n_bos);
 
     /* Expected text: Qwen normalizes; SentencePiece maps "▁" to a space. */
     char *expect = NULL;
@@ -395,6 +395,74 @@ static void check_reference_merges(const char *name, const tn_tokenizer *tok, co
     tn_strmap_free(&by_text);
 }
 
+/* n bytes (or a few less: whole characters) of one unit over and over:
+ * 0 "a", 1 random CJK ideographs, 2 random emoji, 3 Hangul jamo that NFC
+ * joins three to one, 4 "e" and a combining acute accent that NFC joins,
+ * 5 a written-out "\u2581", 6 spaces. */
+static size_t fill_word(char *buf, size_t n, int unit, uint64_t *rng) {
+    size_t len = 0;
+    for (;;) {
+        char c[16];
+        size_t k;
+        switch (unit) {
+        case 0: k = 1, c[0] = 'a'; break;
+        case 1: k = tn_utf8_encode(0x4E00 + (uint32_t)(tn_test_rand(rng) % 0x5200), c); break;
+        case 2: k = tn_utf8_encode(0x1F600 + (uint32_t)(tn_test_rand(rng) % 0x50), c); break;
+        case 3: k = 9, memcpy(c, "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8", 9); break;
+        case 4: k = 3, memcpy(c, "e\xCC\x81", 3); break;
+        case 5: k = 3, memcpy(c, "\xE2\x96\x81", 3); break;
+        default: k = 1, c[0] = ' '; break;
+        }
+        if (len + k > n)
+            return len;
+        memcpy(buf + len, c, k);
+        len += k;
+    }
+}
+
+/* The long one-word prompt: a megabyte of one letter, of CJK or of emoji
+ * sent to a 1,024-token context must be refused from the bound, before it
+ * is encoded (docs/TOKENIZER.md, "Refusing early"); Qwen's longest token,
+ * 128 spaces, once made the bound exactly 1,024 for any of them. That the
+ * bound stays below the real count is checked on 64 KiB of every unit, NFC
+ * joins, written-out "\u2581" and space runs included (the sanitizers
+ * make encoding megabytes slow). */
+static void check_one_word_bound(const char *name, const tn_tokenizer *tok) {
+    static const char *const what[] = {
+        "one letter",         "CJK",   "emoji", "Hangul jamo", "e + combining acute",
+        "written-out \u2581", "spaces"};
+    const size_t big = 1u << 20, small = 64u << 10;
+    char *buf = malloc(big);
+    CHECK(buf);
+    if (!buf)
+        return;
+    uint64_t rng = 7;
+    for (int unit = 0; unit < (int)(sizeof what / sizeof what[0]); unit++) {
+        size_t n = fill_word(buf, small, unit, &rng);
+        check_robust(name, tok, buf, n, what[unit]);
+        tn_tokens t = {0};
+        tn_error err = {0};
+        CHECK(tn_tokenize(tok, buf, n, TN_TOKENIZE_SPECIAL, &t, &err) == TN_OK);
+        CHECKF(tn_tokenizer_min_tokens(tok, buf, n) <= t.n,
+               "%s: 64 KiB of %s with special tokens: at least %zu tokens promised, %zu given",
+               name, what[unit], tn_tokenizer_min_tokens(tok, buf, n), t.n);
+        tn_tokens_free(&t);
+        if (unit > 2)
+            continue;
+        n = fill_word(buf, big, unit, &rng);
+        fprintf(stderr, "%s: 1 MiB of %s: at least %zu tokens\n", name, what[unit],
+                tn_tokenizer_min_tokens(tok, buf, n));
+        /* A token per 64 bytes: well over any context a megabyte meets, and
+         * what every vocabulary here gives (its tokens with these bytes are
+         * shorter than 64 bytes). */
+        CHECKF(tn_tokenizer_min_tokens(tok, buf, n) >= n / 64,
+               "%s: 1 MiB of %s: at least %zu tokens promised, not %zu: a context that "
+               "holds as many takes it for possible and encodes it in full",
+               name, what[unit], tn_tokenizer_min_tokens(tok, buf, n), n / 64);
+    }
+    free(buf);
+}
+
 static void check_hostile(const char *name, const tn_tokenizer *tok, const tn_json *cases,
                           bool big) {
     static const char invalid[] = "ab\xff\xfe c\x80\x80 \xc3\x28 \xe2\x82 z\xf0\x9f\x98";
@@ -425,8 +493,8 @@ static void check_hostile(const char *name, const tn_tokenizer *tok, const tn_js
     fprintf(stderr, "%s: 1 MB single word encoded and decoded in %.2f s\n", name,
             now_s() - t_word);
     /* The bound is worth having: a megabyte is more than a few tokens. */
-    CHECKF(tn_tokenizer_min_tokens(tok, n_word) >= 1024, "%s: at least %zu tokens in 1 MB", name,
-           tn_tokenizer_min_tokens(tok, n_word));
+    CHECKF(tn_tokenizer_min_tokens(tok, word, n_word) >= 1024, "%s: at least %zu tokens in 1 MB", name,
+           tn_tokenizer_min_tokens(tok, word, n_word));
     free(word);
 
     /* The bound's worst case: the longest token's text over and over,
@@ -451,9 +519,9 @@ static void check_hostile(const char *name, const tn_tokenizer *tok, const tn_js
         tn_tokens t = {0};
         tn_error err = {0};
         CHECK(tn_tokenize(tok, rep, piece_len * reps, TN_TOKENIZE_SPECIAL, &t, &err) == TN_OK);
-        CHECKF(tn_tokenizer_min_tokens(tok, piece_len * reps) <= t.n,
+        CHECKF(tn_tokenizer_min_tokens(tok, rep, piece_len * reps) <= t.n,
                "%s: at least %zu tokens promised for the longest token repeated, %zu given", name,
-               tn_tokenizer_min_tokens(tok, piece_len * reps), t.n);
+               tn_tokenizer_min_tokens(tok, rep, piece_len * reps), t.n);
         tn_tokens_free(&t);
         free(rep);
     }
@@ -1552,6 +1620,7 @@ int main(void) {
         /* The 10 MB run under the sanitizers takes a while: once for a
          * SentencePiece and once for a byte-level vocabulary. */
         check_hostile(v->name, tok, cases, !strcmp(v->name, "llama2") || !strcmp(v->name, "qwen3"));
+        check_one_word_bound(v->name, tok);
         check_reference_merges(v->name, tok, v->gguf);
         tn_tokenizer_free(v->tok);
         tn_gguf_close(v->gguf);
@@ -1577,6 +1646,7 @@ int main(void) {
             check_stream_split(oss.name, tok);
             check_leading_space(oss.name, tok);
             check_hostile(oss.name, tok, oss_cases, false);
+            check_one_word_bound(oss.name, tok);
             check_reference_merges(oss.name, tok, oss.gguf);
         }
         /* Padded as the published gpt-oss file is (201,088 rows, llama.cpp's
