@@ -18,6 +18,7 @@ struct _TernMessageRow {
   GtkButton *regenerate_button;
   GtkBox *content_box;
   GtkLabel *error_label;
+  GtkBox *fix_box;
   GtkLabel *stats_label;
   GtkButton *show_all_button;
   GtkLabel *notice_label;      /* NULL until there is a notice */
@@ -32,6 +33,8 @@ struct _TernMessageRow {
   GtkAdjustment *transcript_adj; /* the scrolled transcript's, while mapped */
   gboolean drawn_on_screen;
   gboolean show_all;            /* a long question shown whole, on request */
+  gboolean last;                /* the last turn (tern_message_row_set_last) */
+  gboolean fixes;               /* the ways out of its error, while last */
 };
 
 /* A streaming answer is re-rendered at most this often: each render
@@ -511,6 +514,29 @@ tern_message_row_set_last (TernMessageRow *self,
 
   gtk_widget_set_visible (GTK_WIDGET (self->edit_button), last && user);
   gtk_widget_set_visible (GTK_WIDGET (self->regenerate_button), last && !user);
+  self->last = last;
+  /* The next message sent (or written again) is a new state: these ways
+   * out were for this one only. */
+  if (!last)
+    self->fixes = FALSE;
+  gtk_widget_set_visible (GTK_WIDGET (self->fix_box), self->fixes && self->last);
+}
+
+void
+tern_message_row_set_fixes (TernMessageRow *self,
+                            gboolean        fixes)
+{
+  g_return_if_fail (TERN_IS_MESSAGE_ROW (self));
+
+  self->fixes = fixes;
+  gtk_widget_set_visible (GTK_WIDGET (self->fix_box), self->fixes && self->last);
+}
+
+GtkWidget *
+tern_message_row_get_fix_box (TernMessageRow *self)
+{
+  g_return_val_if_fail (TERN_IS_MESSAGE_ROW (self), NULL);
+  return gtk_widget_get_visible (GTK_WIDGET (self->fix_box)) ? GTK_WIDGET (self->fix_box) : NULL;
 }
 
 static void
@@ -655,6 +681,7 @@ tern_message_row_class_init (TernMessageRowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, TernMessageRow, regenerate_button);
   gtk_widget_class_bind_template_child (widget_class, TernMessageRow, content_box);
   gtk_widget_class_bind_template_child (widget_class, TernMessageRow, error_label);
+  gtk_widget_class_bind_template_child (widget_class, TernMessageRow, fix_box);
   gtk_widget_class_bind_template_child (widget_class, TernMessageRow, stats_label);
   gtk_widget_class_bind_template_child (widget_class, TernMessageRow, show_all_button);
 }

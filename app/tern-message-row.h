@@ -41,6 +41,13 @@ void            tern_message_row_set_error  (TernMessageRow *self,
 /* The last turn offers Edit (user) or Regenerate (assistant). */
 void            tern_message_row_set_last   (TernMessageRow *self,
                                              gboolean        last);
+/* Under the error of an answer that failed for a state the user changes
+ * (a message too long for the context): Edit Message and Preferences, as
+ * long as the row is the last turn; the next message sent takes them away. */
+void            tern_message_row_set_fixes  (TernMessageRow *self,
+                                             gboolean        fixes);
+/* The box of those buttons while it is shown, else NULL: for tests. */
+GtkWidget      *tern_message_row_get_fix_box (TernMessageRow *self);
 /* Shows the images sent with the message (GBytes of image files). */
 void            tern_message_row_set_images (TernMessageRow *self,
                                              GPtrArray      *images);

@@ -486,6 +486,7 @@ on_finished (TernWindow              *self,
   TernMessage *m;
   g_autofree char *figures = NULL;
   const char *outcome = NULL;
+  gboolean overflow;
 
   if (ev->id != self->gen_id)
     return;
@@ -557,10 +558,24 @@ on_finished (TernWindow              *self,
   figures = tern_message_format_stats (m);
   tern_message_row_set_stats (self->streaming_row, figures);
   tern_message_row_set_error (self->streaming_row, m->error);
+  /* A message too long for the context stays too long until the user
+   * changes something: a state, not news. A toast said it for four seconds
+   * over the row that already did; the row keeps the sentence with its two
+   * ways out, until the next message (docs/APP.md, "A message too long"). */
+  /* (A Regenerate that wrote nothing puts back the answer it was to
+   * replace, and this row goes: the toast says it then.) */
+  overflow = error != NULL && stats->error_code == TN_ERR_OVERFLOW
+             && !(self->regenerated_taken != NULL && wrote_nothing);
+  tern_message_row_set_fixes (self->streaming_row, overflow);
   tern_stats_bar_finish (self->stats_bar, stats, cancelled, outcome);
   self->streaming_row = NULL;
   _tern_window_update_tint_legend (self);
-  if (m->error != NULL)
+  if (overflow)
+    {
+      g_free (self->last_error);
+      self->last_error = g_strdup (m->error);
+    }
+  else if (m->error != NULL)
     _tern_window_set_error (self, m->error);
   _tern_window_update_context_gauge (self);
 

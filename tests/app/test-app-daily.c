@@ -1605,6 +1605,103 @@ check_keyboard_walk (Fixture *f)
   }
 }
 
+static gboolean end_in_view (TernWindow *w);
+
+/* Toasts showing or queued whose words hold `with`. */
+static guint
+toasts_with (TernWindow *w,
+             const char *with)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < w->toasts->len; i++)
+    {
+      AdwToast *t = g_ptr_array_index (w->toasts, i);
+
+      n += g_object_get_data (G_OBJECT (t), "tern-dismissed") == NULL
+           && strstr (_tern_window_toast_get_text (t), with) != NULL;
+    }
+  return n;
+}
+
+static GtkWidget *
+button_labelled (GtkWidget  *box,
+                 const char *label)
+{
+  for (GtkWidget *c = box ? gtk_widget_get_first_child (box) : NULL; c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    if (GTK_IS_BUTTON (c) && g_strcmp0 (gtk_button_get_label (GTK_BUTTON (c)), label) == 0)
+      return c;
+  return NULL;
+}
+
+static GtkWindow *
+find_preferences (void)
+{
+  GListModel *toplevels = gtk_window_get_toplevels ();
+
+  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
+    {
+      g_autoptr(GtkWindow) win = g_list_model_get_item (toplevels, i);
+
+      if (TERN_IS_PREFERENCES_WINDOW (win) && gtk_widget_get_visible (GTK_WIDGET (win)))
+        return win;
+    }
+  return NULL;
+}
+
+/* A message too long for the context is a state the user must change, not
+ * news: the failed answer keeps its sentence with the two ways out (Edit
+ * Message, Preferences for the context size), in view at 800 and 360 px,
+ * and no toast repeats it for four seconds beside the row (it did, and
+ * went). The last row is the failed answer. */
+static void
+check_overflow_state (Fixture *f)
+{
+  TernWindow *w = f->w;
+  guint n = tern_chat_get_n_messages (tern_window_get_chat (w));
+  TernMessage *m = last_message (w);
+  GtkWidget *row = n ? tern_window_get_row (w, n - 1) : NULL;
+  GtkWidget *fixes = row ? tern_message_row_get_fix_box (TERN_MESSAGE_ROW (row)) : NULL;
+  GtkWidget *edit = button_labelled (fixes, "Edit Message");
+  GtkWidget *prefs = button_labelled (fixes, "Preferences");
+  int width = gtk_widget_get_width (GTK_WIDGET (w));
+
+  CHECK (m != NULL && m->error != NULL);
+  CHECKF (fixes != NULL, "no ways out under \"%s\"", m && m->error ? m->error : "(none)");
+  CHECK (edit != NULL && gtk_widget_is_sensitive (edit));
+  CHECK (prefs != NULL && gtk_widget_is_sensitive (prefs));
+  /* Past a toast's four seconds: the row still says it, and no toast does. */
+  spin_for (0.5);
+  CHECKF (toasts_with (w, "does not fit") == 0, "%u toasts say the message does not fit",
+          toasts_with (w, "does not fit"));
+  for (int narrow = 0; narrow < 2; narrow++)
+    {
+      int want = narrow ? 360 : 800;
+      g_autofree char *shot = g_strdup_printf ("daily-context-overflow-%d.png", want);
+
+      gtk_window_set_default_size (GTK_WINDOW (w), want, 760);
+      spin_for (0.5);
+      CHECKF (gtk_widget_get_width (GTK_WIDGET (w)) <= want + 1, "at %d px the window is %d px",
+              want, gtk_widget_get_width (GTK_WIDGET (w)));
+      CHECKF (wait_for (w, end_in_view, 10), "at %d px the failed answer's end is out of view",
+              want);
+      CHECK (edit != NULL && prefs != NULL && gtk_widget_get_mapped (edit)
+             && gtk_widget_get_mapped (prefs));
+      CHECK (save_screenshot (GTK_WIDGET (w), shot));
+    }
+  gtk_window_set_default_size (GTK_WINDOW (w), width, 760);
+  spin_for (0.5);
+  /* Preferences opens them (the context size is there). */
+  if (prefs != NULL)
+    g_signal_emit_by_name (prefs, "clicked");
+  spin_for (0.5);
+  CHECK (find_preferences () != NULL);
+  while (find_preferences () != NULL)
+    gtk_window_destroy (find_preferences ());
+  spin_for (0.2);
+}
+
 static void
 part_context (Fixture *f)
 {
@@ -1788,6 +1885,28 @@ part_context (Fixture *f)
             "%zu bytes shown, a line break at %td", strlen (shown),
             strchr (shown, '\n') ? strchr (shown, '\n') - shown : -1);
   }
+  check_overflow_state (f);
+  /* Edit Message takes the message back to be shortened. */
+  {
+    GtkWidget *row = tern_window_get_row (f->w, 1);
+    GtkWidget *edit = row ? button_labelled (tern_message_row_get_fix_box (TERN_MESSAGE_ROW (row)),
+                                             "Edit Message")
+                          : NULL;
+    g_autofree char *back = NULL;
+
+    if (edit != NULL)
+      g_signal_emit_by_name (edit, "clicked");
+    spin_for (0.3);
+    back = tern_composer_get_text (f->w->composer);
+    CHECK (edit != NULL);
+    CHECKF (tern_chat_get_n_messages (tern_window_get_chat (f->w)) == 0,
+            "after Edit Message: %u messages", tern_chat_get_n_messages (tern_window_get_chat (f->w)));
+    /* (As sent: without its last blank.) */
+    CHECKF (back != NULL && strncmp (back, long_text, 3199) == 0,
+            "after Edit Message the composer holds %zu bytes", back ? strlen (back) : 0);
+    tern_composer_set_text (f->w->composer, "");
+    tern_window_dismiss_toasts (f->w);
+  }
   /* The same message in Chat: every earlier turn is left out and it still
    * does not fit. The engine's detail said the "conversation" was too long
    * and to start a new chat, which cannot help; the sentence says the
@@ -1811,6 +1930,9 @@ part_context (Fixture *f)
             tern_chat_get_context_start (tern_window_get_chat (f->w)));
     CHECKF (context_toasts (f->w, NULL) == 0, "%u context toasts beside the error",
             context_toasts (f->w, NULL));
+    /* Its ways out in view under the sentence (a shot taken at once had
+     * them half under the stats bar, the view not yet at the end). */
+    CHECK (wait_for (f->w, end_in_view, 10));
     CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-chat-too-long.png"));
     tern_window_dismiss_toasts (f->w);
     /* Ten times as long: the engine refuses it from its length, before
@@ -1826,6 +1948,15 @@ part_context (Fixture *f)
       CHECKF (c2 != NULL && c2->error != NULL && strstr (c2->error, "512-token context on its own") != NULL
               && strstr (c2->error, "at least") != NULL && strstr (c2->error, "new chat") == NULL,
               "chat, refused from its length: %s", c2 ? c2->error : "(none)");
+      /* The ways out go with the next message: on its row, not the one before. */
+      {
+        guint n = tern_chat_get_n_messages (tern_window_get_chat (f->w));
+        GtkWidget *before = n >= 3 ? tern_window_get_row (f->w, n - 3) : NULL;
+        GtkWidget *now = n ? tern_window_get_row (f->w, n - 1) : NULL;
+
+        CHECK (before != NULL && tern_message_row_get_fix_box (TERN_MESSAGE_ROW (before)) == NULL);
+        CHECK (now != NULL && tern_message_row_get_fix_box (TERN_MESSAGE_ROW (now)) != NULL);
+      }
       g_string_free (longer, TRUE);
       tern_window_dismiss_toasts (f->w);
     }
@@ -1834,11 +1965,17 @@ part_context (Fixture *f)
     m = send_and_wait (f->w, long_text);
     CHECK (m != NULL && m->error != NULL);
   }
-  /* Its toast is above the composer, not on it (where it hid the text
-   * being typed). */
+  CHECK (m != NULL && m->error != NULL && toasts_with (f->w, "does not fit") == 0);
+  CHECK (wait_for (f->w, end_in_view, 10));
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-flash-too-long.png"));
+  /* A toast is above the composer, not on it (where it hid the text being
+   * typed). (A message too long no longer raises one: a toast as long as
+   * its sentence is raised here.) */
+  _tern_window_toast (f->w, "A toast as long as a failure's sentence: it takes two lines or more "
+                            "at this width, and it must end above the composer, not on it.");
   CHECK (wait_for (f->w, toast_clears_composer, 3.0));
   spin_for (0.5);
-  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-flash-too-long.png"));
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-context-toast-over-chat.png"));
   /* Lines typed while it is up grow the composer; the toast moves up with
    * it (measured only when it was added, it covered them). */
   {
