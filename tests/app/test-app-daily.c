@@ -1458,6 +1458,11 @@ check_keyboard_walk (Fixture *f)
     activate (w, "show-pin-panel", NULL);
   tern_window_set_composer_text (w, "A question typed, not sent.");
   spin_for (0.5);
+  /* The panel slides in: on a loaded machine it was not yet drawn after
+   * 0.5 s, and Tab never reached its text (1 run in 8 of this walk). */
+  for (int i = 0; i < 100 && !gtk_widget_is_drawable (need[8].widget); i++)
+    spin_for (0.05);
+  CHECK (gtk_widget_is_drawable (need[8].widget));
   gtk_widget_grab_focus (text);
   CHECK (gtk_root_get_focus (GTK_ROOT (w)) == text);
   for (int step = 0; step < 500 && !back; step++)
