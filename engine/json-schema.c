@@ -486,39 +486,66 @@ static int def_order(const void *x, const void *y) {
 }
 
 /* A "$ref": "#" (the whole schema) or "#/$defs/NAME" ("#/definitions/NAME",
- * a definition of the top level; NAME in JSON pointer's escapes (~0, ~1). */
+ * a definition of the top level). The part after '#' is a URI fragment
+ * holding a JSON pointer (RFC 6901, section 6): its %XX escapes are
+ * decoded first, then the pointer's ~1 ('/') and ~0 ('~'), so that
+ * "#/$defs/a%20b" names "a b" and "%7E1" a '/' within the name. */
 static int parse_ref(compiler *c, const tn_json *ref, int32_t *out) {
     const char *r = tn_json_str(ref);
     if (!r)
         return tn_fail(c->err, TN_ERR_INVALID, "\"$ref\" must be a string (schema at #%s)",
                        c->path);
-    if (!strcmp(r, "#")) {
+    char frag[SC_MAX_TEXT + 16];
+    size_t fn = 0;
+    bool fits = r[0] == '#';
+    for (const char *p = r + 1; fits && *p; p++) {
+        char ch = *p;
+        if (ch == '%') {
+            const int hi = tn_hex_digit((unsigned char)p[1]);
+            const int lo = hi < 0 ? -1 : tn_hex_digit((unsigned char)p[2]);
+            if (lo < 0)
+                return tn_fail(c->err, TN_ERR_INVALID,
+                               "\"$ref\": \"%.200s\" has a '%%' not followed by two hex digits "
+                               "(schema at #%s)",
+                               r, c->path);
+            ch = (char)(hi * 16 + lo);
+            p += 2;
+        }
+        if (fn == sizeof frag)
+            fits = false;
+        else
+            frag[fn++] = ch;
+    }
+    if (fits && fn == 0) {
         *out = SC_REF_ROOT;
         return TN_OK;
     }
-    for (uint32_t t = 0; t < 2; t++) {
-        const char *prefix = t == 0 ? "#/$defs/" : "#/definitions/";
+    for (uint32_t t = 0; fits && t < 2; t++) {
+        const char *prefix = t == 0 ? "/$defs/" : "/definitions/";
         const size_t pn = strlen(prefix);
-        if (strncmp(r, prefix, pn))
+        if (fn < pn || memcmp(frag, prefix, pn))
             continue;
         char name[SC_MAX_TEXT + 1];
         size_t n = 0;
         bool ok = true;
-        for (const char *p = r + pn; *p && ok; p++) {
-            char ch = *p;
+        for (size_t i = pn; i < fn && ok; i++) {
+            char ch = frag[i];
             if (ch == '~') {
-                ch = p[1] == '0' ? '~' : p[1] == '1' ? '/' : 0;
+                ch = i + 1 < fn && frag[i + 1] == '0'   ? '~'
+                     : i + 1 < fn && frag[i + 1] == '1' ? '/'
+                                                        : 0;
                 if (ch)
-                    p++;
+                    i++;
+                else
+                    ok = false;
             } else if (ch == '/') {
                 ok = false; /* deeper into a definition */
             }
-            if (!ch || n >= SC_MAX_TEXT)
+            if (ok && n >= SC_MAX_TEXT)
                 ok = false;
-            else
+            else if (ok)
                 name[n++] = ch;
         }
-        name[n] = '\0';
         uint32_t lo = 0, hi = ok ? c->n_defs : 0;
         while (lo < hi) {
             const uint32_t m = lo + (hi - lo) / 2;

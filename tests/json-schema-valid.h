@@ -44,21 +44,44 @@ static bool jsv_type_ok(const char *t, const tn_json *v) {
     return !strcmp(t, "null") && v->type == TN_JSON_NULL;
 }
 
+static int jsv_hex(char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
 /* The schema a "$ref" names: "#" or "#/$defs/NAME" ("#/definitions/NAME",
- * NAME with JSON pointer's ~0 and ~1), NULL for any other. */
+ * the fragment's %XX decoded first, then NAME's JSON pointer ~0 and ~1),
+ * NULL for any other. */
 static const tn_json *jsv_deref(const tn_json *root, const char *ref) {
-    if (!ref)
+    if (!ref || ref[0] != '#')
         return NULL;
-    if (!strcmp(ref, "#"))
+    char frag[1100];
+    size_t fn = 0;
+    for (const char *p = ref + 1; *p; p++) {
+        if (fn + 1 >= sizeof frag)
+            return NULL;
+        if (*p != '%') {
+            frag[fn++] = *p;
+            continue;
+        }
+        if (jsv_hex(p[1]) < 0 || jsv_hex(p[2]) < 0)
+            return NULL;
+        frag[fn++] = (char)(jsv_hex(p[1]) * 16 + jsv_hex(p[2]));
+        p += 2;
+    }
+    frag[fn] = '\0';
+    if (fn == 0)
         return root;
-    const char *table = !strncmp(ref, "#/$defs/", 8)          ? "$defs"
-                        : !strncmp(ref, "#/definitions/", 14) ? "definitions"
+    const char *table = !strncmp(frag, "/$defs/", 7)          ? "$defs"
+                        : !strncmp(frag, "/definitions/", 13) ? "definitions"
                                                               : NULL;
-    if (!table)
+    if (!table || strlen(frag) != fn)
         return NULL;
     char name[1100];
     size_t n = 0;
-    for (const char *p = ref + strlen(table) + 3; *p; p++) {
+    for (const char *p = frag + strlen(table) + 2; *p; p++) {
         if (n + 1 >= sizeof name || *p == '/')
             return NULL;
         if (*p == '~') {

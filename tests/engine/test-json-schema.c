@@ -658,6 +658,37 @@ static void test_unions(void) {
             "\"v\" (schema at #/properties/a)");
 }
 
+/* A $ref is a URI fragment: %XX decoded, then JSON pointer's ~1 and ~0. */
+static void test_ref_escapes(void) {
+    static const char *const esc =
+        "{\"type\":\"object\",\"$defs\":{\"a b\":{\"type\":\"null\"},\"c/d~\":{\"type\":"
+        "\"string\"},\"\xc3\xa9\":{\"type\":\"boolean\"}},\"definitions\":{\"X\":{\"type\":"
+        "\"integer\"}},\"properties\":{\"a\":{\"$ref\":\"#/$defs/a%20b\"},\"c\":{\"$ref\":"
+        "\"#/%24defs/c%7E1d%7e0\"},\"e\":{\"$ref\":\"#/$defs/%C3%A9\"},\"x\":{\"$ref\":"
+        "\"#/definitions/%58\"}},\"required\":[\"a\",\"c\",\"e\",\"x\"]}";
+    tn_json_schema *s = compile(esc);
+    if (s) {
+        WHOLE(s, "{\"a\":null,\"c\":\"\",\"e\":true,\"x\":1}");
+        expect_doc(s, "{\"a\":1", 5);
+        walk(esc, s, 41, 200);
+        tn_json_schema_free(s);
+    }
+    REFUSED("{\"type\":\"object\",\"$defs\":{\"a\":{\"type\":\"null\"}},\"properties\":{\"a\":"
+            "{\"$ref\":\"#/$defs/%6\"}}}",
+            "\"$ref\": \"#/$defs/%6\" has a '%' not followed by two hex digits (schema at "
+            "#/properties/a)");
+    REFUSED("{\"type\":\"object\",\"$defs\":{\"a\":{\"type\":\"null\"}},\"properties\":{\"a\":"
+            "{\"$ref\":\"#/$defs/%zza\"}}}",
+            "has a '%' not followed by two hex digits");
+    /* %2F is a '/' of the pointer: a path into a definition. */
+    REFUSED("{\"type\":\"object\",\"$defs\":{\"a/b\":{\"type\":\"null\"}},\"properties\":{\"a\":"
+            "{\"$ref\":\"#/$defs/a%2Fb\"}}}",
+            "is not supported: only");
+    REFUSED("{\"type\":\"object\",\"$defs\":{\"a\":{\"type\":\"null\"}},\"properties\":{\"a\":"
+            "{\"$ref\":\"#/$defs/b%20\"}}}",
+            "\"$ref\": \"#/$defs/b%20\" names no schema of the top level's \"$defs\"");
+}
+
 /* A schema whose shortest document is longer than any answer should be:
  * four required properties at each of seven levels write 4^7 empty
  * objects, 147,449 bytes; six levels write 36,857. */
@@ -736,6 +767,7 @@ int main(void) {
     test_hostile();
     test_any_ref();
     test_unions();
+    test_ref_escapes();
     test_shortest();
     test_ref_chain();
     return tn_test_finish("json-schema");
