@@ -20,8 +20,9 @@
  * every node has at least one value that fits the levels left (an object
  * is opened, a property started, only if so), every open key or literal
  * range is non-empty and holds an unused name, and ',' in an object needs
- * a property left to write. A schema whose shortest value somewhere
- * passes SC_MAX_SHORTEST bytes is refused: the answer could not end. */
+ * a property left to write. A schema whose shortest value somewhere a
+ * document reaches passes SC_MAX_SHORTEST bytes is refused, naming the
+ * subschema: the answer could not end. */
 #include "tn-internal.h"
 #include "tn-json.h"
 
@@ -66,7 +67,7 @@ typedef struct sc_node {
     uint64_t required;         /* bit i: property prop0 + i */
     uint32_t items;            /* array: the items' node */
     uint32_t any0, n_any;      /* anyOf: its branches' nodes, any0.. in branches */
-    uint32_t where, where_len; /* anyOf: its JSON pointer in the pool, for messages */
+    uint32_t where, where_len; /* its JSON pointer in the pool, for messages */
     int32_t ref;               /* $ref before it is resolved (SC_REF_*) */
     uint8_t kinds;             /* K_*: the bytes a value of it can start with */
     /* Containers a value of it opens at the least (SC_NO_END: none fits
@@ -156,7 +157,7 @@ typedef struct compiler {
     uint32_t *def_node;
     uint32_t n_defs;
     struct def_key *def_sorted; /* defs by table and name, for parse_ref's search */
-    char path[256];             /* JSON pointer of the node being compiled, for messages */
+    char path[256];        /* JSON pointer of the node being compiled, for messages */
 } compiler;
 
 static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size) {
@@ -465,7 +466,20 @@ static int new_node(compiler *c, uint32_t *out) {
     *out = s->n_nodes++;
     memset(&s->nodes[*out], 0, sizeof s->nodes[*out]);
     s->nodes[*out].ref = SC_REF_NONE;
+    /* Where it is, for a refusal found once the whole schema is compiled
+     * (empty there: merge_any's nodes take their anyOf's). */
+    const size_t n = strlen(c->path);
+    s->nodes[*out].where = (uint32_t)s->pool_len;
+    s->nodes[*out].where_len = (uint32_t)n;
+    if (n && !pool_add(s, c->path, n))
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
     return TN_OK;
+}
+
+/* Node to is named as node from is in messages. */
+static void copy_where(tn_json_schema *s, uint32_t to, uint32_t from) {
+    s->nodes[to].where = s->nodes[from].where;
+    s->nodes[to].where_len = s->nodes[from].where_len;
 }
 
 /* The order of def_sorted: by table, then by name's bytes. */
@@ -624,10 +638,6 @@ static int compile_ref_any(compiler *c, const tn_json *v, int depth, uint32_t *o
         return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
     s->nodes[self].any0 = s->n_branches;
     s->nodes[self].n_any = (uint32_t)n;
-    s->nodes[self].where = (uint32_t)s->pool_len;
-    s->nodes[self].where_len = (uint32_t)strlen(c->path);
-    if (c->path[0] && !pool_add(s, c->path, strlen(c->path)))
-        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
     memcpy(s->branches + s->n_branches, kids, n * sizeof *kids);
     s->n_branches += (uint32_t)n;
     return TN_OK;
@@ -1042,6 +1052,8 @@ static int merge_objects(compiler *c, uint32_t self, const uint32_t *obj, uint32
                 }
             }
             rc = new_lits(c, lits, m, true, &value);
+            if (rc == TN_OK)
+                copy_where(s, value, self);
             free(lits);
             lits = NULL;
         } else if (!same) {
@@ -1072,6 +1084,7 @@ static int merge_objects(compiler *c, uint32_t self, const uint32_t *obj, uint32
     if (!grow((void **)&s->props, &s->cap_props, s->n_props + n_names, sizeof *s->props) ||
         !grow((void **)&s->unions, &s->cap_unions, s->n_unions + 1, sizeof *s->unions))
         return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    copy_where(s, *out, self);
     sc_node *un = &s->nodes[*out];
     un->types = T_OBJECT;
     un->prop0 = s->n_props;
@@ -1184,11 +1197,16 @@ static int merge_any(compiler *c, uint32_t self) {
     int rc = TN_OK;
     if (ty) {
         rc = new_node(c, &out[n_out]);
-        if (rc == TN_OK)
+        if (rc == TN_OK) {
+            copy_where(s, out[n_out], self);
             s->nodes[out[n_out++]].types = ty;
+        }
     }
-    if (rc == TN_OK && m)
-        rc = new_lits(c, lits, m, false, &out[n_out++]);
+    if (rc == TN_OK && m) {
+        rc = new_lits(c, lits, m, false, &out[n_out]);
+        if (rc == TN_OK)
+            copy_where(s, out[n_out++], self);
+    }
     free(lits);
     if (rc == TN_OK && n_obj == 1)
         rc = restrict_types(c, obj[0], T_OBJECT, &out[n_out++]);
@@ -1369,6 +1387,43 @@ void tn_json_schema_free(tn_json_schema *s) {
     free(s);
 }
 
+/* The nodes a document can reach from the top level: what the 64 KiB
+ * bound is about (a definition no $ref names writes nothing). */
+static int reachable(compiler *c, uint8_t *seen) {
+    tn_json_schema *s = c->s;
+    uint32_t *stack = malloc((size_t)s->n_nodes * sizeof *stack);
+    if (!stack)
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    uint32_t n = 0;
+    seen[s->root] = 1;
+    stack[n++] = s->root;
+    while (n) {
+        const sc_node *x = &s->nodes[stack[--n]];
+        uint32_t next[TN_JSON_SCHEMA_MAX_ANY + 1], m = 0;
+        const bool obj = x->uni || (!x->lits && !x->n_any && (x->types & T_OBJECT));
+        for (uint32_t k = 0; k < x->n_any; k++)
+            next[m++] = s->branches[x->any0 + k];
+        for (uint32_t k = 0; x->uni && k < s->unions[x->uni - 1].n; k++)
+            next[m++] = s->unions[x->uni - 1].node[k];
+        if (!x->lits && !x->n_any && (x->types & T_ARRAY))
+            next[m++] = x->items;
+        for (uint32_t k = 0; k < m; k++)
+            if (!seen[next[k]]) {
+                seen[next[k]] = 1;
+                stack[n++] = next[k];
+            }
+        for (uint32_t k = 0; obj && k < x->n_prop; k++) {
+            const uint32_t p = s->props[x->prop0 + k].node;
+            if (!seen[p]) {
+                seen[p] = 1;
+                stack[n++] = p;
+            }
+        }
+    }
+    free(stack);
+    return TN_OK;
+}
+
 /* After every node is compiled: refs resolved, anyOf checked, depths. */
 static int finish(compiler *c) {
     tn_json_schema *s = c->s;
@@ -1386,13 +1441,22 @@ static int finish(compiler *c) {
             rc = node_kinds(c, i, state, order, &n_order);
     if (rc == TN_OK)
         rc = node_depths(c, order, n_order);
-    uint32_t longest = 0;
+    /* The innermost subschema a document reaches whose shortest value is
+     * over the bound: the one to name (those around it are over only
+     * because they hold it). */
+    if (rc == TN_OK) {
+        memset(state, 0, TN_JSON_SCHEMA_MAX_NODES);
+        rc = reachable(c, state);
+    }
+    uint32_t over = SC_LEN_NONE, over_at = 0;
     for (uint32_t o = 0; o < n_order && rc == TN_OK; o++) {
         const sc_node *n = &s->nodes[order[o]];
-        if (n->min_len != SC_LEN_NONE && n->min_len > longest)
-            longest = n->min_len;
-        if (n->obj_len != SC_LEN_NONE && n->obj_len > longest)
-            longest = n->obj_len;
+        const uint32_t lens[2] = {n->min_len, n->obj_len};
+        for (int k = 0; k < 2 && state[order[o]]; k++)
+            if (lens[k] != SC_LEN_NONE && lens[k] > SC_MAX_SHORTEST && lens[k] < over) {
+                over = lens[k];
+                over_at = order[o];
+            }
     }
     free(state);
     free(order);
@@ -1408,12 +1472,12 @@ static int finish(compiler *c) {
                        "the schema has no document within %d levels of nesting: a \"$ref\" "
                        "recurses through required properties",
                        TN_JSON_SCHEMA_MAX_DEPTH);
-    if (longest > SC_MAX_SHORTEST)
+    if (over != SC_LEN_NONE)
         return tn_fail(c->err, TN_ERR_INVALID,
-                       "a value of the schema needs at least %u bytes, more than %d: required "
-                       "properties multiply through nesting or \"$ref\", and the answer would be "
-                       "cut off",
-                       longest, SC_MAX_SHORTEST);
+                       "a value of the schema at #%.*s needs at least %u bytes, more than %d: "
+                       "required properties multiply through nesting or \"$ref\", and the answer "
+                       "would be cut off",
+                       ANY_WHERE(s, over_at), over, SC_MAX_SHORTEST);
     return TN_OK;
 }
 

@@ -712,9 +712,34 @@ static void test_shortest(void) {
             tn_json_schema *s = compile(text);
             tn_json_schema_free(s);
         } else {
-            expect_refused(text, n, "needs at least 147449 bytes");
+            /* Named: the innermost subschema over the bound. */
+            expect_refused(text, n, "the schema at #/$defs/D0 needs at least 147449 bytes");
+            /* Definitions no document reaches write nothing: not counted. */
+            static const char *const used = "\"properties\":{\"top\":{\"$ref\":\"#/$defs/D0\"}}";
+            char *at = strstr(text, used);
+            memcpy(at, "\"properties\":{\"top\":{\"type\":\"null\"      }}", strlen(used));
+            tn_json_schema *s = compile(text);
+            tn_json_schema_free(s);
         }
     }
+    /* Inline, in a branch: four required values of 36,857 bytes each. */
+    char text[4096];
+    size_t n = (size_t)snprintf(text, sizeof text, "{\"$defs\":{");
+    for (int i = 1; i < 7; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n,
+                              "%s\"D%d\":{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":"
+                              "\"#/$defs/D%d\"},\"b\":{\"$ref\":\"#/$defs/D%d\"},\"c\":{\"$ref\":"
+                              "\"#/$defs/D%d\"},\"d\":{\"$ref\":\"#/$defs/D%d\"}},\"required\":"
+                              "[\"a\",\"b\",\"c\",\"d\"]}",
+                              i > 1 ? "," : "", i, i + 1, i + 1, i + 1, i + 1);
+    n += (size_t)snprintf(
+        text + n, sizeof text - n,
+        ",\"D7\":{\"type\":\"object\"}},\"type\":\"object\",\"properties\":{\"items\":{"
+        "\"anyOf\":[{\"type\":\"null\"},{\"type\":\"string\"},{\"type\":\"object\","
+        "\"properties\":{\"a\":{\"$ref\":\"#/$defs/D1\"},\"b\":{\"$ref\":\"#/$defs/D1\"},"
+        "\"c\":{\"$ref\":\"#/$defs/D1\"},\"d\":{\"$ref\":\"#/$defs/D1\"}},\"required\":"
+        "[\"a\",\"b\",\"c\",\"d\"]}]}}}");
+    expect_refused(text, n, "the schema at #/properties/items/anyOf/2 needs at least 147449");
 }
 
 /* A long chain of $refs is followed to its end (each chain is walked
