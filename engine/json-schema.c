@@ -20,9 +20,11 @@
  * every node has at least one value that fits the levels left (an object
  * is opened, a property started, only if so), every open key or literal
  * range is non-empty and holds an unused name, and ',' in an object needs
- * a property left to write. A schema whose shortest value somewhere a
- * document reaches passes SC_MAX_SHORTEST bytes is refused, naming the
- * subschema: the answer could not end. */
+ * a property left to write. A oneOf is followed as an anyOf where its
+ * branches are shown apart (no value can match two of them: "exactly
+ * one" then holds), and refused where they may overlap. A schema whose
+ * shortest value somewhere a document reaches passes SC_MAX_SHORTEST
+ * bytes is refused, naming the subschema: the answer could not end. */
 #include "tn-internal.h"
 #include "tn-json.h"
 
@@ -80,6 +82,7 @@ typedef struct sc_node {
     /* An enum of such a union's property whose values tell its branches
      * apart: each value's node field is the mask of the branches it keeps. */
     bool narrows;
+    bool one; /* a oneOf: its branches are checked apart before it is followed as an anyOf */
     /* Bytes of the shortest value, and of the shortest written as an
      * object, within the levels min_depth and obj_depth (the most any
      * place that lets it start can ask of it); SC_LEN_NONE: none. */
@@ -157,6 +160,14 @@ typedef struct compiler {
     uint32_t *def_node;
     uint32_t n_defs;
     struct def_key *def_sorted; /* defs by table and name, for parse_ref's search */
+    /* A oneOf's "discriminator" and its node, checked against the branches
+     * once every $ref is resolved. */
+    struct disc_at {
+        const tn_json *disc;
+        uint32_t node;
+    } * disc;
+    uint32_t n_disc, cap_disc;
+    uint32_t apart_budget; /* steps left to tell oneOf branches apart, all of them */
     char path[256];        /* JSON pointer of the node being compiled, for messages */
 } compiler;
 
@@ -588,14 +599,18 @@ static int parse_ref(compiler *c, const tn_json *ref, int32_t *out) {
                    r, c->path);
 }
 
-/* {"$ref": ...} or {"anyOf": [...]}, with annotations only beside it. */
+/* {"$ref": ...}, {"anyOf": [...]} or {"oneOf": [...]}, with annotations
+ * only beside it (and a oneOf's "discriminator", an OpenAPI annotation
+ * that Pydantic writes, checked against the branches in check_disc). */
 static int compile_ref_any(compiler *c, const tn_json *v, int depth, uint32_t *out) {
     tn_json_schema *s = c->s;
     const tn_json *ref = tn_json_get(v, "$ref");
-    const char *what = ref ? "$ref" : "anyOf";
+    const char *what = ref ? "$ref" : tn_json_get(v, "anyOf") ? "anyOf" : "oneOf";
+    const bool one = !strcmp(what, "oneOf");
     for (size_t i = 0; i < v->n; i++) {
         const char *key = v->v.items[i].key;
-        if (!strcmp(key, what) || annotation(key) || (depth == 1 && is_defs(key)))
+        if (!strcmp(key, what) || annotation(key) || (depth == 1 && is_defs(key)) ||
+            (one && !strcmp(key, "discriminator")))
             continue;
         return tn_fail(c->err, TN_ERR_INVALID,
                        "\"%s\" beside \"%s\" is not supported (schema at #%s)", key, what, c->path);
@@ -614,18 +629,25 @@ static int compile_ref_any(compiler *c, const tn_json *v, int depth, uint32_t *o
         s->recursive = true;
         return TN_OK;
     }
-    const tn_json *any = tn_json_get(v, "anyOf");
+    const tn_json *any = tn_json_get(v, what);
     const size_t n = tn_json_count(any);
     if (!tn_json_is(any, TN_JSON_ARRAY) || n == 0 || n > TN_JSON_SCHEMA_MAX_ANY)
         return tn_fail(c->err, TN_ERR_INVALID,
-                       "\"anyOf\" must be an array of 1 to %d schemas (schema at #%s)",
+                       "\"%s\" must be an array of 1 to %d schemas (schema at #%s)", what,
                        TN_JSON_SCHEMA_MAX_ANY, c->path);
+    const tn_json *disc = tn_json_get(v, "discriminator");
+    if (disc) {
+        if (!grow((void **)&c->disc, &c->cap_disc, c->n_disc + 1, sizeof *c->disc))
+            return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+        c->disc[c->n_disc++] = (struct disc_at){disc, self};
+    }
+    s->nodes[self].one = one;
     uint32_t kids[TN_JSON_SCHEMA_MAX_ANY];
     for (size_t i = 0; i < n; i++) {
         size_t mark;
         char saved[sizeof c->path], idx[24];
         memcpy(saved, c->path, sizeof saved);
-        path_push(c, &mark, "anyOf", 5);
+        path_push(c, &mark, what, strlen(what));
         const int k = snprintf(idx, sizeof idx, "%zu", i);
         path_push(c, &mark, idx, (size_t)k);
         rc = compile_node(c, tn_json_at(any, i), depth + 1, &kids[i]);
@@ -663,7 +685,7 @@ static int compile_node(compiler *c, const tn_json *v, int depth, uint32_t *out)
                            key, c->path);
         }
     }
-    if (tn_json_get(v, "$ref") || tn_json_get(v, "anyOf"))
+    if (tn_json_get(v, "$ref") || tn_json_get(v, "anyOf") || tn_json_get(v, "oneOf"))
         return compile_ref_any(c, v, depth, out);
     for (size_t i = 0; i < v->n; i++) {
         const char *key = v->v.items[i].key;
@@ -853,6 +875,8 @@ static int resolve_refs(compiler *c) {
             s->props[i].node = to[s->props[i].node];
         for (uint32_t i = 0; i < s->n_branches; i++)
             s->branches[i] = to[s->branches[i]];
+        for (uint32_t i = 0; i < c->n_defs; i++) /* for a discriminator's mapping */
+            c->def_node[i] = to[c->def_node[i]];
         s->root = to[s->root];
     }
     free(to);
@@ -1387,6 +1411,221 @@ void tn_json_schema_free(tn_json_schema *s) {
     free(s);
 }
 
+/* ------------------------------------------------------------- oneOf */
+
+/* A number literal's value as the validator compares it (a double, read
+ * by the JSON reader: strtod would follow the locale's decimal point):
+ * LIT_NUMBER, or LIT_OTHER for a string, true, false or null, or
+ * LIT_UNREAD where reading failed (out of memory). */
+enum { LIT_OTHER, LIT_NUMBER, LIT_UNREAD };
+static int lit_value(const tn_json_schema *s, const sc_str *l, double *out) {
+    const char f = s->pool[l->off];
+    if (f != '-' && (f < '0' || f > '9'))
+        return LIT_OTHER;
+    tn_error err;
+    tn_json_doc *d = NULL;
+    if (tn_json_parse(s->pool + l->off, l->len, "enum", &d, &err) != TN_OK)
+        return LIT_UNREAD;
+    *out = tn_json_num(tn_json_root(d), 0);
+    tn_json_free(d);
+    return LIT_NUMBER;
+}
+
+/* Literal l is a value of a schema of types t (no enum of its own). A
+ * number that cannot be read is taken to be one: the answer is then a
+ * refusal, never a wrong acceptance. */
+static bool lit_in_types(const tn_json_schema *s, const sc_str *l, uint8_t t) {
+    const char f = s->pool[l->off];
+    if (f == '"')
+        return t & T_STRING;
+    if (f == 't' || f == 'f')
+        return t & T_BOOLEAN;
+    if (f == 'n')
+        return t & T_NULL;
+    if (t & T_NUMBER)
+        return true;
+    double x = 0;
+    return (t & T_INTEGER) && (lit_value(s, l, &x) != LIT_NUMBER || x == floor(x));
+}
+
+#define APART_DEPTH (4 * TN_JSON_SCHEMA_MAX_DEPTH)
+
+/* No value is valid against both nodes a and b, as far as a bounded look
+ * can show (false: they may share one, or the look ran out). Refs are
+ * resolved; no anyOf is merged yet. Objects are apart when one requires a
+ * property the other lacks (additionalProperties is false throughout) or
+ * whose values there are apart: the distinct consts of a discriminated
+ * union. */
+static bool apart(compiler *c, uint32_t a, uint32_t b, int depth) {
+    const tn_json_schema *s = c->s;
+    if (a == b || depth > APART_DEPTH || c->apart_budget == 0)
+        return false;
+    c->apart_budget--;
+    const sc_node *x = &s->nodes[a], *y = &s->nodes[b];
+    if (x->uni || y->uni)
+        return false;
+    if (x->n_any || y->n_any) {
+        const sc_node *u = x->n_any ? x : y;
+        const uint32_t other = x->n_any ? b : a;
+        for (uint32_t i = 0; i < u->n_any; i++)
+            if (!apart(c, s->branches[u->any0 + i], other, depth + 1))
+                return false;
+        return true;
+    }
+    if (x->lits && y->lits) {
+        const uint64_t pairs = (uint64_t)x->n_lit * y->n_lit;
+        if (pairs > c->apart_budget)
+            return false;
+        c->apart_budget -= (uint32_t)pairs;
+        for (uint32_t i = 0; i < x->n_lit; i++)
+            for (uint32_t j = 0; j < y->n_lit; j++) {
+                const sc_str *p = &s->lits[x->lit0 + i], *q = &s->lits[y->lit0 + j];
+                double u = 0, v = 0;
+                if (!str_cmp(s, p, q))
+                    return false;
+                const int ku = lit_value(s, p, &u), kv = lit_value(s, q, &v);
+                if (ku != LIT_OTHER && kv != LIT_OTHER &&
+                    (ku == LIT_UNREAD || kv == LIT_UNREAD || u == v))
+                    return false; /* 1 and 1.0 */
+            }
+        return true;
+    }
+    if (x->lits || y->lits) {
+        const sc_node *l = x->lits ? x : y, *t = x->lits ? y : x;
+        for (uint32_t i = 0; i < l->n_lit; i++)
+            if (lit_in_types(s, &s->lits[l->lit0 + i], t->types))
+                return false;
+        return true;
+    }
+    const uint8_t nums = T_NUMBER | T_INTEGER;
+    if ((x->types & y->types & (T_STRING | T_BOOLEAN | T_NULL | T_ARRAY)) ||
+        ((x->types & nums) && (y->types & nums)))
+        return false; /* [] is an array of any items */
+    if (!(x->types & y->types & T_OBJECT))
+        return true;
+    for (uint32_t i = 0, j = 0; i < x->n_prop || j < y->n_prop;) {
+        const int k = i == x->n_prop ? 1
+                      : j == y->n_prop
+                          ? -1
+                          : str_cmp(s, &s->props[x->prop0 + i], &s->props[y->prop0 + j]);
+        const bool rx = k <= 0 && ((x->required >> i) & 1);
+        const bool ry = k >= 0 && ((y->required >> j) & 1);
+        if ((k < 0 && rx) || (k > 0 && ry))
+            return true;
+        if (k == 0 && (rx || ry) &&
+            apart(c, s->props[x->prop0 + i].node, s->props[y->prop0 + j].node, depth + 1))
+            return true;
+        i += k <= 0;
+        j += k >= 0;
+    }
+    return false;
+}
+
+/* A oneOf taken as an anyOf is exact only where no value is valid against
+ * two branches: "exactly one" then holds of every value either takes.
+ * Where two may overlap, the refusal names them (docs/SERVER.md). */
+static int check_one_of(compiler *c, uint32_t i) {
+    tn_json_schema *s = c->s;
+    const sc_node *n = &s->nodes[i];
+    for (uint32_t a = 0; a < n->n_any; a++)
+        for (uint32_t b = a + 1; b < n->n_any; b++)
+            if (!apart(c, s->branches[n->any0 + a], s->branches[n->any0 + b], 0))
+                return tn_fail(c->err, TN_ERR_INVALID,
+                               "\"oneOf\" branches %u and %u may both take one value, and a "
+                               "value must match exactly one: give them a required property "
+                               "with a different const in each, or different types, or write "
+                               "\"anyOf\" (schema at #%.*s)",
+                               a, b, ANY_WHERE(s, i));
+    return TN_OK;
+}
+
+/* The string value node l (an enum or const) takes, encoded as the pool
+ * holds it, in lits l0..l0+n; UINT32_MAX for none. */
+static uint32_t find_lit(const tn_json_schema *s, const sc_node *l, const char *enc, size_t len) {
+    for (uint32_t k = 0; k < l->n_lit; k++) {
+        const sc_str *x = &s->lits[l->lit0 + k];
+        if (x->len == len && !memcmp(s->pool + x->off, enc, len))
+            return k;
+    }
+    return UINT32_MAX;
+}
+
+/* A oneOf's "discriminator" ({"propertyName": P, "mapping": {VALUE:
+ * "$ref"}}, OpenAPI's, Pydantic's) changes no answer: it is taken where it
+ * agrees with the branches, each an object requiring P as a string enum
+ * or const, and each mapping sends a value to the branch that has it. */
+static int check_disc(compiler *c, const tn_json *d, uint32_t i) {
+    tn_json_schema *s = c->s;
+    const sc_node *n = &s->nodes[i];
+    /* parse_ref's messages name the oneOf. */
+    snprintf(c->path, sizeof c->path, "%.*s", ANY_WHERE(s, i));
+    const tn_json *pn = tn_json_get(d, "propertyName");
+    const tn_json *map = tn_json_get(d, "mapping");
+    bool shape = tn_json_is(d, TN_JSON_OBJECT) && tn_json_is(pn, TN_JSON_STRING) &&
+                 (!map || tn_json_is(map, TN_JSON_OBJECT));
+    for (size_t k = 0; shape && k < d->n; k++)
+        shape = !strcmp(d->v.items[k].key, "propertyName") || !strcmp(d->v.items[k].key, "mapping");
+    for (size_t k = 0; shape && k < tn_json_count(map); k++)
+        shape = tn_json_is(&map->v.items[k], TN_JSON_STRING);
+    if (!shape)
+        return tn_fail(c->err, TN_ERR_INVALID,
+                       "\"discriminator\" must be an object of a \"propertyName\" string and a "
+                       "\"mapping\" of strings (schema at #%.*s)",
+                       ANY_WHERE(s, i));
+    /* P and the mapping's values encoded as the pool holds names, past its
+     * end: they are dropped when the check is done. */
+    const size_t mark = s->pool_len;
+    if (!pool_add_string(s, tn_json_str(pn), pn->n))
+        return tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    const sc_str key = {(uint32_t)mark, (uint32_t)(s->pool_len - mark), 0};
+    uint32_t tag[TN_JSON_SCHEMA_MAX_ANY]; /* each branch's node of P's values */
+    int rc = TN_OK;
+    for (uint32_t b = 0; b < n->n_any && rc == TN_OK; b++) {
+        const sc_node *o = &s->nodes[s->branches[n->any0 + b]];
+        tag[b] = UINT32_MAX;
+        for (uint32_t k = 0; !o->lits && !o->n_any && o->types == T_OBJECT && k < o->n_prop; k++) {
+            const sc_str *p = &s->props[o->prop0 + k];
+            if (!str_cmp(s, p, &key) && ((o->required >> k) & 1) && s->nodes[p->node].lits)
+                tag[b] = p->node;
+        }
+        for (uint32_t k = 0; tag[b] != UINT32_MAX && k < s->nodes[tag[b]].n_lit; k++)
+            if (s->pool[s->lits[s->nodes[tag[b]].lit0 + k].off] != '"')
+                tag[b] = UINT32_MAX;
+        if (tag[b] == UINT32_MAX)
+            rc = tn_fail(c->err, TN_ERR_INVALID,
+                         "\"discriminator\": branch %u does not require \"%.200s\" as a string "
+                         "const or enum (schema at #%.*s)",
+                         b, tn_json_str(pn), ANY_WHERE(s, i));
+    }
+    for (size_t k = 0; k < tn_json_count(map) && rc == TN_OK; k++) {
+        const tn_json *m = &map->v.items[k];
+        int32_t r = SC_REF_NONE;
+        rc = parse_ref(c, m, &r);
+        if (rc != TN_OK)
+            break;
+        const uint32_t to = r == SC_REF_ROOT ? s->root : c->def_node[r];
+        s->pool_len = mark + key.len;
+        if (!pool_add_string(s, m->key, m->key_len)) {
+            rc = tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+            break;
+        }
+        const char *enc = s->pool + mark + key.len;
+        const size_t len = s->pool_len - mark - key.len;
+        bool found = false;
+        for (uint32_t b = 0; b < n->n_any && !found; b++)
+            found = s->branches[n->any0 + b] == to &&
+                    find_lit(s, &s->nodes[tag[b]], enc, len) != UINT32_MAX;
+        if (!found)
+            rc = tn_fail(c->err, TN_ERR_INVALID,
+                         "\"discriminator\": its \"mapping\" sends \"%.200s\" to \"%.200s\", not "
+                         "a branch whose \"%.200s\" takes that value (schema at #%.*s)",
+                         m->key, tn_json_str(m), tn_json_str(pn), ANY_WHERE(s, i));
+    }
+    s->pool_len = mark;
+    c->path[0] = '\0';
+    return rc;
+}
+
 /* The nodes a document can reach from the top level: what the 64 KiB
  * bound is about (a definition no $ref names writes nothing). */
 static int reachable(compiler *c, uint8_t *seen) {
@@ -1428,6 +1667,13 @@ static int reachable(compiler *c, uint8_t *seen) {
 static int finish(compiler *c) {
     tn_json_schema *s = c->s;
     int rc = resolve_refs(c);
+    /* Before merge_any rewrites their branches. */
+    c->apart_budget = 1 << 14;
+    for (uint32_t i = 0; i < s->n_nodes && rc == TN_OK; i++)
+        if (s->nodes[i].one)
+            rc = check_one_of(c, i);
+    for (uint32_t i = 0; i < c->n_disc && rc == TN_OK; i++)
+        rc = check_disc(c, c->disc[i].disc, c->disc[i].node);
     if (rc != TN_OK)
         return rc;
     /* Room for the nodes merge_any adds, up to the bound on all. */
@@ -1519,6 +1765,7 @@ int tn_json_schema_compile(const char *text, size_t len, tn_json_schema **out, t
     free(c.def_table);
     free(c.def_node);
     free(c.def_sorted);
+    free(c.disc);
     tn_json_free(doc);
     if (rc != TN_OK) {
         tn_json_schema_free(s);

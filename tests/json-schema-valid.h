@@ -1,5 +1,6 @@
 /* JSON Schema's meaning of the subset tn_json_schema compiles, with
- * "additionalProperties" false throughout, "anyOf" and local "$ref"s: the
+ * "additionalProperties" false throughout, "anyOf", "oneOf" (exactly one
+ * branch) and local "$ref"s: the
  * validator that tests/engine/test-json-schema.c and
  * tests/fuzz/fuzz-json-schema.c hold the checker's finished documents to,
  * one copy for both. It reads the schema itself and
@@ -115,6 +116,13 @@ static bool jsv_valid_in(const tn_json *root, const tn_json *schema, const tn_js
             if (hops > 0 && jsv_valid_in(root, tn_json_at(any, i), v, hops - 1))
                 return true;
         return false;
+    }
+    const tn_json *one = tn_json_get(schema, "oneOf");
+    if (one) {
+        size_t valid = 0;
+        for (size_t i = 0; i < tn_json_count(one); i++)
+            valid += hops > 0 && jsv_valid_in(root, tn_json_at(one, i), v, hops - 1);
+        return valid == 1;
     }
     const tn_json *type = tn_json_get(schema, "type");
     if (type) {

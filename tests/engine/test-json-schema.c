@@ -150,7 +150,6 @@ static void test_unsupported(void) {
         "minItems",
         "maxItems",
         "uniqueItems",
-        "oneOf",
         "allOf",
         "not",
         "patternProperties",
@@ -548,8 +547,6 @@ static void test_any_ref(void) {
     REFUSED("{\"type\":\"object\",\"$defs\":{\"A\":{\"type\":\"string\",\"pattern\":\"x\"}}}",
             "\"pattern\" is not supported (schema at #/$defs/A)");
     REFUSED("{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"null\"}]}", "top level");
-    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[{\"type\":\"null\"}]}}}",
-            "\"oneOf\" is not supported (schema at #/properties/a)");
     REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"allOf\":[{\"type\":\"null\"}]}}}",
             "\"allOf\" is not supported (schema at #/properties/a)");
     /* Nullable as a type list, as before. */
@@ -656,6 +653,126 @@ static void test_unions(void) {
             "\"properties\":{\"v\":{\"type\":\"string\"}}},{\"type\":\"object\",\"properties\":"
             "{\"v\":{\"type\":\"integer\"}}}]}}}",
             "\"v\" (schema at #/properties/a)");
+}
+
+/* Pydantic v2's model_json_schema() of a discriminated union, as its own
+ * tests write it out: Pet = Annotated[Union[Cat, Dog, Lizard],
+ * Field(discriminator="pet_type")], and Model(pet: Sequence[Pet], n: int). */
+static const char *const pets =
+    "{\"$defs\":{\"Cat\":{\"properties\":{\"pet_type\":{\"const\":\"cat\",\"title\":\"Pet "
+    "Type\"},\"meows\":{\"title\":\"Meows\",\"type\":\"integer\"}},\"required\":[\"pet_type\","
+    "\"meows\"],\"title\":\"Cat\",\"type\":\"object\"},"
+    "\"Dog\":{\"properties\":{\"pet_type\":{\"const\":\"dog\",\"title\":\"Pet Type\"},"
+    "\"barks\":{\"title\":\"Barks\",\"type\":\"number\"}},\"required\":[\"pet_type\","
+    "\"barks\"],\"title\":\"Dog\",\"type\":\"object\"},"
+    "\"Lizard\":{\"properties\":{\"pet_type\":{\"enum\":[\"reptile\",\"lizard\"],\"title\":"
+    "\"Pet Type\",\"type\":\"string\"},\"scales\":{\"title\":\"Scales\",\"type\":\"boolean\"}},"
+    "\"required\":[\"pet_type\",\"scales\"],\"title\":\"Lizard\",\"type\":\"object\"}},"
+    "\"properties\":{\"pet\":{\"items\":{\"discriminator\":{\"mapping\":{\"cat\":"
+    "\"#/$defs/Cat\",\"dog\":\"#/$defs/Dog\",\"lizard\":\"#/$defs/Lizard\",\"reptile\":"
+    "\"#/$defs/Lizard\"},\"propertyName\":\"pet_type\"},\"oneOf\":[{\"$ref\":\"#/$defs/Cat\"},"
+    "{\"$ref\":\"#/$defs/Dog\"},{\"$ref\":\"#/$defs/Lizard\"}]},\"title\":\"Pet\",\"type\":"
+    "\"array\"},\"n\":{\"title\":\"N\",\"type\":\"integer\"}},\"required\":[\"pet\",\"n\"],"
+    "\"title\":\"Model\",\"type\":\"object\"}";
+
+/* oneOf: taken where no value can match two branches (then it is anyOf
+ * exactly), refused by name where two may overlap. */
+static void test_one_of(void) {
+    tn_json_schema *s = compile(pets);
+    if (s) {
+        WHOLE(s, "{\"pet\":[{\"pet_type\":\"cat\",\"meows\":3},{\"barks\":1.5,\"pet_type\":"
+                 "\"dog\"},{\"pet_type\":\"lizard\",\"scales\":true}],\"n\":1}");
+        WHOLE(s, "{\"n\":0,\"pet\":[]}");
+        expect_doc(s, "{\"pet\":[{\"pet_type\":\"cat\",\"b", 27); /* a Cat does not bark */
+        expect_doc(s, "{\"pet\":[{\"pet_type\":\"cow", 22);
+        expect_doc(s, "{\"pet\":[{\"pet_type\":\"dog\"}", 25); /* Dog requires "barks" */
+        expect_doc(s, "{\"pet\":[{\"meows\":1,\"pet_type\":\"d", 31);
+        walk(pets, s, 31, 500);
+        tn_json_schema_free(s);
+    }
+    /* The same union as one property, not a list of them. */
+    static const char *const pet =
+        "{\"$defs\":{\"Cat\":{\"properties\":{\"pet_type\":{\"const\":\"cat\",\"title\":\"Pet "
+        "Type\"}},\"required\":[\"pet_type\"],\"title\":\"Cat\",\"type\":\"object\"},\"Dog\":{"
+        "\"properties\":{\"pet_type\":{\"const\":\"dog\",\"title\":\"Pet Type\"}},\"required\":"
+        "[\"pet_type\"],\"title\":\"Dog\",\"type\":\"object\"},\"Lizard\":{\"properties\":{"
+        "\"pet_type\":{\"enum\":[\"reptile\",\"lizard\"],\"title\":\"Pet Type\"}},\"required\":"
+        "[\"pet_type\"],\"title\":\"Lizard\",\"type\":\"object\"}},\"properties\":{\"pet\":{"
+        "\"discriminator\":{\"mapping\":{\"cat\":\"#/$defs/Cat\",\"dog\":\"#/$defs/Dog\","
+        "\"lizard\":\"#/$defs/Lizard\",\"reptile\":\"#/$defs/Lizard\"},\"propertyName\":"
+        "\"pet_type\"},\"oneOf\":[{\"$ref\":\"#/$defs/Cat\"},{\"$ref\":\"#/$defs/Dog\"},{\"$ref\":"
+        "\"#/$defs/Lizard\"}],\"title\":\"Pet\"}},\"required\":[\"pet\"],\"title\":\"Model\","
+        "\"type\":\"object\"}";
+    s = compile(pet);
+    if (s) {
+        WHOLE(s, "{\"pet\":{\"pet_type\":\"reptile\"}}");
+        expect_doc(s, "{\"pet\":{}", 8);
+        walk(pet, s, 32, 200);
+        tn_json_schema_free(s);
+    }
+    /* Branches of different types, enums of different values (1 and 1.0
+     * are one value), objects one of which requires a key the other lacks. */
+    static const char *const apart =
+        "{\"type\":\"object\",\"properties\":{\"t\":{\"oneOf\":[{\"type\":\"string\"},{\"type\":"
+        "[\"integer\",\"null\"]},{\"type\":\"array\",\"items\":{\"type\":\"null\"}}]},\"e\":{"
+        "\"oneOf\":[{\"enum\":[1,\"a\"]},{\"enum\":[2,\"b\"]},{\"type\":\"integer\",\"enum\":"
+        "[3]},{\"type\":\"number\",\"enum\":[1.5]}]},\"o\":{\"oneOf\":[{\"type\":\"object\","
+        "\"properties\":{\"x\":{\"type\":\"null\"}},\"required\":[\"x\"]},{\"type\":\"object\","
+        "\"properties\":{\"y\":{\"type\":\"null\"}}}]}},\"required\":[\"t\",\"e\",\"o\"]}";
+    s = compile(apart);
+    if (s) {
+        WHOLE(s, "{\"t\":\"s\",\"e\":1.5,\"o\":{\"x\":null}}");
+        WHOLE(s, "{\"t\":null,\"e\":\"b\",\"o\":{}}");
+        WHOLE(s, "{\"t\":[null],\"e\":3,\"o\":{\"y\":null}}");
+        expect_doc(s, "{\"t\":true", 5);
+        expect_doc(s, "{\"t\":1,\"e\":4", 11);
+        expect_doc(s, "{\"t\":1,\"e\":2,\"o\":{\"x\":null,", 26); /* no branch has x and y */
+        walk(apart, s, 33, 500);
+        tn_json_schema_free(s);
+    }
+    /* Overlaps: integer within number; a value in two enums (1 is 1.0);
+     * the empty array; two objects that {"name": ""} satisfies both. */
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[{\"type\":\"number\"},"
+            "{\"type\":\"integer\"}]}}}",
+            "\"oneOf\" branches 0 and 1 may both take one value");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[{\"enum\":[\"x\",1.0]},"
+            "{\"type\":\"null\"},{\"const\":1}]}}}",
+            "\"oneOf\" branches 0 and 2 may both take one value");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[{\"type\":\"array\",\"items\":"
+            "{\"type\":\"null\"}},{\"type\":\"array\",\"items\":{\"type\":\"string\"}}]}}}",
+            "(schema at #/properties/a)");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[{\"type\":\"object\","
+            "\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"}},"
+            "\"required\":[\"name\"]},{\"type\":\"object\",\"properties\":{\"name\":{\"type\":"
+            "\"string\"},\"email\":{\"type\":\"string\"}},\"required\":[\"name\"]}]}}}",
+            "\"oneOf\" branches 0 and 1 may both take one value");
+    /* The discriminator must agree with the branches. */
+    char *bad = malloc(strlen(pet) + 64);
+    CHECK(bad != NULL);
+    if (!bad)
+        return;
+    const char *from = strstr(pet, "\"dog\":\"#/$defs/Dog\"");
+    sprintf(bad, "%.*s\"dog\":\"#/$defs/Cat\"%s", (int)(from - pet), pet,
+            from + strlen("\"dog\":\"#/$defs/Dog\""));
+    expect_refused(bad, strlen(bad),
+                   "its \"mapping\" sends \"dog\" to \"#/$defs/Cat\", not a branch whose "
+                   "\"pet_type\" takes that value (schema at #/properties/pet)");
+    from = strstr(pet, "\"propertyName\":\"pet_type\"");
+    sprintf(bad, "%.*s\"propertyName\":\"kind\"%s", (int)(from - pet), pet,
+            from + strlen("\"propertyName\":\"pet_type\""));
+    expect_refused(bad, strlen(bad), "branch 0 does not require \"kind\"");
+    free(bad);
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[{\"type\":\"null\"}],"
+            "\"discriminator\":\"x\"}}}",
+            "\"discriminator\" must be an object");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[{\"type\":\"null\"}],"
+            "\"anyOf\":[{\"type\":\"null\"}]}}}",
+            "\"oneOf\" beside \"anyOf\" is not supported (schema at #/properties/a)");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"null\",\"discriminator\":"
+            "{\"propertyName\":\"k\"}}}}",
+            "\"discriminator\" is not supported (schema at #/properties/a)");
+    REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[]}}}",
+            "\"oneOf\" must be an array of 1 to 8 schemas");
 }
 
 /* A $ref is a URI fragment: %XX decoded, then JSON pointer's ~1 and ~0. */
@@ -792,6 +909,7 @@ int main(void) {
     test_hostile();
     test_any_ref();
     test_unions();
+    test_one_of();
     test_ref_escapes();
     test_shortest();
     test_ref_chain();
