@@ -102,6 +102,8 @@ def valid(schema, v, root=None):
         return valid(root[table][name.replace("~1", "/").replace("~0", "~")], v, root)
     if "anyOf" in schema:
         return any(valid(b, v, root) for b in schema["anyOf"])
+    if "oneOf" in schema:
+        return sum(valid(b, v, root) for b in schema["oneOf"]) == 1
     t = schema.get("type")
     if t is not None:
         kinds = t if isinstance(t, list) else [t]
@@ -258,9 +260,20 @@ MAYBE_PET = {"$defs": {"Cat": CAT, "Dog": DOG},
                                     "default": None, "title": "Pet"}},
              "required": ["pet"], "title": "Owner", "type": "object",
              "additionalProperties": False}
+# Field(discriminator="kind"): Pydantic writes oneOf and OpenAPI's
+# discriminator, taken as the branches are told apart by "kind".
+ONE_PET = {"$defs": {"Cat": CAT, "Dog": DOG},
+           "properties": {"pet": {"discriminator": {"mapping": {"cat": "#/$defs/Cat",
+                                                                "dog": "#/$defs/Dog"},
+                                                    "propertyName": "kind"},
+                                  "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+                                  "title": "Pet"}},
+           "required": ["pet"], "title": "Owner", "type": "object",
+           "additionalProperties": False}
 for label, schema in [("Pydantic order", ORDER), ("Pydantic tree", TREE),
-                      ("Pydantic discriminated union", PET), ("Union[int, float]", NUMBER),
-                      ("Optional[Union[A, B]]", MAYBE_PET)]:
+                      ("Pydantic union told apart by a Literal", PET),
+                      ("Pydantic discriminated union (oneOf)", ONE_PET),
+                      ("Union[int, float]", NUMBER), ("Optional[Union[A, B]]", MAYBE_PET)]:
     n_valid = 0
     for seed in range(1, 7):
         for stream in (False, True):
@@ -300,7 +313,7 @@ def refused(label, rf, words=None, statuses=(400,)):
 for kw, val in [("pattern", "^a"), ("format", "date"), ("minLength", 1), ("maxLength", 2),
                 ("minimum", 0), ("maximum", 9), ("exclusiveMinimum", 0), ("multipleOf", 2),
                 ("minItems", 1), ("maxItems", 3), ("uniqueItems", True),
-                ("oneOf", []), ("allOf", []), ("not", {}),
+                ("allOf", []), ("not", {}),
                 ("patternProperties", {}), ("minProperties", 1),
                 ("if", {}), ("prefixItems", [])]:
     schema = {"type": "object", "properties": {"a": {"type": "string", kw: val}},
@@ -324,6 +337,10 @@ for label, sub, words in [
          "meets a number with a fraction"),
         ("anyOf beside type", {"type": "string", "anyOf": [{"type": "string"}]},
          '"type" beside "anyOf"'),
+        ("oneOf beside type", {"type": "string", "oneOf": []}, '"type" beside "oneOf"'),
+        ("oneOf of overlapping branches", {"oneOf": [{"type": "number"}, {"type": "integer"}]},
+         '"oneOf" branches 0 and 1 may both take one value'),
+        ("$ref with a broken escape", {"$ref": "#/$defs/a%2"}, "not followed by two hex digits"),
         ("$ref to no definition", {"$ref": "#/$defs/a"}, "names no schema"),
         ("$ref into properties", {"$ref": "#/properties/b"}, "is not supported: only"),
         ("$ref elsewhere", {"$ref": "https://example.com/s.json"}, "is not supported: only"),
