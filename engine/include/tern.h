@@ -786,16 +786,18 @@ bool tn_json_prefix_complete(const tn_json_prefix *p);
  * TN_JSON_SCHEMA_MAX_ANY branches (integer and number, enums and types
  * of one kind merge; up to TN_JSON_SCHEMA_MAX_ANY objects are followed
  * together until a key or an enum value tells them apart; arrays must
- * have the same items), "$defs" and "definitions" at the top level and
- * "$ref" to "#" or "#/$defs/NAME" (recursion too, as deep as
+ * have the same items); "oneOf" where no value can match two branches
+ * (then it is anyOf; "discriminator" beside it must agree with them);
+ * "$defs" and "definitions" at the top level and "$ref" to "#" or
+ * "#/$defs/NAME", %XX-decoded (recursion too, as deep as
  * TN_JSON_SCHEMA_MAX_DEPTH lets documents nest); "title", "description",
  * "$comment", "examples", "default" and "$schema" annotate and are
  * ignored (of the wrong type, refused). Any other keyword is refused by name ("\"pattern\" is not
  * supported (schema at #/properties/a)"), as are a top level that is not
  * "type": "object", nesting deeper than TN_JSON_SCHEMA_MAX_DEPTH, more
  * than TN_JSON_SCHEMA_MAX_PROPERTIES properties in one object, a $ref
- * cycle that writes nothing, a recursion with no finite document or with
- * a shortest value over 64 KiB, and
+ * cycle that writes nothing, a recursion with no finite document, a
+ * subschema a document reaches whose shortest value is over 64 KiB, and
  * schemas beyond the other bounds: a hostile schema costs bounded memory
  * and time.
  *
