@@ -168,6 +168,7 @@ typedef struct compiler {
     } * disc;
     uint32_t n_disc, cap_disc;
     uint32_t apart_budget; /* steps left to tell oneOf branches apart, all of them */
+    uint32_t lit_budget;   /* and enum values left to compare */
     char path[256];        /* JSON pointer of the node being compiled, for messages */
 } compiler;
 
@@ -1473,22 +1474,32 @@ static bool apart(compiler *c, uint32_t a, uint32_t b, int depth) {
         return true;
     }
     if (x->lits && y->lits) {
-        const uint64_t pairs = (uint64_t)x->n_lit * y->n_lit;
-        if (pairs > c->apart_budget)
+        /* Each value read once (a read weighs as 64 comparisons), then
+         * every pair compared: bounded by lit_budget, all oneOfs together. */
+        const uint64_t cost = (uint64_t)x->n_lit * y->n_lit + 64 * ((uint64_t)x->n_lit + y->n_lit);
+        if (cost > c->lit_budget)
             return false;
-        c->apart_budget -= (uint32_t)pairs;
-        for (uint32_t i = 0; i < x->n_lit; i++)
-            for (uint32_t j = 0; j < y->n_lit; j++) {
-                const sc_str *p = &s->lits[x->lit0 + i], *q = &s->lits[y->lit0 + j];
-                double u = 0, v = 0;
-                if (!str_cmp(s, p, q))
-                    return false;
-                const int ku = lit_value(s, p, &u), kv = lit_value(s, q, &v);
-                if (ku != LIT_OTHER && kv != LIT_OTHER &&
-                    (ku == LIT_UNREAD || kv == LIT_UNREAD || u == v))
-                    return false; /* 1 and 1.0 */
+        c->lit_budget -= (uint32_t)cost;
+        double *u = malloc(((size_t)x->n_lit + y->n_lit) * sizeof *u);
+        uint8_t *ku = malloc((size_t)x->n_lit + y->n_lit);
+        bool ok = u && ku;
+        for (uint32_t i = 0; ok && i < x->n_lit + y->n_lit; i++) {
+            u[i] = 0;
+            ku[i] = (uint8_t)lit_value(
+                s, &s->lits[i < x->n_lit ? x->lit0 + i : y->lit0 + i - x->n_lit], &u[i]);
+        }
+        for (uint32_t i = 0; ok && i < x->n_lit; i++)
+            for (uint32_t j = 0; ok && j < y->n_lit; j++) {
+                const uint32_t v = x->n_lit + j;
+                if (!str_cmp(s, &s->lits[x->lit0 + i], &s->lits[y->lit0 + j]))
+                    ok = false;
+                else if (ku[i] != LIT_OTHER && ku[v] != LIT_OTHER &&
+                         (ku[i] == LIT_UNREAD || ku[v] == LIT_UNREAD || u[i] == u[v]))
+                    ok = false; /* 1 and 1.0 */
             }
-        return true;
+        free(u);
+        free(ku);
+        return ok;
     }
     if (x->lits || y->lits) {
         const sc_node *l = x->lits ? x : y, *t = x->lits ? y : x;
@@ -1669,6 +1680,7 @@ static int finish(compiler *c) {
     int rc = resolve_refs(c);
     /* Before merge_any rewrites their branches. */
     c->apart_budget = 1 << 14;
+    c->lit_budget = 1 << 20;
     for (uint32_t i = 0; i < s->n_nodes && rc == TN_OK; i++)
         if (s->nodes[i].one)
             rc = check_one_of(c, i);

@@ -730,6 +730,27 @@ static void test_one_of(void) {
         walk(apart, s, 33, 500);
         tn_json_schema_free(s);
     }
+    /* Eight enums of 45 numbers each, none shared: every pair compared
+     * (a budget per pair of values refused it before). */
+    char *many = malloc(8192);
+    CHECK(many != NULL);
+    if (!many)
+        return;
+    size_t n = (size_t)sprintf(many, "{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[");
+    for (int b = 0; b < 8; b++) {
+        n += (size_t)sprintf(many + n, "%s{\"enum\":[", b ? "," : "");
+        for (int i = 0; i < 45; i++)
+            n += (size_t)sprintf(many + n, "%s%d.5", i ? "," : "", b * 45 + i);
+        n += (size_t)sprintf(many + n, "]}");
+    }
+    sprintf(many + n, "]}},\"required\":[\"a\"]}");
+    s = compile(many);
+    if (s) {
+        WHOLE(s, "{\"a\":359.5}");
+        expect_doc(s, "{\"a\":360", 7);
+        tn_json_schema_free(s);
+    }
+    free(many);
     /* Overlaps: integer within number; a value in two enums (1 is 1.0);
      * the empty array; two objects that {"name": ""} satisfies both. */
     REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[{\"type\":\"number\"},"
