@@ -996,7 +996,7 @@ static bool parse_prompt_list(JsonArray *a, job *j, char **why) {
             }
             in->text = g_strdup(text);
             const size_t len = strlen(text);
-            at_least += tok ? tn_tokenizer_min_tokens(tok, len) : 0;
+            at_least += tok ? tn_tokenizer_min_tokens(tok, text, len) : 0;
         } else {
             JsonArray *ids = json_node_get_array(e);
             if (json_array_get_length(ids) == 0) {
