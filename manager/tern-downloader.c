@@ -323,6 +323,20 @@ read_meta (Transfer    *t,
   return TRUE;
 }
 
+/* Whether the length bytes of FILE.partial may be resumed: its meta is for
+ * this URL (read into meta), it is no longer than the file, and the hash the
+ * server advertised then is the one expected now. Read by the attempt and by
+ * the progress a pull starts from, which must agree. */
+static gboolean
+partial_resumable (Transfer    *t,
+                   guint64      length,
+                   PartialMeta *meta)
+{
+  return read_meta (t, meta) && !(t->size > 0 && length > t->size)
+         && !(t->expected_sha && meta->advertised
+              && g_ascii_strcasecmp (t->expected_sha, meta->advertised) != 0);
+}
+
 /* The bytes of FILE.partial that the transfer's first attempt will keep,
  * by the same rules (a meta for this URL and hash, no more than the file):
  * the pull's progress starts there. It started at 0 until the transfer's
@@ -337,8 +351,7 @@ resumable_bytes (Transfer *t)
 
   if (lstat (t->partial, &st) != 0 || !S_ISREG (st.st_mode) || st.st_size <= 0)
     return 0;
-  if (read_meta (t, &meta) && (t->size == 0 || (guint64) st.st_size <= t->size)
-      && !(t->expected_sha && meta.advertised && g_ascii_strcasecmp (t->expected_sha, meta.advertised) != 0))
+  if (partial_resumable (t, (guint64) st.st_size, &meta))
     kept = (guint64) st.st_size;
   partial_meta_clear (&meta);
   return kept;
@@ -681,9 +694,7 @@ attempt (Transfer *t,
     }
   offset = (guint64) st.st_size;
   /* Resume only bytes we know the origin of. */
-  if (offset > 0 && (!read_meta (t, &meta) || (t->size > 0 && offset > t->size)
-                     || (t->expected_sha && meta.advertised
-                         && g_ascii_strcasecmp (t->expected_sha, meta.advertised) != 0)))
+  if (offset > 0 && !partial_resumable (t, offset, &meta))
     {
       partial_meta_clear (&meta);
       if (!set_file_size (fd, 0, t, error))
