@@ -195,7 +195,7 @@ for line in open(sys.argv[1]):
         out += json.loads(line[6:])["choices"][0]["text"]
 sys.stdout.write(out)' "$tmp/tsse")
 check "completions SSE: streamed text equals the answer" test "$tstreamed" = "$(content "$tmp/tc")"
-for bad in '"prompt":["a","b"]' '"prompt":7' '"prompt":"a","best_of":2' '"prompt":"a","suffix":"z"' '"prompt":"a","n":3' '"prompt":"a","echo":"yes"'; do
+for bad in '"prompt":["a",7]' '"prompt":7' '"prompt":"a","best_of":2' '"prompt":"a","suffix":"z"' '"prompt":"a","n":3' '"prompt":"a","echo":"yes"'; do
     s=$(req "$tmp/tcbad" POST /v1/completions "{\"model\":\"tiny\",$bad}")
     check "completions: {$bad} 400 (got $s)" test "$s" = 400
     check "completions: {$bad} error shape" is_error_shape "$tmp/tcbad"
