@@ -1070,12 +1070,6 @@ bool tern_request_parse_completion(JsonObject *o, job *j, const char **param, ch
                                    TERN_COMPLETION_PROMPTS_TOKENS_MAX);
             return false;
         }
-        if (j->stream) {
-            *param = "stream";
-            *why = g_strdup("a stream answers one prompt: send several prompts without "
-                            "stream, or one request per prompt");
-            return false;
-        }
     }
     const char *bad = NULL;
     j->echo = tern_request_member_bool(o, "echo", false, &bad);

@@ -50,6 +50,14 @@ typedef struct job_choice {
     tn_session_stats stats;
 } job_choice;
 
+/* A streamed choice of several that the worker has ended: its text and
+ * log-probabilities not yet sent when it ended, and its finish_reason. */
+typedef struct job_choice_end {
+    char *text;
+    GArray *lp; /* job_logprob; NULL without logprobs */
+    const char *finish;
+} job_choice_end;
+
 /* tern.speculation: which drafter a request uses. */
 typedef enum {
     SPEC_DEFAULT, /* the server's drafter (config.drafter), or none */
@@ -105,6 +113,13 @@ typedef struct job {
     int n_prompts;
     job_choice *choices;
     int n_choices;  /* answered so far */
+    /* Streamed, several prompts: the choices the worker ended and the
+     * server's context has not yet sent (job_choice_end, under lock), and
+     * the index and next text_offset of the choice being sent (server's
+     * context only: the worker starts the next prompt meanwhile). */
+    GPtrArray *ends;
+    int sse_index;
+    glong sse_offset;
     bool echo;                    /* completions: the prompt comes first in the answer */
     tn_session_message *messages; /* a conversation: roles and contents */
     int n_messages;

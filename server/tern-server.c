@@ -90,6 +90,8 @@ static void job_unref(job *j) {
             g_array_unref(j->choices[i].lp);
     }
     g_free(j->choices);
+    if (j->ends)
+        g_ptr_array_unref(j->ends);
     tern_reasoning_clear(&j->reasoning);
     g_free(j);
 }
@@ -196,6 +198,7 @@ static void schedule(job *j, GSourceFunc fn) {
 }
 
 static gboolean flush_stream(gpointer data);
+static const char *stop_finish(tn_stop_reason r);
 
 static bool job_abandoned(const job *j) {
     return g_atomic_int_get(&((job *)j)->gone) || g_atomic_int_get(&j->server->stopping);
@@ -564,6 +567,36 @@ static int prompts_fit(tern_server *srv, job *j) {
     return TN_ERR_INVALID;
 }
 
+static void choice_end_free(gpointer data) {
+    job_choice_end *e = data;
+    g_free(e->text);
+    if (e->lp)
+        g_array_unref(e->lp);
+    g_free(e);
+}
+
+/* A streamed choice of several is over (j->lock held): the text and
+ * log-probabilities it left unsent go with its end, so that the next
+ * prompt's (its echo first) cannot be sent under its index. The last
+ * choice's end is finish_job's. */
+static void end_choice(job *j, const char *finish) {
+    job_choice_end *e = g_new0(job_choice_end, 1);
+    e->text = g_strdup(j->pending->str);
+    g_string_truncate(j->pending, 0);
+    if (j->lp_ready) {
+        e->lp = j->lp_ready;
+        j->lp_ready = g_array_new(FALSE, FALSE, sizeof(job_logprob));
+    }
+    e->finish = finish;
+    if (!j->ends)
+        j->ends = g_ptr_array_new_with_free_func(choice_end_free);
+    g_ptr_array_add(j->ends, e);
+    if (!j->flush_scheduled) {
+        j->flush_scheduled = true;
+        schedule(j, flush_stream);
+    }
+}
+
 /* Several prompts: each answered as run_completion answers it alone (the
  * session back at its pin, the echo's offsets and the statistics from
  * zero), one after another, each answer kept in j->choices; j->stats ends
@@ -596,9 +629,11 @@ static int run_prompts(tern_server *srv, job *j, tn_session *session) {
         lp_settle(j);
         job_choice *c = &j->choices[j->n_choices++];
         g_mutex_lock(&j->lock);
-        c->text = j->full;
+        c->text = j->full; /* empty when streamed */
         j->full = g_string_new(NULL);
-        if (j->lp_ready) {
+        if (j->stream && i < j->n_prompts - 1)
+            end_choice(j, stop_finish(j->stats.stop_reason));
+        else if (j->lp_ready && !j->stream) {
             c->lp = j->lp_ready;
             j->lp_ready = g_array_new(FALSE, FALSE, sizeof(job_logprob));
         }
@@ -787,12 +822,12 @@ static gpointer worker_main(gpointer data) {
 
 /* ------------------------------------------------------------ output */
 
-static void builder_choice_start(JsonBuilder *b) {
+static void builder_choice_start(JsonBuilder *b, int index) {
     json_builder_set_member_name(b, "choices");
     json_builder_begin_array(b);
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "index");
-    json_builder_add_int_value(b, 0);
+    json_builder_add_int_value(b, index);
 }
 
 /* One "name": value member: the usage object alone has twenty. */
@@ -1001,7 +1036,7 @@ static void sse_send(job *j, char *json) {
 static JsonBuilder *chunk_delta_begin(job *j) {
     JsonBuilder *b = json_builder_new();
     builder_head(b, j, "chat.completion.chunk");
-    builder_choice_start(b);
+    builder_choice_start(b, j->sse_index);
     json_builder_set_member_name(b, "delta");
     json_builder_begin_object(b);
     return b;
@@ -1013,7 +1048,7 @@ static JsonBuilder *chunk_delta_begin(job *j) {
 static void chunk_finish_send(job *j, JsonBuilder *b, const char *finish, bool carry) {
     if (carry && j->lp_out && j->lp_out->len) {
         builder_logprobs(b, j, (const job_logprob *)(void *)j->lp_out->data, j->lp_out->len,
-                         &j->lp_offset);
+                         &j->sse_offset);
         g_array_set_size(j->lp_out, 0);
     } else {
         json_builder_set_member_name(b, "logprobs");
@@ -1043,7 +1078,7 @@ static void sse_delta(job *j, const char *role, const char *content, const char 
     } else {
         b = json_builder_new();
         builder_head(b, j, "text_completion");
-        builder_choice_start(b);
+        builder_choice_start(b, j->sse_index);
         member_string(b, "text", content ? content : "");
     }
     chunk_finish_send(j, b, finish, !role && !finish);
@@ -1192,17 +1227,45 @@ static void stream_split(job *j, const char *text, bool last) {
     g_string_free(reasoning, TRUE);
 }
 
+/* The tokens still held in lp_out (their text was none, or held back) on
+ * a chunk of their own, then the choice's last chunk. */
+static void stream_finish(job *j, const char *finish) {
+    if (j->lp_out && j->lp_out->len)
+        sse_delta(j, NULL, "", NULL);
+    sse_delta(j, NULL, NULL, finish);
+}
+
 static void stream_pending(job *j) {
     stream_start(j);
     g_mutex_lock(&j->lock);
     char *text = g_strdup(j->pending->str);
     g_string_truncate(j->pending, 0);
     j->flush_scheduled = false;
+    GPtrArray *ends = j->ends;
+    j->ends = NULL;
+    GArray *ready = NULL;
     if (j->lp_ready && j->lp_ready->len) {
-        g_array_append_vals(j->lp_out, j->lp_ready->data, j->lp_ready->len);
+        ready = g_array_copy(j->lp_ready);
         g_array_set_size(j->lp_ready, 0);
     }
     g_mutex_unlock(&j->lock);
+    /* Choices of several the worker ended: each one's rest and its
+     * finish_reason under its index, then the next one's from its start. */
+    for (guint i = 0; ends && i < ends->len; i++) {
+        const job_choice_end *e = g_ptr_array_index(ends, i);
+        if (e->lp && e->lp->len)
+            g_array_append_vals(j->lp_out, e->lp->data, e->lp->len);
+        stream_content(j, e->text);
+        stream_finish(j, e->finish);
+        j->sse_index++;
+        j->sse_offset = 0;
+    }
+    if (ends)
+        g_ptr_array_unref(ends);
+    if (ready) {
+        g_array_append_vals(j->lp_out, ready->data, ready->len);
+        g_array_unref(ready);
+    }
     if (!j->role_sent && j->kind == JOB_CHAT) {
         sse_delta(j, "assistant", "", NULL);
         j->role_sent = true;
@@ -1312,6 +1375,13 @@ static gboolean finish_job(gpointer data) {
         g_snprintf(j->err.message, sizeof j->err.message,
                    "the request was cancelled: the server is stopping");
 
+    /* Several prompts streamed: the choices that were answered before one
+     * failed or the server stopped go out whole before the error. */
+    g_mutex_lock(&j->lock);
+    const bool ended = j->ends && j->ends->len;
+    g_mutex_unlock(&j->lock);
+    if (j->stream && j->rc != TN_OK && ended)
+        stream_pending(j);
     if (j->stream && j->rc != TN_OK && !j->headers_sent) {
         respond_engine_error(j);
         soup_server_message_unpause(j->msg);
@@ -1334,9 +1404,7 @@ static gboolean finish_job(gpointer data) {
             const char *finish = stream_calls(j);
             /* Tokens whose text was held (a call's marker that was none,
              * an answer ending in them) carry on a chunk of their own. */
-            if (j->lp_out && j->lp_out->len)
-                sse_delta(j, NULL, "", NULL);
-            sse_delta(j, NULL, NULL, finish);
+            stream_finish(j, finish);
             if (j->include_usage) {
                 JsonBuilder *b = json_builder_new();
                 builder_head(b, j,
@@ -1371,7 +1439,7 @@ static gboolean finish_job(gpointer data) {
     int n_calls = 0;
     JsonBuilder *b = json_builder_new();
     builder_head(b, j, j->kind == JOB_CHAT ? "chat.completion" : "text_completion");
-    builder_choice_start(b);
+    builder_choice_start(b, 0);
     if (j->kind == JOB_CHAT) {
         json_builder_set_member_name(b, "message");
         json_builder_begin_object(b);

@@ -15,7 +15,13 @@ a prompt").
   usage summed.
 - Bounds and refusals: 64 prompts answered, 65 refused naming the limit;
   prompts x max_tokens and the prompts' tokens over the bound; mixed kinds,
-  an empty element, nesting, streams: 400s naming prompt (and the index).
+  an empty element, nesting: 400s naming prompt (and the index).
+- Several prompts streamed: per index the text, logprobs (echo too) and
+  finish_reason of the answer not streamed, the choices one after another,
+  each one's last chunk alone with its finish_reason, usage last when asked
+  for; the refusals before any chunk, a 2nd prompt that does not fit as an
+  error event after the 1st's chunks; a client that drops the stream stops
+  the prompts left.
 - A client that leaves during the 2nd of 64 long prompts: the rest are not
   run, the next request is answered at once.
 
@@ -219,14 +225,157 @@ status, d, raw = post({"prompt": ["a", "b"], "max_tokens": 131073})
 err = (d or {}).get("error") or {}
 check(status == 400 and err.get("param") == "max_tokens" and "at most 262144" in
       err.get("message", ""), "2 x 131073 tokens: 400 naming max_tokens: %r" % raw[:300])
-status, d, raw = post({"prompt": ["a", "b"], "max_tokens": 1, "stream": True})
-err = (d or {}).get("error") or {}
-check(status == 400 and err.get("param") == "stream",
-      "a stream of several prompts: 400 naming stream: %s %r" % (status, raw[:300]))
 # Chat is unchanged: a list is still no chat.
 status, _, d, raw = srv.post("/v1/chat/completions",
                              {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
 check(status == 200, "chat still answers: %s %r" % (status, raw[:200]))
+
+# --- several prompts streamed -------------------------------------------------
+print("several prompts streamed", flush=True)
+
+
+def stream(body):
+    """(status, chunks as dicts, the raw body) of a streamed request; the
+    events end in [DONE]."""
+    status, hdrs, out = srv.request("POST", "/v1/completions", dict(body, stream=True),
+                                    timeout=600)
+    if status != 200:
+        return status, [], out
+    events = serverlib.sse_events(out)
+    check(events and events[-1] == "[DONE]", "a stream ends in [DONE]: %r" % out[-200:])
+    return status, [json.loads(e) for e in events[:-1]], out
+
+
+def joined_logprobs(chunks):
+    lp = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+    for c in chunks:
+        if c["choices"][0].get("logprobs"):
+            for k in lp:
+                lp[k] += c["choices"][0]["logprobs"][k]
+    return lp
+
+
+def streamed_as_answered(prompts, body, what, usage=True):
+    """The stream of several prompts against the same request not
+    streamed: per index the same text, log-probabilities and finish_reason,
+    the choices one after another, the usage last."""
+    status, doc, raw = post(dict(body, prompt=prompts))
+    if not check(status == 200, "%s: answered: %s %r" % (what, status, raw[:300])):
+        return
+    sbody = dict(body, prompt=prompts)
+    if usage:
+        sbody["stream_options"] = {"include_usage": True}
+    status, chunks, raw = stream(sbody)
+    if not check(status == 200, "%s: streamed: %s %r" % (what, status, raw[:300])):
+        return
+    usage_chunks = [c for c in chunks if "usage" in c and c.get("usage")]
+    if usage:
+        check(len(usage_chunks) == 1 and chunks[-1] is usage_chunks[0] and
+              chunks[-1]["choices"] == [],
+              "%s: one usage chunk, the last, with no choices: %r" % (what, chunks[-1:]))
+        for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            got = usage_chunks[0]["usage"][k] if usage_chunks else None
+            check(got == doc["usage"][k], "%s: streamed usage %s %r is the answer's %r"
+                  % (what, k, got, doc["usage"][k]))
+        chunks = chunks[:-1]
+    else:
+        check(not usage_chunks, "%s: no usage without include_usage" % what)
+    check(all(len(c["choices"]) == 1 and c["object"] == "text_completion" for c in chunks),
+          "%s: each chunk one choice: %r" % (what, [c["choices"] for c in chunks][:3]))
+    idx = [c["choices"][0]["index"] for c in chunks]
+    check(idx == sorted(idx) and sorted(set(idx)) == list(range(len(prompts))),
+          "%s: prompt 0's chunks, then prompt 1's, ...: %r" % (what, idx))
+    for i, want in enumerate(doc["choices"]):
+        mine = [c for c in chunks if c["choices"][0]["index"] == i]
+        text = "".join(c["choices"][0]["text"] for c in mine)
+        check(text == want["text"], "%s: choice %d streamed %r, answered %r"
+              % (what, i, text, want["text"]))
+        fin = [c["choices"][0]["finish_reason"] for c in mine]
+        check(fin[-1:] == [want["finish_reason"]] and all(f is None for f in fin[:-1]),
+              "%s: choice %d's last chunk alone has its finish_reason %r: %r"
+              % (what, i, want["finish_reason"], fin))
+        if want["logprobs"] is not None:
+            got = joined_logprobs(mine)
+            check(got == want["logprobs"], "%s: choice %d's logprobs streamed %s, answered %s"
+                  % (what, i, json.dumps(got)[:300], json.dumps(want["logprobs"])[:300]))
+
+
+streamed_as_answered(PROMPTS, {"max_tokens": 6, "temperature": 0}, "streamed greedy")
+streamed_as_answered(PROMPTS, {"max_tokens": 6, "temperature": 0}, "streamed, no usage",
+                     usage=False)
+streamed_as_answered(PROMPTS, {"max_tokens": 5, "temperature": 1.0, "seed": 7},
+                     "streamed sampled")
+streamed_as_answered(PROMPTS, {"max_tokens": 4, "temperature": 0, "echo": True, "logprobs": 2},
+                     "streamed echo and logprobs")
+streamed_as_answered(PROMPTS, {"max_tokens": 0, "echo": True, "logprobs": 1},
+                     "streamed max_tokens 0")
+streamed_as_answered(IDS, {"max_tokens": 5, "temperature": 0, "logprobs": 1},
+                     "streamed token ids")
+streamed_as_answered(PROMPTS, {"max_tokens": 6, "temperature": 0, "stop": [stop],
+                               "logprobs": 1}, "streamed stop %r" % stop)
+# Some answers end on the limit, some on the stop string: finish reasons differ.
+streamed_as_answered(["a", "b", "c"], {"max_tokens": 3, "temperature": 0, "stop": [" "]},
+                     "streamed stop or length")
+
+# Hostile: the refusals a list has are a stream's too, before any chunk;
+# a prompt that does not fit after one that did: the first's chunks, its
+# finish, then an error event naming prompt[1].
+for prompt, param, words in [(["a"] * 65, "prompt", "at most 64"),
+                             (["a", ""], "prompt", "prompt[1] is empty"),
+                             (["a " * 4200, "b"], "prompt", "prompt[0]")]:
+    status, _, raw = stream({"prompt": prompt, "max_tokens": 1})
+    try:
+        err = json.loads(raw).get("error") or {}
+    except ValueError:
+        err = {}
+    check(status == 400 and err.get("param") == param and words in err.get("message", ""),
+          "streamed %s: 400 naming %r: %s %r" % (str(prompt)[:30], words, status, raw[:300]))
+status, hdrs, out = srv.request("POST", "/v1/completions",
+                                {"prompt": ["x", "a " * 4200], "max_tokens": 2,
+                                 "temperature": 0, "stream": True}, timeout=600)
+events = serverlib.sse_events(out) if status == 200 else []
+docs = [json.loads(e) for e in events if e != "[DONE]"]
+firsts = [c for c in docs if c.get("choices") and c["choices"][0]["index"] == 0]
+errs = [c["error"] for c in docs if "error" in c]
+check(status == 200 and firsts and firsts[-1]["choices"][0]["finish_reason"] is not None and
+      len(errs) == 1 and "prompt[1]" in errs[0].get("message", "") and docs[-1] == {"error": errs[0]}
+      and events[-1] == "[DONE]" and not any(c.get("choices") and c["choices"][0]["index"] == 1
+                                             for c in docs),
+      "a 2nd prompt that does not fit: the 1st's chunks and finish, then an error: %s %r"
+      % (status, out[-400:]))
+status, d, raw = post({"prompt": ["a", "b"], "max_tokens": 1,
+                       "stream_options": {"include_usage": True}})
+check(status == 400 and (d or {}).get("error", {}).get("param") == "stream_options",
+      "stream_options without stream: still 400: %s %r" % (status, raw[:200]))
+status, _, raw = stream({"prompt": ["a", "b"], "max_tokens": 1,
+                         "stream_options": {"include_usage": "yes"}})
+check(status == 400, "include_usage not a boolean: 400: %s %r" % (status, raw[:200]))
+
+# A streaming client that leaves after its first chunk: the other prompts
+# are not run, the next request is answered at once.
+body = json.dumps({"prompt": ["tell me %d" % i for i in range(64)], "max_tokens": 2000,
+                   "logit_bias": {"2": -100}, "stream": True}).encode()
+s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+          b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+got = b""
+try:
+    while b"data: " not in got:
+        b = s.recv(4096)
+        if not b:
+            break
+        got += b
+except OSError:
+    pass
+s.close()
+check(got.startswith(b"HTTP/1.1 200") and b"data: " in got,
+      "a stream of 64 prompts starts: %r" % got[:300])
+t0 = time.time()
+status, d, raw = post({"prompt": "x", "max_tokens": 1})
+waited = time.time() - t0
+check(status == 200 and waited < 120,
+      "after a dropped stream of 64 prompts the next is answered: %s after %.1f s"
+      % (status, waited))
 
 # --- a client that leaves -----------------------------------------------------
 print("a client that leaves", flush=True)
