@@ -227,10 +227,19 @@ lift_toasts (TernWindow *self)
   self->toast_left_px = left;
   self->toast_right_px = right;
   {
+    /* Moved over the column, not narrowed to it by side margins: margins
+     * count in the toast's least width, which the overlay asks of the
+     * window, so that with the sidebar or the system prompt panel open the
+     * window could not be narrowed past the toast (435 px, 776 with the
+     * panel, app-daily-narrow). A transform moves the toast
+     * and where its buttons take clicks, and is no part of any size; the
+     * label's width already fits the column (toast_chars_for), and the
+     * overlay centres the toast in its whole width. */
     g_autofree char *css = g_strdup_printf ("#%s > toast { margin-bottom: %dpx; "
-                                            "margin-left: %dpx; margin-right: %dpx; }",
+                                            "margin-left: 12px; margin-right: 12px; "
+                                            "transform: translateX(%dpx); }",
                                             gtk_widget_get_name (GTK_WIDGET (self->toast_overlay)),
-                                            lift + 12, left + 12, right + 12);
+                                            lift + 12, (left - right) / 2);
     G_GNUC_BEGIN_IGNORE_DEPRECATIONS
     gtk_css_provider_load_from_data (self->toast_lift, css, -1);
     G_GNUC_END_IGNORE_DEPRECATIONS

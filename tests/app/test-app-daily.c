@@ -13,6 +13,8 @@
  *   reopen      a window opened again is on the chat it showed at closing
  *   toasts      a toast dismissed the moment it shows (a double click on two
  *               "Undo" toasts) is held back until libadwaita 1.2 can take it
+ *   narrow      the window narrows to 360 px with an Undo toast up after a
+ *               switch to the dark style
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
  */
 #include "config.h"
@@ -4877,6 +4879,98 @@ part_reopen (Fixture *f)
   CHECK (g_rename (latest_away, latest_path) == 0);
 }
 
+/* ----------------------------------------------------------------- narrow */
+
+/* The "taken back for editing" toast up, the style switched to dark, the
+ * window narrowed from 1280 to 360 px: it stopped at 435 px (776 with the
+ * system prompt panel open), the toast's measured minimum after the
+ * style's CSS was loaded again. */
+/* The least width of the toast up, its margins counted (what the overlay
+ * asks of the window); 0 when none is up. */
+static int
+toast_min_width (TernWindow *w)
+{
+  int min = 0;
+
+  for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (w->toast_overlay)); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    if (g_strcmp0 (gtk_widget_get_css_name (c), "toast") == 0 && gtk_widget_get_mapped (c))
+      gtk_widget_measure (c, GTK_ORIENTATION_HORIZONTAL, -1, &min, NULL, NULL, NULL);
+  return min;
+}
+
+static void
+narrow_with_edit_toast (Fixture    *f,
+                        gboolean    panel,
+                        const char *shot)
+{
+  AdwStyleManager *style = adw_style_manager_get_default ();
+
+  adw_style_manager_set_color_scheme (style, ADW_COLOR_SCHEME_DEFAULT);
+  gtk_window_set_default_size (GTK_WINDOW (f->w), 1280, 800);
+  g_action_group_change_action_state (G_ACTION_GROUP (f->w), "show-pin-panel",
+                                      g_variant_new_boolean (panel));
+  activate (f->w, "new-chat", NULL);
+  set_mode (f->w, "chat");
+  spin_for (0.3);
+  send_and_wait (f->w, "Tell me about terns.");
+  tern_window_dismiss_toasts (f->w);
+  spin_for (0.3);
+  activate (f->w, "edit-last", NULL);
+  CHECK (wait_for (f->w, toast_up, 5));
+  fprintf (stderr, "panel %s: the toast measures %d px at the least in the light style\n",
+           panel ? "open" : "closed", toast_min_width (f->w));
+  /* Wide, the toast stays over the chat column, beside the panel. */
+  spin_for (0.5);
+  {
+    GtkWidget *toast = NULL;
+    graphene_rect_t t, column;
+
+    for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (f->w->toast_overlay)); c != NULL;
+         c = gtk_widget_get_next_sibling (c))
+      if (g_strcmp0 (gtk_widget_get_css_name (c), "toast") == 0 && gtk_widget_get_mapped (c))
+        toast = c;
+    CHECK (toast != NULL && gtk_widget_compute_bounds (toast, GTK_WIDGET (f->w), &t)
+           && gtk_widget_compute_bounds (GTK_WIDGET (f->w->main_stack), GTK_WIDGET (f->w), &column));
+    CHECKF (toast != NULL && t.origin.x >= column.origin.x
+            && t.origin.x + t.size.width <= column.origin.x + column.size.width + 1
+            && fabs ((t.origin.x + t.size.width / 2) - (column.origin.x + column.size.width / 2)) < 2,
+            "panel %s: the toast at %.0f..%.0f, the chat column at %.0f..%.0f",
+            panel ? "open" : "closed", t.origin.x, t.origin.x + t.size.width, column.origin.x,
+            column.origin.x + column.size.width);
+  }
+  CHECK (save_screenshot (GTK_WIDGET (f->w), panel ? "daily-narrow-wide-toast-panel.png"
+                                                   : "daily-narrow-wide-toast.png"));
+  adw_style_manager_set_color_scheme (style, ADW_COLOR_SCHEME_FORCE_DARK);
+  spin_for (0.3);
+  fprintf (stderr, "panel %s: the toast measures %d px at the least in the dark style\n",
+           panel ? "open" : "closed", toast_min_width (f->w));
+  gtk_window_set_default_size (GTK_WINDOW (f->w), 360, 800);
+  spin_for (0.6);
+  CHECKF (toast_up (f->w), "panel %s: the toast went before the window was measured",
+          panel ? "open" : "closed");
+  CHECKF (gtk_widget_get_width (GTK_WIDGET (f->w)) <= 361,
+          "panel %s: the window is %d px wide, not 360", panel ? "open" : "closed",
+          gtk_widget_get_width (GTK_WIDGET (f->w)));
+  CHECK (save_screenshot (GTK_WIDGET (f->w), shot));
+  activate (f->w, "undo-edit", NULL);
+  tern_window_dismiss_toasts (f->w);
+  adw_style_manager_set_color_scheme (style, ADW_COLOR_SCHEME_DEFAULT);
+  spin_for (0.3);
+}
+
+static void
+part_narrow (Fixture *f)
+{
+  g_autofree char *model = make_model (f->tmp);
+
+  fixture_window (f, 1280, 800);
+  if (model == NULL || !load_model (f, model))
+    return;
+  narrow_with_edit_toast (f, FALSE, "daily-narrow-dark-toast.png");
+  narrow_with_edit_toast (f, TRUE, "daily-narrow-dark-toast-panel.png");
+}
+
 /* ------------------------------------------------------------------- main */
 
 int
@@ -4913,6 +5007,8 @@ main (int   argc,
     part_directions (&f);
   else if (g_str_equal (part, "reopen"))
     part_reopen (&f);
+  else if (g_str_equal (part, "narrow"))
+    part_narrow (&f);
   else
     {
       fprintf (stderr, "unknown part '%s'\n", part);
