@@ -356,10 +356,10 @@ action_edit_last (GSimpleAction *action,
   self->edit_chat = g_object_ref (self->chat);
   self->edit_index = user_index;
   _tern_window_remove_rows_from (self, user_index);
-  /* Emptied, the chat is as a new one: "Done" spoke of the answer taken
-   * back, and the plot of answers no longer in it. */
-  if (user_index == 0)
-    tern_stats_bar_reset (self->stats_bar);
+  /* "Done" and its figures spoke of the answer taken back, the gauge of
+   * the context it filled: they are the previous answer's now (none in a
+   * chat emptied), and Undo brings them back. */
+  _tern_window_show_last_figures (self);
   _tern_window_save_chat (self);
   _tern_window_mark_last_rows (self);
   _tern_window_update_actions (self);
@@ -400,6 +400,7 @@ action_undo_edit (GSimpleAction *action,
   tern_window_set_composer_text (self, "");
   tern_composer_clear_images (self->composer);
   _tern_window_show_chat (self, self->chat);
+  _tern_window_show_last_figures (self);
   _tern_window_save_chat (self);
 }
 

@@ -204,6 +204,7 @@ void           _tern_window_on_pin_editor_changed (TernWindow    *self);
 TernMessageRow *_tern_window_add_row             (TernWindow        *self,
                                                   const TernMessage *m);
 void           _tern_window_update_context_gauge (TernWindow     *self);
+void           _tern_window_show_last_figures (TernWindow     *self);
 /* The context's own toast: one at a time (docs/APP.md). */
 void           _tern_window_show_context_toast   (TernWindow     *self,
                                                   const char     *text);

@@ -758,6 +758,30 @@ _tern_window_update_context_gauge (TernWindow *self)
   tern_stats_bar_set_context (self->stats_bar, used, self->n_ctx, self->kv_bytes);
 }
 
+/* The stats bar as the chat now stands: the figures of its last answer
+ * that ran, or none. After Edit Last it still read the figures of the
+ * answer taken back, and the gauge the context that answer had filled. */
+void
+_tern_window_show_last_figures (TernWindow *self)
+{
+  guint n = self->chat ? tern_chat_get_n_messages (self->chat) : 0;
+
+  tern_stats_bar_reset (self->stats_bar);
+  for (guint i = n; i > 0; i--)
+    {
+      TernMessage *m = tern_chat_get_message (self->chat, i - 1);
+      const char *outcome = NULL;
+
+      if (!g_str_equal (m->role, "assistant") || !m->has_stats)
+        continue;
+      if (m->error != NULL)
+        outcome = g_strcmp0 (m->stop_reason, "context full") == 0 ? _("Cut off") : _("Failed");
+      tern_stats_bar_finish (self->stats_bar, &m->stats, m->cancelled, outcome);
+      break;
+    }
+  _tern_window_update_context_gauge (self);
+}
+
 /* A saved chat can be read without a model: the transcript shows as soon
  * as the chat has messages; the start page only stands in for an empty
  * chat. (The loading page stays while a model loads.) */

@@ -14,7 +14,8 @@
  *   toasts      a toast dismissed the moment it shows (a double click on two
  *               "Undo" toasts) is held back until libadwaita 1.2 can take it
  *   narrow      the window narrows to 360 px with an Undo toast up after a
- *               switch to the dark style
+ *               switch to the dark style; Edit Last and Undo carry the stats
+ *               bar's figures and the gauge with them
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
  */
 #include "config.h"
@@ -4963,12 +4964,60 @@ static void
 part_narrow (Fixture *f)
 {
   g_autofree char *model = make_model (f->tmp);
+  g_autofree char *first = NULL;
+  g_autofree char *second = NULL;
+  double first_gauge, second_gauge;
+  TernStatsBar *bar;
 
   fixture_window (f, 1280, 800);
+  bar = tern_window_get_stats_bar (f->w);
   if (model == NULL || !load_model (f, model))
     return;
   narrow_with_edit_toast (f, FALSE, "daily-narrow-dark-toast.png");
   narrow_with_edit_toast (f, TRUE, "daily-narrow-dark-toast-panel.png");
+
+  /* Edit Last on a two-turn chat: the stats bar and the gauge showed the
+   * figures of the answer taken back; they show the first answer's, and
+   * Undo brings the second's back. (The figures whole, as in the tooltip:
+   * the bar shows their short form where the long one does not fit.) */
+  gtk_window_set_default_size (GTK_WINDOW (f->w), 1100, 760);
+  activate (f->w, "new-chat", NULL);
+  set_mode (f->w, "chat");
+  send_and_wait (f->w, "Turn 1: tell me about terns.");
+  spin_for (0.3);
+  first = g_strdup (tern_stats_bar_get_figures_tooltip (bar));
+  first_gauge = tern_stats_bar_get_context_fraction (bar);
+  send_and_wait (f->w, "Turn 2: and how far they fly.");
+  spin_for (0.3);
+  second = g_strdup (tern_stats_bar_get_figures_tooltip (bar));
+  second_gauge = tern_stats_bar_get_context_fraction (bar);
+  CHECKF (second_gauge > first_gauge, "gauge %.4f then %.4f", first_gauge, second_gauge);
+  CHECKF (g_strcmp0 (first, second) != 0, "both answers' figures read \"%s\"", first);
+  activate (f->w, "edit-last", NULL);
+  spin_for (0.3);
+  CHECKF (first != NULL && g_strcmp0 (tern_stats_bar_get_figures_tooltip (bar), first) == 0,
+          "after Edit Last the bar reads \"%s\", not the first answer's \"%s\"",
+          tern_stats_bar_get_figures_tooltip (bar), first);
+  CHECKF (fabs (tern_stats_bar_get_context_fraction (bar) - first_gauge) < 1e-6,
+          "after Edit Last the gauge is at %.4f, not the first answer's %.4f",
+          tern_stats_bar_get_context_fraction (bar), first_gauge);
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-narrow-edit-last-stats.png"));
+  activate (f->w, "undo-edit", NULL);
+  spin_for (0.3);
+  CHECKF (second != NULL && g_strcmp0 (tern_stats_bar_get_figures_tooltip (bar), second) == 0,
+          "after Undo the bar reads \"%s\", not \"%s\"", tern_stats_bar_get_figures_tooltip (bar),
+          second);
+  CHECKF (fabs (tern_stats_bar_get_context_fraction (bar) - second_gauge) < 1e-6,
+          "after Undo the gauge is at %.4f, not %.4f",
+          tern_stats_bar_get_context_fraction (bar), second_gauge);
+
+  /* One turn taken back: an empty chat, no figures. */
+  activate (f->w, "new-chat", NULL);
+  send_and_wait (f->w, "Turn 1: tell me about terns.");
+  activate (f->w, "edit-last", NULL);
+  spin_for (0.3);
+  CHECKF (g_strcmp0 (tern_stats_bar_get_text (bar), "") == 0,
+          "an emptied chat's bar reads \"%s\"", tern_stats_bar_get_text (bar));
 }
 
 /* ------------------------------------------------------------------- main */
