@@ -150,6 +150,15 @@ tern_application_activate (GApplication *app)
        * (the mode and speculation stay as they were left). */
       if (last != NULL && *last && g_file_test (last, G_FILE_TEST_IS_REGULAR))
         tern_window_load_tag (window, last, *tag ? tag : NULL, FALSE);
+      /* Removed since (the model panel, a file manager): the start page
+       * alone said "No Model Loaded", as if none had ever been chosen. */
+      else if (last != NULL && *last)
+        {
+          tern_window_say_model_gone (window, last);
+          /* Said once: the next start is a plain one. */
+          g_settings_set_string (self->settings, "last-model", "");
+          g_settings_set_string (self->settings, "last-model-tag", "");
+        }
     }
 }
 

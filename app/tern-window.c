@@ -1365,6 +1365,25 @@ tern_window_load_tag (TernWindow *self,
 }
 
 void
+tern_window_say_model_gone (TernWindow *self,
+                            const char *path)
+{
+  g_autofree char *name = g_path_get_basename (path);
+  g_autofree char *text = NULL;
+  AdwToast *t;
+
+  g_return_if_fail (TERN_IS_WINDOW (self));
+  /* Translators: at start, the model used last is no longer on disk; %s is
+   * its file name */
+  text = g_strdup_printf (_("The model %s was removed; pick another."), name);
+  t = _tern_window_toast_new (self, text);
+  /* Said once, at start: it stays until read and dismissed. */
+  adw_toast_set_timeout (t, 0);
+  _tern_window_keep_toast (self, t);
+  _tern_window_add_toast (self, t);
+}
+
+void
 tern_window_use_demo_model (TernWindow *self)
 {
   g_autofree char *path = tern_demo_model_path (self->settings);

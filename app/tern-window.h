@@ -26,6 +26,10 @@ void           tern_window_load_tag              (TernWindow     *self,
                                                   const char     *tag,
                                                   gboolean        apply_flags);
 void           tern_window_use_demo_model        (TernWindow     *self);
+/* At start: the model loaded last is gone (its file removed), said in a
+ * toast that stays until dismissed, rather than the start page alone. */
+void           tern_window_say_model_gone        (TernWindow     *self,
+                                                  const char     *path);
 gboolean       tern_window_export_markdown       (TernWindow     *self,
                                                   const char     *path,
                                                   GError        **error);

@@ -15,7 +15,8 @@
  *               "Undo" toasts) is held back until libadwaita 1.2 can take it
  *   narrow      the window narrows to 360 px with an Undo toast up after a
  *               switch to the dark style; Edit Last and Undo carry the stats
- *               bar's figures and the gauge with them
+ *               bar's figures and the gauge with them; a start whose last
+ *               model was removed says so
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
  */
 #include "config.h"
@@ -4968,6 +4969,34 @@ part_narrow (Fixture *f)
   g_autofree char *second = NULL;
   double first_gauge, second_gauge;
   TernStatsBar *bar;
+
+  /* The model loaded last, removed since: the next start said only "No
+   * Model Loaded", as if none had ever been chosen. It says which model
+   * went, once. */
+  {
+    g_autofree char *gone = g_build_filename (f->tmp, "gone-model.gguf", NULL);
+    g_autofree char *left = NULL;
+    GtkWindow *win;
+    gboolean said = FALSE;
+
+    g_settings_set_string (f->settings, "last-model", gone);
+    g_application_activate (G_APPLICATION (f->app));
+    spin_for (0.5);
+    win = gtk_application_get_active_window (GTK_APPLICATION (f->app));
+    CHECK (TERN_IS_WINDOW (win));
+    for (guint i = 0; TERN_IS_WINDOW (win) && i < TERN_WINDOW (win)->toasts->len; i++)
+      said = said || strstr (_tern_window_toast_get_text (g_ptr_array_index (TERN_WINDOW (win)->toasts, i)),
+                             "gone-model.gguf was removed") != NULL;
+    CHECKF (said, "no toast says that gone-model.gguf was removed");
+    left = g_settings_get_string (f->settings, "last-model");
+    CHECKF (*left == '\0', "last-model is still \"%s\"", left);
+    if (win != NULL)
+      {
+        CHECK (save_screenshot (GTK_WIDGET (win), "daily-narrow-model-gone.png"));
+        gtk_window_destroy (win);
+        spin_for (0.2);
+      }
+  }
 
   fixture_window (f, 1280, 800);
   bar = tern_window_get_stats_bar (f->w);
