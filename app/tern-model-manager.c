@@ -5,6 +5,7 @@
 
 #include <adwaita.h>
 #include <glib/gi18n.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tern-model-manager.h"
@@ -1240,6 +1241,36 @@ tern_model_manager_cancel (TernModelManager *self,
     tern_downloader_cancel (self->downloader, tag);
 }
 
+/* Whether this process maps PATH: the engine maps a model for as long as
+ * it is loaded (engine/gguf.c), and a file removed while mapped keeps its
+ * blocks until it is closed. */
+static gboolean
+mapped_here (const char *path)
+{
+  g_autofree char *maps = NULL;
+  char *real;
+  gboolean found = FALSE;
+
+  if (path == NULL || (real = realpath (path, NULL)) == NULL)
+    return FALSE;
+  if (g_file_get_contents ("/proc/self/maps", &maps, NULL, NULL))
+    for (char *line = maps; !found && line != NULL && *line != '\0';)
+      {
+        char *end = strchr (line, '\n');
+        char *name;
+
+        if (end != NULL)
+          *end = '\0';
+        /* The file's name is the last field, the only one that starts
+         * with a slash. */
+        name = strchr (line, '/');
+        found = name != NULL && strcmp (name, real) == 0;
+        line = end != NULL ? end + 1 : NULL;
+      }
+  free (real);
+  return found;
+}
+
 gboolean
 tern_model_manager_remove (TernModelManager  *self,
                            const char        *tag,
@@ -1247,6 +1278,8 @@ tern_model_manager_remove (TernModelManager  *self,
 {
   Row *row;
   guint64 freed = 0;
+  g_autofree char *path = NULL;
+  gboolean loaded;
 
   g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), FALSE);
   g_return_val_if_fail (tag != NULL, FALSE);
@@ -1262,11 +1295,19 @@ tern_model_manager_remove (TernModelManager  *self,
                    _("%s is being downloaded: cancel it first"), tag);
       return FALSE;
     }
+  path = tern_model_store_get_path (self->store, tag, TERN_PACKAGE_ROLE_BASE);
+  loaded = mapped_here (path);
   if (!tern_model_store_remove (self->store, tag, row ? row->catalog_tag : NULL, &freed, error))
     return FALSE;
   {
     g_autofree char *size = tern_manager_format_size (freed);
-    g_autofree char *text = g_strdup_printf (_("Removed %s (%s freed)."), tag, size);
+    /* Loaded, its space is not free yet: "freed" was not true until then. */
+    g_autofree char *text = loaded && freed > 0
+      /* Translators: a model removed while it is loaded: its name, then
+       * its size ("4.1 GB") */
+      ? g_strdup_printf (_("Removed %s. It is still loaded: its %s are freed when another model is loaded or Tern is closed."),
+                         tag, size)
+      : g_strdup_printf (_("Removed %s (%s freed)."), tag, size);
 
     set_message (self, text, FALSE);
   }
