@@ -1707,6 +1707,15 @@ maybe_draw_earlier (TernWindow *self)
 {
   GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment (self->transcript_scroller);
 
+  /* A view on its way to the end is not near the top. A long chat opened
+   * from one shorter than the view has its first layout with the position
+   * still at the short chat's 0: a batch drawn then doubled the rows drawn
+   * at open, and had its idle come before the follow's frame, its anchor,
+   * taken at the top, would have held the view there against the follow
+   * (docs/APP.md). Once the follow lands, the next value-changed asks
+   * again. */
+  if (self->stick_to_bottom && !at_end (adj))
+    return;
   if (self->first_row > 0 && self->earlier_idle == 0 && self->anchor_tick == 0
       && gtk_adjustment_get_value (adj) < gtk_adjustment_get_page_size (adj))
     self->earlier_idle = g_idle_add (draw_earlier_rows, self);

@@ -2550,6 +2550,9 @@ part_scroll (Fixture *f)
       CHECKF (wait_for (f->w, tern_window_transcript_is_settled, 10),
               "round %d, from a short chat: never settled", round);
       spin_for (0.3);
+      /* At the end, a page and more from the top: no batch before is due. */
+      CHECKF (tern_window_get_n_rows (f->w) == 40, "round %d: %u rows drawn at open", round,
+              tern_window_get_n_rows (f->w));
       CHECKF (end_in_view (f->w),
               "round %d, from a short chat, settled: value %.0f upper %.0f page %.0f", round,
               gtk_adjustment_get_value (adj), gtk_adjustment_get_upper (adj),
