@@ -2465,6 +2465,11 @@ part_scroll (Fixture *f)
   write_file (f->chats_dir, "long.json", json, -1);
   write_file (f->chats_dir, "big.json", big, -1);
   write_file (f->chats_dir, "short.json", short_json, -1);
+  {
+    g_autofree char *turns62 = long_chat_json ("turns62", 124);
+
+    write_file (f->chats_dir, "turns62.json", turns62, -1);
+  }
   g_settings_set_int (f->settings, "max-tokens", 300);
   fixture_window (f, 1000, 700);
   adj = gtk_scrolled_window_get_vadjustment (
@@ -2527,10 +2532,21 @@ part_scroll (Fixture *f)
   CHECK (wait_for (f->w, end_in_view, 20));
   CHECK (!jump_offered (f->w));
 
-  /* A 600-message chat opens with its last messages drawn (all of them
-   * froze the window for seconds), and the ones before come a batch at a
-   * time as the view nears the top, the view staying on the messages it
-   * showed. */
+  /* A 62-turn chat reopened: its last answer's figures line, the bottom of
+   * its row, whole in view (a walk saw such a line cut at the bottom edge
+   * after turn 60). */
+  open_chat (f->w, "short");
+  spin_for (0.3);
+  open_chat (f->w, "turns62");
+  CHECKF (wait_for (f->w, end_in_view, 20), "62 turns: value %.0f upper %.0f page %.0f",
+          gtk_adjustment_get_value (adj), gtk_adjustment_get_upper (adj),
+          gtk_adjustment_get_page_size (adj));
+  CHECK (wait_for (f->w, tern_window_transcript_is_settled, 10));
+  spin_for (0.3);
+  CHECKF (end_in_view (f->w), "62 turns, settled: value %.0f upper %.0f page %.0f",
+          gtk_adjustment_get_value (adj), gtk_adjustment_get_upper (adj),
+          gtk_adjustment_get_page_size (adj));
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-scroll-62-turns.png"));
   /* Opened from a chat shorter than the view, whose one row keeps the
    * transcript shown (an empty chat shows another page): its first layout
    * finds the position at 0, within a page of the top, before the view
@@ -2580,6 +2596,10 @@ part_scroll (Fixture *f)
     gtk_window_destroy (GTK_WINDOW (second));
     spin_for (0.2);
   }
+  /* A 600-message chat opens with its last messages drawn (all of them
+   * froze the window for seconds), and the ones before come a batch at a
+   * time as the view nears the top, the view staying on the messages it
+   * showed. */
   CHECKF (tern_window_get_n_rows (f->w) <= 100, "%u rows drawn at open",
           tern_window_get_n_rows (f->w));
   CHECK (tern_window_get_row (f->w, 0) == NULL);
