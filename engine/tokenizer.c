@@ -1498,16 +1498,16 @@ static int stream_step(tn_detok_stream *s, int32_t id, const char **p, size_t *l
 int tn_detok_stream_skip(tn_detok_stream *s, int32_t id, tn_error *err) {
     if (!s || !s->tok)
         return tn_fail(err, TN_ERR_INVALID, "detokenize: stream not initialized");
-    const char *p;
-    size_t len;
+    const char *p = NULL;
+    size_t len = 0;
     return stream_step(s, id, &p, &len, err);
 }
 
 int tn_detok_stream_push(tn_detok_stream *s, int32_t id, tn_buf *out, tn_error *err) {
     if (!s || !s->tok || !out)
         return tn_fail(err, TN_ERR_INVALID, "detokenize: stream not initialized");
-    const char *p;
-    size_t len;
+    const char *p = NULL;
+    size_t len = 0;
     int rc = stream_step(s, id, &p, &len, err);
     if (rc != TN_OK || !len)
         return rc;
