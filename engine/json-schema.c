@@ -83,6 +83,9 @@ typedef struct sc_node {
      * apart: each value's node field is the mask of the branches it keeps. */
     bool narrows;
     bool one; /* a oneOf: its branches are checked apart before it is followed as an anyOf */
+    /* An object whose schema says "additionalProperties": false: only then
+     * does JSON Schema refuse it a key that is not in its properties. */
+    bool closed;
     /* Bytes of the shortest value, and of the shortest written as an
      * object, within the levels min_depth and obj_depth (the most any
      * place that lets it start can ask of it); SC_LEN_NONE: none. */
@@ -400,6 +403,7 @@ static int compile_object(compiler *c, const tn_json *v, uint32_t self, int dept
     if (n > 1)
         sort_strs(s, s->props + prop0, (uint32_t)n);
     sc_node *node = &s->nodes[self];
+    node->closed = additional != NULL;
     node->prop0 = prop0;
     node->n_prop = (uint32_t)n;
     if (required) {
@@ -1454,9 +1458,16 @@ static bool lit_in_types(const tn_json_schema *s, const sc_str *l, uint8_t t) {
 /* No value is valid against both nodes a and b, as far as a bounded look
  * can show (false: they may share one, or the look ran out). Refs are
  * resolved; no anyOf is merged yet. Objects are apart when one requires a
- * property the other lacks (additionalProperties is false throughout) or
- * whose values there are apart: the distinct consts of a discriminated
- * union. */
+ * property whose values there are apart (the distinct consts of a
+ * discriminated union), or when neither can write a value the other
+ * takes. The values judged are those the checker writes (only keys of
+ * their own properties) and the meaning is JSON Schema's, where an object
+ * without "additionalProperties": false takes any other key: a value of x
+ * fails y when y requires a key x does not have, or when x requires one
+ * that y does not have and y is closed. Reading an absent
+ * additionalProperties as false here, as the checker does when writing,
+ * would pass {"a": 1, "b": 2} as one branch's value where JSON Schema
+ * finds it valid against {"required": ["b"]} as well. */
 static bool apart(compiler *c, uint32_t a, uint32_t b, int depth) {
     const tn_json_schema *s = c->s;
     if (a == b || depth > APART_DEPTH || c->apart_budget == 0)
@@ -1514,6 +1525,7 @@ static bool apart(compiler *c, uint32_t a, uint32_t b, int depth) {
         return false; /* [] is an array of any items */
     if (!(x->types & y->types & T_OBJECT))
         return true;
+    bool x_fails_y = false, y_fails_x = false;
     for (uint32_t i = 0, j = 0; i < x->n_prop || j < y->n_prop;) {
         const int k = i == x->n_prop ? 1
                       : j == y->n_prop
@@ -1521,10 +1533,20 @@ static bool apart(compiler *c, uint32_t a, uint32_t b, int depth) {
                           : str_cmp(s, &s->props[x->prop0 + i], &s->props[y->prop0 + j]);
         const bool rx = k <= 0 && ((x->required >> i) & 1);
         const bool ry = k >= 0 && ((y->required >> j) & 1);
-        if ((k < 0 && rx) || (k > 0 && ry))
+        if (k < 0 && rx) {
+            y_fails_x = true;
+            x_fails_y |= y->closed;
+        } else if (k > 0 && ry) {
+            x_fails_y = true;
+            y_fails_x |= x->closed;
+        } else if (k == 0 && (rx || ry) &&
+                   apart(c, s->props[x->prop0 + i].node, s->props[y->prop0 + j].node,
+                         depth + 1)) {
+            /* The one requiring it writes a value the other refuses; the
+             * other leaves it out (refused) or writes its own (refused). */
             return true;
-        if (k == 0 && (rx || ry) &&
-            apart(c, s->props[x->prop0 + i].node, s->props[y->prop0 + j].node, depth + 1))
+        }
+        if (x_fails_y && y_fails_x)
             return true;
         i += k <= 0;
         j += k >= 0;

@@ -718,7 +718,8 @@ static void test_one_of(void) {
         "\"oneOf\":[{\"enum\":[1,\"a\"]},{\"enum\":[2,\"b\"]},{\"type\":\"integer\",\"enum\":"
         "[3]},{\"type\":\"number\",\"enum\":[1.5]}]},\"o\":{\"oneOf\":[{\"type\":\"object\","
         "\"properties\":{\"x\":{\"type\":\"null\"}},\"required\":[\"x\"]},{\"type\":\"object\","
-        "\"properties\":{\"y\":{\"type\":\"null\"}}}]}},\"required\":[\"t\",\"e\",\"o\"]}";
+        "\"properties\":{\"y\":{\"type\":\"null\"}},\"additionalProperties\":false}]}},"
+        "\"required\":[\"t\",\"e\",\"o\"]}";
     s = compile(apart);
     if (s) {
         WHOLE(s, "{\"t\":\"s\",\"e\":1.5,\"o\":{\"x\":null}}");
@@ -767,6 +768,39 @@ static void test_one_of(void) {
             "\"required\":[\"name\"]},{\"type\":\"object\",\"properties\":{\"name\":{\"type\":"
             "\"string\"},\"email\":{\"type\":\"string\"}},\"required\":[\"name\"]}]}}}",
             "\"oneOf\" branches 0 and 1 may both take one value");
+    /* A key one branch requires and the other lacks tells them apart only
+     * where the other says "additionalProperties": false: absent, JSON
+     * Schema lets it take any other key, so {"a":"x","b":"y"} (which the
+     * first branch may write) is valid against both. */
+    REFUSED("{\"type\":\"object\",\"properties\":{\"u\":{\"oneOf\":[{\"type\":\"object\","
+            "\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"type\":\"string\"}},"
+            "\"required\":[\"a\"]},{\"type\":\"object\",\"properties\":{\"b\":{\"type\":"
+            "\"string\"}},\"required\":[\"b\"]}]}},\"required\":[\"u\"]}",
+            "\"oneOf\" branches 0 and 1 may both take one value");
+    /* {} is any object to JSON Schema, {"x": null} too. */
+    REFUSED("{\"type\":\"object\",\"properties\":{\"u\":{\"oneOf\":[{\"type\":\"object\"},"
+            "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"null\"}},\"required\":"
+            "[\"x\"]}]}}}",
+            "\"oneOf\" branches 0 and 1 may both take one value");
+    static const char *const closed =
+        "{\"type\":\"object\",\"properties\":{\"u\":{\"oneOf\":[{\"type\":\"object\","
+        "\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"type\":\"string\"}},"
+        "\"required\":[\"a\"]},{\"type\":\"object\",\"properties\":{\"b\":{\"type\":"
+        "\"string\"}},\"required\":[\"b\"],\"additionalProperties\":false}]}},"
+        "\"required\":[\"u\"]}";
+    s = compile(closed);
+    if (s) {
+        WHOLE(s, "{\"u\":{\"a\":\"x\",\"b\":\"y\"}}");
+        WHOLE(s, "{\"u\":{\"b\":\"y\"}}");
+        walk(closed, s, 34, 200);
+        tn_json_schema_free(s);
+    }
+    /* Each requires a key the other does not have: apart, closed or not. */
+    s = compile("{\"type\":\"object\",\"properties\":{\"u\":{\"oneOf\":[{\"type\":"
+                "\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":"
+                "[\"a\"]},{\"type\":\"object\",\"properties\":{\"b\":{\"type\":"
+                "\"string\"}},\"required\":[\"b\"]}]}}}");
+    tn_json_schema_free(s);
     /* The discriminator must agree with the branches. */
     char *bad = malloc(strlen(pet) + 64);
     CHECK(bad != NULL);
@@ -903,6 +937,108 @@ static void test_ref_chain(void) {
     free(chain);
 }
 
+/* oneOf as a property: random oneOfs of branches chosen to fool the check
+ * that tells them apart (integer beside 1.0 or 1e0, -0 beside 0, "\u0061"
+ * beside "a", keys written with escapes, objects told apart by a required
+ * key or a const, $refs and their cycles, nested anyOf and oneOf, enums of
+ * null and booleans). Every oneOf that compiles is walked, and each value
+ * the checker lets through must match exactly one branch by the
+ * independent validator; those refused are counted, not judged. Seeded. */
+static void test_one_of_random(void) {
+    static const char *const branch[] = {
+        "{\"type\":\"integer\"}",
+        "{\"type\":\"number\"}",
+        "{\"const\":1}",
+        "{\"const\":1.0}",
+        "{\"enum\":[1e0,2]}",
+        "{\"enum\":[-0]}",
+        "{\"enum\":[0,0.5]}",
+        "{\"type\":\"integer\",\"enum\":[3,1.5]}",
+        "{\"const\":\"a\"}",
+        "{\"const\":\"\\u0061\"}",
+        "{\"enum\":[\"a\\/\",\"\\u00e9\"]}",
+        "{\"enum\":[\"a/\",\"b\"]}",
+        "{\"enum\":[\"\\u00c3\\u00a9\",\"\\u0000\"]}",
+        "{\"enum\":[null]}",
+        "{\"enum\":[null,true]}",
+        "{\"enum\":[false,\"true\"]}",
+        "{\"type\":\"boolean\"}",
+        "{\"type\":\"null\"}",
+        "{\"type\":\"string\"}",
+        "{\"type\":[\"string\",\"null\"]}",
+        "{\"type\":[\"integer\",\"boolean\"]}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}",
+        "{\"type\":\"object\"}",
+        "{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"a\"},\"v\":{\"type\":\"string\"}},"
+        "\"required\":[\"k\"]}",
+        "{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"\\u0061\"}},\"required\":[\"k\"]}",
+        "{\"type\":\"object\",\"properties\":{\"\\u006b\":{\"const\":\"b\"}},\"required\":[\"k\"]}",
+        "{\"type\":\"object\",\"properties\":{\"k\":{\"enum\":[\"a\",\"b\"]},\"v\":{\"type\":"
+        "\"integer\"}}}",
+        "{\"type\":\"object\",\"properties\":{\"k\":{\"enum\":[1]}},\"required\":[\"k\"]}",
+        "{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"number\"}},\"required\":[\"k\"]}",
+        "{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"string\"}},\"required\":[\"v\"],"
+        "\"additionalProperties\":false}",
+        "{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"string\"},\"w\":{\"type\":"
+        "\"null\"}},\"required\":[\"w\"]}",
+        "{\"type\":[\"object\",\"null\"],\"properties\":{\"w\":{\"type\":\"null\"}},\"required\":"
+        "[\"w\"]}",
+        "{\"type\":\"object\",\"properties\":{\"o\":{\"oneOf\":[{\"const\":1},{\"const\":2}]}},"
+        "\"required\":[\"o\"]}",
+        "{\"type\":\"object\",\"properties\":{\"o\":{\"anyOf\":[{\"const\":2},{\"type\":"
+        "\"string\"}]}},\"required\":[\"o\"]}",
+        "{\"anyOf\":[{\"type\":\"integer\"},{\"const\":\"a\"}]}",
+        "{\"anyOf\":[{\"type\":\"null\"},{\"$ref\":\"#/$defs/K\"}]}",
+        "{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}",
+        "{\"oneOf\":[{\"const\":1.5},{\"type\":\"boolean\"}]}",
+        "{\"$ref\":\"#/$defs/K\"}",
+        "{\"$ref\":\"#/$defs/L\"}",
+        "{\"$ref\":\"#/$defs/R\"}",
+        "{\"$ref\":\"#/$defs/S\"}",
+        "{\"$ref\":\"#/$defs/%4B\"}",
+    };
+    static const char defs[] =
+        "\"$defs\":{\"K\":{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"a\"}},"
+        "\"required\":[\"k\"]},"
+        "\"L\":{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"b\"},\"v\":{\"type\":"
+        "\"string\"}},\"required\":[\"k\"]},"
+        "\"R\":{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"r\"},\"n\":{\"$ref\":"
+        "\"#/$defs/R\"}},\"required\":[\"k\"]},"
+        "\"S\":{\"oneOf\":[{\"type\":\"integer\"},{\"$ref\":\"#/$defs/S2\"}]},"
+        "\"S2\":{\"anyOf\":[{\"enum\":[\"s\"]},{\"$ref\":\"#/$defs/K\"}]}}";
+    const size_t n_branch = sizeof branch / sizeof branch[0];
+    uint64_t rng = 4949;
+    int compiled = 0, refused = 0;
+    const int failed_before = tn_test_failures;
+    char text[8192];
+    for (int k = 0; k < 600; k++) {
+        size_t n = (size_t)snprintf(text, sizeof text,
+                                    "{\"type\":\"object\",%s,\"properties\":{\"a\":{\"oneOf\":[",
+                                    defs);
+        const int m = 2 + (int)(tn_test_rand(&rng) % 3);
+        for (int b = 0; b < m; b++)
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", b ? "," : "",
+                                  branch[tn_test_rand(&rng) % n_branch]);
+        snprintf(text + n, sizeof text - n, "]}},\"required\":[\"a\"]}");
+        tn_error err;
+        memset(&err, 0, sizeof err);
+        tn_json_schema *s = NULL;
+        if (tn_json_schema_compile(text, strlen(text), &s, &err) != TN_OK) {
+            refused++;
+            continue;
+        }
+        compiled++;
+        walk(text, s, 5000 + (uint64_t)k, 20);
+        tn_json_schema_free(s);
+        if (tn_test_failures > failed_before) {
+            fprintf(stderr, "oneOf schema: %s\n", text);
+            break;
+        }
+    }
+    fprintf(stderr, "random oneOf: %d compiled and walked, %d refused\n", compiled, refused);
+    CHECK(compiled > 100 && refused > 100);
+}
+
 int main(void) {
     tn_json_schema *s = compile(people);
     if (s) {
@@ -931,6 +1067,7 @@ int main(void) {
     test_any_ref();
     test_unions();
     test_one_of();
+    test_one_of_random();
     test_ref_escapes();
     test_shortest();
     test_ref_chain();
