@@ -1,0 +1,286 @@
+/* tn_tokenizer_min_tokens against the real count, as a property: random
+ * texts built from pieces chosen to trouble the bound (runs of whitespace,
+ * "▁" written out, NUL and invalid bytes, code points of every plane,
+ * combining marks, Hangul jamo, NFC singletons, the vocabulary's own token
+ * texts and pieces, control tokens with and without TN_TOKENIZE_SPECIAL,
+ * cuts in the middle of a character), over every fetched vocabulary. The
+ * bound must never exceed the count: a prompt that fits would be refused
+ * (docs/TOKENIZER.md, "Refusing early").
+ *
+ * Seeded and counted, not timed: TERN_BOUND_SEED and TERN_BOUND_CASES (per
+ * vocabulary) change them for a longer run. */
+#include "tn-test.h"
+#include "tn-tokenizer-internal.h"
+#include "tn-unicode.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t next(uint64_t *s) {
+    /* splitmix64 */
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint32_t below(uint64_t *s, uint32_t n) { return n ? (uint32_t)(next(s) % n) : 0; }
+
+typedef struct text {
+    char *p;
+    size_t n, cap;
+} text;
+
+static void put(text *t, const void *p, size_t n) {
+    if (t->n + n > t->cap) {
+        t->cap = (t->n + n) * 2 + 64;
+        t->p = realloc(t->p, t->cap);
+        if (!t->p)
+            abort();
+    }
+    memcpy(t->p + t->n, p, n);
+    t->n += n;
+}
+
+/* A code point written as UTF-8 without asking whether it is one (lone
+ * surrogates included). */
+static void put_cp(text *t, uint32_t cp) {
+    char b[4];
+    size_t n;
+    if (cp < 0x80) {
+        b[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        b[0] = (char)(0xC0 | cp >> 6);
+        b[1] = (char)(0x80 | (cp & 63));
+        n = 2;
+    } else if (cp < 0x10000) {
+        b[0] = (char)(0xE0 | cp >> 12);
+        b[1] = (char)(0x80 | ((cp >> 6) & 63));
+        b[2] = (char)(0x80 | (cp & 63));
+        n = 3;
+    } else {
+        b[0] = (char)(0xF0 | cp >> 18);
+        b[1] = (char)(0x80 | ((cp >> 12) & 63));
+        b[2] = (char)(0x80 | ((cp >> 6) & 63));
+        b[3] = (char)(0x80 | (cp & 63));
+        n = 4;
+    }
+    put(t, b, n);
+}
+
+/* Code points whose NFC is shorter, or that compose with what precedes. */
+static const uint32_t nfc_changers[] = {
+    0x212A, 0x212B, 0x2126, 0x1FEF, 0x037E, 0x0387, 0x1FFD, 0x0340, 0x0341, 0x0343, 0x0344,
+    0x0374, 0x1F71, 0x1FBE, 0x2000, 0x2001, 0x0958, 0xFB1D, 0xF900, 0xFA10, 0x2F800, 0x2FA1D,
+    0x0301, 0x0300, 0x0308, 0x0313, 0x0345, 0x030A, 0x0327, 0x0323, 0x0302, 0x05B4, 0x093C,
+    0x0B3E, 0x0B47, 0x0CD5, 0x0DCA, 0x1B35, 0x3099, 0x309A, 0x304B, 0x00C5, 0x0041, 0x03B1,
+    0x03C9, 0xAC00, 0xD7A3};
+
+static void put_fragment(text *t, const tn_tokenizer *tok, uint64_t *s) {
+    static const char ws[] = {' ', ' ', ' ', '\n', '\t', '\r', '\v', '\f'};
+    int32_t n_vocab = tn_tokenizer_n_vocab(tok);
+    switch (below(s, 16)) {
+    case 0: /* a word */
+    case 1:
+        for (uint32_t i = 0, n = 1 + below(s, 12); i < n; i++) {
+            char c = (char)('a' + below(s, 26));
+            put(t, &c, 1);
+        }
+        break;
+    case 2: /* whitespace, one kind or mixed */
+    {
+        const uint32_t n = 1 + (below(s, 4) ? below(s, 8) : below(s, 400));
+        const bool mixed = below(s, 2);
+        char c = ws[below(s, sizeof ws)];
+        for (uint32_t i = 0; i < n; i++) {
+            if (mixed)
+                c = ws[below(s, sizeof ws)];
+            put(t, &c, 1);
+        }
+        break;
+    }
+    case 3: /* "▁" written out, between spaces or not */
+        for (uint32_t i = 0, n = 1 + below(s, 40); i < n; i++) {
+            const bool mark = below(s, 3) != 0;
+            put(t, mark ? "\xE2\x96\x81" : " ", mark ? 3 : 1);
+        }
+        break;
+    case 4: /* NUL, invalid and stray bytes */
+        for (uint32_t i = 0, n = 1 + below(s, 6); i < n; i++) {
+            char c = below(s, 3) ? (char)(0x80 + below(s, 128)) : (char)below(s, 32);
+            put(t, &c, 1);
+        }
+        break;
+    case 5: /* a code point of any plane, surrogates and non-characters too */
+    {
+        static const uint32_t top[] = {0x80, 0x800, 0x10000, 0x110000};
+        put_cp(t, below(s, top[below(s, 4)]));
+        break;
+    }
+    case 6: /* NFC singletons, combining marks, composing pairs */
+    case 7:
+        for (uint32_t i = 0, n = 1 + below(s, 6); i < n; i++)
+            put_cp(t, nfc_changers[below(s, sizeof nfc_changers / sizeof nfc_changers[0])]);
+        break;
+    case 8: /* Hangul jamo: L V T, in and out of order */
+        for (uint32_t i = 0, n = 1 + below(s, 8); i < n; i++) {
+            uint32_t k = below(s, 3);
+            put_cp(t, k == 0 ? 0x1100 + below(s, 19) : k == 1 ? 0x1161 + below(s, 21)
+                                                             : 0x11A8 + below(s, 27));
+        }
+        break;
+    case 9: /* a token's text as written (control and user-defined too) */
+    case 10: {
+        size_t len;
+        const char *p = tn_token_text(tok, (int32_t)below(s, (uint32_t)n_vocab), &len);
+        if (p)
+            put(t, p, len);
+        break;
+    }
+    case 11: /* a token's decoded bytes, or many of them: the tightest case */
+    case 12: {
+        size_t len;
+        const char *p = tn_token_piece(tok, (int32_t)below(s, (uint32_t)n_vocab), &len);
+        for (uint32_t r = 0, reps = below(s, 2) ? 1 : 1 + below(s, 64); p && r < reps; r++)
+            put(t, p, len);
+        break;
+    }
+    case 13: /* the text so far, again */
+        if (t->n && t->n < 4096) {
+            size_t from = below(s, (uint32_t)t->n);
+            size_t n = 1 + below(s, (uint32_t)(t->n - from));
+            char *copy = malloc(n);
+            if (!copy)
+                abort();
+            memcpy(copy, t->p + from, n);
+            for (uint32_t r = 0, reps = 1 + below(s, 4); r < reps; r++)
+                put(t, copy, n);
+            free(copy);
+        }
+        break;
+    case 14: /* punctuation and digits, which pre-tokenizers split apart */
+        for (uint32_t i = 0, n = 1 + below(s, 10); i < n; i++) {
+            static const char pd[] = "0123456789.,;:!?'\"()[]{}<>|/\\-_=+*&^%$#@~`";
+            put(t, &pd[below(s, sizeof pd - 1)], 1);
+        }
+        break;
+    default: /* one character repeated */
+    {
+        text one = {0};
+        put_cp(&one, below(s, 2) ? 'a' + below(s, 26) : 0x4E00 + below(s, 0x5000));
+        for (uint32_t i = 0, n = 1 + below(s, 300); i < n; i++)
+            put(t, one.p, one.n);
+        free(one.p);
+        break;
+    }
+    }
+}
+
+/* One text against the bound under each flag; false on a counterexample. */
+static bool check_one(const char *name, const tn_tokenizer *tok, const char *p, size_t n,
+                      unsigned flags, uint64_t seed, size_t k) {
+    tn_tokens t = {0};
+    tn_error err = {0};
+    int rc = tn_tokenize(tok, p, n, flags, &t, &err);
+    CHECKF(rc == TN_OK, "%s: tokenize: %s", name, err.message);
+    const size_t n_bos = (flags & TN_TOKENIZE_ADD_BOS) && tn_tokenizer_add_bos(tok) ? 1 : 0;
+    const size_t real = t.n - n_bos;
+    const size_t bound = tn_tokenizer_min_tokens(tok, p, n);
+    tn_tokens_free(&t);
+    if (rc || bound <= real)
+        return true;
+    CHECKF(0, "%s: seed %llu case %zu flags %u: at least %zu tokens promised, %zu given for %zu bytes",
+           name, (unsigned long long)seed, k, flags, bound, real, n);
+    fprintf(stderr, "  text (hex):");
+    for (size_t i = 0; i < n && i < 400; i++)
+        fprintf(stderr, "%s%02x", i % 32 ? "" : "\n  ", (unsigned char)p[i]);
+    fprintf(stderr, "\n");
+    return false;
+}
+
+/* The fetched vocabulary converted to GGUF and loaded back, as
+ * test-tokenizer does. */
+static tn_tokenizer *load(const char *name, tn_gguf **g) {
+    const char *dir = tn_test_vocab(name);
+    char src[4096], out[4096];
+    snprintf(src, sizeof src, strcmp(name, "gpt2") ? "%s/tokenizer.json" : "%s", dir);
+    snprintf(out, sizeof out, "%s/bound-%s.gguf", tn_test_tmpdir(), name);
+    tn_error err = {0};
+    tn_gguf_writer *w = tn_gguf_writer_new();
+    CHECK(w != NULL);
+    int64_t n_vocab = 0;
+    int rc = tn_vocab_convert_hf_sized(src, 0, w, &n_vocab, &err);
+    CHECKF(rc == TN_OK, "%s: convert: %s", name, err.message);
+    if (!rc) {
+        rc = tn_gguf_writer_write(w, out, &err);
+        CHECKF(rc == TN_OK, "%s: write: %s", name, err.message);
+    }
+    tn_gguf_writer_free(w);
+    if (rc)
+        return NULL;
+    tn_tokenizer *tok = NULL;
+    rc = tn_gguf_open(out, g, &err);
+    CHECKF(rc == TN_OK, "%s: open: %s", name, err.message);
+    if (!rc) {
+        rc = tn_tokenizer_load(*g, &tok, &err);
+        CHECKF(rc == TN_OK, "%s: load: %s", name, err.message);
+    }
+    return tok;
+}
+
+static void check_vocab(const char *name, uint64_t seed, size_t cases) {
+    tn_gguf *g = NULL;
+    tn_tokenizer *tok = load(name, &g);
+    if (!tok) {
+        tn_gguf_close(g);
+        return;
+    }
+    uint64_t s = seed ^ tn_hash_bytes(name, strlen(name));
+    size_t failures = 0;
+    text t = {0};
+    for (size_t k = 0; k < cases && failures < 5; k++) {
+        t.n = 0;
+        for (uint32_t i = 0, n = 1 + below(&s, 24); i < n; i++)
+            put_fragment(&t, tok, &s);
+        /* A cut anywhere: mid-character, mid-token, mid-run. */
+        size_t from = 0, len = t.n;
+        if (t.n && below(&s, 4) == 0) {
+            from = below(&s, (uint32_t)t.n);
+            len = below(&s, (uint32_t)(t.n - from + 1));
+        }
+        static const unsigned flag_sets[] = {0, TN_TOKENIZE_SPECIAL, TN_TOKENIZE_ADD_BOS,
+                                             TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS};
+        const unsigned flags = flag_sets[below(&s, 4)];
+        if (!check_one(name, tok, t.p ? t.p + from : "", len, flags, seed, k))
+            failures++;
+    }
+    free(t.p);
+    fprintf(stderr, "%s: %zu texts, seed %llu, %zu above the count\n", name, cases,
+            (unsigned long long)seed, failures);
+    tn_tokenizer_free(tok);
+    tn_gguf_close(g);
+}
+
+int main(void) {
+    const char *e = getenv("TERN_BOUND_SEED");
+    const uint64_t seed = e ? strtoull(e, NULL, 0) : 49;
+    e = getenv("TERN_BOUND_CASES");
+    const size_t cases = e ? strtoull(e, NULL, 0) : 10000;
+    static const char *const names[] = {"llama2", "gemma3", "qwen3", "gpt2", "gptoss"};
+    int missing = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (!tn_test_vocab(names[i])) {
+            fprintf(stderr, "tokenizer-bound: no %s vocabulary, skipped\n", names[i]);
+            missing++;
+            continue;
+        }
+        check_vocab(names[i], seed, cases);
+    }
+    if (missing) {
+        tn_test_finish("tokenizer-bound (without some vocabularies)");
+        tn_test_missing("vocabularies missing in TERN_VOCAB_DIR (tools/fetch-vocab.sh)");
+    }
+    return tn_test_finish("tokenizer-bound");
+}
