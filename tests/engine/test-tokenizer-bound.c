@@ -263,7 +263,66 @@ static void check_vocab(const char *name, uint64_t seed, size_t cases) {
     tn_gguf_close(g);
 }
 
+/* The bound's NFC rule counts a byte of text that NFC may change as
+ * 1/(4 x the longest token), sound while NFC keeps at least a third of
+ * such bytes: every code point alone (the singletons, Kelvin sign to "K"
+ * the steepest), Hangul jamo L V and L V T (9 bytes to 3), and each
+ * combining mark of U+0300..U+036F after every Latin, Greek and Cyrillic
+ * letter, one or two of them. */
+static size_t nfc_len(const char *p, size_t n) {
+    char *out = NULL;
+    size_t len = 0;
+    CHECK(tn_nfc(p, n, &out, &len) == TN_OK);
+    free(out);
+    return len;
+}
+
+static void check_nfc_third(void) {
+    size_t worst_in = 1, worst_out = 1;
+    char b[16];
+    for (uint32_t cp = 1; cp < 0x110000; cp++) {
+        if (cp >= 0xD800 && cp < 0xE000)
+            continue;
+        const size_t n = tn_utf8_encode(cp, b);
+        const size_t m = nfc_len(b, n);
+        if (m * worst_in < worst_out * n) {
+            worst_in = n;
+            worst_out = m;
+        }
+    }
+    for (uint32_t l = 0; l < 19; l++)
+        for (uint32_t v = 0; v < 21; v++)
+            for (uint32_t t = 0; t < 28; t++) {
+                size_t n = tn_utf8_encode(0x1100 + l, b);
+                n += tn_utf8_encode(0x1161 + v, b + n);
+                if (t)
+                    n += tn_utf8_encode(0x11A7 + t, b + n);
+                const size_t m = nfc_len(b, n);
+                if (m * worst_in < worst_out * n) {
+                    worst_in = n;
+                    worst_out = m;
+                }
+            }
+    for (uint32_t base = 0x41; base < 0x500; base++)
+        for (uint32_t m1 = 0x300; m1 < 0x370; m1++)
+            for (uint32_t m2 = 0; m2 < 0x370; m2 += m2 ? 1 : 0x300) {
+                size_t n = tn_utf8_encode(base, b);
+                n += tn_utf8_encode(m1, b + n);
+                if (m2)
+                    n += tn_utf8_encode(m2, b + n);
+                const size_t m = nfc_len(b, n);
+                if (m * worst_in < worst_out * n) {
+                    worst_in = n;
+                    worst_out = m;
+                }
+            }
+    fprintf(stderr, "NFC: at worst %zu bytes to %zu\n", worst_in, worst_out);
+    CHECKF(worst_out * 3 >= worst_in, "NFC made %zu bytes %zu: less than a third", worst_in,
+           worst_out);
+}
+
 int main(void) {
+    check_nfc_third();
     const char *e = getenv("TERN_BOUND_SEED");
     const uint64_t seed = e ? strtoull(e, NULL, 0) : 49;
     e = getenv("TERN_BOUND_CASES");
