@@ -8,19 +8,19 @@ static const char *const tern_catalog_strings[] = {
   /* Translators: the description of the model family qwen3 (models.json); keep names, sizes and licence names as they are */
   N_("Alibaba's Qwen3: thinking on or off, Apache-2.0."),
   /* Translators: the description of the model qwen3:0.6b (models.json); keep names, sizes, tags and licence names as they are */
-  N_("The smallest Qwen3; fast anywhere."),
+  N_("The smallest Qwen3, 0.6B parameters at Q8_0: quick short answers on any computer, thinking on or off."),
   /* Translators: the description of the model qwen3:0.6b-flash (models.json); keep names, sizes, tags and licence names as they are */
   N_("Flash: the system prompt is pinned once and every question starts from it (single-turn); uses the same files as qwen3:0.6b."),
   /* Translators: the description of the model qwen3:1.7b (models.json); keep names, sizes, tags and licence names as they are */
-  N_("Qwen3 1.7B with Qwen3 0.6B as its draft for speculation."),
+  N_("Qwen3 with 1.7B parameters: better answers than 0.6B, still quick on a laptop; Qwen3 0.6B drafts for speculation."),
   /* Translators: the description of the model qwen3:1.7b-flash (models.json); keep names, sizes, tags and licence names as they are */
   N_("Flash: the system prompt is pinned once and every question starts from it (single-turn); uses the same files as qwen3:1.7b."),
   /* Translators: the description of the model qwen3:4b (models.json); keep names, sizes, tags and licence names as they are */
-  N_("Qwen3 4B with Qwen3 0.6B as its draft for speculation."),
+  N_("Qwen3 with 4B parameters: a middle ground between speed and quality for everyday chat and reasoning; Qwen3 0.6B drafts for speculation."),
   /* Translators: the description of the model qwen3:4b-flash (models.json); keep names, sizes, tags and licence names as they are */
   N_("Flash: the system prompt is pinned once and every question starts from it (single-turn); uses the same files as qwen3:4b."),
   /* Translators: the description of the model qwen3:8b (models.json); keep names, sizes, tags and licence names as they are */
-  N_("Qwen3 8B with Qwen3 0.6B as its draft for speculation."),
+  N_("Qwen3 with 8B parameters, the largest dense Qwen3 here: for harder questions; Qwen3 0.6B drafts for speculation."),
   /* Translators: the description of the model qwen3:8b-flash (models.json); keep names, sizes, tags and licence names as they are */
   N_("Flash: the system prompt is pinned once and every question starts from it (single-turn); uses the same files as qwen3:8b."),
   /* Translators: the description of the model qwen3:30b-a3b (models.json); keep names, sizes, tags and licence names as they are */
@@ -30,13 +30,13 @@ static const char *const tern_catalog_strings[] = {
   /* Translators: the description of the model family gemma3 (models.json); keep names, sizes and licence names as they are */
   N_("Google's Gemma 3 instruction-tuned models (Gemma Terms of Use)."),
   /* Translators: the description of the model gemma3:1b (models.json); keep names, sizes, tags and licence names as they are */
-  N_("Small and quick, text only."),
+  N_("Gemma 3 with 1B parameters, text only: quick short answers and summaries on any computer."),
   /* Translators: the description of the model gemma3:1b-flash (models.json); keep names, sizes, tags and licence names as they are */
   N_("Flash: the system prompt is pinned once and every question starts from it (single-turn); uses the same files as gemma3:1b."),
   /* Translators: the name of the model gemma3:4b (models.json); translate only the words after the model's name */
   N_("Gemma 3 4B (vision)"),
   /* Translators: the description of the model gemma3:4b (models.json); keep names, sizes, tags and licence names as they are */
-  N_("Gemma 3 4B with its vision projector: reads images."),
+  N_("Gemma 3 with 4B parameters and its vision projector: reads images and answers about them; 128K context."),
   /* Translators: the description of the model gemma3:4b-flash (models.json); keep names, sizes, tags and licence names as they are */
   N_("Flash: the system prompt is pinned once and every question starts from it (single-turn); uses the same files as gemma3:4b, without the vision projector."),
   /* Translators: the description of the model family gemma4 (models.json); keep names, sizes and licence names as they are */
@@ -80,15 +80,15 @@ static const char *const tern_catalog_strings[] = {
   /* Translators: the description of the model family llama3.2 (models.json); keep names, sizes and licence names as they are */
   N_("Meta's Llama 3.2 instruct models (Llama 3.2 Community License)."),
   /* Translators: the description of the model llama3.2:1b (models.json); keep names, sizes, tags and licence names as they are */
-  N_("The small Llama 3.2; long context."),
+  N_("Llama 3.2 with 1B parameters: quick, with a long context (128K) for long texts, on any computer."),
   /* Translators: the description of the model llama3.2:3b (models.json); keep names, sizes, tags and licence names as they are */
-  N_("Llama 3.2 3B with Llama 3.2 1B as its draft for speculation."),
+  N_("Llama 3.2 with 3B parameters: everyday chat with a long context (128K); Llama 3.2 1B drafts for speculation."),
   /* Translators: the description of the model llama3.2:3b-flash (models.json); keep names, sizes, tags and licence names as they are */
   N_("Flash: the system prompt is pinned once and every question starts from it (single-turn); uses the same files as llama3.2:3b."),
   /* Translators: the description of the model family llama3.1 (models.json); keep names, sizes and licence names as they are */
   N_("Meta's Llama 3.1 instruct models (Llama 3.1 Community License)."),
   /* Translators: the description of the model llama3.1:8b (models.json); keep names, sizes, tags and licence names as they are */
-  N_("Llama 3.1 8B with Llama 3.2 1B (same vocabulary) as its draft for speculation."),
+  N_("Llama 3.1 with 8B parameters, the largest Llama here: for harder questions, 128K context; Llama 3.2 1B (same vocabulary) drafts for speculation."),
   /* Translators: the description of the model llama3.1:8b-flash (models.json); keep names, sizes, tags and licence names as they are */
   N_("Flash: the system prompt is pinned once and every question starts from it (single-turn); uses the same files as llama3.1:8b."),
   /* Translators: the description of the model family gpt-oss (models.json); keep names, sizes and licence names as they are */

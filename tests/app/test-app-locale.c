@@ -282,9 +282,11 @@ check_catalog (const char *lang)
     const char *label;
   } want[] = {
     { "de", "Qwen3 von Alibaba: Denken ein- oder ausschaltbar, Apache-2.0.",
-      "Das kleinste Qwen3; überall schnell.", "Gemma 3 4B (Vision)" },
+      "Das kleinste Qwen3, 0.6B Parameter in Q8_0: schnelle kurze Antworten auf jedem Rechner, "
+      "Denken ein- oder ausschaltbar.", "Gemma 3 4B (Vision)" },
     { "fr", "Qwen3 d’Alibaba : réflexion activable ou non, Apache-2.0.",
-      "Le plus petit Qwen3 ; rapide partout.", "Gemma 3 4B (vision)" },
+      "Le plus petit Qwen3, 0.6B paramètres en Q8_0 : des réponses courtes et rapides sur tout "
+      "ordinateur, réflexion activable ou non.", "Gemma 3 4B (vision)" },
   };
   g_autofree char *shot = g_strdup_printf ("locale-%s-models-catalog.png", lang);
   GtkWidget *window;
@@ -304,7 +306,8 @@ check_catalog (const char *lang)
       CHECKF (find_label (window, want[i].label), "no row titled \"%s\"", want[i].label);
     }
   CHECKF (label_with (window, "Alibaba's Qwen3") == NULL, "the English description is still shown");
-  CHECKF (tooltip_with (window, "The smallest Qwen3; fast anywhere.") == NULL,
+  CHECKF (tooltip_with (window, "The smallest Qwen3, 0.6B parameters at Q8_0: quick short answers on any "
+                                "computer, thinking on or off.") == NULL,
           "the English tooltip is still there");
   CHECK (save_shot (window, shot));
   gtk_window_destroy (GTK_WINDOW (window));

@@ -61,7 +61,7 @@ if [ "$with_manager" = manager ]; then
         "^Qwen3 - Alibaba's Qwen3: thinking on or off, Apache-2.0.$" \
         "$(en env -u TERN_CATALOG XDG_DATA_HOME="$tmp/data" "$cli" list)"
     check "--json keeps the catalog's English" \
-        '"description" : "The smallest Qwen3; fast anywhere."' \
+        '"description" : "The smallest Qwen3, 0.6B parameters at Q8_0: quick short answers on any computer, thinking on or off."' \
         "$(de env -u TERN_CATALOG XDG_DATA_HOME="$tmp/data" "$cli" list --json)"
 fi
 # An engine warning (tn_session_params.warn): a damaged pin snapshot is
