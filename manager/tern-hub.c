@@ -1101,8 +1101,12 @@ resolve_answer (const HubRef  *ref,
   json_builder_add_string_value (b, label);
   json_builder_set_member_name (b, "description");
   {
-    g_autofree char *description = g_strdup_printf ("From %s/%s/%s at revision %s", ref->base, ref->owner,
-                                                    ref->repo, commit);
+    /* In the user's language when made: this catalog is built here, its words
+     * are in no po entry of models.json (tern-cli pull said it in English). */
+    /* Translators: where a Hugging Face model comes from: "From hf.co/OWNER/REPO at
+     * revision 1a2b3c..." (the commit) */
+    g_autofree char *description = g_strdup_printf (_("From %s/%s/%s at revision %s"), ref->base,
+                                                    ref->owner, ref->repo, commit);
 
     json_builder_add_string_value (b, description);
   }

@@ -2019,7 +2019,9 @@ check_run (TernModelStore *self,
           item->problem = g_strdup (local_error->message);
         }
       else if (g_ascii_strcasecmp (sha, item->sha256) != 0)
-        item->problem = g_strdup_printf ("%s: sha256 %s, expected %s (the file is damaged)",
+        /* Translators: tern-cli check and the Models panel: a file whose bytes are not the
+         * ones verified at download; the sha256 found, then the one expected */
+        item->problem = g_strdup_printf (_("%s: sha256 %s, expected %s (the file is damaged)"),
                                          item->path, sha, item->sha256);
     }
   return TRUE;
