@@ -85,7 +85,7 @@ static TernModelStore *open_store(const char *command) {
 }
 
 static char *size_text(guint64 bytes) {
-    return bytes ? tern_manager_format_size(bytes) : g_strdup("size unknown");
+    return bytes ? tern_manager_format_size(bytes) : g_strdup(_("size unknown"));
 }
 
 static char *tag_size_text(const TernCatalogTag *tag) {
@@ -329,16 +329,27 @@ int cmd_list(int argc, char **argv) {
             const TernCatalogTag *tag = family->tags->pdata[i];
             g_autofree char *size = tag_size_text(tag);
             g_autofree char *state = state_text(store, tag);
-            const char *note = "";
+            const char *note = NULL;
             if (tern_model_store_get_state(store, tag->tag, tag) == TERN_MODEL_STATE_AVAILABLE &&
                 tern_catalog_tag_size_known(tag) && tern_model_store_get_missing_bytes(store, tag) == 0)
-                note = " (nothing new to download)";
+                /* Translators: tern-cli list, after the name of a model whose files are all
+                 * in the store already (installed models share them) */
+                note = _("(nothing new to download)");
             g_autofree char *label = cli_shown(tern_catalog_text(tag->label));
             fputs("  ", stdout);
             print_padded(tag->tag, tag_width);
             printf(" %12s  ", size);
             print_padded(state, state_width);
-            printf(" %s%s\n", label ? label : "", note);
+            printf(" %s%s%s\n", label ? label : "", note ? " " : "", note ? note : "");
+            /* The model's own description under it: the family's alone said
+             * nothing that told qwen3:0.6b from qwen3:30b-a3b. */
+            g_autofree char *about_tag = tag->description && *tag->description
+                                             ? cli_shown(tern_catalog_text(tag->description))
+                                             : NULL;
+            if (about_tag) {
+                g_autofree char *line = g_strconcat("      ", about_tag, "\n", NULL);
+                cli_write_wrapped(stdout, line, strlen(line));
+            }
         }
     }
     bool header = false;
