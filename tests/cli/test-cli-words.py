@@ -4,8 +4,9 @@ over the shipped catalog's tags, whose files come from a stand-in server in
 this process (one small file per package, with its own size and sha256).
 
 - No line they print holds an English word of their messages ("nothing new to
-  download", "size unknown", "kept ...", "vision projector", ...): tags, paths
-  and the catalog's names are taken out of a line first.
+  download", "size unknown", "kept ...", "the file is damaged", a Hugging Face
+  tag's "From ... at revision ..."): tags, paths and the catalog's names are
+  taken out of a line first.
 - list shows each tag's own description under it, translated (the
   translation read from the built catalog with Python's gettext, so that it is
   not written here twice); it showed only the family's.
@@ -39,7 +40,7 @@ ENGLISH = [
     "pulling", "already", "removed", "freed", "kept", "still used", "intact", "damaged",
     "checking", "needs", "support", "vision projector", "assistant head", "draft",
     "speculation", "parameters", "answers", "context", "reads images", "can run",
-    "cannot run", "fix:", "not found", "missing",
+    "cannot run", "fix:", "not found", "missing", "From", "at revision",
 ]
 ENGLISH_RE = re.compile(r"(?<![\w-])(" + "|".join(re.escape(w) for w in ENGLISH) + r")(?![\w-])")
 
@@ -57,11 +58,18 @@ class Files(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
+        body, kind = DATA, "application/octet-stream"
+        if self.path.startswith("/api/models/o/r/revision/"):
+            # The Hub's listing, for pull hf.co/o/r (docs/MODELS.md).
+            body, kind = json.dumps({"id": "o/r", "sha": "c" * 40, "siblings": [
+                {"rfilename": "r-Q4_K_M.gguf", "size": len(DATA), "lfs": {
+                    "sha256": hashlib.sha256(DATA).hexdigest(), "size": len(DATA)}}]}).encode(), \
+                "application/json"
         self.send_response(200)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(len(DATA)))
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(DATA)
+        self.wfile.write(body)
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -100,7 +108,8 @@ names = sorted({t["tag"] for t in tags} | {f["label"] for f in shipped["families
 def env_of(lang):
     e = dict(os.environ, LANGUAGE=lang, LANG="C.UTF-8", TERN_LOCALEDIR=LOCALEDIR,
              XDG_DATA_HOME=os.path.join(tmp, "data"), XDG_CACHE_HOME=os.path.join(tmp, "cache"),
-             TERN_CATALOG=catalog_path)
+             TERN_CATALOG=catalog_path, HF_ENDPOINT="http://127.0.0.1:%d" % server.server_address[1])
+    e.pop("HF_TOKEN", None)
     for name in ("LC_ALL", "LC_MESSAGES", "http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY",
                  "HTTPS_PROXY", "ALL_PROXY"):
         e.pop(name, None)
@@ -155,6 +164,8 @@ if victim:
     run("pull", "gemma3:4b")  # repairs it
 run("remove", "gemma3:4b")
 run("pull", "nosuch:model", want=2)
+run("pull", "hf.co/o/r:Q4_K_M")  # "... is TAG (From hf.co/o/r at revision ...)"
+run("remove", "hf.co/o/r:Q4_K_M")
 # The doctor's exit status is the machine's (a CPU that cannot run is 3).
 r = subprocess.run([CLI, "doctor", "--quick"], capture_output=True, env=env_of("de"), timeout=120)
 outputs.append(("doctor --quick", (r.stdout + r.stderr).decode("utf-8", "replace")))
