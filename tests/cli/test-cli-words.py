@@ -133,7 +133,11 @@ def run(*args, want=0, lang="de"):
 def english_in(text):
     found = []
     for line in text.splitlines():
-        bare = line.replace(tmp, "")
+        bare = line
+        # Paths are the machine's: the doctor names the repack cache's.
+        for path in (tmp, os.environ.get("TERN_REPACK_CACHE"), os.path.expanduser("~")):
+            if path and len(path) > 1:
+                bare = bare.replace(path, "")
         for n in names:
             bare = bare.replace(n, "")
         m = ENGLISH_RE.search(bare)
