@@ -329,18 +329,21 @@ int cmd_list(int argc, char **argv) {
             const TernCatalogTag *tag = family->tags->pdata[i];
             g_autofree char *size = tag_size_text(tag);
             g_autofree char *state = state_text(store, tag);
-            const char *note = NULL;
-            if (tern_model_store_get_state(store, tag->tag, tag) == TERN_MODEL_STATE_AVAILABLE &&
-                tern_catalog_tag_size_known(tag) && tern_model_store_get_missing_bytes(store, tag) == 0)
-                /* Translators: tern-cli list, after the name of a model whose files are all
-                 * in the store already (installed models share them) */
-                note = _("(nothing new to download)");
             g_autofree char *label = cli_shown(tern_catalog_text(tag->label));
+            if (label && tern_model_store_get_state(store, tag->tag, tag) == TERN_MODEL_STATE_AVAILABLE &&
+                tern_catalog_tag_size_known(tag) && tern_model_store_get_missing_bytes(store, tag) == 0) {
+                /* Translators: tern-cli list: the name of a model whose files are all in the
+                 * store already (installed models share them), "Qwen3 0.6B flash (nothing new
+                 * to download)" */
+                char *noted = g_strdup_printf(_("%s (nothing new to download)"), label);
+                g_free(label);
+                label = noted;
+            }
             fputs("  ", stdout);
             print_padded(tag->tag, tag_width);
             printf(" %12s  ", size);
             print_padded(state, state_width);
-            printf(" %s%s%s\n", label ? label : "", note ? " " : "", note ? note : "");
+            printf(" %s\n", label ? label : "");
             /* The model's own description under it: the family's alone said
              * nothing that told qwen3:0.6b from qwen3:30b-a3b. */
             g_autofree char *about_tag = tag->description && *tag->description
