@@ -250,6 +250,13 @@ static void print_padded(const char *s, int width) {
     printf("%*s", MAX(width - text_columns(s), 0), "");
 }
 
+/* Spaces up to WIDTH columns, then S: %12s counted bytes, and a size holds
+ * a no-break space's two ("639,4 MB"), "Größe unbekannt" two more. */
+static void print_right(const char *s, int width) {
+    printf("%*s", MAX(width - text_columns(s), 0), "");
+    fputs(s, stdout);
+}
+
 int cmd_list(int argc, char **argv) {
     models_opts o;
     int rc = parse_opts(argc, argv, &o, false, true, false);
@@ -307,6 +314,16 @@ int cmd_list(int argc, char **argv) {
         g_autofree char *shown = cli_shown(*t);
         tag_width = MAX(tag_width, text_columns(shown ? shown : ""));
     }
+    /* Sizes too: "size unknown" is longer in German ("Größe unbekannt"). */
+    int size_width = 12;
+    for (guint i = 0; i < all_tags->len; i++) {
+        g_autofree char *size = tag_size_text(all_tags->pdata[i]);
+        size_width = MAX(size_width, text_columns(size));
+    }
+    for (char **t = installed; *t; t++) {
+        g_autofree char *size = size_text(tern_model_store_get_tag_size(store, *t));
+        size_width = MAX(size_width, text_columns(size));
+    }
     /* States are short but for "needs FEATURE support". */
     int state_width = 12;
     for (guint i = 0; i < all_tags->len; i++) {
@@ -341,7 +358,9 @@ int cmd_list(int argc, char **argv) {
             }
             fputs("  ", stdout);
             print_padded(tag->tag, tag_width);
-            printf(" %12s  ", size);
+            fputc(' ', stdout);
+            print_right(size, size_width);
+            fputs("  ", stdout);
             print_padded(state, state_width);
             printf(" %s\n", label ? label : "");
             /* The model's own description under it: the family's alone said
@@ -369,7 +388,9 @@ int cmd_list(int argc, char **argv) {
         g_autofree char *where = cli_shown(path ? path : "");
         fputs("  ", stdout);
         print_padded(tag ? tag : "", tag_width);
-        printf(" %12s  ", size);
+        fputc(' ', stdout);
+        print_right(size, size_width);
+        fputs("  ", stdout);
         print_padded(state_word(tern_model_store_get_state(store, *t, NULL)), state_width);
         printf(" %s\n", where ? where : "");
     }

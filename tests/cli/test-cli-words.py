@@ -7,6 +7,7 @@ this process (one small file per package, with its own size and sha256).
   download", "size unknown", "kept ...", "the file is damaged", a Hugging Face
   tag's "From ... at revision ..."): tags, paths and the catalog's names are
   taken out of a line first.
+- list's columns line up, a German "Größe unbekannt" as wide as it is.
 - list shows each tag's own description under it, translated (the
   translation read from the built catalog with Python's gettext, so that it is
   not written here twice); it showed only the family's.
@@ -87,6 +88,8 @@ for pid, package in catalog["packages"].items():
     package["files"] = [{"name": name, "url": "http://127.0.0.1:%d/%s/%s" % (
         server.server_address[1], pid, name), "size": len(DATA),
         "sha256": hashlib.sha256(DATA).hexdigest()}]
+# A size the catalog leaves to the server: list says "size unknown".
+del catalog["packages"]["gpt-oss-20b-mxfp4"]["files"][0]["size"]
 # No English word in the directory's name: it is in the paths printed.
 if os.environ.get("TERN_TEST_TMP"):
     os.makedirs(os.environ["TERN_TEST_TMP"], exist_ok=True)
@@ -205,6 +208,18 @@ for t in tags:
     check("list: %s's own description in German" % t["tag"],
           want != t["description"] and got == want,
           "under %s: %r\nwanted: %r" % (t["tag"], got, want))
+
+# The table's columns line up in German too: %12s counted a size's bytes,
+# and "Größe unbekannt" (gpt-oss:20b, no size in this catalog) pushed its
+# row's state out of line.
+states = {de.gettext(w) for w in ("available", "installed", "broken")}
+starts = set()
+for line in listed_after.splitlines():
+    if re.match(r"^  \S+ ", line) and not line.startswith("   "):
+        at = [line.find("  " + w + " ") for w in states if ("  " + w + " ") in line]
+        starts.add(min(at) if at else -1)
+check("list: every row's state in one column", len(starts) == 1 and -1 not in starts,
+      "state columns %r in:\n%s" % (sorted(starts), listed_after))
 
 # The catalog's words have a translation in every language (no drift
 # between models.json and po/).
