@@ -176,6 +176,8 @@ run("remove", "hf.co/o/r:Q4_K_M")
 # The doctor's exit status is the machine's (a CPU that cannot run is 3).
 r = subprocess.run([CLI, "doctor", "--quick"], capture_output=True, env=env_of("de"), timeout=120)
 outputs.append(("doctor --quick", (r.stdout + r.stderr).decode("utf-8", "replace")))
+check("tern-cli doctor --quick: exit 0 or 3 (what the machine runs)", r.returncode in (0, 3),
+      "exit %d:\n%s" % (r.returncode, outputs[-1][1]))
 
 for command, text in outputs:
     found = english_in(text)
