@@ -742,6 +742,20 @@ tern_message_row_init (TernMessageRow *self)
   g_signal_connect_swapped (self->copy_button, "clicked", G_CALLBACK (on_copy_clicked), self);
   g_signal_connect_swapped (self->show_all_button, "clicked", G_CALLBACK (on_show_all_clicked),
                             self);
+  /* The ways out of an error (Edit Message, Preferences) side by side at
+   * their natural width made the window wider than a phone's 360 px in
+   * German (388 px) and French (371 px): their words wrap instead. */
+  for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (self->fix_box)); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *label = GTK_IS_BUTTON (c) ? gtk_button_get_child (GTK_BUTTON (c)) : NULL;
+
+      if (GTK_IS_LABEL (label))
+        {
+          gtk_label_set_wrap (GTK_LABEL (label), TRUE);
+          gtk_label_set_justify (GTK_LABEL (label), GTK_JUSTIFY_CENTER);
+        }
+    }
 }
 
 TernMessageRow *

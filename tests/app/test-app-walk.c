@@ -3,15 +3,24 @@
  * argument):
  *   prompt-kept  a system prompt typed into the panel and never pinned is
  *                there again when the window is opened again
+ *   overflow-narrow  (second argument: de, fr) a message too long for the
+ *                context at 360 px: its two ways out fit the window
+ *                (session 50)
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
  */
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include <adwaita.h>
+#include <glib/gi18n.h>
 
+#include "tern.h"
 #include "tern-application.h"
+#include "tern-chat.h"
+#include "tern-message-row.h"
+#include "tern-stats-bar.h"
 #include "tern-pin-editor.h"
 #include "tern-window.h"
 #include "app-test.h"
@@ -62,6 +71,83 @@ part_prompt_kept (Fixture *f)
   spin_for (0.2);
 }
 
+static const char *lang = "en";
+
+/* The ways out of a message too long for the context (Edit Message,
+ * Preferences) at a phone's width in the language asked for: side by side
+ * at their natural width, German's "Nachricht bearbeiten" and
+ * "Einstellungen" made the window 388 px wide for good (French 371 px). */
+static void
+part_overflow_narrow (Fixture *f)
+{
+  g_autofree char *model = g_build_filename (f->tmp, "walk-model.gguf", NULL);
+  g_autofree char *name = g_strdup_printf ("walk-overflow-narrow-%s.png", lang);
+  g_autofree char *path = g_build_filename (out_dir, name, NULL);
+  tn_mkmodel_params p = app_test_model_params ();
+  tn_error err = { 0 };
+  TernWindow *w;
+  TernChat *chat;
+  GtkWidget *row, *fixes;
+  g_autoptr(GString) text = g_string_new (NULL);
+  g_autoptr(GString) cut = g_string_new (NULL);
+  guint n;
+
+  p.n_ctx = 32768;
+  p.tokenizer = NULL;
+  if (tn_mkmodel (&p, model, &err) != TN_OK)
+    {
+      fprintf (stderr, "mkmodel: %s\n", err.message);
+      CHECK (FALSE);
+      return;
+    }
+  g_settings_set_int (f->settings, "threads", 1);
+  g_settings_set_int (f->settings, "context-size", 256);
+  w = open_window (f);
+  gtk_window_set_default_size (GTK_WINDOW (w), 360, 720);
+  activate (w, "load-model", g_variant_new_string (model));
+  CHECK (wait_for (w, not_loading, 120));
+  CHECK (wait_for (w, idle_engine, 120));
+  CHECK (tern_window_has_model (w));
+  g_action_group_change_action_state (G_ACTION_GROUP (w), "show-pin-panel",
+                                      g_variant_new_boolean (FALSE));
+  activate (w, "new-chat", NULL);
+  g_action_group_activate_action (G_ACTION_GROUP (w), "mode", g_variant_new_string ("flash"));
+  for (int i = 0; i < 200; i++)
+    g_string_append (text, "seabird ");
+  tern_window_set_composer_text (w, text->str);
+  activate (w, "send", NULL);
+  CHECK (wait_for (w, not_generating, 300));
+  chat = tern_window_get_chat (w);
+  n = tern_chat_get_n_messages (chat);
+  row = n > 0 ? tern_window_get_row (w, n - 1) : NULL;
+  fixes = row != NULL ? tern_message_row_get_fix_box (TERN_MESSAGE_ROW (row)) : NULL;
+  CHECKF (fixes != NULL, "no ways out under the failed answer (%u messages)", n);
+  spin_for (1.0);
+  CHECKF (gtk_widget_get_width (GTK_WIDGET (w)) <= 361, "%s: the window is %d px wide", lang,
+          gtk_widget_get_width (GTK_WIDGET (w)));
+  if (fixes != NULL)
+    {
+      guint buttons = 0;
+
+      for (GtkWidget *c = gtk_widget_get_first_child (fixes); c != NULL; c = gtk_widget_get_next_sibling (c))
+        if (GTK_IS_BUTTON (c))
+          {
+            graphene_rect_t b;
+
+            buttons++;
+            CHECKF (gtk_widget_get_mapped (c) && gtk_widget_compute_bounds (c, GTK_WIDGET (w), &b)
+                    && b.origin.x >= 0 && b.origin.x + b.size.width <= gtk_widget_get_width (GTK_WIDGET (w)),
+                    "%s: \"%s\" is not inside the window", lang, gtk_button_get_label (GTK_BUTTON (c)));
+          }
+      CHECK (buttons == 2);
+      collect_cut_labels (fixes, cut);
+      CHECKF (cut->len == 0, "%s: cut off: %s", lang, cut->str);
+    }
+  CHECK (app_test_save_screenshot (GTK_WIDGET (w), path));
+  gtk_window_destroy (GTK_WINDOW (w));
+  spin_for (0.2);
+}
+
 int
 main (int   argc,
       char *argv[])
@@ -71,8 +157,24 @@ main (int   argc,
   const char *part = argc > 1 ? argv[1] : "";
   g_autofree char *name = g_strdup_printf ("test-app-walk-%s", part);
 
+  /* A language (app-locale's way): LANGUAGE is honoured in any locale
+   * but C, so no generated de_DE.UTF-8 is needed. */
+  if (argc > 2)
+    {
+      g_autofree char *lang_env = NULL;
+
+      lang = argv[2];
+      lang_env = g_strdup_printf ("%s_%c%c.UTF-8", lang, g_ascii_toupper (lang[0]),
+                                  g_ascii_toupper (lang[1]));
+      g_unsetenv ("LC_ALL");
+      g_unsetenv ("LC_MESSAGES");
+      g_setenv ("LANG", lang_env, TRUE);
+      g_setenv ("LANGUAGE", lang, TRUE);
+    }
   if ((f.tmp = app_test_start (name)) == NULL)
     return 1;
+  if (argc > 2)
+    tern_i18n_init ();
   out_dir = g_getenv ("TERN_TEST_OUT");
   if (out_dir == NULL || *out_dir == '\0')
     out_dir = f.tmp;
@@ -87,6 +189,8 @@ main (int   argc,
 
   if (g_str_equal (part, "prompt-kept"))
     part_prompt_kept (&f);
+  else if (g_str_equal (part, "overflow-narrow"))
+    part_overflow_narrow (&f);
   else
     {
       fprintf (stderr, "unknown part '%s'\n", part);
