@@ -4,8 +4,8 @@
  *   prompt-kept  a system prompt typed into the panel and never pinned is
  *                there again when the window is opened again
  *   overflow-narrow  (second argument: de, fr) a message too long for the
- *                context at 360 px: its two ways out fit the window
- *                (session 50)
+ *                context at 360 px: its two ways out fit the window, and
+ *                the context gauge is translated (session 50)
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
  */
 #include "config.h"
@@ -73,10 +73,29 @@ part_prompt_kept (Fixture *f)
 
 static const char *lang = "en";
 
+/* A label under widget whose text has `part` in it (the first in the tree). */
+static GtkWidget *
+find_label_with (GtkWidget  *widget,
+                 const char *part)
+{
+  if (GTK_IS_LABEL (widget) && strstr (gtk_label_get_text (GTK_LABEL (widget)), part) != NULL)
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_label_with (c, part);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
 /* The ways out of a message too long for the context (Edit Message,
  * Preferences) at a phone's width in the language asked for: side by side
  * at their natural width, German's "Nachricht bearbeiten" and
- * "Einstellungen" made the window 388 px wide for good (French 371 px). */
+ * "Einstellungen" made the window 388 px wide for good (French 371 px).
+ * And the context gauge beside them is in that language (French's was
+ * "31 / 256 ctx"). */
 static void
 part_overflow_narrow (Fixture *f)
 {
@@ -87,7 +106,7 @@ part_overflow_narrow (Fixture *f)
   tn_error err = { 0 };
   TernWindow *w;
   TernChat *chat;
-  GtkWidget *row, *fixes;
+  GtkWidget *row, *fixes, *gauge;
   g_autoptr(GString) text = g_string_new (NULL);
   g_autoptr(GString) cut = g_string_new (NULL);
   guint n;
@@ -143,6 +162,11 @@ part_overflow_narrow (Fixture *f)
       collect_cut_labels (fixes, cut);
       CHECKF (cut->len == 0, "%s: cut off: %s", lang, cut->str);
     }
+  gauge = find_label_with (GTK_WIDGET (tern_window_get_stats_bar (w)), " / 256");
+  CHECKF (gauge != NULL, "%s: no context gauge", lang);
+  if (gauge != NULL && !g_str_equal (lang, "en"))
+    CHECKF (!g_str_has_suffix (gtk_label_get_text (GTK_LABEL (gauge)), " ctx"),
+            "%s: the gauge says \"%s\"", lang, gtk_label_get_text (GTK_LABEL (gauge)));
   CHECK (app_test_save_screenshot (GTK_WIDGET (w), path));
   gtk_window_destroy (GTK_WINDOW (w));
   spin_for (0.2);
