@@ -1279,7 +1279,7 @@ tern_model_manager_remove (TernModelManager  *self,
   Row *row;
   guint64 freed = 0;
   g_autofree char *path = NULL;
-  gboolean loaded;
+  gboolean loaded, local;
 
   g_return_val_if_fail (TERN_IS_MODEL_MANAGER (self), FALSE);
   g_return_val_if_fail (tag != NULL, FALSE);
@@ -1297,8 +1297,19 @@ tern_model_manager_remove (TernModelManager  *self,
     }
   path = tern_model_store_get_path (self->store, tag, TERN_PACKAGE_ROLE_BASE);
   loaded = mapped_here (path);
+  local = tern_model_store_is_local (self->store, tag);
   if (!tern_model_store_remove (self->store, tag, row ? row->catalog_tag : NULL, &freed, error))
     return FALSE;
+  /* An imported model's file is the user's and stays: "(0 bytes freed)"
+   * read as if it had been deleted, or as a failure to. */
+  if (local)
+    {
+      g_autofree char *text = g_strdup_printf (_("Removed %s from the list. The file itself is not deleted."),
+                                               tag);
+
+      set_message (self, text, FALSE);
+      return TRUE;
+    }
   {
     g_autofree char *size = tern_manager_format_size (freed);
     /* Loaded, its space is not free yet: "freed" was not true until then. */

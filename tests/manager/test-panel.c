@@ -376,6 +376,14 @@ test_panel (void)
   g_assert_no_error (error);
   g_assert_null (tern_model_manager_get_row (panel, "local:mine"));
   g_assert_true (g_file_test (model, G_FILE_TEST_EXISTS));
+  /* And the panel says so: it said "Removed local:mine (0 bytes freed).",
+   * as if a file had gone (a walk through the app, session 50). */
+  {
+    const char *said = tern_model_manager_get_message (panel);
+
+    if (said == NULL || strstr (said, "freed") != NULL || strstr (said, "not deleted") == NULL)
+      g_error ("removing an imported model, the panel says \"%s\"", said ? said : "(nothing)");
+  }
 
   /* Offline (nothing listens on the catalog's port): at once, one sentence
    * and Retry; no URL, no resolver's words on the row. */
