@@ -6,6 +6,8 @@
  *   overflow-narrow  (second argument: de, fr) a message too long for the
  *                context at 360 px: its two ways out fit the window, and
  *                the context gauge is translated (session 50)
+ *   units        (second argument: de, fr) the speed plot's scale is in the
+ *                stats bar's unit (session 50)
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
  */
 #include "config.h"
@@ -90,6 +92,43 @@ find_label_with (GtkWidget  *widget,
   return NULL;
 }
 
+/* A window `width` px wide with the app tests' model loaded in a 256-token
+ * context, the system prompt panel closed; NULL after a failed check. */
+static TernWindow *
+open_with_model (Fixture *f,
+                 int      width)
+{
+  g_autofree char *model = g_build_filename (f->tmp, "walk-model.gguf", NULL);
+  tn_mkmodel_params p = app_test_model_params ();
+  tn_error err = { 0 };
+  TernWindow *w;
+
+  p.n_ctx = 32768;
+  p.tokenizer = NULL;
+  if (tn_mkmodel (&p, model, &err) != TN_OK)
+    {
+      fprintf (stderr, "mkmodel: %s\n", err.message);
+      CHECK (FALSE);
+      return NULL;
+    }
+  g_settings_set_int (f->settings, "threads", 1);
+  g_settings_set_int (f->settings, "context-size", 256);
+  w = open_window (f);
+  gtk_window_set_default_size (GTK_WINDOW (w), width, 720);
+  activate (w, "load-model", g_variant_new_string (model));
+  CHECK (wait_for (w, not_loading, 120));
+  CHECK (wait_for (w, idle_engine, 120));
+  CHECK (tern_window_has_model (w));
+  g_action_group_change_action_state (G_ACTION_GROUP (w), "show-pin-panel",
+                                      g_variant_new_boolean (FALSE));
+  if (!tern_window_has_model (w))
+    {
+      gtk_window_destroy (GTK_WINDOW (w));
+      return NULL;
+    }
+  return w;
+}
+
 /* The ways out of a message too long for the context (Edit Message,
  * Preferences) at a phone's width in the language asked for: side by side
  * at their natural width, German's "Nachricht bearbeiten" and
@@ -99,11 +138,8 @@ find_label_with (GtkWidget  *widget,
 static void
 part_overflow_narrow (Fixture *f)
 {
-  g_autofree char *model = g_build_filename (f->tmp, "walk-model.gguf", NULL);
   g_autofree char *name = g_strdup_printf ("walk-overflow-narrow-%s.png", lang);
   g_autofree char *path = g_build_filename (out_dir, name, NULL);
-  tn_mkmodel_params p = app_test_model_params ();
-  tn_error err = { 0 };
   TernWindow *w;
   TernChat *chat;
   GtkWidget *row, *fixes, *gauge;
@@ -111,24 +147,8 @@ part_overflow_narrow (Fixture *f)
   g_autoptr(GString) cut = g_string_new (NULL);
   guint n;
 
-  p.n_ctx = 32768;
-  p.tokenizer = NULL;
-  if (tn_mkmodel (&p, model, &err) != TN_OK)
-    {
-      fprintf (stderr, "mkmodel: %s\n", err.message);
-      CHECK (FALSE);
-      return;
-    }
-  g_settings_set_int (f->settings, "threads", 1);
-  g_settings_set_int (f->settings, "context-size", 256);
-  w = open_window (f);
-  gtk_window_set_default_size (GTK_WINDOW (w), 360, 720);
-  activate (w, "load-model", g_variant_new_string (model));
-  CHECK (wait_for (w, not_loading, 120));
-  CHECK (wait_for (w, idle_engine, 120));
-  CHECK (tern_window_has_model (w));
-  g_action_group_change_action_state (G_ACTION_GROUP (w), "show-pin-panel",
-                                      g_variant_new_boolean (FALSE));
+  if ((w = open_with_model (f, 360)) == NULL)
+    return;
   activate (w, "new-chat", NULL);
   g_action_group_activate_action (G_ACTION_GROUP (w), "mode", g_variant_new_string ("flash"));
   for (int i = 0; i < 200; i++)
@@ -167,6 +187,36 @@ part_overflow_narrow (Fixture *f)
   if (gauge != NULL && !g_str_equal (lang, "en"))
     CHECKF (!g_str_has_suffix (gtk_label_get_text (GTK_LABEL (gauge)), " ctx"),
             "%s: the gauge says \"%s\"", lang, gtk_label_get_text (GTK_LABEL (gauge)));
+  CHECK (app_test_save_screenshot (GTK_WIDGET (w), path));
+  gtk_window_destroy (GTK_WINDOW (w));
+  spin_for (0.2);
+}
+
+/* The speed plot's scale is in the stats bar's unit: in French it read
+ * "10000 tok/s" beside "2647.5 jetons/s" (German "Token/s"). */
+static void
+part_units (Fixture *f)
+{
+  g_autofree char *name = g_strdup_printf ("walk-units-%s.png", lang);
+  g_autofree char *path = g_build_filename (out_dir, name, NULL);
+  /* The unit as the plot writes its scale: what follows the figure. */
+  g_autofree char *scale = g_strdup_printf (_("%.0f tok/s"), 100.0);
+  const char *unit = strchr (scale, ' ') != NULL ? strchr (scale, ' ') + 1 : scale;
+  TernWindow *w;
+  const char *figures;
+
+  if ((w = open_with_model (f, 1000)) == NULL)
+    return;
+  activate (w, "new-chat", NULL);
+  tern_window_set_composer_text (w, "What do terns eat?");
+  activate (w, "send", NULL);
+  CHECK (wait_for (w, not_generating, 300));
+  spin_for (0.5);
+  figures = tern_stats_bar_get_text (tern_window_get_stats_bar (w));
+  CHECKF (tern_stats_bar_get_n_plot_samples (tern_window_get_stats_bar (w)) > 0, "%s: nothing plotted",
+          lang);
+  CHECKF (strstr (figures, unit) != NULL, "%s: the plot's scale is in \"%s\", the figures beside it "
+          "say \"%s\"", lang, unit, figures);
   CHECK (app_test_save_screenshot (GTK_WIDGET (w), path));
   gtk_window_destroy (GTK_WINDOW (w));
   spin_for (0.2);
@@ -213,6 +263,8 @@ main (int   argc,
 
   if (g_str_equal (part, "prompt-kept"))
     part_prompt_kept (&f);
+  else if (g_str_equal (part, "units"))
+    part_units (&f);
   else if (g_str_equal (part, "overflow-narrow"))
     part_overflow_narrow (&f);
   else
