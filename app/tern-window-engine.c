@@ -455,6 +455,17 @@ human_error (TernWindow      *self,
   g_autofree char *detail = g_strdup (error);
   gboolean chat = g_str_equal (tern_chat_get_mode (self->chat), "chat");
 
+  /* The chat's first message: no earlier turn to speak of ("every earlier
+   * turn is already left out" of a chat that had none). */
+  if (stats->error_code == TN_ERR_OVERFLOW && chat && stats->overflow_tokens > 0
+      && self->streaming_index <= 1)
+    return stats->overflow_at_least
+      /* Translators: the chat's first message is too long for the context */
+      ? g_strdup_printf (_("This message does not fit in the %d-token context: with the system prompt it is at least %d tokens. Shorten it, or raise the context size in Preferences."),
+                         stats->n_ctx, stats->overflow_tokens)
+      /* Translators: the chat's first message is too long for the context */
+      : g_strdup_printf (_("This message does not fit in the %d-token context: with the system prompt it is %d tokens. Shorten it, or raise the context size in Preferences."),
+                         stats->n_ctx, stats->overflow_tokens);
   /* Every earlier turn is left out by then: the engine's detail said the
    * "conversation" was too long and to start a new chat, which cannot help. */
   if (stats->error_code == TN_ERR_OVERFLOW && chat && stats->overflow_tokens > 0

@@ -6,6 +6,8 @@
  *   overflow-narrow  (second argument: de, fr) a message too long for the
  *                context at 360 px: its two ways out fit the window, and
  *                the context gauge is translated (session 50)
+ *   too-long-alone  a first message too long for the context says so
+ *                without speaking of earlier turns (session 50)
  *   units        (second argument: de, fr) the speed plot's scale is in the
  *                stats bar's unit (session 50)
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
@@ -192,6 +194,50 @@ part_overflow_narrow (Fixture *f)
   spin_for (0.2);
 }
 
+/* A first message too long for the context, in Chat: the sentence said
+ * "every earlier turn is already left out" of a chat that had none. */
+static void
+part_too_long_alone (Fixture *f)
+{
+  g_autofree char *path = g_build_filename (out_dir, "walk-too-long-alone.png", NULL);
+  g_autoptr(GString) text = g_string_new (NULL);
+  TernWindow *w;
+  TernChat *chat;
+  TernMessage *m;
+
+  if ((w = open_with_model (f, 800)) == NULL)
+    return;
+  activate (w, "new-chat", NULL);
+  g_action_group_activate_action (G_ACTION_GROUP (w), "mode", g_variant_new_string ("chat"));
+  for (int i = 0; i < 200; i++)
+    g_string_append (text, "seabird ");
+  tern_window_set_composer_text (w, text->str);
+  activate (w, "send", NULL);
+  CHECK (wait_for (w, not_generating, 300));
+  chat = tern_window_get_chat (w);
+  m = tern_chat_get_n_messages (chat) == 2 ? tern_chat_get_message (chat, 1) : NULL;
+  CHECKF (m != NULL && m->error != NULL && strstr (m->error, "256-token context") != NULL,
+          "error: %s", m != NULL && m->error != NULL ? m->error : "(none)");
+  CHECKF (m != NULL && m->error != NULL && strstr (m->error, "earlier turn") == NULL,
+          "a first message: %s", m != NULL && m->error != NULL ? m->error : "(none)");
+  /* With turns before it, they are named. */
+  tern_window_dismiss_toasts (w);
+  activate (w, "new-chat", NULL);
+  tern_window_set_composer_text (w, "Hello");
+  activate (w, "send", NULL);
+  CHECK (wait_for (w, not_generating, 300));
+  tern_window_set_composer_text (w, text->str);
+  activate (w, "send", NULL);
+  CHECK (wait_for (w, not_generating, 300));
+  chat = tern_window_get_chat (w);
+  m = tern_chat_get_n_messages (chat) == 4 ? tern_chat_get_message (chat, 3) : NULL;
+  CHECKF (m != NULL && m->error != NULL && strstr (m->error, "every earlier turn is already left out") != NULL,
+          "after a turn: %s", m != NULL && m->error != NULL ? m->error : "(none)");
+  CHECK (app_test_save_screenshot (GTK_WIDGET (w), path));
+  gtk_window_destroy (GTK_WINDOW (w));
+  spin_for (0.2);
+}
+
 /* The speed plot's scale is in the stats bar's unit: in French it read
  * "10000 tok/s" beside "2647.5 jetons/s" (German "Token/s"). */
 static void
@@ -263,6 +309,8 @@ main (int   argc,
 
   if (g_str_equal (part, "prompt-kept"))
     part_prompt_kept (&f);
+  else if (g_str_equal (part, "too-long-alone"))
+    part_too_long_alone (&f);
   else if (g_str_equal (part, "units"))
     part_units (&f);
   else if (g_str_equal (part, "overflow-narrow"))
