@@ -726,6 +726,15 @@ update_row (Row *row)
     }
   gtk_widget_set_visible (GTK_WIDGET (row->remove), !pulling && state != TERN_MODEL_STATE_AVAILABLE);
   gtk_widget_set_visible (GTK_WIDGET (row->use), !pulling && installed);
+  /* Two buttons side by side (Remove and Use, Resume and Remove) left a
+   * 360 px window's row some 70 px for its words in German, eleven lines
+   * with words cut in two; stacked, they take the wider one's width. A row
+   * has three lines of words or more, about the height of two buttons. */
+  gtk_orientable_set_orientation (GTK_ORIENTABLE (gtk_widget_get_parent (GTK_WIDGET (row->remove))),
+                                  gtk_widget_get_visible (GTK_WIDGET (row->download))
+                                  + gtk_widget_get_visible (GTK_WIDGET (row->remove))
+                                  + gtk_widget_get_visible (GTK_WIDGET (row->use)) > 1
+                                  ? GTK_ORIENTATION_VERTICAL : GTK_ORIENTATION_HORIZONTAL);
 }
 
 static void

@@ -8,6 +8,8 @@
  *                the context gauge is translated (session 50)
  *   too-long-alone  a first message too long for the context says so
  *                without speaking of earlier turns (session 50)
+ *   models-narrow  (second argument: de, fr) a model on this computer in
+ *                the Models panel at 360 px keeps room for its words
  *   units        (second argument: de, fr) the speed plot's scale is in the
  *                stats bar's unit (session 50)
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
@@ -24,6 +26,10 @@
 #include "tern-application.h"
 #include "tern-chat.h"
 #include "tern-message-row.h"
+#ifdef TERN_HAVE_MANAGER
+#include "tern-manager.h"
+#include "tern-model-manager.h"
+#endif
 #include "tern-stats-bar.h"
 #include "tern-pin-editor.h"
 #include "tern-window.h"
@@ -87,6 +93,23 @@ find_label_with (GtkWidget  *widget,
   for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
     {
       GtkWidget *found = find_label_with (c, part);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* The button labelled `label` (its mnemonic too) under widget. */
+static GtkWidget *
+find_button_labelled (GtkWidget  *widget,
+                      const char *label)
+{
+  if (GTK_IS_BUTTON (widget) && g_strcmp0 (gtk_button_get_label (GTK_BUTTON (widget)), label) == 0)
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_button_labelled (c, label);
 
       if (found != NULL)
         return found;
@@ -238,6 +261,71 @@ part_too_long_alone (Fixture *f)
   spin_for (0.2);
 }
 
+#ifdef TERN_HAVE_MANAGER
+/* A model on this computer in the Models panel at 360 px: Remove and Use
+ * side by side left its title and subtitle some 75 px in German, eleven
+ * lines with words cut in two ("herunterge-laden"). The words get at
+ * least as much of the row as the buttons. */
+static void
+part_models_narrow (Fixture *f)
+{
+  g_autofree char *name = g_strdup_printf ("walk-models-narrow-%s.png", lang);
+  g_autofree char *path = g_build_filename (out_dir, name, NULL);
+  g_autofree char *model = g_build_filename (f->tmp, "seabird.gguf", NULL);
+  g_autofree char *root = g_build_filename (f->tmp, "store", NULL);
+  g_autofree char *tag = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernCatalog) catalog = NULL;
+  g_autoptr(TernModelStore) store = NULL;
+  g_autoptr(TernDownloader) dl = NULL;
+  tn_mkmodel_params p = app_test_model_params ();
+  tn_error err = { 0 };
+  GtkWidget *window, *row, *remove, *title;
+  TernModelManager *panel;
+
+  p.tokenizer = NULL;
+  CHECKF (tn_mkmodel (&p, model, &err) == TN_OK, "mkmodel: %s", err.message);
+  catalog = tern_catalog_new_from_data ("{\"schema\": 1, \"packages\": {}, \"families\": []}", -1,
+                                        "empty.json", &error);
+  CHECKF (catalog != NULL, "catalog: %s", error ? error->message : "");
+  store = tern_model_store_new (root, &error);
+  CHECKF (store != NULL, "store: %s", error ? error->message : "");
+  if (catalog == NULL || store == NULL)
+    return;
+  tag = tern_model_store_import (store, model, "Seabird 7B Instruct", &error);
+  CHECKF (tag != NULL, "import: %s", error ? error->message : "");
+  if (tag == NULL)
+    return;
+  dl = tern_downloader_new (store);
+  window = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (window), 360, 720);
+  panel = TERN_MODEL_MANAGER (tern_model_manager_new (catalog, store, dl));
+  gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (panel));
+  gtk_window_present (GTK_WINDOW (window));
+  spin_for (1.0);
+  CHECKF (gtk_widget_get_width (window) <= 361, "%s: the panel is %d px wide", lang,
+          gtk_widget_get_width (window));
+  row = tern_model_manager_get_row (panel, tag);
+  remove = row != NULL ? find_button_labelled (row, _("_Remove")) : NULL;
+  title = row != NULL ? find_label_with (row, adw_preferences_row_get_title (ADW_PREFERENCES_ROW (row))) : NULL;
+  CHECKF (remove != NULL && gtk_widget_get_mapped (remove) && title != NULL, "%s: row %p, remove %p, "
+          "title %p", tag, (void *) row, (void *) remove, (void *) title);
+  if (remove != NULL && title != NULL)
+    {
+      GtkWidget *buttons = gtk_widget_get_parent (remove);
+
+      fprintf (stderr, "%s: the title is %d px wide, the buttons %d px\n", lang,
+               gtk_widget_get_width (title), gtk_widget_get_width (buttons));
+      CHECKF (gtk_widget_get_width (title) >= gtk_widget_get_width (buttons),
+              "%s: the title has %d px, its buttons %d px", lang, gtk_widget_get_width (title),
+              gtk_widget_get_width (buttons));
+    }
+  CHECK (app_test_save_screenshot (window, path));
+  gtk_window_destroy (GTK_WINDOW (window));
+  spin_for (0.2);
+}
+#endif
+
 /* The speed plot's scale is in the stats bar's unit: in French it read
  * "10000 tok/s" beside "2647.5 jetons/s" (German "Token/s"). */
 static void
@@ -311,6 +399,10 @@ main (int   argc,
     part_prompt_kept (&f);
   else if (g_str_equal (part, "too-long-alone"))
     part_too_long_alone (&f);
+#ifdef TERN_HAVE_MANAGER
+  else if (g_str_equal (part, "models-narrow"))
+    part_models_narrow (&f);
+#endif
   else if (g_str_equal (part, "units"))
     part_units (&f);
   else if (g_str_equal (part, "overflow-narrow"))
