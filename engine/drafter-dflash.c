@@ -12,10 +12,8 @@
  * Batch invariance is not needed here (a draft only decides speed, never
  * the output), but the arithmetic is deterministic all the same: the same
  * history gives the same draft whatever the thread count. */
+#include "tn-drafter-common.h"
 #include "tn-drafter-math.h"
-#include "tn-internal.h"
-#include "tn-model.h"
-#include "tn-spec.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -43,8 +41,7 @@ typedef struct dlayer {
 } dlayer;
 
 typedef struct dflash {
-    tn_gguf *gguf;
-    char *path;
+    tn_draft_base b; /* its file, thread pool and guard */
     const tn_model *target;
     int32_t E, L, H, KV, D, F, B, V;
     int32_t n_taps;
@@ -65,9 +62,6 @@ typedef struct dflash {
     tn_weight embd;            /* [V][E]: the draft's own, or the target's */
     tn_weight head;            /* [V][E] */
     dlayer *layers;
-    float **owned;
-    int32_t n_owned;
-    tn_cpu *cpu;
     /* Context. */
     int32_t cap;     /* positions allocated */
     int32_t known;   /* positions [0, known) have features */
@@ -77,17 +71,14 @@ typedef struct dflash {
     int32_t scores_stride;
     tn_sampler *sampler;
     bool greedy;
-    /* Every pass over the weights runs under this (tn_drafter_guard_run):
-     * the draft's file, or the target's, cut short is TN_ERR_IO. */
-    tn_drafter_guard guard;
 } dflash;
 
 /* ---------------------------------------------------------------- maths */
 
 static int mm(dflash *df, const tn_weight *w, const float *x, int32_t n, float *y, tn_error *err) {
-    int rc = tn_matmul(df->cpu, w, x, n, y);
+    int rc = tn_matmul(df->b.cpu, w, x, n, y);
     if (rc != TN_OK)
-        return tn_fail(err, rc, "%s: a matrix product of the draft failed (%s)", df->path,
+        return tn_fail(err, rc, "%s: a matrix product of the draft failed (%s)", df->b.path,
                        tn_status_name(rc));
     return TN_OK;
 }
@@ -131,8 +122,8 @@ static int grow(dflash *df, int32_t need, tn_error *err) {
             return tn_fail(err, TN_ERR_NOMEM, "out of memory for the DFlash context");
         df->layers[l].cv = v;
     }
-    float *sc = realloc(df->scores, (size_t)tn_cpu_threads(df->cpu) * (size_t)(cap + ROWS_MAX) *
-                                        sizeof *sc);
+    float *sc = realloc(df->scores,
+                        (size_t)tn_cpu_threads(df->b.cpu) * (size_t)(cap + ROWS_MAX) * sizeof *sc);
     if (!sc)
         return tn_fail(err, TN_ERR_NOMEM, "out of memory for the DFlash context");
     df->scores = sc;
@@ -143,11 +134,8 @@ static int grow(dflash *df, int32_t need, tn_error *err) {
 
 static int32_t df_known(void *self, const int32_t *history, int32_t n) {
     dflash *df = self;
-    int32_t i = 0, m = df->known < n ? df->known : n;
-    while (i < m && df->tokens[i] == history[i])
-        i++;
-    df->known = i;
-    return i;
+    df->known = tn_draft_prefix(df->tokens, df->known, history, n);
+    return df->known;
 }
 
 /* Context keys and values of n rows at pos0 from their hidden states. */
@@ -203,7 +191,7 @@ static void observe_run(void *arg, int ith, int nth) {
 /* A step cut short by a file cut short: its rows are garbage, and so is
  * what the drafter knew (every later step fails the same way anyway). */
 static int df_guarded(dflash *df, void (*fn)(void *, int, int), df_call *c) {
-    const int rc = tn_drafter_guard_run(&df->guard, df->cpu, fn, c, c->err);
+    const int rc = tn_drafter_guard_run(&df->b.guard, df->b.cpu, fn, c, c->err);
     if (rc != TN_OK) {
         df->known = 0;
         return rc;
@@ -304,7 +292,7 @@ static int block_forward(dflash *df, int32_t anchor, int64_t pos0, int32_t n_ctx
     for (int32_t i = 0; i < nb; i++) {
         float *x = df->x + (size_t)i * E;
         if ((rc = tn_weight_row_f32(&df->embd, i == 0 ? anchor : df->mask, x)) != TN_OK)
-            return tn_fail(err, rc, "%s: cannot read an embedding row", df->path);
+            return tn_fail(err, rc, "%s: cannot read an embedding row", df->b.path);
         if (df->in_scale != 1.0f)
             for (int32_t e = 0; e < E; e++)
                 x[e] *= df->in_scale;
@@ -329,7 +317,7 @@ static int block_forward(dflash *df, int32_t anchor, int64_t pos0, int32_t n_ctx
         }
         key_values(df, ly, nb);
         attn_job job = {.df = df, .ly = ly, .n_ctx = n_ctx, .nb = nb, .pos0 = pos0};
-        tn_cpu_parallel(df->cpu, task_attention, &job);
+        tn_cpu_parallel(df->b.cpu, task_attention, &job);
         if ((rc = mm(df, &ly->wo, df->att, nb, df->o, err)))
             return rc;
         for (int32_t i = 0; i < nb; i++) {
@@ -452,7 +440,7 @@ static void df_reset(void *self) {
 
 static int df_check(void *self, tn_error *err) {
     const dflash *df = self;
-    return tn_drafter_guard_check(&df->guard, err);
+    return tn_drafter_guard_check(&df->b.guard, err);
 }
 
 static void df_free(void *self) {
@@ -464,9 +452,6 @@ static void df_free(void *self) {
         free(df->layers[l].cv);
     }
     free(df->layers);
-    for (int32_t i = 0; i < df->n_owned; i++)
-        free(df->owned[i]);
-    free(df->owned);
     free(df->tokens);
     free(df->d2t);
     free(df->dlogits);
@@ -475,10 +460,7 @@ static void df_free(void *self) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     tn_sampler_free(df->sampler);
-    tn_cpu_free(df->cpu);
-    tn_drafter_guard_free(&df->guard);
-    tn_gguf_close(df->gguf);
-    free(df->path);
+    tn_draft_close(&df->b);
     free(df);
 }
 
@@ -486,80 +468,32 @@ static void df_free(void *self) {
 
 typedef struct ld {
     dflash *df;
+    const tn_model *target;
     const char *path;
     tn_error *err;
 } ld;
 
 static int key_int(ld *l, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi,
                    int32_t *out) {
-    char key[128];
-    snprintf(key, sizeof key, "dflash.%s", suffix);
-    int64_t v;
-    int rc = tn_gguf_read_int(l->df->gguf, key, &v, l->err);
-    if (rc == TN_ERR_NOT_FOUND && !required)
-        v = def;
-    else if (rc == TN_ERR_NOT_FOUND)
-        return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is missing", l->path, key);
-    else if (rc != TN_OK)
-        return rc;
-    if (v < lo || v > hi)
-        return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is %lld, outside [%lld, %lld]",
-                       l->path, key, (long long)v, (long long)lo, (long long)hi);
-    *out = (int32_t)v;
-    return TN_OK;
+    return tn_draft_key_int(&l->df->b, suffix, required, def, lo, hi, out, l->err);
 }
 
 static int key_float(ld *l, const char *suffix, double def, double lo, double hi, float *out) {
-    char key[128];
-    snprintf(key, sizeof key, "dflash.%s", suffix);
-    double v;
-    int rc = tn_gguf_get_float(l->df->gguf, key, &v);
-    if (rc == TN_ERR_NOT_FOUND)
-        v = def;
-    else if (rc != TN_OK || !(v >= lo && v <= hi))
-        return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is not a number in [%g, %g]",
-                       l->path, key, lo, hi);
-    *out = (float)v;
-    return TN_OK;
+    return tn_draft_key_float(&l->df->b, suffix, def, lo, hi, out, l->err);
 }
 
 static int matrix(ld *l, const char *name, int64_t cols, int64_t rows, tn_weight *w) {
-    return tn_gguf_get_weight(l->df->gguf, l->path, "DFlash", name, cols, rows, true, w, NULL,
-                              l->err);
+    return tn_draft_matrix(&l->df->b, name, cols, rows, w, l->err);
 }
 
 static int vector(ld *l, const char *name, int64_t n, const float **out) {
-    tn_weight w;
-    int rc = tn_gguf_get_weight(l->df->gguf, l->path, "DFlash", name, n, 1, true, &w, NULL, l->err);
-    if (rc != TN_OK)
-        return rc;
-    dflash *df = l->df;
-    float **o = realloc(df->owned, (size_t)(df->n_owned + 1) * sizeof *o);
-    float *v = malloc((size_t)n * sizeof *v);
-    if (o)
-        df->owned = o;
-    if (!o || !v) {
-        free(v);
-        return tn_fail(l->err, TN_ERR_NOMEM, "out of memory");
-    }
-    df->owned[df->n_owned++] = v;
-    /* Under the guard, as the scan in tn_gguf_get_weight: the file may
-     * have shrunk since. */
-    rc = tn_gguf_weight_to_f32(l->df->gguf, l->path, name, &w, v, l->err);
-    if (rc != TN_OK)
-        return rc;
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(v[i]))
-            return tn_fail(l->err, TN_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value",
-                           l->path, name);
-    *out = v;
-    return TN_OK;
+    return tn_draft_vector(&l->df->b, name, n, out, l->err);
 }
 
 /* An optional vector: *out stays NULL when the file lacks it. */
 static int vector_opt(ld *l, const char *name, int64_t n, const float **out) {
     *out = NULL;
-    if (!tn_gguf_find_tensor(l->df->gguf, name))
+    if (!tn_gguf_find_tensor(l->df->b.gguf, name))
         return TN_OK;
     return vector(l, name, n, out);
 }
@@ -600,14 +534,16 @@ static int load_d2t(ld *l, const tn_gguf_tensor *t) {
     return rc;
 }
 
-static int load(ld *l, const tn_model *target) {
+static int load(void *arg) {
+    ld *l = arg;
+    const tn_model *target = l->target;
     dflash *df = l->df;
     const char *path = l->path;
     const char *tp = tn_model_path(target);
     int rc;
     /* empty when the key is missing or not a string: the message prints it */
     tn_str arch = {0};
-    rc = tn_gguf_read_str(df->gguf, "general.architecture", &arch, l->err);
+    rc = tn_gguf_read_str(df->b.gguf, "general.architecture", &arch, l->err);
     if (rc != TN_OK && rc != TN_ERR_NOT_FOUND)
         return rc;
     if (rc != TN_OK ||
@@ -653,8 +589,8 @@ static int load(ld *l, const tn_model *target) {
     if (df->kq_scale == 0)
         df->kq_scale = 1.0f / sqrtf((float)df->D);
     tn_str act = {0};
-    if (tn_gguf_find(df->gguf, "dflash.hidden_activation") &&
-        tn_gguf_get_str(df->gguf, "dflash.hidden_activation", &act) != TN_OK)
+    if (tn_gguf_find(df->b.gguf, "dflash.hidden_activation") &&
+        tn_gguf_get_str(df->b.gguf, "dflash.hidden_activation", &act) != TN_OK)
         return tn_fail(l->err, TN_ERR_FORMAT, "%s: 'dflash.hidden_activation' is not a string",
                        path);
     df->gelu = act.ptr && (tn_str_eq(act, "gelu") || tn_str_eq(act, "gelu_pytorch_tanh"));
@@ -666,7 +602,7 @@ static int load(ld *l, const tn_model *target) {
     /* Drafts for M-RoPE targets carry sections [n_rot / 2, 0, 0, 0]: on text
      * positions that is the plain rotation. A fourth section would rotate by
      * a position Tern does not have. */
-    const tn_gguf_value *sect = tn_gguf_find(df->gguf, "dflash.rope.dimension_sections");
+    const tn_gguf_value *sect = tn_gguf_find(df->b.gguf, "dflash.rope.dimension_sections");
     if (sect && (sect->type != TN_GGUF_ARRAY || sect->v.arr.n < 4 ||
                  sect->v.arr.type == TN_GGUF_STRING || sect->v.arr.type == TN_GGUF_ARRAY ||
                  tn_gguf_arr_int(sect, 3) != 0))
@@ -674,7 +610,7 @@ static int load(ld *l, const tn_model *target) {
                        "%s: 'dflash.rope.dimension_sections' is not a text-only rope Tern runs",
                        path);
     tn_str scaling = {0};
-    if (tn_gguf_get_str(df->gguf, "dflash.rope.scaling.type", &scaling) == TN_OK &&
+    if (tn_gguf_get_str(df->b.gguf, "dflash.rope.scaling.type", &scaling) == TN_OK &&
         !tn_str_eq(scaling, "none"))
         return tn_fail(l->err, TN_ERR_UNSUPPORTED,
                        "%s: rope scaling '%.*s' in a DFlash draft is not supported", path,
@@ -689,13 +625,13 @@ static int load(ld *l, const tn_model *target) {
         {"blk.0.attn_sinks.weight", "a draft with attention sinks"},
     };
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
-        if (tn_gguf_find_tensor(df->gguf, variants[i].tensor))
+        if (tn_gguf_find_tensor(df->b.gguf, variants[i].tensor))
             return tn_fail(l->err, TN_ERR_UNSUPPORTED,
                            "%s: %s; Tern runs DFlash drafts (fc, enc.output_norm, plain layers)",
                            path, variants[i].what);
     bool causal = false;
-    if (tn_gguf_find(df->gguf, "dflash.attention.causal") &&
-        tn_gguf_get_bool(df->gguf, "dflash.attention.causal", &causal) != TN_OK)
+    if (tn_gguf_find(df->b.gguf, "dflash.attention.causal") &&
+        tn_gguf_get_bool(df->b.gguf, "dflash.attention.causal", &causal) != TN_OK)
         return tn_fail(l->err, TN_ERR_FORMAT, "%s: 'dflash.attention.causal' is not a bool", path);
     df->causal = causal;
 
@@ -705,7 +641,7 @@ static int load(ld *l, const tn_model *target) {
                        "%s: the draft is %d wide but the target %s is %d: it was made for "
                        "another model",
                        path, df->E, tp, tn_model_n_embd(target));
-    const tn_gguf_value *taps = tn_gguf_find(df->gguf, "dflash.target_layers");
+    const tn_gguf_value *taps = tn_gguf_find(df->b.gguf, "dflash.target_layers");
     if (!taps || taps->type != TN_GGUF_ARRAY || taps->v.arr.n < 1 || taps->v.arr.n > 64 ||
         taps->v.arr.type == TN_GGUF_STRING || taps->v.arr.type == TN_GGUF_ARRAY ||
         taps->v.arr.type == TN_GGUF_F32 || taps->v.arr.type == TN_GGUF_F64 ||
@@ -722,7 +658,7 @@ static int load(ld *l, const tn_model *target) {
                            path, (long long)id, tp, tn_model_n_layer(target));
     }
     int64_t mask;
-    if (tn_gguf_get_int(df->gguf, "tokenizer.ggml.mask_token_id", &mask) != TN_OK)
+    if (tn_gguf_get_int(df->b.gguf, "tokenizer.ggml.mask_token_id", &mask) != TN_OK)
         return tn_fail(l->err, TN_ERR_FORMAT,
                        "%s: 'tokenizer.ggml.mask_token_id' is missing (a DFlash draft needs "
                        "its MASK token)",
@@ -733,7 +669,7 @@ static int load(ld *l, const tn_model *target) {
                        "%s: the mask token %lld is outside the vocabulary of %s (0..%d)", path,
                        (long long)mask, tp, df->V - 1);
     df->mask = (int32_t)mask;
-    if ((rc = tn_drafter_check_vocab(target, df->gguf, path, false, l->err)))
+    if ((rc = tn_drafter_check_vocab(target, df->b.gguf, path, false, l->err)))
         return rc;
 
     /* Weights. */
@@ -746,13 +682,13 @@ static int load(ld *l, const tn_model *target) {
      * with d2t; its embedding doubles as the head when only it is present,
      * as llama.cpp ties them), else the target's. */
     df->Vd = df->V;
-    const tn_gguf_tensor *d2t = tn_gguf_find_tensor(df->gguf, "d2t");
+    const tn_gguf_tensor *d2t = tn_gguf_find_tensor(df->b.gguf, "d2t");
     if (d2t && (rc = load_d2t(l, d2t)))
         return rc;
     bool has_embd, has_head;
-    if ((rc = tn_gguf_get_weight(df->gguf, path, "DFlash", "token_embd.weight", E, df->V, false,
+    if ((rc = tn_gguf_get_weight(df->b.gguf, path, "DFlash", "token_embd.weight", E, df->V, false,
                                  &df->embd, &has_embd, l->err)) ||
-        (rc = tn_gguf_get_weight(df->gguf, path, "DFlash", "output.weight", E, df->Vd, false,
+        (rc = tn_gguf_get_weight(df->b.gguf, path, "DFlash", "output.weight", E, df->Vd, false,
                                  &df->head, &has_head, l->err)))
         return rc;
     if (d2t && !has_head && (df->Vd != df->V || !has_embd))
@@ -764,22 +700,14 @@ static int load(ld *l, const tn_model *target) {
         df->head = has_embd ? df->embd : target->output;
     if (!has_embd)
         df->embd = target->tok_embd;
-    const tn_gguf_tensor *rf = tn_gguf_find_tensor(df->gguf, "rope_freqs.weight");
+    const tn_gguf_tensor *rf = tn_gguf_find_tensor(df->b.gguf, "rope_freqs.weight");
     if (rf && (rc = vector(l, "rope_freqs.weight", df->n_rot / 2, &df->rope_freqs)))
         return rc;
-    for (int32_t i = 0; df->rope_freqs && i < df->n_rot / 2; i++)
-        if (!(df->rope_freqs[i] > 0))
-            return tn_fail(l->err, TN_ERR_FORMAT,
-                           "%s: rope_freqs.weight holds a divisor that is not positive", path);
-    float *ones = malloc((size_t)df->D * sizeof *ones);
-    float **o = realloc(df->owned, (size_t)(df->n_owned + 1) * sizeof *o);
-    if (o)
-        df->owned = o;
-    if (!o || !ones) {
-        free(ones);
-        return tn_fail(l->err, TN_ERR_NOMEM, "out of memory");
-    }
-    df->owned[df->n_owned++] = ones;
+    if ((rc = tn_draft_check_freqs(&df->b, df->rope_freqs, df->n_rot / 2, l->err)))
+        return rc;
+    float *ones = tn_draft_alloc(&df->b, df->D, l->err);
+    if (!ones)
+        return TN_ERR_NOMEM;
     for (int32_t i = 0; i < df->D; i++)
         ones[i] = 1.0f;
     df->ones = ones;
@@ -788,7 +716,8 @@ static int load(ld *l, const tn_model *target) {
         return tn_fail(l->err, TN_ERR_NOMEM, "out of memory");
     /* One flag per draft layer, as llama.cpp reads it (it requires the array
      * whenever there is a window; Tern reads a window alone as every layer). */
-    const tn_gguf_value *pattern = tn_gguf_find(df->gguf, "dflash.attention.sliding_window_pattern");
+    const tn_gguf_value *pattern =
+        tn_gguf_find(df->b.gguf, "dflash.attention.sliding_window_pattern");
     if (pattern && (pattern->type != TN_GGUF_ARRAY || pattern->v.arr.n != (uint64_t)df->L ||
                     pattern->v.arr.type == TN_GGUF_STRING || pattern->v.arr.type == TN_GGUF_ARRAY ||
                     pattern->v.arr.type == TN_GGUF_F32 || pattern->v.arr.type == TN_GGUF_F64))
@@ -822,7 +751,7 @@ static int load(ld *l, const tn_model *target) {
         M(wq, "attn_q", E, QD);
         M(wk, "attn_k", E, KD);
         snprintf(name, sizeof name, "blk.%d.attn_v.weight", il);
-        ly->shared_kv = !tn_gguf_find_tensor(df->gguf, name);
+        ly->shared_kv = !tn_gguf_find_tensor(df->b.gguf, name);
         if (!ly->shared_kv)
             M(wv, "attn_v", E, KD);
         VEC(q_norm, "attn_q_norm", df->D);
@@ -882,30 +811,21 @@ static int new_dflash(const tn_model *target, const char *path, tn_drafter_param
     if (!df)
         return tn_fail(err, TN_ERR_NOMEM, "out of memory");
     df->target = target;
-    df->path = strdup(path);
-    int rc = df->path ? tn_gguf_open(path, &df->gguf, err)
-                      : tn_fail(err, TN_ERR_NOMEM, "out of memory");
-    if (rc == TN_OK) {
-        ld l = {.df = df, .path = path, .err = err};
-        rc = tn_load_cancelled() ? tn_load_fail_cancelled(err, path) : load(&l, target);
-    }
-    if (rc == TN_OK && tn_load_cancelled())
-        rc = tn_load_fail_cancelled(err, path);
-    if (rc == TN_OK && !(df->cpu = tn_cpu_new(p.n_threads)))
-        rc = tn_fail(err, TN_ERR_NOMEM, "cannot start the CPU thread pool");
+    ld l = {.df = df, .target = target, .path = path, .err = err};
+    int rc = tn_draft_open(&df->b, path, "dflash", "DFlash", load, &l, p.n_threads, err);
     if (rc == TN_OK)
         rc = tn_sampler_new(df->V, tn_sampler_default_params(), &df->sampler, err);
     if (rc == TN_OK)
         rc = grow(df, 256, err);
     if (rc == TN_OK)
-        rc = tn_drafter_guard_init(&df->guard, df->gguf, target, err);
+        rc = tn_drafter_guard_init(&df->b.guard, df->b.gguf, target, err);
     if (rc != TN_OK) {
         df_free(df);
         return rc;
     }
     df->greedy = true;
     /* The hidden-state ids, in fc order. */
-    const tn_gguf_value *taps = tn_gguf_find(df->gguf, "dflash.target_layers");
+    const tn_gguf_value *taps = tn_gguf_find(df->b.gguf, "dflash.target_layers");
     int32_t ids[64];
     for (int32_t i = 0; i < df->n_taps; i++)
         ids[i] = (int32_t)tn_gguf_arr_int(taps, (uint64_t)i);
@@ -922,17 +842,8 @@ static int new_dflash(const tn_model *target, const char *path, tn_drafter_param
         .check = df_check,
     };
     const int32_t block = df->B;
-    rc = tn_drafter_wrap("dflash", &ops, &hooks, df, p.draft_max > 0 ? p.draft_max : block - 1,
-                         target, out, err);
-    if (rc != TN_OK)
-        return rc;
-    (*out)->block_size = block;
-    rc = tn_drafter_set_hidden_ids(*out, ids, df->n_taps, err);
-    if (rc != TN_OK) {
-        tn_drafter_free(*out);
-        *out = NULL;
-    }
-    return rc;
+    return tn_draft_wrap("dflash", &ops, &hooks, df, p.draft_max > 0 ? p.draft_max : block - 1,
+                         block, ids, df->n_taps, target, out, err);
 }
 
 /* p.cancelled is asked as tn_model_load asks its own (docs/MODEL.md,

@@ -7,8 +7,7 @@
  * token by token. Greedy requests draft greedily; with temperature > 0 the
  * draft samples with the request's settings from its own seeded generator
  * and reports the distribution of each draw, which rejection sampling needs. */
-#include "tn-internal.h"
-#include "tn-spec.h"
+#include "tn-drafter-common.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,13 +23,6 @@ typedef struct draft_model {
     tn_sampler *sampler;
     bool greedy;
 } draft_model;
-
-static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
-    int32_t n = na < nb ? na : nb, i = 0;
-    while (i < n && a[i] == b[i])
-        i++;
-    return i;
-}
 
 /* Appends tokens to the draft's KV; the logits of the last go to dm->logits. */
 static int append(draft_model *dm, const int32_t *tokens, int32_t n, tn_error *err) {
@@ -53,7 +45,7 @@ static int32_t dm_propose_q(void *self, const int32_t *history, int32_t n, int32
         return 0;
     /* Keep the common prefix, but always decode the last history token again
      * when its row is the last one: its logits are not kept between calls. */
-    int32_t keep = common_prefix(dm->rows, dm->n_rows, history, n);
+    int32_t keep = tn_draft_prefix(dm->rows, dm->n_rows, history, n);
     if (keep >= n)
         keep = n - 1;
     tn_ctx_kv_truncate(dm->ctx, keep);

@@ -18,10 +18,8 @@
  * and that row's normed hidden state. A draft only decides speed, never the
  * output (the target verifies every token), but the arithmetic is
  * deterministic all the same. */
+#include "tn-drafter-common.h"
 #include "tn-drafter-math.h"
-#include "tn-internal.h"
-#include "tn-model.h"
-#include "tn-spec.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -50,8 +48,7 @@ typedef struct mlayer {
 } mlayer;
 
 typedef struct mtp {
-    tn_gguf *gguf;
-    char *path;
+    tn_draft_base b; /* its file, thread pool and guard */
     const tn_model *target;
     int32_t E, Eb, L, H, V, window, max_d, max_f;
     float eps;
@@ -60,9 +57,6 @@ typedef struct mtp {
     tn_weight post;          /* [Eb][E] */
     const float *out_norm;   /* [E] */
     mlayer *layers;
-    float **owned;
-    int32_t n_owned;
-    tn_cpu *cpu;
     tn_ctx *ctx;             /* the target's context while a request runs */
     /* History: tokens[0, known) are the rows the target decoded; h is the
      * normed hidden state of row known - 1. */
@@ -73,17 +67,14 @@ typedef struct mtp {
     float *in, *x, *xn, *q, *att, *o, *gate, *up, *logits, *cs, *scores;
     uint16_t *qb;
     size_t scores_stride;
-    /* The steps run under this (tn_drafter_guard_run): the assistant's
-     * file, or the target's (its embedding), cut short is TN_ERR_IO. */
-    tn_drafter_guard guard;
 } mtp;
 
 /* ---------------------------------------------------------------- maths */
 
 static int mm(mtp *a, const tn_weight *w, const float *x, float *y, tn_error *err) {
-    int rc = tn_matmul(a->cpu, w, x, 1, y);
+    int rc = tn_matmul(a->b.cpu, w, x, 1, y);
     if (rc != TN_OK)
-        return tn_fail(err, rc, "%s: a matrix product of the assistant failed (%s)", a->path,
+        return tn_fail(err, rc, "%s: a matrix product of the assistant failed (%s)", a->b.path,
                        tn_status_name(rc));
     return TN_OK;
 }
@@ -151,7 +142,7 @@ static int step(mtp *a, int32_t token, int64_t pos, tn_error *err) {
                 qb[d] = tn_bf16_from_f32(q[d]);
         }
         attn_job job = {.a = a, .ly = ly, .pos = pos};
-        tn_cpu_parallel(a->cpu, task_attention, &job);
+        tn_cpu_parallel(a->b.cpu, task_attention, &job);
         if ((rc = mm(a, &ly->wo, a->att, a->o, err)))
             return rc;
         tn_rmsnorm(a->o, a->o, ly->post_attn, E, a->eps);
@@ -177,10 +168,7 @@ static int step(mtp *a, int32_t token, int64_t pos, tn_error *err) {
 
 /* Matching prefix of the mirror and history[0, n). */
 static int32_t matching(const mtp *a, const int32_t *history, int32_t n) {
-    int32_t i = 0, m = a->known < n ? a->known : n;
-    while (i < m && a->tokens[i] == history[i])
-        i++;
-    return i;
+    return tn_draft_prefix(a->tokens, a->known, history, n);
 }
 
 /* The drafting steps of one proposal, one guarded step in all. */
@@ -222,7 +210,7 @@ static int32_t mtp_propose(void *self, const int32_t *history, int32_t n, int32_
     memcpy(keep, a->h, (size_t)a->Eb * sizeof(float));
     mtp_call c = {.a = a, .token = history[P], .pos = P, .max_draft = max_draft, .draft = draft,
                   .err = err, .rc = TN_OK};
-    int rc = tn_drafter_guard_run(&a->guard, a->cpu, drafts_run, &c, err);
+    int rc = tn_drafter_guard_run(&a->b.guard, a->b.cpu, drafts_run, &c, err);
     if (rc != TN_OK) {
         a->known = 0; /* its state is garbage (and every later step fails) */
         return rc;
@@ -288,7 +276,7 @@ static void mtp_reset(void *self) {
 
 static int mtp_check(void *self, tn_error *err) {
     const mtp *a = self;
-    return tn_drafter_guard_check(&a->guard, err);
+    return tn_drafter_guard_check(&a->b.guard, err);
 }
 
 static void mtp_free(void *self) {
@@ -296,19 +284,13 @@ static void mtp_free(void *self) {
     if (!a)
         return;
     free(a->layers);
-    for (int32_t i = 0; i < a->n_owned; i++)
-        free(a->owned[i]);
-    free(a->owned);
     free(a->tokens);
     float *bufs[] = {a->h, a->in, a->x, a->xn, a->q, a->att, a->o, a->gate,
                      a->up, a->logits, a->cs, a->scores};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(a->qb);
-    tn_cpu_free(a->cpu);
-    tn_drafter_guard_free(&a->guard);
-    tn_gguf_close(a->gguf);
-    free(a->path);
+    tn_draft_close(&a->b);
     free(a);
 }
 
@@ -316,6 +298,7 @@ static void mtp_free(void *self) {
 
 typedef struct ld {
     mtp *a;
+    const tn_model *target;
     const char *path;
     tn_error *err;
 } ld;
@@ -324,21 +307,7 @@ typedef struct ld {
 
 static int key_int(ld *l, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi,
                    int32_t *out) {
-    char key[128];
-    snprintf(key, sizeof key, ARCH ".%s", suffix);
-    int64_t v;
-    int rc = tn_gguf_read_int(l->a->gguf, key, &v, l->err);
-    if (rc == TN_ERR_NOT_FOUND && !required)
-        v = def;
-    else if (rc == TN_ERR_NOT_FOUND)
-        return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is missing", l->path, key);
-    else if (rc != TN_OK)
-        return rc;
-    if (v < lo || v > hi)
-        return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is %lld, outside [%lld, %lld]",
-                       l->path, key, (long long)v, (long long)lo, (long long)hi);
-    *out = (int32_t)v;
-    return TN_OK;
+    return tn_draft_key_int(&l->a->b, suffix, required, def, lo, hi, out, l->err);
 }
 
 /* A key that is one integer or an array of one per layer (head_count_kv,
@@ -347,7 +316,7 @@ static int key_int_layer(ld *l, const char *suffix, bool required, int64_t def, 
                          int64_t hi, int32_t il, int32_t *out) {
     char key[128];
     snprintf(key, sizeof key, ARCH ".%s", suffix);
-    const tn_gguf_value *v = tn_gguf_find(l->a->gguf, key);
+    const tn_gguf_value *v = tn_gguf_find(l->a->b.gguf, key);
     if (v && v->type == TN_GGUF_ARRAY) {
         if (v->v.arr.n != (uint64_t)l->a->L || v->v.arr.type == TN_GGUF_STRING ||
             v->v.arr.type == TN_GGUF_ARRAY || v->v.arr.type == TN_GGUF_F32 ||
@@ -367,63 +336,29 @@ static int key_int_layer(ld *l, const char *suffix, bool required, int64_t def, 
 }
 
 static int key_float(ld *l, const char *suffix, double def, double lo, double hi, float *out) {
-    char key[128];
-    snprintf(key, sizeof key, ARCH ".%s", suffix);
-    double v;
-    int rc = tn_gguf_get_float(l->a->gguf, key, &v);
-    if (rc == TN_ERR_NOT_FOUND)
-        v = def;
-    else if (rc != TN_OK || !(v >= lo && v <= hi))
-        return tn_fail(l->err, TN_ERR_FORMAT, "%s: metadata key '%s' is not a number in [%g, %g]",
-                       l->path, key, lo, hi);
-    *out = (float)v;
-    return TN_OK;
+    return tn_draft_key_float(&l->a->b, suffix, def, lo, hi, out, l->err);
 }
 
 static int matrix(ld *l, const char *name, int64_t cols, int64_t rows, tn_weight *w) {
-    return tn_gguf_get_weight(l->a->gguf, l->path, "Gemma 4 assistant", name, cols, rows, true, w,
-                              NULL, l->err);
+    return tn_draft_matrix(&l->a->b, name, cols, rows, w, l->err);
 }
 
 static int vector(ld *l, const char *name, int64_t n, const float **out) {
-    tn_weight w;
-    int rc = tn_gguf_get_weight(l->a->gguf, l->path, "Gemma 4 assistant", name, n, 1, true, &w,
-                                NULL, l->err);
-    if (rc != TN_OK)
-        return rc;
-    mtp *a = l->a;
-    float **o = realloc(a->owned, (size_t)(a->n_owned + 1) * sizeof *o);
-    float *v = malloc((size_t)n * sizeof *v);
-    if (o)
-        a->owned = o;
-    if (!o || !v) {
-        free(v);
-        return tn_fail(l->err, TN_ERR_NOMEM, "out of memory");
-    }
-    a->owned[a->n_owned++] = v;
-    /* Under the guard, as the scan in tn_gguf_get_weight: the file may
-     * have shrunk since. */
-    rc = tn_gguf_weight_to_f32(l->a->gguf, l->path, name, &w, v, l->err);
-    if (rc != TN_OK)
-        return rc;
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(v[i]))
-            return tn_fail(l->err, TN_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value",
-                           l->path, name);
-    *out = v;
-    return TN_OK;
+    return tn_draft_vector(&l->a->b, name, n, out, l->err);
 }
 
 /* The keys and tensors llama.cpp's gemma4-assistant loader reads
  * (src/models/gemma4-assistant.cpp, load_arch_hparams / load_arch_tensors),
  * and what must fit the target: the memory the layers read, the width of
  * the hidden state, the vocabulary. */
-static int load(ld *l, const tn_model *target) {
+static int load(void *arg) {
+    ld *l = arg;
+    const tn_model *target = l->target;
     mtp *a = l->a;
     const char *path = l->path, *tp = tn_model_path(target);
     int rc;
     tn_str arch = {0};
-    rc = tn_gguf_read_str(a->gguf, "general.architecture", &arch, l->err);
+    rc = tn_gguf_read_str(a->b.gguf, "general.architecture", &arch, l->err);
     if (rc != TN_OK && rc != TN_ERR_NOT_FOUND)
         return rc;
     if (rc != TN_OK ||
@@ -475,7 +410,7 @@ static int load(ld *l, const tn_model *target) {
         (rc = key_float(l, "rope.freq_base_swa", 10000.0, 1.0001, 1e12, &rope_base_swa)))
         return rc;
     tn_str scaling = {0};
-    if (tn_gguf_get_str(a->gguf, ARCH ".rope.scaling.type", &scaling) == TN_OK &&
+    if (tn_gguf_get_str(a->b.gguf, ARCH ".rope.scaling.type", &scaling) == TN_OK &&
         !tn_str_eq(scaling, "none"))
         return tn_fail(l->err, TN_ERR_UNSUPPORTED,
                        "%s: rope scaling '%.*s' in an assistant is not supported", path,
@@ -494,7 +429,7 @@ static int load(ld *l, const tn_model *target) {
                        "sliding layer, and %s does not end with a sliding then a full layer",
                        path, tp);
     a->V = tn_model_n_vocab(target);
-    if ((rc = tn_drafter_check_vocab(target, a->gguf, path, false, l->err)))
+    if ((rc = tn_drafter_check_vocab(target, a->b.gguf, path, false, l->err)))
         return rc;
 
     if ((rc = matrix(l, "token_embd.weight", a->E, a->V, &a->embd)) ||
@@ -505,7 +440,8 @@ static int load(ld *l, const tn_model *target) {
     /* The ordered-embedding centroid head (E2B, E4B): llama.cpp's loader
      * accepts and ignores it (its converter drops masked_embedding
      * tensors) and ranks the whole tied vocabulary; so does Tern. */
-    const tn_gguf_value *pattern = tn_gguf_find(a->gguf, ARCH ".attention.sliding_window_pattern");
+    const tn_gguf_value *pattern =
+        tn_gguf_find(a->b.gguf, ARCH ".attention.sliding_window_pattern");
     if (!pattern || pattern->type != TN_GGUF_ARRAY || pattern->v.arr.n != (uint64_t)a->L ||
         pattern->v.arr.type == TN_GGUF_STRING || pattern->v.arr.type == TN_GGUF_ARRAY ||
         pattern->v.arr.type == TN_GGUF_F32 || pattern->v.arr.type == TN_GGUF_F64)
@@ -577,10 +513,8 @@ static int load(ld *l, const tn_model *target) {
 #undef M
 #undef VEC
     }
-    for (int32_t i = 0; freqs && i < D_full / 2; i++)
-        if (!(freqs[i] > 0))
-            return tn_fail(l->err, TN_ERR_FORMAT,
-                           "%s: rope_freqs.weight holds a divisor that is not positive", path);
+    if ((rc = tn_draft_check_freqs(&a->b, freqs, D_full / 2, l->err)))
+        return rc;
 
     /* Scratch. */
     const size_t QD = (size_t)a->H * (size_t)a->max_d;
@@ -613,27 +547,18 @@ static int new_mtp(const tn_model *target, const char *path, tn_drafter_params p
     if (!a)
         return tn_fail(err, TN_ERR_NOMEM, "out of memory");
     a->target = target;
-    a->path = strdup(path);
-    int rc = a->path ? tn_gguf_open(path, &a->gguf, err)
-                     : tn_fail(err, TN_ERR_NOMEM, "out of memory");
-    if (rc == TN_OK) {
-        ld l = {.a = a, .path = path, .err = err};
-        rc = tn_load_cancelled() ? tn_load_fail_cancelled(err, path) : load(&l, target);
-    }
-    if (rc == TN_OK && tn_load_cancelled())
-        rc = tn_load_fail_cancelled(err, path);
-    if (rc == TN_OK && !(a->cpu = tn_cpu_new(p.n_threads)))
-        rc = tn_fail(err, TN_ERR_NOMEM, "cannot start the CPU thread pool");
+    ld l = {.a = a, .target = target, .path = path, .err = err};
+    int rc = tn_draft_open(&a->b, path, ARCH, "Gemma 4 assistant", load, &l, p.n_threads, err);
     if (rc == TN_OK) {
         a->scores_stride = tn_attention_scratch_floats(a->max_d);
-        a->scores = malloc((size_t)tn_cpu_threads(a->cpu) * a->scores_stride * sizeof(float));
+        a->scores = malloc((size_t)tn_cpu_threads(a->b.cpu) * a->scores_stride * sizeof(float));
         if (!a->scores)
             rc = tn_fail(err, TN_ERR_NOMEM, "out of memory for the assistant's scratch");
     }
     if (rc == TN_OK)
         rc = grow(a, 256, err);
     if (rc == TN_OK)
-        rc = tn_drafter_guard_init(&a->guard, a->gguf, target, err);
+        rc = tn_drafter_guard_init(&a->b.guard, a->b.gguf, target, err);
     if (rc != TN_OK) {
         mtp_free(a);
         return rc;
@@ -650,17 +575,9 @@ static int new_mtp(const tn_model *target, const char *path, tn_drafter_params p
         .check = mtp_check,
     };
     /* llama.cpp drafts 3 by default (common.h, draft.n_max). */
-    rc = tn_drafter_wrap("mtp", &ops, &hooks, a, p.draft_max > 0 ? p.draft_max : 3, target, out,
-                         err);
-    if (rc != TN_OK)
-        return rc;
     const int32_t id = tn_model_n_layer(target); /* the last layer's output */
-    rc = tn_drafter_set_hidden_ids(*out, &id, 1, err);
-    if (rc != TN_OK) {
-        tn_drafter_free(*out);
-        *out = NULL;
-    }
-    return rc;
+    return tn_draft_wrap("mtp", &ops, &hooks, a, p.draft_max > 0 ? p.draft_max : 3, 0, &id, 1,
+                         target, out, err);
 }
 
 /* p.cancelled is asked as tn_model_load asks its own (docs/MODEL.md,
