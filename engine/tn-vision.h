@@ -26,6 +26,15 @@ int tn_vision_load_mat(const tn_gguf *g, bool gemma4, const char *name, int64_t 
                        int64_t cols, tn_weight *w, tn_error *err);
 /* n bytes of g's mapping at src into dst under the same guard. */
 int tn_vision_read_copy(const tn_gguf *g, void *dst, const void *src, size_t n, tn_error *err);
+/* What both encoders read of a projector's metadata: a whole number key in
+ * [lo, hi] (required); clip.vision.attention.layer_norm_epsilon in (0, 1);
+ * clip.vision.image_mean and image_std, three floats each, std positive.
+ * Gemma 4 requires the two arrays and reads the first three values of a
+ * longer one; Gemma 3 takes 0.5 for an absent one and exactly three. */
+int tn_vision_key_int(const tn_gguf *g, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                      tn_error *err);
+int tn_vision_key_eps(const tn_gguf *g, float *eps, tn_error *err);
+int tn_vision_key_stats(const tn_gguf *g, bool gemma4, float mean[3], float std[3], tn_error *err);
 
 /* The Gemma 4 vision projector (llama.cpp projector type "gemma4v"). */
 typedef struct tn_vision_g4 tn_vision_g4;

@@ -155,20 +155,7 @@ void tn_vg4_free(tn_vision_g4 *v) {
 
 static int get_int(tn_vision_g4 *v, const char *key, int64_t lo, int64_t hi, int64_t *out,
                    tn_error *err) {
-    int64_t x;
-    int rc = tn_gguf_read_int(v->g, key, &x, err);
-    if (rc != TN_OK && rc != TN_ERR_NOT_FOUND)
-        return rc;
-    if (rc != TN_OK)
-        return tn_fail(err, TN_ERR_FORMAT,
-                       "%s: missing or mistyped key '%s' (expected a whole number in [%lld, %lld])",
-                       gpath(v), key, (long long)lo, (long long)hi);
-    if (x < lo || x > hi)
-        return tn_fail(err, TN_ERR_FORMAT,
-                       "%s: bad value for '%s' (expected a whole number in [%lld, %lld])",
-                       gpath(v), key, (long long)lo, (long long)hi);
-    *out = x;
-    return TN_OK;
+    return tn_vision_key_int(v->g, key, lo, hi, out, err);
 }
 
 static int load_all(tn_vision_g4 *v, tn_vision_info *I, tn_error *err) {
@@ -181,12 +168,8 @@ static int load_all(tn_vision_g4 *v, tn_vision_info *I, tn_error *err) {
         (rc = get_int(v, "clip.vision.block_count", 1, 1024, &v->L, err)) ||
         (rc = get_int(v, "clip.vision.attention.head_count", 1, 1024, &v->H, err)))
         return rc;
-    double eps;
-    if (tn_gguf_get_float(v->g, "clip.vision.attention.layer_norm_epsilon", &eps) != TN_OK ||
-        !(eps > 0 && eps < 1))
-        return tn_fail(err, TN_ERR_FORMAT, "%s: missing or bad "
-                       "clip.vision.attention.layer_norm_epsilon", gpath(v));
-    v->eps = (float)eps;
+    if ((rc = tn_vision_key_eps(v->g, &v->eps, err)))
+        return rc;
     v->pool = 3; /* Gemma 4's pooling_kernel_size, as llama.cpp's default */
     int64_t x;
     if (tn_gguf_find(v->g, "clip.vision.projector.scale_factor") &&
@@ -215,22 +198,8 @@ static int load_all(tn_vision_g4 *v, tn_vision_info *I, tn_error *err) {
         return tn_fail(err, TN_ERR_FORMAT, "%s: both clip.use_gelu and clip.use_silu are set",
                        gpath(v));
     v->ffn_op = gelu ? FFN_GELU : silu ? FFN_SILU : FFN_GELU_QUICK;
-    static const char *const stat_keys[2] = {"clip.vision.image_mean", "clip.vision.image_std"};
-    for (int k = 0; k < 2; k++) {
-        float *dst = k ? v->std : v->mean;
-        const tn_gguf_value *a = tn_gguf_find(v->g, stat_keys[k]);
-        if (!a || a->type != TN_GGUF_ARRAY || a->v.arr.n < 3 || !a->v.arr.data ||
-            (a->v.arr.type != TN_GGUF_F32 && a->v.arr.type != TN_GGUF_F64))
-            return tn_fail(err, TN_ERR_FORMAT, "%s: %s must be an array of 3 floats", gpath(v),
-                           stat_keys[k]);
-        for (int c = 0; c < 3; c++) {
-            dst[c] = (float)tn_gguf_arr_float(a, (uint64_t)c);
-            if (k && !(dst[c] > 0 && isfinite(dst[c])))
-                return tn_fail(err, TN_ERR_FORMAT, "%s: image_std must be positive", gpath(v));
-            if (!k && !isfinite(dst[c]))
-                return tn_fail(err, TN_ERR_FORMAT, "%s: image_mean must be finite", gpath(v));
-        }
-    }
+    if ((rc = tn_vision_key_stats(v->g, true, v->mean, v->std, err)))
+        return rc;
     const int64_t E = v->E, F = v->F, P = v->patch;
     const tn_gguf_tensor *pt = tn_gguf_find_tensor(v->g, "mm.input_projection.weight");
     if (!pt)

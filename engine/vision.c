@@ -161,6 +161,65 @@ int tn_vision_load_mat(const tn_gguf *g, bool gemma4, const char *name, int64_t 
     return TN_OK;
 }
 
+int tn_vision_key_int(const tn_gguf *g, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                      tn_error *err) {
+    int64_t x;
+    int rc = tn_gguf_read_int(g, key, &x, err);
+    if (rc != TN_OK && rc != TN_ERR_NOT_FOUND)
+        return rc;
+    if (rc != TN_OK)
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: missing or mistyped key '%s' (expected a whole number in [%lld, %lld])",
+                       tn_gguf_path(g), key, (long long)lo, (long long)hi);
+    if (x < lo || x > hi)
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: bad value for '%s' (expected a whole number in [%lld, %lld])",
+                       tn_gguf_path(g), key, (long long)lo, (long long)hi);
+    *out = x;
+    return TN_OK;
+}
+
+int tn_vision_key_eps(const tn_gguf *g, float *eps, tn_error *err) {
+    double x;
+    if (tn_gguf_get_float(g, "clip.vision.attention.layer_norm_epsilon", &x) != TN_OK ||
+        !(x > 0 && x < 1))
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: missing or bad "
+                       "clip.vision.attention.layer_norm_epsilon",
+                       tn_gguf_path(g));
+    *eps = (float)x;
+    return TN_OK;
+}
+
+int tn_vision_key_stats(const tn_gguf *g, bool gemma4, float mean[3], float std[3], tn_error *err) {
+    static const char *const stat_keys[2] = {"clip.vision.image_mean", "clip.vision.image_std"};
+    for (int k = 0; k < 2; k++) {
+        float *dst = k ? std : mean;
+        const tn_gguf_value *a = tn_gguf_find(g, stat_keys[k]);
+        if (!a && !gemma4) {
+            for (int c = 0; c < 3; c++)
+                dst[c] = 0.5f; /* Gemma 3's values */
+            continue;
+        }
+        if (!a || a->type != TN_GGUF_ARRAY || a->v.arr.n < 3 || (!gemma4 && a->v.arr.n != 3) ||
+            !a->v.arr.data || (a->v.arr.type != TN_GGUF_F32 && a->v.arr.type != TN_GGUF_F64))
+            return tn_fail(err, TN_ERR_FORMAT, "%s: %s must be an array of 3 floats",
+                           tn_gguf_path(g), stat_keys[k]);
+        for (int c = 0; c < 3; c++) {
+            dst[c] = (float)tn_gguf_arr_float(a, (uint64_t)c);
+            if (k && !(dst[c] > 0 && isfinite(dst[c])))
+                return tn_fail(err, TN_ERR_FORMAT, "%s: image_std must be positive",
+                               tn_gguf_path(g));
+            /* A NaN mean would turn every pixel, and so every image token,
+             * into NaN. */
+            if (!k && !isfinite(dst[c]))
+                return tn_fail(err, TN_ERR_FORMAT, "%s: image_mean must be finite",
+                               tn_gguf_path(g));
+        }
+    }
+    return TN_OK;
+}
+
 static int load_vec(tn_vision *v, const char *name, int64_t n, float **out, tn_error *err) {
     return tn_vision_load_vec(v->g, false, name, n, true, out, err);
 }
@@ -173,19 +232,10 @@ static int load_mat(tn_vision *v, const char *name, int64_t rows, int64_t cols, 
 static int get_int_key(tn_vision *v, const char *key, int64_t lo, int64_t hi, int *out,
                        tn_error *err) {
     int64_t x;
-    int rc = tn_gguf_read_int(v->g, key, &x, err);
-    if (rc != TN_OK && rc != TN_ERR_NOT_FOUND)
-        return rc;
-    if (rc != TN_OK)
-        return tn_fail(err, TN_ERR_FORMAT,
-                       "%s: missing or mistyped key '%s' (expected a whole number in [%lld, %lld])",
-                       vpath(v), key, (long long)lo, (long long)hi);
-    if (x < lo || x > hi)
-        return tn_fail(err, TN_ERR_FORMAT,
-                       "%s: bad value for '%s' (expected a whole number in [%lld, %lld])",
-                       vpath(v), key, (long long)lo, (long long)hi);
-    *out = (int)x;
-    return TN_OK;
+    int rc = tn_vision_key_int(v->g, key, lo, hi, &x, err);
+    if (rc == TN_OK)
+        *out = (int)x;
+    return rc;
 }
 
 void tn_vision_free(tn_vision *v) {
@@ -263,12 +313,8 @@ static int load_body(tn_vision *v, tn_error *err) {
         (rc = get_int_key(v, "clip.vision.block_count", 1, 1024, &I->n_layer, err)) ||
         (rc = get_int_key(v, "clip.vision.attention.head_count", 1, 1024, &I->n_head, err)))
         return rc;
-    double eps = 1e-6;
-    if (tn_gguf_get_float(v->g, "clip.vision.attention.layer_norm_epsilon", &eps) != TN_OK ||
-        !(eps > 0 && eps < 1))
-        return tn_fail(err, TN_ERR_FORMAT, "%s: missing or bad "
-                       "clip.vision.attention.layer_norm_epsilon", vpath(v));
-    I->eps = (float)eps;
+    if ((rc = tn_vision_key_eps(v->g, &I->eps, err)))
+        return rc;
     /* Gemma 3 projectors state no pooling key; llama.cpp and HF both pool 4x4. */
     v->pool = 4;
     int64_t sf;
@@ -283,29 +329,8 @@ static int load_body(tn_vision *v, tn_error *err) {
     v->n_side = I->image_size / I->patch_size;
     I->n_image_tokens = (v->n_side / v->pool) * (v->n_side / v->pool);
     I->kind = TN_VISION_GEMMA3;
-    static const char *const stat_keys[2] = {"clip.vision.image_mean", "clip.vision.image_std"};
-    for (int k = 0; k < 2; k++) {
-        float *dst = k ? I->image_std : I->image_mean;
-        const tn_gguf_value *a = tn_gguf_find(v->g, stat_keys[k]);
-        if (!a) {
-            for (int c = 0; c < 3; c++)
-                dst[c] = 0.5f; /* Gemma 3's values */
-            continue;
-        }
-        if (a->type != TN_GGUF_ARRAY || a->v.arr.n != 3 || !a->v.arr.data ||
-            (a->v.arr.type != TN_GGUF_F32 && a->v.arr.type != TN_GGUF_F64))
-            return tn_fail(err, TN_ERR_FORMAT, "%s: %s must be an array of 3 floats", vpath(v),
-                           stat_keys[k]);
-        for (int c = 0; c < 3; c++) {
-            dst[c] = (float)tn_gguf_arr_float(a, (uint64_t)c);
-            if (k && !(dst[c] > 0 && isfinite(dst[c])))
-                return tn_fail(err, TN_ERR_FORMAT, "%s: image_std must be positive", vpath(v));
-            /* A NaN mean would turn every pixel, and so every image token,
-             * into NaN. */
-            if (!k && !isfinite(dst[c]))
-                return tn_fail(err, TN_ERR_FORMAT, "%s: image_mean must be finite", vpath(v));
-        }
-    }
+    if ((rc = tn_vision_key_stats(v->g, false, I->image_mean, I->image_std, err)))
+        return rc;
     const int64_t E = I->n_embd, F = I->n_ff, P = I->patch_size;
     const tn_gguf_tensor *pt = tn_gguf_find_tensor(v->g, "mm.input_projection.weight");
     if (!pt)

@@ -438,6 +438,22 @@ static void test_garbage(const char *good) {
     tn_error err;
     CHECKF(tn_vision_load(path, &v, &err) == TN_OK, "%s", err.message);
     tn_vision_free(v);
+    /* The metadata readers Gemma 4 shares with Gemma 3 (tn_vision_key_*),
+     * with Gemma 4's own rules: image_mean is required. */
+    memcpy(c, b, n);
+    CHECK(patch_bytes(c, n, "clip.vision.image_mean", "clip.vision.image_meaX"));
+    spit(path, c, n);
+    expect_refused(path, "clip.vision.image_mean must be an array of 3 floats");
+    memcpy(c, b, n);
+    CHECK(patch_bytes(c, n, "clip.vision.attention.layer_norm_epsilon",
+                      "clip.vision.attention.layer_norm_epsiloX"));
+    spit(path, c, n);
+    expect_refused(path, "missing or bad clip.vision.attention.layer_norm_epsilon");
+    memcpy(c, b, n);
+    CHECK(patch_bytes(c, n, "clip.vision.block_count", "clip.vision.block_counX"));
+    spit(path, c, n);
+    expect_refused(path, "missing or mistyped key 'clip.vision.block_count' (expected a whole "
+                         "number in [1, 1024])");
     /* a projector type Tern does not run */
     memcpy(c, b, n);
     CHECK(patch_bytes(c, n, "gemma4v", "gemma4u"));

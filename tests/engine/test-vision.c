@@ -255,6 +255,16 @@ static void nan_std(tn_gguf_writer *w) {
     tn_gguf_writer_set_arr(w, "clip.vision.image_std", TN_GGUF_F32, m, 3);
 }
 
+/* Gemma 3 takes exactly three values (Gemma 4 reads the first three). */
+static void four_means(tn_gguf_writer *w) {
+    const float m[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+    tn_gguf_writer_set_arr(w, "clip.vision.image_mean", TN_GGUF_F32, m, 4);
+}
+
+static void huge_patch(tn_gguf_writer *w) {
+    tn_gguf_writer_set_u32(w, "clip.vision.patch_size", 4096);
+}
+
 static void audio_only(tn_gguf_writer *w) {
     tn_gguf_writer_set_bool(w, "clip.has_vision_encoder", false);
     tn_gguf_writer_set_bool(w, "clip.has_audio_encoder", true);
@@ -307,6 +317,19 @@ static void hostile_projectors(const char *path, const char *dir) {
          "metadata key 'clip.has_vision_encoder' has type u32, expected bool", "is not true"},
         {"nan-mean.gguf", NULL, nan_mean, TN_ERR_FORMAT, "image_mean must be finite", NULL},
         {"nan-std.gguf", NULL, nan_std, TN_ERR_FORMAT, "image_std must be positive", NULL},
+        /* The metadata readers Gemma 3 shares with Gemma 4 (tn_vision_key_*):
+         * Gemma 3's own rules. No image_mean is Gemma 3's 0.5. */
+        {"four-means.gguf", NULL, four_means, TN_ERR_FORMAT,
+         "clip.vision.image_mean must be an array of 3 floats", NULL},
+        {"no-mean.gguf", "clip.vision.image_mean", NULL, TN_OK, NULL, NULL},
+        {"no-eps.gguf", "clip.vision.attention.layer_norm_epsilon", NULL, TN_ERR_FORMAT,
+         "missing or bad clip.vision.attention.layer_norm_epsilon", NULL},
+        {"no-layers.gguf", "clip.vision.block_count", NULL, TN_ERR_FORMAT,
+         "missing or mistyped key 'clip.vision.block_count' (expected a whole number in [1, "
+         "1024])",
+         NULL},
+        {"huge-patch.gguf", NULL, huge_patch, TN_ERR_FORMAT,
+         "bad value for 'clip.vision.patch_size' (expected a whole number in [1, 1024])", NULL},
         {"audio.gguf", NULL, audio_only, TN_ERR_UNSUPPORTED, "audio projector", NULL},
         /* Gemma 3 tensors under Gemma 4's type: read as Gemma 4 (test
          * vision-gemma4 loads real ones), refused on the first shape. */
