@@ -108,6 +108,33 @@ int tn_draft_vector(tn_draft_base *b, const char *name, int64_t n, const float *
     return TN_OK;
 }
 
+static void blk_name(char *name, size_t size, int32_t il, const char *part) {
+    snprintf(name, size, "blk.%d.%s.weight", il, part);
+}
+
+bool tn_draft_blk_has(const tn_draft_base *b, int32_t il, const char *part) {
+    char name[96];
+    blk_name(name, sizeof name, il, part);
+    return tn_gguf_find_tensor(b->gguf, name) != NULL;
+}
+
+int tn_draft_blk_matrix(const tn_draft_base *b, int32_t il, const char *part, int64_t cols,
+                        int64_t rows, tn_weight *w, tn_error *err) {
+    char name[96];
+    blk_name(name, sizeof name, il, part);
+    return tn_draft_matrix(b, name, cols, rows, w, err);
+}
+
+int tn_draft_blk_vector(tn_draft_base *b, int32_t il, const char *part, int64_t n, bool required,
+                        const float **out, tn_error *err) {
+    char name[96];
+    blk_name(name, sizeof name, il, part);
+    *out = NULL;
+    if (!required && !tn_gguf_find_tensor(b->gguf, name))
+        return TN_OK;
+    return tn_draft_vector(b, name, n, out, err);
+}
+
 int tn_draft_check_freqs(const tn_draft_base *b, const float *freqs, int32_t n, tn_error *err) {
     for (int32_t i = 0; freqs && i < n; i++)
         if (!(freqs[i] > 0))

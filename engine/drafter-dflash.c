@@ -490,14 +490,6 @@ static int vector(ld *l, const char *name, int64_t n, const float **out) {
     return tn_draft_vector(&l->df->b, name, n, out, l->err);
 }
 
-/* An optional vector: *out stays NULL when the file lacks it. */
-static int vector_opt(ld *l, const char *name, int64_t n, const float **out) {
-    *out = NULL;
-    if (!tn_gguf_find_tensor(l->df->b.gguf, name))
-        return TN_OK;
-    return vector(l, name, n, out);
-}
-
 /* The reduced vocabulary: d2t (I64, absolute target ids, one per row of the
  * draft's own output.weight), as llama.cpp's converter writes it. */
 static int load_d2t(ld *l, const tn_gguf_tensor *t) {
@@ -728,49 +720,27 @@ static int load(void *arg) {
     for (int32_t il = 0; il < df->L; il++) {
         dlayer *ly = &df->layers[il];
         ly->swa = df->window > 0 && (!pattern || tn_gguf_arr_int(pattern, (uint64_t)il) != 0);
-        char name[96];
-#define M(field, suffix, cols, rows)                                                \
-    do {                                                                            \
-        snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);                \
-        if ((rc = matrix(l, name, (cols), (rows), &ly->field)))                     \
-            return rc;                                                              \
-    } while (0)
-#define VEC(field, suffix, n)                                                       \
-    do {                                                                            \
-        snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);                \
-        if ((rc = vector(l, name, (n), &ly->field)))                                \
-            return rc;                                                              \
-    } while (0)
-#define OPT(field, suffix, n)                                                       \
-    do {                                                                            \
-        snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);                \
-        if ((rc = vector_opt(l, name, (n), &ly->field)))                            \
-            return rc;                                                              \
-    } while (0)
-        VEC(attn_norm, "attn_norm", E);
-        M(wq, "attn_q", E, QD);
-        M(wk, "attn_k", E, KD);
-        snprintf(name, sizeof name, "blk.%d.attn_v.weight", il);
-        ly->shared_kv = !tn_gguf_find_tensor(df->b.gguf, name);
-        if (!ly->shared_kv)
-            M(wv, "attn_v", E, KD);
-        VEC(q_norm, "attn_q_norm", df->D);
-        VEC(k_norm, "attn_k_norm", df->D);
-        M(wo, "attn_output", QD, E);
-        OPT(post_attn, "post_attention_norm", E);
-        VEC(ffn_norm, "ffn_norm", E);
-        M(gate, "ffn_gate", E, df->F);
-        M(up, "ffn_up", E, df->F);
-        M(down, "ffn_down", df->F, E);
-        OPT(post_ffn, "post_ffw_norm", E);
-        const float *scale;
-        snprintf(name, sizeof name, "blk.%d.layer_output_scale.weight", il);
-        if ((rc = vector_opt(l, name, 1, &scale)))
+        tn_draft_base *b = &df->b;
+        const float *scale = NULL;
+        ly->shared_kv = !tn_draft_blk_has(b, il, "attn_v");
+        if ((rc = tn_draft_blk_vector(b, il, "attn_norm", E, true, &ly->attn_norm, l->err)) ||
+            (rc = tn_draft_blk_matrix(b, il, "attn_q", E, QD, &ly->wq, l->err)) ||
+            (rc = tn_draft_blk_matrix(b, il, "attn_k", E, KD, &ly->wk, l->err)) ||
+            (!ly->shared_kv &&
+             (rc = tn_draft_blk_matrix(b, il, "attn_v", E, KD, &ly->wv, l->err))) ||
+            (rc = tn_draft_blk_vector(b, il, "attn_q_norm", df->D, true, &ly->q_norm, l->err)) ||
+            (rc = tn_draft_blk_vector(b, il, "attn_k_norm", df->D, true, &ly->k_norm, l->err)) ||
+            (rc = tn_draft_blk_matrix(b, il, "attn_output", QD, E, &ly->wo, l->err)) ||
+            (rc = tn_draft_blk_vector(b, il, "post_attention_norm", E, false, &ly->post_attn,
+                                      l->err)) ||
+            (rc = tn_draft_blk_vector(b, il, "ffn_norm", E, true, &ly->ffn_norm, l->err)) ||
+            (rc = tn_draft_blk_matrix(b, il, "ffn_gate", E, df->F, &ly->gate, l->err)) ||
+            (rc = tn_draft_blk_matrix(b, il, "ffn_up", E, df->F, &ly->up, l->err)) ||
+            (rc = tn_draft_blk_matrix(b, il, "ffn_down", df->F, E, &ly->down, l->err)) ||
+            (rc = tn_draft_blk_vector(b, il, "post_ffw_norm", E, false, &ly->post_ffn, l->err)) ||
+            (rc = tn_draft_blk_vector(b, il, "layer_output_scale", 1, false, &scale, l->err)))
             return rc;
         ly->out_scale = scale ? scale[0] : 1.0f;
-#undef M
-#undef VEC
-#undef OPT
     }
     /* Scratch. */
     const size_t R = ROWS_MAX, F = (size_t)df->F;

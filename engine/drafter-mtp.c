@@ -481,37 +481,23 @@ static int load(void *arg) {
             (rc = vector(l, "rope_freqs.weight", D_full / 2, &freqs)))
             return rc;
         ly->freqs = ly->swa ? NULL : freqs;
-        char name[96];
         const int64_t E = a->E, QD = (int64_t)a->H * ly->D;
-#define M(field, suffix, cols, rows)                                                \
-    do {                                                                            \
-        snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);                \
-        if ((rc = matrix(l, name, (cols), (rows), &ly->field)))                     \
-            return rc;                                                              \
-    } while (0)
-#define VEC(field, suffix, n)                                                       \
-    do {                                                                            \
-        snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);                \
-        if ((rc = vector(l, name, (n), &ly->field)))                                \
-            return rc;                                                              \
-    } while (0)
-        VEC(attn_norm, "attn_norm", E);
-        M(wq, "attn_q", E, QD);
-        VEC(q_norm, "attn_q_norm", ly->D);
-        M(wo, "attn_output", QD, E);
-        VEC(post_attn, "post_attention_norm", E);
-        VEC(ffn_norm, "ffn_norm", E);
-        M(gate, "ffn_gate", E, ly->F);
-        M(up, "ffn_up", E, ly->F);
-        M(down, "ffn_down", ly->F, E);
-        VEC(post_ffn, "post_ffw_norm", E);
-        const float *scale;
-        snprintf(name, sizeof name, "blk.%d.layer_output_scale.weight", il);
-        if ((rc = vector(l, name, 1, &scale)))
+        tn_draft_base *b = &a->b;
+        const float *scale = NULL;
+        if ((rc = tn_draft_blk_vector(b, il, "attn_norm", E, true, &ly->attn_norm, l->err)) ||
+            (rc = tn_draft_blk_matrix(b, il, "attn_q", E, QD, &ly->wq, l->err)) ||
+            (rc = tn_draft_blk_vector(b, il, "attn_q_norm", ly->D, true, &ly->q_norm, l->err)) ||
+            (rc = tn_draft_blk_matrix(b, il, "attn_output", QD, E, &ly->wo, l->err)) ||
+            (rc = tn_draft_blk_vector(b, il, "post_attention_norm", E, true, &ly->post_attn,
+                                      l->err)) ||
+            (rc = tn_draft_blk_vector(b, il, "ffn_norm", E, true, &ly->ffn_norm, l->err)) ||
+            (rc = tn_draft_blk_matrix(b, il, "ffn_gate", E, ly->F, &ly->gate, l->err)) ||
+            (rc = tn_draft_blk_matrix(b, il, "ffn_up", E, ly->F, &ly->up, l->err)) ||
+            (rc = tn_draft_blk_matrix(b, il, "ffn_down", ly->F, E, &ly->down, l->err)) ||
+            (rc = tn_draft_blk_vector(b, il, "post_ffw_norm", E, true, &ly->post_ffn, l->err)) ||
+            (rc = tn_draft_blk_vector(b, il, "layer_output_scale", 1, true, &scale, l->err)))
             return rc;
         ly->out_scale = scale[0];
-#undef M
-#undef VEC
     }
     if ((rc = tn_draft_check_freqs(&a->b, freqs, D_full / 2, l->err)))
         return rc;

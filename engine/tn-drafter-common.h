@@ -45,6 +45,14 @@ int tn_draft_matrix(const tn_draft_base *b, const char *name, int64_t cols, int6
 /* A required vector of n values, copied to f32 (owned by b) and finite. */
 int tn_draft_vector(tn_draft_base *b, const char *name, int64_t n, const float **out,
                     tn_error *err);
+/* Layer il's tensor "blk.<il>.<part>.weight", as both formats name them:
+ * whether the file has it, the matrix (as tn_draft_matrix), the vector (as
+ * tn_draft_vector; when not required, an absent one is *out = NULL). */
+bool tn_draft_blk_has(const tn_draft_base *b, int32_t il, const char *part);
+int tn_draft_blk_matrix(const tn_draft_base *b, int32_t il, const char *part, int64_t cols,
+                        int64_t rows, tn_weight *w, tn_error *err);
+int tn_draft_blk_vector(tn_draft_base *b, int32_t il, const char *part, int64_t n, bool required,
+                        const float **out, tn_error *err);
 /* n floats owned by b; NULL once "out of memory" is in err. */
 float *tn_draft_alloc(tn_draft_base *b, int64_t n, tn_error *err);
 /* rope_freqs.weight's n divisors must all be positive. */
