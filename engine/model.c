@@ -226,6 +226,38 @@ static int check_finite(tn_model *m, const tn_gguf *g, const char *path, const t
                    path, name, (long long)(bad / rows), (long long)(bad % rows));
 }
 
+static int missing(loader *ld, const char *name) {
+    return tn_fail(ld->err, TN_ERR_FORMAT,
+                   "%s: tensor '%s' is missing (incomplete file, or not a %s model)", ld->path,
+                   name, ld->arch);
+}
+
+/* What a matrix and a stack of experts both need of t: a type Tern runs
+ * (with a matrix kernel when `kernel`), rows of cols values in whole
+ * blocks (*row_bytes), and n_exp blocks of `rows` such rows (*stride bytes
+ * each) within the tensor. */
+static int tensor_rows(loader *ld, const tn_gguf_tensor *t, const char *name, int64_t cols,
+                       int64_t rows, int64_t n_exp, bool kernel, size_t *row_bytes,
+                       uint64_t *stride) {
+    char buf[16];
+    if (!tn_type_supported(t->type) || (kernel && !tn_matmul_has_kernel(TN_ISA_SCALAR, t->type)))
+        return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
+                       "%s: tensor '%s' has type %s, which Tern cannot run", ld->path, name,
+                       type_label(t->type, buf, sizeof buf));
+    *row_bytes = tn_type_row_bytes(t->type, (uint64_t)cols);
+    if (*row_bytes == 0)
+        return tn_fail(ld->err, TN_ERR_FORMAT,
+                       "%s: tensor '%s': rows of %lld values are not whole %s blocks of %zu",
+                       ld->path, name, (long long)cols, type_label(t->type, buf, sizeof buf),
+                       tn_type_block_size(t->type));
+    uint64_t need;
+    if (!tn_mul_u64(*row_bytes, (uint64_t)rows, stride) ||
+        !tn_mul_u64(*stride, (uint64_t)n_exp, &need) || t->nbytes < need)
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor '%s' is shorter than its shape says",
+                       ld->path, name);
+    return TN_OK;
+}
+
 /* A 2-D weight [rows][cols] (GGUF ne = {cols, rows}). *found tells an
  * optional absent tensor from a present one. */
 static int get_matrix(loader *ld, const char *name, int64_t cols, int64_t rows, bool required,
@@ -233,13 +265,8 @@ static int get_matrix(loader *ld, const char *name, int64_t cols, int64_t rows, 
     const tn_gguf_tensor *t = tn_gguf_find_tensor(ld->g, name);
     if (found)
         *found = t != NULL;
-    if (!t) {
-        if (!required)
-            return TN_OK;
-        return tn_fail(ld->err, TN_ERR_FORMAT,
-                       "%s: tensor '%s' is missing (incomplete file, or not a %s model)", ld->path,
-                       name, ld->arch);
-    }
+    if (!t)
+        return required ? missing(ld, name) : TN_OK;
     bool two_d = t->n_dims <= 2;
     for (uint32_t d = 2; d < t->n_dims; d++)
         two_d = two_d && t->ne[d] == 1;
@@ -248,23 +275,12 @@ static int get_matrix(loader *ld, const char *name, int64_t cols, int64_t rows, 
                        "%s: tensor '%s' has shape [%llu, %llu%s], expected [%lld, %lld]", ld->path,
                        name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
                        two_d ? "" : ", ...", (long long)cols, (long long)rows);
-    char buf[16];
     /* Vectors (rows == 1) are only converted; matrices also need a kernel. */
-    if (!tn_type_supported(t->type) ||
-        (rows > 1 && !tn_matmul_has_kernel(TN_ISA_SCALAR, t->type)))
-        return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
-                       "%s: tensor '%s' has type %s, which Tern cannot run", ld->path, name,
-                       type_label(t->type, buf, sizeof buf));
-    size_t row_bytes = tn_type_row_bytes(t->type, (uint64_t)cols);
-    if (row_bytes == 0)
-        return tn_fail(ld->err, TN_ERR_FORMAT,
-                       "%s: tensor '%s': rows of %lld values are not whole %s blocks of %zu",
-                       ld->path, name, (long long)cols, type_label(t->type, buf, sizeof buf),
-                       tn_type_block_size(t->type));
-    uint64_t need;
-    if (!tn_mul_u64(row_bytes, (uint64_t)rows, &need) || t->nbytes < need)
-        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor '%s' is shorter than its shape says",
-                       ld->path, name);
+    size_t row_bytes;
+    uint64_t size;
+    int rc = tensor_rows(ld, t, name, cols, rows, 1, rows > 1, &row_bytes, &size);
+    if (rc != TN_OK)
+        return rc;
     w->type = t->type;
     w->rows = rows;
     w->cols = cols;
@@ -301,9 +317,7 @@ static int get_experts(loader *ld, const char *name, int64_t cols, int64_t rows,
                        tn_experts *x) {
     const tn_gguf_tensor *t = tn_gguf_find_tensor(ld->g, name);
     if (!t)
-        return tn_fail(ld->err, TN_ERR_FORMAT,
-                       "%s: tensor '%s' is missing (incomplete file, or not a %s model)", ld->path,
-                       name, ld->arch);
+        return missing(ld, name);
     bool three_d = t->n_dims == 3 || (t->n_dims == 4 && t->ne[3] == 1);
     if (!three_d || (int64_t)t->ne[0] != cols || (int64_t)t->ne[1] != rows ||
         (int64_t)t->ne[2] != n_exp)
@@ -314,22 +328,11 @@ static int get_experts(loader *ld, const char *name, int64_t cols, int64_t rows,
                        (unsigned long long)(t->n_dims > 1 ? t->ne[1] : 1),
                        (unsigned long long)(t->n_dims > 2 ? t->ne[2] : 1), (long long)n_exp,
                        (long long)cols, (long long)rows, (long long)n_exp);
-    char buf[16];
-    if (!tn_type_supported(t->type) || !tn_matmul_has_kernel(TN_ISA_SCALAR, t->type))
-        return tn_fail(ld->err, TN_ERR_UNSUPPORTED,
-                       "%s: tensor '%s' has type %s, which Tern cannot run", ld->path, name,
-                       type_label(t->type, buf, sizeof buf));
-    size_t row_bytes = tn_type_row_bytes(t->type, (uint64_t)cols);
-    if (row_bytes == 0)
-        return tn_fail(ld->err, TN_ERR_FORMAT,
-                       "%s: tensor '%s': rows of %lld values are not whole %s blocks of %zu",
-                       ld->path, name, (long long)cols, type_label(t->type, buf, sizeof buf),
-                       tn_type_block_size(t->type));
-    uint64_t stride, need;
-    if (!tn_mul_u64(row_bytes, (uint64_t)rows, &stride) ||
-        !tn_mul_u64(stride, (uint64_t)n_exp, &need) || t->nbytes < need)
-        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: tensor '%s' is shorter than its shape says",
-                       ld->path, name);
+    size_t row_bytes;
+    uint64_t stride;
+    int rc = tensor_rows(ld, t, name, cols, rows, n_exp, true, &row_bytes, &stride);
+    if (rc != TN_OK)
+        return rc;
     /* A step reads its K experts anywhere in gigabytes of mapping: in 2 MiB
      * pages rather than 4 KiB ones (where the file system gives the page
      * cache such folios: ext4 since Linux 6.16), Qwen3-30B-A3B's decode
@@ -340,15 +343,12 @@ static int get_experts(loader *ld, const char *name, int64_t cols, int64_t rows,
     advise_huge(t->data, t->nbytes);
     /* As for a matrix: one pass over the scales, so that a NaN expert is
      * refused at load rather than found by the token that routes to it. */
-    if (ld->defer_checks && ld->m) {
-        int rc = defer_check(ld, t, rows);
-        if (rc != TN_OK)
-            return rc;
-    } else {
-        int rc = check_finite(ld->m, ld->g, ld->path, t, rows, ld->err);
-        if (rc != TN_OK)
-            return rc;
-    }
+    if (ld->defer_checks && ld->m)
+        rc = defer_check(ld, t, rows);
+    else
+        rc = check_finite(ld->m, ld->g, ld->path, t, rows, ld->err);
+    if (rc != TN_OK)
+        return rc;
     x->first = (tn_weight){.type = t->type, .rows = rows, .cols = cols, .data = t->data,
                            .row_bytes = row_bytes};
     x->stride = (size_t)stride;
