@@ -1326,6 +1326,31 @@ static void drop_abandoned(job *j) {
     soup_server_message_unpause(j->msg);
 }
 
+/* One choice of an answer not streamed, the one prompt's or each of
+ * several: its index, its "text" (completions; chat's "message" is
+ * message, built by the caller), its log-probabilities (lp NULL: none asked
+ * for; offsets from lp_offset) and its finish_reason. */
+static void builder_choice(JsonBuilder *b, const job *j, int index, const char *text,
+                           JsonNode *message, const GArray *lp, glong lp_offset,
+                           const char *finish) {
+    json_builder_begin_object(b);
+    member_int(b, "index", index);
+    if (message) {
+        json_builder_set_member_name(b, "message");
+        json_builder_add_value(b, message);
+    } else {
+        member_string(b, "text", text);
+    }
+    if (lp) {
+        builder_logprobs(b, j, (const job_logprob *)(void *)lp->data, lp->len, &lp_offset);
+    } else {
+        json_builder_set_member_name(b, "logprobs");
+        json_builder_add_null_value(b);
+    }
+    member_string(b, "finish_reason", finish);
+    json_builder_end_object(b);
+}
+
 /* The answer to several prompts: one choice each, index as OpenAI numbers
  * them (prompt-major; n is 1), usage summed (run_prompts). */
 static void respond_choices(job *j) {
@@ -1335,19 +1360,8 @@ static void respond_choices(job *j) {
     json_builder_begin_array(b);
     for (int i = 0; i < j->n_choices; i++) {
         const job_choice *c = &j->choices[i];
-        json_builder_begin_object(b);
-        member_int(b, "index", i);
-        member_string(b, "text", c->text->str);
-        if (c->lp) {
-            glong offset = c->lp_offset;
-            builder_logprobs(b, j, (const job_logprob *)(void *)c->lp->data, c->lp->len,
-                             &offset);
-        } else {
-            json_builder_set_member_name(b, "logprobs");
-            json_builder_add_null_value(b);
-        }
-        member_string(b, "finish_reason", stop_finish(c->stats.stop_reason));
-        json_builder_end_object(b);
+        builder_choice(b, j, i, c->text->str, NULL, c->lp, c->lp_offset,
+                       stop_finish(c->stats.stop_reason));
     }
     json_builder_end_array(b);
     builder_usage(b, j);
@@ -1437,13 +1451,11 @@ static gboolean finish_job(gpointer data) {
         return G_SOURCE_REMOVE;
     }
     int n_calls = 0;
-    JsonBuilder *b = json_builder_new();
-    builder_head(b, j, j->kind == JOB_CHAT ? "chat.completion" : "text_completion");
-    builder_choice_start(b, 0);
+    JsonNode *message = NULL;
     if (j->kind == JOB_CHAT) {
-        json_builder_set_member_name(b, "message");
-        json_builder_begin_object(b);
-        member_string(b, "role", "assistant");
+        JsonBuilder *m = json_builder_new();
+        json_builder_begin_object(m);
+        member_string(m, "role", "assistant");
         GString *content = g_string_new(NULL), *reasoning = g_string_new(NULL);
         if (j->split_reasoning) {
             tern_reasoning_feed(&j->reasoning, j->full->str, content, reasoning);
@@ -1454,33 +1466,29 @@ static gboolean finish_job(gpointer data) {
         char *rest = NULL;
         tern_tool_call *calls = NULL;
         n_calls = answer_calls(j, content->str, &rest, &calls);
-        json_builder_set_member_name(b, "content");
+        json_builder_set_member_name(m, "content");
         if (n_calls > 0 && !rest)
-            json_builder_add_null_value(b);
+            json_builder_add_null_value(m);
         else
-            json_builder_add_string_value(b, n_calls > 0 ? rest : content->str);
+            json_builder_add_string_value(m, n_calls > 0 ? rest : content->str);
         if (reasoning->len)
-            member_string(b, "reasoning_content", reasoning->str);
+            member_string(m, "reasoning_content", reasoning->str);
         if (n_calls > 0)
-            builder_tool_calls(b, j, calls, n_calls, false);
+            builder_tool_calls(m, j, calls, n_calls, false);
         g_free(rest);
         tern_tool_calls_free(calls, n_calls);
         g_string_free(content, TRUE);
         g_string_free(reasoning, TRUE);
-        json_builder_end_object(b);
-    } else {
-        member_string(b, "text", j->full->str);
+        json_builder_end_object(m);
+        message = json_builder_get_root(m);
+        g_object_unref(m);
     }
-    if (j->logprobs >= 0) {
-        glong offset = j->lp_offset;
-        builder_logprobs(b, j, (const job_logprob *)(void *)j->lp_ready->data, j->lp_ready->len,
-                         &offset);
-    } else {
-        json_builder_set_member_name(b, "logprobs");
-        json_builder_add_null_value(b);
-    }
-    member_string(b, "finish_reason", n_calls > 0 ? "tool_calls" : finish_reason(j));
-    json_builder_end_object(b);
+    JsonBuilder *b = json_builder_new();
+    builder_head(b, j, j->kind == JOB_CHAT ? "chat.completion" : "text_completion");
+    json_builder_set_member_name(b, "choices");
+    json_builder_begin_array(b);
+    builder_choice(b, j, 0, j->full->str, message, j->logprobs >= 0 ? j->lp_ready : NULL,
+                   j->lp_offset, n_calls > 0 ? "tool_calls" : finish_reason(j));
     json_builder_end_array(b);
     builder_usage(b, j);
     json_builder_end_object(b);
