@@ -40,6 +40,10 @@ typedef struct job_prompt_in {
     char *text;
     int32_t *ids;
     int32_t n_ids;
+    /* worker: text's tokens, encoded once for the prompts' bound
+     * (prompts_fit) and kept for its run; empty until then, or where
+     * encoding failed (run_completion encodes it again and says why). */
+    tn_tokens tokens;
 } job_prompt_in;
 
 /* The answer to one prompt of several, kept while the next one runs. */

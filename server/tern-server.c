@@ -435,7 +435,10 @@ static void on_prompt_logprob(int32_t index, int32_t token, float logprob,
         job_emit(j, ps->text);
 }
 
-static int run_completion(tern_server *srv, job *j, tn_session *session) {
+/* encoded: the text prompt's tokens when prompts_fit kept them (NULL or
+ * empty: encoded here). */
+static int run_completion(tern_server *srv, job *j, tn_session *session,
+                          const tn_tokens *encoded) {
     const tn_tokenizer *tok = tn_model_tokenizer(srv->model);
     if (!tok) {
         const char *why = tn_model_tokenizer_error(srv->model);
@@ -443,7 +446,8 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
                    why && *why ? why : "none loaded");
         return TN_ERR_UNSUPPORTED;
     }
-    tn_tokens t = {0};
+    tn_tokens own = {0};
+    const tn_tokens *t = &own;
     int rc = TN_OK;
     if (j->prompt) {
         /* A prompt that cannot fit, refused from its length before it is
@@ -468,11 +472,14 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
         }
         /* A raw continuation: BOS when the vocabulary wants one, control
          * tokens in the prompt recognised (what llama.cpp's server does too). */
-        rc = tn_tokenize(tok, j->prompt, len, TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &t,
-                         &j->err);
+        if (encoded && encoded->ids)
+            t = encoded;
+        else
+            rc = tn_tokenize(tok, j->prompt, len, TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS,
+                             &own, &j->err);
         /* Only here does "" meet a vocabulary without BOS: the answer names
          * the member, as a refusal while parsing does. */
-        if (rc == TN_OK && t.n == 0) {
+        if (rc == TN_OK && t->n == 0) {
             g_snprintf(j->err.message, sizeof j->err.message, "the prompt is empty");
             rc = TN_ERR_INVALID;
         }
@@ -480,8 +487,8 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
             j->err_param = "prompt";
     }
     /* Token ids are the prompt as sent: no BOS added; the echo is their text. */
-    const int32_t *ids = j->prompt ? t.ids : j->prompt_ids;
-    const int32_t n = j->prompt ? (int32_t)t.n : j->n_prompt_ids;
+    const int32_t *ids = j->prompt ? t->ids : j->prompt_ids;
+    const int32_t n = j->prompt ? (int32_t)t->n : j->n_prompt_ids;
     tn_buf echo = {0};
     if (rc == TN_OK && j->echo && !j->prompt)
         rc = tn_detokenize(tok, ids, (size_t)n, 0, &echo, &j->err);
@@ -517,7 +524,7 @@ static int run_completion(tern_server *srv, job *j, tn_session *session) {
         rc = tn_session_run(session, &prompt, &gen, on_token, j, &j->stats, &j->err);
     }
     tn_buf_free(&echo);
-    tn_tokens_free(&t);
+    tn_tokens_free(&own);
     return rc;
 }
 
@@ -537,23 +544,23 @@ static void lp_settle(job *j) {
 
 /* The prompts' tokens in all, under TERN_COMPLETION_PROMPTS_TOKENS_MAX
  * before any is run: parsing counted the text prompts' from below only.
- * Encoding them twice costs little next to running them (docs/TOKENIZER.md,
- * "Costs"); a prompt's own errors are left to run_completion. */
+ * Each text prompt's tokens are kept for its run (run_prompts frees them);
+ * a prompt's own errors are left to run_completion. */
 static int prompts_fit(tern_server *srv, job *j) {
     const tn_tokenizer *tok = tn_model_tokenizer(srv->model);
     gint64 total = 0;
     for (int i = 0; i < j->n_prompts; i++) {
-        const job_prompt_in *in = &j->prompts[i];
+        job_prompt_in *in = &j->prompts[i];
         if (!in->text || !tok) {
             total += in->n_ids;
             continue;
         }
-        tn_tokens t = {0};
         tn_error e;
         if (tn_tokenize(tok, in->text, strlen(in->text),
-                        TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &t, &e) == TN_OK)
-            total += (gint64)t.n;
-        tn_tokens_free(&t);
+                        TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &in->tokens, &e) == TN_OK)
+            total += (gint64)in->tokens.n;
+        else
+            tn_tokens_free(&in->tokens);
         if (job_abandoned(j))
             return TN_ERR_CANCELLED;
     }
@@ -616,7 +623,8 @@ static int run_prompts(tern_server *srv, job *j, tn_session *session) {
         j->n_prompt_ids = in->n_ids;
         memset(&j->stats, 0, sizeof j->stats);
         j->lp_offset = 0;
-        rc = run_completion(srv, j, session);
+        rc = run_completion(srv, j, session, &in->tokens);
+        tn_tokens_free(&j->prompts[i].tokens);
         j->prompt = NULL; /* the list owns them */
         j->prompt_ids = NULL;
         j->n_prompt_ids = 0;
@@ -655,6 +663,8 @@ static int run_prompts(tern_server *srv, job *j, tn_session *session) {
         sum.kv_len = st->kv_len;
         sum.stop_reason = st->stop_reason;
     }
+    for (int i = 0; i < j->n_prompts; i++) /* those not run */
+        tn_tokens_free(&j->prompts[i].tokens);
     sum.prefill_tok_s = sum.prefill_ms > 0 ? sum.prompt_tokens * 1e3 / sum.prefill_ms : 0;
     sum.decode_tok_s = sum.decode_ms > 0 ? sum.generated_tokens * 1e3 / sum.decode_ms : 0;
     if (rc == TN_OK || rc == TN_ERR_CANCELLED) /* an error keeps the failed prompt's */
@@ -772,7 +782,7 @@ static void run_job(tern_server *srv, job *j) {
         if (j->kind == JOB_COMPLETION && j->n_prompts > 1) {
             j->rc = run_prompts(srv, j, slot->session);
         } else if (j->kind == JOB_COMPLETION) {
-            j->rc = run_completion(srv, j, slot->session);
+            j->rc = run_completion(srv, j, slot->session, NULL);
         } else {
             const tn_prompt prompt = job_prompt(j);
             j->rc = tn_session_run(slot->session, &prompt, &j->gen, on_token, j, &j->stats,
