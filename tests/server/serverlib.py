@@ -207,6 +207,17 @@ class Server:
             doc = None
         return status, hdrs, doc, out
 
+    def stream(self, path, body, **kw):
+        """POSTs body with "stream": true: (status, the events before
+        [DONE] as dicts, whether [DONE] ended them, the body bytes). A
+        status other than 200 has no events (its body is a JSON error)."""
+        status, _, out = self.request("POST", path, dict(body, stream=True), **kw)
+        if status != 200:
+            return status, [], False, out
+        events = sse_events(out)
+        done = bool(events) and events[-1] == "[DONE]"
+        return status, [json.loads(e) for e in events if e != "[DONE]"], done, out
+
 
 def answer_complete(out):
     """A whole answer is in: its Content-Length of body, or a chunked body's

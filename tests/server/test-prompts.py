@@ -46,9 +46,7 @@ model = serverlib.make_model(tmp, name="llama2", vocab=vocab, arch="llama")
 srv = serverlib.Server(tmp, "prompts", model, args=["--debug-token-delay", "20"])
 
 
-def post(body):
-    status, _, doc, raw = srv.post("/v1/completions", body, timeout=600)
-    return status, doc, raw
+COMPLETIONS = "/v1/completions"
 
 
 def token_bytes(t):
@@ -153,13 +151,13 @@ print("several prompts", flush=True)
 
 
 def alone(prompt, body):
-    status, doc, raw = post(dict(body, prompt=prompt))
+    status, _, doc, raw = srv.post(COMPLETIONS, dict(body, prompt=prompt), timeout=600)
     check(status == 200, "alone %r: %s %r" % (prompt, status, raw[:300]))
     return doc
 
 
 def same_as_alone(prompts, body, what):
-    status, doc, raw = post(dict(body, prompt=prompts))
+    status, _, doc, raw = srv.post(COMPLETIONS, dict(body, prompt=prompts), timeout=600)
     if not check(status == 200, "%s: answered: %s %r" % (what, status, raw[:300])):
         return
     chs = doc["choices"]
@@ -187,17 +185,20 @@ same_as_alone(PROMPTS, {"max_tokens": 0, "echo": True, "logprobs": 1}, "max_toke
 IDS = [serverlib.token_ids(model, p) for p in PROMPTS]
 same_as_alone(IDS, {"max_tokens": 5, "temperature": 0, "logprobs": 1}, "token ids")
 # A stop string that some answers reach: take one from the greedy answer.
-_, d, _ = post({"prompt": PROMPTS[0], "max_tokens": 6, "temperature": 0})
+_, _, d, _ = srv.post(COMPLETIONS, {"prompt": PROMPTS[0], "max_tokens": 6, "temperature": 0},
+                     timeout=600)
 stop = d["choices"][0]["text"][2:4] or "e"
 same_as_alone(PROMPTS, {"max_tokens": 6, "temperature": 0, "stop": [stop], "logprobs": 1},
               "stop %r" % stop)
 # One prompt in a list is that prompt.
-status, d, raw = post({"prompt": ["x"], "max_tokens": 2, "temperature": 0})
+status, _, d, raw = srv.post(COMPLETIONS, {"prompt": ["x"], "max_tokens": 2, "temperature": 0},
+                            timeout=600)
 check(status == 200 and len(d["choices"]) == 1, "a list of one: %s %r" % (status, raw[:200]))
 
 # --- bounds and refusals ------------------------------------------------------
 print("bounds and refusals", flush=True)
-status, d, raw = post({"prompt": ["p%d" % i for i in range(64)], "max_tokens": 1})
+status, _, d, raw = srv.post(COMPLETIONS, {"prompt": ["p%d" % i for i in range(64)],
+                                          "max_tokens": 1}, timeout=600)
 check(status == 200 and [c["index"] for c in d["choices"]] == list(range(64)),
       "64 prompts: 64 choices: %s %r" % (status, raw[:200]))
 refusals = [
@@ -217,11 +218,12 @@ refusals = [
     (["a " * 4200] * 64, "prompt", "one request may hold at most 262144"),
 ]
 for prompt, param, words in refusals:
-    status, d, raw = post({"prompt": prompt, "max_tokens": 1})
+    status, _, d, raw = srv.post(COMPLETIONS, {"prompt": prompt, "max_tokens": 1}, timeout=600)
     err = (d or {}).get("error") or {}
     check(status == 400 and err.get("param") == param and words in err.get("message", ""),
           "prompt %s: 400 naming %r: %s %r" % (str(prompt)[:40], words, status, raw[:300]))
-status, d, raw = post({"prompt": ["a", "b"], "max_tokens": 131073})
+status, _, d, raw = srv.post(COMPLETIONS, {"prompt": ["a", "b"], "max_tokens": 131073},
+                            timeout=600)
 err = (d or {}).get("error") or {}
 check(status == 400 and err.get("param") == "max_tokens" and "at most 262144" in
       err.get("message", ""), "2 x 131073 tokens: 400 naming max_tokens: %r" % raw[:300])
@@ -232,18 +234,6 @@ check(status == 200, "chat still answers: %s %r" % (status, raw[:200]))
 
 # --- several prompts streamed -------------------------------------------------
 print("several prompts streamed", flush=True)
-
-
-def stream(body):
-    """(status, chunks as dicts, the raw body) of a streamed request; the
-    events end in [DONE]."""
-    status, hdrs, out = srv.request("POST", "/v1/completions", dict(body, stream=True),
-                                    timeout=600)
-    if status != 200:
-        return status, [], out
-    events = serverlib.sse_events(out)
-    check(events and events[-1] == "[DONE]", "a stream ends in [DONE]: %r" % out[-200:])
-    return status, [json.loads(e) for e in events[:-1]], out
 
 
 def joined_logprobs(chunks):
@@ -259,13 +249,14 @@ def streamed_as_answered(prompts, body, what, usage=True):
     """The stream of several prompts against the same request not
     streamed: per index the same text, log-probabilities and finish_reason,
     the choices one after another, the usage last."""
-    status, doc, raw = post(dict(body, prompt=prompts))
+    status, _, doc, raw = srv.post(COMPLETIONS, dict(body, prompt=prompts), timeout=600)
     if not check(status == 200, "%s: answered: %s %r" % (what, status, raw[:300])):
         return
     sbody = dict(body, prompt=prompts)
     if usage:
         sbody["stream_options"] = {"include_usage": True}
-    status, chunks, raw = stream(sbody)
+    status, chunks, done, raw = srv.stream(COMPLETIONS, sbody, timeout=600)
+    check(status != 200 or done, "%s: the stream ends in [DONE]: %r" % (what, raw[-200:]))
     if not check(status == 200, "%s: streamed: %s %r" % (what, status, raw[:300])):
         return
     usage_chunks = [c for c in chunks if "usage" in c and c.get("usage")]
@@ -323,32 +314,30 @@ streamed_as_answered(["a", "b", "c"], {"max_tokens": 3, "temperature": 0, "stop"
 for prompt, param, words in [(["a"] * 65, "prompt", "at most 64"),
                              (["a", ""], "prompt", "prompt[1] is empty"),
                              (["a " * 4200, "b"], "prompt", "prompt[0]")]:
-    status, _, raw = stream({"prompt": prompt, "max_tokens": 1})
+    status, _, _, raw = srv.stream(COMPLETIONS, {"prompt": prompt, "max_tokens": 1}, timeout=600)
     try:
         err = json.loads(raw).get("error") or {}
     except ValueError:
         err = {}
     check(status == 400 and err.get("param") == param and words in err.get("message", ""),
           "streamed %s: 400 naming %r: %s %r" % (str(prompt)[:30], words, status, raw[:300]))
-status, hdrs, out = srv.request("POST", "/v1/completions",
-                                {"prompt": ["x", "a " * 4200], "max_tokens": 2,
-                                 "temperature": 0, "stream": True}, timeout=600)
-events = serverlib.sse_events(out) if status == 200 else []
-docs = [json.loads(e) for e in events if e != "[DONE]"]
+status, docs, done, out = srv.stream(COMPLETIONS, {"prompt": ["x", "a " * 4200],
+                                                  "max_tokens": 2, "temperature": 0},
+                                     timeout=600)
 firsts = [c for c in docs if c.get("choices") and c["choices"][0]["index"] == 0]
 errs = [c["error"] for c in docs if "error" in c]
 check(status == 200 and firsts and firsts[-1]["choices"][0]["finish_reason"] is not None and
       len(errs) == 1 and "prompt[1]" in errs[0].get("message", "") and docs[-1] == {"error": errs[0]}
-      and events[-1] == "[DONE]" and not any(c.get("choices") and c["choices"][0]["index"] == 1
+      and done and not any(c.get("choices") and c["choices"][0]["index"] == 1
                                              for c in docs),
       "a 2nd prompt that does not fit: the 1st's chunks and finish, then an error: %s %r"
       % (status, out[-400:]))
-status, d, raw = post({"prompt": ["a", "b"], "max_tokens": 1,
-                       "stream_options": {"include_usage": True}})
+status, _, d, raw = srv.post(COMPLETIONS, {"prompt": ["a", "b"], "max_tokens": 1,
+                                          "stream_options": {"include_usage": True}})
 check(status == 400 and (d or {}).get("error", {}).get("param") == "stream_options",
       "stream_options without stream: still 400: %s %r" % (status, raw[:200]))
-status, _, raw = stream({"prompt": ["a", "b"], "max_tokens": 1,
-                         "stream_options": {"include_usage": "yes"}})
+status, _, _, raw = srv.stream(COMPLETIONS, {"prompt": ["a", "b"], "max_tokens": 1,
+                                            "stream_options": {"include_usage": "yes"}})
 check(status == 400, "include_usage not a boolean: 400: %s %r" % (status, raw[:200]))
 
 # A streaming client that leaves after its first chunk: the other prompts
@@ -371,7 +360,7 @@ s.close()
 check(got.startswith(b"HTTP/1.1 200") and b"data: " in got,
       "a stream of 64 prompts starts: %r" % got[:300])
 t0 = time.time()
-status, d, raw = post({"prompt": "x", "max_tokens": 1})
+status, _, d, raw = srv.post(COMPLETIONS, {"prompt": "x", "max_tokens": 1}, timeout=600)
 waited = time.time() - t0
 check(status == 200 and waited < 120,
       "after a dropped stream of 64 prompts the next is answered: %s after %.1f s"
@@ -387,7 +376,7 @@ s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
 time.sleep(3)  # well into the prompts (20 ms a token)
 s.close()
 t0 = time.time()
-status, d, raw = post({"prompt": "x", "max_tokens": 1})
+status, _, d, raw = srv.post(COMPLETIONS, {"prompt": "x", "max_tokens": 1}, timeout=600)
 waited = time.time() - t0
 # The 64 x 2000 tokens left at 20 ms each would be 40 minutes.
 check(status == 200 and waited < 120,
