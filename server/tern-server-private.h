@@ -124,6 +124,8 @@ typedef struct job {
     GPtrArray *ends;
     int sse_index;
     glong sse_offset;
+    bool sse_open;      /* a chunk of choice sse_index is out: its end is not */
+    int32_t run_tokens; /* worker: tokens generated for the prompt running */
     bool echo;                    /* completions: the prompt comes first in the answer */
     tn_session_message *messages; /* a conversation: roles and contents */
     int n_messages;

@@ -242,6 +242,8 @@ static bool on_token(const char *piece, int32_t token, void *user) {
     job *j = user;
     if (job_abandoned(j))
         return false;
+    if (token >= 0)
+        j->run_tokens++;
     /* A token's entry waits in lp_held until the engine releases text at
      * or after it (held-back bytes of a character, a possible stop string):
      * tokens that end inside a stop string never release any, and are
@@ -449,6 +451,7 @@ static int run_completion(tern_server *srv, job *j, tn_session *session,
     tn_tokens own = {0};
     const tn_tokens *t = &own;
     int rc = TN_OK;
+    j->run_tokens = 0;
     if (j->prompt) {
         /* A prompt that cannot fit, refused from its length before it is
          * encoded (as the session does with messages, docs/SESSION.md): a
@@ -1090,6 +1093,7 @@ static void sse_delta(job *j, const char *role, const char *content, const char 
         builder_head(b, j, "text_completion");
         builder_choice_start(b, j->sse_index);
         member_string(b, "text", content ? content : "");
+        j->sse_open = !finish;
     }
     chunk_finish_send(j, b, finish, !role && !finish);
 }
@@ -1400,11 +1404,13 @@ static gboolean finish_job(gpointer data) {
                    "the request was cancelled: the server is stopping");
 
     /* Several prompts streamed: the choices that were answered before one
-     * failed or the server stopped go out whole before the error. */
+     * failed or the server stopped go out whole before the error, and so
+     * does what the failed one had generated once its chunks have begun
+     * (docs/SERVER.md, "Several prompts"): the error event says it was cut. */
     g_mutex_lock(&j->lock);
     const bool ended = j->ends && j->ends->len;
     g_mutex_unlock(&j->lock);
-    if (j->stream && j->rc != TN_OK && ended)
+    if (j->stream && j->rc != TN_OK && (ended || (j->n_prompts > 1 && j->headers_sent)))
         stream_pending(j);
     if (j->stream && j->rc != TN_OK && !j->headers_sent) {
         respond_engine_error(j);
@@ -1418,9 +1424,18 @@ static gboolean finish_job(gpointer data) {
             if (j->rc == TN_ERR_CANCELLED)
                 code = "cancelled";
             const bool client_error = j->rc == TN_ERR_OVERFLOW || j->rc == TN_ERR_INVALID;
-            sse_send(j, tern_server_error_body(j->err.message[0] ? j->err.message : tn_status_name(j->rc),
-                                   client_error ? "invalid_request_error" : "server_error",
-                                   j->err_param, code));
+            const char *why = j->err.message[0] ? j->err.message : tn_status_name(j->rc);
+            /* A choice of several whose chunks began and whose last chunk
+             * (the one with its finish_reason) never comes: the error
+             * names it, as the next prompts are not run. */
+            char *cut = j->n_prompts > 1 && j->sse_open
+                            ? g_strdup_printf("%s; choice %d was cut after %d tokens", why,
+                                              j->sse_index, j->run_tokens)
+                            : g_strdup(why);
+            sse_send(j, tern_server_error_body(
+                            cut, client_error ? "invalid_request_error" : "server_error",
+                            j->err_param, code));
+            g_free(cut);
         } else {
             stream_pending(j);
             if (j->split_reasoning)

@@ -117,6 +117,40 @@ def png(w, h, row, declared=None):
             + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
+def noclose_vocab(tmp):
+    """A byte-level vocabulary with no token for '"' or '}' (no byte
+    tokens, no merges: each other printable ASCII character one token, no
+    BOS, <|im_end|> its EOS): a json_object answer opens its object, then
+    only whitespace can follow, 32 characters of it at most
+    (TN_JSON_PREFIX_MAX_SPACE), then no token can continue it: an error in
+    the middle of an answer, reached without any hook. The tokenizer.json's
+    path."""
+    d = os.path.join(tmp, "vocab-noclose")
+    os.makedirs(d, exist_ok=True)
+    symbols = [chr(c) for c in range(0x21, 0x7f) if chr(c) not in '"}'] + ["\u0120", "\u010a"]
+    added = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump({"version": "1.0",
+                   "added_tokens": [{"id": len(symbols) + i, "content": t, "single_word": False,
+                                     "lstrip": False, "rstrip": False, "normalized": False,
+                                     "special": True} for i, t in enumerate(added)],
+                   "normalizer": None,
+                   "pre_tokenizer": dict(level, type="ByteLevel"),
+                   "post_processor": None,
+                   "decoder": dict(level, type="ByteLevel"),
+                   "model": {"type": "BPE", "vocab": {t: i for i, t in enumerate(symbols)},
+                             "merges": []}}, f)
+    with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"eos_token": "<|im_end|>", "bos_token": None,
+                   "chat_template": "{% for message in messages %}{{'<|im_start|>' + "
+                                    "message['role'] + '\\n' + message['content'] + "
+                                    "'<|im_end|>' + '\\n'}}{% endfor %}"
+                                    "{% if add_generation_prompt %}"
+                                    "{{ '<|im_start|>assistant\\n' }}{% endif %}"}, f)
+    return os.path.join(d, "tokenizer.json")
+
+
 def data_uri(data, mime="image/png"):
     return "data:%s;base64,%s" % (mime, base64.b64encode(data).decode())
 

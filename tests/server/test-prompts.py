@@ -22,10 +22,16 @@ a prompt").
   for; the refusals before any chunk, a 2nd prompt that does not fit as an
   error event after the 1st's chunks; a client that drops the stream stops
   the prompts left.
+- A prompt that fails in the middle of its answer (json_object with a
+  vocabulary that cannot close the object), streamed: the choices before
+  it whole, its text with no finish_reason, one error event naming
+  prompt[i] and how many tokens its choice had, [DONE], the prompts after
+  it not run; not streamed: a 400 naming prompt[i], no choices.
 - A client that leaves during the 2nd of 64 long prompts: the rest are not
   run, the next request is answered at once.
 
-A tiny random-weight model with the real Llama 2 vocabulary."""
+A tiny random-weight model with the real Llama 2 vocabulary (and one with
+serverlib's noclose vocabulary)."""
 
 import json
 import os
@@ -365,6 +371,67 @@ waited = time.time() - t0
 check(status == 200 and waited < 120,
       "after a dropped stream of 64 prompts the next is answered: %s after %.1f s"
       % (status, waited))
+
+# --- a prompt that fails mid-answer ------------------------------------------
+print("a prompt that fails mid-answer", flush=True)
+# json_object with a vocabulary that cannot close an object: an answer
+# fails once its object is open and 32 spaces are out (serverlib's
+# noclose_vocab), after some of its text was sent. Prompt 0 fills the
+# context two tokens in ("length", before any dead end); prompt 1 is short,
+# so it runs into the dead end; prompt 2 would too, and is never run.
+N_CTX = 256
+nc = serverlib.make_model(tmp, name="noclose", vocab=serverlib.noclose_vocab(tmp))
+nsrv = serverlib.Server(tmp, "prompts-noclose", nc, ["-c", str(N_CTX)])
+check(len(serverlib.token_ids(nc, "a" * 10)) == 10, "noclose: one token a character, no BOS")
+cut = {"prompt": ["a" * (N_CTX - 2), "b", "c"], "max_tokens": 150, "logprobs": 0,
+       "response_format": {"type": "json_object"}}
+status, chunks, done, raw = nsrv.stream(COMPLETIONS, cut, timeout=600)
+errs = [c["error"] for c in chunks if "error" in c]
+answer = [c for c in chunks if "error" not in c]
+mine = {i: [c["choices"][0] for c in answer if c["choices"][0]["index"] == i] for i in range(3)}
+fin0 = [c["finish_reason"] for c in mine[0]]
+check(status == 200 and done and fin0[-1:] == ["length"] and
+      all(f is None for f in fin0[:-1]),
+      "mid-answer failure: prompt 0 answered, its last chunk \"length\": %s %r"
+      % (status, raw[:400]))
+cut_text = "".join(c["text"] for c in mine[1])
+cut_tokens = sum(len((c.get("logprobs") or {}).get("tokens", [])) for c in mine[1])
+check("{" in cut_text and cut_tokens >= 2 and all(c["finish_reason"] is None for c in mine[1]),
+      "mid-answer failure: prompt 1's text up to the dead end, with no finish_reason "
+      "(cut): %r, %d tokens, %r" % (cut_text, cut_tokens, mine[1][-2:]))
+check(len(errs) == 1 and "error" in chunks[-1] and not mine[2],
+      "mid-answer failure: one error event, the last, and prompt 2 not run: %r"
+      % raw[-600:])
+msg = errs[0].get("message", "") if errs else ""
+check(msg.startswith("prompt[1]: no token of the model's vocabulary can continue the JSON") and
+      ("choice 1 was cut after %d tokens" % cut_tokens) in msg,
+      "mid-answer failure: the error names prompt[1] and the %d tokens its choice had: %r"
+      % (cut_tokens, msg))
+# Not streamed: no partial answer, the whole request is the error.
+status, _, d, raw = nsrv.post(COMPLETIONS, cut, timeout=600)
+err = (d or {}).get("error") or {}
+check(status == 400 and "choices" not in (d or {}) and
+      err.get("message", "").startswith("prompt[1]: no token of the model's vocabulary") and
+      "cut" not in err.get("message", ""),
+      "mid-answer failure, not streamed: a 400 naming prompt[1], no choices: %s %r"
+      % (status, raw[:400]))
+# A prompt 0 that fails mid-answer: nothing of a later prompt, and the same
+# rule (its chunks, no finish_reason, the error naming it).
+status, chunks, done, raw = nsrv.stream(COMPLETIONS, dict(cut, prompt=["b", "c"]),
+                                        timeout=600)
+errs = [c["error"] for c in chunks if "error" in c]
+idx = [c["choices"][0]["index"] for c in chunks if "error" not in c]
+if status == 200:
+    n0 = sum(len((c["choices"][0].get("logprobs") or {}).get("tokens", []))
+             for c in chunks if "error" not in c)
+    check(done and idx and set(idx) == {0} and len(errs) == 1 and
+          ("choice 0 was cut after %d tokens" % n0) in errs[0].get("message", ""),
+          "prompt 0 failing mid-answer: its chunks, then the error naming it: %r" % raw[-600:])
+else:  # it failed before any of its text went out: a plain error
+    err = (json.loads(raw) if raw.startswith(b"{") else {}).get("error") or {}
+    check(status == 400 and err.get("message", "").startswith("prompt[0]: no token"),
+          "prompt 0 failing before any text: a 400 naming prompt[0]: %s %r" % (status, raw[:300]))
+check(nsrv.stop() == 0, "the noclose server stops cleanly: " + nsrv.stderr()[-2000:])
 
 # --- a client that leaves -----------------------------------------------------
 print("a client that leaves", flush=True)
